@@ -1,0 +1,190 @@
+/**
+ * Builds an agent: a `LanguageModel`, a toolkit and a list of middleware,
+ * run as a loop (model → tools → model … until the model answers without
+ * tool calls) that every middleware can observe and steer.
+ *
+ * @since 0.1.0
+ */
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as Tool from "@effect/ai/Tool"
+import * as Toolkit from "@effect/ai/Toolkit"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Schema from "effect/Schema"
+import { AgentConfigError } from "./AgentError.js"
+import { AgentLoop } from "./AgentLoop.js"
+import * as AgentState from "./AgentState.js"
+import * as Checkpointer from "./Checkpointer.js"
+import { makeLoop, outputTool } from "./internal/loop.js"
+import { entriesOf, type ToolEntry } from "./internal/tools.js"
+import type * as Middleware from "./Middleware.js"
+
+/**
+ * Options of {@link make} and {@link layer}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR> {
+  /** The agent's tools: a `Toolkit` (which needs its handler layer) or a handled toolkit. */
+  readonly toolkit?: Effect.Effect<Toolkit.WithHandler<any>, TE, TR> | undefined
+  /** Middleware, outermost first. */
+  readonly middleware?: Mws | undefined
+  readonly systemPrompt?: string | undefined
+  /**
+   * Ask for structured output: the model gets a tool named `outputToolName`
+   * (default `"final_answer"`) whose parameters are this schema, is required
+   * to call a tool on every turn, and the run completes with the decoded value
+   * as `output`. Invalid output is answered with a failed tool result the
+   * model can repair.
+   */
+  readonly responseFormat?: Schema.Schema<any, any> | undefined
+  readonly outputToolName?: string | undefined
+  /** The most model calls one run may make (default 50); more is a `MaxStepsExceeded` error. */
+  readonly maxSteps?: number | undefined
+  /** How many tool calls of one model response run at once (default 8). */
+  readonly toolConcurrency?: number | "unbounded" | undefined
+}
+
+/**
+ * The service of the agent built from these options.
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>> = AgentLoop.Service<
+  AgentState.Of<Mws>,
+  Middleware.Error<Mws[number]>
+>
+
+/**
+ * Builds an agent. It needs a `LanguageModel`, the toolkit's handlers and
+ * whatever the middleware need; a `Checkpointer` when one is provided (else
+ * threads live in memory). Bad configuration — two middleware with one name,
+ * clashing state keys, two tools with one name, `maxSteps` < 1 — fails with
+ * an `AgentConfigError`.
+ *
+ * @example
+ * ```ts
+ * import { Agent, Middleware } from "@effect-agent/core"
+ * import { Tool, Toolkit } from "@effect/ai"
+ * import { Effect, Schema } from "effect"
+ *
+ * const Add = Tool.make("add", {
+ *   parameters: { a: Schema.Number, b: Schema.Number },
+ *   success: Schema.Number
+ * })
+ * const Tools = Toolkit.make(Add)
+ * const ToolsLive = Tools.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })
+ *
+ * const program = Effect.gen(function*() {
+ *   const agent = yield* Agent.make({
+ *     toolkit: Tools,
+ *     systemPrompt: "You are a calculator.",
+ *     middleware: [Middleware.passThrough("logging")]
+ *   })
+ *   return yield* agent.run("What is 2 + 3?", { threadId: "t1" })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <const Mws extends ReadonlyArray<Middleware.Any> = readonly [], TE = never, TR = never>(
+  options: Options<Mws, TE, TR>
+): Effect.Effect<
+  AgentOf<Mws>,
+  AgentConfigError | TE,
+  LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
+> =>
+  Effect.gen(function*() {
+    const middleware: ReadonlyArray<Middleware.Any> = options.middleware ?? []
+    const maxSteps = options.maxSteps ?? 50
+    if (!Number.isInteger(maxSteps) || maxSteps < 1) {
+      return yield* new AgentConfigError({ reason: `maxSteps must be a whole number of at least 1, got ${maxSteps}` })
+    }
+    const toolConcurrency = options.toolConcurrency ?? 8
+    if (toolConcurrency !== "unbounded" && (!Number.isInteger(toolConcurrency) || toolConcurrency < 1)) {
+      return yield* new AgentConfigError({
+        reason: `toolConcurrency must be "unbounded" or a whole number of at least 1, got ${toolConcurrency}`
+      })
+    }
+    const layout = yield* AgentState.layout(middleware)
+    const context = yield* Effect.context<never>()
+    const tools: Array<ToolEntry> = []
+    const owners = new Map<string, string>()
+    const addToolkit = (owner: string, toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>) => {
+      for (const entry of entriesOf(toolkit, context)) {
+        const previous = owners.get(entry.tool.name)
+        if (previous !== undefined) {
+          return new AgentConfigError({
+            reason: `Tool "${entry.tool.name}" of ${owner} has the same name as a tool of ${previous}`
+          })
+        }
+        owners.set(entry.tool.name, owner)
+        tools.push(entry)
+      }
+      return undefined
+    }
+    const toolkits: Array<readonly [string, Effect.Effect<Toolkit.WithHandler<any>, any, any>]> = []
+    if (options.toolkit !== undefined) toolkits.push(["the toolkit", options.toolkit])
+    for (const m of middleware) if (m.tools !== undefined) toolkits.push([`middleware "${m.name}"`, m.tools])
+    for (const [owner, toolkit] of toolkits) {
+      const handled = yield* (toolkit as Effect.Effect<Toolkit.WithHandler<any>, TE>)
+      const clash = addToolkit(owner, handled)
+      if (clash !== undefined) return yield* clash
+    }
+    let output: { readonly tool: Tool.Any; readonly schema: Schema.Schema<any, any> } | undefined
+    if (options.responseFormat !== undefined) {
+      const name = options.outputToolName ?? "final_answer"
+      const previous = owners.get(name)
+      if (previous !== undefined) {
+        return yield* new AgentConfigError({
+          reason: `The structured output tool "${name}" has the same name as a tool of ${previous}; set outputToolName`
+        })
+      }
+      output = { tool: outputTool(options.responseFormat, name), schema: options.responseFormat }
+    }
+    const checkpointer = yield* Effect.serviceOption(Checkpointer.Checkpointer).pipe(
+      Effect.flatMap(Option.match({ onNone: () => Checkpointer.makeMemory, onSome: Effect.succeed }))
+    )
+    const model = yield* LanguageModel.LanguageModel
+    return makeLoop({
+      middleware,
+      layout,
+      tools,
+      systemPrompt: options.systemPrompt,
+      output,
+      maxSteps,
+      toolConcurrency,
+      model,
+      checkpointer,
+      context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>
+    }) as AgentOf<Mws>
+  }) as any
+
+/**
+ * Provides the `AgentLoop` service built by {@link make}.
+ *
+ * @example
+ * ```ts
+ * import { Agent, AgentLoop } from "@effect-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const AgentLive = Agent.layer({ systemPrompt: "Be brief." })
+ * const program = AgentLoop.run("hello", { threadId: "t1" })
+ * // program.pipe(Effect.provide(AgentLive), Effect.provide(SomeLanguageModelLayer))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = <const Mws extends ReadonlyArray<Middleware.Any> = readonly [], TE = never, TR = never>(
+  options: Options<Mws, TE, TR>
+): Layer.Layer<
+  AgentLoop,
+  AgentConfigError | TE,
+  LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
+> => Layer.effect(AgentLoop, make(options))

@@ -1,0 +1,221 @@
+/**
+ * The typed errors an agent run can fail with.
+ *
+ * Configuration mistakes fail when the agent is built; problems during a run
+ * (a runaway loop, a jump a middleware did not declare, a tool that died, a
+ * checkpoint that cannot be read) fail the run. A tool's own typed failure or
+ * invalid arguments from the model never fail the run: they become failed tool
+ * results the model can read and repair.
+ *
+ * @since 0.1.0
+ */
+import * as Schema from "effect/Schema"
+
+/**
+ * The agent's configuration is invalid: a duplicate middleware name, two
+ * middleware declaring the same state key, a tool name used twice, an option
+ * out of range.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class AgentConfigError extends Schema.TaggedError<AgentConfigError>(
+  "@effect-agent/core/AgentError/AgentConfigError"
+)("AgentConfigError", {
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return this.reason
+  }
+}
+
+/**
+ * The run reached `maxSteps` model calls without finishing.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class MaxStepsExceeded extends Schema.TaggedError<MaxStepsExceeded>(
+  "@effect-agent/core/AgentError/MaxStepsExceeded"
+)("MaxStepsExceeded", {
+  threadId: Schema.String,
+  maxSteps: Schema.Number
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}" made ${this.maxSteps} model calls without finishing (maxSteps = ${this.maxSteps})`
+  }
+}
+
+/**
+ * A middleware hook asked to jump to a node it did not declare in `canJumpTo`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidJump extends Schema.TaggedError<InvalidJump>(
+  "@effect-agent/core/AgentError/InvalidJump"
+)("InvalidJump", {
+  middleware: Schema.String,
+  hook: Schema.String,
+  jumpTo: Schema.String,
+  allowed: Schema.Array(Schema.String)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    const allowed = this.allowed.length === 0 ? "none" : this.allowed.join(", ")
+    return `Middleware "${this.middleware}" jumped to "${this.jumpTo}" from ${this.hook}, but declares canJumpTo: ${allowed}`
+  }
+}
+
+/**
+ * A tool handler died (a defect, not a typed failure), or returned a value
+ * that does not match its success schema.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ToolDefect extends Schema.TaggedError<ToolDefect>(
+  "@effect-agent/core/AgentError/ToolDefect"
+)("ToolDefect", {
+  toolName: Schema.String,
+  callId: Schema.String,
+  description: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Tool "${this.toolName}" (call ${this.callId}) crashed: ${this.description}`
+  }
+}
+
+/**
+ * A stored checkpoint could not be written, read or decoded.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class CheckpointError extends Schema.TaggedError<CheckpointError>(
+  "@effect-agent/core/AgentError/CheckpointError"
+)("CheckpointError", {
+  threadId: Schema.String,
+  operation: Schema.Literal("load", "save"),
+  description: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Could not ${this.operation} the checkpoint of thread "${this.threadId}": ${this.description}`
+  }
+}
+
+/**
+ * A thread was used in a way its current status does not allow: `run` on a
+ * thread that waits for a resume, or `resume` on one that waits for nothing.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ThreadStateError extends Schema.TaggedError<ThreadStateError>(
+  "@effect-agent/core/AgentError/ThreadStateError"
+)("ThreadStateError", {
+  threadId: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}": ${this.reason}`
+  }
+}
+
+/**
+ * The model asked for structured output that does not decode, or the run
+ * ended without producing the structured output it was asked for.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class StructuredOutputError extends Schema.TaggedError<StructuredOutputError>(
+  "@effect-agent/core/AgentError/StructuredOutputError"
+)("StructuredOutputError", {
+  description: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return this.description
+  }
+}
+
+/**
+ * The input of a run is not a valid prompt.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidInput extends Schema.TaggedError<InvalidInput>(
+  "@effect-agent/core/AgentError/InvalidInput"
+)("InvalidInput", {
+  description: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid agent input: ${this.description}`
+  }
+}
+
+/**
+ * Every error the agent itself (not its model, tools or middleware) can fail a
+ * run with.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type AgentError =
+  | MaxStepsExceeded
+  | InvalidJump
+  | ToolDefect
+  | CheckpointError
+  | ThreadStateError
+  | StructuredOutputError
+  | InvalidInput
+
+/**
+ * The schema of {@link AgentError}.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const AgentError: Schema.Union<[
+  typeof MaxStepsExceeded,
+  typeof InvalidJump,
+  typeof ToolDefect,
+  typeof CheckpointError,
+  typeof ThreadStateError,
+  typeof StructuredOutputError,
+  typeof InvalidInput
+]> = Schema.Union(
+  MaxStepsExceeded,
+  InvalidJump,
+  ToolDefect,
+  CheckpointError,
+  ThreadStateError,
+  StructuredOutputError,
+  InvalidInput
+)

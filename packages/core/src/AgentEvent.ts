@@ -1,0 +1,86 @@
+/**
+ * What a streamed run reports as it goes: text as the model writes it, each
+ * model response, each tool call and result, state updates, middleware
+ * decisions, and the final result.
+ *
+ * @since 0.1.0
+ */
+import type * as Prompt from "@effect/ai/Prompt"
+import type * as Response from "@effect/ai/Response"
+import * as Data from "effect/Data"
+import type * as AgentResult from "./AgentResult.js"
+import type * as AgentState from "./AgentState.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type AgentEvent<S = AgentState.AgentState> = Data.TaggedEnum<{
+  /** A model call starts. */
+  ModelCallStarted: { readonly step: number; readonly messageCount: number; readonly toolNames: ReadonlyArray<string> }
+  /** A piece of text the model is writing (live, best effort). */
+  TextDelta: { readonly step: number; readonly delta: string }
+  /** The model answered; the message is appended to the conversation. */
+  ModelResponded: {
+    readonly step: number
+    readonly message: Prompt.AssistantMessage
+    readonly usage: Response.Usage
+    readonly finishReason: Response.FinishReason
+    readonly durationMillis: number
+  }
+  /** A tool call starts. */
+  ToolCallStarted: { readonly call: Prompt.ToolCallPart }
+  /** A tool call finished (`result.isFailure` when it failed or its arguments were invalid). */
+  ToolCallCompleted: { readonly result: Prompt.ToolResultPart; readonly durationMillis: number }
+  /** A middleware hook updated the state. */
+  StateUpdated: {
+    readonly middleware: string
+    readonly hook: string
+    readonly keys: ReadonlyArray<string>
+    readonly messagesReplaced: boolean
+  }
+  /** A middleware reported what it decided (`Middleware.report`), or jumped. */
+  MiddlewareDecision: {
+    readonly middleware: string
+    readonly hook: string
+    readonly decision: string
+    readonly data: unknown
+  }
+  /** The run ended. */
+  RunEnded: { readonly result: AgentResult.AgentResult<S> }
+}>
+
+interface AgentEventDefinition extends Data.TaggedEnum.WithGenerics<1> {
+  readonly taggedEnum: AgentEvent<this["A"]>
+}
+
+const constructors = Data.taggedEnum<AgentEventDefinition>()
+
+/**
+ * The constructors of each event.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const {
+  /** @since 0.1.0 */
+  $is,
+  /** @since 0.1.0 */
+  $match,
+  /** @since 0.1.0 */
+  MiddlewareDecision,
+  /** @since 0.1.0 */
+  ModelCallStarted,
+  /** @since 0.1.0 */
+  ModelResponded,
+  /** @since 0.1.0 */
+  RunEnded,
+  /** @since 0.1.0 */
+  StateUpdated,
+  /** @since 0.1.0 */
+  TextDelta,
+  /** @since 0.1.0 */
+  ToolCallCompleted,
+  /** @since 0.1.0 */
+  ToolCallStarted
+} = constructors

@@ -1,0 +1,119 @@
+/**
+ * The `AgentLoop` service: run an agent on a thread, stream a run, resume an
+ * interrupted one, read a thread's state. Build it with `Agent.make` or
+ * `Agent.layer`.
+ *
+ * @since 0.1.0
+ */
+import type * as AiError from "@effect/ai/AiError"
+import type * as Prompt from "@effect/ai/Prompt"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import type * as Stream from "effect/Stream"
+import type * as AgentError from "./AgentError.js"
+import type * as AgentEvent from "./AgentEvent.js"
+import type * as AgentResult from "./AgentResult.js"
+import type * as AgentState from "./AgentState.js"
+
+/**
+ * Options of a run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunOptions {
+  /** The conversation to continue (or start). */
+  readonly threadId: string
+}
+
+/**
+ * What a thread looks like in its last checkpoint.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ThreadSnapshot<S> {
+  readonly threadId: string
+  readonly state: S
+  /** Set while the thread waits for `resume`. */
+  readonly pending: Option.Option<AgentResult.Interrupt>
+}
+
+/**
+ * The errors of a run on an agent whose middleware fail with `E`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RunError<E> = E | AgentError.AgentError | AiError.AiError
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export declare namespace AgentLoop {
+  /**
+   * An agent, typed by its state `S` and the errors `E` its middleware add.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Service<S = AgentState.AgentState, E = never> {
+    /** Appends `input` to the thread as a user message and runs until the agent finishes or interrupts. */
+    readonly run: (input: Prompt.RawInput, options: RunOptions) => Effect.Effect<AgentResult.AgentResult<S>, RunError<E>>
+    /** The same run as `run`, through the same middleware path, as a stream of events ending in `RunEnded`. */
+    readonly stream: (input: Prompt.RawInput, options: RunOptions) => Stream.Stream<AgentEvent.AgentEvent<S>, RunError<E>>
+    /** Continues an interrupted thread: the hook that interrupted runs again and receives `value`. */
+    readonly resume: (threadId: string, value: unknown) => Effect.Effect<AgentResult.AgentResult<S>, RunError<E>>
+    /** `resume` as a stream of events. */
+    readonly resumeStream: (threadId: string, value: unknown) => Stream.Stream<AgentEvent.AgentEvent<S>, RunError<E>>
+    /** The thread's last checkpoint. */
+    readonly thread: (threadId: string) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError>
+  }
+}
+
+/**
+ * The agent of an application. Its service is typed loosely (any state
+ * slices, any middleware errors) so one tag serves every agent; use the value
+ * `Agent.make` returns, or a tag of your own, to keep the exact types.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class AgentLoop extends Context.Tag("@effect-agent/core/AgentLoop")<
+  AgentLoop,
+  AgentLoop.Service<any, any>
+>() {}
+
+/**
+ * Runs the `AgentLoop` of the context.
+ *
+ * @example
+ * ```ts
+ * import { AgentLoop } from "@effect-agent/core"
+ *
+ * const program = AgentLoop.run("What is 2 + 2?", { threadId: "t1" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const run = (input: Prompt.RawInput, options: RunOptions) =>
+  Effect.flatMap(AgentLoop, (agent) => agent.run(input, options))
+
+/**
+ * Resumes a thread of the `AgentLoop` of the context.
+ *
+ * @example
+ * ```ts
+ * import { AgentLoop } from "@effect-agent/core"
+ *
+ * const program = AgentLoop.resume("t1", [{ type: "approve" }])
+ * ```
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const resume = (threadId: string, value: unknown) =>
+  Effect.flatMap(AgentLoop, (agent) => agent.resume(threadId, value))

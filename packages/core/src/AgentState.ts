@@ -1,0 +1,199 @@
+/**
+ * The agent state: the conversation plus one slice per middleware that
+ * declares one, merged into a single object. The whole state encodes with
+ * `Schema`, so it survives a checkpoint.
+ *
+ * @since 0.1.0
+ */
+import * as Prompt from "@effect/ai/Prompt"
+import * as Effect from "effect/Effect"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { AgentConfigError } from "./AgentError.js"
+import type * as Middleware from "./Middleware.js"
+
+/**
+ * The state every agent has.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AgentState {
+  /** The conversation, without the system prompt. */
+  readonly messages: ReadonlyArray<Prompt.Message>
+}
+
+type UnionToIntersection<U> = (U extends any ? (k: U) => void : never) extends (k: infer I) => void ? I : never
+
+/**
+ * The state of an agent with the given middleware: the messages and every
+ * middleware's slice.
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type Of<Mws extends ReadonlyArray<Middleware.Any>> =
+  & AgentState
+  & ([Middleware.State<Mws[number]>] extends [never] ? {} : UnionToIntersection<Middleware.State<Mws[number]>>)
+
+/**
+ * The per-middleware layout the loop works on: the messages and each slice
+ * under its middleware's name.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Slices {
+  readonly messages: ReadonlyArray<Prompt.Message>
+  readonly slices: Readonly<Record<string, object>>
+}
+
+/**
+ * How the state of one agent is laid out, checked and encoded.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Layout {
+  /** Middleware names that own a slice, with the keys of their slice. */
+  readonly owners: ReadonlyArray<{ readonly name: string; readonly keys: ReadonlyArray<string> }>
+  /** The slices of a new thread. */
+  readonly initial: Readonly<Record<string, object>>
+  /** Flattens the per-middleware layout into the user-facing state. */
+  readonly flatten: (slices: Slices) => AgentState
+  readonly encodeSlices: (
+    slices: Readonly<Record<string, object>>
+  ) => Effect.Effect<Record<string, unknown>, ParseResult.ParseError>
+  readonly decodeSlices: (
+    encoded: Readonly<Record<string, unknown>>
+  ) => Effect.Effect<Record<string, object>, ParseResult.ParseError>
+}
+
+/**
+ * Builds the state layout of a middleware list. Two middleware with one
+ * name, or two slices declaring the same key (or the reserved `messages`),
+ * fail with an `AgentConfigError`.
+ *
+ * @example
+ * ```ts
+ * import { AgentState, Middleware } from "@effect-agent/core"
+ * import { Effect, Schema } from "effect"
+ *
+ * const counter = Middleware.make({
+ *   name: "counter",
+ *   state: { schema: Schema.Struct({ calls: Schema.Number }), initial: { calls: 0 } }
+ * })
+ * const layout = Effect.runSync(AgentState.layout([counter]))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const layout = (middleware: ReadonlyArray<Middleware.Any>): Effect.Effect<Layout, AgentConfigError> =>
+  Effect.suspend(() => {
+    const names = new Set<string>()
+    const keyOwner = new Map<string, string>([["messages", "the agent"]])
+    const owners: Array<{ name: string; keys: ReadonlyArray<string>; schema: Schema.Schema<any, any> }> = []
+    const initial: Record<string, object> = {}
+    for (const m of middleware) {
+      if (names.has(m.name)) {
+        return Effect.fail(
+          new AgentConfigError({ reason: `Two middleware are named "${m.name}"; middleware names must be unique` })
+        )
+      }
+      names.add(m.name)
+      if (m.state === undefined) continue
+      const keys = Object.keys(m.state.initial)
+      for (const key of keys) {
+        const owner = keyOwner.get(key)
+        if (owner !== undefined) {
+          return Effect.fail(
+            new AgentConfigError({
+              reason: `Middleware "${m.name}" declares state key "${key}", which ${owner} already owns`
+            })
+          )
+        }
+        keyOwner.set(key, `middleware "${m.name}"`)
+      }
+      owners.push({ name: m.name, keys, schema: m.state.schema })
+      initial[m.name] = m.state.initial
+    }
+    const flatten = (state: Slices): AgentState => {
+      const out: Record<string, unknown> = { messages: state.messages }
+      for (const owner of owners) Object.assign(out, state.slices[owner.name])
+      return out as unknown as AgentState
+    }
+    const encodeSlices = (slices: Readonly<Record<string, object>>) =>
+      Effect.forEach(owners, (owner) =>
+        Effect.map(Schema.encodeUnknown(owner.schema)(slices[owner.name]), (encoded) =>
+          [owner.name, encoded] as const)).pipe(Effect.map(Object.fromEntries))
+    const decodeSlices = (encoded: Readonly<Record<string, unknown>>) =>
+      Effect.forEach(owners, (owner) =>
+        owner.name in encoded
+          ? Effect.map(Schema.decodeUnknown(owner.schema)(encoded[owner.name]), (decoded) =>
+            [owner.name, decoded as object] as const)
+          : Effect.succeed([owner.name, initial[owner.name]!] as const)).pipe(Effect.map(Object.fromEntries))
+    return Effect.succeed<Layout>({
+      owners: owners.map(({ keys, name }) => ({ name, keys })),
+      initial,
+      flatten,
+      encodeSlices,
+      decodeSlices
+    })
+  })
+
+const encodeMessage = Schema.encodeSync(Prompt.Message)
+const decodeMessage = Schema.decodeUnknown(Prompt.Message)
+const encodedMessages = new WeakMap<Prompt.Message, Prompt.MessageEncoded>()
+
+/**
+ * Encodes messages for a checkpoint. Each message is encoded once and
+ * remembered, so saving a growing thread costs in proportion to the new
+ * messages.
+ *
+ * @example
+ * ```ts
+ * import { AgentState } from "@effect-agent/core"
+ * import { Prompt } from "@effect/ai"
+ *
+ * const encoded = AgentState.encodeMessages(Prompt.make("hello").content)
+ * ```
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const encodeMessages = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.MessageEncoded> => {
+  const out = new Array<Prompt.MessageEncoded>(messages.length)
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!
+    let encoded = encodedMessages.get(message)
+    if (encoded === undefined) {
+      encoded = encodeMessage(message)
+      encodedMessages.set(message, encoded)
+    }
+    out[i] = encoded
+  }
+  return out
+}
+
+/**
+ * Decodes messages read from a checkpoint.
+ *
+ * @example
+ * ```ts
+ * import { AgentState } from "@effect-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const messages = Effect.runSync(AgentState.decodeMessages([{ role: "user", content: "hi" }]))
+ * ```
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const decodeMessages = (
+  encoded: ReadonlyArray<unknown>
+): Effect.Effect<Array<Prompt.Message>, ParseResult.ParseError> =>
+  Effect.forEach(encoded, (raw) =>
+    Effect.tap(decodeMessage(raw), (message) => {
+      encodedMessages.set(message, raw as Prompt.MessageEncoded)
+    }))

@@ -1,0 +1,511 @@
+/**
+ * Middleware: interceptors that control every step of an agent run.
+ *
+ * A middleware is a value built with {@link make}. It may own a slice of the
+ * agent's state (declared with a `Schema`), contribute tools, and implement
+ * any of these hooks:
+ *
+ * - node hooks `beforeAgent`, `beforeModel`, `afterModel`, `afterAgent` read
+ *   the state, return an update and may jump to `"model"`, `"tools"` or
+ *   `"end"` (only to the nodes listed in `canJumpTo`), or interrupt the run;
+ * - wrap hooks `wrapModelCall` and `wrapToolCall` receive the request and the
+ *   `next` handler, and may call it zero times (short-circuit), once, or many
+ *   times (retry), changing the request on the way in and the response on the
+ *   way out.
+ *
+ * `before*` hooks run in list order, `after*` hooks in reverse order, and
+ * wrap hooks nest like an onion with the first middleware outermost. Every
+ * hook runs in the run's `Scope`: a finalizer a hook adds runs when the run
+ * ends, whether it completed, jumped to the end, failed, was interrupted or
+ * was cut off by fiber interruption.
+ *
+ * @since 0.1.0
+ */
+import type * as AiError from "@effect/ai/AiError"
+import type * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Prompt from "@effect/ai/Prompt"
+import type * as Response from "@effect/ai/Response"
+import type * as Tool from "@effect/ai/Tool"
+import type * as Toolkit from "@effect/ai/Toolkit"
+import type * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import { globalValue } from "effect/GlobalValue"
+import type * as Option from "effect/Option"
+import { type Pipeable, pipeArguments } from "effect/Pipeable"
+import * as Predicate from "effect/Predicate"
+import type * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import type * as AgentError from "./AgentError.js"
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = Symbol.for("@effect-agent/core/Middleware")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Where a node hook may send the run next: `"model"` starts the next model
+ * step (running `beforeModel` hooks again), `"tools"` runs the tool calls of
+ * the last assistant message, `"end"` finishes the run (running `afterAgent`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Jump = "model" | "tools" | "end"
+
+/**
+ * A middleware's own slice of the agent state: its schema (the slice must
+ * survive a checkpoint) and its value on a new thread.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StateSlice<S> {
+  readonly schema: Schema.Schema<S, any>
+  readonly initial: S
+}
+
+/**
+ * What a node hook sees.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HookContext<S> {
+  /** The middleware's own state slice. */
+  readonly state: S
+  /** The stored conversation, without the system prompt. */
+  readonly messages: ReadonlyArray<Prompt.Message>
+  readonly threadId: string
+  /** Model calls made so far in this run. */
+  readonly step: number
+  /**
+   * When this hook interrupted the run and the run is being resumed: the
+   * value passed to `AgentLoop.resume`. The hook runs again with it.
+   */
+  readonly resume: Option.Option<unknown>
+}
+
+/**
+ * What a node hook may return: an update of its own slice, a new message list
+ * (replacing the stored one), a jump, or an interrupt. An interrupt ends the
+ * run as `Interrupted` carrying `interrupt` (which must encode as JSON); the
+ * same hook runs again, with `resume` set, when the thread is resumed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HookResult<S, J extends Jump = Jump> {
+  readonly state?: Partial<S> | undefined
+  readonly messages?: ReadonlyArray<Prompt.Message> | undefined
+  readonly jumpTo?: J | undefined
+  readonly interrupt?: unknown
+}
+
+/**
+ * A node hook.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type NodeHook<S, J extends Jump, E, R> = (
+  context: HookContext<S>
+) => Effect.Effect<HookResult<S, J> | void, E, R>
+
+/**
+ * A model call as the wrap hooks see it. Change any field to change what the
+ * model receives; the stored conversation is not affected.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ModelRequest {
+  /** The conversation sent to the model, without the system prompt. */
+  readonly messages: ReadonlyArray<Prompt.Message>
+  readonly systemPrompt: string | undefined
+  /** The tools offered to the model on this call. */
+  readonly tools: ReadonlyArray<Tool.Any>
+  readonly toolChoice: LanguageModel.ToolChoice<string>
+  /** A model to use in place of the agent's own. */
+  readonly model: LanguageModel.Service | undefined
+  /**
+   * Services provided to the model call only, e.g. a provider's config
+   * override (`OpenAiLanguageModel.Config`).
+   */
+  readonly context: Context.Context<never>
+  /** The whole agent state (read only). */
+  readonly state: Readonly<Record<string, unknown>>
+  readonly threadId: string
+  /** Index of this model call in the run, from 0. */
+  readonly step: number
+}
+
+/**
+ * What a model call produced.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ModelResponse {
+  /** The assistant message appended to the conversation. */
+  readonly message: Prompt.AssistantMessage
+  readonly toolCalls: ReadonlyArray<Prompt.ToolCallPart>
+  readonly usage: Response.Usage
+  readonly finishReason: Response.FinishReason
+}
+
+/**
+ * A tool call as `wrapToolCall` sees it. `tool` is undefined when the model
+ * named a tool the agent does not have.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolCallRequest {
+  readonly call: Prompt.ToolCallPart
+  readonly tool: Tool.Any | undefined
+  readonly state: Readonly<Record<string, unknown>>
+  readonly threadId: string
+  readonly step: number
+}
+
+/**
+ * The continuation `wrapModelCall` calls: the inner middleware and the model.
+ * It fails with the model's `AiError`; errors of inner middleware pass
+ * through it unchanged at run time.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type NextModelCall = (request: ModelRequest) => Effect.Effect<ModelResponse, AiError.AiError>
+
+/**
+ * The continuation `wrapToolCall` calls: the inner middleware and the tool.
+ * A tool's typed failure and invalid arguments come back as a failed tool
+ * result; it fails only when the tool died.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type NextToolCall = (request: ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, AgentError.ToolDefect>
+
+/**
+ * A `wrapModelCall` hook.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type WrapModelCall<E, R> = (request: ModelRequest, next: NextModelCall) => Effect.Effect<ModelResponse, E, R>
+
+/**
+ * A `wrapToolCall` hook.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type WrapToolCall<E, R> = (
+  request: ToolCallRequest,
+  next: NextToolCall
+) => Effect.Effect<Prompt.ToolResultPart, E, R>
+
+/**
+ * A middleware. `S` is its state slice, `E` the errors and `R` the services
+ * its hooks and tools need; both flow into the agent's type.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Middleware<S = {}, E = never, R = never> extends Pipeable {
+  readonly [TypeId]: {
+    readonly _S: (_: S) => S
+    readonly _E: (_: never) => E
+    readonly _R: (_: never) => R
+  }
+  readonly name: string
+  readonly state: StateSlice<S> | undefined
+  readonly canJumpTo: ReadonlyArray<Jump>
+  readonly tools: Effect.Effect<Toolkit.WithHandler<any>, any, any> | undefined
+  readonly beforeAgent: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
+  readonly beforeModel: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
+  readonly afterModel: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
+  readonly afterAgent: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
+  readonly wrapModelCall: WrapModelCall<E, R | Scope.Scope> | undefined
+  readonly wrapToolCall: WrapToolCall<E, R | Scope.Scope> | undefined
+}
+
+/**
+ * Any middleware.
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type Any = Middleware<any, any, any>
+
+/**
+ * The state slice of a middleware.
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type State<M> = M extends Middleware<infer S, infer _E, infer _R> ? S : never
+
+/**
+ * The errors a middleware's hooks may fail with.
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type Error<M> = M extends Middleware<infer _S, infer E, infer _R> ? E : never
+
+/**
+ * The services a middleware's hooks and tools need.
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type Requirements<M> = M extends Middleware<infer _S, infer _E, infer R> ? R : never
+
+type ErrorOf<H> = H extends (...args: ReadonlyArray<any>) => Effect.Effect<infer _A, infer E, infer _R> ? E : never
+type ContextOf<H> = H extends (...args: ReadonlyArray<any>) => Effect.Effect<infer _A, infer _E, infer R> ? R : never
+
+/**
+ * Options of {@link make}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MakeOptions<S, J extends Jump, TE, TR> {
+  /** Unique within an agent; shown in spans, events and errors. */
+  readonly name: string
+  /** The middleware's own state slice. */
+  readonly state?: StateSlice<S> | undefined
+  /** The nodes the node hooks may jump to; any other jump is an `InvalidJump` error. */
+  readonly canJumpTo?: ReadonlyArray<J> | undefined
+  /** Tools this middleware adds to the agent (a `Toolkit`, which needs its handlers, or a handled one). */
+  readonly tools?: Effect.Effect<Toolkit.WithHandler<any>, TE, TR> | undefined
+}
+
+const Proto = {
+  pipe() {
+    return pipeArguments(this, arguments)
+  }
+}
+
+/**
+ * Builds a middleware.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@effect-agent/core"
+ * import { Effect } from "effect"
+ *
+ * // Ends the run when the last user message says "stop".
+ * const stopWord = Middleware.make({
+ *   name: "stopWord",
+ *   canJumpTo: ["end"],
+ *   beforeModel: ({ messages }) => {
+ *     const last = messages.at(-1)
+ *     const said = last?.role === "user" && last.content.some((part) => part.type === "text" && part.text === "stop")
+ *     return Effect.succeed(said ? { jumpTo: "end" as const } : undefined)
+ *   }
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <
+  S extends object = {},
+  const J extends Jump = never,
+  TE = never,
+  TR = never,
+  BA extends NodeHook<S, J, any, any> = NodeHook<S, J, never, never>,
+  BM extends NodeHook<S, J, any, any> = NodeHook<S, J, never, never>,
+  AM extends NodeHook<S, J, any, any> = NodeHook<S, J, never, never>,
+  AA extends NodeHook<S, J, any, any> = NodeHook<S, J, never, never>,
+  WM extends WrapModelCall<any, any> = WrapModelCall<never, never>,
+  WT extends WrapToolCall<any, any> = WrapToolCall<never, never>
+>(
+  options: MakeOptions<S, J, TE, TR> & {
+    readonly beforeAgent?: BA | undefined
+    readonly beforeModel?: BM | undefined
+    readonly afterModel?: AM | undefined
+    readonly afterAgent?: AA | undefined
+    readonly wrapModelCall?: WM | undefined
+    readonly wrapToolCall?: WT | undefined
+  }
+): Middleware<
+  S,
+  TE | Exclude<ErrorOf<BA | BM | AM | AA | WM | WT>, AiError.AiError | AgentError.ToolDefect>,
+  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT>, Scope.Scope>
+> =>
+  Object.assign(Object.create(Proto), {
+    [TypeId]: TypeId,
+    name: options.name,
+    state: options.state,
+    canJumpTo: options.canJumpTo ?? [],
+    tools: options.tools,
+    beforeAgent: options.beforeAgent,
+    beforeModel: options.beforeModel,
+    afterModel: options.afterModel,
+    afterAgent: options.afterAgent,
+    wrapModelCall: options.wrapModelCall,
+    wrapToolCall: options.wrapToolCall
+  })
+
+/**
+ * Checks whether a value is a middleware.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isMiddleware = (u: unknown): u is Any => Predicate.hasProperty(u, TypeId)
+
+/**
+ * A middleware that does nothing: the identity of middleware composition.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@effect-agent/core"
+ *
+ * const noop = Middleware.identity("noop")
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const identity = (name: string): Middleware => make({ name })
+
+/**
+ * A middleware that implements every wrap hook by calling `next` once with
+ * the request unchanged, and every node hook by returning no update. It
+ * should change nothing about a run; it exists to measure and test the cost
+ * and laws of the middleware path.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@effect-agent/core"
+ *
+ * const middleware = [1, 2, 3].map((i) => Middleware.passThrough(`pass${i}`))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const passThrough = (name: string): Middleware =>
+  make({
+    name,
+    beforeAgent: () => Effect.void,
+    beforeModel: () => Effect.void,
+    afterModel: () => Effect.void,
+    afterAgent: () => Effect.void,
+    wrapModelCall: (request, next) => next(request),
+    wrapToolCall: (request, next) => next(request)
+  })
+
+/**
+ * Builds the result of a tool call, for a `wrapToolCall` that answers without
+ * running the tool (a cache, an emulator, a refusal).
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@effect-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const refuseDeletes = Middleware.make({
+ *   name: "refuseDeletes",
+ *   wrapToolCall: (request, next) =>
+ *     request.call.name === "delete_file"
+ *       ? Effect.succeed(Middleware.toolResult(request.call, "Deleting files is not allowed", { isFailure: true }))
+ *       : next(request)
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const toolResult = (
+  call: Prompt.ToolCallPart,
+  result: unknown,
+  options?: { readonly isFailure?: boolean | undefined }
+): Prompt.ToolResultPart =>
+  Prompt.makePart("tool-result", {
+    id: call.id,
+    name: call.name,
+    result,
+    isFailure: options?.isFailure ?? false,
+    providerExecuted: false
+  })
+
+/**
+ * A decision a middleware reports: it becomes an `AgentEvent` of the run and
+ * an event on the current span.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Decision {
+  readonly middleware: string
+  readonly hook: string
+  readonly decision: string
+  readonly data?: unknown
+}
+
+/**
+ * Where decisions of the current run go; set by the agent loop.
+ *
+ * @since 0.1.0
+ * @category fiber refs
+ */
+export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effect.Effect<void>> = globalValue(
+  Symbol.for("@effect-agent/core/Middleware/CurrentDecisionSink"),
+  () => FiberRef.unsafeMake<(decision: Decision) => Effect.Effect<void>>(() => Effect.void)
+)
+
+/**
+ * The middleware and hook that are running; set by the agent loop.
+ *
+ * @since 0.1.0
+ * @category fiber refs
+ */
+export const CurrentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> = globalValue(
+  Symbol.for("@effect-agent/core/Middleware/CurrentHook"),
+  () => FiberRef.unsafeMake({ middleware: "agent", hook: "run" })
+)
+
+/**
+ * Reports what the running middleware decided ("cleared 12 tool results",
+ * "retry 2 of 3 after 429"). The decision is recorded on the current span and
+ * streamed as a `MiddlewareDecision` event.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@effect-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const audit = Middleware.make({
+ *   name: "audit",
+ *   wrapToolCall: (request, next) =>
+ *     Middleware.report(`running ${request.call.name}`).pipe(Effect.zipRight(next(request)))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const report = (decision: string, data?: unknown): Effect.Effect<void> =>
+  Effect.flatMap(FiberRef.get(CurrentHook), (current) =>
+    Effect.zipRight(
+      Effect.annotateCurrentSpan("decision", decision),
+      Effect.flatMap(
+        FiberRef.get(CurrentDecisionSink),
+        (sink) => sink({ middleware: current.middleware, hook: current.hook, decision, data })
+      )
+    ))

@@ -1,0 +1,51 @@
+/**
+ * Token usage summed over the model calls of a run.
+ *
+ * @since 0.1.0
+ */
+import type * as Response from "@effect/ai/Response"
+import * as Schema from "effect/Schema"
+
+/**
+ * Tokens in, out and in total. A provider that reports no usage counts 0.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class Usage extends Schema.Class<Usage>("@effect-agent/core/Usage")({
+  inputTokens: Schema.Number,
+  outputTokens: Schema.Number,
+  totalTokens: Schema.Number
+}) {}
+
+/**
+ * No usage.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const empty: Usage = new Usage({ inputTokens: 0, outputTokens: 0, totalTokens: 0 })
+
+/**
+ * Adds a model call's reported usage.
+ *
+ * @example
+ * ```ts
+ * import { Usage } from "@effect-agent/core"
+ * import { Response } from "@effect/ai"
+ *
+ * const total = Usage.add(
+ *   Usage.empty,
+ *   new Response.Usage({ inputTokens: 10, outputTokens: 2, totalTokens: 12 })
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const add = (self: Usage, usage: Response.Usage): Usage =>
+  new Usage({
+    inputTokens: self.inputTokens + (usage.inputTokens ?? 0),
+    outputTokens: self.outputTokens + (usage.outputTokens ?? 0),
+    totalTokens: self.totalTokens + (usage.totalTokens ?? ((usage.inputTokens ?? 0) + (usage.outputTokens ?? 0)))
+  })

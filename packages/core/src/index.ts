@@ -1,0 +1,44 @@
+/**
+ * @since 0.1.0
+ */
+export * as Agent from "./Agent.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as AgentError from "./AgentError.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as AgentEvent from "./AgentEvent.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as AgentLoop from "./AgentLoop.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as AgentResult from "./AgentResult.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as AgentState from "./AgentState.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Checkpointer from "./Checkpointer.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Middleware from "./Middleware.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Usage from "./Usage.js"

@@ -1,0 +1,608 @@
+import type * as AiError from "@effect/ai/AiError"
+import type * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Prompt from "@effect/ai/Prompt"
+import * as Response from "@effect/ai/Response"
+import * as Tool from "@effect/ai/Tool"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Mailbox from "effect/Mailbox"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import {
+  CheckpointError,
+  InvalidInput,
+  InvalidJump,
+  MaxStepsExceeded,
+  StructuredOutputError,
+  ThreadStateError
+} from "../AgentError.js"
+import * as AgentEvent from "../AgentEvent.js"
+import type * as AgentLoop from "../AgentLoop.js"
+import * as AgentResult from "../AgentResult.js"
+import * as AgentState from "../AgentState.js"
+import type * as Checkpointer from "../Checkpointer.js"
+import * as Middleware from "../Middleware.js"
+import * as Usage from "../Usage.js"
+import {
+  appendToolResults,
+  lastAssistantCallsTools,
+  pendingToolCalls,
+  type ToolChoice,
+  type ToolEntry,
+  unknownToolResult,
+  wireToolkit
+} from "./tools.js"
+
+type NodeName = "beforeAgent" | "beforeModel" | "afterModel" | "afterAgent"
+
+type Phase =
+  | { readonly node: NodeName; readonly index: number }
+  | { readonly node: "model" }
+  | { readonly node: "tools" }
+  | { readonly node: "done" }
+
+type NodeOutcome =
+  | { readonly _tag: "Continue" }
+  | { readonly _tag: "Jump"; readonly to: Middleware.Jump }
+  | { readonly _tag: "Interrupt"; readonly middleware: string; readonly index: number; readonly value: unknown }
+
+const Continue: NodeOutcome = { _tag: "Continue" }
+
+/** The mutable progress of one run, owned by the run's fiber. */
+interface Run {
+  readonly threadId: string
+  messages: ReadonlyArray<Prompt.Message>
+  slices: Record<string, object>
+  step: number
+  usage: Usage.Usage
+  output: Option.Option<unknown>
+  readonly emit: ((event: AgentEvent.AgentEvent<any>) => Effect.Effect<void>) | undefined
+}
+
+/** Everything the loop needs, resolved when the agent is built. */
+export interface LoopConfig {
+  readonly middleware: ReadonlyArray<Middleware.Any>
+  readonly layout: AgentState.Layout
+  readonly tools: ReadonlyArray<ToolEntry>
+  readonly systemPrompt: string | undefined
+  readonly output: { readonly tool: Tool.Any; readonly schema: Schema.Schema<any, any> } | undefined
+  readonly maxSteps: number
+  readonly toolConcurrency: number | "unbounded"
+  readonly model: LanguageModel.Service
+  readonly checkpointer: Checkpointer.Checkpointer.Service
+  /** Services the middleware hooks need, captured when the agent was built. */
+  readonly context: Context.Context<never>
+}
+
+const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
+
+/** Builds the service of an agent. */
+export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, any> => {
+  const { checkpointer, layout, maxSteps, middleware } = config
+  const nodes: Record<NodeName, ReadonlyArray<Middleware.Any>> = {
+    beforeAgent: middleware.filter((m) => m.beforeAgent !== undefined),
+    beforeModel: middleware.filter((m) => m.beforeModel !== undefined),
+    afterModel: middleware.filter((m) => m.afterModel !== undefined).reverse(),
+    afterAgent: middleware.filter((m) => m.afterAgent !== undefined).reverse()
+  }
+  const wrapModel = middleware.filter((m) => m.wrapModelCall !== undefined)
+  const wrapTool = middleware.filter((m) => m.wrapToolCall !== undefined)
+  const toolsByName = new Map<string, ToolEntry>()
+  for (const entry of config.tools) toolsByName.set(entry.tool.name, entry)
+  const toolNames = config.tools.map((entry) => entry.tool.name)
+  const toolList: ReadonlyArray<Tool.Any> = config.tools.map((entry) => entry.tool)
+  const toolChoice: ToolChoice = config.output !== undefined ? "required" : "auto"
+  const outputToolName = config.output?.tool.name
+  const systemMessage = config.systemPrompt === undefined
+    ? undefined
+    : Prompt.makeMessage("system", { content: config.systemPrompt })
+  let lastSystem: { readonly text: string; readonly message: Prompt.Message } | undefined = systemMessage &&
+    { text: config.systemPrompt!, message: systemMessage }
+  const systemMessageOf = (text: string): Prompt.Message => {
+    if (lastSystem === undefined || lastSystem.text !== text) {
+      lastSystem = { text, message: Prompt.makeMessage("system", { content: text }) }
+    }
+    return lastSystem.message
+  }
+
+  // -------------------------------------------------------------------------
+  // hooks
+  // -------------------------------------------------------------------------
+
+  const inHook = <A, E, R>(m: Middleware.Any, hook: string, effect: Effect.Effect<A, E, R>) =>
+    effect.pipe(
+      Effect.locally(Middleware.CurrentHook, { middleware: m.name, hook }),
+      Effect.withSpan(`Middleware.${hook}`, { attributes: { middleware: m.name }, captureStackTrace: false })
+    )
+
+  const applyResult = (
+    run: Run,
+    m: Middleware.Any,
+    hook: NodeName,
+    result: Middleware.HookResult<object>
+  ): Effect.Effect<void> => {
+    const keys = result.state === undefined ? [] : Object.keys(result.state)
+    if (keys.length > 0) run.slices = { ...run.slices, [m.name]: { ...run.slices[m.name], ...result.state } }
+    if (result.messages !== undefined) run.messages = result.messages
+    if (run.emit === undefined || (keys.length === 0 && result.messages === undefined)) return Effect.void
+    return run.emit(
+      AgentEvent.StateUpdated({ middleware: m.name, hook, keys, messagesReplaced: result.messages !== undefined })
+    )
+  }
+
+  const runNode = (
+    run: Run,
+    node: NodeName,
+    start: number,
+    resume: Option.Option<unknown>
+  ): Effect.Effect<NodeOutcome, unknown, any> =>
+    Effect.gen(function*() {
+      const hooks = nodes[node]
+      for (let index = start; index < hooks.length; index++) {
+        const m = hooks[index]!
+        const result = yield* inHook(
+          m,
+          node,
+          m[node]!({
+            state: run.slices[m.name] ?? {},
+            messages: run.messages,
+            threadId: run.threadId,
+            step: run.step,
+            resume: index === start ? resume : Option.none()
+          })
+        )
+        if (result === undefined) continue
+        yield* applyResult(run, m, node, result)
+        if (result.interrupt !== undefined) {
+          return { _tag: "Interrupt", middleware: m.name, index, value: result.interrupt } as const
+        }
+        if (result.jumpTo !== undefined) {
+          if (!m.canJumpTo.includes(result.jumpTo)) {
+            return yield* new InvalidJump({ middleware: m.name, hook: node, jumpTo: result.jumpTo, allowed: m.canJumpTo })
+          }
+          if (run.emit !== undefined) {
+            yield* run.emit(
+              AgentEvent.MiddlewareDecision({
+                middleware: m.name,
+                hook: node,
+                decision: `jump to ${result.jumpTo}`,
+                data: undefined
+              })
+            )
+          }
+          return { _tag: "Jump", to: result.jumpTo } as const
+        }
+      }
+      return Continue
+    })
+
+  // -------------------------------------------------------------------------
+  // model calls
+  // -------------------------------------------------------------------------
+
+  const toModelResponse = (parts: ReadonlyArray<Response.AnyPart>): Middleware.ModelResponse => {
+    let usage: Response.Usage | undefined
+    let finishReason: Response.FinishReason = "unknown"
+    for (const part of parts) {
+      if (part.type === "finish") {
+        usage = part.usage
+        finishReason = part.reason
+      }
+    }
+    const first = Prompt.fromResponseParts(parts).content[0]
+    const message = first !== undefined && first.role === "assistant"
+      ? first
+      : Prompt.makeMessage("assistant", { content: [] })
+    const toolCalls: Array<Prompt.ToolCallPart> = []
+    for (const part of message.content) if (part.type === "tool-call" && !part.providerExecuted) toolCalls.push(part)
+    return {
+      message,
+      toolCalls,
+      usage: usage ?? new Response.Usage({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined }),
+      finishReason
+    }
+  }
+
+  const callModel = (run: Run) => (request: Middleware.ModelRequest): Effect.Effect<Middleware.ModelResponse, any> => {
+    const model = request.model ?? config.model
+    const prompt = Prompt.fromMessages(
+      request.systemPrompt === undefined ? request.messages : [systemMessageOf(request.systemPrompt), ...request.messages]
+    )
+    const toolkit = wireToolkit(request.tools)
+    const options: any = toolkit === undefined
+      ? { prompt }
+      : { prompt, toolkit, toolChoice: request.toolChoice, disableToolCallResolution: true }
+    const emit = run.emit
+    const response: Effect.Effect<Middleware.ModelResponse, AiError.AiError> = emit === undefined
+      ? Effect.map(
+        model.generateText(options) as Effect.Effect<LanguageModel.GenerateTextResponse<any>, AiError.AiError>,
+        (response) => toModelResponse(response.content)
+      )
+      : (model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>).pipe(
+        Stream.tap((part) =>
+          part.type === "text-delta" ? emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta })) : Effect.void
+        ),
+        Stream.runCollect,
+        Effect.map((parts) => toModelResponse(Array.from(parts)))
+      )
+    return Context.isContext(request.context) && request.context.unsafeMap.size > 0
+      ? Effect.provide(response, request.context)
+      : response
+  }
+
+  const modelChain = (run: Run) =>
+    wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
+      (next, m) => (request) => inHook(m, "wrapModelCall", m.wrapModelCall!(request, next as any)),
+      callModel(run)
+    )
+
+  // -------------------------------------------------------------------------
+  // tool calls
+  // -------------------------------------------------------------------------
+
+  const callTool = (run: Run) => (request: Middleware.ToolCallRequest): Effect.Effect<Prompt.ToolResultPart, any> => {
+    const call = request.call
+    if (call.name === outputToolName) {
+      return Schema.decodeUnknown(config.output!.schema)(call.params).pipe(
+        Effect.map((value) => {
+          run.output = Option.some(value)
+          return Middleware.toolResult(call, "Structured output accepted.")
+        }),
+        Effect.catchAll((error) =>
+          Effect.succeed(Middleware.toolResult(call, {
+            error: `Invalid structured output: ${formatParseError(error)}`
+          }, { isFailure: true }))
+        )
+      )
+    }
+    const entry = toolsByName.get(call.name)
+    return entry === undefined ? Effect.succeed(unknownToolResult(call, toolNames)) : entry.run(call)
+  }
+
+  const toolChain = (run: Run) =>
+    wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
+      (next, m) => (request) => inHook(m, "wrapToolCall", m.wrapToolCall!(request, next as any)),
+      callTool(run)
+    )
+
+  const runTools = (run: Run, calls: ReadonlyArray<Prompt.ToolCallPart>) =>
+    Effect.gen(function*() {
+      const chain = toolChain(run)
+      const state = layout.flatten(run)
+      const emit = run.emit
+      const results = yield* Effect.forEach(calls, (call) => {
+        const request: Middleware.ToolCallRequest = {
+          call,
+          tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? config.output!.tool : undefined),
+          state: state as any,
+          threadId: run.threadId,
+          step: run.step
+        }
+        const execute = chain(request).pipe(Effect.withSpan("AgentLoop.toolCall", {
+          attributes: { tool: call.name, callId: call.id },
+          captureStackTrace: false
+        }))
+        if (emit === undefined) return execute
+        return Effect.gen(function*() {
+          yield* emit(AgentEvent.ToolCallStarted({ call }))
+          const started = yield* Clock.currentTimeMillis
+          const result = yield* execute
+          const ended = yield* Clock.currentTimeMillis
+          yield* emit(AgentEvent.ToolCallCompleted({ result, durationMillis: ended - started }))
+          return result
+        })
+      }, { concurrency: config.toolConcurrency })
+      run.messages = appendToolResults(run.messages, results)
+    })
+
+  // -------------------------------------------------------------------------
+  // checkpoints
+  // -------------------------------------------------------------------------
+
+  const save = (run: Run, pending: Checkpointer.PendingInterrupt | undefined) =>
+    layout.encodeSlices(run.slices).pipe(
+      Effect.mapError((error) =>
+        new CheckpointError({
+          threadId: run.threadId,
+          operation: "save",
+          description: `a state slice does not encode: ${formatParseError(error)}`
+        })
+      ),
+      Effect.flatMap((slices) =>
+        checkpointer.save(run.threadId, {
+          version: 1,
+          threadId: run.threadId,
+          messages: AgentState.encodeMessages(run.messages),
+          slices,
+          ...(pending === undefined ? {} : {
+            pending,
+            run: {
+              step: run.step,
+              inputTokens: run.usage.inputTokens,
+              outputTokens: run.usage.outputTokens,
+              totalTokens: run.usage.totalTokens
+            }
+          })
+        })
+      )
+    )
+
+  interface Loaded {
+    readonly messages: ReadonlyArray<Prompt.Message>
+    readonly slices: Record<string, object>
+    readonly checkpoint: Option.Option<Checkpointer.Checkpoint>
+  }
+
+  const load = (threadId: string): Effect.Effect<Loaded, CheckpointError> =>
+    checkpointer.load(threadId).pipe(
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.succeed<Loaded>({ messages: [], slices: layout.initial, checkpoint: Option.none() }),
+        onSome: (checkpoint) =>
+          Effect.all({
+            messages: AgentState.decodeMessages(checkpoint.messages),
+            slices: layout.decodeSlices(checkpoint.slices)
+          }).pipe(
+            Effect.map(({ messages, slices }): Loaded => ({ messages, slices, checkpoint: Option.some(checkpoint) })),
+            Effect.mapError((error) =>
+              new CheckpointError({
+                threadId,
+                operation: "load",
+                description: `the stored state does not decode: ${formatParseError(error)}`
+              })
+            )
+          )
+      }))
+    )
+
+  // -------------------------------------------------------------------------
+  // the loop
+  // -------------------------------------------------------------------------
+
+  const afterJump = (from: NodeName, to: Middleware.Jump): Phase => {
+    switch (to) {
+      case "model":
+        return from === "beforeModel" ? { node: "model" } : { node: "beforeModel", index: 0 }
+      case "tools":
+        return { node: "tools" }
+      case "end":
+        return from === "afterAgent" ? { node: "done" } : { node: "afterAgent", index: 0 }
+    }
+  }
+
+  const nextAfterNode = (run: Run, node: NodeName): Phase => {
+    switch (node) {
+      case "beforeAgent":
+        return { node: "beforeModel", index: 0 }
+      case "beforeModel":
+        return { node: "model" }
+      case "afterModel":
+        return lastAssistantCallsTools(run.messages) ? { node: "tools" } : { node: "afterAgent", index: 0 }
+      case "afterAgent":
+        return { node: "done" }
+    }
+  }
+
+  const execute = (
+    run: Run,
+    start: Phase,
+    resume: Option.Option<unknown>
+  ): Effect.Effect<AgentResult.AgentResult<any>, any, any> =>
+    Effect.gen(function*() {
+      const models = modelChain(run)
+      let phase = start
+      let resumeValue = resume
+      while (true) {
+        switch (phase.node) {
+          case "beforeAgent":
+          case "beforeModel":
+          case "afterModel":
+          case "afterAgent": {
+            const node = phase.node
+            const outcome = yield* runNode(run, node, phase.index, resumeValue)
+            resumeValue = Option.none()
+            if (outcome._tag === "Interrupt") {
+              yield* save(run, { node, middleware: outcome.middleware, value: outcome.value })
+              return AgentResult.Interrupted({
+                threadId: run.threadId,
+                state: layout.flatten(run),
+                interrupt: { middleware: outcome.middleware, value: outcome.value },
+                usage: run.usage,
+                steps: run.step
+              })
+            }
+            phase = outcome._tag === "Jump" ? afterJump(node, outcome.to) : nextAfterNode(run, node)
+            break
+          }
+          case "model": {
+            if (run.step >= maxSteps) {
+              return yield* new MaxStepsExceeded({ threadId: run.threadId, maxSteps })
+            }
+            const request: Middleware.ModelRequest = {
+              messages: run.messages,
+              systemPrompt: config.systemPrompt,
+              tools: toolList,
+              toolChoice,
+              model: undefined,
+              context: Context.empty(),
+              state: layout.flatten(run) as any,
+              threadId: run.threadId,
+              step: run.step
+            }
+            const emit = run.emit
+            const started = emit === undefined ? 0 : yield* Clock.currentTimeMillis
+            if (emit !== undefined) {
+              yield* emit(AgentEvent.ModelCallStarted({
+                step: run.step,
+                messageCount: run.messages.length,
+                toolNames: toolNames
+              }))
+            }
+            const response = yield* models(request).pipe(
+              Effect.withSpan("AgentLoop.modelCall", { attributes: { step: run.step }, captureStackTrace: false })
+            )
+            run.messages = [...run.messages, response.message]
+            run.usage = Usage.add(run.usage, response.usage)
+            if (emit !== undefined) {
+              const ended = yield* Clock.currentTimeMillis
+              yield* emit(AgentEvent.ModelResponded({
+                step: run.step,
+                message: response.message,
+                usage: response.usage,
+                finishReason: response.finishReason,
+                durationMillis: ended - started
+              }))
+            }
+            run.step++
+            phase = { node: "afterModel", index: 0 }
+            break
+          }
+          case "tools": {
+            yield* runTools(run, pendingToolCalls(run.messages))
+            if (Option.isSome(run.output)) {
+              phase = { node: "afterAgent", index: 0 }
+            } else {
+              yield* save(run, undefined)
+              phase = { node: "beforeModel", index: 0 }
+            }
+            break
+          }
+          case "done": {
+            if (config.output !== undefined && Option.isNone(run.output)) {
+              yield* save(run, undefined)
+              return yield* new StructuredOutputError({
+                description: `The run ended without the model calling "${outputToolName}" with the structured output`
+              })
+            }
+            yield* save(run, undefined)
+            return AgentResult.Completed({
+              threadId: run.threadId,
+              state: layout.flatten(run),
+              text: AgentResult.lastText(run.messages),
+              output: run.output,
+              usage: run.usage,
+              steps: run.step
+            })
+          }
+        }
+      }
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(config.context),
+      Effect.withSpan("AgentLoop.run", { attributes: { threadId: run.threadId }, captureStackTrace: false })
+    )
+
+  const withSink = <A, E, R>(run: Run, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+    const emit = run.emit
+    return emit === undefined ? effect : Effect.locally(
+      effect,
+      Middleware.CurrentDecisionSink,
+      (decision) =>
+        emit(AgentEvent.MiddlewareDecision({
+          middleware: decision.middleware,
+          hook: decision.hook,
+          decision: decision.decision,
+          data: decision.data
+        }))
+    )
+  }
+
+  const startRun = (
+    input: Prompt.RawInput,
+    options: AgentLoop.RunOptions,
+    emit: Run["emit"]
+  ) =>
+    Effect.gen(function*() {
+      const loaded = yield* load(options.threadId)
+      if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
+        return yield* new ThreadStateError({
+          threadId: options.threadId,
+          reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
+            `call resume(threadId, value) instead of run`
+        })
+      }
+      const prompt = yield* Effect.try({
+        try: () => Prompt.make(input),
+        catch: (error) =>
+          new InvalidInput({ description: ParseResult.isParseError(error) ? formatParseError(error) : String(error) })
+      })
+      const run: Run = {
+        threadId: options.threadId,
+        messages: [...loaded.messages, ...prompt.content],
+        slices: loaded.slices,
+        step: 0,
+        usage: Usage.empty,
+        output: Option.none(),
+        emit
+      }
+      return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
+    })
+
+  const startResume = (threadId: string, value: unknown, emit: Run["emit"]) =>
+    Effect.gen(function*() {
+      const loaded = yield* load(threadId)
+      const pending = Option.isSome(loaded.checkpoint) ? loaded.checkpoint.value.pending : undefined
+      if (pending === undefined) {
+        return yield* new ThreadStateError({ threadId, reason: "is not waiting for a decision; there is nothing to resume" })
+      }
+      const index = nodes[pending.node].findIndex((m) => m.name === pending.middleware)
+      if (index < 0) {
+        return yield* new ThreadStateError({
+          threadId,
+          reason: `waits for middleware "${pending.middleware}", which this agent does not have`
+        })
+      }
+      const progress = Option.getOrThrow(loaded.checkpoint).run
+      const run: Run = {
+        threadId,
+        messages: loaded.messages,
+        slices: loaded.slices,
+        step: progress?.step ?? 0,
+        usage: progress === undefined ? Usage.empty : new Usage.Usage(progress),
+        output: Option.none(),
+        emit
+      }
+      return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
+    })
+
+  const streamOf = (start: (emit: Run["emit"]) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>) =>
+    Stream.unwrapScoped(Effect.gen(function*() {
+      const mailbox = yield* Mailbox.make<AgentEvent.AgentEvent<any>, unknown>()
+      const emit = (event: AgentEvent.AgentEvent<any>) => Effect.asVoid(mailbox.offer(event))
+      yield* start(emit).pipe(
+        Effect.tap((result) => emit(AgentEvent.RunEnded({ result }))),
+        Effect.asVoid,
+        Mailbox.into(mailbox),
+        Effect.forkScoped
+      )
+      return Mailbox.toStream(mailbox)
+    }))
+
+  return {
+    run: Effect.fn("AgentLoop.run")((input: Prompt.RawInput, options: AgentLoop.RunOptions) =>
+      startRun(input, options, undefined)
+    ),
+    stream: (input, options) => streamOf((emit) => startRun(input, options, emit)),
+    resume: Effect.fn("AgentLoop.resume")((threadId: string, value: unknown) => startResume(threadId, value, undefined)),
+    resumeStream: (threadId, value) => streamOf((emit) => startResume(threadId, value, emit)),
+    thread: (threadId) =>
+      load(threadId).pipe(Effect.map((loaded) =>
+        Option.map(loaded.checkpoint, (checkpoint) => ({
+          threadId,
+          state: layout.flatten(loaded),
+          pending: Option.fromNullable(checkpoint.pending).pipe(
+            Option.map((pending) => ({ middleware: pending.middleware, value: pending.value }))
+          )
+        }))
+      ))
+  } as AgentLoop.AgentLoop.Service<any, any>
+}
+
+/** The tool the model calls to give structured output. */
+export const outputTool = (schema: Schema.Schema<any, any>, name: string): Tool.Any =>
+  (Tool.make(name, {
+    description: "Give your final answer with this tool, in the required structure. Call it once, when you are done."
+  }) as any).setParameters(schema) as Tool.Any
+

@@ -1,0 +1,165 @@
+import * as AiError from "@effect/ai/AiError"
+import type * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Prompt from "@effect/ai/Prompt"
+import * as Tool from "@effect/ai/Tool"
+import type * as Toolkit from "@effect/ai/Toolkit"
+import type * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { ToolDefect } from "../AgentError.js"
+import { toolResult } from "../Middleware.js"
+
+/** A tool the agent can run: its definition and how to run it. */
+export interface ToolEntry {
+  readonly tool: Tool.Any
+  readonly run: (call: Prompt.ToolCallPart) => Effect.Effect<Prompt.ToolResultPart, ToolDefect>
+}
+
+const Lenient = Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+
+const wireTools = new WeakMap<Tool.Any, Tool.Any>()
+
+/**
+ * The copy of a tool sent to the model: the same name, description and JSON
+ * schema, but parameters that accept any object, so invalid arguments reach
+ * the agent (which answers them with a failed tool result the model can
+ * repair) instead of failing the whole model call.
+ */
+export const wireTool = (tool: Tool.Any): Tool.Any => {
+  let wire = wireTools.get(tool)
+  if (wire === undefined) {
+    const jsonSchema = Tool.getJsonSchemaFromSchemaAst(tool.parametersSchema.ast) as object
+    wire = (tool as any).setParameters(Lenient.annotations({ jsonSchema })) as Tool.Any
+    wireTools.set(tool, wire)
+  }
+  return wire
+}
+
+const wireToolkits = new WeakMap<ReadonlyArray<Tool.Any>, Toolkit.WithHandler<Record<string, Tool.Any>>>()
+
+const unreachableHandle = () => Effect.dieMessage("the agent resolves tool calls itself")
+
+/** The toolkit handed to `LanguageModel`, built once per tool list. */
+export const wireToolkit = (
+  tools: ReadonlyArray<Tool.Any>
+): Toolkit.WithHandler<Record<string, Tool.Any>> | undefined => {
+  if (tools.length === 0) return undefined
+  let toolkit = wireToolkits.get(tools)
+  if (toolkit === undefined) {
+    const record: Record<string, Tool.Any> = {}
+    for (const tool of tools) record[tool.name] = wireTool(tool)
+    toolkit = { tools: record, handle: unreachableHandle as any }
+    wireToolkits.set(tools, toolkit)
+  }
+  return toolkit
+}
+
+const formatCause = (cause: unknown): string =>
+  ParseResult.isParseError(cause) ? ParseResult.TreeFormatter.formatErrorSync(cause) : String(cause)
+
+/**
+ * Runs tool calls through a handled toolkit. Invalid arguments and the
+ * tool's typed failures become failed tool results; a defect or a result
+ * that breaks the tool's success schema is a `ToolDefect`.
+ */
+export const entriesOf = (
+  toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>,
+  context: Context.Context<never>
+): ReadonlyArray<ToolEntry> =>
+  Object.values(toolkit.tools).map((tool) => {
+    const encodeFailure = Schema.encodeUnknown(tool.failureSchema as Schema.Schema<unknown, unknown>)
+    const run = (call: Prompt.ToolCallPart): Effect.Effect<Prompt.ToolResultPart, ToolDefect> =>
+      (toolkit.handle as unknown as (name: string, params: unknown) => Effect.Effect<Tool.HandlerResult<any>, unknown>)(
+        tool.name,
+        call.params
+      ).pipe(
+        Effect.map((result) => toolResult(call, result.encodedResult, { isFailure: result.isFailure })),
+        Effect.catchAll((error): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
+          if (AiError.isAiError(error) && error.module === "Toolkit") {
+            if (error._tag === "MalformedOutput") {
+              return Effect.succeed(toolResult(call, {
+                error: `Invalid arguments for tool "${tool.name}": ${formatCause(error.cause ?? error.description)}`
+              }, { isFailure: true }))
+            }
+            return Effect.fail(
+              new ToolDefect({
+                toolName: tool.name,
+                callId: call.id,
+                description: `${error.description ?? "invalid result"}: ${formatCause(error.cause)}`
+              })
+            )
+          }
+          return encodeFailure(error).pipe(
+            Effect.map((encoded) => toolResult(call, encoded, { isFailure: true })),
+            Effect.mapError((parseError) =>
+              new ToolDefect({
+                toolName: tool.name,
+                callId: call.id,
+                description: `its failure does not match its failure schema: ${formatCause(parseError)}`
+              })
+            )
+          )
+        }),
+        Effect.catchAllDefect((defect) =>
+          Effect.fail(new ToolDefect({ toolName: tool.name, callId: call.id, description: String(defect), cause: defect }))
+        ),
+        Effect.provide(context)
+      )
+    return { tool, run }
+  })
+
+/** The answer to a call of a tool the agent does not have. */
+export const unknownToolResult = (call: Prompt.ToolCallPart, available: ReadonlyArray<string>) =>
+  toolResult(call, {
+    error: `Unknown tool "${call.name}". Available tools: ${available.length === 0 ? "none" : available.join(", ")}`
+  }, { isFailure: true })
+
+/** Tool calls of the last assistant message that have no result yet. */
+export const pendingToolCalls = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.ToolCallPart> => {
+  let index = messages.length - 1
+  while (index >= 0 && messages[index]!.role !== "assistant") index--
+  if (index < 0) return []
+  const answered = new Set<string>()
+  for (let i = index; i < messages.length; i++) {
+    const message = messages[i]!
+    if (message.role === "tool" || message.role === "assistant") {
+      for (const part of message.content) if (part.type === "tool-result") answered.add(part.id)
+    }
+  }
+  const pending: Array<Prompt.ToolCallPart> = []
+  for (const part of (messages[index] as Prompt.AssistantMessage).content) {
+    if (part.type === "tool-call" && !part.providerExecuted && !answered.has(part.id)) pending.push(part)
+  }
+  return pending
+}
+
+/** Whether the last assistant message asked for tools run by the agent. */
+export const lastAssistantCallsTools = (messages: ReadonlyArray<Prompt.Message>): boolean => {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]!
+    if (message.role === "assistant") {
+      return message.content.some((part) => part.type === "tool-call" && !part.providerExecuted)
+    }
+  }
+  return false
+}
+
+/** Appends tool results, merging them into a trailing tool message. */
+export const appendToolResults = (
+  messages: ReadonlyArray<Prompt.Message>,
+  results: ReadonlyArray<Prompt.ToolResultPart>
+): ReadonlyArray<Prompt.Message> => {
+  if (results.length === 0) return messages
+  const last = messages[messages.length - 1]
+  if (last !== undefined && last.role === "tool") {
+    return [
+      ...messages.slice(0, -1),
+      Prompt.makeMessage("tool", { content: [...last.content, ...results] })
+    ]
+  }
+  return [...messages, Prompt.makeMessage("tool", { content: results })]
+}
+
+/** The type of the `toolChoice` option. */
+export type ToolChoice = LanguageModel.ToolChoice<string>

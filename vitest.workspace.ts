@@ -1,0 +1,9 @@
+/**
+ * The one list of test projects; `vitest.config.ts` imports it.
+ */
+export default [
+  "packages/core",
+  "packages/testing",
+  "packages/middleware",
+  "packages/demo"
+]
