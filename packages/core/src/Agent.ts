@@ -7,7 +7,7 @@
  */
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Tool from "@effect/ai/Tool"
-import * as Toolkit from "@effect/ai/Toolkit"
+import type * as Toolkit from "@effect/ai/Toolkit"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"

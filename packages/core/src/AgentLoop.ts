@@ -61,9 +61,15 @@ export declare namespace AgentLoop {
    */
   export interface Service<S = AgentState.AgentState, E = never> {
     /** Appends `input` to the thread as a user message and runs until the agent finishes or interrupts. */
-    readonly run: (input: Prompt.RawInput, options: RunOptions) => Effect.Effect<AgentResult.AgentResult<S>, RunError<E>>
+    readonly run: (
+      input: Prompt.RawInput,
+      options: RunOptions
+    ) => Effect.Effect<AgentResult.AgentResult<S>, RunError<E>>
     /** The same run as `run`, through the same middleware path, as a stream of events ending in `RunEnded`. */
-    readonly stream: (input: Prompt.RawInput, options: RunOptions) => Stream.Stream<AgentEvent.AgentEvent<S>, RunError<E>>
+    readonly stream: (
+      input: Prompt.RawInput,
+      options: RunOptions
+    ) => Stream.Stream<AgentEvent.AgentEvent<S>, RunError<E>>
     /** Continues an interrupted thread: the hook that interrupted runs again and receives `value`. */
     readonly resume: (threadId: string, value: unknown) => Effect.Effect<AgentResult.AgentResult<S>, RunError<E>>
     /** `resume` as a stream of events. */

@@ -7,7 +7,7 @@
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
-import * as ParseResult from "effect/ParseResult"
+import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { AgentConfigError } from "./AgentError.js"
 import type * as Middleware from "./Middleware.js"
@@ -124,9 +124,14 @@ export const layout = (middleware: ReadonlyArray<Middleware.Any>): Effect.Effect
       return out as unknown as AgentState
     }
     const encodeSlices = (slices: Readonly<Record<string, object>>) =>
-      Effect.forEach(owners, (owner) =>
-        Effect.map(Schema.encodeUnknown(owner.schema)(slices[owner.name]), (encoded) =>
-          [owner.name, encoded] as const)).pipe(Effect.map(Object.fromEntries))
+      Effect.forEach(
+        owners,
+        (owner) =>
+          Effect.map(
+            Schema.encodeUnknown(owner.schema)(slices[owner.name]),
+            (encoded) => [owner.name, encoded] as const
+          )
+      ).pipe(Effect.map(Object.fromEntries))
     const decodeSlices = (encoded: Readonly<Record<string, unknown>>) =>
       Effect.forEach(owners, (owner) =>
         owner.name in encoded

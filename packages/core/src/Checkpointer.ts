@@ -235,7 +235,8 @@ export const makeFileSystem = (
             Effect.mapError(ioFailure(threadId, "save"))
           )
         }),
-      delete: (threadId) => fs.remove(file(threadId), { force: true }).pipe(Effect.mapError(ioFailure(threadId, "save")))
+      delete: (threadId) =>
+        fs.remove(file(threadId), { force: true }).pipe(Effect.mapError(ioFailure(threadId, "save")))
     })
   })
 

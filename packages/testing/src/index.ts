@@ -1,1 +1,4 @@
-export {}
+/**
+ * @since 0.1.0
+ */
+export * as ScriptedModel from "./ScriptedModel.js"

@@ -30,6 +30,7 @@ import {
   appendToolResults,
   lastAssistantCallsTools,
   pendingToolCalls,
+  recoverUnknownToolCalls,
   type ToolChoice,
   type ToolEntry,
   unknownToolResult,
@@ -161,7 +162,12 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         }
         if (result.jumpTo !== undefined) {
           if (!m.canJumpTo.includes(result.jumpTo)) {
-            return yield* new InvalidJump({ middleware: m.name, hook: node, jumpTo: result.jumpTo, allowed: m.canJumpTo })
+            return yield* new InvalidJump({
+              middleware: m.name,
+              hook: node,
+              jumpTo: result.jumpTo,
+              allowed: m.canJumpTo
+            })
           }
           if (run.emit !== undefined) {
             yield* run.emit(
@@ -209,25 +215,40 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const callModel = (run: Run) => (request: Middleware.ModelRequest): Effect.Effect<Middleware.ModelResponse, any> => {
     const model = request.model ?? config.model
     const prompt = Prompt.fromMessages(
-      request.systemPrompt === undefined ? request.messages : [systemMessageOf(request.systemPrompt), ...request.messages]
+      request.systemPrompt === undefined
+        ? request.messages
+        : [systemMessageOf(request.systemPrompt), ...request.messages]
     )
     const toolkit = wireToolkit(request.tools)
     const options: any = toolkit === undefined
       ? { prompt }
       : { prompt, toolkit, toolChoice: request.toolChoice, disableToolCallResolution: true }
     const emit = run.emit
-    const response: Effect.Effect<Middleware.ModelResponse, AiError.AiError> = emit === undefined
-      ? Effect.map(
-        model.generateText(options) as Effect.Effect<LanguageModel.GenerateTextResponse<any>, AiError.AiError>,
-        (response) => toModelResponse(response.content)
+    const recover = (error: AiError.AiError, before: ReadonlyArray<Response.AnyPart>) => {
+      const recovered = recoverUnknownToolCalls(error, toolkit)
+      return recovered === undefined
+        ? Effect.fail(error)
+        : Effect.map(Effect.orElseFail(recovered, () => error), (parts) => [...before, ...parts])
+    }
+    const parts: Effect.Effect<ReadonlyArray<Response.AnyPart>, AiError.AiError> = emit === undefined
+      ? (model.generateText(options) as Effect.Effect<LanguageModel.GenerateTextResponse<any>, AiError.AiError>).pipe(
+        Effect.map((response) => response.content),
+        Effect.catchAll((error) => recover(error, []))
       )
-      : (model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>).pipe(
-        Stream.tap((part) =>
-          part.type === "text-delta" ? emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta })) : Effect.void
-        ),
-        Stream.runCollect,
-        Effect.map((parts) => toModelResponse(Array.from(parts)))
-      )
+      : Effect.suspend(() => {
+        const collected: Array<Response.AnyPart> = []
+        return (model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>).pipe(
+          Stream.runForEach((part) => {
+            collected.push(part)
+            return part.type === "text-delta"
+              ? emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta }))
+              : Effect.void
+          }),
+          Effect.as(collected),
+          Effect.catchAll((error) => recover(error, collected))
+        )
+      })
+    const response = Effect.map(parts, toModelResponse)
     return Context.isContext(request.context) && request.context.unsafeMap.size > 0
       ? Effect.provide(response, request.context)
       : response
@@ -437,7 +458,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               yield* emit(AgentEvent.ModelCallStarted({
                 step: run.step,
                 messageCount: run.messages.length,
-                toolNames: toolNames
+                toolNames
               }))
             }
             const response = yield* models(request).pipe(
@@ -545,7 +566,10 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       const loaded = yield* load(threadId)
       const pending = Option.isSome(loaded.checkpoint) ? loaded.checkpoint.value.pending : undefined
       if (pending === undefined) {
-        return yield* new ThreadStateError({ threadId, reason: "is not waiting for a decision; there is nothing to resume" })
+        return yield* new ThreadStateError({
+          threadId,
+          reason: "is not waiting for a decision; there is nothing to resume"
+        })
       }
       const index = nodes[pending.node].findIndex((m) => m.name === pending.middleware)
       if (index < 0) {
@@ -585,7 +609,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       startRun(input, options, undefined)
     ),
     stream: (input, options) => streamOf((emit) => startRun(input, options, emit)),
-    resume: Effect.fn("AgentLoop.resume")((threadId: string, value: unknown) => startResume(threadId, value, undefined)),
+    resume: Effect.fn("AgentLoop.resume")((threadId: string, value: unknown) =>
+      startResume(threadId, value, undefined)
+    ),
     resumeStream: (threadId, value) => streamOf((emit) => startResume(threadId, value, emit)),
     thread: (threadId) =>
       load(threadId).pipe(Effect.map((loaded) =>
@@ -605,4 +631,3 @@ export const outputTool = (schema: Schema.Schema<any, any>, name: string): Tool.
   (Tool.make(name, {
     description: "Give your final answer with this tool, in the required structure. Call it once, when you are done."
   }) as any).setParameters(schema) as Tool.Any
-

@@ -1,11 +1,14 @@
 import * as AiError from "@effect/ai/AiError"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
+import * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
+import * as Chunk from "effect/Chunk"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import { ToolDefect } from "../AgentError.js"
 import { toolResult } from "../Middleware.js"
@@ -102,7 +105,9 @@ export const entriesOf = (
           )
         }),
         Effect.catchAllDefect((defect) =>
-          Effect.fail(new ToolDefect({ toolName: tool.name, callId: call.id, description: String(defect), cause: defect }))
+          Effect.fail(
+            new ToolDefect({ toolName: tool.name, callId: call.id, description: String(defect), cause: defect })
+          )
         ),
         Effect.provide(context)
       )
@@ -163,3 +168,51 @@ export const appendToolResults = (
 
 /** The type of the `toolChoice` option. */
 export type ToolChoice = LanguageModel.ToolChoice<string>
+
+const partDecoders = new WeakMap<object, (u: unknown) => Effect.Effect<Response.AnyPart, ParseResult.ParseError>>()
+
+const partDecoder = (toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>) => {
+  let decode = partDecoders.get(toolkit)
+  if (decode === undefined) {
+    decode = Schema.decodeUnknown(Response.StreamPart(toolkit) as Schema.Schema<Response.AnyPart, any>)
+    partDecoders.set(toolkit, decode)
+  }
+  return decode
+}
+
+/**
+ * `LanguageModel` rejects a whole response when the model calls a tool it
+ * was not given (the tool name is a literal in its response schema), which
+ * would end the run on a mistake the model can repair. The rejected parts
+ * are still in the parse error (`issue.actual`): decode them again, keeping
+ * calls of unknown tools as plain tool calls that the agent answers with a
+ * failed tool result. Returns `undefined` when the error is of another kind.
+ */
+export const recoverUnknownToolCalls = (
+  error: AiError.AiError,
+  toolkit: Toolkit.WithHandler<Record<string, Tool.Any>> | undefined
+): Effect.Effect<Array<Response.AnyPart>, ParseResult.ParseError> | undefined => {
+  if (toolkit === undefined || error._tag !== "MalformedOutput" || !ParseResult.isParseError(error.cause)) {
+    return undefined
+  }
+  const actual = error.cause.issue.actual
+  const raw: ReadonlyArray<unknown> | undefined = Array.isArray(actual)
+    ? actual
+    : Chunk.isChunk(actual)
+    ? Chunk.toReadonlyArray(actual as Chunk.Chunk<unknown>)
+    : undefined
+  const isUnknownCall = (part: unknown): part is Response.ToolCallPartEncoded =>
+    Predicate.hasProperty(part, "type") && part.type === "tool-call" && Predicate.hasProperty(part, "name") &&
+    typeof part.name === "string" && !(part.name in toolkit.tools)
+  if (raw === undefined || !raw.some(isUnknownCall)) return undefined
+  const decode = partDecoder(toolkit)
+  return Effect.forEach(raw, (part) =>
+    isUnknownCall(part)
+      ? Effect.succeed(Response.makePart("tool-call", {
+        id: part.id,
+        name: part.name,
+        params: part.params,
+        providerExecuted: false
+      }) as Response.AnyPart)
+      : decode(part))
+}

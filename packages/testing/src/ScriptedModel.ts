@@ -1,0 +1,256 @@
+/**
+ * A `LanguageModel` that replays a script: a fixed list of replies (text,
+ * tool calls, a finish with usage), or functions of the request. It streams
+ * the same replies, records every request it receives, and fails with a
+ * clear `AiError` when the script runs out.
+ *
+ * @since 0.1.0
+ */
+import * as AiError from "@effect/ai/AiError"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as Prompt from "@effect/ai/Prompt"
+import type * as Response from "@effect/ai/Response"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+
+/**
+ * One scripted reply: encoded response parts, a function of the request
+ * returning them, or an error the model fails with.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Turn =
+  | ReadonlyArray<Response.PartEncoded>
+  | ((
+    request: Request
+  ) => ReadonlyArray<Response.PartEncoded> | Effect.Effect<ReadonlyArray<Response.PartEncoded>, AiError.AiError>)
+  | AiError.AiError
+
+/**
+ * A request the model received.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Request {
+  readonly prompt: Prompt.Prompt
+  readonly toolNames: ReadonlyArray<string>
+  readonly toolChoice: LanguageModel.ProviderOptions["toolChoice"]
+  readonly streamed: boolean
+}
+
+/**
+ * Reads what the scripted model received.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class ScriptedModel extends Context.Tag("@effect-agent/testing/ScriptedModel")<
+  ScriptedModel,
+  ScriptedModel.Service
+>() {}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export declare namespace ScriptedModel {
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Service {
+    /** Every request so far, oldest first. */
+    readonly requests: Effect.Effect<ReadonlyArray<Request>>
+    /** How many turns of the script are left. */
+    readonly remaining: Effect.Effect<number>
+  }
+}
+
+/**
+ * Usage reported by the scripted helpers when none is given.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultUsage = { inputTokens: 10, outputTokens: 5, totalTokens: 15 } as const
+
+/**
+ * A reply with text only.
+ *
+ * @example
+ * ```ts
+ * import { ScriptedModel } from "@effect-agent/testing"
+ *
+ * const turn = ScriptedModel.text("Hello!")
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const text = (
+  value: string,
+  usage: { readonly inputTokens: number; readonly outputTokens: number; readonly totalTokens: number } = defaultUsage
+): ReadonlyArray<Response.PartEncoded> => [
+  { type: "text", text: value },
+  { type: "finish", reason: "stop", usage }
+]
+
+/**
+ * A reply that calls tools (ids default to `call_<name>_<index>`), with
+ * optional text before the calls.
+ *
+ * @example
+ * ```ts
+ * import { ScriptedModel } from "@effect-agent/testing"
+ *
+ * const turn = ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 } }])
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const toolCalls = (
+  calls: ReadonlyArray<{ readonly name: string; readonly params: unknown; readonly id?: string | undefined }>,
+  options?: {
+    readonly text?: string | undefined
+    readonly usage?: { readonly inputTokens: number; readonly outputTokens: number; readonly totalTokens: number }
+  }
+): ReadonlyArray<Response.PartEncoded> => [
+  ...(options?.text === undefined ? [] : [{ type: "text" as const, text: options.text }]),
+  ...calls.map((call, index) => ({
+    type: "tool-call" as const,
+    id: call.id ?? `call_${call.name}_${index}`,
+    name: call.name,
+    params: call.params
+  })),
+  { type: "finish", reason: "tool-calls", usage: options?.usage ?? defaultUsage }
+]
+
+const toStreamParts = (parts: ReadonlyArray<Response.PartEncoded>): Array<Response.StreamPartEncoded> => {
+  const out: Array<Response.StreamPartEncoded> = []
+  let id = 0
+  for (const part of parts) {
+    if (part.type === "text") {
+      const textId = `text_${id++}`
+      out.push({ type: "text-start", id: textId })
+      for (const delta of part.text.match(/\S+\s*|\s+/g) ?? []) out.push({ type: "text-delta", id: textId, delta })
+      out.push({ type: "text-end", id: textId })
+    } else if (part.type === "reasoning") {
+      const reasoningId = `reasoning_${id++}`
+      out.push({ type: "reasoning-start", id: reasoningId })
+      out.push({ type: "reasoning-delta", id: reasoningId, delta: part.text })
+      out.push({ type: "reasoning-end", id: reasoningId })
+    } else {
+      out.push(part as Response.StreamPartEncoded)
+    }
+  }
+  return out
+}
+
+/**
+ * Builds the scripted model and its recorder.
+ *
+ * @example
+ * ```ts
+ * import { ScriptedModel } from "@effect-agent/testing"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const { model, recorder } = yield* ScriptedModel.make([ScriptedModel.text("hi")])
+ *   return model
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  script: ReadonlyArray<Turn>
+): Effect.Effect<{ readonly model: LanguageModel.Service; readonly recorder: ScriptedModel.Service }> =>
+  Effect.gen(function*() {
+    const requests: Array<Request> = []
+    let next = 0
+    const reply = (options: LanguageModel.ProviderOptions, streamed: boolean) =>
+      Effect.suspend((): Effect.Effect<ReadonlyArray<Response.PartEncoded>, AiError.AiError> => {
+        const request: Request = {
+          prompt: options.prompt,
+          toolNames: options.tools.map((tool) => tool.name),
+          toolChoice: options.toolChoice,
+          streamed
+        }
+        requests.push(request)
+        if (next >= script.length) {
+          return Effect.fail(
+            new AiError.UnknownError({
+              module: "ScriptedModel",
+              method: streamed ? "streamText" : "generateText",
+              description: `The script has ${script.length} turn(s) and all were used; request ${requests.length} ` +
+                `has no scripted reply`
+            })
+          )
+        }
+        const turn = script[next++]!
+        if (AiError.isAiError(turn)) return Effect.fail(turn)
+        if (typeof turn === "function") {
+          const out = turn(request)
+          return Effect.isEffect(out) ? out : Effect.succeed(out)
+        }
+        return Effect.succeed(turn as ReadonlyArray<Response.PartEncoded>)
+      })
+    const model = yield* LanguageModel.make({
+      generateText: (options) => Effect.map(reply(options, false), (parts) => [...parts]),
+      streamText: (options) =>
+        Stream.unwrap(Effect.map(reply(options, true), (parts) => Stream.fromIterable(toStreamParts(parts))))
+    })
+    const recorder = ScriptedModel.of({
+      requests: Effect.sync(() => requests.slice()),
+      remaining: Effect.sync(() => script.length - next)
+    })
+    return { model, recorder }
+  })
+
+/**
+ * Provides the scripted `LanguageModel` and its `ScriptedModel` recorder.
+ *
+ * @example
+ * ```ts
+ * import { ScriptedModel } from "@effect-agent/testing"
+ *
+ * const ModelLive = ScriptedModel.layer([
+ *   ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 } }]),
+ *   ScriptedModel.text("3")
+ * ])
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  script: ReadonlyArray<Turn>
+): Layer.Layer<LanguageModel.LanguageModel | ScriptedModel> =>
+  Layer.effectContext(
+    Effect.map(make(script), ({ model, recorder }) =>
+      Context.make(LanguageModel.LanguageModel, model).pipe(Context.add(ScriptedModel, recorder)))
+  )
+
+/**
+ * The requests the scripted model received.
+ *
+ * @example
+ * ```ts
+ * import { ScriptedModel } from "@effect-agent/testing"
+ *
+ * const program = ScriptedModel.requests
+ * ```
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const requests: Effect.Effect<ReadonlyArray<Request>, never, ScriptedModel> = Effect.flatMap(
+  ScriptedModel,
+  (recorder) => recorder.requests
+)
