@@ -294,6 +294,7 @@ export interface MakeOptions<S, J extends Jump, TE, TR> {
 
 const Proto = {
   pipe() {
+    // eslint-disable-next-line prefer-rest-params
     return pipeArguments(this, arguments)
   }
 }
