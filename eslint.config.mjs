@@ -34,6 +34,7 @@ export default defineConfig(
   },
   {
     files: ["packages/*/src/**/*.ts"],
+    ignores: ["packages/demo/**"],
     rules: {
       "@effect/no-import-from-barrel-package": ["error", { packageNames: ["effect", "@effect/platform", "@effect/ai"] }]
     }

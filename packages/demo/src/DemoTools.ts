@@ -1,0 +1,97 @@
+/**
+ * The demo agent's tools: a calculator, and a file lister and reader
+ * confined to the bundled `data/` folder.
+ *
+ * @since 0.1.0
+ */
+import * as Tool from "@effect/ai/Tool"
+import * as Toolkit from "@effect/ai/Toolkit"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import { evaluate } from "./Calculator.js"
+
+/**
+ * Evaluates arithmetic.
+ *
+ * @since 0.1.0
+ * @category tools
+ */
+export const Calculate = Tool.make("calculate", {
+  description: "Evaluate an arithmetic expression with numbers, + - * / and parentheses.",
+  parameters: { expression: Schema.String.annotations({ description: "e.g. (2 + 3) * 4" }) },
+  success: Schema.Number,
+  failure: Schema.Struct({ error: Schema.String }),
+  failureMode: "return"
+})
+
+/**
+ * Lists the files the agent may read.
+ *
+ * @since 0.1.0
+ * @category tools
+ */
+export const ListFiles = Tool.make("list_files", {
+  description: "List the files in the sandbox folder.",
+  success: Schema.Array(Schema.String)
+})
+
+/**
+ * Reads one file of the sandbox folder.
+ *
+ * @since 0.1.0
+ * @category tools
+ */
+export const ReadFile = Tool.make("read_file", {
+  description: "Read a text file from the sandbox folder.",
+  parameters: { path: Schema.String.annotations({ description: "a file name from list_files" }) },
+  success: Schema.String,
+  failure: Schema.Struct({ error: Schema.String }),
+  failureMode: "return"
+})
+
+/**
+ * @since 0.1.0
+ * @category tools
+ */
+export const DemoToolkit = Toolkit.make(Calculate, ListFiles, ReadFile)
+
+/**
+ * The handlers, reading files below `directory`.
+ *
+ * @example
+ * ```ts
+ * import { layerHandlers } from "@effect-agent/demo/DemoTools"
+ *
+ * const HandlersLive = layerHandlers("/tmp/sandbox")
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerHandlers = (
+  directory: string
+): Layer.Layer<Tool.Handler<"calculate" | "list_files" | "read_file">, never, FileSystem.FileSystem | Path.Path> =>
+  DemoToolkit.toLayer(Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const root = path.resolve(directory)
+    return DemoToolkit.of({
+      calculate: ({ expression }) => {
+        const result = evaluate(expression)
+        return result._tag === "Right" ? Effect.succeed(result.right) : Effect.fail({ error: result.left })
+      },
+      list_files: () => fs.readDirectory(root).pipe(Effect.map((names) => names.sort()), Effect.orDie),
+      read_file: ({ path: file }) => {
+        const target = path.resolve(root, file)
+        if (!target.startsWith(root + path.sep)) {
+          return Effect.fail({ error: `"${file}" is outside the sandbox folder` })
+        }
+        return fs.readFileString(target).pipe(
+          Effect.catchAll(() => Effect.fail({ error: `cannot read "${file}"; use list_files to see what exists` }))
+        )
+      }
+    })
+  }))
