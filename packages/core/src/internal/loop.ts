@@ -530,12 +530,31 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     )
   }
 
+  // One run at a time per thread in this process: a second run waits, so
+  // it starts from the first one's final checkpoint instead of overwriting it.
+  const threadLocks = new Map<string, { readonly semaphore: Effect.Semaphore; users: number }>()
+  const withThreadLock = <A, E, R>(threadId: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.suspend(() => {
+      let lock = threadLocks.get(threadId)
+      if (lock === undefined) {
+        lock = { semaphore: Effect.unsafeMakeSemaphore(1), users: 0 }
+        threadLocks.set(threadId, lock)
+      }
+      const held = lock
+      held.users++
+      return held.semaphore.withPermits(1)(effect).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          if (--held.users === 0) threadLocks.delete(threadId)
+        }))
+      )
+    })
+
   const startRun = (
     input: Prompt.RawInput,
     options: AgentLoop.RunOptions,
     emit: Run["emit"]
   ) =>
-    Effect.gen(function*() {
+    withThreadLock(options.threadId, Effect.gen(function*() {
       const loaded = yield* load(options.threadId)
       if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
         return yield* new ThreadStateError({
@@ -559,10 +578,10 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         emit
       }
       return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
-    })
+    }))
 
   const startResume = (threadId: string, value: unknown, emit: Run["emit"]) =>
-    Effect.gen(function*() {
+    withThreadLock(threadId, Effect.gen(function*() {
       const loaded = yield* load(threadId)
       const pending = Option.isSome(loaded.checkpoint) ? loaded.checkpoint.value.pending : undefined
       if (pending === undefined) {
@@ -589,7 +608,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         emit
       }
       return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
-    })
+    }))
 
   const streamOf = (start: (emit: Run["emit"]) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>) =>
     Stream.unwrapScoped(Effect.gen(function*() {
