@@ -115,7 +115,7 @@ export const run = (input: Prompt.RawInput, options: RunOptions) =>
  * ```ts
  * import { AgentLoop } from "@effect-agent/core"
  *
- * const program = AgentLoop.resume("t1", [{ type: "approve" }])
+ * const program = AgentLoop.resume("t1", [{ type: "approve", callId: "call_1" }])
  * ```
  *
  * @since 0.1.0

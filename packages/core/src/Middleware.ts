@@ -86,6 +86,8 @@ export interface HookContext<S> {
   readonly threadId: string
   /** Model calls made so far in this run. */
   readonly step: number
+  /** Every tool the agent has (its toolkit and the middleware's tools). */
+  readonly tools: ReadonlyArray<Tool.Any>
   /**
    * When this hook interrupted the run and the run is being resumed: the
    * value passed to `AgentLoop.resume`. The hook runs again with it.

@@ -152,6 +152,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             messages: run.messages,
             threadId: run.threadId,
             step: run.step,
+            tools: toolList,
             resume: index === start ? resume : Option.none()
           })
         )

@@ -1,0 +1,916 @@
+/**
+ * Human in the loop: pause the agent before it runs a risky tool and let a
+ * human approve, edit, reject or answer the call.
+ *
+ * `HumanInTheLoop.middleware` gates tools by name. When the model asks for a
+ * gated tool, the middleware's `afterModel` hook interrupts the run: it ends
+ * as `AgentResult.Interrupted` with one action request per gated call (see
+ * {@link ApprovalRequest}), no tool of that batch runs (ungated calls wait
+ * too, so the batch resumes as a whole), and the loop checkpoints the thread.
+ * `AgentLoop.resume(threadId, decisions)` runs the hook again with the
+ * {@link Decision}s: approve runs the call as asked, edit runs it with new
+ * arguments, reject answers the model with a failed tool result carrying the
+ * reason, respond answers with the human's text; the tool does not run for
+ * the last two. Invalid decisions fail the resume with a typed error and
+ * change nothing: the thread keeps waiting for a valid answer.
+ *
+ * When an {@link Approvals} service is in the context the agent was built
+ * with, the middleware asks it in-process (a CLI prompt, an auto-approve
+ * policy) instead of interrupting.
+ *
+ * @since 0.1.0
+ */
+import * as Middleware from "@effect-agent/core/Middleware"
+import * as Prompt from "@effect/ai/Prompt"
+import type * as Tool from "@effect/ai/Tool"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as JSONSchema from "effect/JSONSchema"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * The kinds of decision a human can make about a tool call.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const DecisionType = Schema.Literal("approve", "edit", "reject", "respond")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type DecisionType = typeof DecisionType.Type
+
+/**
+ * Every decision kind, in the order used when a policy is `true`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const allDecisions: ReadonlyArray<DecisionType> = ["approve", "edit", "reject", "respond"]
+
+/**
+ * Run the call as the model asked.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Approve = Schema.Struct({
+  type: Schema.Literal("approve"),
+  callId: Schema.String
+})
+
+/**
+ * Run the call with other arguments (encoded, as the model would send them),
+ * optionally on another tool. The arguments are checked against the target
+ * tool's parameter schema and the target tool's policy.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Edit = Schema.Struct({
+  type: Schema.Literal("edit"),
+  callId: Schema.String,
+  args: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  toolName: Schema.optional(Schema.String)
+})
+
+/**
+ * Do not run the call; the model gets a failed tool result carrying the
+ * reason.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Reject = Schema.Struct({
+  type: Schema.Literal("reject"),
+  callId: Schema.String,
+  message: Schema.optional(Schema.String)
+})
+
+/**
+ * Do not run the call; the model gets the human's text as the tool result.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Respond = Schema.Struct({
+  type: Schema.Literal("respond"),
+  callId: Schema.String,
+  message: Schema.String
+})
+
+/**
+ * A decision about one gated tool call, by call id.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Decision = Schema.Union(Approve, Edit, Reject, Respond)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Decision = typeof Decision.Type
+
+/**
+ * The value `AgentLoop.resume` takes: one decision per action request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Decisions = Schema.Array(Decision)
+
+/**
+ * One gated tool call waiting for a decision. JSON-encodable: it is the
+ * interrupt value stored in the checkpoint and shown to the human.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ActionRequest = Schema.Struct({
+  callId: Schema.String,
+  toolName: Schema.String,
+  /** The arguments the model sent (encoded). */
+  args: Schema.Unknown,
+  description: Schema.String,
+  allowedDecisions: Schema.Array(DecisionType),
+  /** The JSON Schema edited arguments must match, when the policy has an `argsSchema`. */
+  argsSchema: Schema.optional(Schema.Unknown)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ActionRequest = typeof ActionRequest.Type
+
+/**
+ * What the middleware waits for: the interrupt value of an
+ * `AgentResult.Interrupted` run, and what an {@link Approvals} service is
+ * asked. Decode `result.interrupt.value` with it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ApprovalRequest = Schema.Struct({
+  actionRequests: Schema.Array(ActionRequest)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ApprovalRequest = typeof ApprovalRequest.Type
+
+/**
+ * What a description function sees besides the call.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DescriptionContext {
+  readonly threadId: string
+  /** The stored conversation, ending with the assistant message that made the call. */
+  readonly messages: ReadonlyArray<Prompt.Message>
+  readonly step: number
+}
+
+/**
+ * The policy of one gated tool.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InterruptOnConfig {
+  /** The decisions a human may make about a call of this tool; at least one. */
+  readonly allowedDecisions: ReadonlyArray<DecisionType>
+  /** What the human is shown; by default the prefix, the tool name and its arguments. */
+  readonly description?: string | ((call: Prompt.ToolCallPart, context: DescriptionContext) => string) | undefined
+  /**
+   * A stricter schema edited arguments must match (on top of the tool's own
+   * parameter schema); its JSON Schema is sent in the action request.
+   */
+  readonly argsSchema?: Schema.Schema<any, any> | undefined
+}
+
+/**
+ * A tool's entry in `interruptOn`: `true` gates it with every decision kind,
+ * `false` (or leaving it out) does not gate it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type InterruptOn = boolean | InterruptOnConfig
+
+/**
+ * Options of {@link middleware}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<Tools extends Record<string, Tool.Any>> {
+  /**
+   * Every tool the agent has (a `Toolkit`, or `Toolkit.merge` of the agent's
+   * toolkit and the toolkits of tool-adding middleware such as
+   * `TodoList.toolkit`). `interruptOn` is checked against it when the
+   * middleware is built, and edited arguments against its parameter schemas.
+   */
+  readonly toolkit: { readonly tools: Tools }
+  readonly interruptOn: { readonly [Name in keyof NoInfer<Tools>]?: InterruptOn | undefined }
+  /** The first line of default descriptions (default `"Tool execution requires approval"`). */
+  readonly descriptionPrefix?: string | undefined
+  /** The middleware's name (default `"humanInTheLoop"`). */
+  readonly name?: string | undefined
+}
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * An `interruptOn` policy is invalid: it names a tool the toolkit does not
+ * have, allows no decision, or has an `argsSchema` with no JSON Schema.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidInterruptPolicy extends Schema.TaggedError<InvalidInterruptPolicy>(
+  "@effect-agent/middleware/HumanInTheLoop/InvalidInterruptPolicy"
+)("InvalidInterruptPolicy", {
+  toolName: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid interruptOn policy for tool "${this.toolName}": ${this.reason}`
+  }
+}
+
+/**
+ * The resume value is not a list of decisions, or decides one call twice.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidDecisions extends Schema.TaggedError<InvalidDecisions>(
+  "@effect-agent/middleware/HumanInTheLoop/InvalidDecisions"
+)("InvalidDecisions", {
+  threadId: Schema.String,
+  description: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid decisions for thread "${this.threadId}": ${this.description}`
+  }
+}
+
+/**
+ * A decision names a call that is not waiting for a decision.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class UnknownCallId extends Schema.TaggedError<UnknownCallId>(
+  "@effect-agent/middleware/HumanInTheLoop/UnknownCallId"
+)("UnknownCallId", {
+  threadId: Schema.String,
+  callId: Schema.String,
+  waiting: Schema.Array(Schema.String)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    const waiting = this.waiting.length === 0 ? "none" : this.waiting.join(", ")
+    return `Thread "${this.threadId}": no call "${this.callId}" waits for a decision (waiting: ${waiting})`
+  }
+}
+
+/**
+ * Some calls waiting for a decision got none.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class MissingDecision extends Schema.TaggedError<MissingDecision>(
+  "@effect-agent/middleware/HumanInTheLoop/MissingDecision"
+)("MissingDecision", {
+  threadId: Schema.String,
+  callIds: Schema.Array(Schema.String)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}": no decision for call(s) ${this.callIds.join(", ")}; decide every waiting call`
+  }
+}
+
+/**
+ * A decision of a kind the tool's policy does not allow (for an edit to
+ * another tool: the policy of the tool it targets).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DecisionNotAllowed extends Schema.TaggedError<DecisionNotAllowed>(
+  "@effect-agent/middleware/HumanInTheLoop/DecisionNotAllowed"
+)("DecisionNotAllowed", {
+  threadId: Schema.String,
+  callId: Schema.String,
+  toolName: Schema.String,
+  decision: DecisionType,
+  allowed: Schema.Array(DecisionType)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}": "${this.decision}" is not allowed for call "${this.callId}" of tool ` +
+      `"${this.toolName}" (allowed: ${this.allowed.join(", ")})`
+  }
+}
+
+/**
+ * An edit targets a tool the agent does not have, or its arguments do not
+ * match the target tool's parameter schema or the policy's `argsSchema`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidEdit extends Schema.TaggedError<InvalidEdit>(
+  "@effect-agent/middleware/HumanInTheLoop/InvalidEdit"
+)("InvalidEdit", {
+  threadId: Schema.String,
+  callId: Schema.String,
+  toolName: Schema.String,
+  description: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}": invalid edit of call "${this.callId}" (tool "${this.toolName}"): ` +
+      this.description
+  }
+}
+
+/**
+ * The errors of a resume with bad decisions. Each leaves the thread waiting
+ * for a decision, unchanged.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type DecisionError = InvalidDecisions | UnknownCallId | MissingDecision | DecisionNotAllowed | InvalidEdit
+
+/**
+ * The schema of {@link DecisionError}.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const DecisionError: Schema.Union<[
+  typeof InvalidDecisions,
+  typeof UnknownCallId,
+  typeof MissingDecision,
+  typeof DecisionNotAllowed,
+  typeof InvalidEdit
+]> = Schema.Union(InvalidDecisions, UnknownCallId, MissingDecision, DecisionNotAllowed, InvalidEdit)
+
+// -----------------------------------------------------------------------------
+// tags
+// -----------------------------------------------------------------------------
+
+/**
+ * Decides approval requests in-process. When the agent is built with this
+ * service in its context, the middleware asks it instead of interrupting the
+ * run; its decisions are checked exactly like resumed ones.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Approvals extends Context.Tag("@effect-agent/middleware/HumanInTheLoop/Approvals")<
+  Approvals,
+  Approvals.Service
+>() {}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export declare namespace Approvals {
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Service {
+    readonly decide: (
+      request: ApprovalRequest,
+      context: { readonly threadId: string }
+    ) => Effect.Effect<ReadonlyArray<Decision>>
+  }
+}
+
+// -----------------------------------------------------------------------------
+// constructors
+// -----------------------------------------------------------------------------
+
+/**
+ * @example
+ * ```ts
+ * import { HumanInTheLoop } from "@effect-agent/middleware"
+ *
+ * const decision = HumanInTheLoop.approve("call_1")
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const approve = (callId: string): Decision => ({ type: "approve", callId })
+
+/**
+ * @example
+ * ```ts
+ * import { HumanInTheLoop } from "@effect-agent/middleware"
+ *
+ * const decision = HumanInTheLoop.edit("call_1", { path: "/tmp/scratch.txt" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const edit = (
+  callId: string,
+  args: Readonly<Record<string, unknown>>,
+  toolName?: string | undefined
+): Decision => toolName === undefined ? { type: "edit", callId, args } : { type: "edit", callId, args, toolName }
+
+/**
+ * @example
+ * ```ts
+ * import { HumanInTheLoop } from "@effect-agent/middleware"
+ *
+ * const decision = HumanInTheLoop.reject("call_1", "Never delete the home directory")
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const reject = (callId: string, message?: string | undefined): Decision =>
+  message === undefined ? { type: "reject", callId } : { type: "reject", callId, message }
+
+/**
+ * @example
+ * ```ts
+ * import { HumanInTheLoop } from "@effect-agent/middleware"
+ *
+ * const decision = HumanInTheLoop.respond("call_1", "The file is already gone.")
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const respond = (callId: string, message: string): Decision => ({ type: "respond", callId, message })
+
+// -----------------------------------------------------------------------------
+// layers
+// -----------------------------------------------------------------------------
+
+/**
+ * An {@link Approvals} service deciding with a function (a terminal prompt,
+ * a policy, a queue to a UI).
+ *
+ * @example
+ * ```ts
+ * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { Effect } from "effect"
+ *
+ * // Approve reads, reject everything else.
+ * const ApprovalsLive = HumanInTheLoop.layerApprovals((request) =>
+ *   Effect.succeed(request.actionRequests.map((action) =>
+ *     action.toolName === "read_file"
+ *       ? HumanInTheLoop.approve(action.callId)
+ *       : HumanInTheLoop.reject(action.callId, "Only reads are allowed")
+ *   ))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerApprovals = <R = never>(
+  decide: (
+    request: ApprovalRequest,
+    context: { readonly threadId: string }
+  ) => Effect.Effect<ReadonlyArray<Decision>, never, R>
+): Layer.Layer<Approvals, never, R> =>
+  Layer.effect(
+    Approvals,
+    Effect.map(Effect.context<R>(), (context) =>
+      Approvals.of({
+        decide: (request, options) => Effect.provide(decide(request, options), context)
+      }))
+  )
+
+/**
+ * An {@link Approvals} service approving every request.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerAutoApprove: Layer.Layer<Approvals> = layerApprovals((request) =>
+  Effect.succeed(request.actionRequests.map((action) => approve(action.callId)))
+)
+
+// -----------------------------------------------------------------------------
+// the middleware
+// -----------------------------------------------------------------------------
+
+interface Gate {
+  readonly allowed: ReadonlyArray<DecisionType>
+  readonly describe: (call: Prompt.ToolCallPart, context: DescriptionContext) => string
+  readonly argsSchema: { readonly schema: Schema.Schema<any, any>; readonly json: unknown } | undefined
+}
+
+interface Batch {
+  /** Index of the last assistant message. */
+  readonly index: number
+  /** Its tool calls with no result yet. */
+  readonly calls: ReadonlyArray<Prompt.ToolCallPart>
+}
+
+const pendingBatch = (messages: ReadonlyArray<Prompt.Message>): Batch | undefined => {
+  let index = messages.length - 1
+  while (index >= 0 && messages[index]!.role !== "assistant") index--
+  if (index < 0) return undefined
+  const answered = new Set<string>()
+  for (let i = index; i < messages.length; i++) {
+    const message = messages[i]!
+    if (message.role === "tool" || message.role === "assistant") {
+      for (const part of message.content) if (part.type === "tool-result") answered.add(part.id)
+    }
+  }
+  const calls: Array<Prompt.ToolCallPart> = []
+  for (const part of (messages[index] as Prompt.AssistantMessage).content) {
+    if (part.type === "tool-call" && !part.providerExecuted && !answered.has(part.id)) calls.push(part)
+  }
+  return { index, calls }
+}
+
+const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
+
+const stringify = (value: unknown): string => {
+  try {
+    return JSON.stringify(value, undefined, 2) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+const decodeDecisions = Schema.decodeUnknown(Decisions)
+
+/**
+ * What to do with one gated call, once every decision checked out.
+ */
+type Plan =
+  | { readonly _tag: "Run"; readonly call: Prompt.ToolCallPart; readonly decision: Decision }
+  | { readonly _tag: "Replace"; readonly call: Prompt.ToolCallPart; readonly edited: Prompt.ToolCallPart }
+  | { readonly _tag: "Answer"; readonly call: Prompt.ToolCallPart; readonly result: Prompt.ToolResultPart }
+
+/**
+ * Gates tool calls behind a human decision.
+ *
+ * It needs every tool of the agent (`toolkit`): a node hook cannot see the
+ * agent's tools, and a thread resumed in a new process must check edited
+ * arguments before any model call happens. With it, `interruptOn` is checked
+ * when the middleware is built — a name the toolkit does not have (also a
+ * type error), a policy allowing no decision, or an `argsSchema` with no JSON
+ * Schema fails with `InvalidInterruptPolicy`.
+ *
+ * The run interrupts with an {@link ApprovalRequest}; resume it with
+ * {@link Decisions}. Without an {@link Approvals} service the run interrupts;
+ * with one, the service decides in-process. A failed resume
+ * ({@link DecisionError}) leaves the thread waiting, unchanged.
+ *
+ * @example
+ * ```ts
+ * import { Agent, AgentLoop } from "@effect-agent/core"
+ * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { Tool, Toolkit } from "@effect/ai"
+ * import { Effect, Schema } from "effect"
+ *
+ * const DeleteFile = Tool.make("delete_file", { parameters: { path: Schema.String }, success: Schema.String })
+ * const ReadFile = Tool.make("read_file", { parameters: { path: Schema.String }, success: Schema.String })
+ * const Tools = Toolkit.make(DeleteFile, ReadFile)
+ *
+ * const program = Effect.gen(function*() {
+ *   const hitl = yield* HumanInTheLoop.middleware({
+ *     toolkit: Tools,
+ *     interruptOn: { delete_file: { allowedDecisions: ["approve", "reject"] }, read_file: false }
+ *   })
+ *   const agent = yield* Agent.make({ toolkit: Tools, middleware: [hitl] })
+ *   const result = yield* agent.run("Clean up /tmp", { threadId: "t1" })
+ *   if (result._tag === "Interrupted") {
+ *     const { actionRequests } = yield* Schema.decodeUnknown(HumanInTheLoop.ApprovalRequest)(result.interrupt.value)
+ *     return yield* agent.resume("t1", actionRequests.map((action) => HumanInTheLoop.approve(action.callId)))
+ *   }
+ *   return result
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const middleware: <Tools extends Record<string, Tool.Any>>(
+  options: Options<Tools>
+) => Effect.Effect<Middleware.Middleware<{}, DecisionError>, InvalidInterruptPolicy> = Effect.fn(
+  "HumanInTheLoop.middleware"
+)(function*<Tools extends Record<string, Tool.Any>>(options: Options<Tools>) {
+  const tools: Readonly<Record<string, Tool.Any>> = options.toolkit.tools
+  const prefix = options.descriptionPrefix ?? "Tool execution requires approval"
+  const defaultDescribe = (call: Prompt.ToolCallPart) =>
+    `${prefix}\n\nTool: ${call.name}\nArgs: ${stringify(call.params)}`
+  const gates = new Map<string, Gate>()
+  for (const [toolName, policy] of Object.entries(options.interruptOn as Record<string, InterruptOn | undefined>)) {
+    if (!Object.prototype.hasOwnProperty.call(tools, toolName)) {
+      const known = Object.keys(tools)
+      return yield* new InvalidInterruptPolicy({
+        toolName,
+        reason: `the toolkit has no such tool (tools: ${known.length === 0 ? "none" : known.join(", ")})`
+      })
+    }
+    if (policy === undefined || policy === false) continue
+    if (policy === true) {
+      gates.set(toolName, { allowed: allDecisions, describe: defaultDescribe, argsSchema: undefined })
+      continue
+    }
+    const allowed = allDecisions.filter((kind) => policy.allowedDecisions.includes(kind))
+    const unknown = policy.allowedDecisions.filter((kind) => !allDecisions.includes(kind))
+    if (unknown.length > 0) {
+      return yield* new InvalidInterruptPolicy({
+        toolName,
+        reason: `unknown decision kind(s) ${unknown.join(", ")} (kinds: ${allDecisions.join(", ")})`
+      })
+    }
+    if (allowed.length === 0) {
+      return yield* new InvalidInterruptPolicy({
+        toolName,
+        reason: "allowedDecisions is empty, so a call could never be decided; use false to not gate the tool"
+      })
+    }
+    let argsSchema: Gate["argsSchema"] = undefined
+    if (policy.argsSchema !== undefined) {
+      const schema = policy.argsSchema
+      const json = yield* Effect.try({
+        try: () => JSONSchema.make(schema) as unknown,
+        catch: (error) =>
+          new InvalidInterruptPolicy({
+            toolName,
+            reason: `argsSchema has no JSON Schema: ${error instanceof Error ? error.message : String(error)}`
+          })
+      })
+      argsSchema = { schema, json }
+    }
+    const description = policy.description
+    gates.set(toolName, {
+      allowed,
+      describe: description === undefined
+        ? defaultDescribe
+        : typeof description === "string"
+        ? () => description
+        : description,
+      argsSchema
+    })
+  }
+
+  const actionRequest = (call: Prompt.ToolCallPart, context: DescriptionContext): ActionRequest => {
+    const gate = gates.get(call.name)!
+    return {
+      callId: call.id,
+      toolName: call.name,
+      args: call.params,
+      description: gate.describe(call, context),
+      allowedDecisions: gate.allowed,
+      ...(gate.argsSchema === undefined ? {} : { argsSchema: gate.argsSchema.json })
+    }
+  }
+
+  const checkEdit = (
+    threadId: string,
+    call: Prompt.ToolCallPart,
+    decision: typeof Edit.Type
+  ): Effect.Effect<Prompt.ToolCallPart, InvalidEdit | DecisionNotAllowed> =>
+    Effect.gen(function*() {
+      const target = decision.toolName ?? call.name
+      const tool = Object.prototype.hasOwnProperty.call(tools, target) ? tools[target] : undefined
+      if (tool === undefined) {
+        return yield* new InvalidEdit({
+          threadId,
+          callId: call.id,
+          toolName: target,
+          description: `the agent has no tool "${target}"`
+        })
+      }
+      const gate = gates.get(target)
+      if (target !== call.name && gate !== undefined && !gate.allowed.includes("edit")) {
+        return yield* new DecisionNotAllowed({
+          threadId,
+          callId: call.id,
+          toolName: target,
+          decision: "edit",
+          allowed: gate.allowed
+        })
+      }
+      const invalid = (error: ParseResult.ParseError) =>
+        new InvalidEdit({ threadId, callId: call.id, toolName: target, description: formatParseError(error) })
+      yield* Effect.mapError(
+        Schema.decodeUnknown(tool.parametersSchema as Schema.Schema<unknown, unknown>)(decision.args),
+        invalid
+      )
+      if (gate?.argsSchema !== undefined) {
+        yield* Effect.mapError(Schema.decodeUnknown(gate.argsSchema.schema)(decision.args), invalid)
+      }
+      return Prompt.makePart("tool-call", {
+        id: call.id,
+        name: target,
+        params: decision.args,
+        providerExecuted: call.providerExecuted,
+        options: call.options
+      })
+    })
+
+  /** Checks every decision first, so a bad one changes nothing. */
+  const plan = (
+    threadId: string,
+    gated: ReadonlyArray<Prompt.ToolCallPart>,
+    raw: unknown
+  ): Effect.Effect<Array<Plan>, DecisionError> =>
+    Effect.gen(function*() {
+      const decisions = yield* Effect.mapError(
+        decodeDecisions(raw),
+        (error) =>
+          new InvalidDecisions({
+            threadId,
+            description: `expected a list of decisions ({ type, callId, ... }): ${formatParseError(error)}`
+          })
+      )
+      const waiting = new Map(gated.map((call) => [call.id, call]))
+      const byId = new Map<string, Decision>()
+      for (const decision of decisions) {
+        if (byId.has(decision.callId)) {
+          return yield* new InvalidDecisions({
+            threadId,
+            description: `call "${decision.callId}" is decided twice`
+          })
+        }
+        if (!waiting.has(decision.callId)) {
+          return yield* new UnknownCallId({ threadId, callId: decision.callId, waiting: [...waiting.keys()] })
+        }
+        byId.set(decision.callId, decision)
+      }
+      const missing = gated.filter((call) => !byId.has(call.id)).map((call) => call.id)
+      if (missing.length > 0) return yield* new MissingDecision({ threadId, callIds: missing })
+      const out: Array<Plan> = []
+      for (const call of gated) {
+        const decision = byId.get(call.id)!
+        const gate = gates.get(call.name)!
+        if (!gate.allowed.includes(decision.type)) {
+          return yield* new DecisionNotAllowed({
+            threadId,
+            callId: call.id,
+            toolName: call.name,
+            decision: decision.type,
+            allowed: gate.allowed
+          })
+        }
+        switch (decision.type) {
+          case "approve": {
+            out.push({ _tag: "Run", call, decision })
+            break
+          }
+          case "edit": {
+            out.push({ _tag: "Replace", call, edited: yield* checkEdit(threadId, call, decision) })
+            break
+          }
+          case "reject": {
+            const reason = decision.message === undefined
+              ? `The user rejected this call of "${call.name}"; it did not run.`
+              : `The user rejected this call of "${call.name}"; it did not run. Reason: ${decision.message}`
+            out.push({
+              _tag: "Answer",
+              call,
+              result: Middleware.toolResult(call, { error: reason }, { isFailure: true })
+            })
+            break
+          }
+          case "respond": {
+            out.push({ _tag: "Answer", call, result: Middleware.toolResult(call, decision.message) })
+            break
+          }
+        }
+      }
+      return out
+    })
+
+  const apply = (
+    context: Middleware.HookContext<{}>,
+    batch: Batch,
+    gated: ReadonlyArray<Prompt.ToolCallPart>,
+    raw: unknown
+  ): Effect.Effect<Middleware.HookResult<{}, never> | undefined, DecisionError> =>
+    Effect.gen(function*() {
+      const steps = yield* plan(context.threadId, gated, raw)
+      const edits = new Map<string, Prompt.ToolCallPart>()
+      const answers: Array<Prompt.ToolResultPart> = []
+      for (const step of steps) {
+        switch (step._tag) {
+          case "Run": {
+            yield* Middleware.report(`approve ${step.call.name}`, { callId: step.call.id })
+            break
+          }
+          case "Replace": {
+            edits.set(step.call.id, step.edited)
+            yield* Middleware.report(`edit ${step.call.name}`, {
+              callId: step.call.id,
+              toolName: step.edited.name,
+              args: step.edited.params
+            })
+            break
+          }
+          case "Answer": {
+            answers.push(step.result)
+            yield* Middleware.report(`${step.result.isFailure ? "reject" : "respond"} ${step.call.name}`, {
+              callId: step.call.id
+            })
+            break
+          }
+        }
+      }
+      if (edits.size === 0 && answers.length === 0) return undefined
+      const messages = [...context.messages]
+      if (edits.size > 0) {
+        const assistant = messages[batch.index] as Prompt.AssistantMessage
+        messages[batch.index] = Prompt.makeMessage("assistant", {
+          content: assistant.content.map((part) => part.type === "tool-call" ? edits.get(part.id) ?? part : part),
+          options: assistant.options
+        })
+      }
+      if (answers.length > 0) {
+        const last = messages[messages.length - 1]!
+        if (last.role === "tool" && messages.length - 1 > batch.index) {
+          messages[messages.length - 1] = Prompt.makeMessage("tool", {
+            content: [...last.content, ...answers],
+            options: last.options
+          })
+        } else {
+          messages.push(Prompt.makeMessage("tool", { content: answers }))
+        }
+      }
+      return { messages }
+    })
+
+  return Middleware.make({
+    name: options.name ?? "humanInTheLoop",
+    afterModel: (context: Middleware.HookContext<{}>) =>
+      Effect.gen(function*() {
+        const batch = pendingBatch(context.messages)
+        const gated = batch === undefined ? [] : batch.calls.filter((call) => gates.has(call.name))
+        if (Option.isSome(context.resume)) {
+          return yield* apply(context, batch ?? { index: -1, calls: [] }, gated, context.resume.value)
+        }
+        if (batch === undefined || gated.length === 0) return undefined
+        const request: ApprovalRequest = {
+          actionRequests: gated.map((call) =>
+            actionRequest(call, { threadId: context.threadId, messages: context.messages, step: context.step })
+          )
+        }
+        const approvals = yield* Effect.serviceOption(Approvals)
+        if (Option.isSome(approvals)) {
+          yield* Middleware.report(`ask Approvals about ${gated.length} call(s)`, {
+            callIds: gated.map((call) => call.id)
+          })
+          const decisions = yield* approvals.value.decide(request, { threadId: context.threadId })
+          return yield* apply(context, batch, gated, decisions)
+        }
+        yield* Middleware.report(`interrupt: ${gated.length} call(s) wait for a decision`, {
+          callIds: gated.map((call) => call.id)
+        })
+        return { interrupt: request }
+      })
+  })
+})

@@ -1,0 +1,388 @@
+/**
+ * Todo planning: the `write_todos` tool, a system prompt that tells the model
+ * when to plan, and a `TodoList` service the app reads and watches.
+ *
+ * The list of a thread is part of its checkpointed state (the `todos` slice),
+ * so it survives `resume` in a new process. The `TodoList` service mirrors it
+ * per thread for progress UIs: `todos(threadId)` reads it and
+ * `changes(threadId)` streams it.
+ *
+ * How the list moves: the `write_todos` handler only validates its input and
+ * echoes the list back in its result. The slice is then derived from the
+ * conversation — the last successful `write_todos` result of the last model
+ * turn — by the `beforeModel` hook that follows the tools (and by
+ * `beforeAgent` / `afterAgent`), so it is a deterministic function of the
+ * checkpointed messages, whatever process runs the next step. A
+ * `wrapToolCall` hook publishes a successful write to the service as soon as
+ * the tool returns, for live progress.
+ *
+ * @since 0.1.0
+ */
+import * as Middleware from "@effect-agent/core/Middleware"
+import type * as Prompt from "@effect/ai/Prompt"
+import * as Tool from "@effect/ai/Tool"
+import * as Toolkit from "@effect/ai/Toolkit"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export const TodoStatus = Schema.Literal("pending", "in_progress", "completed")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TodoStatus = typeof TodoStatus.Type
+
+/**
+ * One item of the plan.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Todo = Schema.Struct({
+  // A plain filter with an empty JSON Schema annotation: the model sees `{ "type": "string" }`, keeping the
+  // tool's JSON Schema to keywords that providers' strict modes accept (no `minLength` / `pattern` / `$defs`).
+  content: Schema.String.pipe(
+    Schema.filter((content) => content.trim().length > 0, {
+      message: () => "a todo's content must not be blank",
+      jsonSchema: {}
+    })
+  ).annotations({ description: "What to do, as a short imperative sentence" }),
+  status: TodoStatus
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Todo extends Schema.Schema.Type<typeof Todo> {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export const Todos = Schema.Array(Todo)
+
+/**
+ * Whether two lists hold the same items in the same order.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const equivalence = Schema.equivalence(Todos)
+
+/**
+ * The success value of `write_todos`: the list as it now stands.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const WriteTodosResult = Schema.Struct({
+  message: Schema.String,
+  todos: Todos
+})
+
+/**
+ * The name of the tool.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const toolName = "write_todos"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultToolDescription = "Create or update your todo list for the current task. Each call replaces the " +
+  "whole list, so always send every item with its current status: pending (not started), in_progress (working on " +
+  "it now) or completed (done). Use it for tasks of three or more steps; skip it for simple requests. Mark an item " +
+  "in_progress before you start it and completed as soon as it is done; keep one item in_progress at a time."
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultSystemPrompt = "## `write_todos`\n\n" +
+  "You have a `write_todos` tool to plan and track multi-step work. For a complex task (three or more distinct " +
+  "steps, or when the user gives you a list of things to do), write the plan first, then keep it current: mark an " +
+  "item in_progress when you start it and completed right after you finish it, and add items you discover. Do not " +
+  "use it for simple or conversational requests. Never call `write_todos` more than once in one response."
+
+/**
+ * The `write_todos` tool with a given description.
+ *
+ * @example
+ * ```ts
+ * import { TodoList } from "@effect-agent/middleware"
+ *
+ * const tool = TodoList.makeTool("Plan your work.")
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeTool = (description: string) =>
+  Tool.make(toolName, {
+    description,
+    parameters: { todos: Todos },
+    success: WriteTodosResult
+  })
+
+/**
+ * The `write_todos` tool (with the default description).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const WriteTodos = makeTool(defaultToolDescription)
+
+/**
+ * A toolkit holding {@link WriteTodos}. The middleware brings its own handled
+ * copy; this one is for code that needs the tool definitions, such as
+ * `HumanInTheLoop.middleware({ toolkit: Toolkit.merge(MyTools, TodoList.toolkit) })`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const toolkit = Toolkit.make(WriteTodos)
+
+/**
+ * Options of {@link middleware}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Appended to the agent's system prompt on every model call that offers the tool. */
+  readonly systemPrompt?: string | undefined
+  /** The description of `write_todos` the model sees. */
+  readonly toolDescription?: string | undefined
+}
+
+/**
+ * The state slice the middleware adds to the agent state.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface State {
+  readonly todos: ReadonlyArray<Todo>
+}
+
+// -----------------------------------------------------------------------------
+// tags
+// -----------------------------------------------------------------------------
+
+/**
+ * The todo lists of the threads this process runs, for the app to read and
+ * watch. The middleware keeps it in step with the checkpointed state.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class TodoList extends Context.Tag("@effect-agent/middleware/TodoList")<TodoList, TodoList.Service>() {}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export declare namespace TodoList {
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Service {
+    /** The thread's list (empty when the thread has none, or this process has not run it). */
+    readonly todos: (threadId: string) => Effect.Effect<ReadonlyArray<Todo>>
+    /** Sets the thread's list as the app sees it; the agent state is changed by `write_todos` only. */
+    readonly write: (threadId: string, todos: ReadonlyArray<Todo>) => Effect.Effect<void>
+    /** The thread's list now, then each time it changes. */
+    readonly changes: (threadId: string) => Stream.Stream<ReadonlyArray<Todo>>
+  }
+}
+
+// -----------------------------------------------------------------------------
+// constructors
+// -----------------------------------------------------------------------------
+
+const empty: ReadonlyArray<Todo> = []
+
+/**
+ * Builds a {@link TodoList} service holding the lists in a `SubscriptionRef`.
+ *
+ * @example
+ * ```ts
+ * import { TodoList } from "@effect-agent/middleware"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const todoList = yield* TodoList.make
+ *   yield* todoList.write("t1", [{ content: "Write the tests", status: "pending" }])
+ *   return yield* todoList.todos("t1")
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: Effect.Effect<TodoList.Service> = Effect.map(
+  SubscriptionRef.make<ReadonlyMap<string, ReadonlyArray<Todo>>>(new Map()),
+  (ref) =>
+    TodoList.of({
+      todos: (threadId) => Effect.map(SubscriptionRef.get(ref), (lists) => lists.get(threadId) ?? empty),
+      write: (threadId, todos) =>
+        SubscriptionRef.updateSome(ref, (lists) => {
+          const current = lists.get(threadId)
+          return current !== undefined && equivalence(current, todos)
+            ? Option.none()
+            : Option.some(new Map(lists).set(threadId, todos))
+        }),
+      changes: (threadId) =>
+        ref.changes.pipe(
+          Stream.map((lists) => lists.get(threadId) ?? empty),
+          Stream.changesWith(equivalence)
+        )
+    })
+)
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<TodoList> = Layer.effect(TodoList, make)
+
+// -----------------------------------------------------------------------------
+// the middleware
+// -----------------------------------------------------------------------------
+
+const decodeResult = Schema.decodeUnknownOption(WriteTodosResult)
+
+const successfulWrite = (result: Prompt.ToolResultPart): Option.Option<ReadonlyArray<Todo>> =>
+  result.isFailure || result.name !== toolName ? Option.none() : Option.map(decodeResult(result.result), (r) => r.todos)
+
+/**
+ * The list written by the last model turn: the last (in call order) call of
+ * `write_todos` in the last assistant message that has a successful result.
+ * A rejected call, a call answered by someone else (a human's `respond`) or
+ * one with invalid input does not count.
+ */
+const lastWrite = (messages: ReadonlyArray<Prompt.Message>): Option.Option<ReadonlyArray<Todo>> => {
+  let index = messages.length - 1
+  while (index >= 0 && messages[index]!.role !== "assistant") index--
+  if (index < 0) return Option.none()
+  const results = new Map<string, Prompt.ToolResultPart>()
+  for (let i = index; i < messages.length; i++) {
+    const message = messages[i]!
+    if (message.role === "tool" || message.role === "assistant") {
+      for (const part of message.content) if (part.type === "tool-result") results.set(part.id, part)
+    }
+  }
+  const content = (messages[index] as Prompt.AssistantMessage).content
+  for (let i = content.length - 1; i >= 0; i--) {
+    const part = content[i]!
+    if (part.type !== "tool-call" || part.name !== toolName) continue
+    const result = results.get(part.id)
+    if (result === undefined) continue
+    const written = successfulWrite(result)
+    if (Option.isSome(written)) return written
+  }
+  return Option.none()
+}
+
+/**
+ * Adds todo planning to an agent: the `write_todos` tool (each call replaces
+ * the whole list), a system prompt telling the model when to plan, and the
+ * `todos` state slice, mirrored into the {@link TodoList} service (which the
+ * agent needs: provide {@link layer} when building it, and share that layer
+ * with the app to read the lists). Invalid `write_todos` input is answered
+ * with a failed tool result the model can repair.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@effect-agent/core"
+ * import { TodoList } from "@effect-agent/middleware"
+ * import { Effect, Stream } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const agent = yield* Agent.make({ middleware: [TodoList.middleware()] })
+ *   const todoList = yield* TodoList.TodoList
+ *   yield* todoList.changes("t1").pipe(Stream.runForEach((todos) => Effect.log(todos)), Effect.fork)
+ *   const result = yield* agent.run("Plan and write the release notes", { threadId: "t1" })
+ *   return result.state.todos
+ * }).pipe(Effect.provide(TodoList.layer))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const middleware = (options?: Options | undefined): Middleware.Middleware<State, never, TodoList> => {
+  const tool = makeTool(options?.toolDescription ?? defaultToolDescription)
+  const kit = Toolkit.make(tool)
+  const handled = Effect.flatMap(
+    kit.toContext({
+      write_todos: ({ todos }) =>
+        Effect.succeed({
+          message: todos.length === 0
+            ? "Cleared the todo list."
+            : `Updated the todo list (${todos.length} item${todos.length === 1 ? "" : "s"}).`,
+          todos
+        })
+    }),
+    (context) => Effect.provide(kit, context)
+  )
+  const prompt = options?.systemPrompt ?? defaultSystemPrompt
+
+  const sync = (context: Middleware.HookContext<State>) =>
+    Effect.gen(function*() {
+      const service = yield* TodoList
+      const written = lastWrite(context.messages)
+      const changed = Option.isSome(written) && !equivalence(written.value, context.state.todos)
+      const todos = changed ? written.value : context.state.todos
+      yield* service.write(context.threadId, todos)
+      if (!changed) return undefined
+      yield* Middleware.report(`todos: ${todos.length} item(s)`, { todos })
+      return { state: { todos } }
+    })
+
+  return Middleware.make({
+    name: "todoList",
+    state: { schema: Schema.Struct({ todos: Todos }), initial: { todos: empty } },
+    tools: handled,
+    beforeAgent: sync,
+    beforeModel: sync,
+    afterAgent: sync,
+    wrapModelCall: (request, next) =>
+      next(
+        request.tools.some((t) => t.name === toolName)
+          ? {
+            ...request,
+            systemPrompt: request.systemPrompt === undefined || request.systemPrompt === ""
+              ? prompt
+              : `${request.systemPrompt}\n\n${prompt}`
+          }
+          : request
+      ),
+    wrapToolCall: (request, next) =>
+      request.call.name !== toolName ?
+        next(request) :
+        Effect.tap(next(request), (result) =>
+          Option.match(successfulWrite(result), {
+            onNone: () => Effect.void,
+            onSome: (todos) => Effect.flatMap(TodoList, (service) => service.write(request.threadId, todos))
+          }))
+  })
+}

@@ -1,0 +1,529 @@
+import { Agent, AgentEvent, AgentState, Checkpointer } from "@effect-agent/core"
+import { ScriptedModel } from "@effect-agent/testing"
+import type { Prompt } from "@effect/ai"
+import { LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { FileSystem } from "@effect/platform"
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, FastCheck, JSONSchema, Layer, Option, Ref, Schema, Stream } from "effect"
+import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
+
+// ---------------------------------------------------------------------------
+// fixtures
+// ---------------------------------------------------------------------------
+
+const DeleteFile = Tool.make("delete_file", {
+  description: "Deletes a file",
+  parameters: { path: Schema.String },
+  success: Schema.String
+})
+const ReadFile = Tool.make("read_file", {
+  description: "Reads a file",
+  parameters: { path: Schema.String },
+  success: Schema.String
+})
+const SendEmail = Tool.make("send_email", {
+  description: "Sends an email",
+  parameters: { to: Schema.String, body: Schema.String },
+  success: Schema.String
+})
+const Tools = Toolkit.make(DeleteFile, ReadFile, SendEmail)
+
+/** The tools' handlers, recording every call they run in `log`. */
+const toolsLive = (log: Ref.Ref<ReadonlyArray<string>>) =>
+  Tools.toLayer({
+    delete_file: ({ path }) => Effect.as(Ref.update(log, (all) => [...all, `delete_file ${path}`]), `deleted ${path}`),
+    read_file: ({ path }) => Effect.as(Ref.update(log, (all) => [...all, `read_file ${path}`]), `contents of ${path}`),
+    send_email: ({ body, to }) =>
+      Effect.as(Ref.update(log, (all) => [...all, `send_email ${to}: ${body}`]), `sent to ${to}`)
+  })
+
+type InterruptOn = HumanInTheLoop.Options<typeof Tools.tools>["interruptOn"]
+
+const defaultPolicy: InterruptOn = {
+  delete_file: { allowedDecisions: ["approve", "edit", "reject"] },
+  send_email: true,
+  read_file: false
+}
+
+/** An agent with the tools and the middleware, on a scripted model; `log` lists the tool runs. */
+const setup = (
+  script: ReadonlyArray<ScriptedModel.Turn>,
+  options?: {
+    readonly interruptOn?: InterruptOn | undefined
+    readonly approvals?: Layer.Layer<HumanInTheLoop.Approvals> | undefined
+  }
+) =>
+  Effect.gen(function*() {
+    const log = yield* Ref.make<ReadonlyArray<string>>([])
+    const hitl = yield* HumanInTheLoop.middleware({
+      toolkit: Tools,
+      interruptOn: options?.interruptOn ?? defaultPolicy
+    })
+    const model = yield* ScriptedModel.make(script)
+    const agent = yield* Agent.make({ toolkit: Tools, middleware: [hitl] }).pipe(
+      Effect.provideService(ScriptedModel.ScriptedModel, model.recorder),
+      Effect.provide(toolsLive(log)),
+      Effect.provide(options?.approvals ?? Layer.empty),
+      Effect.provideService(LanguageModel.LanguageModel, model.model)
+    )
+    return { agent, log: Ref.get(log), requests: model.recorder.requests }
+  })
+
+const deleteAndRead = ScriptedModel.toolCalls([
+  { name: "delete_file", params: { path: "/tmp/a" }, id: "c1" },
+  { name: "read_file", params: { path: "/etc/hosts" }, id: "c2" }
+])
+
+const decodeRequest = Schema.decodeUnknownSync(HumanInTheLoop.ApprovalRequest)
+
+/** The tool results of a conversation, in order. */
+const toolResults = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.ToolResultPart> =>
+  messages.flatMap((message) =>
+    message.role === "tool"
+      ? message.content.filter((part): part is Prompt.ToolResultPart => part.type === "tool-result")
+      : []
+  )
+
+const toolCallsOf = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.ToolCallPart> =>
+  messages.flatMap((message) =>
+    message.role === "assistant"
+      ? message.content.filter((part): part is Prompt.ToolCallPart => part.type === "tool-call")
+      : []
+  )
+
+// ---------------------------------------------------------------------------
+// interrupt
+// ---------------------------------------------------------------------------
+
+describe("HumanInTheLoop interrupt", () => {
+  it.effect("a gated call ends the run Interrupted with one action request per gated call; no tool runs", () =>
+    Effect.gen(function*() {
+      const { agent, log, requests } = yield* setup([deleteAndRead, ScriptedModel.text("done")])
+      const result = yield* agent.run("clean up", { threadId: "t" })
+      assert.strictEqual(result._tag, "Interrupted")
+      if (result._tag !== "Interrupted") return
+      assert.strictEqual(result.interrupt.middleware, "humanInTheLoop")
+      const request = decodeRequest(result.interrupt.value)
+      assert.deepStrictEqual(request, {
+        actionRequests: [{
+          callId: "c1",
+          toolName: "delete_file",
+          args: { path: "/tmp/a" },
+          description: `Tool execution requires approval\n\nTool: delete_file\nArgs: ${
+            JSON.stringify({ path: "/tmp/a" }, undefined, 2)
+          }`,
+          allowedDecisions: ["approve", "edit", "reject"]
+        }]
+      })
+      // the interrupt value is plain JSON
+      assert.deepStrictEqual(JSON.parse(JSON.stringify(result.interrupt.value)), result.interrupt.value)
+      // the ungated read_file of the same batch waits too
+      assert.deepStrictEqual(yield* log, [])
+      assert.strictEqual((yield* requests).length, 1)
+      assert.strictEqual(result.steps, 1)
+      const thread = Option.getOrThrow(yield* agent.thread("t"))
+      assert.isTrue(Option.isSome(thread.pending))
+      assert.deepStrictEqual(toolResults(thread.state.messages), [])
+    }))
+
+  it.effect("no interrupt when the calls are not gated (false, or absent from interruptOn)", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup([
+        ScriptedModel.toolCalls([
+          { name: "read_file", params: { path: "/a" }, id: "c1" },
+          { name: "delete_file", params: { path: "/b" }, id: "c2" }
+        ]),
+        ScriptedModel.text("done")
+      ], { interruptOn: { read_file: false } })
+      const result = yield* agent.run("go", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual([...(yield* log)].sort(), ["delete_file /b", "read_file /a"])
+    }))
+
+  it.effect("descriptions: a fixed string, a function of the call and context, and a custom prefix", () =>
+    Effect.gen(function*() {
+      const log = yield* Ref.make<ReadonlyArray<string>>([])
+      const hitl = yield* HumanInTheLoop.middleware({
+        toolkit: Tools,
+        descriptionPrefix: "Needs a human",
+        interruptOn: {
+          delete_file: { allowedDecisions: ["approve"], description: "Deleting is permanent" },
+          send_email: {
+            allowedDecisions: ["approve", "reject"],
+            description: (call, context) => `email ${JSON.stringify(call.params)} on ${context.threadId}`
+          },
+          read_file: true
+        }
+      })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [hitl] }).pipe(
+        Effect.provide(Layer.merge(
+          ScriptedModel.layer([
+            ScriptedModel.toolCalls([
+              { name: "delete_file", params: { path: "/a" }, id: "c1" },
+              { name: "send_email", params: { to: "x@y.z", body: "hi" }, id: "c2" },
+              { name: "read_file", params: { path: "/r" }, id: "c3" }
+            ])
+          ]),
+          toolsLive(log)
+        ))
+      )
+      const result = yield* agent.run("go", { threadId: "thread-9" })
+      assert.strictEqual(result._tag, "Interrupted")
+      if (result._tag !== "Interrupted") return
+      const { actionRequests } = decodeRequest(result.interrupt.value)
+      assert.deepStrictEqual(actionRequests.map((action) => action.description), [
+        "Deleting is permanent",
+        `email {"to":"x@y.z","body":"hi"} on thread-9`,
+        `Needs a human\n\nTool: read_file\nArgs: ${JSON.stringify({ path: "/r" }, undefined, 2)}`
+      ])
+      assert.deepStrictEqual(actionRequests.map((action) => action.allowedDecisions), [
+        ["approve"],
+        ["approve", "reject"],
+        ["approve", "edit", "reject", "respond"]
+      ])
+    }))
+
+  it.effect("the interrupt is reported as a MiddlewareDecision event of the stream", () =>
+    Effect.gen(function*() {
+      const { agent } = yield* setup([deleteAndRead])
+      const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("clean up", { threadId: "t" })))
+      const decisions = events.filter(AgentEvent.$is("MiddlewareDecision"))
+      assert.deepStrictEqual(decisions.map((event) => [event.middleware, event.hook, event.decision, event.data]), [
+        ["humanInTheLoop", "afterModel", "interrupt: 1 call(s) wait for a decision", { callIds: ["c1"] }]
+      ])
+      const last = events.at(-1)!
+      assert.isTrue(AgentEvent.$is("RunEnded")(last) && last.result._tag === "Interrupted")
+    }))
+})
+
+// ---------------------------------------------------------------------------
+// resume
+// ---------------------------------------------------------------------------
+
+describe("HumanInTheLoop resume", () => {
+  it.effect("approve runs the batch as a whole; a second resume is a ThreadStateError and runs nothing again", () =>
+    Effect.gen(function*() {
+      const { agent, log, requests } = yield* setup([deleteAndRead, ScriptedModel.text("done")])
+      yield* agent.run("clean up", { threadId: "t" })
+      const decisions = [HumanInTheLoop.approve("c1")]
+      const result = yield* agent.resume("t", decisions)
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag !== "Completed") return
+      assert.strictEqual(result.text, "done")
+      assert.deepStrictEqual([...(yield* log)].sort(), ["delete_file /tmp/a", "read_file /etc/hosts"])
+      assert.deepStrictEqual(
+        toolResults(result.state.messages).map((part) => [part.id, part.result, part.isFailure]),
+        [["c1", "deleted /tmp/a", false], ["c2", "contents of /etc/hosts", false]]
+      )
+      // the model's second request saw both results
+      const second = (yield* requests)[1]!
+      assert.deepStrictEqual(toolResults(second.prompt.content).map((part) => part.id), ["c1", "c2"])
+
+      const again = yield* Effect.flip(agent.resume("t", decisions))
+      assert.strictEqual(again._tag, "ThreadStateError")
+      assert.deepStrictEqual([...(yield* log)].sort(), ["delete_file /tmp/a", "read_file /etc/hosts"])
+      assert.strictEqual((yield* requests).length, 2)
+    }))
+
+  it.effect("edit runs the call with the new arguments and stores the edited call", () =>
+    Effect.gen(function*() {
+      const { agent, log, requests } = yield* setup([deleteAndRead, ScriptedModel.text("done")])
+      yield* agent.run("clean up", { threadId: "t" })
+      const result = yield* agent.resume("t", [HumanInTheLoop.edit("c1", { path: "/tmp/scratch" })])
+      assert.strictEqual(result._tag, "Completed")
+      assert.isTrue((yield* log).includes("delete_file /tmp/scratch"))
+      assert.isFalse((yield* log).includes("delete_file /tmp/a"))
+      const calls = toolCallsOf(result.state.messages)
+      assert.deepStrictEqual(calls.map((call) => [call.id, call.name, call.params]), [
+        ["c1", "delete_file", { path: "/tmp/scratch" }],
+        ["c2", "read_file", { path: "/etc/hosts" }]
+      ])
+      // the model sees the edited call, not the original one
+      const seen = toolCallsOf((yield* requests)[1]!.prompt.content)
+      assert.deepStrictEqual(seen[0]!.params, { path: "/tmp/scratch" })
+    }))
+
+  it.effect("edit may target another tool: checked against its schema and its own policy", () =>
+    Effect.gen(function*() {
+      const policy: InterruptOn = {
+        delete_file: { allowedDecisions: ["approve", "edit", "reject"] },
+        send_email: { allowedDecisions: ["approve", "reject"] }
+      }
+      const { agent, log } = yield* setup([deleteAndRead, ScriptedModel.text("done")], { interruptOn: policy })
+      yield* agent.run("clean up", { threadId: "t" })
+      // send_email is gated and does not allow edit
+      const notAllowed = yield* Effect.flip(
+        agent.resume("t", [HumanInTheLoop.edit("c1", { to: "a@b.c", body: "x" }, "send_email")])
+      )
+      assert.strictEqual(notAllowed._tag, "DecisionNotAllowed")
+      if (notAllowed._tag === "DecisionNotAllowed") {
+        assert.strictEqual(notAllowed.toolName, "send_email")
+        assert.deepStrictEqual(notAllowed.allowed, ["approve", "reject"])
+      }
+      // arguments not matching the target tool's parameters
+      const invalid = yield* Effect.flip(agent.resume("t", [HumanInTheLoop.edit("c1", { file: "/x" }, "read_file")]))
+      assert.strictEqual(invalid._tag, "InvalidEdit")
+      // a tool the agent does not have
+      const missing = yield* Effect.flip(agent.resume("t", [HumanInTheLoop.edit("c1", { path: "/x" }, "rm_rf")]))
+      assert.strictEqual(missing._tag, "InvalidEdit")
+      // read_file is not gated: the human turns the delete into a read
+      const result = yield* agent.resume("t", [HumanInTheLoop.edit("c1", { path: "/tmp/a" }, "read_file")])
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual([...(yield* log)].sort(), ["read_file /etc/hosts", "read_file /tmp/a"])
+      assert.deepStrictEqual(toolCallsOf(result.state.messages).map((call) => [call.id, call.name]), [
+        ["c1", "read_file"],
+        ["c2", "read_file"]
+      ])
+    }))
+
+  it.effect("edit is checked against the policy's argsSchema, which the action request carries as JSON Schema", () =>
+    Effect.gen(function*() {
+      const TmpPath = Schema.Struct({ path: Schema.String.pipe(Schema.startsWith("/tmp/")) })
+      const { agent, log } = yield* setup([deleteAndRead, ScriptedModel.text("done")], {
+        interruptOn: { delete_file: { allowedDecisions: ["edit", "reject"], argsSchema: TmpPath } }
+      })
+      const first = yield* agent.run("clean up", { threadId: "t" })
+      if (first._tag !== "Interrupted") return assert.fail("expected an interrupt")
+      const { actionRequests } = decodeRequest(first.interrupt.value)
+      assert.deepStrictEqual(actionRequests[0]!.argsSchema, JSONSchema.make(TmpPath))
+      const invalid = yield* Effect.flip(agent.resume("t", [HumanInTheLoop.edit("c1", { path: "/etc/passwd" })]))
+      assert.strictEqual(invalid._tag, "InvalidEdit")
+      // approve is not among the allowed decisions
+      const notAllowed = yield* Effect.flip(agent.resume("t", [HumanInTheLoop.approve("c1")]))
+      assert.strictEqual(notAllowed._tag, "DecisionNotAllowed")
+      assert.deepStrictEqual(yield* log, [])
+      const result = yield* agent.resume("t", [HumanInTheLoop.edit("c1", { path: "/tmp/b" })])
+      assert.strictEqual(result._tag, "Completed")
+      assert.isTrue((yield* log).includes("delete_file /tmp/b"))
+    }))
+
+  it.effect("reject answers with a failed tool result carrying the reason; the tool does not run", () =>
+    Effect.gen(function*() {
+      const { agent, log, requests } = yield* setup([deleteAndRead, ScriptedModel.text("ok, I won't")])
+      yield* agent.run("clean up", { threadId: "t" })
+      const result = yield* agent.resume("t", [HumanInTheLoop.reject("c1", "keep /tmp/a")])
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(yield* log, ["read_file /etc/hosts"])
+      const results = toolResults(result.state.messages)
+      assert.deepStrictEqual(results.map((part) => [part.id, part.isFailure]), [["c1", true], ["c2", false]])
+      assert.deepStrictEqual(results[0]!.result, {
+        error: `The user rejected this call of "delete_file"; it did not run. Reason: keep /tmp/a`
+      })
+      // one tool message answers the whole batch
+      assert.deepStrictEqual(result.state.messages.map((message) => message.role), [
+        "user",
+        "assistant",
+        "tool",
+        "assistant"
+      ])
+      assert.deepStrictEqual(toolResults((yield* requests)[1]!.prompt.content).map((part) => part.id), ["c1", "c2"])
+    }))
+
+  it.effect("respond answers with the human's text as the tool result; the tool does not run", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup([
+        ScriptedModel.toolCalls([{ name: "send_email", params: { to: "boss@x.y", body: "I quit" }, id: "e1" }]),
+        ScriptedModel.text("noted")
+      ])
+      yield* agent.run("email my boss", { threadId: "t" })
+      const result = yield* agent.resume("t", [HumanInTheLoop.respond("e1", "Do not send this; I changed my mind.")])
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(yield* log, [])
+      assert.deepStrictEqual(
+        toolResults(result.state.messages).map((part) => [part.id, part.name, part.result, part.isFailure]),
+        [["e1", "send_email", "Do not send this; I changed my mind.", false]]
+      )
+    }))
+
+  it.effect("bad decisions are typed errors that change nothing; a correct resume still works", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup([
+        ScriptedModel.toolCalls([
+          { name: "delete_file", params: { path: "/a" }, id: "c1" },
+          { name: "send_email", params: { to: "a@b.c", body: "hi" }, id: "c2" }
+        ]),
+        ScriptedModel.text("done")
+      ])
+      yield* agent.run("go", { threadId: "t" })
+      const before = Option.getOrThrow(yield* agent.thread("t"))
+      const attempts: ReadonlyArray<readonly [unknown, string]> = [
+        ["approve everything", "InvalidDecisions"],
+        [[{ type: "maybe", callId: "c1" }], "InvalidDecisions"],
+        [
+          [HumanInTheLoop.approve("c1"), HumanInTheLoop.approve("c1"), HumanInTheLoop.approve("c2")],
+          "InvalidDecisions"
+        ],
+        [[HumanInTheLoop.approve("c1")], "MissingDecision"],
+        [[HumanInTheLoop.approve("c1"), HumanInTheLoop.approve("c2"), HumanInTheLoop.approve("c9")], "UnknownCallId"],
+        [[HumanInTheLoop.respond("c1", "no"), HumanInTheLoop.approve("c2")], "DecisionNotAllowed"],
+        [[HumanInTheLoop.approve("c1"), HumanInTheLoop.edit("c2", { to: 42 })], "InvalidEdit"]
+      ]
+      for (const [value, tag] of attempts) {
+        const error = yield* Effect.flip(agent.resume("t", value))
+        assert.strictEqual(error._tag, tag, JSON.stringify(value))
+        assert.isTrue(Schema.is(HumanInTheLoop.DecisionError)(error))
+        const after = Option.getOrThrow(yield* agent.thread("t"))
+        assert.deepStrictEqual(after.pending, before.pending)
+        assert.deepStrictEqual(
+          AgentState.encodeMessages(after.state.messages),
+          AgentState.encodeMessages(before.state.messages)
+        )
+      }
+      const missing = yield* Effect.flip(agent.resume("t", []))
+      assert.strictEqual(missing._tag, "MissingDecision")
+      if (missing._tag === "MissingDecision") assert.deepStrictEqual(missing.callIds, ["c1", "c2"])
+      assert.deepStrictEqual(yield* log, [])
+
+      const result = yield* agent.resume("t", [HumanInTheLoop.reject("c1"), HumanInTheLoop.approve("c2")])
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(yield* log, ["send_email a@b.c: hi"])
+    }))
+
+  it.effect.prop(
+    "for any approve/reject choice per call, exactly the approved calls run, once each",
+    { choices: FastCheck.array(FastCheck.boolean(), { minLength: 1, maxLength: 6 }) },
+    ({ choices }) =>
+      Effect.gen(function*() {
+        const calls = choices.map((_, i) => ({ name: "delete_file", params: { path: `/f${i}` }, id: `c${i}` }))
+        const { agent, log } = yield* setup([ScriptedModel.toolCalls(calls), ScriptedModel.text("done")])
+        const first = yield* agent.run("go", { threadId: "t" })
+        if (first._tag !== "Interrupted") return assert.fail("expected an interrupt")
+        assert.strictEqual(decodeRequest(first.interrupt.value).actionRequests.length, choices.length)
+        const decisions = choices.map((ok, i) => ok ? HumanInTheLoop.approve(`c${i}`) : HumanInTheLoop.reject(`c${i}`))
+        const result = yield* agent.resume("t", decisions)
+        assert.strictEqual(result._tag, "Completed")
+        yield* Effect.flip(agent.resume("t", decisions))
+        const ran = [...(yield* log)].sort()
+        assert.deepStrictEqual(
+          ran,
+          calls.filter((_, i) => choices[i]).map((call) => `delete_file ${call.params.path}`).sort()
+        )
+        const results = toolResults(result.state.messages)
+        assert.deepStrictEqual(results.map((part) => part.id).sort(), calls.map((call) => call.id).sort())
+        for (const part of results) assert.strictEqual(part.isFailure, !choices[Number(part.id.slice(1))])
+      }),
+    { fastCheck: { numRuns: 20 } }
+  )
+})
+
+// ---------------------------------------------------------------------------
+// construction
+// ---------------------------------------------------------------------------
+
+describe("HumanInTheLoop construction", () => {
+  it.effect("an unknown tool name in interruptOn fails with InvalidInterruptPolicy", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(HumanInTheLoop.middleware({
+        toolkit: Tools,
+        // @ts-expect-error rm_rf is not a tool of the toolkit
+        interruptOn: { delete_file: true, rm_rf: true }
+      }))
+      assert.strictEqual(error._tag, "InvalidInterruptPolicy")
+      assert.strictEqual(error.toolName, "rm_rf")
+      assert.include(error.message, "delete_file, read_file, send_email")
+    }))
+
+  it.effect("a policy allowing no decision, or an unknown kind, fails with InvalidInterruptPolicy", () =>
+    Effect.gen(function*() {
+      const empty = yield* Effect.flip(HumanInTheLoop.middleware({
+        toolkit: Tools,
+        interruptOn: { delete_file: { allowedDecisions: [] } }
+      }))
+      assert.strictEqual(empty._tag, "InvalidInterruptPolicy")
+      assert.include(empty.reason, "allowedDecisions is empty")
+      const unknown = yield* Effect.flip(HumanInTheLoop.middleware({
+        toolkit: Tools,
+        interruptOn: { delete_file: { allowedDecisions: ["approve", "ignore" as "approve"] } }
+      }))
+      assert.include(unknown.reason, "ignore")
+    }))
+})
+
+// ---------------------------------------------------------------------------
+// Approvals
+// ---------------------------------------------------------------------------
+
+describe("HumanInTheLoop Approvals", () => {
+  it.effect("with layerAutoApprove the run does not interrupt and the gated tool runs", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup([deleteAndRead, ScriptedModel.text("done")], {
+        approvals: HumanInTheLoop.layerAutoApprove
+      })
+      const result = yield* agent.run("clean up", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual([...(yield* log)].sort(), ["delete_file /tmp/a", "read_file /etc/hosts"])
+      assert.isTrue(Option.isNone(Option.getOrThrow(yield* agent.thread("t")).pending))
+    }))
+
+  it.effect("layerApprovals decides in-process with a function of the requests", () =>
+    Effect.gen(function*() {
+      const asked = yield* Ref.make<ReadonlyArray<HumanInTheLoop.ApprovalRequest>>([])
+      const approvals = HumanInTheLoop.layerApprovals((request, { threadId }) =>
+        Effect.as(
+          Ref.update(asked, (all) => [...all, request]),
+          request.actionRequests.map((action) => HumanInTheLoop.reject(action.callId, `not on ${threadId}`))
+        )
+      )
+      const { agent, log } = yield* setup([deleteAndRead, ScriptedModel.text("done")], { approvals })
+      const result = yield* agent.run("clean up", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual((yield* Ref.get(asked)).map((r) => r.actionRequests.map((a) => a.callId)), [["c1"]])
+      assert.deepStrictEqual(yield* log, ["read_file /etc/hosts"])
+      assert.deepStrictEqual(toolResults(result.state.messages)[0]!.result, {
+        error: `The user rejected this call of "delete_file"; it did not run. Reason: not on t`
+      })
+    }))
+
+  it.effect("decisions from Approvals are checked like resumed ones", () =>
+    Effect.gen(function*() {
+      const approvals = HumanInTheLoop.layerApprovals((request) =>
+        Effect.succeed(request.actionRequests.map((action) => HumanInTheLoop.respond(action.callId, "no")))
+      )
+      const { agent, log } = yield* setup([deleteAndRead], { approvals })
+      const error = yield* Effect.flip(agent.run("clean up", { threadId: "t" }))
+      assert.strictEqual(error._tag, "DecisionNotAllowed")
+      assert.deepStrictEqual(yield* log, [])
+    }))
+})
+
+// ---------------------------------------------------------------------------
+// durability
+// ---------------------------------------------------------------------------
+
+describe("HumanInTheLoop durability", () => {
+  it.scoped("an interrupted run resumes with a fresh agent reading the same checkpoint folder", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* fs.makeTempDirectoryScoped()
+      const checkpointer = () => Checkpointer.layerFileSystem(directory)
+
+      const first = yield* setup([deleteAndRead]).pipe(
+        Effect.flatMap(({ agent, log }) =>
+          Effect.map(agent.run("clean up", { threadId: "durable" }), (result) => ({ result, log }))
+        ),
+        Effect.provide(checkpointer())
+      )
+      assert.strictEqual(first.result._tag, "Interrupted")
+      assert.deepStrictEqual(yield* first.log, [])
+      assert.deepStrictEqual(yield* fs.readDirectory(directory), ["durable.json"])
+
+      // a new agent, model, toolkit and checkpointer: nothing shared with the first but the folder
+      const second = yield* Effect.gen(function*() {
+        const { agent, log, requests } = yield* setup([ScriptedModel.text("all clean")])
+        const result = yield* agent.resume("durable", [HumanInTheLoop.approve("c1")])
+        const again = yield* Effect.flip(agent.resume("durable", [HumanInTheLoop.approve("c1")]))
+        return { result, again, log: yield* log, requests: yield* requests }
+      }).pipe(Effect.provide(checkpointer()))
+      assert.strictEqual(second.result._tag, "Completed")
+      if (second.result._tag !== "Completed") return
+      assert.strictEqual(second.result.text, "all clean")
+      assert.deepStrictEqual([...second.log].sort(), ["delete_file /tmp/a", "read_file /etc/hosts"])
+      assert.strictEqual(second.again._tag, "ThreadStateError")
+      assert.deepStrictEqual(toolResults(second.requests[0]!.prompt.content).map((part) => part.result), [
+        "deleted /tmp/a",
+        "contents of /etc/hosts"
+      ])
+      assert.strictEqual(second.result.steps, 2)
+    }).pipe(Effect.provide(NodeContext.layer)))
+})

@@ -1,0 +1,298 @@
+import { Agent, Checkpointer } from "@effect-agent/core"
+import { ScriptedModel } from "@effect-agent/testing"
+import type { Prompt } from "@effect/ai"
+import { LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { FileSystem } from "@effect/platform"
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it, layer } from "@effect/vitest"
+import { Chunk, Deferred, Effect, Fiber, Option, Ref, Schema, Stream } from "effect"
+import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
+import * as TodoList from "../src/TodoList.js"
+
+// ---------------------------------------------------------------------------
+// fixtures
+// ---------------------------------------------------------------------------
+
+const Deploy = Tool.make("deploy", {
+  description: "Deploys the app",
+  parameters: { env: Schema.String },
+  success: Schema.String
+})
+const Tools = Toolkit.make(Deploy)
+const toolsLive = (log: Ref.Ref<ReadonlyArray<string>>) =>
+  Tools.toLayer({
+    deploy: ({ env }) => Effect.as(Ref.update(log, (all) => [...all, `deploy ${env}`]), `deployed to ${env}`)
+  })
+
+const todo = (content: string, status: TodoList.TodoStatus): TodoList.Todo => ({ content, status })
+
+const plan1 = [todo("Write the code", "in_progress"), todo("Test it", "pending"), todo("Deploy", "pending")]
+const plan2 = [todo("Write the code", "completed"), todo("Test it", "completed"), todo("Deploy", "in_progress")]
+
+const write = (todos: ReadonlyArray<unknown>, id: string) =>
+  ScriptedModel.toolCalls([{ name: "write_todos", params: { todos }, id }])
+
+/** An agent with the deploy tool and the middleware, on a scripted model and the given TodoList service. */
+const setup = (
+  script: ReadonlyArray<ScriptedModel.Turn>,
+  options?: {
+    readonly todoList?: TodoList.Options | undefined
+    readonly systemPrompt?: string | undefined
+  }
+) =>
+  Effect.gen(function*() {
+    const log = yield* Ref.make<ReadonlyArray<string>>([])
+    const model = yield* ScriptedModel.make(script)
+    const agent = yield* Agent.make({
+      toolkit: Tools,
+      systemPrompt: options?.systemPrompt,
+      middleware: [TodoList.middleware(options?.todoList)]
+    }).pipe(
+      Effect.provide(toolsLive(log)),
+      Effect.provideService(LanguageModel.LanguageModel, model.model)
+    )
+    return { agent, log: Ref.get(log), requests: model.recorder.requests }
+  })
+
+const toolResults = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.ToolResultPart> =>
+  messages.flatMap((message) =>
+    message.role === "tool"
+      ? message.content.filter((part): part is Prompt.ToolResultPart => part.type === "tool-result")
+      : []
+  )
+
+const systemOf = (prompt: Prompt.Prompt): string | undefined => {
+  const first = prompt.content[0]
+  return first?.role === "system" ? first.content : undefined
+}
+
+// ---------------------------------------------------------------------------
+// the service
+// ---------------------------------------------------------------------------
+
+layer(TodoList.layer)("TodoList service", (it) => {
+  it.effect("keeps one list per thread", () =>
+    Effect.gen(function*() {
+      const todoList = yield* TodoList.TodoList
+      yield* todoList.write("a", plan1)
+      yield* todoList.write("b", plan2)
+      assert.deepStrictEqual(yield* todoList.todos("a"), plan1)
+      assert.deepStrictEqual(yield* todoList.todos("b"), plan2)
+      assert.deepStrictEqual(yield* todoList.todos("none"), [])
+    }))
+
+  it.effect("changes gives the list now, then each distinct change of that thread only", () =>
+    Effect.gen(function*() {
+      const todoList = yield* TodoList.TodoList
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* todoList.changes("watched").pipe(
+        Stream.tap(() => Deferred.succeed(started, undefined)),
+        Stream.take(3),
+        Stream.runCollect,
+        Effect.fork
+      )
+      yield* Deferred.await(started)
+      yield* todoList.write("watched", plan1)
+      yield* todoList.write("watched", plan1) // the same list again: no change
+      yield* todoList.write("other", plan2) // another thread: no change
+      yield* todoList.write("watched", plan2)
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(fiber)), [[], plan1, plan2])
+    }))
+})
+
+// ---------------------------------------------------------------------------
+// the middleware
+// ---------------------------------------------------------------------------
+
+describe("TodoList middleware", () => {
+  it.effect("a list written in step 1 and updated in step 2 ends as written, in the state and the service", () =>
+    Effect.gen(function*() {
+      const todoList = yield* TodoList.TodoList
+      const started = yield* Deferred.make<void>()
+      const watcher = yield* todoList.changes("t").pipe(
+        Stream.tap(() => Deferred.succeed(started, undefined)),
+        Stream.take(3),
+        Stream.runCollect,
+        Effect.fork
+      )
+      yield* Deferred.await(started)
+      const { agent, requests } = yield* setup([write(plan1, "w1"), write(plan2, "w2"), ScriptedModel.text("done")])
+      const result = yield* agent.run("ship the feature", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(result.state.todos, plan2)
+      assert.deepStrictEqual(yield* todoList.todos("t"), plan2)
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(watcher)), [[], plan1, plan2])
+      // the tool echoes the list back to the model
+      const results = toolResults(result.state.messages)
+      assert.deepStrictEqual(results.map((part) => [part.id, part.isFailure, part.result]), [
+        ["w1", false, { message: "Updated the todo list (3 items).", todos: plan1 }],
+        ["w2", false, { message: "Updated the todo list (3 items).", todos: plan2 }]
+      ])
+      // every model call was offered write_todos
+      assert.deepStrictEqual((yield* requests).map((request) => request.toolNames.includes("write_todos")), [
+        true,
+        true,
+        true
+      ])
+      // the slice is checkpointed
+      const thread = Option.getOrThrow(yield* agent.thread("t"))
+      assert.deepStrictEqual(thread.state.todos, plan2)
+    }).pipe(Effect.provide(TodoList.layer)))
+
+  it.effect("invalid write_todos input is a failed tool result the model repairs; the list does not change", () =>
+    Effect.gen(function*() {
+      const { agent, requests } = yield* setup([
+        write(plan1, "w1"),
+        write([{ content: "Test it", status: "done" }, { status: "pending" }], "bad"),
+        write(plan2, "w2"),
+        ScriptedModel.text("done")
+      ])
+      const result = yield* agent.run("ship it", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      const bad = toolResults(result.state.messages).find((part) => part.id === "bad")!
+      assert.isTrue(bad.isFailure)
+      assert.include(JSON.stringify(bad.result), "Invalid arguments for tool \\\"write_todos\\\"")
+      // the model saw the failure before repairing, and the list stayed at plan1 meanwhile
+      const third = (yield* requests)[2]!
+      assert.isTrue(toolResults(third.prompt.content).some((part) => part.id === "bad" && part.isFailure))
+      assert.deepStrictEqual(result.state.todos, plan2)
+      assert.deepStrictEqual(yield* Effect.flatMap(TodoList.TodoList, (s) => s.todos("t")), plan2)
+    }).pipe(Effect.provide(TodoList.layer)))
+
+  it.effect("state between steps: after an invalid write the slice still holds the last valid list", () =>
+    Effect.gen(function*() {
+      const { agent } = yield* setup([
+        write(plan1, "w1"),
+        write([{ content: "", status: "pending" }], "bad"),
+        ScriptedModel.text("giving up")
+      ])
+      const result = yield* agent.run("ship it", { threadId: "t" })
+      assert.deepStrictEqual(result.state.todos, plan1)
+      assert.deepStrictEqual(yield* Effect.flatMap(TodoList.TodoList, (s) => s.todos("t")), plan1)
+    }).pipe(Effect.provide(TodoList.layer)))
+
+  it.effect("two writes in one response: the last in call order wins", () =>
+    Effect.gen(function*() {
+      const { agent } = yield* setup([
+        ScriptedModel.toolCalls([
+          { name: "write_todos", params: { todos: plan1 }, id: "a" },
+          { name: "write_todos", params: { todos: plan2 }, id: "b" }
+        ]),
+        ScriptedModel.text("done")
+      ])
+      const result = yield* agent.run("go", { threadId: "t" })
+      assert.deepStrictEqual(result.state.todos, plan2)
+    }).pipe(Effect.provide(TodoList.layer)))
+
+  it.effect("appends the planning prompt to the agent's system prompt; options replace prompt and description", () =>
+    Effect.gen(function*() {
+      const defaults = yield* setup([ScriptedModel.text("hi")], { systemPrompt: "You are a release bot." })
+      yield* defaults.agent.run("hello", { threadId: "t" })
+      assert.strictEqual(
+        systemOf((yield* defaults.requests)[0]!.prompt),
+        `You are a release bot.\n\n${TodoList.defaultSystemPrompt}`
+      )
+
+      const custom = yield* setup([ScriptedModel.text("hi")], { todoList: { systemPrompt: "Plan first." } })
+      yield* custom.agent.run("hello", { threadId: "t2" })
+      assert.strictEqual(systemOf((yield* custom.requests)[0]!.prompt), "Plan first.")
+
+      const handled = yield* TodoList.middleware({ toolDescription: "Track your work." }).tools!
+      assert.deepStrictEqual(Object.keys(handled.tools), ["write_todos"])
+      assert.strictEqual(handled.tools.write_todos.description, "Track your work.")
+    }).pipe(Effect.provide(TodoList.layer)))
+
+  it.effect.prop(
+    "any valid list written through the tool is the state and the service's list",
+    { todos: TodoList.Todos },
+    ({ todos }) =>
+      Effect.gen(function*() {
+        const { agent } = yield* setup([write(todos, "w"), ScriptedModel.text("done")])
+        const result = yield* agent.run("go", { threadId: "p" })
+        assert.deepStrictEqual(result.state.todos, todos)
+        assert.deepStrictEqual(yield* Effect.flatMap(TodoList.TodoList, (s) => s.todos("p")), todos)
+      }).pipe(Effect.provide(TodoList.layer)),
+    { fastCheck: { numRuns: 15 } }
+  )
+})
+
+// ---------------------------------------------------------------------------
+// with human in the loop, across processes
+// ---------------------------------------------------------------------------
+
+describe("TodoList with HumanInTheLoop", () => {
+  /** Todo planning plus a gated deploy (and a gated write_todos when `gateTodos`). */
+  const setupGated = (script: ReadonlyArray<ScriptedModel.Turn>, gateTodos = false) =>
+    Effect.gen(function*() {
+      const log = yield* Ref.make<ReadonlyArray<string>>([])
+      const hitl = yield* HumanInTheLoop.middleware({
+        toolkit: Toolkit.merge(Tools, TodoList.toolkit),
+        interruptOn: { deploy: true, write_todos: gateTodos }
+      })
+      const model = yield* ScriptedModel.make(script)
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [TodoList.middleware(), hitl] }).pipe(
+        Effect.provide(toolsLive(log)),
+        Effect.provideService(LanguageModel.LanguageModel, model.model)
+      )
+      return { agent, log: Ref.get(log) }
+    })
+
+  it.scoped("the list survives an interrupt and is visible to a fresh process's service after resume", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* fs.makeTempDirectoryScoped()
+      const first = yield* Effect.gen(function*() {
+        const { agent } = yield* setupGated([
+          write(plan1, "w1"),
+          ScriptedModel.toolCalls([{ name: "deploy", params: { env: "prod" }, id: "d1" }])
+        ])
+        const result = yield* agent.run("ship it", { threadId: "t" })
+        return { result, seen: yield* Effect.flatMap(TodoList.TodoList, (s) => s.todos("t")) }
+      }).pipe(Effect.provide(TodoList.layer), Effect.provide(Checkpointer.layerFileSystem(directory)))
+      assert.strictEqual(first.result._tag, "Interrupted")
+      assert.deepStrictEqual(first.result.state.todos, plan1)
+      assert.deepStrictEqual(first.seen, plan1)
+
+      // a new process: new TodoList service, agent, model and checkpointer on the same folder
+      const second = yield* Effect.gen(function*() {
+        const todoList = yield* TodoList.TodoList
+        assert.deepStrictEqual(yield* todoList.todos("t"), [])
+        const { agent, log } = yield* setupGated([ScriptedModel.text("deployed")])
+        const result = yield* agent.resume("t", [HumanInTheLoop.approve("d1")])
+        return { result, log: yield* log, seen: yield* todoList.todos("t") }
+      }).pipe(Effect.provide(TodoList.layer), Effect.provide(Checkpointer.layerFileSystem(directory)))
+      assert.strictEqual(second.result._tag, "Completed")
+      assert.deepStrictEqual(second.log, ["deploy prod"])
+      assert.deepStrictEqual(second.result.state.todos, plan1)
+      assert.deepStrictEqual(second.seen, plan1)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("a write_todos answered by a human (respond) or rejected does not change the list", () =>
+    Effect.gen(function*() {
+      const { agent } = yield* setupGated([
+        write(plan1, "w1"),
+        write(plan2, "w2"),
+        write(plan2, "w3"),
+        ScriptedModel.text("done")
+      ], true)
+      yield* agent.run("go", { threadId: "t" })
+      const afterFirst = yield* agent.resume("t", [HumanInTheLoop.approve("w1")])
+      assert.strictEqual(afterFirst._tag, "Interrupted")
+      assert.deepStrictEqual(afterFirst.state.todos, plan1)
+      const afterRespond = yield* agent.resume("t", [HumanInTheLoop.respond("w2", "Not yet; finish the code first.")])
+      assert.strictEqual(afterRespond._tag, "Interrupted")
+      assert.deepStrictEqual(afterRespond.state.todos, plan1)
+      const result = yield* agent.resume("t", [HumanInTheLoop.reject("w3")])
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(result.state.todos, plan1)
+      assert.deepStrictEqual(yield* Effect.flatMap(TodoList.TodoList, (s) => s.todos("t")), plan1)
+    }).pipe(Effect.provide(TodoList.layer)))
+
+  it.effect("an approved edit of write_todos sets the edited list", () =>
+    Effect.gen(function*() {
+      const { agent } = yield* setupGated([write(plan1, "w1"), ScriptedModel.text("done")], true)
+      yield* agent.run("go", { threadId: "t" })
+      const result = yield* agent.resume("t", [HumanInTheLoop.edit("w1", { todos: plan2 })])
+      assert.deepStrictEqual(result.state.todos, plan2)
+    }).pipe(Effect.provide(TodoList.layer)))
+})
