@@ -1,0 +1,701 @@
+/**
+ * A fake OpenAI Responses API on 127.0.0.1, for end-to-end tests of the real
+ * `@effect/ai-openai` client.
+ *
+ * The server answers `POST /v1/responses` from a queue of scripted replies —
+ * JSON bodies shaped like recorded provider responses, SSE event lists for
+ * `stream: true` requests, error statuses with headers (`retry-after`),
+ * malformed bodies, dropped connections — and records every request body so a
+ * test can assert what the client sent.
+ *
+ * @since 0.1.0
+ */
+import * as Http from "node:http"
+import type * as Net from "node:net"
+// deep imports: the package barrels also load gpt-tokenizer, workers and
+// cluster sockets, which would double the time these tests take to start
+import * as OpenAiClient from "@effect/ai-openai/OpenAiClient"
+import * as OpenAiLanguageModel from "@effect/ai-openai/OpenAiLanguageModel"
+import type * as LanguageModel from "@effect/ai/LanguageModel"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import { Effect, Layer, Redacted } from "effect"
+import type { Scope } from "effect"
+
+// ---------------------------------------------------------------------------
+// models
+// ---------------------------------------------------------------------------
+
+/**
+ * One scripted reply of the fake server.
+ *
+ * - `Json`: a status, headers and a JSON body (a response envelope, or an
+ *   OpenAI-style `{ error }` body with an error status).
+ * - `Raw`: a status, headers and a body sent as is (malformed JSON, say).
+ * - `Sse`: a `text/event-stream` of events; with `stallAfter`, the server
+ *   sends that many events and then holds the connection open until the test
+ *   calls `dropStalled` (a connection cut mid-stream, at a moment the test
+ *   chooses).
+ * - `Drop`: the request is read, then the socket is destroyed without a reply.
+ *
+ * `Json` replies with a 2xx status answer only non-streaming requests and
+ * `Sse` replies only streaming ones; a mismatch is answered with a 400 that
+ * names the mistake, so a wrong script fails loudly.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Reply =
+  | {
+    readonly _tag: "Json"
+    readonly status: number
+    readonly headers: Readonly<Record<string, string>>
+    readonly body: unknown
+  }
+  | {
+    readonly _tag: "Raw"
+    readonly status: number
+    readonly headers: Readonly<Record<string, string>>
+    readonly body: string
+  }
+  | {
+    readonly _tag: "Sse"
+    readonly events: ReadonlyArray<ServerEvent>
+    readonly stallAfter: number | undefined
+  }
+  | { readonly _tag: "Drop" }
+
+/**
+ * A Responses API stream event: its `type` and the rest of its fields
+ * (`sequence_number` is added when the event is sent).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ServerEvent {
+  readonly type: string
+  readonly [key: string]: unknown
+}
+
+/**
+ * An item of the `input` of a Responses API request, as the client sent it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InputItem {
+  readonly type?: string
+  readonly role?: string
+  readonly id?: string
+  readonly content?: unknown
+  readonly call_id?: string
+  readonly name?: string
+  readonly arguments?: string
+  readonly output?: string
+}
+
+/**
+ * A function tool of a Responses API request, as the client sent it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FunctionTool {
+  readonly type: string
+  readonly name: string
+  readonly description?: string
+  readonly parameters: unknown
+  readonly strict?: boolean
+}
+
+/**
+ * The body of a Responses API request, as the client sent it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RequestBody {
+  readonly model: string
+  readonly input: ReadonlyArray<InputItem>
+  readonly tools?: ReadonlyArray<FunctionTool>
+  readonly tool_choice?: unknown
+  readonly stream?: boolean
+  readonly [key: string]: unknown
+}
+
+/**
+ * A request the fake server received.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RecordedRequest {
+  readonly method: string
+  readonly path: string
+  readonly headers: Readonly<Http.IncomingHttpHeaders>
+  readonly body: RequestBody
+  /** How the server answered: the `_tag` of the reply, or `"Unscripted"`. */
+  readonly answeredWith: Reply["_tag"] | "Unscripted"
+}
+
+/**
+ * A running fake server.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FakeOpenAi {
+  /** `http://127.0.0.1:<port>`; the client's `apiUrl` is this plus `/v1`. */
+  readonly url: string
+  /** Every request so far, oldest first. */
+  readonly requests: Effect.Effect<ReadonlyArray<RecordedRequest>>
+  /** How many scripted replies are left. */
+  readonly remaining: Effect.Effect<number>
+  /** Appends replies to the script. */
+  readonly enqueue: (...replies: ReadonlyArray<Reply>) => Effect.Effect<void>
+  /** Destroys the connections of stalled streams (see `sse`); returns how many. */
+  readonly dropStalled: Effect.Effect<number>
+}
+
+// ---------------------------------------------------------------------------
+// recorded-style response bodies
+// ---------------------------------------------------------------------------
+
+/**
+ * The model id the fake provider reports (a dated snapshot, as OpenAI does).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const modelId = "gpt-4o-mini-2024-07-18"
+
+/**
+ * Token usage of a response, in the Responses API's shape.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const usage = (input: number, output: number) => ({
+  input_tokens: input,
+  input_tokens_details: { cached_tokens: 0 },
+  output_tokens: output,
+  output_tokens_details: { reasoning_tokens: 0 },
+  total_tokens: input + output
+})
+
+/**
+ * Options of the response builders.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ResponseOptions {
+  readonly id?: string | undefined
+  /** `[input, output]` tokens; default `[20, 10]`. */
+  readonly usage?: readonly [number, number] | undefined
+}
+
+let counter = 0
+const nextId = (prefix: string) => `${prefix}_${(++counter).toString(16).padStart(8, "0")}`
+
+/**
+ * A Responses API response object around `output` items, with the fields a
+ * recorded `gpt-4o-mini` response carries.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const envelope = (
+  output: ReadonlyArray<unknown>,
+  options?: ResponseOptions & { readonly status?: string | undefined }
+) => ({
+  id: options?.id ?? nextId("resp"),
+  object: "response",
+  created_at: 1_741_476_542,
+  status: options?.status ?? "completed",
+  error: null,
+  incomplete_details: null,
+  instructions: null,
+  max_output_tokens: null,
+  model: modelId,
+  output,
+  parallel_tool_calls: true,
+  previous_response_id: null,
+  reasoning: { effort: null, summary: null },
+  store: true,
+  temperature: 1,
+  text: { format: { type: "text" } },
+  tool_choice: "auto",
+  tools: [],
+  top_p: 1,
+  truncation: "disabled",
+  usage: options?.status === "in_progress"
+    ? null
+    : usage(options?.usage?.[0] ?? 20, options?.usage?.[1] ?? 10),
+  user: null,
+  metadata: {}
+})
+
+/**
+ * An assistant `message` output item with one `output_text` part.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const messageItem = (text: string, id: string = nextId("msg")) => ({
+  type: "message",
+  id,
+  status: "completed",
+  role: "assistant",
+  content: [{ type: "output_text", text, annotations: [] }]
+})
+
+/**
+ * A tool call the fake model makes: the call id, the tool name and the raw
+ * `arguments` string (so a test can send arguments that are not valid JSON).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FunctionCall {
+  readonly callId: string
+  readonly name: string
+  /** A JSON value (stringified) or a raw string sent as is. */
+  readonly arguments: string | object
+}
+
+const argumentsOf = (call: FunctionCall) =>
+  typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments)
+
+/**
+ * A `function_call` output item.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const functionCallItem = (call: FunctionCall, id: string = nextId("fc")) => ({
+  type: "function_call",
+  id,
+  call_id: call.callId,
+  name: call.name,
+  arguments: argumentsOf(call),
+  status: "completed"
+})
+
+// ---------------------------------------------------------------------------
+// replies
+// ---------------------------------------------------------------------------
+
+/**
+ * A JSON reply (status 200 unless given).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const json = (
+  body: unknown,
+  options?: { readonly status?: number | undefined; readonly headers?: Record<string, string> | undefined }
+): Reply => ({ _tag: "Json", status: options?.status ?? 200, headers: options?.headers ?? {}, body })
+
+/**
+ * A non-streaming reply with a text answer.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const text = (answer: string, options?: ResponseOptions): Reply => json(envelope([messageItem(answer)], options))
+
+/**
+ * A non-streaming reply that calls tools.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const toolCalls = (calls: ReadonlyArray<FunctionCall>, options?: ResponseOptions): Reply =>
+  json(envelope(calls.map((call) => functionCallItem(call)), options))
+
+/**
+ * An error status with an OpenAI-style error body and headers.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const error = (
+  status: number,
+  message: string,
+  options?: { readonly type?: string | undefined; readonly headers?: Record<string, string> | undefined }
+): Reply =>
+  json({
+    error: { message, type: options?.type ?? "server_error", param: null, code: null }
+  }, { status, headers: options?.headers })
+
+/**
+ * A body sent as is (`content-type: application/json` unless given).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const raw = (
+  body: string,
+  options?: { readonly status?: number | undefined; readonly headers?: Record<string, string> | undefined }
+): Reply => ({
+  _tag: "Raw",
+  status: options?.status ?? 200,
+  headers: options?.headers ?? { "content-type": "application/json" },
+  body
+})
+
+/**
+ * The request is read and the connection destroyed without an answer.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const drop: Reply = { _tag: "Drop" }
+
+/**
+ * A stream of events; with `stallAfter`, only that many events are sent and
+ * the connection is held open until `dropStalled` destroys it.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const sse = (
+  events: ReadonlyArray<ServerEvent>,
+  options?: { readonly stallAfter?: number | undefined }
+): Reply => ({ _tag: "Sse", events, stallAfter: options?.stallAfter })
+
+const streamStart = (id: string): Array<ServerEvent> => {
+  const pending = envelope([], { id, status: "in_progress" })
+  return [
+    { type: "response.created", response: pending },
+    { type: "response.in_progress", response: pending }
+  ]
+}
+
+const streamEnd = (id: string, output: ReadonlyArray<unknown>, options?: ResponseOptions): Array<ServerEvent> => [
+  { type: "response.completed", response: envelope(output, { ...options, id }) }
+]
+
+/**
+ * The events of a streamed text answer written in `chunks`, as the Responses
+ * API sends them (created, in_progress, output_item.added,
+ * content_part.added, output_text.delta…, output_text.done,
+ * content_part.done, output_item.done, completed).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const textEvents = (chunks: ReadonlyArray<string>, options?: ResponseOptions): Array<ServerEvent> => {
+  const id = options?.id ?? nextId("resp")
+  const itemId = nextId("msg")
+  const whole = chunks.join("")
+  const item = messageItem(whole, itemId)
+  return [
+    ...streamStart(id),
+    {
+      type: "response.output_item.added",
+      output_index: 0,
+      item: { ...item, status: "in_progress", content: [] }
+    },
+    {
+      type: "response.content_part.added",
+      item_id: itemId,
+      output_index: 0,
+      content_index: 0,
+      part: { type: "output_text", text: "", annotations: [] }
+    },
+    ...chunks.map((delta) => ({
+      type: "response.output_text.delta",
+      item_id: itemId,
+      output_index: 0,
+      content_index: 0,
+      delta
+    })),
+    { type: "response.output_text.done", item_id: itemId, output_index: 0, content_index: 0, text: whole },
+    {
+      type: "response.content_part.done",
+      item_id: itemId,
+      output_index: 0,
+      content_index: 0,
+      part: { type: "output_text", text: whole, annotations: [] }
+    },
+    { type: "response.output_item.done", output_index: 0, item },
+    ...streamEnd(id, [item], options)
+  ]
+}
+
+/**
+ * The events of a streamed response calling tools, each call's arguments
+ * sent in two deltas.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const toolCallEvents = (
+  calls: ReadonlyArray<FunctionCall>,
+  options?: ResponseOptions
+): Array<ServerEvent> => {
+  const id = options?.id ?? nextId("resp")
+  const items = calls.map((call) => functionCallItem(call))
+  return [
+    ...streamStart(id),
+    ...items.flatMap((item, index): Array<ServerEvent> => {
+      const half = Math.ceil(item.arguments.length / 2)
+      return [
+        {
+          type: "response.output_item.added",
+          output_index: index,
+          item: { ...item, arguments: "", status: "in_progress" }
+        },
+        ...[item.arguments.slice(0, half), item.arguments.slice(half)].map((delta) => ({
+          type: "response.function_call_arguments.delta",
+          item_id: item.id,
+          output_index: index,
+          delta
+        })),
+        {
+          type: "response.function_call_arguments.done",
+          item_id: item.id,
+          output_index: index,
+          arguments: item.arguments
+        },
+        { type: "response.output_item.done", output_index: index, item }
+      ]
+    }),
+    ...streamEnd(id, items, options)
+  ]
+}
+
+/**
+ * A streaming reply with a text answer written in `chunks`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const streamText = (chunks: ReadonlyArray<string>, options?: ResponseOptions): Reply =>
+  sse(textEvents(chunks, options))
+
+/**
+ * A streaming reply that calls tools.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const streamToolCalls = (calls: ReadonlyArray<FunctionCall>, options?: ResponseOptions): Reply =>
+  sse(toolCallEvents(calls, options))
+
+// ---------------------------------------------------------------------------
+// reading requests
+// ---------------------------------------------------------------------------
+
+/**
+ * The `function_call` items of a request's input.
+ *
+ * @since 0.1.0
+ * @category utility
+ */
+export const functionCalls = (body: RequestBody): ReadonlyArray<InputItem> =>
+  body.input.filter((item) => item.type === "function_call")
+
+/**
+ * The `function_call_output` items of a request's input.
+ *
+ * @since 0.1.0
+ * @category utility
+ */
+export const functionCallOutputs = (body: RequestBody): ReadonlyArray<InputItem> =>
+  body.input.filter((item) => item.type === "function_call_output")
+
+/**
+ * A compact view of a request's input: `role:text` for messages,
+ * `function_call:<call_id>:<name>:<arguments>` and
+ * `function_call_output:<call_id>:<output>` for tool items.
+ *
+ * @since 0.1.0
+ * @category utility
+ */
+export const inputSummary = (body: RequestBody): ReadonlyArray<string> =>
+  body.input.map((item) => {
+    if (item.type === "function_call") return `function_call:${item.call_id}:${item.name}:${item.arguments}`
+    if (item.type === "function_call_output") return `function_call_output:${item.call_id}:${item.output}`
+    const content = typeof item.content === "string"
+      ? item.content
+      : Array.isArray(item.content)
+      ? item.content.map((part: { readonly text?: string }) => part.text ?? "").join("")
+      : ""
+    return `${item.role}:${content}`
+  })
+
+// ---------------------------------------------------------------------------
+// the server
+// ---------------------------------------------------------------------------
+
+const send = (res: Http.ServerResponse, status: number, headers: Record<string, string>, body: string) => {
+  res.writeHead(status, { "content-length": Buffer.byteLength(body).toString(), ...headers })
+  res.end(body)
+}
+
+const fail = (res: Http.ServerResponse, status: number, message: string) =>
+  send(
+    res,
+    status,
+    { "content-type": "application/json" },
+    JSON.stringify({ error: { message: `fakeOpenAi: ${message}`, type: "fake_openai_error", param: null, code: null } })
+  )
+
+const answer = (
+  req: Http.IncomingMessage,
+  res: Http.ServerResponse,
+  reply: Reply,
+  streaming: boolean,
+  stalled: Set<Net.Socket>
+) => {
+  switch (reply._tag) {
+    case "Drop": {
+      req.socket.destroy()
+      return
+    }
+    case "Raw": {
+      send(res, reply.status, reply.headers, reply.body)
+      return
+    }
+    case "Json": {
+      if (streaming && reply.status < 300) {
+        fail(res, 400, "a JSON reply was scripted, but the client asked for a stream")
+        return
+      }
+      send(res, reply.status, { "content-type": "application/json", ...reply.headers }, JSON.stringify(reply.body))
+      return
+    }
+    case "Sse": {
+      if (!streaming) {
+        fail(res, 400, "an SSE reply was scripted, but the client did not ask for a stream")
+        return
+      }
+      const events = reply.stallAfter === undefined ? reply.events : reply.events.slice(0, reply.stallAfter)
+      const frames = events
+        .map((event, index) =>
+          `event: ${event.type}\ndata: ${JSON.stringify({ ...event, sequence_number: index })}\n\n`
+        )
+        .join("")
+      res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" })
+      if (reply.stallAfter === undefined) {
+        res.end(frames)
+      } else {
+        res.write(frames)
+        stalled.add(req.socket)
+      }
+      return
+    }
+  }
+}
+
+/**
+ * Starts the fake server on an ephemeral port of 127.0.0.1 with a script of
+ * replies; it is closed (with every open connection) when the scope closes.
+ *
+ * @example
+ * ```ts
+ * const server = yield* FakeOpenAi.make([FakeOpenAi.text("Hello!")])
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (script: ReadonlyArray<Reply> = []): Effect.Effect<FakeOpenAi, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const queue: Array<Reply> = [...script]
+    const received: Array<RecordedRequest> = []
+    const sockets = new Set<Net.Socket>()
+    const stalled = new Set<Net.Socket>()
+    const server = Http.createServer((req, res) => {
+      const chunks: Array<Buffer> = []
+      req.on("data", (chunk: Buffer) => chunks.push(chunk))
+      req.on("end", () => {
+        const text = Buffer.concat(chunks).toString("utf8")
+        let body: RequestBody
+        try {
+          body = JSON.parse(text) as RequestBody
+        } catch {
+          body = { model: "", input: [], unparsedBody: text }
+        }
+        const path = (req.url ?? "").split("?")[0]!
+        const reply = req.method === "POST" && path === "/v1/responses" ? queue.shift() : undefined
+        received.push({
+          method: req.method ?? "",
+          path,
+          headers: req.headers,
+          body,
+          answeredWith: reply?._tag ?? "Unscripted"
+        })
+        if (req.method !== "POST" || path !== "/v1/responses") {
+          fail(res, 404, `no route for ${req.method} ${path}`)
+        } else if (reply === undefined) {
+          fail(res, 500, `no scripted reply left for request #${received.length}`)
+        } else {
+          answer(req, res, reply, body.stream === true, stalled)
+        }
+      })
+    })
+    server.on("connection", (socket) => {
+      sockets.add(socket)
+      socket.on("close", () => sockets.delete(socket))
+    })
+    const port = yield* Effect.acquireRelease(
+      Effect.async<number>((resume) => {
+        server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as Net.AddressInfo).port)))
+      }),
+      () =>
+        Effect.async<void>((resume) => {
+          for (const socket of sockets) socket.destroy()
+          server.close(() => resume(Effect.void))
+        })
+    )
+    return {
+      url: `http://127.0.0.1:${port}`,
+      requests: Effect.sync(() => [...received]),
+      remaining: Effect.sync(() => queue.length),
+      enqueue: (...replies) => Effect.sync(() => void queue.push(...replies)),
+      dropStalled: Effect.sync(() => {
+        const count = stalled.size
+        for (const socket of stalled) socket.destroy()
+        stalled.clear()
+        return count
+      })
+    }
+  })
+
+/**
+ * Options of {@link languageModel}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LanguageModelOptions {
+  readonly model?: string | undefined
+  /** The HTTP client under the OpenAI client (default `"undici"`). */
+  readonly httpClient?: "undici" | "fetch" | undefined
+}
+
+/**
+ * The real `@effect/ai-openai` language model (`strict: false` function
+ * tools), pointed at a fake server.
+ *
+ * @example
+ * ```ts
+ * const server = yield* FakeOpenAi.make([FakeOpenAi.text("Hello!")])
+ * const context = yield* Layer.build(FakeOpenAi.languageModel(server))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const languageModel = (
+  server: Pick<FakeOpenAi, "url">,
+  options?: LanguageModelOptions
+): Layer.Layer<LanguageModel.LanguageModel> =>
+  OpenAiLanguageModel.layer({ model: options?.model ?? "gpt-4o-mini", config: { strict: false } }).pipe(
+    Layer.provide(OpenAiClient.layer({ apiKey: Redacted.make("sk-test"), apiUrl: `${server.url}/v1` })),
+    Layer.provide(options?.httpClient === "fetch" ? FetchHttpClient.layer : NodeHttpClient.layerUndici)
+  )
