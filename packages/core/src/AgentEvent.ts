@@ -20,6 +20,17 @@ export type AgentEvent<S = AgentState.AgentState> = Data.TaggedEnum<{
   ModelCallStarted: { readonly step: number; readonly messageCount: number; readonly toolNames: ReadonlyArray<string> }
   /** A piece of text the model is writing (live, best effort). */
   TextDelta: { readonly step: number; readonly delta: string }
+  /**
+   * A model call failed (a middleware may retry it or fall back). Text
+   * deltas streamed since the last `ModelCallStarted` belong to the failed
+   * attempt and will not be stored.
+   */
+  ModelAttemptFailed: {
+    readonly step: number
+    readonly error: string
+    readonly message: string
+    readonly discardedText: boolean
+  }
   /** The model answered; the message is appended to the conversation. */
   ModelResponded: {
     readonly step: number
@@ -69,6 +80,8 @@ export const {
   $match,
   /** @since 0.1.0 */
   MiddlewareDecision,
+  /** @since 0.1.0 */
+  ModelAttemptFailed,
   /** @since 0.1.0 */
   ModelCallStarted,
   /** @since 0.1.0 */

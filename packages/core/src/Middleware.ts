@@ -25,6 +25,7 @@ import type * as AiError from "@effect/ai/AiError"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
+import { Usage as ResponseUsage } from "@effect/ai/Response"
 import type * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import type * as Context from "effect/Context"
@@ -175,6 +176,7 @@ export interface ToolCallRequest {
   readonly tool: Tool.Any | undefined
   readonly state: Readonly<Record<string, unknown>>
   readonly threadId: string
+  /** Index (from 0) of the model call that asked for this tool call. */
   readonly step: number
 }
 
@@ -446,6 +448,42 @@ export const toolResult = (
     isFailure: options?.isFailure ?? false,
     providerExecuted: false
   })
+
+/**
+ * Builds a model response, for a `wrapModelCall` that answers without
+ * calling the model (a cache, a canned refusal, a limit).
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@effect-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const closed = Middleware.make({
+ *   name: "closed",
+ *   wrapModelCall: () => Effect.succeed(Middleware.modelResponse("We are closed today."))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const modelResponse = (
+  text: string,
+  options?: {
+    readonly toolCalls?: ReadonlyArray<Prompt.ToolCallPart> | undefined
+    readonly usage?: Response.Usage | undefined
+    readonly finishReason?: Response.FinishReason | undefined
+  }
+): ModelResponse => {
+  const toolCalls = options?.toolCalls ?? []
+  const content: Array<Prompt.AssistantMessagePart> = text === "" ? [] : [Prompt.makePart("text", { text })]
+  return {
+    message: Prompt.makeMessage("assistant", { content: [...content, ...toolCalls] }),
+    toolCalls,
+    usage: options?.usage ?? new ResponseUsage({ inputTokens: 0, outputTokens: 0, totalTokens: 0 }),
+    finishReason: options?.finishReason ?? (toolCalls.length > 0 ? "tool-calls" : "stop")
+  }
+}
 
 /**
  * A decision a middleware reports: it becomes an `AgentEvent` of the run and

@@ -66,6 +66,8 @@ const printEvent = (event: AgentEvent.AgentEvent) =>
     ModelCallStarted: ({ messageCount, step }) =>
       Console.log(`\n── step ${step + 1}: model call with ${messageCount} messages`),
     TextDelta: ({ delta }) => Effect.sync(() => process.stdout.write(delta)),
+    ModelAttemptFailed: ({ discardedText, message }) =>
+      Console.log(`\n   model call failed${discardedText ? " (the text above is discarded)" : ""}: ${message}`),
     ModelResponded: ({ durationMillis, finishReason, message, usage }) => {
       const calls = message.content.filter((part) => part.type === "tool-call").length
       const hasText = message.content.some((part) => part.type === "text")

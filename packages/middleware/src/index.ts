@@ -1,9 +1,44 @@
 /**
  * @since 0.1.0
  */
+export * as DynamicSystemPrompt from "./DynamicSystemPrompt.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as HumanInTheLoop from "./HumanInTheLoop.js"
 
 /**
  * @since 0.1.0
  */
+export * as Logging from "./Logging.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as ModelCallLimit from "./ModelCallLimit.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as ModelFallback from "./ModelFallback.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as ModelRetry from "./ModelRetry.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as TodoList from "./TodoList.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as ToolCallLimit from "./ToolCallLimit.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as ToolRetry from "./ToolRetry.js"

@@ -60,6 +60,8 @@ interface Run {
   step: number
   usage: Usage.Usage
   output: Option.Option<unknown>
+  /** Names of the tools offered on the last model call of this run. */
+  offered: ReadonlyArray<string> | undefined
   readonly emit: ((event: AgentEvent.AgentEvent<any>) => Effect.Effect<void>) | undefined
 }
 
@@ -93,8 +95,10 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const wrapTool = middleware.filter((m) => m.wrapToolCall !== undefined)
   const toolsByName = new Map<string, ToolEntry>()
   for (const entry of config.tools) toolsByName.set(entry.tool.name, entry)
-  const toolNames = config.tools.map((entry) => entry.tool.name)
-  const toolList: ReadonlyArray<Tool.Any> = config.tools.map((entry) => entry.tool)
+  const toolList: ReadonlyArray<Tool.Any> = config.output === undefined
+    ? config.tools.map((entry) => entry.tool)
+    : [...config.tools.map((entry) => entry.tool), config.output.tool]
+  const toolNames = toolList.map((tool) => tool.name)
   const toolChoice: ToolChoice = config.output !== undefined ? "required" : "auto"
   const outputToolName = config.output?.tool.name
   const systemMessage = config.systemPrompt === undefined
@@ -215,6 +219,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
 
   const callModel = (run: Run) => (request: Middleware.ModelRequest): Effect.Effect<Middleware.ModelResponse, any> => {
     const model = request.model ?? config.model
+    run.offered = request.tools.map((tool) => tool.name)
     const prompt = Prompt.fromMessages(
       request.systemPrompt === undefined
         ? request.messages
@@ -226,7 +231,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       : { prompt, toolkit, toolChoice: request.toolChoice, disableToolCallResolution: true }
     const emit = run.emit
     const recover = (error: AiError.AiError, before: ReadonlyArray<Response.AnyPart>) => {
-      const recovered = recoverUnknownToolCalls(error, toolkit)
+      const recovered = recoverUnknownToolCalls(error, toolkit, before.length > 0 || emit !== undefined)
       return recovered === undefined
         ? Effect.fail(error)
         : Effect.map(Effect.orElseFail(recovered, () => error), (parts) => [...before, ...parts])
@@ -246,7 +251,15 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               : Effect.void
           }),
           Effect.as(collected),
-          Effect.catchAll((error) => recover(error, collected))
+          Effect.catchAll((error) => recover(error, collected)),
+          Effect.tapError((error) =>
+            emit(AgentEvent.ModelAttemptFailed({
+              step: request.step,
+              error: error._tag,
+              message: error.message,
+              discardedText: collected.some((part) => part.type === "text-delta")
+            }))
+          )
         )
       })
     const response = Effect.map(parts, toModelResponse)
@@ -281,7 +294,11 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       )
     }
     const entry = toolsByName.get(call.name)
-    return entry === undefined ? Effect.succeed(unknownToolResult(call, toolNames)) : entry.run(call)
+    if (entry === undefined) return Effect.succeed(unknownToolResult(call, run.offered ?? toolNames))
+    if (run.offered !== undefined && !run.offered.includes(call.name)) {
+      return Effect.succeed(unknownToolResult(call, run.offered))
+    }
+    return entry.run(call)
   }
 
   const toolChain = (run: Run) =>
@@ -301,7 +318,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? config.output!.tool : undefined),
           state: state as any,
           threadId: run.threadId,
-          step: run.step
+          step: run.step - 1
         }
         const execute = chain(request).pipe(Effect.withSpan("AgentLoop.toolCall", {
           attributes: { tool: call.name, callId: call.id },
@@ -435,6 +452,17 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 steps: run.step
               })
             }
+            if (outcome._tag === "Jump" && outcome.to === "end") {
+              // Never leave a tool call without its result: providers reject such a thread.
+              run.messages = appendToolResults(
+                run.messages,
+                pendingToolCalls(run.messages).map((call) =>
+                  Middleware.toolResult(call, { error: "Not run: the agent ended the run before this call ran" }, {
+                    isFailure: true
+                  })
+                )
+              )
+            }
             phase = outcome._tag === "Jump" ? afterJump(node, outcome.to) : nextAfterNode(run, node)
             break
           }
@@ -513,7 +541,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     }).pipe(
       Effect.scoped,
       Effect.provide(config.context),
-      Effect.withSpan("AgentLoop.run", { attributes: { threadId: run.threadId }, captureStackTrace: false })
+      Effect.annotateSpans({ threadId: run.threadId })
     )
 
   const withSink = <A, E, R>(run: Run, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
@@ -555,61 +583,69 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     options: AgentLoop.RunOptions,
     emit: Run["emit"]
   ) =>
-    withThreadLock(options.threadId, Effect.gen(function*() {
-      const loaded = yield* load(options.threadId)
-      if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
-        return yield* new ThreadStateError({
-          threadId: options.threadId,
-          reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
-            `call resume(threadId, value) instead of run`
+    withThreadLock(
+      options.threadId,
+      Effect.gen(function*() {
+        const loaded = yield* load(options.threadId)
+        if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
+          return yield* new ThreadStateError({
+            threadId: options.threadId,
+            reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
+              `call resume(threadId, value) instead of run`
+          })
+        }
+        const prompt = yield* Effect.try({
+          try: () => Prompt.make(input),
+          catch: (error) =>
+            new InvalidInput({ description: ParseResult.isParseError(error) ? formatParseError(error) : String(error) })
         })
-      }
-      const prompt = yield* Effect.try({
-        try: () => Prompt.make(input),
-        catch: (error) =>
-          new InvalidInput({ description: ParseResult.isParseError(error) ? formatParseError(error) : String(error) })
+        const run: Run = {
+          threadId: options.threadId,
+          messages: [...loaded.messages, ...prompt.content],
+          slices: loaded.slices,
+          step: 0,
+          usage: Usage.empty,
+          output: Option.none(),
+          offered: undefined,
+          emit
+        }
+        return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
       })
-      const run: Run = {
-        threadId: options.threadId,
-        messages: [...loaded.messages, ...prompt.content],
-        slices: loaded.slices,
-        step: 0,
-        usage: Usage.empty,
-        output: Option.none(),
-        emit
-      }
-      return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
-    }))
+    )
 
   const startResume = (threadId: string, value: unknown, emit: Run["emit"]) =>
-    withThreadLock(threadId, Effect.gen(function*() {
-      const loaded = yield* load(threadId)
-      const pending = Option.isSome(loaded.checkpoint) ? loaded.checkpoint.value.pending : undefined
-      if (pending === undefined) {
-        return yield* new ThreadStateError({
+    withThreadLock(
+      threadId,
+      Effect.gen(function*() {
+        const loaded = yield* load(threadId)
+        const pending = Option.isSome(loaded.checkpoint) ? loaded.checkpoint.value.pending : undefined
+        if (pending === undefined) {
+          return yield* new ThreadStateError({
+            threadId,
+            reason: "is not waiting for a decision; there is nothing to resume"
+          })
+        }
+        const index = nodes[pending.node].findIndex((m) => m.name === pending.middleware)
+        if (index < 0) {
+          return yield* new ThreadStateError({
+            threadId,
+            reason: `waits for middleware "${pending.middleware}", which this agent does not have`
+          })
+        }
+        const progress = Option.getOrThrow(loaded.checkpoint).run
+        const run: Run = {
           threadId,
-          reason: "is not waiting for a decision; there is nothing to resume"
-        })
-      }
-      const index = nodes[pending.node].findIndex((m) => m.name === pending.middleware)
-      if (index < 0) {
-        return yield* new ThreadStateError({
-          threadId,
-          reason: `waits for middleware "${pending.middleware}", which this agent does not have`
-        })
-      }
-      const progress = Option.getOrThrow(loaded.checkpoint).run
-      const run: Run = {
-        threadId,
-        messages: loaded.messages,
-        slices: loaded.slices,
-        step: progress?.step ?? 0,
-        usage: progress === undefined ? Usage.empty : new Usage.Usage(progress),
-        output: Option.none(),
-        emit
-      }
-      return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
-    }))
+          messages: loaded.messages,
+          slices: loaded.slices,
+          step: progress?.step ?? 0,
+          usage: progress === undefined ? Usage.empty : new Usage.Usage(progress),
+          output: Option.none(),
+          offered: undefined,
+          emit
+        }
+        return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
+      })
+    )
 
   const streamOf = (start: (emit: Run["emit"]) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>) =>
     Stream.unwrapScoped(Effect.gen(function*() {
@@ -628,11 +664,13 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     run: Effect.fn("AgentLoop.run")((input: Prompt.RawInput, options: AgentLoop.RunOptions) =>
       startRun(input, options, undefined)
     ),
-    stream: (input, options) => streamOf((emit) => startRun(input, options, emit)),
+    stream: (input, options) =>
+      streamOf((emit) => startRun(input, options, emit).pipe(Effect.withSpan("AgentLoop.stream"))),
     resume: Effect.fn("AgentLoop.resume")((threadId: string, value: unknown) =>
       startResume(threadId, value, undefined)
     ),
-    resumeStream: (threadId, value) => streamOf((emit) => startResume(threadId, value, emit)),
+    resumeStream: (threadId, value) =>
+      streamOf((emit) => startResume(threadId, value, emit).pipe(Effect.withSpan("AgentLoop.resumeStream"))),
     thread: (threadId) =>
       load(threadId).pipe(Effect.map((loaded) =>
         Option.map(loaded.checkpoint, (checkpoint) => ({

@@ -169,13 +169,20 @@ export const appendToolResults = (
 /** The type of the `toolChoice` option. */
 export type ToolChoice = LanguageModel.ToolChoice<string>
 
-const partDecoders = new WeakMap<object, (u: unknown) => Effect.Effect<Response.AnyPart, ParseResult.ParseError>>()
+const emptyToolkit: Toolkit.WithHandler<Record<string, Tool.Any>> = { tools: {}, handle: unreachableHandle as any }
 
-const partDecoder = (toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>) => {
-  let decode = partDecoders.get(toolkit)
+type PartDecoder = (u: unknown) => Effect.Effect<Response.AnyPart, ParseResult.ParseError>
+
+const partDecoders = new WeakMap<object, PartDecoder>()
+const streamPartDecoders = new WeakMap<object, PartDecoder>()
+
+const partDecoder = (toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>, streamed: boolean): PartDecoder => {
+  const cache = streamed ? streamPartDecoders : partDecoders
+  let decode = cache.get(toolkit)
   if (decode === undefined) {
-    decode = Schema.decodeUnknown(Response.StreamPart(toolkit) as Schema.Schema<Response.AnyPart, any>)
-    partDecoders.set(toolkit, decode)
+    const schema = streamed ? Response.StreamPart(toolkit) : Response.Part(toolkit)
+    decode = Schema.decodeUnknown(schema as Schema.Schema<Response.AnyPart, any>)
+    cache.set(toolkit, decode)
   }
   return decode
 }
@@ -186,15 +193,16 @@ const partDecoder = (toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>) => 
  * would end the run on a mistake the model can repair. The rejected parts
  * are still in the parse error (`issue.actual`): decode them again, keeping
  * calls of unknown tools as plain tool calls that the agent answers with a
- * failed tool result. Returns `undefined` when the error is of another kind.
+ * failed tool result. `streamed` says whether the parts are stream parts.
+ * Returns `undefined` when the error is of another kind.
  */
 export const recoverUnknownToolCalls = (
   error: AiError.AiError,
-  toolkit: Toolkit.WithHandler<Record<string, Tool.Any>> | undefined
+  toolkit: Toolkit.WithHandler<Record<string, Tool.Any>> | undefined,
+  streamed: boolean
 ): Effect.Effect<Array<Response.AnyPart>, ParseResult.ParseError> | undefined => {
-  if (toolkit === undefined || error._tag !== "MalformedOutput" || !ParseResult.isParseError(error.cause)) {
-    return undefined
-  }
+  if (error._tag !== "MalformedOutput" || !ParseResult.isParseError(error.cause)) return undefined
+  const known: Record<string, unknown> = toolkit?.tools ?? {}
   const actual = error.cause.issue.actual
   const raw: ReadonlyArray<unknown> | undefined = Array.isArray(actual)
     ? actual
@@ -203,9 +211,9 @@ export const recoverUnknownToolCalls = (
     : undefined
   const isUnknownCall = (part: unknown): part is Response.ToolCallPartEncoded =>
     Predicate.hasProperty(part, "type") && part.type === "tool-call" && Predicate.hasProperty(part, "name") &&
-    typeof part.name === "string" && !(part.name in toolkit.tools)
+    typeof part.name === "string" && !(part.name in known)
   if (raw === undefined || !raw.some(isUnknownCall)) return undefined
-  const decode = partDecoder(toolkit)
+  const decode = partDecoder(toolkit ?? emptyToolkit, streamed)
   return Effect.forEach(raw, (part) =>
     isUnknownCall(part)
       ? Effect.succeed(Response.makePart("tool-call", {

@@ -1,0 +1,110 @@
+import { Agent, Middleware } from "@effect-agent/core"
+import { ScriptedModel } from "@effect-agent/testing"
+import { Tool, Toolkit } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import { Add, Calculator, CalculatorLive } from "./utils.js"
+
+const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
+  Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))
+
+const slice = <K extends string>(key: K) => ({
+  schema: Schema.Struct({ [key]: Schema.Number }) as unknown as Schema.Schema<Record<K, number>>,
+  initial: { [key]: 0 } as Record<K, number>
+})
+
+describe("configuration errors at construction", () => {
+  it.effect("two middleware with one name fail with AgentConfigError", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Agent.make({
+        toolkit: Calculator,
+        middleware: [Middleware.identity("logging"), Middleware.passThrough("other"), Middleware.passThrough("logging")]
+      }))
+      assert.strictEqual(error._tag, "AgentConfigError")
+      assert.include(error.message, `"logging"`)
+      assert.deepStrictEqual(yield* ScriptedModel.requests, [])
+    }).pipe(provide([])))
+
+  it.effect("two middleware declaring the same state key fail with AgentConfigError", () =>
+    Effect.gen(function*() {
+      const first = Middleware.make({ name: "first", state: slice("count") })
+      const second = Middleware.make({ name: "second", state: slice("count") })
+      const error = yield* Effect.flip(Agent.make({ toolkit: Calculator, middleware: [first, second] }))
+      assert.strictEqual(error._tag, "AgentConfigError")
+      assert.include(error.message, `"count"`)
+      assert.include(error.message, `"second"`)
+      assert.include(error.message, `"first"`)
+    }).pipe(provide([])))
+
+  it.effect("a slice may not declare the reserved key messages", () =>
+    Effect.gen(function*() {
+      const sneaky = Middleware.make({ name: "sneaky", state: slice("messages") })
+      const error = yield* Effect.flip(Agent.make({ middleware: [sneaky] }))
+      assert.strictEqual(error._tag, "AgentConfigError")
+      assert.include(error.message, `"messages"`)
+    }).pipe(provide([])))
+
+  it.effect("distinct names and keys build fine", () =>
+    Effect.gen(function*() {
+      const a = Middleware.make({ name: "a", state: slice("x") })
+      const b = Middleware.make({ name: "b", state: slice("y") })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [a, b] })
+      const result = yield* agent.run("hi", { threadId: "t" })
+      assert.strictEqual(result.state.x, 0)
+      assert.strictEqual(result.state.y, 0)
+    }).pipe(provide([ScriptedModel.text("hello")])))
+
+  it.effect("a middleware tool clashing with a toolkit tool fails with AgentConfigError", () =>
+    Effect.gen(function*() {
+      const AddKit = Toolkit.make(Add)
+      const adds = Middleware.make({
+        name: "adds",
+        tools: Effect.provide(AddKit, AddKit.toLayer({ add: () => Effect.succeed(0) }))
+      })
+      const error = yield* Effect.flip(Agent.make({ toolkit: Calculator, middleware: [adds] }))
+      assert.strictEqual(error._tag, "AgentConfigError")
+      assert.include(error.message, `"add"`)
+    }).pipe(provide([])))
+
+  it.effect("maxSteps below 1 fails with AgentConfigError", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Agent.make({ toolkit: Calculator, maxSteps: 0 }))
+      assert.strictEqual(error._tag, "AgentConfigError")
+    }).pipe(provide([])))
+})
+
+describe("run errors", () => {
+  it.effect("more model calls than maxSteps fail with MaxStepsExceeded", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator, maxSteps: 2 })
+      const error = yield* Effect.flip(agent.run("loop forever", { threadId: "t" }))
+      assert.strictEqual(error._tag, "MaxStepsExceeded")
+      if (error._tag !== "MaxStepsExceeded") return
+      assert.strictEqual(error.maxSteps, 2)
+      assert.strictEqual(error.threadId, "t")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 2)
+    }).pipe(
+      provide([0, 1, 2].map((i) => ScriptedModel.toolCalls([{ name: "add", params: { a: i, b: i }, id: `c${i}` }])))
+    ))
+
+  it.effect("exactly maxSteps model calls are allowed", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator, maxSteps: 2 })
+      const result = yield* agent.run("once", { threadId: "t" })
+      assert.strictEqual(result.steps, 2)
+    }).pipe(provide([
+      ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 1 } }]),
+      ScriptedModel.text("2")
+    ])))
+
+  it.effect("a tool whose result breaks its success schema is a ToolDefect", () =>
+    Effect.gen(function*() {
+      const Liar = Tool.make("liar", { parameters: {}, success: Schema.Number })
+      const Kit = Toolkit.make(Liar)
+      const agent = yield* Agent.make({ toolkit: Kit }).pipe(
+        Effect.provide(Kit.toLayer({ liar: () => Effect.succeed("not a number" as unknown as number) }))
+      )
+      const error = yield* Effect.flip(agent.run("hi", { threadId: "t" }))
+      assert.strictEqual(error._tag, "ToolDefect")
+    }).pipe(provide([ScriptedModel.toolCalls([{ name: "liar", params: {} }])])))
+})

@@ -1,0 +1,278 @@
+import { Agent, Middleware } from "@effect-agent/core"
+import { ScriptedModel } from "@effect-agent/testing"
+import { AiError, Prompt } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, Schema } from "effect"
+import { assistantText, Calculator, CalculatorLive, recording, roles, toolResults } from "./utils.js"
+
+const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
+  Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))
+
+const Count = Schema.Struct({ count: Schema.Number })
+
+const oneToolCall = [
+  ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "c1" }]),
+  ScriptedModel.text("1 + 2 = 3")
+]
+
+describe("hook order", () => {
+  it.effect("before* in list order, after* in reverse, wrap hooks as an onion with the first outermost", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const agent = yield* Agent.make({
+        toolkit: Calculator,
+        middleware: [recording("a", log), recording("b", log), recording("c", log)]
+      })
+      const result = yield* agent.run("What is 1 + 2?", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      const modelStep = [
+        "a.beforeModel",
+        "b.beforeModel",
+        "c.beforeModel",
+        "a.wrapModelCall:in",
+        "b.wrapModelCall:in",
+        "c.wrapModelCall:in",
+        "c.wrapModelCall:out",
+        "b.wrapModelCall:out",
+        "a.wrapModelCall:out",
+        "c.afterModel",
+        "b.afterModel",
+        "a.afterModel"
+      ]
+      assert.deepStrictEqual(log, [
+        "a.beforeAgent",
+        "b.beforeAgent",
+        "c.beforeAgent",
+        ...modelStep,
+        "a.wrapToolCall:in",
+        "b.wrapToolCall:in",
+        "c.wrapToolCall:in",
+        "c.wrapToolCall:out",
+        "b.wrapToolCall:out",
+        "a.wrapToolCall:out",
+        ...modelStep,
+        "c.afterAgent",
+        "b.afterAgent",
+        "a.afterAgent"
+      ])
+      assert.strictEqual((yield* ScriptedModel.requests).length, 2)
+    }).pipe(provide(oneToolCall)))
+
+  it.effect("middleware without a hook are skipped, the others keep their order", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const onlyBefore = Middleware.make({
+        name: "onlyBefore",
+        beforeModel: () => Effect.sync(() => void log.push("onlyBefore.beforeModel"))
+      })
+      const onlyAfter = Middleware.make({
+        name: "onlyAfter",
+        afterModel: () => Effect.sync(() => void log.push("onlyAfter.afterModel"))
+      })
+      const agent = yield* Agent.make({
+        toolkit: Calculator,
+        middleware: [onlyAfter, recording("a", log), onlyBefore, Middleware.identity("noop")]
+      })
+      yield* agent.run("hi", { threadId: "t" })
+      assert.deepStrictEqual(log, [
+        "a.beforeAgent",
+        "a.beforeModel",
+        "onlyBefore.beforeModel",
+        "a.wrapModelCall:in",
+        "a.wrapModelCall:out",
+        "a.afterModel",
+        "onlyAfter.afterModel",
+        "a.afterAgent"
+      ])
+    }).pipe(provide([ScriptedModel.text("hello")])))
+
+  it.effect("hooks see their own slice, the messages, the thread and the step", () =>
+    Effect.gen(function*() {
+      const seen: Array<{ step: number; count: number; messages: number; threadId: string }> = []
+      const counter = Middleware.make({
+        name: "counter",
+        state: { schema: Count, initial: { count: 0 } },
+        beforeModel: ({ messages, state, step, threadId }) =>
+          Effect.sync(() => {
+            seen.push({ step, count: state.count, messages: messages.length, threadId })
+            return { state: { count: state.count + 1 } }
+          })
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [counter] })
+      const result = yield* agent.run("What is 1 + 2?", { threadId: "thread-1" })
+      assert.deepStrictEqual(seen, [
+        { step: 0, count: 0, messages: 1, threadId: "thread-1" },
+        { step: 1, count: 1, messages: 3, threadId: "thread-1" }
+      ])
+      assert.strictEqual(result.state.count, 2)
+    }).pipe(provide(oneToolCall)))
+})
+
+describe("wrap hooks", () => {
+  it.effect("wrapModelCall may answer without calling next: the model is never called", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const cache = Middleware.make({
+        name: "cache",
+        wrapModelCall: () => Effect.succeed(assistantText("from the cache"))
+      })
+      const agent = yield* Agent.make({
+        toolkit: Calculator,
+        middleware: [recording("outer", log), cache, recording("inner", log)]
+      })
+      const result = yield* agent.run("hi", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag !== "Completed") return
+      assert.strictEqual(result.text, "from the cache")
+      assert.deepStrictEqual(roles(result.state.messages), ["user", "assistant"])
+      assert.deepStrictEqual(yield* ScriptedModel.requests, [])
+      // the inner middleware's wrap hook never ran; its node hooks did
+      assert.isFalse(log.includes("inner.wrapModelCall:in"))
+      assert.deepStrictEqual(log.filter((entry) => entry.includes("wrapModelCall")), [
+        "outer.wrapModelCall:in",
+        "outer.wrapModelCall:out"
+      ])
+    }).pipe(provide([])))
+
+  it.effect("wrapModelCall may retry by calling next twice", () =>
+    Effect.gen(function*() {
+      const attempts: Array<string> = []
+      const retry = Middleware.make({
+        name: "retry",
+        wrapModelCall: (request, next) =>
+          next(request).pipe(
+            Effect.tapError((error) => Effect.sync(() => attempts.push(error._tag))),
+            Effect.catchAll(() => next(request))
+          )
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [retry] })
+      const result = yield* agent.run("hi", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag !== "Completed") return
+      assert.deepStrictEqual(attempts, ["UnknownError"])
+      assert.strictEqual(result.text, "second time lucky")
+      assert.deepStrictEqual(roles(result.state.messages), ["user", "assistant"])
+      assert.strictEqual(result.steps, 1)
+      const requests = yield* ScriptedModel.requests
+      assert.strictEqual(requests.length, 2)
+      assert.deepStrictEqual(requests[0]!.prompt, requests[1]!.prompt)
+    }).pipe(provide([
+      new AiError.UnknownError({ module: "Test", method: "generateText", description: "overloaded" }),
+      ScriptedModel.text("second time lucky")
+    ])))
+
+  it.effect("without a retry, the model's AiError fails the run", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator })
+      const error = yield* Effect.flip(agent.run("hi", { threadId: "t" }))
+      assert.strictEqual(error._tag, "UnknownError")
+    }).pipe(provide([new AiError.UnknownError({ module: "Test", method: "generateText", description: "down" })])))
+
+  it.effect("wrapModelCall may change the request; the stored conversation keeps the original", () =>
+    Effect.gen(function*() {
+      const rewrite = Middleware.make({
+        name: "rewrite",
+        wrapModelCall: (request, next) => next({ ...request, systemPrompt: "Be terse.", tools: [], toolChoice: "none" })
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "Be kind.", middleware: [rewrite] })
+      const result = yield* agent.run("hi", { threadId: "t" })
+      const [request] = yield* ScriptedModel.requests
+      const system = request!.prompt.content[0]!
+      assert.strictEqual(system.role, "system")
+      assert.strictEqual(system.role === "system" ? system.content : undefined, "Be terse.")
+      assert.deepStrictEqual(request!.toolNames, [])
+      assert.deepStrictEqual(roles(result.state.messages), ["user", "assistant"])
+    }).pipe(provide([ScriptedModel.text("ok")])))
+
+  it.effect("wrapToolCall may answer without running the tool", () =>
+    Effect.gen(function*() {
+      const refuse = Middleware.make({
+        name: "refuse",
+        wrapToolCall: (request) => Effect.succeed(Middleware.toolResult(request.call, "not today", { isFailure: true }))
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [refuse] })
+      const result = yield* agent.run("What is 1 + 2?", { threadId: "t" })
+      const [toolResult] = toolResults(result.state.messages)
+      assert.strictEqual(toolResult!.id, "c1")
+      assert.strictEqual(toolResult!.result, "not today")
+      assert.isTrue(toolResult!.isFailure)
+    }).pipe(provide(oneToolCall)))
+})
+
+describe("jumps", () => {
+  it.effect("a jump to the end from beforeModel skips the model; afterAgent still runs", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const stop = Middleware.make({
+        name: "stop",
+        canJumpTo: ["end"],
+        beforeModel: () => Effect.succeed({ jumpTo: "end" as const })
+      })
+      const agent = yield* Agent.make({
+        toolkit: Calculator,
+        middleware: [recording("a", log), stop, recording("b", log)]
+      })
+      const result = yield* agent.run("hi", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.strictEqual(result.steps, 0)
+      assert.deepStrictEqual(yield* ScriptedModel.requests, [])
+      assert.deepStrictEqual(log, [
+        "a.beforeAgent",
+        "b.beforeAgent",
+        "a.beforeModel",
+        "b.afterAgent",
+        "a.afterAgent"
+      ])
+      assert.deepStrictEqual(roles(result.state.messages), ["user"])
+    }).pipe(provide([])))
+
+  it.effect("a jump to the model from afterModel runs another model step", () =>
+    Effect.gen(function*() {
+      const again = Middleware.make({
+        name: "again",
+        canJumpTo: ["model"],
+        afterModel: ({ step }) => Effect.succeed(step === 1 ? { jumpTo: "model" as const } : undefined)
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [again] })
+      const result = yield* agent.run("hi", { threadId: "t" })
+      assert.strictEqual(result.steps, 2)
+      assert.deepStrictEqual(roles(result.state.messages), ["user", "assistant", "assistant"])
+      assert.strictEqual(result._tag === "Completed" ? result.text : "", "second")
+    }).pipe(provide([ScriptedModel.text("first"), ScriptedModel.text("second")])))
+
+  it.effect("a jump to a node the middleware did not declare fails with InvalidJump", () =>
+    Effect.gen(function*() {
+      const rogue = Middleware.make({
+        name: "rogue",
+        canJumpTo: ["model"],
+        beforeModel: () => Effect.succeed({ jumpTo: "end" as never })
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [rogue] })
+      const error = yield* Effect.flip(agent.run("hi", { threadId: "t" }))
+      assert.strictEqual(error._tag, "InvalidJump")
+      if (error._tag !== "InvalidJump") return
+      assert.strictEqual(error.middleware, "rogue")
+      assert.strictEqual(error.hook, "beforeModel")
+      assert.strictEqual(error.jumpTo, "end")
+      assert.deepStrictEqual(error.allowed, ["model"])
+      assert.include(error.message, "rogue")
+      assert.deepStrictEqual(yield* ScriptedModel.requests, [])
+    }).pipe(provide([ScriptedModel.text("never")])))
+
+  it.effect("a hook's message replacement is what the model receives and what is stored", () =>
+    Effect.gen(function*() {
+      const redacted = Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "[redacted]" })] })
+      const redact = Middleware.make({
+        name: "redact",
+        beforeModel: ({ messages }) =>
+          Effect.succeed({ messages: messages.map((message) => message.role === "user" ? redacted : message) })
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [redact] })
+      const result = yield* agent.run("my secret", { threadId: "t" })
+      const [request] = yield* ScriptedModel.requests
+      assert.deepStrictEqual(request!.prompt.content, [redacted])
+      assert.deepStrictEqual(result.state.messages[0], redacted)
+      assert.strictEqual(result.state.messages.length, 2)
+      assert.isTrue(result._tag === "Completed" && Option.isNone(result.output))
+    }).pipe(provide([ScriptedModel.text("ok")])))
+})

@@ -1,0 +1,122 @@
+import { Agent, Middleware } from "@effect-agent/core"
+import { ScriptedModel } from "@effect-agent/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, FastCheck, Layer } from "effect"
+import { Calculator, CalculatorLive, encoded, encodedRequests } from "./utils.js"
+
+/** A tool call of a scripted turn: a valid `add`, one with invalid arguments, or one of an unknown tool. */
+const CallArb = FastCheck.oneof(
+  FastCheck.record({
+    kind: FastCheck.constant("add" as const),
+    a: FastCheck.integer({ min: -1000, max: 1000 }),
+    b: FastCheck.integer({ min: -1000, max: 1000 })
+  }),
+  FastCheck.record({ kind: FastCheck.constant("invalid" as const), a: FastCheck.string({ maxLength: 5 }) }),
+  FastCheck.record({ kind: FastCheck.constant("unknown" as const), name: FastCheck.constantFrom("multiply", "divide") })
+)
+
+const TurnArb = FastCheck.record({
+  text: FastCheck.option(FastCheck.string({ maxLength: 30 }), { nil: undefined }),
+  calls: FastCheck.array(CallArb, { minLength: 1, maxLength: 3 })
+})
+
+/** A conversation script: some tool-calling turns, then a final text reply. */
+const ScriptArb = FastCheck.record({
+  input: FastCheck.string({ minLength: 1, maxLength: 30 }),
+  turns: FastCheck.array(TurnArb, { maxLength: 3 }),
+  final: FastCheck.string({ maxLength: 40 })
+})
+
+type Script = typeof ScriptArb extends FastCheck.Arbitrary<infer A> ? A : never
+
+const toTurns = (script: Script): ReadonlyArray<ScriptedModel.Turn> => [
+  ...script.turns.map((turn, t) =>
+    ScriptedModel.toolCalls(
+      turn.calls.map((call, c) => {
+        const id = `call_${t}_${c}`
+        switch (call.kind) {
+          case "add":
+            return { id, name: "add", params: { a: call.a, b: call.b } }
+          case "invalid":
+            return { id, name: "add", params: { a: call.a } }
+          case "unknown":
+            return { id, name: call.name, params: { a: 1, b: 2 } }
+        }
+      }),
+      { text: turn.text }
+    )
+  ),
+  ScriptedModel.text(script.final)
+]
+
+/** Runs the script through an agent with `middleware`; returns what can be observed. */
+const observe = (script: Script, middleware: ReadonlyArray<Middleware.Any>) =>
+  Effect.gen(function*() {
+    const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You are a calculator.", middleware })
+    const result = yield* Effect.either(agent.run(script.input, { threadId: "law" }))
+    const requests = encodedRequests(yield* ScriptedModel.requests)
+    return Either.match(result, {
+      onLeft: (error) => ({ _tag: "Failed" as const, error: error._tag, requests }),
+      onRight: (result) => ({
+        _tag: result._tag,
+        text: result._tag === "Completed" ? result.text : undefined,
+        steps: result.steps,
+        usage: result.usage,
+        messages: encoded(result.state.messages),
+        requests
+      })
+    })
+  }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(toTurns(script)), CalculatorLive)))
+
+/** What every run of a script must satisfy, with or without middleware. */
+const checkRun = (script: Script, observed: Effect.Effect.Success<ReturnType<typeof observe>>) => {
+  if (observed._tag === "Failed") {
+    return assert.fail(`the run failed with ${observed.error}`)
+  }
+  assert.strictEqual(observed._tag, "Completed")
+  assert.strictEqual(observed.steps, script.turns.length + 1)
+  assert.strictEqual(observed.text, script.final)
+  assert.strictEqual(observed.requests.length, script.turns.length + 1)
+  // every tool call got exactly one result, in the order of the calls
+  const calls = script.turns.flatMap((turn, t) => turn.calls.map((_, c) => `call_${t}_${c}`))
+  const results = observed.messages.flatMap((message) =>
+    message.role === "tool" ? message.content.map((part) => (part as { id: string }).id) : []
+  )
+  assert.deepStrictEqual(results, calls)
+}
+
+describe("middleware laws", () => {
+  it.effect.prop(
+    "adding Middleware.identity anywhere changes nothing",
+    {
+      script: ScriptArb,
+      others: FastCheck.integer({ min: 0, max: 3 }),
+      position: FastCheck.nat()
+    },
+    ({ others, position, script }) =>
+      Effect.gen(function*() {
+        const base = Array.from({ length: others }, (_, i) => Middleware.passThrough(`pass${i}`))
+        const at = position % (others + 1)
+        const withIdentity = [...base.slice(0, at), Middleware.identity("identity"), ...base.slice(at)]
+        const expected = yield* observe(script, base)
+        const actual = yield* observe(script, withIdentity)
+        assert.deepStrictEqual(actual, expected)
+        checkRun(script, actual)
+      }),
+    { fastCheck: { numRuns: 20 } }
+  )
+
+  it.effect.prop(
+    "any list of Middleware.passThrough gives the same run as none",
+    { script: ScriptArb, count: FastCheck.integer({ min: 0, max: 10 }) },
+    ({ count, script }) =>
+      Effect.gen(function*() {
+        const middleware = Array.from({ length: count }, (_, i) => Middleware.passThrough(`pass${i}`))
+        const expected = yield* observe(script, [])
+        const actual = yield* observe(script, middleware)
+        assert.deepStrictEqual(actual, expected)
+        checkRun(script, actual)
+      }),
+    { fastCheck: { numRuns: 30 } }
+  )
+})

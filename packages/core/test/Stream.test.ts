@@ -1,0 +1,159 @@
+import { Agent, type AgentEvent, Middleware } from "@effect-agent/core"
+import { ScriptedModel } from "@effect-agent/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Layer, Option, Schema, Stream } from "effect"
+import { Calculator, CalculatorLive, encoded, encodedRequests } from "./utils.js"
+
+const script = (): ReadonlyArray<ScriptedModel.Turn> => [
+  ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "c1" }], { text: "Let me add that up." }),
+  ScriptedModel.text("The answer is 3, as the calculator says.")
+]
+
+const reporter = () =>
+  Middleware.make({
+    name: "reporter",
+    state: { schema: Schema.Struct({ toolCalls: Schema.Number }), initial: { toolCalls: 0 } },
+    wrapToolCall: (request, next) =>
+      Middleware.report(`running ${request.call.name}`, { callId: request.call.id }).pipe(
+        Effect.zipRight(next(request))
+      ),
+    afterModel: ({ messages, state }) => {
+      const last = messages.at(-1)
+      const calls = last?.role === "assistant" ? last.content.filter((part) => part.type === "tool-call").length : 0
+      return Effect.succeed(calls === 0 ? undefined : { state: { toolCalls: state.toolCalls + calls } })
+    }
+  })
+
+const makeAgent = () => Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [reporter()] })
+
+const fresh = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive)))
+
+type Event = AgentEvent.AgentEvent<any>
+
+/** Event tags in order, with runs of TextDelta collapsed into one. */
+const shape = (events: ReadonlyArray<Event>) =>
+  events.map((event) => event._tag).filter((tag, i, tags) => !(tag === "TextDelta" && tags[i - 1] === "TextDelta"))
+
+describe("stream", () => {
+  it.effect("streams text deltas, tool calls, decisions and ends with the same result as run", () =>
+    Effect.gen(function*() {
+      const streamed = yield* fresh(Effect.gen(function*() {
+        const agent = yield* makeAgent()
+        const events = Chunk.toReadonlyArray(
+          yield* Stream.runCollect(agent.stream("What is 1 + 2?", { threadId: "t" }))
+        )
+        return { events, requests: yield* ScriptedModel.requests }
+      }))
+      const ran = yield* fresh(Effect.gen(function*() {
+        const agent = yield* makeAgent()
+        const result = yield* agent.run("What is 1 + 2?", { threadId: "t" })
+        return { result, requests: yield* ScriptedModel.requests }
+      }))
+      const { events } = streamed
+
+      assert.deepStrictEqual(shape(events), [
+        "ModelCallStarted",
+        "TextDelta",
+        "ModelResponded",
+        "StateUpdated",
+        "ToolCallStarted",
+        "MiddlewareDecision",
+        "ToolCallCompleted",
+        "ModelCallStarted",
+        "TextDelta",
+        "ModelResponded",
+        "RunEnded"
+      ])
+
+      const last = events.at(-1)!
+      assert.strictEqual(last._tag, "RunEnded")
+      if (last._tag !== "RunEnded") return
+      const result = last.result
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag !== "Completed" || ran.result._tag !== "Completed") return
+
+      // text deltas: several per reply, concatenating to each reply's text
+      const deltas = (step: number) =>
+        events.flatMap((event) => event._tag === "TextDelta" && event.step === step ? [event.delta] : [])
+      assert.isAbove(deltas(1).length, 1)
+      assert.strictEqual(deltas(1).join(""), result.text)
+      assert.strictEqual(result.text, "The answer is 3, as the calculator says.")
+      assert.strictEqual(deltas(0).join(""), "Let me add that up.")
+
+      // tool call events
+      const started = events.filter((event) => event._tag === "ToolCallStarted")
+      const completed = events.filter((event) => event._tag === "ToolCallCompleted")
+      assert.deepStrictEqual(started.map((event) => [event.call.id, event.call.name, event.call.params]), [
+        ["c1", "add", { a: 1, b: 2 }]
+      ])
+      assert.deepStrictEqual(completed.map((event) => [event.result.id, event.result.result, event.result.isFailure]), [
+        ["c1", 3, false]
+      ])
+
+      // the reported decision
+      const decisions = events.filter((event) => event._tag === "MiddlewareDecision")
+      assert.deepStrictEqual(
+        decisions.map(({ data, decision, hook, middleware }) => ({ middleware, hook, decision, data })),
+        [
+          { middleware: "reporter", hook: "wrapToolCall", decision: "running add", data: { callId: "c1" } }
+        ]
+      )
+
+      // the state update event names the slice keys
+      const updates = events.filter((event) => event._tag === "StateUpdated")
+      assert.deepStrictEqual(
+        updates.map(({ keys, messagesReplaced, middleware }) => ({ middleware, keys, messagesReplaced })),
+        [
+          { middleware: "reporter", keys: ["toolCalls"], messagesReplaced: false }
+        ]
+      )
+
+      // the same run, not streamed, ends in the same state
+      assert.deepStrictEqual(encoded(result.state.messages), encoded(ran.result.state.messages))
+      assert.strictEqual(result.state.toolCalls, 1)
+      assert.strictEqual(ran.result.state.toolCalls, 1)
+      assert.strictEqual(result.text, ran.result.text)
+      assert.strictEqual(result.steps, ran.result.steps)
+      assert.deepStrictEqual(result.usage, ran.result.usage)
+
+      // and the model got the same prompts, streamed in one case only
+      const streamedRequests = encodedRequests(streamed.requests)
+      const ranRequests = encodedRequests(ran.requests)
+      assert.isTrue(streamedRequests.every((request) => request.streamed))
+      assert.isTrue(ranRequests.every((request) => !request.streamed))
+      assert.deepStrictEqual(
+        streamedRequests.map(({ streamed: _, ...rest }) => rest),
+        ranRequests.map(({ streamed: _, ...rest }) => rest)
+      )
+    }))
+
+  it.effect("a failing run fails the stream with the same typed error", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator, maxSteps: 1 })
+      const error = yield* Effect.flip(Stream.runCollect(agent.stream("hi", { threadId: "t" })))
+      assert.strictEqual(error._tag, "MaxStepsExceeded")
+    }).pipe(fresh))
+
+  it.effect("an interrupted stream ends with Interrupted, and resumeStream continues the thread", () =>
+    Effect.gen(function*() {
+      const ask = Middleware.make({
+        name: "ask",
+        beforeModel: ({ resume, step }) =>
+          Effect.succeed(step === 0 && Option.isNone(resume) ? { interrupt: "go?" } : undefined)
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ask] })
+      const first = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("What is 1 + 2?", { threadId: "t" })))
+      assert.deepStrictEqual(first.map((event) => event._tag), ["RunEnded"])
+      const ended = first[0]!
+      assert.isTrue(ended._tag === "RunEnded" && ended.result._tag === "Interrupted")
+      const second = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.resumeStream("t", "go")))
+      const last = second.at(-1)!
+      assert.isTrue(last._tag === "RunEnded" && last.result._tag === "Completed")
+      assert.strictEqual(second.filter((event) => event._tag === "ModelCallStarted").length, 2)
+      assert.strictEqual(
+        second.flatMap((event) => event._tag === "TextDelta" && event.step === 1 ? [event.delta] : []).join(""),
+        "The answer is 3, as the calculator says."
+      )
+    }).pipe(fresh))
+})

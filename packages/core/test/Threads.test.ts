@@ -1,0 +1,125 @@
+import { Agent, Middleware } from "@effect-agent/core"
+import { ScriptedModel } from "@effect-agent/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, Schema } from "effect"
+import { Calculator, CalculatorLive, recording, roles } from "./utils.js"
+
+const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
+  Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))
+
+/** Asks once per thread before the first model call; remembers the answer in its slice. */
+const approval = (seen: Array<Option.Option<unknown>>) =>
+  Middleware.make({
+    name: "approval",
+    state: { schema: Schema.Struct({ answer: Schema.NullOr(Schema.String) }), initial: { answer: null } },
+    beforeModel: ({ resume, state }) =>
+      Effect.sync(() => {
+        seen.push(resume)
+        if (state.answer !== null) return undefined
+        return Option.match(resume, {
+          onNone: () => ({ interrupt: { question: "May I?" } }),
+          onSome: (answer) => ({ state: { answer: String(answer) } })
+        })
+      })
+  })
+
+describe("interrupt and resume", () => {
+  it.effect("a hook's interrupt ends the run; resume runs that hook again with ctx.resume and continues", () =>
+    Effect.gen(function*() {
+      const seen: Array<Option.Option<unknown>> = []
+      const log: Array<string> = []
+      const agent = yield* Agent.make({
+        toolkit: Calculator,
+        middleware: [recording("before", log), approval(seen), recording("after", log)]
+      })
+      const first = yield* agent.run("What is 1 + 2?", { threadId: "t" })
+      assert.strictEqual(first._tag, "Interrupted")
+      if (first._tag !== "Interrupted") return
+      assert.deepStrictEqual(first.interrupt, { middleware: "approval", value: { question: "May I?" } })
+      assert.strictEqual(first.steps, 0)
+      assert.deepStrictEqual(yield* ScriptedModel.requests, [])
+      assert.deepStrictEqual(log, ["before.beforeAgent", "after.beforeAgent", "before.beforeModel"])
+
+      const waiting = Option.getOrThrow(yield* agent.thread("t"))
+      assert.deepStrictEqual(waiting.pending, Option.some({ middleware: "approval", value: { question: "May I?" } }))
+      assert.deepStrictEqual(roles(waiting.state.messages), ["user"])
+
+      log.length = 0
+      const second = yield* agent.resume("t", "yes")
+      assert.strictEqual(second._tag, "Completed")
+      if (second._tag !== "Completed") return
+      // the interrupting hook saw no resume value, then the decision, then (next step) none again
+      assert.deepStrictEqual(seen, [Option.none(), Option.some("yes"), Option.none()])
+      assert.strictEqual(second.state.answer, "yes")
+      assert.strictEqual(second.text, "3")
+      assert.strictEqual(second.steps, 2)
+      // resume continues from the interrupting hook: no beforeAgent, no earlier beforeModel of that step
+      assert.deepStrictEqual(log.slice(0, 2), ["after.beforeModel", "before.wrapModelCall:in"])
+      assert.isFalse(log.some((entry) => entry.endsWith("beforeAgent")))
+      assert.deepStrictEqual(roles(second.state.messages), ["user", "assistant", "tool", "assistant"])
+      assert.strictEqual((yield* ScriptedModel.requests).length, 2)
+      assert.isTrue(Option.isNone(Option.getOrThrow(yield* agent.thread("t")).pending))
+    }).pipe(provide([
+      ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 } }]),
+      ScriptedModel.text("3")
+    ])))
+
+  it.effect("an interrupt from afterModel resumes before the tools run", () =>
+    Effect.gen(function*() {
+      const review = Middleware.make({
+        name: "review",
+        afterModel: ({ messages, resume }) => {
+          const last = messages.at(-1)
+          const callsTools = last?.role === "assistant" && last.content.some((part) => part.type === "tool-call")
+          return Effect.succeed(
+            Option.isNone(resume) && callsTools ? { interrupt: "review the tool calls" } : undefined
+          )
+        }
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [review] })
+      const first = yield* agent.run("What is 1 + 2?", { threadId: "t" })
+      assert.strictEqual(first._tag, "Interrupted")
+      assert.deepStrictEqual(roles(first.state.messages), ["user", "assistant"])
+      assert.strictEqual(first.steps, 1)
+      const second = yield* agent.resume("t", "ok")
+      assert.strictEqual(second._tag, "Completed")
+      assert.deepStrictEqual(roles(second.state.messages), ["user", "assistant", "tool", "assistant"])
+      // the step count carries over the interruption
+      assert.strictEqual(second.steps, 2)
+    }).pipe(provide([
+      ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 } }]),
+      ScriptedModel.text("3")
+    ])))
+})
+
+describe("thread state errors", () => {
+  it.effect("run on a thread that waits for a resume fails with ThreadStateError", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [approval([])] })
+      const first = yield* agent.run("hi", { threadId: "t" })
+      assert.strictEqual(first._tag, "Interrupted")
+      const error = yield* Effect.flip(agent.run("hello?", { threadId: "t" }))
+      assert.strictEqual(error._tag, "ThreadStateError")
+      if (error._tag !== "ThreadStateError") return
+      assert.strictEqual(error.threadId, "t")
+      assert.include(error.reason, "approval")
+      // the waiting thread is unchanged
+      const thread = Option.getOrThrow(yield* agent.thread("t"))
+      assert.deepStrictEqual(roles(thread.state.messages), ["user"])
+      assert.isTrue(Option.isSome(thread.pending))
+    }).pipe(provide([])))
+
+  it.effect("resume on a thread that does not wait fails with ThreadStateError", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator })
+      const unknown = yield* Effect.flip(agent.resume("never-run", "yes"))
+      assert.strictEqual(unknown._tag, "ThreadStateError")
+      yield* agent.run("hi", { threadId: "done" })
+      const completed = yield* Effect.flip(agent.resume("done", "yes"))
+      assert.strictEqual(completed._tag, "ThreadStateError")
+      if (completed._tag !== "ThreadStateError") return
+      assert.strictEqual(completed.threadId, "done")
+      assert.include(completed.reason, "not waiting")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 1)
+    }).pipe(provide([ScriptedModel.text("hello")])))
+})

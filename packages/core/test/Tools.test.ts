@@ -1,0 +1,238 @@
+import { Agent } from "@effect-agent/core"
+import { ScriptedModel } from "@effect-agent/testing"
+import { Tool, Toolkit } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Layer, Option, Schema, Stream } from "effect"
+import { Add, Calculator, CalculatorLive, roles, toolResults } from "./utils.js"
+
+const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
+  Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))
+
+/** The tool results the model saw in a request. */
+const resultsSeen = (request: ScriptedModel.Request) => toolResults(request.prompt.content)
+
+const Divide = Tool.make("divide", {
+  parameters: { a: Schema.Number, b: Schema.Number },
+  success: Schema.Number,
+  failure: Schema.Struct({ reason: Schema.String })
+})
+const Boom = Tool.make("boom", { parameters: {}, success: Schema.String })
+const Workbench = Toolkit.make(Add, Divide, Boom)
+const WorkbenchLive = Workbench.toLayer({
+  add: ({ a, b }) => Effect.succeed(a + b),
+  divide: ({ a, b }) => b === 0 ? Effect.fail({ reason: "division by zero" }) : Effect.succeed(a / b),
+  boom: () => Effect.die(new Error("kaput"))
+})
+
+const provideWorkbench = (script: ReadonlyArray<ScriptedModel.Turn>) =>
+  Effect.provide(Layer.merge(ScriptedModel.layer(script), WorkbenchLive))
+
+describe("tool calls", () => {
+  it.effect("invalid arguments become a failed tool result the model repairs on the next turn", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator })
+      const result = yield* agent.run("What is 1 + 2?", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag !== "Completed") return
+      const requests = yield* ScriptedModel.requests
+      assert.strictEqual(requests.length, 3)
+      // the second request shows the model its failed call
+      const [failed] = resultsSeen(requests[1]!)
+      assert.strictEqual(failed!.id, "bad")
+      assert.isTrue(failed!.isFailure)
+      assert.include((failed!.result as { error: string }).error, `Invalid arguments for tool "add"`)
+      // the repaired call succeeded
+      const [, repaired] = toolResults(result.state.messages)
+      assert.strictEqual(repaired!.id, "good")
+      assert.isFalse(repaired!.isFailure)
+      assert.strictEqual(repaired!.result, 3)
+      assert.strictEqual(result.text, "3")
+      assert.deepStrictEqual(roles(result.state.messages), [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant"
+      ])
+    }).pipe(provide([
+      ScriptedModel.toolCalls([{ name: "add", params: { a: "one", b: 2 }, id: "bad" }]),
+      ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "good" }]),
+      ScriptedModel.text("3")
+    ])))
+
+  it.effect("a call of an unknown tool gets a failed result naming the available tools, and the run continues", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator })
+      const result = yield* agent.run("What is 2 * 3?", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      const requests = yield* ScriptedModel.requests
+      assert.strictEqual(requests.length, 2)
+      const seen = resultsSeen(requests[1]!)
+      assert.deepStrictEqual(seen.map((part) => [part.id, part.name, part.isFailure]), [
+        ["m1", "multiply", true],
+        ["a1", "add", false]
+      ])
+      const error = (seen[0]!.result as { error: string }).error
+      assert.include(error, `Unknown tool "multiply"`)
+      assert.include(error, "Available tools: add")
+      assert.strictEqual(seen[1]!.result, 5)
+      assert.strictEqual(result._tag === "Completed" ? result.text : "", "I can only add.")
+    }).pipe(provide([
+      ScriptedModel.toolCalls([
+        { name: "multiply", params: { a: 2, b: 3 }, id: "m1" },
+        { name: "add", params: { a: 2, b: 3 }, id: "a1" }
+      ]),
+      ScriptedModel.text("I can only add.")
+    ])))
+
+  // Core bug: internal/tools.ts `partDecoder` (line 177) re-decodes the rejected parts with
+  // `Response.StreamPart(toolkit)`, but `generateText` replies hold `Response.Part`s: a `text` (or
+  // `reasoning`) part beside the unknown call does not decode as a stream part, the recovery fails
+  // and the run fails with the original MalformedOutput. The streaming path is not affected.
+  it.effect("a call of an unknown tool beside text in the same reply is recovered too", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator })
+      const result = yield* agent.run("What is 2 * 3?", { threadId: "t" })
+      const [seen] = toolResults(result.state.messages)
+      assert.strictEqual(seen!.name, "multiply")
+      assert.isTrue(seen!.isFailure)
+      assert.strictEqual(result._tag === "Completed" ? result.text : "", "I can only add.")
+    }).pipe(provide([
+      ScriptedModel.toolCalls([{ name: "multiply", params: { a: 2, b: 3 } }], { text: "Let me multiply." }),
+      ScriptedModel.text("I can only add.")
+    ])))
+
+  it.effect("the same reply, streamed, is recovered", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator })
+      const events = yield* Stream.runCollect(agent.stream("What is 2 * 3?", { threadId: "t" }))
+      const last = Chunk.last(events).pipe(Option.getOrThrow)
+      assert.strictEqual(last._tag, "RunEnded")
+      if (last._tag !== "RunEnded") return
+      const [seen] = toolResults(last.result.state.messages)
+      assert.strictEqual(seen!.name, "multiply")
+      assert.isTrue(seen!.isFailure)
+      assert.include((seen!.result as { error: string }).error, "Available tools: add")
+    }).pipe(provide([
+      ScriptedModel.toolCalls([{ name: "multiply", params: { a: 2, b: 3 } }], { text: "Let me multiply." }),
+      ScriptedModel.text("I can only add.")
+    ])))
+
+  it.effect("a tool's typed failure becomes a failed tool result carrying the encoded failure", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Workbench })
+      const result = yield* agent.run("What is 1 / 0?", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      const [failure, success] = toolResults(result.state.messages)
+      assert.strictEqual(failure!.name, "divide")
+      assert.isTrue(failure!.isFailure)
+      assert.deepStrictEqual(failure!.result, { reason: "division by zero" })
+      assert.isFalse(success!.isFailure)
+      assert.strictEqual(success!.result, 2)
+      assert.strictEqual((yield* ScriptedModel.requests).length, 2)
+    }).pipe(provideWorkbench([
+      ScriptedModel.toolCalls([
+        { name: "divide", params: { a: 1, b: 0 }, id: "d1" },
+        { name: "divide", params: { a: 4, b: 2 }, id: "d2" }
+      ]),
+      ScriptedModel.text("It is undefined.")
+    ])))
+
+  it.effect("a tool that dies fails the run with ToolDefect; the thread keeps the last completed step", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Workbench })
+      const error = yield* Effect.flip(agent.run("Add, then explode", { threadId: "t" }))
+      assert.strictEqual(error._tag, "ToolDefect")
+      if (error._tag !== "ToolDefect") return
+      assert.strictEqual(error.toolName, "boom")
+      assert.strictEqual(error.callId, "b1")
+      assert.include(error.description, "kaput")
+      const thread = yield* agent.thread("t")
+      assert.isTrue(Option.isSome(thread))
+      const stored = Option.getOrThrow(thread).state.messages
+      assert.deepStrictEqual(roles(stored), ["user", "assistant", "tool"])
+      assert.deepStrictEqual(toolResults(stored).map((part) => [part.id, part.result]), [["a1", 3]])
+      assert.isTrue(Option.isNone(Option.getOrThrow(thread).pending))
+    }).pipe(provideWorkbench([
+      ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "a1" }]),
+      ScriptedModel.toolCalls([{ name: "boom", params: {}, id: "b1" }]),
+      ScriptedModel.text("never reached")
+    ])))
+
+  it.effect("several calls of one response run and their results keep the call order", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator, toolConcurrency: 2 })
+      const result = yield* agent.run("sums", { threadId: "t" })
+      assert.deepStrictEqual(toolResults(result.state.messages).map((part) => [part.id, part.result]), [
+        ["x", 1],
+        ["y", 2],
+        ["z", 3]
+      ])
+      assert.deepStrictEqual(roles(result.state.messages), ["user", "assistant", "tool", "assistant"])
+    }).pipe(provide([
+      ScriptedModel.toolCalls([
+        { name: "add", params: { a: 0, b: 1 }, id: "x" },
+        { name: "add", params: { a: 1, b: 1 }, id: "y" },
+        { name: "add", params: { a: 1, b: 2 }, id: "z" }
+      ]),
+      ScriptedModel.text("done")
+    ])))
+})
+
+describe("structured output", () => {
+  const Answer = Schema.Struct({ answer: Schema.Number })
+
+  it.effect("an invalid final_answer gets a failed result; a valid one ends the run with the output", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator, responseFormat: Answer })
+      const result = yield* agent.run("What is 6 * 7?", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag !== "Completed") return
+      assert.deepStrictEqual(result.output, Option.some({ answer: 42 }))
+      const requests = yield* ScriptedModel.requests
+      assert.strictEqual(requests.length, 2)
+      assert.isTrue(requests.every((request) => request.toolChoice === "required"))
+      const [invalid] = resultsSeen(requests[1]!)
+      assert.strictEqual(invalid!.name, "final_answer")
+      assert.isTrue(invalid!.isFailure)
+      assert.include((invalid!.result as { error: string }).error, "Invalid structured output")
+      const results = toolResults(result.state.messages)
+      assert.deepStrictEqual(results.map((part) => part.isFailure), [true, false])
+    }).pipe(provide([
+      ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: "forty-two" }, id: "f1" }]),
+      ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: 42 }, id: "f2" }])
+    ])))
+
+  // Core bug: internal/loop.ts builds the tools offered to the model (`toolList`, line 97) from
+  // `config.tools` only, so the structured output tool is never sent; a real model cannot call it
+  // (the scripted one does, and the call only lands through the unknown-tool recovery path).
+  it.effect("the model is offered the final_answer tool", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator, responseFormat: Answer })
+      yield* agent.run("What is 6 * 7?", { threadId: "t" })
+      const [request] = yield* ScriptedModel.requests
+      assert.include(request!.toolNames, "final_answer")
+    }).pipe(provide([ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: 42 } }])])))
+
+  // The same core bug: with no toolkit, `wireToolkit([])` is undefined, so the model gets no tools
+  // and toolChoice "none", and its final_answer call fails the whole run with a MalformedOutput AiError.
+  it.effect("structured output works on an agent without a toolkit", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ responseFormat: Answer })
+      const result = yield* agent.run("What is 6 * 7?", { threadId: "t" })
+      assert.deepStrictEqual(result._tag === "Completed" ? result.output : Option.none(), Option.some({ answer: 42 }))
+      const [request] = yield* ScriptedModel.requests
+      assert.deepStrictEqual(request!.toolNames, ["final_answer"])
+      assert.strictEqual(request!.toolChoice, "required")
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: 42 } }])
+    ]))))
+
+  it.effect("a run that ends without structured output fails with StructuredOutputError", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator, responseFormat: Answer })
+      const error = yield* Effect.flip(agent.run("What is 6 * 7?", { threadId: "t" }))
+      assert.strictEqual(error._tag, "StructuredOutputError")
+    }).pipe(provide([ScriptedModel.text("42")])))
+})

@@ -1,0 +1,215 @@
+/**
+ * ModelCallLimit: caps how many model calls a thread, and each run on it,
+ * may make.
+ *
+ * The counts live in the middleware's state slice (`threadModelCallCount`,
+ * `runModelCallCount`), so they survive a checkpoint. `beforeModel` checks
+ * them before every model call, `afterModel` counts the call that was made,
+ * and `beforeAgent` resets the run count at the start of every run, however
+ * the previous run ended (also when it ended by this limit's own jump). A
+ * resumed run (`AgentLoop.resume`) is the same run and keeps its count.
+ *
+ * When a limit is reached, `exitBehavior` decides: `"end"` (the default)
+ * appends an assistant message saying so and ends the run, which completes
+ * normally; `"error"` fails the run with {@link ModelCallLimitExceeded}.
+ *
+ * @since 0.1.0
+ */
+import * as Middleware from "@effect-agent/core/Middleware"
+import * as Prompt from "@effect/ai/Prompt"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+
+/**
+ * The state slice: model calls made on the thread, and in the current run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const State = Schema.Struct({
+  threadModelCallCount: Schema.NonNegativeInt,
+  runModelCallCount: Schema.NonNegativeInt
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type State = typeof State.Type
+
+/**
+ * What happens when a limit is reached.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ExitBehavior = "end" | "error"
+
+/**
+ * Options of {@link middleware}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** The most model calls a thread may make over all its runs. */
+  readonly threadLimit?: number | undefined
+  /** The most model calls one run may make. */
+  readonly runLimit?: number | undefined
+  /** `"end"` (default): end the run with an assistant message; `"error"`: fail with `ModelCallLimitExceeded`. */
+  readonly exitBehavior?: ExitBehavior | undefined
+  /** The middleware's name (default `"modelCallLimit"`). */
+  readonly name?: string | undefined
+}
+
+/**
+ * The options of {@link middleware} are invalid: no limit, a limit that is
+ * not a whole number of at least 0, or an unknown exit behavior.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidModelCallLimitOptions extends Schema.TaggedError<InvalidModelCallLimitOptions>(
+  "@effect-agent/middleware/ModelCallLimit/InvalidModelCallLimitOptions"
+)("InvalidModelCallLimitOptions", {
+  option: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid ModelCallLimit option "${this.option}": ${this.reason}`
+  }
+}
+
+/**
+ * A run reached a model call limit with `exitBehavior: "error"`. Counts are
+ * those before the call that was refused.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ModelCallLimitExceeded extends Schema.TaggedError<ModelCallLimitExceeded>(
+  "@effect-agent/middleware/ModelCallLimit/ModelCallLimitExceeded"
+)("ModelCallLimitExceeded", {
+  threadId: Schema.String,
+  threadCount: Schema.Number,
+  runCount: Schema.Number,
+  threadLimit: Schema.optional(Schema.Number),
+  runLimit: Schema.optional(Schema.Number)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}": ${describeExceeded(this, this)}`
+  }
+}
+
+const exceeded = (
+  limits: { readonly threadLimit?: number | undefined; readonly runLimit?: number | undefined },
+  state: State
+): { readonly thread: boolean; readonly run: boolean } => ({
+  thread: limits.threadLimit !== undefined && state.threadModelCallCount >= limits.threadLimit,
+  run: limits.runLimit !== undefined && state.runModelCallCount >= limits.runLimit
+})
+
+const describeExceeded = (
+  limits: { readonly threadLimit?: number | undefined; readonly runLimit?: number | undefined },
+  counts: { readonly threadCount: number; readonly runCount: number }
+): string => {
+  const reached: Array<string> = []
+  if (limits.threadLimit !== undefined && counts.threadCount >= limits.threadLimit) {
+    reached.push(`thread limit (${counts.threadCount}/${limits.threadLimit})`)
+  }
+  if (limits.runLimit !== undefined && counts.runCount >= limits.runLimit) {
+    reached.push(`run limit (${counts.runCount}/${limits.runLimit})`)
+  }
+  return `model call limit reached: ${reached.join(", ")}`
+}
+
+const checkLimit = (option: string, value: unknown): InvalidModelCallLimitOptions | undefined =>
+  value === undefined || (typeof value === "number" && Number.isInteger(value) && value >= 0)
+    ? undefined
+    : new InvalidModelCallLimitOptions({ option, reason: `must be a whole number of at least 0, got ${String(value)}` })
+
+/**
+ * Builds the middleware. Bad options fail with
+ * {@link InvalidModelCallLimitOptions}: at least one of `threadLimit` and
+ * `runLimit` is required, each a whole number of at least 0.
+ *
+ * Only one `ModelCallLimit` fits in an agent (its state keys are fixed); put
+ * both limits in it.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@effect-agent/core"
+ * import { Effect } from "effect"
+ * import * as ModelCallLimit from "@effect-agent/middleware/ModelCallLimit"
+ *
+ * const program = Effect.gen(function*() {
+ *   const limit = yield* ModelCallLimit.middleware({ threadLimit: 20, runLimit: 5 })
+ *   const agent = yield* Agent.make({ middleware: [limit] })
+ *   return yield* agent.run("hello", { threadId: "t1" })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const middleware: (
+  options: Options
+) => Effect.Effect<Middleware.Middleware<State, ModelCallLimitExceeded>, InvalidModelCallLimitOptions> = Effect.fn(
+  "ModelCallLimit.middleware"
+)(function*(options: Options) {
+  const invalid = checkLimit("threadLimit", options.threadLimit) ?? checkLimit("runLimit", options.runLimit)
+  if (invalid !== undefined) return yield* invalid
+  if (options.threadLimit === undefined && options.runLimit === undefined) {
+    return yield* new InvalidModelCallLimitOptions({
+      option: "threadLimit",
+      reason: "give at least one of threadLimit and runLimit"
+    })
+  }
+  const exitBehavior = options.exitBehavior ?? "end"
+  if (exitBehavior !== "end" && exitBehavior !== "error") {
+    return yield* new InvalidModelCallLimitOptions({
+      option: "exitBehavior",
+      reason: `must be "end" or "error", got ${String(exitBehavior)}`
+    })
+  }
+  const limits = { threadLimit: options.threadLimit, runLimit: options.runLimit }
+  return Middleware.make({
+    name: options.name ?? "modelCallLimit",
+    state: { schema: State, initial: { threadModelCallCount: 0, runModelCallCount: 0 } },
+    canJumpTo: ["end"],
+    beforeAgent: ({ state }) =>
+      Effect.succeed(state.runModelCallCount === 0 ? undefined : { state: { runModelCallCount: 0 } }),
+    beforeModel: Effect.fnUntraced(function*({ messages, state, threadId }) {
+      const hit = exceeded(limits, state)
+      if (!hit.thread && !hit.run) return undefined
+      const counts = { threadCount: state.threadModelCallCount, runCount: state.runModelCallCount }
+      if (exitBehavior === "error") {
+        return yield* new ModelCallLimitExceeded({
+          threadId,
+          ...counts,
+          ...(limits.threadLimit === undefined ? {} : { threadLimit: limits.threadLimit }),
+          ...(limits.runLimit === undefined ? {} : { runLimit: limits.runLimit })
+        })
+      }
+      const text = describeExceeded(limits, counts)
+      yield* Middleware.report(`${text}; ending the run`, counts)
+      const notice = Prompt.makeMessage("assistant", {
+        content: [Prompt.makePart("text", { text: `${text.charAt(0).toUpperCase()}${text.slice(1)}.` })]
+      })
+      return { messages: [...messages, notice], jumpTo: "end" as const }
+    }),
+    afterModel: ({ state }) =>
+      Effect.succeed({
+        state: {
+          threadModelCallCount: state.threadModelCallCount + 1,
+          runModelCallCount: state.runModelCallCount + 1
+        }
+      })
+  })
+})

@@ -1,0 +1,269 @@
+/**
+ * ModelRetry: retries a failed model call with backoff.
+ *
+ * `wrapModelCall` calls `next` again when it fails with an `AiError` that
+ * `retryOn` accepts (by default {@link isRetryable}: transport failures, 429
+ * and 5xx responses), at most `maxRetries` times, waiting between attempts
+ * by an exponential backoff (`initialDelay`, `factor`, `maxDelay`, `jitter`)
+ * or by the user's `schedule`. When the provider says how long to wait — a
+ * `retry-after-ms` or `retry-after` header (seconds or an HTTP date) on an
+ * `HttpResponseError` — the wait is at least that long, up to
+ * `maxRetryAfter`. Each retry is reported (`Middleware.report`) as
+ * `retry 1 of 3 after 429, waiting 2s`.
+ *
+ * Only `AiError` failures are considered: errors of inner middleware pass
+ * through untouched, and defects and interruption are never retried. When
+ * the last attempt fails (or the error is not retryable), `onFailure`
+ * decides: `"raise"` (the default) fails with the model's error;
+ * `"continue"` answers with an assistant message explaining the failure
+ * (finish reason `"error"`), so the run completes with it.
+ *
+ * Put it inside (after) `ModelFallback` in the middleware list to retry
+ * each model before falling back.
+ *
+ * @since 0.1.0
+ */
+import * as Middleware from "@effect-agent/core/Middleware"
+import * as AiError from "@effect/ai/AiError"
+import * as Prompt from "@effect/ai/Prompt"
+import * as Response from "@effect/ai/Response"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import type * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Retry from "./internal/retry.js"
+
+/**
+ * What to do when the model still fails: `"raise"` its error, or
+ * `"continue"` with an assistant message explaining the failure.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type OnFailure = "raise" | "continue"
+
+/**
+ * Options of {@link middleware}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Retries after the first attempt (default 2). */
+  readonly maxRetries?: number | undefined
+  /** Which errors to retry (default {@link isRetryable}). */
+  readonly retryOn?: ((error: AiError.AiError) => boolean) | undefined
+  /** The delay before the first retry (default 1 second). */
+  readonly initialDelay?: Duration.DurationInput | undefined
+  /** How much each delay grows over the previous one (default 2). */
+  readonly factor?: number | undefined
+  /** The longest delay of the backoff (default 60 seconds). */
+  readonly maxDelay?: Duration.DurationInput | undefined
+  /** Multiply each delay by a random factor between 0.8 and 1.2 (default true). */
+  readonly jitter?: boolean | undefined
+  /**
+   * A schedule of delays in place of the built-in backoff (it receives the
+   * error); it cannot be combined with `initialDelay`, `factor`, `maxDelay`
+   * or `jitter`. `maxRetries` still applies.
+   */
+  readonly schedule?: Schedule.Schedule<unknown, AiError.AiError> | undefined
+  /** Wait at least as long as the provider's retry-after header says (default true). */
+  readonly respectRetryAfter?: boolean | undefined
+  /** The longest retry-after honoured (default 60 seconds); a longer one is cut to this. */
+  readonly maxRetryAfter?: Duration.DurationInput | undefined
+  /** `"raise"` (default) or `"continue"`. */
+  readonly onFailure?: OnFailure | undefined
+  /** The middleware's name (default `"modelRetry"`). */
+  readonly name?: string | undefined
+}
+
+/**
+ * The options of {@link middleware} are invalid.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidModelRetryOptions extends Schema.TaggedError<InvalidModelRetryOptions>(
+  "@effect-agent/middleware/ModelRetry/InvalidModelRetryOptions"
+)("InvalidModelRetryOptions", {
+  option: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid ModelRetry option "${this.option}": ${this.reason}`
+  }
+}
+
+/**
+ * The default `retryOn`: a transport failure (`HttpRequestError` with reason
+ * `Transport`), or a response with status 429 or 5xx (`HttpResponseError`
+ * with reason `StatusCode`). Malformed input or output, other 4xx responses,
+ * and encoding errors are not retried: they would fail the same way again.
+ *
+ * @example
+ * ```ts
+ * import * as ModelRetry from "@effect-agent/middleware/ModelRetry"
+ *
+ * // also retry when the model's output did not decode
+ * const retryOn = ModelRetry.middleware({
+ *   retryOn: (error) => ModelRetry.isRetryable(error) || error._tag === "MalformedOutput"
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const isRetryable = (error: AiError.AiError): boolean => {
+  switch (error._tag) {
+    case "HttpRequestError":
+      return error.reason === "Transport"
+    case "HttpResponseError":
+      return error.reason === "StatusCode" && (error.response.status === 429 || error.response.status >= 500)
+    default:
+      return false
+  }
+}
+
+const header = (headers: Readonly<Record<string, unknown>>, name: string): string | undefined => {
+  for (const [key, value] of Object.entries(headers)) {
+    if (key.toLowerCase() === name && typeof value === "string") return value.trim()
+  }
+  return undefined
+}
+
+/**
+ * How long the provider asked to wait before retrying, read from an
+ * `HttpResponseError`'s response headers: `retry-after-ms` (milliseconds,
+ * sent by OpenAI), else `retry-after` (seconds, or an HTTP date compared with
+ * `now`, in epoch milliseconds). `None` when the error carries neither (only
+ * `HttpResponseError` has response headers in @effect/ai 0.37; provider
+ * specific headers such as `x-ratelimit-reset-requests` are not read).
+ *
+ * @example
+ * ```ts
+ * import * as ModelRetry from "@effect-agent/middleware/ModelRetry"
+ * import { AiError } from "@effect/ai"
+ * import { Option } from "effect"
+ *
+ * const error = new AiError.HttpResponseError({
+ *   module: "OpenAi",
+ *   method: "generateText",
+ *   reason: "StatusCode",
+ *   request: { method: "POST", url: "https://api.example/v1", urlParams: [], hash: Option.none(), headers: {} },
+ *   response: { status: 429, headers: { "retry-after": "20" } }
+ * })
+ * ModelRetry.retryAfter(error, Date.now()) // Option.some(Duration.seconds(20))
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility
+ */
+export const retryAfter = (error: AiError.AiError, now: number): Option.Option<Duration.Duration> => {
+  if (error._tag !== "HttpResponseError") return Option.none()
+  const headers = error.response.headers as Readonly<Record<string, unknown>>
+  const millis = header(headers, "retry-after-ms")
+  if (millis !== undefined && millis !== "") {
+    const value = Number(millis)
+    if (Number.isFinite(value) && value >= 0) return Option.some(Duration.millis(value))
+  }
+  const after = header(headers, "retry-after")
+  if (after === undefined || after === "") return Option.none()
+  const seconds = Number(after)
+  if (Number.isFinite(seconds)) return seconds >= 0 ? Option.some(Duration.seconds(seconds)) : Option.none()
+  const date = Date.parse(after)
+  return Number.isNaN(date) ? Option.none() : Option.some(Duration.millis(Math.max(0, date - now)))
+}
+
+const failureMessage = (error: AiError.AiError, attempts: number): Middleware.ModelResponse => {
+  const detail = error.description === undefined ? "" : `: ${error.description}`
+  const text = `The model call failed after ${attempts} attempt${attempts === 1 ? "" : "s"} ` +
+    `(${error._tag} ${Retry.describeAiError(error)}${detail}).`
+  return {
+    message: Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text })] }),
+    toolCalls: [],
+    usage: new Response.Usage({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined }),
+    finishReason: "error"
+  }
+}
+
+/**
+ * Builds the middleware. Bad options fail with
+ * {@link InvalidModelRetryOptions}: `maxRetries` must be a whole number of
+ * at least 0, delays finite durations with `maxDelay` at least
+ * `initialDelay`, `factor` at least 1, and `schedule` cannot be combined with
+ * the backoff options.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@effect-agent/core"
+ * import { Effect } from "effect"
+ * import * as ModelRetry from "@effect-agent/middleware/ModelRetry"
+ *
+ * const program = Effect.gen(function*() {
+ *   const retry = yield* ModelRetry.middleware({ maxRetries: 3, initialDelay: "500 millis", maxDelay: "10 seconds" })
+ *   return yield* Agent.make({ middleware: [retry] })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const middleware: (
+  options?: Options | undefined
+) => Effect.Effect<Middleware.Middleware, InvalidModelRetryOptions> = Effect.fn("ModelRetry.middleware")(
+  function*(options: Options | undefined) {
+    const opts = options ?? {}
+    const backoff = Retry.resolveBackoff<AiError.AiError>(opts, { maxRetries: 2 })
+    if (Either.isLeft(backoff)) return yield* new InvalidModelRetryOptions(backoff.left)
+    const onFailure = opts.onFailure ?? "raise"
+    const invalid = Retry.checkFunction("retryOn", opts.retryOn) ??
+      Retry.checkOnFailure(onFailure) ??
+      (opts.respectRetryAfter === undefined || typeof opts.respectRetryAfter === "boolean"
+        ? undefined
+        : { option: "respectRetryAfter", reason: `must be a boolean, got ${String(opts.respectRetryAfter)}` })
+    if (invalid !== undefined) return yield* new InvalidModelRetryOptions(invalid)
+    const maxRetryAfter = Duration.decodeUnknown(opts.maxRetryAfter ?? "60 seconds")
+    if (Option.isNone(maxRetryAfter) || !Duration.isFinite(maxRetryAfter.value)) {
+      return yield* new InvalidModelRetryOptions({
+        option: "maxRetryAfter",
+        reason: `must be a finite duration, got ${String(opts.maxRetryAfter)}`
+      })
+    }
+    const cap = maxRetryAfter.value
+    const retryOn = opts.retryOn ?? isRetryable
+    const minDelay = opts.respectRetryAfter === false ?
+      undefined :
+      (error: AiError.AiError, now: number) =>
+        Option.getOrUndefined(Option.map(retryAfter(error, now), (wait) => Duration.min(wait, cap)))
+    return Middleware.make({
+      name: opts.name ?? "modelRetry",
+      wrapModelCall: (request, next) =>
+        Retry.retrying({
+          attempt: next(request).pipe(
+            Effect.map(Either.right),
+            Effect.catchIf(AiError.isAiError, (error) => Effect.succeed(Either.left(error)))
+          ),
+          backoff: backoff.right,
+          shouldRetry: retryOn,
+          describe: Retry.describeAiError,
+          minDelay
+        }).pipe(
+          Effect.flatMap(Either.match({
+            onRight: Effect.succeed,
+            onLeft: ({ attempts, failure }) =>
+              onFailure === "continue"
+                ? Effect.as(
+                  Middleware.report(`giving up after ${attempts} attempt(s): ${Retry.describeAiError(failure)}`),
+                  failureMessage(failure, attempts)
+                )
+                : Effect.fail(failure)
+          }))
+        )
+    })
+  }
+)

@@ -1,0 +1,308 @@
+/**
+ * ToolCallLimit: caps how many tool calls (of one tool, or of all tools) a
+ * thread, and each run on it, may make.
+ *
+ * `afterModel` looks at the tool calls the model just asked for, in order,
+ * and lets each through while both counts stay within their limits; a call
+ * that would go over is blocked. The counts (calls let through) live in the
+ * middleware's state slice, so they survive a checkpoint; `beforeAgent`
+ * resets the run count at the start of every run, however the previous run
+ * ended (also when it ended by this limit's own jump). What happens to
+ * blocked calls depends on `exitBehavior`, as in LangChain:
+ *
+ * - `"continue"` (default): each blocked call gets a failed tool result
+ *   telling the model the limit was reached; the calls let through, and
+ *   calls of other tools, run as usual, and the run goes on.
+ * - `"end"`: the run ends after this model turn. Every tool call of the turn
+ *   that has no result gets a failed one (blocked calls say the limit was
+ *   reached, the others that they were not run because the run ended), so
+ *   no call is left without a result, and an assistant message saying why
+ *   ends the conversation.
+ * - `"error"`: the run fails with {@link ToolCallLimitExceeded}.
+ *
+ * The slice's keys derive from `toolName`, so limits on different tools fit
+ * in one agent: `threadToolCallCount` / `runToolCallCount` for all tools,
+ * `threadToolCallCount:<toolName>` / `runToolCallCount:<toolName>` for one.
+ * Calls another hook already answered (another limit, an approval) are not
+ * counted; since `afterModel` hooks run in reverse list order, list a limit
+ * on all tools before the per-tool ones so that it counts only the calls
+ * they let through.
+ *
+ * @since 0.1.0
+ */
+import * as Middleware from "@effect-agent/core/Middleware"
+import * as Prompt from "@effect/ai/Prompt"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+
+/**
+ * What happens to tool calls over the limit.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ExitBehavior = "continue" | "error" | "end"
+
+/**
+ * The state slice of a limit on `Name` (`undefined`: all tools).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type State<Name extends string | undefined = undefined> = [Name] extends [string] ? {
+    readonly [K in `threadToolCallCount:${Name}` | `runToolCallCount:${Name}`]: number
+  }
+  : { readonly threadToolCallCount: number; readonly runToolCallCount: number }
+
+/**
+ * Options of {@link middleware}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<Name extends string | undefined = undefined> {
+  /** The tool to limit; all tool calls count when omitted. */
+  readonly toolName?: Name
+  /** The most calls a thread may make over all its runs. */
+  readonly threadLimit?: number | undefined
+  /** The most calls one run may make. */
+  readonly runLimit?: number | undefined
+  /** `"continue"` (default), `"end"` or `"error"`; see the module documentation. */
+  readonly exitBehavior?: ExitBehavior | undefined
+  /** The middleware's name (default `"toolCallLimit"`, or `"toolCallLimit:<toolName>"`). */
+  readonly name?: string | undefined
+}
+
+/**
+ * The options of {@link middleware} are invalid: no limit, a limit that is
+ * not a whole number of at least 0, a run limit above the thread limit, an
+ * empty tool name or an unknown exit behavior.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidToolCallLimitOptions extends Schema.TaggedError<InvalidToolCallLimitOptions>(
+  "@effect-agent/middleware/ToolCallLimit/InvalidToolCallLimitOptions"
+)("InvalidToolCallLimitOptions", {
+  option: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid ToolCallLimit option "${this.option}": ${this.reason}`
+  }
+}
+
+/**
+ * The model asked for more tool calls than a limit with
+ * `exitBehavior: "error"` allows. The counts include the calls of the
+ * offending turn (those that would have run and those over the limit).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ToolCallLimitExceeded extends Schema.TaggedError<ToolCallLimitExceeded>(
+  "@effect-agent/middleware/ToolCallLimit/ToolCallLimitExceeded"
+)("ToolCallLimitExceeded", {
+  threadId: Schema.String,
+  toolName: Schema.optional(Schema.String),
+  threadCount: Schema.Number,
+  runCount: Schema.Number,
+  threadLimit: Schema.optional(Schema.Number),
+  runLimit: Schema.optional(Schema.Number)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}": ${describe(this.toolName, this, this)}`
+  }
+}
+
+interface Limits {
+  readonly threadLimit?: number | undefined
+  readonly runLimit?: number | undefined
+}
+
+const describe = (
+  toolName: string | undefined,
+  limits: Limits,
+  counts: { readonly threadCount: number; readonly runCount: number }
+): string => {
+  const reached: Array<string> = []
+  if (limits.threadLimit !== undefined && counts.threadCount > limits.threadLimit) {
+    reached.push(`thread limit (${counts.threadCount}/${limits.threadLimit})`)
+  }
+  if (limits.runLimit !== undefined && counts.runCount > limits.runLimit) {
+    reached.push(`run limit (${counts.runCount}/${limits.runLimit})`)
+  }
+  return `${toolName === undefined ? "tool call" : `"${toolName}" tool call`} limit exceeded: ${reached.join(", ")}`
+}
+
+const checkLimit = (option: string, value: unknown): InvalidToolCallLimitOptions | undefined =>
+  value === undefined || (typeof value === "number" && Number.isInteger(value) && value >= 0)
+    ? undefined
+    : new InvalidToolCallLimitOptions({ option, reason: `must be a whole number of at least 0, got ${String(value)}` })
+
+/** The calls of the last assistant message that have no result yet (another hook may have answered some). */
+const pendingCalls = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.ToolCallPart> => {
+  let index = messages.length - 1
+  while (index >= 0 && messages[index]!.role !== "assistant") index--
+  if (index < 0) return []
+  const answered = new Set<string>()
+  for (let i = index; i < messages.length; i++) {
+    const message = messages[i]!
+    if (message.role === "tool" || message.role === "assistant") {
+      for (const part of message.content) if (part.type === "tool-result") answered.add(part.id)
+    }
+  }
+  return (messages[index] as Prompt.AssistantMessage).content.filter((part): part is Prompt.ToolCallPart =>
+    part.type === "tool-call" && !part.providerExecuted && !answered.has(part.id)
+  )
+}
+
+/** Appends tool results, merging them into a trailing tool message. */
+const appendResults = (
+  messages: ReadonlyArray<Prompt.Message>,
+  results: ReadonlyArray<Prompt.ToolResultPart>
+): ReadonlyArray<Prompt.Message> => {
+  const last = messages.at(-1)
+  return last !== undefined && last.role === "tool"
+    ? [...messages.slice(0, -1), Prompt.makeMessage("tool", { content: [...last.content, ...results] })]
+    : [...messages, Prompt.makeMessage("tool", { content: results })]
+}
+
+/**
+ * Builds the middleware. Bad options fail with
+ * {@link InvalidToolCallLimitOptions}: at least one of `threadLimit` and
+ * `runLimit` is required, each a whole number of at least 0, and `runLimit`
+ * may not exceed `threadLimit`.
+ *
+ * Several limits fit in one agent when they limit different tools (or one
+ * limits all tools); two limits on the same tool clash on their state keys
+ * (an `AgentConfigError` when the agent is built): give one both limits.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@effect-agent/core"
+ * import { Effect } from "effect"
+ * import * as ToolCallLimit from "@effect-agent/middleware/ToolCallLimit"
+ *
+ * const program = Effect.gen(function*() {
+ *   const searches = yield* ToolCallLimit.middleware({ toolName: "search", runLimit: 3 })
+ *   const all = yield* ToolCallLimit.middleware({ threadLimit: 50, exitBehavior: "end" })
+ *   // the limit on all tools first: its afterModel runs last, counting only what the others let through
+ *   return yield* Agent.make({ middleware: [all, searches] })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const middleware: <const Name extends string | undefined = undefined>(
+  options: Options<Name>
+) => Effect.Effect<Middleware.Middleware<State<Name>, ToolCallLimitExceeded>, InvalidToolCallLimitOptions> = Effect
+  .fn("ToolCallLimit.middleware")(function*(options: Options<string | undefined>) {
+    const toolName: string | undefined = options.toolName
+    if (toolName !== undefined && (typeof toolName !== "string" || toolName.length === 0)) {
+      return yield* new InvalidToolCallLimitOptions({ option: "toolName", reason: "must be a non-empty string" })
+    }
+    const invalid = checkLimit("threadLimit", options.threadLimit) ?? checkLimit("runLimit", options.runLimit)
+    if (invalid !== undefined) return yield* invalid
+    const { runLimit, threadLimit } = options
+    if (threadLimit === undefined && runLimit === undefined) {
+      return yield* new InvalidToolCallLimitOptions({
+        option: "threadLimit",
+        reason: "give at least one of threadLimit and runLimit"
+      })
+    }
+    if (threadLimit !== undefined && runLimit !== undefined && runLimit > threadLimit) {
+      return yield* new InvalidToolCallLimitOptions({
+        option: "runLimit",
+        reason: `may not exceed threadLimit (${threadLimit}), got ${runLimit}`
+      })
+    }
+    const exitBehavior = options.exitBehavior ?? "continue"
+    if (exitBehavior !== "continue" && exitBehavior !== "end" && exitBehavior !== "error") {
+      return yield* new InvalidToolCallLimitOptions({
+        option: "exitBehavior",
+        reason: `must be "continue", "end" or "error", got ${String(exitBehavior)}`
+      })
+    }
+    const threadKey = toolName === undefined ? "threadToolCallCount" : `threadToolCallCount:${toolName}`
+    const runKey = toolName === undefined ? "runToolCallCount" : `runToolCallCount:${toolName}`
+    const schema = Schema.Struct({ [threadKey]: Schema.NonNegativeInt, [runKey]: Schema.NonNegativeInt })
+    const limits: Limits = { threadLimit, runLimit }
+    const subject = toolName === undefined ? "tool calls" : `calls of "${toolName}"`
+    const blockedText = toolName === undefined
+      ? "Tool call limit reached. Do not make any more tool calls."
+      : `Tool call limit for "${toolName}" reached. Do not call "${toolName}" again.`
+    type Slice = Record<string, number>
+
+    const make = Middleware.make({
+      name: options.name ?? (toolName === undefined ? "toolCallLimit" : `toolCallLimit:${toolName}`),
+      state: { schema: schema as unknown as Schema.Schema<Slice>, initial: { [threadKey]: 0, [runKey]: 0 } as Slice },
+      canJumpTo: ["end"],
+      beforeAgent: ({ state }) => Effect.succeed(state[runKey] === 0 ? undefined : { state: { [runKey]: 0 } }),
+      afterModel: Effect.fnUntraced(function*({ messages, state, threadId }) {
+        const calls = pendingCalls(messages)
+        if (calls.length === 0) return undefined
+        let threadCount = state[threadKey] ?? 0
+        let runCount = state[runKey] ?? 0
+        const blocked = new Set<string>()
+        let allowed = 0
+        for (const call of calls) {
+          if (toolName !== undefined && call.name !== toolName) continue
+          const over = (threadLimit !== undefined && threadCount + 1 > threadLimit) ||
+            (runLimit !== undefined && runCount + 1 > runLimit)
+          if (over) {
+            blocked.add(call.id)
+          } else {
+            threadCount++
+            runCount++
+            allowed++
+          }
+        }
+        const counts = { [threadKey]: threadCount, [runKey]: runCount }
+        if (blocked.size === 0) return allowed === 0 ? undefined : { state: counts }
+        const attempted = { threadCount: threadCount + blocked.size, runCount: runCount + blocked.size }
+        if (exitBehavior === "error") {
+          return yield* new ToolCallLimitExceeded({
+            threadId,
+            ...(toolName === undefined ? {} : { toolName }),
+            ...attempted,
+            ...(threadLimit === undefined ? {} : { threadLimit }),
+            ...(runLimit === undefined ? {} : { runLimit })
+          })
+        }
+        const text = describe(toolName, limits, attempted)
+        const results: Array<Prompt.ToolResultPart> = []
+        for (const call of calls) {
+          if (blocked.has(call.id)) {
+            results.push(Middleware.toolResult(call, { error: blockedText }, { isFailure: true }))
+          } else if (exitBehavior === "end") {
+            results.push(
+              Middleware.toolResult(call, {
+                error: `Not run: the run was ended because the limit on ${subject} was reached.`
+              }, { isFailure: true })
+            )
+          }
+        }
+        const withResults = appendResults(messages, results)
+        if (exitBehavior === "end") {
+          yield* Middleware.report(`${text}; blocked ${blocked.size} call(s), ending the run`, attempted)
+          // The calls that were within the limit were not run either, so they do not count.
+          const unchanged = { [threadKey]: state[threadKey] ?? 0, [runKey]: state[runKey] ?? 0 }
+          const notice = Prompt.makeMessage("assistant", {
+            content: [Prompt.makePart("text", { text: `${text.charAt(0).toUpperCase()}${text.slice(1)}.` })]
+          })
+          return { state: unchanged, messages: [...withResults, notice], jumpTo: "end" as const }
+        }
+        yield* Middleware.report(`${text}; blocked ${blocked.size} call(s)`, attempted)
+        return { state: counts, messages: withResults }
+      })
+    })
+    return make as Middleware.Middleware<any, ToolCallLimitExceeded>
+  })

@@ -1,0 +1,179 @@
+import * as Middleware from "@effect-agent/core/Middleware"
+import type * as AiError from "@effect/ai/AiError"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { identity } from "effect/Function"
+import * as Predicate from "effect/Predicate"
+import * as Schedule from "effect/Schedule"
+import * as ScheduleDecision from "effect/ScheduleDecision"
+
+/** The backoff options ModelRetry and ToolRetry share. */
+export interface BackoffOptions<In> {
+  readonly maxRetries?: number | undefined
+  readonly initialDelay?: Duration.DurationInput | undefined
+  readonly factor?: number | undefined
+  readonly maxDelay?: Duration.DurationInput | undefined
+  readonly jitter?: boolean | undefined
+  readonly schedule?: Schedule.Schedule<unknown, In> | undefined
+}
+
+/** A resolved backoff: how many retries at most, and the delay before each. */
+export interface Backoff<In> {
+  readonly maxRetries: number
+  readonly delays: Schedule.Schedule<Duration.Duration, In>
+}
+
+/** An invalid option: its name and why. */
+export interface Invalid {
+  readonly option: string
+  readonly reason: string
+}
+
+const duration = (option: string, input: unknown): Either.Either<Duration.Duration, Invalid> => {
+  const decoded = Duration.decodeUnknown(input)
+  return decoded._tag === "Some" && Duration.isFinite(decoded.value)
+    ? Either.right(decoded.value)
+    : Either.left({ option, reason: `must be a finite duration, got ${String(input)}` })
+}
+
+/**
+ * Checks the backoff options and builds the schedule of delays: exponential
+ * from `initialDelay` by `factor`, jittered (x0.8 to x1.2) unless `jitter` is
+ * false, and capped at `maxDelay`; or the user's `schedule` as it is.
+ */
+export const resolveBackoff = <In>(
+  options: BackoffOptions<In>,
+  defaults: { readonly maxRetries: number }
+): Either.Either<Backoff<In>, Invalid> =>
+  Either.gen(function*() {
+    const maxRetries = options.maxRetries ?? defaults.maxRetries
+    if (typeof maxRetries !== "number" || !Number.isInteger(maxRetries) || maxRetries < 0) {
+      return yield* Either.left({
+        option: "maxRetries",
+        reason: `must be a whole number of at least 0, got ${String(maxRetries)}`
+      })
+    }
+    if (options.schedule !== undefined) {
+      if (!Schedule.isSchedule(options.schedule)) {
+        return yield* Either.left({ option: "schedule", reason: "must be a Schedule" })
+      }
+      for (
+        const option of ["initialDelay", "factor", "maxDelay", "jitter"] as const
+      ) {
+        if (options[option] !== undefined) {
+          return yield* Either.left({
+            option,
+            reason: "cannot be combined with schedule, which replaces the built-in backoff"
+          })
+        }
+      }
+      return { maxRetries, delays: Schedule.delays(options.schedule) }
+    }
+    const initialDelay = yield* duration("initialDelay", options.initialDelay ?? "1 second")
+    const maxDelay = yield* duration("maxDelay", options.maxDelay ?? "60 seconds")
+    const factor = options.factor ?? 2
+    if (typeof factor !== "number" || !Number.isFinite(factor) || factor < 1) {
+      return yield* Either.left({ option: "factor", reason: `must be a finite number of at least 1, got ${factor}` })
+    }
+    if (Duration.lessThan(maxDelay, initialDelay)) {
+      return yield* Either.left({
+        option: "maxDelay",
+        reason: `must be at least initialDelay (${Duration.format(initialDelay)}), got ${Duration.format(maxDelay)}`
+      })
+    }
+    const jitter = options.jitter ?? true
+    if (typeof jitter !== "boolean") {
+      return yield* Either.left({ option: "jitter", reason: `must be a boolean, got ${String(jitter)}` })
+    }
+    const delays = Schedule.exponential(initialDelay, factor).pipe(
+      jitter ? Schedule.jittered : identity,
+      Schedule.modifyDelay((_, delay) => Duration.min(delay, maxDelay)),
+      Schedule.delays
+    )
+    return { maxRetries, delays }
+  })
+
+/** Checks an optional function option. */
+export const checkFunction = (option: string, value: unknown): Invalid | undefined =>
+  value === undefined || Predicate.isFunction(value)
+    ? undefined
+    : { option, reason: `must be a function, got ${typeof value}` }
+
+/** Checks an `onFailure` option. */
+export const checkOnFailure = (value: unknown): Invalid | undefined =>
+  value === "raise" || value === "continue"
+    ? undefined
+    : { option: "onFailure", reason: `must be "raise" or "continue", got ${String(value)}` }
+
+/** The last failure of a retried effect, and how many attempts were made. */
+export interface Exhausted<F> {
+  readonly failure: F
+  readonly attempts: number
+}
+
+/**
+ * Runs `attempt` until it succeeds (`Right`), its failure (`Left`) is not to
+ * be retried, `maxRetries` retries were made, or the schedule is done.
+ * Before each retry it reports `retry <n> of <max> after <what failed>` and
+ * sleeps the schedule's delay, or `minDelay` (a provider's retry-after) when
+ * that is longer. Errors in `E`, defects and interruption are not retried.
+ */
+export const retrying = <A, F, E, R>(options: {
+  readonly attempt: Effect.Effect<Either.Either<A, F>, E, R>
+  readonly backoff: Backoff<F>
+  readonly shouldRetry: (failure: F) => boolean
+  readonly describe: (failure: F) => string
+  readonly minDelay?: ((failure: F, now: number) => Duration.Duration | undefined) | undefined
+}): Effect.Effect<Either.Either<A, Exhausted<F>>, E, R> =>
+  Effect.gen(function*() {
+    const { backoff } = options
+    let state = backoff.delays.initial
+    let retries = 0
+    while (true) {
+      const outcome = yield* options.attempt
+      if (Either.isRight(outcome)) return Either.right(outcome.right)
+      const failure = outcome.left
+      if (retries >= backoff.maxRetries || !options.shouldRetry(failure)) {
+        return Either.left({ failure, attempts: retries + 1 })
+      }
+      const now = yield* Clock.currentTimeMillis
+      const [next, delay, decision] = yield* backoff.delays.step(now, failure, state)
+      if (ScheduleDecision.isDone(decision)) return Either.left({ failure, attempts: retries + 1 })
+      state = next
+      const floor = options.minDelay?.(failure, now)
+      // whole milliseconds, so that jittered delays read well in reports and logs
+      const wait = Duration.millis(
+        Math.round(Duration.toMillis(floor !== undefined && Duration.greaterThan(floor, delay) ? floor : delay))
+      )
+      retries++
+      const what = options.describe(failure)
+      yield* Middleware.report(
+        `retry ${retries} of ${backoff.maxRetries} after ${what}, waiting ${Duration.format(wait)}`,
+        {
+          attempt: retries,
+          maxRetries: backoff.maxRetries,
+          failure: what,
+          delayMillis: Duration.toMillis(wait),
+          ...(floor === undefined ? {} : { retryAfterMillis: Duration.toMillis(floor) })
+        }
+      )
+      yield* Effect.sleep(wait)
+    }
+  })
+
+/**
+ * A short name for what went wrong in a model call: the status of a response
+ * error (`429`), the reason of a request error (`Transport`), else the tag.
+ */
+export const describeAiError = (error: AiError.AiError): string => {
+  switch (error._tag) {
+    case "HttpResponseError":
+      return error.reason === "StatusCode" ? `${error.response.status}` : `${error.reason} (${error.response.status})`
+    case "HttpRequestError":
+      return error.reason
+    default:
+      return error._tag
+  }
+}

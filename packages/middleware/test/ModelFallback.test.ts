@@ -1,0 +1,171 @@
+import { Agent, AgentEvent, Middleware } from "@effect-agent/core"
+import { ScriptedModel } from "@effect-agent/testing"
+import { AiError, LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Fiber, Layer, Option, Stream, TestClock } from "effect"
+import * as Schema from "effect/Schema"
+import * as ModelFallback from "../src/ModelFallback.js"
+import * as ModelRetry from "../src/ModelRetry.js"
+
+const request = { method: "POST" as const, url: "https://api.test/v1", urlParams: [], hash: Option.none(), headers: {} }
+const status = (code: number) =>
+  new AiError.HttpResponseError({
+    module: "Test",
+    method: "generateText",
+    reason: "StatusCode",
+    request,
+    response: { status: code, headers: {} }
+  })
+
+const Echo = Tool.make("echo", { parameters: { text: Schema.String }, success: Schema.String })
+const Tools = Toolkit.make(Echo)
+const ToolsLive = Tools.toLayer({ echo: ({ text }) => Effect.succeed(text) })
+
+/** The agent's own (primary) model. */
+const primary = (script: ReadonlyArray<ScriptedModel.Turn>) => Effect.provide(ScriptedModel.layer(script))
+const requestCount = Effect.map(ScriptedModel.requests, (requests) => requests.length)
+const countOf = (recorder: ScriptedModel.ScriptedModel.Service) =>
+  Effect.map(recorder.requests, (requests) => requests.length)
+
+describe("ModelFallback", () => {
+  it.effect("answers with the next model when the primary one fails", () =>
+    Effect.gen(function*() {
+      const backup = yield* ScriptedModel.make([ScriptedModel.text("from backup")])
+      const fallback = yield* ModelFallback.middleware(backup.model)
+      const agent = yield* Agent.make({ middleware: [fallback] })
+      const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("go", { threadId: "t" })))
+      const ended = events.at(-1)!
+      assert.strictEqual(
+        ended._tag === "RunEnded" && ended.result._tag === "Completed" && ended.result.text,
+        "from backup"
+      )
+      assert.deepStrictEqual(
+        events.filter(AgentEvent.$is("MiddlewareDecision")).map((e) => e.decision),
+        ["primary failed (500); trying fallback 1"]
+      )
+      assert.strictEqual(yield* requestCount, 1)
+      assert.strictEqual(yield* countOf(backup.recorder), 1)
+    }).pipe(primary([status(500)])))
+
+  it.effect("tries the fallbacks in order and stops at the first success", () =>
+    Effect.gen(function*() {
+      const a = yield* ScriptedModel.make([status(429)])
+      const b = yield* ScriptedModel.make([ScriptedModel.text("from b")])
+      const c = yield* ScriptedModel.make([ScriptedModel.text("from c")])
+      const fallback = yield* ModelFallback.middleware(a.model, b.model, c.model)
+      const agent = yield* Agent.make({ middleware: [fallback] })
+      const result = yield* agent.run("go", { threadId: "t" })
+      assert.strictEqual(result._tag === "Completed" && result.text, "from b")
+      assert.deepStrictEqual(
+        [yield* requestCount, yield* countOf(a.recorder), yield* countOf(b.recorder), yield* countOf(c.recorder)],
+        [1, 1, 1, 0]
+      )
+      // the fallback received the same conversation
+      const [seen] = yield* b.recorder.requests
+      assert.deepStrictEqual(seen!.prompt.content.map((m) => m.role), ["user"])
+    }).pipe(primary([status(503)])))
+
+  it.effect("fails with ModelFallbackExhausted recording every attempt when all models fail", () =>
+    Effect.gen(function*() {
+      const a = yield* ScriptedModel.make([status(429)])
+      const b = yield* ScriptedModel.make([status(400)])
+      const fallback = yield* ModelFallback.middleware(a.model, b.model)
+      const agent = yield* Agent.make({ middleware: [fallback] })
+      const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
+      assert.strictEqual(error._tag, "ModelFallbackExhausted")
+      if (error._tag !== "ModelFallbackExhausted") return
+      assert.deepStrictEqual(
+        error.attempts.map(({ error, model }) => [model, error._tag === "HttpResponseError" && error.response.status]),
+        [["primary", 500], ["fallback 1", 429], ["fallback 2", 400]]
+      )
+      assert.strictEqual(error.lastError, error.attempts[2].error)
+      assert.strictEqual(
+        error.message,
+        "All 3 models failed (primary: HttpResponseError 500; fallback 1: HttpResponseError 429; " +
+          "fallback 2: HttpResponseError 400)"
+      )
+    }).pipe(primary([status(500)])))
+
+  it.effect("starts every model call from the primary model", () =>
+    Effect.gen(function*() {
+      const backup = yield* ScriptedModel.make([ScriptedModel.toolCalls([{ name: "echo", params: { text: "x" } }])])
+      const fallback = yield* ModelFallback.middleware(backup.model)
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [fallback] })
+      const result = yield* agent.run("go", { threadId: "t" })
+      assert.strictEqual(result._tag === "Completed" && result.text, "primary is back")
+      assert.deepStrictEqual([yield* requestCount, yield* countOf(backup.recorder)], [2, 1])
+    }).pipe(primary([status(500), ScriptedModel.text("primary is back")]), Effect.provide(ToolsLive)))
+
+  it.effect("builds an Effect or Layer fallback on first use, once per run", () =>
+    Effect.gen(function*() {
+      let effectBuilds = 0
+      let layerBuilds = 0
+      const first = yield* ScriptedModel.make([status(500), status(500), status(500), status(500)])
+      const second = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([{ name: "echo", params: { text: "x" } }]),
+        ScriptedModel.text("one"),
+        ScriptedModel.text("two")
+      ])
+      const fromEffect = Effect.sync(() => (effectBuilds++, first.model))
+      const fromLayer = Layer.effect(LanguageModel.LanguageModel, Effect.sync(() => (layerBuilds++, second.model)))
+      const fallback = yield* ModelFallback.middleware(fromEffect, fromLayer)
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [fallback] })
+      const one = yield* agent.run("one", { threadId: "t" })
+      assert.strictEqual(one._tag === "Completed" && one.text, "one")
+      assert.deepStrictEqual([effectBuilds, layerBuilds], [1, 1])
+      const two = yield* agent.run("two", { threadId: "t" })
+      assert.strictEqual(two._tag === "Completed" && two.text, "two")
+      assert.deepStrictEqual([effectBuilds, layerBuilds], [2, 2])
+    }).pipe(primary([status(500), status(500), status(500)]), Effect.provide(ToolsLive)))
+
+  it.effect("a fallback that cannot be built fails the run with its own error", () => {
+    class NoApiKey extends Schema.TaggedError<NoApiKey>()("NoApiKey", {}) {}
+    return Effect.gen(function*() {
+      const fallback = yield* ModelFallback.middleware(Effect.fail(new NoApiKey()))
+      const agent = yield* Agent.make({ middleware: [fallback] })
+      const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
+      assert.strictEqual(error._tag, "NoApiKey")
+    }).pipe(primary([status(500)]))
+  })
+
+  it.effect("lets errors of inner middleware through without falling back", () => {
+    class Tripwire extends Schema.TaggedError<Tripwire>()("Tripwire", {}) {}
+    const guard = Middleware.make({ name: "guard", wrapModelCall: () => Effect.fail(new Tripwire()) })
+    return Effect.gen(function*() {
+      const backup = yield* ScriptedModel.make([ScriptedModel.text("backup")])
+      const fallback = yield* ModelFallback.middleware(backup.model)
+      const agent = yield* Agent.make({ middleware: [fallback, guard] })
+      const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
+      assert.strictEqual(error._tag, "Tripwire")
+      assert.strictEqual(yield* countOf(backup.recorder), 0)
+    }).pipe(primary([]))
+  })
+
+  it.effect("with ModelRetry inside, retries each model before falling back", () =>
+    Effect.gen(function*() {
+      const backup = yield* ScriptedModel.make([ScriptedModel.text("backup")])
+      const fallback = yield* ModelFallback.middleware(backup.model)
+      const retry = yield* ModelRetry.middleware({ maxRetries: 1, jitter: false, initialDelay: "1 second" })
+      const agent = yield* Agent.make({ middleware: [fallback, retry] })
+      const fiber = yield* Effect.fork(agent.run("go", { threadId: "t" }))
+      yield* TestClock.adjust("1 second")
+      const result = yield* Fiber.join(fiber)
+      assert.strictEqual(result._tag === "Completed" && result.text, "backup")
+      assert.deepStrictEqual([yield* requestCount, yield* countOf(backup.recorder)], [2, 1])
+    }).pipe(primary([status(503), status(503)])))
+
+  describe("bad arguments", () => {
+    it.effect("needs at least one fallback", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(ModelFallback.middleware())
+        assert.deepStrictEqual([error._tag, error.option], ["InvalidModelFallbackOptions", "models"])
+      }))
+
+    it.effect("rejects a value that is not a model source", () =>
+      Effect.gen(function*() {
+        const backup = yield* ScriptedModel.make([])
+        const error = yield* Effect.flip(ModelFallback.middleware(backup.model, { generateText: 1 } as any))
+        assert.deepStrictEqual([error._tag, error.option], ["InvalidModelFallbackOptions", "models[1]"])
+      }))
+  })
+})
