@@ -1,31 +1,47 @@
 /**
- * `npm run demo`: a small agent with three tools and middleware, on a
- * scripted model by default, or on OpenAI when `OPENAI_API_KEY` is set
- * (`OPENAI_MODEL` picks the model, default gpt-4o-mini).
+ * `npm run demo`: a small agent with three tools, a todo list, an approval
+ * step and an audit middleware, on a scripted model by default, or on OpenAI
+ * when `OPENAI_API_KEY` is set (`OPENAI_MODEL` picks the model, default
+ * gpt-4o-mini). Reading a file needs your approval: you are asked in the
+ * terminal, or the demo approves by itself when stdin is not a terminal.
  *
  * @since 0.1.0
  */
-import { Agent, AgentEvent, Middleware } from "@effect-agent/core"
+import { Agent, AgentEvent, type AgentResult, Middleware } from "@effect-agent/core"
+import { HumanInTheLoop, TodoList } from "@effect-agent/middleware"
 import { ScriptedModel } from "@effect-agent/testing"
 import type { LanguageModel } from "@effect/ai"
 import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
 import { NodeContext, NodeHttpClient, NodeRuntime } from "@effect/platform-node"
-import { Config, Console, Effect, Layer, Stream } from "effect"
+import { Config, Console, Effect, Layer, Option, Schema, Stream } from "effect"
 import * as path from "node:path"
+import * as readline from "node:readline/promises"
 import { fileURLToPath } from "node:url"
 import { DemoToolkit, layerHandlers } from "./DemoTools.js"
 
 const dataDirectory = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "data")
-
+const threadId = "demo"
 const question = "What does the weekend shopping list in my files cost in total?"
 
+const todos = (...items: ReadonlyArray<readonly [string, "pending" | "in_progress" | "completed"]>) => ({
+  name: "write_todos",
+  params: { todos: items.map(([content, status]) => ({ content, status })) }
+})
+
 const script = [
-  ScriptedModel.toolCalls([{ name: "list_files", params: {} }], { text: "Let me look at your files first." }),
+  ScriptedModel.toolCalls([
+    todos(["Find the shopping list", "in_progress"], ["Add up the prices", "pending"]),
+    { name: "list_files", params: {} }
+  ], { text: "I'll plan this, then look at your files." }),
   ScriptedModel.toolCalls([{ name: "read_file", params: { path: "shopping-list.txt" } }]),
-  ScriptedModel.toolCalls([{ name: "calculate", params: { expression: "3 x 2.50 + 4 x 1.25 + 12.80" } }]),
+  ScriptedModel.toolCalls([
+    todos(["Find the shopping list", "completed"], ["Add up the prices", "in_progress"]),
+    { name: "calculate", params: { expression: "3 x 2.50 + 4 x 1.25 + 12.80" } }
+  ]),
   ScriptedModel.toolCalls([{ name: "calculate", params: { expression: "3 * 2.50 + 4 * 1.25 + 12.80" } }], {
     text: "I used the wrong multiplication sign; trying again."
   }),
+  ScriptedModel.toolCalls([todos(["Find the shopping list", "completed"], ["Add up the prices", "completed"])]),
   ScriptedModel.text(
     "The weekend shopping costs 25.30 in total: bread 7.50 (3 × 2.50), milk 5.00 (4 × 1.25) and cheese 12.80."
   )
@@ -34,7 +50,7 @@ const script = [
 const ModelLive: Layer.Layer<LanguageModel.LanguageModel> = Layer.unwrapEffect(
   Effect.gen(function*() {
     const apiKey = yield* Config.option(Config.redacted("OPENAI_API_KEY"))
-    if (apiKey._tag === "None") {
+    if (Option.isNone(apiKey)) {
       yield* Console.log("Model: scripted (set OPENAI_API_KEY to use OpenAI)\n")
       return ScriptedModel.layer(script)
     }
@@ -51,14 +67,22 @@ const ModelLive: Layer.Layer<LanguageModel.LanguageModel> = Layer.unwrapEffect(
 const audit = Middleware.make({
   name: "audit",
   wrapToolCall: (request, next) =>
-    Middleware.report(`allowing ${request.call.name}(${JSON.stringify(request.call.params)})`).pipe(
-      Effect.zipRight(next(request))
-    )
+    Middleware.report(`allowing ${request.call.name}`).pipe(Effect.zipRight(next(request)))
 })
 
 const show = (value: unknown) => {
   const text = typeof value === "string" ? value : JSON.stringify(value)
-  return text.length > 160 ? `${text.slice(0, 157)}...` : text
+  return text.length > 140 ? `${text.slice(0, 137)}...` : text
+}
+
+const mark = { pending: "[ ]", in_progress: "[~]", completed: "[x]" } as const
+
+const showResult = (result: { readonly name: string; readonly result: unknown }) => {
+  const written = Schema.decodeUnknownOption(TodoList.WriteTodosResult)(result.result)
+  if (result.name === "write_todos" && Option.isSome(written)) {
+    return written.value.todos.map((todo) => `\n       ${mark[todo.status]} ${todo.content}`).join("")
+  }
+  return show(result.result)
 }
 
 const printEvent = (event: AgentEvent.AgentEvent) =>
@@ -78,8 +102,8 @@ const printEvent = (event: AgentEvent.AgentEvent) =>
     },
     ToolCallStarted: ({ call }) => Console.log(`   → ${call.name}(${show(call.params)})`),
     ToolCallCompleted: ({ durationMillis, result }) =>
-      Console.log(`   ${result.isFailure ? "✗" : "←"} ${result.name}: ${show(result.result)} (${durationMillis} ms)`),
-    StateUpdated: ({ hook, keys, middleware }) => Console.log(`   state: ${middleware}.${hook} set ${keys.join(", ")}`),
+      Console.log(`   ${result.isFailure ? "✗" : "←"} ${result.name}: ${showResult(result)} (${durationMillis} ms)`),
+    StateUpdated: () => Effect.void,
     MiddlewareDecision: ({ decision, middleware }) => Console.log(`   [${middleware}] ${decision}`),
     RunEnded: ({ result }) =>
       result._tag === "Completed"
@@ -87,22 +111,61 @@ const printEvent = (event: AgentEvent.AgentEvent) =>
           `\n── done in ${result.steps} model calls, ${result.usage.totalTokens} tokens, ` +
             `${result.state.messages.length} messages in thread "${result.threadId}"`
         )
-        : Console.log(`\n── waiting: ${show(result.interrupt)}`)
+        : Console.log(`\n── the run waits for a decision`)
   })
 
+/** Asks in the terminal, or approves by itself when stdin is not a terminal. */
+const decide = (request: HumanInTheLoop.ApprovalRequest) =>
+  Effect.forEach(request.actionRequests, (action) =>
+    Effect.gen(function*() {
+      yield* Console.log(`\n   approval needed: ${action.toolName}(${show(action.args)})`)
+      if (!process.stdin.isTTY) {
+        yield* Console.log("   stdin is not a terminal: approving (scripted decision)")
+        return HumanInTheLoop.approve(action.callId)
+      }
+      const answer = yield* Effect.acquireUseRelease(
+        Effect.sync(() => readline.createInterface({ input: process.stdin, output: process.stdout })),
+        (prompt) => Effect.promise(() => prompt.question("   approve? [y]es / [n]o: ")),
+        (prompt) => Effect.sync(() => prompt.close())
+      )
+      return /^y/i.test(answer.trim())
+        ? HumanInTheLoop.approve(action.callId)
+        : HumanInTheLoop.reject(action.callId, "The user did not allow reading this file.")
+    }))
+
 const program = Effect.gen(function*() {
+  const approvals = yield* HumanInTheLoop.middleware({
+    toolkit: DemoToolkit,
+    interruptOn: { read_file: { allowedDecisions: ["approve", "reject"] } }
+  })
   const agent = yield* Agent.make({
     toolkit: DemoToolkit,
-    systemPrompt: "You answer questions about the user's files. Use the tools; do arithmetic with calculate.",
-    middleware: [audit],
-    maxSteps: 10
+    systemPrompt: "You answer questions about the user's files. Plan with write_todos, use the tools, " +
+      "and do arithmetic with calculate.",
+    middleware: [audit, TodoList.middleware(), approvals],
+    maxSteps: 12
   })
   yield* Console.log(`User: ${question}`)
-  yield* agent.stream(question, { threadId: "demo" }).pipe(Stream.runForEach(printEvent))
+  let ended: AgentResult.AgentResult<unknown> | undefined
+  const follow = (events: Stream.Stream<AgentEvent.AgentEvent, unknown>) =>
+    Stream.runForEach(events, (event) =>
+      Effect.zipRight(
+        Effect.sync(() => {
+          if (event._tag === "RunEnded") ended = event.result
+        }),
+        printEvent(event)
+      ))
+  yield* follow(agent.stream(question, { threadId }))
+  while (ended?._tag === "Interrupted") {
+    const request = yield* Schema.decodeUnknown(HumanInTheLoop.ApprovalRequest)(ended.interrupt.value)
+    const decisions = yield* decide(request)
+    yield* follow(agent.resumeStream(threadId, decisions))
+  }
 })
 
 program.pipe(
   Effect.provide(layerHandlers(dataDirectory)),
+  Effect.provide(TodoList.layer),
   Effect.provide(ModelLive),
   Effect.provide(NodeContext.layer),
   NodeRuntime.runMain
