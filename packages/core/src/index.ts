@@ -41,4 +41,9 @@ export * as Middleware from "./Middleware.js"
 /**
  * @since 0.1.0
  */
+export * as TokenCounter from "./TokenCounter.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Usage from "./Usage.js"

@@ -1,12 +1,27 @@
 /**
  * @since 0.1.0
  */
+export * as ContextEditing from "./ContextEditing.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as DynamicSystemPrompt from "./DynamicSystemPrompt.js"
 
 /**
  * @since 0.1.0
  */
+export * as Guardrail from "./Guardrail.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as HumanInTheLoop from "./HumanInTheLoop.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as LlmToolSelector from "./LlmToolSelector.js"
 
 /**
  * @since 0.1.0
@@ -31,6 +46,16 @@ export * as ModelRetry from "./ModelRetry.js"
 /**
  * @since 0.1.0
  */
+export * as Pii from "./Pii.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as RateLimit from "./RateLimit.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as TodoList from "./TodoList.js"
 
 /**
@@ -41,4 +66,14 @@ export * as ToolCallLimit from "./ToolCallLimit.js"
 /**
  * @since 0.1.0
  */
+export * as ToolEmulator from "./ToolEmulator.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as ToolRetry from "./ToolRetry.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Tracing from "./Tracing.js"

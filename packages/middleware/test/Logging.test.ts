@@ -76,7 +76,7 @@ describe("Logging", () => {
         middleware: "logging",
         hook: "wrapToolCall",
         threadId: "t1",
-        step: 1,
+        step: 0,
         tool: "echo",
         callId: "c1",
         isFailure: false,

@@ -1,4 +1,9 @@
 /**
  * @since 0.1.0
  */
+export * as Arbitraries from "./Arbitraries.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as ScriptedModel from "./ScriptedModel.js"

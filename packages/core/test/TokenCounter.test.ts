@@ -1,0 +1,227 @@
+import * as Arbitraries from "@effect-agent/testing/Arbitraries"
+import { AiError, Prompt, Tokenizer } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, FastCheck, Layer } from "effect"
+import { getEncoding } from "js-tiktoken"
+import * as TokenCounter from "../src/TokenCounter.js"
+
+const text = (value: string) => Prompt.makePart("text", { text: value })
+const user = (value: string) => Prompt.makeMessage("user", { content: [text(value)] })
+const system = (value: string) => Prompt.makeMessage("system", { content: value })
+const call = (id: string, name: string, params: unknown) =>
+  Prompt.makePart("tool-call", { id, name, params, providerExecuted: false })
+const result = (id: string, name: string, value: unknown) =>
+  Prompt.makePart("tool-result", { id, name, result: value, isFailure: false, providerExecuted: false })
+
+const Approximate = TokenCounter.layerApproximate()
+
+describe("TokenCounter.approximate", () => {
+  it.effect("counts text, reasoning, tool calls, tool results and the system message", () =>
+    Effect.gen(function*() {
+      const counter = yield* TokenCounter.TokenCounter
+      // 3 per message + ceil(characters / 4)
+      assert.strictEqual(yield* counter.countMessage(system("Be concise.")), 3 + 3)
+      assert.strictEqual(yield* counter.countMessage(user("abcdefgh")), 3 + 2)
+      const reasoning = Prompt.makePart("reasoning", { text: "abcdefghijkl" })
+      assert.strictEqual(yield* counter.countMessage(Prompt.makeMessage("assistant", { content: [reasoning] })), 3 + 3)
+      // "search" + {"q":"x"}: 6 + 9 characters
+      const calling = Prompt.makeMessage("assistant", { content: [call("c1", "search", { q: "x" })] })
+      assert.strictEqual(yield* counter.countMessage(calling), 3 + 4)
+      // "search" + "abcd" as JSON ("\"abcd\""): 6 + 6 characters
+      const answering = Prompt.makeMessage("tool", { content: [result("c1", "search", "abcd")] })
+      assert.strictEqual(yield* counter.countMessage(answering), 3 + 3)
+      const big = Prompt.makeMessage("tool", { content: [result("c1", "search", { rows: "x".repeat(4000) })] })
+      assert.isAbove(yield* counter.countMessage(big), 1000)
+      assert.strictEqual(
+        yield* counter.count([system("Be concise."), user("abcdefgh"), calling, answering]),
+        6 + 5 + 7 + 6
+      )
+      assert.strictEqual(counter.method, "approximate")
+    }).pipe(Effect.provide(Approximate)))
+
+  it.effect("takes charsPerToken and tokensPerMessage", () =>
+    Effect.gen(function*() {
+      const counter = yield* TokenCounter.makeApproximate({ charsPerToken: 2, tokensPerMessage: 0 })
+      assert.strictEqual(yield* counter.countMessage(user("abcdefgh")), 4)
+      assert.strictEqual(yield* counter.countText("abcde"), 3)
+    }))
+
+  it.effect("rejects invalid options", () =>
+    Effect.gen(function*() {
+      const zero = yield* Effect.flip(TokenCounter.makeApproximate({ charsPerToken: 0 }))
+      assert.strictEqual(zero._tag, "InvalidTokenCounterOptions")
+      assert.strictEqual(zero.option, "charsPerToken")
+      const fraction = yield* Effect.flip(TokenCounter.makeApproximate({ tokensPerMessage: 1.5 }))
+      assert.strictEqual(fraction.option, "tokensPerMessage")
+      assert.include(fraction.message, "whole number")
+      const encoding = yield* Effect.flip(TokenCounter.makeTiktoken({ encoding: "p50k_base" as any }))
+      assert.strictEqual(encoding.option, "encoding")
+    }))
+
+  it.effect.prop(
+    "is additive: a list counts as the sum of its messages",
+    { messages: Arbitraries.conversation(), split: FastCheck.nat() },
+    ({ messages, split }) =>
+      Effect.gen(function*() {
+        const counter = yield* TokenCounter.TokenCounter
+        const at = messages.length === 0 ? 0 : split % messages.length
+        const total = yield* counter.count(messages)
+        assert.strictEqual(
+          total,
+          (yield* counter.count(messages.slice(0, at))) + (yield* counter.count(messages.slice(at)))
+        )
+        let each = 0
+        for (const message of messages) each += yield* counter.countMessage(message)
+        assert.strictEqual(total, each)
+        assert.deepStrictEqual(yield* counter.measure(messages), yield* Effect.forEach(messages, counter.countMessage))
+      }).pipe(Effect.provide(Approximate))
+  )
+})
+
+describe("TokenCounter caching", () => {
+  const countingTokenizer = (calls: { value: number }) =>
+    Layer.succeed(
+      Tokenizer.Tokenizer,
+      Tokenizer.make({
+        tokenize: (prompt) =>
+          Effect.sync(() => {
+            calls.value++
+            // one token per message, plus one per whitespace-separated word of the JSON
+            const words = prompt.content.map((message) => JSON.stringify(message.content).split(/\s+|,/).length)
+            return Array.from({ length: prompt.content.length + words.reduce((a, b) => a + b, 0) }, (_, i) => i)
+          })
+      })
+    )
+
+  it.effect("counts a growing history in proportion to the new messages", () =>
+    Effect.gen(function*() {
+      const calls = { value: 0 }
+      const counter = yield* TokenCounter.makeModel.pipe(Effect.provide(countingTokenizer(calls)))
+      const history = [system("You are helpful."), user("one two three"), user("four five")]
+      const first = yield* counter.count(history)
+      // 4 empty messages (one per role) for the overheads, then the system text and one part per user message
+      assert.strictEqual(calls.value, 4 + 3)
+      assert.strictEqual(yield* counter.count(history), first)
+      assert.strictEqual(calls.value, 7)
+      const grown = [...history, user("six")]
+      const second = yield* counter.count(grown)
+      assert.strictEqual(calls.value, 8)
+      assert.strictEqual(second, first + (yield* counter.countMessage(grown[3]!)))
+      // identity, not content: an equal but new message is counted again
+      yield* counter.count([user("six")])
+      assert.strictEqual(calls.value, 9)
+      // a new message made of counted parts costs no tokenizer call
+      const part = text("seven eight")
+      yield* counter.measure([part])
+      assert.strictEqual(calls.value, 10)
+      yield* counter.count([Prompt.makeMessage("user", { content: [part] })])
+      assert.strictEqual(calls.value, 10)
+      assert.strictEqual(counter.method, "model")
+    }))
+
+  it.effect("falls back to approximate counts when the tokenizer fails", () =>
+    Effect.gen(function*() {
+      const failing = Tokenizer.make({
+        tokenize: () => Effect.fail(new AiError.UnknownError({ module: "Test", method: "tokenize" }))
+      })
+      const counter = yield* TokenCounter.makeModel.pipe(Effect.provideService(Tokenizer.Tokenizer, failing))
+      // 3 per message (fallback overhead) + ceil(8 / 4)
+      assert.strictEqual(yield* counter.count([user("abcdefgh")]), 5)
+    }))
+
+  it.effect("measures parts and messages, caching both", () =>
+    Effect.gen(function*() {
+      const counter = yield* TokenCounter.TokenCounter
+      const part = text("abcdefgh")
+      const message = Prompt.makeMessage("user", { content: [part, part] })
+      assert.deepStrictEqual(yield* counter.measure([part, message, part]), [2, 3 + 2 + 2, 2])
+    }).pipe(Effect.provide(Approximate)))
+})
+
+describe("TokenCounter.calibrate", () => {
+  it.effect("scales counts by the cumulative ratio of reported to counted tokens", () =>
+    Effect.gen(function*() {
+      const messages = [user("abcdefgh"), user("abcdefgh")] // 5 + 5 raw
+      assert.strictEqual(yield* TokenCounter.count(messages), 10)
+      assert.strictEqual(yield* TokenCounter.calibrate(20, messages), 2)
+      assert.strictEqual(yield* TokenCounter.count(messages), 20)
+      const counter = yield* TokenCounter.TokenCounter
+      assert.strictEqual(yield* counter.countMessage(messages[0]!), 10)
+      // (20 + 40) / (10 + 10)
+      assert.strictEqual(yield* TokenCounter.calibrate(40, messages), 3)
+      assert.strictEqual(yield* TokenCounter.count(messages), 30)
+      // reports that are not positive, or empty requests, change nothing
+      assert.strictEqual(yield* TokenCounter.calibrate(0, messages), 3)
+      assert.strictEqual(yield* TokenCounter.calibrate(Number.NaN, messages), 3)
+      assert.strictEqual(yield* TokenCounter.calibrate(100, []), 3)
+      assert.strictEqual(yield* counter.scale, 3)
+      // raw measures are not scaled
+      assert.deepStrictEqual(yield* counter.measure(messages), [5, 5])
+    }).pipe(Effect.provide(Approximate)))
+})
+
+describe("TokenCounter.tiktoken", () => {
+  const encoders = {
+    cl100k_base: getEncoding("cl100k_base"),
+    o200k_base: getEncoding("o200k_base")
+  }
+  const words = [
+    "hello",
+    " world",
+    "  ",
+    "\n",
+    "don't",
+    "I'm",
+    "123456",
+    "3.14",
+    "naïve",
+    "日本語",
+    "🚀",
+    "<|endoftext|>"
+  ]
+  const texts = FastCheck.oneof(
+    FastCheck.string({ maxLength: 60 }),
+    FastCheck.fullUnicodeString({ maxLength: 40 }),
+    FastCheck.array(FastCheck.constantFrom(...words), { maxLength: 30 }).map((chosen) => chosen.join("")),
+    FastCheck.json().map((json) => json.repeat(2)),
+    FastCheck.stringOf(FastCheck.constantFrom("a", "b", "ab", " ", "1", "\n"), { maxLength: 300 })
+  )
+
+  for (const encoding of ["cl100k_base", "o200k_base"] as const) {
+    it.effect.prop(
+      `${encoding}: the memoized count equals js-tiktoken's encode(text).length`,
+      { texts: FastCheck.array(texts, { minLength: 1, maxLength: 5 }) },
+      ({ texts }) =>
+        Effect.gen(function*() {
+          const counter = yield* TokenCounter.makeTiktoken({ encoding })
+          for (const value of texts) {
+            const expected = encoders[encoding].encode(value, [], []).length
+            assert.strictEqual(yield* counter.countText(value), expected, JSON.stringify(value))
+            // again, now from the memo of pieces
+            assert.strictEqual(yield* counter.countText(value), expected)
+            assert.strictEqual(yield* counter.countMessage(user(value)), 3 + expected)
+          }
+        }),
+      { fastCheck: { numRuns: 200 } }
+    )
+  }
+
+  it.effect("counts tool calls and results exactly and shares the encoding between counters", () =>
+    Effect.gen(function*() {
+      const counter = yield* TokenCounter.TokenCounter
+      const encode = (value: string) => encoders.cl100k_base.encode(value, [], []).length
+      const params = { query: "weather in Paris", days: 3 }
+      const payload = { forecast: ["sunny", "rain"], note: "<|endoftext|> is text here" }
+      const message = Prompt.makeMessage("assistant", {
+        content: [call("c1", "forecast", params), result("c1", "forecast", payload)]
+      })
+      assert.strictEqual(
+        yield* counter.countMessage(message),
+        3 + encode("forecast") + encode(JSON.stringify(params)) + encode("forecast") + encode(JSON.stringify(payload))
+      )
+      assert.strictEqual(yield* counter.countMessage(system("Be concise.")), 3 + encode("Be concise."))
+      assert.strictEqual(counter.method, "tiktoken")
+      const other = yield* TokenCounter.makeTiktoken({ encoding: "cl100k_base" })
+      assert.strictEqual(yield* other.countText("Be concise."), encode("Be concise."))
+    }).pipe(Effect.provide(TokenCounter.layerTiktoken({ encoding: "cl100k_base" }))))
+})

@@ -1,0 +1,391 @@
+/**
+ * Guardrail: a check of the user's input before the model sees it, and of
+ * the model's reply before it is stored, that can allow, block or rewrite.
+ *
+ * - `input` runs in `beforeModel` on the user messages the model has not
+ *   answered yet (those after the last assistant or tool message), so it
+ *   checks each run's input once, on its first model call.
+ * - `output` runs in `afterModel` on the assistant reply.
+ *
+ * Each returns a {@link GuardrailVerdict}: {@link allow}; {@link block}, which
+ * fails the run with {@link GuardrailTripped} (or, with `onBlock: "end"`,
+ * ends the run with an assistant message saying why); or {@link rewrite}, which
+ * replaces the checked messages in the stored conversation, with a text (the
+ * input becomes one user message with it; the reply keeps its tool calls and
+ * gets it as its text) or with messages of your own.
+ *
+ * @since 0.1.0
+ */
+import * as Middleware from "@effect-agent/core/Middleware"
+import * as Prompt from "@effect/ai/Prompt"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * What a check decided.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type GuardrailVerdict = Data.TaggedEnum<{
+  /** Let it through unchanged. */
+  Allow: {}
+  /** Refuse it. */
+  Block: { readonly reason: string }
+  /** Replace it with a text, or with messages. */
+  Rewrite: { readonly replacement: string | ReadonlyArray<Prompt.Message> }
+}>
+
+const Verdict = Data.taggedEnum<GuardrailVerdict>()
+
+/**
+ * Lets the checked messages through.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const allow: GuardrailVerdict = Verdict.Allow()
+
+/**
+ * Blocks the checked messages for a reason.
+ *
+ * @example
+ * ```ts
+ * import * as Guardrail from "@effect-agent/middleware/Guardrail"
+ *
+ * const verdict = Guardrail.block("asks for medical advice")
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const block = (reason: string): GuardrailVerdict => Verdict.Block({ reason })
+
+/**
+ * Replaces the checked messages: with a text, or with messages.
+ *
+ * @example
+ * ```ts
+ * import * as Guardrail from "@effect-agent/middleware/Guardrail"
+ *
+ * const verdict = Guardrail.rewrite("Please summarize the attached report.")
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const rewrite = (replacement: string | ReadonlyArray<Prompt.Message>): GuardrailVerdict =>
+  Verdict.Rewrite({ replacement })
+
+/**
+ * Matches on a verdict.
+ *
+ * @since 0.1.0
+ * @category pattern matching
+ */
+export const $match = Verdict.$match
+
+/**
+ * Which check ran.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Stage = "input" | "output"
+
+/**
+ * What a check gets besides the messages it checks.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CheckContext {
+  /** The whole stored conversation, without the system prompt. */
+  readonly conversation: ReadonlyArray<Prompt.Message>
+  readonly threadId: string
+  readonly step: number
+}
+
+/**
+ * Options of {@link middleware}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<EI, RI, EO, RO> {
+  /** The middleware's name (default `"guardrail"`), shown in errors and decisions. */
+  readonly name?: string | undefined
+  /** Checks the user messages the model has not answered yet. */
+  readonly input?:
+    | ((messages: ReadonlyArray<Prompt.UserMessage>, context: CheckContext) => Effect.Effect<GuardrailVerdict, EI, RI>)
+    | undefined
+  /** Checks the assistant reply. */
+  readonly output?:
+    | ((message: Prompt.AssistantMessage, context: CheckContext) => Effect.Effect<GuardrailVerdict, EO, RO>)
+    | undefined
+  /**
+   * `"error"` (default): a block fails the run with `GuardrailTripped`;
+   * `"end"`: it ends the run with an assistant message (`blockedMessage`, or
+   * the reason), dropping a blocked reply and its tool calls.
+   */
+  readonly onBlock?: "error" | "end" | undefined
+  /** The assistant message of a run ended by a block (default: the block's reason). */
+  readonly blockedMessage?: string | undefined
+}
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * A guardrail blocked the input or the output.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class GuardrailTripped extends Schema.TaggedError<GuardrailTripped>(
+  "@effect-agent/middleware/Guardrail/GuardrailTripped"
+)("GuardrailTripped", {
+  guardrail: Schema.String,
+  stage: Schema.Literal("input", "output"),
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Guardrail "${this.guardrail}" blocked the ${this.stage}: ${this.reason}`
+  }
+}
+
+/**
+ * The options of {@link middleware} are invalid: no check, or an unknown
+ * `onBlock`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidGuardrailOptions extends Schema.TaggedError<InvalidGuardrailOptions>(
+  "@effect-agent/middleware/Guardrail/InvalidGuardrailOptions"
+)("InvalidGuardrailOptions", {
+  option: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid Guardrail option "${this.option}": ${this.reason}`
+  }
+}
+
+/**
+ * A check returned something that is not a usable verdict: not a verdict at
+ * all, or a rewrite with no messages.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidGuardrailVerdict extends Schema.TaggedError<InvalidGuardrailVerdict>(
+  "@effect-agent/middleware/Guardrail/InvalidGuardrailVerdict"
+)("InvalidGuardrailVerdict", {
+  guardrail: Schema.String,
+  stage: Schema.Literal("input", "output"),
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Guardrail "${this.guardrail}" gave an invalid ${this.stage} verdict: ${this.reason}`
+  }
+}
+
+// -----------------------------------------------------------------------------
+// constructors
+// -----------------------------------------------------------------------------
+
+const isVerdict = (u: unknown): u is GuardrailVerdict =>
+  Predicate.hasProperty(u, "_tag") && (
+    u._tag === "Allow" ||
+    (u._tag === "Block" && Predicate.hasProperty(u, "reason") && typeof u.reason === "string") ||
+    (u._tag === "Rewrite" && Predicate.hasProperty(u, "replacement") &&
+      (typeof u.replacement === "string" || Array.isArray(u.replacement)))
+  )
+
+const textMessage = <Role extends "user" | "assistant">(role: Role, text: string) =>
+  Prompt.makeMessage(role, { content: [Prompt.makePart("text", { text })] } as any) as Extract<
+    Prompt.Message,
+    { role: Role }
+  >
+
+/** The reply with its text parts replaced by one text part, where the first one was. */
+const withText = (message: Prompt.AssistantMessage, text: string): Prompt.AssistantMessage => {
+  const content: Array<Prompt.AssistantMessagePart> = []
+  let placed = false
+  for (const part of message.content) {
+    if (part.type !== "text") {
+      content.push(part)
+    } else if (!placed) {
+      content.push(Prompt.makePart("text", { text }))
+      placed = true
+    }
+  }
+  if (!placed) content.unshift(Prompt.makePart("text", { text }))
+  return Prompt.makeMessage("assistant", { content, options: message.options })
+}
+
+/**
+ * Builds the middleware. Bad options fail with
+ * {@link InvalidGuardrailOptions}: give `input`, `output` or both. During a
+ * run a block fails with {@link GuardrailTripped} (unless `onBlock: "end"`),
+ * and a check's own errors and services flow into the agent's types. Every
+ * block and rewrite is reported as a decision.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@effect-agent/core"
+ * import * as Guardrail from "@effect-agent/middleware/Guardrail"
+ * import { Effect } from "effect"
+ *
+ * const noSecrets = Guardrail.middleware({
+ *   name: "noSecrets",
+ *   input: (messages) =>
+ *     Effect.succeed(
+ *       messages.some((m) => m.content.some((p) => p.type === "text" && p.text.includes("password")))
+ *         ? Guardrail.block("the input mentions a password")
+ *         : Guardrail.allow
+ *     )
+ * })
+ *
+ * const program = Effect.gen(function*() {
+ *   const agent = yield* Agent.make({ middleware: [yield* noSecrets] })
+ *   return yield* agent.run("my password is hunter2", { threadId: "t1" }) // fails with GuardrailTripped
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const middleware = <EI = never, RI = never, EO = never, RO = never>(
+  options: Options<EI, RI, EO, RO>
+): Effect.Effect<
+  Middleware.Middleware<{}, GuardrailTripped | InvalidGuardrailVerdict | EI | EO, RI | RO>,
+  InvalidGuardrailOptions
+> =>
+  Effect.gen(function*() {
+    if (options.input === undefined && options.output === undefined) {
+      return yield* new InvalidGuardrailOptions({
+        option: "input",
+        reason: "give an input check, an output check or both"
+      })
+    }
+    for (const [option, check] of [["input", options.input], ["output", options.output]] as const) {
+      if (check !== undefined && typeof check !== "function") {
+        return yield* new InvalidGuardrailOptions({
+          option,
+          reason: "must be a function returning an Effect of a verdict"
+        })
+      }
+    }
+    const onBlock = options.onBlock ?? "error"
+    if (onBlock !== "error" && onBlock !== "end") {
+      return yield* new InvalidGuardrailOptions({
+        option: "onBlock",
+        reason: `must be "error" or "end", got ${String(onBlock)}`
+      })
+    }
+    const name = options.name ?? "guardrail"
+
+    const verdictOf = <E, R>(stage: Stage, check: Effect.Effect<GuardrailVerdict, E, R>) =>
+      Effect.flatMap(check, (verdict): Effect.Effect<GuardrailVerdict, InvalidGuardrailVerdict> => {
+        if (!isVerdict(verdict)) {
+          return Effect.fail(
+            new InvalidGuardrailVerdict({
+              guardrail: name,
+              stage,
+              reason: "expected Guardrail.allow, Guardrail.block(reason) or Guardrail.rewrite(replacement)"
+            })
+          )
+        }
+        if (verdict._tag === "Rewrite" && typeof verdict.replacement !== "string" && verdict.replacement.length === 0) {
+          return Effect.fail(
+            new InvalidGuardrailVerdict({ guardrail: name, stage, reason: "a rewrite needs at least one message" })
+          )
+        }
+        return Effect.succeed(verdict)
+      })
+
+    const blocked = (stage: Stage, reason: string, messages: ReadonlyArray<Prompt.Message>) =>
+      Effect.gen(function*() {
+        yield* Middleware.report(`blocked the ${stage}: ${reason}`, { stage, reason })
+        if (onBlock === "error") return yield* new GuardrailTripped({ guardrail: name, stage, reason })
+        return {
+          messages: [...messages, textMessage("assistant", options.blockedMessage ?? reason)],
+          jumpTo: "end" as const
+        }
+      })
+
+    const input = options.input
+    const beforeModel = input === undefined ?
+      undefined :
+      ({ messages, step, threadId }: Middleware.HookContext<{}>) =>
+        Effect.gen(function*() {
+          let first = messages.length
+          while (first > 0 && messages[first - 1]!.role === "user") first--
+          if (first === messages.length) return undefined
+          const checked = messages.slice(first) as ReadonlyArray<Prompt.UserMessage>
+          const verdict = yield* verdictOf("input", input(checked, { conversation: messages, threadId, step }))
+          switch (verdict._tag) {
+            case "Allow":
+              return undefined
+            case "Block":
+              return yield* blocked("input", verdict.reason, messages.slice(0, first).concat(checked))
+            case "Rewrite": {
+              const replacement = typeof verdict.replacement === "string"
+                ? [textMessage("user", verdict.replacement)]
+                : verdict.replacement
+              yield* Middleware.report("rewrote the input", { stage: "input", replaced: checked.length })
+              return { messages: [...messages.slice(0, first), ...replacement] }
+            }
+          }
+        })
+
+    const output = options.output
+    const afterModel = output === undefined ?
+      undefined :
+      ({ messages, step, threadId }: Middleware.HookContext<{}>) =>
+        Effect.gen(function*() {
+          let index = messages.length - 1
+          while (index >= 0 && messages[index]!.role !== "assistant") index--
+          if (index < 0) return undefined
+          const reply = messages[index] as Prompt.AssistantMessage
+          const verdict = yield* verdictOf("output", output(reply, { conversation: messages, threadId, step }))
+          switch (verdict._tag) {
+            case "Allow":
+              return undefined
+            case "Block":
+              return yield* blocked("output", verdict.reason, messages.slice(0, index))
+            case "Rewrite": {
+              const replacement = typeof verdict.replacement === "string"
+                ? [withText(reply, verdict.replacement)]
+                : verdict.replacement
+              yield* Middleware.report("rewrote the output", { stage: "output" })
+              return { messages: [...messages.slice(0, index), ...replacement, ...messages.slice(index + 1)] }
+            }
+          }
+        })
+
+    return Middleware.make({
+      name,
+      canJumpTo: onBlock === "end" ? ["end"] : [],
+      beforeModel,
+      afterModel
+    }) as Middleware.Middleware<{}, GuardrailTripped | InvalidGuardrailVerdict | EI | EO, RI | RO>
+  }).pipe(Effect.withSpan("Guardrail.middleware", { captureStackTrace: false }))

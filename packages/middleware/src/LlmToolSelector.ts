@@ -1,0 +1,286 @@
+/**
+ * LlmToolSelector: before each model call, a (possibly smaller, cheaper)
+ * model picks the tools relevant to the conversation, and the main model is
+ * offered only those. It saves tokens and helps a model choose when an agent
+ * has many tools.
+ *
+ * As in LangChain v1's `LLMToolSelectorMiddleware`: the selector sees the
+ * tools (name and description) and the last user message and answers with
+ * `generateObject` in the shape `{ tools: Array<string> }`, most relevant
+ * first; names it made up are ignored; at most `maxTools` are kept (the first
+ * ones it listed); the `alwaysInclude` tools are always offered and do not
+ * count towards `maxTools`. The tools keep their order in the request, and a
+ * tool the request's `toolChoice` names is kept too. Each selection is
+ * reported as a decision.
+ *
+ * With `responseFormat`, the agent's structured-output tool (`"final_answer"`
+ * unless `outputToolName` says otherwise) is one of the request's tools: put
+ * it in `alwaysInclude`, or the selector may drop it.
+ *
+ * @since 0.1.0
+ */
+import * as Middleware from "@effect-agent/core/Middleware"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Prompt from "@effect/ai/Prompt"
+import type * as Tool from "@effect/ai/Tool"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * Options of {@link middleware}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /**
+   * The model that selects. Default: the `LanguageModel` in the context
+   * where the middleware is built (usually the agent's own model).
+   */
+  readonly model?: LanguageModel.Service | undefined
+  /** The most tools to offer besides `alwaysInclude` (default: no limit). */
+  readonly maxTools?: number | undefined
+  /** Tools always offered; each must be one of the request's tools. */
+  readonly alwaysInclude?: ReadonlyArray<string> | undefined
+  /** The selector's instructions (default: {@link defaultSystemPrompt}). */
+  readonly systemPrompt?: string | undefined
+  /** The middleware's name (default `"llmToolSelector"`). */
+  readonly name?: string | undefined
+}
+
+/**
+ * The selector's default instructions.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultSystemPrompt = "Your goal is to select the most relevant tools for answering the user's query."
+
+/**
+ * What the selector model answers.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Selection = Schema.Struct({
+  tools: Schema.Array(Schema.String).annotations({
+    description: "The names of the relevant tools, the most relevant first"
+  })
+}).annotations({ identifier: "ToolSelection" })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Selection = typeof Selection.Type
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * The options are invalid: `maxTools` is not a whole number of at least 1,
+ * `alwaysInclude` is not a list of tool names, or `systemPrompt` is empty.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidLlmToolSelectorOptions extends Schema.TaggedError<InvalidLlmToolSelectorOptions>(
+  "@effect-agent/middleware/LlmToolSelector/InvalidLlmToolSelectorOptions"
+)("InvalidLlmToolSelectorOptions", {
+  option: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid LlmToolSelector option "${this.option}": ${this.reason}`
+  }
+}
+
+/**
+ * `alwaysInclude` names tools the model request does not have.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class UnknownAlwaysIncludeTool extends Schema.TaggedError<UnknownAlwaysIncludeTool>(
+  "@effect-agent/middleware/LlmToolSelector/UnknownAlwaysIncludeTool"
+)("UnknownAlwaysIncludeTool", {
+  names: Schema.Array(Schema.String),
+  available: Schema.Array(Schema.String)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `alwaysInclude names tools the agent does not offer: ${this.names.join(", ")}. Available tools: ${
+      this.available.length === 0 ? "none" : this.available.join(", ")
+    }`
+  }
+}
+
+// -----------------------------------------------------------------------------
+// constructors
+// -----------------------------------------------------------------------------
+
+const lastUserText = (messages: ReadonlyArray<Prompt.Message>): string | undefined => {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]!
+    if (message.role === "user") {
+      return message.content.map((part) => part.type === "text" ? part.text : "").join("")
+    }
+  }
+  return undefined
+}
+
+const namedByChoice = (choice: LanguageModel.ToolChoice<string>): ReadonlyArray<string> =>
+  typeof choice === "string" ? [] : "tool" in choice ? [choice.tool] : choice.oneOf
+
+const selectorPrompt = (
+  systemPrompt: string,
+  maxTools: number | undefined,
+  candidates: ReadonlyArray<Tool.Any>,
+  question: string
+): Prompt.Prompt => {
+  const limit = maxTools === undefined
+    ? ""
+    : `\nIMPORTANT: List the tool names in order of relevance, with the most relevant first. ` +
+      `If you exceed the maximum number of tools, only the first ${maxTools} will be used.`
+  const list = candidates.map((tool) => `- ${tool.name}: ${tool.description ?? "(no description)"}`).join("\n")
+  return Prompt.fromMessages([
+    Prompt.makeMessage("system", {
+      content: `${systemPrompt}${limit}\n\nAvailable tools:\n${list}\n\n` +
+        `Answer with JSON of the form {"tools": ["tool_name", ...]} using only the names above.`
+    }),
+    Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: question })] })
+  ])
+}
+
+const validate = (options: Options): InvalidLlmToolSelectorOptions | undefined => {
+  const { alwaysInclude, maxTools, systemPrompt } = options
+  if (maxTools !== undefined && (!Number.isInteger(maxTools) || maxTools < 1)) {
+    return new InvalidLlmToolSelectorOptions({
+      option: "maxTools",
+      reason: `must be a whole number of at least 1, got ${String(maxTools)}`
+    })
+  }
+  if (
+    alwaysInclude !== undefined &&
+    (!Array.isArray(alwaysInclude) || alwaysInclude.some((name) => typeof name !== "string" || name.length === 0))
+  ) {
+    return new InvalidLlmToolSelectorOptions({ option: "alwaysInclude", reason: "must be a list of tool names" })
+  }
+  if (systemPrompt !== undefined && (typeof systemPrompt !== "string" || systemPrompt.trim().length === 0)) {
+    return new InvalidLlmToolSelectorOptions({ option: "systemPrompt", reason: "must be a non-empty text" })
+  }
+  if (options.model !== undefined && typeof options.model?.generateObject !== "function") {
+    return new InvalidLlmToolSelectorOptions({ option: "model", reason: "must be a LanguageModel service" })
+  }
+  return undefined
+}
+
+const make = (options: Options, model: LanguageModel.Service) => {
+  const alwaysInclude = [...new Set(options.alwaysInclude ?? [])]
+  const maxTools = options.maxTools
+  const systemPrompt = options.systemPrompt ?? defaultSystemPrompt
+  return Middleware.make({
+    name: options.name ?? "llmToolSelector",
+    wrapModelCall: (request, next) =>
+      Effect.gen(function*() {
+        if (request.tools.length === 0) return yield* next(request)
+        const available = request.tools.map((tool) => tool.name)
+        const unknown = alwaysInclude.filter((name) => !available.includes(name))
+        if (unknown.length > 0) return yield* new UnknownAlwaysIncludeTool({ names: unknown, available })
+        const kept = new Set([...alwaysInclude, ...namedByChoice(request.toolChoice)])
+        const candidates = request.tools.filter((tool) => !kept.has(tool.name))
+        if (candidates.length === 0) return yield* next(request)
+        const question = lastUserText(request.messages)
+        if (question === undefined) {
+          yield* Middleware.report("no user message to select tools for; offering all tools")
+          return yield* next(request)
+        }
+        const response = yield* model.generateObject({
+          prompt: selectorPrompt(systemPrompt, maxTools, candidates, question),
+          schema: Selection,
+          objectName: "tool_selection"
+        })
+        const candidateNames = new Set(candidates.map((tool) => tool.name))
+        const selected: Array<string> = []
+        const ignored: Array<string> = []
+        for (const name of response.value.tools) {
+          if (!candidateNames.has(name)) {
+            if (!kept.has(name) && !ignored.includes(name)) ignored.push(name)
+          } else if (!selected.includes(name) && (maxTools === undefined || selected.length < maxTools)) {
+            selected.push(name)
+          }
+        }
+        for (const name of selected) kept.add(name)
+        const tools = request.tools.filter((tool) => kept.has(tool.name))
+        yield* Middleware.report(
+          `offering ${tools.length} of ${request.tools.length} tools: ${
+            tools.length === 0 ? "none" : tools.map((tool) => tool.name).join(", ")
+          }`,
+          { selected, alwaysIncluded: alwaysInclude, ignored, offered: tools.map((tool) => tool.name) }
+        )
+        return yield* next({ ...request, tools })
+      })
+  })
+}
+
+/**
+ * Builds the middleware. Without a `model` it uses the `LanguageModel` of
+ * the context it is built in. Bad options fail with
+ * {@link InvalidLlmToolSelectorOptions}; during a run, `alwaysInclude` names
+ * that the request's tools lack fail with {@link UnknownAlwaysIncludeTool},
+ * and a failure of the selector model (an `AiError`, e.g. an answer that is
+ * not `{ tools: [...] }`) fails the model call.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@effect-agent/core"
+ * import * as LlmToolSelector from "@effect-agent/middleware/LlmToolSelector"
+ * import type { LanguageModel } from "@effect/ai"
+ * import { Effect } from "effect"
+ *
+ * declare const smallModel: LanguageModel.Service
+ *
+ * const program = Effect.gen(function*() {
+ *   const selector = yield* LlmToolSelector.middleware({ model: smallModel, maxTools: 3, alwaysInclude: ["search"] })
+ *   const agent = yield* Agent.make({ middleware: [selector] })
+ *   return yield* agent.run("What is the weather in Paris?", { threadId: "t1" })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export function middleware(
+  options: Options & { readonly model: LanguageModel.Service }
+): Effect.Effect<Middleware.Middleware<{}, UnknownAlwaysIncludeTool>, InvalidLlmToolSelectorOptions>
+export function middleware(
+  options?: Options | undefined
+): Effect.Effect<
+  Middleware.Middleware<{}, UnknownAlwaysIncludeTool>,
+  InvalidLlmToolSelectorOptions,
+  LanguageModel.LanguageModel
+>
+export function middleware(
+  options: Options = {}
+): Effect.Effect<
+  Middleware.Middleware<{}, UnknownAlwaysIncludeTool>,
+  InvalidLlmToolSelectorOptions,
+  LanguageModel.LanguageModel
+> {
+  return Effect.gen(function*() {
+    const invalid = validate(options)
+    if (invalid !== undefined) return yield* invalid
+    const model = options.model ?? (yield* LanguageModel.LanguageModel)
+    return make(options, model)
+  }).pipe(Effect.withSpan("LlmToolSelector.middleware", { captureStackTrace: false }))
+}

@@ -1,0 +1,229 @@
+/**
+ * ToolEmulator: a model fakes tool results, so an agent can be tried before
+ * its tools exist or without their side effects.
+ *
+ * As in LangChain v1's `LLMToolEmulator`: in `wrapToolCall`, for each
+ * emulated tool (all of them when `tools` is omitted) the emulator model gets
+ * the tool's name, description, parameter schema and the call's arguments,
+ * and its text answer becomes the tool's result; the real handler never
+ * runs. A listed name the agent has no tool for fails the run when it starts
+ * ({@link UnknownEmulatedTool}), so a typo cannot let a real tool run. Calls of tools that are not emulated run as usual, and a call of a
+ * tool the agent does not have is left to the agent (which answers it with a
+ * failed tool result). Each emulated call is reported as a decision.
+ *
+ * @since 0.1.0
+ */
+import * as Middleware from "@effect-agent/core/Middleware"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Prompt from "@effect/ai/Prompt"
+import * as Tool from "@effect/ai/Tool"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * Options of {@link middleware}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** The tools to emulate (default: all). */
+  readonly tools?: ReadonlyArray<string> | undefined
+  /**
+   * The model that emulates. Default: the `LanguageModel` in the context
+   * where the middleware is built (usually the agent's own model).
+   */
+  readonly model?: LanguageModel.Service | undefined
+  /** The middleware's name (default `"toolEmulator"`). */
+  readonly name?: string | undefined
+}
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * The options are invalid: `tools` is empty (omit it to emulate every tool),
+ * names a tool twice or is not a list of names, or `model` is not a
+ * `LanguageModel` service.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidToolEmulatorOptions extends Schema.TaggedError<InvalidToolEmulatorOptions>(
+  "@effect-agent/middleware/ToolEmulator/InvalidToolEmulatorOptions"
+)("InvalidToolEmulatorOptions", {
+  option: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid ToolEmulator option "${this.option}": ${this.reason}`
+  }
+}
+
+/**
+ * `tools` names tools the agent does not have (checked when a run starts,
+ * so a misspelt name cannot let the real tool run).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class UnknownEmulatedTool extends Schema.TaggedError<UnknownEmulatedTool>(
+  "@effect-agent/middleware/ToolEmulator/UnknownEmulatedTool"
+)("UnknownEmulatedTool", {
+  names: Schema.Array(Schema.String),
+  available: Schema.Array(Schema.String)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `ToolEmulator names tools the agent does not have: ${this.names.join(", ")}. Available tools: ${
+      this.available.length === 0 ? "none" : this.available.join(", ")
+    }`
+  }
+}
+
+// -----------------------------------------------------------------------------
+// constructors
+// -----------------------------------------------------------------------------
+
+/**
+ * The prompt the emulator model gets for a call.
+ *
+ * @example
+ * ```ts
+ * import * as ToolEmulator from "@effect-agent/middleware/ToolEmulator"
+ * import { Prompt, Tool } from "@effect/ai"
+ * import { Schema } from "effect"
+ *
+ * const Weather = Tool.make("weather", { description: "Current weather", parameters: { city: Schema.String } })
+ * const prompt = ToolEmulator.emulationPrompt(
+ *   Weather,
+ *   Prompt.makePart("tool-call", { id: "c1", name: "weather", params: { city: "Paris" }, providerExecuted: false })
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const emulationPrompt = (tool: Tool.Any, call: Prompt.ToolCallPart): Prompt.Prompt =>
+  Prompt.fromMessages([
+    Prompt.makeMessage("user", {
+      content: [
+        Prompt.makePart("text", {
+          text: [
+            "You are emulating a tool call for testing purposes.",
+            "",
+            `Tool: ${tool.name}`,
+            `Description: ${tool.description ?? "(no description)"}`,
+            `Parameters schema: ${JSON.stringify(Tool.getJsonSchema(tool as any))}`,
+            `Arguments: ${JSON.stringify(call.params)}`,
+            "",
+            "Generate a realistic response that this tool would return given these arguments.",
+            "Return ONLY the tool's output, no explanation or preamble. Introduce variation into your responses."
+          ].join("\n")
+        })
+      ]
+    })
+  ])
+
+const validate = (options: Options): InvalidToolEmulatorOptions | undefined => {
+  const tools = options.tools
+  if (tools !== undefined) {
+    if (!Array.isArray(tools) || tools.some((name) => typeof name !== "string" || name.length === 0)) {
+      return new InvalidToolEmulatorOptions({ option: "tools", reason: "must be a list of tool names" })
+    }
+    if (tools.length === 0) {
+      return new InvalidToolEmulatorOptions({
+        option: "tools",
+        reason: "is empty, so nothing would be emulated; omit it to emulate every tool"
+      })
+    }
+    const twice = tools.find((name, index) => tools.indexOf(name) !== index)
+    if (twice !== undefined) {
+      return new InvalidToolEmulatorOptions({ option: "tools", reason: `names "${twice}" twice` })
+    }
+  }
+  if (options.model !== undefined && typeof options.model?.generateText !== "function") {
+    return new InvalidToolEmulatorOptions({ option: "model", reason: "must be a LanguageModel service" })
+  }
+  return undefined
+}
+
+const make = (options: Options, model: LanguageModel.Service) => {
+  const emulated = options.tools === undefined ? undefined : new Set(options.tools)
+  return Middleware.make({
+    name: options.name ?? "toolEmulator",
+    beforeAgent: emulated === undefined ? undefined : ({ tools }: Middleware.HookContext<{}>) => {
+      const available = tools.map((tool) => tool.name)
+      const unknown = [...emulated].filter((name) => !available.includes(name))
+      return unknown.length === 0 ? Effect.void : Effect.fail(new UnknownEmulatedTool({ names: unknown, available }))
+    },
+    wrapToolCall: (request, next) => {
+      const tool = request.tool
+      if (tool === undefined || (emulated !== undefined && !emulated.has(tool.name))) return next(request)
+      return Effect.gen(function*() {
+        const response = yield* model.generateText({ prompt: emulationPrompt(tool, request.call) })
+        yield* Middleware.report(`emulated ${tool.name}`, { callId: request.call.id })
+        return Middleware.toolResult(request.call, response.text)
+      })
+    }
+  })
+}
+
+/**
+ * Builds the middleware. Without a `model` it uses the `LanguageModel` of
+ * the context it is built in. Bad options fail with
+ * {@link InvalidToolEmulatorOptions}; a run of an agent lacking a listed tool
+ * fails with {@link UnknownEmulatedTool}; a failure of the emulator model (an
+ * `AiError`) fails the run.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@effect-agent/core"
+ * import * as ToolEmulator from "@effect-agent/middleware/ToolEmulator"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   // emulate the payment tool with the agent's own model, run the others
+ *   const emulator = yield* ToolEmulator.middleware({ tools: ["charge_card"] })
+ *   const agent = yield* Agent.make({ middleware: [emulator] })
+ *   return yield* agent.run("Buy the blue one", { threadId: "t1" })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export function middleware(
+  options: Options & { readonly model: LanguageModel.Service }
+): Effect.Effect<Middleware.Middleware<{}, UnknownEmulatedTool>, InvalidToolEmulatorOptions>
+export function middleware(
+  options?: Options | undefined
+): Effect.Effect<
+  Middleware.Middleware<{}, UnknownEmulatedTool>,
+  InvalidToolEmulatorOptions,
+  LanguageModel.LanguageModel
+>
+export function middleware(
+  options: Options = {}
+): Effect.Effect<
+  Middleware.Middleware<{}, UnknownEmulatedTool>,
+  InvalidToolEmulatorOptions,
+  LanguageModel.LanguageModel
+> {
+  return Effect.gen(function*() {
+    const invalid = validate(options)
+    if (invalid !== undefined) return yield* invalid
+    const model = options.model ?? (yield* LanguageModel.LanguageModel)
+    return make(options, model)
+  }).pipe(Effect.withSpan("ToolEmulator.middleware", { captureStackTrace: false }))
+}

@@ -1,0 +1,680 @@
+import { Agent, AgentEvent, type Middleware } from "@effect-agent/core"
+import * as TokenCounter from "@effect-agent/core/TokenCounter"
+import { ScriptedModel } from "@effect-agent/testing"
+import * as Arbitraries from "@effect-agent/testing/Arbitraries"
+import { Prompt, Tokenizer, Tool, Toolkit } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Either, FastCheck, Layer, Option, Schema, Stream } from "effect"
+import * as ContextEditing from "../src/ContextEditing.js"
+
+// ---------------------------------------------------------------------------
+// helpers
+// ---------------------------------------------------------------------------
+
+const Approximate = TokenCounter.layerApproximate()
+
+const edit = (options?: ContextEditing.ClearToolUsesOptions) => Either.getOrThrow(ContextEditing.ClearToolUses(options))
+
+/** Tokens of the system prompt and the messages, as an edit counts them. */
+const tokensOf = (messages: ReadonlyArray<Prompt.Message>, systemPrompt?: string | undefined) =>
+  TokenCounter.count(
+    systemPrompt === undefined ? messages : [Prompt.makeMessage("system", { content: systemPrompt }), ...messages]
+  )
+
+const call = (id: string, name: string, params: unknown = { q: id }) =>
+  Prompt.makePart("tool-call", { id, name, params, providerExecuted: false })
+const result = (id: string, name: string, value: unknown) =>
+  Prompt.makePart("tool-result", { id, name, result: value, isFailure: false, providerExecuted: false })
+const user = (text: string) => Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text })] })
+
+/** user → (assistant call → tool result) × n, results of `size` characters. */
+const history = (
+  n: number,
+  size: number,
+  name: (i: number) => string = () => "search"
+): Array<Prompt.Message> => {
+  const messages: Array<Prompt.Message> = [user("go")]
+  for (let i = 0; i < n; i++) {
+    messages.push(Prompt.makeMessage("assistant", { content: [call(`c${i}`, name(i))] }))
+    messages.push(Prompt.makeMessage("tool", { content: [result(`c${i}`, name(i), "x".repeat(size))] }))
+  }
+  return messages
+}
+
+const resultsOf = (messages: ReadonlyArray<Prompt.Message>) =>
+  messages.flatMap((message) => message.role === "tool" ? message.content : [])
+
+const callsOf = (messages: ReadonlyArray<Prompt.Message>) =>
+  messages.flatMap((message) =>
+    message.role === "assistant" ? message.content.filter((part) => part.type === "tool-call") : []
+  )
+
+// ---------------------------------------------------------------------------
+// arbitraries
+// ---------------------------------------------------------------------------
+
+const toolNames = ["search", "read_file", "run_code", "todos"]
+
+const optionsArbitrary: FastCheck.Arbitrary<ContextEditing.ClearToolUsesOptions> = FastCheck.record({
+  trigger: FastCheck.nat({ max: 1500 }),
+  clearAtLeast: FastCheck.oneof(FastCheck.constant(0), FastCheck.nat({ max: 600 })),
+  keep: FastCheck.nat({ max: 5 }),
+  clearToolInputs: FastCheck.boolean(),
+  excludeTools: FastCheck.subarray(toolNames, { maxLength: 2 }),
+  placeholder: FastCheck.constantFrom("[cleared]", "", "[this tool result was cleared to save context]")
+})
+
+const properties = {
+  messages: Arbitraries.conversation({ toolNames, maxTurns: 4, maxResultSize: 600 }),
+  options: optionsArbitrary,
+  systemPrompt: FastCheck.option(FastCheck.string({ maxLength: 400 }), { nil: undefined })
+}
+
+const propertyOptions = { fastCheck: { numRuns: 60 } }
+
+// ---------------------------------------------------------------------------
+// properties
+// ---------------------------------------------------------------------------
+
+describe("ClearToolUses properties", () => {
+  it.effect.prop(
+    "never leaves a tool call without its result, nor a result without its call",
+    properties,
+    ({ messages, options, systemPrompt }) =>
+      Effect.gen(function*() {
+        const out = yield* edit(options).apply(messages, { systemPrompt })
+        assert.deepStrictEqual(Arbitraries.problems(out.messages), [])
+        // same messages, roles, parts and ids, in the same order
+        assert.deepStrictEqual(
+          out.messages.map((m) => [m.role, m.role === "system" ? [] : m.content.map((p) => [p.type, (p as any).id])]),
+          messages.map((m) => [m.role, m.role === "system" ? [] : m.content.map((p) => [p.type, (p as any).id])])
+        )
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+
+  it.effect.prop(
+    "never touches the system message, the keep newest results, excluded tools, or anything but results and inputs",
+    properties,
+    ({ messages, options, systemPrompt }) =>
+      Effect.gen(function*() {
+        const out = yield* edit(options).apply(messages, { systemPrompt })
+        const before = resultsOf(messages)
+        const after = resultsOf(out.messages)
+        const keep = options.keep!
+        for (let i = Math.max(0, before.length - keep); i < before.length; i++) assert.strictEqual(after[i], before[i])
+        before.forEach((part, i) => {
+          if (options.excludeTools!.includes(part.name)) assert.strictEqual(after[i], part)
+          if (after[i] !== part) {
+            assert.isTrue(ContextEditing.isCleared(after[i]!))
+            assert.strictEqual(after[i]!.result, options.placeholder)
+            assert.include(out.cleared, part.id)
+          }
+        })
+        assert.strictEqual(out.cleared.length, after.filter((part, i) => part !== before[i]).length)
+        messages.forEach((message, index) => {
+          const edited = out.messages[index]!
+          if (message.role === "system" || message.role === "user") assert.strictEqual(edited, message)
+          if (message.role === "assistant") {
+            message.content.forEach((part, p) => {
+              const now = (edited as Prompt.AssistantMessage).content[p]!
+              if (part.type !== "tool-call") return assert.strictEqual(now, part)
+              if (now === part) return
+              assert.isTrue(options.clearToolInputs)
+              assert.include(out.cleared, part.id)
+              assert.deepStrictEqual((now as Prompt.ToolCallPart).params, {})
+            })
+          }
+        })
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+
+  it.effect.prop(
+    "is idempotent: applied to its own output it changes nothing",
+    properties,
+    ({ messages, options, systemPrompt }) =>
+      Effect.gen(function*() {
+        const clear = edit(options)
+        const once = yield* clear.apply(messages, { systemPrompt })
+        const twice = yield* clear.apply(once.messages, { systemPrompt })
+        assert.strictEqual(twice.messages, once.messages)
+        assert.deepStrictEqual(twice.cleared, [])
+        assert.strictEqual(twice.reclaimed, 0)
+        assert.strictEqual(twice.tokensBefore, once.tokensAfter)
+        // a fresh edit with the same options agrees (the memo is not state)
+        const fresh = yield* edit(options).apply(once.messages, { systemPrompt })
+        assert.deepStrictEqual(fresh.cleared, [])
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+
+  it.effect.prop(
+    "once fired, reclaims at least clearAtLeast when possible, and ends under the trigger or with nothing left to clear",
+    properties,
+    ({ messages, options, systemPrompt }) =>
+      Effect.gen(function*() {
+        const out = yield* edit(options).apply(messages, { systemPrompt })
+        if (!out.triggered) return
+        const all = yield* edit({ ...options, clearAtLeast: 0 }).apply(messages, { systemPrompt })
+        if (all.reclaimed >= options.clearAtLeast!) assert.isAtLeast(out.reclaimed, options.clearAtLeast!)
+        else assert.deepStrictEqual(out.cleared, all.cleared)
+        const rest = yield* edit({ ...options, trigger: 0, clearAtLeast: 0 }).apply(out.messages, { systemPrompt })
+        assert.isTrue(out.tokensAfter <= options.trigger! || rest.cleared.length === 0)
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+
+  it.effect.prop(
+    "the count after is at most the count before, and is what the counter says",
+    properties,
+    ({ messages, options, systemPrompt }) =>
+      Effect.gen(function*() {
+        const out = yield* edit(options).apply(messages, { systemPrompt })
+        assert.isAtMost(out.tokensAfter, out.tokensBefore)
+        assert.strictEqual(out.reclaimed, out.tokensBefore - out.tokensAfter)
+        assert.strictEqual(out.tokensBefore, yield* tokensOf(messages, systemPrompt))
+        assert.strictEqual(out.tokensAfter, yield* tokensOf(out.messages, systemPrompt))
+        if (out.cleared.length > 0) assert.isAbove(out.reclaimed, 0)
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+
+  it.effect.prop(
+    "passes messages at or below the trigger unchanged",
+    properties,
+    ({ messages, options, systemPrompt }) =>
+      Effect.gen(function*() {
+        const tokens = yield* tokensOf(messages, systemPrompt)
+        const out = yield* edit({ ...options, trigger: tokens + (options.trigger! % 2) }).apply(messages, {
+          systemPrompt
+        })
+        assert.strictEqual(out.messages, messages)
+        assert.isFalse(out.triggered)
+        assert.deepStrictEqual(out.cleared, [])
+        assert.strictEqual(out.tokensAfter, tokens)
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+
+  it.effect.prop(
+    "holds its invariants with a calibrated counter",
+    { ...properties, reported: FastCheck.integer({ min: 1, max: 20_000 }) },
+    ({ messages, options, reported, systemPrompt }) =>
+      Effect.gen(function*() {
+        yield* TokenCounter.calibrate(reported, messages)
+        const clear = edit(options)
+        const once = yield* clear.apply(messages, { systemPrompt })
+        assert.isAtMost(once.tokensAfter, once.tokensBefore)
+        assert.strictEqual(once.tokensAfter, yield* tokensOf(once.messages, systemPrompt))
+        assert.isTrue(Arbitraries.wellFormed(once.messages))
+        const twice = yield* clear.apply(once.messages, { systemPrompt })
+        assert.strictEqual(twice.messages, once.messages)
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+})
+
+/**
+ * LangChain's algorithm, written plainly: clear candidates oldest first,
+ * counting the whole request after each clearing.
+ */
+const reference = (
+  messages: ReadonlyArray<Prompt.Message>,
+  options: ContextEditing.ClearToolUsesOptions,
+  systemPrompt: string | undefined
+) =>
+  Effect.gen(function*() {
+    const trigger = options.trigger ?? 100_000
+    const clearAtLeast = options.clearAtLeast ?? 0
+    const keep = options.keep ?? 3
+    const excluded = new Set(options.excludeTools ?? [])
+    const placeholder = options.placeholder ?? "[cleared]"
+    const mark = (part: Prompt.ToolResultPart | Prompt.ToolCallPart) => ({
+      ...part.options,
+      "effect-agent": { ...part.options["effect-agent"], contextEditing: "cleared" }
+    })
+    const replace = (message: Prompt.Message, index: number, part: Prompt.Part) =>
+      Prompt.makeMessage(message.role as "tool", {
+        content: (message as Prompt.ToolMessage).content.map((p, i) => i === index ? part : p) as any,
+        options: message.options
+      })
+    const count = (list: ReadonlyArray<Prompt.Message>) => tokensOf(list, systemPrompt)
+    const before = yield* count(messages)
+    if (before <= trigger) return { messages, cleared: [] as Array<string> }
+    const positions: Array<readonly [number, number]> = []
+    messages.forEach((message, m) => {
+      if (message.role === "tool") message.content.forEach((_, i) => positions.push([m, i]))
+    })
+    let current = messages.slice()
+    const cleared: Array<string> = []
+    for (const [m, i] of positions.slice(0, Math.max(0, positions.length - keep))) {
+      const result = (messages[m] as Prompt.ToolMessage).content[i]!
+      if (ContextEditing.isCleared(result) || excluded.has(result.name)) continue
+      let callAt: readonly [number, number] | undefined
+      for (let a = 0; a < m; a++) {
+        const message = messages[a]!
+        if (message.role !== "assistant") continue
+        message.content.forEach((part, p) => {
+          if (part.type === "tool-call" && part.id === result.id && !part.providerExecuted) callAt = [a, p]
+        })
+      }
+      if (callAt === undefined) continue
+      const call = (messages[callAt[0]] as Prompt.AssistantMessage).content[callAt[1]] as Prompt.ToolCallPart
+      if (excluded.has(call.name)) continue
+      const next = current.slice()
+      next[m] = replace(
+        next[m]!,
+        i,
+        Prompt.makePart("tool-result", { ...result, result: placeholder, options: mark(result) })
+      )
+      if (options.clearToolInputs && !ContextEditing.isCleared(call)) {
+        next[callAt[0]] = replace(
+          next[callAt[0]]!,
+          callAt[1],
+          Prompt.makePart("tool-call", { ...call, params: {}, options: mark(call) })
+        )
+      }
+      if ((yield* count(current)) - (yield* count(next)) <= 0) continue
+      current = next
+      cleared.push(result.id)
+      const after = yield* count(current)
+      if (clearAtLeast > 0 && before - after >= clearAtLeast && after <= trigger) break
+    }
+    return { messages: current, cleared }
+  })
+
+describe("ClearToolUses against a plain implementation", () => {
+  it.effect.prop(
+    "clears the same results as LangChain's algorithm, counting the whole request each time",
+    properties,
+    ({ messages, options, systemPrompt }) =>
+      Effect.gen(function*() {
+        const out = yield* edit(options).apply(messages, { systemPrompt })
+        const expected = yield* reference(messages, options, systemPrompt)
+        assert.deepStrictEqual(out.cleared, expected.cleared)
+        assert.deepStrictEqual(out.messages, expected.messages)
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+
+  it.effect.prop(
+    "an edit that remembers a thread's history gives the results of a fresh one",
+    { ...properties, cuts: FastCheck.array(FastCheck.nat(), { maxLength: 6 }) },
+    ({ cuts, messages, options, systemPrompt }) =>
+      Effect.gen(function*() {
+        const remembering = edit(options)
+        const lengths = cuts.map((cut) => cut % (messages.length + 1))
+        // growing, then in any order (shorter histories start over), then a history that diverges
+        const histories = [
+          ...[...lengths].sort((a, b) => a - b).map((n) => messages.slice(0, n)),
+          ...lengths.map((n) => messages.slice(0, n)),
+          messages,
+          messages.length === 0 ? [] : [...messages.slice(0, -1), { ...messages.at(-1)! }],
+          messages
+        ]
+        for (const history of histories) {
+          const remembered = yield* remembering.apply(history, { systemPrompt })
+          const fresh = yield* edit(options).apply(history, { systemPrompt })
+          assert.deepStrictEqual(remembered, fresh)
+        }
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+
+  it.effect("concurrent applications to one thread do not disturb each other", () =>
+    Effect.gen(function*() {
+      const yielding = Tokenizer.make({
+        tokenize: (prompt) =>
+          Effect.yieldNow().pipe(Effect.as(Array.from(JSON.stringify(prompt.content).slice(0, 400), (_, i) => i)))
+      })
+      const counter = yield* TokenCounter.makeModel.pipe(Effect.provideService(Tokenizer.Tokenizer, yielding))
+      const messages = history(12, 300)
+      const shared = edit({ trigger: 50, keep: 2, clearAtLeast: 80 })
+      const lengths = [5, 25, 13, 9, 25, 17]
+      const concurrent = yield* Effect.forEach(lengths, (n) => shared.apply(messages.slice(0, n)), {
+        concurrency: "unbounded"
+      }).pipe(Effect.provideService(TokenCounter.TokenCounter, counter))
+      const sequential = yield* Effect.forEach(lengths, (n) =>
+        edit({ trigger: 50, keep: 2, clearAtLeast: 80 }).apply(messages.slice(0, n))).pipe(
+          Effect.provideService(TokenCounter.TokenCounter, counter)
+        )
+      assert.deepStrictEqual(concurrent, sequential)
+      assert.isAbove(sequential[1]!.cleared.length, 0)
+    }))
+})
+
+// ---------------------------------------------------------------------------
+// examples
+// ---------------------------------------------------------------------------
+
+describe("ClearToolUses", () => {
+  it.effect("clears all but the keep newest results, oldest first, marking them", () =>
+    Effect.gen(function*() {
+      const messages = history(5, 400)
+      const out = yield* edit({ trigger: 100, keep: 2 }).apply(messages)
+      assert.deepStrictEqual(out.cleared, ["c0", "c1", "c2"])
+      assert.isTrue(out.triggered)
+      const results = resultsOf(out.messages)
+      assert.deepStrictEqual(results.map((part) => part.result), [
+        "[cleared]",
+        "[cleared]",
+        "[cleared]",
+        "x".repeat(400),
+        "x".repeat(400)
+      ])
+      assert.deepStrictEqual(results.map(ContextEditing.isCleared), [true, true, true, false, false])
+      assert.deepStrictEqual(results[0]!.options, { "effect-agent": { contextEditing: "cleared" } })
+      // the calls keep their arguments unless clearToolInputs
+      assert.deepStrictEqual(callsOf(out.messages).map((part) => part.params), callsOf(messages).map((p) => p.params))
+      // the input is not mutated
+      assert.deepStrictEqual(resultsOf(messages).map((part) => part.result), Array(5).fill("x".repeat(400)))
+      // ceil((6 + 402) / 4) - ceil((6 + 11) / 4) = 102 - 5 per result
+      assert.strictEqual(out.reclaimed, 3 * 97)
+    }).pipe(Effect.provide(Approximate)))
+
+  it.effect("does nothing below the trigger, which counts the system prompt", () =>
+    Effect.gen(function*() {
+      const messages = history(4, 400)
+      const tokens = yield* tokensOf(messages)
+      const below = yield* edit({ trigger: tokens, keep: 0 }).apply(messages)
+      assert.strictEqual(below.messages, messages)
+      assert.isFalse(below.triggered)
+      const withPrompt = yield* edit({ trigger: tokens, keep: 0 }).apply(messages, { systemPrompt: "Be brief." })
+      assert.isTrue(withPrompt.triggered)
+      assert.deepStrictEqual(withPrompt.cleared, ["c0", "c1", "c2", "c3"])
+      assert.strictEqual(withPrompt.tokensBefore, tokens + 3 + 3)
+    }).pipe(Effect.provide(Approximate)))
+
+  it.effect("with clearAtLeast, stops once enough is reclaimed and the request is under the trigger", () =>
+    Effect.gen(function*() {
+      const messages = history(6, 400) // 97 tokens reclaimed per result
+      const tokens = yield* tokensOf(messages)
+      const enough = yield* edit({ trigger: tokens - 1, clearAtLeast: 150, keep: 0 }).apply(messages)
+      assert.deepStrictEqual(enough.cleared, ["c0", "c1"])
+      assert.strictEqual(enough.reclaimed, 194)
+      // clearAtLeast alone would stop after two, but the request would still be over the trigger
+      const deeper = yield* edit({ trigger: tokens - 250, clearAtLeast: 150, keep: 0 }).apply(messages)
+      assert.deepStrictEqual(deeper.cleared, ["c0", "c1", "c2"])
+      // when not enough can be reclaimed, everything that may be cleared is
+      const short = yield* edit({ trigger: 0, clearAtLeast: 10_000, keep: 4 }).apply(messages)
+      assert.deepStrictEqual(short.cleared, ["c0", "c1"])
+    }).pipe(Effect.provide(Approximate)))
+
+  it.effect("clears the inputs of cleared calls with clearToolInputs", () =>
+    Effect.gen(function*() {
+      const messages = history(3, 400)
+      const out = yield* edit({ trigger: 0, keep: 1, clearToolInputs: true }).apply(messages)
+      assert.deepStrictEqual(callsOf(out.messages).map((part) => part.params), [{}, {}, { q: "c2" }])
+      assert.deepStrictEqual(callsOf(out.messages).map(ContextEditing.isCleared), [true, true, false])
+      const plain = yield* edit({ trigger: 0, keep: 1 }).apply(messages)
+      assert.isAbove(out.reclaimed, plain.reclaimed)
+    }).pipe(Effect.provide(Approximate)))
+
+  it.effect("never clears excluded tools, which still count towards keep", () =>
+    Effect.gen(function*() {
+      const messages = history(5, 400, (i) => i % 2 === 0 ? "todos" : "search")
+      const out = yield* edit({ trigger: 0, keep: 1, excludeTools: ["todos"] }).apply(messages)
+      // c0, c2, c4 are todos; c4 is also the newest
+      assert.deepStrictEqual(out.cleared, ["c1", "c3"])
+    }).pipe(Effect.provide(Approximate)))
+
+  it.effect("skips results the placeholder would not shrink, and results that answer no call", () =>
+    Effect.gen(function*() {
+      const messages = [
+        user("go"),
+        Prompt.makeMessage("assistant", { content: [call("a", "search"), call("b", "search")] }),
+        Prompt.makeMessage("tool", { content: [result("a", "search", "ok"), result("b", "search", "y".repeat(300))] }),
+        Prompt.makeMessage("tool", { content: [result("orphan", "search", "z".repeat(300))] })
+      ]
+      const out = yield* edit({ trigger: 0, keep: 0 }).apply(messages)
+      assert.deepStrictEqual(out.cleared, ["b"])
+      // the two results of one tool message: only the second changed
+      const tool = out.messages[2] as Prompt.ToolMessage
+      assert.strictEqual(tool.content[0], (messages[2] as Prompt.ToolMessage).content[0])
+      assert.strictEqual(out.messages[3], messages[3])
+    }).pipe(Effect.provide(Approximate)))
+
+  it.effect("returns the same edited objects for the same input, so their counts stay cached", () =>
+    Effect.gen(function*() {
+      const clear = edit({ trigger: 0, keep: 1 })
+      const messages = history(3, 400)
+      const first = yield* clear.apply(messages)
+      const second = yield* clear.apply([...messages, user("more")])
+      assert.strictEqual(second.messages[2], first.messages[2])
+      assert.strictEqual(second.messages[4], first.messages[4])
+    }).pipe(Effect.provide(Approximate)))
+
+  it.effect("tokenizes only new messages when the history grows", () =>
+    Effect.gen(function*() {
+      let calls = 0
+      const tokenizer = Tokenizer.make({
+        tokenize: (prompt) =>
+          Effect.sync(() => {
+            calls++
+            return Array.from(JSON.stringify(prompt.content), (_, i) => i).slice(
+              0,
+              1 + JSON.stringify(prompt).length / 4
+            )
+          })
+      })
+      const counter = yield* TokenCounter.makeModel.pipe(Effect.provideService(Tokenizer.Tokenizer, tokenizer))
+      const clear = edit({ trigger: 0, keep: 2 })
+      const apply = (messages: ReadonlyArray<Prompt.Message>) =>
+        clear.apply(messages, { systemPrompt: "Be brief." }).pipe(
+          Effect.provideService(TokenCounter.TokenCounter, counter)
+        )
+      const messages = history(50, 200)
+      const first = yield* apply(messages)
+      assert.strictEqual(first.cleared.length, 48)
+      const afterFirst = calls
+      assert.strictEqual((yield* apply(messages)).reclaimed, first.reclaimed)
+      assert.strictEqual(calls, afterFirst)
+      // one more call and result: the new parts, and the newly cleared result and its placeholder
+      const grown = [
+        ...messages,
+        Prompt.makeMessage("assistant", { content: [call("c50", "search")] }),
+        Prompt.makeMessage("tool", { content: [result("c50", "search", "x".repeat(200))] })
+      ]
+      const second = yield* apply(grown)
+      assert.strictEqual(second.cleared.length, 49)
+      assert.strictEqual(calls - afterFirst, 2 + 1)
+    }))
+
+  it("rejects negative and fractional counts at construction", () => {
+    const invalid = [
+      [{ trigger: -1 }, "trigger"],
+      [{ trigger: 1.5 }, "trigger"],
+      [{ clearAtLeast: -5 }, "clearAtLeast"],
+      [{ keep: -1 }, "keep"],
+      [{ keep: 0.5 }, "keep"],
+      [{ keep: Number.NaN }, "keep"],
+      [{ trigger: Number.POSITIVE_INFINITY }, "trigger"],
+      [{ excludeTools: [1 as any] }, "excludeTools"]
+    ] as const
+    for (const [options, option] of invalid) {
+      const error = Either.getLeft(ContextEditing.ClearToolUses(options as ContextEditing.ClearToolUsesOptions))
+      assert.isTrue(Option.isSome(error), option)
+      const value = Option.getOrThrow(error)
+      assert.strictEqual(value._tag, "InvalidEditOptions")
+      assert.strictEqual(value.option, option)
+      assert.strictEqual(value.edit, "ClearToolUses")
+    }
+    const keep = Either.getLeft(ContextEditing.ClearToolUses({ keep: -1 })).pipe(Option.getOrThrow)
+    assert.strictEqual(keep.message, "Invalid option \"keep\" of ClearToolUses: must be a whole number ≥ 0, got -1")
+    assert.isTrue(Either.isRight(ContextEditing.ClearToolUses()))
+    assert.isTrue(Either.isRight(ContextEditing.ClearToolUses({ trigger: 0, clearAtLeast: 0, keep: 0 })))
+  })
+
+  it.effect("fails an Effect.gen when yielded with bad options", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Effect.gen(function*() {
+        return yield* ContextEditing.ClearToolUses({ clearAtLeast: -1 })
+      }))
+      assert.strictEqual(error._tag, "InvalidEditOptions")
+    }))
+
+  it.effect("applyEdits chains edits and sums what they did", () =>
+    Effect.gen(function*() {
+      const messages = history(4, 400, (i) => i < 2 ? "search" : "read_file")
+      const out = yield* ContextEditing.applyEdits([
+        edit({ trigger: 0, keep: 0, excludeTools: ["read_file"] }),
+        edit({ trigger: 0, keep: 1, excludeTools: ["search"] })
+      ], messages)
+      assert.deepStrictEqual(out.cleared, ["c0", "c1", "c2"])
+      assert.strictEqual(out.tokensBefore, yield* tokensOf(messages))
+      assert.strictEqual(out.tokensAfter, yield* tokensOf(out.messages))
+      const none = yield* ContextEditing.applyEdits([], messages, { systemPrompt: "hi" })
+      assert.strictEqual(none.messages, messages)
+      assert.strictEqual(none.tokensBefore, yield* tokensOf(messages, "hi"))
+    }).pipe(Effect.provide(Approximate)))
+})
+
+// ---------------------------------------------------------------------------
+// middleware
+// ---------------------------------------------------------------------------
+
+const Lookup = Tool.make("lookup", { parameters: { key: Schema.String }, success: Schema.String })
+const Tools = Toolkit.make(Lookup)
+const ToolsLive = Tools.toLayer({ lookup: ({ key }) => Effect.succeed(`${key}:` + "v".repeat(400)) })
+
+const threeLookups = [
+  ScriptedModel.toolCalls([{ name: "lookup", params: { key: "a" }, id: "a" }]),
+  ScriptedModel.toolCalls([{ name: "lookup", params: { key: "b" }, id: "b" }]),
+  ScriptedModel.toolCalls([{ name: "lookup", params: { key: "c" }, id: "c" }]),
+  ScriptedModel.text("done")
+]
+
+const resultTexts = (messages: ReadonlyArray<Prompt.Message>) =>
+  resultsOf(messages).map((part) => [part.id, String(part.result).slice(0, 9)])
+
+describe("ContextEditing.middleware", () => {
+  it.effect("clears old tool results in the model's request only; the thread keeps the originals", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({
+        toolkit: Tools,
+        systemPrompt: "You look things up.",
+        middleware: [ContextEditing.middleware({ edits: [edit({ trigger: 200, keep: 1 })] })]
+      })
+      const events = yield* agent.stream("find a, b and c", { threadId: "t" }).pipe(
+        Stream.runCollect,
+        Effect.map(Chunk.toArray)
+      )
+      const requests = yield* ScriptedModel.requests
+      assert.strictEqual(requests.length, 4)
+      // the first request with two results is over the trigger: only the newest is kept
+      assert.deepStrictEqual(resultTexts(requests[1]!.prompt.content), [["a", "a:vvvvvvv"]])
+      assert.deepStrictEqual(resultTexts(requests[2]!.prompt.content), [["a", "[cleared]"], ["b", "b:vvvvvvv"]])
+      assert.deepStrictEqual(resultTexts(requests[3]!.prompt.content), [
+        ["a", "[cleared]"],
+        ["b", "[cleared]"],
+        ["c", "c:vvvvvvv"]
+      ])
+      // the system prompt is sent, untouched
+      assert.deepStrictEqual(
+        requests[3]!.prompt.content[0],
+        Prompt.makeMessage("system", { content: "You look things up." })
+      )
+      const thread = Option.getOrThrow(yield* agent.thread("t"))
+      assert.deepStrictEqual(resultTexts(thread.state.messages), [
+        ["a", "a:vvvvvvv"],
+        ["b", "b:vvvvvvv"],
+        ["c", "c:vvvvvvv"]
+      ])
+      const decisions = events.filter(AgentEvent.$is("MiddlewareDecision")).filter((e) =>
+        e.middleware === "contextEditing"
+      )
+      assert.deepStrictEqual(decisions.map((e) => e.decision.replace(/\d+ tokens/, "N tokens")), [
+        "cleared 1 tool results, N tokens reclaimed",
+        "cleared 2 tool results, N tokens reclaimed"
+      ])
+      assert.deepStrictEqual((decisions[1]!.data as { cleared: ReadonlyArray<string> }).cleared, ["a", "b"])
+      assert.strictEqual(decisions[0]!.hook, "wrapModelCall")
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(threeLookups), ToolsLive))))
+
+  it.effect("uses LangChain's defaults: nothing is cleared under 100000 tokens", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [ContextEditing.middleware()] })
+      yield* agent.run("find a, b and c", { threadId: "t" })
+      const last = (yield* ScriptedModel.requests)[3]!
+      assert.deepStrictEqual(resultTexts(last.prompt.content).map(([, text]) => text), [
+        "a:vvvvvvv",
+        "b:vvvvvvv",
+        "c:vvvvvvv"
+      ])
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(threeLookups), ToolsLive))))
+
+  it.effect("with tokenCountMethod \"model\", counts with the TokenCounter the agent is given", () =>
+    Effect.gen(function*() {
+      const middleware = ContextEditing.middleware({
+        name: "edits",
+        edits: [edit({ trigger: 200, keep: 1 })],
+        tokenCountMethod: "model"
+      })
+      // 10000 characters per token: the request never reaches the trigger
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] }).pipe(
+        Effect.provide(TokenCounter.layerApproximate({ charsPerToken: 10_000, tokensPerMessage: 0 }))
+      )
+      yield* agent.run("find a, b and c", { threadId: "t" })
+      const last = (yield* ScriptedModel.requests)[3]!
+      assert.deepStrictEqual(resultTexts(last.prompt.content).map(([, text]) => text), [
+        "a:vvvvvvv",
+        "b:vvvvvvv",
+        "c:vvvvvvv"
+      ])
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(threeLookups), ToolsLive))))
+
+  it.effect("counts the system prompt towards the trigger", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({
+        toolkit: Tools,
+        systemPrompt: "s".repeat(4000),
+        middleware: [ContextEditing.middleware({ edits: [edit({ trigger: 1000, keep: 0 })] })]
+      })
+      yield* agent.run("find a, b and c", { threadId: "t" })
+      const requests = yield* ScriptedModel.requests
+      assert.deepStrictEqual(resultTexts(requests[1]!.prompt.content), [["a", "[cleared]"]])
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(threeLookups), ToolsLive))))
+
+  it.effect("runs custom edits, whose typed errors fail the run", () =>
+    Effect.gen(function*() {
+      const refuse: ContextEditing.ContextEdit<ContextEditing.ContextEditError> = {
+        name: "refuse",
+        apply: (messages) =>
+          messages.length > 2
+            ? Effect.fail(new ContextEditing.ContextEditError({ edit: "refuse", reason: "too long" }))
+            : Effect.map(TokenCounter.count(messages), (tokens) => ({
+              messages,
+              triggered: false,
+              cleared: [],
+              tokensBefore: tokens,
+              tokensAfter: tokens,
+              reclaimed: 0
+            }))
+      }
+      const middleware: Middleware.Middleware<{}, ContextEditing.ContextEditError, never> = ContextEditing.middleware({
+        edits: [refuse]
+      })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] })
+      const error = yield* Effect.flip(agent.run("find a, b and c", { threadId: "t" }))
+      assert.strictEqual(error._tag, "ContextEditError")
+      assert.strictEqual(error.message, "Context edit refuse failed: too long")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 1)
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(threeLookups), ToolsLive))))
+
+  it("types: the approximate method needs no service, the model method needs a TokenCounter", () => {
+    const approximate: Middleware.Middleware<{}, never, never> = ContextEditing.middleware()
+    const model: Middleware.Middleware<{}, never, TokenCounter.TokenCounter> = ContextEditing.middleware({
+      tokenCountMethod: "model"
+    })
+    // @ts-expect-error the model method needs a TokenCounter
+    const wrong: Middleware.Middleware<{}, never, never> = ContextEditing.middleware({ tokenCountMethod: "model" })
+    assert.deepStrictEqual([approximate.name, model.name, wrong.name], [
+      "contextEditing",
+      "contextEditing",
+      "contextEditing"
+    ])
+    assert.isDefined(approximate.wrapModelCall)
+    assert.isUndefined(approximate.beforeModel)
+  })
+})

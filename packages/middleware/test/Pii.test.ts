@@ -1,0 +1,537 @@
+import { Agent, AgentEvent } from "@effect-agent/core"
+import { ScriptedModel } from "@effect-agent/testing"
+import { Prompt, Response, Tool, Toolkit } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Either, FastCheck, Layer, Schema, Stream } from "effect"
+import { createHash } from "node:crypto"
+import * as Pii from "../src/Pii.js"
+
+const compile = (options: Pii.RedactorOptions) => Either.getOrThrow(Pii.redactor(options))
+const redact = (text: string, options: Pii.RedactorOptions) => compile(options).redact(text).text
+const all: ReadonlyArray<Pii.PiiType> = Pii.builtinTypes
+
+const Lookup = Tool.make("lookup", {
+  description: "Looks a customer up",
+  parameters: { name: Schema.String },
+  success: Schema.Struct({ email: Schema.String, notes: Schema.Array(Schema.String), visits: Schema.Number })
+})
+const Tools = Toolkit.make(Lookup)
+const ToolsLive = Tools.toLayer({
+  lookup: ({ name }) =>
+    Effect.succeed({ email: `${name}@example.com`, notes: ["paid with 4111-1111-1111-1111", "vip"], visits: 3 })
+})
+
+const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
+  Effect.provide(Layer.merge(ScriptedModel.layer(script), ToolsLive))
+
+const textOf = (message: Prompt.Message | undefined): string =>
+  message === undefined || message.role === "system" || message.role === "tool"
+    ? ""
+    : message.content.map((part) => part.type === "text" ? part.text : "").join("")
+
+describe("detectors", () => {
+  it("finds emails, also against non-ASCII text", () => {
+    const found = compile({ types: ["email"], strategy: "redact" }).detect(
+      "联系alice@example.com 或 bob.s+x@mail.co.uk"
+    )
+    assert.deepStrictEqual(found.map((m) => m.value), ["alice@example.com", "bob.s+x@mail.co.uk"])
+    assert.deepStrictEqual(found[0], { type: "email", start: 2, end: 19, value: "alice@example.com" })
+  })
+
+  it("finds card numbers only when they pass the Luhn check", () => {
+    const text = "a 4111 1111 1111 1111, b 4111-1111-1111-1112, c 378282246310005, d 12345, e 41111111111111111111111" +
+      ", f 4111111111111111 192.1, g 4111 1111 1111 1111 5555-5555-5555-4444, h 4111 1111 1111 1111x"
+    const found = compile({ types: ["credit_card"], strategy: "redact" }).detect(text)
+    assert.deepStrictEqual(found.map((m) => m.value), [
+      "4111 1111 1111 1111",
+      "378282246310005",
+      "4111111111111111",
+      "4111 1111 1111 1111",
+      "5555-5555-5555-4444"
+    ])
+    assert.isTrue(Pii.passesLuhn("5555-5555-5555-4444"))
+    assert.isFalse(Pii.passesLuhn("5555-5555-5555-4445"))
+    assert.isFalse(Pii.passesLuhn("0000 0000 0"))
+  })
+
+  it("finds IPv4 addresses with octets in range and no leading zeros", () => {
+    const found = compile({ types: ["ip"], strategy: "redact" }).detect(
+      "ok 192.168.1.42 and 10.0.0.1; not 256.1.1.1, 1.2.3.999, 01.2.3.4 or 1.2.3"
+    )
+    assert.deepStrictEqual(found.map((m) => m.value), ["192.168.1.42", "10.0.0.1"])
+  })
+
+  it("finds MAC addresses with one separator", () => {
+    const found = compile({ types: ["mac_address"], strategy: "redact" }).detect(
+      "00:1A:2b:3C:4d:5E 00-1a-2b-3c-4d-5e 00:1a-2b:3c:4d:5e 00:1a:2b:3c:4d"
+    )
+    assert.deepStrictEqual(found.map((m) => m.value), ["00:1A:2b:3C:4d:5E", "00-1a-2b-3c-4d-5e"])
+  })
+
+  it("finds URLs with a scheme, or with www. or a path, dropping trailing punctuation", () => {
+    const found = compile({ types: ["url"], strategy: "redact" }).detect(
+      "See https://example.com/a?b=1. Or www.example.org, docs.example.com/guide! Not example.com, 1.5/2 or e.g. this"
+    )
+    assert.deepStrictEqual(found.map((m) => m.value), [
+      "https://example.com/a?b=1",
+      "www.example.org",
+      "docs.example.com/guide"
+    ])
+  })
+
+  it("custom types: a pattern (any flags) and a detector", () => {
+    const compiled = compile({
+      types: [
+        { name: "ssn", pattern: /\b\d{3}-\d{2}-\d{4}\b/ },
+        {
+          name: "ticket",
+          detect: (text) => [...text.matchAll(/TCK\d+/g)].map((m) => ({ start: m.index, end: m.index + m[0].length }))
+        }
+      ],
+      strategy: "redact"
+    })
+    assert.strictEqual(
+      compiled.redact("ssn 123-45-6789 and 987-65-4321, TCK42").text,
+      "ssn [REDACTED_SSN] and [REDACTED_SSN], [REDACTED_TICKET]"
+    )
+  })
+
+  it("overlapping matches: the leftmost wins, then the longest, then the first type listed", () => {
+    const compiled = compile({ types: ["email", "url", "ip"], strategy: "redact" })
+    assert.strictEqual(
+      compiled.redact("https://a.example.com/u?to=bob@example.com and http://10.0.0.1/x and bob@example.com").text,
+      "[REDACTED_URL] and [REDACTED_URL] and [REDACTED_EMAIL]"
+    )
+    const twice = compile({ types: [{ name: "a", pattern: /abc/ }, { name: "b", pattern: /abc/ }], strategy: "redact" })
+    assert.strictEqual(twice.redact("abc").text, "[REDACTED_A]")
+  })
+})
+
+describe("strategies", () => {
+  const text = "ada@example.com 4111 1111 1111 1111 4111111111111111 192.168.1.42 00:1a:2b:3c:4d:5e https://x.io/p"
+
+  it("redact replaces each match with [REDACTED_TYPE]", () => {
+    assert.strictEqual(
+      redact(text, { types: all, strategy: "redact" }),
+      "[REDACTED_EMAIL] [REDACTED_CREDIT_CARD] [REDACTED_CREDIT_CARD] [REDACTED_IP] [REDACTED_MAC_ADDRESS] [REDACTED_URL]"
+    )
+  })
+
+  it("mask keeps the tail", () => {
+    assert.strictEqual(
+      redact(text, { types: all, strategy: "mask" }),
+      "ada@****.com **** **** **** 1111 ************1111 *.*.*.42 **:**:**:**:**:5e [MASKED_URL]"
+    )
+    assert.strictEqual(
+      redact("id AB-12345 and X9", { types: [{ name: "id", pattern: /AB-\d+|X9/ }], strategy: "mask" }),
+      "id ****2345 and ****"
+    )
+  })
+
+  it("hash replaces a match with a stable tag: the first 8 hex digits of its SHA-256", () => {
+    const hashed = redact("ada@example.com, again ada@example.com", { types: ["email"], strategy: "hash" })
+    const digest = createHash("sha256").update("ada@example.com").digest("hex").slice(0, 8)
+    assert.strictEqual(hashed, `<email_hash:${digest}>, again <email_hash:${digest}>`)
+  })
+
+  it.prop("sha256 agrees with node:crypto", [FastCheck.string({ unit: "grapheme", maxLength: 300 })], ([value]) => {
+    assert.strictEqual(Pii.sha256(value), createHash("sha256").update(value, "utf8").digest("hex"))
+  })
+
+  it("block leaves the text and reports the matches", () => {
+    const result = compile({ types: ["email"], strategy: "block" }).redact("mail ada@example.com")
+    assert.strictEqual(result.text, "mail ada@example.com")
+    assert.deepStrictEqual(result.matches.map((m) => m.type), ["email"])
+  })
+
+  it("redacting its own output changes nothing", () => {
+    for (const strategy of ["redact", "mask", "hash"] as const) {
+      const once = redact(text, { types: all, strategy })
+      assert.strictEqual(redact(once, { types: all, strategy }), once, strategy)
+    }
+  })
+})
+
+describe("options", () => {
+  const invalid = (options: Pii.RedactorOptions & Partial<Pii.Options>) =>
+    Effect.flip(Pii.middleware(options as Pii.Options))
+
+  it.effect("bad options fail with InvalidPiiOptions naming the option", () =>
+    Effect.gen(function*() {
+      const cases: Array<[Pii.Options, string, string]> = [
+        [{ types: [], strategy: "redact" }, "types", "at least one"],
+        [{ types: ["phone" as any], strategy: "redact" }, "types[0]", "unknown PII type \"phone\""],
+        [{ types: ["email", "email"], strategy: "redact" }, "types[1]", "listed twice"],
+        [{ types: [{ name: "my id", pattern: /x/ }], strategy: "redact" }, "types[0].name", "not a valid name"],
+        [{ types: [{ name: "id" } as any], strategy: "redact" }, "types[0]", "needs a RegExp pattern"],
+        [{ types: [42 as any], strategy: "redact" }, "types[0]", "built-in name or an object"],
+        [{ types: ["email"], strategy: "erase" as any }, "strategy", "must be one of"],
+        [{ types: ["email"], strategy: "redact", applyToInput: false }, "applyToInput", "nothing to check"]
+      ]
+      for (const [options, option, reason] of cases) {
+        const error = yield* invalid(options)
+        assert.strictEqual(error._tag, "InvalidPiiOptions")
+        assert.strictEqual(error.option, option)
+        assert.include(error.message, reason)
+      }
+    }))
+
+  it("the pure constructors return the same errors", () => {
+    const result = Pii.streamRedactor({ types: [], strategy: "redact" })
+    assert.isTrue(Either.isLeft(result) && result.left._tag === "InvalidPiiOptions")
+  })
+})
+
+describe("middleware", () => {
+  it.effect("applyToInput rewrites the stored user message before the model sees it", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii] })
+      const result = yield* agent.run("I am ada@example.com, card 4111 1111 1111 1111", { threadId: "t" })
+      const expected = "I am [REDACTED_EMAIL], card [REDACTED_CREDIT_CARD]"
+      assert.strictEqual(textOf(result.state.messages[0]), expected)
+      const [request] = yield* ScriptedModel.requests
+      assert.strictEqual(textOf(request!.prompt.content[0]), expected)
+      // the output is left alone unless applyToOutput
+      assert.strictEqual(textOf(result.state.messages[1]), "Noted: ada@example.com")
+    }).pipe(provide([ScriptedModel.text("Noted: ada@example.com")])))
+
+  it.effect("applyToInput rewrites every user message of the run's input, not earlier turns' replies", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["ip"], strategy: "mask" })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      yield* agent.run([{ role: "user", content: "from 10.0.0.1" }, { role: "user", content: "to 10.0.0.2" }], {
+        threadId: "t"
+      })
+      const result = yield* agent.run("and 10.0.0.3", { threadId: "t" })
+      assert.deepStrictEqual(result.state.messages.map(textOf), [
+        "from *.*.*.1",
+        "to *.*.*.2",
+        "seen 10.0.0.9",
+        "and *.*.*.3",
+        "ok"
+      ])
+      const requests = yield* ScriptedModel.requests
+      assert.deepStrictEqual(requests[1]!.prompt.content.map(textOf), [
+        "from *.*.*.1",
+        "to *.*.*.2",
+        "seen 10.0.0.9",
+        "and *.*.*.3"
+      ])
+    }).pipe(provide([ScriptedModel.text("seen 10.0.0.9"), ScriptedModel.text("ok")])))
+
+  it.effect("applyToOutput rewrites the reply's text but not its tool call arguments", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({
+        types: ["email"],
+        strategy: "mask",
+        applyToInput: false,
+        applyToOutput: true
+      })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii] })
+      const result = yield* agent.run("find ada", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag !== "Completed") return
+      const call = result.state.messages[1]!
+      assert.strictEqual(textOf(call), "Looking up ada@****.com")
+      const part = call.role === "assistant" ? call.content.find((p) => p.type === "tool-call") : undefined
+      assert.deepStrictEqual(part?.type === "tool-call" ? part.params : undefined, { name: "ada@example.com" })
+      assert.strictEqual(result.text, "Her address is ada@****.com.")
+      assert.strictEqual(textOf(result.state.messages[0]), "find ada")
+    }).pipe(provide([
+      ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada@example.com" } }], {
+        text: "Looking up ada@example.com"
+      }),
+      ScriptedModel.text("Her address is ada@example.com.")
+    ])))
+
+  it.effect("applyToToolResults rewrites every string in a tool's result before it is stored and sent", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({
+        types: ["email", "credit_card"],
+        strategy: "redact",
+        applyToInput: false,
+        applyToToolResults: true
+      })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii] })
+      const events = yield* agent.stream("find ada", { threadId: "t" }).pipe(
+        Stream.runCollect,
+        Effect.map(Chunk.toArray)
+      )
+      const completed = events.find(AgentEvent.$is("ToolCallCompleted"))!
+      const expected = { email: "[REDACTED_EMAIL]", notes: ["paid with [REDACTED_CREDIT_CARD]", "vip"], visits: 3 }
+      assert.deepStrictEqual(completed.result.result, expected)
+      const decision = events.find(AgentEvent.$is("MiddlewareDecision"))!
+      assert.strictEqual(decision.decision, "redacted 1 email, 1 credit_card in the result of lookup")
+      assert.deepStrictEqual(decision.data, { email: 1, credit_card: 1 })
+      const requests = yield* ScriptedModel.requests
+      const tool = requests[1]!.prompt.content.find((m) => m.role === "tool")!
+      const result = tool.role === "tool" ? tool.content[0]!.result : undefined
+      assert.deepStrictEqual(result, expected)
+    }).pipe(provide([
+      ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]),
+      ScriptedModel.text("done")
+    ])))
+
+  it.effect("block fails the run with PiiDetected before the model is called, without the value", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "ip"], strategy: "block" })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const error = yield* Effect.flip(agent.run("from ada@example.com at 10.0.0.1", { threadId: "t" }))
+      assert.strictEqual(error._tag, "PiiDetected")
+      if (error._tag !== "PiiDetected") return
+      assert.deepStrictEqual(
+        { piiType: error.piiType, types: error.types, count: error.count, location: error.location },
+        { piiType: "email", types: ["email", "ip"], count: 2, location: "input" }
+      )
+      assert.strictEqual(error.message, "Detected 2 instance(s) of email, ip in the user input")
+      assert.notInclude(error.message, "ada@")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+    }).pipe(provide([ScriptedModel.text("never")])))
+
+  it.effect("block on tool results names the tool", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({
+        types: ["email"],
+        strategy: "block",
+        applyToInput: false,
+        applyToToolResults: true
+      })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii] })
+      const error = yield* Effect.flip(agent.run("find ada", { threadId: "t" }))
+      assert.strictEqual(error._tag, "PiiDetected")
+      if (error._tag !== "PiiDetected") return
+      assert.strictEqual(error.location, "tool_result")
+      assert.strictEqual(error.toolName, "lookup")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 1)
+    }).pipe(provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }])])))
+
+  it.effect("a custom detector returning a bad span fails the run with PiiDetectorFailed", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({
+        types: [{ name: "broken", detect: (text) => [{ start: 0, end: text.length + 5 }] }],
+        strategy: "redact"
+      })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const error = yield* Effect.flip(agent.run("hello", { threadId: "t" }))
+      assert.strictEqual(error._tag, "PiiDetectorFailed")
+      assert.include(error.message, "\"broken\"")
+      assert.include(error.message, "length 5")
+    }).pipe(provide([ScriptedModel.text("never")])))
+
+  it.effect("a custom detector that throws fails the run with PiiDetectorFailed", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({
+        types: [{
+          name: "throws",
+          detect: () => {
+            throw new Error("boom")
+          }
+        }],
+        strategy: "redact"
+      })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const error = yield* Effect.flip(agent.run("hello", { threadId: "t" }))
+      assert.strictEqual(error._tag, "PiiDetectorFailed")
+      assert.include(error.message, "boom")
+    }).pipe(provide([ScriptedModel.text("never")])))
+
+  it.effect("two Pii middleware with different names and strategies compose", () =>
+    Effect.gen(function*() {
+      const emails = yield* Pii.middleware({ types: ["email"], strategy: "hash", name: "emails" })
+      const cards = yield* Pii.middleware({ types: ["credit_card"], strategy: "mask", name: "cards" })
+      const agent = yield* Agent.make({ middleware: [emails, cards] })
+      const result = yield* agent.run("ada@example.com 4111111111111111", { threadId: "t" })
+      const digest = Pii.sha256("ada@example.com").slice(0, 8)
+      assert.strictEqual(textOf(result.state.messages[0]), `<email_hash:${digest}> ************1111`)
+    }).pipe(provide([ScriptedModel.text("ok")])))
+})
+
+// -----------------------------------------------------------------------------
+// streaming
+// -----------------------------------------------------------------------------
+
+const fragments = FastCheck.constantFrom(
+  "ada@example.com",
+  "bob.smith+x@mail.co.uk",
+  "4111 1111 1111 1111",
+  "4111-1111-1111-1111",
+  "4111111111111111",
+  "4111 1111 1111 1112",
+  "378282246310005",
+  "192.168.1.42",
+  "256.1.1.1",
+  "00:1a:2b:3c:4d:5e",
+  "https://example.com/a?b=1.",
+  "www.example.org",
+  "docs.example.com/guide",
+  "SSN 123-45-6789",
+  "1234",
+  "5678",
+  "12",
+  "hello",
+  "world,",
+  "@",
+  ".",
+  "-",
+  "联系",
+  " ",
+  " ",
+  "  ",
+  "\n",
+  "\t"
+)
+
+const texts = FastCheck.array(fragments, { maxLength: 30 }).map((parts) => parts.join(""))
+const withCuts = texts.chain((text) =>
+  FastCheck.uniqueArray(FastCheck.nat({ max: text.length }), { maxLength: 12 }).map((cuts) => {
+    const sorted = [0, ...cuts.sort((a, b) => a - b), text.length]
+    const chunks: Array<string> = []
+    for (let i = 1; i < sorted.length; i++) chunks.push(text.slice(sorted[i - 1], sorted[i]))
+    return { text, chunks }
+  })
+)
+
+const streamTypes: ReadonlyArray<Pii.PiiType> = [...Pii.builtinTypes, { name: "ssn", pattern: /\b\d{3}-\d{2}-\d{4}\b/ }]
+
+const runChunks = (compiled: Pii.Redactor, chunks: ReadonlyArray<string>) => {
+  let state = compiled.stream.initial
+  const released: Array<string> = []
+  const matches: Array<Pii.PiiMatch> = []
+  for (const chunk of chunks) {
+    const step = compiled.stream.push(state, chunk)
+    released.push(step.text)
+    matches.push(...step.matches)
+    state = step.state
+  }
+  const last = compiled.stream.flush(state)
+  released.push(last.text)
+  matches.push(...last.matches)
+  return { released, matches }
+}
+
+describe("streamRedactor", () => {
+  it("holds back what a match in progress could reach", () => {
+    const stream = Either.getOrThrow(Pii.streamRedactor({ types: ["email", "credit_card"], strategy: "redact" }))
+    const a = stream.push(stream.initial, "mail ada@exa")
+    assert.strictEqual(a.text, "mail ")
+    const b = stream.push(a.state, "mple.com, card 4111 ")
+    assert.strictEqual(b.text, "[REDACTED_EMAIL], card ")
+    const c = stream.push(b.state, "1111 1111 1111 thanks")
+    assert.strictEqual(c.text, "[REDACTED_CREDIT_CARD] ")
+    assert.deepStrictEqual(c.matches, [{ type: "credit_card", start: 27, end: 46, value: "4111 1111 1111 1111" }])
+    const d = stream.flush(c.state)
+    assert.strictEqual(d.text, "thanks")
+    assert.deepStrictEqual(d.state, { pending: "", offset: 53 })
+  })
+
+  for (const strategy of ["redact", "mask", "hash", "block"] as const) {
+    it.prop(
+      `any chunking releases exactly what redacting the whole text gives (${strategy})`,
+      [withCuts],
+      ([{ chunks, text }]) => {
+        const compiled = compile({ types: streamTypes, strategy })
+        const whole = compiled.redact(text)
+        const { matches, released } = runChunks(compiled, chunks)
+        assert.strictEqual(released.join(""), whole.text)
+        assert.deepStrictEqual(matches, [...whole.matches])
+      },
+      { fastCheck: { numRuns: 300 } }
+    )
+  }
+
+  it.prop(
+    "text is released no later than the next break after it",
+    [withCuts],
+    ([{ chunks }]) => {
+      const compiled = compile({ types: streamTypes, strategy: "redact" })
+      let state = compiled.stream.initial
+      for (const chunk of chunks) {
+        state = compiled.stream.push(state, chunk).state
+        // what is held back never contains a whitespace followed by a letter
+        assert.isFalse(/\s[A-Za-z]/.test(state.pending), JSON.stringify(state.pending))
+      }
+    },
+    { fastCheck: { numRuns: 200 } }
+  )
+
+  it.effect.prop(
+    "redactStream fails on block before releasing the match, and releases the same text otherwise",
+    [withCuts],
+    ([{ chunks, text }]) =>
+      Effect.gen(function*() {
+        const blocking = compile({ types: streamTypes, strategy: "block" })
+        const out = yield* Stream.fromIterable(chunks).pipe(
+          Pii.redactStream(blocking),
+          Stream.runCollect,
+          Effect.map((chunk) => Chunk.toArray(chunk).join("")),
+          Effect.either
+        )
+        const found = blocking.detect(text)
+        if (found.length === 0) {
+          assert.deepStrictEqual(out, Either.right(text))
+        } else {
+          assert.isTrue(Either.isLeft(out) && out.left._tag === "PiiDetected")
+        }
+        const redacting = compile({ types: streamTypes, strategy: "redact" })
+        const redacted = yield* Stream.fromIterable(chunks).pipe(
+          Pii.redactStream(redacting),
+          Stream.runCollect,
+          Effect.map((chunk) => Chunk.toArray(chunk).join(""))
+        )
+        assert.strictEqual(redacted, redacting.redact(text).text)
+      }),
+    { fastCheck: { numRuns: 40 } }
+  )
+
+  it.effect("redactEvents redacts the text deltas and the streamed reply of an agent", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({})
+      const events = yield* agent.stream("hi", { threadId: "t" }).pipe(
+        Pii.redactEvents(compile({ types: ["email"], strategy: "redact" })),
+        Stream.runCollect,
+        Effect.map(Chunk.toArray)
+      )
+      const deltas = events.filter(AgentEvent.$is("TextDelta")).map((event) => event.delta)
+      assert.strictEqual(deltas.join(""), "Write to [REDACTED_EMAIL] today")
+      assert.isTrue(deltas.length > 1)
+      const tags = events.map((event) => event._tag)
+      assert.isTrue(tags.lastIndexOf("TextDelta") < tags.indexOf("ModelResponded"))
+      const responded = events.find(AgentEvent.$is("ModelResponded"))!
+      assert.strictEqual(textOf(responded.message), "Write to [REDACTED_EMAIL] today")
+    }).pipe(provide([ScriptedModel.text("Write to ada@example.com today")])))
+
+  it.effect("redactEvents drops the held-back tail of a failed attempt and starts the retry afresh", () =>
+    Effect.gen(function*() {
+      const usage = new Response.Usage({ inputTokens: 1, outputTokens: 1, totalTokens: 2 })
+      const reply = Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: "hello world" })] })
+      const events = yield* Stream.make<Array<AgentEvent.AgentEvent>>(
+        AgentEvent.TextDelta({ step: 0, delta: "mail ada@exa" }),
+        AgentEvent.ModelAttemptFailed({ step: 0, error: "UnknownError", message: "cut", discardedText: true }),
+        AgentEvent.TextDelta({ step: 0, delta: "mple.com hello " }),
+        AgentEvent.TextDelta({ step: 0, delta: "world" }),
+        AgentEvent.ModelResponded({ step: 0, message: reply, usage, finishReason: "stop", durationMillis: 1 })
+      ).pipe(
+        Pii.redactEvents(compile({ types: ["email"], strategy: "redact" })),
+        Stream.runCollect,
+        Effect.map(Chunk.toArray)
+      )
+      assert.deepStrictEqual(
+        events.map((event) => event._tag === "TextDelta" ? event.delta : event._tag),
+        ["mail ", "ModelAttemptFailed", "mple.com ", "hello ", "world", "ModelResponded"]
+      )
+    }))
+
+  it.effect("redactEvents with block fails the stream before the address is shown", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({})
+      const shown: Array<string> = []
+      const error = yield* agent.stream("hi", { threadId: "t" }).pipe(
+        Pii.redactEvents(compile({ types: ["email"], strategy: "block" })),
+        Stream.runForEach((event) => Effect.sync(() => event._tag === "TextDelta" && shown.push(event.delta))),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "PiiDetected")
+      assert.strictEqual(shown.join(""), "Write to ")
+    }).pipe(provide([ScriptedModel.text("Write to ada@example.com today")])))
+})

@@ -1,0 +1,31 @@
+// Writes each package's src/index.ts: one `export * as Module` per module file.
+// With --check, fails instead when an index is out of date.
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+const check = process.argv.includes("--check")
+const root = path.join(path.dirname(new URL(import.meta.url).pathname), "..", "packages")
+const entryPoints = new Set(["index.ts", "main.ts"])
+let stale = []
+
+for (const pkg of fs.readdirSync(root)) {
+  const src = path.join(root, pkg, "src")
+  if (!fs.existsSync(src)) continue
+  const modules = fs.readdirSync(src)
+    .filter((file) => file.endsWith(".ts") && !entryPoints.has(file))
+    .map((file) => file.slice(0, -3))
+    .sort()
+  const text = modules
+    .map((name) => `/**\n * @since 0.1.0\n */\nexport * as ${name} from "./${name}.js"\n`)
+    .join("\n")
+  const target = path.join(src, "index.ts")
+  const current = fs.existsSync(target) ? fs.readFileSync(target, "utf8") : ""
+  if (current === text) continue
+  if (check) stale.push(path.relative(process.cwd(), target))
+  else fs.writeFileSync(target, text)
+}
+
+if (stale.length > 0) {
+  console.error(`Out of date (run npm run codegen): ${stale.join(", ")}`)
+  process.exit(1)
+}
