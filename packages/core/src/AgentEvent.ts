@@ -31,7 +31,10 @@ export type AgentEvent<S = AgentState.AgentState> = Data.TaggedEnum<{
     readonly message: string
     readonly discardedText: boolean
   }
-  /** The model answered; the message is appended to the conversation. */
+  /**
+   * The model answered. Emitted after the `afterModel` hooks, with the reply
+   * as stored (a hook may have rewritten or redacted it).
+   */
   ModelResponded: {
     readonly step: number
     readonly message: Prompt.AssistantMessage

@@ -11,7 +11,9 @@
  * - wrap hooks `wrapModelCall` and `wrapToolCall` receive the request and the
  *   `next` handler, and may call it zero times (short-circuit), once, or many
  *   times (retry), changing the request on the way in and the response on the
- *   way out.
+ *   way out;
+ * - `wrapModelStream` transforms the parts of a streamed model call as they
+ *   arrive.
  *
  * `before*` hooks run in list order, `after*` hooks in reverse order, and
  * wrap hooks nest like an onion with the first middleware outermost. Every
@@ -37,6 +39,7 @@ import { type Pipeable, pipeArguments } from "effect/Pipeable"
 import * as Predicate from "effect/Predicate"
 import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import type * as Stream from "effect/Stream"
 import type * as AgentError from "./AgentError.js"
 
 /**
@@ -220,6 +223,22 @@ export type WrapToolCall<E, R> = (
 ) => Effect.Effect<Prompt.ToolResultPart, E, R>
 
 /**
+ * A `wrapModelStream` hook: transforms the parts of a streamed model call as
+ * they arrive, before the agent emits them as `TextDelta` events and
+ * assembles the reply — e.g. to redact text that must never be shown. It
+ * runs on each streamed attempt (a retry gets a fresh stream); a call made
+ * with `run` is not streamed and does not pass through it. The first
+ * middleware's transform sees the stream last (outermost).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type WrapModelStream<E, R> = (
+  request: ModelRequest,
+  parts: Stream.Stream<Response.AnyPart, AiError.AiError>
+) => Stream.Stream<Response.AnyPart, E | AiError.AiError, R>
+
+/**
  * A middleware. `S` is its state slice, `E` the errors and `R` the services
  * its hooks and tools need; both flow into the agent's type.
  *
@@ -242,6 +261,7 @@ export interface Middleware<S = {}, E = never, R = never> extends Pipeable {
   readonly afterAgent: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
   readonly wrapModelCall: WrapModelCall<E, R | Scope.Scope> | undefined
   readonly wrapToolCall: WrapToolCall<E, R | Scope.Scope> | undefined
+  readonly wrapModelStream: WrapModelStream<E, R> | undefined
 }
 
 /**
@@ -278,6 +298,10 @@ export type Requirements<M> = M extends Middleware<infer _S, infer _E, infer R> 
 
 type ErrorOf<H> = H extends (...args: ReadonlyArray<any>) => Effect.Effect<infer _A, infer E, infer _R> ? E : never
 type ContextOf<H> = H extends (...args: ReadonlyArray<any>) => Effect.Effect<infer _A, infer _E, infer R> ? R : never
+type StreamErrorOf<H> = H extends (...args: ReadonlyArray<any>) => Stream.Stream<infer _A, infer E, infer _R> ? E
+  : never
+type StreamContextOf<H> = H extends (...args: ReadonlyArray<any>) => Stream.Stream<infer _A, infer _E, infer R> ? R
+  : never
 
 /**
  * Options of {@link make}.
@@ -336,7 +360,8 @@ export const make = <
   AM extends NodeHook<S, J, any, any> = NodeHook<S, J, never, never>,
   AA extends NodeHook<S, J, any, any> = NodeHook<S, J, never, never>,
   WM extends WrapModelCall<any, any> = WrapModelCall<never, never>,
-  WT extends WrapToolCall<any, any> = WrapToolCall<never, never>
+  WT extends WrapToolCall<any, any> = WrapToolCall<never, never>,
+  WS extends WrapModelStream<any, any> = WrapModelStream<never, never>
 >(
   options: MakeOptions<S, J, TE, TR> & {
     readonly beforeAgent?: BA | undefined
@@ -345,11 +370,12 @@ export const make = <
     readonly afterAgent?: AA | undefined
     readonly wrapModelCall?: WM | undefined
     readonly wrapToolCall?: WT | undefined
+    readonly wrapModelStream?: WS | undefined
   }
 ): Middleware<
   S,
-  TE | Exclude<ErrorOf<BA | BM | AM | AA | WM | WT>, AiError.AiError | AgentError.ToolDefect>,
-  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT>, Scope.Scope>
+  TE | Exclude<ErrorOf<BA | BM | AM | AA | WM | WT> | StreamErrorOf<WS>, AiError.AiError | AgentError.ToolDefect>,
+  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT> | StreamContextOf<WS>, Scope.Scope>
 > =>
   Object.assign(Object.create(Proto), {
     [TypeId]: TypeId,
@@ -362,7 +388,8 @@ export const make = <
     afterModel: options.afterModel,
     afterAgent: options.afterAgent,
     wrapModelCall: options.wrapModelCall,
-    wrapToolCall: options.wrapToolCall
+    wrapToolCall: options.wrapToolCall,
+    wrapModelStream: options.wrapModelStream
   })
 
 /**

@@ -55,8 +55,9 @@ describe("stream", () => {
       assert.deepStrictEqual(shape(events), [
         "ModelCallStarted",
         "TextDelta",
-        "ModelResponded",
+        // afterModel updated the state; the reply is reported after the afterModel hooks
         "StateUpdated",
+        "ModelResponded",
         "ToolCallStarted",
         "MiddlewareDecision",
         "ToolCallCompleted",
@@ -156,4 +157,28 @@ describe("stream", () => {
         "The answer is 3, as the calculator says."
       )
     }).pipe(fresh))
+})
+
+describe("wrapModelStream", () => {
+  it.effect("transforms streamed parts before they are emitted and stored; run is not streamed", () =>
+    Effect.gen(function*() {
+      const shout = Middleware.make({
+        name: "shout",
+        wrapModelStream: (_request, parts) =>
+          Stream.map(parts, (part) => part.type === "text-delta" ? { ...part, delta: part.delta.toUpperCase() } : part)
+      })
+      const agent = yield* Agent.make({ middleware: [shout] })
+      const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("hi", { threadId: "s" })))
+      const deltas = events.flatMap((event) => event._tag === "TextDelta" ? [event.delta] : [])
+      assert.strictEqual(deltas.join(""), "HELLO THERE")
+      const ended = events.at(-1)!
+      assert.strictEqual(
+        ended._tag === "RunEnded" && ended.result._tag === "Completed" && ended.result.text,
+        "HELLO THERE"
+      )
+      const plain = yield* agent.run("again", { threadId: "r" })
+      assert.strictEqual(plain._tag === "Completed" && plain.text, "hello again")
+    }).pipe(
+      Effect.provide(ScriptedModel.layer([ScriptedModel.text("hello there"), ScriptedModel.text("hello again")]))
+    ))
 })

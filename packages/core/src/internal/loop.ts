@@ -93,6 +93,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   }
   const wrapModel = middleware.filter((m) => m.wrapModelCall !== undefined)
   const wrapTool = middleware.filter((m) => m.wrapToolCall !== undefined)
+  const wrapStream = middleware.filter((m) => m.wrapModelStream !== undefined).reverse()
   const toolsByName = new Map<string, ToolEntry>()
   for (const entry of config.tools) toolsByName.set(entry.tool.name, entry)
   const toolList: ReadonlyArray<Tool.Any> = config.output === undefined
@@ -243,7 +244,16 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       )
       : Effect.suspend(() => {
         const collected: Array<Response.AnyPart> = []
-        return (model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>).pipe(
+        let parts = model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>
+        for (const m of wrapStream) {
+          parts = m.wrapModelStream!(request, parts).pipe(
+            Stream.withSpan("Middleware.wrapModelStream", {
+              attributes: { middleware: m.name },
+              captureStackTrace: false
+            })
+          ) as Stream.Stream<Response.AnyPart, AiError.AiError>
+        }
+        return parts.pipe(
           Stream.runForEach((part) => {
             collected.push(part)
             return part.type === "text-delta"
@@ -431,6 +441,13 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   ): Effect.Effect<AgentResult.AgentResult<any>, any, any> =>
     Effect.gen(function*() {
       const models = modelChain(run)
+      let responded: {
+        readonly index: number
+        readonly step: number
+        readonly usage: Response.Usage
+        readonly finishReason: Response.FinishReason
+        readonly durationMillis: number
+      } | undefined
       let phase = start
       let resumeValue = resume
       while (true) {
@@ -442,6 +459,21 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             const node = phase.node
             const outcome = yield* runNode(run, node, phase.index, resumeValue)
             resumeValue = Option.none()
+            if (node === "afterModel" && responded !== undefined && run.emit !== undefined) {
+              // Reported after the afterModel hooks, so the event carries the reply as
+              // stored (a hook may have redacted or rewritten it), never the raw one.
+              const stored = run.messages[responded.index]
+              yield* run.emit(AgentEvent.ModelResponded({
+                step: responded.step,
+                message: stored !== undefined && stored.role === "assistant"
+                  ? stored
+                  : Prompt.makeMessage("assistant", { content: [] }),
+                usage: responded.usage,
+                finishReason: responded.finishReason,
+                durationMillis: responded.durationMillis
+              }))
+              responded = undefined
+            }
             if (outcome._tag === "Interrupt") {
               yield* save(run, { node, middleware: outcome.middleware, value: outcome.value })
               return AgentResult.Interrupted({
@@ -497,13 +529,13 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             run.usage = Usage.add(run.usage, response.usage)
             if (emit !== undefined) {
               const ended = yield* Clock.currentTimeMillis
-              yield* emit(AgentEvent.ModelResponded({
+              responded = {
+                index: run.messages.length - 1,
                 step: run.step,
-                message: response.message,
                 usage: response.usage,
                 finishReason: response.finishReason,
                 durationMillis: ended - started
-              }))
+              }
             }
             run.step++
             phase = { node: "afterModel", index: 0 }
