@@ -46,6 +46,14 @@ export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR> {
   readonly maxSteps?: number | undefined
   /** How many tool calls of one model response run at once (default 8). */
   readonly toolConcurrency?: number | "unbounded" | undefined
+  /**
+   * Give every hook, model call and tool call its own span (`Middleware.<hook>`,
+   * `AgentLoop.modelCall`, `AgentLoop.toolCall`). By default they are made
+   * when a tracer other than Effect's built-in one is installed (e.g. an
+   * OpenTelemetry exporter): the built-in tracer exports nothing, and a span
+   * costs a few microseconds. The run itself always has a span.
+   */
+  readonly spans?: boolean | undefined
 }
 
 /**
@@ -159,6 +167,7 @@ export const make = <const Mws extends ReadonlyArray<Middleware.Any> = readonly 
       output,
       maxSteps,
       toolConcurrency,
+      spans: options.spans,
       model,
       checkpointer,
       context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>

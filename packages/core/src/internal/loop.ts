@@ -60,6 +60,8 @@ interface Run {
   step: number
   usage: Usage.Usage
   output: Option.Option<unknown>
+  /** Whether hooks and calls get their own spans (see `LoopConfig.spans`). */
+  readonly traced: boolean
   /** Names of the tools offered on the last model call of this run. */
   offered: ReadonlyArray<string> | undefined
   readonly emit: ((event: AgentEvent.AgentEvent<any>) => Effect.Effect<void>) | undefined
@@ -76,11 +78,20 @@ export interface LoopConfig {
   readonly toolConcurrency: number | "unbounded"
   readonly model: LanguageModel.Service
   readonly checkpointer: Checkpointer.Checkpointer.Service
+  /**
+   * Spans per hook, model call and tool call: always, never, or (undefined)
+   * only when a tracer other than Effect's built-in one is installed — the
+   * built-in tracer exports nothing, and a span costs microseconds.
+   */
+  readonly spans: boolean | undefined
   /** Services the middleware hooks need, captured when the agent was built. */
   readonly context: Context.Context<never>
 }
 
 const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
+
+/** Effect's built-in tracer, which keeps spans in memory and exports nothing. */
+const builtInTracer = Effect.runSync(Effect.tracer)
 
 /** Builds the service of an agent. */
 export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, any> => {
@@ -94,6 +105,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const wrapModel = middleware.filter((m) => m.wrapModelCall !== undefined)
   const wrapTool = middleware.filter((m) => m.wrapToolCall !== undefined)
   const wrapStream = middleware.filter((m) => m.wrapModelStream !== undefined).reverse()
+  const isTraced: Effect.Effect<boolean> = config.spans === undefined
+    ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
+    : Effect.succeed(config.spans)
   const toolsByName = new Map<string, ToolEntry>()
   for (const entry of config.tools) toolsByName.set(entry.tool.name, entry)
   const toolList: ReadonlyArray<Tool.Any> = config.output === undefined
@@ -118,11 +132,24 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   // hooks
   // -------------------------------------------------------------------------
 
-  const inHook = <A, E, R>(m: Middleware.Any, hook: string, effect: Effect.Effect<A, E, R>) =>
-    effect.pipe(
+  const inHook = <A, E, R>(run: Run, m: Middleware.Any, hook: string, effect: Effect.Effect<A, E, R>) => {
+    if (!run.traced) {
+      return run.emit === undefined
+        ? effect
+        : Effect.locally(effect, Middleware.CurrentHook, { middleware: m.name, hook })
+    }
+    return effect.pipe(
       Effect.locally(Middleware.CurrentHook, { middleware: m.name, hook }),
       Effect.withSpan(`Middleware.${hook}`, { attributes: { middleware: m.name }, captureStackTrace: false })
     )
+  }
+
+  const traced = <A, E, R>(
+    run: Run,
+    name: string,
+    attributes: Record<string, unknown>,
+    effect: Effect.Effect<A, E, R>
+  ) => run.traced ? Effect.withSpan(effect, name, { attributes, captureStackTrace: false }) : effect
 
   const applyResult = (
     run: Run,
@@ -150,6 +177,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       for (let index = start; index < hooks.length; index++) {
         const m = hooks[index]!
         const result = yield* inHook(
+          run,
           m,
           node,
           m[node]!({
@@ -280,7 +308,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
 
   const modelChain = (run: Run) =>
     wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
-      (next, m) => (request) => inHook(m, "wrapModelCall", m.wrapModelCall!(request, next as any)),
+      (next, m) => (request) => inHook(run, m, "wrapModelCall", m.wrapModelCall!(request, next as any)),
       callModel(run)
     )
 
@@ -313,7 +341,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
 
   const toolChain = (run: Run) =>
     wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
-      (next, m) => (request) => inHook(m, "wrapToolCall", m.wrapToolCall!(request, next as any)),
+      (next, m) => (request) => inHook(run, m, "wrapToolCall", m.wrapToolCall!(request, next as any)),
       callTool(run)
     )
 
@@ -330,10 +358,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           threadId: run.threadId,
           step: run.step - 1
         }
-        const execute = chain(request).pipe(Effect.withSpan("AgentLoop.toolCall", {
-          attributes: { tool: call.name, callId: call.id },
-          captureStackTrace: false
-        }))
+        const execute = traced(run, "AgentLoop.toolCall", { tool: call.name, callId: call.id }, chain(request))
         if (emit === undefined) return execute
         return Effect.gen(function*() {
           yield* emit(AgentEvent.ToolCallStarted({ call }))
@@ -522,9 +547,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 toolNames
               }))
             }
-            const response = yield* models(request).pipe(
-              Effect.withSpan("AgentLoop.modelCall", { attributes: { step: run.step }, captureStackTrace: false })
-            )
+            const response = yield* traced(run, "AgentLoop.modelCall", { step: run.step }, models(request))
             run.messages = [...run.messages, response.message]
             run.usage = Usage.add(run.usage, response.usage)
             if (emit !== undefined) {
@@ -639,6 +662,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           usage: Usage.empty,
           output: Option.none(),
           offered: undefined,
+          traced: yield* isTraced,
           emit
         }
         return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
@@ -673,6 +697,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           usage: progress === undefined ? Usage.empty : new Usage.Usage(progress),
           output: Option.none(),
           offered: undefined,
+          traced: yield* isTraced,
           emit
         }
         return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
