@@ -12,9 +12,21 @@
  *   (LangChain also rewrites the state, not just the request.) Running it
  *   again on its own output changes nothing, so it is safe that it sees the
  *   same message on every step.
- * - `applyToOutput` (default `false`): `afterModel` rewrites the assistant
- *   reply (its text and reasoning parts; tool call arguments are left as the
- *   model wrote them) before it is stored.
+ * - `applyToOutput` (default `false`): the assistant reply's text is
+ *   rewritten before it is shown or stored. A streamed model call
+ *   (`AgentLoop.stream`) is redacted as it arrives, in `wrapModelStream`: each
+ *   text part (one {@link StreamRedactor} state per text id, flushed at its
+ *   `text-end`) releases only text that no match still in progress can reach,
+ *   so a value split across chunks is caught, and the `TextDelta` events, the
+ *   stored reply and `ModelResponded` all carry the redacted text. `afterModel`
+ *   then checks the whole reply (its text and reasoning parts; tool call
+ *   arguments are left as the model wrote them) before it is stored: that is
+ *   the path of a call that is not streamed (`AgentLoop.run`), and it also
+ *   covers a reply that did not come through the stream (a `wrapModelCall`
+ *   that answered by itself or rewrote the response) and streamed reasoning.
+ *   It leaves alone the text parts the stream already redacted, so each piece
+ *   of output is redacted once and the stored reply is the text that was
+ *   shown.
  * - `applyToToolResults` (default `false`): `wrapToolCall` rewrites every
  *   string inside a tool's result before it is stored and before the
  *   `ToolCallCompleted` event is emitted.
@@ -33,16 +45,18 @@
  * URLs with a scheme have a host, bare URLs need `www.` or a path and a host
  * whose last label is alphabetic.
  *
- * Streaming: the loop emits `TextDelta` events from the raw model stream
- * before any middleware sees the reply. {@link streamRedactor} is a pure
- * incremental redactor that only releases text no match still in progress can
- * reach, and {@link redactEvents} applies it to an agent's event stream.
+ * Streaming: {@link streamRedactor} is the pure incremental redactor behind
+ * the streamed path, and {@link redactStream} applies it to any stream of
+ * text chunks. With `"block"`, a streamed call fails with
+ * {@link PiiDetected} (`location: "stream"`) before the text holding the
+ * match is shown.
  *
  * @since 0.1.0
  */
-import * as AgentEvent from "@effect-agent/core/AgentEvent"
 import * as Middleware from "@effect-agent/core/Middleware"
+import type * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
+import * as Response from "@effect/ai/Response"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
@@ -145,7 +159,7 @@ export interface RedactorOptions {
 export interface Options extends RedactorOptions {
   /** Redact the last user message before each model call (default `true`). */
   readonly applyToInput?: boolean | undefined
-  /** Redact the assistant reply after each model call (default `false`). */
+  /** Redact the assistant reply, as it streams and before it is stored (default `false`). */
   readonly applyToOutput?: boolean | undefined
   /** Redact tool results as they come back (default `false`). */
   readonly applyToToolResults?: boolean | undefined
@@ -437,13 +451,10 @@ const builtinDetectors: Record<BuiltinType, (text: string) => Found> = {
   credit_card: findCards,
   ip: (text) => scan(ipPattern, text, validIpv4),
   mac_address: (text) => scan(macPattern, text, () => true),
-  url: (text) => {
-    const withScheme = scan(schemeUrlPattern, text, acceptUrl(false))
-    const bare = scan(bareUrlPattern, text, acceptUrl(true)).filter((span) =>
-      !withScheme.some((other) => span.start < other.end && other.start < span.end)
-    )
-    return [...withScheme, ...bare]
-  }
+  // Overlaps between the two are settled with those of the other types
+  // (leftmost, then longest): a bare URL inside a URL with a scheme loses,
+  // and one is still found when another type took the scheme's characters.
+  url: (text) => [...scan(schemeUrlPattern, text, acceptUrl(false)), ...scan(bareUrlPattern, text, acceptUrl(true))]
 }
 
 interface Rule {
@@ -921,9 +932,14 @@ export const redactStream = (compiled: Redactor) =>
   )
 }
 
+/**
+ * Redacts the text and reasoning parts. A text part whose text is in `skip`
+ * (already redacted; each entry skips one part) is left as it is.
+ */
 const redactParts = <P extends Prompt.Part>(
   compiled: Redactor,
-  parts: ReadonlyArray<P>
+  parts: ReadonlyArray<P>,
+  skip: Array<string> = []
 ): Effect.Effect<{ readonly parts: ReadonlyArray<P>; readonly matches: ReadonlyArray<PiiMatch> }, PiiDetectorFailed> =>
   Effect.gen(function*() {
     const matches: Array<PiiMatch> = []
@@ -931,9 +947,16 @@ const redactParts = <P extends Prompt.Part>(
     const out: Array<P> = []
     for (const part of parts) {
       if (part.type === "text" || part.type === "reasoning") {
-        const result = yield* redactSafely(compiled, (part as Prompt.TextPart).text)
+        const text = (part as Prompt.TextPart).text
+        const skipped = part.type === "text" ? skip.indexOf(text) : -1
+        if (skipped >= 0) {
+          skip.splice(skipped, 1)
+          out.push(part)
+          continue
+        }
+        const result = yield* redactSafely(compiled, text)
         matches.push(...result.matches)
-        if (result.text !== (part as Prompt.TextPart).text) {
+        if (result.text !== text) {
           changed = true
           out.push(Prompt.makePart(part.type, { text: result.text, options: part.options }) as P)
           continue
@@ -946,106 +969,18 @@ const redactParts = <P extends Prompt.Part>(
 
 const redactAssistant = (
   compiled: Redactor,
-  message: Prompt.AssistantMessage
+  message: Prompt.AssistantMessage,
+  skip?: Array<string> | undefined
 ): Effect.Effect<
   { readonly message: Prompt.AssistantMessage; readonly matches: ReadonlyArray<PiiMatch> },
   PiiDetectorFailed
 > =>
-  Effect.map(redactParts(compiled, message.content), ({ matches, parts }) => ({
+  Effect.map(redactParts(compiled, message.content, skip), ({ matches, parts }) => ({
     matches,
     message: parts === message.content
       ? message
       : Prompt.makeMessage("assistant", { content: parts, options: message.options })
   }))
-
-/**
- * Redacts an agent's event stream for display: `TextDelta` events go
- * through a {@link StreamRedactor} per model step (the held-back tail is
- * released as a last `TextDelta` just before that step's `ModelResponded`;
- * on a `ModelAttemptFailed` the held-back tail of the failed attempt, which
- * may be part of a match, is dropped and a retry starts afresh), and the
- * `ModelResponded` message's text is redacted. These are the events
- * the loop emits before any middleware sees the reply; the others carry what
- * the middleware already redacted. With `"block"` the stream fails with
- * {@link PiiDetected} (`location: "stream"`) before showing the match.
- *
- * @example
- * ```ts
- * import { AgentLoop } from "@effect-agent/core"
- * import * as Pii from "@effect-agent/middleware/Pii"
- * import { Effect, Either, Stream } from "effect"
- *
- * const redactor = Either.getOrThrow(Pii.redactor({ types: ["email"], strategy: "redact" }))
- * const events = Stream.unwrap(Effect.map(AgentLoop.AgentLoop, (agent) => agent.stream("hi", { threadId: "t1" }))).pipe(
- *   Pii.redactEvents(redactor)
- * )
- * ```
- *
- * @since 0.1.0
- * @category combinators
- */
-export const redactEvents = (compiled: Redactor) =>
-<S, E, R>(
-  self: Stream.Stream<AgentEvent.AgentEvent<S>, E, R>
-): Stream.Stream<AgentEvent.AgentEvent<S>, E | PiiDetected | PiiDetectorFailed, R> => {
-  interface Acc {
-    readonly step: number
-    readonly state: StreamState
-  }
-  const check = (result: { readonly matches: ReadonlyArray<PiiMatch> }): Effect.Effect<void, PiiDetected> =>
-    compiled.strategy === "block" && result.matches.length > 0
-      ? Effect.fail(detected(result.matches, "stream"))
-      : Effect.void
-  const stateOf = (acc: Acc, step: number) => acc.step === step ? acc.state : compiled.stream.initial
-  return self.pipe(
-    Stream.mapAccumEffect(
-      { step: -1, state: compiled.stream.initial } as Acc,
-      (
-        acc,
-        event
-      ): Effect.Effect<readonly [Acc, ReadonlyArray<AgentEvent.AgentEvent<S>>], PiiDetected | PiiDetectorFailed> => {
-        if (event._tag === "TextDelta") {
-          return pushSafely(compiled, stateOf(acc, event.step), event.delta).pipe(
-            Effect.tap(check),
-            Effect.map((result) =>
-              [
-                { step: event.step, state: result.state },
-                result.text.length === 0 ? [] : [AgentEvent.TextDelta({ step: event.step, delta: result.text })]
-              ] as const
-            )
-          )
-        }
-        if (event._tag === "ModelAttemptFailed") {
-          // The attempt's text is discarded (a retry streams the step
-          // again): drop what was held back, which may be part of a match.
-          return Effect.succeed([{ step: event.step, state: compiled.stream.initial }, [event]] as const)
-        }
-        if (event._tag === "ModelResponded") {
-          return Effect.gen(function*() {
-            const rest = yield* pushSafely(compiled, stateOf(acc, event.step), undefined)
-            yield* check(rest)
-            const reply = yield* redactAssistant(compiled, event.message)
-            yield* check(reply)
-            const out: Array<AgentEvent.AgentEvent<S>> = []
-            if (rest.text.length > 0) out.push(AgentEvent.TextDelta({ step: event.step, delta: rest.text }))
-            out.push(
-              reply.message === event.message ? event : AgentEvent.ModelResponded({
-                step: event.step,
-                message: reply.message,
-                usage: event.usage,
-                finishReason: event.finishReason,
-                durationMillis: event.durationMillis
-              })
-            )
-            return [{ step: event.step, state: compiled.stream.initial }, out] as const
-          })
-        }
-        return Effect.succeed([acc, [event]] as const)
-      }
-    ),
-    Stream.flattenIterables
-  )
-}
 
 // -----------------------------------------------------------------------------
 // middleware
@@ -1157,16 +1092,114 @@ export const middleware: (
     return { messages: messages.map((message, index) => replaced.get(index) ?? message) }
   })
 
-  const afterModel = Effect.fnUntraced(function*({ messages }: Middleware.HookContext<{}>) {
+  /**
+   * Per thread, the text parts the stream hook released for a model call
+   * (the `step` of its request). `afterModel` leaves exactly those alone, so
+   * each piece of output is redacted once and the stored reply is the text
+   * that was shown (redacting twice is not always a no-op, e.g. a mask whose
+   * output a custom pattern matches again). Entries are taken by the
+   * `afterModel` of the same call; the few a failed run leaves behind are
+   * evicted oldest first, which only means that text is checked again.
+   */
+  const streamed = new Map<string, { readonly step: number; readonly texts: Array<string> }>()
+  const maxStreamed = 1024
+
+  const afterModel = Effect.fnUntraced(function*({ messages, step, threadId }: Middleware.HookContext<{}>) {
     let index = messages.length - 1
     while (index >= 0 && messages[index]!.role !== "assistant") index--
+    const record = streamed.get(threadId)
+    streamed.delete(threadId)
     if (index < 0) return undefined
-    const result = yield* redactAssistant(compiled, messages[index] as Prompt.AssistantMessage)
+    const skip = record !== undefined && record.step === step - 1 ? record.texts : undefined
+    const result = yield* redactAssistant(compiled, messages[index] as Prompt.AssistantMessage, skip)
     if (result.matches.length === 0) return undefined
     if (strategy === "block") return yield* detected(result.matches, "output")
     yield* Middleware.report(describe(result.matches, strategy, "the model output"), countByType(result.matches))
     return { messages: [...messages.slice(0, index), result.message, ...messages.slice(index + 1)] }
   })
+
+  const name = options.name ?? "pii"
+
+  /**
+   * Redacts the text parts of a streamed reply as they arrive: one
+   * incremental redactor state per text id, released into redacted
+   * `text-delta` parts and flushed just before the part's `text-end` (or at
+   * the end of the stream, for a text the provider never ended). Other parts
+   * pass through. Each attempt (each run of the stream) starts afresh.
+   */
+  const wrapModelStream = (
+    request: Middleware.ModelRequest,
+    parts: Stream.Stream<Response.AnyPart, AiError.AiError>
+  ): Stream.Stream<Response.AnyPart, AiError.AiError | PiiDetected | PiiDetectorFailed> =>
+    Stream.suspend(() => {
+      const states = new Map<string, StreamState>()
+      const released = new Map<string, string>()
+      const found: Array<PiiMatch> = []
+      const record = { step: request.step, texts: [] as Array<string> }
+      streamed.delete(request.threadId)
+      if (streamed.size >= maxStreamed) streamed.delete(streamed.keys().next().value!)
+      streamed.set(request.threadId, record)
+      const release = (
+        id: string,
+        chunk: string | undefined,
+        metadata: Response.TextDeltaPart["metadata"]
+      ): Effect.Effect<ReadonlyArray<Response.AnyPart>, PiiDetected | PiiDetectorFailed> =>
+        Effect.flatMap(pushSafely(compiled, states.get(id) ?? compiled.stream.initial, chunk), (step) => {
+          if (step.matches.length > 0) {
+            if (strategy === "block") return Effect.fail(detected(step.matches, "stream"))
+            found.push(...step.matches)
+          }
+          const text = (released.get(id) ?? "") + step.text
+          if (chunk === undefined) {
+            states.delete(id)
+            released.delete(id)
+            record.texts.push(text)
+          } else {
+            states.set(id, step.state)
+            released.set(id, text)
+          }
+          return Effect.succeed(
+            step.text.length === 0 ? [] : [Response.makePart("text-delta", { id, delta: step.text, metadata })]
+          )
+        })
+      const onPart = (
+        part: Response.AnyPart
+      ): Effect.Effect<ReadonlyArray<Response.AnyPart>, PiiDetected | PiiDetectorFailed> => {
+        switch (part.type) {
+          case "text-start": {
+            states.set(part.id, compiled.stream.initial)
+            released.delete(part.id)
+            return Effect.succeed([part])
+          }
+          case "text-delta":
+            return release(part.id, part.delta, part.metadata)
+          case "text-end":
+            return states.has(part.id)
+              ? Effect.map(release(part.id, undefined, {}), (tail) => [...tail, part])
+              : Effect.succeed([part])
+          default:
+            return Effect.succeed([part])
+        }
+      }
+      const unfinished = Effect.suspend(() =>
+        Effect.map(
+          Effect.forEach([...states.keys()], (id) => release(id, undefined, {})),
+          (tails) => tails.flat()
+        )
+      )
+      const reported = Effect.suspend(() =>
+        found.length === 0 ? Effect.void : Middleware.report(
+          describe(found, strategy, "the streamed model output"),
+          countByType(found)
+        ).pipe(Effect.locally(Middleware.CurrentHook, { middleware: name, hook: "wrapModelStream" }))
+      )
+      return parts.pipe(
+        Stream.mapEffect(onPart),
+        Stream.concat(Stream.fromEffect(unfinished)),
+        Stream.flattenIterables,
+        Stream.concat(Stream.execute(reported))
+      )
+    })
 
   const wrapToolCall = (request: Middleware.ToolCallRequest, next: Middleware.NextToolCall) =>
     Effect.gen(function*() {
@@ -1190,9 +1223,10 @@ export const middleware: (
     })
 
   return Middleware.make({
-    name: options.name ?? "pii",
+    name,
     beforeModel: applyToInput ? beforeModel : undefined,
     afterModel: applyToOutput ? afterModel : undefined,
+    wrapModelStream: applyToOutput ? wrapModelStream : undefined,
     wrapToolCall: applyToToolResults ? wrapToolCall : undefined
   })
 })

@@ -56,6 +56,11 @@ export * as RateLimit from "./RateLimit.js"
 /**
  * @since 0.1.0
  */
+export * as Summarization from "./Summarization.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as TodoList from "./TodoList.js"
 
 /**

@@ -1,8 +1,9 @@
-import { Agent, AgentEvent } from "@effect-agent/core"
+import { Agent, AgentEvent, Middleware } from "@effect-agent/core"
 import { ScriptedModel } from "@effect-agent/testing"
-import { Prompt, Response, Tool, Toolkit } from "@effect/ai"
+import type { Response } from "@effect/ai"
+import { AiError, LanguageModel, Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Either, FastCheck, Layer, Schema, Stream } from "effect"
+import { Chunk, Effect, Either, FastCheck, Layer, Option, Schema, Stream } from "effect"
 import { createHash } from "node:crypto"
 import * as Pii from "../src/Pii.js"
 
@@ -101,6 +102,11 @@ describe("detectors", () => {
     assert.strictEqual(
       compiled.redact("https://a.example.com/u?to=bob@example.com and http://10.0.0.1/x and bob@example.com").text,
       "[REDACTED_URL] and [REDACTED_URL] and [REDACTED_EMAIL]"
+    )
+    // a URL whose scheme another type took is still found
+    assert.strictEqual(
+      compiled.redact("ada@example.comhttps://example.com/a?b=1.").text,
+      "[REDACTED_EMAIL]://[REDACTED_URL]."
     )
     const twice = compile({ types: [{ name: "a", pattern: /abc/ }, { name: "b", pattern: /abc/ }], strategy: "redact" })
     assert.strictEqual(twice.redact("abc").text, "[REDACTED_A]")
@@ -483,55 +489,232 @@ describe("streamRedactor", () => {
       }),
     { fastCheck: { numRuns: 40 } }
   )
+})
 
-  it.effect("redactEvents redacts the text deltas and the streamed reply of an agent", () =>
+// -----------------------------------------------------------------------------
+// streamed runs (wrapModelStream)
+// -----------------------------------------------------------------------------
+
+const usage = { inputTokens: 1, outputTokens: 1, totalTokens: 2 }
+const finish: Response.StreamPartEncoded = { type: "finish", reason: "stop", usage }
+
+const textChunks = (id: string, chunks: ReadonlyArray<string>): Array<Response.StreamPartEncoded> => [
+  { type: "text-start", id },
+  ...chunks.map((delta): Response.StreamPartEncoded => ({ type: "text-delta", id, delta })),
+  { type: "text-end", id }
+]
+
+/** A model that streams each attempt exactly as given (one stream per model call, in order). */
+const chunkedModel = (attempts: ReadonlyArray<Stream.Stream<Response.StreamPartEncoded, AiError.AiError>>) =>
+  Layer.effect(
+    LanguageModel.LanguageModel,
+    Effect.suspend(() => {
+      let next = 0
+      return LanguageModel.make({
+        generateText: () => Effect.dieMessage("this model only streams"),
+        streamText: () => Stream.suspend(() => attempts[next++] ?? Stream.dieMessage("no more attempts"))
+      })
+    })
+  )
+
+const streamed = (attempts: ReadonlyArray<ReadonlyArray<Response.StreamPartEncoded>>) =>
+  Effect.provide(Layer.merge(chunkedModel(attempts.map((parts) => Stream.fromIterable(parts))), ToolsLive))
+
+const collect = <A, E, R>(stream: Stream.Stream<A, E, R>) => Effect.map(Stream.runCollect(stream), Chunk.toArray)
+
+const deltasOf = (events: ReadonlyArray<AgentEvent.AgentEvent<any>>) =>
+  events.filter(AgentEvent.$is("TextDelta")).map((event) => event.delta)
+
+describe("streamed output", () => {
+  it.effect("an email and a card split across chunks never show in any event or in the stored thread", () =>
     Effect.gen(function*() {
-      const agent = yield* Agent.make({})
-      const events = yield* agent.stream("hi", { threadId: "t" }).pipe(
-        Pii.redactEvents(compile({ types: ["email"], strategy: "redact" })),
-        Stream.runCollect,
-        Effect.map(Chunk.toArray)
-      )
-      const deltas = events.filter(AgentEvent.$is("TextDelta")).map((event) => event.delta)
-      assert.strictEqual(deltas.join(""), "Write to [REDACTED_EMAIL] today")
-      assert.isTrue(deltas.length > 1)
-      const tags = events.map((event) => event._tag)
-      assert.isTrue(tags.lastIndexOf("TextDelta") < tags.indexOf("ModelResponded"))
+      const pii = yield* Pii.middleware({
+        types: ["email", "credit_card"],
+        strategy: "redact",
+        applyToInput: false,
+        applyToOutput: true
+      })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const events = yield* collect(agent.stream("hi", { threadId: "t" }))
+      const expected = "Write to [REDACTED_EMAIL], card [REDACTED_CREDIT_CARD] today"
+      const deltas = deltasOf(events)
+      assert.strictEqual(deltas.join(""), expected)
+      assert.deepStrictEqual(deltas, ["Write to ", "[REDACTED_EMAIL], card ", "[REDACTED_CREDIT_CARD] ", "today"])
+      for (const event of events) {
+        const shown = JSON.stringify(event)
+        for (const raw of ["ada@", "example", "4111", "1111", "exa"]) assert.notInclude(shown, raw, event._tag)
+      }
       const responded = events.find(AgentEvent.$is("ModelResponded"))!
-      assert.strictEqual(textOf(responded.message), "Write to [REDACTED_EMAIL] today")
-    }).pipe(provide([ScriptedModel.text("Write to ada@example.com today")])))
-
-  it.effect("redactEvents drops the held-back tail of a failed attempt and starts the retry afresh", () =>
-    Effect.gen(function*() {
-      const usage = new Response.Usage({ inputTokens: 1, outputTokens: 1, totalTokens: 2 })
-      const reply = Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: "hello world" })] })
-      const events = yield* Stream.make<Array<AgentEvent.AgentEvent>>(
-        AgentEvent.TextDelta({ step: 0, delta: "mail ada@exa" }),
-        AgentEvent.ModelAttemptFailed({ step: 0, error: "UnknownError", message: "cut", discardedText: true }),
-        AgentEvent.TextDelta({ step: 0, delta: "mple.com hello " }),
-        AgentEvent.TextDelta({ step: 0, delta: "world" }),
-        AgentEvent.ModelResponded({ step: 0, message: reply, usage, finishReason: "stop", durationMillis: 1 })
-      ).pipe(
-        Pii.redactEvents(compile({ types: ["email"], strategy: "redact" })),
-        Stream.runCollect,
-        Effect.map(Chunk.toArray)
-      )
+      assert.strictEqual(textOf(responded.message), expected)
+      const decisions = events.filter(AgentEvent.$is("MiddlewareDecision"))
       assert.deepStrictEqual(
-        events.map((event) => event._tag === "TextDelta" ? event.delta : event._tag),
-        ["mail ", "ModelAttemptFailed", "mple.com ", "hello ", "world", "ModelResponded"]
+        decisions.map(({ data, decision, hook, middleware }) => ({ middleware, hook, decision, data })),
+        [{
+          middleware: "pii",
+          hook: "wrapModelStream",
+          decision: "redacted 1 email, 1 credit_card in the streamed model output",
+          data: { email: 1, credit_card: 1 }
+        }]
       )
-    }))
+      const tags = events.map((event) => event._tag)
+      assert.isTrue(tags.indexOf("MiddlewareDecision") < tags.indexOf("ModelResponded"))
+      const thread = yield* agent.thread("t")
+      assert.isTrue(Option.isSome(thread))
+      const stored = Option.getOrThrow(thread).state.messages
+      assert.deepStrictEqual(stored.map(textOf), ["hi", expected])
+      assert.notInclude(JSON.stringify(stored), "ada@")
+      assert.notInclude(JSON.stringify(stored), "4111")
+    }).pipe(streamed([[
+      ...textChunks("t0", ["Write to ada@exa", "mple.com, card 4111 11", "11 1111 1111 to", "day"]),
+      finish
+    ]])))
 
-  it.effect("redactEvents with block fails the stream before the address is shown", () =>
+  it.effect("tool calls pass through the stream; streamed reasoning is redacted before it is stored", () =>
     Effect.gen(function*() {
-      const agent = yield* Agent.make({})
-      const shown: Array<string> = []
+      const pii = yield* Pii.middleware({
+        types: ["email"],
+        strategy: "mask",
+        applyToInput: false,
+        applyToOutput: true
+      })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii] })
+      const events = yield* collect(agent.stream("find ada", { threadId: "t" }))
+      assert.strictEqual(deltasOf(events).join(""), "Looking up ada@****.comDone")
+      const started = events.find(AgentEvent.$is("ToolCallStarted"))!
+      assert.deepStrictEqual(started.call.params, { name: "ada@example.com" })
+      const responded = events.filter(AgentEvent.$is("ModelResponded"))
+      const first = responded[0]!.message
+      assert.deepStrictEqual(
+        first.content.map((part) =>
+          part.type === "text" || part.type === "reasoning" ? [part.type, part.text] : [part.type]
+        ),
+        [["reasoning", "ask about bob@****.org"], ["text", "Looking up ada@****.com"], ["tool-call"]]
+      )
+      const decisions = events.filter(AgentEvent.$is("MiddlewareDecision")).map((event) => [event.hook, event.decision])
+      assert.deepStrictEqual(decisions, [
+        ["wrapModelStream", "masked 1 email in the streamed model output"],
+        ["afterModel", "masked 1 email in the model output"]
+      ])
+    }).pipe(streamed([
+      [
+        { type: "reasoning-start", id: "r0" },
+        { type: "reasoning-delta", id: "r0", delta: "ask about bob@exam" },
+        { type: "reasoning-delta", id: "r0", delta: "ple.org" },
+        { type: "reasoning-end", id: "r0" },
+        ...textChunks("t0", ["Looking up ada", "@example.com"]),
+        { type: "tool-call", id: "call_1", name: "lookup", params: { name: "ada@example.com" } },
+        { type: "finish", reason: "tool-calls", usage }
+      ],
+      [...textChunks("t1", ["Done"]), finish]
+    ])))
+
+  it.effect("a text the provider never ends is flushed, redacted, when the stream ends", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email"], strategy: "redact", applyToOutput: true })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const events = yield* collect(agent.stream("hi", { threadId: "t" }))
+      assert.deepStrictEqual(deltasOf(events), ["to ", "[REDACTED_EMAIL]"])
+    }).pipe(streamed([[
+      { type: "text-delta", id: "t0", delta: "to ada@" },
+      { type: "text-delta", id: "t0", delta: "example.com" },
+      finish
+    ]])))
+
+  it.effect("afterModel still checks text a wrap hook put in the reply after the stream", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email"], strategy: "redact", applyToOutput: true })
+      const signature = Middleware.make({
+        name: "signature",
+        wrapModelCall: (request, next) =>
+          Effect.map(next(request), (response) => ({
+            ...response,
+            message: Prompt.makeMessage("assistant", {
+              content: [...response.message.content, Prompt.makePart("text", { text: " (from bob@example.org)" })]
+            })
+          }))
+      })
+      const agent = yield* Agent.make({ middleware: [signature, pii] })
+      const events = yield* collect(agent.stream("hi", { threadId: "t" }))
+      assert.deepStrictEqual(deltasOf(events), ["to ", "[REDACTED_EMAIL]"])
+      const responded = events.find(AgentEvent.$is("ModelResponded"))!
+      assert.strictEqual(textOf(responded.message), "to [REDACTED_EMAIL] (from [REDACTED_EMAIL])")
+      assert.deepStrictEqual(events.filter(AgentEvent.$is("MiddlewareDecision")).map((event) => event.decision), [
+        "redacted 1 email in the streamed model output",
+        "redacted 1 email in the model output"
+      ])
+    }).pipe(streamed([[...textChunks("t0", ["to ada@", "example.com"]), finish]])))
+
+  it.effect("a failed attempt never shows its held-back text, and the retry starts afresh", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email"], strategy: "redact", applyToOutput: true })
+      const retryOnce = Middleware.make({
+        name: "retryOnce",
+        wrapModelCall: (request, next) => Effect.catchAll(next(request), () => next(request))
+      })
+      const agent = yield* Agent.make({ middleware: [retryOnce, pii] })
+      const events = yield* collect(agent.stream("hi", { threadId: "t" }))
+      assert.deepStrictEqual(
+        events.flatMap((event) =>
+          event._tag === "TextDelta" ? [event.delta] : event._tag === "ModelAttemptFailed" ? [event._tag] : []
+        ),
+        ["mail ", "ModelAttemptFailed", "mail ", "[REDACTED_EMAIL] ", "now"]
+      )
+      const result = events.flatMap((event) => event._tag === "RunEnded" ? [event.result] : [])[0]
+      assert.strictEqual(result?._tag === "Completed" ? result.text : undefined, "mail [REDACTED_EMAIL] now")
+    }).pipe(Effect.provide(chunkedModel([
+      Stream.concat(
+        Stream.fromIterable(textChunks("t0", ["mail ada@exa"]).slice(0, 2)),
+        Stream.fail(new AiError.UnknownError({ module: "Test", method: "streamText", description: "cut" }))
+      ),
+      Stream.fromIterable([...textChunks("t0", ["mail ada@exa", "mple.com now"]), finish])
+    ]))))
+
+  it.effect("block fails a streamed run with PiiDetected before the value is shown, and stores nothing", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({
+        types: ["email", "credit_card"],
+        strategy: "block",
+        applyToInput: false,
+        applyToOutput: true
+      })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const shown: Array<AgentEvent.AgentEvent<any>> = []
       const error = yield* agent.stream("hi", { threadId: "t" }).pipe(
-        Pii.redactEvents(compile({ types: ["email"], strategy: "block" })),
-        Stream.runForEach((event) => Effect.sync(() => event._tag === "TextDelta" && shown.push(event.delta))),
+        Stream.runForEach((event) => Effect.sync(() => shown.push(event))),
         Effect.flip
       )
       assert.strictEqual(error._tag, "PiiDetected")
-      assert.strictEqual(shown.join(""), "Write to ")
-    }).pipe(provide([ScriptedModel.text("Write to ada@example.com today")])))
+      if (error._tag !== "PiiDetected") return
+      assert.deepStrictEqual(
+        { piiType: error.piiType, types: error.types, count: error.count, location: error.location },
+        { piiType: "email", types: ["email"], count: 1, location: "stream" }
+      )
+      assert.strictEqual(error.message, "Detected 1 instance(s) of email in the streamed model output")
+      assert.deepStrictEqual(deltasOf(shown), ["Write to "])
+      const failed = shown.find(AgentEvent.$is("ModelAttemptFailed"))!
+      assert.strictEqual(failed.error, "PiiDetected")
+      assert.notInclude(JSON.stringify(shown), "ada@")
+      assert.isTrue(Option.isNone(yield* agent.thread("t")))
+    }).pipe(streamed([[
+      ...textChunks("t0", ["Write to ada@exa", "mple.com, card 4111 11", "11 1111 1111 to", "day"]),
+      finish
+    ]])))
+
+  for (const strategy of ["redact", "mask", "hash"] as const) {
+    it.effect.prop(
+      `whatever the chunking, the shown and the stored reply are the redacted text (${strategy})`,
+      [withCuts],
+      ([{ chunks, text }]) =>
+        Effect.gen(function*() {
+          const pii = yield* Pii.middleware({ types: streamTypes, strategy, applyToInput: false, applyToOutput: true })
+          const agent = yield* Agent.make({ middleware: [pii] })
+          const events = yield* collect(agent.stream("hi", { threadId: "t" }))
+          const expected = compile({ types: streamTypes, strategy }).redact(text).text
+          assert.strictEqual(deltasOf(events).join(""), expected)
+          const responded = events.find(AgentEvent.$is("ModelResponded"))!
+          assert.strictEqual(textOf(responded.message), expected)
+        }).pipe(streamed([[...textChunks("t0", chunks), finish]])),
+      { fastCheck: { numRuns: 40 } }
+    )
+  }
 })

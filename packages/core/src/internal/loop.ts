@@ -274,12 +274,13 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         const collected: Array<Response.AnyPart> = []
         let parts = model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>
         for (const m of wrapStream) {
-          parts = m.wrapModelStream!(request, parts).pipe(
-            Stream.withSpan("Middleware.wrapModelStream", {
+          const transformed = m.wrapModelStream!(request, parts)
+          parts = (run.traced
+            ? Stream.withSpan(transformed, "Middleware.wrapModelStream", {
               attributes: { middleware: m.name },
               captureStackTrace: false
             })
-          ) as Stream.Stream<Response.AnyPart, AiError.AiError>
+            : transformed) as Stream.Stream<Response.AnyPart, AiError.AiError>
         }
         return parts.pipe(
           Stream.runForEach((part) => {

@@ -1,0 +1,731 @@
+/**
+ * Summarization: when the conversation grows past a trigger, replace its
+ * older messages with one summary written by a (possibly smaller, cheaper)
+ * model, and keep the recent window as it is.
+ *
+ * As in LangChain v1's `SummarizationMiddleware`: before each model call
+ * (`beforeModel`) the stored conversation is measured; when any `trigger` is
+ * reached (`{ tokens }`, `{ messages }`, or a `{ fraction }` of the model's
+ * `contextWindow`), the messages older than the `keep` window are sent to the
+ * summarizer and replaced, **in the stored thread**, by one user message
+ * holding the summary ({@link isSummary} recognises it). The agent's next
+ * model request, and every later run on the thread, sees the summary and the
+ * window. Leading system messages stay in front, untouched.
+ *
+ * The cut never separates a tool call from its results: when the window
+ * would start with tool results, it starts earlier, at the assistant message
+ * that made the calls (so the window may be longer than `keep`).
+ *
+ * The summarizer is a `LanguageModel` behind its own tag, {@link Summarizer}
+ * (provide {@link layer} or {@link layerFromLanguageModel}), so it may differ
+ * from the agent's model. It is called with `generateText` on a transcript of
+ * the older messages (at most `trimTokensToSummarize` tokens of them, the
+ * newest, plus the previous summary), never through the agent's model or
+ * stream: its text and usage never show in the agent's events or usage. When
+ * it fails, the history stays as it was, and the run fails with
+ * {@link SummarizationFailed} (`onFailure: "fail"`, the default) or goes on
+ * unsummarized (`onFailure: "continue"`, reported as a decision).
+ *
+ * Tokens are counted with the `TokenCounter` the agent is given, or else an
+ * approximate one (4 characters per token). Messages only (the system prompt
+ * is not part of the stored conversation).
+ *
+ * Cost per model call: the middleware remembers, per thread (the history
+ * starting with the same first message object), the running token sums of
+ * the messages it has seen, so a call measures only the messages added since
+ * the last one (the counter caches per message too); the trigger check is
+ * then one comparison and the cut a binary search over the sums. After a
+ * summary it continues from the new history without measuring it again. What
+ * stays linear in the history is pointer work: one identity comparison per
+ * message to check that the remembered messages are still the first ones.
+ *
+ * @since 0.1.0
+ */
+import * as Middleware from "@effect-agent/core/Middleware"
+import * as TokenCounter from "@effect-agent/core/TokenCounter"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Prompt from "@effect/ai/Prompt"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * A size of context: a number of tokens, a number of messages, or a fraction
+ * (0 < f ≤ 1) of the model's context window (`contextWindow` option).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ContextSize =
+  | { readonly tokens: number }
+  | { readonly messages: number }
+  | { readonly fraction: number }
+
+/**
+ * What to do when the summarizer fails: fail the run with
+ * {@link SummarizationFailed}, or continue with the history unsummarized.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type OnFailure = "fail" | "continue"
+
+/**
+ * Options of {@link middleware}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /**
+   * When to summarize: the stored messages reach this many tokens or
+   * messages, or this fraction of `contextWindow`. With a list, when any of
+   * them is reached. Token and fraction triggers are whole numbers ≥ 1
+   * (after taking the fraction); a message trigger is at least 1.
+   */
+  readonly trigger: ContextSize | ReadonlyArray<ContextSize>
+  /**
+   * The recent window kept as it is: the newest messages that fit in this
+   * many tokens (or this fraction of `contextWindow`), or this many newest
+   * messages (0 summarizes everything). Extended to keep tool calls with
+   * their results.
+   */
+  readonly keep: ContextSize
+  /** The model's context window in tokens; required when a fraction is used. */
+  readonly contextWindow?: number | undefined
+  /**
+   * The summarizer's instructions; `{messages}` is replaced by the transcript
+   * of the messages to summarize (default {@link defaultSummaryPrompt}).
+   */
+  readonly summaryPrompt?: string | undefined
+  /**
+   * The most tokens of older messages sent to the summarizer (default 4000):
+   * the newest of them that fit (at least one), plus the previous summary.
+   * `false` sends them all.
+   */
+  readonly trimTokensToSummarize?: number | false | undefined
+  /** Default `"fail"`. */
+  readonly onFailure?: OnFailure | undefined
+  /** The middleware's name (default `"summarization"`). */
+  readonly name?: string | undefined
+}
+
+/**
+ * The summarizer's default instructions.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultSummaryPrompt = `You are summarizing the earlier part of a conversation between a user and an \
+AI agent that uses tools. The agent will continue the work with only your summary and the most recent messages.
+
+Write a concise summary that keeps:
+- the user's goals, requests and constraints;
+- decisions made, and why;
+- facts learnt from tool results that may be needed later (names, numbers, identifiers, paths, URLs);
+- what was done, what remains to be done, and open questions.
+
+Leave out pleasantries and anything that no longer matters. If the messages begin with an earlier summary, \
+fold it in. Answer with the summary only.
+
+<messages>
+{messages}
+</messages>`
+
+/**
+ * The text in front of the summary in the summary message.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const summaryPrefix = "Here is a summary of the conversation to date:"
+
+/**
+ * The key, in a message's provider `options`, under which the summary
+ * message is marked: `{ "effect-agent": { summarization: "summary" } }`.
+ * Providers read only their own key, so the marker never reaches a model.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const markerKey = "effect-agent"
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * The options are invalid: a size that is not one of `{ tokens }`,
+ * `{ messages }`, `{ fraction }`, a count that is not a whole number in
+ * range, a fraction outside (0, 1], a fraction without `contextWindow`, a
+ * summary prompt without `{messages}`, or an unknown `onFailure`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidSummarizationOptions extends Schema.TaggedError<InvalidSummarizationOptions>(
+  "@effect-agent/middleware/Summarization/InvalidSummarizationOptions"
+)("InvalidSummarizationOptions", {
+  option: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid Summarization option "${this.option}": ${this.reason}`
+  }
+}
+
+/**
+ * The summarizer failed (or answered with no text). The history was left as
+ * it was.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SummarizationFailed extends Schema.TaggedError<SummarizationFailed>(
+  "@effect-agent/middleware/Summarization/SummarizationFailed"
+)("SummarizationFailed", {
+  /** How many messages were to be summarized. */
+  messages: Schema.Number,
+  reason: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Summarizing ${this.messages} message(s) failed: ${this.reason}`
+  }
+}
+
+// -----------------------------------------------------------------------------
+// tags
+// -----------------------------------------------------------------------------
+
+/**
+ * The model that writes summaries.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Summarizer extends Context.Tag("@effect-agent/middleware/Summarization/Summarizer")<
+  Summarizer,
+  LanguageModel.Service
+>() {}
+
+// -----------------------------------------------------------------------------
+// layers
+// -----------------------------------------------------------------------------
+
+/**
+ * Provides a `LanguageModel` service as the {@link Summarizer}.
+ *
+ * @example
+ * ```ts
+ * import * as Summarization from "@effect-agent/middleware/Summarization"
+ * import type { LanguageModel } from "@effect/ai"
+ *
+ * // e.g. built with OpenAiLanguageModel.make({ model: "gpt-4o-mini" }) from @effect/ai-openai
+ * declare const cheapModel: LanguageModel.Service
+ * const SummarizerLive = Summarization.layer(cheapModel)
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (model: LanguageModel.Service): Layer.Layer<Summarizer> => Layer.succeed(Summarizer, model)
+
+/**
+ * Provides the `LanguageModel` of the context as the {@link Summarizer}:
+ * give it a provider's model layer, e.g. a cheaper model than the agent's.
+ *
+ * @example
+ * ```ts
+ * import * as Summarization from "@effect-agent/middleware/Summarization"
+ * import type { LanguageModel } from "@effect/ai"
+ * import { Layer } from "effect"
+ *
+ * // e.g. OpenAiLanguageModel.layer({ model: "gpt-4o-mini" }) from @effect/ai-openai
+ * declare const CheapModelLive: Layer.Layer<LanguageModel.LanguageModel>
+ * const SummarizerLive = Summarization.layerFromLanguageModel.pipe(Layer.provide(CheapModelLive))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerFromLanguageModel: Layer.Layer<Summarizer, never, LanguageModel.LanguageModel> = Layer.effect(
+  Summarizer,
+  LanguageModel.LanguageModel
+)
+
+// -----------------------------------------------------------------------------
+// guards
+// -----------------------------------------------------------------------------
+
+/**
+ * Whether a message is a summary written by this middleware.
+ *
+ * @example
+ * ```ts
+ * import * as Summarization from "@effect-agent/middleware/Summarization"
+ * import { Prompt } from "@effect/ai"
+ *
+ * const message = Prompt.makeMessage("user", {
+ *   content: [Prompt.makePart("text", { text: "Here is a summary of the conversation to date: ..." })],
+ *   options: { "effect-agent": { summarization: "summary" } }
+ * })
+ * Summarization.isSummary(message) // true
+ * ```
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isSummary = (message: Prompt.Message): boolean =>
+  message.role === "user" && (message.options[markerKey] as { readonly summarization?: unknown } | undefined)
+      ?.summarization === "summary"
+
+const summaryMessage = (summary: string): Prompt.UserMessage =>
+  Prompt.makeMessage("user", {
+    content: [Prompt.makePart("text", { text: `${summaryPrefix}\n\n${summary}` })],
+    options: { [markerKey]: { summarization: "summary" } }
+  })
+
+// -----------------------------------------------------------------------------
+// transcript
+// -----------------------------------------------------------------------------
+
+const stringify = (value: unknown): string => {
+  if (typeof value === "string") return value
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+const resultLine = (part: Prompt.ToolResultPart): string =>
+  `Tool result (${part.name})${part.isFailure ? " [failed]" : ""}: ${stringify(part.result)}`
+
+const fileLine = (part: Prompt.FilePart): string =>
+  `[file${part.fileName === undefined ? "" : ` ${part.fileName}`} (${part.mediaType})]`
+
+/** One line per message (tool calls and results on lines of their own). Reasoning is left out. */
+const transcript = (messages: ReadonlyArray<Prompt.Message>): string => {
+  const lines: Array<string> = []
+  for (const message of messages) {
+    switch (message.role) {
+      case "system": {
+        lines.push(`System: ${message.content}`)
+        break
+      }
+      case "user": {
+        const text = message.content.map((part) => part.type === "text" ? part.text : fileLine(part)).join("")
+        lines.push(
+          isSummary(message) ? `Earlier summary: ${text.replace(`${summaryPrefix}\n\n`, "")}` : `User: ${text}`
+        )
+        break
+      }
+      case "assistant": {
+        let text = ""
+        const after: Array<string> = []
+        for (const part of message.content) {
+          if (part.type === "text") text += part.text
+          else if (part.type === "file") text += fileLine(part)
+          else if (part.type === "tool-call") after.push(`Assistant called ${part.name}(${stringify(part.params)})`)
+          else if (part.type === "tool-result") after.push(resultLine(part))
+        }
+        if (text.length > 0) lines.push(`Assistant: ${text}`)
+        lines.push(...after)
+        break
+      }
+      case "tool": {
+        for (const part of message.content) lines.push(resultLine(part))
+        break
+      }
+    }
+  }
+  return lines.join("\n")
+}
+
+// -----------------------------------------------------------------------------
+// options
+// -----------------------------------------------------------------------------
+
+type Size =
+  | { readonly _tag: "tokens"; readonly value: number }
+  | { readonly _tag: "messages"; readonly value: number }
+
+interface Config {
+  readonly triggers: ReadonlyArray<Size>
+  readonly keep: Size
+  readonly summaryPrompt: string
+  readonly trim: number | undefined
+  readonly onFailure: OnFailure
+  readonly name: string
+}
+
+const sizeKeys = ["tokens", "messages", "fraction"] as const
+
+const isWhole = (n: unknown): n is number => typeof n === "number" && Number.isInteger(n)
+
+const checkSize = (
+  option: string,
+  size: unknown,
+  contextWindow: number | undefined,
+  min: number
+): Size | InvalidSummarizationOptions => {
+  const keys = size !== null && typeof size === "object" ? Object.keys(size) : []
+  const kind = keys.length === 1 ? sizeKeys.find((key) => key === keys[0]) : undefined
+  if (kind === undefined) {
+    return new InvalidSummarizationOptions({
+      option,
+      reason: "must be one of { tokens: N }, { messages: N } or { fraction: f }"
+    })
+  }
+  const value = (size as Record<string, unknown>)[kind]
+  if (kind === "fraction") {
+    if (typeof value !== "number" || !(value > 0 && value <= 1)) {
+      return new InvalidSummarizationOptions({
+        option: `${option}.fraction`,
+        reason: `must be a number in (0, 1], got ${String(value)}`
+      })
+    }
+    if (contextWindow === undefined) {
+      return new InvalidSummarizationOptions({
+        option: "contextWindow",
+        reason: `is required when ${option} is a fraction of the context window`
+      })
+    }
+    const tokens = Math.floor(value * contextWindow)
+    if (tokens < min) {
+      return new InvalidSummarizationOptions({
+        option: `${option}.fraction`,
+        reason: `${value} of a context window of ${contextWindow} is ${tokens} tokens; need at least ${min}`
+      })
+    }
+    return { _tag: "tokens", value: tokens }
+  }
+  if (!isWhole(value) || value < min) {
+    return new InvalidSummarizationOptions({
+      option: `${option}.${kind}`,
+      reason: `must be a whole number ≥ ${min}, got ${String(value)}`
+    })
+  }
+  return { _tag: kind, value }
+}
+
+const validate = (options: Options): Config | InvalidSummarizationOptions => {
+  if (options === null || typeof options !== "object") {
+    return new InvalidSummarizationOptions({ option: "options", reason: "must be an object with trigger and keep" })
+  }
+  const contextWindow = options.contextWindow
+  if (contextWindow !== undefined && (!isWhole(contextWindow) || contextWindow < 1)) {
+    return new InvalidSummarizationOptions({
+      option: "contextWindow",
+      reason: `must be a whole number of tokens ≥ 1, got ${String(contextWindow)}`
+    })
+  }
+  const rawTriggers: ReadonlyArray<unknown> = Array.isArray(options.trigger) ? options.trigger : [options.trigger]
+  if (rawTriggers.length === 0) {
+    return new InvalidSummarizationOptions({ option: "trigger", reason: "is an empty list: nothing would trigger" })
+  }
+  const triggers: Array<Size> = []
+  for (const [index, trigger] of rawTriggers.entries()) {
+    const checked = checkSize(
+      Array.isArray(options.trigger) ? `trigger[${index}]` : "trigger",
+      trigger,
+      contextWindow,
+      1
+    )
+    if (checked instanceof InvalidSummarizationOptions) return checked
+    triggers.push(checked)
+  }
+  const keep = checkSize("keep", options.keep, contextWindow, 0)
+  if (keep instanceof InvalidSummarizationOptions) return keep
+  const summaryPrompt = options.summaryPrompt ?? defaultSummaryPrompt
+  if (typeof summaryPrompt !== "string" || !summaryPrompt.includes("{messages}")) {
+    return new InvalidSummarizationOptions({
+      option: "summaryPrompt",
+      reason: "must be a string with a {messages} placeholder for the messages to summarize"
+    })
+  }
+  const trim = options.trimTokensToSummarize ?? 4000
+  if (trim !== false && (!isWhole(trim) || trim < 1)) {
+    return new InvalidSummarizationOptions({
+      option: "trimTokensToSummarize",
+      reason: `must be a whole number ≥ 1 or false, got ${String(trim)}`
+    })
+  }
+  const onFailure = options.onFailure ?? "fail"
+  if (onFailure !== "fail" && onFailure !== "continue") {
+    return new InvalidSummarizationOptions({
+      option: "onFailure",
+      reason: `must be "fail" or "continue", got ${String(onFailure)}`
+    })
+  }
+  const name = options.name ?? "summarization"
+  if (typeof name !== "string" || name.length === 0) {
+    return new InvalidSummarizationOptions({ option: "name", reason: "must be a non-empty string" })
+  }
+  return {
+    triggers,
+    keep,
+    summaryPrompt,
+    trim: trim === false ? undefined : trim,
+    onFailure,
+    name
+  }
+}
+
+// -----------------------------------------------------------------------------
+// sessions: running token sums per thread
+// -----------------------------------------------------------------------------
+
+interface Session {
+  /** The messages measured so far: the first ones of the thread's history. */
+  readonly seen: Array<Prompt.Message>
+  /** `sums[i]` is the raw tokens of `seen[0..i)`. */
+  readonly sums: Array<number>
+  busy: boolean
+}
+
+const makeSession = (): Session => ({ seen: [], sums: [0], busy: false })
+
+/** Whether `prefix` holds the first messages of `messages` (compared by identity, newest first). */
+const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray<Prompt.Message>): boolean => {
+  if (prefix.length > messages.length) return false
+  for (let i = prefix.length - 1; i >= 0; i--) if (prefix[i] !== messages[i]) return false
+  return true
+}
+
+// -----------------------------------------------------------------------------
+// constructors
+// -----------------------------------------------------------------------------
+
+const make = (config: Config) => {
+  const { keep, onFailure, summaryPrompt, triggers, trim } = config
+  const sessions = new WeakMap<TokenCounter.TokenCounter.Service, WeakMap<Prompt.Message, Session>>()
+  let approximate: TokenCounter.TokenCounter.Service | undefined
+  const counterOf: Effect.Effect<TokenCounter.TokenCounter.Service> = Effect.flatMap(
+    Effect.serviceOption(TokenCounter.TokenCounter),
+    Option.match({
+      onSome: Effect.succeed,
+      onNone: () =>
+        approximate !== undefined
+          ? Effect.succeed(approximate)
+          : Effect.map(Effect.orDie(TokenCounter.makeApproximate()), (made) => approximate = made)
+    })
+  )
+
+  const sessionsOf = (counter: TokenCounter.TokenCounter.Service) => {
+    let byFirst = sessions.get(counter)
+    if (byFirst === undefined) {
+      byFirst = new WeakMap()
+      sessions.set(counter, byFirst)
+    }
+    return byFirst
+  }
+
+  /** The session holding a prefix of these messages; marked busy. */
+  const acquire = (counter: TokenCounter.TokenCounter.Service, messages: ReadonlyArray<Prompt.Message>): Session => {
+    const byFirst = sessionsOf(counter)
+    let session = byFirst.get(messages[0]!)
+    if (session !== undefined && session.busy) return { ...makeSession(), busy: true }
+    if (session === undefined || !isPrefix(session.seen, messages)) {
+      session = makeSession()
+      byFirst.set(messages[0]!, session)
+    }
+    session.busy = true
+    return session
+  }
+
+  const summarize = (
+    counter: TokenCounter.TokenCounter.Service,
+    scale: number,
+    toSummarize: ReadonlyArray<Prompt.Message>,
+    raw: (index: number) => number
+  ) =>
+    Effect.gen(function*() {
+      // The previous summary first (it stands for everything before it), then
+      // the newest messages that fit in the budget (at least one).
+      const previous = isSummary(toSummarize[0]!) ? 1 : 0
+      let from = toSummarize.length
+      if (trim === undefined) {
+        from = previous
+      } else {
+        let budget = trim - (previous === 1 ? Math.round(raw(0) * scale) : 0)
+        while (from > previous) {
+          const tokens = Math.round(raw(from - 1) * scale)
+          if (from < toSummarize.length && tokens > budget) break
+          budget -= tokens
+          from--
+        }
+      }
+      const sent = [...toSummarize.slice(0, previous), ...toSummarize.slice(from)]
+      const model = yield* Summarizer
+      const prompt = summaryPrompt.replace("{messages}", () => transcript(sent))
+      const response = yield* model.generateText({ prompt }).pipe(
+        Effect.mapError((error) =>
+          new SummarizationFailed({
+            messages: toSummarize.length,
+            reason: `the summarizer failed: ${error.message}`,
+            cause: error
+          })
+        ),
+        Effect.withSpan("Summarization.summarize", {
+          attributes: { messages: toSummarize.length, sent: sent.length },
+          captureStackTrace: false
+        })
+      )
+      const text = response.text.trim()
+      if (text.length === 0) {
+        return yield* new SummarizationFailed({
+          messages: toSummarize.length,
+          reason: "the summarizer answered with no text"
+        })
+      }
+      const summary = summaryMessage(text)
+      const [summaryRaw] = yield* counter.measure([summary])
+      return { summary, summaryRaw: summaryRaw!, sent: sent.length }
+    })
+
+  const beforeModel = ({ messages }: Middleware.HookContext<{}>) =>
+    Effect.gen(function*() {
+      if (messages.length === 0) return undefined
+      const counter = yield* counterOf
+      const scale = yield* counter.scale
+      const session = acquire(counter, messages)
+      const release = Effect.sync(() => {
+        session.busy = false
+      })
+      return yield* Effect.gen(function*() {
+        const { seen, sums } = session
+        if (messages.length > seen.length) {
+          const fresh = messages.slice(seen.length)
+          const counts = yield* counter.measure(fresh)
+          for (let j = 0; j < fresh.length; j++) {
+            seen.push(fresh[j]!)
+            sums.push(sums[sums.length - 1]! + counts[j]!)
+          }
+        }
+        const length = messages.length
+        const tokensOf = (raw: number) => scale === 1 ? raw : Math.round(raw * scale)
+        /** Raw tokens of `messages[i]`. */
+        const rawOf = (i: number) => sums[i + 1]! - sums[i]!
+        const total = tokensOf(sums[length]!)
+        const triggered = triggers.some((trigger) =>
+          trigger._tag === "tokens" ? total >= trigger.value : length >= trigger.value
+        )
+        if (!triggered) return undefined
+
+        // Leading system messages stay in front.
+        let start = 0
+        while (start < length && messages[start]!.role === "system") start++
+        // The window: the newest `keep` messages, or the longest suffix within
+        // `keep` tokens (a binary search over the running sums).
+        let cut: number
+        if (keep._tag === "messages") {
+          cut = Math.max(start, length - keep.value)
+        } else {
+          let low = start
+          let high = length
+          while (low < high) {
+            const mid = (low + high) >>> 1
+            if (tokensOf(sums[length]! - sums[mid]!) <= keep.value) high = mid
+            else low = mid + 1
+          }
+          cut = low
+        }
+        // Never start the window with tool results: start at the call.
+        while (cut > start && messages[cut]?.role === "tool") cut--
+        const toSummarize = messages.slice(start, cut)
+        if (toSummarize.length === 0 || (toSummarize.length === 1 && isSummary(toSummarize[0]!))) return undefined
+
+        const outcome = yield* summarize(counter, scale, toSummarize, (i) => rawOf(start + i)).pipe(
+          Effect.map(Option.some),
+          Effect.catchAll((error) =>
+            onFailure === "fail" ? Effect.fail(error) : Effect.as(
+              Middleware.report(`summarization failed, continuing unsummarized: ${error.reason}`, {
+                messages: error.messages
+              }),
+              Option.none()
+            )
+          )
+        )
+        if (Option.isNone(outcome)) return undefined
+        const { sent, summary, summaryRaw } = outcome.value
+        const result = [...messages.slice(0, start), summary, ...messages.slice(cut)]
+
+        // Continue from the new history: its sums follow from the old ones.
+        const next = makeSession()
+        for (let i = 0; i < result.length; i++) {
+          const raw = i < start ? rawOf(i) : i === start ? summaryRaw : rawOf(cut + i - start - 1)
+          next.seen.push(result[i]!)
+          next.sums.push(next.sums[i]! + raw)
+        }
+        sessionsOf(counter).set(result[0]!, next)
+
+        const tokensAfter = tokensOf(next.sums[result.length]!)
+        yield* Middleware.report(
+          `summarized ${toSummarize.length} messages, kept ${length - cut}; ${total} → ${tokensAfter} tokens`,
+          {
+            summarized: toSummarize.length,
+            sentToSummarizer: sent,
+            kept: length - cut,
+            tokensBefore: total,
+            tokensAfter
+          }
+        )
+        return { messages: result }
+      }).pipe(Effect.ensuring(release))
+    })
+
+  return Middleware.make({ name: config.name, beforeModel })
+}
+
+/**
+ * Builds the middleware (see the module documentation). It needs the
+ * {@link Summarizer}; bad options fail with
+ * {@link InvalidSummarizationOptions}. When it summarizes it reports the
+ * decision `"summarized N messages, kept M; before → after tokens"`.
+ *
+ * List it after middleware that rewrite the input (such as `Pii`), so the
+ * summarizer sees what they made of it.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@effect-agent/core"
+ * import * as Summarization from "@effect-agent/middleware/Summarization"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const summarization = yield* Summarization.middleware({
+ *     trigger: { fraction: 0.8 },
+ *     keep: { messages: 20 },
+ *     contextWindow: 128_000
+ *   })
+ *   const agent = yield* Agent.make({ middleware: [summarization] })
+ *   return yield* agent.run("Where were we?", { threadId: "t1" })
+ * })
+ * // provide a LanguageModel for the agent and Summarization.layer(...) for the summarizer
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const middleware: (
+  options: Options
+) => Effect.Effect<Middleware.Middleware<{}, SummarizationFailed, Summarizer>, InvalidSummarizationOptions> = Effect
+  .fn("Summarization.middleware")(function*(options: Options) {
+    const config = validate(options)
+    if (config instanceof InvalidSummarizationOptions) return yield* config
+    return make(config)
+  })
