@@ -150,20 +150,33 @@ export const lastAssistantCallsTools = (messages: ReadonlyArray<Prompt.Message>)
   return false
 }
 
-/** Appends tool results, merging them into a trailing tool message. */
+/**
+ * Appends tool results, merging them into a trailing tool message, in the
+ * order of the calls of the last assistant message (results a middleware
+ * answered early may otherwise come before the ones the tools produced).
+ */
 export const appendToolResults = (
   messages: ReadonlyArray<Prompt.Message>,
   results: ReadonlyArray<Prompt.ToolResultPart>
 ): ReadonlyArray<Prompt.Message> => {
   if (results.length === 0) return messages
   const last = messages[messages.length - 1]
-  if (last !== undefined && last.role === "tool") {
-    return [
-      ...messages.slice(0, -1),
-      Prompt.makeMessage("tool", { content: [...last.content, ...results] })
-    ]
+  if (last === undefined || last.role !== "tool") {
+    return [...messages, Prompt.makeMessage("tool", { content: results })]
   }
-  return [...messages, Prompt.makeMessage("tool", { content: results })]
+  const order = new Map<string, number>()
+  for (let i = messages.length - 2; i >= 0; i--) {
+    const message = messages[i]!
+    if (message.role === "assistant") {
+      message.content.forEach((part, index) => {
+        if (part.type === "tool-call") order.set(part.id, index)
+      })
+      break
+    }
+  }
+  const rank = (part: Prompt.ToolResultPart) => order.get(part.id) ?? Number.MAX_SAFE_INTEGER
+  const content = [...last.content, ...results].sort((a, b) => rank(a) - rank(b))
+  return [...messages.slice(0, -1), Prompt.makeMessage("tool", { content })]
 }
 
 /** The type of the `toolChoice` option. */
