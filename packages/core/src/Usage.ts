@@ -48,4 +48,4 @@ export const add = (self: Usage, usage: Response.Usage): Usage =>
     inputTokens: self.inputTokens + (usage.inputTokens ?? 0),
     outputTokens: self.outputTokens + (usage.outputTokens ?? 0),
     totalTokens: self.totalTokens + (usage.totalTokens ?? ((usage.inputTokens ?? 0) + (usage.outputTokens ?? 0)))
-  })
+  }, true) // sums of numbers: nothing to validate

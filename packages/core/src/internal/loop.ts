@@ -369,7 +369,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           yield* emit(AgentEvent.ToolCallCompleted({ result, durationMillis: ended - started }))
           return result
         })
-      }, { concurrency: config.toolConcurrency })
+      }, { concurrency: calls.length > 1 ? config.toolConcurrency : 1 })
       run.messages = appendToolResults(run.messages, results)
     })
 

@@ -1,0 +1,310 @@
+/**
+ * Workloads of the benchmark: tools, toolkits, the two fake models and the
+ * agents built on them.
+ *
+ * Two fake models, both driven by a {@link Script} counter (no per-call work
+ * beyond returning a canned value):
+ *
+ * - `encoded`: built with `LanguageModel.make`, returning canned *encoded*
+ *   parts, exactly as a real provider does. Every call pays @effect/ai's own
+ *   per-call cost (building `Response.Part(toolkit)` and decoding the reply).
+ * - `raw`: a hand-written `LanguageModel.Service` returning *already decoded*
+ *   parts. No @effect/ai work at all on the model call, so a step costs our
+ *   loop plus the tool call (`Toolkit.handle` and the handler).
+ *
+ * `ScriptedModel` from `@effect-agent/testing` is not used in the timed runs:
+ * it records every request (a growing array holding every prompt, plus a
+ * `tools.map` per call), which is the right thing in tests but is both
+ * overhead and a leak over the ~10^5 calls of a benchmark.
+ *
+ * @since 0.1.0
+ */
+import { Agent, Checkpointer, Middleware } from "@effect-agent/core"
+import type { Prompt } from "@effect/ai"
+import { LanguageModel, Response, Tool, Toolkit } from "@effect/ai"
+import type { Context } from "effect"
+import { Effect, Layer, Schema, Stream } from "effect"
+
+/**
+ * Which fake model to use.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ModelKind = "encoded" | "raw"
+
+/**
+ * How a run is driven: `agent.run` (generate) or `agent.stream` drained.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Mode = "generate" | "stream"
+
+/**
+ * The fake model's script: the first `toolSteps` calls of a run answer with
+ * one tool call, the next one with a short text. Reset before every run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Script {
+  toolSteps: number
+  call: number
+}
+
+const usage = { inputTokens: 10, outputTokens: 5, totalTokens: 15 }
+
+/**
+ * The arguments every scripted tool call carries.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const callParams = { query: "weather in Paris", limit: 3 }
+
+const encodedToolCall: Array<Response.PartEncoded> = [
+  { type: "tool-call", id: "call_1", name: "tool_0", params: callParams },
+  { type: "finish", reason: "tool-calls", usage }
+]
+const encodedText: Array<Response.PartEncoded> = [
+  { type: "text", text: "It is sunny." },
+  { type: "finish", reason: "stop", usage }
+]
+const encodedToolCallStream: Array<Response.StreamPartEncoded> = encodedToolCall as Array<Response.StreamPartEncoded>
+const encodedTextStream: Array<Response.StreamPartEncoded> = [
+  { type: "text-start", id: "t" },
+  { type: "text-delta", id: "t", delta: "It is " },
+  { type: "text-delta", id: "t", delta: "sunny." },
+  { type: "text-end", id: "t" },
+  { type: "finish", reason: "stop", usage }
+]
+
+const decodedUsage = new Response.Usage(usage)
+const decodedToolCall: Array<Response.AnyPart> = [
+  Response.makePart("tool-call", { id: "call_1", name: "tool_0", params: callParams, providerExecuted: false }),
+  Response.makePart("finish", { reason: "tool-calls", usage: decodedUsage })
+]
+const decodedText: Array<Response.AnyPart> = [
+  Response.makePart("text", { text: "It is sunny." }),
+  Response.makePart("finish", { reason: "stop", usage: decodedUsage })
+]
+const decodedTextStream: Array<Response.AnyPart> = [
+  Response.makePart("text-start", { id: "t" }),
+  Response.makePart("text-delta", { id: "t", delta: "It is " }),
+  Response.makePart("text-delta", { id: "t", delta: "sunny." }),
+  Response.makePart("text-end", { id: "t" }),
+  Response.makePart("finish", { reason: "stop", usage: decodedUsage })
+]
+
+/**
+ * The fake built with `LanguageModel.make` (canned encoded parts); `make`
+ * may come from another build of @effect/ai (see `effectAi.ts`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const encodedModel = (
+  script: Script,
+  make: typeof LanguageModel.make = LanguageModel.make
+): Effect.Effect<LanguageModel.Service> =>
+  make({
+    generateText: () => Effect.sync(() => script.call++ < script.toolSteps ? encodedToolCall : encodedText),
+    streamText: () =>
+      Stream.suspend(() =>
+        Stream.fromIterable(script.call++ < script.toolSteps ? encodedToolCallStream : encodedTextStream)
+      )
+  })
+
+/**
+ * A hand-written `LanguageModel.Service` returning decoded parts: no
+ * @effect/ai schema work on the model call.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const rawModel = (script: Script): LanguageModel.Service => ({
+  generateText: () =>
+    Effect.sync(() =>
+      new LanguageModel.GenerateTextResponse(
+        (script.call++ < script.toolSteps ? decodedToolCall : decodedText) as Array<Response.Part<any>>
+      )
+    ),
+  streamText: () =>
+    Stream.suspend(() => Stream.fromIterable(script.call++ < script.toolSteps ? decodedToolCall : decodedTextStream)),
+  generateObject: () => Effect.dieMessage("generateObject is not used by the benchmark")
+} as unknown as LanguageModel.Service)
+
+/**
+ * `count` tools named `tool_0` … with two parameters, a description and a
+ * string result; the model always calls `tool_0`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeTools = (count: number): Array<Tool.Any> =>
+  Array.from({ length: count }, (_, i) =>
+    Tool.make(`tool_${i}`, {
+      description: `Benchmark tool ${i}: looks something up and returns a short answer.`,
+      parameters: { query: Schema.String, limit: Schema.Number },
+      success: Schema.String
+    }))
+
+/**
+ * A toolkit of `count` tools and the layer of its handlers (every handler
+ * answers `"ok"`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeToolkit = (count: number) => {
+  const kit = (Toolkit.make as (...tools: Array<Tool.Any>) => Toolkit.Toolkit<Record<string, Tool.Any>>)(
+    ...makeTools(count)
+  )
+  const handlers: Record<string, () => Effect.Effect<string>> = {}
+  for (const name of Object.keys(kit.tools)) handlers[name] = () => Effect.succeed("ok")
+  const layer = (kit.toLayer as unknown as (handlers: unknown) => Layer.Layer<never>)(handlers)
+  return { kit, layer }
+}
+
+/**
+ * A configuration of the benchmark.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Config {
+  readonly model: ModelKind
+  readonly mode: Mode
+  readonly middleware: number
+  readonly tools: number
+  /** Model steps that call a tool; the run makes one more model call (the final answer). */
+  readonly steps: number
+}
+
+/**
+ * An agent ready to run a configuration.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Bench {
+  readonly agent: Agent.AgentOf<ReadonlyArray<Middleware.Middleware>>
+  readonly checkpointer: Checkpointer.Checkpointer.Service
+  readonly script: Script
+  /** One whole run on a fresh thread (the thread is deleted afterwards). */
+  readonly runOnce: Effect.Effect<void, unknown>
+  /** One run, returning what the benchmark checks: model steps, tool results, final text. */
+  readonly check: Effect.Effect<
+    { readonly steps: number; readonly toolResults: number; readonly text: string },
+    unknown
+  >
+}
+
+const countToolResults = (messages: ReadonlyArray<Prompt.Message>) => {
+  let n = 0
+  for (const message of messages) {
+    if (message.role === "tool") n += message.content.length
+  }
+  return n
+}
+
+/**
+ * Builds the agent of a configuration.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeBench = (
+  config: Config,
+  make: typeof LanguageModel.make = LanguageModel.make
+): Effect.Effect<Bench, unknown> =>
+  Effect.gen(function*() {
+    const script: Script = { toolSteps: config.steps, call: 0 }
+    const model = config.model === "encoded" ? yield* encodedModel(script, make) : rawModel(script)
+    const checkpointer = yield* Checkpointer.makeMemory
+    const { kit, layer } = makeToolkit(config.tools)
+    const middleware = Array.from({ length: config.middleware }, (_, i) => Middleware.passThrough(`pass_${i}`))
+    const toolkit = kit as unknown as Effect.Effect<Toolkit.WithHandler<any>>
+    const agent = yield* Agent.make({ toolkit, middleware, maxSteps: config.steps + 1 }).pipe(
+      Effect.provide(layer),
+      Effect.provideService(LanguageModel.LanguageModel, model),
+      Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+    )
+    const threadId = "bench"
+    const input = "What is the weather in Paris?"
+    const once = config.mode === "generate"
+      ? agent.run(input, { threadId })
+      : Stream.runLast(agent.stream(input, { threadId })).pipe(
+        Effect.flatMap((last) =>
+          last._tag === "Some" && last.value._tag === "RunEnded"
+            ? Effect.succeed(last.value.result)
+            : Effect.dieMessage("the stream did not end with RunEnded")
+        )
+      )
+    const fresh = <A, E>(effect: Effect.Effect<A, E>) =>
+      Effect.suspend(() => {
+        script.call = 0
+        return effect
+      }).pipe(Effect.ensuring(checkpointer.delete(threadId).pipe(Effect.orDie)))
+    const runOnce = config.mode === "generate"
+      ? fresh(agent.run(input, { threadId }))
+      : fresh(Stream.runDrain(agent.stream(input, { threadId })))
+    const check = fresh(once).pipe(
+      Effect.map((result) => {
+        if (result._tag !== "Completed") throw new Error(`run ended as ${result._tag}`)
+        return {
+          steps: result.steps,
+          toolResults: countToolResults(result.state.messages),
+          text: result.text
+        }
+      })
+    )
+    return { agent, checkpointer, script, runOnce: Effect.asVoid(runOnce), check }
+  })
+
+/**
+ * A bare `LanguageModel.generateText` (or a drained `streamText`) with a
+ * toolkit of `tools` tools and `disableToolCallResolution: true`, on the
+ * encoded fake; `tools = 0` sends no toolkit. The model answers with one
+ * call of `tool_0`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeBareCall = (
+  tools: number,
+  mode: Mode,
+  make: typeof LanguageModel.make = LanguageModel.make
+): Effect.Effect<Effect.Effect<void, unknown>, unknown> =>
+  Effect.gen(function*() {
+    // with no toolkit a tool call would not decode: answer with text
+    const script: Script = { toolSteps: tools === 0 ? 0 : Number.POSITIVE_INFINITY, call: 0 }
+    const model = yield* encodedModel(script, make)
+    const { kit, layer } = makeToolkit(tools)
+    const handled = yield* (kit as unknown as Effect.Effect<Toolkit.WithHandler<any>>).pipe(Effect.provide(layer))
+    const options: any = tools === 0
+      ? { prompt: "What is the weather in Paris?" }
+      : { prompt: "What is the weather in Paris?", toolkit: handled, disableToolCallResolution: true }
+    return mode === "generate"
+      ? Effect.asVoid(model.generateText(options) as Effect.Effect<unknown, unknown>)
+      : Stream.runDrain(model.streamText(options) as Stream.Stream<unknown, unknown>)
+  })
+
+/**
+ * One `Toolkit.handle` of `tool_0` (decode params, run the handler, check
+ * and encode the result) in a toolkit of `tools` tools.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeHandleCall = (tools: number): Effect.Effect<Effect.Effect<void, unknown>, unknown> =>
+  Effect.gen(function*() {
+    const { kit, layer } = makeToolkit(tools)
+    const context = yield* Layer.build(layer).pipe(Effect.scoped)
+    const handled = yield* (kit as unknown as Effect.Effect<Toolkit.WithHandler<any>>).pipe(Effect.provide(context))
+    const handle = handled.handle as unknown as (name: string, params: unknown) => Effect.Effect<unknown, unknown>
+    return Effect.asVoid(handle("tool_0", callParams)).pipe(
+      Effect.provide(context as Context.Context<never>)
+    ) as Effect.Effect<void, unknown>
+  })

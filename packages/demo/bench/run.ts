@@ -1,0 +1,339 @@
+/**
+ * The benchmark: `npm run bench` (or `npx tsx packages/demo/bench/run.ts`).
+ *
+ * Measures, on fake models (see `fixtures.ts`):
+ * 1. the loop's cost per step (one model call + one tool call) with 0, 1, 5
+ *    and 10 `Middleware.passThrough`, runs of 10 and 100 steps, generate and
+ *    stream, one tool;
+ * 2. the same with 1, 5, 20 and 50 tools, 0 and 10 middleware, beside a bare
+ *    `LanguageModel.generateText` / `streamText` and a bare `Toolkit.handle`,
+ *    on the installed @effect/ai and on the other build (with the repository's
+ *    patch reversed or applied, see `effectAi.ts`); then the pieces a step is
+ *    made of (`micro.ts`) and patched copies of the loop (`ablation.ts`);
+ * 3. the heap held by a 10,000-message thread, and what continuing such a
+ *    thread costs;
+ * 4. CPU profiles (`node --cpu-prof`, in child processes) of 10 middleware
+ *    and 20 tools, summarised by self time.
+ *
+ * Writes the results between the markers of `docs/benchmarks.md` (the text
+ * outside the markers is kept). Flags: `--quick` (short sampling, for a smoke
+ * run), `--no-write` (print only), `--no-profile`, `--no-ablation`.
+ *
+ * @since 0.1.0
+ */
+import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import { findSourceMap } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+import { performance } from "node:perf_hooks"
+import { fileURLToPath } from "node:url"
+import * as v8 from "node:v8"
+import * as vm from "node:vm"
+import * as Ablation from "./ablation.js"
+import * as EffectAi from "./effectAi.js"
+import { type Config, makeBareCall, makeBench, makeHandleCall, type Mode, type ModelKind } from "./fixtures.js"
+import { sample, sampleMany, type SampleOptions } from "./measure.js"
+import * as Memory from "./memory.js"
+import * as Micro from "./micro.js"
+import * as Profile from "./profile.js"
+import * as Report from "./report.js"
+
+const SCRIPT = fileURLToPath(import.meta.url)
+const ROOT = path.resolve(path.dirname(SCRIPT), "../../..")
+const DOC = path.join(ROOT, "docs", "benchmarks.md")
+const args = new Set(process.argv.slice(2))
+const quick = args.has("--quick")
+
+const log = (line: string) => console.log(line)
+
+// ---------------------------------------------------------------------------
+// profile child: run one configuration under --cpu-prof and print the window
+// ---------------------------------------------------------------------------
+
+const nowUs = () => Number(process.hrtime.bigint() / 1000n)
+
+const profileChild = async (model: ModelKind, seconds: number, otherBuild: boolean) => {
+  const builds = otherBuild ? await EffectAi.prepare(ROOT) : undefined
+  const bench = await Effect.runPromise(
+    makeBench({ model, mode: "generate", middleware: 10, tools: 20, steps: 10 }, builds?.other?.make)
+  )
+  const warmEnd = performance.now() + 1500
+  while (performance.now() < warmEnd) await Effect.runPromise(bench.runOnce)
+  const from = nowUs()
+  const end = performance.now() + seconds * 1000
+  let runs = 0
+  while (performance.now() < end) {
+    await Effect.runPromise(bench.runOnce)
+    runs++
+  }
+  const to = nowUs()
+  builds?.cleanup()
+  console.log(JSON.stringify({ window: { from, to }, runs, steps: runs * 10 }))
+}
+
+const runProfile = (
+  model: ModelKind,
+  seconds: number,
+  build: string | undefined
+): Report.ProfileResult | undefined => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-prof-"))
+  // Node 20 rejects --cpu-prof in NODE_OPTIONS, so the flags go on the command line
+  const child = spawnSync(process.execPath, [
+    "--cpu-prof",
+    `--cpu-prof-dir=${dir}`,
+    "--cpu-prof-interval=100",
+    ...process.execArgv,
+    SCRIPT,
+    "--profile-child",
+    `--model=${model}`,
+    ...(build === undefined ? [] : ["--other-build"]),
+    `--seconds=${seconds}`
+  ], { encoding: "utf8", cwd: ROOT, maxBuffer: 1 << 24 })
+  if (child.status !== 0) {
+    log(`profile child failed (${child.status}): ${child.stderr}`)
+    return undefined
+  }
+  const line = child.stdout.trim().split("\n").filter((l) => l.startsWith("{")).at(-1)
+  if (line === undefined) return undefined
+  const info = JSON.parse(line) as { window: { from: number; to: number }; runs: number; steps: number }
+  // the main thread's profile is the largest (the other is tsx's loader thread)
+  const files = fs.readdirSync(dir).filter((f) => f.endsWith(".cpuprofile"))
+    .map((f) => path.join(dir, f))
+    .sort((a, b) => fs.statSync(b).size - fs.statSync(a).size)
+  if (files.length === 0) return undefined
+  const profile = Profile.read(files[0]!)
+  const summary = Profile.summarize(profile, {
+    fromUs: info.window.from,
+    toUs: info.window.to,
+    top: 25,
+    describe: Profile.sourceMapDescriber(findSourceMap),
+    inclusive: [
+      { label: "`Response.Part(toolkit)`: building the reply schema", name: "Part", location: "@effect/ai/Response" },
+      { label: "`goMemo`: compiling and running Schema parsers", name: "goMemo", location: "effect/ParseResult" },
+      { label: "`unsafeMakeSpan`: creating a span", name: "unsafeMakeSpan", location: "effect/internal/core-effect" },
+      {
+        label: "`FiberRefs.updateAs`: copying the fiber-ref map (`Effect.locally`, span context)",
+        name: "(anonymous)",
+        location: "effect/internal/fiberRefs.js:135"
+      },
+      {
+        label: "`Context.add`: copying the context map (span as parent)",
+        name: "(anonymous)",
+        location: "effect/internal/context.js:175"
+      },
+      { label: "`AgentState.encodeMessages` (checkpoints)", name: "encodeMessages", location: "AgentState.ts" },
+      { label: "garbage collection", name: "(garbage collector)" }
+    ]
+  })
+  fs.rmSync(dir, { recursive: true, force: true })
+  return { model, build, seconds, steps: info.steps, runs: info.runs, summary }
+}
+
+// ---------------------------------------------------------------------------
+// the measurements
+// ---------------------------------------------------------------------------
+
+const baseSampling: SampleOptions = quick
+  ? { warmupMs: 100, minSampleMs: 30, samples: 3, maxSampleMs: 300, unitsPerRun: 1 }
+  : { warmupMs: 300, minSampleMs: 100, samples: 5, maxSampleMs: 2000, unitsPerRun: 1 }
+
+const measureConfigs = async (
+  configs: ReadonlyArray<Config>,
+  make?: EffectAi.MakeModel | undefined
+): Promise<Array<Report.ConfigResult>> => {
+  const benches = []
+  for (const config of configs) {
+    const bench = await Effect.runPromise(makeBench(config, make))
+    const checked = await Effect.runPromise(bench.check)
+    if (
+      checked.steps !== config.steps + 1 || checked.toolResults !== config.steps || checked.text !== "It is sunny."
+    ) {
+      throw new Error(`configuration ${JSON.stringify(config)} did not run as scripted: ${JSON.stringify(checked)}`)
+    }
+    benches.push({ effect: bench.runOnce, unitsPerRun: config.steps })
+  }
+  const results = await sampleMany(benches, baseSampling)
+  return configs.map((config, i) => {
+    const result = results[i]!
+    log(
+      `  ${config.model.padEnd(7)} ${config.mode.padEnd(8)} mw=${String(config.middleware).padStart(2)} ` +
+        `tools=${String(config.tools).padStart(2)} steps=${String(config.steps).padStart(3)}  ` +
+        `${result.cpuUs.toFixed(1).padStart(8)} µs CPU/step  ${result.wallUs.toFixed(1).padStart(8)} µs wall/step`
+    )
+    return { config, result }
+  })
+}
+
+const middlewareConfigs = (model: ModelKind): Array<Config> =>
+  (["generate", "stream"] as const).flatMap((mode) =>
+    [10, 100].flatMap((steps) => [0, 1, 5, 10].map((middleware) => ({ model, mode, middleware, tools: 1, steps })))
+  )
+
+const toolConfigs = (model: ModelKind, sizes: ReadonlyArray<number>): Array<Config> =>
+  (["generate", "stream"] as const).flatMap((mode) =>
+    [0, 10].flatMap((middleware) => sizes.map((tools) => ({ model, mode, middleware, tools, steps: 10 })))
+  )
+
+const measureBare = async (
+  build: string,
+  make: EffectAi.MakeModel | undefined,
+  withHandle: boolean
+): Promise<Array<Report.BareResult>> => {
+  const out: Array<Report.BareResult> = []
+  for (const mode of ["generate", "stream"] as Array<Mode>) {
+    for (const tools of [0, 1, 5, 20, 50]) {
+      const call = await Effect.runPromise(makeBareCall(tools, mode, make))
+      const result = await sample(call, baseSampling)
+      log(
+        `  bare ${mode.padEnd(8)} tools=${String(tools).padStart(2)} (${build})  ` +
+          `${result.cpuUs.toFixed(1).padStart(8)} µs CPU`
+      )
+      out.push({ what: mode === "generate" ? "generateText" : "streamText", build, tools, result })
+    }
+  }
+  if (!withHandle) return out
+  for (const tools of [1, 50]) {
+    const call = await Effect.runPromise(makeHandleCall(tools))
+    const result = await sample(call, baseSampling)
+    log(`  Toolkit.handle tools=${String(tools).padStart(2)}  ${result.cpuUs.toFixed(1).padStart(8)} µs CPU`)
+    out.push({ what: "Toolkit.handle", build, tools, result })
+  }
+  return out
+}
+
+const getGc = (): () => void => {
+  const existing = (globalThis as { gc?: () => void }).gc
+  if (existing !== undefined) return existing
+  v8.setFlagsFromString("--expose-gc")
+  return vm.runInNewContext("gc") as () => void
+}
+
+// ---------------------------------------------------------------------------
+// main
+// ---------------------------------------------------------------------------
+
+const main = async () => {
+  const started = performance.now()
+  const section = (title: string) => log(`${title}  [${((performance.now() - started) / 1000).toFixed(0)} s]`)
+  const machine = Report.describeMachine(ROOT)
+  log(`effect-agent benchmark — ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`)
+  log(`load average at start: ${machine.loadStart.map((l) => l.toFixed(2)).join(" ")}`)
+
+  // a first configuration would otherwise pay for the JIT warming up the shared code
+  for (const model of ["encoded", "raw"] as const) {
+    for (const mode of ["generate", "stream"] as const) {
+      const bench = await Effect.runPromise(makeBench({ model, mode, middleware: 1, tools: 1, steps: 10 }))
+      const until = performance.now() + (quick ? 200 : 600)
+      while (performance.now() < until) await Effect.runPromise(bench.runOnce)
+    }
+  }
+  section("1. middleware (1 tool)")
+  // each model's configurations are timed round-robin (see `sampleMany`)
+  const middlewareEncoded = await measureConfigs(middlewareConfigs("encoded"))
+  const middlewareRaw = await measureConfigs(middlewareConfigs("raw"))
+  section("2. toolkit size (10 steps)")
+  const toolsEncoded = await measureConfigs(toolConfigs("encoded", [1, 5, 20, 50]))
+  // the loop itself does not depend on the toolkit size (the raw fake shows it): the ends are enough
+  const toolsRaw = await measureConfigs(toolConfigs("raw", [1, 50]))
+  // the other build of @effect/ai (as published, or patched): the tool table's generate rows, and bare calls
+  const builds = await EffectAi.prepare(ROOT)
+  const installedBuild = `installed, ${builds.installed}`
+  log(`   @effect/ai: installed copy ${builds.installed}; other build: ${builds.other?.label ?? builds.note}`)
+  const toolsOther = builds.other === undefined ? [] : await measureConfigs(
+    [0, 10].flatMap((middleware) =>
+      [1, 5, 20, 50].map((tools) => ({
+        model: "encoded" as const,
+        mode: "generate" as const,
+        middleware,
+        tools,
+        steps: 10
+      }))
+    ),
+    builds.other.make
+  )
+  section("   bare @effect/ai calls")
+  const bare = [
+    ...await measureBare(installedBuild, undefined, true),
+    ...(builds.other === undefined ? [] : await measureBare(builds.other.label, builds.other.make, false))
+  ]
+  section("   pieces of a step")
+  const micro = await Micro.measure({ ...baseSampling, warmupMs: baseSampling.warmupMs / 2, minSampleMs: 50 })
+  section("   ablation: the loop without one cost at a time (patched copies of core, interleaved)")
+  const ablation = args.has("--no-ablation")
+    ? []
+    : await Ablation.measure(ROOT, {
+      rounds: quick ? 3 : 7,
+      modes: ["generate", "stream"],
+      middleware: [0, 10],
+      steps: 10
+    })
+  for (const a of ablation) {
+    log(`  ${a.variant.name.padEnd(28)} ${a.applicable ? JSON.stringify(a.perStep) : "not applicable"}`)
+  }
+  section("3. memory")
+  const memory = await Memory.measure(getGc(), quick ? 999 : 4999, baseSampling)
+  log(
+    `  ${memory.messages} messages: ${(memory.decodedBytes / 2 ** 20).toFixed(1)} MiB decoded, ` +
+      `${(memory.encodedBytes / 2 ** 20).toFixed(1)} MiB encoded, held after a run ` +
+      `${(memory.heldBytes / 2 ** 20).toFixed(1)} MiB; answer-only run ${
+        (memory.answerRun.cpuUs / 1000).toFixed(0)
+      } ms, ` +
+      `step on the thread ${memory.stepUs.toFixed(0)} µs`
+  )
+  const profiles: Array<Report.ProfileResult> = []
+  if (!args.has("--no-profile")) {
+    section("4. profiles (child processes)")
+    const runs: Array<readonly [ModelKind, string | undefined]> = [
+      ["encoded", undefined],
+      ...(builds.other === undefined ? [] : [["encoded", builds.other.label] as const]),
+      ["raw", undefined]
+    ]
+    for (const [model, build] of runs) {
+      const profile = runProfile(model, quick ? 2 : 3, build)
+      if (profile !== undefined) {
+        profiles.push(profile)
+        log(`  ${model} ${build ?? ""}: ${profile.steps} steps, ${profile.summary.totalMs.toFixed(0)} ms sampled`)
+        for (const row of profile.summary.self.slice(0, 8)) {
+          log(`    ${row.percent.toFixed(1).padStart(5)}%  ${row.name}  ${row.location}`)
+        }
+      }
+    }
+  }
+  builds.cleanup()
+  const elapsed = (performance.now() - started) / 1000
+  const results: Report.Results = {
+    machine: { ...machine, loadEnd: os.loadavg(), elapsedSeconds: elapsed },
+    quick,
+    sampling: baseSampling,
+    middleware: { encoded: middlewareEncoded, raw: middlewareRaw },
+    tools: { encoded: toolsEncoded, raw: toolsRaw, other: toolsOther },
+    effectAi: {
+      installed: builds.installed,
+      patchFile: builds.patchFile,
+      other: builds.other?.label,
+      note: builds.note
+    },
+    bare,
+    micro,
+    ablation,
+    memory,
+    profiles
+  }
+  const markdown = Report.render(results)
+  if (!args.has("--no-write")) {
+    Report.writeInto(DOC, markdown)
+    log(`wrote ${path.relative(ROOT, DOC)} (${elapsed.toFixed(0)} s)`)
+  } else {
+    log(markdown)
+  }
+}
+
+if (args.has("--profile-child")) {
+  const model = (process.argv.find((a) => a.startsWith("--model="))?.slice(8) ?? "encoded") as ModelKind
+  const seconds = Number(process.argv.find((a) => a.startsWith("--seconds="))?.slice(10) ?? "5")
+  await profileChild(model, seconds, args.has("--other-build"))
+} else {
+  await main()
+}
