@@ -202,3 +202,86 @@ export const decodeMessages = (
     Effect.tap(decodeMessage(raw), (message) => {
       encodedMessages.set(message, raw as Prompt.MessageEncoded)
     }))
+
+/**
+ * The tool calls of the last assistant message that have no result yet
+ * (another hook may have answered some), with that message's index;
+ * `undefined` when there is no assistant message.
+ *
+ * @example
+ * ```ts
+ * import { AgentState } from "@effect-agent/core"
+ * import { Prompt } from "@effect/ai"
+ *
+ * const messages = Prompt.make([
+ *   { role: "assistant", content: [{ type: "tool-call", id: "c1", name: "add", params: {} }] }
+ * ]).content
+ * AgentState.pendingToolCalls(messages)?.calls.map((call) => call.id) // ["c1"]
+ * ```
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const pendingToolCalls = (
+  messages: ReadonlyArray<Prompt.Message>
+): { readonly index: number; readonly calls: ReadonlyArray<Prompt.ToolCallPart> } | undefined => {
+  let index = messages.length - 1
+  while (index >= 0 && messages[index]!.role !== "assistant") index--
+  if (index < 0) return undefined
+  const answered = new Set<string>()
+  for (let i = index; i < messages.length; i++) {
+    const message = messages[i]!
+    if (message.role === "tool" || message.role === "assistant") {
+      for (const part of message.content) if (part.type === "tool-result") answered.add(part.id)
+    }
+  }
+  const calls: Array<Prompt.ToolCallPart> = []
+  for (const part of (messages[index] as Prompt.AssistantMessage).content) {
+    if (part.type === "tool-call" && !part.providerExecuted && !answered.has(part.id)) calls.push(part)
+  }
+  return { index, calls }
+}
+
+/**
+ * Appends tool results, merging them into a trailing tool message, in the
+ * order of the calls of the last assistant message (results a middleware
+ * answered early would otherwise come before the ones the tools produced).
+ *
+ * @example
+ * ```ts
+ * import { AgentState, Middleware } from "@effect-agent/core"
+ * import { Prompt } from "@effect/ai"
+ *
+ * const call = Prompt.makePart("tool-call", { id: "c1", name: "add", params: {}, providerExecuted: false })
+ * const messages = AgentState.appendToolResults(
+ *   [Prompt.makeMessage("assistant", { content: [call] })],
+ *   [Middleware.toolResult(call, 3)]
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const appendToolResults = (
+  messages: ReadonlyArray<Prompt.Message>,
+  results: ReadonlyArray<Prompt.ToolResultPart>
+): ReadonlyArray<Prompt.Message> => {
+  if (results.length === 0) return messages
+  const last = messages[messages.length - 1]
+  if (last === undefined || last.role !== "tool") {
+    return [...messages, Prompt.makeMessage("tool", { content: results })]
+  }
+  const order = new Map<string, number>()
+  for (let i = messages.length - 2; i >= 0; i--) {
+    const message = messages[i]!
+    if (message.role === "assistant") {
+      message.content.forEach((part, index) => {
+        if (part.type === "tool-call") order.set(part.id, index)
+      })
+      break
+    }
+  }
+  const rank = (part: Prompt.ToolResultPart) => order.get(part.id) ?? Number.MAX_SAFE_INTEGER
+  const content = [...last.content, ...results].sort((a, b) => rank(a) - rank(b))
+  return [...messages.slice(0, -1), Prompt.makeMessage("tool", { content })]
+}

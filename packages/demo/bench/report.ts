@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { AblationResult } from "./ablation.js"
+import * as Context from "./context.js"
 import type { Config } from "./fixtures.js"
 import { linearFit, type Sample, type SampleOptions } from "./measure.js"
 import type { MemoryResult } from "./memory.js"
@@ -90,6 +91,8 @@ export interface Results {
   readonly ablation: ReadonlyArray<AblationResult>
   readonly memory: MemoryResult
   readonly profiles: ReadonlyArray<ProfileResult>
+  /** Context editing, summarization and token counting (see `context.ts`); absent with `--no-context`. */
+  readonly context?: Context.ContextResult | undefined
 }
 
 const versionOf = (root: string, pkg: string): string => {
@@ -491,7 +494,10 @@ export const render = (results: Results): string => {
     "",
     "## 4. CPU profiles",
     "",
-    profileSection(results)
+    profileSection(results),
+    ...(results.context === undefined
+      ? []
+      : ["", "## 5. Context editing, summarization and token counting", "", Context.render(results.context)])
   ].join("\n")
 }
 

@@ -17,7 +17,7 @@
  *
  * Writes the results between the markers of `docs/benchmarks.md` (the text
  * outside the markers is kept). Flags: `--quick` (short sampling, for a smoke
- * run), `--no-write` (print only), `--no-profile`, `--no-ablation`.
+ * run), `--no-write` (print only), `--no-profile`, `--no-ablation`, `--no-context`.
  *
  * @since 0.1.0
  */
@@ -32,6 +32,7 @@ import { fileURLToPath } from "node:url"
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
 import * as Ablation from "./ablation.js"
+import * as Context from "./context.js"
 import * as EffectAi from "./effectAi.js"
 import { type Config, makeBareCall, makeBench, makeHandleCall, type Mode, type ModelKind } from "./fixtures.js"
 import { sample, sampleMany, type SampleOptions } from "./measure.js"
@@ -282,6 +283,10 @@ const main = async () => {
       } ms, ` +
       `step on the thread ${memory.stepUs.toFixed(0)} µs`
   )
+  const context = args.has("--no-context") ? undefined : await (async () => {
+    section("5. context editing, summarization and token counting")
+    return Context.measure({ quick, log })
+  })()
   const profiles: Array<Report.ProfileResult> = []
   if (!args.has("--no-profile")) {
     section("4. profiles (child processes)")
@@ -319,7 +324,8 @@ const main = async () => {
     micro,
     ablation,
     memory,
-    profiles
+    profiles,
+    context
   }
   const markdown = Report.render(results)
   if (!args.has("--no-write")) {

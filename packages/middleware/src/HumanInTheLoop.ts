@@ -20,6 +20,7 @@
  *
  * @since 0.1.0
  */
+import * as AgentState from "@effect-agent/core/AgentState"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Tool from "@effect/ai/Tool"
@@ -547,31 +548,6 @@ interface Gate {
   readonly argsSchema: { readonly schema: Schema.Schema<any, any>; readonly json: unknown } | undefined
 }
 
-interface Batch {
-  /** Index of the last assistant message. */
-  readonly index: number
-  /** Its tool calls with no result yet. */
-  readonly calls: ReadonlyArray<Prompt.ToolCallPart>
-}
-
-const pendingBatch = (messages: ReadonlyArray<Prompt.Message>): Batch | undefined => {
-  let index = messages.length - 1
-  while (index >= 0 && messages[index]!.role !== "assistant") index--
-  if (index < 0) return undefined
-  const answered = new Set<string>()
-  for (let i = index; i < messages.length; i++) {
-    const message = messages[i]!
-    if (message.role === "tool" || message.role === "assistant") {
-      for (const part of message.content) if (part.type === "tool-result") answered.add(part.id)
-    }
-  }
-  const calls: Array<Prompt.ToolCallPart> = []
-  for (const part of (messages[index] as Prompt.AssistantMessage).content) {
-    if (part.type === "tool-call" && !part.providerExecuted && !answered.has(part.id)) calls.push(part)
-  }
-  return { index, calls }
-}
-
 const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
 
 const stringify = (value: unknown): string => {
@@ -829,7 +805,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
 
   const apply = (
     context: Middleware.HookContext<{}>,
-    batch: Batch,
+    batch: NonNullable<ReturnType<typeof AgentState.pendingToolCalls>>,
     gated: ReadonlyArray<Prompt.ToolCallPart>,
     raw: unknown
   ): Effect.Effect<Middleware.HookResult<{}, never> | undefined, DecisionError> =>
@@ -870,25 +846,14 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
           options: assistant.options
         })
       }
-      if (answers.length > 0) {
-        const last = messages[messages.length - 1]!
-        if (last.role === "tool" && messages.length - 1 > batch.index) {
-          messages[messages.length - 1] = Prompt.makeMessage("tool", {
-            content: [...last.content, ...answers],
-            options: last.options
-          })
-        } else {
-          messages.push(Prompt.makeMessage("tool", { content: answers }))
-        }
-      }
-      return { messages }
+      return { messages: AgentState.appendToolResults(messages, answers) }
     })
 
   return Middleware.make({
     name: options.name ?? "humanInTheLoop",
     afterModel: (context: Middleware.HookContext<{}>) =>
       Effect.gen(function*() {
-        const batch = pendingBatch(context.messages)
+        const batch = AgentState.pendingToolCalls(context.messages)
         const gated = batch === undefined ? [] : batch.calls.filter((call) => gates.has(call.name))
         if (Option.isSome(context.resume)) {
           return yield* apply(context, batch ?? { index: -1, calls: [] }, gated, context.resume.value)

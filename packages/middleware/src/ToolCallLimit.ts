@@ -30,6 +30,7 @@
  *
  * @since 0.1.0
  */
+import * as AgentState from "@effect-agent/core/AgentState"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
@@ -146,34 +147,6 @@ const checkLimit = (option: string, value: unknown): InvalidToolCallLimitOptions
     ? undefined
     : new InvalidToolCallLimitOptions({ option, reason: `must be a whole number of at least 0, got ${String(value)}` })
 
-/** The calls of the last assistant message that have no result yet (another hook may have answered some). */
-const pendingCalls = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.ToolCallPart> => {
-  let index = messages.length - 1
-  while (index >= 0 && messages[index]!.role !== "assistant") index--
-  if (index < 0) return []
-  const answered = new Set<string>()
-  for (let i = index; i < messages.length; i++) {
-    const message = messages[i]!
-    if (message.role === "tool" || message.role === "assistant") {
-      for (const part of message.content) if (part.type === "tool-result") answered.add(part.id)
-    }
-  }
-  return (messages[index] as Prompt.AssistantMessage).content.filter((part): part is Prompt.ToolCallPart =>
-    part.type === "tool-call" && !part.providerExecuted && !answered.has(part.id)
-  )
-}
-
-/** Appends tool results, merging them into a trailing tool message. */
-const appendResults = (
-  messages: ReadonlyArray<Prompt.Message>,
-  results: ReadonlyArray<Prompt.ToolResultPart>
-): ReadonlyArray<Prompt.Message> => {
-  const last = messages.at(-1)
-  return last !== undefined && last.role === "tool"
-    ? [...messages.slice(0, -1), Prompt.makeMessage("tool", { content: [...last.content, ...results] })]
-    : [...messages, Prompt.makeMessage("tool", { content: results })]
-}
-
 /**
  * Builds the middleware. Bad options fail with
  * {@link InvalidToolCallLimitOptions}: at least one of `threadLimit` and
@@ -247,7 +220,7 @@ export const middleware: <const Name extends string | undefined = undefined>(
       canJumpTo: ["end"],
       beforeAgent: ({ state }) => Effect.succeed(state[runKey] === 0 ? undefined : { state: { [runKey]: 0 } }),
       afterModel: Effect.fnUntraced(function*({ messages, state, threadId }) {
-        const calls = pendingCalls(messages)
+        const calls = AgentState.pendingToolCalls(messages)?.calls ?? []
         if (calls.length === 0) return undefined
         let threadCount = state[threadKey] ?? 0
         let runCount = state[runKey] ?? 0
@@ -290,7 +263,7 @@ export const middleware: <const Name extends string | undefined = undefined>(
             )
           }
         }
-        const withResults = appendResults(messages, results)
+        const withResults = AgentState.appendToolResults(messages, results)
         if (exitBehavior === "end") {
           yield* Middleware.report(`${text}; blocked ${blocked.size} call(s), ending the run`, attempted)
           // The calls that were within the limit were not run either, so they do not count.

@@ -27,9 +27,7 @@ import type * as Checkpointer from "../Checkpointer.js"
 import * as Middleware from "../Middleware.js"
 import * as Usage from "../Usage.js"
 import {
-  appendToolResults,
   lastAssistantCallsTools,
-  pendingToolCalls,
   recoverUnknownToolCalls,
   type ToolChoice,
   type ToolEntry,
@@ -370,7 +368,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           return result
         })
       }, { concurrency: calls.length > 1 ? config.toolConcurrency : 1 })
-      run.messages = appendToolResults(run.messages, results)
+      run.messages = AgentState.appendToolResults(run.messages, results)
     })
 
   // -------------------------------------------------------------------------
@@ -512,9 +510,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             }
             if (outcome._tag === "Jump" && outcome.to === "end") {
               // Never leave a tool call without its result: providers reject such a thread.
-              run.messages = appendToolResults(
+              run.messages = AgentState.appendToolResults(
                 run.messages,
-                pendingToolCalls(run.messages).map((call) =>
+                (AgentState.pendingToolCalls(run.messages)?.calls ?? []).map((call) =>
                   Middleware.toolResult(call, { error: "Not run: the agent ended the run before this call ran" }, {
                     isFailure: true
                   })
@@ -566,7 +564,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             break
           }
           case "tools": {
-            yield* runTools(run, pendingToolCalls(run.messages))
+            yield* runTools(run, AgentState.pendingToolCalls(run.messages)?.calls ?? [])
             if (Option.isSome(run.output)) {
               phase = { node: "afterAgent", index: 0 }
             } else {

@@ -1,6 +1,6 @@
 import * as AiError from "@effect/ai/AiError"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
-import * as Prompt from "@effect/ai/Prompt"
+import type * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
@@ -120,25 +120,6 @@ export const unknownToolResult = (call: Prompt.ToolCallPart, available: Readonly
     error: `Unknown tool "${call.name}". Available tools: ${available.length === 0 ? "none" : available.join(", ")}`
   }, { isFailure: true })
 
-/** Tool calls of the last assistant message that have no result yet. */
-export const pendingToolCalls = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.ToolCallPart> => {
-  let index = messages.length - 1
-  while (index >= 0 && messages[index]!.role !== "assistant") index--
-  if (index < 0) return []
-  const answered = new Set<string>()
-  for (let i = index; i < messages.length; i++) {
-    const message = messages[i]!
-    if (message.role === "tool" || message.role === "assistant") {
-      for (const part of message.content) if (part.type === "tool-result") answered.add(part.id)
-    }
-  }
-  const pending: Array<Prompt.ToolCallPart> = []
-  for (const part of (messages[index] as Prompt.AssistantMessage).content) {
-    if (part.type === "tool-call" && !part.providerExecuted && !answered.has(part.id)) pending.push(part)
-  }
-  return pending
-}
-
 /** Whether the last assistant message asked for tools run by the agent. */
 export const lastAssistantCallsTools = (messages: ReadonlyArray<Prompt.Message>): boolean => {
   for (let i = messages.length - 1; i >= 0; i--) {
@@ -148,35 +129,6 @@ export const lastAssistantCallsTools = (messages: ReadonlyArray<Prompt.Message>)
     }
   }
   return false
-}
-
-/**
- * Appends tool results, merging them into a trailing tool message, in the
- * order of the calls of the last assistant message (results a middleware
- * answered early may otherwise come before the ones the tools produced).
- */
-export const appendToolResults = (
-  messages: ReadonlyArray<Prompt.Message>,
-  results: ReadonlyArray<Prompt.ToolResultPart>
-): ReadonlyArray<Prompt.Message> => {
-  if (results.length === 0) return messages
-  const last = messages[messages.length - 1]
-  if (last === undefined || last.role !== "tool") {
-    return [...messages, Prompt.makeMessage("tool", { content: results })]
-  }
-  const order = new Map<string, number>()
-  for (let i = messages.length - 2; i >= 0; i--) {
-    const message = messages[i]!
-    if (message.role === "assistant") {
-      message.content.forEach((part, index) => {
-        if (part.type === "tool-call") order.set(part.id, index)
-      })
-      break
-    }
-  }
-  const rank = (part: Prompt.ToolResultPart) => order.get(part.id) ?? Number.MAX_SAFE_INTEGER
-  const content = [...last.content, ...results].sort((a, b) => rank(a) - rank(b))
-  return [...messages.slice(0, -1), Prompt.makeMessage("tool", { content })]
 }
 
 /** The type of the `toolChoice` option. */
