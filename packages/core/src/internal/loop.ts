@@ -114,11 +114,8 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const toolNames = toolList.map((tool) => tool.name)
   const toolChoice: ToolChoice = config.output !== undefined ? "required" : "auto"
   const outputToolName = config.output?.tool.name
-  const systemMessage = config.systemPrompt === undefined
-    ? undefined
-    : Prompt.makeMessage("system", { content: config.systemPrompt })
-  let lastSystem: { readonly text: string; readonly message: Prompt.Message } | undefined = systemMessage &&
-    { text: config.systemPrompt!, message: systemMessage }
+  // The system message of the last call, reused while the prompt text stays the same.
+  let lastSystem: { readonly text: string; readonly message: Prompt.Message } | undefined
   const systemMessageOf = (text: string): Prompt.Message => {
     if (lastSystem === undefined || lastSystem.text !== text) {
       lastSystem = { text, message: Prompt.makeMessage("system", { content: text }) }
