@@ -16,6 +16,8 @@ import type * as AgentState from "./AgentState.js"
  * @category models
  */
 export type AgentEvent<S = AgentState.AgentState> = Data.TaggedEnum<{
+  /** A run starts (`resumed` when it continues an interrupted thread). */
+  RunStarted: { readonly threadId: string; readonly resumed: boolean }
   /** A model call starts. */
   ModelCallStarted: { readonly step: number; readonly messageCount: number; readonly toolNames: ReadonlyArray<string> }
   /** A piece of text the model is writing (live, best effort). */
@@ -60,8 +62,18 @@ export type AgentEvent<S = AgentState.AgentState> = Data.TaggedEnum<{
     readonly decision: string
     readonly data: unknown
   }
+  /**
+   * A middleware hook finished, after `durationMillis` (a wrap hook's time
+   * includes the call it wraps). Reported only to streams and watchers.
+   */
+  HookCompleted: { readonly middleware: string; readonly hook: string; readonly durationMillis: number }
   /** The run ended. */
   RunEnded: { readonly result: AgentResult.AgentResult<S> }
+  /**
+   * The run failed (`error` is the error's tag, `Defect` or `Interrupted`).
+   * Only `AgentLoop.watch` reports it; a run's own stream fails instead.
+   */
+  RunFailed: { readonly error: string; readonly message: string }
 }>
 
 interface AgentEventDefinition extends Data.TaggedEnum.WithGenerics<1> {
@@ -82,6 +94,8 @@ export const {
   /** @since 0.1.0 */
   $match,
   /** @since 0.1.0 */
+  HookCompleted,
+  /** @since 0.1.0 */
   MiddlewareDecision,
   /** @since 0.1.0 */
   ModelAttemptFailed,
@@ -91,6 +105,10 @@ export const {
   ModelResponded,
   /** @since 0.1.0 */
   RunEnded,
+  /** @since 0.1.0 */
+  RunFailed,
+  /** @since 0.1.0 */
+  RunStarted,
   /** @since 0.1.0 */
   StateUpdated,
   /** @since 0.1.0 */

@@ -15,6 +15,7 @@ import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
 import type * as AgentState from "./AgentState.js"
+import type * as Checkpointer from "./Checkpointer.js"
 
 /**
  * Options of a run.
@@ -38,6 +39,19 @@ export interface ThreadSnapshot<S> {
   readonly state: S
   /** Set while the thread waits for `resume`. */
   readonly pending: Option.Option<AgentResult.Interrupt>
+}
+
+/**
+ * An event of one of the runs of an agent, as `watch` reports it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunEvent<S = AgentState.AgentState> {
+  /** Unique per run (a resume is a run of its own). */
+  readonly runId: string
+  readonly threadId: string
+  readonly event: AgentEvent.AgentEvent<S>
 }
 
 /**
@@ -74,6 +88,22 @@ export declare namespace AgentLoop {
     readonly resume: (threadId: string, value: unknown) => Effect.Effect<AgentResult.AgentResult<S>, RunError<E>>
     /** `resume` as a stream of events. */
     readonly resumeStream: (threadId: string, value: unknown) => Stream.Stream<AgentEvent.AgentEvent<S>, RunError<E>>
+    /**
+     * Checks `value` against the interrupt `threadId` waits on (the
+     * middleware's `validateResume`) without running anything; gives the
+     * pending interrupt. `resume` runs the same check first.
+     */
+    readonly validateResume: (
+      threadId: string,
+      value: unknown
+    ) => Effect.Effect<Checkpointer.PendingInterrupt, RunError<E>>
+    /**
+     * The events of every run of this agent (`run`, `stream`, `resume`,
+     * `resumeStream`) that starts while the stream is consumed, tagged with
+     * their run and thread: for inspectors and dashboards. Runs cost nothing
+     * extra while nobody watches.
+     */
+    readonly watch: Stream.Stream<RunEvent<S>>
     /** The thread's last checkpoint. */
     readonly thread: (threadId: string) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError>
   }

@@ -7,6 +7,7 @@
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { AgentConfigError } from "./AgentError.js"
@@ -148,8 +149,11 @@ export const layout = (middleware: ReadonlyArray<Middleware.Any>): Effect.Effect
   })
 
 const encodeMessage = Schema.encodeSync(Prompt.Message)
-const decodeMessage = Schema.decodeUnknown(Prompt.Message)
+const decodeMessage = Schema.decodeUnknownEither(Prompt.Message)
 const encodedMessages = new WeakMap<Prompt.Message, Prompt.MessageEncoded>()
+// The reverse: a stored (encoded) message object to its decoded message, so
+// reading back a checkpoint this process wrote costs one lookup per message.
+const decodedMessages = new WeakMap<object, Prompt.Message>()
 
 /**
  * Encodes messages for a checkpoint. Each message is encoded once and
@@ -175,6 +179,7 @@ export const encodeMessages = (messages: ReadonlyArray<Prompt.Message>): Array<P
     if (encoded === undefined) {
       encoded = encodeMessage(message)
       encodedMessages.set(message, encoded)
+      decodedMessages.set(encoded, message)
     }
     out[i] = encoded
   }
@@ -198,10 +203,23 @@ export const encodeMessages = (messages: ReadonlyArray<Prompt.Message>): Array<P
 export const decodeMessages = (
   encoded: ReadonlyArray<unknown>
 ): Effect.Effect<Array<Prompt.Message>, ParseResult.ParseError> =>
-  Effect.forEach(encoded, (raw) =>
-    Effect.tap(decodeMessage(raw), (message) => {
-      encodedMessages.set(message, raw as Prompt.MessageEncoded)
-    }))
+  Effect.suspend(() => {
+    const out = new Array<Prompt.Message>(encoded.length)
+    for (let i = 0; i < encoded.length; i++) {
+      const raw = encoded[i]
+      const known = typeof raw === "object" && raw !== null ? decodedMessages.get(raw) : undefined
+      if (known !== undefined) {
+        out[i] = known
+        continue
+      }
+      const decoded = decodeMessage(raw)
+      if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+      out[i] = decoded.right
+      encodedMessages.set(decoded.right, raw as Prompt.MessageEncoded)
+      if (typeof raw === "object" && raw !== null) decodedMessages.set(raw, decoded.right)
+    }
+    return Effect.succeed(out)
+  })
 
 /**
  * The tool calls of the last assistant message that have no result yet

@@ -30,7 +30,9 @@ import { CheckpointError } from "./AgentError.js"
 export const PendingInterrupt = Schema.Struct({
   node: Schema.Literal("beforeAgent", "beforeModel", "afterModel", "afterAgent"),
   middleware: Schema.String,
-  value: Schema.Unknown
+  value: Schema.Unknown,
+  /** The name of the wait, unique within its run (see `Middleware.HookResult.interruptKey`). */
+  key: Schema.optional(Schema.String)
 })
 
 /**

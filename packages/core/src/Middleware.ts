@@ -113,7 +113,22 @@ export interface HookResult<S, J extends Jump = Jump> {
   readonly messages?: ReadonlyArray<Prompt.Message> | undefined
   readonly jumpTo?: J | undefined
   readonly interrupt?: unknown
+  /**
+   * A name for the wait an `interrupt` starts, unique within the run (for
+   * example built from the tool call ids it asks about). Durable runs name
+   * the wait after it; without it the loop uses `node/middleware/step`.
+   */
+  readonly interruptKey?: string | undefined
 }
+
+/**
+ * Checks a resume value against the interrupt it answers, before anything
+ * runs: a bad value fails here, with the thread still waiting and unchanged.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ValidateResume<E, R> = (interrupt: unknown, value: unknown) => Effect.Effect<void, E, R>
 
 /**
  * A node hook.
@@ -262,6 +277,7 @@ export interface Middleware<S = {}, E = never, R = never> extends Pipeable {
   readonly wrapModelCall: WrapModelCall<E, R | Scope.Scope> | undefined
   readonly wrapToolCall: WrapToolCall<E, R | Scope.Scope> | undefined
   readonly wrapModelStream: WrapModelStream<E, R> | undefined
+  readonly validateResume: ValidateResume<E, R> | undefined
 }
 
 /**
@@ -361,7 +377,8 @@ export const make = <
   AA extends NodeHook<S, J, any, any> = NodeHook<S, J, never, never>,
   WM extends WrapModelCall<any, any> = WrapModelCall<never, never>,
   WT extends WrapToolCall<any, any> = WrapToolCall<never, never>,
-  WS extends WrapModelStream<any, any> = WrapModelStream<never, never>
+  WS extends WrapModelStream<any, any> = WrapModelStream<never, never>,
+  VR extends ValidateResume<any, any> = ValidateResume<never, never>
 >(
   options: MakeOptions<S, J, TE, TR> & {
     readonly beforeAgent?: BA | undefined
@@ -371,11 +388,13 @@ export const make = <
     readonly wrapModelCall?: WM | undefined
     readonly wrapToolCall?: WT | undefined
     readonly wrapModelStream?: WS | undefined
+    /** Checks the value of `resume` against this middleware's interrupt before the hook runs again. */
+    readonly validateResume?: VR | undefined
   }
 ): Middleware<
   S,
-  TE | Exclude<ErrorOf<BA | BM | AM | AA | WM | WT> | StreamErrorOf<WS>, AiError.AiError | AgentError.ToolDefect>,
-  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT> | StreamContextOf<WS>, Scope.Scope>
+  TE | Exclude<ErrorOf<BA | BM | AM | AA | WM | WT | VR> | StreamErrorOf<WS>, AiError.AiError | AgentError.ToolDefect>,
+  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | VR> | StreamContextOf<WS>, Scope.Scope>
 > =>
   Object.assign(Object.create(Proto), {
     [TypeId]: TypeId,
@@ -389,7 +408,8 @@ export const make = <
     afterAgent: options.afterAgent,
     wrapModelCall: options.wrapModelCall,
     wrapToolCall: options.wrapToolCall,
-    wrapModelStream: options.wrapModelStream
+    wrapModelStream: options.wrapModelStream,
+    validateResume: options.validateResume
   })
 
 /**

@@ -16,6 +16,11 @@ export * as AgentEvent from "./AgentEvent.js"
 /**
  * @since 0.1.0
  */
+export * as AgentExecutor from "./AgentExecutor.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as AgentLoop from "./AgentLoop.js"
 
 /**
@@ -42,6 +47,11 @@ export * as Middleware from "./Middleware.js"
  * @since 0.1.0
  */
 export * as TokenCounter from "./TokenCounter.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as ToolContext from "./ToolContext.js"
 
 /**
  * @since 0.1.0

@@ -31,9 +31,11 @@ const fresh = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 type Event = AgentEvent.AgentEvent<any>
 
-/** Event tags in order, with runs of TextDelta collapsed into one. */
+/** Event tags in order, without hook timings, with runs of TextDelta collapsed into one. */
 const shape = (events: ReadonlyArray<Event>) =>
-  events.map((event) => event._tag).filter((tag, i, tags) => !(tag === "TextDelta" && tags[i - 1] === "TextDelta"))
+  events.map((event) => event._tag).filter((tag, i, tags) =>
+    tag !== "HookCompleted" && !(tag === "TextDelta" && tags[i - 1] === "TextDelta")
+  )
 
 describe("stream", () => {
   it.effect("streams text deltas, tool calls, decisions and ends with the same result as run", () =>
@@ -53,6 +55,7 @@ describe("stream", () => {
       const { events } = streamed
 
       assert.deepStrictEqual(shape(events), [
+        "RunStarted",
         "ModelCallStarted",
         "TextDelta",
         // afterModel updated the state; the reply is reported after the afterModel hooks
@@ -145,8 +148,12 @@ describe("stream", () => {
       })
       const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ask] })
       const first = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("What is 1 + 2?", { threadId: "t" })))
-      assert.deepStrictEqual(first.map((event) => event._tag), ["RunEnded"])
-      const ended = first[0]!
+      assert.deepStrictEqual(shape(first), ["RunStarted", "RunEnded"])
+      assert.deepStrictEqual(
+        first.flatMap((event) => event._tag === "HookCompleted" ? [`${event.middleware}.${event.hook}`] : []),
+        ["ask.beforeModel"]
+      )
+      const ended = first.at(-1)!
       assert.isTrue(ended._tag === "RunEnded" && ended.result._tag === "Interrupted")
       const second = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.resumeStream("t", "go")))
       const last = second.at(-1)!

@@ -53,7 +53,38 @@ export interface Script {
   call: number
 }
 
-const usage = { inputTokens: 10, outputTokens: 5, totalTokens: 15 }
+/**
+ * The token usage every scripted reply reports.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const usage = { inputTokens: 10, outputTokens: 5, totalTokens: 15 }
+
+/**
+ * The user's message that starts every run.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const userInput = "What is the weather in Paris?"
+
+/**
+ * The final answer, as the two text deltas the streaming fakes send.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const answerDeltas = ["It is ", "sunny."] as const
+
+/**
+ * The description of the benchmark tool `tool_<i>`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const toolDescription = (i: number): string =>
+  `Benchmark tool ${i}: looks something up and returns a short answer.`
 
 /**
  * The arguments every scripted tool call carries.
@@ -68,14 +99,14 @@ const encodedToolCall: Array<Response.PartEncoded> = [
   { type: "finish", reason: "tool-calls", usage }
 ]
 const encodedText: Array<Response.PartEncoded> = [
-  { type: "text", text: "It is sunny." },
+  { type: "text", text: answerDeltas.join("") },
   { type: "finish", reason: "stop", usage }
 ]
 const encodedToolCallStream: Array<Response.StreamPartEncoded> = encodedToolCall as Array<Response.StreamPartEncoded>
 const encodedTextStream: Array<Response.StreamPartEncoded> = [
   { type: "text-start", id: "t" },
-  { type: "text-delta", id: "t", delta: "It is " },
-  { type: "text-delta", id: "t", delta: "sunny." },
+  { type: "text-delta", id: "t", delta: answerDeltas[0] },
+  { type: "text-delta", id: "t", delta: answerDeltas[1] },
   { type: "text-end", id: "t" },
   { type: "finish", reason: "stop", usage }
 ]
@@ -86,13 +117,13 @@ const decodedToolCall: Array<Response.AnyPart> = [
   Response.makePart("finish", { reason: "tool-calls", usage: decodedUsage })
 ]
 const decodedText: Array<Response.AnyPart> = [
-  Response.makePart("text", { text: "It is sunny." }),
+  Response.makePart("text", { text: answerDeltas.join("") }),
   Response.makePart("finish", { reason: "stop", usage: decodedUsage })
 ]
 const decodedTextStream: Array<Response.AnyPart> = [
   Response.makePart("text-start", { id: "t" }),
-  Response.makePart("text-delta", { id: "t", delta: "It is " }),
-  Response.makePart("text-delta", { id: "t", delta: "sunny." }),
+  Response.makePart("text-delta", { id: "t", delta: answerDeltas[0] }),
+  Response.makePart("text-delta", { id: "t", delta: answerDeltas[1] }),
   Response.makePart("text-end", { id: "t" }),
   Response.makePart("finish", { reason: "stop", usage: decodedUsage })
 ]
@@ -145,7 +176,7 @@ export const rawModel = (script: Script): LanguageModel.Service => ({
 export const makeTools = (count: number): Array<Tool.Any> =>
   Array.from({ length: count }, (_, i) =>
     Tool.make(`tool_${i}`, {
-      description: `Benchmark tool ${i}: looks something up and returns a short answer.`,
+      description: toolDescription(i),
       parameters: { query: Schema.String, limit: Schema.Number },
       success: Schema.String
     }))
@@ -232,7 +263,7 @@ export const makeBench = (
       Effect.provideService(Checkpointer.Checkpointer, checkpointer)
     )
     const threadId = "bench"
-    const input = "What is the weather in Paris?"
+    const input = userInput
     const once = config.mode === "generate"
       ? agent.run(input, { threadId })
       : Stream.runLast(agent.stream(input, { threadId })).pipe(
@@ -284,8 +315,8 @@ export const makeBareCall = (
     const { kit, layer } = makeToolkit(tools)
     const handled = yield* (kit as unknown as Effect.Effect<Toolkit.WithHandler<any>>).pipe(Effect.provide(layer))
     const options: any = tools === 0
-      ? { prompt: "What is the weather in Paris?" }
-      : { prompt: "What is the weather in Paris?", toolkit: handled, disableToolCallResolution: true }
+      ? { prompt: userInput }
+      : { prompt: userInput, toolkit: handled, disableToolCallResolution: true }
     return mode === "generate"
       ? Effect.asVoid(model.generateText(options) as Effect.Effect<unknown, unknown>)
       : Stream.runDrain(model.streamText(options) as Stream.Stream<unknown, unknown>)

@@ -10,7 +10,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { AblationResult } from "./ablation.js"
 import * as Context from "./context.js"
-import type { Config } from "./fixtures.js"
+import type { Config, Mode } from "./fixtures.js"
+import type { LangChainConfig } from "./langchain.js"
 import { linearFit, type Sample, type SampleOptions } from "./measure.js"
 import type { MemoryResult } from "./memory.js"
 import type { MicroResult } from "./micro.js"
@@ -52,6 +53,17 @@ export interface BareResult {
 }
 
 /**
+ * One configuration of LangChain JS's `createAgent` (see `langchain.ts`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LangChainResult {
+  readonly config: LangChainConfig
+  readonly result: Sample
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -86,6 +98,11 @@ export interface Results {
     readonly other: string | undefined
     readonly note: string | undefined
   }
+  /** LangChain JS's `createAgent` on the same workload, same run; absent with `--no-langchain`. */
+  readonly langchain?: {
+    readonly sampling: Omit<SampleOptions, "unitsPerRun">
+    readonly results: ReadonlyArray<LangChainResult>
+  } | undefined
   readonly bare: ReadonlyArray<BareResult>
   readonly micro: ReadonlyArray<MicroResult>
   readonly ablation: ReadonlyArray<AblationResult>
@@ -129,7 +146,9 @@ export const describeMachine = (root: string): Machine => {
     memoryGiB: os.totalmem() / 2 ** 30,
     node: process.version,
     versions: Object.fromEntries(
-      ["effect", "@effect/ai", "tsx"].map((pkg) => [pkg, versionOf(root, pkg)])
+      ["effect", "@effect/ai", "tsx", "langchain", "@langchain/core", "@langchain/langgraph", "zod"].map((
+        pkg
+      ) => [pkg, versionOf(root, pkg)])
     ),
     loadStart: os.loadavg()
   }
@@ -168,15 +187,16 @@ const find = (
 ): ConfigResult | undefined =>
   results.find((r) => (Object.keys(match) as Array<keyof Config>).every((k) => r.config[k] === match[k]))
 
-/** LangChain JS 1.5 `createAgent`, measured by the issue author on this machine class. */
-const langchain = {
-  step: 3500,
-  perMiddleware: 2500,
-  toolsLow: 3200,
-  toolsHigh: 4100,
-  tenMiddlewareLow: 25_000,
-  tenMiddlewareHigh: 29_000
-}
+const findLangChain = (results: Results, match: Partial<LangChainConfig>): Sample | undefined =>
+  results.langchain?.results.find((r) =>
+    (Object.keys(match) as Array<keyof LangChainConfig>).every((k) => r.config[k] === match[k])
+  )?.result
+
+/** `LangChain ÷ ours` as `12×` (or `0.8×`); `—` when either side is missing. */
+const ratio = (theirs: number | undefined, ours: number | undefined): string =>
+  theirs === undefined || ours === undefined || Number.isNaN(theirs) || Number.isNaN(ours)
+    ? "—"
+    : `${(theirs / ours).toFixed(theirs / ours >= 10 ? 0 : 1)}×`
 
 const modelTitle = (model: string) =>
   model === "encoded"
@@ -193,14 +213,16 @@ const middlewareSection = (results: Results): string => {
       for (const steps of [10, 100]) {
         const cells = counts.map((middleware) => find(list, { mode, steps, middleware })?.result.cpuUs ?? NaN)
         const fit = linearFit(counts, cells)
+        const theirs = (middleware: number) =>
+          steps === 10 ? findLangChain(results, { mode, middleware, tools: 1 })?.cpuUs : undefined
         rows.push([
           `${mode} · ${steps} steps`,
           ...cells.map(us),
           us(fit.slope),
           us(fit.slope / 4),
-          `${(langchain.step / cells[0]!).toFixed(1)}× / ${
-            ((langchain.step + 10 * langchain.perMiddleware) / cells[3]!).toFixed(1)
-          }×`
+          steps === 10 && results.langchain !== undefined
+            ? `${ratio(theirs(0), cells[0])} / ${ratio(theirs(10), cells[3])}`
+            : "—"
         ])
       }
     }
@@ -219,6 +241,10 @@ const middlewareSection = (results: Results): string => {
     )
     out.push("")
   }
+  out.push(
+    "LangChain ÷ ours: LangChain JS `createAgent`'s CPU per step on the same workload, measured in this run " +
+      "(10-step runs only; see \"Against LangChain JS `createAgent`\" in section 2).\n"
+  )
   const wallRows: Array<Array<string>> = []
   for (const model of ["encoded", "raw"] as const) {
     for (const mode of ["generate", "stream"] as const) {
@@ -245,33 +271,35 @@ const toolsSection = (results: Results): string => {
   const ai = results.effectAi
   const installed = `installed, ${ai.installed}`
   const rows: Array<Array<string>> = []
-  const langchainCell = (middleware: number) =>
-    middleware === 0
-      ? `${us(langchain.toolsLow)} – ${us(langchain.toolsHigh)}`
-      : `${us(langchain.tenMiddlewareLow)} – ${us(langchain.tenMiddlewareHigh)}`
   for (const model of ["encoded", "raw"] as const) {
     for (const mode of ["generate", "stream"] as const) {
       for (const middleware of [0, 10]) {
         rows.push([
           `${model === "encoded" ? `encoded (${installed})` : "raw"} · ${mode} · ${middleware} mw`,
-          ...sizes.map((tools) => us(find(results.tools[model], { mode, middleware, tools })?.result.cpuUs ?? NaN)),
-          langchainCell(middleware)
+          ...sizes.map((tools) => us(find(results.tools[model], { mode, middleware, tools })?.result.cpuUs ?? NaN))
         ])
       }
       if (model === "encoded" && mode === "generate" && ai.other !== undefined) {
         for (const middleware of [0, 10]) {
           rows.push([
             `encoded (**${ai.other}**) · generate · ${middleware} mw`,
-            ...sizes.map((tools) => us(find(results.tools.other, { middleware, tools })?.result.cpuUs ?? NaN)),
-            langchainCell(middleware)
+            ...sizes.map((tools) => us(find(results.tools.other, { middleware, tools })?.result.cpuUs ?? NaN))
           ])
         }
       }
     }
   }
-  out.push(
-    table(["model · mode · middleware", "1 tool", "5 tools", "20 tools", "50 tools", "LangChain (1–50 tools)"], rows)
-  )
+  if (results.langchain !== undefined) {
+    for (const mode of ["generate", "stream"] as const) {
+      for (const middleware of [0, 10]) {
+        rows.push([
+          `**LangChain JS \`createAgent\`** · ${mode} · ${middleware} mw`,
+          ...sizes.map((tools) => us(findLangChain(results, { mode, middleware, tools })?.cpuUs ?? NaN))
+        ])
+      }
+    }
+  }
+  out.push(table(["model · mode · middleware", "1 tool", "5 tools", "20 tools", "50 tools"], rows))
   out.push("")
   out.push("Bare @effect/ai calls on the `LanguageModel.make` fake (one reply with one tool call; CPU per call):\n")
   const builds = [installed, ...(ai.other === undefined ? [] : [ai.other])]
@@ -322,6 +350,122 @@ const toolsSection = (results: Results): string => {
     "step − model call",
     "step on the raw fake"
   ], split))
+  return out.join("\n")
+}
+
+const langchainSection = (results: Results): string => {
+  const lc = results.langchain
+  if (lc === undefined) return "_Not run (`--no-langchain`)._"
+  const v = results.machine.versions
+  const s = lc.sampling
+  const sizes = [1, 5, 20, 50]
+  const modes: ReadonlyArray<Mode> = ["generate", "stream"]
+  const ours = (mode: Mode, middleware: number, tools: number) =>
+    find(results.tools.encoded, { mode, middleware, tools })?.result
+  const raw = (mode: Mode, middleware: number, tools: number) =>
+    find(results.tools.raw, { mode, middleware, tools })?.result
+  const theirs = (mode: Mode, middleware: number, tools: number) => findLangChain(results, { mode, middleware, tools })
+  const out: Array<string> = [
+    `LangChain JS \`createAgent\` (langchain ${v["langchain"]}, @langchain/core ${v["@langchain/core"]}, ` +
+    `@langchain/langgraph ${v["@langchain/langgraph"]}, zod ${v["zod"]}) runs the same workload in the same ` +
+    "process, right after the tables above (`packages/demo/bench/langchain.ts`):\n",
+    "- **Model:** a `BaseChatModel` subclass replaying the same script: 10 calls that each ask for one call of " +
+    "`tool_0` with the same arguments, then the answer \"It is sunny.\"; a fresh `AIMessage` per call, with usage. " +
+    "`bindTools` binds the tools as call options without converting them to JSON Schema, as our fakes get the " +
+    "toolkit without converting it. Streaming (`_streamResponseChunks`) sends the tool call as one chunk and the " +
+    "answer as the same two text deltas as ours. No network; the bench refuses to run with LangSmith tracing on.",
+    "- **Tools:** `tool_i` made with `tool()` and a zod schema `{ query: z.string(), limit: z.number() }`, with our " +
+    "descriptions, answering `\"ok\"`.",
+    "- **Middleware:** `createMiddleware` with all six hooks as pass-throughs, like `Middleware.passThrough`: " +
+    "`beforeAgent`, `beforeModel`, `afterModel` and `afterAgent` return nothing; `wrapModelCall` and " +
+    "`wrapToolCall` call the handler. LangGraph runs each `beforeModel` / `afterModel` hook as a graph node.",
+    "- **State:** LangGraph's in-memory checkpointer (`MemorySaver`, from `@langchain/langgraph`), as ours " +
+    "checkpoints to memory; a fresh thread each run, deleted (`deleteThread`) afterwards. `recursionLimit` is " +
+    "raised to 10,000, since 10 middleware take 22 graph steps per agent step.",
+    "- **generate** = `agent.invoke`; **stream** = `agent.stream(input, { streamMode: [\"updates\", \"messages\"] })` " +
+    "drained: node updates plus the model's chunks, the nearest to our event stream.",
+    "- **Checks:** each configuration runs once untimed and must make 11 model calls, leave 10 tool results and the " +
+    "answer in the thread, and (stream) deliver the answer in 2 streamed chunks.",
+    `- **Sampling:** the same sampler and figure (median CPU per step, user + system), after a warm-up of ` +
+    `LangChain's code; each configuration warmed up at least ${s.warmupMs} ms, then the LangChain ` +
+    `configurations are timed round-robin among themselves in up to **${s.samples} batches** of at least ` +
+    `${s.minSampleMs} ms (ours: up to ${results.sampling.samples}), since a LangChain run lasts tens to ` +
+    "hundreds of ms. Our figures are those of the table above, timed a few seconds earlier in the same process.",
+    "- **Ours** is the `LanguageModel.make` fake on the installed @effect/ai (what an app on @effect/ai pays: " +
+    "@effect/ai decodes each reply), and the raw fake where measured (no @effect/ai work on the model call, like " +
+    "LangChain's fake, which hands over a built `AIMessage`).",
+    ""
+  ]
+  const rows: Array<Array<string>> = []
+  const encodedRatios: Array<number> = []
+  for (const mode of modes) {
+    for (const middleware of [0, 10]) {
+      for (const tools of sizes) {
+        const o = ours(mode, middleware, tools)?.cpuUs
+        const r = raw(mode, middleware, tools)?.cpuUs
+        const t = theirs(mode, middleware, tools)?.cpuUs
+        if (o !== undefined && t !== undefined) encodedRatios.push(t / o)
+        rows.push([
+          `${mode} · ${middleware} mw · ${tools} tool${tools === 1 ? "" : "s"}`,
+          us(o ?? NaN),
+          us(r ?? NaN),
+          us(t ?? NaN),
+          `**${ratio(t, o)}**`,
+          ratio(t, r)
+        ])
+      }
+    }
+  }
+  if (encodedRatios.length > 0) {
+    const target = (mode: Mode) => ratio(theirs(mode, 10, 20)?.cpuUs, ours(mode, 10, 20)?.cpuUs)
+    out.push(
+      `Over these ${encodedRatios.length} configurations LangChain's step costs ` +
+        `**${Math.min(...encodedRatios).toFixed(1)}–${Math.max(...encodedRatios).toFixed(0)}×** ours ` +
+        `(encoded fake, installed @effect/ai); with 10 middleware and 20 tools, ${target("generate")} in generate ` +
+        `mode and ${target("stream")} in stream mode.\n`
+    )
+  }
+  out.push(table([
+    "mode · middleware · tools",
+    "ours: encoded (installed)",
+    "ours: raw",
+    "LangChain",
+    "LangChain ÷ ours (encoded)",
+    "LangChain ÷ ours (raw)"
+  ], rows))
+  out.push("")
+  out.push("By middleware count (1 tool, 10-step runs; ours from section 1):\n")
+  const counts = [0, 1, 5, 10]
+  const mwRows: Array<Array<string>> = []
+  for (const mode of modes) {
+    const theirCells = counts.map((middleware) => theirs(mode, middleware, 1)?.cpuUs ?? NaN)
+    const ourCells = counts.map((middleware) =>
+      find(results.middleware.encoded, { mode, steps: 10, middleware })?.result.cpuUs ?? NaN
+    )
+    mwRows.push([`LangChain · ${mode}`, ...theirCells.map(us), us(linearFit(counts, theirCells).slope)])
+    mwRows.push([`ours (encoded) · ${mode}`, ...ourCells.map(us), us(linearFit(counts, ourCells).slope)])
+    mwRows.push([`LangChain ÷ ours · ${mode}`, ...counts.map((_, i) => `**${ratio(theirCells[i], ourCells[i])}**`), ""])
+  }
+  out.push(table(["", "0 mw", "1 mw", "5 mw", "10 mw", "+ per middleware"], mwRows))
+  out.push("")
+  const wallRows: Array<Array<string>> = []
+  for (const mode of modes) {
+    for (const middleware of [0, 10]) {
+      for (const tools of sizes) {
+        const o = ours(mode, middleware, tools)
+        const t = theirs(mode, middleware, tools)
+        wallRows.push([
+          `${mode} · ${middleware} mw · ${tools} tool${tools === 1 ? "" : "s"}`,
+          o === undefined ? "—" : `${us(o.wallUs)} (${us(o.minUs)})`,
+          t === undefined ? "—" : `${us(t.wallUs)} (${us(t.minUs)})`,
+          ratio(t?.wallUs, o?.wallUs)
+        ])
+      }
+    }
+  }
+  out.push("<details><summary>Wall clock per step: median (best batch)</summary>\n")
+  out.push(table(["mode · middleware · tools", "ours: encoded (installed)", "LangChain", "LangChain ÷ ours"], wallRows))
+  out.push("\n</details>")
   return out.join("\n")
 }
 
@@ -440,6 +584,9 @@ export const render = (results: Results): string => {
     `- **CPU:** ${m.cpu} · \`nproc\` = ${m.cores} · ${m.memoryGiB.toFixed(1)} GiB RAM`,
     `- **Node:** ${m.node} · effect ${m.versions["effect"]} · @effect/ai ${m.versions["@effect/ai"]} · ` +
     `tsx ${m.versions["tsx"]}`,
+    `- **LangChain (for the ratio):** langchain ${m.versions["langchain"]} · @langchain/core ` +
+    `${m.versions["@langchain/core"]} · @langchain/langgraph ${m.versions["@langchain/langgraph"]} · zod ` +
+    `${m.versions["zod"]}` + (results.langchain === undefined ? " (not run: `--no-langchain`)" : ""),
     `- **@effect/ai build:** the installed copy is **${results.effectAi.installed}**` +
     (results.effectAi.patchFile === undefined ? "" : ` (patch: \`${results.effectAi.patchFile}\`)`) +
     (results.effectAi.other === undefined
@@ -470,6 +617,10 @@ export const render = (results: Results): string => {
     "## 2. Cost per step by toolkit size (10-step runs)",
     "",
     toolsSection(results),
+    "",
+    "### Against LangChain JS `createAgent` (same workload, same run)",
+    "",
+    langchainSection(results),
     "",
     "### The pieces of a step",
     "",

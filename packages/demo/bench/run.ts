@@ -8,8 +8,10 @@
  * 2. the same with 1, 5, 20 and 50 tools, 0 and 10 middleware, beside a bare
  *    `LanguageModel.generateText` / `streamText` and a bare `Toolkit.handle`,
  *    on the installed @effect/ai and on the other build (with the repository's
- *    patch reversed or applied, see `effectAi.ts`); then the pieces a step is
- *    made of (`micro.ts`) and patched copies of the loop (`ablation.ts`);
+ *    patch reversed or applied, see `effectAi.ts`); LangChain JS's
+ *    `createAgent` on the same workload (`langchain.ts`), for the ratio; then
+ *    the pieces a step is made of (`micro.ts`) and patched copies of the loop
+ *    (`ablation.ts`);
  * 3. the heap held by a 10,000-message thread, and what continuing such a
  *    thread costs;
  * 4. CPU profiles (`node --cpu-prof`, in child processes) of 10 middleware
@@ -17,7 +19,8 @@
  *
  * Writes the results between the markers of `docs/benchmarks.md` (the text
  * outside the markers is kept). Flags: `--quick` (short sampling, for a smoke
- * run), `--no-write` (print only), `--no-profile`, `--no-ablation`, `--no-context`.
+ * run), `--no-write` (print only), `--no-profile`, `--no-ablation`, `--no-context`,
+ * `--no-langchain`.
  *
  * @since 0.1.0
  */
@@ -34,7 +37,16 @@ import * as vm from "node:vm"
 import * as Ablation from "./ablation.js"
 import * as Context from "./context.js"
 import * as EffectAi from "./effectAi.js"
-import { type Config, makeBareCall, makeBench, makeHandleCall, type Mode, type ModelKind } from "./fixtures.js"
+import {
+  answerDeltas,
+  type Config,
+  makeBareCall,
+  makeBench,
+  makeHandleCall,
+  type Mode,
+  type ModelKind
+} from "./fixtures.js"
+import { type LangChainConfig, makeLangChainBench } from "./langchain.js"
 import { sample, sampleMany, type SampleOptions } from "./measure.js"
 import * as Memory from "./memory.js"
 import * as Micro from "./micro.js"
@@ -149,7 +161,8 @@ const measureConfigs = async (
     const bench = await Effect.runPromise(makeBench(config, make))
     const checked = await Effect.runPromise(bench.check)
     if (
-      checked.steps !== config.steps + 1 || checked.toolResults !== config.steps || checked.text !== "It is sunny."
+      checked.steps !== config.steps + 1 || checked.toolResults !== config.steps ||
+      checked.text !== answerDeltas.join("")
     ) {
       throw new Error(`configuration ${JSON.stringify(config)} did not run as scripted: ${JSON.stringify(checked)}`)
     }
@@ -176,6 +189,52 @@ const toolConfigs = (model: ModelKind, sizes: ReadonlyArray<number>): Array<Conf
   (["generate", "stream"] as const).flatMap((mode) =>
     [0, 10].flatMap((middleware) => sizes.map((tools) => ({ model, mode, middleware, tools, steps: 10 })))
   )
+
+// LangChain's steps cost milliseconds: fewer batches (3), each still at least `minSampleMs`
+const langchainSampling: Omit<SampleOptions, "unitsPerRun"> = quick
+  ? { warmupMs: 100, minSampleMs: 30, samples: 3, maxSampleMs: 300 }
+  : { warmupMs: 300, minSampleMs: 100, samples: 3, maxSampleMs: 1000 }
+
+const langchainConfigs: Array<LangChainConfig> = (["generate", "stream"] as const).flatMap((mode) => [
+  ...[0, 1, 5, 10].map((middleware) => ({ mode, middleware, tools: 1, steps: 10 })),
+  ...[0, 10].flatMap((middleware) => [5, 20, 50].map((tools) => ({ mode, middleware, tools, steps: 10 })))
+])
+
+const measureLangChain = async (configs: ReadonlyArray<LangChainConfig>): Promise<Array<Report.LangChainResult>> => {
+  const benches = configs.map(makeLangChainBench)
+  for (const [i, config] of configs.entries()) {
+    const checked = await Effect.runPromise(benches[i]!.check)
+    const answer = answerDeltas.join("")
+    if (
+      checked.steps !== config.steps + 1 || checked.toolResults !== config.steps || checked.text !== answer ||
+      (config.mode === "stream" &&
+        (checked.streamedText !== answer || checked.streamedChunks !== answerDeltas.length))
+    ) {
+      throw new Error(
+        `LangChain configuration ${JSON.stringify(config)} did not run as scripted: ${JSON.stringify(checked)}`
+      )
+    }
+  }
+  // warm up LangChain's code paths once, as `main` does for ours, before the first configuration is timed
+  const warm = configs.flatMap((c, i) => c.tools === 1 && (c.middleware === 0 || c.middleware === 10) ? [i] : [])
+  const until = performance.now() + (quick ? 400 : 1500)
+  for (let round = 0; performance.now() < until; round++) {
+    await Effect.runPromise(benches[warm[round % warm.length]!]!.runOnce)
+  }
+  const results = await sampleMany(
+    benches.map((bench, i) => ({ effect: bench.runOnce, unitsPerRun: configs[i]!.steps })),
+    langchainSampling
+  )
+  return configs.map((config, i) => {
+    const result = results[i]!
+    log(
+      `  langchain ${config.mode.padEnd(8)} mw=${String(config.middleware).padStart(2)} ` +
+        `tools=${String(config.tools).padStart(2)} steps=${String(config.steps).padStart(3)}  ` +
+        `${result.cpuUs.toFixed(1).padStart(8)} µs CPU/step  ${result.wallUs.toFixed(1).padStart(8)} µs wall/step`
+    )
+    return { config, result }
+  })
+}
 
 const measureBare = async (
   build: string,
@@ -238,6 +297,10 @@ const main = async () => {
   const toolsEncoded = await measureConfigs(toolConfigs("encoded", [1, 5, 20, 50]))
   // the loop itself does not depend on the toolkit size (the raw fake shows it): the ends are enough
   const toolsRaw = await measureConfigs(toolConfigs("raw", [1, 50]))
+  const langchain = args.has("--no-langchain") ? undefined : await (async () => {
+    section("   LangChain JS createAgent, same workload")
+    return measureLangChain(langchainConfigs)
+  })()
   // the other build of @effect/ai (as published, or patched): the tool table's generate rows, and bare calls
   const builds = await EffectAi.prepare(ROOT)
   const installedBuild = `installed, ${builds.installed}`
@@ -314,6 +377,7 @@ const main = async () => {
     sampling: baseSampling,
     middleware: { encoded: middlewareEncoded, raw: middlewareRaw },
     tools: { encoded: toolsEncoded, raw: toolsRaw, other: toolsOther },
+    langchain: langchain === undefined ? undefined : { sampling: langchainSampling, results: langchain },
     effectAi: {
       installed: builds.installed,
       patchFile: builds.patchFile,

@@ -190,6 +190,7 @@ describe("OpenAI end to end", () => {
       const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream(question, { threadId: "t1" })))
 
       assert.deepStrictEqual(events.map((event) => event._tag), [
+        "RunStarted",
         "ModelCallStarted",
         "ModelResponded",
         "ToolCallStarted",

@@ -4,11 +4,13 @@ import * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import * as Clock from "effect/Clock"
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import * as PubSub from "effect/PubSub"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import {
@@ -20,11 +22,13 @@ import {
   ThreadStateError
 } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
+import * as AgentExecutor from "../AgentExecutor.js"
 import type * as AgentLoop from "../AgentLoop.js"
 import * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import * as Middleware from "../Middleware.js"
+import * as ToolContext from "../ToolContext.js"
 import * as Usage from "../Usage.js"
 import {
   lastAssistantCallsTools,
@@ -46,7 +50,13 @@ type Phase =
 type NodeOutcome =
   | { readonly _tag: "Continue" }
   | { readonly _tag: "Jump"; readonly to: Middleware.Jump }
-  | { readonly _tag: "Interrupt"; readonly middleware: string; readonly index: number; readonly value: unknown }
+  | {
+    readonly _tag: "Interrupt"
+    readonly middleware: string
+    readonly index: number
+    readonly value: unknown
+    readonly key: string | undefined
+  }
 
 const Continue: NodeOutcome = { _tag: "Continue" }
 
@@ -62,8 +72,15 @@ interface Run {
   readonly traced: boolean
   /** Names of the tools offered on the last model call of this run. */
   offered: ReadonlyArray<string> | undefined
-  readonly emit: ((event: AgentEvent.AgentEvent<any>) => Effect.Effect<void>) | undefined
+  readonly emit: Emit | undefined
+  readonly executor: AgentExecutor.AgentExecutor.Service
+  /** The interrupt keys used so far in this run (a key names one wait). */
+  readonly interruptKeys: Set<string>
+  /** The thread as last encoded for a checkpoint, reused for its unchanged prefix. */
+  encoded: { readonly messages: ReadonlyArray<Prompt.Message>; readonly encoded: ReadonlyArray<unknown> } | undefined
 }
+
+type Emit = (event: AgentEvent.AgentEvent<any>) => Effect.Effect<void>
 
 /** Everything the loop needs, resolved when the agent is built. */
 export interface LoopConfig {
@@ -128,15 +145,20 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   // -------------------------------------------------------------------------
 
   const inHook = <A, E, R>(run: Run, m: Middleware.Any, hook: string, effect: Effect.Effect<A, E, R>) => {
-    if (!run.traced) {
-      return run.emit === undefined
-        ? effect
-        : Effect.locally(effect, Middleware.CurrentHook, { middleware: m.name, hook })
-    }
-    return effect.pipe(
-      Effect.locally(Middleware.CurrentHook, { middleware: m.name, hook }),
-      Effect.withSpan(`Middleware.${hook}`, { attributes: { middleware: m.name }, captureStackTrace: false })
-    )
+    const emit = run.emit
+    if (!run.traced && emit === undefined) return effect
+    const located = Effect.locally(effect, Middleware.CurrentHook, { middleware: m.name, hook })
+    const timed = emit === undefined ? located : Effect.flatMap(Clock.currentTimeNanos, (started) =>
+      Effect.tap(located, () =>
+        Effect.flatMap(Clock.currentTimeNanos, (ended) =>
+          emit(AgentEvent.HookCompleted({
+            middleware: m.name,
+            hook,
+            durationMillis: Number(ended - started) / 1e6
+          })))))
+    return run.traced
+      ? Effect.withSpan(timed, `Middleware.${hook}`, { attributes: { middleware: m.name }, captureStackTrace: false })
+      : timed
   }
 
   const traced = <A, E, R>(
@@ -187,7 +209,13 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         if (result === undefined) continue
         yield* applyResult(run, m, node, result)
         if (result.interrupt !== undefined) {
-          return { _tag: "Interrupt", middleware: m.name, index, value: result.interrupt } as const
+          return {
+            _tag: "Interrupt",
+            middleware: m.name,
+            index,
+            value: result.interrupt,
+            key: result.interruptKey
+          } as const
         }
         if (result.jumpTo !== undefined) {
           if (!m.canJumpTo.includes(result.jumpTo)) {
@@ -312,19 +340,18 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   // tool calls
   // -------------------------------------------------------------------------
 
+  const decodeOutput = config.output === undefined ? undefined : Schema.decodeUnknownEither(config.output.schema)
+
   const callTool = (run: Run) => (request: Middleware.ToolCallRequest): Effect.Effect<Prompt.ToolResultPart, any> => {
     const call = request.call
     if (call.name === outputToolName) {
-      return Schema.decodeUnknown(config.output!.schema)(call.params).pipe(
-        Effect.map((value) => {
-          run.output = Option.some(value)
-          return Middleware.toolResult(call, "Structured output accepted.")
-        }),
-        Effect.catchAll((error) =>
-          Effect.succeed(Middleware.toolResult(call, {
-            error: `Invalid structured output: ${formatParseError(error)}`
-          }, { isFailure: true }))
-        )
+      const decoded = decodeOutput!(call.params)
+      return Effect.succeed(
+        decoded._tag === "Right"
+          ? Middleware.toolResult(call, "Structured output accepted.")
+          : Middleware.toolResult(call, {
+            error: `Invalid structured output: ${formatParseError(decoded.left)}`
+          }, { isFailure: true })
       )
     }
     const entry = toolsByName.get(call.name)
@@ -354,7 +381,24 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           threadId: run.threadId,
           step: run.step - 1
         }
-        const execute = traced(run, "AgentLoop.toolCall", { tool: call.name, callId: call.id }, chain(request))
+        const execute = run.executor.toolCall(
+          call,
+          traced(
+            run,
+            "AgentLoop.toolCall",
+            { tool: call.name, callId: call.id },
+            Effect.locally(
+              chain(request),
+              ToolContext.CurrentToolContext,
+              Option.some({
+                callId: call.id,
+                toolName: call.name,
+                threadId: run.threadId,
+                idempotencyKey: `${run.threadId}/${call.id}`
+              })
+            )
+          )
+        )
         if (emit === undefined) return execute
         return Effect.gen(function*() {
           yield* emit(AgentEvent.ToolCallStarted({ call }))
@@ -366,11 +410,40 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         })
       }, { concurrency: calls.length > 1 ? config.toolConcurrency : 1 })
       run.messages = AgentState.appendToolResults(run.messages, results)
+      // Taken from the stored call after it ran, so a replayed (journaled) call sets it too.
+      if (decodeOutput !== undefined) {
+        for (let i = 0; i < calls.length; i++) {
+          if (calls[i]!.name !== outputToolName || results[i]!.isFailure) continue
+          const decoded = decodeOutput(calls[i]!.params)
+          if (decoded._tag === "Right") run.output = Option.some(decoded.right)
+        }
+      }
     })
 
   // -------------------------------------------------------------------------
   // checkpoints
   // -------------------------------------------------------------------------
+
+  /**
+   * The thread in its stored form. Messages the last checkpoint of this run
+   * already encoded are reused (compared by reference), so a checkpoint
+   * encodes only what is new.
+   */
+  const encodeThread = (run: Run): ReadonlyArray<unknown> => {
+    const messages = run.messages
+    const previous = run.encoded
+    if (previous !== undefined && previous.messages === messages) return previous.encoded
+    let shared = 0
+    if (previous !== undefined) {
+      const limit = Math.min(previous.messages.length, messages.length)
+      while (shared < limit && previous.messages[shared] === messages[shared]) shared++
+    }
+    const encoded = shared === 0
+      ? AgentState.encodeMessages(messages)
+      : [...previous!.encoded.slice(0, shared), ...AgentState.encodeMessages(messages.slice(shared))]
+    run.encoded = { messages, encoded }
+    return encoded
+  }
 
   const save = (run: Run, pending: Checkpointer.PendingInterrupt | undefined) =>
     layout.encodeSlices(run.slices).pipe(
@@ -381,11 +454,11 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           description: `a state slice does not encode: ${formatParseError(error)}`
         })
       ),
-      Effect.flatMap((slices) =>
-        checkpointer.save(run.threadId, {
+      Effect.flatMap((slices) => {
+        const checkpoint: Checkpointer.Checkpoint = {
           version: 1,
           threadId: run.threadId,
-          messages: AgentState.encodeMessages(run.messages),
+          messages: encodeThread(run),
           slices,
           ...(pending === undefined ? {} : {
             pending,
@@ -396,8 +469,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               totalTokens: run.usage.totalTokens
             }
           })
-        })
-      )
+        }
+        return run.executor.save(checkpoint, checkpointer.save(run.threadId, checkpoint))
+      })
     )
 
   interface Loaded {
@@ -406,8 +480,11 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     readonly checkpoint: Option.Option<Checkpointer.Checkpoint>
   }
 
-  const load = (threadId: string): Effect.Effect<Loaded, CheckpointError> =>
-    checkpointer.load(threadId).pipe(
+  const load = (
+    threadId: string,
+    executor: AgentExecutor.AgentExecutor.Service | undefined
+  ): Effect.Effect<Loaded, CheckpointError> =>
+    (executor === undefined ? checkpointer.load(threadId) : executor.load(threadId, checkpointer.load(threadId))).pipe(
       Effect.flatMap(Option.match({
         onNone: () => Effect.succeed<Loaded>({ messages: [], slices: layout.initial, checkpoint: Option.none() }),
         onSome: (checkpoint) =>
@@ -430,6 +507,13 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   // -------------------------------------------------------------------------
   // the loop
   // -------------------------------------------------------------------------
+
+  const uniqueKey = (run: Run, key: string): string => {
+    let unique = key
+    for (let n = 2; run.interruptKeys.has(unique); n++) unique = `${key}#${n}`
+    run.interruptKeys.add(unique)
+    return unique
+  }
 
   const afterJump = (from: NodeName, to: Middleware.Jump): Phase => {
     switch (to) {
@@ -496,7 +580,21 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               responded = undefined
             }
             if (outcome._tag === "Interrupt") {
-              yield* save(run, { node, middleware: outcome.middleware, value: outcome.value })
+              const key = uniqueKey(run, outcome.key ?? `${node}/${outcome.middleware}/${run.step}`)
+              yield* save(run, { node, middleware: outcome.middleware, value: outcome.value, key })
+              const decided = yield* run.executor.interrupt({
+                key,
+                threadId: run.threadId,
+                step: run.step,
+                middleware: outcome.middleware,
+                node,
+                value: outcome.value
+              })
+              if (Option.isSome(decided)) {
+                resumeValue = decided
+                phase = { node, index: outcome.index }
+                break
+              }
               return AgentResult.Interrupted({
                 threadId: run.threadId,
                 state: layout.flatten(run),
@@ -543,7 +641,22 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 toolNames
               }))
             }
-            const response = yield* traced(run, "AgentLoop.modelCall", { step: run.step }, models(request))
+            run.offered = undefined
+            const response = yield* run.executor.modelCall(
+              run.step,
+              traced(
+                run,
+                "AgentLoop.modelCall",
+                { step: run.step },
+                Effect.map(models(request), (response): AgentExecutor.ModelCall => ({
+                  message: response.message,
+                  usage: response.usage,
+                  finishReason: response.finishReason,
+                  offered: run.offered ?? toolNames
+                }))
+              )
+            )
+            run.offered = response.offered
             run.messages = [...run.messages, response.message]
             run.usage = Usage.add(run.usage, response.usage)
             if (emit !== undefined) {
@@ -629,87 +742,161 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       )
     })
 
-  const startRun = (
-    input: Prompt.RawInput,
-    options: AgentLoop.RunOptions,
-    emit: Run["emit"]
+  // Every run's events go to the watchers of `watch` while there are any.
+  const hub = Effect.runSync(PubSub.unbounded<AgentLoop.RunEvent<any>>())
+  let watchers = 0
+  const watch: Stream.Stream<AgentLoop.RunEvent<any>> = Stream.unwrapScoped(
+    Effect.acquireRelease(
+      Effect.map(PubSub.subscribe(hub), (queue) => {
+        watchers++
+        return Stream.fromQueue(queue)
+      }),
+      () => Effect.sync(() => watchers--)
+    )
+  )
+
+  /**
+   * Runs `body` as one run of `threadId`: picks the executor of the context,
+   * reports the run to its own stream (`own`) and to the watchers.
+   */
+  const begin = (
+    threadId: string,
+    resumed: boolean,
+    own: Emit | undefined,
+    body: (
+      emit: Emit | undefined,
+      executor: AgentExecutor.AgentExecutor.Service
+    ) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
   ) =>
+    Effect.gen(function*() {
+      const executor = Option.getOrElse(
+        yield* Effect.serviceOption(AgentExecutor.AgentExecutor),
+        () => AgentExecutor.inProcess
+      )
+      const runId = watchers === 0 ? undefined : crypto.randomUUID()
+      const publish: Emit | undefined = runId === undefined
+        ? undefined
+        : (event) => Effect.asVoid(PubSub.publish(hub, { runId, threadId, event }))
+      const emit: Emit | undefined = publish === undefined
+        ? own
+        : own === undefined
+        ? publish
+        : (event) => Effect.zipRight(own(event), publish(event))
+      if (emit === undefined) return yield* body(undefined, executor)
+      yield* emit(AgentEvent.RunStarted({ threadId, resumed }))
+      const result = yield* body(emit, executor).pipe(
+        Effect.tapErrorCause((cause) => {
+          if (publish === undefined) return Effect.void
+          const error = Cause.squash(cause)
+          return publish(AgentEvent.RunFailed({
+            error: Cause.isInterruptedOnly(cause)
+              ? "Interrupted"
+              : typeof error === "object" && error !== null && "_tag" in error
+              ? String(error._tag)
+              : "Defect",
+            message: error instanceof Error ? error.message : String(error)
+          }))
+        })
+      )
+      yield* emit(AgentEvent.RunEnded({ result }))
+      return result
+    })
+
+  const startRun = (input: Prompt.RawInput, options: AgentLoop.RunOptions, own: Emit | undefined) =>
     withThreadLock(
       options.threadId,
-      Effect.gen(function*() {
-        const loaded = yield* load(options.threadId)
-        if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
-          return yield* new ThreadStateError({
-            threadId: options.threadId,
-            reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
-              `call resume(threadId, value) instead of run`
+      begin(options.threadId, false, own, (emit, executor) =>
+        Effect.gen(function*() {
+          const loaded = yield* load(options.threadId, executor)
+          if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
+            return yield* new ThreadStateError({
+              threadId: options.threadId,
+              reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
+                `call resume(threadId, value) instead of run`
+            })
+          }
+          const prompt = yield* Effect.try({
+            try: () => Prompt.make(input),
+            catch: (error) =>
+              new InvalidInput({
+                description: ParseResult.isParseError(error) ? formatParseError(error) : String(error)
+              })
           })
-        }
-        const prompt = yield* Effect.try({
-          try: () => Prompt.make(input),
-          catch: (error) =>
-            new InvalidInput({ description: ParseResult.isParseError(error) ? formatParseError(error) : String(error) })
-        })
-        const run: Run = {
-          threadId: options.threadId,
-          messages: [...loaded.messages, ...prompt.content],
-          slices: loaded.slices,
-          step: 0,
-          usage: Usage.empty,
-          output: Option.none(),
-          offered: undefined,
-          traced: yield* isTraced,
-          emit
-        }
-        return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
-      })
+          const run: Run = {
+            threadId: options.threadId,
+            messages: [...loaded.messages, ...prompt.content],
+            slices: loaded.slices,
+            step: 0,
+            usage: Usage.empty,
+            output: Option.none(),
+            offered: undefined,
+            traced: yield* isTraced,
+            emit,
+            executor,
+            interruptKeys: new Set(),
+            encoded: undefined
+          }
+          return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
+        }))
     )
 
-  const startResume = (threadId: string, value: unknown, emit: Run["emit"]) =>
+  /** The interrupt a thread waits on, and the index of its hook. */
+  const pendingOf = (threadId: string, loaded: Loaded) =>
+    Effect.gen(function*() {
+      const pending = Option.isSome(loaded.checkpoint) ? loaded.checkpoint.value.pending : undefined
+      if (pending === undefined) {
+        return yield* new ThreadStateError({
+          threadId,
+          reason: "is not waiting for a decision; there is nothing to resume"
+        })
+      }
+      const index = nodes[pending.node].findIndex((m) => m.name === pending.middleware)
+      if (index < 0) {
+        return yield* new ThreadStateError({
+          threadId,
+          reason: `waits for middleware "${pending.middleware}", which this agent does not have`
+        })
+      }
+      return { pending, middleware: nodes[pending.node][index]!, index }
+    })
+
+  const validateValue = (middleware: Middleware.Any, pending: Checkpointer.PendingInterrupt, value: unknown) =>
+    middleware.validateResume === undefined
+      ? Effect.void
+      : Effect.provide(middleware.validateResume(pending.value, value), config.context)
+
+  const startResume = (threadId: string, value: unknown, own: Emit | undefined) =>
     withThreadLock(
       threadId,
-      Effect.gen(function*() {
-        const loaded = yield* load(threadId)
-        const pending = Option.isSome(loaded.checkpoint) ? loaded.checkpoint.value.pending : undefined
-        if (pending === undefined) {
-          return yield* new ThreadStateError({
+      begin(threadId, true, own, (emit, executor) =>
+        Effect.gen(function*() {
+          const loaded = yield* load(threadId, executor)
+          const { index, middleware, pending } = yield* pendingOf(threadId, loaded)
+          yield* validateValue(middleware, pending, value)
+          const progress = Option.getOrThrow(loaded.checkpoint).run
+          const run: Run = {
             threadId,
-            reason: "is not waiting for a decision; there is nothing to resume"
-          })
-        }
-        const index = nodes[pending.node].findIndex((m) => m.name === pending.middleware)
-        if (index < 0) {
-          return yield* new ThreadStateError({
-            threadId,
-            reason: `waits for middleware "${pending.middleware}", which this agent does not have`
-          })
-        }
-        const progress = Option.getOrThrow(loaded.checkpoint).run
-        const run: Run = {
-          threadId,
-          messages: loaded.messages,
-          slices: loaded.slices,
-          step: progress?.step ?? 0,
-          usage: progress === undefined ? Usage.empty : new Usage.Usage(progress),
-          output: Option.none(),
-          offered: undefined,
-          traced: yield* isTraced,
-          emit
-        }
-        return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
-      })
+            messages: loaded.messages,
+            slices: loaded.slices,
+            step: progress?.step ?? 0,
+            usage: progress === undefined ? Usage.empty : new Usage.Usage(progress),
+            output: Option.none(),
+            offered: undefined,
+            traced: yield* isTraced,
+            emit,
+            executor,
+            interruptKeys: new Set(),
+            encoded: undefined
+          }
+          return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
+        }))
     )
 
-  const streamOf = (start: (emit: Run["emit"]) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>) =>
+  const streamOf = (start: (emit: Emit) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>) =>
     Stream.unwrapScoped(Effect.gen(function*() {
       const mailbox = yield* Mailbox.make<AgentEvent.AgentEvent<any>, unknown>()
       const emit = (event: AgentEvent.AgentEvent<any>) => Effect.asVoid(mailbox.offer(event))
-      yield* start(emit).pipe(
-        Effect.tap((result) => emit(AgentEvent.RunEnded({ result }))),
-        Effect.asVoid,
-        Mailbox.into(mailbox),
-        Effect.forkScoped
-      )
+      yield* start(emit).pipe(Effect.asVoid, Mailbox.into(mailbox), Effect.forkScoped)
       return Mailbox.toStream(mailbox)
     }))
 
@@ -724,8 +911,14 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     ),
     resumeStream: (threadId, value) =>
       streamOf((emit) => startResume(threadId, value, emit).pipe(Effect.withSpan("AgentLoop.resumeStream"))),
+    validateResume: Effect.fn("AgentLoop.validateResume")(function*(threadId: string, value: unknown) {
+      const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId, undefined))
+      yield* validateValue(middleware, pending, value)
+      return pending
+    }),
+    watch,
     thread: (threadId) =>
-      load(threadId).pipe(Effect.map((loaded) =>
+      load(threadId, undefined).pipe(Effect.map((loaded) =>
         Option.map(loaded.checkpoint, (checkpoint) => ({
           threadId,
           state: layout.flatten(loaded),

@@ -1,0 +1,62 @@
+/**
+ * What a tool handler may know about the call it serves: the call id, the
+ * tool and the thread, and an idempotency key. A call cut off by a crash runs
+ * again in a durable run, so a tool that writes should pass the key to the
+ * system it writes to (or check it itself) to write once.
+ *
+ * @since 0.1.0
+ */
+import type * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import { globalValue } from "effect/GlobalValue"
+import * as Option from "effect/Option"
+
+/**
+ * The call a tool handler serves.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolContext {
+  readonly callId: string
+  readonly toolName: string
+  readonly threadId: string
+  /** Stable across retries and crash recovery of the same call: `threadId/callId`. */
+  readonly idempotencyKey: string
+}
+
+/**
+ * The call being served, set by the agent loop around each tool call.
+ *
+ * @since 0.1.0
+ * @category fiber refs
+ */
+export const CurrentToolContext: FiberRef.FiberRef<Option.Option<ToolContext>> = globalValue(
+  Symbol.for("@effect-agent/core/ToolContext/CurrentToolContext"),
+  () => FiberRef.unsafeMake<Option.Option<ToolContext>>(Option.none())
+)
+
+/**
+ * The call a tool handler serves; fails with `NoSuchElementException` outside
+ * a tool call of an agent.
+ *
+ * @example
+ * ```ts
+ * import { ToolContext } from "@effect-agent/core"
+ * import { Effect } from "effect"
+ *
+ * // inside a handler of a tool that writes
+ * const handler = (params: { readonly text: string }) =>
+ *   Effect.gen(function*() {
+ *     const { idempotencyKey } = yield* ToolContext.current
+ *     return `wrote ${params.text} once, under ${idempotencyKey}`
+ *   })
+ * ```
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const current: Effect.Effect<ToolContext, Cause.NoSuchElementException> = Effect.flatten(
+  FiberRef.get(CurrentToolContext)
+)

@@ -1,0 +1,135 @@
+/**
+ * What the page receives: agent events and thread summaries as JSON, with
+ * long strings cut and values JSON cannot hold made readable.
+ */
+import * as AgentState from "@effect-agent/core/AgentState"
+import type * as AgentEvent from "@effect-agent/core/AgentEvent"
+import type * as AgentLoop from "@effect-agent/core/AgentLoop"
+import type * as AgentResult from "@effect-agent/core/AgentResult"
+import type * as Prompt from "@effect/ai/Prompt"
+import * as Option from "effect/Option"
+import * as Crypto from "node:crypto"
+
+/** The longest string sent as is; longer ones are cut with a note of what was left out. */
+export const maxStringLength = 16_000
+
+const replacer = function(this: unknown, _key: string, value: unknown): unknown {
+  if (typeof value === "string") {
+    return value.length <= maxStringLength
+      ? value
+      : `${value.slice(0, maxStringLength)}… [${value.length - maxStringLength} more characters]`
+  }
+  if (typeof value === "bigint") return value.toString()
+  if (value instanceof Uint8Array) return `[${value.length} bytes]`
+  if (value instanceof Error) return { name: value.name, message: value.message }
+  return value
+}
+
+/** JSON of any value: never throws (a value JSON cannot hold becomes a description of it). */
+export const stringify = (value: unknown): string => {
+  try {
+    return JSON.stringify(value, replacer) ?? "null"
+  } catch (error) {
+    return JSON.stringify(`[not representable as JSON: ${error instanceof Error ? error.message : String(error)}]`)
+  }
+}
+
+const message = (value: Prompt.Message): unknown => AgentState.encodeMessages([value])[0]
+
+const result = (value: AgentResult.AgentResult<any>): Record<string, unknown> =>
+  value._tag === "Completed"
+    ? {
+      _tag: "Completed",
+      text: value.text,
+      output: Option.getOrNull(value.output),
+      usage: value.usage,
+      steps: value.steps
+    }
+    : { _tag: "Interrupted", interrupt: value.interrupt, usage: value.usage, steps: value.steps }
+
+/**
+ * An event as the page sees it: the assistant message encoded, tool calls
+ * and results without their provider options, and a run's result without
+ * its state (the page reads the state through the thread route).
+ */
+export const event = (value: AgentEvent.AgentEvent<any>): Record<string, unknown> => {
+  switch (value._tag) {
+    case "ModelResponded":
+      return {
+        _tag: value._tag,
+        step: value.step,
+        message: message(value.message),
+        usage: value.usage,
+        finishReason: value.finishReason,
+        durationMillis: value.durationMillis
+      }
+    case "ToolCallStarted":
+      return { _tag: value._tag, call: { id: value.call.id, name: value.call.name, params: value.call.params } }
+    case "ToolCallCompleted":
+      return {
+        _tag: value._tag,
+        result: {
+          id: value.result.id,
+          name: value.result.name,
+          result: value.result.result,
+          isFailure: value.result.isFailure
+        },
+        durationMillis: value.durationMillis
+      }
+    case "RunEnded":
+      return { _tag: value._tag, result: result(value.result) }
+    default:
+      return { ...value }
+  }
+}
+
+/**
+ * A name for a pending interrupt: the same wait always gets the same key, a
+ * new wait (other calls, another middleware) a new one. The page sends it
+ * back with its decision, so a decision meant for a wait that is over is
+ * refused.
+ */
+export const interruptKey = (interrupt: AgentResult.Interrupt): string =>
+  Crypto.createHash("sha256").update(stringify([interrupt.middleware, interrupt.value])).digest("base64url").slice(
+    0,
+    22
+  )
+
+/**
+ * What the page knows of a thread: whether a run is going on, what it waits
+ * for, its state slices (everything but the messages) and the last failure.
+ */
+export interface ThreadInfo {
+  readonly threadId: string
+  readonly running: boolean
+  readonly messageCount: number
+  readonly pending: { readonly key: string; readonly middleware: string; readonly value: unknown } | null
+  readonly slices: Record<string, unknown>
+  readonly failure: { readonly error: string; readonly message: string } | null
+}
+
+/** The thread's summary from its checkpoint. */
+export const threadInfo = (
+  threadId: string,
+  snapshot: Option.Option<AgentLoop.ThreadSnapshot<any>>,
+  running: boolean,
+  failure: ThreadInfo["failure"]
+): ThreadInfo => {
+  if (Option.isNone(snapshot)) {
+    return { threadId, running, messageCount: 0, pending: null, slices: {}, failure }
+  }
+  const { messages, ...slices } = snapshot.value.state as { readonly messages: ReadonlyArray<Prompt.Message> }
+  const pending = Option.getOrNull(Option.map(snapshot.value.pending, (interrupt) => ({
+    key: interruptKey(interrupt),
+    middleware: interrupt.middleware,
+    value: interrupt.value
+  })))
+  return { threadId, running, messageCount: messages.length, pending, slices, failure }
+}
+
+/** A page of a thread's messages, encoded. */
+export const messages = (
+  all: ReadonlyArray<Prompt.Message>,
+  offset: number,
+  limit: number
+): ReadonlyArray<unknown> => AgentState.encodeMessages(all.slice(offset, offset + limit))

@@ -1,0 +1,422 @@
+/**
+ * Engines for durable agent runs, as layers providing `WorkflowEngine`.
+ *
+ * - `layerMemory`: everything in the process; nothing survives it. For tests
+ *   and simple apps.
+ * - `layerSqlite`: one runner process on one machine, journal in a SQLite
+ *   file. A lock next to the file keeps a second runner process away (two
+ *   runners on one file would run the same activities twice); processes that
+ *   only start or approve runs connect with `clientOnly: true`.
+ * - `layerPostgres`: several runner processes, on one machine or many, share
+ *   a PostgreSQL database. Shards are spread over the live runners and held
+ *   with advisory locks; when a runner dies the others take its runs over.
+ *
+ * The durable layers also provide the `SqlClient` they use (for
+ * `SqlCheckpointer` and `RunStore` on the same database), and the cluster's
+ * `Sharding` and `MessageStorage`. They build @effect/cluster's
+ * `ShardingConfig` from the options alone and never read environment
+ * variables.
+ *
+ * @since 0.1.0
+ */
+import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import type * as MessageStorage from "@effect/cluster/MessageStorage"
+import * as RunnerAddress from "@effect/cluster/RunnerAddress"
+import * as RunnerHealth from "@effect/cluster/RunnerHealth"
+import * as Runners from "@effect/cluster/Runners"
+import * as RunnerStorage from "@effect/cluster/RunnerStorage"
+import * as Sharding from "@effect/cluster/Sharding"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * What the durable layers provide.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Durable =
+  | WorkflowEngine.WorkflowEngine
+  | SqlClient.SqlClient
+  | Sharding.Sharding
+  | MessageStorage.MessageStorage
+
+/**
+ * Options of {@link layerSqlite}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqliteOptions {
+  /**
+   * The database file, relative to the working directory. Its folder is
+   * created if missing. Default `.effect-agent/runs.db`.
+   */
+  readonly filename?: string | undefined
+  /**
+   * How often the runner reads storage for messages written by other
+   * processes (an approval, a start) and for due durable timers. Default
+   * 500 ms, so a signal from another process resumes a run in about a second.
+   */
+  readonly pollInterval?: Duration.DurationInput | undefined
+  /**
+   * Connect without running anything: the process can start runs, poll them
+   * and complete approvals, while the runner process executes them. Takes no
+   * lock. Default `false`.
+   */
+  readonly clientOnly?: boolean | undefined
+  /**
+   * Advanced: overrides for @effect/cluster's `ShardingConfig`, applied last.
+   */
+  readonly sharding?: Partial<ShardingConfig.ShardingConfig["Type"]> | undefined
+}
+
+/**
+ * Options of {@link layerPostgres}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PostgresOptions {
+  /** The connection url, e.g. `postgres://user@host:5432/db`. */
+  readonly url: Redacted.Redacted
+  /**
+   * The runner's identity in the cluster: unique among live runners, and
+   * best stable across restarts (e.g. the pod name), so a restarted runner
+   * takes its shards back at once. `Option.none()` makes a client-only
+   * process that starts, polls and approves runs but executes none. Default
+   * `{ host: os.hostname(), port: process.pid }`. Runners talk only through
+   * the database; nothing listens on this address.
+   */
+  readonly runnerAddress?: Option.Option<{ readonly host: string; readonly port: number }> | undefined
+  /**
+   * How often a runner reads storage for messages written by other processes
+   * and for due durable timers. Default 500 ms.
+   */
+  readonly pollInterval?: Duration.DurationInput | undefined
+  /**
+   * How long a runner that stopped sending heartbeats (it crashed) keeps its
+   * shards before the other runners take its runs over. Shards stay
+   * exclusive regardless: they are held with advisory locks, which die with
+   * the runner's connection. Default 10 seconds.
+   */
+  readonly takeoverAfter?: Duration.DurationInput | undefined
+  /** The connection pool's size. Default 10. */
+  readonly maxConnections?: number | undefined
+  /**
+   * Advanced: overrides for @effect/cluster's `ShardingConfig`, applied last.
+   */
+  readonly sharding?: Partial<ShardingConfig.ShardingConfig["Type"]> | undefined
+}
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * An engine option is not valid.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EngineConfigError extends Schema.TaggedError<EngineConfigError>(
+  "@effect-agent/workflow/AgentEngine/EngineConfigError"
+)("EngineConfigError", { option: Schema.String, reason: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid engine option "${this.option}": ${this.reason}`
+  }
+}
+
+/**
+ * Another runner process already works on this SQLite file. Two runners on
+ * one file would both execute the same runs.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EngineLocked extends Schema.TaggedError<EngineLocked>(
+  "@effect-agent/workflow/AgentEngine/EngineLocked"
+)("EngineLocked", {
+  filename: Schema.String,
+  pid: Schema.optional(Schema.Number),
+  host: Schema.optional(Schema.String)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    const owner = this.pid === undefined ? "another process" : `process ${this.pid} on ${this.host ?? "this host"}`
+    return `The run database "${this.filename}" is in use by a runner (${owner}). ` +
+      `Stop it first, or connect with { clientOnly: true } to start and approve runs through it.`
+  }
+}
+
+/**
+ * The errors of the engine layers.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type EngineError = EngineConfigError | EngineLocked
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export const EngineError: Schema.Union<[typeof EngineConfigError, typeof EngineLocked]> = Schema.Union(
+  EngineConfigError,
+  EngineLocked
+)
+
+// -----------------------------------------------------------------------------
+// layers
+// -----------------------------------------------------------------------------
+
+/**
+ * The in-memory engine: runs, journal, approvals and timers live in the
+ * process.
+ *
+ * @example
+ * ```ts
+ * import { AgentEngine } from "@effect-agent/workflow"
+ * import { Layer } from "effect"
+ *
+ * // AgentRunLive = MyWorkflow.toLayer(...)
+ * declare const AgentRunLive: Layer.Layer<never>
+ * const MainLive = AgentRunLive.pipe(Layer.provideMerge(AgentEngine.layerMemory))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<WorkflowEngine.WorkflowEngine> = WorkflowEngine.layerMemory
+
+/** The default of `SqliteOptions.filename`. */
+const defaultFilename = path.join(".effect-agent", "runs.db")
+
+const decodePositiveDuration = (option: string, input: Duration.DurationInput | undefined, fallback: Duration.Duration) =>
+  Effect.suspend(() => {
+    if (input === undefined) return Effect.succeed(fallback)
+    const duration = Duration.decodeUnknown(input)
+    return Option.isSome(duration) && Duration.greaterThan(duration.value, Duration.zero) &&
+        Duration.isFinite(duration.value)
+      ? Effect.succeed(duration.value)
+      : Effect.fail(new EngineConfigError({ option, reason: `expected a positive, finite duration, got ${String(input)}` }))
+  })
+
+const clusterEngine = (
+  config: Partial<ShardingConfig.ShardingConfig["Type"]>,
+  runnerStorage: Layer.Layer<RunnerStorage.RunnerStorage, SqlError, SqlClient.SqlClient | ShardingConfig.ShardingConfig>
+): Layer.Layer<
+  WorkflowEngine.WorkflowEngine | Sharding.Sharding | MessageStorage.MessageStorage,
+  SqlError,
+  SqlClient.SqlClient
+> =>
+  ClusterWorkflowEngine.layer.pipe(
+    Layer.provideMerge(Sharding.layer),
+    Layer.provide(Runners.layerNoop),
+    Layer.provideMerge(SqlMessageStorage.layer),
+    Layer.provide([runnerStorage, RunnerHealth.layerNoop]),
+    Layer.provide(ShardingConfig.layer(config))
+  )
+
+const sqliteBusy = (error: SqlError) =>
+  typeof error.cause === "object" && error.cause !== null &&
+  String((error.cause as { readonly code?: unknown }).code).startsWith("SQLITE_BUSY")
+
+/**
+ * Holds an exclusive lock on `${filename}.lock` (a tiny SQLite database in
+ * rollback-journal mode) for the scope: an open write transaction that is
+ * never committed. The operating system drops the lock when the process
+ * dies, so a lock left by a crashed runner is taken over by the next one.
+ * The owner's pid is committed first so that a refused process can name it.
+ */
+const acquireRunnerLock = Effect.fnUntraced(function*(filename: string) {
+  const lock = yield* SqliteClient.make({ filename: `${filename}.lock`, disableWAL: true }).pipe(
+    Effect.provide(Reactivity.layer)
+  )
+  const refused = Effect.gen(function*() {
+    const owner = yield* lock<{ readonly pid: number; readonly host: string }>`SELECT pid, host FROM runner_lock`.pipe(
+      Effect.map((rows) => rows[0]),
+      Effect.orElseSucceed(() => undefined)
+    )
+    return yield* new EngineLocked({
+      filename,
+      ...(owner === undefined ? {} : { pid: Number(owner.pid), host: owner.host })
+    })
+  })
+  const orRefused = <A>(effect: Effect.Effect<A, SqlError>) =>
+    Effect.catchAll(effect, (error) => sqliteBusy(error) ? refused : Effect.die(error))
+  yield* orRefused(lock`PRAGMA busy_timeout = 0`)
+  yield* orRefused(
+    lock`CREATE TABLE IF NOT EXISTS runner_lock (pid INTEGER NOT NULL, host TEXT NOT NULL, since TEXT NOT NULL)`
+  )
+  yield* orRefused(lock`BEGIN IMMEDIATE`)
+  yield* orRefused(lock`DELETE FROM runner_lock`)
+  yield* orRefused(
+    lock`INSERT INTO runner_lock (pid, host, since) VALUES (${process.pid}, ${os.hostname()}, ${
+      new Date().toISOString()
+    })`
+  )
+  yield* orRefused(lock`COMMIT`)
+  yield* orRefused(lock`BEGIN IMMEDIATE`)
+})
+
+/**
+ * The durable engine for one machine: @effect/cluster's workflow engine with
+ * a single runner, journal and messages in a SQLite file.
+ *
+ * Only one runner process may use a file: a second one fails with
+ * `EngineLocked`, naming the first. A lock left by a crashed runner is taken
+ * over. Other processes can still start runs and send approvals through the
+ * file with `clientOnly: true`; the runner sees their messages within
+ * `pollInterval`.
+ *
+ * @example
+ * ```ts
+ * import { AgentEngine } from "@effect-agent/workflow"
+ * import { Layer } from "effect"
+ *
+ * declare const AgentRunLive: Layer.Layer<never>
+ * const MainLive = AgentRunLive.pipe(
+ *   Layer.provideMerge(AgentEngine.layerSqlite({ filename: "data/runs.db" }))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSqlite = (
+  options?: SqliteOptions | undefined
+): Layer.Layer<Durable, EngineError | SqlError> =>
+  Layer.unwrapScoped(Effect.gen(function*() {
+    const pollInterval = yield* decodePositiveDuration("pollInterval", options?.pollInterval, Duration.millis(500))
+    const given = options?.filename ?? defaultFilename
+    if (given.trim().length === 0) {
+      return yield* new EngineConfigError({ option: "filename", reason: "expected a file name, got an empty string" })
+    }
+    const inMemory = given === ":memory:"
+    const filename = inMemory ? given : path.resolve(given)
+    if (!inMemory) {
+      yield* Effect.try({
+        try: () => fs.mkdirSync(path.dirname(filename), { recursive: true }),
+        catch: (cause) =>
+          new EngineConfigError({
+            option: "filename",
+            reason: `cannot create the folder of "${filename}": ${String(cause)}`
+          })
+      })
+    }
+    const clientOnly = options?.clientOnly === true
+    if (!clientOnly && !inMemory) yield* acquireRunnerLock(filename)
+    const engine = clusterEngine({
+      runnerAddress: clientOnly ? Option.none() : ShardingConfig.defaults.runnerAddress,
+      entityMessagePollInterval: pollInterval,
+      ...options?.sharding
+    }, RunnerStorage.layerMemory)
+    // `SqliteClient.make` cannot fail: the `ConfigError` in `SqliteClient.layer`'s type is never raised.
+    return engine.pipe(Layer.provideMerge(Layer.orDie(SqliteClient.layer({ filename }))))
+  }))
+
+/**
+ * The advisory lock (two-key form, which never collides with the cluster's one-key shard locks) that
+ * serializes schema creation between processes.
+ */
+const schemaLockKey = "1701143653, 1"
+
+/**
+ * The durable engine for several runner processes or machines sharing one
+ * PostgreSQL database. Each runner registers itself (no network listener:
+ * runners exchange everything through the database), the shards of the runs
+ * are spread over the live runners and held with advisory locks, and when a
+ * runner dies the others take its runs over after `takeoverAfter`, resuming
+ * each from its journal. Activities cut off by the crash run again
+ * (at-least-once).
+ *
+ * @example
+ * ```ts
+ * import { AgentEngine } from "@effect-agent/workflow"
+ * import { Layer, Option, Redacted } from "effect"
+ *
+ * declare const AgentRunLive: Layer.Layer<never>
+ * const url = Redacted.make("postgres://agent@db:5432/agent")
+ * // a runner
+ * const RunnerLive = AgentRunLive.pipe(Layer.provideMerge(AgentEngine.layerPostgres({ url })))
+ * // an API process that starts and approves runs but executes none
+ * const ClientLive = AgentRunLive.pipe(
+ *   Layer.provideMerge(AgentEngine.layerPostgres({ url, runnerAddress: Option.none() }))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerPostgres = (options: PostgresOptions): Layer.Layer<Durable, EngineError | SqlError> =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const pollInterval = yield* decodePositiveDuration("pollInterval", options.pollInterval, Duration.millis(500))
+    const takeoverAfter = yield* decodePositiveDuration("takeoverAfter", options.takeoverAfter, Duration.seconds(10))
+    if (Duration.lessThan(takeoverAfter, Duration.seconds(3))) {
+      return yield* new EngineConfigError({
+        option: "takeoverAfter",
+        reason: "expected at least 3 seconds (heartbeats are sent every third of it)"
+      })
+    }
+    const maxConnections = options.maxConnections ?? 10
+    if (!Number.isInteger(maxConnections) || maxConnections < 2) {
+      return yield* new EngineConfigError({
+        option: "maxConnections",
+        reason: `expected an integer of at least 2 (one is held for shard locks), got ${maxConnections}`
+      })
+    }
+    const given = options.runnerAddress ?? Option.some({ host: os.hostname(), port: process.pid })
+    if (Option.isSome(given) && (given.value.host.length === 0 || !Number.isInteger(given.value.port))) {
+      return yield* new EngineConfigError({
+        option: "runnerAddress",
+        reason: `expected a non-empty host and an integer port, got ${JSON.stringify(given.value)}`
+      })
+    }
+    const engine = clusterEngine({
+      runnerAddress: Option.map(given, (address) => RunnerAddress.RunnerAddress.make(address)),
+      entityMessagePollInterval: pollInterval,
+      shardLockExpiration: takeoverAfter,
+      refreshAssignmentsInterval: Duration.seconds(1),
+      ...options.sharding
+    }, SqlRunnerStorage.layer)
+    return Layer.scopedContext(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const scope = yield* Effect.scope
+      // Runners starting together on a fresh database would race creating the cluster's tables
+      // (PostgreSQL's CREATE TABLE IF NOT EXISTS is not safe concurrently): build one at a time.
+      return yield* Effect.scoped(Effect.gen(function*() {
+        const connection = yield* sql.reserve
+        yield* Effect.acquireRelease(
+          connection.executeRaw(`SELECT pg_advisory_lock(${schemaLockKey})`, []),
+          () => Effect.ignore(connection.executeRaw(`SELECT pg_advisory_unlock(${schemaLockKey})`, []))
+        )
+        return yield* Layer.buildWithScope(engine, scope)
+      }))
+    })).pipe(Layer.provideMerge(PgClient.layer({ url: options.url, maxConnections })))
+  }))
