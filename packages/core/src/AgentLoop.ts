@@ -10,6 +10,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
@@ -98,12 +99,14 @@ export declare namespace AgentLoop {
       value: unknown
     ) => Effect.Effect<Checkpointer.PendingInterrupt, RunError<E>>
     /**
-     * The events of every run of this agent (`run`, `stream`, `resume`,
-     * `resumeStream`) that starts while the stream is consumed, tagged with
-     * their run and thread: for inspectors and dashboards. Runs cost nothing
-     * extra while nobody watches.
+     * Subscribes, for the life of the scope, to the events of every run of
+     * this agent (`run`, `stream`, `resume`, `resumeStream`) that starts from
+     * now on, tagged with their run and thread: for inspectors and
+     * dashboards. While anybody watches, runs stream their model calls (so
+     * watchers see text as it is written); while nobody does, runs cost
+     * nothing extra.
      */
-    readonly watch: Stream.Stream<RunEvent<S>>
+    readonly watch: Effect.Effect<Stream.Stream<RunEvent<S>>, never, Scope.Scope>
     /** The thread's last checkpoint. */
     readonly thread: (threadId: string) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError>
   }

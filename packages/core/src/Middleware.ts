@@ -128,7 +128,13 @@ export interface HookResult<S, J extends Jump = Jump> {
  * @since 0.1.0
  * @category models
  */
-export type ValidateResume<E, R> = (interrupt: unknown, value: unknown) => Effect.Effect<void, E, R>
+export type ValidateResume<E, R> = (resume: {
+  readonly threadId: string
+  /** The value the hook interrupted with, as stored. */
+  readonly interrupt: unknown
+  /** The value given to `resume`. */
+  readonly value: unknown
+}) => Effect.Effect<void, E, R>
 
 /**
  * A node hook.

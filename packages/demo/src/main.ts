@@ -87,6 +87,9 @@ const showResult = (result: { readonly name: string; readonly result: unknown })
 
 const printEvent = (event: AgentEvent.AgentEvent) =>
   AgentEvent.$match(event, {
+    RunStarted: ({ resumed, threadId }) => Console.log(`── ${resumed ? "resuming" : "starting"} thread "${threadId}"`),
+    HookCompleted: () => Effect.void,
+    RunFailed: () => Effect.void,
     ModelCallStarted: ({ messageCount, step }) =>
       Console.log(`\n── step ${step + 1}: model call with ${messageCount} messages`),
     TextDelta: ({ delta }) => Effect.sync(() => process.stdout.write(delta)),

@@ -173,6 +173,8 @@ export const ApprovalRequest = Schema.Struct({
  */
 export type ApprovalRequest = typeof ApprovalRequest.Type
 
+const decodeApprovalRequest = Schema.decodeUnknown(ApprovalRequest)
+
 /**
  * What a description function sees besides the call.
  *
@@ -875,7 +877,27 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
         yield* Middleware.report(`interrupt: ${gated.length} call(s) wait for a decision`, {
           callIds: gated.map((call) => call.id)
         })
-        return { interrupt: request }
+        return { interrupt: request, interruptKey: `approval/${gated.map((call) => call.id).join(",")}` }
+      }),
+    validateResume: ({ interrupt, threadId, value }) =>
+      Effect.gen(function*() {
+        const request = yield* Effect.mapError(
+          decodeApprovalRequest(interrupt),
+          (error) =>
+            new InvalidDecisions({
+              threadId,
+              description: `the thread waits on something other than an approval request: ${formatParseError(error)}`
+            })
+        )
+        const gated = request.actionRequests.map((action) =>
+          Prompt.makePart("tool-call", {
+            id: action.callId,
+            name: action.toolName,
+            params: action.args,
+            providerExecuted: false
+          })
+        )
+        yield* plan(threadId, gated, value)
       })
   })
 })

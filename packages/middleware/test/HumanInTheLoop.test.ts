@@ -360,6 +360,9 @@ describe("HumanInTheLoop resume", () => {
         [[HumanInTheLoop.approve("c1"), HumanInTheLoop.edit("c2", { to: 42 })], "InvalidEdit"]
       ]
       for (const [value, tag] of attempts) {
+        // validateResume gives the same typed error without running anything
+        const checked = yield* Effect.flip(agent.validateResume("t", value))
+        assert.strictEqual(checked._tag, tag, JSON.stringify(value))
         const error = yield* Effect.flip(agent.resume("t", value))
         assert.strictEqual(error._tag, tag, JSON.stringify(value))
         assert.isTrue(Schema.is(HumanInTheLoop.DecisionError)(error))
@@ -375,7 +378,12 @@ describe("HumanInTheLoop resume", () => {
       if (missing._tag === "MissingDecision") assert.deepStrictEqual(missing.callIds, ["c1", "c2"])
       assert.deepStrictEqual(yield* log, [])
 
-      const result = yield* agent.resume("t", [HumanInTheLoop.reject("c1"), HumanInTheLoop.approve("c2")])
+      const good = [HumanInTheLoop.reject("c1"), HumanInTheLoop.approve("c2")]
+      const pending = yield* agent.validateResume("t", good)
+      // the wait is named after the calls it decides
+      assert.strictEqual(pending.key, "approval/c1,c2")
+      assert.deepStrictEqual(yield* log, [])
+      const result = yield* agent.resume("t", good)
       assert.strictEqual(result._tag, "Completed")
       assert.deepStrictEqual(yield* log, ["send_email a@b.c: hi"])
     }))

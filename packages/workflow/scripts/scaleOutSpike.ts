@@ -21,8 +21,13 @@ const url = await pg.createDatabase("wf")
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "scaleout-"))
 const runner = (name: string, port: number) =>
   spawnChild(path.join(import.meta.dirname, "../test/support/toyRunner.ts"), {
-    ENGINE: "postgres", DATABASE: pg.urlOf("wf"), DIRECTORY: directory, RUNNER: name, RUNNER_PORT: String(port),
-    STEP_DELAY_MS: String(DELAY), TAKEOVER_MS: String(TAKEOVER)
+    ENGINE: "postgres",
+    DATABASE: pg.urlOf("wf"),
+    DIRECTORY: directory,
+    RUNNER: name,
+    RUNNER_PORT: String(port),
+    STEP_DELAY_MS: String(DELAY),
+    TAKEOVER_MS: String(TAKEOVER)
   })
 const a = runner("A", 1)
 const b = runner("B", 2)
@@ -53,25 +58,53 @@ try {
         const r = yield* Toy.poll(id)
         if (r?._tag === "Complete") done++
       }
-      if (done !== lastDone) { log("complete", done); lastDone = done }
+      if (done !== lastDone) {
+        log("complete", done)
+        lastDone = done
+      }
       if (done === ids.length) break
       yield* Effect.sleep("200 millis")
     }
     const attempts = readAttempts(directory)
     const byKey = new Map<string, Array<string>>()
-    for (const x of attempts) byKey.set(x.key, [...(byKey.get(x.key) ?? []), `${x.runner}:${x.event}@${((x.at - t0) / 1000).toFixed(2)}`])
+    for (const x of attempts) {
+      byKey.set(x.key, [...(byKey.get(x.key) ?? []), `${x.runner}:${x.event}@${((x.at - t0) / 1000).toFixed(2)}`])
+    }
     const applied = attempts.filter((x) => x.event === "applied")
-    log("applied", applied.length, "distinct", new Set(applied.map((x) => x.key)).size, "starts", attempts.filter((x) => x.event === "start").length,
-      "skipped", attempts.filter((x) => x.event === "skipped").length)
-    log("A starts", attempts.filter((x) => x.event === "start" && x.runner === "A").length, "B starts", attempts.filter((x) => x.event === "start" && x.runner === "B").length)
+    log(
+      "applied",
+      applied.length,
+      "distinct",
+      new Set(applied.map((x) => x.key)).size,
+      "starts",
+      attempts.filter((x) => x.event === "start").length,
+      "skipped",
+      attempts.filter((x) => x.event === "skipped").length
+    )
+    log(
+      "A starts",
+      attempts.filter((x) => x.event === "start" && x.runner === "A").length,
+      "B starts",
+      attempts.filter((x) => x.event === "start" && x.runner === "B").length
+    )
     for (const [k, v] of byKey) if (v.length > 2) log("retried", k, v.join(" "))
-    const afterKill = attempts.filter((x) => x.at > killedAt && x.runner === "B" )
-    log("first B attempt after kill at +", ((Math.min(...afterKill.filter((x) => byKey.get(x.key)!.some((s) => s.startsWith("A:"))).map((x) => x.at)) - killedAt) / 1000).toFixed(2), "s")
+    const afterKill = attempts.filter((x) => x.at > killedAt && x.runner === "B")
+    log(
+      "first B attempt after kill at +",
+      ((Math.min(...afterKill.filter((x) => byKey.get(x.key)!.some((s) => s.startsWith("A:"))).map((x) => x.at)) -
+        killedAt) / 1000).toFixed(2),
+      "s"
+    )
     const results = []
-    for (const id of ids) { const r = yield* Toy.poll(id); results.push(r?._tag === "Complete" ? r.exit._tag : "pending") }
+    for (const id of ids) {
+      const r = yield* Toy.poll(id)
+      results.push(r?._tag === "Complete" ? r.exit._tag : "pending")
+    }
     log(results.join(","))
   })
-  await Effect.runPromise(program.pipe(Effect.provide(AgentEngine.layerPostgres({ url, runnerAddress: Option.none() })), Effect.scoped))
+  await Effect.runPromise(
+    program.pipe(Effect.provide(AgentEngine.layerPostgres({ url, runnerAddress: Option.none() })), Effect.scoped)
+  )
 } finally {
   await a.kill().catch(() => {})
   await b.kill().catch(() => {})

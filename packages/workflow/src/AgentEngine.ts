@@ -30,10 +30,10 @@ import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as Reactivity from "@effect/experimental/Reactivity"
-import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -217,14 +217,20 @@ export const layerMemory: Layer.Layer<WorkflowEngine.WorkflowEngine> = WorkflowE
 /** The default of `SqliteOptions.filename`. */
 const defaultFilename = path.join(".effect-agent", "runs.db")
 
-const decodePositiveDuration = (option: string, input: Duration.DurationInput | undefined, fallback: Duration.Duration) =>
+const decodePositiveDuration = (
+  option: string,
+  input: Duration.DurationInput | undefined,
+  fallback: Duration.Duration
+) =>
   Effect.suspend(() => {
     if (input === undefined) return Effect.succeed(fallback)
     const duration = Duration.decodeUnknown(input)
     return Option.isSome(duration) && Duration.greaterThan(duration.value, Duration.zero) &&
         Duration.isFinite(duration.value)
       ? Effect.succeed(duration.value)
-      : Effect.fail(new EngineConfigError({ option, reason: `expected a positive, finite duration, got ${String(input)}` }))
+      : Effect.fail(
+        new EngineConfigError({ option, reason: `expected a positive, finite duration, got ${String(input)}` })
+      )
   })
 
 const clusterEngine = (

@@ -3,8 +3,8 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
-import * as Clock from "effect/Clock"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Mailbox from "effect/Mailbox"
@@ -12,6 +12,7 @@ import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as PubSub from "effect/PubSub"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import {
   CheckpointError,
@@ -148,14 +149,19 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     const emit = run.emit
     if (!run.traced && emit === undefined) return effect
     const located = Effect.locally(effect, Middleware.CurrentHook, { middleware: m.name, hook })
-    const timed = emit === undefined ? located : Effect.flatMap(Clock.currentTimeNanos, (started) =>
-      Effect.tap(located, () =>
-        Effect.flatMap(Clock.currentTimeNanos, (ended) =>
-          emit(AgentEvent.HookCompleted({
-            middleware: m.name,
-            hook,
-            durationMillis: Number(ended - started) / 1e6
-          })))))
+    const timed = emit === undefined ?
+      located :
+      Effect.flatMap(
+        Clock.currentTimeNanos,
+        (started) =>
+          Effect.tap(located, () =>
+            Effect.flatMap(Clock.currentTimeNanos, (ended) =>
+              emit(AgentEvent.HookCompleted({
+                middleware: m.name,
+                hook,
+                durationMillis: Number(ended - started) / 1e6
+              }))))
+      )
     return run.traced
       ? Effect.withSpan(timed, `Middleware.${hook}`, { attributes: { middleware: m.name }, captureStackTrace: false })
       : timed
@@ -745,14 +751,12 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   // Every run's events go to the watchers of `watch` while there are any.
   const hub = Effect.runSync(PubSub.unbounded<AgentLoop.RunEvent<any>>())
   let watchers = 0
-  const watch: Stream.Stream<AgentLoop.RunEvent<any>> = Stream.unwrapScoped(
-    Effect.acquireRelease(
-      Effect.map(PubSub.subscribe(hub), (queue) => {
-        watchers++
-        return Stream.fromQueue(queue)
-      }),
-      () => Effect.sync(() => watchers--)
-    )
+  const watch: Effect.Effect<Stream.Stream<AgentLoop.RunEvent<any>>, never, Scope.Scope> = Effect.acquireRelease(
+    Effect.map(PubSub.subscribe(hub), (queue) => {
+      watchers++
+      return Stream.fromQueue(queue)
+    }),
+    () => Effect.sync(() => watchers--)
   )
 
   /**
@@ -860,10 +864,15 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       return { pending, middleware: nodes[pending.node][index]!, index }
     })
 
-  const validateValue = (middleware: Middleware.Any, pending: Checkpointer.PendingInterrupt, value: unknown) =>
+  const validateValue = (
+    threadId: string,
+    middleware: Middleware.Any,
+    pending: Checkpointer.PendingInterrupt,
+    value: unknown
+  ) =>
     middleware.validateResume === undefined
       ? Effect.void
-      : Effect.provide(middleware.validateResume(pending.value, value), config.context)
+      : Effect.provide(middleware.validateResume({ threadId, interrupt: pending.value, value }), config.context)
 
   const startResume = (threadId: string, value: unknown, own: Emit | undefined) =>
     withThreadLock(
@@ -872,7 +881,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         Effect.gen(function*() {
           const loaded = yield* load(threadId, executor)
           const { index, middleware, pending } = yield* pendingOf(threadId, loaded)
-          yield* validateValue(middleware, pending, value)
+          yield* validateValue(threadId, middleware, pending, value)
           const progress = Option.getOrThrow(loaded.checkpoint).run
           const run: Run = {
             threadId,
@@ -913,7 +922,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       streamOf((emit) => startResume(threadId, value, emit).pipe(Effect.withSpan("AgentLoop.resumeStream"))),
     validateResume: Effect.fn("AgentLoop.validateResume")(function*(threadId: string, value: unknown) {
       const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId, undefined))
-      yield* validateValue(middleware, pending, value)
+      yield* validateValue(threadId, middleware, pending, value)
       return pending
     }),
     watch,

@@ -2,10 +2,10 @@
  * What the page receives: agent events and thread summaries as JSON, with
  * long strings cut and values JSON cannot hold made readable.
  */
-import * as AgentState from "@effect-agent/core/AgentState"
 import type * as AgentEvent from "@effect-agent/core/AgentEvent"
 import type * as AgentLoop from "@effect-agent/core/AgentLoop"
 import type * as AgentResult from "@effect-agent/core/AgentResult"
+import * as AgentState from "@effect-agent/core/AgentState"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Option from "effect/Option"
 import * as Crypto from "node:crypto"

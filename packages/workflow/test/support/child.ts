@@ -5,7 +5,9 @@
  */
 import * as Effect from "effect/Effect"
 import { type ChildProcess, spawn } from "node:child_process"
+import { createRequire } from "node:module"
 import * as readline from "node:readline"
+import { pathToFileURL } from "node:url"
 
 /** A running child process. */
 export interface Child {
@@ -22,11 +24,15 @@ export interface Child {
   readonly kill: (timeoutMs?: number) => Promise<void>
 }
 
-/** Spawns `node --import tsx <script>` with `env` added to this process's environment. */
-export const spawnChild = (script: string, env: Record<string, string>): Child => {
-  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", script], {
+/** tsx's loader by absolute url, so a child can run in any working directory. */
+const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href
+
+/** Spawns `node --import tsx <script>` with `env` added to this process's environment, in `cwd` if given. */
+export const spawnChild = (script: string, env: Record<string, string>, cwd?: string): Child => {
+  const child: ChildProcess = spawn(process.execPath, ["--import", tsxLoader, script], {
     env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"]
+    stdio: ["ignore", "pipe", "pipe"],
+    ...(cwd === undefined ? {} : { cwd })
   })
   if (child.pid === undefined) throw new Error(`could not spawn ${script}`)
   const lines: Array<string> = []
@@ -79,7 +85,10 @@ export const spawnChild = (script: string, env: Record<string, string>): Child =
     await Promise.race([
       exited,
       new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`did not exit within ${timeoutMs} ms of SIGKILL: ${describe()}`)), timeoutMs)
+        timer = setTimeout(
+          () => reject(new Error(`did not exit within ${timeoutMs} ms of SIGKILL: ${describe()}`)),
+          timeoutMs
+        )
       })
     ]).finally(() => clearTimeout(timer))
   }
@@ -88,8 +97,8 @@ export const spawnChild = (script: string, env: Record<string, string>): Child =
 }
 
 /** A child as a scoped resource: killed (SIGKILL) when the scope closes. */
-export const scopedChild = (script: string, env: Record<string, string>) =>
+export const scopedChild = (script: string, env: Record<string, string>, cwd?: string) =>
   Effect.acquireRelease(
-    Effect.sync(() => spawnChild(script, env)),
+    Effect.sync(() => spawnChild(script, env, cwd)),
     (child) => Effect.promise(() => child.kill())
   )

@@ -1,7 +1,7 @@
 /**
  * A runner process for the toy workflow, for crash and scale-out tests.
  *
- * Environment: `ENGINE` (`sqlite` | `postgres`), `DATABASE` (a file or a url),
+ * Environment: `ENGINE` (`sqlite` | `postgres`), `DATABASE` (a file — the default when unset — or a url),
  * `DIRECTORY` (where attempts and effects are logged), `RUNNER` (a name),
  * `RUNNER_PORT` (postgres: the runner address port), `STEP_DELAY_MS`,
  * `TAKEOVER_MS` (postgres). Prints `ready <pid>` once the engine is up, or
@@ -22,7 +22,7 @@ const env = (name: string) => {
 }
 
 const engine = env("ENGINE") === "sqlite"
-  ? AgentEngine.layerSqlite({ filename: env("DATABASE") })
+  ? AgentEngine.layerSqlite({ filename: process.env.DATABASE })
   : AgentEngine.layerPostgres({
     url: Redacted.make(env("DATABASE")),
     runnerAddress: Option.some({ host: "127.0.0.1", port: Number(env("RUNNER_PORT")) }),
@@ -39,7 +39,9 @@ const main = Effect.sync(() => process.stdout.write(`ready ${process.pid}\n`)).p
     }).pipe(Layer.provideMerge(engine))
   ),
   Effect.catchAll((error) =>
-    Effect.sync(() => process.stdout.write(`failed ${error._tag} ${error.message}\n`)).pipe(Effect.zipRight(Effect.never))
+    Effect.sync(() => process.stdout.write(`failed ${error._tag} ${error.message}\n`)).pipe(
+      Effect.zipRight(Effect.never)
+    )
   )
 )
 

@@ -1,0 +1,288 @@
+import type { Checkpointer } from "@effect-agent/core"
+import { Agent, AgentExecutor, type AgentLoop, Middleware, ToolContext } from "@effect-agent/core"
+import { ScriptedModel } from "@effect-agent/testing"
+import type { Prompt } from "@effect/ai"
+import { Tool, Toolkit } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Exit, Layer, Option, Schema, Stream } from "effect"
+import { Calculator, CalculatorLive, encoded, recording } from "./utils.js"
+
+const script = (): ReadonlyArray<ScriptedModel.Turn> => [
+  ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "c1" }]),
+  ScriptedModel.toolCalls([{ name: "add", params: { a: 3, b: 4 }, id: "c2" }]),
+  ScriptedModel.text("3 and 7.")
+]
+
+interface Journal {
+  readonly models: Array<AgentExecutor.ModelCall>
+  readonly tools: Map<string, Prompt.ToolResultPart>
+  readonly saves: Array<Checkpointer.Checkpoint>
+  loaded: Option.Option<Checkpointer.Checkpoint> | undefined
+}
+
+/**
+ * A journaling executor like a durable one: records each model and tool call
+ * the first time and replays it from the journal after, without running it.
+ */
+const journaling = (journal: Journal, executed: { models: number; tools: number }) =>
+  AgentExecutor.AgentExecutor.of({
+    load: (_threadId, load) =>
+      journal.loaded !== undefined
+        ? Effect.succeed(journal.loaded)
+        : Effect.tap(load, (loaded) => Effect.sync(() => (journal.loaded = loaded))),
+    save: (checkpoint, save) => Effect.zipRight(Effect.sync(() => journal.saves.push(checkpoint)), save),
+    modelCall: (step, call) =>
+      step < journal.models.length
+        ? Effect.succeed(journal.models[step]!)
+        : Effect.tap(call, (outcome) =>
+          Effect.sync(() => {
+            executed.models++
+            journal.models.push(outcome)
+          })),
+    toolCall: (call, execute) => {
+      const known = journal.tools.get(call.id)
+      return known !== undefined ? Effect.succeed(known) : Effect.tap(execute, (result) =>
+        Effect.sync(() => {
+          executed.tools++
+          journal.tools.set(call.id, result)
+        }))
+    },
+    interrupt: () => Effect.succeedNone
+  })
+
+const newJournal = (): Journal => ({ models: [], tools: new Map(), saves: [], loaded: undefined })
+
+describe("AgentExecutor", () => {
+  it.effect("model and tool calls go through the executor; a replay from its journal runs nothing again", () =>
+    Effect.gen(function*() {
+      const journal = newJournal()
+      const first = { models: 0, tools: 0 }
+      const log: Array<string> = []
+      const live = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, middleware: [recording("r", log)] })
+        return yield* agent.run("Add 1+2 and 3+4", { threadId: "t" }).pipe(
+          Effect.provideService(AgentExecutor.AgentExecutor, journaling(journal, first))
+        )
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive)))
+      assert.deepStrictEqual(first, { models: 3, tools: 2 })
+      assert.strictEqual(journal.models.length, 3)
+      assert.deepStrictEqual([...journal.tools.keys()], ["c1", "c2"])
+
+      // Replay on a model with no turns at all and a toolkit whose handler dies: nothing may run.
+      const again = { models: 0, tools: 0 }
+      const replayLog: Array<string> = []
+      const replayed = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, middleware: [recording("r", replayLog)] })
+        return yield* agent.run("Add 1+2 and 3+4", { threadId: "t" }).pipe(
+          Effect.provideService(AgentExecutor.AgentExecutor, journaling(journal, again))
+        )
+      }).pipe(
+        Effect.provide(Layer.merge(
+          ScriptedModel.layer([]),
+          Calculator.toLayer({ add: () => Effect.dieMessage("a replayed tool call ran") })
+        ))
+      )
+      assert.deepStrictEqual(again, { models: 0, tools: 0 })
+      assert.strictEqual(live._tag, "Completed")
+      assert.strictEqual(replayed._tag, "Completed")
+      assert.deepStrictEqual(encoded(replayed.state.messages), encoded(live.state.messages))
+      // node hooks run again on replay (they are deterministic); wrap hooks ran inside the journaled calls
+      assert.deepStrictEqual(replayLog, log.filter((entry) => !entry.includes(".wrap")))
+    }))
+
+  it.effect("an executor that answers an interrupt continues the run at once, with the key of the wait", () =>
+    Effect.gen(function*() {
+      const seen: Array<AgentExecutor.Interrupt> = []
+      const resumes: Array<unknown> = []
+      const ask = Middleware.make({
+        name: "ask",
+        beforeModel: ({ resume, step }) =>
+          Effect.sync(() => {
+            if (Option.isSome(resume)) resumes.push(resume.value)
+            return step === 0 && Option.isNone(resume) ? { interrupt: { question: "go?" } } : undefined
+          })
+      })
+      const executor = AgentExecutor.AgentExecutor.of({
+        ...AgentExecutor.inProcess,
+        interrupt: (interrupt) =>
+          Effect.sync(() => {
+            seen.push(interrupt)
+            return Option.some("yes")
+          })
+      })
+      const result = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ask] })
+        return yield* agent.run("Add", { threadId: "t" })
+      }).pipe(
+        Effect.provideService(AgentExecutor.AgentExecutor, executor),
+        Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))
+      )
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(resumes, ["yes"])
+      assert.deepStrictEqual(
+        seen.map(({ key, middleware, node, step, value }) => ({ key, middleware, node, step, value })),
+        [
+          { key: "beforeModel/ask/0", middleware: "ask", node: "beforeModel", step: 0, value: { question: "go?" } }
+        ]
+      )
+    }))
+
+  it.effect("a key a hook repeats within a run is made unique", () =>
+    Effect.gen(function*() {
+      const keys: Array<string> = []
+      let asked = 0
+      const ask = Middleware.make({
+        name: "ask",
+        beforeModel: ({ resume }) =>
+          Effect.sync(() => {
+            if (Option.isSome(resume) || asked >= 3) return undefined
+            asked++
+            return { interrupt: "again?", interruptKey: "same" }
+          })
+      })
+      const executor = AgentExecutor.AgentExecutor.of({
+        ...AgentExecutor.inProcess,
+        interrupt: (interrupt) => Effect.sync(() => (keys.push(interrupt.key), Option.some("ok")))
+      })
+      yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ask] })
+        return yield* agent.run("Add", { threadId: "t" })
+      }).pipe(
+        Effect.provideService(AgentExecutor.AgentExecutor, executor),
+        Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))
+      )
+      assert.deepStrictEqual(keys, ["same", "same#2", "same#3"])
+    }))
+
+  it.effect("structured output is taken from the stored call, so a replayed call sets it too", () =>
+    Effect.gen(function*() {
+      const journal = newJournal()
+      const Answer = Schema.Struct({ total: Schema.Number })
+      const outputScript = [
+        ScriptedModel.toolCalls([{ name: "final_answer", params: { total: 3 }, id: "f1" }])
+      ]
+      const runWith = (model: Layer.Layer<any>) =>
+        Effect.gen(function*() {
+          const agent = yield* Agent.make({ toolkit: Calculator, responseFormat: Answer })
+          return yield* agent.run("Add 1 and 2", { threadId: "t" }).pipe(
+            Effect.provideService(AgentExecutor.AgentExecutor, journaling(journal, { models: 0, tools: 0 }))
+          )
+        }).pipe(Effect.provide(Layer.merge(model, CalculatorLive)))
+      const live = yield* runWith(ScriptedModel.layer(outputScript))
+      const replayed = yield* runWith(ScriptedModel.layer([]))
+      assert.deepStrictEqual(live._tag === "Completed" ? live.output : undefined, Option.some({ total: 3 }))
+      assert.deepStrictEqual(replayed._tag === "Completed" ? replayed.output : undefined, Option.some({ total: 3 }))
+    }))
+})
+
+describe("ToolContext", () => {
+  it.effect("a tool handler sees its call id and an idempotency key; outside a tool call there is none", () =>
+    Effect.gen(function*() {
+      const Write = Tool.make("write", {
+        parameters: { text: Schema.String },
+        success: Schema.String
+      })
+      const Tools = Toolkit.make(Write)
+      const seen: Array<ToolContext.ToolContext> = []
+      const result = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Tools })
+        return yield* agent.run("write it", { threadId: "t9" })
+      }).pipe(
+        Effect.provide(Layer.merge(
+          ScriptedModel.layer([
+            ScriptedModel.toolCalls([{ name: "write", params: { text: "x" }, id: "call_7" }]),
+            ScriptedModel.text("done")
+          ]),
+          Tools.toLayer({
+            write: () => Effect.map(Effect.orDie(ToolContext.current), (context) => (seen.push(context), "ok"))
+          })
+        ))
+      )
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(seen, [{
+        callId: "call_7",
+        toolName: "write",
+        threadId: "t9",
+        idempotencyKey: "t9/call_7"
+      }])
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(ToolContext.current)))
+    }))
+})
+
+describe("AgentLoop.watch", () => {
+  it.scoped("reports every run's events tagged with run and thread, and a failed run as RunFailed", () =>
+    Effect.gen(function*() {
+      const failing = Middleware.make({
+        name: "failing",
+        beforeAgent: ({ threadId }) => threadId === "bad" ? Effect.fail("boom" as const) : Effect.void
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [failing] })
+      const pull = yield* Stream.toPull(yield* agent.watch)
+      yield* agent.run("Add", { threadId: "good" })
+      yield* Effect.exit(agent.run("Add", { threadId: "bad" }))
+      const collected: Array<AgentLoop.RunEvent<any>> = []
+      while (collected.at(-1)?.event._tag !== "RunFailed") collected.push(...(yield* pull))
+      const good = collected.filter((event) => event.threadId === "good")
+      const bad = collected.filter((event) => event.threadId === "bad")
+      assert.strictEqual(new Set(good.map((event) => event.runId)).size, 1)
+      assert.notStrictEqual(good[0]!.runId, bad[0]!.runId)
+      assert.strictEqual(good[0]!.event._tag, "RunStarted")
+      assert.strictEqual(good.at(-1)!.event._tag, "RunEnded")
+      assert.strictEqual(good.filter((event) => event.event._tag === "ToolCallCompleted").length, 2)
+      assert.deepStrictEqual(bad.map((event) => event.event._tag), ["RunStarted", "RunFailed"])
+      const failed = bad[1]!.event
+      assert.isTrue(failed._tag === "RunFailed" && failed.message.includes("boom"))
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))))
+
+  it.effect("a run's own stream is unchanged by watchers being absent", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator })
+      const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("Add", { threadId: "t" })))
+      assert.strictEqual(events[0]!._tag, "RunStarted")
+      assert.strictEqual(events.at(-1)!._tag, "RunEnded")
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))))
+})
+
+describe("AgentLoop.validateResume", () => {
+  it.effect("checks a value against the pending interrupt without running; resume runs the same check first", () =>
+    Effect.gen(function*() {
+      const checked: Array<unknown> = []
+      const ask = Middleware.make({
+        name: "ask",
+        beforeModel: ({ resume, step }) =>
+          Effect.succeed(step === 0 && Option.isNone(resume) ? { interrupt: "yes or no?" } : undefined),
+        validateResume: ({ interrupt, threadId, value }) =>
+          Effect.suspend(() => {
+            checked.push({ interrupt, threadId, value })
+            return value === "yes" || value === "no"
+              ? Effect.void
+              : Effect.fail(`bad answer: ${String(value)}` as const)
+          })
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ask] })
+      const interrupted = yield* agent.run("Add", { threadId: "t" })
+      assert.strictEqual(interrupted._tag, "Interrupted")
+      const before = yield* agent.thread("t")
+
+      const bad = yield* Effect.flip(agent.validateResume("t", "maybe"))
+      assert.strictEqual(bad, "bad answer: maybe")
+      const badResume = yield* Effect.flip(agent.resume("t", "maybe"))
+      assert.strictEqual(badResume, "bad answer: maybe")
+      assert.deepStrictEqual(yield* agent.thread("t"), before)
+
+      const pending = yield* agent.validateResume("t", "yes")
+      assert.deepStrictEqual(
+        { middleware: pending.middleware, key: pending.key, value: pending.value },
+        { middleware: "ask", key: "beforeModel/ask/0", value: "yes or no?" }
+      )
+      assert.strictEqual((yield* agent.resume("t", "yes"))._tag, "Completed")
+      assert.deepStrictEqual(checked, [
+        { interrupt: "yes or no?", threadId: "t", value: "maybe" },
+        { interrupt: "yes or no?", threadId: "t", value: "maybe" },
+        { interrupt: "yes or no?", threadId: "t", value: "yes" },
+        { interrupt: "yes or no?", threadId: "t", value: "yes" }
+      ])
+      const nothing = yield* Effect.flip(agent.validateResume("t", "yes"))
+      assert.strictEqual((nothing as { _tag: string })._tag, "ThreadStateError")
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))))
+})

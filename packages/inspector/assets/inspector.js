@@ -1,0 +1,1249 @@
+/* global document, location, EventSource, fetch, setTimeout, URLSearchParams, Node */
+// The agent inspector's page. Plain DOM, no framework: the server sends a log of events (server-sent events);
+// this script folds them into threads and runs and draws the selected one. Text from the agent only ever
+// reaches the page as text nodes.
+"use strict"
+
+const token = new URLSearchParams(location.search).get("token") ?? ""
+/** Step groups drawn per run at first; "Show earlier" adds as many. Keeps long runs responsive. */
+const windowSize = 50
+/** Messages fetched per transcript page. */
+const transcriptPage = 100
+
+// -----------------------------------------------------------------------------
+// the model
+// -----------------------------------------------------------------------------
+
+const model = {
+  threads: new Map(),
+  runs: new Map(),
+  order: [],
+  selected: null,
+  selectedRun: null,
+  pinnedThread: false,
+  connection: "connecting",
+  version: 0
+}
+
+const approvalUi = new Map()
+const openKeys = new Set()
+let transcript = null
+
+function resetModel() {
+  model.threads = new Map()
+  model.runs = new Map()
+  model.order = []
+  model.selectedRun = null
+  approvalUi.clear()
+  transcript = null
+}
+
+function threadOf(id) {
+  let thread = model.threads.get(id)
+  if (thread === undefined) {
+    thread = { id, info: null, runs: [], todos: null, todosSeq: 0, lastSeq: 0, failure: null }
+    model.threads.set(id, thread)
+    model.order.push(id)
+  }
+  return thread
+}
+
+function runOf(runId, threadId, at) {
+  let run = model.runs.get(runId)
+  if (run === undefined) {
+    const thread = threadOf(threadId)
+    run = {
+      id: runId,
+      threadId,
+      number: thread.runs.length + 1,
+      resumed: false,
+      status: "running",
+      startedAt: at,
+      endedAt: null,
+      steps: 0,
+      groups: [],
+      pendingItems: [],
+      pendingHooks: [],
+      current: null,
+      tools: new Map(),
+      result: null,
+      failure: null,
+      tokens: [],
+      window: windowSize,
+      version: 0
+    }
+    thread.runs.push(runId)
+    model.runs.set(runId, run)
+  }
+  return run
+}
+
+function isBefore(hook) {
+  return hook === "beforeAgent" || hook === "beforeModel"
+}
+
+function touch(group) {
+  group.version++
+}
+
+function place(run, hook, item) {
+  if (run.current === null || isBefore(hook)) {
+    run.pendingItems.push(item)
+  } else {
+    run.current.items.push(item)
+    touch(run.current)
+  }
+}
+
+function placeHook(run, hook, item) {
+  if (run.current === null || isBefore(hook)) {
+    run.pendingHooks.push(item)
+  } else {
+    run.current.hooks.push(item)
+    touch(run.current)
+  }
+}
+
+function flush(run, title) {
+  if (run.pendingItems.length === 0 && run.pendingHooks.length === 0) return
+  const group = {
+    key: `${run.id}:${run.groups.length}`,
+    title,
+    items: run.pendingItems,
+    hooks: run.pendingHooks,
+    version: 0
+  }
+  run.pendingItems = []
+  run.pendingHooks = []
+  run.groups.push(group)
+}
+
+function isTodoList(value) {
+  return Array.isArray(value) &&
+    value.every((todo) => todo !== null && typeof todo === "object" && typeof todo.content === "string")
+}
+
+function applyThread(info, seq) {
+  const thread = threadOf(info.threadId)
+  thread.info = info
+  thread.lastSeq = seq
+  if (isTodoList(info.slices.todos) && seq > thread.todosSeq) {
+    thread.todos = info.slices.todos
+    thread.todosSeq = seq
+  }
+}
+
+function apply(entry) {
+  if (entry.type === "thread") {
+    applyThread(entry.thread, entry.seq)
+    return
+  }
+  const { at, event, runId, threadId } = entry
+  const thread = threadOf(threadId)
+  thread.lastSeq = entry.seq
+  const run = runOf(runId, threadId, at)
+  run.version++
+  switch (event._tag) {
+    case "RunStarted": {
+      run.resumed = event.resumed
+      break
+    }
+    case "ModelCallStarted": {
+      const item = {
+        kind: "model",
+        step: event.step,
+        messageCount: event.messageCount,
+        toolNames: event.toolNames,
+        startedAt: at,
+        text: "",
+        status: "running",
+        attempts: []
+      }
+      const group = {
+        key: `${run.id}:${run.groups.length}`,
+        title: `Step ${event.step + 1}`,
+        items: [...run.pendingItems, item],
+        hooks: run.pendingHooks,
+        model: item,
+        version: 0
+      }
+      run.pendingItems = []
+      run.pendingHooks = []
+      run.groups.push(group)
+      run.current = group
+      break
+    }
+    case "TextDelta": {
+      if (run.current?.model !== undefined) {
+        run.current.model.text += event.delta
+        touch(run.current)
+      }
+      break
+    }
+    case "ModelAttemptFailed": {
+      if (run.current?.model !== undefined) {
+        run.current.model.attempts.push({ error: event.error, message: event.message })
+        if (event.discardedText) run.current.model.text = ""
+        touch(run.current)
+      }
+      break
+    }
+    case "ModelResponded": {
+      const item = run.current?.model
+      if (item !== undefined) {
+        Object.assign(item, {
+          status: "done",
+          message: event.message,
+          usage: event.usage,
+          finishReason: event.finishReason,
+          durationMillis: event.durationMillis
+        })
+        touch(run.current)
+      }
+      run.steps = Math.max(run.steps, event.step + 1)
+      run.tokens.push({
+        step: event.step,
+        input: event.usage?.inputTokens ?? null,
+        output: event.usage?.outputTokens ?? null
+      })
+      break
+    }
+    case "ToolCallStarted": {
+      const item = { kind: "tool", call: event.call, status: "running", startedAt: at }
+      run.tools.set(event.call.id, item)
+      place(run, "wrapToolCall", item)
+      break
+    }
+    case "ToolCallCompleted": {
+      const item = run.tools.get(event.result.id)
+      if (item !== undefined) {
+        Object.assign(item, { status: "done", result: event.result, durationMillis: event.durationMillis })
+        if (run.current !== null) touch(run.current)
+      }
+      break
+    }
+    case "MiddlewareDecision": {
+      place(run, event.hook, {
+        kind: "decision",
+        middleware: event.middleware,
+        hook: event.hook,
+        decision: event.decision,
+        data: event.data
+      })
+      if (event.data !== null && typeof event.data === "object" && isTodoList(event.data.todos)) {
+        if (entry.seq > thread.todosSeq) {
+          thread.todos = event.data.todos
+          thread.todosSeq = entry.seq
+        }
+      }
+      break
+    }
+    case "StateUpdated": {
+      place(run, event.hook, {
+        kind: "state",
+        middleware: event.middleware,
+        hook: event.hook,
+        keys: event.keys,
+        messagesReplaced: event.messagesReplaced
+      })
+      break
+    }
+    case "HookCompleted": {
+      placeHook(run, event.hook, {
+        middleware: event.middleware,
+        hook: event.hook,
+        durationMillis: event.durationMillis
+      })
+      break
+    }
+    case "RunEnded": {
+      run.status = event.result._tag === "Completed" ? "completed" : "interrupted"
+      run.result = event.result
+      run.endedAt = at
+      flush(run, "End of the run")
+      break
+    }
+    case "RunFailed": {
+      run.status = "failed"
+      run.failure = { error: event.error, message: event.message }
+      run.endedAt = at
+      flush(run, "End of the run")
+      break
+    }
+    default: {
+      place(run, "", { kind: "other", event })
+    }
+  }
+}
+
+// -----------------------------------------------------------------------------
+// helpers
+// -----------------------------------------------------------------------------
+
+function h(tag, props, ...children) {
+  const element = document.createElement(tag)
+  if (props !== null && props !== undefined) {
+    for (const [key, value] of Object.entries(props)) {
+      if (value === undefined || value === null || value === false) continue
+      if (key === "class") element.className = value
+      else if (key === "text") element.textContent = value
+      else if (key.startsWith("on")) element.addEventListener(key.slice(2), value)
+      else element.setAttribute(key, value === true ? "" : String(value))
+    }
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue
+    element.append(child instanceof Node ? child : String(child))
+  }
+  return element
+}
+
+function json(value, max = 4000) {
+  let text
+  try {
+    text = typeof value === "string" ? value : JSON.stringify(value, null, 2)
+  } catch {
+    text = String(value)
+  }
+  if (text === undefined) text = "undefined"
+  return text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text
+}
+
+function inline(value, max = 120) {
+  let text
+  try {
+    text = JSON.stringify(value)
+  } catch {
+    text = String(value)
+  }
+  if (text === undefined) text = ""
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text
+}
+
+function number(value) {
+  return typeof value === "number" ? value.toLocaleString("en-US") : "?"
+}
+
+function ms(value) {
+  if (typeof value !== "number") return ""
+  return value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${value < 10 ? value.toFixed(1) : Math.round(value)} ms`
+}
+
+function details(key, summary, ...body) {
+  const element = h("details", { "data-key": key, open: openKeys.has(key) }, h("summary", null, summary), ...body)
+  element.addEventListener("toggle", () => {
+    if (element.open) openKeys.add(key)
+    else openKeys.delete(key)
+  })
+  return element
+}
+
+function api(path, init) {
+  return fetch(path, {
+    ...init,
+    headers: { "content-type": "application/json", "x-inspector-token": token }
+  })
+}
+
+function threadStatus(thread) {
+  const last = model.runs.get(thread.runs[thread.runs.length - 1])
+  if (thread.info?.running || last?.status === "running") return "running"
+  if (thread.info?.pending) return "waiting"
+  if (last?.status === "failed") return "failed"
+  if (last?.status === "completed") return "completed"
+  if (last?.status === "interrupted") return "interrupted"
+  return "idle"
+}
+
+const statusText = {
+  running: "running",
+  waiting: "waiting for a decision",
+  failed: "failed",
+  completed: "completed",
+  interrupted: "interrupted",
+  idle: "idle"
+}
+
+// -----------------------------------------------------------------------------
+// drawing
+// -----------------------------------------------------------------------------
+
+let scheduled = false
+
+function schedule() {
+  if (scheduled) return
+  scheduled = true
+  setTimeout(() => {
+    scheduled = false
+    render()
+  }, 30)
+}
+
+function render() {
+  const connection = document.getElementById("connection")
+  connection.dataset.state = model.connection
+  connection.textContent = model.connection === "stopped" ? "inspector stopped" : model.connection
+  if (!model.pinnedThread) {
+    let latest = null
+    for (const thread of model.threads.values()) {
+      if (latest === null || thread.lastSeq > latest.lastSeq) latest = thread
+    }
+    if (latest !== null && latest.id !== model.selected) {
+      model.selected = latest.id
+      model.selectedRun = null
+    }
+  }
+  renderThreads()
+  renderMain()
+}
+
+function renderThreads() {
+  const list = document.getElementById("threads")
+  document.getElementById("no-threads").hidden = model.order.length > 0
+  list.replaceChildren(...model.order.map((id) => {
+    const thread = model.threads.get(id)
+    const status = threadStatus(thread)
+    return h(
+      "li",
+      null,
+      h(
+        "button",
+        {
+          "data-testid": "thread",
+          "data-thread": id,
+          "aria-current": id === model.selected ? "true" : "false",
+          title: id,
+          onclick: () => {
+            model.selected = id
+            model.selectedRun = null
+            model.pinnedThread = true
+            schedule()
+          }
+        },
+        h("span", { class: "name" }, id),
+        h("span", { class: "badge", "data-status": status }, statusText[status])
+      )
+    )
+  }))
+}
+
+let mainKey = null
+const mainParts = {}
+
+function renderMain() {
+  const main = document.getElementById("main")
+  const thread = model.selected === null ? undefined : model.threads.get(model.selected)
+  if (thread === undefined) {
+    if (mainKey !== null) {
+      main.replaceChildren()
+      mainKey = null
+    }
+    return
+  }
+  if (mainKey !== thread.id) {
+    mainKey = thread.id
+    mainParts.head = h("div", { class: "thread-head" })
+    mainParts.approvals = h("div")
+    mainParts.runs = h("div", { class: "runs", "data-testid": "runs" })
+    mainParts.timeline = h("div", { class: "timeline", "data-testid": "timeline" })
+    mainParts.todos = h("section", { class: "panel", "data-testid": "todo-panel" })
+    mainParts.context = h("section", { class: "panel", "data-testid": "context-panel" })
+    mainParts.transcript = h("section", { class: "panel", "data-testid": "transcript-panel" })
+    mainParts.approvalsKey = null
+    mainParts.timelineKey = null
+    main.replaceChildren(
+      mainParts.head,
+      mainParts.approvals,
+      h(
+        "div",
+        { class: "columns" },
+        h("section", { class: "panel" }, h("h3", null, "Runs"), mainParts.runs, mainParts.timeline),
+        h("div", null, mainParts.todos, mainParts.context, mainParts.transcript)
+      )
+    )
+    transcript = null
+  }
+  const status = threadStatus(thread)
+  mainParts.head.replaceChildren(
+    h("h2", { "data-testid": "thread-id" }, thread.id),
+    h("span", { class: "badge", "data-status": status, "data-testid": "thread-status" }, statusText[status]),
+    thread.info === null ? null : h("span", { class: "muted" }, `${number(thread.info.messageCount)} messages`)
+  )
+  renderApprovals(thread)
+  const run = model.runs.get(model.selectedRun ?? thread.runs[thread.runs.length - 1])
+  renderRuns(thread, run)
+  renderTimeline(run)
+  renderTodos(thread)
+  renderContext(run)
+  renderTranscript(thread)
+}
+
+function renderRuns(thread, selected) {
+  mainParts.runs.replaceChildren(...thread.runs.map((runId) => {
+    const run = model.runs.get(runId)
+    return h(
+      "button",
+      {
+        "data-testid": "run",
+        "data-status": run.status,
+        "aria-current": run === selected ? "true" : "false",
+        onclick: () => {
+          model.selectedRun = runId
+          schedule()
+        }
+      },
+      `Run ${run.number}${run.resumed ? " (resume)" : ""} · `,
+      h("span", { class: "badge", "data-status": run.status }, run.status),
+      ` · ${run.steps} step${run.steps === 1 ? "" : "s"}`
+    )
+  }))
+}
+
+// -- timeline -------------------------------------------------------------------
+
+const groupCache = new WeakMap()
+
+function renderTimeline(run) {
+  const container = mainParts.timeline
+  if (run === undefined) {
+    container.replaceChildren(h("p", { class: "muted" }, "No run selected."))
+    return
+  }
+  const key = `${run.id}:${run.version}:${run.window}`
+  if (mainParts.timelineKey === key) return
+  const following = mainParts.timelineKey === null || mainParts.timelineKey.split(":")[0] !== run.id ||
+    container.scrollTop + container.clientHeight >= container.scrollHeight - 40
+  mainParts.timelineKey = key
+  const hidden = Math.max(0, run.groups.length - run.window)
+  const children = []
+  if (hidden > 0) {
+    children.push(
+      h("button", {
+        "data-testid": "show-earlier",
+        onclick: () => {
+          run.window += windowSize
+          run.version++
+          schedule()
+        }
+      }, `Show ${Math.min(windowSize, hidden)} earlier steps (${hidden} hidden)`)
+    )
+  }
+  for (const group of run.groups.slice(hidden)) {
+    const cached = groupCache.get(group)
+    if (cached !== undefined && cached.version === group.version) {
+      children.push(cached.element)
+    } else {
+      const element = renderGroup(group)
+      groupCache.set(group, { version: group.version, element })
+      children.push(element)
+    }
+  }
+  const open = { key: `${run.id}:open`, title: null, items: run.pendingItems, hooks: run.pendingHooks }
+  if (open.items.length > 0 || open.hooks.length > 0) children.push(renderGroup(open))
+  children.push(renderEnd(run))
+  container.replaceChildren(...children)
+  if (following) container.scrollTop = container.scrollHeight
+}
+
+function renderEnd(run) {
+  switch (run.status) {
+    case "running":
+      return h("div", { class: "end muted", "data-status": "running" }, "Running…")
+    case "completed":
+      return h(
+        "div",
+        { class: "end", "data-status": "completed", "data-testid": "run-end" },
+        `Completed after ${run.result.steps} model calls, ${number(run.result.usage?.totalTokens)} tokens`,
+        run.result.text ? h("pre", null, run.result.text) : null
+      )
+    case "interrupted":
+      return h(
+        "div",
+        { class: "end", "data-status": "interrupted", "data-testid": "run-end" },
+        `Interrupted: waiting for a decision (middleware "${run.result.interrupt.middleware}")`
+      )
+    case "failed":
+      return h(
+        "div",
+        { class: "end", "data-status": "failed", "data-testid": "run-end" },
+        `Failed: ${run.failure.error}`,
+        h("pre", null, run.failure.message)
+      )
+  }
+  return null
+}
+
+function renderGroup(group) {
+  const section = h("section", { class: "step", "data-testid": "step" })
+  if (group.title !== null) section.append(h("div", { class: "title" }, group.title))
+  for (const item of group.items) section.append(renderItem(group, item))
+  if (group.hooks.length > 0) {
+    const total = group.hooks.reduce((sum, hook) => sum + hook.durationMillis, 0)
+    section.append(
+      h(
+        "div",
+        { class: "hooks" },
+        details(
+          `${group.key}:hooks`,
+          `${group.hooks.length} hook${group.hooks.length === 1 ? "" : "s"} (${ms(total)} in all)`,
+          h(
+            "ul",
+            null,
+            group.hooks.map((hook) => h("li", null, `${hook.middleware}.${hook.hook}: ${ms(hook.durationMillis)}`))
+          )
+        )
+      )
+    )
+  }
+  return section
+}
+
+function renderParts(parts) {
+  return (parts ?? []).map((part) => {
+    switch (part.type) {
+      case "text":
+        return h("pre", null, part.text)
+      case "reasoning":
+        return h("pre", { class: "muted" }, `(reasoning) ${part.text}`)
+      case "tool-call":
+        return h("div", null, h("span", { class: "tool name" }, `→ ${part.name}`), ` ${inline(part.params)}`)
+      case "tool-result":
+        return h(
+          "div",
+          { class: part.isFailure ? "part-failure" : null },
+          h("span", { class: "tool name" }, `← ${part.name}${part.isFailure ? " (failed)" : ""}`),
+          h("pre", null, json(part.result))
+        )
+      default:
+        return h("pre", { class: "muted" }, json(part))
+    }
+  })
+}
+
+function sizeBar(bar, value, trigger, scale) {
+  bar.querySelector(".fill").style.width = `${Math.min(100, (value / scale) * 100)}%`
+  if (trigger !== null && value > trigger) bar.querySelector(".fill").classList.add("over")
+  const line = bar.querySelector(".trigger")
+  if (line !== null) line.style.left = `${Math.min(100, (trigger / scale) * 100)}%`
+  return bar
+}
+
+function makeBar(value, trigger, scale) {
+  return sizeBar(
+    h("div", { class: "bar" }, h("div", { class: "fill" }), trigger === null ? null : h("div", { class: "trigger" })),
+    value,
+    trigger,
+    scale
+  )
+}
+
+/** A context policy's report (`tokensBefore`, `tokensAfter`, `trigger` in its data) as a bar. */
+function contextBar(data) {
+  if (data === null || typeof data !== "object" || typeof data.tokensBefore !== "number") return null
+  const trigger = typeof data.trigger === "number" ? data.trigger : null
+  const after = typeof data.tokensAfter === "number" ? data.tokensAfter : data.tokensBefore
+  return h(
+    "div",
+    { "data-testid": "context-bar" },
+    makeBar(after, trigger, Math.max(data.tokensBefore, trigger ?? 0, 1)),
+    h(
+      "div",
+      { class: "meta" },
+      `${number(data.tokensBefore)} → ${number(after)} tokens${trigger === null ? "" : ` (trigger ${number(trigger)})`}`
+    )
+  )
+}
+
+function renderItem(group, item) {
+  switch (item.kind) {
+    case "model": {
+      const usage = item.usage
+      const meta = item.status === "running"
+        ? `model call · ${item.messageCount} messages in · running…`
+        : `model call · ${ms(item.durationMillis)} · ${number(usage?.inputTokens)} tokens in / ${
+          number(usage?.outputTokens)
+        } out · finish: ${item.finishReason} · ${item.messageCount} messages in`
+      const element = h("div", { class: "model", "data-testid": "model-call", "data-status": item.status })
+      element.append(h("div", { class: "meta" }, meta))
+      for (const attempt of item.attempts) {
+        element.append(h("div", { class: "attempt" }, `attempt failed (${attempt.error}): ${attempt.message}`))
+      }
+      if (item.status === "running") {
+        if (item.text !== "") element.append(h("pre", { class: "live", "data-testid": "live-text" }, item.text))
+      } else if (item.message !== undefined) {
+        element.append(renderParts(item.message.content))
+      }
+      if (item.toolNames.length > 0) {
+        element.append(h("div", { class: "meta" }, `tools offered: ${item.toolNames.join(", ")}`))
+      }
+      return element
+    }
+    case "tool": {
+      const result = item.result
+      const failure = result?.isFailure === true
+      const summary = [
+        h("span", { class: "name" }, `⚙ ${item.call.name}`),
+        ` ${inline(item.call.params, 80)} `,
+        h(
+          "span",
+          { class: "meta" },
+          item.status === "running" ? "running…" : `${failure ? "failed" : "done"} in ${ms(item.durationMillis)}`
+        )
+      ]
+      return h(
+        "div",
+        { class: "tool", "data-testid": "tool-call", "data-tool": item.call.name, "data-failure": String(failure) },
+        details(
+          `${group.key}:tool:${item.call.id}`,
+          summary,
+          h("div", { class: "meta" }, "arguments"),
+          h("pre", null, json(item.call.params)),
+          result === undefined ? null : h("div", { class: "meta" }, failure ? "failure" : "result"),
+          result === undefined ? null : h("pre", null, json(result.result))
+        )
+      )
+    }
+    case "decision": {
+      const bar = contextBar(item.data)
+      return h(
+        "div",
+        { class: "decision", "data-testid": "decision", "data-middleware": item.middleware },
+        h("span", { class: "who" }, `[${item.middleware}.${item.hook}] `),
+        item.decision,
+        bar,
+        item.data === undefined || item.data === null
+          ? null
+          : details(
+            `${group.key}:decision:${item.middleware}:${item.decision}`,
+            "data",
+            h("pre", null, json(item.data))
+          )
+      )
+    }
+    case "state": {
+      const what = [
+        item.keys.length > 0 ? `updated ${item.keys.join(", ")}` : null,
+        item.messagesReplaced ? "replaced the messages" : null
+      ].filter((x) => x !== null).join(" and ")
+      return h("div", { class: "state" }, h("span", { class: "who" }, `[${item.middleware}.${item.hook}] `), what)
+    }
+    default:
+      return h("pre", { class: "muted" }, json(item.event))
+  }
+}
+
+// -- todos, context ---------------------------------------------------------------
+
+const marks = { pending: "[ ]", in_progress: "[~]", completed: "[x]" }
+
+function renderTodos(thread) {
+  const panel = mainParts.todos
+  const todos = thread.todos
+  const key = JSON.stringify(todos)
+  if (panel.dataset.key === key) return
+  panel.dataset.key = key
+  if (todos === null || todos.length === 0) {
+    panel.replaceChildren(h("h3", null, "Todos"), h("p", { class: "muted" }, "No todo list."))
+    return
+  }
+  const done = todos.filter((todo) => todo.status === "completed").length
+  panel.replaceChildren(
+    h("h3", null, `Todos `, h("span", { class: "muted", "data-testid": "todo-count" }, `${done}/${todos.length} done`)),
+    h(
+      "ul",
+      { class: "todos" },
+      todos.map((todo) =>
+        h(
+          "li",
+          { "data-testid": "todo", "data-status": todo.status },
+          h("span", { class: "mark" }, marks[todo.status] ?? "[?]"),
+          h("span", { class: "text" }, todo.content)
+        )
+      )
+    )
+  )
+}
+
+function renderContext(run) {
+  const panel = mainParts.context
+  const key = run === undefined ? "" : `${run.id}:${run.version}`
+  if (panel.dataset.key === key) return
+  panel.dataset.key = key
+  const children = [h("h3", null, "Context")]
+  if (run === undefined || run.tokens.length === 0) {
+    children.push(h("p", { class: "muted" }, "No model call yet."))
+    panel.replaceChildren(...children)
+    return
+  }
+  const edits = []
+  for (const group of run.groups) {
+    for (const item of group.items) {
+      if (
+        item.kind === "decision" && item.data !== null && typeof item.data === "object" &&
+        typeof item.data.tokensBefore === "number"
+      ) {
+        edits.push({ group, item })
+      }
+    }
+  }
+  const trigger = edits.reduce(
+    (found, { item }) => typeof item.data.trigger === "number" ? item.data.trigger : found,
+    null
+  )
+  const recent = run.tokens.slice(-20)
+  const scale = Math.max(trigger ?? 0, ...recent.map((entry) => entry.input ?? 0), 1)
+  const last = run.tokens[run.tokens.length - 1]
+  children.push(
+    h(
+      "p",
+      { "data-testid": "token-summary" },
+      `Last request: ${number(last.input)} tokens in`,
+      trigger === null ? "" : ` of the ${number(trigger)}-token trigger`
+    )
+  )
+  const rows = h("div", { class: "tokens" })
+  for (const entry of recent) {
+    rows.append(
+      h(
+        "div",
+        { class: "row" },
+        `step ${entry.step + 1}`,
+        makeBar(entry.input ?? 0, trigger, scale),
+        number(entry.input)
+      )
+    )
+  }
+  children.push(rows)
+  for (const { group, item } of edits.slice(-5)) {
+    children.push(h("div", { class: "decision" }, `${group.title ?? ""}: [${item.middleware}] ${item.decision}`))
+  }
+  panel.replaceChildren(...children)
+}
+
+// -- transcript -------------------------------------------------------------------
+
+function renderTranscript(thread) {
+  const panel = mainParts.transcript
+  const count = thread.info?.messageCount ?? 0
+  if (transcript === null || transcript.threadId !== thread.id || transcript.messageCount !== count) {
+    if (transcript?.loading !== `${thread.id}:${count}`) loadTranscript(thread.id, count)
+  }
+  const key = transcript === null ? "" : `${transcript.threadId}:${transcript.messageCount}:${transcript.offset}`
+  if (panel.dataset.key === key) return
+  panel.dataset.key = key
+  const children = [h("h3", null, "Transcript")]
+  if (transcript === null || transcript.threadId !== thread.id) {
+    children.push(h("p", { class: "muted" }, count === 0 ? "No messages yet." : "Loading…"))
+  } else {
+    if (transcript.offset > 0) {
+      children.push(
+        h("button", { onclick: () => loadEarlier() }, `Load earlier messages (${transcript.offset} more)`)
+      )
+    }
+    const list = h("div", { class: "transcript", "data-testid": "transcript" })
+    for (const message of transcript.messages) {
+      const content = typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
+      list.append(
+        h(
+          "div",
+          { class: "message", "data-role": message.role, "data-testid": "message" },
+          h("div", { class: "role" }, message.role),
+          renderParts(content)
+        )
+      )
+    }
+    children.push(list)
+  }
+  panel.replaceChildren(...children)
+}
+
+async function loadTranscript(threadId, count) {
+  transcript = {
+    ...(transcript ?? { threadId, messageCount: -1, offset: 0, messages: [] }),
+    loading: `${threadId}:${count}`
+  }
+  try {
+    const response = await api(`/api/threads/${encodeURIComponent(threadId)}?limit=${transcriptPage}`)
+    if (!response.ok) return
+    const body = await response.json()
+    transcript = {
+      threadId,
+      messageCount: body.messageCount,
+      offset: body.offset,
+      messages: body.messages,
+      loading: null
+    }
+    if (body.messageCount !== count) transcript.messageCount = count
+  } catch {
+    transcript = null
+  }
+  schedule()
+}
+
+async function loadEarlier() {
+  if (transcript === null || transcript.offset === 0) return
+  const { threadId } = transcript
+  const response = await api(
+    `/api/threads/${encodeURIComponent(threadId)}?limit=${transcriptPage}&end=${transcript.offset}`
+  )
+  if (!response.ok || transcript === null || transcript.threadId !== threadId) return
+  const body = await response.json()
+  transcript = { ...transcript, offset: body.offset, messages: [...body.messages, ...transcript.messages] }
+  schedule()
+}
+
+// -- approvals --------------------------------------------------------------------
+
+function isApprovalRequest(value) {
+  return value !== null && typeof value === "object" && Array.isArray(value.actionRequests) &&
+    value.actionRequests.every((action) => action !== null && typeof action.callId === "string")
+}
+
+function uiOf(thread) {
+  const pending = thread.info?.pending
+  if (pending === null || pending === undefined) return null
+  let ui = approvalUi.get(thread.id)
+  if (ui === undefined || ui.key !== pending.key) {
+    ui = {
+      key: pending.key,
+      decisions: new Map(),
+      modes: new Map(),
+      error: null,
+      errorKind: null,
+      status: "idle",
+      version: 0
+    }
+    approvalUi.set(thread.id, ui)
+  }
+  return ui
+}
+
+function bump(ui) {
+  ui.version++
+  schedule()
+}
+
+function renderApprovals(thread) {
+  const container = mainParts.approvals
+  const pending = thread.info?.pending
+  const waiting = pending !== null && pending !== undefined && !thread.info.running
+  const ui = waiting ? uiOf(thread) : null
+  const key = ui === null
+    ? "none"
+    : `${ui.key}:${ui.version}:${thread.info.failure === null ? "" : thread.info.failure.message}`
+  if (mainParts.approvalsKey === key) return
+  mainParts.approvalsKey = key
+  if (ui === null) {
+    container.replaceChildren()
+    return
+  }
+  const panel = h("section", { class: "panel approvals", "data-testid": "approvals" })
+  panel.append(h("h3", null, "Waiting for a decision"))
+  if (isApprovalRequest(pending.value)) {
+    for (const action of pending.value.actionRequests) panel.append(renderAction(thread, ui, pending.value, action))
+    const count = pending.value.actionRequests.length
+    if (count > 1) {
+      panel.append(h("button", {
+        class: "primary",
+        "data-testid": "submit-decisions",
+        disabled: ui.decisions.size < count || ui.status === "sending",
+        onclick: () => submit(thread, ui, pending.value.actionRequests.map((action) => ui.decisions.get(action.callId)))
+      }, `Send ${ui.decisions.size} of ${count} decisions`))
+    }
+  } else {
+    panel.append(renderGenericInterrupt(thread, ui, pending))
+  }
+  if (ui.status === "sending") panel.append(h("p", { class: "notice" }, "Sending…"))
+  if (ui.status === "sent") {
+    panel.append(h("p", { class: "notice", "data-testid": "sent" }, "Decision sent; the run continues."))
+  }
+  if (ui.error !== null) {
+    panel.append(h("div", { class: "error", "data-testid": "approval-error", "data-kind": ui.errorKind }, ui.error))
+  } else if (thread.info.failure !== null) {
+    panel.append(
+      h(
+        "div",
+        { class: "error", "data-testid": "approval-error", "data-kind": "failed" },
+        `The last attempt failed (${thread.info.failure.error}): ${thread.info.failure.message}`
+      )
+    )
+  }
+  container.replaceChildren(panel)
+}
+
+function decide(thread, ui, request, decision) {
+  ui.decisions.set(decision.callId, decision)
+  ui.modes.delete(decision.callId)
+  ui.error = null
+  if (request.actionRequests.length === 1) submit(thread, ui, [decision])
+  else bump(ui)
+}
+
+function renderAction(thread, ui, request, action) {
+  const allowed = Array.isArray(action.allowedDecisions)
+    ? action.allowedDecisions
+    : ["approve", "edit", "reject", "respond"]
+  const mode = ui.modes.get(action.callId) ?? null
+  const chosen = ui.decisions.get(action.callId)
+  const busy = ui.status !== "idle"
+  const element = h(
+    "div",
+    { class: "action", "data-testid": "action", "data-call": action.callId, "data-tool": action.toolName },
+    h(
+      "div",
+      null,
+      h("strong", { class: "tool name" }, action.toolName),
+      h("span", { class: "muted" }, ` · call ${action.callId}`)
+    ),
+    action.description ? h("pre", null, action.description) : null,
+    h("div", { class: "meta" }, "arguments"),
+    h("pre", { "data-testid": "action-args" }, json(action.args))
+  )
+  const setMode = (next) => () => {
+    ui.modes.set(action.callId, next)
+    ui.error = null
+    bump(ui)
+  }
+  const buttons = h("div", { class: "buttons" })
+  if (allowed.includes("approve")) {
+    buttons.append(h("button", {
+      class: "primary",
+      "data-testid": "approve",
+      disabled: busy,
+      onclick: () => decide(thread, ui, request, { type: "approve", callId: action.callId })
+    }, "Approve"))
+  }
+  if (allowed.includes("edit")) {
+    buttons.append(h("button", { "data-testid": "edit", disabled: busy, onclick: setMode("edit") }, "Edit"))
+  }
+  if (allowed.includes("reject")) {
+    buttons.append(
+      h("button", { class: "danger", "data-testid": "reject", disabled: busy, onclick: setMode("reject") }, "Reject")
+    )
+  }
+  if (allowed.includes("respond")) {
+    buttons.append(h("button", { "data-testid": "respond", disabled: busy, onclick: setMode("respond") }, "Respond"))
+  }
+  element.append(buttons)
+  if (chosen !== undefined && request.actionRequests.length > 1) {
+    element.append(h("p", { class: "notice" }, `Decision: ${chosen.type}`))
+  }
+  if (mode === "edit") {
+    const editor = h("textarea", { "data-testid": "edit-args", spellcheck: "false" })
+    editor.value = JSON.stringify(action.args ?? {}, null, 2)
+    element.append(
+      h("div", { class: "meta" }, "edited arguments (JSON)"),
+      editor,
+      h(
+        "div",
+        { class: "buttons" },
+        h("button", {
+          class: "primary",
+          "data-testid": "send-edit",
+          disabled: busy,
+          onclick: () => {
+            const problem = checkArgs(editor.value, action.argsSchema)
+            if (problem.error !== null) {
+              ui.error = problem.error
+              ui.errorKind = "invalid"
+              bump(ui)
+              return
+            }
+            decide(thread, ui, request, { type: "edit", callId: action.callId, args: problem.args })
+          }
+        }, "Send edit"),
+        h("button", { onclick: setMode(null) }, "Cancel")
+      )
+    )
+  } else if (mode === "reject" || mode === "respond") {
+    const input = h("textarea", {
+      "data-testid": mode === "reject" ? "reject-reason" : "respond-text",
+      placeholder: mode === "reject"
+        ? "Why (the model reads this)"
+        : "The answer the model gets instead of running the tool"
+    })
+    element.append(
+      input,
+      h(
+        "div",
+        { class: "buttons" },
+        h("button", {
+          class: mode === "reject" ? "danger" : "primary",
+          "data-testid": mode === "reject" ? "send-reject" : "send-respond",
+          disabled: busy,
+          onclick: () => {
+            const text = input.value.trim()
+            if (mode === "respond") {
+              if (text === "") {
+                ui.error = "Write the answer first."
+                ui.errorKind = "invalid"
+                bump(ui)
+                return
+              }
+              decide(thread, ui, request, { type: "respond", callId: action.callId, message: text })
+            } else {
+              decide(
+                thread,
+                ui,
+                request,
+                text === ""
+                  ? { type: "reject", callId: action.callId }
+                  : { type: "reject", callId: action.callId, message: text }
+              )
+            }
+          }
+        }, mode === "reject" ? "Send rejection" : "Send answer"),
+        h("button", { onclick: setMode(null) }, "Cancel")
+      )
+    )
+  }
+  return element
+}
+
+function renderGenericInterrupt(thread, ui, pending) {
+  const editor = h("textarea", { "data-testid": "resume-value", spellcheck: "false" })
+  editor.value = "null"
+  return h(
+    "div",
+    { class: "action" },
+    h("p", null, `Middleware "${pending.middleware}" waits for a value:`),
+    h("pre", null, json(pending.value)),
+    h("div", { class: "meta" }, "resume with (JSON)"),
+    editor,
+    h(
+      "div",
+      { class: "buttons" },
+      h("button", {
+        class: "primary",
+        "data-testid": "resume",
+        disabled: ui.status !== "idle",
+        onclick: () => {
+          let value
+          try {
+            value = JSON.parse(editor.value)
+          } catch (error) {
+            ui.error = `Not valid JSON: ${error.message}`
+            ui.errorKind = "invalid"
+            bump(ui)
+            return
+          }
+          submit(thread, ui, value)
+        }
+      }, "Resume")
+    )
+  )
+}
+
+/** Parses edited arguments and checks them against the request's JSON Schema (the common keywords). */
+function checkArgs(text, schema) {
+  let args
+  try {
+    args = JSON.parse(text)
+  } catch (error) {
+    return { error: `The arguments are not valid JSON: ${error.message}`, args: null }
+  }
+  if (args === null || typeof args !== "object" || Array.isArray(args)) {
+    return { error: "The arguments must be a JSON object.", args: null }
+  }
+  const problems = schema === undefined || schema === null ? [] : validate(schema, args, "arguments")
+  return problems.length > 0 ? { error: problems.join("\n"), args: null } : { error: null, args }
+}
+
+function typeOf(value) {
+  if (value === null) return "null"
+  if (Array.isArray(value)) return "array"
+  if (typeof value === "number") return Number.isInteger(value) ? "integer" : "number"
+  return typeof value
+}
+
+function validate(schema, value, path) {
+  if (schema === null || typeof schema !== "object") return []
+  const problems = []
+  const types = schema.type === undefined ? null : [].concat(schema.type)
+  const actual = typeOf(value)
+  if (types !== null && !types.includes(actual) && !(actual === "integer" && types.includes("number"))) {
+    return [`${path} must be ${types.join(" or ")}, got ${actual}`]
+  }
+  if (Array.isArray(schema.enum) && !schema.enum.some((option) => JSON.stringify(option) === JSON.stringify(value))) {
+    problems.push(`${path} must be one of ${schema.enum.map((option) => JSON.stringify(option)).join(", ")}`)
+  }
+  if (actual === "object") {
+    for (const name of schema.required ?? []) {
+      if (!(name in value)) problems.push(`${path}.${name} is missing`)
+    }
+    for (const [name, sub] of Object.entries(schema.properties ?? {})) {
+      if (name in value) problems.push(...validate(sub, value[name], `${path}.${name}`))
+    }
+    if (schema.additionalProperties === false) {
+      for (const name of Object.keys(value)) {
+        if (!(name in (schema.properties ?? {}))) problems.push(`${path}.${name} is not allowed`)
+      }
+    }
+  }
+  if (actual === "array" && schema.items !== undefined) {
+    value.forEach((item, index) => problems.push(...validate(schema.items, item, `${path}[${index}]`)))
+  }
+  return problems
+}
+
+async function submit(thread, ui, value) {
+  ui.status = "sending"
+  ui.error = null
+  bump(ui)
+  try {
+    const response = await api(`/api/threads/${encodeURIComponent(thread.id)}/resume`, {
+      method: "POST",
+      body: JSON.stringify({ key: ui.key, value })
+    })
+    const body = await response.json().catch(() => ({}))
+    if (response.status === 202) {
+      ui.status = "sent"
+    } else {
+      ui.status = "idle"
+      ui.decisions.clear()
+      ui.errorKind = response.status === 409 ? "decided" : "invalid"
+      ui.error = response.status === 409
+        ? body.message ?? "Already decided."
+        : `${body.error ?? `HTTP ${response.status}`}: ${body.message ?? "the decision was refused"}`
+    }
+  } catch (error) {
+    ui.status = "idle"
+    ui.errorKind = "network"
+    ui.error = `Could not reach the inspector: ${error.message}`
+  }
+  bump(ui)
+}
+
+// -----------------------------------------------------------------------------
+// the event stream
+// -----------------------------------------------------------------------------
+
+function connect() {
+  const source = new EventSource(`/events?token=${encodeURIComponent(token)}`)
+  source.addEventListener("hello", (message) => {
+    if (JSON.parse(message.data).reset) resetModel()
+    model.connection = "live"
+    schedule()
+  })
+  source.addEventListener("reset", () => {
+    resetModel()
+    schedule()
+  })
+  source.addEventListener("closed", () => {
+    source.close()
+    model.connection = "stopped"
+    schedule()
+  })
+  source.onmessage = (message) => {
+    for (const entry of JSON.parse(message.data)) apply(entry)
+    schedule()
+  }
+  source.onerror = () => {
+    if (model.connection === "stopped") return
+    model.connection = source.readyState === EventSource.CLOSED ? "stopped" : "reconnecting"
+    schedule()
+  }
+}
+
+connect()
+render()

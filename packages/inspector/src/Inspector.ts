@@ -1,0 +1,446 @@
+/**
+ * The agent inspector: a local web page, served by the library, that shows
+ * an agent's runs as they happen (model calls, what each middleware did and
+ * why, tool calls, live text, the todo list, token counts) and lets a person
+ * answer the approvals a run waits for.
+ *
+ * `Inspector.layer()` attaches it to the `AgentLoop` of the context (or
+ * `Inspector.make(agent)` to any agent service) and serves it with
+ * `@effect/platform`'s HTTP server on Node. Safe by default: it binds
+ * 127.0.0.1, and every route — the page, its files, the event stream, the
+ * API — answers 401 without the random access token carried by the printed
+ * URL. The server stops with the layer's scope.
+ *
+ * @since 0.1.0
+ */
+import * as AgentLoop from "@effect-agent/core/AgentLoop"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberSet from "effect/FiberSet"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as Crypto from "node:crypto"
+import * as Http from "node:http"
+import * as Assets from "./internal/assets.js"
+import * as EventLog from "./internal/eventLog.js"
+import * as Wire from "./internal/wire.js"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * Options of {@link make} and {@link layer}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** The port to listen on (default 0: one the system picks; read it from the service's `url`). */
+  readonly port?: number | undefined
+  /**
+   * The address to bind (default `"127.0.0.1"`: only this machine can
+   * connect). Binding another address lets other machines reach the page;
+   * they still need the token.
+   */
+  readonly host?: string | undefined
+  /**
+   * How many events (and thread summaries) the inspector keeps for pages
+   * that open later (default 100,000; the oldest go first).
+   */
+  readonly maxEvents?: number | undefined
+}
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * The inspector could not start: the port is taken, the address cannot be
+ * bound, or the page's files are missing.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InspectorError extends Schema.TaggedError<InspectorError>(
+  "@effect-agent/inspector/Inspector/InspectorError"
+)("InspectorError", {
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The agent inspector could not start: ${this.reason}`
+  }
+}
+
+// -----------------------------------------------------------------------------
+// tags
+// -----------------------------------------------------------------------------
+
+/**
+ * A running inspector.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Inspector extends Context.Tag("@effect-agent/inspector/Inspector")<Inspector, Inspector.Service>() {}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export declare namespace Inspector {
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Service {
+    /** The page's address, carrying the access token: open it in a browser. */
+    readonly url: string
+    /** The address the server is bound to. */
+    readonly host: string
+    /** The port the server listens on (the system's pick when the option was 0). */
+    readonly port: number
+  }
+}
+
+// -----------------------------------------------------------------------------
+// constructors
+// -----------------------------------------------------------------------------
+
+const securityHeaders = {
+  "cache-control": "no-store",
+  "referrer-policy": "no-referrer",
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+  "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
+    "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
+
+const json = (status: number, body: unknown) =>
+  HttpServerResponse.text(Wire.stringify(body), { status, contentType: "application/json; charset=utf-8" })
+
+const sameToken = (expected: Buffer, given: string | null | undefined): boolean => {
+  if (given === null || given === undefined) return false
+  const buffer = Buffer.from(given)
+  return buffer.length === expected.length && Crypto.timingSafeEqual(buffer, expected)
+}
+
+const errorOf = (cause: Cause.Cause<unknown>): { readonly error: string; readonly message: string } => {
+  if (Cause.isInterruptedOnly(cause)) return { error: "Interrupted", message: "the run was interrupted" }
+  const error = Cause.squash(cause)
+  const tag = typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "Defect"
+  return { error: tag, message: error instanceof Error ? error.message : String(error) }
+}
+
+const ResumeBody = Schema.Struct({
+  /** The key of the wait the decision is for, as the page got it. */
+  key: Schema.String,
+  value: Schema.Unknown
+})
+
+type Outcome =
+  | { readonly _tag: "Resumed" }
+  | { readonly _tag: "AlreadyDecided"; readonly message: string }
+  | { readonly _tag: "Rejected"; readonly error: string; readonly message: string }
+
+const resumed: Outcome = { _tag: "Resumed" }
+
+const alreadyDecided = (threadId: string): Outcome => ({
+  _tag: "AlreadyDecided",
+  message: `Already decided: thread "${threadId}" no longer waits for this decision (another tab or client ` +
+    `answered it)`
+})
+
+const bracketHost = (host: string) => host.includes(":") ? `[${host}]` : host
+
+/**
+ * Starts an inspector for `agent`: follows its runs (from now on) through
+ * `agent.watch`, and serves the page until the scope closes. Closing the
+ * scope ends the pages' event streams (after they received every event)
+ * and closes the server.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@effect-agent/core"
+ * import { Inspector } from "@effect-agent/inspector"
+ * import { Console, Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const agent = yield* Agent.make({ systemPrompt: "Be brief." })
+ *   const inspector = yield* Inspector.make(agent)
+ *   yield* Console.log(`Inspector: ${inspector.url}`)
+ *   yield* agent.run("hello", { threadId: "t1" })
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: (
+  agent: AgentLoop.AgentLoop.Service<any, any>,
+  options?: Options | undefined
+) => Effect.Effect<Inspector.Service, InspectorError, Scope.Scope> = Effect.fn("Inspector.make")(
+  function*(agent: AgentLoop.AgentLoop.Service<any, any>, options?: Options | undefined) {
+    const host = options?.host ?? "127.0.0.1"
+    const maxEvents = options?.maxEvents ?? 100_000
+    if (!Number.isInteger(maxEvents) || maxEvents < 1) {
+      return yield* new InspectorError({ reason: `maxEvents must be a whole number of at least 1, got ${maxEvents}` })
+    }
+    const assets = yield* Effect.mapError(Assets.load, (reason) => new InspectorError({ reason }))
+    const token = Crypto.randomBytes(24).toString("base64url")
+    const expected = Buffer.from(token)
+    const page = assets.page.replaceAll("%TOKEN%", token)
+    const log = yield* EventLog.make(maxEvents)
+
+    // -- following the runs ---------------------------------------------------
+
+    const running = new Map<string, Set<string>>()
+    const failures = new Map<string, { readonly error: string; readonly message: string }>()
+    const published = new Map<string, string>()
+
+    const refresh = (threadId: string) =>
+      agent.thread(threadId).pipe(
+        Effect.flatMap((snapshot) => {
+          const info = Wire.threadInfo(
+            threadId,
+            snapshot,
+            (running.get(threadId)?.size ?? 0) > 0,
+            failures.get(threadId) ?? null
+          )
+          const encoded = Wire.stringify(info)
+          if (published.get(threadId) === encoded) return Effect.void
+          published.set(threadId, encoded)
+          return log.append({ type: "thread", thread: info })
+        }),
+        Effect.catchAllCause((cause) => Effect.logWarning(`Inspector: cannot read thread "${threadId}"`, cause))
+      )
+
+    const follow = ({ event, runId, threadId }: AgentLoop.RunEvent<any>) =>
+      Effect.gen(function*() {
+        const at = yield* Clock.currentTimeMillis
+        yield* log.append({ type: "event", runId, threadId, at, event: Wire.event(event) })
+        if (event._tag !== "RunStarted" && event._tag !== "RunEnded" && event._tag !== "RunFailed") return
+        let runs = running.get(threadId)
+        if (runs === undefined) running.set(threadId, runs = new Set())
+        if (event._tag === "RunStarted") {
+          runs.add(runId)
+          failures.delete(threadId)
+        } else {
+          runs.delete(runId)
+          if (event._tag === "RunFailed") failures.set(threadId, { error: event.error, message: event.message })
+        }
+        yield* refresh(threadId)
+      })
+
+    const events = yield* agent.watch
+    yield* events.pipe(Stream.runForEach(follow), Effect.forkScoped)
+
+    // -- decisions --------------------------------------------------------------
+
+    const resumes = yield* FiberSet.make<void>()
+    const lock = yield* Effect.makeSemaphore(1)
+    const claimed = new Set<string>()
+
+    /**
+     * Claims the thread's wait for this decision (refused when it is not the
+     * wait the page saw, or another decision is being applied), checks the
+     * value, then resumes. Answers once the resumed run got past the check
+     * (its first event after `RunStarted`), or failed before.
+     */
+    const decide = (threadId: string, key: string, value: unknown): Effect.Effect<Outcome> =>
+      Effect.gen(function*() {
+        const claim = yield* lock.withPermits(1)(Effect.gen(function*() {
+          if (claimed.has(threadId)) return Option.some(alreadyDecided(threadId))
+          const snapshot = yield* agent.thread(threadId)
+          const pending = Option.flatMap(snapshot, (thread) => thread.pending)
+          if (Option.isNone(pending) || Wire.interruptKey(pending.value) !== key) {
+            return Option.some(alreadyDecided(threadId))
+          }
+          const checked = yield* Effect.exit(agent.validateResume(threadId, value))
+          if (Exit.isFailure(checked)) {
+            const { error, message } = errorOf(checked.cause)
+            return Option.some<Outcome>(
+              error === "ThreadStateError" ? alreadyDecided(threadId) : { _tag: "Rejected", error, message }
+            )
+          }
+          claimed.add(threadId)
+          return Option.none()
+        }))
+        if (Option.isSome(claim)) return claim.value
+        const outcome = yield* Deferred.make<Outcome>()
+        yield* agent.resumeStream(threadId, value).pipe(
+          Stream.runForEach((event) => event._tag === "RunStarted" ? Effect.void : Deferred.succeed(outcome, resumed)),
+          Effect.exit,
+          Effect.flatMap((exit) => {
+            if (Exit.isSuccess(exit)) return Deferred.succeed(outcome, resumed)
+            const { error, message } = errorOf(exit.cause)
+            const failed: Outcome = error === "ThreadStateError"
+              ? alreadyDecided(threadId)
+              : { _tag: "Rejected", error, message }
+            return Deferred.succeed(outcome, failed)
+          }),
+          Effect.ensuring(Effect.sync(() => claimed.delete(threadId))),
+          FiberSet.run(resumes)
+        )
+        return yield* Deferred.await(outcome)
+      }).pipe(
+        Effect.catchAllCause((cause) => Effect.succeed<Outcome>({ _tag: "Rejected", ...errorOf(cause) }))
+      )
+
+    // -- routes -------------------------------------------------------------------
+
+    const searchParam = (name: string) =>
+      Effect.map(HttpServerRequest.ParsedSearchParams, (params) => {
+        const value = params[name]
+        return typeof value === "string" ? value : undefined
+      })
+
+    const threadRoute = Effect.gen(function*() {
+      const { threadId = "" } = yield* HttpRouter.params
+      const snapshot = yield* agent.thread(threadId)
+      if (Option.isNone(snapshot)) return json(404, { error: "NotFound", message: `No thread "${threadId}"` })
+      const messages = (snapshot.value.state as { readonly messages: ReadonlyArray<any> }).messages
+      const limit = Math.min(Math.max(Number((yield* searchParam("limit")) ?? 100) || 100, 1), 1000)
+      const endParam = yield* searchParam("end")
+      const end = endParam === undefined
+        ? messages.length
+        : Math.min(Math.max(Number(endParam) || 0, 0), messages.length)
+      const offset = Math.max(0, end - limit)
+      return json(200, {
+        threadId,
+        messageCount: messages.length,
+        offset,
+        messages: Wire.messages(messages, offset, end - offset)
+      })
+    }).pipe(
+      Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause))))
+    )
+
+    const resumeRoute = Effect.gen(function*() {
+      const { threadId = "" } = yield* HttpRouter.params
+      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(ResumeBody))
+      if (body._tag === "Left") {
+        return json(400, { error: "BadRequest", message: "expected a JSON body { key, value }" })
+      }
+      const outcome = yield* decide(threadId, body.right.key, body.right.value)
+      switch (outcome._tag) {
+        case "Resumed":
+          return json(202, { status: "resumed" })
+        case "AlreadyDecided":
+          return json(409, { error: "AlreadyDecided", message: outcome.message })
+        case "Rejected":
+          return json(422, { error: outcome.error, message: outcome.message })
+      }
+    })
+
+    const eventsRoute = Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const after = Number(request.headers["last-event-id"] ?? (yield* searchParam("after")) ?? 0)
+      return HttpServerResponse.stream(
+        Stream.encodeText(log.frames(Number.isInteger(after) && after > 0 ? after : 0)),
+        { contentType: "text/event-stream", headers: { "x-accel-buffering": "no" } }
+      )
+    })
+
+    const router = HttpRouter.empty.pipe(
+      HttpRouter.get("/", Effect.succeed(HttpServerResponse.text(page, { contentType: "text/html; charset=utf-8" }))),
+      HttpRouter.get(
+        "/assets/:name",
+        Effect.map(HttpRouter.params, ({ name = "" }) => {
+          const asset = assets.files.get(name)
+          return asset === undefined
+            ? HttpServerResponse.text("Not found", { status: 404 })
+            : HttpServerResponse.text(asset.body, { contentType: asset.contentType })
+        })
+      ),
+      HttpRouter.get("/events", eventsRoute),
+      HttpRouter.get("/api/threads/:threadId", threadRoute),
+      HttpRouter.post("/api/threads/:threadId/resume", resumeRoute)
+    )
+
+    const app = Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const url = new URL(request.url, "http://inspector")
+      const authorization = request.headers["authorization"]
+      const given = url.searchParams.get("token") ?? request.headers["x-inspector-token"] ??
+        (authorization?.startsWith("Bearer ") ? authorization.slice(7) : undefined)
+      if (!sameToken(expected, given)) {
+        return HttpServerResponse.text(
+          "401 Unauthorized: open the address the inspector printed; it carries the access token.",
+          { status: 401 }
+        )
+      }
+      return yield* router.pipe(
+        Effect.catchTag("RouteNotFound", () => Effect.succeed(HttpServerResponse.text("Not found", { status: 404 })))
+      )
+    }).pipe(
+      Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause)))),
+      Effect.map(HttpServerResponse.setHeaders(securityHeaders))
+    )
+
+    // -- the server ---------------------------------------------------------------
+
+    const nodeServer = Http.createServer()
+    const server = yield* NodeHttpServer.make(() => nodeServer, { port: options?.port ?? 0, host }).pipe(
+      Effect.mapError((error) =>
+        new InspectorError({
+          reason: `cannot listen on ${host}:${options?.port ?? 0}: ${
+            error.cause instanceof Error ? error.cause.message : String(error.cause)
+          }`
+        })
+      )
+    )
+    yield* server.serve(app)
+    // Runs before the server closes: let each page receive what the log holds, then drop the connections.
+    yield* Effect.addFinalizer(() =>
+      log.close("2 seconds").pipe(Effect.zipRight(Effect.sync(() => nodeServer.closeAllConnections())))
+    )
+    const port = server.address._tag === "TcpAddress" ? server.address.port : 0
+    return Inspector.of({ url: `http://${bracketHost(host)}:${port}/?token=${token}`, host, port })
+  }
+)
+
+// -----------------------------------------------------------------------------
+// layers
+// -----------------------------------------------------------------------------
+
+/**
+ * Serves the inspector for the `AgentLoop` of the context while the layer
+ * lives, and logs its URL.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@effect-agent/core"
+ * import { Inspector } from "@effect-agent/inspector"
+ * import { Layer } from "effect"
+ *
+ * const AgentLive = Agent.layer({ systemPrompt: "Be brief." })
+ * // Provide the model and tools to AgentLive, then:
+ * const AppLive = Inspector.layer({ port: 4317 }).pipe(Layer.provideMerge(AgentLive))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options?: Options | undefined): Layer.Layer<Inspector, InspectorError, AgentLoop.AgentLoop> =>
+  Layer.scoped(
+    Inspector,
+    AgentLoop.AgentLoop.pipe(
+      Effect.flatMap((agent) => make(agent, options)),
+      Effect.tap((inspector) => Effect.logInfo(`Agent inspector: ${inspector.url}`))
+    )
+  )

@@ -1,0 +1,401 @@
+/**
+ * A registry of durable runs: which thread and workflow execution a run id
+ * stands for, the runs of a thread (newest first), and a one-time claim per
+ * decision so that an approval sent twice — by a double click, a retried
+ * request or two processes — is applied once.
+ *
+ * `layer` keeps it in SQL tables through @effect/sql's `SqlClient` (SQLite or
+ * PostgreSQL, e.g. the database of a durable engine); `layerMemory` in the
+ * process.
+ *
+ * @since 0.1.0
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * A registered run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const RunRecord = Schema.Struct({
+  runId: Schema.String,
+  threadId: Schema.String,
+  /** The workflow engine's execution id of the run. */
+  executionId: Schema.String,
+  /** The workflow's name (with its version). */
+  workflow: Schema.String,
+  createdAt: Schema.DateTimeUtcFromNumber
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RunRecord = typeof RunRecord.Type
+
+/**
+ * What `register` needs; `createdAt` defaults to now.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface NewRun {
+  readonly runId: string
+  readonly threadId: string
+  readonly executionId: string
+  readonly workflow: string
+  readonly createdAt?: DateTime.Utc | undefined
+}
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * No run is registered under this id.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RunNotFound extends Schema.TaggedError<RunNotFound>("@effect-agent/workflow/RunStore/RunNotFound")(
+  "RunNotFound",
+  { runId: Schema.String }
+) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `No run is registered under the id "${this.runId}"`
+  }
+}
+
+/**
+ * The decision `key` of the run was already claimed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class AlreadyDecided extends Schema.TaggedError<AlreadyDecided>(
+  "@effect-agent/workflow/RunStore/AlreadyDecided"
+)("AlreadyDecided", { runId: Schema.String, key: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Run "${this.runId}" already has a decision for "${this.key}"`
+  }
+}
+
+/**
+ * The store could not be read or written.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RunStoreError extends Schema.TaggedError<RunStoreError>(
+  "@effect-agent/workflow/RunStore/RunStoreError"
+)("RunStoreError", {
+  operation: Schema.String,
+  description: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Run store ${this.operation} failed: ${this.description}`
+  }
+}
+
+// -----------------------------------------------------------------------------
+// tag
+// -----------------------------------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class RunStore extends Context.Tag("@effect-agent/workflow/RunStore")<RunStore, RunStore.Service>() {}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export declare namespace RunStore {
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Service {
+    /**
+     * Registers a run, or returns the record already registered under its
+     * id (registering is idempotent: the first record wins).
+     */
+    readonly register: (run: NewRun) => Effect.Effect<RunRecord, RunStoreError>
+    /** The run registered under `runId`. */
+    readonly get: (runId: string) => Effect.Effect<RunRecord, RunNotFound | RunStoreError>
+    /** Registered runs, newest first; only the thread's when `threadId` is given. */
+    readonly list: (options?: {
+      readonly threadId?: string | undefined
+      readonly limit?: number | undefined
+    }) => Effect.Effect<ReadonlyArray<RunRecord>, RunStoreError>
+    /**
+     * Claims the decision `key` (e.g. the tool call id of an approval) of a
+     * run: succeeds once per `(runId, key)`, atomically across processes;
+     * fails with `AlreadyDecided` every later time.
+     */
+    readonly claimDecision: (
+      runId: string,
+      key: string
+    ) => Effect.Effect<void, AlreadyDecided | RunNotFound | RunStoreError>
+    /** Removes a run and its claimed decisions (pruning); nothing happens for an unknown id. */
+    readonly delete: (runId: string) => Effect.Effect<void, RunStoreError>
+  }
+}
+
+// -----------------------------------------------------------------------------
+// constructors
+// -----------------------------------------------------------------------------
+
+const byNewest = (a: RunRecord, b: RunRecord) =>
+  DateTime.toEpochMillis(b.createdAt) - DateTime.toEpochMillis(a.createdAt)
+
+const createdAtOf = (run: NewRun) =>
+  run.createdAt === undefined ? Effect.map(Clock.currentTimeMillis, DateTime.unsafeMake) : Effect.succeed(run.createdAt)
+
+/**
+ * A store in the process.
+ *
+ * @example
+ * ```ts
+ * import { RunStore } from "@effect-agent/workflow"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const runs = yield* RunStore.makeMemory
+ *   yield* runs.register({ runId: "run-1", threadId: "t-1", executionId: "e-1", workflow: "AgentRun/v1" })
+ *   yield* runs.claimDecision("run-1", "call-1")
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
+  // insertion order breaks ties between runs created in the same millisecond (newest = inserted last)
+  const runs = new Map<string, RunRecord>()
+  const decisions = new Map<string, Set<string>>()
+  return RunStore.of({
+    register: Effect.fn("RunStore.register")(function*(run) {
+      const existing = runs.get(run.runId)
+      if (existing !== undefined) return existing
+      const record: RunRecord = {
+        runId: run.runId,
+        threadId: run.threadId,
+        executionId: run.executionId,
+        workflow: run.workflow,
+        createdAt: yield* createdAtOf(run)
+      }
+      runs.set(run.runId, record)
+      return record
+    }),
+    get: Effect.fn("RunStore.get")(function*(runId) {
+      const record = runs.get(runId)
+      if (record === undefined) return yield* new RunNotFound({ runId })
+      return record
+    }),
+    list: (options) =>
+      Effect.sync(() =>
+        Array.from(runs.values())
+          .reverse()
+          .filter((run) => options?.threadId === undefined || run.threadId === options.threadId)
+          .sort(byNewest)
+          .slice(0, options?.limit)
+      ),
+    claimDecision: Effect.fn("RunStore.claimDecision")(function*(runId, key) {
+      if (!runs.has(runId)) return yield* new RunNotFound({ runId })
+      const claimed = decisions.get(runId) ?? new Set<string>()
+      if (claimed.has(key)) return yield* new AlreadyDecided({ runId, key })
+      decisions.set(runId, claimed.add(key))
+    }),
+    delete: (runId) =>
+      Effect.sync(() => {
+        runs.delete(runId)
+        decisions.delete(runId)
+      })
+  })
+})
+
+/**
+ * Options of {@link make}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Prefix of the tables `<prefix>_runs` and `<prefix>_decisions`. Default `effect_agent`. */
+  readonly prefix?: string | undefined
+}
+
+interface RunRow {
+  readonly run_id: string
+  readonly thread_id: string
+  readonly execution_id: string
+  readonly workflow: string
+  readonly created_at: number | string | bigint
+}
+
+const fromRow = (row: RunRow): RunRecord => ({
+  runId: row.run_id,
+  threadId: row.thread_id,
+  executionId: row.execution_id,
+  workflow: row.workflow,
+  createdAt: DateTime.unsafeMake(Number(row.created_at))
+})
+
+const storeFailure = (operation: string) => (error: SqlError) =>
+  new RunStoreError({ operation, description: String(error.cause ?? error.message), cause: error })
+
+/**
+ * A store in SQL tables on the `SqlClient` in context (SQLite ≥ 3.35 or
+ * PostgreSQL), created if missing. `claimDecision` is a single
+ * `INSERT … ON CONFLICT DO NOTHING RETURNING`, so concurrent claims from
+ * several processes succeed exactly once.
+ *
+ * @example
+ * ```ts
+ * import { RunStore } from "@effect-agent/workflow"
+ * import { SqliteClient } from "@effect/sql-sqlite-node"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const runs = yield* RunStore.make()
+ *   return yield* runs.list({ threadId: "t-1" })
+ * }).pipe(Effect.provide(SqliteClient.layer({ filename: "runs.db" })))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
+  const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+  const prefix = options?.prefix ?? "effect_agent"
+  const runsTable = sql(`${prefix}_runs`)
+  const decisionsTable = sql(`${prefix}_decisions`)
+  const sequence = sql.onDialectOrElse({
+    pg: () => sql.literal("seq BIGSERIAL PRIMARY KEY"),
+    orElse: () => sql.literal("seq INTEGER PRIMARY KEY AUTOINCREMENT")
+  })
+  const create = Effect.all([
+    sql`CREATE TABLE IF NOT EXISTS ${runsTable} (
+      ${sequence},
+      run_id TEXT NOT NULL UNIQUE,
+      thread_id TEXT NOT NULL,
+      execution_id TEXT NOT NULL,
+      workflow TEXT NOT NULL,
+      created_at BIGINT NOT NULL
+    )`,
+    sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_runs_thread`)} ON ${runsTable} (thread_id, created_at)`,
+    sql`CREATE TABLE IF NOT EXISTS ${decisionsTable} (
+      run_id TEXT NOT NULL,
+      decision_key TEXT NOT NULL,
+      decided_at BIGINT NOT NULL,
+      PRIMARY KEY (run_id, decision_key)
+    )`
+  ], { discard: true })
+  // Concurrent CREATE TABLE IF NOT EXISTS can fail on PostgreSQL: serialize it across processes.
+  yield* sql.onDialectOrElse({
+    pg: () => sql.withTransaction(Effect.zipRight(sql`SELECT pg_advisory_xact_lock(1701143653, 1)`, create)),
+    orElse: () => create
+  })
+
+  const columns = sql.literal("run_id, thread_id, execution_id, workflow, created_at")
+  const find = (runId: string) => sql<RunRow>`SELECT ${columns} FROM ${runsTable} WHERE run_id = ${runId}`
+
+  return RunStore.of({
+    register: Effect.fn("RunStore.register")(function*(run) {
+      const createdAt = DateTime.toEpochMillis(yield* createdAtOf(run))
+      const rows = yield* sql`
+        INSERT INTO ${runsTable} (run_id, thread_id, execution_id, workflow, created_at)
+        VALUES (${run.runId}, ${run.threadId}, ${run.executionId}, ${run.workflow}, ${createdAt})
+        ON CONFLICT (run_id) DO NOTHING
+      `.pipe(Effect.zipRight(find(run.runId)), Effect.mapError(storeFailure("register")))
+      if (rows.length === 0) {
+        return yield* new RunStoreError({ operation: "register", description: `run "${run.runId}" vanished` })
+      }
+      return fromRow(rows[0])
+    }),
+    get: Effect.fn("RunStore.get")(function*(runId) {
+      const rows = yield* find(runId).pipe(Effect.mapError(storeFailure("get")))
+      if (rows.length === 0) return yield* new RunNotFound({ runId })
+      return fromRow(rows[0])
+    }),
+    list: Effect.fn("RunStore.list")(function*(options) {
+      const where = options?.threadId === undefined ? sql.literal("") : sql`WHERE thread_id = ${options.threadId}`
+      const limit = options?.limit === undefined ? sql.literal("") : sql`LIMIT ${options.limit}`
+      const rows = yield* sql<RunRow>`
+        SELECT ${columns} FROM ${runsTable} ${where} ORDER BY created_at DESC, seq DESC ${limit}
+      `.pipe(Effect.mapError(storeFailure("list")))
+      return rows.map(fromRow)
+    }),
+    claimDecision: Effect.fn("RunStore.claimDecision")(function*(runId, key) {
+      const now = yield* Clock.currentTimeMillis
+      const claimed = yield* sql`
+        INSERT INTO ${decisionsTable} (run_id, decision_key, decided_at)
+        SELECT run_id, CAST(${key} AS TEXT), CAST(${now} AS BIGINT) FROM ${runsTable} WHERE run_id = ${runId}
+        ON CONFLICT (run_id, decision_key) DO NOTHING
+        RETURNING run_id
+      `.pipe(Effect.mapError(storeFailure("claimDecision")))
+      if (claimed.length > 0) return
+      const run = yield* find(runId).pipe(Effect.mapError(storeFailure("claimDecision")))
+      return yield* run.length === 0 ? new RunNotFound({ runId }) : new AlreadyDecided({ runId, key })
+    }),
+    delete: Effect.fn("RunStore.delete")(function*(runId) {
+      yield* sql.withTransaction(Effect.zipRight(
+        sql`DELETE FROM ${decisionsTable} WHERE run_id = ${runId}`,
+        sql`DELETE FROM ${runsTable} WHERE run_id = ${runId}`
+      )).pipe(Effect.mapError(storeFailure("delete")))
+    })
+  })
+})
+
+// -----------------------------------------------------------------------------
+// layers
+// -----------------------------------------------------------------------------
+
+/**
+ * The store in the process.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<RunStore> = Layer.effect(RunStore, makeMemory)
+
+/**
+ * The store in SQL tables on the `SqlClient` in context.
+ *
+ * @example
+ * ```ts
+ * import { AgentEngine, RunStore } from "@effect-agent/workflow"
+ * import { Layer } from "effect"
+ *
+ * const Live = RunStore.layer().pipe(Layer.provideMerge(AgentEngine.layerSqlite()))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options?: Options | undefined): Layer.Layer<RunStore, SqlError, SqlClient.SqlClient> =>
+  Layer.effect(RunStore, make(options))

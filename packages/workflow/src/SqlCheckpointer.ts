@@ -1,0 +1,124 @@
+/**
+ * A `Checkpointer` in a SQL table, through @effect/sql's `SqlClient`: the
+ * same code on SQLite and PostgreSQL, and the same database as a durable
+ * engine (`AgentEngine.layerSqlite` / `layerPostgres` provide their
+ * `SqlClient`).
+ *
+ * One row per thread holds its checkpoint as JSON, encoded with the core
+ * `Checkpoint` schema. A save is a single upsert, so a crash during a save
+ * leaves the previous checkpoint intact. The table is created if missing.
+ *
+ * @since 0.1.0
+ */
+import { CheckpointError } from "@effect-agent/core/AgentError"
+import * as Checkpointer from "@effect-agent/core/Checkpointer"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+
+/**
+ * Options of {@link make}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** The table's name. Default `effect_agent_checkpoints`. */
+  readonly table?: string | undefined
+}
+
+const CheckpointJson = Schema.parseJson(Checkpointer.Checkpoint)
+const decodeJson = Schema.decode(CheckpointJson)
+const encodeJson = Schema.encode(CheckpointJson)
+
+const parseFailure = (threadId: string, operation: "load" | "save") => (error: ParseResult.ParseError) =>
+  new CheckpointError({
+    threadId,
+    operation,
+    description: `the stored checkpoint is not valid: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+  })
+
+const sqlFailure = (threadId: string, operation: "load" | "save") => (error: SqlError) =>
+  new CheckpointError({ threadId, operation, description: String(error.cause ?? error.message), cause: error })
+
+/**
+ * Builds the checkpointer on the `SqlClient` in context, creating its table
+ * if missing.
+ *
+ * @example
+ * ```ts
+ * import { SqlCheckpointer } from "@effect-agent/workflow"
+ * import { SqliteClient } from "@effect/sql-sqlite-node"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const checkpointer = yield* SqlCheckpointer.make()
+ *   return yield* checkpointer.load("thread-1")
+ * }).pipe(Effect.provide(SqliteClient.layer({ filename: "threads.db" })))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
+  const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+  const table = sql(options?.table ?? "effect_agent_checkpoints")
+  const create = sql`CREATE TABLE IF NOT EXISTS ${table} (
+    thread_id TEXT PRIMARY KEY,
+    checkpoint TEXT NOT NULL,
+    updated_at BIGINT NOT NULL
+  )`
+  // Concurrent CREATE TABLE IF NOT EXISTS can fail on PostgreSQL: serialize it across processes.
+  yield* sql.onDialectOrElse({
+    pg: () => sql.withTransaction(Effect.zipRight(sql`SELECT pg_advisory_xact_lock(1701143653, 1)`, create)),
+    orElse: () => create
+  })
+
+  return Checkpointer.Checkpointer.of({
+    load: Effect.fn("SqlCheckpointer.load")(function*(threadId) {
+      const rows = yield* sql<{ readonly checkpoint: string }>`
+        SELECT checkpoint FROM ${table} WHERE thread_id = ${threadId}
+      `.pipe(Effect.mapError(sqlFailure(threadId, "load")))
+      if (rows.length === 0) return Option.none()
+      return Option.some(yield* decodeJson(rows[0].checkpoint).pipe(Effect.mapError(parseFailure(threadId, "load"))))
+    }),
+    save: Effect.fn("SqlCheckpointer.save")(function*(threadId, checkpoint) {
+      const json = yield* encodeJson(checkpoint).pipe(Effect.mapError(parseFailure(threadId, "save")))
+      const now = yield* Clock.currentTimeMillis
+      yield* sql`
+        INSERT INTO ${table} (thread_id, checkpoint, updated_at) VALUES (${threadId}, ${json}, ${now})
+        ON CONFLICT (thread_id) DO UPDATE SET checkpoint = excluded.checkpoint, updated_at = excluded.updated_at
+      `.pipe(Effect.mapError(sqlFailure(threadId, "save")))
+    }),
+    delete: Effect.fn("SqlCheckpointer.delete")(function*(threadId) {
+      yield* sql`DELETE FROM ${table} WHERE thread_id = ${threadId}`.pipe(
+        Effect.mapError(sqlFailure(threadId, "save"))
+      )
+    })
+  })
+})
+
+/**
+ * The checkpointer as a layer, on the `SqlClient` in context.
+ *
+ * @example
+ * ```ts
+ * import { AgentEngine, SqlCheckpointer } from "@effect-agent/workflow"
+ * import { Layer } from "effect"
+ *
+ * // checkpoints next to the durable runs, in the same SQLite file
+ * const Live = SqlCheckpointer.layer().pipe(Layer.provideMerge(AgentEngine.layerSqlite()))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  options?: Options | undefined
+): Layer.Layer<Checkpointer.Checkpointer, SqlError, SqlClient.SqlClient> =>
+  Layer.effect(Checkpointer.Checkpointer, make(options))

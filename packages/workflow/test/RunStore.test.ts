@@ -1,0 +1,154 @@
+import * as RunStore from "@effect-agent/workflow/RunStore"
+import type { SqlClient } from "@effect/sql"
+import { assert, describe, layer } from "@effect/vitest"
+import { DateTime, Effect, Either, Layer } from "effect"
+import * as Databases from "./support/databases.js"
+
+const run = (runId: string, threadId: string, at: number): RunStore.NewRun => ({
+  runId,
+  threadId,
+  executionId: `exec-${runId}`,
+  workflow: "AgentRun/v1",
+  createdAt: DateTime.unsafeMake(at)
+})
+
+let tables = 0
+
+/** An error's own fields (comparing the error objects themselves recurses forever). */
+const fields = (error: object): Record<string, unknown> => ({ ...error })
+
+/** The behaviour every store must have; `make` gives a fresh, empty store per call. */
+const conformance = <R>(
+  name: string,
+  provide: Layer.Layer<R>,
+  make: () => Effect.Effect<RunStore.RunStore.Service, unknown, R>
+) =>
+  layer(provide, { timeout: "60 seconds", excludeTestServices: true })(name, (it) => {
+    it.effect("registers runs and finds them by id", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        const record = yield* store.register(run("r1", "t1", 1_000))
+        assert.deepStrictEqual(record, {
+          runId: "r1",
+          threadId: "t1",
+          executionId: "exec-r1",
+          workflow: "AgentRun/v1",
+          createdAt: DateTime.unsafeMake(1_000)
+        })
+        assert.deepStrictEqual(yield* store.get("r1"), record)
+        const missing = yield* Effect.flip(store.get("nope"))
+        assert.deepStrictEqual(fields(missing), { _tag: "RunNotFound", runId: "nope" })
+      }))
+
+    it.effect("registering an id again returns the first record", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        const first = yield* store.register(run("r1", "t1", 1_000))
+        const again = yield* store.register({ ...run("r1", "t2", 2_000), executionId: "other" })
+        assert.deepStrictEqual(again, first)
+        assert.strictEqual((yield* store.list()).length, 1)
+      }))
+
+    it.effect("lists runs newest first, by thread, with a limit", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        yield* store.register(run("a", "t1", 1_000))
+        yield* store.register(run("b", "t2", 2_000))
+        yield* store.register(run("c", "t1", 3_000))
+        yield* store.register(run("d", "t1", 3_000)) // same millisecond as "c": registered later, so newer
+        const ids = (runs: ReadonlyArray<RunStore.RunRecord>) => runs.map((r) => r.runId)
+        assert.deepStrictEqual(ids(yield* store.list()), ["d", "c", "b", "a"])
+        assert.deepStrictEqual(ids(yield* store.list({ threadId: "t1" })), ["d", "c", "a"])
+        assert.deepStrictEqual(ids(yield* store.list({ threadId: "t1", limit: 2 })), ["d", "c"])
+        assert.deepStrictEqual(ids(yield* store.list({ threadId: "unknown" })), [])
+      }))
+
+    it.effect("defaults createdAt to now", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        const before = Date.now()
+        const { createdAt } = yield* store.register({ runId: "r", threadId: "t", executionId: "e", workflow: "w" })
+        const millis = DateTime.toEpochMillis(createdAt)
+        assert.isTrue(millis >= before && millis <= Date.now())
+      }))
+
+    it.effect("a decision is claimed once per run and key", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        yield* store.register(run("r1", "t1", 1_000))
+        yield* store.register(run("r2", "t1", 2_000))
+        yield* store.claimDecision("r1", "call-1")
+        const second = yield* Effect.flip(store.claimDecision("r1", "call-1"))
+        assert.deepStrictEqual(fields(second), { _tag: "AlreadyDecided", runId: "r1", key: "call-1" })
+        yield* store.claimDecision("r1", "call-2")
+        yield* store.claimDecision("r2", "call-1")
+        const unknown = yield* Effect.flip(store.claimDecision("nope", "call-1"))
+        assert.deepStrictEqual(fields(unknown), { _tag: "RunNotFound", runId: "nope" })
+      }))
+
+    it.effect("concurrent claims of one decision: exactly one wins", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        yield* store.register(run("r1", "t1", 1_000))
+        const results = yield* Effect.all(
+          Array.from({ length: 12 }, () => Effect.either(store.claimDecision("r1", "call-1"))),
+          { concurrency: "unbounded" }
+        )
+        assert.strictEqual(results.filter(Either.isRight).length, 1)
+        for (const result of results.filter(Either.isLeft)) assert.strictEqual(result.left._tag, "AlreadyDecided")
+      }))
+
+    it.effect("delete prunes a run and its decisions", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        yield* store.register(run("r1", "t1", 1_000))
+        yield* store.register(run("r2", "t1", 2_000))
+        yield* store.claimDecision("r1", "call-1")
+        yield* store.delete("r1")
+        yield* store.delete("never-registered")
+        assert.strictEqual((yield* Effect.flip(store.get("r1")))._tag, "RunNotFound")
+        assert.deepStrictEqual((yield* store.list()).map((r) => r.runId), ["r2"])
+        yield* store.register(run("r1", "t1", 3_000))
+        yield* store.claimDecision("r1", "call-1")
+      }))
+  })
+
+conformance("RunStore.layerMemory", Layer.empty, () => RunStore.makeMemory)
+
+const sqlSuite = (name: string, database: Layer.Layer<SqlClient.SqlClient | Databases.TestDatabase>) => {
+  conformance(name, database, () => RunStore.make({ prefix: `runs_${tables++}` }))
+
+  layer(database, { timeout: "60 seconds", excludeTestServices: true })(`${name}: shared database`, (it) => {
+    it.scoped("a second client (another process) sees the runs and the claimed decisions", () =>
+      Effect.gen(function*() {
+        const client = yield* Layer.build((yield* Databases.TestDatabase).client)
+        const prefix = `runs_${tables++}`
+        const store = yield* RunStore.make({ prefix })
+        yield* store.register(run("r1", "t1", 1_000))
+        yield* store.claimDecision("r1", "call-1")
+        const other = yield* RunStore.make({ prefix }).pipe(Effect.provide(client))
+        assert.deepStrictEqual((yield* other.list()).map((r) => r.runId), ["r1"])
+        assert.strictEqual((yield* Effect.flip(other.claimDecision("r1", "call-1")))._tag, "AlreadyDecided")
+        yield* other.claimDecision("r1", "call-2")
+        assert.strictEqual((yield* Effect.flip(store.claimDecision("r1", "call-2")))._tag, "AlreadyDecided")
+      }))
+
+    it.scoped("stores on one database are created concurrently without conflict", () =>
+      Effect.gen(function*() {
+        const { client: layer } = yield* Databases.TestDatabase
+        const prefix = `runs_${tables++}`
+        const stores = yield* Effect.all(
+          Array.from({ length: 4 }, () =>
+            Effect.flatMap(Layer.build(layer), (client) => RunStore.make({ prefix }).pipe(Effect.provide(client)))),
+          { concurrency: "unbounded" }
+        )
+        yield* stores[0].register(run("r1", "t1", 1_000))
+        assert.strictEqual((yield* stores[3].get("r1")).runId, "r1")
+      }))
+  })
+}
+
+describe("RunStore.layer", () => {
+  sqlSuite("on SQLite", Databases.sqlite)
+  sqlSuite("on PostgreSQL", Databases.postgres)
+})

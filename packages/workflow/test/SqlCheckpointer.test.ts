@@ -1,0 +1,134 @@
+import { Agent, Checkpointer, Middleware } from "@effect-agent/core"
+import * as SqlCheckpointer from "@effect-agent/workflow/SqlCheckpointer"
+import { ScriptedModel } from "@effect-agent/testing"
+import { SqlClient } from "@effect/sql"
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect, Layer, Option, Schema } from "effect"
+import * as Databases from "./support/databases.js"
+
+const checkpoint = (threadId: string, note: string): Checkpointer.Checkpoint => ({
+  version: 1,
+  threadId,
+  messages: [{ role: "user", content: [{ type: "text", text: `hello ${note}` }] }],
+  slices: { counter: { modelCalls: "2" }, notes: { last: note } },
+  pending: { node: "beforeModel", middleware: "approval", value: { question: "ok?" } },
+  run: { step: 3, inputTokens: 10, outputTokens: 5, totalTokens: 15 }
+})
+
+let tables = 0
+const fresh = () => SqlCheckpointer.make({ table: `checkpoints_${tables++}` })
+
+/** Counts model calls; stored as a string, so the checkpoint must encode and decode it. */
+const counter = Middleware.make({
+  name: "counter",
+  state: { schema: Schema.Struct({ modelCalls: Schema.NumberFromString }), initial: { modelCalls: 0 } },
+  beforeModel: ({ state }) => Effect.succeed({ state: { modelCalls: state.modelCalls + 1 } })
+})
+
+const suite = (name: string, database: Layer.Layer<SqlClient.SqlClient | Databases.TestDatabase>) =>
+  layer(database, { timeout: "60 seconds", excludeTestServices: true })(name, (it) => {
+    it.effect("round-trips a checkpoint; unknown threads load as none", () =>
+      Effect.gen(function*() {
+        const store = yield* fresh()
+        assert.isTrue(Option.isNone(yield* store.load("t1")))
+        yield* store.save("t1", checkpoint("t1", "a"))
+        assert.deepStrictEqual(yield* store.load("t1"), Option.some(checkpoint("t1", "a")))
+        assert.isTrue(Option.isNone(yield* store.load("t2")))
+      }))
+
+    it.effect("a save replaces the thread's checkpoint (one row per thread); delete removes it", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const table = `checkpoints_${tables++}`
+        const store = yield* SqlCheckpointer.make({ table })
+        yield* store.save("t1", checkpoint("t1", "a"))
+        yield* store.save("t2", checkpoint("t2", "x"))
+        yield* store.save("t1", checkpoint("t1", "b"))
+        assert.deepStrictEqual(yield* store.load("t1"), Option.some(checkpoint("t1", "b")))
+        const rows = yield* sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM ${sql(table)}`
+        assert.strictEqual(Number(rows[0].n), 2)
+        yield* store.delete("t1")
+        yield* store.delete("never-saved")
+        assert.isTrue(Option.isNone(yield* store.load("t1")))
+        assert.deepStrictEqual(yield* store.load("t2"), Option.some(checkpoint("t2", "x")))
+      }))
+
+    it.effect("concurrent saves of one thread leave exactly one of them, whole", () =>
+      Effect.gen(function*() {
+        const store = yield* fresh()
+        const notes = Array.from({ length: 16 }, (_, i) => `n${i}`)
+        yield* Effect.all(notes.map((note) => store.save("t1", checkpoint("t1", note))), {
+          concurrency: "unbounded"
+        })
+        const loaded = Option.getOrThrow(yield* store.load("t1"))
+        const note = (loaded.slices.notes as { readonly last: string }).last
+        assert.include(notes, note)
+        assert.deepStrictEqual(loaded, checkpoint("t1", note))
+      }))
+
+    it.effect("a corrupt row fails the load with a CheckpointError", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const table = `checkpoints_${tables++}`
+        const store = yield* SqlCheckpointer.make({ table })
+        yield* store.save("t1", checkpoint("t1", "a"))
+        yield* sql`UPDATE ${sql(table)} SET checkpoint = ${"{\"version\":2}"} WHERE thread_id = ${"t1"}`
+        const error = yield* Effect.flip(store.load("t1"))
+        assert.strictEqual(error._tag, "CheckpointError")
+        assert.strictEqual(error.threadId, "t1")
+        assert.strictEqual(error.operation, "load")
+        assert.include(error.description, "not valid")
+        yield* sql`UPDATE ${sql(table)} SET checkpoint = ${"not json"} WHERE thread_id = ${"t1"}`
+        assert.strictEqual((yield* Effect.flip(store.load("t1")))._tag, "CheckpointError")
+      }))
+
+    it.effect("a value outside the schema fails the save and keeps the stored checkpoint", () =>
+      Effect.gen(function*() {
+        const store = yield* fresh()
+        yield* store.save("t1", checkpoint("t1", "a"))
+        const error = yield* Effect.flip(
+          store.save("t1", { ...checkpoint("t1", "b"), version: 2 } as unknown as Checkpointer.Checkpoint)
+        )
+        assert.strictEqual(error.operation, "save")
+        assert.deepStrictEqual(yield* store.load("t1"), Option.some(checkpoint("t1", "a")))
+      }))
+
+    it.scoped("an agent thread continues in a fresh agent on another client (a new process)", () =>
+      Effect.gen(function*() {
+        const table = `checkpoints_${tables++}`
+        const otherClient = yield* Layer.build((yield* Databases.TestDatabase).client)
+        const process = <A, E>(
+          script: ReadonlyArray<ScriptedModel.Turn>,
+          client: Layer.Layer<SqlClient.SqlClient>,
+          body: (agent: Agent.Agent<readonly [typeof counter]>) => Effect.Effect<A, E>
+        ) =>
+          Agent.make({ systemPrompt: "Be brief.", middleware: [counter] }).pipe(
+            Effect.flatMap(body),
+            Effect.provide(Layer.mergeAll(
+              ScriptedModel.layer(script),
+              SqlCheckpointer.layer({ table }).pipe(Layer.provide(client))
+            ))
+          )
+        const client = Layer.succeedContext(yield* Effect.context<SqlClient.SqlClient>())
+        const first = yield* process([ScriptedModel.text("Hi.")], client, (agent) => agent.run("Hello", { threadId: "t" }))
+        assert.strictEqual(first._tag, "Completed")
+        const second = yield* process(
+          [ScriptedModel.text("Still here.")],
+          Layer.succeedContext(otherClient),
+          (agent) => agent.run("Again", { threadId: "t" })
+        )
+        assert.strictEqual(second._tag, "Completed")
+        assert.strictEqual(second.state.modelCalls, 2)
+        assert.deepStrictEqual(second.state.messages.map((message) => message.role), [
+          "user",
+          "assistant",
+          "user",
+          "assistant"
+        ])
+      }))
+  })
+
+describe("SqlCheckpointer", () => {
+  suite("on SQLite", Databases.sqlite)
+  suite("on PostgreSQL", Databases.postgres)
+})
