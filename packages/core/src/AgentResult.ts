@@ -20,6 +20,8 @@ import type * as Usage from "./Usage.js"
 export interface Interrupt {
   readonly middleware: string
   readonly value: unknown
+  /** The name of the wait, unique within its run (see `Middleware.HookResult.interruptKey`). */
+  readonly key: string
 }
 
 /**

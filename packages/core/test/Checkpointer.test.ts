@@ -147,14 +147,22 @@ describe("Checkpointer.layerFileSystem", () => {
       ).pipe(Effect.provide(layers([])))
       assert.strictEqual(first._tag, "Interrupted")
       if (first._tag !== "Interrupted") return
-      assert.deepStrictEqual(first.interrupt, { middleware: "approval", value: { question: "May I call the model?" } })
+      assert.deepStrictEqual(first.interrupt, {
+        middleware: "approval",
+        value: { question: "May I call the model?" },
+        key: "beforeModel/approval/0"
+      })
 
       const second = yield* Effect.gen(function*() {
         const agent = yield* Agent.make({ middleware: [counter(), approval()] })
         const pending = yield* agent.thread("t")
         assert.deepStrictEqual(
           Option.flatMap(pending, (snapshot) => snapshot.pending),
-          Option.some({ middleware: "approval", value: { question: "May I call the model?" } })
+          Option.some({
+            middleware: "approval",
+            value: { question: "May I call the model?" } as unknown,
+            key: "beforeModel/approval/0"
+          })
         )
         const result = yield* agent.resume("t", "yes")
         assert.strictEqual((yield* ScriptedModel.requests).length, 1)

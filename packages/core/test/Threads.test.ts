@@ -35,13 +35,20 @@ describe("interrupt and resume", () => {
       const first = yield* agent.run("What is 1 + 2?", { threadId: "t" })
       assert.strictEqual(first._tag, "Interrupted")
       if (first._tag !== "Interrupted") return
-      assert.deepStrictEqual(first.interrupt, { middleware: "approval", value: { question: "May I?" } })
+      assert.deepStrictEqual(first.interrupt, {
+        middleware: "approval",
+        value: { question: "May I?" },
+        key: "beforeModel/approval/0"
+      })
       assert.strictEqual(first.steps, 0)
       assert.deepStrictEqual(yield* ScriptedModel.requests, [])
       assert.deepStrictEqual(log, ["before.beforeAgent", "after.beforeAgent", "before.beforeModel"])
 
       const waiting = Option.getOrThrow(yield* agent.thread("t"))
-      assert.deepStrictEqual(waiting.pending, Option.some({ middleware: "approval", value: { question: "May I?" } }))
+      assert.deepStrictEqual(
+        waiting.pending,
+        Option.some({ middleware: "approval", value: { question: "May I?" } as unknown, key: "beforeModel/approval/0" })
+      )
       assert.deepStrictEqual(roles(waiting.state.messages), ["user"])
 
       log.length = 0

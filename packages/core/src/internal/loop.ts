@@ -604,7 +604,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               return AgentResult.Interrupted({
                 threadId: run.threadId,
                 state: layout.flatten(run),
-                interrupt: { middleware: outcome.middleware, value: outcome.value },
+                interrupt: { middleware: outcome.middleware, value: outcome.value, key },
                 usage: run.usage,
                 steps: run.step
               })
@@ -932,7 +932,11 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           threadId,
           state: layout.flatten(loaded),
           pending: Option.fromNullable(checkpoint.pending).pipe(
-            Option.map((pending) => ({ middleware: pending.middleware, value: pending.value }))
+            Option.map((pending) => ({
+              middleware: pending.middleware,
+              value: pending.value,
+              key: pending.key ?? `${pending.node}/${pending.middleware}`
+            }))
           )
         }))
       ))
