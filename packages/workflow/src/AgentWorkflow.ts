@@ -1,0 +1,616 @@
+/**
+ * Durable agent runs: the same agent (model, toolkit, middleware, system
+ * prompt) run as an `@effect/workflow` workflow, so a run survives a crash,
+ * waits days for an approval, and moves between processes.
+ *
+ * Each model call is an `Activity` named `model/<step>` and each tool call an
+ * `Activity` named `tool/<callId>`, whose results are journaled; each wait
+ * for a decision (an approval) is a `DurableDeferred` named after the
+ * interrupt key (for `HumanInTheLoop`, `approval/<callIds>`), optionally
+ * raced against a durable clock; the thread is loaded once per run and each
+ * checkpoint is saved once (activities `load` and `checkpoint/<n>`). Code
+ * between those — the node hooks — runs again on replay; it only reads the
+ * journaled state, so it decides the same way.
+ *
+ * The engine is a Layer (`AgentEngine`): in memory for tests, SQLite on one
+ * machine, PostgreSQL for several runners.
+ *
+ * @since 0.1.0
+ */
+import * as AgentExecutor from "@effect-agent/core/AgentExecutor"
+import * as AgentLoop from "@effect-agent/core/AgentLoop"
+import * as Checkpointer from "@effect-agent/core/Checkpointer"
+import * as Middleware from "@effect-agent/core/Middleware"
+import * as Usage from "@effect-agent/core/Usage"
+import * as Prompt from "@effect/ai/Prompt"
+import * as Activity from "@effect/workflow/Activity"
+import * as DurableClock from "@effect/workflow/DurableClock"
+import * as DurableDeferred from "@effect/workflow/DurableDeferred"
+import * as Workflow from "@effect/workflow/Workflow"
+import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as RunStore from "./RunStore.js"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * The workflow's payload: the run id (its idempotency key), the thread it
+ * continues, and the user messages it starts with.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Payload = Schema.Struct({
+  runId: Schema.String,
+  threadId: Schema.String,
+  input: Schema.Array(Prompt.Message)
+})
+
+/**
+ * What a finished run gives: the last assistant text, the number of model
+ * calls and the token usage. The messages are in the thread's checkpoint.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const RunOutcome = Schema.Struct({
+  text: Schema.String,
+  steps: Schema.Number,
+  usage: Usage.Usage
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RunOutcome = typeof RunOutcome.Type
+
+/**
+ * A decision as journaled: the value handed to the interrupting hook, who
+ * decided, and when.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Decision = Schema.Struct({
+  value: Schema.Unknown,
+  by: Schema.String,
+  decidedAt: Schema.Number
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Decision = typeof Decision.Type
+
+/**
+ * Where a run is.
+ *
+ * - `Running`: working (or queued on a runner).
+ * - `Waiting`: suspended until a decision arrives (`pending` says for what).
+ * - `Completed`, `Failed`, `Cancelled`: done.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RunState = "Running" | "Waiting" | "Completed" | "Failed" | "Cancelled"
+
+/**
+ * A run as `status` reports it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunStatus {
+  readonly runId: string
+  readonly threadId: string
+  readonly executionId: string
+  readonly state: RunState
+  /** What the run waits for, while `Waiting`. */
+  readonly pending: Option.Option<{ readonly key: string; readonly middleware: string; readonly value: unknown }>
+  /** The thread as last checkpointed (durable; live text is not). */
+  readonly messages: ReadonlyArray<Prompt.Message>
+  readonly outcome: Option.Option<RunOutcome>
+  /** Why it failed, when `Failed`. */
+  readonly failure: Option.Option<string>
+}
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * A run failed: a model or tool call failed for good, or a middleware failed.
+ * The thread keeps everything stored up to its last checkpoint.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class AgentRunFailed extends Schema.TaggedError<AgentRunFailed>(
+  "@effect-agent/workflow/AgentWorkflow/AgentRunFailed"
+)("AgentRunFailed", {
+  /** The tag of the underlying error (or `Defect`). */
+  error: Schema.String,
+  description: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The agent run failed with ${this.error}: ${this.description}`
+  }
+}
+
+/**
+ * A decision arrived for a run that is not waiting for it (it runs, it
+ * finished, or it waits for another key).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NotWaiting extends Schema.TaggedError<NotWaiting>(
+  "@effect-agent/workflow/AgentWorkflow/NotWaiting"
+)("NotWaiting", { runId: Schema.String, reason: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Run "${this.runId}" is not waiting for this decision: ${this.reason}`
+  }
+}
+
+/**
+ * The app's {@link Authorizer} refused a decision.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>(
+  "@effect-agent/workflow/AgentWorkflow/Unauthorized"
+)("Unauthorized", { runId: Schema.String, principal: Schema.String, reason: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `"${this.principal}" may not decide for run "${this.runId}": ${this.reason}`
+  }
+}
+
+/**
+ * The stored journal or checkpoint of a run could not be read back.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class JournalCorrupt extends Schema.TaggedError<JournalCorrupt>(
+  "@effect-agent/workflow/AgentWorkflow/JournalCorrupt"
+)("JournalCorrupt", { runId: Schema.String, description: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The stored state of run "${this.runId}" is unreadable: ${this.description}`
+  }
+}
+
+// -----------------------------------------------------------------------------
+// authorization
+// -----------------------------------------------------------------------------
+
+/**
+ * What a decision asks to do, for the {@link Authorizer}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DecisionRequest {
+  readonly runId: string
+  readonly threadId: string
+  /** Who decides, as the app identified them. */
+  readonly principal: string
+  readonly pending: { readonly key: string; readonly middleware: string; readonly value: unknown }
+  readonly value: unknown
+}
+
+/**
+ * Decides who may answer a waiting run. A workflow's wait is named after its
+ * run and key, so anyone who can reach the engine could complete it: every
+ * decision of {@link AgentWorkflow.resume} goes through this service first.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Authorizer extends Context.Tag("@effect-agent/workflow/AgentWorkflow/Authorizer")<
+  Authorizer,
+  { readonly authorize: (request: DecisionRequest) => Effect.Effect<void, Unauthorized> }
+>() {}
+
+/**
+ * An {@link Authorizer} from a predicate.
+ *
+ * @example
+ * ```ts
+ * import { AgentWorkflow } from "@effect-agent/workflow"
+ *
+ * const AdminsOnly = AgentWorkflow.layerAuthorizer((request) => request.principal.startsWith("admin:"))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerAuthorizer = (
+  allow: (request: DecisionRequest) => boolean | Effect.Effect<boolean>
+): Layer.Layer<Authorizer> =>
+  Layer.succeed(Authorizer, {
+    authorize: (request) => {
+      const allowed = allow(request)
+      return Effect.flatMap(Effect.isEffect(allowed) ? allowed : Effect.succeed(allowed), (ok) =>
+        ok ? Effect.void : Effect.fail(
+          new Unauthorized({ runId: request.runId, principal: request.principal, reason: "refused by the authorizer" })
+        ))
+    }
+  })
+
+// -----------------------------------------------------------------------------
+// the workflow
+// -----------------------------------------------------------------------------
+
+/**
+ * Options of {@link make}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** The workflow's name; `/v<version>` is appended. */
+  readonly name: string
+  /**
+   * Bump it when the agent changes in a way that would replay old journals
+   * differently (other middleware, other tools); keep the old version's
+   * layer registered until its runs drain.
+   */
+  readonly version: number
+  /**
+   * A wait for a decision ends after this long with the value `decide`
+   * gives (for `HumanInTheLoop`, e.g. rejecting every call). Timed by a
+   * durable clock, so it survives restarts.
+   */
+  readonly decisionTimeout?: {
+    readonly after: Duration.DurationInput
+    readonly decide: (interrupt: AgentExecutor.Interrupt) => unknown
+  } | undefined
+}
+
+/**
+ * A durable agent: the workflow, the layer that registers its body with an
+ * engine, and the operations on its runs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AgentWorkflow {
+  readonly name: string
+  readonly workflow: Workflow.Workflow<string, typeof Payload, typeof RunOutcome, typeof AgentRunFailed>
+  /**
+   * Registers the run body with the engine of the context. The runs use the
+   * `AgentLoop` of the context (build it with `Agent.layer` and a
+   * checkpointer every runner shares, e.g. `SqlCheckpointer.layer`).
+   */
+  readonly layer: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | AgentLoop.AgentLoop>
+  /** Starts a run on the thread and returns its id at once (a given `runId` makes starting idempotent). */
+  readonly start: (options: {
+    readonly threadId: string
+    readonly input: Prompt.RawInput
+    readonly runId?: string | undefined
+  }) => Effect.Effect<string, RunStore.RunStoreError, WorkflowEngine.WorkflowEngine | RunStore.RunStore>
+  /** Where a run is, with its stored messages and what it waits for. */
+  readonly status: (runId: string) => Effect.Effect<
+    RunStatus,
+    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt,
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
+  >
+  /**
+   * Answers the wait of a run (from any process): checks the value against
+   * the waiting middleware (`validateResume`), asks the {@link Authorizer},
+   * claims the decision once (a second one fails with `AlreadyDecided`) and
+   * completes the durable wait.
+   */
+  readonly resume: (runId: string, value: unknown, options: { readonly principal: string }) => Effect.Effect<
+    void,
+    unknown,
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop | Authorizer
+  >
+  /** Cancels a run: its fiber is interrupted (finalizers run) and it ends `Cancelled`. */
+  readonly cancel: (runId: string) => Effect.Effect<
+    void,
+    RunStore.RunNotFound | RunStore.RunStoreError,
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore
+  >
+  /** Waits until the run is done (or waiting, with `untilWaiting`) and gives its status. */
+  readonly await: (runId: string, options?: {
+    readonly untilWaiting?: boolean | undefined
+    readonly pollEvery?: Duration.DurationInput | undefined
+  }) => Effect.Effect<
+    RunStatus,
+    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt,
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
+  >
+  /**
+   * The live events of a run executing in this process (text deltas,
+   * tool calls, decisions), ending when the run ends or starts waiting.
+   * Best effort: a run executing elsewhere shows nothing here, and a replay
+   * reports journaled steps again; `status` is the durable truth.
+   */
+  readonly watch: (runId: string) => Stream.Stream<
+    AgentLoop.RunEvent,
+    RunStore.RunNotFound | RunStore.RunStoreError,
+    RunStore.RunStore | AgentLoop.AgentLoop
+  >
+}
+
+const tagOf = (error: unknown): string =>
+  typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "Error"
+
+const describe = (error: unknown): string => error instanceof Error ? error.message : String(error)
+
+const asRunFailed = (error: unknown): AgentRunFailed =>
+  error instanceof AgentRunFailed ? error : new AgentRunFailed({ error: tagOf(error), description: describe(error) })
+
+/**
+ * Runs an effect of the loop inside an activity, with the services and the
+ * middleware reporting of the loop (an engine may execute the activity on
+ * another fiber).
+ */
+const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
+  name: string,
+  success: S,
+  effect: Effect.Effect<A, E, R>
+) =>
+  Effect.gen(function*() {
+    const context = Context.omit(WorkflowEngine.WorkflowInstance)(yield* Effect.context<R>())
+    const sink = yield* FiberRef.get(Middleware.CurrentDecisionSink)
+    return yield* Activity.make({
+      name,
+      success,
+      error: AgentRunFailed,
+      execute: effect.pipe(
+        Effect.mapError(asRunFailed),
+        Effect.locally(Middleware.CurrentDecisionSink, sink),
+        Effect.provide(context as Context.Context<R>)
+      )
+    })
+  })
+
+const makeExecutor = (options: Options) => {
+  let checkpoints = 0
+  const toolNames = new Set<string>()
+  return AgentExecutor.AgentExecutor.of({
+    load: (_threadId, load) =>
+      inActivity("load", Schema.OptionFromNullOr(Checkpointer.Checkpoint), load) as Effect.Effect<any, any>,
+    save: (_checkpoint, save) =>
+      inActivity(`checkpoint/${checkpoints++}`, Schema.Void, save) as Effect.Effect<any, any>,
+    modelCall: (step, call) => inActivity(`model/${step}`, AgentExecutor.ModelCall, call) as Effect.Effect<any, any>,
+    toolCall: (call, execute) => {
+      let name = `tool/${call.id}`
+      for (let n = 2; toolNames.has(name); n++) name = `tool/${call.id}#${n}`
+      toolNames.add(name)
+      return inActivity(name, Prompt.ToolResultPart, execute) as Effect.Effect<any, any>
+    },
+    interrupt: (interrupt) => {
+      const deferred = DurableDeferred.make(interrupt.key, { success: Decision })
+      const timeout = options.decisionTimeout
+      const decided = timeout === undefined
+        ? DurableDeferred.await(deferred)
+        : DurableDeferred.raceAll({
+          name: interrupt.key,
+          success: Decision,
+          error: Schema.Never,
+          effects: [
+            DurableDeferred.await(deferred),
+            DurableClock.sleep({ name: `timeout/${interrupt.key}`, duration: timeout.after }).pipe(
+              Effect.zipRight(Effect.sync((): Decision => ({
+                value: timeout.decide(interrupt),
+                by: "timeout",
+                decidedAt: Date.now()
+              })))
+            )
+          ]
+        })
+      return Effect.map(decided, (decision) => Option.some(decision.value)) as Effect.Effect<Option.Option<unknown>>
+    }
+  })
+}
+
+/**
+ * Defines a durable agent.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@effect-agent/core"
+ * import { AgentEngine, AgentWorkflow, RunStore, SqlCheckpointer } from "@effect-agent/workflow"
+ * import { Effect, Layer } from "effect"
+ *
+ * const Support = AgentWorkflow.make({ name: "support", version: 1 })
+ *
+ * const program = Effect.gen(function*() {
+ *   const runId = yield* Support.start({ threadId: "ticket-42", input: "My order is late" })
+ *   return yield* Support.await(runId)
+ * })
+ *
+ * // Support.layer, provided with Agent.layer({ ... }), SqlCheckpointer.layer(),
+ * // RunStore.layer() and AgentEngine.layerSqlite({ filename: "runs.db" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): AgentWorkflow => {
+  const name = `${options.name}/v${options.version}`
+  const workflow = Workflow.make({
+    name,
+    payload: Payload,
+    success: RunOutcome,
+    error: AgentRunFailed,
+    idempotencyKey: (payload) => payload.runId
+  })
+
+  const layer = workflow.toLayer((payload) =>
+    Effect.gen(function*() {
+      const loop = yield* AgentLoop.AgentLoop
+      const result = yield* loop.run(Prompt.fromMessages(payload.input), { threadId: payload.threadId }).pipe(
+        Effect.provideService(AgentExecutor.AgentExecutor, makeExecutor(options)),
+        Effect.mapError(asRunFailed)
+      )
+      if (result._tag === "Interrupted") {
+        return yield* new AgentRunFailed({ error: "Interrupted", description: "the run ended waiting in process" })
+      }
+      return { text: result.text, steps: result.steps, usage: result.usage }
+    })
+  )
+
+  const start: AgentWorkflow["start"] = Effect.fn("AgentWorkflow.start")(function*(request) {
+    const store = yield* RunStore.RunStore
+    const runId = request.runId ?? crypto.randomUUID()
+    const input = Prompt.make(request.input).content
+    const payload = { runId, threadId: request.threadId, input }
+    const executionId = yield* workflow.executionId(payload)
+    yield* store.register({ runId, threadId: request.threadId, executionId, workflow: name })
+    yield* workflow.execute(payload, { discard: true })
+    return runId
+  })
+
+  const status: AgentWorkflow["status"] = Effect.fn("AgentWorkflow.status")(function*(runId) {
+    const record = yield* (yield* RunStore.RunStore).get(runId)
+    const loop = yield* AgentLoop.AgentLoop
+    const snapshot = yield* Effect.mapError(
+      loop.thread(record.threadId),
+      (error) => new JournalCorrupt({ runId, description: error.message })
+    )
+    const polled = yield* Effect.catchAllDefect(
+      workflow.poll(record.executionId),
+      (defect) => new JournalCorrupt({ runId, description: describe(defect) })
+    )
+    const pending = Option.flatMap(snapshot, (thread) => thread.pending)
+    let state: RunState = "Running"
+    let outcome = Option.none<RunOutcome>()
+    let failure = Option.none<string>()
+    if (polled !== undefined && polled._tag === "Complete") {
+      const exit = polled.exit
+      if (Exit.isSuccess(exit)) {
+        state = "Completed"
+        outcome = Option.some(exit.value)
+      } else if (Cause.isInterruptedOnly(exit.cause)) {
+        state = "Cancelled"
+      } else {
+        state = "Failed"
+        failure = Option.some(Cause.pretty(exit.cause))
+      }
+    } else if (polled !== undefined && Option.isSome(pending)) {
+      state = "Waiting"
+    }
+    return {
+      runId,
+      threadId: record.threadId,
+      executionId: record.executionId,
+      state,
+      pending: state === "Waiting" ? pending : Option.none(),
+      messages: Option.match(snapshot, { onNone: () => [], onSome: (thread) => thread.state.messages }),
+      outcome,
+      failure
+    }
+  })
+
+  const resume: AgentWorkflow["resume"] = Effect.fn("AgentWorkflow.resume")(function*(runId, value, { principal }) {
+    const store = yield* RunStore.RunStore
+    const record = yield* store.get(runId)
+    const polled = yield* workflow.poll(record.executionId)
+    if (polled !== undefined && polled._tag === "Complete") {
+      return yield* new NotWaiting({ runId, reason: "the run has finished" })
+    }
+    const loop = yield* AgentLoop.AgentLoop
+    const pending = yield* loop.validateResume(record.threadId, value).pipe(
+      Effect.catchIf(
+        (error): error is { readonly _tag: "ThreadStateError"; readonly message: string } =>
+          tagOf(error) === "ThreadStateError",
+        (error) => new NotWaiting({ runId, reason: error.message })
+      )
+    )
+    const key = pending.key ?? `${pending.node}/${pending.middleware}`
+    yield* (yield* Authorizer).authorize({
+      runId,
+      threadId: record.threadId,
+      principal,
+      pending: { key, middleware: pending.middleware, value: pending.value },
+      value
+    })
+    yield* store.claimDecision(runId, key)
+    const deferred = DurableDeferred.make(key, { success: Decision })
+    const token = DurableDeferred.tokenFromExecutionId(deferred, { workflow, executionId: record.executionId })
+    yield* DurableDeferred.succeed(deferred, { token, value: { value, by: principal, decidedAt: Date.now() } })
+  })
+
+  const cancel: AgentWorkflow["cancel"] = Effect.fn("AgentWorkflow.cancel")(function*(runId) {
+    const record = yield* (yield* RunStore.RunStore).get(runId)
+    yield* workflow.interrupt(record.executionId)
+  })
+
+  const await_: AgentWorkflow["await"] = Effect.fn("AgentWorkflow.await")(function*(runId, awaitOptions) {
+    const every = awaitOptions?.pollEvery ?? "100 millis"
+    while (true) {
+      const current = yield* status(runId)
+      if (current.state !== "Running" && (current.state !== "Waiting" || awaitOptions?.untilWaiting === true)) {
+        return current
+      }
+      yield* Effect.sleep(every)
+    }
+  })
+
+  const watch: AgentWorkflow["watch"] = (runId) =>
+    Stream.unwrapScoped(Effect.gen(function*() {
+      const record = yield* (yield* RunStore.RunStore).get(runId)
+      const loop = yield* AgentLoop.AgentLoop
+      const events = yield* loop.watch
+      return events.pipe(
+        Stream.filter((event) => event.threadId === record.threadId),
+        Stream.takeUntil((event) => event.event._tag === "RunEnded" || event.event._tag === "RunFailed")
+      )
+    }))
+
+  return { name, workflow, layer, start, status, resume, cancel, await: await_, watch }
+}
+
+/**
+ * A decision timeout's default for `HumanInTheLoop`: reject every waiting
+ * call with a reason the model reads.
+ *
+ * @example
+ * ```ts
+ * import { AgentWorkflow } from "@effect-agent/workflow"
+ *
+ * const Support = AgentWorkflow.make({
+ *   name: "support",
+ *   version: 1,
+ *   decisionTimeout: { after: "2 days", decide: AgentWorkflow.rejectAll("nobody approved in time") }
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const rejectAll = (message: string) => (interrupt: AgentExecutor.Interrupt): unknown => {
+  const requests = (interrupt.value as { readonly actionRequests?: ReadonlyArray<{ readonly callId: string }> })
+    .actionRequests ?? []
+  return requests.map((request) => ({ type: "reject", callId: request.callId, message }))
+}

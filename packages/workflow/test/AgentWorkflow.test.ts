@@ -1,0 +1,215 @@
+import type { AgentLoop } from "@effect-agent/core"
+import { Agent, AgentState } from "@effect-agent/core"
+import { HumanInTheLoop } from "@effect-agent/middleware"
+import { ScriptedModel } from "@effect-agent/testing"
+import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
+import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
+import * as RunStore from "@effect-agent/workflow/RunStore"
+import { Tool, Toolkit } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, FastCheck, Layer, Option, Schema } from "effect"
+import { recording } from "./fixtures.js"
+
+const Add = Tool.make("add", {
+  description: "Adds two numbers",
+  parameters: { a: Schema.Number, b: Schema.Number },
+  success: Schema.Number
+})
+const Delete = Tool.make("delete_file", {
+  description: "Deletes a file",
+  parameters: { path: Schema.String },
+  success: Schema.String
+})
+const Tools = Toolkit.make(Add, Delete)
+
+/** Handlers that count every execution in `ran`. */
+const toolsLive = (ran: Array<string>) =>
+  Tools.toLayer({
+    add: ({ a, b }) => Effect.sync(() => (ran.push(`add ${a} ${b}`), a + b)),
+    delete_file: ({ path }) => Effect.sync(() => (ran.push(`delete ${path}`), `deleted ${path}`))
+  })
+
+const Runs = AgentWorkflow.make({ name: "test-agent", version: 1 })
+
+/** Everything a durable run on the memory engine needs, around `agent`. */
+const durable = <E>(agent: Layer.Layer<AgentLoop.AgentLoop, E>, workflow = Runs) =>
+  workflow.layer.pipe(
+    Layer.provideMerge(agent),
+    Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory)),
+    Layer.provideMerge(AgentWorkflow.layerAuthorizer((request) => request.principal !== "mallory"))
+  )
+
+const transcript = (messages: ReadonlyArray<unknown>) => JSON.stringify(AgentState.encodeMessages(messages as any))
+
+/** Scripts of 0–4 tool-call turns (1–3 parallel `add` calls each) and a final answer. */
+const scripts = FastCheck.array(
+  FastCheck.array(FastCheck.tuple(FastCheck.integer({ min: -50, max: 50 }), FastCheck.integer({ min: 0, max: 9 })), {
+    minLength: 1,
+    maxLength: 3
+  }),
+  { maxLength: 4 }
+).map((turns): ReadonlyArray<ScriptedModel.Turn> => [
+  ...turns.map((calls, turn) =>
+    ScriptedModel.toolCalls(calls.map(([a, b], i) => ({ name: "add", params: { a, b }, id: `c${turn}_${i}` })))
+  ),
+  ScriptedModel.text("done")
+])
+
+describe("AgentWorkflow on the memory engine", () => {
+  it.live.prop("parity: the durable loop gives the in-process transcript and middleware calls", { script: scripts }, ({
+    script
+  }) =>
+    Effect.gen(function*() {
+      const inProcessLog: Array<string> = []
+      const inProcessRan: Array<string> = []
+      const inProcess = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Tools, middleware: [recording("a", inProcessLog)] })
+        return yield* agent.run("add these", { threadId: "t" })
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), toolsLive(inProcessRan))))
+
+      const durableLog: Array<string> = []
+      const durableRan: Array<string> = []
+      const agent = Agent.layer({ toolkit: Tools, middleware: [recording("a", durableLog)] }).pipe(
+        Layer.provide(Layer.merge(ScriptedModel.layer(script), toolsLive(durableRan)))
+      )
+      const status = yield* Effect.gen(function*() {
+        const runId = yield* Runs.start({ threadId: "t", input: "add these" })
+        return yield* Runs.await(runId)
+      }).pipe(Effect.provide(durable(agent)))
+
+      assert.strictEqual(inProcess._tag, "Completed")
+      assert.strictEqual(status.state, "Completed")
+      assert.strictEqual(transcript(status.messages), transcript(inProcess.state.messages))
+      assert.deepStrictEqual(durableLog, inProcessLog)
+      assert.deepStrictEqual(durableRan, inProcessRan)
+      assert.deepStrictEqual(
+        Option.map(status.outcome, (outcome) => outcome.steps),
+        Option.some(inProcess._tag === "Completed" ? inProcess.steps : -1)
+      )
+    }), { fastCheck: { numRuns: 15 } })
+
+  const approvalScript = [
+    ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/tmp/a" }, id: "call_1" }]),
+    ScriptedModel.text("deleted")
+  ]
+
+  const approvalAgent = (ran: Array<string>, script: ReadonlyArray<ScriptedModel.Turn> = approvalScript) =>
+    Layer.unwrapEffect(Effect.gen(function*() {
+      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
+      return Agent.layer({ toolkit: Tools, middleware: [hitl] })
+    })).pipe(Layer.provide(Layer.merge(ScriptedModel.layer(script), toolsLive(ran))))
+
+  it.scopedLive("an approval suspends the run; resume by run id finishes it, the tool running once", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran)))
+      const runId = yield* Runs.start({ threadId: "t", input: "delete /tmp/a" }).pipe(Effect.provide(context))
+      const waiting = yield* Runs.await(runId, { untilWaiting: true }).pipe(Effect.provide(context))
+      assert.strictEqual(waiting.state, "Waiting")
+      assert.deepStrictEqual(Option.map(waiting.pending, (pending) => pending.key), Option.some("approval/call_1"))
+      assert.deepStrictEqual(ran, [])
+
+      yield* Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }).pipe(
+        Effect.provide(context)
+      )
+      const done = yield* Runs.await(runId).pipe(Effect.provide(context))
+      assert.strictEqual(done.state, "Completed")
+      assert.deepStrictEqual(ran, ["delete /tmp/a"])
+      assert.deepStrictEqual(Option.map(done.outcome, (outcome) => outcome.text), Option.some("deleted"))
+      const results = done.messages.flatMap((message) =>
+        message.role === "tool" ? message.content.map((part) => part.type === "tool-result" ? part.result : null) : []
+      )
+      assert.deepStrictEqual(results, ["deleted /tmp/a"])
+    }))
+
+  it.scopedLive("edit and reject decisions reach the transcript", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran, [
+        ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/a" }, id: "call_1" }]),
+        ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/b" }, id: "call_2" }]),
+        ScriptedModel.text("ok")
+      ])))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /a then /b" }))
+      yield* run(Runs.await(runId, { untilWaiting: true }))
+      yield* run(Runs.resume(runId, [HumanInTheLoop.edit("call_1", { path: "/safe" })], { principal: "alice" }))
+      const second = yield* run(Runs.await(runId, { untilWaiting: true }))
+      assert.deepStrictEqual(Option.map(second.pending, (pending) => pending.key), Option.some("approval/call_2"))
+      yield* run(Runs.resume(runId, [HumanInTheLoop.reject("call_2", "not /b")], { principal: "alice" }))
+      const done = yield* run(Runs.await(runId))
+      assert.strictEqual(done.state, "Completed")
+      assert.deepStrictEqual(ran, ["delete /safe"])
+      const text = JSON.stringify(AgentState.encodeMessages(done.messages))
+      assert.include(text, "not /b")
+      assert.include(text, "/safe")
+    }))
+
+  it.scopedLive("bad input: unknown run, a decision for a call not waiting, a second decision, no permission", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran)))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+
+      const unknown = yield* run(Effect.flip(Runs.status("nope")))
+      assert.strictEqual(unknown._tag, "RunNotFound")
+      const unknownResume = yield* run(Effect.flip(Runs.resume("nope", [], { principal: "alice" })))
+      assert.strictEqual((unknownResume as { _tag: string })._tag, "RunNotFound")
+
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
+      yield* run(Runs.await(runId, { untilWaiting: true }))
+      const wrongCall = yield* run(
+        Effect.flip(Runs.resume(runId, [HumanInTheLoop.approve("call_9")], { principal: "alice" }))
+      )
+      assert.strictEqual((wrongCall as { _tag: string })._tag, "UnknownCallId")
+      const refused = yield* run(
+        Effect.flip(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "mallory" }))
+      )
+      assert.strictEqual((refused as { _tag: string })._tag, "Unauthorized")
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Waiting")
+      assert.deepStrictEqual(ran, [])
+
+      yield* run(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }))
+      const twice = yield* run(
+        Effect.flip(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }))
+      )
+      assert.include(["AlreadyDecided", "NotWaiting"], (twice as { _tag: string })._tag)
+      yield* run(Runs.await(runId))
+      const after = yield* run(
+        Effect.flip(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }))
+      )
+      assert.strictEqual((after as { _tag: string })._tag, "NotWaiting")
+      assert.deepStrictEqual(ran, ["delete /tmp/a"])
+    }))
+
+  it.scopedLive("cancel ends a waiting run as Cancelled; the stored thread is kept", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran)))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
+      const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+      yield* run(Runs.cancel(runId))
+      const cancelled = yield* run(Runs.await(runId))
+      assert.strictEqual(cancelled.state, "Cancelled")
+      assert.strictEqual(transcript(cancelled.messages), transcript(waiting.messages))
+      assert.deepStrictEqual(ran, [])
+    }))
+
+  it.scopedLive("a decision timeout answers the wait by itself", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const Timed = AgentWorkflow.make({
+        name: "timed-agent",
+        version: 1,
+        decisionTimeout: { after: "200 millis", decide: AgentWorkflow.rejectAll("nobody answered") }
+      })
+      const context = yield* Layer.build(durable(approvalAgent(ran), Timed))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Timed.start({ threadId: "t", input: "delete /tmp/a" }))
+      const done = yield* run(Timed.await(runId))
+      assert.strictEqual(done.state, "Completed")
+      assert.deepStrictEqual(ran, [])
+      assert.include(JSON.stringify(AgentState.encodeMessages(done.messages)), "nobody answered")
+    }))
+})
