@@ -40,7 +40,7 @@ export default defineConfig(
     }
   },
   {
-    files: ["packages/demo/**/*.ts"],
+    files: ["packages/demo/**/*.ts", "packages/*/test/processes/**/*.ts"],
     rules: { "no-console": "off" }
   }
 )

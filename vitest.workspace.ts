@@ -5,5 +5,6 @@ export default [
   "packages/core",
   "packages/testing",
   "packages/middleware",
+  "packages/workflow",
   "packages/demo"
 ]

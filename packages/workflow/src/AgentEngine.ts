@@ -121,7 +121,7 @@ export interface PostgresOptions {
    * the runner's connection. Default 10 seconds.
    */
   readonly takeoverAfter?: Duration.DurationInput | undefined
-  /** The connection pool's size. Default 10. */
+  /** The connection pool's size (at least 3; one connection holds the shard locks). Default 10. */
   readonly maxConnections?: number | undefined
   /**
    * Advanced: overrides for @effect/cluster's `ShardingConfig`, applied last.
@@ -274,8 +274,15 @@ const acquireRunnerLock = Effect.fnUntraced(function*(filename: string) {
       ...(owner === undefined ? {} : { pid: Number(owner.pid), host: owner.host })
     })
   })
-  const orRefused = <A>(effect: Effect.Effect<A, SqlError>) =>
-    Effect.catchAll(effect, (error) => sqliteBusy(error) ? refused : Effect.die(error))
+  const orRefused = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, EngineError> =>
+    Effect.catchAll(
+      effect,
+      (error): Effect.Effect<never, EngineError> =>
+        sqliteBusy(error) ? refused : new EngineConfigError({
+          option: "filename",
+          reason: `cannot lock "${filename}.lock": ${String(error.cause ?? error.message)}`
+        })
+    )
   yield* orRefused(lock`PRAGMA busy_timeout = 0`)
   yield* orRefused(
     lock`CREATE TABLE IF NOT EXISTS runner_lock (pid INTEGER NOT NULL, host TEXT NOT NULL, since TEXT NOT NULL)`
@@ -391,10 +398,10 @@ export const layerPostgres = (options: PostgresOptions): Layer.Layer<Durable, En
       })
     }
     const maxConnections = options.maxConnections ?? 10
-    if (!Number.isInteger(maxConnections) || maxConnections < 2) {
+    if (!Number.isInteger(maxConnections) || maxConnections < 3) {
       return yield* new EngineConfigError({
         option: "maxConnections",
-        reason: `expected an integer of at least 2 (one is held for shard locks), got ${maxConnections}`
+        reason: `expected an integer of at least 3 (one is held for shard locks), got ${maxConnections}`
       })
     }
     const given = options.runnerAddress ?? Option.some({ host: os.hostname(), port: process.pid })

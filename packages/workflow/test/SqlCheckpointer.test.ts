@@ -1,6 +1,7 @@
-import { Agent, Checkpointer, Middleware } from "@effect-agent/core"
-import * as SqlCheckpointer from "@effect-agent/workflow/SqlCheckpointer"
+import type { Checkpointer } from "@effect-agent/core"
+import { Agent, Middleware } from "@effect-agent/core"
 import { ScriptedModel } from "@effect-agent/testing"
+import * as SqlCheckpointer from "@effect-agent/workflow/SqlCheckpointer"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Schema } from "effect"
@@ -100,7 +101,7 @@ const suite = (name: string, database: Layer.Layer<SqlClient.SqlClient | Databas
         const process = <A, E>(
           script: ReadonlyArray<ScriptedModel.Turn>,
           client: Layer.Layer<SqlClient.SqlClient>,
-          body: (agent: Agent.Agent<readonly [typeof counter]>) => Effect.Effect<A, E>
+          body: (agent: Agent.AgentOf<readonly [typeof counter]>) => Effect.Effect<A, E>
         ) =>
           Agent.make({ systemPrompt: "Be brief.", middleware: [counter] }).pipe(
             Effect.flatMap(body),
@@ -110,7 +111,11 @@ const suite = (name: string, database: Layer.Layer<SqlClient.SqlClient | Databas
             ))
           )
         const client = Layer.succeedContext(yield* Effect.context<SqlClient.SqlClient>())
-        const first = yield* process([ScriptedModel.text("Hi.")], client, (agent) => agent.run("Hello", { threadId: "t" }))
+        const first = yield* process(
+          [ScriptedModel.text("Hi.")],
+          client,
+          (agent) => agent.run("Hello", { threadId: "t" })
+        )
         assert.strictEqual(first._tag, "Completed")
         const second = yield* process(
           [ScriptedModel.text("Still here.")],

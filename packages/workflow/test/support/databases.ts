@@ -4,7 +4,7 @@
  * `SqlClient` plus `TestDatabase`, which tells how to open another,
  * independent client on the same database (as a second process would).
  */
-import type * as PgClient from "@effect/sql-pg/PgClient"
+import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"

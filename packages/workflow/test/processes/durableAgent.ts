@@ -1,0 +1,125 @@
+/**
+ * A durable agent in a process of its own, for the cross-process tests.
+ *
+ * Environment:
+ * - DB: the SQLite file; SIDE: a file the tool appends its side effects to.
+ * - ROLE=runner: executes runs. START=<runId> starts that run first.
+ *   EXIT_WHEN_WAITING=1 exits once the run waits for a decision.
+ *   Prints `status <runId> <state> [<pending key>]` on each change and `done <json>` at the end.
+ * - ROLE=client: DECIDE=<json> answers run RUN_ID as PRINCIPAL, prints `decided` or `error <tag>`.
+ * - APPROVAL=1 gates delete_file behind HumanInTheLoop.
+ *
+ * The model answers from the prompt (not from a counter), so a fresh process
+ * continues a run where the last one stopped: it deletes /tmp/a, then /tmp/b,
+ * then says it is done. The tool writes its side effect once per idempotency
+ * key, and logs every attempt.
+ */
+import { Agent, ToolContext } from "@effect-agent/core"
+import { HumanInTheLoop } from "@effect-agent/middleware"
+import { ScriptedModel } from "@effect-agent/testing"
+import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
+import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
+import * as RunStore from "@effect-agent/workflow/RunStore"
+import * as SqlCheckpointer from "@effect-agent/workflow/SqlCheckpointer"
+import { Tool, Toolkit } from "@effect/ai"
+import { NodeRuntime } from "@effect/platform-node"
+import { Effect, Layer, Schema } from "effect"
+import * as fs from "node:fs"
+
+const env = (name: string) => process.env[name] ?? ""
+
+const Delete = Tool.make("delete_file", {
+  description: "Deletes a file",
+  parameters: { path: Schema.String },
+  success: Schema.String
+})
+const Tools = Toolkit.make(Delete)
+
+const ToolsLive = Tools.toLayer({
+  delete_file: ({ path }) =>
+    Effect.gen(function*() {
+      const { idempotencyKey } = yield* Effect.orDie(ToolContext.current)
+      const side = env("SIDE")
+      fs.appendFileSync(side, `attempt ${idempotencyKey}\n`)
+      const done = fs.readFileSync(side, "utf8").split("\n").includes(`effect ${idempotencyKey}`)
+      if (!done) fs.appendFileSync(side, `effect ${idempotencyKey}\n`)
+      console.log(`tool ${idempotencyKey}`)
+      return `deleted ${path}`
+    })
+})
+
+/** Deletes /tmp/a, then /tmp/b, then answers — decided from the prompt alone. */
+const answer: ScriptedModel.Turn = (request) => {
+  const results = request.prompt.content.filter((message) => message.role === "tool").length
+  return results === 0
+    ? ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/tmp/a" }, id: "call_1" }])
+    : results === 1
+    ? ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/tmp/b" }, id: "call_2" }])
+    : ScriptedModel.text("Both files are deleted.")
+}
+
+export const Runs = AgentWorkflow.make({ name: "cross-process-agent", version: 1 })
+
+const AgentLive = Layer.unwrapEffect(Effect.gen(function*() {
+  const middleware = env("APPROVAL") === "1"
+    ? [yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })]
+    : []
+  return Agent.layer({ toolkit: Tools, middleware })
+})).pipe(
+  Layer.provide(Layer.mergeAll(ScriptedModel.layer(Array.from({ length: 20 }, () => answer)), ToolsLive))
+)
+
+const clientOnly = env("ROLE") === "client"
+const Engine = AgentEngine.layerSqlite({ filename: env("DB"), pollInterval: "200 millis", clientOnly })
+const Stores = Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())
+const Main = Runs.layer.pipe(
+  Layer.provideMerge(AgentLive),
+  Layer.provideMerge(Stores),
+  Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true)),
+  Layer.provideMerge(Engine)
+)
+const Client = AgentLive.pipe(
+  Layer.provideMerge(Stores),
+  Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true)),
+  Layer.provideMerge(Engine)
+)
+
+const runner = Effect.gen(function*() {
+  const runId = env("START") !== ""
+    ? yield* Runs.start({ threadId: "thread-1", input: "Delete /tmp/a and /tmp/b", runId: env("START") })
+    : env("RUN_ID")
+  let last = ""
+  while (true) {
+    const status = yield* Runs.status(runId)
+    const line = `status ${runId} ${status.state}${
+      status.pending._tag === "Some" ? ` ${status.pending.value.key}` : ""
+    }`
+    if (line !== last) {
+      last = line
+      console.log(line)
+    }
+    if (status.state === "Waiting" && env("EXIT_WHEN_WAITING") === "1") return
+    if (status.state === "Completed" || status.state === "Failed" || status.state === "Cancelled") {
+      const results = status.messages.flatMap((message) =>
+        message.role === "tool"
+          ? message.content.flatMap((part) => part.type === "tool-result" ? [part.result] : [])
+          : []
+      )
+      console.log(`done ${JSON.stringify({ state: status.state, messages: status.messages.length, results })}`)
+      return
+    }
+    yield* Effect.sleep("50 millis")
+  }
+}).pipe(Effect.provide(Main))
+
+const client = Effect.gen(function*() {
+  yield* Runs.resume(env("RUN_ID"), JSON.parse(env("DECIDE")), { principal: env("PRINCIPAL") || "tester" })
+  console.log("decided")
+}).pipe(
+  Effect.catchAll((error) =>
+    Effect.sync(() => console.log(`error ${(error as { _tag?: string })._tag ?? String(error)}`))
+  ),
+  Effect.provide(Client)
+)
+
+NodeRuntime.runMain(clientOnly ? client : runner, { disableErrorReporting: false })
