@@ -36,6 +36,7 @@ import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as RunStore from "./RunStore.js"
@@ -123,8 +124,8 @@ export interface RunStatus {
   /** The thread as last checkpointed (durable; live text is not). */
   readonly messages: ReadonlyArray<Prompt.Message>
   readonly outcome: Option.Option<RunOutcome>
-  /** Why it failed, when `Failed`. */
-  readonly failure: Option.Option<string>
+  /** Why it failed, when `Failed`: the run's error, or an unreadable journal entry. */
+  readonly failure: Option.Option<AgentRunFailed | JournalCorrupt>
 }
 
 // -----------------------------------------------------------------------------
@@ -365,6 +366,21 @@ const tagOf = (error: unknown): string =>
 
 const describe = (error: unknown): string => error instanceof Error ? error.message : String(error)
 
+/** A failed run's reason: its typed error, or `JournalCorrupt` when a stored result no longer decodes. */
+const failureOf = (runId: string, cause: Cause.Cause<AgentRunFailed>): AgentRunFailed | JournalCorrupt => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) return failure.value
+  const defect = Cause.squash(cause)
+  // A stored result that no longer decodes surfaces as a ParseError defect (as
+  // itself, or as its name once the engine has serialized it).
+  if (ParseResult.isParseError(defect)) {
+    return new JournalCorrupt({ runId, description: ParseResult.TreeFormatter.formatErrorSync(defect) })
+  }
+  return defect instanceof Error && defect.name === "ParseError"
+    ? new JournalCorrupt({ runId, description: defect.message })
+    : new AgentRunFailed({ error: "Defect", description: describe(defect) })
+}
+
 const asRunFailed = (error: unknown): AgentRunFailed =>
   error instanceof AgentRunFailed ? error : new AgentRunFailed({ error: tagOf(error), description: describe(error) })
 
@@ -505,7 +521,7 @@ export const make = (options: Options): AgentWorkflow => {
     const pending = Option.flatMap(snapshot, (thread) => thread.pending)
     let state: RunState = "Running"
     let outcome = Option.none<RunOutcome>()
-    let failure = Option.none<string>()
+    let failure = Option.none<AgentRunFailed | JournalCorrupt>()
     if (polled !== undefined && polled._tag === "Complete") {
       const exit = polled.exit
       if (Exit.isSuccess(exit)) {
@@ -515,7 +531,7 @@ export const make = (options: Options): AgentWorkflow => {
         state = "Cancelled"
       } else {
         state = "Failed"
-        failure = Option.some(Cause.pretty(exit.cause))
+        failure = Option.some(failureOf(runId, exit.cause))
       }
     } else if (polled !== undefined && Option.isSome(pending)) {
       state = "Waiting"

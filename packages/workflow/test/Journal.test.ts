@@ -1,0 +1,79 @@
+import { Agent } from "@effect-agent/core"
+import { HumanInTheLoop } from "@effect-agent/middleware"
+import { ScriptedModel } from "@effect-agent/testing"
+import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
+import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
+import * as RunStore from "@effect-agent/workflow/RunStore"
+import * as SqlCheckpointer from "@effect-agent/workflow/SqlCheckpointer"
+import { Tool, Toolkit } from "@effect/ai"
+import { SqlClient } from "@effect/sql"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Option, Schema, Scope } from "effect"
+import * as path from "node:path"
+import { tempDirectory } from "./support/databases.js"
+
+const Delete = Tool.make("delete_file", { parameters: { path: Schema.String }, success: Schema.String })
+const Tools = Toolkit.make(Delete)
+
+/** Deletes /a, then answers — decided from the prompt, so a replay in a new layer continues. */
+const answer: ScriptedModel.Turn = (request) =>
+  request.prompt.content.some((message) => message.role === "tool")
+    ? ScriptedModel.text("done")
+    : ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/a" }, id: "call_1" }])
+
+const Runs = AgentWorkflow.make({ name: "journal-agent", version: 1 })
+
+const stack = (filename: string, ran: Array<string>) =>
+  Runs.layer.pipe(
+    Layer.provideMerge(Layer.unwrapEffect(Effect.map(
+      HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } }),
+      (hitl) => Agent.layer({ toolkit: Tools, middleware: [hitl] })
+    ))),
+    Layer.provide(Layer.merge(
+      ScriptedModel.layer(Array.from({ length: 9 }, () => answer)),
+      Tools.toLayer({ delete_file: ({ path }) => Effect.sync(() => (ran.push(path), `deleted ${path}`)) })
+    )),
+    Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
+    Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true)),
+    Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis" }))
+  )
+
+describe("a corrupt journal entry", () => {
+  it.scopedLive(
+    "fails the run with JournalCorrupt; nothing runs again and the stored thread is kept",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("effect-agent-journal-")
+        const filename = path.join(directory, "runs.db")
+        const ran: Array<string> = []
+
+        // first process: the run reaches its approval and the process goes away
+        const first = yield* Scope.make()
+        const context = yield* Layer.buildWithScope(stack(filename, ran), first)
+        const runId = yield* Runs.start({ threadId: "t", input: "delete /a" }).pipe(Effect.provide(context))
+        const waiting = yield* Runs.await(runId, { untilWaiting: true }).pipe(Effect.provide(context))
+        assert.strictEqual(waiting.state, "Waiting")
+        // the journaled reply of model/0 is damaged on disk
+        const sql = yield* Effect.provide(SqlClient.SqlClient, context)
+        const damaged = yield* sql<{ readonly id: unknown }>`
+        UPDATE cluster_replies SET payload = replace(payload, '"role":"assistant"', '"role":"robot"')
+        WHERE payload LIKE '%tool-call%' RETURNING id`
+        assert.strictEqual(damaged.length, 1)
+        yield* Scope.close(first, Exit.void)
+
+        // second process: approving replays the run, which meets the damaged entry
+        const second = yield* Layer.build(stack(filename, ran))
+        yield* Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }).pipe(
+          Effect.provide(second)
+        )
+        const status = yield* Runs.await(runId).pipe(Effect.provide(second))
+        assert.strictEqual(status.state, "Failed")
+        const failure = Option.getOrThrow(status.failure)
+        assert.strictEqual(failure._tag, "JournalCorrupt")
+        assert.include(failure.message, runId)
+        assert.deepStrictEqual(ran, [])
+        assert.deepStrictEqual(status.messages.map((message) => message.role), ["user", "assistant"])
+      }),
+    { timeout: 60_000 }
+  )
+})
