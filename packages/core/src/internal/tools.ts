@@ -5,7 +5,7 @@ import * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import * as Chunk from "effect/Chunk"
-import type * as Context from "effect/Context"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
@@ -61,57 +61,101 @@ export const wireToolkit = (
 const formatCause = (cause: unknown): string =>
   ParseResult.isParseError(cause) ? ParseResult.TreeFormatter.formatErrorSync(cause) : String(cause)
 
+const invalidArguments = (call: Prompt.ToolCallPart, tool: Tool.Any, cause: unknown) =>
+  toolResult(call, { error: `Invalid arguments for tool "${tool.name}": ${formatCause(cause)}` }, { isFailure: true })
+
+const defect = (call: Prompt.ToolCallPart, tool: Tool.Any, description: string, cause?: unknown) =>
+  new ToolDefect({
+    toolName: tool.name,
+    callId: call.id,
+    description,
+    ...(cause === undefined ? {} : { cause })
+  })
+
 /**
- * Runs tool calls through a handled toolkit. Invalid arguments and the
- * tool's typed failures become failed tool results; a defect or a result
- * that breaks the tool's success schema is a `ToolDefect`.
+ * Runs a tool's calls with its handler directly: its parameters decoded, its
+ * result (or typed failure) encoded through the tool's schemas, as
+ * `Toolkit.handle` does, without its span and its second pass over the
+ * result.
+ */
+const runWithHandler = (tool: Tool.Any, handler: Tool.Handler<string>) => {
+  const decodeParameters = Schema.decodeUnknown(tool.parametersSchema as Schema.Schema<unknown, unknown>)
+  const encodeSuccess = Schema.encodeUnknown(tool.successSchema as Schema.Schema<unknown, unknown>)
+  const encodeFailure = Schema.encodeUnknown(tool.failureSchema as Schema.Schema<unknown, unknown>)
+  const withHandlerContext = Effect.mapInputContext((input: Context.Context<never>) =>
+    Context.merge(handler.context, input)
+  )
+  return (call: Prompt.ToolCallPart): Effect.Effect<Prompt.ToolResultPart, ToolDefect> =>
+    decodeParameters(call.params).pipe(
+      Effect.matchEffect({
+        onFailure: (error) => Effect.succeed(invalidArguments(call, tool, error)),
+        onSuccess: (params) =>
+          withHandlerContext(handler.handler(params) as Effect.Effect<unknown, unknown>).pipe(
+            Effect.matchEffect({
+              onSuccess: (value) =>
+                Effect.mapBoth(encodeSuccess(value), {
+                  onFailure: (error) =>
+                    defect(call, tool, `its result does not match its success schema: ${formatCause(error)}`),
+                  onSuccess: (encoded) => toolResult(call, encoded)
+                }),
+              onFailure: (failure) =>
+                Effect.mapBoth(encodeFailure(failure), {
+                  onFailure: (error) =>
+                    defect(call, tool, `its failure does not match its failure schema: ${formatCause(error)}`),
+                  onSuccess: (encoded) => toolResult(call, encoded, { isFailure: true })
+                })
+            })
+          )
+      }),
+      Effect.catchAllDefect((cause) => Effect.fail(defect(call, tool, String(cause), cause)))
+    )
+}
+
+/** Runs a tool's calls through `Toolkit.handle` (when its handler is not in the agent's context). */
+const runWithToolkit = (
+  toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>,
+  tool: Tool.Any,
+  context: Context.Context<never>
+) => {
+  const encodeFailure = Schema.encodeUnknown(tool.failureSchema as Schema.Schema<unknown, unknown>)
+  return (call: Prompt.ToolCallPart): Effect.Effect<Prompt.ToolResultPart, ToolDefect> =>
+    (toolkit.handle as unknown as (name: string, params: unknown) => Effect.Effect<Tool.HandlerResult<any>, unknown>)(
+      tool.name,
+      call.params
+    ).pipe(
+      Effect.map((result) => toolResult(call, result.encodedResult, { isFailure: result.isFailure })),
+      Effect.catchAll((error): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
+        if (AiError.isAiError(error) && error.module === "Toolkit") {
+          return error._tag === "MalformedOutput"
+            ? Effect.succeed(invalidArguments(call, tool, error.cause ?? error.description))
+            : Effect.fail(defect(call, tool, `${error.description ?? "invalid result"}: ${formatCause(error.cause)}`))
+        }
+        return Effect.mapBoth(encodeFailure(error), {
+          onFailure: (parseError) =>
+            defect(call, tool, `its failure does not match its failure schema: ${formatCause(parseError)}`),
+          onSuccess: (encoded) => toolResult(call, encoded, { isFailure: true })
+        })
+      }),
+      Effect.catchAllDefect((cause) => Effect.fail(defect(call, tool, String(cause), cause))),
+      Effect.provide(context)
+    )
+}
+
+/**
+ * Runs tool calls of a handled toolkit. Invalid arguments and the tool's
+ * typed failures become failed tool results; a defect or a result that
+ * breaks the tool's success schema is a `ToolDefect`.
  */
 export const entriesOf = (
   toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>,
   context: Context.Context<never>
 ): ReadonlyArray<ToolEntry> =>
   Object.values(toolkit.tools).map((tool) => {
-    const encodeFailure = Schema.encodeUnknown(tool.failureSchema as Schema.Schema<unknown, unknown>)
-    const run = (call: Prompt.ToolCallPart): Effect.Effect<Prompt.ToolResultPart, ToolDefect> =>
-      (toolkit.handle as unknown as (name: string, params: unknown) => Effect.Effect<Tool.HandlerResult<any>, unknown>)(
-        tool.name,
-        call.params
-      ).pipe(
-        Effect.map((result) => toolResult(call, result.encodedResult, { isFailure: result.isFailure })),
-        Effect.catchAll((error): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
-          if (AiError.isAiError(error) && error.module === "Toolkit") {
-            if (error._tag === "MalformedOutput") {
-              return Effect.succeed(toolResult(call, {
-                error: `Invalid arguments for tool "${tool.name}": ${formatCause(error.cause ?? error.description)}`
-              }, { isFailure: true }))
-            }
-            return Effect.fail(
-              new ToolDefect({
-                toolName: tool.name,
-                callId: call.id,
-                description: `${error.description ?? "invalid result"}: ${formatCause(error.cause)}`
-              })
-            )
-          }
-          return encodeFailure(error).pipe(
-            Effect.map((encoded) => toolResult(call, encoded, { isFailure: true })),
-            Effect.mapError((parseError) =>
-              new ToolDefect({
-                toolName: tool.name,
-                callId: call.id,
-                description: `its failure does not match its failure schema: ${formatCause(parseError)}`
-              })
-            )
-          )
-        }),
-        Effect.catchAllDefect((defect) =>
-          Effect.fail(
-            new ToolDefect({ toolName: tool.name, callId: call.id, description: String(defect), cause: defect })
-          )
-        ),
-        Effect.provide(context)
-      )
-    return { tool, run }
+    const handler = context.unsafeMap.get(tool.id) as Tool.Handler<string> | undefined
+    return {
+      tool,
+      run: handler === undefined ? runWithToolkit(toolkit, tool, context) : runWithHandler(tool, handler)
+    }
   })
 
 /** The answer to a call of a tool the agent does not have. */
