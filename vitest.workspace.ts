@@ -6,5 +6,6 @@ export default [
   "packages/testing",
   "packages/middleware",
   "packages/workflow",
+  "packages/inspector",
   "packages/demo"
 ]

@@ -5,7 +5,8 @@ import * as path from "node:path"
 
 const check = process.argv.includes("--check")
 const root = path.join(path.dirname(new URL(import.meta.url).pathname), "..", "packages")
-const entryPoints = new Set(["index.ts", "main.ts"])
+// Entry points and the demo's modes are programs, not modules of the package.
+const entryPoints = new Set(["index.ts", "main.ts", "ui.ts", "durable.ts"])
 let stale = []
 
 for (const pkg of fs.readdirSync(root)) {

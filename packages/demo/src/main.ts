@@ -18,6 +18,7 @@ import * as path from "node:path"
 import * as readline from "node:readline/promises"
 import { fileURLToPath } from "node:url"
 import { DemoToolkit, layerHandlers } from "./DemoTools.js"
+import { runWithInspector } from "./ui.js"
 
 const dataDirectory = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "data")
 const threadId = "demo"
@@ -148,6 +149,7 @@ const program = Effect.gen(function*() {
     middleware: [audit, TodoList.middleware(), approvals],
     maxSteps: 12
   })
+  if (process.argv.includes("--ui")) return yield* runWithInspector(agent, { question, threadId })
   yield* Console.log(`User: ${question}`)
   let ended: AgentResult.AgentResult<unknown> | undefined
   const follow = (events: Stream.Stream<AgentEvent.AgentEvent, unknown>) =>

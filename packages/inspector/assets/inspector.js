@@ -26,8 +26,11 @@ const model = {
 }
 
 const approvalUi = new Map()
+/** Per thread: a refusal to keep showing after its wait is gone ("already decided"). */
+const notices = new Map()
 const openKeys = new Set()
 let transcript = null
+let transcriptWanted = null
 
 function resetModel() {
   model.threads = new Map()
@@ -35,7 +38,9 @@ function resetModel() {
   model.order = []
   model.selectedRun = null
   approvalUi.clear()
+  notices.clear()
   transcript = null
+  transcriptWanted = null
 }
 
 function threadOf(id) {
@@ -89,10 +94,14 @@ function touch(group) {
 function place(run, hook, item) {
   if (run.current === null || isBefore(hook)) {
     run.pendingItems.push(item)
-  } else {
-    run.current.items.push(item)
-    touch(run.current)
+    return
   }
+  const group = run.current
+  // What a middleware did to the request of a model call goes before the call.
+  const call = hook === "wrapModelCall" && group.model?.status === "running" ? group.items.indexOf(group.model) : -1
+  if (call >= 0) group.items.splice(call, 0, item)
+  else group.items.push(item)
+  touch(group)
 }
 
 function placeHook(run, hook, item) {
@@ -324,6 +333,10 @@ function number(value) {
   return typeof value === "number" ? value.toLocaleString("en-US") : "?"
 }
 
+function messages(count) {
+  return `${number(count)} message${count === 1 ? "" : "s"}`
+}
+
 function ms(value) {
   if (typeof value !== "number") return ""
   return value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${value < 10 ? value.toFixed(1) : Math.round(value)} ms`
@@ -461,13 +474,12 @@ function renderMain() {
         h("div", null, mainParts.todos, mainParts.context, mainParts.transcript)
       )
     )
-    transcript = null
   }
   const status = threadStatus(thread)
   mainParts.head.replaceChildren(
     h("h2", { "data-testid": "thread-id" }, thread.id),
     h("span", { class: "badge", "data-status": status, "data-testid": "thread-status" }, statusText[status]),
-    thread.info === null ? null : h("span", { class: "muted" }, `${number(thread.info.messageCount)} messages`)
+    thread.info === null ? null : h("span", { class: "muted" }, messages(thread.info.messageCount))
   )
   renderApprovals(thread)
   const run = model.runs.get(model.selectedRun ?? thread.runs[thread.runs.length - 1])
@@ -598,8 +610,10 @@ function renderGroup(group) {
   return section
 }
 
-function renderParts(parts) {
-  return (parts ?? []).map((part) => {
+/** The parts of an encoded message (its content may be a plain string). */
+function renderParts(content) {
+  const parts = typeof content === "string" ? [{ type: "text", text: content }] : Array.isArray(content) ? content : []
+  return parts.map((part) => {
     switch (part.type) {
       case "text":
         return h("pre", null, part.text)
@@ -659,10 +673,10 @@ function renderItem(group, item) {
     case "model": {
       const usage = item.usage
       const meta = item.status === "running"
-        ? `model call · ${item.messageCount} messages in · running…`
+        ? `model call · ${messages(item.messageCount)} in · running…`
         : `model call · ${ms(item.durationMillis)} · ${number(usage?.inputTokens)} tokens in / ${
           number(usage?.outputTokens)
-        } out · finish: ${item.finishReason} · ${item.messageCount} messages in`
+        } out · finish: ${item.finishReason} · ${messages(item.messageCount)} in`
       const element = h("div", { class: "model", "data-testid": "model-call", "data-status": item.status })
       element.append(h("div", { class: "meta" }, meta))
       for (const attempt of item.attempts) {
@@ -671,7 +685,7 @@ function renderItem(group, item) {
       if (item.status === "running") {
         if (item.text !== "") element.append(h("pre", { class: "live", "data-testid": "live-text" }, item.text))
       } else if (item.message !== undefined) {
-        element.append(renderParts(item.message.content))
+        element.append(...renderParts(item.message.content))
       }
       if (item.toolNames.length > 0) {
         element.append(h("div", { class: "meta" }, `tools offered: ${item.toolNames.join(", ")}`))
@@ -825,30 +839,32 @@ function renderContext(run) {
 function renderTranscript(thread) {
   const panel = mainParts.transcript
   const count = thread.info?.messageCount ?? 0
-  if (transcript === null || transcript.threadId !== thread.id || transcript.messageCount !== count) {
-    if (transcript?.loading !== `${thread.id}:${count}`) loadTranscript(thread.id, count)
+  // Fetched again when the thread's message count changes (at the start and end of runs); kept when the
+  // inspector is gone.
+  const wanted = `${thread.id}:${count}`
+  if (transcriptWanted !== wanted && model.connection !== "stopped") {
+    transcriptWanted = wanted
+    loadTranscript(thread.id)
   }
-  const key = transcript === null ? "" : `${transcript.threadId}:${transcript.messageCount}:${transcript.offset}`
+  const shown = transcript !== null && transcript.threadId === thread.id ? transcript : null
+  const key = shown === null ? `none:${count}` : `${shown.version}`
   if (panel.dataset.key === key) return
   panel.dataset.key = key
   const children = [h("h3", null, "Transcript")]
-  if (transcript === null || transcript.threadId !== thread.id) {
+  if (shown === null) {
     children.push(h("p", { class: "muted" }, count === 0 ? "No messages yet." : "Loading…"))
   } else {
-    if (transcript.offset > 0) {
-      children.push(
-        h("button", { onclick: () => loadEarlier() }, `Load earlier messages (${transcript.offset} more)`)
-      )
+    if (shown.offset > 0) {
+      children.push(h("button", { onclick: () => loadEarlier() }, `Load earlier messages (${shown.offset} more)`))
     }
     const list = h("div", { class: "transcript", "data-testid": "transcript" })
-    for (const message of transcript.messages) {
-      const content = typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
+    for (const message of shown.messages) {
       list.append(
         h(
           "div",
           { class: "message", "data-role": message.role, "data-testid": "message" },
           h("div", { class: "role" }, message.role),
-          renderParts(content)
+          renderParts(message.content)
         )
       )
     }
@@ -857,25 +873,22 @@ function renderTranscript(thread) {
   panel.replaceChildren(...children)
 }
 
-async function loadTranscript(threadId, count) {
-  transcript = {
-    ...(transcript ?? { threadId, messageCount: -1, offset: 0, messages: [] }),
-    loading: `${threadId}:${count}`
-  }
+let transcriptVersion = 0
+
+async function fetchMessages(threadId, end) {
+  const query = end === undefined ? "" : `&end=${end}`
+  const response = await api(`/api/threads/${encodeURIComponent(threadId)}?limit=${transcriptPage}${query}`)
+  if (!response.ok) throw new Error(`HTTP ${response.status}`)
+  return response.json()
+}
+
+async function loadTranscript(threadId) {
   try {
-    const response = await api(`/api/threads/${encodeURIComponent(threadId)}?limit=${transcriptPage}`)
-    if (!response.ok) return
-    const body = await response.json()
-    transcript = {
-      threadId,
-      messageCount: body.messageCount,
-      offset: body.offset,
-      messages: body.messages,
-      loading: null
-    }
-    if (body.messageCount !== count) transcript.messageCount = count
+    const body = await fetchMessages(threadId)
+    if (model.selected !== threadId) return
+    transcript = { threadId, offset: body.offset, messages: body.messages, version: ++transcriptVersion }
   } catch {
-    transcript = null
+    // The previous transcript stays; the next change of the thread fetches again.
   }
   schedule()
 }
@@ -883,12 +896,18 @@ async function loadTranscript(threadId, count) {
 async function loadEarlier() {
   if (transcript === null || transcript.offset === 0) return
   const { threadId } = transcript
-  const response = await api(
-    `/api/threads/${encodeURIComponent(threadId)}?limit=${transcriptPage}&end=${transcript.offset}`
-  )
-  if (!response.ok || transcript === null || transcript.threadId !== threadId) return
-  const body = await response.json()
-  transcript = { ...transcript, offset: body.offset, messages: [...body.messages, ...transcript.messages] }
+  try {
+    const body = await fetchMessages(threadId, transcript.offset)
+    if (transcript === null || transcript.threadId !== threadId) return
+    transcript = {
+      ...transcript,
+      offset: body.offset,
+      messages: [...body.messages, ...transcript.messages],
+      version: ++transcriptVersion
+    }
+  } catch {
+    // Nothing more to show.
+  }
   schedule()
 }
 
@@ -928,13 +947,26 @@ function renderApprovals(thread) {
   const pending = thread.info?.pending
   const waiting = pending !== null && pending !== undefined && !thread.info.running
   const ui = waiting ? uiOf(thread) : null
+  const notice = notices.get(thread.id)
   const key = ui === null
-    ? "none"
+    ? `none:${notice ?? ""}`
     : `${ui.key}:${ui.version}:${thread.info.failure === null ? "" : thread.info.failure.message}`
   if (mainParts.approvalsKey === key) return
   mainParts.approvalsKey = key
   if (ui === null) {
-    container.replaceChildren()
+    container.replaceChildren(
+      notice === undefined ? "" : h(
+        "section",
+        { class: "panel" },
+        h("div", { class: "error", "data-testid": "approval-notice" }, notice),
+        h("button", {
+          onclick: () => {
+            notices.delete(thread.id)
+            schedule()
+          }
+        }, "Dismiss")
+      )
+    )
     return
   }
   const panel = h("section", { class: "panel approvals", "data-testid": "approvals" })
@@ -1198,6 +1230,7 @@ async function submit(thread, ui, value) {
     const body = await response.json().catch(() => ({}))
     if (response.status === 202) {
       ui.status = "sent"
+      notices.delete(thread.id)
     } else {
       ui.status = "idle"
       ui.decisions.clear()
@@ -1205,6 +1238,7 @@ async function submit(thread, ui, value) {
       ui.error = response.status === 409
         ? body.message ?? "Already decided."
         : `${body.error ?? `HTTP ${response.status}`}: ${body.message ?? "the decision was refused"}`
+      if (response.status === 409) notices.set(thread.id, ui.error)
     }
   } catch (error) {
     ui.status = "idle"

@@ -266,8 +266,15 @@ export const make: (
         const claim = yield* lock.withPermits(1)(Effect.gen(function*() {
           if (claimed.has(threadId)) return Option.some(alreadyDecided(threadId))
           const snapshot = yield* agent.thread(threadId)
-          const pending = Option.flatMap(snapshot, (thread) => thread.pending)
-          if (Option.isNone(pending) || Wire.interruptKey(pending.value) !== key) {
+          const pending = Option.flatMap(snapshot, (thread) =>
+            Option.map(thread.pending, (interrupt) => ({
+              interrupt,
+              messageCount: (thread.state as { readonly messages: ReadonlyArray<unknown> }).messages.length
+            })))
+          if (
+            Option.isNone(pending) ||
+            Wire.interruptKey(pending.value.interrupt, pending.value.messageCount) !== key
+          ) {
             return Option.some(alreadyDecided(threadId))
           }
           const checked = yield* Effect.exit(agent.validateResume(threadId, value))
@@ -294,6 +301,8 @@ export const make: (
             return Deferred.succeed(outcome, failed)
           }),
           Effect.ensuring(Effect.sync(() => claimed.delete(threadId))),
+          // A trace of its own: not a child of whatever span the inspector was started in.
+          Effect.withSpan("Inspector.resume", { root: true, attributes: { threadId }, captureStackTrace: false }),
           FiberSet.run(resumes)
         )
         return yield* Deferred.await(outcome)

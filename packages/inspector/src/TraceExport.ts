@@ -40,13 +40,7 @@ export interface Options {
   readonly exportInterval?: Duration.DurationInput | undefined
 }
 
-/**
- * The default traces endpoint: a collector on this machine.
- *
- * @since 0.1.0
- * @category models
- */
-export const defaultUrl = "http://127.0.0.1:4318/v1/traces"
+const defaultUrl = "http://127.0.0.1:4318/v1/traces"
 
 /**
  * Exports every span of the effect it is provided to. Needs an

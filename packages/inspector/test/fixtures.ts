@@ -1,8 +1,8 @@
 import { Agent } from "@effect-agent/core"
-import { HumanInTheLoop, TodoList } from "@effect-agent/middleware"
+import { ContextEditing, HumanInTheLoop, TodoList } from "@effect-agent/middleware"
 import { ScriptedModel } from "@effect-agent/testing"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
-import { Effect, Option, Ref, Schema } from "effect"
+import { Effect, Either, Option, Ref, Schema } from "effect"
 import * as Inspector from "../src/Inspector.js"
 
 // The agent the inspector tests watch: a file reader that needs approval, a no-op `tick` tool for long runs, and
@@ -21,15 +21,23 @@ export const todos = (...items: ReadonlyArray<readonly [string, TodoList.TodoSta
   params: { todos: items.map(([content, status]) => ({ content, status })) }
 })
 
+const usage = (inputTokens: number, outputTokens: number) => ({
+  usage: { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens }
+})
+
 /** Plans, asks to read `notes.txt` (which waits for a decision), then finishes the plan. */
 export const approvalScript: ReadonlyArray<ScriptedModel.Turn> = [
   ScriptedModel.toolCalls([todos(["Read the notes", "in_progress"], ["Summarize them", "pending"])], {
-    text: "Let me plan this first."
+    text: "Let me plan this first.",
+    ...usage(180, 42)
   }),
-  ScriptedModel.toolCalls([{ name: "read_file", params: { path: "notes.txt" }, id: "call_read" }]),
-  ScriptedModel.toolCalls([todos(["Read the notes", "completed"], ["Summarize them", "in_progress"])]),
-  ScriptedModel.toolCalls([todos(["Read the notes", "completed"], ["Summarize them", "completed"])]),
-  ScriptedModel.text("The notes are about the release.")
+  ScriptedModel.toolCalls(
+    [{ name: "read_file", params: { path: "notes.txt" }, id: "call_read" }],
+    usage(260, 18)
+  ),
+  ScriptedModel.toolCalls([todos(["Read the notes", "completed"], ["Summarize them", "in_progress"])], usage(330, 40)),
+  ScriptedModel.toolCalls([todos(["Read the notes", "completed"], ["Summarize them", "completed"])], usage(210, 40)),
+  ScriptedModel.text("The notes are about the release.", usage(250, 12).usage)
 ]
 
 /** `steps` calls of `tick`, then an answer. */
@@ -38,9 +46,18 @@ export const longScript = (steps: number): ReadonlyArray<ScriptedModel.Turn> => 
   ScriptedModel.text(`Ticked ${steps} times.`)
 ]
 
-/** An agent on `script`, with the todo list and approvals of `read_file`, and an inspector attached. */
-export const setup = (script: ReadonlyArray<ScriptedModel.Turn>, options?: { readonly maxSteps?: number }) =>
+/**
+ * An agent on `script`, with context editing, the todo list and approvals of
+ * `read_file`, and an inspector attached.
+ */
+export const setup = (
+  script: ReadonlyArray<ScriptedModel.Turn>,
+  options?: { readonly maxSteps?: number; readonly inspector?: Inspector.Options }
+) =>
   Effect.gen(function*() {
+    // Clears old tool results from requests over 120 (approximate) tokens: in the approval script, from the
+    // fourth model call on.
+    const clearOld = Either.getOrThrow(ContextEditing.ClearToolUses({ trigger: 120, keep: 1 }))
     const reads = yield* Ref.make<ReadonlyArray<string>>([])
     const ticks = yield* Ref.make(0)
     const approvals = yield* HumanInTheLoop.middleware({
@@ -51,7 +68,7 @@ export const setup = (script: ReadonlyArray<ScriptedModel.Turn>, options?: { rea
     const agent = yield* Agent.make({
       toolkit: Tools,
       systemPrompt: "You read files.",
-      middleware: [TodoList.middleware(), approvals],
+      middleware: [ContextEditing.middleware({ edits: [clearOld] }), TodoList.middleware(), approvals],
       maxSteps: options?.maxSteps
     }).pipe(
       Effect.provide(Tools.toLayer({
@@ -61,7 +78,7 @@ export const setup = (script: ReadonlyArray<ScriptedModel.Turn>, options?: { rea
       Effect.provide(TodoList.layer),
       Effect.provideService(LanguageModel.LanguageModel, model.model)
     )
-    const inspector = yield* Inspector.make(agent)
+    const inspector = yield* Inspector.make(agent, options?.inspector)
     const token = new URL(inspector.url).searchParams.get("token")!
     const base = `http://127.0.0.1:${inspector.port}`
     return { agent, inspector, token, base, reads: Ref.get(reads) }

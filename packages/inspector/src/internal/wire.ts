@@ -84,16 +84,16 @@ export const event = (value: AgentEvent.AgentEvent<any>): Record<string, unknown
 }
 
 /**
- * A name for a pending interrupt: the same wait always gets the same key, a
- * new wait (other calls, another middleware) a new one. The page sends it
- * back with its decision, so a decision meant for a wait that is over is
- * refused.
+ * A name for a pending wait: the same wait always gets the same key, another
+ * wait (other calls, another middleware, a later point of the thread) another
+ * one. The page sends it back with its decision, so a decision meant for a
+ * wait that is over is refused.
  */
-export const interruptKey = (interrupt: AgentResult.Interrupt): string =>
-  Crypto.createHash("sha256").update(stringify([interrupt.middleware, interrupt.value])).digest("base64url").slice(
-    0,
-    22
-  )
+export const interruptKey = (interrupt: AgentResult.Interrupt, messageCount: number): string =>
+  Crypto.createHash("sha256")
+    .update(stringify([interrupt.middleware, interrupt.key, messageCount, interrupt.value]))
+    .digest("base64url")
+    .slice(0, 22)
 
 /**
  * What the page knows of a thread: whether a run is going on, what it waits
@@ -120,7 +120,7 @@ export const threadInfo = (
   }
   const { messages, ...slices } = snapshot.value.state as { readonly messages: ReadonlyArray<Prompt.Message> }
   const pending = Option.getOrNull(Option.map(snapshot.value.pending, (interrupt) => ({
-    key: interruptKey(interrupt),
+    key: interruptKey(interrupt, messages.length),
     middleware: interrupt.middleware,
     value: interrupt.value
   })))

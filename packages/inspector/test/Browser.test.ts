@@ -1,0 +1,257 @@
+import { ScriptedModel } from "@effect-agent/testing"
+import { assert, describe, layer } from "@effect/vitest"
+import { Context, Deferred, Effect, Fiber, Layer, Queue } from "effect"
+import * as fs from "node:fs"
+import { fileURLToPath } from "node:url"
+import { type Browser, chromium, type Page } from "playwright-core"
+import { approvalScript, eventually, longScript, pendingOf, setup, todos } from "./fixtures.js"
+
+// The page in a real browser: Debian's chromium, headless, driven by playwright-core (which downloads nothing).
+// One browser for the file; each test opens its own pages on its own inspector. Screenshots of each state go to
+// test-artifacts/.
+
+const executablePath = process.env["CHROMIUM_PATH"] ?? "/usr/bin/chromium"
+const artifacts = fileURLToPath(new URL("../test-artifacts/", import.meta.url))
+
+class BrowserTag extends Context.Tag("test/Browser")<BrowserTag, Browser>() {}
+
+const BrowserLive = Layer.scoped(
+  BrowserTag,
+  Effect.acquireRelease(
+    Effect.promise(() => {
+      if (!fs.existsSync(executablePath)) {
+        throw new Error(
+          `No chromium at ${executablePath}: install Debian's chromium (apt-get install chromium) or set CHROMIUM_PATH`
+        )
+      }
+      fs.mkdirSync(artifacts, { recursive: true })
+      return chromium.launch({
+        executablePath,
+        args: [
+          "--headless",
+          "--no-sandbox",
+          "--disable-gpu",
+          "--disable-quic",
+          "--no-first-run",
+          "--disable-background-networking",
+          "--disable-component-update",
+          "--disable-sync"
+        ]
+      })
+    }),
+    (browser) => Effect.promise(() => browser.close())
+  )
+)
+
+/** A page on `url` in a context of its own; fails the test on any script error of the page. */
+const open = (url: string) =>
+  Effect.gen(function*() {
+    const browser = yield* BrowserTag
+    const errors: Array<string> = []
+    const page = yield* Effect.acquireRelease(
+      Effect.promise(async () => {
+        const context = await browser.newContext({ viewport: { width: 1440, height: 960 } })
+        const page = await context.newPage()
+        page.on("pageerror", (error) => errors.push(error.message))
+        await page.goto(url)
+        await page.waitForSelector("[data-testid=connection][data-state=live]", { timeout: 10_000 })
+        return page
+      }),
+      (page) =>
+        Effect.promise(() => page.context().close()).pipe(
+          Effect.zipRight(Effect.sync(() => assert.deepStrictEqual(errors, [], "script errors on the page")))
+        )
+    )
+    return page
+  })
+
+const on = <A>(f: () => Promise<A>) => Effect.promise(f)
+const wait = (page: Page, selector: string, timeout = 10_000) => on(() => page.waitForSelector(selector, { timeout }))
+const count = (page: Page, selector: string) => on(() => page.locator(selector).count())
+const text = (page: Page, selector: string) => on(() => page.locator(selector).first().innerText())
+const shot = (page: Page, name: string) =>
+  on(() => page.screenshot({ path: `${artifacts}${name}.png`, fullPage: true }))
+
+describe("Inspector in a browser", () => {
+  layer(BrowserLive, { timeout: "60 seconds", excludeTestServices: true })((it) => {
+    it.scoped("shows the todo list progress live until every item is completed", () =>
+      Effect.gen(function*() {
+        // Each model turn waits for the test, so the page is seen at every step.
+        const gate = yield* Queue.unbounded<void>()
+        const turn = (parts: ReturnType<typeof ScriptedModel.text>): ScriptedModel.Turn => () =>
+          Effect.as(Queue.take(gate), parts)
+        const { agent, inspector } = yield* setup([
+          turn(ScriptedModel.toolCalls([
+            todos(["Find the notes", "in_progress"], ["Read them", "pending"], ["Summarize", "pending"])
+          ], { text: "Planning the work." })),
+          turn(ScriptedModel.toolCalls([
+            todos(["Find the notes", "completed"], ["Read them", "in_progress"], ["Summarize", "pending"])
+          ])),
+          turn(ScriptedModel.toolCalls([
+            todos(["Find the notes", "completed"], ["Read them", "completed"], ["Summarize", "in_progress"])
+          ])),
+          turn(ScriptedModel.toolCalls([
+            todos(["Find the notes", "completed"], ["Read them", "completed"], ["Summarize", "completed"])
+          ])),
+          turn(ScriptedModel.text("The notes are summarized."))
+        ])
+        const page = yield* open(inspector.url)
+        const run = yield* Effect.fork(agent.run("Summarize my notes", { threadId: "todos" }))
+        const inProgress = "[data-testid=todo][data-status=in_progress]"
+        yield* Queue.offer(gate, void 0)
+        yield* wait(page, `${inProgress}:has-text("Find the notes")`)
+        assert.strictEqual(yield* count(page, "[data-testid=todo][data-status=pending]"), 2)
+        yield* wait(page, "[data-testid=model-call][data-status=running]")
+        yield* shot(page, "todos-1-planned")
+        yield* Queue.offer(gate, void 0)
+        yield* wait(page, `${inProgress}:has-text("Read them")`)
+        assert.strictEqual(yield* text(page, "[data-testid=todo-count]"), "1/3 done")
+        yield* shot(page, "todos-2-in-progress")
+        yield* Queue.offerAll(gate, [void 0, void 0, void 0])
+        yield* Fiber.join(run)
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        assert.strictEqual(yield* count(page, "[data-testid=todo][data-status=completed]"), 3)
+        assert.strictEqual(yield* text(page, "[data-testid=todo-count]"), "3/3 done")
+        assert.include(yield* text(page, "[data-testid=run-end]"), "The notes are summarized.")
+        yield* shot(page, "todos-3-completed")
+      }))
+
+    it.scoped("approve: the run finishes and the tool ran", () =>
+      Effect.gen(function*() {
+        const { agent, inspector, reads } = yield* setup(approvalScript)
+        const page = yield* open(inspector.url)
+        const first = yield* agent.run("Read my notes and summarize them", { threadId: "notes" })
+        assert.strictEqual(first._tag, "Interrupted")
+        yield* wait(page, "[data-testid=action][data-tool=read_file] [data-testid=approve]")
+        assert.include(yield* text(page, "[data-testid=action-args]"), "notes.txt")
+        yield* wait(page, "[data-testid=tool-call][data-tool=write_todos]")
+        yield* shot(page, "approval-1-pending")
+        yield* on(() => page.click("[data-testid=approve]"))
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        assert.deepStrictEqual(yield* reads, ["notes.txt"])
+        assert.strictEqual(yield* count(page, "[data-testid=approvals]"), 0)
+        assert.strictEqual(yield* count(page, "[data-testid=run]"), 2)
+        yield* wait(page, "[data-testid=tool-call][data-tool=read_file]")
+        yield* wait(page, "[data-testid=decision]:has-text('approve read_file')")
+        yield* wait(page, "[data-testid=message]:has-text('contents of notes.txt')")
+        // What context editing did to the requests, with the tokens before and after.
+        yield* wait(page, "[data-testid=decision][data-middleware=contextEditing] [data-testid=context-bar]")
+        assert.match(
+          yield* text(page, "[data-testid=decision][data-middleware=contextEditing]"),
+          /cleared \d+ tool results, \d+ tokens reclaimed/
+        )
+        assert.include(yield* text(page, "[data-testid=token-summary]"), "250 tokens in")
+        yield* shot(page, "approval-2-approved")
+      }))
+
+    it.scoped("edit with invalid arguments: the error shows and the tool does not run", () =>
+      Effect.gen(function*() {
+        const { agent, inspector, reads } = yield* setup(approvalScript)
+        const page = yield* open(inspector.url)
+        yield* agent.run("Read my notes", { threadId: "edit" })
+        const waiting = yield* pendingOf(agent, "edit")
+        yield* wait(page, "[data-testid=edit]")
+        yield* on(() => page.click("[data-testid=edit]"))
+        yield* on(() => page.fill("[data-testid=edit-args]", "{ \"path\": "))
+        yield* on(() => page.click("[data-testid=send-edit]"))
+        assert.include(yield* text(page, "[data-testid=approval-error]"), "not valid JSON")
+        yield* on(() => page.fill("[data-testid=edit-args]", "{ \"path\": 42 }"))
+        yield* on(() => page.click("[data-testid=send-edit]"))
+        yield* wait(page, "[data-testid=approval-error]:has-text('InvalidEdit')")
+        assert.include(yield* text(page, "[data-testid=approval-error]"), "call_read")
+        yield* shot(page, "edit-1-invalid")
+        assert.deepStrictEqual(yield* reads, [])
+        assert.deepStrictEqual(yield* pendingOf(agent, "edit"), waiting)
+        // The thread still waits: a valid edit goes through.
+        yield* on(() => page.click("[data-testid=edit]"))
+        yield* on(() => page.fill("[data-testid=edit-args]", "{ \"path\": \"summary.txt\" }"))
+        yield* on(() => page.click("[data-testid=send-edit]"))
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        assert.deepStrictEqual(yield* reads, ["summary.txt"])
+        yield* shot(page, "edit-2-valid")
+      }))
+
+    it.scoped("reject with a reason: the reason is in the transcript and the tool does not run", () =>
+      Effect.gen(function*() {
+        const { agent, inspector, reads } = yield* setup(approvalScript)
+        const page = yield* open(inspector.url)
+        yield* agent.run("Read my notes", { threadId: "reject" })
+        yield* wait(page, "[data-testid=reject]")
+        yield* on(() => page.click("[data-testid=reject]"))
+        yield* on(() => page.fill("[data-testid=reject-reason]", "The notes are private."))
+        yield* on(() => page.click("[data-testid=send-reject]"))
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        yield* wait(page, "[data-testid=message][data-role=tool]:has-text('Reason: The notes are private.')")
+        assert.deepStrictEqual(yield* reads, [])
+        yield* shot(page, "reject-1-rejected")
+      }))
+
+    it.scoped("respond: the model gets the answer in place of the tool, which does not run", () =>
+      Effect.gen(function*() {
+        const { agent, inspector, reads } = yield* setup(approvalScript)
+        const page = yield* open(inspector.url)
+        yield* agent.run("Read my notes", { threadId: "respond" })
+        yield* wait(page, "[data-testid=respond]")
+        yield* on(() => page.click("[data-testid=respond]"))
+        yield* on(() => page.click("[data-testid=send-respond]"))
+        assert.include(yield* text(page, "[data-testid=approval-error]"), "Write the answer first")
+        yield* on(() => page.fill("[data-testid=respond-text]", "The notes say: ship on Friday."))
+        yield* on(() => page.click("[data-testid=send-respond]"))
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        yield* wait(page, "[data-testid=message][data-role=tool]:has-text('The notes say: ship on Friday.')")
+        assert.deepStrictEqual(yield* reads, [])
+      }))
+
+    it.scoped("two tabs approving the same call: the tool runs once, the second tab is told it was decided", () =>
+      Effect.gen(function*() {
+        const { agent, inspector, reads } = yield* setup(approvalScript)
+        const first = yield* open(inspector.url)
+        const second = yield* open(inspector.url)
+        yield* agent.run("Read my notes", { threadId: "tabs" })
+        yield* wait(first, "[data-testid=approve]")
+        yield* wait(second, "[data-testid=approve]")
+        // The second tab's decision reaches the server only after the first one's was accepted.
+        const accepted = yield* Deferred.make<void>()
+        yield* on(() =>
+          second.route(
+            "**/resume**",
+            (route) => Effect.runPromise(Deferred.await(accepted)).then(() => route.continue())
+          )
+        )
+        yield* on(() => second.click("[data-testid=approve]"))
+        yield* on(() => first.click("[data-testid=approve]"))
+        yield* wait(first, "[data-testid=thread-status][data-status=completed]")
+        yield* Deferred.succeed(accepted, void 0)
+        yield* wait(second, "[data-testid=approval-notice]:has-text('Already decided')")
+        yield* wait(second, "[data-testid=thread-status][data-status=completed]")
+        assert.deepStrictEqual(yield* reads, ["notes.txt"])
+        yield* shot(second, "tabs-1-already-decided")
+      }))
+
+    it.scoped(
+      "stays responsive on a 1,000-step run: the timeline draws a window of steps",
+      () =>
+        Effect.gen(function*() {
+          const { agent, inspector } = yield* setup(longScript(1000), { maxSteps: 1001 })
+          const page = yield* open(inspector.url)
+          const result = yield* agent.run("Tick a thousand times", { threadId: "long" })
+          assert.strictEqual(result._tag, "Completed")
+          // The page gets the whole run (some 20,000 events) at once.
+          yield* wait(page, "[data-testid=run-end][data-status=completed]", 30_000)
+          assert.include(yield* text(page, "[data-testid=run]"), "1001 steps")
+          const drawn = yield* count(page, "[data-testid=step]")
+          assert.isAtMost(drawn, 52)
+          assert.isAtMost(yield* on(() => page.locator("*").count()), 5000)
+          yield* on(() => page.click("[data-testid=show-earlier]"))
+          yield* eventually(Effect.map(count(page, "[data-testid=step]"), (n) => n === drawn + 50), "50 more steps")
+          // Another run on another thread while the long one is on the page.
+          yield* Effect.fork(agent.run("Read my notes", { threadId: "short" }).pipe(Effect.ignore))
+          yield* wait(page, "[data-testid=thread][data-thread=short]")
+          yield* on(() => page.click("[data-testid=thread][data-thread=long]"))
+          yield* wait(page, "[data-testid=thread-id]:has-text('long')")
+          yield* shot(page, "long-1-thousand-steps")
+        }),
+      60_000
+    )
+  })
+})
