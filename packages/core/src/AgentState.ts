@@ -124,15 +124,26 @@ export const layout = (middleware: ReadonlyArray<Middleware.Any>): Effect.Effect
       for (const owner of owners) Object.assign(out, state.slices[owner.name])
       return out as unknown as AgentState
     }
+    const encoders = owners.map((owner) => Schema.encodeUnknownEither(owner.schema))
+    // A slice object is replaced, never changed, when a hook updates it: its encoding is kept with it.
+    const encodedSlices = new WeakMap<object, unknown>()
     const encodeSlices = (slices: Readonly<Record<string, object>>) =>
-      Effect.forEach(
-        owners,
-        (owner) =>
-          Effect.map(
-            Schema.encodeUnknown(owner.schema)(slices[owner.name]),
-            (encoded) => [owner.name, encoded] as const
-          )
-      ).pipe(Effect.map(Object.fromEntries))
+      Effect.suspend(() => {
+        const out: Record<string, unknown> = {}
+        for (let i = 0; i < owners.length; i++) {
+          const name = owners[i]!.name
+          const slice = slices[name]!
+          let encoded = encodedSlices.get(slice)
+          if (encoded === undefined) {
+            const result = encoders[i]!(slice)
+            if (Either.isLeft(result)) return Effect.fail(result.left)
+            encoded = result.right
+            encodedSlices.set(slice, encoded)
+          }
+          out[name] = encoded
+        }
+        return Effect.succeed(out)
+      })
     const decodeSlices = (encoded: Readonly<Record<string, unknown>>) =>
       Effect.forEach(owners, (owner) =>
         owner.name in encoded

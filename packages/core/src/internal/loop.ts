@@ -60,6 +60,7 @@ type NodeOutcome =
   }
 
 const Continue: NodeOutcome = { _tag: "Continue" }
+const continued: Effect.Effect<NodeOutcome> = Effect.succeed(Continue)
 
 /** The mutable progress of one run, owned by the run's fiber. */
 interface Run {
@@ -67,7 +68,8 @@ interface Run {
   messages: ReadonlyArray<Prompt.Message>
   slices: Record<string, object>
   step: number
-  usage: Usage.Usage
+  /** Token usage so far, summed in place; a `Usage` is made when a result is. */
+  readonly usage: { inputTokens: number; outputTokens: number; totalTokens: number }
   output: Option.Option<unknown>
   /** Whether hooks and calls get their own spans (see `LoopConfig.spans`). */
   readonly traced: boolean
@@ -77,6 +79,8 @@ interface Run {
   readonly executor: AgentExecutor.AgentExecutor.Service
   /** The interrupt keys used so far in this run (a key names one wait). */
   readonly interruptKeys: Set<string>
+  /** The `wrapToolCall` chain of this run, built on its first tool call. */
+  toolChain: ((request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>) | undefined
   /** The thread as last encoded for a checkpoint, reused for its unchanged prefix. */
   encoded: { readonly messages: ReadonlyArray<Prompt.Message>; readonly encoded: ReadonlyArray<unknown> } | undefined
 }
@@ -102,6 +106,15 @@ export interface LoopConfig {
   readonly spans: boolean | undefined
   /** Services the middleware hooks need, captured when the agent was built. */
   readonly context: Context.Context<never>
+}
+
+/** Adds a model call's reported usage (a provider that reports none counts 0). */
+const addUsage = (total: Run["usage"], usage: Response.Usage) => {
+  const input = usage.inputTokens ?? 0
+  const output = usage.outputTokens ?? 0
+  total.inputTokens += input
+  total.outputTokens += output
+  total.totalTokens += usage.totalTokens ?? input + output
 }
 
 const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
@@ -195,7 +208,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     start: number,
     resume: Option.Option<unknown>
   ): Effect.Effect<NodeOutcome, unknown, any> =>
-    Effect.gen(function*() {
+    start >= nodes[node].length ? continued : Effect.gen(function*() {
       const hooks = nodes[node]
       for (let index = start; index < hooks.length; index++) {
         const m = hooks[index]!
@@ -374,47 +387,50 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       callTool(run)
     )
 
-  const runTools = (run: Run, calls: ReadonlyArray<Prompt.ToolCallPart>) =>
-    Effect.gen(function*() {
-      const chain = toolChain(run)
-      const state = layout.flatten(run)
-      const emit = run.emit
-      const results = yield* Effect.forEach(calls, (call) => {
-        const request: Middleware.ToolCallRequest = {
-          call,
-          tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? config.output!.tool : undefined),
-          state: state as any,
-          threadId: run.threadId,
-          step: run.step - 1
-        }
-        const execute = run.executor.toolCall(
-          call,
-          traced(
-            run,
-            "AgentLoop.toolCall",
-            { tool: call.name, callId: call.id },
-            Effect.locally(
-              chain(request),
-              ToolContext.CurrentToolContext,
-              Option.some({
-                callId: call.id,
-                toolName: call.name,
-                threadId: run.threadId,
-                idempotencyKey: `${run.threadId}/${call.id}`
-              })
-            )
+  const runTools = (run: Run, calls: ReadonlyArray<Prompt.ToolCallPart>) => {
+    const chain = run.toolChain ??= toolChain(run)
+    const state = layout.flatten(run)
+    const emit = run.emit
+    const one = (call: Prompt.ToolCallPart) => {
+      const request: Middleware.ToolCallRequest = {
+        call,
+        tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? config.output!.tool : undefined),
+        state: state as any,
+        threadId: run.threadId,
+        step: run.step - 1
+      }
+      const execute = run.executor.toolCall(
+        call,
+        traced(
+          run,
+          "AgentLoop.toolCall",
+          { tool: call.name, callId: call.id },
+          Effect.locally(
+            chain(request),
+            ToolContext.CurrentToolContext,
+            Option.some({
+              callId: call.id,
+              toolName: call.name,
+              threadId: run.threadId,
+              idempotencyKey: `${run.threadId}/${call.id}`
+            })
           )
         )
-        if (emit === undefined) return execute
-        return Effect.gen(function*() {
-          yield* emit(AgentEvent.ToolCallStarted({ call }))
-          const started = yield* Clock.currentTimeMillis
-          const result = yield* execute
-          const ended = yield* Clock.currentTimeMillis
-          yield* emit(AgentEvent.ToolCallCompleted({ result, durationMillis: ended - started }))
-          return result
-        })
-      }, { concurrency: calls.length > 1 ? config.toolConcurrency : 1 })
+      )
+      if (emit === undefined) return execute
+      return Effect.gen(function*() {
+        yield* emit(AgentEvent.ToolCallStarted({ call }))
+        const started = yield* Clock.currentTimeMillis
+        const result = yield* execute
+        const ended = yield* Clock.currentTimeMillis
+        yield* emit(AgentEvent.ToolCallCompleted({ result, durationMillis: ended - started }))
+        return result
+      })
+    }
+    const results: Effect.Effect<ReadonlyArray<Prompt.ToolResultPart>, unknown, any> = calls.length === 1
+      ? Effect.map(one(calls[0]!), (result) => [result])
+      : Effect.forEach(calls, one, { concurrency: config.toolConcurrency })
+    return Effect.map(results, (results) => {
       run.messages = AgentState.appendToolResults(run.messages, results)
       // Taken from the stored call after it ran, so a replayed (journaled) call sets it too.
       if (decodeOutput !== undefined) {
@@ -425,6 +441,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         }
       }
     })
+  }
 
   // -------------------------------------------------------------------------
   // checkpoints
@@ -605,7 +622,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 threadId: run.threadId,
                 state: layout.flatten(run),
                 interrupt: { middleware: outcome.middleware, value: outcome.value, key },
-                usage: run.usage,
+                usage: new Usage.Usage(run.usage, true),
                 steps: run.step
               })
             }
@@ -664,7 +681,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             )
             run.offered = response.offered
             run.messages = [...run.messages, response.message]
-            run.usage = Usage.add(run.usage, response.usage)
+            addUsage(run.usage, response.usage)
             if (emit !== undefined) {
               const ended = yield* Clock.currentTimeMillis
               responded = {
@@ -702,7 +719,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               state: layout.flatten(run),
               text: AgentResult.lastText(run.messages),
               output: run.output,
-              usage: run.usage,
+              usage: new Usage.Usage(run.usage, true),
               steps: run.step
             })
           }
@@ -831,13 +848,14 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             messages: [...loaded.messages, ...prompt.content],
             slices: loaded.slices,
             step: 0,
-            usage: Usage.empty,
+            usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 },
             output: Option.none(),
             offered: undefined,
             traced: yield* isTraced,
             emit,
             executor,
             interruptKeys: new Set(),
+            toolChain: undefined,
             encoded: undefined
           }
           return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
@@ -888,13 +906,18 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             messages: loaded.messages,
             slices: loaded.slices,
             step: progress?.step ?? 0,
-            usage: progress === undefined ? Usage.empty : new Usage.Usage(progress),
+            usage: {
+              inputTokens: progress?.inputTokens ?? 0,
+              outputTokens: progress?.outputTokens ?? 0,
+              totalTokens: progress?.totalTokens ?? 0
+            },
             output: Option.none(),
             offered: undefined,
             traced: yield* isTraced,
             emit,
             executor,
             interruptKeys: new Set(),
+            toolChain: undefined,
             encoded: undefined
           }
           return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
