@@ -292,6 +292,15 @@ export interface Options {
     readonly after: Duration.DurationInput
     readonly decide: (interrupt: AgentExecutor.Interrupt) => unknown
   } | undefined
+  /**
+   * Undo steps by tool name: when a run fails or is cancelled, each tool call
+   * that succeeded gets its tool's undo, latest first (a saga's
+   * compensation). Journaled results replay, so the undo sees the call and
+   * result the run stored.
+   */
+  readonly undo?: {
+    readonly [toolName: string]: (call: Prompt.ToolCallPart, result: Prompt.ToolResultPart) => Effect.Effect<void>
+  } | undefined
 }
 
 /**
@@ -333,7 +342,7 @@ export interface AgentWorkflow {
     unknown,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop | Authorizer
   >
-  /** Cancels a run: its fiber is interrupted (finalizers run) and it ends `Cancelled`. */
+  /** Cancels a run: its fiber is interrupted (finalizers and `undo` steps run) and it ends `Cancelled`. */
   readonly cancel: (runId: string) => Effect.Effect<
     void,
     RunStore.RunNotFound | RunStore.RunStoreError,
@@ -422,7 +431,12 @@ const makeExecutor = (options: Options) => {
       let name = `tool/${call.id}`
       for (let n = 2; toolNames.has(name); n++) name = `tool/${call.id}#${n}`
       toolNames.add(name)
-      return inActivity(name, Prompt.ToolResultPart, execute) as Effect.Effect<any, any>
+      const activity = inActivity(name, Prompt.ToolResultPart, execute)
+      const undo = options.undo?.[call.name]
+      return (undo === undefined ? activity : Workflow.withCompensation(
+        activity,
+        (result) => result.isFailure ? Effect.void : undo(call, result)
+      )) as Effect.Effect<any, any>
     },
     interrupt: (interrupt) => {
       const deferred = DurableDeferred.make(interrupt.key, { success: Decision })

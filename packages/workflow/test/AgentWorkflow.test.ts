@@ -196,6 +196,37 @@ describe("AgentWorkflow on the memory engine", () => {
       assert.deepStrictEqual(ran, [])
     }))
 
+  it.scopedLive("cancel runs the undo steps of the calls that ran, latest first", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const undone: Array<string> = []
+      const Undoing = AgentWorkflow.make({
+        name: "undoing-agent",
+        version: 1,
+        undo: {
+          add: (call, result) => Effect.sync(() => void undone.push(`${call.id}=${String(result.result)}`))
+        }
+      })
+      // two ungated add calls run, then a gated delete waits
+      const context = yield* Layer.build(durable(
+        approvalAgent(ran, [
+          ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "call_a" }]),
+          ScriptedModel.toolCalls([{ name: "add", params: { a: 3, b: 4 }, id: "call_b" }]),
+          ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/a" }, id: "call_1" }]),
+          ScriptedModel.text("never")
+        ]),
+        Undoing
+      ))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Undoing.start({ threadId: "t", input: "add, add, delete" }))
+      yield* run(Undoing.await(runId, { untilWaiting: true }))
+      assert.deepStrictEqual(ran, ["add 1 2", "add 3 4"])
+      assert.deepStrictEqual(undone, [])
+      yield* run(Undoing.cancel(runId))
+      assert.strictEqual((yield* run(Undoing.await(runId))).state, "Cancelled")
+      assert.deepStrictEqual(undone, ["call_b=7", "call_a=3"])
+    }))
+
   it.scopedLive("a decision timeout answers the wait by itself", () =>
     Effect.gen(function*() {
       const ran: Array<string> = []
