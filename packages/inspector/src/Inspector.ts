@@ -60,6 +60,12 @@ export interface Options {
    * that open later (default 100,000; the oldest go first).
    */
   readonly maxEvents?: number | undefined
+  /**
+   * How an accepted decision continues its thread (default: the agent's
+   * `resumeStream`). For durable runs, pass one that hands the decision to
+   * the run's workflow, e.g. `AgentWorkflow.resume` of the thread's latest run.
+   */
+  readonly resume?: ((threadId: string, value: unknown) => Effect.Effect<void, unknown>) | undefined
 }
 
 // -----------------------------------------------------------------------------
@@ -289,22 +295,26 @@ export const make: (
         }))
         if (Option.isSome(claim)) return claim.value
         const outcome = yield* Deferred.make<Outcome>()
-        yield* agent.resumeStream(threadId, value).pipe(
-          Stream.runForEach((event) => event._tag === "RunStarted" ? Effect.void : Deferred.succeed(outcome, resumed)),
-          Effect.exit,
-          Effect.flatMap((exit) => {
-            if (Exit.isSuccess(exit)) return Deferred.succeed(outcome, resumed)
-            const { error, message } = errorOf(exit.cause)
-            const failed: Outcome = error === "ThreadStateError"
-              ? alreadyDecided(threadId)
-              : { _tag: "Rejected", error, message }
-            return Deferred.succeed(outcome, failed)
-          }),
-          Effect.ensuring(Effect.sync(() => claimed.delete(threadId))),
-          // A trace of its own: not a child of whatever span the inspector was started in.
-          Effect.withSpan("Inspector.resume", { root: true, attributes: { threadId }, captureStackTrace: false }),
-          FiberSet.run(resumes)
-        )
+        const resume = options?.resume
+        yield* (resume === undefined
+          ? agent.resumeStream(threadId, value).pipe(
+            Stream.runForEach((event) => event._tag === "RunStarted" ? Effect.void : Deferred.succeed(outcome, resumed))
+          )
+          : resume(threadId, value)).pipe(
+            Effect.exit,
+            Effect.flatMap((exit) => {
+              if (Exit.isSuccess(exit)) return Deferred.succeed(outcome, resumed)
+              const { error, message } = errorOf(exit.cause)
+              const failed: Outcome = error === "ThreadStateError"
+                ? alreadyDecided(threadId)
+                : { _tag: "Rejected", error, message }
+              return Deferred.succeed(outcome, failed)
+            }),
+            Effect.ensuring(Effect.sync(() => claimed.delete(threadId))),
+            // A trace of its own: not a child of whatever span the inspector was started in.
+            Effect.withSpan("Inspector.resume", { root: true, attributes: { threadId }, captureStackTrace: false }),
+            FiberSet.run(resumes)
+          )
         return yield* Deferred.await(outcome)
       }).pipe(
         Effect.catchAllCause((cause) => Effect.succeed<Outcome>({ _tag: "Rejected", ...errorOf(cause) }))

@@ -605,7 +605,14 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             if (outcome._tag === "Interrupt") {
               const key = uniqueKey(run, outcome.key ?? `${node}/${outcome.middleware}/${run.step}`)
               yield* save(run, { node, middleware: outcome.middleware, value: outcome.value, key })
-              const decided = yield* run.executor.interrupt({
+              const interrupted = AgentResult.Interrupted({
+                threadId: run.threadId,
+                state: layout.flatten(run),
+                interrupt: { middleware: outcome.middleware, value: outcome.value, key },
+                usage: new Usage.Usage(run.usage, true),
+                steps: run.step
+              })
+              const wait = run.executor.interrupt({
                 key,
                 threadId: run.threadId,
                 step: run.step,
@@ -613,18 +620,18 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 node,
                 value: outcome.value
               })
+              const emit = run.emit
+              // An executor that suspends the run while it waits (durable runs) ends it
+              // here as far as watchers can tell: the same event an in-process run ends with.
+              const decided = yield* emit === undefined
+                ? wait
+                : Effect.onInterrupt(wait, () => emit(AgentEvent.RunEnded({ result: interrupted })))
               if (Option.isSome(decided)) {
                 resumeValue = decided
                 phase = { node, index: outcome.index }
                 break
               }
-              return AgentResult.Interrupted({
-                threadId: run.threadId,
-                state: layout.flatten(run),
-                interrupt: { middleware: outcome.middleware, value: outcome.value, key },
-                usage: new Usage.Usage(run.usage, true),
-                steps: run.step
-              })
+              return interrupted
             }
             if (outcome._tag === "Jump" && outcome.to === "end") {
               // Never leave a tool call without its result: providers reject such a thread.
@@ -798,16 +805,21 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       const publish: Emit | undefined = runId === undefined
         ? undefined
         : (event) => Effect.asVoid(PubSub.publish(hub, { runId, threadId, event }))
-      const emit: Emit | undefined = publish === undefined
+      let ended = false
+      const both: Emit | undefined = publish === undefined
         ? own
         : own === undefined
         ? publish
         : (event) => Effect.zipRight(own(event), publish(event))
-      if (emit === undefined) return yield* body(undefined, executor)
+      if (both === undefined) return yield* body(undefined, executor)
+      const emit: Emit = (event) => {
+        if (event._tag === "RunEnded") ended = true
+        return both(event)
+      }
       yield* emit(AgentEvent.RunStarted({ threadId, resumed }))
       const result = yield* body(emit, executor).pipe(
         Effect.tapErrorCause((cause) => {
-          if (publish === undefined) return Effect.void
+          if (publish === undefined || ended) return Effect.void
           const error = Cause.squash(cause)
           return publish(AgentEvent.RunFailed({
             error: Cause.isInterruptedOnly(cause)
@@ -819,7 +831,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           }))
         })
       )
-      yield* emit(AgentEvent.RunEnded({ result }))
+      if (!ended) yield* emit(AgentEvent.RunEnded({ result }))
       return result
     })
 

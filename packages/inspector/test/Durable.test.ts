@@ -1,0 +1,79 @@
+import { Agent, AgentLoop } from "@effect-agent/core"
+import { HumanInTheLoop } from "@effect-agent/middleware"
+import { ScriptedModel } from "@effect-agent/testing"
+import { AgentEngine, AgentWorkflow, RunStore } from "@effect-agent/workflow"
+import { Tool, Toolkit } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, Schema, Stream } from "effect"
+import * as Inspector from "../src/Inspector.js"
+import * as Wire from "../src/internal/wire.js"
+
+const ReadFile = Tool.make("read_file", { parameters: { path: Schema.String }, success: Schema.String })
+const Tools = Toolkit.make(ReadFile)
+
+/** Reads notes.txt (gated), then answers; decided from the prompt, so a replay continues. */
+const answer: ScriptedModel.Turn = (request) =>
+  request.prompt.content.some((message) => message.role === "tool")
+    ? ScriptedModel.text("The notes are short.")
+    : ScriptedModel.toolCalls([{ name: "read_file", params: { path: "notes.txt" }, id: "call_read" }])
+
+const Runs = AgentWorkflow.make({ name: "inspected-agent", version: 1 })
+
+describe("Inspector on durable runs", () => {
+  it.scopedLive("shows a durable run waiting and hands the page's approval to its workflow", () =>
+    Effect.gen(function*() {
+      const reads: Array<string> = []
+      const AgentLive = Layer.unwrapEffect(Effect.map(
+        HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { read_file: true } }),
+        (hitl) => Agent.layer({ toolkit: Tools, middleware: [hitl] })
+      )).pipe(Layer.provide(Layer.merge(
+        ScriptedModel.layer(Array.from({ length: 6 }, () => answer)),
+        Tools.toLayer({ read_file: ({ path }) => Effect.sync(() => (reads.push(path), `contents of ${path}`)) })
+      )))
+      const context = yield* Layer.build(Runs.layer.pipe(
+        Layer.provideMerge(AgentLive),
+        Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory)),
+        Layer.provideMerge(AgentWorkflow.layerAuthorizer((request) => request.principal === "inspector"))
+      ))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>): Effect.Effect<A, E> =>
+        Effect.provide(effect, context) as Effect.Effect<A, E>
+      const agent = yield* run(AgentLoop.AgentLoop)
+
+      // decisions from the page go to the thread's latest durable run
+      const inspector = yield* Inspector.make(agent, {
+        resume: (threadId, value) =>
+          run(Effect.gen(function*() {
+            const [latest] = yield* (yield* RunStore.RunStore).list({ threadId, limit: 1 })
+            yield* Runs.resume(latest!.runId, value, { principal: "inspector" })
+          }))
+      })
+      const token = new URL(inspector.url).searchParams.get("token")!
+      const base = `http://127.0.0.1:${inspector.port}`
+
+      const pull = yield* Stream.toPull(yield* agent.watch)
+      const runId = yield* run(Runs.start({ threadId: "t1", input: "Read my notes" }))
+      const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+      assert.strictEqual(waiting.state, "Waiting")
+
+      // watchers (the page among them) see the suspended run end as Interrupted, not as failed
+      const seen: Array<string> = []
+      while (!seen.includes("RunEnded")) {
+        for (const event of yield* pull) seen.push(event.event._tag)
+      }
+      assert.notInclude(seen, "RunFailed")
+
+      const thread = Option.getOrThrow(yield* agent.thread("t1"))
+      const key = Wire.interruptKey(Option.getOrThrow(thread.pending), thread.state.messages.length)
+      const response = yield* Effect.promise(() =>
+        fetch(`${base}/api/threads/t1/resume`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-inspector-token": token },
+          body: JSON.stringify({ key, value: [{ type: "approve", callId: "call_read" }] })
+        })
+      )
+      assert.strictEqual(response.status, 202)
+      const done = yield* run(Runs.await(runId))
+      assert.strictEqual(done.state, "Completed")
+      assert.deepStrictEqual(reads, ["notes.txt"])
+    }))
+})
