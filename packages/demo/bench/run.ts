@@ -15,12 +15,16 @@
  * 3. the heap held by a 10,000-message thread, and what continuing such a
  *    thread costs;
  * 4. CPU profiles (`node --cpu-prof`, in child processes) of 10 middleware
- *    and 20 tools, summarised by self time.
+ *    and 20 tools, summarised by self time;
+ * 5. context editing, summarization and token counting (`context.ts`);
+ * 6. durable mode (`durable.ts`): the step on `AgentWorkflow` with the memory
+ *    and SQLite engines beside the in-process loop, one activity round trip,
+ *    and the time a fresh process takes to finish a run after a crash.
  *
  * Writes the results between the markers of `docs/benchmarks.md` (the text
  * outside the markers is kept). Flags: `--quick` (short sampling, for a smoke
  * run), `--no-write` (print only), `--no-profile`, `--no-ablation`, `--no-context`,
- * `--no-langchain`.
+ * `--no-langchain`, `--no-durable`.
  *
  * @since 0.1.0
  */
@@ -36,6 +40,7 @@ import * as v8 from "node:v8"
 import * as vm from "node:vm"
 import * as Ablation from "./ablation.js"
 import * as Context from "./context.js"
+import * as Durable from "./durable.js"
 import * as EffectAi from "./effectAi.js"
 import {
   answerDeltas,
@@ -350,6 +355,11 @@ const main = async () => {
     section("5. context editing, summarization and token counting")
     return Context.measure({ quick, log })
   })()
+  const durable = args.has("--no-durable") ? undefined : await (async () => {
+    section("6. durable mode (memory and SQLite engines, crash and resume)")
+    const { unitsPerRun: _, ...sampling } = baseSampling
+    return Durable.measure({ quick, sampling, log })
+  })()
   const profiles: Array<Report.ProfileResult> = []
   if (!args.has("--no-profile")) {
     section("4. profiles (child processes)")
@@ -389,7 +399,8 @@ const main = async () => {
     ablation,
     memory,
     profiles,
-    context
+    context,
+    durable
   }
   const markdown = Report.render(results)
   if (!args.has("--no-write")) {

@@ -184,8 +184,13 @@ describe("Inspector", () => {
         { content: "Read the notes", status: "in_progress" },
         { content: "Summarize them", status: "pending" }
       ])
-      const decision = entries.find((entry) => entry.event?._tag === "MiddlewareDecision")!.event!
-      assert.strictEqual(decision["middleware"], "todoList")
+      const decisions = entries.filter((entry) => entry.event?._tag === "MiddlewareDecision").map((entry) =>
+        entry.event!
+      )
+      // context editing reports each request's size against its trigger; the todo list its list
+      assert.strictEqual(decisions[0]!["middleware"], "contextEditing")
+      assert.strictEqual((decisions[0]!["data"] as { trigger: number }).trigger, 120)
+      assert.isTrue(decisions.some((decision) => decision["middleware"] === "todoList"))
       const responded = entries.find((entry) => entry.event?._tag === "ModelResponded")!.event!
       assert.strictEqual(responded["finishReason"], "tool-calls")
       assert.deepStrictEqual(responded["usage"], { inputTokens: 180, outputTokens: 42, totalTokens: 222 })

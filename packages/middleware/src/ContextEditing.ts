@@ -117,6 +117,8 @@ export interface EditResult {
   readonly tokensAfter: number
   /** `tokensBefore - tokensAfter`. */
   readonly reclaimed: number
+  /** The token count above which the edit fires, for an edit that has one. */
+  readonly trigger?: number | undefined
 }
 
 /**
@@ -520,7 +522,8 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
         cleared: [],
         tokensBefore,
         tokensAfter: tokensBefore,
-        reclaimed: 0
+        reclaimed: 0,
+        trigger
       })
       if (tokensBefore <= trigger) return unchanged(false)
 
@@ -596,7 +599,8 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
         cleared: session.ids.slice(0, count),
         tokensBefore,
         tokensAfter,
-        reclaimed: tokensBefore - tokensAfter
+        reclaimed: tokensBefore - tokensAfter,
+        trigger
       }
     })
 
@@ -612,7 +616,15 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
         : (yield* counter.measure([systemMessage(context.systemPrompt)]))[0]!
       if (messages.length === 0) {
         const tokens = scale === 1 ? systemRaw : Math.round(systemRaw * scale)
-        return { messages, triggered: false, cleared: [], tokensBefore: tokens, tokensAfter: tokens, reclaimed: 0 }
+        return {
+          messages,
+          triggered: false,
+          cleared: [],
+          tokensBefore: tokens,
+          tokensAfter: tokens,
+          reclaimed: 0,
+          trigger: config.trigger
+        }
       }
       const session = acquire(counter, messages)
       return yield* run(counter, session, messages, systemRaw, scale).pipe(
@@ -705,11 +717,13 @@ export const applyEdits = <Edits extends ReadonlyArray<ContextEdit.Any>>(
     let triggered = false
     let tokensBefore: number | undefined
     let tokensAfter: number | undefined
+    let trigger: number | undefined
     const cleared: Array<string> = []
     for (const edit of edits) {
       const result: EditResult = yield* edit.apply(current, context)
       current = result.messages
       triggered ||= result.triggered
+      if (result.trigger !== undefined) trigger = Math.min(trigger ?? result.trigger, result.trigger)
       tokensBefore ??= result.tokensBefore
       tokensAfter = result.tokensAfter
       for (const id of result.cleared) cleared.push(id)
@@ -727,7 +741,8 @@ export const applyEdits = <Edits extends ReadonlyArray<ContextEdit.Any>>(
       cleared,
       tokensBefore,
       tokensAfter,
-      reclaimed: tokensBefore - tokensAfter
+      reclaimed: tokensBefore - tokensAfter,
+      ...(trigger === undefined ? {} : { trigger })
     }
   })
 
@@ -822,8 +837,14 @@ export const middleware = <
               cleared: result.cleared,
               tokensBefore: result.tokensBefore,
               tokensAfter: result.tokensAfter,
-              reclaimed: result.reclaimed
+              reclaimed: result.reclaimed,
+              trigger: result.trigger
             }
+          )
+        } else {
+          yield* Middleware.report(
+            `${result.tokensBefore} tokens${result.trigger === undefined ? "" : ` (trigger ${result.trigger})`}`,
+            { tokensBefore: result.tokensBefore, tokensAfter: result.tokensAfter, trigger: result.trigger }
           )
         }
         return yield* next(result.messages === request.messages ? request : { ...request, messages: result.messages })

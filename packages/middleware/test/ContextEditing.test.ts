@@ -584,11 +584,19 @@ describe("ContextEditing.middleware", () => {
       const decisions = events.filter(AgentEvent.$is("MiddlewareDecision")).filter((e) =>
         e.middleware === "contextEditing"
       )
+      // every call reports its count against the trigger; the calls over it report what they cleared
       assert.deepStrictEqual(decisions.map((e) => e.decision.replace(/\d+ tokens/, "N tokens")), [
+        "N tokens (trigger 200)",
+        "N tokens (trigger 200)",
         "cleared 1 tool results, N tokens reclaimed",
         "cleared 2 tool results, N tokens reclaimed"
       ])
-      assert.deepStrictEqual((decisions[1]!.data as { cleared: ReadonlyArray<string> }).cleared, ["a", "b"])
+      const data = decisions.map((e) =>
+        e.data as { tokensBefore: number; trigger: number; cleared?: ReadonlyArray<string> }
+      )
+      assert.deepStrictEqual(data.map((d) => d.trigger), [200, 200, 200, 200])
+      assert.isTrue(data[0]!.tokensBefore <= 200 && data[2]!.tokensBefore > 200)
+      assert.deepStrictEqual(data[3]!.cleared, ["a", "b"])
       assert.strictEqual(decisions[0]!.hook, "wrapModelCall")
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(threeLookups), ToolsLive))))
 
