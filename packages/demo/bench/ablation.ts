@@ -41,15 +41,10 @@ export interface Variant {
   readonly requires?: { readonly file: string; readonly text: string } | undefined
 }
 
-const toolsForEach: Patch = {
+const noHookReporting: Patch = {
   file: "internal/loop.ts",
-  from: "      }, { concurrency: config.toolConcurrency })",
-  to: "      }, { concurrency: calls.length > 1 ? config.toolConcurrency : undefined })"
-}
-const hookLocally: Patch = {
-  file: "internal/loop.ts",
-  from: "        : Effect.locally(effect, Middleware.CurrentHook, { middleware: m.name, hook })",
-  to: "        : effect"
+  from: "    if (!run.traced && emit === undefined) return effect",
+  to: "    if (!run.traced) return effect"
 }
 
 /**
@@ -69,19 +64,10 @@ export const variants: ReadonlyArray<Variant> = [
     requires: { file: "Agent.ts", text: "readonly spans?:" }
   },
   {
-    name: "sequential single tool call",
-    description: "`runTools`: `Effect.forEach` with concurrency only when there is more than one call",
-    patches: [toolsForEach]
-  },
-  {
-    name: "no locally per hook",
-    description: "`inHook` without `Effect.locally(Middleware.CurrentHook, …)` (made only when streaming, untraced)",
-    patches: [hookLocally]
-  },
-  {
-    name: "both patches",
-    description: "the two patches above",
-    patches: [toolsForEach, hookLocally]
+    name: "no hook reporting",
+    description: "`inHook` without `Effect.locally(Middleware.CurrentHook, …)` and the `HookCompleted` timing " +
+      "(both made only when streaming or watched, untraced)",
+    patches: [noHookReporting]
   }
 ]
 
