@@ -5,6 +5,10 @@
  * gpt-4o-mini). Reading a file needs your approval: you are asked in the
  * terminal, or the demo approves by itself when stdin is not a terminal.
  *
+ * `--ui` watches the run in the inspector (a local web page) and waits for
+ * the approval there; `--durable` runs the same agent durably on SQLite (stop
+ * it and start it again: it carries on).
+ *
  * @since 0.1.0
  */
 import { Agent, AgentEvent, type AgentResult, Middleware } from "@effect-agent/core"
@@ -18,6 +22,7 @@ import * as path from "node:path"
 import * as readline from "node:readline/promises"
 import { fileURLToPath } from "node:url"
 import { DemoToolkit, layerHandlers } from "./DemoTools.js"
+import { main as durable } from "./durable.js"
 import { runWithInspector } from "./ui.js"
 
 const dataDirectory = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "data")
@@ -168,10 +173,14 @@ const program = Effect.gen(function*() {
   }
 })
 
-program.pipe(
-  Effect.provide(layerHandlers(dataDirectory)),
-  Effect.provide(TodoList.layer),
-  Effect.provide(ModelLive),
-  Effect.provide(NodeContext.layer),
-  NodeRuntime.runMain
-)
+if (process.argv.includes("--durable")) {
+  durable(process.argv.slice(2))
+} else {
+  program.pipe(
+    Effect.provide(layerHandlers(dataDirectory)),
+    Effect.provide(TodoList.layer),
+    Effect.provide(ModelLive),
+    Effect.provide(NodeContext.layer),
+    NodeRuntime.runMain
+  )
+}
