@@ -107,6 +107,16 @@ export declare namespace AgentLoop {
      * nothing extra.
      */
     readonly watch: Effect.Effect<Stream.Stream<RunEvent<S>>, never, Scope.Scope>
+    /**
+     * Gives up the decision `threadId` waits for: the tool calls of its last
+     * reply still without results are answered as not run (with `reason`),
+     * so the thread stays well-formed, and the thread can run again. `false`
+     * when it waited for nothing.
+     */
+    readonly discardPending: (
+      threadId: string,
+      reason: string
+    ) => Effect.Effect<boolean, AgentError.CheckpointError>
     /** The thread's last checkpoint. */
     readonly thread: (threadId: string) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError>
   }

@@ -286,3 +286,29 @@ describe("AgentLoop.validateResume", () => {
       assert.strictEqual((nothing as { _tag: string })._tag, "ThreadStateError")
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))))
 })
+
+describe("AgentLoop.discardPending", () => {
+  it.effect("gives up a pending decision: waiting calls are answered as not run, and the thread runs again", () =>
+    Effect.gen(function*() {
+      const gate = Middleware.make({
+        name: "gate",
+        afterModel: ({ messages, resume }) => {
+          const last = messages.at(-1)
+          const calls = last?.role === "assistant" && last.content.some((part) => part.type === "tool-call")
+          return Effect.succeed(calls && Option.isNone(resume) ? { interrupt: "run the tools?" } : undefined)
+        }
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [gate] })
+      assert.strictEqual((yield* agent.run("Add", { threadId: "t" }))._tag, "Interrupted")
+      assert.isTrue(yield* agent.discardPending("t", "the user walked away"))
+      const thread = Option.getOrThrow(yield* agent.thread("t"))
+      assert.isTrue(Option.isNone(thread.pending))
+      const last = thread.state.messages.at(-1)!
+      assert.strictEqual(last.role, "tool")
+      assert.include(JSON.stringify(encoded([last])), "Not run: the user walked away")
+      assert.isFalse(yield* agent.discardPending("t", "again"))
+      // the next turn of the script answers the new input
+      const next = yield* agent.run("never mind", { threadId: "t" })
+      assert.strictEqual(next._tag, "Interrupted")
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))))
+})

@@ -17,6 +17,7 @@
  *
  * @since 0.1.0
  */
+import type { CheckpointError } from "@effect-agent/core/AgentError"
 import * as AgentExecutor from "@effect-agent/core/AgentExecutor"
 import * as AgentLoop from "@effect-agent/core/AgentLoop"
 import * as Checkpointer from "@effect-agent/core/Checkpointer"
@@ -342,11 +343,15 @@ export interface AgentWorkflow {
     unknown,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop | Authorizer
   >
-  /** Cancels a run: its fiber is interrupted (finalizers and `undo` steps run) and it ends `Cancelled`. */
+  /**
+   * Cancels a run: its fiber is interrupted (finalizers and `undo` steps run)
+   * and it ends `Cancelled`; a decision it waited for is given up (its calls
+   * answered as not run), so the thread can run again.
+   */
   readonly cancel: (runId: string) => Effect.Effect<
     void,
-    RunStore.RunNotFound | RunStore.RunStoreError,
-    WorkflowEngine.WorkflowEngine | RunStore.RunStore
+    RunStore.RunNotFound | RunStore.RunStoreError | CheckpointError,
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
   >
   /** Waits until the run is done (or waiting, with `untilWaiting`) and gives its status. */
   readonly await: (runId: string, options?: {
@@ -594,6 +599,7 @@ export const make = (options: Options): AgentWorkflow => {
   const cancel: AgentWorkflow["cancel"] = Effect.fn("AgentWorkflow.cancel")(function*(runId) {
     const record = yield* (yield* RunStore.RunStore).get(runId)
     yield* workflow.interrupt(record.executionId)
+    yield* (yield* AgentLoop.AgentLoop).discardPending(record.threadId, "the run was cancelled")
   })
 
   const await_: AgentWorkflow["await"] = Effect.fn("AgentWorkflow.await")(function*(runId, awaitOptions) {

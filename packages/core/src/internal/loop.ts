@@ -961,6 +961,23 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       return pending
     }),
     watch,
+    discardPending: (threadId, reason) =>
+      withThreadLock(
+        threadId,
+        Effect.gen(function*() {
+          const loaded = yield* load(threadId, undefined)
+          if (Option.isNone(loaded.checkpoint) || loaded.checkpoint.value.pending === undefined) return false
+          const messages = AgentState.appendToolResults(
+            loaded.messages,
+            (AgentState.pendingToolCalls(loaded.messages)?.calls ?? []).map((call) =>
+              Middleware.toolResult(call, { error: `Not run: ${reason}` }, { isFailure: true })
+            )
+          )
+          const { pending: _pending, run: _run, ...kept } = loaded.checkpoint.value
+          yield* checkpointer.save(threadId, { ...kept, messages: AgentState.encodeMessages(messages) })
+          return true
+        })
+      ).pipe(Effect.withSpan("AgentLoop.discardPending")),
     thread: (threadId) =>
       load(threadId, undefined).pipe(Effect.map((loaded) =>
         Option.map(loaded.checkpoint, (checkpoint) => ({
