@@ -7,9 +7,8 @@
  * @since 0.1.0
  */
 import type * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
-import { globalValue } from "effect/GlobalValue"
 import * as Option from "effect/Option"
 
 /**
@@ -27,15 +26,16 @@ export interface ToolContext {
 }
 
 /**
- * The call being served, set by the agent loop around each tool call.
+ * The call being served: a context reference the agent sets for each tool
+ * handler it runs.
  *
  * @since 0.1.0
- * @category fiber refs
+ * @category references
  */
-export const CurrentToolContext: FiberRef.FiberRef<Option.Option<ToolContext>> = globalValue(
-  Symbol.for("@effect-agent/core/ToolContext/CurrentToolContext"),
-  () => FiberRef.unsafeMake<Option.Option<ToolContext>>(Option.none())
-)
+export class CurrentToolContext extends Context.Reference<CurrentToolContext>()(
+  "@effect-agent/core/ToolContext/CurrentToolContext",
+  { defaultValue: () => Option.none<ToolContext>() }
+) {}
 
 /**
  * The call a tool handler serves; fails with `NoSuchElementException` outside
@@ -57,6 +57,17 @@ export const CurrentToolContext: FiberRef.FiberRef<Option.Option<ToolContext>> =
  * @since 0.1.0
  * @category accessors
  */
-export const current: Effect.Effect<ToolContext, Cause.NoSuchElementException> = Effect.flatten(
-  FiberRef.get(CurrentToolContext)
-)
+export const current: Effect.Effect<ToolContext, Cause.NoSuchElementException> = Effect.flatten(CurrentToolContext)
+
+/**
+ * The context of a call of `toolName` on `threadId`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (callId: string, toolName: string, threadId: string): ToolContext => ({
+  callId,
+  toolName,
+  threadId,
+  idempotencyKey: `${threadId}/${callId}`
+})

@@ -29,7 +29,6 @@ import * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import * as Middleware from "../Middleware.js"
-import * as ToolContext from "../ToolContext.js"
 import * as Usage from "../Usage.js"
 import {
   lastAssistantCallsTools,
@@ -378,7 +377,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     if (run.offered !== undefined && !run.offered.includes(call.name)) {
       return Effect.succeed(unknownToolResult(call, run.offered))
     }
-    return entry.run(call)
+    return entry.run(call, run.threadId)
   }
 
   const toolChain = (run: Run) =>
@@ -401,21 +400,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       }
       const execute = run.executor.toolCall(
         call,
-        traced(
-          run,
-          "AgentLoop.toolCall",
-          { tool: call.name, callId: call.id },
-          Effect.locally(
-            chain(request),
-            ToolContext.CurrentToolContext,
-            Option.some({
-              callId: call.id,
-              toolName: call.name,
-              threadId: run.threadId,
-              idempotencyKey: `${run.threadId}/${call.id}`
-            })
-          )
-        )
+        traced(run, "AgentLoop.toolCall", { tool: call.name, callId: call.id }, chain(request))
       )
       if (emit === undefined) return execute
       return Effect.gen(function*() {

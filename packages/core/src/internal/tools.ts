@@ -7,16 +7,19 @@ import type * as Toolkit from "@effect/ai/Toolkit"
 import * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import { ToolDefect } from "../AgentError.js"
 import { toolResult } from "../Middleware.js"
+import * as ToolContext from "../ToolContext.js"
 
 /** A tool the agent can run: its definition and how to run it. */
 export interface ToolEntry {
   readonly tool: Tool.Any
-  readonly run: (call: Prompt.ToolCallPart) => Effect.Effect<Prompt.ToolResultPart, ToolDefect>
+  /** Runs a call on `threadId`; the handler sees it as `ToolContext.current`. */
+  readonly run: (call: Prompt.ToolCallPart, threadId: string) => Effect.Effect<Prompt.ToolResultPart, ToolDefect>
 }
 
 const Lenient = Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
@@ -82,15 +85,20 @@ const runWithHandler = (tool: Tool.Any, handler: Tool.Handler<string>) => {
   const decodeParameters = Schema.decodeUnknown(tool.parametersSchema as Schema.Schema<unknown, unknown>)
   const encodeSuccess = Schema.encodeUnknown(tool.successSchema as Schema.Schema<unknown, unknown>)
   const encodeFailure = Schema.encodeUnknown(tool.failureSchema as Schema.Schema<unknown, unknown>)
-  const withHandlerContext = Effect.mapInputContext((input: Context.Context<never>) =>
-    Context.merge(handler.context, input)
-  )
-  return (call: Prompt.ToolCallPart): Effect.Effect<Prompt.ToolResultPart, ToolDefect> =>
+  return (call: Prompt.ToolCallPart, threadId: string): Effect.Effect<Prompt.ToolResultPart, ToolDefect> =>
     decodeParameters(call.params).pipe(
       Effect.matchEffect({
         onFailure: (error) => Effect.succeed(invalidArguments(call, tool, error)),
         onSuccess: (params) =>
-          withHandlerContext(handler.handler(params) as Effect.Effect<unknown, unknown>).pipe(
+          Effect.mapInputContext(
+            handler.handler(params) as Effect.Effect<unknown, unknown>,
+            (input: Context.Context<never>) =>
+              Context.add(
+                Context.merge(handler.context, input),
+                ToolContext.CurrentToolContext,
+                Option.some(ToolContext.make(call.id, tool.name, threadId))
+              )
+          ).pipe(
             Effect.matchEffect({
               onSuccess: (value) =>
                 Effect.mapBoth(encodeSuccess(value), {
@@ -118,7 +126,7 @@ const runWithToolkit = (
   context: Context.Context<never>
 ) => {
   const encodeFailure = Schema.encodeUnknown(tool.failureSchema as Schema.Schema<unknown, unknown>)
-  return (call: Prompt.ToolCallPart): Effect.Effect<Prompt.ToolResultPart, ToolDefect> =>
+  return (call: Prompt.ToolCallPart, threadId: string): Effect.Effect<Prompt.ToolResultPart, ToolDefect> =>
     (toolkit.handle as unknown as (name: string, params: unknown) => Effect.Effect<Tool.HandlerResult<any>, unknown>)(
       tool.name,
       call.params
@@ -137,7 +145,8 @@ const runWithToolkit = (
         })
       }),
       Effect.catchAllDefect((cause) => Effect.fail(defect(call, tool, String(cause), cause))),
-      Effect.provide(context)
+      Effect.provide(context),
+      Effect.provideService(ToolContext.CurrentToolContext, Option.some(ToolContext.make(call.id, tool.name, threadId)))
     )
 }
 
