@@ -127,8 +127,6 @@ export const makeMemory: Effect.Effect<Checkpointer.Service> = Effect.sync(() =>
 export const layerMemory: Layer.Layer<Checkpointer> = Layer.effect(Checkpointer, makeMemory)
 
 const CheckpointJson = Schema.parseJson(Checkpoint)
-const decodeJson = Schema.decode(CheckpointJson)
-const encodeJson = Schema.encode(CheckpointJson)
 
 const parseFailure = (threadId: string, operation: "load" | "save") => (error: ParseResult.ParseError) =>
   new CheckpointError({
@@ -136,6 +134,40 @@ const parseFailure = (threadId: string, operation: "load" | "save") => (error: P
     operation,
     description: `the stored checkpoint is not valid: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
   })
+
+/**
+ * A checkpoint as JSON text, for stores of your own; a checkpoint that does
+ * not encode fails with `CheckpointError` (`operation: "save"`).
+ *
+ * @example
+ * ```ts
+ * import { Checkpointer } from "@effect-agent/core"
+ *
+ * const text = Checkpointer.toJson("t1", { version: 1, threadId: "t1", messages: [], slices: {} })
+ * ```
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const toJson = (threadId: string, checkpoint: Checkpoint): Effect.Effect<string, CheckpointError> =>
+  Effect.mapError(Schema.encode(CheckpointJson)(checkpoint), parseFailure(threadId, "save"))
+
+/**
+ * Reads a checkpoint from JSON text written by {@link toJson}; text that is
+ * not a valid checkpoint fails with `CheckpointError` (`operation: "load"`).
+ *
+ * @example
+ * ```ts
+ * import { Checkpointer } from "@effect-agent/core"
+ *
+ * const checkpoint = Checkpointer.fromJson("t1", '{"version":1,"threadId":"t1","messages":[],"slices":{}}')
+ * ```
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const fromJson = (threadId: string, text: string): Effect.Effect<Checkpoint, CheckpointError> =>
+  Effect.mapError(Schema.decode(CheckpointJson)(text), parseFailure(threadId, "load"))
 
 const ioFailure = (threadId: string, operation: "load" | "save") => (cause: unknown) =>
   new CheckpointError({ threadId, operation, description: String(cause), cause })
@@ -167,12 +199,11 @@ export const makeKeyValueStore = (
           Effect.mapError(ioFailure(threadId, "load")),
           Effect.flatMap(Option.match({
             onNone: () => Effect.succeedNone,
-            onSome: (json) => decodeJson(json).pipe(Effect.mapError(parseFailure(threadId, "load")), Effect.asSome)
+            onSome: (json) => Effect.asSome(fromJson(threadId, json))
           }))
         ),
       save: (threadId, checkpoint) =>
-        encodeJson(checkpoint).pipe(
-          Effect.mapError(parseFailure(threadId, "save")),
+        toJson(threadId, checkpoint).pipe(
           Effect.flatMap((json) => store.set(key(threadId), json)),
           Effect.mapError((error) => error._tag === "CheckpointError" ? error : ioFailure(threadId, "save")(error))
         ),
@@ -224,12 +255,12 @@ export const makeFileSystem = (
           Effect.mapError(ioFailure(threadId, "load")),
           Effect.flatMap(Option.match({
             onNone: () => Effect.succeedNone,
-            onSome: (json) => decodeJson(json).pipe(Effect.mapError(parseFailure(threadId, "load")), Effect.asSome)
+            onSome: (json) => Effect.asSome(fromJson(threadId, json))
           }))
         ),
       save: (threadId, checkpoint) =>
         Effect.gen(function*() {
-          const json = yield* encodeJson(checkpoint).pipe(Effect.mapError(parseFailure(threadId, "save")))
+          const json = yield* toJson(threadId, checkpoint)
           const target = file(threadId)
           const temporary = `${target}.${process.pid}.${writes++}.tmp`
           yield* fs.writeFileString(temporary, json).pipe(

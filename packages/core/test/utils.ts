@@ -2,8 +2,8 @@
  * Shared fixtures of the core behaviour tests: a calculator toolkit, a
  * middleware that records every hook call, and helpers to read transcripts.
  */
-import { Middleware } from "@effect-agent/core"
-import type { ScriptedModel } from "@effect-agent/testing"
+import type { Middleware } from "@effect-agent/core"
+import { HookRecorder, type ScriptedModel } from "@effect-agent/testing"
 import { Prompt, Response, Tool, Toolkit } from "@effect/ai"
 import { Effect, Schema } from "effect"
 
@@ -21,29 +21,7 @@ export const Calculator = Toolkit.make(Add)
 export const CalculatorLive = Calculator.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })
 
 /** A middleware implementing every hook, recording `name.hook` (and `:in` / `:out` for wrap hooks) in `log`. */
-export const recording = (name: string, log: Array<string>) => {
-  const node = (hook: string) => () =>
-    Effect.sync(() => {
-      log.push(`${name}.${hook}`)
-    })
-  return Middleware.make({
-    name,
-    beforeAgent: node("beforeAgent"),
-    beforeModel: node("beforeModel"),
-    afterModel: node("afterModel"),
-    afterAgent: node("afterAgent"),
-    wrapModelCall: (request, next) =>
-      Effect.sync(() => log.push(`${name}.wrapModelCall:in`)).pipe(
-        Effect.zipRight(next(request)),
-        Effect.tap(() => log.push(`${name}.wrapModelCall:out`))
-      ),
-    wrapToolCall: (request, next) =>
-      Effect.sync(() => log.push(`${name}.wrapToolCall:in`)).pipe(
-        Effect.zipRight(next(request)),
-        Effect.tap(() => log.push(`${name}.wrapToolCall:out`))
-      )
-  })
-}
+export const recording = HookRecorder.middleware
 
 /** An assistant reply built by a `wrapModelCall` that answers without the model. */
 export const assistantText = (text: string): Middleware.ModelResponse => ({

@@ -22,15 +22,15 @@ import { Agent, AgentLoop, Middleware, ToolContext } from "@effect-agent/core"
 import { HumanInTheLoop, TodoList } from "@effect-agent/middleware"
 import { ScriptedModel } from "@effect-agent/testing"
 import { AgentEngine, AgentWorkflow, RunStore, SqlCheckpointer } from "@effect-agent/workflow"
-import { type LanguageModel, type Prompt, type Response, Tool, Toolkit } from "@effect/ai"
-import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
+import { type Prompt, type Response, Tool, Toolkit } from "@effect/ai"
 import { FileSystem } from "@effect/platform"
-import { NodeContext, NodeHttpClient, NodeRuntime } from "@effect/platform-node"
-import { Config, Console, Deferred, Duration, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Console, Deferred, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as readline from "node:readline/promises"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import * as DemoModel from "./DemoModel.js"
 import { DemoToolkit, layerHandlers } from "./DemoTools.js"
 
 const dataDirectory = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "data")
@@ -187,33 +187,6 @@ const scriptedModel = (pace: Duration.Duration) =>
     return Effect.as(Effect.sleep(pace), replies[Math.min(given, replies.length - 1)]!)
   }))
 
-const modelLayer = (pace: Duration.Duration): Layer.Layer<LanguageModel.LanguageModel> =>
-  Layer.unwrapEffect(
-    Effect.gen(function*() {
-      const apiKey = Option.filter(
-        yield* Config.option(Config.redacted("OPENAI_API_KEY")),
-        (key) => Redacted.value(key).length > 0
-      )
-      if (Option.isNone(apiKey)) {
-        yield* Console.log("Model: scripted (set OPENAI_API_KEY to use OpenAI)")
-        return scriptedModel(pace)
-      }
-      const model = yield* Config.withDefault(Config.string("OPENAI_MODEL"), "gpt-4o-mini")
-      yield* Console.log(`Model: OpenAI ${model}`)
-      return OpenAiLanguageModel.layer({ model, config: { strict: false } }).pipe(
-        Layer.provide(OpenAiClient.layer({ apiKey: apiKey.value })),
-        Layer.provide(NodeHttpClient.layerUndici)
-      )
-    }).pipe(Effect.orDie)
-  )
-
-/** Reports each tool call it lets through (a wrap hook: it runs inside the journaled call). */
-const audit = Middleware.make({
-  name: "audit",
-  wrapToolCall: (request, next) =>
-    Middleware.report(`allowing ${request.call.name}`).pipe(Effect.zipRight(next(request)))
-})
-
 /**
  * What ran in this process. Wrap hooks run inside the journaled model and
  * tool calls, so a call replayed from the journal never reaches them.
@@ -248,12 +221,17 @@ const agentLayer = (ran: Ran, notes: string, pace: Duration.Duration) =>
       toolkit: DurableToolkit,
       systemPrompt: "You answer questions about the user's files. Plan with write_todos, use the tools, " +
         "do arithmetic with calculate, and save results the user asks for with save_note.",
-      middleware: [audit, ranHere(ran), TodoList.middleware(), approvals],
+      middleware: [DemoModel.audit, ranHere(ran), TodoList.middleware(), approvals],
       maxSteps: 12
     })
   })).pipe(
     Layer.provide(
-      Layer.mergeAll(layerHandlers(dataDirectory), layerNotes(notes, pace), TodoList.layer, modelLayer(pace))
+      Layer.mergeAll(
+        layerHandlers(dataDirectory),
+        layerNotes(notes, pace),
+        TodoList.layer,
+        DemoModel.layer(scriptedModel(pace))
+      )
     )
   )
 

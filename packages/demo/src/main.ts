@@ -11,16 +11,15 @@
  *
  * @since 0.1.0
  */
-import { Agent, AgentEvent, type AgentResult, Middleware } from "@effect-agent/core"
+import { Agent, AgentEvent, type AgentResult } from "@effect-agent/core"
 import { HumanInTheLoop, TodoList } from "@effect-agent/middleware"
 import { ScriptedModel } from "@effect-agent/testing"
-import type { LanguageModel } from "@effect/ai"
-import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
-import { NodeContext, NodeHttpClient, NodeRuntime } from "@effect/platform-node"
-import { Config, Console, Effect, Layer, Option, Schema, Stream } from "effect"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Console, Effect, Option, Schema, Stream } from "effect"
 import * as path from "node:path"
 import * as readline from "node:readline/promises"
 import { fileURLToPath } from "node:url"
+import * as DemoModel from "./DemoModel.js"
 import { DemoToolkit, layerHandlers } from "./DemoTools.js"
 import { main as durable } from "./durable.js"
 import { runWithInspector } from "./ui.js"
@@ -53,28 +52,7 @@ const script = [
   )
 ]
 
-const ModelLive: Layer.Layer<LanguageModel.LanguageModel> = Layer.unwrapEffect(
-  Effect.gen(function*() {
-    const apiKey = yield* Config.option(Config.redacted("OPENAI_API_KEY"))
-    if (Option.isNone(apiKey)) {
-      yield* Console.log("Model: scripted (set OPENAI_API_KEY to use OpenAI)\n")
-      return ScriptedModel.layer(script)
-    }
-    const model = yield* Config.withDefault(Config.string("OPENAI_MODEL"), "gpt-4o-mini")
-    yield* Console.log(`Model: OpenAI ${model}\n`)
-    return OpenAiLanguageModel.layer({ model, config: { strict: false } }).pipe(
-      Layer.provide(OpenAiClient.layer({ apiKey: apiKey.value })),
-      Layer.provide(NodeHttpClient.layerUndici)
-    )
-  }).pipe(Effect.orDie)
-)
-
-/** Reports each tool call it lets through; shows `Middleware.report` in the event stream. */
-const audit = Middleware.make({
-  name: "audit",
-  wrapToolCall: (request, next) =>
-    Middleware.report(`allowing ${request.call.name}`).pipe(Effect.zipRight(next(request)))
-})
+const ModelLive = DemoModel.layer(ScriptedModel.layer(script))
 
 const show = (value: unknown) => {
   const text = typeof value === "string" ? value : JSON.stringify(value)
@@ -151,7 +129,7 @@ const program = Effect.gen(function*() {
     toolkit: DemoToolkit,
     systemPrompt: "You answer questions about the user's files. Plan with write_todos, use the tools, " +
       "and do arithmetic with calculate.",
-    middleware: [audit, TodoList.middleware(), approvals],
+    middleware: [DemoModel.audit, TodoList.middleware(), approvals],
     maxSteps: 12
   })
   if (process.argv.includes("--ui")) return yield* runWithInspector(agent, { question, threadId })

@@ -6,4 +6,9 @@ export * as Arbitraries from "./Arbitraries.js"
 /**
  * @since 0.1.0
  */
+export * as HookRecorder from "./HookRecorder.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as ScriptedModel from "./ScriptedModel.js"

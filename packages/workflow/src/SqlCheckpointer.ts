@@ -18,8 +18,6 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
-import * as Schema from "effect/Schema"
 
 /**
  * Options of {@link make}.
@@ -31,17 +29,6 @@ export interface Options {
   /** The table's name. Default `effect_agent_checkpoints`. */
   readonly table?: string | undefined
 }
-
-const CheckpointJson = Schema.parseJson(Checkpointer.Checkpoint)
-const decodeJson = Schema.decode(CheckpointJson)
-const encodeJson = Schema.encode(CheckpointJson)
-
-const parseFailure = (threadId: string, operation: "load" | "save") => (error: ParseResult.ParseError) =>
-  new CheckpointError({
-    threadId,
-    operation,
-    description: `the stored checkpoint is not valid: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
-  })
 
 const sqlFailure = (threadId: string, operation: "load" | "save") => (error: SqlError) =>
   new CheckpointError({ threadId, operation, description: String(error.cause ?? error.message), cause: error })
@@ -85,10 +72,10 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
         SELECT checkpoint FROM ${table} WHERE thread_id = ${threadId}
       `.pipe(Effect.mapError(sqlFailure(threadId, "load")))
       if (rows.length === 0) return Option.none()
-      return Option.some(yield* decodeJson(rows[0].checkpoint).pipe(Effect.mapError(parseFailure(threadId, "load"))))
+      return Option.some(yield* Checkpointer.fromJson(threadId, rows[0].checkpoint))
     }),
     save: Effect.fn("SqlCheckpointer.save")(function*(threadId, checkpoint) {
-      const json = yield* encodeJson(checkpoint).pipe(Effect.mapError(parseFailure(threadId, "save")))
+      const json = yield* Checkpointer.toJson(threadId, checkpoint)
       const now = yield* Clock.currentTimeMillis
       yield* sql`
         INSERT INTO ${table} (thread_id, checkpoint, updated_at) VALUES (${threadId}, ${json}, ${now})

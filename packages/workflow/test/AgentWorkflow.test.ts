@@ -1,14 +1,13 @@
 import type { AgentLoop } from "@effect-agent/core"
 import { Agent, AgentState } from "@effect-agent/core"
 import { HumanInTheLoop } from "@effect-agent/middleware"
-import { ScriptedModel } from "@effect-agent/testing"
+import { HookRecorder, ScriptedModel } from "@effect-agent/testing"
 import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
 import * as RunStore from "@effect-agent/workflow/RunStore"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FastCheck, Layer, Option, Schema } from "effect"
-import { recording } from "./fixtures.js"
 
 const Add = Tool.make("add", {
   description: "Adds two numbers",
@@ -63,13 +62,13 @@ describe("AgentWorkflow on the memory engine", () => {
       const inProcessLog: Array<string> = []
       const inProcessRan: Array<string> = []
       const inProcess = yield* Effect.gen(function*() {
-        const agent = yield* Agent.make({ toolkit: Tools, middleware: [recording("a", inProcessLog)] })
+        const agent = yield* Agent.make({ toolkit: Tools, middleware: [HookRecorder.middleware("a", inProcessLog)] })
         return yield* agent.run("add these", { threadId: "t" })
       }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), toolsLive(inProcessRan))))
 
       const durableLog: Array<string> = []
       const durableRan: Array<string> = []
-      const agent = Agent.layer({ toolkit: Tools, middleware: [recording("a", durableLog)] }).pipe(
+      const agent = Agent.layer({ toolkit: Tools, middleware: [HookRecorder.middleware("a", durableLog)] }).pipe(
         Layer.provide(Layer.merge(ScriptedModel.layer(script), toolsLive(durableRan)))
       )
       const status = yield* Effect.gen(function*() {

@@ -820,6 +820,37 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       return result
     })
 
+  /** The state of a run starting on a thread (with the progress of the run it resumes, if any). */
+  const makeRun = (
+    threadId: string,
+    messages: ReadonlyArray<Prompt.Message>,
+    slices: Record<string, object>,
+    options: {
+      readonly progress: Checkpointer.Checkpoint["run"]
+      readonly traced: boolean
+      readonly emit: Emit | undefined
+      readonly executor: AgentExecutor.AgentExecutor.Service
+    }
+  ): Run => ({
+    threadId,
+    messages,
+    slices,
+    step: options.progress?.step ?? 0,
+    usage: {
+      inputTokens: options.progress?.inputTokens ?? 0,
+      outputTokens: options.progress?.outputTokens ?? 0,
+      totalTokens: options.progress?.totalTokens ?? 0
+    },
+    output: Option.none(),
+    offered: undefined,
+    traced: options.traced,
+    emit: options.emit,
+    executor: options.executor,
+    interruptKeys: new Set(),
+    toolChain: undefined,
+    encoded: undefined
+  })
+
   const startRun = (input: Prompt.RawInput, options: AgentLoop.RunOptions, own: Emit | undefined) =>
     withThreadLock(
       options.threadId,
@@ -840,21 +871,12 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 description: ParseResult.isParseError(error) ? formatParseError(error) : String(error)
               })
           })
-          const run: Run = {
-            threadId: options.threadId,
-            messages: [...loaded.messages, ...prompt.content],
-            slices: loaded.slices,
-            step: 0,
-            usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 },
-            output: Option.none(),
-            offered: undefined,
+          const run = makeRun(options.threadId, [...loaded.messages, ...prompt.content], loaded.slices, {
+            progress: undefined,
             traced: yield* isTraced,
             emit,
-            executor,
-            interruptKeys: new Set(),
-            toolChain: undefined,
-            encoded: undefined
-          }
+            executor
+          })
           return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
         }))
     )
@@ -897,26 +919,12 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           const loaded = yield* load(threadId, executor)
           const { index, middleware, pending } = yield* pendingOf(threadId, loaded)
           yield* validateValue(threadId, middleware, pending, value)
-          const progress = Option.getOrThrow(loaded.checkpoint).run
-          const run: Run = {
-            threadId,
-            messages: loaded.messages,
-            slices: loaded.slices,
-            step: progress?.step ?? 0,
-            usage: {
-              inputTokens: progress?.inputTokens ?? 0,
-              outputTokens: progress?.outputTokens ?? 0,
-              totalTokens: progress?.totalTokens ?? 0
-            },
-            output: Option.none(),
-            offered: undefined,
+          const run = makeRun(threadId, loaded.messages, loaded.slices, {
+            progress: Option.getOrThrow(loaded.checkpoint).run,
             traced: yield* isTraced,
             emit,
-            executor,
-            interruptKeys: new Set(),
-            toolChain: undefined,
-            encoded: undefined
-          }
+            executor
+          })
           return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
         }))
     )
