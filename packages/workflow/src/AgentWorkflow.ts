@@ -329,7 +329,7 @@ export interface AgentWorkflow {
   /** Where a run is, with its stored messages and what it waits for. */
   readonly status: (runId: string) => Effect.Effect<
     RunStatus,
-    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt,
+    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
   >
   /**
@@ -359,19 +359,20 @@ export interface AgentWorkflow {
     readonly pollEvery?: Duration.DurationInput | undefined
   }) => Effect.Effect<
     RunStatus,
-    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt,
+    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
   >
   /**
    * The live events of a run executing in this process (text deltas,
-   * tool calls, decisions), ending when the run ends or starts waiting.
-   * Best effort: a run executing elsewhere shows nothing here, and a replay
+   * tool calls, decisions) on its thread, ending when the run ends or starts
+   * waiting (also when it does so elsewhere: `status` is polled). Best
+   * effort: a run executing in another process shows no events, and a replay
    * reports journaled steps again; `status` is the durable truth.
    */
   readonly watch: (runId: string) => Stream.Stream<
     AgentLoop.RunEvent,
-    RunStore.RunNotFound | RunStore.RunStoreError,
-    RunStore.RunStore | AgentLoop.AgentLoop
+    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | CheckpointError,
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
   >
 }
 
@@ -479,13 +480,19 @@ const makeExecutor = (options: Options) => {
  *
  * const Support = AgentWorkflow.make({ name: "support", version: 1 })
  *
+ * // the body registered with the engine, over the agent, the stores and who may decide
+ * const Live = Support.layer.pipe(
+ *   Layer.provideMerge(Agent.layer({ systemPrompt: "You help with orders." })),
+ *   Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
+ *   Layer.provideMerge(AgentWorkflow.layerAuthorizer((request) => request.principal.startsWith("staff:"))),
+ *   Layer.provideMerge(AgentEngine.layerSqlite({ filename: "runs.db" }))
+ * )
+ *
  * const program = Effect.gen(function*() {
  *   const runId = yield* Support.start({ threadId: "ticket-42", input: "My order is late" })
  *   return yield* Support.await(runId)
  * })
- *
- * // Support.layer, provided with Agent.layer({ ... }), SqlCheckpointer.layer(),
- * // RunStore.layer() and AgentEngine.layerSqlite({ filename: "runs.db" })
+ * // program.pipe(Effect.provide(Live), Effect.provide(SomeLanguageModelLayer))
  * ```
  *
  * @since 0.1.0
@@ -527,12 +534,10 @@ export const make = (options: Options): AgentWorkflow => {
   })
 
   const status: AgentWorkflow["status"] = Effect.fn("AgentWorkflow.status")(function*(runId) {
-    const record = yield* (yield* RunStore.RunStore).get(runId)
+    const store = yield* RunStore.RunStore
+    const record = yield* store.get(runId)
     const loop = yield* AgentLoop.AgentLoop
-    const snapshot = yield* Effect.mapError(
-      loop.thread(record.threadId),
-      (error) => new JournalCorrupt({ runId, description: error.message })
-    )
+    const snapshot = yield* loop.thread(record.threadId)
     const polled = yield* Effect.catchAllDefect(
       workflow.poll(record.executionId),
       (defect) => new JournalCorrupt({ runId, description: describe(defect) })
@@ -552,7 +557,11 @@ export const make = (options: Options): AgentWorkflow => {
         state = "Failed"
         failure = Option.some(failureOf(runId, exit.cause))
       }
-    } else if (polled !== undefined && Option.isSome(pending)) {
+    } else if (
+      polled !== undefined && Option.isSome(pending) &&
+      // a decision on its way counts as given: the run is about to go on
+      !(yield* store.isDecided(runId, pending.value.key))
+    ) {
       state = "Waiting"
     }
     return {
@@ -575,6 +584,17 @@ export const make = (options: Options): AgentWorkflow => {
       return yield* new NotWaiting({ runId, reason: "the run has finished" })
     }
     const loop = yield* AgentLoop.AgentLoop
+    // who may decide is asked first: the checks below tell what the run waits for
+    const waiting = Option.flatMap(yield* loop.thread(record.threadId), (thread) => thread.pending)
+    if (Option.isNone(waiting)) return yield* new NotWaiting({ runId, reason: "it waits for no decision" })
+    const { key, middleware } = waiting.value
+    yield* (yield* Authorizer).authorize({
+      runId,
+      threadId: record.threadId,
+      principal,
+      pending: { key, middleware, value: waiting.value.value },
+      value
+    })
     const pending = yield* loop.validateResume(record.threadId, value).pipe(
       Effect.catchIf(
         (error): error is { readonly _tag: "ThreadStateError"; readonly message: string } =>
@@ -582,14 +602,9 @@ export const make = (options: Options): AgentWorkflow => {
         (error) => new NotWaiting({ runId, reason: error.message })
       )
     )
-    const key = pending.key ?? `${pending.node}/${pending.middleware}`
-    yield* (yield* Authorizer).authorize({
-      runId,
-      threadId: record.threadId,
-      principal,
-      pending: { key, middleware: pending.middleware, value: pending.value },
-      value
-    })
+    if (pending.key !== undefined && pending.key !== key) {
+      return yield* new NotWaiting({ runId, reason: "the decision it waited for changed while this one was checked" })
+    }
     yield* store.claimDecision(runId, key)
     const deferred = DurableDeferred.make(key, { success: Decision })
     const token = DurableDeferred.tokenFromExecutionId(deferred, { workflow, executionId: record.executionId })
@@ -599,6 +614,9 @@ export const make = (options: Options): AgentWorkflow => {
   const cancel: AgentWorkflow["cancel"] = Effect.fn("AgentWorkflow.cancel")(function*(runId) {
     const record = yield* (yield* RunStore.RunStore).get(runId)
     yield* workflow.interrupt(record.executionId)
+    // An engine may apply the interrupt later (on its next storage poll): the run
+    // must have stopped before its wait is given up, or it could wait again.
+    while ((yield* workflow.poll(record.executionId))?._tag !== "Complete") yield* Effect.sleep("50 millis")
     yield* (yield* AgentLoop.AgentLoop).discardPending(record.threadId, "the run was cancelled")
   })
 
@@ -616,11 +634,15 @@ export const make = (options: Options): AgentWorkflow => {
   const watch: AgentWorkflow["watch"] = (runId) =>
     Stream.unwrapScoped(Effect.gen(function*() {
       const record = yield* (yield* RunStore.RunStore).get(runId)
-      const loop = yield* AgentLoop.AgentLoop
-      const events = yield* loop.watch
+      const events = yield* (yield* AgentLoop.AgentLoop).watch
+      // the durable truth ends the stream too: a run elsewhere, or already settled, reports nothing here
+      const settled = Effect.gen(function*() {
+        while ((yield* status(runId)).state === "Running") yield* Effect.sleep("200 millis")
+      })
       return events.pipe(
         Stream.filter((event) => event.threadId === record.threadId),
-        Stream.takeUntil((event) => event.event._tag === "RunEnded" || event.event._tag === "RunFailed")
+        Stream.takeUntil((event) => event.event._tag === "RunEnded" || event.event._tag === "RunFailed"),
+        Stream.interruptWhen(settled)
       )
     }))
 

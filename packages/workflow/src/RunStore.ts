@@ -160,6 +160,8 @@ export declare namespace RunStore {
       runId: string,
       key: string
     ) => Effect.Effect<void, AlreadyDecided | RunNotFound | RunStoreError>
+    /** Whether the decision `key` of a run was claimed. */
+    readonly isDecided: (runId: string, key: string) => Effect.Effect<boolean, RunStoreError>
     /** Removes a run and its claimed decisions (pruning); nothing happens for an unknown id. */
     readonly delete: (runId: string) => Effect.Effect<void, RunStoreError>
   }
@@ -230,6 +232,7 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
       if (claimed.has(key)) return yield* new AlreadyDecided({ runId, key })
       decisions.set(runId, claimed.add(key))
     }),
+    isDecided: (runId, key) => Effect.sync(() => decisions.get(runId)?.has(key) === true),
     delete: (runId) =>
       Effect.sync(() => {
         runs.delete(runId)
@@ -361,6 +364,12 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       if (claimed.length > 0) return
       const run = yield* find(runId).pipe(Effect.mapError(storeFailure("claimDecision")))
       return yield* run.length === 0 ? new RunNotFound({ runId }) : new AlreadyDecided({ runId, key })
+    }),
+    isDecided: Effect.fn("RunStore.isDecided")(function*(runId, key) {
+      const rows = yield* sql`
+        SELECT run_id FROM ${decisionsTable} WHERE run_id = ${runId} AND decision_key = ${key}
+      `.pipe(Effect.mapError(storeFailure("isDecided")))
+      return rows.length > 0
     }),
     delete: Effect.fn("RunStore.delete")(function*(runId) {
       yield* sql.withTransaction(Effect.zipRight(

@@ -7,7 +7,7 @@ import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
 import * as RunStore from "@effect-agent/workflow/RunStore"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FastCheck, Layer, Option, Schema } from "effect"
+import { Chunk, Effect, FastCheck, Layer, Option, Schema, Stream } from "effect"
 
 const Add = Tool.make("add", {
   description: "Adds two numbers",
@@ -133,6 +133,9 @@ describe("AgentWorkflow on the memory engine", () => {
       const runId = yield* run(Runs.start({ threadId: "t", input: "delete /a then /b" }))
       yield* run(Runs.await(runId, { untilWaiting: true }))
       yield* run(Runs.resume(runId, [HumanInTheLoop.edit("call_1", { path: "/safe" })], { principal: "alice" }))
+      // right after a decision the run no longer waits for it
+      const after = yield* run(Runs.status(runId))
+      assert.notStrictEqual(Option.getOrUndefined(after.pending)?.key, "approval/call_1")
       const second = yield* run(Runs.await(runId, { untilWaiting: true }))
       assert.deepStrictEqual(Option.map(second.pending, (pending) => pending.key), Option.some("approval/call_2"))
       yield* run(Runs.resume(runId, [HumanInTheLoop.reject("call_2", "not /b")], { principal: "alice" }))
@@ -200,6 +203,23 @@ describe("AgentWorkflow on the memory engine", () => {
       assert.include(JSON.stringify(AgentState.encodeMessages(cancelled.messages.slice(-1))), "the run was cancelled")
       const next = yield* run(Runs.start({ threadId: "t", input: "never mind" }))
       assert.strictEqual((yield* run(Runs.await(next))).state, "Completed")
+    }))
+
+  it.scopedLive("watch gives a run's live events and ends when the run waits; on a settled run it ends at once", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran)))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a", runId: "watched" }))
+      // ends once the run waits (what it saw depends on when it subscribed: only this thread's events)
+      const first = yield* run(Stream.runCollect(Runs.watch(runId)))
+      assert.isTrue(Chunk.every(first, (event) => event.threadId === "t"))
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Waiting")
+      yield* run(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }))
+      yield* run(Runs.await(runId))
+      // settled: the stream ends by itself
+      const after = yield* run(Stream.runCollect(Runs.watch(runId)))
+      assert.isTrue(Chunk.isEmpty(after))
     }))
 
   it.scopedLive("cancel runs the undo steps of the calls that ran, latest first", () =>

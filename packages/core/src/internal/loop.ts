@@ -612,6 +612,8 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 ? wait
                 : Effect.onInterrupt(wait, () => emit(AgentEvent.RunEnded({ result: interrupted })))
               if (Option.isSome(decided)) {
+                // The thread no longer waits: say so before the hook acts on the decision.
+                yield* save(run, undefined)
                 resumeValue = decided
                 phase = { node, index: outcome.index }
                 break
