@@ -174,6 +174,23 @@ export class NotWaiting extends Schema.TaggedError<NotWaiting>(
 }
 
 /**
+ * `start` was given a run id that names a run of another thread.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RunIdTaken extends Schema.TaggedError<RunIdTaken>(
+  "@effect-agent/workflow/AgentWorkflow/RunIdTaken"
+)("RunIdTaken", { runId: Schema.String, threadId: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The run id "${this.runId}" is already a run of thread "${this.threadId}"`
+  }
+}
+
+/**
  * The app's {@link Authorizer} refused a decision.
  *
  * @since 0.1.0
@@ -325,7 +342,7 @@ export interface AgentWorkflow {
     readonly threadId: string
     readonly input: Prompt.RawInput
     readonly runId?: string | undefined
-  }) => Effect.Effect<string, RunStore.RunStoreError, WorkflowEngine.WorkflowEngine | RunStore.RunStore>
+  }) => Effect.Effect<string, RunIdTaken | RunStore.RunStoreError, WorkflowEngine.WorkflowEngine | RunStore.RunStore>
   /** Where a run is, with its stored messages and what it waits for. */
   readonly status: (runId: string) => Effect.Effect<
     RunStatus,
@@ -528,7 +545,8 @@ export const make = (options: Options): AgentWorkflow => {
     const input = Prompt.make(request.input).content
     const payload = { runId, threadId: request.threadId, input }
     const executionId = yield* workflow.executionId(payload)
-    yield* store.register({ runId, threadId: request.threadId, executionId, workflow: name })
+    const record = yield* store.register({ runId, threadId: request.threadId, executionId, workflow: name })
+    if (record.threadId !== request.threadId) return yield* new RunIdTaken({ runId, threadId: record.threadId })
     yield* workflow.execute(payload, { discard: true })
     return runId
   })

@@ -182,6 +182,9 @@ describe("AgentWorkflow on the memory engine", () => {
       )
       assert.strictEqual((after as { _tag: string })._tag, "NotWaiting")
       assert.deepStrictEqual(ran, ["delete /tmp/a"])
+      // a run id names one run of one thread
+      const taken = yield* run(Effect.flip(Runs.start({ threadId: "another", input: "hi", runId })))
+      assert.strictEqual(taken._tag, "RunIdTaken")
     }))
 
   it.scopedLive("cancel ends a waiting run as Cancelled; its call is answered as not run and the thread runs again", () =>
