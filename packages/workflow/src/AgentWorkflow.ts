@@ -421,6 +421,23 @@ const asRunFailed = (error: unknown): AgentRunFailed =>
  * middleware reporting of the loop (an engine may execute the activity on
  * another fiber).
  */
+/**
+ * The exit schema of our activities, one per success schema. @effect/workflow
+ * 0.19 builds a new one in every `Activity.make`, and its engine compiles a
+ * decoder for each: most of an activity's cost on the memory engine.
+ */
+const exitSchemas = new Map<Schema.Schema.Any, Schema.Schema.Any>()
+const exitSchemaOf = (success: Schema.Schema.Any) => {
+  let schema = exitSchemas.get(success)
+  if (schema === undefined) {
+    schema = Schema.ExitFromSelf({ success, failure: AgentRunFailed, defect: Schema.Defect })
+    exitSchemas.set(success, schema)
+  }
+  return schema
+}
+
+const StoredCheckpoint = Schema.OptionFromNullOr(Checkpointer.Checkpoint)
+
 const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
   name: string,
   success: S,
@@ -429,7 +446,7 @@ const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
   Effect.gen(function*() {
     const context = Context.omit(WorkflowEngine.WorkflowInstance)(yield* Effect.context<R>())
     const sink = yield* FiberRef.get(Middleware.CurrentDecisionSink)
-    return yield* Activity.make({
+    const activity = Activity.make({
       name,
       success,
       error: AgentRunFailed,
@@ -439,14 +456,14 @@ const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
         Effect.provide(context as Context.Context<R>)
       )
     })
+    return yield* Object.assign(activity, { exitSchema: exitSchemaOf(success) })
   })
 
 const makeExecutor = (options: Options) => {
   let checkpoints = 0
   const toolNames = new Set<string>()
   return AgentExecutor.AgentExecutor.of({
-    load: (_threadId, load) =>
-      inActivity("load", Schema.OptionFromNullOr(Checkpointer.Checkpoint), load) as Effect.Effect<any, any>,
+    load: (_threadId, load) => inActivity("load", StoredCheckpoint, load) as Effect.Effect<any, any>,
     save: (_checkpoint, save) =>
       inActivity(`checkpoint/${checkpoints++}`, Schema.Void, save) as Effect.Effect<any, any>,
     modelCall: (step, call) => inActivity(`model/${step}`, AgentExecutor.ModelCall, call) as Effect.Effect<any, any>,
