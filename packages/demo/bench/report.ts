@@ -756,9 +756,9 @@ const durableSection = (d: DurableResult): string => {
         `(+${us(memory.cpuUs - base.cpuUs)}), and ${perStepActivities.toFixed(1)} bare activity round trips ` +
         `account for ${us(perStepActivities * mem.cpu)} of that. Sharing one exit schema takes ` +
         `${percentOff(mem.cpu, mem.reusedCpu)} off a bare round trip (${us(mem.cpu)} → ${us(mem.reusedCpu)} of ` +
-        "CPU), so caching the exit schema per success/error schema in @effect/workflow (as the repository's " +
-        "patch does for @effect/ai's reply schema) is the first saving. The remainder is the agent's own " +
-        "activity plumbing.",
+        "CPU); `AgentWorkflow` gives each kind of activity one shared exit schema, so its round trips cost " +
+        "about the shared figure, while a workflow of your own with plain `Activity.make` pays the first. " +
+        "The remainder is the agent's own activity plumbing.",
         `- On SQLite a step costs ${times(sqlite.cpuUs)} the in-process step in CPU (${us(sqlite.wallUs)} of wall ` +
         `clock). ${percentOf(perStepActivities * lite.cpu, sqlite.cpuUs - base.cpuUs)} of the added CPU is the ` +
         `${perStepActivities.toFixed(1)} activity round trips (${us(lite.cpu)} each), every one a request and a ` +
