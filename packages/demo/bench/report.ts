@@ -659,8 +659,9 @@ const durableSection = (d: DurableResult): string => {
       ])
     ),
     "",
-    `**Where a durable step goes** (per step; the activity line is ${perStepActivities.toFixed(1)} × the bare ` +
-    "round trip above; the remainder is a difference of separately timed figures, so it carries their noise):\n",
+    `**Where a durable step goes** (per step; the activity line is ${perStepActivities.toFixed(1)} × the round ` +
+    "trip with a shared exit schema above; the remainder is a difference of separately timed figures, so it " +
+    "carries their noise):\n",
     table(["", "memory: CPU", "memory: wall", "SQLite: CPU", "SQLite: wall"], [
       ["the in-process loop", us(base.cpuUs), us(base.wallUs), us(base.cpuUs), us(base.wallUs)],
       [
@@ -671,19 +672,21 @@ const durableSection = (d: DurableResult): string => {
         us(sql.wallUs - base.wallUs)
       ],
       [
-        `+ ${perStepActivities.toFixed(1)} bare activity round trips`,
-        us(perStepActivities * mem.cpu),
-        us(perStepActivities * mem.wall),
-        us(perStepActivities * lite.cpu),
-        us(perStepActivities * lite.wall)
+        `+ ${
+          perStepActivities.toFixed(1)
+        } activity round trips (one shared exit schema per kind, as \`AgentWorkflow\` does)`,
+        us(perStepActivities * mem.reusedCpu),
+        us(perStepActivities * mem.reusedWall),
+        us(perStepActivities * lite.reusedCpu),
+        us(perStepActivities * lite.reusedWall)
       ],
       [
         "+ the remainder: the journaled values' larger schemas (model replies, tool results), the context copied " +
         "into each activity, `RunStore`",
-        us(memory.cpuUs - base.cpuUs - perStepActivities * mem.cpu),
-        us(memory.wallUs - base.wallUs - perStepActivities * mem.wall),
-        us(sqlite.cpuUs - sql.cpuUs - perStepActivities * lite.cpu),
-        us(sqlite.wallUs - sql.wallUs - perStepActivities * lite.wall)
+        us(memory.cpuUs - base.cpuUs - perStepActivities * mem.reusedCpu),
+        us(memory.wallUs - base.wallUs - perStepActivities * mem.reusedWall),
+        us(sqlite.cpuUs - sql.cpuUs - perStepActivities * lite.reusedCpu),
+        us(sqlite.wallUs - sql.wallUs - perStepActivities * lite.reusedWall)
       ],
       ["= the measured durable step", us(memory.cpuUs), us(memory.wallUs), us(sqlite.cpuUs), us(sqlite.wallUs)]
     ]),
@@ -753,15 +756,17 @@ const durableSection = (d: DurableResult): string => {
     out.push(
       [
         `- On the memory engine a durable step costs ${times(memory.cpuUs)} the in-process step in CPU ` +
-        `(+${us(memory.cpuUs - base.cpuUs)}), and ${perStepActivities.toFixed(1)} bare activity round trips ` +
-        `account for ${us(perStepActivities * mem.cpu)} of that. Sharing one exit schema takes ` +
+        `(+${us(memory.cpuUs - base.cpuUs)}), and ${perStepActivities.toFixed(1)} activity round trips ` +
+        `account for ${us(perStepActivities * mem.reusedCpu)} of that. Sharing one exit schema takes ` +
         `${percentOff(mem.cpu, mem.reusedCpu)} off a bare round trip (${us(mem.cpu)} → ${us(mem.reusedCpu)} of ` +
         "CPU); `AgentWorkflow` gives each kind of activity one shared exit schema, so its round trips cost " +
         "about the shared figure, while a workflow of your own with plain `Activity.make` pays the first. " +
         "The remainder is the agent's own activity plumbing.",
         `- On SQLite a step costs ${times(sqlite.cpuUs)} the in-process step in CPU (${us(sqlite.wallUs)} of wall ` +
-        `clock). ${percentOf(perStepActivities * lite.cpu, sqlite.cpuUs - base.cpuUs)} of the added CPU is the ` +
-        `${perStepActivities.toFixed(1)} activity round trips (${us(lite.cpu)} each), every one a request and a ` +
+        `clock). ${percentOf(perStepActivities * lite.reusedCpu, sqlite.cpuUs - base.cpuUs)} of the added CPU is ` +
+        `the ${perStepActivities.toFixed(1)} activity round trips (${
+          us(lite.reusedCpu)
+        } each), every one a request and a ` +
         "reply persisted through @effect/cluster's message storage, with its RPC encoding on both sides; " +
         `sharing the exit schema ${
           lite.reusedCpu <= 0.9 * lite.cpu ? `takes ${percentOff(lite.cpu, lite.reusedCpu)} off` : "changes little"
