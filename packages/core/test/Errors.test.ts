@@ -87,6 +87,19 @@ describe("run errors", () => {
       provide([0, 1, 2].map((i) => ScriptedModel.toolCalls([{ name: "add", params: { a: i, b: i }, id: `c${i}` }])))
     ))
 
+  it.effect("a hook that keeps jumping to tools with nothing to run ends with MaxStepsExceeded, not a hang", () =>
+    Effect.gen(function*() {
+      const spin = Middleware.make({
+        name: "spin",
+        canJumpTo: ["tools"],
+        beforeModel: () => Effect.succeed({ jumpTo: "tools" as const })
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [spin], maxSteps: 3 })
+      const error = yield* Effect.flip(agent.run("spin", { threadId: "t" }))
+      assert.strictEqual(error._tag, "MaxStepsExceeded")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+    }).pipe(provide([])))
+
   it.effect("exactly maxSteps model calls are allowed", () =>
     Effect.gen(function*() {
       const agent = yield* Agent.make({ toolkit: Calculator, maxSteps: 2 })

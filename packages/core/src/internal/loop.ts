@@ -563,6 +563,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       } | undefined
       let phase = start
       let resumeValue = resume
+      let idleToolRounds = 0
       while (true) {
         switch (phase.node) {
           case "beforeAgent":
@@ -691,7 +692,13 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             break
           }
           case "tools": {
-            yield* runTools(run, AgentState.pendingToolCalls(run.messages)?.calls ?? [])
+            const calls = AgentState.pendingToolCalls(run.messages)?.calls ?? []
+            // A hook that keeps jumping to "tools" with nothing to run would loop without a model
+            // call; such idle rounds count toward maxSteps like model calls.
+            if (calls.length === 0 && run.step + ++idleToolRounds > maxSteps) {
+              return yield* new MaxStepsExceeded({ threadId: run.threadId, maxSteps })
+            }
+            yield* runTools(run, calls)
             if (Option.isSome(run.output)) {
               phase = { node: "afterAgent", index: 0 }
             } else {
