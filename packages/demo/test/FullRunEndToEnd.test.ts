@@ -8,12 +8,12 @@ import { Agent, Checkpointer } from "@effect-agent/core"
 import * as ContextEditing from "@effect-agent/middleware/ContextEditing"
 import * as HumanInTheLoop from "@effect-agent/middleware/HumanInTheLoop"
 import * as TodoList from "@effect-agent/middleware/TodoList"
-import type * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Ref, Schema } from "effect"
 import * as FakeOpenAi from "./fakeOpenAi.js"
+import { transcript } from "./transcript.js"
 
 // ---------------------------------------------------------------------------
 // the agent under test
@@ -83,31 +83,6 @@ const setup = Effect.gen(function*() {
   )
   return { server, agent, searched: Ref.get(searched), published: Ref.get(published) }
 })
-
-/** A readable line per stored message; string tool results cut to 20 characters, others shown as `{…}`. */
-const transcript = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<string> =>
-  messages.map((message) => {
-    switch (message.role) {
-      case "system":
-        return `system: ${message.content}`
-      case "user":
-        return `user: ${message.content.map((part) => part.type === "text" ? part.text : `[${part.type}]`).join("")}`
-      case "assistant":
-        return `assistant: ${
-          message.content.map((part) =>
-            part.type === "text" ? part.text : part.type === "tool-call" ? `call ${part.id} ${part.name}` : "[part]"
-          ).join(" | ")
-        }`
-      case "tool":
-        return `tool: ${
-          message.content.map((part) =>
-            `${part.id}${part.isFailure ? " (failed)" : ""} ${
-              typeof part.result === "string" ? part.result.slice(0, 20) : "{…}"
-            }`
-          ).join(" | ")
-        }`
-    }
-  })
 
 /** `call_id → output` of the tool results a request sent. */
 const outputsOf = (body: FakeOpenAi.RequestBody): Record<string, string> =>
@@ -200,7 +175,7 @@ describe("full run end to end", () => {
         ["call_publish_1", "published"]
       ])
       assert.isFalse(stored.some(ContextEditing.isCleared))
-      assert.deepStrictEqual(transcript(thread.state.messages), [
+      assert.deepStrictEqual(transcript(thread.state.messages, "short"), [
         `user: ${question}`,
         "assistant: call call_todos_1 write_todos | call call_search_1 search",
         "tool: call_todos_1 {…} | call_search_1 results for Effect: ",

@@ -7,12 +7,12 @@ import type { Middleware } from "@effect-agent/core"
 import * as ModelFallback from "@effect-agent/middleware/ModelFallback"
 import * as ModelRetry from "@effect-agent/middleware/ModelRetry"
 import type * as AiError from "@effect/ai/AiError"
-import type * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Clock, Effect, Layer, Option, Ref, Schema, Stream } from "effect"
 import * as FakeOpenAi from "./fakeOpenAi.js"
+import { transcript } from "./transcript.js"
 
 // ---------------------------------------------------------------------------
 // the agent under test
@@ -71,36 +71,11 @@ const setup = (script: ReadonlyArray<FakeOpenAi.Reply>, options?: SetupOptions) 
     return { server, agent, handled: Ref.get(handled) }
   })
 
-/** A readable line per stored message. */
-const transcript = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<string> =>
-  messages.map((message) => {
-    switch (message.role) {
-      case "system":
-        return `system: ${message.content}`
-      case "user":
-        return `user: ${message.content.map((part) => part.type === "text" ? part.text : `[${part.type}]`).join("")}`
-      case "assistant":
-        return `assistant: ${
-          message.content.map((part) =>
-            part.type === "text"
-              ? part.text
-              : part.type === "tool-call"
-              ? `call ${part.id} ${part.name}(${JSON.stringify(part.params)})`
-              : `[${part.type}]`
-          ).join(" | ")
-        }`
-      case "tool":
-        return `tool: ${
-          message.content.map((part) =>
-            `result ${part.id} ${part.name}${part.isFailure ? " (failed)" : ""} ${JSON.stringify(part.result)}`
-          ).join(" | ")
-        }`
-    }
-  })
-
 const storedTranscript = (agent: Effect.Effect.Success<ReturnType<typeof setup>>["agent"], threadId: string) =>
   agent.thread(threadId).pipe(
-    Effect.map(Option.match({ onNone: () => [] as ReadonlyArray<string>, onSome: (s) => transcript(s.state.messages) }))
+    Effect.map(
+      Option.match({ onNone: () => [] as ReadonlyArray<string>, onSome: (s) => transcript(s.state.messages, "full") })
+    )
   )
 
 const question = "What is 6 times 7?"
