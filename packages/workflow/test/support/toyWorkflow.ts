@@ -36,12 +36,17 @@ const log = (directory: string, attempt: Omit<Attempt, "at">) =>
 /** Applies the effect `key` once: the first attempt creates `effects/<key>`, later ones find it. */
 const applyOnce = (directory: string, key: string, runner: string): "applied" | "skipped" => {
   fs.mkdirSync(path.join(directory, "effects"), { recursive: true })
+  // write aside, then link into place: the effect appears whole or not at all, even under SIGKILL
+  const draft = path.join(directory, `draft-${process.pid}-${encodeURIComponent(key)}`)
+  fs.writeFileSync(draft, runner)
   try {
-    fs.writeFileSync(path.join(directory, "effects", encodeURIComponent(key)), runner, { flag: "wx" })
+    fs.linkSync(draft, path.join(directory, "effects", encodeURIComponent(key)))
     return "applied"
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "EEXIST") return "skipped"
     throw error
+  } finally {
+    fs.rmSync(draft)
   }
 }
 
@@ -76,4 +81,13 @@ export const readAttempts = (directory: string): ReadonlyArray<Attempt> => {
   const file = path.join(directory, "attempts.log")
   if (!fs.existsSync(file)) return []
   return fs.readFileSync(file, "utf8").split("\n").filter((line) => line.length > 0).map((line) => JSON.parse(line))
+}
+
+/** Reads the effects applied so far: key → the runner that applied it. */
+export const readEffects = (directory: string): ReadonlyMap<string, string> => {
+  const folder = path.join(directory, "effects")
+  if (!fs.existsSync(folder)) return new Map()
+  return new Map(
+    fs.readdirSync(folder).map((name) => [decodeURIComponent(name), fs.readFileSync(path.join(folder, name), "utf8")])
+  )
 }
