@@ -118,7 +118,9 @@ describe("scale-out on PostgreSQL", () => {
         // the kill may land between writing an effect and logging it: then A wrote the file and B's retry skipped it
         for (const key of keys.filter((key) => !applied.includes(key))) {
           assert.strictEqual(effects.get(key), "A", `${key}: not applied, yet not written by the killed runner`)
-          assert.isTrue(attempts.some((attempt) => attempt.key === key && attempt.runner === "B" && attempt.event === "skipped"))
+          assert.isTrue(
+            attempts.some((attempt) => attempt.key === key && attempt.runner === "B" && attempt.event === "skipped")
+          )
         }
 
         // both runners worked; the client never ran anything; nothing ran on A after it died
