@@ -117,6 +117,12 @@ export declare namespace AgentLoop {
       threadId: string,
       reason: string
     ) => Effect.Effect<boolean, AgentError.CheckpointError>
+    /**
+     * Deletes the thread's checkpoint (its messages, state and any pending
+     * decision), once a run of it in this process has ended; the thread
+     * then starts afresh. Nothing happens for an unknown thread.
+     */
+    readonly deleteThread: (threadId: string) => Effect.Effect<void, AgentError.CheckpointError>
     /** The thread's last checkpoint. */
     readonly thread: (threadId: string) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError>
   }

@@ -130,3 +130,25 @@ describe("thread state errors", () => {
       assert.strictEqual((yield* ScriptedModel.requests).length, 1)
     }).pipe(provide([ScriptedModel.text("hello")])))
 })
+
+describe("AgentLoop.deleteThread", () => {
+  it.effect("removes a waiting thread's messages, state and pending decision; the next run starts afresh", () =>
+    Effect.gen(function*() {
+      const seen: Array<Option.Option<unknown>> = []
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [approval(seen)] })
+      assert.strictEqual((yield* agent.run("What is 1 + 2?", { threadId: "t" }))._tag, "Interrupted")
+      yield* agent.run("kept", { threadId: "other" }).pipe(Effect.ignore)
+
+      yield* agent.deleteThread("t")
+      yield* agent.deleteThread("never-existed")
+      assert.isTrue(Option.isNone(yield* agent.thread("t")))
+      assert.isTrue(Option.isSome(yield* agent.thread("other")))
+      const resumed = yield* Effect.flip(agent.resume("t", "yes"))
+      assert.strictEqual(resumed._tag, "ThreadStateError")
+
+      // a fresh thread: the approval asks again, and the old question is gone from the messages
+      const again = yield* agent.run("Hello", { threadId: "t" })
+      assert.strictEqual(again._tag, "Interrupted")
+      assert.deepStrictEqual(roles(Option.getOrThrow(yield* agent.thread("t")).state.messages), ["user"])
+    }).pipe(provide([ScriptedModel.text("unused")])))
+})

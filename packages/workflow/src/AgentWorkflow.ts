@@ -24,12 +24,20 @@ import * as Checkpointer from "@effect-agent/core/Checkpointer"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as Usage from "@effect-agent/core/Usage"
 import * as Prompt from "@effect/ai/Prompt"
+import type { PersistenceError } from "@effect/cluster/ClusterError"
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
+import * as EntityAddress from "@effect/cluster/EntityAddress"
+import * as EntityId from "@effect/cluster/EntityId"
+import * as EntityType from "@effect/cluster/EntityType"
+import * as MessageStorage from "@effect/cluster/MessageStorage"
+import * as Sharding from "@effect/cluster/Sharding"
 import * as Activity from "@effect/workflow/Activity"
 import * as DurableClock from "@effect/workflow/DurableClock"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -174,6 +182,23 @@ export class NotWaiting extends Schema.TaggedError<NotWaiting>(
 }
 
 /**
+ * `prune` was asked to remove a run that is still running or waiting.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RunNotEnded extends Schema.TaggedError<RunNotEnded>(
+  "@effect-agent/workflow/AgentWorkflow/RunNotEnded"
+)("RunNotEnded", { runId: Schema.String, state: Schema.Literal("Running", "Waiting") }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Run "${this.runId}" is ${this.state}: cancel it or let it end before pruning it`
+  }
+}
+
+/**
  * `start` was given a run id that names a run of another thread.
  *
  * @since 0.1.0
@@ -206,6 +231,46 @@ export class Unauthorized extends Schema.TaggedError<Unauthorized>(
     return `"${this.principal}" may not decide for run "${this.runId}": ${this.reason}`
   }
 }
+
+/**
+ * The waiting middleware refused a decision (`validateResume`), e.g. an
+ * approval for a call that is not waiting; or the decision is not JSON.
+ * Nothing was claimed: a corrected decision may follow.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidDecision extends Schema.TaggedError<InvalidDecision>(
+  "@effect-agent/workflow/AgentWorkflow/InvalidDecision"
+)("InvalidDecision", {
+  runId: Schema.String,
+  /** The tag of the middleware's error, e.g. `UnknownCallId`. */
+  error: Schema.String,
+  description: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The decision for run "${this.runId}" is invalid (${this.error}): ${this.description}`
+  }
+}
+
+/**
+ * Why {@link AgentWorkflow.resume} refused a decision.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type ResumeError =
+  | NotWaiting
+  | Unauthorized
+  | InvalidDecision
+  | JournalCorrupt
+  | RunStore.AlreadyDecided
+  | RunStore.RunNotFound
+  | RunStore.RunStoreError
+  | CheckpointError
 
 /**
  * The stored journal or checkpoint of a run could not be read back.
@@ -350,14 +415,16 @@ export interface AgentWorkflow {
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
   >
   /**
-   * Answers the wait of a run (from any process): checks the value against
-   * the waiting middleware (`validateResume`), asks the {@link Authorizer},
-   * claims the decision once (a second one fails with `AlreadyDecided`) and
-   * completes the durable wait.
+   * Answers the wait of a run (from any process): asks the
+   * {@link Authorizer}, checks the value against the waiting middleware
+   * (`validateResume`), claims the decision once (a second one fails with
+   * `AlreadyDecided`), stores it with the claim and completes the durable
+   * wait. A decision claimed by a process that died before completing the
+   * wait is completed by the next `resume` or `status` of the run.
    */
   readonly resume: (runId: string, value: unknown, options: { readonly principal: string }) => Effect.Effect<
     void,
-    unknown,
+    ResumeError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop | Authorizer
   >
   /**
@@ -368,6 +435,18 @@ export interface AgentWorkflow {
   readonly cancel: (runId: string) => Effect.Effect<
     void,
     RunStore.RunNotFound | RunStore.RunStoreError | CheckpointError,
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
+  >
+  /**
+   * Removes a run that has ended: its journal (on a durable engine: the
+   * workflow's messages and replies and its durable clocks), its `RunStore`
+   * record and claimed decisions, and, with `deleteThread`, its thread's
+   * checkpoint (only when no later run of the thread is to come). Give new
+   * runs new ids: a pruned id would start over.
+   */
+  readonly prune: (runId: string, options?: { readonly deleteThread?: boolean | undefined }) => Effect.Effect<
+    void,
+    RunNotEnded | RunStore.RunNotFound | RunStore.RunStoreError | CheckpointError | PersistenceError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
   >
   /** Waits until the run is done (or waiting, with `untilWaiting`) and gives its status. */
@@ -437,6 +516,11 @@ const exitSchemaOf = (success: Schema.Schema.Any) => {
 }
 
 const StoredCheckpoint = Schema.OptionFromNullOr(Checkpointer.Checkpoint)
+
+/** A decision as stored with its claim. */
+const DecisionJson = Schema.parseJson(Decision)
+const encodeDecision = Schema.encode(DecisionJson)
+const decodeDecision = Schema.decode(DecisionJson)
 
 const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
   name: string,
@@ -592,12 +676,11 @@ export const make = (options: Options): AgentWorkflow => {
         state = "Failed"
         failure = Option.some(failureOf(runId, exit.cause))
       }
-    } else if (
-      polled !== undefined && Option.isSome(pending) &&
+    } else if (polled !== undefined && Option.isSome(pending)) {
+      const claim = yield* store.decisionOf(runId, pending.value.key)
       // a decision on its way counts as given: the run is about to go on
-      !(yield* store.isDecided(runId, pending.value.key))
-    ) {
-      state = "Waiting"
+      if (Option.isNone(claim)) state = "Waiting"
+      else if (!claim.value.delivered) yield* deliverClaimed(record, claim.value)
     }
     return {
       runId,
@@ -610,6 +693,22 @@ export const make = (options: Options): AgentWorkflow => {
       failure
     }
   })
+
+  /** Completes the wait `key` of a run with `decision` (the engine keeps the first) and records the delivery. */
+  const deliver = (record: RunStore.RunRecord, key: string, decision: Decision) =>
+    Effect.gen(function*() {
+      const deferred = DurableDeferred.make(key, { success: Decision })
+      const token = DurableDeferred.tokenFromExecutionId(deferred, { workflow, executionId: record.executionId })
+      yield* DurableDeferred.succeed(deferred, { token, value: decision })
+      yield* (yield* RunStore.RunStore).markDelivered(record.runId, key)
+    })
+
+  /** Delivers a decision whose claimer died before delivering it. */
+  const deliverClaimed = (record: RunStore.RunRecord, claim: RunStore.ClaimedDecision) =>
+    claim.delivered || claim.decision === undefined ? Effect.void : decodeDecision(claim.decision).pipe(
+      Effect.mapError((error) => new JournalCorrupt({ runId: record.runId, description: error.message })),
+      Effect.flatMap((decision) => deliver(record, claim.key, decision))
+    )
 
   const resume: AgentWorkflow["resume"] = Effect.fn("AgentWorkflow.resume")(function*(runId, value, { principal }) {
     const store = yield* RunStore.RunStore
@@ -631,19 +730,39 @@ export const make = (options: Options): AgentWorkflow => {
       value
     })
     const pending = yield* loop.validateResume(record.threadId, value).pipe(
-      Effect.catchIf(
-        (error): error is { readonly _tag: "ThreadStateError"; readonly message: string } =>
-          tagOf(error) === "ThreadStateError",
-        (error) => new NotWaiting({ runId, reason: error.message })
-      )
+      Effect.mapError((error: unknown): NotWaiting | InvalidDecision | CheckpointError => {
+        switch (tagOf(error)) {
+          case "ThreadStateError":
+            return new NotWaiting({ runId, reason: describe(error) })
+          case "CheckpointError":
+            return error as CheckpointError
+          default:
+            return new InvalidDecision({ runId, error: tagOf(error), description: describe(error) })
+        }
+      })
     )
     if (pending.key !== undefined && pending.key !== key) {
       return yield* new NotWaiting({ runId, reason: "the decision it waited for changed while this one was checked" })
     }
-    yield* store.claimDecision(runId, key)
-    const deferred = DurableDeferred.make(key, { success: Decision })
-    const token = DurableDeferred.tokenFromExecutionId(deferred, { workflow, executionId: record.executionId })
-    yield* DurableDeferred.succeed(deferred, { token, value: { value, by: principal, decidedAt: Date.now() } })
+    const encoded = yield* encodeDecision({ value, by: principal, decidedAt: yield* Clock.currentTimeMillis }).pipe(
+      Effect.mapError((error) => new InvalidDecision({ runId, error: "NotJson", description: error.message }))
+    )
+    yield* store.claimDecision(runId, key, encoded).pipe(
+      // the claim that won may not have reached the run (its claimer died): deliver it, and still refuse this one
+      Effect.tapError((error) =>
+        error._tag === "AlreadyDecided"
+          ? Effect.flatMap(
+            store.decisionOf(runId, key),
+            Option.match({
+              onNone: () => Effect.void,
+              onSome: (claim) => deliverClaimed(record, claim)
+            })
+          )
+          : Effect.void
+      )
+    )
+    // what the run gets is what was stored: the same value whether it goes on here or after a restart
+    yield* deliver(record, key, yield* Effect.orDie(decodeDecision(encoded)))
   })
 
   const cancel: AgentWorkflow["cancel"] = Effect.fn("AgentWorkflow.cancel")(function*(runId) {
@@ -653,6 +772,41 @@ export const make = (options: Options): AgentWorkflow => {
     // must have stopped before its wait is given up, or it could wait again.
     while ((yield* workflow.poll(record.executionId))?._tag !== "Complete") yield* Effect.sleep("50 millis")
     yield* (yield* AgentLoop.AgentLoop).discardPending(record.threadId, "the run was cancelled")
+  })
+
+  /** Clears the journal of an execution when the engine keeps one in cluster storage (the durable layers). */
+  const clearJournal = (executionId: string) =>
+    Effect.gen(function*() {
+      const sharding = yield* Effect.serviceOption(Sharding.Sharding)
+      const storage = yield* Effect.serviceOption(MessageStorage.MessageStorage)
+      if (Option.isNone(sharding) || Option.isNone(storage)) return
+      const entityId = EntityId.make(executionId)
+      const shardId = sharding.value.getShardId(
+        entityId,
+        Context.get(workflow.annotations, ClusterSchema.ShardGroup)(entityId)
+      )
+      // the run's own entity, and the clocks of its decision timeouts
+      for (const type of [`Workflow/${name}`, "Workflow/-/DurableClock"]) {
+        const address = new EntityAddress.EntityAddress({
+          shardId,
+          entityType: EntityType.EntityType.make(type),
+          entityId
+        })
+        yield* storage.value.clearAddress(address)
+      }
+    })
+
+  const prune: AgentWorkflow["prune"] = Effect.fn("AgentWorkflow.prune")(function*(runId, pruneOptions) {
+    const store = yield* RunStore.RunStore
+    const record = yield* store.get(runId)
+    // a journal that no longer reads is what pruning is for: it counts as ended
+    const state = yield* Effect.map(status(runId), (current) => current.state).pipe(
+      Effect.catchTag("JournalCorrupt", () => Effect.succeed<RunState>("Failed"))
+    )
+    if (state === "Running" || state === "Waiting") return yield* new RunNotEnded({ runId, state })
+    yield* clearJournal(record.executionId)
+    yield* store.delete(runId)
+    if (pruneOptions?.deleteThread === true) yield* (yield* AgentLoop.AgentLoop).deleteThread(record.threadId)
   })
 
   const await_: AgentWorkflow["await"] = Effect.fn("AgentWorkflow.await")(function*(runId, awaitOptions) {
@@ -681,7 +835,7 @@ export const make = (options: Options): AgentWorkflow => {
       )
     }))
 
-  return { name, workflow, layer, start, status, resume, cancel, await: await_, watch }
+  return { name, workflow, layer, start, status, resume, cancel, prune, await: await_, watch }
 }
 
 /**

@@ -17,6 +17,7 @@ import * as Context from "effect/Context"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 
 // -----------------------------------------------------------------------------
@@ -57,6 +58,22 @@ export interface NewRun {
   readonly executionId: string
   readonly workflow: string
   readonly createdAt?: DateTime.Utc | undefined
+}
+
+/**
+ * A claimed decision: when it was claimed, the decision as the claimer
+ * encoded it (when it gave one) and whether it reached the run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ClaimedDecision {
+  readonly key: string
+  readonly decidedAt: number
+  /** The decision, encoded by whoever claimed it (for `AgentWorkflow`, JSON). */
+  readonly decision: string | undefined
+  /** Whether the decision was handed to the run (`markDelivered`). */
+  readonly delivered: boolean
 }
 
 // -----------------------------------------------------------------------------
@@ -153,15 +170,25 @@ export declare namespace RunStore {
     }) => Effect.Effect<ReadonlyArray<RunRecord>, RunStoreError>
     /**
      * Claims the decision `key` (e.g. the tool call id of an approval) of a
-     * run: succeeds once per `(runId, key)`, atomically across processes;
-     * fails with `AlreadyDecided` every later time.
+     * run, storing the encoded `decision` with the claim: succeeds once per
+     * `(runId, key)`, atomically across processes; fails with
+     * `AlreadyDecided` every later time.
      */
     readonly claimDecision: (
       runId: string,
-      key: string
+      key: string,
+      decision?: string | undefined
     ) => Effect.Effect<void, AlreadyDecided | RunNotFound | RunStoreError>
     /** Whether the decision `key` of a run was claimed. */
     readonly isDecided: (runId: string, key: string) => Effect.Effect<boolean, RunStoreError>
+    /** The claim of the decision `key` of a run, if any. */
+    readonly decisionOf: (runId: string, key: string) => Effect.Effect<Option.Option<ClaimedDecision>, RunStoreError>
+    /**
+     * Records that the claimed decision reached the run. A claim left
+     * undelivered (its claimer died in between) is delivered by the next one
+     * who finds it.
+     */
+    readonly markDelivered: (runId: string, key: string) => Effect.Effect<void, RunStoreError>
     /** Removes a run and its claimed decisions (pruning); nothing happens for an unknown id. */
     readonly delete: (runId: string) => Effect.Effect<void, RunStoreError>
   }
@@ -198,7 +225,7 @@ const createdAtOf = (run: NewRun) =>
 export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
   // insertion order breaks ties between runs created in the same millisecond (newest = inserted last)
   const runs = new Map<string, RunRecord>()
-  const decisions = new Map<string, Set<string>>()
+  const decisions = new Map<string, Map<string, ClaimedDecision>>()
   return RunStore.of({
     register: Effect.fn("RunStore.register")(function*(run) {
       const existing = runs.get(run.runId)
@@ -226,13 +253,20 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
           .sort(byNewest)
           .slice(0, options?.limit)
       ),
-    claimDecision: Effect.fn("RunStore.claimDecision")(function*(runId, key) {
+    claimDecision: Effect.fn("RunStore.claimDecision")(function*(runId, key, decision) {
       if (!runs.has(runId)) return yield* new RunNotFound({ runId })
-      const claimed = decisions.get(runId) ?? new Set<string>()
+      const claimed = decisions.get(runId) ?? new Map<string, ClaimedDecision>()
       if (claimed.has(key)) return yield* new AlreadyDecided({ runId, key })
-      decisions.set(runId, claimed.add(key))
+      const decidedAt = yield* Clock.currentTimeMillis
+      decisions.set(runId, claimed.set(key, { key, decidedAt, decision, delivered: false }))
     }),
     isDecided: (runId, key) => Effect.sync(() => decisions.get(runId)?.has(key) === true),
+    decisionOf: (runId, key) => Effect.sync(() => Option.fromNullable(decisions.get(runId)?.get(key))),
+    markDelivered: (runId, key) =>
+      Effect.sync(() => {
+        const claimed = decisions.get(runId)?.get(key)
+        if (claimed !== undefined) decisions.get(runId)!.set(key, { ...claimed, delivered: true })
+      }),
     delete: (runId) =>
       Effect.sync(() => {
         runs.delete(runId)
@@ -258,6 +292,12 @@ interface RunRow {
   readonly execution_id: string
   readonly workflow: string
   readonly created_at: number | string | bigint
+}
+
+interface DecisionRow {
+  readonly decided_at: number | string | bigint
+  readonly decision: string | null
+  readonly delivered_at: number | string | bigint | null
 }
 
 const fromRow = (row: RunRow): RunRecord => ({
@@ -315,6 +355,8 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       run_id TEXT NOT NULL,
       decision_key TEXT NOT NULL,
       decided_at BIGINT NOT NULL,
+      decision TEXT,
+      delivered_at BIGINT,
       PRIMARY KEY (run_id, decision_key)
     )`
   ], { discard: true })
@@ -353,11 +395,12 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       `.pipe(Effect.mapError(storeFailure("list")))
       return rows.map(fromRow)
     }),
-    claimDecision: Effect.fn("RunStore.claimDecision")(function*(runId, key) {
+    claimDecision: Effect.fn("RunStore.claimDecision")(function*(runId, key, decision) {
       const now = yield* Clock.currentTimeMillis
       const claimed = yield* sql`
-        INSERT INTO ${decisionsTable} (run_id, decision_key, decided_at)
-        SELECT run_id, CAST(${key} AS TEXT), CAST(${now} AS BIGINT) FROM ${runsTable} WHERE run_id = ${runId}
+        INSERT INTO ${decisionsTable} (run_id, decision_key, decided_at, decision)
+        SELECT run_id, CAST(${key} AS TEXT), CAST(${now} AS BIGINT), CAST(${decision ?? null} AS TEXT)
+        FROM ${runsTable} WHERE run_id = ${runId}
         ON CONFLICT (run_id, decision_key) DO NOTHING
         RETURNING run_id
       `.pipe(Effect.mapError(storeFailure("claimDecision")))
@@ -370,6 +413,25 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
         SELECT run_id FROM ${decisionsTable} WHERE run_id = ${runId} AND decision_key = ${key}
       `.pipe(Effect.mapError(storeFailure("isDecided")))
       return rows.length > 0
+    }),
+    decisionOf: Effect.fn("RunStore.decisionOf")(function*(runId, key) {
+      const rows = yield* sql<DecisionRow>`
+        SELECT decided_at, decision, delivered_at FROM ${decisionsTable}
+        WHERE run_id = ${runId} AND decision_key = ${key}
+      `.pipe(Effect.mapError(storeFailure("decisionOf")))
+      return Option.map(Option.fromNullable(rows[0]), (row): ClaimedDecision => ({
+        key,
+        decidedAt: Number(row.decided_at),
+        decision: row.decision ?? undefined,
+        delivered: row.delivered_at !== null
+      }))
+    }),
+    markDelivered: Effect.fn("RunStore.markDelivered")(function*(runId, key) {
+      const now = yield* Clock.currentTimeMillis
+      yield* sql`
+        UPDATE ${decisionsTable} SET delivered_at = ${now}
+        WHERE run_id = ${runId} AND decision_key = ${key} AND delivered_at IS NULL
+      `.pipe(Effect.mapError(storeFailure("markDelivered")))
     }),
     delete: Effect.fn("RunStore.delete")(function*(runId) {
       yield* sql.withTransaction(Effect.zipRight(

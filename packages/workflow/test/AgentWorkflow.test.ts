@@ -156,18 +156,23 @@ describe("AgentWorkflow on the memory engine", () => {
       const unknown = yield* run(Effect.flip(Runs.status("nope")))
       assert.strictEqual(unknown._tag, "RunNotFound")
       const unknownResume = yield* run(Effect.flip(Runs.resume("nope", [], { principal: "alice" })))
-      assert.strictEqual((unknownResume as { _tag: string })._tag, "RunNotFound")
+      assert.strictEqual(unknownResume._tag, "RunNotFound")
 
       const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
       yield* run(Runs.await(runId, { untilWaiting: true }))
       const wrongCall = yield* run(
         Effect.flip(Runs.resume(runId, [HumanInTheLoop.approve("call_9")], { principal: "alice" }))
       )
-      assert.strictEqual((wrongCall as { _tag: string })._tag, "UnknownCallId")
+      assert.strictEqual(wrongCall._tag, "InvalidDecision")
+      assert.strictEqual((wrongCall as AgentWorkflow.InvalidDecision).error, "UnknownCallId")
+      const notJson = yield* run(
+        Effect.flip(Runs.resume(runId, [{ ...HumanInTheLoop.approve("call_1"), note: 1n }], { principal: "alice" }))
+      )
+      assert.strictEqual(notJson._tag, "InvalidDecision")
       const refused = yield* run(
         Effect.flip(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "mallory" }))
       )
-      assert.strictEqual((refused as { _tag: string })._tag, "Unauthorized")
+      assert.strictEqual(refused._tag, "Unauthorized")
       assert.strictEqual((yield* run(Runs.status(runId))).state, "Waiting")
       assert.deepStrictEqual(ran, [])
 
@@ -175,16 +180,57 @@ describe("AgentWorkflow on the memory engine", () => {
       const twice = yield* run(
         Effect.flip(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }))
       )
-      assert.include(["AlreadyDecided", "NotWaiting"], (twice as { _tag: string })._tag)
+      assert.include(["AlreadyDecided", "NotWaiting"], twice._tag)
       yield* run(Runs.await(runId))
       const after = yield* run(
         Effect.flip(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }))
       )
-      assert.strictEqual((after as { _tag: string })._tag, "NotWaiting")
+      assert.strictEqual(after._tag, "NotWaiting")
       assert.deepStrictEqual(ran, ["delete /tmp/a"])
       // a run id names one run of one thread
       const taken = yield* run(Effect.flip(Runs.start({ threadId: "another", input: "hi", runId })))
       assert.strictEqual(taken._tag, "RunIdTaken")
+    }))
+
+  it.scopedLive("a decision claimed by a process that died before delivering it reaches the run on the next status", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran)))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
+      const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+      const key = Option.getOrThrow(waiting.pending).key
+      // what resume stores before it completes the wait; the claimer "dies" here
+      const decision = { value: [HumanInTheLoop.approve("call_1")], by: "alice", decidedAt: 1 }
+      yield* run(
+        Effect.flatMap(RunStore.RunStore, (store) => store.claimDecision(runId, key, JSON.stringify(decision)))
+      )
+      // a second decision is refused (the first claim stands) and completes the wait with the claimed one
+      const late = yield* run(Effect.flip(Runs.resume(runId, [HumanInTheLoop.reject("call_1")], { principal: "bob" })))
+      assert.strictEqual(late._tag, "AlreadyDecided")
+      const done = yield* run(Runs.await(runId))
+      assert.strictEqual(done.state, "Completed")
+      assert.deepStrictEqual(ran, ["delete /tmp/a"])
+      const claim = yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.decisionOf(runId, key)))
+      assert.isTrue(Option.getOrThrow(claim).delivered)
+    }))
+
+  it.scopedLive("status alone delivers a claimed, undelivered decision", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran)))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
+      const key = Option.getOrThrow((yield* run(Runs.await(runId, { untilWaiting: true }))).pending).key
+      const decision = { value: [HumanInTheLoop.reject("call_1", "alice says no")], by: "alice", decidedAt: 1 }
+      yield* run(
+        Effect.flatMap(RunStore.RunStore, (store) => store.claimDecision(runId, key, JSON.stringify(decision)))
+      )
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Running")
+      const done = yield* run(Runs.await(runId))
+      assert.strictEqual(done.state, "Completed")
+      assert.deepStrictEqual(ran, [])
+      assert.include(transcript(done.messages), "alice says no")
     }))
 
   it.scopedLive("cancel ends a waiting run as Cancelled; its call is answered as not run and the thread runs again", () =>

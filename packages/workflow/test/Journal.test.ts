@@ -1,4 +1,4 @@
-import { Agent } from "@effect-agent/core"
+import { Agent, AgentLoop } from "@effect-agent/core"
 import { HumanInTheLoop } from "@effect-agent/middleware"
 import { ScriptedModel } from "@effect-agent/testing"
 import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
@@ -76,4 +76,56 @@ describe("a corrupt journal entry", () => {
       }),
     { timeout: 60_000 }
   )
+})
+
+describe("AgentWorkflow.prune", () => {
+  it.scopedLive("removes an ended run's journal, record, claims and thread; other runs keep theirs", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("effect-agent-prune-")
+      const ran: Array<string> = []
+      const context = yield* Layer.build(stack(path.join(directory, "runs.db"), ran))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const sql = yield* run(SqlClient.SqlClient)
+      const journalOf = (executionId: string) =>
+        sql<{ readonly messages: number | string; readonly replies: number | string }>`
+          SELECT
+            (SELECT COUNT(*) FROM cluster_messages WHERE entity_id = ${executionId}) AS messages,
+            (SELECT COUNT(*) FROM cluster_replies WHERE request_id IN
+              (SELECT id FROM cluster_messages WHERE entity_id = ${executionId})) AS replies
+        `.pipe(Effect.map(([row]) => ({ messages: Number(row.messages), replies: Number(row.replies) })))
+
+      const finish = (threadId: string) =>
+        Effect.gen(function*() {
+          const runId = yield* run(Runs.start({ threadId, input: "delete /a" }))
+          yield* run(Runs.await(runId, { untilWaiting: true }))
+          yield* run(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }))
+          return yield* run(Runs.await(runId))
+        })
+      const kept = yield* finish("kept")
+      const pruned = yield* finish("pruned")
+      assert.strictEqual(pruned.state, "Completed")
+      assert.isAbove((yield* journalOf(pruned.executionId)).replies, 0)
+
+      // a run still waiting is refused
+      const waitingId = yield* run(Runs.start({ threadId: "waiting", input: "delete /a" }))
+      yield* run(Runs.await(waitingId, { untilWaiting: true }))
+      const refused = yield* run(Effect.flip(Runs.prune(waitingId)))
+      assert.deepStrictEqual({ tag: refused._tag, state: (refused as AgentWorkflow.RunNotEnded).state }, {
+        tag: "RunNotEnded",
+        state: "Waiting"
+      })
+
+      yield* run(Runs.prune(pruned.runId, { deleteThread: true }))
+      assert.deepStrictEqual(yield* journalOf(pruned.executionId), { messages: 0, replies: 0 })
+      assert.strictEqual((yield* run(Effect.flip(Runs.status(pruned.runId))))._tag, "RunNotFound")
+      assert.strictEqual((yield* run(Effect.flip(Runs.prune(pruned.runId))))._tag, "RunNotFound")
+      const loop = yield* run(AgentLoop.AgentLoop)
+      assert.isTrue(Option.isNone(yield* loop.thread("pruned")))
+
+      // the other runs are untouched
+      assert.isAbove((yield* journalOf(kept.executionId)).replies, 0)
+      assert.strictEqual((yield* run(Runs.status(kept.runId))).state, "Completed")
+      assert.isTrue(Option.isSome(yield* loop.thread("kept")))
+      assert.strictEqual((yield* run(Runs.status(waitingId))).state, "Waiting")
+    }))
 })

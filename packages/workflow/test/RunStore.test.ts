@@ -1,7 +1,7 @@
 import * as RunStore from "@effect-agent/workflow/RunStore"
 import type { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
-import { DateTime, Effect, Either, Layer } from "effect"
+import { DateTime, Effect, Either, Layer, Option } from "effect"
 import * as Databases from "./support/databases.js"
 
 const run = (runId: string, threadId: string, at: number): RunStore.NewRun => ({
@@ -87,6 +87,31 @@ const conformance = <R>(
         yield* store.claimDecision("r2", "call-1")
         const unknown = yield* Effect.flip(store.claimDecision("nope", "call-1"))
         assert.deepStrictEqual(fields(unknown), { _tag: "RunNotFound", runId: "nope" })
+      }))
+
+    it.effect("a claim keeps its decision until it is marked delivered", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        yield* store.register(run("r1", "t1", 1_000))
+        assert.isTrue(Option.isNone(yield* store.decisionOf("r1", "call-1")))
+        const before = Date.now()
+        yield* store.claimDecision("r1", "call-1", `{"value":"approve"}`)
+        yield* store.claimDecision("r1", "call-2")
+        const claimed = Option.getOrThrow(yield* store.decisionOf("r1", "call-1"))
+        assert.deepStrictEqual({ ...claimed, decidedAt: 0 }, {
+          key: "call-1",
+          decidedAt: 0,
+          decision: `{"value":"approve"}`,
+          delivered: false
+        })
+        assert.isTrue(claimed.decidedAt >= before && claimed.decidedAt <= Date.now())
+        assert.strictEqual(Option.getOrThrow(yield* store.decisionOf("r1", "call-2")).decision, undefined)
+        yield* store.markDelivered("r1", "call-1")
+        yield* store.markDelivered("r1", "call-1")
+        yield* store.markDelivered("r1", "never-claimed")
+        assert.isTrue(Option.getOrThrow(yield* store.decisionOf("r1", "call-1")).delivered)
+        assert.isFalse(Option.getOrThrow(yield* store.decisionOf("r1", "call-2")).delivered)
+        assert.isTrue(Option.isNone(yield* store.decisionOf("r1", "never-claimed")))
       }))
 
     it.effect("concurrent claims of one decision: exactly one wins", () =>

@@ -980,6 +980,8 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           return true
         })
       ).pipe(Effect.withSpan("AgentLoop.discardPending")),
+    deleteThread: (threadId) =>
+      withThreadLock(threadId, checkpointer.delete(threadId)).pipe(Effect.withSpan("AgentLoop.deleteThread")),
     thread: (threadId) =>
       load(threadId, undefined).pipe(Effect.map((loaded) =>
         Option.map(loaded.checkpoint, (checkpoint) => ({
