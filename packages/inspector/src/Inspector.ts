@@ -171,6 +171,9 @@ const alreadyDecided = (threadId: string): Outcome => ({
     `answered it)`
 })
 
+/** The errors that say another tab, client or process answered the wait first. */
+const decidedElsewhere = new Set(["ThreadStateError", "AlreadyDecided", "NotWaiting"])
+
 const bracketHost = (host: string) => host.includes(":") ? `[${host}]` : host
 
 /**
@@ -305,7 +308,8 @@ export const make: (
             Effect.flatMap((exit) => {
               if (Exit.isSuccess(exit)) return Deferred.succeed(outcome, resumed)
               const { error, message } = errorOf(exit.cause)
-              const failed: Outcome = error === "ThreadStateError"
+              // a durable `resume` reports a decision made elsewhere as AlreadyDecided or NotWaiting
+              const failed: Outcome = decidedElsewhere.has(error)
                 ? alreadyDecided(threadId)
                 : { _tag: "Rejected", error, message }
               return Deferred.succeed(outcome, failed)

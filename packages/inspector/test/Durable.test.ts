@@ -75,5 +75,35 @@ describe("Inspector on durable runs", () => {
       const done = yield* run(Runs.await(runId))
       assert.strictEqual(done.state, "Completed")
       assert.deepStrictEqual(reads, ["notes.txt"])
+
+      // another process claimed the next decision first: the page hears "already decided", and the
+      // run goes on with the other process's decision
+      const second = yield* run(Runs.start({ threadId: "t2", input: "Read my notes" }))
+      const pending = Option.getOrThrow((yield* run(Runs.await(second, { untilWaiting: true }))).pending)
+      const elsewhere = { value: [{ type: "reject", callId: "call_read", message: "decided elsewhere" }], by: "x" }
+      yield* run(Effect.flatMap(
+        RunStore.RunStore,
+        (store) => store.claimDecision(second, pending.key, JSON.stringify({ ...elsewhere, decidedAt: 1 }))
+      ))
+      const thread2 = Option.getOrThrow(yield* agent.thread("t2"))
+      const late = yield* Effect.promise(() =>
+        fetch(`${base}/api/threads/t2/resume`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-inspector-token": token },
+          body: JSON.stringify({
+            key: Wire.interruptKey(Option.getOrThrow(thread2.pending), thread2.state.messages.length),
+            value: [{ type: "approve", callId: "call_read" }]
+          })
+        }).then(async (response) => ({
+          status: response.status,
+          body: (await response.json()) as { readonly error: string }
+        }))
+      )
+      assert.strictEqual(late.status, 409)
+      assert.strictEqual(late.body.error, "AlreadyDecided")
+      const rejected = yield* run(Runs.await(second))
+      assert.strictEqual(rejected.state, "Completed")
+      assert.deepStrictEqual(reads, ["notes.txt"])
+      assert.include(JSON.stringify(rejected.messages), "decided elsewhere")
     }))
 })
