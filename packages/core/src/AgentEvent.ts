@@ -8,6 +8,7 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import * as Data from "effect/Data"
+import * as Option from "effect/Option"
 import type * as AgentResult from "./AgentResult.js"
 import type * as AgentState from "./AgentState.js"
 
@@ -118,3 +119,30 @@ export const {
   /** @since 0.1.0 */
   ToolCallStarted
 } = constructors
+
+/**
+ * The result a `RunEnded` event carries, `None` for every other event: for
+ * `Stream.filterMap`, to stream a run and still get its result (`$is` does
+ * not narrow the generic event in `Stream.filter`).
+ *
+ * @example
+ * ```ts
+ * import { Agent, AgentEvent } from "@effect-agent/core"
+ * import { Console, Effect, Stream } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const agent = yield* Agent.make({})
+ *   // Option<AgentResult>: the last event of a run that did not fail is RunEnded
+ *   return yield* agent.stream("hello", { threadId: "t1" }).pipe(
+ *     Stream.tap((event) => Console.log(event._tag)),
+ *     Stream.filterMap(AgentEvent.result),
+ *     Stream.runLast
+ *   )
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const result = <S>(event: AgentEvent<S>): Option.Option<AgentResult.AgentResult<S>> =>
+  event._tag === "RunEnded" ? Option.some(event.result) : Option.none()

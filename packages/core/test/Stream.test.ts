@@ -1,4 +1,4 @@
-import { Agent, type AgentEvent, Middleware } from "@effect-agent/core"
+import { Agent, AgentEvent, Middleware } from "@effect-agent/core"
 import { ScriptedModel } from "@effect-agent/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Layer, Option, Schema, Stream } from "effect"
@@ -74,6 +74,8 @@ describe("stream", () => {
       assert.strictEqual(last._tag, "RunEnded")
       if (last._tag !== "RunEnded") return
       const result = last.result
+      // AgentEvent.result picks the result out of the events: only RunEnded carries one
+      assert.deepStrictEqual(events.flatMap((event) => Option.toArray(AgentEvent.result(event))), [result])
       assert.strictEqual(result._tag, "Completed")
       if (result._tag !== "Completed" || ran.result._tag !== "Completed") return
 

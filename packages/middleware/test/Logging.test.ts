@@ -1,8 +1,8 @@
 import { Agent } from "@effect-agent/core"
 import { ScriptedModel } from "@effect-agent/testing"
-import { AiError, Tool, Toolkit } from "@effect/ai"
+import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, HashMap, Layer, Logger, LogLevel, Option, TestClock } from "effect"
+import { Effect, Fiber, HashMap, Layer, Logger, LogLevel, TestClock } from "effect"
 import * as Schema from "effect/Schema"
 import * as Logging from "../src/Logging.js"
 
@@ -105,13 +105,7 @@ describe("Logging", () => {
 
   it.effect("logs a failed model call at the failure level and passes the error on", () => {
     const lines: Array<Line> = []
-    const error = new AiError.HttpResponseError({
-      module: "Test",
-      method: "generateText",
-      reason: "StatusCode",
-      request: { method: "POST", url: "https://api.test", urlParams: [], hash: Option.none(), headers: {} },
-      response: { status: 503, headers: {} }
-    })
+    const error = ScriptedModel.httpError(503)
     return Effect.gen(function*() {
       const agent = yield* Agent.make({ middleware: [Logging.middleware({ failureLevel: "Error" })] })
       const failure = yield* Effect.flip(agent.run("go", { threadId: "t1" }))

@@ -1,21 +1,13 @@
 import { Agent, AgentEvent, Middleware } from "@effect-agent/core"
 import { ScriptedModel } from "@effect-agent/testing"
-import { AiError, LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Layer, Option, Stream, TestClock } from "effect"
+import { Chunk, Effect, Fiber, Layer, Stream, TestClock } from "effect"
 import * as Schema from "effect/Schema"
 import * as ModelFallback from "../src/ModelFallback.js"
 import * as ModelRetry from "../src/ModelRetry.js"
 
-const request = { method: "POST" as const, url: "https://api.test/v1", urlParams: [], hash: Option.none(), headers: {} }
-const status = (code: number) =>
-  new AiError.HttpResponseError({
-    module: "Test",
-    method: "generateText",
-    reason: "StatusCode",
-    request,
-    response: { status: code, headers: {} }
-  })
+const status = (code: number) => ScriptedModel.httpError(code)
 
 const Echo = Tool.make("echo", { parameters: { text: Schema.String }, success: Schema.String })
 const Tools = Toolkit.make(Echo)

@@ -13,6 +13,7 @@ import type * as Response from "@effect/ai/Response"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 
 /**
@@ -129,6 +130,39 @@ export const toolCalls = (
   })),
   { type: "finish", reason: "tool-calls", usage: options?.usage ?? defaultUsage }
 ]
+
+/**
+ * A provider's HTTP error as a turn: the model call fails with an
+ * `AiError.HttpResponseError` of this status (and headers, e.g.
+ * `retry-after`), as a real provider client reports it. For testing retry,
+ * fallback and logging policies.
+ *
+ * @example
+ * ```ts
+ * import { ScriptedModel } from "@effect-agent/testing"
+ *
+ * // rate limited once, then an answer
+ * const script = [ScriptedModel.httpError(429, { "retry-after": "2" }), ScriptedModel.text("Hello!")]
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const httpError = (status: number, headers: Readonly<Record<string, string>> = {}): AiError.HttpResponseError =>
+  new AiError.HttpResponseError({
+    module: "ScriptedModel",
+    method: "generateText",
+    reason: "StatusCode",
+    request: {
+      method: "POST",
+      url: "https://scripted.model/v1/responses",
+      urlParams: [],
+      hash: Option.none(),
+      headers: {}
+    },
+    response: { status, headers },
+    description: `status ${status}`
+  })
 
 const toStreamParts = (parts: ReadonlyArray<Response.PartEncoded>): Array<Response.StreamPartEncoded> => {
   const out: Array<Response.StreamPartEncoded> = []
