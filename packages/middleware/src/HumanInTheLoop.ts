@@ -174,6 +174,7 @@ export const ApprovalRequest = Schema.Struct({
 export type ApprovalRequest = typeof ApprovalRequest.Type
 
 const decodeApprovalRequest = Schema.decodeUnknown(ApprovalRequest)
+const decodeApprovalRequestOption = Schema.decodeUnknownOption(ApprovalRequest)
 
 /**
  * What a description function sees besides the call.
@@ -489,6 +490,48 @@ export const reject = (callId: string, message?: string | undefined): Decision =
  * @category constructors
  */
 export const respond = (callId: string, message: string): Decision => ({ type: "respond", callId, message })
+
+/**
+ * Approves every call of a request.
+ *
+ * @example
+ * ```ts
+ * import { HumanInTheLoop } from "@effect-agent/middleware"
+ *
+ * const decisions = HumanInTheLoop.approveAll({ actionRequests: [] })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const approveAll = (request: ApprovalRequest): ReadonlyArray<Decision> =>
+  request.actionRequests.map((action) => approve(action.callId))
+
+/**
+ * The approval request a wait carries: `result.interrupt` of an
+ * `Interrupted` run, or `status.pending` of a durable run. `None` when the
+ * wait is not an approval request (another middleware interrupted).
+ *
+ * @example
+ * ```ts
+ * import type { AgentResult } from "@effect-agent/core"
+ * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { Option } from "effect"
+ *
+ * const callsWaiting = (result: AgentResult.AgentResult<any>) =>
+ *   result._tag === "Interrupted"
+ *     ? Option.match(HumanInTheLoop.requestOf(result.interrupt), {
+ *       onNone: () => [],
+ *       onSome: (request) => request.actionRequests.map((action) => action.toolName)
+ *     })
+ *     : []
+ * ```
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const requestOf = (wait: { readonly value: unknown }): Option.Option<ApprovalRequest> =>
+  decodeApprovalRequestOption(wait.value)
 
 // -----------------------------------------------------------------------------
 // layers

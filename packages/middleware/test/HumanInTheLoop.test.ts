@@ -226,6 +226,32 @@ describe("HumanInTheLoop resume", () => {
       assert.strictEqual((yield* requests).length, 2)
     }))
 
+  it.effect("requestOf reads the request off the wait; approveAll approves each call of it", () =>
+    Effect.gen(function*() {
+      const both = ScriptedModel.toolCalls([
+        { name: "delete_file", params: { path: "/tmp/a" }, id: "c1" },
+        { name: "send_email", params: { to: "a@b.c", body: "hi" }, id: "c2" }
+      ])
+      const { agent, log } = yield* setup([both, ScriptedModel.text("done")])
+      const result = yield* agent.run("clean up and tell", { threadId: "t" })
+      assert.strictEqual(result._tag, "Interrupted")
+      if (result._tag !== "Interrupted") return
+      const request = Option.getOrThrow(HumanInTheLoop.requestOf(result.interrupt))
+      assert.deepStrictEqual(request, decodeRequest(result.interrupt.value))
+      // the thread's pending wait carries the same request
+      const pending = Option.getOrThrow(Option.getOrThrow(yield* agent.thread("t")).pending)
+      assert.deepStrictEqual(HumanInTheLoop.requestOf(pending), Option.some(request))
+      assert.deepStrictEqual(HumanInTheLoop.approveAll(request), [
+        HumanInTheLoop.approve("c1"),
+        HumanInTheLoop.approve("c2")
+      ])
+      const done = yield* agent.resume("t", HumanInTheLoop.approveAll(request))
+      assert.strictEqual(done._tag, "Completed")
+      assert.deepStrictEqual([...(yield* log)].sort(), ["delete_file /tmp/a", "send_email a@b.c: hi"])
+      // another middleware's wait is not an approval request
+      assert.isTrue(Option.isNone(HumanInTheLoop.requestOf({ value: { question: "May I?" } })))
+    }))
+
   it.effect("edit runs the call with the new arguments and stores the edited call", () =>
     Effect.gen(function*() {
       const { agent, log, requests } = yield* setup([deleteAndRead, ScriptedModel.text("done")])
