@@ -196,10 +196,14 @@ interface Ran {
   readonly tools: Set<string>
 }
 
-const ranHere = (ran: Ran) =>
+const ranHere = (ran: Ran, modelStarted: (step: number, messageCount: number) => Effect.Effect<void>) =>
   Middleware.make({
     name: "ran-here",
-    wrapModelCall: (request, next) => Effect.zipRight(Effect.sync(() => ran.models.add(request.step)), next(request)),
+    wrapModelCall: (request, next) =>
+      Effect.sync(() => ran.models.add(request.step)).pipe(
+        Effect.zipRight(modelStarted(request.step, request.messages.length)),
+        Effect.zipRight(next(request))
+      ),
     wrapToolCall: (request, next) => Effect.zipRight(Effect.sync(() => ran.tools.add(request.call.id)), next(request))
   })
 
@@ -211,7 +215,12 @@ const ranHere = (ran: Ran) =>
  */
 export const DemoRuns = AgentWorkflow.make({ name: "effect-agent-demo", version: 1 })
 
-const agentLayer = (ran: Ran, notes: string, pace: Duration.Duration) =>
+const agentLayer = (
+  ran: Ran,
+  modelStarted: (step: number, messageCount: number) => Effect.Effect<void>,
+  notes: string,
+  pace: Duration.Duration
+) =>
   Layer.unwrapEffect(Effect.gen(function*() {
     const approvals = yield* HumanInTheLoop.middleware({
       toolkit: DurableToolkit,
@@ -221,7 +230,7 @@ const agentLayer = (ran: Ran, notes: string, pace: Duration.Duration) =>
       toolkit: DurableToolkit,
       systemPrompt: "You answer questions about the user's files. Plan with write_todos, use the tools, " +
         "do arithmetic with calculate, and save results the user asks for with save_note.",
-      middleware: [DemoModel.audit, ranHere(ran), TodoList.middleware(), approvals],
+      middleware: [DemoModel.audit, ranHere(ran, modelStarted), TodoList.middleware(), approvals],
       maxSteps: 12
     })
   })).pipe(
@@ -284,8 +293,16 @@ const makePrinter = (ran: Ran) => {
   const once = (key: string) => !printed.has(key) && printed.add(key) !== undefined
   const header = (step: number) =>
     once(`header/${step}`)
-      ? Console.log(`\n── step ${step + 1}: model call with ${headers.get(step) ?? "?"} messages`)
+      ? Console.log(
+        `\n── step ${step + 1}: model call` + (headers.has(step) ? ` with ${headers.get(step)} messages` : "")
+      )
       : Effect.void
+  // a model call that really runs (not one replayed from the journal) shows up as it starts: stop the demo now to see it carry on
+  const modelStarted = (step: number, messageCount: number) =>
+    Effect.suspend(() => {
+      headers.set(step, messageCount)
+      return Effect.zipRight(header(step), Console.log("   model working…"))
+    })
   const print = ({ event, runId }: AgentLoop.RunEvent): Effect.Effect<void> => {
     if (pass.runId !== runId) pass = { runId, step: -1, seen: new Map() }
     switch (event._tag) {
@@ -347,7 +364,7 @@ const makePrinter = (ran: Ran) => {
         return Effect.void
     }
   }
-  return { print, counts }
+  return { print, modelStarted, counts }
 }
 
 const showTranscript = (messages: ReadonlyArray<Prompt.Message>) =>
@@ -524,7 +541,7 @@ export const program = (options?: Options | undefined) =>
     }))
     const Live = DemoRuns.layer.pipe(
       Layer.provideMerge(Printer),
-      Layer.provideMerge(agentLayer(ran, notes, pace)),
+      Layer.provideMerge(agentLayer(ran, printer.modelStarted, notes, pace)),
       Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer(), AuthorizerLive)),
       // On Ctrl-C the runner waits this long for the run in flight to stop (default 15 s); a step cut
       // off runs again on the next start, so there is nothing to wait for.
