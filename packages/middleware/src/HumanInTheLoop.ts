@@ -492,7 +492,8 @@ export const reject = (callId: string, message?: string | undefined): Decision =
 export const respond = (callId: string, message: string): Decision => ({ type: "respond", callId, message })
 
 /**
- * Approves every call of a request.
+ * Approves every call of a request. A call whose `allowedDecisions` leave
+ * out `approve` makes `resume` refuse the whole list (`DecisionNotAllowed`).
  *
  * @example
  * ```ts

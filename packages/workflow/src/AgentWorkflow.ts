@@ -434,7 +434,7 @@ export interface AgentWorkflow {
    */
   readonly cancel: (runId: string) => Effect.Effect<
     void,
-    RunStore.RunNotFound | RunStore.RunStoreError | CheckpointError,
+    RunStore.RunNotFound | RunStore.RunStoreError | CheckpointError | PersistenceError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
   >
   /**
@@ -477,6 +477,10 @@ const tagOf = (error: unknown): string =>
 
 const describe = (error: unknown): string => error instanceof Error ? error.message : String(error)
 
+/** A schema decoding failure, as itself or as its name once the engine has serialized it. */
+const isParseError = (defect: unknown): boolean =>
+  ParseResult.isParseError(defect) || (defect instanceof Error && defect.name === "ParseError")
+
 /** A failed run's reason: its typed error, or `JournalCorrupt` when a stored result no longer decodes. */
 const failureOf = (runId: string, cause: Cause.Cause<AgentRunFailed>): AgentRunFailed | JournalCorrupt => {
   const failure = Cause.failureOption(cause)
@@ -487,8 +491,8 @@ const failureOf = (runId: string, cause: Cause.Cause<AgentRunFailed>): AgentRunF
   if (ParseResult.isParseError(defect)) {
     return new JournalCorrupt({ runId, description: ParseResult.TreeFormatter.formatErrorSync(defect) })
   }
-  return defect instanceof Error && defect.name === "ParseError"
-    ? new JournalCorrupt({ runId, description: defect.message })
+  return isParseError(defect)
+    ? new JournalCorrupt({ runId, description: describe(defect) })
     : new AgentRunFailed({ error: "Defect", description: describe(defect) })
 }
 
@@ -657,9 +661,11 @@ export const make = (options: Options): AgentWorkflow => {
     const record = yield* store.get(runId)
     const loop = yield* AgentLoop.AgentLoop
     const snapshot = yield* loop.thread(record.threadId)
+    // a stored reply that no longer decodes is a corrupt journal; other defects (storage down) stay defects
     const polled = yield* Effect.catchAllDefect(
       workflow.poll(record.executionId),
-      (defect) => new JournalCorrupt({ runId, description: describe(defect) })
+      (defect) =>
+        isParseError(defect) ? new JournalCorrupt({ runId, description: describe(defect) }) : Effect.die(defect)
     )
     const pending = Option.flatMap(snapshot, (thread) => thread.pending)
     let state: RunState = "Running"
@@ -703,11 +709,17 @@ export const make = (options: Options): AgentWorkflow => {
       yield* (yield* RunStore.RunStore).markDelivered(record.runId, key)
     })
 
-  /** Delivers a decision whose claimer died before delivering it. */
+  /**
+   * Delivers a decision whose claimer died before delivering it. Best effort:
+   * a failure is logged and the next `status` or `resume` tries again. A
+   * claim stored without a decision cannot be delivered.
+   */
   const deliverClaimed = (record: RunStore.RunRecord, claim: RunStore.ClaimedDecision) =>
     claim.delivered || claim.decision === undefined ? Effect.void : decodeDecision(claim.decision).pipe(
-      Effect.mapError((error) => new JournalCorrupt({ runId: record.runId, description: error.message })),
-      Effect.flatMap((decision) => deliver(record, claim.key, decision))
+      Effect.flatMap((decision) => deliver(record, claim.key, decision)),
+      Effect.catchAllCause((cause) =>
+        Effect.logWarning(`could not deliver the claimed decision "${claim.key}" of run "${record.runId}"`, cause)
+      )
     )
 
   const resume: AgentWorkflow["resume"] = Effect.fn("AgentWorkflow.resume")(function*(runId, value, { principal }) {
@@ -722,14 +734,19 @@ export const make = (options: Options): AgentWorkflow => {
     const waiting = Option.flatMap(yield* loop.thread(record.threadId), (thread) => thread.pending)
     if (Option.isNone(waiting)) return yield* new NotWaiting({ runId, reason: "it waits for no decision" })
     const { key, middleware } = waiting.value
+    // the run gets the decision as stored (JSON), here or after a restart: check and authorize that
+    const encoded = yield* encodeDecision({ value, by: principal, decidedAt: yield* Clock.currentTimeMillis }).pipe(
+      Effect.mapError((error) => new InvalidDecision({ runId, error: "NotJson", description: error.message }))
+    )
+    const decision = yield* Effect.orDie(decodeDecision(encoded))
     yield* (yield* Authorizer).authorize({
       runId,
       threadId: record.threadId,
       principal,
       pending: { key, middleware, value: waiting.value.value },
-      value
+      value: decision.value
     })
-    const pending = yield* loop.validateResume(record.threadId, value).pipe(
+    const pending = yield* loop.validateResume(record.threadId, decision.value).pipe(
       Effect.mapError((error: unknown): NotWaiting | InvalidDecision | CheckpointError => {
         switch (tagOf(error)) {
           case "ThreadStateError":
@@ -744,9 +761,6 @@ export const make = (options: Options): AgentWorkflow => {
     if (pending.key !== undefined && pending.key !== key) {
       return yield* new NotWaiting({ runId, reason: "the decision it waited for changed while this one was checked" })
     }
-    const encoded = yield* encodeDecision({ value, by: principal, decidedAt: yield* Clock.currentTimeMillis }).pipe(
-      Effect.mapError((error) => new InvalidDecision({ runId, error: "NotJson", description: error.message }))
-    )
     yield* store.claimDecision(runId, key, encoded).pipe(
       // the claim that won may not have reached the run (its claimer died): deliver it, and still refuse this one
       Effect.tapError((error) =>
@@ -761,12 +775,13 @@ export const make = (options: Options): AgentWorkflow => {
           : Effect.void
       )
     )
-    // what the run gets is what was stored: the same value whether it goes on here or after a restart
-    yield* deliver(record, key, yield* Effect.orDie(decodeDecision(encoded)))
+    yield* deliver(record, key, decision)
   })
 
   const cancel: AgentWorkflow["cancel"] = Effect.fn("AgentWorkflow.cancel")(function*(runId) {
     const record = yield* (yield* RunStore.RunStore).get(runId)
+    // a run whose `start` died before executing it has nothing to stop
+    if (!(yield* executionExists(record.executionId))) return
     yield* workflow.interrupt(record.executionId)
     // An engine may apply the interrupt later (on its next storage poll): the run
     // must have stopped before its wait is given up, or it could wait again.
@@ -774,39 +789,84 @@ export const make = (options: Options): AgentWorkflow => {
     yield* (yield* AgentLoop.AgentLoop).discardPending(record.threadId, "the run was cancelled")
   })
 
-  /** Clears the journal of an execution when the engine keeps one in cluster storage (the durable layers). */
-  const clearJournal = (executionId: string) =>
+  /**
+   * The journal of an execution in cluster storage, when the engine keeps
+   * one there (the durable layers): its storage and the address of its
+   * entity of each type.
+   */
+  const journalOf = (executionId: string) =>
     Effect.gen(function*() {
       const sharding = yield* Effect.serviceOption(Sharding.Sharding)
       const storage = yield* Effect.serviceOption(MessageStorage.MessageStorage)
-      if (Option.isNone(sharding) || Option.isNone(storage)) return
+      if (Option.isNone(sharding) || Option.isNone(storage)) return Option.none()
       const entityId = EntityId.make(executionId)
       const shardId = sharding.value.getShardId(
         entityId,
         Context.get(workflow.annotations, ClusterSchema.ShardGroup)(entityId)
       )
-      // the run's own entity, and the clocks of its decision timeouts
-      for (const type of [`Workflow/${name}`, "Workflow/-/DurableClock"]) {
-        const address = new EntityAddress.EntityAddress({
-          shardId,
-          entityType: EntityType.EntityType.make(type),
-          entityId
-        })
-        yield* storage.value.clearAddress(address)
-      }
+      const addressOf = (type: string) =>
+        new EntityAddress.EntityAddress({ shardId, entityType: EntityType.EntityType.make(type), entityId })
+      return Option.some({ storage: storage.value, addressOf })
     })
+
+  /** Clears the journal of an execution: the run's own entity, and the clocks of its decision timeouts. */
+  const clearJournal = (executionId: string) =>
+    Effect.flatMap(journalOf(executionId), (journal) =>
+      Option.isNone(journal) ? Effect.void : Effect.forEach(
+        [`Workflow/${name}`, "Workflow/-/DurableClock"],
+        (type) => journal.value.storage.clearAddress(journal.value.addressOf(type)),
+        { discard: true }
+      ))
+
+  /**
+   * Whether the engine ever got the execution: `false` for a run registered
+   * by a `start` that died before executing it, or whose journal was pruned.
+   * The memory engine cannot tell: `true`.
+   */
+  const executionExists = (executionId: string) =>
+    Effect.flatMap(
+      journalOf(executionId),
+      (journal) =>
+        Option.isNone(journal) ? Effect.succeed(true) : journal.value.storage.requestIdForPrimaryKey({
+          address: journal.value.addressOf(`Workflow/${name}`),
+          tag: "run",
+          id: ""
+        }).pipe(Effect.map(Option.isSome))
+    )
+
+  /** Where a run is, for pruning: an execution the engine never got counts as ended. */
+  const settledState = (record: RunStore.RunRecord) =>
+    status(record.runId).pipe(
+      Effect.map((current) => current.state),
+      // a journal that no longer reads is what pruning is for: it counts as ended
+      Effect.catchTag("JournalCorrupt", () => Effect.succeed<RunState>("Failed")),
+      Effect.flatMap((state) =>
+        state === "Running"
+          ? Effect.map(executionExists(record.executionId), (exists): RunState => exists ? "Running" : "Cancelled")
+          : Effect.succeed(state)
+      )
+    )
 
   const prune: AgentWorkflow["prune"] = Effect.fn("AgentWorkflow.prune")(function*(runId, pruneOptions) {
     const store = yield* RunStore.RunStore
     const record = yield* store.get(runId)
-    // a journal that no longer reads is what pruning is for: it counts as ended
-    const state = yield* Effect.map(status(runId), (current) => current.state).pipe(
-      Effect.catchTag("JournalCorrupt", () => Effect.succeed<RunState>("Failed"))
-    )
+    const state = yield* settledState(record)
     if (state === "Running" || state === "Waiting") return yield* new RunNotEnded({ runId, state })
+    const deleteThread = pruneOptions?.deleteThread === true
+    if (deleteThread) {
+      // another run of the thread still going would lose the thread under it
+      for (const other of yield* store.list({ threadId: record.threadId })) {
+        if (other.runId === runId) continue
+        const otherState = yield* settledState(other)
+        if (otherState === "Running" || otherState === "Waiting") {
+          return yield* new RunNotEnded({ runId: other.runId, state: otherState })
+        }
+      }
+    }
+    // the journal goes first: a prune cut off after it finds the run ended (no execution) and finishes
     yield* clearJournal(record.executionId)
     yield* store.delete(runId)
-    if (pruneOptions?.deleteThread === true) yield* (yield* AgentLoop.AgentLoop).deleteThread(record.threadId)
+    if (deleteThread) yield* (yield* AgentLoop.AgentLoop).deleteThread(record.threadId)
   })
 
   const await_: AgentWorkflow["await"] = Effect.fn("AgentWorkflow.await")(function*(runId, awaitOptions) {

@@ -360,10 +360,30 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       PRIMARY KEY (run_id, decision_key)
     )`
   ], { discard: true })
+  // Tables of 0.1.0 before stored decisions lack two columns of the decisions table.
+  const upgrade = sql.onDialectOrElse({
+    pg: () =>
+      Effect.all([
+        sql`ALTER TABLE ${decisionsTable} ADD COLUMN IF NOT EXISTS decision TEXT`,
+        sql`ALTER TABLE ${decisionsTable} ADD COLUMN IF NOT EXISTS delivered_at BIGINT`
+      ], { discard: true }),
+    orElse: () =>
+      Effect.gen(function*() {
+        const columns = yield* sql<
+          { readonly name: string }
+        >`SELECT name FROM pragma_table_info(${`${prefix}_decisions`})`
+        const has = (name: string) => columns.some((column) => column.name === name)
+        if (!has("decision")) yield* sql`ALTER TABLE ${decisionsTable} ADD COLUMN decision TEXT`
+        if (!has("delivered_at")) yield* sql`ALTER TABLE ${decisionsTable} ADD COLUMN delivered_at BIGINT`
+      })
+  })
   // Concurrent CREATE TABLE IF NOT EXISTS can fail on PostgreSQL: serialize it across processes.
   yield* sql.onDialectOrElse({
-    pg: () => sql.withTransaction(Effect.zipRight(sql`SELECT pg_advisory_xact_lock(1701143653, 1)`, create)),
-    orElse: () => create
+    pg: () =>
+      sql.withTransaction(
+        Effect.zipRight(sql`SELECT pg_advisory_xact_lock(1701143653, 1)`, Effect.zipRight(create, upgrade))
+      ),
+    orElse: () => Effect.zipRight(create, upgrade)
   })
 
   const columns = sql.literal("run_id, thread_id, execution_id, workflow, created_at")

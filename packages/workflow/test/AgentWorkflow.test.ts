@@ -208,11 +208,29 @@ describe("AgentWorkflow on the memory engine", () => {
       // a second decision is refused (the first claim stands) and completes the wait with the claimed one
       const late = yield* run(Effect.flip(Runs.resume(runId, [HumanInTheLoop.reject("call_1")], { principal: "bob" })))
       assert.strictEqual(late._tag, "AlreadyDecided")
+      // that resume delivered the stored decision itself, before anybody asked for the status
+      const delivered = yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.decisionOf(runId, key)))
+      assert.isTrue(Option.getOrThrow(delivered).delivered)
       const done = yield* run(Runs.await(runId))
       assert.strictEqual(done.state, "Completed")
       assert.deepStrictEqual(ran, ["delete /tmp/a"])
-      const claim = yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.decisionOf(runId, key)))
-      assert.isTrue(Option.getOrThrow(claim).delivered)
+    }))
+
+  it.scopedLive("a stored decision that does not decode leaves status working: the run reads Running", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran)))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
+      const key = Option.getOrThrow((yield* run(Runs.await(runId, { untilWaiting: true }))).pending).key
+      yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.claimDecision(runId, key, "{not json")))
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Running")
+      assert.strictEqual((yield* run(Effect.flip(Runs.prune(runId))))._tag, "RunNotEnded")
+      assert.deepStrictEqual(ran, [])
+      // the run can still be cancelled, and then pruned
+      yield* run(Runs.cancel(runId))
+      yield* run(Runs.prune(runId))
+      assert.strictEqual((yield* run(Effect.flip(Runs.status(runId))))._tag, "RunNotFound")
     }))
 
   it.scopedLive("status alone delivers a claimed, undelivered decision", () =>

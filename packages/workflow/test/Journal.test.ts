@@ -15,11 +15,16 @@ import { tempDirectory } from "./support/databases.js"
 const Delete = Tool.make("delete_file", { parameters: { path: Schema.String }, success: Schema.String })
 const Tools = Toolkit.make(Delete)
 
-/** Deletes /a, then answers — decided from the prompt, so a replay in a new layer continues. */
-const answer: ScriptedModel.Turn = (request) =>
-  request.prompt.content.some((message) => message.role === "tool")
+/**
+ * Deletes /a (call `call_<n>` for the n-th user message), then answers — decided from the prompt,
+ * so a replay in a new layer continues.
+ */
+const answer: ScriptedModel.Turn = (request) => {
+  const users = request.prompt.content.filter((message) => message.role === "user").length
+  return request.prompt.content.at(-1)?.role === "tool"
     ? ScriptedModel.text("done")
-    : ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/a" }, id: "call_1" }])
+    : ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/a" }, id: `call_${users}` }])
+}
 
 const Runs = AgentWorkflow.make({ name: "journal-agent", version: 1 })
 
@@ -114,6 +119,28 @@ describe("AgentWorkflow.prune", () => {
         tag: "RunNotEnded",
         state: "Waiting"
       })
+      // and so is deleting the thread of an ended run while a later run of it waits
+      const laterId = yield* run(Runs.start({ threadId: "kept", input: "delete /a" }))
+      yield* run(Runs.await(laterId, { untilWaiting: true }))
+      const busy = yield* run(Effect.flip(Runs.prune(kept.runId, { deleteThread: true })))
+      assert.deepStrictEqual({ tag: busy._tag, runId: (busy as AgentWorkflow.RunNotEnded).runId }, {
+        tag: "RunNotEnded",
+        runId: laterId
+      })
+      assert.strictEqual((yield* run(Runs.status(kept.runId))).state, "Completed")
+
+      // a run registered by a start that died before executing it: nothing to cancel, and it prunes
+      const orphan = yield* run(
+        Effect.flatMap(
+          RunStore.RunStore,
+          (store) =>
+            store.register({ runId: "orphan", threadId: "orphan", executionId: "never-executed", workflow: Runs.name })
+        )
+      )
+      assert.strictEqual((yield* run(Runs.status(orphan.runId))).state, "Running")
+      yield* run(Runs.cancel(orphan.runId))
+      yield* run(Runs.prune(orphan.runId))
+      assert.strictEqual((yield* run(Effect.flip(Runs.status(orphan.runId))))._tag, "RunNotFound")
 
       yield* run(Runs.prune(pruned.runId, { deleteThread: true }))
       assert.deepStrictEqual(yield* journalOf(pruned.executionId), { messages: 0, replies: 0 })
@@ -126,6 +153,8 @@ describe("AgentWorkflow.prune", () => {
       assert.isAbove((yield* journalOf(kept.executionId)).replies, 0)
       assert.strictEqual((yield* run(Runs.status(kept.runId))).state, "Completed")
       assert.isTrue(Option.isSome(yield* loop.thread("kept")))
+      assert.isTrue(Option.isSome((yield* run(Runs.status(laterId))).pending))
       assert.strictEqual((yield* run(Runs.status(waitingId))).state, "Waiting")
+      assert.strictEqual((yield* run(Runs.status(laterId))).state, "Waiting")
     }))
 })

@@ -1,5 +1,5 @@
 import * as RunStore from "@effect-agent/workflow/RunStore"
-import type { SqlClient } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
 import { DateTime, Effect, Either, Layer, Option } from "effect"
 import * as Databases from "./support/databases.js"
@@ -159,6 +159,33 @@ const sqlSuite = (name: string, database: Layer.Layer<SqlClient.SqlClient | Data
         assert.strictEqual((yield* Effect.flip(other.claimDecision("r1", "call-1")))._tag, "AlreadyDecided")
         yield* other.claimDecision("r1", "call-2")
         assert.strictEqual((yield* Effect.flip(store.claimDecision("r1", "call-2")))._tag, "AlreadyDecided")
+      }))
+
+    it.scoped("tables of the first layout (claims without stored decisions) are upgraded in place", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const prefix = `runs_${tables++}`
+        yield* sql`CREATE TABLE ${sql(`${prefix}_runs`)} (
+          seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE, thread_id TEXT NOT NULL,
+          execution_id TEXT NOT NULL, workflow TEXT NOT NULL, created_at BIGINT NOT NULL)`
+        yield* sql`CREATE TABLE ${sql(`${prefix}_decisions`)} (
+          run_id TEXT NOT NULL, decision_key TEXT NOT NULL, decided_at BIGINT NOT NULL,
+          PRIMARY KEY (run_id, decision_key))`
+        yield* sql`INSERT INTO ${sql(`${prefix}_runs`)} (seq, run_id, thread_id, execution_id, workflow, created_at)
+          VALUES (1, 'r1', 't1', 'e1', 'AgentRun/v1', 1000)`
+        yield* sql`INSERT INTO ${sql(`${prefix}_decisions`)} VALUES ('r1', 'old', 5)`
+
+        const store = yield* RunStore.make({ prefix })
+        assert.deepStrictEqual(Option.getOrThrow(yield* store.decisionOf("r1", "old")), {
+          key: "old",
+          decidedAt: 5,
+          decision: undefined,
+          delivered: false
+        })
+        yield* store.claimDecision("r1", "new", "{}")
+        assert.strictEqual(Option.getOrThrow(yield* store.decisionOf("r1", "new")).decision, "{}")
+        // upgrading is idempotent
+        yield* RunStore.make({ prefix })
       }))
 
     it.scoped("stores on one database are created concurrently without conflict", () =>
