@@ -27,7 +27,7 @@ import type * as Middleware from "./Middleware.js"
  * @since 0.1.0
  * @category models
  */
-export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR> {
+export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR, O = never> {
   /** The agent's tools: a `Toolkit` (which needs its handler layer) or a handled toolkit. */
   readonly toolkit?: Effect.Effect<Toolkit.WithHandler<any>, TE, TR> | undefined
   /** Middleware, outermost first. */
@@ -37,10 +37,10 @@ export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR> {
    * Ask for structured output: the model gets a tool named `outputToolName`
    * (default `"final_answer"`) whose parameters are this schema, is required
    * to call a tool on every turn, and the run completes with the decoded value
-   * as `output`. Invalid output is answered with a failed tool result the
-   * model can repair.
+   * as `output`, typed `O`. Invalid output is answered with a failed tool
+   * result the model can repair.
    */
-  readonly responseFormat?: Schema.Schema<any, any> | undefined
+  readonly responseFormat?: Schema.Schema<O, any> | undefined
   readonly outputToolName?: string | undefined
   /** The most model calls one run may make (default 50); more is a `MaxStepsExceeded` error. */
   readonly maxSteps?: number | undefined
@@ -62,9 +62,10 @@ export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR> {
  * @since 0.1.0
  * @category utility types
  */
-export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>> = AgentLoop.Service<
+export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = AgentLoop.Service<
   AgentState.Of<Mws>,
-  Middleware.Error<Mws[number]>
+  Middleware.Error<Mws[number]>,
+  O
 >
 
 /**
@@ -100,10 +101,15 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>> = AgentLoop.Servi
  * @since 0.1.0
  * @category constructors
  */
-export const make = <const Mws extends ReadonlyArray<Middleware.Any> = readonly [], TE = never, TR = never>(
-  options: Options<Mws, TE, TR>
+export const make = <
+  const Mws extends ReadonlyArray<Middleware.Any> = readonly [],
+  TE = never,
+  TR = never,
+  O = never
+>(
+  options: Options<Mws, TE, TR, O>
 ): Effect.Effect<
-  AgentOf<Mws>,
+  AgentOf<Mws, O>,
   AgentConfigError | TE,
   LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
 > =>
@@ -171,7 +177,7 @@ export const make = <const Mws extends ReadonlyArray<Middleware.Any> = readonly 
       model,
       checkpointer,
       context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>
-    }) as AgentOf<Mws>
+    }) as AgentOf<Mws, O>
   }) as any
 
 /**
@@ -190,8 +196,13 @@ export const make = <const Mws extends ReadonlyArray<Middleware.Any> = readonly 
  * @since 0.1.0
  * @category layers
  */
-export const layer = <const Mws extends ReadonlyArray<Middleware.Any> = readonly [], TE = never, TR = never>(
-  options: Options<Mws, TE, TR>
+export const layer = <
+  const Mws extends ReadonlyArray<Middleware.Any> = readonly [],
+  TE = never,
+  TR = never,
+  O = never
+>(
+  options: Options<Mws, TE, TR, O>
 ): Layer.Layer<
   AgentLoop,
   AgentConfigError | TE,

@@ -16,7 +16,7 @@ import type * as AgentState from "./AgentState.js"
  * @since 0.1.0
  * @category models
  */
-export type AgentEvent<S = AgentState.AgentState> = Data.TaggedEnum<{
+export type AgentEvent<S = AgentState.AgentState, O = unknown> = Data.TaggedEnum<{
   /** A run starts (`resumed` when it continues an interrupted thread). */
   RunStarted: { readonly threadId: string; readonly resumed: boolean }
   /** A model call starts. */
@@ -69,7 +69,7 @@ export type AgentEvent<S = AgentState.AgentState> = Data.TaggedEnum<{
    */
   HookCompleted: { readonly middleware: string; readonly hook: string; readonly durationMillis: number }
   /** The run ended. */
-  RunEnded: { readonly result: AgentResult.AgentResult<S> }
+  RunEnded: { readonly result: AgentResult.AgentResult<S, O> }
   /**
    * The run failed (`error` is the error's tag, `Defect` or `Interrupted`).
    * Only `AgentLoop.watch` reports it; a run's own stream fails instead.
@@ -77,8 +77,8 @@ export type AgentEvent<S = AgentState.AgentState> = Data.TaggedEnum<{
   RunFailed: { readonly error: string; readonly message: string }
 }>
 
-interface AgentEventDefinition extends Data.TaggedEnum.WithGenerics<1> {
-  readonly taggedEnum: AgentEvent<this["A"]>
+interface AgentEventDefinition extends Data.TaggedEnum.WithGenerics<2> {
+  readonly taggedEnum: AgentEvent<this["A"], this["B"]>
 }
 
 const constructors = Data.taggedEnum<AgentEventDefinition>()
@@ -144,5 +144,5 @@ export const {
  * @since 0.1.0
  * @category getters
  */
-export const result = <S>(event: AgentEvent<S>): Option.Option<AgentResult.AgentResult<S>> =>
+export const result = <S, O>(event: AgentEvent<S, O>): Option.Option<AgentResult.AgentResult<S, O>> =>
   event._tag === "RunEnded" ? Option.some(event.result) : Option.none()

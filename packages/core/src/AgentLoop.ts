@@ -48,11 +48,11 @@ export interface ThreadSnapshot<S> {
  * @since 0.1.0
  * @category models
  */
-export interface RunEvent<S = AgentState.AgentState> {
+export interface RunEvent<S = AgentState.AgentState, O = unknown> {
   /** Unique per run (a resume is a run of its own). */
   readonly runId: string
   readonly threadId: string
-  readonly event: AgentEvent.AgentEvent<S>
+  readonly event: AgentEvent.AgentEvent<S, O>
 }
 
 /**
@@ -69,26 +69,30 @@ export type RunError<E> = E | AgentError.AgentError | AiError.AiError
  */
 export declare namespace AgentLoop {
   /**
-   * An agent, typed by its state `S` and the errors `E` its middleware add.
+   * An agent, typed by its state `S`, the errors `E` its middleware add and
+   * its structured output `O`.
    *
    * @since 0.1.0
    * @category models
    */
-  export interface Service<S = AgentState.AgentState, E = never> {
+  export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
     /** Appends `input` to the thread as a user message and runs until the agent finishes or interrupts. */
     readonly run: (
       input: Prompt.RawInput,
       options: RunOptions
-    ) => Effect.Effect<AgentResult.AgentResult<S>, RunError<E>>
+    ) => Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
     /** The same run as `run`, through the same middleware path, as a stream of events ending in `RunEnded`. */
     readonly stream: (
       input: Prompt.RawInput,
       options: RunOptions
-    ) => Stream.Stream<AgentEvent.AgentEvent<S>, RunError<E>>
+    ) => Stream.Stream<AgentEvent.AgentEvent<S, O>, RunError<E>>
     /** Continues an interrupted thread: the hook that interrupted runs again and receives `value`. */
-    readonly resume: (threadId: string, value: unknown) => Effect.Effect<AgentResult.AgentResult<S>, RunError<E>>
+    readonly resume: (threadId: string, value: unknown) => Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
     /** `resume` as a stream of events. */
-    readonly resumeStream: (threadId: string, value: unknown) => Stream.Stream<AgentEvent.AgentEvent<S>, RunError<E>>
+    readonly resumeStream: (
+      threadId: string,
+      value: unknown
+    ) => Stream.Stream<AgentEvent.AgentEvent<S, O>, RunError<E>>
     /**
      * Checks `value` against the interrupt `threadId` waits on (the
      * middleware's `validateResume`) without running anything; gives the
@@ -106,7 +110,7 @@ export declare namespace AgentLoop {
      * watchers see text as it is written); while nobody does, runs cost
      * nothing extra.
      */
-    readonly watch: Effect.Effect<Stream.Stream<RunEvent<S>>, never, Scope.Scope>
+    readonly watch: Effect.Effect<Stream.Stream<RunEvent<S, O>>, never, Scope.Scope>
     /**
      * Gives up the decision `threadId` waits for: the tool calls of its last
      * reply still without results are answered as not run (with `reason`),

@@ -25,18 +25,21 @@ export interface Interrupt {
 }
 
 /**
+ * How a run ended, typed by the agent's state `S` and its structured output
+ * `O` (the type of its `responseFormat`; `never` without one).
+ *
  * @since 0.1.0
  * @category models
  */
-export type AgentResult<S = AgentState.AgentState> = Data.TaggedEnum<{
+export type AgentResult<S = AgentState.AgentState, O = unknown> = Data.TaggedEnum<{
   /** The run finished: the model answered without tool calls, or a middleware jumped to the end. */
   Completed: {
     readonly threadId: string
     readonly state: S
     /** The last assistant message's text. */
     readonly text: string
-    /** The structured output, when the agent has a `responseFormat`. */
-    readonly output: Option.Option<unknown>
+    /** The structured output, decoded with the agent's `responseFormat`; `None` without one. */
+    readonly output: Option.Option<O>
     readonly usage: Usage.Usage
     /** Model calls made by this run. */
     readonly steps: number
@@ -51,8 +54,8 @@ export type AgentResult<S = AgentState.AgentState> = Data.TaggedEnum<{
   }
 }>
 
-interface AgentResultDefinition extends Data.TaggedEnum.WithGenerics<1> {
-  readonly taggedEnum: AgentResult<this["A"]>
+interface AgentResultDefinition extends Data.TaggedEnum.WithGenerics<2> {
+  readonly taggedEnum: AgentResult<this["A"], this["B"]>
 }
 
 const constructors = Data.taggedEnum<AgentResultDefinition>()

@@ -189,7 +189,9 @@ describe("structured output", () => {
       const result = yield* agent.run("What is 6 * 7?", { threadId: "t" })
       assert.strictEqual(result._tag, "Completed")
       if (result._tag !== "Completed") return
-      assert.deepStrictEqual(result.output, Option.some({ answer: 42 }))
+      // typed by the responseFormat
+      const output: Option.Option<{ readonly answer: number }> = result.output
+      assert.deepStrictEqual(output, Option.some({ answer: 42 }))
       const requests = yield* ScriptedModel.requests
       assert.strictEqual(requests.length, 2)
       assert.isTrue(requests.every((request) => request.toolChoice === "required"))
@@ -204,9 +206,8 @@ describe("structured output", () => {
       ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: 42 }, id: "f2" }])
     ])))
 
-  // Core bug: internal/loop.ts builds the tools offered to the model (`toolList`, line 97) from
-  // `config.tools` only, so the structured output tool is never sent; a real model cannot call it
-  // (the scripted one does, and the call only lands through the unknown-tool recovery path).
+  // A regression test: the tools offered to the model once came from the toolkit only, so a real
+  // model never saw the structured output tool (the scripted one called it anyway).
   it.effect("the model is offered the final_answer tool", () =>
     Effect.gen(function*() {
       const agent = yield* Agent.make({ toolkit: Calculator, responseFormat: Answer })
@@ -215,8 +216,7 @@ describe("structured output", () => {
       assert.include(request!.toolNames, "final_answer")
     }).pipe(provide([ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: 42 } }])])))
 
-  // The same core bug: with no toolkit, `wireToolkit([])` is undefined, so the model gets no tools
-  // and toolChoice "none", and its final_answer call fails the whole run with a MalformedOutput AiError.
+  // The same regression without a toolkit: the model got no tools and toolChoice "none".
   it.effect("structured output works on an agent without a toolkit", () =>
     Effect.gen(function*() {
       const agent = yield* Agent.make({ responseFormat: Answer })
@@ -227,6 +227,22 @@ describe("structured output", () => {
       assert.strictEqual(request!.toolChoice, "required")
     }).pipe(Effect.provide(ScriptedModel.layer([
       ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: 42 } }])
+    ]))))
+
+  it.effect("the output is the decoded value of a transforming schema: the model sends its encoded form", () =>
+    Effect.gen(function*() {
+      const Due = Schema.Struct({ task: Schema.String, due: Schema.Date })
+      const agent = yield* Agent.make({ responseFormat: Due })
+      const result = yield* agent.run("When is the report due?", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag !== "Completed") return
+      const due: Option.Option<Date> = Option.map(result.output, (output) => output.due)
+      assert.deepStrictEqual(due, Option.some(new Date("2026-12-24T00:00:00.000Z")))
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      ScriptedModel.toolCalls([{
+        name: "final_answer",
+        params: { task: "report", due: "2026-12-24T00:00:00.000Z" }
+      }])
     ]))))
 
   it.effect("a run that ends without structured output fails with StructuredOutputError", () =>
