@@ -4,7 +4,7 @@ import { defineConfig, globalIgnores } from "eslint/config"
 import tseslint from "typescript-eslint"
 
 export default defineConfig(
-  globalIgnores(["**/dist", "**/build", "**/docs", "**/.tsbuildinfo", "**/node_modules", "**/*.mjs", "docs/**"]),
+  globalIgnores(["**/.docs-check", "**/dist", "**/build", "**/docs", "**/.tsbuildinfo", "**/node_modules", "**/*.mjs", "docs/**"]),
   js.configs.recommended,
   tseslint.configs.recommended,
   effectEslint.configs.dprint,
