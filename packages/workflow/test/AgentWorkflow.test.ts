@@ -98,6 +98,21 @@ describe("AgentWorkflow on the memory engine", () => {
       return Agent.layer({ toolkit: Tools, middleware: [hitl] })
     })).pipe(Layer.provide(Layer.merge(ScriptedModel.layer(script), toolsLive(ran))))
 
+  /**
+   * A run waiting for its approval, and a claim of that approval stored as a process that died
+   * right after claiming would have left it (the encoded decision, not yet delivered).
+   */
+  const claimedButNotDelivered = (encoded: string) =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran)))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
+      const key = Option.getOrThrow((yield* run(Runs.await(runId, { untilWaiting: true }))).pending).key
+      yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.claimDecision(runId, key, encoded)))
+      return { ran, run, runId, key }
+    })
+
   it.scopedLive("an approval suspends the run; resume by run id finishes it, the tool running once", () =>
     Effect.gen(function*() {
       const ran: Array<string> = []
@@ -194,16 +209,8 @@ describe("AgentWorkflow on the memory engine", () => {
 
   it.scopedLive("a decision claimed by a process that died before delivering it reaches the run on the next status", () =>
     Effect.gen(function*() {
-      const ran: Array<string> = []
-      const context = yield* Layer.build(durable(approvalAgent(ran)))
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
-      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
-      const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
-      const key = Option.getOrThrow(waiting.pending).key
-      // what resume stores before it completes the wait; the claimer "dies" here
-      const decision = { value: [HumanInTheLoop.approve("call_1")], by: "alice", decidedAt: 1 }
-      yield* run(
-        Effect.flatMap(RunStore.RunStore, (store) => store.claimDecision(runId, key, JSON.stringify(decision)))
+      const { key, ran, run, runId } = yield* claimedButNotDelivered(
+        JSON.stringify({ value: [HumanInTheLoop.approve("call_1")], by: "alice", decidedAt: 1 })
       )
       // a second decision is refused (the first claim stands) and completes the wait with the claimed one
       const late = yield* run(Effect.flip(Runs.resume(runId, [HumanInTheLoop.reject("call_1")], { principal: "bob" })))
@@ -218,12 +225,7 @@ describe("AgentWorkflow on the memory engine", () => {
 
   it.scopedLive("a stored decision that does not decode leaves status working: the run reads Running", () =>
     Effect.gen(function*() {
-      const ran: Array<string> = []
-      const context = yield* Layer.build(durable(approvalAgent(ran)))
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
-      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
-      const key = Option.getOrThrow((yield* run(Runs.await(runId, { untilWaiting: true }))).pending).key
-      yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.claimDecision(runId, key, "{not json")))
+      const { ran, run, runId } = yield* claimedButNotDelivered("{not json")
       assert.strictEqual((yield* run(Runs.status(runId))).state, "Running")
       assert.strictEqual((yield* run(Effect.flip(Runs.prune(runId))))._tag, "RunNotEnded")
       assert.deepStrictEqual(ran, [])
@@ -235,14 +237,8 @@ describe("AgentWorkflow on the memory engine", () => {
 
   it.scopedLive("status alone delivers a claimed, undelivered decision", () =>
     Effect.gen(function*() {
-      const ran: Array<string> = []
-      const context = yield* Layer.build(durable(approvalAgent(ran)))
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
-      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
-      const key = Option.getOrThrow((yield* run(Runs.await(runId, { untilWaiting: true }))).pending).key
-      const decision = { value: [HumanInTheLoop.reject("call_1", "alice says no")], by: "alice", decidedAt: 1 }
-      yield* run(
-        Effect.flatMap(RunStore.RunStore, (store) => store.claimDecision(runId, key, JSON.stringify(decision)))
+      const { ran, run, runId } = yield* claimedButNotDelivered(
+        JSON.stringify({ value: [HumanInTheLoop.reject("call_1", "alice says no")], by: "alice", decidedAt: 1 })
       )
       assert.strictEqual((yield* run(Runs.status(runId))).state, "Running")
       const done = yield* run(Runs.await(runId))
