@@ -56,4 +56,9 @@ export * as ToolContext from "./ToolContext.js"
 /**
  * @since 0.1.0
  */
+export * as Transcript from "./Transcript.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Usage from "./Usage.js"
