@@ -33,6 +33,7 @@ import type * as Toolkit from "@effect/ai/Toolkit"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
+import { dual } from "effect/Function"
 import { globalValue } from "effect/GlobalValue"
 import type * as Option from "effect/Option"
 import { type Pipeable, pipeArguments } from "effect/Pipeable"
@@ -417,6 +418,27 @@ export const make = <
     wrapModelStream: options.wrapModelStream,
     validateResume: options.validateResume
   })
+
+/**
+ * The same middleware under another name: to use a middleware twice in one
+ * agent (names must be unique), or to tell two apart in reports. Its state
+ * slices keep their keys, so a middleware with state cannot be used twice.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@effect-agent/core"
+ *
+ * const audit = Middleware.passThrough("audit")
+ * const twice = [audit, audit.pipe(Middleware.withName("audit-inner"))]
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const withName: {
+  (name: string): <M extends Any>(self: M) => M
+  <M extends Any>(self: M, name: string): M
+} = dual(2, <M extends Any>(self: M, name: string): M => Object.assign(Object.create(Proto), self, { name }))
 
 /**
  * Checks whether a value is a middleware.

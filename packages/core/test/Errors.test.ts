@@ -2,7 +2,7 @@ import { Agent, Middleware } from "@effect-agent/core"
 import { ScriptedModel } from "@effect-agent/testing"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Chunk, Effect, Layer, Schema, Stream } from "effect"
 import { Add, Calculator, CalculatorLive } from "./utils.js"
 
 const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
@@ -24,6 +24,29 @@ describe("configuration errors at construction", () => {
       assert.include(error.message, `"logging"`)
       assert.deepStrictEqual(yield* ScriptedModel.requests, [])
     }).pipe(provide([])))
+
+  it.effect("withName lets one middleware run twice: each copy runs its hooks and reports under its own name", () =>
+    Effect.gen(function*() {
+      const reports: Array<string> = []
+      const counter = Middleware.make({
+        name: "counter",
+        beforeModel: () => Effect.sync(() => void reports.push("before")),
+        wrapModelCall: (request, next) => Effect.zipRight(Middleware.report("model call"), next(request))
+      })
+      const agent = yield* Agent.make({
+        toolkit: Calculator,
+        middleware: [counter, counter.pipe(Middleware.withName("counter-inner"))]
+      })
+      const events = yield* agent.stream("Hi", { threadId: "t" }).pipe(Stream.runCollect)
+      assert.deepStrictEqual(reports, ["before", "before"])
+      assert.deepStrictEqual(
+        Chunk.toReadonlyArray(events).flatMap((event) =>
+          event._tag === "MiddlewareDecision" ? [`${event.middleware}: ${event.decision}`] : []
+        ),
+        ["counter: model call", "counter-inner: model call"]
+      )
+      assert.strictEqual(counter.name, "counter")
+    }).pipe(provide([ScriptedModel.text("hello")])))
 
   it.effect("two middleware declaring the same state key fail with AgentConfigError", () =>
     Effect.gen(function*() {
