@@ -190,4 +190,60 @@ describe("wrapModelStream", () => {
     }).pipe(
       Effect.provide(ScriptedModel.layer([ScriptedModel.text("hello there"), ScriptedModel.text("hello again")]))
     ))
+
+  it.effect("a consumer that stops mid-reply ends the model stream: its finalizers run, nothing is stored", () =>
+    Effect.gen(function*() {
+      let released = 0
+      const endless = Middleware.make({
+        name: "endless",
+        // the reply's parts, then a model that never finishes
+        wrapModelStream: (_request, parts) =>
+          parts.pipe(
+            Stream.filter((part) => part.type !== "finish"),
+            Stream.concat(Stream.never),
+            Stream.ensuring(Effect.sync(() => void released++))
+          )
+      })
+      const agent = yield* Agent.make({ middleware: [endless] })
+      const seen = yield* agent.stream("hi", { threadId: "t" }).pipe(
+        Stream.takeUntil((event) => event._tag === "TextDelta"),
+        Stream.runCollect
+      )
+      assert.deepStrictEqual(Chunk.toReadonlyArray(seen).map((event) => event._tag), [
+        "RunStarted",
+        "ModelCallStarted",
+        "TextDelta"
+      ])
+      assert.strictEqual(released, 1)
+      // the reply never completed: nothing of it is stored
+      const stored = Option.match(yield* agent.thread("t"), {
+        onNone: () => [],
+        onSome: (thread) => thread.state.messages.map((message) => message.role)
+      })
+      assert.notInclude(stored, "assistant")
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("hello there")]))))
+
+  it.effect("a model stream that fails mid-reply fails the run with its error; the text sent is reported discarded", () =>
+    Effect.gen(function*() {
+      const broken = Middleware.make({
+        name: "broken",
+        wrapModelStream: (_request, parts) =>
+          parts.pipe(
+            Stream.filter((part) => part.type !== "finish"),
+            Stream.concat(Stream.fail(ScriptedModel.httpError(502)))
+          )
+      })
+      const agent = yield* Agent.make({ middleware: [broken] })
+      const events: Array<AgentEvent.AgentEvent<any>> = []
+      const error = yield* agent.stream("hi", { threadId: "t" }).pipe(
+        Stream.runForEach((event) => Effect.sync(() => void events.push(event))),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag === "HttpResponseError" && error.response.status, 502)
+      const failed = events.find((event) => event._tag === "ModelAttemptFailed")
+      assert.deepStrictEqual(
+        failed?._tag === "ModelAttemptFailed" && { error: failed.error, discardedText: failed.discardedText },
+        { error: "HttpResponseError", discardedText: true }
+      )
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("hello there")]))))
 })

@@ -30,6 +30,7 @@ import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import * as Middleware from "../Middleware.js"
 import * as Usage from "../Usage.js"
+import { drain } from "./drain.js"
 import {
   lastAssistantCallsTools,
   recoverUnknownToolCalls,
@@ -323,13 +324,16 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             })
             : transformed) as Stream.Stream<Response.AnyPart, AiError.AiError>
         }
-        return parts.pipe(
-          Stream.runForEach((part) => {
+        return drain(parts, (chunk) => {
+          let emits: Effect.Effect<void> = Effect.void
+          for (const part of chunk) {
             collected.push(part)
-            return part.type === "text-delta"
-              ? emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta }))
-              : Effect.void
-          }),
+            if (part.type === "text-delta") {
+              emits = Effect.zipRight(emits, emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta })))
+            }
+          }
+          return emits
+        }).pipe(
           Effect.as(collected),
           Effect.catchAll((error) => recover(error, collected)),
           Effect.tapError((error) =>
