@@ -168,6 +168,45 @@ describe("stream", () => {
     }).pipe(fresh))
 })
 
+describe("reported decisions", () => {
+  it.live("are attributed to the middleware and hook that made them, even from tool calls running at once", () =>
+    Effect.gen(function*() {
+      // Each layer waits, reports, and calls on. c1 waits 10 ms in the outer layer; c2 passes it at once
+      // and waits 100 ms in the inner one, so c1 reports from the outer layer while c2 is in the inner one.
+      const layer = (name: string, wait: (callId: string) => number) =>
+        Middleware.make({
+          name,
+          wrapToolCall: (request, next) =>
+            (wait(request.call.id) === 0 ? Effect.void : Effect.sleep(`${wait(request.call.id)} millis`)).pipe(
+              Effect.zipRight(Middleware.report(`${name} ${request.call.id}`)),
+              Effect.zipRight(next(request))
+            )
+        })
+      const outer = layer("outer", (id) => id === "c1" ? 10 : 0)
+      const inner = layer("inner", (id) => id === "c2" ? 100 : 0)
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [outer, inner] })
+      const events = yield* agent.stream("add twice", { threadId: "t" }).pipe(Stream.runCollect)
+      const decisions = Chunk.toReadonlyArray(events).flatMap((event) =>
+        event._tag === "MiddlewareDecision" ? [`${event.middleware}/${event.hook}: ${event.decision}`] : []
+      )
+      assert.deepStrictEqual(decisions, [
+        "outer/wrapToolCall: outer c2",
+        "outer/wrapToolCall: outer c1",
+        "inner/wrapToolCall: inner c1",
+        "inner/wrapToolCall: inner c2"
+      ])
+    }).pipe(Effect.provide(Layer.merge(
+      ScriptedModel.layer([
+        ScriptedModel.toolCalls([
+          { name: "add", params: { a: 1, b: 2 }, id: "c1" },
+          { name: "add", params: { a: 3, b: 4 }, id: "c2" }
+        ]),
+        ScriptedModel.text("done")
+      ]),
+      CalculatorLive
+    ))))
+})
+
 describe("wrapModelStream", () => {
   it.effect("transforms streamed parts before they are emitted and stored; run is not streamed", () =>
     Effect.gen(function*() {

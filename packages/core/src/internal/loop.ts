@@ -7,6 +7,7 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
@@ -77,6 +78,8 @@ interface Run {
   offered: ReadonlyArray<string> | undefined
   readonly emit: Emit | undefined
   readonly executor: AgentExecutor.AgentExecutor.Service
+  /** The clock of the run, for timing hooks. */
+  readonly clock: Clock.Clock
   /** The interrupt keys used so far in this run (a key names one wait). */
   readonly interruptKeys: Set<string>
   /** The `wrapToolCall` chain of this run, built on its first tool call. */
@@ -86,6 +89,17 @@ interface Run {
 }
 
 type Emit = (event: AgentEvent.AgentEvent<any>) => Effect.Effect<void>
+
+/**
+ * The value of `Middleware.CurrentHook` during a reported run: one cell per
+ * run (and per concurrent tool call), updated in place as hooks start and
+ * end. `Effect.locally` per hook call would copy the fiber's refs twice each
+ * time (~5 µs a hook here); a fiber runs one hook at a time, so a cell of its
+ * own is enough.
+ */
+class HookCell {
+  constructor(public middleware: string, public hook: string) {}
+}
 
 /** Everything the loop needs, resolved when the agent is built. */
 export interface LoopConfig {
@@ -161,23 +175,27 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const inHook = <A, E, R>(run: Run, m: Middleware.Any, hook: string, effect: Effect.Effect<A, E, R>) => {
     const emit = run.emit
     if (!run.traced && emit === undefined) return effect
-    const located = Effect.locally(effect, Middleware.CurrentHook, { middleware: m.name, hook })
-    const timed = emit === undefined ?
-      located :
-      Effect.flatMap(
-        Clock.currentTimeNanos,
-        (started) =>
-          Effect.tap(located, () =>
-            Effect.flatMap(Clock.currentTimeNanos, (ended) =>
-              emit(AgentEvent.HookCompleted({
-                middleware: m.name,
-                hook,
-                durationMillis: Number(ended - started) / 1e6
-              }))))
-      )
+    const located: Effect.Effect<A, E, R> = Effect.flatMap(FiberRef.get(Middleware.CurrentHook), (current) => {
+      if (!(current instanceof HookCell)) {
+        return Effect.locally(effect, Middleware.CurrentHook, { middleware: m.name, hook })
+      }
+      const outer = { middleware: current.middleware, hook: current.hook }
+      current.middleware = m.name
+      current.hook = hook
+      const started = run.clock.unsafeCurrentTimeNanos()
+      return Effect.onExit(effect, (exit) => {
+        current.middleware = outer.middleware
+        current.hook = outer.hook
+        return emit === undefined || exit._tag === "Failure" ? Effect.void : emit(AgentEvent.HookCompleted({
+          middleware: m.name,
+          hook,
+          durationMillis: Number(run.clock.unsafeCurrentTimeNanos() - started) / 1e6
+        }))
+      })
+    })
     return run.traced
-      ? Effect.withSpan(timed, `Middleware.${hook}`, { attributes: { middleware: m.name }, captureStackTrace: false })
-      : timed
+      ? Effect.withSpan(located, `Middleware.${hook}`, { attributes: { middleware: m.name }, captureStackTrace: false })
+      : located
   }
 
   const traced = <A, E, R>(
@@ -416,9 +434,18 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         return result
       })
     }
+    // concurrent calls report from fibers of their own: each gets a hook cell of its own
     const results: Effect.Effect<ReadonlyArray<Prompt.ToolResultPart>, unknown, any> = calls.length === 1
       ? Effect.map(one(calls[0]!), (result) => [result])
-      : Effect.forEach(calls, one, { concurrency: config.toolConcurrency })
+      : Effect.forEach(
+        calls,
+        (call) =>
+          Effect.flatMap(FiberRef.get(Middleware.CurrentHook), (current) =>
+            current instanceof HookCell
+              ? Effect.locally(one(call), Middleware.CurrentHook, new HookCell(current.middleware, current.hook))
+              : one(call)),
+        { concurrency: config.toolConcurrency }
+      )
     return Effect.map(results, (results) => {
       run.messages = AgentState.appendToolResults(run.messages, results)
       // Taken from the stored call after it ran, so a replayed (journaled) call sets it too.
@@ -738,8 +765,10 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
 
   const withSink = <A, E, R>(run: Run, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
     const emit = run.emit
-    return emit === undefined ? effect : Effect.locally(
-      effect,
+    if (emit === undefined && !run.traced) return effect
+    const located = Effect.locally(effect, Middleware.CurrentHook, new HookCell("agent", "run"))
+    return emit === undefined ? located : Effect.locally(
+      located,
       Middleware.CurrentDecisionSink,
       (decision) =>
         emit(AgentEvent.MiddlewareDecision({
@@ -843,6 +872,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       readonly traced: boolean
       readonly emit: Emit | undefined
       readonly executor: AgentExecutor.AgentExecutor.Service
+      readonly clock: Clock.Clock
     }
   ): Run => ({
     threadId,
@@ -859,6 +889,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     traced: options.traced,
     emit: options.emit,
     executor: options.executor,
+    clock: options.clock,
     interruptKeys: new Set(),
     toolChain: undefined,
     encoded: undefined
@@ -888,7 +919,8 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             progress: undefined,
             traced: yield* isTraced,
             emit,
-            executor
+            executor,
+            clock: yield* Effect.clock
           })
           return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
         }))
@@ -936,7 +968,8 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             progress: Option.getOrThrow(loaded.checkpoint).run,
             traced: yield* isTraced,
             emit,
-            executor
+            executor,
+            clock: yield* Effect.clock
           })
           return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
         }))
