@@ -65,8 +65,8 @@ export const variants: ReadonlyArray<Variant> = [
   },
   {
     name: "no hook reporting",
-    description: "`inHook` without `Effect.locally(Middleware.CurrentHook, …)` and the `HookCompleted` timing " +
-      "(both made only when streaming or watched, untraced)",
+    description: "`inHook` without the hook cell (`Middleware.CurrentHook`), its timing and `HookCompleted` events " +
+      "(all made only when streaming or watched, untraced)",
     patches: [noHookReporting]
   }
 ]
