@@ -500,11 +500,6 @@ const asRunFailed = (error: unknown): AgentRunFailed =>
   error instanceof AgentRunFailed ? error : new AgentRunFailed({ error: tagOf(error), description: describe(error) })
 
 /**
- * Runs an effect of the loop inside an activity, with the services and the
- * middleware reporting of the loop (an engine may execute the activity on
- * another fiber).
- */
-/**
  * The exit schema of our activities, one per success schema. @effect/workflow
  * 0.19 builds a new one in every `Activity.make`, and its engine compiles a
  * decoder for each: most of an activity's cost on the memory engine.
@@ -526,6 +521,11 @@ const DecisionJson = Schema.parseJson(Decision)
 const encodeDecision = Schema.encode(DecisionJson)
 const decodeDecision = Schema.decode(DecisionJson)
 
+/**
+ * Runs an effect of the loop inside an activity, with the services and the
+ * middleware reporting of the loop (an engine may execute the activity on
+ * another fiber).
+ */
 const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
   name: string,
   success: S,
@@ -534,6 +534,7 @@ const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
   Effect.gen(function*() {
     const context = Context.omit(WorkflowEngine.WorkflowInstance)(yield* Effect.context<R>())
     const sink = yield* FiberRef.get(Middleware.CurrentDecisionSink)
+    const hook = yield* FiberRef.get(Middleware.CurrentHook)
     const activity = Activity.make({
       name,
       success,
@@ -541,6 +542,7 @@ const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
       execute: effect.pipe(
         Effect.mapError(asRunFailed),
         Effect.locally(Middleware.CurrentDecisionSink, sink),
+        Effect.locally(Middleware.CurrentHook, hook),
         Effect.provide(context as Context.Context<R>)
       )
     })

@@ -1,5 +1,4 @@
-import type { AgentLoop } from "@effect-agent/core"
-import { Agent, AgentState } from "@effect-agent/core"
+import { Agent, AgentLoop, AgentState, Middleware } from "@effect-agent/core"
 import { HumanInTheLoop } from "@effect-agent/middleware"
 import { HookRecorder, ScriptedModel } from "@effect-agent/testing"
 import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
@@ -283,6 +282,47 @@ describe("AgentWorkflow on the memory engine", () => {
       // settled: the stream ends by itself
       const after = yield* run(Stream.runCollect(Runs.watch(runId)))
       assert.isTrue(Chunk.isEmpty(after))
+    }))
+
+  it.scopedLive("a watched durable run reports what middleware decide inside its model and tool calls, by hook", () =>
+    Effect.gen(function*() {
+      const audit = Middleware.make({
+        name: "audit",
+        wrapModelCall: (request, next) => Effect.zipRight(Middleware.report(`model ${request.step}`), next(request)),
+        wrapToolCall: (request, next) => Effect.zipRight(Middleware.report(`tool ${request.call.id}`), next(request))
+      })
+      const ran: Array<string> = []
+      const agent = Agent.layer({ toolkit: Tools, middleware: [audit] }).pipe(
+        Layer.provide(Layer.merge(
+          ScriptedModel.layer([
+            ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "c1" }]),
+            ScriptedModel.text("3")
+          ]),
+          toolsLive(ran)
+        ))
+      )
+      const context = yield* Layer.build(durable(agent))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const events = yield* run(Effect.flatMap(AgentLoop.AgentLoop, (loop) => loop.watch))
+      const pull = yield* Stream.toPull(events)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "add 1 and 2" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      const seen: Array<string> = []
+      while (!seen.includes("RunEnded")) {
+        for (const { event } of yield* pull) {
+          seen.push(event._tag)
+          if (event._tag === "MiddlewareDecision") seen.push(`${event.middleware}/${event.hook}: ${event.decision}`)
+          if (event._tag === "HookCompleted" && event.middleware === "audit") seen.push(`done ${event.hook}`)
+        }
+      }
+      assert.deepStrictEqual(seen.filter((line) => line.startsWith("audit/") || line.startsWith("done ")), [
+        "audit/wrapModelCall: model 0",
+        "done wrapModelCall",
+        "audit/wrapToolCall: tool c1",
+        "done wrapToolCall",
+        "audit/wrapModelCall: model 1",
+        "done wrapModelCall"
+      ])
     }))
 
   it.scopedLive("cancel runs the undo steps of the calls that ran, latest first", () =>

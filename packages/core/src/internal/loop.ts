@@ -7,6 +7,7 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
@@ -176,21 +177,24 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     const emit = run.emit
     if (!run.traced && emit === undefined) return effect
     const located: Effect.Effect<A, E, R> = Effect.flatMap(FiberRef.get(Middleware.CurrentHook), (current) => {
-      if (!(current instanceof HookCell)) {
-        return Effect.locally(effect, Middleware.CurrentHook, { middleware: m.name, hook })
-      }
-      const outer = { middleware: current.middleware, hook: current.hook }
-      current.middleware = m.name
-      current.hook = hook
       const started = run.clock.unsafeCurrentTimeNanos()
-      return Effect.onExit(effect, (exit) => {
-        current.middleware = outer.middleware
-        current.hook = outer.hook
-        return emit === undefined || exit._tag === "Failure" ? Effect.void : emit(AgentEvent.HookCompleted({
+      const completed = (exit: Exit.Exit<A, E>) =>
+        emit === undefined || exit._tag === "Failure" ? Effect.void : emit(AgentEvent.HookCompleted({
           middleware: m.name,
           hook,
           durationMillis: Number(run.clock.unsafeCurrentTimeNanos() - started) / 1e6
         }))
+      // a fiber without the run's cell (an executor may run a call elsewhere) gets a value of its own
+      if (!(current instanceof HookCell)) {
+        return Effect.onExit(Effect.locally(effect, Middleware.CurrentHook, { middleware: m.name, hook }), completed)
+      }
+      const outer = { middleware: current.middleware, hook: current.hook }
+      current.middleware = m.name
+      current.hook = hook
+      return Effect.onExit(effect, (exit) => {
+        current.middleware = outer.middleware
+        current.hook = outer.hook
+        return completed(exit)
       })
     })
     return run.traced
