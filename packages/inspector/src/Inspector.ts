@@ -172,7 +172,7 @@ const alreadyDecided = (threadId: string): Outcome => ({
 })
 
 /** The errors that say another tab, client or process answered the wait first. */
-const decidedElsewhere = new Set(["ThreadStateError", "AlreadyDecided", "NotWaiting"])
+const decidedElsewhere = new Set(["ThreadStateError", "AlreadyDecided"])
 
 const bracketHost = (host: string) => host.includes(":") ? `[${host}]` : host
 
@@ -308,8 +308,11 @@ export const make: (
             Effect.flatMap((exit) => {
               if (Exit.isSuccess(exit)) return Deferred.succeed(outcome, resumed)
               const { error, message } = errorOf(exit.cause)
-              // a durable `resume` reports a decision made elsewhere as AlreadyDecided or NotWaiting
-              const failed: Outcome = decidedElsewhere.has(error)
+              // a durable `resume` reports a decision made elsewhere as AlreadyDecided, and a run that
+              // moved on (it ended, or waits for something else) as NotWaiting, which says which
+              const failed: Outcome = error === "NotWaiting"
+                ? { _tag: "AlreadyDecided", message: `Already decided: ${message}` }
+                : decidedElsewhere.has(error)
                 ? alreadyDecided(threadId)
                 : { _tag: "Rejected", error, message }
               return Deferred.succeed(outcome, failed)
