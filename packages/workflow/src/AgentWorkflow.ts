@@ -401,7 +401,7 @@ export interface AgentWorkflow {
    * `AgentLoop` of the context (build it with `Agent.layer` and a
    * checkpointer every runner shares, e.g. `SqlCheckpointer.layer`).
    */
-  readonly layer: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | AgentLoop.AgentLoop>
+  readonly layer: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | AgentLoop.AgentLoop | RunStore.RunStore>
   /** Starts a run on the thread and returns its id at once (a given `runId` makes starting idempotent). */
   readonly start: (options: {
     readonly threadId: string
@@ -428,9 +428,11 @@ export interface AgentWorkflow {
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop | Authorizer
   >
   /**
-   * Cancels a run: its fiber is interrupted (finalizers and `undo` steps run)
-   * and it ends `Cancelled`; a decision it waited for is given up (its calls
-   * answered as not run), so the thread can run again.
+   * Cancels a run and waits until it has ended `Cancelled` (finalizers and
+   * `undo` steps run). A waiting run is interrupted at its wait, and the
+   * decision it waited for is given up (its calls answered as not run), so
+   * the thread can run again; a working run stops before its next model call,
+   * once the calls in flight have finished.
    */
   readonly cancel: (runId: string) => Effect.Effect<
     void,
@@ -476,6 +478,10 @@ const tagOf = (error: unknown): string =>
   typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "Error"
 
 const describe = (error: unknown): string => error instanceof Error ? error.message : String(error)
+
+/** Whether a run ended by failing with {@link runCancelled}: it stopped for a cancel while it worked. */
+const isCancelled = (cause: Cause.Cause<AgentRunFailed>): boolean =>
+  Option.exists(Cause.failureOption(cause), (error) => error.error === runCancelled.error)
 
 /** A schema decoding failure, as itself or as its name once the engine has serialized it. */
 const isParseError = (defect: unknown): boolean =>
@@ -549,14 +555,32 @@ const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
     return yield* Object.assign(activity, { exitSchema: exitSchemaOf(success) })
   })
 
-const makeExecutor = (options: Options) => {
+/**
+ * The claim `cancel` makes in the `RunStore` before it interrupts a run. The
+ * engines apply a cancel only when a run suspends (or, in memory, ends): a
+ * run that is working would otherwise go on to its end (on the cluster engine
+ * the signal even waits behind the running execution). So a working run
+ * reads this claim before each model call it makes, and fails with
+ * {@link runCancelled} instead; `status` reads that as `Cancelled`.
+ */
+const cancelKey = "cancel"
+
+/** How a working run that was cancelled ends (its undo steps run, as for any failure). */
+const runCancelled = new AgentRunFailed({ error: "Cancelled", description: "the run was cancelled" })
+
+const makeExecutor = (options: Options, cancelled: Effect.Effect<boolean>) => {
   let checkpoints = 0
   const toolNames = new Set<string>()
+  // A model call about to run (a replayed one is read from the journal and never gets here) checks
+  // for a cancel first and ends the run instead: the tool calls before it all have their results.
+  const unlessCancelled = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, E | AgentRunFailed, R> =>
+    Effect.flatMap(cancelled, (yes): Effect.Effect<A, E | AgentRunFailed, R> => yes ? Effect.fail(runCancelled) : call)
   return AgentExecutor.AgentExecutor.of({
     load: (_threadId, load) => inActivity("load", StoredCheckpoint, load) as Effect.Effect<any, any>,
     save: (_checkpoint, save) =>
       inActivity(`checkpoint/${checkpoints++}`, Schema.Void, save) as Effect.Effect<any, any>,
-    modelCall: (step, call) => inActivity(`model/${step}`, AgentExecutor.ModelCall, call) as Effect.Effect<any, any>,
+    modelCall: (step, call) =>
+      inActivity(`model/${step}`, AgentExecutor.ModelCall, unlessCancelled(call)) as Effect.Effect<any, any>,
     toolCall: (call, execute) => {
       let name = `tool/${call.id}`
       for (let n = 2; toolNames.has(name); n++) name = `tool/${call.id}#${n}`
@@ -635,8 +659,9 @@ export const make = (options: Options): AgentWorkflow => {
   const layer = workflow.toLayer((payload) =>
     Effect.gen(function*() {
       const loop = yield* AgentLoop.AgentLoop
+      const cancelled = Effect.orDie((yield* RunStore.RunStore).isDecided(payload.runId, cancelKey))
       const result = yield* loop.run(Prompt.fromMessages(payload.input), { threadId: payload.threadId }).pipe(
-        Effect.provideService(AgentExecutor.AgentExecutor, makeExecutor(options)),
+        Effect.provideService(AgentExecutor.AgentExecutor, makeExecutor(options, cancelled)),
         Effect.mapError(asRunFailed)
       )
       if (result._tag === "Interrupted") {
@@ -678,7 +703,7 @@ export const make = (options: Options): AgentWorkflow => {
       if (Exit.isSuccess(exit)) {
         state = "Completed"
         outcome = Option.some(exit.value)
-      } else if (Cause.isInterruptedOnly(exit.cause)) {
+      } else if (Cause.isInterruptedOnly(exit.cause) || isCancelled(exit.cause)) {
         state = "Cancelled"
       } else {
         state = "Failed"
@@ -781,9 +806,12 @@ export const make = (options: Options): AgentWorkflow => {
   })
 
   const cancel: AgentWorkflow["cancel"] = Effect.fn("AgentWorkflow.cancel")(function*(runId) {
-    const record = yield* (yield* RunStore.RunStore).get(runId)
+    const store = yield* RunStore.RunStore
+    const record = yield* store.get(runId)
     // a run whose `start` died before executing it has nothing to stop
     if (!(yield* executionExists(record.executionId))) return
+    // a working run reads this before its next call and stops there
+    yield* store.claimDecision(runId, cancelKey).pipe(Effect.catchTag("AlreadyDecided", () => Effect.void))
     yield* workflow.interrupt(record.executionId)
     // An engine may apply the interrupt later (on its next storage poll): the run
     // must have stopped before its wait is given up, or it could wait again.

@@ -4,9 +4,9 @@ import { HookRecorder, ScriptedModel } from "@effect-agent/testing"
 import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
 import * as RunStore from "@effect-agent/workflow/RunStore"
-import { Tool, Toolkit } from "@effect/ai"
+import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, FastCheck, Layer, Option, Schema, Stream } from "effect"
+import { Chunk, Deferred, Effect, FastCheck, Fiber, Layer, Option, Schema, Stream } from "effect"
 
 const Add = Tool.make("add", {
   description: "Adds two numbers",
@@ -354,6 +354,52 @@ describe("AgentWorkflow on the memory engine", () => {
       yield* run(Undoing.cancel(runId))
       assert.strictEqual((yield* run(Undoing.await(runId))).state, "Cancelled")
       assert.deepStrictEqual(undone, ["call_b=7", "call_a=3"])
+    }))
+
+  it.scopedLive("cancel stops a working run at its next call: no later model call, Cancelled, undo steps run", () =>
+    Effect.gen(function*() {
+      const undone: Array<string> = []
+      const Stoppable = AgentWorkflow.make({
+        name: "stoppable-agent",
+        version: 1,
+        undo: { add: (call) => Effect.sync(() => void undone.push(call.id)) }
+      })
+      const inTool = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const ran: Array<string> = []
+      // the first add call blocks until released: the run is working, not waiting, when cancelled
+      const SlowTools = Tools.toLayer({
+        add: ({ a, b }) =>
+          Effect.zipRight(
+            Effect.zipRight(Deferred.succeed(inTool, void 0), Deferred.await(release)),
+            Effect.sync(() => (ran.push(`add ${a} ${b}`), a + b))
+          ),
+        delete_file: ({ path }) => Effect.succeed(`deleted ${path}`)
+      })
+      const script = [
+        ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "call_a" }]),
+        ScriptedModel.toolCalls([{ name: "add", params: { a: 3, b: 4 }, id: "call_b" }]),
+        ScriptedModel.text("never")
+      ]
+      const model = yield* ScriptedModel.make(script)
+      const agent = Agent.layer({ toolkit: Tools }).pipe(
+        Layer.provide(SlowTools),
+        Layer.provide(Layer.succeed(LanguageModel.LanguageModel, model.model))
+      )
+      const context = yield* Layer.build(durable(agent, Stoppable))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Stoppable.start({ threadId: "t", input: "add twice" }))
+      yield* Deferred.await(inTool)
+      const cancelled = yield* Effect.fork(run(Stoppable.cancel(runId)))
+      // the call in flight finishes (its result is journaled); the run stops before the next model call
+      yield* Effect.sleep("50 millis")
+      yield* Deferred.succeed(release, void 0)
+      yield* Fiber.join(cancelled)
+      const status = yield* run(Stoppable.status(runId))
+      assert.strictEqual(status.state, "Cancelled")
+      assert.strictEqual((yield* model.recorder.requests).length, 1)
+      assert.deepStrictEqual(ran, ["add 1 2"])
+      assert.deepStrictEqual(undone, ["call_a"])
     }))
 
   it.scopedLive("a decision timeout answers the wait by itself", () =>

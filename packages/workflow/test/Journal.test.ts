@@ -5,10 +5,10 @@ import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
 import * as RunStore from "@effect-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@effect-agent/workflow/SqlCheckpointer"
-import { Tool, Toolkit } from "@effect/ai"
+import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Option, Schema, Scope } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
 import * as path from "node:path"
 import { tempDirectory } from "./support/databases.js"
 
@@ -156,5 +156,53 @@ describe("AgentWorkflow.prune", () => {
       assert.isTrue(Option.isSome((yield* run(Runs.status(laterId))).pending))
       assert.strictEqual((yield* run(Runs.status(waitingId))).state, "Waiting")
       assert.strictEqual((yield* run(Runs.status(laterId))).state, "Waiting")
+    }))
+})
+
+describe("cancel on the SQLite engine", () => {
+  it.scopedLive("stops a working run at its next call: the call in flight finishes, nothing after it runs", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("effect-agent-cancel-")
+      const inTool = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const ran: Array<string> = []
+      const Stoppable = AgentWorkflow.make({ name: "stoppable-agent", version: 1 })
+      // deletes /a (blocking until released), then /b, then answers
+      const script: ReadonlyArray<ScriptedModel.Turn> = [
+        ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/a" }, id: "call_a" }]),
+        ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/b" }, id: "call_b" }]),
+        ScriptedModel.text("never")
+      ]
+      const model = yield* ScriptedModel.make(script)
+      const context = yield* Layer.build(Stoppable.layer.pipe(
+        Layer.provideMerge(Agent.layer({ toolkit: Tools })),
+        Layer.provide(Layer.merge(
+          Layer.succeed(LanguageModel.LanguageModel, model.model),
+          Tools.toLayer({
+            delete_file: ({ path }) =>
+              Effect.sync(() => (ran.push(path), `deleted ${path}`)).pipe(
+                Effect.zipLeft(
+                  path === "/a"
+                    ? Effect.zipRight(Deferred.succeed(inTool, void 0), Deferred.await(release))
+                    : Effect.void
+                )
+              )
+          })
+        )),
+        Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
+        Layer.provideMerge(
+          AgentEngine.layerSqlite({ filename: path.join(directory, "runs.db"), pollInterval: "100 millis" })
+        )
+      ))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Stoppable.start({ threadId: "t", input: "delete /a and /b" }))
+      yield* Deferred.await(inTool)
+      const cancelled = yield* Effect.fork(run(Stoppable.cancel(runId)))
+      yield* Effect.sleep("300 millis")
+      yield* Deferred.succeed(release, void 0)
+      yield* Fiber.join(cancelled)
+      assert.strictEqual((yield* run(Stoppable.status(runId))).state, "Cancelled")
+      assert.strictEqual((yield* model.recorder.requests).length, 1)
+      assert.deepStrictEqual(ran, ["/a"])
     }))
 })
