@@ -160,6 +160,7 @@ const ResumeBody = Schema.Struct({
 
 type Outcome =
   | { readonly _tag: "Resumed" }
+  | { readonly _tag: "NotFound"; readonly message: string }
   | { readonly _tag: "AlreadyDecided"; readonly message: string }
   | { readonly _tag: "Rejected"; readonly error: string; readonly message: string }
 
@@ -275,6 +276,9 @@ export const make: (
         const claim = yield* lock.withPermits(1)(Effect.gen(function*() {
           if (claimed.has(threadId)) return Option.some(alreadyDecided(threadId))
           const snapshot = yield* agent.thread(threadId)
+          if (Option.isNone(snapshot)) {
+            return Option.some<Outcome>({ _tag: "NotFound", message: `No thread "${threadId}"` })
+          }
           const pending = Option.flatMap(snapshot, (thread) =>
             Option.map(thread.pending, (interrupt) => ({
               interrupt,
@@ -366,6 +370,8 @@ export const make: (
       switch (outcome._tag) {
         case "Resumed":
           return json(202, { status: "resumed" })
+        case "NotFound":
+          return json(404, { error: "NotFound", message: outcome.message })
         case "AlreadyDecided":
           return json(409, { error: "AlreadyDecided", message: outcome.message })
         case "Rejected":

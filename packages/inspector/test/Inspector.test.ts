@@ -280,7 +280,7 @@ describe("Inspector", () => {
       }, token)
       assert.strictEqual(stale.status, 409)
       const unknown = yield* post(`${base}/api/threads/nobody/resume`, { key: "x", value: [] }, token)
-      assert.strictEqual(unknown.status, 409)
+      assert.strictEqual(unknown.status, 404)
       const bad = yield* post(`${base}/api/threads/t1/resume`, { value: [] }, token)
       assert.strictEqual(bad.status, 400)
       assert.deepStrictEqual(yield* reads, [])

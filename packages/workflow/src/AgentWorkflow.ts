@@ -759,7 +759,9 @@ export const make = (options: Options): AgentWorkflow => {
     const loop = yield* AgentLoop.AgentLoop
     // who may decide is asked first: the checks below tell what the run waits for
     const waiting = Option.flatMap(yield* loop.thread(record.threadId), (thread) => thread.pending)
-    if (Option.isNone(waiting)) return yield* new NotWaiting({ runId, reason: "it waits for no decision" })
+    if (Option.isNone(waiting)) {
+      return yield* new NotWaiting({ runId, reason: "it waits for no decision (any it waited for was given)" })
+    }
     const { key, middleware } = waiting.value
     // the run gets the decision as stored (JSON), here or after a restart: check and authorize that
     const encoded = yield* encodeDecision({ value, by: principal, decidedAt: yield* Clock.currentTimeMillis }).pipe(
