@@ -481,7 +481,10 @@ const describe = (error: unknown): string => error instanceof Error ? error.mess
 
 /** Whether a run ended by failing with {@link runCancelled}: it stopped for a cancel while it worked. */
 const isCancelled = (cause: Cause.Cause<AgentRunFailed>): boolean =>
-  Option.exists(Cause.failureOption(cause), (error) => error.error === runCancelled.error)
+  Option.exists(
+    Cause.failureOption(cause),
+    (error) => error.error === runCancelled.error && error.description === runCancelled.description
+  )
 
 /** A schema decoding failure, as itself or as its name once the engine has serialized it. */
 const isParseError = (defect: unknown): boolean =>
