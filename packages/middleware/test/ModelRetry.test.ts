@@ -13,15 +13,7 @@ const request = {
   hash: Option.none(),
   headers: {}
 }
-const status = (code: number, headers: Record<string, string> = {}) =>
-  new AiError.HttpResponseError({
-    module: "Test",
-    method: "generateText",
-    reason: "StatusCode",
-    request,
-    response: { status: code, headers },
-    description: `status ${code}`
-  })
+const status = ScriptedModel.httpError
 const transport = new AiError.HttpRequestError({ module: "Test", method: "generateText", reason: "Transport", request })
 const malformed = new AiError.MalformedOutput({ module: "Test", method: "generateText", description: "bad json" })
 
