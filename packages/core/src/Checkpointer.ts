@@ -247,7 +247,6 @@ export const makeFileSystem = (
       Effect.mapError(ioFailure(directory, "save"))
     )
     const file = (threadId: string) => path.join(directory, `${encodeURIComponent(threadId)}.json`)
-    let writes = 0
     return Checkpointer.of({
       load: (threadId) =>
         fs.exists(file(threadId)).pipe(
@@ -262,7 +261,7 @@ export const makeFileSystem = (
         Effect.gen(function*() {
           const json = yield* toJson(threadId, checkpoint)
           const target = file(threadId)
-          const temporary = `${target}.${process.pid}.${writes++}.tmp`
+          const temporary = `${target}.${crypto.randomUUID()}.tmp`
           yield* fs.writeFileString(temporary, json).pipe(
             Effect.zipRight(fs.rename(temporary, target)),
             Effect.mapError(ioFailure(threadId, "save"))
