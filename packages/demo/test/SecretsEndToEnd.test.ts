@@ -9,17 +9,18 @@
  * and (with `Secrets.scrubHttpClient`) spans.
  */
 import type { AgentLoop } from "@effect-agent/core"
-import { Agent, Secrets } from "@effect-agent/core"
+import { Agent, AgentEvent, Secrets } from "@effect-agent/core"
 import * as Inspector from "@effect-agent/inspector/Inspector"
 import * as Logging from "@effect-agent/middleware/Logging"
+import * as Summarization from "@effect-agent/middleware/Summarization"
 import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
 import * as RunStore from "@effect-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@effect-agent/workflow/SqlCheckpointer"
+import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Toolkit from "@effect/ai/Toolkit"
 import { assert, describe, it } from "@effect/vitest"
-import type { Context } from "effect"
-import { Cause, Chunk, Effect, Exit, Fiber, HashMap, Layer, Logger, Option, Stream, Tracer } from "effect"
+import { Cause, Chunk, Context, Effect, Exit, Fiber, HashMap, Layer, Logger, Option, Stream, Tracer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -105,6 +106,32 @@ describe("secrets in provider errors", () => {
       const tags = seen.map((event) => event.event._tag)
       assert.include(tags, "ModelAttemptFailed")
       for (const event of seen) assertNoKey(JSON.stringify(event.event), event.event._tag)
+    }))
+
+  it.scoped("a summarizer's failure reported as a decision holds no key (the summarizer bypasses the loop's model call)", () =>
+    Effect.gen(function*() {
+      const server = yield* FakeOpenAi.make([
+        FakeOpenAi.streamText(["Paris."]),
+        FakeOpenAi.notJson,
+        FakeOpenAi.streamText(["About 2 million."])
+      ])
+      const context = yield* Layer.build(model(server))
+      const summarization = yield* Summarization.middleware({
+        trigger: { messages: 3 },
+        keep: { messages: 1 },
+        onFailure: "continue"
+      })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [summarization] }).pipe(
+        Effect.provide(context),
+        Effect.provide(Summarization.layer(Context.get(context, LanguageModel.LanguageModel))),
+        Effect.provide(Tools.toLayer({}))
+      )
+      yield* Stream.runDrain(agent.stream("What is the capital of France?", { threadId: "t" }))
+      const events = yield* Stream.runCollect(agent.stream("How many people live there?", { threadId: "t" }))
+      const decision = Chunk.findFirst(events, AgentEvent.$is("MiddlewareDecision")).pipe(Option.getOrThrow)
+      assert.include(decision.decision, "summarization failed, continuing unsummarized")
+      assert.include(decision.decision, "Decode")
+      for (const event of events) assertNoKey(JSON.stringify(event), event._tag)
     }))
 
   it.scopedLive("the inspector's events, its thread failure and its thread route hold no key", () =>

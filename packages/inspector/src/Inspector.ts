@@ -253,7 +253,9 @@ export const make: (
           failures.delete(threadId)
         } else {
           runs.delete(runId)
-          if (event._tag === "RunFailed") failures.set(threadId, { error: event.error, message: page.message as string })
+          if (event._tag === "RunFailed") {
+            failures.set(threadId, { error: event.error, message: page.message as string })
+          }
         }
         yield* refresh(threadId)
       })
