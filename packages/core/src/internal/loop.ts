@@ -31,6 +31,7 @@ import * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import * as Middleware from "../Middleware.js"
+import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
 import { drain } from "./drain.js"
 import {
@@ -331,12 +332,16 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     }
     const parts: Effect.Effect<ReadonlyArray<Response.AnyPart>, AiError.AiError> = emit === undefined
       ? (model.generateText(options) as Effect.Effect<LanguageModel.GenerateTextResponse<any>, AiError.AiError>).pipe(
+        Effect.mapErrorCause(Secrets.scrubCause),
         Effect.map((response) => response.content),
         Effect.catchAll((error) => recover(error, []))
       )
       : Effect.suspend(() => {
         const collected: Array<Response.AnyPart> = []
-        let parts = model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>
+        let parts = Stream.mapErrorCause(
+          model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>,
+          Secrets.scrubCause
+        )
         for (const m of wrapStream) {
           const transformed = m.wrapModelStream!(request, parts)
           parts = (run.traced
@@ -842,13 +847,15 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         : own === undefined
         ? publish
         : (event) => Effect.zipRight(own(event), publish(event))
-      if (both === undefined) return yield* body(undefined, executor)
+      // every failure of a run, whoever raised it, leaves with its credentials scrubbed
+      const run = (emit: Emit | undefined) => Effect.mapErrorCause(body(emit, executor), Secrets.scrubCause)
+      if (both === undefined) return yield* run(undefined)
       const emit: Emit = (event) => {
         if (event._tag === "RunEnded") ended = true
         return both(event)
       }
       yield* emit(AgentEvent.RunStarted({ threadId, resumed }))
-      const result = yield* body(emit, executor).pipe(
+      const result = yield* run(emit).pipe(
         Effect.tapErrorCause((cause) => {
           if (publish === undefined || ended) return Effect.void
           const error = Cause.squash(cause)
