@@ -198,6 +198,12 @@ const closeBlocks = (parts: ReadonlyArray<Response.AnyPart>): ReadonlyArray<Resp
   return fixed
 }
 
+/** The finish of a reply whose stream stopped early at a call of an unknown tool, which the agent answers. */
+const cutShort = Response.makePart("finish", {
+  reason: "unknown",
+  usage: new Response.Usage({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined })
+})
+
 const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
 
 /** Effect's built-in tracer, which keeps spans in memory and exports nothing. */
@@ -424,7 +430,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       const recovered = recoverUnknownToolCalls(error, toolkit, before.length > 0 || emit !== undefined)
       return recovered === undefined
         ? Effect.fail(error)
-        : Effect.map(Effect.orElseFail(recovered, () => error), (parts) => [...before, ...parts])
+        : Effect.map(Effect.orElseFail(recovered, () => error), (parts) =>
+          // a stream stops at the part that did not decode: its finish part never comes
+          parts.some((part) => part.type === "finish") ? [...before, ...parts] : [...before, ...parts, cutShort])
     }
     const response: Effect.Effect<Middleware.ModelResponse, AiError.AiError | ModelReplyError> = emit === undefined
       ? (model.generateText(options) as Effect.Effect<LanguageModel.GenerateTextResponse<any>, AiError.AiError>).pipe(
