@@ -1,9 +1,10 @@
 /**
  * ModelRetry: retries a failed model call with backoff.
  *
- * `wrapModelCall` calls `next` again when it fails with an `AiError` that
- * `retryOn` accepts (by default {@link isRetryable}: transport failures, 429
- * and 5xx responses), at most `maxRetries` times, waiting between attempts
+ * `wrapModelCall` calls `next` again when it fails with an `AiError` or a
+ * `ModelReplyError` that `retryOn` accepts (by default {@link isRetryable}:
+ * transport failures, 429 and 5xx responses, a response body cut short, a
+ * reply that was truncated or empty), at most `maxRetries` times, waiting between attempts
  * by an exponential backoff (`initialDelay`, `factor`, `maxDelay`, `jitter`)
  * or by the user's `schedule`. When the provider says how long to wait — a
  * `retry-after-ms` or `retry-after` header (seconds or an HTTP date) on an
@@ -11,7 +12,7 @@
  * `maxRetryAfter`. Each retry is reported (`Middleware.report`) as
  * `retry 1 of 3 after 429, waiting 2s`.
  *
- * Only `AiError` failures are considered: errors of inner middleware pass
+ * Only these failures are considered: other errors of inner middleware pass
  * through untouched, and defects and interruption are never retried. When
  * the last attempt fails (or the error is not retryable), `onFailure`
  * decides: `"raise"` (the default) fails with the model's error;
@@ -23,6 +24,7 @@
  *
  * @since 0.1.0
  */
+import { ModelReplyError } from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
@@ -34,6 +36,15 @@ import * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Retry from "./internal/retry.js"
+
+/**
+ * A failure of the model call that ModelRetry considers: the provider's
+ * `AiError`, or the agent's `ModelReplyError` (a reply cut short or empty).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Failure = AiError.AiError | ModelReplyError
 
 /**
  * What to do when the model still fails: `"raise"` its error, or
@@ -54,7 +65,7 @@ export interface Options {
   /** Retries after the first attempt (default 2). */
   readonly maxRetries?: number | undefined
   /** Which errors to retry (default {@link isRetryable}). */
-  readonly retryOn?: ((error: AiError.AiError) => boolean) | undefined
+  readonly retryOn?: ((error: Failure) => boolean) | undefined
   /** The delay before the first retry (default 1 second). */
   readonly initialDelay?: Duration.DurationInput | undefined
   /** How much each delay grows over the previous one (default 2). */
@@ -68,7 +79,7 @@ export interface Options {
    * error); it cannot be combined with `initialDelay`, `factor`, `maxDelay`
    * or `jitter`. `maxRetries` still applies.
    */
-  readonly schedule?: Schedule.Schedule<unknown, AiError.AiError> | undefined
+  readonly schedule?: Schedule.Schedule<unknown, Failure> | undefined
   /** Wait at least as long as the provider's retry-after header says (default true). */
   readonly respectRetryAfter?: boolean | undefined
   /** The longest retry-after honoured (default 60 seconds); a longer one is cut to this. */
@@ -101,9 +112,14 @@ export class InvalidModelRetryOptions extends Schema.TaggedError<InvalidModelRet
 
 /**
  * The default `retryOn`: a transport failure (`HttpRequestError` with reason
- * `Transport`), or a response with status 429 or 5xx (`HttpResponseError`
- * with reason `StatusCode`). Malformed input or output, other 4xx responses,
- * and encoding errors are not retried: they would fail the same way again.
+ * `Transport`), a response with status 429 or 5xx (`HttpResponseError` with
+ * reason `StatusCode`), a 2xx response whose body could not be read
+ * (`HttpResponseError` with reason `Decode`: a connection dropped mid-stream
+ * or a body cut short), and a `ModelReplyError` — a reply truncated, not a
+ * stream, or empty — unless it is empty because the model was stopped on
+ * purpose (finish reason `"length"` or `"content-filter"`: the same request
+ * would stop the same way). Malformed output, other 4xx responses and
+ * encoding errors are not retried: they would fail the same way again.
  *
  * @example
  * ```ts
@@ -118,12 +134,16 @@ export class InvalidModelRetryOptions extends Schema.TaggedError<InvalidModelRet
  * @since 0.1.0
  * @category predicates
  */
-export const isRetryable = (error: AiError.AiError): boolean => {
+export const isRetryable = (error: Failure): boolean => {
   switch (error._tag) {
     case "HttpRequestError":
       return error.reason === "Transport"
     case "HttpResponseError":
-      return error.reason === "StatusCode" && (error.response.status === 429 || error.response.status >= 500)
+      return error.reason === "StatusCode"
+        ? error.response.status === 429 || error.response.status >= 500
+        : error.reason === "Decode" && error.response.status >= 200 && error.response.status < 300
+    case "ModelReplyError":
+      return error.reason !== "empty" || (error.finishReason !== "length" && error.finishReason !== "content-filter")
     default:
       return false
   }
@@ -179,8 +199,11 @@ export const retryAfter = (error: AiError.AiError, now: number): Option.Option<D
   return Number.isNaN(date) ? Option.none() : Option.some(Duration.millis(Math.max(0, date - now)))
 }
 
-const failureMessage = (error: AiError.AiError, attempts: number): Middleware.ModelResponse => {
-  const detail = error.description === undefined ? "" : `: ${error.description}`
+const isFailure = (error: unknown): error is Failure => AiError.isAiError(error) || error instanceof ModelReplyError
+
+const failureMessage = (error: Failure, attempts: number): Middleware.ModelResponse => {
+  const description = error._tag === "ModelReplyError" ? error.message : error.description
+  const detail = description === undefined ? "" : `: ${description}`
   const text = `The model call failed after ${attempts} attempt${attempts === 1 ? "" : "s"} ` +
     `(${error._tag} ${Retry.describeAiError(error)}${detail}).`
   return {
@@ -218,7 +241,7 @@ export const middleware: (
 ) => Effect.Effect<Middleware.Middleware, InvalidModelRetryOptions> = Effect.fn("ModelRetry.middleware")(
   function*(options: Options | undefined) {
     const opts = options ?? {}
-    const backoff = Retry.resolveBackoff<AiError.AiError>(opts, { maxRetries: 2 })
+    const backoff = Retry.resolveBackoff<Failure>(opts, { maxRetries: 2 })
     if (Either.isLeft(backoff)) return yield* new InvalidModelRetryOptions(backoff.left)
     const onFailure = opts.onFailure ?? "raise"
     const invalid = Retry.checkFunction("retryOn", opts.retryOn) ??
@@ -238,15 +261,17 @@ export const middleware: (
     const retryOn = opts.retryOn ?? isRetryable
     const minDelay = opts.respectRetryAfter === false ?
       undefined :
-      (error: AiError.AiError, now: number) =>
-        Option.getOrUndefined(Option.map(retryAfter(error, now), (wait) => Duration.min(wait, cap)))
+      (error: Failure, now: number) =>
+        error._tag === "ModelReplyError"
+          ? undefined
+          : Option.getOrUndefined(Option.map(retryAfter(error, now), (wait) => Duration.min(wait, cap)))
     return Middleware.make({
       name: opts.name ?? "modelRetry",
       wrapModelCall: (request, next) =>
         Retry.retrying({
           attempt: next(request).pipe(
             Effect.map(Either.right),
-            Effect.catchIf(AiError.isAiError, (error) => Effect.succeed(Either.left(error)))
+            Effect.catchIf(isFailure, (error) => Effect.succeed(Either.left(error)))
           ),
           backoff: backoff.right,
           shouldRetry: retryOn,

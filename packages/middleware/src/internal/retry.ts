@@ -1,3 +1,4 @@
+import type { ModelReplyError } from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import type * as AiError from "@effect/ai/AiError"
 import * as Clock from "effect/Clock"
@@ -165,10 +166,13 @@ export const retrying = <A, F, E, R>(options: {
 
 /**
  * A short name for what went wrong in a model call: the status of a response
- * error (`429`), the reason of a request error (`Transport`), else the tag.
+ * error (`429`), the reason of a request error (`Transport`), what was wrong
+ * with a reply (`truncated reply`), else the tag.
  */
-export const describeAiError = (error: AiError.AiError): string => {
+export const describeAiError = (error: AiError.AiError | ModelReplyError): string => {
   switch (error._tag) {
+    case "ModelReplyError":
+      return error.reason === "not-a-stream" ? "reply not a stream" : `${error.reason} reply`
     case "HttpResponseError":
       return error.reason === "StatusCode" ? `${error.response.status}` : `${error.reason} (${error.response.status})`
     case "HttpRequestError":
