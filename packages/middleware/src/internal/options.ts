@@ -34,7 +34,10 @@ const actualPattern = /^Expected (.*), actual (.*)$/s
 const describe = (error: ParseResult.ParseError): { readonly option: string; readonly reason: string } => {
   const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
   const depth = Math.max(...issues.map((issue) => issue.path.length))
-  const deepest = issues.filter((issue) => issue.path.length === depth)
+  const atDepth = issues.filter((issue) => issue.path.length === depth)
+  // an optional option also fails as "Expected undefined": say what it should have been
+  const defined = atDepth.filter((issue) => !issue.message.startsWith("Expected undefined,"))
+  const deepest = defined.length > 0 ? defined : atDepth
   const first = deepest[0]!
   if (depth === 0) return { option: "options", reason: "must be an object" }
   const option = pathOf(first.path)
@@ -86,7 +89,8 @@ export const DurationInput = Schema.declare(
 /** A `LanguageModel` service. */
 export const LanguageModelService = Schema.declare(
   (u: unknown): u is LanguageModel.Service =>
-    Predicate.hasProperty(u, "generateText") && typeof u.generateText === "function",
+    Predicate.hasProperty(u, "generateText") && typeof u.generateText === "function" &&
+    Predicate.hasProperty(u, "generateObject") && typeof u.generateObject === "function",
   { identifier: "a LanguageModel service" }
 )
 
@@ -103,9 +107,14 @@ export const ScheduleSchema = Schema.declare(
 )
 
 /** A whole number of at least 0. */
-export const Count = Schema.Number.pipe(Schema.int(), Schema.nonNegative()).annotations({
-  identifier: "a whole number of at least 0"
-})
+export const Count = Schema.Number.pipe(
+  Schema.filter((n) => Number.isInteger(n) && n >= 0, { description: "a whole number of at least 0" })
+)
 
 /** A non-empty text. */
-export const NonEmpty = Schema.String.pipe(Schema.minLength(1)).annotations({ identifier: "a non-empty text" })
+export const NonEmpty = Schema.String.pipe(Schema.filter((text) => text.length > 0, { description: "a non-empty text" }))
+
+/** A text that is not blank. */
+export const NonBlank = Schema.String.pipe(
+  Schema.filter((text) => text.trim().length > 0, { description: "a non-blank text" })
+)
