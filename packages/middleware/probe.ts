@@ -1,11 +1,5 @@
 import { Effect } from "effect"
-import * as Guardrail from "./src/Guardrail.js"
-import * as ToolEmulator from "./src/ToolEmulator.js"
-import * as ModelCallLimit from "./src/ModelCallLimit.js"
-const show = (e: Effect.Effect<any, any, any>) => Effect.runPromise(Effect.flip(e as any).pipe(Effect.map((x: any) => x.message), Effect.orElseSucceed(() => "ok"))).then(console.log, console.log)
-await show(Guardrail.middleware({ input: () => Effect.succeed(Guardrail.allow), onBlock: "stop" as any }))
-await show(ToolEmulator.middleware({ model: {generateText: () => 1, generateObject: () => 1} as any, tools: [""] }))
-await show(ModelCallLimit.middleware({ runLimit: -1 }))
-await show(ModelCallLimit.middleware({ runLimit: "x" as any }))
-await show(ModelCallLimit.middleware({ runLimit: 1, maxRuns: 2 } as any))
-await show(ModelCallLimit.middleware(null as any))
+import * as RateLimit from "./src/RateLimit.js"
+const show = (e: Effect.Effect<any, any, any>) => Effect.runPromise(Effect.flip(e as any).pipe(Effect.map((x: any) => x.option + " :: " + x.reason), Effect.orElseSucceed(() => "ok"))).then(console.log, console.log)
+for (const o of [{ model: { limit: 0, interval: "1 second" } }, { model: { limit: 1, interval: "soon" } }, { model: { limit: 1, interval: Infinity } }, { model: { limit: 1, interval: "1 second", algorithm: "leaky" } }, { tools: { "": { limit: 1, interval: "1 second" } } }, { tools: { search: 3 } }])
+  await show(RateLimit.middleware(o as any))

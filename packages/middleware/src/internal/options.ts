@@ -20,7 +20,14 @@ export const invalid = (module: string, option: string, reason: string): AgentEr
 
 const pathOf = (path: ReadonlyArray<PropertyKey>): string =>
   path.reduce<string>(
-    (out, key) => typeof key === "number" ? `${out}[${key}]` : out === "" ? String(key) : `${out}.${String(key)}`,
+    (out, key) =>
+      typeof key === "number"
+        ? `${out}[${key}]`
+        : typeof key === "string" && !/^[^.[\]\s]+$/.test(key)
+        ? `${out}[${JSON.stringify(key)}]`
+        : out === ""
+        ? String(key)
+        : `${out}.${String(key)}`,
     ""
   )
 
