@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import * as RateLimit from "./src/RateLimit.js"
+import * as Pii from "./src/Pii.js"
 const show = (e: Effect.Effect<any, any, any>) => Effect.runPromise(Effect.flip(e as any).pipe(Effect.map((x: any) => x.option + " :: " + x.reason), Effect.orElseSucceed(() => "ok"))).then(console.log, console.log)
-for (const o of [{ model: { limit: 0, interval: "1 second" } }, { model: { limit: 1, interval: "soon" } }, { model: { limit: 1, interval: Infinity } }, { model: { limit: 1, interval: "1 second", algorithm: "leaky" } }, { tools: { "": { limit: 1, interval: "1 second" } } }, { tools: { search: 3 } }])
-  await show(RateLimit.middleware(o as any))
+for (const o of [{ types: [{ name: "id" }], strategy: "redact" }, { types: [42], strategy: "redact" }, { types: ["email"], strategy: "erase" }, { types: [{ name: "id", pattern: /x/, flags: "g" }], strategy: "redact" }, { types: ["email"], strategy: "redact", applyToInput: "yes" }])
+  await show(Pii.middleware(o as any))

@@ -61,18 +61,22 @@ const describe = (error: ParseResult.ParseError): { readonly option: string; rea
  * value fail with `InvalidOptions` naming its path. `undefined` stands for
  * `{}` (every built-in's options are optional or an object).
  */
+export const validateEither = <A, I>(
+  module: string,
+  schema: Schema.Schema<A, I, never>,
+  options: unknown
+): Either.Either<A, AgentError.InvalidOptions> =>
+  Either.mapLeft(decode(schema)(options === undefined ? {} : options), (error) => {
+    const { option, reason } = describe(error)
+    return invalid(module, option, reason)
+  })
+
+/** {@link validateEither} as an `Effect`. */
 export const validate = <A, I>(
   module: string,
   schema: Schema.Schema<A, I, never>,
   options: unknown
-): Effect.Effect<A, AgentError.InvalidOptions> =>
-  Either.match(decode(schema)(options === undefined ? {} : options), {
-    onLeft: (error) => {
-      const { option, reason } = describe(error)
-      return Effect.fail(invalid(module, option, reason))
-    },
-    onRight: Effect.succeed
-  })
+): Effect.Effect<A, AgentError.InvalidOptions> => Effect.suspend(() => validateEither(module, schema, options))
 
 const decode = <A, I>(schema: Schema.Schema<A, I, never>) =>
   Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "all" })
