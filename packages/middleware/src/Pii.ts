@@ -477,7 +477,7 @@ const redactorFields = {
     Schema.String,
     Schema.Struct({ name: Schema.String, pattern: RegExpSchema }),
     Schema.Struct({ name: Schema.String, detect: Check.AnyFunction })
-  ).annotations({ identifier: "a PII type: a built-in name, { name, pattern } or { name, detect }" })),
+  )),
   strategy: Schema.Literal("redact", "mask", "hash", "block")
 }
 
