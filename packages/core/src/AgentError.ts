@@ -33,6 +33,39 @@ export class AgentConfigError extends Schema.TaggedError<AgentConfigError>(
 }
 
 /**
+ * An option given to a constructor is invalid: an unknown key, a value of the
+ * wrong type, or one out of range. `module` names the constructor's module
+ * (for example `"HumanInTheLoop"`), `option` the path of the option (for
+ * example `"interruptOn.send_email.allowedDecisions"`). One error for every
+ * built-in, as @effect/platform's `BadArgument` is for its modules.
+ *
+ * @example
+ * ```ts
+ * import { AgentError } from "@effect-agent/core"
+ *
+ * const error = new AgentError.InvalidOptions({ module: "ModelCallLimit", option: "runLimit", reason: "must be at least 0" })
+ * error.message // 'Invalid ModelCallLimit option "runLimit": must be at least 0'
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidOptions extends Schema.TaggedError<InvalidOptions>(
+  "@effect-agent/core/AgentError/InvalidOptions"
+)("InvalidOptions", {
+  module: Schema.String,
+  option: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid ${this.module} option "${this.option}": ${this.reason}`
+  }
+}
+
+/**
  * The run reached `maxSteps` model calls without finishing.
  *
  * @since 0.1.0

@@ -24,7 +24,7 @@
  *
  * @since 0.1.0
  */
-import { ModelReplyError } from "@effect-agent/core/AgentError"
+import * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
@@ -35,6 +35,7 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 import * as Retry from "./internal/retry.js"
 
 /**
@@ -44,7 +45,7 @@ import * as Retry from "./internal/retry.js"
  * @since 0.1.0
  * @category models
  */
-export type Failure = AiError.AiError | ModelReplyError
+export type Failure = AiError.AiError | AgentError.ModelReplyError
 
 /**
  * What to do when the model still fails: `"raise"` its error, or
@@ -88,26 +89,6 @@ export interface Options {
   readonly onFailure?: OnFailure | undefined
   /** The middleware's name (default `"modelRetry"`). */
   readonly name?: string | undefined
-}
-
-/**
- * The options of {@link middleware} are invalid.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidModelRetryOptions extends Schema.TaggedError<InvalidModelRetryOptions>(
-  "@effect-agent/middleware/ModelRetry/InvalidModelRetryOptions"
-)("InvalidModelRetryOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid ModelRetry option "${this.option}": ${this.reason}`
-  }
 }
 
 /**
@@ -199,7 +180,8 @@ export const retryAfter = (error: AiError.AiError, now: number): Option.Option<D
   return Number.isNaN(date) ? Option.none() : Option.some(Duration.millis(Math.max(0, date - now)))
 }
 
-const isFailure = (error: unknown): error is Failure => AiError.isAiError(error) || error instanceof ModelReplyError
+const isFailure = (error: unknown): error is Failure =>
+  AiError.isAiError(error) || error instanceof AgentError.ModelReplyError
 
 const failureMessage = (error: Failure, attempts: number): Middleware.ModelResponse => {
   const description = error._tag === "ModelReplyError" ? error.message : error.description
@@ -214,9 +196,15 @@ const failureMessage = (error: Failure, attempts: number): Middleware.ModelRespo
   }
 }
 
+const OptionsSchema = Schema.Struct({
+  ...Retry.optionFields,
+  respectRetryAfter: Schema.optional(Schema.Boolean),
+  maxRetryAfter: Schema.optional(Check.DurationInput)
+})
+
 /**
  * Builds the middleware. Bad options fail with
- * {@link InvalidModelRetryOptions}: `maxRetries` must be a whole number of
+ * `AgentError.InvalidOptions` (naming the option; an unknown option is an error too): `maxRetries` must be a whole number of
  * at least 0, delays finite durations with `maxDelay` at least
  * `initialDelay`, `factor` at least 1, and `schedule` cannot be combined with
  * the backoff options.
@@ -238,26 +226,18 @@ const failureMessage = (error: Failure, attempts: number): Middleware.ModelRespo
  */
 export const middleware: (
   options?: Options | undefined
-) => Effect.Effect<Middleware.Middleware, InvalidModelRetryOptions> = Effect.fn("ModelRetry.middleware")(
+) => Effect.Effect<Middleware.Middleware, AgentError.InvalidOptions> = Effect.fn("ModelRetry.middleware")(
   function*(options: Options | undefined) {
+    yield* Check.validate("ModelRetry", OptionsSchema, options)
     const opts = options ?? {}
     const backoff = Retry.resolveBackoff<Failure>(opts, { maxRetries: 2 })
-    if (Either.isLeft(backoff)) return yield* new InvalidModelRetryOptions(backoff.left)
+    if (Either.isLeft(backoff)) return yield* Check.invalid("ModelRetry", backoff.left.option, backoff.left.reason)
     const onFailure = opts.onFailure ?? "raise"
-    const invalid = Retry.checkFunction("retryOn", opts.retryOn) ??
-      Retry.checkOnFailure(onFailure) ??
-      (opts.respectRetryAfter === undefined || typeof opts.respectRetryAfter === "boolean"
-        ? undefined
-        : { option: "respectRetryAfter", reason: `must be a boolean, got ${String(opts.respectRetryAfter)}` })
-    if (invalid !== undefined) return yield* new InvalidModelRetryOptions(invalid)
-    const maxRetryAfter = Duration.decodeUnknown(opts.maxRetryAfter ?? "60 seconds")
-    if (Option.isNone(maxRetryAfter) || !Duration.isFinite(maxRetryAfter.value)) {
-      return yield* new InvalidModelRetryOptions({
-        option: "maxRetryAfter",
-        reason: `must be a finite duration, got ${String(opts.maxRetryAfter)}`
-      })
+    const maxRetryAfter = Duration.decode(opts.maxRetryAfter ?? "60 seconds")
+    if (!Duration.isFinite(maxRetryAfter)) {
+      return yield* Check.invalid("ModelRetry", "maxRetryAfter", "must be a finite duration")
     }
-    const cap = maxRetryAfter.value
+    const cap = maxRetryAfter
     const retryOn = opts.retryOn ?? isRetryable
     const minDelay = opts.respectRetryAfter === false ?
       undefined :
