@@ -18,6 +18,7 @@
  *
  * @since 0.1.0
  */
+import * as AgentState from "@effect-agent/core/AgentState"
 import * as Middleware from "@effect-agent/core/Middleware"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
@@ -159,6 +160,16 @@ export const WriteTodos = makeTool(defaultToolDescription)
  * @category models
  */
 export const toolkit = Toolkit.make(WriteTodos)
+
+/**
+ * The failed result each `write_todos` call gets when one reply holds more
+ * than one of them (the same text as LangChain's).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const parallelCallsError = "Error: The `write_todos` tool should never be called multiple times in parallel. " +
+  "Please call it only once per model invocation to update the todo list."
 
 /**
  * Options of {@link middleware}.
@@ -358,12 +369,27 @@ export const middleware = (options?: Options | undefined): Middleware.Middleware
       return { state: { todos } }
     })
 
+  // Two writes in one reply would race for the whole list: answer each with a failure
+  // before the tools run, so the model calls it once and the list stays as it was.
+  const rejectParallel = (context: Middleware.HookContext<State>) => {
+    const calls = (AgentState.pendingToolCalls(context.messages)?.calls ?? []).filter((c) => c.name === toolName)
+    return Effect.succeed(
+      calls.length < 2 ? undefined : {
+        messages: AgentState.appendToolResults(
+          context.messages,
+          calls.map((call) => Middleware.toolResult(call, parallelCallsError, { isFailure: true }))
+        )
+      }
+    )
+  }
+
   return Middleware.make({
     name: "todoList",
     state: { schema: Schema.Struct({ todos: Todos }), initial: { todos: empty } },
     tools: handled,
     beforeAgent: sync,
     beforeModel: sync,
+    afterModel: rejectParallel,
     afterAgent: sync,
     wrapModelCall: (request, next) =>
       next(

@@ -61,6 +61,9 @@ const toolResults = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.Tool
       : []
   )
 
+const parallelCallsError = "Error: The `write_todos` tool should never be called multiple times in parallel. " +
+  "Please call it only once per model invocation to update the todo list."
+
 const systemOf = (prompt: Prompt.Prompt): string | undefined => {
   const first = prompt.content[0]
   return first?.role === "system" ? first.content : undefined
@@ -171,17 +174,48 @@ describe("TodoList middleware", () => {
       assert.deepStrictEqual(yield* Effect.flatMap(TodoList.TodoList, (s) => s.todos("t")), plan1)
     }).pipe(Effect.provide(TodoList.layer)))
 
-  it.effect("two writes in one response: the last in call order wins", () =>
+  it.effect("two writes in one reply are both rejected with a failed result; the list stays as it was", () =>
+    Effect.gen(function*() {
+      const { agent, requests } = yield* setup([
+        write(plan1, "w1"),
+        ScriptedModel.toolCalls([
+          { name: "write_todos", params: { todos: plan2 }, id: "a" },
+          { name: "deploy", params: { env: "prod" }, id: "d" },
+          { name: "write_todos", params: { todos: [] }, id: "b" }
+        ]),
+        ScriptedModel.text("done")
+      ])
+      const result = yield* agent.run("go", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(result.state.todos, plan1)
+      assert.deepStrictEqual(yield* Effect.flatMap(TodoList.TodoList, (s) => s.todos("t")), plan1)
+      const rejected = toolResults(result.state.messages).filter((part) => part.id === "a" || part.id === "b")
+      assert.deepStrictEqual(rejected.map((part) => [part.id, part.isFailure, part.result]), [
+        ["a", true, parallelCallsError],
+        ["b", true, parallelCallsError]
+      ])
+      // the other tool of that reply still ran, and the model's next request shows all three results
+      const third = toolResults((yield* requests)[2]!.prompt.content)
+      assert.deepStrictEqual(third.filter((part) => ["a", "b", "d"].includes(part.id)).map((part) => part.id), [
+        "a",
+        "d",
+        "b"
+      ])
+      assert.isTrue(third.some((part) => part.id === "d" && !part.isFailure))
+    }).pipe(Effect.provide(TodoList.layer)))
+
+  it.effect("a single write in a reply with other tool calls is accepted", () =>
     Effect.gen(function*() {
       const { agent } = yield* setup([
         ScriptedModel.toolCalls([
-          { name: "write_todos", params: { todos: plan1 }, id: "a" },
-          { name: "write_todos", params: { todos: plan2 }, id: "b" }
+          { name: "deploy", params: { env: "prod" }, id: "d" },
+          { name: "write_todos", params: { todos: plan2 }, id: "a" }
         ]),
         ScriptedModel.text("done")
       ])
       const result = yield* agent.run("go", { threadId: "t" })
       assert.deepStrictEqual(result.state.todos, plan2)
+      assert.isFalse(toolResults(result.state.messages).find((part) => part.id === "a")!.isFailure)
     }).pipe(Effect.provide(TodoList.layer)))
 
   it.effect("appends the planning prompt to the agent's system prompt; options replace prompt and description", () =>
