@@ -27,9 +27,9 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as SubscriptionRef from "effect/SubscriptionRef"
 
 // -----------------------------------------------------------------------------
 // models
@@ -221,6 +221,8 @@ export declare namespace TodoList {
     readonly todos: (threadId: string) => Effect.Effect<ReadonlyArray<Todo>>
     /** Sets the thread's list as the app sees it; the agent state is changed by `write_todos` only. */
     readonly write: (threadId: string, todos: ReadonlyArray<Todo>) => Effect.Effect<void>
+    /** Forgets the thread's list (it reads as empty again); called when the agent deletes the thread. */
+    readonly remove: (threadId: string) => Effect.Effect<void>
     /** The thread's list now, then each time it changes. */
     readonly changes: (threadId: string) => Stream.Stream<ReadonlyArray<Todo>>
   }
@@ -233,7 +235,10 @@ export declare namespace TodoList {
 const empty: ReadonlyArray<Todo> = []
 
 /**
- * Builds a {@link TodoList} service holding the lists in a `SubscriptionRef`.
+ * Builds a {@link TodoList} service. It holds one entry per thread in a
+ * `Map`, so a write costs the same however many threads there are, and
+ * `remove` frees the entry (the middleware calls it when the agent deletes
+ * the thread).
  *
  * @example
  * ```ts
@@ -251,23 +256,34 @@ const empty: ReadonlyArray<Todo> = []
  * @category constructors
  */
 export const make: Effect.Effect<TodoList.Service> = Effect.map(
-  SubscriptionRef.make<ReadonlyMap<string, ReadonlyArray<Todo>>>(new Map()),
-  (ref) =>
-    TodoList.of({
-      todos: (threadId) => Effect.map(SubscriptionRef.get(ref), (lists) => lists.get(threadId) ?? empty),
-      write: (threadId, todos) =>
-        SubscriptionRef.updateSome(ref, (lists) => {
-          const current = lists.get(threadId)
-          return current !== undefined && equivalence(current, todos)
-            ? Option.none()
-            : Option.some(new Map(lists).set(threadId, todos))
-        }),
+  PubSub.unbounded<readonly [threadId: string, todos: ReadonlyArray<Todo>]>(),
+  (updates) => {
+    const lists = new Map<string, ReadonlyArray<Todo>>()
+    // Set and publish in one step, so subscribers see the writes in the order the map took them.
+    const set = (threadId: string, todos: ReadonlyArray<Todo>) =>
+      Effect.sync(() => {
+        const current = lists.get(threadId) ?? empty
+        if (equivalence(current, todos)) return
+        if (todos.length === 0) lists.delete(threadId)
+        else lists.set(threadId, todos)
+        updates.unsafeOffer([threadId, todos])
+      })
+    return TodoList.of({
+      todos: (threadId) => Effect.sync(() => lists.get(threadId) ?? empty),
+      write: set,
+      remove: (threadId) => set(threadId, empty),
       changes: (threadId) =>
-        ref.changes.pipe(
-          Stream.map((lists) => lists.get(threadId) ?? empty),
-          Stream.changesWith(equivalence)
-        )
+        Stream.unwrapScoped(Effect.map(PubSub.subscribe(updates), (subscription) =>
+          // Subscribed before reading the current list, so no write falls in between.
+          Stream.concat(
+            Stream.sync(() => lists.get(threadId) ?? empty),
+            Stream.fromQueue(subscription).pipe(
+              Stream.filter(([id]) => id === threadId),
+              Stream.map(([, todos]) => todos)
+            )
+          ).pipe(Stream.changesWith(equivalence))))
     })
+  }
 )
 
 /**
@@ -391,6 +407,7 @@ export const middleware = (options?: Options | undefined): Middleware.Middleware
     beforeModel: sync,
     afterModel: rejectParallel,
     afterAgent: sync,
+    onThreadDeleted: (threadId) => Effect.flatMap(TodoList, (service) => service.remove(threadId)),
     wrapModelCall: (request, next) =>
       next(
         request.tools.some((t) => t.name === toolName)

@@ -222,6 +222,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const wrapModel = middleware.filter((m) => m.wrapModelCall !== undefined)
   const wrapTool = middleware.filter((m) => m.wrapToolCall !== undefined)
   const wrapStream = middleware.filter((m) => m.wrapModelStream !== undefined).reverse()
+  const onThreadDeleted = middleware.filter((m) => m.onThreadDeleted !== undefined)
   const isTraced: Effect.Effect<boolean> = config.spans === undefined
     ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
     : Effect.succeed(config.spans)
@@ -1136,7 +1137,15 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         })
       ).pipe(Effect.withSpan("AgentLoop.discardPending")),
     deleteThread: (threadId) =>
-      withThreadLock(threadId, checkpointer.delete(threadId)).pipe(Effect.withSpan("AgentLoop.deleteThread")),
+      withThreadLock(
+        threadId,
+        Effect.zipRight(
+          checkpointer.delete(threadId),
+          Effect.forEach(onThreadDeleted, (m) => Effect.provide(m.onThreadDeleted!(threadId), config.context), {
+            discard: true
+          })
+        )
+      ).pipe(Effect.withSpan("AgentLoop.deleteThread")),
     thread: (threadId) =>
       load(threadId, undefined).pipe(Effect.map((loaded) =>
         Option.map(loaded.checkpoint, (checkpoint) => ({
