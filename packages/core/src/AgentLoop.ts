@@ -124,7 +124,8 @@ export declare namespace AgentLoop {
     /**
      * Deletes the thread's checkpoint (its messages, state and any pending
      * decision), once a run of it in this process has ended; the thread
-     * then starts afresh. Nothing happens for an unknown thread.
+     * then starts afresh. Then each middleware's `onThreadDeleted` runs, to
+     * free what it keeps for the thread outside the checkpoint.
      */
     readonly deleteThread: (threadId: string) => Effect.Effect<void, AgentError.CheckpointError>
     /** The thread's last checkpoint. */
