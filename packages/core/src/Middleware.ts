@@ -142,6 +142,18 @@ export type ValidateResume<E, R> = (resume: {
  * middleware keeps for that thread outside the checkpoint (a service's
  * per-thread entry). It cannot fail: the thread is already gone.
  *
+ * @example
+ * ```ts
+ * import { Middleware } from "@effect-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const seen = new Map<string, number>()
+ * const counter = Middleware.make({
+ *   name: "counter",
+ *   onThreadDeleted: (threadId) => Effect.sync(() => void seen.delete(threadId))
+ * })
+ * ```
+ *
  * @since 0.1.0
  * @category models
  */

@@ -16,6 +16,11 @@
  * `wrapToolCall` hook publishes a successful write to the service as soon as
  * the tool returns, for live progress.
  *
+ * When one reply calls `write_todos` more than once, the `afterModel` hook
+ * answers each of those calls with a failed result ({@link parallelCallsError})
+ * before the tools run, so the list does not change. The service keeps one
+ * entry per thread, freed by `onThreadDeleted` when the agent deletes it.
+ *
  * @since 0.1.0
  */
 import * as AgentState from "@effect-agent/core/AgentState"
