@@ -17,6 +17,7 @@ import { AgentConfigError } from "./AgentError.js"
 import { AgentLoop } from "./AgentLoop.js"
 import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
+import * as EffectAiPatch from "./internal/effectAiPatch.js"
 import { makeLoop, outputTool } from "./internal/loop.js"
 import { entriesOf, type ToolEntry } from "./internal/tools.js"
 import type * as Middleware from "./Middleware.js"
@@ -150,6 +151,7 @@ export const make = <
       const clash = addToolkit(owner, handled)
       if (clash !== undefined) return yield* clash
     }
+    yield* EffectAiPatch.warnIfUnpatched(tools.length)
     let output: { readonly tool: Tool.Any; readonly schema: Schema.Schema<any, any> } | undefined
     if (options.responseFormat !== undefined) {
       const name = options.outputToolName ?? "final_answer"
