@@ -72,7 +72,9 @@ export const prepare = async (root: string): Promise<Builds> => {
     note,
     cleanup: () => {}
   })
-  if (patchName === undefined) return none("no `packages/core/patches/@effect+ai+*.patch` in the repository", "as published")
+  if (patchName === undefined) {
+    return none("no `packages/core/patches/@effect+ai+*.patch` in the repository", "as published")
+  }
   const patchFile = path.join(patchesDir, patchName)
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-effect-ai-"))
   const cleanup = () => fs.rmSync(tmp, { recursive: true, force: true })
@@ -100,7 +102,9 @@ export const prepare = async (root: string): Promise<Builds> => {
       runPatch(tmp, patchFile, false, false)
     } else {
       cleanup()
-      return none(`\`${path.join("packages", "core", "patches", patchName)}\` applies to the installed copy neither way`)
+      return none(
+        `\`${path.join("packages", "core", "patches", patchName)}\` applies to the installed copy neither way`
+      )
     }
     const module = await import(
       pathToFileURL(path.join(tmp, "node_modules", "@effect", "ai", "dist", "esm", "LanguageModel.js")).href
