@@ -1,7 +1,7 @@
 // Uses the published packages as a consumer would: packs every package, installs the tarballs
 // into an empty project outside the workspace (on an older effect 3.x than the repository pins),
 // and checks that
-//   - each tarball holds only its build, its sources (for the source maps), assets, patches, README,
+//   - each tarball holds only its build, its sources (for the source maps), assets, README,
 //     LICENSE and package.json;
 //   - one copy of effect is installed (effect and @effect/* are peer dependencies);
 //   - each package README's example (and the repository README's) compiles under the
@@ -62,13 +62,13 @@ try {
   const tarballs = JSON.parse(packed.stdout.slice(packed.stdout.indexOf("[")))
   for (const tarball of tarballs) {
     const stray = tarball.files.map((file) => file.path).filter((file) =>
-      !/^(dist|src|assets|patches)\//.test(file) && !["README.md", "LICENSE", "package.json"].includes(file)
+      !/^(dist|src|assets)\//.test(file) && !["README.md", "LICENSE", "package.json"].includes(file)
     )
     const missing = ["README.md", "LICENSE", "dist/index.js", "dist/index.d.ts"].filter((file) =>
       !tarball.files.some((entry) => entry.path === file)
     )
     check(
-      `${tarball.name}: the tarball holds only dist, src, assets, patches, README, LICENSE, package.json`,
+      `${tarball.name}: the tarball holds only dist, src, assets, README, LICENSE, package.json`,
       stray.length === 0 && missing.length === 0,
       `  unexpected: ${stray.join(", ") || "none"}; missing: ${missing.join(", ") || "none"}`
     )
@@ -213,7 +213,7 @@ try {
     unpatched.ok && unpatched.out.includes("is not patched"),
     unpatched.out
   )
-  const steps = fs.readFileSync(path.join(repo, "packages/core/patches/README.md"), "utf8")
+  const steps = fs.readFileSync(path.join(repo, "packages/core/assets/patches/README.md"), "utf8")
   const postinstall = /"postinstall": "([^"]+)"/.exec(steps)?.[1]
   const manifestFile = path.join(project, "package.json")
   const consumer = JSON.parse(fs.readFileSync(manifestFile, "utf8"))

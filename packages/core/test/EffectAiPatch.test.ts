@@ -136,6 +136,6 @@ describe("the @effect/ai response-schema patch", () => {
       assert.strictEqual(logs.length, 1)
       assert.match(logs[0]!, /^WARN @effect\/ai 0\.37\.0 is not patched/)
       assert.include(logs[0]!, "12 tools: ~12 ms per call")
-      assert.include(logs[0]!, "@stepwise-agent/core/patches/README.md")
+      assert.include(logs[0]!, "@stepwise-agent/core/assets/patches/README.md")
     }))
 })

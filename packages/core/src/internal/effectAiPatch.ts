@@ -14,7 +14,7 @@ export const isPatched: boolean = (LanguageModel as Record<string, unknown>)["re
 export const toolsWithoutWarning = 3
 
 /** Where the patch and the steps to apply it are (shipped inside the core package). */
-const instructions = "node_modules/@stepwise-agent/core/patches/README.md"
+const instructions = "node_modules/@stepwise-agent/core/assets/patches/README.md"
 
 let warned = false
 
