@@ -53,7 +53,8 @@ export const wireToolkit = (
   if (tools.length === 0) return undefined
   let toolkit = wireToolkits.get(tools)
   if (toolkit === undefined) {
-    const record: Record<string, Tool.Any> = {}
+    // no prototype: a tool the model names `constructor` or `toString` is not found on it
+    const record: Record<string, Tool.Any> = Object.create(null)
     for (const tool of tools) record[tool.name] = wireTool(tool)
     toolkit = { tools: record, handle: unreachableHandle as any }
     wireToolkits.set(tools, toolkit)
@@ -229,7 +230,7 @@ export const recoverUnknownToolCalls = (
     : undefined
   const isUnknownCall = (part: unknown): part is Response.ToolCallPartEncoded =>
     Predicate.hasProperty(part, "type") && part.type === "tool-call" && Predicate.hasProperty(part, "name") &&
-    typeof part.name === "string" && !(part.name in known)
+    typeof part.name === "string" && !Object.hasOwn(known, part.name)
   if (raw === undefined || !raw.some(isUnknownCall)) return undefined
   const decode = partDecoder(toolkit ?? emptyToolkit, streamed)
   return Effect.forEach(raw, (part) =>
