@@ -9,6 +9,7 @@
  *
  * @since 0.1.0
  */
+import * as Duration from "effect/Duration"
 import * as Schema from "effect/Schema"
 
 /**
@@ -177,6 +178,31 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>(
    */
   override get message(): string {
     return `Invalid agent input: ${this.description}`
+  }
+}
+
+/**
+ * A tool call ran longer than its timeout (`Agent.make({ toolTimeout,
+ * toolTimeouts })`). The handler was interrupted, so its finalizers ran.
+ * `wrapToolCall` hooks see it as a failure of `next` (a retry middleware may
+ * run the call again); if none handles it, the model gets a failed tool
+ * result saying the call timed out, and the run goes on.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
+  "@effect-agent/core/AgentError/ToolTimeout"
+)("ToolTimeout", {
+  toolName: Schema.String,
+  callId: Schema.String,
+  timeoutMillis: Schema.Number
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Tool "${this.toolName}" timed out after ${Duration.format(Duration.millis(this.timeoutMillis))}`
   }
 }
 

@@ -22,7 +22,8 @@ import {
   InvalidJump,
   MaxStepsExceeded,
   StructuredOutputError,
-  ThreadStateError
+  ThreadStateError,
+  ToolTimeout
 } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
 import * as AgentExecutor from "../AgentExecutor.js"
@@ -36,6 +37,7 @@ import { drain } from "./drain.js"
 import {
   lastAssistantCallsTools,
   recoverUnknownToolCalls,
+  timedOutResult,
   type ToolChoice,
   type ToolEntry,
   unknownToolResult,
@@ -178,6 +180,8 @@ const promptOf = (input: Prompt.RawInput): Effect.Effect<Prompt.Prompt, InvalidI
       })
   })
 }
+
+const isToolTimeout = (error: unknown): error is ToolTimeout => error instanceof ToolTimeout
 
 /** Effect's built-in tracer, which keeps spans in memory and exports nothing. */
 const builtInTracer = Effect.runSync(Effect.tracer)
@@ -471,7 +475,12 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       }
       const execute = run.executor.toolCall(
         call,
-        traced(run, "AgentLoop.toolCall", { tool: call.name, callId: call.id }, chain(request))
+        traced(
+          run,
+          "AgentLoop.toolCall",
+          { tool: call.name, callId: call.id },
+          Effect.catchIf(chain(request), isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
+        )
       )
       if (emit === undefined) return execute
       return Effect.gen(function*() {
