@@ -321,6 +321,43 @@ export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
 }
 
 /**
+ * A middleware hook returned a value of the wrong shape: a node hook something
+ * other than `undefined` or a `HookResult`, `wrapModelCall` something other
+ * than a `ModelResponse`, `wrapToolCall` something other than the call's tool
+ * result. The run fails here, naming the middleware and hook, instead of with a
+ * TypeError later or a corrupted history.
+ *
+ * @example
+ * ```ts
+ * import { AgentError } from "@effect-agent/core"
+ *
+ * const error = new AgentError.InvalidHookResult({
+ *   middleware: "audit",
+ *   hook: "wrapModelCall",
+ *   reason: "returned the number 42, not a ModelResponse"
+ * })
+ * error.message // 'Middleware "audit" wrapModelCall: returned the number 42, not a ModelResponse'
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidHookResult extends Schema.TaggedError<InvalidHookResult>(
+  "@effect-agent/core/AgentError/InvalidHookResult"
+)("InvalidHookResult", {
+  middleware: Schema.String,
+  hook: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Middleware "${this.middleware}" ${this.hook}: ${this.reason}`
+  }
+}
+
+/**
  * Every error the agent itself (not its model, tools or middleware) can fail a
  * run with.
  *
@@ -337,6 +374,7 @@ export type AgentError =
   | InvalidInput
   | ModelReplyError
   | EmptyModelResponse
+  | InvalidHookResult
 
 /**
  * The schema of {@link AgentError}.
@@ -353,7 +391,8 @@ export const AgentError: Schema.Union<[
   typeof StructuredOutputError,
   typeof InvalidInput,
   typeof ModelReplyError,
-  typeof EmptyModelResponse
+  typeof EmptyModelResponse,
+  typeof InvalidHookResult
 ]> = Schema.Union(
   MaxStepsExceeded,
   InvalidJump,
@@ -363,5 +402,6 @@ export const AgentError: Schema.Union<[
   StructuredOutputError,
   InvalidInput,
   ModelReplyError,
-  EmptyModelResponse
+  EmptyModelResponse,
+  InvalidHookResult
 )

@@ -19,6 +19,7 @@ import * as Stream from "effect/Stream"
 import {
   CheckpointError,
   EmptyModelResponse,
+  InvalidHookResult,
   InvalidInput,
   InvalidJump,
   MaxStepsExceeded,
@@ -37,6 +38,7 @@ import * as Middleware from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
 import { drain } from "./drain.js"
+import { checked, hookEffect, modelResponseProblem, nodeResultProblem, toolResultProblem } from "./hookResults.js"
 import {
   lastAssistantCallsTools,
   recoverUnknownToolCalls,
@@ -360,16 +362,24 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           run,
           m,
           node,
-          m[node]!({
-            state: run.slices[m.name] ?? {},
-            messages: run.messages,
-            threadId: run.threadId,
-            step: run.step,
-            tools: toolList,
-            resume: index === start ? resume : Option.none()
-          })
+          hookEffect(
+            m.name,
+            node,
+            m[node]!({
+              state: run.slices[m.name] ?? {},
+              messages: run.messages,
+              threadId: run.threadId,
+              step: run.step,
+              tools: toolList,
+              resume: index === start ? resume : Option.none()
+            })
+          )
         )
         if (result === undefined) continue
+        const problem = nodeResultProblem(result, run.messages)
+        if (problem !== undefined) {
+          return yield* new InvalidHookResult({ middleware: m.name, hook: node, reason: problem })
+        }
         yield* applyResult(run, m, node, result)
         if (result.interrupt !== undefined) {
           return {
@@ -452,16 +462,23 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     return Effect.succeed({ message, toolCalls, usage: finish.usage, finishReason: finish.reason })
   }
 
-  /** Fails with `EmptyModelResponse` when middleware `m` answered with an empty message. */
-  const nonEmpty = (
+  /**
+   * The response of middleware `m`, or `InvalidHookResult` when it is not a
+   * `ModelResponse`, or `EmptyModelResponse` when its message is empty.
+   */
+  const checkedResponse = (
     m: Middleware.Any,
     request: Middleware.ModelRequest,
     response: Effect.Effect<Middleware.ModelResponse, any, any>
-  ) =>
-    Effect.flatMap(response, (response) =>
-      answers(response.message)
+  ): Effect.Effect<Middleware.ModelResponse, any, any> =>
+    Effect.flatMap(response, (response): Effect.Effect<Middleware.ModelResponse, any> => {
+      const problem = modelResponseProblem(response)
+      return problem !== undefined
+        ? Effect.fail(new InvalidHookResult({ middleware: m.name, hook: "wrapModelCall", reason: problem }))
+        : answers(response.message)
         ? Effect.succeed(response)
-        : Effect.fail(new EmptyModelResponse({ middleware: m.name, step: request.step })))
+        : Effect.fail(new EmptyModelResponse({ middleware: m.name, step: request.step }))
+    })
 
   const callModel = (run: Run) => (request: Middleware.ModelRequest): Effect.Effect<Middleware.ModelResponse, any> => {
     const model = request.model ?? config.model
@@ -537,7 +554,11 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const modelChain = (run: Run) =>
     wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
       (next, m) => (request) =>
-        nonEmpty(m, request, inHook(run, m, "wrapModelCall", m.wrapModelCall!(request, next as any))),
+        checkedResponse(
+          m,
+          request,
+          inHook(run, m, "wrapModelCall", hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as any)))
+        ),
       callModel(run)
     )
 
@@ -569,7 +590,11 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
 
   const toolChain = (run: Run) =>
     wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
-      (next, m) => (request) => inHook(run, m, "wrapToolCall", m.wrapToolCall!(request, next as any)),
+      (next, m) => (request) =>
+        Effect.flatMap(
+          inHook(run, m, "wrapToolCall", hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as any))),
+          checked(m.name, "wrapToolCall", (result) => toolResultProblem(result, request.call))
+        ),
       callTool(run)
     )
 
