@@ -39,6 +39,7 @@ import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
 import { drain } from "./drain.js"
 import { checked, hookEffect, modelResponseProblem, nodeResultProblem, toolResultProblem } from "./hookResults.js"
+import { paired } from "./pairing.js"
 import {
   lastAssistantCallsTools,
   recoverUnknownToolCalls,
@@ -483,10 +484,10 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const callModel = (run: Run) => (request: Middleware.ModelRequest): Effect.Effect<Middleware.ModelResponse, any> => {
     const model = request.model ?? config.model
     run.offered = request.tools.map((tool) => tool.name)
+    // the model never sees a tool result without its call, or a call without its result
+    const messages = paired(request.messages)
     const prompt = Prompt.fromMessages(
-      request.systemPrompt === undefined
-        ? request.messages
-        : [systemMessageOf(request.systemPrompt), ...request.messages]
+      request.systemPrompt === undefined ? messages : [systemMessageOf(request.systemPrompt), ...messages]
     )
     const toolkit = wireToolkit(request.tools)
     const options: any = toolkit === undefined
