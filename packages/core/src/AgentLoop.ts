@@ -25,7 +25,12 @@ import type * as Checkpointer from "./Checkpointer.js"
  * @category models
  */
 export interface RunOptions {
-  /** The conversation to continue (or start). */
+  /**
+   * The conversation to continue (or start): a non-empty string without
+   * lone surrogates. Any other value fails `run`, `stream`, `resume` and
+   * `thread` with `InvalidInput` (`deleteThread` and `discardPending` treat
+   * it as an unknown thread: nothing can be stored under it).
+   */
   readonly threadId: string
 }
 
@@ -129,7 +134,9 @@ export declare namespace AgentLoop {
      */
     readonly deleteThread: (threadId: string) => Effect.Effect<void, AgentError.CheckpointError>
     /** The thread's last checkpoint. */
-    readonly thread: (threadId: string) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError>
+    readonly thread: (
+      threadId: string
+    ) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError | AgentError.InvalidInput>
   }
 }
 

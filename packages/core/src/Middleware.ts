@@ -243,12 +243,15 @@ export type NextModelCall = (
 /**
  * The continuation `wrapToolCall` calls: the inner middleware and the tool.
  * A tool's typed failure and invalid arguments come back as a failed tool
- * result; it fails only when the tool died.
+ * result; it fails only when the tool died (`ToolDefect`) or ran past its
+ * timeout (`ToolTimeout`).
  *
  * @since 0.1.0
  * @category models
  */
-export type NextToolCall = (request: ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, AgentError.ToolDefect>
+export type NextToolCall = (
+  request: ToolCallRequest
+) => Effect.Effect<Prompt.ToolResultPart, AgentError.ToolDefect | AgentError.ToolTimeout>
 
 /**
  * A `wrapModelCall` hook.
@@ -432,7 +435,7 @@ export const make = <
   | TE
   | Exclude<
     ErrorOf<BA | BM | AM | AA | WM | WT | VR> | StreamErrorOf<WS>,
-    AiError.AiError | AgentError.ToolDefect | AgentError.ModelReplyError
+    AiError.AiError | AgentError.ToolDefect | AgentError.ToolTimeout | AgentError.ModelReplyError
   >,
   TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | VR | TD> | StreamContextOf<WS>, Scope.Scope>
 > =>

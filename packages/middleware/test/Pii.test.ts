@@ -170,9 +170,17 @@ describe("options", () => {
         [{ types: ["email", "email"], strategy: "redact" }, "types[1]", "listed twice"],
         [{ types: [{ name: "my id", pattern: /x/ }], strategy: "redact" }, "types[0].name", "not a valid name"],
         [{ types: [{ name: "id" } as any], strategy: "redact" }, "types[0].pattern", "is missing"],
-        [{ types: [{ name: "id", pattern: /x/, flags: "g" } as any], strategy: "redact" }, "types[0].flags", "is unknown"],
+        [
+          { types: [{ name: "id", pattern: /x/, flags: "g" } as any], strategy: "redact" },
+          "types[0].flags",
+          "is unknown"
+        ],
         [{ types: [42 as any], strategy: "redact" }, "types[0]", "actual 42"],
-        [{ types: ["email"], strategy: "erase" as any }, "strategy", "Expected \"redact\" | \"mask\" | \"hash\" | \"block\", actual \"erase\""],
+        [
+          { types: ["email"], strategy: "erase" as any },
+          "strategy",
+          "Expected \"redact\" | \"mask\" | \"hash\" | \"block\", actual \"erase\""
+        ],
         [{ types: ["email"], strategy: "redact", applyToInput: false }, "applyToInput", "nothing to check"]
       ]
       for (const [options, option, reason] of cases) {
