@@ -326,7 +326,9 @@ const START = "(?<![0-9A-Za-z_])"
 const END = "(?![0-9A-Za-z_])"
 
 const emailPattern = new RegExp(`${START}[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}${END}`, "g")
-const digitRunPattern = new RegExp(`${START}\\d+(?:[ -]\\d+)*${END}`, "g")
+// A card's first group is not the tail of a dotted or slashed token (an IP
+// address, a version, a domain, a path): "10.0.0.42 4111 …" starts at 4111.
+const digitRunPattern = new RegExp(`(?<![0-9A-Za-z_]|[0-9A-Za-z_][./])\\d+(?:[ -]\\d+)*${END}`, "g")
 const ipPattern = new RegExp(`${START}(?:\\d{1,3}\\.){3}\\d{1,3}${END}`, "g")
 const macPattern = new RegExp(`${START}[0-9A-Fa-f]{2}([:-])(?:[0-9A-Fa-f]{2}\\1){4}[0-9A-Fa-f]{2}${END}`, "g")
 const schemeUrlPattern = /https?:\/\/[^\s<>"{}|\\^`[\]]+/g
@@ -410,36 +412,29 @@ const acceptUrl = (bare: boolean) => (candidate: string): number | false => {
  * Card numbers in a run of digit groups separated by single spaces or
  * hyphens: from each group, the longest sequence of whole groups with 13 to
  * 19 digits that passes the Luhn check (so a card next to another number is
- * still found, and a longer number is never cut into a card).
+ * still found, and a longer number is never cut into a card). Every group
+ * starts a candidate, even one inside an earlier candidate: overlaps are
+ * settled with those of the other types, so a card right after a number
+ * another type took is still found.
  */
 const findCards = (text: string): Found => {
   const found: Found = []
   for (const run of text.matchAll(digitRunPattern)) {
-    const groups: Array<{ readonly start: number; readonly end: number; readonly digits: number }> = []
+    const groups: Array<Span> = []
     for (const group of run[0].matchAll(/\d+/g)) {
-      groups.push({
-        start: run.index + group.index,
-        end: run.index + group.index + group[0].length,
-        digits: group[0].length
-      })
+      groups.push({ start: run.index + group.index, end: run.index + group.index + group[0].length })
     }
-    let first = 0
-    while (first < groups.length) {
+    const length = (index: number) => groups[index]!.end - groups[index]!.start
+    for (let first = 0; first < groups.length; first++) {
       let last = first
-      let digits = groups[first]!.digits
-      while (last + 1 < groups.length && digits + groups[last + 1]!.digits <= 19) digits += groups[++last]!.digits
-      let matched = -1
-      for (; last >= first && digits >= 13; digits -= groups[last--]!.digits) {
-        if (passesLuhn(text.slice(groups[first]!.start, groups[last]!.end))) {
-          matched = last
+      let digits = length(first)
+      while (last + 1 < groups.length && digits + length(last + 1) <= 19) digits += length(++last)
+      for (; last >= first && digits >= 13; digits -= length(last--)) {
+        const span = { start: groups[first]!.start, end: groups[last]!.end }
+        if (passesLuhn(text.slice(span.start, span.end))) {
+          found.push(span)
           break
         }
-      }
-      if (matched < 0) {
-        first++
-      } else {
-        found.push({ start: groups[first]!.start, end: groups[matched]!.end })
-        first = matched + 1
       }
     }
   }

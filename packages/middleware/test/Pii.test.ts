@@ -30,6 +30,37 @@ const textOf = (message: Prompt.Message | undefined): string =>
     ? ""
     : message.content.map((part) => part.type === "text" ? part.text : "").join("")
 
+/** A Luhn-valid card number of 13 to 19 digits, in groups of 4 separated by a space, a hyphen or nothing. */
+const validCard = FastCheck.tuple(
+  FastCheck.array(FastCheck.integer({ min: 0, max: 9 }), { minLength: 12, maxLength: 18 }),
+  FastCheck.constantFrom(" ", "-", "")
+).map(([payload, separator]) => {
+  const body = payload.join("")
+  const digits = `${body}${[...Array(10).keys()].find((check) => Pii.passesLuhn(`${body}${check}`))}`
+  return digits.length === 16 ? digits.match(/\d{4}/g)!.join(separator) : digits
+})
+
+const octet = FastCheck.integer({ min: 0, max: 255 })
+const prefixes = FastCheck.oneof(
+  FastCheck.tuple(octet, octet, octet, octet).map((octets) => ({ kind: "ip", text: octets.join(".") })),
+  FastCheck.nat({ max: 99999 }).map((n) => ({ kind: "path", text: `https://shop.example.com/orders/${n}` })),
+  FastCheck.nat({ max: 99999 }).map((n) => ({ kind: "path", text: `www.example.org/p/${n}` })),
+  FastCheck.integer({ min: 1, max: 65535 }).map((port) => ({ kind: "port", text: `https://example.com:${port}` })),
+  FastCheck.constantFrom("paid with", "card", "联系").map((text) => ({ kind: "text", text }))
+)
+
+const cardAfterPrefix = FastCheck.tuple(
+  FastCheck.constantFrom("from ", "", "see: "),
+  prefixes,
+  FastCheck.constantFrom(" ", ", ", "\n", "; ", " - "),
+  validCard,
+  FastCheck.constantFrom("", " ", ".", " thanks")
+).map(([lead, prefix, separator, card, tail]) => ({
+  card,
+  prefixed: prefix.kind,
+  text: `${lead}${prefix.text}${separator}${card}${tail}`
+}))
+
 describe("detectors", () => {
   it("finds emails, also against non-ASCII text", () => {
     const found = compile({ types: ["email"], strategy: "redact" }).detect(
@@ -54,6 +85,44 @@ describe("detectors", () => {
     assert.isFalse(Pii.passesLuhn("5555-5555-5555-4445"))
     assert.isFalse(Pii.passesLuhn("0000 0000 0"))
   })
+
+  it("finds a card right after an IPv4 address or a URL ending in digits, and block counts it", () => {
+    const text = "from 10.0.0.42 4111 1111 1111 1111, see https://x.io/orders/42 5555-5555-5555-4444, " +
+      "at https://x.io:8080 378282246310005"
+    assert.strictEqual(
+      redact(text, { types: all, strategy: "redact" }),
+      "from [REDACTED_IP] [REDACTED_CREDIT_CARD], see [REDACTED_URL] [REDACTED_CREDIT_CARD], " +
+        "at [REDACTED_URL] [REDACTED_CREDIT_CARD]"
+    )
+    // with cards alone, the IP's last octet or the path's last segment is not taken into the card
+    assert.strictEqual(
+      redact(text, { types: ["credit_card"], strategy: "redact" }),
+      "from 10.0.0.42 [REDACTED_CREDIT_CARD], see https://x.io/orders/42 [REDACTED_CREDIT_CARD], " +
+        "at https://x.io:8080 [REDACTED_CREDIT_CARD]"
+    )
+    const blocked = compile({ types: all, strategy: "block" }).redact(text).matches
+    assert.deepStrictEqual(blocked.map((m) => [m.type, m.value]), [
+      ["ip", "10.0.0.42"],
+      ["credit_card", "4111 1111 1111 1111"],
+      ["url", "https://x.io/orders/42"],
+      ["credit_card", "5555-5555-5555-4444"],
+      ["url", "https://x.io:8080"],
+      ["credit_card", "378282246310005"]
+    ])
+  })
+
+  it.prop(
+    "a valid card after an IPv4 address, a URL or text and a separator is always found",
+    [cardAfterPrefix],
+    ([{ card, prefixed, text }]) => {
+      const value = (types: ReadonlyArray<Pii.PiiType>) =>
+        compile({ types, strategy: "block" }).detect(text).filter((m) => m.type === "credit_card").map((m) => m.value)
+      assert.deepStrictEqual(value(all), [card])
+      // alone, cards never take in an IP's last octet or a path's last segment
+      if (prefixed !== "port") assert.deepStrictEqual(value(["credit_card"]), [card])
+    },
+    { fastCheck: { numRuns: 300 } }
+  )
 
   it("finds IPv4 addresses with octets in range and no leading zeros", () => {
     const found = compile({ types: ["ip"], strategy: "redact" }).detect(
