@@ -62,6 +62,23 @@ const cardAfterPrefix = FastCheck.tuple(
 }))
 
 describe("detectors", () => {
+  it.prop(
+    "emails are exactly the matches of the pattern they are specified by",
+    [
+      FastCheck.array(FastCheck.constantFrom("a", "B", "7", "_", ".", "-", "+", "%", "@", " ", "联", "co", "x.io"), {
+        maxLength: 40
+      }).map((parts) => parts.join(""))
+    ],
+    ([text]) => {
+      const pattern = /(?<![0-9A-Za-z_])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}(?![0-9A-Za-z_])/g
+      assert.deepStrictEqual(
+        compile({ types: ["email"], strategy: "redact" }).detect(text).map((m) => [m.start, m.value]),
+        [...text.matchAll(pattern)].map((m) => [m.index, m[0]])
+      )
+    },
+    { fastCheck: { numRuns: 1000 } }
+  )
+
   it("finds emails, also against non-ASCII text", () => {
     const found = compile({ types: ["email"], strategy: "redact" }).detect(
       "联系alice@example.com 或 bob.s+x@mail.co.uk"
@@ -458,13 +475,33 @@ const fragments = FastCheck.constantFrom(
 )
 
 const texts = FastCheck.array(fragments, { maxLength: 30 }).map((parts) => parts.join(""))
-const withCuts = texts.chain((text) =>
-  FastCheck.uniqueArray(FastCheck.nat({ max: text.length }), { maxLength: 12 }).map((cuts) => {
-    const sorted = [0, ...cuts.sort((a, b) => a - b), text.length]
-    const chunks: Array<string> = []
-    for (let i = 1; i < sorted.length; i++) chunks.push(text.slice(sorted[i - 1], sorted[i]))
-    return { text, chunks }
-  })
+const withCutsOf = (texts: FastCheck.Arbitrary<string>) =>
+  texts.chain((text) =>
+    FastCheck.uniqueArray(FastCheck.nat({ max: text.length }), { maxLength: 12 }).map((cuts) => {
+      const sorted = [0, ...cuts.sort((a, b) => a - b), text.length]
+      const chunks: Array<string> = []
+      for (let i = 1; i < sorted.length; i++) chunks.push(text.slice(sorted[i - 1], sorted[i]))
+      return { text, chunks }
+    })
+  )
+const withCuts = withCutsOf(texts)
+
+/** Pieces of one long token: no whitespace anywhere. */
+const tokenFragments = FastCheck.constantFrom(
+  "ada@example.com",
+  "4111111111111111",
+  "4111-1111-1111-1111",
+  "192.168.1.42",
+  "00:1a:2b:3c:4d:5e",
+  "https://example.com/a?b=1.",
+  "www.example.org",
+  "a.",
+  "1-",
+  "@",
+  ".",
+  "/",
+  "x",
+  "联系"
 )
 
 const streamTypes: ReadonlyArray<Pii.PiiType> = [...Pii.builtinTypes, { name: "ssn", pattern: /\b\d{3}-\d{2}-\d{4}\b/ }]
@@ -497,8 +534,42 @@ describe("streamRedactor", () => {
     assert.deepStrictEqual(c.matches, [{ type: "credit_card", start: 27, end: 46, value: "4111 1111 1111 1111" }])
     const d = stream.flush(c.state)
     assert.strictEqual(d.text, "thanks")
-    assert.deepStrictEqual(d.state, { pending: "", offset: 53 })
+    assert.deepStrictEqual(d.state, { pending: "", offset: 53, last: "" })
   })
+
+  it("a 1 MB text without whitespace, streamed in chunks, releases what redacting it whole gives", () => {
+    const compiled = compile({ types: streamTypes, strategy: "redact" })
+    const text = [
+      "a.".repeat(262144),
+      "ada@example.com",
+      "1-".repeat(131072),
+      "4111111111111111",
+      "QWxhZGRpbjpvcGVuIHNlc2FtZQ==".repeat(9362)
+    ].join(",")
+    assert.isAbove(text.length, 1_000_000)
+    const whole = compiled.redact(text)
+    assert.deepStrictEqual(whole.matches.map((m) => m.value), ["ada@example.com", "4111111111111111"])
+    for (const size of [3, 64, 4096]) {
+      const chunks: Array<string> = []
+      for (let at = 0; at < text.length; at += size) chunks.push(text.slice(at, at + size))
+      const { matches, released } = runChunks(compiled, chunks)
+      assert.strictEqual(released.join(""), whole.text, `chunks of ${size}`)
+      assert.deepStrictEqual(matches, [...whole.matches])
+    }
+  })
+
+  it.prop(
+    "any chunking of a text without whitespace releases exactly what redacting it whole gives",
+    [withCutsOf(FastCheck.array(tokenFragments, { maxLength: 40 }).map((parts) => parts.join("")))],
+    ([{ chunks, text }]) => {
+      const compiled = compile({ types: streamTypes, strategy: "mask" })
+      const whole = compiled.redact(text)
+      const { matches, released } = runChunks(compiled, chunks)
+      assert.strictEqual(released.join(""), whole.text)
+      assert.deepStrictEqual(matches, [...whole.matches])
+    },
+    { fastCheck: { numRuns: 300 } }
+  )
 
   for (const strategy of ["redact", "mask", "hash", "block"] as const) {
     it.prop(
