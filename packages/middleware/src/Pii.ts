@@ -795,7 +795,8 @@ const applyStrategy = (strategy: Strategy, text: string, matches: ReadonlyArray<
 // streaming
 // -----------------------------------------------------------------------------
 
-const isWhitespace = (char: string | undefined): boolean => char !== undefined && /\s/.test(char)
+const WHITESPACE = /\s/
+const isWhitespace = (char: string | undefined): boolean => char !== undefined && WHITESPACE.test(char)
 const isDigit = (char: string | undefined): boolean => char !== undefined && char >= "0" && char <= "9"
 
 /**
@@ -836,7 +837,7 @@ const makeStream = (redact: (text: string) => Redaction): StreamRedactor => {
       // Positions before the old end were checked when they arrived (a break
       // needs the character after it), so only the new ones are scanned.
       const from = Math.max(1 - shift, state.last.length)
-      for (let at = window.length - 1; at >= from; at--) {
+      for (let at = WHITESPACE.test(window) ? window.length - 1 : -1; at >= from; at--) {
         if (isBreak(window, at)) return release(state, state.pending + chunk, shift + at)
       }
       return {
