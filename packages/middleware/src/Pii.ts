@@ -53,7 +53,7 @@
  *
  * @since 0.1.0
  */
-import * as AgentError from "@effect-agent/core/AgentError"
+import type * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import type * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
@@ -1056,12 +1056,19 @@ const redactValue = (
       return result.text
     })
   }
+  if (typeof value === "number" || typeof value === "bigint") {
+    // A number holding a match (a card as a JSON number) becomes the redacted string; others stay numbers.
+    return Effect.map(redactSafely(compiled, String(value)), (result) => {
+      matches.push(...result.matches)
+      return result.matches.length > 0 ? result.text : value
+    })
+  }
   if (Array.isArray(value)) return Effect.forEach(value, (item) => redactValue(compiled, item, matches))
   if (value !== null && typeof value === "object") {
     return Effect.map(
       Effect.forEach(
         Object.entries(value),
-        ([key, item]) => Effect.map(redactValue(compiled, item, matches), (redacted) => [key, redacted] as const)
+        ([key, item]) => Effect.zip(redactValue(compiled, key, matches), redactValue(compiled, item, matches))
       ),
       Object.fromEntries
     )

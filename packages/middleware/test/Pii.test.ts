@@ -22,6 +22,12 @@ const ToolsLive = Tools.toLayer({
     Effect.succeed({ email: `${name}@example.com`, notes: ["paid with 4111-1111-1111-1111", "vip"], visits: 3 })
 })
 
+const Raw = Tool.make("raw", { description: "Returns raw JSON", parameters: {}, success: Schema.Unknown })
+const RawTools = Toolkit.make(Raw)
+const RawToolsLive = RawTools.toLayer({
+  raw: () => Effect.succeed({ "ada@example.com": { card: 4111111111111111, visits: 3 } })
+})
+
 const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
   Effect.provide(Layer.merge(ScriptedModel.layer(script), ToolsLive))
 
@@ -373,6 +379,25 @@ describe("middleware", () => {
       ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]),
       ScriptedModel.text("done")
     ])))
+
+  it.effect("applyToToolResults redacts object keys and numbers holding PII in a tool's result", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({
+        types: ["email", "credit_card"],
+        strategy: "redact",
+        applyToInput: false,
+        applyToToolResults: true
+      })
+      const agent = yield* Agent.make({ toolkit: RawTools, middleware: [pii] })
+      const events = yield* agent.stream("raw", { threadId: "t" }).pipe(Stream.runCollect, Effect.map(Chunk.toArray))
+      const completed = events.find(AgentEvent.$is("ToolCallCompleted"))!
+      assert.deepStrictEqual(completed.result.result, {
+        "[REDACTED_EMAIL]": { card: "[REDACTED_CREDIT_CARD]", visits: 3 }
+      })
+    }).pipe(Effect.provide(Layer.merge(
+      ScriptedModel.layer([ScriptedModel.toolCalls([{ name: "raw", params: {} }]), ScriptedModel.text("done")]),
+      RawToolsLive
+    ))))
 
   it.effect("block fails the run with PiiDetected before the model is called, without the value", () =>
     Effect.gen(function*() {
