@@ -113,7 +113,8 @@ export declare namespace AgentLoop {
      * now on, tagged with their run and thread: for inspectors and
      * dashboards. While anybody watches, runs stream their model calls (so
      * watchers see text as it is written); while nobody does, runs cost
-     * nothing extra.
+     * nothing extra. Closing the scope ends the stream once it has
+     * delivered the events published before the close.
      */
     readonly watch: Effect.Effect<Stream.Stream<RunEvent<S, O>>, never, Scope.Scope>
     /**

@@ -12,9 +12,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
-import * as PubSub from "effect/PubSub"
 import * as Schema from "effect/Schema"
-import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import {
   CheckpointError,
@@ -49,6 +47,7 @@ import {
   unknownToolResult,
   wireToolkit
 } from "./tools.js"
+import * as Watchers from "./watchers.js"
 
 type NodeName = "beforeAgent" | "beforeModel" | "afterModel" | "afterAgent"
 
@@ -997,15 +996,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     })
 
   // Every run's events go to the watchers of `watch` while there are any.
-  const hub = Effect.runSync(PubSub.unbounded<AgentLoop.RunEvent<any>>())
-  let watchers = 0
-  const watch: Effect.Effect<Stream.Stream<AgentLoop.RunEvent<any>>, never, Scope.Scope> = Effect.acquireRelease(
-    Effect.map(PubSub.subscribe(hub), (queue) => {
-      watchers++
-      return Stream.fromQueue(queue)
-    }),
-    () => Effect.sync(() => watchers--)
-  )
+  const watchers = Watchers.make<AgentLoop.RunEvent<any>>()
 
   /**
    * Runs `body` as one run of `threadId`: picks the executor of the context,
@@ -1025,10 +1016,10 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         yield* Effect.serviceOption(AgentExecutor.AgentExecutor),
         () => AgentExecutor.inProcess
       )
-      const runId = watchers === 0 ? undefined : crypto.randomUUID()
+      const runId = watchers.size() === 0 ? undefined : crypto.randomUUID()
       const publish: Emit | undefined = runId === undefined
         ? undefined
-        : (event) => Effect.asVoid(PubSub.publish(hub, { runId, threadId, event }))
+        : (event) => Effect.sync(() => watchers.publish({ runId, threadId, event }))
       let ended = false
       const both: Emit | undefined = publish === undefined
         ? own
@@ -1197,7 +1188,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       yield* validateValue(threadId, middleware, pending, value)
       return pending
     }),
-    watch,
+    watch: watchers.watch,
     discardPending: (threadId, reason) =>
       (isThreadId(threadId) ?
         withThreadLock(
