@@ -424,9 +424,23 @@ const checkSize = (
   return { _tag: kind, value }
 }
 
+const optionKeys: ReadonlyArray<string> = [
+  "trigger",
+  "keep",
+  "contextWindow",
+  "summaryPrompt",
+  "trimTokensToSummarize",
+  "onFailure",
+  "name"
+]
+
 const validate = (options: Options): Config | InvalidSummarizationOptions => {
   if (options === null || typeof options !== "object") {
     return new InvalidSummarizationOptions({ option: "options", reason: "must be an object with trigger and keep" })
+  }
+  const unknown = Object.keys(options).find((key) => !optionKeys.includes(key))
+  if (unknown !== undefined) {
+    return new InvalidSummarizationOptions({ option: unknown, reason: `is unknown; expected ${optionKeys.join(", ")}` })
   }
   const contextWindow = options.contextWindow
   if (contextWindow !== undefined && (!isWhole(contextWindow) || contextWindow < 1)) {

@@ -116,6 +116,7 @@ describe("options", () => {
         [{ trigger: [{ tokens: 10 }, { messages: -1 }], keep: { messages: 2 } }, "trigger[1].messages"],
         [{ trigger: { tokens: 10 }, keep: { messages: -1 } }, "keep.messages"],
         [{ trigger: { tokens: 10 }, keep: { messages: 0 } }, "keep.messages"],
+        [{ trigger: { tokens: 10 }, keep: { messages: 2 }, model: "openai:gpt-4o-mini" }, "model"],
         [{ trigger: { tokens: 10 }, keep: { tokens: 0 } }, "keep.tokens"],
         [{ trigger: { tokens: 10 }, keep: { tokens: 2.5 } }, "keep.tokens"],
         [{ trigger: { tokens: 10 } }, "keep"],
