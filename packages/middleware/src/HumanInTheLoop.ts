@@ -20,6 +20,7 @@
  *
  * @since 0.1.0
  */
+import type * as AgentError from "@effect-agent/core/AgentError"
 import * as AgentState from "@effect-agent/core/AgentState"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
@@ -31,6 +32,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -588,6 +590,27 @@ export const layerAutoApprove: Layer.Layer<Approvals> = layerApprovals((request)
 // the middleware
 // -----------------------------------------------------------------------------
 
+const PolicySchema = Schema.Union(
+  Schema.Boolean,
+  Schema.Struct({
+    allowedDecisions: Schema.Array(Schema.String),
+    description: Schema.optional(Schema.Union(Schema.String, Check.AnyFunction)),
+    argsSchema: Schema.optional(Check.AnySchema)
+  })
+)
+
+const OptionsSchema = Schema.Struct({
+  toolkit: Schema.declare(
+    (u: unknown): u is { readonly tools: object } =>
+      (typeof u === "object" || typeof u === "function") && u !== null && "tools" in u &&
+      typeof u.tools === "object" && u.tools !== null,
+    { identifier: "a Toolkit" }
+  ),
+  interruptOn: Schema.Record({ key: Schema.String, value: Schema.UndefinedOr(PolicySchema) }),
+  descriptionPrefix: Schema.optional(Schema.String),
+  name: Schema.optional(Check.NonEmpty)
+})
+
 interface Gate {
   readonly allowed: ReadonlyArray<DecisionType>
   readonly describe: (call: Prompt.ToolCallPart, context: DescriptionContext) => string
@@ -660,9 +683,21 @@ type Plan =
  */
 export const middleware: <Tools extends Record<string, Tool.Any>>(
   options: Options<Tools>
-) => Effect.Effect<Middleware.Middleware<{}, DecisionError>, InvalidInterruptPolicy> = Effect.fn(
-  "HumanInTheLoop.middleware"
-)(function*<Tools extends Record<string, Tool.Any>>(options: Options<Tools>) {
+) => Effect.Effect<
+  Middleware.Middleware<{}, DecisionError>,
+  InvalidInterruptPolicy | AgentError.InvalidOptions
+> = Effect.fn("HumanInTheLoop.middleware")(function*<Tools extends Record<string, Tool.Any>>(options: Options<Tools>) {
+  // a missing or misspelled `allowedDecisions` is named as such, before its stray key
+  for (const [toolName, policy] of Object.entries(Object(Object(options).interruptOn) as Record<string, unknown>)) {
+    if (typeof policy === "object" && policy !== null && !Array.isArray(Object(policy).allowedDecisions)) {
+      return yield* Check.invalid(
+        "HumanInTheLoop",
+        `interruptOn.${toolName}.allowedDecisions`,
+        "is required: a list of \"approve\", \"edit\", \"reject\", \"respond\""
+      )
+    }
+  }
+  yield* Check.validate("HumanInTheLoop", OptionsSchema, options)
   const tools: Readonly<Record<string, Tool.Any>> = options.toolkit.tools
   const prefix = options.descriptionPrefix ?? "Tool execution requires approval"
   const defaultDescribe = (call: Prompt.ToolCallPart) =>
