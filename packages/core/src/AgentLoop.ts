@@ -149,7 +149,7 @@ export declare namespace AgentLoop {
  * @since 0.1.0
  * @category tags
  */
-export class AgentLoop extends Context.Tag("@effect-agent/core/AgentLoop")<
+export class AgentLoop extends Context.Tag("@stepwise-agent/core/AgentLoop")<
   AgentLoop,
   AgentLoop.Service<any, any>
 >() {}
@@ -159,7 +159,7 @@ export class AgentLoop extends Context.Tag("@effect-agent/core/AgentLoop")<
  *
  * @example
  * ```ts
- * import { AgentLoop } from "@effect-agent/core"
+ * import { AgentLoop } from "@stepwise-agent/core"
  *
  * const program = AgentLoop.run("What is 2 + 2?", { threadId: "t1" })
  * ```
@@ -175,7 +175,7 @@ export const run = (input: Prompt.RawInput, options: RunOptions) =>
  *
  * @example
  * ```ts
- * import { AgentLoop } from "@effect-agent/core"
+ * import { AgentLoop } from "@stepwise-agent/core"
  *
  * const program = AgentLoop.resume("t1", [{ type: "approve", callId: "call_1" }])
  * ```

@@ -75,7 +75,7 @@ export type Checkpoint = typeof Checkpoint.Type
  * @since 0.1.0
  * @category tags
  */
-export class Checkpointer extends Context.Tag("@effect-agent/core/Checkpointer")<
+export class Checkpointer extends Context.Tag("@stepwise-agent/core/Checkpointer")<
   Checkpointer,
   Checkpointer.Service
 >() {}
@@ -102,7 +102,7 @@ export declare namespace Checkpointer {
  *
  * @example
  * ```ts
- * import { Checkpointer } from "@effect-agent/core"
+ * import { Checkpointer } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * const checkpointer = Effect.runSync(Checkpointer.makeMemory)
@@ -141,7 +141,7 @@ const parseFailure = (threadId: string, operation: "load" | "save") => (error: P
  *
  * @example
  * ```ts
- * import { Checkpointer } from "@effect-agent/core"
+ * import { Checkpointer } from "@stepwise-agent/core"
  *
  * const text = Checkpointer.toJson("t1", { version: 1, threadId: "t1", messages: [], slices: {} })
  * ```
@@ -158,7 +158,7 @@ export const toJson = (threadId: string, checkpoint: Checkpoint): Effect.Effect<
  *
  * @example
  * ```ts
- * import { Checkpointer } from "@effect-agent/core"
+ * import { Checkpointer } from "@stepwise-agent/core"
  *
  * const checkpoint = Checkpointer.fromJson("t1", '{"version":1,"threadId":"t1","messages":[],"slices":{}}')
  * ```
@@ -178,7 +178,7 @@ const ioFailure = (threadId: string, operation: "load" | "save") => (cause: unkn
  *
  * @example
  * ```ts
- * import { Checkpointer } from "@effect-agent/core"
+ * import { Checkpointer } from "@stepwise-agent/core"
  * import { KeyValueStore } from "@effect/platform"
  * import { Layer } from "effect"
  *
@@ -229,7 +229,7 @@ export const layerKeyValueStore = (
  *
  * @example
  * ```ts
- * import { Checkpointer } from "@effect-agent/core"
+ * import { Checkpointer } from "@stepwise-agent/core"
  * import { NodeContext } from "@effect/platform-node"
  * import { Layer } from "effect"
  *

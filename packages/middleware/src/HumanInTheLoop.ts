@@ -20,11 +20,11 @@
  *
  * @since 0.1.0
  */
-import type * as AgentError from "@effect-agent/core/AgentError"
-import * as AgentState from "@effect-agent/core/AgentState"
-import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Tool from "@effect/ai/Tool"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AgentState from "@stepwise-agent/core/AgentState"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as JSONSchema from "effect/JSONSchema"
@@ -251,7 +251,7 @@ export interface Options<Tools extends Record<string, Tool.Any>> {
  * @category errors
  */
 export class InvalidInterruptPolicy extends Schema.TaggedError<InvalidInterruptPolicy>(
-  "@effect-agent/middleware/HumanInTheLoop/InvalidInterruptPolicy"
+  "@stepwise-agent/middleware/HumanInTheLoop/InvalidInterruptPolicy"
 )("InvalidInterruptPolicy", {
   toolName: Schema.String,
   reason: Schema.String
@@ -271,7 +271,7 @@ export class InvalidInterruptPolicy extends Schema.TaggedError<InvalidInterruptP
  * @category errors
  */
 export class InvalidDecisions extends Schema.TaggedError<InvalidDecisions>(
-  "@effect-agent/middleware/HumanInTheLoop/InvalidDecisions"
+  "@stepwise-agent/middleware/HumanInTheLoop/InvalidDecisions"
 )("InvalidDecisions", {
   threadId: Schema.String,
   description: Schema.String
@@ -291,7 +291,7 @@ export class InvalidDecisions extends Schema.TaggedError<InvalidDecisions>(
  * @category errors
  */
 export class UnknownCallId extends Schema.TaggedError<UnknownCallId>(
-  "@effect-agent/middleware/HumanInTheLoop/UnknownCallId"
+  "@stepwise-agent/middleware/HumanInTheLoop/UnknownCallId"
 )("UnknownCallId", {
   threadId: Schema.String,
   callId: Schema.String,
@@ -313,7 +313,7 @@ export class UnknownCallId extends Schema.TaggedError<UnknownCallId>(
  * @category errors
  */
 export class MissingDecision extends Schema.TaggedError<MissingDecision>(
-  "@effect-agent/middleware/HumanInTheLoop/MissingDecision"
+  "@stepwise-agent/middleware/HumanInTheLoop/MissingDecision"
 )("MissingDecision", {
   threadId: Schema.String,
   callIds: Schema.Array(Schema.String)
@@ -334,7 +334,7 @@ export class MissingDecision extends Schema.TaggedError<MissingDecision>(
  * @category errors
  */
 export class DecisionNotAllowed extends Schema.TaggedError<DecisionNotAllowed>(
-  "@effect-agent/middleware/HumanInTheLoop/DecisionNotAllowed"
+  "@stepwise-agent/middleware/HumanInTheLoop/DecisionNotAllowed"
 )("DecisionNotAllowed", {
   threadId: Schema.String,
   callId: Schema.String,
@@ -359,7 +359,7 @@ export class DecisionNotAllowed extends Schema.TaggedError<DecisionNotAllowed>(
  * @category errors
  */
 export class InvalidEdit extends Schema.TaggedError<InvalidEdit>(
-  "@effect-agent/middleware/HumanInTheLoop/InvalidEdit"
+  "@stepwise-agent/middleware/HumanInTheLoop/InvalidEdit"
 )("InvalidEdit", {
   threadId: Schema.String,
   callId: Schema.String,
@@ -410,7 +410,7 @@ export const DecisionError: Schema.Union<[
  * @since 0.1.0
  * @category tags
  */
-export class Approvals extends Context.Tag("@effect-agent/middleware/HumanInTheLoop/Approvals")<
+export class Approvals extends Context.Tag("@stepwise-agent/middleware/HumanInTheLoop/Approvals")<
   Approvals,
   Approvals.Service
 >() {}
@@ -439,7 +439,7 @@ export declare namespace Approvals {
 /**
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
  * const decision = HumanInTheLoop.approve("call_1")
  * ```
@@ -452,7 +452,7 @@ export const approve = (callId: string): Decision => ({ type: "approve", callId 
 /**
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
  * const decision = HumanInTheLoop.edit("call_1", { path: "/tmp/scratch.txt" })
  * ```
@@ -469,7 +469,7 @@ export const edit = (
 /**
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
  * const decision = HumanInTheLoop.reject("call_1", "Never delete the home directory")
  * ```
@@ -483,7 +483,7 @@ export const reject = (callId: string, message?: string | undefined): Decision =
 /**
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
  * const decision = HumanInTheLoop.respond("call_1", "The file is already gone.")
  * ```
@@ -499,7 +499,7 @@ export const respond = (callId: string, message: string): Decision => ({ type: "
  *
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
  * const decisions = HumanInTheLoop.approveAll({ actionRequests: [] })
  * ```
@@ -517,8 +517,8 @@ export const approveAll = (request: ApprovalRequest): ReadonlyArray<Decision> =>
  *
  * @example
  * ```ts
- * import type { AgentResult } from "@effect-agent/core"
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import type { AgentResult } from "@stepwise-agent/core"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  * import { Option } from "effect"
  *
  * const callsWaiting = (result: AgentResult.AgentResult<any>) =>
@@ -546,7 +546,7 @@ export const requestOf = (wait: { readonly value: unknown }): Option.Option<Appr
  *
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  * import { Effect } from "effect"
  *
  * // Approve reads, reject everything else.
@@ -654,8 +654,8 @@ type Plan =
  *
  * @example
  * ```ts
- * import { Agent, AgentLoop } from "@effect-agent/core"
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { Agent, AgentLoop } from "@stepwise-agent/core"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  * import { Tool, Toolkit } from "@effect/ai"
  * import { Effect, Schema } from "effect"
  *
