@@ -232,7 +232,14 @@ export const make: (
         reason: `maxBodyBytes must be a whole number of at least 1, got ${maxBodyBytes}`
       })
     }
-    const hostNames = Guard.hostNames(host, options?.allowedHosts ?? [])
+    const allowedHosts = options?.allowedHosts ?? []
+    const notName = allowedHosts.find((name) => !Guard.isHostName(name))
+    if (notName !== undefined) {
+      return yield* new InspectorError({
+        reason: `allowedHosts holds "${notName}", which is not a host name or address without a port`
+      })
+    }
+    const hostNames = Guard.hostNames(host, allowedHosts)
     const assets = yield* Effect.mapError(Assets.load, (reason) => new InspectorError({ reason }))
     const token = Crypto.randomBytes(24).toString("base64url")
     const expected = Buffer.from(token)

@@ -200,6 +200,15 @@ describe("Inspector request guard", () => {
       }
     }))
 
+  it.scopedLive("fails with InspectorError when allowedHosts holds something that is not a host name", () =>
+    Effect.gen(function*() {
+      for (const name of ["inspector.lan:8080", "http://inspector.lan", "a b", ""]) {
+        const error = yield* Effect.flip(setup(approvalScript, { inspector: { allowedHosts: ["ok.lan", name] } }))
+        assert.instanceOf(error, Inspector.InspectorError)
+        assert.include(error.message, `allowedHosts holds "${name}"`)
+      }
+    }))
+
   it.prop(
     "a Host is allowed exactly when its name, port aside, is one of the allowed names",
     [FastCheck.domain(), FastCheck.option(FastCheck.integer({ min: 1, max: 65535 }), { nil: undefined })],

@@ -19,6 +19,11 @@ export const hostNames = (host: string, extra: ReadonlyArray<string>): ReadonlyS
 
 const authority = /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::\d{1,5})?$/
 
+const name = /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)$/
+
+/** Whether `host` is a host name or address without a port (`inspector.lan`, `10.0.0.5`, `::1`, `[::1]`). */
+export const isHostName = (host: string): boolean => name.test(hostName(host))
+
 /** Whether the `Host` header (name, then an optional port) names one of `names`. */
 export const hostAllowed = (header: string | undefined, names: ReadonlySet<string>): boolean => {
   const match = header === undefined ? null : authority.exec(header.toLowerCase())
