@@ -44,12 +44,18 @@ const describe = (error: ParseResult.ParseError): { readonly option: string; rea
   const atDepth = issues.filter((issue) => issue.path.length === depth)
   // an optional option also fails as "Expected undefined": say what it should have been
   const defined = atDepth.filter((issue) => !issue.message.startsWith("Expected undefined,"))
-  const deepest = defined.length > 0 ? defined : atDepth
+  // a wrong value says more than a union member's missing or unknown key
+  const typed = defined.filter((issue) => issue._tag !== "Missing" && issue._tag !== "Unexpected")
+  const deepest = typed.length > 0 ? typed : defined.length > 0 ? defined : atDepth
   const first = deepest[0]!
   if (depth === 0) return { option: "options", reason: "must be an object" }
   const option = pathOf(first.path)
   if (first._tag === "Unexpected") {
-    return { option, reason: first.message.replace(/^is unexpected, expected:/, "is unknown; expected") }
+    // each member of a union says which keys it expects: list them all
+    const expected = deepest
+      .filter((issue) => issue._tag === "Unexpected" && pathOf(issue.path) === option)
+      .map((issue) => issue.message.replace(/^is unexpected, expected: /, ""))
+    return { option, reason: `is unknown; expected ${[...new Set(expected)].join(" | ")}` }
   }
   const matches = deepest.map((issue) => actualPattern.exec(issue.message))
   if (deepest.length > 1 && matches.every((match) => match !== null && match[2] === matches[0]![2])) {
