@@ -5,6 +5,7 @@
  */
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -85,6 +86,22 @@ export const validate = <A, I>(
   schema: Schema.Schema<A, I, never>,
   options: unknown
 ): Effect.Effect<A, AgentError.InvalidOptions> => Effect.suspend(() => validateEither(module, schema, options))
+
+/**
+ * For a constructor that returns a middleware directly: checks `options`
+ * like {@link validate} and builds the middleware from them, or gives one
+ * that carries the `InvalidOptions`, with which `Agent.make` fails.
+ */
+export const middlewareOf = <A, I, M extends Middleware.Any>(
+  module: string,
+  schema: Schema.Schema<A, I, never>,
+  options: unknown,
+  build: (options: A) => M
+): M => Either.match(validateEither(module, schema, options), { onLeft: carrying<M>, onRight: build })
+
+/** A middleware that only carries `invalidOptions`: `Agent.make` fails with it. */
+export const carrying = <M extends Middleware.Any>(invalidOptions: AgentError.InvalidOptions): M =>
+  Middleware.make({ name: invalidOptions.module, invalidOptions }) as Middleware.Any as M
 
 const decode = <A, I>(schema: Schema.Schema<A, I, never>) =>
   Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "all" })
