@@ -191,8 +191,6 @@ const alreadyDecided = (threadId: string): Outcome => ({
 /** The errors that say another tab, client or process answered the wait first. */
 const decidedElsewhere = new Set(["ThreadStateError", "AlreadyDecided"])
 
-const bracketHost = (host: string) => host.includes(":") ? `[${host}]` : host
-
 /**
  * Starts an inspector for `agent`: follows its runs (from now on) through
  * `agent.watch`, and serves the page until the scope closes. Closing the
@@ -504,7 +502,7 @@ export const make: (
       )
     )
     const port = server.address._tag === "TcpAddress" ? server.address.port : 0
-    return Inspector.of({ url: `http://${bracketHost(host)}:${port}/?token=${token}`, host, port })
+    return Inspector.of({ url: `http://${Guard.bracketed(host)}:${port}/?token=${token}`, host, port })
   }
 )
 

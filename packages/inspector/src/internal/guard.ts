@@ -10,8 +10,11 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Stream from "node:stream"
 
-/** `[::1]` for an IPv6 address, the name itself otherwise; lower case. */
-const hostName = (host: string) => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host).toLowerCase()
+/** An IPv6 address in brackets (`[::1]`), as a URL or `Host` header writes it; any other name as it is. */
+export const bracketed = (host: string): string => host.includes(":") && !host.startsWith("[") ? `[${host}]` : host
+
+/** The name as a `Host` header carries it, in lower case. */
+const hostName = (host: string) => bracketed(host).toLowerCase()
 
 /** The names a `Host` header may carry: the loopback names, the bound address, and the `extra` ones. */
 export const hostNames = (host: string, extra: ReadonlyArray<string>): ReadonlySet<string> =>
