@@ -34,7 +34,6 @@ import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
-import { globalValue } from "effect/GlobalValue"
 import type * as Option from "effect/Option"
 import { type Pipeable, pipeArguments } from "effect/Pipeable"
 import * as Predicate from "effect/Predicate"
@@ -42,6 +41,7 @@ import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as AgentError from "./AgentError.js"
+import * as observer from "./internal/observer.js"
 
 /**
  * @since 0.1.0
@@ -625,10 +625,8 @@ export interface Decision {
  * @since 0.1.0
  * @category fiber refs
  */
-export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effect.Effect<void>> = globalValue(
-  Symbol.for("@stepwise-agent/core/Middleware/CurrentDecisionSink"),
-  () => FiberRef.unsafeMake<(decision: Decision) => Effect.Effect<void>>(() => Effect.void)
-)
+export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effect.Effect<void>> =
+  observer.currentDecisionSink
 
 /**
  * The middleware and hook that are running; set by the agent loop.
@@ -636,10 +634,8 @@ export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effe
  * @since 0.1.0
  * @category fiber refs
  */
-export const CurrentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> = globalValue(
-  Symbol.for("@stepwise-agent/core/Middleware/CurrentHook"),
-  () => FiberRef.unsafeMake({ middleware: "agent", hook: "run" })
-)
+export const CurrentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> =
+  observer.currentHook
 
 /**
  * Reports what the running middleware decided ("cleared 12 tool results",

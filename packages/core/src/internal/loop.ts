@@ -7,8 +7,6 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import type * as Exit from "effect/Exit"
-import * as FiberRef from "effect/FiberRef"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
@@ -37,6 +35,8 @@ import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
 import { drain } from "./drain.js"
 import { checked, hookEffect, modelResponseProblem, nodeResultProblem, toolResultProblem } from "./hookResults.js"
+import * as Observer from "./observer.js"
+import type { Emit } from "./observer.js"
 import { paired } from "./pairing.js"
 import {
   lastAssistantCallsTools,
@@ -94,19 +94,6 @@ interface Run {
   toolChain: ((request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>) | undefined
   /** The thread as last encoded for a checkpoint, reused for its unchanged prefix. */
   encoded: { readonly messages: ReadonlyArray<Prompt.Message>; readonly encoded: ReadonlyArray<unknown> } | undefined
-}
-
-type Emit = (event: AgentEvent.AgentEvent<any>) => Effect.Effect<void>
-
-/**
- * The value of `Middleware.CurrentHook` during a reported run: one cell per
- * run (and per concurrent tool call), updated in place as hooks start and
- * end. `Effect.locally` per hook call would copy the fiber's refs twice each
- * time (~5 µs a hook here); a fiber runs one hook at a time, so a cell of its
- * own is enough.
- */
-class HookCell {
-  constructor(public middleware: string, public hook: string) {}
 }
 
 /** Everything the loop needs, resolved when the agent is built. */
@@ -298,42 +285,6 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   // hooks
   // -------------------------------------------------------------------------
 
-  const inHook = <A, E, R>(run: Run, m: Middleware.Any, hook: string, effect: Effect.Effect<A, E, R>) => {
-    const emit = run.emit
-    if (!run.traced && emit === undefined) return effect
-    const located: Effect.Effect<A, E, R> = Effect.flatMap(FiberRef.get(Middleware.CurrentHook), (current) => {
-      const started = run.clock.unsafeCurrentTimeNanos()
-      const completed = (exit: Exit.Exit<A, E>) =>
-        emit === undefined || exit._tag === "Failure" ? Effect.void : emit(AgentEvent.HookCompleted({
-          middleware: m.name,
-          hook,
-          durationMillis: Number(run.clock.unsafeCurrentTimeNanos() - started) / 1e6
-        }))
-      // a fiber without the run's cell (an executor may run a call elsewhere) gets a value of its own
-      if (!(current instanceof HookCell)) {
-        return Effect.onExit(Effect.locally(effect, Middleware.CurrentHook, { middleware: m.name, hook }), completed)
-      }
-      const outer = { middleware: current.middleware, hook: current.hook }
-      current.middleware = m.name
-      current.hook = hook
-      return Effect.onExit(effect, (exit) => {
-        current.middleware = outer.middleware
-        current.hook = outer.hook
-        return completed(exit)
-      })
-    })
-    return run.traced
-      ? Effect.withSpan(located, `Middleware.${hook}`, { attributes: { middleware: m.name }, captureStackTrace: false })
-      : located
-  }
-
-  const traced = <A, E, R>(
-    run: Run,
-    name: string,
-    attributes: Record<string, unknown>,
-    effect: Effect.Effect<A, E, R>
-  ) => run.traced ? Effect.withSpan(effect, name, { attributes, captureStackTrace: false }) : effect
-
   const applyResult = (
     run: Run,
     m: Middleware.Any,
@@ -359,9 +310,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       const hooks = nodes[node]
       for (let index = start; index < hooks.length; index++) {
         const m = hooks[index]!
-        const result = yield* inHook(
+        const result = yield* Observer.inHook(
           run,
-          m,
+          m.name,
           node,
           hookEffect(
             m.name,
@@ -558,7 +509,12 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         checkedResponse(
           m,
           request,
-          inHook(run, m, "wrapModelCall", hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as any)))
+          Observer.inHook(
+            run,
+            m.name,
+            "wrapModelCall",
+            hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as any))
+          )
         ),
       callModel(run)
     )
@@ -593,7 +549,12 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
       (next, m) => (request) =>
         Effect.flatMap(
-          inHook(run, m, "wrapToolCall", hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as any))),
+          Observer.inHook(
+            run,
+            m.name,
+            "wrapToolCall",
+            hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as any))
+          ),
           checked(m.name, "wrapToolCall", (result) => toolResultProblem(result, request.call))
         ),
       callTool(run)
@@ -613,7 +574,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       }
       const execute = run.executor.toolCall(
         call,
-        traced(
+        Observer.traced(
           run,
           "AgentLoop.toolCall",
           { tool: call.name, callId: call.id },
@@ -630,18 +591,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         return result
       })
     }
-    // concurrent calls report from fibers of their own: each gets a hook cell of its own
     const results: Effect.Effect<ReadonlyArray<Prompt.ToolResultPart>, unknown, any> = calls.length === 1
       ? Effect.map(one(calls[0]!), (result) => [result])
-      : Effect.forEach(
-        calls,
-        (call) =>
-          Effect.flatMap(FiberRef.get(Middleware.CurrentHook), (current) =>
-            current instanceof HookCell
-              ? Effect.locally(one(call), Middleware.CurrentHook, new HookCell(current.middleware, current.hook))
-              : one(call)),
-        { concurrency: config.toolConcurrency }
-      )
+      : Effect.forEach(calls, one, { concurrency: config.toolConcurrency })
     return Effect.map(results, (results) => {
       run.messages = AgentState.appendToolResults(run.messages, results)
       // Taken from the stored call after it ran, so a replayed (journaled) call sets it too.
@@ -889,7 +841,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             run.offered = undefined
             const response = yield* run.executor.modelCall(
               run.step,
-              traced(
+              Observer.traced(
                 run,
                 "AgentLoop.modelCall",
                 { step: run.step },
@@ -958,23 +910,6 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       Effect.provide(config.context),
       Effect.annotateSpans({ threadId: run.threadId })
     )
-
-  const withSink = <A, E, R>(run: Run, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
-    const emit = run.emit
-    if (emit === undefined && !run.traced) return effect
-    const located = Effect.locally(effect, Middleware.CurrentHook, new HookCell("agent", "run"))
-    return emit === undefined ? located : Effect.locally(
-      located,
-      Middleware.CurrentDecisionSink,
-      (decision) =>
-        emit(AgentEvent.MiddlewareDecision({
-          middleware: decision.middleware,
-          hook: decision.hook,
-          decision: decision.decision,
-          data: decision.data
-        }))
-    )
-  }
 
   // One run at a time per thread in this process: a second run waits, so
   // it starts from the first one's final checkpoint instead of overwriting it.
@@ -1108,7 +1043,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 executor,
                 clock: yield* Effect.clock
               })
-              return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
+              return yield* Observer.observed(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
             }))
         )
     )
@@ -1159,7 +1094,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               executor,
               clock: yield* Effect.clock
             })
-            return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
+            return yield* Observer.observed(run, execute(run, { node: pending.node, index }, Option.some(value)))
           }))
       ))
 
