@@ -35,6 +35,7 @@ import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
 import { drain } from "./drain.js"
 import { checked, hookEffect, modelResponseProblem, nodeResultProblem, toolResultProblem } from "./hookResults.js"
+import { Continue, type Facts, type HookNode, next, type NodeOutcome, type Phase } from "./machine.js"
 import * as Observer from "./observer.js"
 import type { Emit } from "./observer.js"
 import { paired } from "./pairing.js"
@@ -49,26 +50,6 @@ import {
 } from "./tools.js"
 import * as Watchers from "./watchers.js"
 
-type NodeName = "beforeAgent" | "beforeModel" | "afterModel" | "afterAgent"
-
-type Phase =
-  | { readonly node: NodeName; readonly index: number }
-  | { readonly node: "model" }
-  | { readonly node: "tools" }
-  | { readonly node: "done" }
-
-type NodeOutcome =
-  | { readonly _tag: "Continue" }
-  | { readonly _tag: "Jump"; readonly to: Middleware.Jump }
-  | {
-    readonly _tag: "Interrupt"
-    readonly middleware: string
-    readonly index: number
-    readonly value: unknown
-    readonly key: string | undefined
-  }
-
-const Continue: NodeOutcome = { _tag: "Continue" }
 const continued: Effect.Effect<NodeOutcome> = Effect.succeed(Continue)
 
 /** The mutable progress of one run, owned by the run's fiber. */
@@ -251,7 +232,7 @@ const builtInTracer = Effect.runSync(Effect.tracer)
 /** Builds the service of an agent. */
 export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, any> => {
   const { checkpointer, layout, maxSteps, middleware } = config
-  const nodes: Record<NodeName, ReadonlyArray<Middleware.Any>> = {
+  const nodes: Record<HookNode, ReadonlyArray<Middleware.Any>> = {
     beforeAgent: middleware.filter((m) => m.beforeAgent !== undefined),
     beforeModel: middleware.filter((m) => m.beforeModel !== undefined),
     afterModel: middleware.filter((m) => m.afterModel !== undefined).reverse(),
@@ -288,7 +269,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const applyResult = (
     run: Run,
     m: Middleware.Any,
-    hook: NodeName,
+    hook: HookNode,
     result: Middleware.HookResult<object>
   ): Effect.Effect<void> => {
     const keys = result.state === undefined ? [] : Object.keys(result.state)
@@ -302,7 +283,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
 
   const runNode = (
     run: Run,
-    node: NodeName,
+    node: HookNode,
     start: number,
     resume: Option.Option<unknown>
   ): Effect.Effect<NodeOutcome, unknown, any> =>
@@ -702,29 +683,10 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     return unique
   }
 
-  const afterJump = (from: NodeName, to: Middleware.Jump): Phase => {
-    switch (to) {
-      case "model":
-        return from === "beforeModel" ? { node: "model" } : { node: "beforeModel", index: 0 }
-      case "tools":
-        return { node: "tools" }
-      case "end":
-        return from === "afterAgent" ? { node: "done" } : { node: "afterAgent", index: 0 }
-    }
-  }
-
-  const nextAfterNode = (run: Run, node: NodeName): Phase => {
-    switch (node) {
-      case "beforeAgent":
-        return { node: "beforeModel", index: 0 }
-      case "beforeModel":
-        return { node: "model" }
-      case "afterModel":
-        return lastAssistantCallsTools(run.messages) ? { node: "tools" } : { node: "afterAgent", index: 0 }
-      case "afterAgent":
-        return { node: "done" }
-    }
-  }
+  const factsOf = (run: Run): Facts => ({
+    callsTools: lastAssistantCallsTools(run.messages),
+    hasOutput: Option.isSome(run.output)
+  })
 
   const execute = (
     run: Run,
@@ -811,7 +773,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 )
               )
             }
-            phase = outcome._tag === "Jump" ? afterJump(node, outcome.to) : nextAfterNode(run, node)
+            phase = next(node, outcome._tag === "Jump" ? outcome.to : "continue", factsOf(run))
             break
           }
           case "model": {
@@ -867,7 +829,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               }
             }
             run.step++
-            phase = { node: "afterModel", index: 0 }
+            phase = next("model", "continue", factsOf(run))
             break
           }
           case "tools": {
@@ -878,12 +840,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               return yield* new MaxStepsExceeded({ threadId: run.threadId, maxSteps })
             }
             yield* runTools(run, calls)
-            if (Option.isSome(run.output)) {
-              phase = { node: "afterAgent", index: 0 }
-            } else {
-              yield* save(run, undefined)
-              phase = { node: "beforeModel", index: 0 }
-            }
+            // a run that got its structured output ends; any other saves its tool results first
+            if (Option.isNone(run.output)) yield* save(run, undefined)
+            phase = next("tools", "continue", factsOf(run))
             break
           }
           case "done": {
