@@ -340,6 +340,45 @@ export const pendingToolCalls = (
 }
 
 /**
+ * Answers every pending tool call (see `pendingToolCalls`) with a failed
+ * result saying it was not run and why, so the thread never keeps a call
+ * without its result (providers reject such a thread). A thread with nothing
+ * pending is returned as is.
+ *
+ * @example
+ * ```ts
+ * import { AgentState } from "@stepwise-agent/core"
+ * import { Prompt } from "@effect/ai"
+ *
+ * const call = Prompt.makePart("tool-call", { id: "c1", name: "deploy", params: {}, providerExecuted: false })
+ * const messages = AgentState.answerPending(
+ *   [Prompt.makeMessage("assistant", { content: [call] })],
+ *   "the user cancelled the run"
+ * )
+ * // the last message is a tool message: c1 failed with "Not run: the user cancelled the run"
+ * ```
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const answerPending = (
+  messages: ReadonlyArray<Prompt.Message>,
+  reason: string
+): ReadonlyArray<Prompt.Message> =>
+  appendToolResults(
+    messages,
+    (pendingToolCalls(messages)?.calls ?? []).map((call) =>
+      Prompt.makePart("tool-result", {
+        id: call.id,
+        name: call.name,
+        result: { error: `Not run: ${reason}` },
+        isFailure: true,
+        providerExecuted: false
+      })
+    )
+  )
+
+/**
  * Appends tool results, merging them into a trailing tool message, in the
  * order of the calls of the last assistant message (results a middleware
  * answered early would otherwise come before the ones the tools produced).

@@ -764,14 +764,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             }
             if (outcome._tag === "Jump" && outcome.to === "end") {
               // Never leave a tool call without its result: providers reject such a thread.
-              run.messages = AgentState.appendToolResults(
-                run.messages,
-                (AgentState.pendingToolCalls(run.messages)?.calls ?? []).map((call) =>
-                  Middleware.toolResult(call, { error: "Not run: the agent ended the run before this call ran" }, {
-                    isFailure: true
-                  })
-                )
-              )
+              run.messages = AgentState.answerPending(run.messages, "the agent ended the run before this call ran")
             }
             phase = next(node, outcome._tag === "Jump" ? outcome.to : "continue", factsOf(run))
             break
@@ -1090,12 +1083,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           Effect.gen(function*() {
             const loaded = yield* load(threadId, undefined)
             if (Option.isNone(loaded.checkpoint) || loaded.checkpoint.value.pending === undefined) return false
-            const messages = AgentState.appendToolResults(
-              loaded.messages,
-              (AgentState.pendingToolCalls(loaded.messages)?.calls ?? []).map((call) =>
-                Middleware.toolResult(call, { error: `Not run: ${reason}` }, { isFailure: true })
-              )
-            )
+            const messages = AgentState.answerPending(loaded.messages, reason)
             const { pending: _pending, run: _run, ...kept } = loaded.checkpoint.value
             yield* checkpointer.save(threadId, { ...kept, messages: AgentState.encodeMessages(messages) })
             return true
