@@ -19,7 +19,8 @@ import { AgentLoop } from "./AgentLoop.js"
 import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
-import { makeLoop, outputTool } from "./internal/loop.js"
+import { makeLoop } from "./internal/loop.js"
+import * as OutputTool from "./internal/outputTool.js"
 import { entriesOf, type ToolEntry, withTimeout } from "./internal/tools.js"
 import type * as Middleware from "./Middleware.js"
 
@@ -174,7 +175,7 @@ export const make = <
       if (timeout !== undefined) tools[i] = withTimeout(tools[i]!, timeout)
     }
     yield* EffectAiPatch.warnIfUnpatched(tools.length)
-    let output: { readonly tool: Tool.Any; readonly schema: Schema.Schema<any, any> } | undefined
+    let output: OutputTool.OutputTool | undefined
     if (options.responseFormat !== undefined) {
       const name = options.outputToolName ?? "final_answer"
       const previous = owners.get(name)
@@ -183,7 +184,7 @@ export const make = <
           reason: `The structured output tool "${name}" has the same name as a tool of ${previous}; set outputToolName`
         })
       }
-      output = { tool: outputTool(options.responseFormat, name), schema: options.responseFormat }
+      output = OutputTool.make(options.responseFormat, name)
     }
     const checkpointer = yield* Effect.serviceOption(Checkpointer.Checkpointer).pipe(
       Effect.flatMap(Option.match({ onNone: () => Checkpointer.makeMemory, onSome: Effect.succeed }))

@@ -2,7 +2,7 @@ import type * as AiError from "@effect/ai/AiError"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
-import * as Tool from "@effect/ai/Tool"
+import type * as Tool from "@effect/ai/Tool"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -10,7 +10,6 @@ import * as Effect from "effect/Effect"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import {
   CheckpointError,
@@ -30,7 +29,7 @@ import type * as AgentLoop from "../AgentLoop.js"
 import * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
-import * as Middleware from "../Middleware.js"
+import type * as Middleware from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
 import { drain } from "./drain.js"
@@ -38,6 +37,7 @@ import { checked, hookEffect, modelResponseProblem, nodeResultProblem, toolResul
 import { Continue, type Facts, type HookNode, next, type NodeOutcome, type Phase } from "./machine.js"
 import * as Observer from "./observer.js"
 import type { Emit } from "./observer.js"
+import type * as OutputTool from "./outputTool.js"
 import { paired } from "./pairing.js"
 import {
   lastAssistantCallsTools,
@@ -83,7 +83,7 @@ export interface LoopConfig {
   readonly layout: AgentState.Layout
   readonly tools: ReadonlyArray<ToolEntry>
   readonly systemPrompt: string | undefined
-  readonly output: { readonly tool: Tool.Any; readonly schema: Schema.Schema<any, any> } | undefined
+  readonly output: OutputTool.OutputTool | undefined
   readonly maxSteps: number
   readonly toolConcurrency: number | "unbounded"
   readonly model: LanguageModel.Service
@@ -252,7 +252,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     : [...config.tools.map((entry) => entry.tool), config.output.tool]
   const toolNames = toolList.map((tool) => tool.name)
   const toolChoice: ToolChoice = config.output !== undefined ? "required" : "auto"
-  const outputToolName = config.output?.tool.name
+  const outputToolName = config.output?.name
   // The system message of the last call, reused while the prompt text stays the same.
   let lastSystem: { readonly text: string; readonly message: Prompt.Message } | undefined
   const systemMessageOf = (text: string): Prompt.Message => {
@@ -504,20 +504,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   // tool calls
   // -------------------------------------------------------------------------
 
-  const decodeOutput = config.output === undefined ? undefined : Schema.decodeUnknownEither(config.output.schema)
-
   const callTool = (run: Run) => (request: Middleware.ToolCallRequest): Effect.Effect<Prompt.ToolResultPart, any> => {
     const call = request.call
-    if (call.name === outputToolName) {
-      const decoded = decodeOutput!(call.params)
-      return Effect.succeed(
-        decoded._tag === "Right"
-          ? Middleware.toolResult(call, "Structured output accepted.")
-          : Middleware.toolResult(call, {
-            error: `Invalid structured output: ${formatParseError(decoded.left)}`
-          }, { isFailure: true })
-      )
-    }
+    if (call.name === outputToolName) return Effect.succeed(config.output!.answer(call))
     const entry = toolsByName.get(call.name)
     if (entry === undefined) return Effect.succeed(unknownToolResult(call, run.offered ?? toolNames))
     if (run.offered !== undefined && !run.offered.includes(call.name)) {
@@ -577,12 +566,11 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       : Effect.forEach(calls, one, { concurrency: config.toolConcurrency })
     return Effect.map(results, (results) => {
       run.messages = AgentState.appendToolResults(run.messages, results)
-      // Taken from the stored call after it ran, so a replayed (journaled) call sets it too.
-      if (decodeOutput !== undefined) {
+      const output = config.output
+      if (output !== undefined) {
         for (let i = 0; i < calls.length; i++) {
-          if (calls[i]!.name !== outputToolName || results[i]!.isFailure) continue
-          const decoded = decodeOutput(calls[i]!.params)
-          if (decoded._tag === "Right") run.output = Option.some(decoded.right)
+          const value = output.value(calls[i]!, results[i]!)
+          if (Option.isSome(value)) run.output = value
         }
       }
     })
@@ -1122,9 +1110,3 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       )
   } as AgentLoop.AgentLoop.Service<any, any>
 }
-
-/** The tool the model calls to give structured output. */
-export const outputTool = (schema: Schema.Schema<any, any>, name: string): Tool.Any =>
-  (Tool.make(name, {
-    description: "Give your final answer with this tool, in the required structure. Call it once, when you are done."
-  }) as any).setParameters(schema) as Tool.Any
