@@ -12,7 +12,6 @@ import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Stream from "effect/Stream"
 import {
-  CheckpointError,
   EmptyModelResponse,
   InvalidHookResult,
   InvalidInput,
@@ -32,6 +31,7 @@ import type * as Checkpointer from "../Checkpointer.js"
 import type * as Middleware from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
+import * as Checkpoint from "./checkpoint.js"
 import { drain } from "./drain.js"
 import { checked, hookEffect, modelResponseProblem, nodeResultProblem, toolResultProblem } from "./hookResults.js"
 import { Continue, type Facts, type HookNode, next, type NodeOutcome, type Phase } from "./machine.js"
@@ -74,7 +74,7 @@ interface Run {
   /** The `wrapToolCall` chain of this run, built on its first tool call. */
   toolChain: ((request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>) | undefined
   /** The thread as last encoded for a checkpoint, reused for its unchanged prefix. */
-  encoded: { readonly messages: ReadonlyArray<Prompt.Message>; readonly encoded: ReadonlyArray<unknown> } | undefined
+  readonly encoder: Checkpoint.ThreadEncoder
 }
 
 /** Everything the loop needs, resolved when the agent is built. */
@@ -576,89 +576,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     })
   }
 
-  // -------------------------------------------------------------------------
-  // checkpoints
-  // -------------------------------------------------------------------------
-
-  /**
-   * The thread in its stored form. Messages the last checkpoint of this run
-   * already encoded are reused (compared by reference), so a checkpoint
-   * encodes only what is new.
-   */
-  const encodeThread = (run: Run): ReadonlyArray<unknown> => {
-    const messages = run.messages
-    const previous = run.encoded
-    if (previous !== undefined && previous.messages === messages) return previous.encoded
-    let shared = 0
-    if (previous !== undefined) {
-      const limit = Math.min(previous.messages.length, messages.length)
-      while (shared < limit && previous.messages[shared] === messages[shared]) shared++
-    }
-    const encoded = shared === 0
-      ? AgentState.encodeMessages(messages)
-      : [...previous!.encoded.slice(0, shared), ...AgentState.encodeMessages(messages.slice(shared))]
-    run.encoded = { messages, encoded }
-    return encoded
-  }
-
-  const save = (run: Run, pending: Checkpointer.PendingInterrupt | undefined) =>
-    layout.encodeSlices(run.slices).pipe(
-      Effect.mapError((error) =>
-        new CheckpointError({
-          threadId: run.threadId,
-          operation: "save",
-          description: `a state slice does not encode: ${formatParseError(error)}`
-        })
-      ),
-      Effect.flatMap((slices) => {
-        const checkpoint: Checkpointer.Checkpoint = {
-          version: 1,
-          threadId: run.threadId,
-          messages: encodeThread(run),
-          slices,
-          ...(pending === undefined ? {} : {
-            pending,
-            run: {
-              step: run.step,
-              inputTokens: run.usage.inputTokens,
-              outputTokens: run.usage.outputTokens,
-              totalTokens: run.usage.totalTokens
-            }
-          })
-        }
-        return run.executor.save(checkpoint, checkpointer.save(run.threadId, checkpoint))
-      })
-    )
-
-  interface Loaded {
-    readonly messages: ReadonlyArray<Prompt.Message>
-    readonly slices: Record<string, object>
-    readonly checkpoint: Option.Option<Checkpointer.Checkpoint>
-  }
-
-  const load = (
-    threadId: string,
-    executor: AgentExecutor.AgentExecutor.Service | undefined
-  ): Effect.Effect<Loaded, CheckpointError> =>
-    (executor === undefined ? checkpointer.load(threadId) : executor.load(threadId, checkpointer.load(threadId))).pipe(
-      Effect.flatMap(Option.match({
-        onNone: () => Effect.succeed<Loaded>({ messages: [], slices: layout.initial, checkpoint: Option.none() }),
-        onSome: (checkpoint) =>
-          Effect.all({
-            messages: AgentState.decodeMessages(checkpoint.messages),
-            slices: layout.decodeSlices(checkpoint.slices)
-          }).pipe(
-            Effect.map(({ messages, slices }): Loaded => ({ messages, slices, checkpoint: Option.some(checkpoint) })),
-            Effect.mapError((error) =>
-              new CheckpointError({
-                threadId,
-                operation: "load",
-                description: `the stored state does not decode: ${formatParseError(error)}`
-              })
-            )
-          )
-      }))
-    )
+  const checkpoints = Checkpoint.make(layout, checkpointer)
+  const save = checkpoints.save
+  const load = checkpoints.load
 
   // -------------------------------------------------------------------------
   // the loop
@@ -957,7 +877,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     clock: options.clock,
     interruptKeys: new Set(),
     toolChain: undefined,
-    encoded: undefined
+    encoder: new Checkpoint.ThreadEncoder()
   })
 
   const startRun = (input: Prompt.RawInput, options: AgentLoop.RunOptions, own: Emit | undefined) =>
@@ -989,7 +909,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     )
 
   /** The interrupt a thread waits on, and the index of its hook. */
-  const pendingOf = (threadId: string, loaded: Loaded) =>
+  const pendingOf = (threadId: string, loaded: Checkpoint.Loaded) =>
     Effect.gen(function*() {
       const pending = Option.isSome(loaded.checkpoint) ? loaded.checkpoint.value.pending : undefined
       if (pending === undefined) {
