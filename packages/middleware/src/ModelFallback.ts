@@ -2,8 +2,8 @@
  * ModelFallback: when a model call fails, tries the next model.
  *
  * `wrapModelCall` calls `next` with the request as it is (the agent's model,
- * or the one an outer middleware chose); when that fails with an `AiError`,
- * it calls `next` again with `request.model` set to the first fallback, then
+ * or the one an outer middleware chose); when that fails (see below), it
+ * calls `next` again with `request.model` set to the first fallback, then
  * the second, and so on. The first success wins. When every model failed,
  * the call fails with {@link ModelFallbackExhausted}, which records each
  * attempt's model and error in order (the last error is `lastError`). Every
