@@ -20,6 +20,7 @@ import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
 import { makeLoop } from "./internal/loop.js"
+import { unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
 import { entriesOf, type ToolEntry, withTimeout } from "./internal/tools.js"
 import type * as Middleware from "./Middleware.js"
@@ -71,6 +72,22 @@ export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR, O = 
   readonly spans?: boolean | undefined
 }
 
+/** Every key of {@link Options}: the type makes sure none is missing. */
+const optionKeys = Object.keys(
+  {
+    toolkit: true,
+    middleware: true,
+    systemPrompt: true,
+    responseFormat: true,
+    outputToolName: true,
+    maxSteps: true,
+    toolConcurrency: true,
+    toolTimeout: true,
+    toolTimeouts: true,
+    spans: true
+  } satisfies { readonly [K in keyof Options<any, any, any, any>]-?: true }
+)
+
 /**
  * The service of the agent built from these options.
  *
@@ -89,9 +106,11 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Agen
  * threads live in memory). Bad configuration — two middleware with one name,
  * clashing state keys, two tools with one name, `maxSteps` < 1, a timeout
  * that is not a positive duration or names no tool — fails with an
- * `AgentConfigError`; a middleware built with bad options (by a constructor
- * that returns it directly, e.g. `Logging.middleware`) fails it with that
- * middleware's `InvalidOptions`.
+ * `AgentConfigError`. An unknown option (a typo such as `middlewares`, or a
+ * LangChain option such as `tools`) fails with `InvalidOptions` (`module:
+ * "Agent"`, `option`: the key), and a middleware built with bad options (by
+ * a constructor that returns it directly, e.g. `Logging.middleware`) with
+ * that middleware's `InvalidOptions`.
  *
  * @example
  * ```ts
@@ -132,6 +151,8 @@ export const make = <
   LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
 > =>
   Effect.gen(function*() {
+    const unknown = unknownKey("Agent", options, optionKeys)
+    if (unknown !== undefined) return yield* unknown
     const middleware: ReadonlyArray<Middleware.Any> = options.middleware ?? []
     for (const m of middleware) if (m.invalidOptions !== undefined) return yield* m.invalidOptions
     const maxSteps = options.maxSteps ?? 50
