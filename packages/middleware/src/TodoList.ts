@@ -2,19 +2,18 @@
  * Todo planning: the `write_todos` tool, a system prompt that tells the model
  * when to plan, and a `TodoList` service the app reads and watches.
  *
- * The list of a thread is part of its checkpointed state (the `todos` slice),
- * so it survives `resume` in a new process. The `TodoList` service mirrors it
- * per thread for progress UIs: `todos(threadId)` reads it and
- * `changes(threadId)` streams it.
+ * The thread's list lives in one place: the `todos` state slice, checkpointed
+ * with the thread, so it survives `resume` in a new process. The `TodoList`
+ * service is a projection of that slice per thread, for progress UIs:
+ * `todos(threadId)` reads it and `changes(threadId)` streams it.
  *
  * How the list moves: the `write_todos` handler only validates its input and
- * echoes the list back in its result. The slice is then derived from the
- * conversation — the last successful `write_todos` result of the last model
- * turn — by the `beforeModel` hook that follows the tools (and by
- * `beforeAgent` / `afterAgent`), so it is a deterministic function of the
- * checkpointed messages, whatever process runs the next step. A
- * `wrapToolCall` hook publishes a successful write to the service as soon as
- * the tool returns, for live progress.
+ * echoes the list back in its result. One function, `sync` (the
+ * `beforeAgent`, `beforeModel` and `afterAgent` hooks), moves the list of the
+ * last model turn's successful `write_todos` result into the slice, and sets
+ * the service to the slice. So the slice is a deterministic function of the
+ * checkpointed messages, whatever process runs the next step, and the service
+ * only ever shows a list the agent has adopted.
  *
  * When one reply calls `write_todos` more than once, the `afterModel` hook
  * answers each of those calls with a failed result ({@link parallelCallsError})
@@ -389,6 +388,11 @@ const build = (options: Options): Middleware.Middleware<State, never, TodoList> 
   )
   const prompt = options.systemPrompt ?? defaultSystemPrompt
 
+  /**
+   * The one place the list moves: the slice takes the list of the last model
+   * turn's successful write (when it differs), and the service is set to the
+   * slice. A thread this process had not run gets its checkpointed list.
+   */
   const sync = (context: Middleware.HookContext<State>) =>
     Effect.gen(function*() {
       const service = yield* TodoList
@@ -434,14 +438,6 @@ const build = (options: Options): Middleware.Middleware<State, never, TodoList> 
               : `${request.systemPrompt}\n\n${prompt}`
           }
           : request
-      ),
-    wrapToolCall: (request, next) =>
-      request.call.name !== toolName ?
-        next(request) :
-        Effect.tap(next(request), (result) =>
-          Option.match(successfulWrite(result), {
-            onNone: () => Effect.void,
-            onSome: (todos) => Effect.flatMap(TodoList, (service) => service.write(request.threadId, todos))
-          }))
+      )
   })
 }

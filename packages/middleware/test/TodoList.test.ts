@@ -3,7 +3,7 @@ import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Agent, Checkpointer } from "@stepwise-agent/core"
+import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Deferred, Effect, Fiber, Option, Ref, Schema, Stream } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
@@ -175,6 +175,37 @@ describe("TodoList middleware", () => {
       // the slice is checkpointed
       const thread = Option.getOrThrow(yield* agent.thread("t"))
       assert.deepStrictEqual(thread.state.todos, plan2)
+    }).pipe(Effect.provide(TodoList.layer)))
+
+  it.effect("the service shows only lists the agent adopted: a write an outer wrapToolCall fails never shows", () =>
+    Effect.gen(function*() {
+      const todoList = yield* TodoList.TodoList
+      const started = yield* Deferred.make<void>()
+      const watcher = yield* todoList.changes("t").pipe(
+        Stream.tap(() => Deferred.succeed(started, undefined)),
+        Stream.takeUntil((todos) => TodoList.equivalence(todos, plan2)),
+        Stream.runCollect,
+        Effect.fork
+      )
+      yield* Deferred.await(started)
+      // listed first, so it wraps TodoList: it turns the successful write into a failed result
+      const refuse = Middleware.make({
+        name: "refuseWrites",
+        wrapToolCall: (request, next) =>
+          Effect.map(next(request), (result) =>
+            result.name === TodoList.toolName
+              ? Middleware.toolResult(request.call, "refused", { isFailure: true })
+              : result)
+      })
+      const model = yield* ScriptedModel.make([write(plan1, "w1"), ScriptedModel.text("done")])
+      const agent = yield* Agent.make({ middleware: [refuse, TodoList.middleware()] }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model.model)
+      )
+      const result = yield* agent.run("plan it", { threadId: "t" })
+      assert.deepStrictEqual(result.state.todos, [])
+      assert.deepStrictEqual(yield* todoList.todos("t"), [])
+      yield* todoList.write("t", plan2) // ends the watcher
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(watcher)), [[], plan2])
     }).pipe(Effect.provide(TodoList.layer)))
 
   it.effect("invalid write_todos input is a failed tool result the model repairs; the list does not change", () =>
