@@ -5,7 +5,7 @@ import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Chunk, Deferred, Effect, Fiber, Option, Ref, Schema, Stream } from "effect"
+import { Chunk, Context, Deferred, Effect, Fiber, Option, Ref, Schema, Stream } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 import * as TodoList from "../src/TodoList.js"
 
@@ -300,6 +300,27 @@ describe("TodoList middleware", () => {
       assert.deepStrictEqual(yield* todoList.todos("t"), [])
       assert.deepStrictEqual(yield* todoList.todos("u"), plan2)
     }).pipe(Effect.provide(TodoList.layer)))
+
+  it.effect("without a TodoList service in the context, the agent plans with the middleware's own in-memory one", () =>
+    Effect.gen(function*() {
+      const { agent } = yield* setup([
+        write(plan1, "w1"),
+        ScriptedModel.text("done"),
+        write(plan2, "w2"),
+        ScriptedModel.text("done")
+      ])
+      const first = yield* agent.run("plan it", { threadId: "t" })
+      assert.strictEqual(first._tag, "Completed")
+      assert.deepStrictEqual(first.state.todos, plan1)
+      const second = yield* agent.run("plan that", { threadId: "u" })
+      assert.deepStrictEqual(second.state.todos, plan2)
+      yield* agent.deleteThread("t")
+      assert.isTrue(Option.isNone(yield* agent.thread("t")))
+      assert.deepStrictEqual(Option.getOrThrow(yield* agent.thread("u")).state.todos, plan2)
+    }).pipe(
+      // `layer(TodoList.layer)` above assigns its `it.effect` to this file's `it`, providing a TodoList: take it away
+      Effect.mapInputContext((context: Context.Context<never>) => Context.omit(TodoList.TodoList)(context))
+    ))
 
   it.effect("appends the planning prompt to the agent's system prompt; options replace prompt and description", () =>
     Effect.gen(function*() {
