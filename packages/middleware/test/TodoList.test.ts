@@ -434,3 +434,76 @@ describe("TodoList with HumanInTheLoop", () => {
       assert.deepStrictEqual(result.state.todos, plan2)
     }).pipe(Effect.provide(TodoList.layer)))
 })
+
+// ---------------------------------------------------------------------------
+// one truth: the slice, across threads and processes
+// ---------------------------------------------------------------------------
+
+describe("TodoList: the slice is the one truth", () => {
+  /** A write of a thread, gated by a human, decided in this process or (`restart`) in a new one. */
+  const Op = Schema.Struct({
+    thread: Schema.Literal("a", "b"),
+    todos: TodoList.Todos,
+    decision: Schema.Literal("approve", "edit", "reject"),
+    restart: Schema.Boolean
+  })
+
+  /** A process's agent: its own model; the TodoList service and the checkpointer it is given. */
+  const agentOf = (
+    script: ReadonlyArray<ScriptedModel.Turn>,
+    todoList: TodoList.TodoList.Service,
+    checkpointer: Checkpointer.Checkpointer.Service
+  ) =>
+    Effect.gen(function*() {
+      const hitl = yield* HumanInTheLoop.middleware({ toolkit: TodoList.toolkit, interruptOn: { write_todos: true } })
+      const model = yield* ScriptedModel.make(script)
+      return yield* Agent.make({ middleware: [TodoList.middleware(), hitl] }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model.model),
+        Effect.provideService(TodoList.TodoList, todoList),
+        Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+      )
+    })
+
+  it.effect.prop(
+    "for any writes across threads and resumes in new processes, the service's list == the slice == the last adopted write",
+    { ops: Schema.Array(Op).pipe(Schema.minItems(2), Schema.maxItems(8)) },
+    ({ ops }) =>
+      Effect.gen(function*() {
+        const checkpointer = yield* Checkpointer.makeMemory
+        const adopted = new Map<string, ReadonlyArray<TodoList.Todo>>()
+        let todoList = yield* TodoList.make
+        let ran = new Set<string>() // the threads the current process has run
+        for (const [i, op] of ops.entries()) {
+          const id = `w${i}`
+          let agent = yield* agentOf([write(op.todos, id), ScriptedModel.text("done")], todoList, checkpointer)
+          const interrupted = yield* agent.run("plan", { threadId: op.thread })
+          assert.strictEqual(interrupted._tag, "Interrupted")
+          if (op.restart) {
+            todoList = yield* TodoList.make
+            ran = new Set()
+            agent = yield* agentOf([ScriptedModel.text("done")], todoList, checkpointer)
+          }
+          const edited = [...op.todos].reverse()
+          const result = yield* agent.resume(op.thread, [
+            op.decision === "approve"
+              ? HumanInTheLoop.approve(id)
+              : op.decision === "edit"
+              ? HumanInTheLoop.edit(id, { todos: edited })
+              : HumanInTheLoop.reject(id)
+          ])
+          assert.strictEqual(result._tag, "Completed")
+          ran.add(op.thread)
+          if (op.decision !== "reject") adopted.set(op.thread, op.decision === "approve" ? op.todos : edited)
+          for (const thread of ["a", "b"]) {
+            const last = adopted.get(thread) ?? []
+            const slice = Option.match(yield* agent.thread(thread), { onNone: () => [], onSome: (t) => t.state.todos })
+            assert.deepStrictEqual(slice, last)
+            // the service shows the slice of every thread this process ran, and nothing of the others
+            assert.deepStrictEqual(yield* todoList.todos(thread), ran.has(thread) ? last : [])
+          }
+          assert.deepStrictEqual(result.state.todos, adopted.get(op.thread) ?? [])
+        }
+      }),
+    { fastCheck: { numRuns: 30 } }
+  )
+})
