@@ -108,11 +108,7 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
     return session
   }
 
-  const use = <A, E, R>(
-    counter: TokenCounter.TokenCounter.Service,
-    messages: ReadonlyArray<Prompt.Message>,
-    f: (session: Session<S>) => Effect.Effect<A, E, R>
-  ): Effect.Effect<A, E, R> =>
+  const use: HistoryCache<S>["use"] = (counter, messages, f) =>
     Effect.suspend(() => {
       const session = acquire(counter, messages)
       const run = messages.length > session.seen.length
@@ -129,11 +125,7 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
       )
     })
 
-  const seed = (
-    counter: TokenCounter.TokenCounter.Service,
-    messages: ReadonlyArray<Prompt.Message>,
-    raw: (index: number) => number
-  ): Session<S> => {
+  const seed: HistoryCache<S>["seed"] = (counter, messages, raw) => {
     const session = makeSession(false)
     extend(session, messages, raw)
     sessionsOf(counter).set(messages[0]!, session)
