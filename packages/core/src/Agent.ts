@@ -144,7 +144,7 @@ export const make = <
   TR = never,
   O = never
 >(
-  options: Options<Mws, TE, TR, O>
+  options: Options<Mws, TE, TR, O> & { readonly middleware?: AgentState.CheckKeys<Mws> | undefined }
 ): Effect.Effect<
   AgentOf<Mws, O>,
   AgentConfigError | InvalidOptions | TE,
@@ -286,7 +286,7 @@ export const layer = <
   TR = never,
   O = never
 >(
-  options: Options<Mws, TE, TR, O>
+  options: Options<Mws, TE, TR, O> & { readonly middleware?: AgentState.CheckKeys<Mws> | undefined }
 ): Layer.Layer<
   AgentLoop,
   AgentConfigError | InvalidOptions | TE,

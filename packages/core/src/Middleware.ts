@@ -357,6 +357,32 @@ type StreamErrorOf<H> = H extends (...args: ReadonlyArray<any>) => Stream.Stream
 type StreamContextOf<H> = H extends (...args: ReadonlyArray<any>) => Stream.Stream<infer _A, infer _E, infer R> ? R
   : never
 
+/** The keys the updates of a node hook set that the slice `S` does not declare. */
+type StrayKeys<S, H> = H extends (...args: ReadonlyArray<any>) => Effect.Effect<infer A, infer _E, infer _R> ?
+  A extends { readonly state?: infer U } ? Exclude<keyof NonNullable<U>, keyof S> & string : never
+  : never
+
+/**
+ * `unknown` when every update of the hook `H` sets only keys of the slice
+ * `S`, else a message naming the stray key: {@link make} intersects it with
+ * the hook, so that the hook does not compile.
+ *
+ * @example
+ * ```ts
+ * import type { Middleware } from "@stepwise-agent/core"
+ * import type { Effect } from "effect"
+ *
+ * type Hook = () => Effect.Effect<{ state: { cals: number } }>
+ * type Check = Middleware.CheckUpdate<{ readonly calls: number }, Hook>
+ * // `state key "cals" is not declared by this middleware's state`
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type CheckUpdate<S, H> = [StrayKeys<S, H>] extends [never] ? unknown
+  : `state key "${StrayKeys<S, H>}" is not declared by this middleware's state`
+
 /**
  * Options of {@link make}.
  *
@@ -425,10 +451,10 @@ export const make = <
   TD extends OnThreadDeleted<any> = OnThreadDeleted<never>
 >(
   options: MakeOptions<S, J, TE, TR> & {
-    readonly beforeAgent?: BA | undefined
-    readonly beforeModel?: BM | undefined
-    readonly afterModel?: AM | undefined
-    readonly afterAgent?: AA | undefined
+    readonly beforeAgent?: (BA & CheckUpdate<S, BA>) | undefined
+    readonly beforeModel?: (BM & CheckUpdate<S, BM>) | undefined
+    readonly afterModel?: (AM & CheckUpdate<S, AM>) | undefined
+    readonly afterAgent?: (AA & CheckUpdate<S, AA>) | undefined
     readonly wrapModelCall?: WM | undefined
     readonly wrapToolCall?: WT | undefined
     readonly wrapModelStream?: WS | undefined

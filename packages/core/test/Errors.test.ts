@@ -52,6 +52,7 @@ describe("configuration errors at construction", () => {
     Effect.gen(function*() {
       const first = Middleware.make({ name: "first", state: slice("count") })
       const second = Middleware.make({ name: "second", state: slice("count") })
+      // @ts-expect-error: the types reject this list too (dtslint); here the run-time check is tested
       const error = yield* Effect.flip(Agent.make({ toolkit: Calculator, middleware: [first, second] }))
       assert.strictEqual(error._tag, "AgentConfigError")
       assert.include(error.message, `"count"`)
@@ -62,6 +63,7 @@ describe("configuration errors at construction", () => {
   it.effect("a slice may not declare the reserved key messages", () =>
     Effect.gen(function*() {
       const sneaky = Middleware.make({ name: "sneaky", state: slice("messages") })
+      // @ts-expect-error: the types reject this list too (dtslint); here the run-time check is tested
       const error = yield* Effect.flip(Agent.make({ middleware: [sneaky] }))
       assert.strictEqual(error._tag, "AgentConfigError")
       assert.include(error.message, `"messages"`)
