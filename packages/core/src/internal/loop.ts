@@ -36,7 +36,14 @@ import * as Middleware from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
 import { drain } from "./drain.js"
-import { checked, hookEffect, modelResponseProblem, nodeResultProblem, toolResultProblem } from "./hookResults.js"
+import {
+  checked,
+  hookEffect,
+  inputProblem,
+  modelResponseProblem,
+  nodeResultProblem,
+  toolResultProblem
+} from "./hookResults.js"
 import { paired } from "./pairing.js"
 import {
   lastAssistantCallsTools,
@@ -274,6 +281,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const wrapTool = middleware.filter((m) => m.wrapToolCall !== undefined)
   const wrapStream = middleware.filter((m) => m.wrapModelStream !== undefined).reverse()
   const onThreadDeleted = middleware.filter((m) => m.onThreadDeleted !== undefined)
+  const inputHooks = middleware.filter((m) => m.transformInput !== undefined)
   const isTraced: Effect.Effect<boolean> = config.spans === undefined
     ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
     : Effect.succeed(config.spans)
@@ -1085,6 +1093,19 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     encoded: undefined
   })
 
+  /** The input of a run after every `transformInput` hook, in list order; nothing is stored yet. */
+  const inputOf = (run: Run, input: ReadonlyArray<Prompt.Message>) =>
+    inputHooks.length === 0 ? Effect.succeed(input) : Effect.provide(
+      Effect.reduce(inputHooks, input, (messages, m) =>
+        inHook(
+          run,
+          m,
+          "transformInput",
+          hookEffect(m.name, "transformInput", m.transformInput!({ messages, threadId: run.threadId }))
+        ).pipe(Effect.flatMap(checked<ReadonlyArray<Prompt.Message>>(m.name, "transformInput", inputProblem)))),
+      config.context
+    )
+
   const startRun = (input: Prompt.RawInput, options: AgentLoop.RunOptions, own: Emit | undefined) =>
     Effect.flatMap(
       Effect.zip(checkThreadId(options?.threadId), promptOf(input)),
@@ -1101,14 +1122,20 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                     `call resume(threadId, value) instead of run`
                 })
               }
-              const run = makeRun(threadId, [...loaded.messages, ...prompt.content], loaded.slices, {
+              const run = makeRun(threadId, loaded.messages, loaded.slices, {
                 progress: undefined,
                 traced: yield* isTraced,
                 emit,
                 executor,
                 clock: yield* Effect.clock
               })
-              return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
+              return yield* withSink(
+                run,
+                Effect.flatMap(inputOf(run, prompt.content), (input) => {
+                  run.messages = [...loaded.messages, ...input]
+                  return execute(run, { node: "beforeAgent", index: 0 }, Option.none())
+                })
+              )
             }))
         )
     )
