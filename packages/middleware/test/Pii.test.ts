@@ -5,6 +5,9 @@ import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Either, FastCheck, Layer, Option, Schema, Stream } from "effect"
 import { createHash } from "node:crypto"
+import * as Guardrail from "../src/Guardrail.js"
+import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
+import * as ModelCallLimit from "../src/ModelCallLimit.js"
 import * as Pii from "../src/Pii.js"
 
 const compile = (options: Pii.RedactorOptions) => Either.getOrThrow(Pii.redactor(options))
@@ -471,6 +474,90 @@ describe("middleware", () => {
       const digest = Pii.sha256("ada@example.com").slice(0, 8)
       assert.strictEqual(textOf(result.state.messages[0]), `<email_hash:${digest}> ************1111`)
     }).pipe(provide([ScriptedModel.text("ok")])))
+})
+
+// -----------------------------------------------------------------------------
+// order: the stored input is redacted whatever the middleware list order
+// -----------------------------------------------------------------------------
+
+const rawInput = "I am ada@example.com, card 4111 1111 1111 1111"
+
+/** The stored thread holds neither raw value (and the input was stored, redacted). */
+const assertStoredRedacted = (
+  stored: Option.Option<{ readonly state: { readonly messages: ReadonlyArray<Prompt.Message> } }>
+) => {
+  const messages = Option.getOrThrow(stored).state.messages
+  const json = JSON.stringify(messages)
+  assert.notInclude(json, "ada@example.com")
+  assert.notInclude(json, "4111 1111")
+  assert.strictEqual(textOf(messages[0]), "I am [REDACTED_EMAIL], card [REDACTED_CREDIT_CARD]")
+}
+
+/** Middleware that end or interrupt the run before the model is called. */
+const earlyEnders = {
+  modelCallLimit: ModelCallLimit.middleware({ runLimit: 0 }),
+  guardrail: Guardrail.middleware({ input: () => Effect.succeed(Guardrail.block("no")), onBlock: "end" }),
+  interrupt: Effect.succeed(Middleware.make({
+    name: "ask",
+    beforeAgent: ({ resume }) => Effect.succeed(Option.isSome(resume) ? undefined : { interrupt: "go on?" })
+  }))
+} as const
+
+describe("stored input, whatever the middleware order", () => {
+  it.effect("ModelCallLimit already reached before Pii: the checkpoint holds the redacted input", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const limit = yield* ModelCallLimit.middleware({ threadLimit: 1 })
+      const agent = yield* Agent.make({ middleware: [limit, pii] })
+      yield* agent.run("hello", { threadId: "t" })
+      const result = yield* agent.run(rawInput, { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 1)
+      const messages = Option.getOrThrow(yield* agent.thread("t")).state.messages
+      assert.notInclude(JSON.stringify(messages), "ada@example.com")
+      assert.strictEqual(textOf(messages[2]), "I am [REDACTED_EMAIL], card [REDACTED_CREDIT_CARD]")
+    }).pipe(provide([ScriptedModel.text("hi")])))
+
+  it.effect("ModelCallLimit 0 before Pii: the checkpoint holds the redacted input", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [yield* earlyEnders.modelCallLimit, pii] })
+      yield* agent.run(rawInput, { threadId: "t" })
+      assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+      assertStoredRedacted(yield* agent.thread("t"))
+    }).pipe(provide([])))
+
+  it.effect("a Guardrail with onBlock \"end\" before Pii: the checkpoint holds the redacted input", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [yield* earlyEnders.guardrail, pii] })
+      yield* agent.run(rawInput, { threadId: "t" })
+      assertStoredRedacted(yield* agent.thread("t"))
+    }).pipe(provide([])))
+
+  it.effect("HumanInTheLoop before Pii: the checkpoint of the interrupt holds the redacted input", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [hitl, pii] })
+      const result = yield* agent.run(rawInput, { threadId: "t" })
+      assert.strictEqual(result._tag, "Interrupted")
+      assertStoredRedacted(yield* agent.thread("t"))
+    }).pipe(provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }])])))
+
+  it.effect.prop(
+    "for any order of Pii and a middleware that ends or interrupts the run at once, no raw input is stored",
+    [FastCheck.constantFrom(...Object.keys(earlyEnders) as Array<keyof typeof earlyEnders>), FastCheck.boolean()],
+    ([which, piiFirst]) =>
+      Effect.gen(function*() {
+        const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+        const other = yield* earlyEnders[which]
+        const agent = yield* Agent.make({ middleware: piiFirst ? [pii, other] : [other, pii] })
+        yield* agent.run(rawInput, { threadId: "t" })
+        assertStoredRedacted(yield* agent.thread("t"))
+      }).pipe(provide([])),
+    { fastCheck: { numRuns: 12 } }
+  )
 })
 
 // -----------------------------------------------------------------------------
