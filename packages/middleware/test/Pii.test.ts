@@ -981,3 +981,98 @@ describe("streamed output", () => {
     )
   }
 })
+
+// -----------------------------------------------------------------------------
+// a value split across text parts of one message
+// -----------------------------------------------------------------------------
+
+const textParts = (message: Prompt.Message | undefined): Array<string> =>
+  message === undefined || message.role === "system" || message.role === "tool"
+    ? []
+    : message.content.flatMap((part) => part.type === "text" ? [part.text] : [])
+
+const splitInput = (texts: ReadonlyArray<string>): Prompt.RawInput => [{
+  role: "user",
+  content: texts.map((text) => ({ type: "text", text }))
+}]
+
+/** Splits a text at the given cut points (sorted, deduplicated, 0 and the length left out). */
+const splitAt = (text: string, cuts: ReadonlyArray<number>): Array<string> => {
+  const points = [...new Set(cuts.filter((cut) => cut > 0 && cut < text.length))].sort((a, b) => a - b)
+  return [0, ...points].map((from, i) => text.slice(from, points[i] ?? text.length))
+}
+
+describe("a value split across text parts of one message", () => {
+  it.effect("in the input, an email and a card split across parts are redacted in the part where they start", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      yield* agent.run(splitInput(["mail ada@exa", "mple.com, card 4111 1111 ", "1111 1111 ok"]), { threadId: "t" })
+      const stored = Option.getOrThrow(yield* agent.thread("t")).state.messages
+      assert.deepStrictEqual(textParts(stored[0]), ["mail [REDACTED_EMAIL]", ", card [REDACTED_CREDIT_CARD]", " ok"])
+      const [request] = yield* ScriptedModel.requests
+      assert.deepStrictEqual(textParts(request!.prompt.content[0]), textParts(stored[0]))
+      assert.notInclude(JSON.stringify(stored), "mple.com")
+      assert.notInclude(JSON.stringify(stored), "1111 1111")
+    }).pipe(provide([ScriptedModel.text("ok")])))
+
+  it.effect("a part a match covers whole is dropped; parts with no match keep their text", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email"], strategy: "mask" })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const result = yield* agent.run(splitInput(["hi ", "ada@", "example", ".com", " bye"]), { threadId: "t" })
+      assert.deepStrictEqual(textParts(result.state.messages[0]), ["hi ", "ada@****.com", " bye"])
+    }).pipe(provide([ScriptedModel.text("ok")])))
+
+  it.effect("block finds a value split across input parts", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email"], strategy: "block" })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const error = yield* Effect.flip(agent.run(splitInput(["mail ada@exa", "mple.com"]), { threadId: "t" }))
+      assert.strictEqual(error._tag, "PiiDetected")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+    }).pipe(provide([ScriptedModel.text("ok")])))
+
+  it.effect("in a model reply (not streamed), an email and a card split across text parts are redacted", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({
+        types: ["email", "credit_card"],
+        strategy: "redact",
+        applyToInput: false,
+        applyToOutput: true
+      })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const result = yield* agent.run("hi", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      const reply = result.state.messages[1]
+      assert.deepStrictEqual(textParts(reply), ["Write to [REDACTED_EMAIL]", ", card [REDACTED_CREDIT_CARD]", " today"])
+      assert.notInclude(JSON.stringify(result.state.messages), "mple.com")
+      assert.notInclude(JSON.stringify(result.state.messages), "1111 1111")
+    }).pipe(provide([[
+      { type: "text", text: "Write to ada@exa" },
+      { type: "text", text: "mple.com, card 4111 11" },
+      { type: "text", text: "11 1111 1111 today" },
+      { type: "finish", reason: "stop", usage: ScriptedModel.defaultUsage }
+    ]])))
+
+  for (const strategy of ["redact", "mask", "hash"] as const) {
+    it.effect.prop(
+      `for any split of the input into text parts, the stored parts join to the redacted whole text (${strategy})`,
+      [
+        texts.filter((text) => text.trim().length > 0).chain((text) =>
+          FastCheck.array(FastCheck.nat({ max: text.length }), { maxLength: 6 }).map((cuts) => splitAt(text, cuts))
+        )
+      ],
+      ([texts]) =>
+        Effect.gen(function*() {
+          const pii = yield* Pii.middleware({ types: streamTypes, strategy })
+          const agent = yield* Agent.make({ middleware: [pii] })
+          const result = yield* agent.run(splitInput(texts), { threadId: "t" })
+          const stored = textParts(result.state.messages[0])
+          assert.strictEqual(stored.join(""), compile({ types: streamTypes, strategy }).redact(texts.join("")).text)
+          assert.isAtMost(stored.length, texts.length)
+        }).pipe(provide([ScriptedModel.text("ok")])),
+      { fastCheck: { numRuns: 40 } }
+    )
+  }
+})
