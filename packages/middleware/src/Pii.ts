@@ -15,10 +15,12 @@
  * - `applyToOutput` (default `false`): the assistant reply's text is
  *   rewritten before it is shown or stored. A streamed model call
  *   (`AgentLoop.stream`) is redacted as it arrives, in `wrapModelStream`: each
- *   text part (one {@link StreamRedactor} state per text id, flushed at its
+ *   text part (one {@link StreamRedactor} state per text id, carried on into
+ *   the next text part when one follows at once, else flushed at its
  *   `text-end`) releases only text that no match still in progress can reach,
- *   so a value split across chunks is caught, and the `TextDelta` events, the
- *   stored reply and `ModelResponded` all carry the redacted text. `afterModel`
+ *   so a value split across chunks or text parts is caught, and the
+ *   `TextDelta` events, the stored reply and `ModelResponded` all carry the
+ *   redacted text. `afterModel`
  *   then checks the whole reply (its text and reasoning parts; tool call
  *   arguments are left as the model wrote them) before it is stored: that is
  *   the path of a call that is not streamed (`AgentLoop.run`), and it also
@@ -1239,9 +1241,14 @@ export const middleware: (
   /**
    * Redacts the text parts of a streamed reply as they arrive: one
    * incremental redactor state per text id, released into redacted
-   * `text-delta` parts and flushed just before the part's `text-end` (or at
-   * the end of the stream, for a text the provider never ended). Other parts
-   * pass through. Each attempt (each run of the stream) starts afresh.
+   * `text-delta` parts. A part's `text-start` is sent with its first
+   * release, so a part that releases nothing is dropped. At a `text-end` the
+   * held-back tail may be the start of a value the next part goes on with:
+   * the end is held until the next part comes. If it is a `text-start`, the
+   * tail and its state move into that part; otherwise (and at the end of the
+   * stream) the tail is flushed into its own part, then the end is sent. A
+   * text the provider never ended is flushed at the end of the stream. Other
+   * parts pass through. Each attempt (each run of the stream) starts afresh.
    */
   const wrapModelStream = (
     request: Middleware.ModelRequest,
@@ -1250,58 +1257,81 @@ export const middleware: (
     Stream.suspend(() => {
       const states = new Map<string, StreamState>()
       const released = new Map<string, string>()
+      const unsent = new Map<string, Response.TextStartPart>()
+      let ended: Response.TextEndPart | undefined
       const found: Array<PiiMatch> = []
       const record = { step: request.step, texts: [] as Array<string> }
       streamed.delete(request.threadId)
       if (streamed.size >= maxStreamed) streamed.delete(streamed.keys().next().value!)
       streamed.set(request.threadId, record)
-      const release = (
-        id: string,
-        chunk: string | undefined,
-        metadata: Response.TextDeltaPart["metadata"]
-      ): Effect.Effect<ReadonlyArray<Response.AnyPart>, PiiDetected | PiiDetectorFailed> =>
+      type Parts = Effect.Effect<ReadonlyArray<Response.AnyPart>, PiiDetected | PiiDetectorFailed>
+      /** Pushes a chunk (or flushes, when `undefined`) and sends what it releases. */
+      const release = (id: string, chunk: string | undefined, metadata: Response.TextDeltaPart["metadata"]): Parts =>
         Effect.flatMap(pushSafely(compiled, states.get(id) ?? compiled.stream.initial, chunk), (step) => {
           if (step.matches.length > 0) {
             if (strategy === "block") return Effect.fail(detected(step.matches, "stream"))
             found.push(...step.matches)
           }
-          const text = (released.get(id) ?? "") + step.text
-          if (chunk === undefined) {
-            states.delete(id)
-            released.delete(id)
-            record.texts.push(text)
-          } else {
-            states.set(id, step.state)
-            released.set(id, text)
-          }
-          return Effect.succeed(
-            step.text.length === 0 ? [] : [Response.makePart("text-delta", { id, delta: step.text, metadata })]
-          )
+          states.set(id, step.state)
+          if (step.text.length === 0) return Effect.succeed([])
+          const start = unsent.get(id)
+          unsent.delete(id)
+          released.set(id, (released.get(id) ?? "") + step.text)
+          const delta = Response.makePart("text-delta", { id, delta: step.text, metadata })
+          return Effect.succeed(start === undefined ? [delta] : [start, delta])
         })
-      const onPart = (
-        part: Response.AnyPart
-      ): Effect.Effect<ReadonlyArray<Response.AnyPart>, PiiDetected | PiiDetectorFailed> => {
-        switch (part.type) {
-          case "text-start": {
-            states.set(part.id, compiled.stream.initial)
-            released.delete(part.id)
-            return Effect.succeed([part])
-          }
-          case "text-delta":
-            return release(part.id, part.delta, part.metadata)
-          case "text-end":
-            return states.has(part.id)
-              ? Effect.map(release(part.id, undefined, {}), (tail) => [...tail, part])
-              : Effect.succeed([part])
-          default:
-            return Effect.succeed([part])
-        }
+      /** Closes a text whose releases are over: it is recorded and ended, or dropped if it released nothing. */
+      const close = (id: string, end: Response.TextEndPart | undefined): ReadonlyArray<Response.AnyPart> => {
+        const text = released.get(id)
+        const dropped = unsent.has(id)
+        states.delete(id)
+        released.delete(id)
+        unsent.delete(id)
+        if (dropped) return []
+        record.texts.push(text ?? "")
+        return end === undefined ? [] : [end]
       }
-      const unfinished = Effect.suspend(() =>
-        Effect.map(
-          Effect.forEach([...states.keys()], (id) => release(id, undefined, {})),
-          (tails) => tails.flat()
-        )
+      /** Flushes the tail of the text that ended last into its own part, and ends it. */
+      const flushEnded: Parts = Effect.suspend(() => {
+        const end = ended
+        ended = undefined
+        return end === undefined
+          ? Effect.succeed([])
+          : Effect.map(release(end.id, undefined, {}), (tail) => [...tail, ...close(end.id, end)])
+      })
+      const onPart = (part: Response.AnyPart): Parts =>
+        Effect.suspend(() => {
+          switch (part.type) {
+            case "text-start": {
+              const end = ended
+              ended = undefined
+              const state = end === undefined ? undefined : states.get(end.id)
+              const closed = end === undefined ? [] : close(end.id, end)
+              states.set(part.id, state ?? compiled.stream.initial)
+              released.delete(part.id)
+              unsent.set(part.id, part)
+              return Effect.succeed(closed)
+            }
+            case "text-delta":
+              return Effect.zipWith(flushEnded, release(part.id, part.delta, part.metadata), (a, b) => [...a, ...b])
+            case "text-end": {
+              if (!states.has(part.id)) return Effect.map(flushEnded, (before) => [...before, part])
+              return Effect.map(flushEnded, (before) => {
+                ended = part
+                return before
+              })
+            }
+            default:
+              return Effect.map(flushEnded, (before) => [...before, part])
+          }
+        })
+      const unfinished: Parts = Effect.zipWith(
+        flushEnded,
+        Effect.suspend(() =>
+          Effect.forEach([...states.keys()], (id) =>
+            Effect.map(release(id, undefined, {}), (tail) => [...tail, ...close(id, undefined)]))
+        ),
+        (before, tails) => [...before, ...tails.flat()]
       )
       const reported = Effect.suspend(() =>
         found.length === 0 ? Effect.void : Middleware.report(

@@ -1076,3 +1076,93 @@ describe("a value split across text parts of one message", () => {
     )
   }
 })
+
+describe("a value split across streamed text parts of one reply", () => {
+  const piiOut = (strategy: Pii.Strategy) =>
+    Pii.middleware({ types: ["email", "credit_card"], strategy, applyToInput: false, applyToOutput: true })
+
+  it.effect("an email split across two text parts is redacted, in no event and not stored raw", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ middleware: [yield* piiOut("redact")] })
+      const events = yield* collect(agent.stream("hi", { threadId: "t" }))
+      assert.deepStrictEqual(deltasOf(events), ["Write to ", "[REDACTED_EMAIL] ", "today"])
+      for (const event of events) assert.notInclude(JSON.stringify(event), "exa", event._tag)
+      const stored = Option.getOrThrow(yield* agent.thread("t")).state.messages
+      // the held-back start of the address moves into the next part, which goes on with it
+      assert.deepStrictEqual(textParts(stored[1]), ["Write to ", "[REDACTED_EMAIL] today"])
+      assert.notInclude(JSON.stringify(stored), "exa")
+    }).pipe(streamed([[...textChunks("t0", ["Write to ada@exa"]), ...textChunks("t1", ["mple.com today"]), finish]])))
+
+  it.effect("a part wholly held back and carried on is dropped, not stored empty", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ middleware: [yield* piiOut("mask")] })
+      const events = yield* collect(agent.stream("hi", { threadId: "t" }))
+      assert.deepStrictEqual(deltasOf(events), ["ada@****.com"])
+      const stored = Option.getOrThrow(yield* agent.thread("t")).state.messages
+      assert.deepStrictEqual(textParts(stored[1]), ["ada@****.com"])
+    }).pipe(streamed([
+      [...textChunks("t0", ["ada@"]), ...textChunks("t1", ["example"]), ...textChunks("t2", [".com"]), finish]
+    ])))
+
+  it.effect("a held-back tail before a tool call is flushed into the part it belongs to", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [yield* piiOut("redact")] })
+      const events = yield* collect(agent.stream("find ada", { threadId: "t" }))
+      const first = events.filter(AgentEvent.$is("ModelResponded"))[0]!.message
+      assert.deepStrictEqual(first.content.map((part) => part.type === "text" ? part.text : part.type), [
+        "see [REDACTED_EMAIL]",
+        "tool-call"
+      ])
+    }).pipe(streamed([
+      [
+        ...textChunks("t0", ["see ada@exa", "mple.com"]),
+        { type: "tool-call", id: "call_1", name: "lookup", params: { name: "ada" } },
+        { type: "finish", reason: "tool-calls", usage }
+      ],
+      [...textChunks("t1", ["Done"]), finish]
+    ])))
+
+  it.effect("block fails when the value is split across two text parts, before any of it is shown", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ middleware: [yield* piiOut("block")] })
+      const shown: Array<AgentEvent.AgentEvent<any>> = []
+      const error = yield* agent.stream("hi", { threadId: "t" }).pipe(
+        Stream.runForEach((event) => Effect.sync(() => shown.push(event))),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "PiiDetected")
+      assert.deepStrictEqual(deltasOf(shown), ["Write to "])
+    }).pipe(streamed([[...textChunks("t0", ["Write to ada@exa"]), ...textChunks("t1", ["mple.com today"]), finish]])))
+
+  /** A reply's chunks, grouped into consecutive text parts at random. */
+  const replyWithParts = replyWithCuts.chain(({ chunks, text }) =>
+    FastCheck.array(FastCheck.boolean(), { minLength: chunks.length, maxLength: chunks.length }).map((newPart) => {
+      const parts: Array<Array<string>> = []
+      chunks.forEach((chunk, i) => {
+        if (i === 0 || newPart[i]) parts.push([])
+        parts[parts.length - 1]!.push(chunk)
+      })
+      return { parts, text }
+    })
+  )
+
+  for (const strategy of ["redact", "mask", "hash"] as const) {
+    it.effect.prop(
+      `for any chunking and any split into text parts, shown and stored replies are the redacted whole (${strategy})`,
+      [replyWithParts],
+      ([{ parts, text }]) =>
+        Effect.gen(function*() {
+          const pii = yield* Pii.middleware({ types: streamTypes, strategy, applyToInput: false, applyToOutput: true })
+          const agent = yield* Agent.make({ middleware: [pii] })
+          const events = yield* collect(agent.stream("hi", { threadId: "t" }))
+          const expected = compile({ types: streamTypes, strategy }).redact(text).text
+          assert.strictEqual(deltasOf(events).join(""), expected)
+          const stored = textParts(Option.getOrThrow(yield* agent.thread("t")).state.messages[1])
+          assert.strictEqual(stored.join(""), expected)
+          assert.isAtMost(stored.length, parts.length)
+          assert.notInclude(stored, "")
+        }).pipe(streamed([[...parts.flatMap((chunks, i) => textChunks(`t${i}`, chunks)), finish]])),
+      { fastCheck: { numRuns: 40 } }
+    )
+  }
+})
