@@ -40,6 +40,9 @@ describe("hook order", () => {
         "a.afterModel"
       ]
       assert.deepStrictEqual(log, [
+        "a.transformInput",
+        "b.transformInput",
+        "c.transformInput",
         "a.beforeAgent",
         "b.beforeAgent",
         "c.beforeAgent",
@@ -75,6 +78,7 @@ describe("hook order", () => {
       })
       yield* agent.run("hi", { threadId: "t" })
       assert.deepStrictEqual(log, [
+        "a.transformInput",
         "a.beforeAgent",
         "a.beforeModel",
         "onlyBefore.beforeModel",
@@ -217,6 +221,8 @@ describe("jumps", () => {
       assert.strictEqual(result.steps, 0)
       assert.deepStrictEqual(yield* ScriptedModel.requests, [])
       assert.deepStrictEqual(log, [
+        "a.transformInput",
+        "b.transformInput",
         "a.beforeAgent",
         "b.beforeAgent",
         "a.beforeModel",
