@@ -545,6 +545,36 @@ describe("stored input, whatever the middleware order", () => {
       assertStoredRedacted(yield* agent.thread("t"))
     }).pipe(provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }])])))
 
+  it.effect("an interrupt in beforeAgent before Pii: the checkpoint of the interrupt holds the redacted input", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [yield* earlyEnders.interrupt, pii] })
+      const result = yield* agent.run(rawInput, { threadId: "t" })
+      assert.strictEqual(result._tag, "Interrupted")
+      assertStoredRedacted(yield* agent.thread("t"))
+    }).pipe(provide([])))
+
+  it.effect("the input's redaction is reported by the transformInput hook, before any node hook", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const events = yield* collect(agent.stream("I am ada@example.com", { threadId: "t" }))
+      assert.deepStrictEqual(
+        events.filter(AgentEvent.$is("MiddlewareDecision")).map(({ data, decision, hook, middleware }) => ({
+          middleware,
+          hook,
+          decision,
+          data
+        })),
+        [{
+          middleware: "pii",
+          hook: "transformInput",
+          decision: "redacted 1 email in the user input",
+          data: { email: 1 }
+        }]
+      )
+    }).pipe(provide([ScriptedModel.text("ok")])))
+
   it.effect.prop(
     "for any order of Pii and a middleware that ends or interrupts the run at once, no raw input is stored",
     [FastCheck.constantFrom(...Object.keys(earlyEnders) as Array<keyof typeof earlyEnders>), FastCheck.boolean()],
