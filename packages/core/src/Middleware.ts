@@ -36,7 +36,6 @@ import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
-import { globalValue } from "effect/GlobalValue"
 import type * as Option from "effect/Option"
 import { type Pipeable, pipeArguments } from "effect/Pipeable"
 import * as Predicate from "effect/Predicate"
@@ -44,6 +43,7 @@ import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as AgentError from "./AgentError.js"
+import * as observer from "./internal/observer.js"
 
 /**
  * @since 0.1.0
@@ -398,6 +398,32 @@ type StreamErrorOf<H> = H extends (...args: ReadonlyArray<any>) => Stream.Stream
 type StreamContextOf<H> = H extends (...args: ReadonlyArray<any>) => Stream.Stream<infer _A, infer _E, infer R> ? R
   : never
 
+/** The keys the updates of a node hook set that the slice `S` does not declare. */
+type StrayKeys<S, H> = H extends (...args: ReadonlyArray<any>) => Effect.Effect<infer A, infer _E, infer _R> ?
+  A extends { readonly state?: infer U } ? Exclude<keyof NonNullable<U>, keyof S> & string : never
+  : never
+
+/**
+ * `unknown` when every update of the hook `H` sets only keys of the slice
+ * `S`, else a message naming the stray key: {@link make} intersects it with
+ * the hook, so that the hook does not compile.
+ *
+ * @example
+ * ```ts
+ * import type { Middleware } from "@stepwise-agent/core"
+ * import type { Effect } from "effect"
+ *
+ * type Hook = () => Effect.Effect<{ state: { cals: number } }>
+ * type Check = Middleware.CheckUpdate<{ readonly calls: number }, Hook>
+ * // `state key "cals" is not declared by this middleware's state`
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type CheckUpdate<S, H> = [StrayKeys<S, H>] extends [never] ? unknown
+  : `state key "${StrayKeys<S, H>}" is not declared by this middleware's state`
+
 /**
  * Options of {@link make}.
  *
@@ -467,10 +493,10 @@ export const make = <
   TD extends OnThreadDeleted<any> = OnThreadDeleted<never>
 >(
   options: MakeOptions<S, J, TE, TR> & {
-    readonly beforeAgent?: BA | undefined
-    readonly beforeModel?: BM | undefined
-    readonly afterModel?: AM | undefined
-    readonly afterAgent?: AA | undefined
+    readonly beforeAgent?: (BA & CheckUpdate<S, BA>) | undefined
+    readonly beforeModel?: (BM & CheckUpdate<S, BM>) | undefined
+    readonly afterModel?: (AM & CheckUpdate<S, AM>) | undefined
+    readonly afterAgent?: (AA & CheckUpdate<S, AA>) | undefined
     readonly wrapModelCall?: WM | undefined
     readonly wrapToolCall?: WT | undefined
     readonly wrapModelStream?: WS | undefined
@@ -670,10 +696,8 @@ export interface Decision {
  * @since 0.1.0
  * @category fiber refs
  */
-export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effect.Effect<void>> = globalValue(
-  Symbol.for("@stepwise-agent/core/Middleware/CurrentDecisionSink"),
-  () => FiberRef.unsafeMake<(decision: Decision) => Effect.Effect<void>>(() => Effect.void)
-)
+export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effect.Effect<void>> =
+  observer.currentDecisionSink
 
 /**
  * The middleware and hook that are running; set by the agent loop.
@@ -681,10 +705,8 @@ export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effe
  * @since 0.1.0
  * @category fiber refs
  */
-export const CurrentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> = globalValue(
-  Symbol.for("@stepwise-agent/core/Middleware/CurrentHook"),
-  () => FiberRef.unsafeMake({ middleware: "agent", hook: "run" })
-)
+export const CurrentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> =
+  observer.currentHook
 
 /**
  * Reports what the running middleware decided ("cleared 12 tool results",
