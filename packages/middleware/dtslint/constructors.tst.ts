@@ -38,8 +38,8 @@ describe("constructors that return a middleware", () => {
     expect(Tracing.middleware()).type.toBe<Middleware.Middleware<{}, never, never>>()
   })
 
-  test("TodoList: the todos slice and the TodoList service", () => {
-    expect(TodoList.middleware()).type.toBe<Middleware.Middleware<TodoList.State, never, TodoList.TodoList>>()
+  test("TodoList: the todos slice; the TodoList service is optional (its own in-memory one by default)", () => {
+    expect(TodoList.middleware()).type.toBe<Middleware.Middleware<TodoList.State, never, never>>()
     expect<Middleware.State<ReturnType<typeof TodoList.middleware>>>().type.toBe<TodoList.State>()
   })
 
