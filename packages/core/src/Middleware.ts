@@ -13,7 +13,9 @@
  *   times (retry), changing the request on the way in and the response on the
  *   way out;
  * - `wrapModelStream` transforms the parts of a streamed model call as they
- *   arrive.
+ *   arrive;
+ * - `transformInput` rewrites the input of a run before it joins the stored
+ *   thread, before any node hook and whatever the list order.
  *
  * `before*` hooks run in list order, `after*` hooks in reverse order, and
  * wrap hooks nest like an onion with the first middleware outermost. Every
@@ -289,6 +291,44 @@ export type WrapModelStream<E, R> = (
 ) => Stream.Stream<Response.AnyPart, E | AiError.AiError, R>
 
 /**
+ * A `transformInput` hook: rewrites the input of a run (the messages given
+ * to `run` or `stream`) before it joins the stored thread — before any node
+ * hook runs and whatever the order of the middleware list, so an earlier
+ * middleware that ends or interrupts the run at once cannot save the input
+ * unchanged (e.g. to redact personal data). The hooks of the list run in
+ * order, each on the previous one's output. A failure fails the run with
+ * nothing stored. A resumed run has no new input and runs none.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@stepwise-agent/core"
+ * import { Prompt } from "@effect/ai"
+ * import { Effect } from "effect"
+ *
+ * // Stores every user text of the input trimmed.
+ * const trim = Middleware.make({
+ *   name: "trim",
+ *   transformInput: ({ messages }) =>
+ *     Effect.succeed(messages.map((message) =>
+ *       message.role !== "user" ? message : Prompt.makeMessage("user", {
+ *         content: message.content.map((part) =>
+ *           part.type === "text" ? Prompt.makePart("text", { text: part.text.trim() }) : part
+ *         )
+ *       })
+ *     ))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TransformInput<E, R> = (input: {
+  /** The messages of the input (after earlier `transformInput` hooks). */
+  readonly messages: ReadonlyArray<Prompt.Message>
+  readonly threadId: string
+}) => Effect.Effect<ReadonlyArray<Prompt.Message>, E, R>
+
+/**
  * A middleware. `S` is its state slice, `E` the errors and `R` the services
  * its hooks and tools need; both flow into the agent's type.
  *
@@ -312,6 +352,7 @@ export interface Middleware<S = {}, E = never, R = never> extends Pipeable {
   readonly wrapModelCall: WrapModelCall<E, R | Scope.Scope> | undefined
   readonly wrapToolCall: WrapToolCall<E, R | Scope.Scope> | undefined
   readonly wrapModelStream: WrapModelStream<E, R> | undefined
+  readonly transformInput: TransformInput<E, R> | undefined
   readonly validateResume: ValidateResume<E, R> | undefined
   readonly onThreadDeleted: OnThreadDeleted<R> | undefined
   /** Set by a constructor given bad options: `Agent.make` fails with it. */
@@ -447,6 +488,7 @@ export const make = <
   WM extends WrapModelCall<any, any> = WrapModelCall<never, never>,
   WT extends WrapToolCall<any, any> = WrapToolCall<never, never>,
   WS extends WrapModelStream<any, any> = WrapModelStream<never, never>,
+  TI extends TransformInput<any, any> = TransformInput<never, never>,
   VR extends ValidateResume<any, any> = ValidateResume<never, never>,
   TD extends OnThreadDeleted<any> = OnThreadDeleted<never>
 >(
@@ -458,6 +500,8 @@ export const make = <
     readonly wrapModelCall?: WM | undefined
     readonly wrapToolCall?: WT | undefined
     readonly wrapModelStream?: WS | undefined
+    /** Rewrites the run's input before it is stored, before any node hook (see {@link TransformInput}). */
+    readonly transformInput?: TI | undefined
     /** Checks the value of `resume` against this middleware's interrupt before the hook runs again. */
     readonly validateResume?: VR | undefined
     /** Frees this middleware's per-thread data outside the checkpoint when the thread is deleted. */
@@ -467,10 +511,10 @@ export const make = <
   S,
   | TE
   | Exclude<
-    ErrorOf<BA | BM | AM | AA | WM | WT | VR> | StreamErrorOf<WS>,
+    ErrorOf<BA | BM | AM | AA | WM | WT | TI | VR> | StreamErrorOf<WS>,
     AiError.AiError | AgentError.ToolDefect | AgentError.ToolTimeout | AgentError.ModelReplyError
   >,
-  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | VR | TD> | StreamContextOf<WS>, Scope.Scope>
+  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | TI | VR | TD> | StreamContextOf<WS>, Scope.Scope>
 > =>
   Object.assign(Object.create(Proto), {
     [TypeId]: TypeId,
@@ -485,6 +529,7 @@ export const make = <
     wrapModelCall: options.wrapModelCall,
     wrapToolCall: options.wrapToolCall,
     wrapModelStream: options.wrapModelStream,
+    transformInput: options.transformInput,
     validateResume: options.validateResume,
     onThreadDeleted: options.onThreadDeleted,
     invalidOptions: options.invalidOptions

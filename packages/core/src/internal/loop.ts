@@ -33,7 +33,14 @@ import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
 import * as Checkpoint from "./checkpoint.js"
 import { drain } from "./drain.js"
-import { checked, hookEffect, modelResponseProblem, nodeResultProblem, toolResultProblem } from "./hookResults.js"
+import {
+  checked,
+  hookEffect,
+  inputProblem,
+  modelResponseProblem,
+  nodeResultProblem,
+  toolResultProblem
+} from "./hookResults.js"
 import { Continue, type Facts, type HookNode, next, type NodeOutcome, type Phase } from "./machine.js"
 import * as Observer from "./observer.js"
 import type { Emit } from "./observer.js"
@@ -242,6 +249,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const wrapTool = middleware.filter((m) => m.wrapToolCall !== undefined)
   const wrapStream = middleware.filter((m) => m.wrapModelStream !== undefined).reverse()
   const onThreadDeleted = middleware.filter((m) => m.onThreadDeleted !== undefined)
+  const inputHooks = middleware.filter((m) => m.transformInput !== undefined)
   const isTraced: Effect.Effect<boolean> = config.spans === undefined
     ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
     : Effect.succeed(config.spans)
@@ -880,6 +888,19 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     encoder: new Checkpoint.ThreadEncoder()
   })
 
+  /** The input of a run after every `transformInput` hook, in list order; nothing is stored yet. */
+  const inputOf = (run: Run, input: ReadonlyArray<Prompt.Message>) =>
+    inputHooks.length === 0 ? Effect.succeed(input) : Effect.provide(
+      Effect.reduce(inputHooks, input, (messages, m) =>
+        Observer.inHook(
+          run,
+          m.name,
+          "transformInput",
+          hookEffect(m.name, "transformInput", m.transformInput!({ messages, threadId: run.threadId }))
+        ).pipe(Effect.flatMap(checked<ReadonlyArray<Prompt.Message>>(m.name, "transformInput", inputProblem)))),
+      config.context
+    )
+
   const startRun = (input: Prompt.RawInput, options: AgentLoop.RunOptions, own: Emit | undefined) =>
     Effect.flatMap(
       Effect.zip(checkThreadId(options?.threadId), promptOf(input)),
@@ -896,14 +917,20 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                     `call resume(threadId, value) instead of run`
                 })
               }
-              const run = makeRun(threadId, [...loaded.messages, ...prompt.content], loaded.slices, {
+              const run = makeRun(threadId, loaded.messages, loaded.slices, {
                 progress: undefined,
                 traced: yield* isTraced,
                 emit,
                 executor,
                 clock: yield* Effect.clock
               })
-              return yield* Observer.observed(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
+              return yield* Observer.observed(
+                run,
+                Effect.flatMap(inputOf(run, prompt.content), (input) => {
+                  run.messages = [...loaded.messages, ...input]
+                  return execute(run, { node: "beforeAgent", index: 0 }, Option.none())
+                })
+              )
             }))
         )
     )
