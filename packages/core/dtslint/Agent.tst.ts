@@ -2,8 +2,8 @@ import type { AiError, LanguageModel } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import type { AgentError, AgentEvent, AgentResult, AgentState } from "@stepwise-agent/core"
 import { Agent, AgentLoop, Middleware } from "@stepwise-agent/core"
-import type { Layer, Option, Stream } from "effect"
-import { Context, Effect, Schema } from "effect"
+import type { Option, Stream } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import { describe, expect, test } from "tstyche"
 
 class OverQuota extends Schema.TaggedError<OverQuota>()("OverQuota", {}) {}
@@ -130,5 +130,29 @@ describe("AgentLoop", () => {
     >()
     expect<ReturnType<S["deleteThread"]>>().type.toBe<Effect.Effect<void, AgentError.CheckpointError>>()
     expect<AgentLoop.RunError<OverQuota>>().type.toBe<OverQuota | AgentError.AgentError | AiError.AiError>()
+  })
+})
+
+describe("AgentLoop.Tag", () => {
+  const makeAgent = Agent.make({ middleware: [quota, audit], responseFormat: Schema.Struct({ answer: Schema.String }) })
+  class Support extends AgentLoop.Tag("app/Support")<Support, Effect.Effect.Success<typeof makeAgent>>() {}
+
+  test("a tag of one's own keeps the agent's state, errors and output", () => {
+    const _answered = Effect.flatMap(Support, (agent) => agent.run("hi", { threadId: "t" }))
+    expect<Effect.Effect.Context<typeof _answered>>().type.toBe<Support>()
+    expect<Effect.Effect.Error<typeof _answered>>().type.toBe<AgentLoop.RunError<OverQuota | Refused>>()
+    type Result = Effect.Effect.Success<typeof _answered>
+    expect<Extract<Result, { readonly _tag: "Completed" }>["output"]>().type.toBe<
+      Option.Option<{ readonly answer: string }>
+    >()
+  })
+
+  test("its layer is built from the Agent.make effect", () => {
+    const _live = Layer.effect(Support, makeAgent)
+    expect<Layer.Layer.Success<typeof _live>>().type.toBe<Support>()
+  })
+
+  test("the shared AgentLoop tag stays loosely typed", () => {
+    expect<Context.Tag.Service<typeof AgentLoop.AgentLoop>>().type.toBe<AgentLoop.AgentLoop.Service<any, any>>()
   })
 })
