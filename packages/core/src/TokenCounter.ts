@@ -9,7 +9,7 @@
  * - {@link layerTiktoken}: exact BPE counts with js-tiktoken's
  *   `cl100k_base` or `o200k_base` ranks, loaded once and lazily (on the first
  *   count, not when the layer is built);
- * - {@link layerModel}: a provider's `Tokenizer` from `@effect/ai`.
+ * - {@link layerTokenizer}: a provider's `Tokenizer` from `@effect/ai`.
  *
  * Counts are additive and cached by identity: a message counts as a
  * per-message overhead plus the sum of its parts, and the count of every
@@ -40,7 +40,7 @@ import { unknownKey } from "./internal/options.js"
  * @since 0.1.0
  * @category models
  */
-export type Method = "approximate" | "tiktoken" | "model"
+export type Method = "approximate" | "tiktoken" | "tokenizer"
 
 /**
  * Something a counter counts: a message, or one part of a message.
@@ -610,7 +610,7 @@ const emptyMessage = (role: Role): Prompt.Message =>
  * const words = Tokenizer.make({
  *   tokenize: (prompt) => Effect.succeed(JSON.stringify(prompt.content).split(/\s+/).map((_, i) => i))
  * })
- * const program = Effect.flatMap(TokenCounter.makeModel, (counter) => counter.countText("a b c")).pipe(
+ * const program = Effect.flatMap(TokenCounter.makeTokenizer, (counter) => counter.countText("a b c")).pipe(
  *   Effect.provideService(Tokenizer.Tokenizer, words)
  * )
  * ```
@@ -618,7 +618,7 @@ const emptyMessage = (role: Role): Prompt.Message =>
  * @since 0.1.0
  * @category constructors
  */
-export const makeModel: Effect.Effect<TokenCounter.Service, never, Tokenizer.Tokenizer> = Effect.gen(function*() {
+export const makeTokenizer: Effect.Effect<TokenCounter.Service, never, Tokenizer.Tokenizer> = Effect.gen(function*() {
   const tokenizer = yield* Tokenizer.Tokenizer
   const fallback = (item: Prompt.Part | string) => {
     if (typeof item === "string") return Math.ceil(item.length / 4)
@@ -651,7 +651,7 @@ export const makeModel: Effect.Effect<TokenCounter.Service, never, Tokenizer.Tok
     )
   }).pipe(Effect.map((table) => (role: Role) => table[role]))
   return fromEngine({
-    method: "model",
+    method: "tokenizer",
     count: (items) =>
       Effect.flatMap(overhead, (overheadOf) =>
         Effect.forEach(items, (item) => {
@@ -669,7 +669,7 @@ export const makeModel: Effect.Effect<TokenCounter.Service, never, Tokenizer.Tok
 })
 
 /**
- * Provides the counter of the `Tokenizer` in context ({@link makeModel}).
+ * Provides the counter of the `Tokenizer` in context ({@link makeTokenizer}).
  *
  * @example
  * ```ts
@@ -681,13 +681,16 @@ export const makeModel: Effect.Effect<TokenCounter.Service, never, Tokenizer.Tok
  *   Tokenizer.Tokenizer,
  *   Tokenizer.make({ tokenize: (prompt) => Effect.succeed(Array.from(JSON.stringify(prompt.content), (_, i) => i)) })
  * )
- * const CounterLive = TokenCounter.layerModel.pipe(Layer.provide(TokenizerLive))
+ * const CounterLive = TokenCounter.layerTokenizer.pipe(Layer.provide(TokenizerLive))
  * ```
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerModel: Layer.Layer<TokenCounter, never, Tokenizer.Tokenizer> = Layer.effect(TokenCounter, makeModel)
+export const layerTokenizer: Layer.Layer<TokenCounter, never, Tokenizer.Tokenizer> = Layer.effect(
+  TokenCounter,
+  makeTokenizer
+)
 
 // ---------------------------------------------------------------------------
 // accessors

@@ -110,7 +110,7 @@ describe("TokenCounter caching", () => {
   it.effect("counts a growing history in proportion to the new messages", () =>
     Effect.gen(function*() {
       const calls = { value: 0 }
-      const counter = yield* TokenCounter.makeModel.pipe(Effect.provide(countingTokenizer(calls)))
+      const counter = yield* TokenCounter.makeTokenizer.pipe(Effect.provide(countingTokenizer(calls)))
       const history = [system("You are helpful."), user("one two three"), user("four five")]
       const first = yield* counter.count(history)
       // 4 empty messages (one per role) for the overheads, then the system text and one part per user message
@@ -130,7 +130,7 @@ describe("TokenCounter caching", () => {
       assert.strictEqual(calls.value, 10)
       yield* counter.count([Prompt.makeMessage("user", { content: [part] })])
       assert.strictEqual(calls.value, 10)
-      assert.strictEqual(counter.method, "model")
+      assert.strictEqual(counter.method, "tokenizer")
     }))
 
   it.effect("falls back to approximate counts when the tokenizer fails", () =>
@@ -138,7 +138,7 @@ describe("TokenCounter caching", () => {
       const failing = Tokenizer.make({
         tokenize: () => Effect.fail(new AiError.UnknownError({ module: "Test", method: "tokenize" }))
       })
-      const counter = yield* TokenCounter.makeModel.pipe(Effect.provideService(Tokenizer.Tokenizer, failing))
+      const counter = yield* TokenCounter.makeTokenizer.pipe(Effect.provideService(Tokenizer.Tokenizer, failing))
       // 3 per message (fallback overhead) + ceil(8 / 4)
       assert.strictEqual(yield* counter.count([user("abcdefgh")]), 5)
     }))

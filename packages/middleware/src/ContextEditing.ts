@@ -672,7 +672,7 @@ export const applyEdits = <Edits extends ReadonlyArray<ContextEdit.Any>>(
  * How the middleware counts tokens: `"approximate"` with its own approximate
  * counter (4 characters per token, `TokenCounter.makeApproximate`), or
  * `"model"` with the `TokenCounter` the agent is given
- * (`TokenCounter.layerTiktoken`, or `TokenCounter.layerModel` over a
+ * (`TokenCounter.layerTiktoken`, or `TokenCounter.layerTokenizer` over a
  * provider's tokenizer).
  *
  * @since 0.1.0

@@ -328,7 +328,7 @@ describe("ClearToolUses against a plain implementation", () => {
         tokenize: (prompt) =>
           Effect.yieldNow().pipe(Effect.as(Array.from(JSON.stringify(prompt.content).slice(0, 400), (_, i) => i)))
       })
-      const counter = yield* TokenCounter.makeModel.pipe(Effect.provideService(Tokenizer.Tokenizer, yielding))
+      const counter = yield* TokenCounter.makeTokenizer.pipe(Effect.provideService(Tokenizer.Tokenizer, yielding))
       const messages = history(12, 300)
       const shared = edit({ trigger: 50, keep: 2, clearAtLeast: 80 })
       const lengths = [5, 25, 13, 9, 25, 17]
@@ -469,7 +469,7 @@ describe("ClearToolUses", () => {
             )
           })
       })
-      const counter = yield* TokenCounter.makeModel.pipe(Effect.provideService(Tokenizer.Tokenizer, tokenizer))
+      const counter = yield* TokenCounter.makeTokenizer.pipe(Effect.provideService(Tokenizer.Tokenizer, tokenizer))
       const clear = edit({ trigger: 0, keep: 2 })
       const apply = (messages: ReadonlyArray<Prompt.Message>) =>
         clear.apply(messages, { systemPrompt: "Be brief." }).pipe(
