@@ -1,8 +1,16 @@
 import * as path from "node:path"
 import type { ViteUserConfig } from "vitest/config"
 
+/**
+ * Workspace packages resolve to their TypeScript sources (their `exports` condition), not their
+ * build; the rest are Vite's default server conditions.
+ */
+const conditions = ["@stepwise-agent/source", "module", "node", "development|production"]
+
 const config: ViteUserConfig = {
   esbuild: { target: "es2022" },
+  resolve: { conditions },
+  ssr: { resolve: { conditions } },
   test: {
     setupFiles: [path.join(__dirname, "vitest.setup.ts")],
     include: ["test/**/*.test.ts"],

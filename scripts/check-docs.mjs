@@ -27,7 +27,12 @@ const markdownFiles = (dir) =>
     return entry.name.endsWith(".md") ? [file] : []
   })
 
-const docs = [path.join(repo, "README.md"), ...markdownFiles(path.join(repo, "docs")).sort()]
+const docs = [
+  path.join(repo, "README.md"),
+  ...fs.readdirSync(path.join(repo, "packages")).map((dir) => path.join(repo, "packages", dir, "README.md"))
+    .filter((file) => fs.existsSync(file)),
+  ...markdownFiles(path.join(repo, "docs")).sort()
+]
 
 // A leading comment naming a .ts file: `// support.ts: ...`, `// src/WeatherTools.ts`.
 const fileNameComment = /^\/\/\s*((?:[\w.-]+\/)*[\w.-]+\.ts)\b(?:\s*(?::|—|-|\(|$))/

@@ -33,6 +33,39 @@ export class AgentConfigError extends Schema.TaggedError<AgentConfigError>(
 }
 
 /**
+ * An option given to a constructor is invalid: an unknown key, a value of the
+ * wrong type, or one out of range. `module` names the constructor's module
+ * (for example `"HumanInTheLoop"`), `option` the path of the option (for
+ * example `"interruptOn.send_email.allowedDecisions"`). One error for every
+ * built-in, as @effect/platform's `BadArgument` is for its modules.
+ *
+ * @example
+ * ```ts
+ * import { AgentError } from "@effect-agent/core"
+ *
+ * const error = new AgentError.InvalidOptions({ module: "ModelCallLimit", option: "runLimit", reason: "must be at least 0" })
+ * error.message // 'Invalid ModelCallLimit option "runLimit": must be at least 0'
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidOptions extends Schema.TaggedError<InvalidOptions>(
+  "@effect-agent/core/AgentError/InvalidOptions"
+)("InvalidOptions", {
+  module: Schema.String,
+  option: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid ${this.module} option "${this.option}": ${this.reason}`
+  }
+}
+
+/**
  * The run reached `maxSteps` model calls without finishing.
  *
  * @since 0.1.0
@@ -206,6 +239,87 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>(
 }
 
 /**
+ * The model's reply cannot be used as an answer, so the run fails instead of
+ * completing with it (generate and stream agree; `ModelRetry` retries it by
+ * default):
+ *
+ * - `"truncated"`: the reply ended before its finish event (a stream the
+ *   provider closed early);
+ * - `"not-a-stream"`: a streamed call received nothing at all (the response
+ *   was not an event stream, e.g. a JSON body answering a streaming request);
+ * - `"empty"`: the reply finished with no answer in it: no text (blank text
+ *   counts as none), no file and no tool call for the agent to run — e.g. only
+ *   reasoning, only a provider-executed tool call, or nothing after running
+ *   out of output tokens (`finishReason` says which).
+ *
+ * `text` is the text the reply carried (for a truncated stream, what was
+ * streamed before it ended), so nothing streamed is silently lost.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ModelReplyError extends Schema.TaggedError<ModelReplyError>(
+  "@effect-agent/core/AgentError/ModelReplyError"
+)("ModelReplyError", {
+  reason: Schema.Literal("truncated", "not-a-stream", "empty"),
+  /** The model call (from 0) whose reply this was. */
+  step: Schema.Number,
+  streamed: Schema.Boolean,
+  text: Schema.String,
+  /** The reason of the reply's finish event, when it had one. */
+  finishReason: Schema.optional(Schema.String),
+  /** The kinds of parts received, in order of first appearance. */
+  received: Schema.Array(Schema.String),
+  /** An `error` event the provider sent in the stream, if any. */
+  errorEvent: Schema.optional(Schema.Unknown)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    const call = `The model's ${this.streamed ? "streamed " : ""}reply (step ${this.step})`
+    const received = this.received.length === 0 ? "nothing" : this.received.join(", ")
+    const error = this.errorEvent === undefined ?
+      "" :
+      `; the provider sent an error event: ${JSON.stringify(this.errorEvent)?.slice(0, 500)}`
+    switch (this.reason) {
+      case "truncated":
+        return `${call} ended before its finish event, after ${this.text.length} characters of text ` +
+          `(received: ${received})${error}`
+      case "not-a-stream":
+        return `${call} ended without a single event: the response was not an event stream`
+      case "empty":
+        return `${call} has no text and no tool calls (finish reason "${this.finishReason ?? "unknown"}"; ` +
+          `received: ${received})${error}`
+    }
+  }
+}
+
+/**
+ * A `wrapModelCall` hook answered with an empty assistant message (no text,
+ * file or tool call). An empty assistant message is never stored: several
+ * providers reject it on the next call. A hook that short-circuits the model
+ * must answer with a message that says something, or fail.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EmptyModelResponse extends Schema.TaggedError<EmptyModelResponse>(
+  "@effect-agent/core/AgentError/EmptyModelResponse"
+)("EmptyModelResponse", {
+  middleware: Schema.String,
+  step: Schema.Number
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Middleware "${this.middleware}" answered model call ${this.step} (wrapModelCall) with an empty ` +
+      `assistant message; answer with text or tool calls, or fail`
+  }
+}
+
+/**
  * Every error the agent itself (not its model, tools or middleware) can fail a
  * run with.
  *
@@ -221,6 +335,8 @@ export type AgentError =
   | DurableThreadError
   | StructuredOutputError
   | InvalidInput
+  | ModelReplyError
+  | EmptyModelResponse
 
 /**
  * The schema of {@link AgentError}.
@@ -236,7 +352,9 @@ export const AgentError: Schema.Union<[
   typeof ThreadStateError,
   typeof DurableThreadError,
   typeof StructuredOutputError,
-  typeof InvalidInput
+  typeof InvalidInput,
+  typeof ModelReplyError,
+  typeof EmptyModelResponse
 ]> = Schema.Union(
   MaxStepsExceeded,
   InvalidJump,
@@ -245,5 +363,7 @@ export const AgentError: Schema.Union<[
   ThreadStateError,
   DurableThreadError,
   StructuredOutputError,
-  InvalidInput
+  InvalidInput,
+  ModelReplyError,
+  EmptyModelResponse
 )

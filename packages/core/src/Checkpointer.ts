@@ -224,8 +224,10 @@ export const layerKeyValueStore = (
 
 /**
  * A checkpointer writing one JSON file per thread in `directory` (created if
- * missing). Each save writes a temporary file and renames it over the old
- * one, so a crash during a save never leaves a torn checkpoint.
+ * missing). Each save writes a temporary file of its own and renames it over
+ * the old one, so neither a crash during a save nor concurrent saves (several
+ * instances or processes on one folder) ever leave a torn checkpoint: the
+ * last rename wins.
  *
  * @example
  * ```ts
@@ -249,7 +251,6 @@ export const makeFileSystem = (
       Effect.mapError(ioFailure(directory, "save"))
     )
     const file = (threadId: string) => path.join(directory, `${encodeURIComponent(threadId)}.json`)
-    let writes = 0
     return Checkpointer.of({
       load: (threadId) =>
         fs.exists(file(threadId)).pipe(
@@ -264,7 +265,8 @@ export const makeFileSystem = (
         Effect.gen(function*() {
           const json = yield* toJson(threadId, checkpoint)
           const target = file(threadId)
-          const temporary = `${target}.${process.pid}.${writes++}.tmp`
+          // unique per save, so concurrent saves (from any instance or process) never share a file
+          const temporary = `${target}.${crypto.randomUUID()}.tmp`
           yield* fs.writeFileString(temporary, json).pipe(
             Effect.zipRight(fs.rename(temporary, target)),
             Effect.mapError(ioFailure(threadId, "save"))

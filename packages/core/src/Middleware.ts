@@ -207,13 +207,16 @@ export interface ToolCallRequest {
 
 /**
  * The continuation `wrapModelCall` calls: the inner middleware and the model.
- * It fails with the model's `AiError`; errors of inner middleware pass
- * through it unchanged at run time.
+ * It fails with the model's `AiError`, or `ModelReplyError` when the reply
+ * was cut short or empty; errors of inner middleware pass through it
+ * unchanged at run time.
  *
  * @since 0.1.0
  * @category models
  */
-export type NextModelCall = (request: ModelRequest) => Effect.Effect<ModelResponse, AiError.AiError>
+export type NextModelCall = (
+  request: ModelRequest
+) => Effect.Effect<ModelResponse, AiError.AiError | AgentError.ModelReplyError>
 
 /**
  * The continuation `wrapToolCall` calls: the inner middleware and the tool.
@@ -400,7 +403,11 @@ export const make = <
   }
 ): Middleware<
   S,
-  TE | Exclude<ErrorOf<BA | BM | AM | AA | WM | WT | VR> | StreamErrorOf<WS>, AiError.AiError | AgentError.ToolDefect>,
+  | TE
+  | Exclude<
+    ErrorOf<BA | BM | AM | AA | WM | WT | VR> | StreamErrorOf<WS>,
+    AiError.AiError | AgentError.ToolDefect | AgentError.ModelReplyError
+  >,
   TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | VR> | StreamContextOf<WS>, Scope.Scope>
 > =>
   Object.assign(Object.create(Proto), {

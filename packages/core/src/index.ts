@@ -46,6 +46,11 @@ export * as Middleware from "./Middleware.js"
 /**
  * @since 0.1.0
  */
+export * as Secrets from "./Secrets.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as TokenCounter from "./TokenCounter.js"
 
 /**

@@ -181,3 +181,46 @@ describe("Checkpointer.layerFileSystem", () => {
       assert.deepStrictEqual(roles(second.state.messages), ["user", "assistant"])
     }).pipe(Effect.provide(NodeContext.layer)))
 })
+
+describe("Checkpointer.layerFileSystem, two instances on one folder", () => {
+  it.scoped("concurrent saves of one thread never tear it: every save and every load succeeds, whole", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory
+      const [first, second] = yield* Effect.all([
+        Checkpointer.makeFileSystem(directory),
+        Checkpointer.makeFileSystem(directory)
+      ])
+      // checkpoints of very different sizes, so an overlapped write would show as a torn file
+      const checkpoint = (writer: number, index: number): Checkpointer.Checkpoint => ({
+        version: 1,
+        threadId: "t",
+        messages: Array.from({ length: 1 + ((index * 37 + writer * 11) % 200) }, () => ({ writer, index })),
+        slices: { writer: { writer, index } }
+      })
+      const written = new Map<string, Checkpointer.Checkpoint>()
+      const saves = (writer: number, checkpointer: Checkpointer.Checkpointer.Service) =>
+        Effect.forEach(Array.from({ length: 100 }, (_, index) => index), (index) => {
+          const value = checkpoint(writer, index)
+          written.set(`${writer}/${index}`, value)
+          return checkpointer.save("t", value)
+        }, { concurrency: 4, discard: true })
+      yield* first.save("t", checkpoint(0, 0))
+      written.set("0/0", checkpoint(0, 0))
+      const loads = Effect.forEach(Array.from({ length: 200 }, () => undefined), () =>
+        Effect.zipRight(
+          Effect.yieldNow(),
+          Effect.map(second.load("t"), Option.getOrThrow)
+        ), { concurrency: 2 })
+      const [, , loaded] = yield* Effect.all([saves(1, first), saves(2, second), loads], {
+        concurrency: "unbounded"
+      })
+      const last = Option.getOrThrow(yield* first.load("t"))
+      for (const value of [...loaded, last]) {
+        const slice = value.slices["writer"] as { writer: number; index: number }
+        assert.deepStrictEqual(value, written.get(`${slice.writer}/${slice.index}`))
+      }
+      // no temporary file is left behind
+      const fs = yield* FileSystem.FileSystem
+      assert.deepStrictEqual(yield* fs.readDirectory(directory), ["t.json"])
+    }).pipe(Effect.provide(NodeContext.layer)))
+})

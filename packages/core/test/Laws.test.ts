@@ -24,7 +24,8 @@ const TurnArb = FastCheck.record({
 const ScriptArb = FastCheck.record({
   input: FastCheck.string({ minLength: 1, maxLength: 30 }),
   turns: FastCheck.array(TurnArb, { maxLength: 3 }),
-  final: FastCheck.string({ maxLength: 40 })
+  // a blank final answer is an empty reply, which fails the run (ModelReplyError)
+  final: FastCheck.string({ minLength: 1, maxLength: 40 }).filter((text) => text.trim() !== "")
 })
 
 type Script = typeof ScriptArb extends FastCheck.Arbitrary<infer A> ? A : never

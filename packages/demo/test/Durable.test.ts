@@ -29,7 +29,15 @@ interface Demo {
 const startDemo = (cwd: string, ...args: ReadonlyArray<string>) =>
   Effect.acquireRelease(
     Effect.sync((): Demo => {
-      const child: ChildProcess = spawn(process.execPath, ["--import", tsx, script, "--pace", "300", ...args], {
+      const child: ChildProcess = spawn(process.execPath, [
+        "--conditions=@stepwise-agent/source",
+        "--import",
+        tsx,
+        script,
+        "--pace",
+        "300",
+        ...args
+      ], {
         cwd,
         env: { ...process.env, OPENAI_API_KEY: undefined },
         stdio: ["ignore", "pipe", "pipe"]

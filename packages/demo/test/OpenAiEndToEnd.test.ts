@@ -355,18 +355,19 @@ describe("OpenAI end to end", () => {
         assert.strictEqual(error.reason, "Transport")
       }))
 
-    it.scoped("observed: the errors carry the request headers, API key unredacted", () =>
+    it.scoped("the run's error describes the request with its API key scrubbed", () =>
       Effect.gen(function*() {
         // @effect/ai 0.37 `HttpResponseError.fromResponseError` calls `Inspectable.redact`
         // outside a logger, where it redacts nothing; for a Decode error the `body` (and so
-        // `message`) is the whole formatted platform error, request headers included.
-        // Anything that logs, traces or stores an AiError must scrub it first.
+        // `message`) is the whole formatted platform error, request headers included. The
+        // loop scrubs it (see Secrets and SecretsEndToEnd.test.ts).
         const { error } = yield* failingSecondRun(FakeOpenAi.raw("{ not json"))
         assert.strictEqual(error._tag, "HttpResponseError")
         if (error._tag !== "HttpResponseError") return
-        assert.strictEqual(error.request.headers.authorization, "Bearer sk-test")
-        assert.include(error.body ?? "", "Bearer sk-test")
-        assert.include(error.message, "Bearer sk-test")
+        assert.strictEqual(error.request.headers.authorization, "<redacted>")
+        assert.notInclude(error.body ?? "", "Bearer sk-test")
+        assert.notInclude(error.message, "Bearer sk-test")
+        assert.include(error.message, "<redacted>")
       }))
 
     it.scoped("a 500 after a tool step keeps that step; the thread continues on the next run", () =>

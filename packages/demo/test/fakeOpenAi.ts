@@ -19,6 +19,7 @@ import * as OpenAiLanguageModel from "@effect/ai-openai/OpenAiLanguageModel"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import type * as HttpClient from "@effect/platform/HttpClient"
 import { Effect, Layer, Redacted } from "effect"
 import type { Scope } from "effect"
 
@@ -344,6 +345,25 @@ export const raw = (
   headers: options?.headers ?? { "content-type": "application/json" },
   body
 })
+
+/**
+ * A 200 whose body, labelled JSON, does not parse.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const notJson: Reply = raw("{ not json")
+
+/**
+ * A gateway's HTML error page served as JSON, with status 502.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const htmlGateway: Reply = raw(
+  "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>",
+  { status: 502 }
+)
 
 /**
  * The request is read and the connection destroyed without an answer.
@@ -676,6 +696,10 @@ export interface LanguageModelOptions {
   readonly model?: string | undefined
   /** The HTTP client under the OpenAI client (default `"undici"`). */
   readonly httpClient?: "undici" | "fetch" | undefined
+  /** The API key the client sends (default `"sk-test"`). */
+  readonly apiKey?: string | undefined
+  /** Passed to `OpenAiClient.layer`. */
+  readonly transformClient?: ((client: HttpClient.HttpClient) => HttpClient.HttpClient) | undefined
 }
 
 /**
@@ -696,6 +720,10 @@ export const languageModel = (
   options?: LanguageModelOptions
 ): Layer.Layer<LanguageModel.LanguageModel> =>
   OpenAiLanguageModel.layer({ model: options?.model ?? "gpt-4o-mini", config: { strict: false } }).pipe(
-    Layer.provide(OpenAiClient.layer({ apiKey: Redacted.make("sk-test"), apiUrl: `${server.url}/v1` })),
+    Layer.provide(OpenAiClient.layer({
+      apiKey: Redacted.make(options?.apiKey ?? "sk-test"),
+      apiUrl: `${server.url}/v1`,
+      ...(options?.transformClient === undefined ? {} : { transformClient: options.transformClient })
+    })),
     Layer.provide(options?.httpClient === "fetch" ? FetchHttpClient.layer : NodeHttpClient.layerUndici)
   )

@@ -14,6 +14,7 @@
  * @since 0.1.0
  */
 import * as AgentLoop from "@effect-agent/core/AgentLoop"
+import * as Secrets from "@effect-agent/core/Secrets"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
@@ -151,7 +152,7 @@ const errorOf = (cause: Cause.Cause<unknown>): { readonly error: string; readonl
   if (Cause.isInterruptedOnly(cause)) return { error: "Interrupted", message: "the run was interrupted" }
   const error = Cause.squash(cause)
   const tag = typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "Defect"
-  return { error: tag, message: error instanceof Error ? error.message : String(error) }
+  return { error: tag, message: Secrets.scrubText(error instanceof Error ? error.message : String(error)) }
 }
 
 const ResumeBody = Schema.Struct({
@@ -245,7 +246,8 @@ export const make: (
     const follow = ({ event, runId, threadId }: AgentLoop.RunEvent<any>) =>
       Effect.gen(function*() {
         const at = yield* Clock.currentTimeMillis
-        yield* log.append({ type: "event", runId, threadId, at, event: Wire.event(event) })
+        const page = Wire.event(event)
+        yield* log.append({ type: "event", runId, threadId, at, event: page })
         if (event._tag !== "RunStarted" && event._tag !== "RunEnded" && event._tag !== "RunFailed") return
         let runs = running.get(threadId)
         if (runs === undefined) running.set(threadId, runs = new Set())
@@ -254,7 +256,9 @@ export const make: (
           failures.delete(threadId)
         } else {
           runs.delete(runId)
-          if (event._tag === "RunFailed") failures.set(threadId, { error: event.error, message: event.message })
+          if (event._tag === "RunFailed") {
+            failures.set(threadId, { error: event.error, message: page.message as string })
+          }
         }
         yield* refresh(threadId)
       })

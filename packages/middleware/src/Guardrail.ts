@@ -16,12 +16,14 @@
  *
  * @since 0.1.0
  */
+import * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -165,27 +167,6 @@ export class GuardrailTripped extends Schema.TaggedError<GuardrailTripped>(
 }
 
 /**
- * The options of {@link middleware} are invalid: no check, or an unknown
- * `onBlock`.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidGuardrailOptions extends Schema.TaggedError<InvalidGuardrailOptions>(
-  "@effect-agent/middleware/Guardrail/InvalidGuardrailOptions"
-)("InvalidGuardrailOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid Guardrail option "${this.option}": ${this.reason}`
-  }
-}
-
-/**
  * A check returned something that is not a usable verdict: not a verdict at
  * all, or a rewrite with no messages.
  *
@@ -241,9 +222,17 @@ const withText = (message: Prompt.AssistantMessage, text: string): Prompt.Assist
   return Prompt.makeMessage("assistant", { content, options: message.options })
 }
 
+const OptionsSchema = Schema.Struct({
+  name: Schema.optional(Check.NonEmpty),
+  input: Schema.optional(Check.AnyFunction),
+  output: Schema.optional(Check.AnyFunction),
+  onBlock: Schema.optional(Schema.Literal("error", "end")),
+  blockedMessage: Schema.optional(Schema.String)
+})
+
 /**
  * Builds the middleware. Bad options fail with
- * {@link InvalidGuardrailOptions}: give `input`, `output` or both. During a
+ * `AgentError.InvalidOptions`: give `input`, `output` or both. During a
  * run a block fails with {@link GuardrailTripped} (unless `onBlock: "end"`),
  * and a check's own errors and services flow into the agent's types. Every
  * block and rewrite is reported as a decision.
@@ -277,30 +266,14 @@ export const middleware = <EI = never, RI = never, EO = never, RO = never>(
   options: Options<EI, RI, EO, RO>
 ): Effect.Effect<
   Middleware.Middleware<{}, GuardrailTripped | InvalidGuardrailVerdict | EI | EO, RI | RO>,
-  InvalidGuardrailOptions
+  AgentError.InvalidOptions
 > =>
   Effect.gen(function*() {
+    yield* Check.validate("Guardrail", OptionsSchema, options)
     if (options.input === undefined && options.output === undefined) {
-      return yield* new InvalidGuardrailOptions({
-        option: "input",
-        reason: "give an input check, an output check or both"
-      })
-    }
-    for (const [option, check] of [["input", options.input], ["output", options.output]] as const) {
-      if (check !== undefined && typeof check !== "function") {
-        return yield* new InvalidGuardrailOptions({
-          option,
-          reason: "must be a function returning an Effect of a verdict"
-        })
-      }
+      return yield* Check.invalid("Guardrail", "input", "give an input check, an output check or both")
     }
     const onBlock = options.onBlock ?? "error"
-    if (onBlock !== "error" && onBlock !== "end") {
-      return yield* new InvalidGuardrailOptions({
-        option: "onBlock",
-        reason: `must be "error" or "end", got ${String(onBlock)}`
-      })
-    }
     const name = options.name ?? "guardrail"
 
     const verdictOf = <E, R>(stage: Stage, check: Effect.Effect<GuardrailVerdict, E, R>) =>

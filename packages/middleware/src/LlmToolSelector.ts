@@ -19,12 +19,14 @@
  *
  * @since 0.1.0
  */
+import * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Tool from "@effect/ai/Tool"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -81,27 +83,6 @@ export type Selection = typeof Selection.Type
 // -----------------------------------------------------------------------------
 // errors
 // -----------------------------------------------------------------------------
-
-/**
- * The options are invalid: `maxTools` is not a whole number of at least 1,
- * `alwaysInclude` is not a list of tool names, or `systemPrompt` is empty.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidLlmToolSelectorOptions extends Schema.TaggedError<InvalidLlmToolSelectorOptions>(
-  "@effect-agent/middleware/LlmToolSelector/InvalidLlmToolSelectorOptions"
-)("InvalidLlmToolSelectorOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid LlmToolSelector option "${this.option}": ${this.reason}`
-  }
-}
 
 /**
  * `alwaysInclude` names tools the model request does not have.
@@ -162,28 +143,15 @@ const selectorPrompt = (
   ])
 }
 
-const validate = (options: Options): InvalidLlmToolSelectorOptions | undefined => {
-  const { alwaysInclude, maxTools, systemPrompt } = options
-  if (maxTools !== undefined && (!Number.isInteger(maxTools) || maxTools < 1)) {
-    return new InvalidLlmToolSelectorOptions({
-      option: "maxTools",
-      reason: `must be a whole number of at least 1, got ${String(maxTools)}`
-    })
-  }
-  if (
-    alwaysInclude !== undefined &&
-    (!Array.isArray(alwaysInclude) || alwaysInclude.some((name) => typeof name !== "string" || name.length === 0))
-  ) {
-    return new InvalidLlmToolSelectorOptions({ option: "alwaysInclude", reason: "must be a list of tool names" })
-  }
-  if (systemPrompt !== undefined && (typeof systemPrompt !== "string" || systemPrompt.trim().length === 0)) {
-    return new InvalidLlmToolSelectorOptions({ option: "systemPrompt", reason: "must be a non-empty text" })
-  }
-  if (options.model !== undefined && typeof options.model?.generateObject !== "function") {
-    return new InvalidLlmToolSelectorOptions({ option: "model", reason: "must be a LanguageModel service" })
-  }
-  return undefined
-}
+const OptionsSchema = Schema.Struct({
+  model: Schema.optional(Check.LanguageModelService),
+  maxTools: Schema.optional(Schema.Number.pipe(
+    Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
+  )),
+  alwaysInclude: Schema.optional(Schema.Array(Check.NonEmpty)),
+  systemPrompt: Schema.optional(Check.NonBlank),
+  name: Schema.optional(Check.NonEmpty)
+})
 
 const make = (options: Options, model: LanguageModel.Service) => {
   const alwaysInclude = [...new Set(options.alwaysInclude ?? [])]
@@ -236,7 +204,7 @@ const make = (options: Options, model: LanguageModel.Service) => {
 /**
  * Builds the middleware. Without a `model` it uses the `LanguageModel` of
  * the context it is built in. Bad options fail with
- * {@link InvalidLlmToolSelectorOptions}; during a run, `alwaysInclude` names
+ * `AgentError.InvalidOptions`; during a run, `alwaysInclude` names
  * that the request's tools lack fail with {@link UnknownAlwaysIncludeTool},
  * and a failure of the selector model (an `AiError`, e.g. an answer that is
  * not `{ tools: [...] }`) fails the model call.
@@ -262,24 +230,23 @@ const make = (options: Options, model: LanguageModel.Service) => {
  */
 export function middleware(
   options: Options & { readonly model: LanguageModel.Service }
-): Effect.Effect<Middleware.Middleware<{}, UnknownAlwaysIncludeTool>, InvalidLlmToolSelectorOptions>
+): Effect.Effect<Middleware.Middleware<{}, UnknownAlwaysIncludeTool>, AgentError.InvalidOptions>
 export function middleware(
   options?: Options | undefined
 ): Effect.Effect<
   Middleware.Middleware<{}, UnknownAlwaysIncludeTool>,
-  InvalidLlmToolSelectorOptions,
+  AgentError.InvalidOptions,
   LanguageModel.LanguageModel
 >
 export function middleware(
   options: Options = {}
 ): Effect.Effect<
   Middleware.Middleware<{}, UnknownAlwaysIncludeTool>,
-  InvalidLlmToolSelectorOptions,
+  AgentError.InvalidOptions,
   LanguageModel.LanguageModel
 > {
   return Effect.gen(function*() {
-    const invalid = validate(options)
-    if (invalid !== undefined) return yield* invalid
+    yield* Check.validate("LlmToolSelector", OptionsSchema, options)
     const model = options.model ?? (yield* LanguageModel.LanguageModel)
     return make(options, model)
   }).pipe(Effect.withSpan("LlmToolSelector.middleware", { captureStackTrace: false }))

@@ -24,6 +24,7 @@
  * @since 0.1.0
  */
 import * as Middleware from "@effect-agent/core/Middleware"
+import * as Secrets from "@effect-agent/core/Secrets"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -58,7 +59,7 @@ const describeFailure = (cause: Cause.Cause<unknown>) => {
   const message = Predicate.hasProperty(error, "message") && typeof error.message === "string"
     ? error.message
     : String(error)
-  return { error: tag, errorMessage: message }
+  return { error: tag, errorMessage: Secrets.scrubText(message) }
 }
 
 /**

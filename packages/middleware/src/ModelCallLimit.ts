@@ -15,10 +15,12 @@
  *
  * @since 0.1.0
  */
+import * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 
 /**
  * The state slice: model calls made on the thread, and in the current run.
@@ -60,27 +62,6 @@ export interface Options {
   readonly exitBehavior?: ExitBehavior | undefined
   /** The middleware's name (default `"modelCallLimit"`). */
   readonly name?: string | undefined
-}
-
-/**
- * The options of {@link middleware} are invalid: no limit, a limit that is
- * not a whole number of at least 0, or an unknown exit behavior.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidModelCallLimitOptions extends Schema.TaggedError<InvalidModelCallLimitOptions>(
-  "@effect-agent/middleware/ModelCallLimit/InvalidModelCallLimitOptions"
-)("InvalidModelCallLimitOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid ModelCallLimit option "${this.option}": ${this.reason}`
-  }
 }
 
 /**
@@ -129,14 +110,16 @@ const describeExceeded = (
   return `model call limit reached: ${reached.join(", ")}`
 }
 
-const checkLimit = (option: string, value: unknown): InvalidModelCallLimitOptions | undefined =>
-  value === undefined || (typeof value === "number" && Number.isInteger(value) && value >= 0)
-    ? undefined
-    : new InvalidModelCallLimitOptions({ option, reason: `must be a whole number of at least 0, got ${String(value)}` })
+const OptionsSchema = Schema.Struct({
+  threadLimit: Schema.optional(Check.Count),
+  runLimit: Schema.optional(Check.Count),
+  exitBehavior: Schema.optional(Schema.Literal("end", "error")),
+  name: Schema.optional(Check.NonEmpty)
+})
 
 /**
  * Builds the middleware. Bad options fail with
- * {@link InvalidModelCallLimitOptions}: at least one of `threadLimit` and
+ * `AgentError.InvalidOptions`: at least one of `threadLimit` and
  * `runLimit` is required, each a whole number of at least 0.
  *
  * Only one `ModelCallLimit` fits in an agent (its state keys are fixed); put
@@ -160,24 +143,14 @@ const checkLimit = (option: string, value: unknown): InvalidModelCallLimitOption
  */
 export const middleware: (
   options: Options
-) => Effect.Effect<Middleware.Middleware<State, ModelCallLimitExceeded>, InvalidModelCallLimitOptions> = Effect.fn(
+) => Effect.Effect<Middleware.Middleware<State, ModelCallLimitExceeded>, AgentError.InvalidOptions> = Effect.fn(
   "ModelCallLimit.middleware"
 )(function*(options: Options) {
-  const invalid = checkLimit("threadLimit", options.threadLimit) ?? checkLimit("runLimit", options.runLimit)
-  if (invalid !== undefined) return yield* invalid
+  yield* Check.validate("ModelCallLimit", OptionsSchema, options)
   if (options.threadLimit === undefined && options.runLimit === undefined) {
-    return yield* new InvalidModelCallLimitOptions({
-      option: "threadLimit",
-      reason: "give at least one of threadLimit and runLimit"
-    })
+    return yield* Check.invalid("ModelCallLimit", "threadLimit", "give at least one of threadLimit and runLimit")
   }
   const exitBehavior = options.exitBehavior ?? "end"
-  if (exitBehavior !== "end" && exitBehavior !== "error") {
-    return yield* new InvalidModelCallLimitOptions({
-      option: "exitBehavior",
-      reason: `must be "end" or "error", got ${String(exitBehavior)}`
-    })
-  }
   const limits = { threadLimit: options.threadLimit, runLimit: options.runLimit }
   return Middleware.make({
     name: options.name ?? "modelCallLimit",

@@ -22,6 +22,7 @@
  *
  * @since 0.1.0
  */
+import * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
@@ -33,6 +34,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { describeAiError } from "./internal/retry.js"
+import * as Check from "./internal/options.js"
 
 /**
  * A fallback model: a service, an Effect producing one, or a Layer
@@ -111,27 +113,6 @@ export class ModelFallbackExhausted extends Schema.TaggedError<ModelFallbackExha
   }
 }
 
-/**
- * The arguments of {@link middleware} are invalid: no fallback model, or a
- * value that is not a model source.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidModelFallbackOptions extends Schema.TaggedError<InvalidModelFallbackOptions>(
-  "@effect-agent/middleware/ModelFallback/InvalidModelFallbackOptions"
-)("InvalidModelFallbackOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid ModelFallback argument "${this.option}": ${this.reason}`
-  }
-}
-
 const isService = (u: unknown): u is LanguageModel.Service =>
   Predicate.hasProperty(u, "generateText") && Predicate.isFunction(u.generateText) &&
   Predicate.hasProperty(u, "streamText") && Predicate.isFunction(u.streamText)
@@ -150,7 +131,7 @@ const toResolve = (source: ModelSource): Resolve | LanguageModel.Service => {
 
 /**
  * Builds the middleware from one or more fallback models, tried in order
- * after the primary one. Fails with {@link InvalidModelFallbackOptions}
+ * after the primary one. Fails with `AgentError.InvalidOptions`
  * when given no model or a value that is not a model source.
  *
  * @example
@@ -175,19 +156,20 @@ export const middleware: <const Models extends ReadonlyArray<ModelSource>>(
   ...models: Models
 ) => Effect.Effect<
   Middleware.Middleware<{}, ModelFallbackExhausted | SourceError<Models[number]>, SourceContext<Models[number]>>,
-  InvalidModelFallbackOptions
+  AgentError.InvalidOptions
 > = Effect.fn("ModelFallback.middleware")(function*(...models: ReadonlyArray<ModelSource>) {
   if (models.length === 0) {
-    return yield* new InvalidModelFallbackOptions({ option: "models", reason: "give at least one fallback model" })
+    return yield* Check.invalid("ModelFallback", "models", "give at least one fallback model")
   }
   const resolvers: Array<Resolve | LanguageModel.Service> = []
   for (let i = 0; i < models.length; i++) {
     const source: unknown = models[i]
     if (!Layer.isLayer(source) && !Effect.isEffect(source) && !isService(source)) {
-      return yield* new InvalidModelFallbackOptions({
-        option: `models[${i}]`,
-        reason: "must be a LanguageModel service, an Effect producing one, or a Layer providing LanguageModel"
-      })
+      return yield* Check.invalid(
+        "ModelFallback",
+        `models[${i}]`,
+        "must be a LanguageModel service, an Effect producing one, or a Layer providing LanguageModel"
+      )
     }
     resolvers.push(toResolve(source as ModelSource))
   }

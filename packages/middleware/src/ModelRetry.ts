@@ -1,9 +1,10 @@
 /**
  * ModelRetry: retries a failed model call with backoff.
  *
- * `wrapModelCall` calls `next` again when it fails with an `AiError` that
- * `retryOn` accepts (by default {@link isRetryable}: transport failures, 429
- * and 5xx responses), at most `maxRetries` times, waiting between attempts
+ * `wrapModelCall` calls `next` again when it fails with an `AiError` or a
+ * `ModelReplyError` that `retryOn` accepts (by default {@link isRetryable}:
+ * transport failures, 429 and 5xx responses, a response body cut short, a
+ * reply that was truncated or empty), at most `maxRetries` times, waiting between attempts
  * by an exponential backoff (`initialDelay`, `factor`, `maxDelay`, `jitter`)
  * or by the user's `schedule`. When the provider says how long to wait — a
  * `retry-after-ms` or `retry-after` header (seconds or an HTTP date) on an
@@ -11,7 +12,7 @@
  * `maxRetryAfter`. Each retry is reported (`Middleware.report`) as
  * `retry 1 of 3 after 429, waiting 2s`.
  *
- * Only `AiError` failures are considered: errors of inner middleware pass
+ * Only these failures are considered: other errors of inner middleware pass
  * through untouched, and defects and interruption are never retried. When
  * the last attempt fails (or the error is not retryable), `onFailure`
  * decides: `"raise"` (the default) fails with the model's error;
@@ -23,6 +24,7 @@
  *
  * @since 0.1.0
  */
+import * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
@@ -33,7 +35,17 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 import * as Retry from "./internal/retry.js"
+
+/**
+ * A failure of the model call that ModelRetry considers: the provider's
+ * `AiError`, or the agent's `ModelReplyError` (a reply cut short or empty).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Failure = AiError.AiError | AgentError.ModelReplyError
 
 /**
  * What to do when the model still fails: `"raise"` its error, or
@@ -54,7 +66,7 @@ export interface Options {
   /** Retries after the first attempt (default 2). */
   readonly maxRetries?: number | undefined
   /** Which errors to retry (default {@link isRetryable}). */
-  readonly retryOn?: ((error: AiError.AiError) => boolean) | undefined
+  readonly retryOn?: ((error: Failure) => boolean) | undefined
   /** The delay before the first retry (default 1 second). */
   readonly initialDelay?: Duration.DurationInput | undefined
   /** How much each delay grows over the previous one (default 2). */
@@ -68,7 +80,7 @@ export interface Options {
    * error); it cannot be combined with `initialDelay`, `factor`, `maxDelay`
    * or `jitter`. `maxRetries` still applies.
    */
-  readonly schedule?: Schedule.Schedule<unknown, AiError.AiError> | undefined
+  readonly schedule?: Schedule.Schedule<unknown, Failure> | undefined
   /** Wait at least as long as the provider's retry-after header says (default true). */
   readonly respectRetryAfter?: boolean | undefined
   /** The longest retry-after honoured (default 60 seconds); a longer one is cut to this. */
@@ -80,30 +92,15 @@ export interface Options {
 }
 
 /**
- * The options of {@link middleware} are invalid.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidModelRetryOptions extends Schema.TaggedError<InvalidModelRetryOptions>(
-  "@effect-agent/middleware/ModelRetry/InvalidModelRetryOptions"
-)("InvalidModelRetryOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid ModelRetry option "${this.option}": ${this.reason}`
-  }
-}
-
-/**
  * The default `retryOn`: a transport failure (`HttpRequestError` with reason
- * `Transport`), or a response with status 429 or 5xx (`HttpResponseError`
- * with reason `StatusCode`). Malformed input or output, other 4xx responses,
- * and encoding errors are not retried: they would fail the same way again.
+ * `Transport`), a response with status 429 or 5xx (`HttpResponseError` with
+ * reason `StatusCode`), a 2xx response whose body could not be read
+ * (`HttpResponseError` with reason `Decode`: a connection dropped mid-stream
+ * or a body cut short), and a `ModelReplyError` — a reply truncated, not a
+ * stream, or empty — unless it is empty because the model was stopped on
+ * purpose (finish reason `"length"` or `"content-filter"`: the same request
+ * would stop the same way). Malformed output, other 4xx responses and
+ * encoding errors are not retried: they would fail the same way again.
  *
  * @example
  * ```ts
@@ -118,12 +115,16 @@ export class InvalidModelRetryOptions extends Schema.TaggedError<InvalidModelRet
  * @since 0.1.0
  * @category predicates
  */
-export const isRetryable = (error: AiError.AiError): boolean => {
+export const isRetryable = (error: Failure): boolean => {
   switch (error._tag) {
     case "HttpRequestError":
       return error.reason === "Transport"
     case "HttpResponseError":
-      return error.reason === "StatusCode" && (error.response.status === 429 || error.response.status >= 500)
+      return error.reason === "StatusCode"
+        ? error.response.status === 429 || error.response.status >= 500
+        : error.reason === "Decode" && error.response.status >= 200 && error.response.status < 300
+    case "ModelReplyError":
+      return error.reason !== "empty" || (error.finishReason !== "length" && error.finishReason !== "content-filter")
     default:
       return false
   }
@@ -179,8 +180,12 @@ export const retryAfter = (error: AiError.AiError, now: number): Option.Option<D
   return Number.isNaN(date) ? Option.none() : Option.some(Duration.millis(Math.max(0, date - now)))
 }
 
-const failureMessage = (error: AiError.AiError, attempts: number): Middleware.ModelResponse => {
-  const detail = error.description === undefined ? "" : `: ${error.description}`
+const isFailure = (error: unknown): error is Failure =>
+  AiError.isAiError(error) || error instanceof AgentError.ModelReplyError
+
+const failureMessage = (error: Failure, attempts: number): Middleware.ModelResponse => {
+  const description = error._tag === "ModelReplyError" ? error.message : error.description
+  const detail = description === undefined ? "" : `: ${description}`
   const text = `The model call failed after ${attempts} attempt${attempts === 1 ? "" : "s"} ` +
     `(${error._tag} ${Retry.describeAiError(error)}${detail}).`
   return {
@@ -191,9 +196,15 @@ const failureMessage = (error: AiError.AiError, attempts: number): Middleware.Mo
   }
 }
 
+const OptionsSchema = Schema.Struct({
+  ...Retry.optionFields,
+  respectRetryAfter: Schema.optional(Schema.Boolean),
+  maxRetryAfter: Schema.optional(Check.DurationInput)
+})
+
 /**
  * Builds the middleware. Bad options fail with
- * {@link InvalidModelRetryOptions}: `maxRetries` must be a whole number of
+ * `AgentError.InvalidOptions` (naming the option; an unknown option is an error too): `maxRetries` must be a whole number of
  * at least 0, delays finite durations with `maxDelay` at least
  * `initialDelay`, `factor` at least 1, and `schedule` cannot be combined with
  * the backoff options.
@@ -215,38 +226,32 @@ const failureMessage = (error: AiError.AiError, attempts: number): Middleware.Mo
  */
 export const middleware: (
   options?: Options | undefined
-) => Effect.Effect<Middleware.Middleware, InvalidModelRetryOptions> = Effect.fn("ModelRetry.middleware")(
+) => Effect.Effect<Middleware.Middleware, AgentError.InvalidOptions> = Effect.fn("ModelRetry.middleware")(
   function*(options: Options | undefined) {
+    yield* Check.validate("ModelRetry", OptionsSchema, options)
     const opts = options ?? {}
-    const backoff = Retry.resolveBackoff<AiError.AiError>(opts, { maxRetries: 2 })
-    if (Either.isLeft(backoff)) return yield* new InvalidModelRetryOptions(backoff.left)
+    const backoff = Retry.resolveBackoff<Failure>(opts, { maxRetries: 2 })
+    if (Either.isLeft(backoff)) return yield* Check.invalid("ModelRetry", backoff.left.option, backoff.left.reason)
     const onFailure = opts.onFailure ?? "raise"
-    const invalid = Retry.checkFunction("retryOn", opts.retryOn) ??
-      Retry.checkOnFailure(onFailure) ??
-      (opts.respectRetryAfter === undefined || typeof opts.respectRetryAfter === "boolean"
-        ? undefined
-        : { option: "respectRetryAfter", reason: `must be a boolean, got ${String(opts.respectRetryAfter)}` })
-    if (invalid !== undefined) return yield* new InvalidModelRetryOptions(invalid)
-    const maxRetryAfter = Duration.decodeUnknown(opts.maxRetryAfter ?? "60 seconds")
-    if (Option.isNone(maxRetryAfter) || !Duration.isFinite(maxRetryAfter.value)) {
-      return yield* new InvalidModelRetryOptions({
-        option: "maxRetryAfter",
-        reason: `must be a finite duration, got ${String(opts.maxRetryAfter)}`
-      })
+    const maxRetryAfter = Duration.decode(opts.maxRetryAfter ?? "60 seconds")
+    if (!Duration.isFinite(maxRetryAfter)) {
+      return yield* Check.invalid("ModelRetry", "maxRetryAfter", "must be a finite duration")
     }
-    const cap = maxRetryAfter.value
+    const cap = maxRetryAfter
     const retryOn = opts.retryOn ?? isRetryable
     const minDelay = opts.respectRetryAfter === false ?
       undefined :
-      (error: AiError.AiError, now: number) =>
-        Option.getOrUndefined(Option.map(retryAfter(error, now), (wait) => Duration.min(wait, cap)))
+      (error: Failure, now: number) =>
+        error._tag === "ModelReplyError"
+          ? undefined
+          : Option.getOrUndefined(Option.map(retryAfter(error, now), (wait) => Duration.min(wait, cap)))
     return Middleware.make({
       name: opts.name ?? "modelRetry",
       wrapModelCall: (request, next) =>
         Retry.retrying({
           attempt: next(request).pipe(
             Effect.map(Either.right),
-            Effect.catchIf(AiError.isAiError, (error) => Effect.succeed(Either.left(error)))
+            Effect.catchIf(isFailure, (error) => Effect.succeed(Either.left(error)))
           ),
           backoff: backoff.right,
           shouldRetry: retryOn,

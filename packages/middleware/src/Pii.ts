@@ -53,6 +53,7 @@
  *
  * @since 0.1.0
  */
+import * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import type * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
@@ -61,6 +62,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -240,28 +242,6 @@ export interface Redactor {
 // -----------------------------------------------------------------------------
 // errors
 // -----------------------------------------------------------------------------
-
-/**
- * The options are invalid: no types, an unknown built-in type, a custom type
- * without a valid name, pattern or detector, a name used twice, an unknown
- * strategy, or nothing to apply the middleware to.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidPiiOptions extends Schema.TaggedError<InvalidPiiOptions>(
-  "@effect-agent/middleware/Pii/InvalidPiiOptions"
-)("InvalidPiiOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid Pii option "${this.option}": ${this.reason}`
-  }
-}
 
 /**
  * Personal data was found with the `"block"` strategy. It names the type
@@ -487,9 +467,23 @@ const customDetect = (name: string, detect: (text: string) => ReadonlyArray<Span
   })
 }
 
-const compileRules = (types: ReadonlyArray<PiiType>): Either.Either<ReadonlyArray<Rule>, InvalidPiiOptions> => {
+const invalid = (fields: { readonly option: string; readonly reason: string }) =>
+  Check.invalid("Pii", fields.option, fields.reason)
+
+const RegExpSchema = Schema.declare((u: unknown): u is RegExp => u instanceof RegExp, { identifier: "a RegExp" })
+
+const redactorFields = {
+  types: Schema.Array(Schema.Union(
+    Schema.String,
+    Schema.Struct({ name: Schema.String, pattern: RegExpSchema }),
+    Schema.Struct({ name: Schema.String, detect: Check.AnyFunction })
+  )),
+  strategy: Schema.Literal("redact", "mask", "hash", "block")
+}
+
+const compileRules = (types: ReadonlyArray<PiiType>): Either.Either<ReadonlyArray<Rule>, AgentError.InvalidOptions> => {
   if (!Array.isArray(types) || types.length === 0) {
-    return Either.left(new InvalidPiiOptions({ option: "types", reason: "give at least one PII type" }))
+    return Either.left(invalid({ option: "types", reason: "give at least one PII type" }))
   }
   const rules: Array<Rule> = []
   const seen = new Set<string>()
@@ -499,7 +493,7 @@ const compileRules = (types: ReadonlyArray<PiiType>): Either.Either<ReadonlyArra
     if (typeof type === "string") {
       if (!isBuiltin(type)) {
         return Either.left(
-          new InvalidPiiOptions({
+          invalid({
             option,
             reason: `unknown PII type "${type}"; use one of ${builtinTypes.join(", ")} or a custom type ` +
               `{ name, pattern } or { name, detect }`
@@ -510,7 +504,7 @@ const compileRules = (types: ReadonlyArray<PiiType>): Either.Either<ReadonlyArra
     } else if (type !== null && typeof type === "object" && typeof type.name === "string") {
       if (!NAME.test(type.name)) {
         return Either.left(
-          new InvalidPiiOptions({
+          invalid({
             option: `${option}.name`,
             reason: `"${type.name}" is not a valid name (a letter, then letters, digits or _)`
           })
@@ -524,7 +518,7 @@ const compileRules = (types: ReadonlyArray<PiiType>): Either.Either<ReadonlyArra
         rule = { name: type.name, builtin: false, detect: customDetect(type.name, type.detect) }
       } else {
         return Either.left(
-          new InvalidPiiOptions({
+          invalid({
             option,
             reason: `custom type "${type.name}" needs a RegExp pattern or a detect function`
           })
@@ -532,14 +526,14 @@ const compileRules = (types: ReadonlyArray<PiiType>): Either.Either<ReadonlyArra
       }
     } else {
       return Either.left(
-        new InvalidPiiOptions({
+        invalid({
           option,
           reason: "a PII type is a built-in name or an object { name, pattern } or { name, detect }"
         })
       )
     }
     if (seen.has(rule.name)) {
-      return Either.left(new InvalidPiiOptions({ option, reason: `the type "${rule.name}" is listed twice` }))
+      return Either.left(invalid({ option, reason: `the type "${rule.name}" is listed twice` }))
     }
     seen.add(rule.name)
     rules.push(rule)
@@ -793,8 +787,6 @@ const makeStream = (redact: (text: string) => Redaction): StreamRedactor => {
 // constructors
 // -----------------------------------------------------------------------------
 
-const strategies: ReadonlyArray<Strategy> = ["redact", "mask", "hash", "block"]
-
 /**
  * Compiles detection and redaction rules, checking the options.
  *
@@ -814,15 +806,10 @@ const strategies: ReadonlyArray<Strategy> = ["redact", "mask", "hash", "block"]
  * @since 0.1.0
  * @category constructors
  */
-export const redactor = (options: RedactorOptions): Either.Either<Redactor, InvalidPiiOptions> => {
-  if (!strategies.includes(options.strategy)) {
-    return Either.left(
-      new InvalidPiiOptions({
-        option: "strategy",
-        reason: `must be one of ${strategies.join(", ")}, got ${String(options.strategy)}`
-      })
-    )
-  }
+export const redactor = (options: RedactorOptions): Either.Either<Redactor, AgentError.InvalidOptions> =>
+  Either.flatMap(Check.validateEither("Pii", Schema.Struct(redactorFields), options), () => compile(options))
+
+const compile = (options: RedactorOptions): Either.Either<Redactor, AgentError.InvalidOptions> => {
   return Either.map(compileRules(options.types), (rules) => {
     const detect = detectWith(rules)
     const redact = (text: string): Redaction => {
@@ -856,7 +843,7 @@ export const redactor = (options: RedactorOptions): Either.Either<Redactor, Inva
  * @since 0.1.0
  * @category constructors
  */
-export const streamRedactor = (options: RedactorOptions): Either.Either<StreamRedactor, InvalidPiiOptions> =>
+export const streamRedactor = (options: RedactorOptions): Either.Either<StreamRedactor, AgentError.InvalidOptions> =>
   Either.map(redactor(options), (compiled) => compiled.stream)
 
 const detectorFailure = (error: unknown): PiiDetectorFailed =>
@@ -1021,9 +1008,17 @@ const redactValue = (
   return Effect.succeed(value)
 }
 
+const OptionsSchema = Schema.Struct({
+  ...redactorFields,
+  applyToInput: Schema.optional(Schema.Boolean),
+  applyToOutput: Schema.optional(Schema.Boolean),
+  applyToToolResults: Schema.optional(Schema.Boolean),
+  name: Schema.optional(Check.NonEmpty)
+})
+
 /**
  * Builds the middleware (see the module documentation for what each option
- * rewrites and when). Bad options fail with {@link InvalidPiiOptions}; during
+ * rewrites and when). Bad options fail with `AgentError.InvalidOptions`; during
  * a run, `"block"` fails with {@link PiiDetected} and a broken custom
  * detector with {@link PiiDetectorFailed}. Each rewrite is reported as a
  * decision with the counts per type (never the values).
@@ -1050,15 +1045,16 @@ const redactValue = (
  */
 export const middleware: (
   options: Options
-) => Effect.Effect<Middleware.Middleware<{}, PiiDetected | PiiDetectorFailed>, InvalidPiiOptions> = Effect.fn(
+) => Effect.Effect<Middleware.Middleware<{}, PiiDetected | PiiDetectorFailed>, AgentError.InvalidOptions> = Effect.fn(
   "Pii.middleware"
 )(function*(options: Options) {
-  const compiled = yield* redactor(options)
+  yield* Check.validate("Pii", OptionsSchema, options)
+  const compiled = yield* compile(options)
   const applyToInput = options.applyToInput ?? true
   const applyToOutput = options.applyToOutput ?? false
   const applyToToolResults = options.applyToToolResults ?? false
   if (!applyToInput && !applyToOutput && !applyToToolResults) {
-    return yield* new InvalidPiiOptions({
+    return yield* invalid({
       option: "applyToInput",
       reason: "applyToInput, applyToOutput and applyToToolResults are all false: there is nothing to check"
     })

@@ -20,17 +20,18 @@
  *
  * @since 0.1.0
  */
+import * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as RateLimiter from "effect/RateLimiter"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as SynchronizedRef from "effect/SynchronizedRef"
+import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -84,28 +85,6 @@ export interface ResolvedLimit {
 // -----------------------------------------------------------------------------
 // errors
 // -----------------------------------------------------------------------------
-
-/**
- * The options are invalid: no limit, a `limit` that is not a whole number of
- * at least 1, an `interval` that is not a positive finite duration, an
- * unknown algorithm, or an empty tool name.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidRateLimitOptions extends Schema.TaggedError<InvalidRateLimitOptions>(
-  "@effect-agent/middleware/RateLimit/InvalidRateLimitOptions"
-)("InvalidRateLimitOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid RateLimit option "${this.option}": ${this.reason}`
-  }
-}
 
 /**
  * `tools` names tools the agent does not have (checked when a run starts,
@@ -221,36 +200,28 @@ export const make: Effect.Effect<RateLimiters.Service, never, Scope.Scope> = Eff
  */
 export const layer: Layer.Layer<RateLimiters> = Layer.scoped(RateLimiters, make)
 
-const algorithms = ["token-bucket", "fixed-window"] as const
+const LimitSchema = Schema.Struct({
+  limit: Schema.Number.pipe(
+    Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
+  ),
+  interval: Check.DurationInput.pipe(Schema.filter((input) => {
+    const interval = Duration.decode(input)
+    return Duration.isFinite(interval) && Duration.toMillis(interval) > 0
+  }, { description: "a positive finite duration" })),
+  algorithm: Schema.optional(Schema.Literal("token-bucket", "fixed-window"))
+}).annotations({ identifier: "a limit { limit, interval, algorithm? }" })
 
-const resolve = (option: string, limit: Limit): Either<ResolvedLimit> => {
-  if (limit === null || typeof limit !== "object") {
-    return new InvalidRateLimitOptions({ option, reason: "must be an object { limit, interval, algorithm? }" })
-  }
-  if (!Number.isInteger(limit.limit) || limit.limit < 1) {
-    return new InvalidRateLimitOptions({
-      option: `${option}.limit`,
-      reason: `must be a whole number of at least 1, got ${String(limit.limit)}`
-    })
-  }
-  const interval = Duration.decodeUnknown(limit.interval)
-  if (Option.isNone(interval) || !Duration.isFinite(interval.value) || Duration.toMillis(interval.value) <= 0) {
-    return new InvalidRateLimitOptions({
-      option: `${option}.interval`,
-      reason: `must be a positive finite duration, got ${String(limit.interval)}`
-    })
-  }
-  const algorithm = limit.algorithm ?? "token-bucket"
-  if (!algorithms.includes(algorithm)) {
-    return new InvalidRateLimitOptions({
-      option: `${option}.algorithm`,
-      reason: `must be "token-bucket" or "fixed-window", got ${String(algorithm)}`
-    })
-  }
-  return { limit: limit.limit, interval: interval.value, algorithm }
-}
+const OptionsSchema = Schema.Struct({
+  model: Schema.optional(LimitSchema),
+  tools: Schema.optional(Schema.Record({ key: Check.NonEmpty, value: LimitSchema })),
+  name: Schema.optional(Check.NonEmpty)
+})
 
-type Either<A> = A | InvalidRateLimitOptions
+const resolve = (limit: Limit): ResolvedLimit => ({
+  limit: limit.limit,
+  interval: Duration.decode(limit.interval),
+  algorithm: limit.algorithm ?? "token-bucket"
+})
 
 const keyOf = (name: string, target: string, limit: ResolvedLimit) =>
   `${name}/${target}/${limit.limit} per ${Duration.toMillis(limit.interval)}ms/${limit.algorithm}`
@@ -262,7 +233,7 @@ const describeLimit = (limit: ResolvedLimit) => `${limit.limit} per ${Duration.f
  * `wrapToolCall` for the tool's (its own, or `"*"`), then calls `next`. A
  * call that had to wait reports how long. It needs {@link RateLimiters}
  * (provide {@link layer}). Bad options fail with
- * {@link InvalidRateLimitOptions}, and a run of an agent that lacks a tool
+ * `AgentError.InvalidOptions`, and a run of an agent that lacks a tool
  * named in `tools` with {@link UnknownRateLimitedTool}.
  *
  * @example
@@ -280,29 +251,17 @@ const describeLimit = (limit: ResolvedLimit) => `${limit.limit} per ${Duration.f
  */
 export const middleware: (
   options: Options
-) => Effect.Effect<Middleware.Middleware<{}, UnknownRateLimitedTool, RateLimiters>, InvalidRateLimitOptions> = Effect
+) => Effect.Effect<Middleware.Middleware<{}, UnknownRateLimitedTool, RateLimiters>, AgentError.InvalidOptions> = Effect
   .fn(
     "RateLimit.middleware"
   )(function*(options: Options) {
+    yield* Check.validate("RateLimit", OptionsSchema, options)
     const name = options.name ?? "rateLimit"
-    const model = options.model === undefined ? undefined : resolve("model", options.model)
-    if (model instanceof InvalidRateLimitOptions) return yield* model
+    const model = options.model === undefined ? undefined : resolve(options.model)
     const tools = new Map<string, ResolvedLimit>()
-    if (options.tools !== undefined) {
-      if (options.tools === null || typeof options.tools !== "object") {
-        return yield* new InvalidRateLimitOptions({ option: "tools", reason: "must be a record of tool name to limit" })
-      }
-      for (const [tool, limit] of Object.entries(options.tools)) {
-        if (tool.length === 0) {
-          return yield* new InvalidRateLimitOptions({ option: "tools", reason: "a tool name is empty" })
-        }
-        const resolved = resolve(`tools.${tool}`, limit)
-        if (resolved instanceof InvalidRateLimitOptions) return yield* resolved
-        tools.set(tool, resolved)
-      }
-    }
+    for (const [tool, limit] of Object.entries(options.tools ?? {})) tools.set(tool, resolve(limit))
     if (model === undefined && tools.size === 0) {
-      return yield* new InvalidRateLimitOptions({ option: "model", reason: "give a model limit, tool limits or both" })
+      return yield* Check.invalid("RateLimit", "model", "give a model limit, tool limits or both")
     }
 
     const limited = <A, E, R>(

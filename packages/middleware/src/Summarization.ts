@@ -42,6 +42,7 @@
  * @since 0.1.0
  */
 import * as Middleware from "@effect-agent/core/Middleware"
+import * as Secrets from "@effect-agent/core/Secrets"
 import * as TokenCounter from "@effect-agent/core/TokenCounter"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
@@ -576,8 +577,9 @@ const make = (config: Config) => {
         Effect.mapError((error) =>
           new SummarizationFailed({
             messages: toSummarize.length,
-            reason: `the summarizer failed: ${error.message}`,
-            cause: error
+            // the summarizer is called here, not through the loop: its error is scrubbed here
+            reason: `the summarizer failed: ${Secrets.scrubText(error.message)}`,
+            cause: Secrets.scrubError(error)
           })
         ),
         Effect.withSpan("Summarization.summarize", {

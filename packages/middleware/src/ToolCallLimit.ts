@@ -30,11 +30,13 @@
  *
  * @since 0.1.0
  */
+import * as AgentError from "@effect-agent/core/AgentError"
 import * as AgentState from "@effect-agent/core/AgentState"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 
 /**
  * What happens to tool calls over the limit.
@@ -72,28 +74,6 @@ export interface Options<Name extends string | undefined = undefined> {
   readonly exitBehavior?: ExitBehavior | undefined
   /** The middleware's name (default `"toolCallLimit"`, or `"toolCallLimit:<toolName>"`). */
   readonly name?: string | undefined
-}
-
-/**
- * The options of {@link middleware} are invalid: no limit, a limit that is
- * not a whole number of at least 0, a run limit above the thread limit, an
- * empty tool name or an unknown exit behavior.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidToolCallLimitOptions extends Schema.TaggedError<InvalidToolCallLimitOptions>(
-  "@effect-agent/middleware/ToolCallLimit/InvalidToolCallLimitOptions"
-)("InvalidToolCallLimitOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid ToolCallLimit option "${this.option}": ${this.reason}`
-  }
 }
 
 /**
@@ -142,14 +122,17 @@ const describe = (
   return `${toolName === undefined ? "tool call" : `"${toolName}" tool call`} limit exceeded: ${reached.join(", ")}`
 }
 
-const checkLimit = (option: string, value: unknown): InvalidToolCallLimitOptions | undefined =>
-  value === undefined || (typeof value === "number" && Number.isInteger(value) && value >= 0)
-    ? undefined
-    : new InvalidToolCallLimitOptions({ option, reason: `must be a whole number of at least 0, got ${String(value)}` })
+const OptionsSchema = Schema.Struct({
+  toolName: Schema.optional(Check.NonEmpty),
+  threadLimit: Schema.optional(Check.Count),
+  runLimit: Schema.optional(Check.Count),
+  exitBehavior: Schema.optional(Schema.Literal("continue", "end", "error")),
+  name: Schema.optional(Check.NonEmpty)
+})
 
 /**
  * Builds the middleware. Bad options fail with
- * {@link InvalidToolCallLimitOptions}: at least one of `threadLimit` and
+ * `AgentError.InvalidOptions`: at least one of `threadLimit` and
  * `runLimit` is required, each a whole number of at least 0, and `runLimit`
  * may not exceed `threadLimit`.
  *
@@ -176,34 +159,17 @@ const checkLimit = (option: string, value: unknown): InvalidToolCallLimitOptions
  */
 export const middleware: <const Name extends string | undefined = undefined>(
   options: Options<Name>
-) => Effect.Effect<Middleware.Middleware<State<Name>, ToolCallLimitExceeded>, InvalidToolCallLimitOptions> = Effect
+) => Effect.Effect<Middleware.Middleware<State<Name>, ToolCallLimitExceeded>, AgentError.InvalidOptions> = Effect
   .fn("ToolCallLimit.middleware")(function*(options: Options<string | undefined>) {
-    const toolName: string | undefined = options.toolName
-    if (toolName !== undefined && (typeof toolName !== "string" || toolName.length === 0)) {
-      return yield* new InvalidToolCallLimitOptions({ option: "toolName", reason: "must be a non-empty string" })
-    }
-    const invalid = checkLimit("threadLimit", options.threadLimit) ?? checkLimit("runLimit", options.runLimit)
-    if (invalid !== undefined) return yield* invalid
-    const { runLimit, threadLimit } = options
+    yield* Check.validate("ToolCallLimit", OptionsSchema, options)
+    const { runLimit, threadLimit, toolName } = options
     if (threadLimit === undefined && runLimit === undefined) {
-      return yield* new InvalidToolCallLimitOptions({
-        option: "threadLimit",
-        reason: "give at least one of threadLimit and runLimit"
-      })
+      return yield* Check.invalid("ToolCallLimit", "threadLimit", "give at least one of threadLimit and runLimit")
     }
     if (threadLimit !== undefined && runLimit !== undefined && runLimit > threadLimit) {
-      return yield* new InvalidToolCallLimitOptions({
-        option: "runLimit",
-        reason: `may not exceed threadLimit (${threadLimit}), got ${runLimit}`
-      })
+      return yield* Check.invalid("ToolCallLimit", "runLimit", `may not exceed threadLimit (${threadLimit}), got ${runLimit}`)
     }
     const exitBehavior = options.exitBehavior ?? "continue"
-    if (exitBehavior !== "continue" && exitBehavior !== "end" && exitBehavior !== "error") {
-      return yield* new InvalidToolCallLimitOptions({
-        option: "exitBehavior",
-        reason: `must be "continue", "end" or "error", got ${String(exitBehavior)}`
-      })
-    }
     const threadKey = toolName === undefined ? "threadToolCallCount" : `threadToolCallCount:${toolName}`
     const runKey = toolName === undefined ? "runToolCallCount" : `runToolCallCount:${toolName}`
     const schema = Schema.Struct({ [threadKey]: Schema.NonNegativeInt, [runKey]: Schema.NonNegativeInt })

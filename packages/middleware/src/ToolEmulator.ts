@@ -13,12 +13,14 @@
  *
  * @since 0.1.0
  */
+import * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -45,28 +47,6 @@ export interface Options {
 // -----------------------------------------------------------------------------
 // errors
 // -----------------------------------------------------------------------------
-
-/**
- * The options are invalid: `tools` is empty (omit it to emulate every tool),
- * names a tool twice or is not a list of names, or `model` is not a
- * `LanguageModel` service.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidToolEmulatorOptions extends Schema.TaggedError<InvalidToolEmulatorOptions>(
-  "@effect-agent/middleware/ToolEmulator/InvalidToolEmulatorOptions"
-)("InvalidToolEmulatorOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid ToolEmulator option "${this.option}": ${this.reason}`
-  }
-}
 
 /**
  * `tools` names tools the agent does not have (checked when a run starts,
@@ -135,28 +115,26 @@ export const emulationPrompt = (tool: Tool.Any, call: Prompt.ToolCallPart): Prom
     })
   ])
 
-const validate = (options: Options): InvalidToolEmulatorOptions | undefined => {
+const OptionsSchema = Schema.Struct({
+  tools: Schema.optional(Schema.Array(Check.NonEmpty)),
+  model: Schema.optional(Check.LanguageModelService),
+  name: Schema.optional(Check.NonEmpty)
+})
+
+const validate = Effect.fnUntraced(function*(options: Options) {
+  yield* Check.validate("ToolEmulator", OptionsSchema, options)
   const tools = options.tools
-  if (tools !== undefined) {
-    if (!Array.isArray(tools) || tools.some((name) => typeof name !== "string" || name.length === 0)) {
-      return new InvalidToolEmulatorOptions({ option: "tools", reason: "must be a list of tool names" })
-    }
-    if (tools.length === 0) {
-      return new InvalidToolEmulatorOptions({
-        option: "tools",
-        reason: "is empty, so nothing would be emulated; omit it to emulate every tool"
-      })
-    }
-    const twice = tools.find((name, index) => tools.indexOf(name) !== index)
-    if (twice !== undefined) {
-      return new InvalidToolEmulatorOptions({ option: "tools", reason: `names "${twice}" twice` })
-    }
+  if (tools === undefined) return
+  if (tools.length === 0) {
+    return yield* Check.invalid(
+      "ToolEmulator",
+      "tools",
+      "is empty, so nothing would be emulated; omit it to emulate every tool"
+    )
   }
-  if (options.model !== undefined && typeof options.model?.generateText !== "function") {
-    return new InvalidToolEmulatorOptions({ option: "model", reason: "must be a LanguageModel service" })
-  }
-  return undefined
-}
+  const twice = tools.find((name, index) => tools.indexOf(name) !== index)
+  if (twice !== undefined) return yield* Check.invalid("ToolEmulator", "tools", `names "${twice}" twice`)
+})
 
 const make = (options: Options, model: LanguageModel.Service) => {
   const emulated = options.tools === undefined ? undefined : new Set(options.tools)
@@ -182,7 +160,7 @@ const make = (options: Options, model: LanguageModel.Service) => {
 /**
  * Builds the middleware. Without a `model` it uses the `LanguageModel` of
  * the context it is built in. Bad options fail with
- * {@link InvalidToolEmulatorOptions}; a run of an agent lacking a listed tool
+ * `AgentError.InvalidOptions`; a run of an agent lacking a listed tool
  * fails with {@link UnknownEmulatedTool}; a failure of the emulator model (an
  * `AiError`) fails the run.
  *
@@ -205,24 +183,23 @@ const make = (options: Options, model: LanguageModel.Service) => {
  */
 export function middleware(
   options: Options & { readonly model: LanguageModel.Service }
-): Effect.Effect<Middleware.Middleware<{}, UnknownEmulatedTool>, InvalidToolEmulatorOptions>
+): Effect.Effect<Middleware.Middleware<{}, UnknownEmulatedTool>, AgentError.InvalidOptions>
 export function middleware(
   options?: Options | undefined
 ): Effect.Effect<
   Middleware.Middleware<{}, UnknownEmulatedTool>,
-  InvalidToolEmulatorOptions,
+  AgentError.InvalidOptions,
   LanguageModel.LanguageModel
 >
 export function middleware(
   options: Options = {}
 ): Effect.Effect<
   Middleware.Middleware<{}, UnknownEmulatedTool>,
-  InvalidToolEmulatorOptions,
+  AgentError.InvalidOptions,
   LanguageModel.LanguageModel
 > {
   return Effect.gen(function*() {
-    const invalid = validate(options)
-    if (invalid !== undefined) return yield* invalid
+    yield* validate(options)
     const model = options.model ?? (yield* LanguageModel.LanguageModel)
     return make(options, model)
   }).pipe(Effect.withSpan("ToolEmulator.middleware", { captureStackTrace: false }))

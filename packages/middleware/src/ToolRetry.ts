@@ -31,6 +31,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 import * as Retry from "./internal/retry.js"
 
 /**
@@ -85,26 +86,6 @@ export interface Options {
   readonly name?: string | undefined
 }
 
-/**
- * The options of {@link middleware} are invalid.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidToolRetryOptions extends Schema.TaggedError<InvalidToolRetryOptions>(
-  "@effect-agent/middleware/ToolRetry/InvalidToolRetryOptions"
-)("InvalidToolRetryOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid ToolRetry option "${this.option}": ${this.reason}`
-  }
-}
-
 const argumentsDecode = (request: Middleware.ToolCallRequest): boolean => {
   if (request.tool === undefined) return false
   try {
@@ -140,9 +121,14 @@ export const isRetryable = (failure: ToolFailure, request: Middleware.ToolCallRe
 const describe = (failure: ToolFailure, name: string) =>
   failure._tag === "Defect" ? `${name} crashed` : `${name} failed`
 
+const OptionsSchema = Schema.Struct({
+  ...Retry.optionFields,
+  tools: Schema.optional(Schema.Array(Check.NonEmpty))
+})
+
 /**
  * Builds the middleware. Bad options fail with
- * {@link InvalidToolRetryOptions}: `maxRetries` must be a whole number of at
+ * `AgentError.InvalidOptions` (naming the option; an unknown option is an error too): `maxRetries` must be a whole number of at
  * least 0, delays finite durations with `maxDelay` at least `initialDelay`,
  * `factor` at least 1, `tools` non-empty names, and `schedule` cannot be
  * combined with the backoff options.
@@ -164,20 +150,13 @@ const describe = (failure: ToolFailure, name: string) =>
  */
 export const middleware: (
   options?: Options | undefined
-) => Effect.Effect<Middleware.Middleware, InvalidToolRetryOptions> = Effect.fn("ToolRetry.middleware")(
+) => Effect.Effect<Middleware.Middleware, AgentError.InvalidOptions> = Effect.fn("ToolRetry.middleware")(
   function*(options: Options | undefined) {
+    yield* Check.validate("ToolRetry", OptionsSchema, options)
     const opts = options ?? {}
     const backoff = Retry.resolveBackoff<ToolFailure>(opts, { maxRetries: 2 })
-    if (Either.isLeft(backoff)) return yield* new InvalidToolRetryOptions(backoff.left)
+    if (Either.isLeft(backoff)) return yield* Check.invalid("ToolRetry", backoff.left.option, backoff.left.reason)
     const onFailure = opts.onFailure ?? "continue"
-    const invalid = Retry.checkFunction("retryOn", opts.retryOn) ?? Retry.checkOnFailure(onFailure)
-    if (invalid !== undefined) return yield* new InvalidToolRetryOptions(invalid)
-    if (
-      opts.tools !== undefined &&
-      (!Array.isArray(opts.tools) || opts.tools.some((name) => typeof name !== "string" || name.length === 0))
-    ) {
-      return yield* new InvalidToolRetryOptions({ option: "tools", reason: "must be a list of non-empty tool names" })
-    }
     const only = opts.tools === undefined ? undefined : new Set(opts.tools)
     const retryOn = opts.retryOn ?? isRetryable
     return Middleware.make({

@@ -211,15 +211,15 @@ describe("Guardrail checks", () => {
       assert.include(error2.message, "Guardrail \"junk\" gave an invalid output verdict")
     }).pipe(provide([ScriptedModel.text("ok")])))
 
-  it.effect("bad options fail with InvalidGuardrailOptions", () =>
+  it.effect("bad options fail with InvalidOptions naming the option", () =>
     Effect.gen(function*() {
       const none = yield* Effect.flip(Guardrail.middleware({}))
-      assert.deepStrictEqual([none._tag, none.option], ["InvalidGuardrailOptions", "input"])
+      assert.deepStrictEqual([none._tag, none.option], ["InvalidOptions", "input"])
       const onBlock = yield* Effect.flip(
         Guardrail.middleware({ input: () => Effect.succeed(Guardrail.allow), onBlock: "stop" as any })
       )
       assert.strictEqual(onBlock.option, "onBlock")
-      assert.include(onBlock.message, "must be \"error\" or \"end\"")
+      assert.include(onBlock.message, "Expected \"error\" | \"end\", actual \"stop\"")
       const notAFunction = yield* Effect.flip(Guardrail.middleware({ output: "strict" as any }))
       assert.strictEqual(notAFunction.option, "output")
     }))

@@ -164,20 +164,20 @@ describe("LlmToolSelector", () => {
       assert.strictEqual((yield* selector.recorder.requests).length, 0)
     }).pipe(provide([ScriptedModel.text("hello")])))
 
-  it.effect("bad options fail with InvalidLlmToolSelectorOptions", () =>
+  it.effect("bad options fail with InvalidOptions naming the option", () =>
     Effect.gen(function*() {
       const { model } = yield* ScriptedModel.make([])
       const cases: Array<[LlmToolSelector.Options, string]> = [
         [{ model, maxTools: 0 }, "maxTools"],
         [{ model, maxTools: 2.5 }, "maxTools"],
-        [{ model, alwaysInclude: [""] }, "alwaysInclude"],
+        [{ model, alwaysInclude: [""] }, "alwaysInclude[0]"],
         [{ model, alwaysInclude: "search" as any }, "alwaysInclude"],
         [{ model, systemPrompt: "  " }, "systemPrompt"],
         [{ model: {} as any }, "model"]
       ]
       for (const [options, option] of cases) {
         const error = yield* Effect.flip(LlmToolSelector.middleware(options as any))
-        assert.strictEqual(error._tag, "InvalidLlmToolSelectorOptions")
+        assert.strictEqual(error._tag, "InvalidOptions")
         assert.strictEqual(error.option, option)
       }
     }))

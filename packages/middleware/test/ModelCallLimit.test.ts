@@ -133,21 +133,21 @@ describe("ModelCallLimit", () => {
 
     it.effect("needs at least one limit", () =>
       Effect.gen(function*() {
-        assert.deepStrictEqual(yield* invalid({}), ["InvalidModelCallLimitOptions", "threadLimit"])
+        assert.deepStrictEqual(yield* invalid({}), ["InvalidOptions", "threadLimit"])
       }))
 
     it.effect("rejects negative and fractional limits", () =>
       Effect.gen(function*() {
-        assert.deepStrictEqual(yield* invalid({ runLimit: -1 }), ["InvalidModelCallLimitOptions", "runLimit"])
-        assert.deepStrictEqual(yield* invalid({ threadLimit: 1.5 }), ["InvalidModelCallLimitOptions", "threadLimit"])
-        assert.deepStrictEqual(yield* invalid({ runLimit: Number.NaN }), ["InvalidModelCallLimitOptions", "runLimit"])
+        assert.deepStrictEqual(yield* invalid({ runLimit: -1 }), ["InvalidOptions", "runLimit"])
+        assert.deepStrictEqual(yield* invalid({ threadLimit: 1.5 }), ["InvalidOptions", "threadLimit"])
+        assert.deepStrictEqual(yield* invalid({ runLimit: Number.NaN }), ["InvalidOptions", "runLimit"])
       }))
 
     it.effect("rejects an unknown exit behavior", () =>
       Effect.gen(function*() {
         assert.deepStrictEqual(
           yield* invalid({ runLimit: 1, exitBehavior: "continue" as any }),
-          ["InvalidModelCallLimitOptions", "exitBehavior"]
+          ["InvalidOptions", "exitBehavior"]
         )
       }))
 

@@ -150,14 +150,14 @@ describe("ModelFallback", () => {
     it.effect("needs at least one fallback", () =>
       Effect.gen(function*() {
         const error = yield* Effect.flip(ModelFallback.middleware())
-        assert.deepStrictEqual([error._tag, error.option], ["InvalidModelFallbackOptions", "models"])
+        assert.deepStrictEqual([error._tag, error.option], ["InvalidOptions", "models"])
       }))
 
     it.effect("rejects a value that is not a model source", () =>
       Effect.gen(function*() {
         const backup = yield* ScriptedModel.make([])
         const error = yield* Effect.flip(ModelFallback.middleware(backup.model, { generateText: 1 } as any))
-        assert.deepStrictEqual([error._tag, error.option], ["InvalidModelFallbackOptions", "models[1]"])
+        assert.deepStrictEqual([error._tag, error.option], ["InvalidOptions", "models[1]"])
       }))
   })
 })

@@ -281,7 +281,7 @@ describe("ModelRetry", () => {
       const shown = JSON.stringify(options, (_, v) => Schedule.isSchedule(v) ? "<schedule>" : v)
       it.effect(`rejects ${option} in ${shown}`, () =>
         Effect.gen(function*() {
-          assert.deepStrictEqual(yield* invalid(options), ["InvalidModelRetryOptions", option])
+          assert.deepStrictEqual(yield* invalid(options), ["InvalidOptions", option])
         }))
     }
   })

@@ -162,21 +162,22 @@ describe("options", () => {
   const invalid = (options: Pii.RedactorOptions & Partial<Pii.Options>) =>
     Effect.flip(Pii.middleware(options as Pii.Options))
 
-  it.effect("bad options fail with InvalidPiiOptions naming the option", () =>
+  it.effect("bad options fail with InvalidOptions naming the option", () =>
     Effect.gen(function*() {
       const cases: Array<[Pii.Options, string, string]> = [
         [{ types: [], strategy: "redact" }, "types", "at least one"],
         [{ types: ["phone" as any], strategy: "redact" }, "types[0]", "unknown PII type \"phone\""],
         [{ types: ["email", "email"], strategy: "redact" }, "types[1]", "listed twice"],
         [{ types: [{ name: "my id", pattern: /x/ }], strategy: "redact" }, "types[0].name", "not a valid name"],
-        [{ types: [{ name: "id" } as any], strategy: "redact" }, "types[0]", "needs a RegExp pattern"],
-        [{ types: [42 as any], strategy: "redact" }, "types[0]", "built-in name or an object"],
-        [{ types: ["email"], strategy: "erase" as any }, "strategy", "must be one of"],
+        [{ types: [{ name: "id" } as any], strategy: "redact" }, "types[0].pattern", "is missing"],
+        [{ types: [{ name: "id", pattern: /x/, flags: "g" } as any], strategy: "redact" }, "types[0].flags", "is unknown"],
+        [{ types: [42 as any], strategy: "redact" }, "types[0]", "actual 42"],
+        [{ types: ["email"], strategy: "erase" as any }, "strategy", "Expected \"redact\" | \"mask\" | \"hash\" | \"block\", actual \"erase\""],
         [{ types: ["email"], strategy: "redact", applyToInput: false }, "applyToInput", "nothing to check"]
       ]
       for (const [options, option, reason] of cases) {
         const error = yield* invalid(options)
-        assert.strictEqual(error._tag, "InvalidPiiOptions")
+        assert.strictEqual(error._tag, "InvalidOptions")
         assert.strictEqual(error.option, option)
         assert.include(error.message, reason)
       }
@@ -184,7 +185,7 @@ describe("options", () => {
 
   it("the pure constructors return the same errors", () => {
     const result = Pii.streamRedactor({ types: [], strategy: "redact" })
-    assert.isTrue(Either.isLeft(result) && result.left._tag === "InvalidPiiOptions")
+    assert.isTrue(Either.isLeft(result) && result.left._tag === "InvalidOptions")
   })
 })
 

@@ -186,23 +186,23 @@ describe("RateLimit options", () => {
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)
     }).pipe(provide([ScriptedModel.text("never")])))
 
-  it.effect("bad options fail with InvalidRateLimitOptions naming the option", () =>
+  it.effect("bad options fail with InvalidOptions naming the option", () =>
     Effect.gen(function*() {
       const cases: Array<[RateLimit.Options, string, string]> = [
         [{}, "model", "give a model limit"],
-        [{ model: { limit: 0, interval: "1 second" } }, "model.limit", "at least 1, got 0"],
+        [{ model: { limit: 0, interval: "1 second" } }, "model.limit", "at least 1, actual 0"],
         [{ model: { limit: 1.5, interval: "1 second" } }, "model.limit", "whole number"],
         [{ model: { limit: 1, interval: "0 seconds" } }, "model.interval", "positive finite duration"],
-        [{ model: { limit: 1, interval: "soon" as any } }, "model.interval", "got soon"],
+        [{ model: { limit: 1, interval: "soon" as any } }, "model.interval", "actual \"soon\""],
         [{ model: { limit: 1, interval: Infinity } }, "model.interval", "positive finite"],
-        [{ model: { limit: 1, interval: "1 second", algorithm: "leaky" as any } }, "model.algorithm", "got leaky"],
-        [{ tools: { "": { limit: 1, interval: "1 second" } } }, "tools", "empty"],
+        [{ model: { limit: 1, interval: "1 second", algorithm: "leaky" as any } }, "model.algorithm", "actual \"leaky\""],
+        [{ tools: { "": { limit: 1, interval: "1 second" } } }, "tools[\"\"]", "a non-empty text"],
         [{ tools: { search: { limit: -1, interval: "1 second" } } }, "tools.search.limit", "at least 1"],
-        [{ tools: { search: 3 as any } }, "tools.search", "must be an object"]
+        [{ tools: { search: 3 as any } }, "tools.search", "Expected a limit { limit, interval, algorithm? }, actual 3"]
       ]
       for (const [options, option, reason] of cases) {
         const error = yield* Effect.flip(RateLimit.middleware(options))
-        assert.strictEqual(error._tag, "InvalidRateLimitOptions")
+        assert.strictEqual(error._tag, "InvalidOptions")
         assert.strictEqual(error.option, option)
         assert.include(error.message, reason)
       }

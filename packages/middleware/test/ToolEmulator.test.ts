@@ -153,19 +153,19 @@ describe("ToolEmulator", () => {
     }).pipe(provide([bothTools], ran))
   })
 
-  it.effect("bad options fail with InvalidToolEmulatorOptions", () =>
+  it.effect("bad options fail with InvalidOptions naming the option", () =>
     Effect.gen(function*() {
       const { model } = yield* ScriptedModel.make([])
       const cases: Array<[ToolEmulator.Options, string, string]> = [
         [{ model, tools: [] }, "tools", "omit it to emulate every tool"],
         [{ model, tools: ["weather", "weather"] }, "tools", "names \"weather\" twice"],
-        [{ model, tools: [""] }, "tools", "list of tool names"],
-        [{ model, tools: "weather" as any }, "tools", "list of tool names"],
+        [{ model, tools: [""] }, "tools[0]", "Expected a non-empty text, actual \"\""],
+        [{ model, tools: "weather" as any }, "tools", "actual \"weather\""],
         [{ model: {} as any }, "model", "LanguageModel"]
       ]
       for (const [options, option, reason] of cases) {
         const error = yield* Effect.flip(ToolEmulator.middleware(options as any))
-        assert.strictEqual(error._tag, "InvalidToolEmulatorOptions")
+        assert.strictEqual(error._tag, "InvalidOptions")
         assert.strictEqual(error.option, option)
         assert.include(error.message, reason)
       }

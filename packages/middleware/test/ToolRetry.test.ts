@@ -235,7 +235,7 @@ describe("ToolRetry", () => {
       ["jitter", { schedule: Schedule.spaced("1 second"), jitter: true }],
       ["schedule", { schedule: "1 second" as any }],
       ["onFailure", { onFailure: "error" as any }],
-      ["tools", { tools: ["search", ""] }],
+      ["tools[1]", { tools: ["search", ""] }],
       ["retryOn", { retryOn: "defects" as any }]
     ]
     for (const [option, options] of cases) {
@@ -243,7 +243,7 @@ describe("ToolRetry", () => {
       it.effect(`rejects ${option} in ${shown}`, () =>
         Effect.gen(function*() {
           const error = yield* Effect.flip(ToolRetry.middleware(options))
-          assert.deepStrictEqual([error._tag, error.option], ["InvalidToolRetryOptions", option])
+          assert.deepStrictEqual([error._tag, error.option], ["InvalidOptions", option])
         }))
     }
   })

@@ -18,7 +18,8 @@ import * as Stream from "effect/Stream"
 
 /**
  * One scripted reply: encoded response parts, a function of the request
- * returning them, or an error the model fails with.
+ * returning them, an error the model fails with, or a reply cut short
+ * ({@link truncated}).
  *
  * @since 0.1.0
  * @category models
@@ -29,6 +30,23 @@ export type Turn =
     request: Request
   ) => ReadonlyArray<Response.PartEncoded> | Effect.Effect<ReadonlyArray<Response.PartEncoded>, AiError.AiError>)
   | AiError.AiError
+  | Truncated
+
+/**
+ * A reply cut short before its finish part (see {@link truncated}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Truncated {
+  readonly _tag: "Truncated"
+  /** The reply as it would have been; its finish part is never sent. */
+  readonly parts: ReadonlyArray<Response.PartEncoded>
+  /** Streamed, how many text deltas are sent before the cut (all when undefined). */
+  readonly deltas: number | undefined
+  /** What the model fails with at the cut (it just ends when undefined). */
+  readonly error: AiError.AiError | undefined
+}
 
 /**
  * A request the model received.
@@ -164,6 +182,83 @@ export const httpError = (status: number, headers: Readonly<Record<string, strin
     description: `status ${status}`
   })
 
+/**
+ * A reply cut short, as when a provider's stream stops early. Streamed, it
+ * sends the stream parts of `parts` (text split into word deltas) up to the
+ * `deltas`-th text delta (all by default), never the finish part, and then
+ * ends — or fails with `error`, e.g. {@link decodeError} for a connection
+ * dropped mid-stream. Generated, it answers `parts` without the finish part,
+ * or fails with `error`.
+ *
+ * @example
+ * ```ts
+ * import { ScriptedModel } from "@effect-agent/testing"
+ *
+ * // the connection drops after two words, then the retry gets the whole answer
+ * const script = [
+ *   ScriptedModel.truncated(ScriptedModel.text("It is sunny today."), { deltas: 2, error: ScriptedModel.decodeError() }),
+ *   ScriptedModel.text("It is sunny today.")
+ * ]
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const truncated = (
+  parts: ReadonlyArray<Response.PartEncoded>,
+  options?: { readonly deltas?: number | undefined; readonly error?: AiError.AiError | undefined }
+): Truncated => ({
+  _tag: "Truncated",
+  parts: parts.filter((part) => part.type !== "finish"),
+  deltas: options?.deltas,
+  error: options?.error
+})
+
+/**
+ * The error a provider client fails with when the body of a 200 response
+ * cannot be read: an `AiError.HttpResponseError` with reason `Decode` and
+ * status 200, as `@effect/ai-openai` reports a connection dropped mid-stream
+ * (method `"streamRequest"`, the default) or a body cut short
+ * (`"createResponse"`).
+ *
+ * @example
+ * ```ts
+ * import { ScriptedModel } from "@effect-agent/testing"
+ *
+ * const script = [ScriptedModel.decodeError("createResponse"), ScriptedModel.text("Hello!")]
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const decodeError = (method: string = "streamRequest"): AiError.HttpResponseError =>
+  new AiError.HttpResponseError({
+    module: "ScriptedModel",
+    method,
+    reason: "Decode",
+    request: {
+      method: "POST",
+      url: "https://scripted.model/v1/responses",
+      urlParams: [],
+      hash: Option.none(),
+      headers: {}
+    },
+    response: { status: 200, headers: {} },
+    description: "the response body ended before it could be read"
+  })
+
+const isTruncated = (turn: unknown): turn is Truncated =>
+  typeof turn === "object" && turn !== null && !Array.isArray(turn) && (turn as Truncated)._tag === "Truncated"
+
+/** The stream parts of a truncated reply, up to its cut. */
+const cutStreamParts = (turn: Truncated): Array<Response.StreamPartEncoded> => {
+  const parts = toStreamParts(turn.parts)
+  if (turn.deltas === undefined) return parts
+  let deltas = 0
+  const end = parts.findIndex((part) => part.type === "text-delta" && ++deltas === turn.deltas)
+  return end < 0 ? parts : parts.slice(0, end + 1)
+}
+
 const toStreamParts = (parts: ReadonlyArray<Response.PartEncoded>): Array<Response.StreamPartEncoded> => {
   const out: Array<Response.StreamPartEncoded> = []
   let id = 0
@@ -209,7 +304,7 @@ export const make = (
     const requests: Array<Request> = []
     let next = 0
     const reply = (options: LanguageModel.ProviderOptions, streamed: boolean) =>
-      Effect.suspend((): Effect.Effect<ReadonlyArray<Response.PartEncoded>, AiError.AiError> => {
+      Effect.suspend((): Effect.Effect<ReadonlyArray<Response.PartEncoded> | Truncated, AiError.AiError> => {
         const request: Request = {
           prompt: options.prompt,
           toolNames: options.tools.map((tool) => tool.name),
@@ -229,6 +324,7 @@ export const make = (
         }
         const turn = script[next++]!
         if (AiError.isAiError(turn)) return Effect.fail(turn)
+        if (isTruncated(turn)) return Effect.succeed(turn)
         if (typeof turn === "function") {
           const out = turn(request)
           return Effect.isEffect(out) ? out : Effect.succeed(out)
@@ -236,9 +332,19 @@ export const make = (
         return Effect.succeed(turn as ReadonlyArray<Response.PartEncoded>)
       })
     const model = yield* LanguageModel.make({
-      generateText: (options) => Effect.map(reply(options, false), (parts) => [...parts]),
+      generateText: (options) =>
+        Effect.flatMap(reply(options, false), (parts) =>
+          !isTruncated(parts)
+            ? Effect.succeed([...parts])
+            : parts.error === undefined
+            ? Effect.succeed([...parts.parts])
+            : Effect.fail(parts.error)),
       streamText: (options) =>
-        Stream.unwrap(Effect.map(reply(options, true), (parts) => Stream.fromIterable(toStreamParts(parts))))
+        Stream.unwrap(Effect.map(reply(options, true), (parts) => {
+          if (!isTruncated(parts)) return Stream.fromIterable(toStreamParts(parts))
+          const sent = Stream.fromIterable(cutStreamParts(parts))
+          return parts.error === undefined ? sent : Stream.concat(sent, Stream.fail(parts.error))
+        }))
     })
     const recorder = ScriptedModel.of({
       requests: Effect.sync(() => requests.slice()),

@@ -4,9 +4,10 @@
  * - `layerMemory`: everything in the process; nothing survives it. For tests
  *   and simple apps.
  * - `layerSqlite`: one runner process on one machine, journal in a SQLite
- *   file. A lock next to the file keeps a second runner process away (two
- *   runners on one file would run the same activities twice); processes that
- *   only start or approve runs connect with `clientOnly: true`.
+ *   file. A lock next to the real file (symbolic links resolved) keeps a
+ *   second runner process away (two runners on one file would run the same
+ *   activities twice); processes that only start or approve runs connect
+ *   with `clientOnly: true`.
  * - `layerPostgres`: several runner processes, on one machine or many, share
  *   a PostgreSQL database. Shards are spread over the live runners and held
  *   with advisory locks; when a runner dies the others take its runs over.
@@ -249,6 +250,46 @@ const clusterEngine = (
     Layer.provide(ShardingConfig.layer(config))
   )
 
+/**
+ * Creates an empty file (an empty SQLite database) unless one exists, also
+ * through a symbolic link to a missing file. An existing file is never
+ * opened here: closing a descriptor drops every lock the process holds on
+ * the file, SQLite's included.
+ */
+const createIfMissing = (filename: string) => {
+  if (!fs.existsSync(filename)) fs.closeSync(fs.openSync(filename, "a"))
+}
+
+/**
+ * The database file by its one real name: its folder and the file are
+ * created if missing, and symbolic links are resolved, so every process
+ * opening it, by any path, names the same runner lock. A file with several
+ * hard links is refused: a process through another name would neither see
+ * the lock nor share SQLite's journal, which SQLite keeps next to the name.
+ */
+const realFile = (filename: string) =>
+  Effect.try({
+    try: () => {
+      fs.mkdirSync(path.dirname(filename), { recursive: true })
+      createIfMissing(filename)
+      const real = fs.realpathSync(filename)
+      return { real, links: fs.statSync(real).nlink }
+    },
+    catch: (cause) =>
+      new EngineConfigError({ option: "filename", reason: `cannot open "${filename}": ${String(cause)}` })
+  }).pipe(
+    Effect.filterOrFail(
+      ({ links }) => links === 1,
+      ({ links, real }) =>
+        new EngineConfigError({
+          option: "filename",
+          reason: `"${real}" has ${links} hard links; processes opening it by different names would share ` +
+            `neither the runner lock nor SQLite's journal (and could corrupt it). Keep one name (a symbolic link is fine).`
+        })
+    ),
+    Effect.map(({ real }) => real)
+  )
+
 const sqliteBusy = (error: SqlError) =>
   typeof error.cause === "object" && error.cause !== null &&
   String((error.cause as { readonly code?: unknown }).code).startsWith("SQLITE_BUSY")
@@ -303,10 +344,12 @@ const acquireRunnerLock = Effect.fnUntraced(function*(filename: string) {
  * a single runner, journal and messages in a SQLite file.
  *
  * Only one runner process may use a file: a second one fails with
- * `EngineLocked`, naming the first. A lock left by a crashed runner is taken
- * over. Other processes can still start runs and send approvals through the
- * file with `clientOnly: true`; the runner sees their messages within
- * `pollInterval`.
+ * `EngineLocked`, naming the first, whatever path it opens the file by:
+ * symbolic links are resolved, and a file with several hard links is refused
+ * (`EngineConfigError`, to runners and clients alike). A lock left by a
+ * crashed runner is taken over. Other processes can still start runs and
+ * send approvals through the file with `clientOnly: true`; the runner sees
+ * their messages within `pollInterval`.
  *
  * @example
  * ```ts
@@ -332,17 +375,7 @@ export const layerSqlite = (
       return yield* new EngineConfigError({ option: "filename", reason: "expected a file name, got an empty string" })
     }
     const inMemory = given === ":memory:"
-    const filename = inMemory ? given : path.resolve(given)
-    if (!inMemory) {
-      yield* Effect.try({
-        try: () => fs.mkdirSync(path.dirname(filename), { recursive: true }),
-        catch: (cause) =>
-          new EngineConfigError({
-            option: "filename",
-            reason: `cannot create the folder of "${filename}": ${String(cause)}`
-          })
-      })
-    }
+    const filename = inMemory ? given : yield* realFile(path.resolve(given))
     const clientOnly = options?.clientOnly === true
     if (!clientOnly && !inMemory) yield* acquireRunnerLock(filename)
     const engine = clusterEngine({

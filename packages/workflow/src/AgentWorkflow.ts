@@ -22,6 +22,7 @@ import * as AgentExecutor from "@effect-agent/core/AgentExecutor"
 import * as AgentLoop from "@effect-agent/core/AgentLoop"
 import * as Checkpointer from "@effect-agent/core/Checkpointer"
 import * as Middleware from "@effect-agent/core/Middleware"
+import * as Secrets from "@effect-agent/core/Secrets"
 import * as Usage from "@effect-agent/core/Usage"
 import * as Prompt from "@effect/ai/Prompt"
 import type { PersistenceError } from "@effect/cluster/ClusterError"
@@ -510,7 +511,8 @@ export interface AgentWorkflow {
 const tagOf = (error: unknown): string =>
   typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "Error"
 
-const describe = (error: unknown): string => error instanceof Error ? error.message : String(error)
+/** An error's message as stored: never with credentials in it. */
+const describe = (error: unknown): string => Secrets.scrubText(error instanceof Error ? error.message : String(error))
 
 /** Whether a run ended by failing with {@link runCancelled}: it stopped for a cancel while it worked. */
 const isCancelled = (cause: Cause.Cause<AgentRunFailed>): boolean =>
@@ -582,6 +584,8 @@ const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
       success,
       error: AgentRunFailed,
       execute: effect.pipe(
+        // defects are journaled as they are: scrubbed first, as failures are by `asRunFailed`
+        Effect.mapErrorCause(Secrets.scrubCause),
         Effect.mapError(asRunFailed),
         Effect.locally(Middleware.CurrentDecisionSink, sink),
         Effect.locally(Middleware.CurrentHook, hook),

@@ -120,6 +120,52 @@ describe("AgentEngine.layerSqlite", () => {
       })
   )
 
+  it.scopedLive(
+    "a second runner opening the file through a symbolic link is refused, naming the first; through a hard link too",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("effect-agent-engine-")
+        const filename = path.join(directory, "runs.db")
+        const first = spawnChild(runner, {
+          ENGINE: "sqlite",
+          DATABASE: filename,
+          DIRECTORY: directory,
+          RUNNER: "first"
+        })
+        yield* Effect.addFinalizer(() => Effect.promise(() => first.kill()))
+        yield* Effect.promise(() => first.waitForLine((line) => line.startsWith("ready"), 60_000))
+
+        const symlink = path.join(directory, "elsewhere", "link.db")
+        fs.mkdirSync(path.dirname(symlink))
+        fs.symlinkSync(filename, symlink)
+        const locked = yield* Effect.flip(withToy(AgentEngine.layerSqlite({ filename: symlink }), directory, "second"))
+        assert.strictEqual(locked._tag, "EngineLocked")
+        assert.strictEqual(locked._tag === "EngineLocked" ? locked.pid : undefined, first.pid)
+
+        const hardLink = path.join(directory, "elsewhere", "hard.db")
+        fs.linkSync(filename, hardLink)
+        const refused = yield* Effect.flip(withToy(AgentEngine.layerSqlite({ filename: hardLink }), directory, "third"))
+        assert.strictEqual(refused._tag, "EngineConfigError")
+        assert.include(refused.message, "has 2 hard links")
+      })
+  )
+
+  it.scopedLive("through a symbolic link to a missing file, creates the file and locks it by its real name", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("effect-agent-engine-")
+      const filename = path.join(directory, "data", "runs.db")
+      fs.mkdirSync(path.dirname(filename))
+      const symlink = path.join(directory, "link.db")
+      fs.symlinkSync(filename, symlink)
+      const context = yield* withToy(AgentEngine.layerSqlite({ filename: symlink }), directory)
+      assert.deepStrictEqual(yield* runToy("r1").pipe(Effect.provide(context)), Exit.succeed("r1/first+r1/second"))
+      assert.isTrue(fs.lstatSync(filename).isFile())
+      assert.isTrue(fs.existsSync(`${filename}.lock`))
+      assert.isFalse(fs.existsSync(`${symlink}.lock`))
+      const locked = yield* Effect.flip(withToy(AgentEngine.layerSqlite({ filename }), directory))
+      assert.strictEqual(locked._tag, "EngineLocked")
+    }))
+
   it.scopedLive("defaults to .effect-agent/runs.db under the working directory", () =>
     Effect.gen(function*() {
       const directory = yield* tempDirectory("effect-agent-engine-")

@@ -19,9 +19,11 @@ import * as Stream from "effect/Stream"
 import {
   CheckpointError,
   DurableThreadError,
+  EmptyModelResponse,
   InvalidInput,
   InvalidJump,
   MaxStepsExceeded,
+  ModelReplyError,
   StructuredOutputError,
   ThreadStateError
 } from "../AgentError.js"
@@ -32,6 +34,7 @@ import * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import * as Middleware from "../Middleware.js"
+import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
 import { drain } from "./drain.js"
 import {
@@ -132,6 +135,76 @@ const addUsage = (total: Run["usage"], usage: Response.Usage) => {
   total.outputTokens += output
   total.totalTokens += usage.totalTokens ?? input + output
 }
+
+/**
+ * Whether an assistant message answers: it has non-blank text, a file or a
+ * tool call for the agent to run. Providers reject an assistant message
+ * without one on the next call, so the agent never stores it.
+ */
+const answers = (message: Prompt.AssistantMessage): boolean => {
+  for (const part of message.content) {
+    switch (part.type) {
+      case "text": {
+        if (part.text.trim() !== "") return true
+        break
+      }
+      case "file":
+        return true
+      case "tool-call": {
+        if (!part.providerExecuted) return true
+        break
+      }
+    }
+  }
+  return false
+}
+
+/**
+ * The parts with every streamed text and reasoning block opened and closed:
+ * `Prompt.fromResponseParts` keeps only blocks it saw start and end, so a
+ * stream that stopped mid-block (or a provider that skips a start or an end)
+ * would lose text that was streamed.
+ */
+const closeBlocks = (parts: ReadonlyArray<Response.AnyPart>): ReadonlyArray<Response.AnyPart> => {
+  let open: Map<string, "text" | "reasoning"> | undefined
+  let fixed: Array<Response.AnyPart> | undefined
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!
+    switch (part.type) {
+      case "text-start":
+      case "reasoning-start": {
+        ;(open ??= new Map()).set(part.id, part.type === "text-start" ? "text" : "reasoning")
+        break
+      }
+      case "text-delta":
+      case "reasoning-delta": {
+        if (open?.has(part.id) !== true) {
+          const kind = part.type === "text-delta" ? "text" : "reasoning"
+          ;(open ??= new Map()).set(part.id, kind)
+          fixed ??= parts.slice(0, i)
+          fixed.push(Response.makePart(kind === "text" ? "text-start" : "reasoning-start", { id: part.id }))
+        }
+        break
+      }
+      case "text-end":
+      case "reasoning-end": {
+        open?.delete(part.id)
+        break
+      }
+    }
+    fixed?.push(part)
+  }
+  if (open === undefined || open.size === 0) return fixed ?? parts
+  fixed ??= parts.slice()
+  for (const [id, kind] of open) fixed.push(Response.makePart(kind === "text" ? "text-end" : "reasoning-end", { id }))
+  return fixed
+}
+
+/** The finish of a reply whose stream stopped early at a call of an unknown tool, which the agent answers. */
+const cutShort = Response.makePart("finish", {
+  reason: "unknown",
+  usage: new Response.Usage({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined })
+})
 
 const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
 
@@ -288,28 +361,59 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   // model calls
   // -------------------------------------------------------------------------
 
-  const toModelResponse = (parts: ReadonlyArray<Response.AnyPart>): Middleware.ModelResponse => {
-    let usage: Response.Usage | undefined
-    let finishReason: Response.FinishReason = "unknown"
+  /**
+   * The reply as the agent stores it, or why it cannot be one (see
+   * `ModelReplyError`): without a finish part it was cut short; with no
+   * answer in it, it is empty. Generated and streamed replies are judged alike.
+   */
+  const toModelResponse = (
+    received: ReadonlyArray<Response.AnyPart>,
+    step: number,
+    streamed: boolean
+  ): Effect.Effect<Middleware.ModelResponse, ModelReplyError> => {
+    const parts = closeBlocks(received)
+    let finish: Response.FinishPart | undefined
+    let errorEvent: Response.ErrorPart | undefined
     for (const part of parts) {
-      if (part.type === "finish") {
-        usage = part.usage
-        finishReason = part.reason
-      }
+      if (part.type === "finish") finish = part
+      else if (part.type === "error") errorEvent = part
     }
     const first = Prompt.fromResponseParts(parts).content[0]
     const message = first !== undefined && first.role === "assistant"
       ? first
       : Prompt.makeMessage("assistant", { content: [] })
+    if (finish === undefined || !answers(message)) {
+      return Effect.fail(
+        new ModelReplyError({
+          reason: finish !== undefined || (!streamed && received.length === 0)
+            ? "empty"
+            : received.length === 0
+            ? "not-a-stream"
+            : "truncated",
+          step,
+          streamed,
+          text: AgentResult.lastText([message]),
+          finishReason: finish?.reason,
+          received: Array.from(new Set(received.map((part) => part.type))),
+          errorEvent: errorEvent?.error
+        })
+      )
+    }
     const toolCalls: Array<Prompt.ToolCallPart> = []
     for (const part of message.content) if (part.type === "tool-call" && !part.providerExecuted) toolCalls.push(part)
-    return {
-      message,
-      toolCalls,
-      usage: usage ?? new Response.Usage({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined }),
-      finishReason
-    }
+    return Effect.succeed({ message, toolCalls, usage: finish.usage, finishReason: finish.reason })
   }
+
+  /** Fails with `EmptyModelResponse` when middleware `m` answered with an empty message. */
+  const nonEmpty = (
+    m: Middleware.Any,
+    request: Middleware.ModelRequest,
+    response: Effect.Effect<Middleware.ModelResponse, any, any>
+  ) =>
+    Effect.flatMap(response, (response) =>
+      answers(response.message)
+        ? Effect.succeed(response)
+        : Effect.fail(new EmptyModelResponse({ middleware: m.name, step: request.step })))
 
   const callModel = (run: Run) => (request: Middleware.ModelRequest): Effect.Effect<Middleware.ModelResponse, any> => {
     const model = request.model ?? config.model
@@ -328,16 +432,23 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       const recovered = recoverUnknownToolCalls(error, toolkit, before.length > 0 || emit !== undefined)
       return recovered === undefined
         ? Effect.fail(error)
-        : Effect.map(Effect.orElseFail(recovered, () => error), (parts) => [...before, ...parts])
+        : Effect.map(Effect.orElseFail(recovered, () => error), (parts) =>
+          // a stream stops at the part that did not decode: its finish part never comes
+          parts.some((part) => part.type === "finish") ? [...before, ...parts] : [...before, ...parts, cutShort])
     }
-    const parts: Effect.Effect<ReadonlyArray<Response.AnyPart>, AiError.AiError> = emit === undefined
+    const response: Effect.Effect<Middleware.ModelResponse, AiError.AiError | ModelReplyError> = emit === undefined
       ? (model.generateText(options) as Effect.Effect<LanguageModel.GenerateTextResponse<any>, AiError.AiError>).pipe(
+        Effect.mapErrorCause(Secrets.scrubCause),
         Effect.map((response) => response.content),
-        Effect.catchAll((error) => recover(error, []))
+        Effect.catchAll((error) => recover(error, [])),
+        Effect.flatMap((parts) => toModelResponse(parts, request.step, false))
       )
       : Effect.suspend(() => {
         const collected: Array<Response.AnyPart> = []
-        let parts = model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>
+        let parts = Stream.mapErrorCause(
+          model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>,
+          Secrets.scrubCause
+        )
         for (const m of wrapStream) {
           const transformed = m.wrapModelStream!(request, parts)
           parts = (run.traced
@@ -359,6 +470,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         }).pipe(
           Effect.as(collected),
           Effect.catchAll((error) => recover(error, collected)),
+          Effect.flatMap((parts) => toModelResponse(parts, request.step, true)),
           Effect.tapError((error) =>
             emit(AgentEvent.ModelAttemptFailed({
               step: request.step,
@@ -369,7 +481,6 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           )
         )
       })
-    const response = Effect.map(parts, toModelResponse)
     return Context.isContext(request.context) && request.context.unsafeMap.size > 0
       ? Effect.provide(response, request.context)
       : response
@@ -377,7 +488,8 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
 
   const modelChain = (run: Run) =>
     wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
-      (next, m) => (request) => inHook(run, m, "wrapModelCall", m.wrapModelCall!(request, next as any)),
+      (next, m) => (request) =>
+        nonEmpty(m, request, inHook(run, m, "wrapModelCall", m.wrapModelCall!(request, next as any))),
       callModel(run)
     )
 
@@ -849,13 +961,15 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         : own === undefined
         ? publish
         : (event) => Effect.zipRight(own(event), publish(event))
-      if (both === undefined) return yield* body(undefined, executor)
+      // every failure of a run, whoever raised it, leaves with its credentials scrubbed
+      const run = (emit: Emit | undefined) => Effect.mapErrorCause(body(emit, executor), Secrets.scrubCause)
+      if (both === undefined) return yield* run(undefined)
       const emit: Emit = (event) => {
         if (event._tag === "RunEnded") ended = true
         return both(event)
       }
       yield* emit(AgentEvent.RunStarted({ threadId, resumed }))
-      const result = yield* body(emit, executor).pipe(
+      const result = yield* run(emit).pipe(
         Effect.tapErrorCause((cause) => {
           if (publish === undefined || ended) return Effect.void
           const error = Cause.squash(cause)

@@ -6,6 +6,7 @@ import type * as AgentEvent from "@effect-agent/core/AgentEvent"
 import type * as AgentLoop from "@effect-agent/core/AgentLoop"
 import type * as AgentResult from "@effect-agent/core/AgentResult"
 import * as AgentState from "@effect-agent/core/AgentState"
+import * as Secrets from "@effect-agent/core/Secrets"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Option from "effect/Option"
 import * as Crypto from "node:crypto"
@@ -49,8 +50,9 @@ const result = (value: AgentResult.AgentResult<any>): Record<string, unknown> =>
 
 /**
  * An event as the page sees it: the assistant message encoded, tool calls
- * and results without their provider options, and a run's result without
- * its state (the page reads the state through the thread route).
+ * and results without their provider options, a run's result without its
+ * state (the page reads the state through the thread route), and failure
+ * messages with their credentials scrubbed.
  */
 export const event = (value: AgentEvent.AgentEvent<any>): Record<string, unknown> => {
   switch (value._tag) {
@@ -78,6 +80,9 @@ export const event = (value: AgentEvent.AgentEvent<any>): Record<string, unknown
       }
     case "RunEnded":
       return { _tag: value._tag, result: result(value.result) }
+    case "ModelAttemptFailed":
+    case "RunFailed":
+      return { ...value, message: Secrets.scrubText(value.message) }
     default:
       return { ...value }
   }

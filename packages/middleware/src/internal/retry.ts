@@ -1,3 +1,4 @@
+import type { ModelReplyError } from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import type * as AiError from "@effect/ai/AiError"
 import * as Clock from "effect/Clock"
@@ -5,9 +6,23 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { identity } from "effect/Function"
-import * as Predicate from "effect/Predicate"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import * as ScheduleDecision from "effect/ScheduleDecision"
+import * as Check from "./options.js"
+
+/** The schemas of the options ModelRetry and ToolRetry share. */
+export const optionFields = {
+  maxRetries: Schema.optional(Check.Count),
+  retryOn: Schema.optional(Check.AnyFunction),
+  initialDelay: Schema.optional(Check.DurationInput),
+  factor: Schema.optional(Schema.Number),
+  maxDelay: Schema.optional(Check.DurationInput),
+  jitter: Schema.optional(Schema.Boolean),
+  schedule: Schema.optional(Check.ScheduleSchema),
+  onFailure: Schema.optional(Schema.Literal("raise", "continue")),
+  name: Schema.optional(Check.NonEmpty)
+}
 
 /** The backoff options ModelRetry and ToolRetry share. */
 export interface BackoffOptions<In> {
@@ -39,7 +54,9 @@ const duration = (option: string, input: unknown): Either.Either<Duration.Durati
 }
 
 /**
- * Checks the backoff options and builds the schedule of delays: exponential
+ * Checks the backoff options (already decoded by {@link optionFields}:
+ * finite delays, `factor` at least 1, `maxDelay` at least `initialDelay`,
+ * no backoff option beside `schedule`) and builds the schedule of delays: exponential
  * from `initialDelay` by `factor`, jittered (x0.8 to x1.2) unless `jitter` is
  * false, and capped at `maxDelay`; or the user's `schedule` as it is.
  */
@@ -49,16 +66,7 @@ export const resolveBackoff = <In>(
 ): Either.Either<Backoff<In>, Invalid> =>
   Either.gen(function*() {
     const maxRetries = options.maxRetries ?? defaults.maxRetries
-    if (typeof maxRetries !== "number" || !Number.isInteger(maxRetries) || maxRetries < 0) {
-      return yield* Either.left({
-        option: "maxRetries",
-        reason: `must be a whole number of at least 0, got ${String(maxRetries)}`
-      })
-    }
     if (options.schedule !== undefined) {
-      if (!Schedule.isSchedule(options.schedule)) {
-        return yield* Either.left({ option: "schedule", reason: "must be a Schedule" })
-      }
       for (
         const option of ["initialDelay", "factor", "maxDelay", "jitter"] as const
       ) {
@@ -84,9 +92,6 @@ export const resolveBackoff = <In>(
       })
     }
     const jitter = options.jitter ?? true
-    if (typeof jitter !== "boolean") {
-      return yield* Either.left({ option: "jitter", reason: `must be a boolean, got ${String(jitter)}` })
-    }
     const delays = Schedule.exponential(initialDelay, factor).pipe(
       jitter ? Schedule.jittered : identity,
       Schedule.modifyDelay((_, delay) => Duration.min(delay, maxDelay)),
@@ -94,18 +99,6 @@ export const resolveBackoff = <In>(
     )
     return { maxRetries, delays }
   })
-
-/** Checks an optional function option. */
-export const checkFunction = (option: string, value: unknown): Invalid | undefined =>
-  value === undefined || Predicate.isFunction(value)
-    ? undefined
-    : { option, reason: `must be a function, got ${typeof value}` }
-
-/** Checks an `onFailure` option. */
-export const checkOnFailure = (value: unknown): Invalid | undefined =>
-  value === "raise" || value === "continue"
-    ? undefined
-    : { option: "onFailure", reason: `must be "raise" or "continue", got ${String(value)}` }
 
 /** The last failure of a retried effect, and how many attempts were made. */
 export interface Exhausted<F> {
@@ -165,10 +158,13 @@ export const retrying = <A, F, E, R>(options: {
 
 /**
  * A short name for what went wrong in a model call: the status of a response
- * error (`429`), the reason of a request error (`Transport`), else the tag.
+ * error (`429`), the reason of a request error (`Transport`), what was wrong
+ * with a reply (`truncated reply`), else the tag.
  */
-export const describeAiError = (error: AiError.AiError): string => {
+export const describeAiError = (error: AiError.AiError | ModelReplyError): string => {
   switch (error._tag) {
+    case "ModelReplyError":
+      return error.reason === "not-a-stream" ? "reply not a stream" : `${error.reason} reply`
     case "HttpResponseError":
       return error.reason === "StatusCode" ? `${error.response.status}` : `${error.reason} (${error.response.status})`
     case "HttpRequestError":

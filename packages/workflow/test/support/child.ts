@@ -29,7 +29,12 @@ const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).h
 
 /** Spawns `node --import tsx <script>` with `env` added to this process's environment, in `cwd` if given. */
 export const spawnChild = (script: string, env: Record<string, string>, cwd?: string): Child => {
-  const child: ChildProcess = spawn(process.execPath, ["--import", tsxLoader, script], {
+  const child: ChildProcess = spawn(process.execPath, [
+    "--conditions=@stepwise-agent/source",
+    "--import",
+    tsxLoader,
+    script
+  ], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
     ...(cwd === undefined ? {} : { cwd })

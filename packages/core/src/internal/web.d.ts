@@ -1,0 +1,18 @@
+/**
+ * The web-platform globals core uses. Every runtime it targets (Node ≥ 20,
+ * Deno, Bun, browsers, workers) has them; they are declared here so that core
+ * compiles without `@types/node` or the DOM library. Nothing exported from
+ * core mentions them, so consumers never need these declarations.
+ */
+declare global {
+  interface TextEncoder {
+    encode(input?: string): Uint8Array
+  }
+  var TextEncoder: { new(): TextEncoder }
+  var crypto: {
+    randomUUID(): string
+    getRandomValues<T extends ArrayBufferView>(array: T): T
+  }
+}
+
+export {}

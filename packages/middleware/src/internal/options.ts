@@ -1,0 +1,131 @@
+/**
+ * Option checking shared by every built-in: a Schema of the options decodes
+ * what the caller gave (unknown keys are an error) and the first problem
+ * becomes an `InvalidOptions` naming the option's path.
+ */
+import * as AgentError from "@effect-agent/core/AgentError"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+
+/** An `InvalidOptions` of `module`. */
+export const invalid = (module: string, option: string, reason: string): AgentError.InvalidOptions =>
+  new AgentError.InvalidOptions({ module, option, reason })
+
+const pathOf = (path: ReadonlyArray<PropertyKey>): string =>
+  path.reduce<string>(
+    (out, key) =>
+      typeof key === "number"
+        ? `${out}[${key}]`
+        : typeof key === "string" && !/^[^.[\]\s]+$/.test(key)
+        ? `${out}[${JSON.stringify(key)}]`
+        : out === ""
+        ? String(key)
+        : `${out}.${String(key)}`,
+    ""
+  )
+
+const actualPattern = /^Expected (.*), actual (.*)$/s
+
+/**
+ * The issue to report: the deepest one (a union reports a failure at each of
+ * its members; the deepest names the option most precisely). Failures of the
+ * members of a union at the same place are merged into one "Expected A | B".
+ */
+const describe = (error: ParseResult.ParseError): { readonly option: string; readonly reason: string } => {
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const depth = Math.max(...issues.map((issue) => issue.path.length))
+  const atDepth = issues.filter((issue) => issue.path.length === depth)
+  // an optional option also fails as "Expected undefined": say what it should have been
+  const defined = atDepth.filter((issue) => !issue.message.startsWith("Expected undefined,"))
+  const deepest = defined.length > 0 ? defined : atDepth
+  const first = deepest[0]!
+  if (depth === 0) return { option: "options", reason: "must be an object" }
+  const option = pathOf(first.path)
+  if (first._tag === "Unexpected") return { option, reason: first.message.replace(/^is unexpected, expected:/, "is unknown; expected") }
+  const matches = deepest.map((issue) => actualPattern.exec(issue.message))
+  if (deepest.length > 1 && matches.every((match) => match !== null && match[2] === matches[0]![2])) {
+    return { option, reason: `Expected ${matches.map((match) => match![1]).join(" | ")}, actual ${matches[0]![2]}` }
+  }
+  return { option, reason: first.message }
+}
+
+/**
+ * Checks `options` against `schema`: an unknown key, a missing or mistyped
+ * value fail with `InvalidOptions` naming its path. `undefined` stands for
+ * `{}` (every built-in's options are optional or an object).
+ */
+export const validateEither = <A, I>(
+  module: string,
+  schema: Schema.Schema<A, I, never>,
+  options: unknown
+): Either.Either<A, AgentError.InvalidOptions> =>
+  Either.mapLeft(decode(schema)(options === undefined ? {} : options), (error) => {
+    const { option, reason } = describe(error)
+    return invalid(module, option, reason)
+  })
+
+/** {@link validateEither} as an `Effect`. */
+export const validate = <A, I>(
+  module: string,
+  schema: Schema.Schema<A, I, never>,
+  options: unknown
+): Effect.Effect<A, AgentError.InvalidOptions> => Effect.suspend(() => validateEither(module, schema, options))
+
+const decode = <A, I>(schema: Schema.Schema<A, I, never>) =>
+  Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "all" })
+
+// -----------------------------------------------------------------------------
+// schemas of values checked by kind, not content
+// -----------------------------------------------------------------------------
+
+/** A function (its arguments and result are not checked). */
+export const AnyFunction = Schema.declare(
+  (u: unknown): u is (...args: ReadonlyArray<any>) => unknown => typeof u === "function",
+  { identifier: "a function" }
+)
+
+/** A `Duration.DurationInput`. */
+export const DurationInput = Schema.declare(
+  (u: unknown): u is Duration.DurationInput => Option.isSome(Duration.decodeUnknown(u)),
+  { identifier: "a duration (a Duration, a number of milliseconds or a text such as \"5 seconds\")" }
+)
+
+/** A `LanguageModel` service. */
+export const LanguageModelService = Schema.declare(
+  (u: unknown): u is LanguageModel.Service =>
+    Predicate.hasProperty(u, "generateText") && typeof u.generateText === "function" &&
+    Predicate.hasProperty(u, "generateObject") && typeof u.generateObject === "function",
+  { identifier: "a LanguageModel service" }
+)
+
+/** A Schema. */
+export const AnySchema = Schema.declare(
+  (u: unknown): u is Schema.Schema.Any => Schema.isSchema(u),
+  { identifier: "a Schema" }
+)
+
+/** A `Schedule`. */
+export const ScheduleSchema = Schema.declare(
+  (u: unknown): u is Schedule.Schedule<unknown, any> => Schedule.isSchedule(u),
+  { identifier: "a Schedule" }
+)
+
+/** A whole number of at least 0. */
+export const Count = Schema.Number.pipe(
+  Schema.filter((n) => Number.isInteger(n) && n >= 0, { description: "a whole number of at least 0" })
+)
+
+/** A non-empty text. */
+export const NonEmpty = Schema.String.pipe(Schema.filter((text) => text.length > 0, { description: "a non-empty text" }))
+
+/** A text that is not blank. */
+export const NonBlank = Schema.String.pipe(
+  Schema.filter((text) => text.trim().length > 0, { description: "a non-blank text" })
+)

@@ -1,0 +1,198 @@
+// Uses the published packages as a consumer would: packs every package, installs the tarballs
+// into an empty project outside the workspace (on an older effect 3.x than the repository pins),
+// and checks that
+//   - each tarball holds only its build, its sources (for the source maps), assets, README,
+//     LICENSE and package.json;
+//   - one copy of effect is installed (effect and @effect/* are peer dependencies);
+//   - each package README's example (and the repository README's) compiles under the
+//     consumer's own tsc with skipLibCheck off, strict on and off, moduleResolution nodenext
+//     and bundler, core, testing and middleware without @types/node (their typings name
+//     nothing of Node) — and runs with plain node,
+//     printing (last) what its `<!-- output: … -->` line says.
+// Needs the build (`tsc -b`, part of `npm run check`). Prints one line per check and a
+// closing "N passed, N failed". With --keep, the project is left in place to look into.
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+
+const keep = process.argv.includes("--keep")
+const repo = path.join(path.dirname(new URL(import.meta.url).pathname), "..")
+const root = JSON.parse(fs.readFileSync(path.join(repo, "package.json"), "utf8"))
+const published = ["core", "testing", "middleware", "workflow", "inspector"]
+/** The oldest effect the peer ranges admit (@effect/platform 0.97.2 needs ^3.22.2). */
+const consumerEffect = "3.22.2"
+/** Packages whose README examples must compile without @types/node. */
+const runtimeNeutral = new Set(["core", "testing", "middleware"])
+
+let passed = 0
+let failed = 0
+const check = (name, ok, detail = "") => {
+  if (ok) passed++
+  else failed++
+  console.log(`${ok ? "✓" : "✗"} ${name}${ok || detail === "" ? "" : `\n${detail}`}`)
+}
+const run = (command, args, cwd) => {
+  const result = spawnSync(command, args, { cwd, encoding: "utf8", maxBuffer: 1 << 26 })
+  return { ok: result.status === 0, out: `${result.stdout ?? ""}${result.stderr ?? ""}`, stdout: result.stdout ?? "" }
+}
+const manifest = (dir) => JSON.parse(fs.readFileSync(path.join(repo, "packages", dir, "package.json"), "utf8"))
+
+// The first ```ts block of a README and the `<!-- output: … -->` line after it.
+const exampleOf = (readme) => {
+  const text = fs.readFileSync(readme, "utf8")
+  const block = /```ts\n([\s\S]*?)```(?:\s*<!--\s*output:\s*([\s\S]*?)\s*-->)?/.exec(text)
+  if (block === null) throw new Error(`${path.relative(repo, readme)} has no \`\`\`ts example`)
+  return { source: block[1], output: block[2] }
+}
+
+const project = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-consumer-"))
+try {
+  // 1. pack
+  const packed = run("npm", [
+    "pack",
+    "--json",
+    "--pack-destination",
+    project,
+    ...published.flatMap((dir) => ["-w", `packages/${dir}`])
+  ], repo)
+  if (!packed.ok) throw new Error(`npm pack failed:\n${packed.out}`)
+  const tarballs = JSON.parse(packed.stdout.slice(packed.stdout.indexOf("[")))
+  for (const tarball of tarballs) {
+    const stray = tarball.files.map((file) => file.path).filter((file) =>
+      !/^(dist|src|assets)\//.test(file) && !["README.md", "LICENSE", "package.json"].includes(file)
+    )
+    const missing = ["README.md", "LICENSE", "dist/index.js", "dist/index.d.ts"].filter((file) =>
+      !tarball.files.some((entry) => entry.path === file)
+    )
+    check(
+      `${tarball.name}: the tarball holds only dist, src, assets, README, LICENSE, package.json`,
+      stray.length === 0 && missing.length === 0,
+      `  unexpected: ${stray.join(", ") || "none"}; missing: ${missing.join(", ") || "none"}`
+    )
+  }
+
+  // 2. install into an empty project
+  const dependencies = { effect: consumerEffect }
+  for (const tarball of tarballs) dependencies[tarball.name] = `file:./${tarball.filename}`
+  fs.writeFileSync(
+    path.join(project, "package.json"),
+    JSON.stringify(
+      {
+        name: "consumer",
+        private: true,
+        type: "module",
+        dependencies,
+        devDependencies: {
+          typescript: root.devDependencies.typescript,
+          "@types/node": root.devDependencies["@types/node"]
+        }
+      },
+      null,
+      2
+    )
+  )
+  // Install scripts are skipped: better-sqlite3 would compile from source (no prebuilt binary
+  // can be fetched here), and nothing below opens a SQLite file.
+  const installed = run("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", "--ignore-scripts"], project)
+  check("the tarballs install into an empty project", installed.ok, installed.out)
+  if (!installed.ok) throw new Error("install failed")
+
+  const copies = []
+  const walk = (dir) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      if (!entry.isDirectory()) continue
+      const child = path.join(dir, entry.name)
+      if (entry.name === "effect" && path.basename(dir) === "node_modules") copies.push(child)
+      walk(child)
+    }
+  }
+  walk(path.join(project, "node_modules"))
+  const version = JSON.parse(fs.readFileSync(path.join(project, "node_modules/effect/package.json"), "utf8")).version
+  check(
+    `one copy of effect is installed, the app's ${consumerEffect}`,
+    copies.length === 1 && version === consumerEffect,
+    `  found ${copies.map((copy) => path.relative(project, copy)).join(", ")} (top level ${version})`
+  )
+
+  // 3. the README examples, compiled by the consumer's tsc and run with plain node
+  const examples = [
+    { name: "README", readme: path.join(repo, "README.md"), neutral: true },
+    ...published.map((dir) => ({
+      name: manifest(dir).name,
+      readme: path.join(repo, "packages", dir, "README.md"),
+      neutral: runtimeNeutral.has(dir)
+    }))
+  ].map((example, i) => ({ ...example, ...exampleOf(example.readme), file: `example${i}` }))
+  fs.mkdirSync(path.join(project, "src"))
+  for (const example of examples) fs.writeFileSync(path.join(project, "src", `${example.file}.ts`), example.source)
+
+  const tsc = path.join(project, "node_modules/typescript/bin/tsc")
+  const variants = [
+    { name: "strict, nodenext", strict: true, module: "nodenext", moduleResolution: "nodenext", emit: true },
+    { name: "strict: false, nodenext", strict: false, module: "nodenext", moduleResolution: "nodenext" },
+    { name: "strict, bundler", strict: true, module: "esnext", moduleResolution: "bundler" },
+    { name: "strict: false, bundler", strict: false, module: "esnext", moduleResolution: "bundler" }
+  ]
+  const compile = (variant, files, types) => {
+    const config = path.join(project, `tsconfig.${variants.indexOf(variant)}.${types.length}.json`)
+    fs.writeFileSync(
+      config,
+      JSON.stringify({
+        compilerOptions: {
+          strict: variant.strict,
+          module: variant.module,
+          moduleResolution: variant.moduleResolution,
+          target: "es2022",
+          types,
+          // Without @types/node, @effect/platform's msgpackr typings (Buffer, "stream") fail
+          // upstream; our own typings are checked for Node references apart.
+          skipLibCheck: types.length === 0,
+          ...(variant.emit ? { outDir: "out", rootDir: "src" } : { noEmit: true })
+        },
+        files: files.map((example) => `src/${example.file}.ts`)
+      })
+    )
+    return run(process.execPath, [tsc, "-p", config, "--pretty", "false"], project)
+  }
+  for (const variant of variants) {
+    const result = compile(variant, examples, ["node"])
+    check(`the README examples typecheck (${variant.name}, skipLibCheck: false)`, result.ok, result.out)
+  }
+  const neutral = examples.filter((example) => example.neutral)
+  const nodeReferences = [...runtimeNeutral].flatMap((dir) => {
+    const dist = path.join(project, "node_modules", manifest(dir).name, "dist")
+    return fs.readdirSync(dist, { recursive: true })
+      .filter((file) => file.endsWith(".d.ts"))
+      .filter((file) => /reference types="node"|from "node:|\bBuffer\b|NodeJS\./.test(fs.readFileSync(path.join(dist, file), "utf8")))
+      .map((file) => `${manifest(dir).name}/dist/${file}`)
+  })
+  check("core, testing and middleware typings reference nothing of Node", nodeReferences.length === 0, nodeReferences.join("\n"))
+  const withoutNode = compile(variants[0], neutral, [])
+  check(
+    `core, testing and middleware typecheck without @types/node (${neutral.map((e) => e.name).join(", ")})`,
+    withoutNode.ok,
+    withoutNode.out
+  )
+  for (const example of examples) {
+    const script = path.join(project, "out", `${example.file}.js`)
+    if (!fs.existsSync(script)) {
+      check(`${example.name}'s example runs with plain node`, false, "  not compiled")
+      continue
+    }
+    const result = run(process.execPath, [script], project)
+    const expected = example.output
+    check(
+      `${example.name}'s example runs with plain node${expected === undefined ? "" : ` and prints ${expected}`}`,
+      result.ok && (expected === undefined || result.stdout.trim().split("\n").at(-1) === expected),
+      result.out
+    )
+  }
+} catch (error) {
+  check("consumer test", false, String(error?.stack ?? error))
+} finally {
+  if (keep) console.log(`kept ${project}`)
+  else fs.rmSync(project, { recursive: true, force: true })
+}
+console.log(`consumer: ${passed} passed, ${failed} failed`)
+process.exit(failed === 0 ? 0 : 1)
