@@ -8,7 +8,9 @@
 //     consumer's own tsc with skipLibCheck off, strict on and off, moduleResolution nodenext
 //     and bundler, core, testing and middleware without @types/node (their typings name
 //     nothing of Node) — and runs with plain node,
-//     printing (last) what its `<!-- output: … -->` line says.
+//     printing (last) what its `<!-- output: … -->` line says;
+//   - on the unpatched @effect/ai an agent with more than 3 tools logs the patch warning, and
+//     after the steps of core's patches/README.md (its postinstall script) it no longer does.
 // Needs the build (`tsc -b`, part of `npm run check`). Prints one line per check and a
 // closing "N passed, N failed". With --keep, the project is left in place to look into.
 import { spawnSync } from "node:child_process"
@@ -85,7 +87,8 @@ try {
         dependencies,
         devDependencies: {
           typescript: root.devDependencies.typescript,
-          "@types/node": root.devDependencies["@types/node"]
+          "@types/node": root.devDependencies["@types/node"],
+          "patch-package": root.devDependencies["patch-package"]
         }
       },
       null,
@@ -188,6 +191,41 @@ try {
       result.out
     )
   }
+
+  // 4. the @effect/ai patch, applied as core's patches/README.md says
+  const core = manifest("core").name
+  const warning = path.join(project, "warning.mjs")
+  fs.writeFileSync(
+    warning,
+    [
+      `import { Agent } from "${core}"`,
+      `import { ScriptedModel } from "${manifest("testing").name}"`,
+      `import { Tool, Toolkit } from "@effect/ai"`,
+      `import { Effect } from "effect"`,
+      `const Tools = Toolkit.make(Tool.make("a"), Tool.make("b"), Tool.make("c"), Tool.make("d"))`,
+      `const handlers = Tools.toLayer({ a: () => Effect.void, b: () => Effect.void, c: () => Effect.void, d: () => Effect.void })`,
+      `await Agent.make({ toolkit: Tools }).pipe(Effect.provide(handlers), Effect.provide(ScriptedModel.layer([])), Effect.runPromise)`
+    ].join("\n")
+  )
+  const unpatched = run(process.execPath, [warning], project)
+  check(
+    "on the unpatched @effect/ai, an agent with 4 tools logs the patch warning",
+    unpatched.ok && unpatched.out.includes("is not patched"),
+    unpatched.out
+  )
+  const steps = fs.readFileSync(path.join(repo, "packages/core/assets/patches/README.md"), "utf8")
+  const postinstall = /"postinstall": "([^"]+)"/.exec(steps)?.[1]
+  const manifestFile = path.join(project, "package.json")
+  const consumer = JSON.parse(fs.readFileSync(manifestFile, "utf8"))
+  fs.writeFileSync(manifestFile, JSON.stringify({ ...consumer, scripts: { postinstall } }, null, 2))
+  const applied = run("npm", ["run", "postinstall"], project)
+  check(`core's patch applies with the postinstall script its README gives (${postinstall})`, applied.ok, applied.out)
+  const patched = run(process.execPath, [warning], project)
+  check(
+    "on the patched @effect/ai, the agent logs no patch warning",
+    patched.ok && !patched.out.includes("is not patched"),
+    patched.out
+  )
 } catch (error) {
   check("consumer test", false, String(error?.stack ?? error))
 } finally {

@@ -9,6 +9,7 @@ import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -17,8 +18,9 @@ import { AgentConfigError } from "./AgentError.js"
 import { AgentLoop } from "./AgentLoop.js"
 import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
+import * as EffectAiPatch from "./internal/effectAiPatch.js"
 import { makeLoop, outputTool } from "./internal/loop.js"
-import { entriesOf, type ToolEntry } from "./internal/tools.js"
+import { entriesOf, type ToolEntry, withTimeout } from "./internal/tools.js"
 import type * as Middleware from "./Middleware.js"
 
 /**
@@ -47,6 +49,18 @@ export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR, O = 
   /** How many tool calls of one model response run at once (default 8). */
   readonly toolConcurrency?: number | "unbounded" | undefined
   /**
+   * The longest a tool call may run (default: no limit). A call that takes
+   * longer is interrupted (its finalizers run) and fails with `ToolTimeout`:
+   * `wrapToolCall` hooks see that error, and the model gets a failed tool
+   * result saying the call timed out; the run goes on.
+   */
+  readonly toolTimeout?: Duration.DurationInput | undefined
+  /**
+   * Timeouts of single tools, by name, in place of `toolTimeout`
+   * (`Duration.infinity` for none). Every name must be one of the agent's tools.
+   */
+  readonly toolTimeouts?: Readonly<Record<string, Duration.DurationInput>> | undefined
+  /**
    * Give every hook, model call and tool call its own span (`Middleware.<hook>`,
    * `AgentLoop.modelCall`, `AgentLoop.toolCall`). By default they are made
    * when a tracer other than Effect's built-in one is installed (e.g. an
@@ -72,8 +86,9 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Agen
  * Builds an agent. It needs a `LanguageModel`, the toolkit's handlers and
  * whatever the middleware need; a `Checkpointer` when one is provided (else
  * threads live in memory). Bad configuration — two middleware with one name,
- * clashing state keys, two tools with one name, `maxSteps` < 1 — fails with
- * an `AgentConfigError`.
+ * clashing state keys, two tools with one name, `maxSteps` < 1, a timeout
+ * that is not a positive duration or names no tool — fails with an
+ * `AgentConfigError`.
  *
  * @example
  * ```ts
@@ -150,6 +165,12 @@ export const make = <
       const clash = addToolkit(owner, handled)
       if (clash !== undefined) return yield* clash
     }
+    const timeouts = yield* toolTimeoutsOf(options, owners)
+    for (let i = 0; i < tools.length; i++) {
+      const timeout = timeouts(tools[i]!.tool.name)
+      if (timeout !== undefined) tools[i] = withTimeout(tools[i]!, timeout)
+    }
+    yield* EffectAiPatch.warnIfUnpatched(tools.length)
     let output: { readonly tool: Tool.Any; readonly schema: Schema.Schema<any, any> } | undefined
     if (options.responseFormat !== undefined) {
       const name = options.outputToolName ?? "final_answer"
@@ -179,6 +200,44 @@ export const make = <
       context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>
     }) as AgentOf<Mws, O>
   }) as any
+
+/** A timeout option as a finite positive duration (`undefined` for none), or the reason it is not one. */
+const durationOf = (option: string, input: unknown): Duration.Duration | undefined | AgentConfigError => {
+  if (input === undefined) return undefined
+  const duration = Duration.decodeUnknown(input)
+  if (Option.isNone(duration) || !Duration.greaterThan(duration.value, Duration.zero)) {
+    return new AgentConfigError({ reason: `${option} must be a duration above zero, got ${String(input)}` })
+  }
+  return Duration.isFinite(duration.value) ? duration.value : undefined
+}
+
+/** The timeout of each tool, from `toolTimeout` and `toolTimeouts`. */
+const toolTimeoutsOf = (
+  options: { readonly toolTimeout?: unknown; readonly toolTimeouts?: unknown },
+  owners: ReadonlyMap<string, string>
+): Effect.Effect<(name: string) => Duration.Duration | undefined, AgentConfigError> =>
+  Effect.suspend(() => {
+    const fallback = durationOf("toolTimeout", options.toolTimeout)
+    if (fallback instanceof AgentConfigError) return Effect.fail(fallback)
+    const byName = new Map<string, Duration.Duration | undefined>()
+    const given = options.toolTimeouts
+    if (given !== undefined) {
+      if (typeof given !== "object" || given === null) {
+        return Effect.fail(new AgentConfigError({ reason: "toolTimeouts must be an object of durations by tool name" }))
+      }
+      for (const [name, input] of Object.entries(given)) {
+        if (!owners.has(name)) {
+          return Effect.fail(
+            new AgentConfigError({ reason: `toolTimeouts names "${name}", which is not a tool of this agent` })
+          )
+        }
+        const timeout = durationOf(`toolTimeouts["${name}"]`, input)
+        if (timeout instanceof AgentConfigError) return Effect.fail(timeout)
+        byName.set(name, timeout)
+      }
+    }
+    return Effect.succeed((name: string) => byName.has(name) ? byName.get(name) : fallback)
+  })
 
 /**
  * Provides the `AgentLoop` service built by {@link make}.

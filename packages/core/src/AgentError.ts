@@ -9,6 +9,7 @@
  *
  * @since 0.1.0
  */
+import * as Duration from "effect/Duration"
 import * as Schema from "effect/Schema"
 
 /**
@@ -320,6 +321,68 @@ export class EmptyModelResponse extends Schema.TaggedError<EmptyModelResponse>(
 }
 
 /**
+ * A tool call ran longer than its timeout (`Agent.make({ toolTimeout,
+ * toolTimeouts })`). The handler was interrupted, so its finalizers ran.
+ * `wrapToolCall` hooks see it as a failure of `next` (a retry middleware may
+ * run the call again); if none handles it, the model gets a failed tool
+ * result saying the call timed out, and the run goes on.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
+  "@effect-agent/core/AgentError/ToolTimeout"
+)("ToolTimeout", {
+  toolName: Schema.String,
+  callId: Schema.String,
+  timeoutMillis: Schema.Number
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Tool "${this.toolName}" timed out after ${Duration.format(Duration.millis(this.timeoutMillis))}`
+  }
+}
+
+/**
+ * A middleware hook returned a value of the wrong shape: a node hook something
+ * other than `undefined` or a `HookResult`, `wrapModelCall` something other
+ * than a `ModelResponse`, `wrapToolCall` something other than the call's tool
+ * result. The run fails here, naming the middleware and hook, instead of with a
+ * TypeError later or a corrupted history.
+ *
+ * @example
+ * ```ts
+ * import { AgentError } from "@effect-agent/core"
+ *
+ * const error = new AgentError.InvalidHookResult({
+ *   middleware: "audit",
+ *   hook: "wrapModelCall",
+ *   reason: "returned the number 42, not a ModelResponse"
+ * })
+ * error.message // 'Middleware "audit" wrapModelCall: returned the number 42, not a ModelResponse'
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidHookResult extends Schema.TaggedError<InvalidHookResult>(
+  "@effect-agent/core/AgentError/InvalidHookResult"
+)("InvalidHookResult", {
+  middleware: Schema.String,
+  hook: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Middleware "${this.middleware}" ${this.hook}: ${this.reason}`
+  }
+}
+
+/**
  * Every error the agent itself (not its model, tools or middleware) can fail a
  * run with.
  *
@@ -337,6 +400,7 @@ export type AgentError =
   | InvalidInput
   | ModelReplyError
   | EmptyModelResponse
+  | InvalidHookResult
 
 /**
  * The schema of {@link AgentError}.
@@ -354,7 +418,8 @@ export const AgentError: Schema.Union<[
   typeof StructuredOutputError,
   typeof InvalidInput,
   typeof ModelReplyError,
-  typeof EmptyModelResponse
+  typeof EmptyModelResponse,
+  typeof InvalidHookResult
 ]> = Schema.Union(
   MaxStepsExceeded,
   InvalidJump,
@@ -365,5 +430,6 @@ export const AgentError: Schema.Union<[
   StructuredOutputError,
   InvalidInput,
   ModelReplyError,
-  EmptyModelResponse
+  EmptyModelResponse,
+  InvalidHookResult
 )

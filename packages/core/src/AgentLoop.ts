@@ -25,7 +25,12 @@ import type * as Checkpointer from "./Checkpointer.js"
  * @category models
  */
 export interface RunOptions {
-  /** The conversation to continue (or start). */
+  /**
+   * The conversation to continue (or start): a non-empty string without
+   * lone surrogates. Any other value fails `run`, `stream`, `resume` and
+   * `thread` with `InvalidInput` (`deleteThread` and `discardPending` treat
+   * it as an unknown thread: nothing can be stored under it).
+   */
   readonly threadId: string
 }
 
@@ -112,7 +117,8 @@ export declare namespace AgentLoop {
      * now on, tagged with their run and thread: for inspectors and
      * dashboards. While anybody watches, runs stream their model calls (so
      * watchers see text as it is written); while nobody does, runs cost
-     * nothing extra.
+     * nothing extra. Closing the scope ends the stream once it has
+     * delivered the events published before the close.
      */
     readonly watch: Effect.Effect<Stream.Stream<RunEvent<S, O>>, never, Scope.Scope>
     /**
@@ -130,11 +136,14 @@ export declare namespace AgentLoop {
     /**
      * Deletes the thread's checkpoint (its messages, state and any pending
      * decision), once a run of it in this process has ended; the thread
-     * then starts afresh. Nothing happens for an unknown thread.
+     * then starts afresh. Then each middleware's `onThreadDeleted` runs, to
+     * free what it keeps for the thread outside the checkpoint.
      */
     readonly deleteThread: (threadId: string) => Effect.Effect<void, AgentError.CheckpointError>
     /** The thread's last checkpoint. */
-    readonly thread: (threadId: string) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError>
+    readonly thread: (
+      threadId: string
+    ) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError | AgentError.InvalidInput>
   }
 }
 

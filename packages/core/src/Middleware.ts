@@ -138,6 +138,28 @@ export type ValidateResume<E, R> = (resume: {
 }) => Effect.Effect<void, E, R>
 
 /**
+ * Runs after `deleteThread` removed a thread's checkpoint, to free what the
+ * middleware keeps for that thread outside the checkpoint (a service's
+ * per-thread entry). It cannot fail: the thread is already gone.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@effect-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const seen = new Map<string, number>()
+ * const counter = Middleware.make({
+ *   name: "counter",
+ *   onThreadDeleted: (threadId) => Effect.sync(() => void seen.delete(threadId))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type OnThreadDeleted<R> = (threadId: string) => Effect.Effect<void, never, R>
+
+/**
  * A node hook.
  *
  * @since 0.1.0
@@ -221,12 +243,15 @@ export type NextModelCall = (
 /**
  * The continuation `wrapToolCall` calls: the inner middleware and the tool.
  * A tool's typed failure and invalid arguments come back as a failed tool
- * result; it fails only when the tool died.
+ * result; it fails only when the tool died (`ToolDefect`) or ran past its
+ * timeout (`ToolTimeout`).
  *
  * @since 0.1.0
  * @category models
  */
-export type NextToolCall = (request: ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, AgentError.ToolDefect>
+export type NextToolCall = (
+  request: ToolCallRequest
+) => Effect.Effect<Prompt.ToolResultPart, AgentError.ToolDefect | AgentError.ToolTimeout>
 
 /**
  * A `wrapModelCall` hook.
@@ -288,6 +313,7 @@ export interface Middleware<S = {}, E = never, R = never> extends Pipeable {
   readonly wrapToolCall: WrapToolCall<E, R | Scope.Scope> | undefined
   readonly wrapModelStream: WrapModelStream<E, R> | undefined
   readonly validateResume: ValidateResume<E, R> | undefined
+  readonly onThreadDeleted: OnThreadDeleted<R> | undefined
 }
 
 /**
@@ -388,7 +414,8 @@ export const make = <
   WM extends WrapModelCall<any, any> = WrapModelCall<never, never>,
   WT extends WrapToolCall<any, any> = WrapToolCall<never, never>,
   WS extends WrapModelStream<any, any> = WrapModelStream<never, never>,
-  VR extends ValidateResume<any, any> = ValidateResume<never, never>
+  VR extends ValidateResume<any, any> = ValidateResume<never, never>,
+  TD extends OnThreadDeleted<any> = OnThreadDeleted<never>
 >(
   options: MakeOptions<S, J, TE, TR> & {
     readonly beforeAgent?: BA | undefined
@@ -400,15 +427,17 @@ export const make = <
     readonly wrapModelStream?: WS | undefined
     /** Checks the value of `resume` against this middleware's interrupt before the hook runs again. */
     readonly validateResume?: VR | undefined
+    /** Frees this middleware's per-thread data outside the checkpoint when the thread is deleted. */
+    readonly onThreadDeleted?: TD | undefined
   }
 ): Middleware<
   S,
   | TE
   | Exclude<
     ErrorOf<BA | BM | AM | AA | WM | WT | VR> | StreamErrorOf<WS>,
-    AiError.AiError | AgentError.ToolDefect | AgentError.ModelReplyError
+    AiError.AiError | AgentError.ToolDefect | AgentError.ToolTimeout | AgentError.ModelReplyError
   >,
-  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | VR> | StreamContextOf<WS>, Scope.Scope>
+  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | VR | TD> | StreamContextOf<WS>, Scope.Scope>
 > =>
   Object.assign(Object.create(Proto), {
     [TypeId]: TypeId,
@@ -423,7 +452,8 @@ export const make = <
     wrapModelCall: options.wrapModelCall,
     wrapToolCall: options.wrapToolCall,
     wrapModelStream: options.wrapModelStream,
-    validateResume: options.validateResume
+    validateResume: options.validateResume,
+    onThreadDeleted: options.onThreadDeleted
   })
 
 /**

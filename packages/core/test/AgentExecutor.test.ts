@@ -4,7 +4,7 @@ import { ScriptedModel } from "@effect-agent/testing"
 import type { Prompt } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Layer, Option, Schema, Stream } from "effect"
+import { Chunk, Effect, Exit, Layer, Option, Schema, Scope, Stream } from "effect"
 import { Calculator, CalculatorLive, encoded, recording } from "./utils.js"
 
 const script = (): ReadonlyArray<ScriptedModel.Turn> => [
@@ -233,6 +233,20 @@ describe("AgentLoop.watch", () => {
       const failed = bad[1]!.event
       assert.isTrue(failed._tag === "RunFailed" && failed.message.includes("boom"))
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))))
+
+  it.effect("closing the watch scope ends the stream after the events published before, none lost", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator })
+      const scope = yield* Scope.make()
+      const events = yield* Scope.extend(agent.watch, scope)
+      yield* agent.run("Add", { threadId: "t" })
+      yield* Scope.close(scope, Exit.void)
+      yield* agent.run("Add", { threadId: "after" })
+      const tags = Chunk.toReadonlyArray(yield* Stream.runCollect(events)).map((event) => event.event._tag)
+      assert.strictEqual(tags[0], "RunStarted")
+      assert.strictEqual(tags.at(-1), "RunEnded")
+      assert.strictEqual(tags.filter((tag) => tag === "RunStarted").length, 1)
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([...script(), ...script()]), CalculatorLive))))
 
   it.effect("a run's own stream is unchanged by watchers being absent", () =>
     Effect.gen(function*() {

@@ -8,11 +8,12 @@
 import { Agent } from "@effect-agent/core"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Effect, Logger, Schema } from "effect"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
+import * as EffectAiPatch from "../src/internal/effectAiPatch.js"
 import { Calculator, CalculatorLive } from "./utils.js"
 
 const require = createRequire(import.meta.url)
@@ -113,4 +114,28 @@ describe("the @effect/ai response-schema patch", () => {
       const results = result.state.messages.flatMap((message) => message.role === "tool" ? message.content : [])
       assert.deepStrictEqual(results.map((part) => [part.id, part.isFailure]), [["c1", false], ["c2", true]])
     }).pipe(Effect.provide(CalculatorLive)))
+
+  it("is seen by the agent: the installed build exports the patch's marker", () => {
+    assert.isTrue(EffectAiPatch.isPatched)
+  })
+
+  it.effect("unpatched, an agent with more than 3 tools logs one warning per process: the cost and the fix", () =>
+    Effect.gen(function*() {
+      const logs: Array<string> = []
+      const capture = Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ logLevel, message }) => logs.push(`${logLevel.label} ${String(message)}`))
+      )
+      const warn = (tools: number, patched: boolean) =>
+        EffectAiPatch.warnIfUnpatched(tools, patched).pipe(Effect.provide(capture))
+      yield* warn(12, true)
+      yield* warn(3, false)
+      assert.deepStrictEqual(logs, [])
+      yield* warn(12, false)
+      yield* warn(12, false)
+      assert.strictEqual(logs.length, 1)
+      assert.match(logs[0]!, /^WARN @effect\/ai 0\.37\.0 is not patched/)
+      assert.include(logs[0]!, "12 tools: ~12 ms per call")
+      assert.include(logs[0]!, "@stepwise-agent/core/assets/patches/README.md")
+    }))
 })

@@ -151,4 +151,21 @@ describe("AgentLoop.deleteThread", () => {
       assert.strictEqual(again._tag, "Interrupted")
       assert.deepStrictEqual(roles(Option.getOrThrow(yield* agent.thread("t")).state.messages), ["user"])
     }).pipe(provide([ScriptedModel.text("unused")])))
+
+  it.effect("runs each middleware's onThreadDeleted with the deleted thread's id", () =>
+    Effect.gen(function*() {
+      const deleted: Array<string> = []
+      const agent = yield* Agent.make({
+        toolkit: Calculator,
+        middleware: [Middleware.make({
+          name: "cache",
+          onThreadDeleted: (threadId) => Effect.sync(() => void deleted.push(threadId))
+        })]
+      })
+      yield* agent.run("hi", { threadId: "t" })
+      assert.deepStrictEqual(deleted, [])
+      yield* agent.deleteThread("t")
+      assert.deepStrictEqual(deleted, ["t"])
+      assert.isTrue(Option.isNone(yield* agent.thread("t")))
+    }).pipe(provide([ScriptedModel.text("hello")])))
 })

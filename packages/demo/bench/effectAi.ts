@@ -1,7 +1,7 @@
 /**
  * Both builds of @effect/ai 0.37 side by side: the one installed, and the
  * other one — "as published" when the installed copy carries the repository's
- * patch (`patches/@effect+ai+*.patch`, which builds the reply schema once per
+ * patch (`packages/core/assets/patches/@effect+ai+*.patch`, which builds the reply schema once per
  * toolkit instead of on every call), "patched" when it does not. The other
  * build is a copy of `node_modules/@effect/ai` in a temporary directory with
  * the patch reversed (or applied) by `patch`, whose bare imports resolve to
@@ -61,18 +61,20 @@ const runPatch = (dir: string, patchFile: string, reverse: boolean, dryRun: bool
  * @category constructors
  */
 export const prepare = async (root: string): Promise<Builds> => {
-  const patchesDir = path.join(root, "patches")
+  const patchesDir = path.join(root, "packages", "core", "assets", "patches")
   const patchName = fs.existsSync(patchesDir)
     ? fs.readdirSync(patchesDir).find((f) => f.startsWith("@effect+ai+") && f.endsWith(".patch"))
     : undefined
   const none = (note: string, installed: Builds["installed"] = "unknown"): Builds => ({
     installed,
-    patchFile: patchName === undefined ? undefined : path.join("patches", patchName),
+    patchFile: patchName === undefined ? undefined : path.join("packages", "core", "assets", "patches", patchName),
     other: undefined,
     note,
     cleanup: () => {}
   })
-  if (patchName === undefined) return none("no `patches/@effect+ai+*.patch` in the repository", "as published")
+  if (patchName === undefined) {
+    return none("no `packages/core/assets/patches/@effect+ai+*.patch` in the repository", "as published")
+  }
   const patchFile = path.join(patchesDir, patchName)
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-effect-ai-"))
   const cleanup = () => fs.rmSync(tmp, { recursive: true, force: true })
@@ -100,14 +102,16 @@ export const prepare = async (root: string): Promise<Builds> => {
       runPatch(tmp, patchFile, false, false)
     } else {
       cleanup()
-      return none(`\`${path.join("patches", patchName)}\` applies to the installed copy neither way`)
+      return none(
+        `\`${path.join("packages", "core", "assets", "patches", patchName)}\` applies to the installed copy neither way`
+      )
     }
     const module = await import(
       pathToFileURL(path.join(tmp, "node_modules", "@effect", "ai", "dist", "esm", "LanguageModel.js")).href
     ) as { readonly make: MakeModel }
     return {
       installed,
-      patchFile: path.join("patches", patchName),
+      patchFile: path.join("packages", "core", "assets", "patches", patchName),
       other: { label, make: module.make },
       note: undefined,
       cleanup

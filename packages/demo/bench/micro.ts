@@ -3,11 +3,13 @@
  * can be read: what one hook wrapper (`Effect.locally` + `Effect.withSpan`,
  * as the loop's `inHook` does) costs, what a bounded-concurrency
  * `Effect.forEach` of one tool call costs, what checkpoint encoding and
- * thread decoding cost per message.
+ * thread decoding cost per message, what a `TodoList` service write costs
+ * with many threads stored.
  *
  * @since 0.1.0
  */
 import { AgentState, Middleware, Usage } from "@effect-agent/core"
+import { TodoList } from "@effect-agent/middleware"
 import { Prompt, Response } from "@effect/ai"
 import { Context, Effect } from "effect"
 import { type Sample, sample, type SampleOptions } from "./measure.js"
@@ -170,6 +172,18 @@ export const measure = async (sampling: SampleOptions): Promise<Array<MicroResul
     "every run loads its thread and decodes every message",
     Effect.asVoid(AgentState.decodeMessages(encoded)),
     1000
+  )
+  const todoList = await Effect.runPromise(TodoList.make)
+  for (let i = 0; i < 20_000; i++) {
+    await Effect.runPromise(todoList.write(`thread-${i}`, [{ content: `task ${i}`, status: "pending" }]))
+  }
+  const lists = [[{ content: "a", status: "pending" as const }], [{ content: "a", status: "completed" as const }]]
+  let writes = 0
+  await run(
+    "`TodoList` service write, 20,000 threads stored",
+    "each successful `write_todos`; the cost does not grow with the threads",
+    repeatEffect(() => Effect.suspend(() => todoList.write("thread-0", lists[writes++ % 2]!)), n),
+    n
   )
   return out
 }

@@ -16,6 +16,7 @@ import type { LangChainConfig } from "./langchain.js"
 import { linearFit, type Sample, type SampleOptions } from "./measure.js"
 import type { MemoryResult } from "./memory.js"
 import type { MicroResult } from "./micro.js"
+import * as PiiBench from "./pii.js"
 import type { Summary } from "./profile.js"
 
 /**
@@ -113,6 +114,8 @@ export interface Results {
   readonly context?: Context.ContextResult | undefined
   /** Durable mode: per step, per activity, resume after a crash (see `durable.ts`); absent with `--no-durable`. */
   readonly durable?: DurableResult | undefined
+  /** Streamed PII redaction (see `pii.ts`); absent with `--no-pii`. */
+  readonly pii?: PiiBench.PiiResult | undefined
 }
 
 const versionOf = (root: string, pkg: string): string => {
@@ -873,7 +876,10 @@ export const render = (results: Results): string => {
         "## 6. Durable mode: `AgentWorkflow` on the memory and SQLite engines",
         "",
         durableSection(results.durable)
-      ])
+      ]),
+    ...(results.pii === undefined
+      ? []
+      : ["", "## 7. Streamed PII redaction", "", PiiBench.render(results.pii)])
   ].join("\n")
 }
 

@@ -19,12 +19,13 @@
  * 5. context editing, summarization and token counting (`context.ts`);
  * 6. durable mode (`durable.ts`): the step on `AgentWorkflow` with the memory
  *    and SQLite engines beside the in-process loop, one activity round trip,
- *    and the time a fresh process takes to finish a run after a crash.
+ *    and the time a fresh process takes to finish a run after a crash;
+ * 7. streamed PII redaction on text without whitespace (`pii.ts`).
  *
  * Writes the results between the markers of `docs/benchmarks.md` (the text
  * outside the markers is kept). Flags: `--quick` (short sampling, for a smoke
  * run), `--no-write` (print only), `--no-profile`, `--no-ablation`, `--no-context`,
- * `--no-langchain`, `--no-durable`.
+ * `--no-langchain`, `--no-durable`, `--no-pii`.
  *
  * @since 0.1.0
  */
@@ -55,6 +56,7 @@ import { type LangChainConfig, makeLangChainBench } from "./langchain.js"
 import { sample, sampleMany, type SampleOptions } from "./measure.js"
 import * as Memory from "./memory.js"
 import * as Micro from "./micro.js"
+import * as PiiBench from "./pii.js"
 import * as Profile from "./profile.js"
 import * as Report from "./report.js"
 
@@ -360,6 +362,10 @@ const main = async () => {
     const { unitsPerRun: _, ...sampling } = baseSampling
     return Durable.measure({ quick, sampling, log })
   })()
+  const pii = args.has("--no-pii") ? undefined : (() => {
+    section("7. streamed PII redaction")
+    return PiiBench.measure({ quick, log })
+  })()
   const profiles: Array<Report.ProfileResult> = []
   if (!args.has("--no-profile")) {
     section("4. profiles (child processes)")
@@ -400,7 +406,8 @@ const main = async () => {
     memory,
     profiles,
     context,
-    durable
+    durable,
+    pii
   }
   const markdown = Report.render(results)
   if (!args.has("--no-write")) {

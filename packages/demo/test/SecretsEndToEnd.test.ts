@@ -13,6 +13,7 @@ import { Agent, AgentEvent, Secrets } from "@effect-agent/core"
 import * as Inspector from "@effect-agent/inspector/Inspector"
 import * as Logging from "@effect-agent/middleware/Logging"
 import * as Summarization from "@effect-agent/middleware/Summarization"
+import { SpanRecorder } from "@effect-agent/testing"
 import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
 import * as RunStore from "@effect-agent/workflow/RunStore"
@@ -20,7 +21,7 @@ import * as SqlCheckpointer from "@effect-agent/workflow/SqlCheckpointer"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Toolkit from "@effect/ai/Toolkit"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Chunk, Context, Effect, Exit, Fiber, HashMap, Layer, Logger, Option, Stream, Tracer } from "effect"
+import { Cause, Chunk, Context, Effect, Exit, Fiber, HashMap, Layer, Logger, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -220,51 +221,10 @@ describe("secrets in provider errors", () => {
 // spans
 // ---------------------------------------------------------------------------
 
-class RecordedSpan implements Tracer.Span {
-  readonly _tag = "Span"
-  readonly spanId: string
-  readonly traceId = "trace"
-  readonly sampled = true
-  readonly attributes = new Map<string, unknown>()
-  readonly links: Array<Tracer.SpanLink>
-  status: Tracer.SpanStatus
-  constructor(
-    readonly name: string,
-    readonly parent: Option.Option<Tracer.AnySpan>,
-    readonly context: Context.Context<never>,
-    links: ReadonlyArray<Tracer.SpanLink>,
-    startTime: bigint,
-    readonly kind: Tracer.SpanKind,
-    id: number
-  ) {
-    this.spanId = `span${id}`
-    this.links = [...links]
-    this.status = { _tag: "Started", startTime }
-  }
-  end(endTime: bigint, exit: Exit.Exit<unknown, unknown>) {
-    this.status = { _tag: "Ended", startTime: this.status.startTime, endTime, exit }
-  }
-  attribute(key: string, value: unknown) {
-    this.attributes.set(key, value)
-  }
-  event() {}
-  addLinks(links: ReadonlyArray<Tracer.SpanLink>) {
-    this.links.push(...links)
-  }
-}
-
 /** The spans an agent run with a failing model call records, and which of them hold the key. */
 const tracedFailure = (reply: FakeOpenAi.Reply, streamed: boolean, options?: FakeOpenAi.LanguageModelOptions) =>
   Effect.gen(function*() {
-    const spans: Array<RecordedSpan> = []
-    const tracer = Tracer.make({
-      span: (name, parent, context, links, startTime, kind) => {
-        const span = new RecordedSpan(name, parent, context, links, startTime, kind, spans.length)
-        spans.push(span)
-        return span
-      },
-      context: (f) => f()
-    })
+    const { spans, tracer } = SpanRecorder.make()
     const server = yield* FakeOpenAi.make([reply])
     const agent = yield* Agent.make({ toolkit: Tools, middleware: [Logging.middleware()] }).pipe(
       Effect.provide(yield* Layer.build(model(server, options))),

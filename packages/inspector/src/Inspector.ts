@@ -24,12 +24,14 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
@@ -263,8 +265,10 @@ export const make: (
         yield* refresh(threadId)
       })
 
-    const events = yield* agent.watch
-    yield* events.pipe(Stream.runForEach(follow), Effect.forkScoped)
+    // Watched in a scope of its own: closing it ends the stream after the events already published.
+    const watching = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+    const events = yield* Scope.extend(agent.watch, watching)
+    const following = yield* events.pipe(Stream.runForEach(follow), Effect.forkScoped)
 
     // -- decisions --------------------------------------------------------------
 
@@ -449,9 +453,14 @@ export const make: (
       )
     )
     yield* server.serve(app)
-    // Runs before the server closes: let each page receive what the log holds, then drop the connections.
+    // Runs before the server closes: log the events of runs that already ended, let each page
+    // receive what the log holds, then drop the connections.
     yield* Effect.addFinalizer(() =>
-      log.close("2 seconds").pipe(Effect.zipRight(Effect.sync(() => nodeServer.closeAllConnections())))
+      Scope.close(watching, Exit.void).pipe(
+        Effect.zipRight(Effect.timeoutOption(Fiber.await(following), "2 seconds")),
+        Effect.zipRight(log.close("2 seconds")),
+        Effect.zipRight(Effect.sync(() => nodeServer.closeAllConnections()))
+      )
     )
     const port = server.address._tag === "TcpAddress" ? server.address.port : 0
     return Inspector.of({ url: `http://${bracketHost(host)}:${port}/?token=${token}`, host, port })

@@ -3,41 +3,46 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Context, Deferred, Effect, Fiber, Layer, Queue } from "effect"
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
-import { type Browser, chromium, type Page } from "playwright-core"
+import { type Browser, chromium, type LaunchOptions, type Page } from "playwright-core"
 import { approvalScript, eventually, longScript, pendingOf, setup, todos } from "./fixtures.js"
 
-// The page in a real browser: Debian's chromium, headless, driven by playwright-core (which downloads nothing).
-// One browser for the file; each test opens its own pages on its own inspector. Screenshots of each state go to
-// test-artifacts/.
+// The page in a real browser, headless, driven by playwright-core (which downloads nothing): $CHROMIUM_PATH,
+// else Debian's chromium when installed, else the Chromium binary the @sparticuz/chromium package ships (a fresh
+// machine has no system browser). One browser for the file; each test opens its own pages on its own inspector.
+// Screenshots of each state go to test-artifacts/.
 
-const executablePath = process.env["CHROMIUM_PATH"] ?? "/usr/bin/chromium"
 const artifacts = fileURLToPath(new URL("../test-artifacts/", import.meta.url))
+const debianChromium = "/usr/bin/chromium"
+/** Flags for a closed network: without them Chromium keeps calling home and is refused. */
+const quiet = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync"
+]
+
+const launchOptions = async (): Promise<LaunchOptions> => {
+  const configured = process.env["CHROMIUM_PATH"]
+  if (configured !== undefined) return { executablePath: configured, args: quiet }
+  if (fs.existsSync(debianChromium)) return { executablePath: debianChromium, args: quiet }
+  const { default: packaged } = await import("@sparticuz/chromium")
+  // Without --single-process: in one process, closing a browser context ends the whole browser.
+  const args = packaged.args.filter((arg) => arg !== "--single-process")
+  return { executablePath: await packaged.executablePath(), args: [...args, ...quiet.slice(1)] }
+}
 
 class BrowserTag extends Context.Tag("test/Browser")<BrowserTag, Browser>() {}
 
 const BrowserLive = Layer.scoped(
   BrowserTag,
   Effect.acquireRelease(
-    Effect.promise(() => {
-      if (!fs.existsSync(executablePath)) {
-        throw new Error(
-          `No chromium at ${executablePath}: install Debian's chromium (apt-get install chromium) or set CHROMIUM_PATH`
-        )
-      }
+    Effect.promise(async () => {
       fs.mkdirSync(artifacts, { recursive: true })
-      return chromium.launch({
-        executablePath,
-        args: [
-          "--headless",
-          "--no-sandbox",
-          "--disable-gpu",
-          "--disable-quic",
-          "--no-first-run",
-          "--disable-background-networking",
-          "--disable-component-update",
-          "--disable-sync"
-        ]
-      })
+      return chromium.launch(await launchOptions())
     }),
     (browser) => Effect.promise(() => browser.close())
   )

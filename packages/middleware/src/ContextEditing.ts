@@ -459,10 +459,12 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
         for (let i = 0; i < content.length; i++) {
           const part = content[i]!
           if (part.type !== "tool-result") continue
-          const position = session.results++
-          // A result answers a call made before it; a result without one is left alone.
+          // A result answers a call made before it; a result without one (an orphan, which
+          // the model never sees) is left alone and takes none of the `keep` slots.
           const call = session.calls.get(part.id)
-          if (call === undefined || isCleared(part)) continue
+          if (call === undefined) continue
+          const position = session.results++
+          if (isCleared(part)) continue
           if (excludeTools.has(part.name) || excludeTools.has(call.part.name)) continue
           const withCall = clearToolInputs && !isCleared(call.part) && !session.callsWithInputs.has(call.part)
           if (withCall) session.callsWithInputs.add(call.part)

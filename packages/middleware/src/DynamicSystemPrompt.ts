@@ -7,10 +7,12 @@
  * and sends its result as the system prompt of that call. The stored
  * conversation is not changed. Returning `undefined` sends no system prompt.
  * The function may be an `Effect`: its errors and requirements become the
- * middleware's (and so the agent's).
+ * middleware's (and so the agent's). A function that gives anything but a
+ * string or `undefined` fails the run with `AgentError.InvalidHookResult`.
  *
  * @since 0.1.0
  */
+import { InvalidHookResult } from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 
@@ -59,12 +61,28 @@ export interface Options {
 export const middleware = <E = never, R = never>(
   prompt: Prompt<E, R>,
   options?: Options | undefined
-): Middleware.Middleware<{}, E, R> =>
-  Middleware.make({
-    name: options?.name ?? "dynamicSystemPrompt",
+): Middleware.Middleware<{}, E | InvalidHookResult, R> => {
+  const name = options?.name ?? "dynamicSystemPrompt"
+  return Middleware.make({
+    name,
     wrapModelCall: (request, next) =>
       Effect.suspend(() => {
         const computed = prompt(request)
         return Effect.isEffect(computed) ? computed : Effect.succeed(computed)
-      }).pipe(Effect.flatMap((systemPrompt) => next({ ...request, systemPrompt })))
-  }) as Middleware.Middleware<{}, E, R>
+      }).pipe(
+        Effect.filterOrFail(
+          (systemPrompt: unknown): systemPrompt is string | undefined =>
+            systemPrompt === undefined || typeof systemPrompt === "string",
+          (systemPrompt: unknown) =>
+            new InvalidHookResult({
+              middleware: name,
+              hook: "wrapModelCall",
+              reason: `the prompt function gave ${
+                systemPrompt === null ? "null" : `a value of type ${typeof systemPrompt}`
+              }, not a string or undefined`
+            })
+        ),
+        Effect.flatMap((systemPrompt) => next({ ...request, systemPrompt }))
+      )
+  }) as Middleware.Middleware<{}, E | InvalidHookResult, R>
+}

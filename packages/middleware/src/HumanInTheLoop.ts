@@ -28,6 +28,7 @@
  *
  * @since 0.1.0
  */
+import type * as AgentError from "@effect-agent/core/AgentError"
 import * as AgentState from "@effect-agent/core/AgentState"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
@@ -39,6 +40,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -633,8 +635,11 @@ export const reject = (target: Target, message?: string | undefined): Decision =
  * @since 0.1.0
  * @category constructors
  */
-export const respond = (target: Target, message: string): Decision =>
-  ({ type: "respond", ...bindingOf(target), message })
+export const respond = (target: Target, message: string): Decision => ({
+  type: "respond",
+  ...bindingOf(target),
+  message
+})
 
 /**
  * Approves every call of a request, each decision bound to its action. A
@@ -684,7 +689,9 @@ export const bind = (request: ApprovalRequest, decisions: ReadonlyArray<Decision
 /** JSON with object keys sorted, so equal values give equal text whatever their key order. */
 const canonicalJson = (value: unknown): string => {
   if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null"
-  if (Array.isArray(value)) return `[${value.map((item) => item === undefined ? "null" : canonicalJson(item)).join(",")}]`
+  if (Array.isArray(value)) {
+    return `[${value.map((item) => item === undefined ? "null" : canonicalJson(item)).join(",")}]`
+  }
   const record = value as Record<string, unknown>
   const keys = Object.keys(record).filter((key) => record[key] !== undefined).sort()
   return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(",")}}`
@@ -753,13 +760,16 @@ export const fingerprintOf = (toolName: string, args: unknown): string => {
  * @category getters
  */
 export const requestOf = (wait: { readonly value: unknown }): Option.Option<ApprovalRequest> =>
-  Option.map(decodeApprovalRequestOption(wait.value), (request) =>
-    request.actionRequests.every((action) => action.fingerprint !== undefined) ? request : {
-      actionRequests: request.actionRequests.map((action) => ({
-        ...action,
-        fingerprint: action.fingerprint ?? fingerprintOf(action.toolName, action.args)
-      }))
-    })
+  Option.map(
+    decodeApprovalRequestOption(wait.value),
+    (request) =>
+      request.actionRequests.every((action) => action.fingerprint !== undefined) ? request : {
+        actionRequests: request.actionRequests.map((action) => ({
+          ...action,
+          fingerprint: action.fingerprint ?? fingerprintOf(action.toolName, action.args)
+        }))
+      }
+  )
 
 // -----------------------------------------------------------------------------
 // layers
@@ -812,6 +822,27 @@ export const layerAutoApprove: Layer.Layer<Approvals> = layerApprovals((request)
 // -----------------------------------------------------------------------------
 // the middleware
 // -----------------------------------------------------------------------------
+
+const PolicySchema = Schema.Union(
+  Schema.Boolean,
+  Schema.Struct({
+    allowedDecisions: Schema.Array(Schema.String),
+    description: Schema.optional(Schema.Union(Schema.String, Check.AnyFunction)),
+    argsSchema: Schema.optional(Check.AnySchema)
+  })
+)
+
+const OptionsSchema = Schema.Struct({
+  toolkit: Schema.declare(
+    (u: unknown): u is { readonly tools: object } =>
+      (typeof u === "object" || typeof u === "function") && u !== null && "tools" in u &&
+      typeof u.tools === "object" && u.tools !== null,
+    { identifier: "a Toolkit" }
+  ),
+  interruptOn: Schema.Record({ key: Schema.String, value: Schema.UndefinedOr(PolicySchema) }),
+  descriptionPrefix: Schema.optional(Schema.String),
+  name: Schema.optional(Check.NonEmpty)
+})
 
 interface Gate {
   readonly allowed: ReadonlyArray<DecisionType>
@@ -892,9 +923,21 @@ type Plan =
  */
 export const middleware: <Tools extends Record<string, Tool.Any>>(
   options: Options<Tools>
-) => Effect.Effect<Middleware.Middleware<{}, DecisionError | DuplicateCallId>, InvalidInterruptPolicy> = Effect.fn(
-  "HumanInTheLoop.middleware"
-)(function*<Tools extends Record<string, Tool.Any>>(options: Options<Tools>) {
+) => Effect.Effect<
+  Middleware.Middleware<{}, DecisionError | DuplicateCallId>,
+  InvalidInterruptPolicy | AgentError.InvalidOptions
+> = Effect.fn("HumanInTheLoop.middleware")(function*<Tools extends Record<string, Tool.Any>>(options: Options<Tools>) {
+  // a missing or misspelled `allowedDecisions` is named as such, before its stray key
+  for (const [toolName, policy] of Object.entries(Object(Object(options).interruptOn) as Record<string, unknown>)) {
+    if (typeof policy === "object" && policy !== null && !Array.isArray(Object(policy).allowedDecisions)) {
+      return yield* Check.invalid(
+        "HumanInTheLoop",
+        `interruptOn.${toolName}.allowedDecisions`,
+        "is required: a list of \"approve\", \"edit\", \"reject\", \"respond\""
+      )
+    }
+  }
+  yield* Check.validate("HumanInTheLoop", OptionsSchema, options)
   const tools: Readonly<Record<string, Tool.Any>> = options.toolkit.tools
   const prefix = options.descriptionPrefix ?? "Tool execution requires approval"
   const defaultDescribe = (call: Prompt.ToolCallPart) =>

@@ -22,7 +22,7 @@
  *
  * @since 0.1.0
  */
-import * as AgentError from "@effect-agent/core/AgentError"
+import type * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
@@ -33,8 +33,8 @@ import * as Layer from "effect/Layer"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import { describeAiError } from "./internal/retry.js"
 import * as Check from "./internal/options.js"
+import { describeAiError } from "./internal/retry.js"
 
 /**
  * A fallback model: a service, an Effect producing one, or a Layer

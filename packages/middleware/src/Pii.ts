@@ -53,7 +53,7 @@
  *
  * @since 0.1.0
  */
-import * as AgentError from "@effect-agent/core/AgentError"
+import type * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import type * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
@@ -183,8 +183,10 @@ export interface Redaction {
 }
 
 /**
- * The state of a {@link StreamRedactor}: the text held back and how many
- * characters were released before it.
+ * The state of a {@link StreamRedactor}: the text held back, how many
+ * characters were released before it, and its last two characters (all a
+ * new chunk needs to find a break, so the held-back text is never read
+ * again until it is released).
  *
  * @since 0.1.0
  * @category models
@@ -192,6 +194,7 @@ export interface Redaction {
 export interface StreamState {
   readonly pending: string
   readonly offset: number
+  readonly last: string
 }
 
 /**
@@ -305,8 +308,10 @@ export class PiiDetectorFailed extends Schema.TaggedError<PiiDetectorFailed>(
 const START = "(?<![0-9A-Za-z_])"
 const END = "(?![0-9A-Za-z_])"
 
-const emailPattern = new RegExp(`${START}[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}${END}`, "g")
-const digitRunPattern = new RegExp(`${START}\\d+(?:[ -]\\d+)*${END}`, "g")
+const emailDomainPattern = new RegExp(`[A-Za-z0-9.-]+\\.[A-Za-z]{2,}${END}`, "y")
+// A card's first group is not the tail of a dotted or slashed token (an IP
+// address, a version, a domain, a path): "10.0.0.42 4111 …" starts at 4111.
+const digitRunPattern = new RegExp(`(?<![0-9A-Za-z_]|[0-9A-Za-z_][./])\\d+(?:[ -]\\d+)*${END}`, "g")
 const ipPattern = new RegExp(`${START}(?:\\d{1,3}\\.){3}\\d{1,3}${END}`, "g")
 const macPattern = new RegExp(`${START}[0-9A-Fa-f]{2}([:-])(?:[0-9A-Fa-f]{2}\\1){4}[0-9A-Fa-f]{2}${END}`, "g")
 const schemeUrlPattern = /https?:\/\/[^\s<>"{}|\\^`[\]]+/g
@@ -390,44 +395,85 @@ const acceptUrl = (bare: boolean) => (candidate: string): number | false => {
  * Card numbers in a run of digit groups separated by single spaces or
  * hyphens: from each group, the longest sequence of whole groups with 13 to
  * 19 digits that passes the Luhn check (so a card next to another number is
- * still found, and a longer number is never cut into a card).
+ * still found, and a longer number is never cut into a card). Every group
+ * starts a candidate, even one inside an earlier candidate: overlaps are
+ * settled with those of the other types, so a card right after a number
+ * another type took is still found. The Luhn sums come from prefix sums, so
+ * a run costs time linear in its length.
  */
 const findCards = (text: string): Found => {
   const found: Found = []
   for (const run of text.matchAll(digitRunPattern)) {
-    const groups: Array<{ readonly start: number; readonly end: number; readonly digits: number }> = []
-    for (const group of run[0].matchAll(/\d+/g)) {
-      groups.push({
-        start: run.index + group.index,
-        end: run.index + group.index + group[0].length,
-        digits: group[0].length
-      })
+    // the groups' bounds, and `digits[g]`: the digits before group g
+    const starts: Array<number> = []
+    const ends: Array<number> = []
+    const digits: Array<number> = [0]
+    // sums[p][k]: the digits at even (p = 0) or odd (p = 1) indexes among the first k, as they are and doubled
+    const plain: [Array<number>, Array<number>] = [[0], [0]]
+    const doubled: [Array<number>, Array<number>] = [[0], [0]]
+    const runEnd = run.index + run[0].length
+    for (let at = run.index; at < runEnd; at++) {
+      starts.push(at)
+      for (let code = text.charCodeAt(at); at < runEnd && code !== 32 && code !== 45; code = text.charCodeAt(++at)) {
+        const digit = code - 48
+        const k = plain[0].length - 1
+        const parity = k % 2
+        plain[parity].push(plain[parity][k]! + digit)
+        plain[1 - parity].push(plain[1 - parity][k]!)
+        doubled[parity].push(doubled[parity][k]! + (digit > 4 ? digit * 2 - 9 : digit * 2))
+        doubled[1 - parity].push(doubled[1 - parity][k]!)
+      }
+      ends.push(at)
+      digits.push(plain[0].length - 1)
     }
-    let first = 0
-    while (first < groups.length) {
+    // digit indexes [a, b): from the right, the second, fourth, … digits are doubled
+    const luhn = (a: number, b: number): boolean => {
+      const odd = b % 2
+      return (doubled[odd][b]! - doubled[odd][a]! + plain[1 - odd][b]! - plain[1 - odd][a]!) % 10 === 0
+    }
+    for (let first = 0; first < starts.length; first++) {
       let last = first
-      let digits = groups[first]!.digits
-      while (last + 1 < groups.length && digits + groups[last + 1]!.digits <= 19) digits += groups[++last]!.digits
-      let matched = -1
-      for (; last >= first && digits >= 13; digits -= groups[last--]!.digits) {
-        if (passesLuhn(text.slice(groups[first]!.start, groups[last]!.end))) {
-          matched = last
+      while (last + 1 < starts.length && digits[last + 2]! - digits[first]! <= 19) last++
+      for (; last >= first && digits[last + 1]! - digits[first]! >= 13; last--) {
+        if (luhn(digits[first]!, digits[last + 1]!)) {
+          found.push({ start: starts[first]!, end: ends[last]! })
           break
         }
-      }
-      if (matched < 0) {
-        first++
-      } else {
-        found.push({ start: groups[first]!.start, end: groups[matched]!.end })
-        first = matched + 1
       }
     }
   }
   return found
 }
 
+const LOCAL_CHAR = /[A-Za-z0-9._%+-]/
+const WORD_CHAR = /[0-9A-Za-z_]/
+
+/**
+ * The matches of `START[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}END`, in
+ * linear time (that pattern, tried at every position, is quadratic on a long
+ * run of local-part characters such as `a.a.a.…`). For each `@`: the local
+ * part starts where the run of its characters before the `@` starts (not
+ * before the last match's end, and not right after a letter, digit or `_`),
+ * and the domain is matched from the `@` on.
+ */
+const findEmails = (text: string): Found => {
+  const found: Found = []
+  let end = 0
+  for (let at = text.indexOf("@"); at >= 0; at = text.indexOf("@", at + 1)) {
+    let start = at
+    while (start > end && LOCAL_CHAR.test(text[start - 1]!)) start--
+    while (start < at && start > 0 && WORD_CHAR.test(text[start - 1]!)) start++
+    if (start === at) continue
+    emailDomainPattern.lastIndex = at + 1
+    if (emailDomainPattern.exec(text) === null) continue
+    end = emailDomainPattern.lastIndex
+    found.push({ start, end })
+  }
+  return found
+}
+
 const builtinDetectors: Record<BuiltinType, (text: string) => Found> = {
-  email: (text) => scan(emailPattern, text, () => true),
+  email: findEmails,
   credit_card: findCards,
   ip: (text) => scan(ipPattern, text, validIpv4),
   mac_address: (text) => scan(macPattern, text, () => true),
@@ -743,7 +789,8 @@ const applyStrategy = (strategy: Strategy, text: string, matches: ReadonlyArray<
 // streaming
 // -----------------------------------------------------------------------------
 
-const isWhitespace = (char: string | undefined): boolean => char !== undefined && /\s/.test(char)
+const WHITESPACE = /\s/
+const isWhitespace = (char: string | undefined): boolean => char !== undefined && WHITESPACE.test(char)
 const isDigit = (char: string | undefined): boolean => char !== undefined && char >= "0" && char <= "9"
 
 /**
@@ -754,6 +801,13 @@ const isBreak = (text: string, at: number): boolean =>
   isWhitespace(text[at - 1]) && !isWhitespace(text[at]) &&
   !(text[at - 1] === " " && isDigit(text[at - 2]) && isDigit(text[at]))
 
+/**
+ * Holds back the text from the last break on and redacts each segment
+ * before a break once, when the break arrives. The work per chunk is
+ * proportional to the chunk (plus the segment it releases): a chunk is
+ * checked for breaks with the two characters before it kept in the state,
+ * and the held-back text is only appended to (a rope), never rescanned.
+ */
 const makeStream = (redact: (text: string) => Redaction): StreamRedactor => {
   const release = (state: StreamState, text: string, cut: number): StreamStep => {
     const segment = redact(text.slice(0, cut))
@@ -764,20 +818,27 @@ const makeStream = (redact: (text: string) => Redaction): StreamRedactor => {
         start: match.start + state.offset,
         end: match.end + state.offset
       })),
-      state: { pending: text.slice(cut), offset: state.offset + cut }
+      state: { pending: text.slice(cut), offset: state.offset + cut, last: text.slice(Math.max(cut, text.length - 2)) }
     }
   }
   return {
-    initial: { pending: "", offset: 0 },
+    initial: { pending: "", offset: 0, last: "" },
     push: (state, chunk) => {
-      const text = state.pending + chunk
+      // `window` is the end of the held-back text followed by the chunk; its
+      // index `at` is `shift + at` in the whole held-back text plus chunk.
+      const window = state.last + chunk
+      const shift = state.pending.length - state.last.length
       // Positions before the old end were checked when they arrived (a break
       // needs the character after it), so only the new ones are scanned.
-      const from = Math.max(1, state.pending.length)
-      for (let at = text.length - 1; at >= from; at--) {
-        if (isBreak(text, at)) return release(state, text, at)
+      const from = Math.max(1 - shift, state.last.length)
+      for (let at = WHITESPACE.test(window) ? window.length - 1 : -1; at >= from; at--) {
+        if (isBreak(window, at)) return release(state, state.pending + chunk, shift + at)
       }
-      return { text: "", matches: [], state: { pending: text, offset: state.offset } }
+      return {
+        text: "",
+        matches: [],
+        state: { pending: state.pending + chunk, offset: state.offset, last: window.slice(-2) }
+      }
     },
     flush: (state) => release(state, state.pending, state.pending.length)
   }
@@ -995,12 +1056,19 @@ const redactValue = (
       return result.text
     })
   }
+  if (typeof value === "number" || typeof value === "bigint") {
+    // A number holding a match (a card as a JSON number) becomes the redacted string; others stay numbers.
+    return Effect.map(redactSafely(compiled, String(value)), (result) => {
+      matches.push(...result.matches)
+      return result.matches.length > 0 ? result.text : value
+    })
+  }
   if (Array.isArray(value)) return Effect.forEach(value, (item) => redactValue(compiled, item, matches))
   if (value !== null && typeof value === "object") {
     return Effect.map(
       Effect.forEach(
         Object.entries(value),
-        ([key, item]) => Effect.map(redactValue(compiled, item, matches), (redacted) => [key, redacted] as const)
+        ([key, item]) => Effect.zip(redactValue(compiled, key, matches), redactValue(compiled, item, matches))
       ),
       Object.fromEntries
     )

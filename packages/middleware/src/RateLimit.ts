@@ -20,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import * as AgentError from "@effect-agent/core/AgentError"
+import type * as AgentError from "@effect-agent/core/AgentError"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"

@@ -94,7 +94,8 @@ export interface Options {
   /**
    * The recent window kept as it is: the newest messages that fit in this
    * many tokens (or this fraction of `contextWindow`), or this many newest
-   * messages (0 summarizes everything). Extended to keep tool calls with
+   * messages; at least 1 (as in LangChain: a window of 0 would summarize
+   * away the message being answered). Extended to keep tool calls with
    * their results.
    */
   readonly keep: ContextSize
@@ -423,9 +424,23 @@ const checkSize = (
   return { _tag: kind, value }
 }
 
+const optionKeys: ReadonlyArray<string> = [
+  "trigger",
+  "keep",
+  "contextWindow",
+  "summaryPrompt",
+  "trimTokensToSummarize",
+  "onFailure",
+  "name"
+]
+
 const validate = (options: Options): Config | InvalidSummarizationOptions => {
   if (options === null || typeof options !== "object") {
     return new InvalidSummarizationOptions({ option: "options", reason: "must be an object with trigger and keep" })
+  }
+  const unknown = Object.keys(options).find((key) => !optionKeys.includes(key))
+  if (unknown !== undefined) {
+    return new InvalidSummarizationOptions({ option: unknown, reason: `is unknown; expected ${optionKeys.join(", ")}` })
   }
   const contextWindow = options.contextWindow
   if (contextWindow !== undefined && (!isWhole(contextWindow) || contextWindow < 1)) {
@@ -449,7 +464,7 @@ const validate = (options: Options): Config | InvalidSummarizationOptions => {
     if (checked instanceof InvalidSummarizationOptions) return checked
     triggers.push(checked)
   }
-  const keep = checkSize("keep", options.keep, contextWindow, 0)
+  const keep = checkSize("keep", options.keep, contextWindow, 1)
   if (keep instanceof InvalidSummarizationOptions) return keep
   const summaryPrompt = options.summaryPrompt ?? defaultSummaryPrompt
   if (typeof summaryPrompt !== "string" || !summaryPrompt.includes("{messages}")) {

@@ -16,8 +16,14 @@
  * `wrapToolCall` hook publishes a successful write to the service as soon as
  * the tool returns, for live progress.
  *
+ * When one reply calls `write_todos` more than once, the `afterModel` hook
+ * answers each of those calls with a failed result ({@link parallelCallsError})
+ * before the tools run, so the list does not change. The service keeps one
+ * entry per thread, freed by `onThreadDeleted` when the agent deletes it.
+ *
  * @since 0.1.0
  */
+import * as AgentState from "@effect-agent/core/AgentState"
 import * as Middleware from "@effect-agent/core/Middleware"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
@@ -26,9 +32,9 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as SubscriptionRef from "effect/SubscriptionRef"
 
 // -----------------------------------------------------------------------------
 // models
@@ -161,6 +167,16 @@ export const WriteTodos = makeTool(defaultToolDescription)
 export const toolkit = Toolkit.make(WriteTodos)
 
 /**
+ * The failed result each `write_todos` call gets when one reply holds more
+ * than one of them (the same text as LangChain's).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const parallelCallsError = "Error: The `write_todos` tool should never be called multiple times in parallel. " +
+  "Please call it only once per model invocation to update the todo list."
+
+/**
  * Options of {@link middleware}.
  *
  * @since 0.1.0
@@ -210,6 +226,8 @@ export declare namespace TodoList {
     readonly todos: (threadId: string) => Effect.Effect<ReadonlyArray<Todo>>
     /** Sets the thread's list as the app sees it; the agent state is changed by `write_todos` only. */
     readonly write: (threadId: string, todos: ReadonlyArray<Todo>) => Effect.Effect<void>
+    /** Forgets the thread's list (it reads as empty again); called when the agent deletes the thread. */
+    readonly remove: (threadId: string) => Effect.Effect<void>
     /** The thread's list now, then each time it changes. */
     readonly changes: (threadId: string) => Stream.Stream<ReadonlyArray<Todo>>
   }
@@ -222,7 +240,10 @@ export declare namespace TodoList {
 const empty: ReadonlyArray<Todo> = []
 
 /**
- * Builds a {@link TodoList} service holding the lists in a `SubscriptionRef`.
+ * Builds a {@link TodoList} service. It holds one entry per thread in a
+ * `Map`, so a write costs the same however many threads there are, and
+ * `remove` frees the entry (the middleware calls it when the agent deletes
+ * the thread).
  *
  * @example
  * ```ts
@@ -240,23 +261,34 @@ const empty: ReadonlyArray<Todo> = []
  * @category constructors
  */
 export const make: Effect.Effect<TodoList.Service> = Effect.map(
-  SubscriptionRef.make<ReadonlyMap<string, ReadonlyArray<Todo>>>(new Map()),
-  (ref) =>
-    TodoList.of({
-      todos: (threadId) => Effect.map(SubscriptionRef.get(ref), (lists) => lists.get(threadId) ?? empty),
-      write: (threadId, todos) =>
-        SubscriptionRef.updateSome(ref, (lists) => {
-          const current = lists.get(threadId)
-          return current !== undefined && equivalence(current, todos)
-            ? Option.none()
-            : Option.some(new Map(lists).set(threadId, todos))
-        }),
+  PubSub.unbounded<readonly [threadId: string, todos: ReadonlyArray<Todo>]>(),
+  (updates) => {
+    const lists = new Map<string, ReadonlyArray<Todo>>()
+    // Set and publish in one step, so subscribers see the writes in the order the map took them.
+    const set = (threadId: string, todos: ReadonlyArray<Todo>) =>
+      Effect.sync(() => {
+        const current = lists.get(threadId) ?? empty
+        if (equivalence(current, todos)) return
+        if (todos.length === 0) lists.delete(threadId)
+        else lists.set(threadId, todos)
+        updates.unsafeOffer([threadId, todos])
+      })
+    return TodoList.of({
+      todos: (threadId) => Effect.sync(() => lists.get(threadId) ?? empty),
+      write: set,
+      remove: (threadId) => set(threadId, empty),
       changes: (threadId) =>
-        ref.changes.pipe(
-          Stream.map((lists) => lists.get(threadId) ?? empty),
-          Stream.changesWith(equivalence)
-        )
+        Stream.unwrapScoped(Effect.map(PubSub.subscribe(updates), (subscription) =>
+          // Subscribed before reading the current list, so no write falls in between.
+          Stream.concat(
+            Stream.sync(() => lists.get(threadId) ?? empty),
+            Stream.fromQueue(subscription).pipe(
+              Stream.filter(([id]) => id === threadId),
+              Stream.map(([, todos]) => todos)
+            )
+          ).pipe(Stream.changesWith(equivalence))))
     })
+  }
 )
 
 /**
@@ -358,13 +390,29 @@ export const middleware = (options?: Options | undefined): Middleware.Middleware
       return { state: { todos } }
     })
 
+  // Two writes in one reply would race for the whole list: answer each with a failure
+  // before the tools run, so the model calls it once and the list stays as it was.
+  const rejectParallel = (context: Middleware.HookContext<State>) => {
+    const calls = (AgentState.pendingToolCalls(context.messages)?.calls ?? []).filter((c) => c.name === toolName)
+    return Effect.succeed(
+      calls.length < 2 ? undefined : {
+        messages: AgentState.appendToolResults(
+          context.messages,
+          calls.map((call) => Middleware.toolResult(call, parallelCallsError, { isFailure: true }))
+        )
+      }
+    )
+  }
+
   return Middleware.make({
     name: "todoList",
     state: { schema: Schema.Struct({ todos: Todos }), initial: { todos: empty } },
     tools: handled,
     beforeAgent: sync,
     beforeModel: sync,
+    afterModel: rejectParallel,
     afterAgent: sync,
+    onThreadDeleted: (threadId) => Effect.flatMap(TodoList, (service) => service.remove(threadId)),
     wrapModelCall: (request, next) =>
       next(
         request.tools.some((t) => t.name === toolName)

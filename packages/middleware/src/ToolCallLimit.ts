@@ -30,7 +30,7 @@
  *
  * @since 0.1.0
  */
-import * as AgentError from "@effect-agent/core/AgentError"
+import type * as AgentError from "@effect-agent/core/AgentError"
 import * as AgentState from "@effect-agent/core/AgentState"
 import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
@@ -167,7 +167,11 @@ export const middleware: <const Name extends string | undefined = undefined>(
       return yield* Check.invalid("ToolCallLimit", "threadLimit", "give at least one of threadLimit and runLimit")
     }
     if (threadLimit !== undefined && runLimit !== undefined && runLimit > threadLimit) {
-      return yield* Check.invalid("ToolCallLimit", "runLimit", `may not exceed threadLimit (${threadLimit}), got ${runLimit}`)
+      return yield* Check.invalid(
+        "ToolCallLimit",
+        "runLimit",
+        `may not exceed threadLimit (${threadLimit}), got ${runLimit}`
+      )
     }
     const exitBehavior = options.exitBehavior ?? "continue"
     const threadKey = toolName === undefined ? "threadToolCallCount" : `threadToolCallCount:${toolName}`

@@ -435,6 +435,17 @@ describe("ClearToolUses", () => {
       assert.strictEqual(out.messages[3], messages[3])
     }).pipe(Effect.provide(Approximate)))
 
+  it.effect("an orphan result (no call before it) takes no keep slot: the newest real result is kept", () =>
+    Effect.gen(function*() {
+      const messages = [
+        ...history(3, 400),
+        Prompt.makeMessage("tool", { content: [result("orphan", "search", "z".repeat(400))] })
+      ]
+      const out = yield* edit({ trigger: 0, keep: 1 }).apply(messages)
+      assert.deepStrictEqual(out.cleared, ["c0", "c1"])
+      assert.deepStrictEqual(resultsOf(out.messages).map(ContextEditing.isCleared), [true, true, false, false])
+    }).pipe(Effect.provide(Approximate)))
+
   it.effect("returns the same edited objects for the same input, so their counts stay cached", () =>
     Effect.gen(function*() {
       const clear = edit({ trigger: 0, keep: 1 })

@@ -76,4 +76,27 @@ describe("DynamicSystemPrompt", () => {
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)
     }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")])))
   })
+  for (
+    const [label, value, gave] of [
+      ["a number", 42, "a value of type number"],
+      ["null", null, "null"],
+      ["an object, from an Effect", { text: "hi" }, "a value of type object"]
+    ] as const
+  ) {
+    it.effect(`a prompt function that gives ${label} fails the run with InvalidHookResult naming the middleware`, () =>
+      Effect.gen(function*() {
+        const prompt = DynamicSystemPrompt.middleware(
+          (() => label.endsWith("Effect") ? Effect.succeed(value) : value) as any,
+          { name: "persona" }
+        )
+        const agent = yield* Agent.make({ middleware: [prompt] })
+        const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
+        assert.strictEqual(error._tag, "InvalidHookResult")
+        assert.strictEqual(
+          error.message,
+          `Middleware "persona" wrapModelCall: the prompt function gave ${gave}, not a string or undefined`
+        )
+        assert.deepStrictEqual(yield* ScriptedModel.requests, [])
+      }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("hi")]))))
+  }
 })

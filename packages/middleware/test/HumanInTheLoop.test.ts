@@ -454,7 +454,7 @@ describe("HumanInTheLoop construction", () => {
         interruptOn: { delete_file: true, rm_rf: true }
       }))
       assert.strictEqual(error._tag, "InvalidInterruptPolicy")
-      assert.strictEqual(error.toolName, "rm_rf")
+      assert.strictEqual(error._tag === "InvalidInterruptPolicy" && error.toolName, "rm_rf")
       assert.include(error.message, "delete_file, read_file, send_email")
     }))
 
@@ -560,4 +560,38 @@ describe("HumanInTheLoop durability", () => {
       ])
       assert.strictEqual(second.result.steps, 2)
     }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("options", () => {
+  const Tools = Toolkit.make(
+    Tool.make("delete_file", { parameters: { path: Schema.String }, success: Schema.String })
+  )
+  const invalid = (options: unknown) =>
+    Effect.flip(HumanInTheLoop.middleware(options as any)).pipe(
+      Effect.map((error) => [error._tag, error._tag === "InvalidOptions" ? error.option : error.toolName] as const)
+    )
+
+  it.effect("a policy with a missing or misspelled allowedDecisions fails naming interruptOn.<tool>.allowedDecisions", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(
+        yield* invalid({ toolkit: Tools, interruptOn: { delete_file: {} } }),
+        ["InvalidOptions", "interruptOn.delete_file.allowedDecisions"]
+      )
+      assert.deepStrictEqual(
+        yield* invalid({ toolkit: Tools, interruptOn: { delete_file: { allowed_decisions: ["approve"] } } }),
+        ["InvalidOptions", "interruptOn.delete_file.allowedDecisions"]
+      )
+    }))
+
+  it.effect("an unknown option or a wrong type fails naming the option", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(
+        yield* invalid({ toolkit: Tools, interruptOn: {}, checkpointer: true }),
+        ["InvalidOptions", "checkpointer"]
+      )
+      assert.deepStrictEqual(
+        yield* invalid({ toolkit: Tools, interruptOn: {}, descriptionPrefix: 3 }),
+        ["InvalidOptions", "descriptionPrefix"]
+      )
+    }))
 })

@@ -22,6 +22,12 @@ const ToolsLive = Tools.toLayer({
     Effect.succeed({ email: `${name}@example.com`, notes: ["paid with 4111-1111-1111-1111", "vip"], visits: 3 })
 })
 
+const Raw = Tool.make("raw", { description: "Returns raw JSON", parameters: {}, success: Schema.Unknown })
+const RawTools = Toolkit.make(Raw)
+const RawToolsLive = RawTools.toLayer({
+  raw: () => Effect.succeed({ "ada@example.com": { card: 4111111111111111, visits: 3 } })
+})
+
 const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
   Effect.provide(Layer.merge(ScriptedModel.layer(script), ToolsLive))
 
@@ -30,7 +36,55 @@ const textOf = (message: Prompt.Message | undefined): string =>
     ? ""
     : message.content.map((part) => part.type === "text" ? part.text : "").join("")
 
+/** A Luhn-valid card number of 13 to 19 digits, in groups of 4 separated by a space, a hyphen or nothing. */
+const validCard = FastCheck.tuple(
+  FastCheck.array(FastCheck.integer({ min: 0, max: 9 }), { minLength: 12, maxLength: 18 }),
+  FastCheck.constantFrom(" ", "-", "")
+).map(([payload, separator]) => {
+  const body = payload.join("")
+  const digits = `${body}${[...Array(10).keys()].find((check) => Pii.passesLuhn(`${body}${check}`))}`
+  return digits.length === 16 ? digits.match(/\d{4}/g)!.join(separator) : digits
+})
+
+const octet = FastCheck.integer({ min: 0, max: 255 })
+const prefixes = FastCheck.oneof(
+  FastCheck.tuple(octet, octet, octet, octet).map((octets) => ({ kind: "ip", text: octets.join(".") })),
+  FastCheck.nat({ max: 99999 }).map((n) => ({ kind: "path", text: `https://shop.example.com/orders/${n}` })),
+  FastCheck.nat({ max: 99999 }).map((n) => ({ kind: "path", text: `www.example.org/p/${n}` })),
+  FastCheck.integer({ min: 1, max: 65535 }).map((port) => ({ kind: "port", text: `https://example.com:${port}` })),
+  FastCheck.constantFrom("paid with", "card", "联系").map((text) => ({ kind: "text", text }))
+)
+
+const cardAfterPrefix = FastCheck.tuple(
+  FastCheck.constantFrom("from ", "", "see: "),
+  prefixes,
+  FastCheck.constantFrom(" ", ", ", "\n", "; ", " - "),
+  validCard,
+  FastCheck.constantFrom("", " ", ".", " thanks")
+).map(([lead, prefix, separator, card, tail]) => ({
+  card,
+  prefixed: prefix.kind,
+  text: `${lead}${prefix.text}${separator}${card}${tail}`
+}))
+
 describe("detectors", () => {
+  it.prop(
+    "emails are exactly the matches of the pattern they are specified by",
+    [
+      FastCheck.array(FastCheck.constantFrom("a", "B", "7", "_", ".", "-", "+", "%", "@", " ", "联", "co", "x.io"), {
+        maxLength: 40
+      }).map((parts) => parts.join(""))
+    ],
+    ([text]) => {
+      const pattern = /(?<![0-9A-Za-z_])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}(?![0-9A-Za-z_])/g
+      assert.deepStrictEqual(
+        compile({ types: ["email"], strategy: "redact" }).detect(text).map((m) => [m.start, m.value]),
+        [...text.matchAll(pattern)].map((m) => [m.index, m[0]])
+      )
+    },
+    { fastCheck: { numRuns: 1000 } }
+  )
+
   it("finds emails, also against non-ASCII text", () => {
     const found = compile({ types: ["email"], strategy: "redact" }).detect(
       "联系alice@example.com 或 bob.s+x@mail.co.uk"
@@ -54,6 +108,44 @@ describe("detectors", () => {
     assert.isFalse(Pii.passesLuhn("5555-5555-5555-4445"))
     assert.isFalse(Pii.passesLuhn("0000 0000 0"))
   })
+
+  it("finds a card right after an IPv4 address or a URL ending in digits, and block counts it", () => {
+    const text = "from 10.0.0.42 4111 1111 1111 1111, see https://x.io/orders/42 5555-5555-5555-4444, " +
+      "at https://x.io:8080 378282246310005"
+    assert.strictEqual(
+      redact(text, { types: all, strategy: "redact" }),
+      "from [REDACTED_IP] [REDACTED_CREDIT_CARD], see [REDACTED_URL] [REDACTED_CREDIT_CARD], " +
+        "at [REDACTED_URL] [REDACTED_CREDIT_CARD]"
+    )
+    // with cards alone, the IP's last octet or the path's last segment is not taken into the card
+    assert.strictEqual(
+      redact(text, { types: ["credit_card"], strategy: "redact" }),
+      "from 10.0.0.42 [REDACTED_CREDIT_CARD], see https://x.io/orders/42 [REDACTED_CREDIT_CARD], " +
+        "at https://x.io:8080 [REDACTED_CREDIT_CARD]"
+    )
+    const blocked = compile({ types: all, strategy: "block" }).redact(text).matches
+    assert.deepStrictEqual(blocked.map((m) => [m.type, m.value]), [
+      ["ip", "10.0.0.42"],
+      ["credit_card", "4111 1111 1111 1111"],
+      ["url", "https://x.io/orders/42"],
+      ["credit_card", "5555-5555-5555-4444"],
+      ["url", "https://x.io:8080"],
+      ["credit_card", "378282246310005"]
+    ])
+  })
+
+  it.prop(
+    "a valid card after an IPv4 address, a URL or text and a separator is always found",
+    [cardAfterPrefix],
+    ([{ card, prefixed, text }]) => {
+      const value = (types: ReadonlyArray<Pii.PiiType>) =>
+        compile({ types, strategy: "block" }).detect(text).filter((m) => m.type === "credit_card").map((m) => m.value)
+      assert.deepStrictEqual(value(all), [card])
+      // alone, cards never take in an IP's last octet or a path's last segment
+      if (prefixed !== "port") assert.deepStrictEqual(value(["credit_card"]), [card])
+    },
+    { fastCheck: { numRuns: 300 } }
+  )
 
   it("finds IPv4 addresses with octets in range and no leading zeros", () => {
     const found = compile({ types: ["ip"], strategy: "redact" }).detect(
@@ -170,9 +262,17 @@ describe("options", () => {
         [{ types: ["email", "email"], strategy: "redact" }, "types[1]", "listed twice"],
         [{ types: [{ name: "my id", pattern: /x/ }], strategy: "redact" }, "types[0].name", "not a valid name"],
         [{ types: [{ name: "id" } as any], strategy: "redact" }, "types[0].pattern", "is missing"],
-        [{ types: [{ name: "id", pattern: /x/, flags: "g" } as any], strategy: "redact" }, "types[0].flags", "is unknown"],
+        [
+          { types: [{ name: "id", pattern: /x/, flags: "g" } as any], strategy: "redact" },
+          "types[0].flags",
+          "is unknown"
+        ],
         [{ types: [42 as any], strategy: "redact" }, "types[0]", "actual 42"],
-        [{ types: ["email"], strategy: "erase" as any }, "strategy", "Expected \"redact\" | \"mask\" | \"hash\" | \"block\", actual \"erase\""],
+        [
+          { types: ["email"], strategy: "erase" as any },
+          "strategy",
+          "Expected \"redact\" | \"mask\" | \"hash\" | \"block\", actual \"erase\""
+        ],
         [{ types: ["email"], strategy: "redact", applyToInput: false }, "applyToInput", "nothing to check"]
       ]
       for (const [options, option, reason] of cases) {
@@ -279,6 +379,25 @@ describe("middleware", () => {
       ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]),
       ScriptedModel.text("done")
     ])))
+
+  it.effect("applyToToolResults redacts object keys and numbers holding PII in a tool's result", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({
+        types: ["email", "credit_card"],
+        strategy: "redact",
+        applyToInput: false,
+        applyToToolResults: true
+      })
+      const agent = yield* Agent.make({ toolkit: RawTools, middleware: [pii] })
+      const events = yield* agent.stream("raw", { threadId: "t" }).pipe(Stream.runCollect, Effect.map(Chunk.toArray))
+      const completed = events.find(AgentEvent.$is("ToolCallCompleted"))!
+      assert.deepStrictEqual(completed.result.result, {
+        "[REDACTED_EMAIL]": { card: "[REDACTED_CREDIT_CARD]", visits: 3 }
+      })
+    }).pipe(Effect.provide(Layer.merge(
+      ScriptedModel.layer([ScriptedModel.toolCalls([{ name: "raw", params: {} }]), ScriptedModel.text("done")]),
+      RawToolsLive
+    ))))
 
   it.effect("block fails the run with PiiDetected before the model is called, without the value", () =>
     Effect.gen(function*() {
@@ -390,13 +509,35 @@ const fragments = FastCheck.constantFrom(
 )
 
 const texts = FastCheck.array(fragments, { maxLength: 30 }).map((parts) => parts.join(""))
-const withCuts = texts.chain((text) =>
-  FastCheck.uniqueArray(FastCheck.nat({ max: text.length }), { maxLength: 12 }).map((cuts) => {
-    const sorted = [0, ...cuts.sort((a, b) => a - b), text.length]
-    const chunks: Array<string> = []
-    for (let i = 1; i < sorted.length; i++) chunks.push(text.slice(sorted[i - 1], sorted[i]))
-    return { text, chunks }
-  })
+const withCutsOf = (texts: FastCheck.Arbitrary<string>) =>
+  texts.chain((text) =>
+    FastCheck.uniqueArray(FastCheck.nat({ max: text.length }), { maxLength: 12 }).map((cuts) => {
+      const sorted = [0, ...cuts.sort((a, b) => a - b), text.length]
+      const chunks: Array<string> = []
+      for (let i = 1; i < sorted.length; i++) chunks.push(text.slice(sorted[i - 1], sorted[i]))
+      return { text, chunks }
+    })
+  )
+const withCuts = withCutsOf(texts)
+/** A reply the model may send: not blank (a blank reply fails with ModelReplyError). */
+const replyWithCuts = withCutsOf(texts.filter((text) => text.trim().length > 0))
+
+/** Pieces of one long token: no whitespace anywhere. */
+const tokenFragments = FastCheck.constantFrom(
+  "ada@example.com",
+  "4111111111111111",
+  "4111-1111-1111-1111",
+  "192.168.1.42",
+  "00:1a:2b:3c:4d:5e",
+  "https://example.com/a?b=1.",
+  "www.example.org",
+  "a.",
+  "1-",
+  "@",
+  ".",
+  "/",
+  "x",
+  "联系"
 )
 
 const streamTypes: ReadonlyArray<Pii.PiiType> = [...Pii.builtinTypes, { name: "ssn", pattern: /\b\d{3}-\d{2}-\d{4}\b/ }]
@@ -429,8 +570,42 @@ describe("streamRedactor", () => {
     assert.deepStrictEqual(c.matches, [{ type: "credit_card", start: 27, end: 46, value: "4111 1111 1111 1111" }])
     const d = stream.flush(c.state)
     assert.strictEqual(d.text, "thanks")
-    assert.deepStrictEqual(d.state, { pending: "", offset: 53 })
+    assert.deepStrictEqual(d.state, { pending: "", offset: 53, last: "" })
   })
+
+  it("a 1 MB text without whitespace, streamed in chunks, releases what redacting it whole gives", () => {
+    const compiled = compile({ types: streamTypes, strategy: "redact" })
+    const text = [
+      "a.".repeat(262144),
+      "ada@example.com",
+      "1-".repeat(131072),
+      "4111111111111111",
+      "QWxhZGRpbjpvcGVuIHNlc2FtZQ==".repeat(9362)
+    ].join(",")
+    assert.isAbove(text.length, 1_000_000)
+    const whole = compiled.redact(text)
+    assert.deepStrictEqual(whole.matches.map((m) => m.value), ["ada@example.com", "4111111111111111"])
+    for (const size of [3, 64, 4096]) {
+      const chunks: Array<string> = []
+      for (let at = 0; at < text.length; at += size) chunks.push(text.slice(at, at + size))
+      const { matches, released } = runChunks(compiled, chunks)
+      assert.strictEqual(released.join(""), whole.text, `chunks of ${size}`)
+      assert.deepStrictEqual(matches, [...whole.matches])
+    }
+  })
+
+  it.prop(
+    "any chunking of a text without whitespace releases exactly what redacting it whole gives",
+    [withCutsOf(FastCheck.array(tokenFragments, { maxLength: 40 }).map((parts) => parts.join("")))],
+    ([{ chunks, text }]) => {
+      const compiled = compile({ types: streamTypes, strategy: "mask" })
+      const whole = compiled.redact(text)
+      const { matches, released } = runChunks(compiled, chunks)
+      assert.strictEqual(released.join(""), whole.text)
+      assert.deepStrictEqual(matches, [...whole.matches])
+    },
+    { fastCheck: { numRuns: 300 } }
+  )
 
   for (const strategy of ["redact", "mask", "hash", "block"] as const) {
     it.prop(
@@ -704,7 +879,7 @@ describe("streamed output", () => {
   for (const strategy of ["redact", "mask", "hash"] as const) {
     it.effect.prop(
       `whatever the chunking, the shown and the stored reply are the redacted text (${strategy})`,
-      [withCuts],
+      [replyWithCuts],
       ([{ chunks, text }]) =>
         Effect.gen(function*() {
           const pii = yield* Pii.middleware({ types: streamTypes, strategy, applyToInput: false, applyToOutput: true })

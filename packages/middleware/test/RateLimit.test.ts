@@ -195,7 +195,11 @@ describe("RateLimit options", () => {
         [{ model: { limit: 1, interval: "0 seconds" } }, "model.interval", "positive finite duration"],
         [{ model: { limit: 1, interval: "soon" as any } }, "model.interval", "actual \"soon\""],
         [{ model: { limit: 1, interval: Infinity } }, "model.interval", "positive finite"],
-        [{ model: { limit: 1, interval: "1 second", algorithm: "leaky" as any } }, "model.algorithm", "actual \"leaky\""],
+        [
+          { model: { limit: 1, interval: "1 second", algorithm: "leaky" as any } },
+          "model.algorithm",
+          "actual \"leaky\""
+        ],
         [{ tools: { "": { limit: 1, interval: "1 second" } } }, "tools[\"\"]", "a non-empty text"],
         [{ tools: { search: { limit: -1, interval: "1 second" } } }, "tools.search.limit", "at least 1"],
         [{ tools: { search: 3 as any } }, "tools.search", "Expected a limit { limit, interval, algorithm? }, actual 3"]

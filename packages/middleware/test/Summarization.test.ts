@@ -115,6 +115,9 @@ describe("options", () => {
         [{ trigger: [], keep: { messages: 2 } }, "trigger"],
         [{ trigger: [{ tokens: 10 }, { messages: -1 }], keep: { messages: 2 } }, "trigger[1].messages"],
         [{ trigger: { tokens: 10 }, keep: { messages: -1 } }, "keep.messages"],
+        [{ trigger: { tokens: 10 }, keep: { messages: 0 } }, "keep.messages"],
+        [{ trigger: { tokens: 10 }, keep: { messages: 2 }, model: "openai:gpt-4o-mini" }, "model"],
+        [{ trigger: { tokens: 10 }, keep: { tokens: 0 } }, "keep.tokens"],
         [{ trigger: { tokens: 10 }, keep: { tokens: 2.5 } }, "keep.tokens"],
         [{ trigger: { tokens: 10 } }, "keep"],
         [{ trigger: { fraction: 0.5 }, keep: { messages: 2 } }, "contextWindow"],
@@ -150,8 +153,8 @@ describe("options", () => {
 // ---------------------------------------------------------------------------
 
 const keepArbitrary = FastCheck.oneof(
-  FastCheck.record({ messages: FastCheck.nat({ max: 12 }) }),
-  FastCheck.record({ tokens: FastCheck.nat({ max: 600 }) })
+  FastCheck.record({ messages: FastCheck.integer({ min: 1, max: 12 }) }),
+  FastCheck.record({ tokens: FastCheck.integer({ min: 1, max: 600 }) })
 )
 
 describe("properties", () => {

@@ -61,6 +61,9 @@ const toolResults = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.Tool
       : []
   )
 
+const parallelCallsError = "Error: The `write_todos` tool should never be called multiple times in parallel. " +
+  "Please call it only once per model invocation to update the todo list."
+
 const systemOf = (prompt: Prompt.Prompt): string | undefined => {
   const first = prompt.content[0]
   return first?.role === "system" ? first.content : undefined
@@ -97,6 +100,41 @@ layer(TodoList.layer)("TodoList service", (it) => {
       yield* todoList.write("other", plan2) // another thread: no change
       yield* todoList.write("watched", plan2)
       assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(fiber)), [[], plan1, plan2])
+    }))
+
+  it.effect("a write with thousands of threads stored leaves every other thread's list as it was (same objects)", () =>
+    Effect.gen(function*() {
+      const todoList = yield* TodoList.TodoList
+      const ids = Array.from({ length: 5000 }, (_, i) => `many-${i}`)
+      for (const id of ids) yield* todoList.write(id, [todo(id, "pending")])
+      const before = yield* Effect.forEach(ids, (id) => todoList.todos(id))
+      yield* todoList.write("many-new", plan1)
+      yield* todoList.write(ids[7]!, plan2)
+      const after = yield* Effect.forEach(ids, (id) => todoList.todos(id))
+      assert.isTrue(after.every((list, i) => i === 7 || list === before[i]))
+      assert.strictEqual(after[7], plan2)
+      assert.strictEqual(yield* todoList.todos("many-new"), plan1)
+    }))
+
+  it.effect("remove forgets the thread's list; its watchers see it empty, other threads keep theirs", () =>
+    Effect.gen(function*() {
+      const todoList = yield* TodoList.TodoList
+      yield* todoList.write("gone", plan1)
+      yield* todoList.write("kept", plan2)
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* todoList.changes("gone").pipe(
+        Stream.tap(() => Deferred.succeed(started, undefined)),
+        Stream.take(3),
+        Stream.runCollect,
+        Effect.fork
+      )
+      yield* Deferred.await(started)
+      yield* todoList.remove("gone")
+      assert.deepStrictEqual(yield* todoList.todos("gone"), [])
+      assert.deepStrictEqual(yield* todoList.todos("kept"), plan2)
+      // the same watcher still follows the thread when it is written again
+      yield* todoList.write("gone", plan2)
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(fiber)), [plan1, [], plan2])
     }))
 })
 
@@ -171,17 +209,65 @@ describe("TodoList middleware", () => {
       assert.deepStrictEqual(yield* Effect.flatMap(TodoList.TodoList, (s) => s.todos("t")), plan1)
     }).pipe(Effect.provide(TodoList.layer)))
 
-  it.effect("two writes in one response: the last in call order wins", () =>
+  it.effect("two writes in one reply are both rejected with a failed result; the list stays as it was", () =>
+    Effect.gen(function*() {
+      const { agent, requests } = yield* setup([
+        write(plan1, "w1"),
+        ScriptedModel.toolCalls([
+          { name: "write_todos", params: { todos: plan2 }, id: "a" },
+          { name: "deploy", params: { env: "prod" }, id: "d" },
+          { name: "write_todos", params: { todos: [] }, id: "b" }
+        ]),
+        ScriptedModel.text("done")
+      ])
+      const result = yield* agent.run("go", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(result.state.todos, plan1)
+      assert.deepStrictEqual(yield* Effect.flatMap(TodoList.TodoList, (s) => s.todos("t")), plan1)
+      const rejected = toolResults(result.state.messages).filter((part) => part.id === "a" || part.id === "b")
+      assert.deepStrictEqual(rejected.map((part) => [part.id, part.isFailure, part.result]), [
+        ["a", true, parallelCallsError],
+        ["b", true, parallelCallsError]
+      ])
+      // the other tool of that reply still ran, and the model's next request shows all three results
+      const third = toolResults((yield* requests)[2]!.prompt.content)
+      assert.deepStrictEqual(third.filter((part) => ["a", "b", "d"].includes(part.id)).map((part) => part.id), [
+        "a",
+        "d",
+        "b"
+      ])
+      assert.isTrue(third.some((part) => part.id === "d" && !part.isFailure))
+    }).pipe(Effect.provide(TodoList.layer)))
+
+  it.effect("a single write in a reply with other tool calls is accepted", () =>
     Effect.gen(function*() {
       const { agent } = yield* setup([
         ScriptedModel.toolCalls([
-          { name: "write_todos", params: { todos: plan1 }, id: "a" },
-          { name: "write_todos", params: { todos: plan2 }, id: "b" }
+          { name: "deploy", params: { env: "prod" }, id: "d" },
+          { name: "write_todos", params: { todos: plan2 }, id: "a" }
         ]),
         ScriptedModel.text("done")
       ])
       const result = yield* agent.run("go", { threadId: "t" })
       assert.deepStrictEqual(result.state.todos, plan2)
+      assert.isFalse(toolResults(result.state.messages).find((part) => part.id === "a")!.isFailure)
+    }).pipe(Effect.provide(TodoList.layer)))
+
+  it.effect("deleteThread frees the thread's list in the service; other threads keep theirs", () =>
+    Effect.gen(function*() {
+      const { agent } = yield* setup([
+        write(plan1, "w1"),
+        ScriptedModel.text("done"),
+        write(plan2, "w2"),
+        ScriptedModel.text("done")
+      ])
+      yield* agent.run("plan it", { threadId: "t" })
+      yield* agent.run("plan that", { threadId: "u" })
+      const todoList = yield* TodoList.TodoList
+      assert.deepStrictEqual(yield* todoList.todos("t"), plan1)
+      yield* agent.deleteThread("t")
+      assert.deepStrictEqual(yield* todoList.todos("t"), [])
+      assert.deepStrictEqual(yield* todoList.todos("u"), plan2)
     }).pipe(Effect.provide(TodoList.layer)))
 
   it.effect("appends the planning prompt to the agent's system prompt; options replace prompt and description", () =>

@@ -1,56 +1,9 @@
 import { Agent, Middleware } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
+import { ScriptedModel, SpanRecorder } from "@effect-agent/testing"
 import { AiError, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import type { Context, Exit } from "effect"
-import { Effect, Layer, Option, Schema, Tracer } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
 import * as Tracing from "../src/Tracing.js"
-
-class RecordedSpan implements Tracer.Span {
-  readonly _tag = "Span"
-  readonly spanId: string
-  readonly traceId = "trace"
-  readonly sampled = true
-  readonly attributes = new Map<string, unknown>()
-  readonly links: Array<Tracer.SpanLink>
-  status: Tracer.SpanStatus
-  constructor(
-    readonly name: string,
-    readonly parent: Option.Option<Tracer.AnySpan>,
-    readonly context: Context.Context<never>,
-    links: ReadonlyArray<Tracer.SpanLink>,
-    startTime: bigint,
-    readonly kind: Tracer.SpanKind,
-    id: number
-  ) {
-    this.spanId = `span${id}`
-    this.links = [...links]
-    this.status = { _tag: "Started", startTime }
-  }
-  end(endTime: bigint, exit: Exit.Exit<unknown, unknown>) {
-    this.status = { _tag: "Ended", startTime: this.status.startTime, endTime, exit }
-  }
-  attribute(key: string, value: unknown) {
-    this.attributes.set(key, value)
-  }
-  event() {}
-  addLinks(links: ReadonlyArray<Tracer.SpanLink>) {
-    this.links.push(...links)
-  }
-}
-
-const recordingTracer = () => {
-  const spans: Array<RecordedSpan> = []
-  const tracer = Tracer.make({
-    span: (name, parent, context, links, startTime, kind) => {
-      const span = new RecordedSpan(name, parent, context, links, startTime, kind, spans.length)
-      spans.push(span)
-      return span
-    },
-    context: (f) => f()
-  })
-  return { spans, tracer }
-}
 
 const Add = Tool.make("add", {
   parameters: { a: Schema.Number, b: Schema.Number },
@@ -60,7 +13,7 @@ const Tools = Toolkit.make(Add)
 const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
   Effect.provide(Layer.merge(ScriptedModel.layer(script), Tools.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })))
 
-const hookSpans = (spans: ReadonlyArray<RecordedSpan>, hook: string) =>
+const hookSpans = (spans: ReadonlyArray<SpanRecorder.RecordedSpan>, hook: string) =>
   spans.filter((span) => span.name === `Middleware.${hook}` && span.attributes.get("middleware") === "tracing")
 
 /** The attributes this middleware writes (the loop adds others of its own). */
@@ -69,7 +22,7 @@ const genAi = (attributes: ReadonlyMap<string, unknown>) =>
 
 describe("Tracing", () => {
   it.effect("records the request and the response of each model call on its span", () => {
-    const { spans, tracer } = recordingTracer()
+    const { spans, tracer } = SpanRecorder.make()
     return Effect.gen(function*() {
       const agent = yield* Agent.make({
         toolkit: Tools,
@@ -97,7 +50,7 @@ describe("Tracing", () => {
       assert.deepStrictEqual(second!.attributes.get("gen_ai.response.finish_reasons"), ["stop"])
       assert.deepStrictEqual(second!.attributes.get("gen_ai.response.tool_calls"), [])
       // the span sits in the loop's model call span and ended successfully
-      const parent = Option.getOrThrow(first!.parent) as RecordedSpan
+      const parent = Option.getOrThrow(first!.parent) as SpanRecorder.RecordedSpan
       assert.strictEqual(parent.name, "AgentLoop.modelCall")
       assert.strictEqual(first!.status._tag === "Ended" && first!.status.exit._tag, "Success")
     }).pipe(
@@ -112,7 +65,7 @@ describe("Tracing", () => {
   })
 
   it.effect("records each tool call: name, id, whether the agent knows it and whether it failed", () => {
-    const { spans, tracer } = recordingTracer()
+    const { spans, tracer } = SpanRecorder.make()
     return Effect.gen(function*() {
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [Tracing.middleware({ name: "tracing" })] })
       yield* agent.run("go", { threadId: "t" })
@@ -131,7 +84,7 @@ describe("Tracing", () => {
       assert.strictEqual(byId["bad"]!["gen_ai.tool.known"], true)
       assert.strictEqual(byId["unknown"]!["gen_ai.tool.known"], false)
       assert.strictEqual(byId["unknown"]!["gen_ai.tool.is_failure"], true)
-      const parent = Option.getOrThrow(hookSpans(spans, "wrapToolCall")[0]!.parent) as RecordedSpan
+      const parent = Option.getOrThrow(hookSpans(spans, "wrapToolCall")[0]!.parent) as SpanRecorder.RecordedSpan
       assert.strictEqual(parent.name, "AgentLoop.toolCall")
     }).pipe(
       provide([
@@ -147,7 +100,7 @@ describe("Tracing", () => {
   })
 
   it.effect("records the error type of a failed model call and lets the error through", () => {
-    const { spans, tracer } = recordingTracer()
+    const { spans, tracer } = SpanRecorder.make()
     return Effect.gen(function*() {
       const agent = yield* Agent.make({ middleware: [Tracing.middleware()] })
       const error = yield* Effect.flip(agent.run("hi", { threadId: "t" }))

@@ -12,3 +12,8 @@ export * as HookRecorder from "./HookRecorder.js"
  * @since 0.1.0
  */
 export * as ScriptedModel from "./ScriptedModel.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as SpanRecorder from "./SpanRecorder.js"

@@ -731,7 +731,8 @@ export const make = (options: Options): AgentWorkflow => {
     const store = yield* RunStore.RunStore
     const record = yield* store.get(runId)
     const loop = yield* AgentLoop.AgentLoop
-    const snapshot = yield* loop.thread(record.threadId)
+    // the thread id of a stored run was checked when the run started
+    const snapshot = yield* Effect.catchTag(loop.thread(record.threadId), "InvalidInput", Effect.die)
     // a stored reply that no longer decodes is a corrupt journal; other defects (storage down) stay defects
     const polled = yield* Effect.catchAllDefect(
       workflow.poll(record.executionId),
@@ -816,7 +817,10 @@ export const make = (options: Options): AgentWorkflow => {
     }
     const loop = yield* AgentLoop.AgentLoop
     // who may decide is asked first: the checks below tell what the run waits for
-    const waiting = Option.flatMap(yield* loop.thread(record.threadId), (thread) => thread.pending)
+    const waiting = Option.flatMap(
+      yield* Effect.catchTag(loop.thread(record.threadId), "InvalidInput", Effect.die),
+      (thread) => thread.pending
+    )
     if (Option.isNone(waiting)) {
       return yield* new NotWaiting({ runId, reason: "it waits for no decision (any it waited for was given)" })
     }
@@ -870,7 +874,10 @@ export const make = (options: Options): AgentWorkflow => {
     function*(runId) {
       const store = yield* RunStore.RunStore
       const record = yield* store.get(runId)
-      const waiting = Option.flatMap(yield* (yield* AgentLoop.AgentLoop).thread(record.threadId), (t) => t.pending)
+      const waiting = Option.flatMap(
+        yield* Effect.catchTag((yield* AgentLoop.AgentLoop).thread(record.threadId), "InvalidInput", Effect.die),
+        (t) => t.pending
+      )
       if (Option.isNone(waiting)) return false
       const claim = yield* store.decisionOf(runId, waiting.value.key)
       if (Option.isNone(claim) || claim.value.delivered) return false

@@ -7,7 +7,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { spawnChild } from "./support/child.js"
 import { tempDirectory } from "./support/databases.js"
-import { PostgresServer } from "./support/postgres.js"
+import { describePostgres, PostgresServer } from "./support/postgres.js"
 import { readAttempts, Toy, toyLayer } from "./support/toyWorkflow.js"
 
 const runner = path.join(import.meta.dirname, "support", "toyRunner.ts")
@@ -197,7 +197,7 @@ describe("AgentEngine.layerSqlite", () => {
     }))
 })
 
-describe("AgentEngine.layerPostgres", () => {
+describePostgres("AgentEngine.layerPostgres", () => {
   it.scopedLive("a runner executes runs that a client-only process starts", () =>
     Effect.gen(function*() {
       const server = yield* PostgresServer

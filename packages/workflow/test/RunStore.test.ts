@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
 import { DateTime, Effect, Either, Layer, Option } from "effect"
 import * as Databases from "./support/databases.js"
+import { describePostgres } from "./support/postgres.js"
 
 const run = (runId: string, threadId: string, at: number): RunStore.NewRun => ({
   runId,
@@ -205,5 +206,5 @@ const sqlSuite = (name: string, database: Layer.Layer<SqlClient.SqlClient | Data
 
 describe("RunStore.layer", () => {
   sqlSuite("on SQLite", Databases.sqlite)
-  sqlSuite("on PostgreSQL", Databases.postgres)
+  describePostgres("the RunStore on PostgreSQL", () => sqlSuite("on PostgreSQL", Databases.postgres))
 })

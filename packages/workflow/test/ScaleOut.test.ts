@@ -1,11 +1,11 @@
 import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
 import { SqlClient } from "@effect/sql"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Option } from "effect"
 import * as path from "node:path"
 import { spawnChild } from "./support/child.js"
 import { tempDirectory } from "./support/databases.js"
-import { PostgresServer } from "./support/postgres.js"
+import { describePostgres, PostgresServer } from "./support/postgres.js"
 import { type Attempt, readAttempts, readEffects, Toy, toyLayer } from "./support/toyWorkflow.js"
 
 const runnerScript = path.join(import.meta.dirname, "support", "toyRunner.ts")
@@ -23,7 +23,7 @@ const eventually = <A, E, R>(what: string, millis: number, check: Effect.Effect<
     return yield* Effect.dieMessage(`${what}: not within ${millis} ms`)
   })
 
-describe("scale-out on PostgreSQL", () => {
+describePostgres("scale-out on PostgreSQL", () => {
   it.scopedLive(
     "two runner processes share 20 runs; one is killed mid-way; every run completes and every effect happens once",
     () =>

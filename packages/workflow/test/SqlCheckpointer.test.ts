@@ -6,6 +6,7 @@ import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Schema } from "effect"
 import * as Databases from "./support/databases.js"
+import { describePostgres } from "./support/postgres.js"
 
 const checkpoint = (threadId: string, note: string): Checkpointer.Checkpoint => ({
   version: 1,
@@ -135,5 +136,5 @@ const suite = (name: string, database: Layer.Layer<SqlClient.SqlClient | Databas
 
 describe("SqlCheckpointer", () => {
   suite("on SQLite", Databases.sqlite)
-  suite("on PostgreSQL", Databases.postgres)
+  describePostgres("the SqlCheckpointer on PostgreSQL", () => suite("on PostgreSQL", Databases.postgres))
 })

@@ -12,20 +12,20 @@ import * as FiberRef from "effect/FiberRef"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
-import * as PubSub from "effect/PubSub"
 import * as Schema from "effect/Schema"
-import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import {
   CheckpointError,
   DurableThreadError,
   EmptyModelResponse,
+  InvalidHookResult,
   InvalidInput,
   InvalidJump,
   MaxStepsExceeded,
   ModelReplyError,
   StructuredOutputError,
-  ThreadStateError
+  ThreadStateError,
+  ToolTimeout
 } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
 import * as AgentExecutor from "../AgentExecutor.js"
@@ -37,14 +37,18 @@ import * as Middleware from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
 import { drain } from "./drain.js"
+import { checked, hookEffect, modelResponseProblem, nodeResultProblem, toolResultProblem } from "./hookResults.js"
+import { paired } from "./pairing.js"
 import {
   lastAssistantCallsTools,
   recoverUnknownToolCalls,
+  timedOutResult,
   type ToolChoice,
   type ToolEntry,
   unknownToolResult,
   wireToolkit
 } from "./tools.js"
+import * as Watchers from "./watchers.js"
 
 type NodeName = "beforeAgent" | "beforeModel" | "afterModel" | "afterAgent"
 
@@ -208,6 +212,53 @@ const cutShort = Response.makePart("finish", {
 
 const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
 
+const describeValue = (u: unknown): string =>
+  u === null ? "null" : Array.isArray(u) ? "an array" : typeof u === "string" ? JSON.stringify(u) : typeof u
+
+/** A lone surrogate (half of a UTF-16 pair): such a string does not encode as UTF-8. */
+const loneSurrogate = /\p{Cs}/u
+
+/** Whether a thread id is a non-empty, well-formed string (no thread is ever stored under another one). */
+const isThreadId = (threadId: unknown): threadId is string =>
+  typeof threadId === "string" && threadId.length > 0 && !loneSurrogate.test(threadId)
+
+/** The thread id, or `InvalidInput` when it is not a non-empty, well-formed string. */
+const checkThreadId = (threadId: unknown): Effect.Effect<string, InvalidInput> =>
+  isThreadId(threadId)
+    ? Effect.succeed(threadId)
+    : Effect.fail(
+      new InvalidInput({
+        description: `the thread id must be a non-empty string without lone surrogates, got ${
+          typeof threadId === "string" && threadId.length > 0
+            ? "a string with a lone surrogate"
+            : describeValue(threadId)
+        }`
+      })
+    )
+
+/** The input of a run as a prompt: a string, an array of messages or a `Prompt`; anything else is `InvalidInput`. */
+const promptOf = (input: Prompt.RawInput): Effect.Effect<Prompt.Prompt, InvalidInput> => {
+  if (typeof input === "string" || Prompt.isPrompt(input)) return Effect.succeed(Prompt.make(input))
+  if (!Array.isArray(input)) {
+    return Effect.fail(
+      new InvalidInput({
+        description: `the input must be a string, an array of messages or a Prompt, got ${describeValue(input)}`
+      })
+    )
+  }
+  return Effect.try({
+    try: () => Prompt.make(input),
+    catch: (error) =>
+      new InvalidInput({
+        description: `the input messages do not decode: ${
+          ParseResult.isParseError(error) ? formatParseError(error) : String(error)
+        }`
+      })
+  })
+}
+
+const isToolTimeout = (error: unknown): error is ToolTimeout => error instanceof ToolTimeout
+
 /** Effect's built-in tracer, which keeps spans in memory and exports nothing. */
 const builtInTracer = Effect.runSync(Effect.tracer)
 
@@ -223,6 +274,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const wrapModel = middleware.filter((m) => m.wrapModelCall !== undefined)
   const wrapTool = middleware.filter((m) => m.wrapToolCall !== undefined)
   const wrapStream = middleware.filter((m) => m.wrapModelStream !== undefined).reverse()
+  const onThreadDeleted = middleware.filter((m) => m.onThreadDeleted !== undefined)
   const isTraced: Effect.Effect<boolean> = config.spans === undefined
     ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
     : Effect.succeed(config.spans)
@@ -312,16 +364,24 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           run,
           m,
           node,
-          m[node]!({
-            state: run.slices[m.name] ?? {},
-            messages: run.messages,
-            threadId: run.threadId,
-            step: run.step,
-            tools: toolList,
-            resume: index === start ? resume : Option.none()
-          })
+          hookEffect(
+            m.name,
+            node,
+            m[node]!({
+              state: run.slices[m.name] ?? {},
+              messages: run.messages,
+              threadId: run.threadId,
+              step: run.step,
+              tools: toolList,
+              resume: index === start ? resume : Option.none()
+            })
+          )
         )
         if (result === undefined) continue
+        const problem = nodeResultProblem(result, run.messages)
+        if (problem !== undefined) {
+          return yield* new InvalidHookResult({ middleware: m.name, hook: node, reason: problem })
+        }
         yield* applyResult(run, m, node, result)
         if (result.interrupt !== undefined) {
           return {
@@ -404,24 +464,31 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     return Effect.succeed({ message, toolCalls, usage: finish.usage, finishReason: finish.reason })
   }
 
-  /** Fails with `EmptyModelResponse` when middleware `m` answered with an empty message. */
-  const nonEmpty = (
+  /**
+   * The response of middleware `m`, or `InvalidHookResult` when it is not a
+   * `ModelResponse`, or `EmptyModelResponse` when its message is empty.
+   */
+  const checkedResponse = (
     m: Middleware.Any,
     request: Middleware.ModelRequest,
     response: Effect.Effect<Middleware.ModelResponse, any, any>
-  ) =>
-    Effect.flatMap(response, (response) =>
-      answers(response.message)
+  ): Effect.Effect<Middleware.ModelResponse, any, any> =>
+    Effect.flatMap(response, (response): Effect.Effect<Middleware.ModelResponse, any> => {
+      const problem = modelResponseProblem(response)
+      return problem !== undefined
+        ? Effect.fail(new InvalidHookResult({ middleware: m.name, hook: "wrapModelCall", reason: problem }))
+        : answers(response.message)
         ? Effect.succeed(response)
-        : Effect.fail(new EmptyModelResponse({ middleware: m.name, step: request.step })))
+        : Effect.fail(new EmptyModelResponse({ middleware: m.name, step: request.step }))
+    })
 
   const callModel = (run: Run) => (request: Middleware.ModelRequest): Effect.Effect<Middleware.ModelResponse, any> => {
     const model = request.model ?? config.model
     run.offered = request.tools.map((tool) => tool.name)
+    // the model never sees a tool result without its call, or a call without its result
+    const messages = paired(request.messages)
     const prompt = Prompt.fromMessages(
-      request.systemPrompt === undefined
-        ? request.messages
-        : [systemMessageOf(request.systemPrompt), ...request.messages]
+      request.systemPrompt === undefined ? messages : [systemMessageOf(request.systemPrompt), ...messages]
     )
     const toolkit = wireToolkit(request.tools)
     const options: any = toolkit === undefined
@@ -489,7 +556,11 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const modelChain = (run: Run) =>
     wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
       (next, m) => (request) =>
-        nonEmpty(m, request, inHook(run, m, "wrapModelCall", m.wrapModelCall!(request, next as any))),
+        checkedResponse(
+          m,
+          request,
+          inHook(run, m, "wrapModelCall", hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as any)))
+        ),
       callModel(run)
     )
 
@@ -521,7 +592,11 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
 
   const toolChain = (run: Run) =>
     wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
-      (next, m) => (request) => inHook(run, m, "wrapToolCall", m.wrapToolCall!(request, next as any)),
+      (next, m) => (request) =>
+        Effect.flatMap(
+          inHook(run, m, "wrapToolCall", hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as any))),
+          checked(m.name, "wrapToolCall", (result) => toolResultProblem(result, request.call))
+        ),
       callTool(run)
     )
 
@@ -539,7 +614,12 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       }
       const execute = run.executor.toolCall(
         call,
-        traced(run, "AgentLoop.toolCall", { tool: call.name, callId: call.id }, chain(request))
+        traced(
+          run,
+          "AgentLoop.toolCall",
+          { tool: call.name, callId: call.id },
+          Effect.catchIf(chain(request), isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
+        )
       )
       if (emit === undefined) return execute
       return Effect.gen(function*() {
@@ -923,15 +1003,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     })
 
   // Every run's events go to the watchers of `watch` while there are any.
-  const hub = Effect.runSync(PubSub.unbounded<AgentLoop.RunEvent<any>>())
-  let watchers = 0
-  const watch: Effect.Effect<Stream.Stream<AgentLoop.RunEvent<any>>, never, Scope.Scope> = Effect.acquireRelease(
-    Effect.map(PubSub.subscribe(hub), (queue) => {
-      watchers++
-      return Stream.fromQueue(queue)
-    }),
-    () => Effect.sync(() => watchers--)
-  )
+  const watchers = Watchers.make<AgentLoop.RunEvent<any>>()
 
   /**
    * Runs `body` as one run of `threadId`: picks the executor of the context,
@@ -951,10 +1023,10 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         yield* Effect.serviceOption(AgentExecutor.AgentExecutor),
         () => AgentExecutor.inProcess
       )
-      const runId = watchers === 0 ? undefined : crypto.randomUUID()
+      const runId = watchers.size() === 0 ? undefined : crypto.randomUUID()
       const publish: Emit | undefined = runId === undefined
         ? undefined
-        : (event) => Effect.asVoid(PubSub.publish(hub, { runId, threadId, event }))
+        : (event) => Effect.sync(() => watchers.publish({ runId, threadId, event }))
       let ended = false
       const both: Emit | undefined = publish === undefined
         ? own
@@ -1021,34 +1093,31 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   })
 
   const startRun = (input: Prompt.RawInput, options: AgentLoop.RunOptions, own: Emit | undefined) =>
-    withThreadLock(
-      options.threadId,
-      begin(options.threadId, false, own, (emit, executor) =>
-        Effect.gen(function*() {
-          const loaded = yield* load(options.threadId, executor)
-          if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
-            return yield* new ThreadStateError({
-              threadId: options.threadId,
-              reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
-                `call resume(threadId, value) instead of run`
-            })
-          }
-          const prompt = yield* Effect.try({
-            try: () => Prompt.make(input),
-            catch: (error) =>
-              new InvalidInput({
-                description: ParseResult.isParseError(error) ? formatParseError(error) : String(error)
+    Effect.flatMap(
+      Effect.zip(checkThreadId(options?.threadId), promptOf(input)),
+      ([threadId, prompt]) =>
+        withThreadLock(
+          threadId,
+          begin(threadId, false, own, (emit, executor) =>
+            Effect.gen(function*() {
+              const loaded = yield* load(threadId, executor)
+              if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
+                return yield* new ThreadStateError({
+                  threadId,
+                  reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
+                    `call resume(threadId, value) instead of run`
+                })
+              }
+              const run = makeRun(threadId, [...loaded.messages, ...prompt.content], loaded.slices, {
+                progress: undefined,
+                traced: yield* isTraced,
+                emit,
+                executor,
+                clock: yield* Effect.clock
               })
-          })
-          const run = makeRun(options.threadId, [...loaded.messages, ...prompt.content], loaded.slices, {
-            progress: undefined,
-            traced: yield* isTraced,
-            emit,
-            executor,
-            clock: yield* Effect.clock
-          })
-          return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
-        }))
+              return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
+            }))
+        )
     )
 
   /** The interrupt a thread waits on, and the index of its hook. */
@@ -1092,25 +1161,26 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       ? Effect.void
       : Effect.provide(middleware.validateResume({ threadId, interrupt: pending.value, value }), config.context)
 
-  const startResume = (threadId: string, value: unknown, own: Emit | undefined) =>
-    withThreadLock(
-      threadId,
-      begin(threadId, true, own, (emit, executor) =>
-        Effect.gen(function*() {
-          const loaded = yield* load(threadId, executor)
-          const { index, middleware, pending } = yield* pendingOf(threadId, loaded)
-          yield* checkOwner(threadId, pending, executor, "resume")
-          yield* validateValue(threadId, middleware, pending, value)
-          const run = makeRun(threadId, loaded.messages, loaded.slices, {
-            progress: Option.getOrThrow(loaded.checkpoint).run,
-            traced: yield* isTraced,
-            emit,
-            executor,
-            clock: yield* Effect.clock
-          })
-          return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
-        }))
-    )
+  const startResume = (id: string, value: unknown, own: Emit | undefined) =>
+    Effect.flatMap(checkThreadId(id), (threadId) =>
+      withThreadLock(
+        threadId,
+        begin(threadId, true, own, (emit, executor) =>
+          Effect.gen(function*() {
+            const loaded = yield* load(threadId, executor)
+            const { index, middleware, pending } = yield* pendingOf(threadId, loaded)
+            yield* checkOwner(threadId, pending, executor, "resume")
+            yield* validateValue(threadId, middleware, pending, value)
+            const run = makeRun(threadId, loaded.messages, loaded.slices, {
+              progress: Option.getOrThrow(loaded.checkpoint).run,
+              traced: yield* isTraced,
+              emit,
+              executor,
+              clock: yield* Effect.clock
+            })
+            return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
+          }))
+      ))
 
   const streamOf = (start: (emit: Emit) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>) =>
     Stream.unwrapScoped(Effect.gen(function*() {
@@ -1131,52 +1201,69 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     ),
     resumeStream: (threadId, value) =>
       streamOf((emit) => startResume(threadId, value, emit).pipe(Effect.withSpan("AgentLoop.resumeStream"))),
-    validateResume: Effect.fn("AgentLoop.validateResume")(function*(threadId: string, value: unknown) {
+    validateResume: Effect.fn("AgentLoop.validateResume")(function*(id: string, value: unknown) {
+      const threadId = yield* checkThreadId(id)
       const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId, undefined))
       yield* validateValue(threadId, middleware, pending, value)
       return pending
     }),
-    watch,
+    watch: watchers.watch,
     discardPending: (threadId, reason) =>
-      withThreadLock(
-        threadId,
-        Effect.gen(function*() {
-          const loaded = yield* load(threadId, undefined)
-          if (Option.isNone(loaded.checkpoint) || loaded.checkpoint.value.pending === undefined) return false
-          const executor = yield* Effect.serviceOption(AgentExecutor.AgentExecutor)
-          yield* checkOwner(
-            threadId,
-            loaded.checkpoint.value.pending,
-            Option.getOrElse(executor, () => AgentExecutor.inProcess),
-            "discardPending"
-          )
-          const messages = AgentState.appendToolResults(
-            loaded.messages,
-            (AgentState.pendingToolCalls(loaded.messages)?.calls ?? []).map((call) =>
-              Middleware.toolResult(call, { error: `Not run: ${reason}` }, { isFailure: true })
-            )
-          )
-          const { pending: _pending, run: _run, ...kept } = loaded.checkpoint.value
-          yield* checkpointer.save(threadId, { ...kept, messages: AgentState.encodeMessages(messages) })
-          return true
-        })
-      ).pipe(Effect.withSpan("AgentLoop.discardPending")),
-    deleteThread: (threadId) =>
-      withThreadLock(threadId, checkpointer.delete(threadId)).pipe(Effect.withSpan("AgentLoop.deleteThread")),
-    thread: (threadId) =>
-      load(threadId, undefined).pipe(Effect.map((loaded) =>
-        Option.map(loaded.checkpoint, (checkpoint) => ({
+      (isThreadId(threadId) ?
+        withThreadLock(
           threadId,
-          state: layout.flatten(loaded),
-          pending: Option.fromNullable(checkpoint.pending).pipe(
-            Option.map((pending) => ({
-              middleware: pending.middleware,
-              value: pending.value,
-              key: pending.key ?? `${pending.node}/${pending.middleware}`
-            }))
+          Effect.gen(function*() {
+            const loaded = yield* load(threadId, undefined)
+            if (Option.isNone(loaded.checkpoint) || loaded.checkpoint.value.pending === undefined) return false
+            const executor = yield* Effect.serviceOption(AgentExecutor.AgentExecutor)
+            yield* checkOwner(
+              threadId,
+              loaded.checkpoint.value.pending,
+              Option.getOrElse(executor, () => AgentExecutor.inProcess),
+              "discardPending"
+            )
+            const messages = AgentState.appendToolResults(
+              loaded.messages,
+              (AgentState.pendingToolCalls(loaded.messages)?.calls ?? []).map((call) =>
+                Middleware.toolResult(call, { error: `Not run: ${reason}` }, { isFailure: true })
+              )
+            )
+            const { pending: _pending, run: _run, ...kept } = loaded.checkpoint.value
+            yield* checkpointer.save(threadId, { ...kept, messages: AgentState.encodeMessages(messages) })
+            return true
+          })
+        ) :
+        Effect.succeed(false)).pipe(Effect.withSpan("AgentLoop.discardPending")),
+    deleteThread: (threadId) =>
+      (isThreadId(threadId) ?
+        withThreadLock(
+          threadId,
+          Effect.zipRight(
+            checkpointer.delete(threadId),
+            Effect.forEach(onThreadDeleted, (m) => Effect.provide(m.onThreadDeleted!(threadId), config.context), {
+              discard: true
+            })
           )
-        }))
-      ))
+        ) :
+        Effect.void).pipe(Effect.withSpan("AgentLoop.deleteThread")),
+    thread: (id) =>
+      Effect.flatMap(
+        checkThreadId(id),
+        (threadId) =>
+          load(threadId, undefined).pipe(Effect.map((loaded) =>
+            Option.map(loaded.checkpoint, (checkpoint) => ({
+              threadId,
+              state: layout.flatten(loaded),
+              pending: Option.fromNullable(checkpoint.pending).pipe(
+                Option.map((pending) => ({
+                  middleware: pending.middleware,
+                  value: pending.value,
+                  key: pending.key ?? `${pending.node}/${pending.middleware}`
+                }))
+              )
+            }))
+          ))
+      )
   } as AgentLoop.AgentLoop.Service<any, any>
 }
 

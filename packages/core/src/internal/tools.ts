@@ -6,12 +6,13 @@ import * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
-import { ToolDefect } from "../AgentError.js"
+import { ToolDefect, ToolTimeout } from "../AgentError.js"
 import { toolResult } from "../Middleware.js"
 import * as ToolContext from "../ToolContext.js"
 
@@ -19,8 +20,31 @@ import * as ToolContext from "../ToolContext.js"
 export interface ToolEntry {
   readonly tool: Tool.Any
   /** Runs a call on `threadId`; the handler sees it as `ToolContext.current`. */
-  readonly run: (call: Prompt.ToolCallPart, threadId: string) => Effect.Effect<Prompt.ToolResultPart, ToolDefect>
+  readonly run: (
+    call: Prompt.ToolCallPart,
+    threadId: string
+  ) => Effect.Effect<Prompt.ToolResultPart, ToolDefect | ToolTimeout>
 }
+
+/**
+ * The tool with its calls ended after `timeout`: the handler is interrupted
+ * (its finalizers run) and the call fails with `ToolTimeout`.
+ */
+export const withTimeout = (entry: ToolEntry, timeout: Duration.Duration): ToolEntry => {
+  const timeoutMillis = Duration.toMillis(timeout)
+  return {
+    tool: entry.tool,
+    run: (call, threadId) =>
+      Effect.timeoutFail(entry.run(call, threadId), {
+        duration: timeout,
+        onTimeout: () => new ToolTimeout({ toolName: entry.tool.name, callId: call.id, timeoutMillis })
+      })
+  }
+}
+
+/** The failed result the model reads for a call that timed out. */
+export const timedOutResult = (call: Prompt.ToolCallPart, error: ToolTimeout): Prompt.ToolResultPart =>
+  toolResult(call, { error: `${error.message}; it was stopped` }, { isFailure: true })
 
 const Lenient = Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 
@@ -53,7 +77,8 @@ export const wireToolkit = (
   if (tools.length === 0) return undefined
   let toolkit = wireToolkits.get(tools)
   if (toolkit === undefined) {
-    const record: Record<string, Tool.Any> = {}
+    // no prototype: a tool the model names `constructor` or `toString` is not found on it
+    const record: Record<string, Tool.Any> = Object.create(null)
     for (const tool of tools) record[tool.name] = wireTool(tool)
     toolkit = { tools: record, handle: unreachableHandle as any }
     wireToolkits.set(tools, toolkit)
@@ -229,7 +254,7 @@ export const recoverUnknownToolCalls = (
     : undefined
   const isUnknownCall = (part: unknown): part is Response.ToolCallPartEncoded =>
     Predicate.hasProperty(part, "type") && part.type === "tool-call" && Predicate.hasProperty(part, "name") &&
-    typeof part.name === "string" && !(part.name in known)
+    typeof part.name === "string" && !Object.hasOwn(known, part.name)
   if (raw === undefined || !raw.some(isUnknownCall)) return undefined
   const decode = partDecoder(toolkit ?? emptyToolkit, streamed)
   return Effect.forEach(raw, (part) =>

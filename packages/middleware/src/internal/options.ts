@@ -4,10 +4,10 @@
  * becomes an `InvalidOptions` naming the option's path.
  */
 import * as AgentError from "@effect-agent/core/AgentError"
+import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
@@ -48,7 +48,9 @@ const describe = (error: ParseResult.ParseError): { readonly option: string; rea
   const first = deepest[0]!
   if (depth === 0) return { option: "options", reason: "must be an object" }
   const option = pathOf(first.path)
-  if (first._tag === "Unexpected") return { option, reason: first.message.replace(/^is unexpected, expected:/, "is unknown; expected") }
+  if (first._tag === "Unexpected") {
+    return { option, reason: first.message.replace(/^is unexpected, expected:/, "is unknown; expected") }
+  }
   const matches = deepest.map((issue) => actualPattern.exec(issue.message))
   if (deepest.length > 1 && matches.every((match) => match !== null && match[2] === matches[0]![2])) {
     return { option, reason: `Expected ${matches.map((match) => match![1]).join(" | ")}, actual ${matches[0]![2]}` }
@@ -123,7 +125,9 @@ export const Count = Schema.Number.pipe(
 )
 
 /** A non-empty text. */
-export const NonEmpty = Schema.String.pipe(Schema.filter((text) => text.length > 0, { description: "a non-empty text" }))
+export const NonEmpty = Schema.String.pipe(
+  Schema.filter((text) => text.length > 0, { description: "a non-empty text" })
+)
 
 /** A text that is not blank. */
 export const NonBlank = Schema.String.pipe(

@@ -7,8 +7,8 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { identity } from "effect/Function"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import * as ScheduleDecision from "effect/ScheduleDecision"
+import * as Schema from "effect/Schema"
 import * as Check from "./options.js"
 
 /** The schemas of the options ModelRetry and ToolRetry share. */

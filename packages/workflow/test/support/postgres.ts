@@ -3,11 +3,14 @@
  * listen on 127.0.0.1 on a free port (unix socket inside the folder), stop
  * and remove everything afterwards.
  *
- * Needs Debian's `postgresql` package (`apt-get install -y postgresql`); when
- * its binaries are missing this fails loudly instead of skipping. When the
- * tests run as root, the server runs as the `postgres` user (initdb refuses
- * root). Set `PG_BIN` to use binaries from another folder.
+ * Needs Debian's `postgresql` package (`apt-get install -y postgresql`) or
+ * `PG_BIN` naming a folder with initdb and pg_ctl. Suites that need it are
+ * declared with {@link describePostgres}: without the binaries they are
+ * skipped with one line saying so, unless `STEPWISE_REQUIRE_POSTGRES` is set
+ * (CI sets it), which turns the skip into a failure. When the tests run as
+ * root, the server runs as the `postgres` user (initdb refuses root).
  */
+import { describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import { execFile } from "node:child_process"
@@ -28,23 +31,42 @@ export interface PostgresServer {
   readonly stop: () => Promise<void>
 }
 
+/** The folder holding initdb: `$PG_BIN`, else the newest `/usr/lib/postgresql/<version>/bin`. */
+const binaries: string | undefined = [
+  ...(process.env.PG_BIN ? [process.env.PG_BIN] : []),
+  ...(fs.existsSync("/usr/lib/postgresql")
+    ? fs.readdirSync("/usr/lib/postgresql")
+      .sort((a, b) => Number(b) - Number(a))
+      .map((version) => path.join("/usr/lib/postgresql", version, "bin"))
+    : [])
+].find((dir) => fs.existsSync(path.join(dir, "initdb")))
+
+const missing = "PostgreSQL binaries (initdb, pg_ctl) are not in /usr/lib/postgresql/*/bin or $PG_BIN; " +
+  "install them (`apt-get install -y postgresql`) or set PG_BIN to run these tests"
+
 const binDirectory = (): string => {
-  const candidates = [
-    ...(process.env.PG_BIN ? [process.env.PG_BIN] : []),
-    ...(fs.existsSync("/usr/lib/postgresql")
-      ? fs.readdirSync("/usr/lib/postgresql")
-        .sort((a, b) => Number(b) - Number(a))
-        .map((version) => path.join("/usr/lib/postgresql", version, "bin"))
-      : [])
-  ]
-  const found = candidates.find((dir) => fs.existsSync(path.join(dir, "initdb")))
-  if (found === undefined) {
-    throw new Error(
-      "PostgreSQL binaries (initdb, pg_ctl) were not found in /usr/lib/postgresql/*/bin or $PG_BIN. " +
-        "Install them with `apt-get install -y postgresql` (Debian/Ubuntu) to run the PostgreSQL tests."
-    )
+  if (binaries === undefined) throw new Error(missing)
+  return binaries
+}
+
+/**
+ * `describe` for a suite that needs a PostgreSQL server. Without the binaries
+ * the suite is skipped with one line on stderr, or, when
+ * `STEPWISE_REQUIRE_POSTGRES` is set, fails with one test saying what is missing.
+ */
+export const describePostgres = (name: string, body: () => void): void => {
+  if (binaries !== undefined) {
+    describe(name, body)
+  } else if (process.env.STEPWISE_REQUIRE_POSTGRES) {
+    describe(name, () => {
+      it("has PostgreSQL binaries (STEPWISE_REQUIRE_POSTGRES is set)", () => {
+        throw new Error(missing)
+      })
+    })
+  } else {
+    process.stderr.write(`Skipped "${name}": ${missing}.\n`)
+    describe.skip(name, body)
   }
-  return found
 }
 
 const postgresUser = (): { readonly uid: number; readonly gid: number } | undefined => {

@@ -1,0 +1,113 @@
+import * as Effect from "effect/Effect"
+import { InvalidHookResult } from "../AgentError.js"
+import type * as Middleware from "../Middleware.js"
+
+/**
+ * Cheap shape checks of what hooks return, so a wrong value fails the run
+ * with an `InvalidHookResult` naming the middleware and hook, not with a
+ * TypeError later, far from its cause. A few property checks each: no
+ * Schema decode of whole messages.
+ */
+
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** How a wrong value reads in an error: its kind, and short values themselves. */
+export const describeValue = (u: unknown): string =>
+  u === null
+    ? "null"
+    : Array.isArray(u)
+    ? "an array"
+    : Effect.isEffect(u)
+    ? "an Effect"
+    : typeof u === "string"
+    ? `the string ${JSON.stringify(u.length > 40 ? `${u.slice(0, 40)}…` : u)}`
+    : typeof u === "number" || typeof u === "boolean"
+    ? `the ${typeof u} ${u}`
+    : typeof u === "object"
+    ? "an object"
+    : typeof u
+
+const roles = new Set(["system", "user", "assistant", "tool"])
+
+const isMessage = (u: unknown): boolean =>
+  isObject(u) && typeof u.role === "string" && roles.has(u.role) &&
+  (u.role === "system" ? typeof u.content === "string" : Array.isArray(u.content))
+
+/**
+ * What is wrong with a node hook's result, or `undefined`. Messages the hook
+ * kept from `current` (same reference, same place) are not checked again.
+ */
+export const nodeResultProblem = (result: unknown, current: ReadonlyArray<unknown>): string | undefined => {
+  if (result === undefined) return undefined
+  if (!isObject(result) || Effect.isEffect(result)) {
+    return `returned ${describeValue(result)}${
+      Effect.isEffect(result) ? " inside its Effect (flatMap it instead of map)" : ""
+    }, not undefined or a HookResult object`
+  }
+  const { interruptKey, jumpTo, messages, state } = result
+  if (state !== undefined && !isObject(state)) return `its state update is ${describeValue(state)}, not an object`
+  if (messages !== undefined) {
+    if (!Array.isArray(messages)) return `its messages are ${describeValue(messages)}, not an array of messages`
+    for (let i = 0; i < messages.length; i++) {
+      if (messages[i] !== current[i] && !isMessage(messages[i])) {
+        return `its message ${i} is ${describeValue(messages[i])}, not a Prompt message`
+      }
+    }
+  }
+  if (jumpTo !== undefined && typeof jumpTo !== "string") return `its jumpTo is ${describeValue(jumpTo)}`
+  if (interruptKey !== undefined && typeof interruptKey !== "string") {
+    return `its interruptKey is ${describeValue(interruptKey)}, not a string`
+  }
+  return undefined
+}
+
+/** What is wrong with a `wrapModelCall` result, or `undefined`. */
+export const modelResponseProblem = (response: unknown): string | undefined => {
+  if (!isObject(response) || Effect.isEffect(response)) {
+    return `returned ${describeValue(response)}, not a ModelResponse (see Middleware.modelResponse)`
+  }
+  const message = response.message
+  if (!isObject(message) || message.role !== "assistant" || !Array.isArray(message.content)) {
+    return `its message is ${describeValue(message)}, not an assistant message`
+  }
+  if (!Array.isArray(response.toolCalls)) return `its toolCalls are ${describeValue(response.toolCalls)}, not an array`
+  if (!isObject(response.usage)) return `its usage is ${describeValue(response.usage)}, not a Response.Usage`
+  if (typeof response.finishReason !== "string") {
+    return `its finishReason is ${describeValue(response.finishReason)}, not a string`
+  }
+  return undefined
+}
+
+/** What is wrong with a `wrapToolCall` result for `call`, or `undefined`. */
+export const toolResultProblem = (
+  result: unknown,
+  call: Middleware.ToolCallRequest["call"]
+): string | undefined => {
+  if (!isObject(result) || result.type !== "tool-result") {
+    return `returned ${describeValue(result)}, not a tool result (see Middleware.toolResult)`
+  }
+  if (result.id !== call.id) return `its result answers call ${describeValue(result.id)}, not call "${call.id}"`
+  if (typeof result.isFailure !== "boolean") return `its isFailure is ${describeValue(result.isFailure)}, not a boolean`
+  return undefined
+}
+
+/** Fails with `InvalidHookResult` when `problem` found something, else gives the value. */
+export const checked = <A>(
+  middleware: string,
+  hook: string,
+  problem: (value: A) => string | undefined
+) =>
+(value: A): Effect.Effect<A, InvalidHookResult> => {
+  const reason = problem(value)
+  return reason === undefined ? Effect.succeed(value) : Effect.fail(new InvalidHookResult({ middleware, hook, reason }))
+}
+
+/** The hook's Effect, or an `InvalidHookResult` when the hook returned something else. */
+export const hookEffect = <A, E, R>(
+  middleware: string,
+  hook: string,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | InvalidHookResult, R> =>
+  Effect.isEffect(effect) ? effect : Effect.fail(
+    new InvalidHookResult({ middleware, hook, reason: `returned ${describeValue(effect)}, not an Effect` })
+  )

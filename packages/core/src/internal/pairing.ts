@@ -1,0 +1,71 @@
+import * as Prompt from "@effect/ai/Prompt"
+import * as Middleware from "../Middleware.js"
+
+/**
+ * The messages as the model may see them: every tool result answers a call
+ * of the assistant message before it, and every such call has a result
+ * before the next non-tool message. A result without its call (an orphan,
+ * e.g. from input history) is dropped; a call without a result gets a failed
+ * "not run" result. The stored thread is not changed: only the request is.
+ * Paired messages come back as the same array, without copying.
+ */
+export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<Prompt.Message> => {
+  const cached = cache.get(messages)
+  if (cached !== undefined) return cached
+  let out: Array<Prompt.Message> | undefined
+  /** Calls of the last assistant message still waiting for their result. */
+  let open: Map<string, Prompt.ToolCallPart> | undefined
+  /** Whether tool messages may follow: the message before was an assistant or tool message. */
+  let inToolRun = false
+  const close = (i: number) => {
+    if (open === undefined || open.size === 0) return
+    out ??= messages.slice(0, i)
+    const results = Array.from(open.values(), notRun)
+    const last = out[out.length - 1]
+    if (last !== undefined && last.role === "tool") {
+      out[out.length - 1] = Prompt.makeMessage("tool", {
+        content: [...last.content, ...results],
+        options: last.options
+      })
+    } else {
+      out.push(Prompt.makeMessage("tool", { content: results }))
+    }
+    open = undefined
+  }
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!
+    if (message.role !== "tool") {
+      close(i)
+      inToolRun = message.role === "assistant"
+      if (message.role === "assistant") {
+        for (const part of message.content) {
+          if (part.type === "tool-call" && !part.providerExecuted) (open ??= new Map()).set(part.id, part)
+        }
+      }
+      out?.push(message)
+      continue
+    }
+    let kept: Array<Prompt.ToolResultPart> | undefined
+    const content = message.content
+    for (let j = 0; j < content.length; j++) {
+      const part = content[j]!
+      if (inToolRun && open?.delete(part.id) === true) kept?.push(part)
+      else kept ??= content.slice(0, j)
+    }
+    if (kept === undefined) {
+      out?.push(message)
+    } else {
+      out ??= messages.slice(0, i)
+      if (kept.length > 0) out.push(Prompt.makeMessage("tool", { content: kept, options: message.options }))
+    }
+  }
+  close(messages.length)
+  const result = out ?? messages
+  cache.set(messages, result)
+  return result
+}
+
+const cache = new WeakMap<ReadonlyArray<Prompt.Message>, ReadonlyArray<Prompt.Message>>()
+
+const notRun = (call: Prompt.ToolCallPart): Prompt.ToolResultPart =>
+  Middleware.toolResult(call, { error: "Not run: the call has no result in the conversation" }, { isFailure: true })

@@ -1,0 +1,86 @@
+import { Agent } from "@effect-agent/core"
+import { Arbitraries, ScriptedModel } from "@effect-agent/testing"
+import { Prompt } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, FastCheck } from "effect"
+
+const call = (id: string) => Prompt.makePart("tool-call", { id, name: "search", params: {}, providerExecuted: false })
+const result = (id: string) =>
+  Prompt.makePart("tool-result", {
+    id,
+    name: "search",
+    result: `found ${id}`,
+    isFailure: false,
+    providerExecuted: false
+  })
+const user = (text: string) => Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text })] })
+const assistant = (...ids: ReadonlyArray<string>) => Prompt.makeMessage("assistant", { content: ids.map(call) })
+const tool = (...ids: ReadonlyArray<string>) => Prompt.makeMessage("tool", { content: ids.map(result) })
+
+/** Runs `history` as the input of one run and gives the messages the model received and the stored ones. */
+const sent = (history: ReadonlyArray<Prompt.Message>) =>
+  Effect.gen(function*() {
+    const agent = yield* Agent.make({})
+    const run = yield* agent.run(history, { threadId: "t" })
+    const [request] = yield* ScriptedModel.requests
+    return { prompt: request!.prompt.content, stored: run.state.messages }
+  }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")])))
+
+/** The history with `orphans` results of no call inserted and the results at `dropped` removed. */
+const damaged = (
+  history: ReadonlyArray<Prompt.Message>,
+  orphans: ReadonlyArray<number>,
+  dropped: ReadonlyArray<number>
+): Array<Prompt.Message> => {
+  let n = 0
+  const out: Array<Prompt.Message> = history.map((message) =>
+    message.role !== "tool"
+      ? message
+      : Prompt.makeMessage("tool", { content: message.content.filter(() => !dropped.includes(n++)) })
+  ).filter((message) => message.role !== "tool" || message.content.length > 0)
+  orphans.forEach((at, i) => out.splice(at % (out.length + 1), 0, tool(`orphan_${i}`)))
+  return out
+}
+
+describe("every request the model receives pairs tool calls and results", () => {
+  it.effect("a result without its call in the input history is not sent, and takes no place", () =>
+    Effect.gen(function*() {
+      const history = [user("find"), tool("ghost"), assistant("c1"), tool("c1", "ghost2"), user("go")]
+      const { prompt, stored } = yield* sent(history)
+      assert.deepStrictEqual(prompt, [user("find"), assistant("c1"), tool("c1"), user("go")])
+      // the stored thread keeps the input as given
+      assert.deepStrictEqual(stored.slice(0, 5), history)
+    }))
+
+  it.effect("a call without its result gets a failed \"not run\" result before the next message", () =>
+    Effect.gen(function*() {
+      const { prompt } = yield* sent([user("find"), assistant("c1", "c2"), tool("c2"), user("go")])
+      assert.deepStrictEqual(Arbitraries.problems(prompt), [])
+      const results = (prompt[2] as Prompt.ToolMessage).content
+      assert.deepStrictEqual(results.map((part) => [part.id, part.isFailure]), [["c2", false], ["c1", true]])
+      assert.deepStrictEqual(results[1]!.result, { error: "Not run: the call has no result in the conversation" })
+    }))
+
+  it.effect.prop(
+    "for any history with orphan results and missing results, the request is well-formed",
+    {
+      history: Arbitraries.conversation({ maxTurns: 4, maxResultSize: 20 }),
+      orphans: FastCheck.array(FastCheck.nat(), { maxLength: 3 }),
+      dropped: FastCheck.array(FastCheck.nat({ max: 12 }), { maxLength: 3 })
+    },
+    ({ dropped, history, orphans }) =>
+      Effect.gen(function*() {
+        const input = [...damaged(history, orphans, dropped), user("go")]
+        const { prompt, stored } = yield* sent(input)
+        assert.deepStrictEqual(Arbitraries.problems(prompt), [])
+        // every real result given is sent; no orphan is
+        const ids = (messages: ReadonlyArray<Prompt.Message>) =>
+          messages.flatMap((m) => m.role === "tool" ? m.content.map((part) => part.id) : [])
+        const given = ids(input).filter((id) => !id.startsWith("orphan_"))
+        assert.deepStrictEqual(ids(prompt).filter((id) => given.includes(id)).sort(), given.sort())
+        assert.isFalse(ids(prompt).some((id) => id.startsWith("orphan_")))
+        assert.deepStrictEqual(stored.slice(0, input.length), input)
+      }),
+    { fastCheck: { numRuns: 40 } }
+  )
+})
