@@ -1,7 +1,7 @@
 // Typechecks every ```ts sample in README.md and docs/**/*.md, so the docs cannot rot.
 //
 // Each doc's samples are written to packages/demo/.docs-check/<doc-slug>/ (inside the
-// workspace, so @effect-agent/* and the demo's dependencies resolve) and all of them
+// workspace, so @stepwise-agent/* and the demo's dependencies resolve) and all of them
 // are checked in one `tsc --noEmit` program. A sample whose first line is a comment
 // naming a file (`// support.ts: ...`, `// src/WeatherTools.ts`) is written under that
 // name, so relative imports between samples of the same doc resolve; the others are

@@ -92,7 +92,7 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Agen
  *
  * @example
  * ```ts
- * import { Agent, Middleware } from "@effect-agent/core"
+ * import { Agent, Middleware } from "@stepwise-agent/core"
  * import { Tool, Toolkit } from "@effect/ai"
  * import { Effect, Schema } from "effect"
  *
@@ -244,7 +244,7 @@ const toolTimeoutsOf = (
  *
  * @example
  * ```ts
- * import { Agent, AgentLoop } from "@effect-agent/core"
+ * import { Agent, AgentLoop } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * const AgentLive = Agent.layer({ systemPrompt: "Be brief." })

@@ -21,7 +21,7 @@ import * as Schema from "effect/Schema"
  * @category errors
  */
 export class AgentConfigError extends Schema.TaggedError<AgentConfigError>(
-  "@effect-agent/core/AgentError/AgentConfigError"
+  "@stepwise-agent/core/AgentError/AgentConfigError"
 )("AgentConfigError", {
   reason: Schema.String
 }) {
@@ -42,7 +42,7 @@ export class AgentConfigError extends Schema.TaggedError<AgentConfigError>(
  *
  * @example
  * ```ts
- * import { AgentError } from "@effect-agent/core"
+ * import { AgentError } from "@stepwise-agent/core"
  *
  * const error = new AgentError.InvalidOptions({ module: "ModelCallLimit", option: "runLimit", reason: "must be at least 0" })
  * error.message // 'Invalid ModelCallLimit option "runLimit": must be at least 0'
@@ -52,7 +52,7 @@ export class AgentConfigError extends Schema.TaggedError<AgentConfigError>(
  * @category errors
  */
 export class InvalidOptions extends Schema.TaggedError<InvalidOptions>(
-  "@effect-agent/core/AgentError/InvalidOptions"
+  "@stepwise-agent/core/AgentError/InvalidOptions"
 )("InvalidOptions", {
   module: Schema.String,
   option: Schema.String,
@@ -73,7 +73,7 @@ export class InvalidOptions extends Schema.TaggedError<InvalidOptions>(
  * @category errors
  */
 export class MaxStepsExceeded extends Schema.TaggedError<MaxStepsExceeded>(
-  "@effect-agent/core/AgentError/MaxStepsExceeded"
+  "@stepwise-agent/core/AgentError/MaxStepsExceeded"
 )("MaxStepsExceeded", {
   threadId: Schema.String,
   maxSteps: Schema.Number
@@ -93,7 +93,7 @@ export class MaxStepsExceeded extends Schema.TaggedError<MaxStepsExceeded>(
  * @category errors
  */
 export class InvalidJump extends Schema.TaggedError<InvalidJump>(
-  "@effect-agent/core/AgentError/InvalidJump"
+  "@stepwise-agent/core/AgentError/InvalidJump"
 )("InvalidJump", {
   middleware: Schema.String,
   hook: Schema.String,
@@ -117,7 +117,7 @@ export class InvalidJump extends Schema.TaggedError<InvalidJump>(
  * @category errors
  */
 export class ToolDefect extends Schema.TaggedError<ToolDefect>(
-  "@effect-agent/core/AgentError/ToolDefect"
+  "@stepwise-agent/core/AgentError/ToolDefect"
 )("ToolDefect", {
   toolName: Schema.String,
   callId: Schema.String,
@@ -139,7 +139,7 @@ export class ToolDefect extends Schema.TaggedError<ToolDefect>(
  * @category errors
  */
 export class CheckpointError extends Schema.TaggedError<CheckpointError>(
-  "@effect-agent/core/AgentError/CheckpointError"
+  "@stepwise-agent/core/AgentError/CheckpointError"
 )("CheckpointError", {
   threadId: Schema.String,
   operation: Schema.Literal("load", "save"),
@@ -162,7 +162,7 @@ export class CheckpointError extends Schema.TaggedError<CheckpointError>(
  * @category errors
  */
 export class ThreadStateError extends Schema.TaggedError<ThreadStateError>(
-  "@effect-agent/core/AgentError/ThreadStateError"
+  "@stepwise-agent/core/AgentError/ThreadStateError"
 )("ThreadStateError", {
   threadId: Schema.String,
   reason: Schema.String
@@ -177,7 +177,7 @@ export class ThreadStateError extends Schema.TaggedError<ThreadStateError>(
 
 /**
  * A thread waits for a decision of a durable run (its wait was made by a
- * durable executor, e.g. `@effect-agent/workflow`): answering it or giving it
+ * durable executor, e.g. `@stepwise-agent/workflow`): answering it or giving it
  * up in process would skip the durable path (its authorization and journal)
  * and leave the durable run waiting for good. Nothing changed; answer it
  * through the durable run (`AgentWorkflow.resume`, `cancel`).
@@ -186,7 +186,7 @@ export class ThreadStateError extends Schema.TaggedError<ThreadStateError>(
  * @category errors
  */
 export class DurableThreadError extends Schema.TaggedError<DurableThreadError>(
-  "@effect-agent/core/AgentError/DurableThreadError"
+  "@stepwise-agent/core/AgentError/DurableThreadError"
 )("DurableThreadError", {
   threadId: Schema.String,
   operation: Schema.Literal("resume", "discardPending")
@@ -208,7 +208,7 @@ export class DurableThreadError extends Schema.TaggedError<DurableThreadError>(
  * @category errors
  */
 export class StructuredOutputError extends Schema.TaggedError<StructuredOutputError>(
-  "@effect-agent/core/AgentError/StructuredOutputError"
+  "@stepwise-agent/core/AgentError/StructuredOutputError"
 )("StructuredOutputError", {
   description: Schema.String
 }) {
@@ -227,7 +227,7 @@ export class StructuredOutputError extends Schema.TaggedError<StructuredOutputEr
  * @category errors
  */
 export class InvalidInput extends Schema.TaggedError<InvalidInput>(
-  "@effect-agent/core/AgentError/InvalidInput"
+  "@stepwise-agent/core/AgentError/InvalidInput"
 )("InvalidInput", {
   description: Schema.String
 }) {
@@ -260,7 +260,7 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>(
  * @category errors
  */
 export class ModelReplyError extends Schema.TaggedError<ModelReplyError>(
-  "@effect-agent/core/AgentError/ModelReplyError"
+  "@stepwise-agent/core/AgentError/ModelReplyError"
 )("ModelReplyError", {
   reason: Schema.Literal("truncated", "not-a-stream", "empty"),
   /** The model call (from 0) whose reply this was. */
@@ -306,7 +306,7 @@ export class ModelReplyError extends Schema.TaggedError<ModelReplyError>(
  * @category errors
  */
 export class EmptyModelResponse extends Schema.TaggedError<EmptyModelResponse>(
-  "@effect-agent/core/AgentError/EmptyModelResponse"
+  "@stepwise-agent/core/AgentError/EmptyModelResponse"
 )("EmptyModelResponse", {
   middleware: Schema.String,
   step: Schema.Number
@@ -331,7 +331,7 @@ export class EmptyModelResponse extends Schema.TaggedError<EmptyModelResponse>(
  * @category errors
  */
 export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
-  "@effect-agent/core/AgentError/ToolTimeout"
+  "@stepwise-agent/core/AgentError/ToolTimeout"
 )("ToolTimeout", {
   toolName: Schema.String,
   callId: Schema.String,
@@ -354,7 +354,7 @@ export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
  *
  * @example
  * ```ts
- * import { AgentError } from "@effect-agent/core"
+ * import { AgentError } from "@stepwise-agent/core"
  *
  * const error = new AgentError.InvalidHookResult({
  *   middleware: "audit",
@@ -368,7 +368,7 @@ export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
  * @category errors
  */
 export class InvalidHookResult extends Schema.TaggedError<InvalidHookResult>(
-  "@effect-agent/core/AgentError/InvalidHookResult"
+  "@stepwise-agent/core/AgentError/InvalidHookResult"
 )("InvalidHookResult", {
   middleware: Schema.String,
   hook: Schema.String,

@@ -127,7 +127,7 @@ export const {
  *
  * @example
  * ```ts
- * import { Agent, AgentEvent } from "@effect-agent/core"
+ * import { Agent, AgentEvent } from "@stepwise-agent/core"
  * import { Console, Effect, Stream } from "effect"
  *
  * const program = Effect.gen(function*() {

@@ -7,7 +7,7 @@
  *
  * Without one in the context a run executes in process ({@link inProcess}):
  * the effects run as they are and an interrupt ends the run as
- * `Interrupted`. A durable executor (`@effect-agent/workflow`) journals
+ * `Interrupted`. A durable executor (`@stepwise-agent/workflow`) journals
  * model and tool calls as workflow activities and waits for decisions
  * durably, so the same agent and middleware run unchanged on
  * `@effect/workflow`.
@@ -111,7 +111,7 @@ export declare namespace AgentExecutor {
  *
  * @example
  * ```ts
- * import { AgentExecutor, AgentLoop } from "@effect-agent/core"
+ * import { AgentExecutor, AgentLoop } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * // Counts model calls, otherwise in process.
@@ -128,7 +128,7 @@ export declare namespace AgentExecutor {
  * @since 0.1.0
  * @category tags
  */
-export class AgentExecutor extends Context.Tag("@effect-agent/core/AgentExecutor")<
+export class AgentExecutor extends Context.Tag("@stepwise-agent/core/AgentExecutor")<
   AgentExecutor,
   AgentExecutor.Service
 >() {}
@@ -139,7 +139,7 @@ export class AgentExecutor extends Context.Tag("@effect-agent/core/AgentExecutor
  *
  * @example
  * ```ts
- * import { AgentExecutor } from "@effect-agent/core"
+ * import { AgentExecutor } from "@stepwise-agent/core"
  *
  * const executor = AgentExecutor.inProcess
  * ```

@@ -155,7 +155,7 @@ export declare namespace AgentLoop {
  * @since 0.1.0
  * @category tags
  */
-export class AgentLoop extends Context.Tag("@effect-agent/core/AgentLoop")<
+export class AgentLoop extends Context.Tag("@stepwise-agent/core/AgentLoop")<
   AgentLoop,
   AgentLoop.Service<any, any>
 >() {}
@@ -165,7 +165,7 @@ export class AgentLoop extends Context.Tag("@effect-agent/core/AgentLoop")<
  *
  * @example
  * ```ts
- * import { AgentLoop } from "@effect-agent/core"
+ * import { AgentLoop } from "@stepwise-agent/core"
  *
  * const program = AgentLoop.run("What is 2 + 2?", { threadId: "t1" })
  * ```
@@ -181,7 +181,7 @@ export const run = (input: Prompt.RawInput, options: RunOptions) =>
  *
  * @example
  * ```ts
- * import { AgentLoop } from "@effect-agent/core"
+ * import { AgentLoop } from "@stepwise-agent/core"
  *
  * const program = AgentLoop.resume("t1", [{ type: "approve", callId: "call_1" }])
  * ```

@@ -91,7 +91,7 @@ export const $is = constructors.$is
  *
  * @example
  * ```ts
- * import { AgentResult } from "@effect-agent/core"
+ * import { AgentResult } from "@stepwise-agent/core"
  * import { Prompt } from "@effect/ai"
  *
  * const text = AgentResult.lastText(Prompt.make([{ role: "assistant", content: "hi" }]).content)

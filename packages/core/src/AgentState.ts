@@ -77,7 +77,7 @@ export interface Layout {
  *
  * @example
  * ```ts
- * import { AgentState, Middleware } from "@effect-agent/core"
+ * import { AgentState, Middleware } from "@stepwise-agent/core"
  * import { Effect, Schema } from "effect"
  *
  * const counter = Middleware.make({
@@ -241,7 +241,7 @@ const decodedMessages = new WeakMap<object, Prompt.Message>()
  *
  * @example
  * ```ts
- * import { AgentState } from "@effect-agent/core"
+ * import { AgentState } from "@stepwise-agent/core"
  * import { Prompt } from "@effect/ai"
  *
  * const encoded = AgentState.encodeMessages(Prompt.make("hello").content)
@@ -270,7 +270,7 @@ export const encodeMessages = (messages: ReadonlyArray<Prompt.Message>): Array<P
  *
  * @example
  * ```ts
- * import { AgentState } from "@effect-agent/core"
+ * import { AgentState } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * const messages = Effect.runSync(AgentState.decodeMessages([{ role: "user", content: "hi" }]))
@@ -307,7 +307,7 @@ export const decodeMessages = (
  *
  * @example
  * ```ts
- * import { AgentState } from "@effect-agent/core"
+ * import { AgentState } from "@stepwise-agent/core"
  * import { Prompt } from "@effect/ai"
  *
  * const messages = Prompt.make([
@@ -346,7 +346,7 @@ export const pendingToolCalls = (
  *
  * @example
  * ```ts
- * import { AgentState, Middleware } from "@effect-agent/core"
+ * import { AgentState, Middleware } from "@stepwise-agent/core"
  * import { Prompt } from "@effect/ai"
  *
  * const call = Prompt.makePart("tool-call", { id: "c1", name: "add", params: {}, providerExecuted: false })

@@ -77,7 +77,7 @@ export type Checkpoint = typeof Checkpoint.Type
  * @since 0.1.0
  * @category tags
  */
-export class Checkpointer extends Context.Tag("@effect-agent/core/Checkpointer")<
+export class Checkpointer extends Context.Tag("@stepwise-agent/core/Checkpointer")<
   Checkpointer,
   Checkpointer.Service
 >() {}
@@ -104,7 +104,7 @@ export declare namespace Checkpointer {
  *
  * @example
  * ```ts
- * import { Checkpointer } from "@effect-agent/core"
+ * import { Checkpointer } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * const checkpointer = Effect.runSync(Checkpointer.makeMemory)
@@ -143,7 +143,7 @@ const parseFailure = (threadId: string, operation: "load" | "save") => (error: P
  *
  * @example
  * ```ts
- * import { Checkpointer } from "@effect-agent/core"
+ * import { Checkpointer } from "@stepwise-agent/core"
  *
  * const text = Checkpointer.toJson("t1", { version: 1, threadId: "t1", messages: [], slices: {} })
  * ```
@@ -160,7 +160,7 @@ export const toJson = (threadId: string, checkpoint: Checkpoint): Effect.Effect<
  *
  * @example
  * ```ts
- * import { Checkpointer } from "@effect-agent/core"
+ * import { Checkpointer } from "@stepwise-agent/core"
  *
  * const checkpoint = Checkpointer.fromJson("t1", '{"version":1,"threadId":"t1","messages":[],"slices":{}}')
  * ```
@@ -180,7 +180,7 @@ const ioFailure = (threadId: string, operation: "load" | "save") => (cause: unkn
  *
  * @example
  * ```ts
- * import { Checkpointer } from "@effect-agent/core"
+ * import { Checkpointer } from "@stepwise-agent/core"
  * import { KeyValueStore } from "@effect/platform"
  * import { Layer } from "effect"
  *
@@ -231,7 +231,7 @@ export const layerKeyValueStore = (
  *
  * @example
  * ```ts
- * import { Checkpointer } from "@effect-agent/core"
+ * import { Checkpointer } from "@stepwise-agent/core"
  * import { NodeContext } from "@effect/platform-node"
  * import { Layer } from "effect"
  *

@@ -47,7 +47,7 @@ import type * as AgentError from "./AgentError.js"
  * @since 0.1.0
  * @category type ids
  */
-export const TypeId: unique symbol = Symbol.for("@effect-agent/core/Middleware")
+export const TypeId: unique symbol = Symbol.for("@stepwise-agent/core/Middleware")
 
 /**
  * @since 0.1.0
@@ -144,7 +144,7 @@ export type ValidateResume<E, R> = (resume: {
  *
  * @example
  * ```ts
- * import { Middleware } from "@effect-agent/core"
+ * import { Middleware } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * const seen = new Map<string, number>()
@@ -384,7 +384,7 @@ const Proto = {
  *
  * @example
  * ```ts
- * import { Middleware } from "@effect-agent/core"
+ * import { Middleware } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * // Ends the run when the last user message says "stop".
@@ -463,7 +463,7 @@ export const make = <
  *
  * @example
  * ```ts
- * import { Middleware } from "@effect-agent/core"
+ * import { Middleware } from "@stepwise-agent/core"
  *
  * const audit = Middleware.passThrough("audit")
  * const twice = [audit, audit.pipe(Middleware.withName("audit-inner"))]
@@ -490,7 +490,7 @@ export const isMiddleware = (u: unknown): u is Any => Predicate.hasProperty(u, T
  *
  * @example
  * ```ts
- * import { Middleware } from "@effect-agent/core"
+ * import { Middleware } from "@stepwise-agent/core"
  *
  * const noop = Middleware.identity("noop")
  * ```
@@ -508,7 +508,7 @@ export const identity = (name: string): Middleware => make({ name })
  *
  * @example
  * ```ts
- * import { Middleware } from "@effect-agent/core"
+ * import { Middleware } from "@stepwise-agent/core"
  *
  * const middleware = [1, 2, 3].map((i) => Middleware.passThrough(`pass${i}`))
  * ```
@@ -533,7 +533,7 @@ export const passThrough = (name: string): Middleware =>
  *
  * @example
  * ```ts
- * import { Middleware } from "@effect-agent/core"
+ * import { Middleware } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * const refuseDeletes = Middleware.make({
@@ -567,7 +567,7 @@ export const toolResult = (
  *
  * @example
  * ```ts
- * import { Middleware } from "@effect-agent/core"
+ * import { Middleware } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * const closed = Middleware.make({
@@ -618,7 +618,7 @@ export interface Decision {
  * @category fiber refs
  */
 export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effect.Effect<void>> = globalValue(
-  Symbol.for("@effect-agent/core/Middleware/CurrentDecisionSink"),
+  Symbol.for("@stepwise-agent/core/Middleware/CurrentDecisionSink"),
   () => FiberRef.unsafeMake<(decision: Decision) => Effect.Effect<void>>(() => Effect.void)
 )
 
@@ -629,7 +629,7 @@ export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effe
  * @category fiber refs
  */
 export const CurrentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> = globalValue(
-  Symbol.for("@effect-agent/core/Middleware/CurrentHook"),
+  Symbol.for("@stepwise-agent/core/Middleware/CurrentHook"),
   () => FiberRef.unsafeMake({ middleware: "agent", hook: "run" })
 )
 
@@ -640,7 +640,7 @@ export const CurrentHook: FiberRef.FiberRef<{ readonly middleware: string; reado
  *
  * @example
  * ```ts
- * import { Middleware } from "@effect-agent/core"
+ * import { Middleware } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * const audit = Middleware.make({

@@ -66,7 +66,7 @@ const bearer = /\b(bearer\s+)[a-z0-9._~+/=-]+/gi
  *
  * @example
  * ```ts
- * import * as Secrets from "@effect-agent/core/Secrets"
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
  *
  * Secrets.scrubText(`"authorization": "Bearer sk-123"`) // `"authorization": "<redacted>"`
  * Secrets.scrubText("GET /v1/models?key=abc&alt=json") // "GET /v1/models?key=<redacted>&alt=json"
@@ -191,7 +191,7 @@ const scrubValue = (value: unknown, seen: WeakMap<object, unknown>): unknown => 
  *
  * @example
  * ```ts
- * import * as Secrets from "@effect-agent/core/Secrets"
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
  *
  * const error = new Error(`401 {"authorization":"Bearer sk-123"}`)
  * Secrets.scrubError(error).message // `401 {"authorization":"<redacted>"}`
@@ -207,7 +207,7 @@ export const scrubError = <E>(error: E): E => scrubValue(error, new WeakMap()) a
  *
  * @example
  * ```ts
- * import * as Secrets from "@effect-agent/core/Secrets"
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
  * import * as Effect from "effect/Effect"
 import * as Inspectable from "effect/Inspectable"
  *
@@ -252,7 +252,7 @@ export const scrubCause = <E>(cause: Cause.Cause<E>): Cause.Cause<E> => {
  *
  * @example
  * ```ts
- * import * as Secrets from "@effect-agent/core/Secrets"
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
  * import * as HttpClient from "@effect/platform/HttpClient"
  * import * as Effect from "effect/Effect"
 import * as Inspectable from "effect/Inspectable"
@@ -279,7 +279,7 @@ export const scrubHttpClient = (client: HttpClient.HttpClient): HttpClient.HttpC
  *
  * @example
  * ```ts
- * import * as Secrets from "@effect-agent/core/Secrets"
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
  * import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
  * import * as Layer from "effect/Layer"
  *

@@ -64,7 +64,7 @@ export type Encoding = "cl100k_base" | "o200k_base"
  * @category errors
  */
 export class InvalidTokenCounterOptions extends Schema.TaggedError<InvalidTokenCounterOptions>(
-  "@effect-agent/core/TokenCounter/InvalidTokenCounterOptions"
+  "@stepwise-agent/core/TokenCounter/InvalidTokenCounterOptions"
 )("InvalidTokenCounterOptions", {
   option: Schema.String,
   reason: Schema.String
@@ -83,7 +83,7 @@ export class InvalidTokenCounterOptions extends Schema.TaggedError<InvalidTokenC
  * @since 0.1.0
  * @category tags
  */
-export class TokenCounter extends Context.Tag("@effect-agent/core/TokenCounter")<
+export class TokenCounter extends Context.Tag("@stepwise-agent/core/TokenCounter")<
   TokenCounter,
   TokenCounter.Service
 >() {}
@@ -321,7 +321,7 @@ export interface ApproximateOptions {
  *
  * @example
  * ```ts
- * import { TokenCounter } from "@effect-agent/core"
+ * import { TokenCounter } from "@stepwise-agent/core"
  * import { Prompt } from "@effect/ai"
  * import { Effect } from "effect"
  *
@@ -374,7 +374,7 @@ export const makeApproximate = (
  *
  * @example
  * ```ts
- * import { TokenCounter } from "@effect-agent/core"
+ * import { TokenCounter } from "@stepwise-agent/core"
  * import { Prompt } from "@effect/ai"
  * import { Effect } from "effect"
  *
@@ -485,7 +485,7 @@ const memoized = (tiktoken: JsTiktoken.Tiktoken): TextEncoding => {
 }
 
 /** Encodings load once per process, the first time a count needs them. */
-const encodings = globalValue(Symbol.for("@effect-agent/core/TokenCounter/encodings"), () => ({
+const encodings = globalValue(Symbol.for("@stepwise-agent/core/TokenCounter/encodings"), () => ({
   loaded: new Map<Encoding, TextEncoding>(),
   loading: new Map<Encoding, Promise<TextEncoding>>()
 }))
@@ -528,7 +528,7 @@ const supportedEncodings: ReadonlyArray<string> = ["cl100k_base", "o200k_base"]
  *
  * @example
  * ```ts
- * import { TokenCounter } from "@effect-agent/core"
+ * import { TokenCounter } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -574,7 +574,7 @@ export const makeTiktoken = (
  *
  * @example
  * ```ts
- * import { TokenCounter } from "@effect-agent/core"
+ * import { TokenCounter } from "@stepwise-agent/core"
  *
  * const CounterLive = TokenCounter.layerTiktoken({ encoding: "cl100k_base" })
  * ```
@@ -617,7 +617,7 @@ const emptyMessage = (role: Role): Prompt.Message =>
  *
  * @example
  * ```ts
- * import { TokenCounter } from "@effect-agent/core"
+ * import { TokenCounter } from "@stepwise-agent/core"
  * import { Tokenizer } from "@effect/ai"
  * import { Effect } from "effect"
  *
@@ -687,7 +687,7 @@ export const makeModel: Effect.Effect<TokenCounter.Service, never, Tokenizer.Tok
  *
  * @example
  * ```ts
- * import { TokenCounter } from "@effect-agent/core"
+ * import { TokenCounter } from "@stepwise-agent/core"
  * import { Tokenizer } from "@effect/ai"
  * import { Effect, Layer } from "effect"
  *
@@ -712,7 +712,7 @@ export const layerModel: Layer.Layer<TokenCounter, never, Tokenizer.Tokenizer> =
  *
  * @example
  * ```ts
- * import { TokenCounter } from "@effect-agent/core"
+ * import { TokenCounter } from "@stepwise-agent/core"
  * import { Prompt } from "@effect/ai"
  *
  * const tokens = TokenCounter.count([Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "hi" })] })])
@@ -730,7 +730,7 @@ export const count = (messages: ReadonlyArray<Prompt.Message>): Effect.Effect<nu
  *
  * @example
  * ```ts
- * import { TokenCounter } from "@effect-agent/core"
+ * import { TokenCounter } from "@stepwise-agent/core"
  * import { Prompt } from "@effect/ai"
  *
  * const messages = [Prompt.makeMessage("system", { content: "Be concise." })]

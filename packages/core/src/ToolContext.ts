@@ -33,7 +33,7 @@ export interface ToolContext {
  * @category references
  */
 export class CurrentToolContext extends Context.Reference<CurrentToolContext>()(
-  "@effect-agent/core/ToolContext/CurrentToolContext",
+  "@stepwise-agent/core/ToolContext/CurrentToolContext",
   { defaultValue: () => Option.none<ToolContext>() }
 ) {}
 
@@ -43,7 +43,7 @@ export class CurrentToolContext extends Context.Reference<CurrentToolContext>()(
  *
  * @example
  * ```ts
- * import { ToolContext } from "@effect-agent/core"
+ * import { ToolContext } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * // inside a handler of a tool that writes

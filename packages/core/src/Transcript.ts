@@ -41,7 +41,7 @@ const textOf = (parts: ReadonlyArray<{ readonly type: string }>): string =>
  *
  * @example
  * ```ts
- * import { Transcript } from "@effect-agent/core"
+ * import { Transcript } from "@stepwise-agent/core"
  * import { Prompt } from "@effect/ai"
  *
  * const line = Transcript.line(Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "Hi" })] }))
@@ -81,7 +81,7 @@ export const line = (message: Prompt.Message, options?: Options): string => {
  *
  * @example
  * ```ts
- * import { Agent, Transcript } from "@effect-agent/core"
+ * import { Agent, Transcript } from "@stepwise-agent/core"
  * import { Console, Effect } from "effect"
  *
  * const program = Effect.gen(function*() {

@@ -12,7 +12,7 @@ import * as Schema from "effect/Schema"
  * @since 0.1.0
  * @category models
  */
-export class Usage extends Schema.Class<Usage>("@effect-agent/core/Usage")({
+export class Usage extends Schema.Class<Usage>("@stepwise-agent/core/Usage")({
   inputTokens: Schema.Number,
   outputTokens: Schema.Number,
   totalTokens: Schema.Number
@@ -31,7 +31,7 @@ export const empty: Usage = new Usage({ inputTokens: 0, outputTokens: 0, totalTo
  *
  * @example
  * ```ts
- * import { Usage } from "@effect-agent/core"
+ * import { Usage } from "@stepwise-agent/core"
  * import { Response } from "@effect/ai"
  *
  * const total = Usage.add(

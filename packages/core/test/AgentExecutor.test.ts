@@ -1,9 +1,9 @@
-import type { Checkpointer } from "@effect-agent/core"
-import { Agent, AgentExecutor, type AgentLoop, Middleware, ToolContext } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import type { Prompt } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import type { Checkpointer } from "@stepwise-agent/core"
+import { Agent, AgentExecutor, type AgentLoop, Middleware, ToolContext } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Exit, Layer, Option, Schema, Scope, Stream } from "effect"
 import { Calculator, CalculatorLive, encoded, recording } from "./utils.js"
 

@@ -1,7 +1,7 @@
-import { AgentState } from "@effect-agent/core"
-import { Arbitraries } from "@effect-agent/testing"
 import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { AgentState } from "@stepwise-agent/core"
+import { Arbitraries } from "@stepwise-agent/testing"
 import { Effect, Schema } from "effect"
 
 const encodeWithSchema = Schema.encodeSync(Schema.Array(Prompt.Message))

@@ -1,9 +1,9 @@
-import { Agent, AgentState, Checkpointer, Middleware } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import { Prompt } from "@effect/ai"
 import { FileSystem } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, AgentState, Checkpointer, Middleware } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Layer, Option, Schema } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -50,7 +50,7 @@ const makeAgent = () =>
 
 const tempDirectory = Effect.flatMap(
   FileSystem.FileSystem,
-  (fs) => fs.makeTempDirectoryScoped({ directory: os.tmpdir(), prefix: "effect-agent-checkpoints-" })
+  (fs) => fs.makeTempDirectoryScoped({ directory: os.tmpdir(), prefix: "stepwise-checkpoints-" })
 )
 
 describe("Checkpointer.layerFileSystem", () => {

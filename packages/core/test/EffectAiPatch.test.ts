@@ -5,9 +5,9 @@
  * is missing, check that the cache keeps tool sets apart, and run the agent
  * on an unpatched copy of `LanguageModel` to show it does not depend on it.
  */
-import { Agent } from "@effect-agent/core"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent } from "@stepwise-agent/core"
 import { Effect, Logger, Schema } from "effect"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
@@ -72,7 +72,7 @@ describe("the @effect/ai response-schema patch", () => {
   it.effect("is not needed for correctness: the agent runs on an unpatched LanguageModel", () =>
     Effect.gen(function*() {
       // An unpatched copy of the ES module build, inside node_modules so that its imports resolve.
-      const copy = path.join(aiRoot, "..", "..", ".cache", "effect-agent-unpatched-ai")
+      const copy = path.join(aiRoot, "..", "..", ".cache", "stepwise-unpatched-ai")
       fs.rmSync(copy, { recursive: true, force: true })
       fs.cpSync(path.join(aiRoot, "dist", "esm"), copy, { recursive: true })
       let source = fs.readFileSync(path.join(copy, "LanguageModel.js"), "utf8")

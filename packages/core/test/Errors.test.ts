@@ -1,7 +1,7 @@
-import { Agent, Middleware } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, Middleware } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Layer, Schema, Stream } from "effect"
 import { Add, Calculator, CalculatorLive } from "./utils.js"
 

@@ -1,7 +1,7 @@
-import { Agent, Middleware } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import { AiError, Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, Middleware } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Layer, Option, Schema } from "effect"
 import { assistantText, Calculator, CalculatorLive, recording, roles, toolResults } from "./utils.js"
 

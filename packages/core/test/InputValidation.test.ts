@@ -1,7 +1,7 @@
-import { Agent } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import type { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Layer, Stream } from "effect"
 import { Calculator, CalculatorLive, toolResults } from "./utils.js"
 

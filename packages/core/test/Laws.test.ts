@@ -1,6 +1,6 @@
-import { Agent, Middleware } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, Middleware } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Either, FastCheck, Layer } from "effect"
 import { Calculator, CalculatorLive, encoded, encodedRequests } from "./utils.js"
 

@@ -1,8 +1,8 @@
-import { Agent, Checkpointer, Middleware } from "@effect-agent/core"
-import * as ModelRetry from "@effect-agent/middleware/ModelRetry"
-import { ScriptedModel } from "@effect-agent/testing"
 import { Prompt, Response } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
+import * as ModelRetry from "@stepwise-agent/middleware/ModelRetry"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Fiber, Layer, Option, Stream, TestClock } from "effect"
 
 const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>

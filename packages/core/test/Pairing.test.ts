@@ -1,7 +1,7 @@
-import { Agent } from "@effect-agent/core"
-import { Arbitraries, ScriptedModel } from "@effect-agent/testing"
 import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent } from "@stepwise-agent/core"
+import { Arbitraries, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, FastCheck } from "effect"
 
 const call = (id: string) => Prompt.makePart("tool-call", { id, name: "search", params: {}, providerExecuted: false })

@@ -1,7 +1,7 @@
-import { Secrets } from "@effect-agent/core"
 import * as AiError from "@effect/ai/AiError"
 import * as Headers from "@effect/platform/Headers"
 import { assert, describe, it } from "@effect/vitest"
+import { Secrets } from "@stepwise-agent/core"
 import { Cause, FastCheck, Option } from "effect"
 
 const keyChars = FastCheck.constantFrom(

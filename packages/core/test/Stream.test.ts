@@ -1,6 +1,6 @@
-import { Agent, AgentEvent, Middleware } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Layer, Option, Schema, Stream } from "effect"
 import { Calculator, CalculatorLive, encoded, encodedRequests } from "./utils.js"
 

@@ -1,6 +1,6 @@
-import * as Arbitraries from "@effect-agent/testing/Arbitraries"
 import { AiError, Prompt, Tokenizer } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
 import { Effect, FastCheck, Layer } from "effect"
 import { getEncoding } from "js-tiktoken"
 import * as TokenCounter from "../src/TokenCounter.js"

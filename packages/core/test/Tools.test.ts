@@ -1,7 +1,7 @@
-import { Agent } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Layer, Option, Schema, Stream } from "effect"
 import { Add, Calculator, CalculatorLive, roles, toolResults } from "./utils.js"
 

@@ -1,7 +1,7 @@
-import { Agent, Transcript } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, Transcript } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Layer } from "effect"
 import { Calculator, CalculatorLive } from "./utils.js"
 

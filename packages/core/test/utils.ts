@@ -2,9 +2,9 @@
  * Shared fixtures of the core behaviour tests: a calculator toolkit, a
  * middleware that records every hook call, and helpers to read transcripts.
  */
-import type { Middleware } from "@effect-agent/core"
-import { HookRecorder, type ScriptedModel } from "@effect-agent/testing"
 import { Prompt, Response, Tool, Toolkit } from "@effect/ai"
+import type { Middleware } from "@stepwise-agent/core"
+import { HookRecorder, type ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Schema } from "effect"
 
 /** `add(a, b)`: the one tool of the calculator. */

@@ -106,7 +106,7 @@ export const measure = async (
     readonly steps: number
   }
 ): Promise<Array<AblationResult>> => {
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-ablation-"))
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-ablation-"))
   try {
     // bare imports from the copies resolve to the repository's packages (same module instances)
     fs.symlinkSync(path.join(root, "node_modules"), path.join(tmp, "node_modules"), "dir")

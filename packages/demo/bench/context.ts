@@ -19,9 +19,9 @@
  *
  * @since 0.1.0
  */
-import { type Middleware, TokenCounter } from "@effect-agent/core"
-import { ContextEditing, Summarization } from "@effect-agent/middleware"
 import { type LanguageModel, Prompt } from "@effect/ai"
+import { type Middleware, TokenCounter } from "@stepwise-agent/core"
+import { ContextEditing, Summarization } from "@stepwise-agent/middleware"
 import { Effect, Either, Option } from "effect"
 import { getEncoding } from "js-tiktoken"
 import { performance } from "node:perf_hooks"

@@ -1,5 +1,5 @@
 /**
- * The issue-8 figures: what durable mode (`@effect-agent/workflow`) adds to a
+ * The issue-8 figures: what durable mode (`@stepwise-agent/workflow`) adds to a
  * step, and how long a crashed run takes to come back.
  *
  * 1. Per step, on the bench's workload (the `LanguageModel.make` fake, one
@@ -24,14 +24,14 @@
  *
  * @since 0.1.0
  */
-import { Agent, AgentLoop, Checkpointer } from "@effect-agent/core"
-import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
-import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
-import * as RunStore from "@effect-agent/workflow/RunStore"
-import * as SqlCheckpointer from "@effect-agent/workflow/SqlCheckpointer"
 import { LanguageModel, Prompt, type Response, Toolkit } from "@effect/ai"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Activity, Workflow, type WorkflowEngine } from "@effect/workflow"
+import { Agent, AgentLoop, Checkpointer } from "@stepwise-agent/core"
+import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
+import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as RunStore from "@stepwise-agent/workflow/RunStore"
+import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Context, Effect, Exit, Layer, Schema, Scope, Stream } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -537,7 +537,7 @@ export const measure = async (options: {
 }): Promise<DurableResult> => {
   const { log, sampling } = options
   const started = performance.now()
-  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-durable-"))
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-durable-"))
   const closers: Array<() => Promise<void>> = []
   try {
     const filename = path.join(directory, "runs.db")

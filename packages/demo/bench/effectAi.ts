@@ -76,7 +76,7 @@ export const prepare = async (root: string): Promise<Builds> => {
     return none("no `packages/core/assets/patches/@effect+ai+*.patch` in the repository", "as published")
   }
   const patchFile = path.join(patchesDir, patchName)
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-effect-ai-"))
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-effect-ai-"))
   const cleanup = () => fs.rmSync(tmp, { recursive: true, force: true })
   try {
     // node_modules of links to the repository's packages, except a real copy of @effect/ai

@@ -12,16 +12,16 @@
  *   parts. No @effect/ai work at all on the model call, so a step costs our
  *   loop plus the tool call (`Toolkit.handle` and the handler).
  *
- * `ScriptedModel` from `@effect-agent/testing` is not used in the timed runs:
+ * `ScriptedModel` from `@stepwise-agent/testing` is not used in the timed runs:
  * it records every request (a growing array holding every prompt, plus a
  * `tools.map` per call), which is the right thing in tests but is both
  * overhead and a leak over the ~10^5 calls of a benchmark.
  *
  * @since 0.1.0
  */
-import { Agent, Checkpointer, Middleware } from "@effect-agent/core"
 import type { Prompt } from "@effect/ai"
 import { LanguageModel, Response, Tool, Toolkit } from "@effect/ai"
+import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import type { Context } from "effect"
 import { Effect, Layer, Schema, Stream } from "effect"
 

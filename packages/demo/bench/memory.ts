@@ -13,8 +13,8 @@
  *
  * @since 0.1.0
  */
-import { AgentState, type Checkpointer } from "@effect-agent/core"
 import { Prompt } from "@effect/ai"
+import { AgentState, type Checkpointer } from "@stepwise-agent/core"
 import { Effect } from "effect"
 import { callParams, makeBench } from "./fixtures.js"
 import { type Sample, sample, type SampleOptions } from "./measure.js"

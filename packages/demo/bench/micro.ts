@@ -8,9 +8,9 @@
  *
  * @since 0.1.0
  */
-import { AgentState, Middleware, Usage } from "@effect-agent/core"
-import { TodoList } from "@effect-agent/middleware"
 import { Prompt, Response } from "@effect/ai"
+import { AgentState, Middleware, Usage } from "@stepwise-agent/core"
+import { TodoList } from "@stepwise-agent/middleware"
 import { Context, Effect } from "effect"
 import { type Sample, sample, type SampleOptions } from "./measure.js"
 

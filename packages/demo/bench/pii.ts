@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import * as Pii from "@effect-agent/middleware/Pii"
+import * as Pii from "@stepwise-agent/middleware/Pii"
 import { Either } from "effect"
 
 /**

@@ -98,7 +98,7 @@ const runProfile = (
   seconds: number,
   build: string | undefined
 ): Report.ProfileResult | undefined => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-prof-"))
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-prof-"))
   // Node 20 rejects --cpu-prof in NODE_OPTIONS, so the flags go on the command line
   const child = spawnSync(process.execPath, [
     "--cpu-prof",
@@ -285,7 +285,7 @@ const main = async () => {
   const started = performance.now()
   const section = (title: string) => log(`${title}  [${((performance.now() - started) / 1000).toFixed(0)} s]`)
   const machine = Report.describeMachine(ROOT)
-  log(`effect-agent benchmark — ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`)
+  log(`Stepwise benchmark — ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`)
   log(`load average at start: ${machine.loadStart.map((l) => l.toFixed(2)).join(" ")}`)
 
   // a first configuration would otherwise pay for the JIT warming up the shared code

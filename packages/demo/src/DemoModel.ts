@@ -5,11 +5,11 @@
  *
  * @since 0.1.0
  */
-import * as Middleware from "@effect-agent/core/Middleware"
 import * as OpenAiClient from "@effect/ai-openai/OpenAiClient"
 import * as OpenAiLanguageModel from "@effect/ai-openai/OpenAiLanguageModel"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
@@ -23,8 +23,8 @@ import * as Redacted from "effect/Redacted"
  *
  * @example
  * ```ts
- * import { DemoModel } from "@effect-agent/demo"
- * import { ScriptedModel } from "@effect-agent/testing"
+ * import { DemoModel } from "@stepwise-agent/demo"
+ * import { ScriptedModel } from "@stepwise-agent/testing"
  *
  * const ModelLive = DemoModel.layer(ScriptedModel.layer([ScriptedModel.text("hi")]))
  * ```
@@ -60,7 +60,7 @@ export const layer = (
  *
  * @example
  * ```ts
- * import { DemoModel } from "@effect-agent/demo"
+ * import { DemoModel } from "@stepwise-agent/demo"
  *
  * const middleware = [DemoModel.audit]
  * ```

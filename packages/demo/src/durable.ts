@@ -1,7 +1,7 @@
 /**
  * `npm run demo -- --durable`: the demo agent run durably. The run is a
  * workflow on @effect/cluster with its journal in a SQLite file under
- * `.effect-agent/` in the working directory. Stop it at any point (Ctrl-C,
+ * `.stepwise/` in the working directory. Stop it at any point (Ctrl-C,
  * `kill`, even `kill -9`) and run the same command again: the run carries on
  * from its journal, and each step says whether it ran now or came back from
  * the journal. `--reset` deletes the run and starts over; `--pace <ms>` sets
@@ -11,20 +11,20 @@
  * The approval of `read_file` is asked in the terminal (or given by itself
  * when stdin is not a terminal) and sent with `resume`, as another process
  * would send it. The demo also saves its answer to
- * `.effect-agent/demo-notes.md` with a tool that writes once per
+ * `.stepwise/demo-notes.md` with a tool that writes once per
  * idempotency key: stopped while that call finishes, the demo runs the call
  * again on the next start, and the key keeps the line from being written
  * twice.
  *
  * @since 0.1.0
  */
-import { Agent, AgentLoop, Middleware, ToolContext } from "@effect-agent/core"
-import { HumanInTheLoop, TodoList } from "@effect-agent/middleware"
-import { ScriptedModel } from "@effect-agent/testing"
-import { AgentEngine, AgentWorkflow, RunStore, SqlCheckpointer } from "@effect-agent/workflow"
 import { type Prompt, type Response, Tool, Toolkit } from "@effect/ai"
 import { FileSystem } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Agent, AgentLoop, Middleware, ToolContext } from "@stepwise-agent/core"
+import { HumanInTheLoop, TodoList } from "@stepwise-agent/middleware"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import { AgentEngine, AgentWorkflow, RunStore, SqlCheckpointer } from "@stepwise-agent/workflow"
 import { Console, Deferred, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -57,7 +57,7 @@ const question = "What does the weekend shopping list in my files cost in total?
  * @category models
  */
 export interface Options {
-  /** The folder of the run database and the notes file. Default `.effect-agent` (in the working directory). */
+  /** The folder of the run database and the notes file. Default `.stepwise` (in the working directory). */
   readonly directory?: string | undefined
   /** Delete the run (database and notes) and start over. */
   readonly reset?: boolean | undefined
@@ -74,7 +74,7 @@ export interface Options {
  *
  * @example
  * ```ts
- * import { parseArgs } from "@effect-agent/demo/durable"
+ * import { parseArgs } from "@stepwise-agent/demo/durable"
  *
  * parseArgs(["--durable", "--pace", "200"]) // { reset: false, pace: Duration.millis(200) }
  * ```
@@ -213,7 +213,7 @@ const ranHere = (ran: Ran, modelStarted: (step: number, messageCount: number) =>
  * @since 0.1.0
  * @category workflows
  */
-export const DemoRuns = AgentWorkflow.make({ name: "effect-agent-demo", version: 1 })
+export const DemoRuns = AgentWorkflow.make({ name: "stepwise-demo", version: 1 })
 
 const agentLayer = (
   ran: Ran,
@@ -506,7 +506,7 @@ const reset = (filename: string, notes: string) =>
  *
  * @example
  * ```ts
- * import { program } from "@effect-agent/demo/durable"
+ * import { program } from "@stepwise-agent/demo/durable"
  * import { NodeContext, NodeRuntime } from "@effect/platform-node"
  * import { Effect } from "effect"
  *
@@ -518,7 +518,7 @@ const reset = (filename: string, notes: string) =>
  */
 export const program = (options?: Options | undefined) =>
   Effect.gen(function*() {
-    const directory = path.resolve(options?.directory ?? ".effect-agent")
+    const directory = path.resolve(options?.directory ?? ".stepwise")
     const filename = path.join(directory, "demo.db")
     const notes = path.join(directory, "demo-notes.md")
     const pace = Duration.decode(options?.pace ?? "1 second")
@@ -581,7 +581,7 @@ export const program = (options?: Options | undefined) =>
  *
  * @example
  * ```ts
- * import { main } from "@effect-agent/demo/durable"
+ * import { main } from "@stepwise-agent/demo/durable"
  *
  * main(process.argv.slice(2))
  * ```

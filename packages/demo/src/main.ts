@@ -11,10 +11,10 @@
  *
  * @since 0.1.0
  */
-import { Agent, AgentEvent, type AgentResult } from "@effect-agent/core"
-import { HumanInTheLoop, TodoList } from "@effect-agent/middleware"
-import { ScriptedModel } from "@effect-agent/testing"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Agent, AgentEvent, type AgentResult } from "@stepwise-agent/core"
+import { HumanInTheLoop, TodoList } from "@stepwise-agent/middleware"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Console, Effect, Option, Schema, Stream } from "effect"
 import * as path from "node:path"
 import * as readline from "node:readline/promises"

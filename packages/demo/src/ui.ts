@@ -7,8 +7,8 @@
  *
  * @since 0.1.0
  */
-import type { AgentLoop } from "@effect-agent/core"
-import * as Inspector from "@effect-agent/inspector/Inspector"
+import type { AgentLoop } from "@stepwise-agent/core"
+import * as Inspector from "@stepwise-agent/inspector/Inspector"
 import { Config, Console, Effect, Fiber, Stream } from "effect"
 
 /**
@@ -17,8 +17,8 @@ import { Config, Console, Effect, Fiber, Stream } from "effect"
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import { runWithInspector } from "@effect-agent/demo/ui"
+ * import { Agent } from "@stepwise-agent/core"
+ * import { runWithInspector } from "@stepwise-agent/demo/ui"
  * import { Effect } from "effect"
  *
  * const program = Effect.flatMap(

@@ -97,7 +97,7 @@ const startDemo = (cwd: string, ...args: ReadonlyArray<string>) =>
   )
 
 const tempDirectory = Effect.acquireRelease(
-  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-durable-demo-"))),
+  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-durable-demo-"))),
   (directory) => Effect.sync(() => fs.rmSync(directory, { recursive: true, force: true }))
 )
 
@@ -119,7 +119,7 @@ const transcript = (lines: ReadonlyArray<string>) => {
 }
 
 const notesOf = (cwd: string) => {
-  const file = path.join(cwd, ".effect-agent", "demo-notes.md")
+  const file = path.join(cwd, ".stepwise", "demo-notes.md")
   return fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter((line) => line !== "") : []
 }
 

@@ -4,13 +4,13 @@
  * planning tool (`TodoList`), context editing (`ContextEditing` clearing old
  * tool results) and an approval (`HumanInTheLoop` gating `publish`).
  */
-import { Agent, Checkpointer } from "@effect-agent/core"
-import * as ContextEditing from "@effect-agent/middleware/ContextEditing"
-import * as HumanInTheLoop from "@effect-agent/middleware/HumanInTheLoop"
-import * as TodoList from "@effect-agent/middleware/TodoList"
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, Checkpointer } from "@stepwise-agent/core"
+import * as ContextEditing from "@stepwise-agent/middleware/ContextEditing"
+import * as HumanInTheLoop from "@stepwise-agent/middleware/HumanInTheLoop"
+import * as TodoList from "@stepwise-agent/middleware/TodoList"
 import { Effect, Layer, Option, Ref, Schema } from "effect"
 import * as FakeOpenAi from "./fakeOpenAi.js"
 import { transcript } from "./transcript.js"

@@ -2,14 +2,14 @@
  * End to end: the real `@effect/ai-openai` client (Responses API, plain and
  * streaming) driving an agent against a fake OpenAI server on 127.0.0.1.
  */
-import { Agent, AgentEvent, Checkpointer } from "@effect-agent/core"
-import type { Middleware } from "@effect-agent/core"
-import * as ModelFallback from "@effect-agent/middleware/ModelFallback"
-import * as ModelRetry from "@effect-agent/middleware/ModelRetry"
 import type * as AiError from "@effect/ai/AiError"
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, AgentEvent, Checkpointer } from "@stepwise-agent/core"
+import type { Middleware } from "@stepwise-agent/core"
+import * as ModelFallback from "@stepwise-agent/middleware/ModelFallback"
+import * as ModelRetry from "@stepwise-agent/middleware/ModelRetry"
 import { Chunk, Clock, Effect, Layer, Option, Ref, Schema, Stream } from "effect"
 import * as FakeOpenAi from "./fakeOpenAi.js"
 import { transcript } from "./transcript.js"

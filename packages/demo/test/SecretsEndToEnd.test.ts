@@ -8,19 +8,19 @@
  * log and thread failure, a durable run's journal and `status().failure`,
  * and (with `Secrets.scrubHttpClient`) spans.
  */
-import type { AgentLoop } from "@effect-agent/core"
-import { Agent, AgentEvent, Secrets } from "@effect-agent/core"
-import * as Inspector from "@effect-agent/inspector/Inspector"
-import * as Logging from "@effect-agent/middleware/Logging"
-import * as Summarization from "@effect-agent/middleware/Summarization"
-import { SpanRecorder } from "@effect-agent/testing"
-import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
-import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
-import * as RunStore from "@effect-agent/workflow/RunStore"
-import * as SqlCheckpointer from "@effect-agent/workflow/SqlCheckpointer"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Toolkit from "@effect/ai/Toolkit"
 import { assert, describe, it } from "@effect/vitest"
+import type { AgentLoop } from "@stepwise-agent/core"
+import { Agent, AgentEvent, Secrets } from "@stepwise-agent/core"
+import * as Inspector from "@stepwise-agent/inspector/Inspector"
+import * as Logging from "@stepwise-agent/middleware/Logging"
+import * as Summarization from "@stepwise-agent/middleware/Summarization"
+import { SpanRecorder } from "@stepwise-agent/testing"
+import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
+import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as RunStore from "@stepwise-agent/workflow/RunStore"
+import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Cause, Chunk, Context, Effect, Exit, Fiber, HashMap, Layer, Logger, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -184,7 +184,7 @@ describe("secrets in provider errors", () => {
   it.scopedLive("a durable run's journal and status().failure hold no key (SQLite)", () =>
     Effect.gen(function*() {
       const directory = yield* Effect.acquireRelease(
-        Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-secrets-"))),
+        Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-secrets-"))),
         (directory) => Effect.sync(() => fs.rmSync(directory, { recursive: true, force: true }))
       )
       const filename = path.join(directory, "runs.db")

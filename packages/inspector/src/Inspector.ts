@@ -13,12 +13,12 @@
  *
  * @since 0.1.0
  */
-import * as AgentLoop from "@effect-agent/core/AgentLoop"
-import * as Secrets from "@effect-agent/core/Secrets"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as AgentLoop from "@stepwise-agent/core/AgentLoop"
+import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -85,7 +85,7 @@ export interface Options {
  * @category errors
  */
 export class InspectorError extends Schema.TaggedError<InspectorError>(
-  "@effect-agent/inspector/Inspector/InspectorError"
+  "@stepwise-agent/inspector/Inspector/InspectorError"
 )("InspectorError", {
   reason: Schema.String
 }) {
@@ -107,7 +107,7 @@ export class InspectorError extends Schema.TaggedError<InspectorError>(
  * @since 0.1.0
  * @category tags
  */
-export class Inspector extends Context.Tag("@effect-agent/inspector/Inspector")<Inspector, Inspector.Service>() {}
+export class Inspector extends Context.Tag("@stepwise-agent/inspector/Inspector")<Inspector, Inspector.Service>() {}
 
 /**
  * @since 0.1.0
@@ -191,8 +191,8 @@ const bracketHost = (host: string) => host.includes(":") ? `[${host}]` : host
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import { Inspector } from "@effect-agent/inspector"
+ * import { Agent } from "@stepwise-agent/core"
+ * import { Inspector } from "@stepwise-agent/inspector"
  * import { Console, Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -477,8 +477,8 @@ export const make: (
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import { Inspector } from "@effect-agent/inspector"
+ * import { Agent } from "@stepwise-agent/core"
+ * import { Inspector } from "@stepwise-agent/inspector"
  * import { Layer } from "effect"
  *
  * const AgentLive = Agent.layer({ systemPrompt: "Be brief." })

@@ -31,7 +31,7 @@ import * as Layer from "effect/Layer"
 export interface Options {
   /** The collector's traces endpoint (default `"http://127.0.0.1:4318/v1/traces"`, OTLP/HTTP's usual port). */
   readonly url?: string | undefined
-  /** The `service.name` of the spans (default `"effect-agent"`). */
+  /** The `service.name` of the spans (default `"stepwise"`). */
   readonly serviceName?: string | undefined
   readonly serviceVersion?: string | undefined
   /** Headers of each export request, e.g. an API key of a hosted backend. */
@@ -49,8 +49,8 @@ const defaultUrl = "http://127.0.0.1:4318/v1/traces"
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import { TraceExport } from "@effect-agent/inspector"
+ * import { Agent } from "@stepwise-agent/core"
+ * import { TraceExport } from "@stepwise-agent/inspector"
  * import { NodeHttpClient } from "@effect/platform-node"
  * import { Effect, Layer } from "effect"
  *
@@ -71,7 +71,7 @@ export const layer = (options?: Options | undefined): Layer.Layer<never, never, 
   OtlpTracer.layer({
     url: options?.url ?? defaultUrl,
     resource: {
-      serviceName: options?.serviceName ?? "effect-agent",
+      serviceName: options?.serviceName ?? "stepwise",
       serviceVersion: options?.serviceVersion
     },
     headers: options?.headers,

@@ -1,5 +1,5 @@
-import { ScriptedModel } from "@effect-agent/testing"
 import { assert, describe, layer } from "@effect/vitest"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Context, Deferred, Effect, Fiber, Layer, Queue } from "effect"
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"

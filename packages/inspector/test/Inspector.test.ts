@@ -1,6 +1,6 @@
-import { Agent } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Exit, Layer, Logger, Option, Scope } from "effect"
 import * as Inspector from "../src/Inspector.js"
 import * as Wire from "../src/internal/wire.js"

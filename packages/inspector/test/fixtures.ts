@@ -1,7 +1,7 @@
-import { Agent } from "@effect-agent/core"
-import { ContextEditing, HumanInTheLoop, TodoList } from "@effect-agent/middleware"
-import { ScriptedModel } from "@effect-agent/testing"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { Agent } from "@stepwise-agent/core"
+import { ContextEditing, HumanInTheLoop, TodoList } from "@stepwise-agent/middleware"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Either, Option, Ref, Schema } from "effect"
 import * as Inspector from "../src/Inspector.js"
 

@@ -26,9 +26,9 @@
  *
  * @since 0.1.0
  */
-import * as Middleware from "@effect-agent/core/Middleware"
-import * as TokenCounter from "@effect-agent/core/TokenCounter"
 import * as Prompt from "@effect/ai/Prompt"
+import * as Middleware from "@stepwise-agent/core/Middleware"
+import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
@@ -45,7 +45,7 @@ import * as Schema from "effect/Schema"
  * @category errors
  */
 export class InvalidEditOptions extends Schema.TaggedError<InvalidEditOptions>(
-  "@effect-agent/middleware/ContextEditing/InvalidEditOptions"
+  "@stepwise-agent/middleware/ContextEditing/InvalidEditOptions"
 )("InvalidEditOptions", {
   edit: Schema.String,
   option: Schema.String,
@@ -67,7 +67,7 @@ export class InvalidEditOptions extends Schema.TaggedError<InvalidEditOptions>(
  * @category errors
  */
 export class ContextEditError extends Schema.TaggedError<ContextEditError>(
-  "@effect-agent/middleware/ContextEditing/ContextEditError"
+  "@stepwise-agent/middleware/ContextEditing/ContextEditError"
 )("ContextEditError", {
   edit: Schema.String,
   reason: Schema.String
@@ -171,13 +171,13 @@ export declare namespace ContextEdit {
 
 /**
  * The key, in a part's provider `options`, under which context editing marks
- * what it cleared: `{ "effect-agent": { contextEditing: "cleared" } }`.
+ * what it cleared: `{ "stepwise": { contextEditing: "cleared" } }`.
  * Providers read only their own key, so the marker never reaches a model.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const markerKey = "effect-agent"
+export const markerKey = "stepwise"
 
 const marked = (options: Prompt.ProviderOptions): Prompt.ProviderOptions => ({
   ...options,
@@ -190,12 +190,12 @@ const marked = (options: Prompt.ProviderOptions): Prompt.ProviderOptions => ({
  *
  * @example
  * ```ts
- * import { ContextEditing } from "@effect-agent/middleware"
+ * import { ContextEditing } from "@stepwise-agent/middleware"
  * import { Prompt } from "@effect/ai"
  *
  * const part = Prompt.makePart("tool-result", {
  *   id: "call_1", name: "search", result: "[cleared]", isFailure: false, providerExecuted: false,
- *   options: { "effect-agent": { contextEditing: "cleared" } }
+ *   options: { "stepwise": { contextEditing: "cleared" } }
  * })
  * ContextEditing.isCleared(part) // true
  * ```
@@ -670,7 +670,7 @@ const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray
  *
  * @example
  * ```ts
- * import { ContextEditing } from "@effect-agent/middleware"
+ * import { ContextEditing } from "@stepwise-agent/middleware"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -692,8 +692,8 @@ export const ClearToolUses = (options?: ClearToolUsesOptions): Either.Either<Con
  *
  * @example
  * ```ts
- * import { TokenCounter } from "@effect-agent/core"
- * import { ContextEditing } from "@effect-agent/middleware"
+ * import { TokenCounter } from "@stepwise-agent/core"
+ * import { ContextEditing } from "@stepwise-agent/middleware"
  * import { Effect, Either } from "effect"
  *
  * const edit = Either.getOrThrow(ContextEditing.ClearToolUses({ trigger: 1000 }))
@@ -789,8 +789,8 @@ export interface MiddlewareOptions<Edits extends ReadonlyArray<ContextEdit.Any>,
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import { ContextEditing } from "@effect-agent/middleware"
+ * import { Agent } from "@stepwise-agent/core"
+ * import { ContextEditing } from "@stepwise-agent/middleware"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {

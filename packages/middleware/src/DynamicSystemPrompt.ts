@@ -12,8 +12,8 @@
  *
  * @since 0.1.0
  */
-import { InvalidHookResult } from "@effect-agent/core/AgentError"
-import * as Middleware from "@effect-agent/core/Middleware"
+import { InvalidHookResult } from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 
 /**
@@ -42,9 +42,9 @@ export interface Options {
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
+ * import { Agent } from "@stepwise-agent/core"
  * import { Clock, Effect } from "effect"
- * import * as DynamicSystemPrompt from "@effect-agent/middleware/DynamicSystemPrompt"
+ * import * as DynamicSystemPrompt from "@stepwise-agent/middleware/DynamicSystemPrompt"
  *
  * // extend the agent's prompt with the time and the length of the conversation
  * const prompt = DynamicSystemPrompt.middleware((request) =>

@@ -16,9 +16,9 @@
  *
  * @since 0.1.0
  */
-import type * as AgentError from "@effect-agent/core/AgentError"
-import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
@@ -59,7 +59,7 @@ export const allow: GuardrailVerdict = Verdict.Allow()
  *
  * @example
  * ```ts
- * import * as Guardrail from "@effect-agent/middleware/Guardrail"
+ * import * as Guardrail from "@stepwise-agent/middleware/Guardrail"
  *
  * const verdict = Guardrail.block("asks for medical advice")
  * ```
@@ -74,7 +74,7 @@ export const block = (reason: string): GuardrailVerdict => Verdict.Block({ reaso
  *
  * @example
  * ```ts
- * import * as Guardrail from "@effect-agent/middleware/Guardrail"
+ * import * as Guardrail from "@stepwise-agent/middleware/Guardrail"
  *
  * const verdict = Guardrail.rewrite("Please summarize the attached report.")
  * ```
@@ -152,7 +152,7 @@ export interface Options<EI, RI, EO, RO> {
  * @category errors
  */
 export class GuardrailTripped extends Schema.TaggedError<GuardrailTripped>(
-  "@effect-agent/middleware/Guardrail/GuardrailTripped"
+  "@stepwise-agent/middleware/Guardrail/GuardrailTripped"
 )("GuardrailTripped", {
   guardrail: Schema.String,
   stage: Schema.Literal("input", "output"),
@@ -174,7 +174,7 @@ export class GuardrailTripped extends Schema.TaggedError<GuardrailTripped>(
  * @category errors
  */
 export class InvalidGuardrailVerdict extends Schema.TaggedError<InvalidGuardrailVerdict>(
-  "@effect-agent/middleware/Guardrail/InvalidGuardrailVerdict"
+  "@stepwise-agent/middleware/Guardrail/InvalidGuardrailVerdict"
 )("InvalidGuardrailVerdict", {
   guardrail: Schema.String,
   stage: Schema.Literal("input", "output"),
@@ -239,8 +239,8 @@ const OptionsSchema = Schema.Struct({
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import * as Guardrail from "@effect-agent/middleware/Guardrail"
+ * import { Agent } from "@stepwise-agent/core"
+ * import * as Guardrail from "@stepwise-agent/middleware/Guardrail"
  * import { Effect } from "effect"
  *
  * const noSecrets = Guardrail.middleware({

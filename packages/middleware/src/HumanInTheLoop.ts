@@ -28,11 +28,11 @@
  *
  * @since 0.1.0
  */
-import type * as AgentError from "@effect-agent/core/AgentError"
-import * as AgentState from "@effect-agent/core/AgentState"
-import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Tool from "@effect/ai/Tool"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AgentState from "@stepwise-agent/core/AgentState"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as JSONSchema from "effect/JSONSchema"
@@ -280,7 +280,7 @@ export interface Options<Tools extends Record<string, Tool.Any>> {
  * @category errors
  */
 export class InvalidInterruptPolicy extends Schema.TaggedError<InvalidInterruptPolicy>(
-  "@effect-agent/middleware/HumanInTheLoop/InvalidInterruptPolicy"
+  "@stepwise-agent/middleware/HumanInTheLoop/InvalidInterruptPolicy"
 )("InvalidInterruptPolicy", {
   toolName: Schema.String,
   reason: Schema.String
@@ -300,7 +300,7 @@ export class InvalidInterruptPolicy extends Schema.TaggedError<InvalidInterruptP
  * @category errors
  */
 export class InvalidDecisions extends Schema.TaggedError<InvalidDecisions>(
-  "@effect-agent/middleware/HumanInTheLoop/InvalidDecisions"
+  "@stepwise-agent/middleware/HumanInTheLoop/InvalidDecisions"
 )("InvalidDecisions", {
   threadId: Schema.String,
   description: Schema.String
@@ -320,7 +320,7 @@ export class InvalidDecisions extends Schema.TaggedError<InvalidDecisions>(
  * @category errors
  */
 export class UnknownCallId extends Schema.TaggedError<UnknownCallId>(
-  "@effect-agent/middleware/HumanInTheLoop/UnknownCallId"
+  "@stepwise-agent/middleware/HumanInTheLoop/UnknownCallId"
 )("UnknownCallId", {
   threadId: Schema.String,
   callId: Schema.String,
@@ -342,7 +342,7 @@ export class UnknownCallId extends Schema.TaggedError<UnknownCallId>(
  * @category errors
  */
 export class MissingDecision extends Schema.TaggedError<MissingDecision>(
-  "@effect-agent/middleware/HumanInTheLoop/MissingDecision"
+  "@stepwise-agent/middleware/HumanInTheLoop/MissingDecision"
 )("MissingDecision", {
   threadId: Schema.String,
   callIds: Schema.Array(Schema.String)
@@ -363,7 +363,7 @@ export class MissingDecision extends Schema.TaggedError<MissingDecision>(
  * @category errors
  */
 export class DecisionNotAllowed extends Schema.TaggedError<DecisionNotAllowed>(
-  "@effect-agent/middleware/HumanInTheLoop/DecisionNotAllowed"
+  "@stepwise-agent/middleware/HumanInTheLoop/DecisionNotAllowed"
 )("DecisionNotAllowed", {
   threadId: Schema.String,
   callId: Schema.String,
@@ -388,7 +388,7 @@ export class DecisionNotAllowed extends Schema.TaggedError<DecisionNotAllowed>(
  * @category errors
  */
 export class InvalidEdit extends Schema.TaggedError<InvalidEdit>(
-  "@effect-agent/middleware/HumanInTheLoop/InvalidEdit"
+  "@stepwise-agent/middleware/HumanInTheLoop/InvalidEdit"
 )("InvalidEdit", {
   threadId: Schema.String,
   callId: Schema.String,
@@ -413,7 +413,7 @@ export class InvalidEdit extends Schema.TaggedError<InvalidEdit>(
  * @category errors
  */
 export class UnboundDecision extends Schema.TaggedError<UnboundDecision>(
-  "@effect-agent/middleware/HumanInTheLoop/UnboundDecision"
+  "@stepwise-agent/middleware/HumanInTheLoop/UnboundDecision"
 )("UnboundDecision", {
   threadId: Schema.String,
   callId: Schema.String
@@ -437,7 +437,7 @@ export class UnboundDecision extends Schema.TaggedError<UnboundDecision>(
  * @category errors
  */
 export class StaleDecision extends Schema.TaggedError<StaleDecision>(
-  "@effect-agent/middleware/HumanInTheLoop/StaleDecision"
+  "@stepwise-agent/middleware/HumanInTheLoop/StaleDecision"
 )("StaleDecision", {
   threadId: Schema.String,
   callId: Schema.String,
@@ -464,7 +464,7 @@ export class StaleDecision extends Schema.TaggedError<StaleDecision>(
  * @category errors
  */
 export class DuplicateCallId extends Schema.TaggedError<DuplicateCallId>(
-  "@effect-agent/middleware/HumanInTheLoop/DuplicateCallId"
+  "@stepwise-agent/middleware/HumanInTheLoop/DuplicateCallId"
 )("DuplicateCallId", {
   threadId: Schema.String,
   callId: Schema.String
@@ -530,7 +530,7 @@ export const DecisionError: Schema.Union<[
  * @since 0.1.0
  * @category tags
  */
-export class Approvals extends Context.Tag("@effect-agent/middleware/HumanInTheLoop/Approvals")<
+export class Approvals extends Context.Tag("@stepwise-agent/middleware/HumanInTheLoop/Approvals")<
   Approvals,
   Approvals.Service
 >() {}
@@ -573,7 +573,7 @@ const bindingOf = (target: Target) =>
  *
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
  * const action: HumanInTheLoop.ActionRequest = {
  *   callId: "call_1",
@@ -593,7 +593,7 @@ export const approve = (target: Target): Decision => ({ type: "approve", ...bind
 /**
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
  * const decision = HumanInTheLoop.edit("call_1", { path: "/tmp/scratch.txt" })
  * ```
@@ -613,7 +613,7 @@ export const edit = (
 /**
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
  * const decision = HumanInTheLoop.reject("call_1", "Never delete the home directory")
  * ```
@@ -627,7 +627,7 @@ export const reject = (target: Target, message?: string | undefined): Decision =
 /**
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
  * const decision = HumanInTheLoop.respond("call_1", "The file is already gone.")
  * ```
@@ -648,7 +648,7 @@ export const respond = (target: Target, message: string): Decision => ({
  *
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
  * const decisions = HumanInTheLoop.approveAll({ actionRequests: [] })
  * ```
@@ -666,7 +666,7 @@ export const approveAll = (request: ApprovalRequest): ReadonlyArray<Decision> =>
  *
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
  * const request: HumanInTheLoop.ApprovalRequest = { actionRequests: [] }
  * const decisions = HumanInTheLoop.bind(request, [HumanInTheLoop.reject("call_1", "not now")])
@@ -718,7 +718,7 @@ const hash53 = (text: string, seed: number): string => {
  *
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  * import * as assert from "node:assert"
  *
  * assert.strictEqual(
@@ -743,8 +743,8 @@ export const fingerprintOf = (toolName: string, args: unknown): string => {
  *
  * @example
  * ```ts
- * import type { AgentResult } from "@effect-agent/core"
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import type { AgentResult } from "@stepwise-agent/core"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  * import { Option } from "effect"
  *
  * const callsWaiting = (result: AgentResult.AgentResult<any>) =>
@@ -781,7 +781,7 @@ export const requestOf = (wait: { readonly value: unknown }): Option.Option<Appr
  *
  * @example
  * ```ts
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  * import { Effect } from "effect"
  *
  * // Approve reads, reject everything else.
@@ -894,8 +894,8 @@ type Plan =
  *
  * @example
  * ```ts
- * import { Agent, AgentLoop } from "@effect-agent/core"
- * import { HumanInTheLoop } from "@effect-agent/middleware"
+ * import { Agent, AgentLoop } from "@stepwise-agent/core"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  * import { Tool, Toolkit } from "@effect/ai"
  * import { Effect, Schema } from "effect"
  *

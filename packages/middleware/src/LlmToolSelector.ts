@@ -19,11 +19,11 @@
  *
  * @since 0.1.0
  */
-import type * as AgentError from "@effect-agent/core/AgentError"
-import * as Middleware from "@effect-agent/core/Middleware"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Tool from "@effect/ai/Tool"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Check from "./internal/options.js"
@@ -91,7 +91,7 @@ export type Selection = typeof Selection.Type
  * @category errors
  */
 export class UnknownAlwaysIncludeTool extends Schema.TaggedError<UnknownAlwaysIncludeTool>(
-  "@effect-agent/middleware/LlmToolSelector/UnknownAlwaysIncludeTool"
+  "@stepwise-agent/middleware/LlmToolSelector/UnknownAlwaysIncludeTool"
 )("UnknownAlwaysIncludeTool", {
   names: Schema.Array(Schema.String),
   available: Schema.Array(Schema.String)
@@ -211,8 +211,8 @@ const make = (options: Options, model: LanguageModel.Service) => {
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import * as LlmToolSelector from "@effect-agent/middleware/LlmToolSelector"
+ * import { Agent } from "@stepwise-agent/core"
+ * import * as LlmToolSelector from "@stepwise-agent/middleware/LlmToolSelector"
  * import type { LanguageModel } from "@effect/ai"
  * import { Effect } from "effect"
  *

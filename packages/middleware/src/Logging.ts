@@ -23,8 +23,8 @@
  *
  * @since 0.1.0
  */
-import * as Middleware from "@effect-agent/core/Middleware"
-import * as Secrets from "@effect-agent/core/Secrets"
+import * as Middleware from "@stepwise-agent/core/Middleware"
+import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -67,9 +67,9 @@ const describeFailure = (cause: Cause.Cause<unknown>) => {
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
+ * import { Agent } from "@stepwise-agent/core"
  * import { Effect, Logger, LogLevel } from "effect"
- * import * as Logging from "@effect-agent/middleware/Logging"
+ * import * as Logging from "@stepwise-agent/middleware/Logging"
  *
  * const program = Agent.make({ middleware: [Logging.middleware({ level: "Debug" })] }).pipe(
  *   Effect.flatMap((agent) => agent.run("hello", { threadId: "t1" })),

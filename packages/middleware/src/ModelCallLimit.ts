@@ -15,9 +15,9 @@
  *
  * @since 0.1.0
  */
-import type * as AgentError from "@effect-agent/core/AgentError"
-import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Check from "./internal/options.js"
@@ -72,7 +72,7 @@ export interface Options {
  * @category errors
  */
 export class ModelCallLimitExceeded extends Schema.TaggedError<ModelCallLimitExceeded>(
-  "@effect-agent/middleware/ModelCallLimit/ModelCallLimitExceeded"
+  "@stepwise-agent/middleware/ModelCallLimit/ModelCallLimitExceeded"
 )("ModelCallLimitExceeded", {
   threadId: Schema.String,
   threadCount: Schema.Number,
@@ -127,9 +127,9 @@ const OptionsSchema = Schema.Struct({
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
+ * import { Agent } from "@stepwise-agent/core"
  * import { Effect } from "effect"
- * import * as ModelCallLimit from "@effect-agent/middleware/ModelCallLimit"
+ * import * as ModelCallLimit from "@stepwise-agent/middleware/ModelCallLimit"
  *
  * const program = Effect.gen(function*() {
  *   const limit = yield* ModelCallLimit.middleware({ threadLimit: 20, runLimit: 5 })

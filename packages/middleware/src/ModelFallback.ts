@@ -22,10 +22,10 @@
  *
  * @since 0.1.0
  */
-import type * as AgentError from "@effect-agent/core/AgentError"
-import * as Middleware from "@effect-agent/core/Middleware"
 import * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -91,7 +91,7 @@ export type Attempt = typeof Attempt.Type
  * @category errors
  */
 export class ModelFallbackExhausted extends Schema.TaggedError<ModelFallbackExhausted>(
-  "@effect-agent/middleware/ModelFallback/ModelFallbackExhausted"
+  "@stepwise-agent/middleware/ModelFallback/ModelFallbackExhausted"
 )("ModelFallbackExhausted", {
   attempts: Schema.NonEmptyArray(Attempt)
 }) {
@@ -136,10 +136,10 @@ const toResolve = (source: ModelSource): Resolve | LanguageModel.Service => {
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
+ * import { Agent } from "@stepwise-agent/core"
  * import { LanguageModel } from "@effect/ai"
  * import { Effect } from "effect"
- * import * as ModelFallback from "@effect-agent/middleware/ModelFallback"
+ * import * as ModelFallback from "@stepwise-agent/middleware/ModelFallback"
  *
  * declare const backup: LanguageModel.Service
  *

@@ -24,11 +24,11 @@
  *
  * @since 0.1.0
  */
-import * as AgentError from "@effect-agent/core/AgentError"
-import * as Middleware from "@effect-agent/core/Middleware"
 import * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
+import * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -104,7 +104,7 @@ export interface Options {
  *
  * @example
  * ```ts
- * import * as ModelRetry from "@effect-agent/middleware/ModelRetry"
+ * import * as ModelRetry from "@stepwise-agent/middleware/ModelRetry"
  *
  * // also retry when the model's output did not decode
  * const retryOn = ModelRetry.middleware({
@@ -147,7 +147,7 @@ const header = (headers: Readonly<Record<string, unknown>>, name: string): strin
  *
  * @example
  * ```ts
- * import * as ModelRetry from "@effect-agent/middleware/ModelRetry"
+ * import * as ModelRetry from "@stepwise-agent/middleware/ModelRetry"
  * import { AiError } from "@effect/ai"
  * import { Option } from "effect"
  *
@@ -211,9 +211,9 @@ const OptionsSchema = Schema.Struct({
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
+ * import { Agent } from "@stepwise-agent/core"
  * import { Effect } from "effect"
- * import * as ModelRetry from "@effect-agent/middleware/ModelRetry"
+ * import * as ModelRetry from "@stepwise-agent/middleware/ModelRetry"
  *
  * const program = Effect.gen(function*() {
  *   const retry = yield* ModelRetry.middleware({ maxRetries: 3, initialDelay: "500 millis", maxDelay: "10 seconds" })

@@ -53,11 +53,11 @@
  *
  * @since 0.1.0
  */
-import type * as AgentError from "@effect-agent/core/AgentError"
-import * as Middleware from "@effect-agent/core/Middleware"
 import type * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
@@ -255,7 +255,7 @@ export interface Redactor {
  * @category errors
  */
 export class PiiDetected extends Schema.TaggedError<PiiDetected>(
-  "@effect-agent/middleware/Pii/PiiDetected"
+  "@stepwise-agent/middleware/Pii/PiiDetected"
 )("PiiDetected", {
   piiType: Schema.String,
   types: Schema.Array(Schema.String),
@@ -285,7 +285,7 @@ export class PiiDetected extends Schema.TaggedError<PiiDetected>(
  * @category errors
  */
 export class PiiDetectorFailed extends Schema.TaggedError<PiiDetectorFailed>(
-  "@effect-agent/middleware/Pii/PiiDetectorFailed"
+  "@stepwise-agent/middleware/Pii/PiiDetectorFailed"
 )("PiiDetectorFailed", {
   piiType: Schema.String,
   reason: Schema.String
@@ -337,7 +337,7 @@ const scan = (pattern: RegExp, text: string, accept: (value: string) => number |
  *
  * @example
  * ```ts
- * import * as Pii from "@effect-agent/middleware/Pii"
+ * import * as Pii from "@stepwise-agent/middleware/Pii"
  *
  * Pii.passesLuhn("4111 1111 1111 1111") // true
  * Pii.passesLuhn("4111 1111 1111 1112") // false
@@ -681,7 +681,7 @@ const K = [
  *
  * @example
  * ```ts
- * import * as Pii from "@effect-agent/middleware/Pii"
+ * import * as Pii from "@stepwise-agent/middleware/Pii"
  *
  * Pii.sha256("abc") // "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
  * ```
@@ -857,7 +857,7 @@ const makeStream = (redact: (text: string) => Redaction): StreamRedactor => {
  *
  * @example
  * ```ts
- * import * as Pii from "@effect-agent/middleware/Pii"
+ * import * as Pii from "@stepwise-agent/middleware/Pii"
  * import { Either } from "effect"
  *
  * const redactor = Either.getOrThrow(Pii.redactor({ types: ["email"], strategy: "redact" }))
@@ -892,7 +892,7 @@ const compile = (options: RedactorOptions): Either.Either<Redactor, AgentError.I
  *
  * @example
  * ```ts
- * import * as Pii from "@effect-agent/middleware/Pii"
+ * import * as Pii from "@stepwise-agent/middleware/Pii"
  * import { Either } from "effect"
  *
  * const stream = Either.getOrThrow(Pii.streamRedactor({ types: ["email"], strategy: "redact" }))
@@ -948,7 +948,7 @@ const detected = (
  *
  * @example
  * ```ts
- * import * as Pii from "@effect-agent/middleware/Pii"
+ * import * as Pii from "@stepwise-agent/middleware/Pii"
  * import { Either, Stream } from "effect"
  *
  * const redactor = Either.getOrThrow(Pii.redactor({ types: ["credit_card"], strategy: "mask" }))
@@ -1093,8 +1093,8 @@ const OptionsSchema = Schema.Struct({
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import * as Pii from "@effect-agent/middleware/Pii"
+ * import { Agent } from "@stepwise-agent/core"
+ * import * as Pii from "@stepwise-agent/middleware/Pii"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {

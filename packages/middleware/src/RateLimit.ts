@@ -20,8 +20,8 @@
  *
  * @since 0.1.0
  */
-import type * as AgentError from "@effect-agent/core/AgentError"
-import * as Middleware from "@effect-agent/core/Middleware"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -94,7 +94,7 @@ export interface ResolvedLimit {
  * @category errors
  */
 export class UnknownRateLimitedTool extends Schema.TaggedError<UnknownRateLimitedTool>(
-  "@effect-agent/middleware/RateLimit/UnknownRateLimitedTool"
+  "@stepwise-agent/middleware/RateLimit/UnknownRateLimitedTool"
 )("UnknownRateLimitedTool", {
   names: Schema.Array(Schema.String),
   available: Schema.Array(Schema.String)
@@ -120,7 +120,7 @@ export class UnknownRateLimitedTool extends Schema.TaggedError<UnknownRateLimite
  * @since 0.1.0
  * @category tags
  */
-export class RateLimiters extends Context.Tag("@effect-agent/middleware/RateLimit/RateLimiters")<
+export class RateLimiters extends Context.Tag("@stepwise-agent/middleware/RateLimit/RateLimiters")<
   RateLimiters,
   RateLimiters.Service
 >() {}
@@ -150,7 +150,7 @@ export declare namespace RateLimiters {
  *
  * @example
  * ```ts
- * import * as RateLimit from "@effect-agent/middleware/RateLimit"
+ * import * as RateLimit from "@stepwise-agent/middleware/RateLimit"
  * import { Duration, Effect } from "effect"
  *
  * const program = Effect.scoped(Effect.gen(function*() {
@@ -184,8 +184,8 @@ export const make: Effect.Effect<RateLimiters.Service, never, Scope.Scope> = Eff
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import * as RateLimit from "@effect-agent/middleware/RateLimit"
+ * import { Agent } from "@stepwise-agent/core"
+ * import * as RateLimit from "@stepwise-agent/middleware/RateLimit"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -238,7 +238,7 @@ const describeLimit = (limit: ResolvedLimit) => `${limit.limit} per ${Duration.f
  *
  * @example
  * ```ts
- * import * as RateLimit from "@effect-agent/middleware/RateLimit"
+ * import * as RateLimit from "@stepwise-agent/middleware/RateLimit"
  *
  * const rateLimit = RateLimit.middleware({
  *   model: { limit: 60, interval: "1 minute" },

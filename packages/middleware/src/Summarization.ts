@@ -41,11 +41,11 @@
  *
  * @since 0.1.0
  */
-import * as Middleware from "@effect-agent/core/Middleware"
-import * as Secrets from "@effect-agent/core/Secrets"
-import * as TokenCounter from "@effect-agent/core/TokenCounter"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
+import * as Middleware from "@stepwise-agent/core/Middleware"
+import * as Secrets from "@stepwise-agent/core/Secrets"
+import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -150,13 +150,13 @@ export const summaryPrefix = "Here is a summary of the conversation to date:"
 
 /**
  * The key, in a message's provider `options`, under which the summary
- * message is marked: `{ "effect-agent": { summarization: "summary" } }`.
+ * message is marked: `{ "stepwise": { summarization: "summary" } }`.
  * Providers read only their own key, so the marker never reaches a model.
  *
  * @since 0.1.0
  * @category models
  */
-export const markerKey = "effect-agent"
+export const markerKey = "stepwise"
 
 // -----------------------------------------------------------------------------
 // errors
@@ -172,7 +172,7 @@ export const markerKey = "effect-agent"
  * @category errors
  */
 export class InvalidSummarizationOptions extends Schema.TaggedError<InvalidSummarizationOptions>(
-  "@effect-agent/middleware/Summarization/InvalidSummarizationOptions"
+  "@stepwise-agent/middleware/Summarization/InvalidSummarizationOptions"
 )("InvalidSummarizationOptions", {
   option: Schema.String,
   reason: Schema.String
@@ -193,7 +193,7 @@ export class InvalidSummarizationOptions extends Schema.TaggedError<InvalidSumma
  * @category errors
  */
 export class SummarizationFailed extends Schema.TaggedError<SummarizationFailed>(
-  "@effect-agent/middleware/Summarization/SummarizationFailed"
+  "@stepwise-agent/middleware/Summarization/SummarizationFailed"
 )("SummarizationFailed", {
   /** How many messages were to be summarized. */
   messages: Schema.Number,
@@ -218,7 +218,7 @@ export class SummarizationFailed extends Schema.TaggedError<SummarizationFailed>
  * @since 0.1.0
  * @category tags
  */
-export class Summarizer extends Context.Tag("@effect-agent/middleware/Summarization/Summarizer")<
+export class Summarizer extends Context.Tag("@stepwise-agent/middleware/Summarization/Summarizer")<
   Summarizer,
   LanguageModel.Service
 >() {}
@@ -232,7 +232,7 @@ export class Summarizer extends Context.Tag("@effect-agent/middleware/Summarizat
  *
  * @example
  * ```ts
- * import * as Summarization from "@effect-agent/middleware/Summarization"
+ * import * as Summarization from "@stepwise-agent/middleware/Summarization"
  * import type { LanguageModel } from "@effect/ai"
  *
  * // e.g. built with OpenAiLanguageModel.make({ model: "gpt-4o-mini" }) from @effect/ai-openai
@@ -251,7 +251,7 @@ export const layer = (model: LanguageModel.Service): Layer.Layer<Summarizer> => 
  *
  * @example
  * ```ts
- * import * as Summarization from "@effect-agent/middleware/Summarization"
+ * import * as Summarization from "@stepwise-agent/middleware/Summarization"
  * import type { LanguageModel } from "@effect/ai"
  * import { Layer } from "effect"
  *
@@ -277,12 +277,12 @@ export const layerFromLanguageModel: Layer.Layer<Summarizer, never, LanguageMode
  *
  * @example
  * ```ts
- * import * as Summarization from "@effect-agent/middleware/Summarization"
+ * import * as Summarization from "@stepwise-agent/middleware/Summarization"
  * import { Prompt } from "@effect/ai"
  *
  * const message = Prompt.makeMessage("user", {
  *   content: [Prompt.makePart("text", { text: "Here is a summary of the conversation to date: ..." })],
- *   options: { "effect-agent": { summarization: "summary" } }
+ *   options: { "stepwise": { summarization: "summary" } }
  * })
  * Summarization.isSummary(message) // true
  * ```
@@ -719,8 +719,8 @@ const make = (config: Config) => {
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import * as Summarization from "@effect-agent/middleware/Summarization"
+ * import { Agent } from "@stepwise-agent/core"
+ * import * as Summarization from "@stepwise-agent/middleware/Summarization"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {

@@ -23,11 +23,11 @@
  *
  * @since 0.1.0
  */
-import * as AgentState from "@effect-agent/core/AgentState"
-import * as Middleware from "@effect-agent/core/Middleware"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
+import * as AgentState from "@stepwise-agent/core/AgentState"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -133,7 +133,7 @@ export const defaultSystemPrompt = "## `write_todos`\n\n" +
  *
  * @example
  * ```ts
- * import { TodoList } from "@effect-agent/middleware"
+ * import { TodoList } from "@stepwise-agent/middleware"
  *
  * const tool = TodoList.makeTool("Plan your work.")
  * ```
@@ -210,7 +210,7 @@ export interface State {
  * @since 0.1.0
  * @category tags
  */
-export class TodoList extends Context.Tag("@effect-agent/middleware/TodoList")<TodoList, TodoList.Service>() {}
+export class TodoList extends Context.Tag("@stepwise-agent/middleware/TodoList")<TodoList, TodoList.Service>() {}
 
 /**
  * @since 0.1.0
@@ -247,7 +247,7 @@ const empty: ReadonlyArray<Todo> = []
  *
  * @example
  * ```ts
- * import { TodoList } from "@effect-agent/middleware"
+ * import { TodoList } from "@stepwise-agent/middleware"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -345,8 +345,8 @@ const lastWrite = (messages: ReadonlyArray<Prompt.Message>): Option.Option<Reado
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import { TodoList } from "@effect-agent/middleware"
+ * import { Agent } from "@stepwise-agent/core"
+ * import { TodoList } from "@stepwise-agent/middleware"
  * import { Effect, Stream } from "effect"
  *
  * const program = Effect.gen(function*() {

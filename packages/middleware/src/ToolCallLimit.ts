@@ -30,10 +30,10 @@
  *
  * @since 0.1.0
  */
-import type * as AgentError from "@effect-agent/core/AgentError"
-import * as AgentState from "@effect-agent/core/AgentState"
-import * as Middleware from "@effect-agent/core/Middleware"
 import * as Prompt from "@effect/ai/Prompt"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AgentState from "@stepwise-agent/core/AgentState"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Check from "./internal/options.js"
@@ -85,7 +85,7 @@ export interface Options<Name extends string | undefined = undefined> {
  * @category errors
  */
 export class ToolCallLimitExceeded extends Schema.TaggedError<ToolCallLimitExceeded>(
-  "@effect-agent/middleware/ToolCallLimit/ToolCallLimitExceeded"
+  "@stepwise-agent/middleware/ToolCallLimit/ToolCallLimitExceeded"
 )("ToolCallLimitExceeded", {
   threadId: Schema.String,
   toolName: Schema.optional(Schema.String),
@@ -142,9 +142,9 @@ const OptionsSchema = Schema.Struct({
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
+ * import { Agent } from "@stepwise-agent/core"
  * import { Effect } from "effect"
- * import * as ToolCallLimit from "@effect-agent/middleware/ToolCallLimit"
+ * import * as ToolCallLimit from "@stepwise-agent/middleware/ToolCallLimit"
  *
  * const program = Effect.gen(function*() {
  *   const searches = yield* ToolCallLimit.middleware({ toolName: "search", runLimit: 3 })

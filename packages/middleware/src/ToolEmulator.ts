@@ -13,11 +13,11 @@
  *
  * @since 0.1.0
  */
-import type * as AgentError from "@effect-agent/core/AgentError"
-import * as Middleware from "@effect-agent/core/Middleware"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Check from "./internal/options.js"
@@ -56,7 +56,7 @@ export interface Options {
  * @category errors
  */
 export class UnknownEmulatedTool extends Schema.TaggedError<UnknownEmulatedTool>(
-  "@effect-agent/middleware/ToolEmulator/UnknownEmulatedTool"
+  "@stepwise-agent/middleware/ToolEmulator/UnknownEmulatedTool"
 )("UnknownEmulatedTool", {
   names: Schema.Array(Schema.String),
   available: Schema.Array(Schema.String)
@@ -80,7 +80,7 @@ export class UnknownEmulatedTool extends Schema.TaggedError<UnknownEmulatedTool>
  *
  * @example
  * ```ts
- * import * as ToolEmulator from "@effect-agent/middleware/ToolEmulator"
+ * import * as ToolEmulator from "@stepwise-agent/middleware/ToolEmulator"
  * import { Prompt, Tool } from "@effect/ai"
  * import { Schema } from "effect"
  *
@@ -166,8 +166,8 @@ const make = (options: Options, model: LanguageModel.Service) => {
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import * as ToolEmulator from "@effect-agent/middleware/ToolEmulator"
+ * import { Agent } from "@stepwise-agent/core"
+ * import * as ToolEmulator from "@stepwise-agent/middleware/ToolEmulator"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {

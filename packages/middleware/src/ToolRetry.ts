@@ -23,9 +23,9 @@
  *
  * @since 0.1.0
  */
-import type * as AgentError from "@effect-agent/core/AgentError"
-import * as Middleware from "@effect-agent/core/Middleware"
 import type * as Prompt from "@effect/ai/Prompt"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -104,7 +104,7 @@ const argumentsDecode = (request: Middleware.ToolCallRequest): boolean => {
  *
  * @example
  * ```ts
- * import * as ToolRetry from "@effect-agent/middleware/ToolRetry"
+ * import * as ToolRetry from "@stepwise-agent/middleware/ToolRetry"
  *
  * // retry defects only, never a tool's own failure
  * const defectsOnly = ToolRetry.middleware({
@@ -135,9 +135,9 @@ const OptionsSchema = Schema.Struct({
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
+ * import { Agent } from "@stepwise-agent/core"
  * import { Effect } from "effect"
- * import * as ToolRetry from "@effect-agent/middleware/ToolRetry"
+ * import * as ToolRetry from "@stepwise-agent/middleware/ToolRetry"
  *
  * const program = Effect.gen(function*() {
  *   const retry = yield* ToolRetry.middleware({ tools: ["search"], maxRetries: 3, initialDelay: "200 millis" })

@@ -29,7 +29,7 @@
  *
  * @since 0.1.0
  */
-import * as Middleware from "@effect-agent/core/Middleware"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -71,8 +71,8 @@ const annotateFailure = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import * as Tracing from "@effect-agent/middleware/Tracing"
+ * import { Agent } from "@stepwise-agent/core"
+ * import * as Tracing from "@stepwise-agent/middleware/Tracing"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {

@@ -1,9 +1,9 @@
-import { Agent, AgentEvent, type Middleware } from "@effect-agent/core"
-import * as TokenCounter from "@effect-agent/core/TokenCounter"
-import { ScriptedModel } from "@effect-agent/testing"
-import * as Arbitraries from "@effect-agent/testing/Arbitraries"
 import { Prompt, Tokenizer, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, AgentEvent, type Middleware } from "@stepwise-agent/core"
+import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
 import { Chunk, Effect, Either, FastCheck, Layer, Option, Schema, Stream } from "effect"
 import * as ContextEditing from "../src/ContextEditing.js"
 
@@ -232,7 +232,7 @@ const reference = (
     const placeholder = options.placeholder ?? "[cleared]"
     const mark = (part: Prompt.ToolResultPart | Prompt.ToolCallPart) => ({
       ...part.options,
-      "effect-agent": { ...part.options["effect-agent"], contextEditing: "cleared" }
+      "stepwise": { ...part.options["stepwise"], contextEditing: "cleared" }
     })
     const replace = (message: Prompt.Message, index: number, part: Prompt.Part) =>
       Prompt.makeMessage(message.role as "tool", {
@@ -364,7 +364,7 @@ describe("ClearToolUses", () => {
         "x".repeat(400)
       ])
       assert.deepStrictEqual(results.map(ContextEditing.isCleared), [true, true, true, false, false])
-      assert.deepStrictEqual(results[0]!.options, { "effect-agent": { contextEditing: "cleared" } })
+      assert.deepStrictEqual(results[0]!.options, { "stepwise": { contextEditing: "cleared" } })
       // the calls keep their arguments unless clearToolInputs
       assert.deepStrictEqual(callsOf(out.messages).map((part) => part.params), callsOf(messages).map((p) => p.params))
       // the input is not mutated

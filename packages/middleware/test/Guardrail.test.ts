@@ -1,7 +1,7 @@
-import { Agent, AgentEvent } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import { Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, AgentEvent } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Context, Data, Effect, Layer, Schema, Stream } from "effect"
 import * as Guardrail from "../src/Guardrail.js"
 

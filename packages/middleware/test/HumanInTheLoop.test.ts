@@ -1,10 +1,10 @@
-import { Agent, AgentEvent, AgentState, Checkpointer } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import type { Prompt } from "@effect/ai"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, AgentEvent, AgentState, Checkpointer } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, FastCheck, JSONSchema, Layer, Option, Ref, Schema, Stream } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 

@@ -1,7 +1,7 @@
-import { Agent, AgentEvent, Middleware } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import { type Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Layer, Schema, Stream } from "effect"
 import * as LlmToolSelector from "../src/LlmToolSelector.js"
 

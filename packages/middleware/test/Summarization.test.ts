@@ -1,9 +1,9 @@
-import { Agent, AgentEvent, type Middleware } from "@effect-agent/core"
-import * as TokenCounter from "@effect-agent/core/TokenCounter"
-import { ScriptedModel } from "@effect-agent/testing"
-import * as Arbitraries from "@effect-agent/testing/Arbitraries"
 import { AiError, Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, AgentEvent, type Middleware } from "@stepwise-agent/core"
+import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
 import { Chunk, Effect, FastCheck, Layer, Option, Schema, Stream } from "effect"
 import * as Summarization from "../src/Summarization.js"
 

@@ -1,8 +1,8 @@
-import { Agent, AgentEvent } from "@effect-agent/core"
-import { ScriptedModel } from "@effect-agent/testing"
 import type { Prompt } from "@effect/ai"
 import { AiError, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, AgentEvent } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Layer, Schema, Stream } from "effect"
 import * as ToolEmulator from "../src/ToolEmulator.js"
 

@@ -1,7 +1,7 @@
-import { Agent, Middleware } from "@effect-agent/core"
-import { ScriptedModel, SpanRecorder } from "@effect-agent/testing"
 import { AiError, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, Middleware } from "@stepwise-agent/core"
+import { ScriptedModel, SpanRecorder } from "@stepwise-agent/testing"
 import { Effect, Layer, Option, Schema } from "effect"
 import * as Tracing from "../src/Tracing.js"
 

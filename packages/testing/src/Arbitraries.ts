@@ -55,7 +55,7 @@ export interface ConversationOptions {
  *
  * @example
  * ```ts
- * import { Arbitraries } from "@effect-agent/testing"
+ * import { Arbitraries } from "@stepwise-agent/testing"
  * import { FastCheck } from "effect"
  *
  * const names = FastCheck.sample(Arbitraries.toolName(["a", "b"]), 3)
@@ -111,7 +111,7 @@ const shortText = FastCheck.oneof(
  *
  * @example
  * ```ts
- * import { Arbitraries } from "@effect-agent/testing"
+ * import { Arbitraries } from "@stepwise-agent/testing"
  * import { FastCheck } from "effect"
  *
  * const payloads = FastCheck.sample(Arbitraries.resultPayload(2000, 2000), 2)
@@ -170,7 +170,7 @@ const checkRange = (label: string, min: number, max: number, floor: number) => {
  *
  * @example
  * ```ts
- * import { Arbitraries } from "@effect-agent/testing"
+ * import { Arbitraries } from "@stepwise-agent/testing"
  * import { FastCheck } from "effect"
  *
  * const conversations = FastCheck.sample(
@@ -273,7 +273,7 @@ const build = (systemText: string | undefined, turns: ReadonlyArray<TurnSpec>): 
  *
  * @example
  * ```ts
- * import { Arbitraries } from "@effect-agent/testing"
+ * import { Arbitraries } from "@stepwise-agent/testing"
  * import { Prompt } from "@effect/ai"
  *
  * const orphan = Prompt.makeMessage("tool", {
@@ -351,7 +351,7 @@ export const problems = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray
  *
  * @example
  * ```ts
- * import { Arbitraries } from "@effect-agent/testing"
+ * import { Arbitraries } from "@stepwise-agent/testing"
  * import { FastCheck } from "effect"
  *
  * FastCheck.assert(FastCheck.property(Arbitraries.conversation(), Arbitraries.wellFormed))

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import * as Middleware from "@effect-agent/core/Middleware"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 
 /**
@@ -14,7 +14,7 @@ import * as Effect from "effect/Effect"
  *
  * @example
  * ```ts
- * import { HookRecorder } from "@effect-agent/testing"
+ * import { HookRecorder } from "@stepwise-agent/testing"
  *
  * const log: Array<string> = []
  * const recorder = HookRecorder.middleware("first", log)

@@ -67,7 +67,7 @@ export interface Request {
  * @since 0.1.0
  * @category tags
  */
-export class ScriptedModel extends Context.Tag("@effect-agent/testing/ScriptedModel")<
+export class ScriptedModel extends Context.Tag("@stepwise-agent/testing/ScriptedModel")<
   ScriptedModel,
   ScriptedModel.Service
 >() {}
@@ -102,7 +102,7 @@ export const defaultUsage = { inputTokens: 10, outputTokens: 5, totalTokens: 15 
  *
  * @example
  * ```ts
- * import { ScriptedModel } from "@effect-agent/testing"
+ * import { ScriptedModel } from "@stepwise-agent/testing"
  *
  * const turn = ScriptedModel.text("Hello!")
  * ```
@@ -124,7 +124,7 @@ export const text = (
  *
  * @example
  * ```ts
- * import { ScriptedModel } from "@effect-agent/testing"
+ * import { ScriptedModel } from "@stepwise-agent/testing"
  *
  * const turn = ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 } }])
  * ```
@@ -157,7 +157,7 @@ export const toolCalls = (
  *
  * @example
  * ```ts
- * import { ScriptedModel } from "@effect-agent/testing"
+ * import { ScriptedModel } from "@stepwise-agent/testing"
  *
  * // rate limited once, then an answer
  * const script = [ScriptedModel.httpError(429, { "retry-after": "2" }), ScriptedModel.text("Hello!")]
@@ -192,7 +192,7 @@ export const httpError = (status: number, headers: Readonly<Record<string, strin
  *
  * @example
  * ```ts
- * import { ScriptedModel } from "@effect-agent/testing"
+ * import { ScriptedModel } from "@stepwise-agent/testing"
  *
  * // the connection drops after two words, then the retry gets the whole answer
  * const script = [
@@ -223,7 +223,7 @@ export const truncated = (
  *
  * @example
  * ```ts
- * import { ScriptedModel } from "@effect-agent/testing"
+ * import { ScriptedModel } from "@stepwise-agent/testing"
  *
  * const script = [ScriptedModel.decodeError("createResponse"), ScriptedModel.text("Hello!")]
  * ```
@@ -285,7 +285,7 @@ const toStreamParts = (parts: ReadonlyArray<Response.PartEncoded>): Array<Respon
  *
  * @example
  * ```ts
- * import { ScriptedModel } from "@effect-agent/testing"
+ * import { ScriptedModel } from "@stepwise-agent/testing"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -358,7 +358,7 @@ export const make = (
  *
  * @example
  * ```ts
- * import { ScriptedModel } from "@effect-agent/testing"
+ * import { ScriptedModel } from "@stepwise-agent/testing"
  *
  * const ModelLive = ScriptedModel.layer([
  *   ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 } }]),
@@ -382,7 +382,7 @@ export const layer = (
  *
  * @example
  * ```ts
- * import { ScriptedModel } from "@effect-agent/testing"
+ * import { ScriptedModel } from "@stepwise-agent/testing"
  *
  * const program = ScriptedModel.requests
  * ```

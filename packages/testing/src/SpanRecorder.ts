@@ -66,7 +66,7 @@ export class RecordedSpan implements Tracer.Span {
  *
  * @example
  * ```ts
- * import { SpanRecorder } from "@effect-agent/testing"
+ * import { SpanRecorder } from "@stepwise-agent/testing"
  * import { Effect } from "effect"
  *
  * const { spans, tracer } = SpanRecorder.make()

@@ -71,7 +71,7 @@ export type Durable =
 export interface SqliteOptions {
   /**
    * The database file, relative to the working directory. Its folder is
-   * created if missing. Default `.effect-agent/runs.db`.
+   * created if missing. Default `.stepwise/runs.db`.
    */
   readonly filename?: string | undefined
   /**
@@ -141,7 +141,7 @@ export interface PostgresOptions {
  * @category errors
  */
 export class EngineConfigError extends Schema.TaggedError<EngineConfigError>(
-  "@effect-agent/workflow/AgentEngine/EngineConfigError"
+  "@stepwise-agent/workflow/AgentEngine/EngineConfigError"
 )("EngineConfigError", { option: Schema.String, reason: Schema.String }) {
   /**
    * @since 0.1.0
@@ -159,7 +159,7 @@ export class EngineConfigError extends Schema.TaggedError<EngineConfigError>(
  * @category errors
  */
 export class EngineLocked extends Schema.TaggedError<EngineLocked>(
-  "@effect-agent/workflow/AgentEngine/EngineLocked"
+  "@stepwise-agent/workflow/AgentEngine/EngineLocked"
 )("EngineLocked", {
   filename: Schema.String,
   pid: Schema.optional(Schema.Number),
@@ -202,7 +202,7 @@ export const EngineError: Schema.Union<[typeof EngineConfigError, typeof EngineL
  *
  * @example
  * ```ts
- * import { AgentEngine } from "@effect-agent/workflow"
+ * import { AgentEngine } from "@stepwise-agent/workflow"
  * import { Layer } from "effect"
  *
  * // AgentRunLive = MyWorkflow.toLayer(...)
@@ -216,7 +216,7 @@ export const EngineError: Schema.Union<[typeof EngineConfigError, typeof EngineL
 export const layerMemory: Layer.Layer<WorkflowEngine.WorkflowEngine> = WorkflowEngine.layerMemory
 
 /** The default of `SqliteOptions.filename`. */
-const defaultFilename = path.join(".effect-agent", "runs.db")
+const defaultFilename = path.join(".stepwise", "runs.db")
 
 const decodePositiveDuration = (
   option: string,
@@ -353,7 +353,7 @@ const acquireRunnerLock = Effect.fnUntraced(function*(filename: string) {
  *
  * @example
  * ```ts
- * import { AgentEngine } from "@effect-agent/workflow"
+ * import { AgentEngine } from "@stepwise-agent/workflow"
  * import { Layer } from "effect"
  *
  * declare const AgentRunLive: Layer.Layer<never>
@@ -404,7 +404,7 @@ const schemaLockKey = "1701143653, 1"
  *
  * @example
  * ```ts
- * import { AgentEngine } from "@effect-agent/workflow"
+ * import { AgentEngine } from "@stepwise-agent/workflow"
  * import { Layer, Option, Redacted } from "effect"
  *
  * declare const AgentRunLive: Layer.Layer<never>

@@ -17,13 +17,6 @@
  *
  * @since 0.1.0
  */
-import type { CheckpointError } from "@effect-agent/core/AgentError"
-import * as AgentExecutor from "@effect-agent/core/AgentExecutor"
-import * as AgentLoop from "@effect-agent/core/AgentLoop"
-import * as Checkpointer from "@effect-agent/core/Checkpointer"
-import * as Middleware from "@effect-agent/core/Middleware"
-import * as Secrets from "@effect-agent/core/Secrets"
-import * as Usage from "@effect-agent/core/Usage"
 import * as Prompt from "@effect/ai/Prompt"
 import type { PersistenceError } from "@effect/cluster/ClusterError"
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
@@ -37,6 +30,13 @@ import * as DurableClock from "@effect/workflow/DurableClock"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import type { CheckpointError } from "@stepwise-agent/core/AgentError"
+import * as AgentExecutor from "@stepwise-agent/core/AgentExecutor"
+import * as AgentLoop from "@stepwise-agent/core/AgentLoop"
+import * as Checkpointer from "@stepwise-agent/core/Checkpointer"
+import * as Middleware from "@stepwise-agent/core/Middleware"
+import * as Secrets from "@stepwise-agent/core/Secrets"
+import * as Usage from "@stepwise-agent/core/Usage"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -150,7 +150,7 @@ export interface RunStatus {
  * @category errors
  */
 export class AgentRunFailed extends Schema.TaggedError<AgentRunFailed>(
-  "@effect-agent/workflow/AgentWorkflow/AgentRunFailed"
+  "@stepwise-agent/workflow/AgentWorkflow/AgentRunFailed"
 )("AgentRunFailed", {
   /** The tag of the underlying error (or `Defect`). */
   error: Schema.String,
@@ -172,7 +172,7 @@ export class AgentRunFailed extends Schema.TaggedError<AgentRunFailed>(
  * @category errors
  */
 export class NotWaiting extends Schema.TaggedError<NotWaiting>(
-  "@effect-agent/workflow/AgentWorkflow/NotWaiting"
+  "@stepwise-agent/workflow/AgentWorkflow/NotWaiting"
 )("NotWaiting", { runId: Schema.String, reason: Schema.String }) {
   /**
    * @since 0.1.0
@@ -189,7 +189,7 @@ export class NotWaiting extends Schema.TaggedError<NotWaiting>(
  * @category errors
  */
 export class RunNotEnded extends Schema.TaggedError<RunNotEnded>(
-  "@effect-agent/workflow/AgentWorkflow/RunNotEnded"
+  "@stepwise-agent/workflow/AgentWorkflow/RunNotEnded"
 )("RunNotEnded", { runId: Schema.String, state: Schema.Literal("Running", "Waiting") }) {
   /**
    * @since 0.1.0
@@ -206,7 +206,7 @@ export class RunNotEnded extends Schema.TaggedError<RunNotEnded>(
  * @category errors
  */
 export class RunIdTaken extends Schema.TaggedError<RunIdTaken>(
-  "@effect-agent/workflow/AgentWorkflow/RunIdTaken"
+  "@stepwise-agent/workflow/AgentWorkflow/RunIdTaken"
 )("RunIdTaken", { runId: Schema.String, threadId: Schema.String }) {
   /**
    * @since 0.1.0
@@ -223,7 +223,7 @@ export class RunIdTaken extends Schema.TaggedError<RunIdTaken>(
  * @category errors
  */
 export class Unauthorized extends Schema.TaggedError<Unauthorized>(
-  "@effect-agent/workflow/AgentWorkflow/Unauthorized"
+  "@stepwise-agent/workflow/AgentWorkflow/Unauthorized"
 )("Unauthorized", { runId: Schema.String, principal: Schema.String, reason: Schema.String }) {
   /**
    * @since 0.1.0
@@ -242,7 +242,7 @@ export class Unauthorized extends Schema.TaggedError<Unauthorized>(
  * @category errors
  */
 export class InvalidDecision extends Schema.TaggedError<InvalidDecision>(
-  "@effect-agent/workflow/AgentWorkflow/InvalidDecision"
+  "@stepwise-agent/workflow/AgentWorkflow/InvalidDecision"
 )("InvalidDecision", {
   runId: Schema.String,
   /** The tag of the middleware's error, e.g. `UnknownCallId`. */
@@ -267,7 +267,7 @@ export class InvalidDecision extends Schema.TaggedError<InvalidDecision>(
  * @category errors
  */
 export class DecisionCorrupt extends Schema.TaggedError<DecisionCorrupt>(
-  "@effect-agent/workflow/AgentWorkflow/DecisionCorrupt"
+  "@stepwise-agent/workflow/AgentWorkflow/DecisionCorrupt"
 )("DecisionCorrupt", { runId: Schema.String, key: Schema.String, description: Schema.String }) {
   /**
    * @since 0.1.0
@@ -302,7 +302,7 @@ export type ResumeError =
  * @category errors
  */
 export class JournalCorrupt extends Schema.TaggedError<JournalCorrupt>(
-  "@effect-agent/workflow/AgentWorkflow/JournalCorrupt"
+  "@stepwise-agent/workflow/AgentWorkflow/JournalCorrupt"
 )("JournalCorrupt", { runId: Schema.String, description: Schema.String }) {
   /**
    * @since 0.1.0
@@ -339,7 +339,7 @@ export interface DecisionRequest {
  * @since 0.1.0
  * @category tags
  */
-export class Authorizer extends Context.Tag("@effect-agent/workflow/AgentWorkflow/Authorizer")<
+export class Authorizer extends Context.Tag("@stepwise-agent/workflow/AgentWorkflow/Authorizer")<
   Authorizer,
   { readonly authorize: (request: DecisionRequest) => Effect.Effect<void, Unauthorized> }
 >() {}
@@ -349,7 +349,7 @@ export class Authorizer extends Context.Tag("@effect-agent/workflow/AgentWorkflo
  *
  * @example
  * ```ts
- * import { AgentWorkflow } from "@effect-agent/workflow"
+ * import { AgentWorkflow } from "@stepwise-agent/workflow"
  *
  * const AdminsOnly = AgentWorkflow.layerAuthorizer((request) => request.principal.startsWith("admin:"))
  * ```
@@ -666,8 +666,8 @@ const makeExecutor = (options: Options, cancelled: Effect.Effect<boolean>) => {
  *
  * @example
  * ```ts
- * import { Agent } from "@effect-agent/core"
- * import { AgentEngine, AgentWorkflow, RunStore, SqlCheckpointer } from "@effect-agent/workflow"
+ * import { Agent } from "@stepwise-agent/core"
+ * import { AgentEngine, AgentWorkflow, RunStore, SqlCheckpointer } from "@stepwise-agent/workflow"
  * import { Effect, Layer } from "effect"
  *
  * const Support = AgentWorkflow.make({ name: "support", version: 1 })
@@ -1023,7 +1023,7 @@ export const make = (options: Options): AgentWorkflow => {
  *
  * @example
  * ```ts
- * import { AgentWorkflow } from "@effect-agent/workflow"
+ * import { AgentWorkflow } from "@stepwise-agent/workflow"
  *
  * const Support = AgentWorkflow.make({
  *   name: "support",

@@ -87,7 +87,7 @@ export interface ClaimedDecision {
  * @since 0.1.0
  * @category errors
  */
-export class RunNotFound extends Schema.TaggedError<RunNotFound>("@effect-agent/workflow/RunStore/RunNotFound")(
+export class RunNotFound extends Schema.TaggedError<RunNotFound>("@stepwise-agent/workflow/RunStore/RunNotFound")(
   "RunNotFound",
   { runId: Schema.String }
 ) {
@@ -106,7 +106,7 @@ export class RunNotFound extends Schema.TaggedError<RunNotFound>("@effect-agent/
  * @category errors
  */
 export class AlreadyDecided extends Schema.TaggedError<AlreadyDecided>(
-  "@effect-agent/workflow/RunStore/AlreadyDecided"
+  "@stepwise-agent/workflow/RunStore/AlreadyDecided"
 )("AlreadyDecided", { runId: Schema.String, key: Schema.String }) {
   /**
    * @since 0.1.0
@@ -123,7 +123,7 @@ export class AlreadyDecided extends Schema.TaggedError<AlreadyDecided>(
  * @category errors
  */
 export class RunStoreError extends Schema.TaggedError<RunStoreError>(
-  "@effect-agent/workflow/RunStore/RunStoreError"
+  "@stepwise-agent/workflow/RunStore/RunStoreError"
 )("RunStoreError", {
   operation: Schema.String,
   description: Schema.String,
@@ -145,7 +145,7 @@ export class RunStoreError extends Schema.TaggedError<RunStoreError>(
  * @since 0.1.0
  * @category tags
  */
-export class RunStore extends Context.Tag("@effect-agent/workflow/RunStore")<RunStore, RunStore.Service>() {}
+export class RunStore extends Context.Tag("@stepwise-agent/workflow/RunStore")<RunStore, RunStore.Service>() {}
 
 /**
  * @since 0.1.0
@@ -220,7 +220,7 @@ const createdAtOf = (run: NewRun) =>
  *
  * @example
  * ```ts
- * import { RunStore } from "@effect-agent/workflow"
+ * import { RunStore } from "@stepwise-agent/workflow"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -305,7 +305,7 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
  * @category models
  */
 export interface Options {
-  /** Prefix of the tables `<prefix>_runs` and `<prefix>_decisions`. Default `effect_agent`. */
+  /** Prefix of the tables `<prefix>_runs` and `<prefix>_decisions`. Default `stepwise`. */
   readonly prefix?: string | undefined
 }
 
@@ -342,7 +342,7 @@ const storeFailure = (operation: string) => (error: SqlError) =>
  *
  * @example
  * ```ts
- * import { RunStore } from "@effect-agent/workflow"
+ * import { RunStore } from "@stepwise-agent/workflow"
  * import { SqliteClient } from "@effect/sql-sqlite-node"
  * import { Effect } from "effect"
  *
@@ -357,7 +357,7 @@ const storeFailure = (operation: string) => (error: SqlError) =>
  */
 export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
-  const prefix = options?.prefix ?? "effect_agent"
+  const prefix = options?.prefix ?? "stepwise"
   const runsTable = sql(`${prefix}_runs`)
   const decisionsTable = sql(`${prefix}_decisions`)
   const sequence = sql.onDialectOrElse({
@@ -401,7 +401,9 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
         const has = (name: string) => columns.some((column) => column.name === name)
         if (!has("decision")) yield* sql`ALTER TABLE ${decisionsTable} ADD COLUMN decision TEXT`
         if (!has("delivered_at")) yield* sql`ALTER TABLE ${decisionsTable} ADD COLUMN delivered_at BIGINT`
-        const runColumns = yield* sql<{ readonly name: string }>`SELECT name FROM pragma_table_info(${`${prefix}_runs`})`
+        const runColumns = yield* sql<
+          { readonly name: string }
+        >`SELECT name FROM pragma_table_info(${`${prefix}_runs`})`
         if (!runColumns.some((column) => column.name === "cancel_requested_at")) {
           yield* sql`ALTER TABLE ${runsTable} ADD COLUMN cancel_requested_at BIGINT`
         }
@@ -532,7 +534,7 @@ export const layerMemory: Layer.Layer<RunStore> = Layer.effect(RunStore, makeMem
  *
  * @example
  * ```ts
- * import { AgentEngine, RunStore } from "@effect-agent/workflow"
+ * import { AgentEngine, RunStore } from "@stepwise-agent/workflow"
  * import { Layer } from "effect"
  *
  * const Live = RunStore.layer().pipe(Layer.provideMerge(AgentEngine.layerSqlite()))

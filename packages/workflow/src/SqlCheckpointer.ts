@@ -10,10 +10,10 @@
  *
  * @since 0.1.0
  */
-import { CheckpointError } from "@effect-agent/core/AgentError"
-import * as Checkpointer from "@effect-agent/core/Checkpointer"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
+import { CheckpointError } from "@stepwise-agent/core/AgentError"
+import * as Checkpointer from "@stepwise-agent/core/Checkpointer"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -26,7 +26,7 @@ import * as Option from "effect/Option"
  * @category models
  */
 export interface Options {
-  /** The table's name. Default `effect_agent_checkpoints`. */
+  /** The table's name. Default `stepwise_checkpoints`. */
   readonly table?: string | undefined
 }
 
@@ -39,7 +39,7 @@ const sqlFailure = (threadId: string, operation: "load" | "save") => (error: Sql
  *
  * @example
  * ```ts
- * import { SqlCheckpointer } from "@effect-agent/workflow"
+ * import { SqlCheckpointer } from "@stepwise-agent/workflow"
  * import { SqliteClient } from "@effect/sql-sqlite-node"
  * import { Effect } from "effect"
  *
@@ -54,7 +54,7 @@ const sqlFailure = (threadId: string, operation: "load" | "save") => (error: Sql
  */
 export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
-  const table = sql(options?.table ?? "effect_agent_checkpoints")
+  const table = sql(options?.table ?? "stepwise_checkpoints")
   const create = sql`CREATE TABLE IF NOT EXISTS ${table} (
     thread_id TEXT PRIMARY KEY,
     checkpoint TEXT NOT NULL,
@@ -95,7 +95,7 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
  *
  * @example
  * ```ts
- * import { AgentEngine, SqlCheckpointer } from "@effect-agent/workflow"
+ * import { AgentEngine, SqlCheckpointer } from "@stepwise-agent/workflow"
  * import { Layer } from "effect"
  *
  * // checkpoints next to the durable runs, in the same SQLite file

@@ -1,7 +1,7 @@
-import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
-import * as RunStore from "@effect-agent/workflow/RunStore"
 import { assert, describe, it } from "@effect/vitest"
 import type { WorkflowEngine } from "@effect/workflow"
+import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
+import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import { Duration, Effect, Exit, Layer, Option, Redacted } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -44,7 +44,7 @@ const withToy = <A, E>(
 describe("AgentEngine.layerMemory", () => {
   it.scopedLive("runs a workflow; running it again returns the stored result", () =>
     Effect.gen(function*() {
-      const directory = yield* tempDirectory("effect-agent-engine-")
+      const directory = yield* tempDirectory("stepwise-engine-")
       const context = yield* withToy(AgentEngine.layerMemory, directory)
       const exit = yield* runToy("r1").pipe(Effect.provide(context))
       assert.deepStrictEqual(exit, Exit.succeed("r1/first+r1/second"))
@@ -56,7 +56,7 @@ describe("AgentEngine.layerMemory", () => {
 describe("AgentEngine.layerSqlite", () => {
   it.scopedLive("runs a workflow; the result survives a restart on the same file", () =>
     Effect.gen(function*() {
-      const directory = yield* tempDirectory("effect-agent-engine-")
+      const directory = yield* tempDirectory("stepwise-engine-")
       const filename = path.join(directory, "nested", "runs.db")
       const executionId = yield* Effect.scoped(Effect.gen(function*() {
         const context = yield* withToy(AgentEngine.layerSqlite({ filename }), directory)
@@ -82,7 +82,7 @@ describe("AgentEngine.layerSqlite", () => {
     "a second runner process on the file is refused, naming the first; clients may connect; a dead runner's lock is taken over",
     () =>
       Effect.gen(function*() {
-        const directory = yield* tempDirectory("effect-agent-engine-")
+        const directory = yield* tempDirectory("stepwise-engine-")
         const filename = path.join(directory, "runs.db")
         const env = { ENGINE: "sqlite", DATABASE: filename, DIRECTORY: directory }
         const first = spawnChild(runner, { ...env, RUNNER: "first" })
@@ -124,7 +124,7 @@ describe("AgentEngine.layerSqlite", () => {
     "a second runner opening the file through a symbolic link is refused, naming the first; through a hard link too",
     () =>
       Effect.gen(function*() {
-        const directory = yield* tempDirectory("effect-agent-engine-")
+        const directory = yield* tempDirectory("stepwise-engine-")
         const filename = path.join(directory, "runs.db")
         const first = spawnChild(runner, {
           ENGINE: "sqlite",
@@ -152,7 +152,7 @@ describe("AgentEngine.layerSqlite", () => {
 
   it.scopedLive("through a symbolic link to a missing file, creates the file and locks it by its real name", () =>
     Effect.gen(function*() {
-      const directory = yield* tempDirectory("effect-agent-engine-")
+      const directory = yield* tempDirectory("stepwise-engine-")
       const filename = path.join(directory, "data", "runs.db")
       fs.mkdirSync(path.dirname(filename))
       const symlink = path.join(directory, "link.db")
@@ -166,19 +166,19 @@ describe("AgentEngine.layerSqlite", () => {
       assert.strictEqual(locked._tag, "EngineLocked")
     }))
 
-  it.scopedLive("defaults to .effect-agent/runs.db under the working directory", () =>
+  it.scopedLive("defaults to .stepwise/runs.db under the working directory", () =>
     Effect.gen(function*() {
-      const directory = yield* tempDirectory("effect-agent-engine-")
+      const directory = yield* tempDirectory("stepwise-engine-")
       const child = spawnChild(runner, { ENGINE: "sqlite", DIRECTORY: directory, RUNNER: "default" }, directory)
       yield* Effect.addFinalizer(() => Effect.promise(() => child.kill()))
       yield* Effect.promise(() => child.waitForLine((line) => line.startsWith("ready"), 60_000))
-      assert.isTrue(fs.existsSync(path.join(directory, ".effect-agent", "runs.db")))
-      assert.isTrue(fs.existsSync(path.join(directory, ".effect-agent", "runs.db.lock")))
+      assert.isTrue(fs.existsSync(path.join(directory, ".stepwise", "runs.db")))
+      assert.isTrue(fs.existsSync(path.join(directory, ".stepwise", "runs.db.lock")))
     }))
 
   it.scopedLive("rejects bad options with EngineConfigError", () =>
     Effect.gen(function*() {
-      const directory = yield* tempDirectory("effect-agent-engine-")
+      const directory = yield* tempDirectory("stepwise-engine-")
       const file = path.join(directory, "a-file")
       fs.writeFileSync(file, "")
       fs.writeFileSync(path.join(directory, "garbage.db.lock"), "not a database, but long enough to be read as one")
@@ -202,7 +202,7 @@ describePostgres("AgentEngine.layerPostgres", () => {
     Effect.gen(function*() {
       const server = yield* PostgresServer
       const url = yield* Effect.promise(() => server.createDatabase("engine"))
-      const directory = yield* tempDirectory("effect-agent-engine-")
+      const directory = yield* tempDirectory("stepwise-engine-")
       const options = { url, takeoverAfter: "3 seconds" } as const
       const runnerContext = yield* withToy(
         AgentEngine.layerPostgres({ ...options, runnerAddress: Option.some({ host: "127.0.0.1", port: 1 }) }),

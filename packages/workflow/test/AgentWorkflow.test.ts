@@ -1,11 +1,11 @@
-import { Agent, AgentLoop, AgentState, Middleware } from "@effect-agent/core"
-import { HumanInTheLoop } from "@effect-agent/middleware"
-import { HookRecorder, ScriptedModel } from "@effect-agent/testing"
-import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
-import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
-import * as RunStore from "@effect-agent/workflow/RunStore"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, AgentLoop, AgentState, Middleware } from "@stepwise-agent/core"
+import { HumanInTheLoop } from "@stepwise-agent/middleware"
+import { HookRecorder, ScriptedModel } from "@stepwise-agent/testing"
+import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
+import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import { Chunk, Deferred, Effect, FastCheck, Fiber, Layer, Option, Schema, Stream } from "effect"
 
 const Add = Tool.make("add", {

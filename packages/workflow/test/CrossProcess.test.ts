@@ -33,7 +33,7 @@ describe("durable runs across processes (SQLite)", () => {
     "a runner killed right after its first tool call: a fresh process finishes the run, each effect once",
     () =>
       Effect.gen(function*() {
-        const directory = yield* tempDirectory("effect-agent-crash-")
+        const directory = yield* tempDirectory("stepwise-crash-")
         const env = { DB: path.join(directory, "runs.db"), SIDE: path.join(directory, "side.log") }
         const first = yield* spawn({ ...env, ROLE: "runner", START: "run-crash" })
         yield* promise(() => first.waitForLine((line) => line === "tool thread-1/call_1"))
@@ -56,7 +56,7 @@ describe("durable runs across processes (SQLite)", () => {
 
   const approvalAcrossProcesses = (decide: (callId: string) => unknown) =>
     Effect.gen(function*() {
-      const directory = yield* tempDirectory("effect-agent-approval-")
+      const directory = yield* tempDirectory("stepwise-approval-")
       const env = { DB: path.join(directory, "runs.db"), SIDE: path.join(directory, "side.log"), APPROVAL: "1" }
       // process 1 starts the run and leaves once it waits
       const starter = yield* spawn({ ...env, ROLE: "runner", START: "run-approval", EXIT_WHEN_WAITING: "1" })

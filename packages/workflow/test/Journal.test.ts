@@ -1,13 +1,13 @@
-import { Agent, AgentLoop } from "@effect-agent/core"
-import { HumanInTheLoop } from "@effect-agent/middleware"
-import { ScriptedModel } from "@effect-agent/testing"
-import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
-import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
-import * as RunStore from "@effect-agent/workflow/RunStore"
-import * as SqlCheckpointer from "@effect-agent/workflow/SqlCheckpointer"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
+import { Agent, AgentLoop } from "@stepwise-agent/core"
+import { HumanInTheLoop } from "@stepwise-agent/middleware"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
+import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as RunStore from "@stepwise-agent/workflow/RunStore"
+import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
 import * as path from "node:path"
 import { tempDirectory } from "./support/databases.js"
@@ -48,7 +48,7 @@ describe("a corrupt journal entry", () => {
     "fails the run with JournalCorrupt; nothing runs again and the stored thread is kept",
     () =>
       Effect.gen(function*() {
-        const directory = yield* tempDirectory("effect-agent-journal-")
+        const directory = yield* tempDirectory("stepwise-journal-")
         const filename = path.join(directory, "runs.db")
         const ran: Array<string> = []
 
@@ -86,7 +86,7 @@ describe("a corrupt journal entry", () => {
 describe("AgentWorkflow.prune", () => {
   it.scopedLive("removes an ended run's journal, record, claims and thread; other runs keep theirs", () =>
     Effect.gen(function*() {
-      const directory = yield* tempDirectory("effect-agent-prune-")
+      const directory = yield* tempDirectory("stepwise-prune-")
       const ran: Array<string> = []
       const context = yield* Layer.build(stack(path.join(directory, "runs.db"), ran))
       const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
@@ -162,7 +162,7 @@ describe("AgentWorkflow.prune", () => {
 describe("cancel on the SQLite engine", () => {
   it.scopedLive("stops a working run at its next call: the call in flight finishes, nothing after it runs", () =>
     Effect.gen(function*() {
-      const directory = yield* tempDirectory("effect-agent-cancel-")
+      const directory = yield* tempDirectory("stepwise-cancel-")
       const inTool = yield* Deferred.make<void>()
       const release = yield* Deferred.make<void>()
       const ran: Array<string> = []

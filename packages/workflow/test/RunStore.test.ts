@@ -1,6 +1,6 @@
-import * as RunStore from "@effect-agent/workflow/RunStore"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
+import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import { DateTime, Effect, Either, Layer, Option } from "effect"
 import * as Databases from "./support/databases.js"
 import { describePostgres } from "./support/postgres.js"

@@ -1,6 +1,6 @@
-import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
 import { SqlClient } from "@effect/sql"
 import { assert, it } from "@effect/vitest"
+import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import { Effect, Exit, Layer, Option } from "effect"
 import * as path from "node:path"
 import { spawnChild } from "./support/child.js"
@@ -30,7 +30,7 @@ describePostgres("scale-out on PostgreSQL", () => {
       Effect.gen(function*() {
         const server = yield* PostgresServer
         const url = yield* Effect.promise(() => server.createDatabase("scaleout"))
-        const directory = yield* tempDirectory("effect-agent-scaleout-")
+        const directory = yield* tempDirectory("stepwise-scaleout-")
         const spawnRunner = (name: string, port: number) => {
           const child = spawnChild(runnerScript, {
             ENGINE: "postgres",

@@ -2,12 +2,12 @@
  * What the page receives: agent events and thread summaries as JSON, with
  * long strings cut and values JSON cannot hold made readable.
  */
-import type * as AgentEvent from "@effect-agent/core/AgentEvent"
-import type * as AgentLoop from "@effect-agent/core/AgentLoop"
-import type * as AgentResult from "@effect-agent/core/AgentResult"
-import * as AgentState from "@effect-agent/core/AgentState"
-import * as Secrets from "@effect-agent/core/Secrets"
 import type * as Prompt from "@effect/ai/Prompt"
+import type * as AgentEvent from "@stepwise-agent/core/AgentEvent"
+import type * as AgentLoop from "@stepwise-agent/core/AgentLoop"
+import type * as AgentResult from "@stepwise-agent/core/AgentResult"
+import * as AgentState from "@stepwise-agent/core/AgentState"
+import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Option from "effect/Option"
 import * as Crypto from "node:crypto"
 

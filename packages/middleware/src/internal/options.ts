@@ -3,8 +3,8 @@
  * what the caller gave (unknown keys are an error) and the first problem
  * becomes an `InvalidOptions` naming the option's path.
  */
-import * as AgentError from "@effect-agent/core/AgentError"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"

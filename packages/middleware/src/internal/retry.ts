@@ -1,6 +1,6 @@
-import type { ModelReplyError } from "@effect-agent/core/AgentError"
-import * as Middleware from "@effect-agent/core/Middleware"
 import type * as AiError from "@effect/ai/AiError"
+import type { ModelReplyError } from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"

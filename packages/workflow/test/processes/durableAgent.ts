@@ -14,15 +14,15 @@
  * then says it is done. The tool writes its side effect once per idempotency
  * key, and logs every attempt.
  */
-import { Agent, ToolContext } from "@effect-agent/core"
-import { HumanInTheLoop } from "@effect-agent/middleware"
-import { ScriptedModel } from "@effect-agent/testing"
-import * as AgentEngine from "@effect-agent/workflow/AgentEngine"
-import * as AgentWorkflow from "@effect-agent/workflow/AgentWorkflow"
-import * as RunStore from "@effect-agent/workflow/RunStore"
-import * as SqlCheckpointer from "@effect-agent/workflow/SqlCheckpointer"
 import { Tool, Toolkit } from "@effect/ai"
 import { NodeRuntime } from "@effect/platform-node"
+import { Agent, ToolContext } from "@stepwise-agent/core"
+import { HumanInTheLoop } from "@stepwise-agent/middleware"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
+import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as RunStore from "@stepwise-agent/workflow/RunStore"
+import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Effect, Layer, Schema } from "effect"
 import * as fs from "node:fs"
 

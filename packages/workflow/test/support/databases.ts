@@ -39,7 +39,7 @@ const pgClient = (url: string): Layer.Layer<SqlClient.SqlClient> =>
 
 /** A SQLite file in a temporary folder. */
 export const sqlite: Layer.Layer<SqlClient.SqlClient | TestDatabase> = Layer.unwrapScoped(
-  Effect.map(tempDirectory("effect-agent-sqlite-"), (directory) => {
+  Effect.map(tempDirectory("stepwise-sqlite-"), (directory) => {
     const filename = path.join(directory, "test.db")
     return sqliteClient(filename).pipe(
       Layer.merge(

@@ -105,7 +105,7 @@ export const startPostgres = async (): Promise<PostgresServer> => {
   const bin = binDirectory()
   const user = postgresUser()
   const asUser = user !== undefined
-  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-pg-"))
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-pg-"))
   if (user) fs.chownSync(directory, user.uid, user.gid)
   const data = path.join(directory, "data")
   const tool = (name: string) => path.join(bin, name)
