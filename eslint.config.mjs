@@ -34,13 +34,13 @@ export default defineConfig(
   },
   {
     files: ["packages/*/src/**/*.ts"],
-    ignores: ["packages/demo/**"],
+    ignores: ["packages/demo/**", "packages/bench/**"],
     rules: {
       "@effect/no-import-from-barrel-package": ["error", { packageNames: ["effect", "@effect/platform", "@effect/ai"] }]
     }
   },
   {
-    files: ["packages/demo/**/*.ts", "packages/*/test/processes/**/*.ts"],
+    files: ["packages/demo/**/*.ts", "packages/bench/**/*.ts", "packages/*/test/processes/**/*.ts"],
     rules: { "no-console": "off" }
   }
 )

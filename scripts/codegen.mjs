@@ -1,17 +1,18 @@
-// Writes each package's src/index.ts: one `export * as Module` per module file.
+// Writes the src/index.ts of each published package: one `export * as Module` per module file.
+// Private packages (the demo, the benchmarks) are programs and have no index.
 // With --check, fails instead when an index is out of date.
 import * as fs from "node:fs"
 import * as path from "node:path"
 
 const check = process.argv.includes("--check")
 const root = path.join(path.dirname(new URL(import.meta.url).pathname), "..", "packages")
-// Entry points and the demo's modes are programs, not modules of the package.
-const entryPoints = new Set(["index.ts", "main.ts", "ui.ts", "durable.ts"])
+const entryPoints = new Set(["index.ts"])
 let stale = []
 
 for (const pkg of fs.readdirSync(root)) {
   const src = path.join(root, pkg, "src")
   if (!fs.existsSync(src)) continue
+  if (JSON.parse(fs.readFileSync(path.join(root, pkg, "package.json"), "utf8")).private) continue
   const modules = fs.readdirSync(src)
     .filter((file) => file.endsWith(".ts") && !entryPoints.has(file))
     .map((file) => file.slice(0, -3))

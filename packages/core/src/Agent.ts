@@ -14,7 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Schema from "effect/Schema"
-import { AgentConfigError } from "./AgentError.js"
+import { AgentConfigError, type InvalidOptions } from "./AgentError.js"
 import { AgentLoop } from "./AgentLoop.js"
 import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
@@ -88,7 +88,9 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Agen
  * threads live in memory). Bad configuration — two middleware with one name,
  * clashing state keys, two tools with one name, `maxSteps` < 1, a timeout
  * that is not a positive duration or names no tool — fails with an
- * `AgentConfigError`.
+ * `AgentConfigError`; a middleware built with bad options (by a constructor
+ * that returns it directly, e.g. `Logging.middleware`) fails it with that
+ * middleware's `InvalidOptions`.
  *
  * @example
  * ```ts
@@ -125,11 +127,12 @@ export const make = <
   options: Options<Mws, TE, TR, O>
 ): Effect.Effect<
   AgentOf<Mws, O>,
-  AgentConfigError | TE,
+  AgentConfigError | InvalidOptions | TE,
   LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
 > =>
   Effect.gen(function*() {
     const middleware: ReadonlyArray<Middleware.Any> = options.middleware ?? []
+    for (const m of middleware) if (m.invalidOptions !== undefined) return yield* m.invalidOptions
     const maxSteps = options.maxSteps ?? 50
     if (!Number.isInteger(maxSteps) || maxSteps < 1) {
       return yield* new AgentConfigError({ reason: `maxSteps must be a whole number of at least 1, got ${maxSteps}` })
@@ -264,6 +267,6 @@ export const layer = <
   options: Options<Mws, TE, TR, O>
 ): Layer.Layer<
   AgentLoop,
-  AgentConfigError | TE,
+  AgentConfigError | InvalidOptions | TE,
   LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
 > => Layer.effect(AgentLoop, make(options))

@@ -314,6 +314,8 @@ export interface Middleware<S = {}, E = never, R = never> extends Pipeable {
   readonly wrapModelStream: WrapModelStream<E, R> | undefined
   readonly validateResume: ValidateResume<E, R> | undefined
   readonly onThreadDeleted: OnThreadDeleted<R> | undefined
+  /** Set by a constructor given bad options: `Agent.make` fails with it. */
+  readonly invalidOptions: AgentError.InvalidOptions | undefined
 }
 
 /**
@@ -370,6 +372,11 @@ export interface MakeOptions<S, J extends Jump, TE, TR> {
   readonly canJumpTo?: ReadonlyArray<J> | undefined
   /** Tools this middleware adds to the agent (a `Toolkit`, which needs its handlers, or a handled one). */
   readonly tools?: Effect.Effect<Toolkit.WithHandler<any>, TE, TR> | undefined
+  /**
+   * For a constructor that returns a middleware (not an `Effect`) and was
+   * given bad options: `Agent.make` fails with this error.
+   */
+  readonly invalidOptions?: AgentError.InvalidOptions | undefined
 }
 
 const Proto = {
@@ -453,7 +460,8 @@ export const make = <
     wrapToolCall: options.wrapToolCall,
     wrapModelStream: options.wrapModelStream,
     validateResume: options.validateResume,
-    onThreadDeleted: options.onThreadDeleted
+    onThreadDeleted: options.onThreadDeleted,
+    invalidOptions: options.invalidOptions
   })
 
 /**

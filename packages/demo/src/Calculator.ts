@@ -10,7 +10,7 @@
  *
  * @example
  * ```ts
- * import { evaluate } from "@stepwise-agent/demo/Calculator"
+ * import { evaluate } from "./Calculator.js"
  *
  * evaluate("3 * 2.5 + 4 * 1.25") // { _tag: "Right", right: 12.5 }
  * ```

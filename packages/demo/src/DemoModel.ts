@@ -23,7 +23,7 @@ import * as Redacted from "effect/Redacted"
  *
  * @example
  * ```ts
- * import { DemoModel } from "@stepwise-agent/demo"
+ * import * as DemoModel from "./DemoModel.js"
  * import { ScriptedModel } from "@stepwise-agent/testing"
  *
  * const ModelLive = DemoModel.layer(ScriptedModel.layer([ScriptedModel.text("hi")]))
@@ -60,7 +60,7 @@ export const layer = (
  *
  * @example
  * ```ts
- * import { DemoModel } from "@stepwise-agent/demo"
+ * import * as DemoModel from "./DemoModel.js"
  *
  * const middleware = [DemoModel.audit]
  * ```

@@ -63,7 +63,7 @@ export const DemoToolkit = Toolkit.make(Calculate, ListFiles, ReadFile)
  *
  * @example
  * ```ts
- * import { layerHandlers } from "@stepwise-agent/demo/DemoTools"
+ * import { layerHandlers } from "./DemoTools.js"
  *
  * const HandlersLive = layerHandlers("/tmp/sandbox")
  * ```

@@ -74,7 +74,7 @@ export interface Options {
  *
  * @example
  * ```ts
- * import { parseArgs } from "@stepwise-agent/demo/durable"
+ * import { parseArgs } from "./durable.js"
  *
  * parseArgs(["--durable", "--pace", "200"]) // { reset: false, pace: Duration.millis(200) }
  * ```
@@ -506,7 +506,7 @@ const reset = (filename: string, notes: string) =>
  *
  * @example
  * ```ts
- * import { program } from "@stepwise-agent/demo/durable"
+ * import { program } from "./durable.js"
  * import { NodeContext, NodeRuntime } from "@effect/platform-node"
  * import { Effect } from "effect"
  *
@@ -581,7 +581,7 @@ export const program = (options?: Options | undefined) =>
  *
  * @example
  * ```ts
- * import { main } from "@stepwise-agent/demo/durable"
+ * import { main } from "./durable.js"
  *
  * main(process.argv.slice(2))
  * ```

@@ -18,7 +18,7 @@ import { Config, Console, Effect, Fiber, Stream } from "effect"
  * @example
  * ```ts
  * import { Agent } from "@stepwise-agent/core"
- * import { runWithInspector } from "@stepwise-agent/demo/ui"
+ * import { runWithInspector } from "./ui.js"
  * import { Effect } from "effect"
  *
  * const program = Effect.flatMap(

@@ -38,6 +38,8 @@ import type { Scope } from "effect"
  *   calls `dropStalled` (a connection cut mid-stream, at a moment the test
  *   chooses).
  * - `Drop`: the request is read, then the socket is destroyed without a reply.
+ * - `ByMode`: one reply for a plain request and another for a streaming one
+ *   (a script that serves a run whether it generates or streams).
  *
  * `Json` replies with a 2xx status answer only non-streaming requests and
  * `Sse` replies only streaming ones; a mismatch is answered with a 400 that
@@ -65,6 +67,7 @@ export type Reply =
     readonly stallAfter: number | undefined
   }
   | { readonly _tag: "Drop" }
+  | { readonly _tag: "ByMode"; readonly generate: Reply; readonly stream: Reply }
 
 /**
  * A Responses API stream event: its `type` and the rest of its fields
@@ -135,7 +138,7 @@ export interface RecordedRequest {
   readonly path: string
   readonly headers: Readonly<Http.IncomingHttpHeaders>
   readonly body: RequestBody
-  /** How the server answered: the `_tag` of the reply, or `"Unscripted"`. */
+  /** How the server answered: the `_tag` of the reply (of `ByMode`, the one it chose), or `"Unscripted"`. */
   readonly answeredWith: Reply["_tag"] | "Unscripted"
 }
 
@@ -446,6 +449,40 @@ export const textEvents = (chunks: ReadonlyArray<string>, options?: ResponseOpti
 }
 
 /**
+ * A streamed text answer cut short: the events of `textEvents(chunks)` up to
+ * its `deltas`-th text delta, then the server ends the response cleanly, with
+ * no `response.completed` (as a proxy closing a stream early does).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const streamTextCut = (
+  chunks: ReadonlyArray<string>,
+  options: ResponseOptions & { readonly deltas: number }
+): Reply => sse(textEvents(chunks, options).slice(0, 4 + options.deltas))
+
+/**
+ * A 200 `application/json` response with a text answer, sent as is whether
+ * or not the client asked for a stream (a gateway that ignores `stream: true`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const textNotStreamed = (answer: string, options?: ResponseOptions): Reply =>
+  raw(JSON.stringify(envelope([messageItem(answer)], options)))
+
+/**
+ * One reply for a plain request, another for a streaming one.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const byMode = (replies: { readonly generate: Reply; readonly stream: Reply }): Reply => ({
+  _tag: "ByMode",
+  ...replies
+})
+
+/**
  * The events of a streamed response calling tools, each call's arguments
  * sent in two deltas.
  *
@@ -572,6 +609,10 @@ const answer = (
   stalled: Set<Net.Socket>
 ) => {
   switch (reply._tag) {
+    case "ByMode": {
+      answer(req, res, streaming ? reply.stream : reply.generate, streaming, stalled)
+      return
+    }
     case "Drop": {
       req.socket.destroy()
       return
@@ -647,7 +688,9 @@ export const make = (script: ReadonlyArray<Reply> = []): Effect.Effect<FakeOpenA
           path,
           headers: req.headers,
           body,
-          answeredWith: reply?._tag ?? "Unscripted"
+          answeredWith: reply?._tag !== "ByMode"
+            ? reply?._tag ?? "Unscripted"
+            : (body.stream === true ? reply.stream : reply.generate)._tag
         })
         if (req.method !== "POST" || path !== "/v1/responses") {
           fail(res, 404, `no route for ${req.method} ${path}`)

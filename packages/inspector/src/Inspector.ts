@@ -37,6 +37,7 @@ import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import * as Assets from "./internal/assets.js"
 import * as EventLog from "./internal/eventLog.js"
+import * as Guard from "./internal/guard.js"
 import * as Wire from "./internal/wire.js"
 
 // -----------------------------------------------------------------------------
@@ -71,6 +72,18 @@ export interface Options {
    * `DurableThreadError`) and nothing runs.
    */
   readonly resume?: ((threadId: string, value: unknown) => Effect.Effect<void, unknown>) | undefined
+  /**
+   * More names the page may be reached by (the `Host` header's name, port
+   * aside), e.g. the machine's name when `host` is `"0.0.0.0"`. Always
+   * allowed: `127.0.0.1`, `localhost`, `[::1]` and `host`; requests naming
+   * another host are refused (421), against DNS rebinding.
+   */
+  readonly allowedHosts?: ReadonlyArray<string> | undefined
+  /**
+   * The largest request body accepted, in bytes (default 1 MiB); a larger
+   * one is refused (413) without being kept.
+   */
+  readonly maxBodyBytes?: number | undefined
 }
 
 // -----------------------------------------------------------------------------
@@ -181,8 +194,6 @@ const alreadyDecided = (threadId: string): Outcome => ({
 /** The errors that say another tab, client or process answered the wait first. */
 const decidedElsewhere = new Set(["ThreadStateError", "AlreadyDecided"])
 
-const bracketHost = (host: string) => host.includes(":") ? `[${host}]` : host
-
 /**
  * Starts an inspector for `agent`: follows its runs (from now on) through
  * `agent.watch`, and serves the page until the scope closes. Closing the
@@ -216,6 +227,20 @@ export const make: (
     if (!Number.isInteger(maxEvents) || maxEvents < 1) {
       return yield* new InspectorError({ reason: `maxEvents must be a whole number of at least 1, got ${maxEvents}` })
     }
+    const maxBodyBytes = options?.maxBodyBytes ?? 1024 * 1024
+    if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) {
+      return yield* new InspectorError({
+        reason: `maxBodyBytes must be a whole number of at least 1, got ${maxBodyBytes}`
+      })
+    }
+    const allowedHosts = options?.allowedHosts ?? []
+    const notName = allowedHosts.find((name) => !Guard.isHostName(name))
+    if (notName !== undefined) {
+      return yield* new InspectorError({
+        reason: `allowedHosts holds "${notName}", which is not a host name or address without a port`
+      })
+    }
+    const hostNames = Guard.hostNames(host, allowedHosts)
     const assets = yield* Effect.mapError(Assets.load, (reason) => new InspectorError({ reason }))
     const token = Crypto.randomBytes(24).toString("base64url")
     const expected = Buffer.from(token)
@@ -420,8 +445,25 @@ export const make: (
       HttpRouter.post("/api/threads/:threadId/resume", resumeRoute)
     )
 
+    const refuse = (status: number, message: string) =>
+      HttpServerResponse.text(message, { status, headers: { connection: "close" } })
+
     const app = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
+      const hostHeader = request.headers["host"]
+      if (!Guard.hostAllowed(hostHeader, hostNames)) {
+        return refuse(
+          421,
+          `421 Misdirected Request: this inspector does not answer for host "${hostHeader ?? ""}"; open the ` +
+            `address it printed, or add the name to the allowedHosts option.`
+        )
+      }
+      if (!Guard.originAllowed(request.method, request.headers["origin"], hostHeader)) {
+        return refuse(
+          403,
+          `403 Forbidden: requests from origin "${request.headers["origin"]}" may not change anything.`
+        )
+      }
       const url = new URL(request.url, "http://inspector")
       const authorization = request.headers["authorization"]
       const given = url.searchParams.get("token") ?? request.headers["x-inspector-token"] ??
@@ -432,8 +474,13 @@ export const make: (
           { status: 401 }
         )
       }
+      const tooLarge = `413 Payload Too Large: the body may have at most ${maxBodyBytes} bytes.`
+      if (Guard.declaredTooLarge(request.headers["content-length"], maxBodyBytes)) return refuse(413, tooLarge)
+      const read = yield* Guard.bounded(request, maxBodyBytes)
+      if (Option.isNone(read)) return refuse(413, tooLarge)
       return yield* router.pipe(
-        Effect.catchTag("RouteNotFound", () => Effect.succeed(HttpServerResponse.text("Not found", { status: 404 })))
+        Effect.catchTag("RouteNotFound", () => Effect.succeed(HttpServerResponse.text("Not found", { status: 404 }))),
+        Effect.provideService(HttpServerRequest.HttpServerRequest, read.value)
       )
     }).pipe(
       Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause)))),
@@ -463,7 +510,7 @@ export const make: (
       )
     )
     const port = server.address._tag === "TcpAddress" ? server.address.port : 0
-    return Inspector.of({ url: `http://${bracketHost(host)}:${port}/?token=${token}`, host, port })
+    return Inspector.of({ url: `http://${Guard.bracketed(host)}:${port}/?token=${token}`, host, port })
   }
 )
 

@@ -27,37 +27,18 @@
  * @since 0.1.0
  */
 import * as Prompt from "@effect/ai/Prompt"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 
 // ---------------------------------------------------------------------------
 // errors
 // ---------------------------------------------------------------------------
-
-/**
- * An edit was built with an invalid option (a negative or fractional count, a
- * non-string tool name). Returned by the edit's constructor.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidEditOptions extends Schema.TaggedError<InvalidEditOptions>(
-  "@stepwise-agent/middleware/ContextEditing/InvalidEditOptions"
-)("InvalidEditOptions", {
-  edit: Schema.String,
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid option "${this.option}" of ${this.edit}: ${this.reason}`
-  }
-}
 
 /**
  * An edit could not be applied. The built-in edits never fail when applied;
@@ -244,42 +225,26 @@ interface ClearToolUsesConfig {
   readonly placeholder: string
 }
 
-const clearToolUsesName = "ClearToolUses"
+const ClearToolUsesSchema = Schema.Struct({
+  trigger: Schema.optional(Check.Count),
+  clearAtLeast: Schema.optional(Check.Count),
+  keep: Schema.optional(Check.Count),
+  clearToolInputs: Schema.optional(Schema.Boolean),
+  excludeTools: Schema.optional(Schema.Array(Schema.String)),
+  placeholder: Schema.optional(Schema.String)
+})
 
 const validate = (
   options: ClearToolUsesOptions | undefined
-): Either.Either<ClearToolUsesConfig, InvalidEditOptions> => {
-  const fail = (option: string, reason: string) =>
-    Either.left(new InvalidEditOptions({ edit: clearToolUsesName, option, reason }))
-  const counts = [
-    ["trigger", options?.trigger ?? 100_000],
-    ["clearAtLeast", options?.clearAtLeast ?? 0],
-    ["keep", options?.keep ?? 3]
-  ] as const
-  for (const [option, value] of counts) {
-    if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
-      return fail(option, `must be a whole number ≥ 0, got ${String(value)}`)
-    }
-  }
-  const excludeTools = options?.excludeTools ?? []
-  for (const name of excludeTools) {
-    if (typeof name !== "string") return fail("excludeTools", `must hold tool names, got ${String(name)}`)
-  }
-  const placeholder = options?.placeholder ?? "[cleared]"
-  if (typeof placeholder !== "string") return fail("placeholder", `must be a string, got ${String(placeholder)}`)
-  const clearToolInputs = options?.clearToolInputs ?? false
-  if (typeof clearToolInputs !== "boolean") {
-    return fail("clearToolInputs", `must be a boolean, got ${String(clearToolInputs)}`)
-  }
-  return Either.right({
-    trigger: counts[0][1],
-    clearAtLeast: counts[1][1],
-    keep: counts[2][1],
-    clearToolInputs,
-    excludeTools: new Set(excludeTools),
-    placeholder
-  })
-}
+): Either.Either<ClearToolUsesConfig, AgentError.InvalidOptions> =>
+  Either.map(Check.validateEither("ClearToolUses", ClearToolUsesSchema, options), (checked) => ({
+    trigger: checked.trigger ?? 100_000,
+    clearAtLeast: checked.clearAtLeast ?? 0,
+    keep: checked.keep ?? 3,
+    clearToolInputs: checked.clearToolInputs ?? false,
+    excludeTools: new Set(checked.excludeTools ?? []),
+    placeholder: checked.placeholder ?? "[cleared]"
+  }))
 
 interface Located<P> {
   readonly part: P
@@ -636,7 +601,7 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
       )
     }).pipe(Effect.withSpan("ContextEditing.ClearToolUses", { captureStackTrace: false }))
 
-  return { name: clearToolUsesName, apply }
+  return { name: "ClearToolUses", apply }
 }
 
 /** Whether `prefix` holds the first messages of `messages` (compared by identity, newest first). */
@@ -665,8 +630,9 @@ const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray
  * so no tool call loses its result; the system prompt, user and assistant
  * text are never changed.
  *
- * Bad options (a negative or fractional count) are a `Left` of
- * {@link InvalidEditOptions}; an `Either` can be `yield*`ed in `Effect.gen`.
+ * Bad options (a negative or fractional count, an unknown key) are a `Left`
+ * of `AgentError.InvalidOptions` (module `"ClearToolUses"`) naming the
+ * option; an `Either` can be `yield*`ed in `Effect.gen`.
  *
  * @example
  * ```ts
@@ -682,8 +648,9 @@ const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray
  * @since 0.1.0
  * @category constructors
  */
-export const ClearToolUses = (options?: ClearToolUsesOptions): Either.Either<ContextEdit, InvalidEditOptions> =>
-  Either.map(validate(options), makeClearToolUses)
+export const ClearToolUses = (
+  options?: ClearToolUsesOptions
+): Either.Either<ContextEdit, AgentError.InvalidOptions> => Either.map(validate(options), makeClearToolUses)
 
 /**
  * Applies edits in order, each to the output of the one before, and sums up
@@ -785,7 +752,9 @@ export interface MiddlewareOptions<Edits extends ReadonlyArray<ContextEdit.Any>,
  * tool results, so a later edit policy (or a human) can still read them.
  * When an edit cleared something it reports the decision
  * `"cleared N tool results, M tokens reclaimed"` (with the ids and counts as
- * data) as a `MiddlewareDecision` event.
+ * data) as a `MiddlewareDecision` event. Bad options (an unknown key, an
+ * edit that is not a `ContextEdit`) make `Agent.make` fail with
+ * `AgentError.InvalidOptions` naming the option.
  *
  * @example
  * ```ts
@@ -811,9 +780,24 @@ export const middleware = <
   {},
   ContextEdit.Error<Edits[number]>,
   ContextEdit.Context<Edits[number]> | (Method extends "model" ? TokenCounter.TokenCounter : never)
-> => {
-  const edits: ReadonlyArray<ContextEdit.Any> = options?.edits ?? [makeClearToolUses(Either.getOrThrow(validate({})))]
-  const method: TokenCountMethod = options?.tokenCountMethod ?? "approximate"
+> => Check.middlewareOf("ContextEditing", MiddlewareOptionsSchema, options, make)
+
+const EditSchema = Schema.declare(
+  (u: unknown): u is ContextEdit.Any =>
+    Predicate.hasProperty(u, "name") && typeof u.name === "string" &&
+    Predicate.hasProperty(u, "apply") && typeof u.apply === "function",
+  { identifier: "a ContextEdit (built by ClearToolUses, or with a name and an apply function)" }
+)
+
+const MiddlewareOptionsSchema = Schema.Struct({
+  name: Schema.optional(Check.NonEmpty),
+  edits: Schema.optional(Schema.Array(EditSchema)),
+  tokenCountMethod: Schema.optional(Schema.Literal("approximate", "model"))
+})
+
+const make = (options: typeof MiddlewareOptionsSchema.Type): any => {
+  const edits: ReadonlyArray<ContextEdit.Any> = options.edits ?? [makeClearToolUses(Either.getOrThrow(validate({})))]
+  const method: TokenCountMethod = options.tokenCountMethod ?? "approximate"
   let approximate: TokenCounter.TokenCounter.Service | undefined
   const counter: Effect.Effect<TokenCounter.TokenCounter.Service, never, TokenCounter.TokenCounter> =
     method === "model" ?
@@ -825,7 +809,7 @@ export const middleware = <
         )
       )
   return Middleware.make({
-    name: options?.name ?? "contextEditing",
+    name: options.name ?? "contextEditing",
     wrapModelCall: (request, next) =>
       Effect.gen(function*() {
         const service = yield* counter

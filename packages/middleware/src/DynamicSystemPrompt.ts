@@ -15,6 +15,8 @@
 import { InvalidHookResult } from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 
 /**
  * Computes the system prompt of a model call.
@@ -37,8 +39,11 @@ export interface Options {
   readonly name?: string | undefined
 }
 
+const OptionsSchema = Schema.Struct({ name: Schema.optional(Check.NonEmpty) })
+
 /**
- * Builds the middleware.
+ * Builds the middleware. A `prompt` that is not a function or bad options
+ * (an unknown key too) make `Agent.make` fail with `AgentError.InvalidOptions`.
  *
  * @example
  * ```ts
@@ -61,8 +66,13 @@ export interface Options {
 export const middleware = <E = never, R = never>(
   prompt: Prompt<E, R>,
   options?: Options | undefined
-): Middleware.Middleware<{}, E | InvalidHookResult, R> => {
-  const name = options?.name ?? "dynamicSystemPrompt"
+): Middleware.Middleware<{}, E | InvalidHookResult, R> =>
+  typeof prompt !== "function"
+    ? Check.carrying(Check.invalid("DynamicSystemPrompt", "prompt", "must be a function"))
+    : Check.middlewareOf("DynamicSystemPrompt", OptionsSchema, options, (checked) => make(prompt, checked))
+
+const make = <E, R>(prompt: Prompt<E, R>, options: Options): Middleware.Middleware<{}, E | InvalidHookResult, R> => {
+  const name = options.name ?? "dynamicSystemPrompt"
   return Middleware.make({
     name,
     wrapModelCall: (request, next) =>

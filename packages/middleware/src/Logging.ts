@@ -30,6 +30,8 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as LogLevel from "effect/LogLevel"
 import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 
 /**
  * Options of {@link middleware}.
@@ -45,6 +47,19 @@ export interface Options {
   /** The middleware's name (default `"logging"`). */
   readonly name?: string | undefined
 }
+
+const Level = Schema.Union(
+  Schema.Literal("All", "Fatal", "Error", "Warning", "Info", "Debug", "Trace", "None"),
+  Schema.declare((u: unknown): u is LogLevel.LogLevel => LogLevel.allLevels.includes(u as LogLevel.LogLevel), {
+    identifier: "a LogLevel"
+  })
+)
+
+const OptionsSchema = Schema.Struct({
+  level: Schema.optional(Level),
+  failureLevel: Schema.optional(Level),
+  name: Schema.optional(Check.NonEmpty)
+})
 
 const toLevel = (level: LogLevel.LogLevel | LogLevel.Literal): LogLevel.LogLevel =>
   typeof level === "string" ? LogLevel.fromLiteral(level) : level
@@ -63,7 +78,8 @@ const describeFailure = (cause: Cause.Cause<unknown>) => {
 }
 
 /**
- * Builds the middleware.
+ * Builds the middleware. Bad options (an unknown key too) make `Agent.make`
+ * fail with `AgentError.InvalidOptions` naming the option.
  *
  * @example
  * ```ts
@@ -81,10 +97,13 @@ const describeFailure = (cause: Cause.Cause<unknown>) => {
  * @since 0.1.0
  * @category constructors
  */
-export const middleware = (options?: Options | undefined): Middleware.Middleware => {
-  const name = options?.name ?? "logging"
-  const level = toLevel(options?.level ?? LogLevel.Info)
-  const failureLevel = toLevel(options?.failureLevel ?? LogLevel.Warning)
+export const middleware = (options?: Options | undefined): Middleware.Middleware =>
+  Check.middlewareOf("Logging", OptionsSchema, options, make)
+
+const make = (options: Options): Middleware.Middleware => {
+  const name = options.name ?? "logging"
+  const level = toLevel(options.level ?? LogLevel.Info)
+  const failureLevel = toLevel(options.failureLevel ?? LogLevel.Warning)
   const log = (
     logLevel: LogLevel.LogLevel,
     hook: string,

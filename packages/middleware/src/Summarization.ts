@@ -43,14 +43,17 @@
  */
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -161,29 +164,6 @@ export const markerKey = "stepwise"
 // -----------------------------------------------------------------------------
 // errors
 // -----------------------------------------------------------------------------
-
-/**
- * The options are invalid: a size that is not one of `{ tokens }`,
- * `{ messages }`, `{ fraction }`, a count that is not a whole number in
- * range, a fraction outside (0, 1], a fraction without `contextWindow`, a
- * summary prompt without `{messages}`, or an unknown `onFailure`.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidSummarizationOptions extends Schema.TaggedError<InvalidSummarizationOptions>(
-  "@stepwise-agent/middleware/Summarization/InvalidSummarizationOptions"
-)("InvalidSummarizationOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid Summarization option "${this.option}": ${this.reason}`
-  }
-}
 
 /**
  * The summarizer failed (or answered with no text). The history was left as
@@ -374,132 +354,84 @@ interface Config {
   readonly name: string
 }
 
-const sizeKeys = ["tokens", "messages", "fraction"] as const
+/** A whole number of at least 1. */
+const Positive = Schema.Number.pipe(
+  Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
+)
 
-const isWhole = (n: unknown): n is number => typeof n === "number" && Number.isInteger(n)
+const SizeSchema = Schema.Union(
+  Schema.Struct({ tokens: Positive }),
+  Schema.Struct({ messages: Positive }),
+  Schema.Struct({
+    fraction: Schema.Number.pipe(Schema.filter((f) => f > 0 && f <= 1, { description: "a number in (0, 1]" }))
+  })
+)
 
-const checkSize = (
+const OptionsSchema = Schema.Struct({
+  trigger: Schema.Union(SizeSchema, Schema.Array(SizeSchema)),
+  keep: SizeSchema,
+  contextWindow: Schema.optional(Positive),
+  summaryPrompt: Schema.optional(Schema.String.pipe(
+    Schema.filter((text) => text.includes("{messages}"), {
+      description: "a text with a {messages} placeholder for the messages to summarize"
+    })
+  )),
+  trimTokensToSummarize: Schema.optional(Schema.Union(Positive, Schema.Literal(false))),
+  onFailure: Schema.optional(Schema.Literal("fail", "continue")),
+  name: Schema.optional(Check.NonEmpty)
+})
+
+/** A size in tokens or messages; a fraction is taken of `contextWindow`. */
+const sizeOf = (
   option: string,
-  size: unknown,
-  contextWindow: number | undefined,
-  min: number
-): Size | InvalidSummarizationOptions => {
-  const keys = size !== null && typeof size === "object" ? Object.keys(size) : []
-  const kind = keys.length === 1 ? sizeKeys.find((key) => key === keys[0]) : undefined
-  if (kind === undefined) {
-    return new InvalidSummarizationOptions({
-      option,
-      reason: "must be one of { tokens: N }, { messages: N } or { fraction: f }"
-    })
-  }
-  const value = (size as Record<string, unknown>)[kind]
-  if (kind === "fraction") {
-    if (typeof value !== "number" || !(value > 0 && value <= 1)) {
-      return new InvalidSummarizationOptions({
-        option: `${option}.fraction`,
-        reason: `must be a number in (0, 1], got ${String(value)}`
-      })
-    }
-    if (contextWindow === undefined) {
-      return new InvalidSummarizationOptions({
-        option: "contextWindow",
-        reason: `is required when ${option} is a fraction of the context window`
-      })
-    }
-    const tokens = Math.floor(value * contextWindow)
-    if (tokens < min) {
-      return new InvalidSummarizationOptions({
-        option: `${option}.fraction`,
-        reason: `${value} of a context window of ${contextWindow} is ${tokens} tokens; need at least ${min}`
-      })
-    }
-    return { _tag: "tokens", value: tokens }
-  }
-  if (!isWhole(value) || value < min) {
-    return new InvalidSummarizationOptions({
-      option: `${option}.${kind}`,
-      reason: `must be a whole number ≥ ${min}, got ${String(value)}`
-    })
-  }
-  return { _tag: kind, value }
-}
-
-const optionKeys: ReadonlyArray<string> = [
-  "trigger",
-  "keep",
-  "contextWindow",
-  "summaryPrompt",
-  "trimTokensToSummarize",
-  "onFailure",
-  "name"
-]
-
-const validate = (options: Options): Config | InvalidSummarizationOptions => {
-  if (options === null || typeof options !== "object") {
-    return new InvalidSummarizationOptions({ option: "options", reason: "must be an object with trigger and keep" })
-  }
-  const unknown = Object.keys(options).find((key) => !optionKeys.includes(key))
-  if (unknown !== undefined) {
-    return new InvalidSummarizationOptions({ option: unknown, reason: `is unknown; expected ${optionKeys.join(", ")}` })
-  }
-  const contextWindow = options.contextWindow
-  if (contextWindow !== undefined && (!isWhole(contextWindow) || contextWindow < 1)) {
-    return new InvalidSummarizationOptions({
-      option: "contextWindow",
-      reason: `must be a whole number of tokens ≥ 1, got ${String(contextWindow)}`
-    })
-  }
-  const rawTriggers: ReadonlyArray<unknown> = Array.isArray(options.trigger) ? options.trigger : [options.trigger]
-  if (rawTriggers.length === 0) {
-    return new InvalidSummarizationOptions({ option: "trigger", reason: "is an empty list: nothing would trigger" })
-  }
-  const triggers: Array<Size> = []
-  for (const [index, trigger] of rawTriggers.entries()) {
-    const checked = checkSize(
-      Array.isArray(options.trigger) ? `trigger[${index}]` : "trigger",
-      trigger,
-      contextWindow,
-      1
+  size: ContextSize,
+  contextWindow: number | undefined
+): Either.Either<Size, AgentError.InvalidOptions> => {
+  if ("tokens" in size) return Either.right({ _tag: "tokens", value: size.tokens })
+  if ("messages" in size) return Either.right({ _tag: "messages", value: size.messages })
+  if (contextWindow === undefined) {
+    return Either.left(
+      Check.invalid("Summarization", "contextWindow", `is required when ${option} is a fraction of the context window`)
     )
-    if (checked instanceof InvalidSummarizationOptions) return checked
-    triggers.push(checked)
   }
-  const keep = checkSize("keep", options.keep, contextWindow, 1)
-  if (keep instanceof InvalidSummarizationOptions) return keep
-  const summaryPrompt = options.summaryPrompt ?? defaultSummaryPrompt
-  if (typeof summaryPrompt !== "string" || !summaryPrompt.includes("{messages}")) {
-    return new InvalidSummarizationOptions({
-      option: "summaryPrompt",
-      reason: "must be a string with a {messages} placeholder for the messages to summarize"
-    })
-  }
-  const trim = options.trimTokensToSummarize ?? 4000
-  if (trim !== false && (!isWhole(trim) || trim < 1)) {
-    return new InvalidSummarizationOptions({
-      option: "trimTokensToSummarize",
-      reason: `must be a whole number ≥ 1 or false, got ${String(trim)}`
-    })
-  }
-  const onFailure = options.onFailure ?? "fail"
-  if (onFailure !== "fail" && onFailure !== "continue") {
-    return new InvalidSummarizationOptions({
-      option: "onFailure",
-      reason: `must be "fail" or "continue", got ${String(onFailure)}`
-    })
-  }
-  const name = options.name ?? "summarization"
-  if (typeof name !== "string" || name.length === 0) {
-    return new InvalidSummarizationOptions({ option: "name", reason: "must be a non-empty string" })
-  }
-  return {
-    triggers,
-    keep,
-    summaryPrompt,
-    trim: trim === false ? undefined : trim,
-    onFailure,
-    name
-  }
+  const tokens = Math.floor(size.fraction * contextWindow)
+  return tokens >= 1 ? Either.right({ _tag: "tokens", value: tokens }) : Either.left(
+    Check.invalid(
+      "Summarization",
+      `${option}.fraction`,
+      `${size.fraction} of a context window of ${contextWindow} is ${tokens} tokens; need at least 1`
+    )
+  )
 }
+
+const validate = (options: Options): Either.Either<Config, AgentError.InvalidOptions> =>
+  Either.gen(function*() {
+    const checked = yield* Check.validateEither("Summarization", OptionsSchema, options)
+    const { contextWindow } = checked
+    const listed = Array.isArray(checked.trigger)
+    const rawTriggers: ReadonlyArray<ContextSize> = listed
+      ? checked.trigger as ReadonlyArray<ContextSize>
+      : [checked.trigger as ContextSize]
+    if (rawTriggers.length === 0) {
+      return yield* Either.left(
+        Check.invalid("Summarization", "trigger", "is an empty list: nothing would trigger")
+      )
+    }
+    const triggers: Array<Size> = []
+    for (const [index, trigger] of rawTriggers.entries()) {
+      triggers.push(yield* sizeOf(listed ? `trigger[${index}]` : "trigger", trigger, contextWindow))
+    }
+    const keep = yield* sizeOf("keep", checked.keep, contextWindow)
+    const trim = checked.trimTokensToSummarize ?? 4000
+    return {
+      triggers,
+      keep,
+      summaryPrompt: checked.summaryPrompt ?? defaultSummaryPrompt,
+      trim: trim === false ? undefined : trim,
+      onFailure: checked.onFailure ?? "fail",
+      name: checked.name ?? "summarization"
+    }
+  })
 
 // -----------------------------------------------------------------------------
 // sessions: running token sums per thread
@@ -710,8 +642,8 @@ const make = (config: Config) => {
 
 /**
  * Builds the middleware (see the module documentation). It needs the
- * {@link Summarizer}; bad options fail with
- * {@link InvalidSummarizationOptions}. When it summarizes it reports the
+ * {@link Summarizer}; bad options (an unknown key too) fail with
+ * `AgentError.InvalidOptions` naming the option. When it summarizes it reports the
  * decision `"summarized N messages, kept M; before → after tokens"`.
  *
  * List it after middleware that rewrite the input (such as `Pii`), so the
@@ -740,9 +672,7 @@ const make = (config: Config) => {
  */
 export const middleware: (
   options: Options
-) => Effect.Effect<Middleware.Middleware<{}, SummarizationFailed, Summarizer>, InvalidSummarizationOptions> = Effect
+) => Effect.Effect<Middleware.Middleware<{}, SummarizationFailed, Summarizer>, AgentError.InvalidOptions> = Effect
   .fn("Summarization.middleware")(function*(options: Options) {
-    const config = validate(options)
-    if (config instanceof InvalidSummarizationOptions) return yield* config
-    return make(config)
+    return make(yield* validate(options))
   })

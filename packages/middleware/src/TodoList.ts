@@ -35,6 +35,7 @@ import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -301,6 +302,11 @@ export const layer: Layer.Layer<TodoList> = Layer.effect(TodoList, make)
 // the middleware
 // -----------------------------------------------------------------------------
 
+const OptionsSchema = Schema.Struct({
+  systemPrompt: Schema.optional(Schema.String),
+  toolDescription: Schema.optional(Check.NonBlank)
+})
+
 const decodeResult = Schema.decodeUnknownOption(WriteTodosResult)
 
 const successfulWrite = (result: Prompt.ToolResultPart): Option.Option<ReadonlyArray<Todo>> =>
@@ -341,7 +347,9 @@ const lastWrite = (messages: ReadonlyArray<Prompt.Message>): Option.Option<Reado
  * `todos` state slice, mirrored into the {@link TodoList} service (which the
  * agent needs: provide {@link layer} when building it, and share that layer
  * with the app to read the lists). Invalid `write_todos` input is answered
- * with a failed tool result the model can repair.
+ * with a failed tool result the model can repair; so is each of two or more
+ * `write_todos` calls in one reply. Bad options (an unknown key too) make
+ * `Agent.make` fail with `AgentError.InvalidOptions` naming the option.
  *
  * @example
  * ```ts
@@ -361,8 +369,11 @@ const lastWrite = (messages: ReadonlyArray<Prompt.Message>): Option.Option<Reado
  * @since 0.1.0
  * @category constructors
  */
-export const middleware = (options?: Options | undefined): Middleware.Middleware<State, never, TodoList> => {
-  const tool = makeTool(options?.toolDescription ?? defaultToolDescription)
+export const middleware = (options?: Options | undefined): Middleware.Middleware<State, never, TodoList> =>
+  Check.middlewareOf("TodoList", OptionsSchema, options, build)
+
+const build = (options: Options): Middleware.Middleware<State, never, TodoList> => {
+  const tool = makeTool(options.toolDescription ?? defaultToolDescription)
   const kit = Toolkit.make(tool)
   const handled = Effect.flatMap(
     kit.toContext({
@@ -376,7 +387,7 @@ export const middleware = (options?: Options | undefined): Middleware.Middleware
     }),
     (context) => Effect.provide(kit, context)
   )
-  const prompt = options?.systemPrompt ?? defaultSystemPrompt
+  const prompt = options.systemPrompt ?? defaultSystemPrompt
 
   const sync = (context: Middleware.HookContext<State>) =>
     Effect.gen(function*() {

@@ -34,6 +34,8 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
 
 /**
  * Options of {@link middleware}.
@@ -45,6 +47,8 @@ export interface Options {
   /** The middleware's name (default `"tracing"`). */
   readonly name?: string | undefined
 }
+
+const OptionsSchema = Schema.Struct({ name: Schema.optional(Check.NonEmpty) })
 
 const defined = (attributes: Record<string, unknown>): Record<string, unknown> => {
   const out: Record<string, unknown> = {}
@@ -67,7 +71,8 @@ const annotateFailure = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect
 
 /**
  * Builds the middleware. It changes nothing about a run; it only annotates
- * spans (see the module documentation for the attributes).
+ * spans (see the module documentation for the attributes). Bad options (an
+ * unknown key too) make `Agent.make` fail with `AgentError.InvalidOptions`.
  *
  * @example
  * ```ts
@@ -86,8 +91,11 @@ const annotateFailure = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect
  * @category constructors
  */
 export const middleware = (options?: Options | undefined): Middleware.Middleware =>
+  Check.middlewareOf("Tracing", OptionsSchema, options, make)
+
+const make = (options: Options): Middleware.Middleware =>
   Middleware.make({
-    name: options?.name ?? "tracing",
+    name: options.name ?? "tracing",
     wrapModelCall: (request, next) =>
       Effect.gen(function*() {
         yield* Effect.annotateCurrentSpan({

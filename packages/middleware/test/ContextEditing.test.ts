@@ -492,7 +492,7 @@ describe("ClearToolUses", () => {
       assert.strictEqual(calls - afterFirst, 2 + 1)
     }))
 
-  it("rejects negative and fractional counts at construction", () => {
+  it("rejects negative and fractional counts and unknown keys at construction with InvalidOptions", () => {
     const invalid = [
       [{ trigger: -1 }, "trigger"],
       [{ trigger: 1.5 }, "trigger"],
@@ -501,18 +501,23 @@ describe("ClearToolUses", () => {
       [{ keep: 0.5 }, "keep"],
       [{ keep: Number.NaN }, "keep"],
       [{ trigger: Number.POSITIVE_INFINITY }, "trigger"],
-      [{ excludeTools: [1 as any] }, "excludeTools"]
+      [{ excludeTools: [1 as any] }, "excludeTools[0]"],
+      [{ clearToolInputs: "yes" as any }, "clearToolInputs"],
+      [{ exclude_tools: ["search"] } as any, "exclude_tools"]
     ] as const
     for (const [options, option] of invalid) {
       const error = Either.getLeft(ContextEditing.ClearToolUses(options as ContextEditing.ClearToolUsesOptions))
       assert.isTrue(Option.isSome(error), option)
       const value = Option.getOrThrow(error)
-      assert.strictEqual(value._tag, "InvalidEditOptions")
+      assert.strictEqual(value._tag, "InvalidOptions")
       assert.strictEqual(value.option, option)
-      assert.strictEqual(value.edit, "ClearToolUses")
+      assert.strictEqual(value.module, "ClearToolUses")
     }
     const keep = Either.getLeft(ContextEditing.ClearToolUses({ keep: -1 })).pipe(Option.getOrThrow)
-    assert.strictEqual(keep.message, "Invalid option \"keep\" of ClearToolUses: must be a whole number ≥ 0, got -1")
+    assert.strictEqual(
+      keep.message,
+      "Invalid ClearToolUses option \"keep\": Expected a whole number of at least 0, actual -1"
+    )
     assert.isTrue(Either.isRight(ContextEditing.ClearToolUses()))
     assert.isTrue(Either.isRight(ContextEditing.ClearToolUses({ trigger: 0, clearAtLeast: 0, keep: 0 })))
   })
@@ -522,7 +527,7 @@ describe("ClearToolUses", () => {
       const error = yield* Effect.flip(Effect.gen(function*() {
         return yield* ContextEditing.ClearToolUses({ clearAtLeast: -1 })
       }))
-      assert.strictEqual(error._tag, "InvalidEditOptions")
+      assert.strictEqual(error._tag, "InvalidOptions")
     }))
 
   it.effect("applyEdits chains edits and sums what they did", () =>

@@ -104,14 +104,14 @@ const collect = <A, E, R>(stream: Stream.Stream<A, E, R>) => Effect.map(Stream.r
 // ---------------------------------------------------------------------------
 
 describe("options", () => {
-  it.effect("bad options fail at construction with InvalidSummarizationOptions naming the option", () =>
+  it.effect("bad options fail at construction with InvalidOptions naming the option", () =>
     Effect.gen(function*() {
       const cases: ReadonlyArray<readonly [unknown, string]> = [
         [{ trigger: { tokens: 0 }, keep: { messages: 2 } }, "trigger.tokens"],
         [{ trigger: { tokens: 1.5 }, keep: { messages: 2 } }, "trigger.tokens"],
         [{ trigger: { messages: 0 }, keep: { messages: 2 } }, "trigger.messages"],
-        [{ trigger: { pages: 3 }, keep: { messages: 2 } }, "trigger"],
-        [{ trigger: { tokens: 10, messages: 3 }, keep: { messages: 2 } }, "trigger"],
+        [{ trigger: { pages: 3 }, keep: { messages: 2 } }, "trigger.pages"],
+        [{ trigger: { tokens: 10, messages: 3 }, keep: { messages: 2 } }, "trigger.messages"],
         [{ trigger: [], keep: { messages: 2 } }, "trigger"],
         [{ trigger: [{ tokens: 10 }, { messages: -1 }], keep: { messages: 2 } }, "trigger[1].messages"],
         [{ trigger: { tokens: 10 }, keep: { messages: -1 } }, "keep.messages"],
@@ -133,7 +133,8 @@ describe("options", () => {
       ]
       for (const [options, option] of cases) {
         const error = yield* Effect.flip(Summarization.middleware(options as Summarization.Options))
-        assert.strictEqual(error._tag, "InvalidSummarizationOptions")
+        assert.strictEqual(error._tag, "InvalidOptions")
+        assert.strictEqual(error.module, "Summarization")
         assert.strictEqual(error.option, option, JSON.stringify(options))
         assert.include(error.message, `Invalid Summarization option "${option}"`)
       }

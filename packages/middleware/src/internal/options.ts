@@ -5,6 +5,7 @@
  */
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -44,12 +45,18 @@ const describe = (error: ParseResult.ParseError): { readonly option: string; rea
   const atDepth = issues.filter((issue) => issue.path.length === depth)
   // an optional option also fails as "Expected undefined": say what it should have been
   const defined = atDepth.filter((issue) => !issue.message.startsWith("Expected undefined,"))
-  const deepest = defined.length > 0 ? defined : atDepth
+  // a wrong value says more than a union member's missing or unknown key
+  const typed = defined.filter((issue) => issue._tag !== "Missing" && issue._tag !== "Unexpected")
+  const deepest = typed.length > 0 ? typed : defined.length > 0 ? defined : atDepth
   const first = deepest[0]!
   if (depth === 0) return { option: "options", reason: "must be an object" }
   const option = pathOf(first.path)
   if (first._tag === "Unexpected") {
-    return { option, reason: first.message.replace(/^is unexpected, expected:/, "is unknown; expected") }
+    // each member of a union says which keys it expects: list them all
+    const expected = deepest
+      .filter((issue) => issue._tag === "Unexpected" && pathOf(issue.path) === option)
+      .map((issue) => issue.message.replace(/^is unexpected, expected: /, ""))
+    return { option, reason: `is unknown; expected ${[...new Set(expected)].join(" | ")}` }
   }
   const matches = deepest.map((issue) => actualPattern.exec(issue.message))
   if (deepest.length > 1 && matches.every((match) => match !== null && match[2] === matches[0]![2])) {
@@ -79,6 +86,22 @@ export const validate = <A, I>(
   schema: Schema.Schema<A, I, never>,
   options: unknown
 ): Effect.Effect<A, AgentError.InvalidOptions> => Effect.suspend(() => validateEither(module, schema, options))
+
+/**
+ * For a constructor that returns a middleware directly: checks `options`
+ * like {@link validate} and builds the middleware from them, or gives one
+ * that carries the `InvalidOptions`, with which `Agent.make` fails.
+ */
+export const middlewareOf = <A, I, M extends Middleware.Any>(
+  module: string,
+  schema: Schema.Schema<A, I, never>,
+  options: unknown,
+  build: (options: A) => M
+): M => Either.match(validateEither(module, schema, options), { onLeft: carrying<M>, onRight: build })
+
+/** A middleware that only carries `invalidOptions`: `Agent.make` fails with it. */
+export const carrying = <M extends Middleware.Any>(invalidOptions: AgentError.InvalidOptions): M =>
+  Middleware.make({ name: invalidOptions.module, invalidOptions }) as Middleware.Any as M
 
 const decode = <A, I>(schema: Schema.Schema<A, I, never>) =>
   Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "all" })

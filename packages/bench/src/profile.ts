@@ -104,7 +104,7 @@ export const areaOf = (frame: CallFrame): string => {
       : "effect: runtime and data types"
   }
   if (url.includes("/packages/core/")) return "@stepwise-agent/core (the loop)"
-  if (url.includes("/packages/demo/bench/")) return "benchmark harness"
+  if (url.includes("/packages/bench/src/")) return "benchmark harness"
   if (url.startsWith("node:")) return "V8 / Node built-ins"
   return "other"
 }

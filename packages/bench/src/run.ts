@@ -1,5 +1,5 @@
 /**
- * The benchmark: `npm run bench` (or `npx tsx packages/demo/bench/run.ts`).
+ * The benchmark: `npm run bench` (or `npx tsx packages/bench/src/run.ts`).
  *
  * Measures, on fake models (see `fixtures.ts`):
  * 1. the loop's cost per step (one model call + one tool call) with 0, 1, 5
