@@ -9,15 +9,11 @@ import { Chunk, Deferred, Effect, Fiber, Option, Ref, Schema, Stream } from "eff
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 import * as TodoList from "../src/TodoList.js"
 
-/** Resumes with decisions by call id, bound to the request the thread waits on. */
-const resumeBound = (
-  agent: Agent.AgentOf<any>,
-  threadId: string,
-  decisions: ReadonlyArray<HumanInTheLoop.Decision>
-) =>
-  Effect.flatMap(agent.thread(threadId), (thread) => {
+/** Decisions by call id, bound to the request the thread waits on. */
+const bound = (agent: Agent.AgentOf<any>, threadId: string, decisions: ReadonlyArray<HumanInTheLoop.Decision>) =>
+  Effect.map(agent.thread(threadId), (thread) => {
     const pending = Option.getOrThrow(Option.getOrThrow(thread).pending)
-    return agent.resume(threadId, HumanInTheLoop.bind(Option.getOrThrow(HumanInTheLoop.requestOf(pending)), decisions))
+    return HumanInTheLoop.bind(Option.getOrThrow(HumanInTheLoop.requestOf(pending)), decisions)
   })
 
 // ---------------------------------------------------------------------------
@@ -355,7 +351,7 @@ describe("TodoList with HumanInTheLoop", () => {
         const todoList = yield* TodoList.TodoList
         assert.deepStrictEqual(yield* todoList.todos("t"), [])
         const { agent, log } = yield* setupGated([ScriptedModel.text("deployed")])
-        const result = yield* resumeBound(agent, "t", [HumanInTheLoop.approve("d1")])
+        const result = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.approve("d1")]))
         return { result, log: yield* log, seen: yield* todoList.todos("t") }
       }).pipe(Effect.provide(TodoList.layer), Effect.provide(Checkpointer.layerFileSystem(directory)))
       assert.strictEqual(second.result._tag, "Completed")
@@ -373,15 +369,15 @@ describe("TodoList with HumanInTheLoop", () => {
         ScriptedModel.text("done")
       ], true)
       yield* agent.run("go", { threadId: "t" })
-      const afterFirst = yield* resumeBound(agent, "t", [HumanInTheLoop.approve("w1")])
+      const afterFirst = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.approve("w1")]))
       assert.strictEqual(afterFirst._tag, "Interrupted")
       assert.deepStrictEqual(afterFirst.state.todos, plan1)
-      const afterRespond = yield* resumeBound(agent, "t", [
+      const afterRespond = yield* agent.resume("t", yield* bound(agent, "t", [
         HumanInTheLoop.respond("w2", "Not yet; finish the code first.")
       ])
       assert.strictEqual(afterRespond._tag, "Interrupted")
       assert.deepStrictEqual(afterRespond.state.todos, plan1)
-      const result = yield* resumeBound(agent, "t", [HumanInTheLoop.reject("w3")])
+      const result = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.reject("w3")]))
       assert.strictEqual(result._tag, "Completed")
       assert.deepStrictEqual(result.state.todos, plan1)
       assert.deepStrictEqual(yield* Effect.flatMap(TodoList.TodoList, (s) => s.todos("t")), plan1)
@@ -391,7 +387,7 @@ describe("TodoList with HumanInTheLoop", () => {
     Effect.gen(function*() {
       const { agent } = yield* setupGated([write(plan1, "w1"), ScriptedModel.text("done")], true)
       yield* agent.run("go", { threadId: "t" })
-      const result = yield* resumeBound(agent, "t", [HumanInTheLoop.edit("w1", { todos: plan2 })])
+      const result = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.edit("w1", { todos: plan2 })]))
       assert.deepStrictEqual(result.state.todos, plan2)
     }).pipe(Effect.provide(TodoList.layer)))
 })
