@@ -372,9 +372,12 @@ describe("TodoList with HumanInTheLoop", () => {
       const afterFirst = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.approve("w1")]))
       assert.strictEqual(afterFirst._tag, "Interrupted")
       assert.deepStrictEqual(afterFirst.state.todos, plan1)
-      const afterRespond = yield* agent.resume("t", yield* bound(agent, "t", [
-        HumanInTheLoop.respond("w2", "Not yet; finish the code first.")
-      ])
+      const afterRespond = yield* agent.resume(
+        "t",
+        yield* bound(agent, "t", [
+          HumanInTheLoop.respond("w2", "Not yet; finish the code first.")
+        ])
+      )
       assert.strictEqual(afterRespond._tag, "Interrupted")
       assert.deepStrictEqual(afterRespond.state.todos, plan1)
       const result = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.reject("w3")]))
