@@ -183,7 +183,8 @@ export const run = (input: Prompt.RawInput, options: RunOptions) =>
  * ```ts
  * import { AgentLoop } from "@stepwise-agent/core"
  *
- * const program = AgentLoop.resume("t1", [{ type: "approve", callId: "call_1" }])
+ * // the value the interrupting middleware waits for (HumanInTheLoop: decisions built from its request)
+ * const program = AgentLoop.resume("t1", { answer: "yes" })
  * ```
  *
  * @since 0.1.0
