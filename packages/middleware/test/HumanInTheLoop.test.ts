@@ -314,7 +314,9 @@ describe("HumanInTheLoop resume", () => {
         assert.deepStrictEqual(notAllowed.allowed, ["approve", "reject"])
       }
       // arguments not matching the target tool's parameters
-      const invalid = yield* Effect.flip(resumeBound(agent, "t", [HumanInTheLoop.edit("c1", { file: "/x" }, "read_file")]))
+      const invalid = yield* Effect.flip(
+        resumeBound(agent, "t", [HumanInTheLoop.edit("c1", { file: "/x" }, "read_file")])
+      )
       assert.strictEqual(invalid._tag, "InvalidEdit")
       // a tool the agent does not have
       const missing = yield* Effect.flip(resumeBound(agent, "t", [HumanInTheLoop.edit("c1", { path: "/x" }, "rm_rf")]))
@@ -379,7 +381,9 @@ describe("HumanInTheLoop resume", () => {
         ScriptedModel.text("noted")
       ])
       yield* agent.run("email my boss", { threadId: "t" })
-      const result = yield* resumeBound(agent, "t", [HumanInTheLoop.respond("e1", "Do not send this; I changed my mind.")])
+      const result = yield* resumeBound(agent, "t", [
+        HumanInTheLoop.respond("e1", "Do not send this; I changed my mind.")
+      ])
       assert.strictEqual(result._tag, "Completed")
       assert.deepStrictEqual(yield* log, [])
       assert.deepStrictEqual(
@@ -433,7 +437,10 @@ describe("HumanInTheLoop resume", () => {
       assert.deepStrictEqual(yield* log, [])
 
       const good = [HumanInTheLoop.reject("c1"), HumanInTheLoop.approve("c2")]
-      const pending = yield* Effect.flatMap(bound(agent, "t", good), (decisions) => agent.validateResume("t", decisions))
+      const pending = yield* Effect.flatMap(
+        bound(agent, "t", good),
+        (decisions) => agent.validateResume("t", decisions)
+      )
       // the wait is named after the calls it decides and where their reply is in the thread
       assert.strictEqual(pending.key, "approval/c1,c2@1")
       assert.deepStrictEqual(yield* log, [])
@@ -504,7 +511,10 @@ describe("HumanInTheLoop binding", () => {
       assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
       const after = Option.getOrThrow(yield* agent.thread("t"))
       assert.deepStrictEqual(after.pending, before.pending)
-      assert.deepStrictEqual(AgentState.encodeMessages(after.state.messages), AgentState.encodeMessages(before.state.messages))
+      assert.deepStrictEqual(
+        AgentState.encodeMessages(after.state.messages),
+        AgentState.encodeMessages(before.state.messages)
+      )
 
       // the decision for the call that waits now goes through
       const done = yield* agent.resume("t", [HumanInTheLoop.reject(second.actionRequests[0]!, "not that one")])
