@@ -1,4 +1,5 @@
 // Typechecks every ```ts sample in README.md and docs/**/*.md, so the docs cannot rot.
+// With --jsdoc, also the ```ts samples of the JSDoc comments of packages/*/src (published packages).
 //
 // Each doc's samples are written to packages/demo/.docs-check/<doc-slug>/ (inside the
 // workspace, so @stepwise-agent/* and the demo's dependencies resolve) and all of them
@@ -27,12 +28,34 @@ const markdownFiles = (dir) =>
     return entry.name.endsWith(".md") ? [file] : []
   })
 
+const sourceFiles = (dir) =>
+  fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const file = path.join(dir, entry.name)
+    if (entry.isDirectory()) return entry.name === "internal" ? [] : sourceFiles(file)
+    return entry.name.endsWith(".ts") && entry.name !== "index.ts" ? [file] : []
+  })
+
+// With --jsdoc, the @example samples of the published packages' modules are checked too.
+const publishedSources = () =>
+  fs.readdirSync(path.join(repo, "packages")).filter((dir) => {
+    const manifest = path.join(repo, "packages", dir, "package.json")
+    return fs.existsSync(manifest) && JSON.parse(fs.readFileSync(manifest, "utf8")).private !== true
+  }).flatMap((dir) => sourceFiles(path.join(repo, "packages", dir, "src"))).sort()
+
 const docs = [
   path.join(repo, "README.md"),
   ...fs.readdirSync(path.join(repo, "packages")).map((dir) => path.join(repo, "packages", dir, "README.md"))
     .filter((file) => fs.existsSync(file)),
-  ...markdownFiles(path.join(repo, "docs")).sort()
+  ...markdownFiles(path.join(repo, "docs")).sort(),
+  ...(process.argv.includes("--jsdoc") ? publishedSources() : [])
 ]
+
+// A .ts file read as markdown: its comment lines without the leading ` * `, every other line
+// blank, so line numbers stay those of the file.
+const asMarkdown = (file, text) =>
+  file.endsWith(".ts")
+    ? text.split("\n").map((line) => /^\s*\*(?: (.*))?$/.exec(line)?.[1] ?? "").join("\n")
+    : text
 
 // A leading comment naming a .ts file: `// support.ts: ...`, `// src/WeatherTools.ts`.
 const fileNameComment = /^\/\/\s*((?:[\w.-]+\/)*[\w.-]+\.ts)\b(?:\s*(?::|—|-|\(|$))/
@@ -75,11 +98,11 @@ let skipped = 0
 let docsWithSamples = 0
 
 for (const doc of docs) {
-  const found = extract(fs.readFileSync(doc, "utf8"))
+  const found = extract(asMarkdown(doc, fs.readFileSync(doc, "utf8")))
   skipped += found.skipped
   if (found.blocks.length === 0) continue
   docsWithSamples++
-  const slug = rel(doc).replace(/\.md$/, "").replace(/[^\w-]+/g, "-")
+  const slug = rel(doc).replace(/\.(md|ts)$/, "").replace(/[^\w-]+/g, "-")
   // Named files keep their folders (src/, test/) when some sample imports across them
   // ("../src/X.js"); otherwise the doc's samples import each other flat ("./X.js").
   const layered = found.blocks.some((block) => block.lines.some((line) => /from\s+["']\.\.\/src\//.test(line)))
@@ -155,9 +178,11 @@ for (const line of output) {
     console.error(line)
     continue
   }
-  errors++
   const [, file, row, col, message] = error
   const at = origin.get(path.resolve(repo, file))
+  // A JSDoc example shows a value, not a program: its names need not be used.
+  if (at?.doc.endsWith(".ts") && /^TS(6133|6196):/.test(message)) continue
+  errors++
   console.error(at
     ? `${at.doc}:${at.line + Number(row) - 1}:${col}: ${message}`
     : `${rel(path.resolve(repo, file))}:${row}:${col}: ${message}`)
@@ -165,7 +190,7 @@ for (const line of output) {
 
 const seconds = ((performance.now() - started) / 1000).toFixed(1)
 const summary = `${samples} samples in ${docsWithSamples} docs checked${skipped > 0 ? ` (${skipped} marked skip-check)` : ""} in ${seconds}s`
-if (result.status !== 0 || result.error) {
+if (errors > 0 || result.error || (result.status !== 0 && output.length === 0)) {
   if (result.error) console.error(result.error.message)
   console.error(`${summary}: ${errors} error${errors === 1 ? "" : "s"}`)
   process.exit(1)

@@ -12,6 +12,7 @@
  */
 import { LanguageModel } from "@effect/ai"
 import { Effect, Stream } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -37,15 +38,26 @@ export interface Variant {
   readonly patches: ReadonlyArray<Patch>
   /** Extra `Agent.make` options. */
   readonly options?: Readonly<Record<string, unknown>> | undefined
+  /** Copy `packages/core/src` as it was at this git commit instead of the working tree. */
+  readonly ref?: string | undefined
   /** A text the copy must contain for the variant to apply (e.g. an option it sets). */
   readonly requires?: { readonly file: string; readonly text: string } | undefined
 }
 
 const noHookReporting: Patch = {
-  file: "internal/loop.ts",
-  from: "    if (!run.traced && emit === undefined) return effect",
-  to: "    if (!run.traced) return effect"
+  file: "internal/observer.ts",
+  from: "  if (!observer.traced && emit === undefined) return effect",
+  to: "  if (!observer.traced) return effect"
 }
+
+/**
+ * The core before the restructuring of the loop (issue 16): the "as is" copy
+ * against this one is the old and the new loop side by side, in one process.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const baselineRef = "28d9d9a"
 
 /**
  * The variants measured.
@@ -55,6 +67,13 @@ const noHookReporting: Patch = {
  */
 export const variants: ReadonlyArray<Variant> = [
   { name: "as is", description: "the loop unchanged (a copy, loaded the same way as the others)", patches: [] },
+  {
+    name: "before the restructuring",
+    description: `the core at ${baselineRef}, before the loop was split into modules (issue 16): old and new ` +
+      "loop side by side",
+    patches: [],
+    ref: baselineRef
+  },
   {
     name: "spans on",
     description: "`Agent.make({ spans: true })`: a span per hook call, model call and tool call, as with a tracer " +
@@ -82,6 +101,15 @@ export interface AblationResult {
   readonly applicable: boolean
   /** Median CPU µs per step, by `"<mode>:<middleware count>"`. */
   readonly perStep: Readonly<Record<string, number>>
+}
+
+/** Writes `packages/core/src` as it was at commit `ref` into `dir`. */
+const copyAt = (root: string, ref: string, dir: string) => {
+  fs.mkdirSync(dir, { recursive: true })
+  const archive = spawnSync("git", ["archive", ref, "packages/core/src"], { cwd: root, maxBuffer: 1 << 28 })
+  if (archive.status !== 0) throw new Error(`git archive ${ref} failed: ${archive.stderr}`)
+  const unpacked = spawnSync("tar", ["-x", "--strip-components=3", "-C", dir], { input: archive.stdout })
+  if (unpacked.status !== 0) throw new Error(`unpacking ${ref} failed: ${unpacked.stderr}`)
 }
 
 const cpuPerRun = async (effect: Effect.Effect<void, unknown>, runs: number): Promise<number> => {
@@ -113,7 +141,8 @@ export const measure = async (
     const loaded: Array<{ variant: Variant; applicable: boolean; modules: any }> = []
     for (const [index, variant] of variants.entries()) {
       const dir = path.join(tmp, `variant-${index}`)
-      fs.cpSync(path.join(root, "packages", "core", "src"), dir, { recursive: true })
+      if (variant.ref === undefined) fs.cpSync(path.join(root, "packages", "core", "src"), dir, { recursive: true })
+      else copyAt(root, variant.ref, dir)
       let applicable = variant.requires === undefined ||
         fs.readFileSync(path.join(dir, variant.requires.file), "utf8").includes(variant.requires.text)
       for (const patch of variant.patches) {

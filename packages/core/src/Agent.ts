@@ -19,7 +19,9 @@ import { AgentLoop } from "./AgentLoop.js"
 import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
-import { makeLoop, outputTool } from "./internal/loop.js"
+import { makeLoop } from "./internal/loop.js"
+import { unknownKey } from "./internal/options.js"
+import * as OutputTool from "./internal/outputTool.js"
 import { entriesOf, type ToolEntry, withTimeout } from "./internal/tools.js"
 import type * as Middleware from "./Middleware.js"
 
@@ -70,6 +72,22 @@ export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR, O = 
   readonly spans?: boolean | undefined
 }
 
+/** Every key of {@link Options}: the type makes sure none is missing. */
+const optionKeys = Object.keys(
+  {
+    toolkit: true,
+    middleware: true,
+    systemPrompt: true,
+    responseFormat: true,
+    outputToolName: true,
+    maxSteps: true,
+    toolConcurrency: true,
+    toolTimeout: true,
+    toolTimeouts: true,
+    spans: true
+  } satisfies { readonly [K in keyof Options<any, any, any, any>]-?: true }
+)
+
 /**
  * The service of the agent built from these options.
  *
@@ -88,9 +106,11 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Agen
  * threads live in memory). Bad configuration — two middleware with one name,
  * clashing state keys, two tools with one name, `maxSteps` < 1, a timeout
  * that is not a positive duration or names no tool — fails with an
- * `AgentConfigError`; a middleware built with bad options (by a constructor
- * that returns it directly, e.g. `Logging.middleware`) fails it with that
- * middleware's `InvalidOptions`.
+ * `AgentConfigError`. An unknown option (a typo such as `middlewares`, or a
+ * LangChain option such as `tools`) fails with `InvalidOptions` (`module:
+ * "Agent"`, `option`: the key), and a middleware built with bad options (by
+ * a constructor that returns it directly, e.g. `Logging.middleware`) with
+ * that middleware's `InvalidOptions`.
  *
  * @example
  * ```ts
@@ -124,13 +144,15 @@ export const make = <
   TR = never,
   O = never
 >(
-  options: Options<Mws, TE, TR, O>
+  options: Options<Mws, TE, TR, O> & { readonly middleware?: AgentState.CheckKeys<Mws> | undefined }
 ): Effect.Effect<
   AgentOf<Mws, O>,
   AgentConfigError | InvalidOptions | TE,
   LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
 > =>
   Effect.gen(function*() {
+    const unknown = unknownKey("Agent", options, optionKeys)
+    if (unknown !== undefined) return yield* unknown
     const middleware: ReadonlyArray<Middleware.Any> = options.middleware ?? []
     for (const m of middleware) if (m.invalidOptions !== undefined) return yield* m.invalidOptions
     const maxSteps = options.maxSteps ?? 50
@@ -174,7 +196,7 @@ export const make = <
       if (timeout !== undefined) tools[i] = withTimeout(tools[i]!, timeout)
     }
     yield* EffectAiPatch.warnIfUnpatched(tools.length)
-    let output: { readonly tool: Tool.Any; readonly schema: Schema.Schema<any, any> } | undefined
+    let output: OutputTool.OutputTool | undefined
     if (options.responseFormat !== undefined) {
       const name = options.outputToolName ?? "final_answer"
       const previous = owners.get(name)
@@ -183,7 +205,7 @@ export const make = <
           reason: `The structured output tool "${name}" has the same name as a tool of ${previous}; set outputToolName`
         })
       }
-      output = { tool: outputTool(options.responseFormat, name), schema: options.responseFormat }
+      output = OutputTool.make(options.responseFormat, name)
     }
     const checkpointer = yield* Effect.serviceOption(Checkpointer.Checkpointer).pipe(
       Effect.flatMap(Option.match({ onNone: () => Checkpointer.makeMemory, onSome: Effect.succeed }))
@@ -264,7 +286,7 @@ export const layer = <
   TR = never,
   O = never
 >(
-  options: Options<Mws, TE, TR, O>
+  options: Options<Mws, TE, TR, O> & { readonly middleware?: AgentState.CheckKeys<Mws> | undefined }
 ): Layer.Layer<
   AgentLoop,
   AgentConfigError | InvalidOptions | TE,

@@ -148,6 +148,32 @@ export declare namespace AgentLoop {
 }
 
 /**
+ * A tag of your own for one agent, keeping its exact types (state, middleware
+ * errors, structured output) where the shared `AgentLoop` tag has `any`. Pass
+ * the service type, usually the success type of the `Agent.make` effect.
+ *
+ * @example
+ * ```ts
+ * import { Agent, AgentLoop } from "@stepwise-agent/core"
+ * import { Effect, Layer } from "effect"
+ *
+ * const makeSupport = Agent.make({ systemPrompt: "You help customers." })
+ *
+ * class Support extends AgentLoop.Tag("app/Support")<Support, Effect.Effect.Success<typeof makeSupport>>() {}
+ *
+ * const SupportLive = Layer.effect(Support, makeSupport)
+ * const answer = Effect.flatMap(Support, (agent) => agent.run("Where is my order?", { threadId: "c-1" }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export const Tag =
+  <const Id extends string>(id: Id) =>
+  <Self, Service extends AgentLoop.Service<any, any, any> = AgentLoop.Service>(): Context.TagClass<Self, Id, Service> =>
+    Context.Tag(id)<Self, Service>()
+
+/**
  * The agent of an application. Its service is typed loosely (any state
  * slices, any middleware errors) so one tag serves every agent; use the value
  * `Agent.make` returns, or a tag of your own, to keep the exact types.

@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import type * as Types from "effect/Types"
 import { AgentConfigError } from "./AgentError.js"
 import type * as Middleware from "./Middleware.js"
 
@@ -26,16 +27,62 @@ export interface AgentState {
 
 type UnionToIntersection<U> = (U extends any ? (k: U) => void : never) extends (k: infer I) => void ? I : never
 
+type IsAny<A> = 0 extends 1 & A ? true : false
+
 /**
  * The state of an agent with the given middleware: the messages and every
- * middleware's slice.
+ * middleware's slice, as one flat object.
+ *
+ * @example
+ * ```ts
+ * import type { AgentState, Middleware } from "@stepwise-agent/core"
+ *
+ * type State = AgentState.Of<readonly [Middleware.Middleware<{ readonly calls: number }>]>
+ * // { readonly messages: ReadonlyArray<Prompt.Message>; readonly calls: number }
+ * ```
  *
  * @since 0.1.0
  * @category utility types
  */
-export type Of<Mws extends ReadonlyArray<Middleware.Any>> =
+export type Of<Mws extends ReadonlyArray<Middleware.Any>> = Flat<
   & AgentState
   & ([Middleware.State<Mws[number]>] extends [never] ? {} : UnionToIntersection<Middleware.State<Mws[number]>>)
+>
+
+type Flat<A> = IsAny<A> extends true ? A : Types.Simplify<A>
+
+/** The keys of a middleware's slice; none known for an `any` slice. */
+type KeysOf<M> = IsAny<Middleware.State<M>> extends true ? never : keyof Middleware.State<M> & string
+
+type Clash<Mws, Seen extends string> = Mws extends readonly [infer M, ...infer Rest] ?
+  "messages" extends KeysOf<M> ? `state key "messages" is the agent's conversation; a middleware cannot declare it`
+  : [KeysOf<M> & Seen] extends [never] ? Clash<Rest, Seen | KeysOf<M>>
+  : `state key "${OneOf<KeysOf<M> & Seen> & string}" is declared by two middleware`
+  : unknown
+
+/** One member of a union, so that a message names one key. */
+type OneOf<U> = UnionToIntersection<U extends any ? () => U : never> extends () => infer K ? K : never
+
+/**
+ * Checks at compile time that the middleware of a list declare distinct
+ * state keys (and none declares `messages`): `unknown` when they do, else a
+ * message naming the key, which `Agent.make` intersects with its
+ * `middleware` option so that the list does not compile. Lists that are not
+ * tuples are checked at run time only.
+ *
+ * @example
+ * ```ts
+ * import type { AgentState, Middleware } from "@stepwise-agent/core"
+ *
+ * type A = Middleware.Middleware<{ readonly todos: number }>
+ * type Clash = AgentState.CheckKeys<readonly [A, A]>
+ * // `state key "todos" is declared by two middleware`
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type CheckKeys<Mws extends ReadonlyArray<Middleware.Any>> = Clash<Mws, never>
 
 /**
  * The per-middleware layout the loop works on: the messages and each slice
@@ -338,6 +385,45 @@ export const pendingToolCalls = (
   }
   return { index, calls }
 }
+
+/**
+ * Answers every pending tool call (see `pendingToolCalls`) with a failed
+ * result saying it was not run and why, so the thread never keeps a call
+ * without its result (providers reject such a thread). A thread with nothing
+ * pending is returned as is.
+ *
+ * @example
+ * ```ts
+ * import { AgentState } from "@stepwise-agent/core"
+ * import { Prompt } from "@effect/ai"
+ *
+ * const call = Prompt.makePart("tool-call", { id: "c1", name: "deploy", params: {}, providerExecuted: false })
+ * const messages = AgentState.answerPending(
+ *   [Prompt.makeMessage("assistant", { content: [call] })],
+ *   "the user cancelled the run"
+ * )
+ * // the last message is a tool message: c1 failed with "Not run: the user cancelled the run"
+ * ```
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const answerPending = (
+  messages: ReadonlyArray<Prompt.Message>,
+  reason: string
+): ReadonlyArray<Prompt.Message> =>
+  appendToolResults(
+    messages,
+    (pendingToolCalls(messages)?.calls ?? []).map((call) =>
+      Prompt.makePart("tool-result", {
+        id: call.id,
+        name: call.name,
+        result: { error: `Not run: ${reason}` },
+        isFailure: true,
+        providerExecuted: false
+      })
+    )
+  )
 
 /**
  * Appends tool results, merging them into a trailing tool message, in the

@@ -13,7 +13,9 @@
  *   times (retry), changing the request on the way in and the response on the
  *   way out;
  * - `wrapModelStream` transforms the parts of a streamed model call as they
- *   arrive.
+ *   arrive;
+ * - `transformInput` rewrites the input of a run before it joins the stored
+ *   thread, before any node hook and whatever the list order.
  *
  * `before*` hooks run in list order, `after*` hooks in reverse order, and
  * wrap hooks nest like an onion with the first middleware outermost. Every
@@ -34,7 +36,6 @@ import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
-import { globalValue } from "effect/GlobalValue"
 import type * as Option from "effect/Option"
 import { type Pipeable, pipeArguments } from "effect/Pipeable"
 import * as Predicate from "effect/Predicate"
@@ -42,6 +43,7 @@ import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as AgentError from "./AgentError.js"
+import * as observer from "./internal/observer.js"
 
 /**
  * @since 0.1.0
@@ -289,6 +291,44 @@ export type WrapModelStream<E, R> = (
 ) => Stream.Stream<Response.AnyPart, E | AiError.AiError, R>
 
 /**
+ * A `transformInput` hook: rewrites the input of a run (the messages given
+ * to `run` or `stream`) before it joins the stored thread — before any node
+ * hook runs and whatever the order of the middleware list, so an earlier
+ * middleware that ends or interrupts the run at once cannot save the input
+ * unchanged (e.g. to redact personal data). The hooks of the list run in
+ * order, each on the previous one's output. A failure fails the run with
+ * nothing stored. A resumed run has no new input and runs none.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@stepwise-agent/core"
+ * import { Prompt } from "@effect/ai"
+ * import { Effect } from "effect"
+ *
+ * // Stores every user text of the input trimmed.
+ * const trim = Middleware.make({
+ *   name: "trim",
+ *   transformInput: ({ messages }) =>
+ *     Effect.succeed(messages.map((message) =>
+ *       message.role !== "user" ? message : Prompt.makeMessage("user", {
+ *         content: message.content.map((part) =>
+ *           part.type === "text" ? Prompt.makePart("text", { text: part.text.trim() }) : part
+ *         )
+ *       })
+ *     ))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TransformInput<E, R> = (input: {
+  /** The messages of the input (after earlier `transformInput` hooks). */
+  readonly messages: ReadonlyArray<Prompt.Message>
+  readonly threadId: string
+}) => Effect.Effect<ReadonlyArray<Prompt.Message>, E, R>
+
+/**
  * A middleware. `S` is its state slice, `E` the errors and `R` the services
  * its hooks and tools need; both flow into the agent's type.
  *
@@ -312,6 +352,7 @@ export interface Middleware<S = {}, E = never, R = never> extends Pipeable {
   readonly wrapModelCall: WrapModelCall<E, R | Scope.Scope> | undefined
   readonly wrapToolCall: WrapToolCall<E, R | Scope.Scope> | undefined
   readonly wrapModelStream: WrapModelStream<E, R> | undefined
+  readonly transformInput: TransformInput<E, R> | undefined
   readonly validateResume: ValidateResume<E, R> | undefined
   readonly onThreadDeleted: OnThreadDeleted<R> | undefined
   /** Set by a constructor given bad options: `Agent.make` fails with it. */
@@ -356,6 +397,32 @@ type StreamErrorOf<H> = H extends (...args: ReadonlyArray<any>) => Stream.Stream
   : never
 type StreamContextOf<H> = H extends (...args: ReadonlyArray<any>) => Stream.Stream<infer _A, infer _E, infer R> ? R
   : never
+
+/** The keys the updates of a node hook set that the slice `S` does not declare. */
+type StrayKeys<S, H> = H extends (...args: ReadonlyArray<any>) => Effect.Effect<infer A, infer _E, infer _R> ?
+  A extends { readonly state?: infer U } ? Exclude<keyof NonNullable<U>, keyof S> & string : never
+  : never
+
+/**
+ * `unknown` when every update of the hook `H` sets only keys of the slice
+ * `S`, else a message naming the stray key: {@link make} intersects it with
+ * the hook, so that the hook does not compile.
+ *
+ * @example
+ * ```ts
+ * import type { Middleware } from "@stepwise-agent/core"
+ * import type { Effect } from "effect"
+ *
+ * type Hook = () => Effect.Effect<{ state: { cals: number } }>
+ * type Check = Middleware.CheckUpdate<{ readonly calls: number }, Hook>
+ * // `state key "cals" is not declared by this middleware's state`
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type CheckUpdate<S, H> = [StrayKeys<S, H>] extends [never] ? unknown
+  : `state key "${StrayKeys<S, H>}" is not declared by this middleware's state`
 
 /**
  * Options of {@link make}.
@@ -421,17 +488,20 @@ export const make = <
   WM extends WrapModelCall<any, any> = WrapModelCall<never, never>,
   WT extends WrapToolCall<any, any> = WrapToolCall<never, never>,
   WS extends WrapModelStream<any, any> = WrapModelStream<never, never>,
+  TI extends TransformInput<any, any> = TransformInput<never, never>,
   VR extends ValidateResume<any, any> = ValidateResume<never, never>,
   TD extends OnThreadDeleted<any> = OnThreadDeleted<never>
 >(
   options: MakeOptions<S, J, TE, TR> & {
-    readonly beforeAgent?: BA | undefined
-    readonly beforeModel?: BM | undefined
-    readonly afterModel?: AM | undefined
-    readonly afterAgent?: AA | undefined
+    readonly beforeAgent?: (BA & CheckUpdate<S, BA>) | undefined
+    readonly beforeModel?: (BM & CheckUpdate<S, BM>) | undefined
+    readonly afterModel?: (AM & CheckUpdate<S, AM>) | undefined
+    readonly afterAgent?: (AA & CheckUpdate<S, AA>) | undefined
     readonly wrapModelCall?: WM | undefined
     readonly wrapToolCall?: WT | undefined
     readonly wrapModelStream?: WS | undefined
+    /** Rewrites the run's input before it is stored, before any node hook (see {@link TransformInput}). */
+    readonly transformInput?: TI | undefined
     /** Checks the value of `resume` against this middleware's interrupt before the hook runs again. */
     readonly validateResume?: VR | undefined
     /** Frees this middleware's per-thread data outside the checkpoint when the thread is deleted. */
@@ -441,10 +511,10 @@ export const make = <
   S,
   | TE
   | Exclude<
-    ErrorOf<BA | BM | AM | AA | WM | WT | VR> | StreamErrorOf<WS>,
+    ErrorOf<BA | BM | AM | AA | WM | WT | TI | VR> | StreamErrorOf<WS>,
     AiError.AiError | AgentError.ToolDefect | AgentError.ToolTimeout | AgentError.ModelReplyError
   >,
-  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | VR | TD> | StreamContextOf<WS>, Scope.Scope>
+  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | TI | VR | TD> | StreamContextOf<WS>, Scope.Scope>
 > =>
   Object.assign(Object.create(Proto), {
     [TypeId]: TypeId,
@@ -459,6 +529,7 @@ export const make = <
     wrapModelCall: options.wrapModelCall,
     wrapToolCall: options.wrapToolCall,
     wrapModelStream: options.wrapModelStream,
+    transformInput: options.transformInput,
     validateResume: options.validateResume,
     onThreadDeleted: options.onThreadDeleted,
     invalidOptions: options.invalidOptions
@@ -625,10 +696,8 @@ export interface Decision {
  * @since 0.1.0
  * @category fiber refs
  */
-export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effect.Effect<void>> = globalValue(
-  Symbol.for("@stepwise-agent/core/Middleware/CurrentDecisionSink"),
-  () => FiberRef.unsafeMake<(decision: Decision) => Effect.Effect<void>>(() => Effect.void)
-)
+export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effect.Effect<void>> =
+  observer.currentDecisionSink
 
 /**
  * The middleware and hook that are running; set by the agent loop.
@@ -636,10 +705,8 @@ export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effe
  * @since 0.1.0
  * @category fiber refs
  */
-export const CurrentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> = globalValue(
-  Symbol.for("@stepwise-agent/core/Middleware/CurrentHook"),
-  () => FiberRef.unsafeMake({ middleware: "agent", hook: "run" })
-)
+export const CurrentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> =
+  observer.currentHook
 
 /**
  * Reports what the running middleware decided ("cleared 12 tool results",

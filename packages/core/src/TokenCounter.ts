@@ -30,8 +30,9 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import { globalValue } from "effect/GlobalValue"
 import * as Layer from "effect/Layer"
-import * as Schema from "effect/Schema"
 import type * as JsTiktoken from "js-tiktoken"
+import { InvalidOptions } from "./AgentError.js"
+import { unknownKey } from "./internal/options.js"
 
 /**
  * How a counter counts.
@@ -56,26 +57,6 @@ export type Countable = Prompt.Message | Prompt.Part
  * @category models
  */
 export type Encoding = "cl100k_base" | "o200k_base"
-
-/**
- * A token counter was built with an invalid option.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidTokenCounterOptions extends Schema.TaggedError<InvalidTokenCounterOptions>(
-  "@stepwise-agent/core/TokenCounter/InvalidTokenCounterOptions"
-)("InvalidTokenCounterOptions", {
-  option: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid token counter option "${this.option}": ${this.reason}`
-  }
-}
 
 /**
  * Counts tokens of messages.
@@ -290,10 +271,10 @@ const validateCount = (
   value: number,
   check: (value: number) => boolean,
   expected: string
-): Effect.Effect<void, InvalidTokenCounterOptions> =>
+): Effect.Effect<void, InvalidOptions> =>
   check(value)
     ? Effect.void
-    : Effect.fail(new InvalidTokenCounterOptions({ option, reason: `must be ${expected}, got ${value}` }))
+    : Effect.fail(new InvalidOptions({ module: "TokenCounter", option, reason: `must be ${expected}, got ${value}` }))
 
 // ---------------------------------------------------------------------------
 // approximate
@@ -337,8 +318,10 @@ export interface ApproximateOptions {
  */
 export const makeApproximate = (
   options?: ApproximateOptions
-): Effect.Effect<TokenCounter.Service, InvalidTokenCounterOptions> =>
+): Effect.Effect<TokenCounter.Service, InvalidOptions> =>
   Effect.gen(function*() {
+    const unknown = unknownKey("TokenCounter", options, ["charsPerToken", "tokensPerMessage"])
+    if (unknown !== undefined) return yield* unknown
     const charsPerToken = options?.charsPerToken ?? 4
     const tokensPerMessage = options?.tokensPerMessage ?? 3
     yield* validateCount(
@@ -388,7 +371,7 @@ export const makeApproximate = (
  */
 export const layerApproximate = (
   options?: ApproximateOptions
-): Layer.Layer<TokenCounter, InvalidTokenCounterOptions> => Layer.effect(TokenCounter, makeApproximate(options))
+): Layer.Layer<TokenCounter, InvalidOptions> => Layer.effect(TokenCounter, makeApproximate(options))
 
 // ---------------------------------------------------------------------------
 // tiktoken
@@ -542,13 +525,16 @@ const supportedEncodings: ReadonlyArray<string> = ["cl100k_base", "o200k_base"]
  */
 export const makeTiktoken = (
   options: TiktokenOptions
-): Effect.Effect<TokenCounter.Service, InvalidTokenCounterOptions> =>
+): Effect.Effect<TokenCounter.Service, InvalidOptions> =>
   Effect.suspend(() => {
-    if (!supportedEncodings.includes(options.encoding)) {
+    const unknown = unknownKey("TokenCounter", options, ["encoding"])
+    if (unknown !== undefined) return Effect.fail(unknown)
+    if (!supportedEncodings.includes(options?.encoding)) {
       return Effect.fail(
-        new InvalidTokenCounterOptions({
+        new InvalidOptions({
+          module: "TokenCounter",
           option: "encoding",
-          reason: `must be one of ${supportedEncodings.join(", ")}, got ${String(options.encoding)}`
+          reason: `must be one of ${supportedEncodings.join(", ")}, got ${String(options?.encoding)}`
         })
       )
     }
@@ -582,7 +568,7 @@ export const makeTiktoken = (
  * @since 0.1.0
  * @category layers
  */
-export const layerTiktoken = (options: TiktokenOptions): Layer.Layer<TokenCounter, InvalidTokenCounterOptions> =>
+export const layerTiktoken = (options: TiktokenOptions): Layer.Layer<TokenCounter, InvalidOptions> =>
   Layer.effect(TokenCounter, makeTiktoken(options))
 
 // ---------------------------------------------------------------------------

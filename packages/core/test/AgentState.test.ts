@@ -2,7 +2,7 @@ import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { AgentState } from "@stepwise-agent/core"
 import { Arbitraries } from "@stepwise-agent/testing"
-import { Effect, Schema } from "effect"
+import { Effect, FastCheck, Schema } from "effect"
 
 const encodeWithSchema = Schema.encodeSync(Schema.Array(Prompt.Message))
 const decodeWithSchema = Schema.decodeUnknownSync(Schema.Array(Prompt.Message))
@@ -53,4 +53,57 @@ describe("AgentState message encoding", () => {
       })
       assert.throws(() => AgentState.encodeMessages([bad]))
     }))
+})
+
+describe("AgentState.answerPending", () => {
+  const callPart = (id: string) =>
+    Prompt.makePart("tool-call", { id, name: "deploy", params: { id }, providerExecuted: false })
+
+  it.prop(
+    "answers exactly the pending calls, with the reason, and keeps every message before them",
+    {
+      messages: Arbitraries.conversation({ maxTurns: 3 }),
+      calls: FastCheck.integer({ min: 1, max: 4 }),
+      answered: FastCheck.integer({ min: 0, max: 4 })
+    },
+    ({ answered, calls, messages }) => {
+      const ids = Array.from({ length: calls }, (_, i) => `p${i}`)
+      const early = ids.slice(0, Math.min(answered, calls - 1))
+      const thread = [
+        ...messages,
+        Prompt.makeMessage("assistant", { content: ids.map(callPart) }),
+        ...(early.length === 0 ? [] : [
+          Prompt.makeMessage("tool", {
+            content: early.map((id) =>
+              Prompt.makePart("tool-result", {
+                id,
+                name: "deploy",
+                result: "ok",
+                isFailure: false,
+                providerExecuted: false
+              })
+            )
+          })
+        ])
+      ]
+      const answeredThread = AgentState.answerPending(thread, "the user cancelled")
+      assert.deepStrictEqual(AgentState.pendingToolCalls(answeredThread)?.calls ?? [], [])
+      assert.deepStrictEqual(answeredThread.slice(0, messages.length + 1), thread.slice(0, messages.length + 1))
+      const last = answeredThread.at(-1)!
+      assert.strictEqual(last.role, "tool")
+      if (last.role !== "tool") return
+      assert.deepStrictEqual(last.content.map((part) => part.id), ids)
+      for (const part of last.content) {
+        const wasEarly = early.includes(part.id)
+        assert.strictEqual(part.isFailure, !wasEarly)
+        assert.deepStrictEqual(part.result, wasEarly ? "ok" : { error: "Not run: the user cancelled" })
+      }
+      assert.isTrue(Arbitraries.wellFormed(answeredThread))
+    }
+  )
+
+  it("returns a thread with nothing pending as is", () => {
+    const thread = [Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "hi" })] })]
+    assert.strictEqual(AgentState.answerPending(thread, "why"), thread)
+  })
 })

@@ -2,7 +2,7 @@ import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Chunk, Effect, Layer, Schema, Stream } from "effect"
+import { Chunk, Effect, FastCheck, Layer, Schema, Stream } from "effect"
 import { Add, Calculator, CalculatorLive } from "./utils.js"
 
 const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
@@ -52,6 +52,7 @@ describe("configuration errors at construction", () => {
     Effect.gen(function*() {
       const first = Middleware.make({ name: "first", state: slice("count") })
       const second = Middleware.make({ name: "second", state: slice("count") })
+      // @ts-expect-error: the types reject this list too (dtslint); here the run-time check is tested
       const error = yield* Effect.flip(Agent.make({ toolkit: Calculator, middleware: [first, second] }))
       assert.strictEqual(error._tag, "AgentConfigError")
       assert.include(error.message, `"count"`)
@@ -62,6 +63,7 @@ describe("configuration errors at construction", () => {
   it.effect("a slice may not declare the reserved key messages", () =>
     Effect.gen(function*() {
       const sneaky = Middleware.make({ name: "sneaky", state: slice("messages") })
+      // @ts-expect-error: the types reject this list too (dtslint); here the run-time check is tested
       const error = yield* Effect.flip(Agent.make({ middleware: [sneaky] }))
       assert.strictEqual(error._tag, "AgentConfigError")
       assert.include(error.message, `"messages"`)
@@ -87,6 +89,54 @@ describe("configuration errors at construction", () => {
       const error = yield* Effect.flip(Agent.make({ toolkit: Calculator, middleware: [adds] }))
       assert.strictEqual(error._tag, "AgentConfigError")
       assert.include(error.message, `"add"`)
+    }).pipe(provide([])))
+
+  it.effect("an unknown option (a typo) fails with InvalidOptions naming it", () =>
+    Effect.gen(function*() {
+      const options = { systemPrompt: "Be brief.", middlewares: [Middleware.passThrough("a")] }
+      const error = yield* Effect.flip(Agent.make(options))
+      assert.strictEqual(error._tag, "InvalidOptions")
+      if (error._tag !== "InvalidOptions") return
+      assert.deepStrictEqual([error.module, error.option], ["Agent", "middlewares"])
+      assert.include(error.reason, `"middleware"`)
+      const misspelled = yield* Effect.flip(
+        Agent.make({ toolkit: Calculator, systemPrompt: "x", sytemPrompt: "x" } as {})
+      )
+      assert.deepStrictEqual(misspelled._tag === "InvalidOptions" && misspelled.option, "sytemPrompt")
+    }).pipe(provide([])))
+
+  it.effect.prop(
+    "any key Agent.make does not know fails with InvalidOptions naming it",
+    {
+      key: FastCheck.string({ minLength: 1 }).filter((key) =>
+        ![
+          "toolkit",
+          "middleware",
+          "systemPrompt",
+          "responseFormat",
+          "outputToolName",
+          "maxSteps",
+          "toolConcurrency",
+          "toolTimeout",
+          "toolTimeouts",
+          "spans"
+        ].includes(key)
+      )
+    },
+    ({ key }) =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(Agent.make({ systemPrompt: "x", [key]: 1 } as {}))
+        assert.deepStrictEqual(
+          error._tag === "InvalidOptions" ? [error.module, error.option] : error._tag,
+          ["Agent", key]
+        )
+      }).pipe(provide([]))
+  )
+
+  it.effect("options that are not an object fail with InvalidOptions", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Agent.make(null as unknown as {}))
+      assert.deepStrictEqual(error._tag === "InvalidOptions" && [error.module, error.option], ["Agent", "options"])
     }).pipe(provide([])))
 
   it.effect("maxSteps below 1 fails with AgentConfigError", () =>

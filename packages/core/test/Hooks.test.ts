@@ -40,6 +40,9 @@ describe("hook order", () => {
         "a.afterModel"
       ]
       assert.deepStrictEqual(log, [
+        "a.transformInput",
+        "b.transformInput",
+        "c.transformInput",
         "a.beforeAgent",
         "b.beforeAgent",
         "c.beforeAgent",
@@ -75,6 +78,7 @@ describe("hook order", () => {
       })
       yield* agent.run("hi", { threadId: "t" })
       assert.deepStrictEqual(log, [
+        "a.transformInput",
         "a.beforeAgent",
         "a.beforeModel",
         "onlyBefore.beforeModel",
@@ -217,6 +221,8 @@ describe("jumps", () => {
       assert.strictEqual(result.steps, 0)
       assert.deepStrictEqual(yield* ScriptedModel.requests, [])
       assert.deepStrictEqual(log, [
+        "a.transformInput",
+        "b.transformInput",
         "a.beforeAgent",
         "b.beforeAgent",
         "a.beforeModel",
@@ -275,4 +281,73 @@ describe("jumps", () => {
       assert.strictEqual(result.state.messages.length, 2)
       assert.isTrue(result._tag === "Completed" && Option.isNone(result.output))
     }).pipe(provide([ScriptedModel.text("ok")])))
+})
+
+describe("transformInput", () => {
+  const upper = (name: string) =>
+    Middleware.make({
+      name,
+      transformInput: ({ messages }) =>
+        Effect.succeed(messages.map((message) =>
+          message.role !== "user" ? message : Prompt.makeMessage("user", {
+            content: message.content.map((part) =>
+              part.type === "text" ? Prompt.makePart("text", { text: `${part.text.toUpperCase()}!` }) : part
+            )
+          })
+        ))
+    })
+  const userTexts = (messages: ReadonlyArray<Prompt.Message>) =>
+    messages.flatMap((message) =>
+      message.role === "user" ? message.content.map((part) => part.type === "text" ? part.text : "") : []
+    )
+
+  it.effect("an earlier middleware that ends the run at once stores the rewritten input, never the raw one", () =>
+    Effect.gen(function*() {
+      const seen: Array<ReadonlyArray<string>> = []
+      const end = Middleware.make({
+        name: "end",
+        canJumpTo: ["end"],
+        beforeAgent: ({ messages }) => Effect.sync(() => (seen.push(userTexts(messages)), { jumpTo: "end" as const }))
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [end, upper("upper")] })
+      yield* agent.run("hi", { threadId: "t" })
+      const thread = Option.getOrThrow(yield* agent.thread("t"))
+      assert.deepStrictEqual(userTexts(thread.state.messages), ["HI!"])
+      assert.deepStrictEqual(seen, [["HI!"]])
+      assert.deepStrictEqual(yield* ScriptedModel.requests, [])
+    }).pipe(provide([])))
+
+  it.effect("hooks run in list order on the new input only, each on the previous output", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [upper("a"), upper("b")] })
+      yield* agent.run("one", { threadId: "t" })
+      const result = yield* agent.run("two", { threadId: "t" })
+      assert.deepStrictEqual(userTexts(result.state.messages), ["ONE!!", "TWO!!"])
+    }).pipe(provide([ScriptedModel.text("ok"), ScriptedModel.text("ok")])))
+
+  it.effect("a failing hook fails the run before anything is stored", () =>
+    Effect.gen(function*() {
+      const refuse = Middleware.make({
+        name: "refuse",
+        transformInput: () => Effect.fail(new Error("refused"))
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [refuse] })
+      const error = yield* Effect.flip(agent.run("hi", { threadId: "t" }))
+      assert.strictEqual((error as Error).message, "refused")
+      assert.isTrue(Option.isNone(yield* agent.thread("t")))
+    }).pipe(provide([ScriptedModel.text("never")])))
+
+  it.effect("a result that is not an array of messages fails with InvalidHookResult", () =>
+    Effect.gen(function*() {
+      const broken = Middleware.make({
+        name: "broken",
+        transformInput: () => Effect.succeed("hi" as never)
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [broken] })
+      const error = yield* Effect.flip(agent.run("hi", { threadId: "t" }))
+      assert.strictEqual(error._tag, "InvalidHookResult")
+      if (error._tag !== "InvalidHookResult") return
+      assert.deepStrictEqual([error.middleware, error.hook], ["broken", "transformInput"])
+      assert.include(error.reason, "not an array of messages")
+    }).pipe(provide([ScriptedModel.text("never")])))
 })

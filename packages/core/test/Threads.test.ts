@@ -42,7 +42,13 @@ describe("interrupt and resume", () => {
       })
       assert.strictEqual(first.steps, 0)
       assert.deepStrictEqual(yield* ScriptedModel.requests, [])
-      assert.deepStrictEqual(log, ["before.beforeAgent", "after.beforeAgent", "before.beforeModel"])
+      assert.deepStrictEqual(log, [
+        "before.transformInput",
+        "after.transformInput",
+        "before.beforeAgent",
+        "after.beforeAgent",
+        "before.beforeModel"
+      ])
 
       const waiting = Option.getOrThrow(yield* agent.thread("t"))
       assert.deepStrictEqual(

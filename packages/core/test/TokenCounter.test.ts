@@ -49,13 +49,27 @@ describe("TokenCounter.approximate", () => {
   it.effect("rejects invalid options", () =>
     Effect.gen(function*() {
       const zero = yield* Effect.flip(TokenCounter.makeApproximate({ charsPerToken: 0 }))
-      assert.strictEqual(zero._tag, "InvalidTokenCounterOptions")
-      assert.strictEqual(zero.option, "charsPerToken")
+      assert.deepStrictEqual([zero._tag, zero.module, zero.option], ["InvalidOptions", "TokenCounter", "charsPerToken"])
       const fraction = yield* Effect.flip(TokenCounter.makeApproximate({ tokensPerMessage: 1.5 }))
       assert.strictEqual(fraction.option, "tokensPerMessage")
       assert.include(fraction.message, "whole number")
       const encoding = yield* Effect.flip(TokenCounter.makeTiktoken({ encoding: "p50k_base" as any }))
-      assert.strictEqual(encoding.option, "encoding")
+      assert.deepStrictEqual([encoding._tag, encoding.option], ["InvalidOptions", "encoding"])
+    }))
+
+  it.effect("rejects an unknown option (a typo) with InvalidOptions naming it", () =>
+    Effect.gen(function*() {
+      const approximate = { charsPerToken: 3, tokenPerMessage: 0 }
+      const typo = yield* Effect.flip(TokenCounter.makeApproximate(approximate))
+      assert.deepStrictEqual([typo._tag, typo.module, typo.option], [
+        "InvalidOptions",
+        "TokenCounter",
+        "tokenPerMessage"
+      ])
+      assert.include(typo.reason, `"tokensPerMessage"`)
+      const tiktoken = { encoding: "o200k_base", model: "gpt-4o" } as const
+      const extra = yield* Effect.flip(Layer.build(TokenCounter.layerTiktoken(tiktoken)).pipe(Effect.scoped))
+      assert.deepStrictEqual([extra._tag, extra.option], ["InvalidOptions", "model"])
     }))
 
   it.effect.prop(

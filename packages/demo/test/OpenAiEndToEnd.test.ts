@@ -566,7 +566,11 @@ describe("OpenAI end to end", () => {
         assert.strictEqual(error._tag, "ModelFallbackExhausted")
         if (error._tag !== "ModelFallbackExhausted") return
         assert.deepStrictEqual(
-          error.attempts.map(({ error, model }: ModelFallback.Attempt) => [model, error._tag, error.module]),
+          error.attempts.map(({ error, model }: ModelFallback.Attempt) => [
+            model,
+            error._tag,
+            error._tag === "ModelReplyError" ? undefined : error.module
+          ]),
           [["primary", "HttpResponseError", "OpenAiClient"], ["fallback 1", "HttpRequestError", "OpenAiClient"]]
         )
         assert.deepStrictEqual(yield* storedTranscript(agent, "t1"), [

@@ -34,6 +34,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as HistoryCache from "./internal/historyCache.js"
 import * as Check from "./internal/options.js"
 
 // ---------------------------------------------------------------------------
@@ -265,18 +266,12 @@ interface Eligible {
 }
 
 /**
- * What one edit knows about one history (the messages of a thread), so that
- * the next model call of that thread, whose messages start with the same
- * objects, only looks at the new ones. It is a cache: the result of an edit
- * is the same with or without it.
+ * What one edit derives from the messages a history cache session has seen
+ * (the tool calls and results, and the previous output), so that the next
+ * model call of that thread only looks at the new ones. It is a cache: the
+ * result of an edit is the same with or without it.
  */
-interface Session {
-  /** Whether an application is using it; a concurrent one works on a throwaway session. */
-  busy: boolean
-  /** The messages seen, in order. */
-  readonly seen: Array<Prompt.Message>
-  /** Raw tokens of `seen`. */
-  raw: number
+interface Clearing {
   readonly calls: Map<string, Located<Prompt.ToolCallPart>>
   readonly callsWithInputs: Set<Prompt.ToolCallPart>
   results: number
@@ -298,10 +293,7 @@ interface Session {
     | undefined
 }
 
-const makeSession = (): Session => ({
-  busy: false,
-  seen: [],
-  raw: 0,
+const makeClearing = (): Clearing => ({
   calls: new Map(),
   callsWithInputs: new Set(),
   results: 0,
@@ -319,8 +311,6 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
   const clearedResults = new WeakMap<Prompt.ToolResultPart, Prompt.ToolResultPart>()
   const clearedCalls = new WeakMap<Prompt.ToolCallPart, Prompt.ToolCallPart>()
   const variants = new WeakMap<Prompt.Message, Map<string, Prompt.Message>>()
-  // Sessions, per counter and per first message (one per thread, in practice).
-  const sessions = new WeakMap<TokenCounter.TokenCounter.Service, WeakMap<Prompt.Message, Session>>()
   let lastSystem: Prompt.SystemMessage | undefined
 
   const systemMessage = (text: string): Prompt.SystemMessage => {
@@ -382,70 +372,45 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
     return edited
   }
 
-  /** The session for these messages, holding a prefix of them; marked busy. */
-  const acquire = (counter: TokenCounter.TokenCounter.Service, messages: ReadonlyArray<Prompt.Message>): Session => {
-    let byFirst = sessions.get(counter)
-    if (byFirst === undefined) {
-      byFirst = new WeakMap()
-      sessions.set(counter, byFirst)
-    }
-    const first = messages[0]!
-    let session = byFirst.get(first)
-    if (session !== undefined && session.busy) return makeSession()
-    if (session === undefined || !isPrefix(session.seen, messages)) {
-      session = makeSession()
-      byFirst.set(first, session)
-    }
-    session.busy = true
-    return session
-  }
-
-  /** Adds messages (and their raw counts) to a session. */
-  const extend = (
-    session: Session,
-    fresh: ReadonlyArray<Prompt.Message>,
-    counts: ReadonlyArray<number>
-  ): void => {
-    for (let j = 0; j < fresh.length; j++) {
-      const message = fresh[j]!
-      const m = session.seen.length
-      session.seen.push(message)
-      session.raw += counts[j]!
-      if (message.role === "assistant") {
-        const content = message.content
-        for (let i = 0; i < content.length; i++) {
-          const part = content[i]!
-          if (part.type === "tool-call" && !part.providerExecuted) {
-            session.calls.set(part.id, { part, message: m, index: i })
-          }
+  /** Indexes a message added to a session: its tool calls, and its tool results that may be cleared. */
+  const add = (clearing: Clearing, message: Prompt.Message, m: number): void => {
+    if (message.role === "assistant") {
+      const content = message.content
+      for (let i = 0; i < content.length; i++) {
+        const part = content[i]!
+        if (part.type === "tool-call" && !part.providerExecuted) {
+          clearing.calls.set(part.id, { part, message: m, index: i })
         }
-      } else if (message.role === "tool") {
-        const content = message.content
-        for (let i = 0; i < content.length; i++) {
-          const part = content[i]!
-          if (part.type !== "tool-result") continue
-          // A result answers a call made before it; a result without one (an orphan, which
-          // the model never sees) is left alone and takes none of the `keep` slots.
-          const call = session.calls.get(part.id)
-          if (call === undefined) continue
-          const position = session.results++
-          if (isCleared(part)) continue
-          if (excludeTools.has(part.name) || excludeTools.has(call.part.name)) continue
-          const withCall = clearToolInputs && !isCleared(call.part) && !session.callsWithInputs.has(call.part)
-          if (withCall) session.callsWithInputs.add(call.part)
-          session.eligible.push({ result: { part, message: m, index: i }, call, position, withCall, delta: 0 })
-        }
+      }
+    } else if (message.role === "tool") {
+      const content = message.content
+      for (let i = 0; i < content.length; i++) {
+        const part = content[i]!
+        if (part.type !== "tool-result") continue
+        // A result answers a call made before it; a result without one (an orphan, which
+        // the model never sees) is left alone and takes none of the `keep` slots.
+        const call = clearing.calls.get(part.id)
+        if (call === undefined) continue
+        const position = clearing.results++
+        if (isCleared(part)) continue
+        if (excludeTools.has(part.name) || excludeTools.has(call.part.name)) continue
+        const withCall = clearToolInputs && !isCleared(call.part) && !clearing.callsWithInputs.has(call.part)
+        if (withCall) clearing.callsWithInputs.add(call.part)
+        clearing.eligible.push({ result: { part, message: m, index: i }, call, position, withCall, delta: 0 })
       }
     }
   }
 
+  // Sessions, per counter and per first message (one per thread, in practice).
+  const cache = HistoryCache.make({ init: makeClearing, add })
+
   /** The messages with the first `k` eligible results cleared (those that reclaim anything). */
   const build = (
-    session: Session,
+    clearing: Clearing,
     messages: ReadonlyArray<Prompt.Message>,
     k: number
   ): ReadonlyArray<Prompt.Message> => {
-    const last = session.output
+    const last = clearing.output
     const reuse = last !== undefined && last.k <= k
     const output = reuse ? last.messages.slice() : messages.slice()
     if (reuse) { for (let m = last.length; m < messages.length; m++) output.push(messages[m]!) }
@@ -458,30 +423,26 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
       touched.add(message)
     }
     for (let j = reuse ? last.k : 0; j < k; j++) {
-      const entry = session.eligible[j]!
+      const entry = clearing.eligible[j]!
       if (entry.delta <= 0) continue
       clear(entry.result.message, entry.result.index)
       if (entry.withCall) clear(entry.call.message, entry.call.index)
     }
     for (const m of touched) output[m] = variant(messages[m]!, cleared.get(m)!.sort((a, b) => a - b))
-    session.output = { k, length: messages.length, messages: output, cleared }
+    clearing.output = { k, length: messages.length, messages: output, cleared }
     return output
   }
 
   const run = (
     counter: TokenCounter.TokenCounter.Service,
-    session: Session,
+    { state: clearing, sums }: HistoryCache.Session<Clearing>,
     messages: ReadonlyArray<Prompt.Message>,
     systemRaw: number,
     scale: number
   ): Effect.Effect<EditResult> =>
     Effect.gen(function*() {
-      if (messages.length > session.seen.length) {
-        const fresh = messages.slice(session.seen.length)
-        extend(session, fresh, yield* counter.measure(fresh))
-      }
-      const tokensOf = (raw: number) => scale === 1 ? raw : Math.round(raw * scale)
-      const raw = session.raw + systemRaw
+      const tokensOf = (raw: number) => HistoryCache.scaled(raw, scale)
+      const raw = sums[messages.length]! + systemRaw
       const tokensBefore = tokensOf(raw)
       const unchanged = (triggered: boolean): EditResult => ({
         messages,
@@ -495,8 +456,8 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
       if (tokensBefore <= trigger) return unchanged(false)
 
       // The eligible results older than the `keep` newest.
-      const eligible = session.eligible
-      const window = session.results - keep
+      const eligible = clearing.eligible
+      const window = clearing.results - keep
       let lo = 0
       let hi = eligible.length
       while (lo < hi) {
@@ -509,7 +470,7 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
 
       // Measure, once, what clearing each new candidate would reclaim: the
       // parts it replaces less the parts it puts in their place.
-      const measured = session.reclaim.length - 1
+      const measured = clearing.reclaim.length - 1
       if (measured < candidates) {
         const parts: Array<Prompt.Part> = []
         for (let j = measured; j < candidates; j++) {
@@ -531,9 +492,9 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
           // shorter than the placeholder) is skipped.
           entry.delta = delta
           const positive = delta > 0
-          session.reclaim.push(session.reclaim[j]! + (positive ? delta : 0))
-          session.selected.push(session.selected[j]! + (positive ? 1 : 0))
-          if (positive) session.ids.push(entry.result.part.id)
+          clearing.reclaim.push(clearing.reclaim[j]! + (positive ? delta : 0))
+          clearing.selected.push(clearing.selected[j]! + (positive ? 1 : 0))
+          if (positive) clearing.ids.push(entry.result.part.id)
         }
       }
 
@@ -543,7 +504,7 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
       let k = candidates
       if (clearAtLeast > 0) {
         const enough = (n: number) => {
-          const after = tokensOf(raw - session.reclaim[n]!)
+          const after = tokensOf(raw - clearing.reclaim[n]!)
           return tokensBefore - after >= clearAtLeast && after <= trigger
         }
         if (enough(candidates)) {
@@ -557,13 +518,13 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
           k = low
         }
       }
-      const count = session.selected[k]!
+      const count = clearing.selected[k]!
       if (count === 0) return unchanged(true)
-      const tokensAfter = tokensOf(raw - session.reclaim[k]!)
+      const tokensAfter = tokensOf(raw - clearing.reclaim[k]!)
       return {
-        messages: build(session, messages, k),
+        messages: build(clearing, messages, k),
         triggered: true,
-        cleared: session.ids.slice(0, count),
+        cleared: clearing.ids.slice(0, count),
         tokensBefore,
         tokensAfter,
         reclaimed: tokensBefore - tokensAfter,
@@ -582,7 +543,7 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
         ? 0
         : (yield* counter.measure([systemMessage(context.systemPrompt)]))[0]!
       if (messages.length === 0) {
-        const tokens = scale === 1 ? systemRaw : Math.round(systemRaw * scale)
+        const tokens = HistoryCache.scaled(systemRaw, scale)
         return {
           messages,
           triggered: false,
@@ -593,22 +554,10 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
           trigger: config.trigger
         }
       }
-      const session = acquire(counter, messages)
-      return yield* run(counter, session, messages, systemRaw, scale).pipe(
-        Effect.ensuring(Effect.sync(() => {
-          session.busy = false
-        }))
-      )
+      return yield* cache.use(counter, messages, (session) => run(counter, session, messages, systemRaw, scale))
     }).pipe(Effect.withSpan("ContextEditing.ClearToolUses", { captureStackTrace: false }))
 
   return { name: "ClearToolUses", apply }
-}
-
-/** Whether `prefix` holds the first messages of `messages` (compared by identity, newest first). */
-const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray<Prompt.Message>): boolean => {
-  if (prefix.length > messages.length) return false
-  for (let i = prefix.length - 1; i >= 0; i--) if (prefix[i] !== messages[i]) return false
-  return true
 }
 
 /**
@@ -798,16 +747,9 @@ const MiddlewareOptionsSchema = Schema.Struct({
 const make = (options: typeof MiddlewareOptionsSchema.Type): any => {
   const edits: ReadonlyArray<ContextEdit.Any> = options.edits ?? [makeClearToolUses(Either.getOrThrow(validate({})))]
   const method: TokenCountMethod = options.tokenCountMethod ?? "approximate"
-  let approximate: TokenCounter.TokenCounter.Service | undefined
-  const counter: Effect.Effect<TokenCounter.TokenCounter.Service, never, TokenCounter.TokenCounter> =
-    method === "model" ?
-      TokenCounter.TokenCounter :
-      Effect.suspend(() =>
-        approximate !== undefined ? Effect.succeed(approximate) : Effect.map(
-          Effect.orDie(TokenCounter.makeApproximate()),
-          (made) => approximate = made
-        )
-      )
+  const counter: Effect.Effect<TokenCounter.TokenCounter.Service, never, TokenCounter.TokenCounter> = method === "model"
+    ? TokenCounter.TokenCounter
+    : HistoryCache.lazyApproximate()
   return Middleware.make({
     name: options.name ?? "contextEditing",
     wrapModelCall: (request, next) =>

@@ -2,8 +2,8 @@
  * ModelFallback: when a model call fails, tries the next model.
  *
  * `wrapModelCall` calls `next` with the request as it is (the agent's model,
- * or the one an outer middleware chose); when that fails with an `AiError`,
- * it calls `next` again with `request.model` set to the first fallback, then
+ * or the one an outer middleware chose); when that fails (see below), it
+ * calls `next` again with `request.model` set to the first fallback, then
  * the second, and so on. The first success wins. When every model failed,
  * the call fails with {@link ModelFallbackExhausted}, which records each
  * attempt's model and error in order (the last error is `lastError`). Every
@@ -16,15 +16,20 @@
  * scope; what it needs joins the middleware's requirements and its errors
  * fail the run.
  *
- * Only `AiError` failures fall back: errors of inner middleware pass through,
- * and defects and interruption are not caught. Put `ModelRetry` after this
- * middleware in the list to retry each model before falling back.
+ * `AiError` failures fall back, and so does a `ModelReplyError` (a reply cut
+ * short, not a stream, or empty) unless its text was already streamed: a
+ * streamed reply that failed after sending text deltas fails the call with
+ * that `ModelReplyError` (its `text` holds what was sent), so the user never
+ * sees one model's reply spliced onto another's. Errors of inner middleware
+ * pass through, and defects and interruption are not caught. Put
+ * `ModelRetry` after this middleware in the list to retry each model before
+ * falling back.
  *
  * @since 0.1.0
  */
 import * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
-import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -70,12 +75,15 @@ export type SourceContext<M> = M extends Layer.Layer<infer _A, infer _E, infer R
 
 /**
  * One failed attempt: which model (`"primary"`, `"fallback 1"`, …) and its
- * error.
+ * error: the provider's `AiError` or the agent's `ModelReplyError`.
  *
  * @since 0.1.0
  * @category models
  */
-export const Attempt = Schema.Struct({ model: Schema.String, error: AiError.AiError })
+export const Attempt = Schema.Struct({
+  model: Schema.String,
+  error: Schema.Union(AiError.AiError, AgentError.ModelReplyError)
+})
 
 /**
  * @since 0.1.0
@@ -100,7 +108,7 @@ export class ModelFallbackExhausted extends Schema.TaggedError<ModelFallbackExha
    *
    * @since 0.1.0
    */
-  get lastError(): AiError.AiError {
+  get lastError(): AiError.AiError | AgentError.ModelReplyError {
     return this.attempts[this.attempts.length - 1]!.error
   }
 
@@ -112,6 +120,11 @@ export class ModelFallbackExhausted extends Schema.TaggedError<ModelFallbackExha
     return `All ${this.attempts.length} models failed (${tried.join("; ")})`
   }
 }
+
+/** An error to fall back on: not a reply whose text the user has already seen. */
+const fallsBack = (error: unknown): boolean =>
+  AiError.isAiError(error) ||
+  (error instanceof AgentError.ModelReplyError && !(error.streamed && error.received.includes("text-delta")))
 
 const isService = (u: unknown): u is LanguageModel.Service =>
   Predicate.hasProperty(u, "generateText") && Predicate.isFunction(u.generateText) &&
@@ -193,15 +206,26 @@ export const middleware: <const Models extends ReadonlyArray<ModelSource>>(
     })
   }
   const label = (index: number) => index === 0 ? "primary" : `fallback ${index}`
-  const attempt = (effect: Effect.Effect<Middleware.ModelResponse, AiError.AiError>) =>
+  const attempt = (
+    index: number,
+    effect: Effect.Effect<Middleware.ModelResponse, AiError.AiError | AgentError.ModelReplyError>
+  ) =>
     effect.pipe(
       Effect.map(Either.right),
-      Effect.catchIf(AiError.isAiError, (error) => Effect.succeed(Either.left(error)))
+      Effect.catchIf(fallsBack, (error) => Effect.succeed(Either.left(error))),
+      Effect.tapError((error) =>
+        error instanceof AgentError.ModelReplyError
+          ? Middleware.report(
+            `${label(index)} failed (${describeAiError(error)}) after streaming text; not falling back`,
+            { failed: label(index), error: error._tag }
+          )
+          : Effect.void
+      )
     )
   const make = Middleware.make({
     name: "modelFallback",
     wrapModelCall: Effect.fnUntraced(function*(request, next) {
-      const first = yield* attempt(next(request))
+      const first = yield* attempt(0, next(request))
       if (Either.isRight(first)) return first.right
       const attempts: Array<Attempt> = [{ model: label(0), error: first.left }]
       for (let index = 0; index < resolvers.length; index++) {
@@ -211,7 +235,7 @@ export const middleware: <const Models extends ReadonlyArray<ModelSource>>(
           { failed: previous.model, error: previous.error._tag, next: label(index + 1) }
         )
         const model = yield* resolve(index)
-        const outcome = yield* attempt(next({ ...request, model }))
+        const outcome = yield* attempt(index + 1, next({ ...request, model }))
         if (Either.isRight(outcome)) return outcome.right
         attempts.push({ model: label(index + 1), error: outcome.left })
       }

@@ -5,20 +5,22 @@
  *
  * Semantics follow LangChain v1's `PIIMiddleware`:
  *
- * - `applyToInput` (default `true`): `beforeModel` rewrites the user
- *   messages after the last assistant message (the run's input; on later
- *   steps, the last user message) **in the stored conversation**, so the
- *   personal data never reaches the model and is never checkpointed.
- *   (LangChain also rewrites the state, not just the request.) Running it
- *   again on its own output changes nothing, so it is safe that it sees the
- *   same message on every step.
+ * - `applyToInput` (default `true`): `transformInput` rewrites the user
+ *   messages of each run's input before they join the stored conversation
+ *   and before any node hook runs, whatever the order of the middleware
+ *   list: a middleware that ends or interrupts the run at once
+ *   (`ModelCallLimit`, a `Guardrail` with `onBlock: "end"`) cannot save the
+ *   raw input, the model never sees it and other middleware read the
+ *   redacted text. (LangChain rewrites the state in `before_model`.)
  * - `applyToOutput` (default `false`): the assistant reply's text is
  *   rewritten before it is shown or stored. A streamed model call
  *   (`AgentLoop.stream`) is redacted as it arrives, in `wrapModelStream`: each
- *   text part (one {@link StreamRedactor} state per text id, flushed at its
+ *   text part (one {@link StreamRedactor} state per text id, carried on into
+ *   the next text part when one follows at once, else flushed at its
  *   `text-end`) releases only text that no match still in progress can reach,
- *   so a value split across chunks is caught, and the `TextDelta` events, the
- *   stored reply and `ModelResponded` all carry the redacted text. `afterModel`
+ *   so a value split across chunks or text parts is caught, and the
+ *   `TextDelta` events, the stored reply and `ModelResponded` all carry the
+ *   redacted text. `afterModel`
  *   then checks the whole reply (its text and reasoning parts; tool call
  *   arguments are left as the model wrote them) before it is stored: that is
  *   the path of a call that is not streamed (`AgentLoop.run`), and it also
@@ -37,6 +39,10 @@
  * `<email_hash:1a2b3c4d>` (the first 8 hex digits of its SHA-256), so equal
  * values stay linkable; `"block"` fails the run with {@link PiiDetected},
  * which names the type and where it was found but never the value.
+ *
+ * Consecutive text (or reasoning) parts of one message are checked as one
+ * text, so a value split across two parts is found; it is replaced in the
+ * part where it starts.
  *
  * Detectors validate what their patterns find: card numbers pass the Luhn
  * check (13 to 19 digits in whole groups separated by single spaces or
@@ -981,8 +987,50 @@ export const redactStream = (compiled: Redactor) =>
 }
 
 /**
- * Redacts the text and reasoning parts. A text part whose text is in `skip`
- * (already redacted; each entry skips one part) is left as it is.
+ * The redacted text of each of `texts`, given the matches found in their
+ * concatenation: a match is replaced in the text where it starts, and the
+ * texts it runs on into lose the rest of it.
+ */
+const redactPieces = (
+  strategy: Strategy,
+  texts: ReadonlyArray<string>,
+  matches: ReadonlyArray<PiiMatch>
+): ReadonlyArray<string> => {
+  if (strategy === "block" || matches.length === 0) return texts
+  if (texts.length === 1) return [applyStrategy(strategy, texts[0]!, matches)]
+  const starts: Array<number> = []
+  let length = 0
+  for (const text of texts) {
+    starts.push(length)
+    length += text.length
+  }
+  const pieces = texts.map(() => "")
+  /** Appends the unmatched text between `from` and `to` to the pieces it belongs to. */
+  const keep = (from: number, to: number) => {
+    for (let k = 0; k < texts.length; k++) {
+      const lo = Math.max(from, starts[k]!)
+      const hi = Math.min(to, starts[k]! + texts[k]!.length)
+      if (lo < hi) pieces[k] += texts[k]!.slice(lo - starts[k]!, hi - starts[k]!)
+    }
+  }
+  let at = 0
+  for (const match of matches) {
+    keep(at, match.start)
+    let k = texts.length - 1
+    while (k > 0 && starts[k]! > match.start) k--
+    pieces[k] += replacement(strategy, match)
+    at = match.end
+  }
+  keep(at, length)
+  return pieces
+}
+
+/**
+ * Redacts the text and reasoning parts. Consecutive parts of one kind are
+ * checked as one text, so a value split across two parts is found (see
+ * `redactPieces`); a part a match empties is dropped. A text part whose
+ * text is in `skip` (already redacted; each entry skips one part) is left
+ * as it is.
  */
 const redactParts = <P extends Prompt.Part>(
   compiled: Redactor,
@@ -993,24 +1041,32 @@ const redactParts = <P extends Prompt.Part>(
     const matches: Array<PiiMatch> = []
     let changed = false
     const out: Array<P> = []
-    for (const part of parts) {
-      if (part.type === "text" || part.type === "reasoning") {
-        const text = (part as Prompt.TextPart).text
-        const skipped = part.type === "text" ? skip.indexOf(text) : -1
-        if (skipped >= 0) {
-          skip.splice(skipped, 1)
-          out.push(part)
-          continue
-        }
-        const result = yield* redactSafely(compiled, text)
-        matches.push(...result.matches)
-        if (result.text !== text) {
-          changed = true
-          out.push(Prompt.makePart(part.type, { text: result.text, options: part.options }) as P)
-          continue
-        }
+    const isText = (part: P | undefined, type: string): part is P & Prompt.TextPart =>
+      part !== undefined && part.type === type && (type !== "text" || !skip.includes((part as Prompt.TextPart).text))
+    for (let i = 0; i < parts.length;) {
+      const part = parts[i]!
+      if (part.type !== "text" && part.type !== "reasoning") {
+        out.push(part)
+        i++
+        continue
       }
-      out.push(part)
+      if (!isText(part, part.type)) {
+        skip.splice(skip.indexOf((part as Prompt.TextPart).text), 1)
+        out.push(part)
+        i++
+        continue
+      }
+      const group: Array<P & Prompt.TextPart> = []
+      for (; isText(parts[i], part.type); i++) group.push(parts[i] as P & Prompt.TextPart)
+      const texts = group.map((member) => member.text)
+      const result = yield* redactSafely(compiled, texts.join(""))
+      matches.push(...result.matches)
+      const pieces = redactPieces(compiled.strategy, texts, result.matches)
+      group.forEach((member, k) => {
+        if (pieces[k] === member.text) return out.push(member)
+        changed = true
+        if (pieces[k] !== "") out.push(Prompt.makePart(part.type, { text: pieces[k]!, options: member.options }) as P)
+      })
     }
     return { parts: changed ? out : parts, matches }
   })
@@ -1129,32 +1185,30 @@ export const middleware: (
   }
   const strategy = compiled.strategy
 
-  /** The user messages after the last assistant message, or else the last user message. */
-  const inputIndexes = (messages: ReadonlyArray<Prompt.Message>): Array<number> => {
-    const indexes: Array<number> = []
-    for (let i = messages.length - 1; i >= 0 && messages[i]!.role !== "assistant"; i--) {
-      if (messages[i]!.role === "user") indexes.unshift(i)
+  /** Rewrites the user messages of a run's input before they are stored. */
+  const transformInput = Effect.fnUntraced(
+    function*({ messages }: { readonly messages: ReadonlyArray<Prompt.Message> }) {
+      const matches: Array<PiiMatch> = []
+      const out: Array<Prompt.Message> = []
+      for (const message of messages) {
+        if (message.role !== "user") {
+          out.push(message)
+          continue
+        }
+        const result = yield* redactParts(compiled, message.content)
+        matches.push(...result.matches)
+        out.push(
+          result.parts === message.content
+            ? message
+            : Prompt.makeMessage("user", { content: result.parts, options: message.options })
+        )
+      }
+      if (matches.length === 0) return messages
+      if (strategy === "block") return yield* detected(matches, "input")
+      yield* Middleware.report(describe(matches, strategy, "the user input"), countByType(matches))
+      return out
     }
-    if (indexes.length > 0) return indexes
-    for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.role === "user") return [i]
-    return []
-  }
-
-  const beforeModel = Effect.fnUntraced(function*({ messages }: Middleware.HookContext<{}>) {
-    const matches: Array<PiiMatch> = []
-    const replaced = new Map<number, Prompt.Message>()
-    for (const index of inputIndexes(messages)) {
-      const message = messages[index] as Prompt.UserMessage
-      const result = yield* redactParts(compiled, message.content)
-      if (result.matches.length === 0) continue
-      matches.push(...result.matches)
-      replaced.set(index, Prompt.makeMessage("user", { content: result.parts, options: message.options }))
-    }
-    if (matches.length === 0) return undefined
-    if (strategy === "block") return yield* detected(matches, "input")
-    yield* Middleware.report(describe(matches, strategy, "the user input"), countByType(matches))
-    return { messages: messages.map((message, index) => replaced.get(index) ?? message) }
-  })
+  )
 
   /**
    * Per thread, the text parts the stream hook released for a model call
@@ -1187,9 +1241,14 @@ export const middleware: (
   /**
    * Redacts the text parts of a streamed reply as they arrive: one
    * incremental redactor state per text id, released into redacted
-   * `text-delta` parts and flushed just before the part's `text-end` (or at
-   * the end of the stream, for a text the provider never ended). Other parts
-   * pass through. Each attempt (each run of the stream) starts afresh.
+   * `text-delta` parts. A part's `text-start` is sent with its first
+   * release, so a part that releases nothing is dropped. At a `text-end` the
+   * held-back tail may be the start of a value the next part goes on with:
+   * the end is held until the next part comes. If it is a `text-start`, the
+   * tail and its state move into that part; otherwise (and at the end of the
+   * stream) the tail is flushed into its own part, then the end is sent. A
+   * text the provider never ended is flushed at the end of the stream. Other
+   * parts pass through. Each attempt (each run of the stream) starts afresh.
    */
   const wrapModelStream = (
     request: Middleware.ModelRequest,
@@ -1198,58 +1257,81 @@ export const middleware: (
     Stream.suspend(() => {
       const states = new Map<string, StreamState>()
       const released = new Map<string, string>()
+      const unsent = new Map<string, Response.TextStartPart>()
+      let ended: Response.TextEndPart | undefined
       const found: Array<PiiMatch> = []
       const record = { step: request.step, texts: [] as Array<string> }
       streamed.delete(request.threadId)
       if (streamed.size >= maxStreamed) streamed.delete(streamed.keys().next().value!)
       streamed.set(request.threadId, record)
-      const release = (
-        id: string,
-        chunk: string | undefined,
-        metadata: Response.TextDeltaPart["metadata"]
-      ): Effect.Effect<ReadonlyArray<Response.AnyPart>, PiiDetected | PiiDetectorFailed> =>
+      type Parts = Effect.Effect<ReadonlyArray<Response.AnyPart>, PiiDetected | PiiDetectorFailed>
+      /** Pushes a chunk (or flushes, when `undefined`) and sends what it releases. */
+      const release = (id: string, chunk: string | undefined, metadata: Response.TextDeltaPart["metadata"]): Parts =>
         Effect.flatMap(pushSafely(compiled, states.get(id) ?? compiled.stream.initial, chunk), (step) => {
           if (step.matches.length > 0) {
             if (strategy === "block") return Effect.fail(detected(step.matches, "stream"))
             found.push(...step.matches)
           }
-          const text = (released.get(id) ?? "") + step.text
-          if (chunk === undefined) {
-            states.delete(id)
-            released.delete(id)
-            record.texts.push(text)
-          } else {
-            states.set(id, step.state)
-            released.set(id, text)
-          }
-          return Effect.succeed(
-            step.text.length === 0 ? [] : [Response.makePart("text-delta", { id, delta: step.text, metadata })]
-          )
+          states.set(id, step.state)
+          if (step.text.length === 0) return Effect.succeed([])
+          const start = unsent.get(id)
+          unsent.delete(id)
+          released.set(id, (released.get(id) ?? "") + step.text)
+          const delta = Response.makePart("text-delta", { id, delta: step.text, metadata })
+          return Effect.succeed(start === undefined ? [delta] : [start, delta])
         })
-      const onPart = (
-        part: Response.AnyPart
-      ): Effect.Effect<ReadonlyArray<Response.AnyPart>, PiiDetected | PiiDetectorFailed> => {
-        switch (part.type) {
-          case "text-start": {
-            states.set(part.id, compiled.stream.initial)
-            released.delete(part.id)
-            return Effect.succeed([part])
-          }
-          case "text-delta":
-            return release(part.id, part.delta, part.metadata)
-          case "text-end":
-            return states.has(part.id)
-              ? Effect.map(release(part.id, undefined, {}), (tail) => [...tail, part])
-              : Effect.succeed([part])
-          default:
-            return Effect.succeed([part])
-        }
+      /** Closes a text whose releases are over: it is recorded and ended, or dropped if it released nothing. */
+      const close = (id: string, end: Response.TextEndPart | undefined): ReadonlyArray<Response.AnyPart> => {
+        const text = released.get(id)
+        const dropped = unsent.has(id)
+        states.delete(id)
+        released.delete(id)
+        unsent.delete(id)
+        if (dropped) return []
+        record.texts.push(text ?? "")
+        return end === undefined ? [] : [end]
       }
-      const unfinished = Effect.suspend(() =>
-        Effect.map(
-          Effect.forEach([...states.keys()], (id) => release(id, undefined, {})),
-          (tails) => tails.flat()
-        )
+      /** Flushes the tail of the text that ended last into its own part, and ends it. */
+      const flushEnded: Parts = Effect.suspend(() => {
+        const end = ended
+        ended = undefined
+        return end === undefined
+          ? Effect.succeed([])
+          : Effect.map(release(end.id, undefined, {}), (tail) => [...tail, ...close(end.id, end)])
+      })
+      const onPart = (part: Response.AnyPart): Parts =>
+        Effect.suspend(() => {
+          switch (part.type) {
+            case "text-start": {
+              const end = ended
+              ended = undefined
+              const state = end === undefined ? undefined : states.get(end.id)
+              const closed = end === undefined ? [] : close(end.id, end)
+              states.set(part.id, state ?? compiled.stream.initial)
+              released.delete(part.id)
+              unsent.set(part.id, part)
+              return Effect.succeed(closed)
+            }
+            case "text-delta":
+              return Effect.zipWith(flushEnded, release(part.id, part.delta, part.metadata), (a, b) => [...a, ...b])
+            case "text-end": {
+              if (!states.has(part.id)) return Effect.map(flushEnded, (before) => [...before, part])
+              return Effect.map(flushEnded, (before) => {
+                ended = part
+                return before
+              })
+            }
+            default:
+              return Effect.map(flushEnded, (before) => [...before, part])
+          }
+        })
+      const unfinished: Parts = Effect.zipWith(
+        flushEnded,
+        Effect.suspend(() =>
+          Effect.forEach([...states.keys()], (id) =>
+            Effect.map(release(id, undefined, {}), (tail) => [...tail, ...close(id, undefined)]))
+        ),
+        (before, tails) => [...before, ...tails.flat()]
       )
       const reported = Effect.suspend(() =>
         found.length === 0 ? Effect.void : Middleware.report(
@@ -1288,7 +1370,7 @@ export const middleware: (
 
   return Middleware.make({
     name,
-    beforeModel: applyToInput ? beforeModel : undefined,
+    transformInput: applyToInput ? transformInput : undefined,
     afterModel: applyToOutput ? afterModel : undefined,
     wrapModelStream: applyToOutput ? wrapModelStream : undefined,
     wrapToolCall: applyToToolResults ? wrapToolCall : undefined

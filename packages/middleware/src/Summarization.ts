@@ -53,6 +53,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as HistoryCache from "./internal/historyCache.js"
 import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
@@ -434,66 +435,18 @@ const validate = (options: Options): Either.Either<Config, AgentError.InvalidOpt
   })
 
 // -----------------------------------------------------------------------------
-// sessions: running token sums per thread
-// -----------------------------------------------------------------------------
-
-interface Session {
-  /** The messages measured so far: the first ones of the thread's history. */
-  readonly seen: Array<Prompt.Message>
-  /** `sums[i]` is the raw tokens of `seen[0..i)`. */
-  readonly sums: Array<number>
-  busy: boolean
-}
-
-const makeSession = (): Session => ({ seen: [], sums: [0], busy: false })
-
-/** Whether `prefix` holds the first messages of `messages` (compared by identity, newest first). */
-const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray<Prompt.Message>): boolean => {
-  if (prefix.length > messages.length) return false
-  for (let i = prefix.length - 1; i >= 0; i--) if (prefix[i] !== messages[i]) return false
-  return true
-}
-
-// -----------------------------------------------------------------------------
 // constructors
 // -----------------------------------------------------------------------------
 
 const make = (config: Config) => {
   const { keep, onFailure, summaryPrompt, triggers, trim } = config
-  const sessions = new WeakMap<TokenCounter.TokenCounter.Service, WeakMap<Prompt.Message, Session>>()
-  let approximate: TokenCounter.TokenCounter.Service | undefined
+  // Running token sums per thread; nothing else is derived from the messages.
+  const cache = HistoryCache.make({ init: () => undefined })
+  const approximate = HistoryCache.lazyApproximate()
   const counterOf: Effect.Effect<TokenCounter.TokenCounter.Service> = Effect.flatMap(
     Effect.serviceOption(TokenCounter.TokenCounter),
-    Option.match({
-      onSome: Effect.succeed,
-      onNone: () =>
-        approximate !== undefined
-          ? Effect.succeed(approximate)
-          : Effect.map(Effect.orDie(TokenCounter.makeApproximate()), (made) => approximate = made)
-    })
+    Option.match({ onSome: Effect.succeed, onNone: () => approximate })
   )
-
-  const sessionsOf = (counter: TokenCounter.TokenCounter.Service) => {
-    let byFirst = sessions.get(counter)
-    if (byFirst === undefined) {
-      byFirst = new WeakMap()
-      sessions.set(counter, byFirst)
-    }
-    return byFirst
-  }
-
-  /** The session holding a prefix of these messages; marked busy. */
-  const acquire = (counter: TokenCounter.TokenCounter.Service, messages: ReadonlyArray<Prompt.Message>): Session => {
-    const byFirst = sessionsOf(counter)
-    let session = byFirst.get(messages[0]!)
-    if (session !== undefined && session.busy) return { ...makeSession(), busy: true }
-    if (session === undefined || !isPrefix(session.seen, messages)) {
-      session = makeSession()
-      byFirst.set(messages[0]!, session)
-    }
-    session.busy = true
-    return session
-  }
 
   const summarize = (
     counter: TokenCounter.TokenCounter.Service,
@@ -551,90 +504,75 @@ const make = (config: Config) => {
       if (messages.length === 0) return undefined
       const counter = yield* counterOf
       const scale = yield* counter.scale
-      const session = acquire(counter, messages)
-      const release = Effect.sync(() => {
-        session.busy = false
-      })
-      return yield* Effect.gen(function*() {
-        const { seen, sums } = session
-        if (messages.length > seen.length) {
-          const fresh = messages.slice(seen.length)
-          const counts = yield* counter.measure(fresh)
-          for (let j = 0; j < fresh.length; j++) {
-            seen.push(fresh[j]!)
-            sums.push(sums[sums.length - 1]! + counts[j]!)
-          }
-        }
-        const length = messages.length
-        const tokensOf = (raw: number) => scale === 1 ? raw : Math.round(raw * scale)
-        /** Raw tokens of `messages[i]`. */
-        const rawOf = (i: number) => sums[i + 1]! - sums[i]!
-        const total = tokensOf(sums[length]!)
-        const triggered = triggers.some((trigger) =>
-          trigger._tag === "tokens" ? total >= trigger.value : length >= trigger.value
-        )
-        if (!triggered) return undefined
+      return yield* cache.use(counter, messages, ({ sums }) =>
+        Effect.gen(function*() {
+          const length = messages.length
+          const tokensOf = (raw: number) => HistoryCache.scaled(raw, scale)
+          /** Raw tokens of `messages[i]`. */
+          const rawOf = (i: number) => sums[i + 1]! - sums[i]!
+          const total = tokensOf(sums[length]!)
+          const triggered = triggers.some((trigger) =>
+            trigger._tag === "tokens" ? total >= trigger.value : length >= trigger.value
+          )
+          if (!triggered) return undefined
 
-        // Leading system messages stay in front.
-        let start = 0
-        while (start < length && messages[start]!.role === "system") start++
-        // The window: the newest `keep` messages, or the longest suffix within
-        // `keep` tokens (a binary search over the running sums).
-        let cut: number
-        if (keep._tag === "messages") {
-          cut = Math.max(start, length - keep.value)
-        } else {
-          let low = start
-          let high = length
-          while (low < high) {
-            const mid = (low + high) >>> 1
-            if (tokensOf(sums[length]! - sums[mid]!) <= keep.value) high = mid
-            else low = mid + 1
+          // Leading system messages stay in front.
+          let start = 0
+          while (start < length && messages[start]!.role === "system") start++
+          // The window: the newest `keep` messages, or the longest suffix within
+          // `keep` tokens (a binary search over the running sums).
+          let cut: number
+          if (keep._tag === "messages") {
+            cut = Math.max(start, length - keep.value)
+          } else {
+            let low = start
+            let high = length
+            while (low < high) {
+              const mid = (low + high) >>> 1
+              if (tokensOf(sums[length]! - sums[mid]!) <= keep.value) high = mid
+              else low = mid + 1
+            }
+            cut = low
           }
-          cut = low
-        }
-        // Never start the window with tool results: start at the call.
-        while (cut > start && messages[cut]?.role === "tool") cut--
-        const toSummarize = messages.slice(start, cut)
-        if (toSummarize.length === 0 || (toSummarize.length === 1 && isSummary(toSummarize[0]!))) return undefined
+          // Never start the window with tool results: start at the call.
+          while (cut > start && messages[cut]?.role === "tool") cut--
+          const toSummarize = messages.slice(start, cut)
+          if (toSummarize.length === 0 || (toSummarize.length === 1 && isSummary(toSummarize[0]!))) return undefined
 
-        const outcome = yield* summarize(counter, scale, toSummarize, (i) => rawOf(start + i)).pipe(
-          Effect.map(Option.some),
-          Effect.catchAll((error) =>
-            onFailure === "fail" ? Effect.fail(error) : Effect.as(
-              Middleware.report(`summarization failed, continuing unsummarized: ${error.reason}`, {
-                messages: error.messages
-              }),
-              Option.none()
+          const outcome = yield* summarize(counter, scale, toSummarize, (i) => rawOf(start + i)).pipe(
+            Effect.map(Option.some),
+            Effect.catchAll((error) =>
+              onFailure === "fail" ? Effect.fail(error) : Effect.as(
+                Middleware.report(`summarization failed, continuing unsummarized: ${error.reason}`, {
+                  messages: error.messages
+                }),
+                Option.none()
+              )
             )
           )
-        )
-        if (Option.isNone(outcome)) return undefined
-        const { sent, summary, summaryRaw } = outcome.value
-        const result = [...messages.slice(0, start), summary, ...messages.slice(cut)]
+          if (Option.isNone(outcome)) return undefined
+          const { sent, summary, summaryRaw } = outcome.value
+          const result = [...messages.slice(0, start), summary, ...messages.slice(cut)]
 
-        // Continue from the new history: its sums follow from the old ones.
-        const next = makeSession()
-        for (let i = 0; i < result.length; i++) {
-          const raw = i < start ? rawOf(i) : i === start ? summaryRaw : rawOf(cut + i - start - 1)
-          next.seen.push(result[i]!)
-          next.sums.push(next.sums[i]! + raw)
-        }
-        sessionsOf(counter).set(result[0]!, next)
-
-        const tokensAfter = tokensOf(next.sums[result.length]!)
-        yield* Middleware.report(
-          `summarized ${toSummarize.length} messages, kept ${length - cut}; ${total} → ${tokensAfter} tokens`,
-          {
-            summarized: toSummarize.length,
-            sentToSummarizer: sent,
-            kept: length - cut,
-            tokensBefore: total,
-            tokensAfter
-          }
-        )
-        return { messages: result }
-      }).pipe(Effect.ensuring(release))
+          // Continue from the new history: its sums follow from the old ones.
+          const next = cache.seed(
+            counter,
+            result,
+            (i) => i < start ? rawOf(i) : i === start ? summaryRaw : rawOf(cut + i - start - 1)
+          )
+          const tokensAfter = tokensOf(next.sums[result.length]!)
+          yield* Middleware.report(
+            `summarized ${toSummarize.length} messages, kept ${length - cut}; ${total} → ${tokensAfter} tokens`,
+            {
+              summarized: toSummarize.length,
+              sentToSummarizer: sent,
+              kept: length - cut,
+              tokensBefore: total,
+              tokensAfter
+            }
+          )
+          return { messages: result }
+        }))
     })
 
   return Middleware.make({ name: config.name, beforeModel })

@@ -2,24 +2,25 @@
  * Todo planning: the `write_todos` tool, a system prompt that tells the model
  * when to plan, and a `TodoList` service the app reads and watches.
  *
- * The list of a thread is part of its checkpointed state (the `todos` slice),
- * so it survives `resume` in a new process. The `TodoList` service mirrors it
- * per thread for progress UIs: `todos(threadId)` reads it and
- * `changes(threadId)` streams it.
+ * The thread's list lives in one place: the `todos` state slice, checkpointed
+ * with the thread, so it survives `resume` in a new process. The `TodoList`
+ * service is a projection of that slice per thread, for progress UIs:
+ * `todos(threadId)` reads it and `changes(threadId)` streams it.
  *
  * How the list moves: the `write_todos` handler only validates its input and
- * echoes the list back in its result. The slice is then derived from the
- * conversation — the last successful `write_todos` result of the last model
- * turn — by the `beforeModel` hook that follows the tools (and by
- * `beforeAgent` / `afterAgent`), so it is a deterministic function of the
- * checkpointed messages, whatever process runs the next step. A
- * `wrapToolCall` hook publishes a successful write to the service as soon as
- * the tool returns, for live progress.
+ * echoes the list back in its result. One function, `sync` (the
+ * `beforeAgent`, `beforeModel` and `afterAgent` hooks), moves the list of the
+ * last model turn's successful `write_todos` result into the slice, and sets
+ * the service to the slice. So the slice is a deterministic function of the
+ * checkpointed messages, whatever process runs the next step, and the service
+ * only ever shows a list the agent has adopted.
  *
  * When one reply calls `write_todos` more than once, the `afterModel` hook
  * answers each of those calls with a failed result ({@link parallelCallsError})
  * before the tools run, so the list does not change. The service keeps one
  * entry per thread, freed by `onThreadDeleted` when the agent deletes it.
+ * Without a `TodoList` in the context the agent is built in, the middleware
+ * keeps its own in-memory one.
  *
  * @since 0.1.0
  */
@@ -206,7 +207,9 @@ export interface State {
 
 /**
  * The todo lists of the threads this process runs, for the app to read and
- * watch. The middleware keeps it in step with the checkpointed state.
+ * watch: the middleware sets a thread's entry to its `todos` slice. Provide
+ * it (e.g. {@link layer}) where the agent is built and share it with the app;
+ * without one, the middleware keeps a private one.
  *
  * @since 0.1.0
  * @category tags
@@ -344,9 +347,10 @@ const lastWrite = (messages: ReadonlyArray<Prompt.Message>): Option.Option<Reado
 /**
  * Adds todo planning to an agent: the `write_todos` tool (each call replaces
  * the whole list), a system prompt telling the model when to plan, and the
- * `todos` state slice, mirrored into the {@link TodoList} service (which the
- * agent needs: provide {@link layer} when building it, and share that layer
- * with the app to read the lists). Invalid `write_todos` input is answered
+ * `todos` state slice, projected into the {@link TodoList} service. To read
+ * the lists, provide {@link layer} where the agent is built and share it with
+ * the app; without a `TodoList` there, the middleware keeps its own in-memory
+ * one (one per `middleware()` value). Invalid `write_todos` input is answered
  * with a failed tool result the model can repair; so is each of two or more
  * `write_todos` calls in one reply. Bad options (an unknown key too) make
  * `Agent.make` fail with `AgentError.InvalidOptions` naming the option.
@@ -369,10 +373,10 @@ const lastWrite = (messages: ReadonlyArray<Prompt.Message>): Option.Option<Reado
  * @since 0.1.0
  * @category constructors
  */
-export const middleware = (options?: Options | undefined): Middleware.Middleware<State, never, TodoList> =>
+export const middleware = (options?: Options | undefined): Middleware.Middleware<State> =>
   Check.middlewareOf("TodoList", OptionsSchema, options, build)
 
-const build = (options: Options): Middleware.Middleware<State, never, TodoList> => {
+const build = (options: Options): Middleware.Middleware<State> => {
   const tool = makeTool(options.toolDescription ?? defaultToolDescription)
   const kit = Toolkit.make(tool)
   const handled = Effect.flatMap(
@@ -388,10 +392,24 @@ const build = (options: Options): Middleware.Middleware<State, never, TodoList> 
     (context) => Effect.provide(kit, context)
   )
   const prompt = options.systemPrompt ?? defaultSystemPrompt
+  // The app's TodoList when the agent was built with one, else this middleware's own, made on first use.
+  let own: TodoList.Service | undefined
+  const todoList: Effect.Effect<TodoList.Service> = Effect.flatMap(
+    Effect.serviceOption(TodoList),
+    Option.match({
+      onSome: Effect.succeed,
+      onNone: () => own === undefined ? Effect.map(make, (made) => own ??= made) : Effect.succeed(own)
+    })
+  )
 
+  /**
+   * The one place the list moves: the slice takes the list of the last model
+   * turn's successful write (when it differs), and the service is set to the
+   * slice. A thread this process had not run gets its checkpointed list.
+   */
   const sync = (context: Middleware.HookContext<State>) =>
     Effect.gen(function*() {
-      const service = yield* TodoList
+      const service = yield* todoList
       const written = lastWrite(context.messages)
       const changed = Option.isSome(written) && !equivalence(written.value, context.state.todos)
       const todos = changed ? written.value : context.state.todos
@@ -423,7 +441,7 @@ const build = (options: Options): Middleware.Middleware<State, never, TodoList> 
     beforeModel: sync,
     afterModel: rejectParallel,
     afterAgent: sync,
-    onThreadDeleted: (threadId) => Effect.flatMap(TodoList, (service) => service.remove(threadId)),
+    onThreadDeleted: (threadId) => Effect.flatMap(todoList, (service) => service.remove(threadId)),
     wrapModelCall: (request, next) =>
       next(
         request.tools.some((t) => t.name === toolName)
@@ -434,14 +452,6 @@ const build = (options: Options): Middleware.Middleware<State, never, TodoList> 
               : `${request.systemPrompt}\n\n${prompt}`
           }
           : request
-      ),
-    wrapToolCall: (request, next) =>
-      request.call.name !== toolName ?
-        next(request) :
-        Effect.tap(next(request), (result) =>
-          Option.match(successfulWrite(result), {
-            onNone: () => Effect.void,
-            onSome: (todos) => Effect.flatMap(TodoList, (service) => service.write(request.threadId, todos))
-          }))
+      )
   })
 }

@@ -155,6 +155,7 @@ describe("ModelCallLimit", () => {
       Effect.gen(function*() {
         const a = yield* ModelCallLimit.middleware({ runLimit: 1, name: "a" })
         const b = yield* ModelCallLimit.middleware({ threadLimit: 1, name: "b" })
+        // @ts-expect-error: the types reject this list too (dtslint); here the run-time check is tested
         const error = yield* Effect.flip(Agent.make({ middleware: [a, b] }))
         assert.strictEqual(error._tag, "AgentConfigError")
       }).pipe(Effect.provide(ScriptedModel.layer([]))))

@@ -1,8 +1,8 @@
-import { LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { LanguageModel, type Response, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Chunk, Effect, Fiber, Layer, Stream, TestClock } from "effect"
+import { Chunk, Effect, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import * as Schema from "effect/Schema"
 import * as ModelFallback from "../src/ModelFallback.js"
 import * as ModelRetry from "../src/ModelRetry.js"
@@ -145,6 +145,87 @@ describe("ModelFallback", () => {
       assert.strictEqual(result._tag === "Completed" && result.text, "backup")
       assert.deepStrictEqual([yield* requestCount, yield* countOf(backup.recorder)], [2, 1])
     }).pipe(primary([status(503), status(503)])))
+
+  describe("replies that cannot be an answer (ModelReplyError)", () => {
+    const usage = { inputTokens: 1, outputTokens: 1, totalTokens: 2 }
+    /** The roles of the thread's stored messages, if it was stored. */
+    const roles = Option.map((
+      thread: { readonly state: { readonly messages: ReadonlyArray<{ readonly role: string }> } }
+    ) => thread.state.messages.map((m) => m.role))
+
+    it.effect("falls back when the primary reply is cut short (run)", () =>
+      Effect.gen(function*() {
+        const backup = yield* ScriptedModel.make([ScriptedModel.text("from backup")])
+        const fallback = yield* ModelFallback.middleware(backup.model)
+        const agent = yield* Agent.make({ middleware: [fallback] })
+        const result = yield* agent.run("go", { threadId: "t" })
+        assert.strictEqual(result._tag === "Completed" && result.text, "from backup")
+        assert.deepStrictEqual(roles(yield* agent.thread("t")), Option.some(["user", "assistant"]))
+      }).pipe(primary([ScriptedModel.truncated(ScriptedModel.text("It is sunny today."))])))
+
+    for (
+      const [what, turn] of [
+        ["sends nothing (not a stream)", []],
+        ["is empty", [{ type: "finish", reason: "stop", usage }]],
+        ["is only reasoning", [{ type: "reasoning", text: "thinking" }, { type: "finish", reason: "stop", usage }]]
+      ] as ReadonlyArray<readonly [string, ReadonlyArray<Response.PartEncoded>]>
+    ) {
+      it.effect(`falls back when a streamed primary reply ${what}, before any text was streamed`, () =>
+        Effect.gen(function*() {
+          const backup = yield* ScriptedModel.make([ScriptedModel.text("from backup")])
+          const fallback = yield* ModelFallback.middleware(backup.model)
+          const agent = yield* Agent.make({ middleware: [fallback] })
+          const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("go", { threadId: "t" })))
+          const ended = events.at(-1)!
+          assert.strictEqual(
+            ended._tag === "RunEnded" && ended.result._tag === "Completed" && ended.result.text,
+            "from backup"
+          )
+          assert.strictEqual(events.filter(AgentEvent.$is("TextDelta")).map((e) => e.delta).join(""), "from backup")
+          assert.deepStrictEqual(yield* countOf(backup.recorder), 1)
+        }).pipe(primary([turn])))
+    }
+
+    it.effect("a streamed reply cut short after its text was streamed fails with that ModelReplyError, not spliced with a fallback's", () =>
+      Effect.gen(function*() {
+        const backup = yield* ScriptedModel.make([ScriptedModel.text("from backup")])
+        const fallback = yield* ModelFallback.middleware(backup.model)
+        const agent = yield* Agent.make({ middleware: [fallback] })
+        const events: Array<AgentEvent.AgentEvent> = []
+        const error = yield* Effect.flip(
+          Stream.runForEach(agent.stream("go", { threadId: "t" }), (event) => Effect.sync(() => events.push(event)))
+        )
+        assert.strictEqual(error._tag, "ModelReplyError")
+        if (error._tag !== "ModelReplyError") return
+        assert.deepStrictEqual([error.reason, error.text], ["truncated", "It is "])
+        assert.strictEqual(events.filter(AgentEvent.$is("TextDelta")).map((e) => e.delta).join(""), "It is ")
+        assert.deepStrictEqual(
+          events.filter(AgentEvent.$is("MiddlewareDecision")).map((e) => e.decision),
+          ["primary failed (truncated reply) after streaming text; not falling back"]
+        )
+        assert.strictEqual(yield* countOf(backup.recorder), 0)
+        assert.deepStrictEqual(roles(yield* agent.thread("t")), Option.none())
+      }).pipe(primary([ScriptedModel.truncated(ScriptedModel.text("It is sunny today."), { deltas: 2 })])))
+
+    it.effect("records ModelReplyError attempts in ModelFallbackExhausted", () =>
+      Effect.gen(function*() {
+        const backup = yield* ScriptedModel.make([[{ type: "finish", reason: "stop", usage }]])
+        const fallback = yield* ModelFallback.middleware(backup.model)
+        const agent = yield* Agent.make({ middleware: [fallback] })
+        const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
+        assert.strictEqual(error._tag, "ModelFallbackExhausted")
+        if (error._tag !== "ModelFallbackExhausted") return
+        assert.deepStrictEqual(
+          error.attempts.map(({ error, model }) => [model, error._tag === "ModelReplyError" && error.reason]),
+          [["primary", "truncated"], ["fallback 1", "empty"]]
+        )
+        assert.strictEqual(
+          error.message,
+          "All 2 models failed (primary: ModelReplyError truncated reply; fallback 1: ModelReplyError empty reply)"
+        )
+        assert.deepStrictEqual(roles(yield* agent.thread("t")), Option.none())
+      }).pipe(primary([ScriptedModel.truncated(ScriptedModel.text("It is sunny today."))])))
+  })
 
   describe("bad arguments", () => {
     it.effect("needs at least one fallback", () =>

@@ -5,6 +5,9 @@ import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Either, FastCheck, Layer, Option, Schema, Stream } from "effect"
 import { createHash } from "node:crypto"
+import * as Guardrail from "../src/Guardrail.js"
+import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
+import * as ModelCallLimit from "../src/ModelCallLimit.js"
 import * as Pii from "../src/Pii.js"
 
 const compile = (options: Pii.RedactorOptions) => Either.getOrThrow(Pii.redactor(options))
@@ -474,6 +477,120 @@ describe("middleware", () => {
 })
 
 // -----------------------------------------------------------------------------
+// order: the stored input is redacted whatever the middleware list order
+// -----------------------------------------------------------------------------
+
+const rawInput = "I am ada@example.com, card 4111 1111 1111 1111"
+
+/** The stored thread holds neither raw value (and the input was stored, redacted). */
+const assertStoredRedacted = (
+  stored: Option.Option<{ readonly state: { readonly messages: ReadonlyArray<Prompt.Message> } }>
+) => {
+  const messages = Option.getOrThrow(stored).state.messages
+  const json = JSON.stringify(messages)
+  assert.notInclude(json, "ada@example.com")
+  assert.notInclude(json, "4111 1111")
+  assert.strictEqual(textOf(messages[0]), "I am [REDACTED_EMAIL], card [REDACTED_CREDIT_CARD]")
+}
+
+/** Middleware that end or interrupt the run before the model is called. */
+const earlyEnders = {
+  modelCallLimit: ModelCallLimit.middleware({ runLimit: 0 }),
+  guardrail: Guardrail.middleware({ input: () => Effect.succeed(Guardrail.block("no")), onBlock: "end" }),
+  interrupt: Effect.succeed(Middleware.make({
+    name: "ask",
+    beforeAgent: ({ resume }) => Effect.succeed(Option.isSome(resume) ? undefined : { interrupt: "go on?" })
+  }))
+} as const
+
+describe("stored input, whatever the middleware order", () => {
+  it.effect("ModelCallLimit already reached before Pii: the checkpoint holds the redacted input", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const limit = yield* ModelCallLimit.middleware({ threadLimit: 1 })
+      const agent = yield* Agent.make({ middleware: [limit, pii] })
+      yield* agent.run("hello", { threadId: "t" })
+      const result = yield* agent.run(rawInput, { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 1)
+      const messages = Option.getOrThrow(yield* agent.thread("t")).state.messages
+      assert.notInclude(JSON.stringify(messages), "ada@example.com")
+      assert.strictEqual(textOf(messages[2]), "I am [REDACTED_EMAIL], card [REDACTED_CREDIT_CARD]")
+    }).pipe(provide([ScriptedModel.text("hi")])))
+
+  it.effect("ModelCallLimit 0 before Pii: the checkpoint holds the redacted input", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [yield* earlyEnders.modelCallLimit, pii] })
+      yield* agent.run(rawInput, { threadId: "t" })
+      assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+      assertStoredRedacted(yield* agent.thread("t"))
+    }).pipe(provide([])))
+
+  it.effect("a Guardrail with onBlock \"end\" before Pii: the checkpoint holds the redacted input", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [yield* earlyEnders.guardrail, pii] })
+      yield* agent.run(rawInput, { threadId: "t" })
+      assertStoredRedacted(yield* agent.thread("t"))
+    }).pipe(provide([])))
+
+  it.effect("HumanInTheLoop before Pii: the checkpoint of the interrupt holds the redacted input", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [hitl, pii] })
+      const result = yield* agent.run(rawInput, { threadId: "t" })
+      assert.strictEqual(result._tag, "Interrupted")
+      assertStoredRedacted(yield* agent.thread("t"))
+    }).pipe(provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }])])))
+
+  it.effect("an interrupt in beforeAgent before Pii: the checkpoint of the interrupt holds the redacted input", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [yield* earlyEnders.interrupt, pii] })
+      const result = yield* agent.run(rawInput, { threadId: "t" })
+      assert.strictEqual(result._tag, "Interrupted")
+      assertStoredRedacted(yield* agent.thread("t"))
+    }).pipe(provide([])))
+
+  it.effect("the input's redaction is reported by the transformInput hook, before any node hook", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const events = yield* collect(agent.stream("I am ada@example.com", { threadId: "t" }))
+      assert.deepStrictEqual(
+        events.filter(AgentEvent.$is("MiddlewareDecision")).map(({ data, decision, hook, middleware }) => ({
+          middleware,
+          hook,
+          decision,
+          data
+        })),
+        [{
+          middleware: "pii",
+          hook: "transformInput",
+          decision: "redacted 1 email in the user input",
+          data: { email: 1 }
+        }]
+      )
+    }).pipe(provide([ScriptedModel.text("ok")])))
+
+  it.effect.prop(
+    "for any order of Pii and a middleware that ends or interrupts the run at once, no raw input is stored",
+    [FastCheck.constantFrom(...Object.keys(earlyEnders) as Array<keyof typeof earlyEnders>), FastCheck.boolean()],
+    ([which, piiFirst]) =>
+      Effect.gen(function*() {
+        const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+        const other = yield* earlyEnders[which]
+        const agent = yield* Agent.make({ middleware: piiFirst ? [pii, other] : [other, pii] })
+        yield* agent.run(rawInput, { threadId: "t" })
+        assertStoredRedacted(yield* agent.thread("t"))
+      }).pipe(provide([])),
+    { fastCheck: { numRuns: 12 } }
+  )
+})
+
+// -----------------------------------------------------------------------------
 // streaming
 // -----------------------------------------------------------------------------
 
@@ -890,6 +1007,191 @@ describe("streamed output", () => {
           const responded = events.find(AgentEvent.$is("ModelResponded"))!
           assert.strictEqual(textOf(responded.message), expected)
         }).pipe(streamed([[...textChunks("t0", chunks), finish]])),
+      { fastCheck: { numRuns: 40 } }
+    )
+  }
+})
+
+// -----------------------------------------------------------------------------
+// a value split across text parts of one message
+// -----------------------------------------------------------------------------
+
+const textParts = (message: Prompt.Message | undefined): Array<string> =>
+  message === undefined || message.role === "system" || message.role === "tool"
+    ? []
+    : message.content.flatMap((part) => part.type === "text" ? [part.text] : [])
+
+const splitInput = (texts: ReadonlyArray<string>): Prompt.RawInput => [{
+  role: "user",
+  content: texts.map((text) => ({ type: "text", text }))
+}]
+
+/** Splits a text at the given cut points (sorted, deduplicated, 0 and the length left out). */
+const splitAt = (text: string, cuts: ReadonlyArray<number>): Array<string> => {
+  const points = [...new Set(cuts.filter((cut) => cut > 0 && cut < text.length))].sort((a, b) => a - b)
+  return [0, ...points].map((from, i) => text.slice(from, points[i] ?? text.length))
+}
+
+describe("a value split across text parts of one message", () => {
+  it.effect("in the input, an email and a card split across parts are redacted in the part where they start", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      yield* agent.run(splitInput(["mail ada@exa", "mple.com, card 4111 1111 ", "1111 1111 ok"]), { threadId: "t" })
+      const stored = Option.getOrThrow(yield* agent.thread("t")).state.messages
+      assert.deepStrictEqual(textParts(stored[0]), ["mail [REDACTED_EMAIL]", ", card [REDACTED_CREDIT_CARD]", " ok"])
+      const [request] = yield* ScriptedModel.requests
+      assert.deepStrictEqual(textParts(request!.prompt.content[0]), textParts(stored[0]))
+      assert.notInclude(JSON.stringify(stored), "mple.com")
+      assert.notInclude(JSON.stringify(stored), "1111 1111")
+    }).pipe(provide([ScriptedModel.text("ok")])))
+
+  it.effect("a part a match covers whole is dropped; parts with no match keep their text", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email"], strategy: "mask" })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const result = yield* agent.run(splitInput(["hi ", "ada@", "example", ".com", " bye"]), { threadId: "t" })
+      assert.deepStrictEqual(textParts(result.state.messages[0]), ["hi ", "ada@****.com", " bye"])
+    }).pipe(provide([ScriptedModel.text("ok")])))
+
+  it.effect("block finds a value split across input parts", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email"], strategy: "block" })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const error = yield* Effect.flip(agent.run(splitInput(["mail ada@exa", "mple.com"]), { threadId: "t" }))
+      assert.strictEqual(error._tag, "PiiDetected")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+    }).pipe(provide([ScriptedModel.text("ok")])))
+
+  it.effect("in a model reply (not streamed), an email and a card split across text parts are redacted", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({
+        types: ["email", "credit_card"],
+        strategy: "redact",
+        applyToInput: false,
+        applyToOutput: true
+      })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      const result = yield* agent.run("hi", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      const reply = result.state.messages[1]
+      assert.deepStrictEqual(textParts(reply), ["Write to [REDACTED_EMAIL]", ", card [REDACTED_CREDIT_CARD]", " today"])
+      assert.notInclude(JSON.stringify(result.state.messages), "mple.com")
+      assert.notInclude(JSON.stringify(result.state.messages), "1111 1111")
+    }).pipe(provide([[
+      { type: "text", text: "Write to ada@exa" },
+      { type: "text", text: "mple.com, card 4111 11" },
+      { type: "text", text: "11 1111 1111 today" },
+      { type: "finish", reason: "stop", usage: ScriptedModel.defaultUsage }
+    ]])))
+
+  for (const strategy of ["redact", "mask", "hash"] as const) {
+    it.effect.prop(
+      `for any split of the input into text parts, the stored parts join to the redacted whole text (${strategy})`,
+      [
+        texts.filter((text) => text.trim().length > 0).chain((text) =>
+          FastCheck.array(FastCheck.nat({ max: text.length }), { maxLength: 6 }).map((cuts) => splitAt(text, cuts))
+        )
+      ],
+      ([texts]) =>
+        Effect.gen(function*() {
+          const pii = yield* Pii.middleware({ types: streamTypes, strategy })
+          const agent = yield* Agent.make({ middleware: [pii] })
+          const result = yield* agent.run(splitInput(texts), { threadId: "t" })
+          const stored = textParts(result.state.messages[0])
+          assert.strictEqual(stored.join(""), compile({ types: streamTypes, strategy }).redact(texts.join("")).text)
+          assert.isAtMost(stored.length, texts.length)
+        }).pipe(provide([ScriptedModel.text("ok")])),
+      { fastCheck: { numRuns: 40 } }
+    )
+  }
+})
+
+describe("a value split across streamed text parts of one reply", () => {
+  const piiOut = (strategy: Pii.Strategy) =>
+    Pii.middleware({ types: ["email", "credit_card"], strategy, applyToInput: false, applyToOutput: true })
+
+  it.effect("an email split across two text parts is redacted, in no event and not stored raw", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ middleware: [yield* piiOut("redact")] })
+      const events = yield* collect(agent.stream("hi", { threadId: "t" }))
+      assert.deepStrictEqual(deltasOf(events), ["Write to ", "[REDACTED_EMAIL] ", "today"])
+      for (const event of events) assert.notInclude(JSON.stringify(event), "exa", event._tag)
+      const stored = Option.getOrThrow(yield* agent.thread("t")).state.messages
+      // the held-back start of the address moves into the next part, which goes on with it
+      assert.deepStrictEqual(textParts(stored[1]), ["Write to ", "[REDACTED_EMAIL] today"])
+      assert.notInclude(JSON.stringify(stored), "exa")
+    }).pipe(streamed([[...textChunks("t0", ["Write to ada@exa"]), ...textChunks("t1", ["mple.com today"]), finish]])))
+
+  it.effect("a part wholly held back and carried on is dropped, not stored empty", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ middleware: [yield* piiOut("mask")] })
+      const events = yield* collect(agent.stream("hi", { threadId: "t" }))
+      assert.deepStrictEqual(deltasOf(events), ["ada@****.com"])
+      const stored = Option.getOrThrow(yield* agent.thread("t")).state.messages
+      assert.deepStrictEqual(textParts(stored[1]), ["ada@****.com"])
+    }).pipe(streamed([
+      [...textChunks("t0", ["ada@"]), ...textChunks("t1", ["example"]), ...textChunks("t2", [".com"]), finish]
+    ])))
+
+  it.effect("a held-back tail before a tool call is flushed into the part it belongs to", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [yield* piiOut("redact")] })
+      const events = yield* collect(agent.stream("find ada", { threadId: "t" }))
+      const first = events.filter(AgentEvent.$is("ModelResponded"))[0]!.message
+      assert.deepStrictEqual(first.content.map((part) => part.type === "text" ? part.text : part.type), [
+        "see [REDACTED_EMAIL]",
+        "tool-call"
+      ])
+    }).pipe(streamed([
+      [
+        ...textChunks("t0", ["see ada@exa", "mple.com"]),
+        { type: "tool-call", id: "call_1", name: "lookup", params: { name: "ada" } },
+        { type: "finish", reason: "tool-calls", usage }
+      ],
+      [...textChunks("t1", ["Done"]), finish]
+    ])))
+
+  it.effect("block fails when the value is split across two text parts, before any of it is shown", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ middleware: [yield* piiOut("block")] })
+      const shown: Array<AgentEvent.AgentEvent<any>> = []
+      const error = yield* agent.stream("hi", { threadId: "t" }).pipe(
+        Stream.runForEach((event) => Effect.sync(() => shown.push(event))),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "PiiDetected")
+      assert.deepStrictEqual(deltasOf(shown), ["Write to "])
+    }).pipe(streamed([[...textChunks("t0", ["Write to ada@exa"]), ...textChunks("t1", ["mple.com today"]), finish]])))
+
+  /** A reply's chunks, grouped into consecutive text parts at random. */
+  const replyWithParts = replyWithCuts.chain(({ chunks, text }) =>
+    FastCheck.array(FastCheck.boolean(), { minLength: chunks.length, maxLength: chunks.length }).map((newPart) => {
+      const parts: Array<Array<string>> = []
+      chunks.forEach((chunk, i) => {
+        if (i === 0 || newPart[i]) parts.push([])
+        parts[parts.length - 1]!.push(chunk)
+      })
+      return { parts, text }
+    })
+  )
+
+  for (const strategy of ["redact", "mask", "hash"] as const) {
+    it.effect.prop(
+      `for any chunking and any split into text parts, shown and stored replies are the redacted whole (${strategy})`,
+      [replyWithParts],
+      ([{ parts, text }]) =>
+        Effect.gen(function*() {
+          const pii = yield* Pii.middleware({ types: streamTypes, strategy, applyToInput: false, applyToOutput: true })
+          const agent = yield* Agent.make({ middleware: [pii] })
+          const events = yield* collect(agent.stream("hi", { threadId: "t" }))
+          const expected = compile({ types: streamTypes, strategy }).redact(text).text
+          assert.strictEqual(deltasOf(events).join(""), expected)
+          const stored = textParts(Option.getOrThrow(yield* agent.thread("t")).state.messages[1])
+          assert.strictEqual(stored.join(""), expected)
+          assert.isAtMost(stored.length, parts.length)
+          assert.notInclude(stored, "")
+        }).pipe(streamed([[...parts.flatMap((chunks, i) => textChunks(`t${i}`, chunks)), finish]])),
       { fastCheck: { numRuns: 40 } }
     )
   }

@@ -3,9 +3,9 @@ import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Agent, Checkpointer } from "@stepwise-agent/core"
+import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Chunk, Deferred, Effect, Fiber, Option, Ref, Schema, Stream } from "effect"
+import { Chunk, Context, Deferred, Effect, Fiber, Option, Ref, Schema, Stream } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 import * as TodoList from "../src/TodoList.js"
 
@@ -184,6 +184,37 @@ describe("TodoList middleware", () => {
       assert.deepStrictEqual(thread.state.todos, plan2)
     }).pipe(Effect.provide(TodoList.layer)))
 
+  it.effect("the service shows only lists the agent adopted: a write an outer wrapToolCall fails never shows", () =>
+    Effect.gen(function*() {
+      const todoList = yield* TodoList.TodoList
+      const started = yield* Deferred.make<void>()
+      const watcher = yield* todoList.changes("t").pipe(
+        Stream.tap(() => Deferred.succeed(started, undefined)),
+        Stream.takeUntil((todos) => TodoList.equivalence(todos, plan2)),
+        Stream.runCollect,
+        Effect.fork
+      )
+      yield* Deferred.await(started)
+      // listed first, so it wraps TodoList: it turns the successful write into a failed result
+      const refuse = Middleware.make({
+        name: "refuseWrites",
+        wrapToolCall: (request, next) =>
+          Effect.map(next(request), (result) =>
+            result.name === TodoList.toolName
+              ? Middleware.toolResult(request.call, "refused", { isFailure: true })
+              : result)
+      })
+      const model = yield* ScriptedModel.make([write(plan1, "w1"), ScriptedModel.text("done")])
+      const agent = yield* Agent.make({ middleware: [refuse, TodoList.middleware()] }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model.model)
+      )
+      const result = yield* agent.run("plan it", { threadId: "t" })
+      assert.deepStrictEqual(result.state.todos, [])
+      assert.deepStrictEqual(yield* todoList.todos("t"), [])
+      yield* todoList.write("t", plan2) // ends the watcher
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(watcher)), [[], plan2])
+    }).pipe(Effect.provide(TodoList.layer)))
+
   it.effect("invalid write_todos input is a failed tool result the model repairs; the list does not change", () =>
     Effect.gen(function*() {
       const { agent, requests } = yield* setup([
@@ -276,6 +307,27 @@ describe("TodoList middleware", () => {
       assert.deepStrictEqual(yield* todoList.todos("t"), [])
       assert.deepStrictEqual(yield* todoList.todos("u"), plan2)
     }).pipe(Effect.provide(TodoList.layer)))
+
+  it.effect("without a TodoList service in the context, the agent plans with the middleware's own in-memory one", () =>
+    Effect.gen(function*() {
+      const { agent } = yield* setup([
+        write(plan1, "w1"),
+        ScriptedModel.text("done"),
+        write(plan2, "w2"),
+        ScriptedModel.text("done")
+      ])
+      const first = yield* agent.run("plan it", { threadId: "t" })
+      assert.strictEqual(first._tag, "Completed")
+      assert.deepStrictEqual(first.state.todos, plan1)
+      const second = yield* agent.run("plan that", { threadId: "u" })
+      assert.deepStrictEqual(second.state.todos, plan2)
+      yield* agent.deleteThread("t")
+      assert.isTrue(Option.isNone(yield* agent.thread("t")))
+      assert.deepStrictEqual(Option.getOrThrow(yield* agent.thread("u")).state.todos, plan2)
+    }).pipe(
+      // `layer(TodoList.layer)` above assigns its `it.effect` to this file's `it`, providing a TodoList: take it away
+      Effect.mapInputContext((context: Context.Context<never>) => Context.omit(TodoList.TodoList)(context))
+    ))
 
   it.effect("appends the planning prompt to the agent's system prompt; options replace prompt and description", () =>
     Effect.gen(function*() {
@@ -393,4 +445,80 @@ describe("TodoList with HumanInTheLoop", () => {
       const result = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.edit("w1", { todos: plan2 })]))
       assert.deepStrictEqual(result.state.todos, plan2)
     }).pipe(Effect.provide(TodoList.layer)))
+})
+
+// ---------------------------------------------------------------------------
+// one truth: the slice, across threads and processes
+// ---------------------------------------------------------------------------
+
+describe("TodoList: the slice is the one truth", () => {
+  /** A write of a thread, gated by a human, decided in this process or (`restart`) in a new one. */
+  const Op = Schema.Struct({
+    thread: Schema.Literal("a", "b"),
+    todos: TodoList.Todos,
+    decision: Schema.Literal("approve", "edit", "reject"),
+    restart: Schema.Boolean
+  })
+
+  /** A process's agent: its own model; the TodoList service and the checkpointer it is given. */
+  const agentOf = (
+    script: ReadonlyArray<ScriptedModel.Turn>,
+    todoList: TodoList.TodoList.Service,
+    checkpointer: Checkpointer.Checkpointer.Service
+  ) =>
+    Effect.gen(function*() {
+      const hitl = yield* HumanInTheLoop.middleware({ toolkit: TodoList.toolkit, interruptOn: { write_todos: true } })
+      const model = yield* ScriptedModel.make(script)
+      return yield* Agent.make({ middleware: [TodoList.middleware(), hitl] }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model.model),
+        Effect.provideService(TodoList.TodoList, todoList),
+        Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+      )
+    })
+
+  it.effect.prop(
+    "for any writes across threads and resumes in new processes, the service's list == the slice == the last adopted write",
+    { ops: Schema.Array(Op).pipe(Schema.minItems(2), Schema.maxItems(8)) },
+    ({ ops }) =>
+      Effect.gen(function*() {
+        const checkpointer = yield* Checkpointer.makeMemory
+        const adopted = new Map<string, ReadonlyArray<TodoList.Todo>>()
+        let todoList = yield* TodoList.make
+        let ran = new Set<string>() // the threads the current process has run
+        for (const [i, op] of ops.entries()) {
+          const id = `w${i}`
+          let agent = yield* agentOf([write(op.todos, id), ScriptedModel.text("done")], todoList, checkpointer)
+          const interrupted = yield* agent.run("plan", { threadId: op.thread })
+          assert.strictEqual(interrupted._tag, "Interrupted")
+          if (op.restart) {
+            todoList = yield* TodoList.make
+            ran = new Set()
+            agent = yield* agentOf([ScriptedModel.text("done")], todoList, checkpointer)
+          }
+          const edited = [...op.todos].reverse()
+          const result = yield* agent.resume(
+            op.thread,
+            yield* bound(agent, op.thread, [
+              op.decision === "approve"
+                ? HumanInTheLoop.approve(id)
+                : op.decision === "edit"
+                ? HumanInTheLoop.edit(id, { todos: edited })
+                : HumanInTheLoop.reject(id)
+            ])
+          )
+          assert.strictEqual(result._tag, "Completed")
+          ran.add(op.thread)
+          if (op.decision !== "reject") adopted.set(op.thread, op.decision === "approve" ? op.todos : edited)
+          for (const thread of ["a", "b"]) {
+            const last = adopted.get(thread) ?? []
+            const slice = Option.match(yield* agent.thread(thread), { onNone: () => [], onSome: (t) => t.state.todos })
+            assert.deepStrictEqual(slice, last)
+            // the service shows the slice of every thread this process ran, and nothing of the others
+            assert.deepStrictEqual(yield* todoList.todos(thread), ran.has(thread) ? last : [])
+          }
+          assert.deepStrictEqual(result.state.todos, adopted.get(op.thread) ?? [])
+        }
+      }),
+    { fastCheck: { numRuns: 30 } }
+  )
 })

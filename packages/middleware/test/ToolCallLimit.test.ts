@@ -218,6 +218,7 @@ describe("ToolCallLimit", () => {
       Effect.gen(function*() {
         const a = yield* ToolCallLimit.middleware({ toolName: "search", runLimit: 1 })
         const b = yield* ToolCallLimit.middleware({ toolName: "search", threadLimit: 5, name: "other" })
+        // @ts-expect-error: the types reject this list too (dtslint); here the run-time check is tested
         const error = yield* Effect.flip(Agent.make({ toolkit: Tools, middleware: [a, b] }))
         assert.strictEqual(error._tag, "AgentConfigError")
       }).pipe(withScript([], [])))

@@ -8,9 +8,10 @@ import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 
 /**
- * A middleware implementing every node and wrap hook, each passing through
- * and appending to `log`: `name.hook` for node hooks, `name.wrapModelCall:in`
- * / `:out` (and the same for `wrapToolCall`) around the wrapped call.
+ * A middleware implementing `transformInput` and every node and wrap hook,
+ * each passing through and appending to `log`: `name.hook` for
+ * `transformInput` and node hooks, `name.wrapModelCall:in` / `:out` (and the
+ * same for `wrapToolCall`) around the wrapped call.
  *
  * @example
  * ```ts
@@ -18,7 +19,7 @@ import * as Effect from "effect/Effect"
  *
  * const log: Array<string> = []
  * const recorder = HookRecorder.middleware("first", log)
- * // after a run: log is e.g. ["first.beforeAgent", "first.beforeModel", "first.wrapModelCall:in", ...]
+ * // after a run: log is e.g. ["first.transformInput", "first.beforeAgent", "first.beforeModel", ...]
  * ```
  *
  * @since 0.1.0
@@ -28,6 +29,11 @@ export const middleware = (name: string, log: Array<string>): Middleware.Middlew
   const node = (hook: string) => () => Effect.sync(() => void log.push(`${name}.${hook}`))
   return Middleware.make({
     name,
+    transformInput: ({ messages }) =>
+      Effect.sync(() => {
+        log.push(`${name}.transformInput`)
+        return messages
+      }),
     beforeAgent: node("beforeAgent"),
     beforeModel: node("beforeModel"),
     afterModel: node("afterModel"),

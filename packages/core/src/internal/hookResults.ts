@@ -61,6 +61,15 @@ export const nodeResultProblem = (result: unknown, current: ReadonlyArray<unknow
   return undefined
 }
 
+/** What is wrong with a `transformInput` result, or `undefined`. */
+export const inputProblem = (messages: unknown): string | undefined => {
+  if (!Array.isArray(messages)) return `returned ${describeValue(messages)}, not an array of messages`
+  for (let i = 0; i < messages.length; i++) {
+    if (!isMessage(messages[i])) return `its message ${i} is ${describeValue(messages[i])}, not a Prompt message`
+  }
+  return undefined
+}
+
 /** What is wrong with a `wrapModelCall` result, or `undefined`. */
 export const modelResponseProblem = (response: unknown): string | undefined => {
   if (!isObject(response) || Effect.isEffect(response)) {

@@ -2,20 +2,16 @@ import type * as AiError from "@effect/ai/AiError"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
-import * as Tool from "@effect/ai/Tool"
+import type * as Tool from "@effect/ai/Tool"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import type * as Exit from "effect/Exit"
-import * as FiberRef from "effect/FiberRef"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import {
-  CheckpointError,
   DurableThreadError,
   EmptyModelResponse,
   InvalidHookResult,
@@ -33,11 +29,23 @@ import type * as AgentLoop from "../AgentLoop.js"
 import * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
-import * as Middleware from "../Middleware.js"
+import type * as Middleware from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
+import * as Checkpoint from "./checkpoint.js"
 import { drain } from "./drain.js"
-import { checked, hookEffect, modelResponseProblem, nodeResultProblem, toolResultProblem } from "./hookResults.js"
+import {
+  checked,
+  hookEffect,
+  inputProblem,
+  modelResponseProblem,
+  nodeResultProblem,
+  toolResultProblem
+} from "./hookResults.js"
+import { Continue, type Facts, type HookNode, next, type NodeOutcome, type Phase } from "./machine.js"
+import * as Observer from "./observer.js"
+import type { Emit } from "./observer.js"
+import type * as OutputTool from "./outputTool.js"
 import { paired } from "./pairing.js"
 import {
   lastAssistantCallsTools,
@@ -50,26 +58,6 @@ import {
 } from "./tools.js"
 import * as Watchers from "./watchers.js"
 
-type NodeName = "beforeAgent" | "beforeModel" | "afterModel" | "afterAgent"
-
-type Phase =
-  | { readonly node: NodeName; readonly index: number }
-  | { readonly node: "model" }
-  | { readonly node: "tools" }
-  | { readonly node: "done" }
-
-type NodeOutcome =
-  | { readonly _tag: "Continue" }
-  | { readonly _tag: "Jump"; readonly to: Middleware.Jump }
-  | {
-    readonly _tag: "Interrupt"
-    readonly middleware: string
-    readonly index: number
-    readonly value: unknown
-    readonly key: string | undefined
-  }
-
-const Continue: NodeOutcome = { _tag: "Continue" }
 const continued: Effect.Effect<NodeOutcome> = Effect.succeed(Continue)
 
 /** The mutable progress of one run, owned by the run's fiber. */
@@ -94,20 +82,7 @@ interface Run {
   /** The `wrapToolCall` chain of this run, built on its first tool call. */
   toolChain: ((request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>) | undefined
   /** The thread as last encoded for a checkpoint, reused for its unchanged prefix. */
-  encoded: { readonly messages: ReadonlyArray<Prompt.Message>; readonly encoded: ReadonlyArray<unknown> } | undefined
-}
-
-type Emit = (event: AgentEvent.AgentEvent<any>) => Effect.Effect<void>
-
-/**
- * The value of `Middleware.CurrentHook` during a reported run: one cell per
- * run (and per concurrent tool call), updated in place as hooks start and
- * end. `Effect.locally` per hook call would copy the fiber's refs twice each
- * time (~5 µs a hook here); a fiber runs one hook at a time, so a cell of its
- * own is enough.
- */
-class HookCell {
-  constructor(public middleware: string, public hook: string) {}
+  readonly encoder: Checkpoint.ThreadEncoder
 }
 
 /** Everything the loop needs, resolved when the agent is built. */
@@ -116,7 +91,7 @@ export interface LoopConfig {
   readonly layout: AgentState.Layout
   readonly tools: ReadonlyArray<ToolEntry>
   readonly systemPrompt: string | undefined
-  readonly output: { readonly tool: Tool.Any; readonly schema: Schema.Schema<any, any> } | undefined
+  readonly output: OutputTool.OutputTool | undefined
   readonly maxSteps: number
   readonly toolConcurrency: number | "unbounded"
   readonly model: LanguageModel.Service
@@ -265,7 +240,7 @@ const builtInTracer = Effect.runSync(Effect.tracer)
 /** Builds the service of an agent. */
 export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, any> => {
   const { checkpointer, layout, maxSteps, middleware } = config
-  const nodes: Record<NodeName, ReadonlyArray<Middleware.Any>> = {
+  const nodes: Record<HookNode, ReadonlyArray<Middleware.Any>> = {
     beforeAgent: middleware.filter((m) => m.beforeAgent !== undefined),
     beforeModel: middleware.filter((m) => m.beforeModel !== undefined),
     afterModel: middleware.filter((m) => m.afterModel !== undefined).reverse(),
@@ -275,6 +250,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const wrapTool = middleware.filter((m) => m.wrapToolCall !== undefined)
   const wrapStream = middleware.filter((m) => m.wrapModelStream !== undefined).reverse()
   const onThreadDeleted = middleware.filter((m) => m.onThreadDeleted !== undefined)
+  const inputHooks = middleware.filter((m) => m.transformInput !== undefined)
   const isTraced: Effect.Effect<boolean> = config.spans === undefined
     ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
     : Effect.succeed(config.spans)
@@ -285,7 +261,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     : [...config.tools.map((entry) => entry.tool), config.output.tool]
   const toolNames = toolList.map((tool) => tool.name)
   const toolChoice: ToolChoice = config.output !== undefined ? "required" : "auto"
-  const outputToolName = config.output?.tool.name
+  const outputToolName = config.output?.name
   // The system message of the last call, reused while the prompt text stays the same.
   let lastSystem: { readonly text: string; readonly message: Prompt.Message } | undefined
   const systemMessageOf = (text: string): Prompt.Message => {
@@ -299,46 +275,10 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   // hooks
   // -------------------------------------------------------------------------
 
-  const inHook = <A, E, R>(run: Run, m: Middleware.Any, hook: string, effect: Effect.Effect<A, E, R>) => {
-    const emit = run.emit
-    if (!run.traced && emit === undefined) return effect
-    const located: Effect.Effect<A, E, R> = Effect.flatMap(FiberRef.get(Middleware.CurrentHook), (current) => {
-      const started = run.clock.unsafeCurrentTimeNanos()
-      const completed = (exit: Exit.Exit<A, E>) =>
-        emit === undefined || exit._tag === "Failure" ? Effect.void : emit(AgentEvent.HookCompleted({
-          middleware: m.name,
-          hook,
-          durationMillis: Number(run.clock.unsafeCurrentTimeNanos() - started) / 1e6
-        }))
-      // a fiber without the run's cell (an executor may run a call elsewhere) gets a value of its own
-      if (!(current instanceof HookCell)) {
-        return Effect.onExit(Effect.locally(effect, Middleware.CurrentHook, { middleware: m.name, hook }), completed)
-      }
-      const outer = { middleware: current.middleware, hook: current.hook }
-      current.middleware = m.name
-      current.hook = hook
-      return Effect.onExit(effect, (exit) => {
-        current.middleware = outer.middleware
-        current.hook = outer.hook
-        return completed(exit)
-      })
-    })
-    return run.traced
-      ? Effect.withSpan(located, `Middleware.${hook}`, { attributes: { middleware: m.name }, captureStackTrace: false })
-      : located
-  }
-
-  const traced = <A, E, R>(
-    run: Run,
-    name: string,
-    attributes: Record<string, unknown>,
-    effect: Effect.Effect<A, E, R>
-  ) => run.traced ? Effect.withSpan(effect, name, { attributes, captureStackTrace: false }) : effect
-
   const applyResult = (
     run: Run,
     m: Middleware.Any,
-    hook: NodeName,
+    hook: HookNode,
     result: Middleware.HookResult<object>
   ): Effect.Effect<void> => {
     const keys = result.state === undefined ? [] : Object.keys(result.state)
@@ -352,7 +292,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
 
   const runNode = (
     run: Run,
-    node: NodeName,
+    node: HookNode,
     start: number,
     resume: Option.Option<unknown>
   ): Effect.Effect<NodeOutcome, unknown, any> =>
@@ -360,9 +300,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       const hooks = nodes[node]
       for (let index = start; index < hooks.length; index++) {
         const m = hooks[index]!
-        const result = yield* inHook(
+        const result = yield* Observer.inHook(
           run,
-          m,
+          m.name,
           node,
           hookEffect(
             m.name,
@@ -559,7 +499,12 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         checkedResponse(
           m,
           request,
-          inHook(run, m, "wrapModelCall", hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as any)))
+          Observer.inHook(
+            run,
+            m.name,
+            "wrapModelCall",
+            hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as any))
+          )
         ),
       callModel(run)
     )
@@ -568,20 +513,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   // tool calls
   // -------------------------------------------------------------------------
 
-  const decodeOutput = config.output === undefined ? undefined : Schema.decodeUnknownEither(config.output.schema)
-
   const callTool = (run: Run) => (request: Middleware.ToolCallRequest): Effect.Effect<Prompt.ToolResultPart, any> => {
     const call = request.call
-    if (call.name === outputToolName) {
-      const decoded = decodeOutput!(call.params)
-      return Effect.succeed(
-        decoded._tag === "Right"
-          ? Middleware.toolResult(call, "Structured output accepted.")
-          : Middleware.toolResult(call, {
-            error: `Invalid structured output: ${formatParseError(decoded.left)}`
-          }, { isFailure: true })
-      )
-    }
+    if (call.name === outputToolName) return Effect.succeed(config.output!.answer(call))
     const entry = toolsByName.get(call.name)
     if (entry === undefined) return Effect.succeed(unknownToolResult(call, run.offered ?? toolNames))
     if (run.offered !== undefined && !run.offered.includes(call.name)) {
@@ -594,7 +528,12 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
       (next, m) => (request) =>
         Effect.flatMap(
-          inHook(run, m, "wrapToolCall", hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as any))),
+          Observer.inHook(
+            run,
+            m.name,
+            "wrapToolCall",
+            hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as any))
+          ),
           checked(m.name, "wrapToolCall", (result) => toolResultProblem(result, request.call))
         ),
       callTool(run)
@@ -614,7 +553,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       }
       const execute = run.executor.toolCall(
         call,
-        traced(
+        Observer.traced(
           run,
           "AgentLoop.toolCall",
           { tool: call.name, callId: call.id },
@@ -631,114 +570,24 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         return result
       })
     }
-    // concurrent calls report from fibers of their own: each gets a hook cell of its own
     const results: Effect.Effect<ReadonlyArray<Prompt.ToolResultPart>, unknown, any> = calls.length === 1
       ? Effect.map(one(calls[0]!), (result) => [result])
-      : Effect.forEach(
-        calls,
-        (call) =>
-          Effect.flatMap(FiberRef.get(Middleware.CurrentHook), (current) =>
-            current instanceof HookCell
-              ? Effect.locally(one(call), Middleware.CurrentHook, new HookCell(current.middleware, current.hook))
-              : one(call)),
-        { concurrency: config.toolConcurrency }
-      )
+      : Effect.forEach(calls, one, { concurrency: config.toolConcurrency })
     return Effect.map(results, (results) => {
       run.messages = AgentState.appendToolResults(run.messages, results)
-      // Taken from the stored call after it ran, so a replayed (journaled) call sets it too.
-      if (decodeOutput !== undefined) {
+      const output = config.output
+      if (output !== undefined) {
         for (let i = 0; i < calls.length; i++) {
-          if (calls[i]!.name !== outputToolName || results[i]!.isFailure) continue
-          const decoded = decodeOutput(calls[i]!.params)
-          if (decoded._tag === "Right") run.output = Option.some(decoded.right)
+          const value = output.value(calls[i]!, results[i]!)
+          if (Option.isSome(value)) run.output = value
         }
       }
     })
   }
 
-  // -------------------------------------------------------------------------
-  // checkpoints
-  // -------------------------------------------------------------------------
-
-  /**
-   * The thread in its stored form. Messages the last checkpoint of this run
-   * already encoded are reused (compared by reference), so a checkpoint
-   * encodes only what is new.
-   */
-  const encodeThread = (run: Run): ReadonlyArray<unknown> => {
-    const messages = run.messages
-    const previous = run.encoded
-    if (previous !== undefined && previous.messages === messages) return previous.encoded
-    let shared = 0
-    if (previous !== undefined) {
-      const limit = Math.min(previous.messages.length, messages.length)
-      while (shared < limit && previous.messages[shared] === messages[shared]) shared++
-    }
-    const encoded = shared === 0
-      ? AgentState.encodeMessages(messages)
-      : [...previous!.encoded.slice(0, shared), ...AgentState.encodeMessages(messages.slice(shared))]
-    run.encoded = { messages, encoded }
-    return encoded
-  }
-
-  const save = (run: Run, pending: Checkpointer.PendingInterrupt | undefined) =>
-    layout.encodeSlices(run.slices).pipe(
-      Effect.mapError((error) =>
-        new CheckpointError({
-          threadId: run.threadId,
-          operation: "save",
-          description: `a state slice does not encode: ${formatParseError(error)}`
-        })
-      ),
-      Effect.flatMap((slices) => {
-        const checkpoint: Checkpointer.Checkpoint = {
-          version: 1,
-          threadId: run.threadId,
-          messages: encodeThread(run),
-          slices,
-          ...(pending === undefined ? {} : {
-            pending,
-            run: {
-              step: run.step,
-              inputTokens: run.usage.inputTokens,
-              outputTokens: run.usage.outputTokens,
-              totalTokens: run.usage.totalTokens
-            }
-          })
-        }
-        return run.executor.save(checkpoint, checkpointer.save(run.threadId, checkpoint))
-      })
-    )
-
-  interface Loaded {
-    readonly messages: ReadonlyArray<Prompt.Message>
-    readonly slices: Record<string, object>
-    readonly checkpoint: Option.Option<Checkpointer.Checkpoint>
-  }
-
-  const load = (
-    threadId: string,
-    executor: AgentExecutor.AgentExecutor.Service | undefined
-  ): Effect.Effect<Loaded, CheckpointError> =>
-    (executor === undefined ? checkpointer.load(threadId) : executor.load(threadId, checkpointer.load(threadId))).pipe(
-      Effect.flatMap(Option.match({
-        onNone: () => Effect.succeed<Loaded>({ messages: [], slices: layout.initial, checkpoint: Option.none() }),
-        onSome: (checkpoint) =>
-          Effect.all({
-            messages: AgentState.decodeMessages(checkpoint.messages),
-            slices: layout.decodeSlices(checkpoint.slices)
-          }).pipe(
-            Effect.map(({ messages, slices }): Loaded => ({ messages, slices, checkpoint: Option.some(checkpoint) })),
-            Effect.mapError((error) =>
-              new CheckpointError({
-                threadId,
-                operation: "load",
-                description: `the stored state does not decode: ${formatParseError(error)}`
-              })
-            )
-          )
-      }))
-    )
+  const checkpoints = Checkpoint.make(layout, checkpointer)
+  const save = checkpoints.save
+  const load = checkpoints.load
 
   // -------------------------------------------------------------------------
   // the loop
@@ -751,29 +600,10 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     return unique
   }
 
-  const afterJump = (from: NodeName, to: Middleware.Jump): Phase => {
-    switch (to) {
-      case "model":
-        return from === "beforeModel" ? { node: "model" } : { node: "beforeModel", index: 0 }
-      case "tools":
-        return { node: "tools" }
-      case "end":
-        return from === "afterAgent" ? { node: "done" } : { node: "afterAgent", index: 0 }
-    }
-  }
-
-  const nextAfterNode = (run: Run, node: NodeName): Phase => {
-    switch (node) {
-      case "beforeAgent":
-        return { node: "beforeModel", index: 0 }
-      case "beforeModel":
-        return { node: "model" }
-      case "afterModel":
-        return lastAssistantCallsTools(run.messages) ? { node: "tools" } : { node: "afterAgent", index: 0 }
-      case "afterAgent":
-        return { node: "done" }
-    }
-  }
+  const factsOf = (run: Run): Facts => ({
+    callsTools: lastAssistantCallsTools(run.messages),
+    hasOutput: Option.isSome(run.output)
+  })
 
   const execute = (
     run: Run,
@@ -857,16 +687,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             }
             if (outcome._tag === "Jump" && outcome.to === "end") {
               // Never leave a tool call without its result: providers reject such a thread.
-              run.messages = AgentState.appendToolResults(
-                run.messages,
-                (AgentState.pendingToolCalls(run.messages)?.calls ?? []).map((call) =>
-                  Middleware.toolResult(call, { error: "Not run: the agent ended the run before this call ran" }, {
-                    isFailure: true
-                  })
-                )
-              )
+              run.messages = AgentState.answerPending(run.messages, "the agent ended the run before this call ran")
             }
-            phase = outcome._tag === "Jump" ? afterJump(node, outcome.to) : nextAfterNode(run, node)
+            phase = next(node, outcome._tag === "Jump" ? outcome.to : "continue", factsOf(run))
             break
           }
           case "model": {
@@ -896,7 +719,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             run.offered = undefined
             const response = yield* run.executor.modelCall(
               run.step,
-              traced(
+              Observer.traced(
                 run,
                 "AgentLoop.modelCall",
                 { step: run.step },
@@ -922,7 +745,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               }
             }
             run.step++
-            phase = { node: "afterModel", index: 0 }
+            phase = next("model", "continue", factsOf(run))
             break
           }
           case "tools": {
@@ -933,12 +756,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               return yield* new MaxStepsExceeded({ threadId: run.threadId, maxSteps })
             }
             yield* runTools(run, calls)
-            if (Option.isSome(run.output)) {
-              phase = { node: "afterAgent", index: 0 }
-            } else {
-              yield* save(run, undefined)
-              phase = { node: "beforeModel", index: 0 }
-            }
+            // a run that got its structured output ends; any other saves its tool results first
+            if (Option.isNone(run.output)) yield* save(run, undefined)
+            phase = next("tools", "continue", factsOf(run))
             break
           }
           case "done": {
@@ -965,23 +785,6 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       Effect.provide(config.context),
       Effect.annotateSpans({ threadId: run.threadId })
     )
-
-  const withSink = <A, E, R>(run: Run, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
-    const emit = run.emit
-    if (emit === undefined && !run.traced) return effect
-    const located = Effect.locally(effect, Middleware.CurrentHook, new HookCell("agent", "run"))
-    return emit === undefined ? located : Effect.locally(
-      located,
-      Middleware.CurrentDecisionSink,
-      (decision) =>
-        emit(AgentEvent.MiddlewareDecision({
-          middleware: decision.middleware,
-          hook: decision.hook,
-          decision: decision.decision,
-          data: decision.data
-        }))
-    )
-  }
 
   // One run at a time per thread in this process: a second run waits, so
   // it starts from the first one's final checkpoint instead of overwriting it.
@@ -1089,8 +892,21 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     clock: options.clock,
     interruptKeys: new Set(),
     toolChain: undefined,
-    encoded: undefined
+    encoder: new Checkpoint.ThreadEncoder()
   })
+
+  /** The input of a run after every `transformInput` hook, in list order; nothing is stored yet. */
+  const inputOf = (run: Run, input: ReadonlyArray<Prompt.Message>) =>
+    inputHooks.length === 0 ? Effect.succeed(input) : Effect.provide(
+      Effect.reduce(inputHooks, input, (messages, m) =>
+        Observer.inHook(
+          run,
+          m.name,
+          "transformInput",
+          hookEffect(m.name, "transformInput", m.transformInput!({ messages, threadId: run.threadId }))
+        ).pipe(Effect.flatMap(checked<ReadonlyArray<Prompt.Message>>(m.name, "transformInput", inputProblem)))),
+      config.context
+    )
 
   const startRun = (input: Prompt.RawInput, options: AgentLoop.RunOptions, own: Emit | undefined) =>
     Effect.flatMap(
@@ -1108,20 +924,26 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                     `call resume(threadId, value) instead of run`
                 })
               }
-              const run = makeRun(threadId, [...loaded.messages, ...prompt.content], loaded.slices, {
+              const run = makeRun(threadId, loaded.messages, loaded.slices, {
                 progress: undefined,
                 traced: yield* isTraced,
                 emit,
                 executor,
                 clock: yield* Effect.clock
               })
-              return yield* withSink(run, execute(run, { node: "beforeAgent", index: 0 }, Option.none()))
+              return yield* Observer.observed(
+                run,
+                Effect.flatMap(inputOf(run, prompt.content), (input) => {
+                  run.messages = [...loaded.messages, ...input]
+                  return execute(run, { node: "beforeAgent", index: 0 }, Option.none())
+                })
+              )
             }))
         )
     )
 
   /** The interrupt a thread waits on, and the index of its hook. */
-  const pendingOf = (threadId: string, loaded: Loaded) =>
+  const pendingOf = (threadId: string, loaded: Checkpoint.Loaded) =>
     Effect.gen(function*() {
       const pending = Option.isSome(loaded.checkpoint) ? loaded.checkpoint.value.pending : undefined
       if (pending === undefined) {
@@ -1178,7 +1000,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               executor,
               clock: yield* Effect.clock
             })
-            return yield* withSink(run, execute(run, { node: pending.node, index }, Option.some(value)))
+            return yield* Observer.observed(run, execute(run, { node: pending.node, index }, Option.some(value)))
           }))
       ))
 
@@ -1222,12 +1044,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
               Option.getOrElse(executor, () => AgentExecutor.inProcess),
               "discardPending"
             )
-            const messages = AgentState.appendToolResults(
-              loaded.messages,
-              (AgentState.pendingToolCalls(loaded.messages)?.calls ?? []).map((call) =>
-                Middleware.toolResult(call, { error: `Not run: ${reason}` }, { isFailure: true })
-              )
-            )
+            const messages = AgentState.answerPending(loaded.messages, reason)
             const { pending: _pending, run: _run, ...kept } = loaded.checkpoint.value
             yield* checkpointer.save(threadId, { ...kept, messages: AgentState.encodeMessages(messages) })
             return true
@@ -1266,9 +1083,3 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       )
   } as AgentLoop.AgentLoop.Service<any, any>
 }
-
-/** The tool the model calls to give structured output. */
-export const outputTool = (schema: Schema.Schema<any, any>, name: string): Tool.Any =>
-  (Tool.make(name, {
-    description: "Give your final answer with this tool, in the required structure. Call it once, when you are done."
-  }) as any).setParameters(schema) as Tool.Any

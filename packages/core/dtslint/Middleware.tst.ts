@@ -1,0 +1,147 @@
+import type { AiError, Prompt } from "@effect/ai"
+import type { AgentError } from "@stepwise-agent/core"
+import { Middleware } from "@stepwise-agent/core"
+import { Context, Effect, Schema, Stream } from "effect"
+import { describe, expect, test } from "tstyche"
+
+class OverQuota extends Schema.TaggedError<OverQuota>()("OverQuota", {}) {}
+class Refused extends Schema.TaggedError<Refused>()("Refused", {}) {}
+class BadResume extends Schema.TaggedError<BadResume>()("BadResume", {}) {}
+class Quota extends Context.Tag("Quota")<Quota, { readonly left: number }>() {}
+class Audit extends Context.Tag("Audit")<Audit, { readonly write: (line: string) => Effect.Effect<void> }>() {}
+class Store extends Context.Tag("Store")<Store, { readonly drop: (threadId: string) => Effect.Effect<void> }>() {}
+
+const counter = {
+  schema: Schema.Struct({ calls: Schema.Number }),
+  initial: { calls: 0 }
+}
+
+describe("Middleware.make", () => {
+  test("without state or hooks is a Middleware<{}, never, never>", () => {
+    expect(Middleware.make({ name: "empty" })).type.toBe<Middleware.Middleware<{}, never, never>>()
+    expect(Middleware.identity("noop")).type.toBe<Middleware.Middleware<{}, never, never>>()
+    expect(Middleware.passThrough("pass")).type.toBe<Middleware.Middleware<{}, never, never>>()
+  })
+
+  test("infers the state slice from its schema", () => {
+    const m = Middleware.make({ name: "counter", state: counter })
+    expect(m).type.toBe<Middleware.Middleware<{ readonly calls: number }, never, never>>()
+    expect<Middleware.State<typeof m>>().type.toBe<{ readonly calls: number }>()
+  })
+
+  test("the state a node hook sees is the slice", () => {
+    Middleware.make({
+      name: "counter",
+      state: counter,
+      beforeModel: ({ state }) => {
+        expect(state).type.toBe<{ readonly calls: number }>()
+        return Effect.succeed({ state: { calls: state.calls + 1 } })
+      }
+    })
+  })
+
+  test("collects the errors and services of every hook", () => {
+    const m = Middleware.make({
+      name: "quota",
+      state: counter,
+      beforeModel: ({ state }) =>
+        Effect.flatMap(
+          Quota,
+          (quota) => quota.left > 0 ? Effect.succeed({ state: { calls: state.calls + 1 } }) : new OverQuota()
+        ),
+      afterAgent: () => Effect.flatMap(Audit, (audit) => audit.write("done")),
+      wrapToolCall: (request, next) => request.call.name === "rm" ? new Refused() : next(request),
+      validateResume: ({ value }) => value === undefined ? new BadResume() : Effect.void,
+      onThreadDeleted: (threadId) => Effect.flatMap(Store, (store) => store.drop(threadId))
+    })
+    expect(m).type.toBe<
+      Middleware.Middleware<{ readonly calls: number }, OverQuota | Refused | BadResume, Quota | Audit | Store>
+    >()
+    expect<Middleware.Error<typeof m>>().type.toBe<OverQuota | Refused | BadResume>()
+    expect<Middleware.Requirements<typeof m>>().type.toBe<Quota | Audit | Store>()
+  })
+
+  test("the errors of next and the run's Scope do not count as the middleware's", () => {
+    const m = Middleware.make({
+      name: "scoped",
+      beforeAgent: () => Effect.addFinalizer(() => Effect.void),
+      wrapModelCall: (request, next) => next(request),
+      wrapToolCall: (request, next) => next(request)
+    })
+    expect(m).type.toBe<Middleware.Middleware<{}, never, never>>()
+  })
+
+  test("collects the errors and services of wrapModelStream", () => {
+    const m = Middleware.make({
+      name: "redact",
+      wrapModelStream: (_request, parts) =>
+        parts.pipe(
+          Stream.tap(() => Effect.flatMap(Audit, (audit) => audit.write("part"))),
+          Stream.concat(Stream.fail(new Refused()))
+        )
+    })
+    expect(m).type.toBe<Middleware.Middleware<{}, Refused, Audit>>()
+  })
+
+  test("collects the errors and services of its tools", () => {
+    const tools = Effect.flatMap(Quota, () => new OverQuota()) as Effect.Effect<never, OverQuota, Quota>
+    expect(Middleware.make({ name: "tools", tools })).type.toBe<Middleware.Middleware<{}, OverQuota, Quota>>()
+  })
+
+  test("withName keeps the middleware's type", () => {
+    const m = Middleware.make({ name: "counter", state: counter, beforeModel: () => new OverQuota() })
+    expect(m.pipe(Middleware.withName("other"))).type.toBe<typeof m>()
+    expect(Middleware.withName(m, "other")).type.toBe<typeof m>()
+  })
+})
+
+describe("canJumpTo", () => {
+  test("a jump to a declared node compiles", () => {
+    expect(Middleware.make({
+      name: "stop",
+      canJumpTo: ["end"],
+      beforeModel: () => Effect.succeed({ jumpTo: "end" as const })
+    })).type.toBe<Middleware.Middleware<{}, never, never>>()
+  })
+
+  test("a jump without canJumpTo is an error", () => {
+    expect(Middleware.make({
+      name: "stop",
+      beforeModel: () => Effect.succeed({ jumpTo: "end" as const })
+    })).type.toRaiseError(`Type '"end"' is not assignable to type 'undefined'`)
+  })
+
+  test("a jump to a node canJumpTo does not list is an error", () => {
+    expect(Middleware.make({
+      name: "stop",
+      canJumpTo: ["end"],
+      beforeModel: () => Effect.succeed({ jumpTo: "tools" as const })
+    })).type.toRaiseError(`Type '"tools"' is not assignable to type '"end"'`)
+  })
+
+  test("canJumpTo accepts only the nodes", () => {
+    expect(Middleware.make({ name: "stop", canJumpTo: ["start"] })).type.toRaiseError(
+      `Type '"start"' is not assignable to type 'Jump'`
+    )
+  })
+})
+
+describe("utility types", () => {
+  test("Any accepts every middleware", () => {
+    expect<Middleware.Middleware<{ readonly calls: number }, OverQuota, Quota>>().type.toBeAssignableTo<
+      Middleware.Any
+    >()
+  })
+
+  test("NodeHook and HookResult are typed by the slice", () => {
+    expect<Middleware.HookResult<{ readonly calls: number }>["state"]>().type.toBe<
+      Partial<{ readonly calls: number }> | undefined
+    >()
+    expect<ReturnType<Middleware.NextModelCall>>().type.toBe<
+      Effect.Effect<Middleware.ModelResponse, AiError.AiError | AgentError.ModelReplyError>
+    >()
+    expect<ReturnType<Middleware.NextToolCall>>().type.toBe<
+      Effect.Effect<Prompt.ToolResultPart, AgentError.ToolDefect | AgentError.ToolTimeout>
+    >()
+  })
+})

@@ -1,0 +1,121 @@
+/**
+ * A run's checkpoints: what a save stores (the thread, the slices and, while
+ * the run waits, its progress), how a thread is loaded back, and the
+ * incremental encoding that keeps a save's cost to the new messages.
+ */
+import type * as Prompt from "@effect/ai/Prompt"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import { CheckpointError } from "../AgentError.js"
+import type * as AgentExecutor from "../AgentExecutor.js"
+import * as AgentState from "../AgentState.js"
+import type * as Checkpointer from "../Checkpointer.js"
+
+/**
+ * The thread in its stored form, reusing the messages the last encoding of
+ * this run already encoded (compared by reference): a checkpoint encodes only
+ * what is new.
+ */
+export class ThreadEncoder {
+  private messages: ReadonlyArray<Prompt.Message> | undefined
+  private encoded: ReadonlyArray<unknown> = []
+
+  encode(messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<unknown> {
+    const previous = this.messages
+    if (previous === messages) return this.encoded
+    let shared = 0
+    if (previous !== undefined) {
+      const limit = Math.min(previous.length, messages.length)
+      while (shared < limit && previous[shared] === messages[shared]) shared++
+    }
+    this.encoded = shared === 0
+      ? AgentState.encodeMessages(messages)
+      : [...this.encoded.slice(0, shared), ...AgentState.encodeMessages(messages.slice(shared))]
+    this.messages = messages
+    return this.encoded
+  }
+}
+
+/** What a save reads from a run. */
+export interface Progress {
+  readonly threadId: string
+  readonly messages: ReadonlyArray<Prompt.Message>
+  readonly slices: Record<string, object>
+  readonly step: number
+  readonly usage: { readonly inputTokens: number; readonly outputTokens: number; readonly totalTokens: number }
+  readonly executor: AgentExecutor.AgentExecutor.Service
+  readonly encoder: ThreadEncoder
+}
+
+/** A thread as loaded: its messages and slices, and the checkpoint they came from. */
+export interface Loaded {
+  readonly messages: ReadonlyArray<Prompt.Message>
+  readonly slices: Record<string, object>
+  readonly checkpoint: Option.Option<Checkpointer.Checkpoint>
+}
+
+const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
+
+/** Saving and loading a thread of an agent with this state layout, in this store. */
+export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Checkpointer.Service) => {
+  /** Saves the run's thread; with `pending`, the wait it stops at and its progress so far. */
+  const save = (
+    run: Progress,
+    pending: Checkpointer.PendingInterrupt | undefined
+  ): Effect.Effect<void, CheckpointError> =>
+    layout.encodeSlices(run.slices).pipe(
+      Effect.mapError((error) =>
+        new CheckpointError({
+          threadId: run.threadId,
+          operation: "save",
+          description: `a state slice does not encode: ${formatParseError(error)}`
+        })
+      ),
+      Effect.flatMap((slices) => {
+        const checkpoint: Checkpointer.Checkpoint = {
+          version: 1,
+          threadId: run.threadId,
+          messages: run.encoder.encode(run.messages),
+          slices,
+          ...(pending === undefined ? {} : {
+            pending,
+            run: {
+              step: run.step,
+              inputTokens: run.usage.inputTokens,
+              outputTokens: run.usage.outputTokens,
+              totalTokens: run.usage.totalTokens
+            }
+          })
+        }
+        return run.executor.save(checkpoint, checkpointer.save(run.threadId, checkpoint))
+      })
+    )
+
+  /** The thread's last checkpoint, decoded; an empty thread when it has none. */
+  const load = (
+    threadId: string,
+    executor: AgentExecutor.AgentExecutor.Service | undefined
+  ): Effect.Effect<Loaded, CheckpointError> =>
+    (executor === undefined ? checkpointer.load(threadId) : executor.load(threadId, checkpointer.load(threadId))).pipe(
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.succeed<Loaded>({ messages: [], slices: layout.initial, checkpoint: Option.none() }),
+        onSome: (checkpoint) =>
+          Effect.all({
+            messages: AgentState.decodeMessages(checkpoint.messages),
+            slices: layout.decodeSlices(checkpoint.slices)
+          }).pipe(
+            Effect.map(({ messages, slices }): Loaded => ({ messages, slices, checkpoint: Option.some(checkpoint) })),
+            Effect.mapError((error) =>
+              new CheckpointError({
+                threadId,
+                operation: "load",
+                description: `the stored state does not decode: ${formatParseError(error)}`
+              })
+            )
+          )
+      }))
+    )
+
+  return { save, load } as const
+}

@@ -1,0 +1,124 @@
+/**
+ * Who watches a run: its event sink, whether hooks get spans, and the one
+ * place that knows how the running hook is tracked (`Middleware.CurrentHook`).
+ *
+ * The hook cell is the quarantined speed trick of this module: during an
+ * observed run `CurrentHook` holds a mutable `HookCell` that `inHook` updates
+ * in place, instead of an `Effect.locally` per hook call (which copies the
+ * fiber's refs twice, ~5 µs a hook). A forked fiber gets a copy of the cell
+ * (`forkHook`), and a joined fiber leaves its parent's cell alone, so work a
+ * hook forks keeps reporting under that hook while an inner hook runs.
+ */
+import type * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
+import { globalValue } from "effect/GlobalValue"
+import * as AgentEvent from "../AgentEvent.js"
+import type * as Middleware from "../Middleware.js"
+
+/** Where a run's events go. */
+export type Emit = (event: AgentEvent.AgentEvent<any>) => Effect.Effect<void>
+
+/** What a run reports to, fixed when it starts. */
+export interface Observer {
+  /** Whether hooks and calls get their own spans. */
+  readonly traced: boolean
+  /** The event sink, when someone streams or watches the run. */
+  readonly emit: Emit | undefined
+  /** The clock hook timings are read from. */
+  readonly clock: Clock.Clock
+}
+
+/** The value of `Middleware.CurrentHook` during an observed run, updated in place. */
+export class HookCell {
+  constructor(public middleware: string, public hook: string) {}
+}
+
+/** Where the running hook is; see `Middleware.CurrentHook`. */
+export const currentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> = globalValue(
+  Symbol.for("@stepwise-agent/core/Middleware/CurrentHook"),
+  () =>
+    FiberRef.unsafeMake<{ readonly middleware: string; readonly hook: string }>({ middleware: "agent", hook: "run" }, {
+      // a forked fiber gets a cell of its own, holding where it was forked
+      fork: (value) => value instanceof HookCell ? new HookCell(value.middleware, value.hook) : value,
+      // a parent keeps its own value when it joins a child: a hook's location is per fiber
+      join: (parent) => parent
+    })
+)
+
+/** Where decisions go; see `Middleware.CurrentDecisionSink`. */
+export const currentDecisionSink: FiberRef.FiberRef<(decision: Middleware.Decision) => Effect.Effect<void>> =
+  globalValue(
+    Symbol.for("@stepwise-agent/core/Middleware/CurrentDecisionSink"),
+    () => FiberRef.unsafeMake<(decision: Middleware.Decision) => Effect.Effect<void>>(() => Effect.void)
+  )
+
+/**
+ * Runs a hook's effect as hook `hook` of middleware `name`: decisions it
+ * reports are filed under it, it gets a span when traced, and a
+ * `HookCompleted` event with its duration when it succeeds.
+ */
+export const inHook = <A, E, R>(
+  observer: Observer,
+  name: string,
+  hook: string,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => {
+  const { clock, emit } = observer
+  if (!observer.traced && emit === undefined) return effect
+  const located: Effect.Effect<A, E, R> = Effect.flatMap(FiberRef.get(currentHook), (current) => {
+    const started = clock.unsafeCurrentTimeNanos()
+    const completed = (exit: Exit.Exit<A, E>) =>
+      emit === undefined || exit._tag === "Failure" ? Effect.void : emit(AgentEvent.HookCompleted({
+        middleware: name,
+        hook,
+        durationMillis: Number(clock.unsafeCurrentTimeNanos() - started) / 1e6
+      }))
+    // a fiber without a cell (an executor may run a call elsewhere) gets a value of its own
+    if (!(current instanceof HookCell)) {
+      return Effect.onExit(Effect.locally(effect, currentHook, { middleware: name, hook }), completed)
+    }
+    const outer = { middleware: current.middleware, hook: current.hook }
+    current.middleware = name
+    current.hook = hook
+    return Effect.onExit(effect, (exit) => {
+      current.middleware = outer.middleware
+      current.hook = outer.hook
+      return completed(exit)
+    })
+  })
+  return observer.traced
+    ? Effect.withSpan(located, `Middleware.${hook}`, { attributes: { middleware: name }, captureStackTrace: false })
+    : located
+}
+
+/** `effect` in a span named `name` when the run is traced. */
+export const traced = <A, E, R>(
+  observer: Observer,
+  name: string,
+  attributes: Record<string, unknown>,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  observer.traced ? Effect.withSpan(effect, name, { attributes, captureStackTrace: false }) : effect
+
+/** Runs a whole run with a hook cell and, when it has a sink, its decisions streamed as events. */
+export const observed = <A, E, R>(
+  observer: Observer,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => {
+  const emit = observer.emit
+  if (emit === undefined && !observer.traced) return effect
+  const located = Effect.locally(effect, currentHook, new HookCell("agent", "run"))
+  return emit === undefined ? located : Effect.locally(
+    located,
+    currentDecisionSink,
+    (decision) =>
+      emit(AgentEvent.MiddlewareDecision({
+        middleware: decision.middleware,
+        hook: decision.hook,
+        decision: decision.decision,
+        data: decision.data
+      }))
+  )
+}

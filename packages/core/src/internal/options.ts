@@ -1,0 +1,29 @@
+/**
+ * The key check of core's own option objects (`Agent.make`, the token
+ * counters): a value that is not an object, or a key the constructor does not
+ * know (a typo, a LangChain option), is an `InvalidOptions` naming it, as the
+ * built-in middleware's Schema checks report it.
+ */
+import { InvalidOptions } from "../AgentError.js"
+
+/** The `InvalidOptions` for the first unknown key of `options`, if any; `undefined` stands for `{}`. */
+export const unknownKey = (
+  module: string,
+  options: unknown,
+  known: ReadonlyArray<string>
+): InvalidOptions | undefined => {
+  if (options === undefined) return undefined
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    return new InvalidOptions({ module, option: "options", reason: "must be an object" })
+  }
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) {
+      return new InvalidOptions({
+        module,
+        option: key,
+        reason: `is unknown; expected ${known.map((name) => JSON.stringify(name)).join(" | ")}`
+      })
+    }
+  }
+  return undefined
+}

@@ -1,0 +1,57 @@
+/**
+ * The structured-output tool: the tool the model calls to give the run's
+ * final answer in the required structure, its answer to the call, and the
+ * value a call gives the run. A call's arguments are decoded once.
+ */
+import * as Prompt from "@effect/ai/Prompt"
+import * as Tool from "@effect/ai/Tool"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+
+/** The output tool of an agent with a `responseFormat`. */
+export interface OutputTool {
+  readonly tool: Tool.Any
+  readonly name: string
+  /** The tool's result for a call: accepted, or a failure naming what did not decode. */
+  readonly answer: (call: Prompt.ToolCallPart) => Prompt.ToolResultPart
+  /** The structured output a call gives the run once it has its result (none if refused). */
+  readonly value: (call: Prompt.ToolCallPart, result: Prompt.ToolResultPart) => Option.Option<unknown>
+}
+
+/** The output tool named `name`, whose parameters are `schema`. */
+export const make = (schema: Schema.Schema<any, any>, name: string): OutputTool => {
+  const tool = (Tool.make(name, {
+    description: "Give your final answer with this tool, in the required structure. Call it once, when you are done."
+  }) as any).setParameters(schema) as Tool.Any
+  const decodeUnknown = Schema.decodeUnknownEither(schema)
+  const decoded = new WeakMap<Prompt.ToolCallPart, Either.Either<unknown, ParseResult.ParseError>>()
+  const decode = (call: Prompt.ToolCallPart) => {
+    let result = decoded.get(call)
+    if (result === undefined) {
+      result = decodeUnknown(call.params)
+      decoded.set(call, result)
+    }
+    return result
+  }
+  const result = (call: Prompt.ToolCallPart, value: unknown, isFailure: boolean) =>
+    Prompt.makePart("tool-result", { id: call.id, name: call.name, result: value, isFailure, providerExecuted: false })
+  return {
+    tool,
+    name,
+    answer: (call) => {
+      const value = decode(call)
+      return Either.isRight(value)
+        ? result(call, "Structured output accepted.", false)
+        : result(call, {
+          error: `Invalid structured output: ${ParseResult.TreeFormatter.formatErrorSync(value.left)}`
+        }, true)
+    },
+    // taken from the call once it has its result, so a replayed (journaled) call gives it too
+    value: (call, answered) => {
+      if (call.name !== name || answered.isFailure) return Option.none()
+      return Either.getRight(decode(call))
+    }
+  }
+}

@@ -1,0 +1,149 @@
+import type { LanguageModel } from "@effect/ai"
+import { Tool, Toolkit } from "@effect/ai"
+import type { AgentError, Middleware, TokenCounter } from "@stepwise-agent/core"
+import {
+  ContextEditing,
+  DynamicSystemPrompt,
+  Guardrail,
+  HumanInTheLoop,
+  LlmToolSelector,
+  Logging,
+  ModelCallLimit,
+  ModelFallback,
+  ModelRetry,
+  Pii,
+  RateLimit,
+  Summarization,
+  TodoList,
+  ToolCallLimit,
+  ToolEmulator,
+  ToolRetry,
+  Tracing
+} from "@stepwise-agent/middleware"
+import type { Layer } from "effect"
+import { Context, Effect, Schema } from "effect"
+import { describe, expect, test } from "tstyche"
+
+class Blocked extends Schema.TaggedError<Blocked>()("Blocked", {}) {}
+class Policy extends Context.Tag("Policy")<Policy, { readonly allows: (text: string) => boolean }>() {}
+
+const Rm = Tool.make("rm", { parameters: { path: Schema.String } })
+const Tools = Toolkit.make(Rm)
+
+type Built<M> = Effect.Effect<M, AgentError.InvalidOptions>
+
+describe("constructors that return a middleware", () => {
+  test("Logging, Tracing: no state, errors or services", () => {
+    expect(Logging.middleware()).type.toBe<Middleware.Middleware<{}, never, never>>()
+    expect(Tracing.middleware()).type.toBe<Middleware.Middleware<{}, never, never>>()
+  })
+
+  test("TodoList: the todos slice; the TodoList service is optional (its own in-memory one by default)", () => {
+    expect(TodoList.middleware()).type.toBe<Middleware.Middleware<TodoList.State, never, never>>()
+    expect<Middleware.State<ReturnType<typeof TodoList.middleware>>>().type.toBe<TodoList.State>()
+  })
+
+  test("DynamicSystemPrompt: the prompt's errors and services", () => {
+    expect(DynamicSystemPrompt.middleware(() => "Be brief.")).type.toBe<
+      Middleware.Middleware<{}, AgentError.InvalidHookResult, never>
+    >()
+    expect(DynamicSystemPrompt.middleware(() => Effect.flatMap(Policy, () => new Blocked()))).type.toBe<
+      Middleware.Middleware<{}, Blocked | AgentError.InvalidHookResult, Policy>
+    >()
+  })
+
+  test("ContextEditing: the edits' errors; a TokenCounter with the model method", () => {
+    expect(ContextEditing.middleware()).type.toBe<Middleware.Middleware<{}, never, never>>()
+    expect(ContextEditing.middleware({ tokenCountMethod: "model" })).type.toBe<
+      Middleware.Middleware<{}, never, TokenCounter.TokenCounter>
+    >()
+  })
+})
+
+describe("constructors that return an Effect of a middleware", () => {
+  test("ModelCallLimit: its counters and its error", () => {
+    expect(ModelCallLimit.middleware({ threadLimit: 3 })).type.toBe<
+      Built<Middleware.Middleware<ModelCallLimit.State, ModelCallLimit.ModelCallLimitExceeded>>
+    >()
+  })
+
+  test("ToolCallLimit: counters named after the tool", () => {
+    expect(ToolCallLimit.middleware({ threadLimit: 3 })).type.toBe<
+      Built<
+        Middleware.Middleware<
+          { readonly threadToolCallCount: number; readonly runToolCallCount: number },
+          ToolCallLimit.ToolCallLimitExceeded
+        >
+      >
+    >()
+    expect(ToolCallLimit.middleware({ threadLimit: 3, toolName: "search" })).type.toBe<
+      Built<
+        Middleware.Middleware<
+          { readonly "threadToolCallCount:search": number; readonly "runToolCallCount:search": number },
+          ToolCallLimit.ToolCallLimitExceeded
+        >
+      >
+    >()
+  })
+
+  test("ModelRetry, ToolRetry: nothing added", () => {
+    expect(ModelRetry.middleware()).type.toBe<Built<Middleware.Middleware>>()
+    expect(ToolRetry.middleware()).type.toBe<Built<Middleware.Middleware>>()
+  })
+
+  test("Pii: its detection errors", () => {
+    expect(Pii.middleware({ types: ["email"], strategy: "redact" })).type.toBe<
+      Built<Middleware.Middleware<{}, Pii.PiiDetected | Pii.PiiDetectorFailed>>
+    >()
+  })
+
+  test("RateLimit: the RateLimiters service", () => {
+    expect(RateLimit.middleware({ model: { limit: 10, interval: "1 minute" } })).type.toBe<
+      Built<Middleware.Middleware<{}, RateLimit.UnknownRateLimitedTool, RateLimit.RateLimiters>>
+    >()
+  })
+
+  test("Summarization: the Summarizer service", () => {
+    expect(Summarization.middleware({ trigger: { tokens: 1000 }, keep: { messages: 4 } })).type.toBe<
+      Built<Middleware.Middleware<{}, Summarization.SummarizationFailed, Summarization.Summarizer>>
+    >()
+  })
+
+  test("Guardrail: the checks' errors and services", () => {
+    expect(
+      Guardrail.middleware({ input: () => Effect.flatMap(Policy, () => Effect.succeed(Guardrail.block("no"))) })
+    ).type.toBe<
+      Built<Middleware.Middleware<{}, Guardrail.GuardrailTripped | Guardrail.InvalidGuardrailVerdict, Policy>>
+    >()
+  })
+
+  test("HumanInTheLoop: decision errors; a bad policy", () => {
+    expect(HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { rm: true } })).type.toBe<
+      Effect.Effect<
+        Middleware.Middleware<{}, HumanInTheLoop.DecisionError>,
+        HumanInTheLoop.InvalidInterruptPolicy | AgentError.InvalidOptions
+      >
+    >()
+  })
+
+  test("ModelFallback: the layers' errors and services", () => {
+    const backup = null as unknown as Layer.Layer<LanguageModel.LanguageModel, Blocked, Policy>
+    expect(ModelFallback.middleware(backup)).type.toBe<
+      Built<Middleware.Middleware<{}, ModelFallback.ModelFallbackExhausted | Blocked, Policy>>
+    >()
+  })
+
+  test("LlmToolSelector, ToolEmulator: the agent's LanguageModel unless given a model", () => {
+    expect(LlmToolSelector.middleware()).type.toBe<
+      Effect.Effect<
+        Middleware.Middleware<{}, LlmToolSelector.UnknownAlwaysIncludeTool>,
+        AgentError.InvalidOptions,
+        LanguageModel.LanguageModel
+      >
+    >()
+    const model = null as unknown as LanguageModel.Service
+    expect(ToolEmulator.middleware({ model })).type.toBe<
+      Built<Middleware.Middleware<{}, ToolEmulator.UnknownEmulatedTool>>
+    >()
+  })
+})
