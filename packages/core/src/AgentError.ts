@@ -176,6 +176,31 @@ export class ThreadStateError extends Schema.TaggedError<ThreadStateError>(
 }
 
 /**
+ * A thread waits for a decision of a durable run (its wait was made by a
+ * durable executor, e.g. `@stepwise-agent/workflow`): answering it or giving it
+ * up in process would skip the durable path (its authorization and journal)
+ * and leave the durable run waiting for good. Nothing changed; answer it
+ * through the durable run (`AgentWorkflow.resume`, `cancel`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DurableThreadError extends Schema.TaggedError<DurableThreadError>(
+  "@stepwise-agent/core/AgentError/DurableThreadError"
+)("DurableThreadError", {
+  threadId: Schema.String,
+  operation: Schema.Literal("resume", "discardPending")
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}" waits for a decision of a durable run: ${this.operation} it through that run ` +
+      `(AgentWorkflow.resume or cancel), not in process`
+  }
+}
+
+/**
  * The model asked for structured output that does not decode, or the run
  * ended without producing the structured output it was asked for.
  *
@@ -370,6 +395,7 @@ export type AgentError =
   | ToolDefect
   | CheckpointError
   | ThreadStateError
+  | DurableThreadError
   | StructuredOutputError
   | InvalidInput
   | ModelReplyError
@@ -388,6 +414,7 @@ export const AgentError: Schema.Union<[
   typeof ToolDefect,
   typeof CheckpointError,
   typeof ThreadStateError,
+  typeof DurableThreadError,
   typeof StructuredOutputError,
   typeof InvalidInput,
   typeof ModelReplyError,
@@ -399,6 +426,7 @@ export const AgentError: Schema.Union<[
   ToolDefect,
   CheckpointError,
   ThreadStateError,
+  DurableThreadError,
   StructuredOutputError,
   InvalidInput,
   ModelReplyError,

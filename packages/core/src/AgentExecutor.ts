@@ -95,6 +95,13 @@ export declare namespace AgentExecutor {
      * runs the interrupting hook again at once with `value`.
      */
     readonly interrupt: (interrupt: Interrupt) => Effect.Effect<Option.Option<unknown>>
+    /**
+     * Whether the executor waits for decisions durably itself (a workflow).
+     * A thread such an executor interrupted is marked durable in its
+     * checkpoint: `AgentLoop.resume`, `resumeStream` and `discardPending`
+     * refuse it (`DurableThreadError`) unless run with a durable executor.
+     */
+    readonly durable?: boolean | undefined
   }
 }
 

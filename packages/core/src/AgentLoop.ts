@@ -91,7 +91,11 @@ export declare namespace AgentLoop {
       input: Prompt.RawInput,
       options: RunOptions
     ) => Stream.Stream<AgentEvent.AgentEvent<S, O>, RunError<E>>
-    /** Continues an interrupted thread: the hook that interrupted runs again and receives `value`. */
+    /**
+     * Continues an interrupted thread: the hook that interrupted runs again
+     * and receives `value`. A thread waiting in a durable run fails with
+     * `DurableThreadError` (answer it through the run) and is left as it was.
+     */
     readonly resume: (threadId: string, value: unknown) => Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
     /** `resume` as a stream of events. */
     readonly resumeStream: (
@@ -121,12 +125,14 @@ export declare namespace AgentLoop {
      * Gives up the decision `threadId` waits for: the tool calls of its last
      * reply still without results are answered as not run (with `reason`),
      * so the thread stays well-formed, and the thread can run again. `false`
-     * when it waited for nothing.
+     * when it waited for nothing. A wait of a durable run is given up only
+     * with a durable executor in the context (`AgentWorkflow.cancel` does);
+     * otherwise `DurableThreadError`, and nothing changes.
      */
     readonly discardPending: (
       threadId: string,
       reason: string
-    ) => Effect.Effect<boolean, AgentError.CheckpointError>
+    ) => Effect.Effect<boolean, AgentError.CheckpointError | AgentError.DurableThreadError>
     /**
      * Deletes the thread's checkpoint (its messages, state and any pending
      * decision), once a run of it in this process has ended; the thread
@@ -203,7 +209,8 @@ export const run = (input: Prompt.RawInput, options: RunOptions) =>
  * ```ts
  * import { AgentLoop } from "@stepwise-agent/core"
  *
- * const program = AgentLoop.resume("t1", [{ type: "approve", callId: "call_1" }])
+ * // the value the interrupting middleware waits for (HumanInTheLoop: decisions built from its request)
+ * const program = AgentLoop.resume("t1", { answer: "yes" })
  * ```
  *
  * @since 0.1.0

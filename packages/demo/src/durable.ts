@@ -417,12 +417,12 @@ const decide = (request: HumanInTheLoop.ApprovalRequest) =>
       yield* Console.log(`\n   approval needed: ${action.toolName}(${show(action.args)}) [${action.callId}]`)
       if (!process.stdin.isTTY) {
         yield* Console.log("   stdin is not a terminal: approving (scripted decision)")
-        return HumanInTheLoop.approve(action.callId)
+        return HumanInTheLoop.approve(action)
       }
       const answer = yield* ask("   approve? [y]es / [n]o (or Ctrl-C: stop here, decide after a restart): ")
       return /^y/i.test(answer.trim())
-        ? HumanInTheLoop.approve(action.callId)
-        : HumanInTheLoop.reject(action.callId, "The user did not allow reading this file.")
+        ? HumanInTheLoop.approve(action)
+        : HumanInTheLoop.reject(action, "The user did not allow reading this file.")
     }))
 
 const principal = () => process.stdin.isTTY ? `local:${os.userInfo().username}` : "local:auto-approver"

@@ -108,7 +108,7 @@ const decide = (request: HumanInTheLoop.ApprovalRequest) =>
       yield* Console.log(`\n   approval needed: ${action.toolName}(${show(action.args)})`)
       if (!process.stdin.isTTY) {
         yield* Console.log("   stdin is not a terminal: approving (scripted decision)")
-        return HumanInTheLoop.approve(action.callId)
+        return HumanInTheLoop.approve(action)
       }
       const answer = yield* Effect.acquireUseRelease(
         Effect.sync(() => readline.createInterface({ input: process.stdin, output: process.stdout })),
@@ -116,8 +116,8 @@ const decide = (request: HumanInTheLoop.ApprovalRequest) =>
         (prompt) => Effect.sync(() => prompt.close())
       )
       return /^y/i.test(answer.trim())
-        ? HumanInTheLoop.approve(action.callId)
-        : HumanInTheLoop.reject(action.callId, "The user did not allow reading this file.")
+        ? HumanInTheLoop.approve(action)
+        : HumanInTheLoop.reject(action, "The user did not allow reading this file.")
     }))
 
 const program = Effect.gen(function*() {

@@ -117,7 +117,7 @@ describe("full run end to end", () => {
       assert.isTrue(Option.isSome(pending.pending))
 
       // --- resume with an approval: publish runs once, the model answers -----
-      const done = yield* agent.resume("post-1", [HumanInTheLoop.approve("call_publish_1")])
+      const done = yield* agent.resume("post-1", HumanInTheLoop.approveAll(approval))
 
       assert.strictEqual(done._tag, "Completed")
       if (done._tag !== "Completed") return

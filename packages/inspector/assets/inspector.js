@@ -1003,7 +1003,14 @@ function renderApprovals(thread) {
   container.replaceChildren(panel)
 }
 
-function decide(thread, ui, request, decision) {
+function decide(thread, ui, request, unbound) {
+  // bound to the call it answers, so it cannot decide a later call reusing the id
+  const action = request.actionRequests.find((candidate) => candidate.callId === unbound.callId)
+  const decision = action === undefined ? unbound : {
+    ...unbound,
+    ...(action.waitKey === undefined ? {} : { waitKey: action.waitKey }),
+    ...(action.fingerprint === undefined ? {} : { fingerprint: action.fingerprint })
+  }
   ui.decisions.set(decision.callId, decision)
   ui.modes.delete(decision.callId)
   ui.error = null

@@ -67,7 +67,9 @@ export interface Options {
   /**
    * How an accepted decision continues its thread (default: the agent's
    * `resumeStream`). For durable runs, pass one that hands the decision to
-   * the run's workflow, e.g. `AgentWorkflow.resume` of the thread's latest run.
+   * the run's workflow, e.g. `AgentWorkflow.resume` of the thread's latest run:
+   * without it, a decision for a durable run's wait is refused (`409`,
+   * `DurableThreadError`) and nothing runs.
    */
   readonly resume?: ((threadId: string, value: unknown) => Effect.Effect<void, unknown>) | undefined
   /**
@@ -178,6 +180,7 @@ type Outcome =
   | { readonly _tag: "Resumed" }
   | { readonly _tag: "NotFound"; readonly message: string }
   | { readonly _tag: "AlreadyDecided"; readonly message: string }
+  | { readonly _tag: "Durable"; readonly message: string }
   | { readonly _tag: "Rejected"; readonly error: string; readonly message: string }
 
 const resumed: Outcome = { _tag: "Resumed" }
@@ -349,6 +352,9 @@ export const make: (
               // moved on (it ended, or waits for something else) as NotWaiting, which says which
               const failed: Outcome = error === "NotWaiting"
                 ? { _tag: "AlreadyDecided", message: `Already decided: ${message}` }
+                : error === "DurableThreadError"
+                // the wait belongs to a durable run, and this inspector has no `resume` to reach it
+                ? { _tag: "Durable", message: `${message}; give the inspector a \`resume\` option that does` }
                 : decidedElsewhere.has(error)
                 ? alreadyDecided(threadId)
                 : { _tag: "Rejected", error, message }
@@ -407,6 +413,8 @@ export const make: (
           return json(404, { error: "NotFound", message: outcome.message })
         case "AlreadyDecided":
           return json(409, { error: "AlreadyDecided", message: outcome.message })
+        case "Durable":
+          return json(409, { error: "DurableThreadError", message: outcome.message })
         case "Rejected":
           return json(422, { error: outcome.error, message: outcome.message })
       }

@@ -19,6 +19,12 @@ const answer: ScriptedModel.Turn = (request) =>
 
 const Runs = AgentWorkflow.make({ name: "inspected-agent", version: 1 })
 
+/** Decisions by call id, bound to the thread's wait (as the page binds them). */
+const bound = (
+  thread: AgentLoop.ThreadSnapshot<any> | undefined,
+  decisions: ReadonlyArray<HumanInTheLoop.Decision>
+) => HumanInTheLoop.bind(Option.getOrThrow(HumanInTheLoop.requestOf(Option.getOrThrow(thread!.pending))), decisions)
+
 describe("Inspector on durable runs", () => {
   it.scopedLive("shows a durable run waiting and hands the page's approval to its workflow", () =>
     Effect.gen(function*() {
@@ -68,7 +74,7 @@ describe("Inspector on durable runs", () => {
         fetch(`${base}/api/threads/t1/resume`, {
           method: "POST",
           headers: { "content-type": "application/json", "x-inspector-token": token },
-          body: JSON.stringify({ key, value: [{ type: "approve", callId: "call_read" }] })
+          body: JSON.stringify({ key, value: bound(thread, [HumanInTheLoop.approve("call_read")]) })
         })
       )
       assert.strictEqual(response.status, 202)
@@ -80,19 +86,19 @@ describe("Inspector on durable runs", () => {
       // run goes on with the other process's decision
       const second = yield* run(Runs.start({ threadId: "t2", input: "Read my notes" }))
       const pending = Option.getOrThrow((yield* run(Runs.await(second, { untilWaiting: true }))).pending)
-      const elsewhere = { value: [{ type: "reject", callId: "call_read", message: "decided elsewhere" }], by: "x" }
+      const thread2 = Option.getOrThrow(yield* agent.thread("t2"))
+      const elsewhere = { value: bound(thread2, [HumanInTheLoop.reject("call_read", "decided elsewhere")]), by: "x" }
       yield* run(Effect.flatMap(
         RunStore.RunStore,
         (store) => store.claimDecision(second, pending.key, JSON.stringify({ ...elsewhere, decidedAt: 1 }))
       ))
-      const thread2 = Option.getOrThrow(yield* agent.thread("t2"))
       const late = yield* Effect.promise(() =>
         fetch(`${base}/api/threads/t2/resume`, {
           method: "POST",
           headers: { "content-type": "application/json", "x-inspector-token": token },
           body: JSON.stringify({
             key: Wire.interruptKey(Option.getOrThrow(thread2.pending), thread2.state.messages.length),
-            value: [{ type: "approve", callId: "call_read" }]
+            value: bound(thread2, [HumanInTheLoop.approve("call_read")])
           })
         }).then(async (response) => ({
           status: response.status,
@@ -105,5 +111,56 @@ describe("Inspector on durable runs", () => {
       assert.strictEqual(rejected.state, "Completed")
       assert.deepStrictEqual(reads, ["notes.txt"])
       assert.include(JSON.stringify(rejected.messages), "decided elsewhere")
+    }))
+  it.scopedLive("without a resume option, a decision for a durable run's wait is refused with 409 DurableThreadError; nothing runs", () =>
+    Effect.gen(function*() {
+      const reads: Array<string> = []
+      const AgentLive = Layer.unwrapEffect(Effect.map(
+        HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { read_file: true } }),
+        (hitl) => Agent.layer({ toolkit: Tools, middleware: [hitl] })
+      )).pipe(Layer.provide(Layer.merge(
+        ScriptedModel.layer(Array.from({ length: 4 }, () => answer)),
+        Tools.toLayer({ read_file: ({ path }) => Effect.sync(() => (reads.push(path), `contents of ${path}`)) })
+      )))
+      const context = yield* Layer.build(Runs.layer.pipe(
+        Layer.provideMerge(AgentLive),
+        Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory)),
+        Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true))
+      ))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>): Effect.Effect<A, E> =>
+        Effect.provide(effect, context) as Effect.Effect<A, E>
+      const agent = yield* run(AgentLoop.AgentLoop)
+      // the page's decisions go to the agent in process, which is not where a durable run waits
+      const inspector = yield* Inspector.make(agent)
+      const token = new URL(inspector.url).searchParams.get("token")!
+
+      const runId = yield* run(Runs.start({ threadId: "t1", input: "Read my notes" }))
+      yield* run(Runs.await(runId, { untilWaiting: true }))
+      const thread = Option.getOrThrow(yield* agent.thread("t1"))
+      const decisions = bound(thread, [HumanInTheLoop.approve("call_read")])
+      const response = yield* Effect.promise(() =>
+        fetch(`http://127.0.0.1:${inspector.port}/api/threads/t1/resume`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-inspector-token": token },
+          body: JSON.stringify({
+            key: Wire.interruptKey(Option.getOrThrow(thread.pending), thread.state.messages.length),
+            value: decisions
+          })
+        }).then(async (response) => ({
+          status: response.status,
+          body: (await response.json()) as { readonly error: string; readonly message: string }
+        }))
+      )
+      assert.strictEqual(response.status, 409)
+      assert.strictEqual(response.body.error, "DurableThreadError")
+      assert.include(response.body.message, "resume")
+      assert.deepStrictEqual(reads, [])
+      assert.deepStrictEqual(yield* agent.thread("t1"), Option.some(thread))
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Waiting")
+
+      // the durable run still takes the decision
+      yield* run(Runs.resume(runId, decisions, { principal: "inspector" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      assert.deepStrictEqual(reads, ["notes.txt"])
     }))
 })

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
+import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Exit, Layer, Logger, Option, Scope } from "effect"
 import * as Inspector from "../src/Inspector.js"
@@ -78,6 +79,13 @@ const keyOf = (agent: Agent.AgentOf<any>, threadId: string) =>
   Effect.map(agent.thread(threadId), (thread) => {
     const { pending, state } = Option.getOrThrow(thread)
     return Wire.interruptKey(Option.getOrThrow(pending), state.messages.length)
+  })
+
+/** Decisions by call id, bound to the thread's wait as the page binds them. */
+const bound = (agent: Agent.AgentOf<any>, threadId: string, decisions: ReadonlyArray<HumanInTheLoop.Decision>) =>
+  Effect.map(agent.thread(threadId), (thread) => {
+    const pending = Option.getOrThrow(Option.getOrThrow(thread).pending)
+    return HumanInTheLoop.bind(Option.getOrThrow(HumanInTheLoop.requestOf(pending)), decisions)
   })
 
 const completed = (agent: Agent.AgentOf<any>, threadId: string) =>
@@ -220,7 +228,7 @@ describe("Inspector", () => {
       yield* agent.run("Read my notes", { threadId: "t1" })
       const response = yield* post(`${base}/api/threads/t1/resume`, {
         key: yield* keyOf(agent, "t1"),
-        value: [{ type: "approve", callId: "call_read" }]
+        value: yield* bound(agent, "t1", [HumanInTheLoop.approve("call_read")])
       }, token)
       assert.strictEqual(response.status, 202)
       yield* eventually(completed(agent, "t1"), "the run to complete")
@@ -231,7 +239,10 @@ describe("Inspector", () => {
     Effect.gen(function*() {
       const { agent, base, reads, token } = yield* setup(approvalScript)
       yield* agent.run("Read my notes", { threadId: "t1" })
-      const body = { key: yield* keyOf(agent, "t1"), value: [{ type: "approve", callId: "call_read" }] }
+      const body = {
+        key: yield* keyOf(agent, "t1"),
+        value: yield* bound(agent, "t1", [HumanInTheLoop.approve("call_read")])
+      }
       const answers = yield* Effect.all(
         [post(`${base}/api/threads/t1/resume`, body, token), post(`${base}/api/threads/t1/resume`, body, token)],
         { concurrency: "unbounded" }
@@ -254,7 +265,7 @@ describe("Inspector", () => {
       const before = yield* agent.thread("t1")
       const invalid = yield* post(`${base}/api/threads/t1/resume`, {
         key,
-        value: [{ type: "edit", callId: "call_read", args: { path: 42 } }]
+        value: yield* bound(agent, "t1", [HumanInTheLoop.edit("call_read", { path: 42 })])
       }, token)
       assert.strictEqual(invalid.status, 422)
       assert.strictEqual(JSON.parse(invalid.body).error, "InvalidEdit")
@@ -263,7 +274,7 @@ describe("Inspector", () => {
       assert.deepStrictEqual(yield* agent.thread("t1"), before)
       const valid = yield* post(`${base}/api/threads/t1/resume`, {
         key,
-        value: [{ type: "edit", callId: "call_read", args: { path: "other.txt" } }]
+        value: yield* bound(agent, "t1", [HumanInTheLoop.edit("call_read", { path: "other.txt" })])
       }, token)
       assert.strictEqual(valid.status, 202)
       yield* eventually(completed(agent, "t1"), "the run to complete")

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { Agent } from "@stepwise-agent/core"
+import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { Effect, FastCheck, Option } from "effect"
 import * as Http from "node:http"
 import * as Inspector from "../src/Inspector.js"
@@ -72,7 +73,16 @@ const keyOf = (agent: Agent.AgentOf<any>, threadId: string) =>
     return Wire.interruptKey(Option.getOrThrow(pending), state.messages.length)
   })
 
-const approval = (key: string) => JSON.stringify({ key, value: [{ type: "approve", callId: "call_read" }] })
+/** The page's approval of the script's read of notes.txt, bound to that call. */
+const approval = (key: string) =>
+  JSON.stringify({
+    key,
+    value: [{
+      type: "approve",
+      callId: "call_read",
+      fingerprint: HumanInTheLoop.fingerprintOf("read_file", { path: "notes.txt" })
+    }]
+  })
 
 const megabyte = 1024 * 1024
 

@@ -14,6 +14,14 @@
  * the last two. Invalid decisions fail the resume with a typed error and
  * change nothing: the thread keeps waiting for a valid answer.
  *
+ * A decision is bound to the call it answers: it carries the call's
+ * `fingerprint` (its tool name and arguments) and the `waitKey` of the wait,
+ * both copied from the action request. Build decisions from the request
+ * (`approve(action)`, `approveAll(request)`, `bind(request, decisions)`) and
+ * an old decision re-sent to a later wait whose calls reuse its call ids
+ * (`call_0` in every reply) fails with {@link StaleDecision} instead of
+ * deciding another call.
+ *
  * When an {@link Approvals} service is in the context the agent was built
  * with, the middleware asks it in-process (a CLI prompt, an auto-approve
  * policy) instead of interrupting.
@@ -68,7 +76,11 @@ export const allDecisions: ReadonlyArray<DecisionType> = ["approve", "edit", "re
  */
 export const Approve = Schema.Struct({
   type: Schema.Literal("approve"),
-  callId: Schema.String
+  callId: Schema.String,
+  /** The `waitKey` of the action request it answers; checked when given. */
+  waitKey: Schema.optional(Schema.String),
+  /** The `fingerprint` of the action request it answers (required on resume). */
+  fingerprint: Schema.optional(Schema.String)
 })
 
 /**
@@ -83,7 +95,11 @@ export const Edit = Schema.Struct({
   type: Schema.Literal("edit"),
   callId: Schema.String,
   args: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
-  toolName: Schema.optional(Schema.String)
+  toolName: Schema.optional(Schema.String),
+  /** The `waitKey` of the action request it answers; checked when given. */
+  waitKey: Schema.optional(Schema.String),
+  /** The `fingerprint` of the action request it answers (required on resume). */
+  fingerprint: Schema.optional(Schema.String)
 })
 
 /**
@@ -96,7 +112,11 @@ export const Edit = Schema.Struct({
 export const Reject = Schema.Struct({
   type: Schema.Literal("reject"),
   callId: Schema.String,
-  message: Schema.optional(Schema.String)
+  message: Schema.optional(Schema.String),
+  /** The `waitKey` of the action request it answers; checked when given. */
+  waitKey: Schema.optional(Schema.String),
+  /** The `fingerprint` of the action request it answers (required on resume). */
+  fingerprint: Schema.optional(Schema.String)
 })
 
 /**
@@ -108,11 +128,16 @@ export const Reject = Schema.Struct({
 export const Respond = Schema.Struct({
   type: Schema.Literal("respond"),
   callId: Schema.String,
-  message: Schema.String
+  message: Schema.String,
+  /** The `waitKey` of the action request it answers; checked when given. */
+  waitKey: Schema.optional(Schema.String),
+  /** The `fingerprint` of the action request it answers (required on resume). */
+  fingerprint: Schema.optional(Schema.String)
 })
 
 /**
- * A decision about one gated tool call, by call id.
+ * A decision about one gated tool call: its call id, and the `fingerprint`
+ * (and `waitKey`) of the action request it answers.
  *
  * @since 0.1.0
  * @category models
@@ -148,7 +173,11 @@ export const ActionRequest = Schema.Struct({
   description: Schema.String,
   allowedDecisions: Schema.Array(DecisionType),
   /** The JSON Schema edited arguments must match, when the policy has an `argsSchema`. */
-  argsSchema: Schema.optional(Schema.Unknown)
+  argsSchema: Schema.optional(Schema.Unknown),
+  /** The key of the wait: a decision naming another wait's key is refused. */
+  waitKey: Schema.optional(Schema.String),
+  /** The tool name and arguments, hashed (see {@link fingerprintOf}): what a decision must name. */
+  fingerprint: Schema.optional(Schema.String)
 })
 
 /**
@@ -376,13 +405,94 @@ export class InvalidEdit extends Schema.TaggedError<InvalidEdit>(
 }
 
 /**
+ * A decision names no `fingerprint`, so nothing ties it to the call it means
+ * (call ids repeat across replies). Build it from the action request:
+ * `approve(action)`, `approveAll(request)` or `bind(request, decisions)`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class UnboundDecision extends Schema.TaggedError<UnboundDecision>(
+  "@stepwise-agent/middleware/HumanInTheLoop/UnboundDecision"
+)("UnboundDecision", {
+  threadId: Schema.String,
+  callId: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}": the decision for call "${this.callId}" names no fingerprint; build it from ` +
+      `the action request (HumanInTheLoop.approve(action), approveAll(request) or bind(request, decisions)), or ` +
+      `copy the request's "fingerprint" and "waitKey" into it`
+  }
+}
+
+/**
+ * A decision answers another wait: its `waitKey` or `fingerprint` is not
+ * the one of the call waiting under its call id (an old decision re-sent
+ * after the thread moved on to a new call reusing the id).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class StaleDecision extends Schema.TaggedError<StaleDecision>(
+  "@stepwise-agent/middleware/HumanInTheLoop/StaleDecision"
+)("StaleDecision", {
+  threadId: Schema.String,
+  callId: Schema.String,
+  /** What does not match: `"waitKey"` or `"fingerprint"`. */
+  field: Schema.Literal("waitKey", "fingerprint"),
+  expected: Schema.String,
+  given: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}": the decision for call "${this.callId}" answers another wait (its ` +
+      `${this.field} is "${this.given}", the waiting call's is "${this.expected}"); decide the call that waits now`
+  }
+}
+
+/**
+ * The model's reply calls tools with the same call id twice while one of
+ * them is gated: a decision could not tell them apart, so the reply is
+ * refused as malformed (the run fails; nothing of the reply runs).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DuplicateCallId extends Schema.TaggedError<DuplicateCallId>(
+  "@stepwise-agent/middleware/HumanInTheLoop/DuplicateCallId"
+)("DuplicateCallId", {
+  threadId: Schema.String,
+  callId: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}": the model's reply has two tool calls with the id "${this.callId}"; ` +
+      `a reply whose calls need a decision must give each call its own id`
+  }
+}
+
+/**
  * The errors of a resume with bad decisions. Each leaves the thread waiting
  * for a decision, unchanged.
  *
  * @since 0.1.0
  * @category errors
  */
-export type DecisionError = InvalidDecisions | UnknownCallId | MissingDecision | DecisionNotAllowed | InvalidEdit
+export type DecisionError =
+  | InvalidDecisions
+  | UnknownCallId
+  | MissingDecision
+  | DecisionNotAllowed
+  | InvalidEdit
+  | UnboundDecision
+  | StaleDecision
 
 /**
  * The schema of {@link DecisionError}.
@@ -395,8 +505,18 @@ export const DecisionError: Schema.Union<[
   typeof UnknownCallId,
   typeof MissingDecision,
   typeof DecisionNotAllowed,
-  typeof InvalidEdit
-]> = Schema.Union(InvalidDecisions, UnknownCallId, MissingDecision, DecisionNotAllowed, InvalidEdit)
+  typeof InvalidEdit,
+  typeof UnboundDecision,
+  typeof StaleDecision
+]> = Schema.Union(
+  InvalidDecisions,
+  UnknownCallId,
+  MissingDecision,
+  DecisionNotAllowed,
+  InvalidEdit,
+  UnboundDecision,
+  StaleDecision
+)
 
 // -----------------------------------------------------------------------------
 // tags
@@ -436,18 +556,39 @@ export declare namespace Approvals {
 // constructors
 // -----------------------------------------------------------------------------
 
+/** What a decision is built for: an action request (bound to it), or a bare call id (unbound). */
+type Target = string | ActionRequest
+
+const bindingOf = (target: Target) =>
+  typeof target === "string" ? { callId: target } : {
+    callId: target.callId,
+    ...(target.waitKey === undefined ? {} : { waitKey: target.waitKey }),
+    fingerprint: target.fingerprint ?? fingerprintOf(target.toolName, target.args)
+  }
+
 /**
+ * Approves a call. Given the action request, the decision is bound to it
+ * (its `waitKey` and `fingerprint`); given a call id, bind it with
+ * {@link bind} before resuming.
+ *
  * @example
  * ```ts
  * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
- * const decision = HumanInTheLoop.approve("call_1")
+ * const action: HumanInTheLoop.ActionRequest = {
+ *   callId: "call_1",
+ *   toolName: "delete_file",
+ *   args: { path: "/tmp/a" },
+ *   description: "Delete /tmp/a?",
+ *   allowedDecisions: ["approve", "reject"]
+ * }
+ * const decision = HumanInTheLoop.approve(action)
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const approve = (callId: string): Decision => ({ type: "approve", callId })
+export const approve = (target: Target): Decision => ({ type: "approve", ...bindingOf(target) })
 
 /**
  * @example
@@ -461,10 +602,13 @@ export const approve = (callId: string): Decision => ({ type: "approve", callId 
  * @category constructors
  */
 export const edit = (
-  callId: string,
+  target: Target,
   args: Readonly<Record<string, unknown>>,
   toolName?: string | undefined
-): Decision => toolName === undefined ? { type: "edit", callId, args } : { type: "edit", callId, args, toolName }
+): Decision =>
+  toolName === undefined
+    ? { type: "edit", ...bindingOf(target), args }
+    : { type: "edit", ...bindingOf(target), args, toolName }
 
 /**
  * @example
@@ -477,8 +621,8 @@ export const edit = (
  * @since 0.1.0
  * @category constructors
  */
-export const reject = (callId: string, message?: string | undefined): Decision =>
-  message === undefined ? { type: "reject", callId } : { type: "reject", callId, message }
+export const reject = (target: Target, message?: string | undefined): Decision =>
+  message === undefined ? { type: "reject", ...bindingOf(target) } : { type: "reject", ...bindingOf(target), message }
 
 /**
  * @example
@@ -491,11 +635,16 @@ export const reject = (callId: string, message?: string | undefined): Decision =
  * @since 0.1.0
  * @category constructors
  */
-export const respond = (callId: string, message: string): Decision => ({ type: "respond", callId, message })
+export const respond = (target: Target, message: string): Decision => ({
+  type: "respond",
+  ...bindingOf(target),
+  message
+})
 
 /**
- * Approves every call of a request. A call whose `allowedDecisions` leave
- * out `approve` makes `resume` refuse the whole list (`DecisionNotAllowed`).
+ * Approves every call of a request, each decision bound to its action. A
+ * call whose `allowedDecisions` leave out `approve` makes `resume` refuse
+ * the whole list (`DecisionNotAllowed`).
  *
  * @example
  * ```ts
@@ -507,13 +656,90 @@ export const respond = (callId: string, message: string): Decision => ({ type: "
  * @since 0.1.0
  * @category constructors
  */
-export const approveAll = (request: ApprovalRequest): ReadonlyArray<Decision> =>
-  request.actionRequests.map((action) => approve(action.callId))
+export const approveAll = (request: ApprovalRequest): ReadonlyArray<Decision> => request.actionRequests.map(approve)
+
+/**
+ * Binds decisions built by call id to the request they answer: each gets
+ * the `waitKey` and `fingerprint` of the action with its call id. A
+ * decision already bound, or naming a call the request does not have, is
+ * left as it is (the resume then says what is wrong).
+ *
+ * @example
+ * ```ts
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
+ *
+ * const request: HumanInTheLoop.ApprovalRequest = { actionRequests: [] }
+ * const decisions = HumanInTheLoop.bind(request, [HumanInTheLoop.reject("call_1", "not now")])
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const bind = (request: ApprovalRequest, decisions: ReadonlyArray<Decision>): ReadonlyArray<Decision> =>
+  decisions.map((decision) => {
+    if (decision.fingerprint !== undefined) return decision
+    const action = request.actionRequests.find((action) => action.callId === decision.callId)
+    return action === undefined ? decision : { ...decision, ...bindingOf(action) }
+  })
+
+// -----------------------------------------------------------------------------
+// getters
+// -----------------------------------------------------------------------------
+
+/** JSON with object keys sorted, so equal values give equal text whatever their key order. */
+const canonicalJson = (value: unknown): string => {
+  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null"
+  if (Array.isArray(value)) {
+    return `[${value.map((item) => item === undefined ? "null" : canonicalJson(item)).join(",")}]`
+  }
+  const record = value as Record<string, unknown>
+  const keys = Object.keys(record).filter((key) => record[key] !== undefined).sort()
+  return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(",")}}`
+}
+
+/** cyrb53: a fast 53-bit string hash, as 14 hex digits. */
+const hash53 = (text: string, seed: number): string => {
+  let h1 = 0xdeadbeef ^ seed
+  let h2 = 0x41c6ce57 ^ seed
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i)
+    h1 = Math.imul(h1 ^ code, 2654435761)
+    h2 = Math.imul(h2 ^ code, 1597334677)
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
+  return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(16).padStart(14, "0")
+}
+
+/**
+ * The fingerprint of a call: its tool name and its arguments as canonical
+ * JSON (keys sorted), hashed. Deterministic, so a request rebuilt on replay
+ * or in another process gives the same one.
+ *
+ * @example
+ * ```ts
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
+ * import * as assert from "node:assert"
+ *
+ * assert.strictEqual(
+ *   HumanInTheLoop.fingerprintOf("delete_file", { path: "/a", force: true }),
+ *   HumanInTheLoop.fingerprintOf("delete_file", { force: true, path: "/a" })
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const fingerprintOf = (toolName: string, args: unknown): string => {
+  const text = canonicalJson([toolName, args])
+  return hash53(text, 1) + hash53(text, 2)
+}
 
 /**
  * The approval request a wait carries: `result.interrupt` of an
  * `Interrupted` run, or `status.pending` of a durable run. `None` when the
- * wait is not an approval request (another middleware interrupted).
+ * wait is not an approval request (another middleware interrupted). A
+ * request stored before requests carried fingerprints gets them here.
  *
  * @example
  * ```ts
@@ -534,7 +760,16 @@ export const approveAll = (request: ApprovalRequest): ReadonlyArray<Decision> =>
  * @category getters
  */
 export const requestOf = (wait: { readonly value: unknown }): Option.Option<ApprovalRequest> =>
-  decodeApprovalRequestOption(wait.value)
+  Option.map(
+    decodeApprovalRequestOption(wait.value),
+    (request) =>
+      request.actionRequests.every((action) => action.fingerprint !== undefined) ? request : {
+        actionRequests: request.actionRequests.map((action) => ({
+          ...action,
+          fingerprint: action.fingerprint ?? fingerprintOf(action.toolName, action.args)
+        }))
+      }
+  )
 
 // -----------------------------------------------------------------------------
 // layers
@@ -553,8 +788,8 @@ export const requestOf = (wait: { readonly value: unknown }): Option.Option<Appr
  * const ApprovalsLive = HumanInTheLoop.layerApprovals((request) =>
  *   Effect.succeed(request.actionRequests.map((action) =>
  *     action.toolName === "read_file"
- *       ? HumanInTheLoop.approve(action.callId)
- *       : HumanInTheLoop.reject(action.callId, "Only reads are allowed")
+ *       ? HumanInTheLoop.approve(action)
+ *       : HumanInTheLoop.reject(action, "Only reads are allowed")
  *   ))
  * )
  * ```
@@ -582,9 +817,7 @@ export const layerApprovals = <R = never>(
  * @since 0.1.0
  * @category layers
  */
-export const layerAutoApprove: Layer.Layer<Approvals> = layerApprovals((request) =>
-  Effect.succeed(request.actionRequests.map((action) => approve(action.callId)))
-)
+export const layerAutoApprove: Layer.Layer<Approvals> = layerApprovals((request) => Effect.succeed(approveAll(request)))
 
 // -----------------------------------------------------------------------------
 // the middleware
@@ -630,6 +863,13 @@ const stringify = (value: unknown): string => {
 const decodeDecisions = Schema.decodeUnknown(Decisions)
 
 /**
+ * The key of a wait: the gated call ids and the index of the reply that made
+ * them in the thread, so a later reply reusing the ids waits under another key.
+ */
+const waitKeyOf = (index: number, gated: ReadonlyArray<Prompt.ToolCallPart>): string =>
+  `approval/${gated.map((call) => call.id).join(",")}@${index}`
+
+/**
  * What to do with one gated call, once every decision checked out.
  */
 type Plan =
@@ -672,7 +912,7 @@ type Plan =
  *   const result = yield* agent.run("Clean up /tmp", { threadId: "t1" })
  *   if (result._tag === "Interrupted") {
  *     const { actionRequests } = yield* Schema.decodeUnknown(HumanInTheLoop.ApprovalRequest)(result.interrupt.value)
- *     return yield* agent.resume("t1", actionRequests.map((action) => HumanInTheLoop.approve(action.callId)))
+ *     return yield* agent.resume("t1", actionRequests.map(HumanInTheLoop.approve))
  *   }
  *   return result
  * })
@@ -684,7 +924,7 @@ type Plan =
 export const middleware: <Tools extends Record<string, Tool.Any>>(
   options: Options<Tools>
 ) => Effect.Effect<
-  Middleware.Middleware<{}, DecisionError>,
+  Middleware.Middleware<{}, DecisionError | DuplicateCallId>,
   InvalidInterruptPolicy | AgentError.InvalidOptions
 > = Effect.fn("HumanInTheLoop.middleware")(function*<Tools extends Record<string, Tool.Any>>(options: Options<Tools>) {
   // a missing or misspelled `allowedDecisions` is named as such, before its stray key
@@ -755,7 +995,11 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
     })
   }
 
-  const actionRequest = (call: Prompt.ToolCallPart, context: DescriptionContext): ActionRequest => {
+  const actionRequest = (
+    call: Prompt.ToolCallPart,
+    context: DescriptionContext,
+    waitKey: string
+  ): ActionRequest => {
     const gate = gates.get(call.name)!
     return {
       callId: call.id,
@@ -763,7 +1007,9 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
       args: call.params,
       description: gate.describe(call, context),
       allowedDecisions: gate.allowed,
-      ...(gate.argsSchema === undefined ? {} : { argsSchema: gate.argsSchema.json })
+      ...(gate.argsSchema === undefined ? {} : { argsSchema: gate.argsSchema.json }),
+      waitKey,
+      fingerprint: fingerprintOf(call.name, call.params)
     }
   }
 
@@ -811,11 +1057,16 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
       })
     })
 
-  /** Checks every decision first, so a bad one changes nothing. */
+  /**
+   * Checks every decision first, so a bad one changes nothing. `waitKey` is
+   * the key of the wait decided (`undefined` for a request stored before
+   * requests carried one).
+   */
   const plan = (
     threadId: string,
     gated: ReadonlyArray<Prompt.ToolCallPart>,
-    raw: unknown
+    raw: unknown,
+    waitKey: string | undefined
   ): Effect.Effect<Array<Plan>, DecisionError> =>
     Effect.gen(function*() {
       const decisions = yield* Effect.mapError(
@@ -835,8 +1086,29 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
             description: `call "${decision.callId}" is decided twice`
           })
         }
-        if (!waiting.has(decision.callId)) {
+        const call = waiting.get(decision.callId)
+        if (call === undefined) {
           return yield* new UnknownCallId({ threadId, callId: decision.callId, waiting: [...waiting.keys()] })
+        }
+        if (decision.fingerprint === undefined) return yield* new UnboundDecision({ threadId, callId: call.id })
+        const expected = fingerprintOf(call.name, call.params)
+        if (decision.fingerprint !== expected) {
+          return yield* new StaleDecision({
+            threadId,
+            callId: call.id,
+            field: "fingerprint",
+            expected,
+            given: decision.fingerprint
+          })
+        }
+        if (decision.waitKey !== undefined && waitKey !== undefined && decision.waitKey !== waitKey) {
+          return yield* new StaleDecision({
+            threadId,
+            callId: call.id,
+            field: "waitKey",
+            expected: waitKey,
+            given: decision.waitKey
+          })
         }
         byId.set(decision.callId, decision)
       }
@@ -891,7 +1163,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
     raw: unknown
   ): Effect.Effect<Middleware.HookResult<{}, never> | undefined, DecisionError> =>
     Effect.gen(function*() {
-      const steps = yield* plan(context.threadId, gated, raw)
+      const steps = yield* plan(context.threadId, gated, raw, waitKeyOf(batch.index, gated))
       const edits = new Map<string, Prompt.ToolCallPart>()
       const answers: Array<Prompt.ToolResultPart> = []
       for (const step of steps) {
@@ -940,9 +1212,15 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
           return yield* apply(context, batch ?? { index: -1, calls: [] }, gated, context.resume.value)
         }
         if (batch === undefined || gated.length === 0) return undefined
+        const seen = new Set<string>()
+        for (const call of batch.calls) {
+          if (seen.has(call.id)) return yield* new DuplicateCallId({ threadId: context.threadId, callId: call.id })
+          seen.add(call.id)
+        }
+        const waitKey = waitKeyOf(batch.index, gated)
         const request: ApprovalRequest = {
           actionRequests: gated.map((call) =>
-            actionRequest(call, { threadId: context.threadId, messages: context.messages, step: context.step })
+            actionRequest(call, { threadId: context.threadId, messages: context.messages, step: context.step }, waitKey)
           )
         }
         const approvals = yield* Effect.serviceOption(Approvals)
@@ -950,13 +1228,14 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
           yield* Middleware.report(`ask Approvals about ${gated.length} call(s)`, {
             callIds: gated.map((call) => call.id)
           })
+          // the service answers this very request: its decisions by call id are bound to it
           const decisions = yield* approvals.value.decide(request, { threadId: context.threadId })
-          return yield* apply(context, batch, gated, decisions)
+          return yield* apply(context, batch, gated, bind(request, decisions))
         }
         yield* Middleware.report(`interrupt: ${gated.length} call(s) wait for a decision`, {
           callIds: gated.map((call) => call.id)
         })
-        return { interrupt: request, interruptKey: `approval/${gated.map((call) => call.id).join(",")}` }
+        return { interrupt: request, interruptKey: waitKey }
       }),
     validateResume: ({ interrupt, threadId, value }) =>
       Effect.gen(function*() {
@@ -976,7 +1255,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
             providerExecuted: false
           })
         )
-        yield* plan(threadId, gated, value)
+        yield* plan(threadId, gated, value, request.actionRequests[0]?.waitKey)
       })
   })
 })

@@ -3,7 +3,7 @@ import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, AgentState, Checkpointer } from "@stepwise-agent/core"
+import { Agent, AgentEvent, type AgentLoop, type AgentResult, AgentState, Checkpointer } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, FastCheck, JSONSchema, Layer, Option, Ref, Schema, Stream } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
@@ -77,6 +77,19 @@ const deleteAndRead = ScriptedModel.toolCalls([
 
 const decodeRequest = Schema.decodeUnknownSync(HumanInTheLoop.ApprovalRequest)
 
+/**
+ * Binds decisions built by call id to the request the thread waits on (as a
+ * UI copying the request into its decisions does); other values pass as they are.
+ */
+const bound = <S, E, O>(agent: AgentLoop.AgentLoop.Service<S, E, O>, threadId: string, value: unknown) =>
+  Effect.map(agent.thread(threadId), (snapshot) => {
+    const request = Option.flatMap(Option.flatMap(snapshot, (thread) => thread.pending), HumanInTheLoop.requestOf)
+    return Option.isSome(request) && Array.isArray(value) ? HumanInTheLoop.bind(request.value, value) : value
+  })
+
+const resumeBound = <S, E, O>(agent: AgentLoop.AgentLoop.Service<S, E, O>, threadId: string, value: unknown) =>
+  Effect.flatMap(bound(agent, threadId, value), (decisions) => agent.resume(threadId, decisions))
+
 /** The tool results of a conversation, in order. */
 const toolResults = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.ToolResultPart> =>
   messages.flatMap((message) =>
@@ -113,7 +126,9 @@ describe("HumanInTheLoop interrupt", () => {
           description: `Tool execution requires approval\n\nTool: delete_file\nArgs: ${
             JSON.stringify({ path: "/tmp/a" }, undefined, 2)
           }`,
-          allowedDecisions: ["approve", "edit", "reject"]
+          allowedDecisions: ["approve", "edit", "reject"],
+          waitKey: "approval/c1@1",
+          fingerprint: HumanInTheLoop.fingerprintOf("delete_file", { path: "/tmp/a" })
         }]
       })
       // the interrupt value is plain JSON
@@ -207,7 +222,7 @@ describe("HumanInTheLoop resume", () => {
       const { agent, log, requests } = yield* setup([deleteAndRead, ScriptedModel.text("done")])
       yield* agent.run("clean up", { threadId: "t" })
       const decisions = [HumanInTheLoop.approve("c1")]
-      const result = yield* agent.resume("t", decisions)
+      const result = yield* resumeBound(agent, "t", decisions)
       assert.strictEqual(result._tag, "Completed")
       if (result._tag !== "Completed") return
       assert.strictEqual(result.text, "done")
@@ -220,7 +235,7 @@ describe("HumanInTheLoop resume", () => {
       const second = (yield* requests)[1]!
       assert.deepStrictEqual(toolResults(second.prompt.content).map((part) => part.id), ["c1", "c2"])
 
-      const again = yield* Effect.flip(agent.resume("t", decisions))
+      const again = yield* Effect.flip(resumeBound(agent, "t", decisions))
       assert.strictEqual(again._tag, "ThreadStateError")
       assert.deepStrictEqual([...(yield* log)].sort(), ["delete_file /tmp/a", "read_file /etc/hosts"])
       assert.strictEqual((yield* requests).length, 2)
@@ -241,11 +256,22 @@ describe("HumanInTheLoop resume", () => {
       // the thread's pending wait carries the same request
       const pending = Option.getOrThrow(Option.getOrThrow(yield* agent.thread("t")).pending)
       assert.deepStrictEqual(HumanInTheLoop.requestOf(pending), Option.some(request))
+      // each decision is bound to its action: the wait's key and the call's fingerprint
       assert.deepStrictEqual(HumanInTheLoop.approveAll(request), [
-        HumanInTheLoop.approve("c1"),
-        HumanInTheLoop.approve("c2")
+        {
+          type: "approve",
+          callId: "c1",
+          waitKey: "approval/c1,c2@1",
+          fingerprint: HumanInTheLoop.fingerprintOf("delete_file", { path: "/tmp/a" })
+        },
+        {
+          type: "approve",
+          callId: "c2",
+          waitKey: "approval/c1,c2@1",
+          fingerprint: HumanInTheLoop.fingerprintOf("send_email", { to: "a@b.c", body: "hi" })
+        }
       ])
-      const done = yield* agent.resume("t", HumanInTheLoop.approveAll(request))
+      const done = yield* resumeBound(agent, "t", HumanInTheLoop.approveAll(request))
       assert.strictEqual(done._tag, "Completed")
       assert.deepStrictEqual([...(yield* log)].sort(), ["delete_file /tmp/a", "send_email a@b.c: hi"])
       // another middleware's wait is not an approval request
@@ -256,7 +282,7 @@ describe("HumanInTheLoop resume", () => {
     Effect.gen(function*() {
       const { agent, log, requests } = yield* setup([deleteAndRead, ScriptedModel.text("done")])
       yield* agent.run("clean up", { threadId: "t" })
-      const result = yield* agent.resume("t", [HumanInTheLoop.edit("c1", { path: "/tmp/scratch" })])
+      const result = yield* resumeBound(agent, "t", [HumanInTheLoop.edit("c1", { path: "/tmp/scratch" })])
       assert.strictEqual(result._tag, "Completed")
       assert.isTrue((yield* log).includes("delete_file /tmp/scratch"))
       assert.isFalse((yield* log).includes("delete_file /tmp/a"))
@@ -280,7 +306,7 @@ describe("HumanInTheLoop resume", () => {
       yield* agent.run("clean up", { threadId: "t" })
       // send_email is gated and does not allow edit
       const notAllowed = yield* Effect.flip(
-        agent.resume("t", [HumanInTheLoop.edit("c1", { to: "a@b.c", body: "x" }, "send_email")])
+        resumeBound(agent, "t", [HumanInTheLoop.edit("c1", { to: "a@b.c", body: "x" }, "send_email")])
       )
       assert.strictEqual(notAllowed._tag, "DecisionNotAllowed")
       if (notAllowed._tag === "DecisionNotAllowed") {
@@ -288,13 +314,15 @@ describe("HumanInTheLoop resume", () => {
         assert.deepStrictEqual(notAllowed.allowed, ["approve", "reject"])
       }
       // arguments not matching the target tool's parameters
-      const invalid = yield* Effect.flip(agent.resume("t", [HumanInTheLoop.edit("c1", { file: "/x" }, "read_file")]))
+      const invalid = yield* Effect.flip(
+        resumeBound(agent, "t", [HumanInTheLoop.edit("c1", { file: "/x" }, "read_file")])
+      )
       assert.strictEqual(invalid._tag, "InvalidEdit")
       // a tool the agent does not have
-      const missing = yield* Effect.flip(agent.resume("t", [HumanInTheLoop.edit("c1", { path: "/x" }, "rm_rf")]))
+      const missing = yield* Effect.flip(resumeBound(agent, "t", [HumanInTheLoop.edit("c1", { path: "/x" }, "rm_rf")]))
       assert.strictEqual(missing._tag, "InvalidEdit")
       // read_file is not gated: the human turns the delete into a read
-      const result = yield* agent.resume("t", [HumanInTheLoop.edit("c1", { path: "/tmp/a" }, "read_file")])
+      const result = yield* resumeBound(agent, "t", [HumanInTheLoop.edit("c1", { path: "/tmp/a" }, "read_file")])
       assert.strictEqual(result._tag, "Completed")
       assert.deepStrictEqual([...(yield* log)].sort(), ["read_file /etc/hosts", "read_file /tmp/a"])
       assert.deepStrictEqual(toolCallsOf(result.state.messages).map((call) => [call.id, call.name]), [
@@ -313,13 +341,13 @@ describe("HumanInTheLoop resume", () => {
       if (first._tag !== "Interrupted") return assert.fail("expected an interrupt")
       const { actionRequests } = decodeRequest(first.interrupt.value)
       assert.deepStrictEqual(actionRequests[0]!.argsSchema, JSONSchema.make(TmpPath))
-      const invalid = yield* Effect.flip(agent.resume("t", [HumanInTheLoop.edit("c1", { path: "/etc/passwd" })]))
+      const invalid = yield* Effect.flip(resumeBound(agent, "t", [HumanInTheLoop.edit("c1", { path: "/etc/passwd" })]))
       assert.strictEqual(invalid._tag, "InvalidEdit")
       // approve is not among the allowed decisions
-      const notAllowed = yield* Effect.flip(agent.resume("t", [HumanInTheLoop.approve("c1")]))
+      const notAllowed = yield* Effect.flip(resumeBound(agent, "t", [HumanInTheLoop.approve("c1")]))
       assert.strictEqual(notAllowed._tag, "DecisionNotAllowed")
       assert.deepStrictEqual(yield* log, [])
-      const result = yield* agent.resume("t", [HumanInTheLoop.edit("c1", { path: "/tmp/b" })])
+      const result = yield* resumeBound(agent, "t", [HumanInTheLoop.edit("c1", { path: "/tmp/b" })])
       assert.strictEqual(result._tag, "Completed")
       assert.isTrue((yield* log).includes("delete_file /tmp/b"))
     }))
@@ -328,7 +356,7 @@ describe("HumanInTheLoop resume", () => {
     Effect.gen(function*() {
       const { agent, log, requests } = yield* setup([deleteAndRead, ScriptedModel.text("ok, I won't")])
       yield* agent.run("clean up", { threadId: "t" })
-      const result = yield* agent.resume("t", [HumanInTheLoop.reject("c1", "keep /tmp/a")])
+      const result = yield* resumeBound(agent, "t", [HumanInTheLoop.reject("c1", "keep /tmp/a")])
       assert.strictEqual(result._tag, "Completed")
       assert.deepStrictEqual(yield* log, ["read_file /etc/hosts"])
       const results = toolResults(result.state.messages)
@@ -353,7 +381,9 @@ describe("HumanInTheLoop resume", () => {
         ScriptedModel.text("noted")
       ])
       yield* agent.run("email my boss", { threadId: "t" })
-      const result = yield* agent.resume("t", [HumanInTheLoop.respond("e1", "Do not send this; I changed my mind.")])
+      const result = yield* resumeBound(agent, "t", [
+        HumanInTheLoop.respond("e1", "Do not send this; I changed my mind.")
+      ])
       assert.strictEqual(result._tag, "Completed")
       assert.deepStrictEqual(yield* log, [])
       assert.deepStrictEqual(
@@ -387,9 +417,11 @@ describe("HumanInTheLoop resume", () => {
       ]
       for (const [value, tag] of attempts) {
         // validateResume gives the same typed error without running anything
-        const checked = yield* Effect.flip(agent.validateResume("t", value))
+        const checked = yield* Effect.flip(
+          Effect.flatMap(bound(agent, "t", value), (decisions) => agent.validateResume("t", decisions))
+        )
         assert.strictEqual(checked._tag, tag, JSON.stringify(value))
-        const error = yield* Effect.flip(agent.resume("t", value))
+        const error = yield* Effect.flip(resumeBound(agent, "t", value))
         assert.strictEqual(error._tag, tag, JSON.stringify(value))
         assert.isTrue(Schema.is(HumanInTheLoop.DecisionError)(error))
         const after = Option.getOrThrow(yield* agent.thread("t"))
@@ -399,17 +431,20 @@ describe("HumanInTheLoop resume", () => {
           AgentState.encodeMessages(before.state.messages)
         )
       }
-      const missing = yield* Effect.flip(agent.resume("t", []))
+      const missing = yield* Effect.flip(resumeBound(agent, "t", []))
       assert.strictEqual(missing._tag, "MissingDecision")
       if (missing._tag === "MissingDecision") assert.deepStrictEqual(missing.callIds, ["c1", "c2"])
       assert.deepStrictEqual(yield* log, [])
 
       const good = [HumanInTheLoop.reject("c1"), HumanInTheLoop.approve("c2")]
-      const pending = yield* agent.validateResume("t", good)
-      // the wait is named after the calls it decides
-      assert.strictEqual(pending.key, "approval/c1,c2")
+      const pending = yield* Effect.flatMap(
+        bound(agent, "t", good),
+        (decisions) => agent.validateResume("t", decisions)
+      )
+      // the wait is named after the calls it decides and where their reply is in the thread
+      assert.strictEqual(pending.key, "approval/c1,c2@1")
       assert.deepStrictEqual(yield* log, [])
-      const result = yield* agent.resume("t", good)
+      const result = yield* resumeBound(agent, "t", good)
       assert.strictEqual(result._tag, "Completed")
       assert.deepStrictEqual(yield* log, ["send_email a@b.c: hi"])
     }))
@@ -425,9 +460,9 @@ describe("HumanInTheLoop resume", () => {
         if (first._tag !== "Interrupted") return assert.fail("expected an interrupt")
         assert.strictEqual(decodeRequest(first.interrupt.value).actionRequests.length, choices.length)
         const decisions = choices.map((ok, i) => ok ? HumanInTheLoop.approve(`c${i}`) : HumanInTheLoop.reject(`c${i}`))
-        const result = yield* agent.resume("t", decisions)
+        const result = yield* resumeBound(agent, "t", decisions)
         assert.strictEqual(result._tag, "Completed")
-        yield* Effect.flip(agent.resume("t", decisions))
+        yield* Effect.flip(resumeBound(agent, "t", decisions))
         const ran = [...(yield* log)].sort()
         assert.deepStrictEqual(
           ran,
@@ -438,6 +473,112 @@ describe("HumanInTheLoop resume", () => {
         for (const part of results) assert.strictEqual(part.isFailure, !choices[Number(part.id.slice(1))])
       }),
     { fastCheck: { numRuns: 20 } }
+  )
+})
+
+// ---------------------------------------------------------------------------
+// binding: a decision answers the wait it was made for
+// ---------------------------------------------------------------------------
+
+/** Two replies that both number their call `call_0`, as providers numbering calls per reply do. */
+const sameIdTwice = (second: { readonly path: string }) => [
+  ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/tmp/a" }, id: "call_0" }]),
+  ScriptedModel.toolCalls([{ name: "delete_file", params: second, id: "call_0" }]),
+  ScriptedModel.text("done")
+]
+
+const requestOfResult = (result: AgentResult.AgentResult<unknown, unknown>) => {
+  if (result._tag !== "Interrupted") return assert.fail(`expected an interrupt, got ${result._tag}`)
+  return Option.getOrThrow(HumanInTheLoop.requestOf(result.interrupt))
+}
+
+describe("HumanInTheLoop binding", () => {
+  it.effect("an old approval re-sent to a later wait whose other call reuses its id is refused; nothing runs", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup(sameIdTwice({ path: "/etc/passwd" }))
+      const first = requestOfResult(yield* agent.run("clean up", { threadId: "t" }))
+      const old = HumanInTheLoop.approveAll(first)
+      const second = requestOfResult(yield* agent.resume("t", old))
+      assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
+      assert.strictEqual(second.actionRequests[0]!.callId, "call_0")
+      const before = Option.getOrThrow(yield* agent.thread("t"))
+
+      const stale = yield* Effect.flip(agent.resume("t", old))
+      assert.strictEqual(stale._tag, "StaleDecision")
+      if (stale._tag === "StaleDecision") assert.strictEqual(stale.field, "fingerprint")
+      assert.strictEqual((yield* Effect.flip(agent.validateResume("t", old)))._tag, "StaleDecision")
+      // nothing ran and the thread still waits for the second call, unchanged
+      assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
+      const after = Option.getOrThrow(yield* agent.thread("t"))
+      assert.deepStrictEqual(after.pending, before.pending)
+      assert.deepStrictEqual(
+        AgentState.encodeMessages(after.state.messages),
+        AgentState.encodeMessages(before.state.messages)
+      )
+
+      // the decision for the call that waits now goes through
+      const done = yield* agent.resume("t", [HumanInTheLoop.reject(second.actionRequests[0]!, "not that one")])
+      assert.strictEqual(done._tag, "Completed")
+      assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
+    }))
+
+  it.effect("an old approval of an identical call (same id, tool and arguments) at a later wait is refused by its wait key", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup(sameIdTwice({ path: "/tmp/a" }))
+      const first = requestOfResult(yield* agent.run("clean up", { threadId: "t" }))
+      const old = HumanInTheLoop.approveAll(first)
+      const second = requestOfResult(yield* agent.resume("t", old))
+      assert.notStrictEqual(second.actionRequests[0]!.waitKey, first.actionRequests[0]!.waitKey)
+      const stale = yield* Effect.flip(agent.resume("t", old))
+      assert.strictEqual(stale._tag, "StaleDecision")
+      if (stale._tag === "StaleDecision") assert.strictEqual(stale.field, "waitKey")
+      assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
+    }))
+
+  it.effect("a decision naming only a call id is refused with UnboundDecision, saying how to bind it; nothing runs", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup([deleteAndRead, ScriptedModel.text("done")])
+      const request = requestOfResult(yield* agent.run("clean up", { threadId: "t" }))
+      const unbound = yield* Effect.flip(agent.resume("t", [{ type: "approve", callId: "c1" }]))
+      assert.strictEqual(unbound._tag, "UnboundDecision")
+      assert.include(unbound.message, "bind(request, decisions)")
+      assert.deepStrictEqual(yield* log, [])
+      // bind fills in what the request says about the call
+      const done = yield* agent.resume("t", HumanInTheLoop.bind(request, [HumanInTheLoop.approve("c1")]))
+      assert.strictEqual(done._tag, "Completed")
+      assert.deepStrictEqual([...(yield* log)].sort(), ["delete_file /tmp/a", "read_file /etc/hosts"])
+    }))
+
+  it.effect("a reply calling two tools with one id fails the run with DuplicateCallId; nothing runs or waits", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup([
+        ScriptedModel.toolCalls([
+          { name: "delete_file", params: { path: "/tmp/a" }, id: "call_0" },
+          { name: "delete_file", params: { path: "/etc/passwd" }, id: "call_0" }
+        ])
+      ])
+      const error = yield* Effect.flip(agent.run("clean up", { threadId: "t" }))
+      assert.strictEqual(error._tag, "DuplicateCallId")
+      assert.deepStrictEqual(yield* log, [])
+      assert.isTrue(Option.isNone(Option.flatMap(yield* agent.thread("t"), (thread) => thread.pending)))
+    }))
+
+  it.prop(
+    "a fingerprint depends on the tool name and the arguments, not on their key order",
+    {
+      args: FastCheck.dictionary(FastCheck.string(), FastCheck.jsonValue()),
+      name: FastCheck.string()
+    },
+    ({ args, name }) => {
+      const reversed = Object.fromEntries(Object.entries(args).reverse())
+      assert.strictEqual(HumanInTheLoop.fingerprintOf(name, args), HumanInTheLoop.fingerprintOf(name, reversed))
+      assert.notStrictEqual(
+        HumanInTheLoop.fingerprintOf(name, args),
+        // a value that cannot equal the one it replaces (it contains it)
+        HumanInTheLoop.fingerprintOf(name, { ...args, [name]: [args[name] ?? null] })
+      )
+      assert.notStrictEqual(HumanInTheLoop.fingerprintOf(name, args), HumanInTheLoop.fingerprintOf(`${name}x`, args))
+    }
   )
 })
 
@@ -545,8 +686,8 @@ describe("HumanInTheLoop durability", () => {
       // a new agent, model, toolkit and checkpointer: nothing shared with the first but the folder
       const second = yield* Effect.gen(function*() {
         const { agent, log, requests } = yield* setup([ScriptedModel.text("all clean")])
-        const result = yield* agent.resume("durable", [HumanInTheLoop.approve("c1")])
-        const again = yield* Effect.flip(agent.resume("durable", [HumanInTheLoop.approve("c1")]))
+        const result = yield* resumeBound(agent, "durable", [HumanInTheLoop.approve("c1")])
+        const again = yield* Effect.flip(resumeBound(agent, "durable", [HumanInTheLoop.approve("c1")]))
         return { result, again, log: yield* log, requests: yield* requests }
       }).pipe(Effect.provide(checkpointer()))
       assert.strictEqual(second.result._tag, "Completed")

@@ -9,6 +9,13 @@ import { Chunk, Context, Deferred, Effect, Fiber, Option, Ref, Schema, Stream } 
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 import * as TodoList from "../src/TodoList.js"
 
+/** Decisions by call id, bound to the request the thread waits on. */
+const bound = (agent: Agent.AgentOf<any>, threadId: string, decisions: ReadonlyArray<HumanInTheLoop.Decision>) =>
+  Effect.map(agent.thread(threadId), (thread) => {
+    const pending = Option.getOrThrow(Option.getOrThrow(thread).pending)
+    return HumanInTheLoop.bind(Option.getOrThrow(HumanInTheLoop.requestOf(pending)), decisions)
+  })
+
 // ---------------------------------------------------------------------------
 // fixtures
 // ---------------------------------------------------------------------------
@@ -396,7 +403,7 @@ describe("TodoList with HumanInTheLoop", () => {
         const todoList = yield* TodoList.TodoList
         assert.deepStrictEqual(yield* todoList.todos("t"), [])
         const { agent, log } = yield* setupGated([ScriptedModel.text("deployed")])
-        const result = yield* agent.resume("t", [HumanInTheLoop.approve("d1")])
+        const result = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.approve("d1")]))
         return { result, log: yield* log, seen: yield* todoList.todos("t") }
       }).pipe(Effect.provide(TodoList.layer), Effect.provide(Checkpointer.layerFileSystem(directory)))
       assert.strictEqual(second.result._tag, "Completed")
@@ -414,13 +421,18 @@ describe("TodoList with HumanInTheLoop", () => {
         ScriptedModel.text("done")
       ], true)
       yield* agent.run("go", { threadId: "t" })
-      const afterFirst = yield* agent.resume("t", [HumanInTheLoop.approve("w1")])
+      const afterFirst = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.approve("w1")]))
       assert.strictEqual(afterFirst._tag, "Interrupted")
       assert.deepStrictEqual(afterFirst.state.todos, plan1)
-      const afterRespond = yield* agent.resume("t", [HumanInTheLoop.respond("w2", "Not yet; finish the code first.")])
+      const afterRespond = yield* agent.resume(
+        "t",
+        yield* bound(agent, "t", [
+          HumanInTheLoop.respond("w2", "Not yet; finish the code first.")
+        ])
+      )
       assert.strictEqual(afterRespond._tag, "Interrupted")
       assert.deepStrictEqual(afterRespond.state.todos, plan1)
-      const result = yield* agent.resume("t", [HumanInTheLoop.reject("w3")])
+      const result = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.reject("w3")]))
       assert.strictEqual(result._tag, "Completed")
       assert.deepStrictEqual(result.state.todos, plan1)
       assert.deepStrictEqual(yield* Effect.flatMap(TodoList.TodoList, (s) => s.todos("t")), plan1)
@@ -430,7 +442,7 @@ describe("TodoList with HumanInTheLoop", () => {
     Effect.gen(function*() {
       const { agent } = yield* setupGated([write(plan1, "w1"), ScriptedModel.text("done")], true)
       yield* agent.run("go", { threadId: "t" })
-      const result = yield* agent.resume("t", [HumanInTheLoop.edit("w1", { todos: plan2 })])
+      const result = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.edit("w1", { todos: plan2 })]))
       assert.deepStrictEqual(result.state.todos, plan2)
     }).pipe(Effect.provide(TodoList.layer)))
 })
@@ -484,13 +496,16 @@ describe("TodoList: the slice is the one truth", () => {
             agent = yield* agentOf([ScriptedModel.text("done")], todoList, checkpointer)
           }
           const edited = [...op.todos].reverse()
-          const result = yield* agent.resume(op.thread, [
-            op.decision === "approve"
-              ? HumanInTheLoop.approve(id)
-              : op.decision === "edit"
-              ? HumanInTheLoop.edit(id, { todos: edited })
-              : HumanInTheLoop.reject(id)
-          ])
+          const result = yield* agent.resume(
+            op.thread,
+            yield* bound(agent, op.thread, [
+              op.decision === "approve"
+                ? HumanInTheLoop.approve(id)
+                : op.decision === "edit"
+                ? HumanInTheLoop.edit(id, { todos: edited })
+                : HumanInTheLoop.reject(id)
+            ])
+          )
           assert.strictEqual(result._tag, "Completed")
           ran.add(op.thread)
           if (op.decision !== "reject") adopted.set(op.thread, op.decision === "approve" ? op.todos : edited)

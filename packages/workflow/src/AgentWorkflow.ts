@@ -6,7 +6,7 @@
  * Each model call is an `Activity` named `model/<step>` and each tool call an
  * `Activity` named `tool/<callId>`, whose results are journaled; each wait
  * for a decision (an approval) is a `DurableDeferred` named after the
- * interrupt key (for `HumanInTheLoop`, `approval/<callIds>`), optionally
+ * interrupt key (for `HumanInTheLoop`, `approval/<callIds>@<index>`), optionally
  * raced against a durable clock; the thread is loaded once per run and each
  * checkpoint is saved once (activities `load` and `checkpoint/<n>`). Code
  * between those — the node hooks — runs again on replay; it only reads the
@@ -258,6 +258,27 @@ export class InvalidDecision extends Schema.TaggedError<InvalidDecision>(
 }
 
 /**
+ * The decision claimed for a run's wait cannot reach the run: it was stored
+ * without its value (by an older version) or no longer decodes. The run
+ * would wait for good, so `status`, `await` and `resume` fail with this until
+ * `discardDecision` removes it; a new decision can then be given.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DecisionCorrupt extends Schema.TaggedError<DecisionCorrupt>(
+  "@stepwise-agent/workflow/AgentWorkflow/DecisionCorrupt"
+)("DecisionCorrupt", { runId: Schema.String, key: Schema.String, description: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The decision stored for the wait "${this.key}" of run "${this.runId}" cannot be delivered ` +
+      `(${this.description}); remove it with discardDecision, then decide again`
+  }
+}
+
+/**
  * Why {@link AgentWorkflow.resume} refused a decision.
  *
  * @since 0.1.0
@@ -268,6 +289,7 @@ export type ResumeError =
   | Unauthorized
   | InvalidDecision
   | JournalCorrupt
+  | DecisionCorrupt
   | RunStore.AlreadyDecided
   | RunStore.RunNotFound
   | RunStore.RunStoreError
@@ -412,7 +434,7 @@ export interface AgentWorkflow {
   /** Where a run is, with its stored messages and what it waits for. */
   readonly status: (runId: string) => Effect.Effect<
     RunStatus,
-    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | CheckpointError,
+    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
   >
   /**
@@ -427,6 +449,17 @@ export interface AgentWorkflow {
     void,
     ResumeError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop | Authorizer
+  >
+  /**
+   * Removes the decision claimed for the run's current wait when it cannot
+   * reach the run ({@link DecisionCorrupt}), so a new `resume` can decide;
+   * `false` when there is no such decision (a readable claimed decision is
+   * delivered instead, as `status` would).
+   */
+  readonly discardDecision: (runId: string) => Effect.Effect<
+    boolean,
+    RunStore.RunNotFound | RunStore.RunStoreError | CheckpointError,
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
   >
   /**
    * Cancels a run and waits until it has ended `Cancelled` (finalizers and
@@ -458,7 +491,7 @@ export interface AgentWorkflow {
     readonly pollEvery?: Duration.DurationInput | undefined
   }) => Effect.Effect<
     RunStatus,
-    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | CheckpointError,
+    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
   >
   /**
@@ -470,7 +503,7 @@ export interface AgentWorkflow {
    */
   readonly watch: (runId: string) => Stream.Stream<
     AgentLoop.RunEvent,
-    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | CheckpointError,
+    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
   >
 }
@@ -562,15 +595,18 @@ const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
     return yield* Object.assign(activity, { exitSchema: exitSchemaOf(success) })
   })
 
-/**
- * The claim `cancel` makes in the `RunStore` before it interrupts a run. The
+/*
+ * `cancel` records its request in the `RunStore` (`requestCancel`, a record of
+ * its own, apart from the decisions of waits) before it interrupts a run. The
  * engines apply a cancel only when a run suspends (or, in memory, ends): a
  * run that is working would otherwise go on to its end (on the cluster engine
  * the signal even waits behind the running execution). So a working run
- * reads this claim before each model call it makes, and fails with
+ * reads the request before each model call it makes, and fails with
  * {@link runCancelled} instead; `status` reads that as `Cancelled`.
  */
-const cancelKey = "cancel"
+
+/** The durable side of a thread, for giving up a wait its run made once that run has ended. */
+const owner: AgentExecutor.AgentExecutor.Service = { ...AgentExecutor.inProcess, durable: true }
 
 /** How a working run that was cancelled ends (its undo steps run, as for any failure). */
 const runCancelled = new AgentRunFailed({ error: "Cancelled", description: "the run was cancelled" })
@@ -583,6 +619,7 @@ const makeExecutor = (options: Options, cancelled: Effect.Effect<boolean>) => {
   const unlessCancelled = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, E | AgentRunFailed, R> =>
     Effect.flatMap(cancelled, (yes): Effect.Effect<A, E | AgentRunFailed, R> => yes ? Effect.fail(runCancelled) : call)
   return AgentExecutor.AgentExecutor.of({
+    durable: true,
     load: (_threadId, load) => inActivity("load", StoredCheckpoint, load) as Effect.Effect<any, any>,
     save: (_checkpoint, save) =>
       inActivity(`checkpoint/${checkpoints++}`, Schema.Void, save) as Effect.Effect<any, any>,
@@ -666,7 +703,7 @@ export const make = (options: Options): AgentWorkflow => {
   const layer = workflow.toLayer((payload) =>
     Effect.gen(function*() {
       const loop = yield* AgentLoop.AgentLoop
-      const cancelled = Effect.orDie((yield* RunStore.RunStore).isDecided(payload.runId, cancelKey))
+      const cancelled = Effect.orDie((yield* RunStore.RunStore).isCancelRequested(payload.runId))
       const result = yield* loop.run(Prompt.fromMessages(payload.input), { threadId: payload.threadId }).pipe(
         Effect.provideService(AgentExecutor.AgentExecutor, makeExecutor(options, cancelled)),
         Effect.mapError(asRunFailed)
@@ -721,7 +758,10 @@ export const make = (options: Options): AgentWorkflow => {
       const claim = yield* store.decisionOf(runId, pending.value.key)
       // a decision on its way counts as given: the run is about to go on
       if (Option.isNone(claim)) state = "Waiting"
-      else if (!claim.value.delivered) yield* deliverClaimed(record, claim.value)
+      else if (!claim.value.delivered) {
+        yield* undeliverable(runId, claim.value)
+        yield* deliverClaimed(record, claim.value)
+      }
     }
     return {
       runId,
@@ -743,6 +783,17 @@ export const make = (options: Options): AgentWorkflow => {
       yield* DurableDeferred.succeed(deferred, { token, value: decision })
       yield* (yield* RunStore.RunStore).markDelivered(record.runId, key)
     })
+
+  /** Fails with `DecisionCorrupt` when a claim that has not reached the run never can. */
+  const undeliverable = (runId: string, claim: RunStore.ClaimedDecision) =>
+    claim.delivered ? Effect.void : claim.decision === undefined
+      ? new DecisionCorrupt({ runId, key: claim.key, description: "it was stored without the decision" })
+      : decodeDecision(claim.decision).pipe(
+        Effect.asVoid,
+        Effect.mapError((error) =>
+          new DecisionCorrupt({ runId, key: claim.key, description: ParseResult.TreeFormatter.formatErrorSync(error) })
+        )
+      )
 
   /**
    * Delivers a decision whose claimer died before delivering it. Best effort:
@@ -802,14 +853,15 @@ export const make = (options: Options): AgentWorkflow => {
       return yield* new NotWaiting({ runId, reason: "the decision it waited for changed while this one was checked" })
     }
     yield* store.claimDecision(runId, key, encoded).pipe(
-      // the claim that won may not have reached the run (its claimer died): deliver it, and still refuse this one
+      // the claim that won may not have reached the run (its claimer died): deliver it, and still refuse this
+      // one; a claim that can never reach it says so instead
       Effect.tapError((error) =>
         error._tag === "AlreadyDecided"
           ? Effect.flatMap(
             store.decisionOf(runId, key),
             Option.match({
               onNone: () => Effect.void,
-              onSome: (claim) => deliverClaimed(record, claim)
+              onSome: (claim) => Effect.zipRight(undeliverable(runId, claim), deliverClaimed(record, claim))
             })
           )
           : Effect.void
@@ -818,18 +870,40 @@ export const make = (options: Options): AgentWorkflow => {
     yield* deliver(record, key, decision)
   })
 
+  const discardDecision: AgentWorkflow["discardDecision"] = Effect.fn("AgentWorkflow.discardDecision")(
+    function*(runId) {
+      const store = yield* RunStore.RunStore
+      const record = yield* store.get(runId)
+      const waiting = Option.flatMap(
+        yield* Effect.catchTag((yield* AgentLoop.AgentLoop).thread(record.threadId), "InvalidInput", Effect.die),
+        (t) => t.pending
+      )
+      if (Option.isNone(waiting)) return false
+      const claim = yield* store.decisionOf(runId, waiting.value.key)
+      if (Option.isNone(claim) || claim.value.delivered) return false
+      const corrupt = yield* Effect.either(undeliverable(runId, claim.value))
+      if (corrupt._tag === "Left") return yield* store.releaseDecision(runId, waiting.value.key)
+      yield* deliverClaimed(record, claim.value)
+      return false
+    }
+  )
+
   const cancel: AgentWorkflow["cancel"] = Effect.fn("AgentWorkflow.cancel")(function*(runId) {
     const store = yield* RunStore.RunStore
     const record = yield* store.get(runId)
     // a run whose `start` died before executing it has nothing to stop
     if (!(yield* executionExists(record.executionId))) return
     // a working run reads this before its next call and stops there
-    yield* store.claimDecision(runId, cancelKey).pipe(Effect.catchTag("AlreadyDecided", () => Effect.void))
+    yield* store.requestCancel(runId)
     yield* workflow.interrupt(record.executionId)
     // An engine may apply the interrupt later (on its next storage poll): the run
     // must have stopped before its wait is given up, or it could wait again.
     while ((yield* workflow.poll(record.executionId))?._tag !== "Complete") yield* Effect.sleep("50 millis")
-    yield* (yield* AgentLoop.AgentLoop).discardPending(record.threadId, "the run was cancelled")
+    // the run that owned the wait has ended: give it up as its owner
+    yield* (yield* AgentLoop.AgentLoop).discardPending(record.threadId, "the run was cancelled").pipe(
+      Effect.provideService(AgentExecutor.AgentExecutor, owner),
+      Effect.catchTag("DurableThreadError", Effect.die)
+    )
   })
 
   /**
@@ -883,6 +957,8 @@ export const make = (options: Options): AgentWorkflow => {
       Effect.map((current) => current.state),
       // a journal that no longer reads is what pruning is for: it counts as ended
       Effect.catchTag("JournalCorrupt", () => Effect.succeed<RunState>("Failed")),
+      // a decision that cannot reach the run leaves it waiting
+      Effect.catchTag("DecisionCorrupt", () => Effect.succeed<RunState>("Waiting")),
       Effect.flatMap((state) =>
         state === "Running"
           ? Effect.map(executionExists(record.executionId), (exists): RunState => exists ? "Running" : "Cancelled")
@@ -938,7 +1014,7 @@ export const make = (options: Options): AgentWorkflow => {
       )
     }))
 
-  return { name, workflow, layer, start, status, resume, cancel, prune, await: await_, watch }
+  return { name, workflow, layer, start, status, resume, discardDecision, cancel, prune, await: await_, watch }
 }
 
 /**
@@ -960,7 +1036,11 @@ export const make = (options: Options): AgentWorkflow => {
  * @category constructors
  */
 export const rejectAll = (message: string) => (interrupt: AgentExecutor.Interrupt): unknown => {
-  const requests = (interrupt.value as { readonly actionRequests?: ReadonlyArray<{ readonly callId: string }> })
-    .actionRequests ?? []
-  return requests.map((request) => ({ type: "reject", callId: request.callId, message }))
+  const requests = (interrupt.value as {
+    readonly actionRequests?: ReadonlyArray<
+      { readonly callId: string; readonly waitKey?: string | undefined; readonly fingerprint?: string | undefined }
+    >
+  }).actionRequests ?? []
+  // bound to the calls waiting, as any decision must be
+  return requests.map(({ callId, fingerprint, waitKey }) => ({ type: "reject", callId, message, waitKey, fingerprint }))
 }

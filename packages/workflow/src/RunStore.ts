@@ -2,7 +2,8 @@
  * A registry of durable runs: which thread and workflow execution a run id
  * stands for, the runs of a thread (newest first), and a one-time claim per
  * decision so that an approval sent twice — by a double click, a retried
- * request or two processes — is applied once.
+ * request or two processes — is applied once, and a cancel request per run
+ * (a record of its own: no decision key can stand for it).
  *
  * `layer` keeps it in SQL tables through @effect/sql's `SqlClient` (SQLite or
  * PostgreSQL, e.g. the database of a durable engine); `layerMemory` in the
@@ -184,6 +185,16 @@ export declare namespace RunStore {
     /** The claim of the decision `key` of a run, if any. */
     readonly decisionOf: (runId: string, key: string) => Effect.Effect<Option.Option<ClaimedDecision>, RunStoreError>
     /**
+     * Removes the claim of the decision `key` of a run if it has not reached
+     * the run (e.g. its stored decision cannot be read), so a new decision
+     * can be claimed; `false` when there was no such claim.
+     */
+    readonly releaseDecision: (runId: string, key: string) => Effect.Effect<boolean, RunStoreError>
+    /** Records that the run was asked to stop (idempotent). */
+    readonly requestCancel: (runId: string) => Effect.Effect<void, RunNotFound | RunStoreError>
+    /** Whether the run was asked to stop. */
+    readonly isCancelRequested: (runId: string) => Effect.Effect<boolean, RunStoreError>
+    /**
      * Records that the claimed decision reached the run. A claim left
      * undelivered (its claimer died in between) is delivered by the next one
      * who finds it.
@@ -226,6 +237,7 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
   // insertion order breaks ties between runs created in the same millisecond (newest = inserted last)
   const runs = new Map<string, RunRecord>()
   const decisions = new Map<string, Map<string, ClaimedDecision>>()
+  const cancels = new Set<string>()
   return RunStore.of({
     register: Effect.fn("RunStore.register")(function*(run) {
       const existing = runs.get(run.runId)
@@ -262,6 +274,16 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
     }),
     isDecided: (runId, key) => Effect.sync(() => decisions.get(runId)?.has(key) === true),
     decisionOf: (runId, key) => Effect.sync(() => Option.fromNullable(decisions.get(runId)?.get(key))),
+    releaseDecision: (runId, key) =>
+      Effect.sync(() => {
+        const claimed = decisions.get(runId)?.get(key)
+        return claimed !== undefined && !claimed.delivered && decisions.get(runId)!.delete(key)
+      }),
+    requestCancel: Effect.fn("RunStore.requestCancel")(function*(runId) {
+      if (!runs.has(runId)) return yield* new RunNotFound({ runId })
+      cancels.add(runId)
+    }),
+    isCancelRequested: (runId) => Effect.sync(() => cancels.has(runId)),
     markDelivered: (runId, key) =>
       Effect.sync(() => {
         const claimed = decisions.get(runId)?.get(key)
@@ -271,6 +293,7 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
       Effect.sync(() => {
         runs.delete(runId)
         decisions.delete(runId)
+        cancels.delete(runId)
       })
   })
 })
@@ -348,7 +371,8 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       thread_id TEXT NOT NULL,
       execution_id TEXT NOT NULL,
       workflow TEXT NOT NULL,
-      created_at BIGINT NOT NULL
+      created_at BIGINT NOT NULL,
+      cancel_requested_at BIGINT
     )`,
     sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_runs_thread`)} ON ${runsTable} (thread_id, created_at)`,
     sql`CREATE TABLE IF NOT EXISTS ${decisionsTable} (
@@ -360,12 +384,14 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       PRIMARY KEY (run_id, decision_key)
     )`
   ], { discard: true })
-  // Tables of 0.1.0 before stored decisions lack two columns of the decisions table.
+  // Tables of 0.1.0 before stored decisions lack two columns of the decisions table, and
+  // tables from before cancel requests had a record of their own lack one of the runs table.
   const upgrade = sql.onDialectOrElse({
     pg: () =>
       Effect.all([
         sql`ALTER TABLE ${decisionsTable} ADD COLUMN IF NOT EXISTS decision TEXT`,
-        sql`ALTER TABLE ${decisionsTable} ADD COLUMN IF NOT EXISTS delivered_at BIGINT`
+        sql`ALTER TABLE ${decisionsTable} ADD COLUMN IF NOT EXISTS delivered_at BIGINT`,
+        sql`ALTER TABLE ${runsTable} ADD COLUMN IF NOT EXISTS cancel_requested_at BIGINT`
       ], { discard: true }),
     orElse: () =>
       Effect.gen(function*() {
@@ -375,6 +401,12 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
         const has = (name: string) => columns.some((column) => column.name === name)
         if (!has("decision")) yield* sql`ALTER TABLE ${decisionsTable} ADD COLUMN decision TEXT`
         if (!has("delivered_at")) yield* sql`ALTER TABLE ${decisionsTable} ADD COLUMN delivered_at BIGINT`
+        const runColumns = yield* sql<
+          { readonly name: string }
+        >`SELECT name FROM pragma_table_info(${`${prefix}_runs`})`
+        if (!runColumns.some((column) => column.name === "cancel_requested_at")) {
+          yield* sql`ALTER TABLE ${runsTable} ADD COLUMN cancel_requested_at BIGINT`
+        }
       })
   })
   // Concurrent CREATE TABLE IF NOT EXISTS can fail on PostgreSQL: serialize it across processes.
@@ -445,6 +477,29 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
         decision: row.decision ?? undefined,
         delivered: row.delivered_at !== null
       }))
+    }),
+    releaseDecision: Effect.fn("RunStore.releaseDecision")(function*(runId, key) {
+      const rows = yield* sql`
+        DELETE FROM ${decisionsTable}
+        WHERE run_id = ${runId} AND decision_key = ${key} AND delivered_at IS NULL
+        RETURNING run_id
+      `.pipe(Effect.mapError(storeFailure("releaseDecision")))
+      return rows.length > 0
+    }),
+    requestCancel: Effect.fn("RunStore.requestCancel")(function*(runId) {
+      const now = yield* Clock.currentTimeMillis
+      const rows = yield* sql`
+        UPDATE ${runsTable} SET cancel_requested_at = COALESCE(cancel_requested_at, ${now})
+        WHERE run_id = ${runId}
+        RETURNING run_id
+      `.pipe(Effect.mapError(storeFailure("requestCancel")))
+      if (rows.length === 0) return yield* new RunNotFound({ runId })
+    }),
+    isCancelRequested: Effect.fn("RunStore.isCancelRequested")(function*(runId) {
+      const rows = yield* sql`
+        SELECT run_id FROM ${runsTable} WHERE run_id = ${runId} AND cancel_requested_at IS NOT NULL
+      `.pipe(Effect.mapError(storeFailure("isCancelRequested")))
+      return rows.length > 0
     }),
     markDelivered: Effect.fn("RunStore.markDelivered")(function*(runId, key) {
       const now = yield* Clock.currentTimeMillis

@@ -39,6 +39,10 @@ const durable = <E>(agent: Layer.Layer<AgentLoop.AgentLoop, E>, workflow = Runs)
 
 const transcript = (messages: ReadonlyArray<unknown>) => JSON.stringify(AgentState.encodeMessages(messages as any))
 
+/** The approval request a waiting run shows (its decisions are built from it, bound to its calls). */
+const approvalOf = (status: AgentWorkflow.RunStatus): HumanInTheLoop.ApprovalRequest =>
+  Option.getOrThrow(Option.flatMap(status.pending, HumanInTheLoop.requestOf))
+
 /** Scripts of 0–4 tool-call turns (1–3 parallel `add` calls each) and a final answer. */
 const scripts = FastCheck.array(
   FastCheck.array(FastCheck.tuple(FastCheck.integer({ min: -50, max: 50 }), FastCheck.integer({ min: 0, max: 9 })), {
@@ -101,15 +105,17 @@ describe("AgentWorkflow on the memory engine", () => {
    * A run waiting for its approval, and a claim of that approval stored as a process that died
    * right after claiming would have left it (the encoded decision, not yet delivered).
    */
-  const claimedButNotDelivered = (encoded: string) =>
+  const claimedButNotDelivered = (encode: (request: HumanInTheLoop.ApprovalRequest) => string) =>
     Effect.gen(function*() {
       const ran: Array<string> = []
       const context = yield* Layer.build(durable(approvalAgent(ran)))
       const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
       const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
-      const key = Option.getOrThrow((yield* run(Runs.await(runId, { untilWaiting: true }))).pending).key
-      yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.claimDecision(runId, key, encoded)))
-      return { ran, run, runId, key }
+      const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+      const key = Option.getOrThrow(waiting.pending).key
+      const request = approvalOf(waiting)
+      yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.claimDecision(runId, key, encode(request))))
+      return { ran, run, runId, key, request }
     })
 
   it.scopedLive("an approval suspends the run; resume by run id finishes it, the tool running once", () =>
@@ -119,10 +125,10 @@ describe("AgentWorkflow on the memory engine", () => {
       const runId = yield* Runs.start({ threadId: "t", input: "delete /tmp/a" }).pipe(Effect.provide(context))
       const waiting = yield* Runs.await(runId, { untilWaiting: true }).pipe(Effect.provide(context))
       assert.strictEqual(waiting.state, "Waiting")
-      assert.deepStrictEqual(Option.map(waiting.pending, (pending) => pending.key), Option.some("approval/call_1"))
+      assert.deepStrictEqual(Option.map(waiting.pending, (pending) => pending.key), Option.some("approval/call_1@1"))
       assert.deepStrictEqual(ran, [])
 
-      yield* Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }).pipe(
+      yield* Runs.resume(runId, HumanInTheLoop.approveAll(approvalOf(waiting)), { principal: "alice" }).pipe(
         Effect.provide(context)
       )
       const done = yield* Runs.await(runId).pipe(Effect.provide(context))
@@ -145,14 +151,19 @@ describe("AgentWorkflow on the memory engine", () => {
       ])))
       const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
       const runId = yield* run(Runs.start({ threadId: "t", input: "delete /a then /b" }))
-      yield* run(Runs.await(runId, { untilWaiting: true }))
-      yield* run(Runs.resume(runId, [HumanInTheLoop.edit("call_1", { path: "/safe" })], { principal: "alice" }))
+      const first = yield* run(Runs.await(runId, { untilWaiting: true }))
+      const [toEdit] = approvalOf(first).actionRequests
+      yield* run(Runs.resume(runId, [HumanInTheLoop.edit(toEdit!, { path: "/safe" })], { principal: "alice" }))
       // right after a decision the run no longer waits for it
       const after = yield* run(Runs.status(runId))
-      assert.notStrictEqual(Option.getOrUndefined(after.pending)?.key, "approval/call_1")
+      assert.notStrictEqual(Option.getOrUndefined(after.pending)?.key, "approval/call_1@1")
       const second = yield* run(Runs.await(runId, { untilWaiting: true }))
-      assert.deepStrictEqual(Option.map(second.pending, (pending) => pending.key), Option.some("approval/call_2"))
-      yield* run(Runs.resume(runId, [HumanInTheLoop.reject("call_2", "not /b")], { principal: "alice" }))
+      assert.deepStrictEqual(Option.map(second.pending, (pending) => pending.key), Option.some("approval/call_2@3"))
+      yield* run(
+        Runs.resume(runId, HumanInTheLoop.bind(approvalOf(second), [HumanInTheLoop.reject("call_2", "not /b")]), {
+          principal: "alice"
+        })
+      )
       const done = yield* run(Runs.await(runId))
       assert.strictEqual(done.state, "Completed")
       assert.deepStrictEqual(ran, ["delete /safe"])
@@ -173,32 +184,26 @@ describe("AgentWorkflow on the memory engine", () => {
       assert.strictEqual(unknownResume._tag, "RunNotFound")
 
       const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
-      yield* run(Runs.await(runId, { untilWaiting: true }))
+      const approval = HumanInTheLoop.approveAll(approvalOf(yield* run(Runs.await(runId, { untilWaiting: true }))))
       const wrongCall = yield* run(
         Effect.flip(Runs.resume(runId, [HumanInTheLoop.approve("call_9")], { principal: "alice" }))
       )
       assert.strictEqual(wrongCall._tag, "InvalidDecision")
       assert.strictEqual((wrongCall as AgentWorkflow.InvalidDecision).error, "UnknownCallId")
       const notJson = yield* run(
-        Effect.flip(Runs.resume(runId, [{ ...HumanInTheLoop.approve("call_1"), note: 1n }], { principal: "alice" }))
+        Effect.flip(Runs.resume(runId, [{ ...approval[0], note: 1n }], { principal: "alice" }))
       )
       assert.strictEqual(notJson._tag, "InvalidDecision")
-      const refused = yield* run(
-        Effect.flip(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "mallory" }))
-      )
+      const refused = yield* run(Effect.flip(Runs.resume(runId, approval, { principal: "mallory" })))
       assert.strictEqual(refused._tag, "Unauthorized")
       assert.strictEqual((yield* run(Runs.status(runId))).state, "Waiting")
       assert.deepStrictEqual(ran, [])
 
-      yield* run(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }))
-      const twice = yield* run(
-        Effect.flip(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }))
-      )
+      yield* run(Runs.resume(runId, approval, { principal: "alice" }))
+      const twice = yield* run(Effect.flip(Runs.resume(runId, approval, { principal: "alice" })))
       assert.include(["AlreadyDecided", "NotWaiting"], twice._tag)
       yield* run(Runs.await(runId))
-      const after = yield* run(
-        Effect.flip(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }))
-      )
+      const after = yield* run(Effect.flip(Runs.resume(runId, approval, { principal: "alice" })))
       assert.strictEqual(after._tag, "NotWaiting")
       assert.deepStrictEqual(ran, ["delete /tmp/a"])
       // a run id names one run of one thread
@@ -208,11 +213,13 @@ describe("AgentWorkflow on the memory engine", () => {
 
   it.scopedLive("a decision claimed by a process that died before delivering it reaches the run on the next status", () =>
     Effect.gen(function*() {
-      const { key, ran, run, runId } = yield* claimedButNotDelivered(
-        JSON.stringify({ value: [HumanInTheLoop.approve("call_1")], by: "alice", decidedAt: 1 })
+      const { key, ran, request, run, runId } = yield* claimedButNotDelivered((request) =>
+        JSON.stringify({ value: HumanInTheLoop.approveAll(request), by: "alice", decidedAt: 1 })
       )
       // a second decision is refused (the first claim stands) and completes the wait with the claimed one
-      const late = yield* run(Effect.flip(Runs.resume(runId, [HumanInTheLoop.reject("call_1")], { principal: "bob" })))
+      const late = yield* run(
+        Effect.flip(Runs.resume(runId, [HumanInTheLoop.reject(request.actionRequests[0]!)], { principal: "bob" }))
+      )
       assert.strictEqual(late._tag, "AlreadyDecided")
       // that resume delivered the stored decision itself, before anybody asked for the status
       const delivered = yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.decisionOf(runId, key)))
@@ -222,22 +229,53 @@ describe("AgentWorkflow on the memory engine", () => {
       assert.deepStrictEqual(ran, ["delete /tmp/a"])
     }))
 
-  it.scopedLive("a stored decision that does not decode leaves status working: the run reads Running", () =>
+  it.scopedLive("a stored decision that does not decode fails status, await and resume with DecisionCorrupt until discardDecision clears it", () =>
     Effect.gen(function*() {
-      const { ran, run, runId } = yield* claimedButNotDelivered("{not json")
-      assert.strictEqual((yield* run(Runs.status(runId))).state, "Running")
-      assert.strictEqual((yield* run(Effect.flip(Runs.prune(runId))))._tag, "RunNotEnded")
+      const { key, ran, request, run, runId } = yield* claimedButNotDelivered(() => "{not json")
+      const corrupt = [
+        yield* run(Effect.flip(Runs.status(runId))),
+        yield* run(Effect.flip(Runs.await(runId))),
+        yield* run(Effect.flip(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" })))
+      ]
+      assert.deepStrictEqual(corrupt.map((error) => error._tag), [
+        "DecisionCorrupt",
+        "DecisionCorrupt",
+        "DecisionCorrupt"
+      ])
+      assert.strictEqual((corrupt[0] as AgentWorkflow.DecisionCorrupt).key, key)
       assert.deepStrictEqual(ran, [])
-      // the run can still be cancelled, and then pruned
+      // the bad claim is removed; the run waits again and takes a new decision
+      assert.isTrue(yield* run(Runs.discardDecision(runId)))
+      assert.isTrue(
+        Option.isNone(yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.decisionOf(runId, key))))
+      )
+      const waiting = yield* run(Runs.status(runId))
+      assert.strictEqual(waiting.state, "Waiting")
+      assert.isFalse(yield* run(Runs.discardDecision(runId)))
+      yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(approvalOf(waiting)), { principal: "alice" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      assert.deepStrictEqual(ran, ["delete /tmp/a"])
+    }))
+
+  it.scopedLive("a stored decision missing its fields is DecisionCorrupt too; a run holding one can still be cancelled and pruned", () =>
+    Effect.gen(function*() {
+      const { ran, run, runId } = yield* claimedButNotDelivered(() => JSON.stringify({ value: [] }))
+      assert.strictEqual((yield* run(Effect.flip(Runs.status(runId))))._tag, "DecisionCorrupt")
+      assert.strictEqual((yield* run(Effect.flip(Runs.prune(runId))))._tag, "RunNotEnded")
       yield* run(Runs.cancel(runId))
       yield* run(Runs.prune(runId))
       assert.strictEqual((yield* run(Effect.flip(Runs.status(runId))))._tag, "RunNotFound")
+      assert.deepStrictEqual(ran, [])
     }))
 
   it.scopedLive("status alone delivers a claimed, undelivered decision", () =>
     Effect.gen(function*() {
-      const { ran, run, runId } = yield* claimedButNotDelivered(
-        JSON.stringify({ value: [HumanInTheLoop.reject("call_1", "alice says no")], by: "alice", decidedAt: 1 })
+      const { ran, run, runId } = yield* claimedButNotDelivered((request) =>
+        JSON.stringify({
+          value: [HumanInTheLoop.reject(request.actionRequests[0]!, "alice says no")],
+          by: "alice",
+          decidedAt: 1
+        })
       )
       assert.strictEqual((yield* run(Runs.status(runId))).state, "Running")
       const done = yield* run(Runs.await(runId))
@@ -276,8 +314,9 @@ describe("AgentWorkflow on the memory engine", () => {
       // ends once the run waits (what it saw depends on when it subscribed: only this thread's events)
       const first = yield* run(Stream.runCollect(Runs.watch(runId)))
       assert.isTrue(Chunk.every(first, (event) => event.threadId === "t"))
-      assert.strictEqual((yield* run(Runs.status(runId))).state, "Waiting")
-      yield* run(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }))
+      const waiting = yield* run(Runs.status(runId))
+      assert.strictEqual(waiting.state, "Waiting")
+      yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(approvalOf(waiting)), { principal: "alice" }))
       yield* run(Runs.await(runId))
       // settled: the stream ends by itself
       const after = yield* run(Stream.runCollect(Runs.watch(runId)))
@@ -417,5 +456,114 @@ describe("AgentWorkflow on the memory engine", () => {
       assert.strictEqual(done.state, "Completed")
       assert.deepStrictEqual(ran, [])
       assert.include(JSON.stringify(AgentState.encodeMessages(done.messages)), "nobody answered")
+    }))
+  // A provider numbering the calls of each reply from call_0: every wait asks about a "call_0".
+  const reusedIds = [
+    ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/a" }, id: "call_0" }]),
+    ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/b" }, id: "call_0" }]),
+    ScriptedModel.text("done")
+  ]
+
+  it.scopedLive("a decision re-sent to a later wait reusing its call id is refused durably: the later call does not run", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran, reusedIds)))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /a, then /b" }))
+      const first = HumanInTheLoop.approveAll(approvalOf(yield* run(Runs.await(runId, { untilWaiting: true }))))
+      yield* run(Runs.resume(runId, first, { principal: "alice" }))
+      const second = yield* run(Runs.await(runId, { untilWaiting: true }))
+      assert.deepStrictEqual(ran, ["delete /a"])
+      assert.strictEqual(approvalOf(second).actionRequests[0]!.callId, "call_0")
+
+      // the approval of /a, sent again (a retried request, a stale page)
+      const stale = yield* run(Effect.flip(Runs.resume(runId, first, { principal: "alice" })))
+      assert.strictEqual(stale._tag, "InvalidDecision")
+      assert.strictEqual((stale as AgentWorkflow.InvalidDecision).error, "StaleDecision")
+      // bound to this wait, but for other arguments
+      const [action] = approvalOf(second).actionRequests
+      const otherCall = [{
+        ...HumanInTheLoop.approve(action!),
+        fingerprint: HumanInTheLoop.fingerprintOf("delete_file", { path: "/a" })
+      }]
+      const mismatch = yield* run(Effect.flip(Runs.resume(runId, otherCall, { principal: "alice" })))
+      assert.strictEqual((mismatch as AgentWorkflow.InvalidDecision).error, "StaleDecision")
+      const still = yield* run(Runs.status(runId))
+      assert.strictEqual(still.state, "Waiting")
+      assert.strictEqual(Option.getOrThrow(still.pending).key, Option.getOrThrow(second.pending).key)
+      assert.deepStrictEqual(ran, ["delete /a"])
+
+      yield* run(Runs.resume(runId, [HumanInTheLoop.reject(action!, "keep /b")], { principal: "alice" }))
+      const done = yield* run(Runs.await(runId))
+      assert.strictEqual(done.state, "Completed")
+      assert.deepStrictEqual(ran, ["delete /a"])
+      assert.include(transcript(done.messages), "keep /b")
+    }))
+
+  it.scopedLive("a durable run's wait cannot be answered or given up in process: DurableThreadError, nothing changes", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran)))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
+      const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+      const decisions = HumanInTheLoop.approveAll(approvalOf(waiting))
+      const loop = yield* run(AgentLoop.AgentLoop)
+      const before = Option.getOrThrow(yield* loop.thread("t"))
+
+      const refused = [
+        yield* Effect.flip(loop.resume("t", decisions)),
+        yield* Effect.flip(Stream.runDrain(loop.resumeStream("t", decisions))),
+        yield* Effect.flip(loop.discardPending("t", "given up in process"))
+      ]
+      assert.deepStrictEqual(refused.map((error) => error._tag), [
+        "DurableThreadError",
+        "DurableThreadError",
+        "DurableThreadError"
+      ])
+      const after = Option.getOrThrow(yield* loop.thread("t"))
+      assert.strictEqual(transcript(after.state.messages), transcript(before.state.messages))
+      assert.deepStrictEqual(after.pending, before.pending)
+      assert.deepStrictEqual(ran, [])
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Waiting")
+
+      // the durable path still answers it
+      yield* run(Runs.resume(runId, decisions, { principal: "alice" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      assert.deepStrictEqual(ran, ["delete /tmp/a"])
+    }))
+
+  it.scopedLive("a wait whose key is \"cancel\", answered durably, does not cancel the run", () =>
+    Effect.gen(function*() {
+      // asks once before the first model call, under the key the cancel request once used
+      const asking = Middleware.make({
+        name: "asking",
+        beforeModel: (context) =>
+          Effect.succeed(
+            context.step === 0 && Option.isNone(context.resume)
+              ? { interrupt: { question: "go on?" }, interruptKey: "cancel" }
+              : undefined
+          )
+      })
+      const ran: Array<string> = []
+      const agent = Agent.layer({ toolkit: Tools, middleware: [asking] }).pipe(
+        Layer.provide(Layer.merge(
+          ScriptedModel.layer([
+            ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "cancel" }]),
+            ScriptedModel.text("3")
+          ]),
+          toolsLive(ran)
+        ))
+      )
+      const context = yield* Layer.build(durable(agent))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "add 1 and 2" }))
+      const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+      assert.strictEqual(Option.getOrThrow(waiting.pending).key, "cancel")
+      yield* run(Runs.resume(runId, "yes", { principal: "alice" }))
+      const done = yield* run(Runs.await(runId))
+      assert.strictEqual(done.state, "Completed")
+      assert.deepStrictEqual(Option.map(done.outcome, (outcome) => outcome.text), Option.some("3"))
+      assert.deepStrictEqual(ran, ["add 1 2"])
     }))
 })

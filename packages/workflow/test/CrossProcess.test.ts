@@ -66,7 +66,7 @@ describe("durable runs across processes (SQLite)", () => {
       const runner = yield* spawn({ ...env, ROLE: "runner", RUN_ID: "run-approval" })
       for (const callId of ["call_1", "call_2"]) {
         yield* promise(() =>
-          runner.waitForLine((line) => line === `status run-approval Waiting approval/${callId}`, 60_000)
+          runner.waitForLine((line) => line.startsWith(`status run-approval Waiting approval/${callId}@`), 60_000)
         )
         const client = yield* spawn({
           ...env,

@@ -68,7 +68,10 @@ describe("a corrupt journal entry", () => {
 
         // second process: approving replays the run, which meets the damaged entry
         const second = yield* Layer.build(stack(filename, ran))
-        yield* Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }).pipe(
+        const approval = HumanInTheLoop.approveAll(
+          Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
+        )
+        yield* Runs.resume(runId, approval, { principal: "alice" }).pipe(
           Effect.provide(second)
         )
         const status = yield* Runs.await(runId).pipe(Effect.provide(second))
@@ -102,8 +105,9 @@ describe("AgentWorkflow.prune", () => {
       const finish = (threadId: string) =>
         Effect.gen(function*() {
           const runId = yield* run(Runs.start({ threadId, input: "delete /a" }))
-          yield* run(Runs.await(runId, { untilWaiting: true }))
-          yield* run(Runs.resume(runId, [HumanInTheLoop.approve("call_1")], { principal: "alice" }))
+          const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+          const request = Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
+          yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }))
           return yield* run(Runs.await(runId))
         })
       const kept = yield* finish("kept")

@@ -127,6 +127,37 @@ const conformance = <R>(
         for (const result of results.filter(Either.isLeft)) assert.strictEqual(result.left._tag, "AlreadyDecided")
       }))
 
+    it.effect("a cancel request is a record of its own: no decision key stands for it, nor it for one", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        yield* store.register(run("r1", "t1", 1_000))
+        yield* store.claimDecision("r1", "cancel", `{"value":"yes"}`)
+        assert.isFalse(yield* store.isCancelRequested("r1"))
+        yield* store.requestCancel("r1")
+        yield* store.requestCancel("r1")
+        assert.isTrue(yield* store.isCancelRequested("r1"))
+        assert.isFalse(Option.getOrThrow(yield* store.decisionOf("r1", "cancel")).delivered)
+        assert.isFalse(yield* store.isDecided("r1", "other"))
+        assert.strictEqual((yield* Effect.flip(store.requestCancel("nope")))._tag, "RunNotFound")
+        yield* store.delete("r1")
+        assert.isFalse(yield* store.isCancelRequested("r1"))
+      }))
+
+    it.effect("releaseDecision removes an undelivered claim only, so the key can be claimed again", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        yield* store.register(run("r1", "t1", 1_000))
+        yield* store.claimDecision("r1", "bad", "{not json")
+        yield* store.claimDecision("r1", "done", "{}")
+        yield* store.markDelivered("r1", "done")
+        assert.isTrue(yield* store.releaseDecision("r1", "bad"))
+        assert.isFalse(yield* store.releaseDecision("r1", "bad"))
+        assert.isFalse(yield* store.releaseDecision("r1", "done"))
+        assert.isTrue(Option.isSome(yield* store.decisionOf("r1", "done")))
+        yield* store.claimDecision("r1", "bad", "{}")
+        assert.strictEqual(Option.getOrThrow(yield* store.decisionOf("r1", "bad")).decision, "{}")
+      }))
+
     it.effect("delete prunes a run and its decisions", () =>
       Effect.gen(function*() {
         const store = yield* make()
@@ -185,6 +216,10 @@ const sqlSuite = (name: string, database: Layer.Layer<SqlClient.SqlClient | Data
         })
         yield* store.claimDecision("r1", "new", "{}")
         assert.strictEqual(Option.getOrThrow(yield* store.decisionOf("r1", "new")).decision, "{}")
+        // the runs table got its cancel column
+        assert.isFalse(yield* store.isCancelRequested("r1"))
+        yield* store.requestCancel("r1")
+        assert.isTrue(yield* store.isCancelRequested("r1"))
         // upgrading is idempotent
         yield* RunStore.make({ prefix })
       }))

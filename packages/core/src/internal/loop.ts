@@ -12,6 +12,7 @@ import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Stream from "effect/Stream"
 import {
+  DurableThreadError,
   EmptyModelResponse,
   InvalidHookResult,
   InvalidInput,
@@ -647,7 +648,13 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             }
             if (outcome._tag === "Interrupt") {
               const key = uniqueKey(run, outcome.key ?? `${node}/${outcome.middleware}/${run.step}`)
-              yield* save(run, { node, middleware: outcome.middleware, value: outcome.value, key })
+              yield* save(run, {
+                node,
+                middleware: outcome.middleware,
+                value: outcome.value,
+                key,
+                ...(run.executor.durable === true ? { durable: true } : {})
+              })
               const interrupted = AgentResult.Interrupted({
                 threadId: run.threadId,
                 state: layout.flatten(run),
@@ -955,6 +962,17 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       return { pending, middleware: nodes[pending.node][index]!, index }
     })
 
+  /** A wait a durable executor made is answered or given up only with a durable executor. */
+  const checkOwner = (
+    threadId: string,
+    pending: Checkpointer.PendingInterrupt,
+    executor: AgentExecutor.AgentExecutor.Service,
+    operation: DurableThreadError["operation"]
+  ) =>
+    pending.durable === true && executor.durable !== true
+      ? Effect.fail(new DurableThreadError({ threadId, operation }))
+      : Effect.void
+
   const validateValue = (
     threadId: string,
     middleware: Middleware.Any,
@@ -973,6 +991,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           Effect.gen(function*() {
             const loaded = yield* load(threadId, executor)
             const { index, middleware, pending } = yield* pendingOf(threadId, loaded)
+            yield* checkOwner(threadId, pending, executor, "resume")
             yield* validateValue(threadId, middleware, pending, value)
             const run = makeRun(threadId, loaded.messages, loaded.slices, {
               progress: Option.getOrThrow(loaded.checkpoint).run,
@@ -1018,6 +1037,13 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
           Effect.gen(function*() {
             const loaded = yield* load(threadId, undefined)
             if (Option.isNone(loaded.checkpoint) || loaded.checkpoint.value.pending === undefined) return false
+            const executor = yield* Effect.serviceOption(AgentExecutor.AgentExecutor)
+            yield* checkOwner(
+              threadId,
+              loaded.checkpoint.value.pending,
+              Option.getOrElse(executor, () => AgentExecutor.inProcess),
+              "discardPending"
+            )
             const messages = AgentState.answerPending(loaded.messages, reason)
             const { pending: _pending, run: _run, ...kept } = loaded.checkpoint.value
             yield* checkpointer.save(threadId, { ...kept, messages: AgentState.encodeMessages(messages) })

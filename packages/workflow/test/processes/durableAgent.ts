@@ -23,7 +23,7 @@ import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 
 const env = (name: string) => process.env[name] ?? ""
@@ -113,7 +113,14 @@ const runner = Effect.gen(function*() {
 }).pipe(Effect.provide(Main))
 
 const client = Effect.gen(function*() {
-  yield* Runs.resume(env("RUN_ID"), JSON.parse(env("DECIDE")), { principal: env("PRINCIPAL") || "tester" })
+  // decisions by call id, bound to the wait the run shows (as a client deciding by run id does)
+  const waiting = (yield* Runs.status(env("RUN_ID"))).pending
+  const decisions = JSON.parse(env("DECIDE")) as ReadonlyArray<HumanInTheLoop.Decision>
+  const value = Option.match(Option.flatMap(waiting, HumanInTheLoop.requestOf), {
+    onNone: () => decisions,
+    onSome: (request) => HumanInTheLoop.bind(request, decisions)
+  })
+  yield* Runs.resume(env("RUN_ID"), value, { principal: env("PRINCIPAL") || "tester" })
   console.log("decided")
 }).pipe(
   Effect.catchAll((error) =>
