@@ -117,10 +117,10 @@ describe("constructors that return an Effect of a middleware", () => {
     >()
   })
 
-  test("HumanInTheLoop: decision errors; a bad policy", () => {
+  test("HumanInTheLoop: decision errors, a reply with duplicate call ids; a bad policy", () => {
     expect(HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { rm: true } })).type.toBe<
       Effect.Effect<
-        Middleware.Middleware<{}, HumanInTheLoop.DecisionError>,
+        Middleware.Middleware<{}, HumanInTheLoop.DecisionError | HumanInTheLoop.DuplicateCallId>,
         HumanInTheLoop.InvalidInterruptPolicy | AgentError.InvalidOptions
       >
     >()
