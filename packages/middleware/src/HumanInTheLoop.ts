@@ -719,12 +719,11 @@ const hash53 = (text: string, seed: number): string => {
  * @example
  * ```ts
  * import { HumanInTheLoop } from "@stepwise-agent/middleware"
- * import * as assert from "node:assert"
  *
- * assert.strictEqual(
- *   HumanInTheLoop.fingerprintOf("delete_file", { path: "/a", force: true }),
- *   HumanInTheLoop.fingerprintOf("delete_file", { force: true, path: "/a" })
- * )
+ * // key order does not matter
+ * const same =
+ *   HumanInTheLoop.fingerprintOf("delete_file", { path: "/a", force: true }) ===
+ *     HumanInTheLoop.fingerprintOf("delete_file", { force: true, path: "/a" })
  * ```
  *
  * @since 0.1.0
