@@ -177,7 +177,7 @@ export class ThreadStateError extends Schema.TaggedError<ThreadStateError>(
 
 /**
  * A thread waits for a decision of a durable run (its wait was made by a
- * durable executor, e.g. `@stepwise-agent/workflow`): answering it or giving it
+ * durable journal, e.g. `@stepwise-agent/workflow`): answering it or giving it
  * up in process would skip the durable path (its authorization and journal)
  * and leave the durable run waiting for good. Nothing changed; answer it
  * through the durable run (`AgentWorkflow.resume`, `cancel`).

@@ -126,7 +126,7 @@ export declare namespace AgentLoop {
      * reply still without results are answered as not run (with `reason`),
      * so the thread stays well-formed, and the thread can run again. `false`
      * when it waited for nothing. A wait of a durable run is given up only
-     * with a durable executor in the context (`AgentWorkflow.cancel` does);
+     * with a durable journal in the context (`AgentWorkflow.cancel` does);
      * otherwise `DurableThreadError`, and nothing changes.
      */
     readonly discardPending: (

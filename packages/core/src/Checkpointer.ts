@@ -33,7 +33,7 @@ export const PendingInterrupt = Schema.Struct({
   value: Schema.Unknown,
   /** The name of the wait, unique within its run (see `Middleware.HookResult.interruptKey`). */
   key: Schema.optional(Schema.String),
-  /** Set when a durable executor made the wait: only a durable context may answer or discard it. */
+  /** Set when a durable journal made the wait: only a durable context may answer or discard it. */
   durable: Schema.optional(Schema.Boolean)
 })
 

@@ -16,11 +16,6 @@ export * as AgentEvent from "./AgentEvent.js"
 /**
  * @since 0.1.0
  */
-export * as AgentExecutor from "./AgentExecutor.js"
-
-/**
- * @since 0.1.0
- */
 export * as AgentLoop from "./AgentLoop.js"
 
 /**
@@ -42,6 +37,11 @@ export * as Checkpointer from "./Checkpointer.js"
  * @since 0.1.0
  */
 export * as Middleware from "./Middleware.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as RunJournal from "./RunJournal.js"
 
 /**
  * @since 0.1.0

@@ -659,6 +659,32 @@ export const respond = (target: Target, message: string): Decision => ({
 export const approveAll = (request: ApprovalRequest): ReadonlyArray<Decision> => request.actionRequests.map(approve)
 
 /**
+ * Rejects every call of a wait with `message`, bound to the calls waiting;
+ * no decisions for a wait that is not an approval request. Made for a durable
+ * run's decision timeout, which calls it with the wait.
+ *
+ * @example
+ * ```ts
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
+ * import { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * const Support = AgentWorkflow.make({
+ *   name: "support",
+ *   version: 1,
+ *   decisionTimeout: { after: "2 days", decide: HumanInTheLoop.rejectAll("nobody approved in time") }
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const rejectAll = (message: string) => (wait: { readonly value: unknown }): ReadonlyArray<Decision> =>
+  Option.match(requestOf(wait), {
+    onNone: () => [],
+    onSome: (request) => request.actionRequests.map((action) => reject(action, message))
+  })
+
+/**
  * Binds decisions built by call id to the request they answer: each gets
  * the `waitKey` and `fingerprint` of the action with its call id. A
  * decision already bound, or naming a call the request does not have, is

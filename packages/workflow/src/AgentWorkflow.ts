@@ -3,14 +3,13 @@
  * prompt) run as an `@effect/workflow` workflow, so a run survives a crash,
  * waits days for an approval, and moves between processes.
  *
- * Each model call is an `Activity` named `model/<step>` and each tool call an
- * `Activity` named `tool/<callId>`, whose results are journaled; each wait
- * for a decision (an approval) is a `DurableDeferred` named after the
- * interrupt key (for `HumanInTheLoop`, `approval/<callIds>@<index>`), optionally
- * raced against a durable clock; the thread is loaded once per run and each
- * checkpoint is saved once (activities `load` and `checkpoint/<n>`). Code
- * between those — the node hooks — runs again on replay; it only reads the
- * journaled state, so it decides the same way.
+ * Each step the loop names (`RunJournal.StepKey`: the thread's load, each
+ * model call, each tool call, each checkpoint) is an `Activity` named
+ * `RunJournal.stepName(key)`, whose result is journaled; each wait for a
+ * decision (an approval) is a `DurableDeferred` named after the interrupt
+ * key, optionally raced against a durable clock. Code between those — the
+ * node hooks — runs again on replay; it only reads the journaled state, so it
+ * decides the same way.
  *
  * The engine is a Layer (`AgentEngine`): in memory for tests, SQLite on one
  * machine, PostgreSQL for several runners.
@@ -30,11 +29,9 @@ import * as DurableClock from "@effect/workflow/DurableClock"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
-import type { CheckpointError } from "@stepwise-agent/core/AgentError"
-import * as AgentExecutor from "@stepwise-agent/core/AgentExecutor"
+import { CheckpointError, ThreadStateError } from "@stepwise-agent/core/AgentError"
 import * as AgentLoop from "@stepwise-agent/core/AgentLoop"
-import * as Checkpointer from "@stepwise-agent/core/Checkpointer"
-import * as Middleware from "@stepwise-agent/core/Middleware"
+import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Usage from "@stepwise-agent/core/Usage"
 import * as Cause from "effect/Cause"
@@ -43,10 +40,10 @@ import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as RunStore from "./RunStore.js"
@@ -163,6 +160,40 @@ export class AgentRunFailed extends Schema.TaggedError<AgentRunFailed>(
     return `The agent run failed with ${this.error}: ${this.description}`
   }
 }
+
+/**
+ * A run stopped because `cancel` asked it to: a working run fails with it
+ * before its next model call (`status` reports it `Cancelled`).
+ *
+ * @example
+ * ```ts
+ * import { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * const stopped = new AgentWorkflow.RunCancelled({ runId: "run-1" })
+ * stopped.message // "Run \"run-1\" was cancelled"
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RunCancelled extends Schema.TaggedError<RunCancelled>(
+  "@stepwise-agent/workflow/AgentWorkflow/RunCancelled"
+)("RunCancelled", { runId: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Run "${this.runId}" was cancelled`
+  }
+}
+
+/**
+ * How a run's workflow can fail: a failure of the run, or its cancellation.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RunFailure = Schema.Union(AgentRunFailed, RunCancelled)
 
 /**
  * A decision arrived for a run that is not waiting for it (it runs, it
@@ -396,7 +427,7 @@ export interface Options {
    */
   readonly decisionTimeout?: {
     readonly after: Duration.DurationInput
-    readonly decide: (interrupt: AgentExecutor.Interrupt) => unknown
+    readonly decide: (interrupt: RunJournal.Interrupt) => unknown
   } | undefined
   /**
    * Undo steps by tool name: when a run fails or is cancelled, each tool call
@@ -418,7 +449,7 @@ export interface Options {
  */
 export interface AgentWorkflow {
   readonly name: string
-  readonly workflow: Workflow.Workflow<string, typeof Payload, typeof RunOutcome, typeof AgentRunFailed>
+  readonly workflow: Workflow.Workflow<string, typeof Payload, typeof RunOutcome, typeof RunFailure>
   /**
    * Registers the run body with the engine of the context. The runs use the
    * `AgentLoop` of the context (build it with `Agent.layer` and a
@@ -514,21 +545,21 @@ const tagOf = (error: unknown): string =>
 /** An error's message as stored: never with credentials in it. */
 const describe = (error: unknown): string => Secrets.scrubText(error instanceof Error ? error.message : String(error))
 
-/** Whether a run ended by failing with {@link runCancelled}: it stopped for a cancel while it worked. */
-const isCancelled = (cause: Cause.Cause<AgentRunFailed>): boolean =>
-  Option.exists(
-    Cause.failureOption(cause),
-    (error) => error.error === runCancelled.error && error.description === runCancelled.description
-  )
-
 /** A schema decoding failure, as itself or as its name once the engine has serialized it. */
 const isParseError = (defect: unknown): boolean =>
   ParseResult.isParseError(defect) || (defect instanceof Error && defect.name === "ParseError")
 
 /** A failed run's reason: its typed error, or `JournalCorrupt` when a stored result no longer decodes. */
-const failureOf = (runId: string, cause: Cause.Cause<AgentRunFailed>): AgentRunFailed | JournalCorrupt => {
+const failureOf = (
+  runId: string,
+  cause: Cause.Cause<AgentRunFailed | RunCancelled>
+): AgentRunFailed | JournalCorrupt => {
   const failure = Cause.failureOption(cause)
-  if (Option.isSome(failure)) return failure.value
+  if (Option.isSome(failure)) {
+    return failure.value._tag === "AgentRunFailed"
+      ? failure.value
+      : new AgentRunFailed({ error: "RunCancelled", description: failure.value.message })
+  }
   const defect = Cause.squash(cause)
   // A stored result that no longer decodes surfaces as a ParseError defect (as
   // itself, or as its name once the engine has serialized it).
@@ -540,8 +571,43 @@ const failureOf = (runId: string, cause: Cause.Cause<AgentRunFailed>): AgentRunF
     : new AgentRunFailed({ error: "Defect", description: describe(defect) })
 }
 
-const asRunFailed = (error: unknown): AgentRunFailed =>
-  error instanceof AgentRunFailed ? error : new AgentRunFailed({ error: tagOf(error), description: describe(error) })
+/** Whether a run ended by failing with `RunCancelled` (or, in a journal of an earlier version, its string form). */
+const isCancelled = (cause: Cause.Cause<AgentRunFailed | RunCancelled>): boolean =>
+  Option.exists(
+    Cause.failureOption(cause),
+    (error) =>
+      error._tag === "RunCancelled" ||
+      (error.error === "Cancelled" && error.description === "the run was cancelled")
+  )
+
+/**
+ * Where a run is, read from what the engine polled, what its thread waits
+ * for and the decision claimed for that wait: a run not ended that waits for
+ * a decision nobody gave is `Waiting` (a decision on its way counts as given:
+ * the run is about to go on), one not yet started or working is `Running`.
+ */
+const stateOf = (
+  runId: string,
+  polled: Workflow.Result<RunOutcome, AgentRunFailed | RunCancelled> | undefined,
+  pending: Option.Option<unknown>,
+  claim: Option.Option<RunStore.ClaimedDecision>
+): Pick<RunStatus, "state" | "outcome" | "failure"> => {
+  const none = { outcome: Option.none(), failure: Option.none() }
+  if (polled === undefined) return { state: "Running", ...none }
+  if (polled._tag !== "Complete") {
+    return { state: Option.isSome(pending) && Option.isNone(claim) ? "Waiting" : "Running", ...none }
+  }
+  const exit = polled.exit
+  if (Exit.isSuccess(exit)) return { state: "Completed", outcome: Option.some(exit.value), failure: Option.none() }
+  if (Cause.isInterruptedOnly(exit.cause) || isCancelled(exit.cause)) return { state: "Cancelled", ...none }
+  return { state: "Failed", outcome: Option.none(), failure: Option.some(failureOf(runId, exit.cause)) }
+}
+
+/** A run's failure as journaled: a cancellation stays one, anything else becomes an `AgentRunFailed`. */
+const asRunFailure = (error: unknown): AgentRunFailed | RunCancelled =>
+  error instanceof AgentRunFailed || error instanceof RunCancelled
+    ? error
+    : new AgentRunFailed({ error: tagOf(error), description: describe(error) })
 
 /**
  * The exit schema of our activities, one per success schema. @effect/workflow
@@ -552,13 +618,11 @@ const exitSchemas = new Map<Schema.Schema.Any, Schema.Schema.Any>()
 const exitSchemaOf = (success: Schema.Schema.Any) => {
   let schema = exitSchemas.get(success)
   if (schema === undefined) {
-    schema = Schema.ExitFromSelf({ success, failure: AgentRunFailed, defect: Schema.Defect })
+    schema = Schema.ExitFromSelf({ success, failure: RunFailure, defect: Schema.Defect })
     exitSchemas.set(success, schema)
   }
   return schema
 }
-
-const StoredCheckpoint = Schema.OptionFromNullOr(Checkpointer.Checkpoint)
 
 /** A decision as stored with its claim. */
 const DecisionJson = Schema.parseJson(Decision)
@@ -566,29 +630,24 @@ const encodeDecision = Schema.encode(DecisionJson)
 const decodeDecision = Schema.decode(DecisionJson)
 
 /**
- * Runs an effect of the loop inside an activity, with the services and the
- * middleware reporting of the loop (an engine may execute the activity on
- * another fiber).
+ * Runs a step of the loop as an activity named after its key, with the
+ * services of the loop (an engine may execute the activity on another fiber).
  */
-const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
-  name: string,
-  success: S,
+const inActivity = <A, I, E, R>(
+  key: RunJournal.StepKey,
+  success: Schema.Schema<A, I>,
   effect: Effect.Effect<A, E, R>
 ) =>
   Effect.gen(function*() {
     const context = Context.omit(WorkflowEngine.WorkflowInstance)(yield* Effect.context<R>())
-    const sink = yield* FiberRef.get(Middleware.CurrentDecisionSink)
-    const hook = yield* FiberRef.get(Middleware.CurrentHook)
     const activity = Activity.make({
-      name,
-      success,
-      error: AgentRunFailed,
+      name: RunJournal.stepName(key),
+      success: success as Schema.Schema<A, I, never>,
+      error: RunFailure,
       execute: effect.pipe(
-        // defects are journaled as they are: scrubbed first, as failures are by `asRunFailed`
+        // defects are journaled as they are: scrubbed first, as failures are by `asRunFailure`
         Effect.mapErrorCause(Secrets.scrubCause),
-        Effect.mapError(asRunFailed),
-        Effect.locally(Middleware.CurrentDecisionSink, sink),
-        Effect.locally(Middleware.CurrentHook, hook),
+        Effect.mapError(asRunFailure),
         Effect.provide(context as Context.Context<R>)
       )
     })
@@ -602,41 +661,34 @@ const inActivity = <A, E, R, S extends Schema.Schema<A, any, never>>(
  * run that is working would otherwise go on to its end (on the cluster engine
  * the signal even waits behind the running execution). So a working run
  * reads the request before each model call it makes, and fails with
- * {@link runCancelled} instead; `status` reads that as `Cancelled`.
+ * {@link RunCancelled} instead; `status` reads that as `Cancelled`.
  */
 
 /** The durable side of a thread, for giving up a wait its run made once that run has ended. */
-const owner: AgentExecutor.AgentExecutor.Service = { ...AgentExecutor.inProcess, durable: true }
+const owner: RunJournal.RunJournal.Service = { ...RunJournal.inProcess, durable: true }
 
-/** How a working run that was cancelled ends (its undo steps run, as for any failure). */
-const runCancelled = new AgentRunFailed({ error: "Cancelled", description: "the run was cancelled" })
-
-const makeExecutor = (options: Options, cancelled: Effect.Effect<boolean>) => {
-  let checkpoints = 0
-  const toolNames = new Set<string>()
+/** The journal of one run on the workflow engine. */
+const makeJournal = (options: Options, runId: string, cancelled: Effect.Effect<boolean>) => {
   // A model call about to run (a replayed one is read from the journal and never gets here) checks
   // for a cancel first and ends the run instead: the tool calls before it all have their results.
-  const unlessCancelled = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, E | AgentRunFailed, R> =>
-    Effect.flatMap(cancelled, (yes): Effect.Effect<A, E | AgentRunFailed, R> => yes ? Effect.fail(runCancelled) : call)
-  return AgentExecutor.AgentExecutor.of({
+  const unlessCancelled = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, E | RunCancelled, R> =>
+    Effect.flatMap(
+      cancelled,
+      (yes): Effect.Effect<A, E | RunCancelled, R> => yes ? Effect.fail(new RunCancelled({ runId })) : call
+    )
+  const compensated = <A, E, R>(key: RunJournal.StepKey, activity: Effect.Effect<A, E, R>) => {
+    const undo = key._tag === "Tool" ? options.undo?.[key.call.name] : undefined
+    return undo === undefined || key._tag !== "Tool" ? activity : Workflow.withCompensation(
+      activity,
+      (result) =>
+        (result as Prompt.ToolResultPart).isFailure ? Effect.void : undo(key.call, result as Prompt.ToolResultPart)
+    )
+  }
+  return RunJournal.RunJournal.of({
     durable: true,
-    load: (_threadId, load) => inActivity("load", StoredCheckpoint, load) as Effect.Effect<any, any>,
-    save: (_checkpoint, save) =>
-      inActivity(`checkpoint/${checkpoints++}`, Schema.Void, save) as Effect.Effect<any, any>,
-    modelCall: (step, call) =>
-      inActivity(`model/${step}`, AgentExecutor.ModelCall, unlessCancelled(call)) as Effect.Effect<any, any>,
-    toolCall: (call, execute) => {
-      let name = `tool/${call.id}`
-      for (let n = 2; toolNames.has(name); n++) name = `tool/${call.id}#${n}`
-      toolNames.add(name)
-      const activity = inActivity(name, Prompt.ToolResultPart, execute)
-      const undo = options.undo?.[call.name]
-      return (undo === undefined ? activity : Workflow.withCompensation(
-        activity,
-        (result) => result.isFailure ? Effect.void : undo(call, result)
-      )) as Effect.Effect<any, any>
-    },
-    interrupt: (interrupt) => {
+    step: (key, schema, effect) =>
+      compensated(key, inActivity(key, schema, key._tag === "Model" ? unlessCancelled(effect) : effect)) as any,
+    await: (interrupt) => {
       const deferred = DurableDeferred.make(interrupt.key, { success: Decision })
       const timeout = options.decisionTimeout
       const decided = timeout === undefined
@@ -696,7 +748,7 @@ export const make = (options: Options): AgentWorkflow => {
     name,
     payload: Payload,
     success: RunOutcome,
-    error: AgentRunFailed,
+    error: RunFailure,
     idempotencyKey: (payload) => payload.runId
   })
 
@@ -705,8 +757,8 @@ export const make = (options: Options): AgentWorkflow => {
       const loop = yield* AgentLoop.AgentLoop
       const cancelled = Effect.orDie((yield* RunStore.RunStore).isCancelRequested(payload.runId))
       const result = yield* loop.run(Prompt.fromMessages(payload.input), { threadId: payload.threadId }).pipe(
-        Effect.provideService(AgentExecutor.AgentExecutor, makeExecutor(options, cancelled)),
-        Effect.mapError(asRunFailed)
+        Effect.provideService(RunJournal.RunJournal, makeJournal(options, payload.runId, cancelled)),
+        Effect.mapError(asRunFailure)
       )
       if (result._tag === "Interrupted") {
         return yield* new AgentRunFailed({ error: "Interrupted", description: "the run ended waiting in process" })
@@ -740,29 +792,14 @@ export const make = (options: Options): AgentWorkflow => {
         isParseError(defect) ? new JournalCorrupt({ runId, description: describe(defect) }) : Effect.die(defect)
     )
     const pending = Option.flatMap(snapshot, (thread) => thread.pending)
-    let state: RunState = "Running"
-    let outcome = Option.none<RunOutcome>()
-    let failure = Option.none<AgentRunFailed | JournalCorrupt>()
-    if (polled !== undefined && polled._tag === "Complete") {
-      const exit = polled.exit
-      if (Exit.isSuccess(exit)) {
-        state = "Completed"
-        outcome = Option.some(exit.value)
-      } else if (Cause.isInterruptedOnly(exit.cause) || isCancelled(exit.cause)) {
-        state = "Cancelled"
-      } else {
-        state = "Failed"
-        failure = Option.some(failureOf(runId, exit.cause))
-      }
-    } else if (polled !== undefined && Option.isSome(pending)) {
-      const claim = yield* store.decisionOf(runId, pending.value.key)
-      // a decision on its way counts as given: the run is about to go on
-      if (Option.isNone(claim)) state = "Waiting"
-      else if (!claim.value.delivered) {
-        yield* undeliverable(runId, claim.value)
-        yield* deliverClaimed(record, claim.value)
-      }
+    const claim = polled !== undefined && polled._tag !== "Complete" && Option.isSome(pending)
+      ? yield* store.decisionOf(runId, pending.value.key)
+      : Option.none()
+    if (Option.isSome(claim) && !claim.value.delivered) {
+      yield* undeliverable(runId, claim.value)
+      yield* deliverClaimed(record, claim.value)
     }
+    const { failure, outcome, state } = stateOf(runId, polled, pending, claim)
     return {
       runId,
       threadId: record.threadId,
@@ -838,16 +875,13 @@ export const make = (options: Options): AgentWorkflow => {
       value: decision.value
     })
     const pending = yield* loop.validateResume(record.threadId, decision.value).pipe(
-      Effect.mapError((error: unknown): NotWaiting | InvalidDecision | CheckpointError => {
-        switch (tagOf(error)) {
-          case "ThreadStateError":
-            return new NotWaiting({ runId, reason: describe(error) })
-          case "CheckpointError":
-            return error as CheckpointError
-          default:
-            return new InvalidDecision({ runId, error: tagOf(error), description: describe(error) })
-        }
-      })
+      Effect.mapError((error: unknown): NotWaiting | InvalidDecision | CheckpointError =>
+        error instanceof ThreadStateError
+          ? new NotWaiting({ runId, reason: describe(error) })
+          : error instanceof CheckpointError
+          ? error
+          : new InvalidDecision({ runId, error: tagOf(error), description: describe(error) })
+      )
     )
     if (pending.key !== undefined && pending.key !== key) {
       return yield* new NotWaiting({ runId, reason: "the decision it waited for changed while this one was checked" })
@@ -898,10 +932,12 @@ export const make = (options: Options): AgentWorkflow => {
     yield* workflow.interrupt(record.executionId)
     // An engine may apply the interrupt later (on its next storage poll): the run
     // must have stopped before its wait is given up, or it could wait again.
-    while ((yield* workflow.poll(record.executionId))?._tag !== "Complete") yield* Effect.sleep("50 millis")
+    yield* workflow.poll(record.executionId).pipe(
+      Effect.repeat({ schedule: Schedule.spaced("50 millis"), until: (polled) => polled?._tag === "Complete" })
+    )
     // the run that owned the wait has ended: give it up as its owner
     yield* (yield* AgentLoop.AgentLoop).discardPending(record.threadId, "the run was cancelled").pipe(
-      Effect.provideService(AgentExecutor.AgentExecutor, owner),
+      Effect.provideService(RunJournal.RunJournal, owner),
       Effect.catchTag("DurableThreadError", Effect.die)
     )
   })
@@ -989,14 +1025,15 @@ export const make = (options: Options): AgentWorkflow => {
   })
 
   const await_: AgentWorkflow["await"] = Effect.fn("AgentWorkflow.await")(function*(runId, awaitOptions) {
-    const every = awaitOptions?.pollEvery ?? "100 millis"
-    while (true) {
-      const current = yield* status(runId)
-      if (current.state !== "Running" && (current.state !== "Waiting" || awaitOptions?.untilWaiting === true)) {
-        return current
-      }
-      yield* Effect.sleep(every)
-    }
+    const untilWaiting = awaitOptions?.untilWaiting === true
+    return yield* status(runId).pipe(Effect.repeat({
+      // the passthrough makes the last status the result
+      schedule: Schedule.passthrough(Schedule.spaced(awaitOptions?.pollEvery ?? "100 millis")) as Schedule.Schedule<
+        RunStatus,
+        RunStatus
+      >,
+      until: (current) => current.state !== "Running" && (current.state !== "Waiting" || untilWaiting)
+    }))
   })
 
   const watch: AgentWorkflow["watch"] = (runId) =>
@@ -1004,9 +1041,9 @@ export const make = (options: Options): AgentWorkflow => {
       const record = yield* (yield* RunStore.RunStore).get(runId)
       const events = yield* (yield* AgentLoop.AgentLoop).watch
       // the durable truth ends the stream too: a run elsewhere, or already settled, reports nothing here
-      const settled = Effect.gen(function*() {
-        while ((yield* status(runId)).state === "Running") yield* Effect.sleep("200 millis")
-      })
+      const settled = status(runId).pipe(
+        Effect.repeat({ schedule: Schedule.spaced("200 millis"), while: (current) => current.state === "Running" })
+      )
       return events.pipe(
         Stream.filter((event) => event.threadId === record.threadId),
         Stream.takeUntil((event) => event.event._tag === "RunEnded" || event.event._tag === "RunFailed"),
@@ -1015,32 +1052,4 @@ export const make = (options: Options): AgentWorkflow => {
     }))
 
   return { name, workflow, layer, start, status, resume, discardDecision, cancel, prune, await: await_, watch }
-}
-
-/**
- * A decision timeout's default for `HumanInTheLoop`: reject every waiting
- * call with a reason the model reads.
- *
- * @example
- * ```ts
- * import { AgentWorkflow } from "@stepwise-agent/workflow"
- *
- * const Support = AgentWorkflow.make({
- *   name: "support",
- *   version: 1,
- *   decisionTimeout: { after: "2 days", decide: AgentWorkflow.rejectAll("nobody approved in time") }
- * })
- * ```
- *
- * @since 0.1.0
- * @category constructors
- */
-export const rejectAll = (message: string) => (interrupt: AgentExecutor.Interrupt): unknown => {
-  const requests = (interrupt.value as {
-    readonly actionRequests?: ReadonlyArray<
-      { readonly callId: string; readonly waitKey?: string | undefined; readonly fingerprint?: string | undefined }
-    >
-  }).actionRequests ?? []
-  // bound to the calls waiting, as any decision must be
-  return requests.map(({ callId, fingerprint, waitKey }) => ({ type: "reject", callId, message, waitKey, fingerprint }))
 }

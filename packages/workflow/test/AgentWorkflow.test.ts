@@ -447,7 +447,7 @@ describe("AgentWorkflow on the memory engine", () => {
       const Timed = AgentWorkflow.make({
         name: "timed-agent",
         version: 1,
-        decisionTimeout: { after: "200 millis", decide: AgentWorkflow.rejectAll("nobody answered") }
+        decisionTimeout: { after: "200 millis", decide: HumanInTheLoop.rejectAll("nobody answered") }
       })
       const context = yield* Layer.build(durable(approvalAgent(ran), Timed))
       const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)

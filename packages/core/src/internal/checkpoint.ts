@@ -7,10 +7,12 @@ import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import { CheckpointError } from "../AgentError.js"
-import type * as AgentExecutor from "../AgentExecutor.js"
 import * as AgentState from "../AgentState.js"
-import type * as Checkpointer from "../Checkpointer.js"
+import * as Checkpointer from "../Checkpointer.js"
+import type * as RunJournal from "../RunJournal.js"
+import type { StepKeys } from "./stepKeys.js"
 
 /**
  * The thread in its stored form, reusing the messages the last encoding of
@@ -44,7 +46,8 @@ export interface Progress {
   readonly slices: Record<string, object>
   readonly step: number
   readonly usage: { readonly inputTokens: number; readonly outputTokens: number; readonly totalTokens: number }
-  readonly executor: AgentExecutor.AgentExecutor.Service
+  readonly journal: RunJournal.RunJournal.Service
+  readonly keys: StepKeys
   readonly encoder: ThreadEncoder
 }
 
@@ -56,6 +59,9 @@ export interface Loaded {
 }
 
 const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
+
+/** What the load step of a run records: the checkpoint it found, if any. */
+const Stored = Schema.OptionFromNullOr(Checkpointer.Checkpoint)
 
 /** Saving and loading a thread of an agent with this state layout, in this store. */
 export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Checkpointer.Service) => {
@@ -88,34 +94,39 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Check
             }
           })
         }
-        return run.executor.save(checkpoint, checkpointer.save(run.threadId, checkpoint))
+        return run.journal.step(run.keys.checkpoint(), Schema.Void, checkpointer.save(run.threadId, checkpoint))
       })
     )
 
-  /** The thread's last checkpoint, decoded; an empty thread when it has none. */
+  /**
+   * The thread's last checkpoint, decoded; an empty thread when it has none.
+   * With `journaled`, a step of the run: replayed, it gives what it gave then.
+   */
   const load = (
     threadId: string,
-    executor: AgentExecutor.AgentExecutor.Service | undefined
+    journaled?: { readonly journal: RunJournal.RunJournal.Service; readonly keys: StepKeys }
   ): Effect.Effect<Loaded, CheckpointError> =>
-    (executor === undefined ? checkpointer.load(threadId) : executor.load(threadId, checkpointer.load(threadId))).pipe(
-      Effect.flatMap(Option.match({
-        onNone: () => Effect.succeed<Loaded>({ messages: [], slices: layout.initial, checkpoint: Option.none() }),
-        onSome: (checkpoint) =>
-          Effect.all({
-            messages: AgentState.decodeMessages(checkpoint.messages),
-            slices: layout.decodeSlices(checkpoint.slices)
-          }).pipe(
-            Effect.map(({ messages, slices }): Loaded => ({ messages, slices, checkpoint: Option.some(checkpoint) })),
-            Effect.mapError((error) =>
-              new CheckpointError({
-                threadId,
-                operation: "load",
-                description: `the stored state does not decode: ${formatParseError(error)}`
-              })
+    (journaled === undefined
+      ? checkpointer.load(threadId)
+      : journaled.journal.step(journaled.keys.load(), Stored, checkpointer.load(threadId))).pipe(
+        Effect.flatMap(Option.match({
+          onNone: () => Effect.succeed<Loaded>({ messages: [], slices: layout.initial, checkpoint: Option.none() }),
+          onSome: (checkpoint) =>
+            Effect.all({
+              messages: AgentState.decodeMessages(checkpoint.messages),
+              slices: layout.decodeSlices(checkpoint.slices)
+            }).pipe(
+              Effect.map(({ messages, slices }): Loaded => ({ messages, slices, checkpoint: Option.some(checkpoint) })),
+              Effect.mapError((error) =>
+                new CheckpointError({
+                  threadId,
+                  operation: "load",
+                  description: `the stored state does not decode: ${formatParseError(error)}`
+                })
+              )
             )
-          )
-      }))
-    )
+        }))
+      )
 
   return { save, load } as const
 }

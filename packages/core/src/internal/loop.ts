@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import type * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import {
   DurableThreadError,
@@ -24,12 +25,12 @@ import {
   ToolTimeout
 } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
-import * as AgentExecutor from "../AgentExecutor.js"
 import type * as AgentLoop from "../AgentLoop.js"
 import * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import type * as Middleware from "../Middleware.js"
+import * as RunJournal from "../RunJournal.js"
 import * as Secrets from "../Secrets.js"
 import * as Usage from "../Usage.js"
 import * as Checkpoint from "./checkpoint.js"
@@ -47,6 +48,7 @@ import * as Observer from "./observer.js"
 import type { Emit } from "./observer.js"
 import type * as OutputTool from "./outputTool.js"
 import { paired } from "./pairing.js"
+import { StepKeys } from "./stepKeys.js"
 import {
   lastAssistantCallsTools,
   recoverUnknownToolCalls,
@@ -71,10 +73,12 @@ interface Run {
   output: Option.Option<unknown>
   /** Whether hooks and calls get their own spans (see `LoopConfig.spans`). */
   readonly traced: boolean
-  /** Names of the tools offered on the last model call of this run. */
+  /** Names of the tools the model call whose reply runs now offered (unknown after a resume). */
   offered: ReadonlyArray<string> | undefined
   readonly emit: Emit | undefined
-  readonly executor: AgentExecutor.AgentExecutor.Service
+  readonly journal: RunJournal.RunJournal.Service
+  /** The names of the run's steps in its journal. */
+  readonly keys: StepKeys
   /** The clock of the run, for timing hooks. */
   readonly clock: Clock.Clock
   /** The interrupt keys used so far in this run (a key names one wait). */
@@ -422,9 +426,13 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         : Effect.fail(new EmptyModelResponse({ middleware: m.name, step: request.step }))
     })
 
-  const callModel = (run: Run) => (request: Middleware.ModelRequest): Effect.Effect<Middleware.ModelResponse, any> => {
+  /** The model call at the end of the `wrapModelCall` chain; it writes the tools it offers to `offered`. */
+  const callModel = (run: Run, offered: { names: ReadonlyArray<string> }) =>
+  (
+    request: Middleware.ModelRequest
+  ): Effect.Effect<Middleware.ModelResponse, any> => {
     const model = request.model ?? config.model
-    run.offered = request.tools.map((tool) => tool.name)
+    offered.names = request.tools.map((tool) => tool.name)
     // the model never sees a tool result without its call, or a call without its result
     const messages = paired(request.messages)
     const prompt = Prompt.fromMessages(
@@ -493,7 +501,8 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       : response
   }
 
-  const modelChain = (run: Run) =>
+  /** The `wrapModelCall` chain of one model step, which reports the tools the call offered to `offered`. */
+  const modelChain = (run: Run, offered: { names: ReadonlyArray<string> }) =>
     wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
       (next, m) => (request) =>
         checkedResponse(
@@ -506,7 +515,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
             hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as any))
           )
         ),
-      callModel(run)
+      callModel(run, offered)
     )
 
   // -------------------------------------------------------------------------
@@ -551,8 +560,10 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         threadId: run.threadId,
         step: run.step - 1
       }
-      const execute = run.executor.toolCall(
-        call,
+      const execute = journaled(
+        run,
+        run.keys.tool(call),
+        Prompt.ToolResultPart,
         Observer.traced(
           run,
           "AgentLoop.toolCall",
@@ -585,6 +596,17 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     })
   }
 
+  /** `effect` as the step `key` of the run's journal (carrying the hook reporting to a journal that runs it elsewhere). */
+  const journaled = <A, I, E, R>(
+    run: Run,
+    key: RunJournal.StepKey,
+    schema: Schema.Schema<A, I>,
+    effect: Effect.Effect<A, E, R>
+  ): Effect.Effect<A, E, R> =>
+    run.journal === RunJournal.inProcess
+      ? effect
+      : Effect.flatMap(Observer.carried(effect), (carried) => run.journal.step(key, schema, carried))
+
   const checkpoints = Checkpoint.make(layout, checkpointer)
   const save = checkpoints.save
   const load = checkpoints.load
@@ -611,7 +633,6 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     resume: Option.Option<unknown>
   ): Effect.Effect<AgentResult.AgentResult<any>, any, any> =>
     Effect.gen(function*() {
-      const models = modelChain(run)
       let responded: {
         readonly index: number
         readonly step: number
@@ -653,7 +674,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 middleware: outcome.middleware,
                 value: outcome.value,
                 key,
-                ...(run.executor.durable === true ? { durable: true } : {})
+                ...(run.journal.durable ? { durable: true } : {})
               })
               const interrupted = AgentResult.Interrupted({
                 threadId: run.threadId,
@@ -662,7 +683,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 usage: new Usage.Usage(run.usage, true),
                 steps: run.step
               })
-              const wait = run.executor.interrupt({
+              const wait = run.journal.await({
                 key,
                 threadId: run.threadId,
                 step: run.step,
@@ -671,7 +692,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 value: outcome.value
               })
               const emit = run.emit
-              // An executor that suspends the run while it waits (durable runs) ends it
+              // A journal that suspends the run while it waits (durable runs) ends it
               // here as far as watchers can tell: the same event an in-process run ends with.
               const decided = yield* emit === undefined
                 ? wait
@@ -716,18 +737,20 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 toolNames
               }))
             }
-            run.offered = undefined
-            const response = yield* run.executor.modelCall(
-              run.step,
+            const offered = { names: toolNames }
+            const response = yield* journaled(
+              run,
+              run.keys.model(run.step),
+              RunJournal.ModelCall,
               Observer.traced(
                 run,
                 "AgentLoop.modelCall",
                 { step: run.step },
-                Effect.map(models(request), (response): AgentExecutor.ModelCall => ({
+                Effect.map(modelChain(run, offered)(request), (response): RunJournal.ModelCall => ({
                   message: response.message,
                   usage: response.usage,
                   finishReason: response.finishReason,
-                  offered: run.offered ?? toolNames
+                  offered: offered.names
                 }))
               )
             )
@@ -809,7 +832,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
   const watchers = Watchers.make<AgentLoop.RunEvent<any>>()
 
   /**
-   * Runs `body` as one run of `threadId`: picks the executor of the context,
+   * Runs `body` as one run of `threadId`: picks the journal of the context,
    * reports the run to its own stream (`own`) and to the watchers.
    */
   const begin = (
@@ -818,14 +841,12 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     own: Emit | undefined,
     body: (
       emit: Emit | undefined,
-      executor: AgentExecutor.AgentExecutor.Service
+      journaled: { readonly journal: RunJournal.RunJournal.Service; readonly keys: StepKeys }
     ) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
   ) =>
     Effect.gen(function*() {
-      const executor = Option.getOrElse(
-        yield* Effect.serviceOption(AgentExecutor.AgentExecutor),
-        () => AgentExecutor.inProcess
-      )
+      const journal = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
+      const journaled = { journal, keys: new StepKeys() }
       const runId = watchers.size() === 0 ? undefined : crypto.randomUUID()
       const publish: Emit | undefined = runId === undefined
         ? undefined
@@ -837,7 +858,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         ? publish
         : (event) => Effect.zipRight(own(event), publish(event))
       // every failure of a run, whoever raised it, leaves with its credentials scrubbed
-      const run = (emit: Emit | undefined) => Effect.mapErrorCause(body(emit, executor), Secrets.scrubCause)
+      const run = (emit: Emit | undefined) => Effect.mapErrorCause(body(emit, journaled), Secrets.scrubCause)
       if (both === undefined) return yield* run(undefined)
       const emit: Emit = (event) => {
         if (event._tag === "RunEnded") ended = true
@@ -871,7 +892,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       readonly progress: Checkpointer.Checkpoint["run"]
       readonly traced: boolean
       readonly emit: Emit | undefined
-      readonly executor: AgentExecutor.AgentExecutor.Service
+      readonly journaled: { readonly journal: RunJournal.RunJournal.Service; readonly keys: StepKeys }
       readonly clock: Clock.Clock
     }
   ): Run => ({
@@ -888,7 +909,8 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     offered: undefined,
     traced: options.traced,
     emit: options.emit,
-    executor: options.executor,
+    journal: options.journaled.journal,
+    keys: options.journaled.keys,
     clock: options.clock,
     interruptKeys: new Set(),
     toolChain: undefined,
@@ -914,9 +936,9 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       ([threadId, prompt]) =>
         withThreadLock(
           threadId,
-          begin(threadId, false, own, (emit, executor) =>
+          begin(threadId, false, own, (emit, journaled) =>
             Effect.gen(function*() {
-              const loaded = yield* load(threadId, executor)
+              const loaded = yield* load(threadId, journaled)
               if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
                 return yield* new ThreadStateError({
                   threadId,
@@ -928,7 +950,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
                 progress: undefined,
                 traced: yield* isTraced,
                 emit,
-                executor,
+                journaled,
                 clock: yield* Effect.clock
               })
               return yield* Observer.observed(
@@ -962,14 +984,14 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       return { pending, middleware: nodes[pending.node][index]!, index }
     })
 
-  /** A wait a durable executor made is answered or given up only with a durable executor. */
+  /** A wait a durable journal made is answered or given up only with a durable journal. */
   const checkOwner = (
     threadId: string,
     pending: Checkpointer.PendingInterrupt,
-    executor: AgentExecutor.AgentExecutor.Service,
+    journal: RunJournal.RunJournal.Service,
     operation: DurableThreadError["operation"]
   ) =>
-    pending.durable === true && executor.durable !== true
+    pending.durable === true && !journal.durable
       ? Effect.fail(new DurableThreadError({ threadId, operation }))
       : Effect.void
 
@@ -987,17 +1009,17 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
     Effect.flatMap(checkThreadId(id), (threadId) =>
       withThreadLock(
         threadId,
-        begin(threadId, true, own, (emit, executor) =>
+        begin(threadId, true, own, (emit, journaled) =>
           Effect.gen(function*() {
-            const loaded = yield* load(threadId, executor)
+            const loaded = yield* load(threadId, journaled)
             const { index, middleware, pending } = yield* pendingOf(threadId, loaded)
-            yield* checkOwner(threadId, pending, executor, "resume")
+            yield* checkOwner(threadId, pending, journaled.journal, "resume")
             yield* validateValue(threadId, middleware, pending, value)
             const run = makeRun(threadId, loaded.messages, loaded.slices, {
               progress: Option.getOrThrow(loaded.checkpoint).run,
               traced: yield* isTraced,
               emit,
-              executor,
+              journaled,
               clock: yield* Effect.clock
             })
             return yield* Observer.observed(run, execute(run, { node: pending.node, index }, Option.some(value)))
@@ -1025,7 +1047,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       streamOf((emit) => startResume(threadId, value, emit).pipe(Effect.withSpan("AgentLoop.resumeStream"))),
     validateResume: Effect.fn("AgentLoop.validateResume")(function*(id: string, value: unknown) {
       const threadId = yield* checkThreadId(id)
-      const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId, undefined))
+      const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId))
       yield* validateValue(threadId, middleware, pending, value)
       return pending
     }),
@@ -1035,13 +1057,13 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
         withThreadLock(
           threadId,
           Effect.gen(function*() {
-            const loaded = yield* load(threadId, undefined)
+            const loaded = yield* load(threadId)
             if (Option.isNone(loaded.checkpoint) || loaded.checkpoint.value.pending === undefined) return false
-            const executor = yield* Effect.serviceOption(AgentExecutor.AgentExecutor)
+            const journal = yield* Effect.serviceOption(RunJournal.RunJournal)
             yield* checkOwner(
               threadId,
               loaded.checkpoint.value.pending,
-              Option.getOrElse(executor, () => AgentExecutor.inProcess),
+              Option.getOrElse(journal, () => RunJournal.inProcess),
               "discardPending"
             )
             const messages = AgentState.answerPending(loaded.messages, reason)
@@ -1067,7 +1089,7 @@ export const makeLoop = (config: LoopConfig): AgentLoop.AgentLoop.Service<any, a
       Effect.flatMap(
         checkThreadId(id),
         (threadId) =>
-          load(threadId, undefined).pipe(Effect.map((loaded) =>
+          load(threadId).pipe(Effect.map((loaded) =>
             Option.map(loaded.checkpoint, (checkpoint) => ({
               threadId,
               state: layout.flatten(loaded),

@@ -75,7 +75,7 @@ export const inHook = <A, E, R>(
         hook,
         durationMillis: Number(clock.unsafeCurrentTimeNanos() - started) / 1e6
       }))
-    // a fiber without a cell (an executor may run a call elsewhere) gets a value of its own
+    // a fiber without a cell (a journal may run a step elsewhere) gets a value of its own
     if (!(current instanceof HookCell)) {
       return Effect.onExit(Effect.locally(effect, currentHook, { middleware: name, hook }), completed)
     }
@@ -122,3 +122,18 @@ export const observed = <A, E, R>(
       }))
   )
 }
+
+/**
+ * `effect` carrying where the running hook is and where decisions go, for a
+ * journal that may run it on another fiber (an engine's activity): what a
+ * hook inside it reports is still filed under the run's hooks.
+ */
+export const carried = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<Effect.Effect<A, E, R>> =>
+  Effect.withFiberRuntime((fiber) =>
+    Effect.succeed(
+      effect.pipe(
+        Effect.locally(currentHook, fiber.getFiberRef(currentHook)),
+        Effect.locally(currentDecisionSink, fiber.getFiberRef(currentDecisionSink))
+      )
+    )
+  )

@@ -1,8 +1,7 @@
 import type { Prompt } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import type { Checkpointer } from "@stepwise-agent/core"
-import { Agent, AgentExecutor, type AgentLoop, Middleware, ToolContext } from "@stepwise-agent/core"
+import { Agent, type AgentLoop, Middleware, RunJournal, ToolContext } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Exit, Layer, Option, Schema, Scope, Stream } from "effect"
 import { Calculator, CalculatorLive, encoded, recording } from "./utils.js"
@@ -14,45 +13,53 @@ const script = (): ReadonlyArray<ScriptedModel.Turn> => [
 ]
 
 interface Journal {
-  readonly models: Array<AgentExecutor.ModelCall>
+  readonly models: Array<RunJournal.ModelCall>
   readonly tools: Map<string, Prompt.ToolResultPart>
-  readonly saves: Array<Checkpointer.Checkpoint>
-  loaded: Option.Option<Checkpointer.Checkpoint> | undefined
+  /** The name of every step the journal was asked for, in order. */
+  readonly names: Array<string>
+  loaded: unknown
 }
 
 /**
- * A journaling executor like a durable one: records each model and tool call
+ * A journaling journal like a durable one: records each model and tool call
  * the first time and replays it from the journal after, without running it.
  */
 const journaling = (journal: Journal, executed: { models: number; tools: number }) =>
-  AgentExecutor.AgentExecutor.of({
-    load: (_threadId, load) =>
-      journal.loaded !== undefined
-        ? Effect.succeed(journal.loaded)
-        : Effect.tap(load, (loaded) => Effect.sync(() => (journal.loaded = loaded))),
-    save: (checkpoint, save) => Effect.zipRight(Effect.sync(() => journal.saves.push(checkpoint)), save),
-    modelCall: (step, call) =>
-      step < journal.models.length
-        ? Effect.succeed(journal.models[step]!)
-        : Effect.tap(call, (outcome) =>
-          Effect.sync(() => {
-            executed.models++
-            journal.models.push(outcome)
-          })),
-    toolCall: (call, execute) => {
-      const known = journal.tools.get(call.id)
-      return known !== undefined ? Effect.succeed(known) : Effect.tap(execute, (result) =>
-        Effect.sync(() => {
-          executed.tools++
-          journal.tools.set(call.id, result)
-        }))
+  RunJournal.RunJournal.of({
+    durable: false,
+    step: <A, I, E, R>(key: RunJournal.StepKey, _schema: Schema.Schema<A, I>, effect: Effect.Effect<A, E, R>) => {
+      journal.names.push(RunJournal.stepName(key))
+      switch (key._tag) {
+        case "Load":
+          return journal.loaded !== undefined
+            ? Effect.succeed(journal.loaded as A)
+            : Effect.tap(effect, (loaded) => Effect.sync(() => (journal.loaded = loaded)))
+        case "Checkpoint":
+          return effect
+        case "Model":
+          return key.step < journal.models.length
+            ? Effect.succeed(journal.models[key.step] as A)
+            : Effect.tap(effect, (outcome) =>
+              Effect.sync(() => {
+                executed.models++
+                journal.models.push(outcome as RunJournal.ModelCall)
+              }))
+        case "Tool": {
+          const known = journal.tools.get(key.call.id)
+          return known !== undefined ? Effect.succeed(known as A) : Effect.tap(effect, (result) =>
+            Effect.sync(() => {
+              executed.tools++
+              journal.tools.set(key.call.id, result as Prompt.ToolResultPart)
+            }))
+        }
+      }
     },
-    interrupt: () => Effect.succeedNone
+    await: () => Effect.succeedNone
   })
 
-const newJournal = (): Journal => ({ models: [], tools: new Map(), saves: [], loaded: undefined })
+const newJournal = (): Journal => ({ models: [], tools: new Map(), names: [], loaded: undefined })
 
-describe("AgentExecutor", () => {
+describe("RunJournal", () => {
   it.effect("model and tool calls go through the executor; a replay from its journal runs nothing again", () =>
     Effect.gen(function*() {
       const journal = newJournal()
@@ -61,12 +68,24 @@ describe("AgentExecutor", () => {
       const live = yield* Effect.gen(function*() {
         const agent = yield* Agent.make({ toolkit: Calculator, middleware: [recording("r", log)] })
         return yield* agent.run("Add 1+2 and 3+4", { threadId: "t" }).pipe(
-          Effect.provideService(AgentExecutor.AgentExecutor, journaling(journal, first))
+          Effect.provideService(RunJournal.RunJournal, journaling(journal, first))
         )
       }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive)))
       assert.deepStrictEqual(first, { models: 3, tools: 2 })
       assert.strictEqual(journal.models.length, 3)
       assert.deepStrictEqual([...journal.tools.keys()], ["c1", "c2"])
+      // the loop names each step once, in the order it takes them
+      assert.deepStrictEqual(journal.names, [
+        "load",
+        "model/0",
+        "tool/c1",
+        "checkpoint/0",
+        "model/1",
+        "tool/c2",
+        "checkpoint/1",
+        "model/2",
+        "checkpoint/2"
+      ])
 
       // Replay on a model with no turns at all and a toolkit whose handler dies: nothing may run.
       const again = { models: 0, tools: 0 }
@@ -74,7 +93,7 @@ describe("AgentExecutor", () => {
       const replayed = yield* Effect.gen(function*() {
         const agent = yield* Agent.make({ toolkit: Calculator, middleware: [recording("r", replayLog)] })
         return yield* agent.run("Add 1+2 and 3+4", { threadId: "t" }).pipe(
-          Effect.provideService(AgentExecutor.AgentExecutor, journaling(journal, again))
+          Effect.provideService(RunJournal.RunJournal, journaling(journal, again))
         )
       }).pipe(
         Effect.provide(Layer.merge(
@@ -92,7 +111,7 @@ describe("AgentExecutor", () => {
 
   it.effect("an executor that answers an interrupt continues the run at once, with the key of the wait", () =>
     Effect.gen(function*() {
-      const seen: Array<AgentExecutor.Interrupt> = []
+      const seen: Array<RunJournal.Interrupt> = []
       const resumes: Array<unknown> = []
       const ask = Middleware.make({
         name: "ask",
@@ -102,9 +121,9 @@ describe("AgentExecutor", () => {
             return step === 0 && Option.isNone(resume) ? { interrupt: { question: "go?" } } : undefined
           })
       })
-      const executor = AgentExecutor.AgentExecutor.of({
-        ...AgentExecutor.inProcess,
-        interrupt: (interrupt) =>
+      const executor = RunJournal.RunJournal.of({
+        ...RunJournal.inProcess,
+        await: (interrupt) =>
           Effect.sync(() => {
             seen.push(interrupt)
             return Option.some("yes")
@@ -114,7 +133,7 @@ describe("AgentExecutor", () => {
         const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ask] })
         return yield* agent.run("Add", { threadId: "t" })
       }).pipe(
-        Effect.provideService(AgentExecutor.AgentExecutor, executor),
+        Effect.provideService(RunJournal.RunJournal, executor),
         Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))
       )
       assert.strictEqual(result._tag, "Completed")
@@ -140,15 +159,15 @@ describe("AgentExecutor", () => {
             return { interrupt: "again?", interruptKey: "same" }
           })
       })
-      const executor = AgentExecutor.AgentExecutor.of({
-        ...AgentExecutor.inProcess,
-        interrupt: (interrupt) => Effect.sync(() => (keys.push(interrupt.key), Option.some("ok")))
+      const executor = RunJournal.RunJournal.of({
+        ...RunJournal.inProcess,
+        await: (interrupt) => Effect.sync(() => (keys.push(interrupt.key), Option.some("ok")))
       })
       yield* Effect.gen(function*() {
         const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ask] })
         return yield* agent.run("Add", { threadId: "t" })
       }).pipe(
-        Effect.provideService(AgentExecutor.AgentExecutor, executor),
+        Effect.provideService(RunJournal.RunJournal, executor),
         Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))
       )
       assert.deepStrictEqual(keys, ["same", "same#2", "same#3"])
@@ -165,7 +184,7 @@ describe("AgentExecutor", () => {
         Effect.gen(function*() {
           const agent = yield* Agent.make({ toolkit: Calculator, responseFormat: Answer })
           return yield* agent.run("Add 1 and 2", { threadId: "t" }).pipe(
-            Effect.provideService(AgentExecutor.AgentExecutor, journaling(journal, { models: 0, tools: 0 }))
+            Effect.provideService(RunJournal.RunJournal, journaling(journal, { models: 0, tools: 0 }))
           )
         }).pipe(Effect.provide(Layer.merge(model, CalculatorLive)))
       const live = yield* runWith(ScriptedModel.layer(outputScript))

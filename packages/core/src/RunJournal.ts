@@ -1,0 +1,228 @@
+/**
+ * The durable seam of a run. Every effect of a run that must not be
+ * repeated is a named step of the `RunJournal` of the context: loading the
+ * thread, each model call (with its `wrapModelCall` hooks), each tool call
+ * (with its `wrapToolCall` hooks) and each checkpoint; a wait for a decision
+ * after an interrupt is its one other operation, `await`.
+ *
+ * The loop names every step once ({@link StepKey}), the same way on every
+ * replay, and gives the schema of its result; a journal only records or
+ * replays. Without one in the context a run executes in process
+ * ({@link inProcess}): each step runs as it is and an interrupt ends the run
+ * as `Interrupted`. The durable journal of `@stepwise-agent/workflow` records
+ * each step as a workflow activity and waits for decisions durably, so the
+ * same agent and middleware run unchanged on `@effect/workflow`.
+ *
+ * @since 0.1.0
+ */
+import * as Prompt from "@effect/ai/Prompt"
+import * as Response from "@effect/ai/Response"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as Checkpointer from "./Checkpointer.js"
+
+/**
+ * The name of one step of a run: the load of its thread, its `index`-th
+ * checkpoint, the model call of step `step`, or the `occurrence`-th call
+ * with the id of `call` (providers may repeat ids across replies). A run
+ * names its steps the same way each time it is replayed.
+ *
+ * @example
+ * ```ts
+ * import { RunJournal } from "@stepwise-agent/core"
+ *
+ * const key = RunJournal.StepKey.Model({ step: 2 })
+ * RunJournal.stepName(key) // "model/2"
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type StepKey = Data.TaggedEnum<{
+  Load: {}
+  Checkpoint: { readonly index: number }
+  Model: { readonly step: number }
+  Tool: { readonly call: Prompt.ToolCallPart; readonly occurrence: number }
+}>
+
+/**
+ * Constructors and matchers of {@link StepKey}.
+ *
+ * @example
+ * ```ts
+ * import { RunJournal } from "@stepwise-agent/core"
+ *
+ * const isModelCall = RunJournal.StepKey.$is("Model")
+ * isModelCall(RunJournal.StepKey.Load()) // false
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const StepKey = Data.taggedEnum<StepKey>()
+
+/**
+ * A step's name as text, unique within a run: `load`, `checkpoint/<index>`,
+ * `model/<step>`, `tool/<callId>` (then `tool/<callId>#<n>` for the n-th
+ * call with that id). A journal that stores steps by name uses this one.
+ *
+ * @example
+ * ```ts
+ * import type { Prompt } from "@effect/ai"
+ * import { RunJournal } from "@stepwise-agent/core"
+ *
+ * declare const call: Prompt.ToolCallPart // with id "call_0"
+ * RunJournal.stepName(RunJournal.StepKey.Tool({ call, occurrence: 2 })) // "tool/call_0#2"
+ * ```
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const stepName: (key: StepKey) => string = StepKey.$match({
+  Load: () => "load",
+  Checkpoint: ({ index }) => `checkpoint/${index}`,
+  Model: ({ step }) => `model/${step}`,
+  Tool: ({ call, occurrence }) => occurrence === 1 ? `tool/${call.id}` : `tool/${call.id}#${occurrence}`
+})
+
+/**
+ * The outcome of one model call as the loop stores it: the reply, its usage
+ * and finish reason, and the names of the tools the call offered (after the
+ * `wrapModelCall` hooks changed the request; a replayed run refuses calls of
+ * the others as this one did).
+ *
+ * @example
+ * ```ts
+ * import { RunJournal } from "@stepwise-agent/core"
+ * import { Schema } from "effect"
+ *
+ * const decode = Schema.decodeUnknownEither(RunJournal.ModelCall)
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ModelCall = Schema.Struct({
+  message: Prompt.AssistantMessage,
+  usage: Response.Usage,
+  finishReason: Response.FinishReason,
+  offered: Schema.Array(Schema.String)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ModelCall = typeof ModelCall.Type
+
+/**
+ * A hook interrupted the run and waits for a value.
+ *
+ * @example
+ * ```ts
+ * import type { RunJournal } from "@stepwise-agent/core"
+ *
+ * const describe = (interrupt: RunJournal.Interrupt) =>
+ *   `${interrupt.middleware} waits (${interrupt.key}) at step ${interrupt.step}`
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Interrupt {
+  /** Unique within the run; a durable journal names its wait after it. */
+  readonly key: string
+  readonly threadId: string
+  readonly step: number
+  readonly middleware: string
+  readonly node: Checkpointer.PendingInterrupt["node"]
+  /** What the hook asked (for example `HumanInTheLoop.ApprovalRequest`). */
+  readonly value: unknown
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export declare namespace RunJournal {
+  /**
+   * `step` receives a step the loop would run and returns the effect to run
+   * instead: the same one (in process), or one that records its result
+   * (encoded with `schema`) the first time and replays it after.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Service {
+    readonly step: <A, I, E, R>(
+      key: StepKey,
+      schema: Schema.Schema<A, I>,
+      effect: Effect.Effect<A, E, R>
+    ) => Effect.Effect<A, E, R>
+    /**
+     * Called after the loop saved the interrupted state. `None` ends the run
+     * as `Interrupted` (to be resumed with `AgentLoop.resume`); `Some(value)`
+     * runs the interrupting hook again at once with `value`.
+     */
+    readonly await: (interrupt: Interrupt) => Effect.Effect<Option.Option<unknown>>
+    /**
+     * Whether the journal waits for decisions durably itself (a workflow).
+     * A thread such a journal interrupted is marked durable in its
+     * checkpoint: `AgentLoop.resume`, `resumeStream` and `discardPending`
+     * refuse it (`DurableThreadError`) unless run with a durable journal.
+     */
+    readonly durable: boolean
+  }
+}
+
+/**
+ * Where a run's steps are recorded. Provide one around `AgentLoop.run` (or
+ * `resume`) to change how that run executes.
+ *
+ * @example
+ * ```ts
+ * import { AgentLoop, RunJournal } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * // Counts model calls, otherwise in process.
+ * let calls = 0
+ * const counting = RunJournal.RunJournal.of({
+ *   ...RunJournal.inProcess,
+ *   step: (key, _schema, effect) =>
+ *     RunJournal.StepKey.$is("Model")(key) ? Effect.tap(effect, () => Effect.sync(() => calls++)) : effect
+ * })
+ * const program = AgentLoop.run("hi", { threadId: "t1" }).pipe(
+ *   Effect.provideService(RunJournal.RunJournal, counting)
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class RunJournal extends Context.Tag("@stepwise-agent/core/RunJournal")<
+  RunJournal,
+  RunJournal.Service
+>() {}
+
+/**
+ * The default journal: every step runs as it is, and an interrupt ends the
+ * run (the thread waits in its checkpoint for `AgentLoop.resume`).
+ *
+ * @example
+ * ```ts
+ * import { RunJournal } from "@stepwise-agent/core"
+ *
+ * const journal = RunJournal.inProcess
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const inProcess: RunJournal.Service = RunJournal.of({
+  step: (_key, _schema, effect) => effect,
+  await: () => Effect.succeedNone,
+  durable: false
+})
