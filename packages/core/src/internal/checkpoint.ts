@@ -12,6 +12,8 @@ import { CheckpointError } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import * as Checkpointer from "../Checkpointer.js"
 import type * as RunJournal from "../RunJournal.js"
+import type { RunContext } from "./runContext.js"
+import type { RunState } from "./runState.js"
 import type { StepKeys } from "./stepKeys.js"
 
 /**
@@ -39,18 +41,6 @@ export class ThreadEncoder {
   }
 }
 
-/** What a save reads from a run. */
-export interface Progress {
-  readonly threadId: string
-  readonly messages: ReadonlyArray<Prompt.Message>
-  readonly slices: Record<string, object>
-  readonly step: number
-  readonly usage: { readonly inputTokens: number; readonly outputTokens: number; readonly totalTokens: number }
-  readonly journal: RunJournal.RunJournal.Service
-  readonly keys: StepKeys
-  readonly encoder: ThreadEncoder
-}
-
 /** A thread as loaded: its messages and slices, and the checkpoint they came from. */
 export interface Loaded {
   readonly messages: ReadonlyArray<Prompt.Message>
@@ -67,10 +57,11 @@ const Stored = Schema.OptionFromNullOr(Checkpointer.Checkpoint)
 export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Checkpointer.Service) => {
   /** Saves the run's thread; with `pending`, the wait it stops at and its progress so far. */
   const save = (
-    run: Progress,
+    run: RunContext,
+    state: RunState,
     pending: Checkpointer.PendingInterrupt | undefined
   ): Effect.Effect<void, CheckpointError> =>
-    layout.encodeSlices(run.slices).pipe(
+    layout.encodeSlices(state.slices).pipe(
       Effect.mapError((error) =>
         new CheckpointError({
           threadId: run.threadId,
@@ -82,15 +73,15 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Check
         const checkpoint: Checkpointer.Checkpoint = {
           version: 1,
           threadId: run.threadId,
-          messages: run.encoder.encode(run.messages),
+          messages: run.encoder.encode(state.messages),
           slices,
           ...(pending === undefined ? {} : {
             pending,
             run: {
-              step: run.step,
-              inputTokens: run.usage.inputTokens,
-              outputTokens: run.usage.outputTokens,
-              totalTokens: run.usage.totalTokens
+              step: state.step,
+              inputTokens: state.usage.inputTokens,
+              outputTokens: state.usage.outputTokens,
+              totalTokens: state.usage.totalTokens
             }
           })
         }

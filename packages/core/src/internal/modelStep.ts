@@ -1,0 +1,308 @@
+/**
+ * The model step of a run: the request built from the state, the
+ * `wrapModelCall` chain around the call (generated, or streamed through the
+ * `wrapModelStream` hooks when someone watches), the reply checked and made
+ * the one the agent stores, journaled with the tools the call offered.
+ */
+import type * as AiError from "@effect/ai/AiError"
+import type * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Prompt from "@effect/ai/Prompt"
+import * as Response from "@effect/ai/Response"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import { EmptyModelResponse, InvalidHookResult, ModelReplyError } from "../AgentError.js"
+import * as AgentEvent from "../AgentEvent.js"
+import * as AgentResult from "../AgentResult.js"
+import type * as Middleware from "../Middleware.js"
+import * as RunJournal from "../RunJournal.js"
+import * as Secrets from "../Secrets.js"
+import type { Compiled } from "./config.js"
+import { drain } from "./drain.js"
+import { hookEffect, modelResponseProblem } from "./hookResults.js"
+import * as Observer from "./observer.js"
+import { paired } from "./pairing.js"
+import { journaled, type RunContext } from "./runContext.js"
+import type { RunState } from "./runState.js"
+import { recoverUnknownToolCalls, wireToolkit } from "./tools.js"
+
+/**
+ * Whether an assistant message answers: it has non-blank text, a file or a
+ * tool call for the agent to run. Providers reject an assistant message
+ * without one on the next call, so the agent never stores it.
+ */
+const answers = (message: Prompt.AssistantMessage): boolean => {
+  for (const part of message.content) {
+    switch (part.type) {
+      case "text": {
+        if (part.text.trim() !== "") return true
+        break
+      }
+      case "file":
+        return true
+      case "tool-call": {
+        if (!part.providerExecuted) return true
+        break
+      }
+    }
+  }
+  return false
+}
+
+/**
+ * The parts with every streamed text and reasoning block opened and closed:
+ * `Prompt.fromResponseParts` keeps only blocks it saw start and end, so a
+ * stream that stopped mid-block (or a provider that skips a start or an end)
+ * would lose text that was streamed.
+ */
+const closeBlocks = (parts: ReadonlyArray<Response.AnyPart>): ReadonlyArray<Response.AnyPart> => {
+  let open: Map<string, "text" | "reasoning"> | undefined
+  let fixed: Array<Response.AnyPart> | undefined
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!
+    switch (part.type) {
+      case "text-start":
+      case "reasoning-start": {
+        ;(open ??= new Map()).set(part.id, part.type === "text-start" ? "text" : "reasoning")
+        break
+      }
+      case "text-delta":
+      case "reasoning-delta": {
+        if (open?.has(part.id) !== true) {
+          const kind = part.type === "text-delta" ? "text" : "reasoning"
+          ;(open ??= new Map()).set(part.id, kind)
+          fixed ??= parts.slice(0, i)
+          fixed.push(Response.makePart(kind === "text" ? "text-start" : "reasoning-start", { id: part.id }))
+        }
+        break
+      }
+      case "text-end":
+      case "reasoning-end": {
+        open?.delete(part.id)
+        break
+      }
+    }
+    fixed?.push(part)
+  }
+  if (open === undefined || open.size === 0) return fixed ?? parts
+  fixed ??= parts.slice()
+  for (const [id, kind] of open) fixed.push(Response.makePart(kind === "text" ? "text-end" : "reasoning-end", { id }))
+  return fixed
+}
+
+/** The finish of a reply whose stream stopped early at a call of an unknown tool, which the agent answers. */
+const cutShort = Response.makePart("finish", {
+  reason: "unknown",
+  usage: new Response.Usage({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined })
+})
+
+/** A model step's outcome: the reply as stored and journaled, and how long the call took (0 when unwatched). */
+export interface ModelStepResult {
+  readonly reply: RunJournal.ModelCall
+  readonly durationMillis: number
+}
+
+export const make = (config: Compiled) => {
+  const { toolNames, wrapModel, wrapStream } = config
+  // The system message of the last call, reused while the prompt text stays the same.
+  let lastSystem: { readonly text: string; readonly message: Prompt.Message } | undefined
+  const systemMessageOf = (text: string): Prompt.Message => {
+    if (lastSystem === undefined || lastSystem.text !== text) {
+      lastSystem = { text, message: Prompt.makeMessage("system", { content: text }) }
+    }
+    return lastSystem.message
+  }
+
+  /**
+   * The reply as the agent stores it, or why it cannot be one (see
+   * `ModelReplyError`): without a finish part it was cut short; with no
+   * answer in it, it is empty. Generated and streamed replies are judged alike.
+   */
+  const toModelResponse = (
+    received: ReadonlyArray<Response.AnyPart>,
+    step: number,
+    streamed: boolean
+  ): Effect.Effect<Middleware.ModelResponse, ModelReplyError> => {
+    const parts = closeBlocks(received)
+    let finish: Response.FinishPart | undefined
+    let errorEvent: Response.ErrorPart | undefined
+    for (const part of parts) {
+      if (part.type === "finish") finish = part
+      else if (part.type === "error") errorEvent = part
+    }
+    const first = Prompt.fromResponseParts(parts).content[0]
+    const message = first !== undefined && first.role === "assistant"
+      ? first
+      : Prompt.makeMessage("assistant", { content: [] })
+    if (finish === undefined || !answers(message)) {
+      return Effect.fail(
+        new ModelReplyError({
+          reason: finish !== undefined || (!streamed && received.length === 0)
+            ? "empty"
+            : received.length === 0
+            ? "not-a-stream"
+            : "truncated",
+          step,
+          streamed,
+          text: AgentResult.lastText([message]),
+          finishReason: finish?.reason,
+          received: Array.from(new Set(received.map((part) => part.type))),
+          errorEvent: errorEvent?.error
+        })
+      )
+    }
+    const toolCalls: Array<Prompt.ToolCallPart> = []
+    for (const part of message.content) if (part.type === "tool-call" && !part.providerExecuted) toolCalls.push(part)
+    return Effect.succeed({ message, toolCalls, usage: finish.usage, finishReason: finish.reason })
+  }
+
+  /**
+   * The response of middleware `m`, or `InvalidHookResult` when it is not a
+   * `ModelResponse`, or `EmptyModelResponse` when its message is empty.
+   */
+  const checkedResponse = (
+    m: Middleware.Any,
+    request: Middleware.ModelRequest,
+    response: Effect.Effect<Middleware.ModelResponse, any, any>
+  ): Effect.Effect<Middleware.ModelResponse, any, any> =>
+    Effect.flatMap(response, (response): Effect.Effect<Middleware.ModelResponse, any> => {
+      const problem = modelResponseProblem(response)
+      return problem !== undefined
+        ? Effect.fail(new InvalidHookResult({ middleware: m.name, hook: "wrapModelCall", reason: problem }))
+        : answers(response.message)
+        ? Effect.succeed(response)
+        : Effect.fail(new EmptyModelResponse({ middleware: m.name, step: request.step }))
+    })
+
+  /** The model call at the end of the `wrapModelCall` chain; it writes the tools it offers to `offered`. */
+  const callModel = (run: RunContext, offered: { names: ReadonlyArray<string> }) =>
+  (
+    request: Middleware.ModelRequest
+  ): Effect.Effect<Middleware.ModelResponse, any> => {
+    const model = request.model ?? config.model
+    offered.names = request.tools.map((tool) => tool.name)
+    // the model never sees a tool result without its call, or a call without its result
+    const messages = paired(request.messages)
+    const prompt = Prompt.fromMessages(
+      request.systemPrompt === undefined ? messages : [systemMessageOf(request.systemPrompt), ...messages]
+    )
+    const toolkit = wireToolkit(request.tools)
+    const options: any = toolkit === undefined
+      ? { prompt }
+      : { prompt, toolkit, toolChoice: request.toolChoice, disableToolCallResolution: true }
+    const emit = run.emit
+    const recover = (error: AiError.AiError, before: ReadonlyArray<Response.AnyPart>) => {
+      const recovered = recoverUnknownToolCalls(error, toolkit, before.length > 0 || emit !== undefined)
+      return recovered === undefined
+        ? Effect.fail(error)
+        : Effect.map(Effect.orElseFail(recovered, () => error), (parts) =>
+          // a stream stops at the part that did not decode: its finish part never comes
+          parts.some((part) => part.type === "finish") ? [...before, ...parts] : [...before, ...parts, cutShort])
+    }
+    const response: Effect.Effect<Middleware.ModelResponse, AiError.AiError | ModelReplyError> = emit === undefined
+      ? (model.generateText(options) as Effect.Effect<LanguageModel.GenerateTextResponse<any>, AiError.AiError>).pipe(
+        Effect.mapErrorCause(Secrets.scrubCause),
+        Effect.map((response) => response.content),
+        Effect.catchAll((error) => recover(error, [])),
+        Effect.flatMap((parts) => toModelResponse(parts, request.step, false))
+      )
+      : Effect.suspend(() => {
+        const collected: Array<Response.AnyPart> = []
+        let parts = Stream.mapErrorCause(
+          model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>,
+          Secrets.scrubCause
+        )
+        for (const m of wrapStream) {
+          const transformed = m.wrapModelStream!(request, parts)
+          parts = (run.traced
+            ? Stream.withSpan(transformed, "Middleware.wrapModelStream", {
+              attributes: { middleware: m.name },
+              captureStackTrace: false
+            })
+            : transformed) as Stream.Stream<Response.AnyPart, AiError.AiError>
+        }
+        return drain(parts, (chunk) => {
+          let emits: Effect.Effect<void> = Effect.void
+          for (const part of chunk) {
+            collected.push(part)
+            if (part.type === "text-delta") {
+              emits = Effect.zipRight(emits, emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta })))
+            }
+          }
+          return emits
+        }).pipe(
+          Effect.as(collected),
+          Effect.catchAll((error) => recover(error, collected)),
+          Effect.flatMap((parts) => toModelResponse(parts, request.step, true)),
+          Effect.tapError((error) =>
+            emit(AgentEvent.ModelAttemptFailed({
+              step: request.step,
+              error: error._tag,
+              message: error.message,
+              discardedText: collected.some((part) => part.type === "text-delta")
+            }))
+          )
+        )
+      })
+    return Context.isContext(request.context) && request.context.unsafeMap.size > 0
+      ? Effect.provide(response, request.context)
+      : response
+  }
+
+  /** The `wrapModelCall` chain of one model step, which reports the tools the call offered to `offered`. */
+  const modelChain = (run: RunContext, offered: { names: ReadonlyArray<string> }) =>
+    wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
+      (next, m) => (request) =>
+        checkedResponse(
+          m,
+          request,
+          Observer.inHook(
+            run,
+            m.name,
+            "wrapModelCall",
+            hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as any))
+          )
+        ),
+      callModel(run, offered)
+    )
+
+  /** Runs the model step of `state`: its request through the chain, journaled as the run's step. */
+  return (run: RunContext, state: RunState): Effect.Effect<ModelStepResult, unknown, any> =>
+    Effect.gen(function*() {
+      const request: Middleware.ModelRequest = {
+        messages: state.messages,
+        systemPrompt: config.systemPrompt,
+        tools: config.toolList,
+        toolChoice: config.toolChoice,
+        model: undefined,
+        context: Context.empty(),
+        state: config.layout.flatten(state) as any,
+        threadId: run.threadId,
+        step: state.step
+      }
+      const emit = run.emit
+      const started = emit === undefined ? 0 : yield* Clock.currentTimeMillis
+      if (emit !== undefined) {
+        yield* emit(AgentEvent.ModelCallStarted({ step: state.step, messageCount: state.messages.length, toolNames }))
+      }
+      const offered = { names: toolNames }
+      const reply = yield* journaled(
+        run,
+        run.keys.model(state.step),
+        RunJournal.ModelCall,
+        Observer.traced(
+          run,
+          "AgentLoop.modelCall",
+          { step: state.step },
+          Effect.map(modelChain(run, offered)(request), (response): RunJournal.ModelCall => ({
+            message: response.message,
+            usage: response.usage,
+            finishReason: response.finishReason,
+            offered: offered.names
+          }))
+        )
+      )
+      return { reply, durationMillis: emit === undefined ? 0 : (yield* Clock.currentTimeMillis) - started }
+    })
+}

@@ -1,0 +1,40 @@
+/**
+ * What stays fixed during one run: its thread, who watches it, the journal
+ * its steps go through and the names they get there, the interrupt keys it
+ * used and the encoder of its checkpoints.
+ */
+import * as Effect from "effect/Effect"
+import type * as Schema from "effect/Schema"
+import * as RunJournal from "../RunJournal.js"
+import type { ThreadEncoder } from "./checkpoint.js"
+import * as Observer from "./observer.js"
+import type { StepKeys } from "./stepKeys.js"
+
+export interface RunContext extends Observer.Observer {
+  readonly threadId: string
+  readonly journal: RunJournal.RunJournal.Service
+  readonly keys: StepKeys
+  /** The interrupt keys used so far in this run (a key names one wait). */
+  readonly interruptKeys: Set<string>
+  /** The thread as last encoded for a checkpoint, reused for its unchanged prefix. */
+  readonly encoder: ThreadEncoder
+}
+
+/** `effect` as the step `key` of the run's journal (carrying the hook reporting to a journal that runs it elsewhere). */
+export const journaled = <A, I, E, R>(
+  run: RunContext,
+  key: RunJournal.StepKey,
+  schema: Schema.Schema<A, I>,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  run.journal === RunJournal.inProcess
+    ? effect
+    : Effect.flatMap(Observer.carried(effect), (carried) => run.journal.step(key, schema, carried))
+
+/** `key`, or `key#2`, `key#3`, … when the run already used it: an interrupt key names one wait. */
+export const uniqueInterruptKey = (run: RunContext, key: string): string => {
+  let unique = key
+  for (let n = 2; run.interruptKeys.has(unique); n++) unique = `${key}#${n}`
+  run.interruptKeys.add(unique)
+  return unique
+}

@@ -1,0 +1,113 @@
+/**
+ * A run's progress as data: the thread's messages, the middleware slices, the
+ * step count, the token usage, the structured output and the tools the last
+ * model call offered. Every change is a pure transition returning the next
+ * state; the driver in `loop.ts` holds the one current value.
+ */
+import type * as Prompt from "@effect/ai/Prompt"
+import * as Option from "effect/Option"
+import * as AgentState from "../AgentState.js"
+import type * as Checkpointer from "../Checkpointer.js"
+import type * as Middleware from "../Middleware.js"
+import type * as RunJournal from "../RunJournal.js"
+import * as Usage from "../Usage.js"
+import type { Facts } from "./machine.js"
+import { lastAssistantCallsTools } from "./tools.js"
+
+export interface RunState {
+  readonly messages: ReadonlyArray<Prompt.Message>
+  readonly slices: Readonly<Record<string, object>>
+  /** Model calls made so far (the number of the next one). */
+  readonly step: number
+  readonly usage: Usage.Usage
+  readonly output: Option.Option<unknown>
+  /** The tools the model call whose reply runs now offered; unknown (all) after a resume. */
+  readonly offered: ReadonlyArray<string> | undefined
+}
+
+/** The state a run starts from: a loaded thread, and the progress of the run it resumes. */
+export const make = (
+  messages: ReadonlyArray<Prompt.Message>,
+  slices: Readonly<Record<string, object>>,
+  progress: Checkpointer.Checkpoint["run"]
+): RunState => ({
+  messages,
+  slices,
+  step: progress?.step ?? 0,
+  usage: new Usage.Usage({
+    inputTokens: progress?.inputTokens ?? 0,
+    outputTokens: progress?.outputTokens ?? 0,
+    totalTokens: progress?.totalTokens ?? 0
+  }, true),
+  output: Option.none(),
+  offered: undefined
+})
+
+/** The state with the thread's messages replaced. */
+export const withMessages = (state: RunState, messages: ReadonlyArray<Prompt.Message>): RunState =>
+  messages === state.messages ? state : { ...state, messages }
+
+/**
+ * A hook's result applied: its messages replace the thread's, and its state
+ * update goes into the slice of `middleware`, keeping only the keys the
+ * slice declares (`declared`; a middleware without a slice keeps none).
+ * Gives the keys that were updated.
+ */
+export const applyHookResult = (
+  state: RunState,
+  middleware: string,
+  declared: ReadonlySet<string> | undefined,
+  result: Middleware.HookResult<object>
+): { readonly state: RunState; readonly keys: ReadonlyArray<string> } => {
+  const keys: Array<string> = []
+  let update: Record<string, unknown> | undefined
+  if (result.state !== undefined && declared !== undefined) {
+    for (const key of Object.keys(result.state)) {
+      if (!declared.has(key)) continue
+      keys.push(key)
+      ;(update ??= {})[key] = (result.state as Record<string, unknown>)[key]
+    }
+  }
+  if (update === undefined && result.messages === undefined) return { state, keys }
+  return {
+    state: {
+      ...state,
+      messages: result.messages ?? state.messages,
+      slices: update === undefined ? state.slices : {
+        ...state.slices,
+        [middleware]: { ...state.slices[middleware], ...update }
+      }
+    },
+    keys
+  }
+}
+
+/** The model's reply stored: appended to the thread, its usage added, the step counted. */
+export const appendReply = (state: RunState, reply: RunJournal.ModelCall): RunState => ({
+  ...state,
+  messages: [...state.messages, reply.message],
+  usage: Usage.add(state.usage, reply.usage),
+  step: state.step + 1,
+  offered: reply.offered
+})
+
+/** The tool results stored after their calls, and the structured output if a call gave it. */
+export const appendToolResults = (
+  state: RunState,
+  results: ReadonlyArray<Prompt.ToolResultPart>,
+  output: Option.Option<unknown>
+): RunState => ({
+  ...state,
+  messages: AgentState.appendToolResults(state.messages, results),
+  output: Option.isSome(output) ? output : state.output
+})
+
+/** Every call still without a result answered as not run, for `reason`. */
+export const answerPending = (state: RunState, reason: string): RunState =>
+  withMessages(state, AgentState.answerPending(state.messages, reason))
+
+/** What the phase machine routes on. */
+export const factsOf = (state: RunState): Facts => ({
+  callsTools: lastAssistantCallsTools(state.messages),
+  hasOutput: Option.isSome(state.output)
+})

@@ -1,0 +1,113 @@
+/**
+ * The tool step of a run: each pending call through the `wrapToolCall`
+ * chain, journaled as the run's step, with bounded concurrency. A call of a
+ * tool the model call did not offer, or that the agent does not have, is
+ * answered with a failed result the model can read; a call that timed out
+ * too.
+ */
+import * as Prompt from "@effect/ai/Prompt"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { ToolTimeout } from "../AgentError.js"
+import * as AgentEvent from "../AgentEvent.js"
+import type * as Middleware from "../Middleware.js"
+import type { Compiled } from "./config.js"
+import { checked, hookEffect, toolResultProblem } from "./hookResults.js"
+import * as Observer from "./observer.js"
+import { journaled, type RunContext } from "./runContext.js"
+import type { RunState } from "./runState.js"
+import { timedOutResult, unknownToolResult } from "./tools.js"
+
+const isToolTimeout = (error: unknown): error is ToolTimeout => error instanceof ToolTimeout
+
+/** What the tool step gives: a result per call, in call order, and the structured output if a call gave it. */
+export interface ToolStepResult {
+  readonly results: ReadonlyArray<Prompt.ToolResultPart>
+  readonly output: Option.Option<unknown>
+}
+
+export const make = (config: Compiled) => {
+  const { output, outputToolName, toolNames, toolsByName, wrapTool } = config
+
+  /** The tool call at the end of the `wrapToolCall` chain. */
+  const callTool = (threadId: string, offered: ReadonlyArray<string> | undefined) =>
+  (
+    request: Middleware.ToolCallRequest
+  ): Effect.Effect<Prompt.ToolResultPart, any> => {
+    const call = request.call
+    if (call.name === outputToolName) return Effect.succeed(output!.answer(call))
+    const entry = toolsByName.get(call.name)
+    if (entry === undefined) return Effect.succeed(unknownToolResult(call, offered ?? toolNames))
+    if (offered !== undefined && !offered.includes(call.name)) return Effect.succeed(unknownToolResult(call, offered))
+    return entry.run(call, threadId)
+  }
+
+  const toolChain = (run: RunContext, offered: ReadonlyArray<string> | undefined) =>
+    wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
+      (next, m) => (request) =>
+        Effect.flatMap(
+          Observer.inHook(
+            run,
+            m.name,
+            "wrapToolCall",
+            hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as any))
+          ),
+          checked(m.name, "wrapToolCall", (result) => toolResultProblem(result, request.call))
+        ),
+      callTool(run.threadId, offered)
+    )
+
+  /** Runs `calls`, the pending calls of `state`. */
+  return (
+    run: RunContext,
+    state: RunState,
+    calls: ReadonlyArray<Prompt.ToolCallPart>
+  ): Effect.Effect<ToolStepResult, unknown, any> => {
+    const chain = toolChain(run, state.offered)
+    const flat = config.layout.flatten(state)
+    const emit = run.emit
+    const one = (call: Prompt.ToolCallPart) => {
+      const request: Middleware.ToolCallRequest = {
+        call,
+        tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? output!.tool : undefined),
+        state: flat as any,
+        threadId: run.threadId,
+        step: state.step - 1
+      }
+      const execute = journaled(
+        run,
+        run.keys.tool(call),
+        Prompt.ToolResultPart,
+        Observer.traced(
+          run,
+          "AgentLoop.toolCall",
+          { tool: call.name, callId: call.id },
+          Effect.catchIf(chain(request), isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
+        )
+      )
+      if (emit === undefined) return execute
+      return Effect.gen(function*() {
+        yield* emit(AgentEvent.ToolCallStarted({ call }))
+        const started = yield* Clock.currentTimeMillis
+        const result = yield* execute
+        const ended = yield* Clock.currentTimeMillis
+        yield* emit(AgentEvent.ToolCallCompleted({ result, durationMillis: ended - started }))
+        return result
+      })
+    }
+    const results: Effect.Effect<ReadonlyArray<Prompt.ToolResultPart>, unknown, any> = calls.length === 1
+      ? Effect.map(one(calls[0]!), (result) => [result])
+      : Effect.forEach(calls, one, { concurrency: config.toolConcurrency })
+    return Effect.map(results, (results) => {
+      let value = Option.none<unknown>()
+      if (output !== undefined) {
+        for (let i = 0; i < calls.length; i++) {
+          const given = output.value(calls[i]!, results[i]!)
+          if (Option.isSome(given)) value = given
+        }
+      }
+      return { results, output: value }
+    })
+  }
+}

@@ -1,0 +1,47 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Agent, Middleware } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import { Chunk, Effect, FastCheck, Option, Schema, Stream } from "effect"
+import * as RunState from "../src/internal/runState.js"
+
+const key = FastCheck.constantFrom("a", "b", "c", "d", "e")
+const record = FastCheck.dictionary(key, FastCheck.integer())
+
+describe("RunState", () => {
+  it.prop(
+    "a hook's state update keeps only the keys its slice declares, and changes nothing it was given",
+    { declared: FastCheck.uniqueArray(key), before: record, update: record, other: record },
+    ({ before, declared, other, update }) => {
+      const state = RunState.make([], { m: before, other }, undefined)
+      const frozen = JSON.stringify(state)
+      const { keys, state: after } = RunState.applyHookResult(state, "m", new Set(declared), { state: update })
+      assert.strictEqual(JSON.stringify(state), frozen)
+      const kept = Object.keys(update).filter((k) => declared.includes(k))
+      assert.deepStrictEqual([...keys].sort(), kept.sort())
+      const expected: Record<string, number> = { ...before }
+      for (const k of kept) expected[k] = update[k]!
+      assert.deepStrictEqual(after.slices.m, kept.length === 0 ? before : expected)
+      assert.strictEqual(after.slices.other, other)
+    }
+  )
+
+  it.effect("an undeclared key a hook returns never reaches the state, the checkpoint or the events", () =>
+    Effect.gen(function*() {
+      const counter = Middleware.make({
+        name: "counter",
+        state: { schema: Schema.Struct({ count: Schema.Number }), initial: { count: 0 } },
+        // a hook typed loosely (plain JavaScript, `any`) can return keys the slice does not declare
+        beforeModel: ({ state }) => Effect.succeed({ state: { count: state.count + 1, stray: "x" } as any })
+      })
+      const agent = yield* Agent.make({ middleware: [counter] })
+      const events = yield* agent.stream("hi", { threadId: "t" }).pipe(Stream.runCollect)
+      const updates = Chunk.toArray(events).flatMap((event) => event._tag === "StateUpdated" ? [event.keys] : [])
+      assert.deepStrictEqual(updates, [["count"]])
+      const thread = Option.getOrThrow(yield* agent.thread("t"))
+      assert.strictEqual((thread.state as any).count, 1)
+      assert.isFalse("stray" in thread.state)
+      const result = yield* agent.run("again", { threadId: "t" })
+      assert.strictEqual((result.state as any).count, 2)
+      assert.isFalse("stray" in result.state)
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("one"), ScriptedModel.text("two")]))))
+})
