@@ -27,15 +27,21 @@ describe("RunState", () => {
 
   it.effect("an undeclared key a hook returns never reaches the state, the checkpoint or the events", () =>
     Effect.gen(function*() {
+      // a hook typed loosely (plain JavaScript, `any`) can return keys the slice does not declare
+      const loose = (({ state }: { readonly state: { readonly count: number } }) =>
+        Effect.succeed({ state: { count: state.count + 1, stray: "x" } })) as unknown as (
+          context: { readonly state: { readonly count: number } }
+        ) => Effect.Effect<{ readonly state: { readonly count: number } }>
       const counter = Middleware.make({
         name: "counter",
         state: { schema: Schema.Struct({ count: Schema.Number }), initial: { count: 0 } },
-        // a hook typed loosely (plain JavaScript, `any`) can return keys the slice does not declare
-        beforeModel: ({ state }) => Effect.succeed({ state: { count: state.count + 1, stray: "x" } as any })
+        beforeModel: loose
       })
       const agent = yield* Agent.make({ middleware: [counter] })
       const events = yield* agent.stream("hi", { threadId: "t" }).pipe(Stream.runCollect)
-      const updates = Chunk.toArray(events).flatMap((event) => event._tag === "StateUpdated" ? [event.keys] : [])
+      const updates = Chunk.toArray(events).flatMap((event) =>
+        event._tag === "StateUpdated" ? [event.keys] : []
+      )
       assert.deepStrictEqual(updates, [["count"]])
       const thread = Option.getOrThrow(yield* agent.thread("t"))
       assert.strictEqual((thread.state as any).count, 1)

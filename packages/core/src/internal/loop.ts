@@ -9,15 +9,8 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Stream from "effect/Stream"
-import {
-  DurableThreadError,
-  InvalidInput,
-  MaxStepsExceeded,
-  StructuredOutputError,
-  ThreadStateError
-} from "../AgentError.js"
+import { DurableThreadError, MaxStepsExceeded, StructuredOutputError, ThreadStateError } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
 import type * as AgentLoop from "../AgentLoop.js"
 import * as AgentResult from "../AgentResult.js"
@@ -29,6 +22,7 @@ import * as Secrets from "../Secrets.js"
 import * as Checkpoint from "./checkpoint.js"
 import { compile, type LoopConfig } from "./config.js"
 import { checked, hookEffect, inputProblem } from "./hookResults.js"
+import { checkThreadId, isThreadId, promptOf } from "./input.js"
 import { next, type Phase } from "./machine.js"
 import * as ModelStep from "./modelStep.js"
 import * as Nodes from "./nodes.js"
@@ -37,57 +31,11 @@ import type { Emit } from "./observer.js"
 import { type RunContext, uniqueInterruptKey } from "./runContext.js"
 import * as RunState from "./runState.js"
 import { StepKeys } from "./stepKeys.js"
+import * as ThreadLocks from "./threadLocks.js"
 import * as ToolStep from "./toolStep.js"
 import * as Watchers from "./watchers.js"
 
 export type { LoopConfig } from "./config.js"
-
-const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
-
-const describeValue = (u: unknown): string =>
-  u === null ? "null" : Array.isArray(u) ? "an array" : typeof u === "string" ? JSON.stringify(u) : typeof u
-
-/** A lone surrogate (half of a UTF-16 pair): such a string does not encode as UTF-8. */
-const loneSurrogate = /\p{Cs}/u
-
-/** Whether a thread id is a non-empty, well-formed string (no thread is ever stored under another one). */
-const isThreadId = (threadId: unknown): threadId is string =>
-  typeof threadId === "string" && threadId.length > 0 && !loneSurrogate.test(threadId)
-
-/** The thread id, or `InvalidInput` when it is not a non-empty, well-formed string. */
-const checkThreadId = (threadId: unknown): Effect.Effect<string, InvalidInput> =>
-  isThreadId(threadId)
-    ? Effect.succeed(threadId)
-    : Effect.fail(
-      new InvalidInput({
-        description: `the thread id must be a non-empty string without lone surrogates, got ${
-          typeof threadId === "string" && threadId.length > 0
-            ? "a string with a lone surrogate"
-            : describeValue(threadId)
-        }`
-      })
-    )
-
-/** The input of a run as a prompt: a string, an array of messages or a `Prompt`; anything else is `InvalidInput`. */
-const promptOf = (input: Prompt.RawInput): Effect.Effect<Prompt.Prompt, InvalidInput> => {
-  if (typeof input === "string" || Prompt.isPrompt(input)) return Effect.succeed(Prompt.make(input))
-  if (!Array.isArray(input)) {
-    return Effect.fail(
-      new InvalidInput({
-        description: `the input must be a string, an array of messages or a Prompt, got ${describeValue(input)}`
-      })
-    )
-  }
-  return Effect.try({
-    try: () => Prompt.make(input),
-    catch: (error) =>
-      new InvalidInput({
-        description: `the input messages do not decode: ${
-          ParseResult.isParseError(error) ? formatParseError(error) : String(error)
-        }`
-      })
-  })
-}
 
 /** Effect's built-in tracer, which keeps spans in memory and exports nothing. */
 const builtInTracer = Effect.runSync(Effect.tracer)
@@ -261,24 +209,7 @@ export const makeLoop = (loopConfig: LoopConfig): AgentLoop.AgentLoop.Service<an
       Effect.annotateSpans({ threadId: run.threadId })
     )
 
-  // One run at a time per thread in this process: a second run waits, so
-  // it starts from the first one's final checkpoint instead of overwriting it.
-  const threadLocks = new Map<string, { readonly semaphore: Effect.Semaphore; users: number }>()
-  const withThreadLock = <A, E, R>(threadId: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.suspend(() => {
-      let lock = threadLocks.get(threadId)
-      if (lock === undefined) {
-        lock = { semaphore: Effect.unsafeMakeSemaphore(1), users: 0 }
-        threadLocks.set(threadId, lock)
-      }
-      const held = lock
-      held.users++
-      return held.semaphore.withPermits(1)(effect).pipe(
-        Effect.ensuring(Effect.sync(() => {
-          if (--held.users === 0) threadLocks.delete(threadId)
-        }))
-      )
-    })
+  const withThreadLock = ThreadLocks.make()
 
   // Every run's events go to the watchers of `watch` while there are any.
   const watchers = Watchers.make<AgentLoop.RunEvent<any>>()
