@@ -1,20 +1,12 @@
 import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
-import { Arbitraries, ScriptedModel } from "@stepwise-agent/testing"
+import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, FastCheck } from "effect"
 
-const call = (id: string) => Prompt.makePart("tool-call", { id, name: "search", params: {}, providerExecuted: false })
-const result = (id: string) =>
-  Prompt.makePart("tool-result", {
-    id,
-    name: "search",
-    result: `found ${id}`,
-    isFailure: false,
-    providerExecuted: false
-  })
-const user = (text: string) => Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text })] })
-const assistant = (...ids: ReadonlyArray<string>) => Prompt.makeMessage("assistant", { content: ids.map(call) })
+const result = (id: string) => Messages.toolResult(id, "search", `found ${id}`)
+const user = Messages.user
+const assistant = (...ids: ReadonlyArray<string>) => Messages.calls(...ids.map((id) => Messages.toolCall(id, "search")))
 const tool = (...ids: ReadonlyArray<string>) => Prompt.makeMessage("tool", { content: ids.map(result) })
 
 /** Runs `history` as the input of one run and gives the messages the model received and the stored ones. */

@@ -11,6 +11,11 @@ export * as HookRecorder from "./HookRecorder.js"
 /**
  * @since 0.1.0
  */
+export * as Messages from "./Messages.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as ScriptedModel from "./ScriptedModel.js"
 
 /**
