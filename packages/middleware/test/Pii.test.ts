@@ -235,10 +235,6 @@ describe("strategies", () => {
     assert.strictEqual(hashed, `<email_hash:${digest}>, again <email_hash:${digest}>`)
   })
 
-  it.prop("sha256 agrees with node:crypto", [FastCheck.string({ unit: "grapheme", maxLength: 300 })], ([value]) => {
-    assert.strictEqual(Pii.sha256(value), createHash("sha256").update(value, "utf8").digest("hex"))
-  })
-
   it("block leaves the text and reports the matches", () => {
     const result = compile({ types: ["email"], strategy: "block" }).redact("mail ada@example.com")
     assert.strictEqual(result.text, "mail ada@example.com")
@@ -471,7 +467,7 @@ describe("middleware", () => {
       const cards = yield* Pii.middleware({ types: ["credit_card"], strategy: "mask", name: "cards" })
       const agent = yield* Agent.make({ middleware: [emails, cards] })
       const result = yield* agent.run("ada@example.com 4111111111111111", { threadId: "t" })
-      const digest = Pii.sha256("ada@example.com").slice(0, 8)
+      const digest = createHash("sha256").update("ada@example.com").digest("hex").slice(0, 8)
       assert.strictEqual(textOf(result.state.messages[0]), `<email_hash:${digest}> ************1111`)
     }).pipe(provide([ScriptedModel.text("ok")])))
 })
