@@ -23,7 +23,7 @@ import * as Checkpoint from "./checkpoint.js"
 import { compile, type LoopConfig } from "./config.js"
 import { checked, hookEffect, inputProblem } from "./hookResults.js"
 import { checkThreadId, isThreadId, promptOf } from "./input.js"
-import { next, type Phase } from "./machine.js"
+import { Continue, next, type Phase } from "./machine.js"
 import * as ModelStep from "./modelStep.js"
 import * as Nodes from "./nodes.js"
 import * as Observer from "./observer.js"
@@ -97,7 +97,10 @@ export const makeLoop = (loopConfig: LoopConfig): AgentLoop.AgentLoop.Service<an
           case "afterModel":
           case "afterAgent": {
             const node = phase.node
-            const ended = yield* runNode(run, state, node, phase.index, resumeValue)
+            // a node without hooks (from this index on) just continues: no effect to run
+            const ended = phase.index >= nodes[node].length
+              ? { state, outcome: Continue }
+              : yield* runNode(run, state, node, phase.index, resumeValue)
             const outcome = ended.outcome
             state = ended.state
             resumeValue = Option.none()

@@ -268,26 +268,22 @@ export const make = (config: Compiled) => {
     )
 
   /** Runs the model step of `state`: its request through the chain, journaled as the run's step. */
-  return (run: RunContext, state: RunState): Effect.Effect<ModelStepResult, unknown, any> =>
-    Effect.gen(function*() {
-      const request: Middleware.ModelRequest = {
-        messages: state.messages,
-        systemPrompt: config.systemPrompt,
-        tools: config.toolList,
-        toolChoice: config.toolChoice,
-        model: undefined,
-        context: Context.empty(),
-        state: config.layout.flatten(state) as any,
-        threadId: run.threadId,
-        step: state.step
-      }
-      const emit = run.emit
-      const started = emit === undefined ? 0 : yield* Clock.currentTimeMillis
-      if (emit !== undefined) {
-        yield* emit(AgentEvent.ModelCallStarted({ step: state.step, messageCount: state.messages.length, toolNames }))
-      }
-      const offered = { names: toolNames }
-      const reply = yield* journaled(
+  return (run: RunContext, state: RunState): Effect.Effect<ModelStepResult, unknown, any> => {
+    const request: Middleware.ModelRequest = {
+      messages: state.messages,
+      systemPrompt: config.systemPrompt,
+      tools: config.toolList,
+      toolChoice: config.toolChoice,
+      model: undefined,
+      context: Context.empty(),
+      state: config.layout.flatten(state) as any,
+      threadId: run.threadId,
+      step: state.step
+    }
+    const offered = { names: toolNames }
+    // built once the step starts (after ModelCallStarted): building it calls the wrap hooks
+    const call = () =>
+      journaled(
         run,
         run.keys.model(state.step),
         RunJournal.ModelCall,
@@ -303,6 +299,13 @@ export const make = (config: Compiled) => {
           }))
         )
       )
-      return { reply, durationMillis: emit === undefined ? 0 : (yield* Clock.currentTimeMillis) - started }
+    const emit = run.emit
+    if (emit === undefined) return Effect.map(call(), (reply) => ({ reply, durationMillis: 0 }))
+    return Effect.gen(function*() {
+      const started = yield* Clock.currentTimeMillis
+      yield* emit(AgentEvent.ModelCallStarted({ step: state.step, messageCount: state.messages.length, toolNames }))
+      const reply = yield* call()
+      return { reply, durationMillis: (yield* Clock.currentTimeMillis) - started }
     })
+  }
 }
