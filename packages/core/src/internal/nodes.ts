@@ -20,7 +20,7 @@ export interface NodeResult {
   readonly outcome: NodeOutcome
 }
 
-/** Runs the hooks of a node from the `start`-th on; the first gets `resume`. */
+/** Runs the hooks of a node from the `start`-th on (the driver skips a node with none left); the first gets `resume`. */
 export const make = (config: Compiled) =>
 (
   run: RunContext,
@@ -30,7 +30,6 @@ export const make = (config: Compiled) =>
   resume: Option.Option<unknown>
 ): Effect.Effect<NodeResult, unknown, any> => {
   const hooks = config.nodes[node]
-  if (start >= hooks.length) return Effect.succeed({ state: initial, outcome: Continue })
   return Effect.gen(function*() {
     let state = initial
     for (let index = start; index < hooks.length; index++) {
