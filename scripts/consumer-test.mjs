@@ -8,7 +8,9 @@
 //     consumer's own tsc with skipLibCheck off, strict on and off, moduleResolution nodenext
 //     and bundler, core, testing and middleware without @types/node (their typings name
 //     nothing of Node) — and runs with plain node,
-//     printing (last) what its `<!-- output: … -->` line says;
+//     printing (last) what its `<!-- output: … -->` line says; modules a package lists in
+//     `stepwise.subpathOnly` are exempt from the Node check, and the testing FakeOpenAi
+//     subpath resolves (it is not on the package root) and answers the real OpenAI client;
 //   - on the unpatched @effect/ai an agent with more than 3 tools logs the patch warning, and
 //     after the steps of core's patches/README.md (its postinstall script) it no longer does.
 // Needs the build (`tsc -b`, part of `npm run check`). Prints one line per check and a
@@ -75,7 +77,11 @@ try {
   }
 
   // 2. install into an empty project
-  const dependencies = { effect: consumerEffect }
+  // @effect/ai-openai: the optional peer of the testing FakeOpenAi subpath, checked below
+  const dependencies = {
+    effect: consumerEffect,
+    "@effect/ai-openai": manifest("testing").devDependencies["@effect/ai-openai"]
+  }
   for (const tarball of tarballs) dependencies[tarball.name] = `file:./${tarball.filename}`
   fs.writeFileSync(
     path.join(project, "package.json"),
@@ -163,10 +169,13 @@ try {
     check(`the README examples typecheck (${variant.name}, skipLibCheck: false)`, result.ok, result.out)
   }
   const neutral = examples.filter((example) => example.neutral)
+  // Modules listed in `stepwise.subpathOnly` (see scripts/codegen.mjs) are imported only by
+  // their subpath, which may need Node (the testing FakeOpenAi server): they are exempt.
   const nodeReferences = [...runtimeNeutral].flatMap((dir) => {
     const dist = path.join(project, "node_modules", manifest(dir).name, "dist")
+    const exempt = new Set((manifest(dir).stepwise?.subpathOnly ?? []).map((name) => `${name}.d.ts`))
     return fs.readdirSync(dist, { recursive: true })
-      .filter((file) => file.endsWith(".d.ts"))
+      .filter((file) => file.endsWith(".d.ts") && !exempt.has(file))
       .filter((file) => /reference types="node"|from "node:|\bBuffer\b|NodeJS\./.test(fs.readFileSync(path.join(dist, file), "utf8")))
       .map((file) => `${manifest(dir).name}/dist/${file}`)
   })
@@ -191,6 +200,32 @@ try {
       result.out
     )
   }
+
+  // the subpath-only FakeOpenAi module resolves from the package and serves a request
+  const testing = manifest("testing").name
+  const fake = path.join(project, "fake-openai.mjs")
+  fs.writeFileSync(
+    fake,
+    [
+      `import * as FakeOpenAi from "${testing}/FakeOpenAi"`,
+      `import * as Testing from "${testing}"`,
+      `import { LanguageModel } from "@effect/ai"`,
+      `import { Effect } from "effect"`,
+      `if ("FakeOpenAi" in Testing) throw new Error("FakeOpenAi is exported from the package root")`,
+      `const program = Effect.gen(function*() {`,
+      `  const server = yield* FakeOpenAi.make([FakeOpenAi.text("Hello!")])`,
+      `  const response = yield* LanguageModel.generateText({ prompt: "Hi" }).pipe(Effect.provide(FakeOpenAi.languageModel(server)))`,
+      `  console.log(response.text, (yield* server.requests).length)`,
+      `}).pipe(Effect.scoped)`,
+      `await Effect.runPromise(program)`
+    ].join("\n")
+  )
+  const served = run(process.execPath, [fake], project)
+  check(
+    `${testing}/FakeOpenAi resolves (not from the package root) and answers the OpenAI client`,
+    served.ok && served.stdout.trim() === "Hello! 1",
+    served.out
+  )
 
   // 4. the @effect/ai patch, applied as core's patches/README.md says
   const core = manifest("core").name

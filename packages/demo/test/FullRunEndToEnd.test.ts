@@ -11,8 +11,8 @@ import { Agent, Checkpointer } from "@stepwise-agent/core"
 import * as ContextEditing from "@stepwise-agent/middleware/ContextEditing"
 import * as HumanInTheLoop from "@stepwise-agent/middleware/HumanInTheLoop"
 import * as TodoList from "@stepwise-agent/middleware/TodoList"
+import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import { Effect, Layer, Option, Ref, Schema } from "effect"
-import * as FakeOpenAi from "./fakeOpenAi.js"
 import { transcript } from "./transcript.js"
 
 // ---------------------------------------------------------------------------

@@ -14,8 +14,8 @@ import { Agent, AgentEvent, Checkpointer } from "@stepwise-agent/core"
 import type { AgentError, Middleware } from "@stepwise-agent/core"
 import * as Inspector from "@stepwise-agent/inspector/Inspector"
 import * as ModelRetry from "@stepwise-agent/middleware/ModelRetry"
+import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import { Cause, Chunk, Effect, Exit, Layer, Option, Ref, Stream } from "effect"
-import * as FakeOpenAi from "./fakeOpenAi.js"
 import { transcript } from "./transcript.js"
 
 // ---------------------------------------------------------------------------

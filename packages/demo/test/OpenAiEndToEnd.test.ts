@@ -10,8 +10,8 @@ import { Agent, AgentEvent, Checkpointer } from "@stepwise-agent/core"
 import type { Middleware } from "@stepwise-agent/core"
 import * as ModelFallback from "@stepwise-agent/middleware/ModelFallback"
 import * as ModelRetry from "@stepwise-agent/middleware/ModelRetry"
+import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import { Chunk, Clock, Effect, Layer, Option, Ref, Schema, Stream } from "effect"
-import * as FakeOpenAi from "./fakeOpenAi.js"
 import { transcript } from "./transcript.js"
 
 // ---------------------------------------------------------------------------

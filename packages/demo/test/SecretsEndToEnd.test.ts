@@ -17,6 +17,7 @@ import * as Inspector from "@stepwise-agent/inspector/Inspector"
 import * as Logging from "@stepwise-agent/middleware/Logging"
 import * as Summarization from "@stepwise-agent/middleware/Summarization"
 import { SpanRecorder } from "@stepwise-agent/testing"
+import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
@@ -25,7 +26,6 @@ import { Cause, Chunk, Context, Effect, Exit, Fiber, HashMap, Layer, Logger, Opt
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as FakeOpenAi from "./fakeOpenAi.js"
 
 const apiKey = "sk-test-SECRET123"
 

@@ -1,16 +1,12 @@
 import type { Prompt } from "@effect/ai"
-import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
-import { ScriptedModel } from "@stepwise-agent/testing"
+import { Fixtures, ScriptedModel } from "@stepwise-agent/testing"
 import { Context, Effect } from "effect"
 import * as Schema from "effect/Schema"
 import * as DynamicSystemPrompt from "../src/DynamicSystemPrompt.js"
 import * as ModelCallLimit from "../src/ModelCallLimit.js"
 
-const Echo = Tool.make("echo", { parameters: { text: Schema.String }, success: Schema.String })
-const Tools = Toolkit.make(Echo)
-const ToolsLive = Tools.toLayer({ echo: ({ text }) => Effect.succeed(text) })
 const script = [ScriptedModel.toolCalls([{ name: "echo", params: { text: "x" } }]), ScriptedModel.text("done")]
 
 /** The system message of each request the model received (undefined when there was none). */
@@ -28,12 +24,12 @@ describe("DynamicSystemPrompt", () => {
       const prompt = DynamicSystemPrompt.middleware((request) =>
         `step ${request.step}, ${request.messages.length} message(s), thread ${request.threadId}`
       )
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [prompt] })
+      const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [prompt] })
       const result = yield* agent.run("go", { threadId: "t" })
       assert.deepStrictEqual(yield* systemPrompts, ["step 0, 1 message(s), thread t", "step 1, 3 message(s), thread t"])
       // the stored conversation holds no system message
       assert.isFalse(result.state.messages.some((m) => m.role === "system"))
-    }).pipe(Effect.provide([ScriptedModel.layer(script), ToolsLive])))
+    }).pipe(Effect.provide([ScriptedModel.layer(script), Fixtures.echoLayer])))
 
   it.effect("sees the agent's own prompt and the whole state", () =>
     Effect.gen(function*() {
@@ -41,13 +37,17 @@ describe("DynamicSystemPrompt", () => {
       const prompt = DynamicSystemPrompt.middleware((request) =>
         Effect.succeed(`${request.systemPrompt} (model calls so far: ${request.state.threadModelCallCount})`)
       )
-      const agent = yield* Agent.make({ toolkit: Tools, systemPrompt: "Be brief.", middleware: [limit, prompt] })
+      const agent = yield* Agent.make({
+        toolkit: Fixtures.echoToolkit,
+        systemPrompt: "Be brief.",
+        middleware: [limit, prompt]
+      })
       yield* agent.run("go", { threadId: "t" })
       assert.deepStrictEqual(yield* systemPrompts, [
         "Be brief. (model calls so far: 0)",
         "Be brief. (model calls so far: 1)"
       ])
-    }).pipe(Effect.provide([ScriptedModel.layer(script), ToolsLive])))
+    }).pipe(Effect.provide([ScriptedModel.layer(script), Fixtures.echoLayer])))
 
   it.effect("its requirements become the agent's, provided when the agent is built", () =>
     Effect.gen(function*() {

@@ -1,12 +1,9 @@
-import { Prompt, Tool, Toolkit } from "@effect/ai"
+import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentEvent } from "@stepwise-agent/core"
-import { ScriptedModel } from "@stepwise-agent/testing"
-import { Chunk, Context, Data, Effect, Layer, Schema, Stream } from "effect"
+import { Fixtures, ScriptedModel } from "@stepwise-agent/testing"
+import { Chunk, Context, Data, Effect, Layer, Stream } from "effect"
 import * as Guardrail from "../src/Guardrail.js"
-
-const Echo = Tool.make("echo", { parameters: { text: Schema.String }, success: Schema.String })
-const Tools = Toolkit.make(Echo)
 
 const textOf = (message: Prompt.Message | undefined): string =>
   message === undefined || message.role === "system" || message.role === "tool"
@@ -19,7 +16,7 @@ const hasText = (messages: ReadonlyArray<Prompt.UserMessage>, word: string) =>
 const provide = (script: ReadonlyArray<ScriptedModel.Turn>, echoed: Array<string> = []) =>
   Effect.provide(Layer.merge(
     ScriptedModel.layer(script),
-    Tools.toLayer({ echo: ({ text }) => Effect.sync(() => (echoed.push(text), text)) })
+    Fixtures.echoToolkit.toLayer({ echo: ({ text }) => Effect.sync(() => (echoed.push(text), text)) })
   ))
 
 const echoThenAnswer = [ScriptedModel.toolCalls([{ name: "echo", params: { text: "x" } }]), ScriptedModel.text("done")]
@@ -35,7 +32,7 @@ describe("Guardrail input", () => {
             return Guardrail.allow
           })
       })
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [guard] })
+      const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [guard] })
       yield* agent.run([{ role: "user", content: "first" }, { role: "user", content: "second" }], { threadId: "t" })
       assert.deepStrictEqual(seen, [{ texts: ["first", "second"], step: 0 }])
       yield* agent.run("third", { threadId: "t" })
@@ -125,7 +122,7 @@ describe("Guardrail output", () => {
         output: (message) =>
           Effect.succeed(textOf(message).includes("rm -rf") ? Guardrail.block("dangerous command") : Guardrail.allow)
       })
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [guard] })
+      const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [guard] })
       const error = yield* Effect.flip(agent.run("clean up", { threadId: "t" }))
       assert.strictEqual(error._tag, "GuardrailTripped")
       if (error._tag !== "GuardrailTripped") return
@@ -141,7 +138,7 @@ describe("Guardrail output", () => {
         output: () => Effect.succeed(Guardrail.block("dangerous command")),
         onBlock: "end"
       })
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [guard] })
+      const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [guard] })
       const result = yield* agent.run("clean up", { threadId: "t" })
       assert.strictEqual(result._tag, "Completed")
       if (result._tag !== "Completed") return
@@ -157,7 +154,7 @@ describe("Guardrail output", () => {
       const guard = yield* Guardrail.middleware({
         output: (message) => Effect.succeed(textOf(message) === "" ? Guardrail.allow : Guardrail.rewrite("[filtered]"))
       })
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [guard] })
+      const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [guard] })
       const result = yield* agent.run("go", { threadId: "t" })
       assert.deepStrictEqual(echoed, ["x"])
       const reply = result.state.messages[1]!

@@ -1,17 +1,13 @@
-import { LanguageModel, type Response, Tool, Toolkit } from "@effect/ai"
+import { LanguageModel, type Response } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
-import { ScriptedModel } from "@stepwise-agent/testing"
+import { Fixtures, ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import * as Schema from "effect/Schema"
 import * as ModelFallback from "../src/ModelFallback.js"
 import * as ModelRetry from "../src/ModelRetry.js"
 
 const status = (code: number) => ScriptedModel.httpError(code)
-
-const Echo = Tool.make("echo", { parameters: { text: Schema.String }, success: Schema.String })
-const Tools = Toolkit.make(Echo)
-const ToolsLive = Tools.toLayer({ echo: ({ text }) => Effect.succeed(text) })
 
 /** The agent's own (primary) model. */
 const primary = (script: ReadonlyArray<ScriptedModel.Turn>) => Effect.provide(ScriptedModel.layer(script))
@@ -82,11 +78,11 @@ describe("ModelFallback", () => {
     Effect.gen(function*() {
       const backup = yield* ScriptedModel.make([ScriptedModel.toolCalls([{ name: "echo", params: { text: "x" } }])])
       const fallback = yield* ModelFallback.middleware(backup.model)
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [fallback] })
+      const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [fallback] })
       const result = yield* agent.run("go", { threadId: "t" })
       assert.strictEqual(result._tag === "Completed" && result.text, "primary is back")
       assert.deepStrictEqual([yield* requestCount, yield* countOf(backup.recorder)], [2, 1])
-    }).pipe(primary([status(500), ScriptedModel.text("primary is back")]), Effect.provide(ToolsLive)))
+    }).pipe(primary([status(500), ScriptedModel.text("primary is back")]), Effect.provide(Fixtures.echoLayer)))
 
   it.effect("builds an Effect or Layer fallback on first use, once per run", () =>
     Effect.gen(function*() {
@@ -101,14 +97,14 @@ describe("ModelFallback", () => {
       const fromEffect = Effect.sync(() => (effectBuilds++, first.model))
       const fromLayer = Layer.effect(LanguageModel.LanguageModel, Effect.sync(() => (layerBuilds++, second.model)))
       const fallback = yield* ModelFallback.middleware(fromEffect, fromLayer)
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [fallback] })
+      const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [fallback] })
       const one = yield* agent.run("one", { threadId: "t" })
       assert.strictEqual(one._tag === "Completed" && one.text, "one")
       assert.deepStrictEqual([effectBuilds, layerBuilds], [1, 1])
       const two = yield* agent.run("two", { threadId: "t" })
       assert.strictEqual(two._tag === "Completed" && two.text, "two")
       assert.deepStrictEqual([effectBuilds, layerBuilds], [2, 2])
-    }).pipe(primary([status(500), status(500), status(500)]), Effect.provide(ToolsLive)))
+    }).pipe(primary([status(500), status(500), status(500)]), Effect.provide(Fixtures.echoLayer)))
 
   it.effect("a fallback that cannot be built fails the run with its own error", () => {
     class NoApiKey extends Schema.TaggedError<NoApiKey>()("NoApiKey", {}) {}

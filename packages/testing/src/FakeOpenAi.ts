@@ -1,3 +1,4 @@
+/// <reference types="node" />
 /**
  * A fake OpenAI Responses API on 127.0.0.1, for end-to-end tests of the real
  * `@effect/ai-openai` client.
@@ -20,8 +21,10 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import type * as HttpClient from "@effect/platform/HttpClient"
-import { Effect, Layer, Redacted } from "effect"
-import type { Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
 
 // ---------------------------------------------------------------------------
 // models
@@ -168,6 +171,13 @@ export interface FakeOpenAi {
 /**
  * The model id the fake provider reports (a dated snapshot, as OpenAI does).
  *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * console.log(FakeOpenAi.modelId)
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -175,6 +185,13 @@ export const modelId = "gpt-4o-mini-2024-07-18"
 
 /**
  * Token usage of a response, in the Responses API's shape.
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * console.log(FakeOpenAi.usage(20, 10).total_tokens)
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -205,6 +222,14 @@ const nextId = (prefix: string) => `${prefix}_${(++counter).toString(16).padStar
 /**
  * A Responses API response object around `output` items, with the fields a
  * recorded `gpt-4o-mini` response carries.
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const body = FakeOpenAi.envelope([FakeOpenAi.messageItem("Hi")], { usage: [5, 1] })
+ * console.log(body.status, body.usage?.total_tokens)
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -243,6 +268,13 @@ export const envelope = (
 /**
  * An assistant `message` output item with one `output_text` part.
  *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * console.log(FakeOpenAi.messageItem("Hi").content[0]!.text)
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -274,6 +306,14 @@ const argumentsOf = (call: FunctionCall) =>
 /**
  * A `function_call` output item.
  *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const item = FakeOpenAi.functionCallItem({ callId: "c1", name: "add", arguments: { a: 1, b: 2 } })
+ * console.log(item.arguments)
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -293,6 +333,13 @@ export const functionCallItem = (call: FunctionCall, id: string = nextId("fc")) 
 /**
  * A JSON reply (status 200 unless given).
  *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const reply = FakeOpenAi.json({ ok: true }, { status: 201 })
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -304,6 +351,13 @@ export const json = (
 /**
  * A non-streaming reply with a text answer.
  *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const reply = FakeOpenAi.text("Hello!", { usage: [12, 3] })
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -311,6 +365,13 @@ export const text = (answer: string, options?: ResponseOptions): Reply => json(e
 
 /**
  * A non-streaming reply that calls tools.
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const reply = FakeOpenAi.toolCalls([{ callId: "c1", name: "add", arguments: { a: 1, b: 2 } }])
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -320,6 +381,13 @@ export const toolCalls = (calls: ReadonlyArray<FunctionCall>, options?: Response
 
 /**
  * An error status with an OpenAI-style error body and headers.
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const reply = FakeOpenAi.error(429, "Slow down", { headers: { "retry-after": "1" } })
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -335,6 +403,13 @@ export const error = (
 
 /**
  * A body sent as is (`content-type: application/json` unless given).
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const reply = FakeOpenAi.raw("{ \"partial\": ", { status: 200 })
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -352,6 +427,13 @@ export const raw = (
 /**
  * A 200 whose body, labelled JSON, does not parse.
  *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const script = [FakeOpenAi.notJson, FakeOpenAi.text("recovered")]
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -359,6 +441,13 @@ export const notJson: Reply = raw("{ not json")
 
 /**
  * A gateway's HTML error page served as JSON, with status 502.
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const script = [FakeOpenAi.htmlGateway, FakeOpenAi.text("recovered")]
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -371,6 +460,13 @@ export const htmlGateway: Reply = raw(
 /**
  * The request is read and the connection destroyed without an answer.
  *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const script = [FakeOpenAi.drop, FakeOpenAi.text("recovered")]
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -379,6 +475,14 @@ export const drop: Reply = { _tag: "Drop" }
 /**
  * A stream of events; with `stallAfter`, only that many events are sent and
  * the connection is held open until `dropStalled` destroys it.
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * // send the first 5 events, then hold the connection open
+ * const reply = FakeOpenAi.sse(FakeOpenAi.textEvents(["Hel", "lo"]), { stallAfter: 5 })
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -405,6 +509,13 @@ const streamEnd = (id: string, output: ReadonlyArray<unknown>, options?: Respons
  * API sends them (created, in_progress, output_item.added,
  * content_part.added, output_text.delta…, output_text.done,
  * content_part.done, output_item.done, completed).
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * console.log(FakeOpenAi.textEvents(["Hel", "lo"]).at(-1)!.type)
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -453,6 +564,14 @@ export const textEvents = (chunks: ReadonlyArray<string>, options?: ResponseOpti
  * its `deltas`-th text delta, then the server ends the response cleanly, with
  * no `response.completed` (as a proxy closing a stream early does).
  *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * // one delta, then the stream ends before response.completed
+ * const reply = FakeOpenAi.streamTextCut(["Hel", "lo"], { deltas: 1 })
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -465,6 +584,13 @@ export const streamTextCut = (
  * A 200 `application/json` response with a text answer, sent as is whether
  * or not the client asked for a stream (a gateway that ignores `stream: true`).
  *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const reply = FakeOpenAi.textNotStreamed("Hello!")
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -473,6 +599,13 @@ export const textNotStreamed = (answer: string, options?: ResponseOptions): Repl
 
 /**
  * One reply for a plain request, another for a streaming one.
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const reply = FakeOpenAi.byMode({ generate: FakeOpenAi.text("Hi"), stream: FakeOpenAi.streamText(["H", "i"]) })
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -485,6 +618,14 @@ export const byMode = (replies: { readonly generate: Reply; readonly stream: Rep
 /**
  * The events of a streamed response calling tools, each call's arguments
  * sent in two deltas.
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const events = FakeOpenAi.toolCallEvents([{ callId: "c1", name: "add", arguments: { a: 1, b: 2 } }])
+ * console.log(events[0]!.type)
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -527,6 +668,13 @@ export const toolCallEvents = (
 /**
  * A streaming reply with a text answer written in `chunks`.
  *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const reply = FakeOpenAi.streamText(["Hel", "lo"])
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -535,6 +683,13 @@ export const streamText = (chunks: ReadonlyArray<string>, options?: ResponseOpti
 
 /**
  * A streaming reply that calls tools.
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const reply = FakeOpenAi.streamToolCalls([{ callId: "c1", name: "add", arguments: { a: 1, b: 2 } }])
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -549,6 +704,16 @@ export const streamToolCalls = (calls: ReadonlyArray<FunctionCall>, options?: Re
 /**
  * The `function_call` items of a request's input.
  *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * import { Effect } from "effect"
+ *
+ * const callsSent = (server: FakeOpenAi.FakeOpenAi) =>
+ *   Effect.map(server.requests, (requests) => requests.map((request) => FakeOpenAi.functionCalls(request.body)))
+ * ```
+ *
  * @since 0.1.0
  * @category utility
  */
@@ -557,6 +722,16 @@ export const functionCalls = (body: RequestBody): ReadonlyArray<InputItem> =>
 
 /**
  * The `function_call_output` items of a request's input.
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * import { Effect } from "effect"
+ *
+ * const outputsSent = (server: FakeOpenAi.FakeOpenAi) =>
+ *   Effect.map(server.requests, (requests) => requests.map((request) => FakeOpenAi.functionCallOutputs(request.body)))
+ * ```
  *
  * @since 0.1.0
  * @category utility
@@ -568,6 +743,16 @@ export const functionCallOutputs = (body: RequestBody): ReadonlyArray<InputItem>
  * A compact view of a request's input: `role:text` for messages,
  * `function_call:<call_id>:<name>:<arguments>` and
  * `function_call_output:<call_id>:<output>` for tool items.
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * import { Effect } from "effect"
+ *
+ * const inputs = (server: FakeOpenAi.FakeOpenAi) =>
+ *   Effect.map(server.requests, (requests) => requests.map((request) => FakeOpenAi.inputSummary(request.body)))
+ * ```
  *
  * @since 0.1.0
  * @category utility
@@ -658,7 +843,19 @@ const answer = (
  *
  * @example
  * ```ts
- * const server = yield* FakeOpenAi.make([FakeOpenAi.text("Hello!")])
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const server = yield* FakeOpenAi.make([FakeOpenAi.text("Hello!")])
+ *   const response = yield* Effect.promise(() =>
+ *     fetch(`${server.url}/v1/responses`, { method: "POST", body: JSON.stringify({ input: [] }) })
+ *   )
+ *   const requests = yield* server.requests
+ *   return [response.status, requests.length, requests[0]!.answeredWith]
+ * }).pipe(Effect.scoped)
+ *
+ * Effect.runPromise(program).then(console.log)
  * ```
  *
  * @since 0.1.0
@@ -751,8 +948,19 @@ export interface LanguageModelOptions {
  *
  * @example
  * ```ts
- * const server = yield* FakeOpenAi.make([FakeOpenAi.text("Hello!")])
- * const context = yield* Layer.build(FakeOpenAi.languageModel(server))
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ * import { LanguageModel } from "@effect/ai"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const server = yield* FakeOpenAi.make([FakeOpenAi.text("Hello!")])
+ *   const response = yield* LanguageModel.generateText({ prompt: "Hi" }).pipe(
+ *     Effect.provide(FakeOpenAi.languageModel(server))
+ *   )
+ *   return response.text
+ * }).pipe(Effect.scoped)
+ *
+ * Effect.runPromise(program).then(console.log)
  * ```
  *
  * @since 0.1.0
