@@ -94,7 +94,7 @@ describe("Agent.make", () => {
   })
 })
 
-describe("Agent", () => {
+describe("Agent.Agent", () => {
   test("the tag serves every agent, typed loosely", () => {
     expect<Context.Tag.Service<Agent.Agent>>().type.toBe<Agent.Agent.Service<any, any>>()
   })

@@ -429,7 +429,9 @@ export const make = <
     for (const m of middleware) if (m.invalidOptions !== undefined) return yield* m.invalidOptions
     const maxSteps = options.maxSteps ?? 50
     if (!Number.isInteger(maxSteps) || maxSteps < 1) {
-      return yield* new AgentError.AgentConfigError({ reason: `maxSteps must be a whole number of at least 1, got ${maxSteps}` })
+      return yield* new AgentError.AgentConfigError({
+        reason: `maxSteps must be a whole number of at least 1, got ${maxSteps}`
+      })
     }
     const toolConcurrency = options.toolConcurrency ?? 8
     if (toolConcurrency !== "unbounded" && (!Number.isInteger(toolConcurrency) || toolConcurrency < 1)) {
@@ -520,12 +522,16 @@ const toolTimeoutsOf = (
     const given = options.toolTimeouts
     if (given !== undefined) {
       if (typeof given !== "object" || given === null) {
-        return Effect.fail(new AgentError.AgentConfigError({ reason: "toolTimeouts must be an object of durations by tool name" }))
+        return Effect.fail(
+          new AgentError.AgentConfigError({ reason: "toolTimeouts must be an object of durations by tool name" })
+        )
       }
       for (const [name, input] of Object.entries(given)) {
         if (!owners.has(name)) {
           return Effect.fail(
-            new AgentError.AgentConfigError({ reason: `toolTimeouts names "${name}", which is not a tool of this agent` })
+            new AgentError.AgentConfigError({
+              reason: `toolTimeouts names "${name}", which is not a tool of this agent`
+            })
           )
         }
         const timeout = durationOf(`toolTimeouts["${name}"]`, input)

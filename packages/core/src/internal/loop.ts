@@ -10,9 +10,9 @@ import * as Effect from "effect/Effect"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import type * as Agent from "../Agent.js"
 import { DurableThreadError, MaxStepsExceeded, StructuredOutputError, ThreadStateError } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
-import type * as Agent from "../Agent.js"
 import * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
@@ -399,9 +399,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
     ),
     stream: (input, options) =>
       streamOf((emit) => startRun(input, options, emit).pipe(Effect.withSpan("Agent.stream"))),
-    resume: Effect.fn("Agent.resume")((threadId: string, value: unknown) =>
-      startResume(threadId, value, undefined)
-    ),
+    resume: Effect.fn("Agent.resume")((threadId: string, value: unknown) => startResume(threadId, value, undefined)),
     resumeStream: (threadId, value) =>
       streamOf((emit) => startResume(threadId, value, emit).pipe(Effect.withSpan("Agent.resumeStream"))),
     validateResume: Effect.fn("Agent.validateResume")(function*(id: string, value: unknown) {

@@ -3,8 +3,8 @@
  * long strings cut and values JSON cannot hold made readable.
  */
 import type * as Prompt from "@effect/ai/Prompt"
-import type * as AgentEvent from "@stepwise-agent/core/AgentEvent"
 import type * as Agent from "@stepwise-agent/core/Agent"
+import type * as AgentEvent from "@stepwise-agent/core/AgentEvent"
 import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Secrets from "@stepwise-agent/core/Secrets"
