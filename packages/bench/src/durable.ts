@@ -27,7 +27,7 @@
 import { LanguageModel, Prompt, type Response, Toolkit } from "@effect/ai"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Activity, Workflow, type WorkflowEngine } from "@effect/workflow"
-import { Agent, AgentLoop, Checkpointer } from "@stepwise-agent/core"
+import { Agent, Checkpointer } from "@stepwise-agent/core"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
@@ -108,7 +108,7 @@ export const promptModel = (onCall: Effect.Effect<void> = Effect.void): Effect.E
 export const agentLayer = (hooks?: {
   readonly onModel?: Effect.Effect<void> | undefined
   readonly onTool?: Effect.Effect<void> | undefined
-}): Layer.Layer<AgentLoop.AgentLoop, unknown, Checkpointer.Checkpointer> => {
+}): Layer.Layer<Agent.Agent, unknown, Checkpointer.Checkpointer> => {
   const kit = (Toolkit.make as (...tools: Array<any>) => Toolkit.Toolkit<Record<string, any>>)(...makeTools(1))
   const onTool = hooks?.onTool ?? Effect.void
   const handlers = (kit.toLayer as unknown as (handlers: unknown) => Layer.Layer<never>)({
@@ -118,7 +118,7 @@ export const agentLayer = (hooks?: {
   return Agent.layer({ toolkit, maxSteps: steps + 1 }).pipe(
     Layer.provide(handlers),
     Layer.provide(Layer.effect(LanguageModel.LanguageModel, promptModel(hooks?.onModel)))
-  ) as Layer.Layer<AgentLoop.AgentLoop, unknown, Checkpointer.Checkpointer>
+  ) as Layer.Layer<Agent.Agent, unknown, Checkpointer.Checkpointer>
 }
 
 /**
@@ -175,7 +175,7 @@ const ActivitiesLive = Activities.toLayer(({ count, reuse }) =>
  * @category layers
  */
 export const durableLayer = <E2, R2, G, E3>(
-  agent: Layer.Layer<AgentLoop.AgentLoop, unknown, Checkpointer.Checkpointer>,
+  agent: Layer.Layer<Agent.Agent, unknown, Checkpointer.Checkpointer>,
   stores: Layer.Layer<Checkpointer.Checkpointer | RunStore.RunStore, E2, R2>,
   engine: Layer.Layer<G | WorkflowEngine.WorkflowEngine, E3>
 ) =>
@@ -184,7 +184,7 @@ export const durableLayer = <E2, R2, G, E3>(
     Layer.provideMerge(stores),
     Layer.provideMerge(engine)
   ) as Layer.Layer<
-    AgentLoop.AgentLoop | Checkpointer.Checkpointer | RunStore.RunStore | G | WorkflowEngine.WorkflowEngine,
+    Agent.Agent | Checkpointer.Checkpointer | RunStore.RunStore | G | WorkflowEngine.WorkflowEngine,
     unknown
   >
 
@@ -196,7 +196,7 @@ export const durableLayer = <E2, R2, G, E3>(
  * @category layers
  */
 export const sqliteLayer = (
-  agent: Layer.Layer<AgentLoop.AgentLoop, unknown, Checkpointer.Checkpointer>,
+  agent: Layer.Layer<Agent.Agent, unknown, Checkpointer.Checkpointer>,
   filename: string
 ) =>
   durableLayer(
@@ -350,7 +350,7 @@ interface Bench {
 /** The in-process loop on the `Checkpointer` of `context`: one run on a fresh thread, deleted afterwards. */
 const inProcessBench = async (context: Context.Context<Checkpointer.Checkpointer>): Promise<Bench> => {
   const built = await build(agentLayer().pipe(Layer.provide(Layer.succeedContext(context))))
-  const agent = Context.get(built.context, AgentLoop.AgentLoop)
+  const agent = Context.get(built.context, Agent.Agent)
   const checkpointer = Context.get(context, Checkpointer.Checkpointer)
   const once = Effect.suspend(() => {
     const threadId = `in-process-${runCounter++}`
@@ -366,7 +366,7 @@ const inProcessBench = async (context: Context.Context<Checkpointer.Checkpointer
 /** A durable run on the stack of `context`: start, then wait for the result; the thread is deleted afterwards. */
 const durableBench = (
   context: Context.Context<
-    WorkflowEngine.WorkflowEngine | RunStore.RunStore | Checkpointer.Checkpointer | AgentLoop.AgentLoop
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | Checkpointer.Checkpointer | Agent.Agent
   >
 ): Bench => {
   const checkpointer = Context.get(context, Checkpointer.Checkpointer)

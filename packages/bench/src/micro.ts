@@ -83,7 +83,7 @@ export const measure = async (sampling: SampleOptions): Promise<Array<MicroResul
   )
   await run(
     "`Effect.withSpan` around a no-op",
-    "`AgentLoop.modelCall`, `AgentLoop.toolCall` when traced: 2 per step",
+    "`Agent.modelCall`, `Agent.toolCall` when traced: 2 per step",
     repeatEffect(() => span(Effect.void), n),
     n
   )

@@ -1,7 +1,7 @@
 import type { AiError, LanguageModel } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import type { AgentError, AgentEvent, AgentResult, AgentState } from "@stepwise-agent/core"
-import { Agent, AgentLoop, Middleware } from "@stepwise-agent/core"
+import { Agent, Middleware } from "@stepwise-agent/core"
 import type { Option, Stream } from "effect"
 import { Context, Effect, Layer, Schema } from "effect"
 import { describe, expect, test } from "tstyche"
@@ -37,7 +37,7 @@ describe("Agent.make", () => {
     const agent = Agent.make({})
     expect(agent).type.toBe<Effect.Effect<Agent.AgentOf<readonly []>, Errors, LanguageModel.LanguageModel>>()
     expect<Effect.Effect.Success<typeof agent>>().type.toBe<
-      AgentLoop.AgentLoop.Service<AgentState.AgentState, never, never>
+      Agent.Agent.Service<AgentState.AgentState, never, never>
     >()
   })
 
@@ -81,9 +81,9 @@ describe("Agent.make", () => {
     expect<Result>().type.toBe<AgentResult.AgentResult<AgentState.AgentState, { readonly total: number }>>()
   })
 
-  test("Agent.layer provides the AgentLoop with the same errors and services", () => {
+  test("Agent.layer provides the Agent with the same errors and services", () => {
     expect(Agent.layer({ middleware: [quota, audit], toolkit: Tools })).type.toBe<
-      Layer.Layer<AgentLoop.AgentLoop, Errors, LanguageModel.LanguageModel | Tool.Handler<"add"> | Quota | Audit>
+      Layer.Layer<Agent.Agent, Errors, LanguageModel.LanguageModel | Tool.Handler<"add"> | Quota | Audit>
     >()
   })
 
@@ -94,53 +94,53 @@ describe("Agent.make", () => {
   })
 })
 
-describe("AgentLoop", () => {
+describe("Agent.Agent", () => {
   test("the tag serves every agent, typed loosely", () => {
-    expect<Context.Tag.Service<AgentLoop.AgentLoop>>().type.toBe<AgentLoop.AgentLoop.Service<any, any>>()
+    expect<Context.Tag.Service<Agent.Agent>>().type.toBe<Agent.Agent.Service<any, any>>()
   })
 
-  test("the accessors need the AgentLoop", () => {
-    expect(AgentLoop.run("hi", { threadId: "t1" })).type.toBe<
-      Effect.Effect<AgentResult.AgentResult<any, unknown>, any, AgentLoop.AgentLoop>
+  test("the accessors need the Agent", () => {
+    expect(Agent.run("hi", { threadId: "t1" })).type.toBe<
+      Effect.Effect<AgentResult.AgentResult<any, unknown>, any, Agent.Agent>
     >()
-    expect(AgentLoop.resume("t1", null)).type.toBe<
-      Effect.Effect<AgentResult.AgentResult<any, unknown>, any, AgentLoop.AgentLoop>
+    expect(Agent.resume("t1", null)).type.toBe<
+      Effect.Effect<AgentResult.AgentResult<any, unknown>, any, Agent.Agent>
     >()
   })
 
   test("a service's methods are typed by its state, errors and output", () => {
-    type S = AgentLoop.AgentLoop.Service<AgentState.AgentState & { readonly n: number }, OverQuota, string>
+    type S = Agent.Agent.Service<AgentState.AgentState & { readonly n: number }, OverQuota, string>
     expect<ReturnType<S["run"]>>().type.toBe<
       Effect.Effect<
         AgentResult.AgentResult<AgentState.AgentState & { readonly n: number }, string>,
-        AgentLoop.RunError<OverQuota>
+        Agent.RunError<OverQuota>
       >
     >()
     expect<ReturnType<S["stream"]>>().type.toBe<
       Stream.Stream<
         AgentEvent.AgentEvent<AgentState.AgentState & { readonly n: number }, string>,
-        AgentLoop.RunError<OverQuota>
+        Agent.RunError<OverQuota>
       >
     >()
     expect<ReturnType<S["thread"]>>().type.toBe<
       Effect.Effect<
-        Option.Option<AgentLoop.ThreadSnapshot<AgentState.AgentState & { readonly n: number }>>,
+        Option.Option<Agent.ThreadSnapshot<AgentState.AgentState & { readonly n: number }>>,
         AgentError.CheckpointError | AgentError.InvalidInput
       >
     >()
     expect<ReturnType<S["deleteThread"]>>().type.toBe<Effect.Effect<void, AgentError.CheckpointError>>()
-    expect<AgentLoop.RunError<OverQuota>>().type.toBe<OverQuota | AgentError.AgentError | AiError.AiError>()
+    expect<Agent.RunError<OverQuota>>().type.toBe<OverQuota | AgentError.AgentError | AiError.AiError>()
   })
 })
 
-describe("AgentLoop.Tag", () => {
+describe("Agent.Tag", () => {
   const makeAgent = Agent.make({ middleware: [quota, audit], responseFormat: Schema.Struct({ answer: Schema.String }) })
-  class Support extends AgentLoop.Tag("app/Support")<Support, Effect.Effect.Success<typeof makeAgent>>() {}
+  class Support extends Agent.Tag("app/Support")<Support, Effect.Effect.Success<typeof makeAgent>>() {}
 
   test("a tag of one's own keeps the agent's state, errors and output", () => {
     const _answered = Effect.flatMap(Support, (agent) => agent.run("hi", { threadId: "t" }))
     expect<Effect.Effect.Context<typeof _answered>>().type.toBe<Support>()
-    expect<Effect.Effect.Error<typeof _answered>>().type.toBe<AgentLoop.RunError<OverQuota | Refused>>()
+    expect<Effect.Effect.Error<typeof _answered>>().type.toBe<Agent.RunError<OverQuota | Refused>>()
     type Result = Effect.Effect.Success<typeof _answered>
     expect<Extract<Result, { readonly _tag: "Completed" }>["output"]>().type.toBe<
       Option.Option<{ readonly answer: string }>
@@ -152,7 +152,7 @@ describe("AgentLoop.Tag", () => {
     expect<Layer.Layer.Success<typeof _live>>().type.toBe<Support>()
   })
 
-  test("the shared AgentLoop tag stays loosely typed", () => {
-    expect<Context.Tag.Service<typeof AgentLoop.AgentLoop>>().type.toBe<AgentLoop.AgentLoop.Service<any, any>>()
+  test("the shared Agent tag stays loosely typed", () => {
+    expect<Context.Tag.Service<typeof Agent.Agent>>().type.toBe<Agent.Agent.Service<any, any>>()
   })
 })

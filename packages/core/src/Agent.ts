@@ -1,11 +1,16 @@
 /**
- * Builds an agent: a `LanguageModel`, a toolkit and a list of middleware,
- * run as a loop (model → tools → model … until the model answers without
- * tool calls) that every middleware can observe and steer.
+ * An agent: a `LanguageModel`, a toolkit and a list of middleware, run as a
+ * loop (model → tools → model … until the model answers without tool calls)
+ * that every middleware can observe and steer. This module holds the concept
+ * whole: the `Agent` service tag and its `Service` (run, stream, resume,
+ * read a thread), a typed tag factory `Agent.Tag(id)`, the constructors
+ * `Agent.make` / `Agent.layer` and the accessors `Agent.run` / `Agent.resume`.
  *
  * @since 0.1.0
  */
+import type * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as Prompt from "@effect/ai/Prompt"
 import type * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import * as Context from "effect/Context"
@@ -14,8 +19,11 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Schema from "effect/Schema"
-import { AgentConfigError, type InvalidOptions } from "./AgentError.js"
-import { AgentLoop } from "./AgentLoop.js"
+import type * as Scope from "effect/Scope"
+import type * as Stream from "effect/Stream"
+import * as AgentError from "./AgentError.js"
+import type * as AgentEvent from "./AgentEvent.js"
+import type * as AgentResult from "./AgentResult.js"
 import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
@@ -25,8 +33,261 @@ import * as OutputTool from "./internal/outputTool.js"
 import { entriesOf, type ToolEntry, withTimeout } from "./internal/tools.js"
 import type * as Middleware from "./Middleware.js"
 
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * Options of a run.
+ *
+ * @example
+ * ```ts
+ * import type { Agent } from "@stepwise-agent/core"
+ *
+ * const options: Agent.RunOptions = { threadId: "user-42" }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunOptions {
+  /**
+   * The conversation to continue (or start): a non-empty string without
+   * lone surrogates. Any other value fails `run`, `stream`, `resume` and
+   * `thread` with `InvalidInput` (`deleteThread` and `discardPending` treat
+   * it as an unknown thread: nothing can be stored under it).
+   */
+  readonly threadId: string
+}
+
+/**
+ * What a thread looks like in its last checkpoint, as `thread` gives it.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ * import { Effect, Option } from "effect"
+ *
+ * const waiting = Effect.flatMap(Agent.Agent, (agent) => agent.thread("t1")).pipe(
+ *   Effect.map(Option.exists((snapshot: Agent.ThreadSnapshot<unknown>) => Option.isSome(snapshot.pending)))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ThreadSnapshot<S> {
+  readonly threadId: string
+  readonly state: S
+  /** Set while the thread waits for `resume`. */
+  readonly pending: Option.Option<AgentResult.Interrupt>
+}
+
+/**
+ * An event of one of the runs of an agent, as `watch` reports it.
+ *
+ * @example
+ * ```ts
+ * import type { Agent } from "@stepwise-agent/core"
+ *
+ * const describe = ({ event, runId, threadId }: Agent.RunEvent) => `${threadId}/${runId}: ${event._tag}`
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunEvent<S = AgentState.AgentState, O = unknown> {
+  /** Unique per run (a resume is a run of its own). */
+  readonly runId: string
+  readonly threadId: string
+  readonly event: AgentEvent.AgentEvent<S, O>
+}
+
+/**
+ * The errors of a run on an agent whose middleware fail with `E`: `E`, the
+ * agent's own `AgentError`s and the model's `AiError`.
+ *
+ * @example
+ * ```ts
+ * import type { Agent } from "@stepwise-agent/core"
+ * import { Data } from "effect"
+ *
+ * class OverQuota extends Data.TaggedError("OverQuota") {}
+ *
+ * type Errors = Agent.RunError<OverQuota> // OverQuota | AgentError | AiError
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RunError<E> = E | AgentError.AgentError | AiError.AiError
+
+// -----------------------------------------------------------------------------
+// tags
+// -----------------------------------------------------------------------------
+
+/**
+ * The types of the `Agent` tag: its `Service`.
+ *
+ * @example
+ * ```ts
+ * import type { Agent } from "@stepwise-agent/core"
+ *
+ * type AnyAgent = Agent.Agent.Service<any, any>
+ * ```
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export declare namespace Agent {
+  /**
+   * An agent, typed by its state `S`, the errors `E` its middleware add and
+   * its structured output `O`: what `Agent.make` builds and the `Agent` tag
+   * holds.
+   *
+   * @example
+   * ```ts
+   * import type { Agent } from "@stepwise-agent/core"
+   *
+   * const greet = (agent: Agent.Agent.Service) => agent.run("Hello!", { threadId: "t1" })
+   * ```
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
+    /** Appends `input` to the thread as a user message and runs until the agent finishes or interrupts. */
+    readonly run: (
+      input: Prompt.RawInput,
+      options: RunOptions
+    ) => Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
+    /** The same run as `run`, through the same middleware path, as a stream of events ending in `RunEnded`. */
+    readonly stream: (
+      input: Prompt.RawInput,
+      options: RunOptions
+    ) => Stream.Stream<AgentEvent.AgentEvent<S, O>, RunError<E>>
+    /**
+     * Continues an interrupted thread: the hook that interrupted runs again
+     * and receives `value`. A thread waiting in a durable run fails with
+     * `DurableThreadError` (answer it through the run) and is left as it was.
+     */
+    readonly resume: (threadId: string, value: unknown) => Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
+    /** `resume` as a stream of events. */
+    readonly resumeStream: (
+      threadId: string,
+      value: unknown
+    ) => Stream.Stream<AgentEvent.AgentEvent<S, O>, RunError<E>>
+    /**
+     * Checks `value` against the interrupt `threadId` waits on (the
+     * middleware's `validateResume`) without running anything; gives the
+     * pending interrupt. `resume` runs the same check first.
+     */
+    readonly validateResume: (
+      threadId: string,
+      value: unknown
+    ) => Effect.Effect<Checkpointer.PendingInterrupt, RunError<E>>
+    /**
+     * Subscribes, for the life of the scope, to the events of every run of
+     * this agent (`run`, `stream`, `resume`, `resumeStream`) that starts from
+     * now on, tagged with their run and thread: for inspectors and
+     * dashboards. While anybody watches, runs stream their model calls (so
+     * watchers see text as it is written); while nobody does, runs cost
+     * nothing extra. Closing the scope ends the stream once it has
+     * delivered the events published before the close.
+     */
+    readonly watch: Effect.Effect<Stream.Stream<RunEvent<S, O>>, never, Scope.Scope>
+    /**
+     * Gives up the decision `threadId` waits for: the tool calls of its last
+     * reply still without results are answered as not run (with `reason`),
+     * so the thread stays well-formed, and the thread can run again. `false`
+     * when it waited for nothing. A wait of a durable run is given up only
+     * with a durable journal in the context (`AgentWorkflow.cancel` does);
+     * otherwise `DurableThreadError`, and nothing changes.
+     */
+    readonly discardPending: (
+      threadId: string,
+      reason: string
+    ) => Effect.Effect<boolean, AgentError.CheckpointError | AgentError.DurableThreadError>
+    /**
+     * Deletes the thread's checkpoint (its messages, state and any pending
+     * decision), once a run of it in this process has ended; the thread
+     * then starts afresh. Then each middleware's `onThreadDeleted` runs, to
+     * free what it keeps for the thread outside the checkpoint.
+     */
+    readonly deleteThread: (threadId: string) => Effect.Effect<void, AgentError.CheckpointError>
+    /** The thread's last checkpoint. */
+    readonly thread: (
+      threadId: string
+    ) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError | AgentError.InvalidInput>
+  }
+}
+
+/**
+ * A tag of your own for one agent, keeping its exact types (state, middleware
+ * errors, structured output) where the shared `Agent` tag has `any`. Pass
+ * the service type, usually the success type of the `Agent.make` effect.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ * import { Effect, Layer } from "effect"
+ *
+ * const makeSupport = Agent.make({ systemPrompt: "You help customers." })
+ *
+ * class Support extends Agent.Tag("app/Support")<Support, Effect.Effect.Success<typeof makeSupport>>() {}
+ *
+ * const SupportLive = Layer.effect(Support, makeSupport)
+ * const answer = Effect.flatMap(Support, (agent) => agent.run("Where is my order?", { threadId: "c-1" }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export const Tag =
+  <const Id extends string>(id: Id) =>
+  <Self, Service extends Agent.Service<any, any, any> = Agent.Service>(): Context.TagClass<Self, Id, Service> =>
+    Context.Tag(id)<Self, Service>()
+
+/**
+ * The agent of an application, as `Agent.layer` provides it. Its service is
+ * typed loosely (any state slices, any middleware errors) so one tag serves
+ * every agent; use the value `Agent.make` returns, or a tag of your own
+ * ({@link Tag}), to keep the exact types.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const agent = yield* Agent.Agent
+ *   const result = yield* agent.run("What is 2 + 2?", { threadId: "t1" })
+ *   return result._tag === "Completed" ? result.text : "waiting for a decision"
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Agent extends Context.Tag("@stepwise-agent/core/Agent")<
+  Agent,
+  Agent.Service<any, any>
+>() {}
+
+// -----------------------------------------------------------------------------
+// constructors
+// -----------------------------------------------------------------------------
+
 /**
  * Options of {@link make} and {@link layer}.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ *
+ * const options: Agent.Options<readonly [], never, never> = { systemPrompt: "Be brief.", maxSteps: 10 }
+ * const AgentLive = Agent.layer(options)
+ * ```
  *
  * @since 0.1.0
  * @category models
@@ -64,7 +325,7 @@ export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR, O = 
   readonly toolTimeouts?: Readonly<Record<string, Duration.DurationInput>> | undefined
   /**
    * Give every hook, model call and tool call its own span (`Middleware.<hook>`,
-   * `AgentLoop.modelCall`, `AgentLoop.toolCall`). By default they are made
+   * `Agent.modelCall`, `Agent.toolCall`). By default they are made
    * when a tracer other than Effect's built-in one is installed (e.g. an
    * OpenTelemetry exporter): the built-in tracer exports nothing, and a span
    * costs a few microseconds. The run itself always has a span.
@@ -89,12 +350,23 @@ const optionKeys = Object.keys(
 )
 
 /**
- * The service of the agent built from these options.
+ * The service of the agent built with the middleware `Mws` (and structured
+ * output `O`): the exact type `Agent.make` gives, for functions that take an
+ * agent or a tag of your own.
+ *
+ * @example
+ * ```ts
+ * import { Agent, Middleware } from "@stepwise-agent/core"
+ *
+ * const middleware = [Middleware.passThrough("logging")] as const
+ *
+ * const ask = (agent: Agent.AgentOf<typeof middleware>) => agent.run("Hi", { threadId: "t1" })
+ * ```
  *
  * @since 0.1.0
  * @category utility types
  */
-export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = AgentLoop.Service<
+export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Agent.Service<
   AgentState.Of<Mws>,
   Middleware.Error<Mws[number]>,
   O
@@ -147,7 +419,7 @@ export const make = <
   options: Options<Mws, TE, TR, O> & { readonly middleware?: AgentState.CheckKeys<Mws> | undefined }
 ): Effect.Effect<
   AgentOf<Mws, O>,
-  AgentConfigError | InvalidOptions | TE,
+  AgentError.AgentConfigError | AgentError.InvalidOptions | TE,
   LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
 > =>
   Effect.gen(function*() {
@@ -157,11 +429,13 @@ export const make = <
     for (const m of middleware) if (m.invalidOptions !== undefined) return yield* m.invalidOptions
     const maxSteps = options.maxSteps ?? 50
     if (!Number.isInteger(maxSteps) || maxSteps < 1) {
-      return yield* new AgentConfigError({ reason: `maxSteps must be a whole number of at least 1, got ${maxSteps}` })
+      return yield* new AgentError.AgentConfigError({
+        reason: `maxSteps must be a whole number of at least 1, got ${maxSteps}`
+      })
     }
     const toolConcurrency = options.toolConcurrency ?? 8
     if (toolConcurrency !== "unbounded" && (!Number.isInteger(toolConcurrency) || toolConcurrency < 1)) {
-      return yield* new AgentConfigError({
+      return yield* new AgentError.AgentConfigError({
         reason: `toolConcurrency must be "unbounded" or a whole number of at least 1, got ${toolConcurrency}`
       })
     }
@@ -173,7 +447,7 @@ export const make = <
       for (const entry of entriesOf(toolkit, context)) {
         const previous = owners.get(entry.tool.name)
         if (previous !== undefined) {
-          return new AgentConfigError({
+          return new AgentError.AgentConfigError({
             reason: `Tool "${entry.tool.name}" of ${owner} has the same name as a tool of ${previous}`
           })
         }
@@ -201,7 +475,7 @@ export const make = <
       const name = options.outputToolName ?? "final_answer"
       const previous = owners.get(name)
       if (previous !== undefined) {
-        return yield* new AgentConfigError({
+        return yield* new AgentError.AgentConfigError({
           reason: `The structured output tool "${name}" has the same name as a tool of ${previous}; set outputToolName`
         })
       }
@@ -227,11 +501,11 @@ export const make = <
   }) as any
 
 /** A timeout option as a finite positive duration (`undefined` for none), or the reason it is not one. */
-const durationOf = (option: string, input: unknown): Duration.Duration | undefined | AgentConfigError => {
+const durationOf = (option: string, input: unknown): Duration.Duration | undefined | AgentError.AgentConfigError => {
   if (input === undefined) return undefined
   const duration = Duration.decodeUnknown(input)
   if (Option.isNone(duration) || !Duration.greaterThan(duration.value, Duration.zero)) {
-    return new AgentConfigError({ reason: `${option} must be a duration above zero, got ${String(input)}` })
+    return new AgentError.AgentConfigError({ reason: `${option} must be a duration above zero, got ${String(input)}` })
   }
   return Duration.isFinite(duration.value) ? duration.value : undefined
 }
@@ -240,24 +514,28 @@ const durationOf = (option: string, input: unknown): Duration.Duration | undefin
 const toolTimeoutsOf = (
   options: { readonly toolTimeout?: unknown; readonly toolTimeouts?: unknown },
   owners: ReadonlyMap<string, string>
-): Effect.Effect<(name: string) => Duration.Duration | undefined, AgentConfigError> =>
+): Effect.Effect<(name: string) => Duration.Duration | undefined, AgentError.AgentConfigError> =>
   Effect.suspend(() => {
     const fallback = durationOf("toolTimeout", options.toolTimeout)
-    if (fallback instanceof AgentConfigError) return Effect.fail(fallback)
+    if (fallback instanceof AgentError.AgentConfigError) return Effect.fail(fallback)
     const byName = new Map<string, Duration.Duration | undefined>()
     const given = options.toolTimeouts
     if (given !== undefined) {
       if (typeof given !== "object" || given === null) {
-        return Effect.fail(new AgentConfigError({ reason: "toolTimeouts must be an object of durations by tool name" }))
+        return Effect.fail(
+          new AgentError.AgentConfigError({ reason: "toolTimeouts must be an object of durations by tool name" })
+        )
       }
       for (const [name, input] of Object.entries(given)) {
         if (!owners.has(name)) {
           return Effect.fail(
-            new AgentConfigError({ reason: `toolTimeouts names "${name}", which is not a tool of this agent` })
+            new AgentError.AgentConfigError({
+              reason: `toolTimeouts names "${name}", which is not a tool of this agent`
+            })
           )
         }
         const timeout = durationOf(`toolTimeouts["${name}"]`, input)
-        if (timeout instanceof AgentConfigError) return Effect.fail(timeout)
+        if (timeout instanceof AgentError.AgentConfigError) return Effect.fail(timeout)
         byName.set(name, timeout)
       }
     }
@@ -265,15 +543,15 @@ const toolTimeoutsOf = (
   })
 
 /**
- * Provides the `AgentLoop` service built by {@link make}.
+ * Provides the `Agent` service built by {@link make}.
  *
  * @example
  * ```ts
- * import { Agent, AgentLoop } from "@stepwise-agent/core"
+ * import { Agent } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * const AgentLive = Agent.layer({ systemPrompt: "Be brief." })
- * const program = AgentLoop.run("hello", { threadId: "t1" })
+ * const program = Agent.run("hello", { threadId: "t1" })
  * // program.pipe(Effect.provide(AgentLive), Effect.provide(SomeLanguageModelLayer))
  * ```
  *
@@ -288,7 +566,44 @@ export const layer = <
 >(
   options: Options<Mws, TE, TR, O> & { readonly middleware?: AgentState.CheckKeys<Mws> | undefined }
 ): Layer.Layer<
-  AgentLoop,
-  AgentConfigError | InvalidOptions | TE,
+  Agent,
+  AgentError.AgentConfigError | AgentError.InvalidOptions | TE,
   LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
-> => Layer.effect(AgentLoop, make(options))
+> => Layer.effect(Agent, make(options))
+
+// -----------------------------------------------------------------------------
+// accessors
+// -----------------------------------------------------------------------------
+
+/**
+ * Runs the `Agent` of the context.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ *
+ * const program = Agent.run("What is 2 + 2?", { threadId: "t1" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const run = (input: Prompt.RawInput, options: RunOptions) =>
+  Effect.flatMap(Agent, (agent) => agent.run(input, options))
+
+/**
+ * Resumes a thread of the `Agent` of the context.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ *
+ * // the value the interrupting middleware waits for (HumanInTheLoop: decisions built from its request)
+ * const program = Agent.resume("t1", { answer: "yes" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const resume = (threadId: string, value: unknown) =>
+  Effect.flatMap(Agent, (agent) => agent.resume(threadId, value))

@@ -72,7 +72,7 @@ export type AgentEvent<S = AgentState.AgentState, O = unknown> = Data.TaggedEnum
   RunEnded: { readonly result: AgentResult.AgentResult<S, O> }
   /**
    * The run failed (`error` is the error's tag, `Defect` or `Interrupted`).
-   * Only `AgentLoop.watch` reports it; a run's own stream fails instead.
+   * Only `Agent.watch` reports it; a run's own stream fails instead.
    */
   RunFailed: { readonly error: string; readonly message: string }
 }>

@@ -1,6 +1,6 @@
 /**
  * How a run ended: `Completed`, or `Interrupted` while a middleware waits for
- * a decision (an approval, say) that `AgentLoop.resume` delivers.
+ * a decision (an approval, say) that `Agent.resume` delivers.
  *
  * @since 0.1.0
  */
@@ -44,7 +44,7 @@ export type AgentResult<S = AgentState.AgentState, O = unknown> = Data.TaggedEnu
     /** Model calls made by this run. */
     readonly steps: number
   }
-  /** The run stopped to wait; the thread is checkpointed and resumes with `AgentLoop.resume`. */
+  /** The run stopped to wait; the thread is checkpointed and resumes with `Agent.resume`. */
   Interrupted: {
     readonly threadId: string
     readonly state: S

@@ -97,7 +97,7 @@ export interface HookContext<S> {
   readonly tools: ReadonlyArray<Tool.Any>
   /**
    * When this hook interrupted the run and the run is being resumed: the
-   * value passed to `AgentLoop.resume`. The hook runs again with it.
+   * value passed to `Agent.resume`. The hook runs again with it.
    */
   readonly resume: Option.Option<unknown>
 }

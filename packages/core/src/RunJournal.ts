@@ -164,14 +164,14 @@ export declare namespace RunJournal {
     ) => Effect.Effect<A, E, R>
     /**
      * Called after the loop saved the interrupted state. `None` ends the run
-     * as `Interrupted` (to be resumed with `AgentLoop.resume`); `Some(value)`
+     * as `Interrupted` (to be resumed with `Agent.resume`); `Some(value)`
      * runs the interrupting hook again at once with `value`.
      */
     readonly await: (interrupt: Interrupt) => Effect.Effect<Option.Option<unknown>>
     /**
      * Whether the journal waits for decisions durably itself (a workflow).
      * A thread such a journal interrupted is marked durable in its
-     * checkpoint: `AgentLoop.resume`, `resumeStream` and `discardPending`
+     * checkpoint: `Agent.resume`, `resumeStream` and `discardPending`
      * refuse it (`DurableThreadError`) unless run with a durable journal.
      */
     readonly durable: boolean
@@ -179,12 +179,12 @@ export declare namespace RunJournal {
 }
 
 /**
- * Where a run's steps are recorded. Provide one around `AgentLoop.run` (or
+ * Where a run's steps are recorded. Provide one around `Agent.run` (or
  * `resume`) to change how that run executes.
  *
  * @example
  * ```ts
- * import { AgentLoop, RunJournal } from "@stepwise-agent/core"
+ * import { Agent, RunJournal } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
  * // Counts model calls, otherwise in process.
@@ -194,7 +194,7 @@ export declare namespace RunJournal {
  *   step: (key, _schema, effect) =>
  *     RunJournal.StepKey.$is("Model")(key) ? Effect.tap(effect, () => Effect.sync(() => calls++)) : effect
  * })
- * const program = AgentLoop.run("hi", { threadId: "t1" }).pipe(
+ * const program = Agent.run("hi", { threadId: "t1" }).pipe(
  *   Effect.provideService(RunJournal.RunJournal, counting)
  * )
  * ```
@@ -209,7 +209,7 @@ export class RunJournal extends Context.Tag("@stepwise-agent/core/RunJournal")<
 
 /**
  * The default journal: every step runs as it is, and an interrupt ends the
- * run (the thread waits in its checkpoint for `AgentLoop.resume`).
+ * run (the thread waits in its checkpoint for `Agent.resume`).
  *
  * @example
  * ```ts

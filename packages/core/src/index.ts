@@ -16,11 +16,6 @@ export * as AgentEvent from "./AgentEvent.js"
 /**
  * @since 0.1.0
  */
-export * as AgentLoop from "./AgentLoop.js"
-
-/**
- * @since 0.1.0
- */
 export * as AgentResult from "./AgentResult.js"
 
 /**

@@ -1,7 +1,7 @@
 import type { Prompt } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, type AgentLoop, Middleware, RunJournal, ToolContext } from "@stepwise-agent/core"
+import { Agent, Middleware, RunJournal, ToolContext } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Exit, Layer, Option, Schema, Scope, Stream } from "effect"
 import { Calculator, CalculatorLive, encoded, recording } from "./utils.js"
@@ -228,7 +228,7 @@ describe("ToolContext", () => {
     }))
 })
 
-describe("AgentLoop.watch", () => {
+describe("Agent.watch", () => {
   it.scoped("reports every run's events tagged with run and thread, and a failed run as RunFailed", () =>
     Effect.gen(function*() {
       const failing = Middleware.make({
@@ -239,7 +239,7 @@ describe("AgentLoop.watch", () => {
       const pull = yield* Stream.toPull(yield* agent.watch)
       yield* agent.run("Add", { threadId: "good" })
       yield* Effect.exit(agent.run("Add", { threadId: "bad" }))
-      const collected: Array<AgentLoop.RunEvent<any>> = []
+      const collected: Array<Agent.RunEvent<any>> = []
       while (collected.at(-1)?.event._tag !== "RunFailed") collected.push(...(yield* pull))
       const good = collected.filter((event) => event.threadId === "good")
       const bad = collected.filter((event) => event.threadId === "bad")
@@ -276,7 +276,7 @@ describe("AgentLoop.watch", () => {
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))))
 })
 
-describe("AgentLoop.validateResume", () => {
+describe("Agent.validateResume", () => {
   it.effect("checks a value against the pending interrupt without running; resume runs the same check first", () =>
     Effect.gen(function*() {
       const checked: Array<unknown> = []
@@ -320,7 +320,7 @@ describe("AgentLoop.validateResume", () => {
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))))
 })
 
-describe("AgentLoop.discardPending", () => {
+describe("Agent.discardPending", () => {
   it.effect("gives up a pending decision: waiting calls are answered as not run, and the thread runs again", () =>
     Effect.gen(function*() {
       const gate = Middleware.make({

@@ -137,7 +137,7 @@ describe("thread state errors", () => {
     }).pipe(provide([ScriptedModel.text("hello")])))
 })
 
-describe("AgentLoop.deleteThread", () => {
+describe("Agent.deleteThread", () => {
   it.effect("removes a waiting thread's messages, state and pending decision; the next run starts afresh", () =>
     Effect.gen(function*() {
       const seen: Array<Option.Option<unknown>> = []

@@ -21,7 +21,7 @@
 import { type Prompt, type Response, Tool, Toolkit } from "@effect/ai"
 import { FileSystem } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Agent, AgentLoop, Middleware, ToolContext } from "@stepwise-agent/core"
+import { Agent, Middleware, ToolContext } from "@stepwise-agent/core"
 import { HumanInTheLoop, TodoList } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { AgentEngine, AgentWorkflow, RunStore, SqlCheckpointer } from "@stepwise-agent/workflow"
@@ -303,7 +303,7 @@ const makePrinter = (ran: Ran) => {
       headers.set(step, messageCount)
       return Effect.zipRight(header(step), Console.log("   model working…"))
     })
-  const print = ({ event, runId }: AgentLoop.RunEvent): Effect.Effect<void> => {
+  const print = ({ event, runId }: Agent.RunEvent): Effect.Effect<void> => {
     if (pass.runId !== runId) pass = { runId, step: -1, seen: new Map() }
     switch (event._tag) {
       case "ModelCallStarted":
@@ -530,7 +530,7 @@ export const program = (options?: Options | undefined) =>
     // Subscribed before the workflow is registered: a run this runner resumes at start-up replays
     // its journaled steps at once, and those events would be missed by a later subscription.
     const Printer = Layer.scopedDiscard(Effect.gen(function*() {
-      const events = yield* (yield* AgentLoop.AgentLoop).watch
+      const events = yield* (yield* Agent.Agent).watch
       yield* Deferred.await(ready).pipe(
         Effect.zipRight(Stream.runForEach(
           Stream.filter(events, (event) => event.threadId === threadId),

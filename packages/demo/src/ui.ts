@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import type { AgentLoop } from "@stepwise-agent/core"
+import type { Agent } from "@stepwise-agent/core"
 import * as Inspector from "@stepwise-agent/inspector/Inspector"
 import { Config, Console, Effect, Fiber, Stream } from "effect"
 
@@ -31,7 +31,7 @@ import { Config, Console, Effect, Fiber, Stream } from "effect"
  * @category running
  */
 export const runWithInspector = (
-  agent: AgentLoop.AgentLoop.Service<any, any>,
+  agent: Agent.Agent.Service<any, any>,
   options: { readonly question: string; readonly threadId: string }
 ) =>
   Effect.gen(function*() {

@@ -11,7 +11,6 @@
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Toolkit from "@effect/ai/Toolkit"
 import { assert, describe, it } from "@effect/vitest"
-import type { AgentLoop } from "@stepwise-agent/core"
 import { Agent, AgentEvent, Secrets } from "@stepwise-agent/core"
 import * as Inspector from "@stepwise-agent/inspector/Inspector"
 import * as Logging from "@stepwise-agent/middleware/Logging"
@@ -100,7 +99,7 @@ describe("secrets in provider errors", () => {
       const own = yield* agent.stream("hi", { threadId: "t" }).pipe(Stream.runCollect, Effect.exit)
       assert.isTrue(Exit.isFailure(own))
       if (Exit.isFailure(own)) assertNoKey(Cause.pretty(own.cause), "the stream's failure")
-      const seen: Array<AgentLoop.RunEvent> = []
+      const seen: Array<Agent.RunEvent> = []
       while (!seen.some((event) => event.event._tag === "RunFailed")) {
         seen.push(...Chunk.toReadonlyArray(yield* watched))
       }

@@ -4,7 +4,7 @@
  * why, tool calls, live text, the todo list, token counts) and lets a person
  * answer the approvals a run waits for.
  *
- * `Inspector.layer()` attaches it to the `AgentLoop` of the context (or
+ * `Inspector.layer()` attaches it to the `Agent` of the context (or
  * `Inspector.make(agent)` to any agent service) and serves it with
  * `@effect/platform`'s HTTP server on Node. Safe by default: it binds
  * 127.0.0.1, and every route — the page, its files, the event stream, the
@@ -17,7 +17,7 @@ import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as AgentLoop from "@stepwise-agent/core/AgentLoop"
+import * as Agent from "@stepwise-agent/core/Agent"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -218,10 +218,10 @@ const decidedElsewhere = new Set(["ThreadStateError", "AlreadyDecided"])
  * @category constructors
  */
 export const make: (
-  agent: AgentLoop.AgentLoop.Service<any, any>,
+  agent: Agent.Agent.Service<any, any>,
   options?: Options | undefined
 ) => Effect.Effect<Inspector.Service, InspectorError, Scope.Scope> = Effect.fn("Inspector.make")(
-  function*(agent: AgentLoop.AgentLoop.Service<any, any>, options?: Options | undefined) {
+  function*(agent: Agent.Agent.Service<any, any>, options?: Options | undefined) {
     const host = options?.host ?? "127.0.0.1"
     const maxEvents = options?.maxEvents ?? 100_000
     if (!Number.isInteger(maxEvents) || maxEvents < 1) {
@@ -270,7 +270,7 @@ export const make: (
         Effect.catchAllCause((cause) => Effect.logWarning(`Inspector: cannot read thread "${threadId}"`, cause))
       )
 
-    const follow = ({ event, runId, threadId }: AgentLoop.RunEvent<any>) =>
+    const follow = ({ event, runId, threadId }: Agent.RunEvent<any>) =>
       Effect.gen(function*() {
         const at = yield* Clock.currentTimeMillis
         const page = Wire.event(event)
@@ -519,7 +519,7 @@ export const make: (
 // -----------------------------------------------------------------------------
 
 /**
- * Serves the inspector for the `AgentLoop` of the context while the layer
+ * Serves the inspector for the `Agent` of the context while the layer
  * lives, and logs its URL.
  *
  * @example
@@ -536,10 +536,10 @@ export const make: (
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options?: Options | undefined): Layer.Layer<Inspector, InspectorError, AgentLoop.AgentLoop> =>
+export const layer = (options?: Options | undefined): Layer.Layer<Inspector, InspectorError, Agent.Agent> =>
   Layer.scoped(
     Inspector,
-    AgentLoop.AgentLoop.pipe(
+    Agent.Agent.pipe(
       Effect.flatMap((agent) => make(agent, options)),
       Effect.tap((inspector) => Effect.logInfo(`Agent inspector: ${inspector.url}`))
     )

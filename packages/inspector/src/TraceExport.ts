@@ -6,7 +6,7 @@
  *
  * Installing the layer installs a tracer other than Effect's built-in one,
  * so agents make their per-hook, per-model-call and per-tool-call spans
- * (`Middleware.<hook>`, `AgentLoop.modelCall`, `AgentLoop.toolCall`) without
+ * (`Middleware.<hook>`, `Agent.modelCall`, `Agent.toolCall`) without
  * `Agent.make({ spans: true })`. Spans go in batches; the rest are sent when
  * the layer is released.
  *

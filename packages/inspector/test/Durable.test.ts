@@ -1,6 +1,6 @@
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentLoop } from "@stepwise-agent/core"
+import { Agent } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { AgentEngine, AgentWorkflow, RunStore } from "@stepwise-agent/workflow"
@@ -21,7 +21,7 @@ const Runs = AgentWorkflow.make({ name: "inspected-agent", version: 1 })
 
 /** Decisions by call id, bound to the thread's wait (as the page binds them). */
 const bound = (
-  thread: AgentLoop.ThreadSnapshot<any> | undefined,
+  thread: Agent.ThreadSnapshot<any> | undefined,
   decisions: ReadonlyArray<HumanInTheLoop.Decision>
 ) => HumanInTheLoop.bind(Option.getOrThrow(HumanInTheLoop.requestOf(Option.getOrThrow(thread!.pending))), decisions)
 
@@ -43,7 +43,7 @@ describe("Inspector on durable runs", () => {
       ))
       const run = <A, E>(effect: Effect.Effect<A, E, any>): Effect.Effect<A, E> =>
         Effect.provide(effect, context) as Effect.Effect<A, E>
-      const agent = yield* run(AgentLoop.AgentLoop)
+      const agent = yield* run(Agent.Agent)
 
       // decisions from the page go to the thread's latest durable run
       const inspector = yield* Inspector.make(agent, {
@@ -129,7 +129,7 @@ describe("Inspector on durable runs", () => {
       ))
       const run = <A, E>(effect: Effect.Effect<A, E, any>): Effect.Effect<A, E> =>
         Effect.provide(effect, context) as Effect.Effect<A, E>
-      const agent = yield* run(AgentLoop.AgentLoop)
+      const agent = yield* run(Agent.Agent)
       // the page's decisions go to the agent in process, which is not where a durable run waits
       const inspector = yield* Inspector.make(agent)
       const token = new URL(inspector.url).searchParams.get("token")!

@@ -343,7 +343,7 @@ describe("Inspector", () => {
       assert.include(error.message, `127.0.0.1:${inspector.port}`)
     }))
 
-  it.scopedLive("layer: serves the AgentLoop of the context and logs its URL", () => {
+  it.scopedLive("layer: serves the Agent of the context and logs its URL", () => {
     const logged: Array<unknown> = []
     return Effect.gen(function*() {
       const inspector = yield* Inspector.Inspector

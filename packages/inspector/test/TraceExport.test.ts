@@ -94,7 +94,7 @@ describe("TraceExport", () => {
         (resource.scopeSpans as Array<any>).flatMap((scope) => scope.spans as Array<any>)
       )
       const names = new Set(spans.map((span) => span.name as string))
-      for (const name of ["AgentLoop.run", "AgentLoop.modelCall", "AgentLoop.toolCall", "Middleware.wrapToolCall"]) {
+      for (const name of ["Agent.run", "Agent.modelCall", "Agent.toolCall", "Middleware.wrapToolCall"]) {
         assert.isTrue(names.has(name), `span ${name} exported (got ${[...names].join(", ")})`)
       }
       const hook = spans.find((span) => span.name === "Middleware.wrapToolCall")
@@ -103,7 +103,7 @@ describe("TraceExport", () => {
       )
       assert.strictEqual(attributes["middleware"], "audit")
       assert.strictEqual(attributes["decision"], "allowing add")
-      const run = spans.find((span) => span.name === "AgentLoop.run")
+      const run = spans.find((span) => span.name === "Agent.run")
       assert.isTrue(spans.every((span) => span.traceId === run.traceId))
     }))
 })

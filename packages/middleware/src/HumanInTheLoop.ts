@@ -7,7 +7,7 @@
  * as `AgentResult.Interrupted` with one action request per gated call (see
  * {@link ApprovalRequest}), no tool of that batch runs (ungated calls wait
  * too, so the batch resumes as a whole), and the loop checkpoints the thread.
- * `AgentLoop.resume(threadId, decisions)` runs the hook again with the
+ * `Agent.resume(threadId, decisions)` runs the hook again with the
  * {@link Decision}s: approve runs the call as asked, edit runs it with new
  * arguments, reject answers the model with a failed tool result carrying the
  * reason, respond answers with the human's text; the tool does not run for
@@ -151,7 +151,7 @@ export const Decision = Schema.Union(Approve, Edit, Reject, Respond)
 export type Decision = typeof Decision.Type
 
 /**
- * The value `AgentLoop.resume` takes: one decision per action request.
+ * The value `Agent.resume` takes: one decision per action request.
  *
  * @since 0.1.0
  * @category models
@@ -919,7 +919,7 @@ type Plan =
  *
  * @example
  * ```ts
- * import { Agent, AgentLoop } from "@stepwise-agent/core"
+ * import { Agent } from "@stepwise-agent/core"
  * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  * import { Tool, Toolkit } from "@effect/ai"
  * import { Effect, Schema } from "effect"

@@ -7,7 +7,7 @@
  * them before every model call, `afterModel` counts the call that was made,
  * and `beforeAgent` resets the run count at the start of every run, however
  * the previous run ended (also when it ended by this limit's own jump). A
- * resumed run (`AgentLoop.resume`) is the same run and keeps its count.
+ * resumed run (`Agent.resume`) is the same run and keeps its count.
  *
  * When a limit is reached, `exitBehavior` decides: `"end"` (the default)
  * appends an assistant message saying so and ends the run, which completes

@@ -14,7 +14,7 @@
  *   redacted text. (LangChain rewrites the state in `before_model`.)
  * - `applyToOutput` (default `false`): the assistant reply's text is
  *   rewritten before it is shown or stored. A streamed model call
- *   (`AgentLoop.stream`) is redacted as it arrives, in `wrapModelStream`: each
+ *   (`Agent.stream`) is redacted as it arrives, in `wrapModelStream`: each
  *   text part (one {@link StreamRedactor} state per text id, carried on into
  *   the next text part when one follows at once, else flushed at its
  *   `text-end`) releases only text that no match still in progress can reach,
@@ -23,7 +23,7 @@
  *   redacted text. `afterModel`
  *   then checks the whole reply (its text and reasoning parts; tool call
  *   arguments are left as the model wrote them) before it is stored: that is
- *   the path of a call that is not streamed (`AgentLoop.run`), and it also
+ *   the path of a call that is not streamed (`Agent.run`), and it also
  *   covers a reply that did not come through the stream (a `wrapModelCall`
  *   that answered by itself or rewrote the response) and streamed reasoning.
  *   It leaves alone the text parts the stream already redacted, so each piece

@@ -3,7 +3,7 @@
  * gave, as OpenTelemetry-style `gen_ai.*` attributes on the spans of the run.
  *
  * The agent loop already opens a span per hook (`Middleware.<hook>`, with a
- * `middleware` attribute) inside `AgentLoop.modelCall` / `AgentLoop.toolCall`,
+ * `middleware` attribute) inside `Agent.modelCall` / `Agent.toolCall`,
  * and `Middleware.report` adds each decision to the current span. This
  * middleware adds, to its own `Middleware.wrapModelCall` span (put it first
  * in the list so that span covers the whole call, retries and fallbacks

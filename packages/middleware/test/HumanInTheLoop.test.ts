@@ -3,7 +3,7 @@ import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, type AgentLoop, type AgentResult, AgentState, Checkpointer } from "@stepwise-agent/core"
+import { Agent, AgentEvent, type AgentResult, AgentState, Checkpointer } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, FastCheck, JSONSchema, Layer, Option, Ref, Schema, Stream } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
@@ -81,13 +81,13 @@ const decodeRequest = Schema.decodeUnknownSync(HumanInTheLoop.ApprovalRequest)
  * Binds decisions built by call id to the request the thread waits on (as a
  * UI copying the request into its decisions does); other values pass as they are.
  */
-const bound = <S, E, O>(agent: AgentLoop.AgentLoop.Service<S, E, O>, threadId: string, value: unknown) =>
+const bound = <S, E, O>(agent: Agent.Agent.Service<S, E, O>, threadId: string, value: unknown) =>
   Effect.map(agent.thread(threadId), (snapshot) => {
     const request = Option.flatMap(Option.flatMap(snapshot, (thread) => thread.pending), HumanInTheLoop.requestOf)
     return Option.isSome(request) && Array.isArray(value) ? HumanInTheLoop.bind(request.value, value) : value
   })
 
-const resumeBound = <S, E, O>(agent: AgentLoop.AgentLoop.Service<S, E, O>, threadId: string, value: unknown) =>
+const resumeBound = <S, E, O>(agent: Agent.Agent.Service<S, E, O>, threadId: string, value: unknown) =>
   Effect.flatMap(bound(agent, threadId, value), (decisions) => agent.resume(threadId, decisions))
 
 /** The tool results of a conversation, in order. */

@@ -51,7 +51,7 @@ describe("Tracing", () => {
       assert.deepStrictEqual(second!.attributes.get("gen_ai.response.tool_calls"), [])
       // the span sits in the loop's model call span and ended successfully
       const parent = Option.getOrThrow(first!.parent) as SpanRecorder.RecordedSpan
-      assert.strictEqual(parent.name, "AgentLoop.modelCall")
+      assert.strictEqual(parent.name, "Agent.modelCall")
       assert.strictEqual(first!.status._tag === "Ended" && first!.status.exit._tag, "Success")
     }).pipe(
       provide([
@@ -85,7 +85,7 @@ describe("Tracing", () => {
       assert.strictEqual(byId["unknown"]!["gen_ai.tool.known"], false)
       assert.strictEqual(byId["unknown"]!["gen_ai.tool.is_failure"], true)
       const parent = Option.getOrThrow(hookSpans(spans, "wrapToolCall")[0]!.parent) as SpanRecorder.RecordedSpan
-      assert.strictEqual(parent.name, "AgentLoop.toolCall")
+      assert.strictEqual(parent.name, "Agent.toolCall")
     }).pipe(
       provide([
         ScriptedModel.toolCalls([

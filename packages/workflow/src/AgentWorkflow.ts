@@ -29,8 +29,8 @@ import * as DurableClock from "@effect/workflow/DurableClock"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Agent from "@stepwise-agent/core/Agent"
 import { CheckpointError, ThreadStateError } from "@stepwise-agent/core/AgentError"
-import * as AgentLoop from "@stepwise-agent/core/AgentLoop"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Usage from "@stepwise-agent/core/Usage"
@@ -452,10 +452,10 @@ export interface AgentWorkflow {
   readonly workflow: Workflow.Workflow<string, typeof Payload, typeof RunOutcome, typeof RunFailure>
   /**
    * Registers the run body with the engine of the context. The runs use the
-   * `AgentLoop` of the context (build it with `Agent.layer` and a
+   * `Agent` of the context (build it with `Agent.layer` and a
    * checkpointer every runner shares, e.g. `SqlCheckpointer.layer`).
    */
-  readonly layer: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | AgentLoop.AgentLoop | RunStore.RunStore>
+  readonly layer: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | Agent.Agent | RunStore.RunStore>
   /** Starts a run on the thread and returns its id at once (a given `runId` makes starting idempotent). */
   readonly start: (options: {
     readonly threadId: string
@@ -466,7 +466,7 @@ export interface AgentWorkflow {
   readonly status: (runId: string) => Effect.Effect<
     RunStatus,
     RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | CheckpointError,
-    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /**
    * Answers the wait of a run (from any process): asks the
@@ -479,7 +479,7 @@ export interface AgentWorkflow {
   readonly resume: (runId: string, value: unknown, options: { readonly principal: string }) => Effect.Effect<
     void,
     ResumeError,
-    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop | Authorizer
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent | Authorizer
   >
   /**
    * Removes the decision claimed for the run's current wait when it cannot
@@ -490,7 +490,7 @@ export interface AgentWorkflow {
   readonly discardDecision: (runId: string) => Effect.Effect<
     boolean,
     RunStore.RunNotFound | RunStore.RunStoreError | CheckpointError,
-    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /**
    * Cancels a run and waits until it has ended `Cancelled` (finalizers and
@@ -502,7 +502,7 @@ export interface AgentWorkflow {
   readonly cancel: (runId: string) => Effect.Effect<
     void,
     RunStore.RunNotFound | RunStore.RunStoreError | CheckpointError | PersistenceError,
-    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /**
    * Removes a run that has ended: its journal (on a durable engine: the
@@ -514,7 +514,7 @@ export interface AgentWorkflow {
   readonly prune: (runId: string, options?: { readonly deleteThread?: boolean | undefined }) => Effect.Effect<
     void,
     RunNotEnded | RunStore.RunNotFound | RunStore.RunStoreError | CheckpointError | PersistenceError,
-    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /** Waits until the run is done (or waiting, with `untilWaiting`) and gives its status. */
   readonly await: (runId: string, options?: {
@@ -523,7 +523,7 @@ export interface AgentWorkflow {
   }) => Effect.Effect<
     RunStatus,
     RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | CheckpointError,
-    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /**
    * The live events of a run executing in this process (text deltas,
@@ -533,9 +533,9 @@ export interface AgentWorkflow {
    * reports journaled steps again; `status` is the durable truth.
    */
   readonly watch: (runId: string) => Stream.Stream<
-    AgentLoop.RunEvent,
+    Agent.RunEvent,
     RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | CheckpointError,
-    WorkflowEngine.WorkflowEngine | RunStore.RunStore | AgentLoop.AgentLoop
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
 }
 
@@ -754,7 +754,7 @@ export const make = (options: Options): AgentWorkflow => {
 
   const layer = workflow.toLayer((payload) =>
     Effect.gen(function*() {
-      const loop = yield* AgentLoop.AgentLoop
+      const loop = yield* Agent.Agent
       const cancelled = Effect.orDie((yield* RunStore.RunStore).isCancelRequested(payload.runId))
       const result = yield* loop.run(Prompt.fromMessages(payload.input), { threadId: payload.threadId }).pipe(
         Effect.provideService(RunJournal.RunJournal, makeJournal(options, payload.runId, cancelled)),
@@ -782,7 +782,7 @@ export const make = (options: Options): AgentWorkflow => {
   const status: AgentWorkflow["status"] = Effect.fn("AgentWorkflow.status")(function*(runId) {
     const store = yield* RunStore.RunStore
     const record = yield* store.get(runId)
-    const loop = yield* AgentLoop.AgentLoop
+    const loop = yield* Agent.Agent
     // the thread id of a stored run was checked when the run started
     const snapshot = yield* Effect.catchTag(loop.thread(record.threadId), "InvalidInput", Effect.die)
     // a stored reply that no longer decodes is a corrupt journal; other defects (storage down) stay defects
@@ -852,7 +852,7 @@ export const make = (options: Options): AgentWorkflow => {
     if (polled !== undefined && polled._tag === "Complete") {
       return yield* new NotWaiting({ runId, reason: "the run has finished" })
     }
-    const loop = yield* AgentLoop.AgentLoop
+    const loop = yield* Agent.Agent
     // who may decide is asked first: the checks below tell what the run waits for
     const waiting = Option.flatMap(
       yield* Effect.catchTag(loop.thread(record.threadId), "InvalidInput", Effect.die),
@@ -909,7 +909,7 @@ export const make = (options: Options): AgentWorkflow => {
       const store = yield* RunStore.RunStore
       const record = yield* store.get(runId)
       const waiting = Option.flatMap(
-        yield* Effect.catchTag((yield* AgentLoop.AgentLoop).thread(record.threadId), "InvalidInput", Effect.die),
+        yield* Effect.catchTag((yield* Agent.Agent).thread(record.threadId), "InvalidInput", Effect.die),
         (t) => t.pending
       )
       if (Option.isNone(waiting)) return false
@@ -936,7 +936,7 @@ export const make = (options: Options): AgentWorkflow => {
       Effect.repeat({ schedule: Schedule.spaced("50 millis"), until: (polled) => polled?._tag === "Complete" })
     )
     // the run that owned the wait has ended: give it up as its owner
-    yield* (yield* AgentLoop.AgentLoop).discardPending(record.threadId, "the run was cancelled").pipe(
+    yield* (yield* Agent.Agent).discardPending(record.threadId, "the run was cancelled").pipe(
       Effect.provideService(RunJournal.RunJournal, owner),
       Effect.catchTag("DurableThreadError", Effect.die)
     )
@@ -1021,7 +1021,7 @@ export const make = (options: Options): AgentWorkflow => {
     // the journal goes first: a prune cut off after it finds the run ended (no execution) and finishes
     yield* clearJournal(record.executionId)
     yield* store.delete(runId)
-    if (deleteThread) yield* (yield* AgentLoop.AgentLoop).deleteThread(record.threadId)
+    if (deleteThread) yield* (yield* Agent.Agent).deleteThread(record.threadId)
   })
 
   const await_: AgentWorkflow["await"] = Effect.fn("AgentWorkflow.await")(function*(runId, awaitOptions) {
@@ -1039,7 +1039,7 @@ export const make = (options: Options): AgentWorkflow => {
   const watch: AgentWorkflow["watch"] = (runId) =>
     Stream.unwrapScoped(Effect.gen(function*() {
       const record = yield* (yield* RunStore.RunStore).get(runId)
-      const events = yield* (yield* AgentLoop.AgentLoop).watch
+      const events = yield* (yield* Agent.Agent).watch
       // the durable truth ends the stream too: a run elsewhere, or already settled, reports nothing here
       const settled = status(runId).pipe(
         Effect.repeat({ schedule: Schedule.spaced("200 millis"), while: (current) => current.state === "Running" })

@@ -1,6 +1,6 @@
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentLoop, AgentState, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentState, Middleware } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { HookRecorder, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -30,7 +30,7 @@ const toolsLive = (ran: Array<string>) =>
 const Runs = AgentWorkflow.make({ name: "test-agent", version: 1 })
 
 /** Everything a durable run on the memory engine needs, around `agent`. */
-const durable = <E>(agent: Layer.Layer<AgentLoop.AgentLoop, E>, workflow = Runs) =>
+const durable = <E>(agent: Layer.Layer<Agent.Agent, E>, workflow = Runs) =>
   workflow.layer.pipe(
     Layer.provideMerge(agent),
     Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory)),
@@ -342,7 +342,7 @@ describe("AgentWorkflow on the memory engine", () => {
       )
       const context = yield* Layer.build(durable(agent))
       const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
-      const events = yield* run(Effect.flatMap(AgentLoop.AgentLoop, (loop) => loop.watch))
+      const events = yield* run(Effect.flatMap(Agent.Agent, (loop) => loop.watch))
       const pull = yield* Stream.toPull(events)
       const runId = yield* run(Runs.start({ threadId: "t", input: "add 1 and 2" }))
       assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
@@ -508,7 +508,7 @@ describe("AgentWorkflow on the memory engine", () => {
       const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
       const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
       const decisions = HumanInTheLoop.approveAll(approvalOf(waiting))
-      const loop = yield* run(AgentLoop.AgentLoop)
+      const loop = yield* run(Agent.Agent)
       const before = Option.getOrThrow(yield* loop.thread("t"))
 
       const refused = [

@@ -1,7 +1,7 @@
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentLoop } from "@stepwise-agent/core"
+import { Agent } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -150,7 +150,7 @@ describe("AgentWorkflow.prune", () => {
       assert.deepStrictEqual(yield* journalOf(pruned.executionId), { messages: 0, replies: 0 })
       assert.strictEqual((yield* run(Effect.flip(Runs.status(pruned.runId))))._tag, "RunNotFound")
       assert.strictEqual((yield* run(Effect.flip(Runs.prune(pruned.runId))))._tag, "RunNotFound")
-      const loop = yield* run(AgentLoop.AgentLoop)
+      const loop = yield* run(Agent.Agent)
       assert.isTrue(Option.isNone(yield* loop.thread("pruned")))
 
       // the other runs are untouched

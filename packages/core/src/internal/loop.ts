@@ -10,9 +10,9 @@ import * as Effect from "effect/Effect"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import type * as Agent from "../Agent.js"
 import { DurableThreadError, MaxStepsExceeded, StructuredOutputError, ThreadStateError } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
-import type * as AgentLoop from "../AgentLoop.js"
 import * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
@@ -47,7 +47,7 @@ interface Journaled {
 }
 
 /** Builds the service of an agent. */
-export const makeLoop = (loopConfig: LoopConfig): AgentLoop.AgentLoop.Service<any, any> => {
+export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> => {
   const config = compile(loopConfig)
   const { checkpointer, layout, maxSteps, nodes } = config
   const isTraced: Effect.Effect<boolean> = config.spans === undefined
@@ -215,7 +215,7 @@ export const makeLoop = (loopConfig: LoopConfig): AgentLoop.AgentLoop.Service<an
   const withThreadLock = ThreadLocks.make()
 
   // Every run's events go to the watchers of `watch` while there are any.
-  const watchers = Watchers.make<AgentLoop.RunEvent<any>>()
+  const watchers = Watchers.make<Agent.RunEvent<any>>()
 
   /**
    * Runs `body` as one run of `threadId`: picks the journal of the context,
@@ -297,7 +297,7 @@ export const makeLoop = (loopConfig: LoopConfig): AgentLoop.AgentLoop.Service<an
       config.context
     )
 
-  const startRun = (input: Prompt.RawInput, options: AgentLoop.RunOptions, own: Emit | undefined) =>
+  const startRun = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) =>
     Effect.flatMap(
       Effect.zip(checkThreadId(options?.threadId), promptOf(input)),
       ([threadId, prompt]) =>
@@ -394,17 +394,15 @@ export const makeLoop = (loopConfig: LoopConfig): AgentLoop.AgentLoop.Service<an
     }))
 
   return {
-    run: Effect.fn("AgentLoop.run")((input: Prompt.RawInput, options: AgentLoop.RunOptions) =>
+    run: Effect.fn("Agent.run")((input: Prompt.RawInput, options: Agent.RunOptions) =>
       startRun(input, options, undefined)
     ),
     stream: (input, options) =>
-      streamOf((emit) => startRun(input, options, emit).pipe(Effect.withSpan("AgentLoop.stream"))),
-    resume: Effect.fn("AgentLoop.resume")((threadId: string, value: unknown) =>
-      startResume(threadId, value, undefined)
-    ),
+      streamOf((emit) => startRun(input, options, emit).pipe(Effect.withSpan("Agent.stream"))),
+    resume: Effect.fn("Agent.resume")((threadId: string, value: unknown) => startResume(threadId, value, undefined)),
     resumeStream: (threadId, value) =>
-      streamOf((emit) => startResume(threadId, value, emit).pipe(Effect.withSpan("AgentLoop.resumeStream"))),
-    validateResume: Effect.fn("AgentLoop.validateResume")(function*(id: string, value: unknown) {
+      streamOf((emit) => startResume(threadId, value, emit).pipe(Effect.withSpan("Agent.resumeStream"))),
+    validateResume: Effect.fn("Agent.validateResume")(function*(id: string, value: unknown) {
       const threadId = yield* checkThreadId(id)
       const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId))
       yield* validateValue(threadId, middleware, pending, value)
@@ -431,7 +429,7 @@ export const makeLoop = (loopConfig: LoopConfig): AgentLoop.AgentLoop.Service<an
             return true
           })
         ) :
-        Effect.succeed(false)).pipe(Effect.withSpan("AgentLoop.discardPending")),
+        Effect.succeed(false)).pipe(Effect.withSpan("Agent.discardPending")),
     deleteThread: (threadId) =>
       (isThreadId(threadId) ?
         withThreadLock(
@@ -447,7 +445,7 @@ export const makeLoop = (loopConfig: LoopConfig): AgentLoop.AgentLoop.Service<an
             )
           )
         ) :
-        Effect.void).pipe(Effect.withSpan("AgentLoop.deleteThread")),
+        Effect.void).pipe(Effect.withSpan("Agent.deleteThread")),
     thread: (id) =>
       Effect.flatMap(
         checkThreadId(id),
@@ -466,5 +464,5 @@ export const makeLoop = (loopConfig: LoopConfig): AgentLoop.AgentLoop.Service<an
             }))
           ))
       )
-  } as AgentLoop.AgentLoop.Service<any, any>
+  } as Agent.Agent.Service<any, any>
 }

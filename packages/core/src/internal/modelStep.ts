@@ -289,7 +289,7 @@ export const make = (config: Compiled) => {
         RunJournal.ModelCall,
         Observer.traced(
           run,
-          "AgentLoop.modelCall",
+          "Agent.modelCall",
           { step: state.step },
           Effect.map(modelChain(run, offered)(request), (response): RunJournal.ModelCall => ({
             message: response.message,

@@ -81,7 +81,7 @@ export const make = (config: Compiled) => {
         Prompt.ToolResultPart,
         Observer.traced(
           run,
-          "AgentLoop.toolCall",
+          "Agent.toolCall",
           { tool: call.name, callId: call.id },
           Effect.catchIf(chain(request), isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
         )

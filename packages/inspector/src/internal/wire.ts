@@ -3,8 +3,8 @@
  * long strings cut and values JSON cannot hold made readable.
  */
 import type * as Prompt from "@effect/ai/Prompt"
+import type * as Agent from "@stepwise-agent/core/Agent"
 import type * as AgentEvent from "@stepwise-agent/core/AgentEvent"
-import type * as AgentLoop from "@stepwise-agent/core/AgentLoop"
 import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Secrets from "@stepwise-agent/core/Secrets"
@@ -116,7 +116,7 @@ export interface ThreadInfo {
 /** The thread's summary from its checkpoint. */
 export const threadInfo = (
   threadId: string,
-  snapshot: Option.Option<AgentLoop.ThreadSnapshot<any>>,
+  snapshot: Option.Option<Agent.ThreadSnapshot<any>>,
   running: boolean,
   failure: ThreadInfo["failure"]
 ): ThreadInfo => {
