@@ -181,7 +181,7 @@ export const make = (config: Compiled) => {
     request: Middleware.ModelRequest
   ): Effect.Effect<Middleware.ModelResponse, any> => {
     const model = request.model ?? config.model
-    offered.names = request.tools.map((tool) => tool.name)
+    offered.names = request.tools === config.toolList ? toolNames : request.tools.map((tool) => tool.name)
     // the model never sees a tool result without its call, or a call without its result
     const messages = paired(request.messages)
     const prompt = Prompt.fromMessages(
@@ -267,6 +267,24 @@ export const make = (config: Compiled) => {
       callModel(run, offered)
     )
 
+  /**
+   * The chain of a run, built on its first model step (as the wrap hooks are
+   * the same for every step), and the cell its model call reports to.
+   */
+  const chains = new WeakMap<RunContext, {
+    readonly chain: ReturnType<typeof modelChain>
+    readonly offered: { names: ReadonlyArray<string> }
+  }>()
+  const chainOf = (run: RunContext) => {
+    let entry = chains.get(run)
+    if (entry === undefined) {
+      const offered = { names: toolNames }
+      entry = { chain: modelChain(run, offered), offered }
+      chains.set(run, entry)
+    }
+    return entry
+  }
+
   /** Runs the model step of `state`: its request through the chain, journaled as the run's step. */
   return (run: RunContext, state: RunState): Effect.Effect<ModelStepResult, unknown, any> => {
     const request: Middleware.ModelRequest = {
@@ -280,7 +298,9 @@ export const make = (config: Compiled) => {
       threadId: run.threadId,
       step: state.step
     }
-    const offered = { names: toolNames }
+    // one model step of a run runs at a time: the cell is this step's until it ends
+    const { chain, offered } = chainOf(run)
+    offered.names = toolNames
     // built once the step starts (after ModelCallStarted): building it calls the wrap hooks
     const call = () =>
       journaled(
@@ -291,7 +311,7 @@ export const make = (config: Compiled) => {
           run,
           "Agent.modelCall",
           { step: state.step },
-          Effect.map(modelChain(run, offered)(request), (response): RunJournal.ModelCall => ({
+          Effect.map(chain(request), (response): RunJournal.ModelCall => ({
             message: response.message,
             usage: response.usage,
             finishReason: response.finishReason,

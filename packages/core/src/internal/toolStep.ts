@@ -30,12 +30,13 @@ export interface ToolStepResult {
 export const make = (config: Compiled) => {
   const { output, outputToolName, toolNames, toolsByName, wrapTool } = config
 
-  /** The tool call at the end of the `wrapToolCall` chain. */
-  const callTool = (threadId: string, offered: ReadonlyArray<string> | undefined) =>
+  /** The tool call at the end of the `wrapToolCall` chain; `step.offered` is what the running step's model call offered. */
+  const callTool = (threadId: string, step: { offered: ReadonlyArray<string> | undefined }) =>
   (
     request: Middleware.ToolCallRequest
   ): Effect.Effect<Prompt.ToolResultPart, any> => {
     const call = request.call
+    const offered = step.offered
     if (call.name === outputToolName) return Effect.succeed(output!.answer(call))
     const entry = toolsByName.get(call.name)
     if (entry === undefined) return Effect.succeed(unknownToolResult(call, offered ?? toolNames))
@@ -43,7 +44,7 @@ export const make = (config: Compiled) => {
     return entry.run(call, threadId)
   }
 
-  const toolChain = (run: RunContext, offered: ReadonlyArray<string> | undefined) =>
+  const toolChain = (run: RunContext, step: { offered: ReadonlyArray<string> | undefined }) =>
     wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
       (next, m) => (request) =>
         Effect.flatMap(
@@ -55,8 +56,26 @@ export const make = (config: Compiled) => {
           ),
           checked(m.name, "wrapToolCall", (result) => toolResultProblem(result, request.call))
         ),
-      callTool(run.threadId, offered)
+      callTool(run.threadId, step)
     )
+
+  /**
+   * The chain of a run, built on its first tool step (the wrap hooks are the
+   * same for every step), and the cell holding what the running step's model call offered.
+   */
+  const chains = new WeakMap<RunContext, {
+    readonly chain: ReturnType<typeof toolChain>
+    readonly step: { offered: ReadonlyArray<string> | undefined }
+  }>()
+  const chainOf = (run: RunContext) => {
+    let entry = chains.get(run)
+    if (entry === undefined) {
+      const step = { offered: undefined }
+      entry = { chain: toolChain(run, step), step }
+      chains.set(run, entry)
+    }
+    return entry
+  }
 
   /** Runs `calls`, the pending calls of `state`. */
   return (
@@ -64,7 +83,9 @@ export const make = (config: Compiled) => {
     state: RunState,
     calls: ReadonlyArray<Prompt.ToolCallPart>
   ): Effect.Effect<ToolStepResult, unknown, any> => {
-    const chain = toolChain(run, state.offered)
+    // one tool step of a run runs at a time: the cell is this step's until it ends
+    const { chain, step } = chainOf(run)
+    step.offered = state.offered
     const flat = config.layout.flatten(state)
     const emit = run.emit
     const one = (call: Prompt.ToolCallPart) => {
