@@ -1,24 +1,25 @@
 /**
  * What would a step cost without X (or with Y)? Copies `packages/core/src`
  * into a temporary directory, applies one small patch per variant (each
- * removing one suspected cost from the loop) or sets an option, loads every
- * copy side by side and times them against the unpatched copy, interleaved
- * (round-robin batches, fastest batch per variant), on the raw fake with one
- * tool.
+ * removing one suspected cost from the loop) or sets an option, loads each
+ * copy in a process of its own (`ablationChild.ts`: copies in one process
+ * would share the Effect runtime's call sites, and slow each other down) and
+ * times them against the unpatched copy, interleaved (round-robin batches,
+ * fastest batch per variant), on the raw fake with one tool.
  * Nothing in the repository is changed. A patch whose text is no longer in
  * the loop (because the loop changed) is reported as not applicable.
  *
  * @since 0.1.0
  */
-import { LanguageModel } from "@effect/ai"
-import { Effect, Stream } from "effect"
-import { spawnSync } from "node:child_process"
+import { fork, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { performance } from "node:perf_hooks"
-import { pathToFileURL } from "node:url"
-import { makeToolkit, type Mode, rawModel, type Script } from "./fixtures.js"
+import { fileURLToPath } from "node:url"
+import type { Request } from "./ablationChild.js"
+import type { Mode } from "./fixtures.js"
+
+const CHILD = fileURLToPath(new URL("./ablationChild.ts", import.meta.url))
 
 interface Patch {
   readonly file: string
@@ -112,11 +113,22 @@ const copyAt = (root: string, ref: string, dir: string) => {
   if (unpacked.status !== 0) throw new Error(`unpacking ${ref} failed: ${unpacked.stderr}`)
 }
 
-const cpuPerRun = async (effect: Effect.Effect<void, unknown>, runs: number): Promise<number> => {
-  const start = process.cpuUsage()
-  for (let i = 0; i < runs; i++) await Effect.runPromise(effect)
-  const used = process.cpuUsage(start)
-  return (used.user + used.system) / runs
+/** A child process holding one copy of the core, answering one request at a time. */
+const spawnVariant = async (dir: string) => {
+  const child = fork(CHILD, [dir], { execArgv: process.execArgv, stdio: ["ignore", "inherit", "inherit", "ipc"] })
+  const waiting: Array<{ readonly resolve: (reply: any) => void; readonly reject: (error: Error) => void }> = []
+  child.on("message", (reply) => waiting.shift()?.resolve(reply))
+  child.on("exit", (code) => {
+    for (const { reject } of waiting.splice(0)) reject(new Error(`an ablation child exited (${code})`))
+  })
+  const next = () => new Promise<any>((resolve, reject) => waiting.push({ resolve, reject }))
+  await next() // loaded
+  const ask = (request: Request) => {
+    const reply = next()
+    child.send(request)
+    return reply
+  }
+  return { ask, close: () => child.kill() }
 }
 
 /**
@@ -141,7 +153,7 @@ export const measure = async (
     // the copies load as ES modules, as the package does: as CommonJS every cross-module access would
     // go through an export getter, which costs a loop split into more modules more
     fs.writeFileSync(path.join(tmp, "package.json"), JSON.stringify({ type: "module" }))
-    const loaded: Array<{ variant: Variant; applicable: boolean; modules: any }> = []
+    const loaded: Array<{ variant: Variant; applicable: boolean; dir: string }> = []
     for (const [index, variant] of variants.entries()) {
       const dir = path.join(tmp, `variant-${index}`)
       if (variant.ref === undefined) fs.cpSync(path.join(root, "packages", "core", "src"), dir, { recursive: true })
@@ -154,74 +166,44 @@ export const measure = async (
         if (!text.includes(patch.from)) applicable = false
         else fs.writeFileSync(file, text.replace(patch.from, patch.to))
       }
-      const modules = applicable
-        ? {
-          Agent: await import(pathToFileURL(path.join(dir, "Agent.ts")).href),
-          Middleware: await import(pathToFileURL(path.join(dir, "Middleware.ts")).href),
-          Checkpointer: await import(pathToFileURL(path.join(dir, "Checkpointer.ts")).href)
-        }
-        : undefined
-      loaded.push({ variant, applicable, modules })
+      loaded.push({ variant, applicable, dir })
     }
-    const perStep: Array<Record<string, number>> = loaded.map(() => ({}))
-    const combinations = options.modes.flatMap((mode) => options.middleware.map((middleware) => ({ mode, middleware })))
-    for (const { middleware, mode } of combinations) {
-      const runs: Array<Effect.Effect<void, unknown> | undefined> = []
-      for (const { modules, variant } of loaded) {
-        if (modules === undefined) {
-          runs.push(undefined)
-          continue
+    // one process per variant (see ablationChild.ts), all alive at once and timed round-robin
+    const children = await Promise.all(
+      loaded.map(({ applicable, dir }) => applicable ? spawnVariant(dir) : Promise.resolve(undefined))
+    )
+    try {
+      const perStep: Array<Record<string, number>> = loaded.map(() => ({}))
+      const combinations = options.modes.flatMap((mode) =>
+        options.middleware.map((middleware) => ({ mode, middleware }))
+      )
+      for (const { middleware, mode } of combinations) {
+        for (const [i, child] of children.entries()) {
+          await child?.ask({
+            _tag: "build",
+            mode,
+            middleware,
+            steps: options.steps,
+            options: loaded[i]!.variant.options ?? {}
+          })
         }
-        const script: Script = { toolSteps: options.steps, call: 0 }
-        const build = Effect.gen(function*() {
-          const checkpointer = yield* (modules.Checkpointer.makeMemory as Effect.Effect<any>)
-          const { kit, layer } = makeToolkit(1)
-          const mws = Array.from({ length: middleware }, (_, i) => modules.Middleware.passThrough(`pass_${i}`))
-          const agent = yield* (modules.Agent.make({
-            toolkit: kit,
-            middleware: mws,
-            maxSteps: options.steps + 1,
-            ...variant.options
-          }) as Effect.Effect<any, unknown, any>).pipe(
-            Effect.provide(layer),
-            Effect.provideService(LanguageModel.LanguageModel, rawModel(script)),
-            Effect.provideService(modules.Checkpointer.Checkpointer, checkpointer)
-          )
-          const input = "What is the weather in Paris?"
-          return Effect.suspend(() => {
-            script.call = 0
-            return mode === "generate"
-              ? agent.run(input, { threadId: "t" }) as Effect.Effect<unknown, unknown>
-              : Stream.runDrain(agent.stream(input, { threadId: "t" }) as Stream.Stream<unknown, unknown>)
-          }).pipe(Effect.ensuring(Effect.orDie(checkpointer.delete("t"))), Effect.asVoid)
-        })
-        runs.push(await Effect.runPromise(build as Effect.Effect<Effect.Effect<void, unknown>, unknown>))
-      }
-      // warm up every variant (the JIT compiles on background threads, whose CPU time counts), then time
-      // them round-robin so that drifts in the machine's load hit all alike
-      const perBatch = mode === "generate" && middleware === 0 ? 8 : 4
-      for (const run of runs) {
-        if (run === undefined) continue
-        const until = performance.now() + 300
-        let done = 0
-        while (done < 10 || performance.now() < until) {
-          await Effect.runPromise(run)
-          done++
+        const runs = mode === "generate" && middleware === 0 ? 8 : 4
+        const samples: Array<Array<number>> = children.map(() => [])
+        for (let round = 0; round < options.rounds; round++) {
+          for (const [i, child] of children.entries()) {
+            if (child !== undefined) samples[i]!.push((await child.ask({ _tag: "batch", runs })).cpuPerRun)
+          }
+        }
+        for (const [i, values] of samples.entries()) {
+          // other processes only ever add CPU time (cache and core sharing): the fastest batch is the
+          // steadiest estimate of a variant's own cost
+          if (values.length > 0) perStep[i]![`${mode}:${middleware}`] = Math.min(...values) / options.steps
         }
       }
-      const samples: Array<Array<number>> = runs.map(() => [])
-      for (let round = 0; round < options.rounds; round++) {
-        for (const [i, run] of runs.entries()) {
-          if (run !== undefined) samples[i]!.push(await cpuPerRun(run, perBatch))
-        }
-      }
-      for (const [i, values] of samples.entries()) {
-        // other processes only ever add CPU time (cache and core sharing): the fastest batch is the
-        // steadiest estimate of a variant's own cost
-        if (values.length > 0) perStep[i]![`${mode}:${middleware}`] = Math.min(...values) / options.steps
-      }
+      return loaded.map(({ applicable, variant }, i) => ({ variant, applicable, perStep: perStep[i]! }))
+    } finally {
+      for (const child of children) child?.close()
     }
-    return loaded.map(({ applicable, variant }, i) => ({ variant, applicable, perStep: perStep[i]! }))
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true })
   }
