@@ -23,7 +23,7 @@ import { drain } from "./drain.js"
 import { hookEffect, modelResponseProblem } from "./hookResults.js"
 import * as Observer from "./observer.js"
 import { paired } from "./pairing.js"
-import { journaled, type RunContext } from "./runContext.js"
+import { journaled, perRun, type RunContext } from "./runContext.js"
 import type { RunState } from "./runState.js"
 import { recoverUnknownToolCalls, wireToolkit } from "./tools.js"
 
@@ -267,23 +267,11 @@ export const make = (config: Compiled) => {
       callModel(run, offered)
     )
 
-  /**
-   * The chain of a run, built on its first model step (as the wrap hooks are
-   * the same for every step), and the cell its model call reports to.
-   */
-  const chains = new WeakMap<RunContext, {
-    readonly chain: ReturnType<typeof modelChain>
-    readonly offered: { names: ReadonlyArray<string> }
-  }>()
-  const chainOf = (run: RunContext) => {
-    let entry = chains.get(run)
-    if (entry === undefined) {
-      const offered = { names: toolNames }
-      entry = { chain: modelChain(run, offered), offered }
-      chains.set(run, entry)
-    }
-    return entry
-  }
+  /** The chain of a run (the wrap hooks are the same for every step), and the cell its model call reports to. */
+  const chainOf = perRun((run) => {
+    const offered = { names: toolNames }
+    return { chain: modelChain(run, offered), offered }
+  })
 
   /** Runs the model step of `state`: its request through the chain, journaled as the run's step. */
   return (run: RunContext, state: RunState): Effect.Effect<ModelStepResult, unknown, any> => {

@@ -15,7 +15,7 @@ import type * as Middleware from "../Middleware.js"
 import type { Compiled } from "./config.js"
 import { checked, hookEffect, toolResultProblem } from "./hookResults.js"
 import * as Observer from "./observer.js"
-import { journaled, type RunContext } from "./runContext.js"
+import { journaled, perRun, type RunContext } from "./runContext.js"
 import type { RunState } from "./runState.js"
 import { timedOutResult, unknownToolResult } from "./tools.js"
 
@@ -30,7 +30,10 @@ export interface ToolStepResult {
 export const make = (config: Compiled) => {
   const { output, outputToolName, toolNames, toolsByName, wrapTool } = config
 
-  /** The tool call at the end of the `wrapToolCall` chain; `step.offered` is what the running step's model call offered. */
+  /**
+   * The tool call at the end of the `wrapToolCall` chain; `step.offered` is
+   * what the running step's model call offered.
+   */
   const callTool = (threadId: string, step: { offered: ReadonlyArray<string> | undefined }) =>
   (
     request: Middleware.ToolCallRequest
@@ -60,22 +63,13 @@ export const make = (config: Compiled) => {
     )
 
   /**
-   * The chain of a run, built on its first tool step (the wrap hooks are the
-   * same for every step), and the cell holding what the running step's model call offered.
+   * The chain of a run (the wrap hooks are the same for every step), and the
+   * cell holding what the running step's model call offered.
    */
-  const chains = new WeakMap<RunContext, {
-    readonly chain: ReturnType<typeof toolChain>
-    readonly step: { offered: ReadonlyArray<string> | undefined }
-  }>()
-  const chainOf = (run: RunContext) => {
-    let entry = chains.get(run)
-    if (entry === undefined) {
-      const step = { offered: undefined }
-      entry = { chain: toolChain(run, step), step }
-      chains.set(run, entry)
-    }
-    return entry
-  }
+  const chainOf = perRun((run) => {
+    const step: { offered: ReadonlyArray<string> | undefined } = { offered: undefined }
+    return { chain: toolChain(run, step), step }
+  })
 
   /** Runs `calls`, the pending calls of `state`. */
   return (
