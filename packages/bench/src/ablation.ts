@@ -2,8 +2,10 @@
  * What would a step cost without X (or with Y)? Copies `packages/core/src`
  * into a temporary directory, applies one small patch per variant (each
  * removing one suspected cost from the loop) or sets an option, loads each
- * copy in a process of its own (`ablationChild.ts`: copies in one process
- * would share the Effect runtime's call sites, and slow each other down) and
+ * copy as JavaScript (each file transpiled as the package's build does; users
+ * run the built package, not its sources through a loader) in a process of its
+ * own (`ablationChild.ts`: copies in one process would share the Effect
+ * runtime's call sites, and slow each other down) and
  * times them against the unpatched copy, interleaved (round-robin batches,
  * fastest batch per variant), on the raw fake with one tool.
  * Nothing in the repository is changed. A patch whose text is no longer in
@@ -16,6 +18,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import ts from "typescript"
 import type { Request } from "./ablationChild.js"
 import type { Mode } from "./fixtures.js"
 
@@ -104,6 +107,9 @@ export interface AblationResult {
   readonly perStep: Readonly<Record<string, number>>
 }
 
+/** The CPU time a timed batch of runs takes, about. */
+const BATCH_CPU_US = 10_000
+
 /** Writes `packages/core/src` as it was at commit `ref` into `dir`. */
 const copyAt = (root: string, ref: string, dir: string) => {
   fs.mkdirSync(dir, { recursive: true })
@@ -111,6 +117,19 @@ const copyAt = (root: string, ref: string, dir: string) => {
   if (archive.status !== 0) throw new Error(`git archive ${ref} failed: ${archive.stderr}`)
   const unpacked = spawnSync("tar", ["-x", "--strip-components=3", "-C", dir], { input: archive.stdout })
   if (unpacked.status !== 0) throw new Error(`unpacking ${ref} failed: ${unpacked.stderr}`)
+}
+
+/** Each `.ts` file of `dir` (and below) also as `.js`, transpiled to the ES2022 modules the package is built as. */
+const transpile = (dir: string) => {
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (!entry.isFile() || !entry.name.endsWith(".ts") || entry.name.endsWith(".d.ts")) continue
+    const file = path.join(entry.parentPath, entry.name)
+    const { outputText } = ts.transpileModule(fs.readFileSync(file, "utf8"), {
+      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+      fileName: file
+    })
+    fs.writeFileSync(file.replace(/\.ts$/, ".js"), outputText)
+  }
 }
 
 /** A child process holding one copy of the core, answering one request at a time. */
@@ -166,6 +185,7 @@ export const measure = async (
         if (!text.includes(patch.from)) applicable = false
         else fs.writeFileSync(file, text.replace(patch.from, patch.to))
       }
+      transpile(dir)
       loaded.push({ variant, applicable, dir })
     }
     // one process per variant (see ablationChild.ts), all alive at once and timed round-robin
@@ -178,20 +198,24 @@ export const measure = async (
         options.middleware.map((middleware) => ({ mode, middleware }))
       )
       for (const { middleware, mode } of combinations) {
+        // a batch long enough (~10 ms CPU) that a scavenge or a tick of another process is a small part of it
+        const runs: Array<number> = []
         for (const [i, child] of children.entries()) {
-          await child?.ask({
+          const ready = await child?.ask({
             _tag: "build",
             mode,
             middleware,
             steps: options.steps,
             options: loaded[i]!.variant.options ?? {}
           })
+          runs.push(ready === undefined ? 0 : Math.max(4, Math.round(BATCH_CPU_US / ready.cpuPerRun)))
         }
-        const runs = mode === "generate" && middleware === 0 ? 8 : 4
         const samples: Array<Array<number>> = children.map(() => [])
         for (let round = 0; round < options.rounds; round++) {
           for (const [i, child] of children.entries()) {
-            if (child !== undefined) samples[i]!.push((await child.ask({ _tag: "batch", runs })).cpuPerRun)
+            if (child !== undefined) {
+              samples[i]!.push((await child.ask({ _tag: "batch", runs: runs[i]! })).cpuPerRun)
+            }
           }
         }
         for (const [i, values] of samples.entries()) {

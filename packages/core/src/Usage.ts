@@ -5,6 +5,7 @@
  */
 import type * as Response from "@effect/ai/Response"
 import * as Schema from "effect/Schema"
+import * as Tokens from "./internal/tokens.js"
 
 /**
  * Tokens in, out and in total. A provider that reports no usage counts 0.
@@ -43,9 +44,4 @@ export const empty: Usage = new Usage({ inputTokens: 0, outputTokens: 0, totalTo
  * @since 0.1.0
  * @category combinators
  */
-export const add = (self: Usage, usage: Response.Usage): Usage =>
-  new Usage({
-    inputTokens: self.inputTokens + (usage.inputTokens ?? 0),
-    outputTokens: self.outputTokens + (usage.outputTokens ?? 0),
-    totalTokens: self.totalTokens + (usage.totalTokens ?? ((usage.inputTokens ?? 0) + (usage.outputTokens ?? 0)))
-  }, true) // sums of numbers: nothing to validate
+export const add = (self: Usage, usage: Response.Usage): Usage => new Usage(Tokens.add(self, usage), true) // sums of numbers: nothing to validate

@@ -17,13 +17,15 @@ import type { RunState } from "./runState.js"
 import type { StepKeys } from "./stepKeys.js"
 
 /**
- * The thread in its stored form, reusing the messages the last encoding of
- * this run already encoded (compared by reference): a checkpoint encodes only
- * what is new.
+ * The thread in its stored form, reusing what the last save of this run
+ * already encoded (compared by reference): a checkpoint encodes only the new
+ * messages, and slices no hook changed since are not encoded again.
  */
 export class ThreadEncoder {
   private messages: ReadonlyArray<Prompt.Message> | undefined
   private encoded: ReadonlyArray<unknown> = []
+  private slices: object | undefined
+  private encodedSlices: Record<string, unknown> | undefined
 
   encode(messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<unknown> {
     const previous = this.messages
@@ -38,6 +40,16 @@ export class ThreadEncoder {
       : [...this.encoded.slice(0, shared), ...AgentState.encodeMessages(messages.slice(shared))]
     this.messages = messages
     return this.encoded
+  }
+
+  /** The encoding of `slices` kept by `keepSlices`, if `slices` is the object it was made of. */
+  slicesOf(slices: object): Record<string, unknown> | undefined {
+    return slices === this.slices ? this.encodedSlices : undefined
+  }
+
+  keepSlices(slices: object, encoded: Record<string, unknown>): void {
+    this.slices = slices
+    this.encodedSlices = encoded
   }
 }
 
@@ -60,8 +72,28 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Check
     run: RunContext,
     state: RunState,
     pending: Checkpointer.PendingInterrupt | undefined
-  ): Effect.Effect<void, CheckpointError> =>
-    layout.encodeSlices(state.slices).pipe(
+  ): Effect.Effect<void, CheckpointError> => {
+    const write = (slices: Record<string, unknown>) => {
+      const checkpoint: Checkpointer.Checkpoint = {
+        version: 1,
+        threadId: run.threadId,
+        messages: run.encoder.encode(state.messages),
+        slices,
+        ...(pending === undefined ? {} : {
+          pending,
+          run: {
+            step: state.step,
+            inputTokens: state.usage.inputTokens,
+            outputTokens: state.usage.outputTokens,
+            totalTokens: state.usage.totalTokens
+          }
+        })
+      }
+      return run.journal.step(run.keys.checkpoint(), Schema.Void, checkpointer.save(run.threadId, checkpoint))
+    }
+    const known = run.encoder.slicesOf(state.slices)
+    if (known !== undefined) return write(known)
+    return layout.encodeSlices(state.slices).pipe(
       Effect.mapError((error) =>
         new CheckpointError({
           threadId: run.threadId,
@@ -70,24 +102,11 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Check
         })
       ),
       Effect.flatMap((slices) => {
-        const checkpoint: Checkpointer.Checkpoint = {
-          version: 1,
-          threadId: run.threadId,
-          messages: run.encoder.encode(state.messages),
-          slices,
-          ...(pending === undefined ? {} : {
-            pending,
-            run: {
-              step: state.step,
-              inputTokens: state.usage.inputTokens,
-              outputTokens: state.usage.outputTokens,
-              totalTokens: state.usage.totalTokens
-            }
-          })
-        }
-        return run.journal.step(run.keys.checkpoint(), Schema.Void, checkpointer.save(run.threadId, checkpoint))
+        run.encoder.keepSlices(state.slices, slices)
+        return write(slices)
       })
     )
+  }
 
   /**
    * The thread's last checkpoint, decoded; an empty thread when it has none.

@@ -70,7 +70,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       threadId: run.threadId,
       state: layout.flatten(state),
       interrupt,
-      usage: state.usage,
+      usage: RunState.usageOf(state),
       steps: state.step
     })
 
@@ -88,7 +88,12 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       let idleToolRounds = 0
       // the reply of the last model step, reported once the afterModel hooks stored it
       let responded:
-        | { readonly index: number; readonly step: number; readonly result: ModelStep.ModelStepResult }
+        | {
+          readonly index: number
+          readonly step: number
+          readonly reply: RunJournal.ModelCall
+          readonly durationMillis: number
+        }
         | undefined
       while (true) {
         switch (phase.node) {
@@ -113,9 +118,9 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
                 message: stored !== undefined && stored.role === "assistant"
                   ? stored
                   : Prompt.makeMessage("assistant", { content: [] }),
-                usage: responded.result.reply.usage,
-                finishReason: responded.result.reply.finishReason,
-                durationMillis: responded.result.durationMillis
+                usage: responded.reply.usage,
+                finishReason: responded.reply.finishReason,
+                durationMillis: responded.durationMillis
               }))
               responded = undefined
             }
@@ -167,9 +172,13 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
             if (state.step >= maxSteps) {
               return yield* new MaxStepsExceeded({ threadId: run.threadId, maxSteps })
             }
-            const result = yield* modelStep(run, state)
-            state = RunState.appendReply(state, result.reply)
-            if (run.emit !== undefined) responded = { index: state.messages.length - 1, step: state.step - 1, result }
+            const started = run.emit === undefined ? 0 : run.clock.unsafeCurrentTimeMillis()
+            const reply = yield* modelStep(run, state)
+            state = RunState.appendReply(state, reply)
+            if (run.emit !== undefined) {
+              const durationMillis = run.clock.unsafeCurrentTimeMillis() - started
+              responded = { index: state.messages.length - 1, step: state.step - 1, reply, durationMillis }
+            }
             phase = next("model", "continue", RunState.factsOf(state))
             break
           }
@@ -200,7 +209,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
               state: layout.flatten(state),
               text: AgentResult.lastText(state.messages),
               output: state.output,
-              usage: state.usage,
+              usage: RunState.usageOf(state),
               steps: state.step
             })
           }

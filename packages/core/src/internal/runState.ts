@@ -12,6 +12,7 @@ import type * as Middleware from "../Middleware.js"
 import type * as RunJournal from "../RunJournal.js"
 import * as Usage from "../Usage.js"
 import type { Facts } from "./machine.js"
+import * as Tokens from "./tokens.js"
 import { lastAssistantCallsTools } from "./tools.js"
 
 export interface RunState {
@@ -19,7 +20,8 @@ export interface RunState {
   readonly slices: Readonly<Record<string, object>>
   /** Model calls made so far (the number of the next one). */
   readonly step: number
-  readonly usage: Usage.Usage
+  /** Tokens summed over the model calls so far (a `Usage` only in a result: see `usageOf`). */
+  readonly usage: Tokens.Tokens
   readonly output: Option.Option<unknown>
   /** The tools the model call whose reply runs now offered; unknown (all) after a resume. */
   readonly offered: ReadonlyArray<string> | undefined
@@ -34,11 +36,11 @@ export const make = (
   messages,
   slices,
   step: progress?.step ?? 0,
-  usage: new Usage.Usage({
+  usage: {
     inputTokens: progress?.inputTokens ?? 0,
     outputTokens: progress?.outputTokens ?? 0,
     totalTokens: progress?.totalTokens ?? 0
-  }, true),
+  },
   output: Option.none(),
   offered: undefined
 })
@@ -86,7 +88,7 @@ export const applyHookResult = (
 export const appendReply = (state: RunState, reply: RunJournal.ModelCall): RunState => ({
   ...state,
   messages: [...state.messages, reply.message],
-  usage: Usage.add(state.usage, reply.usage),
+  usage: Tokens.add(state.usage, reply.usage),
   step: state.step + 1,
   offered: reply.offered
 })
@@ -105,6 +107,13 @@ export const appendToolResults = (
 /** Every call still without a result answered as not run, for `reason`. */
 export const answerPending = (state: RunState, reason: string): RunState =>
   withMessages(state, AgentState.answerPending(state.messages, reason))
+
+/**
+ * The run's usage as a result reports it. Summed as plain numbers step by
+ * step (a `Usage` is a Schema class, ~50 times dearer to make), it becomes a
+ * `Usage` once, when the run ends or waits.
+ */
+export const usageOf = (state: RunState): Usage.Usage => new Usage.Usage(state.usage, true)
 
 /** What the phase machine routes on. */
 export const factsOf = (state: RunState): Facts => ({

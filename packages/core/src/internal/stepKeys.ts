@@ -6,6 +6,8 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { StepKey } from "../RunJournal.js"
 
+// read once: each read of a `Data.taggedEnum` member goes through a Proxy and builds a constructor
+const { Checkpoint, Model, Tool } = StepKey
 const load = StepKey.Load()
 
 export class StepKeys {
@@ -17,16 +19,16 @@ export class StepKeys {
   }
 
   checkpoint(): StepKey {
-    return StepKey.Checkpoint({ index: this.checkpoints++ })
+    return Checkpoint({ index: this.checkpoints++ })
   }
 
   model(step: number): StepKey {
-    return StepKey.Model({ step })
+    return Model({ step })
   }
 
   tool(call: Prompt.ToolCallPart): StepKey {
     const occurrence = (this.calls.get(call.id) ?? 0) + 1
     this.calls.set(call.id, occurrence)
-    return StepKey.Tool({ call, occurrence })
+    return Tool({ call, occurrence })
   }
 }

@@ -111,10 +111,7 @@ export const make = (config: Compiled) => {
         return result
       })
     }
-    const results: Effect.Effect<ReadonlyArray<Prompt.ToolResultPart>, unknown, any> = calls.length === 1
-      ? Effect.map(one(calls[0]!), (result) => [result])
-      : Effect.forEach(calls, one, { concurrency: config.toolConcurrency })
-    return Effect.map(results, (results) => {
+    const ended = (results: ReadonlyArray<Prompt.ToolResultPart>): ToolStepResult => {
       let value = Option.none<unknown>()
       if (output !== undefined) {
         for (let i = 0; i < calls.length; i++) {
@@ -123,6 +120,9 @@ export const make = (config: Compiled) => {
         }
       }
       return { results, output: value }
-    })
+    }
+    return calls.length === 1
+      ? Effect.map(one(calls[0]!), (result) => ended([result]))
+      : Effect.map(Effect.forEach(calls, one, { concurrency: config.toolConcurrency }), ended)
   }
 }
