@@ -335,7 +335,7 @@ const main = async () => {
   const ablation = args.has("--no-ablation")
     ? []
     : await Ablation.measure(ROOT, {
-      rounds: quick ? 3 : 7,
+      rounds: quick ? 8 : 30,
       modes: ["generate", "stream"],
       middleware: [0, 10],
       steps: 10

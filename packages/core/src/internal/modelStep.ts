@@ -310,10 +310,10 @@ export const make = (config: Compiled) => {
           }))
         )
       )
-    const emit = run.emit
-    return emit === undefined ? call() : Effect.zipRight(
-      emit(AgentEvent.ModelCallStarted({ step: state.step, messageCount: state.messages.length, toolNames })),
-      Effect.suspend(call)
+    return Observer.modelCall(
+      run,
+      () => AgentEvent.ModelCallStarted({ step: state.step, messageCount: state.messages.length, toolNames }),
+      call
     )
   }
 }

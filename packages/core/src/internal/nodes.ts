@@ -58,13 +58,14 @@ export const make = (config: Compiled) =>
       }
       const applied = RunState.applyHookResult(state, m.name, config.declaredKeys.get(m.name), result)
       state = applied.state
-      if (run.emit !== undefined && (applied.keys.length > 0 || result.messages !== undefined)) {
-        yield* run.emit(AgentEvent.StateUpdated({
-          middleware: m.name,
-          hook: node,
-          keys: applied.keys,
-          messagesReplaced: result.messages !== undefined
-        }))
+      if (applied.keys.length > 0 || result.messages !== undefined) {
+        yield* Observer.report(run, () =>
+          AgentEvent.StateUpdated({
+            middleware: m.name,
+            hook: node,
+            keys: applied.keys,
+            messagesReplaced: result.messages !== undefined
+          }))
       }
       if (result.interrupt !== undefined) {
         return {
@@ -76,14 +77,13 @@ export const make = (config: Compiled) =>
         if (!m.canJumpTo.includes(result.jumpTo)) {
           return yield* new InvalidJump({ middleware: m.name, hook: node, jumpTo: result.jumpTo, allowed: m.canJumpTo })
         }
-        if (run.emit !== undefined) {
-          yield* run.emit(AgentEvent.MiddlewareDecision({
+        yield* Observer.report(run, () =>
+          AgentEvent.MiddlewareDecision({
             middleware: m.name,
             hook: node,
             decision: `jump to ${result.jumpTo}`,
             data: undefined
           }))
-        }
         return { state, outcome: { _tag: "Jump", to: result.jumpTo } }
       }
     }

@@ -9,6 +9,7 @@
  * (`forkHook`), and a joined fiber leaves its parent's cell alone, so work a
  * hook forks keeps reporting under that hook while an inner hook runs.
  */
+import type * as Prompt from "@effect/ai/Prompt"
 import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
@@ -92,6 +93,44 @@ export const inHook = <A, E, R>(
     ? Effect.withSpan(located, `Middleware.${hook}`, { attributes: { middleware: name }, captureStackTrace: false })
     : located
 }
+
+/**
+ * Reports the event `event` builds, to whoever watches the run; an unwatched
+ * run (the silent default) builds nothing and does nothing.
+ */
+export const report = (observer: Observer, event: () => AgentEvent.AgentEvent<any>): Effect.Effect<void> =>
+  observer.emit === undefined ? Effect.void : observer.emit(event())
+
+/**
+ * A tool call as watched: `ToolCallStarted` before it, `ToolCallCompleted`
+ * with its result and duration after it; `execute` itself when unwatched.
+ */
+export const toolCall = <E, R>(
+  observer: Observer,
+  call: Prompt.ToolCallPart,
+  execute: Effect.Effect<Prompt.ToolResultPart, E, R>
+): Effect.Effect<Prompt.ToolResultPart, E, R> => {
+  const { clock, emit } = observer
+  if (emit === undefined) return execute
+  return Effect.gen(function*() {
+    yield* emit(AgentEvent.ToolCallStarted({ call }))
+    const started = clock.unsafeCurrentTimeMillis()
+    const result = yield* execute
+    yield* emit(AgentEvent.ToolCallCompleted({ result, durationMillis: clock.unsafeCurrentTimeMillis() - started }))
+    return result
+  })
+}
+
+/**
+ * A model call as watched: `started` reported before the call is built (its
+ * wrap hooks run when it is); the call itself when unwatched.
+ */
+export const modelCall = <A, E, R>(
+  observer: Observer,
+  started: () => AgentEvent.AgentEvent<any>,
+  call: () => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  observer.emit === undefined ? call() : Effect.zipRight(observer.emit(started()), Effect.suspend(call))
 
 /** `effect` in a span named `name` when the run is traced. */
 export const traced = <A, E, R>(

@@ -6,11 +6,9 @@
  * too.
  */
 import * as Prompt from "@effect/ai/Prompt"
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { ToolTimeout } from "../AgentError.js"
-import * as AgentEvent from "../AgentEvent.js"
 import type * as Middleware from "../Middleware.js"
 import type { Compiled } from "./config.js"
 import { checked, hookEffect, toolResultProblem } from "./hookResults.js"
@@ -81,7 +79,6 @@ export const make = (config: Compiled) => {
     const { chain, step } = chainOf(run)
     step.offered = state.offered
     const flat = config.layout.flatten(state)
-    const emit = run.emit
     const one = (call: Prompt.ToolCallPart) => {
       const request: Middleware.ToolCallRequest = {
         call,
@@ -90,26 +87,21 @@ export const make = (config: Compiled) => {
         threadId: run.threadId,
         step: state.step - 1
       }
-      const execute = journaled(
+      return Observer.toolCall(
         run,
-        run.keys.tool(call),
-        Prompt.ToolResultPart,
-        Observer.traced(
+        call,
+        journaled(
           run,
-          "Agent.toolCall",
-          { tool: call.name, callId: call.id },
-          Effect.catchIf(chain(request), isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
+          run.keys.tool(call),
+          Prompt.ToolResultPart,
+          Observer.traced(
+            run,
+            "Agent.toolCall",
+            { tool: call.name, callId: call.id },
+            Effect.catchIf(chain(request), isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
+          )
         )
       )
-      if (emit === undefined) return execute
-      return Effect.gen(function*() {
-        yield* emit(AgentEvent.ToolCallStarted({ call }))
-        const started = yield* Clock.currentTimeMillis
-        const result = yield* execute
-        const ended = yield* Clock.currentTimeMillis
-        yield* emit(AgentEvent.ToolCallCompleted({ result, durationMillis: ended - started }))
-        return result
-      })
     }
     const ended = (results: ReadonlyArray<Prompt.ToolResultPart>): ToolStepResult => {
       let value = Option.none<unknown>()
