@@ -21,6 +21,7 @@ import { fileURLToPath } from "node:url"
 import ts from "typescript"
 import type { Request } from "./ablationChild.js"
 import type { Mode } from "./fixtures.js"
+import { median } from "./measure.js"
 
 const CHILD = fileURLToPath(new URL("./ablationChild.ts", import.meta.url))
 
@@ -103,7 +104,7 @@ export const variants: ReadonlyArray<Variant> = [
 export interface AblationResult {
   readonly variant: Variant
   readonly applicable: boolean
-  /** Median CPU µs per step, by `"<mode>:<middleware count>"`. */
+  /** CPU µs per step (median over the process sets of the fastest batch), by `"<mode>:<middleware count>"`. */
   readonly perStep: Readonly<Record<string, number>>
 }
 
@@ -159,7 +160,10 @@ const spawnVariant = async (dir: string) => {
 export const measure = async (
   root: string,
   options: {
+    /** Round-robin rounds of batches, per set of processes. */
     readonly rounds: number
+    /** Fresh sets of processes (one per variant) each configuration is timed in. */
+    readonly processes: number
     readonly modes: ReadonlyArray<Mode>
     readonly middleware: ReadonlyArray<number>
     readonly steps: number
@@ -188,46 +192,53 @@ export const measure = async (
       transpile(dir)
       loaded.push({ variant, applicable, dir })
     }
-    // one process per variant (see ablationChild.ts), all alive at once and timed round-robin
-    const children = await Promise.all(
-      loaded.map(({ applicable, dir }) => applicable ? spawnVariant(dir) : Promise.resolve(undefined))
-    )
-    try {
-      const perStep: Array<Record<string, number>> = loaded.map(() => ({}))
-      const combinations = options.modes.flatMap((mode) =>
-        options.middleware.map((middleware) => ({ mode, middleware }))
-      )
-      for (const { middleware, mode } of combinations) {
-        // a batch long enough (~10 ms CPU) that a scavenge or a tick of another process is a small part of it
-        const runs: Array<number> = []
-        for (const [i, child] of children.entries()) {
-          const ready = await child?.ask({
-            _tag: "build",
-            mode,
-            middleware,
-            steps: options.steps,
-            options: loaded[i]!.variant.options ?? {}
-          })
-          runs.push(ready === undefined ? 0 : Math.max(4, Math.round(BATCH_CPU_US / ready.cpuPerRun)))
-        }
-        const samples: Array<Array<number>> = children.map(() => [])
-        for (let round = 0; round < options.rounds; round++) {
+    const perStep: Array<Record<string, number>> = loaded.map(() => ({}))
+    const combinations = options.modes.flatMap((mode) => options.middleware.map((middleware) => ({ mode, middleware })))
+    for (const { middleware, mode } of combinations) {
+      // per variant, the fastest batch of each set of processes
+      const fastest: Array<Array<number>> = loaded.map(() => [])
+      // A process's cost of one configuration varies from process to process by more than the
+      // variants differ (what the JIT made of it, where the heap happened to grow), so each
+      // configuration is timed in `processes` fresh sets of processes, one process per variant
+      // (see ablationChild.ts), all alive at once and timed round-robin.
+      for (let set = 0; set < options.processes; set++) {
+        const children = await Promise.all(
+          loaded.map(({ applicable, dir }) => applicable ? spawnVariant(dir) : Promise.resolve(undefined))
+        )
+        try {
+          // a batch long enough (~10 ms CPU) that a scavenge or a tick of another process is a small part of it
+          const runs: Array<number> = []
           for (const [i, child] of children.entries()) {
-            if (child !== undefined) {
-              samples[i]!.push((await child.ask({ _tag: "batch", runs: runs[i]! })).cpuPerRun)
+            const ready = await child?.ask({
+              _tag: "build",
+              mode,
+              middleware,
+              steps: options.steps,
+              options: loaded[i]!.variant.options ?? {}
+            })
+            runs.push(ready === undefined ? 0 : Math.max(4, Math.round(BATCH_CPU_US / ready.cpuPerRun)))
+          }
+          const samples: Array<Array<number>> = children.map(() => [])
+          for (let round = 0; round < options.rounds; round++) {
+            for (const [i, child] of children.entries()) {
+              if (child !== undefined) {
+                samples[i]!.push((await child.ask({ _tag: "batch", runs: runs[i]! })).cpuPerRun)
+              }
             }
           }
-        }
-        for (const [i, values] of samples.entries()) {
           // other processes only ever add CPU time (cache and core sharing): the fastest batch is the
-          // steadiest estimate of a variant's own cost
-          if (values.length > 0) perStep[i]![`${mode}:${middleware}`] = Math.min(...values) / options.steps
+          // steadiest estimate of what a variant costs in this process
+          for (const [i, values] of samples.entries()) if (values.length > 0) fastest[i]!.push(Math.min(...values))
+        } finally {
+          for (const child of children) child?.close()
         }
       }
-      return loaded.map(({ applicable, variant }, i) => ({ variant, applicable, perStep: perStep[i]! }))
-    } finally {
-      for (const child of children) child?.close()
+      // the median over the sets, so one process the JIT treated unusually well or badly does not decide
+      for (const [i, values] of fastest.entries()) {
+        if (values.length > 0) perStep[i]![`${mode}:${middleware}`] = median(values) / options.steps
+      }
     }
+    return loaded.map(({ applicable, variant }, i) => ({ variant, applicable, perStep: perStep[i]! }))
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true })
   }

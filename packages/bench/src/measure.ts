@@ -46,7 +46,13 @@ export interface Sample {
   readonly batches: number
 }
 
-const median = (values: ReadonlyArray<number>): number => {
+/**
+ * The median of `values` (the mean of the middle two for an even count).
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const median = (values: ReadonlyArray<number>): number => {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = sorted.length >> 1
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2

@@ -335,7 +335,8 @@ const main = async () => {
   const ablation = args.has("--no-ablation")
     ? []
     : await Ablation.measure(ROOT, {
-      rounds: quick ? 8 : 30,
+      rounds: quick ? 10 : 30,
+      processes: quick ? 1 : 2,
       modes: ["generate", "stream"],
       middleware: [0, 10],
       steps: 10
