@@ -1,5 +1,5 @@
 import type { Prompt } from "@effect/ai"
-import { Tool, Toolkit } from "@effect/ai"
+import { IdGenerator, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware, RunJournal, ToolContext } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
@@ -251,6 +251,19 @@ describe("Agent.watch", () => {
       assert.deepStrictEqual(bad.map((event) => event.event._tag), ["RunStarted", "RunFailed"])
       const failed = bad[1]!.event
       assert.isTrue(failed._tag === "RunFailed" && failed.message.includes("boom"))
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))))
+
+  it.scoped("names watched runs with the context's IdGenerator when there is one", () =>
+    Effect.gen(function*() {
+      let next = 0
+      const agent = yield* Agent.make({ toolkit: Calculator })
+      const pull = yield* Stream.toPull(yield* agent.watch)
+      yield* agent.run("Add", { threadId: "one" }).pipe(
+        Effect.provideService(IdGenerator.IdGenerator, { generateId: () => Effect.sync(() => `run-${++next}`) })
+      )
+      const collected: Array<Agent.RunEvent<any>> = []
+      while (collected.at(-1)?.event._tag !== "RunEnded") collected.push(...(yield* pull))
+      assert.deepStrictEqual(new Set(collected.map((event) => event.runId)), new Set(["run-1"]))
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))))
 
   it.effect("closing the watch scope ends the stream after the events published before, none lost", () =>

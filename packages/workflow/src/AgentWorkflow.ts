@@ -16,6 +16,7 @@
  *
  * @since 0.1.0
  */
+import * as IdGenerator from "@effect/ai/IdGenerator"
 import * as Prompt from "@effect/ai/Prompt"
 import type { PersistenceError } from "@effect/cluster/ClusterError"
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
@@ -47,6 +48,15 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as RunStore from "./RunStore.js"
+
+/**
+ * The id of a run started without one: from the context's `IdGenerator` when
+ * there is one (a test can make ids predictable), else a random UUID.
+ */
+const newRunId: Effect.Effect<string> = Effect.flatMap(
+  Effect.serviceOption(IdGenerator.IdGenerator),
+  Option.match({ onNone: () => Effect.sync(() => crypto.randomUUID()), onSome: (ids) => ids.generateId() })
+)
 
 // -----------------------------------------------------------------------------
 // models
@@ -700,10 +710,10 @@ const makeJournal = (options: Options, runId: string, cancelled: Effect.Effect<b
           effects: [
             DurableDeferred.await(deferred),
             DurableClock.sleep({ name: `timeout/${interrupt.key}`, duration: timeout.after }).pipe(
-              Effect.zipRight(Effect.sync((): Decision => ({
+              Effect.zipRight(Effect.map(Clock.currentTimeMillis, (decidedAt): Decision => ({
                 value: timeout.decide(interrupt),
                 by: "timeout",
-                decidedAt: Date.now()
+                decidedAt
               })))
             )
           ]
@@ -769,7 +779,7 @@ export const make = (options: Options): AgentWorkflow => {
 
   const start: AgentWorkflow["start"] = Effect.fn("AgentWorkflow.start")(function*(request) {
     const store = yield* RunStore.RunStore
-    const runId = request.runId ?? crypto.randomUUID()
+    const runId = request.runId ?? (yield* newRunId)
     const input = Prompt.make(request.input).content
     const payload = { runId, threadId: request.threadId, input }
     const executionId = yield* workflow.executionId(payload)

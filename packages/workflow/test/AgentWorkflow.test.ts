@@ -1,4 +1,4 @@
-import { LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { IdGenerator, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentState, Middleware } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
@@ -303,6 +303,18 @@ describe("AgentWorkflow on the memory engine", () => {
       assert.include(JSON.stringify(AgentState.encodeMessages(cancelled.messages.slice(-1))), "the run was cancelled")
       const next = yield* run(Runs.start({ threadId: "t", input: "never mind" }))
       assert.strictEqual((yield* run(Runs.await(next))).state, "Completed")
+    }))
+
+  it.scopedLive("a run started without an id is named by the context's IdGenerator when there is one", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran)))
+      const runId = yield* Runs.start({ threadId: "t", input: "delete /tmp/a" }).pipe(
+        Effect.provide(context),
+        Effect.provideService(IdGenerator.IdGenerator, { generateId: () => Effect.succeed("run-from-ids") })
+      )
+      assert.strictEqual(runId, "run-from-ids")
+      assert.strictEqual((yield* Effect.provide(Runs.status(runId), context)).threadId, "t")
     }))
 
   it.scopedLive("watch gives a run's live events and ends when the run waits; on a settled run it ends at once", () =>

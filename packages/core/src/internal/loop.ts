@@ -4,6 +4,7 @@
  * the state a value it passes along; and the plumbing of run, resume, stream,
  * watch and the thread operations.
  */
+import * as IdGenerator from "@effect/ai/IdGenerator"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -36,6 +37,15 @@ import * as ToolStep from "./toolStep.js"
 import * as Watchers from "./watchers.js"
 
 export type { LoopConfig } from "./config.js"
+
+/**
+ * The id of a watched run: from the context's `IdGenerator` when there is one
+ * (a test can make ids predictable), else a random UUID.
+ */
+const newRunId: Effect.Effect<string> = Effect.flatMap(
+  Effect.serviceOption(IdGenerator.IdGenerator),
+  Option.match({ onNone: () => Effect.sync(() => crypto.randomUUID()), onSome: (ids) => ids.generateId() })
+)
 
 /** Effect's built-in tracer, which keeps spans in memory and exports nothing. */
 const builtInTracer = Effect.runSync(Effect.tracer)
@@ -242,7 +252,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
     Effect.gen(function*() {
       const journal = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
       const journaled = { journal, keys: new StepKeys() }
-      const runId = watchers.size() === 0 ? undefined : crypto.randomUUID()
+      const runId = watchers.size() === 0 ? undefined : yield* newRunId
       const publish: Emit | undefined = runId === undefined
         ? undefined
         : (event) => Effect.sync(() => watchers.publish({ runId, threadId, event }))
