@@ -20,10 +20,13 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import ts from "typescript"
 import type { Request } from "./ablationChild.js"
-import type { Mode } from "./fixtures.js"
+import type { Mode } from "./fakes.js"
 import { median } from "./measure.js"
 
-const CHILD = fileURLToPath(new URL("./ablationChild.ts", import.meta.url))
+/** The child's sources, transpiled with the copies: the child runs on plain node, as the built package does. */
+const CHILD_SOURCES = ["ablationChild.ts", "fakes.ts"].map((file) =>
+  fileURLToPath(new URL(`./${file}`, import.meta.url))
+)
 
 interface Patch {
   readonly file: string
@@ -133,9 +136,14 @@ const transpile = (dir: string) => {
   }
 }
 
-/** A child process holding one copy of the core, answering one request at a time. */
-const spawnVariant = async (dir: string) => {
-  const child = fork(CHILD, [dir], { execArgv: process.execArgv, stdio: ["ignore", "inherit", "inherit", "ipc"] })
+/**
+ * A child process holding one copy of the core, answering one request at a
+ * time. It runs on plain node, as the built package does, not under the
+ * TypeScript loader the bench runs under: code loaded through the loader
+ * runs slower, and a core of more modules more so.
+ */
+const spawnVariant = async (childFile: string, dir: string) => {
+  const child = fork(childFile, [dir], { execArgv: [], stdio: ["ignore", "inherit", "inherit", "ipc"] })
   const waiting: Array<{ readonly resolve: (reply: any) => void; readonly reject: (error: Error) => void }> = []
   child.on("message", (reply) => waiting.shift()?.resolve(reply))
   child.on("exit", (code) => {
@@ -176,6 +184,11 @@ export const measure = async (
     // the copies load as ES modules, as the package does: as CommonJS every cross-module access would
     // go through an export getter, which costs a loop split into more modules more
     fs.writeFileSync(path.join(tmp, "package.json"), JSON.stringify({ type: "module" }))
+    const childDir = path.join(tmp, "child")
+    fs.mkdirSync(childDir)
+    for (const source of CHILD_SOURCES) fs.copyFileSync(source, path.join(childDir, path.basename(source)))
+    transpile(childDir)
+    const childFile = path.join(childDir, "ablationChild.js")
     const loaded: Array<{ variant: Variant; applicable: boolean; dir: string }> = []
     for (const [index, variant] of variants.entries()) {
       const dir = path.join(tmp, `variant-${index}`)
@@ -203,7 +216,7 @@ export const measure = async (
       // (see ablationChild.ts), all alive at once and timed round-robin.
       for (let set = 0; set < options.processes; set++) {
         const children = await Promise.all(
-          loaded.map(({ applicable, dir }) => applicable ? spawnVariant(dir) : Promise.resolve(undefined))
+          loaded.map(({ applicable, dir }) => applicable ? spawnVariant(childFile, dir) : Promise.resolve(undefined))
         )
         try {
           // a batch long enough (~10 ms CPU) that a scavenge or a tick of another process is a small part of it

@@ -13,7 +13,7 @@ import { Effect, Stream } from "effect"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import { pathToFileURL } from "node:url"
-import { makeToolkit, type Mode, rawModel, type Script } from "./fixtures.js"
+import { makeToolkit, type Mode, rawModel, type Script } from "./fakes.js"
 
 /**
  * What the parent asks: build a configuration (answered with `ready` and the

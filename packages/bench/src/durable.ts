@@ -40,7 +40,7 @@ import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
-import { answerDeltas, callParams, makeTools, usage, userInput } from "./fixtures.js"
+import { answerDeltas, callParams, makeTools, usage, userInput } from "./fakes.js"
 import { type Sample, sampleMany, type SampleOptions } from "./measure.js"
 
 // ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@
 import { Effect, Layer, Option } from "effect"
 import { performance } from "node:perf_hooks"
 import { agentLayer, countToolResults, payloadOf, Runs, sqliteLayer } from "./durable.js"
-import { userInput } from "./fixtures.js"
+import { userInput } from "./fakes.js"
 
 const main = performance.timeOrigin + performance.now()
 const boot = performance.timeOrigin + performance.nodeTiming.bootstrapComplete

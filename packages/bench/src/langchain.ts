@@ -34,7 +34,7 @@ import { MemorySaver } from "@langchain/langgraph"
 import { Effect } from "effect"
 import { AIMessage, AIMessageChunk, createAgent, createMiddleware, tool, ToolMessage } from "langchain"
 import { z } from "zod"
-import { answerDeltas, callParams, type Mode, toolDescription, usage, userInput } from "./fixtures.js"
+import { answerDeltas, callParams, type Mode, toolDescription, usage, userInput } from "./fakes.js"
 
 /**
  * A configuration of the LangChain workload (always 1 tool call per step).

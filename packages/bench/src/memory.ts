@@ -16,7 +16,8 @@
 import { Prompt } from "@effect/ai"
 import { AgentState, type Checkpointer } from "@stepwise-agent/core"
 import { Effect } from "effect"
-import { callParams, makeBench } from "./fixtures.js"
+import { callParams } from "./fakes.js"
+import { makeBench } from "./fixtures.js"
 import { type Sample, sample, type SampleOptions } from "./measure.js"
 
 /**

@@ -43,15 +43,8 @@ import * as Ablation from "./ablation.js"
 import * as Context from "./context.js"
 import * as Durable from "./durable.js"
 import * as EffectAi from "./effectAi.js"
-import {
-  answerDeltas,
-  type Config,
-  makeBareCall,
-  makeBench,
-  makeHandleCall,
-  type Mode,
-  type ModelKind
-} from "./fixtures.js"
+import { answerDeltas, type Mode, type ModelKind } from "./fakes.js"
+import { type Config, makeBareCall, makeBench, makeHandleCall } from "./fixtures.js"
 import { type LangChainConfig, makeLangChainBench } from "./langchain.js"
 import { sample, sampleMany, type SampleOptions } from "./measure.js"
 import * as Memory from "./memory.js"
