@@ -1,13 +1,14 @@
 /**
- * What would a step cost without X (or with Y)? Copies `packages/core/src`
- * into a temporary directory, applies one small patch per variant (each
- * removing one suspected cost from the loop) or sets an option, loads each
- * copy as JavaScript (each file transpiled as the package's build does; users
- * run the built package, not its sources through a loader) in a process of its
- * own (`ablationChild.ts`: copies in one process would share the Effect
- * runtime's call sites, and slow each other down) and
- * times them against the unpatched copy, interleaved (round-robin batches,
- * fastest batch per variant), on the raw fake with one tool.
+ * What would a step cost without X (or with Y), and what did it cost before
+ * the restructuring? Copies `packages/core/src` (and, beside it, the durable
+ * package's `packages/workflow/src`, importing that copy) into a temporary
+ * directory, applies one small patch per variant (each removing one suspected
+ * cost from the loop), sets an option or takes an older commit, transpiles each
+ * copy to JavaScript as the package's build does, and times each in a process
+ * of its own on plain node (`ablationChild.ts`: copies in one process would
+ * share the Effect runtime's call sites, and slow each other down), round-robin
+ * in fresh sets of processes, on the raw fake with one tool: generated,
+ * streamed and durable (memory engine) runs.
  * Nothing in the repository is changed. A patch whose text is no longer in
  * the loop (because the loop changed) is reported as not applicable.
  *
@@ -19,8 +20,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import ts from "typescript"
-import type { Request } from "./ablationChild.js"
-import type { Mode } from "./fakes.js"
+import type { AblationMode, Request } from "./ablationChild.js"
 import { median } from "./measure.js"
 
 /** The child's sources, transpiled with the copies: the child runs on plain node, as the built package does. */
@@ -114,13 +114,25 @@ export interface AblationResult {
 /** The CPU time a timed batch of runs takes, about. */
 const BATCH_CPU_US = 10_000
 
-/** Writes `packages/core/src` as it was at commit `ref` into `dir`. */
-const copyAt = (root: string, ref: string, dir: string) => {
+/** Writes `packages/<pkg>/src` as it was at commit `ref` into `dir`. */
+const copyAt = (root: string, ref: string, pkg: string, dir: string) => {
   fs.mkdirSync(dir, { recursive: true })
-  const archive = spawnSync("git", ["archive", ref, "packages/core/src"], { cwd: root, maxBuffer: 1 << 28 })
+  const archive = spawnSync("git", ["archive", ref, `packages/${pkg}/src`], { cwd: root, maxBuffer: 1 << 28 })
   if (archive.status !== 0) throw new Error(`git archive ${ref} failed: ${archive.stderr}`)
   const unpacked = spawnSync("tar", ["-x", "--strip-components=3", "-C", dir], { input: archive.stdout })
   if (unpacked.status !== 0) throw new Error(`unpacking ${ref} failed: ${unpacked.stderr}`)
+}
+
+/** The imports of the core in the workflow copy in `dir` point at the core copy above it. */
+const pointAtCopy = (dir: string) => {
+  for (const file of fs.readdirSync(dir).filter((name) => name.endsWith(".ts"))) {
+    const text = fs.readFileSync(path.join(dir, file), "utf8")
+    fs.writeFileSync(
+      path.join(dir, file),
+      text.replace(/from "@stepwise-agent\/core\/([A-Za-z]+)"/g, "from \"../$1.js\"")
+        .replace(/from "@stepwise-agent\/core"/g, "from \"../index.js\"")
+    )
+  }
 }
 
 /** Each `.ts` file of `dir` (and below) also as `.js`, transpiled to the ES2022 modules the package is built as. */
@@ -172,7 +184,7 @@ export const measure = async (
     readonly rounds: number
     /** Fresh sets of processes (one per variant) each configuration is timed in. */
     readonly processes: number
-    readonly modes: ReadonlyArray<Mode>
+    readonly modes: ReadonlyArray<AblationMode>
     readonly middleware: ReadonlyArray<number>
     readonly steps: number
   }
@@ -192,8 +204,12 @@ export const measure = async (
     const loaded: Array<{ variant: Variant; applicable: boolean; dir: string }> = []
     for (const [index, variant] of variants.entries()) {
       const dir = path.join(tmp, `variant-${index}`)
-      if (variant.ref === undefined) fs.cpSync(path.join(root, "packages", "core", "src"), dir, { recursive: true })
-      else copyAt(root, variant.ref, dir)
+      // the core's copy, and beside it (in workflow/) the durable package's, importing that copy
+      for (const [pkg, into] of [["core", dir], ["workflow", path.join(dir, "workflow")]] as const) {
+        if (variant.ref === undefined) fs.cpSync(path.join(root, "packages", pkg, "src"), into, { recursive: true })
+        else copyAt(root, variant.ref, pkg, into)
+      }
+      pointAtCopy(path.join(dir, "workflow"))
       let applicable = variant.requires === undefined ||
         fs.readFileSync(path.join(dir, variant.requires.file), "utf8").includes(variant.requires.text)
       for (const patch of variant.patches) {

@@ -8,12 +8,21 @@
  *
  * @since 0.1.0
  */
-import { LanguageModel } from "@effect/ai"
-import { Effect, Stream } from "effect"
+import { LanguageModel, Prompt } from "@effect/ai"
+import { Effect, Layer, Scope, Stream } from "effect"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import { pathToFileURL } from "node:url"
 import { makeToolkit, type Mode, rawModel, type Script } from "./fakes.js"
+
+/**
+ * What a configuration runs: a generated or a streamed run, or a durable one
+ * (`AgentWorkflow` on `AgentEngine.layerMemory`, the copy's workflow package).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AblationMode = Mode | "durable"
 
 /**
  * What the parent asks: build a configuration (answered with `ready` and the
@@ -26,7 +35,7 @@ import { makeToolkit, type Mode, rawModel, type Script } from "./fakes.js"
 export type Request =
   | {
     readonly _tag: "build"
-    readonly mode: Mode
+    readonly mode: AblationMode
     readonly middleware: number
     readonly steps: number
     readonly options: Readonly<Record<string, unknown>>
@@ -42,8 +51,45 @@ const [Agent, Middleware, Checkpointer] = await Promise.all([
   load("Checkpointer.js")
 ])
 
-const build = (request: Extract<Request, { _tag: "build" }>) =>
+const input = "What is the weather in Paris?"
+
+/** A durable run of the configuration: started, then awaited, on the memory engine; its thread deleted after. */
+const buildDurable = (request: Extract<Request, { _tag: "build" }>) =>
   Effect.gen(function*() {
+    const [AgentWorkflow, AgentEngine, RunStore] = yield* Effect.promise(() =>
+      Promise.all([load("workflow/AgentWorkflow.js"), load("workflow/AgentEngine.js"), load("workflow/RunStore.js")])
+    )
+    const script: Script = { toolSteps: request.steps, call: 0 }
+    const { kit, layer } = makeToolkit(1)
+    const middleware = Array.from({ length: request.middleware }, (_, i) => Middleware.passThrough(`pass_${i}`))
+    const agent = (Agent.layer({ toolkit: kit, middleware, maxSteps: request.steps + 1 }) as Layer.Layer<any>).pipe(
+      Layer.provide(layer),
+      Layer.provide(Layer.succeed(LanguageModel.LanguageModel, rawModel(script)))
+    )
+    const Runs = AgentWorkflow.make({ name: "ablation", version: 1 })
+    const stack = (Runs.layer as Layer.Layer<any>).pipe(
+      Layer.provideMerge(agent),
+      Layer.provideMerge(Layer.mergeAll(Checkpointer.layerMemory, RunStore.layerMemory)),
+      Layer.provideMerge(AgentEngine.layerMemory)
+    ) as Layer.Layer<any, unknown>
+    // the stack lives as long as the process
+    const context = yield* Layer.buildWithScope(stack, yield* Scope.make())
+    let runs = 0
+    return Effect.suspend(() => {
+      script.call = 0
+      const runId = `run-${runs++}`
+      const threadId = `thread-${runId}`
+      return Effect.gen(function*() {
+        yield* Runs.start({ threadId, input, runId })
+        const outcome = yield* Runs.workflow.execute({ runId, threadId, input: Prompt.make(input).content })
+        if (outcome.steps !== request.steps + 1) throw new Error(`a durable run made ${outcome.steps} model calls`)
+        yield* Effect.flatMap(Checkpointer.Checkpointer, (checkpointer: any) => checkpointer.delete(threadId))
+      }).pipe(Effect.provide(context))
+    }) as Effect.Effect<void, unknown>
+  })
+
+const build = (request: Extract<Request, { _tag: "build" }>) =>
+  request.mode === "durable" ? buildDurable(request) : Effect.gen(function*() {
     const script: Script = { toolSteps: request.steps, call: 0 }
     const checkpointer = yield* (Checkpointer.makeMemory as Effect.Effect<any>)
     const { kit, layer } = makeToolkit(1)
@@ -58,7 +104,6 @@ const build = (request: Extract<Request, { _tag: "build" }>) =>
       Effect.provideService(LanguageModel.LanguageModel, rawModel(script)),
       Effect.provideService(Checkpointer.Checkpointer, checkpointer)
     )
-    const input = "What is the weather in Paris?"
     return Effect.suspend(() => {
       script.call = 0
       return request.mode === "generate"

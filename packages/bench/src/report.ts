@@ -485,7 +485,7 @@ const microSection = (results: Results): string =>
 const ablationSection = (results: Results): string => {
   if (results.ablation.length === 0) return "_Not run (`--no-ablation`)._"
   const base = results.ablation[0]!
-  const keys = ["generate:0", "generate:10", "stream:0", "stream:10"]
+  const keys = ["generate:0", "generate:10", "stream:0", "stream:10", "durable:0", "durable:10"]
   const cell = (a: AblationResult, key: string) => {
     const value = a.perStep[key]
     const reference = base.perStep[key]
@@ -495,7 +495,16 @@ const ablationSection = (results: Results): string => {
     return `${us(value)} (${delta <= 0 ? "−" : "+"}${((100 * Math.abs(delta)) / reference).toFixed(0)}%)`
   }
   return table(
-    ["variant", "change", "generate · 0 mw", "generate · 10 mw", "stream · 0 mw", "stream · 10 mw"],
+    [
+      "variant",
+      "change",
+      "generate · 0 mw",
+      "generate · 10 mw",
+      "stream · 0 mw",
+      "stream · 10 mw",
+      "durable (memory engine) · 0 mw",
+      "durable · 10 mw"
+    ],
     results.ablation.map((a) => [a.variant.name, a.variant.description, ...keys.map((key) => cell(a, key))])
   )
 }

@@ -330,7 +330,7 @@ const main = async () => {
     : await Ablation.measure(ROOT, {
       rounds: quick ? 10 : 30,
       processes: quick ? 1 : 2,
-      modes: ["generate", "stream"],
+      modes: ["generate", "stream", "durable"],
       middleware: [0, 10],
       steps: 10
     })
