@@ -109,6 +109,14 @@ export interface AblationResult {
   readonly applicable: boolean
   /** CPU µs per step (median over the process sets of the fastest batch), by `"<mode>:<middleware count>"`. */
   readonly perStep: Readonly<Record<string, number>>
+  /**
+   * Its cost relative to the first variant's, by the same key: the median over
+   * every round of the ratio of its batch to the first variant's batch of that
+   * round. Batches of one round run one after the other, so a change in the
+   * machine's load hits both sides of a ratio alike; steadier than comparing
+   * `perStep` figures.
+   */
+  readonly relative: Readonly<Record<string, number>>
 }
 
 /** The CPU time a timed batch of runs takes, about. */
@@ -222,10 +230,13 @@ export const measure = async (
       loaded.push({ variant, applicable, dir })
     }
     const perStep: Array<Record<string, number>> = loaded.map(() => ({}))
+    const relative: Array<Record<string, number>> = loaded.map(() => ({}))
     const combinations = options.modes.flatMap((mode) => options.middleware.map((middleware) => ({ mode, middleware })))
     for (const { middleware, mode } of combinations) {
       // per variant, the fastest batch of each set of processes
       const fastest: Array<Array<number>> = loaded.map(() => [])
+      // per variant, its batch ÷ the first variant's batch, for every round of every set
+      const ratios: Array<Array<number>> = loaded.map(() => [])
       // A process's cost of one configuration varies from process to process by more than the
       // variants differ (what the JIT made of it, where the heap happened to grow), so each
       // configuration is timed in `processes` fresh sets of processes, one process per variant
@@ -257,7 +268,12 @@ export const measure = async (
           }
           // other processes only ever add CPU time (cache and core sharing): the fastest batch is the
           // steadiest estimate of what a variant costs in this process
-          for (const [i, values] of samples.entries()) if (values.length > 0) fastest[i]!.push(Math.min(...values))
+          for (const [i, values] of samples.entries()) {
+            if (values.length === 0) continue
+            fastest[i]!.push(Math.min(...values))
+            const base = samples[0]!
+            if (base.length > 0) values.forEach((value, round) => ratios[i]!.push(value / base[round]!))
+          }
         } finally {
           for (const child of children) child?.close()
         }
@@ -265,9 +281,15 @@ export const measure = async (
       // the median over the sets, so one process the JIT treated unusually well or badly does not decide
       for (const [i, values] of fastest.entries()) {
         if (values.length > 0) perStep[i]![`${mode}:${middleware}`] = median(values) / options.steps
+        if (ratios[i]!.length > 0) relative[i]![`${mode}:${middleware}`] = median(ratios[i]!)
       }
     }
-    return loaded.map(({ applicable, variant }, i) => ({ variant, applicable, perStep: perStep[i]! }))
+    return loaded.map(({ applicable, variant }, i) => ({
+      variant,
+      applicable,
+      perStep: perStep[i]!,
+      relative: relative[i]!
+    }))
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true })
   }

@@ -488,11 +488,11 @@ const ablationSection = (results: Results): string => {
   const keys = ["generate:0", "generate:10", "stream:0", "stream:10", "durable:0", "durable:10"]
   const cell = (a: AblationResult, key: string) => {
     const value = a.perStep[key]
-    const reference = base.perStep[key]
+    const relative = a.relative[key]
     if (!a.applicable || value === undefined) return "n/a"
-    if (a === base || reference === undefined) return us(value)
-    const delta = value - reference
-    return `${us(value)} (${delta <= 0 ? "−" : "+"}${((100 * Math.abs(delta)) / reference).toFixed(0)}%)`
+    if (a === base || relative === undefined) return us(value)
+    const delta = relative - 1
+    return `${us(value)} (${delta <= 0 ? "−" : "+"}${(100 * Math.abs(delta)).toFixed(0)}%)`
   }
   return table(
     [
@@ -861,11 +861,13 @@ export const render = (results: Results): string => {
     "",
     "### The loop without one cost at a time",
     "",
-    "Raw fake, 1 tool, 10-step runs, CPU per step. `packages/core/src` is copied to a temporary directory " +
-    "and patched (one small change per variant; the repository is not touched) or given an option; all " +
-    "copies run side by side, timed in interleaved batches; the figure is the **fastest** batch (other processes " +
-    "only ever add time, so the minimum is the steadiest A/B estimate). `n/a`: the patch no longer matches the " +
-    "loop's code. Differences under ~15% are within the noise of this machine.",
+    "Raw fake, 1 tool, 10-step runs, CPU per step. `packages/core/src` (with `packages/workflow/src` beside it, " +
+    "for durable runs on the memory engine) is copied to a temporary directory and patched (one small change " +
+    "per variant; the repository is not touched), given an option or taken at an older commit, transpiled to " +
+    "JavaScript and run on plain node, each copy in a process of its own, in two fresh sets of processes, timed " +
+    "in interleaved batches after a 2 s warm-up. The figure is the median over the sets of the **fastest** batch " +
+    "(other processes only ever add time); the percentage is the median over all rounds of the variant's batch " +
+    "÷ the first row's batch of the same round. `n/a`: the patch no longer matches the loop's code.",
     "",
     ablationSection(results),
     "",
