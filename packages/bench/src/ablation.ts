@@ -268,10 +268,10 @@ export const measure = async (
           }
           // other processes only ever add CPU time (cache and core sharing): the fastest batch is the
           // steadiest estimate of what a variant costs in this process
+          const base = samples[0]!
           for (const [i, values] of samples.entries()) {
             if (values.length === 0) continue
             fastest[i]!.push(Math.min(...values))
-            const base = samples[0]!
             if (base.length > 0) values.forEach((value, round) => ratios[i]!.push(value / base[round]!))
           }
         } finally {

@@ -1,8 +1,8 @@
 /**
  * The child process of the ablation (`ablation.ts`): loads one copy of the
- * core (`argv[2]`, a directory of it transpiled to JavaScript) and, on the parent's messages, builds the
- * agent of a configuration, warms it up and times batches of whole runs,
- * answering each with its CPU time. One copy per process, so no variant's
+ * core (`argv[2]`, a directory of it transpiled to JavaScript) and, on the
+ * parent's messages, builds the agent of a configuration, warms it up and
+ * times batches of whole runs, answering each with its CPU time. One copy per process, so no variant's
  * code shares the Effect runtime's call sites (and their inline caches) with
  * another's.
  *
@@ -13,7 +13,7 @@ import { Effect, Layer, Scope, Stream } from "effect"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import { pathToFileURL } from "node:url"
-import { makeToolkit, type Mode, rawModel, type Script } from "./fakes.js"
+import { makeToolkit, type Mode, rawModel, type Script, userInput } from "./fakes.js"
 
 /**
  * What a configuration runs: a generated or a streamed run, or a durable one
@@ -51,7 +51,22 @@ const [Agent, Middleware, Checkpointer] = await Promise.all([
   load("Checkpointer.js")
 ])
 
-const input = "What is the weather in Paris?"
+/** What both kinds of agent run on: the script of the raw fake, its one tool, the pass-through middleware. */
+const workload = (request: Extract<Request, { _tag: "build" }>) => {
+  const script: Script = { toolSteps: request.steps, call: 0 }
+  const { kit, layer } = makeToolkit(1)
+  const middleware = Array.from({ length: request.middleware }, (_, i) => Middleware.passThrough(`pass_${i}`))
+  const agentOptions = { toolkit: kit, middleware, maxSteps: request.steps + 1, ...request.options }
+  return { script, layer, agentOptions, model: rawModel(script) }
+}
+
+/** CPU µs per run of `effect`, over `runs` runs. */
+const cpuPerRun = async (effect: Effect.Effect<void, unknown>, runs: number): Promise<number> => {
+  const start = process.cpuUsage()
+  for (let i = 0; i < runs; i++) await Effect.runPromise(effect)
+  const used = process.cpuUsage(start)
+  return (used.user + used.system) / runs
+}
 
 /** A durable run of the configuration: started, then awaited, on the memory engine; its thread deleted after. */
 const buildDurable = (request: Extract<Request, { _tag: "build" }>) =>
@@ -59,12 +74,10 @@ const buildDurable = (request: Extract<Request, { _tag: "build" }>) =>
     const [AgentWorkflow, AgentEngine, RunStore] = yield* Effect.promise(() =>
       Promise.all([load("workflow/AgentWorkflow.js"), load("workflow/AgentEngine.js"), load("workflow/RunStore.js")])
     )
-    const script: Script = { toolSteps: request.steps, call: 0 }
-    const { kit, layer } = makeToolkit(1)
-    const middleware = Array.from({ length: request.middleware }, (_, i) => Middleware.passThrough(`pass_${i}`))
-    const agent = (Agent.layer({ toolkit: kit, middleware, maxSteps: request.steps + 1 }) as Layer.Layer<any>).pipe(
+    const { agentOptions, layer, model, script } = workload(request)
+    const agent = (Agent.layer(agentOptions) as Layer.Layer<any>).pipe(
       Layer.provide(layer),
-      Layer.provide(Layer.succeed(LanguageModel.LanguageModel, rawModel(script)))
+      Layer.provide(Layer.succeed(LanguageModel.LanguageModel, model))
     )
     const Runs = AgentWorkflow.make({ name: "ablation", version: 1 })
     const stack = (Runs.layer as Layer.Layer<any>).pipe(
@@ -80,8 +93,8 @@ const buildDurable = (request: Extract<Request, { _tag: "build" }>) =>
       const runId = `run-${runs++}`
       const threadId = `thread-${runId}`
       return Effect.gen(function*() {
-        yield* Runs.start({ threadId, input, runId })
-        const outcome = yield* Runs.workflow.execute({ runId, threadId, input: Prompt.make(input).content })
+        yield* Runs.start({ threadId, input: userInput, runId })
+        const outcome = yield* Runs.workflow.execute({ runId, threadId, input: Prompt.make(userInput).content })
         if (outcome.steps !== request.steps + 1) throw new Error(`a durable run made ${outcome.steps} model calls`)
         yield* Effect.flatMap(Checkpointer.Checkpointer, (checkpointer: any) => checkpointer.delete(threadId))
       }).pipe(Effect.provide(context))
@@ -90,25 +103,18 @@ const buildDurable = (request: Extract<Request, { _tag: "build" }>) =>
 
 const build = (request: Extract<Request, { _tag: "build" }>) =>
   request.mode === "durable" ? buildDurable(request) : Effect.gen(function*() {
-    const script: Script = { toolSteps: request.steps, call: 0 }
+    const { agentOptions, layer, model, script } = workload(request)
     const checkpointer = yield* (Checkpointer.makeMemory as Effect.Effect<any>)
-    const { kit, layer } = makeToolkit(1)
-    const middleware = Array.from({ length: request.middleware }, (_, i) => Middleware.passThrough(`pass_${i}`))
-    const agent = yield* (Agent.make({
-      toolkit: kit,
-      middleware,
-      maxSteps: request.steps + 1,
-      ...request.options
-    }) as Effect.Effect<any, unknown, any>).pipe(
+    const agent = yield* (Agent.make(agentOptions) as Effect.Effect<any, unknown, any>).pipe(
       Effect.provide(layer),
-      Effect.provideService(LanguageModel.LanguageModel, rawModel(script)),
+      Effect.provideService(LanguageModel.LanguageModel, model),
       Effect.provideService(Checkpointer.Checkpointer, checkpointer)
     )
     return Effect.suspend(() => {
       script.call = 0
       return request.mode === "generate"
-        ? agent.run(input, { threadId: "t" }) as Effect.Effect<unknown, unknown>
-        : Stream.runDrain(agent.stream(input, { threadId: "t" }) as Stream.Stream<unknown, unknown>)
+        ? agent.run(userInput, { threadId: "t" }) as Effect.Effect<unknown, unknown>
+        : Stream.runDrain(agent.stream(userInput, { threadId: "t" }) as Stream.Stream<unknown, unknown>)
     }).pipe(Effect.ensuring(Effect.orDie(checkpointer.delete("t"))), Effect.asVoid)
   })
 
@@ -121,15 +127,9 @@ process.on("message", async (request: Request) => {
     // after thousands of calls: warm up well before timing, then report the warm cost of a run
     const until = performance.now() + 2000
     for (let done = 0; done < 200 || performance.now() < until; done++) await Effect.runPromise(run)
-    const start = process.cpuUsage()
-    for (let i = 0; i < 20; i++) await Effect.runPromise(run)
-    const used = process.cpuUsage(start)
-    process.send!({ _tag: "ready", cpuPerRun: (used.user + used.system) / 20 })
+    process.send!({ _tag: "ready", cpuPerRun: await cpuPerRun(run, 20) })
     return
   }
-  const start = process.cpuUsage()
-  for (let i = 0; i < request.runs; i++) await Effect.runPromise(run!)
-  const used = process.cpuUsage(start)
-  process.send!({ _tag: "batch", cpuPerRun: (used.user + used.system) / request.runs })
+  process.send!({ _tag: "batch", cpuPerRun: await cpuPerRun(run!, request.runs) })
 })
 process.send!({ _tag: "loaded" })
