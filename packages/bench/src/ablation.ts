@@ -76,6 +76,12 @@ export const baselineRef = "28d9d9a"
 export const variants: ReadonlyArray<Variant> = [
   { name: "as is", description: "the loop unchanged (a copy, loaded the same way as the others)", patches: [] },
   {
+    name: "as is, again",
+    description: "a second copy of the loop unchanged: how far it reads from the first is how much the method " +
+      "cannot tell apart",
+    patches: []
+  },
+  {
     name: "before the restructuring",
     description: `the core at ${baselineRef}, before the loop was split into modules (issue 16): old and new ` +
       "loop side by side",
@@ -117,6 +123,11 @@ export interface AblationResult {
    * `perStep` figures.
    */
   readonly relative: Readonly<Record<string, number>>
+  /**
+   * The lowest and highest, over the process sets, of that set's median
+   * ratio: how far one set of processes can read from another.
+   */
+  readonly relativeRange: Readonly<Record<string, readonly [number, number]>>
 }
 
 /** The CPU time a timed batch of runs takes, about. */
@@ -162,8 +173,17 @@ const transpile = (dir: string) => {
  * TypeScript loader the bench runs under: code loaded through the loader
  * runs slower, and a core of more modules more so.
  */
+/**
+ * The children's V8 flags: a young generation of fixed size. V8 grows and
+ * shrinks it as it sees objects survive, and a step allocates hundreds of
+ * KiB, so where that sizing happened to settle moved a process's cost by
+ * ±20% (two processes of one and the same copy differed that much); fixed,
+ * a process's batches repeat from process to process.
+ */
+const CHILD_FLAGS = ["--min-semi-space-size=16", "--max-semi-space-size=16"]
+
 const spawnVariant = async (childFile: string, dir: string) => {
-  const child = fork(childFile, [dir], { execArgv: [], stdio: ["ignore", "inherit", "inherit", "ipc"] })
+  const child = fork(childFile, [dir], { execArgv: CHILD_FLAGS, stdio: ["ignore", "inherit", "inherit", "ipc"] })
   const waiting: Array<{ readonly resolve: (reply: any) => void; readonly reject: (error: Error) => void }> = []
   child.on("message", (reply) => waiting.shift()?.resolve(reply))
   child.on("exit", (code) => {
@@ -231,12 +251,15 @@ export const measure = async (
     }
     const perStep: Array<Record<string, number>> = loaded.map(() => ({}))
     const relative: Array<Record<string, number>> = loaded.map(() => ({}))
+    const relativeRange: Array<Record<string, readonly [number, number]>> = loaded.map(() => ({}))
     const combinations = options.modes.flatMap((mode) => options.middleware.map((middleware) => ({ mode, middleware })))
     for (const { middleware, mode } of combinations) {
       // per variant, the fastest batch of each set of processes
       const fastest: Array<Array<number>> = loaded.map(() => [])
       // per variant, its batch ÷ the first variant's batch, for every round of every set
       const ratios: Array<Array<number>> = loaded.map(() => [])
+      // per variant, the median of those ratios in each set
+      const setRatios: Array<Array<number>> = loaded.map(() => [])
       // A process's cost of one configuration varies from process to process by more than the
       // variants differ (what the JIT made of it, where the heap happened to grow), so each
       // configuration is timed in `processes` fresh sets of processes, one process per variant
@@ -247,17 +270,19 @@ export const measure = async (
         )
         try {
           // a batch long enough (~10 ms CPU) that a scavenge or a tick of another process is a small part of it
-          const runs: Array<number> = []
-          for (const [i, child] of children.entries()) {
-            const ready = await child?.ask({
+          // warmed up side by side (each child counts its own CPU time)
+          const readies = await Promise.all(children.map((child, i) =>
+            child?.ask({
               _tag: "build",
               mode,
               middleware,
               steps: options.steps,
               options: loaded[i]!.variant.options ?? {}
             })
-            runs.push(ready === undefined ? 0 : Math.max(4, Math.round(BATCH_CPU_US / ready.cpuPerRun)))
-          }
+          ))
+          const runs = readies.map((ready) =>
+            ready === undefined ? 0 : Math.max(4, Math.round(BATCH_CPU_US / ready.cpuPerRun))
+          )
           const samples: Array<Array<number>> = children.map(() => [])
           for (let round = 0; round < options.rounds; round++) {
             for (const [i, child] of children.entries()) {
@@ -272,7 +297,10 @@ export const measure = async (
           for (const [i, values] of samples.entries()) {
             if (values.length === 0) continue
             fastest[i]!.push(Math.min(...values))
-            if (base.length > 0) values.forEach((value, round) => ratios[i]!.push(value / base[round]!))
+            if (base.length === 0) continue
+            const inSet = values.map((value, round) => value / base[round]!)
+            ratios[i]!.push(...inSet)
+            setRatios[i]!.push(median(inSet))
           }
         } finally {
           for (const child of children) child?.close()
@@ -282,13 +310,17 @@ export const measure = async (
       for (const [i, values] of fastest.entries()) {
         if (values.length > 0) perStep[i]![`${mode}:${middleware}`] = median(values) / options.steps
         if (ratios[i]!.length > 0) relative[i]![`${mode}:${middleware}`] = median(ratios[i]!)
+        if (setRatios[i]!.length > 0) {
+          relativeRange[i]![`${mode}:${middleware}`] = [Math.min(...setRatios[i]!), Math.max(...setRatios[i]!)]
+        }
       }
     }
     return loaded.map(({ applicable, variant }, i) => ({
       variant,
       applicable,
       perStep: perStep[i]!,
-      relative: relative[i]!
+      relative: relative[i]!,
+      relativeRange: relativeRange[i]!
     }))
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true })

@@ -482,6 +482,9 @@ const microSection = (results: Results): string =>
     results.micro.map((m) => [m.name, us(m.result.cpuUs), m.note])
   )
 
+/** A ratio as a signed change: 1.04 → "+4%", 0.97 → "−3%". */
+const percent = (ratio: number): string => `${ratio <= 1 ? "−" : "+"}${(100 * Math.abs(ratio - 1)).toFixed(0)}%`
+
 const ablationSection = (results: Results): string => {
   if (results.ablation.length === 0) return "_Not run (`--no-ablation`)._"
   const base = results.ablation[0]!
@@ -491,8 +494,11 @@ const ablationSection = (results: Results): string => {
     const relative = a.relative[key]
     if (!a.applicable || value === undefined) return "n/a"
     if (a === base || relative === undefined) return us(value)
-    const delta = relative - 1
-    return `${us(value)} (${delta <= 0 ? "−" : "+"}${(100 * Math.abs(delta)).toFixed(0)}%)`
+    const range = a.relativeRange[key]
+    const spread = range === undefined || range[0] === range[1]
+      ? ""
+      : `; sets ${percent(range[0])} … ${percent(range[1])}`
+    return `${us(value)} (${percent(relative)}${spread})`
   }
   return table(
     [
