@@ -168,12 +168,6 @@ const transpile = (dir: string) => {
 }
 
 /**
- * A child process holding one copy of the core, answering one request at a
- * time. It runs on plain node, as the built package does, not under the
- * TypeScript loader the bench runs under: code loaded through the loader
- * runs slower, and a core of more modules more so.
- */
-/**
  * The children's V8 flags: a young generation of fixed size. V8 grows and
  * shrinks it as it sees objects survive, and a step allocates hundreds of
  * KiB, so where that sizing happened to settle moved a process's cost by
@@ -182,6 +176,12 @@ const transpile = (dir: string) => {
  */
 const CHILD_FLAGS = ["--min-semi-space-size=16", "--max-semi-space-size=16"]
 
+/**
+ * A child process holding one copy of the core, answering one request at a
+ * time. It runs on plain node, as the built package does, not under the
+ * TypeScript loader the bench runs under: code loaded through the loader
+ * runs slower, and a core of more modules more so.
+ */
 const spawnVariant = async (childFile: string, dir: string) => {
   const child = fork(childFile, [dir], { execArgv: CHILD_FLAGS, stdio: ["ignore", "inherit", "inherit", "ipc"] })
   const waiting: Array<{ readonly resolve: (reply: any) => void; readonly reject: (error: Error) => void }> = []

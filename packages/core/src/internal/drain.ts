@@ -5,25 +5,25 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 
 /**
- * Runs `stream` to its end, handing each chunk to `onChunk`, in the calling
- * fiber. `Stream.run*` in effect 3.22 runs its channel executor in a forked
+ * Runs `stream` to its end, handing each chunk to `onChunk` (synchronous),
+ * in the calling fiber. `Stream.run*` in effect 3.22 runs its channel executor in a forked
  * fiber and copies the fiber refs back (~250 µs per run here, more the more
  * fiber refs are set); pulling from the channel in a scope of our own does
  * not. The stream's finalizers run when it ends, fails or is interrupted.
  */
-export const drain = <A, E, R, E2, R2>(
+export const drain = <A, E, R>(
   stream: Stream.Stream<A, E, R>,
-  onChunk: (chunk: Chunk.Chunk<A>) => Effect.Effect<void, E2, R2>
-): Effect.Effect<void, E | E2, R | R2> =>
+  onChunk: (chunk: Chunk.Chunk<A>) => void
+): Effect.Effect<void, E, R> =>
   Effect.acquireUseRelease(
     Scope.make(),
     (scope) =>
       Effect.flatMap(Channel.toPullIn(Stream.toChannel(stream), scope), (pull) => {
-        const next: Effect.Effect<void, E | E2, R | R2> = Effect.flatMap(
-          pull,
-          (step) =>
-            step._tag === "Left" ? Effect.void : Effect.zipRight(onChunk(step.right), Effect.suspend(() => next))
-        )
+        const next: Effect.Effect<void, E, R> = Effect.flatMap(pull, (step) => {
+          if (step._tag === "Left") return Effect.void
+          onChunk(step.right)
+          return next
+        })
         return next
       }),
     (scope, exit) => Scope.close(scope, exit)

@@ -123,7 +123,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
               // Reported after the afterModel hooks, so the event carries the reply as
               // stored (a hook may have redacted or rewritten it), never the raw one.
               const stored = state.messages[responded.index]
-              yield* run.emit(AgentEvent.ModelResponded({
+              run.emit(AgentEvent.ModelResponded({
                 step: responded.step,
                 message: stored !== undefined && stored.role === "assistant"
                   ? stored
@@ -161,7 +161,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
               // here as far as watchers can tell: the same event an in-process run ends with.
               const decided = yield* emit === undefined
                 ? wait
-                : Effect.onInterrupt(wait, () => emit(AgentEvent.RunEnded({ result: interrupted })))
+                : Effect.onInterrupt(wait, () => Effect.sync(() => emit(AgentEvent.RunEnded({ result: interrupted }))))
               if (Option.isSome(decided)) {
                 // The thread no longer waits: say so before the hook acts on the decision.
                 yield* save(run, state, undefined)
@@ -255,26 +255,29 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       const runId = watchers.size() === 0 ? undefined : yield* newRunId
       const publish: Emit | undefined = runId === undefined
         ? undefined
-        : (event) => Effect.sync(() => watchers.publish({ runId, threadId, event }))
+        : (event) => watchers.publish({ runId, threadId, event })
       let ended = false
       const both: Emit | undefined = publish === undefined
         ? own
         : own === undefined
         ? publish
-        : (event) => Effect.zipRight(own(event), publish(event))
+        : (event) => {
+          own(event)
+          publish(event)
+        }
       // every failure of a run, whoever raised it, leaves with its credentials scrubbed
       const run = (emit: Emit | undefined) => Effect.mapErrorCause(body(emit, journaled), Secrets.scrubCause)
       if (both === undefined) return yield* run(undefined)
       const emit: Emit = (event) => {
         if (event._tag === "RunEnded") ended = true
-        return both(event)
+        both(event)
       }
-      yield* emit(AgentEvent.RunStarted({ threadId, resumed }))
+      emit(AgentEvent.RunStarted({ threadId, resumed }))
       const result = yield* run(emit).pipe(
         Effect.tapErrorCause((cause) => {
           if (publish === undefined || ended) return Effect.void
           const error = Cause.squash(cause)
-          return publish(AgentEvent.RunFailed({
+          publish(AgentEvent.RunFailed({
             error: Cause.isInterruptedOnly(cause)
               ? "Interrupted"
               : typeof error === "object" && error !== null && "_tag" in error
@@ -282,9 +285,10 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
               : "Defect",
             message: error instanceof Error ? error.message : String(error)
           }))
+          return Effect.void
         })
       )
-      if (!ended) yield* emit(AgentEvent.RunEnded({ result }))
+      if (!ended) emit(AgentEvent.RunEnded({ result }))
       return result
     })
 
@@ -407,7 +411,9 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
   const streamOf = (start: (emit: Emit) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>) =>
     Stream.unwrapScoped(Effect.gen(function*() {
       const mailbox = yield* Mailbox.make<AgentEvent.AgentEvent<any>, unknown>()
-      const emit = (event: AgentEvent.AgentEvent<any>) => Effect.asVoid(mailbox.offer(event))
+      const emit: Emit = (event) => {
+        mailbox.unsafeOffer(event)
+      }
       yield* start(emit).pipe(Effect.asVoid, Mailbox.into(mailbox), Effect.forkScoped)
       return Mailbox.toStream(mailbox)
     }))

@@ -226,25 +226,23 @@ export const make = (config: Compiled) => {
             : transformed) as Stream.Stream<Response.AnyPart, AiError.AiError>
         }
         return drain(parts, (chunk) => {
-          let emits: Effect.Effect<void> = Effect.void
           for (const part of chunk) {
             collected.push(part)
-            if (part.type === "text-delta") {
-              emits = Effect.zipRight(emits, emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta })))
-            }
+            if (part.type === "text-delta") emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta }))
           }
-          return emits
         }).pipe(
           Effect.as(collected),
           Effect.catchAll((error) => recover(error, collected)),
           Effect.flatMap((parts) => toModelResponse(parts, request.step, true)),
           Effect.tapError((error) =>
-            emit(AgentEvent.ModelAttemptFailed({
-              step: request.step,
-              error: error._tag,
-              message: error.message,
-              discardedText: collected.some((part) => part.type === "text-delta")
-            }))
+            Effect.sync(() =>
+              emit(AgentEvent.ModelAttemptFailed({
+                step: request.step,
+                error: error._tag,
+                message: error.message,
+                discardedText: collected.some((part) => part.type === "text-delta")
+              }))
+            )
           )
         )
       })

@@ -12,14 +12,17 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import { globalValue } from "effect/GlobalValue"
 import * as AgentEvent from "../AgentEvent.js"
 import type * as Middleware from "../Middleware.js"
 
-/** Where a run's events go. */
-export type Emit = (event: AgentEvent.AgentEvent<any>) => Effect.Effect<void>
+/**
+ * Where a run's events go: a synchronous hand-over to unbounded queues (the
+ * run's own stream, the watchers), so reporting an event is no fiber
+ * operation of its own.
+ */
+export type Emit = (event: AgentEvent.AgentEvent<any>) => void
 
 /** What a run reports to, fixed when it starts. */
 export interface Observer {
@@ -68,25 +71,42 @@ export const inHook = <A, E, R>(
 ): Effect.Effect<A, E, R> => {
   const { clock, emit } = observer
   if (!observer.traced && emit === undefined) return effect
-  const located: Effect.Effect<A, E, R> = Effect.flatMap(FiberRef.get(currentHook), (current) => {
+  const located: Effect.Effect<A, E, R> = Effect.withFiberRuntime((fiber) => {
+    const current = fiber.getFiberRef(currentHook)
     const started = clock.unsafeCurrentTimeNanos()
-    const completed = (exit: Exit.Exit<A, E>) =>
-      emit === undefined || exit._tag === "Failure" ? Effect.void : emit(AgentEvent.HookCompleted({
-        middleware: name,
-        hook,
-        durationMillis: Number(clock.unsafeCurrentTimeNanos() - started) / 1e6
-      }))
+    const completed = (value: A) => {
+      if (emit !== undefined) {
+        emit(AgentEvent.HookCompleted({
+          middleware: name,
+          hook,
+          durationMillis: Number(clock.unsafeCurrentTimeNanos() - started) / 1e6
+        }))
+      }
+      return Effect.succeed(value)
+    }
     // a fiber without a cell (a journal may run a step elsewhere) gets a value of its own
     if (!(current instanceof HookCell)) {
-      return Effect.onExit(Effect.locally(effect, currentHook, { middleware: name, hook }), completed)
+      return Effect.flatMap(Effect.locally(effect, currentHook, { middleware: name, hook }), completed)
     }
     const outer = { middleware: current.middleware, hook: current.hook }
     current.middleware = name
     current.hook = hook
-    return Effect.onExit(effect, (exit) => {
+    const restore = () => {
       current.middleware = outer.middleware
       current.hook = outer.hook
-      return completed(exit)
+    }
+    // Restored when the hook succeeds or fails (an outer hook may catch the failure and report), not as a
+    // finalizer: a fiber being interrupted runs no more hooks, and a hook under a timeout or a race runs in
+    // a fiber of its own, with a cell of its own. A finalizer would cost this fiber operations on every call.
+    return Effect.matchCauseEffect(effect, {
+      onFailure: (cause) => {
+        restore()
+        return Effect.failCause(cause)
+      },
+      onSuccess: (value) => {
+        restore()
+        return completed(value)
+      }
     })
   })
   return observer.traced
@@ -98,8 +118,10 @@ export const inHook = <A, E, R>(
  * Reports the event `event` builds, to whoever watches the run; an unwatched
  * run (the silent default) builds nothing and does nothing.
  */
-export const report = (observer: Observer, event: () => AgentEvent.AgentEvent<any>): Effect.Effect<void> =>
-  observer.emit === undefined ? Effect.void : observer.emit(event())
+export const report = (observer: Observer, event: () => AgentEvent.AgentEvent<any>): Effect.Effect<void> => {
+  const emit = observer.emit
+  return emit === undefined ? Effect.void : Effect.sync(() => emit(event()))
+}
 
 /**
  * A tool call as watched: `ToolCallStarted` before it, `ToolCallCompleted`
@@ -112,12 +134,13 @@ export const toolCall = <E, R>(
 ): Effect.Effect<Prompt.ToolResultPart, E, R> => {
   const { clock, emit } = observer
   if (emit === undefined) return execute
-  return Effect.gen(function*() {
-    yield* emit(AgentEvent.ToolCallStarted({ call }))
+  return Effect.suspend(() => {
+    emit(AgentEvent.ToolCallStarted({ call }))
     const started = clock.unsafeCurrentTimeMillis()
-    const result = yield* execute
-    yield* emit(AgentEvent.ToolCallCompleted({ result, durationMillis: clock.unsafeCurrentTimeMillis() - started }))
-    return result
+    return Effect.map(execute, (result) => {
+      emit(AgentEvent.ToolCallCompleted({ result, durationMillis: clock.unsafeCurrentTimeMillis() - started }))
+      return result
+    })
   })
 }
 
@@ -129,8 +152,13 @@ export const modelCall = <A, E, R>(
   observer: Observer,
   started: () => AgentEvent.AgentEvent<any>,
   call: () => Effect.Effect<A, E, R>
-): Effect.Effect<A, E, R> =>
-  observer.emit === undefined ? call() : Effect.zipRight(observer.emit(started()), Effect.suspend(call))
+): Effect.Effect<A, E, R> => {
+  const emit = observer.emit
+  return emit === undefined ? call() : Effect.suspend(() => {
+    emit(started())
+    return call()
+  })
+}
 
 /** `effect` in a span named `name` when the run is traced. */
 export const traced = <A, E, R>(
@@ -153,12 +181,14 @@ export const observed = <A, E, R>(
     located,
     currentDecisionSink,
     (decision) =>
-      emit(AgentEvent.MiddlewareDecision({
-        middleware: decision.middleware,
-        hook: decision.hook,
-        decision: decision.decision,
-        data: decision.data
-      }))
+      Effect.sync(() =>
+        emit(AgentEvent.MiddlewareDecision({
+          middleware: decision.middleware,
+          hook: decision.hook,
+          decision: decision.decision,
+          data: decision.data
+        }))
+      )
   )
 }
 
