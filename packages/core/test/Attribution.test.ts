@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import type { AgentEvent } from "@stepwise-agent/core"
 import { Agent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Chunk, Deferred, Effect, Layer, Stream } from "effect"
+import { Chunk, Deferred, Effect, Fiber, Layer, Stream, TestClock } from "effect"
 import { Calculator, CalculatorLive } from "./utils.js"
 
 const script = (): ReadonlyArray<ScriptedModel.Turn> => [
@@ -101,6 +101,47 @@ describe("decision attribution", () => {
           { name: "add", params: { a: 3, b: 4 }, id: "c2" }
         ]),
         ScriptedModel.text("3 and 7")
+      ]),
+      CalculatorLive
+    ))))
+
+  it.effect("a report after an inner hook failed, or was cut off by a timeout, is filed under the hook that reports", () =>
+    Effect.gen(function*() {
+      const outer = Middleware.make({
+        name: "outer",
+        wrapToolCall: (request, next) =>
+          // the failing call runs in this fiber, the stalling one under a timeout (in a fiber of its own)
+          (request.call.id === "c1" ? next(request) : Effect.timeout(next(request), "1 second")).pipe(
+            Effect.catchAll(() => Effect.as(Middleware.report("recovered"), Middleware.toolResult(request.call, "0")))
+          )
+      })
+      const inner = Middleware.make({
+        name: "inner",
+        wrapToolCall: (request) =>
+          request.call.id === "c1"
+            ? Effect.zipRight(Middleware.report("failing"), Effect.fail("inner failed"))
+            : Effect.zipRight(Middleware.report("stalling"), Effect.never)
+      })
+      const after = Middleware.make({
+        name: "after",
+        afterAgent: () => Effect.as(Middleware.report("done"), undefined)
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [after, outer, inner] })
+      const fiber = yield* Effect.fork(Stream.runCollect(agent.stream("sums?", { threadId: "t" })))
+      yield* TestClock.adjust("1 second")
+      const events = Chunk.toReadonlyArray(yield* Fiber.join(fiber))
+      assert.deepStrictEqual(decisionsOf(events), [
+        "inner.wrapToolCall: failing",
+        "outer.wrapToolCall: recovered",
+        "inner.wrapToolCall: stalling",
+        "outer.wrapToolCall: recovered",
+        "after.afterAgent: done"
+      ])
+    }).pipe(Effect.provide(Layer.merge(
+      ScriptedModel.layer([
+        ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "c1" }]),
+        ScriptedModel.toolCalls([{ name: "add", params: { a: 3, b: 4 }, id: "c2" }]),
+        ScriptedModel.text("done")
       ]),
       CalculatorLive
     ))))

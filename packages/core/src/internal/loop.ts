@@ -423,10 +423,14 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       startRun(input, options, undefined)
     ),
     stream: (input, options) =>
-      streamOf((emit) => startRun(input, options, emit).pipe(Effect.withSpan("Agent.stream"))),
+      streamOf((emit) =>
+        startRun(input, options, emit).pipe(Effect.withSpan("Agent.stream", { captureStackTrace: false }))
+      ),
     resume: Effect.fn("Agent.resume")((threadId: string, value: unknown) => startResume(threadId, value, undefined)),
     resumeStream: (threadId, value) =>
-      streamOf((emit) => startResume(threadId, value, emit).pipe(Effect.withSpan("Agent.resumeStream"))),
+      streamOf((emit) =>
+        startResume(threadId, value, emit).pipe(Effect.withSpan("Agent.resumeStream", { captureStackTrace: false }))
+      ),
     validateResume: Effect.fn("Agent.validateResume")(function*(id: string, value: unknown) {
       const threadId = yield* checkThreadId(id)
       const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId))
