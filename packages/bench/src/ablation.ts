@@ -130,6 +130,15 @@ export interface AblationResult {
   readonly relativeRange: Readonly<Record<string, readonly [number, number]>>
 }
 
+/**
+ * How many fresh sets of processes time each configuration: one for a rough
+ * pass (`--quick`), six otherwise.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const processSets = (quick: boolean): number => quick ? 1 : 6
+
 /** The CPU time a timed batch of runs takes, about. */
 const BATCH_CPU_US = 10_000
 

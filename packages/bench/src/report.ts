@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import type { AblationResult } from "./ablation.js"
+import { type AblationResult, processSets } from "./ablation.js"
 import * as Context from "./context.js"
 import type { DurableResult } from "./durable.js"
 import type { Mode } from "./fakes.js"
@@ -870,10 +870,13 @@ export const render = (results: Results): string => {
     "Raw fake, 1 tool, 10-step runs, CPU per step. `packages/core/src` (with `packages/workflow/src` beside it, " +
     "for durable runs on the memory engine) is copied to a temporary directory and patched (one small change " +
     "per variant; the repository is not touched), given an option or taken at an older commit, transpiled to " +
-    "JavaScript and run on plain node, each copy in a process of its own, in two fresh sets of processes, timed " +
-    "in interleaved batches after a 2 s warm-up. The figure is the median over the sets of the **fastest** batch " +
-    "(other processes only ever add time); the percentage is the median over all rounds of the variant's batch " +
-    "÷ the first row's batch of the same round. `n/a`: the patch no longer matches the loop's code.",
+    "JavaScript and run on plain node with a young generation of fixed size, each copy in a process of its own, " +
+    `in ${processSets(results.quick)} fresh set(s) of processes, timed in interleaved batches after 2 s of ` +
+    "CPU warm-up. The figure is the median over the sets of the **fastest** batch (other processes only ever add " +
+    "time); the percentage is the median over all rounds of the variant's batch ÷ the first row's batch of the " +
+    "same round, and \"sets\" the lowest and highest of the sets' medians. \"as is, again\" is a second copy of " +
+    "the same loop: what it reads against the first row is what the method cannot tell apart. `n/a`: the patch " +
+    "no longer matches the loop's code.",
     "",
     ablationSection(results),
     "",

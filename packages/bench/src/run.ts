@@ -329,7 +329,7 @@ const main = async () => {
     ? []
     : await Ablation.measure(ROOT, {
       rounds: quick ? 10 : 30,
-      processes: quick ? 1 : 6,
+      processes: Ablation.processSets(quick),
       modes: ["generate", "stream", "durable"],
       middleware: [0, 10],
       steps: 10
