@@ -17,15 +17,30 @@ import type { RunState } from "./runState.js"
 import type { StepKeys } from "./stepKeys.js"
 
 /**
- * The thread in its stored form, reusing what the last save of this run
- * already encoded (compared by reference): a checkpoint encodes only the new
- * messages, and slices no hook changed since are not encoded again.
+ * The decoded thread of each stored message array this process encoded or
+ * decoded (compared by reference), so loading back a thread this process
+ * saved costs one lookup, not one per message.
+ */
+const decodedThreads = new WeakMap<ReadonlyArray<unknown>, ReadonlyArray<Prompt.Message>>()
+
+/**
+ * The thread in its stored form, reusing what the last save of this run (or
+ * the load it started from) already encoded, compared by reference: a
+ * checkpoint encodes only the new messages, and slices no hook changed since
+ * are not encoded again.
  */
 export class ThreadEncoder {
   private messages: ReadonlyArray<Prompt.Message> | undefined
   private encoded: ReadonlyArray<unknown> = []
   private slices: object | undefined
   private encodedSlices: Record<string, unknown> | undefined
+
+  constructor(loaded?: Loaded) {
+    if (loaded !== undefined && Option.isSome(loaded.checkpoint)) {
+      this.messages = loaded.messages
+      this.encoded = loaded.checkpoint.value.messages
+    }
+  }
 
   encode(messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<unknown> {
     const previous = this.messages
@@ -35,10 +50,10 @@ export class ThreadEncoder {
       const limit = Math.min(previous.length, messages.length)
       while (shared < limit && previous[shared] === messages[shared]) shared++
     }
-    this.encoded = shared === 0
-      ? AgentState.encodeMessages(messages)
-      : [...this.encoded.slice(0, shared), ...AgentState.encodeMessages(messages.slice(shared))]
+    const added = AgentState.encodeMessages(shared === 0 ? messages : messages.slice(shared))
+    this.encoded = shared === 0 ? added : this.encoded.slice(0, shared).concat(added)
     this.messages = messages
+    decodedThreads.set(this.encoded, messages)
     return this.encoded
   }
 
@@ -61,6 +76,17 @@ export interface Loaded {
 }
 
 const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
+
+const decodeThread = (
+  encoded: ReadonlyArray<unknown>
+): Effect.Effect<ReadonlyArray<Prompt.Message>, ParseResult.ParseError> => {
+  const known = decodedThreads.get(encoded)
+  if (known !== undefined) return Effect.succeed(known)
+  return Effect.map(AgentState.decodeMessages(encoded), (messages) => {
+    decodedThreads.set(encoded, messages)
+    return messages
+  })
+}
 
 /** What the load step of a run records: the checkpoint it found, if any. */
 const Stored = Schema.OptionFromNullOr(Checkpointer.Checkpoint)
@@ -123,7 +149,7 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Check
           onNone: () => Effect.succeed<Loaded>({ messages: [], slices: layout.initial, checkpoint: Option.none() }),
           onSome: (checkpoint) =>
             Effect.all({
-              messages: AgentState.decodeMessages(checkpoint.messages),
+              messages: decodeThread(checkpoint.messages),
               slices: layout.decodeSlices(checkpoint.slices)
             }).pipe(
               Effect.map(({ messages, slices }): Loaded => ({ messages, slices, checkpoint: Option.some(checkpoint) })),

@@ -292,8 +292,8 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       return result
     })
 
-  /** What stays fixed during a run of `threadId`. */
-  const contextOf = (threadId: string, emit: Emit | undefined, journaled: Journaled) =>
+  /** What stays fixed during a run of `threadId`, loaded as `loaded`. */
+  const contextOf = (threadId: string, emit: Emit | undefined, journaled: Journaled, loaded: Checkpoint.Loaded) =>
     Effect.gen(function*(): Effect.fn.Return<RunContext> {
       return {
         threadId,
@@ -303,7 +303,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
         journal: journaled.journal,
         keys: journaled.keys,
         interruptKeys: new Set(),
-        encoder: new Checkpoint.ThreadEncoder()
+        encoder: new Checkpoint.ThreadEncoder(loaded)
       }
     })
 
@@ -336,7 +336,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
                     `call resume(threadId, value) instead of run`
                 })
               }
-              const run = yield* contextOf(threadId, emit, journaled)
+              const run = yield* contextOf(threadId, emit, journaled, loaded)
               return yield* Observer.observed(
                 run,
                 Effect.flatMap(inputOf(run, prompt.content), (input) =>
@@ -402,7 +402,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
             const { index, middleware, pending } = yield* pendingOf(threadId, loaded)
             yield* checkOwner(threadId, pending, journaled.journal, "resume")
             yield* validateValue(threadId, middleware, pending, value)
-            const run = yield* contextOf(threadId, emit, journaled)
+            const run = yield* contextOf(threadId, emit, journaled, loaded)
             const state = RunState.make(loaded.messages, loaded.slices, Option.getOrThrow(loaded.checkpoint).run)
             return yield* Observer.observed(run, execute(run, state, { node: pending.node, index }, Option.some(value)))
           }))

@@ -7,16 +7,18 @@ import * as Middleware from "../Middleware.js"
  * before the next non-tool message. A result without its call (an orphan,
  * e.g. from input history) is dropped; a call without a result gets a failed
  * "not run" result. The stored thread is not changed: only the request is.
- * Paired messages come back as the same array, without copying.
+ * Paired messages come back as the same array, without copying; a thread
+ * that extends one found paired before is checked from where that one ended.
  */
 export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<Prompt.Message> => {
   const cached = cache.get(messages)
   if (cached !== undefined) return cached
+  const start = pairedPrefix(messages)
   let out: Array<Prompt.Message> | undefined
   /** Calls of the last assistant message still waiting for their result. */
   let open: Map<string, Prompt.ToolCallPart> | undefined
   /** Whether tool messages may follow: the message before was an assistant or tool message. */
-  let inToolRun = false
+  let inToolRun = start?.inToolRun ?? false
   const close = (i: number) => {
     if (open === undefined || open.size === 0) return
     out ??= messages.slice(0, i)
@@ -32,7 +34,7 @@ export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<P
     }
     open = undefined
   }
-  for (let i = 0; i < messages.length; i++) {
+  for (let i = start?.prefix.length ?? 0; i < messages.length; i++) {
     const message = messages[i]!
     if (message.role !== "tool") {
       close(i)
@@ -62,10 +64,37 @@ export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<P
   close(messages.length)
   const result = out ?? messages
   cache.set(messages, result)
+  if (result === messages && messages.length > 0) {
+    pairedEnds.set(messages[messages.length - 1]!, { prefix: messages, inToolRun })
+  }
   return result
 }
 
 const cache = new WeakMap<ReadonlyArray<Prompt.Message>, ReadonlyArray<Prompt.Message>>()
+
+/** A thread found paired as it was, and whether a tool message could have followed it. */
+interface PairedThread {
+  readonly prefix: ReadonlyArray<Prompt.Message>
+  readonly inToolRun: boolean
+}
+
+/** The paired threads by their last message. */
+const pairedEnds = new WeakMap<Prompt.Message, PairedThread>()
+
+/** How far back from the end a paired prefix is looked for: a step adds a few messages. */
+const lookBack = 8
+
+/** The longest paired thread that `messages` starts with (compared by reference), among its last few messages. */
+const pairedPrefix = (messages: ReadonlyArray<Prompt.Message>): PairedThread | undefined => {
+  for (let end = messages.length - 1; end >= Math.max(0, messages.length - lookBack); end--) {
+    const found = pairedEnds.get(messages[end]!)
+    if (found === undefined || found.prefix.length !== end + 1) continue
+    let i = 0
+    while (i <= end && found.prefix[i] === messages[i]) i++
+    if (i > end) return found
+  }
+  return undefined
+}
 
 const notRun = (call: Prompt.ToolCallPart): Prompt.ToolResultPart =>
   Middleware.toolResult(call, { error: "Not run: the call has no result in the conversation" }, { isFailure: true })
