@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, FastCheck } from "effect"
+import { paired } from "../src/internal/pairing.js"
 
 const result = (id: string) => Messages.toolResult(id, "search", `found ${id}`)
 const user = Messages.user
@@ -74,5 +75,29 @@ describe("every request the model receives pairs tool calls and results", () => 
         assert.deepStrictEqual(stored.slice(0, input.length), input)
       }),
     { fastCheck: { numRuns: 40 } }
+  )
+
+  it.prop(
+    "a thread that extends one already found paired pairs as it would from scratch",
+    {
+      history: Arbitraries.conversation({ maxTurns: 4, maxResultSize: 20 }),
+      more: Arbitraries.conversation({ maxTurns: 3, maxResultSize: 20 }),
+      orphans: FastCheck.array(FastCheck.nat(), { maxLength: 2 }),
+      dropped: FastCheck.array(FastCheck.nat({ max: 12 }), { maxLength: 2 }),
+      skip: FastCheck.nat({ max: 3 }),
+      cut: FastCheck.nat()
+    },
+    ({ cut, dropped, history, more, orphans, skip }) => {
+      // a paired prefix, then messages (damaged or not) appended to the same message objects
+      const prefix = [...history]
+      if (paired(prefix) !== prefix) return
+      // the appended part may start anywhere in a turn (with a call, or with results)
+      const tail = damaged(more, orphans, dropped).slice(skip)
+      const grown = [...prefix, ...tail.slice(0, cut % (tail.length + 1))]
+      // the same messages in a fresh array of fresh copies: no cache applies
+      const fresh = grown.map((message) => Prompt.makeMessage(message.role as any, { ...message } as any))
+      assert.deepStrictEqual(paired(grown), paired(fresh))
+    },
+    { fastCheck: { numRuns: 200 } }
   )
 })
