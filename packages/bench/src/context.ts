@@ -16,6 +16,13 @@
  *    counter, a second pass on the same objects (identity cache), a pass on
  *    new objects with the same text (tiktoken's piece memo warm, the
  *    identity cache cold), and plain js-tiktoken `encode().length`.
+ * 3. Cold exact counting ({@link measureCold}): text never seen before by any
+ *    cache, per corpus (prose, code, CJK) and encoding, for our tiktoken
+ *    counter, gpt-tokenizer's `countTokens` and js-tiktoken's `encode`.
+ * 4. First calls against LangChain ({@link measureFirstCalls}): the first
+ *    call of `ClearToolUses` and of the summarization trigger check on a
+ *    10,000-message thread, ours and LangChain's `ClearToolUsesEdit` /
+ *    `summarizationMiddleware` on the same thread.
  *
  * @since 0.1.0
  */
@@ -23,8 +30,20 @@ import { type LanguageModel, Prompt } from "@effect/ai"
 import { type Middleware, TokenCounter } from "@stepwise-agent/core"
 import { ContextEditing, Summarization } from "@stepwise-agent/middleware"
 import { Effect, Either, Option } from "effect"
+import * as GptCl100k from "gpt-tokenizer/encoding/cl100k_base"
+import * as GptO200k from "gpt-tokenizer/encoding/o200k_base"
 import { getEncoding } from "js-tiktoken"
+import {
+  AIMessage,
+  type BaseMessage,
+  ClearToolUsesEdit,
+  contextEditingMiddleware,
+  HumanMessage,
+  summarizationMiddleware,
+  ToolMessage
+} from "langchain"
 import { performance } from "node:perf_hooks"
+import { ScriptedChatModel } from "./langchain.js"
 import { linearFit } from "./measure.js"
 
 /**
@@ -70,6 +89,36 @@ export interface CountRow {
 }
 
 /**
+ * Exact counting of unseen text: one corpus, one encoding, one counter.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ColdRow {
+  readonly corpus: Corpus
+  readonly encoding: TokenCounter.Encoding
+  readonly counter: string
+  /** Median MB/s over the samples, each on text generated for it. */
+  readonly mbps: number
+  readonly tokens: number
+}
+
+/**
+ * The first call of a context policy on a long thread, ours and LangChain's.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FirstCallRow {
+  readonly what: string
+  readonly messages: number
+  /** Median ms of our first call (fresh counter, nothing cached). */
+  readonly oursMs: number
+  /** Median ms of LangChain's first call on the same thread. */
+  readonly langchainMs: number
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -77,6 +126,8 @@ export interface ContextResult {
   readonly editing: ReadonlyArray<GrowthRow>
   readonly summarization: ReadonlyArray<GrowthRow>
   readonly counting: ReadonlyArray<CountRow>
+  readonly cold: ReadonlyArray<ColdRow>
+  readonly firstCalls: ReadonlyArray<FirstCallRow>
   /** Bytes (UTF-8) and characters of the mixed text, and the messages it was split into. */
   readonly text: { readonly bytes: number; readonly chars: number; readonly messages: number }
   readonly seconds: number
@@ -311,6 +362,273 @@ const timeMs = async <A>(f: () => Promise<A>): Promise<{ readonly ms: number; re
 }
 
 // ---------------------------------------------------------------------------
+// cold exact counting
+// ---------------------------------------------------------------------------
+
+/**
+ * A corpus of the cold counting measurements.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Corpus = "prose" | "code" | "CJK"
+
+const cjkChars = (next: () => number, n: number): string => {
+  let out = ""
+  for (let i = 0; i < n; i++) {
+    const r = next()
+    out += r < 0.06 ? "。" : r < 0.1 ? "、" : r < 0.7
+      ? String.fromCodePoint(0x4e00 + Math.floor(next() * 0x5200)) // CJK ideographs
+      : r < 0.9
+      ? String.fromCodePoint(0x3041 + Math.floor(next() * 0x5e)) // hiragana and katakana
+      : String.fromCodePoint(0xac00 + Math.floor(next() * 0x2ba4)) // hangul
+  }
+  return out
+}
+
+/** Text of one corpus, generated from `seed` (a new seed is new text), cut into ~2 KB chunks. */
+const corpusText = (corpus: Corpus, seed: number, bytes: number): Array<string> => {
+  const next = random(seed)
+  const pick = <A>(list: ReadonlyArray<A>): A => list[Math.floor(next() * list.length)]!
+  const ident = () => `${pick(words)}${pick(words).replace(/^./, (c) => c.toUpperCase())}${Math.floor(next() * 1000)}`
+  const sentence = () => {
+    const out: Array<string> = []
+    const n = 8 + Math.floor(next() * 14)
+    for (let w = 0; w < n; w++) {
+      out.push(next() < 0.05 ? String(Math.floor(next() * 1e6)) : pick(words))
+    }
+    return out.join(" ").replace(/^./, (c) => c.toUpperCase()) + pick([".", ".", ",", "?", "!", ";"]) + " "
+  }
+  const line = () =>
+    pick([
+      () => `  const ${ident()} = yield* ${ident()}.${pick(words)}(${Math.floor(next() * 1e4)}, "${pick(words)}")\n`,
+      () => `  if (${ident()} >= ${(next() * 1e3).toFixed(2)}) return { ${pick(words)}: ${ident()} }\n`,
+      () => `export const ${ident()} = (input: ReadonlyArray<${pick(["string", "number"])}>) =>\n`,
+      () => `    // ${sentence()}\n`,
+      () =>
+        `  for (let i = 0; i < ${ident()}.length; i++) ${ident()}[i] += 0x${Math.floor(next() * 1e6).toString(16)}\n`
+    ])()
+  const piece = corpus === "prose" ? sentence : corpus === "code" ? line : () => cjkChars(next, 200)
+  const utf8 = new TextEncoder()
+  const chunks: Array<string> = []
+  let total = 0
+  while (total < bytes) {
+    let chunk = ""
+    while (utf8.encode(chunk).length < 2000) chunk += piece()
+    chunks.push(chunk)
+    total += utf8.encode(chunk).length
+  }
+  return chunks
+}
+
+const gptTokenizer = { cl100k_base: GptCl100k, o200k_base: GptO200k } as const
+const specialAsText = { disallowedSpecial: new Set<string>() }
+
+/**
+ * Exact counting of text that no cache has seen: for every sample, each
+ * counter gets text generated for it alone (a new seed) and gpt-tokenizer's
+ * merge cache (which our counter shares, as it counts with gpt-tokenizer) is
+ * emptied first. Our counter counts the chunks as user messages of a fresh
+ * counter (`counter.count(messages)`, whose tokens include 3 per message);
+ * gpt-tokenizer runs `countTokens(chunk)` and js-tiktoken `encode(chunk).length`
+ * per chunk. Our count is checked against gpt-tokenizer's on the same text.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const measureCold = async (
+  options: { readonly quick: boolean; readonly log: (line: string) => void }
+): Promise<ReadonlyArray<ColdRow>> => {
+  const bytes = options.quick ? 100_000 : 250_000
+  const samples = options.quick ? 3 : 5
+  const rows: Array<ColdRow> = []
+  let seed = 1000
+  for (const encoding of ["cl100k_base", "o200k_base"] as const) {
+    const gpt = gptTokenizer[encoding]
+    const tiktoken = getEncoding(encoding)
+    // load our counter's encoding before the clock starts
+    await Effect.runPromise(Effect.flatMap(TokenCounter.makeTiktoken({ encoding }), (c) => c.countText("warm up")))
+    const counters: ReadonlyArray<readonly [string, (chunks: ReadonlyArray<string>) => Promise<number>]> = [
+      ["ours (TokenCounter.makeTiktoken)", async (chunks) => {
+        const counter = await Effect.runPromise(TokenCounter.makeTiktoken({ encoding }))
+        const messages = userMessages(chunks)
+        const t = performance.now()
+        const tokens = await Effect.runPromise(counter.count(messages))
+        const ms = performance.now() - t
+        let check = 0
+        for (const chunk of chunks) check += gpt.countTokens(chunk, specialAsText) + 3
+        if (check !== tokens) throw new Error(`ours counted ${tokens}, gpt-tokenizer ${check}`)
+        return ms
+      }],
+      ["gpt-tokenizer 4.0.0 `countTokens`", (chunks) => {
+        const t = performance.now()
+        for (const chunk of chunks) gpt.countTokens(chunk, specialAsText)
+        return Promise.resolve(performance.now() - t)
+      }],
+      ["js-tiktoken 1.0.21 `encode().length`", (chunks) => {
+        const t = performance.now()
+        let tokens = 0
+        for (const chunk of chunks) tokens += tiktoken.encode(chunk, [], []).length
+        return Promise.resolve(tokens >= 0 ? performance.now() - t : 0)
+      }]
+    ]
+    for (const corpus of ["prose", "code", "CJK"] as const) {
+      for (const [counter, run] of counters) {
+        const mbps: Array<number> = []
+        let tokens = 0
+        for (let i = 0; i < samples; i++) {
+          const chunks = corpusText(corpus, seed++, bytes)
+          const mb = new TextEncoder().encode(chunks.join("")).length / 1e6
+          gpt.clearMergeCache()
+          mbps.push(mb / ((await run(chunks)) / 1000))
+          if (i === 0) { for (const chunk of chunks) tokens += gpt.countTokens(chunk, specialAsText) }
+        }
+        const row: ColdRow = { corpus, encoding, counter, mbps: median(mbps), tokens }
+        rows.push(row)
+        options.log(`  ${encoding} ${corpus.padEnd(5)} ${counter.padEnd(38)} ${row.mbps.toFixed(2)} MB/s`)
+      }
+    }
+  }
+  return rows
+}
+
+// ---------------------------------------------------------------------------
+// first calls against LangChain
+// ---------------------------------------------------------------------------
+
+/** The thread of {@link messageAt} as LangChain messages. */
+const langchainThread = (size: number): Array<BaseMessage> => {
+  const out: Array<BaseMessage> = []
+  for (let i = 0; i < size; i++) {
+    const call = (i + 1) >> 1
+    const id = `call_${call}`
+    out.push(
+      i === 0
+        ? new HumanMessage("Look things up.")
+        : i % 2 === 1
+        ? new AIMessage({
+          content: "",
+          tool_calls: [{ id, name: "search", args: { query: `query ${call}` }, type: "tool_call" }]
+        })
+        : new ToolMessage({ content: resultText(call), tool_call_id: id, name: "search" })
+    )
+  }
+  return out
+}
+
+const medianMs = async (samples: number, once: () => Promise<number>): Promise<number> => {
+  const times: Array<number> = []
+  for (let i = 0; i < samples; i++) times.push(await once())
+  return median(times)
+}
+
+/**
+ * The first call of a context policy on a thread of `size` messages (the
+ * threads of the growth measurements), nothing cached: a fresh counter or
+ * middleware and new message objects for every sample, built before the
+ * clock starts. Both policies stay under their trigger, so this is the cost
+ * of deciding: ours is `ContextEditing.applyEdits` with `ClearToolUses` and
+ * `Summarization`'s `beforeModel` on the approximate counter; LangChain's is
+ * `contextEditingMiddleware({ edits: [new ClearToolUsesEdit(…)] })`'s
+ * `wrapModelCall` and `summarizationMiddleware`'s `beforeModel`, with their
+ * default approximate counter (`countTokensApproximately`). Median of the
+ * samples, after one unreported sample of each.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const measureFirstCalls = async (
+  options: { readonly quick: boolean; readonly log: (line: string) => void; readonly size?: number | undefined }
+): Promise<ReadonlyArray<FirstCallRow>> => {
+  const size = options.size ?? 10_000
+  const samples = options.quick ? 3 : 7
+  const systemPrompt = "You are a research assistant."
+  const model = new ScriptedChatModel(0)
+
+  const oursEditing = async () => {
+    const messages = histories(size, 0, 0)[0]!
+    const edit = Either.getOrThrow(ContextEditing.ClearToolUses({ trigger: 1e9, keep: 3 }))
+    const counter = approximateCounter()
+    const t = performance.now()
+    const result = Effect.runSync(
+      ContextEditing.applyEdits([edit], messages, { systemPrompt }).pipe(
+        Effect.provideService(TokenCounter.TokenCounter, counter)
+      )
+    )
+    const ms = performance.now() - t
+    if (result.cleared.length !== 0) throw new Error("ClearToolUses cleared under the trigger")
+    return ms
+  }
+  const langchainEditing = async () => {
+    const messages = langchainThread(size)
+    const middleware = contextEditingMiddleware({
+      edits: [new ClearToolUsesEdit({ trigger: { tokens: 1e9 }, keep: { messages: 3 } })]
+    })
+    const t = performance.now()
+    await (middleware.wrapModelCall as any)({ messages, systemPrompt, model }, async () => new AIMessage("ok"))
+    return performance.now() - t
+  }
+  const oursSummarization = async () => {
+    const messages = histories(size, 0, 0)[0]!
+    const middleware = await Effect.runPromise(
+      Summarization.middleware({ trigger: { tokens: 1_000_000_000 }, keep: { messages: 20 } })
+    )
+    const context: Middleware.HookContext<{}> = {
+      state: {},
+      messages,
+      threadId: "bench",
+      step: 0,
+      tools: [],
+      resume: Option.none()
+    }
+    const t = performance.now()
+    const result = Effect.runSync(
+      Effect.scoped(middleware.beforeModel!(context)).pipe(
+        Effect.provideService(Summarization.Summarizer, {} as LanguageModel.Service)
+      )
+    )
+    const ms = performance.now() - t
+    if (result !== undefined) throw new Error("Summarization triggered in the benchmark")
+    return ms
+  }
+  const langchainSummarization = async () => {
+    const messages = langchainThread(size)
+    // (its options type resolves to `never` with this model class; the call is the documented one)
+    const summarization = summarizationMiddleware as unknown as (options: unknown) => { readonly beforeModel?: unknown }
+    const middleware = summarization({ model, trigger: { tokens: 1_000_000_000 }, keep: { messages: 20 } })
+    const t = performance.now()
+    const result = await (middleware.beforeModel as any)({ messages }, { context: {} })
+    const ms = performance.now() - t
+    if (result !== undefined) throw new Error("LangChain's summarization triggered in the benchmark")
+    return ms
+  }
+
+  const rows: Array<FirstCallRow> = []
+  for (
+    const [what, ours, langchain] of [
+      ["ClearToolUses, under the trigger", oursEditing, langchainEditing],
+      ["summarization trigger check", oursSummarization, langchainSummarization]
+    ] as const
+  ) {
+    await ours()
+    await langchain()
+    const row: FirstCallRow = {
+      what,
+      messages: size,
+      oursMs: await medianMs(samples, ours),
+      langchainMs: await medianMs(samples, langchain)
+    }
+    rows.push(row)
+    options.log(
+      `  ${what.padEnd(34)} N=${size}  first call: ours ${row.oursMs.toFixed(2)} ms, LangChain ${
+        row.langchainMs.toFixed(2)
+      } ms (${(row.langchainMs / row.oursMs).toFixed(1)}×)`
+    )
+  }
+  return rows
+}
+
+// ---------------------------------------------------------------------------
 // measure
 // ---------------------------------------------------------------------------
 
@@ -386,6 +704,8 @@ export const measure = async (
     )
   }
 
+  const cold = await measureCold(options)
+
   // warm the JIT on a small thread (not reported)
   // (the code takes a few thousand calls to settle)
   measureEditing(100, 2, 10_000, 2000)
@@ -415,10 +735,13 @@ export const measure = async (
     summarization.push(row)
     show(row)
   }
+  const firstCalls = await measureFirstCalls(options)
   return {
     editing,
     summarization,
     counting,
+    cold,
+    firstCalls,
     text: { bytes, chars: text.length, messages: chunks.length },
     seconds: (performance.now() - started) / 1000
   }
@@ -526,10 +849,42 @@ export const render = (result: ContextResult): string => {
       ])
     ),
     "",
-    "For comparison, the issue's author measured **gpt-tokenizer 7.4 MB/s, tiktoken (WASM) 2.2 MB/s and " +
-    "js-tiktoken 0.26 MB/s** on this machine class (their figures, not measured here; neither gpt-tokenizer " +
-    "nor the WASM tiktoken is installed). The `tokens` column of the counters includes 3 tokens of overhead " +
-    "per message; js-tiktoken's is the text alone.",
+    "The `tokens` column of the counters includes 3 tokens of overhead per message; js-tiktoken's is the text " +
+    "alone.",
+    "",
+    "### Exact counting of unseen text",
+    "",
+    "Per corpus (English-like prose, TypeScript-like code, CJK: ideographs, kana, hangul) and encoding, text " +
+    "generated for each sample and each counter (no cache has seen it; gpt-tokenizer's merge cache, which our " +
+    "counter shares, is emptied before each sample), ~2 KB chunks; ours counts them as user messages of a fresh " +
+    "counter and is checked against gpt-tokenizer's count. Median MB/s over the samples.",
+    "",
+    table(
+      ["encoding", "corpus", ...new Set(result.cold.map((r) => r.counter))],
+      [...new Set(result.cold.map((r) => `${r.encoding}|${r.corpus}`))].map((key) => {
+        const [encoding, corpus] = key.split("|")
+        const rows = result.cold.filter((r) => r.encoding === encoding && r.corpus === corpus)
+        return [encoding!, corpus!, ...rows.map((r) => `${r.mbps.toFixed(2)} MB/s`)]
+      })
+    ),
+    "",
+    "### First call against LangChain",
+    "",
+    "The first call of each policy on a thread of the growth histories above, nothing cached (fresh counter or " +
+    "middleware, new message objects, built before the clock starts), under the trigger: the cost of deciding. " +
+    "LangChain: `contextEditingMiddleware({ edits: [new ClearToolUsesEdit(…)] })`'s `wrapModelCall` and " +
+    "`summarizationMiddleware`'s `beforeModel`, with their default approximate counter. Median of the samples.",
+    "",
+    table(
+      ["workload", "history", "ours", "LangChain", "LangChain / ours"],
+      result.firstCalls.map((r) => [
+        r.what,
+        r.messages.toLocaleString("en-US"),
+        `${r.oursMs.toFixed(2)} ms`,
+        `${r.langchainMs.toFixed(2)} ms`,
+        `${(r.langchainMs / r.oursMs).toFixed(1)}×`
+      ])
+    ),
     "",
     `(This section took ${result.seconds.toFixed(0)} s.)`
   ]

@@ -6,9 +6,10 @@
  * - {@link layerApproximate}: characters per token (default 4), counting
  *   text, reasoning, tool-call names and arguments, tool results and the
  *   system message, plus a small overhead per message;
- * - {@link layerTiktoken}: exact BPE counts with js-tiktoken's
- *   `cl100k_base` or `o200k_base` ranks, loaded once and lazily (on the first
- *   count, not when the layer is built);
+ * - {@link layerTiktoken}: exact BPE counts (tiktoken's) of `cl100k_base` or
+ *   `o200k_base`, with gpt-tokenizer (or js-tiktoken, its fallback), loaded
+ *   once and lazily (on the first count, not when the layer is built or the
+ *   module imported);
  * - {@link layerTokenizer}: a provider's `Tokenizer` from `@effect/ai`.
  *
  * Counts are additive and cached by identity: a message counts as a
@@ -28,10 +29,10 @@ import * as Prompt from "@effect/ai/Prompt"
 import * as Tokenizer from "@effect/ai/Tokenizer"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import { globalValue } from "effect/GlobalValue"
 import * as Layer from "effect/Layer"
-import type * as JsTiktoken from "js-tiktoken"
 import { InvalidOptions } from "./AgentError.js"
+import * as Encodings from "./internal/encodings.js"
+import { jsonLength } from "./internal/jsonLength.js"
 import { unknownKey } from "./internal/options.js"
 
 /**
@@ -51,12 +52,41 @@ export type Method = "approximate" | "tiktoken" | "tokenizer"
 export type Countable = Prompt.Message | Prompt.Part
 
 /**
- * The js-tiktoken encodings {@link layerTiktoken} supports.
+ * The encodings {@link layerTiktoken} supports.
+ *
+ * @example
+ * ```ts
+ * import type { TokenCounter } from "@stepwise-agent/core"
+ *
+ * const encoding: TokenCounter.Encoding = "o200k_base"
+ * ```
  *
  * @since 0.1.0
  * @category models
  */
-export type Encoding = "cl100k_base" | "o200k_base"
+export type Encoding = Encodings.Encoding
+
+/**
+ * The library {@link makeTiktoken} counts with. Both count exactly what
+ * tiktoken's `encode(text).length` counts.
+ *
+ * - `"gpt-tokenizer"` (the default): faster, several MB/s on text never seen
+ *   before. If its module can't be loaded (an install or a bundle without
+ *   it), the counter logs a warning and counts with js-tiktoken.
+ * - `"js-tiktoken"`: js-tiktoken's ranks with an LRU memo of the count of
+ *   each pre-tokenized piece (up to 100,000 pieces). Slower on new text.
+ *
+ * @example
+ * ```ts
+ * import { TokenCounter } from "@stepwise-agent/core"
+ *
+ * const CounterLive = TokenCounter.layerTiktoken({ encoding: "cl100k_base", engine: "js-tiktoken" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TiktokenEngine = Encodings.Engine
 
 /**
  * Counts tokens of messages.
@@ -139,7 +169,7 @@ const isTextFile = (part: Prompt.FilePart): part is Prompt.FilePart & { readonly
   typeof part.data === "string" &&
   (part.mediaType.startsWith("text/") || part.mediaType === "application/json")
 
-/** The strings a part puts in front of the model. */
+/** The strings a part puts in front of the model (what the exact counters encode). */
 const textsOf = (part: Prompt.Part): ReadonlyArray<string> => {
   switch (part.type) {
     case "text":
@@ -153,6 +183,25 @@ const textsOf = (part: Prompt.Part): ReadonlyArray<string> => {
       return isTextFile(part)
         ? [part.fileName ?? "", part.mediaType, part.data]
         : [part.fileName ?? "", part.mediaType]
+  }
+}
+
+/**
+ * The characters of the strings of {@link textsOf}, measured without building
+ * them: a tool call's arguments and a tool result count the length of their
+ * JSON as if no character needed escaping ({@link jsonLength}).
+ */
+const charsOf = (part: Prompt.Part): number => {
+  switch (part.type) {
+    case "text":
+    case "reasoning":
+      return part.text.length
+    case "tool-call":
+      return part.name.length + jsonLength(part.params)
+    case "tool-result":
+      return part.name.length + jsonLength(part.result)
+    case "file":
+      return (part.fileName ?? "").length + part.mediaType.length + (isTextFile(part) ? part.data.length : 0)
   }
 }
 
@@ -337,12 +386,7 @@ export const makeApproximate = (
       "a whole number ≥ 0"
     )
     const countString = (text: string) => Math.ceil(text.length / charsPerToken)
-    const countPart = (part: Prompt.Part) => {
-      const texts = textsOf(part)
-      let chars = 0
-      for (let i = 0; i < texts.length; i++) chars += texts[i]!.length
-      return Math.ceil(chars / charsPerToken) + fixedTokensOf(part)
-    }
+    const countPart = (part: Prompt.Part) => Math.ceil(charsOf(part) / charsPerToken) + fixedTokensOf(part)
     const overhead = Effect.succeed((_: Role) => tokensPerMessage)
     return fromEngine({
       method: "approximate",
@@ -377,115 +421,6 @@ export const layerApproximate = (
 // tiktoken
 // ---------------------------------------------------------------------------
 
-/** Counts the tokens of a text, exactly as `encode(text, [], []).length` (special tokens count as text). */
-interface TextEncoding {
-  readonly count: (text: string) => number
-}
-
-/** Pieces longer than this are not memoized (they rarely repeat). */
-const maxCachedPiece = 256
-/** The piece memo is emptied when it reaches this size. */
-const maxCachedPieces = 100_000
-
-/**
- * Wraps a js-tiktoken encoding with a memo of the token count of every
- * pre-tokenized piece. tiktoken first splits a text with its regular
- * expression and then byte-pair-encodes each piece on its own, so the count
- * of a text is the sum of the counts of its pieces, and a piece's count can
- * be remembered. Prose and JSON repeat their pieces a lot: the memo makes
- * counting several times faster, and the result is identical to `encode`.
- * The BPE merge below is js-tiktoken's own (`bytePairMerge`), which the
- * property tests check against `encode(text).length`. If a future
- * js-tiktoken hides the rank map or the pattern, this falls back to `encode`.
- */
-const memoized = (tiktoken: JsTiktoken.Tiktoken): TextEncoding => {
-  const internals = tiktoken as unknown as { readonly patStr?: unknown; readonly rankMap?: unknown }
-  if (typeof internals.patStr !== "string" || !(internals.rankMap instanceof Map)) {
-    return { count: (text) => tiktoken.encode(text, [], []).length }
-  }
-  const ranks = internals.rankMap as Map<string, number>
-  const pattern = new RegExp(internals.patStr, "gu")
-  const utf8 = new TextEncoder()
-  const pieces = new Map<string, number>()
-  const key = (bytes: Uint8Array, start: number, end: number) => bytes.subarray(start, end).join(",")
-
-  const bytePairCount = (bytes: Uint8Array): number => {
-    // Boundaries of the current parts: part i is bytes[bounds[i], bounds[i + 1]).
-    const bounds: Array<number> = []
-    for (let i = 0; i <= bytes.length; i++) bounds.push(i)
-    while (bounds.length > 2) {
-      let minRank = -1
-      let at = -1
-      for (let i = 0; i < bounds.length - 2; i++) {
-        const rank = ranks.get(key(bytes, bounds[i]!, bounds[i + 2]!))
-        if (rank !== undefined && (minRank === -1 || rank < minRank)) {
-          minRank = rank
-          at = i
-        }
-      }
-      if (at === -1) break
-      bounds.splice(at + 1, 1)
-    }
-    let count = 0
-    for (let i = 0; i < bounds.length - 1; i++) {
-      if (ranks.has(key(bytes, bounds[i]!, bounds[i + 1]!))) count++
-    }
-    return count
-  }
-
-  const countPiece = (piece: string): number => {
-    const known = pieces.get(piece)
-    if (known !== undefined) return known
-    const bytes = utf8.encode(piece)
-    const count = bytes.length === 0
-      ? 0
-      : bytes.length === 1 || ranks.has(key(bytes, 0, bytes.length))
-      ? 1
-      : bytePairCount(bytes)
-    if (piece.length <= maxCachedPiece) {
-      if (pieces.size >= maxCachedPieces) pieces.clear()
-      pieces.set(piece, count)
-    }
-    return count
-  }
-
-  return {
-    count: (text) => {
-      let total = 0
-      pattern.lastIndex = 0
-      let match: RegExpExecArray | null
-      while ((match = pattern.exec(text)) !== null) {
-        const piece = match[0]
-        if (piece.length === 0) {
-          pattern.lastIndex++
-          continue
-        }
-        total += countPiece(piece)
-      }
-      return total
-    }
-  }
-}
-
-/** Encodings load once per process, the first time a count needs them. */
-const encodings = globalValue(Symbol.for("@stepwise-agent/core/TokenCounter/encodings"), () => ({
-  loaded: new Map<Encoding, TextEncoding>(),
-  loading: new Map<Encoding, Promise<TextEncoding>>()
-}))
-
-const loadEncoding = (encoding: Encoding): Effect.Effect<TextEncoding> =>
-  Effect.suspend(() => {
-    const loaded = encodings.loaded.get(encoding)
-    if (loaded !== undefined) return Effect.succeed(loaded)
-    const loading = encodings.loading.get(encoding) ?? import("js-tiktoken").then((module) => {
-      const result = memoized(module.getEncoding(encoding))
-      encodings.loaded.set(encoding, result)
-      return result
-    })
-    encodings.loading.set(encoding, loading)
-    return Effect.promise(() => loading)
-  })
-
 /**
  * Options of {@link makeTiktoken} and {@link layerTiktoken}.
  *
@@ -495,19 +430,31 @@ const loadEncoding = (encoding: Encoding): Effect.Effect<TextEncoding> =>
 export interface TiktokenOptions {
   /** `cl100k_base` (GPT-4, GPT-3.5) or `o200k_base` (GPT-4o, o-series, GPT-4.1, GPT-5). */
   readonly encoding: Encoding
+  /** The library that counts (default `"gpt-tokenizer"`); see {@link TiktokenEngine}. */
+  readonly engine?: TiktokenEngine | undefined
 }
 
 const supportedEncodings: ReadonlyArray<string> = ["cl100k_base", "o200k_base"]
+const supportedEngines: ReadonlyArray<string> = ["gpt-tokenizer", "js-tiktoken"]
+
+const oneOf = (option: string, supported: ReadonlyArray<string>, value: unknown): InvalidOptions | undefined =>
+  supported.includes(value as string) ? undefined : new InvalidOptions({
+    module: "TokenCounter",
+    option,
+    reason: `must be one of ${supported.join(", ")}, got ${String(value)}`
+  })
 
 /**
- * A counter with exact BPE counts from js-tiktoken. Every string a part puts
- * in front of the model (see {@link makeApproximate}) is encoded on its own;
- * special tokens such as `<|endoftext|>` count as ordinary text; each message
- * adds 3 tokens (OpenAI's framing per message); files that are not text count
- * 85 tokens. The ranks (1–3 s to build) load once per process, on the first
- * count, not when the counter is made. Counts are memoized per
- * pre-tokenized piece, which keeps them exact and makes them several times
- * faster than `encode`.
+ * A counter with exact BPE counts, the same as tiktoken's
+ * `encode(text).length`. Every string a part puts in front of the model (see
+ * {@link makeApproximate}; a tool call's arguments and a tool result as JSON)
+ * is encoded on its own; special tokens such as `<|endoftext|>` count as
+ * ordinary text; each message adds 3 tokens (OpenAI's framing per message);
+ * files that are not text count 85 tokens. The library that counts is
+ * gpt-tokenizer unless `engine` says `"js-tiktoken"` (see
+ * {@link TiktokenEngine}); it loads once per process with a dynamic `import`,
+ * on the first count, not when the counter is made, so a program that never
+ * counts exactly never loads it.
  *
  * @example
  * ```ts
@@ -527,18 +474,11 @@ export const makeTiktoken = (
   options: TiktokenOptions
 ): Effect.Effect<TokenCounter.Service, InvalidOptions> =>
   Effect.suspend(() => {
-    const unknown = unknownKey("TokenCounter", options, ["encoding"])
-    if (unknown !== undefined) return Effect.fail(unknown)
-    if (!supportedEncodings.includes(options?.encoding)) {
-      return Effect.fail(
-        new InvalidOptions({
-          module: "TokenCounter",
-          option: "encoding",
-          reason: `must be one of ${supportedEncodings.join(", ")}, got ${String(options?.encoding)}`
-        })
-      )
-    }
-    const encoding = loadEncoding(options.encoding)
+    const invalid = unknownKey("TokenCounter", options, ["encoding", "engine"]) ??
+      oneOf("encoding", supportedEncodings, options?.encoding) ??
+      oneOf("engine", supportedEngines, options.engine ?? "gpt-tokenizer")
+    if (invalid !== undefined) return Effect.fail(invalid)
+    const encoding = Encodings.get(options.encoding, options.engine ?? "gpt-tokenizer")
     const overhead = Effect.succeed((_: Role) => 3)
     return Effect.succeed(fromEngine({
       method: "tiktoken",
@@ -556,7 +496,7 @@ export const makeTiktoken = (
   })
 
 /**
- * Provides the js-tiktoken counter ({@link makeTiktoken}).
+ * Provides the exact counter ({@link makeTiktoken}).
  *
  * @example
  * ```ts
@@ -622,9 +562,7 @@ export const makeTokenizer: Effect.Effect<TokenCounter.Service, never, Tokenizer
   const tokenizer = yield* Tokenizer.Tokenizer
   const fallback = (item: Prompt.Part | string) => {
     if (typeof item === "string") return Math.ceil(item.length / 4)
-    let chars = 0
-    for (const text of textsOf(item)) chars += text.length
-    return Math.ceil(chars / 4) + fixedTokensOf(item)
+    return Math.ceil(charsOf(item) / 4) + fixedTokensOf(item)
   }
   const warn = (error: AiError.AiError) =>
     Effect.logWarning("TokenCounter: the model's tokenizer failed; counting approximately").pipe(

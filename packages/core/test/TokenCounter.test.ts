@@ -1,8 +1,11 @@
 import { AiError, Prompt, Tokenizer } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
-import { Effect, FastCheck, Layer } from "effect"
+import { Effect, FastCheck, Layer, Logger } from "effect"
 import { getEncoding } from "js-tiktoken"
+import * as Encodings from "../src/internal/encodings.js"
+import { jsonLength } from "../src/internal/jsonLength.js"
+import { Lru } from "../src/internal/lru.js"
 import * as TokenCounter from "../src/TokenCounter.js"
 
 const text = (value: string) => Prompt.makePart("text", { text: value })
@@ -179,6 +182,7 @@ describe("TokenCounter.tiktoken", () => {
     cl100k_base: getEncoding("cl100k_base"),
     o200k_base: getEncoding("o200k_base")
   }
+  const expected = (encoding: TokenCounter.Encoding, value: string) => encoders[encoding].encode(value, [], []).length
   const words = [
     "hello",
     " world",
@@ -193,37 +197,82 @@ describe("TokenCounter.tiktoken", () => {
     "🚀",
     "<|endoftext|>"
   ]
+  const joined = (parts: FastCheck.Arbitrary<string>, maxLength: number) =>
+    FastCheck.array(parts, { maxLength }).map((chosen) => chosen.join(""))
+  const code = joined(
+    FastCheck.constantFrom(
+      "const ",
+      "x",
+      " = ",
+      "(a, b) => ",
+      "{ ",
+      " }",
+      "\n  ",
+      "return ",
+      "yield* ",
+      "Effect.gen(function*() {",
+      "\"str\"",
+      "// comment",
+      "\t",
+      "0x1F",
+      ";"
+    ),
+    40
+  )
+  const cjk = FastCheck.string({
+    unit: FastCheck.oneof(
+      FastCheck.integer({ min: 0x4e00, max: 0x9fff }).map((c) => String.fromCodePoint(c)),
+      FastCheck.integer({ min: 0x3040, max: 0x30ff }).map((c) => String.fromCodePoint(c)),
+      FastCheck.integer({ min: 0xac00, max: 0xd7a3 }).map((c) => String.fromCodePoint(c)),
+      FastCheck.constantFrom("。", "、", " ", "\n")
+    ),
+    maxLength: 80
+  })
+  const emoji = joined(FastCheck.constantFrom("🚀", "👍🏽", "👨‍👩‍👧", "🇫🇷", "❤️", " ", "a", "\u200d"), 30)
+  const runs = joined(
+    FastCheck.tuple(FastCheck.constantFrom(" ", "\n", "\t", "0", "7", "\r\n", "a"), FastCheck.nat({ max: 300 }))
+      .map(([unit, times]) => unit.repeat(times)),
+    6
+  )
   const texts = FastCheck.oneof(
     FastCheck.string({ maxLength: 60 }),
+    FastCheck.string({ unit: "grapheme", maxLength: 40 }),
     FastCheck.fullUnicodeString({ maxLength: 40 }),
-    FastCheck.array(FastCheck.constantFrom(...words), { maxLength: 30 }).map((chosen) => chosen.join("")),
+    FastCheck.string({ unit: "binary", maxLength: 40 }),
+    joined(FastCheck.constantFrom(...words), 30),
     FastCheck.json().map((json) => json.repeat(2)),
+    code,
+    cjk,
+    emoji,
+    runs,
     FastCheck.stringOf(FastCheck.constantFrom("a", "b", "ab", " ", "1", "\n"), { maxLength: 300 })
   )
 
   for (const encoding of ["cl100k_base", "o200k_base"] as const) {
-    it.effect.prop(
-      `${encoding}: the memoized count equals js-tiktoken's encode(text).length`,
-      { texts: FastCheck.array(texts, { minLength: 1, maxLength: 5 }) },
-      ({ texts }) =>
-        Effect.gen(function*() {
-          const counter = yield* TokenCounter.makeTiktoken({ encoding })
-          for (const value of texts) {
-            const expected = encoders[encoding].encode(value, [], []).length
-            assert.strictEqual(yield* counter.countText(value), expected, JSON.stringify(value))
-            // again, now from the memo of pieces
-            assert.strictEqual(yield* counter.countText(value), expected)
-            assert.strictEqual(yield* counter.countMessage(user(value)), 3 + expected)
-          }
-        }),
-      { fastCheck: { numRuns: 200 } }
-    )
+    for (const engine of ["gpt-tokenizer", "js-tiktoken"] as const) {
+      it.effect.prop(
+        `${encoding}, ${engine}: the count equals js-tiktoken's encode(text).length`,
+        { texts: FastCheck.array(texts, { minLength: 1, maxLength: 5 }) },
+        ({ texts }) =>
+          Effect.gen(function*() {
+            const counter = yield* TokenCounter.makeTiktoken({ encoding, engine })
+            for (const value of texts) {
+              const tokens = expected(encoding, value)
+              assert.strictEqual(yield* counter.countText(value), tokens, JSON.stringify(value))
+              // again (the js-tiktoken engine: now from the memo of pieces)
+              assert.strictEqual(yield* counter.countText(value), tokens)
+              assert.strictEqual(yield* counter.countMessage(user(value)), 3 + tokens)
+            }
+          }),
+        { fastCheck: { numRuns: 200 } }
+      )
+    }
   }
 
   it.effect("counts tool calls and results exactly and shares the encoding between counters", () =>
     Effect.gen(function*() {
       const counter = yield* TokenCounter.TokenCounter
-      const encode = (value: string) => encoders.cl100k_base.encode(value, [], []).length
+      const encode = (value: string) => expected("cl100k_base", value)
       const params = { query: "weather in Paris", days: 3 }
       const payload = { forecast: ["sunny", "rain"], note: "<|endoftext|> is text here" }
       const message = Prompt.makeMessage("assistant", {
@@ -238,4 +287,99 @@ describe("TokenCounter.tiktoken", () => {
       const other = yield* TokenCounter.makeTiktoken({ encoding: "cl100k_base" })
       assert.strictEqual(yield* other.countText("Be concise."), encode("Be concise."))
     }).pipe(Effect.provide(TokenCounter.layerTiktoken({ encoding: "cl100k_base" }))))
+
+  it.effect("rejects an unknown engine", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(TokenCounter.makeTiktoken({ encoding: "cl100k_base", engine: "wasm" as any }))
+      assert.deepStrictEqual([error._tag, error.option], ["InvalidOptions", "engine"])
+    }))
+
+  it.effect("falls back to js-tiktoken, with a warning, when gpt-tokenizer can't be loaded", () =>
+    Effect.gen(function*() {
+      const logs: Array<string> = []
+      const logger = Logger.make(({ message }) => logs.push(String(message)))
+      const missing: Encodings.Sources = {
+        ...Encodings.sources,
+        gptTokenizer: () => Promise.reject(new Error("Cannot find package 'gpt-tokenizer'"))
+      }
+      const encoding = yield* Encodings.load("o200k_base", "gpt-tokenizer", missing).pipe(
+        Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+      )
+      assert.strictEqual(encoding.engine, "js-tiktoken")
+      assert.strictEqual(encoding.count("naïve 日本語 🚀"), expected("o200k_base", "naïve 日本語 🚀"))
+      assert.strictEqual(logs.length, 1)
+      assert.include(logs[0]!, "gpt-tokenizer could not be loaded")
+      const loaded = yield* Encodings.load("o200k_base", "gpt-tokenizer", Encodings.sources)
+      assert.strictEqual(loaded.engine, "gpt-tokenizer")
+    }))
+
+  it("the js-tiktoken memo counts exactly with a memo smaller than the text's pieces", () => {
+    const small = Encodings.fromJsTiktoken(encoders.cl100k_base, 4)
+    const value = "one two three four five six seven one two three 日本語 🚀 one"
+    for (let i = 0; i < 3; i++) assert.strictEqual(small.count(value), expected("cl100k_base", value))
+  })
+})
+
+describe("Lru", () => {
+  it("stays bounded and evicts the least recently used entry", () => {
+    const lru = new Lru<string, number>(3)
+    lru.set("a", 1)
+    lru.set("b", 2)
+    lru.set("c", 3)
+    assert.strictEqual(lru.get("a"), 1) // a is now the most recently used
+    lru.set("d", 4) // evicts b, the least recently used
+    assert.strictEqual(lru.size, 3)
+    assert.strictEqual(lru.get("b"), undefined)
+    assert.deepStrictEqual([lru.get("a"), lru.get("c"), lru.get("d")], [1, 3, 4])
+    lru.set("c", 30) // overwriting does not grow it
+    assert.strictEqual(lru.size, 3)
+    assert.strictEqual(lru.get("c"), 30)
+  })
+
+  it.prop(
+    "never holds more than its capacity and keeps the entries used last",
+    { capacity: FastCheck.integer({ min: 1, max: 20 }), keys: FastCheck.array(FastCheck.nat({ max: 40 })) },
+    ({ capacity, keys }) => {
+      const lru = new Lru<number, number>(capacity)
+      for (const key of keys) {
+        if (lru.get(key) === undefined) lru.set(key, key)
+        assert.isAtMost(lru.size, capacity)
+      }
+      // the last `capacity` distinct keys used are all still there
+      const recent = [...new Set([...keys].reverse())].slice(0, capacity)
+      for (const key of recent) assert.strictEqual(lru.get(key), key)
+    }
+  )
+})
+
+describe("jsonLength", () => {
+  const plain = FastCheck.letrec((tie) => ({
+    value: FastCheck.oneof(
+      { depthSize: "small" },
+      FastCheck.string({ unit: FastCheck.constantFrom("a", "b", " ", "é", "日") }),
+      FastCheck.double(),
+      FastCheck.integer(),
+      FastCheck.boolean(),
+      FastCheck.constant(null),
+      FastCheck.array(tie("value")),
+      FastCheck.dictionary(FastCheck.string({ unit: FastCheck.constantFrom("k", "e", "y") }), tie("value"))
+    )
+  })).value
+
+  it.prop("is the length of JSON.stringify when nothing needs escaping", { value: plain }, ({ value }) => {
+    assert.strictEqual(jsonLength(value), JSON.stringify(value).length)
+  })
+
+  it.prop("is at most the length of JSON.stringify", { value: FastCheck.jsonValue() }, ({ value }) => {
+    assert.isAtMost(jsonLength(value), JSON.stringify(value).length)
+  })
+
+  it("leaves out what JSON leaves out, follows toJSON, and counts a cycle as null", () => {
+    assert.strictEqual(jsonLength({ a: undefined, b: () => 1, c: 1 }), `{"c":1}`.length)
+    assert.strictEqual(jsonLength([undefined, 1]), `[null,1]`.length)
+    assert.strictEqual(jsonLength(new Date(0)), JSON.stringify(new Date(0)).length)
+    const cyclic: Record<string, unknown> = { name: "x" }
+    cyclic.self = cyclic
+    assert.strictEqual(jsonLength(cyclic), `{"name":"x","self":null}`.length)
+  })
 })
