@@ -156,12 +156,14 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
                 node,
                 value: outcome.value
               })
-              const emit = run.emit
               // A journal that suspends the run while it waits (durable runs) ends it
               // here as far as watchers can tell: the same event an in-process run ends with.
-              const decided = yield* emit === undefined
+              const decided = yield* run.emit === undefined
                 ? wait
-                : Effect.onInterrupt(wait, () => Effect.sync(() => emit(AgentEvent.RunEnded({ result: interrupted }))))
+                : Effect.onInterrupt(
+                  wait,
+                  () => Observer.report(run, () => AgentEvent.RunEnded({ result: interrupted }))
+                )
               if (Option.isSome(decided)) {
                 // The thread no longer waits: say so before the hook acts on the decision.
                 yield* save(run, state, undefined)

@@ -235,14 +235,13 @@ export const make = (config: Compiled) => {
           Effect.catchAll((error) => recover(error, collected)),
           Effect.flatMap((parts) => toModelResponse(parts, request.step, true)),
           Effect.tapError((error) =>
-            Effect.sync(() =>
-              emit(AgentEvent.ModelAttemptFailed({
+            Observer.report(run, () =>
+              AgentEvent.ModelAttemptFailed({
                 step: request.step,
                 error: error._tag,
                 message: error.message,
                 discardedText: collected.some((part) => part.type === "text-delta")
               }))
-            )
           )
         )
       })
