@@ -19,6 +19,7 @@ import type { MemoryResult } from "./memory.js"
 import type { MicroResult } from "./micro.js"
 import * as PiiBench from "./pii.js"
 import type { Summary } from "./profile.js"
+import * as Scale from "./scale.js"
 
 /**
  * @since 0.1.0
@@ -117,6 +118,8 @@ export interface Results {
   readonly durable?: DurableResult | undefined
   /** Streamed PII redaction (see `pii.ts`); absent with `--no-pii`. */
   readonly pii?: PiiBench.PiiResult | undefined
+  /** Idle threads and concurrent runs on one agent (see `scale.ts`); absent with `--no-scale`. */
+  readonly scale?: Scale.ScaleResult | undefined
 }
 
 const versionOf = (root: string, pkg: string): string => {
@@ -900,7 +903,10 @@ export const render = (results: Results): string => {
       ]),
     ...(results.pii === undefined
       ? []
-      : ["", "## 7. Streamed PII redaction", "", PiiBench.render(results.pii)])
+      : ["", "## 7. Streamed PII redaction", "", PiiBench.render(results.pii)]),
+    ...(results.scale === undefined
+      ? []
+      : ["", "## 8. Scale in one process: idle threads and concurrent runs", "", Scale.render(results.scale)])
   ].join("\n")
 }
 

@@ -20,12 +20,14 @@
  * 6. durable mode (`durable.ts`): the step on `AgentWorkflow` with the memory
  *    and SQLite engines beside the in-process loop, one activity round trip,
  *    and the time a fresh process takes to finish a run after a crash;
- * 7. streamed PII redaction on text without whitespace (`pii.ts`).
+ * 7. streamed PII redaction on text without whitespace (`pii.ts`);
+ * 8. scale in one process: idle threads and concurrent runs on one agent
+ *    (`scale.ts`).
  *
  * Writes the results between the markers of `docs/benchmarks.md` (the text
  * outside the markers is kept). Flags: `--quick` (short sampling, for a smoke
  * run), `--no-write` (print only), `--no-profile`, `--no-ablation`, `--no-context`,
- * `--no-langchain`, `--no-durable`, `--no-pii`.
+ * `--no-langchain`, `--no-durable`, `--no-pii`, `--no-scale`.
  *
  * @since 0.1.0
  */
@@ -52,6 +54,7 @@ import * as Micro from "./micro.js"
 import * as PiiBench from "./pii.js"
 import * as Profile from "./profile.js"
 import * as Report from "./report.js"
+import * as Scale from "./scale.js"
 
 const SCRIPT = fileURLToPath(import.meta.url)
 const ROOT = path.resolve(path.dirname(SCRIPT), "../../..")
@@ -360,6 +363,10 @@ const main = async () => {
     section("7. streamed PII redaction")
     return PiiBench.measure({ quick, log })
   })()
+  const scale = args.has("--no-scale") ? undefined : await (async () => {
+    section("8. scale: idle threads and concurrent runs")
+    return Scale.measure({ gc: getGc(), quick, log })
+  })()
   const profiles: Array<Report.ProfileResult> = []
   if (!args.has("--no-profile")) {
     section("4. profiles (child processes)")
@@ -401,7 +408,8 @@ const main = async () => {
     profiles,
     context,
     durable,
-    pii
+    pii,
+    scale
   }
   const markdown = Report.render(results)
   if (!args.has("--no-write")) {
