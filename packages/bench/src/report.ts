@@ -822,7 +822,8 @@ export const render = (results: Results): string => {
     `- **Date:** ${m.date}`,
     `- **CPU:** ${m.cpu} · \`nproc\` = ${m.cores} · ${m.memoryGiB.toFixed(1)} GiB RAM`,
     `- **Node:** ${m.node} · effect ${m.versions["effect"]} · @effect/ai ${m.versions["@effect/ai"]} · ` +
-    `tsx ${m.versions["tsx"]}`,
+    `tsx ${m.versions["tsx"]} (the harness only: the packages are timed as their built JavaScript, \`dist/\` of ` +
+    "`tsc -b`, as an app installing them from npm runs them)",
     `- **LangChain (for the ratio):** langchain ${m.versions["langchain"]} · @langchain/core ` +
     `${m.versions["@langchain/core"]} · @langchain/langgraph ${m.versions["@langchain/langgraph"]} · zod ` +
     `${m.versions["zod"]}` + (results.langchain === undefined ? " (not run: `--no-langchain`)" : ""),
