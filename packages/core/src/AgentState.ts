@@ -12,6 +12,7 @@ import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type * as Types from "effect/Types"
 import { AgentConfigError } from "./AgentError.js"
+import * as Lineage from "./internal/lineage.js"
 import type * as Middleware from "./Middleware.js"
 
 /**
@@ -452,7 +453,7 @@ export const appendToolResults = (
   if (results.length === 0) return messages
   const last = messages[messages.length - 1]
   if (last === undefined || last.role !== "tool") {
-    return [...messages, Prompt.makeMessage("tool", { content: results })]
+    return Lineage.append(messages, [Prompt.makeMessage("tool", { content: results })])
   }
   const order = new Map<string, number>()
   for (let i = messages.length - 2; i >= 0; i--) {
@@ -466,5 +467,5 @@ export const appendToolResults = (
   }
   const rank = (part: Prompt.ToolResultPart) => order.get(part.id) ?? Number.MAX_SAFE_INTEGER
   const content = [...last.content, ...results].sort((a, b) => rank(a) - rank(b))
-  return [...messages.slice(0, -1), Prompt.makeMessage("tool", { content })]
+  return Lineage.replaceLast(messages, Prompt.makeMessage("tool", { content }))
 }

@@ -1,5 +1,6 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Middleware from "../Middleware.js"
+import * as Lineage from "./lineage.js"
 
 /**
  * The messages as the model may see them: every tool result answers a call
@@ -64,9 +65,7 @@ export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<P
   close(messages.length)
   const result = out ?? messages
   cache.set(messages, result)
-  if (result === messages && messages.length > 0) {
-    pairedEnds.set(messages[messages.length - 1]!, { prefix: messages, inToolRun })
-  }
+  if (result === messages) pairedThreads.set(messages, inToolRun)
   return result
 }
 
@@ -78,22 +77,19 @@ interface PairedThread {
   readonly inToolRun: boolean
 }
 
-/** The paired threads by their last message. */
-const pairedEnds = new WeakMap<Prompt.Message, PairedThread>()
+/**
+ * The threads found paired as they were, each with whether a tool message
+ * could follow it (its last message is an assistant or tool message). Keyed
+ * by the array, weakly: an entry keeps nothing alive.
+ */
+const pairedThreads = new WeakMap<ReadonlyArray<Prompt.Message>, boolean>()
 
-/** How far back from the end a paired prefix is looked for: a step adds a few messages. */
-const lookBack = 8
-
-/** The longest paired thread that `messages` starts with (compared by reference), among its last few messages. */
+/** A thread found paired that `messages` extends (recorded in its lineage), and whether a tool message could follow it. */
 const pairedPrefix = (messages: ReadonlyArray<Prompt.Message>): PairedThread | undefined => {
-  for (let end = messages.length - 1; end >= Math.max(0, messages.length - lookBack); end--) {
-    const found = pairedEnds.get(messages[end]!)
-    if (found === undefined || found.prefix.length !== end + 1) continue
-    let i = 0
-    while (i <= end && found.prefix[i] === messages[i]) i++
-    if (i > end) return found
-  }
-  return undefined
+  const found = Lineage.findAncestor(messages, (ancestor) => pairedThreads.get(ancestor))
+  return found !== undefined && found.shared === found.ancestor.length
+    ? { prefix: found.ancestor, inToolRun: found.value }
+    : undefined
 }
 
 const notRun = (call: Prompt.ToolCallPart): Prompt.ToolResultPart =>

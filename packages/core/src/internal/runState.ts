@@ -11,6 +11,7 @@ import type * as Checkpointer from "../Checkpointer.js"
 import type * as Middleware from "../Middleware.js"
 import type * as RunJournal from "../RunJournal.js"
 import * as Usage from "../Usage.js"
+import * as Lineage from "./lineage.js"
 import type { Facts } from "./machine.js"
 import * as Tokens from "./tokens.js"
 import { lastAssistantCallsTools } from "./tools.js"
@@ -87,7 +88,7 @@ export const applyHookResult = (
 /** The model's reply stored: appended to the thread, its usage added, the step counted. */
 export const appendReply = (state: RunState, reply: RunJournal.ModelCall): RunState => ({
   ...state,
-  messages: [...state.messages, reply.message],
+  messages: Lineage.append(state.messages, [reply.message]),
   usage: Tokens.add(state.usage, reply.usage),
   step: state.step + 1,
   offered: reply.offered

@@ -1,0 +1,69 @@
+/**
+ * Which message arrays were made from which: an array built by appending to
+ * (or replacing the tail of) another records how many leading elements it
+ * shares with it, so "does this thread extend that one?" is answered by
+ * following a few records instead of comparing every message. A record holds
+ * its base weakly: a thread's history of arrays is never kept alive by it. An
+ * array with no record (built by a user's hook, say), or whose base was
+ * collected, is compared element by element, as before. Arrays are never
+ * changed in place once made (they are `ReadonlyArray`s throughout), which is
+ * what makes a record stay true.
+ */
+
+interface Derivation {
+  readonly base: WeakRef<ReadonlyArray<unknown>>
+  /** `next[i] === base[i]` for every `i < shared`. */
+  readonly shared: number
+}
+
+const derivations = new WeakMap<ReadonlyArray<unknown>, Derivation>()
+
+/** How many records are followed before falling back to comparing elements. */
+const maxDepth = 32
+
+/** `base` with `items` appended (one copy), recorded as sharing all of `base`. */
+export const append = <A>(base: ReadonlyArray<A>, items: ReadonlyArray<A>): ReadonlyArray<A> => {
+  const next = base.concat(items)
+  derivations.set(next, { base: new WeakRef(base), shared: base.length })
+  return next
+}
+
+/** `base` with its last element replaced by `last`, recorded as sharing all but that element. */
+export const replaceLast = <A>(base: ReadonlyArray<A>, last: A): ReadonlyArray<A> => {
+  const next = base.slice()
+  next[next.length - 1] = last
+  derivations.set(next, { base: new WeakRef(base), shared: base.length - 1 })
+  return next
+}
+
+/**
+ * The nearest recorded ancestor of `next` (itself included) for which `found`
+ * gives a value, with the number of leading elements the two share.
+ */
+export const findAncestor = <A, B>(
+  next: ReadonlyArray<A>,
+  found: (ancestor: ReadonlyArray<A>) => B | undefined
+): { readonly ancestor: ReadonlyArray<A>; readonly shared: number; readonly value: B } | undefined => {
+  let current: ReadonlyArray<A> = next
+  let shared = next.length
+  for (let depth = 0; depth <= maxDepth; depth++) {
+    const value = found(current)
+    if (value !== undefined) return { ancestor: current, shared, value }
+    const derivation = derivations.get(current)
+    const base = derivation?.base.deref() as ReadonlyArray<A> | undefined
+    if (base === undefined) return undefined
+    shared = Math.min(shared, derivation!.shared)
+    current = base
+  }
+  return undefined
+}
+
+/** The number of leading elements `next` and `base` share by reference. */
+export const sharedPrefix = <A>(base: ReadonlyArray<A>, next: ReadonlyArray<A>): number => {
+  const recorded = findAncestor(next, (ancestor) => ancestor === base ? true : undefined)
+  if (recorded !== undefined) return Math.min(recorded.shared, base.length)
+  let i = 0
+  const limit = Math.min(base.length, next.length)
+  while (i < limit && base[i] === next[i]) i++
+  return i
+}
