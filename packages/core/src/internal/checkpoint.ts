@@ -12,6 +12,7 @@ import { CheckpointError } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import * as Checkpointer from "../Checkpointer.js"
 import type * as RunJournal from "../RunJournal.js"
+import * as Lineage from "./lineage.js"
 import type { RunContext } from "./runContext.js"
 import type { RunState } from "./runState.js"
 import type { StepKeys } from "./stepKeys.js"
@@ -45,13 +46,11 @@ export class ThreadEncoder {
   encode(messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<unknown> {
     const previous = this.messages
     if (previous === messages) return this.encoded
-    let shared = 0
-    if (previous !== undefined) {
-      const limit = Math.min(previous.length, messages.length)
-      while (shared < limit && previous[shared] === messages[shared]) shared++
-    }
+    const shared = previous === undefined ? 0 : Lineage.sharedPrefix(previous, messages)
     const added = AgentState.encodeMessages(shared === 0 ? messages : messages.slice(shared))
-    this.encoded = shared === 0 ? added : this.encoded.slice(0, shared).concat(added)
+    this.encoded = shared === 0
+      ? added
+      : (shared === this.encoded.length ? this.encoded : this.encoded.slice(0, shared)).concat(added)
     this.messages = messages
     decodedThreads.set(this.encoded, messages)
     return this.encoded

@@ -2,29 +2,41 @@
  * Which message arrays were made from which: an array built by appending to
  * (or replacing the tail of) another records how many leading elements it
  * shares with it, so "does this thread extend that one?" is answered by
- * following a few records instead of comparing every message. A record holds
- * its base weakly: a thread's history of arrays is never kept alive by it. An
- * array with no record (built by a user's hook, say), or whose base was
- * collected, is compared element by element, as before. Arrays are never
- * changed in place once made (they are `ReadonlyArray`s throughout), which is
- * what makes a record stay true.
+ * following a few records instead of comparing every message. A chain of
+ * records is kept to {@link maxDepth} arrays: older ones are not kept alive by
+ * it (a thread's history of arrays would otherwise be, at a cost quadratic in
+ * its length). An array with no record (built by a user's hook, say), or
+ * further back than that, is compared element by element, as before. Arrays
+ * are never changed in place once made (they are `ReadonlyArray`s
+ * throughout), which is what makes a record stay true.
  */
 
 interface Derivation {
-  readonly base: WeakRef<ReadonlyArray<unknown>>
+  readonly base: ReadonlyArray<unknown>
   /** `next[i] === base[i]` for every `i < shared`. */
   readonly shared: number
 }
 
 const derivations = new WeakMap<ReadonlyArray<unknown>, Derivation>()
 
-/** How many records are followed before falling back to comparing elements. */
-const maxDepth = 32
+/** How many arrays a chain of records reaches back (a step of the loop makes two or three). */
+const maxDepth = 6
+
+const record = (next: ReadonlyArray<unknown>, base: ReadonlyArray<unknown>, shared: number): void => {
+  derivations.set(next, { base, shared })
+  let current = base
+  for (let depth = 1; depth < maxDepth; depth++) {
+    const derivation = derivations.get(current)
+    if (derivation === undefined) return
+    current = derivation.base
+  }
+  derivations.delete(current)
+}
 
 /** `base` with `items` appended (one copy), recorded as sharing all of `base`. */
 export const append = <A>(base: ReadonlyArray<A>, items: ReadonlyArray<A>): ReadonlyArray<A> => {
   const next = base.concat(items)
-  derivations.set(next, { base: new WeakRef(base), shared: base.length })
+  record(next, base, base.length)
   return next
 }
 
@@ -32,8 +44,16 @@ export const append = <A>(base: ReadonlyArray<A>, items: ReadonlyArray<A>): Read
 export const replaceLast = <A>(base: ReadonlyArray<A>, last: A): ReadonlyArray<A> => {
   const next = base.slice()
   next[next.length - 1] = last
-  derivations.set(next, { base: new WeakRef(base), shared: base.length - 1 })
+  record(next, base, base.length - 1)
   return next
+}
+
+/** The array `next` was made from by appending to it, when that is recorded. */
+export const appendedTo = <A>(next: ReadonlyArray<A>): ReadonlyArray<A> | undefined => {
+  const derivation = derivations.get(next)
+  return derivation !== undefined && derivation.shared === derivation.base.length
+    ? derivation.base as ReadonlyArray<A>
+    : undefined
 }
 
 /**
@@ -50,10 +70,9 @@ export const findAncestor = <A, B>(
     const value = found(current)
     if (value !== undefined) return { ancestor: current, shared, value }
     const derivation = derivations.get(current)
-    const base = derivation?.base.deref() as ReadonlyArray<A> | undefined
-    if (base === undefined) return undefined
-    shared = Math.min(shared, derivation!.shared)
-    current = base
+    if (derivation === undefined) return undefined
+    shared = Math.min(shared, derivation.shared)
+    current = derivation.base as ReadonlyArray<A>
   }
   return undefined
 }

@@ -24,6 +24,7 @@ import * as Checkpoint from "./checkpoint.js"
 import { compile, type LoopConfig } from "./config.js"
 import { checked, hookEffect, inputProblem } from "./hookResults.js"
 import { checkThreadId, isThreadId, promptOf } from "./input.js"
+import * as Lineage from "./lineage.js"
 import { Continue, next, type Phase } from "./machine.js"
 import * as ModelStep from "./modelStep.js"
 import * as Nodes from "./nodes.js"
@@ -344,7 +345,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
                 Effect.flatMap(inputOf(run, prompt.content), (input) =>
                   execute(
                     run,
-                    RunState.make([...loaded.messages, ...input], loaded.slices, undefined),
+                    RunState.make(Lineage.append(loaded.messages, input), loaded.slices, undefined),
                     { node: "beforeAgent", index: 0 },
                     Option.none()
                   ))

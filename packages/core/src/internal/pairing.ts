@@ -15,6 +15,9 @@ export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<P
   const cached = cache.get(messages)
   if (cached !== undefined) return cached
   const start = pairedPrefix(messages)
+  // with no paired thread to continue from, the thread `messages` was appended to is remembered as paired if it
+  // is, so that the next thread appended to it (a later run on a loaded thread) continues from there
+  const base = start === undefined ? Lineage.appendedTo(messages) : undefined
   let out: Array<Prompt.Message> | undefined
   /** Calls of the last assistant message still waiting for their result. */
   let open: Map<string, Prompt.ToolCallPart> | undefined
@@ -36,6 +39,9 @@ export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<P
     open = undefined
   }
   for (let i = start?.prefix.length ?? 0; i < messages.length; i++) {
+    if (i === base?.length && out === undefined && (open === undefined || open.size === 0)) {
+      pairedThreads.set(base, inToolRun)
+    }
     const message = messages[i]!
     if (message.role !== "tool") {
       close(i)
