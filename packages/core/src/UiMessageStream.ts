@@ -441,7 +441,9 @@ export const fromEvents = <S, O, E, R>(
           break
         }
         case "ModelAttemptFailed": {
+          // the UI keeps the failed attempt's text; the stored reply comes from the next attempt
           closeText(out)
+          if (event.discardedText) streamedSteps.delete(event.step)
           break
         }
         case "ModelResponded": {

@@ -5,10 +5,10 @@
  * tool parts, the approval round trip (approve and deny), a dropped
  * connection, a model error, and bad requests.
  */
-import { LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { AiError, LanguageModel, Prompt, Response, Tool, Toolkit } from "@effect/ai"
 import { NodeHttpServer } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, UiMessageStream } from "@stepwise-agent/core"
+import { Agent, AgentEvent, AgentResult, UiMessageStream, Usage } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
@@ -23,7 +23,7 @@ import {
   type UIMessage,
   type UIMessageChunk
 } from "ai"
-import { Chunk, Deferred, Effect, Layer, Option, Ref, Schema, Stream } from "effect"
+import { Cause, Chunk, Deferred, Effect, Layer, Option, Ref, Schema, Stream } from "effect"
 import * as Http from "node:http"
 
 // the chunks the module writes are chunks of the `ai` package (a compile-time check)
@@ -526,7 +526,7 @@ describe("UiMessageStream.fromEvents", () => {
           stored.filter((m) => m.role === "assistant").length
         )
       }),
-    { fastCheck: { numRuns: 30 } }
+    { fastCheck: { numRuns: 25 } }
   )
 })
 
@@ -535,3 +535,125 @@ const until = (done: () => boolean) =>
   Effect.promise(async () => {
     for (let i = 0; i < 200 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 10))
   })
+
+/** Runs chunks through the ai package's reader; gives the message it assembles and any protocol error. */
+const assemble = (chunks: ReadonlyArray<UiMessageStream.UiMessageChunk>) =>
+  Effect.promise(async () => {
+    let last: UIMessage | undefined
+    const errors: Array<string> = []
+    const stream = new ReadableStream<UIMessageChunk>({
+      start(controller) {
+        for (const chunk of chunks) controller.enqueue(conforms(chunk))
+        controller.close()
+      }
+    })
+    const reader = readUIMessageStream({
+      stream,
+      onError: (error) => errors.push(error instanceof Error ? error.message : String(error))
+    })
+    for await (const message of reader) last = message
+    return { message: last!, errors }
+  })
+
+const collect = <E>(events: ReadonlyArray<AgentEvent.AgentEvent>, failure?: Cause.Cause<E>) =>
+  Stream.runCollect(UiMessageStream.fromEvents(
+    failure === undefined
+      ? Stream.fromIterable(events)
+      : Stream.concat(Stream.fromIterable(events), Stream.failCause(failure))
+  )).pipe(Effect.map(Chunk.toReadonlyArray))
+
+const assistant = (text: string) => Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text })] })
+
+const responded = (step: number, text: string) =>
+  AgentEvent.ModelResponded({
+    step,
+    message: assistant(text),
+    usage: new Response.Usage({ inputTokens: 1, outputTokens: 1, totalTokens: 2 }),
+    finishReason: "stop",
+    durationMillis: 1
+  })
+
+describe("UiMessageStream.fromEvents on its own", () => {
+  it.effect.prop(
+    "a failure's error chunk carries the error's tag and first line, never a credential in it",
+    { secret: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9]{12,40}$/)) },
+    ({ secret }) =>
+      Effect.gen(function*() {
+        const error = new AiError.UnknownError({
+          module: "Provider",
+          method: "stream",
+          description: `rejected: authorization: Bearer sk-${secret}\nrequest body: {"key": "${secret}"}`
+        })
+        const chunks = yield* collect(
+          [AgentEvent.ModelCallStarted({ step: 0, messageCount: 1, toolNames: [] })],
+          Cause.fail(error)
+        )
+        const last = chunks.at(-1)!
+        assert.strictEqual(last.type, "error")
+        const text = (last as { readonly errorText: string }).errorText
+        assert.notInclude(text, secret)
+        assert.match(text, /^The run failed \(UnknownError\): .*<redacted>/)
+        assert.notInclude(text, "request body")
+        const { errors } = yield* assemble(chunks)
+        assert.deepStrictEqual(errors, [text], "the reader reports it as the stream's error")
+      }),
+    { fastCheck: { numRuns: 25 } }
+  )
+
+  it.effect("a defect says only that the run failed unexpectedly", () =>
+    Effect.gen(function*() {
+      const chunks = yield* collect([], Cause.die(new Error("token=abc internal detail")))
+      assert.deepStrictEqual(chunks, [{ type: "start" }, {
+        type: "error",
+        errorText: "The run failed with an unexpected error"
+      }])
+    }))
+
+  it.effect("a retried model call keeps one step; a reply that streamed no text is sent whole", () =>
+    Effect.gen(function*() {
+      const started = AgentEvent.ModelCallStarted({ step: 0, messageCount: 1, toolNames: [] })
+      const chunks = yield* collect([
+        started,
+        AgentEvent.TextDelta({ step: 0, delta: "Hel" }),
+        AgentEvent.ModelAttemptFailed({ step: 0, error: "HttpResponseError", message: "503", discardedText: true }),
+        started,
+        responded(0, "Hello")
+      ])
+      assert.deepStrictEqual(chunks.map((chunk) => chunk.type), [
+        "start",
+        "start-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "text-start",
+        "text-delta",
+        "text-end"
+      ])
+      const { errors, message } = yield* assemble(chunks)
+      assert.deepStrictEqual(errors, [])
+      assert.deepStrictEqual(message.parts.flatMap((part) => part.type === "text" ? [part.text] : []), ["Hel", "Hello"])
+    }))
+
+  it.effect("an interrupt no adapter reads arrives as a data-interrupt part, then finish", () =>
+    Effect.gen(function*() {
+      const interrupt = { middleware: "ask", key: "ask/0", value: { question: "go on?" } }
+      const chunks = yield* collect([
+        AgentEvent.RunEnded({
+          result: AgentResult.Interrupted({
+            threadId: "t",
+            state: { messages: [] },
+            interrupt,
+            usage: Usage.empty,
+            steps: 0
+          })
+        })
+      ])
+      assert.deepStrictEqual(chunks, [
+        { type: "start" },
+        { type: "data-interrupt", data: interrupt },
+        { type: "finish", finishReason: "other" }
+      ])
+      const { message } = yield* assemble(chunks)
+      assert.deepStrictEqual(message.parts, [{ type: "data-interrupt", data: interrupt }])
+    }))
+})
