@@ -427,6 +427,8 @@ export const fromEvents = <S, O, E, R>(
             closeStep(out)
             out.push({ type: "start-step" })
             step = event.step
+            // call ids are unique within a reply only (a provider may say `call_0` in every reply)
+            announced.clear()
           }
           break
         }

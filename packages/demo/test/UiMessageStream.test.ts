@@ -311,6 +311,34 @@ describe("UiMessageStream over HTTP, read by the ai package", () => {
       assert.include(JSON.stringify(requests[1]!.prompt.content.at(-1)), "Reason: no")
     }))
 
+  it.scoped("an answer to an older wait is refused when the new wait reuses its call id", () =>
+    Effect.gen(function*() {
+      const model = yield* scripted([
+        ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/a" }, id: "c1" }]),
+        ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/b" }, id: "c1" }]),
+        ScriptedModel.text("Done.")
+      ])
+      const { log, url } = yield* setup(model.layer)
+      const chat = chatOf(url, "t1")
+      yield* send(chat, "Delete /a, then /b")
+      const first = chat.messages.at(-1)!.parts.find((part) => part.type === "tool-delete_file") as any
+      yield* Effect.promise(async () => chat.addToolApprovalResponse({ id: first.approval.id, approved: true }))
+      const answeredFirst = structuredClone(chat.messages)
+      yield* Effect.promise(() => chat.sendMessage())
+      // the thread now waits on /b, under the same call id
+      const waiting = chat.messages.at(-1)!.parts.filter((part) => part.type === "tool-delete_file") as Array<any>
+      assert.deepStrictEqual(waiting.map((part) => [part.input.path, part.state]), [
+        ["/a", "output-available"],
+        ["/b", "approval-requested"]
+      ])
+      assert.notStrictEqual(waiting[1].approval.id, first.approval.id)
+
+      const replayed = yield* post(url, JSON.stringify({ id: "t1", messages: answeredFirst }))
+      assert.strictEqual(replayed.status, 409)
+      assert.include(replayed.text, `approval "${first.approval.id}" (call "c1") answers no call the thread waits on`)
+      assert.deepStrictEqual(yield* log, ["delete_file /a"], "/b did not run on the old answer")
+    }))
+
   it.scoped("a dropped connection interrupts the run; the stored thread is intact and runs again", () =>
     Effect.gen(function*() {
       const model = yield* scripted([
@@ -459,7 +487,7 @@ describe("UiMessageStream over HTTP, read by the ai package", () => {
 
 describe("UiMessageStream.fromEvents", () => {
   it.effect.prop(
-    "readUIMessageStream assembles the stored replies: their text in order, each tool call with its output",
+    "readUIMessageStream assembles the stored replies: their text in order, each tool call with its output (call ids repeat across replies)",
     {
       turns: Schema.Array(Schema.Struct({
         text: Schema.String.pipe(Schema.maxLength(12)),
@@ -470,8 +498,8 @@ describe("UiMessageStream.fromEvents", () => {
     ({ answer, turns }) =>
       Effect.gen(function*() {
         const script = [
-          ...turns.map((turn, i) =>
-            ScriptedModel.toolCalls([{ name: "read_file", params: { path: turn.path }, id: `c${i}` }], {
+          ...turns.map((turn) =>
+            ScriptedModel.toolCalls([{ name: "read_file", params: { path: turn.path }, id: "call_0" }], {
               text: turn.text
             })
           ),
