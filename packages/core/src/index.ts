@@ -61,4 +61,9 @@ export * as Transcript from "./Transcript.js"
 /**
  * @since 0.1.0
  */
+export * as UiMessageStream from "./UiMessageStream.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Usage from "./Usage.js"

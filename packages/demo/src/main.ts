@@ -7,7 +7,8 @@
  *
  * `--ui` watches the run in the inspector (a local web page) and waits for
  * the approval there; `--durable` runs the same agent durably on SQLite (stop
- * it and start it again: it carries on).
+ * it and start it again: it carries on); `--chat` serves it to a chat UI
+ * (`useChat`) over HTTP (see `chat.ts`).
  *
  * @since 0.1.0
  */
@@ -19,6 +20,7 @@ import { Console, Effect, Option, Schema, Stream } from "effect"
 import * as path from "node:path"
 import * as readline from "node:readline/promises"
 import { fileURLToPath } from "node:url"
+import { main as chat } from "./chat.js"
 import * as DemoModel from "./DemoModel.js"
 import { DemoToolkit, layerHandlers } from "./DemoTools.js"
 import { main as durable } from "./durable.js"
@@ -153,6 +155,8 @@ const program = Effect.gen(function*() {
 
 if (process.argv.includes("--durable")) {
   durable(process.argv.slice(2))
+} else if (process.argv.includes("--chat")) {
+  chat(dataDirectory)
 } else {
   program.pipe(
     Effect.provide(layerHandlers(dataDirectory)),

@@ -33,6 +33,7 @@ import type * as Tool from "@effect/ai/Tool"
 import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
+import type * as UiMessageStream from "@stepwise-agent/core/UiMessageStream"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as JSONSchema from "effect/JSONSchema"
@@ -707,6 +708,48 @@ export const bind = (request: ApprovalRequest, decisions: ReadonlyArray<Decision
     const action = request.actionRequests.find((action) => action.callId === decision.callId)
     return action === undefined ? decision : { ...decision, ...bindingOf(action) }
   })
+
+/**
+ * Answers the middleware's waits from a chat UI (`UiMessageStream.toHttpApp`):
+ * each action request is shown as a tool part awaiting approval, with an
+ * approval id naming the call, its arguments and the wait (so an answer to an
+ * older wait is refused); an approval becomes {@link approve}, a denial
+ * {@link reject} with the human's reason.
+ *
+ * @example
+ * ```ts
+ * import { Agent, UiMessageStream } from "@stepwise-agent/core"
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
+ * import { Effect } from "effect"
+ *
+ * const chat = Effect.map(Agent.make({}), (agent) =>
+ *   UiMessageStream.toHttpApp(agent, { approvals: HumanInTheLoop.uiApprovals }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const uiApprovals: UiMessageStream.Approvals = {
+  requests: (interrupt) =>
+    Option.map(requestOf(interrupt), (request) =>
+      request.actionRequests.map((action) => ({
+        approvalId: `${action.callId}:${action.fingerprint ?? fingerprintOf(action.toolName, action.args)}:` +
+          (action.waitKey ?? interrupt.key),
+        toolCallId: action.callId,
+        toolName: action.toolName,
+        input: action.args,
+        description: action.description
+      }))),
+  resumeValue: (interrupt, responses) =>
+    Option.match(requestOf(interrupt), {
+      onNone: () => [],
+      onSome: (request) =>
+        responses.map(({ approved, reason, request: { toolCallId } }) => {
+          const target = request.actionRequests.find((action) => action.callId === toolCallId) ?? toolCallId
+          return approved ? approve(target) : reject(target, reason)
+        })
+    })
+}
 
 // -----------------------------------------------------------------------------
 // getters

@@ -1,0 +1,739 @@
+/**
+ * A run streamed into a chat UI: an HTTP handler that speaks the AI SDK's UI
+ * message stream protocol (v1: Server-Sent Events of JSON chunks, header
+ * `x-vercel-ai-ui-message-stream: v1`), so `useChat` (React, Vue, Svelte) and
+ * the `ai` package's `Chat` work against an agent unchanged.
+ *
+ * {@link toHttpApp} reads the chat request `useChat` sends
+ * (`{ id, messages, trigger }`): the chat `id` is the thread, the last message
+ * is what to do. A user message runs the agent with its text; an assistant
+ * message whose tool parts answer approval requests (`addToolApprovalResponse`)
+ * resumes the thread with the decisions. The history lives in the agent's
+ * checkpointer, so only the last message is read.
+ *
+ * {@link fromEvents} turns a run's {@link AgentEvent.AgentEvent} stream into
+ * UI message chunks: text deltas, tool inputs and outputs, an interrupted
+ * run's approval requests as tool parts awaiting a decision, a failure as an
+ * `error` chunk, and `finish`.
+ *
+ * Interrupt values belong to the middleware that interrupts, so this module
+ * does not know them: an {@link Approvals} adapter (HumanInTheLoop's
+ * `uiApprovals`) says which tool calls an interrupt waits on and builds the
+ * resume value from the human's answers.
+ *
+ * @since 0.1.0
+ */
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import type * as Agent from "./Agent.js"
+import type * as AgentError from "./AgentError.js"
+import type * as AgentEvent from "./AgentEvent.js"
+import type * as AgentResult from "./AgentResult.js"
+import * as Secrets from "./Secrets.js"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * The chunks of the UI message stream protocol this module writes (a subset
+ * of the `ai` package's `UIMessageChunk`, checked against it in the tests).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type UiMessageChunk =
+  | { readonly type: "start"; readonly messageId?: string }
+  | { readonly type: "start-step" }
+  | { readonly type: "finish-step" }
+  | { readonly type: "finish"; readonly finishReason: "stop" | "tool-calls" | "other" }
+  | { readonly type: "text-start"; readonly id: string }
+  | { readonly type: "text-delta"; readonly id: string; readonly delta: string }
+  | { readonly type: "text-end"; readonly id: string }
+  | { readonly type: "reasoning-start"; readonly id: string }
+  | { readonly type: "reasoning-delta"; readonly id: string; readonly delta: string }
+  | { readonly type: "reasoning-end"; readonly id: string }
+  | {
+    readonly type: "tool-input-available"
+    readonly toolCallId: string
+    readonly toolName: string
+    readonly input: unknown
+    readonly providerExecuted?: boolean
+  }
+  | { readonly type: "tool-output-available"; readonly toolCallId: string; readonly output: unknown }
+  | { readonly type: "tool-output-error"; readonly toolCallId: string; readonly errorText: string }
+  | { readonly type: "tool-output-denied"; readonly toolCallId: string }
+  | {
+    readonly type: "tool-approval-request"
+    readonly approvalId: string
+    readonly toolCallId: string
+    readonly approvalDescriptor?: unknown
+  }
+  | { readonly type: "data-interrupt"; readonly data: AgentResult.Interrupt }
+  | { readonly type: "error"; readonly errorText: string }
+
+/**
+ * One tool call an interrupted run waits on, as the UI shows it: a tool part
+ * in state `approval-requested`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ApprovalRequest {
+  /** Unique to this call in this wait: an answer naming another id answers another wait. */
+  readonly approvalId: string
+  readonly toolCallId: string
+  readonly toolName: string
+  /** The arguments of the call. */
+  readonly input: unknown
+  /** What the human is asked, sent as the approval's `descriptor`. */
+  readonly description?: string | undefined
+}
+
+/**
+ * The human's answer to one {@link ApprovalRequest}, from a tool part in
+ * state `approval-responded`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ApprovalResponse {
+  readonly request: ApprovalRequest
+  readonly approved: boolean
+  readonly reason?: string | undefined
+}
+
+/**
+ * Translates a middleware's interrupts to approval requests and the human's
+ * answers back to its resume value. HumanInTheLoop's `uiApprovals` is one.
+ *
+ * @example
+ * ```ts
+ * import type { UiMessageStream } from "@stepwise-agent/core"
+ * import { Option } from "effect"
+ *
+ * // a middleware interrupting with { callId, toolName, args } and resumed with true or false
+ * const yesNo: UiMessageStream.Approvals = {
+ *   requests: (interrupt) => {
+ *     const value = interrupt.value as { callId: string; toolName: string; args: unknown }
+ *     return Option.some([{ approvalId: interrupt.key, toolCallId: value.callId, toolName: value.toolName, input: value.args }])
+ *   },
+ *   resumeValue: (_interrupt, responses) => responses.every((response) => response.approved)
+ * }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Approvals {
+  /** The tool calls `interrupt` waits on; `None` when it is not a tool approval. */
+  readonly requests: (interrupt: AgentResult.Interrupt) => Option.Option<ReadonlyArray<ApprovalRequest>>
+  /** The value to resume `interrupt` with, given one response per request. */
+  readonly resumeValue: (interrupt: AgentResult.Interrupt, responses: ReadonlyArray<ApprovalResponse>) => unknown
+}
+
+/**
+ * Options of {@link fromEvents}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EventsOptions {
+  /** Reads interrupts as approval requests; without it (or for other interrupts) a `data-interrupt` chunk. */
+  readonly approvals?: Approvals | undefined
+  /**
+   * The `errorText` of a failed run's `error` chunk. The default gives the
+   * error's tag and the first line of its message (at most 200 characters)
+   * with credentials scrubbed (`Secrets.scrubText`), and only "unexpected
+   * error" for a defect.
+   */
+  readonly errorText?: ((cause: Cause.Cause<unknown>) => string) | undefined
+  /** The `messageId` of the `start` chunk (the assistant message the chunks build). */
+  readonly messageId?: string | undefined
+  /**
+   * The approvals a resumed run answers: the denied calls are marked
+   * `tool-output-denied` right after `start`; the approved ones are not
+   * announced again (the UI has their parts).
+   */
+  readonly answered?: ReadonlyArray<{ readonly toolCallId: string; readonly approved: boolean }> | undefined
+}
+
+/**
+ * Options of {@link toHttpApp}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options extends Omit<EventsOptions, "messageId" | "answered"> {}
+
+/**
+ * The body `useChat` posts (the `ai` package's `DefaultChatTransport`): the
+ * chat id, its messages, and what triggered the request. Other fields (a
+ * transport's `body` option) are ignored; of the messages only the parts
+ * this module reads are checked.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ChatRequest = Schema.Struct({
+  id: Schema.String,
+  messages: Schema.NonEmptyArray(Schema.Struct({
+    id: Schema.optional(Schema.String),
+    role: Schema.Literal("system", "user", "assistant"),
+    parts: Schema.Array(Schema.Struct({ type: Schema.String }, { key: Schema.String, value: Schema.Unknown }))
+  })),
+  trigger: Schema.optional(Schema.Literal("submit-message", "regenerate-message")),
+  messageId: Schema.optional(Schema.String)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ChatRequest = typeof ChatRequest.Type
+
+const TextPart = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
+
+const RespondedToolPart = Schema.Struct({
+  toolCallId: Schema.String,
+  state: Schema.Literal("approval-responded"),
+  approval: Schema.Struct({ id: Schema.String, approved: Schema.Boolean, reason: Schema.optional(Schema.String) })
+})
+
+/**
+ * What a chat request asks for: run the thread with the user's text, or
+ * resume it with answers to its approval requests.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ChatTurn =
+  | { readonly _tag: "Send"; readonly threadId: string; readonly text: string }
+  | {
+    readonly _tag: "Answer"
+    readonly threadId: string
+    /** The id of the assistant message holding the approvals. */
+    readonly messageId: string | undefined
+    readonly answers: ReadonlyArray<{
+      readonly approvalId: string
+      readonly toolCallId: string
+      readonly approved: boolean
+      readonly reason?: string | undefined
+    }>
+  }
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * The request body is not a chat request this handler can serve (answered
+ * with status 400 and the message).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidChatRequest extends Schema.TaggedError<InvalidChatRequest>(
+  "@stepwise-agent/core/UiMessageStream/InvalidChatRequest"
+)("InvalidChatRequest", {
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid chat request: ${this.reason}`
+  }
+}
+
+/**
+ * The request does not fit the thread's state: a new message while the
+ * thread waits for approvals, answers to approvals it does not wait for
+ * (answered with status 409 and the message; nothing changes).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ChatConflict extends Schema.TaggedError<ChatConflict>(
+  "@stepwise-agent/core/UiMessageStream/ChatConflict"
+)("ChatConflict", {
+  threadId: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Chat "${this.threadId}": ${this.reason}`
+  }
+}
+
+// -----------------------------------------------------------------------------
+// constructors
+// -----------------------------------------------------------------------------
+
+/**
+ * The headers of a UI message stream response.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const headers: Readonly<Record<string, string>> = {
+  "cache-control": "no-cache",
+  connection: "keep-alive",
+  "x-vercel-ai-ui-message-stream": "v1",
+  "x-accel-buffering": "no"
+}
+
+/** An error's message with credentials scrubbed, `""` when it has none. */
+const messageOf = (error: unknown): string =>
+  Predicate.hasProperty(error, "message") ? Secrets.scrubText(String(error.message)) : ""
+
+/** The longest first line of an error message {@link defaultErrorText} sends. */
+const maxErrorLine = 200
+
+/**
+ * The error's tag and the first line of its message, scrubbed: a provider
+ * error's message goes on with the whole request and response (the user's
+ * prompt, the tools, trace ids), which a browser has no use for.
+ */
+const defaultErrorText = (cause: Cause.Cause<unknown>): string =>
+  Option.match(Cause.failureOption(cause), {
+    onNone: () => "The run failed with an unexpected error",
+    onSome: (error) => {
+      const tag = Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : "Error"
+      const line = messageOf(error).split("\n", 1)[0]!.trim()
+      const short = line.length > maxErrorLine ? `${line.slice(0, maxErrorLine)}…` : line
+      return short === "" ? `The run failed (${tag})` : `The run failed (${tag}): ${short}`
+    }
+  })
+
+const toolResultText = (result: unknown): string => {
+  if (typeof result === "string") return result
+  if (Predicate.hasProperty(result, "error") && typeof result.error === "string") return result.error
+  return JSON.stringify(result) ?? String(result)
+}
+
+/**
+ * Turns a run's events into UI message chunks: `start`, then per model call
+ * a step (`start-step` … `finish-step`) with its text (streamed deltas, or
+ * the stored reply's text when none streamed), reasoning and tool inputs, the
+ * tool outputs, then `finish`. An interrupted run ends with its approval
+ * requests (`tool-approval-request`, with {@link EventsOptions.approvals}) or
+ * a `data-interrupt` chunk. A failed run ends with an `error` chunk; the
+ * chunk stream itself never fails.
+ *
+ * @example
+ * ```ts
+ * import { Agent, UiMessageStream } from "@stepwise-agent/core"
+ * import { Effect, Stream } from "effect"
+ *
+ * const chunks = Effect.gen(function*() {
+ *   const agent = yield* Agent.make({})
+ *   return yield* Stream.runCollect(UiMessageStream.fromEvents(agent.stream("hello", { threadId: "t1" })))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromEvents = <S, O, E, R>(
+  events: Stream.Stream<AgentEvent.AgentEvent<S, O>, E, R>,
+  options?: EventsOptions | undefined
+): Stream.Stream<UiMessageChunk, never, R> =>
+  Stream.suspend(() => {
+    const errorText = options?.errorText ?? defaultErrorText
+    let step: number | undefined
+    let text: string | undefined
+    let ids = 0
+    const streamedSteps = new Set<number>()
+    const answered = options?.answered ?? []
+    const announced = new Set(answered.map((answer) => answer.toolCallId))
+
+    const closeText = (out: Array<UiMessageChunk>) => {
+      if (text !== undefined) out.push({ type: "text-end", id: text })
+      text = undefined
+    }
+    const closeStep = (out: Array<UiMessageChunk>) => {
+      closeText(out)
+      if (step !== undefined) out.push({ type: "finish-step" })
+      step = undefined
+    }
+    const announce = (out: Array<UiMessageChunk>, call: {
+      readonly id: string
+      readonly name: string
+      readonly params: unknown
+      readonly providerExecuted?: boolean
+    }) => {
+      if (announced.has(call.id)) return
+      announced.add(call.id)
+      out.push({
+        type: "tool-input-available",
+        toolCallId: call.id,
+        toolName: call.name,
+        input: call.params,
+        ...(call.providerExecuted === true ? { providerExecuted: true } : {})
+      })
+    }
+    const whole = (out: Array<UiMessageChunk>, kind: "text" | "reasoning", delta: string) => {
+      const id = `${kind}-${ids++}`
+      if (kind === "text") {
+        out.push({ type: "text-start", id }, { type: "text-delta", id, delta }, { type: "text-end", id })
+      } else {
+        out.push({ type: "reasoning-start", id }, { type: "reasoning-delta", id, delta }, { type: "reasoning-end", id })
+      }
+    }
+    const ended = (out: Array<UiMessageChunk>, result: AgentResult.AgentResult<S, O>) => {
+      closeText(out)
+      if (result._tag === "Completed") {
+        closeStep(out)
+        out.push({ type: "finish", finishReason: "stop" })
+        return
+      }
+      const { interrupt } = result
+      const requests = options?.approvals === undefined ? Option.none() : options.approvals.requests(interrupt)
+      if (Option.isNone(requests)) {
+        closeStep(out)
+        out.push({ type: "data-interrupt", data: interrupt }, { type: "finish", finishReason: "other" })
+        return
+      }
+      for (const request of requests.value) {
+        announce(out, { id: request.toolCallId, name: request.toolName, params: request.input })
+        out.push({
+          type: "tool-approval-request",
+          approvalId: request.approvalId,
+          toolCallId: request.toolCallId,
+          ...(request.description === undefined ? {} : { approvalDescriptor: request.description })
+        })
+      }
+      closeStep(out)
+      out.push({ type: "finish", finishReason: "tool-calls" })
+    }
+
+    const chunksOf = (event: AgentEvent.AgentEvent<S, O>): Array<UiMessageChunk> => {
+      const out: Array<UiMessageChunk> = []
+      switch (event._tag) {
+        case "ModelCallStarted": {
+          // a retry of the same step keeps the step; its text is a new part
+          if (step === event.step) closeText(out)
+          else {
+            closeStep(out)
+            out.push({ type: "start-step" })
+            step = event.step
+            // call ids are unique within a reply only (a provider may say `call_0` in every reply)
+            announced.clear()
+          }
+          break
+        }
+        case "TextDelta": {
+          if (event.delta === "") break
+          if (text === undefined) {
+            text = `text-${ids++}`
+            out.push({ type: "text-start", id: text })
+          }
+          out.push({ type: "text-delta", id: text, delta: event.delta })
+          streamedSteps.add(event.step)
+          break
+        }
+        case "ModelAttemptFailed": {
+          // the UI keeps the failed attempt's text; the stored reply comes from the next attempt
+          closeText(out)
+          if (event.discardedText) streamedSteps.delete(event.step)
+          break
+        }
+        case "ModelResponded": {
+          closeText(out)
+          for (const part of event.message.content) {
+            if (part.type === "reasoning" && part.text !== "") whole(out, "reasoning", part.text)
+            else if (part.type === "text" && part.text !== "" && !streamedSteps.has(event.step)) {
+              whole(out, "text", part.text)
+            } else if (part.type === "tool-call") announce(out, part)
+          }
+          break
+        }
+        case "ToolCallStarted": {
+          announce(out, event.call)
+          break
+        }
+        case "ToolCallCompleted": {
+          const { result } = event
+          out.push(
+            result.isFailure
+              ? { type: "tool-output-error", toolCallId: result.id, errorText: toolResultText(result.result) }
+              : { type: "tool-output-available", toolCallId: result.id, output: result.result }
+          )
+          break
+        }
+        case "RunEnded": {
+          ended(out, event.result)
+          break
+        }
+      }
+      return out
+    }
+
+    const start: Array<UiMessageChunk> = [
+      options?.messageId === undefined ? { type: "start" } : { type: "start", messageId: options.messageId },
+      ...answered.flatMap(({ approved, toolCallId }): Array<UiMessageChunk> =>
+        approved ? [] : [{ type: "tool-output-denied", toolCallId }]
+      )
+    ]
+    return Stream.concat(
+      Stream.fromIterable(start),
+      events.pipe(
+        Stream.mapConcat(chunksOf),
+        Stream.catchAllCause((cause) =>
+          Cause.isInterruptedOnly(cause)
+            ? Stream.failCause(cause as Cause.Cause<never>)
+            : Stream.make<Array<UiMessageChunk>>({ type: "error", errorText: errorText(cause) })
+        )
+      )
+    )
+  })
+
+const encoder = new TextEncoder()
+
+/**
+ * Encodes chunks as the protocol's Server-Sent Events (`data: {json}` and a
+ * blank line each), ending with `data: [DONE]`.
+ *
+ * @example
+ * ```ts
+ * import { UiMessageStream } from "@stepwise-agent/core"
+ * import { Stream } from "effect"
+ *
+ * const bytes = UiMessageStream.toSse(Stream.make({ type: "start" } as const))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const toSse = <E, R>(chunks: Stream.Stream<UiMessageChunk, E, R>): Stream.Stream<Uint8Array, E, R> =>
+  chunks.pipe(
+    Stream.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`),
+    Stream.concat(Stream.make("data: [DONE]\n\n")),
+    Stream.map((line) => encoder.encode(line))
+  )
+
+const formatParseError = (error: ParseResult.ParseError) =>
+  ParseResult.ArrayFormatter.formatErrorSync(error)
+    .map((issue) => issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`)
+    .join("; ")
+
+const decodeChatRequest = Schema.decodeUnknown(ChatRequest, { onExcessProperty: "ignore" })
+const decodeText = Schema.decodeUnknownOption(TextPart)
+const decodeResponded = Schema.decodeUnknown(RespondedToolPart)
+
+const isToolPart = (type: string) => type.startsWith("tool-") || type === "dynamic-tool"
+
+/**
+ * Reads a chat request body: the thread (the chat `id`) and what its last
+ * message asks for. Fails with {@link InvalidChatRequest} naming what is
+ * wrong: not a chat request (with the path of the bad field), a regenerate
+ * trigger (the thread is stored on the server: send a new message instead),
+ * a user message without text or with parts other than text, an assistant
+ * message answering no approval.
+ *
+ * @example
+ * ```ts
+ * import { UiMessageStream } from "@stepwise-agent/core"
+ *
+ * const turn = UiMessageStream.readChatRequest({
+ *   id: "chat-1",
+ *   messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Hello" }] }],
+ *   trigger: "submit-message"
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const readChatRequest = (body: unknown): Effect.Effect<ChatTurn, InvalidChatRequest> =>
+  Effect.gen(function*() {
+    const request = yield* Effect.mapError(
+      decodeChatRequest(body),
+      (error) => new InvalidChatRequest({ reason: `the body is not a chat request: ${formatParseError(error)}` })
+    )
+    if (request.trigger === "regenerate-message") {
+      return yield* new InvalidChatRequest({
+        reason: `trigger "regenerate-message" is not supported: the thread is stored on the server, so a reply ` +
+          `cannot be regenerated; send a new message instead`
+      })
+    }
+    const index = request.messages.length - 1
+    const last = request.messages[index]
+    const at = `messages.${index}`
+    if (last.role === "user") {
+      let text = ""
+      for (const [i, part] of last.parts.entries()) {
+        const decoded = decodeText(part)
+        if (Option.isNone(decoded)) {
+          return yield* new InvalidChatRequest({
+            reason: `${at}.parts.${i}: a part of type "${part.type}" is not supported in a user message (only ` +
+              `"text" parts with a string "text")`
+          })
+        }
+        text += text === "" ? decoded.value.text : `\n${decoded.value.text}`
+      }
+      if (text.trim() === "") {
+        return yield* new InvalidChatRequest({ reason: `${at}: the user message has no text` })
+      }
+      return { _tag: "Send", threadId: request.id, text } as const
+    }
+    if (last.role === "assistant") {
+      const answers: Array<Extract<ChatTurn, { _tag: "Answer" }>["answers"][number]> = []
+      for (const [i, part] of last.parts.entries()) {
+        if (!isToolPart(part.type) || part.state !== "approval-responded") continue
+        const decoded = yield* Effect.mapError(
+          decodeResponded(part),
+          (error) => new InvalidChatRequest({ reason: `${at}.parts.${i}: ${formatParseError(error)}` })
+        )
+        answers.push({
+          approvalId: decoded.approval.id,
+          toolCallId: decoded.toolCallId,
+          approved: decoded.approval.approved,
+          ...(decoded.approval.reason === undefined ? {} : { reason: decoded.approval.reason })
+        })
+      }
+      if (answers.length === 0) {
+        return yield* new InvalidChatRequest({
+          reason: `${at}: the last message is the assistant's and answers no approval (no tool part in state ` +
+            `"approval-responded"); send a user message or answer the approvals`
+        })
+      }
+      return { _tag: "Answer", threadId: request.id, messageId: last.id, answers } as const
+    }
+    return yield* new InvalidChatRequest({
+      reason: `${at}: the last message must be the user's or the assistant's, not "${last.role}"`
+    })
+  })
+
+type Refusal = InvalidChatRequest | ChatConflict
+
+const threadOf = <S, E, O>(agent: Agent.Agent.Service<S, E, O>, threadId: string) =>
+  agent.thread(threadId).pipe(
+    Effect.catchTags({
+      InvalidInput: (error) => new InvalidChatRequest({ reason: `the chat id: ${error.description}` })
+    })
+  )
+
+const answer = <S, E, O>(
+  agent: Agent.Agent.Service<S, E, O>,
+  turn: Extract<ChatTurn, { _tag: "Answer" }>,
+  approvals: Approvals | undefined
+) =>
+  Effect.gen(function*() {
+    const { threadId } = turn
+    const conflict = (reason: string) => new ChatConflict({ threadId, reason })
+    const snapshot = yield* threadOf(agent, threadId)
+    const pending = Option.flatMap(snapshot, (thread) => thread.pending)
+    if (Option.isNone(pending)) {
+      return yield* conflict("the request answers approvals, but the thread waits for no decision")
+    }
+    const interrupt = pending.value
+    const requests = approvals === undefined ? Option.none() : approvals.requests(interrupt)
+    if (Option.isNone(requests)) {
+      return yield* conflict(
+        `the thread waits for middleware "${interrupt.middleware}", whose wait is not a tool approval ` +
+          `this handler can answer (give toHttpApp an approvals adapter for it)`
+      )
+    }
+    const byId = new Map(requests.value.map((request) => [request.approvalId, request]))
+    const responses: Array<ApprovalResponse> = []
+    for (const given of turn.answers) {
+      const request = byId.get(given.approvalId)
+      if (request === undefined || request.toolCallId !== given.toolCallId) {
+        return yield* conflict(
+          `approval "${given.approvalId}" (call "${given.toolCallId}") answers no call the thread waits on ` +
+            `(waiting: ${[...byId.keys()].join(", ")})`
+        )
+      }
+      responses.push({ request, approved: given.approved, reason: given.reason })
+    }
+    const value = approvals!.resumeValue(interrupt, responses)
+    yield* agent.validateResume(threadId, value).pipe(
+      Effect.catchAll((error): Effect.Effect<never, Refusal | AgentError.CheckpointError> =>
+        Predicate.isTagged(error, "CheckpointError")
+          ? Effect.fail(error as AgentError.CheckpointError)
+          : Predicate.isTagged(error, "InvalidInput")
+          ? new InvalidChatRequest({ reason: `the chat id: ${messageOf(error)}` })
+          : conflict(messageOf(error))
+      )
+    )
+    return {
+      value,
+      answered: responses.map((response) => ({ toolCallId: response.request.toolCallId, approved: response.approved }))
+    }
+  })
+
+const refusal = (error: Refusal | AgentError.CheckpointError) =>
+  error._tag === "InvalidChatRequest"
+    ? HttpServerResponse.text(error.message, { status: 400 })
+    : error._tag === "ChatConflict"
+    ? HttpServerResponse.text(error.message, { status: 409 })
+    : HttpServerResponse.text("The chat's thread could not be loaded", { status: 500 })
+
+/**
+ * An `@effect/platform` HTTP handler for `useChat`: post a chat request, get
+ * the run as a UI message stream. A user message runs the agent on the chat's
+ * thread; an assistant message carrying approval responses resumes the
+ * thread (an approval becomes HumanInTheLoop's approve, a denial its reject
+ * with the reason), given an {@link Approvals} adapter.
+ *
+ * Refused before anything runs: a body that is not a chat request (400, see
+ * {@link readChatRequest}), a user message while the thread waits for
+ * approvals, answers to approvals the thread does not wait for, or decisions
+ * the waiting middleware refuses (409). A run that fails after it started
+ * ends the stream with an `error` chunk. When the client goes away the
+ * server interrupts the handler, and with it the run: the thread keeps its
+ * last checkpoint and can run again.
+ *
+ * @example
+ * ```ts
+ * import { HttpRouter } from "@effect/platform"
+ * import { Agent, UiMessageStream } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const router = Effect.map(Agent.make({ systemPrompt: "Be brief." }), (agent) =>
+ *   HttpRouter.empty.pipe(HttpRouter.post("/api/chat", UiMessageStream.toHttpApp(agent))))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const toHttpApp = <S, E, O>(
+  agent: Agent.Agent.Service<S, E, O>,
+  options?: Options | undefined
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const body = yield* Effect.mapError(
+      request.json,
+      () => new InvalidChatRequest({ reason: "the body is not valid JSON" })
+    )
+    const turn = yield* readChatRequest(body)
+    if (turn._tag === "Send") {
+      const snapshot = yield* threadOf(agent, turn.threadId)
+      const pending = Option.flatMap(snapshot, (thread) => thread.pending)
+      if (Option.isSome(pending)) {
+        return yield* new ChatConflict({
+          threadId: turn.threadId,
+          reason: `the thread waits for a decision (middleware "${pending.value.middleware}"); answer its ` +
+            `approval requests before sending a new message`
+        })
+      }
+      return fromEvents(agent.stream(turn.text, { threadId: turn.threadId }), options)
+    }
+    const { answered, value } = yield* answer(agent, turn, options?.approvals)
+    return fromEvents(agent.resumeStream(turn.threadId, value), { ...options, messageId: turn.messageId, answered })
+  }).pipe(
+    Effect.map((chunks) => HttpServerResponse.stream(toSse(chunks), { contentType: "text/event-stream", headers })),
+    Effect.catchAll((error) => Effect.succeed(refusal(error)))
+  )
