@@ -14,8 +14,8 @@
  * @since 0.1.0
  */
 import { Prompt } from "@effect/ai"
-import * as KeyValueStore from "@effect/platform/KeyValueStore"
 import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as KeyValueStore from "@effect/platform/KeyValueStore"
 import { AgentState, Checkpointer } from "@stepwise-agent/core"
 import { Effect } from "effect"
 import * as fs from "node:fs"

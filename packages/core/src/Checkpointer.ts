@@ -265,7 +265,8 @@ export const makeKeyValueStore = (
   Effect.map(KeyValueStore.KeyValueStore, (store) => {
     const prefix = options?.prefix ?? "thread:"
     const head = (threadId: string) => `${prefix}${threadId}`
-    const chunk = (threadId: string, generation: string, name: string) => `${prefix}${threadId}#log/${generation}/${name}`
+    const chunk = (threadId: string, generation: string, name: string) =>
+      `${prefix}${threadId}#log/${generation}/${name}`
     /** Writes the chunks of `messages` from chunk `first` on, the partial last one into tail `slot`. */
     const writeChunks = (
       threadId: string,
@@ -291,10 +292,13 @@ export const makeKeyValueStore = (
         }
       })
     const readChunk = (key: string) =>
-      Effect.flatMap(store.get(key), Option.match({
-        onNone: () => Effect.succeedNone,
-        onSome: (text) => Effect.asSome(Effect.try({ try: () => parseChunk(text), catch: (error) => error }))
-      }))
+      Effect.flatMap(
+        store.get(key),
+        Option.match({
+          onNone: () => Effect.succeedNone,
+          onSome: (text) => Effect.asSome(Effect.try({ try: () => parseChunk(text), catch: (error) => error }))
+        })
+      )
     const removeLog = (threadId: string, log: { readonly generation: string; readonly messages: number }) =>
       Effect.forEach(
         [
@@ -420,7 +424,8 @@ export const makeFileSystem = (
     )
     const name = (threadId: string) => encodeURIComponent(threadId)
     const headFile = (threadId: string) => path.join(directory, `${name(threadId)}.json`)
-    const logFile = (threadId: string, generation: string) => path.join(directory, `${name(threadId)}.${generation}.log`)
+    const logFile = (threadId: string, generation: string) =>
+      path.join(directory, `${name(threadId)}.${generation}.log`)
     const removeLog = (threadId: string, log: { readonly generation: string }) =>
       fs.remove(logFile(threadId, log.generation), { force: true })
     const backend: ThreadLog.Backend = {
@@ -462,11 +467,13 @@ export const makeFileSystem = (
             if (read === 0) return Option.none()
             filled += read
           }
-          return Option.some(yield* Effect.try({
-            try: () => ThreadLog.decodeLines(textDecoder.decode(buffer), log.messages - (from?.messages ?? 0)),
-            catch: (error) =>
-              error instanceof ThreadLog.Corrupt ? error : new ThreadLog.Corrupt("the log is not valid UTF-8")
-          }))
+          return Option.some(
+            yield* Effect.try({
+              try: () => ThreadLog.decodeLines(textDecoder.decode(buffer), log.messages - (from?.messages ?? 0)),
+              catch: (error) =>
+                error instanceof ThreadLog.Corrupt ? error : new ThreadLog.Corrupt("the log is not valid UTF-8")
+            })
+          )
         })).pipe(Effect.catchIf(isNotFound, () => Effect.succeedNone)),
       removeLog,
       removeThread: (threadId) =>

@@ -99,7 +99,10 @@ export interface Backend {
     from: LogRef | undefined
   ) => Effect.Effect<Option.Option<ReadonlyArray<unknown>>, unknown>
   /** Deletes a log (nothing when it is gone). */
-  readonly removeLog: (threadId: string, log: { readonly generation: string; readonly messages: number }) => Effect.Effect<
+  readonly removeLog: (
+    threadId: string,
+    log: { readonly generation: string; readonly messages: number }
+  ) => Effect.Effect<
     void,
     unknown
   >
@@ -202,8 +205,7 @@ export const make = (options: Options): Checkpointer.Checkpointer.Service => {
       Effect.mapError(ioFailure(threadId, operation)),
       Effect.flatMap(Option.match({
         onNone: () => Effect.succeedNone,
-        onSome: (text) =>
-          Effect.asSome(options.decode(threadId, text, operation))
+        onSome: (text) => Effect.asSome(options.decode(threadId, text, operation))
       }))
     )
 
@@ -225,7 +227,10 @@ export const make = (options: Options): Checkpointer.Checkpointer.Service => {
     return backend.read(threadId, log, undefined)
   }
 
-  const load = (threadId: string, attempt: number): Effect.Effect<Option.Option<Checkpointer.Checkpoint>, CheckpointError> =>
+  const load = (
+    threadId: string,
+    attempt: number
+  ): Effect.Effect<Option.Option<Checkpointer.Checkpoint>, CheckpointError> =>
     Effect.flatMap(readStored(threadId, "load"), (stored) => {
       if (Option.isNone(stored)) return Effect.succeedNone
       if (stored.value._tag === "Legacy") return Effect.succeedSome(stored.value.checkpoint)
@@ -272,12 +277,22 @@ export const make = (options: Options): Checkpointer.Checkpointer.Service => {
         log = { ...previous!.log, messages: messages.length, end: appended.value }
       } else {
         const generation = crypto.randomUUID()
-        log = { generation, writer, messages: messages.length, end: yield* backend.create(threadId, generation, messages) }
+        log = {
+          generation,
+          writer,
+          messages: messages.length,
+          end: yield* backend.create(threadId, generation, messages)
+        }
         if (previous !== undefined) {
           if (previous.log.writer === writer) obsolete.push(previous.log)
           else retired = [...retired, { generation: previous.log.generation, messages: previous.log.messages, at: now }]
         }
       }
+      // a log of ours that another writer's head replaced since our last save
+      if (
+        known !== undefined && known.log.writer === writer && known.log.generation !== previous?.log.generation &&
+        known.log.generation !== log.generation
+      ) obsolete.push(known.log)
       obsolete.push(...retired.filter((entry) => entry.at + retiredGraceMillis <= now))
       retired = retired.filter((entry) => entry.at + retiredGraceMillis > now)
       const head: Head = {

@@ -6,8 +6,8 @@
  * once the first piece of the save that would reach `<messages>` is on disk,
  * so a SIGKILL sent then lands mid-append.
  */
-import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as FileSystem from "@effect/platform/FileSystem"
 import { Checkpointer } from "@stepwise-agent/core"
 import { Effect, Layer } from "effect"
 import { batch, batchSize } from "./logWriterMessages.js"
@@ -22,17 +22,20 @@ const SlowFileSystem = Layer.effect(
   Effect.map(FileSystem.FileSystem, (fs) => ({
     ...fs,
     open: (path: string, options?: FileSystem.OpenFileOptions) =>
-      Effect.map(fs.open(path, options), (file) =>
-        Object.assign(Object.create(file) as FileSystem.File, {
+      Effect.map(fs.open(path, options), (file) => {
+        // shares the file's methods and position
+        const slow: FileSystem.File = Object.assign(Object.create(file) as FileSystem.File, {
           writeAll: (buffer: Uint8Array) =>
             Effect.gen(function*() {
               for (let at = 0; at < buffer.length; at += piece) {
-                yield* file.writeAll(buffer.subarray(at, at + piece))
+                yield* file.writeAll.call(slow, buffer.subarray(at, at + piece))
                 if (at === 0) yield* Effect.sync(() => console.log(`appending ${saving}`))
                 yield* Effect.sleep("20 millis")
               }
             })
-        }))
+        })
+        return slow
+      })
   }))
 ).pipe(Layer.provide(NodeContext.layer))
 
