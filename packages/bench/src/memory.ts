@@ -169,9 +169,17 @@ export interface StepResult {
     readonly stepUs: number
     /** The same in wall-clock µs (file writes wait on the disk). */
     readonly stepWallUs: number
+    /**
+     * The checkpointer's share, alone: CPU µs of one save that adds one
+     * message to the thread it saved last (as a run's step does), measured
+     * the same way (`steps` such saves after a first one, minus the first one).
+     */
+    readonly saveUs: number
   }>
   /** The largest thread's step ÷ the smallest thread's (CPU). */
   readonly ratio: number
+  /** The largest thread's save ÷ the smallest thread's (CPU). */
+  readonly saveRatio: number
 }
 
 const checkpointerOf = (
@@ -242,21 +250,44 @@ export const measureSteps = async (options: {
                 : Effect.dieMessage(`the run on the ${size}-message thread did not see the whole thread`)
             )
           )
-        workloads.push({ effect: runOn(0), unitsPerRun: 1 }, { effect: runOn(options.steps), unitsPerRun: 1 })
+        // the saves alone: the stored thread, then `saves` times one more message (new objects, as a run's are)
+        const savesOn = (saves: number) =>
+          Effect.gen(function*() {
+            let messages = stored.messages
+            yield* bench.checkpointer.save(threadId, stored)
+            for (let i = 0; i < saves; i++) {
+              messages = [...messages, { role: "assistant", content: [{ type: "text", text: `step ${i}` }] }]
+              yield* bench.checkpointer.save(threadId, { ...stored, messages })
+            }
+          })
+        workloads.push(
+          { effect: runOn(0), unitsPerRun: 1 },
+          { effect: runOn(options.steps), unitsPerRun: 1 },
+          { effect: savesOn(0), unitsPerRun: 1 },
+          { effect: savesOn(options.steps), unitsPerRun: 1 }
+        )
       }
       const samples = await sampleMany(workloads, options.sampling)
       const sizes = options.sizes.map((messages, i) => ({
         messages,
-        stepUs: (samples[2 * i + 1]!.cpuUs - samples[2 * i]!.cpuUs) / options.steps,
-        stepWallUs: (samples[2 * i + 1]!.wallUs - samples[2 * i]!.wallUs) / options.steps
+        stepUs: (samples[4 * i + 1]!.cpuUs - samples[4 * i]!.cpuUs) / options.steps,
+        stepWallUs: (samples[4 * i + 1]!.wallUs - samples[4 * i]!.wallUs) / options.steps,
+        saveUs: (samples[4 * i + 3]!.cpuUs - samples[4 * i + 2]!.cpuUs) / options.steps
       }))
-      const result: StepResult = { backend, sizes, ratio: sizes.at(-1)!.stepUs / sizes[0]!.stepUs }
+      const result: StepResult = {
+        backend,
+        sizes,
+        ratio: sizes.at(-1)!.stepUs / sizes[0]!.stepUs,
+        saveRatio: sizes.at(-1)!.saveUs / sizes[0]!.saveUs
+      }
       options.log(
         `  ${backend.padEnd(28)} ${
-          sizes.map((s) => `${s.messages}: ${s.stepUs.toFixed(0)} µs CPU (${s.stepWallUs.toFixed(0)} wall)`).join(
-            ", "
-          )
-        }; ratio ${result.ratio.toFixed(2)}`
+          sizes.map((s) =>
+            `${s.messages}: ${s.stepUs.toFixed(0)} µs CPU (${s.stepWallUs.toFixed(0)} wall), save ${
+              s.saveUs.toFixed(0)
+            }`
+          ).join(", ")
+        }; ratio ${result.ratio.toFixed(2)}, save ratio ${result.saveRatio.toFixed(2)}`
       )
       out.push(result)
     } finally {

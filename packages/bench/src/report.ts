@@ -562,6 +562,16 @@ const memorySection = (results: Results): string => {
         ...r.sizes.map((s) => `${us(s.stepUs)} (${us(s.stepWallUs)})`),
         `${r.ratio.toFixed(2)}×`
       ])
+    ),
+    "",
+    "The checkpointer's share alone: one save adding one message to the thread it saved last (CPU).\n",
+    table(
+      [
+        "checkpointer",
+        ...(results.steps[0]?.sizes ?? []).map((s) => `${s.messages.toLocaleString("en")} messages`),
+        "largest ÷ smallest"
+      ],
+      results.steps.map((r) => [r.backend, ...r.sizes.map((s) => us(s.saveUs)), `${r.saveRatio.toFixed(2)}×`])
     )
   ].join("\n")
 }
