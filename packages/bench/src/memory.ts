@@ -250,15 +250,17 @@ export const measureSteps = async (options: {
                 : Effect.dieMessage(`the run on the ${size}-message thread did not see the whole thread`)
             )
           )
-        // the saves alone: the stored thread, then `saves` times one more message (new objects, as a run's are)
+        // the saves alone: the stored thread, then `saves` times one more message (the checkpoints built
+        // beforehand, so that copying the growing array is not timed)
+        const grown: Array<Checkpointer.Checkpoint> = []
+        for (let i = 0, messages = stored.messages; i < options.steps; i++) {
+          messages = [...messages, { role: "assistant", content: [{ type: "text", text: `step ${i}` }] }]
+          grown.push({ ...stored, messages })
+        }
         const savesOn = (saves: number) =>
           Effect.gen(function*() {
-            let messages = stored.messages
             yield* bench.checkpointer.save(threadId, stored)
-            for (let i = 0; i < saves; i++) {
-              messages = [...messages, { role: "assistant", content: [{ type: "text", text: `step ${i}` }] }]
-              yield* bench.checkpointer.save(threadId, { ...stored, messages })
-            }
+            for (let i = 0; i < saves; i++) yield* bench.checkpointer.save(threadId, grown[i]!)
           })
         workloads.push(
           { effect: runOn(0), unitsPerRun: 1 },

@@ -15,6 +15,7 @@ import type * as RunJournal from "../RunJournal.js"
 import type { RunContext } from "./runContext.js"
 import type { RunState } from "./runState.js"
 import type { StepKeys } from "./stepKeys.js"
+import * as ThreadLog from "./threadLog.js"
 
 /**
  * The decoded thread of each stored message array this process encoded or
@@ -51,7 +52,9 @@ export class ThreadEncoder {
       while (shared < limit && previous[shared] === messages[shared]) shared++
     }
     const added = AgentState.encodeMessages(shared === 0 ? messages : messages.slice(shared))
-    this.encoded = shared === 0 ? added : this.encoded.slice(0, shared).concat(added)
+    const base = this.encoded
+    this.encoded = shared === 0 ? added : (shared === base.length ? base : base.slice(0, shared)).concat(added)
+    if (shared > 0) ThreadLog.recordDerivation(this.encoded, base, shared)
     this.messages = messages
     decodedThreads.set(this.encoded, messages)
     return this.encoded

@@ -126,10 +126,36 @@ const ioFailure = (threadId: string, operation: "load" | "save") => (cause: unkn
     ? new CheckpointError({ threadId, operation, description: cause.description })
     : new CheckpointError({ threadId, operation, description: String(cause), cause })
 
+/**
+ * For an encoded thread made from another (by `ThreadEncoder`): that thread,
+ * and how many of its first messages the new one shares by reference. It
+ * spares comparing a long thread message by message at every save.
+ */
+const derivations = new WeakMap<
+  ReadonlyArray<unknown>,
+  { readonly base: ReadonlyArray<unknown>; readonly shared: number }
+>()
+
+/** Records that `next` starts with the first `shared` messages of `base`, the same objects. */
+export const recordDerivation = (next: ReadonlyArray<unknown>, base: ReadonlyArray<unknown>, shared: number): void => {
+  derivations.set(next, { base, shared })
+}
+
+/** Derivations followed back from a thread before comparing it message by message. */
+const maxDerivations = 8
+
 /** `next` keeps every message of `previous`, by reference, and may add more. */
 const extendsThread = (previous: ReadonlyArray<unknown>, next: ReadonlyArray<unknown>): boolean => {
   if (previous === next) return true
   if (next.length < previous.length) return false
+  let shared = next.length
+  let from = derivations.get(next)
+  for (let hops = 0; from !== undefined && hops < maxDerivations; hops++) {
+    shared = Math.min(shared, from.shared)
+    if (shared < previous.length) break
+    if (from.base === previous) return true
+    from = derivations.get(from.base)
+  }
   for (let i = previous.length - 1; i >= 0; i--) {
     if (previous[i] !== next[i]) return false
   }
