@@ -173,9 +173,6 @@ export const toJson = (threadId: string, checkpoint: Checkpoint): Effect.Effect<
 export const fromJson = (threadId: string, text: string): Effect.Effect<Checkpoint, CheckpointError> =>
   Effect.mapError(Schema.decode(CheckpointJson)(text), parseFailure(threadId, "load"))
 
-const ioFailure = (threadId: string, operation: "load" | "save") => (cause: unknown) =>
-  new CheckpointError({ threadId, operation, description: String(cause), cause })
-
 /** A thread's head: its checkpoint without the messages, and where its log of messages ends. */
 const Head = Schema.Struct({
   ...Checkpoint.omit("version", "messages").fields,
@@ -420,7 +417,7 @@ export const makeFileSystem = (
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     yield* fs.makeDirectory(directory, { recursive: true }).pipe(
-      Effect.mapError(ioFailure(directory, "save"))
+      Effect.mapError(ThreadLog.ioFailure(directory, "save"))
     )
     const name = (threadId: string) => encodeURIComponent(threadId)
     const headFile = (threadId: string) => path.join(directory, `${name(threadId)}.json`)

@@ -1,8 +1,9 @@
+import { Prompt } from "@effect/ai"
 import { FileSystem, KeyValueStore } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
-import { AgentState, Checkpointer } from "@stepwise-agent/core"
-import { Arbitraries } from "@stepwise-agent/testing"
+import { Agent, AgentState, Checkpointer } from "@stepwise-agent/core"
+import { Arbitraries, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, FastCheck, Layer, Option, TestClock } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { createRequire } from "node:module"
@@ -11,6 +12,7 @@ import * as path from "node:path"
 import * as readline from "node:readline"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { thread } from "./processes/logWriterMessages.js"
+import { Calculator, CalculatorLive } from "./utils.js"
 
 const tempDirectory = Effect.flatMap(
   FileSystem.FileSystem,
@@ -440,5 +442,58 @@ describe("Checkpointer: logs another writer replaced", () => {
       assert.strictEqual(left.length, 1)
       assert.notInclude(left, firstLog)
       assert.deepStrictEqual(Option.getOrThrow(yield* first.load("t")), last)
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("Checkpointer.layerFileSystem under an agent", () => {
+  it.scoped("a run on a long stored thread appends at each checkpoint: it writes its new messages, not the thread", () =>
+    Effect.gen(function*() {
+      const written = { bytes: 0 }
+      const directory = yield* tempDirectory
+      const threadId = "long"
+      // a stored thread of 2,001 messages: questions and answers
+      const stored = [
+        ...Array.from({ length: 1000 }, (_, i) => [
+          Prompt.makeMessage("user", {
+            content: [Prompt.makePart("text", { text: `question ${i} ${"q".repeat(200)}` })]
+          }),
+          Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: `answer ${i}` })] })
+        ]).flat(),
+        Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "last" })] })
+      ]
+      yield* (yield* Checkpointer.makeFileSystem(directory)).save(threadId, {
+        version: 1,
+        threadId,
+        messages: AgentState.encodeMessages(stored),
+        slices: {}
+      })
+      const wholeThread = Buffer.byteLength(JSON.stringify(AgentState.encodeMessages(stored)))
+      const checkpointer = yield* Checkpointer.makeFileSystem(directory).pipe(
+        Effect.provide(countingFileSystem(written))
+      )
+      const script = (n: number) => [
+        ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: n }, id: `c${n}` }]),
+        ScriptedModel.toolCalls([{ name: "add", params: { a: 2, b: n }, id: `d${n}` }]),
+        ScriptedModel.text("done")
+      ]
+      const run = (n: number) =>
+        Effect.flatMap(Agent.make({ toolkit: Calculator }), (agent) => agent.run(`Add ${n}`, { threadId })).pipe(
+          Effect.provide(Layer.merge(ScriptedModel.layer(script(n)), CalculatorLive)),
+          Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+        )
+      // this checkpointer did not write the thread's log: its first checkpoint writes the thread whole, once
+      yield* run(1)
+      assert.isAbove(written.bytes, wholeThread)
+      assert.isBelow(written.bytes, wholeThread + 10_000)
+      // then three checkpoints a run (two tool steps, the end), each its new lines and a head: a few KB,
+      // where one rewrite of the thread is ~250 KB
+      written.bytes = 0
+      const result = yield* run(2)
+      assert.strictEqual(result._tag, "Completed")
+      assert.strictEqual(result.state.messages.length, stored.length + 12)
+      assert.isAbove(wholeThread, 240_000)
+      assert.isBelow(written.bytes, 6_000)
+      const loaded = Option.getOrThrow(yield* (yield* Checkpointer.makeFileSystem(directory)).load(threadId))
+      assert.deepStrictEqual(loaded.messages, AgentState.encodeMessages(result.state.messages))
     }).pipe(Effect.provide(NodeContext.layer)))
 })

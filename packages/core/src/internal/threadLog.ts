@@ -119,7 +119,8 @@ export class Corrupt {
   constructor(readonly description: string) {}
 }
 
-const ioFailure = (threadId: string, operation: "load" | "save") => (cause: unknown) =>
+/** A store's failure (or a {@link Corrupt} thread) as the `CheckpointError` of an operation on `threadId`. */
+export const ioFailure = (threadId: string, operation: "load" | "save") => (cause: unknown) =>
   cause instanceof CheckpointError
     ? cause
     : cause instanceof Corrupt
