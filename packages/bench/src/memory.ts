@@ -170,9 +170,12 @@ export interface StepResult {
     /** The same in wall-clock µs (file writes wait on the disk). */
     readonly stepWallUs: number
     /**
-     * The checkpointer's share, alone: CPU µs of one save that adds one
-     * message to the thread it saved last (as a run's step does), measured
-     * the same way (`steps` such saves after a first one, minus the first one).
+     * The checkpointer alone: CPU µs of one save that adds one message to
+     * the thread it saved last, measured the same way (`steps` such saves
+     * after a first one, minus the first one). The arrays are not made by a
+     * run's encoder, which records what each one extends, so a log-structured
+     * checkpointer compares each with the last one message by message (an
+     * O(n) scan a run's step does not pay).
      */
     readonly saveUs: number
   }>

@@ -564,7 +564,9 @@ const memorySection = (results: Results): string => {
       ])
     ),
     "",
-    "The checkpointer's share alone: one save adding one message to the thread it saved last (CPU).\n",
+    "The checkpointer alone: one save adding one message to the thread it saved last (CPU). These threads are " +
+    "not made by a run's encoder, which records what each one extends, so the file-system and KeyValueStore " +
+    "checkpointers compare each with the last one message by message: an O(n) scan a run's step does not pay.\n",
     table(
       [
         "checkpointer",
