@@ -63,19 +63,21 @@ const countToolResults = (messages: ReadonlyArray<Prompt.Message>) => {
 }
 
 /**
- * Builds the agent of a configuration.
+ * Builds the agent of a configuration (on a memory checkpointer unless
+ * `checkpointerOf` gives another).
  *
  * @since 0.1.0
  * @category constructors
  */
 export const makeBench = (
   config: Config,
-  make: typeof LanguageModel.make = LanguageModel.make
+  make: typeof LanguageModel.make = LanguageModel.make,
+  checkpointerOf: Effect.Effect<Checkpointer.Checkpointer.Service, unknown> = Checkpointer.makeMemory
 ): Effect.Effect<Bench, unknown> =>
   Effect.gen(function*() {
     const script: Script = { toolSteps: config.steps, call: 0 }
     const model = config.model === "encoded" ? yield* encodedModel(script, make) : rawModel(script)
-    const checkpointer = yield* Checkpointer.makeMemory
+    const checkpointer = yield* checkpointerOf
     const { kit, layer } = makeToolkit(config.tools)
     const middleware = Array.from({ length: config.middleware }, (_, i) => Middleware.passThrough(`pass_${i}`))
     const toolkit = kit as unknown as Effect.Effect<Toolkit.WithHandler<any>>

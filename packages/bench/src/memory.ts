@@ -14,11 +14,16 @@
  * @since 0.1.0
  */
 import { Prompt } from "@effect/ai"
-import { AgentState, type Checkpointer } from "@stepwise-agent/core"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as KeyValueStore from "@effect/platform/KeyValueStore"
+import { AgentState, Checkpointer } from "@stepwise-agent/core"
 import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { callParams } from "./fakes.js"
 import { makeBench } from "./fixtures.js"
-import { type Sample, sample, type SampleOptions } from "./measure.js"
+import { type Sample, sample, sampleMany, type SampleOptions } from "./measure.js"
 
 /**
  * @since 0.1.0
@@ -139,4 +144,160 @@ export const measure = async (
     longRun,
     stepUs: (longRun.cpuUs - answerRun.cpuUs) / 100
   }
+}
+
+/**
+ * A checkpointer the step measurement runs on.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type StepBackend = "memory" | "file system" | "KeyValueStore (memory)" | "KeyValueStore (file system)"
+
+/**
+ * What one more step costs on threads of each size, on one checkpointer.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StepResult {
+  readonly backend: StepBackend
+  /** One row per thread size, in the order measured. */
+  readonly sizes: ReadonlyArray<{
+    readonly messages: number
+    /** `(longRun − answerRun) / steps` CPU µs: one more tool step (model call, tool call, checkpoint). */
+    readonly stepUs: number
+    /** The same in wall-clock µs (file writes wait on the disk). */
+    readonly stepWallUs: number
+    /**
+     * The checkpointer alone: CPU µs of one save that adds one message to
+     * the thread it saved last, measured the same way (`steps` such saves
+     * after a first one, minus the first one). The arrays are not made by a
+     * run's encoder, which records what each one extends, so a log-structured
+     * checkpointer compares each with the last one message by message (an
+     * O(n) scan a run's step does not pay).
+     */
+    readonly saveUs: number
+  }>
+  /** The largest thread's step ÷ the smallest thread's (CPU). */
+  readonly ratio: number
+  /** The largest thread's save ÷ the smallest thread's (CPU). */
+  readonly saveRatio: number
+}
+
+const checkpointerOf = (
+  backend: StepBackend,
+  directory: string
+): Effect.Effect<Checkpointer.Checkpointer.Service, unknown> => {
+  switch (backend) {
+    case "memory":
+      return Checkpointer.makeMemory
+    case "file system":
+      return Checkpointer.makeFileSystem(directory).pipe(Effect.provide(NodeContext.layer))
+    case "KeyValueStore (memory)":
+      return Checkpointer.makeKeyValueStore().pipe(Effect.provide(KeyValueStore.layerMemory))
+    case "KeyValueStore (file system)":
+      return Checkpointer.makeKeyValueStore().pipe(
+        Effect.provide(KeyValueStore.layerFileSystem(directory)),
+        Effect.provide(NodeContext.layer)
+      )
+  }
+}
+
+/**
+ * Measures one more step on threads of each of `sizes` messages, on each
+ * backend: a run that only answers and a run of `steps` tool steps then the
+ * answer, on the stored thread (saved afresh before each run, as in
+ * {@link measure}), timed round-robin across the sizes (see `sampleMany`);
+ * the step is their difference ÷ `steps`. File-system backends write in a
+ * fresh temporary directory each.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const measureSteps = async (options: {
+  readonly backends: ReadonlyArray<StepBackend>
+  readonly sizes: ReadonlyArray<number>
+  readonly steps: number
+  readonly sampling: Omit<SampleOptions, "unitsPerRun">
+  readonly log: (line: string) => void
+}): Promise<Array<StepResult>> => {
+  const out: Array<StepResult> = []
+  for (const backend of options.backends) {
+    const directory = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-bench-steps-"))
+    try {
+      const workloads: Array<{ readonly effect: Effect.Effect<void, unknown>; readonly unitsPerRun: number }> = []
+      for (const size of options.sizes) {
+        const threadId = `steps-${size}`
+        const encoded = AgentState.encodeMessages(buildMessages((size - 2) / 2))
+        const stored = JSON.parse(
+          JSON.stringify({ version: 1, threadId, messages: encoded, slices: {} })
+        ) as Checkpointer.Checkpoint
+        const bench = await Effect.runPromise(
+          makeBench(
+            { model: "raw", mode: "generate", middleware: 0, tools: 1, steps: options.steps },
+            undefined,
+            checkpointerOf(backend, directory)
+          )
+        )
+        const runOn = (toolSteps: number) =>
+          bench.checkpointer.save(threadId, stored).pipe(
+            Effect.zipRight(Effect.sync(() => {
+              bench.script.call = 0
+              bench.script.toolSteps = toolSteps
+            })),
+            Effect.zipRight(bench.agent.run("And tomorrow?", { threadId })),
+            Effect.flatMap((result) =>
+              result.state.messages.length === size + 2 + 2 * toolSteps
+                ? Effect.void
+                : Effect.dieMessage(`the run on the ${size}-message thread did not see the whole thread`)
+            )
+          )
+        // the saves alone: the stored thread, then `saves` times one more message (the checkpoints built
+        // beforehand, so that copying the growing array is not timed)
+        const grown: Array<Checkpointer.Checkpoint> = []
+        for (let i = 0, messages = stored.messages; i < options.steps; i++) {
+          messages = [...messages, { role: "assistant", content: [{ type: "text", text: `step ${i}` }] }]
+          grown.push({ ...stored, messages })
+        }
+        const savesOn = (saves: number) =>
+          Effect.gen(function*() {
+            yield* bench.checkpointer.save(threadId, stored)
+            for (let i = 0; i < saves; i++) yield* bench.checkpointer.save(threadId, grown[i]!)
+          })
+        workloads.push(
+          { effect: runOn(0), unitsPerRun: 1 },
+          { effect: runOn(options.steps), unitsPerRun: 1 },
+          { effect: savesOn(0), unitsPerRun: 1 },
+          { effect: savesOn(options.steps), unitsPerRun: 1 }
+        )
+      }
+      const samples = await sampleMany(workloads, options.sampling)
+      const sizes = options.sizes.map((messages, i) => ({
+        messages,
+        stepUs: (samples[4 * i + 1]!.cpuUs - samples[4 * i]!.cpuUs) / options.steps,
+        stepWallUs: (samples[4 * i + 1]!.wallUs - samples[4 * i]!.wallUs) / options.steps,
+        saveUs: (samples[4 * i + 3]!.cpuUs - samples[4 * i + 2]!.cpuUs) / options.steps
+      }))
+      const result: StepResult = {
+        backend,
+        sizes,
+        ratio: sizes.at(-1)!.stepUs / sizes[0]!.stepUs,
+        saveRatio: sizes.at(-1)!.saveUs / sizes[0]!.saveUs
+      }
+      options.log(
+        `  ${backend.padEnd(28)} ${
+          sizes.map((s) =>
+            `${s.messages}: ${s.stepUs.toFixed(0)} µs CPU (${s.stepWallUs.toFixed(0)} wall), save ${
+              s.saveUs.toFixed(0)
+            }`
+          ).join(", ")
+        }; ratio ${result.ratio.toFixed(2)}, save ratio ${result.saveRatio.toFixed(2)}`
+      )
+      out.push(result)
+    } finally {
+      fs.rmSync(directory, { recursive: true, force: true })
+    }
+  }
+  return out
 }

@@ -15,7 +15,7 @@ import type { Mode } from "./fakes.js"
 import type { Config } from "./fixtures.js"
 import type { LangChainConfig } from "./langchain.js"
 import { linearFit, type Sample, type SampleOptions } from "./measure.js"
-import type { MemoryResult } from "./memory.js"
+import type { MemoryResult, StepResult } from "./memory.js"
 import type { MicroResult } from "./micro.js"
 import * as PiiBench from "./pii.js"
 import type { Summary } from "./profile.js"
@@ -111,6 +111,7 @@ export interface Results {
   readonly micro: ReadonlyArray<MicroResult>
   readonly ablation: ReadonlyArray<AblationResult>
   readonly memory: MemoryResult
+  readonly steps: ReadonlyArray<StepResult>
   readonly profiles: ReadonlyArray<ProfileResult>
   /** Context editing, summarization and token counting (see `context.ts`); absent with `--no-context`. */
   readonly context?: Context.ContextResult | undefined
@@ -547,7 +548,36 @@ const memorySection = (results: Results): string => {
       ["a run that only answers (load + decode the thread, one model call, save)", us(m.answerRun.cpuUs)],
       ["a run of 100 tool steps, then the answer", us(m.longRun.cpuUs)],
       ["so one more step on this thread costs", us(m.stepUs)]
-    ])
+    ]),
+    "",
+    "One more step (a model call, a tool call, a checkpoint) on threads of each size, on each checkpointer: the " +
+    "same two runs on the stored thread (saved afresh before each run), timed round-robin across the sizes; the " +
+    "step is their difference ÷ the tool steps. The file-system checkpointers write in a temporary directory. " +
+    "Alone: `npx tsx --conditions=@stepwise-agent/source packages/bench/src/stepsOnly.ts`.\n",
+    table(
+      [
+        "checkpointer",
+        ...(results.steps[0]?.sizes ?? []).map((s) => `${s.messages.toLocaleString("en")} messages: CPU (wall)`),
+        "largest ÷ smallest (CPU)"
+      ],
+      results.steps.map((r) => [
+        r.backend,
+        ...r.sizes.map((s) => `${us(s.stepUs)} (${us(s.stepWallUs)})`),
+        `${r.ratio.toFixed(2)}×`
+      ])
+    ),
+    "",
+    "The checkpointer alone: one save adding one message to the thread it saved last (CPU). These threads are " +
+    "not made by a run's encoder, which records what each one extends, so the file-system and KeyValueStore " +
+    "checkpointers compare each with the last one message by message: an O(n) scan a run's step does not pay.\n",
+    table(
+      [
+        "checkpointer",
+        ...(results.steps[0]?.sizes ?? []).map((s) => `${s.messages.toLocaleString("en")} messages`),
+        "largest ÷ smallest"
+      ],
+      results.steps.map((r) => [r.backend, ...r.sizes.map((s) => us(s.saveUs)), `${r.saveRatio.toFixed(2)}×`])
+    )
   ].join("\n")
 }
 

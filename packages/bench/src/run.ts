@@ -13,7 +13,9 @@
  *    the pieces a step is made of (`micro.ts`) and patched copies of the loop
  *    (`ablation.ts`);
  * 3. the heap held by a 10,000-message thread, and what continuing such a
- *    thread costs;
+ *    thread costs; one more step on threads of 10, 1,000 and 10,000 messages
+ *    on each checkpointer (memory, file system, KeyValueStore; alone:
+ *    `stepsOnly.ts`);
  * 4. CPU profiles (`node --cpu-prof`, in child processes) of 10 middleware
  *    and 20 tools, summarised by self time;
  * 5. context editing, summarization and token counting (`context.ts`);
@@ -350,6 +352,14 @@ const main = async () => {
       } ms, ` +
       `step on the thread ${memory.stepUs.toFixed(0)} µs`
   )
+  const { unitsPerRun: _units, ...stepSampling } = baseSampling
+  const steps = await Memory.measureSteps({
+    backends: ["memory", "file system", "KeyValueStore (memory)", "KeyValueStore (file system)"],
+    sizes: quick ? [10, 1000] : [10, 1000, 10000],
+    steps: quick ? 20 : 100,
+    sampling: stepSampling,
+    log
+  })
   const context = args.has("--no-context") ? undefined : await (async () => {
     section("5. context editing, summarization and token counting")
     return Context.measure({ quick, log })
@@ -405,6 +415,7 @@ const main = async () => {
     micro,
     ablation,
     memory,
+    steps,
     profiles,
     context,
     durable,

@@ -2,10 +2,11 @@
  * Persists each thread's state after every step, so a thread continues where
  * it stopped — in the same process or in a new one.
  *
- * `layerMemory` keeps checkpoints in the process; `layerFileSystem` writes
- * one JSON file per thread (atomically: a crash mid-write leaves the previous
- * checkpoint intact); `layerKeyValueStore` uses any `@effect/platform`
- * `KeyValueStore`.
+ * `layerMemory` keeps checkpoints in the process; `layerFileSystem` and
+ * `layerKeyValueStore` (on any `@effect/platform` `KeyValueStore`) store each
+ * thread as an append-only log of encoded messages plus a small head, so a
+ * step writes only its new messages (a crash mid-write leaves the last
+ * committed checkpoint intact).
  *
  * @since 0.1.0
  */
@@ -19,6 +20,7 @@ import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CheckpointError } from "./AgentError.js"
+import * as ThreadLog from "./internal/threadLog.js"
 
 /**
  * Where a run waits after a hook interrupted it: the hook to run again on
@@ -171,12 +173,76 @@ export const toJson = (threadId: string, checkpoint: Checkpoint): Effect.Effect<
 export const fromJson = (threadId: string, text: string): Effect.Effect<Checkpoint, CheckpointError> =>
   Effect.mapError(Schema.decode(CheckpointJson)(text), parseFailure(threadId, "load"))
 
-const ioFailure = (threadId: string, operation: "load" | "save") => (cause: unknown) =>
-  new CheckpointError({ threadId, operation, description: String(cause), cause })
+/** A thread's head: its checkpoint without the messages, and where its log of messages ends. */
+const Head = Schema.Struct({
+  ...Checkpoint.omit("version", "messages").fields,
+  version: Schema.Literal(2),
+  log: ThreadLog.LogRef,
+  retired: Schema.optional(Schema.Array(ThreadLog.Retired))
+})
+
+const HeadJson = Schema.parseJson(Head)
+
+/** What a head slot holds: a head, or a checkpoint of the previous format (the whole thread in one value). */
+const StoredJson = Schema.parseJson(Schema.Union(Head, Checkpoint))
+
+const decodeStored = (threadId: string, text: string, operation: "load" | "save") =>
+  Schema.decode(StoredJson)(text).pipe(
+    Effect.map((stored): ThreadLog.Stored =>
+      stored.version === 2 ? { _tag: "Head", head: stored } : { _tag: "Legacy", checkpoint: stored }
+    ),
+    Effect.mapError(parseFailure(threadId, operation))
+  )
+
+const encodeHead = (threadId: string, head: ThreadLog.Head) =>
+  Effect.mapError(Schema.encode(HeadJson)(head), parseFailure(threadId, "save"))
 
 /**
- * A checkpointer on a `KeyValueStore`: one JSON value per thread under
- * `prefix + threadId`.
+ * Options of the log-structured checkpointers ({@link makeKeyValueStore},
+ * {@link makeFileSystem}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LogOptions {
+  /**
+   * How many threads keep their last checkpoint in memory (default 64, the
+   * threads used last): the next save of such a thread writes only its new
+   * messages, and its next load reads only the head (and the messages
+   * another instance appended since). A thread not kept is read whole, and
+   * its next save rewrites it.
+   */
+  readonly cachedThreads?: number | undefined
+}
+
+const defaultCachedThreads = 64
+
+/** Messages per chunk value of the KeyValueStore log. */
+const chunkSize = 64
+
+const parseChunk = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    throw new ThreadLog.Corrupt("a chunk of the thread's log is not valid JSON")
+  }
+}
+
+/**
+ * A checkpointer on a `KeyValueStore`, storing each thread as a small head
+ * under `prefix + threadId` and its messages in chunks of 64 under
+ * `prefix + threadId + "#log/" + generation + "/" + n` (the last, partial
+ * chunk in one of two slots, `…/tail0` and `…/tail1`, alternately). A step
+ * writes the partial chunk with its new messages into the slot the head does
+ * not name, then the head, which commits it: the committed messages are never
+ * written over, so with a store whose `set` is atomic (the memory store; not
+ * the file-system store, which writes in place) a crash at any point leaves the
+ * last committed checkpoint. A history rewrite (a hook replacing earlier
+ * messages), or a thread another instance saved last, is written whole under
+ * a new generation.
+ *
+ * A value of the previous format (the whole checkpoint as JSON under
+ * `prefix + threadId`) still loads; the next save replaces it with a head.
  *
  * @example
  * ```ts
@@ -191,26 +257,105 @@ const ioFailure = (threadId: string, operation: "load" | "save") => (cause: unkn
  * @category constructors
  */
 export const makeKeyValueStore = (
-  options?: { readonly prefix?: string | undefined }
+  options?: LogOptions & { readonly prefix?: string | undefined }
 ): Effect.Effect<Checkpointer.Service, never, KeyValueStore.KeyValueStore> =>
   Effect.map(KeyValueStore.KeyValueStore, (store) => {
-    const key = (threadId: string) => `${options?.prefix ?? "thread:"}${threadId}`
-    return Checkpointer.of({
-      load: (threadId) =>
-        store.get(key(threadId)).pipe(
-          Effect.mapError(ioFailure(threadId, "load")),
-          Effect.flatMap(Option.match({
-            onNone: () => Effect.succeedNone,
-            onSome: (json) => Effect.asSome(fromJson(threadId, json))
-          }))
-        ),
-      save: (threadId, checkpoint) =>
-        toJson(threadId, checkpoint).pipe(
-          Effect.flatMap((json) => store.set(key(threadId), json)),
-          Effect.mapError((error) => error._tag === "CheckpointError" ? error : ioFailure(threadId, "save")(error))
-        ),
-      delete: (threadId) => store.remove(key(threadId)).pipe(Effect.mapError(ioFailure(threadId, "save")))
-    })
+    const prefix = options?.prefix ?? "thread:"
+    const head = (threadId: string) => `${prefix}${threadId}`
+    const chunk = (threadId: string, generation: string, name: string) =>
+      `${prefix}${threadId}#log/${generation}/${name}`
+    /** Writes the chunks of `messages` from chunk `first` on, the partial last one into tail `slot`. */
+    const writeChunks = (
+      threadId: string,
+      generation: string,
+      messages: ReadonlyArray<unknown>,
+      first: number,
+      slot: number
+    ) =>
+      Effect.gen(function*() {
+        const full = Math.floor(messages.length / chunkSize)
+        for (let i = first; i < full; i++) {
+          yield* store.set(
+            chunk(threadId, generation, String(i)),
+            JSON.stringify(messages.slice(i * chunkSize, (i + 1) * chunkSize))
+          )
+        }
+        if (messages.length > full * chunkSize) {
+          const start = full * chunkSize
+          yield* store.set(
+            chunk(threadId, generation, `tail${slot}`),
+            JSON.stringify({ start, messages: messages.slice(start) })
+          )
+        }
+      })
+    const readChunk = (key: string) =>
+      Effect.flatMap(
+        store.get(key),
+        Option.match({
+          onNone: () => Effect.succeedNone,
+          onSome: (text) => Effect.asSome(Effect.try({ try: () => parseChunk(text), catch: (error) => error }))
+        })
+      )
+    const removeLog = (threadId: string, log: { readonly generation: string; readonly messages: number }) =>
+      Effect.forEach(
+        [
+          ...Array.from({ length: Math.floor(log.messages / chunkSize) + 1 }, (_, i) => String(i)),
+          "tail0",
+          "tail1"
+        ],
+        (name) => store.remove(chunk(threadId, log.generation, name)),
+        { discard: true }
+      )
+    const backend: ThreadLog.Backend = {
+      readHead: (threadId) => store.get(head(threadId)),
+      writeHead: (threadId, text) => store.set(head(threadId), text),
+      create: (threadId, generation, messages) => Effect.as(writeChunks(threadId, generation, messages, 0, 0), 0),
+      append: (threadId, log, messages) => {
+        const slot = 1 - log.end
+        return Effect.as(
+          writeChunks(threadId, log.generation, messages, Math.floor(log.messages / chunkSize), slot),
+          Option.some(slot)
+        )
+      },
+      read: (threadId, log, from) =>
+        Effect.gen(function*() {
+          const first = Math.floor((from?.messages ?? 0) / chunkSize)
+          const full = Math.floor(log.messages / chunkSize)
+          const out: Array<unknown> = []
+          for (let i = first; i < full; i++) {
+            const value = yield* readChunk(chunk(threadId, log.generation, String(i)))
+            if (Option.isNone(value)) return Option.none()
+            if (!Array.isArray(value.value) || value.value.length !== chunkSize) {
+              return yield* Effect.fail(new ThreadLog.Corrupt(`chunk ${i} of the thread's log is not a whole chunk`))
+            }
+            for (const message of value.value) out.push(message)
+          }
+          if (log.messages > full * chunkSize) {
+            const value = yield* readChunk(chunk(threadId, log.generation, `tail${log.end}`))
+            if (Option.isNone(value)) return Option.none()
+            const tail = value.value as { readonly start?: unknown; readonly messages?: unknown }
+            // the slot was written again since the head was read: read the head again
+            if (
+              tail.start !== full * chunkSize || !Array.isArray(tail.messages) ||
+              tail.messages.length < log.messages - full * chunkSize
+            ) return Option.none()
+            for (let i = 0; i < log.messages - full * chunkSize; i++) out.push(tail.messages[i])
+          }
+          return Option.some(out.slice((from?.messages ?? 0) - first * chunkSize))
+        }),
+      removeLog,
+      removeThread: (threadId, known) =>
+        Effect.zipRight(
+          store.remove(head(threadId)),
+          Effect.forEach(known, (log) => removeLog(threadId, log), { discard: true })
+        )
+    }
+    return Checkpointer.of(ThreadLog.make({
+      backend,
+      decode: decodeStored,
+      encode: encodeHead,
+      cachedThreads: options?.cachedThreads ?? defaultCachedThreads
+    }))
   })
 
 /**
@@ -218,16 +363,39 @@ export const makeKeyValueStore = (
  * @category layers
  */
 export const layerKeyValueStore = (
-  options?: { readonly prefix?: string | undefined }
+  options?: LogOptions & { readonly prefix?: string | undefined }
 ): Layer.Layer<Checkpointer, never, KeyValueStore.KeyValueStore> =>
   Layer.effect(Checkpointer, makeKeyValueStore(options))
 
+const isNotFound = (error: unknown) =>
+  typeof error === "object" && error !== null && (error as { readonly reason?: unknown }).reason === "NotFound"
+
+const textEncoder = new TextEncoder()
+const textDecoder = new TextDecoder("utf-8", { fatal: true })
+
+/** A log file of a thread: `<thread>.<generation>.log`; or a head being written: `<thread>.json.<uuid>.tmp`. */
+const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
+
 /**
- * A checkpointer writing one JSON file per thread in `directory` (created if
- * missing). Each save writes a temporary file of its own and renames it over
- * the old one, so neither a crash during a save nor concurrent saves (several
- * instances or processes on one folder) ever leave a torn checkpoint: the
- * last rename wins.
+ * A checkpointer writing each thread in `directory` (created if missing) as
+ * two files: a small head, `<thread>.json` (the slices, the pending wait, and
+ * how many messages and bytes of the log are committed), and an append-only
+ * log, `<thread>.<generation>.log`, of encoded messages, one JSON text per
+ * line (`<thread>` is the thread id, URI-encoded).
+ *
+ * A step appends its new messages to the log, then writes the head to a
+ * temporary file of its own and renames it over the old one: the rename
+ * commits the step. A crash at any point leaves the last committed
+ * checkpoint — bytes past the committed end of the log (a torn append) are
+ * never read, and the next append writes over them. Several checkpointers on
+ * one folder (in one process or in several) may save the same thread at
+ * once: a log is appended to only by the instance that created it, another
+ * instance writes the thread whole to a new log, and the last rename wins;
+ * every load reads one whole committed checkpoint. (Renames protect against
+ * a crashed process, not a lost power supply: nothing is `fsync`ed.)
+ *
+ * A file of the previous format (the whole checkpoint in `<thread>.json`)
+ * still loads; the next save replaces it with a head.
  *
  * @example
  * ```ts
@@ -242,39 +410,87 @@ export const layerKeyValueStore = (
  * @category constructors
  */
 export const makeFileSystem = (
-  directory: string
+  directory: string,
+  options?: LogOptions
 ): Effect.Effect<Checkpointer.Service, CheckpointError, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     yield* fs.makeDirectory(directory, { recursive: true }).pipe(
-      Effect.mapError(ioFailure(directory, "save"))
+      Effect.mapError(ThreadLog.ioFailure(directory, "save"))
     )
-    const file = (threadId: string) => path.join(directory, `${encodeURIComponent(threadId)}.json`)
-    return Checkpointer.of({
-      load: (threadId) =>
-        fs.exists(file(threadId)).pipe(
-          Effect.flatMap((exists) => exists ? Effect.asSome(fs.readFileString(file(threadId))) : Effect.succeedNone),
-          Effect.mapError(ioFailure(threadId, "load")),
-          Effect.flatMap(Option.match({
-            onNone: () => Effect.succeedNone,
-            onSome: (json) => Effect.asSome(fromJson(threadId, json))
-          }))
+    const name = (threadId: string) => encodeURIComponent(threadId)
+    const headFile = (threadId: string) => path.join(directory, `${name(threadId)}.json`)
+    const logFile = (threadId: string, generation: string) =>
+      path.join(directory, `${name(threadId)}.${generation}.log`)
+    const removeLog = (threadId: string, log: { readonly generation: string }) =>
+      fs.remove(logFile(threadId, log.generation), { force: true })
+    const backend: ThreadLog.Backend = {
+      readHead: (threadId) =>
+        fs.readFileString(headFile(threadId)).pipe(
+          Effect.asSome,
+          Effect.catchIf(isNotFound, () => Effect.succeedNone)
         ),
-      save: (threadId, checkpoint) =>
-        Effect.gen(function*() {
-          const json = yield* toJson(threadId, checkpoint)
-          const target = file(threadId)
-          // unique per save, so concurrent saves (from any instance or process) never share a file
-          const temporary = `${target}.${crypto.randomUUID()}.tmp`
-          yield* fs.writeFileString(temporary, json).pipe(
-            Effect.zipRight(fs.rename(temporary, target)),
-            Effect.mapError(ioFailure(threadId, "save"))
+      writeHead: (threadId, text) => {
+        const target = headFile(threadId)
+        // unique per save, so concurrent saves (from any instance or process) never share a file
+        const temporary = `${target}.${crypto.randomUUID()}.tmp`
+        return Effect.zipRight(fs.writeFileString(temporary, text), fs.rename(temporary, target))
+      },
+      create: (threadId, generation, messages) => {
+        const bytes = textEncoder.encode(ThreadLog.encodeLines(messages, 0))
+        return Effect.as(fs.writeFile(logFile(threadId, generation), bytes, { flag: "wx" }), bytes.length)
+      },
+      append: (threadId, log, messages) => {
+        const bytes = textEncoder.encode(ThreadLog.encodeLines(messages, log.messages))
+        return Effect.scoped(Effect.gen(function*() {
+          const file = yield* fs.open(logFile(threadId, log.generation), { flag: "r+" })
+          yield* file.seek(log.end, "start")
+          yield* file.writeAll(bytes)
+          // a torn append of an earlier attempt may have left more
+          yield* file.truncate(log.end + bytes.length)
+          return Option.some(log.end + bytes.length)
+        })).pipe(Effect.catchIf(isNotFound, () => Effect.succeedNone))
+      },
+      read: (threadId, log, from) =>
+        Effect.scoped(Effect.gen(function*() {
+          const file = yield* fs.open(logFile(threadId, log.generation), { flag: "r" })
+          const start = from?.end ?? 0
+          const buffer = new Uint8Array(log.end - start)
+          yield* file.seek(start, "start")
+          let filled = 0
+          while (filled < buffer.length) {
+            const read = Number(yield* file.read(buffer.subarray(filled)))
+            if (read === 0) return Option.none()
+            filled += read
+          }
+          return Option.some(
+            yield* Effect.try({
+              try: () => ThreadLog.decodeLines(textDecoder.decode(buffer), log.messages - (from?.messages ?? 0)),
+              catch: (error) =>
+                error instanceof ThreadLog.Corrupt ? error : new ThreadLog.Corrupt("the log is not valid UTF-8")
+            })
           )
-        }),
-      delete: (threadId) =>
-        fs.remove(file(threadId), { force: true }).pipe(Effect.mapError(ioFailure(threadId, "save")))
-    })
+        })).pipe(Effect.catchIf(isNotFound, () => Effect.succeedNone)),
+      removeLog,
+      removeThread: (threadId) =>
+        Effect.gen(function*() {
+          yield* fs.remove(headFile(threadId), { force: true })
+          const prefix = `${name(threadId)}.`
+          const files = yield* fs.readDirectory(directory)
+          yield* Effect.forEach(
+            files.filter((file) => file.startsWith(prefix) && threadFile.test(file.slice(prefix.length))),
+            (file) => fs.remove(path.join(directory, file), { force: true }),
+            { discard: true }
+          )
+        })
+    }
+    return Checkpointer.of(ThreadLog.make({
+      backend,
+      decode: decodeStored,
+      encode: encodeHead,
+      cachedThreads: options?.cachedThreads ?? defaultCachedThreads
+    }))
   })
 
 /**
@@ -282,6 +498,7 @@ export const makeFileSystem = (
  * @category layers
  */
 export const layerFileSystem = (
-  directory: string
+  directory: string,
+  options?: LogOptions
 ): Layer.Layer<Checkpointer, CheckpointError, FileSystem.FileSystem | Path.Path> =>
-  Layer.effect(Checkpointer, makeFileSystem(directory))
+  Layer.effect(Checkpointer, makeFileSystem(directory, options))

@@ -68,20 +68,27 @@ describe("Checkpointer.layerFileSystem", () => {
       assert.strictEqual(first.state.modelCalls, 2)
       assert.deepStrictEqual(first.state.replies, ["tool-call", "1 + 2 = 3"])
 
-      // one file per thread, holding the encoded slices
-      const files = yield* fs.readDirectory(directory)
-      assert.deepStrictEqual(files, [`${encodeURIComponent(threadId)}.json`])
-      const stored = JSON.parse(yield* fs.readFileString(path.join(directory, files[0]!)))
-      assert.strictEqual(stored.version, 1)
-      assert.strictEqual(stored.threadId, threadId)
-      assert.deepStrictEqual(stored.slices, {
+      // one thread = its head (the encoded slices, and how much of the log is committed) + its log of messages
+      const name = encodeURIComponent(threadId)
+      const head = JSON.parse(yield* fs.readFileString(path.join(directory, `${name}.json`)))
+      assert.strictEqual(head.version, 2)
+      assert.strictEqual(head.threadId, threadId)
+      assert.deepStrictEqual(head.slices, {
         counter: { modelCalls: "2" },
         journal: { replies: ["tool-call", "1 + 2 = 3"] }
       })
-      // stored in the checkpoint form, which decodes to the same messages
-      assert.deepStrictEqual(stored.messages, AgentState.encodeMessages(first.state.messages))
       assert.deepStrictEqual(
-        encoded(yield* AgentState.decodeMessages(stored.messages)),
+        (yield* fs.readDirectory(directory)).sort(),
+        [`${name}.${head.log.generation}.log`, `${name}.json`].sort()
+      )
+      // the log: one encoded message per line, in the checkpoint form, which decodes to the same messages
+      const log = yield* fs.readFileString(path.join(directory, `${name}.${head.log.generation}.log`))
+      assert.strictEqual(Buffer.byteLength(log), head.log.end)
+      const stored = log.split("\n").slice(0, -1).map((line) => JSON.parse(line))
+      assert.strictEqual(head.log.messages, stored.length)
+      assert.deepStrictEqual(stored, AgentState.encodeMessages(first.state.messages))
+      assert.deepStrictEqual(
+        encoded(yield* AgentState.decodeMessages(stored)),
         encoded(first.state.messages)
       )
 
@@ -219,8 +226,16 @@ describe("Checkpointer.layerFileSystem, two instances on one folder", () => {
         const slice = value.slices["writer"] as { writer: number; index: number }
         assert.deepStrictEqual(value, written.get(`${slice.writer}/${slice.index}`))
       }
-      // no temporary file is left behind
+      // no temporary file is left behind: the head, its log, and logs the two instances replaced in each other's
+      // heads (kept a minute in case their writer was still appending; deleted by its writer's next save)
       const fs = yield* FileSystem.FileSystem
-      assert.deepStrictEqual(yield* fs.readDirectory(directory), ["t.json"])
+      const head = JSON.parse(yield* fs.readFileString(path.join(directory, "t.json")))
+      const files = yield* fs.readDirectory(directory)
+      assert.includeMembers(files, ["t.json", `t.${head.log.generation}.log`])
+      assert.deepStrictEqual(files.filter((file) => file !== "t.json" && !/^t\.[0-9a-f-]{36}\.log$/.test(file)), [])
+      // and deleting the thread deletes them all
+      yield* second.delete("t")
+      assert.deepStrictEqual(yield* fs.readDirectory(directory), [])
+      assert.isTrue(Option.isNone(yield* first.load("t")))
     }).pipe(Effect.provide(NodeContext.layer)))
 })

@@ -19,8 +19,8 @@ const forgetfulModel = Layer.effect(
         ? ScriptedModel.toolCalls([{ name: "echo", params: { text: `${call}` } }])
         : ScriptedModel.text("done")
     return LanguageModel.make({
-      generateText: () => Effect.sync(reply),
-      streamText: () => Stream.fromIterable(reply())
+      generateText: () => Effect.sync(() => [...reply()]),
+      streamText: () => Stream.dieMessage("the test does not stream")
     })
   })
 )

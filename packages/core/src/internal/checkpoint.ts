@@ -48,9 +48,12 @@ export class ThreadEncoder {
     if (previous === messages) return this.encoded
     const shared = previous === undefined ? 0 : Lineage.sharedPrefix(previous, messages)
     const added = AgentState.encodeMessages(shared === 0 ? messages : messages.slice(shared))
+    const base = this.encoded
     this.encoded = shared === 0
       ? added
-      : (shared === this.encoded.length ? this.encoded : this.encoded.slice(0, shared)).concat(added)
+      : shared === base.length
+      ? Lineage.append(base, added)
+      : Lineage.derive(base.slice(0, shared).concat(added), base, shared)
     this.messages = messages
     decodedThreads.set(this.encoded, messages)
     return this.encoded

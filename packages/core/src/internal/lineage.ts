@@ -20,7 +20,15 @@ interface Derivation {
 const derivations = new WeakMap<ReadonlyArray<unknown>, Derivation>()
 
 /** How many arrays a chain of records reaches back (a step of the loop makes two or three). */
-const maxDepth = 6
+const maxDepth = 4
+
+/**
+ * Records that `next` starts with the first `shared` elements of `base` (the same objects), and gives `next`.
+ */
+export const derive = <A>(next: ReadonlyArray<A>, base: ReadonlyArray<A>, shared: number): ReadonlyArray<A> => {
+  record(next, base, shared)
+  return next
+}
 
 const record = (next: ReadonlyArray<unknown>, base: ReadonlyArray<unknown>, shared: number): void => {
   derivations.set(next, { base, shared })

@@ -9,6 +9,10 @@ declare global {
     encode(input?: string): Uint8Array
   }
   var TextEncoder: { new(): TextEncoder }
+  interface TextDecoder {
+    decode(input?: Uint8Array): string
+  }
+  var TextDecoder: { new(label?: string, options?: { readonly fatal?: boolean }): TextDecoder }
   var crypto: {
     randomUUID(): string
     getRandomValues<T extends ArrayBufferView>(array: T): T

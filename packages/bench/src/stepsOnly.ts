@@ -1,0 +1,24 @@
+/**
+ * Runs only the step on a long thread of `memory.ts` (`measureSteps`), on
+ * every checkpointer, at 10, 1,000 and 10,000 messages (a few minutes, where
+ * `npm run bench` takes 16):
+ * `npx tsx --conditions=@stepwise-agent/source packages/bench/src/stepsOnly.ts [--quick]`.
+ *
+ * @since 0.1.0
+ */
+import { measureSteps } from "./memory.js"
+
+const quick = process.argv.includes("--quick")
+const backends = process.argv.filter((a) => a.startsWith("--backend=")).map((a) => a.slice(10))
+
+await measureSteps({
+  backends: backends.length > 0
+    ? backends as Array<"memory">
+    : ["memory", "file system", "KeyValueStore (memory)", "KeyValueStore (file system)"],
+  sizes: [10, 1000, 10000],
+  steps: quick ? 20 : 100,
+  sampling: quick
+    ? { warmupMs: 100, minSampleMs: 30, samples: 3, maxSampleMs: 300 }
+    : { warmupMs: 300, minSampleMs: 100, samples: 7, maxSampleMs: 2000 },
+  log: (line) => console.log(line)
+})
