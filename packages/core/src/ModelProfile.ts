@@ -195,7 +195,9 @@ const check = (table: Table): Effect.Effect<ReadonlyMap<string, Profile>, Invali
       const invalid = (field: string, reason: string) =>
         Effect.fail(new InvalidOptions({ module: "ModelProfile", option: `${JSON.stringify(name)}.${field}`, reason }))
       for (const field of ["contextWindow", "maxOutputTokens"] as const) {
-        if (!isPositive(entry[field])) return invalid(field, `must be a whole number of at least 1, got ${entry[field]}`)
+        if (!isPositive(entry[field])) {
+          return invalid(field, `must be a whole number of at least 1, got ${entry[field]}`)
+        }
       }
       const maxInputTokens = entry.maxInputTokens ?? entry.contextWindow
       if (!isPositive(maxInputTokens) || maxInputTokens > entry.contextWindow) {
@@ -269,7 +271,8 @@ export const make = (table: Table): Effect.Effect<ModelProfile.Service, InvalidO
  * @since 0.1.0
  * @category layers
  */
-export const layer = (table: Table): Layer.Layer<ModelProfile, InvalidOptions> => Layer.effect(ModelProfile, make(table))
+export const layer = (table: Table): Layer.Layer<ModelProfile, InvalidOptions> =>
+  Layer.effect(ModelProfile, make(table))
 
 /**
  * The built-in table with `table`'s entries added or replacing the built-in

@@ -608,9 +608,8 @@ const make = (config: Config) => {
           /** Raw tokens of `messages[i]`. */
           const rawOf = (i: number) => sums[i + 1]! - sums[i]!
           const total = tokensOf(sums[length]!)
-          const triggered = forced || triggers.some((trigger) =>
-            trigger._tag === "tokens" ? total >= trigger.value : length >= trigger.value
-          )
+          const triggered = forced ||
+            triggers.some((trigger) => trigger._tag === "tokens" ? total >= trigger.value : length >= trigger.value)
           if (!triggered) return undefined
 
           const start = firstNonSystem(messages)
