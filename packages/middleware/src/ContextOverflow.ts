@@ -239,8 +239,9 @@ const measure = (request: Middleware.ModelRequest): Effect.Effect<number> =>
  * the request with `compact` and retries once; when the retry overflows too,
  * or `compact` has nothing to compact, it fails with {@link ContextOverflow}.
  * Other failures pass through (the agent's run already fails with them, so
- * a middleware using it need not declare them). It reports the decision `"the provider
- * rejected the request as too long …; compacted and retrying once"`.
+ * a middleware using it need not declare them). It reports the decision
+ * `"the provider rejected the request as too long (HTTP 400); compacted it
+ * from B to A tokens (N → M messages), retrying once"`.
  *
  * @example
  * ```ts
@@ -289,12 +290,16 @@ export const recover = <E, R>(
         const compacted = yield* options.compact(request, overflow)
         if (Option.isNone(compacted)) return yield* fail(request, overflow, false)
         const retry = compacted.value
+        const [before, after] = yield* Effect.all([measure(request), measure(retry)])
         yield* Middleware.report(
-          `the provider rejected the request as too long (HTTP ${overflow.status}); compacted ${request.messages.length} → ${retry.messages.length} messages and retrying once`,
+          `the provider rejected the request as too long (HTTP ${overflow.status}); compacted it from ${before} to ` +
+            `${after} tokens (${request.messages.length} → ${retry.messages.length} messages), retrying once`,
           {
             status: overflow.status,
             reportedTokens: overflow.reportedTokens,
             limit: overflow.limit,
+            tokensBefore: before,
+            tokensAfter: after,
             messagesBefore: request.messages.length,
             messagesAfter: retry.messages.length
           }
