@@ -28,7 +28,9 @@
  *
  * Tokens are counted with the `TokenCounter` the agent is given, or else an
  * approximate one (4 characters per token). Messages only (the system prompt
- * is not part of the stored conversation).
+ * is not part of the stored conversation); with `calibrate: true` the counter
+ * is calibrated with the input tokens the provider reports for each model
+ * call, so its counts take in the system prompt and the tool definitions.
  *
  * A fraction is taken of the `contextWindow` option when given, else of the
  * `maxInputTokens` of the agent's model's profile (`ModelProfile`: name the
@@ -140,6 +142,13 @@ export interface Options {
   readonly agentModel?: string | undefined
   /** Default `"summarize"`. */
   readonly onOverflow?: OnOverflow | undefined
+  /**
+   * Calibrate the token counter with the input tokens the provider reports
+   * for each model call (`TokenCounter.calibrate`), so counts take in what
+   * the provider counts besides the messages: the system prompt, the tool
+   * definitions, its framing. Default `false`.
+   */
+  readonly calibrate?: boolean | undefined
   /**
    * The summarizer's instructions; `{messages}` is replaced by the transcript
    * of the messages to summarize (default {@link defaultSummaryPrompt}).
@@ -391,6 +400,7 @@ interface Config {
   readonly trim: number | undefined
   readonly onFailure: OnFailure
   readonly onOverflow: OnOverflow
+  readonly calibrate: boolean
   readonly agentModel: string | undefined
   readonly name: string
 }
@@ -421,6 +431,7 @@ const OptionsSchema = Schema.Struct({
   onFailure: Schema.optional(Schema.Literal("fail", "continue")),
   agentModel: Schema.optional(Check.NonEmpty),
   onOverflow: Schema.optional(Schema.Literal("summarize", "fail")),
+  calibrate: Schema.optional(Schema.Boolean),
   name: Schema.optional(Check.NonEmpty)
 })
 
@@ -472,6 +483,7 @@ const validate = (options: Options): Either.Either<Config, AgentError.InvalidOpt
       trim: trim === false ? undefined : trim,
       onFailure: checked.onFailure ?? "fail",
       onOverflow: checked.onOverflow ?? "summarize",
+      calibrate: checked.calibrate ?? false,
       agentModel: checked.agentModel,
       name: checked.name ?? "summarization"
     }
@@ -688,13 +700,35 @@ const make = (config: Config) => {
       })
     })
 
+  // the system message of the last prompt calibrated with, kept so that its count stays cached
+  let system: Prompt.SystemMessage | undefined
+  /** Calibrates the counter with the input tokens the provider reported for what `request` sent. */
+  const calibrate = (request: Middleware.ModelRequest, response: Middleware.ModelResponse) =>
+    Effect.gen(function*() {
+      const reported = response.usage.inputTokens
+      if (reported === undefined) return
+      const counter = yield* counterOf
+      if (request.systemPrompt === undefined) return yield* counter.calibrate(reported, request.messages)
+      if (system?.content !== request.systemPrompt) {
+        system = Prompt.makeMessage("system", { content: request.systemPrompt })
+      }
+      yield* counter.calibrate(reported, [system, ...request.messages])
+    })
+  const recover = config.onOverflow === "summarize"
+    ? ContextOverflow.recover({ compact, model: config.agentModel })
+    : undefined
+  const wrapModelCall: Middleware.WrapModelCall<any, any> = (request, next) => {
+    const sent: Middleware.NextModelCall = config.calibrate
+      ? (request) => Effect.tap(next(request), (response) => calibrate(request, response))
+      : next
+    return recover === undefined ? sent(request) : recover(request, sent)
+  }
+
   // the provider's errors it lets through are already the agent's
   return Middleware.make({
     name: config.name,
     beforeModel,
-    ...(config.onOverflow === "summarize"
-      ? { wrapModelCall: ContextOverflow.recover({ compact, model: config.agentModel }) }
-      : {})
+    ...(recover !== undefined || config.calibrate ? { wrapModelCall } : {})
   }) as Middleware.Middleware<{}, SummarizationFailed | ContextOverflow.ContextOverflow, Summarizer>
 }
 

@@ -2,7 +2,7 @@
  * Summarization sized by the model's profile (`{ fraction }` without
  * `contextWindow`) and its recovery from a context overflow.
  */
-import { AiError, Prompt } from "@effect/ai"
+import { AiError, Prompt, Response } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Middleware, ModelProfile } from "@stepwise-agent/core"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
@@ -260,4 +260,31 @@ describe("onOverflow", () => {
       const mw = yield* Summarization.middleware({ trigger: { tokens: 10 }, keep: { messages: 2 }, onOverflow: "fail" })
       assert.isUndefined(mw.wrapModelCall)
     }))
+})
+
+describe("calibrate", () => {
+  it.effect("calibrates the counter with the provider's reported input tokens, so the trigger sees them", () =>
+    Effect.gen(function*() {
+      const history = turns(5) // 55 tokens by the approximate counter
+      const systemPrompt = "You are a planner. ".repeat(10)
+      const answering = (inputTokens: number): Middleware.NextModelCall => () =>
+        Effect.succeed(
+          Middleware.modelResponse("ok", {
+            usage: new Response.Usage({ inputTokens, outputTokens: 1, totalTokens: inputTokens + 1 })
+          })
+        )
+      for (const calibrate of [true, false]) {
+        const counter = yield* TokenCounter.makeApproximate()
+        const mw = yield* Summarization.middleware({ trigger: { tokens: 100 }, keep: { messages: 1 }, calibrate })
+        const run = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+          Effect.provideService(effect, TokenCounter.TokenCounter, counter)
+        assert.isUndefined(yield* run(beforeModel(mw, history)))
+        const raw = yield* counter.count([Prompt.makeMessage("system", { content: systemPrompt }), ...history])
+        // the system prompt and the tools the stored messages leave out: the provider counts 220
+        yield* run(Effect.scoped(mw.wrapModelCall!({ ...request(history), systemPrompt }, answering(220))))
+        assert.strictEqual(yield* counter.scale, calibrate ? 220 / raw : 1)
+        const out = yield* run(beforeModel(mw, history))
+        assert.strictEqual(out?.length, calibrate ? 2 : undefined)
+      }
+    }).pipe(Effect.provide(Summarizer)))
 })
