@@ -157,12 +157,13 @@ const tooLong = /prompt is too long|maximum context length|context_length_exceed
  * ```ts
  * import * as ContextOverflow from "@stepwise-agent/middleware/ContextOverflow"
  * import { AiError } from "@effect/ai"
+ * import { Option } from "effect"
  *
  * const error = new AiError.HttpResponseError({
  *   module: "OpenAiClient",
  *   method: "createResponse",
  *   reason: "StatusCode",
- *   request: { method: "POST", url: "https://api.openai.com/v1/responses", urlParams: [], hash: { _tag: "None" }, headers: {} },
+ *   request: { method: "POST", url: "https://api.openai.com/v1/responses", urlParams: [], hash: Option.none(), headers: {} },
  *   response: { status: 400, headers: {} },
  *   body: JSON.stringify({ error: { message: "prompt is too long: 208310 tokens > 200000 maximum", type: "invalid_request_error" } })
  * })
