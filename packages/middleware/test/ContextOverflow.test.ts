@@ -2,35 +2,19 @@ import { AiError, Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Middleware, ModelProfile } from "@stepwise-agent/core"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import { Effect, FastCheck, Option } from "effect"
 import * as ContextOverflow from "../src/ContextOverflow.js"
 
 const httpError = (status: number, body: unknown, contentType = "application/json") =>
-  new AiError.HttpResponseError({
-    module: "OpenAiClient",
-    method: "createResponse",
-    reason: "StatusCode",
-    request: {
-      method: "POST",
-      url: "https://api.example.com/v1/responses",
-      urlParams: [],
-      hash: Option.none(),
-      headers: {}
-    },
-    response: { status, headers: { "content-type": contentType } },
-    body: typeof body === "string" ? body : JSON.stringify(body, null, 2)
-  })
+  ScriptedModel.httpError(
+    status,
+    { "content-type": contentType },
+    typeof body === "string" ? body : JSON.stringify(body, null, 2)
+  )
 
-const openAiBody = (limit: number, requested: number) => ({
-  error: {
-    message:
-      `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${requested} ` +
-      "tokens. Please reduce the length of the messages.",
-    type: "invalid_request_error",
-    param: "messages",
-    code: "context_length_exceeded"
-  }
-})
+const openAiBody = FakeOpenAi.contextLengthExceededBody
 
 const anthropicBody = (requested: number, limit: number) => ({
   type: "error",

@@ -2,12 +2,13 @@
  * Summarization sized by the model's profile (`{ fraction }` without
  * `contextWindow`) and its recovery from a context overflow.
  */
-import { AiError, Prompt, Response } from "@effect/ai"
+import { Prompt, Response } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Middleware, ModelProfile } from "@stepwise-agent/core"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
+import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import { Effect, FastCheck, Layer, Logger, Option } from "effect"
 import type * as ContextOverflow from "../src/ContextOverflow.js"
 import * as Summarization from "../src/Summarization.js"
@@ -161,28 +162,11 @@ describe("fractions from the model profile", () => {
 // overflow
 // ---------------------------------------------------------------------------
 
-const overflowError = new AiError.HttpResponseError({
-  module: "OpenAiClient",
-  method: "createResponse",
-  reason: "StatusCode",
-  request: {
-    method: "POST",
-    url: "https://api.example.com/v1/responses",
-    urlParams: [],
-    hash: Option.none(),
-    headers: {}
-  },
-  response: { status: 400, headers: { "content-type": "application/json" } },
-  body: JSON.stringify({
-    error: {
-      message: "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 " +
-        "tokens. Please reduce the length of the messages.",
-      type: "invalid_request_error",
-      param: "messages",
-      code: "context_length_exceeded"
-    }
-  })
-})
+const overflowError = ScriptedModel.httpError(
+  400,
+  { "content-type": "application/json" },
+  JSON.stringify(FakeOpenAi.contextLengthExceededBody(128_000, 130_000))
+)
 
 const request = (messages: ReadonlyArray<Prompt.Message>, threadId = "t"): Middleware.ModelRequest => ({
   messages,

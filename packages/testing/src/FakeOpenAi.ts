@@ -402,8 +402,34 @@ export const error = (
   }, { status, headers: options?.headers })
 
 /**
+ * The error body OpenAI answers a request over the model's context window
+ * with (status 400).
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * FakeOpenAi.contextLengthExceededBody(128_000, 130_000).error.code // "context_length_exceeded"
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const contextLengthExceededBody = (limit: number, requested: number) => ({
+  error: {
+    message:
+      `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${requested} ` +
+      "tokens. Please reduce the length of the messages.",
+    type: "invalid_request_error",
+    param: "messages",
+    code: "context_length_exceeded"
+  }
+})
+
+/**
  * OpenAI's answer to a request over the model's context window: status 400
- * with the `context_length_exceeded` error body the real API sends.
+ * with the `context_length_exceeded` error body the real API sends
+ * ({@link contextLengthExceededBody}).
  *
  * @example
  * ```ts
@@ -416,16 +442,7 @@ export const error = (
  * @category constructors
  */
 export const contextLengthExceeded = (limit: number, requested: number): Reply =>
-  json({
-    error: {
-      message:
-        `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${requested} ` +
-        "tokens. Please reduce the length of the messages.",
-      type: "invalid_request_error",
-      param: "messages",
-      code: "context_length_exceeded"
-    }
-  }, { status: 400 })
+  json(contextLengthExceededBody(limit, requested), { status: 400 })
 
 /**
  * The fake's estimate of a request's input tokens: the characters of its
