@@ -728,7 +728,8 @@ const make = (config: Config) => {
   return Middleware.make({
     name: config.name,
     beforeModel,
-    ...(recover !== undefined || config.calibrate ? { wrapModelCall } : {})
+    ...(recover !== undefined || config.calibrate ? { wrapModelCall } : {}),
+    onThreadDeleted: (threadId) => Effect.sync(() => void overflowed.delete(threadId))
   }) as Middleware.Middleware<{}, SummarizationFailed | ContextOverflow.ContextOverflow, Summarizer>
 }
 
