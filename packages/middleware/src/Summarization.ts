@@ -749,15 +749,13 @@ const make = (config: Config) => {
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
- *   const summarization = yield* Summarization.middleware({
- *     trigger: { fraction: 0.8 },
- *     keep: { messages: 20 },
- *     contextWindow: 128_000
- *   })
+ *   // 0.8 of the input limit of the agent's model profile
+ *   const summarization = yield* Summarization.middleware({ trigger: { fraction: 0.8 }, keep: { messages: 20 } })
  *   const agent = yield* Agent.make({ middleware: [summarization] })
  *   return yield* agent.run("Where were we?", { threadId: "t1" })
  * })
- * // provide a LanguageModel for the agent and Summarization.layer(...) for the summarizer
+ * // provide the agent's model named with ModelProfile.model("gpt-4o", ...), and
+ * // Summarization.layer(...) for the summarizer
  * ```
  *
  * @since 0.1.0

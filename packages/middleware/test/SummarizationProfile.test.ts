@@ -209,6 +209,10 @@ describe("onOverflow", () => {
       assert.isUndefined(yield* beforeModel(mw, grown))
       // another thread was not forced
       assert.isUndefined(yield* beforeModel(mw, turns(3), "other"))
+      // a thread deleted after an overflow is not forced when its id is used again
+      yield* Effect.scoped(mw.wrapModelCall!(request(history, "gone"), nextFailing(1).next))
+      yield* mw.onThreadDeleted!("gone")
+      assert.isUndefined(yield* beforeModel(mw, grown, "gone"))
     }).pipe(Effect.provide(Summarizer), Effect.provide(TokenCounter.layerApproximate())))
 
   it.effect("fails with ContextOverflow when the summarized request overflows too", () =>
