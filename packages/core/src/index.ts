@@ -36,6 +36,11 @@ export * as Middleware from "./Middleware.js"
 /**
  * @since 0.1.0
  */
+export * as ModelProfile from "./ModelProfile.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as RunJournal from "./RunJournal.js"
 
 /**

@@ -1,6 +1,7 @@
 import type { LanguageModel } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import type { AgentError, Middleware, TokenCounter } from "@stepwise-agent/core"
+import type { ContextOverflow } from "@stepwise-agent/middleware"
 import {
   ContextEditing,
   DynamicSystemPrompt,
@@ -105,7 +106,13 @@ describe("constructors that return an Effect of a middleware", () => {
 
   test("Summarization: the Summarizer service", () => {
     expect(Summarization.middleware({ trigger: { tokens: 1000 }, keep: { messages: 4 } })).type.toBe<
-      Built<Middleware.Middleware<{}, Summarization.SummarizationFailed, Summarization.Summarizer>>
+      Built<
+        Middleware.Middleware<
+          {},
+          Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
+          Summarization.Summarizer
+        >
+      >
     >()
   })
 

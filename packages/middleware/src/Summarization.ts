@@ -6,7 +6,7 @@
  * As in LangChain v1's `SummarizationMiddleware`: before each model call
  * (`beforeModel`) the stored conversation is measured; when any `trigger` is
  * reached (`{ tokens }`, `{ messages }`, or a `{ fraction }` of the model's
- * `contextWindow`), the messages older than the `keep` window are sent to the
+ * input limit), the messages older than the `keep` window are sent to the
  * summarizer and replaced, **in the stored thread**, by one user message
  * holding the summary ({@link isSummary} recognises it). The agent's next
  * model request, and every later run on the thread, sees the summary and the
@@ -28,7 +28,21 @@
  *
  * Tokens are counted with the `TokenCounter` the agent is given, or else an
  * approximate one (4 characters per token). Messages only (the system prompt
- * is not part of the stored conversation).
+ * is not part of the stored conversation); with `calibrate: true` the counter
+ * is calibrated with the input tokens the provider reports for each model
+ * call, so its counts take in the system prompt and the tool definitions.
+ *
+ * A fraction is taken of the `contextWindow` option when given, else of the
+ * `maxInputTokens` of the agent's model's profile (`ModelProfile`: name the
+ * model with `ModelProfile.layerModel` or `ModelProfile.model`), looked up at
+ * run time. A model without a profile gets `ModelProfile.fallback`'s window
+ * (128,000 tokens) and one warning log per middleware and model.
+ *
+ * When the provider rejects a model request as too long anyway (see
+ * `ContextOverflow.classify`), the middleware summarizes the request's older
+ * messages whatever the trigger, retries once, and summarizes the stored
+ * thread before the next model call; if the retry is rejected too, the run
+ * fails with `ContextOverflow` (`onOverflow: "summarize"`, the default).
  *
  * Cost per model call: the middleware remembers, per thread (the history
  * starting with the same first message object), the running token sums of
@@ -53,6 +67,8 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as ContextOverflow from "./ContextOverflow.js"
+import * as ContextLimit from "./internal/contextLimit.js"
 import * as HistoryCache from "./internal/historyCache.js"
 import * as Check from "./internal/options.js"
 
@@ -62,7 +78,8 @@ import * as Check from "./internal/options.js"
 
 /**
  * A size of context: a number of tokens, a number of messages, or a fraction
- * (0 < f ≤ 1) of the model's context window (`contextWindow` option).
+ * (0 < f ≤ 1) of the model's input limit (the `contextWindow` option, else
+ * the model's profile).
  *
  * @since 0.1.0
  * @category models
@@ -82,6 +99,15 @@ export type ContextSize =
 export type OnFailure = "fail" | "continue"
 
 /**
+ * What to do when the provider rejects a request as too long: summarize the
+ * older messages and retry once, or let the provider's error through.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type OnOverflow = "summarize" | "fail"
+
+/**
  * Options of {@link middleware}.
  *
  * @since 0.1.0
@@ -90,21 +116,39 @@ export type OnFailure = "fail" | "continue"
 export interface Options {
   /**
    * When to summarize: the stored messages reach this many tokens or
-   * messages, or this fraction of `contextWindow`. With a list, when any of
+   * messages, or this fraction of the input limit. With a list, when any of
    * them is reached. Token and fraction triggers are whole numbers ≥ 1
    * (after taking the fraction); a message trigger is at least 1.
    */
   readonly trigger: ContextSize | ReadonlyArray<ContextSize>
   /**
    * The recent window kept as it is: the newest messages that fit in this
-   * many tokens (or this fraction of `contextWindow`), or this many newest
+   * many tokens (or this fraction of the input limit), or this many newest
    * messages; at least 1 (as in LangChain: a window of 0 would summarize
    * away the message being answered). Extended to keep tool calls with
    * their results.
    */
   readonly keep: ContextSize
-  /** The model's context window in tokens; required when a fraction is used. */
+  /**
+   * The input limit fractions are taken of, in tokens. Default: the
+   * `maxInputTokens` of the agent model's profile (`ModelProfile`), else
+   * `ModelProfile.fallback`'s.
+   */
   readonly contextWindow?: number | undefined
+  /**
+   * The name of the agent's model, whose profile sizes fractions and names
+   * the model in `ContextOverflow` (default: `ModelProfile.CurrentModel`).
+   */
+  readonly agentModel?: string | undefined
+  /** Default `"summarize"`. */
+  readonly onOverflow?: OnOverflow | undefined
+  /**
+   * Calibrate the token counter with the input tokens the provider reports
+   * for each model call (`TokenCounter.calibrate`), so counts take in what
+   * the provider counts besides the messages: the system prompt, the tool
+   * definitions, its framing. Default `false`.
+   */
+  readonly calibrate?: boolean | undefined
   /**
    * The summarizer's instructions; `{messages}` is replaced by the transcript
    * of the messages to summarize (default {@link defaultSummaryPrompt}).
@@ -346,12 +390,18 @@ type Size =
   | { readonly _tag: "tokens"; readonly value: number }
   | { readonly _tag: "messages"; readonly value: number }
 
+/** A size, or a fraction of an input limit known at run time. */
+type SizeOf = Size | { readonly _tag: "fraction"; readonly value: number }
+
 interface Config {
-  readonly triggers: ReadonlyArray<Size>
-  readonly keep: Size
+  readonly triggers: ReadonlyArray<SizeOf>
+  readonly keep: SizeOf
   readonly summaryPrompt: string
   readonly trim: number | undefined
   readonly onFailure: OnFailure
+  readonly onOverflow: OnOverflow
+  readonly calibrate: boolean
+  readonly agentModel: string | undefined
   readonly name: string
 }
 
@@ -379,22 +429,24 @@ const OptionsSchema = Schema.Struct({
   )),
   trimTokensToSummarize: Schema.optional(Schema.Union(Positive, Schema.Literal(false))),
   onFailure: Schema.optional(Schema.Literal("fail", "continue")),
+  agentModel: Schema.optional(Check.NonEmpty),
+  onOverflow: Schema.optional(Schema.Literal("summarize", "fail")),
+  calibrate: Schema.optional(Schema.Boolean),
   name: Schema.optional(Check.NonEmpty)
 })
 
-/** A size in tokens or messages; a fraction is taken of `contextWindow`. */
+/**
+ * A size in tokens or messages; a fraction is taken of `contextWindow`, or
+ * kept for the model's profile at run time.
+ */
 const sizeOf = (
   option: string,
   size: ContextSize,
   contextWindow: number | undefined
-): Either.Either<Size, AgentError.InvalidOptions> => {
+): Either.Either<SizeOf, AgentError.InvalidOptions> => {
   if ("tokens" in size) return Either.right({ _tag: "tokens", value: size.tokens })
   if ("messages" in size) return Either.right({ _tag: "messages", value: size.messages })
-  if (contextWindow === undefined) {
-    return Either.left(
-      Check.invalid("Summarization", "contextWindow", `is required when ${option} is a fraction of the context window`)
-    )
-  }
+  if (contextWindow === undefined) return Either.right({ _tag: "fraction", value: size.fraction })
   const tokens = Math.floor(size.fraction * contextWindow)
   return tokens >= 1 ? Either.right({ _tag: "tokens", value: tokens }) : Either.left(
     Check.invalid(
@@ -418,7 +470,7 @@ const validate = (options: Options): Either.Either<Config, AgentError.InvalidOpt
         Check.invalid("Summarization", "trigger", "is an empty list: nothing would trigger")
       )
     }
-    const triggers: Array<Size> = []
+    const triggers: Array<SizeOf> = []
     for (const [index, trigger] of rawTriggers.entries()) {
       triggers.push(yield* sizeOf(listed ? `trigger[${index}]` : "trigger", trigger, contextWindow))
     }
@@ -430,6 +482,9 @@ const validate = (options: Options): Either.Either<Config, AgentError.InvalidOpt
       summaryPrompt: checked.summaryPrompt ?? defaultSummaryPrompt,
       trim: trim === false ? undefined : trim,
       onFailure: checked.onFailure ?? "fail",
+      onOverflow: checked.onOverflow ?? "summarize",
+      calibrate: checked.calibrate ?? false,
+      agentModel: checked.agentModel,
       name: checked.name ?? "summarization"
     }
   })
@@ -438,8 +493,49 @@ const validate = (options: Options): Either.Either<Config, AgentError.InvalidOpt
 // constructors
 // -----------------------------------------------------------------------------
 
+/** A fraction of an input limit in tokens (at least 1). */
+const resolveSize = (size: SizeOf, inputTokens: number): Size =>
+  size._tag === "fraction" ? { _tag: "tokens", value: Math.max(1, Math.floor(size.value * inputTokens)) } : size
+
+/** The leading system messages stay in front: the index of the first other message. */
+const firstNonSystem = (messages: ReadonlyArray<Prompt.Message>): number => {
+  let start = 0
+  while (start < messages.length && messages[start]!.role === "system") start++
+  return start
+}
+
+/**
+ * Where the kept window starts: the newest `keep` messages, or the longest
+ * suffix within `keep` tokens (a binary search; `tokensFrom(i)` is the tokens
+ * of `messages[i..]`), moved back so that it never starts with tool results.
+ */
+const cutAt = (
+  messages: ReadonlyArray<Prompt.Message>,
+  start: number,
+  keep: Size,
+  tokensFrom: (index: number) => number
+): number => {
+  const length = messages.length
+  let cut: number
+  if (keep._tag === "messages") {
+    cut = Math.max(start, length - keep.value)
+  } else {
+    let low = start
+    let high = length
+    while (low < high) {
+      const mid = (low + high) >>> 1
+      if (tokensFrom(mid) <= keep.value) high = mid
+      else low = mid + 1
+    }
+    cut = low
+  }
+  // Never start the window with tool results: start at the call.
+  while (cut > start && messages[cut]?.role === "tool") cut--
+  return cut
+}
+
 const make = (config: Config) => {
-  const { keep, onFailure, summaryPrompt, triggers, trim } = config
+  const { onFailure, summaryPrompt, trim } = config
   // Running token sums per thread; nothing else is derived from the messages.
   const cache = HistoryCache.make({ init: () => undefined })
   const approximate = HistoryCache.lazyApproximate()
@@ -447,6 +543,17 @@ const make = (config: Config) => {
     Effect.serviceOption(TokenCounter.TokenCounter),
     Option.match({ onSome: Effect.succeed, onNone: () => approximate })
   )
+  // Fractions are taken of the input limit, resolved at run time when no contextWindow was given.
+  const limit = ContextLimit.make({ module: "Summarization", model: config.agentModel })
+  const sizes: Effect.Effect<{ readonly triggers: ReadonlyArray<Size>; readonly keep: Size }> =
+    [...config.triggers, config.keep].some((size) => size._tag === "fraction")
+      ? Effect.map(limit, ({ inputTokens }) => ({
+        triggers: config.triggers.map((size) => resolveSize(size, inputTokens)),
+        keep: resolveSize(config.keep, inputTokens)
+      }))
+      : Effect.succeed({ triggers: config.triggers as ReadonlyArray<Size>, keep: config.keep as Size })
+  // Threads whose last request overflowed: summarized before their next model call, whatever the trigger.
+  const overflowed = new Set<string>()
 
   const summarize = (
     counter: TokenCounter.TokenCounter.Service,
@@ -499,11 +606,13 @@ const make = (config: Config) => {
       return { summary, summaryRaw: summaryRaw!, sent: sent.length }
     })
 
-  const beforeModel = ({ messages }: Middleware.HookContext<{}>) =>
+  const beforeModel = ({ messages, threadId }: Middleware.HookContext<{}>) =>
     Effect.gen(function*() {
+      const forced = overflowed.delete(threadId)
       if (messages.length === 0) return undefined
       const counter = yield* counterOf
       const scale = yield* counter.scale
+      const { keep, triggers } = yield* sizes
       return yield* cache.use(counter, messages, ({ sums }) =>
         Effect.gen(function*() {
           const length = messages.length
@@ -511,31 +620,12 @@ const make = (config: Config) => {
           /** Raw tokens of `messages[i]`. */
           const rawOf = (i: number) => sums[i + 1]! - sums[i]!
           const total = tokensOf(sums[length]!)
-          const triggered = triggers.some((trigger) =>
-            trigger._tag === "tokens" ? total >= trigger.value : length >= trigger.value
-          )
+          const triggered = forced ||
+            triggers.some((trigger) => trigger._tag === "tokens" ? total >= trigger.value : length >= trigger.value)
           if (!triggered) return undefined
 
-          // Leading system messages stay in front.
-          let start = 0
-          while (start < length && messages[start]!.role === "system") start++
-          // The window: the newest `keep` messages, or the longest suffix within
-          // `keep` tokens (a binary search over the running sums).
-          let cut: number
-          if (keep._tag === "messages") {
-            cut = Math.max(start, length - keep.value)
-          } else {
-            let low = start
-            let high = length
-            while (low < high) {
-              const mid = (low + high) >>> 1
-              if (tokensOf(sums[length]! - sums[mid]!) <= keep.value) high = mid
-              else low = mid + 1
-            }
-            cut = low
-          }
-          // Never start the window with tool results: start at the call.
-          while (cut > start && messages[cut]?.role === "tool") cut--
+          const start = firstNonSystem(messages)
+          const cut = cutAt(messages, start, keep, (i) => tokensOf(sums[length]! - sums[i]!))
           const toSummarize = messages.slice(start, cut)
           if (toSummarize.length === 0 || (toSummarize.length === 1 && isSummary(toSummarize[0]!))) return undefined
 
@@ -575,7 +665,72 @@ const make = (config: Config) => {
         }))
     })
 
-  return Middleware.make({ name: config.name, beforeModel })
+  /** The request with its older messages summarized, whatever the trigger; None when there is nothing to summarize. */
+  const compact = (request: Middleware.ModelRequest) =>
+    Effect.gen(function*() {
+      const { messages } = request
+      const counter = yield* counterOf
+      const scale = yield* counter.scale
+      const { keep } = yield* sizes
+      const raw = yield* counter.measure(messages)
+      const sums = [0]
+      for (const tokens of raw) sums.push(sums[sums.length - 1]! + tokens)
+      const start = firstNonSystem(messages)
+      const cut = cutAt(messages, start, keep, (i) => HistoryCache.scaled(sums[messages.length]! - sums[i]!, scale))
+      const toSummarize = messages.slice(start, cut)
+      if (toSummarize.length === 0 || (toSummarize.length === 1 && isSummary(toSummarize[0]!))) {
+        return Option.none<Middleware.ModelRequest>()
+      }
+      const outcome = yield* summarize(counter, scale, toSummarize, (i) => raw[start + i]!).pipe(
+        Effect.map(Option.some),
+        Effect.catchAll((error) =>
+          onFailure === "fail" ? Effect.fail(error) : Effect.as(
+            Middleware.report(`summarization failed, not compacting the request: ${error.reason}`, {
+              messages: error.messages
+            }),
+            Option.none()
+          )
+        )
+      )
+      if (Option.isNone(outcome)) return Option.none<Middleware.ModelRequest>()
+      overflowed.add(request.threadId)
+      return Option.some<Middleware.ModelRequest>({
+        ...request,
+        messages: [...messages.slice(0, start), outcome.value.summary, ...messages.slice(cut)]
+      })
+    })
+
+  // the system message of the last prompt calibrated with, kept so that its count stays cached
+  let system: Prompt.SystemMessage | undefined
+  /** Calibrates the counter with the input tokens the provider reported for what `request` sent. */
+  const calibrate = (request: Middleware.ModelRequest, response: Middleware.ModelResponse) =>
+    Effect.gen(function*() {
+      const reported = response.usage.inputTokens
+      if (reported === undefined) return
+      const counter = yield* counterOf
+      if (request.systemPrompt === undefined) return yield* counter.calibrate(reported, request.messages)
+      if (system?.content !== request.systemPrompt) {
+        system = Prompt.makeMessage("system", { content: request.systemPrompt })
+      }
+      yield* counter.calibrate(reported, [system, ...request.messages])
+    })
+  const recover = config.onOverflow === "summarize"
+    ? ContextOverflow.recover({ compact, model: config.agentModel })
+    : undefined
+  const wrapModelCall: Middleware.WrapModelCall<any, any> = (request, next) => {
+    const sent: Middleware.NextModelCall = config.calibrate
+      ? (request) => Effect.tap(next(request), (response) => calibrate(request, response))
+      : next
+    return recover === undefined ? sent(request) : recover(request, sent)
+  }
+
+  // the provider's errors it lets through are already the agent's
+  return Middleware.make({
+    name: config.name,
+    beforeModel,
+    ...(recover !== undefined || config.calibrate ? { wrapModelCall } : {}),
+    onThreadDeleted: (threadId) => Effect.sync(() => void overflowed.delete(threadId))
+  }) as Middleware.Middleware<{}, SummarizationFailed | ContextOverflow.ContextOverflow, Summarizer>
 }
 
 /**
@@ -594,15 +749,13 @@ const make = (config: Config) => {
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
- *   const summarization = yield* Summarization.middleware({
- *     trigger: { fraction: 0.8 },
- *     keep: { messages: 20 },
- *     contextWindow: 128_000
- *   })
+ *   // 0.8 of the input limit of the agent's model profile
+ *   const summarization = yield* Summarization.middleware({ trigger: { fraction: 0.8 }, keep: { messages: 20 } })
  *   const agent = yield* Agent.make({ middleware: [summarization] })
  *   return yield* agent.run("Where were we?", { threadId: "t1" })
  * })
- * // provide a LanguageModel for the agent and Summarization.layer(...) for the summarizer
+ * // provide the agent's model named with ModelProfile.model("gpt-4o", ...), and
+ * // Summarization.layer(...) for the summarizer
  * ```
  *
  * @since 0.1.0
@@ -610,7 +763,10 @@ const make = (config: Config) => {
  */
 export const middleware: (
   options: Options
-) => Effect.Effect<Middleware.Middleware<{}, SummarizationFailed, Summarizer>, AgentError.InvalidOptions> = Effect
+) => Effect.Effect<
+  Middleware.Middleware<{}, SummarizationFailed | ContextOverflow.ContextOverflow, Summarizer>,
+  AgentError.InvalidOptions
+> = Effect
   .fn("Summarization.middleware")(function*(options: Options) {
     return make(yield* validate(options))
   })

@@ -6,6 +6,11 @@ export * as ContextEditing from "./ContextEditing.js"
 /**
  * @since 0.1.0
  */
+export * as ContextOverflow from "./ContextOverflow.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as DynamicSystemPrompt from "./DynamicSystemPrompt.js"
 
 /**

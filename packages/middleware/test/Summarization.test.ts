@@ -5,6 +5,7 @@ import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
 import { Chunk, Effect, FastCheck, Layer, Option, Schema, Stream } from "effect"
+import type * as ContextOverflow from "../src/ContextOverflow.js"
 import * as Summarization from "../src/Summarization.js"
 
 // ---------------------------------------------------------------------------
@@ -48,7 +49,11 @@ const middleware = (options: Summarization.Options) => Effect.orDie(Summarizatio
 
 /** Runs the middleware's beforeModel hook on a history. */
 const beforeModel = (
-  mw: Middleware.Middleware<{}, Summarization.SummarizationFailed, Summarization.Summarizer>,
+  mw: Middleware.Middleware<
+    {},
+    Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
+    Summarization.Summarizer
+  >,
   messages: ReadonlyArray<Prompt.Message>
 ) =>
   Effect.scoped(
@@ -120,8 +125,6 @@ describe("options", () => {
         [{ trigger: { tokens: 10 }, keep: { tokens: 0 } }, "keep.tokens"],
         [{ trigger: { tokens: 10 }, keep: { tokens: 2.5 } }, "keep.tokens"],
         [{ trigger: { tokens: 10 } }, "keep"],
-        [{ trigger: { fraction: 0.5 }, keep: { messages: 2 } }, "contextWindow"],
-        [{ trigger: { tokens: 10 }, keep: { fraction: 0.1 } }, "contextWindow"],
         [{ trigger: { fraction: 1.5 }, keep: { messages: 2 }, contextWindow: 1000 }, "trigger.fraction"],
         [{ trigger: { fraction: 0 }, keep: { messages: 2 }, contextWindow: 1000 }, "trigger.fraction"],
         [{ trigger: { fraction: 0.0001 }, keep: { messages: 2 }, contextWindow: 1000 }, "trigger.fraction"],
@@ -129,7 +132,9 @@ describe("options", () => {
         [{ trigger: { tokens: 10 }, keep: { messages: 2 }, summaryPrompt: "Summarize." }, "summaryPrompt"],
         [{ trigger: { tokens: 10 }, keep: { messages: 2 }, trimTokensToSummarize: 0 }, "trimTokensToSummarize"],
         [{ trigger: { tokens: 10 }, keep: { messages: 2 }, onFailure: "ignore" }, "onFailure"],
-        [{ trigger: { tokens: 10 }, keep: { messages: 2 }, name: "" }, "name"]
+        [{ trigger: { tokens: 10 }, keep: { messages: 2 }, name: "" }, "name"],
+        [{ trigger: { tokens: 10 }, keep: { messages: 2 }, agentModel: "" }, "agentModel"],
+        [{ trigger: { tokens: 10 }, keep: { messages: 2 }, onOverflow: "retry" }, "onOverflow"]
       ]
       for (const [options, option] of cases) {
         const error = yield* Effect.flip(Summarization.middleware(options as Summarization.Options))

@@ -402,6 +402,66 @@ export const error = (
   }, { status, headers: options?.headers })
 
 /**
+ * The error body OpenAI answers a request over the model's context window
+ * with (status 400).
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * FakeOpenAi.contextLengthExceededBody(128_000, 130_000).error.code // "context_length_exceeded"
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const contextLengthExceededBody = (limit: number, requested: number) => ({
+  error: {
+    message:
+      `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${requested} ` +
+      "tokens. Please reduce the length of the messages.",
+    type: "invalid_request_error",
+    param: "messages",
+    code: "context_length_exceeded"
+  }
+})
+
+/**
+ * OpenAI's answer to a request over the model's context window: status 400
+ * with the `context_length_exceeded` error body the real API sends
+ * ({@link contextLengthExceededBody}).
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * const reply = FakeOpenAi.contextLengthExceeded(128_000, 130_000)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const contextLengthExceeded = (limit: number, requested: number): Reply =>
+  json(contextLengthExceededBody(limit, requested), { status: 400 })
+
+/**
+ * The fake's estimate of a request's input tokens: the characters of its
+ * `instructions`, `input` and `tools` as JSON, over 4, rounded up.
+ *
+ * @example
+ * ```ts
+ * import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+ *
+ * FakeOpenAi.inputTokens({ model: "gpt-4o", input: [{ role: "user", content: "Hi" }] }) // 11
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const inputTokens = (body: RequestBody): number =>
+  Math.ceil(JSON.stringify([body.instructions ?? null, body.input, body.tools ?? []]).length / 4)
+
+/**
  * A body sent as is (`content-type: application/json` unless given).
  *
  * @example
@@ -838,6 +898,21 @@ const answer = (
 }
 
 /**
+ * Options of {@link make}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MakeOptions {
+  /**
+   * The model's context window: a request whose {@link inputTokens} exceed
+   * it is answered with {@link contextLengthExceeded} (it uses no scripted
+   * reply), as the real API answers an over-long request.
+   */
+  readonly contextWindow?: number | undefined
+}
+
+/**
  * Starts the fake server on an ephemeral port of 127.0.0.1 with a script of
  * replies; it is closed (with every open connection) when the scope closes.
  *
@@ -861,7 +936,10 @@ const answer = (
  * @since 0.1.0
  * @category constructors
  */
-export const make = (script: ReadonlyArray<Reply> = []): Effect.Effect<FakeOpenAi, never, Scope.Scope> =>
+export const make = (
+  script: ReadonlyArray<Reply> = [],
+  options?: MakeOptions
+): Effect.Effect<FakeOpenAi, never, Scope.Scope> =>
   Effect.gen(function*() {
     const queue: Array<Reply> = [...script]
     const received: Array<RecordedRequest> = []
@@ -879,7 +957,13 @@ export const make = (script: ReadonlyArray<Reply> = []): Effect.Effect<FakeOpenA
           body = { model: "", input: [], unparsedBody: text }
         }
         const path = (req.url ?? "").split("?")[0]!
-        const reply = req.method === "POST" && path === "/v1/responses" ? queue.shift() : undefined
+        const tokens = inputTokens(body)
+        const tooLong = options?.contextWindow !== undefined && tokens > options.contextWindow
+        const reply = req.method !== "POST" || path !== "/v1/responses"
+          ? undefined
+          : tooLong
+          ? contextLengthExceeded(options!.contextWindow!, tokens)
+          : queue.shift()
         received.push({
           method: req.method ?? "",
           path,

@@ -152,8 +152,9 @@ export const toolCalls = (
 /**
  * A provider's HTTP error as a turn: the model call fails with an
  * `AiError.HttpResponseError` of this status (and headers, e.g.
- * `retry-after`), as a real provider client reports it. For testing retry,
- * fallback and logging policies.
+ * `retry-after`, and the response body as the client keeps it: a JSON body
+ * as its text), as a real provider client reports it. For testing retry,
+ * fallback, overflow and logging policies.
  *
  * @example
  * ```ts
@@ -166,7 +167,11 @@ export const toolCalls = (
  * @since 0.1.0
  * @category constructors
  */
-export const httpError = (status: number, headers: Readonly<Record<string, string>> = {}): AiError.HttpResponseError =>
+export const httpError = (
+  status: number,
+  headers: Readonly<Record<string, string>> = {},
+  body?: string | undefined
+): AiError.HttpResponseError =>
   new AiError.HttpResponseError({
     module: "ScriptedModel",
     method: "generateText",
@@ -179,6 +184,7 @@ export const httpError = (status: number, headers: Readonly<Record<string, strin
       headers: {}
     },
     response: { status, headers },
+    ...(body === undefined ? {} : { body }),
     description: `status ${status}`
   })
 
