@@ -296,4 +296,26 @@ describe("the patched streamText", () => {
       ])
       assert.deepStrictEqual(whole.spans, ["LanguageModel.streamText Success"])
     }))
+
+  it.effect("resolves streamed tool calls as the unpatched one: the calls, then their results", () =>
+    Effect.gen(function*() {
+      const Unpatched = yield* loadUnpatched
+      const parts = (make: typeof LanguageModel.make) =>
+        Effect.gen(function*() {
+          const model = yield* make({
+            generateText: () => Effect.dieMessage("not generated") as never,
+            streamText: () =>
+              Stream.make(
+                { type: "tool-call", id: "c1", name: "add", params: { a: 2, b: 3 } },
+                { type: "finish", reason: "tool-calls", usage }
+              ) as never
+          })
+          const streamed = yield* Stream.runCollect(model.streamText({ prompt: "2 + 3?", toolkit: Calculator }))
+          return Chunk.toArray(streamed).map((part) => JSON.stringify(part))
+        })
+      const patched = yield* parts(LanguageModel.make)
+      assert.deepStrictEqual(patched, yield* parts(Unpatched.make))
+      assert.deepStrictEqual(patched.map((part) => JSON.parse(part).type), ["tool-call", "finish", "tool-result"])
+      assert.strictEqual(JSON.parse(patched[2]!).result, 5)
+    }).pipe(Effect.provide(CalculatorLive)))
 })
