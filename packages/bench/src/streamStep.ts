@@ -19,20 +19,16 @@ import { Effect } from "effect"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as v8 from "node:v8"
-import * as vm from "node:vm"
 import * as EffectAi from "./effectAi.js"
 import type { Mode, ModelKind } from "./fakes.js"
 import { makeBareCall, makeBench } from "./fixtures.js"
-import { sampleMany } from "./measure.js"
+import { getGc, sampleMany } from "./measure.js"
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..")
 const quick = process.argv.includes("--quick")
 const steps = 10
 
-const gc: () => void = (globalThis as { gc?: () => void }).gc ?? (() => {
-  v8.setFlagsFromString("--expose-gc")
-  return vm.runInNewContext("gc") as () => void
-})()
+const gc = getGc()
 
 /** Bytes allocated per unit by `runs` runs of `effect`: the median of three windows without a collection. */
 const allocated = async (effect: Effect.Effect<void, unknown>, runs: number, units: number): Promise<number> => {
