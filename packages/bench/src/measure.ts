@@ -7,6 +7,8 @@
  */
 import { Effect } from "effect"
 import { performance } from "node:perf_hooks"
+import * as v8 from "node:v8"
+import * as vm from "node:vm"
 
 /**
  * How long to sample.
@@ -184,4 +186,18 @@ export const sampleMany = async (
     runsPerBatch: c.runsPerBatch,
     batches: rounds
   }))
+}
+
+/**
+ * The garbage collector's `gc()`: the global one under `--expose-gc`, else
+ * one exposed at run time.
+ *
+ * @since 0.1.0
+ * @category utility
+ */
+export const getGc = (): () => void => {
+  const existing = (globalThis as { gc?: () => void }).gc
+  if (existing !== undefined) return existing
+  v8.setFlagsFromString("--expose-gc")
+  return vm.runInNewContext("gc") as () => void
 }

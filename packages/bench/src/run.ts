@@ -41,8 +41,6 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
-import * as v8 from "node:v8"
-import * as vm from "node:vm"
 import * as Ablation from "./ablation.js"
 import * as Context from "./context.js"
 import * as Durable from "./durable.js"
@@ -50,7 +48,7 @@ import * as EffectAi from "./effectAi.js"
 import { answerDeltas, type Mode, type ModelKind } from "./fakes.js"
 import { type Config, makeBareCall, makeBench, makeHandleCall } from "./fixtures.js"
 import { type LangChainConfig, makeLangChainBench } from "./langchain.js"
-import { sample, sampleMany, type SampleOptions } from "./measure.js"
+import { getGc, sample, sampleMany, type SampleOptions } from "./measure.js"
 import * as Memory from "./memory.js"
 import * as Micro from "./micro.js"
 import * as PiiBench from "./pii.js"
@@ -266,13 +264,6 @@ const measureBare = async (
     out.push({ what: "Toolkit.handle", build, tools, result })
   }
   return out
-}
-
-const getGc = (): () => void => {
-  const existing = (globalThis as { gc?: () => void }).gc
-  if (existing !== undefined) return existing
-  v8.setFlagsFromString("--expose-gc")
-  return vm.runInNewContext("gc") as () => void
 }
 
 // ---------------------------------------------------------------------------

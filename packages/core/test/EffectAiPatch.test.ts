@@ -1,14 +1,19 @@
 /**
  * The patch this repository applies to @effect/ai 0.37 (patches/, applied by
  * `npm ci` through patch-package): the response schema is built once per
- * tool set instead of on every model call. These tests fail when the patch
- * is missing, check that the cache keeps tool sets apart, and run the agent
- * on an unpatched copy of `LanguageModel` to show it does not depend on it.
+ * tool set instead of on every model call, and `streamText` is built with
+ * channel operations instead of the `Stream.unwrapScoped` and
+ * `Stream.provideService` stages, which each ran a stream of streams. These
+ * tests fail when the patch is missing, check that the cache keeps tool sets
+ * apart, run the agent on an unpatched copy of `LanguageModel` to show it does
+ * not depend on it, and compare the patched `streamText` with the unpatched
+ * one on the same provider streams: the same parts, errors, ids, spans and
+ * finalizers.
  */
-import { LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { AiError, IdGenerator, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
-import { Effect, Logger, Schema } from "effect"
+import { Cause, Chunk, Effect, Exit, Logger, Option, Schema, Stream, Tracer } from "effect"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
@@ -29,6 +34,36 @@ const replaced: ReadonlyArray<readonly [original: string, patched: string]> = [
   ["Schema.Array(Response.StreamPart(toolkit))", "streamPartsSchemaFor(toolkit)"]
 ]
 
+/** The stages of `streamText` the patch replaces, and what replaces them (in both builds' spelling). */
+const streamStages: ReadonlyArray<readonly [original: string, patched: string]> = [
+  [
+    "}, Stream.unwrapScoped, Stream.mapError(",
+    "}, effect => Stream.fromChannel(unwrapScopedChannel(effect)), Stream.mapError("
+  ],
+  [
+    "Stream.provideService(IdGenerator, idGenerator));",
+    "stream => provideServiceChannel(stream, IdGenerator, idGenerator));"
+  ],
+  [
+    "Stream.provideService(_IdGenerator.IdGenerator, idGenerator));",
+    "stream => provideServiceChannel(stream, _IdGenerator.IdGenerator, idGenerator));"
+  ]
+]
+
+/** `LanguageModel` as published: a copy of the installed ES module build with the patch's replacements undone. */
+let unpatched: Promise<typeof LanguageModel> | undefined
+const loadUnpatched = Effect.promise(() => unpatched ??= copyUnpatched())
+const copyUnpatched = async (): Promise<typeof LanguageModel> => {
+  // inside node_modules so that its imports resolve
+  const copy = path.join(aiRoot, "..", "..", ".cache", "stepwise-unpatched-ai")
+  fs.rmSync(copy, { recursive: true, force: true })
+  fs.cpSync(path.join(aiRoot, "dist", "esm"), copy, { recursive: true })
+  let source = fs.readFileSync(path.join(copy, "LanguageModel.js"), "utf8")
+  for (const [original, patched] of [...replaced, ...streamStages]) source = source.split(patched).join(original)
+  fs.writeFileSync(path.join(copy, "LanguageModel.js"), source)
+  return import(pathToFileURL(path.join(copy, "LanguageModel.js")).href)
+}
+
 const fakeModel = (name: string) =>
   LanguageModel.make({
     generateText: () =>
@@ -47,6 +82,11 @@ describe("the @effect/ai response-schema patch", () => {
         assert.isFalse(source.includes(`= ${original}`), `${build}: ${original} is still built per call`)
         assert.isTrue(source.includes(`= ${patched}`), `${build}: ${patched} is missing`)
       }
+      assert.isTrue(source.includes(streamStages[0]![1]), `${build}: streamText still runs Stream.unwrapScoped`)
+      assert.isTrue(
+        streamStages.slice(1).some(([original, patched]) => source.includes(patched) && !source.includes(original)),
+        `${build}: streamText still runs Stream.provideService`
+      )
     }
   })
 
@@ -71,19 +111,7 @@ describe("the @effect/ai response-schema patch", () => {
 
   it.effect("is not needed for correctness: the agent runs on an unpatched LanguageModel", () =>
     Effect.gen(function*() {
-      // An unpatched copy of the ES module build, inside node_modules so that its imports resolve.
-      const copy = path.join(aiRoot, "..", "..", ".cache", "stepwise-unpatched-ai")
-      fs.rmSync(copy, { recursive: true, force: true })
-      fs.cpSync(path.join(aiRoot, "dist", "esm"), copy, { recursive: true })
-      let source = fs.readFileSync(path.join(copy, "LanguageModel.js"), "utf8")
-      for (const [original, patched] of replaced) source = source.split(patched).join(original)
-      fs.writeFileSync(path.join(copy, "LanguageModel.js"), source)
-      for (const [original, patched] of replaced) {
-        assert.isTrue(source.includes(`= ${original}`) && !source.includes(`= ${patched}`))
-      }
-      const Unpatched: typeof LanguageModel = yield* Effect.promise(() =>
-        import(pathToFileURL(path.join(copy, "LanguageModel.js")).href)
-      )
+      const Unpatched = yield* loadUnpatched
       assert.notStrictEqual(Unpatched.make, LanguageModel.make)
 
       // A provider returning encoded parts, built with the unpatched LanguageModel.make.
@@ -138,4 +166,156 @@ describe("the @effect/ai response-schema patch", () => {
       assert.include(logs[0]!, "12 tools: ~12 ms per call")
       assert.include(logs[0]!, "@stepwise-agent/core/assets/patches/README.md")
     }))
+})
+
+/** What a drained `streamText` gave: its parts as JSON, how it ended, the spans it ended, the finalizers run. */
+interface Observed {
+  readonly parts: ReadonlyArray<string>
+  readonly exit: string
+  readonly spans: ReadonlyArray<string>
+  readonly finalized: number
+}
+
+const usage = { inputTokens: 1, outputTokens: 1, totalTokens: 2 }
+
+/**
+ * A provider streaming `deltas` as text deltas (each part's id from the
+ * `IdGenerator` the model provides), then a finish part; `fail` replaces the
+ * part at that index with a provider failure, `malformed` with a part that
+ * does not decode. Its stream counts its finalizer runs in `finalized`.
+ */
+const provider = (
+  deltas: ReadonlyArray<string>,
+  fail: number | undefined,
+  malformed: number | undefined,
+  finalized: { count: number }
+) => {
+  const ids = Stream.mapEffect(
+    Stream.fromIterable(deltas),
+    (delta) =>
+      Effect.map(IdGenerator.IdGenerator, (ids) => ids.generateId()).pipe(
+        Effect.flatten,
+        Effect.map((id): unknown => ({ type: "text-delta", id, delta }))
+      )
+  )
+  const parts = Stream.concat(ids, Stream.make({ type: "finish", reason: "stop", usage }))
+  return Stream.mapEffect(Stream.zipWithIndex(parts), ([part, i]) =>
+    i === fail
+      ? Effect.fail(new AiError.UnknownError({ module: "Provider", method: "streamText", description: `part ${i}` }))
+      : Effect.succeed(i === malformed ? { type: "text-delta", id: 1 } : part)).pipe(
+      Stream.ensuring(Effect.sync(() => finalized.count++))
+    )
+}
+
+const drained = (
+  make: typeof LanguageModel.make,
+  deltas: ReadonlyArray<string>,
+  options: { readonly fail?: number | undefined; readonly malformed?: number | undefined; readonly take?: number }
+) =>
+  Effect.gen(function*() {
+    const finalized = { count: 0 }
+    let next = 0
+    const model = yield* make({
+      generateText: () => Effect.dieMessage("not generated") as never,
+      streamText: () => provider(deltas, options.fail, options.malformed, finalized) as never
+    }).pipe(Effect.provideService(IdGenerator.IdGenerator, { generateId: () => Effect.sync(() => `id-${next++}`) }))
+    const spans: Array<string> = []
+    // a tracer that records the spans ended, by name and exit
+    const tracer = Tracer.make({
+      span: (name, parent, context, links, startTime, kind) => ({
+        _tag: "Span",
+        name,
+        spanId: `span-${spans.length}`,
+        traceId: "trace",
+        parent,
+        context,
+        links,
+        kind,
+        sampled: true,
+        status: { _tag: "Started", startTime },
+        attributes: new Map(),
+        end: (_endTime, exit) => {
+          spans.push(`${name} ${exit._tag}`)
+        },
+        attribute: () => {},
+        event: () => {},
+        addLinks: () => {}
+      }),
+      context: (f) => f()
+    })
+    const stream = model.streamText({ prompt: "hi" })
+    const exit = yield* Stream.runCollect(options.take === undefined ? stream : Stream.take(stream, options.take)).pipe(
+      Effect.withTracer(tracer),
+      Effect.exit
+    )
+    const parts = Exit.isSuccess(exit) ? Chunk.toArray(exit.value).map((part) => JSON.stringify(part)) : []
+    const ended = Exit.isSuccess(exit)
+      ? "success"
+      : Option.match(Cause.failureOption(exit.cause), {
+        onNone: () => "defect",
+        onSome: (error) => `${(error as AiError.AiError)._tag}: ${(error as AiError.AiError).message}`
+      })
+    return { parts, exit: ended, spans, finalized: finalized.count } satisfies Observed
+  })
+
+describe("the patched streamText", () => {
+  it.effect.prop(
+    "drains as the unpatched one: the same parts, errors, ids, span ends and finalizer runs",
+    {
+      deltas: Schema.Array(Schema.String).pipe(Schema.maxItems(6)),
+      fail: Schema.UndefinedOr(Schema.Int.pipe(Schema.between(0, 7))),
+      malformed: Schema.UndefinedOr(Schema.Int.pipe(Schema.between(0, 7))),
+      take: Schema.UndefinedOr(Schema.Int.pipe(Schema.between(1, 8)))
+    },
+    ({ deltas, fail, malformed, take }) =>
+      Effect.gen(function*() {
+        const Unpatched = yield* loadUnpatched
+        const options = { fail, malformed, ...(take === undefined ? {} : { take }) }
+        const patched = yield* drained(LanguageModel.make, deltas, options)
+        const unpatched = yield* drained(Unpatched.make, deltas, options)
+        assert.deepStrictEqual(patched, unpatched)
+        // the stream was run, its finalizer ran once and its span ended once
+        assert.strictEqual(patched.finalized, 1)
+        assert.deepStrictEqual(patched.spans.filter((span) => span.startsWith("LanguageModel.streamText")).length, 1)
+      }),
+    { fastCheck: { numRuns: 40 } }
+  )
+
+  it.effect("reports a part that does not decode as MalformedOutput and a provider failure as it is", () =>
+    Effect.gen(function*() {
+      const malformed = yield* drained(LanguageModel.make, ["a", "b"], { malformed: 1 })
+      assert.match(malformed.exit, /^MalformedOutput: /)
+      assert.deepStrictEqual(malformed.spans, ["LanguageModel.streamText Failure"])
+      const failed = yield* drained(LanguageModel.make, ["a", "b"], { fail: 2 })
+      assert.strictEqual(failed.exit, "UnknownError: Provider.streamText: part 2")
+      const whole = yield* drained(LanguageModel.make, ["a", "b"], {})
+      assert.deepStrictEqual(whole.parts.map((part) => JSON.parse(part).id ?? JSON.parse(part).type), [
+        "id-0",
+        "id-1",
+        "finish"
+      ])
+      assert.deepStrictEqual(whole.spans, ["LanguageModel.streamText Success"])
+    }))
+
+  it.effect("resolves streamed tool calls as the unpatched one: the calls, then their results", () =>
+    Effect.gen(function*() {
+      const Unpatched = yield* loadUnpatched
+      const parts = (make: typeof LanguageModel.make) =>
+        Effect.gen(function*() {
+          const model = yield* make({
+            generateText: () => Effect.dieMessage("not generated") as never,
+            streamText: () =>
+              Stream.make(
+                { type: "tool-call", id: "c1", name: "add", params: { a: 2, b: 3 } },
+                { type: "finish", reason: "tool-calls", usage }
+              ) as never
+          })
+          const streamed = yield* Stream.runCollect(model.streamText({ prompt: "2 + 3?", toolkit: Calculator }))
+          return Chunk.toArray(streamed).map((part) => JSON.stringify(part))
+        })
+      const patched = yield* parts(LanguageModel.make)
+      assert.deepStrictEqual(patched, yield* parts(Unpatched.make))
+      assert.deepStrictEqual(patched.map((part) => JSON.parse(part).type), ["tool-call", "finish", "tool-result"])
+      assert.strictEqual(JSON.parse(patched[2]!).result, 5)
+    }).pipe(Effect.provide(CalculatorLive)))
 })

@@ -1,3 +1,8 @@
+/**
+ * How the core runs and builds streams without Effect's costlier stream
+ * stages: a model stream drained in the calling fiber, and a scoped stream
+ * unwrapped without a stream of streams.
+ */
 import * as Channel from "effect/Channel"
 import type * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
@@ -28,3 +33,27 @@ export const drain = <A, E, R>(
       }),
     (scope, exit) => Scope.close(scope, exit)
   )
+
+/**
+ * `Stream.unwrapScoped(effect)` without its stream of streams: in effect 3.22
+ * that is a `Stream.flatten`, a `ConcatAll` channel run by a child executor
+ * (~90 KiB allocated per stream here). The scope is made and closed by the
+ * channel itself: its finalizer is registered before the scope is made, and
+ * the scope is made and extended with interruption masked, so it closes, with
+ * the stream's exit, whatever ends the stream.
+ */
+export const unwrapScoped = <A, E, R, E2, R2>(
+  effect: Effect.Effect<Stream.Stream<A, E, R>, E2, R2>
+): Stream.Stream<A, E | E2, R | Exclude<R2, Scope.Scope>> =>
+  Stream.fromChannel(Channel.suspend(() => {
+    let scope: Scope.CloseableScope | undefined = undefined
+    return Channel.ensuringWith(
+      Channel.unwrap(Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(Scope.make(), (made) => {
+          scope = made
+          return Effect.map(restore(Scope.extend(effect, made)), Stream.toChannel)
+        })
+      )),
+      (exit) => scope === undefined ? Effect.void : Scope.close(scope, exit)
+    )
+  }))

@@ -10,7 +10,6 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
-import * as Stream from "effect/Stream"
 import type * as Agent from "../Agent.js"
 import { DurableThreadError, MaxStepsExceeded, StructuredOutputError, ThreadStateError } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
@@ -22,6 +21,7 @@ import * as RunJournal from "../RunJournal.js"
 import * as Secrets from "../Secrets.js"
 import * as Checkpoint from "./checkpoint.js"
 import { compile, type LoopConfig } from "./config.js"
+import { unwrapScoped } from "./drain.js"
 import { checked, hookEffect, inputProblem } from "./hookResults.js"
 import { checkThreadId, isThreadId, promptOf } from "./input.js"
 import * as Lineage from "./lineage.js"
@@ -412,7 +412,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       ))
 
   const streamOf = (start: (emit: Emit) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>) =>
-    Stream.unwrapScoped(Effect.gen(function*() {
+    unwrapScoped(Effect.gen(function*() {
       const mailbox = yield* Mailbox.make<AgentEvent.AgentEvent<any>, unknown>()
       const emit: Emit = (event) => {
         mailbox.unsafeOffer(event)
