@@ -11,6 +11,11 @@ export * as DynamicSystemPrompt from "./DynamicSystemPrompt.js"
 /**
  * @since 0.1.0
  */
+export * as Filesystem from "./Filesystem.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Guardrail from "./Guardrail.js"
 
 /**
@@ -82,3 +87,8 @@ export * as ToolRetry from "./ToolRetry.js"
  * @since 0.1.0
  */
 export * as Tracing from "./Tracing.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Workspace from "./Workspace.js"
