@@ -150,9 +150,10 @@ describe("Filesystem (files in the agent state)", () => {
 
   it.effect("bad options fail Agent.make naming the option", () =>
     Effect.gen(function*() {
+      const model = yield* ScriptedModel.make([])
       const error = yield* Agent.make({
         middleware: [Filesystem.middleware({ rules: [{ pattern: "/docs", access: "read-mostly" as any }] })]
-      }).pipe(Effect.flip)
+      }).pipe(Effect.provideService(LanguageModel.LanguageModel, model.model), Effect.flip)
       assert.strictEqual(error._tag, "InvalidOptions")
       assert.include(error.message, "rules[0].access")
     }))
