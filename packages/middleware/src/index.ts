@@ -51,6 +51,11 @@ export * as ModelRetry from "./ModelRetry.js"
 /**
  * @since 0.1.0
  */
+export * as Offload from "./Offload.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Pii from "./Pii.js"
 
 /**
