@@ -546,7 +546,7 @@ const makeView = (config: Config) => {
  * ```ts
  * import { Offload } from "@stepwise-agent/middleware"
  *
- * const { messages, offloaded } = Offload.view([], { maxResultChars: 1000 })
+ * const shown = Offload.view([], { maxResultChars: 1000 }) // { messages: [], offloaded: Map(0) }
  * ```
  *
  * @since 0.1.0
@@ -583,10 +583,13 @@ const OptionsSchema = Schema.Struct({
   excludeTools: Schema.optional(Schema.Array(Schema.String))
 })
 
+const isHighSurrogate = (code: number): boolean => code >= 0xd800 && code <= 0xdbff
+
 /**
  * The page of an offloaded text that `read_offloaded` gives for `offset` and
- * `limit` (in characters): reading on from each page's `end` until it equals
- * `total` gives the text back exactly.
+ * `limit` (in UTF-16 characters, a page never splitting a surrogate pair):
+ * reading on from each page's `end` until it equals `total` gives the text
+ * back exactly.
  *
  * @example
  * ```ts
@@ -600,7 +603,9 @@ const OptionsSchema = Schema.Struct({
  */
 export const page = (ref: string, content: string, offset: number, limit: number): Page => {
   const start = Math.min(offset, content.length)
-  const end = Math.min(content.length, start + limit)
+  let end = Math.min(content.length, start + limit)
+  // never cut a surrogate pair in two: each page is well-formed text
+  if (end < content.length && isHighSurrogate(content.charCodeAt(end - 1))) end += end - 1 > start ? -1 : 1
   return { ref, offset: start, end, total: content.length, text: content.slice(start, end) }
 }
 

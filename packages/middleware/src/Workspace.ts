@@ -106,7 +106,7 @@ export class PathOutsideRoot extends Schema.TaggedError<PathOutsideRoot>(
    * @since 0.1.0
    */
   override get message(): string {
-    return `The path "${this.path}" is outside the workspace; use paths under "/"`
+    return `The path "${this.path}" leads outside the workspace`
   }
 }
 

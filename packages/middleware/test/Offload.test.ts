@@ -268,6 +268,7 @@ describe("Offload.view", () => {
         let next = Offload.page(ref, stored, 0, pageSize)
         for (;;) {
           rebuilt += next.text
+          assert.isFalse(/[\uD800-\uDBFF]$/.test(next.text) && next.end < next.total, "a page ends in half a pair")
           if (next.end === next.total) break
           next = Offload.page(ref, stored, next.end, pageSize)
         }
