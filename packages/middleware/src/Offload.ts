@@ -494,9 +494,57 @@ const makeView = (config: Config) => {
     return cached
   }
 
+  /** The view of one message; its first `keepAt` calls are cut, the rest stay whole. */
+  const messageView = (message: Prompt.Message, keepAt: number, offloaded: Offloaded): Prompt.Message => {
+    let content: Array<Prompt.Part> | undefined
+    if (message.role === "tool") {
+      message.content.forEach((part, j) => {
+        const shown = resultView(part, offloaded)
+        if (shown !== part) (content ??= [...message.content])[j] = shown
+      })
+    } else if (message.role === "assistant") {
+      let index = 0
+      message.content.forEach((part, j) => {
+        if (part.type !== "tool-call" || index++ >= keepAt) return
+        const shown = callView(part)
+        if (shown !== part) (content ??= [...message.content])[j] = shown
+      })
+    }
+    return content === undefined ? message : Prompt.makeMessage(message.role as "tool", {
+      content: content as Array<Prompt.ToolMessagePart>,
+      options: message.options
+    })
+  }
+
+  // The views of the messages whose view does not depend on what follows them, by identity: a message
+  // is viewed (and its texts offloaded) once, when first seen.
+  const views = new WeakMap<Prompt.Message, Prompt.Message>()
+
+  /**
+   * The previous call's input and view, by first message (one per thread, in practice): a call whose
+   * messages start with the same objects copies the view of that prefix, up to `firstMoving`, the first
+   * message whose view depended on what followed it (an assistant message with calls kept whole).
+   */
+  interface Previous {
+    readonly input: ReadonlyArray<Prompt.Message>
+    readonly output: ReadonlyArray<Prompt.Message>
+    readonly firstMoving: number
+    /** The first message whose view is not the message itself (`Infinity`: none). */
+    readonly firstChanged: number
+  }
+  const previous = new WeakMap<Prompt.Message, Previous>()
+
+  const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray<Prompt.Message>): boolean => {
+    if (prefix.length > messages.length) return false
+    for (let i = prefix.length - 1; i >= 0; i--) if (prefix[i] !== messages[i]) return false
+    return true
+  }
+
   return (messages: ReadonlyArray<Prompt.Message>, offloaded: Offloaded): ReadonlyArray<Prompt.Message> => {
+    if (messages.length === 0) return messages
     // the calls whose arguments stay whole: the last keepCalls
     let whole = config.keepCalls
+    let firstMoving = messages.length
     const keepFrom = new Map<Prompt.Message, number>()
     for (let i = messages.length - 1; i >= 0 && whole > 0; i--) {
       const message = messages[i]!
@@ -505,34 +553,27 @@ const makeView = (config: Config) => {
       for (const part of message.content) if (part.type === "tool-call") n++
       keepFrom.set(message, Math.max(0, n - whole))
       whole -= Math.min(n, whole)
+      firstMoving = i
     }
-    let out: Array<Prompt.Message> | undefined
-    for (let i = 0; i < messages.length; i++) {
+    const before = previous.get(messages[0]!)
+    const start = before !== undefined && isPrefix(before.input, messages) ? before.firstMoving : 0
+    const out = start === 0 ? new Array<Prompt.Message>(messages.length) : before!.output.slice(0, start)
+    out.length = messages.length
+    let firstChanged = start === 0 ? Infinity : before!.firstChanged
+    for (let i = start; i < messages.length; i++) {
       const message = messages[i]!
-      let content: Array<Prompt.Part> | undefined
-      if (message.role === "tool") {
-        message.content.forEach((part, j) => {
-          const shown = resultView(part, offloaded)
-          if (shown !== part) (content ??= [...message.content])[j] = shown
-        })
-      } else if (message.role === "assistant") {
-        const keepAt = keepFrom.get(message) ?? Infinity
-        let index = 0
-        message.content.forEach((part, j) => {
-          if (part.type !== "tool-call") return
-          if (index++ >= keepAt) return
-          const shown = callView(part)
-          if (shown !== part) (content ??= [...message.content])[j] = shown
-        })
+      const keepAt = message.role === "assistant" ? keepFrom.get(message) : undefined
+      // a tool message, or an assistant message with no call kept whole, has one view whatever comes after it
+      let shown = keepAt === undefined ? views.get(message) : undefined
+      if (shown === undefined) {
+        shown = messageView(message, keepAt ?? Infinity, offloaded)
+        if (keepAt === undefined) views.set(message, shown)
       }
-      if (content !== undefined) {
-        ;(out ??= messages.slice())[i] = Prompt.makeMessage(message.role as "tool", {
-          content: content as Array<Prompt.ToolMessagePart>,
-          options: message.options
-        })
-      }
+      out[i] = shown
+      if (shown !== message && i < firstChanged) firstChanged = i
     }
-    return out ?? messages
+    previous.set(messages[0]!, { input: messages, output: out, firstMoving, firstChanged })
+    return firstChanged < messages.length ? out : messages
   }
 }
 
@@ -661,8 +702,6 @@ const build = (options: Options): Middleware.Middleware => {
       onNone: () => own === undefined ? Effect.map(makeMemory, (made) => own ??= made) : Effect.succeed(own)
     })
   )
-  // Texts already written to the store of this process, so a model call writes only new ones.
-  const written = new WeakMap<OffloadStore.Service, Set<string>>()
 
   const read = (ref: string, offset: number, limit: number, messages: ReadonlyArray<Prompt.Message>) =>
     Effect.gen(function*() {
@@ -696,21 +735,13 @@ const build = (options: Options): Middleware.Middleware => {
         const messages = viewOf(request.messages, offloaded)
         if (offloaded.size > 0) {
           const service = yield* store
-          let done = written.get(service)
-          if (done === undefined) written.set(service, done = new Set())
-          const fresh = [...offloaded].filter(([ref]) => !done.has(ref))
           // A failed write loses nothing (the thread holds the whole result, where read_offloaded finds it):
           // it is reported and the call goes on.
-          yield* Effect.forEach(fresh, ([ref, content]) =>
+          yield* Effect.forEach(offloaded, ([ref, content]) =>
             service.put(ref, content).pipe(
-              Effect.zipRight(Effect.sync(() => done.add(ref))),
               Effect.catchAll((error) => Middleware.report(`offload store failed: ${error.message}`, { ref }))
             ), { discard: true })
-          if (fresh.length > 0) {
-            yield* Middleware.report(`offloaded ${fresh.length} tool result(s)`, {
-              refs: fresh.map(([ref]) => ref)
-            })
-          }
+          yield* Middleware.report(`offloaded ${offloaded.size} tool result(s)`, { refs: [...offloaded.keys()] })
         }
         return yield* next(messages === request.messages ? request : { ...request, messages })
       }),

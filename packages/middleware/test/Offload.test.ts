@@ -2,9 +2,9 @@ import type { Prompt } from "@effect/ai"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { KeyValueStore } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent } from "@stepwise-agent/core"
+import { Agent, Middleware } from "@stepwise-agent/core"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, FastCheck, Layer, Option, Schema } from "effect"
+import { Context, Effect, FastCheck, Layer, Option, Schema } from "effect"
 import * as Offload from "../src/Offload.js"
 import * as Workspace from "../src/Workspace.js"
 
@@ -225,6 +225,35 @@ describe("Offload.view", () => {
       assert.deepStrictEqual(Arbitraries.problems(shown), [])
       assert.strictEqual(Offload.view(shown, options).messages, shown)
     }
+  )
+
+  it.effect.prop(
+    "the middleware, called on a growing thread (the same message objects), sends what the view of each call is",
+    [Arbitraries.conversation({ maxResultSize: 400, maxTurns: 4 })],
+    ([messages]) =>
+      Effect.gen(function*() {
+        const wrap = Offload.middleware(options).wrapModelCall!
+        for (let n = 1; n <= messages.length; n++) {
+          const history = messages.slice(0, n)
+          let sent: ReadonlyArray<Prompt.Message> = []
+          yield* wrap(
+            {
+              messages: history,
+              systemPrompt: undefined,
+              tools: [],
+              toolChoice: "auto",
+              model: undefined,
+              context: Context.empty(),
+              state: {},
+              threadId: "t",
+              step: n
+            },
+            (request) => Effect.sync(() => (sent = request.messages, Middleware.modelResponse("ok")))
+          ).pipe(Effect.scoped)
+          assert.deepStrictEqual(sent, Offload.view(history, options).messages)
+        }
+      }),
+    { fastCheck: { numRuns: 30 } }
   )
 
   it.prop(
