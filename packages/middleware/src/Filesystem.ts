@@ -32,6 +32,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Check from "./internal/options.js"
+import { appendWhenOffered } from "./internal/toolPrompt.js"
 import * as Workspace from "./Workspace.js"
 
 // -----------------------------------------------------------------------------
@@ -458,18 +459,6 @@ export const middleware: {
     (checked) => checked.storage === "workspace" ? buildWorkspace(checked) : buildState(checked)
   )
 
-const withPrompt = (prompt: string) => (request: Middleware.ModelRequest, next: Middleware.NextModelCall) =>
-  next(
-    request.tools.some((t) => t.name === "read_file")
-      ? {
-        ...request,
-        systemPrompt: request.systemPrompt === undefined || request.systemPrompt === ""
-          ? prompt
-          : `${request.systemPrompt}\n\n${prompt}`
-      }
-      : request
-  )
-
 const buildWorkspace = (options: Options): Middleware.Middleware<{}, never, Workspace.Workspace> =>
   Middleware.make({
     name: "filesystem",
@@ -477,7 +466,7 @@ const buildWorkspace = (options: Options): Middleware.Middleware<{}, never, Work
       toolkit.toContext(Effect.map(Workspace.Workspace, (service) => handlersOver(Effect.succeed(service)))),
       (context) => Effect.provide(toolkit, context)
     ),
-    wrapModelCall: withPrompt(options.systemPrompt ?? defaultSystemPrompt)
+    wrapModelCall: appendWhenOffered("read_file", options.systemPrompt ?? defaultSystemPrompt)
   })
 
 /** What a file tool call of the `"state"` storage works on: the tool step's copy, and what this call wrote. */
@@ -516,7 +505,7 @@ const buildState = (options: StateOptions): Middleware.Middleware<State> => {
     beforeAgent: sync,
     beforeModel: sync,
     afterAgent: sync,
-    wrapModelCall: withPrompt(options.systemPrompt ?? defaultSystemPrompt),
+    wrapModelCall: appendWhenOffered("read_file", options.systemPrompt ?? defaultSystemPrompt),
     wrapToolCall: (request, next) => {
       if (!isFileTool(request.call.name)) return next(request)
       let files = copies.get(request.state)

@@ -32,6 +32,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Check from "./internal/options.js"
+import { serviceOrOwn } from "./internal/serviceOrOwn.js"
 import { sha256 } from "./internal/sha256.js"
 import * as Workspace from "./Workspace.js"
 
@@ -694,14 +695,7 @@ const build = (options: Options): Middleware.Middleware => {
   const config = configOf(options)
   const viewOf = makeView(config)
   // The app's store when the agent runs with one, else this middleware's own.
-  let own: OffloadStore.Service | undefined
-  const store: Effect.Effect<OffloadStore.Service> = Effect.flatMap(
-    Effect.serviceOption(OffloadStore),
-    Option.match({
-      onSome: Effect.succeed,
-      onNone: () => own === undefined ? Effect.map(makeMemory, (made) => own ??= made) : Effect.succeed(own)
-    })
-  )
+  const store = serviceOrOwn(OffloadStore, makeMemory)
 
   const read = (ref: string, offset: number, limit: number, messages: ReadonlyArray<Prompt.Message>) =>
     Effect.gen(function*() {

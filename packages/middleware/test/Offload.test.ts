@@ -68,6 +68,15 @@ const setup = (script: ReadonlyArray<ScriptedModel.Turn>, options?: Offload.Opti
     return { agent, requests: model.recorder.requests }
   })
 
+/** A run that fetches the big page once, with results over 4000 characters offloaded. */
+const fetchOnce = Effect.flatMap(
+  setup([
+    ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "u" }, id: "f" }]),
+    ScriptedModel.text("ok")
+  ], { maxResultChars: 4000 }),
+  ({ agent }) => agent.run("go", { threadId: "t" })
+)
+
 const pagesOf = (messages: ReadonlyArray<Prompt.Message>) =>
   toolResults(messages).filter((part) => part.name === "read_offloaded").map((part) => part.result as Offload.Page)
 
@@ -142,11 +151,7 @@ describe("Offload", () => {
 
   it.effect("the store can be the workspace: the text is a file the file tools can reach", () =>
     Effect.gen(function*() {
-      const { agent } = yield* setup([
-        ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "u" }, id: "f" }]),
-        ScriptedModel.text("ok")
-      ], { maxResultChars: 4000 })
-      yield* agent.run("go", { threadId: "t" })
+      yield* fetchOnce
       const workspace = yield* Workspace.Workspace
       assert.strictEqual(yield* workspace.read(`/offloaded/${Offload.referenceOf(bigPage)}.txt`), bigPage)
     }).pipe(
@@ -155,11 +160,7 @@ describe("Offload", () => {
 
   it.effect("the store can be a KeyValueStore", () =>
     Effect.gen(function*() {
-      const { agent } = yield* setup([
-        ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "u" }, id: "f" }]),
-        ScriptedModel.text("ok")
-      ], { maxResultChars: 4000 })
-      yield* agent.run("go", { threadId: "t" })
+      yield* fetchOnce
       const kv = yield* KeyValueStore.KeyValueStore
       assert.deepStrictEqual(yield* kv.get(`offload/${Offload.referenceOf(bigPage)}`), Option.some(bigPage))
     }).pipe(
