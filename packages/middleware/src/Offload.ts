@@ -26,6 +26,7 @@ import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import * as KeyValueStore from "@effect/platform/KeyValueStore"
 import * as Middleware from "@stepwise-agent/core/Middleware"
+import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -119,6 +120,11 @@ export const toolkit = Toolkit.make(ReadOffloaded)
 export interface Options {
   /** A tool result longer than this (in characters) is offloaded (default 80000, about 20000 tokens). */
   readonly maxResultChars?: number | undefined
+  /**
+   * A tool result over this many tokens, by the agent's `TokenCounter` (which the agent then needs),
+   * is offloaded too.
+   */
+  readonly maxResultTokens?: number | undefined
   /** Characters of the head and of the tail shown in place of an offloaded result (default 500 each). */
   readonly previewChars?: number | undefined
   /** A string argument of an old tool call longer than this is cut in the view (default 2000). */
@@ -431,6 +437,7 @@ const truncateStrings = (value: unknown, max: number): unknown => {
 
 interface Config {
   readonly maxResultChars: number
+  readonly maxResultTokens: number | undefined
   readonly previewChars: number
   readonly maxArgChars: number
   readonly keepCalls: number
@@ -446,7 +453,7 @@ type Offloaded = Map<string, string>
  * cut. The input array itself when nothing changes. Parts and messages are
  * memoized by identity, so a model call only works on the new messages.
  */
-const makeView = (config: Config) => {
+const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => number = () => 0) => {
   const results = new WeakMap<Prompt.ToolResultPart, readonly [Prompt.ToolResultPart, string, string] | null>()
   const calls = new WeakMap<Prompt.ToolCallPart, Prompt.ToolCallPart>()
 
@@ -456,12 +463,16 @@ const makeView = (config: Config) => {
       cached = null
       if (!config.excluded.has(part.name) && Option.isNone(offloadedRef(part))) {
         const content = textOf(part.result)
-        if (content.length > config.maxResultChars) {
+        if (
+          content.length > config.maxResultChars ||
+          (config.maxResultTokens !== undefined && tokensOf(part) > config.maxResultTokens)
+        ) {
           const ref = referenceOf(content)
           const shown = Prompt.makePart("tool-result", {
             id: part.id,
             name: part.name,
-            result: referenceText(content, ref, config.previewChars),
+            // a result offloaded for its tokens may be shorter than two previews
+            result: referenceText(content, ref, Math.min(config.previewChars, Math.floor((content.length - 1) / 2))),
             isFailure: part.isFailure,
             providerExecuted: part.providerExecuted,
             options: { ...part.options, [markerKey]: { ...part.options[markerKey], offloaded: ref } }
@@ -582,7 +593,9 @@ const makeView = (config: Config) => {
  * The view {@link middleware} gives the model, as a pure function: the
  * messages with results over `maxResultChars` replaced by references and
  * long arguments of old calls cut, and the texts it offloaded by reference.
- * For tests and tools that need to see what the model sees.
+ * For tests and tools that need to see what the model sees. With
+ * `maxResultTokens`, `tokensOf` gives a result's tokens (the middleware
+ * measures them with the agent's `TokenCounter`).
  *
  * @example
  * ```ts
@@ -596,16 +609,18 @@ const makeView = (config: Config) => {
  */
 export const view = (
   messages: ReadonlyArray<Prompt.Message>,
-  options?: Options | undefined
+  options?: Options | undefined,
+  tokensOf?: ((part: Prompt.ToolResultPart) => number) | undefined
 ): { readonly messages: ReadonlyArray<Prompt.Message>; readonly offloaded: ReadonlyMap<string, string> } => {
   const offloaded: Offloaded = new Map()
-  return { messages: makeView(configOf(options ?? {}))(messages, offloaded), offloaded }
+  return { messages: makeView(configOf(options ?? {}), tokensOf)(messages, offloaded), offloaded }
 }
 
 const configOf = (options: Options): Config => {
   const previewChars = options.previewChars ?? 500
   return {
     maxResultChars: Math.max(options.maxResultChars ?? 80_000, 2 * previewChars),
+    maxResultTokens: options.maxResultTokens,
     previewChars,
     maxArgChars: options.maxArgChars ?? 2000,
     keepCalls: options.keepCalls ?? 3,
@@ -619,6 +634,7 @@ const configOf = (options: Options): Config => {
 
 const OptionsSchema = Schema.Struct({
   maxResultChars: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  maxResultTokens: Schema.optional(Schema.Int.pipe(Schema.positive())),
   previewChars: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
   maxArgChars: Schema.optional(Schema.Int.pipe(Schema.positive())),
   keepCalls: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
@@ -669,7 +685,9 @@ const findInThread = (messages: ReadonlyArray<Prompt.Message>, ref: string): Opt
  * from the content), shows a reference with a head and tail preview in
  * their place, and adds the `read_offloaded` tool to read them back in
  * pages. String arguments longer than `maxArgChars` of tool calls older than
- * the last `keepCalls` are cut in the view. The stored thread is never
+ * the last `keepCalls` are cut in the view. With `maxResultTokens`, a
+ * result over that many tokens by the agent's `TokenCounter` is offloaded
+ * too, and the middleware needs a `TokenCounter`. The stored thread is never
  * changed. Without an `OffloadStore` where the agent runs, the middleware
  * keeps its own in memory. Bad options make `Agent.make` fail with
  * `AgentError.InvalidOptions`.
@@ -688,12 +706,31 @@ const findInThread = (messages: ReadonlyArray<Prompt.Message>, ref: string): Opt
  * @since 0.1.0
  * @category constructors
  */
-export const middleware = (options?: Options | undefined): Middleware.Middleware =>
-  Check.middlewareOf("Offload", OptionsSchema, options, build)
+export const middleware: {
+  (options: Options & { readonly maxResultTokens: number }): Middleware.Middleware<{}, never, TokenCounter.TokenCounter>
+  (options?: Options | undefined): Middleware.Middleware
+} = (options?: Options | undefined): any => Check.middlewareOf("Offload", OptionsSchema, options, build)
 
-const build = (options: Options): Middleware.Middleware => {
+const build = (options: Options): Middleware.Middleware<{}, never, TokenCounter.TokenCounter> => {
   const config = configOf(options)
-  const viewOf = makeView(config)
+  // Raw token counts of the tool results, measured before a view when maxResultTokens is set.
+  const tokens = new WeakMap<Prompt.ToolResultPart, number>()
+  const viewOf = makeView(config, (part) => tokens.get(part) ?? 0)
+
+  /** Measures the tool results of `messages` not measured yet (the counter caches by identity too). */
+  const measure = (messages: ReadonlyArray<Prompt.Message>) =>
+    Effect.gen(function*() {
+      const parts: Array<Prompt.ToolResultPart> = []
+      for (const message of messages) {
+        if (message.role !== "tool") continue
+        for (const part of message.content) {
+          if (!tokens.has(part) && !config.excluded.has(part.name)) parts.push(part)
+        }
+      }
+      if (parts.length === 0) return
+      const counts = yield* Effect.flatMap(TokenCounter.TokenCounter, (counter) => counter.measure(parts))
+      parts.forEach((part, i) => tokens.set(part, counts[i]!))
+    })
   // The app's store when the agent runs with one, else this middleware's own.
   const store = serviceOrOwn(OffloadStore, makeMemory)
 
@@ -725,6 +762,7 @@ const build = (options: Options): Middleware.Middleware => {
     tools,
     wrapModelCall: (request, next) =>
       Effect.gen(function*() {
+        if (config.maxResultTokens !== undefined) yield* measure(request.messages)
         const offloaded: Offloaded = new Map()
         const messages = viewOf(request.messages, offloaded)
         if (offloaded.size > 0) {

@@ -2,7 +2,7 @@ import type { Prompt } from "@effect/ai"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { KeyValueStore } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Middleware } from "@stepwise-agent/core"
+import { Agent, Middleware, TokenCounter } from "@stepwise-agent/core"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
 import { Context, Effect, FastCheck, Layer, Option, Schema } from "effect"
 import * as Offload from "../src/Offload.js"
@@ -187,6 +187,33 @@ describe("Offload", () => {
         ["c3", long]
       ])
       assert.deepStrictEqual(callsIn(result.state.messages), [["c1", long], ["c2", long], ["c3", long]])
+    }))
+
+  it.effect("with maxResultTokens, a result over that many tokens by the agent's TokenCounter is offloaded", () =>
+    Effect.gen(function*() {
+      const small = "s".repeat(2000) // 500 tokens at 4 characters a token
+      const SmallTools = Toolkit.make(Fetch, Tool.make("small", { success: Schema.String }))
+      const model = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([
+          { name: "fetch_page", params: { url: "u" }, id: "big" },
+          { name: "small", params: {}, id: "small" }
+        ]),
+        ScriptedModel.text("ok")
+      ])
+      const agent = yield* Agent.make({
+        toolkit: SmallTools,
+        middleware: [Offload.middleware({ maxResultTokens: 1000 })]
+      }).pipe(
+        Effect.provide(
+          SmallTools.toLayer({ fetch_page: () => Effect.succeed(bigPage), small: () => Effect.succeed(small) })
+        ),
+        Effect.provide(TokenCounter.layerApproximate()),
+        Effect.provideService(LanguageModel.LanguageModel, model.model)
+      )
+      yield* agent.run("go", { threadId: "t" })
+      const seen = toolResults((yield* model.recorder.requests)[1]!.prompt.content)
+      assert.deepStrictEqual(seen.map((part) => Option.isSome(Offload.offloadedRef(part))), [true, false])
+      assert.strictEqual(seen[1]!.result, small)
     }))
 
   it.effect("bad options fail Agent.make naming the option", () =>
