@@ -37,6 +37,8 @@ import * as PubSub from "effect/PubSub"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Check from "./internal/options.js"
+import { serviceOrOwn } from "./internal/serviceOrOwn.js"
+import { appendWhenOffered } from "./internal/toolPrompt.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -393,14 +395,7 @@ const build = (options: Options): Middleware.Middleware<State> => {
   )
   const prompt = options.systemPrompt ?? defaultSystemPrompt
   // The app's TodoList when the agent was built with one, else this middleware's own, made on first use.
-  let own: TodoList.Service | undefined
-  const todoList: Effect.Effect<TodoList.Service> = Effect.flatMap(
-    Effect.serviceOption(TodoList),
-    Option.match({
-      onSome: Effect.succeed,
-      onNone: () => own === undefined ? Effect.map(make, (made) => own ??= made) : Effect.succeed(own)
-    })
-  )
+  const todoList = serviceOrOwn(TodoList, make)
 
   /**
    * The one place the list moves: the slice takes the list of the last model
@@ -442,16 +437,6 @@ const build = (options: Options): Middleware.Middleware<State> => {
     afterModel: rejectParallel,
     afterAgent: sync,
     onThreadDeleted: (threadId) => Effect.flatMap(todoList, (service) => service.remove(threadId)),
-    wrapModelCall: (request, next) =>
-      next(
-        request.tools.some((t) => t.name === toolName)
-          ? {
-            ...request,
-            systemPrompt: request.systemPrompt === undefined || request.systemPrompt === ""
-              ? prompt
-              : `${request.systemPrompt}\n\n${prompt}`
-          }
-          : request
-      )
+    wrapModelCall: appendWhenOffered(toolName, prompt)
   })
 }

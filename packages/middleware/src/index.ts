@@ -16,6 +16,11 @@ export * as DynamicSystemPrompt from "./DynamicSystemPrompt.js"
 /**
  * @since 0.1.0
  */
+export * as Filesystem from "./Filesystem.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Guardrail from "./Guardrail.js"
 
 /**
@@ -47,6 +52,11 @@ export * as ModelFallback from "./ModelFallback.js"
  * @since 0.1.0
  */
 export * as ModelRetry from "./ModelRetry.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Offload from "./Offload.js"
 
 /**
  * @since 0.1.0
@@ -87,3 +97,8 @@ export * as ToolRetry from "./ToolRetry.js"
  * @since 0.1.0
  */
 export * as Tracing from "./Tracing.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Workspace from "./Workspace.js"

@@ -71,6 +71,8 @@ const K = [
   0xc67178f2
 ]
 
+const K32 = Int32Array.from(K)
+
 /** The SHA-256 digest of a string's UTF-8 bytes, in lowercase hex. */
 export const sha256 = (text: string): string => {
   const bytes = new TextEncoder().encode(text)
@@ -81,39 +83,53 @@ export const sha256 = (text: string): string => {
   const view = new DataView(padded.buffer)
   view.setUint32(padded.length - 8, Math.floor(bitLength / 0x100000000))
   view.setUint32(padded.length - 4, bitLength >>> 0)
-  const h = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]
-  const w = new Uint32Array(64)
-  const rotr = (x: number, n: number) => (x >>> n) | (x << (32 - n))
+  // int32 arithmetic throughout (`| 0`), so V8 keeps every word in a register instead of boxing the
+  // values above 2^31 that unsigned arithmetic gives; the words are read unsigned only for the hex
+  const h = Int32Array.of(
+    0x6a09e667,
+    0xbb67ae85,
+    0x3c6ef372,
+    0xa54ff53a,
+    0x510e527f,
+    0x9b05688c,
+    0x1f83d9ab,
+    0x5be0cd19
+  )
+  const w = new Int32Array(64)
   for (let block = 0; block < padded.length; block += 64) {
-    for (let i = 0; i < 16; i++) w[i] = view.getUint32(block + i * 4)
+    for (let i = 0; i < 16; i++) w[i] = view.getInt32(block + i * 4)
     for (let i = 16; i < 64; i++) {
-      const s0 = rotr(w[i - 15]!, 7) ^ rotr(w[i - 15]!, 18) ^ (w[i - 15]! >>> 3)
-      const s1 = rotr(w[i - 2]!, 17) ^ rotr(w[i - 2]!, 19) ^ (w[i - 2]! >>> 10)
-      w[i] = (w[i - 16]! + s0 + w[i - 7]! + s1) >>> 0
+      const x = w[i - 15]!
+      const y = w[i - 2]!
+      const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3)
+      const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10)
+      w[i] = (w[i - 16]! + s0 + w[i - 7]! + s1) | 0
     }
-    let [a, b, c, d, e, f, g, hh] = h as [number, number, number, number, number, number, number, number]
+    let a = h[0]!, b = h[1]!, c = h[2]!, d = h[3]!, e = h[4]!, f = h[5]!, g = h[6]!, hh = h[7]!
     for (let i = 0; i < 64; i++) {
-      const s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
-      const t1 = (hh + s1 + ((e & f) ^ (~e & g)) + K[i]! + w[i]!) >>> 0
-      const s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
-      const t2 = (s0 + ((a & b) ^ (a & c) ^ (b & c))) >>> 0
+      const s1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7))
+      const t1 = (hh + s1 + ((e & f) ^ (~e & g)) + K32[i]! + w[i]!) | 0
+      const s0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10))
+      const t2 = (s0 + ((a & b) ^ (a & c) ^ (b & c))) | 0
       hh = g
       g = f
       f = e
-      e = (d + t1) >>> 0
+      e = (d + t1) | 0
       d = c
       c = b
       b = a
-      a = (t1 + t2) >>> 0
+      a = (t1 + t2) | 0
     }
-    h[0] = (h[0]! + a) >>> 0
-    h[1] = (h[1]! + b) >>> 0
-    h[2] = (h[2]! + c) >>> 0
-    h[3] = (h[3]! + d) >>> 0
-    h[4] = (h[4]! + e) >>> 0
-    h[5] = (h[5]! + f) >>> 0
-    h[6] = (h[6]! + g) >>> 0
-    h[7] = (h[7]! + hh) >>> 0
+    h[0] = (h[0]! + a) | 0
+    h[1] = (h[1]! + b) | 0
+    h[2] = (h[2]! + c) | 0
+    h[3] = (h[3]! + d) | 0
+    h[4] = (h[4]! + e) | 0
+    h[5] = (h[5]! + f) | 0
+    h[6] = (h[6]! + g) | 0
+    h[7] = (h[7]! + hh) | 0
   }
-  return h.map((word) => word.toString(16).padStart(8, "0")).join("")
+  let hex = ""
+  for (let i = 0; i < 8; i++) hex += (h[i]! >>> 0).toString(16).padStart(8, "0")
+  return hex
 }

@@ -1,0 +1,795 @@
+/**
+ * Offload and truncation: keeps large tool results and long tool-call
+ * arguments out of the model's context without losing them.
+ *
+ * In `wrapModelCall` (the view: the stored thread keeps every message
+ * whole), {@link middleware} replaces each tool result longer than
+ * `maxResultChars` by a short reference with a head and tail preview, and
+ * writes the full text, byte-exact, to an {@link OffloadStore}. The model
+ * reads it back in pages with the `read_offloaded` tool. It also cuts string
+ * arguments longer than `maxArgChars` in tool calls older than the last
+ * `keepCalls`, in the view only.
+ *
+ * A reference is a function of the content (a SHA-256 prefix), so the same
+ * input gives the same reference in every process and on every replay of a
+ * durable run. Since the stored thread holds the whole result, a reference
+ * the store has lost (a new process with an in-memory store) is found again
+ * in the thread when `read_offloaded` asks for it.
+ *
+ * Only the text of parts changes, never which messages or parts there are:
+ * every tool call keeps its result.
+ *
+ * @since 0.1.0
+ */
+import * as Prompt from "@effect/ai/Prompt"
+import * as Tool from "@effect/ai/Tool"
+import * as Toolkit from "@effect/ai/Toolkit"
+import * as KeyValueStore from "@effect/platform/KeyValueStore"
+import * as Middleware from "@stepwise-agent/core/Middleware"
+import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Check from "./internal/options.js"
+import { serviceOrOwn } from "./internal/serviceOrOwn.js"
+import { sha256 } from "./internal/sha256.js"
+import * as Workspace from "./Workspace.js"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * The name of the read-back tool.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const toolName = "read_offloaded"
+
+/**
+ * How many characters `read_offloaded` gives when the model sets no `limit`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultPageChars = 10_000
+
+/**
+ * A page of an offloaded text: `text` is the characters `offset` to `end`
+ * of `total`; `end === total` on the last page.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Page = Schema.Struct({
+  ref: Schema.String,
+  offset: Schema.Number,
+  end: Schema.Number,
+  total: Schema.Number,
+  text: Schema.String
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Page extends Schema.Schema.Type<typeof Page> {}
+
+/**
+ * The `read_offloaded` tool.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ReadOffloaded = Tool.make(toolName, {
+  description: "Read a tool result that was offloaded from the conversation because it was too large, by the " +
+    "reference given in its place. It returns the characters offset to offset + limit and the total length; read " +
+    "on from `end` until `end` equals `total`.",
+  parameters: {
+    ref: Schema.String.annotations({ description: "The reference, e.g. ofl_3f2a9c0d1e4b5a6c" }),
+    offset: Schema.optional(Schema.Int.pipe(Schema.nonNegative())).annotations({
+      description: "The first character to give, from 0 (default 0)"
+    }),
+    limit: Schema.optional(Schema.Int.pipe(Schema.positive())).annotations({
+      description: `How many characters to give (default ${defaultPageChars})`
+    })
+  },
+  success: Page,
+  failure: Schema.Struct({ error: Schema.String }),
+  failureMode: "return"
+})
+
+/**
+ * A toolkit holding {@link ReadOffloaded}, for code that needs the tool's
+ * definition (the middleware brings its own handled copy).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const toolkit = Toolkit.make(ReadOffloaded)
+
+/**
+ * Options of {@link middleware}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** A tool result longer than this (in characters) is offloaded (default 80000, about 20000 tokens). */
+  readonly maxResultChars?: number | undefined
+  /**
+   * A tool result over this many tokens, by the agent's `TokenCounter` (which the agent then needs),
+   * is offloaded too.
+   */
+  readonly maxResultTokens?: number | undefined
+  /** Characters of the head and of the tail shown in place of an offloaded result (default 500 each). */
+  readonly previewChars?: number | undefined
+  /** A string argument of an old tool call longer than this is cut in the view (default 2000). */
+  readonly maxArgChars?: number | undefined
+  /** The most recent tool calls whose arguments are never cut (default 3). */
+  readonly keepCalls?: number | undefined
+  /** Tools whose results are never offloaded (`read_offloaded` never is). */
+  readonly excludeTools?: ReadonlyArray<string> | undefined
+}
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * No offloaded text under the reference.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class OffloadNotFound extends Schema.TaggedError<OffloadNotFound>(
+  "@stepwise-agent/middleware/Offload/OffloadNotFound"
+)("OffloadNotFound", { ref: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Nothing was offloaded under the reference "${this.ref}"`
+  }
+}
+
+/**
+ * The store failed to read or write.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class OffloadStoreError extends Schema.TaggedError<OffloadStoreError>(
+  "@stepwise-agent/middleware/Offload/OffloadStoreError"
+)("OffloadStoreError", { ref: Schema.String, reason: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The offload store failed on "${this.ref}": ${this.reason}`
+  }
+}
+
+// -----------------------------------------------------------------------------
+// tags
+// -----------------------------------------------------------------------------
+
+/**
+ * Where offloaded texts are kept, by reference. Provide it (e.g.
+ * {@link layerKeyValueStore} or {@link layerWorkspace}) where the agent is
+ * built and run; without one, the middleware keeps its own in memory.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class OffloadStore extends Context.Tag("@stepwise-agent/middleware/Offload/OffloadStore")<
+  OffloadStore,
+  OffloadStore.Service
+>() {}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export declare namespace OffloadStore {
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Service {
+    /** Keeps `content` under `ref` (writing the same pair again changes nothing). */
+    readonly put: (ref: string, content: string) => Effect.Effect<void, OffloadStoreError>
+    /** The content kept under `ref`, exactly as it was put. */
+    readonly get: (ref: string) => Effect.Effect<string, OffloadNotFound | OffloadStoreError>
+  }
+}
+
+// -----------------------------------------------------------------------------
+// constructors
+// -----------------------------------------------------------------------------
+
+/**
+ * The reference of a text: `ofl_` and the first 16 hex digits of its
+ * SHA-256, the same for the same text in every process.
+ *
+ * @example
+ * ```ts
+ * import { Offload } from "@stepwise-agent/middleware"
+ *
+ * Offload.referenceOf("hello") // "ofl_2cf24dba5fb0a30e"
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const referenceOf = (content: string): string => `ofl_${sha256(content).slice(0, 16)}`
+
+/**
+ * An {@link OffloadStore} in memory.
+ *
+ * @example
+ * ```ts
+ * import { Offload } from "@stepwise-agent/middleware"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const store = yield* Offload.makeMemory
+ *   yield* store.put("ofl_1", "a long text")
+ *   return yield* store.get("ofl_1")
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeMemory: Effect.Effect<OffloadStore.Service> = Effect.sync(() => {
+  const texts = new Map<string, string>()
+  return OffloadStore.of({
+    put: (ref, content) => Effect.sync(() => void texts.set(ref, content)),
+    get: (ref) =>
+      Effect.suspend(() => {
+        const content = texts.get(ref)
+        return content === undefined ? Effect.fail(new OffloadNotFound({ ref })) : Effect.succeed(content)
+      })
+  })
+})
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<OffloadStore> = Layer.effect(OffloadStore, makeMemory)
+
+/**
+ * An {@link OffloadStore} on a `KeyValueStore` (e.g. `layerFileSystem` of
+ * `@effect/platform-node`), under keys `<prefix><ref>` (default prefix
+ * `"offload/"`).
+ *
+ * @example
+ * ```ts
+ * import { Offload } from "@stepwise-agent/middleware"
+ * import { KeyValueStore } from "@effect/platform"
+ * import { Layer } from "effect"
+ *
+ * const layer = Offload.layerKeyValueStore().pipe(Layer.provide(KeyValueStore.layerMemory))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerKeyValueStore = (
+  options?: { readonly prefix?: string | undefined } | undefined
+): Layer.Layer<OffloadStore, never, KeyValueStore.KeyValueStore> =>
+  Layer.effect(
+    OffloadStore,
+    Effect.map(KeyValueStore.KeyValueStore, (kv) => {
+      const prefix = options?.prefix ?? "offload/"
+      const failed = (ref: string) => (error: { readonly message: string }) =>
+        new OffloadStoreError({ ref, reason: error.message })
+      return OffloadStore.of({
+        put: (ref, content) => Effect.mapError(kv.set(prefix + ref, content), failed(ref)),
+        get: (ref) =>
+          kv.get(prefix + ref).pipe(
+            Effect.mapError(failed(ref)),
+            Effect.flatMap(Option.match({
+              onNone: () => Effect.fail(new OffloadNotFound({ ref })),
+              onSome: Effect.succeed
+            }))
+          )
+      })
+    })
+  )
+
+/**
+ * An {@link OffloadStore} on the `Workspace`: each text is the file
+ * `<directory>/<ref>.txt` (default directory `"/offloaded"`), so the model
+ * can also reach it with the `Filesystem` tools.
+ *
+ * @example
+ * ```ts
+ * import { Offload, Workspace } from "@stepwise-agent/middleware"
+ * import { Layer } from "effect"
+ *
+ * const layer = Offload.layerWorkspace().pipe(Layer.provide(Workspace.layerMemory()))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWorkspace = (
+  options?: { readonly directory?: string | undefined } | undefined
+): Layer.Layer<OffloadStore, never, Workspace.Workspace> =>
+  Layer.effect(
+    OffloadStore,
+    Effect.map(Workspace.Workspace, (workspace) => {
+      const pathOf = (ref: string) => `${options?.directory ?? "/offloaded"}/${ref}.txt`
+      return OffloadStore.of({
+        put: (ref, content) =>
+          Effect.mapError(
+            workspace.write(pathOf(ref), content),
+            (error) => new OffloadStoreError({ ref, reason: error.message })
+          ),
+        get: (ref) =>
+          Effect.mapError(workspace.read(pathOf(ref)), (error) =>
+            error._tag === "FileNotFound"
+              ? new OffloadNotFound({ ref })
+              : new OffloadStoreError({ ref, reason: error.message }))
+      })
+    })
+  )
+
+// -----------------------------------------------------------------------------
+// the view
+// -----------------------------------------------------------------------------
+
+/**
+ * The key, in a part's provider `options`, under which the view marks what
+ * it changed: `{ "stepwise": { offloaded: "<ref>" } }` on a result,
+ * `{ "stepwise": { truncated: true } }` on a call. No provider reads it.
+ */
+const markerKey = "stepwise"
+
+/**
+ * The text of a tool result: itself when it is a string, else its JSON.
+ *
+ * @example
+ * ```ts
+ * import { Offload } from "@stepwise-agent/middleware"
+ *
+ * Offload.textOf({ hits: 3 }) // '{"hits":3}'
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const textOf = (result: unknown): string => typeof result === "string" ? result : JSON.stringify(result) ?? ""
+
+/**
+ * The reference the view put in place of a tool result, if it did.
+ *
+ * @example
+ * ```ts
+ * import { Offload } from "@stepwise-agent/middleware"
+ * import { Prompt } from "@effect/ai"
+ *
+ * const part = Prompt.makePart("tool-result", {
+ *   id: "c1", name: "search", result: "…", isFailure: false, providerExecuted: false,
+ *   options: { stepwise: { offloaded: "ofl_2cf24dba5fb0a30e" } }
+ * })
+ * Offload.offloadedRef(part) // Option.some("ofl_2cf24dba5fb0a30e")
+ * ```
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const offloadedRef = (part: Prompt.ToolResultPart): Option.Option<string> => {
+  const ref = part.options[markerKey]?.offloaded
+  return typeof ref === "string" ? Option.some(ref) : Option.none()
+}
+
+/**
+ * The text the model sees in place of an offloaded result: the reference,
+ * how to read it, and its first and last `previewChars` characters.
+ *
+ * @example
+ * ```ts
+ * import { Offload } from "@stepwise-agent/middleware"
+ *
+ * const shown = Offload.referenceText("x".repeat(5000), "ofl_0123456789abcdef", 100)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const referenceText = (content: string, ref: string, previewChars: number): string =>
+  `[Tool result offloaded: ${content.length} characters, reference "${ref}". Only its start and end are shown; ` +
+  `read it whole in pages with ${toolName}({ "ref": "${ref}", "offset": 0 }).]\n` +
+  `${content.slice(0, previewChars)}\n` +
+  `[... ${content.length - 2 * previewChars} characters omitted ...]\n` +
+  content.slice(content.length - previewChars)
+
+/** Cuts every string in `value` longer than `max`; the value itself when nothing is cut. */
+const truncateStrings = (value: unknown, max: number): unknown => {
+  if (typeof value === "string") {
+    return value.length <= max ? value : `${value.slice(0, max)}... [${value.length - max} characters cut]`
+  }
+  if (Array.isArray(value)) {
+    let out: Array<unknown> | undefined
+    value.forEach((item, i) => {
+      const cut = truncateStrings(item, max)
+      if (cut !== item) (out ??= [...value])[i] = cut
+    })
+    return out ?? value
+  }
+  if (typeof value === "object" && value !== null) {
+    let out: Record<string, unknown> | undefined
+    for (const [key, item] of Object.entries(value)) {
+      const cut = truncateStrings(item, max)
+      if (cut !== item) (out ??= { ...value })[key] = cut
+    }
+    return out ?? value
+  }
+  return value
+}
+
+interface Config {
+  readonly maxResultChars: number
+  readonly maxResultTokens: number | undefined
+  readonly previewChars: number
+  readonly maxArgChars: number
+  readonly keepCalls: number
+  readonly excluded: ReadonlySet<string>
+}
+
+/** A texts to offload, by reference, that a view put aside. */
+type Offloaded = Map<string, string>
+
+/**
+ * The view of `messages`: results over the size offloaded (added to
+ * `offloaded`), string arguments of calls older than the last `keepCalls`
+ * cut. The input array itself when nothing changes. Parts and messages are
+ * memoized by identity, so a model call only works on the new messages.
+ */
+const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => number = () => 0) => {
+  const results = new WeakMap<Prompt.ToolResultPart, readonly [Prompt.ToolResultPart, string, string] | null>()
+  const calls = new WeakMap<Prompt.ToolCallPart, Prompt.ToolCallPart>()
+
+  const resultView = (part: Prompt.ToolResultPart, offloaded: Offloaded): Prompt.ToolResultPart => {
+    let cached = results.get(part)
+    if (cached === undefined) {
+      cached = null
+      if (!config.excluded.has(part.name) && Option.isNone(offloadedRef(part))) {
+        const content = textOf(part.result)
+        if (
+          content.length > config.maxResultChars ||
+          (config.maxResultTokens !== undefined && tokensOf(part) > config.maxResultTokens)
+        ) {
+          const ref = referenceOf(content)
+          const shown = Prompt.makePart("tool-result", {
+            id: part.id,
+            name: part.name,
+            // a result offloaded for its tokens may be shorter than two previews
+            result: referenceText(content, ref, Math.min(config.previewChars, Math.floor((content.length - 1) / 2))),
+            isFailure: part.isFailure,
+            providerExecuted: part.providerExecuted,
+            options: { ...part.options, [markerKey]: { ...part.options[markerKey], offloaded: ref } }
+          })
+          cached = [shown, ref, content]
+        }
+      }
+      results.set(part, cached)
+    }
+    if (cached === null) return part
+    offloaded.set(cached[1], cached[2])
+    return cached[0]
+  }
+
+  const callView = (part: Prompt.ToolCallPart): Prompt.ToolCallPart => {
+    let cached = calls.get(part)
+    if (cached === undefined) {
+      // a call this view already cut stays as it is, so the view of a view is itself
+      const params = part.options[markerKey]?.truncated === true
+        ? part.params
+        : truncateStrings(part.params, config.maxArgChars)
+      cached = params === part.params ? part : Prompt.makePart("tool-call", {
+        id: part.id,
+        name: part.name,
+        params,
+        providerExecuted: part.providerExecuted,
+        options: { ...part.options, [markerKey]: { ...part.options[markerKey], truncated: true } }
+      })
+      calls.set(part, cached)
+    }
+    return cached
+  }
+
+  /** The view of one message; its first `keepAt` calls are cut, the rest stay whole. */
+  const messageView = (message: Prompt.Message, keepAt: number, offloaded: Offloaded): Prompt.Message => {
+    let content: Array<Prompt.Part> | undefined
+    if (message.role === "tool") {
+      message.content.forEach((part, j) => {
+        const shown = resultView(part, offloaded)
+        if (shown !== part) (content ??= [...message.content])[j] = shown
+      })
+    } else if (message.role === "assistant") {
+      let index = 0
+      message.content.forEach((part, j) => {
+        if (part.type !== "tool-call" || index++ >= keepAt) return
+        const shown = callView(part)
+        if (shown !== part) (content ??= [...message.content])[j] = shown
+      })
+    }
+    return content === undefined ? message : Prompt.makeMessage(message.role as "tool", {
+      content: content as Array<Prompt.ToolMessagePart>,
+      options: message.options
+    })
+  }
+
+  // The views of the messages whose view does not depend on what follows them, by identity: a message
+  // is viewed (and its texts offloaded) once, when first seen.
+  const views = new WeakMap<Prompt.Message, Prompt.Message>()
+
+  /**
+   * The previous call's input and view, by first message (one per thread, in practice): a call whose
+   * messages start with the same objects copies the view of that prefix, up to `firstMoving`, the first
+   * message whose view depended on what followed it (an assistant message with calls kept whole).
+   */
+  interface Previous {
+    readonly input: ReadonlyArray<Prompt.Message>
+    readonly output: ReadonlyArray<Prompt.Message>
+    readonly firstMoving: number
+    /** The first message whose view is not the message itself (`Infinity`: none). */
+    readonly firstChanged: number
+  }
+  const previous = new WeakMap<Prompt.Message, Previous>()
+
+  const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray<Prompt.Message>): boolean => {
+    if (prefix.length > messages.length) return false
+    for (let i = prefix.length - 1; i >= 0; i--) if (prefix[i] !== messages[i]) return false
+    return true
+  }
+
+  return (messages: ReadonlyArray<Prompt.Message>, offloaded: Offloaded): ReadonlyArray<Prompt.Message> => {
+    if (messages.length === 0) return messages
+    // the calls whose arguments stay whole: the last keepCalls
+    let whole = config.keepCalls
+    let firstMoving = messages.length
+    const keepFrom = new Map<Prompt.Message, number>()
+    for (let i = messages.length - 1; i >= 0 && whole > 0; i--) {
+      const message = messages[i]!
+      if (message.role !== "assistant") continue
+      let n = 0
+      for (const part of message.content) if (part.type === "tool-call") n++
+      keepFrom.set(message, Math.max(0, n - whole))
+      whole -= Math.min(n, whole)
+      firstMoving = i
+    }
+    const before = previous.get(messages[0]!)
+    const start = before !== undefined && isPrefix(before.input, messages) ? before.firstMoving : 0
+    const out = start === 0 ? new Array<Prompt.Message>(messages.length) : before!.output.slice(0, start)
+    out.length = messages.length
+    let firstChanged = start === 0 ? Infinity : before!.firstChanged
+    for (let i = start; i < messages.length; i++) {
+      const message = messages[i]!
+      const keepAt = message.role === "assistant" ? keepFrom.get(message) : undefined
+      // a tool message, or an assistant message with no call kept whole, has one view whatever comes after it
+      let shown = keepAt === undefined ? views.get(message) : undefined
+      if (shown === undefined) {
+        shown = messageView(message, keepAt ?? Infinity, offloaded)
+        if (keepAt === undefined) views.set(message, shown)
+      }
+      out[i] = shown
+      if (shown !== message && i < firstChanged) firstChanged = i
+    }
+    previous.set(messages[0]!, { input: messages, output: out, firstMoving, firstChanged })
+    return firstChanged < messages.length ? out : messages
+  }
+}
+
+/**
+ * The view {@link middleware} gives the model, as a pure function: the
+ * messages with results over `maxResultChars` replaced by references and
+ * long arguments of old calls cut, and the texts it offloaded by reference.
+ * For tests and tools that need to see what the model sees. With
+ * `maxResultTokens`, `tokensOf` gives a result's tokens (the middleware
+ * measures them with the agent's `TokenCounter`).
+ *
+ * @example
+ * ```ts
+ * import { Offload } from "@stepwise-agent/middleware"
+ *
+ * const shown = Offload.view([], { maxResultChars: 1000 }) // { messages: [], offloaded: Map(0) }
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const view = (
+  messages: ReadonlyArray<Prompt.Message>,
+  options?: Options | undefined,
+  tokensOf?: ((part: Prompt.ToolResultPart) => number) | undefined
+): { readonly messages: ReadonlyArray<Prompt.Message>; readonly offloaded: ReadonlyMap<string, string> } => {
+  const offloaded: Offloaded = new Map()
+  return { messages: makeView(configOf(options ?? {}), tokensOf)(messages, offloaded), offloaded }
+}
+
+const configOf = (options: Options): Config => {
+  const previewChars = options.previewChars ?? 500
+  return {
+    maxResultChars: Math.max(options.maxResultChars ?? 80_000, 2 * previewChars),
+    maxResultTokens: options.maxResultTokens,
+    previewChars,
+    maxArgChars: options.maxArgChars ?? 2000,
+    keepCalls: options.keepCalls ?? 3,
+    excluded: new Set([toolName, ...(options.excludeTools ?? [])])
+  }
+}
+
+// -----------------------------------------------------------------------------
+// the middleware
+// -----------------------------------------------------------------------------
+
+const OptionsSchema = Schema.Struct({
+  maxResultChars: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  maxResultTokens: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  previewChars: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+  maxArgChars: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  keepCalls: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+  excludeTools: Schema.optional(Schema.Array(Schema.String))
+})
+
+const isHighSurrogate = (code: number): boolean => code >= 0xd800 && code <= 0xdbff
+
+/**
+ * The page of an offloaded text that `read_offloaded` gives for `offset` and
+ * `limit` (in UTF-16 characters, a page never splitting a surrogate pair):
+ * reading on from each page's `end` until it equals `total` gives the text
+ * back exactly.
+ *
+ * @example
+ * ```ts
+ * import { Offload } from "@stepwise-agent/middleware"
+ *
+ * Offload.page("ofl_0123456789abcdef", "abcdef", 4, 10) // { ..., offset: 4, end: 6, total: 6, text: "ef" }
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const page = (ref: string, content: string, offset: number, limit: number): Page => {
+  const start = Math.min(offset, content.length)
+  let end = Math.min(content.length, start + limit)
+  // never cut a surrogate pair in two: each page is well-formed text
+  if (end < content.length && isHighSurrogate(content.charCodeAt(end - 1))) end += end - 1 > start ? -1 : 1
+  return { ref, offset: start, end, total: content.length, text: content.slice(start, end) }
+}
+
+/** The text offloaded under `ref` found again in the thread's messages. */
+const findInThread = (messages: ReadonlyArray<Prompt.Message>, ref: string): Option.Option<string> => {
+  for (const message of messages) {
+    if (message.role !== "tool") continue
+    for (const part of message.content) {
+      const content = textOf(part.result)
+      if (referenceOf(content) === ref) return Option.some(content)
+    }
+  }
+  return Option.none()
+}
+
+/**
+ * Offloads tool results longer than `maxResultChars` from what the model
+ * sees to the {@link OffloadStore} (byte-exact, under a reference derived
+ * from the content), shows a reference with a head and tail preview in
+ * their place, and adds the `read_offloaded` tool to read them back in
+ * pages. String arguments longer than `maxArgChars` of tool calls older than
+ * the last `keepCalls` are cut in the view. With `maxResultTokens`, a
+ * result over that many tokens by the agent's `TokenCounter` is offloaded
+ * too, and the middleware needs a `TokenCounter`. The stored thread is never
+ * changed. Without an `OffloadStore` where the agent runs, the middleware
+ * keeps its own in memory. Bad options make `Agent.make` fail with
+ * `AgentError.InvalidOptions`.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ * import { Offload, Workspace } from "@stepwise-agent/middleware"
+ * import { Effect, Layer } from "effect"
+ *
+ * const program = Agent.make({
+ *   middleware: [Offload.middleware({ maxResultChars: 20_000, keepCalls: 5 })]
+ * }).pipe(Effect.provide(Offload.layerWorkspace().pipe(Layer.provide(Workspace.layerMemory()))))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const middleware: {
+  (options: Options & { readonly maxResultTokens: number }): Middleware.Middleware<{}, never, TokenCounter.TokenCounter>
+  (options?: Options | undefined): Middleware.Middleware
+} = (options?: Options | undefined): any => Check.middlewareOf("Offload", OptionsSchema, options, build)
+
+const build = (options: Options): Middleware.Middleware<{}, never, TokenCounter.TokenCounter> => {
+  const config = configOf(options)
+  // Raw token counts of the tool results, measured before a view when maxResultTokens is set.
+  const tokens = new WeakMap<Prompt.ToolResultPart, number>()
+  const viewOf = makeView(config, (part) => tokens.get(part) ?? 0)
+
+  /** Measures the tool results of `messages` not measured yet (the counter caches by identity too). */
+  const measure = (messages: ReadonlyArray<Prompt.Message>) =>
+    Effect.gen(function*() {
+      const parts: Array<Prompt.ToolResultPart> = []
+      for (const message of messages) {
+        if (message.role !== "tool") continue
+        for (const part of message.content) {
+          if (!tokens.has(part) && !config.excluded.has(part.name)) parts.push(part)
+        }
+      }
+      if (parts.length === 0) return
+      const counts = yield* Effect.flatMap(TokenCounter.TokenCounter, (counter) => counter.measure(parts))
+      parts.forEach((part, i) => tokens.set(part, counts[i]!))
+    })
+  // The app's store when the agent runs with one, else this middleware's own.
+  const store = serviceOrOwn(OffloadStore, makeMemory)
+
+  const read = (ref: string, offset: number, limit: number, messages: ReadonlyArray<Prompt.Message>) =>
+    Effect.gen(function*() {
+      const service = yield* store
+      const stored = yield* Effect.either(service.get(ref))
+      if (stored._tag === "Right") return page(ref, stored.right, offset, limit)
+      if (stored.left._tag === "OffloadStoreError") return yield* stored.left
+      // the store does not have it (a new process): the thread still holds the whole result
+      const found = findInThread(messages, ref)
+      if (Option.isNone(found)) return yield* stored.left
+      yield* service.put(ref, found.value)
+      return page(ref, found.value, offset, limit)
+    })
+
+  // The handler serves the calls the wrapToolCall below leaves to it: those with invalid arguments, which it
+  // answers with a failed result the model can repair.
+  const tools = Effect.flatMap(
+    toolkit.toContext({
+      read_offloaded: ({ limit, offset, ref }) =>
+        Effect.mapError(read(ref, offset ?? 0, limit ?? defaultPageChars, []), (error) => ({ error: error.message }))
+    }),
+    (context) => Effect.provide(toolkit, context)
+  )
+
+  return Middleware.make({
+    name: "offload",
+    tools,
+    wrapModelCall: (request, next) =>
+      Effect.gen(function*() {
+        if (config.maxResultTokens !== undefined) yield* measure(request.messages)
+        const offloaded: Offloaded = new Map()
+        const messages = viewOf(request.messages, offloaded)
+        if (offloaded.size > 0) {
+          const service = yield* store
+          // A failed write loses nothing (the thread holds the whole result, where read_offloaded finds it):
+          // it is reported and the call goes on.
+          yield* Effect.forEach(offloaded, ([ref, content]) =>
+            service.put(ref, content).pipe(
+              Effect.catchAll((error) => Middleware.report(`offload store failed: ${error.message}`, { ref }))
+            ), { discard: true })
+          yield* Middleware.report(`offloaded ${offloaded.size} tool result(s)`, { refs: [...offloaded.keys()] })
+        }
+        return yield* next(messages === request.messages ? request : { ...request, messages })
+      }),
+    // Answers read_offloaded here, where the thread's messages are at hand for a reference the store lost.
+    wrapToolCall: (request, next) => {
+      if (request.call.name !== toolName) return next(request)
+      const params = Schema.decodeUnknownOption(ReadOffloaded.parametersSchema)(request.call.params)
+      if (Option.isNone(params)) return next(request)
+      const { limit, offset, ref } = params.value
+      const messages = (request.state as { readonly messages?: ReadonlyArray<Prompt.Message> }).messages ?? []
+      return read(ref, offset ?? 0, limit ?? defaultPageChars, messages).pipe(
+        Effect.match({
+          onFailure: (error) => Middleware.toolResult(request.call, { error: error.message }, { isFailure: true }),
+          onSuccess: (page) => Middleware.toolResult(request.call, page)
+        })
+      )
+    }
+  })
+}

@@ -1,0 +1,185 @@
+import { FileSystem } from "@effect/platform"
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, FastCheck } from "effect"
+import * as Paths from "../src/internal/workspacePaths.js"
+import * as Workspace from "../src/Workspace.js"
+
+const segment = FastCheck.constantFrom("a", "b", "c.md", "..", ".", "")
+const virtualPath = FastCheck.array(segment, { maxLength: 8 }).map((segments) => segments.join("/"))
+
+/** The depth a path reaches at its lowest point: negative when `..` climbs above the root. */
+const lowest = (path: string): number => {
+  let depth = 0
+  let min = 0
+  for (const s of path.split("/")) {
+    if (s === "..") depth--
+    else if (s !== "" && s !== ".") depth++
+    min = Math.min(min, depth)
+  }
+  return min
+}
+
+describe("Workspace paths", () => {
+  it.prop("a normalized path is rooted, has no . or .. segment, and normalizes to itself", [virtualPath], ([path]) => {
+    const normalized = Paths.normalize(path)
+    if (lowest(path) < 0) return normalized === undefined
+    assert.isDefined(normalized)
+    assert.isTrue(normalized!.startsWith("/"))
+    assert.isFalse(normalized!.split("/").some((s) => s === "." || s === ".."))
+    assert.strictEqual(Paths.normalize(normalized!), normalized)
+    return true
+  })
+
+  it("globs: * stays within a name, ** crosses directories, {a,b} is either", () => {
+    assert.isTrue(Paths.matchesGlob("*.md", "/", "/a.md"))
+    assert.isFalse(Paths.matchesGlob("*.md", "/", "/docs/a.md"))
+    assert.isTrue(Paths.matchesGlob("**/*.md", "/", "/a.md"))
+    assert.isTrue(Paths.matchesGlob("**/*.md", "/", "/docs/deep/a.md"))
+    assert.isTrue(Paths.matchesGlob("*.{ts,md}", "/src", "/src/a.ts"))
+    assert.isFalse(Paths.matchesGlob("*.{ts,md}", "/src", "/src/a.js"))
+    assert.isTrue(Paths.matchesGlob("/src/?.ts", "/", "/src/a.ts"))
+    assert.isTrue(Paths.matchesRule("/docs", "/docs/a/b.md"))
+    assert.isFalse(Paths.matchesRule("/docs", "/docsx/a.md"))
+    assert.isTrue(Paths.matchesRule("**/*.lock", "/deep/x/yarn.lock"))
+  })
+})
+
+describe("Workspace in memory", () => {
+  it.effect.prop(
+    "a write reads back byte-exact",
+    [FastCheck.string({ unit: "grapheme", maxLength: 300 }), virtualPath.filter((p) => Paths.normalize(p) !== "/")],
+    ([content, path]) =>
+      Effect.gen(function*() {
+        const workspace = yield* Workspace.makeMemory()
+        const written = yield* Effect.either(workspace.write(path, content))
+        if (Paths.normalize(path) === undefined) {
+          assert.isTrue(written._tag === "Left" && written.left._tag === "PathOutsideRoot")
+          return
+        }
+        assert.strictEqual(yield* workspace.read(path), content)
+      })
+  )
+
+  it.effect.prop(
+    "a read-only prefix rule refuses every write under it and no write elsewhere",
+    [FastCheck.array(FastCheck.constantFrom("docs", "src", "a", "b.md"), { minLength: 1, maxLength: 4 })],
+    ([segments]) =>
+      Effect.gen(function*() {
+        const workspace = yield* Workspace.makeMemory({ rules: [{ pattern: "/docs", access: "read-only" }] })
+        const path = `/${segments.join("/")}`
+        const written = yield* Effect.either(workspace.write(path, "x"))
+        if (segments[0] === "docs") assert.isTrue(written._tag === "Left" && written.left._tag === "ReadOnlyPath")
+        else assert.strictEqual(written._tag, "Right")
+      })
+  )
+
+  it.effect("ls lists the direct children, directories marked; glob and grep search by path and content", () =>
+    Effect.gen(function*() {
+      const workspace = yield* Workspace.makeMemory({
+        files: { "/README.md": "# Title\nneedle here", "/docs/a.md": "no", "/docs/deep/b.md": "a needle\nand needle" }
+      })
+      assert.deepStrictEqual(yield* workspace.ls("/"), [
+        { path: "/README.md", isDirectory: false, size: 19 },
+        { path: "/docs", isDirectory: true, size: 0 }
+      ])
+      assert.deepStrictEqual(yield* workspace.glob("**/*.md", "/docs"), ["/docs/a.md", "/docs/deep/b.md"])
+      assert.deepStrictEqual(yield* workspace.grep("needle"), [
+        { path: "/README.md", line: 2, text: "needle here" },
+        { path: "/docs/deep/b.md", line: 1, text: "a needle" },
+        { path: "/docs/deep/b.md", line: 2, text: "and needle" }
+      ])
+      assert.deepStrictEqual(yield* workspace.grep("needle", { path: "/docs" }), [
+        { path: "/docs/deep/b.md", line: 1, text: "a needle" },
+        { path: "/docs/deep/b.md", line: 2, text: "and needle" }
+      ])
+      assert.strictEqual((yield* Effect.flip(workspace.ls("/nowhere")))._tag, "FileNotFound")
+      assert.strictEqual((yield* Effect.flip(workspace.read("/docs")))._tag, "FileNotFound")
+    }))
+
+  it("replaceIn: a unique string, every occurrence with replaceAll, else a typed refusal", () => {
+    assert.deepStrictEqual(Workspace.replaceIn("/f", "a-b-a", "b", "c", false), { content: "a-c-a", occurrences: 1 })
+    assert.deepStrictEqual(Workspace.replaceIn("/f", "a-b-a", "a", "c", true), { content: "c-b-c", occurrences: 2 })
+    const notUnique = Workspace.replaceIn("/f", "a-b-a", "a", "c", false)
+    assert.isTrue(notUnique instanceof Workspace.EditNotUnique && notUnique.occurrences === 2)
+    assert.isTrue(Workspace.replaceIn("/f", "a", "z", "c", false) instanceof Workspace.EditStringNotFound)
+    assert.isTrue(Workspace.replaceIn("/f", "a", "", "c", true) instanceof Workspace.EditStringNotFound)
+  })
+})
+
+describe("Workspace on a directory", () => {
+  const setup = Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const root = yield* fs.makeTempDirectoryScoped()
+    const outside = yield* fs.makeTempDirectoryScoped()
+    yield* fs.writeFileString(`${outside}/secret.txt`, "secret")
+    yield* fs.symlink(outside, `${root}/linkdir`)
+    yield* fs.symlink(`${outside}/secret.txt`, `${root}/linkfile`)
+    yield* fs.makeDirectory(`${root}/docs`)
+    yield* fs.writeFileString(`${root}/docs/guide.md`, "guide\nneedle")
+    yield* fs.symlink(`${root}/docs/guide.md`, `${root}/inner-link`)
+    const workspace = yield* Workspace.makeDirectory({ root, rules: [{ pattern: "/docs", access: "read-only" }] })
+    return { fs, root, outside, workspace }
+  })
+
+  it.scoped("rejects .. above the root and symbolic links out of it, for reads and writes", () =>
+    Effect.gen(function*() {
+      const { fs, outside, workspace } = yield* setup
+      const tagOf = <A>(effect: Effect.Effect<A, Workspace.WorkspaceError>) =>
+        Effect.map(Effect.flip(effect), (error) => error._tag)
+      assert.strictEqual(yield* tagOf(workspace.read("/../secret.txt")), "PathOutsideRoot")
+      assert.strictEqual(yield* tagOf(workspace.write("/docs/../../x.txt", "x")), "PathOutsideRoot")
+      assert.strictEqual(yield* tagOf(workspace.read("/linkdir/secret.txt")), "PathOutsideRoot")
+      assert.strictEqual(yield* tagOf(workspace.read("/linkfile")), "PathOutsideRoot")
+      assert.strictEqual(yield* tagOf(workspace.write("/linkfile", "overwritten")), "PathOutsideRoot")
+      assert.strictEqual(yield* tagOf(workspace.write("/linkdir/planted.txt", "x")), "PathOutsideRoot")
+      assert.strictEqual(yield* tagOf(workspace.write("/linkdir/new/deep.txt", "x")), "PathOutsideRoot")
+      assert.strictEqual(yield* tagOf(workspace.ls("/linkdir")), "PathOutsideRoot")
+      assert.strictEqual(yield* fs.readFileString(`${outside}/secret.txt`), "secret")
+      assert.deepStrictEqual(yield* fs.readDirectory(outside), ["secret.txt"])
+      // a link that stays inside the root is fine
+      assert.strictEqual(yield* workspace.read("/inner-link"), "guide\nneedle")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("writes, edits and lists real files; a read-only rule refuses writes and edits", () =>
+    Effect.gen(function*() {
+      const { fs, root, workspace } = yield* setup
+      yield* workspace.write("/src/deep/a.ts", "const a = 1\n")
+      assert.strictEqual(yield* fs.readFileString(`${root}/src/deep/a.ts`), "const a = 1\n")
+      assert.strictEqual(yield* workspace.edit("/src/deep/a.ts", "1", "2", false), 1)
+      assert.strictEqual(yield* workspace.read("/src/deep/a.ts"), "const a = 2\n")
+      assert.strictEqual((yield* Effect.flip(workspace.write("/docs/new.md", "x")))._tag, "ReadOnlyPath")
+      assert.strictEqual(
+        (yield* Effect.flip(workspace.edit("/docs/guide.md", "guide", "x", false)))._tag,
+        "ReadOnlyPath"
+      )
+      assert.strictEqual(yield* fs.readFileString(`${root}/docs/guide.md`), "guide\nneedle")
+      assert.deepStrictEqual((yield* workspace.ls("/")).map((e) => `${e.path}${e.isDirectory ? "/" : ""}`), [
+        "/docs/",
+        "/inner-link",
+        "/linkdir/",
+        "/linkfile",
+        "/src/"
+      ])
+      assert.deepStrictEqual(yield* workspace.glob("**/*.ts"), ["/src/deep/a.ts"])
+      // grep skips what it may not read (the links out of the root) instead of failing
+      assert.deepStrictEqual(yield* workspace.grep("needle"), [
+        { path: "/docs/guide.md", line: 2, text: "needle" },
+        { path: "/inner-link", line: 2, text: "needle" }
+      ])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect.prop(
+    "a write reads back byte-exact from disk",
+    [FastCheck.string({ unit: "grapheme", maxLength: 200 })],
+    ([content]) =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const root = yield* fs.makeTempDirectoryScoped()
+        const workspace = yield* Workspace.makeDirectory({ root })
+        yield* workspace.write("/f.txt", content)
+        assert.strictEqual(yield* workspace.read("/f.txt"), content)
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
+    { fastCheck: { numRuns: 20 } }
+  )
+})
