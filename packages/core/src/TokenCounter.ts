@@ -171,25 +171,27 @@ const isTextFile = (part: Prompt.FilePart): part is Prompt.FilePart & { readonly
   typeof part.data === "string" &&
   (part.mediaType.startsWith("text/") || part.mediaType === "application/json")
 
-/** The strings a part puts in front of the model (what the exact counters encode). */
-const textsOf = (part: Prompt.Part): ReadonlyArray<string> => {
+/**
+ * The tokens of the strings a part puts in front of the model, each counted
+ * with `count` (what the exact counters encode), plus its fixed tokens.
+ */
+const encodedTokensOf = (part: Prompt.Part, count: (text: string) => number): number => {
   switch (part.type) {
     case "text":
     case "reasoning":
-      return [part.text]
+      return count(part.text)
     case "tool-call":
-      return [part.name, stringify(part.params)]
+      return count(part.name) + count(stringify(part.params))
     case "tool-result":
-      return [part.name, stringify(part.result)]
+      return count(part.name) + count(stringify(part.result))
     case "file":
-      return isTextFile(part)
-        ? [part.fileName ?? "", part.mediaType, part.data]
-        : [part.fileName ?? "", part.mediaType]
+      return count(part.fileName ?? "") + count(part.mediaType) +
+        (isTextFile(part) ? count(part.data) : fileTokens)
   }
 }
 
 /**
- * The characters of the strings of {@link textsOf}, measured without building
+ * The characters of the strings of {@link encodedTokensOf}, measured without building
  * them: a tool call's arguments and a tool result count the length of their
  * JSON as if no character needed escaping (`json`, {@link jsonLength} unless
  * the counter remembers long payloads).
@@ -428,10 +430,13 @@ const approximate = (charsPerToken: number, tokensPerMessage: number): TokenCoun
   const countString = (text: string) => Math.ceil(text.length / charsPerToken)
   const countPart = (part: Prompt.Part) => Math.ceil(charsOf(part, payloadChars) / charsPerToken) + fixedTokensOf(part)
   const countItem = (item: Countable): number => {
-    if (!Prompt.isMessage(item)) return countPart(item)
-    if (item.role === "system") return tokensPerMessage + countString(item.content)
+    // A message has a role and a part has none (one property read, where `Prompt.isMessage` costs two).
+    const role: Role | undefined = (item as Partial<Prompt.Message>).role
+    if (role === undefined) return countPart(item as Prompt.Part)
+    const message = item as Prompt.Message
+    if (message.role === "system") return tokensPerMessage + countString(message.content)
     let raw = tokensPerMessage
-    const content: ReadonlyArray<Prompt.Part> = item.content
+    const content: ReadonlyArray<Prompt.Part> = message.content
     for (let i = 0; i < content.length; i++) raw += countPart(content[i]!)
     return raw
   }
@@ -534,14 +539,14 @@ export const makeTiktoken = (
     return Effect.succeed(fromEngine({
       method: "tiktoken",
       count: (items) =>
-        Effect.map(encoding, (encoder) =>
-          items.map((item) => {
-            if (typeof item === "string") return encoder.count(item)
-            const texts = textsOf(item)
-            let tokens = fixedTokensOf(item)
-            for (let i = 0; i < texts.length; i++) tokens += encoder.count(texts[i]!)
-            return tokens
-          })),
+        Effect.map(encoding, ({ count }) => {
+          const counts = new Array<number>(items.length)
+          for (let i = 0; i < items.length; i++) {
+            const item = items[i]!
+            counts[i] = typeof item === "string" ? count(item) : encodedTokensOf(item, count)
+          }
+          return counts
+        }),
       overhead
     }))
   })
