@@ -433,10 +433,9 @@ const approximate = (charsPerToken: number, tokensPerMessage: number): TokenCoun
     // A message has a role and a part has none (one property read, where `Prompt.isMessage` costs two).
     const role: Role | undefined = (item as Partial<Prompt.Message>).role
     if (role === undefined) return countPart(item as Prompt.Part)
-    const message = item as Prompt.Message
-    if (message.role === "system") return tokensPerMessage + countString(message.content)
+    if (role === "system") return tokensPerMessage + countString((item as Prompt.SystemMessage).content)
     let raw = tokensPerMessage
-    const content: ReadonlyArray<Prompt.Part> = message.content
+    const content: ReadonlyArray<Prompt.Part> = (item as Exclude<Prompt.Message, Prompt.SystemMessage>).content
     for (let i = 0; i < content.length; i++) raw += countPart(content[i]!)
     return raw
   }
