@@ -30,8 +30,6 @@ import { type LanguageModel, Prompt } from "@effect/ai"
 import { type Middleware, TokenCounter } from "@stepwise-agent/core"
 import { ContextEditing, Summarization } from "@stepwise-agent/middleware"
 import { Effect, Either, Option } from "effect"
-import * as GptCl100k from "gpt-tokenizer/encoding/cl100k_base"
-import * as GptO200k from "gpt-tokenizer/encoding/o200k_base"
 import { getEncoding } from "js-tiktoken"
 import {
   AIMessage,
@@ -42,7 +40,10 @@ import {
   summarizationMiddleware,
   ToolMessage
 } from "langchain"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
 import { performance } from "node:perf_hooks"
+import { pathToFileURL } from "node:url"
 import { ScriptedChatModel } from "./langchain.js"
 import { linearFit } from "./measure.js"
 
@@ -100,6 +101,14 @@ export interface ColdRow {
   readonly counter: string
   /** Median MB/s over the samples, each on text generated for it. */
   readonly mbps: number
+  /** First and third quartiles of the samples' MB/s. */
+  readonly q1MBps: number
+  readonly q3MBps: number
+  /**
+   * gpt-tokenizer's time over this counter's on the same text, per sample:
+   * median, first and third quartiles (above 1: this counter is faster).
+   */
+  readonly speedVsGptTokenizer: { readonly median: number; readonly q1: number; readonly q3: number }
   readonly tokens: number
 }
 
@@ -428,17 +437,46 @@ const corpusText = (corpus: Corpus, seed: number, bytes: number): Array<string> 
   return chunks
 }
 
-const gptTokenizer = { cl100k_base: GptCl100k, o200k_base: GptO200k } as const
-const specialAsText = { disallowedSpecial: new Set<string>() }
+/** What the bench uses of a gpt-tokenizer encoding module. */
+interface GptTokenizerEncoding {
+  readonly countTokens: (text: string, options: { readonly disallowedSpecial: Set<string> }) => number
+  readonly clearMergeCache: () => void
+}
 
 /**
- * Exact counting of text that no cache has seen: for every sample, each
- * counter gets text generated for it alone (a new seed) and gpt-tokenizer's
- * merge cache (which our counter shares, as it counts with gpt-tokenizer) is
- * emptied first. Our counter counts the chunks as user messages of a fresh
- * counter (`counter.count(messages)`, whose tokens include 3 per message);
- * gpt-tokenizer runs `countTokens(chunk)` and js-tiktoken `encode(chunk).length`
- * per chunk. Our count is checked against gpt-tokenizer's on the same text.
+ * gpt-tokenizer's module for `encoding`, the very copy our counter loads
+ * (resolved from `@stepwise-agent/core`): npm may install more than one copy
+ * (here, another version is hoisted for `@effect/ai-openai`), and two copies
+ * have two merge caches and two JIT histories.
+ */
+const gptTokenizerOfCore = (encoding: TokenCounter.Encoding): Promise<GptTokenizerEncoding> => {
+  const fromBench = createRequire(import.meta.url)
+  const fromCore = createRequire(fromBench.resolve("@stepwise-agent/core"))
+  const root = dirname(fromCore.resolve("gpt-tokenizer/package.json"))
+  return import(pathToFileURL(join(root, "esm", "encoding", `${encoding}.js`)).href)
+}
+
+const specialAsText = { disallowedSpecial: new Set<string>() }
+
+const quartiles = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const at = (p: number) => sorted[Math.round(p * (sorted.length - 1))]!
+  return { median: median(values), q1: at(0.25), q3: at(0.75) }
+}
+
+/**
+ * Exact counting of text that no cache has seen, paired and interleaved:
+ * every sample generates new text (a new seed) and each counter counts that
+ * same text, in an order that rotates from sample to sample, with
+ * gpt-tokenizer's merge cache emptied before each (our counter counts with
+ * the same gpt-tokenizer module, {@link gptTokenizerOfCore}). Our counter
+ * counts the chunks as user messages of a fresh counter
+ * (`counter.count(messages)`, whose tokens include 3 per message; the
+ * messages are built before the clock starts); gpt-tokenizer runs
+ * `countTokens(chunk)` and js-tiktoken `encode(chunk).length` per chunk. Our
+ * count is checked against gpt-tokenizer's. One unreported sample first
+ * warms the JIT. Wall time, as in the rest of the bench (the process's CPU
+ * time would also count its compiler and GC threads).
  *
  * @since 0.1.0
  * @category constructors
@@ -447,11 +485,11 @@ export const measureCold = async (
   options: { readonly quick: boolean; readonly log: (line: string) => void }
 ): Promise<ReadonlyArray<ColdRow>> => {
   const bytes = options.quick ? 100_000 : 250_000
-  const samples = options.quick ? 3 : 5
+  const samples = options.quick ? 5 : 11
   const rows: Array<ColdRow> = []
   let seed = 1000
   for (const encoding of ["cl100k_base", "o200k_base"] as const) {
-    const gpt = gptTokenizer[encoding]
+    const gpt = await gptTokenizerOfCore(encoding)
     const tiktoken = getEncoding(encoding)
     // load our counter's encoding before the clock starts
     await Effect.runPromise(Effect.flatMap(TokenCounter.makeTiktoken({ encoding }), (c) => c.countText("warm up")))
@@ -459,6 +497,7 @@ export const measureCold = async (
       ["ours (TokenCounter.makeTiktoken)", async (chunks) => {
         const counter = await Effect.runPromise(TokenCounter.makeTiktoken({ encoding }))
         const messages = userMessages(chunks)
+        gpt.clearMergeCache()
         const t = performance.now()
         const tokens = await Effect.runPromise(counter.count(messages))
         const ms = performance.now() - t
@@ -468,6 +507,7 @@ export const measureCold = async (
         return ms
       }],
       ["gpt-tokenizer 4.0.0 `countTokens`", (chunks) => {
+        gpt.clearMergeCache()
         const t = performance.now()
         for (const chunk of chunks) gpt.countTokens(chunk, specialAsText)
         return Promise.resolve(performance.now() - t)
@@ -479,21 +519,46 @@ export const measureCold = async (
         return Promise.resolve(tokens >= 0 ? performance.now() - t : 0)
       }]
     ]
+    const gptAt = 1
     for (const corpus of ["prose", "code", "CJK"] as const) {
-      for (const [counter, run] of counters) {
-        const mbps: Array<number> = []
-        let tokens = 0
-        for (let i = 0; i < samples; i++) {
-          const chunks = corpusText(corpus, seed++, bytes)
-          const mb = new TextEncoder().encode(chunks.join("")).length / 1e6
-          gpt.clearMergeCache()
-          mbps.push(mb / ((await run(chunks)) / 1000))
-          if (i === 0) { for (const chunk of chunks) tokens += gpt.countTokens(chunk, specialAsText) }
+      const mbps = counters.map(() => [] as Array<number>)
+      const speed = counters.map(() => [] as Array<number>)
+      let tokens = 0
+      for (let i = -1; i < samples; i++) {
+        const chunks = corpusText(corpus, seed++, bytes)
+        const mb = new TextEncoder().encode(chunks.join("")).length / 1e6
+        const ms = new Array<number>(counters.length)
+        for (let k = 0; k < counters.length; k++) {
+          const j = (i + 1 + k) % counters.length
+          ms[j] = await counters[j]![1](chunks)
         }
-        const row: ColdRow = { corpus, encoding, counter, mbps: median(mbps), tokens }
-        rows.push(row)
-        options.log(`  ${encoding} ${corpus.padEnd(5)} ${counter.padEnd(38)} ${row.mbps.toFixed(2)} MB/s`)
+        if (i < 0) continue
+        ms.forEach((time, j) => {
+          mbps[j]!.push(mb / (time / 1000))
+          speed[j]!.push(ms[gptAt]! / time)
+        })
+        if (i === 0) { for (const chunk of chunks) tokens += gpt.countTokens(chunk, specialAsText) }
       }
+      counters.forEach(([counter], j) => {
+        const spread = quartiles(mbps[j]!)
+        const row: ColdRow = {
+          corpus,
+          encoding,
+          counter,
+          mbps: spread.median,
+          q1MBps: spread.q1,
+          q3MBps: spread.q3,
+          speedVsGptTokenizer: quartiles(speed[j]!),
+          tokens
+        }
+        rows.push(row)
+        const vs = row.speedVsGptTokenizer
+        options.log(
+          `  ${encoding} ${corpus.padEnd(5)} ${counter.padEnd(38)} ${row.mbps.toFixed(2)} MB/s ` +
+            `[${row.q1MBps.toFixed(2)}–${row.q3MBps.toFixed(2)}]` +
+            (j === gptAt ? "" : `, ×${vs.median.toFixed(3)} gpt-tokenizer [${vs.q1.toFixed(3)}–${vs.q3.toFixed(3)}]`)
+        )
+      })
     }
   }
   return rows
@@ -846,16 +911,24 @@ export const render = (result: ContextResult): string => {
     "### Exact counting of unseen text",
     "",
     "Per corpus (English-like prose, TypeScript-like code, CJK: ideographs, kana, hangul) and encoding, text " +
-    "generated for each sample and each counter (no cache has seen it; gpt-tokenizer's merge cache, which our " +
-    "counter shares, is emptied before each sample), ~2 KB chunks; ours counts them as user messages of a fresh " +
-    "counter and is checked against gpt-tokenizer's count. Median MB/s over the samples.",
+    "generated for each sample (no cache has seen it), ~2 KB chunks, counted by every counter in turn (the order " +
+    "rotates per sample; gpt-tokenizer's merge cache, which our counter shares, is emptied before each); ours " +
+    "counts them as user messages of a fresh counter and is checked against gpt-tokenizer's count. Median MB/s " +
+    "(wall time) over the samples, [first–third quartile]. The last column is gpt-tokenizer's " +
+    "time over ours on the same text, per sample (median [quartiles]; above 1: ours is faster).",
     "",
     table(
-      ["encoding", "corpus", ...new Set(result.cold.map((r) => r.counter))],
+      ["encoding", "corpus", ...new Set(result.cold.map((r) => r.counter)), "ours vs gpt-tokenizer"],
       [...new Set(result.cold.map((r) => `${r.encoding}|${r.corpus}`))].map((key) => {
         const [encoding, corpus] = key.split("|")
         const rows = result.cold.filter((r) => r.encoding === encoding && r.corpus === corpus)
-        return [encoding!, corpus!, ...rows.map((r) => `${r.mbps.toFixed(2)} MB/s`)]
+        const vs = rows[0]!.speedVsGptTokenizer
+        return [
+          encoding!,
+          corpus!,
+          ...rows.map((r) => `${r.mbps.toFixed(2)} MB/s [${r.q1MBps.toFixed(2)}–${r.q3MBps.toFixed(2)}]`),
+          `×${vs.median.toFixed(2)} [${vs.q1.toFixed(2)}–${vs.q3.toFixed(2)}]`
+        ]
       })
     ),
     "",

@@ -12,11 +12,13 @@
  *   module imported);
  * - {@link layerTokenizer}: a provider's `Tokenizer` from `@effect/ai`.
  *
- * Counts are additive and cached by identity: a message counts as a
- * per-message overhead plus the sum of its parts, and the count of every
- * part and message object is kept in a `WeakMap`. Counting a growing history
- * again only counts the messages that are new; the others cost one map
- * lookup each.
+ * Counts are additive: a message counts as a per-message overhead plus the
+ * sum of its parts. The exact and tokenizer counters keep the count of every
+ * part and message object in a `WeakMap`, so counting a growing history again
+ * only counts the messages that are new; the others cost one map lookup each.
+ * The approximate counter keeps nothing per message: counting one again costs
+ * a few field reads, less than a lookup would (it remembers only the JSON
+ * length of long tool arguments and results, per payload object).
  *
  * A counter can be calibrated against the input tokens a model reported
  * ({@link TokenCounter.Service.calibrate}): the counts are then multiplied by
@@ -126,10 +128,10 @@ export declare namespace TokenCounter {
     /** Raw tokens of a text (not cached by identity). */
     readonly countText: (text: string) => Effect.Effect<number>
     /**
-     * Raw tokens of each message or part, in order, in one effect. Every
-     * result is cached by object identity. This is the building block of
-     * context edits: they measure the parts they would replace and the parts
-     * they would put in their place.
+     * Raw tokens of each message or part, in order, in one effect (the exact
+     * and tokenizer counters cache every result by object identity). This is
+     * the building block of context edits: they measure the parts they would
+     * replace and the parts they would put in their place.
      */
     readonly measure: (items: ReadonlyArray<Countable>) => Effect.Effect<ReadonlyArray<number>>
     /** The calibration scale applied by `count` and `countMessage`. */
@@ -169,37 +171,40 @@ const isTextFile = (part: Prompt.FilePart): part is Prompt.FilePart & { readonly
   typeof part.data === "string" &&
   (part.mediaType.startsWith("text/") || part.mediaType === "application/json")
 
-/** The strings a part puts in front of the model (what the exact counters encode). */
-const textsOf = (part: Prompt.Part): ReadonlyArray<string> => {
+/**
+ * The tokens of the strings a part puts in front of the model, each counted
+ * with `count` (what the exact counters encode), plus its fixed tokens.
+ */
+const encodedTokensOf = (part: Prompt.Part, count: (text: string) => number): number => {
   switch (part.type) {
     case "text":
     case "reasoning":
-      return [part.text]
+      return count(part.text)
     case "tool-call":
-      return [part.name, stringify(part.params)]
+      return count(part.name) + count(stringify(part.params))
     case "tool-result":
-      return [part.name, stringify(part.result)]
+      return count(part.name) + count(stringify(part.result))
     case "file":
-      return isTextFile(part)
-        ? [part.fileName ?? "", part.mediaType, part.data]
-        : [part.fileName ?? "", part.mediaType]
+      return count(part.fileName ?? "") + count(part.mediaType) +
+        (isTextFile(part) ? count(part.data) : fileTokens)
   }
 }
 
 /**
- * The characters of the strings of {@link textsOf}, measured without building
+ * The characters of the strings of {@link encodedTokensOf}, measured without building
  * them: a tool call's arguments and a tool result count the length of their
- * JSON as if no character needed escaping ({@link jsonLength}).
+ * JSON as if no character needed escaping (`json`, {@link jsonLength} unless
+ * the counter remembers long payloads).
  */
-const charsOf = (part: Prompt.Part): number => {
+const charsOf = (part: Prompt.Part, json: (value: unknown) => number = jsonLength): number => {
   switch (part.type) {
     case "text":
     case "reasoning":
       return part.text.length
     case "tool-call":
-      return part.name.length + jsonLength(part.params)
+      return part.name.length + json(part.params)
     case "tool-result":
-      return part.name.length + jsonLength(part.result)
+      return part.name.length + json(part.result)
     case "file":
       return (part.fileName ?? "").length + part.mediaType.length + (isTextFile(part) ? part.data.length : 0)
   }
@@ -228,11 +233,42 @@ const sum = (counts: ReadonlyArray<number>): number => {
   return total
 }
 
-const fromEngine = (engine: Engine): TokenCounter.Service => {
-  const cache = new WeakMap<object, number>()
+/**
+ * A counter over its `measure` (raw counts, in order): the totals, the
+ * calibration scale and its update.
+ */
+const fromMeasure = (
+  method: Method,
+  measure: TokenCounter.Service["measure"],
+  countText: TokenCounter.Service["countText"]
+): TokenCounter.Service => {
   let scale = 1
   let reportedTotal = 0
   let rawTotal = 0
+  const scaled = (raw: number): number => scale === 1 ? raw : Math.round(raw * scale)
+  return TokenCounter.of({
+    method,
+    count: (messages) => Effect.map(measure(messages), (counts) => scaled(sum(counts))),
+    countMessage: (message) => Effect.map(measure([message]), (counts) => scaled(counts[0]!)),
+    countText,
+    measure,
+    scale: Effect.sync(() => scale),
+    calibrate: (reportedInputTokens, messages) =>
+      Effect.map(measure(messages), (counts) => {
+        const raw = sum(counts)
+        if (Number.isFinite(reportedInputTokens) && reportedInputTokens > 0 && raw > 0) {
+          reportedTotal += reportedInputTokens
+          rawTotal += raw
+          scale = reportedTotal / rawTotal
+        }
+        return scale
+      })
+  })
+}
+
+/** A counter that keeps the count of every part and message object it counted with `engine`. */
+const fromEngine = (engine: Engine): TokenCounter.Service => {
+  const cache = new WeakMap<object, number>()
 
   const measure = (items: ReadonlyArray<Countable>): Effect.Effect<ReadonlyArray<number>> =>
     Effect.suspend(() => {
@@ -293,26 +329,7 @@ const fromEngine = (engine: Engine): TokenCounter.Service => {
       })
     })
 
-  const scaled = (raw: number): number => scale === 1 ? raw : Math.round(raw * scale)
-
-  return TokenCounter.of({
-    method: engine.method,
-    count: (messages) => Effect.map(measure(messages), (counts) => scaled(sum(counts))),
-    countMessage: (message) => Effect.map(measure([message]), (counts) => scaled(counts[0]!)),
-    countText: (text) => Effect.map(engine.count([text]), (counts) => counts[0]!),
-    measure,
-    scale: Effect.sync(() => scale),
-    calibrate: (reportedInputTokens, messages) =>
-      Effect.map(measure(messages), (counts) => {
-        const raw = sum(counts)
-        if (Number.isFinite(reportedInputTokens) && reportedInputTokens > 0 && raw > 0) {
-          reportedTotal += reportedInputTokens
-          rawTotal += raw
-          scale = reportedTotal / rawTotal
-        }
-        return scale
-      })
-  })
+  return fromMeasure(engine.method, measure, (text) => Effect.map(engine.count([text]), (counts) => counts[0]!))
 }
 
 const validateCount = (
@@ -385,16 +402,54 @@ export const makeApproximate = (
       (n) => Number.isInteger(n) && n >= 0,
       "a whole number ≥ 0"
     )
-    const countString = (text: string) => Math.ceil(text.length / charsPerToken)
-    const countPart = (part: Prompt.Part) => Math.ceil(charsOf(part) / charsPerToken) + fixedTokensOf(part)
-    const overhead = Effect.succeed((_: Role) => tokensPerMessage)
-    return fromEngine({
-      method: "approximate",
-      count: (items) =>
-        Effect.sync(() => items.map((item) => typeof item === "string" ? countString(item) : countPart(item))),
-      overhead
-    })
+    return approximate(charsPerToken, tokensPerMessage)
   })
+
+/**
+ * Payloads (a tool call's arguments, a tool result) whose JSON is at least
+ * this long have their length remembered by the approximate counter; a
+ * shorter one costs less to measure again than to look up.
+ */
+const rememberedPayload = 1024
+
+/**
+ * The approximate counter. Counting a part costs a few field reads (and a
+ * walk of its JSON payload), less than keeping its count by identity would,
+ * so it keeps only the length of long payloads, per payload object.
+ */
+const approximate = (charsPerToken: number, tokensPerMessage: number): TokenCounter.Service => {
+  const payloads = new WeakMap<object, number>()
+  const payloadChars = (value: unknown): number => {
+    if (typeof value !== "object" || value === null) return jsonLength(value)
+    const known = payloads.get(value)
+    if (known !== undefined) return known
+    const chars = jsonLength(value)
+    if (chars >= rememberedPayload) payloads.set(value, chars)
+    return chars
+  }
+  const countString = (text: string) => Math.ceil(text.length / charsPerToken)
+  const countPart = (part: Prompt.Part) => Math.ceil(charsOf(part, payloadChars) / charsPerToken) + fixedTokensOf(part)
+  const countItem = (item: Countable): number => {
+    // A message has a role and a part has none (one property read, where `Prompt.isMessage` costs two).
+    const role: Role | undefined = (item as Partial<Prompt.Message>).role
+    if (role === undefined) return countPart(item as Prompt.Part)
+    if (role === "system") return tokensPerMessage + countString((item as Prompt.SystemMessage).content)
+    let raw = tokensPerMessage
+    const content: ReadonlyArray<Prompt.Part> = (item as Exclude<Prompt.Message, Prompt.SystemMessage>).content
+    for (let i = 0; i < content.length; i++) raw += countPart(content[i]!)
+    return raw
+  }
+  return fromMeasure(
+    "approximate",
+    (items) =>
+      Effect.sync(() => {
+        const out = new Array<number>(items.length)
+        for (let i = 0; i < items.length; i++) out[i] = countItem(items[i]!)
+        return out
+      }),
+    (text) => Effect.sync(() => countString(text))
+  )
+}
 
 /**
  * Provides the approximate counter ({@link makeApproximate}).
@@ -483,14 +538,14 @@ export const makeTiktoken = (
     return Effect.succeed(fromEngine({
       method: "tiktoken",
       count: (items) =>
-        Effect.map(encoding, (encoder) =>
-          items.map((item) => {
-            if (typeof item === "string") return encoder.count(item)
-            const texts = textsOf(item)
-            let tokens = fixedTokensOf(item)
-            for (let i = 0; i < texts.length; i++) tokens += encoder.count(texts[i]!)
-            return tokens
-          })),
+        Effect.map(encoding, ({ count }) => {
+          const counts = new Array<number>(items.length)
+          for (let i = 0; i < items.length; i++) {
+            const item = items[i]!
+            counts[i] = typeof item === "string" ? count(item) : encodedTokensOf(item, count)
+          }
+          return counts
+        }),
       overhead
     }))
   })

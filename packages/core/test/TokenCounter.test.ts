@@ -42,6 +42,21 @@ describe("TokenCounter.approximate", () => {
       assert.strictEqual(counter.method, "approximate")
     }).pipe(Effect.provide(Approximate)))
 
+  it.effect("counts a long JSON payload the same again, whichever part holds it", () =>
+    Effect.gen(function*() {
+      const counter = yield* TokenCounter.TokenCounter
+      const payload = { rows: Array.from({ length: 200 }, (_, i) => ({ id: i, name: `row ${i}` })) }
+      const chars = JSON.stringify(payload).length
+      assert.isAbove(chars, 1024)
+      // "search" + the payload's JSON
+      const expected = Math.ceil((6 + chars) / 4)
+      const first = result("c1", "search", payload)
+      const again = result("c2", "search", payload)
+      assert.deepStrictEqual(yield* counter.measure([first, first, again]), [expected, expected, expected])
+      const withArgs = call("c3", "search", payload)
+      assert.deepStrictEqual(yield* counter.measure([withArgs]), [expected])
+    }).pipe(Effect.provide(Approximate)))
+
   it.effect("takes charsPerToken and tokensPerMessage", () =>
     Effect.gen(function*() {
       const counter = yield* TokenCounter.makeApproximate({ charsPerToken: 2, tokensPerMessage: 0 })

@@ -14,12 +14,13 @@
  * with a placeholder. {@link middleware} applies edits in `wrapModelCall` to
  * the request only: the stored thread keeps the original messages.
  *
- * Cost per model call: token counts are cached per message and part object
- * (see `TokenCounter`), and the cleared parts and messages are memoized per
- * original object, so only new messages are ever tokenized. `ClearToolUses`
- * also remembers, per thread (the history starting with the same first
- * message object), the totals, the tool calls and results and the previous
- * output, so a model call reads only the messages added since the last one.
+ * Cost per model call: `ClearToolUses` remembers, per thread (the history
+ * starting with the same first message object), the running token sums of
+ * its messages, its tool calls and results (indexed once a call goes over
+ * the trigger) and the previous output, so a model call counts and reads
+ * only the messages added since the last one. The cleared parts and
+ * messages are memoized per original object, so the exact counters, which
+ * cache counts by identity (see `TokenCounter`), count them once.
  * What remains linear in the history is pointer work: checking that the
  * remembered messages are still the first ones (one identity comparison per
  * message) and copying the array of messages sent to the model.
@@ -269,9 +270,13 @@ interface Eligible {
  * What one edit derives from the messages a history cache session has seen
  * (the tool calls and results, and the previous output), so that the next
  * model call of that thread only looks at the new ones. It is a cache: the
- * result of an edit is the same with or without it.
+ * result of an edit is the same with or without it. The messages are indexed
+ * when a call is over the trigger (a call under it needs only the totals),
+ * from where the last indexing stopped.
  */
 interface Clearing {
+  /** How many of the session's messages are indexed. */
+  indexed: number
   readonly calls: Map<string, Located<Prompt.ToolCallPart>>
   readonly callsWithInputs: Set<Prompt.ToolCallPart>
   results: number
@@ -294,6 +299,7 @@ interface Clearing {
 }
 
 const makeClearing = (): Clearing => ({
+  indexed: 0,
   calls: new Map(),
   callsWithInputs: new Set(),
   results: 0,
@@ -372,8 +378,8 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
     return edited
   }
 
-  /** Indexes a message added to a session: its tool calls, and its tool results that may be cleared. */
-  const add = (clearing: Clearing, message: Prompt.Message, m: number): void => {
+  /** Indexes a message of a session: its tool calls, and its tool results that may be cleared. */
+  const index = (clearing: Clearing, message: Prompt.Message, m: number): void => {
     if (message.role === "assistant") {
       const content = message.content
       for (let i = 0; i < content.length; i++) {
@@ -402,7 +408,7 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
   }
 
   // Sessions, per counter and per first message (one per thread, in practice).
-  const cache = HistoryCache.make({ init: makeClearing, add })
+  const cache = HistoryCache.make({ init: makeClearing })
 
   /** The messages with the first `k` eligible results cleared (those that reclaim anything). */
   const build = (
@@ -454,6 +460,8 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
         trigger
       })
       if (tokensBefore <= trigger) return unchanged(false)
+      for (let m = clearing.indexed; m < messages.length; m++) index(clearing, messages[m]!, m)
+      clearing.indexed = messages.length
 
       // The eligible results older than the `keep` newest.
       const eligible = clearing.eligible

@@ -10,20 +10,18 @@ import * as HistoryCache from "../src/internal/historyCache.js"
 
 const user = (text: string) => Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text })] })
 
-/** A cache whose state records the index of every message `add` was called with. */
-const recording = () =>
-  HistoryCache.make<Array<number>>({ init: () => [], add: (state, _, index) => state.push(index) })
+/** A cache whose sessions carry no state of their own. */
+const recording = () => HistoryCache.make<undefined>({ init: () => undefined })
 
 interface Seen {
-  readonly session: HistoryCache.Session<Array<number>>
+  readonly session: HistoryCache.Session<undefined>
   readonly seen: ReadonlyArray<Prompt.Message>
   readonly sums: ReadonlyArray<number>
-  readonly added: ReadonlyArray<number>
 }
 
 /** What `f` of `use` sees, copied (the session goes on changing). */
 const look = (
-  cache: HistoryCache.HistoryCache<Array<number>>,
+  cache: HistoryCache.HistoryCache<undefined>,
   counter: TokenCounter.TokenCounter.Service,
   messages: ReadonlyArray<Prompt.Message>
 ) =>
@@ -31,8 +29,7 @@ const look = (
     Effect.succeed<Seen>({
       session,
       seen: [...session.seen],
-      sums: [...session.sums],
-      added: [...session.state]
+      sums: [...session.sums]
     }))
 
 /** Running sums of the raw counts of `messages`, measured from scratch by another counter. */
@@ -49,7 +46,6 @@ const assertMatches = (seen: Seen, messages: ReadonlyArray<Prompt.Message>, sums
   assert.strictEqual(seen.seen.length, messages.length)
   for (let i = 0; i < messages.length; i++) assert.strictEqual(seen.seen[i], messages[i])
   assert.deepStrictEqual(seen.sums, sums)
-  assert.deepStrictEqual(seen.added, messages.map((_, i) => i))
 }
 
 // ---------------------------------------------------------------------------
@@ -165,8 +161,7 @@ describe("HistoryCache", () => {
               const copy: Seen = {
                 session,
                 seen: [...session.seen],
-                sums: [...session.sums],
-                added: [...session.state]
+                sums: [...session.sums]
               }
               if (++entered === histories.length) {
                 yield* latch.open

@@ -164,19 +164,36 @@ export const load = (encoding: Encoding, engine: Engine, from: Sources): Effect.
 }
 
 /** Encodings load once per process and engine, the first time a count needs them (concurrent first counts wait for the one load). */
-const loaded = globalValue(
+const loading = globalValue(
   Symbol.for("@stepwise-agent/core/TokenCounter/encodings"),
   () => new Map<string, Effect.Effect<TextEncoding>>()
+)
+
+/**
+ * The encodings loaded so far: once an encoding is here, a count gets it with
+ * one map lookup (going through the cached load again costs tens of µs per
+ * count).
+ */
+const loaded = globalValue(
+  Symbol.for("@stepwise-agent/core/TokenCounter/loadedEncodings"),
+  () => new Map<string, TextEncoding>()
 )
 
 /** The encoding, loaded on the first run and shared by every counter after it. */
 export const get = (encoding: Encoding, engine: Engine): Effect.Effect<TextEncoding> =>
   Effect.suspend(() => {
     const key = `${engine}/${encoding}`
-    let cached = loaded.get(key)
-    if (cached === undefined) {
-      cached = Effect.runSync(Effect.cached(load(encoding, engine, sources)))
-      loaded.set(key, cached)
+    const ready = loaded.get(key)
+    if (ready !== undefined) return Effect.succeed(ready)
+    let pending = loading.get(key)
+    if (pending === undefined) {
+      pending = Effect.runSync(Effect.cached(
+        Effect.tap(load(encoding, engine, sources), (text) =>
+          Effect.sync(() => {
+            loaded.set(key, text)
+          }))
+      ))
+      loading.set(key, pending)
     }
-    return cached
+    return pending
   })

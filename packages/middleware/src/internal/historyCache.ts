@@ -5,8 +5,8 @@
  * objects, measures only the messages added since.
  *
  * A session holds the messages seen, in order, the running sums of their
- * raw token counts, and what its user derives from them (`state`, kept in
- * step by `add`). Sessions are kept per counter (counts of one counter say
+ * raw token counts, and what its user derives from them (`state`, which its
+ * user keeps in step with `seen`, when it needs it). Sessions are kept per counter (counts of one counter say
  * nothing of another's) and per first message object (one per thread, in
  * practice). It is a cache: what a middleware computes is the same with or
  * without it. A session in use is busy: a concurrent call on the same
@@ -24,16 +24,14 @@ export interface Session<S> {
   readonly seen: Array<Prompt.Message>
   /** `sums[i]`: raw tokens of `seen[0..i)`. */
   readonly sums: Array<number>
-  /** What the cache's user derives from `seen`. */
+  /** What the cache's user derives from `seen` (its user brings it up to date). */
   readonly state: S
 }
 
-/** How a cache's user derives its state from the messages. */
+/** The state a cache's user keeps per session. */
 export interface Options<S> {
   /** The state of a session that has seen no message. */
   readonly init: () => S
-  /** Called for each message added to a session, once it is in `seen` at `index`. */
-  readonly add?: ((state: S, message: Prompt.Message, index: number) => void) | undefined
 }
 
 /** The sessions of one middleware instance. */
@@ -69,7 +67,7 @@ const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray
 
 /** A history cache whose sessions carry the state of `options`. */
 export const make = <S>(options: Options<S>): HistoryCache<S> => {
-  const { add, init } = options
+  const { init } = options
   const sessions = new WeakMap<TokenCounter.TokenCounter.Service, WeakMap<Prompt.Message, Session<S>>>()
 
   const makeSession = (busy: boolean): Session<S> => ({ busy, seen: [], sums: [0], state: init() })
@@ -85,12 +83,13 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
 
   /** Adds `messages[seen.length..]`, whose raw counts are `raw(0)`, `raw(1)`, …. */
   const extend = (session: Session<S>, messages: ReadonlyArray<Prompt.Message>, raw: (j: number) => number) => {
-    const { seen, state, sums } = session
-    for (let j = 0, from = seen.length; from + j < messages.length; j++) {
-      const message = messages[from + j]!
-      seen.push(message)
-      sums.push(sums[from + j]! + raw(j))
-      if (add !== undefined) add(state, message, from + j)
+    const { seen, sums } = session
+    const from = seen.length
+    let total = sums[from]!
+    for (let j = 0; from + j < messages.length; j++) {
+      seen.push(messages[from + j]!)
+      total += raw(j)
+      sums.push(total)
     }
   }
 
