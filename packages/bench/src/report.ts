@@ -604,7 +604,13 @@ const percentOf = (part: number, whole: number): string => `${((100 * part) / wh
 /** How much lower `after` is than `before`, e.g. `65%`. */
 const percentOff = (before: number, after: number): string => percentOf(before - after, before)
 
-const durableSection = (d: DurableResult): string => {
+/**
+ * Section 6 (durable mode) as Markdown, alone: what `--only-durable` prints.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const durableSection = (d: DurableResult): string => {
   const row = (key: DurableResult["perStep"][number]["key"]) => d.perStep.find((r) => r.key === key)!.result
   const base = row("inProcess")
   const sql = row("inProcessSql")

@@ -25,7 +25,8 @@
  * Writes the results between the markers of `docs/benchmarks.md` (the text
  * outside the markers is kept). Flags: `--quick` (short sampling, for a smoke
  * run), `--no-write` (print only), `--no-profile`, `--no-ablation`, `--no-context`,
- * `--no-langchain`, `--no-durable`, `--no-pii`.
+ * `--no-langchain`, `--no-durable`, `--no-pii`; `--only-durable` runs section 6 alone and prints its
+ * Markdown (nothing is written).
  *
  * @since 0.1.0
  */
@@ -412,10 +413,21 @@ const main = async () => {
   }
 }
 
+/** Section 6 alone: prints its lines and its Markdown, writes nothing. */
+const onlyDurable = async () => {
+  const machine = Report.describeMachine(ROOT)
+  log(`Stepwise benchmark, durable section only — ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`)
+  log(`load average at start: ${machine.loadStart.map((l) => l.toFixed(2)).join(" ")}`)
+  const { unitsPerRun: _, ...sampling } = baseSampling
+  log(Report.durableSection(await Durable.measure({ quick, sampling, log })))
+}
+
 if (args.has("--profile-child")) {
   const model = (process.argv.find((a) => a.startsWith("--model="))?.slice(8) ?? "encoded") as ModelKind
   const seconds = Number(process.argv.find((a) => a.startsWith("--seconds="))?.slice(10) ?? "5")
   await profileChild(model, seconds, args.has("--other-build"))
+} else if (args.has("--only-durable")) {
+  await onlyDurable()
 } else {
   await main()
 }

@@ -1,3 +1,4 @@
+import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import type { WorkflowEngine } from "@effect/workflow"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -119,6 +120,33 @@ describe("AgentEngine.layerSqlite", () => {
         assert.deepStrictEqual(yield* runToy("r2").pipe(Effect.provide(context)), Exit.succeed("r2/first+r2/second"))
       })
   )
+
+  it.scopedLive("a journal written with more shards per group is moved to the runner's one shard and runs", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("stepwise-engine-")
+      const filename = path.join(directory, "runs.db")
+      // an older layout: @effect/cluster's 300 shards; a client writes two runs and nothing executes them
+      const executionIds = yield* Effect.scoped(Effect.gen(function*() {
+        const client = yield* withToy(
+          AgentEngine.layerSqlite({ filename, clientOnly: true, sharding: { shardsPerGroup: 300 } }),
+          directory,
+          "client"
+        )
+        return yield* Effect.forEach(["r1", "r2"], (runId) => Toy.execute({ runId }, { discard: true })).pipe(
+          Effect.provide(client)
+        )
+      }))
+      assert.deepStrictEqual(startedKeys(directory), [])
+      // a runner of today opens the file: both runs are moved to its shard and execute
+      const context = yield* withToy(AgentEngine.layerSqlite({ filename }), directory)
+      const exits = yield* Effect.forEach(executionIds, (executionId) => awaitComplete(executionId, "10 seconds")).pipe(
+        Effect.provide(context)
+      )
+      assert.deepStrictEqual(exits, [Exit.succeed("r1/first+r1/second"), Exit.succeed("r2/first+r2/second")])
+      const sql = yield* Effect.provide(SqlClient.SqlClient, context)
+      const shards = yield* sql<{ readonly shard_id: string }>`SELECT DISTINCT shard_id FROM cluster_messages`
+      assert.deepStrictEqual(shards.map((row) => row.shard_id), ["default:1"])
+    }))
 
   it.scopedLive(
     "a second runner opening the file through a symbolic link is refused, naming the first; through a hard link too",
