@@ -37,6 +37,7 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -87,6 +88,22 @@ export interface SqliteOptions {
    * lock. Default `false`.
    */
   readonly clientOnly?: boolean | undefined
+  /**
+   * When a commit reaches the disk (SQLite's `PRAGMA synchronous`; the file
+   * is in WAL mode).
+   *
+   * - `"normal"` (default): a commit is written to the WAL file, which is
+   *   synced to disk only when SQLite copies it into the database
+   *   (a checkpoint, every ~4 MB). A crash of the process loses nothing
+   *   committed; a crash of the operating system or a power cut can undo
+   *   the last commits (the file stays consistent): the runs they belong to
+   *   resume from an earlier point, and calls whose results were lost run
+   *   again, as after any crash in a call.
+   * - `"full"`: every commit is synced to disk first, so it survives a power
+   *   cut too. Each step commits several times, so a step then waits for
+   *   several disk syncs.
+   */
+  readonly synchronous?: "normal" | "full" | undefined
   /**
    * Advanced: overrides for @effect/cluster's `ShardingConfig`, applied last.
    */
@@ -434,10 +451,21 @@ export const layerSqlite = (
       shardsPerGroup: sqliteShardsPerGroup,
       ...options?.sharding
     }
+    const synchronous = options?.synchronous ?? "normal"
+    if (synchronous !== "normal" && synchronous !== "full") {
+      return yield* new EngineConfigError({
+        option: "synchronous",
+        reason: `expected "normal" or "full", got ${String(synchronous)}`
+      })
+    }
     // `SqliteClient.make` cannot fail: the `ConfigError` in `SqliteClient.layer`'s type is never raised.
-    const engine = clusterEngine(config, RunnerStorage.layerMemory).pipe(
-      Layer.provideMerge(Layer.orDie(SqliteClient.layer({ filename })))
+    const sqlite = Layer.orDie(SqliteClient.layer({ filename })).pipe(
+      // set, not left to the build of SQLite (better-sqlite3's makes NORMAL the default in WAL mode)
+      Layer.tap((context) =>
+        Context.get(context, SqliteClient.SqliteClient).unsafe(`PRAGMA synchronous = ${synchronous}`)
+      )
     )
+    const engine = clusterEngine(config, RunnerStorage.layerMemory).pipe(Layer.provideMerge(sqlite))
     return clientOnly ? engine : Layer.effectDiscard(rehomeMessages(config.shardsPerGroup)).pipe(
       Layer.provideMerge(engine)
     )

@@ -204,6 +204,23 @@ describe("AgentEngine.layerSqlite", () => {
       assert.isTrue(fs.existsSync(path.join(directory, ".stepwise", "runs.db.lock")))
     }))
 
+  it.scopedLive("keeps the file in WAL mode, synced to disk at checkpoints, or at every commit with synchronous: full", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("stepwise-engine-")
+      const pragmas = (options: AgentEngine.SqliteOptions) =>
+        Effect.scoped(Effect.gen(function*() {
+          const sql = yield* Effect.provide(SqlClient.SqlClient, yield* Layer.build(AgentEngine.layerSqlite(options)))
+          const [mode] = yield* sql<{ readonly journal_mode: string }>`PRAGMA journal_mode`
+          const [sync] = yield* sql<{ readonly synchronous: number }>`PRAGMA synchronous`
+          return [mode?.journal_mode, sync?.synchronous]
+        }))
+      assert.deepStrictEqual(yield* pragmas({ filename: path.join(directory, "a.db") }), ["wal", 1])
+      assert.deepStrictEqual(yield* pragmas({ filename: path.join(directory, "b.db"), synchronous: "full" }), [
+        "wal",
+        2
+      ])
+    }))
+
   it.scopedLive("rejects bad options with EngineConfigError", () =>
     Effect.gen(function*() {
       const directory = yield* tempDirectory("stepwise-engine-")
@@ -215,7 +232,8 @@ describe("AgentEngine.layerSqlite", () => {
         ["pollInterval", { filename: path.join(directory, "x.db"), pollInterval: Duration.infinity }],
         ["filename", { filename: " " }],
         ["filename", { filename: path.join(file, "runs.db") }],
-        ["filename", { filename: path.join(directory, "garbage.db") }]
+        ["filename", { filename: path.join(directory, "garbage.db") }],
+        ["synchronous", { filename: path.join(directory, "x.db"), synchronous: "off" as "normal" }]
       ]
       for (const [option, options] of cases) {
         const error = yield* Effect.flip(Layer.build(AgentEngine.layerSqlite(options)))
