@@ -17,8 +17,8 @@
  * 4. CPU profiles (`node --cpu-prof`, in child processes) of 10 middleware
  *    and 20 tools, summarised by self time;
  * 5. context editing, summarization and token counting (`context.ts`);
- * 6. durable mode (`durable.ts`): the step on `AgentWorkflow` with the memory
- *    and SQLite engines beside the in-process loop, one activity round trip,
+ * 6. durable mode (`durable.ts`): the step on `AgentWorkflow` with the memory,
+ *    SQLite and PostgreSQL engines beside the in-process loop, one activity round trip,
  *    and the time a fresh process takes to finish a run after a crash;
  * 7. streamed PII redaction on text without whitespace (`pii.ts`).
  *
@@ -353,7 +353,7 @@ const main = async () => {
     return Context.measure({ quick, log })
   })()
   const durable = args.has("--no-durable") ? undefined : await (async () => {
-    section("6. durable mode (memory and SQLite engines, crash and resume)")
+    section("6. durable mode (memory, SQLite and PostgreSQL engines, crash and resume)")
     const { unitsPerRun: _, ...sampling } = baseSampling
     return Durable.measure({ quick, sampling, log })
   })()
