@@ -7,9 +7,11 @@
  *    in-process loop checkpointing to SQLite (`SqlCheckpointer`, no engine);
  *    `AgentWorkflow` on `AgentEngine.layerMemory`; `AgentWorkflow` on
  *    `AgentEngine.layerSqlite` (a temporary file, with `SqlCheckpointer` and
- *    `RunStore.layer` on the same database). A durable run is
- *    `AgentWorkflow.start` and then `workflow.execute` of the same run, which
- *    waits for the result without polling.
+ *    `RunStore.layer` on the same database); `AgentWorkflow` on
+ *    `AgentEngine.layerPostgres` (one runner, the same stores), when a
+ *    throwaway PostgreSQL server can be started (the workflow tests' one). A
+ *    durable run is `AgentWorkflow.start` and then `workflow.execute` of the
+ *    same run, which waits for the result without polling.
  * 2. One activity round trip on each engine: a bare workflow running 0 or 20
  *    trivial activities.
  * 3. Time to resume after a crash: a child process (`durableChild.ts`) runs
@@ -32,14 +34,14 @@ import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Context, Effect, Exit, Layer, Schema, Scope, Stream } from "effect"
+import { Context, Effect, Exit, Layer, type Redacted, Schema, Scope, Stream } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import * as readline from "node:readline"
-import { fileURLToPath } from "node:url"
+import { fileURLToPath, pathToFileURL } from "node:url"
 import { answerDeltas, callParams, makeTools, usage, userInput } from "./fakes.js"
 import { type Sample, sampleMany, type SampleOptions } from "./measure.js"
 
@@ -205,6 +207,44 @@ export const sqliteLayer = (
     AgentEngine.layerSqlite({ filename })
   )
 
+/**
+ * The PostgreSQL stack of the bench: `AgentEngine.layerPostgres` (one runner)
+ * on `url`, with `SqlCheckpointer` and `RunStore.layer` on the same database.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const postgresLayer = (
+  agent: Layer.Layer<Agent.Agent, unknown, Checkpointer.Checkpointer>,
+  url: Redacted.Redacted
+) =>
+  durableLayer(
+    agent,
+    Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer()),
+    AgentEngine.layerPostgres({ url })
+  )
+
+/** A running throwaway PostgreSQL server (see `packages/workflow/test/support/postgresServer.ts`). */
+interface PostgresServer {
+  readonly createDatabase: (name: string) => Promise<Redacted.Redacted>
+  readonly stop: () => Promise<void>
+}
+
+/**
+ * Starts the workflow tests' throwaway PostgreSQL server (`initdb` in a
+ * temporary folder, `fsync = off`), imported at run time: it is test support,
+ * outside this package. Why none could be started, when none was.
+ */
+const startPostgres = async (): Promise<PostgresServer | string> => {
+  const file = path.join(path.dirname(fileURLToPath(import.meta.url)), "../../workflow/test/support/postgresServer.ts")
+  try {
+    const support = await import(pathToFileURL(file).href) as { readonly startPostgres: () => Promise<PostgresServer> }
+    return await support.startPostgres()
+  } catch (error) {
+    return error instanceof Error ? error.message.split("\n")[0]! : String(error)
+  }
+}
+
 // ---------------------------------------------------------------------------
 // results
 // ---------------------------------------------------------------------------
@@ -216,7 +256,7 @@ export const sqliteLayer = (
  * @category models
  */
 export interface StepRow {
-  readonly key: "inProcess" | "inProcessSql" | "memory" | "sqlite"
+  readonly key: "inProcess" | "inProcessSql" | "memory" | "sqlite" | "postgres"
   readonly label: string
   readonly result: Sample
 }
@@ -254,7 +294,7 @@ export interface ResumeSample {
  * @category models
  */
 export interface ActivityRow {
-  readonly engine: "memory" | "sqlite"
+  readonly engine: "memory" | "sqlite" | "postgres"
   /** A run with no activity. */
   readonly empty: Sample
   /** A run of `activityCount` activities. */
@@ -296,6 +336,8 @@ export interface DurableResult {
   readonly filesystem: string
   /** SQLite's `PRAGMA synchronous` on the engine's connection (`OFF`, `NORMAL`, `FULL`, `EXTRA`). */
   readonly synchronous: string
+  /** Why there is no PostgreSQL row, when there is none. */
+  readonly postgresMissing: string | undefined
   /** How long the measurements took, s. */
   readonly seconds: number
 }
@@ -552,6 +594,15 @@ export const measure = async (options: {
     const sqlite = await build(sqliteLayer(agentLayer(), filename))
     closers.push(sqlite.close)
 
+    const server = await startPostgres()
+    const postgres = typeof server === "string" ? undefined : await (async () => {
+      closers.push(server.stop)
+      const built = await build(postgresLayer(agentLayer(), await server.createDatabase("bench")))
+      closers.push(built.close)
+      return built
+    })()
+    if (typeof server === "string") log(`  no PostgreSQL row: ${server}`)
+
     const memoryCheckpointer = await Effect.runPromise(Checkpointer.makeMemory)
     const sqlCheckpointer = await Effect.runPromise(
       SqlCheckpointer.make({ table: "in_process_checkpoints" }).pipe(Effect.provide(sqlite.context))
@@ -572,11 +623,16 @@ export const measure = async (options: {
         key: "sqlite",
         label: "`AgentWorkflow` on `AgentEngine.layerSqlite` (+ `SqlCheckpointer`, `RunStore.layer`)",
         bench: durableBench(sqlite.context)
-      }
+      },
+      ...(postgres === undefined ? [] : [{
+        key: "postgres" as const,
+        label: "`AgentWorkflow` on `AgentEngine.layerPostgres`, one runner (+ `SqlCheckpointer`, `RunStore.layer`)",
+        bench: durableBench(postgres.context)
+      }])
     ]
     for (const row of rows) verify(row.label, await Effect.runPromise(row.bench.check))
     const before = await Effect.runPromise(journalSize(sqlite.context))
-    await Effect.runPromise(rows[3]!.bench.runOnce)
+    await Effect.runPromise(rows.find((row) => row.key === "sqlite")!.bench.runOnce)
     const after = await Effect.runPromise(journalSize(sqlite.context))
     const journal: JournalGrowth = {
       messages: after.messages - before.messages,
@@ -598,7 +654,11 @@ export const measure = async (options: {
     })
 
     const activityCount = 20
-    const engines = [["memory", memory.context], ["sqlite", sqlite.context]] as const
+    const engines: ReadonlyArray<readonly [ActivityRow["engine"], Context.Context<WorkflowEngine.WorkflowEngine>]> = [
+      ["memory", memory.context],
+      ["sqlite", sqlite.context],
+      ...(postgres === undefined ? [] : [["postgres", postgres.context] as const])
+    ]
     const activitySamples = await sampleMany(
       engines.flatMap(([, context]) => [
         { effect: activityRun(context, 0, false), unitsPerRun: 1 },
@@ -613,7 +673,7 @@ export const measure = async (options: {
       const reused = activitySamples[3 * i + 2]!
       const per = (sample: Sample) => ((sample.wallUs - empty.wallUs) / activityCount).toFixed(1).padStart(8)
       log(
-        `  activity on ${engine.padEnd(6)} ${per(full)} µs wall, ${per(reused)} µs with a shared exit schema ` +
+        `  activity on ${engine.padEnd(8)} ${per(full)} µs wall, ${per(reused)} µs with a shared exit schema ` +
           `(a run with none: ${empty.wallUs.toFixed(0)} µs)`
       )
       return { engine, empty, full, reused }
@@ -641,6 +701,7 @@ export const measure = async (options: {
       resume,
       filesystem: fileSystemOf(directory),
       synchronous: await Effect.runPromise(synchronousOf(sqlite.context)),
+      postgresMissing: typeof server === "string" ? server : undefined,
       seconds: (performance.now() - started) / 1000
     }
   } finally {

@@ -637,13 +637,26 @@ const percentOf = (part: number, whole: number): string => `${((100 * part) / wh
 /** How much lower `after` is than `before`, e.g. `65%`. */
 const percentOff = (before: number, after: number): string => percentOf(before - after, before)
 
-const durableSection = (d: DurableResult): string => {
+const engineNames = {
+  memory: "`AgentEngine.layerMemory`",
+  sqlite: "`AgentEngine.layerSqlite`",
+  postgres: "`AgentEngine.layerPostgres`"
+} as const
+
+/**
+ * Section 6 (durable mode) as Markdown, alone: what `--only-durable` prints.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const durableSection = (d: DurableResult): string => {
   const row = (key: DurableResult["perStep"][number]["key"]) => d.perStep.find((r) => r.key === key)!.result
   const base = row("inProcess")
   const sql = row("inProcessSql")
   const memory = row("memory")
   const sqlite = row("sqlite")
-  const activity = (engine: "memory" | "sqlite") => {
+  const pg = d.perStep.find((r) => r.key === "postgres")?.result
+  const activity = (engine: DurableResult["activities"][number]["engine"]) => {
     const a = d.activities.find((r) => r.engine === engine)!
     const per = (sample: Sample, field: "cpuUs" | "wallUs") => (sample[field] - a.empty[field]) / d.activityCount
     return {
@@ -667,7 +680,13 @@ const durableSection = (d: DurableResult): string => {
     "`AgentWorkflow.start` followed by the workflow's `execute` on the same run, which waits for the result " +
     "without polling; every run uses a fresh thread, deleted afterwards. The SQLite database is a temporary file " +
     `(${d.filesystem}, WAL, \`synchronous = ${d.synchronous}\`), shared by \`AgentEngine.layerSqlite\`, ` +
-    "`SqlCheckpointer` and `RunStore.layer` as an app would. The four ways are timed round-robin with the " +
+    "`SqlCheckpointer` and `RunStore.layer` as an app would. " +
+    (d.postgresMissing === undefined
+      ? "The PostgreSQL database is on a throwaway server on this machine (the workflow tests' one: `initdb` in a " +
+        "temporary folder, reached over TCP on 127.0.0.1, `fsync = off`, so that, like SQLite here, no commit " +
+        "waits for the disk), shared the same way, with one runner. "
+      : `There is no PostgreSQL row: no server could be started (${d.postgresMissing}). `) +
+    `The ${d.perStep.length} ways are timed round-robin with the ` +
     `sampler of section 1 (warm-up ${d.sampling.warmupMs} ms, up to ${d.sampling.samples} batches of at least ` +
     `${d.sampling.minSampleMs} ms); this section took ${d.seconds.toFixed(0)} s.\n`,
     table(["how the run is executed", "CPU / step", "wall / step", "CPU over in-process", "CPU × in-process"], [
@@ -685,8 +704,10 @@ const durableSection = (d: DurableResult): string => {
     `**What a run journals.** One durable run on SQLite adds ${d.journal.messages} requests and ` +
     `${d.journal.replies} replies to @effect/cluster's tables (${bytes(d.journal.payloadBytes)} of JSON payloads): ` +
     `the \`run\` request, then one per activity — \`load\`, \`model/<n>\` for each of the ${d.steps + 1} model ` +
-    `calls, \`tool/<id>\` for each of the ${d.steps} tool calls and \`checkpoint/<n>\` for each save — so ` +
-    `${perStepActivities.toFixed(1)} activities per step. Nothing prunes them: the journal grows with every run.`,
+    `calls, \`tool/<id>\` for each of the ${d.steps} tool calls, and \`checkpoint/<n>\` for the last save only: ` +
+    "a checkpoint is written inside the activity that follows it, and is an activity of its own only before a " +
+    `wait and at the end of a run — so ${perStepActivities.toFixed(1)} activities per step. Nothing prunes them: ` +
+    "the journal grows with every run.",
     "",
     `**One activity round trip.** A bare workflow runs ${d.activityCount} activities that return a number, or ` +
     "none; the difference per activity is the round trip. The last column gives every activity the same exit " +
@@ -701,8 +722,8 @@ const durableSection = (d: DurableResult): string => {
         "one shared exit schema: CPU",
         "one shared exit schema: wall"
       ],
-      ([["`AgentEngine.layerMemory`", mem], ["`AgentEngine.layerSqlite`", lite]] as const).map(([name, a]) => [
-        name,
+      d.activities.map((row) => [row.engine, activity(row.engine)] as const).map(([engine, a]) => [
+        engineNames[engine],
         us(a.empty.wallUs),
         us(a.cpu),
         us(a.wall),
@@ -825,6 +846,12 @@ const durableSection = (d: DurableResult): string => {
         } there (${us(lite.cpu)} → ${us(lite.reusedCpu)} of CPU per activity). The SQL checkpoints alone add ` +
         `${us(sql.cpuUs - base.cpuUs)} per step. Against a real model call (hundreds of milliseconds to seconds) ` +
         "this is still small.",
+        ...(pg === undefined ? [] : [
+          `- On PostgreSQL (one runner, the server on the same machine) a step costs ${times(pg.cpuUs)} the ` +
+          `in-process step in CPU in this process and ${us(pg.wallUs)} of wall clock, which includes the ` +
+          `server's work; an activity round trip takes ${us(activity("postgres").reusedWall)} of wall clock ` +
+          `against ${us(lite.reusedWall)} on SQLite.`
+        ]),
         `- Resuming takes ${ms(total)} ms from spawn to a completed run; ${ms(start)} ms of it (` +
         `${((100 * start) / total).toFixed(0)}%) is starting node and loading the modules through tsx, ` +
         `${ms(med((s) => s.layersMs))} ms building the layers, and only ${ms(med((s) => s.replayMs))} ms passes ` +
@@ -928,7 +955,7 @@ export const render = (results: Results): string => {
       ? []
       : [
         "",
-        "## 6. Durable mode: `AgentWorkflow` on the memory and SQLite engines",
+        "## 6. Durable mode: `AgentWorkflow` on the memory, SQLite and PostgreSQL engines",
         "",
         durableSection(results.durable)
       ]),

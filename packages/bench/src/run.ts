@@ -19,8 +19,8 @@
  * 4. CPU profiles (`node --cpu-prof`, in child processes) of 10 middleware
  *    and 20 tools, summarised by self time;
  * 5. context editing, summarization and token counting (`context.ts`);
- * 6. durable mode (`durable.ts`): the step on `AgentWorkflow` with the memory
- *    and SQLite engines beside the in-process loop, one activity round trip,
+ * 6. durable mode (`durable.ts`): the step on `AgentWorkflow` with the memory,
+ *    SQLite and PostgreSQL engines beside the in-process loop, one activity round trip,
  *    and the time a fresh process takes to finish a run after a crash;
  * 7. streamed PII redaction on text without whitespace (`pii.ts`);
  * 8. scale in one process: idle threads and concurrent runs on one agent
@@ -29,7 +29,8 @@
  * Writes the results between the markers of `docs/benchmarks.md` (the text
  * outside the markers is kept). Flags: `--quick` (short sampling, for a smoke
  * run), `--no-write` (print only), `--no-profile`, `--no-ablation`, `--no-context`,
- * `--no-langchain`, `--no-durable`, `--no-pii`, `--no-scale`.
+ * `--no-langchain`, `--no-durable`, `--no-pii`, `--no-scale`; `--only-durable` runs section 6 alone and prints its
+ * Markdown (nothing is written).
  *
  * @since 0.1.0
  */
@@ -356,7 +357,7 @@ const main = async () => {
     return Context.measure({ quick, log })
   })()
   const durable = args.has("--no-durable") ? undefined : await (async () => {
-    section("6. durable mode (memory and SQLite engines, crash and resume)")
+    section("6. durable mode (memory, SQLite and PostgreSQL engines, crash and resume)")
     const { unitsPerRun: _, ...sampling } = baseSampling
     return Durable.measure({ quick, sampling, log })
   })()
@@ -422,10 +423,21 @@ const main = async () => {
   }
 }
 
+/** Section 6 alone: prints its lines and its Markdown, writes nothing. */
+const onlyDurable = async () => {
+  const machine = Report.describeMachine(ROOT)
+  log(`Stepwise benchmark, durable section only — ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`)
+  log(`load average at start: ${machine.loadStart.map((l) => l.toFixed(2)).join(" ")}`)
+  const { unitsPerRun: _, ...sampling } = baseSampling
+  log(Report.durableSection(await Durable.measure({ quick, sampling, log })))
+}
+
 if (args.has("--profile-child")) {
   const model = (process.argv.find((a) => a.startsWith("--model="))?.slice(8) ?? "encoded") as ModelKind
   const seconds = Number(process.argv.find((a) => a.startsWith("--seconds="))?.slice(10) ?? "5")
   await profileChild(model, seconds, args.has("--other-build"))
+} else if (args.has("--only-durable")) {
+  await onlyDurable()
 } else {
   await main()
 }

@@ -10,8 +10,9 @@
  * replays. Without one in the context a run executes in process
  * ({@link inProcess}): each step runs as it is and an interrupt ends the run
  * as `Interrupted`. The durable journal of `@stepwise-agent/workflow` records
- * each step as a workflow activity and waits for decisions durably, so the
- * same agent and middleware run unchanged on `@effect/workflow`.
+ * each step in a workflow activity (a checkpoint in the one that follows it)
+ * and waits for decisions durably, so the same agent and middleware run
+ * unchanged on `@effect/workflow`.
  *
  * @since 0.1.0
  */

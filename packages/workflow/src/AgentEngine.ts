@@ -21,6 +21,7 @@
  * @since 0.1.0
  */
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as EntityId from "@effect/cluster/EntityId"
 import type * as MessageStorage from "@effect/cluster/MessageStorage"
 import * as RunnerAddress from "@effect/cluster/RunnerAddress"
 import * as RunnerHealth from "@effect/cluster/RunnerHealth"
@@ -36,6 +37,7 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -86,6 +88,22 @@ export interface SqliteOptions {
    * lock. Default `false`.
    */
   readonly clientOnly?: boolean | undefined
+  /**
+   * When a commit reaches the disk (SQLite's `PRAGMA synchronous`; the file
+   * is in WAL mode).
+   *
+   * - `"normal"` (default): a commit is written to the WAL file, which is
+   *   synced to disk only when SQLite copies it into the database
+   *   (a checkpoint, every ~4 MB). A crash of the process loses nothing
+   *   committed; a crash of the operating system or a power cut can undo
+   *   the last commits (the file stays consistent): the runs they belong to
+   *   resume from an earlier point, and calls whose results were lost run
+   *   again, as after any crash in a call.
+   * - `"full"`: every commit is synced to disk first, so it survives a power
+   *   cut too. Each step commits several times, so a step then waits for
+   *   several disk syncs.
+   */
+  readonly synchronous?: "normal" | "full" | undefined
   /**
    * Advanced: overrides for @effect/cluster's `ShardingConfig`, applied last.
    */
@@ -340,6 +358,55 @@ const acquireRunnerLock = Effect.fnUntraced(function*(filename: string) {
 })
 
 /**
+ * Shards per shard group on SQLite. A single runner owns every shard, so
+ * more would only lengthen its storage reads: each lists the runner's
+ * shards, and @effect/cluster's default of 300 made that list most of the
+ * read's cost (parsed anew each time, as the list is written into the
+ * query). One per group keeps each run's messages where they are found.
+ */
+const sqliteShardsPerGroup = 1
+
+/** A stored shard id, `<group>:<id>`. */
+const parseShardId = (shardId: string) => {
+  const colon = shardId.lastIndexOf(":")
+  return { group: shardId.slice(0, colon), id: Number(shardId.slice(colon + 1)) }
+}
+
+/**
+ * Moves the messages a journal holds under shards the runner no longer has
+ * (written with more shards per group: @effect/cluster's default of 300,
+ * before `layerSqlite` used {@link sqliteShardsPerGroup}) to the shard each
+ * one's run belongs to now, so that the runner reads them again: a run
+ * waiting in such a journal resumes, a decision reaches it. The check costs
+ * one index seek per stored shard; the move happens once, in one transaction.
+ */
+const rehomeMessages = (shardsPerGroup: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const sharding = yield* Sharding.Sharding
+    // the distinct shards stored, by seeks on the index that leads with shard_id
+    const stored: Array<string> = []
+    while (true) {
+      const [next] = yield* sql<{ readonly shard_id: string }>`
+        SELECT shard_id FROM cluster_messages WHERE shard_id > ${stored.at(-1) ?? ""} ORDER BY shard_id LIMIT 1`
+      if (next === undefined) break
+      stored.push(next.shard_id)
+    }
+    if (stored.every((shardId) => parseShardId(shardId).id <= shardsPerGroup)) return
+    yield* sql.withTransaction(Effect.gen(function*() {
+      const entities = yield* sql<{ readonly entity_id: string; readonly shard_id: string }>`
+        SELECT DISTINCT entity_id, shard_id FROM cluster_messages`
+      for (const { entity_id, shard_id } of entities) {
+        const owner = sharding.getShardId(EntityId.make(entity_id), parseShardId(shard_id).group).toString()
+        if (owner !== shard_id) {
+          yield* sql`UPDATE cluster_messages SET shard_id = ${owner} WHERE entity_id = ${entity_id} AND shard_id = ${shard_id}`
+        }
+      }
+    }))
+    yield* sharding.pollStorage
+  })
+
+/**
  * The durable engine for one machine: @effect/cluster's workflow engine with
  * a single runner, journal and messages in a SQLite file.
  *
@@ -378,13 +445,30 @@ export const layerSqlite = (
     const filename = inMemory ? given : yield* realFile(path.resolve(given))
     const clientOnly = options?.clientOnly === true
     if (!clientOnly && !inMemory) yield* acquireRunnerLock(filename)
-    const engine = clusterEngine({
+    const config = {
       runnerAddress: clientOnly ? Option.none() : ShardingConfig.defaults.runnerAddress,
       entityMessagePollInterval: pollInterval,
+      shardsPerGroup: sqliteShardsPerGroup,
       ...options?.sharding
-    }, RunnerStorage.layerMemory)
+    }
+    const synchronous = options?.synchronous ?? "normal"
+    if (synchronous !== "normal" && synchronous !== "full") {
+      return yield* new EngineConfigError({
+        option: "synchronous",
+        reason: `expected "normal" or "full", got ${String(synchronous)}`
+      })
+    }
     // `SqliteClient.make` cannot fail: the `ConfigError` in `SqliteClient.layer`'s type is never raised.
-    return engine.pipe(Layer.provideMerge(Layer.orDie(SqliteClient.layer({ filename }))))
+    const sqlite = Layer.orDie(SqliteClient.layer({ filename })).pipe(
+      // set, not left to the build of SQLite (better-sqlite3's makes NORMAL the default in WAL mode)
+      Layer.tap((context) =>
+        Context.get(context, SqliteClient.SqliteClient).unsafe(`PRAGMA synchronous = ${synchronous}`)
+      )
+    )
+    const engine = clusterEngine(config, RunnerStorage.layerMemory).pipe(Layer.provideMerge(sqlite))
+    return clientOnly ? engine : Layer.effectDiscard(rehomeMessages(config.shardsPerGroup)).pipe(
+      Layer.provideMerge(engine)
+    )
   }))
 
 /**

@@ -4,8 +4,10 @@
  * waits days for an approval, and moves between processes.
  *
  * Each step the loop names (`RunJournal.StepKey`: the thread's load, each
- * model call, each tool call, each checkpoint) is an `Activity` named
- * `RunJournal.stepName(key)`, whose result is journaled; each wait for a
+ * model call, each tool call) is an `Activity` named
+ * `RunJournal.stepName(key)`, whose result is journaled. A checkpoint's save
+ * runs inside the next activity that executes, first; only before a wait and
+ * at the end of the run is it an activity of its own. Each wait for a
  * decision (an approval) is a `DurableDeferred` named after the interrupt
  * key, optionally raced against a durable clock. Code between those — the
  * node hooks — runs again on replay; it only reads the journaled state, so it
@@ -677,7 +679,20 @@ const inActivity = <A, I, E, R>(
 /** The durable side of a thread, for giving up a wait its run made once that run has ended. */
 const owner: RunJournal.RunJournal.Service = { ...RunJournal.inProcess, durable: true }
 
-/** The journal of one run on the workflow engine. */
+/**
+ * The journal of one run on the workflow engine, and `flush`, which writes
+ * the checkpoints it still holds.
+ *
+ * A checkpoint is not an activity of its own: its save waits for the next
+ * activity that executes and runs inside it, first (one round trip through
+ * the engine's storage less per step). An activity that executes runs after
+ * every save before it, so it writes those it took; one that replays from
+ * the journal executed earlier with the same saves before it, so they were
+ * written then and are dropped, and a replay never writes an older
+ * checkpoint over a newer one. Before a wait and when the run ends there is
+ * no next activity: `flush` writes what is left as one activity, named
+ * after the last of those checkpoints.
+ */
 const makeJournal = (options: Options, runId: string, cancelled: Effect.Effect<boolean>) => {
   // A model call about to run (a replayed one is read from the journal and never gets here) checks
   // for a cancel first and ends the run instead: the tool calls before it all have their results.
@@ -694,10 +709,28 @@ const makeJournal = (options: Options, runId: string, cancelled: Effect.Effect<b
         (result as Prompt.ToolResultPart).isFailure ? Effect.void : undo(key.call, result as Prompt.ToolResultPart)
     )
   }
-  return RunJournal.RunJournal.of({
+  /** The checkpoints saved since the last activity began, in order, not yet written. */
+  const unwritten: Array<{ readonly key: RunJournal.StepKey; readonly save: Effect.Effect<unknown, unknown> }> = []
+  /** `call`, after the writes of the checkpoints taken (all there are, as the activity starts). */
+  const afterUnwritten = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, unknown, R> => {
+    const saves = unwritten.splice(0)
+    return saves.length === 0 ? call : Effect.zipRight(Effect.forEach(saves, (s) => s.save, { discard: true }), call)
+  }
+  const flush = Effect.suspend(() => {
+    const last = unwritten.at(-1)
+    return last === undefined ? Effect.void : inActivity(last.key, Schema.Void, afterUnwritten(Effect.void))
+  })
+  const journal = RunJournal.RunJournal.of({
     durable: true,
     step: (key, schema, effect) =>
-      compensated(key, inActivity(key, schema, key._tag === "Model" ? unlessCancelled(effect) : effect)) as any,
+      key._tag === "Checkpoint"
+        ? Effect.sync(() => void unwritten.push({ key, save: effect as Effect.Effect<unknown, unknown> })) as any
+        : Effect.suspend(() =>
+          compensated(
+            key,
+            inActivity(key, schema, afterUnwritten(key._tag === "Model" ? unlessCancelled(effect) : effect))
+          )
+        ) as any,
     await: (interrupt) => {
       const deferred = DurableDeferred.make(interrupt.key, { success: Decision })
       const timeout = options.decisionTimeout
@@ -718,9 +751,13 @@ const makeJournal = (options: Options, runId: string, cancelled: Effect.Effect<b
             )
           ]
         })
-      return Effect.map(decided, (decision) => Option.some(decision.value)) as Effect.Effect<Option.Option<unknown>>
+      // the thread as it waits (the interrupt in its checkpoint) is stored before the run suspends
+      return Effect.zipRight(flush, Effect.map(decided, (decision) => Option.some(decision.value))) as Effect.Effect<
+        Option.Option<unknown>
+      >
     }
   })
+  return { journal, flush }
 }
 
 /**
@@ -766,8 +803,12 @@ export const make = (options: Options): AgentWorkflow => {
     Effect.gen(function*() {
       const loop = yield* Agent.Agent
       const cancelled = Effect.orDie((yield* RunStore.RunStore).isCancelRequested(payload.runId))
+      const { flush, journal } = makeJournal(options, payload.runId, cancelled)
       const result = yield* loop.run(Prompt.fromMessages(payload.input), { threadId: payload.threadId }).pipe(
-        Effect.provideService(RunJournal.RunJournal, makeJournal(options, payload.runId, cancelled)),
+        Effect.provideService(RunJournal.RunJournal, journal),
+        // the checkpoints saved after the last activity are written before the run ends, failing or not
+        Effect.zipLeft(flush),
+        Effect.tapErrorCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : flush),
         Effect.mapError(asRunFailure)
       )
       if (result._tag === "Interrupted") {

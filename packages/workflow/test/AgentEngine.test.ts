@@ -1,3 +1,4 @@
+import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import type { WorkflowEngine } from "@effect/workflow"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -120,6 +121,33 @@ describe("AgentEngine.layerSqlite", () => {
       })
   )
 
+  it.scopedLive("a journal written with more shards per group is moved to the runner's one shard and runs", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("stepwise-engine-")
+      const filename = path.join(directory, "runs.db")
+      // an older layout: @effect/cluster's 300 shards; a client writes two runs and nothing executes them
+      const executionIds = yield* Effect.scoped(Effect.gen(function*() {
+        const client = yield* withToy(
+          AgentEngine.layerSqlite({ filename, clientOnly: true, sharding: { shardsPerGroup: 300 } }),
+          directory,
+          "client"
+        )
+        return yield* Effect.forEach(["r1", "r2"], (runId) => Toy.execute({ runId }, { discard: true })).pipe(
+          Effect.provide(client)
+        )
+      }))
+      assert.deepStrictEqual(startedKeys(directory), [])
+      // a runner of today opens the file: both runs are moved to its shard and execute
+      const context = yield* withToy(AgentEngine.layerSqlite({ filename }), directory)
+      const exits = yield* Effect.forEach(executionIds, (executionId) => awaitComplete(executionId, "10 seconds")).pipe(
+        Effect.provide(context)
+      )
+      assert.deepStrictEqual(exits, [Exit.succeed("r1/first+r1/second"), Exit.succeed("r2/first+r2/second")])
+      const sql = yield* Effect.provide(SqlClient.SqlClient, context)
+      const shards = yield* sql<{ readonly shard_id: string }>`SELECT DISTINCT shard_id FROM cluster_messages`
+      assert.deepStrictEqual(shards.map((row) => row.shard_id), ["default:1"])
+    }))
+
   it.scopedLive(
     "a second runner opening the file through a symbolic link is refused, naming the first; through a hard link too",
     () =>
@@ -176,6 +204,23 @@ describe("AgentEngine.layerSqlite", () => {
       assert.isTrue(fs.existsSync(path.join(directory, ".stepwise", "runs.db.lock")))
     }))
 
+  it.scopedLive("keeps the file in WAL mode, synced to disk at checkpoints, or at every commit with synchronous: full", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("stepwise-engine-")
+      const pragmas = (options: AgentEngine.SqliteOptions) =>
+        Effect.scoped(Effect.gen(function*() {
+          const sql = yield* Effect.provide(SqlClient.SqlClient, yield* Layer.build(AgentEngine.layerSqlite(options)))
+          const [mode] = yield* sql<{ readonly journal_mode: string }>`PRAGMA journal_mode`
+          const [sync] = yield* sql<{ readonly synchronous: number }>`PRAGMA synchronous`
+          return [mode?.journal_mode, sync?.synchronous]
+        }))
+      assert.deepStrictEqual(yield* pragmas({ filename: path.join(directory, "a.db") }), ["wal", 1])
+      assert.deepStrictEqual(yield* pragmas({ filename: path.join(directory, "b.db"), synchronous: "full" }), [
+        "wal",
+        2
+      ])
+    }))
+
   it.scopedLive("rejects bad options with EngineConfigError", () =>
     Effect.gen(function*() {
       const directory = yield* tempDirectory("stepwise-engine-")
@@ -187,7 +232,8 @@ describe("AgentEngine.layerSqlite", () => {
         ["pollInterval", { filename: path.join(directory, "x.db"), pollInterval: Duration.infinity }],
         ["filename", { filename: " " }],
         ["filename", { filename: path.join(file, "runs.db") }],
-        ["filename", { filename: path.join(directory, "garbage.db") }]
+        ["filename", { filename: path.join(directory, "garbage.db") }],
+        ["synchronous", { filename: path.join(directory, "x.db"), synchronous: "off" as "normal" }]
       ]
       for (const [option, options] of cases) {
         const error = yield* Effect.flip(Layer.build(AgentEngine.layerSqlite(options)))

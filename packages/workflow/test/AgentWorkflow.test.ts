@@ -1,6 +1,6 @@
 import { IdGenerator, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentState, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentState, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { HookRecorder, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -139,6 +139,35 @@ describe("AgentWorkflow on the memory engine", () => {
         message.role === "tool" ? message.content.map((part) => part.type === "tool-result" ? part.result : null) : []
       )
       assert.deepStrictEqual(results, ["deleted /tmp/a"])
+    }))
+
+  it.scopedLive("a replay writes no checkpoint again: each save happens once, in the run's order", () =>
+    Effect.gen(function*() {
+      // what each save stored: the thread's length, and whether it waits
+      const saves: Array<string> = []
+      const memory = yield* Checkpointer.makeMemory
+      const recording = Layer.succeed(Checkpointer.Checkpointer, {
+        ...memory,
+        save: (threadId, checkpoint) =>
+          Effect.zipRight(
+            Effect.sync(() => saves.push(`${checkpoint.messages.length}${checkpoint.pending ? " waiting" : ""}`)),
+            memory.save(threadId, checkpoint)
+          )
+      })
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran).pipe(Layer.provide(recording))))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
+      const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+      // the waiting thread is stored before the run suspends
+      assert.deepStrictEqual(saves, ["2 waiting"])
+      yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(approvalOf(waiting)), { principal: "alice" }))
+      const done = yield* run(Runs.await(runId))
+      assert.strictEqual(done.state, "Completed")
+      // the replay after the decision repeats none of them; the last one is stored before the run completes
+      assert.deepStrictEqual(saves, ["2 waiting", "2", "3", "4"])
+      assert.strictEqual(done.messages.length, 4)
+      assert.deepStrictEqual(ran, ["delete /tmp/a"])
     }))
 
   it.scopedLive("edit and reject decisions reach the transcript", () =>

@@ -86,6 +86,42 @@ describe("a corrupt journal entry", () => {
   )
 })
 
+describe("the journal of a run on SQLite", () => {
+  it.scopedLive("holds its load, model and tool calls; checkpoints are activities only before a wait and at the end", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("stepwise-journal-")
+      const ran: Array<string> = []
+      const context = yield* Layer.build(stack(path.join(directory, "runs.db"), ran))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /a" }))
+      const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+      const request = Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
+      yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }))
+      const done = yield* run(Runs.await(runId))
+      assert.strictEqual(done.state, "Completed")
+      const sql = yield* run(SqlClient.SqlClient)
+      const activities = yield* sql<{ readonly payload: string }>`
+        SELECT payload FROM cluster_messages WHERE entity_id = ${done.executionId} AND tag = 'activity' ORDER BY id`
+      // the saves after the wait and after the tool call are written by the activity that follows each
+      assert.deepStrictEqual(activities.map((row) => JSON.parse(row.payload).name), [
+        "load",
+        "model/0",
+        "checkpoint/0",
+        "tool/call_1",
+        "model/1",
+        "checkpoint/3"
+      ])
+      assert.deepStrictEqual(done.messages.map((message) => message.role), [
+        "user",
+        "assistant",
+        "tool",
+        "assistant"
+      ])
+      assert.isTrue(Option.isNone(done.pending))
+      assert.deepStrictEqual(ran, ["/a"])
+    }))
+})
+
 describe("AgentWorkflow.prune", () => {
   it.scopedLive("removes an ended run's journal, record, claims and thread; other runs keep theirs", () =>
     Effect.gen(function*() {
