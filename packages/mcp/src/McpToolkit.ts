@@ -258,7 +258,16 @@ const jsonSchemaOf = (definition: McpToolDefinition): object => {
   return schema
 }
 
-const toolOf = (definition: McpToolDefinition): McpTool => {
+/**
+ * The tool with an id of its own. `Tool.make` ids a tool by its name alone
+ * (`@effect/ai/Tool/<name>`), and handlers are found in a context by that
+ * id: a local tool's handler of the same name would otherwise answer the
+ * calls of the server's tool.
+ */
+const withOwnId = <T extends Tool.Any>(tool: T, id: string): T =>
+  Object.assign(Object.create(Object.getPrototypeOf(tool)), tool, { id })
+
+const toolOf = (server: string, definition: McpToolDefinition): McpTool => {
   const hints = definition.annotations
   let tool = Tool.make(definition.name, {
     ...(definition.description === undefined ? {} : { description: definition.description }),
@@ -271,7 +280,7 @@ const toolOf = (definition: McpToolDefinition): McpTool => {
   if (hints?.destructiveHint !== undefined) tool = tool.annotate(Tool.Destructive, hints.destructiveHint)
   if (hints?.idempotentHint !== undefined) tool = tool.annotate(Tool.Idempotent, hints.idempotentHint)
   if (hints?.openWorldHint !== undefined) tool = tool.annotate(Tool.OpenWorld, hints.openWorldHint)
-  return tool as McpTool
+  return withOwnId(tool, `@stepwise-agent/mcp/McpToolkit/${server}/${definition.name}`) as McpTool
 }
 
 /**
@@ -339,7 +348,7 @@ export const make = (
       timeoutMillis: timeout === undefined ? undefined : Duration.toMillis(timeout)
     }).pipe(Effect.mapError((failure) => new McpConnectError({ server, ...failure })))
     const tools: Tools = Object.create(null)
-    for (const definition of session.tools) tools[definition.name] = toolOf(definition)
+    for (const definition of session.tools) tools[definition.name] = toolOf(server, definition)
     const handle = (name: string, params: unknown): Effect.Effect<Tool.HandlerResult<McpTool>, McpDisconnected> =>
       Object.hasOwn(tools, name)
         ? session.call(name, params).pipe(

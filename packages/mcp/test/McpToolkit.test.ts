@@ -1,7 +1,7 @@
 import * as Tool from "@effect/ai/Tool"
-import type * as Toolkit from "@effect/ai/Toolkit"
+import * as Toolkit from "@effect/ai/Toolkit"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent } from "@stepwise-agent/core"
+import { Agent, Middleware } from "@stepwise-agent/core"
 import { McpToolkit } from "@stepwise-agent/mcp"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as Context from "effect/Context"
@@ -262,6 +262,42 @@ describe("McpToolkit in process", () => {
       )
       assert.deepStrictEqual(results, [{ name: "add", isFailure: false, result: { sum: 42 } }])
     }))
+
+  it.scopedLive("joins the agent's own toolkit through a middleware's tools; names clash with AgentConfigError", () => {
+    const Local = Toolkit.make(Tool.make("shout", { parameters: { text: Schema.String }, success: Schema.String }))
+    const Clash = Toolkit.make(Tool.make("echo"))
+    const handlers = Layer.merge(
+      Local.toLayer({ shout: ({ text }) => Effect.succeed(text.toUpperCase()) }),
+      Clash.toLayer({ echo: () => Effect.void })
+    )
+    // an McpServer serves one session: each agent built connects a new one
+    const mcp = Middleware.make({
+      name: "mcp",
+      tools: Effect.suspend(() =>
+        McpToolkit.make({ name: "local", transport: { _tag: "InProcess", server: makeServer(() => {}) } })
+      )
+    })
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Local, middleware: [mcp] })
+      const result = yield* agent.run("go", { threadId: "t1" })
+      const results = result.state.messages.flatMap((message) => message.role === "tool" ? message.content : [])
+      // the Clash toolkit's handler of "echo" is in the context: the server's echo answers all the same
+      assert.deepStrictEqual(results.map((part) => [part.name, part.isFailure, part.result]), [
+        ["shout", false, "HI"],
+        ["echo", false, "hi"]
+      ])
+
+      const clash = yield* Effect.flip(Agent.make({ toolkit: Clash, middleware: [mcp] }))
+      assert.strictEqual(clash._tag, "AgentConfigError")
+      assert.include(clash.message, `Tool "echo" of middleware "mcp"`)
+    }).pipe(
+      Effect.provide(handlers),
+      Effect.provide(ScriptedModel.layer([
+        ScriptedModel.toolCalls([{ name: "shout", params: { text: "hi" } }, { name: "echo", params: { text: "hi" } }]),
+        ScriptedModel.text("done")
+      ]))
+    )
+  })
 
   it.scopedLive("a call past the timeout gets a failed result saying so", () =>
     Effect.gen(function*() {
