@@ -352,12 +352,12 @@ export const make = (
     const handle = (name: string, params: unknown): Effect.Effect<Tool.HandlerResult<McpTool>, McpDisconnected> =>
       Object.hasOwn(tools, name)
         ? session.call(name, params).pipe(
-          Effect.map((result) =>
-            "rpcError" in result
-              ? handlerResult(true, { error: result.rpcError })
-              : result.isError === true
-              ? handlerResult(true, { error: contentOf(result) })
-              : handlerResult(false, contentOf(result))
+          Effect.map((answer) =>
+            answer._tag === "Failed"
+              ? handlerResult(true, { error: answer.reason })
+              : answer.result.isError === true
+              ? handlerResult(true, { error: contentOf(answer.result) })
+              : handlerResult(false, contentOf(answer.result))
           ),
           Effect.mapError((reason) => new McpDisconnected({ server, tool: name, reason })),
           Effect.withSpan("McpToolkit.callTool", {

@@ -1,6 +1,8 @@
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import { assert, describe, it } from "@effect/vitest"
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import { Agent, Middleware } from "@stepwise-agent/core"
 import { McpToolkit } from "@stepwise-agent/mcp"
 import { ScriptedModel } from "@stepwise-agent/testing"
@@ -298,6 +300,28 @@ describe("McpToolkit in process", () => {
       ]))
     )
   })
+
+  it.scopedLive("passes blocks other than text as they are; an answer that is no tool result is a failed result", () =>
+    Effect.gen(function*() {
+      const server = new Server({ name: "odd", version: "1.0.0" }, { capabilities: { tools: {} } })
+      server.setRequestHandler(ListToolsRequestSchema, () => ({
+        tools: [{ name: "picture", inputSchema: { type: "object" } }, { name: "odd", inputSchema: { type: "object" } }]
+      }))
+      const picture = [{ type: "text", text: "a dot" }, { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" }]
+      server.setRequestHandler(
+        CallToolRequestSchema,
+        (request) => (request.params.name === "picture" ? { content: picture } : { content: "not blocks" }) as any
+      )
+      const toolkit = yield* McpToolkit.make({ name: "odd", transport: { _tag: "InProcess", server } })
+      assert.deepStrictEqual(yield* toolkit.handle("picture", {}), {
+        isFailure: false,
+        result: picture,
+        encodedResult: picture
+      })
+      const odd = yield* toolkit.handle("odd", {})
+      assert.isTrue(odd.isFailure)
+      assert.include((odd.result as { error: string }).error, "content")
+    }))
 
   it.scopedLive("a call past the timeout gets a failed result saying so", () =>
     Effect.gen(function*() {

@@ -4,7 +4,7 @@
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { CallToolResult, Tool as McpToolDefinition } from "@modelcontextprotocol/sdk/types.js"
@@ -44,16 +44,22 @@ export interface Failure {
   readonly reason: string
 }
 
+/** What a call got: the server's result, or why there is none though the session lives. */
+export type Answer =
+  | { readonly _tag: "Result"; readonly result: CallToolResult }
+  | { readonly _tag: "Failed"; readonly reason: string }
+
 /** A live session. */
 export interface Session {
   readonly target: string
   readonly tools: ReadonlyArray<McpToolDefinition>
   /**
-   * Calls a tool. Succeeds with the server's result, or with the text of a
-   * JSON-RPC error the server (or the SDK's request timeout) answered; fails
-   * with the reason when the session ended before the answer came.
+   * Calls a tool. Succeeds with the server's result, or with why there is
+   * none though the session lives (a JSON-RPC error the server answered, the
+   * SDK's request timeout, an answer that is no tool result); fails with the
+   * reason when the session ended before the answer came.
    */
-  readonly call: (name: string, args: unknown) => Effect.Effect<CallToolResult | { readonly rpcError: string }, string>
+  readonly call: (name: string, args: unknown) => Effect.Effect<Answer, string>
 }
 
 const reveal = (values: Readonly<Record<string, Secret>> | undefined): Record<string, string> => {
@@ -125,7 +131,19 @@ const watchingFetch = (onBroken: (error: unknown) => void): typeof fetch => asyn
   return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers })
 }
 
-const isConnectionLost = (error: unknown) => !(error instanceof McpError) || error.code === ErrorCode.ConnectionClosed
+/**
+ * Whether a call failed for want of a session: the connection closed, the
+ * transport is gone, or the HTTP request could not be made or was refused.
+ * Other failures (a JSON-RPC error, an answer that is no tool result) are
+ * answers the model reads.
+ */
+const isConnectionLost = (error: unknown) =>
+  error instanceof McpError
+    ? error.code === ErrorCode.ConnectionClosed
+    : error instanceof StreamableHTTPError || error instanceof TypeError || isNotConnected(error)
+
+/** The SDK's error for a request made after the transport closed. */
+const isNotConnected = (error: unknown) => error instanceof Error && error.message === "Not connected"
 
 /**
  * Connects to a server and lists its tools; the session is closed when the
@@ -194,8 +212,8 @@ export const connect = (
       }).pipe(Effect.onError(() => close)),
       () => close
     )
-    client.onclose = () =>
-      breakCalls(target._tag === "Stdio" ? "the server process exited" : `the session with ${described} closed`)
+    const closed = target._tag === "Stdio" ? "the server process exited" : `the session with ${described} closed`
+    client.onclose = () => breakCalls(closed)
     const tools: Array<McpToolDefinition> = []
     let cursor: string | undefined
     do {
@@ -220,16 +238,15 @@ export const connect = (
               ) as Promise<CallToolResult>,
             catch: (error) => error
           }).pipe(
+            Effect.map((result): Answer => ({ _tag: "Result", result })),
             Effect.catchAll((error) =>
-              isConnectionLost(error)
-                ? Effect.fail(
-                  error instanceof McpError || (error instanceof Error && error.message === "Not connected")
-                    ? target._tag === "Stdio"
-                      ? "the server process exited"
-                      : `the session with ${described} closed`
+              !isConnectionLost(error)
+                ? Effect.succeed<Answer>({ _tag: "Failed", reason: reasonOf(error) })
+                : Effect.fail(
+                  error instanceof McpError || isNotConnected(error)
+                    ? closed
                     : `the request to ${described} failed (${reasonOf(error)})`
                 )
-                : Effect.succeed({ rpcError: reasonOf(error) })
             )
           )
         )
