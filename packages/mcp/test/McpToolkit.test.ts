@@ -191,14 +191,15 @@ describe("McpToolkit over stdio (a child process)", () => {
 })
 
 describe("McpToolkit over streamable HTTP (127.0.0.1)", () => {
-  it.scopedLive("calls the tools with the headers, and ends the session with a DELETE on release", () =>
+  it.scopedLive("calls the tools with the headers, and ends the session with a DELETE when the Layer is released", () =>
     Effect.gen(function*() {
       const server = yield* HttpFixture.serve
       const scope = yield* Scope.make()
-      const results = yield* runAgent(McpToolkit.make(http(server.url)), [
+      const context = yield* Layer.buildWithScope(McpToolkit.layer(http(server.url)), scope)
+      const results = yield* runAgent(McpToolkit.McpToolkit, [
         [{ name: "echo", params: { text: "over http" } }, { name: "fail", params: { why: "nope" } }],
         [{ name: "echo", params: { text: 1 } }]
-      ]).pipe(Scope.extend(scope))
+      ]).pipe(Effect.provide(context))
       assert.deepStrictEqual(results.slice(0, 2), [
         { name: "echo", isFailure: false, result: "over http" },
         { name: "fail", isFailure: true, result: { error: "failed: nope" } }
