@@ -199,7 +199,13 @@ export const connect = (
     const requestOptions = options.timeoutMillis === undefined ? {} : { timeout: options.timeoutMillis }
     const fail = (error: unknown): Failure => ({ target: described, reason: reasonOf(error) })
     const close = Effect.promise(async () => {
-      if (transport instanceof StreamableHTTPClientTransport) await transport.terminateSession().catch(() => undefined)
+      if (transport instanceof StreamableHTTPClientTransport) {
+        // a server that does not answer the DELETE does not hold up the release
+        await Promise.race([
+          transport.terminateSession().catch(() => undefined),
+          new Promise((resolve) => setTimeout(resolve, 5000).unref())
+        ])
+      }
       await client.close().catch(() => undefined)
     })
     yield* Effect.acquireRelease(
