@@ -7,5 +7,6 @@ export default [
   "packages/middleware",
   "packages/workflow",
   "packages/inspector",
+  "packages/mcp",
   "packages/demo"
 ]

@@ -23,7 +23,7 @@ import * as path from "node:path"
 const keep = process.argv.includes("--keep")
 const repo = path.join(path.dirname(new URL(import.meta.url).pathname), "..")
 const root = JSON.parse(fs.readFileSync(path.join(repo, "package.json"), "utf8"))
-const published = ["core", "testing", "middleware", "workflow", "inspector"]
+const published = ["core", "testing", "middleware", "workflow", "inspector", "mcp"]
 /** The oldest effect the peer ranges admit (@effect/platform 0.97.2 needs ^3.22.2). */
 const consumerEffect = "3.22.2"
 /** Packages whose README examples must compile without @types/node. */

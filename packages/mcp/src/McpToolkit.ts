@@ -1,0 +1,404 @@
+/**
+ * The tools of an MCP (Model Context Protocol) server as a toolkit the agent
+ * uses like any other: a server spawned as a child process (stdio), reached
+ * over streamable HTTP, or running in this process. Each tool keeps the
+ * server's name, description and input JSON schema (the model sees exactly
+ * what the server declares); its results and errors become tool results the
+ * model can read. The session is a scoped resource: it closes with its scope
+ * or Layer (the child process exits; an HTTP session is ended with a DELETE).
+ *
+ * Built on the official `@modelcontextprotocol/sdk` client.
+ *
+ * @since 0.1.0
+ */
+import * as Tool from "@effect/ai/Tool"
+import type * as Toolkit from "@effect/ai/Toolkit"
+import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js"
+import type { CallToolResult, Tool as McpToolDefinition } from "@modelcontextprotocol/sdk/types.js"
+import * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as Session from "./internal/session.js"
+
+// =============================================================================
+// Models
+// =============================================================================
+
+/**
+ * A server spawned as a child process, spoken to over its stdin and stdout.
+ * The child gets a minimal environment (`HOME`, `PATH`, `SHELL`, `TERM`,
+ * `USER`, `LOGNAME`) plus `env`; its stderr is the parent's.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StdioTransport {
+  readonly _tag: "Stdio"
+  readonly command: string
+  readonly args?: ReadonlyArray<string> | undefined
+  /** Variables added to the child's environment; secrets may be `Redacted`. */
+  readonly env?: Readonly<Record<string, string | Redacted.Redacted<string>>> | undefined
+  readonly cwd?: string | undefined
+}
+
+/**
+ * A server reached over the streamable HTTP transport. `headers` (e.g.
+ * `Authorization`) go with every request and appear in no error, log or
+ * span; errors name the URL without its user info, query or fragment.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HttpTransport {
+  readonly _tag: "Http"
+  readonly url: string | URL
+  readonly headers?: Readonly<Record<string, string | Redacted.Redacted<string>>> | undefined
+}
+
+/**
+ * A server object in this process, such as the SDK's `McpServer`, connected
+ * through the SDK's in-memory transport: for tests, examples, and tools an
+ * app serves to its own agent as it serves them to other MCP clients.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InProcessTransport {
+  readonly _tag: "InProcess"
+  readonly server: {
+    readonly connect: (transport: McpTransport) => Promise<void>
+  }
+}
+
+/**
+ * How to reach the server.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Transport = StdioTransport | HttpTransport | InProcessTransport
+
+/**
+ * Options of {@link make} and {@link layer}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** The server's name in errors and spans. */
+  readonly name: string
+  readonly transport: Transport
+  /**
+   * The longest one request may wait for its answer — the handshake, listing
+   * the tools, a tool call (default: the SDK's 60 seconds). A call past it
+   * gets a failed tool result saying it timed out.
+   */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * The parameters of every MCP tool: any JSON object, described to the model
+ * by the server's input JSON schema. The server validates the arguments;
+ * invalid ones come back as a failed tool result the model can repair.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Arguments = Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+
+// =============================================================================
+// Errors
+// =============================================================================
+
+/**
+ * The session could not start: the command could not be spawned or exited,
+ * the URL refused the connection or answered with an error, the handshake or
+ * the tool listing failed. `target` is the command line or the URL (without
+ * its user info, query or fragment); `reason` holds no credential.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class McpConnectError extends Schema.TaggedError<McpConnectError>(
+  "@stepwise-agent/mcp/McpToolkit/McpConnectError"
+)("McpConnectError", {
+  server: Schema.String,
+  target: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Could not connect to MCP server "${this.server}" (${this.target}): ${this.reason}`
+  }
+}
+
+/**
+ * A tool call lost its session before the answer came: the server process
+ * exited, the HTTP connection broke or was refused. It is the tool's typed
+ * failure, so in an agent the model reads it as a failed tool result (and
+ * `wrapToolCall` middleware can act on it); the session is not reopened.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class McpDisconnected extends Schema.TaggedError<McpDisconnected>(
+  "@stepwise-agent/mcp/McpToolkit/McpDisconnected"
+)("McpDisconnected", {
+  server: Schema.String,
+  tool: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `MCP server "${this.server}" could not answer the call of "${this.tool}": ${this.reason}`
+  }
+}
+
+/**
+ * A tool of an MCP server: {@link Arguments} in, any JSON result out,
+ * {@link McpDisconnected} as its failure.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type McpTool = Tool.Tool<string, {
+  readonly parameters: typeof Arguments
+  readonly success: typeof Schema.Unknown
+  readonly failure: typeof McpDisconnected
+  readonly failureMode: "error"
+}>
+
+/**
+ * The tools of a server, by name.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Tools = Record<string, McpTool>
+
+// =============================================================================
+// Tag
+// =============================================================================
+
+/**
+ * The toolkit of the server that {@link layer} connected to; give it to
+ * `Agent.make({ toolkit: McpToolkit.McpToolkit })`.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class McpToolkit extends Context.Tag("@stepwise-agent/mcp/McpToolkit")<
+  McpToolkit,
+  Toolkit.WithHandler<Tools>
+>() {}
+
+// =============================================================================
+// Constructors
+// =============================================================================
+
+const invalid = (option: string, reason: string) =>
+  new AgentError.InvalidOptions({ module: "McpToolkit", option, reason })
+
+const validate = (options: Options): AgentError.InvalidOptions | Duration.Duration | undefined => {
+  if (typeof options.name !== "string" || options.name.trim() === "") {
+    return invalid("name", "must be a non-empty string")
+  }
+  const transport = options.transport as Transport | undefined
+  switch (transport?._tag) {
+    case "Stdio":
+      if (typeof transport.command !== "string" || transport.command === "") {
+        return invalid("transport.command", "must be a non-empty string")
+      }
+      break
+    case "Http": {
+      const url = URL.canParse(String(transport.url)) ? new URL(String(transport.url)) : undefined
+      if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
+        return invalid("transport.url", `must be an http or https URL, got ${Session.describeUrl(transport.url)}`)
+      }
+      if (url.username !== "" || url.password !== "") {
+        return invalid("transport.url", "must not hold user info; send credentials in headers")
+      }
+      break
+    }
+    case "InProcess":
+      if (typeof transport.server?.connect !== "function") {
+        return invalid("transport.server", "must be a server with a connect method, such as an McpServer")
+      }
+      break
+    default:
+      return invalid(
+        "transport",
+        `_tag must be "Stdio", "Http" or "InProcess", got ${
+          String((transport as { _tag?: unknown } | undefined)?._tag)
+        }`
+      )
+  }
+  if (options.timeout === undefined) return undefined
+  const timeout = Duration.decodeUnknown(options.timeout)
+  if (
+    Option.isNone(timeout) || !Duration.greaterThan(timeout.value, Duration.zero) || !Duration.isFinite(timeout.value)
+  ) {
+    return invalid("timeout", `must be a finite duration above zero, got ${String(options.timeout)}`)
+  }
+  return timeout.value
+}
+
+const jsonSchemaOf = (definition: McpToolDefinition): object => {
+  const { $schema: _, ...schema } = definition.inputSchema as Record<string, unknown>
+  return schema
+}
+
+/**
+ * The tool with an id of its own. `Tool.make` ids a tool by its name alone
+ * (`@effect/ai/Tool/<name>`), and handlers are found in a context by that
+ * id: a local tool's handler of the same name would otherwise answer the
+ * calls of the server's tool.
+ */
+const withOwnId = <T extends Tool.Any>(tool: T, id: string): T =>
+  Object.assign(Object.create(Object.getPrototypeOf(tool)), tool, { id })
+
+const toolOf = (server: string, definition: McpToolDefinition): McpTool => {
+  const hints = definition.annotations
+  let tool = Tool.make(definition.name, {
+    ...(definition.description === undefined ? {} : { description: definition.description }),
+    success: Schema.Unknown,
+    failure: McpDisconnected
+  }).setParameters(Arguments.annotations({ jsonSchema: jsonSchemaOf(definition) }))
+  const title = definition.title ?? hints?.title
+  if (title !== undefined) tool = tool.annotate(Tool.Title, title)
+  if (hints?.readOnlyHint !== undefined) tool = tool.annotate(Tool.Readonly, hints.readOnlyHint)
+  if (hints?.destructiveHint !== undefined) tool = tool.annotate(Tool.Destructive, hints.destructiveHint)
+  if (hints?.idempotentHint !== undefined) tool = tool.annotate(Tool.Idempotent, hints.idempotentHint)
+  if (hints?.openWorldHint !== undefined) tool = tool.annotate(Tool.OpenWorld, hints.openWorldHint)
+  return withOwnId(tool, `@stepwise-agent/mcp/McpToolkit/${server}/${definition.name}`) as McpTool
+}
+
+/**
+ * What the model reads of a result: the structured content when the tool
+ * returned one, else the text when every block is text, else the blocks.
+ */
+const contentOf = (result: CallToolResult): unknown => {
+  if (result.structuredContent !== undefined && result.isError !== true) return result.structuredContent
+  const blocks = result.content ?? []
+  return blocks.every((block) => block.type === "text")
+    ? blocks.map((block) => block.text).join("\n")
+    : blocks
+}
+
+const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<McpTool> => ({
+  isFailure,
+  result,
+  encodedResult: result
+})
+
+/**
+ * Connects to an MCP server and returns its tools as a handled toolkit,
+ * ready for `Agent.make({ toolkit })` or `LanguageModel.generateText`. The
+ * session lives as long as the scope.
+ *
+ * What the model reads: a result's structured content when the tool returned
+ * one, else its text (text blocks joined by newlines), else its content
+ * blocks; a result with `isError: true`, and a JSON-RPC error the server
+ * answered (unknown tool, invalid arguments), as a failed result
+ * `{ error: … }` it can repair; a call that lost the server as the typed
+ * failure {@link McpDisconnected}. The tool list is read once, at connection.
+ *
+ * Fails with `McpConnectError` when the server cannot be reached or the
+ * handshake fails, and with `InvalidOptions` (module `"McpToolkit"`) for bad
+ * options.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ * import { McpToolkit } from "@stepwise-agent/mcp"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const agent = yield* Agent.make({
+ *     toolkit: McpToolkit.make({
+ *       name: "files",
+ *       transport: { _tag: "Stdio", command: "npx", args: ["-y", "@modelcontextprotocol/server-filesystem", "."] }
+ *     })
+ *   })
+ *   return yield* agent.run("List the files here", { threadId: "t1" })
+ * }).pipe(Effect.scoped) // the server process exits here
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: Options
+): Effect.Effect<Toolkit.WithHandler<Tools>, McpConnectError | AgentError.InvalidOptions, Scope.Scope> =>
+  Effect.gen(function*() {
+    const timeout = validate(options)
+    if (timeout instanceof AgentError.InvalidOptions) return yield* timeout
+    const server = options.name
+    const session = yield* Session.connect(options.transport, {
+      timeoutMillis: timeout === undefined ? undefined : Duration.toMillis(timeout)
+    }).pipe(Effect.mapError((failure) => new McpConnectError({ server, ...failure })))
+    const tools: Tools = Object.create(null)
+    for (const definition of session.tools) tools[definition.name] = toolOf(server, definition)
+    const handle = (name: string, params: unknown): Effect.Effect<Tool.HandlerResult<McpTool>, McpDisconnected> =>
+      Object.hasOwn(tools, name)
+        ? session.call(name, params).pipe(
+          Effect.map((answer) =>
+            answer._tag === "Failed"
+              ? handlerResult(true, { error: answer.reason })
+              : answer.result.isError === true
+              ? handlerResult(true, { error: contentOf(answer.result) })
+              : handlerResult(false, contentOf(answer.result))
+          ),
+          Effect.mapError((reason) => new McpDisconnected({ server, tool: name, reason })),
+          Effect.withSpan("McpToolkit.callTool", {
+            attributes: { "mcp.server": server, "mcp.tool": name },
+            captureStackTrace: false
+          })
+        )
+        : Effect.dieMessage(`MCP server "${server}" has no tool "${name}"`)
+    return { tools, handle: handle as Toolkit.WithHandler<Tools>["handle"] }
+  }).pipe(Effect.withSpan("McpToolkit.make", { attributes: { "mcp.server": options.name }, captureStackTrace: false }))
+
+// =============================================================================
+// Layers
+// =============================================================================
+
+/**
+ * The {@link McpToolkit} service: the session opens when the Layer is built
+ * and closes when it is released (the child process exits; an HTTP session
+ * is ended with a DELETE). Building fails with `McpConnectError` naming the
+ * server and its command or URL.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ * import { McpToolkit } from "@stepwise-agent/mcp"
+ * import { Layer, Redacted } from "effect"
+ *
+ * const AgentLive = Agent.layer({ toolkit: McpToolkit.McpToolkit }).pipe(
+ *   Layer.provide(McpToolkit.layer({
+ *     name: "tickets",
+ *     transport: {
+ *       _tag: "Http",
+ *       url: "https://mcp.example.com/mcp",
+ *       headers: { Authorization: Redacted.make("Bearer secret") }
+ *     }
+ *   }))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<McpToolkit, McpConnectError | AgentError.InvalidOptions> =>
+  Layer.scoped(McpToolkit, make(options))

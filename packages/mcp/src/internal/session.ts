@@ -1,0 +1,261 @@
+/**
+ * The MCP SDK's client wrapped in Effect: one session with one server, its
+ * transport, and what tells a call that its answer will never come.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
+import type { CallToolResult, Tool as McpToolDefinition } from "@modelcontextprotocol/sdk/types.js"
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import * as Secrets from "@stepwise-agent/core/Secrets"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as FiberId from "effect/FiberId"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+
+/** A value given in plain text or as a `Redacted` secret. */
+export type Secret = string | Redacted.Redacted<string>
+
+/** Where the server is: a command to spawn, a URL, or a server object in this process. */
+export type Target =
+  | {
+    readonly _tag: "Stdio"
+    readonly command: string
+    readonly args?: ReadonlyArray<string> | undefined
+    readonly env?: Readonly<Record<string, Secret>> | undefined
+    readonly cwd?: string | undefined
+  }
+  | {
+    readonly _tag: "Http"
+    readonly url: string | URL
+    readonly headers?: Readonly<Record<string, Secret>> | undefined
+  }
+  | {
+    readonly _tag: "InProcess"
+    readonly server: { readonly connect: (transport: Transport) => Promise<void> }
+  }
+
+/** Why a session could not start, or a call lost its session; the text holds no credential. */
+export interface Failure {
+  readonly target: string
+  readonly reason: string
+}
+
+/** What a call got: the server's result, or why there is none though the session lives. */
+export type Answer =
+  | { readonly _tag: "Result"; readonly result: CallToolResult }
+  | { readonly _tag: "Failed"; readonly reason: string }
+
+/** A live session. */
+export interface Session {
+  readonly target: string
+  readonly tools: ReadonlyArray<McpToolDefinition>
+  /**
+   * Calls a tool. Succeeds with the server's result, or with why there is
+   * none though the session lives (a JSON-RPC error the server answered, the
+   * SDK's request timeout, an answer that is no tool result); fails with the
+   * reason when the session ended before the answer came.
+   */
+  readonly call: (name: string, args: unknown) => Effect.Effect<Answer, string>
+}
+
+const reveal = (values: Readonly<Record<string, Secret>> | undefined): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [key, value] of Object.entries(values ?? {})) {
+    out[key] = Redacted.isRedacted(value)
+      ? Redacted.value(value)
+      : value
+  }
+  return out
+}
+
+/** The URL as errors name it: no user info, query or fragment (they may hold credentials). */
+export const describeUrl = (url: string | URL): string => {
+  try {
+    const parsed = new URL(url)
+    return `${parsed.origin}${parsed.pathname}`
+  } catch {
+    return "<invalid URL>"
+  }
+}
+
+/** How errors name the target. */
+export const describeTarget = (target: Target): string => {
+  switch (target._tag) {
+    case "Stdio":
+      return [target.command, ...(target.args ?? [])].join(" ")
+    case "Http":
+      return describeUrl(target.url)
+    case "InProcess":
+      return "in-process server"
+  }
+}
+
+/** An error's message and its causes', scrubbed of credentials. */
+export const reasonOf = (error: unknown): string => {
+  const parts: Array<string> = []
+  let current: unknown = error
+  for (let depth = 0; depth < 4 && current !== undefined && current !== null; depth++) {
+    const text = current instanceof Error ? current.message : String(current)
+    if (text !== "" && !parts.includes(text)) parts.push(text)
+    current = current instanceof Error ? current.cause : undefined
+  }
+  return Secrets.scrubText(parts.join(": ") || "unknown error")
+}
+
+/**
+ * A fetch whose streamed POST answers report a broken connection: the SDK
+ * only logs a response stream cut before the answer (the server died mid-call)
+ * and leaves the call waiting for its timeout.
+ */
+const watchingFetch = (onBroken: (error: unknown) => void): typeof fetch => async (input, init) => {
+  const response = await fetch(input, init)
+  const streamed = response.headers.get("content-type")?.startsWith("text/event-stream") === true
+  if (init?.method !== "POST" || response.body === null || !streamed) return response
+  const signal = init.signal
+  const reader = response.body.getReader()
+  const body = new ReadableStream<Uint8Array>({
+    pull: (controller) =>
+      reader.read().then(
+        ({ done, value }) => done ? controller.close() : controller.enqueue(value),
+        (error) => {
+          if (signal?.aborted !== true) onBroken(error)
+          controller.error(error)
+        }
+      ),
+    cancel: (reason) => reader.cancel(reason)
+  })
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers })
+}
+
+/**
+ * Whether a call failed for want of a session: the connection closed, the
+ * transport is gone, or the HTTP request could not be made or was refused.
+ * Other failures (a JSON-RPC error, an answer that is no tool result) are
+ * answers the model reads.
+ */
+const isConnectionLost = (error: unknown) =>
+  error instanceof McpError
+    ? error.code === ErrorCode.ConnectionClosed
+    : error instanceof StreamableHTTPError || error instanceof TypeError || isNotConnected(error)
+
+/** The SDK's error for a request made after the transport closed. */
+const isNotConnected = (error: unknown) => error instanceof Error && error.message === "Not connected"
+
+/**
+ * Connects to a server and lists its tools; the session is closed when the
+ * scope closes (for HTTP, a DELETE ends the server's session first).
+ */
+export const connect = (
+  target: Target,
+  options: { readonly timeoutMillis: number | undefined }
+): Effect.Effect<Session, Failure, Scope.Scope> =>
+  Effect.gen(function*() {
+    const described = describeTarget(target)
+    // The calls in flight wait on the current deferred; a transport that breaks fails it and starts another.
+    let lost = yield* Deferred.make<never, string>()
+    const breakCalls = (reason: string) => {
+      const current = lost
+      lost = Deferred.unsafeMake(FiberId.none)
+      Deferred.unsafeDone(current, Effect.fail(reason))
+    }
+    let transport: Transport
+    let serverTransport: Transport | undefined
+    switch (target._tag) {
+      case "Stdio": {
+        transport = new StdioClientTransport({
+          command: target.command,
+          args: [...(target.args ?? [])],
+          env: reveal(target.env),
+          ...(target.cwd === undefined ? {} : { cwd: target.cwd })
+        })
+        break
+      }
+      case "Http": {
+        transport = new StreamableHTTPClientTransport(new URL(target.url), {
+          requestInit: { headers: reveal(target.headers) },
+          fetch: watchingFetch((error) =>
+            breakCalls(`the connection to ${described} broke before the answer came (${reasonOf(error)})`)
+          ),
+          reconnectionOptions: {
+            initialReconnectionDelay: 1000,
+            maxReconnectionDelay: 30000,
+            reconnectionDelayGrowFactor: 1.5,
+            maxRetries: 0
+          }
+        })
+        break
+      }
+      case "InProcess": {
+        const [client, server] = InMemoryTransport.createLinkedPair()
+        transport = client
+        serverTransport = server
+      }
+    }
+    const client = new Client({ name: "stepwise-agent", version: "0.1.0" })
+    const requestOptions = options.timeoutMillis === undefined ? {} : { timeout: options.timeoutMillis }
+    const fail = (error: unknown): Failure => ({ target: described, reason: reasonOf(error) })
+    const close = Effect.promise(async () => {
+      if (transport instanceof StreamableHTTPClientTransport) {
+        // a server that does not answer the DELETE does not hold up the release
+        await Promise.race([
+          transport.terminateSession().catch(() => undefined),
+          new Promise((resolve) => setTimeout(resolve, 5000).unref())
+        ])
+      }
+      await client.close().catch(() => undefined)
+    })
+    yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: async (signal) => {
+          if (target._tag === "InProcess") await target.server.connect(serverTransport!)
+          await client.connect(transport, { ...requestOptions, signal })
+        },
+        catch: fail
+      }).pipe(Effect.onError(() => close)),
+      () => close
+    )
+    const closed = target._tag === "Stdio" ? "the server process exited" : `the session with ${described} closed`
+    client.onclose = () => breakCalls(closed)
+    const tools: Array<McpToolDefinition> = []
+    let cursor: string | undefined
+    do {
+      const page = yield* Effect.tryPromise({
+        try: (signal) => client.listTools(cursor === undefined ? {} : { cursor }, { ...requestOptions, signal }),
+        catch: fail
+      })
+      tools.push(...page.tools)
+      cursor = page.nextCursor
+    } while (cursor !== undefined)
+
+    const call: Session["call"] = (name, args) =>
+      Effect.suspend(() =>
+        Effect.raceFirst(
+          Deferred.await(lost),
+          Effect.tryPromise({
+            try: (signal) =>
+              client.callTool(
+                { name, arguments: args as Record<string, unknown> },
+                undefined,
+                { ...requestOptions, signal }
+              ) as Promise<CallToolResult>,
+            catch: (error) => error
+          }).pipe(
+            Effect.map((result): Answer => ({ _tag: "Result", result })),
+            Effect.catchAll((error) =>
+              !isConnectionLost(error)
+                ? Effect.succeed<Answer>({ _tag: "Failed", reason: reasonOf(error) })
+                : Effect.fail(
+                  error instanceof McpError || isNotConnected(error)
+                    ? closed
+                    : `the request to ${described} failed (${reasonOf(error)})`
+                )
+            )
+          )
+        )
+      )
+    return { target: described, tools, call }
+  })
