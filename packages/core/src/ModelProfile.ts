@@ -92,6 +92,7 @@ export const builtIn: Table = {
   // OpenAI
   "gpt-3.5-turbo": { contextWindow: 16_385, maxOutputTokens: 4_096 },
   "gpt-4": { contextWindow: 8_192, maxOutputTokens: 8_192 },
+  "gpt-4-32k": { contextWindow: 32_768, maxOutputTokens: 8_192 },
   "gpt-4-turbo": { contextWindow: 128_000, maxOutputTokens: 4_096 },
   "gpt-4o": { contextWindow: 128_000, maxOutputTokens: 16_384 },
   "gpt-4o-mini": { contextWindow: 128_000, maxOutputTokens: 16_384 },

@@ -466,7 +466,12 @@ export const fromEvents = <S, O, E, R>(
           const { result } = event
           out.push(
             result.isFailure
-              ? { type: "tool-output-error", toolCallId: result.id, errorText: toolResultText(result.result) }
+              ? {
+                type: "tool-output-error",
+                toolCallId: result.id,
+                // a tool's error may quote a request it made (headers included): the browser gets no credential
+                errorText: Secrets.scrubText(toolResultText(result.result))
+              }
               : { type: "tool-output-available", toolCallId: result.id, output: result.result }
           )
           break

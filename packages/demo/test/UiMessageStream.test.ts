@@ -628,6 +628,27 @@ describe("UiMessageStream.fromEvents on its own", () => {
     { fastCheck: { numRuns: 25 } }
   )
 
+  it.effect("a failed tool's error reaches the UI without the credentials it quotes", () =>
+    Effect.gen(function*() {
+      const call = Prompt.makePart("tool-call", { id: "c1", name: "fetch", params: {}, providerExecuted: false })
+      const chunks = yield* collect([
+        AgentEvent.ToolCallStarted({ call }),
+        AgentEvent.ToolCallCompleted({
+          result: Prompt.makePart("tool-result", {
+            id: "c1",
+            name: "fetch",
+            result: { error: "401 for GET /data with authorization: Bearer sk-live-123456789abcdef" },
+            isFailure: true,
+            providerExecuted: false
+          }),
+          durationMillis: 1
+        })
+      ])
+      const failed = chunks.find((chunk) => chunk.type === "tool-output-error") as { readonly errorText: string }
+      assert.include(failed.errorText, "401 for GET /data")
+      assert.notInclude(failed.errorText, "sk-live-123456789abcdef")
+    }))
+
   it.effect("a defect says only that the run failed unexpectedly", () =>
     Effect.gen(function*() {
       const chunks = yield* collect([], Cause.die(new Error("token=abc internal detail")))

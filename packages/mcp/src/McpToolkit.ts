@@ -119,8 +119,9 @@ export const Arguments = Schema.Struct({}, Schema.Record({ key: Schema.String, v
 /**
  * The session could not start: the command could not be spawned or exited,
  * the URL refused the connection or answered with an error, the handshake or
- * the tool listing failed. `target` is the command line or the URL (without
- * its user info, query or fragment); `reason` holds no credential.
+ * the tool listing failed. `target` is the command (without its arguments,
+ * which often carry credentials) or the URL (without its user info, query or
+ * fragment); `reason` holds no credential.
  *
  * @since 0.1.0
  * @category errors

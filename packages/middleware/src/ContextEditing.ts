@@ -36,6 +36,7 @@ import * as Either from "effect/Either"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as HistoryCache from "./internal/historyCache.js"
+import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 
 // ---------------------------------------------------------------------------
@@ -160,7 +161,7 @@ export declare namespace ContextEdit {
  * @since 0.1.0
  * @category constructors
  */
-export const markerKey = "stepwise"
+export const markerKey = Marker.markerKey
 
 const marked = (options: Prompt.ProviderOptions): Prompt.ProviderOptions => ({
   ...options,

@@ -31,7 +31,6 @@ import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as ModelProfile from "@stepwise-agent/core/ModelProfile"
 import * as Secrets from "@stepwise-agent/core/Secrets"
-import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
@@ -212,15 +211,12 @@ export const isOverflow = (error: AiError.AiError | AgentError.ModelReplyError):
 // recovery
 // -----------------------------------------------------------------------------
 
-const approximate = HistoryCache.lazyApproximate()
+const counterOf = HistoryCache.agentCounterOrApproximate()
 
 /** Tokens of what a request sends: system prompt, messages and tool definitions. */
 const measure = (request: Middleware.ModelRequest): Effect.Effect<number> =>
   Effect.gen(function*() {
-    const counter = yield* Effect.flatMap(
-      Effect.serviceOption(TokenCounter.TokenCounter),
-      Option.match({ onSome: Effect.succeed, onNone: () => approximate })
-    )
+    const counter = yield* counterOf
     const messages = request.systemPrompt === undefined
       ? request.messages
       : [Prompt.makeMessage("system", { content: request.systemPrompt }), ...request.messages]

@@ -31,6 +31,7 @@ import * as ToolContext from "@stepwise-agent/core/ToolContext"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 import { appendWhenOffered } from "./internal/toolPrompt.js"
 import * as Workspace from "./Workspace.js"
@@ -328,8 +329,6 @@ const handlersOver = <E extends { readonly error: string }>(
 // the changes a tool call made, carried by its result
 // -----------------------------------------------------------------------------
 
-const markerKey = "stepwise"
-
 /**
  * The files a tool call's result says it wrote (path to new content), when
  * it is a successful `write_file` / `edit_file` of the `"state"` storage.
@@ -351,14 +350,17 @@ const markerKey = "stepwise"
  */
 export const changesOf = (part: Prompt.ToolResultPart): Readonly<Record<string, string>> | undefined => {
   if (part.isFailure) return undefined
-  const files = part.options[markerKey]?.files
+  const files = part.options[Marker.markerKey]?.files
   return typeof files === "object" && files !== null ? files as Record<string, string> : undefined
 }
 
 const withChanges = (part: Prompt.ToolResultPart, changes: Map<string, string>): Prompt.ToolResultPart =>
   changes.size === 0 || part.isFailure ? part : {
     ...part,
-    options: { ...part.options, [markerKey]: { ...part.options[markerKey], files: Object.fromEntries(changes) } }
+    options: {
+      ...part.options,
+      [Marker.markerKey]: { ...part.options[Marker.markerKey], files: Object.fromEntries(changes) }
+    }
   } as Prompt.ToolResultPart
 
 /**

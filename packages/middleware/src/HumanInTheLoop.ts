@@ -727,7 +727,7 @@ export const bind = (request: ApprovalRequest, decisions: ReadonlyArray<Decision
  * ```
  *
  * @since 0.1.0
- * @category constructors
+ * @category models
  */
 export const uiApprovals: UiMessageStream.Approvals = {
   requests: (interrupt) =>

@@ -32,6 +32,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 import { serviceOrOwn } from "./internal/serviceOrOwn.js"
 import { sha256 } from "./internal/sha256.js"
@@ -89,7 +90,10 @@ export const ReadOffloaded = Tool.make(toolName, {
     "reference given in its place. It returns the characters offset to offset + limit and the total length; read " +
     "on from `end` until `end` equals `total`.",
   parameters: {
-    ref: Schema.String.annotations({ description: "The reference, e.g. ofl_3f2a9c0d1e4b5a6c" }),
+    // only a reference this module makes: anything else (a path such as "../x") never reaches the store
+    ref: Schema.String.pipe(Schema.pattern(/^ofl_[0-9a-f]{16}$/)).annotations({
+      description: "The reference, e.g. ofl_3f2a9c0d1e4b5a6c"
+    }),
     offset: Schema.optional(Schema.Int.pipe(Schema.nonNegative())).annotations({
       description: "The first character to give, from 0 (default 0)"
     }),
@@ -258,6 +262,22 @@ export const makeMemory: Effect.Effect<OffloadStore.Service> = Effect.sync(() =>
 })
 
 /**
+ * Provides {@link makeMemory} as the {@link OffloadStore}: the texts live as
+ * long as the layer, in this process (the middleware's default when no store
+ * is provided).
+ *
+ * @example
+ * ```ts
+ * import { Offload } from "@stepwise-agent/middleware"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const store = yield* Offload.OffloadStore
+ *   yield* store.put("ofl_0123456789abcdef", "a long text")
+ *   return yield* store.get("ofl_0123456789abcdef")
+ * }).pipe(Effect.provide(Offload.layerMemory))
+ * ```
+ *
  * @since 0.1.0
  * @category layers
  */
@@ -346,13 +366,6 @@ export const layerWorkspace = (
 // -----------------------------------------------------------------------------
 
 /**
- * The key, in a part's provider `options`, under which the view marks what
- * it changed: `{ "stepwise": { offloaded: "<ref>" } }` on a result,
- * `{ "stepwise": { truncated: true } }` on a call. No provider reads it.
- */
-const markerKey = "stepwise"
-
-/**
  * The text of a tool result: itself when it is a string, else its JSON.
  *
  * @example
@@ -386,7 +399,7 @@ export const textOf = (result: unknown): string => typeof result === "string" ? 
  * @category accessors
  */
 export const offloadedRef = (part: Prompt.ToolResultPart): Option.Option<string> => {
-  const ref = part.options[markerKey]?.offloaded
+  const ref = part.options[Marker.markerKey]?.offloaded
   return typeof ref === "string" ? Option.some(ref) : Option.none()
 }
 
@@ -475,7 +488,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
             result: referenceText(content, ref, Math.min(config.previewChars, Math.floor((content.length - 1) / 2))),
             isFailure: part.isFailure,
             providerExecuted: part.providerExecuted,
-            options: { ...part.options, [markerKey]: { ...part.options[markerKey], offloaded: ref } }
+            options: { ...part.options, [Marker.markerKey]: { ...part.options[Marker.markerKey], offloaded: ref } }
           })
           cached = [shown, ref, content]
         }
@@ -491,7 +504,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
     let cached = calls.get(part)
     if (cached === undefined) {
       // a call this view already cut stays as it is, so the view of a view is itself
-      const params = part.options[markerKey]?.truncated === true
+      const params = part.options[Marker.markerKey]?.truncated === true
         ? part.params
         : truncateStrings(part.params, config.maxArgChars)
       cached = params === part.params ? part : Prompt.makePart("tool-call", {
@@ -499,7 +512,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
         name: part.name,
         params,
         providerExecuted: part.providerExecuted,
-        options: { ...part.options, [markerKey]: { ...part.options[markerKey], truncated: true } }
+        options: { ...part.options, [Marker.markerKey]: { ...part.options[Marker.markerKey], truncated: true } }
       })
       calls.set(part, cached)
     }

@@ -60,7 +60,7 @@ import * as Prompt from "@effect/ai/Prompt"
 import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
-import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
+import type * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -70,6 +70,7 @@ import * as Schema from "effect/Schema"
 import * as ContextOverflow from "./ContextOverflow.js"
 import * as ContextLimit from "./internal/contextLimit.js"
 import * as HistoryCache from "./internal/historyCache.js"
+import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
@@ -204,7 +205,7 @@ export const summaryPrefix = "Here is a summary of the conversation to date:"
  * @since 0.1.0
  * @category models
  */
-export const markerKey = "stepwise"
+export const markerKey = Marker.markerKey
 
 // -----------------------------------------------------------------------------
 // errors
@@ -538,11 +539,7 @@ const make = (config: Config) => {
   const { onFailure, summaryPrompt, trim } = config
   // Running token sums per thread; nothing else is derived from the messages.
   const cache = HistoryCache.make({ init: () => undefined })
-  const approximate = HistoryCache.lazyApproximate()
-  const counterOf: Effect.Effect<TokenCounter.TokenCounter.Service> = Effect.flatMap(
-    Effect.serviceOption(TokenCounter.TokenCounter),
-    Option.match({ onSome: Effect.succeed, onNone: () => approximate })
-  )
+  const counterOf = HistoryCache.agentCounterOrApproximate()
   // Fractions are taken of the input limit, resolved at run time when no contextWindow was given.
   const limit = ContextLimit.make({ module: "Summarization", model: config.agentModel })
   const sizes: Effect.Effect<{ readonly triggers: ReadonlyArray<Size>; readonly keep: Size }> =

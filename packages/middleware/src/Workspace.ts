@@ -93,8 +93,9 @@ export interface AccessOptions {
 // -----------------------------------------------------------------------------
 
 /**
- * The path leads out of the workspace (`..` above the root, a NUL byte, or a
- * symbolic link that points outside the root directory).
+ * The path leads out of the workspace (`..` above the root, a NUL byte, a
+ * symbolic link that points outside the root directory, or a link whose
+ * target does not exist: it cannot be checked, and a write would create it).
  *
  * @since 0.1.0
  * @category errors
@@ -545,6 +546,9 @@ export const makeDirectory = (
             return host
           }
           if (!isNotFound(real.left)) return yield* ioError(virtual)(real.left)
+          // a link whose target does not exist yet: writing through it would create its target, wherever it is
+          const link = yield* Effect.either(fs.readLink(existing))
+          if (link._tag === "Right") return yield* new PathOutsideRoot({ path: virtual })
           const parent = path.dirname(existing)
           if (parent === existing) return host
           existing = parent

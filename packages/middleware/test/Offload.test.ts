@@ -158,6 +158,22 @@ describe("Offload", () => {
       Effect.provide(Offload.layerWorkspace().pipe(Layer.provideMerge(Workspace.layerMemory())))
     ))
 
+  it.effect("a reference that is not one the module makes (a path) is refused before the store is read", () =>
+    Effect.gen(function*() {
+      const workspace = yield* Workspace.Workspace
+      yield* workspace.write("/notes/secret.txt", "not for the model")
+      const { agent } = yield* setup([
+        ScriptedModel.toolCalls([{ name: "read_offloaded", params: { ref: "../notes/secret" }, id: "probe" }]),
+        ScriptedModel.text("done")
+      ])
+      const result = yield* agent.run("go", { threadId: "t" })
+      const probe = toolResults(result.state.messages).find((p) => p.id === "probe")!
+      assert.isTrue(probe.isFailure)
+      assert.notInclude(JSON.stringify(probe.result), "not for the model")
+    }).pipe(
+      Effect.provide(Offload.layerWorkspace().pipe(Layer.provideMerge(Workspace.layerMemory())))
+    ))
+
   it.effect("the store can be a KeyValueStore", () =>
     Effect.gen(function*() {
       yield* fetchOnce

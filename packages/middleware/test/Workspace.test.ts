@@ -43,6 +43,16 @@ describe("Workspace paths", () => {
     assert.isFalse(Paths.matchesRule("/docs", "/docsx/a.md"))
     assert.isTrue(Paths.matchesRule("**/*.lock", "/deep/x/yarn.lock"))
   })
+
+  it("a glob the model got wrong matches as text instead of failing; repeated ** stays linear", () => {
+    // "[z-a]" is no valid class: a RegExp of it would throw, and the run with it
+    assert.isTrue(Paths.matchesGlob("[z-a].txt", "/", "/[z-a].txt"))
+    assert.isFalse(Paths.matchesGlob("[z-a].txt", "/", "/b.txt"))
+    assert.isTrue(Paths.matchesGlob("[a-c].txt", "/", "/b.txt"))
+    const deep = `/${Array.from({ length: 40 }, () => "a").join("/")}/b`
+    assert.isTrue(Paths.matchesGlob(`${"**/".repeat(20)}b`, "/", deep))
+    assert.isFalse(Paths.matchesGlob(`${"**/".repeat(20)}c`, "/", deep))
+  })
 })
 
 describe("Workspace in memory", () => {
@@ -124,7 +134,7 @@ describe("Workspace on a directory", () => {
 
   it.scoped("rejects .. above the root and symbolic links out of it, for reads and writes", () =>
     Effect.gen(function*() {
-      const { fs, outside, workspace } = yield* setup
+      const { fs, outside, root, workspace } = yield* setup
       const tagOf = <A>(effect: Effect.Effect<A, Workspace.WorkspaceError>) =>
         Effect.map(Effect.flip(effect), (error) => error._tag)
       assert.strictEqual(yield* tagOf(workspace.read("/../secret.txt")), "PathOutsideRoot")
@@ -136,6 +146,10 @@ describe("Workspace on a directory", () => {
       assert.strictEqual(yield* tagOf(workspace.write("/linkdir/new/deep.txt", "x")), "PathOutsideRoot")
       assert.strictEqual(yield* tagOf(workspace.ls("/linkdir")), "PathOutsideRoot")
       assert.strictEqual(yield* fs.readFileString(`${outside}/secret.txt`), "secret")
+      // a link to a file that does not exist yet, outside the root: writing through it would create that file
+      yield* fs.symlink(`${outside}/created.txt`, `${root}/dangling`)
+      assert.strictEqual(yield* tagOf(workspace.write("/dangling", "planted")), "PathOutsideRoot")
+      assert.strictEqual(yield* tagOf(workspace.edit("/dangling", "a", "b", false)), "PathOutsideRoot")
       assert.deepStrictEqual(yield* fs.readDirectory(outside), ["secret.txt"])
       // a link that stays inside the root is fine
       assert.strictEqual(yield* workspace.read("/inner-link"), "guide\nneedle")

@@ -86,7 +86,8 @@ export const describeUrl = (url: string | URL): string => {
 export const describeTarget = (target: Target): string => {
   switch (target._tag) {
     case "Stdio":
-      return [target.command, ...(target.args ?? [])].join(" ")
+      // the command only: arguments often carry credentials (a connection string, --api-key=…)
+      return target.command
     case "Http":
       return describeUrl(target.url)
     case "InProcess":

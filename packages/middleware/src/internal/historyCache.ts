@@ -15,6 +15,7 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 
 /** What a cache knows about one history. */
 export interface Session<S> {
@@ -147,5 +148,17 @@ export const lazyApproximate = (): Effect.Effect<TokenCounter.TokenCounter.Servi
     approximate !== undefined
       ? Effect.succeed(approximate)
       : Effect.map(Effect.orDie(TokenCounter.makeApproximate()), (made) => approximate = made)
+  )
+}
+
+/**
+ * The agent's `TokenCounter` when it has one, else an approximate counter
+ * made on first use: the counter of a middleware that is not given one.
+ */
+export const agentCounterOrApproximate = (): Effect.Effect<TokenCounter.TokenCounter.Service> => {
+  const approximate = lazyApproximate()
+  return Effect.flatMap(
+    Effect.serviceOption(TokenCounter.TokenCounter),
+    Option.match({ onSome: Effect.succeed, onNone: () => approximate })
   )
 }

@@ -29,6 +29,15 @@ const globCache = new Map<string, RegExp>()
 
 const hasGlobSyntax = (pattern: string): boolean => /[*?[{]/.test(pattern)
 
+const isValidClass = (set: string): boolean => {
+  try {
+    new RegExp(set)
+    return true
+  } catch {
+    return false
+  }
+}
+
 /**
  * The regular expression of a glob: `**` any number of segments, `*` any
  * characters but "/", `?` one of them, `[...]` a class, `{a,b}` either.
@@ -43,7 +52,9 @@ export const globRegExp = (pattern: string): RegExp => {
     if (c === "*") {
       if (pattern[i + 1] === "*") {
         const slashAfter = pattern[i + 2] === "/"
-        source += slashAfter ? "(?:.*/)?" : ".*"
+        const any = slashAfter ? "(?:.*/)?" : ".*"
+        // "**/**/" matches what "**/" does; repeated, it would backtrack polynomially on long paths
+        if (!source.endsWith(any)) source += any
         i += slashAfter ? 2 : 1
       } else {
         source += "[^/]*"
@@ -55,7 +66,9 @@ export const globRegExp = (pattern: string): RegExp => {
       if (end === -1) source += "\\["
       else {
         const body = pattern.slice(i + 1, end).replace(/\\/g, "\\\\")
-        source += `[${body.startsWith("!") ? `^${body.slice(1)}` : body}]`
+        const set = `[${body.startsWith("!") ? `^${body.slice(1)}` : body}]`
+        // a class the model wrote backwards ("[z-a]") is not a class: it matches as the text it is
+        source += isValidClass(set) ? set : pattern.slice(i, end + 1).replace(/[.*+?^$()|[\]\\{}]/g, "\\$&")
         i = end
       }
     } else if (c === "{") {
