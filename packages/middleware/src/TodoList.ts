@@ -346,6 +346,37 @@ const lastWrite = (messages: ReadonlyArray<Prompt.Message>): Option.Option<Reado
   return Option.none()
 }
 
+/** Whether any assistant message of `messages` calls `write_todos` (from the newest back). */
+const showsAWrite = (messages: ReadonlyArray<Prompt.Message>): boolean => {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]!
+    if (message.role === "assistant" && message.content.some((p) => p.type === "tool-call" && p.name === toolName)) {
+      return true
+    }
+  }
+  return false
+}
+
+/**
+ * The current list as the model is told it when no `write_todos` call is left
+ * in what it sees (a summary or an edit took them away).
+ *
+ * @example
+ * ```ts
+ * import { TodoList } from "@stepwise-agent/middleware"
+ *
+ * TodoList.currentListPrompt([{ content: "Find the list", status: "completed" }])
+ * // "## Your todo list\n\nThe list as you last wrote it (…):\n- [completed] Find the list"
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const currentListPrompt = (todos: ReadonlyArray<Todo>): string =>
+  "## Your todo list\n\nThe list as you last wrote it (the earlier conversation was summarized, so your " +
+  "`write_todos` calls are no longer shown); keep it up to date with `write_todos`:\n" +
+  todos.map((todo) => `- [${todo.status}] ${todo.content}`).join("\n")
+
 /**
  * Adds todo planning to an agent: the `write_todos` tool (each call replaces
  * the whole list), a system prompt telling the model when to plan, and the
@@ -394,6 +425,7 @@ const build = (options: Options): Middleware.Middleware<State> => {
     (context) => Effect.provide(kit, context)
   )
   const prompt = options.systemPrompt ?? defaultSystemPrompt
+  const withPrompt = appendWhenOffered(toolName, prompt)
   // The app's TodoList when the agent was built with one, else this middleware's own, made on first use.
   const todoList = serviceOrOwn(TodoList, make)
 
@@ -437,6 +469,19 @@ const build = (options: Options): Middleware.Middleware<State> => {
     afterModel: rejectParallel,
     afterAgent: sync,
     onThreadDeleted: (threadId) => Effect.flatMap(todoList, (service) => service.remove(threadId)),
-    wrapModelCall: appendWhenOffered(toolName, prompt)
+    // The slice is the truth: when what the model sees no longer holds a write (a summary or an edit took it
+    // away), the list it adopted is put in the system prompt, so a plan survives compaction.
+    wrapModelCall: (request, next) => {
+      const todos = (request.state as Partial<State>).todos
+      return withPrompt(
+        todos === undefined || todos.length === 0 || showsAWrite(request.messages) ? request : {
+          ...request,
+          systemPrompt: request.systemPrompt === undefined || request.systemPrompt === ""
+            ? currentListPrompt(todos)
+            : `${request.systemPrompt}\n\n${currentListPrompt(todos)}`
+        },
+        next
+      )
+    }
   })
 }

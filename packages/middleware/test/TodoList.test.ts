@@ -7,6 +7,7 @@ import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Context, Deferred, Effect, Fiber, Option, Ref, Schema, Stream } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
+import * as Summarization from "../src/Summarization.js"
 import * as TodoList from "../src/TodoList.js"
 
 /** Decisions by call id, bound to the request the thread waits on. */
@@ -521,4 +522,57 @@ describe("TodoList: the slice is the one truth", () => {
       }),
     { fastCheck: { numRuns: 30 } }
   )
+})
+
+describe("TodoList across summarization", () => {
+  it.effect("a summary that takes the write_todos calls away mid-plan: the model is told the list and the plan goes on", () =>
+    Effect.gen(function*() {
+      const log = yield* Ref.make<ReadonlyArray<string>>([])
+      const agentModel = yield* ScriptedModel.make([
+        write(plan1, "w1"),
+        ScriptedModel.toolCalls([{ name: "deploy", params: { env: "staging" }, id: "d1" }]),
+        ScriptedModel.toolCalls([{ name: "deploy", params: { env: "qa" }, id: "d2" }]),
+        write(plan2, "w2"),
+        ScriptedModel.text("done")
+      ])
+      const summarizerModel = yield* ScriptedModel.make(
+        Array.from({ length: 5 }, () => ScriptedModel.text("The user asked for a deploy; work is under way."))
+      )
+      // summarize once the thread holds 6 messages, keeping the newest 2: the first write_todos goes
+      const summarization = yield* Effect.orDie(
+        Summarization.middleware({ trigger: { messages: 6 }, keep: { messages: 2 } })
+      )
+      const agent = yield* Agent.make({
+        toolkit: Tools,
+        middleware: [summarization, TodoList.middleware()],
+        maxSteps: 10
+      }).pipe(
+        Effect.provide(toolsLive(log)),
+        Effect.provide(Summarization.layer(summarizerModel.model)),
+        Effect.provideService(LanguageModel.LanguageModel, agentModel.model)
+      )
+      const result = yield* agent.run("Ship it", { threadId: "plan" })
+      assert.strictEqual(result._tag, "Completed")
+      const requests = yield* agentModel.recorder.requests
+      const system = (request: ScriptedModel.Request) => {
+        const first = request.prompt.content[0]
+        return first?.role === "system" ? first.content : ""
+      }
+      const called = (request: ScriptedModel.Request) =>
+        request.prompt.content.some((m) =>
+          m.role === "assistant" && m.content.some((p) => p.type === "tool-call" && p.name === "write_todos")
+        )
+      // a request whose messages lost the write is told the list as adopted; one that still shows it is not
+      const summarized = requests.filter((request) => !called(request))
+      assert.isTrue(summarized.length > 0, "the summary removed the write from at least one request")
+      for (const request of requests.slice(1)) {
+        if (called(request)) assert.notInclude(system(request), "## Your todo list")
+        else {
+          assert.include(system(request), TodoList.currentListPrompt(plan1))
+        }
+      }
+      // the plan went on: the second write was adopted
+      assert.deepStrictEqual(result.state.todos, plan2)
+      assert.deepStrictEqual(yield* Ref.get(log), ["deploy staging", "deploy qa"])
+    }))
 })
