@@ -12,6 +12,8 @@
  * When a limit is reached, `exitBehavior` decides: `"end"` (the default)
  * appends an assistant message saying so and ends the run, which completes
  * normally; `"error"` fails the run with {@link ModelCallLimitExceeded}.
+ * With `softLanding`, the last call a limit allows is made with tools
+ * disabled, so the run ends on the model's answer.
  *
  * @since 0.1.0
  */
@@ -60,6 +62,13 @@ export interface Options {
   readonly runLimit?: number | undefined
   /** `"end"` (default): end the run with an assistant message; `"error"`: fail with `ModelCallLimitExceeded`. */
   readonly exitBehavior?: ExitBehavior | undefined
+  /**
+   * A soft landing (default `false`): the last call a limit allows is made
+   * with tools disabled (`toolChoice: "none"`) and {@link lastCallPrompt} in
+   * the system prompt, so the model writes its answer with what it has
+   * instead of the run ending on a tool call it can never see the result of.
+   */
+  readonly softLanding?: boolean | undefined
   /** The middleware's name (default `"modelCallLimit"`). */
   readonly name?: string | undefined
 }
@@ -110,10 +119,28 @@ const describeExceeded = (
   return `model call limit reached: ${reached.join(", ")}`
 }
 
+/**
+ * What the model is told on the last call a limit allows, with `softLanding`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const lastCallPrompt = "This is your last model call in this run: no tools are available any more. " +
+  "Answer the user now with what you have found so far, and say what is left undone."
+
+/** With `softLanding`: whether the call about to be made is the last a limit allows. */
+const isLastAllowed = (
+  limits: { readonly threadLimit?: number | undefined; readonly runLimit?: number | undefined },
+  state: State
+): boolean =>
+  (limits.threadLimit !== undefined && state.threadModelCallCount + 1 === limits.threadLimit) ||
+  (limits.runLimit !== undefined && state.runModelCallCount + 1 === limits.runLimit)
+
 const OptionsSchema = Schema.Struct({
   threadLimit: Schema.optional(Check.Count),
   runLimit: Schema.optional(Check.Count),
   exitBehavior: Schema.optional(Schema.Literal("end", "error")),
+  softLanding: Schema.optional(Schema.Boolean),
   name: Schema.optional(Check.NonEmpty)
 })
 
@@ -177,6 +204,27 @@ export const middleware: (
       })
       return { messages: [...messages, notice], jumpTo: "end" as const }
     }),
+    ...(options.softLanding === true
+      ? {
+        wrapModelCall: (request, next) => {
+          const state = request.state as unknown as State
+          if (!isLastAllowed(limits, state)) return next(request)
+          return Effect.zipRight(
+            Middleware.report("last model call a limit allows: tools disabled", {
+              threadCount: state.threadModelCallCount,
+              runCount: state.runModelCallCount
+            }),
+            next({
+              ...request,
+              toolChoice: "none",
+              systemPrompt: request.systemPrompt === undefined || request.systemPrompt === ""
+                ? lastCallPrompt
+                : `${request.systemPrompt}\n\n${lastCallPrompt}`
+            })
+          )
+        }
+      }
+      : {}),
     afterModel: ({ state }) =>
       Effect.succeed({
         state: {

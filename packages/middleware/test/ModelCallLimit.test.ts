@@ -36,6 +36,42 @@ describe("ModelCallLimit", () => {
       assert.strictEqual((yield* ScriptedModel.requests).length, 2)
     }).pipe(Effect.provide([ScriptedModel.layer(forever(5)), ToolsLive])))
 
+  it.effect("softLanding: the last call a limit allows has no tools and asks for the answer; the run ends on it", () =>
+    Effect.gen(function*() {
+      const limit = yield* ModelCallLimit.middleware({ runLimit: 3, softLanding: true })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit], systemPrompt: "Be brief." })
+      const result = yield* agent.run("go", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag !== "Completed") return
+      assert.strictEqual(result.text, "Here is what I found.")
+      const requests = yield* ScriptedModel.requests
+      assert.deepStrictEqual(requests.map((r) => r.toolChoice), ["auto", "auto", "none"])
+      const system = requests.map((r) => {
+        const first = r.prompt.content[0]
+        return first?.role === "system" ? first.content : ""
+      })
+      assert.deepStrictEqual(system, ["Be brief.", "Be brief.", `Be brief.\n\n${ModelCallLimit.lastCallPrompt}`])
+      // a second run starts afresh: tools are back until its own last call
+      yield* agent.run("again", { threadId: "t" }).pipe(Effect.ignore)
+      assert.deepStrictEqual((yield* ScriptedModel.requests).slice(3).map((r) => r.toolChoice), ["auto"])
+    }).pipe(Effect.provide([
+      ScriptedModel.layer([
+        echo("a"),
+        echo("b"),
+        ScriptedModel.text("Here is what I found."),
+        ScriptedModel.text("Hi")
+      ]),
+      ToolsLive
+    ])))
+
+  it.effect("without softLanding, the last allowed call still offers tools and the run ends on the limit", () =>
+    Effect.gen(function*() {
+      const limit = yield* ModelCallLimit.middleware({ runLimit: 2 })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
+      yield* agent.run("go", { threadId: "t" })
+      assert.deepStrictEqual((yield* ScriptedModel.requests).map((r) => r.toolChoice), ["auto", "auto"])
+    }).pipe(Effect.provide([ScriptedModel.layer(forever(5)), ToolsLive])))
+
   it.effect("resets the run count on the next run, also after the limit's own jump", () =>
     Effect.gen(function*() {
       const limit = yield* ModelCallLimit.middleware({ runLimit: 1 })
