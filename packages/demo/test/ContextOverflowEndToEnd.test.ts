@@ -55,7 +55,7 @@ describe("context overflow end to end", () => {
       assert.strictEqual(requests[1]!.answeredWith, "Json")
       const retry = FakeOpenAi.inputSummary(requests[2]!.body)
       assert.deepStrictEqual(retry.map((line) => line.slice(0, 40)), [
-        `user:${Summarization.summaryPrefix}`.slice(0, 40),
+        `user:${Summarization.defaultSummaryPrefix}`.slice(0, 40),
         "assistant:first answer",
         `user:B ${"b".repeat(33)}`
       ])
@@ -65,7 +65,7 @@ describe("context overflow end to end", () => {
       // the stored thread still holds A: the next call summarizes it, under the trigger
       assert.strictEqual(yield* run("C"), "third answer")
       const third = FakeOpenAi.inputSummary((yield* server.requests)[3]!.body)
-      assert.isTrue(third[0]!.startsWith(`user:${Summarization.summaryPrefix}`))
+      assert.isTrue(third[0]!.startsWith(`user:${Summarization.defaultSummaryPrefix}`))
       assert.isFalse(third.some((line) => line.includes("aaaa")))
       assert.strictEqual((yield* summarizer.requests).length, 2)
       const stored = yield* agent.thread("t")

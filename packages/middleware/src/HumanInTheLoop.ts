@@ -2,8 +2,10 @@
  * Human in the loop: pause the agent before it runs a risky tool and let a
  * human approve, edit, reject or answer the call.
  *
- * `HumanInTheLoop.middleware` gates tools by name. When the model asks for a
- * gated tool, the middleware's `afterModel` hook interrupts the run: it ends
+ * `HumanInTheLoop.middleware` gates tools by name, and a tool's `when`
+ * predicate can narrow that to some of its calls (only `rm -rf` commands, only
+ * paths under `/etc`). When the model asks for a gated call, the
+ * middleware's `afterModel` hook interrupts the run: it ends
  * as `AgentResult.Interrupted` with one action request per gated call (see
  * {@link ApprovalRequest}), no tool of that batch runs (ungated calls wait
  * too, so the batch resumes as a whole), and the loop checkpoints the thread.
@@ -33,7 +35,9 @@ import type * as Tool from "@effect/ai/Tool"
 import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
+import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as UiMessageStream from "@stepwise-agent/core/UiMessageStream"
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as JSONSchema from "effect/JSONSchema"
@@ -209,7 +213,7 @@ const decodeApprovalRequest = Schema.decodeUnknown(ApprovalRequest)
 const decodeApprovalRequestOption = Schema.decodeUnknownOption(ApprovalRequest)
 
 /**
- * What a description function sees besides the call.
+ * What a description function or a `when` predicate sees besides the call.
  *
  * @since 0.1.0
  * @category models
@@ -237,7 +241,29 @@ export interface InterruptOnConfig {
    * parameter schema); its JSON Schema is sent in the action request.
    */
   readonly argsSchema?: Schema.Schema<any, any> | undefined
+  /**
+   * Whether a given call needs a decision (default: every call does). A call
+   * for which it is `false` runs without one. It must decide from the call
+   * and the context alone: a resumed run does not ask it again, it takes the
+   * calls the stored request asked about. When it throws, fails or answers
+   * something other than a boolean, the call waits for a decision (and the
+   * middleware reports why).
+   */
+  readonly when?: When | undefined
 }
+
+/**
+ * The `when` predicate of a tool's policy: `true` when a call needs a
+ * decision. Give it an `Effect` to look something up (its failure makes the
+ * call wait for a decision).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type When = (
+  call: Prompt.ToolCallPart,
+  context: DescriptionContext
+) => boolean | Effect.Effect<boolean, unknown>
 
 /**
  * A tool's entry in `interruptOn`: `true` gates it with every decision kind,
@@ -896,7 +922,8 @@ const PolicySchema = Schema.Union(
   Schema.Struct({
     allowedDecisions: Schema.Array(Schema.String),
     description: Schema.optional(Schema.Union(Schema.String, Check.AnyFunction)),
-    argsSchema: Schema.optional(Check.AnySchema)
+    argsSchema: Schema.optional(Check.AnySchema),
+    when: Schema.optional(Check.AnyFunction)
   })
 )
 
@@ -916,6 +943,36 @@ interface Gate {
   readonly allowed: ReadonlyArray<DecisionType>
   readonly describe: (call: Prompt.ToolCallPart, context: DescriptionContext) => string
   readonly argsSchema: { readonly schema: Schema.Schema<any, any>; readonly json: unknown } | undefined
+  readonly when: When | undefined
+}
+
+/**
+ * Whether a call of a gated tool waits for a decision: its gate's `when`, or
+ * `true`. A `when` that throws, fails, dies or answers no boolean asks, and
+ * says so in a decision.
+ */
+const asks = (gate: Gate, call: Prompt.ToolCallPart, context: DescriptionContext): Effect.Effect<boolean> => {
+  const when = gate.when
+  if (when === undefined) return Effect.succeed(true)
+  return Effect.suspend(() => {
+    const answer = when(call, context)
+    return Effect.isEffect(answer) ? answer : Effect.succeed(answer)
+  }).pipe(
+    Effect.flatMap((answer): Effect.Effect<boolean, unknown> =>
+      typeof answer === "boolean" ? Effect.succeed(answer) : Effect.fail(`it answered ${stringify(answer)}`)
+    ),
+    Effect.catchAllCause((cause) => {
+      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      const error = Cause.squash(cause)
+      const reason = Secrets.scrubText(error instanceof Error ? error.message : String(error))
+      return Effect.as(
+        Middleware.report(`the when of ${call.name} failed, so the call waits for a decision: ${reason}`, {
+          callId: call.id
+        }),
+        true
+      )
+    })
+  )
 }
 
 const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
@@ -929,6 +986,7 @@ const stringify = (value: unknown): string => {
 }
 
 const decodeDecisions = Schema.decodeUnknown(Decisions)
+const decodeDecisionsOption = Schema.decodeUnknownOption(Decisions)
 
 /**
  * The key of a wait: the gated call ids and the index of the reply that made
@@ -1021,7 +1079,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
     }
     if (policy === undefined || policy === false) continue
     if (policy === true) {
-      gates.set(toolName, { allowed: allDecisions, describe: defaultDescribe, argsSchema: undefined })
+      gates.set(toolName, { allowed: allDecisions, describe: defaultDescribe, argsSchema: undefined, when: undefined })
       continue
     }
     const allowed = allDecisions.filter((kind) => policy.allowedDecisions.includes(kind))
@@ -1059,7 +1117,8 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
         : typeof description === "string"
         ? () => description
         : description,
-      argsSchema
+      argsSchema,
+      when: policy.when
     })
   }
 
@@ -1275,11 +1334,36 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
     afterModel: (context: Middleware.HookContext<{}>) =>
       Effect.gen(function*() {
         const batch = AgentState.pendingToolCalls(context.messages)
-        const gated = batch === undefined ? [] : batch.calls.filter((call) => gates.has(call.name))
+        const named = batch === undefined ? [] : batch.calls.filter((call) => gates.has(call.name))
         if (Option.isSome(context.resume)) {
+          // `when` is not asked again: the calls it gated are those the decisions (checked against the stored
+          // request by validateResume) answer
+          const decided = Option.map(
+            decodeDecisionsOption(context.resume.value),
+            (decisions) => new Set(decisions.map((decision) => decision.callId))
+          )
+          const gated = Option.match(decided, {
+            onNone: () => named,
+            onSome: (ids) => named.filter((call) => gates.get(call.name)!.when === undefined || ids.has(call.id))
+          })
           return yield* apply(context, batch ?? { index: -1, calls: [] }, gated, context.resume.value)
         }
-        if (batch === undefined || gated.length === 0) return undefined
+        if (batch === undefined || named.length === 0) return undefined
+        const describeContext: DescriptionContext = {
+          threadId: context.threadId,
+          messages: context.messages,
+          step: context.step
+        }
+        // asked in the order of the calls
+        const answers = yield* Effect.forEach(named, (call) => asks(gates.get(call.name)!, call, describeContext))
+        const gated = named.filter((_, index) => answers[index])
+        if (gated.length < named.length) {
+          const free = named.filter((call) => !gated.includes(call))
+          yield* Middleware.report(`${free.length} call(s) need no decision (when)`, {
+            callIds: free.map((call) => call.id)
+          })
+        }
+        if (gated.length === 0) return undefined
         const seen = new Set<string>()
         for (const call of batch.calls) {
           if (seen.has(call.id)) return yield* new DuplicateCallId({ threadId: context.threadId, callId: call.id })
@@ -1287,9 +1371,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
         }
         const waitKey = waitKeyOf(batch.index, gated)
         const request: ApprovalRequest = {
-          actionRequests: gated.map((call) =>
-            actionRequest(call, { threadId: context.threadId, messages: context.messages, step: context.step }, waitKey)
-          )
+          actionRequests: gated.map((call) => actionRequest(call, describeContext, waitKey))
         }
         const approvals = yield* Effect.serviceOption(Approvals)
         if (Option.isSome(approvals)) {

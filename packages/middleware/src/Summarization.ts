@@ -4,17 +4,22 @@
  * model, and keep the recent window as it is.
  *
  * As in LangChain v1's `SummarizationMiddleware`: before each model call
- * (`beforeModel`) the stored conversation is measured; when any `trigger` is
- * reached (`{ tokens }`, `{ messages }`, or a `{ fraction }` of the model's
- * input limit), the messages older than the `keep` window are sent to the
- * summarizer and replaced, **in the stored thread**, by one user message
- * holding the summary ({@link isSummary} recognises it). The agent's next
- * model request, and every later run on the thread, sees the summary and the
- * window. Leading system messages stay in front, untouched.
+ * (`beforeModel`) the stored conversation is measured; when a `trigger` is
+ * reached (`{ tokens }`, `{ messages }`, a `{ fraction }` of the model's
+ * input limit, or several of them, which must all be reached; a list of
+ * triggers is reached when any one is), the messages older than the `keep`
+ * window (default: the 20 newest) are sent to the summarizer and replaced,
+ * **in the stored thread**, by one user message holding `summaryPrefix` and
+ * the summary ({@link isSummary} recognises it). The agent's next model
+ * request, and every later run on the thread, sees the summary and the
+ * window. Leading system messages stay in front, untouched. Without a
+ * `trigger` it never summarizes on its own (only a request the provider
+ * rejects as too long, see below).
  *
  * The cut never separates a tool call from its results: when the window
  * would start with tool results, it starts earlier, at the assistant message
- * that made the calls (so the window may be longer than `keep`).
+ * that made the calls (so the window may be longer than `keep`). A window of
+ * `{ tokens }` keeps at least the newest message.
  *
  * The summarizer is a `LanguageModel` behind its own tag, {@link Summarizer}
  * (provide {@link layer} or {@link layerFromLanguageModel}), so it may differ
@@ -79,8 +84,8 @@ import * as Check from "./internal/options.js"
 
 /**
  * A size of context: a number of tokens, a number of messages, or a fraction
- * (0 < f ≤ 1) of the model's input limit (the `contextWindow` option, else
- * the model's profile).
+ * (0 ≤ f ≤ 1) of the model's input limit (the `contextWindow` option, else
+ * the model's profile). The size of the `keep` window.
  *
  * @since 0.1.0
  * @category models
@@ -89,6 +94,21 @@ export type ContextSize =
   | { readonly tokens: number }
   | { readonly messages: number }
   | { readonly fraction: number }
+
+/**
+ * When to summarize: the stored messages reach `tokens` tokens, `messages`
+ * messages, and `fraction` (0 < f ≤ 1) of the model's input limit. Give one
+ * or more of them: the condition holds when every one given is reached
+ * (`{ tokens: 4000, messages: 10 }` is 4000 tokens *and* 10 messages).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TriggerCondition {
+  readonly tokens?: number | undefined
+  readonly messages?: number | undefined
+  readonly fraction?: number | undefined
+}
 
 /**
  * What to do when the summarizer fails: fail the run with
@@ -116,20 +136,21 @@ export type OnOverflow = "summarize" | "fail"
  */
 export interface Options {
   /**
-   * When to summarize: the stored messages reach this many tokens or
-   * messages, or this fraction of the input limit. With a list, when any of
-   * them is reached. Token and fraction triggers are whole numbers ≥ 1
-   * (after taking the fraction); a message trigger is at least 1.
+   * When to summarize: a condition (every size it gives reached), or a list
+   * of conditions (any one of them holding). Token and message counts are
+   * whole numbers ≥ 1, as is a fraction once taken of the input limit.
+   * Default: none, so the middleware never summarizes on its own (as in
+   * LangChain); an empty list is the same.
    */
-  readonly trigger: ContextSize | ReadonlyArray<ContextSize>
+  readonly trigger?: TriggerCondition | ReadonlyArray<TriggerCondition> | undefined
   /**
    * The recent window kept as it is: the newest messages that fit in this
-   * many tokens (or this fraction of the input limit), or this many newest
-   * messages; at least 1 (as in LangChain: a window of 0 would summarize
-   * away the message being answered). Extended to keep tool calls with
-   * their results.
+   * many tokens (or this fraction of the input limit; at least the newest
+   * message), or this many newest messages (`0` summarizes them all).
+   * Extended to keep tool calls with their results. Default
+   * `{ messages: 20 }`, as in LangChain.
    */
-  readonly keep: ContextSize
+  readonly keep?: ContextSize | undefined
   /**
    * The input limit fractions are taken of, in tokens. Default: the
    * `maxInputTokens` of the agent model's profile (`ModelProfile`), else
@@ -155,6 +176,11 @@ export interface Options {
    * of the messages to summarize (default {@link defaultSummaryPrompt}).
    */
   readonly summaryPrompt?: string | undefined
+  /**
+   * The text in front of the summary in the summary message, followed by a
+   * blank line (default {@link defaultSummaryPrefix}).
+   */
+  readonly summaryPrefix?: string | undefined
   /**
    * The most tokens of older messages sent to the summarizer (default 4000):
    * the newest of them that fit (at least one), plus the previous summary.
@@ -190,12 +216,16 @@ fold it in. Answer with the summary only.
 </messages>`
 
 /**
- * The text in front of the summary in the summary message.
+ * The default `summaryPrefix`: the text in front of the summary in the
+ * summary message (LangChain's).
  *
  * @since 0.1.0
  * @category models
  */
-export const summaryPrefix = "Here is a summary of the conversation to date:"
+export const defaultSummaryPrefix = "Here is a summary of the conversation to date:"
+
+/** How many newest messages are kept when no `keep` is given (LangChain's default). */
+const defaultKeep = 20
 
 /**
  * The key, in a message's provider `options`, under which the summary
@@ -320,9 +350,9 @@ export const isSummary = (message: Prompt.Message): boolean =>
   message.role === "user" && (message.options[markerKey] as { readonly summarization?: unknown } | undefined)
       ?.summarization === "summary"
 
-const summaryMessage = (summary: string): Prompt.UserMessage =>
+const summaryMessage = (prefix: string, summary: string): Prompt.UserMessage =>
   Prompt.makeMessage("user", {
-    content: [Prompt.makePart("text", { text: `${summaryPrefix}\n\n${summary}` })],
+    content: [Prompt.makePart("text", { text: `${prefix}\n\n${summary}` })],
     options: { [markerKey]: { summarization: "summary" } }
   })
 
@@ -345,9 +375,13 @@ const resultLine = (part: Prompt.ToolResultPart): string =>
 const fileLine = (part: Prompt.FilePart): string =>
   `[file${part.fileName === undefined ? "" : ` ${part.fileName}`} (${part.mediaType})]`
 
-/** One line per message (tool calls and results on lines of their own). Reasoning is left out. */
-const transcript = (messages: ReadonlyArray<Prompt.Message>): string => {
+/**
+ * One line per message (tool calls and results on lines of their own). Reasoning is left out; an
+ * earlier summary loses its `prefix`.
+ */
+const transcript = (messages: ReadonlyArray<Prompt.Message>, prefix: string): string => {
   const lines: Array<string> = []
+  const framing = `${prefix}\n\n`
   for (const message of messages) {
     switch (message.role) {
       case "system": {
@@ -357,7 +391,9 @@ const transcript = (messages: ReadonlyArray<Prompt.Message>): string => {
       case "user": {
         const text = message.content.map((part) => part.type === "text" ? part.text : fileLine(part)).join("")
         lines.push(
-          isSummary(message) ? `Earlier summary: ${text.replace(`${summaryPrefix}\n\n`, "")}` : `User: ${text}`
+          isSummary(message)
+            ? `Earlier summary: ${text.startsWith(framing) ? text.slice(framing.length) : text}`
+            : `User: ${text}`
         )
         break
       }
@@ -395,9 +431,11 @@ type Size =
 type SizeOf = Size | { readonly _tag: "fraction"; readonly value: number }
 
 interface Config {
-  readonly triggers: ReadonlyArray<SizeOf>
+  /** Summarize when, for any condition, every size in it is reached. */
+  readonly triggers: ReadonlyArray<ReadonlyArray<SizeOf>>
   readonly keep: SizeOf
   readonly summaryPrompt: string
+  readonly summaryPrefix: string
   readonly trim: number | undefined
   readonly onFailure: OnFailure
   readonly onOverflow: OnOverflow
@@ -411,23 +449,47 @@ const Positive = Schema.Number.pipe(
   Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
 )
 
-const SizeSchema = Schema.Union(
-  Schema.Struct({ tokens: Positive }),
-  Schema.Struct({ messages: Positive }),
-  Schema.Struct({
-    fraction: Schema.Number.pipe(Schema.filter((f) => f > 0 && f <= 1, { description: "a number in (0, 1]" }))
+/** A whole number of at least 0. */
+const NonNegative = Schema.Number.pipe(
+  Schema.filter((n) => Number.isInteger(n) && n >= 0, { description: "a whole number of at least 0" })
+)
+
+const TriggerSchema = Schema.Struct({
+  tokens: Schema.optional(Positive),
+  messages: Schema.optional(Positive),
+  fraction: Schema.optional(
+    Schema.Number.pipe(Schema.filter((f) => f > 0 && f <= 1, { description: "a number in (0, 1]" }))
+  )
+}).pipe(
+  Schema.filter((condition) =>
+    condition.tokens !== undefined || condition.messages !== undefined || condition.fraction !== undefined ||
+    "gives no size: give one or more of tokens, messages, fraction (all must be reached)"
+  )
+)
+
+const KeepSchema = Schema.Struct({
+  tokens: Schema.optional(NonNegative),
+  messages: Schema.optional(NonNegative),
+  fraction: Schema.optional(
+    Schema.Number.pipe(Schema.filter((f) => f >= 0 && f <= 1, { description: "a number in [0, 1]" }))
+  )
+}).pipe(
+  Schema.filter((keep) => {
+    const given = [keep.tokens, keep.messages, keep.fraction].filter((size) => size !== undefined).length
+    return given === 1 || `gives ${given} sizes: give exactly one of tokens, messages, fraction`
   })
 )
 
 const OptionsSchema = Schema.Struct({
-  trigger: Schema.Union(SizeSchema, Schema.Array(SizeSchema)),
-  keep: SizeSchema,
+  trigger: Schema.optional(Schema.Union(TriggerSchema, Schema.Array(TriggerSchema))),
+  keep: Schema.optional(KeepSchema),
   contextWindow: Schema.optional(Positive),
   summaryPrompt: Schema.optional(Schema.String.pipe(
     Schema.filter((text) => text.includes("{messages}"), {
       description: "a text with a {messages} placeholder for the messages to summarize"
     })
   )),
+  summaryPrefix: Schema.optional(Schema.String),
   trimTokensToSummarize: Schema.optional(Schema.Union(Positive, Schema.Literal(false))),
   onFailure: Schema.optional(Schema.Literal("fail", "continue")),
   agentModel: Schema.optional(Check.NonEmpty),
@@ -437,50 +499,64 @@ const OptionsSchema = Schema.Struct({
 })
 
 /**
- * A size in tokens or messages; a fraction is taken of `contextWindow`, or
- * kept for the model's profile at run time.
+ * The sizes of a trigger condition, every one to be reached. A fraction is
+ * taken of `contextWindow` (at least 1 token), or kept for the model's
+ * profile at run time.
  */
-const sizeOf = (
+const conditionOf = (
   option: string,
-  size: ContextSize,
+  condition: TriggerCondition,
   contextWindow: number | undefined
-): Either.Either<SizeOf, AgentError.InvalidOptions> => {
-  if ("tokens" in size) return Either.right({ _tag: "tokens", value: size.tokens })
-  if ("messages" in size) return Either.right({ _tag: "messages", value: size.messages })
-  if (contextWindow === undefined) return Either.right({ _tag: "fraction", value: size.fraction })
-  const tokens = Math.floor(size.fraction * contextWindow)
-  return tokens >= 1 ? Either.right({ _tag: "tokens", value: tokens }) : Either.left(
+): Either.Either<ReadonlyArray<SizeOf>, AgentError.InvalidOptions> => {
+  const sizes: Array<SizeOf> = []
+  if (condition.tokens !== undefined) sizes.push({ _tag: "tokens", value: condition.tokens })
+  if (condition.messages !== undefined) sizes.push({ _tag: "messages", value: condition.messages })
+  const { fraction } = condition
+  if (fraction === undefined) return Either.right(sizes)
+  if (contextWindow === undefined) return Either.right([...sizes, { _tag: "fraction", value: fraction }])
+  const tokens = Math.floor(fraction * contextWindow)
+  return tokens >= 1 ? Either.right([...sizes, { _tag: "tokens", value: tokens }]) : Either.left(
     Check.invalid(
       "Summarization",
       `${option}.fraction`,
-      `${size.fraction} of a context window of ${contextWindow} is ${tokens} tokens; need at least 1`
+      `${fraction} of a context window of ${contextWindow} is ${tokens} tokens; need at least 1`
     )
   )
 }
+
+/** The size of the kept window (exactly one size given); a fraction is taken of `contextWindow`, or kept for the model's profile. */
+const keepOf = (keep: typeof KeepSchema.Type, contextWindow: number | undefined): SizeOf =>
+  keep.tokens !== undefined
+    ? { _tag: "tokens", value: keep.tokens }
+    : keep.messages !== undefined
+    ? { _tag: "messages", value: keep.messages }
+    : contextWindow === undefined
+    ? { _tag: "fraction", value: keep.fraction! }
+    : { _tag: "tokens", value: Math.floor(keep.fraction! * contextWindow) }
 
 const validate = (options: Options): Either.Either<Config, AgentError.InvalidOptions> =>
   Either.gen(function*() {
     const checked = yield* Check.validateEither("Summarization", OptionsSchema, options)
     const { contextWindow } = checked
     const listed = Array.isArray(checked.trigger)
-    const rawTriggers: ReadonlyArray<ContextSize> = listed
-      ? checked.trigger as ReadonlyArray<ContextSize>
-      : [checked.trigger as ContextSize]
-    if (rawTriggers.length === 0) {
-      return yield* Either.left(
-        Check.invalid("Summarization", "trigger", "is an empty list: nothing would trigger")
-      )
+    const conditions: ReadonlyArray<TriggerCondition> = checked.trigger === undefined
+      ? []
+      : listed
+      ? checked.trigger as ReadonlyArray<TriggerCondition>
+      : [checked.trigger as TriggerCondition]
+    const triggers: Array<ReadonlyArray<SizeOf>> = []
+    for (const [index, condition] of conditions.entries()) {
+      triggers.push(yield* conditionOf(listed ? `trigger[${index}]` : "trigger", condition, contextWindow))
     }
-    const triggers: Array<SizeOf> = []
-    for (const [index, trigger] of rawTriggers.entries()) {
-      triggers.push(yield* sizeOf(listed ? `trigger[${index}]` : "trigger", trigger, contextWindow))
-    }
-    const keep = yield* sizeOf("keep", checked.keep, contextWindow)
+    const keep = checked.keep === undefined
+      ? { _tag: "messages" as const, value: defaultKeep }
+      : keepOf(checked.keep, contextWindow)
     const trim = checked.trimTokensToSummarize ?? 4000
     return {
       triggers,
       keep,
       summaryPrompt: checked.summaryPrompt ?? defaultSummaryPrompt,
+      summaryPrefix: checked.summaryPrefix ?? defaultSummaryPrefix,
       trim: trim === false ? undefined : trim,
       onFailure: checked.onFailure ?? "fail",
       onOverflow: checked.onOverflow ?? "summarize",
@@ -494,9 +570,9 @@ const validate = (options: Options): Either.Either<Config, AgentError.InvalidOpt
 // constructors
 // -----------------------------------------------------------------------------
 
-/** A fraction of an input limit in tokens (at least 1). */
-const resolveSize = (size: SizeOf, inputTokens: number): Size =>
-  size._tag === "fraction" ? { _tag: "tokens", value: Math.max(1, Math.floor(size.value * inputTokens)) } : size
+/** A fraction of an input limit in tokens, rounded down (and at least `least`). */
+const resolveSize = (size: SizeOf, inputTokens: number, least: number): Size =>
+  size._tag === "fraction" ? { _tag: "tokens", value: Math.max(least, Math.floor(size.value * inputTokens)) } : size
 
 /** The leading system messages stay in front: the index of the first other message. */
 const firstNonSystem = (messages: ReadonlyArray<Prompt.Message>): number => {
@@ -507,8 +583,9 @@ const firstNonSystem = (messages: ReadonlyArray<Prompt.Message>): number => {
 
 /**
  * Where the kept window starts: the newest `keep` messages, or the longest
- * suffix within `keep` tokens (a binary search; `tokensFrom(i)` is the tokens
- * of `messages[i..]`), moved back so that it never starts with tool results.
+ * suffix within `keep` tokens but at least the newest message (a binary
+ * search; `tokensFrom(i)` is the tokens of `messages[i..]`), moved back so
+ * that it never starts with tool results.
  */
 const cutAt = (
   messages: ReadonlyArray<Prompt.Message>,
@@ -528,7 +605,8 @@ const cutAt = (
       if (tokensFrom(mid) <= keep.value) high = mid
       else low = mid + 1
     }
-    cut = low
+    // as in LangChain: a token window keeps the newest message even when it is larger
+    cut = Math.max(start, Math.min(low, length - 1))
   }
   // Never start the window with tool results: start at the call.
   while (cut > start && messages[cut]?.role === "tool") cut--
@@ -536,19 +614,22 @@ const cutAt = (
 }
 
 const make = (config: Config) => {
-  const { onFailure, summaryPrompt, trim } = config
+  const { onFailure, summaryPrefix, summaryPrompt, trim } = config
   // Running token sums per thread; nothing else is derived from the messages.
   const cache = HistoryCache.make({ init: () => undefined })
   const counterOf = HistoryCache.agentCounterOrApproximate()
   // Fractions are taken of the input limit, resolved at run time when no contextWindow was given.
   const limit = ContextLimit.make({ module: "Summarization", model: config.agentModel })
-  const sizes: Effect.Effect<{ readonly triggers: ReadonlyArray<Size>; readonly keep: Size }> =
-    [...config.triggers, config.keep].some((size) => size._tag === "fraction")
+  const sizes: Effect.Effect<{ readonly triggers: ReadonlyArray<ReadonlyArray<Size>>; readonly keep: Size }> =
+    [...config.triggers.flat(), config.keep].some((size) => size._tag === "fraction")
       ? Effect.map(limit, ({ inputTokens }) => ({
-        triggers: config.triggers.map((size) => resolveSize(size, inputTokens)),
-        keep: resolveSize(config.keep, inputTokens)
+        triggers: config.triggers.map((condition) => condition.map((size) => resolveSize(size, inputTokens, 1))),
+        keep: resolveSize(config.keep, inputTokens, 0)
       }))
-      : Effect.succeed({ triggers: config.triggers as ReadonlyArray<Size>, keep: config.keep as Size })
+      : Effect.succeed({
+        triggers: config.triggers as ReadonlyArray<ReadonlyArray<Size>>,
+        keep: config.keep as Size
+      })
   // Threads whose last request overflowed: summarized before their next model call, whatever the trigger.
   const overflowed = new Set<string>()
 
@@ -576,7 +657,7 @@ const make = (config: Config) => {
       }
       const sent = [...toSummarize.slice(0, previous), ...toSummarize.slice(from)]
       const model = yield* Summarizer
-      const prompt = summaryPrompt.replace("{messages}", () => transcript(sent))
+      const prompt = summaryPrompt.replace("{messages}", () => transcript(sent, summaryPrefix))
       const response = yield* model.generateText({ prompt }).pipe(
         Effect.mapError((error) =>
           new SummarizationFailed({
@@ -598,7 +679,7 @@ const make = (config: Config) => {
           reason: "the summarizer answered with no text"
         })
       }
-      const summary = summaryMessage(text)
+      const summary = summaryMessage(summaryPrefix, text)
       const [summaryRaw] = yield* counter.measure([summary])
       return { summary, summaryRaw: summaryRaw!, sent: sent.length }
     })
@@ -606,7 +687,7 @@ const make = (config: Config) => {
   const beforeModel = ({ messages, threadId }: Middleware.HookContext<{}>) =>
     Effect.gen(function*() {
       const forced = overflowed.delete(threadId)
-      if (messages.length === 0) return undefined
+      if (messages.length === 0 || (!forced && config.triggers.length === 0)) return undefined
       const counter = yield* counterOf
       const scale = yield* counter.scale
       const { keep, triggers } = yield* sizes
@@ -617,8 +698,8 @@ const make = (config: Config) => {
           /** Raw tokens of `messages[i]`. */
           const rawOf = (i: number) => sums[i + 1]! - sums[i]!
           const total = tokensOf(sums[length]!)
-          const triggered = forced ||
-            triggers.some((trigger) => trigger._tag === "tokens" ? total >= trigger.value : length >= trigger.value)
+          const reached = (size: Size) => size._tag === "tokens" ? total >= size.value : length >= size.value
+          const triggered = forced || triggers.some((condition) => condition.every(reached))
           if (!triggered) return undefined
 
           const start = firstNonSystem(messages)

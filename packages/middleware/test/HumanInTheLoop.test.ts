@@ -663,6 +663,213 @@ describe("HumanInTheLoop Approvals", () => {
 })
 
 // ---------------------------------------------------------------------------
+// when
+// ---------------------------------------------------------------------------
+
+const pathOf = (call: Prompt.ToolCallPart) => String((call.params as { readonly path?: unknown }).path)
+
+/** Deletes under /etc need a decision, others do not. */
+const etcOnly: InterruptOn = {
+  delete_file: { allowedDecisions: ["approve", "reject"], when: (call) => pathOf(call).startsWith("/etc/") }
+}
+
+describe("HumanInTheLoop when", () => {
+  it.effect("calls for which when is false run without a decision; the others wait, alone in the request", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup([
+        ScriptedModel.toolCalls([
+          { name: "delete_file", params: { path: "/tmp/a" }, id: "c1" },
+          { name: "delete_file", params: { path: "/etc/hosts" }, id: "c2" },
+          { name: "delete_file", params: { path: "/tmp/b" }, id: "c3" }
+        ]),
+        ScriptedModel.text("done")
+      ], { interruptOn: etcOnly })
+      const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("clean up", { threadId: "t" })))
+      const decisions = events.filter(AgentEvent.$is("MiddlewareDecision")).map((event) => [event.decision, event.data])
+      assert.deepStrictEqual(decisions, [
+        ["2 call(s) need no decision (when)", { callIds: ["c1", "c3"] }],
+        ["interrupt: 1 call(s) wait for a decision", { callIds: ["c2"] }]
+      ])
+      const pending = Option.getOrThrow(Option.getOrThrow(yield* agent.thread("t")).pending)
+      const request = Option.getOrThrow(HumanInTheLoop.requestOf(pending))
+      assert.deepStrictEqual(request.actionRequests.map((action) => action.callId), ["c2"])
+      assert.strictEqual(request.actionRequests[0]!.waitKey, "approval/c2@1")
+      // the batch waits as a whole
+      assert.deepStrictEqual(yield* log, [])
+      const result = yield* agent.resume("t", [HumanInTheLoop.reject(request.actionRequests[0]!, "not /etc")])
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual([...(yield* log)].sort(), ["delete_file /tmp/a", "delete_file /tmp/b"])
+      assert.deepStrictEqual(
+        toolResults(result.state.messages).map((part) => [part.id, part.isFailure]),
+        [["c1", false], ["c2", true], ["c3", false]]
+      )
+    }))
+
+  it.effect("a reply whose gated calls all answer false runs without interrupting", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup([
+        ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/tmp/a" }, id: "c1" }]),
+        ScriptedModel.text("done")
+      ], { interruptOn: etcOnly })
+      const result = yield* agent.run("clean up", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
+    }))
+
+  it.effect("when may be an Effect, and sees the thread", () =>
+    Effect.gen(function*() {
+      const seen = yield* Ref.make<ReadonlyArray<string>>([])
+      const { agent } = yield* setup([
+        ScriptedModel.toolCalls([
+          { name: "send_email", params: { to: "boss@corp.com", body: "hi" }, id: "c1" },
+          { name: "send_email", params: { to: "me@home.org", body: "hi" }, id: "c2" }
+        ])
+      ], {
+        interruptOn: {
+          send_email: {
+            allowedDecisions: ["approve"],
+            when: (call, context) =>
+              Effect.as(
+                Ref.update(seen, (all) => [...all, `${context.threadId}/${context.step}/${call.id}`]),
+                String((call.params as { readonly to: string }).to).endsWith("@corp.com")
+              )
+          }
+        }
+      })
+      const result = yield* agent.run("tell them", { threadId: "t" })
+      assert.strictEqual(result._tag, "Interrupted")
+      if (result._tag !== "Interrupted") return
+      assert.deepStrictEqual(decodeRequest(result.interrupt.value).actionRequests.map((action) => action.callId), [
+        "c1"
+      ])
+      assert.deepStrictEqual(yield* Ref.get(seen), ["t/1/c1", "t/1/c2"])
+    }))
+
+  it.effect("a when that throws, fails, dies or answers no boolean asks, and says why", () =>
+    Effect.gen(function*() {
+      const failing: ReadonlyArray<readonly [HumanInTheLoop.When, string]> = [
+        [() => {
+          throw new Error("boom")
+        }, "boom"],
+        [() => Effect.fail("lookup failed"), "lookup failed"],
+        [() => Effect.die(new Error("crashed")), "crashed"],
+        [() => "yes" as unknown as boolean, "it answered \"yes\""]
+      ]
+      for (const [when, reason] of failing) {
+        const { agent, log } = yield* setup([
+          ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/tmp/a" }, id: "c1" }]),
+          ScriptedModel.text("done")
+        ], { interruptOn: { delete_file: { allowedDecisions: ["approve"], when } } })
+        const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("clean up", { threadId: "t" })))
+        const decisions = events.filter(AgentEvent.$is("MiddlewareDecision")).map((event) => event.decision)
+        assert.deepStrictEqual(decisions, [
+          `the when of delete_file failed, so the call waits for a decision: ${reason}`,
+          "interrupt: 1 call(s) wait for a decision"
+        ])
+        assert.deepStrictEqual(yield* log, [])
+        const pending = Option.getOrThrow(Option.getOrThrow(yield* agent.thread("t")).pending)
+        const request = Option.getOrThrow(HumanInTheLoop.requestOf(pending))
+        const result = yield* agent.resume("t", HumanInTheLoop.approveAll(request))
+        assert.strictEqual(result._tag, "Completed")
+        assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
+      }
+    }))
+
+  it.effect("a resume is not asked again: the stored request decides which calls wait", () =>
+    Effect.gen(function*() {
+      // a when that says yes the first time only, so asking it again would decide otherwise
+      const asked = yield* Ref.make(0)
+      const flipping: HumanInTheLoop.When = () => Effect.map(Ref.getAndUpdate(asked, (n) => n + 1), (n) => n === 0)
+      const script = [
+        ScriptedModel.toolCalls([
+          { name: "delete_file", params: { path: "/a" }, id: "c1" },
+          { name: "delete_file", params: { path: "/b" }, id: "c2" }
+        ]),
+        ScriptedModel.text("done")
+      ]
+      const { agent, log } = yield* setup(script, {
+        interruptOn: { delete_file: { allowedDecisions: ["approve"], when: flipping } }
+      })
+      const first = yield* agent.run("clean up", { threadId: "t" })
+      assert.strictEqual(first._tag, "Interrupted")
+      if (first._tag !== "Interrupted") return
+      const request = Option.getOrThrow(HumanInTheLoop.requestOf(first.interrupt))
+      assert.deepStrictEqual(request.actionRequests.map((action) => action.callId), ["c1"])
+      assert.strictEqual(yield* Ref.get(asked), 2)
+      // checking and resuming answer c1 only, and do not ask when again
+      yield* agent.validateResume("t", HumanInTheLoop.approveAll(request))
+      const missing = yield* Effect.flip(agent.resume("t", []))
+      assert.strictEqual(missing._tag, "MissingDecision")
+      const result = yield* agent.resume("t", HumanInTheLoop.approveAll(request))
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual([...(yield* log)].sort(), ["delete_file /a", "delete_file /b"])
+      assert.strictEqual(yield* Ref.get(asked), 2)
+    }))
+
+  it.scoped("a fresh agent whose when would decide otherwise resumes the stored request as it was", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* fs.makeTempDirectoryScoped()
+      const checkpointer = () => Checkpointer.layerFileSystem(directory)
+      const etcCall = ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/etc/hosts" }, id: "c9" }])
+      const waiting = yield* setup([etcCall], { interruptOn: etcOnly }).pipe(
+        Effect.flatMap(({ agent }) => agent.run("and /etc/hosts", { threadId: "other" })),
+        Effect.provide(checkpointer())
+      )
+      assert.strictEqual(waiting._tag, "Interrupted")
+      if (waiting._tag !== "Interrupted") return
+      const request = Option.getOrThrow(HumanInTheLoop.requestOf(waiting.interrupt))
+
+      // the new process's when would not ask about /etc/hosts: the stored request still waits for a decision
+      const neverAsk: InterruptOn = { delete_file: { allowedDecisions: ["approve", "reject"], when: () => false } }
+      const second = yield* Effect.gen(function*() {
+        const { agent, log } = yield* setup([ScriptedModel.text("kept it")], { interruptOn: neverAsk })
+        const missing = yield* Effect.flip(agent.resume("other", []))
+        const result = yield* agent.resume("other", [HumanInTheLoop.reject(request.actionRequests[0]!, "no")])
+        return { missing, result, log: yield* log }
+      }).pipe(Effect.provide(checkpointer()))
+      assert.strictEqual(second.missing._tag, "MissingDecision")
+      assert.strictEqual(second.result._tag, "Completed")
+      assert.deepStrictEqual(second.log, [])
+      assert.deepStrictEqual(toolResults(second.result.state.messages).map((part) => [part.id, part.isFailure]), [
+        ["c9", true]
+      ])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect.prop(
+    "the request asks about exactly the calls when gates, in order; approving them runs every call once",
+    {
+      paths: FastCheck.array(FastCheck.constantFrom("/etc/a", "/etc/b", "/tmp/a", "/tmp/b", "/home/x"), {
+        maxLength: 5
+      })
+    },
+    ({ paths }) =>
+      Effect.gen(function*() {
+        if (paths.length === 0) return
+        const calls = paths.map((path, i) => ({ name: "delete_file" as const, params: { path }, id: `c${i}` }))
+        const { agent, log } = yield* setup([ScriptedModel.toolCalls(calls), ScriptedModel.text("done")], {
+          interruptOn: etcOnly
+        })
+        const expected = calls.filter((call) => call.params.path.startsWith("/etc/")).map((call) => call.id)
+        let result = yield* agent.run("go", { threadId: "t" })
+        if (expected.length === 0) {
+          assert.strictEqual(result._tag, "Completed")
+        } else {
+          assert.strictEqual(result._tag, "Interrupted")
+          if (result._tag !== "Interrupted") return
+          const request = Option.getOrThrow(HumanInTheLoop.requestOf(result.interrupt))
+          assert.deepStrictEqual(request.actionRequests.map((action) => action.callId), expected)
+          assert.deepStrictEqual(yield* log, [])
+          result = yield* agent.resume("t", HumanInTheLoop.approveAll(request))
+          assert.strictEqual(result._tag, "Completed")
+        }
+        assert.deepStrictEqual([...(yield* log)].sort(), paths.map((path) => `delete_file ${path}`).sort())
+      }),
+    { fastCheck: { numRuns: 40 } }
+  )
+})
+
+// ---------------------------------------------------------------------------
 // durability
 // ---------------------------------------------------------------------------
 
@@ -736,6 +943,10 @@ describe("options", () => {
       assert.deepStrictEqual(
         yield* invalid({ toolkit: Tools, interruptOn: {}, descriptionPrefix: 3 }),
         ["InvalidOptions", "descriptionPrefix"]
+      )
+      assert.deepStrictEqual(
+        yield* invalid({ toolkit: Tools, interruptOn: { delete_file: { allowedDecisions: ["approve"], when: true } } }),
+        ["InvalidOptions", "interruptOn.delete_file.when"]
       )
     }))
 })

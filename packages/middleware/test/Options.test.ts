@@ -55,7 +55,7 @@ describe("options of every built-in are checked", () => {
         ["ContextEditing", builders[4]![1], { tokenCountMethod: "exact" }, "tokenCountMethod"],
         ["ContextEditing", builders[4]![1], { edits: [1] }, "edits[0]"],
         ["ClearToolUses", builders[5]![1], { keep: "3" }, "keep"],
-        ["Summarization", builders[6]![1], { trigger: { tokens: 10 }, keep: { messages: 0 } }, "keep.messages"]
+        ["Summarization", builders[6]![1], { trigger: { tokens: 10 }, keep: { messages: "2" } }, "keep.messages"]
       ]
       for (const [module, build, options, option] of cases) {
         const error = yield* failure(build(options))

@@ -86,6 +86,8 @@ const expectedCut = (
       cut = Math.max(start, messages.length - keep.messages)
     } else {
       while ((yield* TokenCounter.count(messages.slice(cut))) > keep.tokens) cut++
+      // a token window keeps at least the newest message
+      cut = Math.max(start, Math.min(cut, messages.length - 1))
     }
     while (cut > start && messages[cut]?.role === "tool") cut--
     return cut
@@ -116,15 +118,24 @@ describe("options", () => {
         [{ trigger: { tokens: 1.5 }, keep: { messages: 2 } }, "trigger.tokens"],
         [{ trigger: { messages: 0 }, keep: { messages: 2 } }, "trigger.messages"],
         [{ trigger: { pages: 3 }, keep: { messages: 2 } }, "trigger.pages"],
-        [{ trigger: { tokens: 10, messages: 3 }, keep: { messages: 2 } }, "trigger.messages"],
-        [{ trigger: [], keep: { messages: 2 } }, "trigger"],
+        [{ trigger: {}, keep: { messages: 2 } }, "trigger"],
+        [{ trigger: { tokens: 10, messages: 0 }, keep: { messages: 2 } }, "trigger.messages"],
+        [{ trigger: { tokens: 10, fraction: 2 }, keep: { messages: 2 } }, "trigger.fraction"],
         [{ trigger: [{ tokens: 10 }, { messages: -1 }], keep: { messages: 2 } }, "trigger[1].messages"],
+        [{ trigger: [{ tokens: 10 }, {}], keep: { messages: 2 } }, "trigger[1]"],
+        [
+          { trigger: [{ tokens: 10, fraction: 0.0001 }], keep: { messages: 2 }, contextWindow: 1000 },
+          "trigger[0].fraction"
+        ],
         [{ trigger: { tokens: 10 }, keep: { messages: -1 } }, "keep.messages"],
-        [{ trigger: { tokens: 10 }, keep: { messages: 0 } }, "keep.messages"],
+        [{ trigger: { tokens: 10 }, keep: { tokens: 10, messages: 3 } }, "keep"],
+        [{ trigger: { tokens: 10 }, keep: { messages: 3, pages: 3 } }, "keep.pages"],
+        [{ trigger: { tokens: 10 }, keep: {} }, "keep"],
         [{ trigger: { tokens: 10 }, keep: { messages: 2 }, model: "openai:gpt-4o-mini" }, "model"],
-        [{ trigger: { tokens: 10 }, keep: { tokens: 0 } }, "keep.tokens"],
+        [{ trigger: { tokens: 10 }, keep: { tokens: -1 } }, "keep.tokens"],
         [{ trigger: { tokens: 10 }, keep: { tokens: 2.5 } }, "keep.tokens"],
-        [{ trigger: { tokens: 10 } }, "keep"],
+        [{ trigger: { tokens: 10 }, keep: { fraction: 1.5 } }, "keep.fraction"],
+        [{ trigger: { tokens: 10 }, summaryPrefix: 3 }, "summaryPrefix"],
         [{ trigger: { fraction: 1.5 }, keep: { messages: 2 }, contextWindow: 1000 }, "trigger.fraction"],
         [{ trigger: { fraction: 0 }, keep: { messages: 2 }, contextWindow: 1000 }, "trigger.fraction"],
         [{ trigger: { fraction: 0.0001 }, keep: { messages: 2 }, contextWindow: 1000 }, "trigger.fraction"],
@@ -144,13 +155,26 @@ describe("options", () => {
         assert.include(error.message, `Invalid Summarization option "${option}"`)
       }
       const ok = yield* Summarization.middleware({
-        trigger: [{ fraction: 0.8 }, { messages: 50 }],
+        trigger: [{ fraction: 0.8 }, { messages: 50, tokens: 100 }],
         keep: { fraction: 0.25 },
         contextWindow: 1000,
+        summaryPrefix: "",
         trimTokensToSummarize: false,
         onFailure: "continue"
       })
       assert.strictEqual(ok.name, "summarization")
+      // as in LangChain: no trigger, an empty list of them, a window of 0 messages or tokens, the default window
+      for (
+        const options of [
+          {},
+          { trigger: [] },
+          { trigger: { tokens: 10 }, keep: { messages: 0 } },
+          { trigger: { tokens: 10 }, keep: { tokens: 0 } },
+          { trigger: { tokens: 10 }, keep: { fraction: 0 }, contextWindow: 1000 }
+        ] satisfies ReadonlyArray<Summarization.Options>
+      ) {
+        assert.strictEqual((yield* Summarization.middleware(options)).name, "summarization")
+      }
     }))
 })
 
@@ -159,8 +183,8 @@ describe("options", () => {
 // ---------------------------------------------------------------------------
 
 const keepArbitrary = FastCheck.oneof(
-  FastCheck.record({ messages: FastCheck.integer({ min: 1, max: 12 }) }),
-  FastCheck.record({ tokens: FastCheck.integer({ min: 1, max: 600 }) })
+  FastCheck.record({ messages: FastCheck.integer({ min: 0, max: 12 }) }),
+  FastCheck.record({ tokens: FastCheck.integer({ min: 0, max: 600 }) })
 )
 
 describe("properties", () => {
@@ -188,7 +212,7 @@ describe("properties", () => {
         for (let i = 0; i < start; i++) assert.strictEqual(result[i], messages[i])
         const summary = result[start]!
         assert.isTrue(Summarization.isSummary(summary))
-        assert.strictEqual(textOf(summary), `${Summarization.summaryPrefix}\n\nSUMMARY`)
+        assert.strictEqual(textOf(summary), `${Summarization.defaultSummaryPrefix}\n\nSUMMARY`)
         for (let i = cut; i < messages.length; i++) assert.strictEqual(result[start + 1 + i - cut], messages[i])
         assert.notStrictEqual(messages[cut]?.role, "tool")
         if ("messages" in keep) assert.isTrue(messages.length - cut >= Math.min(keep.messages, messages.length - start))
@@ -225,6 +249,61 @@ describe("properties", () => {
         assert.strictEqual((yield* model.recorder.requests).length, 0)
       }).pipe(Effect.provide(TokenCounter.layerApproximate()))
   )
+
+  it.effect.prop(
+    "a condition holds when all its sizes are reached (AND); a list when any condition holds (OR)",
+    {
+      messages: Arbitraries.conversation({ maxTurns: 6 }),
+      tokens: FastCheck.integer({ min: 1, max: 400 }),
+      count: FastCheck.integer({ min: 1, max: 20 })
+    },
+    ({ count, messages, tokens }) =>
+      Effect.gen(function*() {
+        const total = yield* TokenCounter.count(messages)
+        const keep = { messages: 1 }
+        const summarizable = (yield* expectedCut(messages, keep)) > leadingSystems(messages)
+        const both = total >= tokens && messages.length >= count
+        const either = total >= tokens || messages.length >= count
+        const cases = [
+          [{ tokens, messages: count }, both],
+          [[{ tokens }, { messages: count }], either],
+          [[{ tokens, messages: count }, { tokens: 1_000_000 }], both]
+        ] as const
+        for (const [trigger, reached] of cases) {
+          const model = yield* summarizer()
+          const mw = yield* middleware({ trigger, keep })
+          const out = yield* withSummarizer(model, beforeModel(mw, messages))
+          assert.strictEqual(out !== undefined, reached && summarizable, JSON.stringify({ trigger, total }))
+          assert.strictEqual((yield* model.recorder.requests).length, reached && summarizable ? 1 : 0)
+        }
+      }).pipe(Effect.provide(TokenCounter.layerApproximate())),
+    { fastCheck: { numRuns: 100 } }
+  )
+
+  it.effect.prop(
+    "without a trigger nothing is ever summarized, and nothing is measured",
+    { messages: Arbitraries.conversation({ maxTurns: 6 }), listed: FastCheck.boolean() },
+    ({ listed, messages }) =>
+      Effect.gen(function*() {
+        let measured = 0
+        const inner = yield* TokenCounter.makeApproximate()
+        const spy = TokenCounter.TokenCounter.of({
+          ...inner,
+          measure: (items) => {
+            measured += items.length
+            return inner.measure(items)
+          }
+        })
+        const model = yield* summarizer()
+        const mw = yield* middleware(listed ? { trigger: [], keep: { messages: 0 } } : { keep: { messages: 0 } })
+        const out = yield* withSummarizer(model, beforeModel(mw, messages)).pipe(
+          Effect.provideService(TokenCounter.TokenCounter, spy)
+        )
+        assert.isUndefined(out)
+        assert.strictEqual((yield* model.recorder.requests).length, 0)
+        assert.strictEqual(measured, 0)
+      })
+  )
 })
 
 // ---------------------------------------------------------------------------
@@ -235,6 +314,84 @@ const turns = (n: number, size = 40) =>
   Array.from({ length: n }, (_, i) => [user(`question ${i} ${"q".repeat(size)}`), assistant(`answer ${i}`)]).flat()
 
 describe("beforeModel", () => {
+  it.effect("several sizes in one trigger must all be reached; in a list, any one", () =>
+    Effect.gen(function*() {
+      const history = turns(3)
+      // 6 messages, 63 tokens
+      assert.strictEqual(yield* TokenCounter.count(history), 63)
+      const cases: ReadonlyArray<readonly [Summarization.Options["trigger"], boolean]> = [
+        [{ tokens: 50, messages: 10 }, false],
+        [[{ tokens: 50 }, { messages: 10 }], true],
+        [{ tokens: 50, messages: 6 }, true],
+        [{ tokens: 100, messages: 3 }, false],
+        [[{ tokens: 100 }, { messages: 3 }], true],
+        [[{ tokens: 100, messages: 3 }, { tokens: 50, messages: 10 }], false],
+        [[{ tokens: 100, messages: 3 }, { tokens: 50, messages: 6 }], true]
+      ]
+      for (const [trigger, summarized] of cases) {
+        const model = yield* summarizer()
+        const mw = yield* middleware({ trigger, keep: { messages: 2 } })
+        const out = yield* withSummarizer(model, beforeModel(mw, history))
+        assert.strictEqual(out !== undefined, summarized, JSON.stringify(trigger))
+        if (summarized) assert.deepStrictEqual(out!.slice(1), history.slice(4))
+      }
+      // with a fraction of a 200-token window: 0.25 is 50 tokens, 0.5 is 100
+      const model = yield* summarizer()
+      const keep = { messages: 2 }
+      const fraction = yield* middleware({ trigger: { fraction: 0.25, messages: 6 }, keep, contextWindow: 200 })
+      assert.isDefined(yield* withSummarizer(model, beforeModel(fraction, history)))
+      const notYet = yield* middleware({ trigger: { fraction: 0.5, messages: 6 }, keep, contextWindow: 200 })
+      assert.isUndefined(yield* withSummarizer(model, beforeModel(notYet, history)))
+    }).pipe(Effect.provide(TokenCounter.layerApproximate())))
+
+  it.effect("keep defaults to the 20 newest messages", () =>
+    Effect.gen(function*() {
+      const model = yield* summarizer()
+      const mw = yield* middleware({ trigger: { messages: 30 } })
+      const short = turns(14)
+      assert.isUndefined(yield* withSummarizer(model, beforeModel(mw, short)))
+      const history = turns(15)
+      const out = yield* withSummarizer(model, beforeModel(mw, history))
+      assert.strictEqual(out!.length, 21)
+      assert.isTrue(Summarization.isSummary(out![0]!))
+      assert.deepStrictEqual(out!.slice(1), history.slice(10))
+    }))
+
+  it.effect("keep { messages: 0 } summarizes every message; a token window keeps at least the newest", () =>
+    Effect.gen(function*() {
+      const model = yield* summarizer()
+      const history = [user("a"), assistant("b"), user(`c ${"x".repeat(400)}`)]
+      const all = yield* middleware({ trigger: { messages: 1 }, keep: { messages: 0 } })
+      assert.deepStrictEqual((yield* withSummarizer(model, beforeModel(all, history)))!.map(textOf), [
+        `${Summarization.defaultSummaryPrefix}\n\nSUMMARY`
+      ])
+      const sent = promptText((yield* model.recorder.requests)[0]!)
+      assert.include(sent, "User: a")
+      assert.include(sent, "User: c")
+      // the newest message is over 100 tokens, more than the window: it stays anyway
+      const byTokens = yield* middleware({ trigger: { messages: 1 }, keep: { tokens: 5 } })
+      const out = yield* withSummarizer(model, beforeModel(byTokens, history))
+      assert.deepStrictEqual(out!.slice(1), history.slice(2))
+      // a window ending with tool results starts at their call
+      const withTools = [user("go"), calls("a"), results("a")]
+      const kept = yield* withSummarizer(model, beforeModel(byTokens, withTools))
+      assert.deepStrictEqual(kept!.slice(1), withTools.slice(1))
+    }).pipe(Effect.provide(TokenCounter.layerApproximate())))
+
+  it.effect("summaryPrefix is the text in front of the summary, and is left out when the summary is summarized", () =>
+    Effect.gen(function*() {
+      const model = yield* ScriptedModel.make([ScriptedModel.text("FIRST"), ScriptedModel.text("SECOND")])
+      const mw = yield* middleware({ trigger: { messages: 3 }, keep: { messages: 1 }, summaryPrefix: "Notes so far:" })
+      const first = yield* withSummarizer(model, beforeModel(mw, [user("a"), assistant("b"), user("c")]))
+      assert.deepStrictEqual(first!.map(textOf), ["Notes so far:\n\nFIRST", "c"])
+      assert.isTrue(Summarization.isSummary(first![0]!))
+      const second = yield* withSummarizer(model, beforeModel(mw, [...first!, assistant("d"), user("e")]))
+      assert.deepStrictEqual(second!.map(textOf), ["Notes so far:\n\nSECOND", "e"])
+      const sent = promptText((yield* model.recorder.requests)[1]!)
+      assert.include(sent, "Earlier summary: FIRST")
+      assert.notInclude(sent, "Notes so far")
+    }))
+
   it.effect("a window that would start with tool results starts at the call instead", () =>
     Effect.gen(function*() {
       const model = yield* summarizer()
@@ -255,7 +412,7 @@ describe("beforeModel", () => {
       const out = yield* withSummarizer(model, beforeModel(mw, history)).pipe(
         Effect.provide(TokenCounter.layerApproximate({ charsPerToken: 1 }))
       )
-      assert.deepStrictEqual(out!.map(textOf), [`${Summarization.summaryPrefix}\n\nSUMMARY`, "next"])
+      assert.deepStrictEqual(out!.map(textOf), [`${Summarization.defaultSummaryPrefix}\n\nSUMMARY`, "next"])
     }))
 
   it.effect("fractions are of the context window", () =>
@@ -282,7 +439,7 @@ describe("beforeModel", () => {
       // each question is 3 + ceil(51 / 4) = 16 tokens, each answer 3 + 3 = 6
       const history = [previous, ...turns(5), user("now")]
       const out = yield* withSummarizer(model, beforeModel(mw, history))
-      assert.deepStrictEqual(out!.map(textOf), [`${Summarization.summaryPrefix}\n\nNEW`, "now"])
+      assert.deepStrictEqual(out!.map(textOf), [`${Summarization.defaultSummaryPrefix}\n\nNEW`, "now"])
       const sent = promptText((yield* model.recorder.requests)[1]!)
       assert.include(sent, "Earlier summary: NEW")
       assert.include(sent, "User: question 4")
@@ -384,7 +541,7 @@ describe("in an agent", () => {
       const prompt = requests[2]!.prompt.content
       assert.deepStrictEqual(prompt.map((message) => [message.role, textOf(message)]), [
         ["system", "Be brief."],
-        ["user", `${Summarization.summaryPrefix}\n\nSUMMARY: the capital of France is Paris.`],
+        ["user", `${Summarization.defaultSummaryPrefix}\n\nSUMMARY: the capital of France is Paris.`],
         ["assistant", "Paris is the capital."],
         ["user", "How many people live there?"]
       ])
@@ -393,7 +550,7 @@ describe("in an agent", () => {
       const thread = Option.getOrThrow(yield* agent.thread("t"))
       const stored = thread.state.messages
       assert.deepStrictEqual(stored.map(textOf), [
-        `${Summarization.summaryPrefix}\n\nSUMMARY: the capital of France is Paris.`,
+        `${Summarization.defaultSummaryPrefix}\n\nSUMMARY: the capital of France is Paris.`,
         "Paris is the capital.",
         "How many people live there?",
         "It has 2 million people."
@@ -450,20 +607,21 @@ describe("in an agent", () => {
       ScriptedModel.text("About 2 million.")
     ])))
 
-  it.effect("folds the previous summary into the next one", () =>
+  it.effect("folds the previous summary into the next one; the stored summary starts with summaryPrefix", () =>
     Effect.gen(function*() {
       const model = yield* ScriptedModel.make([ScriptedModel.text("FIRST"), ScriptedModel.text("SECOND")])
-      const summarization = yield* middleware({ trigger: { messages: 4 }, keep: { messages: 1 } })
+      const summarization = yield* middleware({
+        trigger: { messages: 4 },
+        keep: { messages: 1 },
+        summaryPrefix: "Summary of the chat so far:"
+      })
       const agent = yield* Agent.make({ middleware: [summarization] }).pipe(
         Effect.provide(Summarization.layer(model.model))
       )
       for (const question of ["one", "two", "three", "four"]) yield* agent.run(question, { threadId: "t" })
       const stored = Option.getOrThrow(yield* agent.thread("t")).state.messages
-      assert.deepStrictEqual(stored.map(textOf), [
-        `${Summarization.summaryPrefix}\n\nSECOND`,
-        "four",
-        "answer 4"
-      ])
+      assert.deepStrictEqual(stored.map(textOf), ["Summary of the chat so far:\n\nSECOND", "four", "answer 4"])
+      assert.isTrue(Summarization.isSummary(stored[0]!))
       const sent = (yield* model.recorder.requests).map(promptText)
       assert.strictEqual(sent.length, 2)
       assert.include(sent[0]!, "User: one")
