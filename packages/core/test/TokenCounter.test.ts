@@ -5,6 +5,7 @@ import { Effect, FastCheck, Layer, Logger } from "effect"
 import { getEncoding } from "js-tiktoken"
 import * as Encodings from "../src/internal/encodings.js"
 import { jsonLength } from "../src/internal/jsonLength.js"
+import { reprLength } from "../src/internal/pythonRepr.js"
 import { Lru } from "../src/internal/lru.js"
 import * as TokenCounter from "../src/TokenCounter.js"
 
@@ -501,5 +502,38 @@ describe("jsonLength", () => {
     const cyclic: Record<string, unknown> = { name: "x" }
     cyclic.self = cyclic
     assert.strictEqual(jsonLength(cyclic), `{"name":"x","self":null}`.length)
+  })
+})
+
+describe("reprLength", () => {
+  it("is the length of Python's repr of the value (the lengths were checked with Python 3's repr)", () => {
+    const cases: ReadonlyArray<readonly [unknown, string]> = [
+      ["it's", `"it's"`],
+      ["a'b\"c", `'a\\'b"c'`],
+      ["\u00a0", `'\\xa0'`],
+      ["é", `'é'`],
+      ["\x07", `'\\x07'`],
+      ["🚀", `'🚀'`],
+      ["tab\there", `'tab\\there'`],
+      ["\u200b", `'\\u200b'`],
+      [0.1, "0.1"],
+      [1e-5, "1e-05"],
+      [0.0001, "0.0001"],
+      [123.456, "123.456"],
+      [-0.5, "-0.5"],
+      [2.5e-7, "2.5e-07"],
+      [1234567.125, "1234567.125"],
+      [[1, [2, 3], {}], "[1, [2, 3], {}]"],
+      [{ a: undefined, b: null }, "{'b': None}"],
+      [true, "True"],
+      [false, "False"]
+    ]
+    for (const [value, repr] of cases) {
+      // count code points, as Python's len does
+      assert.strictEqual(reprLength(value), Array.from(repr).length, repr)
+    }
+    const cyclic: Array<unknown> = [1]
+    cyclic.push(cyclic)
+    assert.strictEqual(reprLength(cyclic), "[1, [...]]".length)
   })
 })

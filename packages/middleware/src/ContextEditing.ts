@@ -270,6 +270,20 @@ export interface ClearToolUsesOptions {
    * up when the edit runs, else `ModelProfile.fallback`'s.
    */
   readonly contextWindow?: number | undefined
+  /**
+   * LangChain JS's deprecated name for `trigger: { tokens: n }`, accepted for
+   * ported code; ignored when `trigger` is given.
+   *
+   * @deprecated use `trigger`
+   */
+  readonly triggerTokens?: number | undefined
+  /**
+   * LangChain JS's deprecated name for `keep: { messages: n }`, accepted for
+   * ported code; ignored when `keep` is given.
+   *
+   * @deprecated use `keep`
+   */
+  readonly keepMessages?: number | undefined
 }
 
 /** A trigger condition; `fraction` is left when no `contextWindow` was given, for the model's profile. */
@@ -302,10 +316,12 @@ const Fraction = Schema.Number.pipe(
   Schema.filter((f) => f > 0 && f <= 1, { description: "a number greater than 0 and at most 1" })
 )
 
+const PositiveTokens = Schema.Number.pipe(
+  Schema.filter((n) => Number.isFinite(n) && n > 0, { description: "a number greater than 0" })
+)
+
 const ConditionSchema = Schema.Struct({
-  tokens: Schema.optional(Schema.Number.pipe(
-    Schema.filter((n) => Number.isFinite(n) && n > 0, { description: "a number greater than 0" })
-  )),
+  tokens: Schema.optional(PositiveTokens),
   messages: Schema.optional(Schema.Number.pipe(
     Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
   )),
@@ -339,7 +355,9 @@ const ClearToolUsesSchema = Schema.Struct({
   placeholder: Schema.optional(Schema.String),
   contextWindow: Schema.optional(Schema.Number.pipe(
     Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
-  ))
+  )),
+  triggerTokens: Schema.optional(PositiveTokens),
+  keepMessages: Schema.optional(Check.Count)
 })
 
 const validate = (
@@ -348,7 +366,7 @@ const validate = (
   Either.gen(function*() {
     const checked = yield* Check.validateEither("ClearToolUses", ClearToolUsesSchema, options)
     const { contextWindow } = checked
-    const trigger = checked.trigger ?? 100_000
+    const trigger = checked.trigger ?? (checked.triggerTokens === undefined ? 100_000 : { tokens: checked.triggerTokens })
     const listed = Array.isArray(trigger)
     const given: ReadonlyArray<TriggerCondition> = typeof trigger === "number"
       ? [{ tokens: trigger }]
@@ -376,7 +394,7 @@ const validate = (
       }
       triggers.push({ tokens, messages: condition.messages, fraction })
     }
-    const keepOption = checked.keep ?? defaultKeep
+    const keepOption = checked.keep ?? checked.keepMessages ?? defaultKeep
     let keep: KeepConfig = typeof keepOption === "number"
       ? { _tag: "messages", value: keepOption }
       : "messages" in keepOption
@@ -841,7 +859,7 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
  * (a placeholder longer than a result makes the request larger, as in
  * LangChain). Otherwise it stops as soon as at least `clearAtLeast` tokens
  * are reclaimed, even if the request is still over the trigger (LangChain
- * Python's and Anthropic's meaning); when clearing them all reclaims less, it
+ * Python's meaning); when clearing them all reclaims less, it
  * clears them all. With `clearAtLeast` = 0 the edit is idempotent: applied to
  * its own output it changes nothing. With `clearAtLeast` > 0 it is when its
  * output no longer reaches the trigger; otherwise applying it again clears

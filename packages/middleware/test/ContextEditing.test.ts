@@ -558,6 +558,19 @@ describe("ClearToolUses", () => {
       assert.deepStrictEqual(out.cleared, ["c0", "big"])
     }).pipe(Effect.provide(Approximate)))
 
+  it.effect("accepts LangChain JS's deprecated triggerTokens and keepMessages, which trigger and keep override", () =>
+    Effect.gen(function*() {
+      const messages = history(4, 400)
+      const tokens = yield* tokensOf(messages)
+      const aliased = yield* edit({ triggerTokens: tokens, keepMessages: 1 }).apply(messages)
+      assert.deepStrictEqual(aliased.cleared, ["c0", "c1", "c2"])
+      assert.isFalse((yield* edit({ triggerTokens: tokens + 1 }).apply(messages)).triggered)
+      const overridden = yield* edit({ triggerTokens: tokens + 1, trigger: tokens, keepMessages: 1, keep: 2 }).apply(
+        messages
+      )
+      assert.deepStrictEqual(overridden.cleared, ["c0", "c1"])
+    }).pipe(Effect.provide(Approximate)))
+
   it.effect("takes fractions of contextWindow, or of the model's profile when the edit runs", () =>
     Effect.gen(function*() {
       const messages = history(4, 400)

@@ -1,3 +1,5 @@
+import { lengthIn } from "./jsonLength.js"
+
 /**
  * The length of Python's `repr` of a JSON-like value, measured without
  * building it: what LangChain Python's `count_tokens_approximately` counts
@@ -18,7 +20,14 @@
  *   JSON does); a `toJSON` method (a `Date`) is measured by what it returns;
  *   a value nested in itself counts 5 (`[...]`, `{...}`) where it repeats.
  */
-export const reprLength = (value: unknown): number => measure(value, [])
+export const reprLength: (value: unknown) => number = lengthIn({
+  string: (text) => stringLength(text),
+  number: (value) => numberLength(value),
+  separator: 2,
+  colon: 2,
+  cycle: 5,
+  other: 4
+})
 
 /**
  * The characters of Python's repr of one tool call, `{'name': …, 'args': …,
@@ -72,43 +81,4 @@ const numberLength = (value: number): number => {
     return Math.abs(value) < 1e21 ? String(value).length : (value < 0 ? 1 : 0) + Math.floor(Math.log10(Math.abs(value))) + 1
   }
   return floatLength(value)
-}
-
-const omitted = (value: unknown): boolean =>
-  value === undefined || typeof value === "function" || typeof value === "symbol"
-
-const measure = (value: unknown, ancestors: Array<object>): number => {
-  switch (typeof value) {
-    case "string":
-      return stringLength(value)
-    case "number":
-      return numberLength(value)
-    case "bigint":
-      return String(value).length
-    case "boolean":
-      return value ? 4 : 5
-    case "object":
-      break
-    default:
-      return 4
-  }
-  if (value === null) return 4
-  if (ancestors.includes(value)) return 5
-  const toJSON = (value as { readonly toJSON?: unknown }).toJSON
-  if (typeof toJSON === "function") return measure(toJSON.call(value), ancestors)
-  ancestors.push(value)
-  let length = 2
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) length += (i > 0 ? 2 : 0) + measure(value[i], ancestors)
-  } else {
-    let properties = 0
-    for (const key in value) {
-      if (!Object.prototype.hasOwnProperty.call(value, key)) continue
-      const item = (value as Record<string, unknown>)[key]
-      if (omitted(item)) continue
-      length += (properties++ > 0 ? 2 : 0) + stringLength(key) + 2 + measure(item, ancestors)
-    }
-  }
-  ancestors.pop()
-  return length
 }
