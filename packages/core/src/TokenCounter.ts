@@ -38,8 +38,8 @@ import * as Layer from "effect/Layer"
 import { InvalidOptions } from "./AgentError.js"
 import * as Encodings from "./internal/encodings.js"
 import { jsonLength } from "./internal/jsonLength.js"
-import * as PythonRepr from "./internal/pythonRepr.js"
 import { unknownKey } from "./internal/options.js"
+import * as PythonRepr from "./internal/pythonRepr.js"
 
 /**
  * How a counter counts.

@@ -5,8 +5,8 @@ import { Effect, FastCheck, Layer, Logger } from "effect"
 import { getEncoding } from "js-tiktoken"
 import * as Encodings from "../src/internal/encodings.js"
 import { jsonLength } from "../src/internal/jsonLength.js"
-import { reprLength } from "../src/internal/pythonRepr.js"
 import { Lru } from "../src/internal/lru.js"
+import { reprLength } from "../src/internal/pythonRepr.js"
 import * as TokenCounter from "../src/TokenCounter.js"
 
 const text = (value: string) => Prompt.makePart("text", { text: value })
@@ -126,7 +126,9 @@ describe("TokenCounter.approximate", () => {
       13
     ],
     // ToolMessage('{"temp":22,"sky":"clear"}', tool_call_id="c2", name="weather"): ceil((25 + 2 + 4 + 7) / 4) + 3
-    ["tool with a JSON result", [Prompt.makeMessage("tool", { content: [result("c2", "weather", { temp: 22, sky: "clear" })] })], 13],
+    ["tool with a JSON result", [
+      Prompt.makeMessage("tool", { content: [result("c2", "weather", { temp: 22, sky: "clear" })] })
+    ], 13],
     // two ToolMessages
     [
       "two results",

@@ -366,7 +366,8 @@ const validate = (
   Either.gen(function*() {
     const checked = yield* Check.validateEither("ClearToolUses", ClearToolUsesSchema, options)
     const { contextWindow } = checked
-    const trigger = checked.trigger ?? (checked.triggerTokens === undefined ? 100_000 : { tokens: checked.triggerTokens })
+    const trigger = checked.trigger ??
+      (checked.triggerTokens === undefined ? 100_000 : { tokens: checked.triggerTokens })
     const listed = Array.isArray(trigger)
     const given: ReadonlyArray<TriggerCondition> = typeof trigger === "number"
       ? [{ tokens: trigger }]
@@ -487,7 +488,7 @@ interface Resolved {
 type ResolvedKeep = { readonly _tag: "messages" | "tokens"; readonly value: number }
 
 const resolveTriggers = (triggers: ReadonlyArray<Condition>, inputTokens: number): ReadonlyArray<Resolved> =>
-  triggers.flatMap((condition) => {
+  triggers.flatMap((condition): ReadonlyArray<Resolved> => {
     if (condition.fraction === undefined) return [condition]
     // LangChain skips a condition whose fraction comes to no token.
     const fromFraction = Math.floor(condition.fraction * inputTokens)

@@ -175,8 +175,16 @@ describe("ClearToolUses properties", () => {
         if (out.cleared.length > 0 && out.cleared.length < all.cleared.length) {
           // it stopped because enough was reclaimed, and not one result later
           assert.isAtLeast(out.reclaimed, options.clearAtLeast)
-          const fewer = yield* reference(messages, { ...options, clearAtLeast: 0 }, systemPrompt, out.cleared.length - 1)
-          assert.isBelow((yield* tokensOf(messages, systemPrompt)) - (yield* tokensOf(fewer.messages, systemPrompt)), options.clearAtLeast)
+          const fewer = yield* reference(
+            messages,
+            { ...options, clearAtLeast: 0 },
+            systemPrompt,
+            out.cleared.length - 1
+          )
+          assert.isBelow(
+            (yield* tokensOf(messages, systemPrompt)) - (yield* tokensOf(fewer.messages, systemPrompt)),
+            options.clearAtLeast
+          )
         }
       }).pipe(Effect.provide(Approximate)),
     propertyOptions
@@ -514,7 +522,10 @@ describe("ClearToolUses", () => {
       assert.deepStrictEqual(out.cleared, ["c0", "c1"])
       // a condition without tokens reports no trigger count
       assert.isUndefined(out.trigger)
-      assert.strictEqual((yield* edit({ trigger: [{ messages: 7 }, { tokens: 900 }, { tokens: 800 }] }).apply(messages)).trigger, 800)
+      assert.strictEqual(
+        (yield* edit({ trigger: [{ messages: 7 }, { tokens: 900 }, { tokens: 800 }] }).apply(messages)).trigger,
+        800
+      )
     }).pipe(Effect.provide(Approximate)))
 
   it.effect("with clearAtLeast, stops once enough is reclaimed, even when the request is still over the trigger", () =>

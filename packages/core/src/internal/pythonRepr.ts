@@ -78,7 +78,9 @@ const floatLength = (value: number): number => {
 const numberLength = (value: number): number => {
   if (Number.isInteger(value)) {
     // Python's int prints every digit
-    return Math.abs(value) < 1e21 ? String(value).length : (value < 0 ? 1 : 0) + Math.floor(Math.log10(Math.abs(value))) + 1
+    return Math.abs(value) < 1e21
+      ? String(value).length
+      : (value < 0 ? 1 : 0) + Math.floor(Math.log10(Math.abs(value))) + 1
   }
   return floatLength(value)
 }
