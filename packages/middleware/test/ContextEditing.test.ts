@@ -411,6 +411,21 @@ describe("ClearToolUses against a plain implementation", () => {
   )
 
   it.effect.prop(
+    "with clearAtLeast 0 it is idempotent for any trigger conditions and keep",
+    richOptions,
+    ({ messages, options, systemPrompt }) =>
+      Effect.gen(function*() {
+        const clear = edit({ ...options, clearAtLeast: 0 })
+        const once = yield* clear.apply(messages, { systemPrompt })
+        const twice = yield* clear.apply(once.messages, { systemPrompt })
+        assert.strictEqual(twice.messages, once.messages)
+        assert.deepStrictEqual(twice.cleared, [])
+        assert.isTrue(Arbitraries.wellFormed(once.messages))
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+
+  it.effect.prop(
     "an edit that remembers a thread's history gives the results of a fresh one",
     { ...richOptions, cuts: FastCheck.array(FastCheck.nat(), { maxLength: 6 }) },
     ({ cuts, messages, options, systemPrompt }) =>
