@@ -3,22 +3,25 @@
  *
  * A `TokenCounter` counts the tokens of `Prompt` messages. Three layers:
  *
- * - {@link layerApproximate}: characters per token (default 4), counting
- *   text, reasoning, tool-call names and arguments, tool results and the
- *   system message, plus a small overhead per message;
+ * - {@link layerApproximate}: the counts of LangChain Python's
+ *   `count_tokens_approximately` (characters of content, role, tool calls,
+ *   ids and names over 4, rounded up per message, plus 3 per message);
  * - {@link layerTiktoken}: exact BPE counts (tiktoken's) of `cl100k_base` or
  *   `o200k_base`, with gpt-tokenizer (or js-tiktoken, its fallback), loaded
  *   once and lazily (on the first count, not when the layer is built or the
  *   module imported);
  * - {@link layerTokenizer}: a provider's `Tokenizer` from `@effect/ai`.
  *
- * Counts are additive: a message counts as a per-message overhead plus the
- * sum of its parts. The exact and tokenizer counters keep the count of every
- * part and message object in a `WeakMap`, so counting a growing history again
- * only counts the messages that are new; the others cost one map lookup each.
- * The approximate counter keeps nothing per message: counting one again costs
- * a few field reads, less than a lookup would (it remembers only the JSON
- * length of long tool arguments and results, per payload object).
+ * Counts of messages are additive: a list counts the sum of its messages.
+ * For the exact and tokenizer counters a message also counts a per-message
+ * overhead plus the sum of its parts (the approximate counter rounds a user
+ * or assistant message up as a whole, as LangChain does). The exact and
+ * tokenizer counters keep the count of every part and message object in a
+ * `WeakMap`, so counting a growing history again only counts the messages
+ * that are new; the others cost one map lookup each. The approximate counter
+ * keeps nothing per message: counting one again costs a few field reads, less
+ * than a lookup would (it remembers only the length of long tool arguments
+ * and results, per payload object).
  *
  * A counter can be calibrated against the input tokens a model reported
  * ({@link TokenCounter.Service.calibrate}): the counts are then multiplied by
@@ -36,6 +39,7 @@ import { InvalidOptions } from "./AgentError.js"
 import * as Encodings from "./internal/encodings.js"
 import { jsonLength } from "./internal/jsonLength.js"
 import { unknownKey } from "./internal/options.js"
+import * as PythonRepr from "./internal/pythonRepr.js"
 
 /**
  * How a counter counts.
@@ -109,10 +113,13 @@ export declare namespace TokenCounter {
   /**
    * A token counter.
    *
-   * "Raw" counts are the counter's own, uncalibrated ones. They are additive:
-   * the raw count of a message is a per-message overhead plus the raw counts
-   * of its parts (a system message: the overhead plus its text), and the raw
-   * count of messages is the sum of theirs. `count` and `countMessage` apply
+   * "Raw" counts are the counter's own, uncalibrated ones. The raw count of
+   * messages is the sum of theirs. For the exact and tokenizer counters, the
+   * raw count of a message is a per-message overhead plus the raw counts of
+   * its parts (a system message: the overhead plus its text); the
+   * approximate counter rounds a user or assistant message up as a whole
+   * (see {@link makeApproximate}), and a tool message counts the sum of its
+   * results. `count` and `countMessage` apply
    * the calibration scale (1 until {@link Service.calibrate} is called) and
    * round.
    *
@@ -360,11 +367,31 @@ export interface ApproximateOptions {
 }
 
 /**
- * A counter that divides characters by `charsPerToken` (rounding up, per
- * part): the text of text and reasoning parts, a tool call's name and the JSON
- * of its arguments, a tool result's name and the JSON of its result, a system
- * message's text, a file's name and media type (and its content when it is
- * text; other files count 85 tokens). Each message adds `tokensPerMessage`.
+ * A counter that gives the counts of LangChain Python's
+ * `count_tokens_approximately` (langchain-core, `chars_per_token` 4.0 and
+ * `extra_tokens_per_message` 3.0 by default), so a trigger ported from
+ * LangChain fires at the same point. Per LangChain message: its characters
+ * divided by `charsPerToken`, rounded up, plus `tokensPerMessage`. The
+ * characters of a message are its content, its role (`system` 6, `user` 4,
+ * `assistant` 9, `tool` 4) and:
+ *
+ * - an assistant message: its tool calls as Python prints the list of
+ *   LangChain tool calls (`[{'name': 'search', 'args': {'q': 'x'}, 'id':
+ *   'c1', 'type': 'tool_call'}]`), when it has some;
+ * - a tool result: the call's id and the tool's name. Each tool result counts
+ *   as a message of its own (a LangChain `ToolMessage`), so a tool message
+ *   with two results counts two messages.
+ *
+ * The content of a message is the text of its text and reasoning parts (one
+ * string, as LangChain's string content), and a tool result's value when it is
+ * a string, else the length of its JSON (as if no character needed escaping).
+ * Files, which LangChain's function does not count, add their name and media
+ * type, and their content when it is text; other files count 85 tokens.
+ *
+ * User and assistant messages are rounded up once, as a whole, so their
+ * count is not the sum of the counts `measure` gives their parts (a text or
+ * tool-call part alone: its characters over `charsPerToken`, rounded up); a
+ * tool message's is (each result is a message of its own).
  *
  * @example
  * ```ts
@@ -374,7 +401,7 @@ export interface ApproximateOptions {
  *
  * const program = Effect.gen(function*() {
  *   const counter = yield* TokenCounter.makeApproximate({ charsPerToken: 4 })
- *   // 3 for the message + ceil(11 characters / 4) = 6
+ *   // ceil((11 characters + 6 for "system") / 4) + 3 = 8
  *   return yield* counter.count([Prompt.makeMessage("system", { content: "Be concise." })])
  * })
  * ```
@@ -406,38 +433,80 @@ export const makeApproximate = (
   })
 
 /**
- * Payloads (a tool call's arguments, a tool result) whose JSON is at least
- * this long have their length remembered by the approximate counter; a
+ * Payloads (a tool call's arguments, a tool result) whose JSON or repr is at
+ * least this long have their length remembered by the approximate counter; a
  * shorter one costs less to measure again than to look up.
  */
 const rememberedPayload = 1024
 
+/** The characters LangChain counts for a message's role. */
+const roleChars = { system: 6, user: 4, assistant: 9, tool: 4 } as const
+
 /**
  * The approximate counter. Counting a part costs a few field reads (and a
- * walk of its JSON payload), less than keeping its count by identity would,
- * so it keeps only the length of long payloads, per payload object.
+ * walk of its payload), less than keeping its count by identity would, so it
+ * keeps only the length of long payloads, per payload object.
  */
 const approximate = (charsPerToken: number, tokensPerMessage: number): TokenCounter.Service => {
-  const payloads = new WeakMap<object, number>()
-  const payloadChars = (value: unknown): number => {
-    if (typeof value !== "object" || value === null) return jsonLength(value)
-    const known = payloads.get(value)
-    if (known !== undefined) return known
-    const chars = jsonLength(value)
-    if (chars >= rememberedPayload) payloads.set(value, chars)
-    return chars
+  const remember = (measure: (value: unknown) => number) => {
+    const lengths = new WeakMap<object, number>()
+    return (value: unknown): number => {
+      if (typeof value !== "object" || value === null) return measure(value)
+      const known = lengths.get(value)
+      if (known !== undefined) return known
+      const chars = measure(value)
+      if (chars >= rememberedPayload) lengths.set(value, chars)
+      return chars
+    }
   }
-  const countString = (text: string) => Math.ceil(text.length / charsPerToken)
-  const countPart = (part: Prompt.Part) => Math.ceil(charsOf(part, payloadChars) / charsPerToken) + fixedTokensOf(part)
+  const jsonChars = remember(jsonLength)
+  const reprChars = remember(PythonRepr.reprLength)
+  const tokens = (chars: number) => Math.ceil(chars / charsPerToken)
+  /** A tool result as a LangChain `ToolMessage`: content, id, role and name. */
+  const countResult = (part: Prompt.ToolResultPart): number => {
+    const content = typeof part.result === "string" ? part.result.length : jsonChars(part.result)
+    return tokens(content + part.id.length + roleChars.tool + part.name.length) + tokensPerMessage
+  }
+  /** What a part adds to the characters of its user or assistant message (a tool call: its repr and `, `). */
+  const charsOfPart = (part: Exclude<Prompt.Part, Prompt.ToolResultPart>): number => {
+    switch (part.type) {
+      case "text":
+      case "reasoning":
+        return part.text.length
+      case "tool-call":
+        return PythonRepr.toolCallReprLength(part.name, reprChars(part.params), part.id) + 2
+      case "file":
+        return charsOf(part, jsonChars)
+    }
+  }
+  const countPart = (part: Prompt.Part): number =>
+    part.type === "tool-result" ? countResult(part) : tokens(charsOfPart(part)) + fixedTokensOf(part)
   const countItem = (item: Countable): number => {
     // A message has a role and a part has none (one property read, where `Prompt.isMessage` costs two).
     const role: Role | undefined = (item as Partial<Prompt.Message>).role
     if (role === undefined) return countPart(item as Prompt.Part)
-    if (role === "system") return tokensPerMessage + countString((item as Prompt.SystemMessage).content)
-    let raw = tokensPerMessage
+    if (role === "system") {
+      return tokens((item as Prompt.SystemMessage).content.length + roleChars.system) + tokensPerMessage
+    }
     const content: ReadonlyArray<Prompt.Part> = (item as Exclude<Prompt.Message, Prompt.SystemMessage>).content
-    for (let i = 0; i < content.length; i++) raw += countPart(content[i]!)
-    return raw
+    if (role === "tool") {
+      let raw = 0
+      for (let i = 0; i < content.length; i++) raw += countPart(content[i]!)
+      return raw
+    }
+    // One LangChain message; its tool calls count `[`, `]` and a `, ` between each two: 2 per call.
+    let chars: number = roleChars[role]
+    let extra = tokensPerMessage
+    for (let i = 0; i < content.length; i++) {
+      const part = content[i]!
+      if (part.type === "tool-result") {
+        extra += countResult(part)
+        continue
+      }
+      chars += charsOfPart(part)
+      extra += fixedTokensOf(part)
+    }
+    return tokens(chars) + extra
   }
   return fromMeasure(
     "approximate",
@@ -447,7 +516,7 @@ const approximate = (charsPerToken: number, tokensPerMessage: number): TokenCoun
         for (let i = 0; i < items.length; i++) out[i] = countItem(items[i]!)
         return out
       }),
-    (text) => Effect.sync(() => countString(text))
+    (text) => Effect.sync(() => tokens(text.length))
   )
 }
 

@@ -6,6 +6,7 @@ import { getEncoding } from "js-tiktoken"
 import * as Encodings from "../src/internal/encodings.js"
 import { jsonLength } from "../src/internal/jsonLength.js"
 import { Lru } from "../src/internal/lru.js"
+import { reprLength } from "../src/internal/pythonRepr.js"
 import * as TokenCounter from "../src/TokenCounter.js"
 
 const text = (value: string) => Prompt.makePart("text", { text: value })
@@ -22,45 +23,151 @@ describe("TokenCounter.approximate", () => {
   it.effect("counts text, reasoning, tool calls, tool results and the system message", () =>
     Effect.gen(function*() {
       const counter = yield* TokenCounter.TokenCounter
-      // 3 per message + ceil(characters / 4)
-      assert.strictEqual(yield* counter.countMessage(system("Be concise.")), 3 + 3)
-      assert.strictEqual(yield* counter.countMessage(user("abcdefgh")), 3 + 2)
+      // ceil((characters + role) / 4) + 3 per message
+      assert.strictEqual(yield* counter.countMessage(system("Be concise.")), Math.ceil((11 + 6) / 4) + 3)
+      assert.strictEqual(yield* counter.countMessage(user("abcdefgh")), Math.ceil((8 + 4) / 4) + 3)
       const reasoning = Prompt.makePart("reasoning", { text: "abcdefghijkl" })
-      assert.strictEqual(yield* counter.countMessage(Prompt.makeMessage("assistant", { content: [reasoning] })), 3 + 3)
-      // "search" + {"q":"x"}: 6 + 9 characters
+      assert.strictEqual(
+        yield* counter.countMessage(Prompt.makeMessage("assistant", { content: [reasoning] })),
+        Math.ceil((12 + 9) / 4) + 3
+      )
+      // [{'name': 'search', 'args': {'q': 'x'}, 'id': 'c1', 'type': 'tool_call'}]: 73 characters
       const calling = Prompt.makeMessage("assistant", { content: [call("c1", "search", { q: "x" })] })
-      assert.strictEqual(yield* counter.countMessage(calling), 3 + 4)
-      // "search" + "abcd" as JSON ("\"abcd\""): 6 + 6 characters
+      assert.strictEqual(yield* counter.countMessage(calling), Math.ceil((73 + 9) / 4) + 3)
+      // "abcd" + "c1" + "tool" + "search"
       const answering = Prompt.makeMessage("tool", { content: [result("c1", "search", "abcd")] })
-      assert.strictEqual(yield* counter.countMessage(answering), 3 + 3)
+      assert.strictEqual(yield* counter.countMessage(answering), Math.ceil((4 + 2 + 4 + 6) / 4) + 3)
       const big = Prompt.makeMessage("tool", { content: [result("c1", "search", { rows: "x".repeat(4000) })] })
       assert.isAbove(yield* counter.countMessage(big), 1000)
       assert.strictEqual(
         yield* counter.count([system("Be concise."), user("abcdefgh"), calling, answering]),
-        6 + 5 + 7 + 6
+        8 + 6 + 24 + 7
       )
       assert.strictEqual(counter.method, "approximate")
     }).pipe(Effect.provide(Approximate)))
 
-  it.effect("counts a long JSON payload the same again, whichever part holds it", () =>
+  it.effect("counts a long payload the same again, whichever part holds it", () =>
     Effect.gen(function*() {
       const counter = yield* TokenCounter.TokenCounter
       const payload = { rows: Array.from({ length: 200 }, (_, i) => ({ id: i, name: `row ${i}` })) }
       const chars = JSON.stringify(payload).length
       assert.isAbove(chars, 1024)
-      // "search" + the payload's JSON
-      const expected = Math.ceil((6 + chars) / 4)
+      // a result's content is its JSON; + "c1" + "tool" + "search"
+      const expected = Math.ceil((chars + 2 + 4 + 6) / 4) + 3
       const first = result("c1", "search", payload)
       const again = result("c2", "search", payload)
       assert.deepStrictEqual(yield* counter.measure([first, first, again]), [expected, expected, expected])
+      // a call's arguments count as Python prints them: ", " and ": " where JSON has "," and ":"
+      // (3 more per row, 199 between rows, 1 after "rows"), + 49 + 'search' + 'c3' + 2
       const withArgs = call("c3", "search", payload)
-      assert.deepStrictEqual(yield* counter.measure([withArgs]), [expected])
+      const repr = chars + 3 * 200 + 199 + 1
+      assert.deepStrictEqual(yield* counter.measure([withArgs, withArgs]), [
+        Math.ceil((49 + 8 + repr + 4 + 2) / 4),
+        Math.ceil((49 + 8 + repr + 4 + 2) / 4)
+      ])
+    }).pipe(Effect.provide(Approximate)))
+
+  /**
+   * Messages and what LangChain Python's `count_tokens_approximately`
+   * (langchain-core, `chars_per_token=4.0`, `extra_tokens_per_message=3.0`,
+   * `count_name=True`) gives for the same LangChain messages. Derived by hand
+   * from its code: per message `ceil((len(content) + len(role) + len(name)
+   * [+ len(repr(tool_calls)) for an AI message with string content]
+   * [+ len(tool_call_id) for a tool message]) / 4) + 3`, then `ceil` of the
+   * sum; the repr lengths were checked with Python's `repr`.
+   */
+  const parity: ReadonlyArray<readonly [string, ReadonlyArray<Prompt.Message>, number]> = [
+    // SystemMessage("You are a helpful assistant."): ceil((28 + 6) / 4) + 3
+    ["system", [system("You are a helpful assistant.")], 12],
+    // HumanMessage("Hello, world!"): ceil((13 + 4) / 4) + 3
+    ["human", [user("Hello, world!")], 8],
+    // HumanMessage(""): ceil(4 / 4) + 3
+    ["empty human", [user("")], 4],
+    // AIMessage("The answer is 42."): ceil((17 + 9) / 4) + 3
+    ["ai text", [Prompt.makeMessage("assistant", { content: [text("The answer is 42.")] })], 10],
+    // AIMessage("", tool_calls=[get_weather(city="Paris", units="metric")]): repr of the list 113, ceil((113 + 9) / 4) + 3
+    [
+      "ai tool call",
+      [Prompt.makeMessage("assistant", {
+        content: [call("call_abc123", "get_weather", { city: "Paris", units: "metric" })]
+      })],
+      34
+    ],
+    // AIMessage("Let me check.", two calls): repr 175 ("it's" in double quotes, 1.5, True, None), ceil((13 + 175 + 9) / 4) + 3
+    [
+      "ai text and two calls",
+      [Prompt.makeMessage("assistant", {
+        content: [
+          text("Let me check."),
+          call("c1", "search", { q: "it's" }),
+          call("c2", "search", { n: 1.5, ok: true, none: null })
+        ]
+      })],
+      53
+    ],
+    // repr escapes: {'path': 'C:\\dir\n'}: list 82, ceil((82 + 9) / 4) + 3
+    [
+      "ai call with escapes",
+      [Prompt.makeMessage("assistant", { content: [call("c3", "read", { path: "C:\\dir\n" })] })],
+      26
+    ],
+    // floats and unicode: {'x': 1e-05, 'y': 1.5e-07, 'z': [1, 2, 3], 'w': 'naïve\u200b'}: list 120, ceil((120 + 9) / 4) + 3
+    [
+      "ai call with floats and unicode",
+      [Prompt.makeMessage("assistant", {
+        content: [call("c4", "f", { x: 0.00001, y: 1.5e-7, z: [1, 2, 3], w: "naïve\u200b" })]
+      })],
+      36
+    ],
+    // ToolMessage("Sunny, 22°C", tool_call_id="call_abc123", name="get_weather"): ceil((11 + 11 + 4 + 11) / 4) + 3
+    [
+      "tool",
+      [Prompt.makeMessage("tool", { content: [result("call_abc123", "get_weather", "Sunny, 22°C")] })],
+      13
+    ],
+    // ToolMessage('{"temp":22,"sky":"clear"}', tool_call_id="c2", name="weather"): ceil((25 + 2 + 4 + 7) / 4) + 3
+    ["tool with a JSON result", [
+      Prompt.makeMessage("tool", { content: [result("c2", "weather", { temp: 22, sky: "clear" })] })
+    ], 13],
+    // two ToolMessages
+    [
+      "two results",
+      [Prompt.makeMessage("tool", {
+        content: [
+          result("call_abc123", "get_weather", "Sunny, 22°C"),
+          result("c2", "weather", { temp: 22, sky: "clear" })
+        ]
+      })],
+      26
+    ],
+    [
+      "a conversation",
+      [
+        system("You are a helpful assistant."),
+        user("Hello, world!"),
+        Prompt.makeMessage("assistant", {
+          content: [call("call_abc123", "get_weather", { city: "Paris", units: "metric" })]
+        }),
+        Prompt.makeMessage("tool", { content: [result("call_abc123", "get_weather", "Sunny, 22°C")] }),
+        Prompt.makeMessage("assistant", { content: [text("The answer is 42.")] })
+      ],
+      12 + 8 + 34 + 13 + 10
+    ]
+  ]
+
+  it.effect("gives LangChain Python's count_tokens_approximately counts for the same messages", () =>
+    Effect.gen(function*() {
+      const counter = yield* TokenCounter.TokenCounter
+      for (const [name, messages, expected] of parity) {
+        assert.strictEqual(yield* counter.count(messages), expected, name)
+      }
     }).pipe(Effect.provide(Approximate)))
 
   it.effect("takes charsPerToken and tokensPerMessage", () =>
     Effect.gen(function*() {
       const counter = yield* TokenCounter.makeApproximate({ charsPerToken: 2, tokensPerMessage: 0 })
-      assert.strictEqual(yield* counter.countMessage(user("abcdefgh")), 4)
+      // (8 + 4 for "user") / 2
+      assert.strictEqual(yield* counter.countMessage(user("abcdefgh")), 6)
       assert.strictEqual(yield* counter.countText("abcde"), 3)
     }))
 
@@ -166,14 +273,15 @@ describe("TokenCounter caching", () => {
       const counter = yield* TokenCounter.TokenCounter
       const part = text("abcdefgh")
       const message = Prompt.makeMessage("user", { content: [part, part] })
-      assert.deepStrictEqual(yield* counter.measure([part, message, part]), [2, 3 + 2 + 2, 2])
+      // a user message is rounded up as a whole: ceil((8 + 8 + 4) / 4) + 3
+      assert.deepStrictEqual(yield* counter.measure([part, message, part]), [2, 5 + 3, 2])
     }).pipe(Effect.provide(Approximate)))
 })
 
 describe("TokenCounter.calibrate", () => {
   it.effect("scales counts by the cumulative ratio of reported to counted tokens", () =>
     Effect.gen(function*() {
-      const messages = [user("abcdefgh"), user("abcdefgh")] // 5 + 5 raw
+      const messages = [user("abcd"), user("abcd")] // 5 + 5 raw: ceil((4 + 4) / 4) + 3
       assert.strictEqual(yield* TokenCounter.count(messages), 10)
       assert.strictEqual(yield* TokenCounter.calibrate(20, messages), 2)
       assert.strictEqual(yield* TokenCounter.count(messages), 20)
@@ -396,5 +504,38 @@ describe("jsonLength", () => {
     const cyclic: Record<string, unknown> = { name: "x" }
     cyclic.self = cyclic
     assert.strictEqual(jsonLength(cyclic), `{"name":"x","self":null}`.length)
+  })
+})
+
+describe("reprLength", () => {
+  it("is the length of Python's repr of the value (the lengths were checked with Python 3's repr)", () => {
+    const cases: ReadonlyArray<readonly [unknown, string]> = [
+      ["it's", `"it's"`],
+      ["a'b\"c", `'a\\'b"c'`],
+      ["\u00a0", `'\\xa0'`],
+      ["é", `'é'`],
+      ["\x07", `'\\x07'`],
+      ["🚀", `'🚀'`],
+      ["tab\there", `'tab\\there'`],
+      ["\u200b", `'\\u200b'`],
+      [0.1, "0.1"],
+      [1e-5, "1e-05"],
+      [0.0001, "0.0001"],
+      [123.456, "123.456"],
+      [-0.5, "-0.5"],
+      [2.5e-7, "2.5e-07"],
+      [1234567.125, "1234567.125"],
+      [[1, [2, 3], {}], "[1, [2, 3], {}]"],
+      [{ a: undefined, b: null }, "{'b': None}"],
+      [true, "True"],
+      [false, "False"]
+    ]
+    for (const [value, repr] of cases) {
+      // count code points, as Python's len does
+      assert.strictEqual(reprLength(value), Array.from(repr).length, repr)
+    }
+    const cyclic: Array<unknown> = [1]
+    cyclic.push(cyclic)
+    assert.strictEqual(reprLength(cyclic), "[1, [...]]".length)
   })
 })

@@ -10,15 +10,17 @@
  * about a thread's history on the previous call.
  *
  * {@link ClearToolUses} mirrors LangChain's `ClearToolUsesEdit`: when the
- * request is over `trigger` tokens, it replaces the results of old tool calls
- * with a placeholder. {@link middleware} applies edits in `wrapModelCall` to
+ * request reaches its trigger (tokens, messages, a fraction of the model's
+ * input window), it replaces the results of old tool calls with a
+ * placeholder. {@link middleware} applies edits in `wrapModelCall` to
  * the request only: the stored thread keeps the original messages.
  *
  * Cost per model call: `ClearToolUses` remembers, per thread (the history
  * starting with the same first message object), the running token sums of
- * its messages, its tool calls and results (indexed once a call goes over
+ * its messages, its tool calls and results (indexed once a call reaches
  * the trigger) and the previous output, so a model call counts and reads
- * only the messages added since the last one. The cleared parts and
+ * only the messages added since the last one (with `keep: { tokens }`, it
+ * also counts the kept results again, newest first, until one does not fit). The cleared parts and
  * messages are memoized per original object, so the exact counters, which
  * cache counts by identity (see `TokenCounter`), count them once.
  * What remains linear in the history is pointer work: checking that the
@@ -35,6 +37,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as ContextLimit from "./internal/contextLimit.js"
 import * as HistoryCache from "./internal/historyCache.js"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
@@ -91,7 +94,7 @@ export interface EditContext {
 export interface EditResult {
   /** The edited messages; the input array itself when nothing changed. */
   readonly messages: ReadonlyArray<Prompt.Message>
-  /** Whether the input was over the edit's trigger. */
+  /** Whether the input reached the edit's trigger. */
   readonly triggered: boolean
   /** Ids of the tool calls whose results this edit cleared, oldest first. */
   readonly cleared: ReadonlyArray<string>
@@ -101,7 +104,7 @@ export interface EditResult {
   readonly tokensAfter: number
   /** `tokensBefore - tokensAfter`. */
   readonly reclaimed: number
-  /** The token count above which the edit fires, for an edit that has one. */
+  /** The lowest token count at which the edit fires, for an edit that has one. */
   readonly trigger?: number | undefined
 }
 
@@ -195,59 +198,226 @@ export const isCleared = (part: Prompt.ToolResultPart | Prompt.ToolCallPart): bo
 // ---------------------------------------------------------------------------
 
 /**
+ * When {@link ClearToolUses} fires: once the request reaches `tokens`
+ * (system prompt included), the thread `messages` messages (the system prompt
+ * apart), or `fraction` (0 < f ≤ 1) of the model's input window. A condition
+ * with several of them fires when all are reached. LangChain's
+ * `ContextSize` of a `trigger`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TriggerCondition {
+  /** Tokens of the system prompt and the messages; a number > 0. */
+  readonly tokens?: number | undefined
+  /** Messages of the thread; a whole number ≥ 1. */
+  readonly messages?: number | undefined
+  /**
+   * A fraction (0 < f ≤ 1) of the input window: the `contextWindow` option,
+   * else the `maxInputTokens` of the agent's model's profile (`ModelProfile`),
+   * else `ModelProfile.fallback`'s. `floor(f × window)` tokens; a condition
+   * whose fraction comes to 0 tokens never fires.
+   */
+  readonly fraction?: number | undefined
+}
+
+/**
+ * Which tool results {@link ClearToolUses} never clears, counting back from
+ * the newest: a number (or `{ messages }`) of results; `{ tokens }`: the
+ * newest results whose tokens (each counted as a tool message of its own)
+ * add up to at most this many; `{ fraction }`: the same with `floor(f ×
+ * window)` tokens of the input window (see {@link TriggerCondition}), or 3
+ * results when that comes to 0. LangChain's `keep`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Keep =
+  | number
+  | { readonly messages: number }
+  | { readonly tokens: number }
+  | { readonly fraction: number }
+
+/**
  * Options of {@link ClearToolUses}; the defaults are LangChain's.
  *
  * @since 0.1.0
  * @category models
  */
 export interface ClearToolUsesOptions {
-  /** Edit only when the request (system prompt included) is over this many tokens (default 100000). */
-  readonly trigger?: number | undefined
   /**
-   * Once triggered, clear oldest first until at least this many tokens are
-   * reclaimed and the request is no longer over `trigger` (default 0: clear
-   * every result that may be cleared).
+   * When to edit: a number of tokens (the request, system prompt included,
+   * reaches it), a {@link TriggerCondition}, or a list of them (any one
+   * fires). Default `100000` tokens.
+   */
+  readonly trigger?: number | TriggerCondition | ReadonlyArray<TriggerCondition> | undefined
+  /**
+   * Once triggered, clear old results, oldest first, until at least this
+   * many tokens are reclaimed (default 0: clear every result that may be
+   * cleared). When clearing them all reclaims less, all are cleared.
    */
   readonly clearAtLeast?: number | undefined
-  /** The number of most recent tool results never cleared (default 3). */
-  readonly keep?: number | undefined
+  /** The newest tool results never cleared (default 3 results); see {@link Keep}. */
+  readonly keep?: Keep | undefined
   /** Also replace the arguments of the cleared results' tool calls with `{}` (default false). */
   readonly clearToolInputs?: boolean | undefined
   /** Tools whose results are never cleared (default none). */
   readonly excludeTools?: ReadonlyArray<string> | undefined
   /** What a cleared result says (default `"[cleared]"`). */
   readonly placeholder?: string | undefined
+  /**
+   * The input window fractions are taken of, in tokens. Default: the
+   * `maxInputTokens` of the agent's model's profile (`ModelProfile`), looked
+   * up when the edit runs, else `ModelProfile.fallback`'s.
+   */
+  readonly contextWindow?: number | undefined
+  /**
+   * LangChain JS's deprecated name for `trigger: { tokens: n }`, accepted for
+   * ported code; ignored when `trigger` is given.
+   *
+   * @deprecated use `trigger`
+   */
+  readonly triggerTokens?: number | undefined
+  /**
+   * LangChain JS's deprecated name for `keep: { messages: n }`, accepted for
+   * ported code; ignored when `keep` is given.
+   *
+   * @deprecated use `keep`
+   */
+  readonly keepMessages?: number | undefined
 }
 
+/** A trigger condition; `fraction` is left when no `contextWindow` was given, for the model's profile. */
+interface Condition {
+  readonly tokens: number | undefined
+  readonly messages: number | undefined
+  readonly fraction: number | undefined
+}
+
+type KeepConfig =
+  | { readonly _tag: "messages"; readonly value: number }
+  | { readonly _tag: "tokens"; readonly value: number }
+  | { readonly _tag: "fraction"; readonly value: number }
+
 interface ClearToolUsesConfig {
-  readonly trigger: number
+  readonly triggers: ReadonlyArray<Condition>
   readonly clearAtLeast: number
-  readonly keep: number
+  readonly keep: KeepConfig
   readonly clearToolInputs: boolean
   readonly excludeTools: ReadonlySet<string>
   readonly placeholder: string
+  /** Whether a fraction is left to take of the model's profile when the edit runs. */
+  readonly usesProfile: boolean
 }
 
+/** LangChain's default `keep`, and what a `keep` fraction that comes to 0 tokens keeps. */
+const defaultKeep = 3
+
+const Fraction = Schema.Number.pipe(
+  Schema.filter((f) => f > 0 && f <= 1, { description: "a number greater than 0 and at most 1" })
+)
+
+const PositiveTokens = Schema.Number.pipe(
+  Schema.filter((n) => Number.isFinite(n) && n > 0, { description: "a number greater than 0" })
+)
+
+const ConditionSchema = Schema.Struct({
+  tokens: Schema.optional(PositiveTokens),
+  messages: Schema.optional(Schema.Number.pipe(
+    Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
+  )),
+  fraction: Schema.optional(Fraction)
+}).pipe(
+  Schema.filter((condition) =>
+    condition.tokens !== undefined || condition.messages !== undefined || condition.fraction !== undefined ||
+    "needs at least one of tokens, messages, fraction"
+  )
+)
+
+const KeepSchema = Schema.Union(
+  Check.Count,
+  Schema.Struct({ messages: Check.Count }),
+  Schema.Struct({
+    tokens: Schema.Number.pipe(
+      Schema.filter((n) => Number.isFinite(n) && n >= 0, { description: "a number of at least 0" })
+    )
+  }),
+  Schema.Struct({
+    fraction: Schema.Number.pipe(Schema.filter((f) => f >= 0 && f <= 1, { description: "a number from 0 to 1" }))
+  })
+)
+
 const ClearToolUsesSchema = Schema.Struct({
-  trigger: Schema.optional(Check.Count),
+  trigger: Schema.optional(Schema.Union(Check.Count, ConditionSchema, Schema.Array(ConditionSchema))),
   clearAtLeast: Schema.optional(Check.Count),
-  keep: Schema.optional(Check.Count),
+  keep: Schema.optional(KeepSchema),
   clearToolInputs: Schema.optional(Schema.Boolean),
   excludeTools: Schema.optional(Schema.Array(Schema.String)),
-  placeholder: Schema.optional(Schema.String)
+  placeholder: Schema.optional(Schema.String),
+  contextWindow: Schema.optional(Schema.Number.pipe(
+    Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
+  )),
+  triggerTokens: Schema.optional(PositiveTokens),
+  keepMessages: Schema.optional(Check.Count)
 })
 
 const validate = (
   options: ClearToolUsesOptions | undefined
 ): Either.Either<ClearToolUsesConfig, AgentError.InvalidOptions> =>
-  Either.map(Check.validateEither("ClearToolUses", ClearToolUsesSchema, options), (checked) => ({
-    trigger: checked.trigger ?? 100_000,
-    clearAtLeast: checked.clearAtLeast ?? 0,
-    keep: checked.keep ?? 3,
-    clearToolInputs: checked.clearToolInputs ?? false,
-    excludeTools: new Set(checked.excludeTools ?? []),
-    placeholder: checked.placeholder ?? "[cleared]"
-  }))
+  Either.gen(function*() {
+    const checked = yield* Check.validateEither("ClearToolUses", ClearToolUsesSchema, options)
+    const { contextWindow } = checked
+    const trigger = checked.trigger ??
+      (checked.triggerTokens === undefined ? 100_000 : { tokens: checked.triggerTokens })
+    const listed = Array.isArray(trigger)
+    const given: ReadonlyArray<TriggerCondition> = typeof trigger === "number"
+      ? [{ tokens: trigger }]
+      : listed
+      ? trigger as ReadonlyArray<TriggerCondition>
+      : [trigger as TriggerCondition]
+    if (given.length === 0) {
+      return yield* Either.left(Check.invalid("ClearToolUses", "trigger", "is an empty list: nothing would trigger"))
+    }
+    const triggers: Array<Condition> = []
+    for (const [index, condition] of given.entries()) {
+      let { fraction, tokens } = condition
+      if (fraction !== undefined && contextWindow !== undefined) {
+        // With a window given, a fraction is a number of tokens: the stricter of the two when both are.
+        const fromFraction = Math.floor(fraction * contextWindow)
+        if (fromFraction < 1) {
+          return yield* Either.left(Check.invalid(
+            "ClearToolUses",
+            `${listed ? `trigger[${index}]` : "trigger"}.fraction`,
+            `${fraction} of a context window of ${contextWindow} is ${fromFraction} tokens; need at least 1`
+          ))
+        }
+        tokens = Math.max(tokens ?? 0, fromFraction)
+        fraction = undefined
+      }
+      triggers.push({ tokens, messages: condition.messages, fraction })
+    }
+    const keepOption = checked.keep ?? checked.keepMessages ?? defaultKeep
+    let keep: KeepConfig = typeof keepOption === "number"
+      ? { _tag: "messages", value: keepOption }
+      : "messages" in keepOption
+      ? { _tag: "messages", value: keepOption.messages }
+      : "tokens" in keepOption
+      ? { _tag: "tokens", value: keepOption.tokens }
+      : { _tag: "fraction", value: keepOption.fraction }
+    if (keep._tag === "fraction" && contextWindow !== undefined) {
+      const tokens = Math.floor(keep.value * contextWindow)
+      keep = tokens > 0 ? { _tag: "tokens", value: tokens } : { _tag: "messages", value: defaultKeep }
+    }
+    return {
+      triggers,
+      clearAtLeast: checked.clearAtLeast ?? 0,
+      keep,
+      clearToolInputs: checked.clearToolInputs ?? false,
+      excludeTools: new Set(checked.excludeTools ?? []),
+      placeholder: checked.placeholder ?? "[cleared]",
+      usesProfile: keep._tag === "fraction" || triggers.some((condition) => condition.fraction !== undefined)
+    }
+  })
 
 interface Located<P> {
   readonly part: P
@@ -263,8 +433,6 @@ interface Eligible {
   readonly position: number
   /** Whether clearing it also clears its call's arguments. */
   readonly withCall: boolean
-  /** Raw tokens clearing it reclaims, once measured. */
-  delta: number
 }
 
 /**
@@ -272,22 +440,23 @@ interface Eligible {
  * (the tool calls and results, and the previous output), so that the next
  * model call of that thread only looks at the new ones. It is a cache: the
  * result of an edit is the same with or without it. The messages are indexed
- * when a call is over the trigger (a call under it needs only the totals),
- * from where the last indexing stopped.
+ * when a call triggers the edit (a call that does not needs only the
+ * totals), from where the last indexing stopped.
  */
 interface Clearing {
   /** How many of the session's messages are indexed. */
   indexed: number
   readonly calls: Map<string, Located<Prompt.ToolCallPart>>
   readonly callsWithInputs: Set<Prompt.ToolCallPart>
-  results: number
+  /** Every tool result that answers a call, in order (what `keep` counts back over). */
+  readonly results: Array<Prompt.ToolResultPart>
   readonly eligible: Array<Eligible>
-  /** `reclaim[k]`: raw tokens reclaimed by clearing the first `k` eligible results (those that reclaim anything). */
+  /** `reclaim[k]`: raw tokens reclaimed by clearing the first `k` eligible results. */
   readonly reclaim: Array<number>
-  /** `selected[k]`: how many of the first `k` eligible results reclaim anything. */
-  readonly selected: Array<number>
-  /** The ids of the eligible results that reclaim anything, in order. */
-  readonly ids: Array<string>
+  /** `most[k]`: the most of `reclaim[0..k]` (a placeholder longer than its result reclaims less than 0). */
+  readonly most: Array<number>
+  /** The indices of the tool calls cleared, per assistant message, by the eligible results measured so far. */
+  readonly callsCleared: Map<number, ReadonlyArray<number>>
   /** The last output: the first `k` eligible results cleared in the first `length` messages. */
   output:
     | {
@@ -303,22 +472,67 @@ const makeClearing = (): Clearing => ({
   indexed: 0,
   calls: new Map(),
   callsWithInputs: new Set(),
-  results: 0,
+  results: [],
   eligible: [],
   reclaim: [0],
-  selected: [0],
-  ids: [],
+  most: [0],
+  callsCleared: new Map(),
   output: undefined
 })
 
+/** A trigger condition with its fraction taken of the input window. */
+interface Resolved {
+  readonly tokens: number | undefined
+  readonly messages: number | undefined
+}
+
+type ResolvedKeep = { readonly _tag: "messages" | "tokens"; readonly value: number }
+
+const resolveTriggers = (triggers: ReadonlyArray<Condition>, inputTokens: number): ReadonlyArray<Resolved> =>
+  triggers.flatMap((condition): ReadonlyArray<Resolved> => {
+    if (condition.fraction === undefined) return [condition]
+    // LangChain skips a condition whose fraction comes to no token.
+    const fromFraction = Math.floor(condition.fraction * inputTokens)
+    return fromFraction <= 0 ? [] : [{
+      tokens: Math.max(condition.tokens ?? 0, fromFraction),
+      messages: condition.messages
+    }]
+  })
+
+const resolveKeep = (keep: KeepConfig, inputTokens: number): ResolvedKeep => {
+  if (keep._tag !== "fraction") return keep
+  const tokens = Math.floor(keep.value * inputTokens)
+  return tokens > 0 ? { _tag: "tokens", value: tokens } : { _tag: "messages", value: defaultKeep }
+}
+
+/** The lowest token count that fires a condition, reported as the edit's trigger. */
+const lowestTokens = (triggers: ReadonlyArray<Resolved>): number | undefined => {
+  let lowest: number | undefined
+  for (const condition of triggers) {
+    if (condition.tokens !== undefined) lowest = Math.min(lowest ?? condition.tokens, condition.tokens)
+  }
+  return lowest
+}
+
 const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
-  const { clearAtLeast, clearToolInputs, excludeTools, keep, placeholder, trigger } = config
+  const { clearAtLeast, clearToolInputs, excludeTools, placeholder } = config
   // Memos: the same original object always maps to the same edited object,
   // so the counter's identity cache keeps working across model calls.
   const clearedResults = new WeakMap<Prompt.ToolResultPart, Prompt.ToolResultPart>()
   const clearedCalls = new WeakMap<Prompt.ToolCallPart, Prompt.ToolCallPart>()
   const variants = new WeakMap<Prompt.Message, Map<string, Prompt.Message>>()
+  // A tool result as a tool message of its own, as `keep: { tokens }` counts it.
+  const alone = new WeakMap<Prompt.ToolResultPart, Prompt.ToolMessage>()
   let lastSystem: Prompt.SystemMessage | undefined
+  // Fractions are taken of the input window, resolved when the edit runs when no contextWindow was given.
+  const limit = ContextLimit.make({ module: "ClearToolUses", model: undefined })
+  const sizes: Effect.Effect<{ readonly triggers: ReadonlyArray<Resolved>; readonly keep: ResolvedKeep }> =
+    config.usesProfile
+      ? Effect.map(limit, ({ inputTokens }) => ({
+        triggers: resolveTriggers(config.triggers, inputTokens),
+        keep: resolveKeep(config.keep, inputTokens)
+      }))
+      : Effect.succeed({ triggers: config.triggers, keep: config.keep as ResolvedKeep })
 
   const systemMessage = (text: string): Prompt.SystemMessage => {
     if (lastSystem === undefined || lastSystem.content !== text) {
@@ -358,9 +572,18 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
     return cleared
   }
 
-  /** The message with the parts at `indices` (sorted) cleared. */
+  const toolMessageOf = (part: Prompt.ToolResultPart): Prompt.ToolMessage => {
+    let message = alone.get(part)
+    if (message === undefined) {
+      message = Prompt.makeMessage("tool", { content: [part] })
+      alone.set(part, message)
+    }
+    return message
+  }
+
+  /** The message with the parts at `indices` (sorted) cleared; the message itself for none. */
   const variant = (message: Prompt.Message, indices: ReadonlyArray<number>): Prompt.Message => {
-    if (message.role !== "assistant" && message.role !== "tool") return message
+    if (indices.length === 0 || (message.role !== "assistant" && message.role !== "tool")) return message
     const key = indices.join(",")
     let byKey = variants.get(message)
     if (byKey === undefined) {
@@ -398,12 +621,13 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
         // the model never sees) is left alone and takes none of the `keep` slots.
         const call = clearing.calls.get(part.id)
         if (call === undefined) continue
-        const position = clearing.results++
+        const position = clearing.results.length
+        clearing.results.push(part)
         if (isCleared(part)) continue
         if (excludeTools.has(part.name) || excludeTools.has(call.part.name)) continue
         const withCall = clearToolInputs && !isCleared(call.part) && !clearing.callsWithInputs.has(call.part)
         if (withCall) clearing.callsWithInputs.add(call.part)
-        clearing.eligible.push({ result: { part, message: m, index: i }, call, position, withCall, delta: 0 })
+        clearing.eligible.push({ result: { part, message: m, index: i }, call, position, withCall })
       }
     }
   }
@@ -411,7 +635,7 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
   // Sessions, per counter and per first message (one per thread, in practice).
   const cache = HistoryCache.make({ init: makeClearing })
 
-  /** The messages with the first `k` eligible results cleared (those that reclaim anything). */
+  /** The messages with the first `k` eligible results cleared. */
   const build = (
     clearing: Clearing,
     messages: ReadonlyArray<Prompt.Message>,
@@ -431,7 +655,6 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
     }
     for (let j = reuse ? last.k : 0; j < k; j++) {
       const entry = clearing.eligible[j]!
-      if (entry.delta <= 0) continue
       clear(entry.result.message, entry.result.index)
       if (entry.withCall) clear(entry.call.message, entry.call.index)
     }
@@ -440,17 +663,94 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
     return output
   }
 
+  /**
+   * How many of the newest results `keep` keeps: a number of them, or the
+   * newest whose tokens (each as a tool message of its own) add up to at most
+   * `keep.value`, counting back until one does not fit.
+   */
+  const keepCount = (
+    counter: TokenCounter.TokenCounter.Service,
+    clearing: Clearing,
+    keep: ResolvedKeep,
+    scale: number
+  ): Effect.Effect<number> => {
+    if (keep._tag === "messages") return Effect.succeed(keep.value)
+    return Effect.gen(function*() {
+      const results = clearing.results
+      let total = 0
+      let kept = 0
+      // Measured in batches, newest first: a result costs a lookup or a few reads to count again.
+      let batch = 8
+      for (let end = results.length; end > 0; end -= batch, batch *= 2) {
+        const from = Math.max(0, end - batch)
+        const counts = yield* counter.measure(results.slice(from, end).map(toolMessageOf))
+        for (let j = counts.length - 1; j >= 0; j--) {
+          total += HistoryCache.scaled(counts[j]!, scale)
+          if (total > keep.value) return kept
+          kept++
+        }
+      }
+      return kept
+    })
+  }
+
+  /** Measures, once, what clearing each eligible result up to `candidates` reclaims. */
+  const measureUpTo = (
+    counter: TokenCounter.TokenCounter.Service,
+    clearing: Clearing,
+    messages: ReadonlyArray<Prompt.Message>,
+    candidates: number
+  ): Effect.Effect<void> => {
+    const measured = clearing.reclaim.length - 1
+    if (measured >= candidates) return Effect.void
+    // Per candidate: its result and placeholder, and with its call the call's message before and
+    // after (a counter may round a message as a whole, so the call is measured in its message).
+    const items: Array<TokenCounter.Countable> = []
+    // committed with the counts, so an interrupted measure leaves the cache as it was
+    const callsCleared = new Map<number, ReadonlyArray<number>>()
+    for (let j = measured; j < candidates; j++) {
+      const entry = clearing.eligible[j]!
+      items.push(entry.result.part, clearResult(entry.result.part))
+      if (entry.withCall) {
+        const m = entry.call.message
+        const before = callsCleared.get(m) ?? clearing.callsCleared.get(m) ?? []
+        const after = [...before, entry.call.index].sort((a, b) => a - b)
+        callsCleared.set(m, after)
+        items.push(variant(messages[m]!, before), variant(messages[m]!, after))
+      }
+    }
+    return Effect.map(counter.measure(items), (counts) => {
+      for (const [m, indices] of callsCleared) clearing.callsCleared.set(m, indices)
+      let at = 0
+      for (let j = measured; j < candidates; j++) {
+        const entry = clearing.eligible[j]!
+        let delta = counts[at]! - counts[at + 1]!
+        at += 2
+        if (entry.withCall) {
+          delta += counts[at]! - counts[at + 1]!
+          at += 2
+        }
+        const reclaim = clearing.reclaim[j]! + delta
+        clearing.reclaim.push(reclaim)
+        clearing.most.push(Math.max(clearing.most[j]!, reclaim))
+      }
+    })
+  }
+
   const run = (
     counter: TokenCounter.TokenCounter.Service,
     { state: clearing, sums }: HistoryCache.Session<Clearing>,
     messages: ReadonlyArray<Prompt.Message>,
     systemRaw: number,
-    scale: number
+    scale: number,
+    triggers: ReadonlyArray<Resolved>,
+    keep: ResolvedKeep
   ): Effect.Effect<EditResult> =>
     Effect.gen(function*() {
       const tokensOf = (raw: number) => HistoryCache.scaled(raw, scale)
       const raw = sums[messages.length]! + systemRaw
       const tokensBefore = tokensOf(raw)
+      const trigger = lowestTokens(triggers)
       const unchanged = (triggered: boolean): EditResult => ({
         messages,
         triggered,
@@ -460,13 +760,18 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
         reclaimed: 0,
         trigger
       })
-      if (tokensBefore <= trigger) return unchanged(false)
+      // Any condition whose every limit is reached fires.
+      const fires = triggers.some((condition) =>
+        (condition.tokens === undefined || tokensBefore >= condition.tokens) &&
+        (condition.messages === undefined || messages.length >= condition.messages)
+      )
+      if (!fires) return unchanged(false)
       for (let m = clearing.indexed; m < messages.length; m++) index(clearing, messages[m]!, m)
       clearing.indexed = messages.length
 
-      // The eligible results older than the `keep` newest.
+      // The eligible results older than the ones `keep` keeps.
       const eligible = clearing.eligible
-      const window = clearing.results - keep
+      const window = clearing.results.length - (yield* keepCount(counter, clearing, keep, scale))
       let lo = 0
       let hi = eligible.length
       while (lo < hi) {
@@ -476,46 +781,13 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
       }
       const candidates = lo
       if (candidates === 0) return unchanged(true)
+      yield* measureUpTo(counter, clearing, messages, candidates)
 
-      // Measure, once, what clearing each new candidate would reclaim: the
-      // parts it replaces less the parts it puts in their place.
-      const measured = clearing.reclaim.length - 1
-      if (measured < candidates) {
-        const parts: Array<Prompt.Part> = []
-        for (let j = measured; j < candidates; j++) {
-          const entry = eligible[j]!
-          parts.push(entry.result.part, clearResult(entry.result.part))
-          if (entry.withCall) parts.push(entry.call.part, clearCall(entry.call.part))
-        }
-        const counts = yield* counter.measure(parts)
-        let at = 0
-        for (let j = measured; j < candidates; j++) {
-          const entry = eligible[j]!
-          let delta = counts[at]! - counts[at + 1]!
-          at += 2
-          if (entry.withCall) {
-            delta += counts[at]! - counts[at + 1]!
-            at += 2
-          }
-          // A clearing that would not make the request smaller (a result
-          // shorter than the placeholder) is skipped.
-          entry.delta = delta
-          const positive = delta > 0
-          clearing.reclaim.push(clearing.reclaim[j]! + (positive ? delta : 0))
-          clearing.selected.push(clearing.selected[j]! + (positive ? 1 : 0))
-          if (positive) clearing.ids.push(entry.result.part.id)
-        }
-      }
-
-      // Oldest first: all candidates, or with clearAtLeast the fewest that
-      // reclaim at least that much and bring the request under the trigger
-      // (both grow with the number cleared, so a binary search finds it).
+      // Oldest first: all candidates, or with clearAtLeast the fewest that reclaim
+      // at least that much (`most` grows with the number cleared: a binary search).
       let k = candidates
       if (clearAtLeast > 0) {
-        const enough = (n: number) => {
-          const after = tokensOf(raw - clearing.reclaim[n]!)
-          return tokensBefore - after >= clearAtLeast && after <= trigger
-        }
+        const enough = (n: number) => tokensBefore - tokensOf(raw - clearing.most[n]!) >= clearAtLeast
         if (enough(candidates)) {
           let low = 1
           let high = candidates
@@ -527,13 +799,13 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
           k = low
         }
       }
-      const count = clearing.selected[k]!
-      if (count === 0) return unchanged(true)
       const tokensAfter = tokensOf(raw - clearing.reclaim[k]!)
+      const cleared = new Array<string>(k)
+      for (let j = 0; j < k; j++) cleared[j] = eligible[j]!.result.part.id
       return {
         messages: build(clearing, messages, k),
         triggered: true,
-        cleared: clearing.ids.slice(0, count),
+        cleared,
         tokensBefore,
         tokensAfter,
         reclaimed: tokensBefore - tokensAfter,
@@ -551,6 +823,7 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
       const systemRaw = context?.systemPrompt === undefined
         ? 0
         : (yield* counter.measure([systemMessage(context.systemPrompt)]))[0]!
+      const { keep, triggers } = yield* sizes
       if (messages.length === 0) {
         const tokens = HistoryCache.scaled(systemRaw, scale)
         return {
@@ -560,36 +833,51 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
           tokensBefore: tokens,
           tokensAfter: tokens,
           reclaimed: 0,
-          trigger: config.trigger
+          trigger: lowestTokens(triggers)
         }
       }
-      return yield* cache.use(counter, messages, (session) => run(counter, session, messages, systemRaw, scale))
+      return yield* cache.use(
+        counter,
+        messages,
+        (session) => run(counter, session, messages, systemRaw, scale, triggers, keep)
+      )
     }).pipe(Effect.withSpan("ContextEditing.ClearToolUses", { captureStackTrace: false }))
 
   return { name: "ClearToolUses", apply }
 }
 
 /**
- * LangChain's `ClearToolUsesEdit`. When the system prompt and messages are
- * over `trigger` tokens, it replaces the result of old tool calls with
- * `placeholder`, oldest first: every tool result but the `keep` most recent
- * ones (counted over all results, excluded and already cleared ones
+ * LangChain's `ClearToolUsesEdit`. When a `trigger` condition is reached
+ * (by default: the system prompt and messages reach 100000 tokens), it
+ * replaces the result of old tool calls with `placeholder`, oldest first:
+ * every tool result older than the ones `keep` keeps (the 3 newest by
+ * default; counted over all results, excluded and already cleared ones
  * included), except results of `excludeTools`, results already cleared, and
  * results that answer no earlier call. With `clearToolInputs`, the arguments
  * of each cleared result's call become `{}`. Cleared parts carry a marker
  * ({@link isCleared}) so they are never cleared twice.
  *
- * With `clearAtLeast` = 0 it clears every such result. Otherwise it stops
- * as soon as at least `clearAtLeast` tokens are reclaimed and the request is
- * no longer over `trigger` (LangChain stops at `clearAtLeast` alone; also
- * requiring the trigger makes the edit idempotent: its output never triggers
- * it again unless nothing is left to clear). A result whose placeholder would
- * not be smaller is left as it is. Messages are never removed or reordered,
+ * With `clearAtLeast` = 0 it clears every such result, whatever their size
+ * (a placeholder longer than a result makes the request larger, as in
+ * LangChain). Otherwise it stops as soon as at least `clearAtLeast` tokens
+ * are reclaimed, even if the request is still over the trigger (LangChain
+ * Python's meaning); when clearing them all reclaims less, it
+ * clears them all. With `clearAtLeast` = 0 the edit is idempotent: applied to
+ * its own output it changes nothing. With `clearAtLeast` > 0 it is when its
+ * output no longer reaches the trigger; otherwise applying it again clears
+ * the next results (the middleware always applies it to the stored thread,
+ * whose results are never cleared). Messages are never removed or reordered,
  * so no tool call loses its result; the system prompt, user and assistant
  * text are never changed.
  *
- * Bad options (a negative or fractional count, an unknown key) are a `Left`
- * of `AgentError.InvalidOptions` (module `"ClearToolUses"`) naming the
+ * Fractions (`{ fraction }` in `trigger` or `keep`) are taken of
+ * `contextWindow` when given, else of the agent's model's profile
+ * (`ModelProfile`, looked up each time the edit runs), else of
+ * `ModelProfile.fallback` (with one warning).
+ *
+ * Bad options (a negative or fractional count, a fraction out of range, a
+ * condition with no limit, a `keep` with two keys, an unknown key) are a
+ * `Left` of `AgentError.InvalidOptions` (module `"ClearToolUses"`) naming the
  * option; an `Either` can be `yield*`ed in `Effect.gen`.
  *
  * @example
@@ -598,7 +886,12 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
- *   const edit = yield* ContextEditing.ClearToolUses({ trigger: 50_000, keep: 5, excludeTools: ["read_todos"] })
+ *   const edit = yield* ContextEditing.ClearToolUses({
+ *     // 80% of the model's input window, or 40 messages with 30000 tokens
+ *     trigger: [{ fraction: 0.8 }, { messages: 40, tokens: 30_000 }],
+ *     keep: { tokens: 5_000 },
+ *     excludeTools: ["read_todos"]
+ *   })
  *   return ContextEditing.middleware({ edits: [edit] })
  * })
  * ```
@@ -679,7 +972,8 @@ export const applyEdits = <Edits extends ReadonlyArray<ContextEdit.Any>>(
 
 /**
  * How the middleware counts tokens: `"approximate"` with its own approximate
- * counter (4 characters per token, `TokenCounter.makeApproximate`), or
+ * counter (`TokenCounter.makeApproximate`: the counts of LangChain Python's
+ * `count_tokens_approximately`), or
  * `"model"` with the `TokenCounter` the agent is given
  * (`TokenCounter.layerTiktoken`, or `TokenCounter.layerTokenizer` over a
  * provider's tokenizer).

@@ -1,6 +1,6 @@
 import { Prompt, Tokenizer, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, type Middleware } from "@stepwise-agent/core"
+import { Agent, AgentEvent, type Middleware, ModelProfile } from "@stepwise-agent/core"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
@@ -55,7 +55,17 @@ const callsOf = (messages: ReadonlyArray<Prompt.Message>) =>
 
 const toolNames = ["search", "read_file", "run_code", "todos"]
 
-const optionsArbitrary: FastCheck.Arbitrary<ContextEditing.ClearToolUsesOptions> = FastCheck.record({
+/** Options whose trigger and keep are numbers (most properties compute with them). */
+interface NumericOptions extends ContextEditing.ClearToolUsesOptions {
+  readonly trigger: number
+  readonly clearAtLeast: number
+  readonly keep: number
+  readonly clearToolInputs: boolean
+  readonly excludeTools: ReadonlyArray<string>
+  readonly placeholder: string
+}
+
+const optionsArbitrary: FastCheck.Arbitrary<NumericOptions> = FastCheck.record({
   trigger: FastCheck.nat({ max: 1500 }),
   clearAtLeast: FastCheck.oneof(FastCheck.constant(0), FastCheck.nat({ max: 600 })),
   keep: FastCheck.nat({ max: 5 }),
@@ -101,10 +111,10 @@ describe("ClearToolUses properties", () => {
         const out = yield* edit(options).apply(messages, { systemPrompt })
         const before = resultsOf(messages)
         const after = resultsOf(out.messages)
-        const keep = options.keep!
+        const keep = options.keep
         for (let i = Math.max(0, before.length - keep); i < before.length; i++) assert.strictEqual(after[i], before[i])
         before.forEach((part, i) => {
-          if (options.excludeTools!.includes(part.name)) assert.strictEqual(after[i], part)
+          if (options.excludeTools.includes(part.name)) assert.strictEqual(after[i], part)
           if (after[i] !== part) {
             assert.isTrue(ContextEditing.isCleared(after[i]!))
             assert.strictEqual(after[i]!.result, options.placeholder)
@@ -131,12 +141,14 @@ describe("ClearToolUses properties", () => {
   )
 
   it.effect.prop(
-    "is idempotent: applied to its own output it changes nothing",
+    "is idempotent with clearAtLeast 0, or once its output is under the trigger: applied to its own output it changes nothing",
     properties,
     ({ messages, options, systemPrompt }) =>
       Effect.gen(function*() {
         const clear = edit(options)
         const once = yield* clear.apply(messages, { systemPrompt })
+        // with clearAtLeast, an output still over the trigger gets the next results cleared
+        if (options.clearAtLeast > 0 && once.tokensAfter >= options.trigger) return
         const twice = yield* clear.apply(once.messages, { systemPrompt })
         assert.strictEqual(twice.messages, once.messages)
         assert.deepStrictEqual(twice.cleared, [])
@@ -150,43 +162,87 @@ describe("ClearToolUses properties", () => {
   )
 
   it.effect.prop(
-    "once fired, reclaims at least clearAtLeast when possible, and ends under the trigger or with nothing left to clear",
+    "once fired, clears the oldest results until clearAtLeast is reclaimed, or all of them when it can't be",
     properties,
     ({ messages, options, systemPrompt }) =>
       Effect.gen(function*() {
         const out = yield* edit(options).apply(messages, { systemPrompt })
         if (!out.triggered) return
         const all = yield* edit({ ...options, clearAtLeast: 0 }).apply(messages, { systemPrompt })
-        if (all.reclaimed >= options.clearAtLeast!) assert.isAtLeast(out.reclaimed, options.clearAtLeast!)
-        else assert.deepStrictEqual(out.cleared, all.cleared)
-        const rest = yield* edit({ ...options, trigger: 0, clearAtLeast: 0 }).apply(out.messages, { systemPrompt })
-        assert.isTrue(out.tokensAfter <= options.trigger! || rest.cleared.length === 0)
+        // the oldest first: a prefix of what clearing everything clears
+        assert.deepStrictEqual(out.cleared, all.cleared.slice(0, out.cleared.length))
+        if (out.reclaimed < options.clearAtLeast) assert.deepStrictEqual(out.cleared, all.cleared)
+        if (out.cleared.length > 0 && out.cleared.length < all.cleared.length) {
+          // it stopped because enough was reclaimed, and not one result later
+          assert.isAtLeast(out.reclaimed, options.clearAtLeast)
+          const fewer = yield* reference(
+            messages,
+            { ...options, clearAtLeast: 0 },
+            systemPrompt,
+            out.cleared.length - 1
+          )
+          assert.isBelow(
+            (yield* tokensOf(messages, systemPrompt)) - (yield* tokensOf(fewer.messages, systemPrompt)),
+            options.clearAtLeast
+          )
+        }
       }).pipe(Effect.provide(Approximate)),
     propertyOptions
   )
 
   it.effect.prop(
-    "the count after is at most the count before, and is what the counter says",
+    "with clearAtLeast 0, clears every eligible result outside keep once the trigger fires",
+    properties,
+    ({ messages, options, systemPrompt }) =>
+      Effect.gen(function*() {
+        const out = yield* edit({ ...options, clearAtLeast: 0 }).apply(messages, { systemPrompt })
+        if (!out.triggered) return
+        // eligible: answers a call made before it, not excluded, not cleared, older than the keep newest answers
+        const called = new Map<string, string>()
+        const answers: Array<Prompt.ToolResultPart> = []
+        for (const message of messages) {
+          if (message.role === "assistant") {
+            for (const part of message.content) {
+              if (part.type === "tool-call" && !part.providerExecuted) called.set(part.id, part.name)
+            }
+          }
+          if (message.role === "tool") {
+            for (const part of message.content) if (called.has(part.id)) answers.push(part)
+          }
+        }
+        const excluded = new Set(options.excludeTools)
+        const eligible = answers.slice(0, Math.max(0, answers.length - options.keep)).filter((part) =>
+          !ContextEditing.isCleared(part) && !excluded.has(part.name) && !excluded.has(called.get(part.id)!)
+        )
+        assert.deepStrictEqual(out.cleared, eligible.map((part) => part.id))
+        const after = resultsOf(out.messages)
+        resultsOf(messages).forEach((part, i) => {
+          if (eligible.includes(part)) assert.isTrue(ContextEditing.isCleared(after[i]!))
+        })
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+
+  it.effect.prop(
+    "the counts before and after are what the counter says",
     properties,
     ({ messages, options, systemPrompt }) =>
       Effect.gen(function*() {
         const out = yield* edit(options).apply(messages, { systemPrompt })
-        assert.isAtMost(out.tokensAfter, out.tokensBefore)
         assert.strictEqual(out.reclaimed, out.tokensBefore - out.tokensAfter)
         assert.strictEqual(out.tokensBefore, yield* tokensOf(messages, systemPrompt))
         assert.strictEqual(out.tokensAfter, yield* tokensOf(out.messages, systemPrompt))
-        if (out.cleared.length > 0) assert.isAbove(out.reclaimed, 0)
       }).pipe(Effect.provide(Approximate)),
     propertyOptions
   )
 
   it.effect.prop(
-    "passes messages at or below the trigger unchanged",
+    "passes messages below the trigger unchanged",
     properties,
     ({ messages, options, systemPrompt }) =>
       Effect.gen(function*() {
         const tokens = yield* tokensOf(messages, systemPrompt)
-        const out = yield* edit({ ...options, trigger: tokens + (options.trigger! % 2) }).apply(messages, {
+        const out = yield* edit({ ...options, trigger: tokens + 1 + (options.trigger % 2) }).apply(messages, {
           systemPrompt
         })
         assert.strictEqual(out.messages, messages)
@@ -205,9 +261,9 @@ describe("ClearToolUses properties", () => {
         yield* TokenCounter.calibrate(reported, messages)
         const clear = edit(options)
         const once = yield* clear.apply(messages, { systemPrompt })
-        assert.isAtMost(once.tokensAfter, once.tokensBefore)
         assert.strictEqual(once.tokensAfter, yield* tokensOf(once.messages, systemPrompt))
         assert.isTrue(Arbitraries.wellFormed(once.messages))
+        if (options.clearAtLeast > 0 && once.tokensAfter >= options.trigger) return
         const twice = yield* clear.apply(once.messages, { systemPrompt })
         assert.strictEqual(twice.messages, once.messages)
       }).pipe(Effect.provide(Approximate)),
@@ -216,16 +272,25 @@ describe("ClearToolUses properties", () => {
 })
 
 /**
- * LangChain's algorithm, written plainly: clear candidates oldest first,
- * counting the whole request after each clearing.
+ * LangChain's algorithm, written plainly: fire when a condition is reached,
+ * keep the newest results (by number, or by tokens counting back until one
+ * does not fit), then clear candidates oldest first, counting the whole
+ * request after each clearing, until `clearAtLeast` is reclaimed (Python's
+ * meaning). At most `limit` results are cleared.
  */
 const reference = (
   messages: ReadonlyArray<Prompt.Message>,
   options: ContextEditing.ClearToolUsesOptions,
-  systemPrompt: string | undefined
+  systemPrompt: string | undefined,
+  limit = Number.POSITIVE_INFINITY
 ) =>
   Effect.gen(function*() {
     const trigger = options.trigger ?? 100_000
+    const conditions: ReadonlyArray<ContextEditing.TriggerCondition> = typeof trigger === "number"
+      ? [{ tokens: trigger }]
+      : Array.isArray(trigger)
+      ? trigger
+      : [trigger as ContextEditing.TriggerCondition]
     const clearAtLeast = options.clearAtLeast ?? 0
     const keep = options.keep ?? 3
     const excluded = new Set(options.excludeTools ?? [])
@@ -241,25 +306,51 @@ const reference = (
       })
     const count = (list: ReadonlyArray<Prompt.Message>) => tokensOf(list, systemPrompt)
     const before = yield* count(messages)
-    if (before <= trigger) return { messages, cleared: [] as Array<string> }
-    const positions: Array<readonly [number, number]> = []
-    messages.forEach((message, m) => {
-      if (message.role === "tool") message.content.forEach((_, i) => positions.push([m, i]))
-    })
-    let current = messages.slice()
-    const cleared: Array<string> = []
-    for (const [m, i] of positions.slice(0, Math.max(0, positions.length - keep))) {
-      const result = (messages[m] as Prompt.ToolMessage).content[i]!
-      if (ContextEditing.isCleared(result) || excluded.has(result.name)) continue
+    const fires = conditions.some((condition) =>
+      (condition.tokens === undefined || before >= condition.tokens) &&
+      (condition.messages === undefined || messages.length >= condition.messages)
+    )
+    if (!fires) return { messages, cleared: [] as Array<string> }
+    const callOf = (m: number, id: string) => {
       let callAt: readonly [number, number] | undefined
       for (let a = 0; a < m; a++) {
         const message = messages[a]!
         if (message.role !== "assistant") continue
         message.content.forEach((part, p) => {
-          if (part.type === "tool-call" && part.id === result.id && !part.providerExecuted) callAt = [a, p]
+          if (part.type === "tool-call" && part.id === id && !part.providerExecuted) callAt = [a, p]
         })
       }
-      if (callAt === undefined) continue
+      return callAt
+    }
+    // the results that answer a call (LangChain drops the others first)
+    const positions: Array<readonly [number, number]> = []
+    messages.forEach((message, m) => {
+      if (message.role === "tool") {
+        message.content.forEach((part, i) => {
+          if (callOf(m, part.id) !== undefined) positions.push([m, i])
+        })
+      }
+    })
+    let kept = 0
+    if (typeof keep === "number") kept = keep
+    else if ("messages" in keep) kept = keep.messages
+    else if ("tokens" in keep) {
+      let total = 0
+      for (let j = positions.length - 1; j >= 0; j--) {
+        const [m, i] = positions[j]!
+        const part = (messages[m] as Prompt.ToolMessage).content[i]!
+        total += yield* TokenCounter.count([Prompt.makeMessage("tool", { content: [part] })])
+        if (total > keep.tokens) break
+        kept++
+      }
+    }
+    let current = messages.slice()
+    const cleared: Array<string> = []
+    for (const [m, i] of positions.slice(0, Math.max(0, positions.length - kept))) {
+      if (cleared.length >= limit) break
+      const result = (messages[m] as Prompt.ToolMessage).content[i]!
+      if (ContextEditing.isCleared(result) || excluded.has(result.name)) continue
+      const callAt = callOf(m, result.id)!
       const call = (messages[callAt[0]] as Prompt.AssistantMessage).content[callAt[1]] as Prompt.ToolCallPart
       if (excluded.has(call.name)) continue
       const next = current.slice()
@@ -275,19 +366,40 @@ const reference = (
           Prompt.makePart("tool-call", { ...call, params: {}, options: mark(call) })
         )
       }
-      if ((yield* count(current)) - (yield* count(next)) <= 0) continue
       current = next
       cleared.push(result.id)
-      const after = yield* count(current)
-      if (clearAtLeast > 0 && before - after >= clearAtLeast && after <= trigger) break
+      if (clearAtLeast > 0 && before - (yield* count(current)) >= clearAtLeast) break
     }
     return { messages: current, cleared }
   })
 
+const conditionArbitrary: FastCheck.Arbitrary<ContextEditing.TriggerCondition> = FastCheck.record({
+  tokens: FastCheck.integer({ min: 1, max: 1500 }),
+  messages: FastCheck.integer({ min: 1, max: 12 })
+}, { requiredKeys: [] }).filter((condition) => condition.tokens !== undefined || condition.messages !== undefined)
+
+/** Options with trigger conditions and every kind of `keep` but fractions. */
+const richOptions = {
+  ...properties,
+  options: FastCheck.tuple(
+    optionsArbitrary,
+    FastCheck.oneof(
+      FastCheck.nat({ max: 1500 }),
+      conditionArbitrary,
+      FastCheck.array(conditionArbitrary, { minLength: 1, maxLength: 2 })
+    ),
+    FastCheck.oneof(
+      FastCheck.nat({ max: 5 }),
+      FastCheck.record({ messages: FastCheck.nat({ max: 5 }) }),
+      FastCheck.record({ tokens: FastCheck.nat({ max: 500 }) })
+    )
+  ).map(([options, trigger, keep]): ContextEditing.ClearToolUsesOptions => ({ ...options, trigger, keep }))
+}
+
 describe("ClearToolUses against a plain implementation", () => {
   it.effect.prop(
     "clears the same results as LangChain's algorithm, counting the whole request each time",
-    properties,
+    richOptions,
     ({ messages, options, systemPrompt }) =>
       Effect.gen(function*() {
         const out = yield* edit(options).apply(messages, { systemPrompt })
@@ -299,8 +411,23 @@ describe("ClearToolUses against a plain implementation", () => {
   )
 
   it.effect.prop(
+    "with clearAtLeast 0 it is idempotent for any trigger conditions and keep",
+    richOptions,
+    ({ messages, options, systemPrompt }) =>
+      Effect.gen(function*() {
+        const clear = edit({ ...options, clearAtLeast: 0 })
+        const once = yield* clear.apply(messages, { systemPrompt })
+        const twice = yield* clear.apply(once.messages, { systemPrompt })
+        assert.strictEqual(twice.messages, once.messages)
+        assert.deepStrictEqual(twice.cleared, [])
+        assert.isTrue(Arbitraries.wellFormed(once.messages))
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+
+  it.effect.prop(
     "an edit that remembers a thread's history gives the results of a fresh one",
-    { ...properties, cuts: FastCheck.array(FastCheck.nat(), { maxLength: 6 }) },
+    { ...richOptions, cuts: FastCheck.array(FastCheck.nat(), { maxLength: 6 }) },
     ({ cuts, messages, options, systemPrompt }) =>
       Effect.gen(function*() {
         const remembering = edit(options)
@@ -369,36 +496,143 @@ describe("ClearToolUses", () => {
       assert.deepStrictEqual(callsOf(out.messages).map((part) => part.params), callsOf(messages).map((p) => p.params))
       // the input is not mutated
       assert.deepStrictEqual(resultsOf(messages).map((part) => part.result), Array(5).fill("x".repeat(400)))
-      // ceil((6 + 402) / 4) - ceil((6 + 11) / 4) = 102 - 5 per result
+      // as tool messages of their own: ceil(("x" × 400 + "c0" + "tool" + "search") / 4) + 3
+      // less ceil(("[cleared]" + "c0" + "tool" + "search") / 4) + 3 = 106 - 9 per result
       assert.strictEqual(out.reclaimed, 3 * 97)
     }).pipe(Effect.provide(Approximate)))
 
-  it.effect("does nothing below the trigger, which counts the system prompt", () =>
+  it.effect("fires when the request reaches the trigger, which counts the system prompt", () =>
     Effect.gen(function*() {
       const messages = history(4, 400)
       const tokens = yield* tokensOf(messages)
-      const below = yield* edit({ trigger: tokens, keep: 0 }).apply(messages)
+      const below = yield* edit({ trigger: tokens + 1, keep: 0 }).apply(messages)
       assert.strictEqual(below.messages, messages)
       assert.isFalse(below.triggered)
-      const withPrompt = yield* edit({ trigger: tokens, keep: 0 }).apply(messages, { systemPrompt: "Be brief." })
+      // reached, as LangChain's `tokens >= trigger`
+      const at = yield* edit({ trigger: { tokens }, keep: 0 }).apply(messages)
+      assert.isTrue(at.triggered)
+      assert.deepStrictEqual(at.cleared, ["c0", "c1", "c2", "c3"])
+      const withPrompt = yield* edit({ trigger: tokens + 1, keep: 0 }).apply(messages, { systemPrompt: "Be brief." })
       assert.isTrue(withPrompt.triggered)
       assert.deepStrictEqual(withPrompt.cleared, ["c0", "c1", "c2", "c3"])
-      assert.strictEqual(withPrompt.tokensBefore, tokens + 3 + 3)
+      // ceil(("Be brief." + "system") / 4) + 3
+      assert.strictEqual(withPrompt.tokensBefore, tokens + 4 + 3)
     }).pipe(Effect.provide(Approximate)))
 
-  it.effect("with clearAtLeast, stops once enough is reclaimed and the request is under the trigger", () =>
+  it.effect("fires on a number of messages, on all the limits of a condition, on any condition of a list", () =>
+    Effect.gen(function*() {
+      const messages = history(3, 400) // 7 messages
+      const tokens = yield* tokensOf(messages)
+      const fired = (trigger: ContextEditing.ClearToolUsesOptions["trigger"]) =>
+        Effect.map(edit({ trigger, keep: 1 }).apply(messages), (out) => out.triggered)
+      assert.isTrue(yield* fired({ messages: 7 }))
+      assert.isFalse(yield* fired({ messages: 8 }))
+      assert.isTrue(yield* fired({ messages: 7, tokens }))
+      assert.isFalse(yield* fired({ messages: 7, tokens: tokens + 1 }))
+      assert.isFalse(yield* fired({ messages: 8, tokens }))
+      assert.isTrue(yield* fired([{ messages: 8 }, { tokens }]))
+      assert.isTrue(yield* fired([{ tokens: tokens + 1 }, { messages: 2 }]))
+      assert.isFalse(yield* fired([{ tokens: tokens + 1 }, { messages: 8, tokens: 1 }]))
+      const out = yield* edit({ trigger: { messages: 7 }, keep: 1 }).apply(messages)
+      assert.deepStrictEqual(out.cleared, ["c0", "c1"])
+      // a condition without tokens reports no trigger count
+      assert.isUndefined(out.trigger)
+      assert.strictEqual(
+        (yield* edit({ trigger: [{ messages: 7 }, { tokens: 900 }, { tokens: 800 }] }).apply(messages)).trigger,
+        800
+      )
+    }).pipe(Effect.provide(Approximate)))
+
+  it.effect("with clearAtLeast, stops once enough is reclaimed, even when the request is still over the trigger", () =>
     Effect.gen(function*() {
       const messages = history(6, 400) // 97 tokens reclaimed per result
       const tokens = yield* tokensOf(messages)
       const enough = yield* edit({ trigger: tokens - 1, clearAtLeast: 150, keep: 0 }).apply(messages)
       assert.deepStrictEqual(enough.cleared, ["c0", "c1"])
       assert.strictEqual(enough.reclaimed, 194)
-      // clearAtLeast alone would stop after two, but the request would still be over the trigger
-      const deeper = yield* edit({ trigger: tokens - 250, clearAtLeast: 150, keep: 0 }).apply(messages)
-      assert.deepStrictEqual(deeper.cleared, ["c0", "c1", "c2"])
+      // clearing until under the trigger would clear three (291 tokens); clearAtLeast stops at two
+      const over = yield* edit({ trigger: tokens - 250, clearAtLeast: 150, keep: 0 }).apply(messages)
+      assert.deepStrictEqual(over.cleared, ["c0", "c1"])
+      assert.isAtLeast(over.tokensAfter, tokens - 250)
+      // with 0, every result that may be cleared is, far past the trigger
+      const all = yield* edit({ trigger: tokens - 1, keep: 0 }).apply(messages)
+      assert.deepStrictEqual(all.cleared, ["c0", "c1", "c2", "c3", "c4", "c5"])
       // when not enough can be reclaimed, everything that may be cleared is
       const short = yield* edit({ trigger: 0, clearAtLeast: 10_000, keep: 4 }).apply(messages)
       assert.deepStrictEqual(short.cleared, ["c0", "c1"])
+    }).pipe(Effect.provide(Approximate)))
+
+  it.effect("keep: { tokens } keeps the newest results that fit, counting back until one does not", () =>
+    Effect.gen(function*() {
+      const messages = history(4, 400) // 106 tokens per result as a tool message
+      const cleared = (keep: ContextEditing.Keep) =>
+        Effect.map(edit({ trigger: 0, keep }).apply(messages), (out) => out.cleared)
+      assert.deepStrictEqual(yield* cleared({ tokens: 212 }), ["c0", "c1"])
+      assert.deepStrictEqual(yield* cleared({ tokens: 211 }), ["c0", "c1", "c2"])
+      assert.deepStrictEqual(yield* cleared({ tokens: 105 }), ["c0", "c1", "c2", "c3"])
+      assert.deepStrictEqual(yield* cleared({ tokens: 10_000 }), [])
+      assert.deepStrictEqual(yield* cleared({ messages: 1 }), ["c0", "c1", "c2"])
+      // the walk stops at the first result that does not fit, even if an older one would
+      const mixed = [
+        ...history(1, 10),
+        Prompt.makeMessage("assistant", { content: [call("big", "search")] }),
+        Prompt.makeMessage("tool", { content: [result("big", "search", "y".repeat(2000))] }),
+        Prompt.makeMessage("assistant", { content: [call("last", "search")] }),
+        Prompt.makeMessage("tool", { content: [result("last", "search", "z".repeat(40))] })
+      ]
+      const out = yield* edit({ trigger: 0, keep: { tokens: 100 } }).apply(mixed)
+      assert.deepStrictEqual(out.cleared, ["c0", "big"])
+    }).pipe(Effect.provide(Approximate)))
+
+  it.effect("accepts LangChain JS's deprecated triggerTokens and keepMessages, which trigger and keep override", () =>
+    Effect.gen(function*() {
+      const messages = history(4, 400)
+      const tokens = yield* tokensOf(messages)
+      const aliased = yield* edit({ triggerTokens: tokens, keepMessages: 1 }).apply(messages)
+      assert.deepStrictEqual(aliased.cleared, ["c0", "c1", "c2"])
+      assert.isFalse((yield* edit({ triggerTokens: tokens + 1 }).apply(messages)).triggered)
+      const overridden = yield* edit({ triggerTokens: tokens + 1, trigger: tokens, keepMessages: 1, keep: 2 }).apply(
+        messages
+      )
+      assert.deepStrictEqual(overridden.cleared, ["c0", "c1"])
+    }).pipe(Effect.provide(Approximate)))
+
+  it.effect("takes fractions of contextWindow, or of the model's profile when the edit runs", () =>
+    Effect.gen(function*() {
+      const messages = history(4, 400)
+      const tokens = yield* tokensOf(messages)
+      const fired = (options: ContextEditing.ClearToolUsesOptions) =>
+        Effect.map(edit(options).apply(messages), (out) => out.triggered)
+      assert.isTrue(yield* fired({ trigger: { fraction: 0.5 }, contextWindow: 2 * tokens }))
+      assert.isFalse(yield* fired({ trigger: { fraction: 0.5 }, contextWindow: 2 * tokens + 2 }))
+      // keep a quarter of 848 tokens: 212, two results
+      const kept = yield* edit({ trigger: 0, keep: { fraction: 0.25 }, contextWindow: 848 }).apply(messages)
+      assert.deepStrictEqual(kept.cleared, ["c0", "c1"])
+      // a keep fraction that comes to 0 tokens keeps LangChain's default, 3 results
+      const none = yield* edit({ trigger: 0, keep: { fraction: 0 }, contextWindow: 848 }).apply(messages)
+      assert.deepStrictEqual(none.cleared, ["c0"])
+
+      // without contextWindow: the profile of the agent's model, looked up each time
+      const profiled = edit({ trigger: { fraction: 0.5 }, keep: { fraction: 0.25 } })
+      const Profiles = ModelProfile.layerOverride({
+        "tiny-a": { contextWindow: 4 * tokens, maxOutputTokens: 100, maxInputTokens: 2 * tokens },
+        "tiny-b": { contextWindow: 4 * tokens, maxOutputTokens: 100, maxInputTokens: 848 }
+      })
+      const onModel = (model: string) =>
+        profiled.apply(messages).pipe(Effect.provide(Layer.merge(Profiles, ModelProfile.layerModel(model))))
+      const small = yield* onModel("tiny-a")
+      assert.isTrue(small.triggered)
+      assert.strictEqual(small.trigger, tokens)
+      // keep floor(0.25 × 2 × 525) = 262 tokens: two results of 106
+      assert.strictEqual(tokens, 5 + 4 * (24 + 106))
+      assert.deepStrictEqual(small.cleared, ["c0", "c1"])
+      const smaller = yield* onModel("tiny-b")
+      assert.strictEqual(smaller.trigger, 424)
+      assert.deepStrictEqual(smaller.cleared, ["c0", "c1"])
+      // no profile: ModelProfile.fallback's 128000 input tokens
+      const unknown = yield* onModel("unknown-model")
+      assert.isFalse(unknown.triggered)
+      assert.strictEqual(unknown.trigger, 64_000)
     }).pipe(Effect.provide(Approximate)))
 
   it.effect("clears the inputs of cleared calls with clearToolInputs", () =>
@@ -419,7 +653,7 @@ describe("ClearToolUses", () => {
       assert.deepStrictEqual(out.cleared, ["c1", "c3"])
     }).pipe(Effect.provide(Approximate)))
 
-  it.effect("skips results the placeholder would not shrink, and results that answer no call", () =>
+  it.effect("clears short results too, as LangChain does, and leaves results that answer no call", () =>
     Effect.gen(function*() {
       const messages = [
         user("go"),
@@ -428,11 +662,14 @@ describe("ClearToolUses", () => {
         Prompt.makeMessage("tool", { content: [result("orphan", "search", "z".repeat(300))] })
       ]
       const out = yield* edit({ trigger: 0, keep: 0 }).apply(messages)
-      assert.deepStrictEqual(out.cleared, ["b"])
-      // the two results of one tool message: only the second changed
+      assert.deepStrictEqual(out.cleared, ["a", "b"])
       const tool = out.messages[2] as Prompt.ToolMessage
-      assert.strictEqual(tool.content[0], (messages[2] as Prompt.ToolMessage).content[0])
+      assert.deepStrictEqual(tool.content.map((part) => part.result), ["[cleared]", "[cleared]"])
       assert.strictEqual(out.messages[3], messages[3])
+      // a placeholder longer than a result makes the request larger
+      const longer = yield* edit({ trigger: 0, keep: 1, placeholder: "[this result was cleared]" }).apply(messages)
+      assert.deepStrictEqual(longer.cleared, ["a"])
+      assert.isBelow(longer.reclaimed, 0)
     }).pipe(Effect.provide(Approximate)))
 
   it.effect("an orphan result (no call before it) takes no keep slot: the newest real result is kept", () =>
@@ -503,23 +740,40 @@ describe("ClearToolUses", () => {
       [{ trigger: Number.POSITIVE_INFINITY }, "trigger"],
       [{ excludeTools: [1 as any] }, "excludeTools[0]"],
       [{ clearToolInputs: "yes" as any }, "clearToolInputs"],
-      [{ exclude_tools: ["search"] } as any, "exclude_tools"]
+      [{ exclude_tools: ["search"] } as any, "exclude_tools"],
+      [{ trigger: { tokens: 0 } }, "trigger.tokens"],
+      [{ trigger: { messages: 1.5 } }, "trigger.messages"],
+      [{ trigger: { fraction: 1.5 } }, "trigger.fraction"],
+      [{ trigger: { fraction: 0 } }, "trigger.fraction"],
+      [{ trigger: [{ tokens: 10 }, { messages: 0 }] }, "trigger[1].messages"],
+      [{ trigger: [] }, "trigger"],
+      [{ trigger: {} }, "trigger"],
+      [{ keep: { tokens: -1 } }, "keep.tokens"],
+      [{ keep: { fraction: 2 } }, "keep.fraction"],
+      [{ keep: { messages: 1, tokens: 5 } as any }, "keep"],
+      [{ contextWindow: 0 }, "contextWindow"],
+      [{ trigger: { fraction: 0.001 }, contextWindow: 500 }, "trigger.fraction"]
     ] as const
     for (const [options, option] of invalid) {
       const error = Either.getLeft(ContextEditing.ClearToolUses(options as ContextEditing.ClearToolUsesOptions))
       assert.isTrue(Option.isSome(error), option)
       const value = Option.getOrThrow(error)
       assert.strictEqual(value._tag, "InvalidOptions")
-      assert.strictEqual(value.option, option)
+      assert.isTrue(value.option.startsWith(option), `${value.option} for ${option}`)
       assert.strictEqual(value.module, "ClearToolUses")
     }
     const keep = Either.getLeft(ContextEditing.ClearToolUses({ keep: -1 })).pipe(Option.getOrThrow)
-    assert.strictEqual(
-      keep.message,
-      "Invalid ClearToolUses option \"keep\": Expected a whole number of at least 0, actual -1"
-    )
+    assert.include(keep.message, "Invalid ClearToolUses option \"keep\": Expected a whole number of at least 0")
+    assert.include(keep.message, "actual -1")
+    const empty = Either.getLeft(ContextEditing.ClearToolUses({ trigger: [] })).pipe(Option.getOrThrow)
+    assert.strictEqual(empty.reason, "is an empty list: nothing would trigger")
     assert.isTrue(Either.isRight(ContextEditing.ClearToolUses()))
     assert.isTrue(Either.isRight(ContextEditing.ClearToolUses({ trigger: 0, clearAtLeast: 0, keep: 0 })))
+    assert.isTrue(Either.isRight(ContextEditing.ClearToolUses({
+      trigger: [{ tokens: 0.5 }, { messages: 3, fraction: 1 }],
+      keep: { fraction: 0 },
+      contextWindow: 1
+    })))
   })
 
   it.effect("fails an Effect.gen when yielded with bad options", () =>

@@ -171,8 +171,9 @@ describe("recover", () => {
       assert.strictEqual(overflow.limit, 100)
       assert.strictEqual(overflow.reportedTokens, 110)
       assert.strictEqual(overflow.messages, 2)
-      // approximate counter: 3 per message + ceil(characters / 4): system "Be brief." 3 + 3, "b"×40 3 + 10, "c" 3 + 1
-      assert.strictEqual(overflow.measuredTokens, 6 + 13 + 4)
+      // approximate counter: ceil((characters + role) / 4) + 3 per message:
+      // system "Be brief." 4 + 3, "b"×40 11 + 3, "c" 2 + 3
+      assert.strictEqual(overflow.measuredTokens, 7 + 14 + 5)
       assert.include(overflow.message, "even after compaction")
     }))
 
@@ -191,8 +192,8 @@ describe("recover", () => {
         [overflow._tag, overflow.compacted, overflow.status, overflow.limit, overflow.reportedTokens],
         ["ContextOverflow", false, 413, 200_000, undefined]
       )
-      // the counter in context: 1 character per token
-      assert.strictEqual(overflow.measuredTokens, 3 + 9 + 3 + 1)
+      // the counter in context: 1 character per token, (characters + role) + 3 per message
+      assert.strictEqual(overflow.measuredTokens, (9 + 6) + 3 + (1 + 4) + 3)
     }))
 
   it.effect("other failures pass through untouched and nothing is compacted", () =>

@@ -407,7 +407,7 @@ describe("beforeModel", () => {
       const history = [user("x".repeat(400)), assistant("ok"), user("next")]
       const mw = yield* middleware({ trigger: { tokens: 200 }, keep: { messages: 1 } })
       const model = yield* summarizer()
-      // approximately 3 + 100 + 3 + 1 + 3 + 1 tokens: under the trigger
+      // approximately (101 + 3) + (3 + 3) + (2 + 3) tokens: under the trigger
       assert.isUndefined(yield* withSummarizer(model, beforeModel(mw, history)))
       const out = yield* withSummarizer(model, beforeModel(mw, history)).pipe(
         Effect.provide(TokenCounter.layerApproximate({ charsPerToken: 1 }))
@@ -418,25 +418,27 @@ describe("beforeModel", () => {
   it.effect("fractions are of the context window", () =>
     Effect.gen(function*() {
       const model = yield* summarizer()
-      // trigger at 100 tokens, keep 30 tokens; a question is 16 tokens, an answer 5
-      const mw = yield* middleware({ trigger: { fraction: 0.5 }, keep: { fraction: 0.15 }, contextWindow: 200 })
+      // trigger at 110 tokens, keep 33 tokens; a question is ceil((51 + 4) / 4) + 3 = 17 tokens,
+      // an answer ceil((8 + 9) / 4) + 3 = 8
+      const mw = yield* middleware({ trigger: { fraction: 0.5 }, keep: { fraction: 0.15 }, contextWindow: 220 })
       const short = turns(4)
-      assert.strictEqual(yield* TokenCounter.count(short), 84)
+      assert.strictEqual(yield* TokenCounter.count(short), 100)
       assert.isUndefined(yield* withSummarizer(model, beforeModel(mw, short)))
       const long = turns(5)
-      assert.strictEqual(yield* TokenCounter.count(long), 105)
+      assert.strictEqual(yield* TokenCounter.count(long), 125)
       const out = yield* withSummarizer(model, beforeModel(mw, long))
       assert.deepStrictEqual(out!.slice(1), long.slice(7))
-      assert.strictEqual(yield* expectedCut(long, { tokens: 30 }), 7)
+      assert.strictEqual(yield* expectedCut(long, { tokens: 33 }), 7)
     }).pipe(Effect.provide(TokenCounter.layerApproximate())))
 
   it.effect("trimTokensToSummarize sends the previous summary and the newest older messages that fit", () =>
     Effect.gen(function*() {
       const model = yield* summarizer("NEW")
-      const mw = yield* middleware({ trigger: { messages: 1 }, keep: { messages: 1 }, trimTokensToSummarize: 60 })
+      const mw = yield* middleware({ trigger: { messages: 1 }, keep: { messages: 1 }, trimTokensToSummarize: 70 })
       const first = yield* withSummarizer(model, beforeModel(mw, [user("old"), assistant("old answer"), user("hi")]))
       const previous = first![0]!
-      // each question is 3 + ceil(51 / 4) = 16 tokens, each answer 3 + 3 = 6
+      // the previous summary is ceil((51 + 4) / 4) + 3 = 17 tokens, leaving 53 of 70; each question is
+      // ceil((51 + 4) / 4) + 3 = 17 tokens, each answer ceil((8 + 9) / 4) + 3 = 8
       const history = [previous, ...turns(5), user("now")]
       const out = yield* withSummarizer(model, beforeModel(mw, history))
       assert.deepStrictEqual(out!.map(textOf), [`${Summarization.defaultSummaryPrefix}\n\nNEW`, "now"])

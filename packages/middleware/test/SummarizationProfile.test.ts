@@ -89,14 +89,14 @@ describe("fractions from the model profile", () => {
     { fastCheck: { numRuns: 60 } }
   )
 
-  it.effect("the profile of the named model sizes the fraction: 0.5 of a 100-token model", () =>
+  it.effect("the profile of the named model sizes the fraction: 0.5 of a 140-token model", () =>
     Effect.gen(function*() {
       const mw = yield* Summarization.middleware({ trigger: { fraction: 0.5 }, keep: { messages: 1 } })
-      // a question is 3 + ceil(10 / 4) = 6 tokens, an answer 3 + ceil(8 / 4) = 5; the trigger is 50
-      assert.strictEqual(yield* TokenCounter.count(turns(4)), 44)
-      assert.isUndefined(yield* beforeModel(mw, turns(4)).pipe(Effect.provide(tinyModel(100))))
-      assert.strictEqual(yield* TokenCounter.count(turns(5)), 55)
-      const out = yield* beforeModel(mw, turns(5)).pipe(Effect.provide(tinyModel(100)))
+      // a question is ceil((10 + 4) / 4) + 3 = 7 tokens, an answer ceil((8 + 9) / 4) + 3 = 8; the trigger is 70
+      assert.strictEqual(yield* TokenCounter.count(turns(4)), 60)
+      assert.isUndefined(yield* beforeModel(mw, turns(4)).pipe(Effect.provide(tinyModel(140))))
+      assert.strictEqual(yield* TokenCounter.count(turns(5)), 75)
+      const out = yield* beforeModel(mw, turns(5)).pipe(Effect.provide(tinyModel(140)))
       assert.strictEqual(out?.length, 2)
       assert.isTrue(Summarization.isSummary(out![0]!))
       // the same history under gpt-4o's 128k window does not trigger

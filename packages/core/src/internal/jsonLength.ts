@@ -11,17 +11,52 @@
  * value nested in itself counts 4 (`null`) where it repeats, where
  * `JSON.stringify` would throw.
  */
-export const jsonLength = (value: unknown): number => measure(value, [])
+export const jsonLength = (value: unknown): number => walk(value, [], json)
+
+/**
+ * How a format spells a JSON-like value, for {@link lengthIn}: the lengths
+ * that differ between formats. Both formats spell `true` in 4 characters,
+ * `false` in 5, `null` in 4 and a bigint in its digits.
+ */
+export interface Style {
+  readonly string: (text: string) => number
+  readonly number: (value: number) => number
+  /** Between two items of an array or two properties of an object. */
+  readonly separator: number
+  /** Between a key and its value. */
+  readonly colon: number
+  /** A value nested in itself, where it repeats. */
+  readonly cycle: number
+  /** `undefined`, a function or a symbol that is not inside an array or object. */
+  readonly other: number
+}
+
+/**
+ * The length of `value` spelled in `style`, measured without building it:
+ * arrays and objects in brackets, an object's `undefined`, function and
+ * symbol properties left out (an array's count as `null`, 4 characters), a
+ * `toJSON` method (a `Date`) measured by what it returns.
+ */
+export const lengthIn = (style: Style) => (value: unknown): number => walk(value, [], style)
+
+const json: Style = {
+  string: (text) => text.length + 2,
+  number: (value) => Number.isFinite(value) ? String(value).length : 4,
+  separator: 1,
+  colon: 1,
+  cycle: 4,
+  other: 0
+}
 
 const omitted = (value: unknown): boolean =>
   value === undefined || typeof value === "function" || typeof value === "symbol"
 
-const measure = (value: unknown, ancestors: Array<object>): number => {
+const walk = (value: unknown, ancestors: Array<object>, style: Style): number => {
   switch (typeof value) {
     case "string":
-      return value.length + 2
+      return style.string(value)
     case "number":
-      return Number.isFinite(value) ? String(value).length : 4
+      return style.number(value)
     case "bigint":
       return String(value).length
     case "boolean":
@@ -29,17 +64,18 @@ const measure = (value: unknown, ancestors: Array<object>): number => {
     case "object":
       break
     default:
-      return 0
+      return style.other
   }
-  if (value === null || ancestors.includes(value)) return 4
+  if (value === null) return 4
+  if (ancestors.includes(value)) return style.cycle
   const toJSON = (value as { readonly toJSON?: unknown }).toJSON
-  if (typeof toJSON === "function") return measure(toJSON.call(value), ancestors)
+  if (typeof toJSON === "function") return walk(toJSON.call(value), ancestors, style)
   ancestors.push(value)
   let length = 2
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i]
-      length += (i > 0 ? 1 : 0) + (omitted(item) ? 4 : measure(item, ancestors))
+      length += (i > 0 ? style.separator : 0) + (omitted(item) ? 4 : walk(item, ancestors, style))
     }
   } else {
     let properties = 0
@@ -47,7 +83,8 @@ const measure = (value: unknown, ancestors: Array<object>): number => {
       if (!Object.prototype.hasOwnProperty.call(value, key)) continue
       const item = (value as Record<string, unknown>)[key]
       if (omitted(item)) continue
-      length += (properties++ > 0 ? 1 : 0) + key.length + 3 + measure(item, ancestors)
+      length += (properties++ > 0 ? style.separator : 0) + style.string(key) + style.colon +
+        walk(item, ancestors, style)
     }
   }
   ancestors.pop()

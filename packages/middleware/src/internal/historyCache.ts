@@ -139,7 +139,7 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
 export const scaled = (raw: number, scale: number): number => scale === 1 ? raw : Math.round(raw * scale)
 
 /**
- * An approximate counter (4 characters per token), made on first use and
+ * An approximate counter (`TokenCounter.makeApproximate`), made on first use and
  * then reused: the counter of a middleware that is not given one.
  */
 export const lazyApproximate = (): Effect.Effect<TokenCounter.TokenCounter.Service> => {
