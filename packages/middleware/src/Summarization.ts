@@ -32,7 +32,7 @@
  * unsummarized (`onFailure: "continue"`, reported as a decision).
  *
  * Tokens are counted with the `TokenCounter` the agent is given, or else an
- * approximate one (4 characters per token). Messages only (the system prompt
+ * approximate one (LangChain Python's count, 4 characters per token). Messages only (the system prompt
  * is not part of the stored conversation); with `calibrate: true` the counter
  * is calibrated with the input tokens the provider reports for each model
  * call, so its counts take in the system prompt and the tool definitions.

@@ -317,8 +317,8 @@ describe("beforeModel", () => {
   it.effect("several sizes in one trigger must all be reached; in a list, any one", () =>
     Effect.gen(function*() {
       const history = turns(3)
-      // 6 messages, 63 tokens
-      assert.strictEqual(yield* TokenCounter.count(history), 63)
+      // 6 messages, 75 tokens (LangChain Python's approximate count): between the 50 and 100 used below
+      assert.strictEqual(yield* TokenCounter.count(history), 75)
       const cases: ReadonlyArray<readonly [Summarization.Options["trigger"], boolean]> = [
         [{ tokens: 50, messages: 10 }, false],
         [[{ tokens: 50 }, { messages: 10 }], true],
