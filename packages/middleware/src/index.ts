@@ -71,6 +71,11 @@ export * as RateLimit from "./RateLimit.js"
 /**
  * @since 0.1.0
  */
+export * as RiskApproval from "./RiskApproval.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Summarization from "./Summarization.js"
 
 /**

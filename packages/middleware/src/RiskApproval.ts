@@ -1,0 +1,186 @@
+/**
+ * RiskApproval: approval by risk. A model reads each call of a gated tool and
+ * gives a verdict — a risk (`"low" | "medium" | "high"`) and a reason — and
+ * only calls at or above a threshold wait for a person; the others run.
+ *
+ * It is a `when` predicate for `HumanInTheLoop` ({@link make} gives one), so
+ * the rest is HumanInTheLoop's: the verdict is asked once per call, when
+ * HumanInTheLoop's `afterModel` sees the reply (after the `afterModel` hooks
+ * of the middleware listed after it have edited it); it is reported as a
+ * decision with its reason; a resumed run takes the calls the stored request
+ * asked about and does not ask again. A classifier that fails, or answers
+ * anything that is not a verdict, makes the call wait for a person.
+ *
+ * The classifier is the `LanguageModel` behind the {@link Classifier} tag,
+ * provided by {@link layer} (any `@effect/ai` provider; in tests a
+ * `ScriptedModel`). It is asked for JSON text, which is decoded with the
+ * {@link Verdict} schema.
+ *
+ * @since 0.1.0
+ */
+import type * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Prompt from "@effect/ai/Prompt"
+import * as Middleware from "@stepwise-agent/core/Middleware"
+import * as Secrets from "@stepwise-agent/core/Secrets"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import type * as HumanInTheLoop from "./HumanInTheLoop.js"
+
+/**
+ * How risky a call is, from least to most.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Risk = Schema.Literal("low", "medium", "high")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Risk = typeof Risk.Type
+
+/**
+ * The classifier's answer about one call.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Verdict = Schema.Struct({ risk: Risk, reason: Schema.String })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Verdict = typeof Verdict.Type
+
+/**
+ * The model that classifies calls.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Classifier extends Context.Tag("@stepwise-agent/middleware/RiskApproval/Classifier")<
+  Classifier,
+  LanguageModel.Service
+>() {}
+
+/**
+ * Provides `model` as the {@link Classifier}.
+ *
+ * @example
+ * ```ts
+ * import { RiskApproval } from "@stepwise-agent/middleware"
+ * import { ScriptedModel } from "@stepwise-agent/testing"
+ * import { Effect, Layer } from "effect"
+ *
+ * const ClassifierLive = Layer.unwrapEffect(
+ *   Effect.map(ScriptedModel.make([ScriptedModel.text(`{"risk":"low","reason":"read only"}`)]), ({ model }) =>
+ *     RiskApproval.layer(model))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (model: LanguageModel.Service): Layer.Layer<Classifier> => Layer.succeed(Classifier, model)
+
+/**
+ * The classifier's instructions (the system prompt of each verdict).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultPrompt = "You judge the risk of one tool call an AI agent is about to make, for a person who " +
+  "approves the risky ones. Answer with JSON only: {\"risk\": \"low\" | \"medium\" | \"high\", \"reason\": " +
+  "\"<one sentence>\"}. low: reads, or changes nothing that matters and is easy to undo. medium: changes data or " +
+  "sends something, but can be undone. high: destructive, irreversible, costly, or reaches people or systems " +
+  "outside the conversation."
+
+/**
+ * Options of {@link make}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Calls judged at or above this risk wait for a person (default `"medium"`). */
+  readonly threshold?: Risk | undefined
+  /** The classifier's instructions (default {@link defaultPrompt}). */
+  readonly prompt?: string | undefined
+}
+
+const rank: Record<Risk, number> = { low: 0, medium: 1, high: 2 }
+
+const decodeVerdict = Schema.decodeUnknown(Schema.parseJson(Verdict))
+
+/** What the classifier is shown of a call: the tool, its arguments, and the user's last words. */
+const describe = (call: Prompt.ToolCallPart, context: HumanInTheLoop.DescriptionContext): string => {
+  let request = ""
+  for (let i = context.messages.length - 1; i >= 0 && request === ""; i--) {
+    const message = context.messages[i]!
+    if (message.role !== "user") continue
+    request = typeof message.content === "string"
+      ? message.content
+      : message.content.flatMap((part) => part.type === "text" ? [part.text] : []).join("\n")
+  }
+  return `The user asked: ${request === "" ? "(nothing)" : request}\n\n` +
+    `The agent calls the tool "${call.name}" with the arguments ${JSON.stringify(call.params)}.`
+}
+
+/**
+ * Builds the `when` predicate: a call needs a decision when the classifier
+ * judges it at or above `threshold`. Each verdict is reported (`risk` and
+ * `reason`, credentials scrubbed). Needs the {@link Classifier} when built.
+ *
+ * @example
+ * ```ts
+ * import { Tool, Toolkit } from "@effect/ai"
+ * import { HumanInTheLoop, RiskApproval } from "@stepwise-agent/middleware"
+ * import { Effect, Schema } from "effect"
+ *
+ * const Deploy = Tool.make("deploy", { parameters: { env: Schema.String }, success: Schema.String })
+ * const Tools = Toolkit.make(Deploy)
+ *
+ * const approvals = Effect.gen(function*() {
+ *   const risky = yield* RiskApproval.make({ threshold: "high" })
+ *   return yield* HumanInTheLoop.middleware({
+ *     toolkit: Tools,
+ *     interruptOn: { deploy: { allowedDecisions: ["approve", "reject"], when: risky } }
+ *   })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options?: Options | undefined): Effect.Effect<HumanInTheLoop.When, never, Classifier> =>
+  Effect.map(Classifier, (classifier) => {
+    const threshold = rank[options?.threshold ?? "medium"]
+    const system = Prompt.makeMessage("system", { content: options?.prompt ?? defaultPrompt })
+    return (call, context) =>
+      classifier.generateText({
+        prompt: Prompt.fromMessages([
+          system,
+          Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: describe(call, context) })] })
+        ])
+      }).pipe(
+        Effect.flatMap((response) => decodeVerdict(response.text)),
+        Effect.mapError((error) =>
+          ParseResult.isParseError(error)
+            ? `the classifier's answer is no verdict: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+            : error
+        ),
+        Effect.tap((verdict) =>
+          Middleware.report(`risk of ${call.name} (${call.id}): ${verdict.risk}`, {
+            callId: call.id,
+            risk: verdict.risk,
+            reason: Secrets.scrubText(verdict.reason)
+          })
+        ),
+        Effect.map((verdict) => rank[verdict.risk] >= threshold)
+      )
+  })
