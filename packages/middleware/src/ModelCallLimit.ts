@@ -23,6 +23,7 @@ import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Check from "./internal/options.js"
+import { appendToSystemPrompt } from "./internal/toolPrompt.js"
 
 /**
  * The state slice: model calls made on the thread, and in the current run.
@@ -214,13 +215,7 @@ export const middleware: (
               threadCount: state.threadModelCallCount,
               runCount: state.runModelCallCount
             }),
-            next({
-              ...request,
-              toolChoice: "none",
-              systemPrompt: request.systemPrompt === undefined || request.systemPrompt === ""
-                ? lastCallPrompt
-                : `${request.systemPrompt}\n\n${lastCallPrompt}`
-            })
+            next({ ...appendToSystemPrompt(request, lastCallPrompt), toolChoice: "none" })
           )
         }
       }

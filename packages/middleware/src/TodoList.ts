@@ -38,7 +38,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Check from "./internal/options.js"
 import { serviceOrOwn } from "./internal/serviceOrOwn.js"
-import { appendWhenOffered } from "./internal/toolPrompt.js"
+import { appendToSystemPrompt, appendWhenOffered } from "./internal/toolPrompt.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -474,12 +474,9 @@ const build = (options: Options): Middleware.Middleware<State> => {
     wrapModelCall: (request, next) => {
       const todos = (request.state as Partial<State>).todos
       return withPrompt(
-        todos === undefined || todos.length === 0 || showsAWrite(request.messages) ? request : {
-          ...request,
-          systemPrompt: request.systemPrompt === undefined || request.systemPrompt === ""
-            ? currentListPrompt(todos)
-            : `${request.systemPrompt}\n\n${currentListPrompt(todos)}`
-        },
+        todos === undefined || todos.length === 0 || showsAWrite(request.messages)
+          ? request
+          : appendToSystemPrompt(request, currentListPrompt(todos)),
         next
       )
     }
