@@ -22,12 +22,7 @@ import { Prompt } from "@effect/ai"
 import { Middleware } from "@stepwise-agent/core"
 import { Offload } from "@stepwise-agent/middleware"
 import { Effect } from "effect"
-
-/** CPU time of this process in µs (user + system): less disturbed than the wall clock by other processes. */
-const cpuUs = () => {
-  const usage = process.cpuUsage()
-  return usage.user + usage.system
-}
+import { cpuUs } from "./measure.js"
 
 const resultText = (i: number): string => `result ${i}: ${"lorem ipsum dolor sit amet ".repeat(80)}`.slice(0, 2048)
 

@@ -10,6 +10,7 @@
  */
 import * as Pii from "@stepwise-agent/middleware/Pii"
 import { Either } from "effect"
+import { cpuUs } from "./measure.js"
 
 /**
  * One text, streamed and whole.
@@ -53,10 +54,7 @@ const textOf = (separator: string, bytes: number): string => {
   return unit.repeat(Math.ceil(bytes / unit.length))
 }
 
-const cpuMs = (): number => {
-  const usage = process.cpuUsage()
-  return (usage.user + usage.system) / 1000
-}
+const cpuMs = (): number => cpuUs() / 1000
 
 const best = (passes: number, run: () => void): number => {
   let fastest = Infinity

@@ -25,7 +25,7 @@ import { LanguageModel, Response, Tool, Toolkit } from "@effect/ai"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { Effect, Schema } from "effect"
 import { performance } from "node:perf_hooks"
-import { median } from "./measure.js"
+import { cpuUs, median } from "./measure.js"
 
 /**
  * What the scale section measured.
@@ -127,11 +127,6 @@ const runChecked = ({ agent, checkpointer }: Made, threadId: string) =>
       return yield* Effect.dieMessage(`thread ${threadId} stored ${texts.length} messages: ${texts.join(" | ")}`)
     }
   })
-
-const cpuUs = () => {
-  const usage = process.cpuUsage()
-  return usage.user + usage.system
-}
 
 const settledHeap = async (gc: () => void) => {
   await new Promise((resolve) => setTimeout(resolve, 0))
