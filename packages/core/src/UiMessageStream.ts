@@ -497,7 +497,13 @@ export const fromEvents = <S, O, E, R>(
         Stream.catchAllCause((cause) =>
           Cause.isInterruptedOnly(cause)
             ? Stream.failCause(cause as Cause.Cause<never>)
-            : Stream.make<Array<UiMessageChunk>>({ type: "error", errorText: errorText(cause) })
+            : Stream.suspend(() => {
+              // the UI closes what is open (a half-written text part stays `streaming` otherwise)
+              const out: Array<UiMessageChunk> = []
+              closeStep(out)
+              out.push({ type: "error", errorText: errorText(cause) })
+              return Stream.fromIterable(out)
+            })
         )
       )
     )

@@ -650,6 +650,30 @@ describe("UiMessageStream.fromEvents on its own", () => {
       assert.notInclude(failed.errorText, "sk-live-123456789abcdef")
     }))
 
+  it.effect("a failure mid-text closes the text part and the step before the error chunk", () =>
+    Effect.gen(function*() {
+      const chunks = yield* collect(
+        [
+          AgentEvent.ModelCallStarted({ step: 0, messageCount: 1, toolNames: [] }),
+          AgentEvent.TextDelta({ step: 0, delta: "Hel" })
+        ],
+        Cause.fail(new AiError.UnknownError({ module: "Provider", method: "stream", description: "reset" }))
+      )
+      assert.deepStrictEqual(chunks.map((chunk) => chunk.type), [
+        "start",
+        "start-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "finish-step",
+        "error"
+      ])
+      const { message } = yield* assemble(chunks)
+      const part = message.parts.find((part) => part.type === "text")
+      assert.strictEqual(part?.type === "text" && part.text, "Hel")
+      assert.strictEqual(part?.type === "text" && part.state, "done", "the reader saw the text part end")
+    }))
+
   it.effect("a defect says only that the run failed unexpectedly", () =>
     Effect.gen(function*() {
       const chunks = yield* collect([], Cause.die(new Error("token=abc internal detail")))
