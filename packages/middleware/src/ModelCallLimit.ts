@@ -23,7 +23,7 @@ import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Check from "./internal/options.js"
-import { appendToSystemPrompt } from "./internal/toolPrompt.js"
+import * as SoftLanding from "./internal/softLanding.js"
 
 /**
  * The state slice: model calls made on the thread, and in the current run.
@@ -121,13 +121,13 @@ const describeExceeded = (
 }
 
 /**
- * What the model is told on the last call a limit allows, with `softLanding`.
+ * What the model is told on the last call a limit allows, with `softLanding`
+ * (`ToolCallLimit` and `Budget` land with the same text).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const lastCallPrompt = "This is your last model call in this run: no tools are available any more. " +
-  "Answer the user now with what you have found so far, and say what is left undone."
+export const lastCallPrompt: string = SoftLanding.lastCallPrompt
 
 /** With `softLanding`: whether the call about to be made is the last a limit allows. */
 const isLastAllowed = (
@@ -210,13 +210,10 @@ export const middleware: (
         wrapModelCall: (request, next) => {
           const state = request.state as unknown as State
           if (!isLastAllowed(limits, state)) return next(request)
-          return Effect.zipRight(
-            Middleware.report("last model call a limit allows: tools disabled", {
-              threadCount: state.threadModelCallCount,
-              runCount: state.runModelCallCount
-            }),
-            next({ ...appendToSystemPrompt(request, lastCallPrompt), toolChoice: "none" })
-          )
+          return SoftLanding.land(request, next, "last model call a limit allows: tools disabled", {
+            threadCount: state.threadModelCallCount,
+            runCount: state.runModelCallCount
+          })
         }
       }
       : {}),
