@@ -259,7 +259,15 @@ describe("middleware (policy: clearToolUses)", () => {
           content: [Prompt.makePart("tool-call", { id: "c1", name: "search", params: {}, providerExecuted: false })]
         }),
         Prompt.makeMessage("tool", {
-          content: [Prompt.makePart("tool-result", { id: "c1", name: "search", isFailure: false, result: "long" })]
+          content: [
+            Prompt.makePart("tool-result", {
+              id: "c1",
+              name: "search",
+              isFailure: false,
+              result: "long",
+              providerExecuted: false
+            })
+          ]
         })
       ]
       const first = scripted([overflowing, "fits now"])
