@@ -35,15 +35,14 @@
  *
  * @since 0.1.0
  */
-import * as Prompt from "@effect/ai/Prompt"
 import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as ModelProfile from "@stepwise-agent/core/ModelProfile"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as BudgetEnd from "./internal/budgetEnd.js"
 import * as Check from "./internal/options.js"
-import * as SoftLanding from "./internal/softLanding.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -444,10 +443,11 @@ export const middleware: (
       if (exitBehavior === "error") return yield* new BudgetExceeded({ threadId, reached })
       const text = describeReached(reached)
       yield* Middleware.report(`${text}; ending the run`, reached)
-      const notice = Prompt.makeMessage("assistant", {
-        content: [Prompt.makePart("text", { text: `${text.charAt(0).toUpperCase()}${text.slice(1)}.` })]
-      })
-      return { ...(update === undefined ? {} : { state: update }), messages: [...messages, notice], jumpTo: "end" }
+      return {
+        ...(update === undefined ? {} : { state: update }),
+        messages: [...messages, BudgetEnd.notice(text)],
+        jumpTo: "end"
+      }
     }),
     afterModel: ({ state, usage }) =>
       Effect.map(count(state, usage), (update) => update === undefined ? undefined : { state: update }),
@@ -464,7 +464,7 @@ export const middleware: (
           if (over === undefined) return next(request)
           const spent = formatAmount(over.budget, over.spent(state))
           const lastCall = formatAmount(over.budget, over.lastCall(state))
-          return SoftLanding.land(
+          return BudgetEnd.land(
             request,
             next,
             `the next call would likely go over the ${over.scope} ${over.budget} budget (${spent} spent of ${

@@ -41,14 +41,14 @@
  *
  * @since 0.1.0
  */
-import * as Prompt from "@effect/ai/Prompt"
+import type * as Prompt from "@effect/ai/Prompt"
 import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as BudgetEnd from "./internal/budgetEnd.js"
 import * as Check from "./internal/options.js"
-import * as SoftLanding from "./internal/softLanding.js"
 
 /**
  * What happens to tool calls over the limit.
@@ -267,10 +267,7 @@ export const middleware: <const Name extends string | undefined = undefined>(
           yield* Middleware.report(`${text}; blocked ${blocked.size} call(s), ending the run`, attempted)
           // The calls that were within the limit were not run either, so they do not count.
           const unchanged = { [threadKey]: state[threadKey] ?? 0, [runKey]: state[runKey] ?? 0 }
-          const notice = Prompt.makeMessage("assistant", {
-            content: [Prompt.makePart("text", { text: `${text.charAt(0).toUpperCase()}${text.slice(1)}.` })]
-          })
-          return { state: unchanged, messages: [...withResults, notice], jumpTo: "end" as const }
+          return { state: unchanged, messages: [...withResults, BudgetEnd.notice(text)], jumpTo: "end" as const }
         }
         yield* Middleware.report(`${text}; blocked ${blocked.size} call(s)`, attempted)
         return { state: counts, messages: withResults }
@@ -281,8 +278,8 @@ export const middleware: <const Name extends string | undefined = undefined>(
             !spent(request.state)
               ? next(request)
               : toolName === undefined
-              ? SoftLanding.land(request, next, landingText)
-              : SoftLanding.withoutTool(request, next, toolName, landingText)
+              ? BudgetEnd.land(request, next, landingText)
+              : BudgetEnd.withoutTool(request, next, toolName, landingText)
         }
         : {})
     })

@@ -1,15 +1,23 @@
 /**
- * A budget's soft landing, shared by `ModelCallLimit`, `ToolCallLimit` and
- * `Budget`: the model call made when a budget is about to run out, with
- * tools disabled and a prompt asking for the answer, so the run ends on the
- * model's answer instead of a tool call it can never see the result of; and,
- * for a limit on one tool, the model calls made without that tool once its
+ * How a budget (`ModelCallLimit`, `ToolCallLimit`, `Budget`) ends a run: the
+ * assistant notice saying which limit was reached, and the soft landing —
+ * the model call made when a budget is about to run out, with tools
+ * disabled and a prompt asking for the answer, so the run ends on the
+ * model's answer instead of a tool call it can never see the result of; for
+ * a limit on one tool, the model calls made without that tool once its
  * allowance is spent.
  */
 import type * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Prompt from "@effect/ai/Prompt"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import { appendToSystemPrompt } from "./toolPrompt.js"
+
+/** The assistant message ending a run: `text` as a sentence ("model call limit reached: …" → "Model call limit reached: ….") */
+export const notice = (text: string): Prompt.AssistantMessage =>
+  Prompt.makeMessage("assistant", {
+    content: [Prompt.makePart("text", { text: `${text.charAt(0).toUpperCase()}${text.slice(1)}.` })]
+  })
 
 /** What the model is told on its last call. */
 export const lastCallPrompt = "This is your last model call in this run: no tools are available any more. " +
