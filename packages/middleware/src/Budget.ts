@@ -415,9 +415,16 @@ export const middleware: (
         onSome: Effect.succeed
       }))
 
-  /** The slice with the run's usage counted (see {@link counted}), or undefined when nothing changed. */
+  /**
+   * The slice with the run's usage counted (see {@link counted}), or
+   * undefined when nothing changed. The price is looked up only for usage
+   * to count, so a run that made no call never fails on it after the fact.
+   */
   const count = (state: State, usage: Middleware.RunUsage) =>
-    Effect.map(currentPrice, (price) => counted(state, usage, price))
+    usage.inputTokens === state.budgetRunInputTokens && usage.outputTokens === state.budgetRunOutputTokens &&
+      usage.totalTokens === state.budgetRunTokens
+      ? Effect.succeed(undefined)
+      : Effect.map(currentPrice, (price) => counted(state, usage, price))
 
   return Middleware.make({
     name: options.name ?? "budget",
@@ -431,6 +438,8 @@ export const middleware: (
           : { state: runReset }
       ),
     beforeModel: Effect.fnUntraced(function*({ messages, state: stored, threadId, usage }) {
+      // an unpriced model fails the run before its first call
+      yield* currentPrice
       const update = yield* count(stored, usage)
       const state = update ?? stored
       const reached = checks.filter((check) => check.spent(state) >= check.limit).map((check): Reached => ({
