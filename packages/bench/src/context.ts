@@ -263,6 +263,7 @@ const untriggeredSummarization = async () => {
       messages,
       threadId: "bench",
       step: 0,
+      usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 },
       tools: [],
       resume: Option.none()
     }

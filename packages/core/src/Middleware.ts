@@ -80,6 +80,19 @@ export interface StateSlice<S> {
 }
 
 /**
+ * Tokens summed over the model calls of a run, as plain numbers (what
+ * {@link HookContext} carries; a run's result reports them as a `Usage`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunUsage {
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly totalTokens: number
+}
+
+/**
  * What a node hook sees.
  *
  * @since 0.1.0
@@ -93,6 +106,11 @@ export interface HookContext<S> {
   readonly threadId: string
   /** Model calls made so far in this run. */
   readonly step: number
+  /**
+   * Tokens the provider reported for the model calls of this run so far (a
+   * resumed run keeps its count; a provider that reports none counts 0).
+   */
+  readonly usage: RunUsage
   /** Every tool the agent has (its toolkit and the middleware's tools). */
   readonly tools: ReadonlyArray<Tool.Any>
   /**

@@ -216,20 +216,43 @@ const check = (table: Table): Effect.Effect<ReadonlyMap<string, Profile>, Invali
     return Effect.succeed(profiles)
   })
 
+/** The entry of `entries` (keyed by normalized names) that the normalized `name` matches. */
+const matching = <A>(entries: ReadonlyMap<string, A>, name: string): Option.Option<A> => {
+  const exact = entries.get(name)
+  if (exact !== undefined) return Option.some(exact)
+  // a dated snapshot or alias of an entry: the longest entry followed by "-"
+  let best: string | undefined
+  for (const key of entries.keys()) {
+    if (name.startsWith(`${key}-`) && (best === undefined || key.length > best.length)) best = key
+  }
+  return best === undefined ? Option.none() : Option.some(entries.get(best)!)
+}
+
 const fromProfiles = (profiles: ReadonlyMap<string, Profile>): ModelProfile.Service =>
-  ModelProfile.of({
-    lookup: (model) => {
-      const name = normalize(model)
-      const exact = profiles.get(name)
-      if (exact !== undefined) return Option.some(exact)
-      // a dated snapshot or alias of an entry: the longest entry followed by "-"
-      let best: string | undefined
-      for (const key of profiles.keys()) {
-        if (name.startsWith(`${key}-`) && (best === undefined || key.length > best.length)) best = key
-      }
-      return best === undefined ? Option.none() : Option.some(profiles.get(best)!)
-    }
-  })
+  ModelProfile.of({ lookup: (model) => matching(profiles, normalize(model)) })
+
+/**
+ * A lookup by model name over any table keyed by model names (a price
+ * list, say), matching names as profiles do (see the module documentation):
+ * exactly, or as a dated snapshot or alias of an entry, ignoring case and a
+ * provider prefix.
+ *
+ * @example
+ * ```ts
+ * import { ModelProfile } from "@stepwise-agent/core"
+ *
+ * const priceOf = ModelProfile.lookupIn({ "gpt-4o": 2.5, "gpt-4o-mini": 0.15 })
+ * priceOf("openai/gpt-4o-mini-2024-07-18") // Some(0.15)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const lookupIn = <A>(table: Readonly<Record<string, A>>): (model: string) => Option.Option<A> => {
+  const entries = new Map<string, A>()
+  for (const [name, value] of Object.entries(table)) entries.set(normalize(name), value)
+  return (model) => matching(entries, normalize(model))
+}
 
 const builtInService = fromProfiles(Effect.runSync(check(builtIn)))
 

@@ -36,6 +36,15 @@ describe("ModelProfile", () => {
       assert.deepStrictEqual(yield* windowOf("claude-3-5-haiku-latest"), Option.some(200_000))
     }))
 
+  it("lookupIn matches names in any table as profiles do", () => {
+    const priceOf = ModelProfile.lookupIn({ "gpt-4o": 2.5, "GPT-4o-mini": 0.15 })
+    assert.deepStrictEqual(priceOf("gpt-4o"), Option.some(2.5))
+    assert.deepStrictEqual(priceOf("openai/gpt-4o-mini-2024-07-18"), Option.some(0.15))
+    assert.deepStrictEqual(priceOf("gpt-4o-2024-08-06"), Option.some(2.5))
+    assert.deepStrictEqual(priceOf("gpt-4"), Option.none())
+    assert.deepStrictEqual(priceOf("gpt-4oo"), Option.none())
+  })
+
   it.effect("an unknown model, a name that only shares a prefix, and no name at all find nothing", () =>
     Effect.gen(function*() {
       assert.isTrue(Option.isNone(yield* ModelProfile.lookup("llama-3.1-8b")))

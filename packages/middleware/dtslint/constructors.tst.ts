@@ -1,9 +1,10 @@
 import type { LanguageModel } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import type { AgentError, Middleware, TokenCounter } from "@stepwise-agent/core"
-import type { ContextOverflow } from "@stepwise-agent/middleware"
 import {
+  Budget,
   ContextEditing,
+  ContextOverflow,
   DynamicSystemPrompt,
   Guardrail,
   HumanInTheLoop,
@@ -84,6 +85,18 @@ describe("constructors that return an Effect of a middleware", () => {
           ToolCallLimit.ToolCallLimitExceeded
         >
       >
+    >()
+  })
+
+  test("Budget: its spending slice and its two errors", () => {
+    expect(Budget.middleware({ tokens: { runLimit: 1000 }, softLanding: true })).type.toBe<
+      Built<Middleware.Middleware<Budget.State, Budget.BudgetExceeded | Budget.UnpricedModel>>
+    >()
+  })
+
+  test("ContextOverflow: a recovery that fails with ContextOverflow", () => {
+    expect(ContextOverflow.middleware({ policy: "clearToolUses" })).type.toBe<
+      Built<Middleware.Middleware<{}, ContextOverflow.ContextOverflow>>
     >()
   })
 

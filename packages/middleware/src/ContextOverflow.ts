@@ -22,20 +22,29 @@
  * reported. The provider's error itself is not kept: only its message,
  * scrubbed of secrets.
  *
+ * {@link middleware} is a ready recovery for agents without `Summarization`:
+ * with `policy: "clearToolUses"`, a rejected request has its old tool
+ * results cleared (`ContextEditing.ClearToolUses` with its trigger ignored:
+ * every result outside `keep` is cleared) and is retried once.
+ *
  * @since 0.1.0
  */
 import type * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
-import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as ModelProfile from "@stepwise-agent/core/ModelProfile"
 import * as Secrets from "@stepwise-agent/core/Secrets"
+import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as ContextEditing from "./ContextEditing.js"
 import * as HistoryCache from "./internal/historyCache.js"
+import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -308,3 +317,133 @@ export const recover = <E, R>(
         )
       }))
 }
+
+// -----------------------------------------------------------------------------
+// middleware
+// -----------------------------------------------------------------------------
+
+/**
+ * Options of {@link middleware}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MiddlewareOptions {
+  /**
+   * How a rejected request is compacted. `"clearToolUses"`: old tool
+   * results are cleared as `ContextEditing.ClearToolUses` clears them, its
+   * trigger ignored (every result outside `keep` that may be cleared is).
+   */
+  readonly policy: "clearToolUses"
+  /** The newest tool results never cleared (default 3 results); see `ContextEditing.Keep`. */
+  readonly keep?: ContextEditing.Keep | undefined
+  /** Also replace the arguments of the cleared results' calls with `{}` (default false). */
+  readonly clearToolInputs?: boolean | undefined
+  /** Tools whose results are never cleared (default none). */
+  readonly excludeTools?: ReadonlyArray<string> | undefined
+  /** What a cleared result says (default `"[cleared]"`). */
+  readonly placeholder?: string | undefined
+  /** The window a `keep` fraction is taken of (default: the agent's model's profile). */
+  readonly contextWindow?: number | undefined
+  /** The model's name, for the error (default `ModelProfile.CurrentModel`). */
+  readonly model?: string | undefined
+  /** The middleware's name (default `"contextOverflow"`). */
+  readonly name?: string | undefined
+}
+
+const MiddlewareOptionsSchema = Schema.Struct({
+  policy: Schema.Literal("clearToolUses"),
+  // checked by ContextEditing.ClearToolUses
+  keep: Schema.optional(Schema.Unknown),
+  clearToolInputs: Schema.optional(Schema.Unknown),
+  excludeTools: Schema.optional(Schema.Unknown),
+  placeholder: Schema.optional(Schema.Unknown),
+  contextWindow: Schema.optional(Schema.Unknown),
+  model: Schema.optional(Check.NonEmpty),
+  name: Schema.optional(Check.NonEmpty)
+})
+
+/**
+ * A middleware that recovers from a context overflow by clearing old tool
+ * results (`policy: "clearToolUses"`) and retrying once, failing with
+ * {@link ContextOverflow} when the retry is rejected too or there was no
+ * result to clear. Only the request changes: the stored thread keeps every
+ * result. A thread that overflowed once stays long, so from then on its
+ * calls are cleared before they are sent (reported as `"cleared N tool
+ * results before the call: the thread overflowed before"`), instead of each
+ * being rejected first; which threads overflowed is kept in memory, per
+ * middleware, and forgotten when a thread is deleted. Bad options fail with
+ * `AgentError.InvalidOptions` (module `"ContextOverflow"`, the option named
+ * as `ClearToolUses` names it).
+ *
+ * List it after `ModelFallback` (as `Summarization`), so it sees the
+ * provider's rejection before a fallback model is tried.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ * import * as ContextOverflow from "@stepwise-agent/middleware/ContextOverflow"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const overflow = yield* ContextOverflow.middleware({ policy: "clearToolUses", keep: 2 })
+ *   return yield* Agent.make({ middleware: [overflow] })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const middleware: (
+  options: MiddlewareOptions
+) => Effect.Effect<Middleware.Middleware<{}, ContextOverflow>, AgentError.InvalidOptions> = Effect.fn(
+  "ContextOverflow.middleware"
+)(function*(options: MiddlewareOptions) {
+  yield* Check.validate("ContextOverflow", MiddlewareOptionsSchema, options)
+  const { model, name, policy: _, ...clearOptions } = options
+  const edit = yield* Either.mapLeft(
+    // a trigger of one message: the edit always fires, clearing every result outside keep
+    ContextEditing.ClearToolUses({ ...clearOptions, trigger: { messages: 1 } }),
+    (error) => new AgentError.InvalidOptions({ module: "ContextOverflow", option: error.option, reason: error.reason })
+  )
+  const overflowed = new Set<string>()
+
+  /** The request with old tool results cleared; None when there was none to clear. */
+  const clear = (request: Middleware.ModelRequest) =>
+    Effect.gen(function*() {
+      const counter = yield* counterOf
+      const result = yield* edit.apply(request.messages, { systemPrompt: request.systemPrompt }).pipe(
+        Effect.provideService(TokenCounter.TokenCounter, counter)
+      )
+      return result.cleared.length === 0
+        ? Option.none()
+        : Option.some({ request: { ...request, messages: result.messages }, cleared: result.cleared.length })
+    })
+
+  const recovering = recover({
+    model,
+    compact: (request) =>
+      Effect.map(clear(request), (cleared) => {
+        if (Option.isSome(cleared)) overflowed.add(request.threadId)
+        return Option.map(cleared, (c) => c.request)
+      })
+  })
+
+  const wrapModelCall: Middleware.WrapModelCall<any, never> = (request, next) =>
+    !overflowed.has(request.threadId) ? recovering(request, next) : Effect.gen(function*() {
+      const cleared = yield* clear(request)
+      if (Option.isNone(cleared)) return yield* recovering(request, next)
+      yield* Middleware.report(
+        `cleared ${cleared.value.cleared} tool results before the call: the thread overflowed before`,
+        { cleared: cleared.value.cleared }
+      )
+      return yield* recovering(cleared.value.request, next)
+    })
+
+  // the provider's errors it lets through are already the agent's
+  return Middleware.make({
+    name: name ?? "contextOverflow",
+    wrapModelCall,
+    onThreadDeleted: (threadId) => Effect.sync(() => void overflowed.delete(threadId))
+  }) as Middleware.Middleware<{}, ContextOverflow>
+})

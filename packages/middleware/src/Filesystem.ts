@@ -17,6 +17,11 @@
  * - `"workspace"`: the `Workspace` service the app provides — a real
  *   directory jailed to a root (`Workspace.layerDirectory`) or memory.
  *
+ * With `routes`, paths under a prefix go to another workspace, whichever the
+ * storage (`Workspace.composite`): `{ "/memories": directory }` keeps
+ * `/memories/...` in a real directory across threads while the rest stays
+ * in the thread's state; `ls`, `glob` and `grep` merge them.
+ *
  * A path outside the root, a write to a read-only path, a missing file or an
  * ambiguous edit comes back to the model as a failed tool result
  * (`{ error: "..." }`) it can read and repair; the run goes on.
@@ -26,10 +31,13 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as ToolContext from "@stepwise-agent/core/ToolContext"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
@@ -212,6 +220,12 @@ export const Files = Schema.Record({ key: Schema.String, value: Schema.String })
 export interface Options {
   /** Appended to the agent's system prompt on every model call that offers the tools. */
   readonly systemPrompt?: string | undefined
+  /**
+   * Workspaces mounted at path prefixes (`Workspace.composite`): a path under
+   * a prefix goes to its workspace (the longest prefix wins), the others to
+   * the storage. Default none.
+   */
+  readonly routes?: Readonly<Record<string, Workspace.Workspace.Service>> | undefined
 }
 
 /**
@@ -405,18 +419,50 @@ const RuleSchema = Schema.Struct({
   access: Schema.Literal("read-only", "read-write")
 })
 
+const WorkspaceService = Schema.declare(
+  (u: unknown): u is Workspace.Workspace.Service =>
+    ["ls", "read", "write", "edit", "glob", "grep"].every((key) =>
+      Predicate.hasProperty(u, key) && typeof u[key] === "function"
+    ),
+  { identifier: "a Workspace service (Workspace.makeDirectory, Workspace.makeMemory, …)" }
+)
+
+const Routes = Schema.Record({ key: Schema.String, value: WorkspaceService })
+
 const OptionsSchema = Schema.Union(
   Schema.Struct({
     storage: Schema.optional(Schema.Literal("state")),
     systemPrompt: Schema.optional(Schema.String),
+    routes: Schema.optional(Routes),
     rules: Schema.optional(Schema.Array(RuleSchema)),
     defaultAccess: Schema.optional(Schema.Literal("read-only", "read-write"))
   }),
   Schema.Struct({
     storage: Schema.Literal("workspace"),
-    systemPrompt: Schema.optional(Schema.String)
+    systemPrompt: Schema.optional(Schema.String),
+    routes: Schema.optional(Routes)
   })
 )
+
+/**
+ * `workspace` with `routes` mounted on it (`Workspace.composite`); the
+ * routes were checked when the middleware was built.
+ */
+const withRoutes = (
+  routes: Options["routes"]
+): (workspace: Workspace.Workspace.Service) => Workspace.Workspace.Service =>
+  routes === undefined || Object.keys(routes).length === 0
+    ? (workspace) => workspace
+    : (workspace) => Either.getOrThrow(Workspace.composite(workspace, routes))
+
+/** The `InvalidOptions` of bad `routes`, named as options of this module. */
+const badRoutes = (routes: Options["routes"]): AgentError.InvalidOptions | undefined => {
+  if (routes === undefined) return undefined
+  const checked = Workspace.composite(Workspace.fromStorage(Workspace.memoryStorage(new Map())), routes)
+  return Either.isLeft(checked)
+    ? new AgentError.InvalidOptions({ module: "Filesystem", option: checked.left.option, reason: checked.left.reason })
+    : undefined
+}
 
 /**
  * Adds the file tools `ls`, `read_file`, `write_file`, `edit_file`, `glob`
@@ -458,14 +504,20 @@ export const middleware: {
     "Filesystem",
     OptionsSchema,
     options,
-    (checked) => checked.storage === "workspace" ? buildWorkspace(checked) : buildState(checked)
+    (checked) => {
+      const invalid = badRoutes(checked.routes)
+      if (invalid !== undefined) return Check.carrying(invalid)
+      return checked.storage === "workspace" ? buildWorkspace(checked) : buildState(checked)
+    }
   )
 
 const buildWorkspace = (options: Options): Middleware.Middleware<{}, never, Workspace.Workspace> =>
   Middleware.make({
     name: "filesystem",
     tools: Effect.flatMap(
-      toolkit.toContext(Effect.map(Workspace.Workspace, (service) => handlersOver(Effect.succeed(service)))),
+      toolkit.toContext(
+        Effect.map(Workspace.Workspace, (service) => handlersOver(Effect.succeed(withRoutes(options.routes)(service))))
+      ),
       (context) => Effect.provide(toolkit, context)
     ),
     wrapModelCall: appendWhenOffered("read_file", options.systemPrompt ?? defaultSystemPrompt)
@@ -481,6 +533,7 @@ const isFileTool = (name: string): boolean => (toolNames as ReadonlyArray<string
 
 const buildState = (options: StateOptions): Middleware.Middleware<State> => {
   const access: Workspace.AccessOptions = { rules: options.rules, defaultAccess: options.defaultAccess }
+  const routed = withRoutes(options.routes)
   // The calls of one tool step share a copy of the slice (keyed by the step's state object).
   const copies = new WeakMap<object, Map<string, string>>()
   const sessions = new Map<string, Session>()
@@ -489,12 +542,12 @@ const buildState = (options: StateOptions): Middleware.Middleware<State> => {
     (session) =>
       session === undefined
         ? Effect.fail({ error: "The file tools run only inside an agent with the Filesystem middleware" })
-        : Effect.succeed(
+        : Effect.succeed(routed(
           Workspace.fromStorage(
             Workspace.memoryStorage(session.files, (path, content) => session.changes.set(path, content)),
             access
           )
-        )
+        ))
   )
   const sync = (context: Middleware.HookContext<State>) => {
     const files = applyLastTurn(context.messages, context.state.files)

@@ -17,13 +17,12 @@
  *
  * @since 0.1.0
  */
-import * as Prompt from "@effect/ai/Prompt"
 import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as BudgetEnd from "./internal/budgetEnd.js"
 import * as Check from "./internal/options.js"
-import { appendToSystemPrompt } from "./internal/toolPrompt.js"
 
 /**
  * The state slice: model calls made on the thread, and in the current run.
@@ -121,13 +120,13 @@ const describeExceeded = (
 }
 
 /**
- * What the model is told on the last call a limit allows, with `softLanding`.
+ * What the model is told on the last call a limit allows, with `softLanding`
+ * (`ToolCallLimit` and `Budget` land with the same text).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const lastCallPrompt = "This is your last model call in this run: no tools are available any more. " +
-  "Answer the user now with what you have found so far, and say what is left undone."
+export const lastCallPrompt: string = BudgetEnd.lastCallPrompt
 
 /** With `softLanding`: whether the call about to be made is the last a limit allows. */
 const isLastAllowed = (
@@ -200,23 +199,17 @@ export const middleware: (
       }
       const text = describeExceeded(limits, counts)
       yield* Middleware.report(`${text}; ending the run`, counts)
-      const notice = Prompt.makeMessage("assistant", {
-        content: [Prompt.makePart("text", { text: `${text.charAt(0).toUpperCase()}${text.slice(1)}.` })]
-      })
-      return { messages: [...messages, notice], jumpTo: "end" as const }
+      return { messages: [...messages, BudgetEnd.notice(text)], jumpTo: "end" as const }
     }),
     ...(options.softLanding === true
       ? {
         wrapModelCall: (request, next) => {
           const state = request.state as unknown as State
           if (!isLastAllowed(limits, state)) return next(request)
-          return Effect.zipRight(
-            Middleware.report("last model call a limit allows: tools disabled", {
-              threadCount: state.threadModelCallCount,
-              runCount: state.runModelCallCount
-            }),
-            next({ ...appendToSystemPrompt(request, lastCallPrompt), toolChoice: "none" })
-          )
+          return BudgetEnd.land(request, next, "last model call a limit allows: tools disabled", {
+            threadCount: state.threadModelCallCount,
+            runCount: state.runModelCallCount
+          })
         }
       }
       : {}),

@@ -20,6 +20,17 @@
  *   ends the conversation.
  * - `"error"`: the run fails with {@link ToolCallLimitExceeded}.
  *
+ * With `softLanding`, a run does not end on a tool call. The allowance is
+ * spent when a count reaches its limit: from then on a limit on all tools
+ * makes the model calls with tools disabled and a prompt asking for the answer
+ * (`ModelCallLimit.lastCallPrompt`), so the run ends on that answer; a limit
+ * on one tool stops offering that tool. One reply can ask for several calls:
+ * the calls within the allowance run, those over it get failed results as
+ * with `"continue"` (whatever `exitBehavior` says), and the next call is the
+ * soft landing. `exitBehavior` applies only when the model still asks for
+ * tools after the allowance was spent (e.g. a model that ignores
+ * `toolChoice: "none"`).
+ *
  * The slice's keys derive from `toolName`, so limits on different tools fit
  * in one agent: `threadToolCallCount` / `runToolCallCount` for all tools,
  * `threadToolCallCount:<toolName>` / `runToolCallCount:<toolName>` for one.
@@ -30,12 +41,13 @@
  *
  * @since 0.1.0
  */
-import * as Prompt from "@effect/ai/Prompt"
+import type * as Prompt from "@effect/ai/Prompt"
 import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as BudgetEnd from "./internal/budgetEnd.js"
 import * as Check from "./internal/options.js"
 
 /**
@@ -72,6 +84,12 @@ export interface Options<Name extends string | undefined = undefined> {
   readonly runLimit?: number | undefined
   /** `"continue"` (default), `"end"` or `"error"`; see the module documentation. */
   readonly exitBehavior?: ExitBehavior | undefined
+  /**
+   * A soft landing (default `false`): once the allowance is spent, the model
+   * is called without tools (a limit on all tools, with a prompt asking for
+   * the answer) or without the limited tool; see the module documentation.
+   */
+  readonly softLanding?: boolean | undefined
   /** The middleware's name (default `"toolCallLimit"`, or `"toolCallLimit:<toolName>"`). */
   readonly name?: string | undefined
 }
@@ -127,6 +145,7 @@ const OptionsSchema = Schema.Struct({
   threadLimit: Schema.optional(Check.Count),
   runLimit: Schema.optional(Check.Count),
   exitBehavior: Schema.optional(Schema.Literal("continue", "end", "error")),
+  softLanding: Schema.optional(Schema.Boolean),
   name: Schema.optional(Check.NonEmpty)
 })
 
@@ -183,6 +202,14 @@ export const middleware: <const Name extends string | undefined = undefined>(
       ? "Tool call limit reached. Do not make any more tool calls."
       : `Tool call limit for "${toolName}" reached. Do not call "${toolName}" again.`
     type Slice = Record<string, number>
+    const softLanding = options.softLanding === true
+    /** Whether no call is left: a count reached its limit. */
+    const spent = (state: Readonly<Record<string, unknown>>): boolean =>
+      (threadLimit !== undefined && (state[threadKey] as number ?? 0) >= threadLimit) ||
+      (runLimit !== undefined && (state[runKey] as number ?? 0) >= runLimit)
+    const landingText = toolName === undefined
+      ? "tool call limit spent: the model answers without tools"
+      : `"${toolName}" tool call limit spent: "${toolName}" is no longer offered`
 
     const make = Middleware.make({
       name: options.name ?? (toolName === undefined ? "toolCallLimit" : `toolCallLimit:${toolName}`),
@@ -211,7 +238,9 @@ export const middleware: <const Name extends string | undefined = undefined>(
         const counts = { [threadKey]: threadCount, [runKey]: runCount }
         if (blocked.size === 0) return allowed === 0 ? undefined : { state: counts }
         const attempted = { threadCount: threadCount + blocked.size, runCount: runCount + blocked.size }
-        if (exitBehavior === "error") {
+        // with a soft landing, the turn that spends the allowance goes on to the landing call
+        const behavior = softLanding && !spent(state) ? "continue" : exitBehavior
+        if (behavior === "error") {
           return yield* new ToolCallLimitExceeded({
             threadId,
             ...(toolName === undefined ? {} : { toolName }),
@@ -225,7 +254,7 @@ export const middleware: <const Name extends string | undefined = undefined>(
         for (const call of calls) {
           if (blocked.has(call.id)) {
             results.push(Middleware.toolResult(call, { error: blockedText }, { isFailure: true }))
-          } else if (exitBehavior === "end") {
+          } else if (behavior === "end") {
             results.push(
               Middleware.toolResult(call, {
                 error: `Not run: the run was ended because the limit on ${subject} was reached.`
@@ -234,18 +263,25 @@ export const middleware: <const Name extends string | undefined = undefined>(
           }
         }
         const withResults = AgentState.appendToolResults(messages, results)
-        if (exitBehavior === "end") {
+        if (behavior === "end") {
           yield* Middleware.report(`${text}; blocked ${blocked.size} call(s), ending the run`, attempted)
           // The calls that were within the limit were not run either, so they do not count.
           const unchanged = { [threadKey]: state[threadKey] ?? 0, [runKey]: state[runKey] ?? 0 }
-          const notice = Prompt.makeMessage("assistant", {
-            content: [Prompt.makePart("text", { text: `${text.charAt(0).toUpperCase()}${text.slice(1)}.` })]
-          })
-          return { state: unchanged, messages: [...withResults, notice], jumpTo: "end" as const }
+          return { state: unchanged, messages: [...withResults, BudgetEnd.notice(text)], jumpTo: "end" as const }
         }
         yield* Middleware.report(`${text}; blocked ${blocked.size} call(s)`, attempted)
         return { state: counts, messages: withResults }
-      })
+      }),
+      ...(softLanding
+        ? {
+          wrapModelCall: (request, next) =>
+            !spent(request.state)
+              ? next(request)
+              : toolName === undefined
+              ? BudgetEnd.land(request, next, landingText)
+              : BudgetEnd.withoutTool(request, next, toolName, landingText)
+        }
+        : {})
     })
     return make as Middleware.Middleware<any, ToolCallLimitExceeded>
   })

@@ -12,12 +12,18 @@
  * model can read; the `Filesystem` tools answer with it instead of failing
  * the run.
  *
+ * {@link composite} routes paths by prefix to other workspaces (deepagents'
+ * `CompositeBackend`): `/memories/...` to a real directory, the rest to
+ * memory, with `ls`, `glob` and `grep` merging across them.
+ *
  * @since 0.1.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Paths from "./internal/workspacePaths.js"
@@ -611,6 +617,197 @@ export const makeDirectory = (
     }
     return fromStorage(storage, options)
   })
+
+/** `error` with its path, a path of the workspace mounted at `prefix`, made a path of the composite. */
+const relocated = (error: WorkspaceError, outer: (inner: string) => string): WorkspaceError => {
+  switch (error._tag) {
+    case "PathOutsideRoot":
+      return new PathOutsideRoot({ path: outer(error.path) })
+    case "ReadOnlyPath":
+      return new ReadOnlyPath({ path: outer(error.path) })
+    case "FileNotFound":
+      return new FileNotFound({ path: outer(error.path) })
+    case "EditStringNotFound":
+      return new EditStringNotFound({ path: outer(error.path), oldString: error.oldString })
+    case "EditNotUnique":
+      return new EditNotUnique({ path: outer(error.path), occurrences: error.occurrences })
+    case "WorkspaceIoError":
+      return new WorkspaceIoError({ path: outer(error.path), reason: error.reason })
+  }
+}
+
+interface Route {
+  /** The normalized prefix ("/memories"). */
+  readonly prefix: string
+  readonly workspace: Workspace.Service
+  /** The path of the composite for a path of the routed workspace. */
+  readonly outer: (inner: string) => string
+  /** The path of the routed workspace for a path of the composite under the prefix. */
+  readonly inner: (path: string) => string
+}
+
+const byPath = <A extends { readonly path: string }>(a: A, b: A) => a.path < b.path ? -1 : a.path > b.path ? 1 : 0
+
+/**
+ * A workspace that routes each path to the workspace mounted at its longest
+ * prefix, and the others to `fallback` (deepagents' `CompositeBackend`).
+ * A routed workspace sees paths relative to its prefix: with
+ * `{ "/memories": directory }`, `/memories/notes.md` is the directory's
+ * `/notes.md`, so each workspace keeps its own root, jail and access rules,
+ * and paths in answers and errors are given back under the prefix. Paths are
+ * normalized before routing: `/memories/../x` is the fallback's `/x`, and
+ * `..` above the root fails with {@link PathOutsideRoot}. A prefix matches
+ * whole segments (`/mem` does not route `/memories`). `ls` of a directory
+ * that holds a prefix lists it as a directory; `glob` and `grep` search
+ * every workspace under the path asked, and leave out the fallback's files
+ * that a route hides.
+ *
+ * A prefix that is not a path inside the root ("/" or one with `..` above
+ * it), or two that normalize to one, give a `Left` of
+ * `AgentError.InvalidOptions` (module `"Workspace"`); an `Either` can be
+ * `yield*`ed in `Effect.gen`.
+ *
+ * @example
+ * ```ts
+ * import { Workspace } from "@stepwise-agent/middleware"
+ * import { NodeContext } from "@effect/platform-node"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const memories = yield* Workspace.makeDirectory({ root: "/srv/agent-memories" })
+ *   const scratch = yield* Workspace.makeMemory()
+ *   const workspace = yield* Workspace.composite(scratch, { "/memories": memories })
+ *   yield* workspace.write("/memories/user.md", "Prefers short answers.") // /srv/agent-memories/user.md
+ *   yield* workspace.write("/draft.md", "...") // in memory
+ *   return yield* workspace.ls("/") // /draft.md, /memories/
+ * }).pipe(Effect.provide(NodeContext.layer))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const composite = (
+  fallback: Workspace.Service,
+  routes: Readonly<Record<string, Workspace.Service>>
+): Either.Either<Workspace.Service, AgentError.InvalidOptions> => {
+  const mounted: Array<Route> = []
+  for (const [given, workspace] of Object.entries(routes)) {
+    const invalid = (reason: string) =>
+      Either.left(
+        new AgentError.InvalidOptions({ module: "Workspace", option: `routes[${JSON.stringify(given)}]`, reason })
+      )
+    const prefix = Paths.normalize(given)
+    if (prefix === undefined || prefix === "/") {
+      return invalid("must be a directory inside the root, such as \"/memories\"")
+    }
+    if (mounted.some((route) => route.prefix === prefix)) return invalid(`routes ${prefix} a second time`)
+    mounted.push({
+      prefix,
+      workspace,
+      outer: (inner) => inner === "/" ? prefix : `${prefix}${inner}`,
+      inner: (path) => path === prefix ? "/" : path.slice(prefix.length)
+    })
+  }
+  // longest first: the first route a path is within is its longest prefix
+  mounted.sort((a, b) => b.prefix.length - a.prefix.length)
+  const routeOf = (path: string): Route | undefined => mounted.find((route) => Paths.isWithin(path, route.prefix))
+  const resolve = (path: string) => {
+    const normalized = Paths.normalize(path)
+    return normalized === undefined ? Effect.fail(new PathOutsideRoot({ path })) : Effect.succeed(normalized)
+  }
+  /** Runs `f` on the workspace `path` routes to, with the path it has there; errors name the composite's path. */
+  const routed = <A>(
+    path: string,
+    f: (workspace: Workspace.Service, path: string, route: Route | undefined) => Effect.Effect<A, WorkspaceError>
+  ): Effect.Effect<A, WorkspaceError> =>
+    Effect.flatMap(resolve(path), (normalized) => {
+      const route = routeOf(normalized)
+      return route === undefined
+        ? f(fallback, normalized, undefined)
+        : Effect.mapError(
+          f(route.workspace, route.inner(normalized), route),
+          (error) => relocated(error, route.outer)
+        )
+    })
+  /** The routes mounted strictly under `base` (a path the fallback holds). */
+  const under = (base: string) => mounted.filter((route) => route.prefix !== base && Paths.isWithin(route.prefix, base))
+  /** A routed workspace's files whose composite path matches `pattern` relative to `base`. */
+  const globIn = (route: Route, pattern: string, base: string, innerBase: string) =>
+    Effect.map(
+      Effect.mapError(route.workspace.glob("**", innerBase), (error) => relocated(error, route.outer)),
+      (files) => files.map(route.outer).filter((file) => Paths.matchesGlob(pattern, base, file))
+    )
+  const glob = (pattern: string, path?: string | undefined) =>
+    Effect.flatMap(resolve(path ?? "/"), (base) => {
+      const route = routeOf(base)
+      if (route !== undefined) {
+        return Effect.map(globIn(route, pattern, base, route.inner(base)), (files) => files.sort())
+      }
+      return Effect.map(
+        Effect.all([
+          Effect.map(fallback.glob(pattern, base), (files) => files.filter((file) => routeOf(file) === undefined)),
+          ...under(base).map((route) => globIn(route, pattern, base, "/"))
+        ]),
+        (lists) => lists.flat().sort()
+      )
+    })
+  return Either.right(Workspace.of({
+    ls: (path) =>
+      Effect.flatMap(resolve(path), (base) => {
+        const route = routeOf(base)
+        if (route !== undefined) {
+          return Effect.mapBoth(route.workspace.ls(route.inner(base)), {
+            onFailure: (error) => relocated(error, route.outer),
+            onSuccess: (entries) => entries.map((entry) => ({ ...entry, path: route.outer(entry.path) }))
+          })
+        }
+        // the directories on the way to each route under the path, one level down
+        const mounts = new Map<string, Entry>()
+        for (const { prefix } of under(base)) {
+          const rest = prefix.slice(base === "/" ? 1 : base.length + 1)
+          const child = `${base === "/" ? "" : base}/${rest.split("/")[0]}`
+          mounts.set(child, { path: child, isDirectory: true, size: 0 })
+        }
+        return Effect.flatMap(Effect.either(fallback.ls(base)), (listed) => {
+          if (listed._tag === "Left") {
+            return listed.left._tag === "FileNotFound" && mounts.size > 0
+              ? Effect.succeed([...mounts.values()].sort(byPath))
+              : Effect.fail(listed.left)
+          }
+          const entries = listed.right.filter((entry) => routeOf(entry.path) === undefined && !mounts.has(entry.path))
+          return Effect.succeed([...entries, ...mounts.values()].sort(byPath))
+        })
+      }),
+    read: (path) => routed(path, (workspace, inner) => workspace.read(inner)),
+    write: (path, content) => routed(path, (workspace, inner) => workspace.write(inner, content)),
+    edit: (path, oldString, newString, replaceAll) =>
+      routed(path, (workspace, inner) => workspace.edit(inner, oldString, newString, replaceAll)),
+    glob,
+    grep: (text, options) =>
+      Effect.flatMap(resolve(options?.path ?? "/"), (base) => {
+        const inRoute = (route: Route, innerBase: string) =>
+          Effect.mapBoth(route.workspace.grep(text, { path: innerBase }), {
+            onFailure: (error) => relocated(error, route.outer),
+            onSuccess: (matches) =>
+              matches.map((match) => ({ ...match, path: route.outer(match.path) })).filter((match) =>
+                options?.glob === undefined || Paths.matchesGlob(options.glob, base, match.path)
+              )
+          })
+        const route = routeOf(base)
+        if (route !== undefined) return inRoute(route, route.inner(base))
+        return Effect.map(
+          Effect.all([
+            Effect.map(
+              fallback.grep(text, { path: base, glob: options?.glob }),
+              (matches) => matches.filter((match) => routeOf(match.path) === undefined)
+            ),
+            ...under(base).map((route) => inRoute(route, "/"))
+          ]),
+          (lists) => lists.flat().sort((a, b) => byPath(a, b) || a.line - b.line)
+        )
+      })
+  }))
+}
 
 // -----------------------------------------------------------------------------
 // layers

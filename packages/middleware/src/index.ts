@@ -1,6 +1,11 @@
 /**
  * @since 0.1.0
  */
+export * as Budget from "./Budget.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as ContextEditing from "./ContextEditing.js"
 
 /**

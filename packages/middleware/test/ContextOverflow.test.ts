@@ -3,8 +3,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Middleware, ModelProfile } from "@stepwise-agent/core"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import { ScriptedModel } from "@stepwise-agent/testing"
+import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import { Effect, FastCheck, Option } from "effect"
+import * as ContextEditing from "../src/ContextEditing.js"
 import * as ContextOverflow from "../src/ContextOverflow.js"
 
 const httpError = (status: number, body: unknown, contentType = "application/json") =>
@@ -207,5 +209,92 @@ describe("recover", () => {
       const error = yield* Effect.flip(recover(request(history), next))
       assert.strictEqual(error, rateLimited)
       assert.deepStrictEqual([seen.length, compacted], [1, 0])
+    }))
+})
+
+describe("middleware (policy: clearToolUses)", () => {
+  const overflowing = httpError(400, openAiBody(100, 130))
+  const toolResults = (messages: ReadonlyArray<Prompt.Message>) =>
+    messages.flatMap((m) => m.role === "tool" ? m.content : [])
+
+  it.effect.prop(
+    "the retry clears every result but the newest `keep`, never orphans a pair, and leaves the request as it was",
+    {
+      messages: Arbitraries.conversation({ maxTurns: 5, maxResultSize: 200 }),
+      keep: FastCheck.nat({ max: 4 })
+    },
+    ({ keep, messages }) =>
+      Effect.gen(function*() {
+        const overflow = yield* ContextOverflow.middleware({ policy: "clearToolUses", keep })
+        const before = JSON.stringify(messages)
+        const { next, seen } = scripted([overflowing, "fits now"])
+        const outcome = yield* Effect.either(overflow.wrapModelCall!(request(messages), next))
+        assert.strictEqual(JSON.stringify(messages), before)
+        const results = toolResults(messages)
+        if (results.length <= keep) {
+          // nothing to clear: no retry, a typed failure
+          assert.strictEqual(seen.length, 1)
+          assert.isTrue(outcome._tag === "Left" && outcome.left._tag === "ContextOverflow")
+          return
+        }
+        assert.strictEqual(outcome._tag, "Right")
+        assert.strictEqual(seen.length, 2)
+        const retry = seen[1]!.messages
+        assert.deepStrictEqual(Arbitraries.problems(retry), [])
+        const sent = toolResults(retry)
+        assert.deepStrictEqual(sent.map((r) => r.id), results.map((r) => r.id))
+        const cleared = sent.map(ContextEditing.isCleared)
+        assert.deepStrictEqual(cleared, results.map((_, i) => i < results.length - keep))
+        assert.deepStrictEqual(sent.slice(results.length - keep), results.slice(results.length - keep))
+      }).pipe(Effect.scoped),
+    { fastCheck: { numRuns: 40 } }
+  )
+
+  it.effect("a thread that overflowed is cleared before its next call; other threads are not", () =>
+    Effect.gen(function*() {
+      const overflow = yield* ContextOverflow.middleware({ policy: "clearToolUses", keep: 0 })
+      const messages = [
+        user("go"),
+        Prompt.makeMessage("assistant", {
+          content: [Prompt.makePart("tool-call", { id: "c1", name: "search", params: {}, providerExecuted: false })]
+        }),
+        Prompt.makeMessage("tool", {
+          content: [
+            Prompt.makePart("tool-result", {
+              id: "c1",
+              name: "search",
+              isFailure: false,
+              result: "long",
+              providerExecuted: false
+            })
+          ]
+        })
+      ]
+      const first = scripted([overflowing, "fits now"])
+      yield* overflow.wrapModelCall!(request(messages), first.next)
+      const second = scripted(["fits at once"])
+      yield* overflow.wrapModelCall!(request(messages), second.next)
+      assert.strictEqual(second.seen.length, 1)
+      assert.isTrue(ContextEditing.isCleared(toolResults(second.seen[0]!.messages)[0]!))
+      const other = scripted(["fits"])
+      yield* overflow.wrapModelCall!({ ...request(messages), threadId: "u" }, other.next)
+      assert.isFalse(ContextEditing.isCleared(toolResults(other.seen[0]!.messages)[0]!))
+      // once deleted, the thread starts afresh
+      yield* overflow.onThreadDeleted!("t")
+      const fresh = scripted(["fits"])
+      yield* overflow.wrapModelCall!(request(messages), fresh.next)
+      assert.isFalse(ContextEditing.isCleared(toolResults(fresh.seen[0]!.messages)[0]!))
+    }).pipe(Effect.scoped))
+
+  it.effect("bad options fail with InvalidOptions naming the option", () =>
+    Effect.gen(function*() {
+      const invalid = (options: unknown) =>
+        Effect.flip(ContextOverflow.middleware(options as ContextOverflow.MiddlewareOptions)).pipe(
+          Effect.map((e) => [e.module, e.option] as const)
+        )
+      assert.deepStrictEqual(yield* invalid({}), ["ContextOverflow", "policy"])
+      assert.deepStrictEqual(yield* invalid({ policy: "summarize" }), ["ContextOverflow", "policy"])
+      assert.deepStrictEqual(yield* invalid({ policy: "clearToolUses", keep: -1 }), ["ContextOverflow", "keep"])
+      assert.deepStrictEqual(yield* invalid({ policy: "clearToolUses", trigger: 5 }), ["ContextOverflow", "trigger"])
     }))
 })

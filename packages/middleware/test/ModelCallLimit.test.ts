@@ -163,6 +163,41 @@ describe("ModelCallLimit", () => {
     { fastCheck: { numRuns: 30 } }
   )
 
+  it.effect.prop(
+    "softLanding: a greedy model makes exactly runLimit calls, only the last without tools, and the run ends well paired on its answer",
+    { runLimit: FastCheck.integer({ min: 1, max: 6 }) },
+    ({ runLimit }) =>
+      Effect.gen(function*() {
+        const limit = yield* ModelCallLimit.middleware({ runLimit, softLanding: true })
+        const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
+        const result = yield* agent.run("go", { threadId: "t" })
+        assert.strictEqual(result._tag === "Completed" && result.text, "answer")
+        const choices = (yield* ScriptedModel.requests).map((r) => r.toolChoice)
+        assert.deepStrictEqual(choices, [
+          ...Array.from({ length: runLimit - 1 }, () => "auto" as const),
+          "none" as const
+        ])
+        const messages = result.state.messages
+        const calls = messages.flatMap((m) =>
+          m.role === "assistant" ? m.content.filter((p) => p.type === "tool-call") : []
+        )
+        const results = messages.flatMap((m) => m.role === "tool" ? m.content : [])
+        assert.deepStrictEqual(results.map((r) => r.id), calls.map((c) => c.id))
+        assert.strictEqual(messages[messages.length - 1]!.role, "assistant")
+      }).pipe(
+        Effect.provide([
+          ScriptedModel.layer(
+            Array.from({ length: 8 }, (_, i) => (request: ScriptedModel.Request) =>
+              request.toolChoice === "none"
+                ? ScriptedModel.text("answer")
+                : ScriptedModel.toolCalls([{ name: "echo", params: { text: `${i}` }, id: `c${i}` }]))
+          ),
+          ToolsLive
+        ])
+      ),
+    { fastCheck: { numRuns: 20 } }
+  )
+
   describe("bad options", () => {
     const invalid = (options: ModelCallLimit.Options) =>
       Effect.flip(ModelCallLimit.middleware(options)).pipe(Effect.map((e) => [e._tag, e.option] as const))

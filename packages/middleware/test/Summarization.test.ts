@@ -48,6 +48,7 @@ const promptText = (request: ScriptedModel.Request) => request.prompt.content.ma
 const middleware = (options: Summarization.Options) => Effect.orDie(Summarization.middleware(options))
 
 /** Runs the middleware's beforeModel hook on a history. */
+const noUsage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
 const beforeModel = (
   mw: Middleware.Middleware<
     {},
@@ -57,7 +58,7 @@ const beforeModel = (
   messages: ReadonlyArray<Prompt.Message>
 ) =>
   Effect.scoped(
-    mw.beforeModel!({ state: {}, messages, threadId: "t", step: 0, tools: [], resume: Option.none() })
+    mw.beforeModel!({ state: {}, messages, threadId: "t", step: 0, usage: noUsage, tools: [], resume: Option.none() })
   ).pipe(Effect.map((result) => result === undefined ? undefined : result.messages))
 
 /** A summarizer that answers every request with `text`, and its recorder. */

@@ -24,8 +24,11 @@ type Summarizing = Middleware.Middleware<
   Summarization.Summarizer
 >
 
+const noUsage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
 const beforeModel = (mw: Summarizing, messages: ReadonlyArray<Prompt.Message>, threadId = "t") =>
-  Effect.scoped(mw.beforeModel!({ state: {}, messages, threadId, step: 0, tools: [], resume: Option.none() })).pipe(
+  Effect.scoped(
+    mw.beforeModel!({ state: {}, messages, threadId, step: 0, usage: noUsage, tools: [], resume: Option.none() })
+  ).pipe(
     Effect.map((result) => result === undefined ? undefined : result.messages)
   )
 

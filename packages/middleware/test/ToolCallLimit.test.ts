@@ -4,8 +4,9 @@ import { assert, describe, it } from "@effect/vitest"
 import type { AgentResult } from "@stepwise-agent/core"
 import { Agent, AgentEvent } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Chunk, Effect, Layer, Stream } from "effect"
+import { Chunk, Effect, FastCheck, Layer, Stream } from "effect"
 import * as Schema from "effect/Schema"
+import * as ModelCallLimit from "../src/ModelCallLimit.js"
 import * as ToolCallLimit from "../src/ToolCallLimit.js"
 
 const Search = Tool.make("search", { parameters: { q: Schema.String }, success: Schema.String })
@@ -190,6 +191,93 @@ describe("ToolCallLimit", () => {
         ["afterModel", "\"search\" tool call limit exceeded: run limit (1/0); blocked 1 call(s)"]
       ])
     }).pipe(withScript([turn(search("a")), ScriptedModel.text("done")], ran))
+  })
+
+  describe("softLanding", () => {
+    /** A model that asks for `perTurn` searches whenever tools are offered, and answers "answer" when not. */
+    const greedy = (perTurn: ReadonlyArray<number>): ReadonlyArray<ScriptedModel.Turn> =>
+      perTurn.map((n, t) => (request: ScriptedModel.Request) =>
+        request.toolChoice === "none" || !request.toolNames.includes("search")
+          ? ScriptedModel.text("answer")
+          : ScriptedModel.toolCalls(Array.from({ length: n }, (_, i) => search(`${t}.${i}`)))
+      )
+
+    it.effect("a reply asking for more calls than remain: those within run, the others fail, the next call lands", () => {
+      const ran: Array<string> = []
+      return Effect.gen(function*() {
+        const limit = yield* ToolCallLimit.middleware({ runLimit: 3, softLanding: true, exitBehavior: "end" })
+        const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
+        const result = completed(yield* agent.run("go", { threadId: "t" }))
+        assert.deepStrictEqual(ran, ["search:0.0", "search:0.1", "search:1.0"])
+        assert.deepStrictEqual(results(result.state.messages).map((r) => [r.id, r.isFailure]), [
+          ["s_0.0", false],
+          ["s_0.1", false],
+          ["s_1.0", false],
+          ["s_1.1", true]
+        ])
+        const requests = yield* ScriptedModel.requests
+        assert.deepStrictEqual(requests.map((r) => r.toolChoice), ["auto", "auto", "none"])
+        const system = requests[2]!.prompt.content[0]
+        assert.strictEqual(system?.role === "system" ? system.content : "", ModelCallLimit.lastCallPrompt)
+        // "end" does not cut the run short: the landing's answer ends it
+        assert.strictEqual(result.text, "answer")
+        assert.strictEqual(result.state.runToolCallCount, 3)
+      }).pipe(withScript(greedy([2, 2, 2, 2]), ran))
+    })
+
+    it.effect("a limit on one tool stops offering it once spent; other tools stay", () => {
+      const ran: Array<string> = []
+      return Effect.gen(function*() {
+        const limit = yield* ToolCallLimit.middleware({ toolName: "search", runLimit: 1, softLanding: true })
+        const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
+        const result = completed(yield* agent.run("go", { threadId: "t" }))
+        assert.deepStrictEqual(ran, ["search:0.0"])
+        const requests = yield* ScriptedModel.requests
+        assert.deepStrictEqual(requests.map((r) => [...r.toolNames].sort()), [["note", "search"], ["note"]])
+        assert.deepStrictEqual(requests.map((r) => r.toolChoice), ["auto", "auto"])
+        assert.strictEqual(result.text, "answer")
+      }).pipe(withScript(greedy([1, 1, 1]), ran))
+    })
+
+    it.effect("error still fails when the model asks for tools after the allowance was spent", () => {
+      const ran: Array<string> = []
+      return Effect.gen(function*() {
+        const limit = yield* ToolCallLimit.middleware({ runLimit: 1, softLanding: true, exitBehavior: "error" })
+        const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
+        const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
+        assert.strictEqual(error._tag, "ToolCallLimitExceeded")
+        assert.deepStrictEqual((yield* ScriptedModel.requests).map((r) => r.toolChoice), ["auto", "none"])
+        assert.deepStrictEqual(ran, ["search:a"])
+      }).pipe(withScript([turn(search("a")), turn(search("b"))], ran))
+    })
+
+    it.effect.prop(
+      "never more calls run than the limit; the run ends on the landing's answer, well paired",
+      {
+        runLimit: FastCheck.integer({ min: 0, max: 8 }),
+        perTurn: FastCheck.array(FastCheck.integer({ min: 1, max: 4 }), { minLength: 12, maxLength: 12 }),
+        exitBehavior: FastCheck.constantFrom("continue" as const, "end" as const, "error" as const)
+      },
+      ({ exitBehavior, perTurn, runLimit }) => {
+        const ran: Array<string> = []
+        return Effect.gen(function*() {
+          const limit = yield* ToolCallLimit.middleware({ runLimit, softLanding: true, exitBehavior })
+          const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
+          const result = completed(yield* agent.run("go", { threadId: "t" }))
+          assert.strictEqual(ran.length, runLimit)
+          assert.strictEqual(result.text, "answer")
+          const messages = result.state.messages
+          const calls = messages.flatMap((m) =>
+            m.role === "assistant" ? m.content.filter((p) => p.type === "tool-call") : []
+          )
+          assert.deepStrictEqual(results(messages).map((r) => r.id), calls.map((c) => c.id))
+          // only the last call is made without tools
+          const choices = (yield* ScriptedModel.requests).map((r) => r.toolChoice)
+          assert.deepStrictEqual(choices, [...choices.slice(0, -1).map(() => "auto" as const), "none" as const])
+        }).pipe(withScript(greedy(perTurn), ran))
+      },
+      { fastCheck: { numRuns: 40 } }
+    )
   })
 
   describe("bad options", () => {

@@ -46,6 +46,7 @@ export const make = (config: Compiled) =>
             messages: state.messages,
             threadId: run.threadId,
             step: state.step,
+            usage: state.usage,
             tools: config.toolList,
             resume: index === start ? resume : Option.none()
           })
