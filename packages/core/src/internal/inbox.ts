@@ -109,7 +109,9 @@ export const make = () => {
    * message left (a run ended before it could take them in), else the first
    * queued message; `undefined` when there is none.
    */
-  const takeNext = (lease: Lease): { readonly mode: Mode; readonly messages: ReadonlyArray<Prompt.Message> } | undefined => {
+  const takeNext = (
+    lease: Lease
+  ): { readonly mode: Mode; readonly messages: ReadonlyArray<Prompt.Message> } | undefined => {
     const box = lease.box
     const entries = box.steered.length > 0 ? box.steered.splice(0) : box.queued.splice(0, 1)
     if (entries.length === 0) return undefined

@@ -45,7 +45,6 @@ import { journaled as journaledStep, type RunContext, uniqueInterruptKey } from 
 import * as RunState from "./runState.js"
 import { StepKeys } from "./stepKeys.js"
 import * as ThreadLocks from "./threadLocks.js"
-import { lastAssistantCallsTools } from "./tools.js"
 import * as ToolStep from "./toolStep.js"
 import * as Watchers from "./watchers.js"
 
@@ -359,18 +358,23 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
    * The look is a journal step: a replay takes in what the first execution took, at the same point.
    */
   const receive = (run: RunContext, state: RunState.RunState) =>
-    lastAssistantCallsTools(state.messages) ? Effect.succeed(state) : Effect.gen(function*() {
-      const sent = yield* journaledStep(
-        run,
-        run.keys.inbox(),
-        SentMessages,
-        Effect.sync(() => inboxes.takeSteered(run.inbox))
-      )
-      if (sent.length === 0) return state
-      const input = yield* inputOf(run, sent)
-      yield* Observer.report(run, () => AgentEvent.MessageReceived({ mode: "steer", step: state.step, messages: input }))
-      return RunState.withMessages(state, Lineage.append(state.messages, input))
-    })
+    (AgentState.pendingToolCalls(state.messages)?.calls.length ?? 0) > 0
+      ? Effect.succeed(state)
+      : Effect.gen(function*() {
+        const sent = yield* journaledStep(
+          run,
+          run.keys.inbox(),
+          SentMessages,
+          Effect.sync(() => inboxes.takeSteered(run.inbox))
+        )
+        if (sent.length === 0) return state
+        const input = yield* inputOf(run, sent)
+        yield* Observer.report(
+          run,
+          () => AgentEvent.MessageReceived({ mode: "steer", step: state.step, messages: input })
+        )
+        return RunState.withMessages(state, Lineage.append(state.messages, input))
+      })
 
   const inboxes = Inbox.make()
 
@@ -437,8 +441,10 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
           run,
           Effect.flatMap(inputOf(run, input), (transformed) =>
             Effect.zipRight(
-              received === undefined ? Effect.void : Observer.report(run, () =>
-                AgentEvent.MessageReceived({ mode: received, step: 0, messages: transformed })),
+              received === undefined ?
+                Effect.void :
+                Observer.report(run, () =>
+                  AgentEvent.MessageReceived({ mode: received, step: 0, messages: transformed })),
               execute(
                 run,
                 RunState.make(Lineage.append(loaded.messages, transformed), loaded.slices, undefined),
@@ -606,7 +612,9 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
           })
         ).pipe(
           // messages sent while the thread waited now start the run they were held for
-          Effect.tap((discarded) => discarded && inboxes.hasWaiting(threadId) ? background(startNext(threadId)) : Effect.void)
+          Effect.tap((discarded) =>
+            discarded && inboxes.hasWaiting(threadId) ? background(startNext(threadId)) : Effect.void
+          )
         ) :
         Effect.succeed(false)).pipe(Effect.withSpan("Agent.discardPending")),
     deleteThread: (threadId) =>
