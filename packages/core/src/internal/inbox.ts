@@ -29,6 +29,11 @@ export interface ThreadInbox {
   readonly steered: Array<Entry>
   /** Queued messages, in send order, each for a run of its own. */
   readonly queued: Array<Entry>
+  /**
+   * Messages an interrupted run had taken in (a durable run suspends that
+   * way while it waits): their senders wait for the next run of the thread.
+   */
+  readonly carried: Array<Entry>
 }
 
 /** One run's hold on its thread's inbox, and the messages it took in. */
@@ -55,20 +60,23 @@ export const make = () => {
   const open = (threadId: string): ThreadInbox => {
     let box = boxes.get(threadId)
     if (box === undefined) {
-      box = { active: 0, steered: [], queued: [] }
+      box = { active: 0, steered: [], queued: [], carried: [] }
       boxes.set(threadId, box)
     }
     return box
   }
 
   const forget = (threadId: string, box: ThreadInbox) => {
-    if (box.active === 0 && box.steered.length === 0 && box.queued.length === 0) boxes.delete(threadId)
+    if (box.active === 0 && box.steered.length + box.queued.length + box.carried.length === 0) {
+      boxes.delete(threadId)
+    }
   }
 
   /**
    * `body` as a run of `threadId` holding a lease on its inbox. When it ends
-   * each message it took in gets its exit, then `ended` runs (to start the
-   * next run of what is left).
+   * each message it took in gets its exit (an interrupted run hands them on
+   * to the next run of the thread), then `ended` runs (to start the next run
+   * of what is left).
    */
   const leased = <A, E, R, R2>(
     threadId: string,
@@ -78,12 +86,15 @@ export const make = () => {
     Effect.suspend(() => {
       const box = open(threadId)
       box.active++
-      const lease: Lease = { threadId, box, taken: [] }
+      const lease: Lease = { threadId, box, taken: box.carried.splice(0) }
       return Effect.onExit(body(lease), (exit) =>
         Effect.suspend(() => {
           box.active--
-          for (const entry of lease.taken) {
-            Deferred.unsafeDone(entry.taken, exit as Exit.Exit<AgentResult.AgentResult<any>, unknown>)
+          if (Exit.isInterrupted(exit)) box.carried.push(...lease.taken)
+          else {
+            for (const entry of lease.taken) {
+              Deferred.unsafeDone(entry.taken, exit as Exit.Exit<AgentResult.AgentResult<any>, unknown>)
+            }
           }
           forget(threadId, box)
           return ended(lease, exit)
@@ -130,7 +141,7 @@ export const make = () => {
     Effect.sync(() => {
       const box = boxes.get(threadId)
       if (box === undefined) return
-      for (const entry of [...box.steered.splice(0), ...box.queued.splice(0)]) {
+      for (const entry of [...box.steered.splice(0), ...box.queued.splice(0), ...box.carried.splice(0)]) {
         Deferred.unsafeDone(entry.taken, Exit.fail(error))
       }
       forget(threadId, box)

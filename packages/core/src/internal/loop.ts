@@ -497,7 +497,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       }
       const result = Deferred.await(taken) as Agent.Sent["result"]
       return { threadId: id, mode, delivery, result } satisfies Agent.Sent
-    }).pipe(Effect.withSpan("Agent.send", { captureStackTrace: false }))
+    })
 
   /** The interrupt a thread waits on, and the index of its hook. */
   const pendingOf = (threadId: string, loaded: Checkpoint.Loaded) =>
