@@ -1,20 +1,14 @@
 import type { Prompt } from "@effect/ai"
-import { Tool, Toolkit } from "@effect/ai"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
-import * as RunStore from "@stepwise-agent/workflow/RunStore"
-import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Effect, Layer, Option } from "effect"
 import * as path from "node:path"
+import { approvalStack } from "./support/approvalStack.js"
 import { tempDirectory } from "./support/databases.js"
-
-const Delete = Tool.make("delete_file", { parameters: { path: Schema.String }, success: Schema.String })
-const Tools = Toolkit.make(Delete)
 
 const textOf = (message: Prompt.Message): string =>
   typeof message.content === "string"
@@ -35,20 +29,7 @@ const answer: ScriptedModel.Turn = (request) => {
 
 const Runs = AgentWorkflow.make({ name: "steered-agent", version: 1, steering: true })
 
-const stack = (filename: string, ran: Array<string>) =>
-  Runs.layer.pipe(
-    Layer.provideMerge(Layer.unwrapEffect(Effect.map(
-      HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } }),
-      (hitl) => Agent.layer({ toolkit: Tools, middleware: [hitl] })
-    ))),
-    Layer.provide(Layer.merge(
-      ScriptedModel.layer(Array.from({ length: 12 }, () => answer)),
-      Tools.toLayer({ delete_file: ({ path }) => Effect.sync(() => (ran.push(path), `deleted ${path}`)) })
-    )),
-    Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
-    Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true)),
-    Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis" }))
-  )
+const stack = (filename: string, ran: Array<string>) => approvalStack({ runs: Runs, answer, turns: 12, filename, ran })
 
 describe("steering a durable run", () => {
   it.scopedLive(
