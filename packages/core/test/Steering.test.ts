@@ -263,6 +263,42 @@ describe("Agent.send: steering", () => {
     }).pipe(Effect.provide(modelOf(6))))
 })
 
+describe("Agent.send: a waiting thread given up or deleted", () => {
+  /** Waits for a decision after the thread's first model call. */
+  const ask = Middleware.make({
+    name: "ask",
+    afterModel: ({ messages, resume }) =>
+      Option.isNone(resume) && messages.length === 2 ? Effect.succeed({ interrupt: "approve?" }) : Effect.void
+  })
+
+  it.scoped("discardPending frees the thread: the held messages start their run", () =>
+    Effect.gen(function*() {
+      const gates = new Gates()
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [ask] }).pipe(Effect.provide(gates.layer()))
+      assert.strictEqual((yield* agent.run("first", { threadId: "t" }))._tag, "Interrupted")
+      const held = yield* agent.send("t", "never mind that")
+      assert.strictEqual(held.delivery, "held")
+      yield* gates.release("never mind that")
+      assert.isTrue(yield* agent.discardPending("t", "the user changed their mind"))
+      const result = yield* held.result
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(userTexts(result.state.messages), ["first", "never mind that"])
+      assert.isTrue(wellPaired(result.state.messages))
+    }).pipe(Effect.provide(modelOf(4))))
+
+  it.scoped("deleteThread drops the held messages: each sender's result fails with ThreadStateError", () =>
+    Effect.gen(function*() {
+      const gates = new Gates()
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [ask] }).pipe(Effect.provide(gates.layer()))
+      assert.strictEqual((yield* agent.run("first", { threadId: "t" }))._tag, "Interrupted")
+      const held = yield* agent.send("t", "later", { mode: "queue" })
+      yield* agent.deleteThread("t")
+      const error = yield* Effect.flip(held.result)
+      assert.strictEqual(error._tag, "ThreadStateError")
+      assert.isTrue(Option.isNone(yield* agent.thread("t")))
+    }).pipe(Effect.provide(modelOf(2))))
+})
+
 describe("Agent.send: bad input", () => {
   it.scoped("an empty thread id, an unknown mode or an empty message is refused and nothing runs", () =>
     Effect.gen(function*() {
