@@ -119,7 +119,7 @@ export interface SendOptions {
  *
  * const program = Effect.gen(function*() {
  *   const agent = yield* Agent.Agent
- *   const sent: Agent.Sent = yield* agent.send("t1", "Also check the invoices")
+ *   const sent = yield* agent.send("t1", "Also check the invoices")
  *   return sent.delivery === "steered" ? "joined the running run" : sent.delivery
  * })
  * ```
