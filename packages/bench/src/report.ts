@@ -20,6 +20,7 @@ import type { MicroResult } from "./micro.js"
 import * as PiiBench from "./pii.js"
 import type { Summary } from "./profile.js"
 import * as Scale from "./scale.js"
+import * as Steering from "./steering.js"
 
 /**
  * @since 0.1.0
@@ -119,6 +120,8 @@ export interface Results {
   readonly durable?: DurableResult | undefined
   /** Streamed PII redaction (see `pii.ts`); absent with `--no-pii`. */
   readonly pii?: PiiBench.PiiResult | undefined
+  /** What a steer message adds to a step (see `steering.ts`); absent with `--no-steering`. */
+  readonly steering?: Steering.SteeringResult | undefined
   /** Idle threads and concurrent runs on one agent (see `scale.ts`); absent with `--no-scale`. */
   readonly scale?: Scale.ScaleResult | undefined
 }
@@ -964,7 +967,10 @@ export const render = (results: Results): string => {
       : ["", "## 7. Streamed PII redaction", "", PiiBench.render(results.pii)]),
     ...(results.scale === undefined
       ? []
-      : ["", "## 8. Scale in one process: idle threads and concurrent runs", "", Scale.render(results.scale)])
+      : ["", "## 8. Scale in one process: idle threads and concurrent runs", "", Scale.render(results.scale)]),
+    ...(results.steering === undefined
+      ? []
+      : ["", "## 9. Steering: what a message sent to a running run adds", "", Steering.render(results.steering)])
   ].join("\n")
 }
 

@@ -24,12 +24,13 @@
  *    and the time a fresh process takes to finish a run after a crash;
  * 7. streamed PII redaction on text without whitespace (`pii.ts`);
  * 8. scale in one process: idle threads and concurrent runs on one agent
- *    (`scale.ts`).
+ *    (`scale.ts`);
+ * 9. what a steering message (`Agent.send`) adds to a step (`steering.ts`).
  *
  * Writes the results between the markers of `docs/benchmarks.md` (the text
  * outside the markers is kept). Flags: `--quick` (short sampling, for a smoke
  * run), `--no-write` (print only), `--no-profile`, `--no-ablation`, `--no-context`,
- * `--no-langchain`, `--no-durable`, `--no-pii`, `--no-scale`; `--only-durable` runs section 6 alone and prints its
+ * `--no-langchain`, `--no-durable`, `--no-pii`, `--no-scale`, `--no-steering`; `--only-durable` runs section 6 alone and prints its
  * Markdown (nothing is written).
  *
  * @since 0.1.0
@@ -56,6 +57,7 @@ import * as PiiBench from "./pii.js"
 import * as Profile from "./profile.js"
 import * as Report from "./report.js"
 import * as Scale from "./scale.js"
+import * as Steering from "./steering.js"
 
 const SCRIPT = fileURLToPath(import.meta.url)
 const ROOT = path.resolve(path.dirname(SCRIPT), "../../..")
@@ -369,6 +371,10 @@ const main = async () => {
     section("8. scale: idle threads and concurrent runs")
     return Scale.measure({ gc: getGc(), quick, log })
   })()
+  const steering = args.has("--no-steering") ? undefined : await (async () => {
+    section("9. steering: what a steer message adds to a step")
+    return Steering.measure({ quick, log })
+  })()
   const profiles: Array<Report.ProfileResult> = []
   if (!args.has("--no-profile")) {
     section("4. profiles (child processes)")
@@ -412,7 +418,8 @@ const main = async () => {
     context,
     durable,
     pii,
-    scale
+    scale,
+    steering
   }
   const markdown = Report.render(results)
   if (!args.has("--no-write")) {

@@ -19,7 +19,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Schema from "effect/Schema"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
@@ -58,6 +58,80 @@ export interface RunOptions {
    * it as an unknown thread: nothing can be stored under it).
    */
   readonly threadId: string
+}
+
+/**
+ * Options of `send`: how the message joins the thread while a run of it is
+ * going.
+ *
+ * - `"steer"` (the default): before the running run's next model call. The
+ *   message goes through the `transformInput` hooks and is appended to the
+ *   thread as the run enters `beforeModel`, before its hooks (so PII,
+ *   guardrails and summarization see it), and never while a tool call of the
+ *   last reply waits for its result. Steer messages sent before one model
+ *   step join together, in send order.
+ * - `"queue"`: as the input of a run of its own, started once the running one
+ *   has ended; each queued message is one run, in send order.
+ *
+ * @example
+ * ```ts
+ * import type { Agent } from "@stepwise-agent/core"
+ *
+ * const options: Agent.SendOptions = { mode: "queue" }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SendOptions {
+  readonly mode?: "steer" | "queue" | undefined
+}
+
+/**
+ * What `send` did with a message, and the outcome of the run that takes it
+ * in.
+ *
+ * `delivery` says where the message went:
+ *
+ * - `"steered"`: into the inbox of the running run, for its next model call;
+ * - `"queued"`: behind the running run, for a run of its own;
+ * - `"started"`: the thread was idle, so a run with the message as its input
+ *   started in the background;
+ * - `"held"`: the thread waits for a decision (an interrupt); the message waits
+ *   with it, in this agent's memory: a steer message joins the resumed run
+ *   before its next model call, a queued one runs after it (or once
+ *   `discardPending` frees the thread).
+ *
+ * A steer message whose run ends before its next model call is not lost: it
+ * becomes the input of the next run of the thread (every such message
+ * together), which starts as soon as the thread is free, before any queued
+ * message.
+ *
+ * `result` waits for the run that takes the message in and gives its result,
+ * or fails as that run failed (a run `send` started is reported through
+ * `watch` and logged too). Runs `send` starts belong to the scope the agent
+ * was built in (`Agent.layer`'s): closing it interrupts them.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const agent = yield* Agent.Agent
+ *   const sent = yield* agent.send("t1", "Also check the invoices")
+ *   return sent.delivery === "steered" ? "joined the running run" : sent.delivery
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Sent<S = AgentState.AgentState, E = never, O = unknown> {
+  readonly threadId: string
+  readonly mode: "steer" | "queue"
+  readonly delivery: "steered" | "queued" | "started" | "held"
+  readonly result: Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
 }
 
 /**
@@ -186,6 +260,23 @@ export declare namespace Agent {
       threadId: string,
       value: unknown
     ) => Effect.Effect<Checkpointer.PendingInterrupt, RunError<E>>
+    /**
+     * Sends `message` to the thread `threadId`, whether a run of it is going
+     * or not. While a run is going, `{ mode: "steer" }` (the default) adds
+     * the message to the thread before that run's next model call, and
+     * `{ mode: "queue" }` starts a run with it once the running one has
+     * ended. On an idle thread either mode starts a run with the message in
+     * the background; on a thread waiting for a decision the message waits
+     * for the resume. Gives at once where the message went and how to wait
+     * for the run that takes it in ({@link Sent}). A thread id that is not a
+     * non-empty string, an empty message or an unknown mode fail with
+     * `InvalidInput` / `InvalidOptions`, and nothing is sent.
+     */
+    readonly send: (
+      threadId: string,
+      message: Prompt.RawInput,
+      options?: SendOptions | undefined
+    ) => Effect.Effect<Sent<S, E, O>, AgentError.InvalidInput | AgentError.InvalidOptions | AgentError.CheckpointError>
     /**
      * Subscribes, for the life of the scope, to the events of every run of
      * this agent (`run`, `stream`, `resume`, `resumeStream`) that starts from
@@ -485,6 +576,7 @@ export const make = <
       Effect.flatMap(Option.match({ onNone: () => Checkpointer.makeMemory, onSome: Effect.succeed }))
     )
     const model = yield* LanguageModel.LanguageModel
+    const scope = yield* Effect.serviceOption(Scope.Scope)
     return makeLoop({
       middleware,
       layout,
@@ -496,6 +588,7 @@ export const make = <
       spans: options.spans,
       model,
       checkpointer,
+      scope,
       context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>
     }) as AgentOf<Mws, O>
   }) as any
@@ -543,7 +636,8 @@ const toolTimeoutsOf = (
   })
 
 /**
- * Provides the `Agent` service built by {@link make}.
+ * Provides the `Agent` service built by {@link make}. Runs its `send` starts
+ * live in the layer's scope: releasing the layer interrupts them.
  *
  * @example
  * ```ts
@@ -569,7 +663,7 @@ export const layer = <
   Agent,
   AgentError.AgentConfigError | AgentError.InvalidOptions | TE,
   LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
-> => Layer.effect(Agent, make(options))
+> => Layer.scoped(Agent, make(options))
 
 // -----------------------------------------------------------------------------
 // accessors
@@ -607,3 +701,24 @@ export const run = (input: Prompt.RawInput, options: RunOptions) =>
  */
 export const resume = (threadId: string, value: unknown) =>
   Effect.flatMap(Agent, (agent) => agent.resume(threadId, value))
+
+/**
+ * Sends a message to a thread of the `Agent` of the context (see
+ * `Agent.Service.send`): it steers the running run, queues behind it, or
+ * starts a run.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const program = Agent.send("t1", "Use metric units", { mode: "steer" }).pipe(
+ *   Effect.flatMap((sent) => sent.result)
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const send = (threadId: string, message: Prompt.RawInput, options?: SendOptions) =>
+  Effect.flatMap(Agent, (agent) => agent.send(threadId, message, options))

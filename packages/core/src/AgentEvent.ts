@@ -19,6 +19,17 @@ import type * as AgentState from "./AgentState.js"
 export type AgentEvent<S = AgentState.AgentState, O = unknown> = Data.TaggedEnum<{
   /** A run starts (`resumed` when it continues an interrupted thread). */
   RunStarted: { readonly threadId: string; readonly resumed: boolean }
+  /**
+   * Messages sent with `Agent.send` joined the thread: `"steer"` ones before
+   * this run's model step `step` (after the `transformInput` hooks, before
+   * the `beforeModel` hooks), or, as the input of a run `send` started, at
+   * its start (`mode` as sent; `step` is the run's first).
+   */
+  MessageReceived: {
+    readonly mode: "steer" | "queue"
+    readonly step: number
+    readonly messages: ReadonlyArray<Prompt.Message>
+  }
   /** A model call starts. */
   ModelCallStarted: { readonly step: number; readonly messageCount: number; readonly toolNames: ReadonlyArray<string> }
   /** A piece of text the model is writing (live, best effort). */
@@ -96,6 +107,8 @@ export const {
   $match,
   /** @since 0.1.0 */
   HookCompleted,
+  /** @since 0.1.0 */
+  MessageReceived,
   /** @since 0.1.0 */
   MiddlewareDecision,
   /** @since 0.1.0 */

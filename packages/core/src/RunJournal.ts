@@ -27,7 +27,9 @@ import type * as Checkpointer from "./Checkpointer.js"
 
 /**
  * The name of one step of a run: the load of its thread, its `index`-th
- * checkpoint, the model call of step `step`, or the `occurrence`-th call
+ * checkpoint, its `index`-th look into the thread's inbox (the steer messages
+ * `Agent.send` left for it, taken in before a model step), the model call of
+ * step `step`, or the `occurrence`-th call
  * with the id of `call` (providers may repeat ids across replies). A run
  * names its steps the same way each time it is replayed.
  *
@@ -45,6 +47,7 @@ import type * as Checkpointer from "./Checkpointer.js"
 export type StepKey = Data.TaggedEnum<{
   Load: {}
   Checkpoint: { readonly index: number }
+  Inbox: { readonly index: number }
   Model: { readonly step: number }
   Tool: { readonly call: Prompt.ToolCallPart; readonly occurrence: number }
 }>
@@ -67,7 +70,7 @@ export const StepKey = Data.taggedEnum<StepKey>()
 
 /**
  * A step's name as text, unique within a run: `load`, `checkpoint/<index>`,
- * `model/<step>`, `tool/<callId>` (then `tool/<callId>#<n>` for the n-th
+ * `inbox/<index>`, `model/<step>`, `tool/<callId>` (then `tool/<callId>#<n>` for the n-th
  * call with that id). A journal that stores steps by name uses this one.
  *
  * @example
@@ -85,6 +88,7 @@ export const StepKey = Data.taggedEnum<StepKey>()
 export const stepName: (key: StepKey) => string = StepKey.$match({
   Load: () => "load",
   Checkpoint: ({ index }) => `checkpoint/${index}`,
+  Inbox: ({ index }) => `inbox/${index}`,
   Model: ({ step }) => `model/${step}`,
   Tool: ({ call, occurrence }) => occurrence === 1 ? `tool/${call.id}` : `tool/${call.id}#${occurrence}`
 })

@@ -35,6 +35,7 @@ const journaling = (journal: Journal, executed: { models: number; tools: number 
             ? Effect.succeed(journal.loaded as A)
             : Effect.tap(effect, (loaded) => Effect.sync(() => (journal.loaded = loaded)))
         case "Checkpoint":
+        case "Inbox":
           return effect
         case "Model":
           return key.step < journal.models.length

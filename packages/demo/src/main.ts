@@ -13,7 +13,7 @@
  * @since 0.1.0
  */
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Agent, AgentEvent, type AgentResult } from "@stepwise-agent/core"
+import { Agent, AgentEvent, type AgentResult, Transcript } from "@stepwise-agent/core"
 import { HumanInTheLoop, TodoList } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Console, Effect, Option, Schema, Stream } from "effect"
@@ -75,6 +75,8 @@ const printEvent = (event: AgentEvent.AgentEvent) =>
   AgentEvent.$match(event, {
     RunStarted: ({ resumed, threadId }) => Console.log(`── ${resumed ? "resuming" : "starting"} thread "${threadId}"`),
     HookCompleted: () => Effect.void,
+    MessageReceived: ({ messages, mode }) =>
+      Console.log(`   ✉ ${mode === "steer" ? "steered in" : "queued"}: ${Transcript.format(messages)}`),
     RunFailed: () => Effect.void,
     ModelCallStarted: ({ messageCount, step }) =>
       Console.log(`\n── step ${step + 1}: model call with ${messageCount} messages`),

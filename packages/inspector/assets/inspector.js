@@ -257,6 +257,11 @@ function apply(entry) {
       })
       break
     }
+    case "MessageReceived": {
+      // joined the thread before the step's beforeModel hooks (steer), or as the run's input
+      place(run, "beforeModel", { kind: "message", mode: event.mode, messages: event.messages })
+      break
+    }
     case "HookCompleted": {
       placeHook(run, event.hook, {
         middleware: event.middleware,
@@ -457,6 +462,7 @@ function renderMain() {
     mainKey = thread.id
     mainParts.head = h("div", { class: "thread-head" })
     mainParts.approvals = h("div")
+    mainParts.compose = renderCompose(thread.id)
     mainParts.runs = h("div", { class: "runs", "data-testid": "runs" })
     mainParts.timeline = h("div", { class: "timeline", "data-testid": "timeline" })
     mainParts.todos = h("section", { class: "panel", "data-testid": "todo-panel" })
@@ -467,6 +473,7 @@ function renderMain() {
     main.replaceChildren(
       mainParts.head,
       mainParts.approvals,
+      mainParts.compose,
       h(
         "div",
         { class: "columns" },
@@ -488,6 +495,57 @@ function renderMain() {
   renderTodos(thread)
   renderContext(run)
   renderTranscript(thread)
+}
+
+// The message box: sends to the thread (`Agent.send`); a running run takes a steer message in
+// before its next model call, a queued one runs after it, and an idle thread starts a run.
+function renderCompose(threadId) {
+  const input = h("textarea", { rows: 2, placeholder: "Message to the agent…", "data-testid": "compose-message" })
+  const mode = h(
+    "select",
+    { "data-testid": "compose-mode", title: "steer: before the running run's next model call; queue: a run after it" },
+    h("option", { value: "steer" }, "steer"),
+    h("option", { value: "queue" }, "queue")
+  )
+  const status = h("span", { class: "meta", "data-testid": "compose-status" })
+  const send = async () => {
+    if (input.value.trim() === "") return
+    status.textContent = "Sending…"
+    try {
+      const response = await api(`/api/threads/${encodeURIComponent(threadId)}/send`, {
+        method: "POST",
+        body: JSON.stringify({ message: input.value, mode: mode.value })
+      })
+      const body = await response.json()
+      if (response.ok) {
+        input.value = ""
+        status.textContent = {
+          steered: "Sent: it joins the running run before its next model call.",
+          queued: "Queued: it runs after the running run.",
+          started: "Sent: a run started.",
+          held: "Held: it waits for the decision the thread waits for."
+        }[body.delivery] ?? body.delivery
+      } else {
+        status.textContent = `Not sent (${body.error}): ${body.message}`
+      }
+    } catch (error) {
+      status.textContent = `Not sent: ${error}`
+    }
+  }
+  return h(
+    "section",
+    { class: "panel compose", "data-testid": "compose" },
+    input,
+    h(
+      "div",
+      null,
+      mode,
+      " ",
+      h("button", { class: "primary", "data-testid": "compose-send", onclick: send }, "Send"),
+      " ",
+      status
+    )
+  )
 }
 
 function renderRuns(thread, selected) {
@@ -715,6 +773,19 @@ function renderItem(group, item) {
           result === undefined ? null : h("div", { class: "meta" }, failure ? "failure" : "result"),
           result === undefined ? null : h("pre", null, json(result.result))
         )
+      )
+    }
+    case "message": {
+      const text = item.messages.map((message) =>
+        typeof message.content === "string"
+          ? message.content
+          : message.content.filter((part) => part.type === "text").map((part) => part.text).join("")
+      ).join("\n")
+      return h(
+        "div",
+        { class: "sent-message", "data-testid": "message-received", "data-mode": item.mode },
+        h("span", { class: "meta" }, item.mode === "steer" ? "✉ steered in · " : "✉ sent · "),
+        text
       )
     }
     case "decision": {

@@ -176,6 +176,12 @@ const ResumeBody = Schema.Struct({
   value: Schema.Unknown
 })
 
+/** A message typed into the page's message box, for `Agent.send`. */
+const SendBody = Schema.Struct({
+  message: Schema.String.pipe(Schema.minLength(1)),
+  mode: Schema.optional(Schema.Literal("steer", "queue"))
+})
+
 type Outcome =
   | { readonly _tag: "Resumed" }
   | { readonly _tag: "NotFound"; readonly message: string }
@@ -420,6 +426,26 @@ export const make: (
       }
     })
 
+    // the page's message box: `Agent.send` to the thread (steers a running run, queues, or starts one)
+    const sendRoute = Effect.gen(function*() {
+      const { threadId = "" } = yield* HttpRouter.params
+      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(SendBody))
+      if (body._tag === "Left") {
+        return json(400, {
+          error: "BadRequest",
+          message: "expected a JSON body { message, mode?: \"steer\" | \"queue\" }"
+        })
+      }
+      const sent = yield* agent.send(threadId, body.right.message, { mode: body.right.mode })
+      return json(202, { delivery: sent.delivery, mode: sent.mode })
+    }).pipe(
+      Effect.catchTags({
+        InvalidInput: (error) => Effect.succeed(json(422, { error: error._tag, message: error.message })),
+        InvalidOptions: (error) => Effect.succeed(json(422, { error: error._tag, message: error.message }))
+      }),
+      Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause))))
+    )
+
     const eventsRoute = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const after = Number(request.headers["last-event-id"] ?? (yield* searchParam("after")) ?? 0)
@@ -442,7 +468,8 @@ export const make: (
       ),
       HttpRouter.get("/events", eventsRoute),
       HttpRouter.get("/api/threads/:threadId", threadRoute),
-      HttpRouter.post("/api/threads/:threadId/resume", resumeRoute)
+      HttpRouter.post("/api/threads/:threadId/resume", resumeRoute),
+      HttpRouter.post("/api/threads/:threadId/send", sendRoute)
     )
 
     const refuse = (status: number, message: string) =>

@@ -361,3 +361,34 @@ describe("Inspector", () => {
     )
   })
 })
+
+describe("Inspector: the message box", () => {
+  it.scopedLive("sends to an idle thread: a run starts with the message, and the page gets MessageReceived", () =>
+    Effect.gen(function*() {
+      const { agent, base, token } = yield* setup([ScriptedModel.text("Hello back")])
+      const response = yield* post(`${base}/api/threads/chat/send`, { message: "Hello", mode: "queue" }, token)
+      assert.strictEqual(response.status, 202)
+      assert.deepStrictEqual(JSON.parse(response.body), { delivery: "started", mode: "queue" })
+      yield* eventually(completed(agent, "chat"), "the run to complete")
+      const thread = Option.getOrThrow(yield* agent.thread("chat"))
+      assert.deepStrictEqual(thread.state.messages.map((message) => message.role), ["user", "assistant"])
+      const log = yield* readLog(base, token, (entries) => entries.some((entry) => entry.event?._tag === "RunEnded"))
+      const received = log.entries.find((entry) => entry.event?._tag === "MessageReceived")!.event!
+      assert.strictEqual(received["mode"], "queue")
+      const [message] = received["messages"] as ReadonlyArray<{ role: string; content: ReadonlyArray<unknown> }>
+      assert.strictEqual(message!.role, "user")
+      assert.deepStrictEqual(message!.content.map((part) => (part as { text?: string }).text), ["Hello"])
+    }))
+
+  it.scopedLive("refuses a body without a message (400), an unknown mode (400) and a request without the token (401)", () =>
+    Effect.gen(function*() {
+      const { agent, base, token } = yield* setup([])
+      const empty = yield* post(`${base}/api/threads/chat/send`, { message: "" }, token)
+      assert.strictEqual(empty.status, 400)
+      const badMode = yield* post(`${base}/api/threads/chat/send`, { message: "hi", mode: "shout" }, token)
+      assert.strictEqual(badMode.status, 400)
+      const noToken = yield* post(`${base}/api/threads/chat/send`, { message: "hi" })
+      assert.strictEqual(noToken.status, 401)
+      assert.isTrue(Option.isNone(yield* agent.thread("chat")))
+    }))
+})

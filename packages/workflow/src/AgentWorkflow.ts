@@ -450,6 +450,17 @@ export interface Options {
   readonly undo?: {
     readonly [toolName: string]: (call: Prompt.ToolCallPart, result: Prompt.ToolResultPart) => Effect.Effect<void>
   } | undefined
+  /**
+   * Let `Agent.send(threadId, message)` steer a running run of this
+   * workflow (default `false`). The run then looks into its thread's inbox
+   * before each model step, as an activity of its own (`inbox/<n>`, one
+   * more per step), so a replay takes in the same messages at the same
+   * point. Without it a steer message sent to a durable run waits for the
+   * run's end and becomes the input of a run of its own, in process. The
+   * inbox is the agent's, in memory: a message reaches a durable run
+   * executing in the process it was sent in.
+   */
+  readonly steering?: boolean | undefined
 }
 
 /**
@@ -725,6 +736,9 @@ const makeJournal = (options: Options, runId: string, cancelled: Effect.Effect<b
     step: (key, schema, effect) =>
       key._tag === "Checkpoint"
         ? Effect.sync(() => void unwritten.push({ key, save: effect as Effect.Effect<unknown, unknown> })) as any
+        : key._tag === "Inbox" && options.steering !== true
+        // without steering a run never takes messages in: nothing to journal
+        ? Effect.succeed([]) as any
         : Effect.suspend(() =>
           compensated(
             key,

@@ -1,4 +1,4 @@
-import { LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { LanguageModel } from "@effect/ai"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
@@ -8,12 +8,10 @@ import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import * as path from "node:path"
+import { approvalStack, Tools } from "./support/approvalStack.js"
 import { tempDirectory } from "./support/databases.js"
-
-const Delete = Tool.make("delete_file", { parameters: { path: Schema.String }, success: Schema.String })
-const Tools = Toolkit.make(Delete)
 
 /**
  * Deletes /a (call `call_<n>` for the n-th user message), then answers — decided from the prompt,
@@ -28,20 +26,7 @@ const answer: ScriptedModel.Turn = (request) => {
 
 const Runs = AgentWorkflow.make({ name: "journal-agent", version: 1 })
 
-const stack = (filename: string, ran: Array<string>) =>
-  Runs.layer.pipe(
-    Layer.provideMerge(Layer.unwrapEffect(Effect.map(
-      HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } }),
-      (hitl) => Agent.layer({ toolkit: Tools, middleware: [hitl] })
-    ))),
-    Layer.provide(Layer.merge(
-      ScriptedModel.layer(Array.from({ length: 9 }, () => answer)),
-      Tools.toLayer({ delete_file: ({ path }) => Effect.sync(() => (ran.push(path), `deleted ${path}`)) })
-    )),
-    Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
-    Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true)),
-    Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis" }))
-  )
+const stack = (filename: string, ran: Array<string>) => approvalStack({ runs: Runs, answer, turns: 9, filename, ran })
 
 describe("a corrupt journal entry", () => {
   it.scopedLive(

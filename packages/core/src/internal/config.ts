@@ -7,6 +7,8 @@
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Tool from "@effect/ai/Tool"
 import type * as Context from "effect/Context"
+import type * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import type * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import type * as Middleware from "../Middleware.js"
@@ -33,6 +35,8 @@ export interface LoopConfig {
   readonly spans: boolean | undefined
   /** Services the middleware hooks need, captured when the agent was built. */
   readonly context: Context.Context<never>
+  /** The scope the agent was built in (`Agent.layer`'s): runs `send` starts live in it, else as daemons. */
+  readonly scope: Option.Option<Scope.Scope>
 }
 
 /** The configuration with what the steps derive from it. */

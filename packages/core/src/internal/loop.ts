@@ -7,11 +7,21 @@
 import * as IdGenerator from "@effect/ai/IdGenerator"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import type * as Agent from "../Agent.js"
-import { DurableThreadError, MaxStepsExceeded, StructuredOutputError, ThreadStateError } from "../AgentError.js"
+import {
+  DurableThreadError,
+  InvalidInput,
+  InvalidOptions,
+  MaxStepsExceeded,
+  StructuredOutputError,
+  ThreadStateError
+} from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
 import * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
@@ -23,6 +33,7 @@ import * as Checkpoint from "./checkpoint.js"
 import { compile, type LoopConfig } from "./config.js"
 import { unwrapScoped } from "./drain.js"
 import { checked, hookEffect, inputProblem } from "./hookResults.js"
+import * as Inbox from "./inbox.js"
 import { checkThreadId, isThreadId, promptOf } from "./input.js"
 import * as Lineage from "./lineage.js"
 import { Continue, next, type Phase } from "./machine.js"
@@ -30,7 +41,7 @@ import * as ModelStep from "./modelStep.js"
 import * as Nodes from "./nodes.js"
 import * as Observer from "./observer.js"
 import type { Emit } from "./observer.js"
-import { type RunContext, uniqueInterruptKey } from "./runContext.js"
+import { journaled as journaledStep, type RunContext, uniqueInterruptKey } from "./runContext.js"
 import * as RunState from "./runState.js"
 import { StepKeys } from "./stepKeys.js"
 import * as ThreadLocks from "./threadLocks.js"
@@ -56,6 +67,9 @@ interface Journaled {
   readonly journal: RunJournal.RunJournal.Service
   readonly keys: StepKeys
 }
+
+/** The steer messages a run took in at one look into its inbox, as a durable journal records them. */
+const SentMessages = Schema.Array(Prompt.Message)
 
 /** Builds the service of an agent. */
 export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> => {
@@ -113,6 +127,14 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
           case "afterModel":
           case "afterAgent": {
             const node = phase.node
+            // Steer messages join the thread as the run enters beforeModel, so its hooks see them; a run
+            // nobody sends to pays one length check here (a durable one always looks: its look is journaled).
+            if (
+              node === "beforeModel" && phase.index === 0 &&
+              (run.inbox.box.steered.length > 0 || run.journal.durable)
+            ) {
+              state = yield* receive(run, state)
+            }
             // a node without hooks (from this index on) just continues: no effect to run
             const ended = phase.index >= nodes[node].length
               ? { state, outcome: Continue }
@@ -296,7 +318,13 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
     })
 
   /** What stays fixed during a run of `threadId`, loaded as `loaded`. */
-  const contextOf = (threadId: string, emit: Emit | undefined, journaled: Journaled, loaded: Checkpoint.Loaded) =>
+  const contextOf = (
+    threadId: string,
+    emit: Emit | undefined,
+    journaled: Journaled,
+    loaded: Checkpoint.Loaded,
+    inbox: Inbox.Lease
+  ) =>
     Effect.gen(function*(): Effect.fn.Return<RunContext> {
       return {
         threadId,
@@ -306,7 +334,8 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
         journal: journaled.journal,
         keys: journaled.keys,
         interruptKeys: new Set(),
-        encoder: new Checkpoint.ThreadEncoder(loaded)
+        encoder: new Checkpoint.ThreadEncoder(loaded),
+        inbox
       }
     })
 
@@ -323,36 +352,152 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       config.context
     )
 
+  /**
+   * The steer messages waiting in the run's inbox, through the `transformInput` hooks, appended to the
+   * thread: at the start of `beforeModel`, never while a tool call of the last reply waits for its result.
+   * The look is a journal step: a replay takes in what the first execution took, at the same point.
+   */
+  const receive = (run: RunContext, state: RunState.RunState) =>
+    (AgentState.pendingToolCalls(state.messages)?.calls.length ?? 0) > 0
+      ? Effect.succeed(state)
+      : Effect.gen(function*() {
+        const sent = yield* journaledStep(
+          run,
+          run.keys.inbox(),
+          SentMessages,
+          Effect.sync(() => inboxes.takeSteered(run.inbox))
+        )
+        if (sent.length === 0) return state
+        const input = yield* inputOf(run, sent)
+        yield* Observer.report(
+          run,
+          () => AgentEvent.MessageReceived({ mode: "steer", step: state.step, messages: input })
+        )
+        return RunState.withMessages(state, Lineage.append(state.messages, input))
+      })
+
+  const inboxes = Inbox.make()
+
+  /** Runs `effect` in the background of the agent's scope (daemon without one), logging a failure. */
+  const background = (effect: Effect.Effect<unknown, unknown, any>) =>
+    effect.pipe(
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause)
+          ? Effect.void
+          : Effect.logError("Agent: a run started by send failed", Secrets.scrubCause(cause))
+      ),
+      Effect.provideService(RunJournal.RunJournal, RunJournal.inProcess),
+      Effect.withSpan("Agent.sendRun", { root: true, captureStackTrace: false }),
+      (run) => Option.isSome(config.scope) ? Effect.forkIn(run, config.scope.value) : Effect.forkDaemon(run),
+      Effect.asVoid
+    )
+
+  /**
+   * The next run of what waits in the thread's inbox, once the thread is free: every steer message left
+   * over, else the first queued one. A thread waiting for a decision keeps them for its resumed run.
+   */
+  const startNext = (threadId: string): Effect.Effect<void, unknown, any> =>
+    withThreadLock(
+      threadId,
+      Effect.gen(function*() {
+        if (!inboxes.hasWaiting(threadId)) return
+        const loaded = yield* load(threadId)
+        if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) return
+        yield* inboxes.leased(threadId, (lease) => {
+          const next = inboxes.takeNext(lease)
+          return next === undefined
+            ? Effect.succeed(undefined)
+            : runThread(threadId, next.messages, undefined, lease, next.mode)
+        }, afterRun)
+      })
+    )
+
+  /** After a run of a thread: what waits in its inbox starts the next run, unless the thread now waits. */
+  const afterRun = (lease: Inbox.Lease, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void, never, any> =>
+    Inbox.letsNextStart(exit) && inboxes.hasWaiting(lease.threadId)
+      ? background(startNext(lease.threadId))
+      : Effect.void
+
+  /** A new run of `threadId` with `input`, holding `lease`; `received` when `send` gave the input. */
+  const runThread = (
+    threadId: string,
+    input: ReadonlyArray<Prompt.Message>,
+    own: Emit | undefined,
+    lease: Inbox.Lease,
+    received: Inbox.Mode | undefined
+  ) =>
+    begin(threadId, false, own, (emit, journaled) =>
+      Effect.gen(function*() {
+        const loaded = yield* load(threadId, journaled)
+        if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
+          return yield* new ThreadStateError({
+            threadId,
+            reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
+              `call resume(threadId, value) instead of run`
+          })
+        }
+        const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
+        return yield* Observer.observed(
+          run,
+          Effect.flatMap(inputOf(run, input), (transformed) =>
+            Effect.zipRight(
+              received === undefined ?
+                Effect.void :
+                Observer.report(run, () =>
+                  AgentEvent.MessageReceived({ mode: received, step: 0, messages: transformed })),
+              execute(
+                run,
+                RunState.make(Lineage.append(loaded.messages, transformed), loaded.slices, undefined),
+                { node: "beforeAgent", index: 0 },
+                Option.none()
+              )
+            ))
+        )
+      }))
+
   const startRun = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) =>
     Effect.flatMap(
       Effect.zip(checkThreadId(options?.threadId), promptOf(input)),
       ([threadId, prompt]) =>
         withThreadLock(
           threadId,
-          begin(threadId, false, own, (emit, journaled) =>
-            Effect.gen(function*() {
-              const loaded = yield* load(threadId, journaled)
-              if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
-                return yield* new ThreadStateError({
-                  threadId,
-                  reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
-                    `call resume(threadId, value) instead of run`
-                })
-              }
-              const run = yield* contextOf(threadId, emit, journaled, loaded)
-              return yield* Observer.observed(
-                run,
-                Effect.flatMap(inputOf(run, prompt.content), (input) =>
-                  execute(
-                    run,
-                    RunState.make(Lineage.append(loaded.messages, input), loaded.slices, undefined),
-                    { node: "beforeAgent", index: 0 },
-                    Option.none()
-                  ))
-              )
-            }))
+          inboxes.leased(threadId, (lease) => runThread(threadId, prompt.content, own, lease, undefined), afterRun)
         )
     )
+
+  /** `send`'s check of its mode. */
+  const modeOf = (options: Agent.SendOptions | undefined): Effect.Effect<Inbox.Mode, InvalidOptions> => {
+    const mode: unknown = options?.mode ?? "steer"
+    return mode === "steer" || mode === "queue" ? Effect.succeed(mode) : Effect.fail(
+      new InvalidOptions({
+        module: "Agent",
+        option: "send.mode",
+        reason: `must be "steer" or "queue", got ${typeof mode === "string" ? JSON.stringify(mode) : typeof mode}`
+      })
+    )
+  }
+
+  const send = (threadId: string, message: Prompt.RawInput, options?: Agent.SendOptions) =>
+    Effect.gen(function*() {
+      const id = yield* checkThreadId(threadId)
+      const mode = yield* modeOf(options)
+      const prompt = yield* promptOf(message)
+      if (prompt.content.length === 0) {
+        return yield* new InvalidInput({ description: "the message to send has no messages" })
+      }
+      const taken = yield* Deferred.make<AgentResult.AgentResult<any>, unknown>()
+      let delivery: Agent.Sent["delivery"] = mode === "steer" ? "steered" : "queued"
+      if (!inboxes.post(id, { mode, messages: prompt.content, taken })) {
+        const loaded = yield* load(id)
+        if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) delivery = "held"
+        else {
+          delivery = "started"
+          yield* background(startNext(id))
+        }
+      }
+      const result = Deferred.await(taken) as Agent.Sent["result"]
+      return { threadId: id, mode, delivery, result } satisfies Agent.Sent
+    })
 
   /** The interrupt a thread waits on, and the index of its hook. */
   const pendingOf = (threadId: string, loaded: Checkpoint.Loaded) =>
@@ -399,16 +544,20 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
     Effect.flatMap(checkThreadId(id), (threadId) =>
       withThreadLock(
         threadId,
-        begin(threadId, true, own, (emit, journaled) =>
-          Effect.gen(function*() {
-            const loaded = yield* load(threadId, journaled)
-            const { index, middleware, pending } = yield* pendingOf(threadId, loaded)
-            yield* checkOwner(threadId, pending, journaled.journal, "resume")
-            yield* validateValue(threadId, middleware, pending, value)
-            const run = yield* contextOf(threadId, emit, journaled, loaded)
-            const state = RunState.make(loaded.messages, loaded.slices, Option.getOrThrow(loaded.checkpoint).run)
-            return yield* Observer.observed(run, execute(run, state, { node: pending.node, index }, Option.some(value)))
-          }))
+        inboxes.leased(threadId, (lease) =>
+          begin(threadId, true, own, (emit, journaled) =>
+            Effect.gen(function*() {
+              const loaded = yield* load(threadId, journaled)
+              const { index, middleware, pending } = yield* pendingOf(threadId, loaded)
+              yield* checkOwner(threadId, pending, journaled.journal, "resume")
+              yield* validateValue(threadId, middleware, pending, value)
+              const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
+              const state = RunState.make(loaded.messages, loaded.slices, Option.getOrThrow(loaded.checkpoint).run)
+              return yield* Observer.observed(
+                run,
+                execute(run, state, { node: pending.node, index }, Option.some(value))
+              )
+            })), afterRun)
       ))
 
   const streamOf = (start: (emit: Emit) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>) =>
@@ -440,6 +589,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       yield* validateValue(threadId, middleware, pending, value)
       return pending
     }),
+    send,
     watch: watchers.watch,
     discardPending: (threadId, reason) =>
       (isThreadId(threadId) ?
@@ -460,6 +610,11 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
             yield* checkpointer.save(threadId, { ...kept, messages: AgentState.encodeMessages(messages) })
             return true
           })
+        ).pipe(
+          // messages sent while the thread waited now start the run they were held for
+          Effect.tap((discarded) =>
+            discarded && inboxes.hasWaiting(threadId) ? background(startNext(threadId)) : Effect.void
+          )
         ) :
         Effect.succeed(false)).pipe(Effect.withSpan("Agent.discardPending")),
     deleteThread: (threadId) =>
@@ -475,7 +630,10 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
                 discard: true
               }
             )
-          )
+          ).pipe(Effect.zipRight(inboxes.drop(
+            threadId,
+            new ThreadStateError({ threadId, reason: "was deleted before this message joined it" })
+          )))
         ) :
         Effect.void).pipe(Effect.withSpan("Agent.deleteThread")),
     thread: (id) =>

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
 import * as RunJournal from "../RunJournal.js"
 import type { ThreadEncoder } from "./checkpoint.js"
+import type { Lease } from "./inbox.js"
 import * as Observer from "./observer.js"
 import type { StepKeys } from "./stepKeys.js"
 
@@ -18,6 +19,8 @@ export interface RunContext extends Observer.Observer {
   readonly interruptKeys: Set<string>
   /** The thread as last encoded for a checkpoint, reused for its unchanged prefix. */
   readonly encoder: ThreadEncoder
+  /** The run's hold on its thread's inbox: where steer messages wait for its next model step. */
+  readonly inbox: Lease
 }
 
 /** `effect` as the step `key` of the run's journal (carrying the hook reporting to a journal that runs it elsewhere). */

@@ -1,17 +1,18 @@
 /**
  * Names the steps of one run for its journal, in the order the run takes
- * them: the n-th checkpoint, the n-th call with an id. A replay takes the same
+ * them: the n-th checkpoint, the n-th look into the inbox, the n-th call with an id. A replay takes the same
  * steps in the same order, so it gets the same names.
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import { StepKey } from "../RunJournal.js"
 
 // read once: each read of a `Data.taggedEnum` member goes through a Proxy and builds a constructor
-const { Checkpoint, Model, Tool } = StepKey
+const { Checkpoint, Inbox, Model, Tool } = StepKey
 const load = StepKey.Load()
 
 export class StepKeys {
   private checkpoints = 0
+  private inboxes = 0
   private readonly calls = new Map<string, number>()
 
   load(): StepKey {
@@ -20,6 +21,10 @@ export class StepKeys {
 
   checkpoint(): StepKey {
     return Checkpoint({ index: this.checkpoints++ })
+  }
+
+  inbox(): StepKey {
+    return Inbox({ index: this.inboxes++ })
   }
 
   model(step: number): StepKey {

@@ -78,6 +78,13 @@ export const event = (value: AgentEvent.AgentEvent<any>): Record<string, unknown
         },
         durationMillis: value.durationMillis
       }
+    case "MessageReceived":
+      return {
+        _tag: value._tag,
+        mode: value.mode,
+        step: value.step,
+        messages: AgentState.encodeMessages(value.messages)
+      }
     case "RunEnded":
       return { _tag: value._tag, result: result(value.result) }
     case "ModelAttemptFailed":
