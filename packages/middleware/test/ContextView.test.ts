@@ -18,7 +18,7 @@ const Search = Tool.make("search", {
   success: Schema.String
 })
 const Tools = Toolkit.make(Search)
-const ToolsLive = Tools.toLayer({ search: ({ query }) => Effect.succeed(`results for ${query}: ${"x".repeat(200)}`) })
+const ToolsLive = Tools.toLayer({ search: ({ query }) => Effect.succeed(`results for ${query}: ${"x".repeat(1000)}`) })
 
 /** One run of a conversation: the user's input, then rounds of tool calls (their queries), then an answer. */
 interface RunScript {
@@ -66,20 +66,23 @@ const converse = (
     const checkpointer = yield* Checkpointer.makeMemory
     const summary = yield* summarizer
     const build = Effect.flatMap(middleware, (middleware) =>
-      Agent.make({ toolkit: Tools, systemPrompt: "Be brief.", middleware })
-    ).pipe(
-      Effect.provideService(LanguageModel.LanguageModel, model.model),
-      Effect.provideService(Checkpointer.Checkpointer, checkpointer),
-      Effect.provide(ToolsLive),
-      Effect.provide(Summarization.layer(summary.model))
-    )
+      Agent.make({ toolkit: Tools, systemPrompt: "Be brief.", middleware })).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model.model),
+        Effect.provideService(Checkpointer.Checkpointer, checkpointer),
+        Effect.provide(ToolsLive),
+        Effect.provide(Summarization.layer(summary.model))
+      )
     let agent = yield* build
     for (const run of runs) {
-      if (options.freshAgentPerRun === true) agent = yield* build
+      if (options.freshAgentPerRun === true) {
+        agent = yield* build
+      }
       yield* agent.run(run.input, { threadId: "t" })
     }
     const requests = (yield* model.recorder.requests).map((request) =>
-      request.prompt.content.filter((message) => message.role !== "system")
+      request.prompt.content.filter((message) =>
+        message.role !== "system"
+      )
     )
     const thread = Option.getOrThrow(yield* agent.thread("t"))
     return { requests, state: thread.state as Record<string, unknown> & { messages: ReadonlyArray<Prompt.Message> } }
@@ -180,5 +183,131 @@ describe("Summarization view mode", () => {
   )
 })
 
-// keep the import used until the ContextEditing tests land
-void ContextEditing
+// ---------------------------------------------------------------------------
+// ClearToolUses in view mode
+// ---------------------------------------------------------------------------
+
+const clearing = (
+  mode: ContextEditing.Mode,
+  options: ContextEditing.ClearToolUsesOptions
+) =>
+  Effect.map(
+    Effect.orDie(ContextEditing.ClearToolUses(options)),
+    (edit) => [ContextEditing.middleware({ edits: [edit], mode })]
+  )
+
+/** How many requests did not start with the whole previous request. */
+const prefixChanges = (requests: ReadonlyArray<ReadonlyArray<Prompt.Message>>): number => {
+  let changes = 0
+  for (let i = 1; i < requests.length; i++) {
+    const before = requests[i - 1]!
+    if (JSON.stringify(requests[i]!.slice(0, before.length)) !== JSON.stringify(before)) changes++
+  }
+  return changes
+}
+
+const clearedIds = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<string> =>
+  messages.flatMap((message) =>
+    message.role === "tool"
+      ? message.content.filter((part) => ContextEditing.isCleared(part)).map((part) => part.id)
+      : []
+  )
+
+const ClearOptions = FastCheck.record({
+  trigger: FastCheck.integer({ min: 300, max: 4000 }),
+  keep: FastCheck.integer({ min: 0, max: 3 }),
+  clearToolInputs: FastCheck.boolean(),
+  watermark: FastCheck.option(FastCheck.double({ min: 0.2, max: 0.9, noNaN: true }), { nil: undefined })
+}).map(({ clearToolInputs, keep, trigger, watermark }): ContextEditing.ClearToolUsesOptions => ({
+  trigger,
+  keep,
+  clearToolInputs,
+  ...(watermark === undefined ? {} : { clearTo: Math.max(1, Math.floor(trigger * watermark)) })
+}))
+
+const LongRuns = FastCheck.array(RunScriptArb, { minLength: 2, maxLength: 6 })
+
+describe("ClearToolUses view mode", () => {
+  it.effect.prop(
+    "the stored history is unchanged; no tool pair is orphaned; the recorded view is what the model saw",
+    { runs: LongRuns, options: ClearOptions },
+    ({ options, runs }) =>
+      Effect.gen(function*() {
+        const viewed = yield* converse(clearing("view", options), runs)
+        const plain = yield* converse(none, runs)
+        assert.deepStrictEqual(encode(viewed.state.messages), encode(plain.state.messages))
+        for (const request of viewed.requests) assert.deepStrictEqual(Arbitraries.problems(request), [])
+        const seen = ContextView.of(viewed.state)
+        const last = viewed.requests[viewed.requests.length - 1]!
+        assert.deepStrictEqual(encode(seen.messages.slice(0, last.length)), encode(last))
+        assert.deepStrictEqual([...clearedIds(seen.messages)].sort(), [...seen.cleared].sort())
+      }),
+    { fastCheck: { numRuns: 30 } }
+  )
+
+  it.effect.prop(
+    "between two edits the prompt prefix is unchanged; the cleared set only grows",
+    { runs: LongRuns, options: ClearOptions },
+    ({ options, runs }) =>
+      Effect.gen(function*() {
+        const viewed = yield* converse(clearing("view", options), runs)
+        const view = viewed.state.clearedView as ContextView.ClearedView
+        // the prefix changes only at a call where more results were cleared (an edit)
+        let before: ReadonlyArray<Prompt.Message> = []
+        let edits = 0
+        for (const request of viewed.requests) {
+          const was = clearedIds(before)
+          const now = clearedIds(request)
+          for (const id of was) assert.include(now, id)
+          const edited = now.length > was.length
+          if (edited) edits++
+          const prefixKept = JSON.stringify(request.slice(0, before.length)) === JSON.stringify(before)
+          if (!edited) assert.isTrue(prefixKept)
+          before = request
+        }
+        assert.strictEqual(edits, view.edits)
+      }),
+    { fastCheck: { numRuns: 30 } }
+  )
+
+  it.effect.prop(
+    "the view is the same computed incrementally by one agent or from the checkpoint by a new agent each run",
+    { runs: LongRuns, options: ClearOptions },
+    ({ options, runs }) =>
+      Effect.gen(function*() {
+        const warm = yield* converse(clearing("view", options), runs)
+        const cold = yield* converse(clearing("view", options), runs, { freshAgentPerRun: true })
+        assert.deepStrictEqual(encode(warm.requests.flat()), encode(cold.requests.flat()))
+        assert.deepStrictEqual(warm.state.clearedView, cold.state.clearedView)
+      }),
+    { fastCheck: { numRuns: 20 } }
+  )
+
+  it.effect("with a watermark, edits clear in batches: the prefix changes less often than in request mode", () =>
+    Effect.gen(function*() {
+      const runs: ReadonlyArray<RunScript> = Array.from({ length: 8 }, (_, r) => ({
+        input: `question ${r}`,
+        rounds: [[`a${r}`], [`b${r}`], [`c${r}`]]
+      }))
+      const options = { trigger: 3000, clearTo: 1000, keep: 1 }
+      const viewed = yield* converse(clearing("view", options), runs)
+      const requested = yield* converse(clearing("request", options), runs)
+      const view = viewed.state.clearedView as ContextView.ClearedView
+      const calls = viewed.requests.length
+      assert.isAtMost(prefixChanges(viewed.requests), view.edits)
+      assert.isAbove(view.edits, 1)
+      assert.isBelow(view.edits * 2, prefixChanges(requested.requests))
+      assert.isAbove(view.tokensSaved, 0)
+      // each edit brought the view down to the watermark: the next one waits for the context to grow back
+      assert.isBelow(view.edits, calls / 3)
+    }))
+
+  it.effect("a watermark at or above the trigger is an InvalidOptions naming clearTo", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(ContextEditing.ClearToolUses({ trigger: 500, clearTo: 500 }))
+      assert.strictEqual(error.option, "clearTo")
+      assert.include(error.reason, "not below the trigger")
+      const ok = yield* ContextEditing.ClearToolUses({ trigger: 500, clearTo: { tokens: 499 } })
+      assert.strictEqual(ok.name, "ClearToolUses")
+    }))
+})
