@@ -63,6 +63,7 @@
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as TokenCounter from "@stepwise-agent/core/TokenCounter"
@@ -78,6 +79,7 @@ import * as ContextLimit from "./internal/contextLimit.js"
 import * as HistoryCache from "./internal/historyCache.js"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
+import * as Offload from "./Offload.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -163,6 +165,16 @@ export interface Options {
    * see the summary (see `ContextView`).
    */
   readonly mode?: Mode | undefined
+  /**
+   * Write the messages a summary evicts to the `Offload.OffloadStore` (which
+   * the agent then needs: provide `Offload.layerMemory`,
+   * `Offload.layerKeyValueStore` or `Offload.layerWorkspace`) and name their
+   * reference in the summary message, so the model can read them back with
+   * `read_offloaded` (list `Offload.middleware()` for the tool). They are
+   * stored as {@link evictedContent} (the encoded messages as JSON);
+   * {@link decodeEvicted} gives them back. Default `false`.
+   */
+  readonly offload?: boolean | undefined
   /**
    * When to summarize: a condition (every size it gives reached), or a list
    * of conditions (any one of them holding). Token and message counts are
@@ -382,6 +394,85 @@ const summaryMessage = (prefix: string, summary: string): Prompt.UserMessage =>
   ContextView.summaryMessage(`${prefix}\n\n${summary}`)
 
 // -----------------------------------------------------------------------------
+// evicted messages
+// -----------------------------------------------------------------------------
+
+/**
+ * The text the `offload` option stores for the messages a summary evicts:
+ * a JSON array of the encoded messages (as a checkpoint encodes them), one
+ * message per line.
+ *
+ * @example
+ * ```ts
+ * import * as Summarization from "@stepwise-agent/middleware/Summarization"
+ * import { Prompt } from "@effect/ai"
+ *
+ * Summarization.evictedContent(Prompt.make("hello").content)
+ * // '[\n{"role":"user","content":[{"type":"text","text":"hello"}]}\n]'
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const evictedContent = (messages: ReadonlyArray<Prompt.Message>): string =>
+  `[\n${AgentState.encodeMessages(messages).map((message) => JSON.stringify(message)).join(",\n")}\n]`
+
+/**
+ * The stored text of evicted messages is not what {@link evictedContent}
+ * writes.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EvictedDecodeError extends Schema.TaggedError<EvictedDecodeError>(
+  "@stepwise-agent/middleware/Summarization/EvictedDecodeError"
+)("EvictedDecodeError", { reason: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The offloaded messages could not be read: ${this.reason}`
+  }
+}
+
+/**
+ * The messages back from the text {@link evictedContent} wrote (read from
+ * the offload store by the reference the summary names).
+ *
+ * @example
+ * ```ts
+ * import * as Summarization from "@stepwise-agent/middleware/Summarization"
+ * import { Prompt } from "@effect/ai"
+ * import { Effect } from "effect"
+ *
+ * const messages = Prompt.make("hello").content
+ * const again = Effect.runSync(Summarization.decodeEvicted(Summarization.evictedContent(messages)))
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const decodeEvicted = (content: string): Effect.Effect<Array<Prompt.Message>, EvictedDecodeError> =>
+  Effect.flatMap(
+    Effect.try({
+      try: () => JSON.parse(content) as unknown,
+      catch: (error) => new EvictedDecodeError({ reason: `not JSON: ${String(error)}` })
+    }),
+    (parsed) =>
+      Array.isArray(parsed)
+        ? Effect.mapError(
+          AgentState.decodeMessages(parsed),
+          (error) => new EvictedDecodeError({ reason: `not messages: ${error.message}` })
+        )
+        : Effect.fail(new EvictedDecodeError({ reason: "not a JSON array" }))
+  )
+
+/** The line of a summary that names where the evicted messages are. */
+const evictedReference = (ref: string, count: number): string =>
+  `[The ${count} summarized message(s) are stored in full under reference "${ref}"; read them with ` +
+  `${Offload.toolName}({ "ref": "${ref}", "offset": 0 }).]`
+
+// -----------------------------------------------------------------------------
 // transcript
 // -----------------------------------------------------------------------------
 
@@ -467,6 +558,7 @@ interface Config {
   readonly calibrate: boolean
   readonly agentModel: string | undefined
   readonly mode: Mode
+  readonly offload: boolean
   readonly name: string
 }
 
@@ -522,6 +614,7 @@ const OptionsSchema = Schema.Struct({
   onOverflow: Schema.optional(Schema.Literal("summarize", "fail")),
   calibrate: Schema.optional(Schema.Boolean),
   mode: Schema.optional(Schema.Literal("rewrite", "view")),
+  offload: Schema.optional(Schema.Boolean),
   name: Schema.optional(Check.NonEmpty)
 })
 
@@ -590,6 +683,7 @@ const validate = (options: Options): Either.Either<Config, AgentError.InvalidOpt
       calibrate: checked.calibrate ?? false,
       agentModel: checked.agentModel,
       mode: checked.mode ?? "rewrite",
+      offload: checked.offload ?? false,
       name: checked.name ?? "summarization"
     }
   })
@@ -661,6 +755,26 @@ const make = (config: Config) => {
   // Threads whose last request overflowed: summarized before their next model call, whatever the trigger.
   const overflowed = new Set<string>()
 
+  /**
+   * Writes the evicted messages to the offload store; their reference, or
+   * undefined (reported) when the store failed.
+   */
+  const offloadEvicted = (evicted: ReadonlyArray<Prompt.Message>) =>
+    Effect.gen(function*() {
+      const content = evictedContent(evicted)
+      const ref = Offload.referenceOf(content)
+      const store = yield* Offload.OffloadStore
+      return yield* store.put(ref, content).pipe(
+        Effect.as(ref),
+        Effect.catchAll((error) =>
+          Effect.as(
+            Middleware.report(`the offload store failed, the summary names no reference: ${error.reason}`, { ref }),
+            undefined
+          )
+        )
+      )
+    })
+
   const summarize = (
     counter: TokenCounter.TokenCounter.Service,
     scale: number,
@@ -707,9 +821,13 @@ const make = (config: Config) => {
           reason: "the summarizer answered with no text"
         })
       }
-      const summary = summaryMessage(summaryPrefix, text)
+      const ref = config.offload ? yield* offloadEvicted(toSummarize) : undefined
+      const summary = summaryMessage(
+        summaryPrefix,
+        ref === undefined ? text : `${text}\n\n${evictedReference(ref, toSummarize.length)}`
+      )
       const [summaryRaw] = yield* counter.measure([summary])
-      return { summary, summaryRaw: summaryRaw!, sent: sent.length }
+      return { summary, summaryRaw: summaryRaw!, sent: sent.length, offloaded: ref }
     })
 
   /**
@@ -756,7 +874,7 @@ const make = (config: Config) => {
             )
           )
           if (Option.isNone(outcome)) return none
-          const { sent, summary, summaryRaw } = outcome.value
+          const { offloaded, sent, summary, summaryRaw } = outcome.value
           const result = [...messages.slice(0, start), summary, ...messages.slice(cut)]
 
           // Continue from the new history: its sums follow from the old ones.
@@ -774,7 +892,8 @@ const make = (config: Config) => {
               kept: length - cut,
               tokensBefore: total,
               tokensAfter,
-              mode: config.mode
+              mode: config.mode,
+              ...(offloaded === undefined ? {} : { offloaded })
             }
           )
           return Option.some({ result, summary, start, cut })
@@ -937,10 +1056,14 @@ const make = (config: Config) => {
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: <M extends Mode = "rewrite">(
-  options: Options & { readonly mode?: M | undefined }
+export const middleware: <M extends Mode = "rewrite", O extends boolean = false>(
+  options: Options & { readonly mode?: M | undefined; readonly offload?: O | undefined }
 ) => Effect.Effect<
-  Middleware.Middleware<SliceOf<M>, SummarizationFailed | ContextOverflow.ContextOverflow, Summarizer>,
+  Middleware.Middleware<
+    SliceOf<M>,
+    SummarizationFailed | ContextOverflow.ContextOverflow,
+    Summarizer | (O extends true ? Offload.OffloadStore : never)
+  >,
   AgentError.InvalidOptions
 > = Effect
   .fn("Summarization.middleware")(function*(options: Options) {

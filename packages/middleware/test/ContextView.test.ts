@@ -6,6 +6,7 @@ import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
 import { Effect, FastCheck, Option, Schema } from "effect"
 import * as ContextEditing from "../src/ContextEditing.js"
 import * as ContextView from "../src/ContextView.js"
+import * as Offload from "../src/Offload.js"
 import * as Summarization from "../src/Summarization.js"
 
 // ---------------------------------------------------------------------------
@@ -309,5 +310,121 @@ describe("ClearToolUses view mode", () => {
       assert.include(error.reason, "not below the trigger")
       const ok = yield* ContextEditing.ClearToolUses({ trigger: 500, clearTo: { tokens: 499 } })
       assert.strictEqual(ok.name, "ClearToolUses")
+    }))
+})
+
+// ---------------------------------------------------------------------------
+// Offload of the messages a summary evicts
+// ---------------------------------------------------------------------------
+
+describe("Summarization offload", () => {
+  const refIn = (text: string): string | undefined => /reference "(ofl_[0-9a-f]{16})"/.exec(text)?.[1]
+  const textOf = (message: Prompt.Message): string =>
+    message.role === "user" || message.role === "assistant"
+      ? message.content.map((part) => part.type === "text" ? part.text : "").join("")
+      : ""
+
+  it.effect.prop(
+    "the evicted messages are stored under the summary's reference and read back byte-exact, in pages of any size",
+    {
+      messages: Arbitraries.conversation({ toolNames: ["search"], minTurns: 2, maxResultSize: 400 }),
+      keep: FastCheck.integer({ min: 0, max: 3 }),
+      limit: FastCheck.integer({ min: 1, max: 500 })
+    },
+    ({ keep, limit, messages }) =>
+      Effect.gen(function*() {
+        const store = yield* Offload.makeMemory
+        const summarizerModel = yield* summarizer
+        const mw = yield* Effect.orDie(
+          Summarization.middleware({ trigger: { messages: 1 }, keep: { messages: keep }, offload: true })
+        )
+        const result = yield* Effect.scoped(mw.beforeModel!({
+          state: {},
+          messages,
+          threadId: "t",
+          step: 0,
+          tools: [],
+          resume: Option.none()
+        })).pipe(
+          Effect.provideService(Offload.OffloadStore, store),
+          Effect.provide(Summarization.layer(summarizerModel.model))
+        )
+        if (result === undefined || result.messages === undefined) return
+        const after = result.messages
+        const start = after.findIndex(Summarization.isSummary)
+        const evicted = messages.slice(start, messages.length - (after.length - start - 1))
+        const ref = refIn(textOf(after[start]!))!
+        assert.isDefined(ref)
+        const content = yield* Effect.orDie(store.get(ref))
+        assert.strictEqual(Offload.referenceOf(content), ref)
+        // read back in pages, as read_offloaded gives them
+        let read = ""
+        for (let offset = 0;;) {
+          const page = Offload.page(ref, content, offset, limit)
+          read += page.text
+          if (page.end === page.total) break
+          offset = page.end
+        }
+        assert.strictEqual(read, content)
+        assert.deepStrictEqual(encode(yield* Effect.orDie(Summarization.decodeEvicted(read))), encode(evicted))
+      }),
+    { fastCheck: { numRuns: 40 } }
+  )
+
+  it.effect("the model reads the evicted messages back with read_offloaded", () =>
+    Effect.gen(function*() {
+      const store = yield* Offload.makeMemory
+      const summary = yield* summarizer
+      const mw = yield* Effect.orDie(
+        Summarization.middleware({ trigger: { messages: 7 }, keep: { messages: 2 }, offload: true, mode: "view" })
+      )
+      /** Reads the reference named in the summary, 100 characters a page, to its end, then answers. */
+      const reader = (request: ScriptedModel.Request) => {
+        const messages = request.prompt.content
+        const last = messages[messages.length - 1]!
+        const page = last.role === "tool" && last.content[0]!.name === Offload.toolName
+          ? last.content[0]!.result as Offload.Page
+          : undefined
+        // (more reads make the thread summarized again: read on the first reference)
+        const ref = page?.ref ?? messages.flatMap((message) => {
+          const found = Summarization.isSummary(message) ? refIn(textOf(message)) : undefined
+          return found === undefined ? [] : [found]
+        })[0]
+        if (ref === undefined || (page !== undefined && page.end === page.total)) return ScriptedModel.text("done")
+        return ScriptedModel.toolCalls([{
+          name: Offload.toolName,
+          params: { ref, offset: page?.end ?? 0, limit: 100 },
+          id: `read_${page?.end ?? 0}`
+        }])
+      }
+      const model = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([{ name: "search", params: { query: "Lisbon" }, id: "s1" }]),
+        ScriptedModel.toolCalls([{ name: "search", params: { query: "Porto" }, id: "s2" }]),
+        ScriptedModel.text("Both are in Portugal."),
+        ...Array.from({ length: 100 }, () => reader)
+      ])
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [mw, Offload.middleware()] }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model.model),
+        Effect.provideService(Offload.OffloadStore, store),
+        Effect.provide(ToolsLive),
+        Effect.provide(Summarization.layer(summary.model))
+      )
+      yield* agent.run("Where are Lisbon and Porto?", { threadId: "t" })
+      yield* agent.run("Read what was summarized.", { threadId: "t" })
+      const state = Option.getOrThrow(yield* agent.thread("t")).state
+      const pages = state.messages.flatMap((message) =>
+        message.role === "tool"
+          ? message.content.filter((part) => part.name === Offload.toolName).map((part) => part.result as Offload.Page)
+          : []
+      )
+      assert.isAbove(pages.length, 1)
+      const ref = pages[0]!.ref
+      assert.isTrue(pages.every((page) => page.ref === ref))
+      const read = pages.map((page) => page.text).join("")
+      assert.strictEqual(read, yield* Effect.orDie(store.get(ref)))
+      // the first summary (7 messages, the 2 newest kept) evicted the first 5 stored messages
+      const evicted = yield* Effect.orDie(Summarization.decodeEvicted(read))
+      assert.deepStrictEqual(encode(evicted), encode(state.messages.slice(0, 5)))
+      assert.strictEqual(textOf(state.messages[state.messages.length - 1]!), "done")
     }))
 })
