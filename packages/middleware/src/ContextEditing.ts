@@ -1046,13 +1046,15 @@ export type TokenCountMethod = "approximate" | "model"
 export type Mode = "request" | "view"
 
 /**
- * The state slice of the middleware in a mode: `clearedView` in view mode,
+ * The state slice of the middleware in a mode: `clearedView` in view mode (a
+ * mode given as the literal `"view"`; a mode known only at run time types no
+ * slice),
  * none in request mode.
  *
  * @since 0.1.0
  * @category utility types
  */
-export type SliceOf<M extends Mode> = M extends "view" ? ContextView.ClearedSlice : {}
+export type SliceOf<M extends Mode> = [M] extends ["view"] ? ContextView.ClearedSlice : {}
 
 /**
  * Options of {@link middleware}.

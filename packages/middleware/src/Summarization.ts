@@ -143,13 +143,15 @@ export type OnOverflow = "summarize" | "fail"
 export type Mode = "rewrite" | "view"
 
 /**
- * The state slice of the middleware in a mode: `summaryView` in view mode,
+ * The state slice of the middleware in a mode: `summaryView` in view mode (a
+ * mode given as the literal `"view"`; a mode known only at run time types no
+ * slice),
  * none in rewrite mode.
  *
  * @since 0.1.0
  * @category utility types
  */
-export type SliceOf<M extends Mode> = M extends "view" ? ContextView.SummarySlice : {}
+export type SliceOf<M extends Mode> = [M] extends ["view"] ? ContextView.SummarySlice : {}
 
 /**
  * Options of {@link middleware}.
@@ -1062,7 +1064,7 @@ export const middleware: <M extends Mode = "rewrite", O extends boolean = false>
   Middleware.Middleware<
     SliceOf<M>,
     SummarizationFailed | ContextOverflow.ContextOverflow,
-    Summarizer | (O extends true ? Offload.OffloadStore : never)
+    Summarizer | ([O] extends [true] ? Offload.OffloadStore : never)
   >,
   AgentError.InvalidOptions
 > = Effect
