@@ -410,7 +410,7 @@ const summaryMessage = (prefix: string, summary: string): Prompt.UserMessage =>
  * import { Prompt } from "@effect/ai"
  *
  * Summarization.evictedContent(Prompt.make("hello").content)
- * // '[\n{"role":"user","content":[{"type":"text","text":"hello"}]}\n]'
+ * // '[\n{"role":"user","content":[{"type":"text","text":"hello","options":{}}],"options":{}}\n]'
  * ```
  *
  * @since 0.1.0
