@@ -428,3 +428,71 @@ describe("Summarization offload", () => {
       assert.strictEqual(textOf(state.messages[state.messages.length - 1]!), "done")
     }))
 })
+
+// ---------------------------------------------------------------------------
+// both policies in view mode
+// ---------------------------------------------------------------------------
+
+describe("Summarization and ClearToolUses in view mode together", () => {
+  it.effect.prop(
+    "ContextView.of gives what the model saw; the stored history is whole; no pair is orphaned",
+    {
+      runs: LongRuns,
+      trigger: FastCheck.integer({ min: 4, max: 12 }),
+      options: ClearOptions,
+      editingFirst: FastCheck.boolean()
+    },
+    ({ editingFirst, options, runs, trigger }) =>
+      Effect.gen(function*() {
+        const both = Effect.gen(function*() {
+          const [summary] = yield* summarizing("view", trigger, 2)
+          const [editing] = yield* clearing("view", options)
+          return editingFirst ? [editing!, summary!] : [summary!, editing!]
+        })
+        const viewed = yield* converse(both, runs)
+        const plain = yield* converse(none, runs)
+        assert.deepStrictEqual(encode(viewed.state.messages), encode(plain.state.messages))
+        for (const request of viewed.requests) assert.deepStrictEqual(Arbitraries.problems(request), [])
+        const seen = ContextView.of(viewed.state)
+        const last = viewed.requests[viewed.requests.length - 1]!
+        assert.deepStrictEqual(encode(seen.messages.slice(0, last.length)), encode(last))
+      }),
+    { fastCheck: { numRuns: 25 } }
+  )
+})
+
+describe("Summarization offload when the store fails", () => {
+  it.effect("the summary is made without a reference, and the failure is reported", () =>
+    Effect.gen(function*() {
+      const failing = Offload.OffloadStore.of({
+        put: (ref) => Effect.fail(new Offload.OffloadStoreError({ ref, reason: "disk full" })),
+        get: (ref) => Effect.fail(new Offload.OffloadNotFound({ ref }))
+      })
+      const summary = yield* summarizer
+      const mw = yield* Effect.orDie(
+        Summarization.middleware({ trigger: { messages: 2 }, keep: { messages: 1 }, offload: true })
+      )
+      const messages = [
+        Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "first" })] }),
+        Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: "answer" })] }),
+        Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "second" })] })
+      ]
+      const result = yield* Effect.scoped(mw.beforeModel!({
+        state: {},
+        messages,
+        threadId: "t",
+        step: 0,
+        tools: [],
+        resume: Option.none()
+      })).pipe(
+        Effect.provideService(Offload.OffloadStore, failing),
+        Effect.provide(Summarization.layer(summary.model))
+      )
+      const after = result!.messages!
+      assert.strictEqual(after.length, 2)
+      assert.isTrue(Summarization.isSummary(after[0]!))
+      const text = (after[0]!.content[0] as Prompt.TextPart).text
+      assert.notInclude(text, "ofl_")
+      assert.match(text, /^Here is a summary of the conversation to date:\n\nsummary \d+/)
+    }))
+})
