@@ -1104,9 +1104,9 @@ export const render = (result: ContextResult): string => {
     "One middleware driven as the loop drives it (`beforeModel`, its update kept, then `wrapModelCall` with a " +
     "`next` that records the request), on the growth history of 10,000 messages, 2 messages appended per call. " +
     "Summarization (an instant fake summarizer) fires at the first call; ClearToolUses fires whenever the " +
-    "request reaches 400,000 tokens (the thread holds ~2.6 M; its calls and placeholders ~200,000). Only the hooks are timed, not the thread's " +
-    "growth. **Prefix changes**: further calls whose request does not start with the " +
-    "whole previous request (each loses a provider's prompt cache), a count, not a timing.",
+    "request reaches 400,000 tokens (the thread holds ~2.6 M; its calls and placeholders ~200,000). Only the " +
+    "hooks are timed, not the thread's growth. **Prefix changes**: further calls whose request does not start " +
+    "with the whole previous request (each loses a provider's prompt cache), a count, not a timing.",
     "",
     table(
       ["workload", "mode", "first call", "steady", "prefix changes", "stored / sent"],

@@ -91,6 +91,10 @@ const converse = (
 
 const encode = (messages: ReadonlyArray<Prompt.Message>) => JSON.parse(JSON.stringify(messages))
 
+/** Runs a middleware's beforeModel hook on a thread, as the loop would. */
+const beforeModel = <S, E, R>(mw: Middleware.Middleware<S, E, R>, messages: ReadonlyArray<Prompt.Message>, state: S) =>
+  Effect.scoped(mw.beforeModel!({ state, messages, threadId: "t", step: 0, tools: [], resume: Option.none() }))
+
 const summarization = (mode: Summarization.Mode, trigger: number, keep: number) =>
   Effect.orDie(Summarization.middleware({ trigger: { messages: trigger }, keep: { messages: keep }, mode }))
 const summarizing = (mode: Summarization.Mode, trigger: number, keep: number) =>
@@ -98,6 +102,13 @@ const summarizing = (mode: Summarization.Mode, trigger: number, keep: number) =>
 const none = Effect.succeed([])
 
 const Runs = FastCheck.array(RunScriptArb, { minLength: 1, maxLength: 5 })
+
+/** A conversation and a Summarization's trigger and keep, in messages. */
+const SummaryCase = {
+  runs: Runs,
+  trigger: FastCheck.integer({ min: 3, max: 10 }),
+  keep: FastCheck.integer({ min: 0, max: 4 })
+}
 
 // ---------------------------------------------------------------------------
 // Summarization in view mode
@@ -132,24 +143,13 @@ describe("Summarization view mode", () => {
     Effect.gen(function*() {
       const mw = yield* summarization("view", 100, 2)
       const messages = [Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "hi" })] })]
-      const result = yield* Effect.scoped(mw.beforeModel!({
-        state: { summaryView: { start: 0, end: 5, text: "old" } },
-        messages,
-        threadId: "t",
-        step: 0,
-        tools: [],
-        resume: Option.none()
-      }))
+      const result = yield* beforeModel(mw, messages, { summaryView: { start: 0, end: 5, text: "old" } })
       assert.deepStrictEqual(result, { state: { summaryView: null } })
     }).pipe(Effect.provide(Summarization.layerFromLanguageModel), Effect.provide(ScriptedModel.layer([]))))
 
   it.effect.prop(
     "view and rewrite send the model the same messages; the stored history is the one without the policy",
-    {
-      runs: Runs,
-      trigger: FastCheck.integer({ min: 3, max: 10 }),
-      keep: FastCheck.integer({ min: 0, max: 4 })
-    },
+    SummaryCase,
     ({ keep, runs, trigger }) =>
       Effect.gen(function*() {
         const viewed = yield* converse(summarizing("view", trigger, keep), runs)
@@ -168,11 +168,7 @@ describe("Summarization view mode", () => {
 
   it.effect.prop(
     "the view is the same computed incrementally by one agent or from the checkpoint by a new agent each run",
-    {
-      runs: Runs,
-      trigger: FastCheck.integer({ min: 3, max: 10 }),
-      keep: FastCheck.integer({ min: 0, max: 4 })
-    },
+    SummaryCase,
     ({ keep, runs, trigger }) =>
       Effect.gen(function*() {
         const warm = yield* converse(summarizing("view", trigger, keep), runs)
@@ -228,10 +224,13 @@ const ClearOptions = FastCheck.record({
 
 const LongRuns = FastCheck.array(RunScriptArb, { minLength: 2, maxLength: 6 })
 
+/** A conversation and ClearToolUses options. */
+const ClearCase = { runs: LongRuns, options: ClearOptions }
+
 describe("ClearToolUses view mode", () => {
   it.effect.prop(
     "the stored history is unchanged; no tool pair is orphaned; the recorded view is what the model saw",
-    { runs: LongRuns, options: ClearOptions },
+    ClearCase,
     ({ options, runs }) =>
       Effect.gen(function*() {
         const viewed = yield* converse(clearing("view", options), runs)
@@ -248,7 +247,7 @@ describe("ClearToolUses view mode", () => {
 
   it.effect.prop(
     "between two edits the prompt prefix is unchanged; the cleared set only grows",
-    { runs: LongRuns, options: ClearOptions },
+    ClearCase,
     ({ options, runs }) =>
       Effect.gen(function*() {
         const viewed = yield* converse(clearing("view", options), runs)
@@ -273,7 +272,7 @@ describe("ClearToolUses view mode", () => {
 
   it.effect.prop(
     "the view is the same computed incrementally by one agent or from the checkpoint by a new agent each run",
-    { runs: LongRuns, options: ClearOptions },
+    ClearCase,
     ({ options, runs }) =>
       Effect.gen(function*() {
         const warm = yield* converse(clearing("view", options), runs)
@@ -338,14 +337,7 @@ describe("Summarization offload", () => {
         const mw = yield* Effect.orDie(
           Summarization.middleware({ trigger: { messages: 1 }, keep: { messages: keep }, offload: true })
         )
-        const result = yield* Effect.scoped(mw.beforeModel!({
-          state: {},
-          messages,
-          threadId: "t",
-          step: 0,
-          tools: [],
-          resume: Option.none()
-        })).pipe(
+        const result = yield* beforeModel(mw, messages, {}).pipe(
           Effect.provideService(Offload.OffloadStore, store),
           Effect.provide(Summarization.layer(summarizerModel.model))
         )
@@ -477,14 +469,7 @@ describe("Summarization offload when the store fails", () => {
         Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: "answer" })] }),
         Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "second" })] })
       ]
-      const result = yield* Effect.scoped(mw.beforeModel!({
-        state: {},
-        messages,
-        threadId: "t",
-        step: 0,
-        tools: [],
-        resume: Option.none()
-      })).pipe(
+      const result = yield* beforeModel(mw, messages, {}).pipe(
         Effect.provideService(Offload.OffloadStore, failing),
         Effect.provide(Summarization.layer(summary.model))
       )
