@@ -1174,9 +1174,17 @@ const make = (options: typeof MiddlewareOptionsSchema.Type): any => {
 /** The messages a thread's view was last applied to, and the output, so that the next call only appends. */
 interface ViewMemo {
   readonly stored: ReadonlyArray<Prompt.Message>
-  readonly edits: number
+  readonly view: ContextView.ClearedView
   readonly output: ReadonlyArray<Prompt.Message>
 }
+
+/** Whether two views clear the same results alike (the same object, or equal ids, in order). */
+const sameView = (a: ContextView.ClearedView, b: ContextView.ClearedView): boolean =>
+  a === b || (a.edits === b.edits && a.groups.length === b.groups.length && a.groups.every((group, g) => {
+    const other = b.groups[g]!
+    return group.placeholder === other.placeholder && group.inputs === other.inputs &&
+      group.ids.length === other.ids.length && group.ids.every((id, i) => id === other.ids[i])
+  }))
 
 /** `view` with the ids an edit cleared added (to its last group when it has the same placeholder and inputs). */
 const extendView = (view: ContextView.ClearedView, result: EditResult): ContextView.ClearedView => {
@@ -1209,14 +1217,14 @@ const makeView = (
     if (view.groups.length === 0 || messages.length === 0) return messages
     const memo = memos.get(messages[0]!)
     let output: ReadonlyArray<Prompt.Message>
-    if (memo !== undefined && memo.edits === view.edits && HistoryCache.isPrefix(memo.stored, messages)) {
+    if (memo !== undefined && sameView(memo.view, view) && HistoryCache.isPrefix(memo.stored, messages)) {
       // the view only clears results it has seen: the new messages are shown as they are
       if (memo.stored.length === messages.length) return memo.output
       output = [...memo.output, ...messages.slice(memo.stored.length)]
     } else {
       output = ContextView.applyCleared(messages, view)
     }
-    memos.set(messages[0]!, { stored: messages, edits: view.edits, output })
+    memos.set(messages[0]!, { stored: messages, view, output })
     return output
   }
 
@@ -1253,7 +1261,7 @@ const makeView = (
         return undefined
       }
       view = { ...view, edits: view.edits + 1, tokensSaved: view.tokensSaved + reclaimed }
-      memos.set(messages[0]!, { stored: messages, edits: view.edits, output: current })
+      memos.set(messages[0]!, { stored: messages, view, output: current })
       yield* Middleware.report(
         `cleared ${cleared.length} tool results, ${reclaimed} tokens reclaimed; the prompt prefix changed ` +
           `(edit ${view.edits})`,

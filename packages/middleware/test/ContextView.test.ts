@@ -3,7 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer, type Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
-import { Effect, FastCheck, Option, Schema } from "effect"
+import { Context, Effect, FastCheck, Option, Schema } from "effect"
 import * as ContextEditing from "../src/ContextEditing.js"
 import * as ContextView from "../src/ContextView.js"
 import * as Offload from "../src/Offload.js"
@@ -479,5 +479,61 @@ describe("Summarization offload when the store fails", () => {
       const text = (after[0]!.content[0] as Prompt.TextPart).text
       assert.notInclude(text, "ofl_")
       assert.match(text, /^Here is a summary of the conversation to date:\n\nsummary \d+/)
+    }))
+})
+
+describe("ClearToolUses view mode, per thread", () => {
+  it.effect("two threads that share their first messages each get their own view", () =>
+    Effect.gen(function*() {
+      const [mw] = yield* clearing("view", { trigger: 1_000_000 })
+      const first = Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "go" })] })
+      const pair = (id: string) => [
+        Prompt.makeMessage("assistant", {
+          content: [Prompt.makePart("tool-call", { id, name: "search", params: {}, providerExecuted: false })]
+        }),
+        Prompt.makeMessage("tool", {
+          content: [
+            Prompt.makePart("tool-result", {
+              id,
+              name: "search",
+              result: "page",
+              isFailure: false,
+              providerExecuted: false
+            })
+          ]
+        })
+      ]
+      const a = [first, ...pair("c1"), ...pair("c2")]
+      const b = [...a, ...pair("c3")]
+      const viewOf = (ids: ReadonlyArray<string>): ContextView.ClearedView => ({
+        groups: [{ placeholder: "[cleared]", inputs: false, ids }],
+        edits: 1,
+        tokensSaved: 0
+      })
+      const send = (messages: ReadonlyArray<Prompt.Message>, view: ContextView.ClearedView) =>
+        Effect.gen(function*() {
+          let sent: ReadonlyArray<Prompt.Message> = []
+          yield* Effect.scoped(
+            mw!.wrapModelCall!({
+              messages,
+              systemPrompt: undefined,
+              tools: [],
+              toolChoice: "auto",
+              model: undefined,
+              context: Context.empty(),
+              state: { messages, clearedView: view },
+              threadId: "t",
+              step: 0
+            }, (request) => {
+              sent = request.messages
+              // the response is not looked at
+              return Effect.succeed(undefined as unknown as Middleware.ModelResponse)
+            })
+          )
+          return clearedIds(sent)
+        })
+      assert.deepStrictEqual(yield* send(a, viewOf(["c1"])), ["c1"])
+      assert.deepStrictEqual(yield* send(b, viewOf(["c2"])), ["c2"])
+      assert.deepStrictEqual(yield* send(a, viewOf(["c1"])), ["c1"])
     }))
 })
