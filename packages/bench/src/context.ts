@@ -26,10 +26,10 @@
  *
  * @since 0.1.0
  */
-import { type LanguageModel, Prompt } from "@effect/ai"
+import { type LanguageModel, Prompt, Response } from "@effect/ai"
 import { type Middleware, TokenCounter } from "@stepwise-agent/core"
 import { ContextEditing, Summarization } from "@stepwise-agent/middleware"
-import { Effect, Either, Option } from "effect"
+import { Context, Effect, Either, Option } from "effect"
 import { getEncoding } from "js-tiktoken"
 import {
   AIMessage,
@@ -128,12 +128,38 @@ export interface FirstCallRow {
 }
 
 /**
+ * Compaction on a long thread, destructive (or per request) against view
+ * mode: the call that compacts, then the calls after it as the thread grows.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ViewRow {
+  readonly what: string
+  readonly mode: string
+  /** Messages in the thread at the first call. */
+  readonly messages: number
+  /** ms of the first call (the one that compacts; nothing cached). */
+  readonly firstMs: number
+  /** Median µs per further call (beforeModel and wrapModelCall), 2 messages appended per call. */
+  readonly steadyUs: number
+  readonly calls: number
+  /** Further calls whose request did not start with the whole previous request (a provider's cache is lost). */
+  readonly prefixChanges: number
+  /** Messages stored after the last call, and messages sent on it. */
+  readonly stored: number
+  readonly sent: number
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
 export interface ContextResult {
   readonly editing: ReadonlyArray<GrowthRow>
   readonly summarization: ReadonlyArray<GrowthRow>
+  /** Compaction at 10,000 messages: view mode against destructive or per-request editing. */
+  readonly views: ReadonlyArray<ViewRow>
   readonly counting: ReadonlyArray<CountRow>
   readonly cold: ReadonlyArray<ColdRow>
   readonly firstCalls: ReadonlyArray<FirstCallRow>
@@ -288,6 +314,138 @@ const measureSummarization = async (size: number, appended: number, calls: numbe
     minUs: r.minUs,
     calls: r.calls
   }
+}
+
+// ---------------------------------------------------------------------------
+// compaction as a view
+// ---------------------------------------------------------------------------
+
+/** A summarizer that answers at once, so that only the middleware is timed. */
+const instantSummarizer = {
+  generateText: () => Effect.succeed({ text: "The user asked for many searches; each returned a long page." })
+} as unknown as LanguageModel.Service
+
+const stubResponse: Middleware.ModelResponse = {
+  message: Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: "ok" })] }),
+  toolCalls: [],
+  usage: new Response.Usage({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined }),
+  finishReason: "stop"
+}
+
+/**
+ * One middleware driven as the loop drives it, on a thread that grows by 2
+ * messages per call: `beforeModel` (its state update kept, its messages
+ * stored), then `wrapModelCall` with a `next` that records the request.
+ */
+const driveMiddleware = (
+  mw: Middleware.Any,
+  context: Context.Context<never>,
+  size: number,
+  calls: number
+): Omit<ViewRow, "what" | "mode"> => {
+  const all: Array<Prompt.Message> = []
+  for (let i = 0; i < size + 2 * calls; i++) all.push(messageAt(i))
+  let stored: ReadonlyArray<Prompt.Message> = all.slice(0, size)
+  let state: Record<string, unknown> = mw.state === undefined ? {} : { ...mw.state.initial }
+  let appendedFrom = size
+  let previous: ReadonlyArray<Prompt.Message> | undefined
+  let prefixChanges = 0
+  let sent = 0
+  /** One call; returns the ms its hooks took (the thread's growth is not timed). */
+  const step = (k: number): number => {
+    const started = performance.now()
+    const hook = mw.beforeModel === undefined ? Effect.succeed(undefined) : mw.beforeModel({
+      state,
+      messages: stored,
+      threadId: "bench",
+      usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 },
+      step: k,
+      tools: [],
+      resume: Option.none()
+    })
+    const update = Effect.runSync(Effect.scoped(hook).pipe(Effect.provide(context)) as Effect.Effect<any>)
+    if (update?.state !== undefined) state = { ...state, ...update.state }
+    if (update?.messages !== undefined) stored = update.messages
+    let request: ReadonlyArray<Prompt.Message> = stored
+    if (mw.wrapModelCall !== undefined) {
+      const call = mw.wrapModelCall({
+        messages: stored,
+        systemPrompt: undefined,
+        tools: [],
+        toolChoice: "auto",
+        model: undefined,
+        context: Context.empty(),
+        state: { ...state, messages: stored },
+        threadId: "bench",
+        step: k
+      }, (r) => {
+        request = r.messages
+        return Effect.succeed(stubResponse)
+      })
+      Effect.runSync(Effect.scoped(call).pipe(Effect.provide(context)) as Effect.Effect<any>)
+    }
+    const took = performance.now() - started
+    if (previous !== undefined) {
+      let same = request.length >= previous.length
+      for (let i = 0; same && i < previous.length; i++) {
+        same = request[i] === previous[i] || sameJson(request[i]!, previous[i]!)
+      }
+      if (!same) prefixChanges++
+    }
+    previous = request
+    sent = request.length
+    stored = [...stored, all[appendedFrom]!, all[appendedFrom + 1]!]
+    appendedFrom += 2
+    return took
+  }
+  const firstMs = step(0)
+  const perCall: Array<number> = []
+  const batch = 10
+  for (let k = 1; k + batch <= calls; k += batch) {
+    let ms = 0
+    for (let j = k; j < k + batch; j++) ms += step(j)
+    perCall.push(ms * 1000 / batch)
+  }
+  return { messages: size, firstMs, steadyUs: median(perCall), calls, prefixChanges, stored: stored.length, sent }
+}
+
+const sameJson = (a: Prompt.Message, b: Prompt.Message): boolean => JSON.stringify(a) === JSON.stringify(b)
+
+/**
+ * Summarization (summarizing at the first call) and ClearToolUses (a
+ * 400,000 token trigger, keep 3: about 15 % of the 10,000-message thread,
+ * twice what its calls and placeholders take once every result is
+ * cleared) on a thread of `size` messages, destructive (or per request) and
+ * in view mode.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const measureViews = async (size: number, calls: number): Promise<ReadonlyArray<ViewRow>> => {
+  const rows: Array<ViewRow> = []
+  const summarizer = Context.make(Summarization.Summarizer, instantSummarizer)
+  for (const mode of ["rewrite", "view"] as const) {
+    const mw = await Effect.runPromise(
+      Summarization.middleware({ trigger: { messages: size }, keep: { messages: 20 }, mode })
+    )
+    rows.push({
+      what: "Summarization, trigger N messages, keep 20",
+      mode,
+      ...driveMiddleware(mw as Middleware.Any, summarizer as Context.Context<never>, size, calls)
+    })
+  }
+  for (const [mode, clearTo] of [["request", undefined], ["view", undefined], ["view", 300_000]] as const) {
+    const edit = Either.getOrThrow(
+      ContextEditing.ClearToolUses({ trigger: 400_000, keep: 3, ...(clearTo === undefined ? {} : { clearTo }) })
+    )
+    const mw = ContextEditing.middleware({ edits: [edit], mode })
+    rows.push({
+      what: `ClearToolUses, trigger 400000 tokens, keep 3${clearTo === undefined ? "" : `, clearTo ${clearTo}`}`,
+      mode,
+      ...driveMiddleware(mw as Middleware.Any, Context.empty(), size, calls)
+    })
+  }
+  return rows
 }
 
 // ---------------------------------------------------------------------------
@@ -792,10 +950,20 @@ export const measure = async (
     summarization.push(row)
     show(row)
   }
+  await measureViews(1000, 100) // warm up
+  const views = await measureViews(10_000, calls)
+  for (const row of views) {
+    log(
+      `  ${row.what.padEnd(52)} ${row.mode.padEnd(8)} N=${row.messages}  first ${row.firstMs.toFixed(2)} ms  ` +
+        `steady ${us(row.steadyUs)}/call  prefix changes ${row.prefixChanges}/${row.calls - 1}  ` +
+        `stored ${row.stored}, sent ${row.sent}`
+    )
+  }
   const firstCalls = await measureFirstCalls(options)
   return {
     editing,
     summarization,
+    views,
     counting,
     cold,
     firstCalls,
@@ -931,6 +1099,27 @@ export const render = (result: ContextResult): string => {
           `×${vs.median.toFixed(2)} [${vs.q1.toFixed(2)}–${vs.q3.toFixed(2)}]`
         ]
       })
+    ),
+    "",
+    "### Compaction as a view, at 10,000 messages",
+    "",
+    "One middleware driven as the loop drives it (`beforeModel`, its update kept, then `wrapModelCall` with a " +
+    "`next` that records the request), on the growth history of 10,000 messages, 2 messages appended per call. " +
+    "Summarization (an instant fake summarizer) fires at the first call; ClearToolUses fires whenever the " +
+    "request reaches 400,000 tokens (the thread holds ~2.6 M; its calls and placeholders ~200,000). Only the " +
+    "hooks are timed, not the thread's growth. **Prefix changes**: further calls whose request does not start " +
+    "with the whole previous request (each loses a provider's prompt cache), a count, not a timing.",
+    "",
+    table(
+      ["workload", "mode", "first call", "steady", "prefix changes", "stored / sent"],
+      result.views.map((r) => [
+        r.what,
+        r.mode,
+        `${r.firstMs.toFixed(2)} ms`,
+        us(r.steadyUs),
+        `${r.prefixChanges} of ${r.calls - 1}`,
+        `${r.stored.toLocaleString("en-US")} / ${r.sent.toLocaleString("en-US")}`
+      ])
     ),
     "",
     "### First call against LangChain",

@@ -930,11 +930,21 @@ function renderTranscript(thread) {
     }
     const list = h("div", { class: "transcript", "data-testid": "transcript" })
     for (const message of shown.messages) {
+      // what view-mode context policies left out of what the model sees
+      const notes = []
+      if (message.compaction === "summarized") notes.push("summarized: the model sees the summary")
+      if (Array.isArray(message.cleared)) notes.push(`cleared for the model: ${message.cleared.join(", ")}`)
       list.append(
         h(
           "div",
-          { class: "message", "data-role": message.role, "data-testid": "message" },
+          {
+            class: "message",
+            "data-role": message.role,
+            "data-testid": "message",
+            "data-compaction": message.compaction ?? (Array.isArray(message.cleared) ? "cleared" : null)
+          },
           h("div", { class: "role" }, message.role),
+          notes.length === 0 ? null : h("div", { class: "muted", "data-testid": "compaction" }, notes.join(" · ")),
           renderParts(message.content)
         )
       )

@@ -399,7 +399,7 @@ export const make: (
         threadId,
         messageCount: messages.length,
         offset,
-        messages: Wire.messages(messages, offset, end - offset)
+        messages: Wire.messages(messages, offset, end - offset, Wire.compactionOf(snapshot.value.state))
       })
     }).pipe(
       Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause))))

@@ -1,6 +1,7 @@
 import type { LanguageModel } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import type { AgentError, Middleware, TokenCounter } from "@stepwise-agent/core"
+import type { ContextView, Offload } from "@stepwise-agent/middleware"
 import {
   Budget,
   ContextEditing,
@@ -126,6 +127,24 @@ describe("constructors that return an Effect of a middleware", () => {
           Summarization.Summarizer
         >
       >
+    >()
+  })
+
+  test("Summarization view mode: the summaryView slice; offload: the OffloadStore", () => {
+    expect(Summarization.middleware({ trigger: { tokens: 1000 }, mode: "view", offload: true })).type.toBe<
+      Built<
+        Middleware.Middleware<
+          ContextView.SummarySlice,
+          Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
+          Summarization.Summarizer | Offload.OffloadStore
+        >
+      >
+    >()
+  })
+
+  test("ContextEditing view mode: the clearedView slice", () => {
+    expect(ContextEditing.middleware({ mode: "view" })).type.toBe<
+      Middleware.Middleware<ContextView.ClearedSlice, never, never>
     >()
   })
 

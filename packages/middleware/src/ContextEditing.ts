@@ -37,6 +37,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as ContextView from "./ContextView.js"
 import * as ContextLimit from "./internal/contextLimit.js"
 import * as HistoryCache from "./internal/historyCache.js"
 import * as Marker from "./internal/marker.js"
@@ -106,6 +107,14 @@ export interface EditResult {
   readonly reclaimed: number
   /** The lowest token count at which the edit fires, for an edit that has one. */
   readonly trigger?: number | undefined
+  /**
+   * What the cleared results say, for an edit that clears tool results (the
+   * middleware's view mode shows the ids of `cleared` with it; default
+   * `"[cleared]"`).
+   */
+  readonly placeholder?: string | undefined
+  /** Whether the cleared results' calls lost their arguments too (default false). */
+  readonly clearedInputs?: boolean | undefined
 }
 
 /**
@@ -165,11 +174,6 @@ export declare namespace ContextEdit {
  * @category constructors
  */
 export const markerKey = Marker.markerKey
-
-const marked = (options: Prompt.ProviderOptions): Prompt.ProviderOptions => ({
-  ...options,
-  [markerKey]: { ...options[markerKey], contextEditing: "cleared" }
-})
 
 /**
  * Whether context editing cleared this tool result (or, with
@@ -257,6 +261,17 @@ export interface ClearToolUsesOptions {
    * cleared). When clearing them all reclaims less, all are cleared.
    */
   readonly clearAtLeast?: number | undefined
+  /**
+   * A low watermark: once triggered, clear old results, oldest first, only
+   * until the request is at most this many tokens (a number, `{ tokens }`,
+   * or a `{ fraction }` of the input window), below the trigger, so the next
+   * edit waits until the context grows back past the trigger. With the
+   * middleware's view mode the cleared results stay cleared, so the prompt
+   * prefix a provider caches changes only at an edit. With `clearAtLeast`
+   * too, both must hold. Default: none (clear every result that may be
+   * cleared, or up to `clearAtLeast`).
+   */
+  readonly clearTo?: number | { readonly tokens: number } | { readonly fraction: number } | undefined
   /** The newest tool results never cleared (default 3 results); see {@link Keep}. */
   readonly keep?: Keep | undefined
   /** Also replace the arguments of the cleared results' tool calls with `{}` (default false). */
@@ -302,6 +317,8 @@ type KeepConfig =
 interface ClearToolUsesConfig {
   readonly triggers: ReadonlyArray<Condition>
   readonly clearAtLeast: number
+  /** The low watermark in tokens, or a fraction left for the model's profile. */
+  readonly clearTo: { readonly _tag: "tokens" | "fraction"; readonly value: number } | undefined
   readonly keep: KeepConfig
   readonly clearToolInputs: boolean
   readonly excludeTools: ReadonlySet<string>
@@ -350,6 +367,11 @@ const KeepSchema = Schema.Union(
 const ClearToolUsesSchema = Schema.Struct({
   trigger: Schema.optional(Schema.Union(Check.Count, ConditionSchema, Schema.Array(ConditionSchema))),
   clearAtLeast: Schema.optional(Check.Count),
+  clearTo: Schema.optional(Schema.Union(
+    PositiveTokens,
+    Schema.Struct({ tokens: PositiveTokens }),
+    Schema.Struct({ fraction: Fraction })
+  )),
   keep: Schema.optional(KeepSchema),
   clearToolInputs: Schema.optional(Schema.Boolean),
   excludeTools: Schema.optional(Schema.Array(Schema.String)),
@@ -408,14 +430,37 @@ const validate = (
       const tokens = Math.floor(keep.value * contextWindow)
       keep = tokens > 0 ? { _tag: "tokens", value: tokens } : { _tag: "messages", value: defaultKeep }
     }
+    const clearToOption = checked.clearTo
+    let clearTo: ClearToolUsesConfig["clearTo"] = clearToOption === undefined
+      ? undefined
+      : typeof clearToOption === "number"
+      ? { _tag: "tokens", value: clearToOption }
+      : "tokens" in clearToOption
+      ? { _tag: "tokens", value: clearToOption.tokens }
+      : { _tag: "fraction", value: clearToOption.fraction }
+    if (clearTo?._tag === "fraction" && contextWindow !== undefined) {
+      clearTo = { _tag: "tokens", value: Math.floor(clearTo.value * contextWindow) }
+    }
+    if (clearTo?._tag === "tokens" && triggers.every((condition) => condition.tokens !== undefined)) {
+      const lowest = Math.min(...triggers.map((condition) => condition.tokens!))
+      if (clearTo.value >= lowest) {
+        return yield* Either.left(Check.invalid(
+          "ClearToolUses",
+          "clearTo",
+          `is ${clearTo.value} tokens, not below the trigger (${lowest} tokens): a watermark must be lower`
+        ))
+      }
+    }
     return {
       triggers,
       clearAtLeast: checked.clearAtLeast ?? 0,
+      clearTo,
       keep,
       clearToolInputs: checked.clearToolInputs ?? false,
       excludeTools: new Set(checked.excludeTools ?? []),
       placeholder: checked.placeholder ?? "[cleared]",
-      usesProfile: keep._tag === "fraction" || triggers.some((condition) => condition.fraction !== undefined)
+      usesProfile: keep._tag === "fraction" || clearTo?._tag === "fraction" ||
+        triggers.some((condition) => condition.fraction !== undefined)
     }
   })
 
@@ -526,13 +571,23 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
   let lastSystem: Prompt.SystemMessage | undefined
   // Fractions are taken of the input window, resolved when the edit runs when no contextWindow was given.
   const limit = ContextLimit.make({ module: "ClearToolUses", model: undefined })
-  const sizes: Effect.Effect<{ readonly triggers: ReadonlyArray<Resolved>; readonly keep: ResolvedKeep }> =
-    config.usesProfile
-      ? Effect.map(limit, ({ inputTokens }) => ({
-        triggers: resolveTriggers(config.triggers, inputTokens),
-        keep: resolveKeep(config.keep, inputTokens)
-      }))
-      : Effect.succeed({ triggers: config.triggers, keep: config.keep as ResolvedKeep })
+  const sizes: Effect.Effect<
+    {
+      readonly triggers: ReadonlyArray<Resolved>
+      readonly keep: ResolvedKeep
+      readonly clearTo: number | undefined
+    }
+  > = config.usesProfile
+    ? Effect.map(limit, ({ inputTokens }) => ({
+      triggers: resolveTriggers(config.triggers, inputTokens),
+      keep: resolveKeep(config.keep, inputTokens),
+      clearTo: config.clearTo === undefined
+        ? undefined
+        : config.clearTo._tag === "tokens"
+        ? config.clearTo.value
+        : Math.floor(config.clearTo.value * inputTokens)
+    }))
+    : Effect.succeed({ triggers: config.triggers, keep: config.keep as ResolvedKeep, clearTo: config.clearTo?.value })
 
   const systemMessage = (text: string): Prompt.SystemMessage => {
     if (lastSystem === undefined || lastSystem.content !== text) {
@@ -544,14 +599,7 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
   const clearResult = (part: Prompt.ToolResultPart): Prompt.ToolResultPart => {
     let cleared = clearedResults.get(part)
     if (cleared === undefined) {
-      cleared = Prompt.makePart("tool-result", {
-        id: part.id,
-        name: part.name,
-        isFailure: part.isFailure,
-        result: placeholder,
-        providerExecuted: part.providerExecuted,
-        options: marked(part.options)
-      })
+      cleared = ContextView.clearedResult(part, placeholder)
       clearedResults.set(part, cleared)
     }
     return cleared
@@ -560,13 +608,7 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
   const clearCall = (part: Prompt.ToolCallPart): Prompt.ToolCallPart => {
     let cleared = clearedCalls.get(part)
     if (cleared === undefined) {
-      cleared = Prompt.makePart("tool-call", {
-        id: part.id,
-        name: part.name,
-        params: {},
-        providerExecuted: part.providerExecuted,
-        options: marked(part.options)
-      })
+      cleared = ContextView.clearedCall(part)
       clearedCalls.set(part, cleared)
     }
     return cleared
@@ -744,7 +786,8 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
     systemRaw: number,
     scale: number,
     triggers: ReadonlyArray<Resolved>,
-    keep: ResolvedKeep
+    keep: ResolvedKeep,
+    clearTo: number | undefined
   ): Effect.Effect<EditResult> =>
     Effect.gen(function*() {
       const tokensOf = (raw: number) => HistoryCache.scaled(raw, scale)
@@ -783,11 +826,14 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
       if (candidates === 0) return unchanged(true)
       yield* measureUpTo(counter, clearing, messages, candidates)
 
-      // Oldest first: all candidates, or with clearAtLeast the fewest that reclaim
-      // at least that much (`most` grows with the number cleared: a binary search).
+      // Oldest first: all candidates, or with clearAtLeast (and clearTo) the fewest that reclaim
+      // at least that much (and bring the request down to clearTo); `most` grows with the
+      // number cleared: a binary search.
       let k = candidates
-      if (clearAtLeast > 0) {
-        const enough = (n: number) => tokensBefore - tokensOf(raw - clearing.most[n]!) >= clearAtLeast
+      if (clearAtLeast > 0 || clearTo !== undefined) {
+        const enough = (n: number) =>
+          tokensBefore - tokensOf(raw - clearing.most[n]!) >= clearAtLeast &&
+          (clearTo === undefined || tokensOf(raw - clearing.most[n]!) <= clearTo)
         if (enough(candidates)) {
           let low = 1
           let high = candidates
@@ -809,7 +855,9 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
         tokensBefore,
         tokensAfter,
         reclaimed: tokensBefore - tokensAfter,
-        trigger
+        trigger,
+        placeholder,
+        clearedInputs: clearToolInputs
       }
     })
 
@@ -823,7 +871,7 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
       const systemRaw = context?.systemPrompt === undefined
         ? 0
         : (yield* counter.measure([systemMessage(context.systemPrompt)]))[0]!
-      const { keep, triggers } = yield* sizes
+      const { clearTo, keep, triggers } = yield* sizes
       if (messages.length === 0) {
         const tokens = HistoryCache.scaled(systemRaw, scale)
         return {
@@ -839,7 +887,7 @@ const makeClearToolUses = (config: ClearToolUsesConfig): ContextEdit => {
       return yield* cache.use(
         counter,
         messages,
-        (session) => run(counter, session, messages, systemRaw, scale, triggers, keep)
+        (session) => run(counter, session, messages, systemRaw, scale, triggers, keep, clearTo)
       )
     }).pipe(Effect.withSpan("ContextEditing.ClearToolUses", { captureStackTrace: false }))
 
@@ -984,14 +1032,50 @@ export const applyEdits = <Edits extends ReadonlyArray<ContextEdit.Any>>(
 export type TokenCountMethod = "approximate" | "model"
 
 /**
+ * Where the middleware keeps what it cleared: `"request"` recomputes the
+ * edits on every model request from the stored thread (nothing is kept);
+ * `"view"` decides in `beforeModel` on the stored thread as the model sees
+ * it, records the cleared tool call ids in the `clearedView` state slice
+ * (`ContextView.ClearedView`, checkpointed with the thread) and applies
+ * them to every request: what was cleared stays cleared, and new results
+ * are cleared only when an edit fires again.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Mode = "request" | "view"
+
+/**
+ * The state slice of the middleware in a mode: `clearedView` in view mode (a
+ * mode given as the literal `"view"`; a mode known only at run time types no
+ * slice),
+ * none in request mode.
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type SliceOf<M extends Mode> = [M] extends ["view"] ? ContextView.ClearedSlice : {}
+
+/**
  * Options of {@link middleware}.
  *
  * @since 0.1.0
  * @category models
  */
-export interface MiddlewareOptions<Edits extends ReadonlyArray<ContextEdit.Any>, Method extends TokenCountMethod> {
+export interface MiddlewareOptions<
+  Edits extends ReadonlyArray<ContextEdit.Any>,
+  Method extends TokenCountMethod,
+  M extends Mode = "request"
+> {
   /** The middleware's name (default `"contextEditing"`). */
   readonly name?: string | undefined
+  /**
+   * Default `"request"`. In `"view"` mode the edits' token counts leave out
+   * the system prompt (the view is decided before the request is made), and
+   * only what edits clear (the ids they report) is kept and shown: an edit's
+   * other changes to messages are not.
+   */
+  readonly mode?: M | undefined
   /** The edits, applied in order (default `[ClearToolUses()]` with LangChain's defaults). */
   readonly edits?: Edits | undefined
   /** Default `"approximate"`. */
@@ -1025,11 +1109,12 @@ export interface MiddlewareOptions<Edits extends ReadonlyArray<ContextEdit.Any>,
  */
 export const middleware = <
   const Edits extends ReadonlyArray<ContextEdit.Any> = readonly [ContextEdit],
-  const Method extends TokenCountMethod = "approximate"
+  const Method extends TokenCountMethod = "approximate",
+  const M extends Mode = "request"
 >(
-  options?: MiddlewareOptions<Edits, Method> | undefined
+  options?: MiddlewareOptions<Edits, Method, M> | undefined
 ): Middleware.Middleware<
-  {},
+  SliceOf<M>,
   ContextEdit.Error<Edits[number]>,
   ContextEdit.Context<Edits[number]> | (Method extends "model" ? TokenCounter.TokenCounter : never)
 > => Check.middlewareOf("ContextEditing", MiddlewareOptionsSchema, options, make)
@@ -1044,7 +1129,8 @@ const EditSchema = Schema.declare(
 const MiddlewareOptionsSchema = Schema.Struct({
   name: Schema.optional(Check.NonEmpty),
   edits: Schema.optional(Schema.Array(EditSchema)),
-  tokenCountMethod: Schema.optional(Schema.Literal("approximate", "model"))
+  tokenCountMethod: Schema.optional(Schema.Literal("approximate", "model")),
+  mode: Schema.optional(Schema.Literal("request", "view"))
 })
 
 const make = (options: typeof MiddlewareOptionsSchema.Type): any => {
@@ -1053,8 +1139,10 @@ const make = (options: typeof MiddlewareOptionsSchema.Type): any => {
   const counter: Effect.Effect<TokenCounter.TokenCounter.Service, never, TokenCounter.TokenCounter> = method === "model"
     ? TokenCounter.TokenCounter
     : HistoryCache.lazyApproximate()
+  const name = options.name ?? "contextEditing"
+  if (options.mode === "view") return makeView(name, edits, counter)
   return Middleware.make({
-    name: options.name ?? "contextEditing",
+    name,
     wrapModelCall: (request, next) =>
       Effect.gen(function*() {
         const service = yield* counter
@@ -1080,5 +1168,116 @@ const make = (options: typeof MiddlewareOptionsSchema.Type): any => {
         }
         return yield* next(result.messages === request.messages ? request : { ...request, messages: result.messages })
       })
+  }) as any
+}
+
+/** The messages a thread's view was last applied to, and the output, so that the next call only appends. */
+interface ViewMemo {
+  readonly stored: ReadonlyArray<Prompt.Message>
+  readonly view: ContextView.ClearedView
+  readonly output: ReadonlyArray<Prompt.Message>
+}
+
+/** Whether two views clear the same results alike (the same object, or equal ids, in order). */
+const sameView = (a: ContextView.ClearedView, b: ContextView.ClearedView): boolean =>
+  a === b || (a.edits === b.edits && a.groups.length === b.groups.length && a.groups.every((group, g) => {
+    const other = b.groups[g]!
+    return group.placeholder === other.placeholder && group.inputs === other.inputs &&
+      group.ids.length === other.ids.length && group.ids.every((id, i) => id === other.ids[i])
+  }))
+
+/** `view` with the ids an edit cleared added (to its last group when it has the same placeholder and inputs). */
+const extendView = (view: ContextView.ClearedView, result: EditResult): ContextView.ClearedView => {
+  const placeholder = result.placeholder ?? "[cleared]"
+  const inputs = result.clearedInputs ?? false
+  const last = view.groups[view.groups.length - 1]
+  const groups = last !== undefined && last.placeholder === placeholder && last.inputs === inputs
+    ? [...view.groups.slice(0, -1), { placeholder, inputs, ids: [...last.ids, ...result.cleared] }]
+    : [...view.groups, { placeholder, inputs, ids: result.cleared }]
+  return { ...view, groups }
+}
+
+/**
+ * View mode (see {@link Mode}): `beforeModel` applies the edits to the thread
+ * as the model sees it and records what they cleared; `wrapModelCall` shows
+ * the request the recorded view.
+ */
+const makeView = (
+  name: string,
+  edits: ReadonlyArray<ContextEdit.Any>,
+  counter: Effect.Effect<TokenCounter.TokenCounter.Service, never, TokenCounter.TokenCounter>
+) => {
+  // per first message (one per thread, in practice), as the history caches
+  const memos = new WeakMap<Prompt.Message, ViewMemo>()
+  /** The stored messages with the view applied; only the messages added since the last call are new work. */
+  const viewOf = (
+    messages: ReadonlyArray<Prompt.Message>,
+    view: ContextView.ClearedView
+  ): ReadonlyArray<Prompt.Message> => {
+    if (view.groups.length === 0 || messages.length === 0) return messages
+    const memo = memos.get(messages[0]!)
+    let output: ReadonlyArray<Prompt.Message>
+    if (memo !== undefined && sameView(memo.view, view) && HistoryCache.isPrefix(memo.stored, messages)) {
+      // the view only clears results it has seen: the new messages are shown as they are
+      if (memo.stored.length === messages.length) return memo.output
+      output = [...memo.output, ...messages.slice(memo.stored.length)]
+    } else {
+      output = ContextView.applyCleared(messages, view)
+    }
+    memos.set(messages[0]!, { stored: messages, view, output })
+    return output
+  }
+
+  const beforeModel = ({ messages, state }: Middleware.HookContext<ContextView.ClearedSlice>) =>
+    Effect.gen(function*() {
+      if (messages.length === 0) return undefined
+      const service = yield* counter
+      let view = state.clearedView
+      let current = viewOf(messages, view)
+      let tokensBefore: number | undefined
+      let tokensAfter = 0
+      let reclaimed = 0
+      let trigger: number | undefined
+      const cleared: Array<string> = []
+      for (const edit of edits) {
+        const result: EditResult = yield* (edit.apply(current).pipe(
+          Effect.provideService(TokenCounter.TokenCounter, service)
+        ) as Effect.Effect<EditResult, unknown, unknown>)
+        tokensBefore ??= result.tokensBefore
+        tokensAfter = result.tokensAfter
+        if (result.trigger !== undefined) trigger = Math.min(trigger ?? result.trigger, result.trigger)
+        if (result.cleared.length === 0) continue
+        current = result.messages
+        reclaimed += result.reclaimed
+        for (const id of result.cleared) cleared.push(id)
+        view = extendView(view, result)
+      }
+      const data = { tokensBefore, tokensAfter, trigger, edits: view.edits, tokensSaved: view.tokensSaved }
+      if (cleared.length === 0) {
+        yield* Middleware.report(
+          `${tokensBefore ?? 0} tokens${trigger === undefined ? "" : ` (trigger ${trigger})`}, view unchanged`,
+          { ...data, prefixChanged: false }
+        )
+        return undefined
+      }
+      view = { ...view, edits: view.edits + 1, tokensSaved: view.tokensSaved + reclaimed }
+      memos.set(messages[0]!, { stored: messages, view, output: current })
+      yield* Middleware.report(
+        `cleared ${cleared.length} tool results, ${reclaimed} tokens reclaimed; the prompt prefix changed ` +
+          `(edit ${view.edits})`,
+        { ...data, cleared, reclaimed, edits: view.edits, tokensSaved: view.tokensSaved, prefixChanged: true }
+      )
+      return { state: { clearedView: view } }
+    })
+
+  return Middleware.make({
+    name,
+    state: { schema: ContextView.ClearedSlice, initial: { clearedView: ContextView.emptyCleared } },
+    beforeModel,
+    wrapModelCall: (request, next) => {
+      const view = (request.state as Partial<ContextView.ClearedSlice>).clearedView ?? ContextView.emptyCleared
+      const messages = viewOf(request.messages, view)
+      return next(messages === request.messages ? request : { ...request, messages })
+    }
   }) as any
 }

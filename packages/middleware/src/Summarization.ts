@@ -63,6 +63,7 @@
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as TokenCounter from "@stepwise-agent/core/TokenCounter"
@@ -73,10 +74,12 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as ContextOverflow from "./ContextOverflow.js"
+import * as ContextView from "./ContextView.js"
 import * as ContextLimit from "./internal/contextLimit.js"
 import * as HistoryCache from "./internal/historyCache.js"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
+import * as Offload from "./Offload.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -129,12 +132,51 @@ export type OnFailure = "fail" | "continue"
 export type OnOverflow = "summarize" | "fail"
 
 /**
+ * Where a summary goes: `"rewrite"` replaces the summarized messages in the
+ * stored thread; `"view"` keeps the stored thread whole and records the
+ * summary and its cut in the `summaryView` state slice
+ * (`ContextView.SummaryView`), applied to each model request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Mode = "rewrite" | "view"
+
+/**
+ * The state slice of the middleware in a mode: `summaryView` in view mode (a
+ * mode given as the literal `"view"`; a mode known only at run time types no
+ * slice),
+ * none in rewrite mode.
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type SliceOf<M extends Mode> = [M] extends ["view"] ? ContextView.SummarySlice : {}
+
+/**
  * Options of {@link middleware}.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Options {
+  /**
+   * `"rewrite"` (the default, as LangChain's `SummarizationMiddleware`):
+   * the summary replaces the older messages in the stored thread. `"view"`:
+   * the stored thread keeps every message, and only the model's requests
+   * see the summary (see `ContextView`).
+   */
+  readonly mode?: Mode | undefined
+  /**
+   * Write the messages a summary evicts to the `Offload.OffloadStore` (which
+   * the agent then needs: provide `Offload.layerMemory`,
+   * `Offload.layerKeyValueStore` or `Offload.layerWorkspace`) and name their
+   * reference in the summary message, so the model can read them back with
+   * `read_offloaded` (list `Offload.middleware()` for the tool). They are
+   * stored as {@link evictedContent} (the encoded messages as JSON);
+   * {@link decodeEvicted} gives them back. Default `false`.
+   */
+  readonly offload?: boolean | undefined
   /**
    * When to summarize: a condition (every size it gives reached), or a list
    * of conditions (any one of them holding). Token and message counts are
@@ -351,10 +393,86 @@ export const isSummary = (message: Prompt.Message): boolean =>
       ?.summarization === "summary"
 
 const summaryMessage = (prefix: string, summary: string): Prompt.UserMessage =>
-  Prompt.makeMessage("user", {
-    content: [Prompt.makePart("text", { text: `${prefix}\n\n${summary}` })],
-    options: { [markerKey]: { summarization: "summary" } }
-  })
+  ContextView.summaryMessage(`${prefix}\n\n${summary}`)
+
+// -----------------------------------------------------------------------------
+// evicted messages
+// -----------------------------------------------------------------------------
+
+/**
+ * The text the `offload` option stores for the messages a summary evicts:
+ * a JSON array of the encoded messages (as a checkpoint encodes them), one
+ * message per line.
+ *
+ * @example
+ * ```ts
+ * import * as Summarization from "@stepwise-agent/middleware/Summarization"
+ * import { Prompt } from "@effect/ai"
+ *
+ * Summarization.evictedContent(Prompt.make("hello").content)
+ * // '[\n{"role":"user","content":[{"type":"text","text":"hello","options":{}}],"options":{}}\n]'
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const evictedContent = (messages: ReadonlyArray<Prompt.Message>): string =>
+  `[\n${AgentState.encodeMessages(messages).map((message) => JSON.stringify(message)).join(",\n")}\n]`
+
+/**
+ * The stored text of evicted messages is not what {@link evictedContent}
+ * writes.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EvictedDecodeError extends Schema.TaggedError<EvictedDecodeError>(
+  "@stepwise-agent/middleware/Summarization/EvictedDecodeError"
+)("EvictedDecodeError", { reason: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The offloaded messages could not be read: ${this.reason}`
+  }
+}
+
+/**
+ * The messages back from the text {@link evictedContent} wrote (read from
+ * the offload store by the reference the summary names).
+ *
+ * @example
+ * ```ts
+ * import * as Summarization from "@stepwise-agent/middleware/Summarization"
+ * import { Prompt } from "@effect/ai"
+ * import { Effect } from "effect"
+ *
+ * const messages = Prompt.make("hello").content
+ * const again = Effect.runSync(Summarization.decodeEvicted(Summarization.evictedContent(messages)))
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const decodeEvicted = (content: string): Effect.Effect<Array<Prompt.Message>, EvictedDecodeError> =>
+  Effect.flatMap(
+    Effect.try({
+      try: () => JSON.parse(content) as unknown,
+      catch: (error) => new EvictedDecodeError({ reason: `not JSON: ${String(error)}` })
+    }),
+    (parsed) =>
+      Array.isArray(parsed)
+        ? Effect.mapError(
+          AgentState.decodeMessages(parsed),
+          (error) => new EvictedDecodeError({ reason: `not messages: ${error.message}` })
+        )
+        : Effect.fail(new EvictedDecodeError({ reason: "not a JSON array" }))
+  )
+
+/** The line of a summary that names where the evicted messages are. */
+const evictedReference = (ref: string, count: number): string =>
+  `[The ${count} summarized message(s) are stored in full under reference "${ref}"; read them with ` +
+  `${Offload.toolName}({ "ref": "${ref}", "offset": 0 }).]`
 
 // -----------------------------------------------------------------------------
 // transcript
@@ -441,6 +559,8 @@ interface Config {
   readonly onOverflow: OnOverflow
   readonly calibrate: boolean
   readonly agentModel: string | undefined
+  readonly mode: Mode
+  readonly offload: boolean
   readonly name: string
 }
 
@@ -495,6 +615,8 @@ const OptionsSchema = Schema.Struct({
   agentModel: Schema.optional(Check.NonEmpty),
   onOverflow: Schema.optional(Schema.Literal("summarize", "fail")),
   calibrate: Schema.optional(Schema.Boolean),
+  mode: Schema.optional(Schema.Literal("rewrite", "view")),
+  offload: Schema.optional(Schema.Boolean),
   name: Schema.optional(Check.NonEmpty)
 })
 
@@ -562,6 +684,8 @@ const validate = (options: Options): Either.Either<Config, AgentError.InvalidOpt
       onOverflow: checked.onOverflow ?? "summarize",
       calibrate: checked.calibrate ?? false,
       agentModel: checked.agentModel,
+      mode: checked.mode ?? "rewrite",
+      offload: checked.offload ?? false,
       name: checked.name ?? "summarization"
     }
   })
@@ -633,6 +757,26 @@ const make = (config: Config) => {
   // Threads whose last request overflowed: summarized before their next model call, whatever the trigger.
   const overflowed = new Set<string>()
 
+  /**
+   * Writes the evicted messages to the offload store; their reference, or
+   * undefined (reported) when the store failed.
+   */
+  const offloadEvicted = (evicted: ReadonlyArray<Prompt.Message>) =>
+    Effect.gen(function*() {
+      const content = evictedContent(evicted)
+      const ref = Offload.referenceOf(content)
+      const store = yield* Offload.OffloadStore
+      return yield* store.put(ref, content).pipe(
+        Effect.as(ref),
+        Effect.catchAll((error) =>
+          Effect.as(
+            Middleware.report(`the offload store failed, the summary names no reference: ${error.reason}`, { ref }),
+            undefined
+          )
+        )
+      )
+    })
+
   const summarize = (
     counter: TokenCounter.TokenCounter.Service,
     scale: number,
@@ -679,20 +823,33 @@ const make = (config: Config) => {
           reason: "the summarizer answered with no text"
         })
       }
-      const summary = summaryMessage(summaryPrefix, text)
+      const ref = config.offload ? yield* offloadEvicted(toSummarize) : undefined
+      const summary = summaryMessage(
+        summaryPrefix,
+        ref === undefined ? text : `${text}\n\n${evictedReference(ref, toSummarize.length)}`
+      )
       const [summaryRaw] = yield* counter.measure([summary])
-      return { summary, summaryRaw: summaryRaw!, sent: sent.length }
+      return { summary, summaryRaw: summaryRaw!, sent: sent.length, offloaded: ref }
     })
 
-  const beforeModel = ({ messages, threadId }: Middleware.HookContext<{}>) =>
+  /**
+   * The history summarized when a trigger is reached (or `forced`): the new
+   * messages, where the summary is in them (`start`) and where the kept
+   * window starts in `messages` (`cut`). None when nothing is summarized.
+   */
+  const summarizeHistory = (messages: ReadonlyArray<Prompt.Message>, forced: boolean) =>
     Effect.gen(function*() {
-      const forced = overflowed.delete(threadId)
-      if (messages.length === 0 || (!forced && config.triggers.length === 0)) return undefined
       const counter = yield* counterOf
       const scale = yield* counter.scale
       const { keep, triggers } = yield* sizes
       return yield* cache.use(counter, messages, ({ sums }) =>
         Effect.gen(function*() {
+          const none = Option.none<{
+            readonly result: ReadonlyArray<Prompt.Message>
+            readonly summary: Prompt.UserMessage
+            readonly start: number
+            readonly cut: number
+          }>()
           const length = messages.length
           const tokensOf = (raw: number) => HistoryCache.scaled(raw, scale)
           /** Raw tokens of `messages[i]`. */
@@ -700,12 +857,12 @@ const make = (config: Config) => {
           const total = tokensOf(sums[length]!)
           const reached = (size: Size) => size._tag === "tokens" ? total >= size.value : length >= size.value
           const triggered = forced || triggers.some((condition) => condition.every(reached))
-          if (!triggered) return undefined
+          if (!triggered) return none
 
           const start = firstNonSystem(messages)
           const cut = cutAt(messages, start, keep, (i) => tokensOf(sums[length]! - sums[i]!))
           const toSummarize = messages.slice(start, cut)
-          if (toSummarize.length === 0 || (toSummarize.length === 1 && isSummary(toSummarize[0]!))) return undefined
+          if (toSummarize.length === 0 || (toSummarize.length === 1 && isSummary(toSummarize[0]!))) return none
 
           const outcome = yield* summarize(counter, scale, toSummarize, (i) => rawOf(start + i)).pipe(
             Effect.map(Option.some),
@@ -718,8 +875,8 @@ const make = (config: Config) => {
               )
             )
           )
-          if (Option.isNone(outcome)) return undefined
-          const { sent, summary, summaryRaw } = outcome.value
+          if (Option.isNone(outcome)) return none
+          const { offloaded, sent, summary, summaryRaw } = outcome.value
           const result = [...messages.slice(0, start), summary, ...messages.slice(cut)]
 
           // Continue from the new history: its sums follow from the old ones.
@@ -736,12 +893,63 @@ const make = (config: Config) => {
               sentToSummarizer: sent,
               kept: length - cut,
               tokensBefore: total,
-              tokensAfter
+              tokensAfter,
+              mode: config.mode,
+              ...(offloaded === undefined ? {} : { offloaded })
             }
           )
-          return { messages: result }
+          return Option.some({ result, summary, start, cut })
         }))
     })
+
+  const beforeModel = ({ messages, threadId }: Middleware.HookContext<{}>) =>
+    Effect.gen(function*() {
+      const forced = overflowed.delete(threadId)
+      if (messages.length === 0 || (!forced && config.triggers.length === 0)) return undefined
+      const outcome = yield* summarizeHistory(messages, forced)
+      return Option.isSome(outcome) ? { messages: outcome.value.result } : undefined
+    })
+
+  // View mode: the summary message of each view, one object per text, so that its count stays cached.
+  const summaries = new Map<string, Prompt.UserMessage>()
+  const summaryOf = (text: string): Prompt.UserMessage => {
+    let message = summaries.get(text)
+    if (message === undefined) {
+      if (summaries.size >= 256) summaries.delete(summaries.keys().next().value!)
+      message = ContextView.summaryMessage(text)
+      summaries.set(text, message)
+    }
+    return message
+  }
+  const viewOf = (messages: ReadonlyArray<Prompt.Message>, view: ContextView.SummaryView | null) =>
+    view === null ? messages : ContextView.applySummary(messages, view, summaryOf(view.text))
+
+  const beforeModelView = ({ messages, state, threadId }: Middleware.HookContext<ContextView.SummarySlice>) =>
+    Effect.gen(function*() {
+      const forced = overflowed.delete(threadId)
+      if (messages.length === 0 || (!forced && config.triggers.length === 0)) return undefined
+      // A view whose cut lies past the stored messages belongs to a history rewritten since: start afresh.
+      const previous = state.summaryView !== null && state.summaryView.end <= messages.length
+        ? state.summaryView
+        : null
+      const outcome = yield* summarizeHistory(viewOf(messages, previous), forced)
+      if (Option.isNone(outcome)) {
+        return previous === state.summaryView ? undefined : { state: { summaryView: null } }
+      }
+      const { cut, start, summary } = outcome.value
+      // `cut` indexes the view: past a previous summary, view index i is stored index previous.end + i - start - 1.
+      const end = previous === null ? cut : previous.end + cut - start - 1
+      const text = (summary.content[0] as Prompt.TextPart).text
+      summaries.set(text, summary)
+      return { state: { summaryView: { start, end, text } } }
+    })
+
+  /** The request with the thread's summary view applied. */
+  const viewed = (request: Middleware.ModelRequest): Middleware.ModelRequest => {
+    const view = (request.state as Partial<ContextView.SummarySlice>).summaryView ?? null
+    const messages = viewOf(request.messages, view)
+    return messages === request.messages ? request : { ...request, messages }
+  }
 
   /** The request with its older messages summarized, whatever the trigger; None when there is nothing to summarize. */
   const compact = (request: Middleware.ModelRequest) =>
@@ -795,20 +1003,31 @@ const make = (config: Config) => {
   const recover = config.onOverflow === "summarize"
     ? ContextOverflow.recover({ compact, model: config.agentModel })
     : undefined
-  const wrapModelCall: Middleware.WrapModelCall<any, any> = (request, next) => {
+  const compacting: Middleware.WrapModelCall<any, any> = (request, next) => {
     const sent: Middleware.NextModelCall = config.calibrate
       ? (request) => Effect.tap(next(request), (response) => calibrate(request, response))
       : next
     return recover === undefined ? sent(request) : recover(request, sent)
   }
+  const onThreadDeleted = (threadId: string) => Effect.sync(() => void overflowed.delete(threadId))
 
   // the provider's errors it lets through are already the agent's
+  if (config.mode === "view") {
+    return Middleware.make({
+      name: config.name,
+      state: { schema: ContextView.SummarySlice, initial: { summaryView: null } },
+      beforeModel: beforeModelView,
+      // the view first, so that overflow recovery and calibration see what the model is sent
+      wrapModelCall: (request, next) => compacting(viewed(request), next),
+      onThreadDeleted
+    }) as Middleware.Middleware<any, SummarizationFailed | ContextOverflow.ContextOverflow, Summarizer>
+  }
   return Middleware.make({
     name: config.name,
     beforeModel,
-    ...(recover !== undefined || config.calibrate ? { wrapModelCall } : {}),
-    onThreadDeleted: (threadId) => Effect.sync(() => void overflowed.delete(threadId))
-  }) as Middleware.Middleware<{}, SummarizationFailed | ContextOverflow.ContextOverflow, Summarizer>
+    ...(recover !== undefined || config.calibrate ? { wrapModelCall: compacting } : {}),
+    onThreadDeleted
+  }) as Middleware.Middleware<any, SummarizationFailed | ContextOverflow.ContextOverflow, Summarizer>
 }
 
 /**
@@ -839,10 +1058,14 @@ const make = (config: Config) => {
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
-  options: Options
+export const middleware: <M extends Mode = "rewrite", O extends boolean = false>(
+  options: Options & { readonly mode?: M | undefined; readonly offload?: O | undefined }
 ) => Effect.Effect<
-  Middleware.Middleware<{}, SummarizationFailed | ContextOverflow.ContextOverflow, Summarizer>,
+  Middleware.Middleware<
+    SliceOf<M>,
+    SummarizationFailed | ContextOverflow.ContextOverflow,
+    Summarizer | ([O] extends [true] ? Offload.OffloadStore : never)
+  >,
   AgentError.InvalidOptions
 > = Effect
   .fn("Summarization.middleware")(function*(options: Options) {

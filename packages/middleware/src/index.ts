@@ -16,6 +16,11 @@ export * as ContextOverflow from "./ContextOverflow.js"
 /**
  * @since 0.1.0
  */
+export * as ContextView from "./ContextView.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as DynamicSystemPrompt from "./DynamicSystemPrompt.js"
 
 /**

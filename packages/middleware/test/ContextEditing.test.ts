@@ -396,6 +396,55 @@ const richOptions = {
   ).map(([options, trigger, keep]): ContextEditing.ClearToolUsesOptions => ({ ...options, trigger, keep }))
 }
 
+describe("ClearToolUses clearTo", () => {
+  it.effect.prop(
+    "once fired, clears the fewest oldest results that bring the request to clearTo, or all it may clear",
+    {
+      ...properties,
+      watermark: FastCheck.double({ min: 0.05, max: 0.95, noNaN: true })
+    },
+    ({ messages, options, systemPrompt, watermark }) =>
+      Effect.gen(function*() {
+        const trigger = Math.max(2, options.trigger)
+        const clearTo = Math.max(1, Math.floor(trigger * watermark))
+        const base = { ...options, trigger, clearAtLeast: 0 }
+        const out = yield* edit({ ...base, clearTo }).apply(messages, { systemPrompt })
+        const all = yield* edit(base).apply(messages, { systemPrompt })
+        if (!out.triggered) return
+        // the cleared ones are the oldest of those clearing everything would clear
+        assert.deepStrictEqual(out.cleared, all.cleared.slice(0, out.cleared.length))
+        if (out.cleared.length < all.cleared.length) {
+          // stopped early: the request came down to the watermark
+          assert.isAtMost(out.tokensAfter, clearTo)
+        }
+      }).pipe(Effect.provide(Approximate)),
+    propertyOptions
+  )
+
+  it.effect("clears down to the watermark, not every result, and fails to build at or above the trigger", () =>
+    Effect.gen(function*() {
+      const messages = history(10, 400)
+      const tokens = yield* tokensOf(messages)
+      const all = yield* edit({ trigger: 1000, keep: 0 }).apply(messages)
+      const some = yield* edit({ trigger: 1000, keep: 0, clearTo: Math.floor(tokens / 2) }).apply(messages)
+      assert.strictEqual(all.cleared.length, 10)
+      assert.isBelow(some.cleared.length, 10)
+      assert.isAbove(some.cleared.length, 0)
+      assert.isAtMost(some.tokensAfter, Math.floor(tokens / 2))
+      // one fewer result cleared would leave the request above the watermark
+      const before = yield* tokensOf(
+        messages.map((message) =>
+          message.role === "tool" && some.cleared.slice(0, -1).includes(message.content[0]!.id)
+            ? some.messages[messages.indexOf(message)]!
+            : message
+        )
+      )
+      assert.isAbove(before, Math.floor(tokens / 2))
+      const invalid = ContextEditing.ClearToolUses({ trigger: [{ tokens: 800 }, { tokens: 1000 }], clearTo: 900 })
+      assert.isTrue(Either.isLeft(invalid))
+    }).pipe(Effect.provide(Approximate)))
+})
+
 describe("ClearToolUses against a plain implementation", () => {
   it.effect.prop(
     "clears the same results as LangChain's algorithm, counting the whole request each time",

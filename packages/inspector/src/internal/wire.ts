@@ -139,9 +139,63 @@ export const threadInfo = (
   return { threadId, running, messageCount: messages.length, pending, slices, failure }
 }
 
-/** A page of a thread's messages, encoded. */
+/**
+ * What view-mode context policies left out of what the model sees, read
+ * from their state slices (`summaryView`, `clearedView`; see the middleware
+ * package's `ContextView`): the stored messages a summary stands for, and
+ * the tool calls whose results are cleared.
+ */
+export interface Compaction {
+  readonly summarized: { readonly start: number; readonly end: number } | null
+  readonly cleared: ReadonlySet<string>
+}
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
+
+/** The compaction of a thread's state (nothing when it has no view slices). */
+export const compactionOf = (state: unknown): Compaction => {
+  const summaryView = isRecord(state) ? state.summaryView : undefined
+  const clearedView = isRecord(state) ? state.clearedView : undefined
+  const summarized = isRecord(summaryView) && typeof summaryView.start === "number" &&
+      typeof summaryView.end === "number"
+    ? { start: summaryView.start, end: summaryView.end }
+    : null
+  const cleared = new Set<string>()
+  if (isRecord(clearedView) && Array.isArray(clearedView.groups)) {
+    for (const group of clearedView.groups) {
+      if (isRecord(group) && Array.isArray(group.ids)) {
+        for (const id of group.ids) if (typeof id === "string") cleared.add(id)
+      }
+    }
+  }
+  return { summarized, cleared }
+}
+
+/**
+ * A page of a thread's messages, encoded. With a compaction, a message the
+ * model sees only as part of a summary carries `compaction: "summarized"`,
+ * and one holding tool results the model sees cleared `cleared: [ids]`.
+ */
 export const messages = (
   all: ReadonlyArray<Prompt.Message>,
   offset: number,
-  limit: number
-): ReadonlyArray<unknown> => AgentState.encodeMessages(all.slice(offset, offset + limit))
+  limit: number,
+  compaction?: Compaction | undefined
+): ReadonlyArray<unknown> => {
+  const encoded = AgentState.encodeMessages(all.slice(offset, offset + limit))
+  if (compaction === undefined || (compaction.summarized === null && compaction.cleared.size === 0)) return encoded
+  const { cleared, summarized } = compaction
+  return encoded.map((message, i) => {
+    const index = offset + i
+    const inSummary = summarized !== null && index >= summarized.start && index < summarized.end
+    const source = all[index]!
+    const ids = source.role === "tool"
+      ? source.content.filter((part) => cleared.has(part.id)).map((part) => part.id)
+      : []
+    return !inSummary && ids.length === 0 ? message : {
+      ...message,
+      ...(inSummary ? { compaction: "summarized" } : {}),
+      ...(ids.length > 0 ? { cleared: ids } : {})
+    }
+  })
+}

@@ -60,7 +60,8 @@ export interface HistoryCache<S> {
 }
 
 /** Whether `prefix` holds the first messages of `messages` (compared by identity, newest first). */
-const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray<Prompt.Message>): boolean => {
+export const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray<Prompt.Message>): boolean => {
+  if (prefix === messages) return true
   if (prefix.length > messages.length) return false
   for (let i = prefix.length - 1; i >= 0; i--) if (prefix[i] !== messages[i]) return false
   return true

@@ -1,0 +1,45 @@
+import { Prompt } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import * as Wire from "../src/internal/wire.js"
+
+const user = (text: string) => Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text })] })
+const call = (id: string) =>
+  Prompt.makeMessage("assistant", {
+    content: [Prompt.makePart("tool-call", { id, name: "search", params: {}, providerExecuted: false })]
+  })
+const result = (id: string) =>
+  Prompt.makeMessage("tool", {
+    content: [
+      Prompt.makePart("tool-result", { id, name: "search", result: "page", isFailure: false, providerExecuted: false })
+    ]
+  })
+
+describe("compaction in the transcript", () => {
+  const messages = [user("a"), call("c1"), result("c1"), call("c2"), result("c2"), user("b")]
+  // the slices as Summarization and ContextEditing write them in view mode
+  const state = {
+    messages,
+    summaryView: { start: 0, end: 3, text: "Here is a summary…" },
+    clearedView: { groups: [{ placeholder: "[cleared]", inputs: false, ids: ["c2"] }], edits: 1, tokensSaved: 10 }
+  }
+
+  it("marks the messages a summary stands for and the tool results cleared for the model", () => {
+    const page = Wire.messages(messages, 1, 5, Wire.compactionOf(state)) as ReadonlyArray<Record<string, unknown>>
+    assert.deepStrictEqual(page.map((message) => message.compaction ?? null), [
+      "summarized",
+      "summarized",
+      null,
+      null,
+      null
+    ])
+    assert.deepStrictEqual(page.map((message) => message.cleared ?? null), [null, null, null, ["c2"], null])
+    // the stored message itself is what the page shows
+    assert.strictEqual(page[3]!.role, "tool")
+  })
+
+  it("a state without view slices pages its messages as they are", () => {
+    const compaction = Wire.compactionOf({ messages })
+    assert.deepStrictEqual(compaction, { summarized: null, cleared: new Set<string>() })
+    assert.deepStrictEqual(Wire.messages(messages, 0, 6, compaction), Wire.messages(messages, 0, 6))
+  })
+})
