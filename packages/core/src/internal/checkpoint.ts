@@ -20,7 +20,10 @@ import type { StepKeys } from "./stepKeys.js"
 /**
  * The decoded thread of each stored message array this process encoded or
  * decoded (compared by reference), so loading back a thread this process
- * saved costs one lookup, not one per message.
+ * saved costs one lookup, not one per message. An encoder keeps only the entry
+ * of its last save: V8's young-generation collector keeps a `WeakMap`'s values
+ * alive whether or not their keys are, so an entry per step would carry every
+ * step's thread through a collection.
  */
 const decodedThreads = new WeakMap<ReadonlyArray<unknown>, ReadonlyArray<Prompt.Message>>()
 
@@ -33,6 +36,8 @@ const decodedThreads = new WeakMap<ReadonlyArray<unknown>, ReadonlyArray<Prompt.
 export class ThreadEncoder {
   private messages: ReadonlyArray<Prompt.Message> | undefined
   private encoded: ReadonlyArray<unknown> = []
+  /** The entry of `decodedThreads` this encoder made last. */
+  private remembered: ReadonlyArray<unknown> | undefined
   private slices: object | undefined
   private encodedSlices: Record<string, unknown> | undefined
 
@@ -55,7 +60,9 @@ export class ThreadEncoder {
       ? Lineage.append(base, added)
       : Lineage.derive(base.slice(0, shared).concat(added), base, shared)
     this.messages = messages
+    if (this.remembered !== undefined) decodedThreads.delete(this.remembered)
     decodedThreads.set(this.encoded, messages)
+    this.remembered = this.encoded
     return this.encoded
   }
 
