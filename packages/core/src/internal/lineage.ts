@@ -87,6 +87,36 @@ export const append = <A>(base: ReadonlyArray<A>, items: ReadonlyArray<A>): Read
   return next
 }
 
+/**
+ * {@link append}, leaving room for one more element in the new array's
+ * storage, so that {@link extendUnseen} can add it without copying the array
+ * again. (A JavaScript array made by `concat` has no spare capacity: pushing
+ * onto it copies it into storage half as large again. Made one longer and
+ * popped, it keeps the slot, and its elements stay packed.)
+ */
+export const appendWithRoom = <A>(base: ReadonlyArray<A>, items: ReadonlyArray<A>): ReadonlyArray<A> => {
+  const next = base.concat(items, room as ReadonlyArray<A>)
+  next.pop()
+  record(next, base, base.length)
+  return next
+}
+
+const room: ReadonlyArray<unknown> = [undefined]
+
+/**
+ * `array` with `items` appended *in place* (and recorded), for an array that
+ * only its maker has seen since it was made by {@link appendWithRoom}: one
+ * that anyone else may hold must never change. Copies instead when `array` is
+ * not the longest of its line (something was appended to it already).
+ */
+export const extendUnseen = <A>(array: ReadonlyArray<A>, items: ReadonlyArray<A>): ReadonlyArray<A> => {
+  const line = lines.get(array)
+  if (line === undefined || line.end !== array.length) return append(array, items)
+  ;(array as Array<A>).push(...items)
+  line.end = array.length
+  return array
+}
+
 /** `base` with its last element replaced by `last`, recorded as sharing all but that element. */
 export const replaceLast = <A>(base: ReadonlyArray<A>, last: A): ReadonlyArray<A> => {
   const next = base.slice()
