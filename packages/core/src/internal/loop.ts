@@ -239,6 +239,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
         }
       }
     }).pipe(
+      Effect.ensuring(Effect.sync(() => run.encoder.settle())),
       Effect.scoped,
       Effect.provide(config.context),
       Effect.annotateSpans({ threadId: run.threadId })
