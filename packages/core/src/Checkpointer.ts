@@ -104,6 +104,10 @@ export declare namespace Checkpointer {
 /**
  * An in-memory checkpointer. Checkpoints are kept as encoded values, exactly
  * as a durable store would receive them, but are never serialized to text.
+ * An agent's run saves into it without building the array of the whole
+ * encoded thread at every step: that array is built when the thread is
+ * loaded, or when the run ends (a `save` of your own, wrapping this one, gets
+ * every checkpoint whole).
  *
  * @example
  * ```ts
