@@ -20,6 +20,7 @@ import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CheckpointError } from "./AgentError.js"
+import * as DeferredSave from "./internal/deferredSave.js"
 import * as ThreadLog from "./internal/threadLog.js"
 
 /**
@@ -103,6 +104,10 @@ export declare namespace Checkpointer {
 /**
  * An in-memory checkpointer. Checkpoints are kept as encoded values, exactly
  * as a durable store would receive them, but are never serialized to text.
+ * An agent's run saves into it without building the array of the whole
+ * encoded thread at every step: that array is built when the thread is
+ * loaded, or when the run ends (a `save` of your own, wrapping this one, gets
+ * every checkpoint whole).
  *
  * @example
  * ```ts
@@ -116,10 +121,21 @@ export declare namespace Checkpointer {
  * @category constructors
  */
 export const makeMemory: Effect.Effect<Checkpointer.Service> = Effect.sync(() => {
-  const store = new Map<string, Checkpoint>()
+  // a run's checkpoint is kept deferred: its messages are built when the thread is loaded (see internal/deferredSave)
+  const store = new Map<string, Checkpoint | DeferredSave.Deferred>()
+  const load = (threadId: string): Option.Option<Checkpoint> => {
+    const stored = store.get(threadId)
+    if (stored === undefined || !("checkpoint" in stored)) return Option.fromNullable(stored)
+    const checkpoint = DeferredSave.build(stored)
+    store.set(threadId, checkpoint)
+    return Option.some(checkpoint)
+  }
   return Checkpointer.of({
-    load: (threadId) => Effect.sync(() => Option.fromNullable(store.get(threadId))),
-    save: (threadId, checkpoint) => Effect.sync(() => void store.set(threadId, checkpoint)),
+    load: (threadId) => Effect.sync(() => load(threadId)),
+    save: DeferredSave.withDeferred(
+      (threadId: string, checkpoint: Checkpoint) => Effect.sync(() => void store.set(threadId, checkpoint)),
+      (threadId, deferred) => Effect.sync(() => void store.set(threadId, deferred))
+    ),
     delete: (threadId) => Effect.sync(() => void store.delete(threadId))
   })
 })

@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, FastCheck } from "effect"
+import * as Lineage from "../src/internal/lineage.js"
 import { paired } from "../src/internal/pairing.js"
 
 const result = (id: string) => Messages.toolResult(id, "search", `found ${id}`)
@@ -93,10 +94,15 @@ describe("every request the model receives pairs tool calls and results", () => 
       if (paired(prefix) !== prefix) return
       // the appended part may start anywhere in a turn (with a call, or with results)
       const tail = damaged(more, orphans, dropped).slice(skip)
-      const grown = [...prefix, ...tail.slice(0, cut % (tail.length + 1))]
+      const added = tail.slice(0, cut % (tail.length + 1))
+      const grown = [...prefix, ...added]
       // the same messages in a fresh array of fresh copies: no cache applies
       const fresh = grown.map((message) => Prompt.makeMessage(message.role as any, { ...message } as any))
       assert.deepStrictEqual(paired(grown), paired(fresh))
+      // appended as the loop appends (recorded as extending the prefix, so checked from where it ends), twice:
+      // the second append to the same prefix forks from the first
+      assert.deepStrictEqual(paired(Lineage.append(prefix, added)), paired(fresh))
+      assert.deepStrictEqual(paired(Lineage.append(prefix, added)), paired(fresh))
     },
     { fastCheck: { numRuns: 200 } }
   )

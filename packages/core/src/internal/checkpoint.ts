@@ -12,6 +12,7 @@ import { CheckpointError } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import * as Checkpointer from "../Checkpointer.js"
 import type * as RunJournal from "../RunJournal.js"
+import * as DeferredSave from "./deferredSave.js"
 import * as Lineage from "./lineage.js"
 import type { RunContext } from "./runContext.js"
 import type { RunState } from "./runState.js"
@@ -20,7 +21,10 @@ import type { StepKeys } from "./stepKeys.js"
 /**
  * The decoded thread of each stored message array this process encoded or
  * decoded (compared by reference), so loading back a thread this process
- * saved costs one lookup, not one per message.
+ * saved costs one lookup, not one per message. An encoder keeps only the entry
+ * of its last save: V8's young-generation collector keeps a `WeakMap`'s values
+ * alive whether or not their keys are, so an entry per step would carry every
+ * step's thread through a collection.
  */
 const decodedThreads = new WeakMap<ReadonlyArray<unknown>, ReadonlyArray<Prompt.Message>>()
 
@@ -33,6 +37,12 @@ const decodedThreads = new WeakMap<ReadonlyArray<unknown>, ReadonlyArray<Prompt.
 export class ThreadEncoder {
   private messages: ReadonlyArray<Prompt.Message> | undefined
   private encoded: ReadonlyArray<unknown> = []
+  /** The entry of `decodedThreads` this encoder made last. */
+  private remembered: ReadonlyArray<unknown> | undefined
+  /** The messages of the last {@link deferred} save, and what builds their stored form. */
+  private pending:
+    | { readonly messages: ReadonlyArray<Prompt.Message>; readonly build: () => ReadonlyArray<unknown> }
+    | undefined
   private slices: object | undefined
   private encodedSlices: Record<string, unknown> | undefined
 
@@ -55,8 +65,47 @@ export class ThreadEncoder {
       ? Lineage.append(base, added)
       : Lineage.derive(base.slice(0, shared).concat(added), base, shared)
     this.messages = messages
+    if (this.remembered !== undefined) decodedThreads.delete(this.remembered)
     decodedThreads.set(this.encoded, messages)
+    this.remembered = this.encoded
     return this.encoded
+  }
+
+  /**
+   * {@link encode}, deferred (for a checkpointer that takes a deferred save,
+   * see `deferredSave.ts`): the messages new since the last save are encoded
+   * now (a message that does not encode fails the save, as before), the array
+   * of the whole thread is built when something first asks for it, at the
+   * latest when the run ends ({@link settle}).
+   */
+  deferred(messages: ReadonlyArray<Prompt.Message>): () => ReadonlyArray<unknown> {
+    if (messages === this.messages) {
+      const encoded = this.encoded
+      return () => encoded
+    }
+    const previous = this.pending?.messages ?? this.messages
+    const shared = previous === undefined ? 0 : Lineage.sharedPrefix(previous, messages)
+    if (shared < messages.length) AgentState.encodeMessages(shared === 0 ? messages : messages.slice(shared))
+    let built: ReadonlyArray<unknown> | undefined
+    let from: { readonly encoder: ThreadEncoder; readonly messages: ReadonlyArray<Prompt.Message> } | undefined = {
+      encoder: this,
+      messages
+    }
+    const build = () => {
+      if (from !== undefined) {
+        built = from.encoder.encode(from.messages)
+        from = undefined
+      }
+      return built!
+    }
+    this.pending = { messages, build }
+    return build
+  }
+
+  /** Builds the stored form of the last deferred save, so that no stored checkpoint still holds this encoder. */
+  settle(): void {
+    this.pending?.build()
+    this.pending = undefined
   }
 
   /** The encoding of `slices` kept by `keepSlices`, if `slices` is the object it was made of. */
@@ -95,6 +144,7 @@ const Stored = Schema.OptionFromNullOr(Checkpointer.Checkpoint)
 
 /** Saving and loading a thread of an agent with this state layout, in this store. */
 export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Checkpointer.Service) => {
+  const saveDeferred = DeferredSave.deferredOf(checkpointer.save)
   /** Saves the run's thread; with `pending`, the wait it stops at and its progress so far. */
   const save = (
     run: RunContext,
@@ -102,10 +152,7 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Check
     pending: Checkpointer.PendingInterrupt | undefined
   ): Effect.Effect<void, CheckpointError> => {
     const write = (slices: Record<string, unknown>) => {
-      const checkpoint: Checkpointer.Checkpoint = {
-        version: 1,
-        threadId: run.threadId,
-        messages: run.encoder.encode(state.messages),
+      const rest = {
         slices,
         ...(pending === undefined ? {} : {
           pending,
@@ -117,7 +164,18 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Check
           }
         })
       }
-      return run.journal.step(run.keys.checkpoint(), Schema.Void, checkpointer.save(run.threadId, checkpoint))
+      const stored = saveDeferred === undefined
+        ? checkpointer.save(run.threadId, {
+          version: 1,
+          threadId: run.threadId,
+          messages: run.encoder.encode(state.messages),
+          ...rest
+        })
+        : saveDeferred(run.threadId, {
+          checkpoint: { version: 1, threadId: run.threadId, ...rest },
+          messages: run.encoder.deferred(state.messages)
+        })
+      return run.journal.step(run.keys.checkpoint(), Schema.Void, stored)
     }
     const known = run.encoder.slicesOf(state.slices)
     if (known !== undefined) return write(known)

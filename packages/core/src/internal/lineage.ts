@@ -1,26 +1,76 @@
 /**
- * Which message arrays were made from which: an array built by appending to
- * (or replacing the tail of) another records how many leading elements it
- * shares with it, so "does this thread extend that one?" is answered by
- * following a few records instead of comparing every message. A chain of
- * records is kept to {@link maxDepth} arrays: older ones are not kept alive by
- * it (a thread's history of arrays would otherwise be, at a cost quadratic in
- * its length). An array with no record (built by a user's hook, say), or
- * further back than that, is compared element by element, as before. Arrays
- * are never changed in place once made (they are `ReadonlyArray`s
+ * Which message arrays were made from which, so that "does this thread extend
+ * that one, and by how much?" is answered without comparing every message.
+ *
+ * Each recorded array sits on a *line*: arrays each of which starts with every
+ * shorter one of the line (the same objects), so of two arrays on one line the
+ * shorter is a prefix of the longer. An array made by appending to the longest
+ * array of a line joins that line; any other (a hook replaced the tail, or a
+ * second array was appended to an array the line already grew past) starts a
+ * line of its own, which remembers how many leading elements it shares with
+ * the lines it forked from, up to {@link maxDepth} lines back. Further back, or
+ * between arrays with no record (built by a user's hook, say), elements are
+ * compared one by one.
+ *
+ * The records hold lines, never arrays, so they keep no array alive. (They
+ * used to hold the array each one was made from: V8's young-generation
+ * collector treats a `WeakMap`'s values as strong, so each step's arrays of a
+ * long thread outlived a collection or two, copied and promoted, and most of a
+ * step's cost on a 10,000-message thread was that garbage collection.)
+ *
+ * Arrays are never changed in place once made (they are `ReadonlyArray`s
  * throughout), which is what makes a record stay true.
  */
 
-interface Derivation {
-  readonly base: ReadonlyArray<unknown>
-  /** `next[i] === base[i]` for every `i < shared`. */
+interface Line {
+  /** The length of the array that started the line. */
+  readonly start: number
+  /** The length of the longest array on the line. */
+  end: number
+  /** The lines this one forked from, nearest first (at most {@link maxDepth}). */
+  readonly forks: ReadonlyArray<Fork>
+}
+
+/**
+ * Every array of the line that has the fork shares its first `shared`
+ * elements (or all of the other one, if shorter) with every array of `line`.
+ */
+interface Fork {
+  readonly line: Line
   readonly shared: number
 }
 
-const derivations = new WeakMap<ReadonlyArray<unknown>, Derivation>()
+const lines = new WeakMap<ReadonlyArray<unknown>, Line>()
 
-/** How many arrays a chain of records reaches back (a step of the loop makes two or three). */
+/** How many forks a line remembers (a step of the loop makes at most one). */
 const maxDepth = 4
+
+/** The line of `array`, which starts a line of its own if it has none. */
+const lineOf = (array: ReadonlyArray<unknown>): Line => {
+  let line = lines.get(array)
+  if (line === undefined) {
+    line = { start: array.length, end: array.length, forks: [] }
+    lines.set(array, line)
+  }
+  return line
+}
+
+/** Records `next`, which shares its first `shared` elements with `base` (and is at least that long). */
+const record = (next: ReadonlyArray<unknown>, base: ReadonlyArray<unknown>, shared: number): void => {
+  const line = lineOf(base)
+  if (shared === base.length && base.length === line.end) {
+    // `base` is the longest array of its line (any other that long is equal to it), and `next` starts with it
+    line.end = next.length
+    lines.set(next, line)
+    return
+  }
+  const forks: Array<Fork> = [{ line, shared }]
+  for (let i = 0; i < line.forks.length && forks.length < maxDepth; i++) {
+    const fork = line.forks[i]!
+    forks.push({ line: fork.line, shared: Math.min(fork.shared, shared) })
+  }
+  lines.set(next, { start: next.length, end: next.length, forks })
+}
 
 /**
  * Records that `next` starts with the first `shared` elements of `base` (the same objects), and gives `next`.
@@ -30,22 +80,41 @@ export const derive = <A>(next: ReadonlyArray<A>, base: ReadonlyArray<A>, shared
   return next
 }
 
-const record = (next: ReadonlyArray<unknown>, base: ReadonlyArray<unknown>, shared: number): void => {
-  derivations.set(next, { base, shared })
-  let current = base
-  for (let depth = 1; depth < maxDepth; depth++) {
-    const derivation = derivations.get(current)
-    if (derivation === undefined) return
-    current = derivation.base
-  }
-  derivations.delete(current)
-}
-
 /** `base` with `items` appended (one copy), recorded as sharing all of `base`. */
 export const append = <A>(base: ReadonlyArray<A>, items: ReadonlyArray<A>): ReadonlyArray<A> => {
   const next = base.concat(items)
   record(next, base, base.length)
   return next
+}
+
+/**
+ * {@link append}, leaving room for one more element in the new array's
+ * storage, so that {@link extendUnseen} can add it without copying the array
+ * again. (A JavaScript array made by `concat` has no spare capacity: pushing
+ * onto it copies it into storage half as large again. Made one longer and
+ * popped, it keeps the slot, and its elements stay packed.)
+ */
+export const appendWithRoom = <A>(base: ReadonlyArray<A>, items: ReadonlyArray<A>): ReadonlyArray<A> => {
+  const next = base.concat(items, room as ReadonlyArray<A>)
+  next.pop()
+  record(next, base, base.length)
+  return next
+}
+
+const room: ReadonlyArray<unknown> = [undefined]
+
+/**
+ * `array` with `items` appended *in place* (and recorded), for an array that
+ * only its maker has seen since it was made by {@link appendWithRoom}: one
+ * that anyone else may hold must never change. Copies instead when `array` is
+ * not the longest of its line (something was appended to it already).
+ */
+export const extendUnseen = <A>(array: ReadonlyArray<A>, items: ReadonlyArray<A>): ReadonlyArray<A> => {
+  const line = lines.get(array)
+  if (line === undefined || line.end !== array.length) return append(array, items)
+  ;(array as Array<A>).push(...items)
+  line.end = array.length
+  return array
 }
 
 /** `base` with its last element replaced by `last`, recorded as sharing all but that element. */
@@ -56,41 +125,85 @@ export const replaceLast = <A>(base: ReadonlyArray<A>, last: A): ReadonlyArray<A
   return next
 }
 
-/** The array `next` was made from by appending to it, when that is recorded. */
-export const appendedTo = <A>(next: ReadonlyArray<A>): ReadonlyArray<A> | undefined => {
-  const derivation = derivations.get(next)
-  return derivation !== undefined && derivation.shared === derivation.base.length
-    ? derivation.base as ReadonlyArray<A>
-    : undefined
-}
-
-/**
- * The nearest recorded ancestor of `next` (itself included) for which `found`
- * gives a value, with the number of leading elements the two share.
- */
-export const findAncestor = <A, B>(
-  next: ReadonlyArray<A>,
-  found: (ancestor: ReadonlyArray<A>) => B | undefined
-): { readonly ancestor: ReadonlyArray<A>; readonly shared: number; readonly value: B } | undefined => {
-  let current: ReadonlyArray<A> = next
-  let shared = next.length
-  for (let depth = 0; depth <= maxDepth; depth++) {
-    const value = found(current)
-    if (value !== undefined) return { ancestor: current, shared, value }
-    const derivation = derivations.get(current)
-    if (derivation === undefined) return undefined
-    shared = Math.min(shared, derivation.shared)
-    current = derivation.base as ReadonlyArray<A>
+/** How many leading elements every array of `a` shares with every array of `b` at least, when recorded. */
+const sharedByLines = (a: Line, b: Line): number | undefined => {
+  if (a === b) return Number.MAX_SAFE_INTEGER
+  for (const fork of a.forks) if (fork.line === b) return fork.shared
+  for (const fork of b.forks) if (fork.line === a) return fork.shared
+  for (const fork of a.forks) {
+    for (const other of b.forks) if (fork.line === other.line) return Math.min(fork.shared, other.shared)
   }
   return undefined
 }
 
-/** The number of leading elements `next` and `base` share by reference. */
+/**
+ * The number of leading elements `next` and `base` share by reference: read
+ * from the records when they relate the two (at least what they share then),
+ * else by comparing them.
+ */
 export const sharedPrefix = <A>(base: ReadonlyArray<A>, next: ReadonlyArray<A>): number => {
-  const recorded = findAncestor(next, (ancestor) => ancestor === base ? true : undefined)
-  if (recorded !== undefined) return Math.min(recorded.shared, base.length)
-  let i = 0
   const limit = Math.min(base.length, next.length)
+  const a = lines.get(next)
+  const b = a === undefined ? undefined : lines.get(base)
+  const recorded = b === undefined ? undefined : sharedByLines(a!, b)
+  if (recorded !== undefined) return Math.min(recorded, limit)
+  let i = 0
   while (i < limit && base[i] === next[i]) i++
   return i
+}
+
+/**
+ * The length of the array the line of `next` started from: for an array made
+ * by appending to one with no record, that one's length.
+ */
+export const origin = (next: ReadonlyArray<unknown>): number | undefined => lines.get(next)?.start
+
+interface Memo<B> {
+  readonly length: number
+  readonly value: B
+}
+
+/**
+ * Something found out about the first elements of an array that holds for
+ * any array starting with them (the pairing of a thread's messages): kept
+ * per line (its shortest and its latest record), so it keeps no array alive.
+ */
+export class PrefixMemo<B> {
+  private readonly byLine = new WeakMap<Line, { first: Memo<B>; last: Memo<B> }>()
+
+  /** Records `value` for the first `length` elements of `array` (all of it unless told). */
+  set(array: ReadonlyArray<unknown>, value: B, length: number = array.length): void {
+    const line = lineOf(array)
+    const memo = { length, value }
+    const known = this.byLine.get(line)
+    if (known === undefined) this.byLine.set(line, { first: memo, last: memo })
+    else {
+      known.last = memo
+      if (length <= known.first.length) known.first = memo
+    }
+  }
+
+  /** The longest recorded prefix of `next` (perhaps all of it) this memo can tell, with its value. */
+  get(next: ReadonlyArray<unknown>): Memo<B> | undefined {
+    const line = lines.get(next)
+    if (line === undefined) return undefined
+    const own = this.within(line, next.length)
+    if (own !== undefined) return own
+    for (const fork of line.forks) {
+      const found = this.within(fork.line, fork.shared)
+      if (found !== undefined) return found
+    }
+    return undefined
+  }
+
+  private within(line: Line, length: number): Memo<B> | undefined {
+    const known = this.byLine.get(line)
+    return known === undefined
+      ? undefined
+      : known.last.length <= length
+      ? known.last
+      : known.first.length <= length
+      ? known.first
+      : undefined
+  }
 }

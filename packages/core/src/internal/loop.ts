@@ -111,6 +111,9 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       let phase = start
       let resumeValue = resume
       let idleToolRounds = 0
+      // the array the last model step appended its reply to, while only the loop has seen it: the tool step
+      // appends its results to it in place (one copy of the thread per step instead of two)
+      let unseen: ReadonlyArray<Prompt.Message> | undefined
       // the reply of the last model step, reported once the afterModel hooks stored it
       let responded:
         | {
@@ -136,6 +139,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
               state = yield* receive(run, state)
             }
             // a node without hooks (from this index on) just continues: no effect to run
+            if (phase.index < nodes[node].length) unseen = undefined
             const ended = phase.index >= nodes[node].length
               ? { state, outcome: Continue }
               : yield* runNode(run, state, node, phase.index, resumeValue)
@@ -210,6 +214,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
             const started = run.emit === undefined ? 0 : run.clock.unsafeCurrentTimeMillis()
             const reply = yield* modelStep(run, state)
             state = RunState.appendReply(state, reply)
+            unseen = state.messages
             if (run.emit !== undefined) {
               const durationMillis = run.clock.unsafeCurrentTimeMillis() - started
               responded = { index: state.messages.length - 1, step: state.step - 1, reply, durationMillis }
@@ -224,8 +229,13 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
             if (calls.length === 0 && state.step + ++idleToolRounds > maxSteps) {
               return yield* new MaxStepsExceeded({ threadId: run.threadId, maxSteps })
             }
+            // `wrapToolCall` hooks see the state, messages included
+            if (config.wrapTool.length > 0) unseen = undefined
             const ran = yield* toolStep(run, state, calls)
-            state = RunState.appendToolResults(state, ran.results, ran.output)
+            state = state.messages === unseen
+              ? RunState.appendToolResultsToUnseen(state, ran.results, ran.output)
+              : RunState.appendToolResults(state, ran.results, ran.output)
+            unseen = undefined
             // a run that got its structured output ends; any other saves its tool results first
             if (Option.isNone(state.output)) yield* save(run, state, undefined)
             phase = next("tools", "continue", RunState.factsOf(state))
@@ -251,6 +261,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
         }
       }
     }).pipe(
+      Effect.ensuring(Effect.sync(() => run.encoder.settle())),
       Effect.scoped,
       Effect.provide(config.context),
       Effect.annotateSpans({ threadId: run.threadId })

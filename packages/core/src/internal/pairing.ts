@@ -12,17 +12,18 @@ import * as Lineage from "./lineage.js"
  * that extends one found paired before is checked from where that one ended.
  */
 export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<Prompt.Message> => {
-  const cached = cache.get(messages)
+  const cached = repaired.get(messages)
   if (cached !== undefined) return cached
-  const start = pairedPrefix(messages)
+  const start = pairedThreads.get(messages)
+  if (start !== undefined && start.length === messages.length) return messages
   // with no paired thread to continue from, the thread `messages` was appended to is remembered as paired if it
-  // is, so that the next thread appended to it (a later run on a loaded thread) continues from there
-  const base = start === undefined ? Lineage.appendedTo(messages) : undefined
+  // is, so that another thread appended to it (a later run on the same loaded thread) continues from there
+  const base = start === undefined ? Lineage.origin(messages) : undefined
   let out: Array<Prompt.Message> | undefined
   /** Calls of the last assistant message still waiting for their result. */
   let open: Map<string, Prompt.ToolCallPart> | undefined
   /** Whether tool messages may follow: the message before was an assistant or tool message. */
-  let inToolRun = start?.inToolRun ?? false
+  let inToolRun = start?.value ?? false
   const close = (i: number) => {
     if (open === undefined || open.size === 0) return
     out ??= messages.slice(0, i)
@@ -38,9 +39,9 @@ export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<P
     }
     open = undefined
   }
-  for (let i = start?.prefix.length ?? 0; i < messages.length; i++) {
-    if (i === base?.length && out === undefined && (open === undefined || open.size === 0)) {
-      pairedThreads.set(base, inToolRun)
+  for (let i = start?.length ?? 0; i < messages.length; i++) {
+    if (i === base && out === undefined && (open === undefined || open.size === 0)) {
+      pairedThreads.set(messages, inToolRun, i)
     }
     const message = messages[i]!
     if (message.role !== "tool") {
@@ -69,34 +70,23 @@ export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<P
     }
   }
   close(messages.length)
-  const result = out ?? messages
-  cache.set(messages, result)
-  if (result === messages) pairedThreads.set(messages, inToolRun)
-  return result
+  if (out === undefined) {
+    pairedThreads.set(messages, inToolRun)
+    return messages
+  }
+  repaired.set(messages, out)
+  return out
 }
 
-const cache = new WeakMap<ReadonlyArray<Prompt.Message>, ReadonlyArray<Prompt.Message>>()
-
-/** A thread found paired as it was, and whether a tool message could have followed it. */
-interface PairedThread {
-  readonly prefix: ReadonlyArray<Prompt.Message>
-  readonly inToolRun: boolean
-}
+/** The paired copy of each thread that was not paired as it was. */
+const repaired = new WeakMap<ReadonlyArray<Prompt.Message>, ReadonlyArray<Prompt.Message>>()
 
 /**
  * The threads found paired as they were, each with whether a tool message
- * could follow it (its last message is an assistant or tool message). Keyed
- * by the array, weakly: an entry keeps nothing alive.
+ * could follow it (its last message is an assistant or tool message); a
+ * thread that starts with one is checked from where that one ends.
  */
-const pairedThreads = new WeakMap<ReadonlyArray<Prompt.Message>, boolean>()
-
-/** A thread found paired that `messages` extends (recorded in its lineage), and whether a tool message could follow it. */
-const pairedPrefix = (messages: ReadonlyArray<Prompt.Message>): PairedThread | undefined => {
-  const found = Lineage.findAncestor(messages, (ancestor) => pairedThreads.get(ancestor))
-  return found !== undefined && found.shared === found.ancestor.length
-    ? { prefix: found.ancestor, inToolRun: found.value }
-    : undefined
-}
+const pairedThreads = new Lineage.PrefixMemo<boolean>()
 
 const notRun = (call: Prompt.ToolCallPart): Prompt.ToolResultPart =>
   Middleware.toolResult(call, { error: "Not run: the call has no result in the conversation" }, { isFailure: true })

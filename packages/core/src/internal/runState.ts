@@ -4,7 +4,7 @@
  * model call offered. Every change is a pure transition returning the next
  * state; the driver in `loop.ts` holds the one current value.
  */
-import type * as Prompt from "@effect/ai/Prompt"
+import * as Prompt from "@effect/ai/Prompt"
 import * as Option from "effect/Option"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
@@ -85,10 +85,14 @@ export const applyHookResult = (
   }
 }
 
-/** The model's reply stored: appended to the thread, its usage added, the step counted. */
+/**
+ * The model's reply stored: appended to the thread (with room for the tool
+ * results, see {@link appendToolResultsToUnseen}), its usage added, the step
+ * counted.
+ */
 export const appendReply = (state: RunState, reply: RunJournal.ModelCall): RunState => ({
   ...state,
-  messages: Lineage.append(state.messages, [reply.message]),
+  messages: Lineage.appendWithRoom(state.messages, [reply.message]),
   usage: Tokens.add(state.usage, reply.usage),
   step: state.step + 1,
   offered: reply.offered
@@ -104,6 +108,27 @@ export const appendToolResults = (
   messages: AgentState.appendToolResults(state.messages, results),
   output: Option.isSome(output) ? output : state.output
 })
+
+/**
+ * {@link appendToolResults} on a thread whose array only the loop has seen
+ * since the model's reply was appended to it (no hook ran, no `wrapToolCall`
+ * hook will see the tool step's state): the results extend that array in
+ * place instead of copying the thread once more.
+ */
+export const appendToolResultsToUnseen = (
+  state: RunState,
+  results: ReadonlyArray<Prompt.ToolResultPart>,
+  output: Option.Option<unknown>
+): RunState => {
+  const last = state.messages[state.messages.length - 1]
+  return results.length === 0 || last === undefined || last.role === "tool"
+    ? appendToolResults(state, results, output)
+    : {
+      ...state,
+      messages: Lineage.extendUnseen(state.messages, [Prompt.makeMessage("tool", { content: results })]),
+      output: Option.isSome(output) ? output : state.output
+    }
+}
 
 /** Every call still without a result answered as not run, for `reason`. */
 export const answerPending = (state: RunState, reason: string): RunState =>
