@@ -52,6 +52,9 @@ const journaling = (journal: Journal, executed: { models: number; tools: number 
               journal.tools.set(key.call.id, result as Prompt.ToolResultPart)
             }))
         }
+        case "Nested":
+          // these runs start no subagents
+          return effect
       }
     },
     await: () => Effect.succeedNone

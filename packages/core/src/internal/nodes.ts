@@ -47,6 +47,7 @@ export const make = (config: Compiled) =>
             threadId: run.threadId,
             step: state.step,
             tools: config.toolList,
+            toolConcurrency: config.toolConcurrency,
             resume: index === start ? resume : Option.none()
           })
         )
