@@ -26,7 +26,7 @@
  *
  * @since 0.1.0
  */
-import * as Prompt from "@effect/ai/Prompt"
+import type * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import type * as Agent from "@stepwise-agent/core/Agent"
@@ -78,8 +78,10 @@ export interface Options<Agents extends Record<string, SubAgent>> {
   /** Text before the list of agents in the tool's description. */
   readonly toolDescription?: string | undefined
   /**
-   * How many levels of delegation may be nested (default 2): a child that
-   * calls `task` at this depth fails with {@link DepthExceeded}.
+   * How many levels of delegation may be nested below this agent (default
+   * 2): a descendant that calls `task` at that depth fails with
+   * {@link DepthExceeded}. The tightest limit of every `SubAgents` above a
+   * run applies.
    */
   readonly maxDepth?: number | undefined
   /** How many children run at once (default: the agent's `toolConcurrency`). */
@@ -256,12 +258,12 @@ export class UnknownTaskCall extends Schema.TaggedError<UnknownTaskCall>(
  */
 export class DepthExceeded extends Schema.TaggedError<DepthExceeded>(
   "@stepwise-agent/middleware/SubAgents/DepthExceeded"
-)("DepthExceeded", { threadId: Schema.String, agent: Schema.String, maxDepth: Schema.Number }) {
+)("DepthExceeded", { threadId: Schema.String, agent: Schema.String }) {
   /**
    * @since 0.1.0
    */
   get message(): string {
-    return `Thread "${this.threadId}" asked agent "${this.agent}" to delegate deeper than maxDepth ${this.maxDepth}`
+    return `Thread "${this.threadId}" called agent "${this.agent}" deeper than a SubAgents maxDepth above it allows`
   }
 }
 
@@ -395,10 +397,14 @@ export const decide = (
 // constructors
 // -----------------------------------------------------------------------------
 
-/** How deep in delegation the running fiber is: 0 in a top-level run, n inside an n-th level child. */
-const currentDepth: FiberRef.FiberRef<number> = globalValue(
-  Symbol.for("@stepwise-agent/middleware/SubAgents/depth"),
-  () => FiberRef.unsafeMake(0)
+/**
+ * How many more levels of delegation the running fiber may start: unlimited
+ * in a top-level run; a child gets one less than the tightest `maxDepth`
+ * above it.
+ */
+const remainingDepth: FiberRef.FiberRef<number> = globalValue(
+  Symbol.for("@stepwise-agent/middleware/SubAgents/remainingDepth"),
+  () => FiberRef.unsafeMake(Number.POSITIVE_INFINITY)
 )
 
 const defaultToolDescription = "Hands a self-contained task to a subagent, which works on it in a fresh " +
@@ -450,7 +456,11 @@ const refused = (call: Prompt.ToolCallPart, reason: string): Outcome => ({
 const errorParts = (error: unknown): { readonly error: string; readonly description: string } => ({
   error: Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : "Error",
   description: Secrets.scrubText(
-    error instanceof Error ? error.message : Predicate.hasProperty(error, "message") ? String(error.message) : String(error)
+    error instanceof Error
+      ? error.message
+      : Predicate.hasProperty(error, "message")
+      ? String(error.message)
+      : String(error)
   )
 })
 
@@ -524,23 +534,28 @@ const build = (options: Options<Record<string, SubAgent>>) => {
   ) =>
     Effect.gen(function*() {
       const outer = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
-      const depth = yield* FiberRef.get(currentDepth)
+      const remaining = Math.min(yield* FiberRef.get(remainingDepth), maxDepth)
       const sink = yield* FiberRef.get(Middleware.CurrentEventSink)
       const execute = sink === undefined ? start.run : Effect.flatMap(
         Stream.runFold(start.stream, undefined as AgentResult.AgentResult<any, any> | undefined, (ended, event) => {
           sink(AgentEvent.SubAgentEvent({ ...delegation, event }))
           return event._tag === "RunEnded" ? event.result : ended
         }),
-        (ended) => ended === undefined ? Effect.dieMessage("a subagent's stream ended without RunEnded") : Effect.succeed(ended)
+        (ended) =>
+          ended === undefined ? Effect.dieMessage("a subagent's stream ended without RunEnded") : Effect.succeed(ended)
       )
       return yield* execute.pipe(
         Effect.provideService(RunJournal.RunJournal, RunJournal.nested(outer, path)),
-        Effect.locally(currentDepth, depth + 1)
+        Effect.locally(remainingDepth, remaining - 1)
       )
     })
 
   /** What a child's run came to, for the parent. */
-  const outcomeOf = (call: Prompt.ToolCallPart, delegation: Delegation, ran: Effect.Effect<AgentResult.AgentResult<any, any>, unknown>) =>
+  const outcomeOf = (
+    call: Prompt.ToolCallPart,
+    delegation: Delegation,
+    ran: Effect.Effect<AgentResult.AgentResult<any, any>, unknown>
+  ) =>
     Effect.matchEffect(ran, {
       onFailure: (error) => {
         const parts = errorParts(error)
@@ -548,7 +563,9 @@ const build = (options: Options<Record<string, SubAgent>>) => {
           Middleware.report(`${delegation.agent} failed: ${parts.error}`, { ...delegation, ...parts }),
           onFailure === "fail"
             ? Effect.fail(new SubAgentFailed({ ...delegation, ...parts }))
-            : Effect.succeed(refused(call, `The subagent "${delegation.agent}" failed: ${parts.error}: ${parts.description}`))
+            : Effect.succeed(
+              refused(call, `The subagent "${delegation.agent}" failed: ${parts.error}: ${parts.description}`)
+            )
         )
       },
       onSuccess: (result): Effect.Effect<Outcome> => {
@@ -592,14 +609,17 @@ const build = (options: Options<Record<string, SubAgent>>) => {
               )
               // not decided this time: it still waits on what it asked
               : Effect.map(child.agent.thread(delegation.threadId), (thread): Outcome =>
-                Option.match(Option.flatMap(thread, (t) => t.pending), {
-                  onNone: () => refused(call, `The subagent "${delegation.agent}" lost its thread`),
-                  onSome: (interrupt) => ({ _tag: "Waits", wait: { ...delegation, interrupt } })
-                })).pipe(Effect.orDie)
+                Option.match(
+                  Option.flatMap(thread, (t) => t.pending),
+                  {
+                    onNone: () => refused(call, `The subagent "${delegation.agent}" lost its thread`),
+                    onSome: (interrupt) => ({ _tag: "Waits", wait: { ...delegation, interrupt } })
+                  }
+                )).pipe(Effect.orDie)
           )
         }
       } else {
-        const depth = yield* FiberRef.get(currentDepth)
+        const remaining = Math.min(yield* FiberRef.get(remainingDepth), maxDepth)
         for (const call of pending) {
           const decoded = decodeParams(call.params)
           if (Either.isLeft(decoded)) {
@@ -612,8 +632,8 @@ const build = (options: Options<Record<string, SubAgent>>) => {
             )))
             continue
           }
-          if (depth >= maxDepth) {
-            return yield* new DepthExceeded({ threadId: context.threadId, agent: decoded.right.agent, maxDepth })
+          if (remaining < 1) {
+            return yield* new DepthExceeded({ threadId: context.threadId, agent: decoded.right.agent })
           }
           const n = ++runs
           const delegation = {
@@ -679,7 +699,10 @@ const build = (options: Options<Record<string, SubAgent>>) => {
         (wait) => {
           const child = agents[wait.agent]
           return child === undefined
-            ? new InvalidTaskDecisions({ threadId, reason: `call ${wait.callId} waits on agent "${wait.agent}", which this middleware does not have` })
+            ? new InvalidTaskDecisions({
+              threadId,
+              reason: `call ${wait.callId} waits on agent "${wait.agent}", which this middleware does not have`
+            })
             : child.agent.validateResume(wait.threadId, decisions.right[wait.callId])
         },
         { discard: true }
