@@ -99,7 +99,7 @@ const assertWellPaired = (messages: ReadonlyArray<Prompt.Message>) => {
 const resultsOf = (messages: ReadonlyArray<Prompt.Message>) =>
   messages.flatMap((message) => message.role === "tool" ? message.content : [])
 
-const approveAll = (interrupt: AgentResult.Interrupted<any, any>["interrupt"]) =>
+const approveAll = (interrupt: AgentResult.Interrupt) =>
   SubAgents.decide(
     interrupt,
     (leaf) => Option.getOrUndefined(Option.map(HumanInTheLoop.requestOf(leaf.interrupt), HumanInTheLoop.approveAll))
@@ -167,9 +167,9 @@ describe("SubAgents", () => {
           onFailure: "fail"
         }
       )
-      const error = yield* Effect.flip(agent.run("hi", { threadId: "p" }))
+      const error = (yield* Effect.flip(agent.run("hi", { threadId: "p" }))) as SubAgents.SubAgentFailed
       assert.strictEqual(error._tag, "SubAgentFailed")
-      assert.deepInclude(error as any, {
+      assert.deepInclude(error, {
         callId: "c1",
         agent: "broken",
         threadId: "p/task/c1/1",
@@ -234,13 +234,13 @@ describe("SubAgents", () => {
       })
       const first = yield* agent.run("Free some space", { threadId: "p" })
       assert.strictEqual(first._tag, "Interrupted")
-      const error = yield* Effect.flip(agent.resume("p", { c9: [] }))
+      const error = (yield* Effect.flip(agent.resume("p", { c9: [] }))) as SubAgents.UnknownTaskCall
       assert.strictEqual(error._tag, "UnknownTaskCall")
-      assert.deepInclude(error as any, { callIds: ["c9"], waiting: ["c1"] })
-      const notObject = yield* Effect.flip(agent.resume("p", "approve"))
+      assert.deepInclude(error, { callIds: ["c9"], waiting: ["c1"] })
+      const notObject = (yield* Effect.flip(agent.resume("p", "approve"))) as { readonly _tag: string }
       assert.strictEqual(notObject._tag, "InvalidTaskDecisions")
       // the child checks its own decision before anything runs
-      const badChild = yield* Effect.flip(agent.resume("p", { c1: "yes please" }))
+      const badChild = (yield* Effect.flip(agent.resume("p", { c1: "yes please" }))) as { readonly _tag: string }
       assert.strictEqual(badChild._tag, "InvalidDecisions")
       assert.isTrue(Option.isSome(Option.getOrThrow(yield* agent.thread("p")).pending))
       assert.deepStrictEqual(yield* Ref.get(log), [])
@@ -394,6 +394,6 @@ describe("SubAgents", () => {
     Effect.gen(function*() {
       const error = yield* Effect.flip(Agent.make({ middleware: [SubAgents.middleware({ agents: {} })] }))
       assert.strictEqual(error._tag, "InvalidOptions")
-      assert.deepInclude(error as any, { module: "SubAgents", option: "agents" })
+      assert.deepInclude(error, { module: "SubAgents", option: "agents" })
     }).pipe(Effect.provide(ScriptedModel.layer([]))))
 })
