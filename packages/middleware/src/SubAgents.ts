@@ -36,6 +36,7 @@ import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Secrets from "@stepwise-agent/core/Secrets"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FiberRef from "effect/FiberRef"
@@ -523,33 +524,6 @@ const build = (options: Options<Record<string, SubAgent>>) => {
   const decodeDecisions = Schema.decodeUnknownEither(Decisions)
   const decodeInterrupt = Schema.decodeUnknownEither(TaskInterrupt)
 
-  /** `child`'s run (or resume), forwarding its events to the parent's stream when someone watches it. */
-  const runChild = (
-    delegation: Delegation,
-    path: string,
-    start: {
-      readonly run: Effect.Effect<AgentResult.AgentResult<any, any>, unknown>
-      readonly stream: Stream.Stream<AgentEvent.AgentEvent<any, any>, unknown>
-    }
-  ) =>
-    Effect.gen(function*() {
-      const outer = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
-      const remaining = Math.min(yield* FiberRef.get(remainingDepth), maxDepth)
-      const sink = yield* FiberRef.get(Middleware.CurrentEventSink)
-      const execute = sink === undefined ? start.run : Effect.flatMap(
-        Stream.runFold(start.stream, undefined as AgentResult.AgentResult<any, any> | undefined, (ended, event) => {
-          sink(AgentEvent.SubAgentEvent({ ...delegation, event }))
-          return event._tag === "RunEnded" ? event.result : ended
-        }),
-        (ended) =>
-          ended === undefined ? Effect.dieMessage("a subagent's stream ended without RunEnded") : Effect.succeed(ended)
-      )
-      return yield* execute.pipe(
-        Effect.provideService(RunJournal.RunJournal, RunJournal.nested(outer, path)),
-        Effect.locally(remainingDepth, remaining - 1)
-      )
-    })
-
   /** What a child's run came to, for the parent. */
   const outcomeOf = (
     call: Prompt.ToolCallPart,
@@ -583,6 +557,50 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       }
     })
 
+  /**
+   * The `task` call `call` as a child's run (or resume), journaled under
+   * `path`, one level deeper. While someone watches the parent, the call is
+   * reported like any tool call (`ToolCallStarted`, then `ToolCallCompleted`
+   * once it has its result) and the child's events between, as
+   * `SubAgentEvent`s; the child then runs streamed.
+   */
+  const delegate = (
+    call: Prompt.ToolCallPart,
+    delegation: Delegation,
+    path: string,
+    start: {
+      readonly run: Effect.Effect<AgentResult.AgentResult<any, any>, unknown>
+      readonly stream: Stream.Stream<AgentEvent.AgentEvent<any, any>, unknown>
+    }
+  ) =>
+    Effect.gen(function*() {
+      const outer = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
+      const remaining = Math.min(yield* FiberRef.get(remainingDepth), maxDepth)
+      const sink = yield* FiberRef.get(Middleware.CurrentEventSink)
+      const nested = <A, E>(effect: Effect.Effect<A, E>) =>
+        effect.pipe(
+          Effect.provideService(RunJournal.RunJournal, RunJournal.nested(outer, path)),
+          Effect.locally(remainingDepth, remaining - 1)
+        )
+      if (sink === undefined) return yield* outcomeOf(call, delegation, nested(start.run))
+      sink(AgentEvent.ToolCallStarted({ call }))
+      const started = yield* Clock.currentTimeMillis
+      const watched = Effect.flatMap(
+        Stream.runFold(start.stream, undefined as AgentResult.AgentResult<any, any> | undefined, (ended, event) => {
+          sink(AgentEvent.SubAgentEvent({ ...delegation, event }))
+          return event._tag === "RunEnded" ? event.result : ended
+        }),
+        (ended) =>
+          ended === undefined ? Effect.dieMessage("a subagent's stream ended without RunEnded") : Effect.succeed(ended)
+      )
+      const outcome = yield* outcomeOf(call, delegation, nested(watched))
+      if (outcome._tag === "Done") {
+        const durationMillis = (yield* Clock.currentTimeMillis) - started
+        sink(AgentEvent.ToolCallCompleted({ result: outcome.result, durationMillis }))
+      }
+      return outcome
+    })
+
   const afterModel = (context: Middleware.HookContext<State>) =>
     Effect.gen(function*() {
       const pending = (AgentState.pendingToolCalls(context.messages)?.calls ?? []).filter((c) => c.name === toolName)
@@ -599,14 +617,10 @@ const build = (options: Options<Record<string, SubAgent>>) => {
           const path = `task/${call.id}/${++runs}`
           jobs.push(
             delegation.callId in decisions
-              ? outcomeOf(
-                call,
-                delegation,
-                runChild(delegation, path, {
-                  run: child.agent.resume(delegation.threadId, decisions[delegation.callId]),
-                  stream: child.agent.resumeStream(delegation.threadId, decisions[delegation.callId])
-                })
-              )
+              ? delegate(call, delegation, path, {
+                run: child.agent.resume(delegation.threadId, decisions[delegation.callId]),
+                stream: child.agent.resumeStream(delegation.threadId, decisions[delegation.callId])
+              })
               // not decided this time: it still waits on what it asked
               : Effect.map(child.agent.thread(delegation.threadId), (thread): Outcome =>
                 Option.match(
@@ -643,14 +657,10 @@ const build = (options: Options<Record<string, SubAgent>>) => {
           }
           const child = agents[delegation.agent]!.agent
           const input = decoded.right.task
-          jobs.push(outcomeOf(
-            call,
-            delegation,
-            runChild(delegation, `task/${call.id}/${n}`, {
-              run: child.run(input, { threadId: delegation.threadId }),
-              stream: child.stream(input, { threadId: delegation.threadId })
-            })
-          ))
+          jobs.push(delegate(call, delegation, `task/${call.id}/${n}`, {
+            run: child.run(input, { threadId: delegation.threadId }),
+            stream: child.stream(input, { threadId: delegation.threadId })
+          }))
         }
       }
       const outcomes = yield* Effect.all(jobs, {

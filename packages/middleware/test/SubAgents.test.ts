@@ -319,9 +319,18 @@ describe("SubAgents", () => {
         "RunEnded"
       ])
       assert.isTrue(nested.every((event) => event.callId === "c1" && event.threadId === "p/task/c1/1"))
-      // nested between the parent's first response and its second model call
+      // the task call shows like any tool call, the child's events between its start and its result
       const order = events.map((event) => event._tag)
-      assert.isBelow(order.indexOf("SubAgentEvent"), order.lastIndexOf("ModelCallStarted"))
+      const started = order.indexOf("ToolCallStarted")
+      const completed = order.indexOf("ToolCallCompleted")
+      assert.isBelow(started, order.indexOf("SubAgentEvent"))
+      assert.isAbove(completed, order.lastIndexOf("SubAgentEvent"))
+      assert.isBelow(completed, order.lastIndexOf("ModelCallStarted"))
+      const result = events[completed]
+      assert.deepStrictEqual(
+        result?._tag === "ToolCallCompleted" ? [result.result.id, result.result.result] : [],
+        ["c1", "researched: the moon"]
+      )
     }))
 
   it.effect("a child's steps go through the parent's journal under task/<callId>/<n>", () =>
