@@ -321,8 +321,8 @@ const decodeTaskInterrupt = Schema.decodeUnknownOption(TaskInterrupt)
  * import { SubAgents } from "@stepwise-agent/middleware"
  * import type { AgentResult } from "@stepwise-agent/core"
  *
- * declare const result: AgentResult.Interrupted<any, any>
- * for (const leaf of SubAgents.leaves(result.interrupt)) {
+ * declare const interrupt: AgentResult.Interrupt // an Interrupted result's `interrupt`
+ * for (const leaf of SubAgents.leaves(interrupt)) {
  *   console.log(leaf.path.map((step) => step.agent).join(" > "), leaf.interrupt.middleware)
  * }
  * ```
@@ -473,19 +473,23 @@ const errorParts = (error: unknown): { readonly error: string; readonly descript
  *
  * @example
  * ```ts
- * import { LanguageModel } from "@effect/ai"
+ * import { LanguageModel, Tool, Toolkit } from "@effect/ai"
  * import { Agent } from "@stepwise-agent/core"
  * import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
- * import { Effect } from "effect"
- * import { FileTools } from "./FileTools.js"
+ * import { Effect, Schema } from "effect"
  *
+ * const FileTools = Toolkit.make(Tool.make("delete_file", { parameters: { path: Schema.String } }))
  * declare const cheapModel: LanguageModel.Service
+ *
  * const program = Effect.gen(function*() {
  *   const cleaner = yield* Agent.make({
  *     systemPrompt: "You delete files the user no longer needs.",
  *     toolkit: FileTools,
- *     middleware: [HumanInTheLoop.middleware({ toolkit: FileTools, interruptOn: { delete_file: true } })]
- *   }).pipe(Effect.provideService(LanguageModel.LanguageModel, cheapModel))
+ *     middleware: [yield* HumanInTheLoop.middleware({ toolkit: FileTools, interruptOn: { delete_file: true } })]
+ *   }).pipe(
+ *     Effect.provideService(LanguageModel.LanguageModel, cheapModel),
+ *     Effect.provide(FileTools.toLayer({ delete_file: () => Effect.void }))
+ *   )
  *   const lead = yield* Agent.make({
  *     middleware: [SubAgents.middleware({ agents: { cleaner: { description: "Deletes files", agent: cleaner } } })]
  *   })
