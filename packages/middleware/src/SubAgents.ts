@@ -191,14 +191,15 @@ export interface Leaf {
 /**
  * The slice of the parent's state: how many child runs and resumes it
  * started (each one's journal path is numbered by it, the same on every
- * replay), and the children it waits on.
+ * replay), and the children it waits on with what each asked (a resume
+ * reads them here, never from a child's thread, so a replay sees the same).
  *
  * @since 0.1.0
  * @category models
  */
 export const State = Schema.Struct({
   taskRuns: Schema.Number,
-  taskWaits: Schema.Array(Delegation)
+  taskWaits: Schema.Array(Wait)
 })
 
 /**
@@ -614,27 +615,21 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       const jobs: Array<Effect.Effect<Outcome, SubAgentsError>> = []
       if (Option.isSome(context.resume)) {
         const decisions = Either.getOrElse(decodeDecisions(context.resume.value), () => ({} as Decisions))
-        for (const delegation of context.state.taskWaits) {
-          const call = byId.get(delegation.callId)
-          const child = agents[delegation.agent]
+        for (const wait of context.state.taskWaits) {
+          const call = byId.get(wait.callId)
+          const child = agents[wait.agent]
           if (call === undefined || child === undefined) continue
-          const path = `task/${call.id}/${++runs}`
-          jobs.push(
-            delegation.callId in decisions
-              ? delegate(call, delegation, path, {
-                run: child.agent.resume(delegation.threadId, decisions[delegation.callId]),
-                stream: child.agent.resumeStream(delegation.threadId, decisions[delegation.callId])
-              })
-              // not decided this time: it still waits on what it asked
-              : Effect.map(child.agent.thread(delegation.threadId), (thread): Outcome =>
-                Option.match(
-                  Option.flatMap(thread, (t) => t.pending),
-                  {
-                    onNone: () => refused(call, `The subagent "${delegation.agent}" lost its thread`),
-                    onSome: (interrupt) => ({ _tag: "Waits", wait: { ...delegation, interrupt } })
-                  }
-                )).pipe(Effect.orDie)
-          )
+          if (!(wait.callId in decisions)) {
+            // not decided this time: it still waits on what it asked
+            jobs.push(Effect.succeed({ _tag: "Waits", wait }))
+            continue
+          }
+          const delegation = { callId: wait.callId, agent: wait.agent, threadId: wait.threadId }
+          const decision = decisions[wait.callId]
+          jobs.push(delegate(call, delegation, `task/${call.id}/${++runs}`, {
+            run: child.agent.resume(wait.threadId, decision),
+            stream: child.agent.resumeStream(wait.threadId, decision)
+          }))
         }
       } else {
         const remaining = Math.min(yield* FiberRef.get(remainingDepth), maxDepth)
@@ -679,7 +674,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       const messages = results.length === 0 ? undefined : AgentState.appendToolResults(context.messages, results)
       const state = {
         taskRuns: runs,
-        taskWaits: waits.map(({ agent, callId, threadId }) => ({ agent, callId, threadId }))
+        taskWaits: waits
       }
       if (waits.length === 0) return { messages, state }
       const interrupt: TaskInterrupt = { _tag: "TaskInterrupt", waits }

@@ -246,6 +246,36 @@ describe("SubAgents", () => {
       assert.deepStrictEqual(yield* Ref.get(log), [])
     }))
 
+  it.effect("decisions for some waiting children resume those; the parent waits again on the others", () =>
+    Effect.gen(function*() {
+      const log = yield* Ref.make<ReadonlyArray<string>>([])
+      const { agent } = yield* parent([task("cleaner", "a.txt", "c1"), task("cleaner", "b.txt", "c2")], {
+        cleaner: { description: "Deletes files", agent: yield* cleaner(log) }
+      })
+      const first = yield* agent.run("Delete both", { threadId: "p" })
+      assert.strictEqual(first._tag, "Interrupted")
+      if (first._tag !== "Interrupted") return
+      assert.deepStrictEqual(SubAgents.leaves(first.interrupt).map((leaf) => leaf.path[0]!.callId), ["c1", "c2"])
+      const onlyFirst = SubAgents.decide(first.interrupt, (leaf) =>
+        leaf.path[0]!.callId === "c1"
+          ? Option.getOrUndefined(Option.map(HumanInTheLoop.requestOf(leaf.interrupt), HumanInTheLoop.approveAll))
+          : undefined)
+      assert.deepStrictEqual(Object.keys(onlyFirst as object), ["c1"])
+      const second = yield* agent.resume("p", onlyFirst)
+      assert.strictEqual(second._tag, "Interrupted")
+      if (second._tag !== "Interrupted") return
+      assert.deepStrictEqual(yield* Ref.get(log), ["a.txt"])
+      assert.deepStrictEqual(SubAgents.leaves(second.interrupt).map((leaf) => leaf.path[0]!.callId), ["c2"])
+      assert.deepStrictEqual(resultsOf(second.state.messages).map((r) => [r.id, r.result]), [["c1", "cleaned"]])
+      // the first wait is over: a decision for c1 now names a call that does not wait
+      const stale = (yield* Effect.flip(agent.resume("p", onlyFirst))) as SubAgents.UnknownTaskCall
+      assert.strictEqual(stale._tag, "UnknownTaskCall")
+      const third = yield* agent.resume("p", approveAll(second.interrupt))
+      assert.strictEqual(third._tag, "Completed")
+      assert.deepStrictEqual(yield* Ref.get(log), ["a.txt", "b.txt"])
+      assertWellPaired(third.state.messages)
+    }))
+
   it.effect("two levels: a grandchild's approval surfaces with its path and is routed down by decide", () =>
     Effect.gen(function*() {
       const log = yield* Ref.make<ReadonlyArray<string>>([])
