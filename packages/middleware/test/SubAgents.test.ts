@@ -60,6 +60,19 @@ const cleaner = (log: Ref.Ref<ReadonlyArray<string>>) =>
 
 const task = (agent: string, text: string, id: string) => ({ id, name: "task", params: { agent, task: text } })
 
+/** A child that delegates its task to the cleaner (call `g1`), then answers "managed": two levels of delegation. */
+const manager = (log: Ref.Ref<ReadonlyArray<string>>) =>
+  Effect.gen(function*() {
+    const model = yield* reactive((last) =>
+      last === "tool" ? ScriptedModel.text("managed") : ScriptedModel.toolCalls([task("cleaner", last, "g1")])
+    )
+    return yield* Agent.make({
+      middleware: [
+        SubAgents.middleware({ agents: { cleaner: { description: "Deletes", agent: yield* cleaner(log) } } })
+      ]
+    }).pipe(Effect.provideService(LanguageModel.LanguageModel, model))
+  })
+
 /** A parent on a scripted model whose first reply makes `calls`, then answers "all done". */
 const parent = (
   calls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly params: unknown }>,
@@ -279,18 +292,8 @@ describe("SubAgents", () => {
   it.effect("two levels: a grandchild's approval surfaces with its path and is routed down by decide", () =>
     Effect.gen(function*() {
       const log = yield* Ref.make<ReadonlyArray<string>>([])
-      const managerModel = yield* reactive((last) =>
-        last === "tool"
-          ? ScriptedModel.text("managed")
-          : ScriptedModel.toolCalls([task("cleaner", last, "g1")])
-      )
-      const manager = yield* Agent.make({
-        middleware: [
-          SubAgents.middleware({ agents: { cleaner: { description: "Deletes", agent: yield* cleaner(log) } } })
-        ]
-      }).pipe(Effect.provideService(LanguageModel.LanguageModel, managerModel))
       const { agent } = yield* parent([task("manager", "tmp.txt", "c1")], {
-        manager: { description: "Manages", agent: manager }
+        manager: { description: "Manages", agent: yield* manager(log) }
       })
       const first = yield* agent.run("Tidy up", { threadId: "p" })
       assert.strictEqual(first._tag, "Interrupted")
@@ -312,16 +315,8 @@ describe("SubAgents", () => {
   it.effect("delegating deeper than maxDepth is a typed DepthExceeded of the child that tried", () =>
     Effect.gen(function*() {
       const log = yield* Ref.make<ReadonlyArray<string>>([])
-      const managerModel = yield* reactive((last) =>
-        last === "tool" ? ScriptedModel.text("managed") : ScriptedModel.toolCalls([task("cleaner", last, "g1")])
-      )
-      const manager = yield* Agent.make({
-        middleware: [
-          SubAgents.middleware({ agents: { cleaner: { description: "Deletes", agent: yield* cleaner(log) } } })
-        ]
-      }).pipe(Effect.provideService(LanguageModel.LanguageModel, managerModel))
       const { agent } = yield* parent([task("manager", "tmp.txt", "c1")], {
-        manager: { description: "Manages", agent: manager }
+        manager: { description: "Manages", agent: yield* manager(log) }
       }, {
         maxDepth: 1
       })
