@@ -1,7 +1,7 @@
 import type { Prompt } from "@effect/ai"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, type AgentResult, RunJournal } from "@stepwise-agent/core"
+import { Agent, AgentEvent, type AgentResult, RunJournal, UiMessageStream } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Option, Ref, Schema, Stream } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
@@ -356,6 +356,45 @@ describe("SubAgents", () => {
         result?._tag === "ToolCallCompleted" ? [result.result.id, result.result.result] : [],
         ["c1", "researched: the moon"]
       )
+    }))
+
+  it.effect("in a chat UI stream the task call is a tool part with the child's answer; a nested wait is data-interrupt", () =>
+    Effect.gen(function*() {
+      const log = yield* Ref.make<ReadonlyArray<string>>([])
+      const { agent } = yield* parent([task("researcher", "the moon", "c1"), task("cleaner", "x.txt", "c2")], {
+        researcher: { description: "Researches", agent: yield* researcher },
+        cleaner: { description: "Deletes files", agent: yield* cleaner(log) }
+      })
+      const chunks = Chunk.toReadonlyArray(
+        yield* Stream.runCollect(UiMessageStream.fromEvents(agent.stream("hi", { threadId: "p" })))
+      )
+      const of = (type: string) => chunks.filter((chunk) => chunk.type === type) as Array<any>
+      assert.deepStrictEqual(
+        of("tool-input-available").map((chunk) => [chunk.toolCallId, chunk.toolName]),
+        [["c1", "task"], ["c2", "task"]]
+      )
+      assert.deepStrictEqual(
+        of("tool-output-available").map((chunk) => [chunk.toolCallId, chunk.output]),
+        [["c1", "researched: the moon"]]
+      )
+      assert.strictEqual(of("data-interrupt")[0]?.data.value._tag, "TaskInterrupt")
+      assert.deepStrictEqual(chunks.at(-1), { type: "finish", finishReason: "other" })
+    }))
+
+  it.effect("a child with structured output answers the call with its output value", () =>
+    Effect.gen(function*() {
+      const model = yield* reactive(() =>
+        ScriptedModel.toolCalls([{ name: "final_answer", params: { city: "Lisbon", celsius: 21 } }])
+      )
+      const forecaster = yield* Agent.make({
+        responseFormat: Schema.Struct({ city: Schema.String, celsius: Schema.Number })
+      }).pipe(Effect.provideService(LanguageModel.LanguageModel, model))
+      const { agent } = yield* parent([task("forecaster", "Lisbon", "c1")], {
+        forecaster: { description: "Forecasts", agent: forecaster }
+      })
+      const result = yield* agent.run("How warm is Lisbon?", { threadId: "p" })
+      const [answer] = resultsOf(result.state.messages)
+      assert.deepStrictEqual([answer?.isFailure, answer?.result], [false, { city: "Lisbon", celsius: 21 }])
     }))
 
   it.effect("a child's steps go through the parent's journal under task/<callId>/<n>", () =>
