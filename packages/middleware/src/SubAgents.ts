@@ -36,6 +36,7 @@ import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Secrets from "@stepwise-agent/core/Secrets"
+import type * as UiMessageStream from "@stepwise-agent/core/UiMessageStream"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -394,6 +395,69 @@ export const decide = (
     })
   return route([], { middleware: interrupt.middleware, key: interrupt.key, value: interrupt.value })
 }
+
+/** The id a waiting leaf's tool call gets in a chat UI: prefixed with the calls leading to it. */
+const uiCallId = (leaf: Leaf, toolCallId: string) =>
+  leaf.path.length === 0 ? toolCallId : `${leaf.path.map((step) => step.callId).join("/")}/${toolCallId}`
+
+/**
+ * A chat UI's approvals (`UiMessageStream.toHttpApp({ approvals })`) that
+ * also see through subagents: each waiting leaf's requests, as `inner`
+ * reads them (e.g. `HumanInTheLoop.uiApprovals`), shown as tool parts whose
+ * ids are prefixed with the calls leading to them (`c1/call_7`); the
+ * answers are routed back down each path ({@link decide}). `None` when a
+ * leaf is not an approval `inner` reads.
+ *
+ * @example
+ * ```ts
+ * import { Agent, UiMessageStream } from "@stepwise-agent/core"
+ * import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
+ * import { Effect } from "effect"
+ *
+ * const chat = Effect.map(Agent.make({}), (agent) =>
+ *   UiMessageStream.toHttpApp(agent, { approvals: SubAgents.uiApprovals(HumanInTheLoop.uiApprovals) }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const uiApprovals = (inner: UiMessageStream.Approvals): UiMessageStream.Approvals => ({
+  requests: (interrupt) => {
+    const all: Array<UiMessageStream.ApprovalRequest> = []
+    for (const leaf of leaves(interrupt)) {
+      const requests = inner.requests(leaf.interrupt)
+      if (Option.isNone(requests)) return Option.none()
+      for (const request of requests.value) {
+        all.push({
+          ...request,
+          approvalId: uiCallId(leaf, request.approvalId),
+          toolCallId: uiCallId(leaf, request.toolCallId)
+        })
+      }
+    }
+    return Option.some(all)
+  },
+  resumeValue: (interrupt, responses) =>
+    decide(interrupt, (leaf) => {
+      const prefix = uiCallId(leaf, "")
+      const mine = responses.filter((response) =>
+        response.request.toolCallId.startsWith(prefix) &&
+        !response.request.toolCallId.slice(prefix.length).includes("/")
+      )
+      if (mine.length === 0) return undefined
+      return inner.resumeValue(
+        leaf.interrupt,
+        mine.map((response) => ({
+          ...response,
+          request: {
+            ...response.request,
+            approvalId: response.request.approvalId.slice(prefix.length),
+            toolCallId: response.request.toolCallId.slice(prefix.length)
+          }
+        }))
+      )
+    })
+})
 
 // -----------------------------------------------------------------------------
 // constructors

@@ -381,6 +381,36 @@ describe("SubAgents", () => {
       assert.deepStrictEqual(chunks.at(-1), { type: "finish", finishReason: "other" })
     }))
 
+  it.effect("uiApprovals shows a child's approval as a tool part with a path-prefixed id and routes the answer back", () =>
+    Effect.gen(function*() {
+      const log = yield* Ref.make<ReadonlyArray<string>>([])
+      const child = yield* cleaner(log)
+      const { agent } = yield* parent([task("cleaner", "a.txt", "c1"), task("cleaner", "b.txt", "c2")], {
+        cleaner: { description: "Deletes files", agent: child }
+      })
+      const approvals = SubAgents.uiApprovals(HumanInTheLoop.uiApprovals)
+      const chunks = Chunk.toReadonlyArray(
+        yield* Stream.runCollect(UiMessageStream.fromEvents(agent.stream("hi", { threadId: "p" }), { approvals }))
+      )
+      const asked = chunks.filter((chunk) => chunk.type === "tool-approval-request") as Array<any>
+      assert.deepStrictEqual(asked.map((chunk) => chunk.toolCallId), ["c1/call_delete_file_0", "c2/call_delete_file_0"])
+      const pending = Option.getOrThrow(Option.getOrThrow(yield* agent.thread("p")).pending)
+      const requests = Option.getOrThrow(approvals.requests(pending))
+      // approve the first child's call, deny the second's with a reason
+      const value = approvals.resumeValue(pending, [
+        { request: requests[0]!, approved: true },
+        { request: requests[1]!, approved: false, reason: "keep b.txt" }
+      ])
+      yield* agent.validateResume("p", value)
+      const done = yield* agent.resume("p", value)
+      assert.strictEqual(done._tag, "Completed")
+      assert.deepStrictEqual(yield* Ref.get(log), ["a.txt"])
+      // the second child got the denial with its reason as its call's result; both task calls have results
+      const second = Option.getOrThrow(yield* child.thread("p/task/c2/2")).state.messages
+      assert.include(JSON.stringify(resultsOf(second)), "keep b.txt")
+      assert.deepStrictEqual(resultsOf(done.state.messages).map((r) => r.id), ["c1", "c2"])
+    }))
+
   it.effect("a child with structured output answers the call with its output value", () =>
     Effect.gen(function*() {
       const model = yield* reactive(() =>
