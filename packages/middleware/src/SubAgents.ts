@@ -492,13 +492,8 @@ const OptionsSchema = Schema.Struct({
   }).pipe(Schema.filter((agents) => Object.keys(agents).length > 0 || "must name at least one agent")),
   toolName: Schema.optional(Check.NonEmpty),
   toolDescription: Schema.optional(Check.NonBlank),
-  maxDepth: Schema.optional(
-    Schema.Number.pipe(Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number ≥ 1" }))
-  ),
-  concurrency: Schema.optional(Schema.Union(
-    Schema.Literal("unbounded"),
-    Schema.Number.pipe(Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number ≥ 1" }))
-  )),
+  maxDepth: Schema.optional(Check.AtLeastOne),
+  concurrency: Schema.optional(Schema.Union(Schema.Literal("unbounded"), Check.AtLeastOne)),
   onFailure: Schema.optional(Schema.Literal("result", "fail")),
   name: Schema.optional(Check.NonEmpty)
 })

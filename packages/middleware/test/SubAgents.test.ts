@@ -498,5 +498,14 @@ describe("SubAgents", () => {
       const error = yield* Effect.flip(Agent.make({ middleware: [SubAgents.middleware({ agents: {} })] }))
       assert.strictEqual(error._tag, "InvalidOptions")
       assert.deepInclude(error, { module: "SubAgents", option: "agents" })
+      const child = yield* researcher
+      const depth = yield* Effect.flip(Agent.make({
+        middleware: [SubAgents.middleware({ agents: { a: { description: "A", agent: child } }, maxDepth: 0 })]
+      }))
+      assert.deepInclude(depth, { module: "SubAgents", option: "maxDepth" })
+      const notAnAgent = yield* Effect.flip(Agent.make({
+        middleware: [SubAgents.middleware({ agents: { a: { description: "A", agent: {} as any } } })]
+      }))
+      assert.deepInclude(notAnAgent, { module: "SubAgents", option: "agents.a.agent" })
     }).pipe(Effect.provide(ScriptedModel.layer([]))))
 })
