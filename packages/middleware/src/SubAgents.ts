@@ -641,10 +641,14 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       const outer = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
       const remaining = Math.min(yield* FiberRef.get(remainingDepth), maxDepth)
       const sink = yield* FiberRef.get(Middleware.CurrentEventSink)
+      // in process the child's journal is the default one: nothing to provide
       const nested = <A, E>(effect: Effect.Effect<A, E>) =>
-        effect.pipe(
-          Effect.provideService(RunJournal.RunJournal, RunJournal.nested(outer, path)),
-          Effect.locally(remainingDepth, remaining - 1)
+        Effect.locally(
+          outer === RunJournal.inProcess
+            ? effect
+            : Effect.provideService(effect, RunJournal.RunJournal, RunJournal.nested(outer, path)),
+          remainingDepth,
+          remaining - 1
         )
       if (sink === undefined) return yield* outcomeOf(call, delegation, nested(start.run))
       sink(AgentEvent.ToolCallStarted({ call }))
@@ -721,9 +725,10 @@ const build = (options: Options<Record<string, SubAgent>>) => {
           }))
         }
       }
-      const outcomes = yield* Effect.all(jobs, {
-        concurrency: options.concurrency ?? context.toolConcurrency ?? 8
-      })
+      // one child needs no fiber of its own (a concurrent `Effect.all` of one costs ~80 KiB)
+      const outcomes = jobs.length === 1
+        ? [yield* jobs[0]!]
+        : yield* Effect.all(jobs, { concurrency: options.concurrency ?? context.toolConcurrency ?? 8 })
       const results: Array<Prompt.ToolResultPart> = []
       const waits: Array<Wait> = []
       for (const outcome of outcomes) {
