@@ -13,6 +13,7 @@ import { AgentState, Middleware, Usage } from "@stepwise-agent/core"
 import { TodoList } from "@stepwise-agent/middleware"
 import { Context, Effect } from "effect"
 import { type Sample, sample, type SampleOptions } from "./measure.js"
+import * as SubAgentStep from "./subAgentStep.js"
 
 /**
  * @since 0.1.0
@@ -185,5 +186,10 @@ export const measure = async (sampling: SampleOptions): Promise<Array<MicroResul
     repeatEffect(() => Effect.suspend(() => todoList.write("thread-0", lists[writes++ % 2]!)), n),
     n
   )
+  // what a SubAgents `task` call adds to a step (per parent run; see subAgentStep.ts)
+  for (const row of await SubAgentStep.measure(sampling)) {
+    console.log(`  ${row.name.padEnd(58)} ${row.result.cpuUs.toFixed(2).padStart(9)} µs CPU`)
+    out.push(row)
+  }
   return out
 }

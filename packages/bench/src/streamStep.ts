@@ -18,32 +18,14 @@
 import { Effect } from "effect"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import * as v8 from "node:v8"
 import * as EffectAi from "./effectAi.js"
 import type { Mode, ModelKind } from "./fakes.js"
 import { makeBareCall, makeBench } from "./fixtures.js"
-import { getGc, sampleMany } from "./measure.js"
+import { allocated, sampleMany } from "./measure.js"
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..")
 const quick = process.argv.includes("--quick")
 const steps = 10
-
-const gc = getGc()
-
-/** Bytes allocated per unit by `runs` runs of `effect`: the median of three windows without a collection. */
-const allocated = async (effect: Effect.Effect<void, unknown>, runs: number, units: number): Promise<number> => {
-  const readings: Array<number> = []
-  for (let attempt = 0; attempt < 20 && readings.length < 3; attempt++) {
-    gc()
-    const profiler = new v8.GCProfiler()
-    profiler.start()
-    const before = process.memoryUsage().heapUsed
-    for (let i = 0; i < runs; i++) await Effect.runPromise(effect)
-    const after = process.memoryUsage().heapUsed
-    if (profiler.stop().statistics.length === 0) readings.push((after - before) / (runs * units))
-  }
-  return readings.length === 0 ? Number.NaN : readings.sort((a, b) => a - b)[readings.length >> 1]!
-}
 
 interface Row {
   readonly label: string

@@ -79,6 +79,17 @@ export type AgentEvent<S = AgentState.AgentState, O = unknown> = Data.TaggedEnum
    * includes the call it wraps). Reported only to streams and watchers.
    */
   HookCompleted: { readonly middleware: string; readonly hook: string; readonly durationMillis: number }
+  /**
+   * An event of a subagent's run, started by the `task` call `callId` of
+   * this run (the `SubAgents` middleware) on the child thread `threadId`.
+   * A grandchild's event arrives nested twice.
+   */
+  SubAgentEvent: {
+    readonly callId: string
+    readonly agent: string
+    readonly threadId: string
+    readonly event: AgentEvent<any, any>
+  }
   /** The run ended. */
   RunEnded: { readonly result: AgentResult.AgentResult<S, O> }
   /**
@@ -125,6 +136,8 @@ export const {
   RunStarted,
   /** @since 0.1.0 */
   StateUpdated,
+  /** @since 0.1.0 */
+  SubAgentEvent,
   /** @since 0.1.0 */
   TextDelta,
   /** @since 0.1.0 */

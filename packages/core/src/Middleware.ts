@@ -43,6 +43,7 @@ import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as AgentError from "./AgentError.js"
+import type * as AgentEvent from "./AgentEvent.js"
 import * as observer from "./internal/observer.js"
 
 /**
@@ -118,6 +119,11 @@ export interface HookContext<S> {
    * value passed to `Agent.resume`. The hook runs again with it.
    */
   readonly resume: Option.Option<unknown>
+  /**
+   * How many tool calls the agent runs at once (its `toolConcurrency`), for
+   * a hook that runs calls itself.
+   */
+  readonly toolConcurrency?: number | "unbounded" | undefined
 }
 
 /**
@@ -716,6 +722,29 @@ export interface Decision {
  */
 export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effect.Effect<void>> =
   observer.currentDecisionSink
+
+/**
+ * Where the events of the current run go, while someone streams or watches
+ * it (`undefined` otherwise); set by the agent loop. A middleware that runs
+ * another agent inside a hook (`SubAgents`) forwards that run's events here,
+ * wrapped in `AgentEvent.SubAgentEvent`, and checks it to run the child
+ * silently when nobody watches.
+ *
+ * @example
+ * ```ts
+ * import { AgentEvent, Middleware } from "@stepwise-agent/core"
+ * import { Effect, FiberRef } from "effect"
+ *
+ * const forward = (event: AgentEvent.AgentEvent<any, any>) =>
+ *   Effect.flatMap(FiberRef.get(Middleware.CurrentEventSink), (sink) =>
+ *     Effect.sync(() => sink?.(AgentEvent.SubAgentEvent({ callId: "call_1", agent: "researcher", threadId: "t/task/call_1/1", event }))))
+ * ```
+ *
+ * @since 0.1.0
+ * @category fiber refs
+ */
+export const CurrentEventSink: FiberRef.FiberRef<((event: AgentEvent.AgentEvent<any, any>) => void) | undefined> =
+  observer.currentEventSink
 
 /**
  * The middleware and hook that are running; set by the agent loop.

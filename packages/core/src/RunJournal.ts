@@ -31,7 +31,9 @@ import type * as Checkpointer from "./Checkpointer.js"
  * `Agent.send` left for it, taken in before a model step), the model call of
  * step `step`, or the `occurrence`-th call
  * with the id of `call` (providers may repeat ids across replies). A run
- * names its steps the same way each time it is replayed.
+ * names its steps the same way each time it is replayed. `Nested` is a step
+ * of a run started inside another run's step or hook (a subagent's), named
+ * under `path` in the outer run's journal ({@link nested}).
  *
  * @example
  * ```ts
@@ -50,6 +52,7 @@ export type StepKey = Data.TaggedEnum<{
   Inbox: { readonly index: number }
   Model: { readonly step: number }
   Tool: { readonly call: Prompt.ToolCallPart; readonly occurrence: number }
+  Nested: { readonly path: string; readonly key: StepKey }
 }>
 
 /**
@@ -71,7 +74,8 @@ export const StepKey = Data.taggedEnum<StepKey>()
 /**
  * A step's name as text, unique within a run: `load`, `checkpoint/<index>`,
  * `inbox/<index>`, `model/<step>`, `tool/<callId>` (then `tool/<callId>#<n>` for the n-th
- * call with that id). A journal that stores steps by name uses this one.
+ * call with that id), and `<path>/<name>` for a nested step. A journal that
+ * stores steps by name uses this one.
  *
  * @example
  * ```ts
@@ -85,13 +89,41 @@ export const StepKey = Data.taggedEnum<StepKey>()
  * @since 0.1.0
  * @category getters
  */
-export const stepName: (key: StepKey) => string = StepKey.$match({
-  Load: () => "load",
-  Checkpoint: ({ index }) => `checkpoint/${index}`,
-  Inbox: ({ index }) => `inbox/${index}`,
-  Model: ({ step }) => `model/${step}`,
-  Tool: ({ call, occurrence }) => occurrence === 1 ? `tool/${call.id}` : `tool/${call.id}#${occurrence}`
-})
+export const stepName = (key: StepKey): string => {
+  switch (key._tag) {
+    case "Load":
+      return "load"
+    case "Checkpoint":
+      return `checkpoint/${key.index}`
+    case "Inbox":
+      return `inbox/${key.index}`
+    case "Model":
+      return `model/${key.step}`
+    case "Tool":
+      return key.occurrence === 1 ? `tool/${key.call.id}` : `tool/${key.call.id}#${key.occurrence}`
+    case "Nested":
+      return `${key.path}/${stepName(key.key)}`
+  }
+}
+
+/**
+ * The step a key names, whatever run it belongs to: `key` itself, or the
+ * innermost key of a `Nested` one. A journal that treats kinds of steps
+ * differently (checkpoints, tool calls) asks this.
+ *
+ * @example
+ * ```ts
+ * import { RunJournal } from "@stepwise-agent/core"
+ *
+ * const key = RunJournal.StepKey.Nested({ path: "task/call_1/1", key: RunJournal.StepKey.Model({ step: 0 }) })
+ * RunJournal.innermost(key)._tag // "Model"
+ * ```
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const innermost = (key: StepKey): Exclude<StepKey, { readonly _tag: "Nested" }> =>
+  key._tag === "Nested" ? innermost(key.key) : key
 
 /**
  * The outcome of one model call as the loop stores it: the reply, its usage
@@ -231,3 +263,37 @@ export const inProcess: RunJournal.Service = RunJournal.of({
   await: () => Effect.succeedNone,
   durable: false
 })
+
+/**
+ * The journal of a run started inside a step or hook of another run (a
+ * subagent's run inside its parent's hook): each step goes through
+ * `journal` named under `path` (`<path>/model/0`), so a durable parent
+ * records the child's model calls, tool calls and checkpoints as its own
+ * steps and replays them; the child's waits end it `Interrupted` (the
+ * parent surfaces them and waits in its own journal). `path` must be the
+ * same on every replay and unique within the outer run. The in-process
+ * journal nests as itself.
+ *
+ * @example
+ * ```ts
+ * import { Agent, RunJournal } from "@stepwise-agent/core"
+ * import { Effect, Option } from "effect"
+ *
+ * const runChild = (child: Agent.Agent.Service<any, any>, path: string) =>
+ *   Effect.gen(function*() {
+ *     const outer = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
+ *     return yield* child.run("Summarize the report", { threadId: `parent/${path}` }).pipe(
+ *       Effect.provideService(RunJournal.RunJournal, RunJournal.nested(outer, path))
+ *     )
+ *   })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const nested = (journal: RunJournal.Service, path: string): RunJournal.Service =>
+  journal === inProcess ? inProcess : RunJournal.of({
+    step: (key, schema, effect) => journal.step(StepKey.Nested({ path, key }), schema, effect),
+    await: () => Effect.succeedNone,
+    durable: false
+  })

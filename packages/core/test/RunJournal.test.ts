@@ -53,6 +53,9 @@ const journaling = (journal: Journal, executed: { models: number; tools: number 
               journal.tools.set(key.call.id, result as Prompt.ToolResultPart)
             }))
         }
+        case "Nested":
+          // these runs start no subagents
+          return effect
       }
     },
     await: () => Effect.succeedNone
@@ -358,4 +361,43 @@ describe("Agent.discardPending", () => {
       const next = yield* agent.run("never mind", { threadId: "t" })
       assert.strictEqual(next._tag, "Interrupted")
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))))
+})
+
+describe("RunJournal.nested", () => {
+  const segment = Schema.String.pipe(Schema.pattern(/^[a-z0-9_]{1,8}$/))
+
+  it.prop(
+    "a nested step is named under every path around it, and innermost gives the step itself",
+    { paths: Schema.Array(segment).pipe(Schema.maxItems(4)), step: Schema.Int.pipe(Schema.between(0, 50)) },
+    ({ paths, step }) => {
+      const model = RunJournal.StepKey.Model({ step })
+      const key = paths.reduceRight<RunJournal.StepKey>(
+        (inner, path) => RunJournal.StepKey.Nested({ path, key: inner }),
+        model
+      )
+      assert.strictEqual(RunJournal.stepName(key), [...paths, `model/${step}`].join("/"))
+      assert.deepStrictEqual(RunJournal.innermost(key), model)
+    }
+  )
+
+  it.effect("a nested journal names a run's steps under its path in the outer journal; its waits end the run", () =>
+    Effect.gen(function*() {
+      const names: Array<string> = []
+      const outer = RunJournal.RunJournal.of({
+        durable: true,
+        step: (key, _schema, effect) =>
+          Effect.zipRight(Effect.sync(() => names.push(RunJournal.stepName(key))), effect),
+        await: () => Effect.succeed(Option.some("decided by the outer journal"))
+      })
+      const nested = RunJournal.nested(RunJournal.nested(outer, "task/c1/1"), "task/g1/1")
+      assert.isFalse(nested.durable)
+      assert.deepStrictEqual(
+        yield* nested.await({ key: "k", threadId: "t", step: 0, middleware: "m", node: "afterModel", value: 1 }),
+        Option.none()
+      )
+      yield* nested.step(RunJournal.StepKey.Model({ step: 0 }), Schema.Void, Effect.void)
+      assert.deepStrictEqual(names, ["task/c1/1/task/g1/1/model/0"])
+      // the in-process journal nests as itself: nothing to rename, nothing to pay
+      assert.strictEqual(RunJournal.nested(RunJournal.inProcess, "task/c1/1"), RunJournal.inProcess)
+    }))
 })

@@ -1,9 +1,12 @@
 /**
  * `npm run demo`: a small agent with three tools, a todo list, an approval
- * step and an audit middleware, on a scripted model by default, or on OpenAI
- * when `OPENAI_API_KEY` is set (`OPENAI_MODEL` picks the model, default
- * gpt-4o-mini). Reading a file needs your approval: you are asked in the
- * terminal, or the demo approves by itself when stdin is not a terminal.
+ * step, an audit middleware and a subagent, on a scripted model by default,
+ * or on OpenAI when `OPENAI_API_KEY` is set (`OPENAI_MODEL` picks the model,
+ * default gpt-4o-mini). Reading a file needs your approval: you are asked in
+ * the terminal, or the demo approves by itself when stdin is not a terminal.
+ * A second question is delegated to a `reader` subagent (SubAgents' `task`
+ * tool), whose own read needs your approval the same way: the approval is
+ * asked inside the child and answered through the parent.
  *
  * `--ui` watches the run in the inspector (a local web page) and waits for
  * the approval there; `--durable` runs the same agent durably on SQLite (stop
@@ -14,7 +17,7 @@
  */
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Agent, AgentEvent, type AgentResult, Transcript } from "@stepwise-agent/core"
-import { HumanInTheLoop, TodoList } from "@stepwise-agent/middleware"
+import { HumanInTheLoop, SubAgents, TodoList } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Console, Effect, Option, Schema, Stream } from "effect"
 import * as path from "node:path"
@@ -29,6 +32,7 @@ import { runWithInspector } from "./ui.js"
 const dataDirectory = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "data")
 const threadId = "demo"
 const question = "What does the weekend shopping list in my files cost in total?"
+const delegated = "Ask the reader what the readme in my files says."
 
 const todos = (...items: ReadonlyArray<readonly [string, "pending" | "in_progress" | "completed"]>) => ({
   name: "write_todos",
@@ -51,10 +55,23 @@ const script = [
   ScriptedModel.toolCalls([todos(["Find the shopping list", "completed"], ["Add up the prices", "completed"])]),
   ScriptedModel.text(
     "The weekend shopping costs 25.30 in total: bread 7.50 (3 × 2.50), milk 5.00 (4 × 1.25) and cheese 12.80."
-  )
+  ),
+  // the second question: handed to the reader subagent
+  ScriptedModel.toolCalls([{
+    name: "task",
+    params: { agent: "reader", task: "Read readme.txt and tell me in one sentence what it says." }
+  }]),
+  ScriptedModel.text("The reader says: the readme explains that the folder is the demo's sandbox.")
+]
+
+/** The reader subagent's own script: it reads the file (after your approval), then answers. */
+const readerScript = [
+  ScriptedModel.toolCalls([{ name: "read_file", params: { path: "readme.txt" } }]),
+  ScriptedModel.text("readme.txt says the folder is the demo agent's sandbox, the only place read_file can read.")
 ]
 
 const ModelLive = DemoModel.layer(ScriptedModel.layer(script))
+const ReaderModelLive = DemoModel.layer(ScriptedModel.layer(readerScript))
 
 const show = (value: unknown) => {
   const text = typeof value === "string" ? value : JSON.stringify(value)
@@ -71,8 +88,34 @@ const showResult = (result: { readonly name: string; readonly result: unknown })
   return show(result.result)
 }
 
+/** One line for a subagent's event (a grandchild's prefixed with its agent), or none for the noisy ones. */
+const nestedLine = (event: AgentEvent.AgentEvent<any, any>): string | undefined => {
+  switch (event._tag) {
+    case "SubAgentEvent": {
+      const line = nestedLine(event.event)
+      return line === undefined ? undefined : `[${event.agent}] ${line}`
+    }
+    case "ModelCallStarted":
+      return `model call with ${event.messageCount} messages`
+    case "ToolCallStarted":
+      return `→ ${event.call.name}(${show(event.call.params)})`
+    case "ToolCallCompleted":
+      return `${event.result.isFailure ? "✗" : "←"} ${event.result.name}: ${show(event.result.result)}`
+    case "MiddlewareDecision":
+      return `[${event.middleware}] ${event.decision}`
+    case "RunEnded":
+      return event.result._tag === "Completed" ? `answered: ${show(event.result.text)}` : "waits for a decision"
+    default:
+      return undefined
+  }
+}
+
 const printEvent = (event: AgentEvent.AgentEvent) =>
   AgentEvent.$match(event, {
+    SubAgentEvent: ({ agent, event }) => {
+      const line = nestedLine(event)
+      return line === undefined ? Effect.void : Console.log(`     │ ${agent}: ${line}`)
+    },
     RunStarted: ({ resumed, threadId }) => Console.log(`── ${resumed ? "resuming" : "starting"} thread "${threadId}"`),
     HookCompleted: () => Effect.void,
     MessageReceived: ({ messages, mode }) =>
@@ -124,20 +167,36 @@ const decide = (request: HumanInTheLoop.ApprovalRequest) =>
         : HumanInTheLoop.reject(action, "The user did not allow reading this file.")
     }))
 
+/** Where a wait is: the calls leading to it (a subagent's) and its key. */
+const leafId = (leaf: SubAgents.Leaf) => [...leaf.path.map((step) => step.callId), leaf.interrupt.key].join(" › ")
+
 const program = Effect.gen(function*() {
   const approvals = yield* HumanInTheLoop.middleware({
     toolkit: DemoToolkit,
     interruptOn: { read_file: { allowedDecisions: ["approve", "reject"] } }
   })
+  // the subagent: its own model, system prompt and middleware (the same approval on read_file)
+  const reader = yield* Agent.make({
+    toolkit: DemoToolkit,
+    systemPrompt: "You read the user's files for another agent and answer in one sentence.",
+    middleware: [DemoModel.audit, approvals],
+    maxSteps: 4
+  }).pipe(Effect.provide(ReaderModelLive))
   const agent = yield* Agent.make({
     toolkit: DemoToolkit,
     systemPrompt: "You answer questions about the user's files. Plan with write_todos, use the tools, " +
-      "and do arithmetic with calculate.",
-    middleware: [DemoModel.audit, TodoList.middleware(), approvals],
+      "and do arithmetic with calculate. Hand reading tasks the user gives the reader to the task tool.",
+    middleware: [
+      DemoModel.audit,
+      TodoList.middleware(),
+      SubAgents.middleware({
+        agents: { reader: { description: "Reads a file of the user's and says what it holds", agent: reader } }
+      }),
+      approvals
+    ],
     maxSteps: 12
   })
   if (process.argv.includes("--ui")) return yield* runWithInspector(agent, { question, threadId })
-  yield* Console.log(`User: ${question}`)
   let ended: AgentResult.AgentResult<unknown> | undefined
   const follow = (events: Stream.Stream<AgentEvent.AgentEvent, unknown>) =>
     Stream.runForEach(events, (event) =>
@@ -147,11 +206,22 @@ const program = Effect.gen(function*() {
         }),
         printEvent(event)
       ))
-  yield* follow(agent.stream(question, { threadId }))
-  while (ended?._tag === "Interrupted") {
-    const request = yield* Schema.decodeUnknown(HumanInTheLoop.ApprovalRequest)(ended.interrupt.value)
-    const decisions = yield* decide(request)
-    yield* follow(agent.resumeStream(threadId, decisions))
+  for (const input of [question, delegated]) {
+    yield* Console.log(`\nUser: ${input}`)
+    yield* follow(agent.stream(input, { threadId }))
+    while (ended?._tag === "Interrupted") {
+      // every wait, the subagents' included: ask about each, then route the answers down their paths
+      const interrupt = ended.interrupt
+      const answers = new Map<string, unknown>()
+      for (const leaf of SubAgents.leaves(interrupt)) {
+        if (leaf.path.length > 0) {
+          yield* Console.log(`\n   asked inside subagent ${leaf.path.map((step) => step.agent).join(" › ")}:`)
+        }
+        const request = yield* Schema.decodeUnknown(HumanInTheLoop.ApprovalRequest)(leaf.interrupt.value)
+        answers.set(leafId(leaf), yield* decide(request))
+      }
+      yield* follow(agent.resumeStream(threadId, SubAgents.decide(interrupt, (leaf) => answers.get(leafId(leaf)))))
+    }
   }
 })
 

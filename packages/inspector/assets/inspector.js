@@ -231,6 +231,17 @@ function apply(entry) {
       }
       break
     }
+    case "SubAgentEvent": {
+      // a subagent's run, summarized under the task call that started it (a grandchild's, under that)
+      const item = run.tools.get(event.callId)
+      const line = subAgentLine(event)
+      if (item !== undefined && line !== null) {
+        item.subagent ??= { agent: event.agent, threadId: event.threadId, lines: [] }
+        item.subagent.lines.push(line)
+        if (run.current !== null) touch(run.current)
+      }
+      break
+    }
     case "MiddlewareDecision": {
       place(run, event.hook, {
         kind: "decision",
@@ -287,6 +298,35 @@ function apply(entry) {
     default: {
       place(run, "", { kind: "other", event })
     }
+  }
+}
+
+/** One line for a subagent's event (nested ones prefixed with their agent), or null for the noisy ones. */
+function subAgentLine(wrapped) {
+  const event = wrapped.event
+  switch (event._tag) {
+    case "SubAgentEvent": {
+      const line = subAgentLine(event)
+      return line === null ? null : `${event.agent} › ${line}`
+    }
+    case "ModelResponded": {
+      const parts = event.message?.content ?? []
+      const text = parts.filter((part) => part.type === "text").map((part) => part.text).join("")
+      const calls = parts.filter((part) => part.type === "tool-call").length
+      return `model step ${event.step + 1}: ${inline(text, 100)}${calls > 0 ? ` (${calls} tool call(s))` : ""}`
+    }
+    case "ToolCallStarted":
+      return `⚙ ${event.call.name} ${inline(event.call.params, 80)}`
+    case "ToolCallCompleted":
+      return `${event.result.isFailure ? "✗" : "←"} ${event.result.name}: ${inline(event.result.result, 100)}`
+    case "MiddlewareDecision":
+      return `[${event.middleware}] ${event.decision}`
+    case "RunEnded":
+      return `ended: ${event.result._tag}`
+    case "RunFailed":
+      return `failed: ${event.error}: ${event.message}`
+    default:
+      return null
   }
 }
 
@@ -770,6 +810,12 @@ function renderItem(group, item) {
           summary,
           h("div", { class: "meta" }, "arguments"),
           h("pre", null, json(item.call.params)),
+          item.subagent === undefined
+            ? null
+            : h("div", { class: "meta" }, `subagent ${item.subagent.agent} on thread ${item.subagent.threadId}`),
+          item.subagent === undefined
+            ? null
+            : h("pre", { "data-testid": "subagent-events" }, item.subagent.lines.join("\n")),
           result === undefined ? null : h("div", { class: "meta" }, failure ? "failure" : "result"),
           result === undefined ? null : h("pre", null, json(result.result))
         )

@@ -1,9 +1,13 @@
+import { LanguageModel } from "@effect/ai"
 import { assert, describe, layer } from "@effect/vitest"
+import { Agent } from "@stepwise-agent/core"
+import { SubAgents } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Context, Deferred, Effect, Fiber, Layer, Queue } from "effect"
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import { type Browser, chromium, type LaunchOptions, type Page } from "playwright-core"
+import * as Inspector from "../src/Inspector.js"
 import { approvalScript, eventually, longScript, pendingOf, setup, todos } from "./fixtures.js"
 
 // The page in a real browser, headless, driven by playwright-core (which downloads nothing): $CHROMIUM_PATH,
@@ -231,6 +235,30 @@ describe("Inspector in a browser", () => {
         yield* wait(second, "[data-testid=thread-status][data-status=completed]")
         assert.deepStrictEqual(yield* reads, ["notes.txt"])
         yield* shot(second, "tabs-1-already-decided")
+      }))
+
+    it.scoped("shows a subagent's run under the task call that started it", () =>
+      Effect.gen(function*() {
+        const childModel = yield* ScriptedModel.make([ScriptedModel.text("The notes are about Effect.")])
+        const child = yield* Agent.make({ systemPrompt: "You read notes." }).pipe(
+          Effect.provideService(LanguageModel.LanguageModel, childModel.model)
+        )
+        const parentModel = yield* ScriptedModel.make([
+          ScriptedModel.toolCalls([{ name: "task", params: { agent: "reader", task: "Read the notes" }, id: "t1" }]),
+          ScriptedModel.text("Done.")
+        ])
+        const agent = yield* Agent.make({
+          middleware: [SubAgents.middleware({ agents: { reader: { description: "Reads", agent: child } } })]
+        }).pipe(Effect.provideService(LanguageModel.LanguageModel, parentModel.model))
+        const inspector = yield* Inspector.make(agent)
+        const page = yield* open(inspector.url)
+        const result = yield* agent.run("What are my notes about?", { threadId: "delegating" })
+        assert.strictEqual(result._tag, "Completed")
+        yield* wait(page, "[data-testid=tool-call][data-tool=task]")
+        const nested = yield* on(() => page.locator("[data-testid=subagent-events]").first().textContent())
+        assert.include(nested, "model step 1: \"The notes are about Effect.\"")
+        assert.include(nested, "ended: Completed")
+        yield* shot(page, "subagent-1-nested")
       }))
 
     it.scoped(

@@ -86,6 +86,11 @@ export * as RiskApproval from "./RiskApproval.js"
 /**
  * @since 0.1.0
  */
+export * as SubAgents from "./SubAgents.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Summarization from "./Summarization.js"
 
 /**

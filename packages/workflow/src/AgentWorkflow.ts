@@ -712,12 +712,14 @@ const makeJournal = (options: Options, runId: string, cancelled: Effect.Effect<b
       cancelled,
       (yes): Effect.Effect<A, E | RunCancelled, R> => yes ? Effect.fail(new RunCancelled({ runId })) : call
     )
+  // a subagent's step (`Nested`) is treated as the step it names: its checkpoints wait, its tool calls compensate
   const compensated = <A, E, R>(key: RunJournal.StepKey, activity: Effect.Effect<A, E, R>) => {
-    const undo = key._tag === "Tool" ? options.undo?.[key.call.name] : undefined
-    return undo === undefined || key._tag !== "Tool" ? activity : Workflow.withCompensation(
+    const step = RunJournal.innermost(key)
+    const undo = step._tag === "Tool" ? options.undo?.[step.call.name] : undefined
+    return undo === undefined || step._tag !== "Tool" ? activity : Workflow.withCompensation(
       activity,
       (result) =>
-        (result as Prompt.ToolResultPart).isFailure ? Effect.void : undo(key.call, result as Prompt.ToolResultPart)
+        (result as Prompt.ToolResultPart).isFailure ? Effect.void : undo(step.call, result as Prompt.ToolResultPart)
     )
   }
   /** The checkpoints saved since the last activity began, in order, not yet written. */
@@ -733,18 +735,20 @@ const makeJournal = (options: Options, runId: string, cancelled: Effect.Effect<b
   })
   const journal = RunJournal.RunJournal.of({
     durable: true,
-    step: (key, schema, effect) =>
-      key._tag === "Checkpoint"
+    step: (key, schema, effect) => {
+      const kind = RunJournal.innermost(key)._tag
+      return kind === "Checkpoint"
         ? Effect.sync(() => void unwritten.push({ key, save: effect as Effect.Effect<unknown, unknown> })) as any
-        : key._tag === "Inbox" && options.steering !== true
+        : kind === "Inbox" && options.steering !== true
         // without steering a run never takes messages in: nothing to journal
         ? Effect.succeed([]) as any
         : Effect.suspend(() =>
           compensated(
             key,
-            inActivity(key, schema, afterUnwritten(key._tag === "Model" ? unlessCancelled(effect) : effect))
+            inActivity(key, schema, afterUnwritten(kind === "Model" ? unlessCancelled(effect) : effect))
           )
-        ) as any,
+        ) as any
+    },
     await: (interrupt) => {
       const deferred = DurableDeferred.make(interrupt.key, { success: Decision })
       const timeout = options.decisionTimeout

@@ -108,3 +108,78 @@ describe("durable runs across processes (SQLite)", () => {
     { timeout: 180_000 }
   )
 })
+
+describe("a subagent in a durable run across processes (SQLite)", () => {
+  /** The model calls the SIDE file logged, as `<agent> <tool results seen>`. */
+  const modelCalls = (side: string) =>
+    fs.readFileSync(side, "utf8").split("\n").filter((line) => line.startsWith("model ")).map((line) => line.slice(6))
+
+  it.scopedLive(
+    "a runner killed during a child's tool: a fresh process finishes the child and the parent, no step runs twice",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-subagent-crash-")
+        const env = { DB: path.join(directory, "runs.db"), SIDE: path.join(directory, "side.log"), SUBAGENT: "1" }
+        const first = yield* spawn({ ...env, ROLE: "runner", START: "run-sub", HANG_FIRST: "1" })
+        const key = "thread-1/task/task_1/1/call_1"
+        yield* promise(() => first.waitForLine((line) => line === `tool ${key}`, 60_000))
+        yield* promise(() => first.kill())
+        assert.deepStrictEqual(modelCalls(env.SIDE), ["lead 0", "cleaner 0"])
+
+        const second = yield* spawn({ ...env, ROLE: "runner", RUN_ID: "run-sub" })
+        const result = yield* done(second)
+        assert.strictEqual(result.state, "Completed")
+        assert.deepStrictEqual(result.results, ["cleaned"])
+        const { attempts, effects } = sideEffects(env.SIDE)
+        // the killed call ran again (its activity had no result) and wrote nothing twice
+        assert.deepStrictEqual(effects, [key])
+        assert.deepStrictEqual(attempts, [key, key])
+        // the model calls before the crash were replayed from the journal, not made again
+        assert.deepStrictEqual(modelCalls(env.SIDE), ["lead 0", "cleaner 0", "cleaner 1", "lead 1"])
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.scopedLive(
+    "a child's approval waits in the parent's run; another process approves it through AgentWorkflow.resume",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-subagent-approval-")
+        const env = {
+          DB: path.join(directory, "runs.db"),
+          SIDE: path.join(directory, "side.log"),
+          SUBAGENT: "1",
+          APPROVAL: "1"
+        }
+        const starter = yield* spawn({ ...env, ROLE: "runner", START: "run-sub", EXIT_WHEN_WAITING: "1" })
+        yield* promise(() => starter.waitForLine((line) => line === "status run-sub Waiting task/task_1", 60_000))
+        yield* promise(() => starter.exited)
+        assert.deepStrictEqual(sideEffects(env.SIDE).effects, [])
+
+        const runner = yield* spawn({ ...env, ROLE: "runner", RUN_ID: "run-sub" })
+        // a decision the child refuses (its HumanInTheLoop has no call_9) is refused before anything runs
+        const stray = yield* spawn({
+          ...env,
+          ROLE: "client",
+          RUN_ID: "run-sub",
+          DECIDE: JSON.stringify([{ type: "approve", callId: "call_9" }])
+        })
+        const refused = yield* promise(() => stray.waitForLine((line) => line.startsWith("error "), 60_000))
+        assert.strictEqual(refused, "error InvalidDecision")
+        const client = yield* spawn({
+          ...env,
+          ROLE: "client",
+          RUN_ID: "run-sub",
+          DECIDE: JSON.stringify([{ type: "approve", callId: "call_1" }])
+        })
+        yield* promise(() => client.waitForLine((line) => line === "decided", 60_000))
+        const result = yield* done(runner)
+        assert.strictEqual(result.state, "Completed")
+        assert.deepStrictEqual(result.results, ["cleaned"])
+        assert.deepStrictEqual(sideEffects(env.SIDE).effects, ["thread-1/task/task_1/1/call_1"])
+        // each model call once: the starter's were replayed by the runner
+        assert.deepStrictEqual(modelCalls(env.SIDE), ["lead 0", "cleaner 0", "cleaner 1", "lead 1"])
+      }),
+    { timeout: 180_000 }
+  )
+})

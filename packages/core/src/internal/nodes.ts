@@ -48,6 +48,7 @@ export const make = (config: Compiled) =>
             step: state.step,
             usage: state.usage,
             tools: config.toolList,
+            toolConcurrency: config.toolConcurrency,
             resume: index === start ? resume : Option.none()
           })
         )

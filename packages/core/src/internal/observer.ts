@@ -58,6 +58,12 @@ export const currentDecisionSink: FiberRef.FiberRef<(decision: Middleware.Decisi
     () => FiberRef.unsafeMake<(decision: Middleware.Decision) => Effect.Effect<void>>(() => Effect.void)
   )
 
+/** Where the running run's events go; see `Middleware.CurrentEventSink`. */
+export const currentEventSink: FiberRef.FiberRef<Emit | undefined> = globalValue(
+  Symbol.for("@stepwise-agent/core/Middleware/CurrentEventSink"),
+  () => FiberRef.unsafeMake<Emit | undefined>(undefined)
+)
+
 /**
  * Runs a hook's effect as hook `hook` of middleware `name`: decisions it
  * reports are filed under it, it gets a span when traced, and a
@@ -177,18 +183,20 @@ export const observed = <A, E, R>(
   const emit = observer.emit
   if (emit === undefined && !observer.traced) return effect
   const located = Effect.locally(effect, currentHook, new HookCell("agent", "run"))
-  return emit === undefined ? located : Effect.locally(
-    located,
-    currentDecisionSink,
-    (decision) =>
-      Effect.sync(() =>
-        emit(AgentEvent.MiddlewareDecision({
-          middleware: decision.middleware,
-          hook: decision.hook,
-          decision: decision.decision,
-          data: decision.data
-        }))
-      )
+  return emit === undefined ? located : located.pipe(
+    Effect.locally(
+      currentDecisionSink,
+      (decision) =>
+        Effect.sync(() =>
+          emit(AgentEvent.MiddlewareDecision({
+            middleware: decision.middleware,
+            hook: decision.hook,
+            decision: decision.decision,
+            data: decision.data
+          }))
+        )
+    ),
+    Effect.locally(currentEventSink, emit)
   )
 }
 
@@ -202,7 +210,8 @@ export const carried = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<
     Effect.succeed(
       effect.pipe(
         Effect.locally(currentHook, fiber.getFiberRef(currentHook)),
-        Effect.locally(currentDecisionSink, fiber.getFiberRef(currentDecisionSink))
+        Effect.locally(currentDecisionSink, fiber.getFiberRef(currentDecisionSink)),
+        Effect.locally(currentEventSink, fiber.getFiberRef(currentEventSink))
       )
     )
   )

@@ -87,6 +87,15 @@ export const event = (value: AgentEvent.AgentEvent<any>): Record<string, unknown
       }
     case "RunEnded":
       return { _tag: value._tag, result: result(value.result) }
+    case "SubAgentEvent":
+      // the child's event as the page sees any event: encoded, scrubbed
+      return {
+        _tag: value._tag,
+        callId: value.callId,
+        agent: value.agent,
+        threadId: value.threadId,
+        event: event(value.event)
+      }
     case "ModelAttemptFailed":
     case "RunFailed":
       return { ...value, message: Secrets.scrubText(value.message) }

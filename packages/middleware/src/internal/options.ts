@@ -147,6 +147,11 @@ export const Count = Schema.Number.pipe(
   Schema.filter((n) => Number.isInteger(n) && n >= 0, { description: "a whole number of at least 0" })
 )
 
+/** A whole number of at least 1. */
+export const AtLeastOne = Schema.Number.pipe(
+  Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
+)
+
 /** A non-empty text. */
 export const NonEmpty = Schema.String.pipe(
   Schema.filter((text) => text.length > 0, { description: "a non-empty text" })

@@ -8,16 +8,22 @@
  *   Prints `status <runId> <state> [<pending key>]` on each change and `done <json>` at the end.
  * - ROLE=client: DECIDE=<json> answers run RUN_ID as PRINCIPAL, prints `decided` or `error <tag>`.
  * - APPROVAL=1 gates delete_file behind HumanInTheLoop.
+ * - SUBAGENT=1: the agent delegates (SubAgents' `task`, call `task_1`) to a
+ *   `cleaner` child that deletes /tmp/a (behind HumanInTheLoop in the child
+ *   with APPROVAL=1) and answers "cleaned"; every model call is logged to
+ *   SIDE as `model <agent> <tool results seen>`.
+ * - HANG_FIRST=1: the first attempt of a tool call writes its effect, prints
+ *   `tool <key>` and never returns (the test SIGKILLs the process there).
  *
  * The model answers from the prompt (not from a counter), so a fresh process
  * continues a run where the last one stopped: it deletes /tmp/a, then /tmp/b,
  * then says it is done. The tool writes its side effect once per idempotency
  * key, and logs every attempt.
  */
-import { Tool, Toolkit } from "@effect/ai"
+import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { NodeRuntime } from "@effect/platform-node"
 import { Agent, ToolContext } from "@stepwise-agent/core"
-import { HumanInTheLoop } from "@stepwise-agent/middleware"
+import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
@@ -40,10 +46,11 @@ const ToolsLive = Tools.toLayer({
     Effect.gen(function*() {
       const { idempotencyKey } = yield* Effect.orDie(ToolContext.current)
       const side = env("SIDE")
+      const before = fs.existsSync(side) ? fs.readFileSync(side, "utf8").split("\n") : []
       fs.appendFileSync(side, `attempt ${idempotencyKey}\n`)
-      const done = fs.readFileSync(side, "utf8").split("\n").includes(`effect ${idempotencyKey}`)
-      if (!done) fs.appendFileSync(side, `effect ${idempotencyKey}\n`)
+      if (!before.includes(`effect ${idempotencyKey}`)) fs.appendFileSync(side, `effect ${idempotencyKey}\n`)
       console.log(`tool ${idempotencyKey}`)
+      if (env("HANG_FIRST") === "1" && !before.includes(`attempt ${idempotencyKey}`)) return yield* Effect.never
       return `deleted ${path}`
     })
 })
@@ -58,13 +65,47 @@ const answer: ScriptedModel.Turn = (request) => {
     : ScriptedModel.text("Both files are deleted.")
 }
 
+const toolResults = (request: ScriptedModel.Request) =>
+  request.prompt.content.filter((message) => message.role === "tool").length
+
+/** A turn that logs the model call to SIDE first. */
+const logged =
+  (agent: string, turn: (request: ScriptedModel.Request) => ReturnType<typeof ScriptedModel.text>) =>
+  (request: ScriptedModel.Request) => {
+    fs.appendFileSync(env("SIDE"), `model ${agent} ${toolResults(request)}\n`)
+    return turn(request)
+  }
+
+/** Delegates once to the cleaner, then answers. */
+const lead = logged("lead", (request) =>
+  toolResults(request) === 0
+    ? ScriptedModel.toolCalls([{ name: "task", params: { agent: "cleaner", task: "/tmp/a" }, id: "task_1" }])
+    : ScriptedModel.text("The cleaner is done."))
+
+/** Deletes the file its task names, then says "cleaned". */
+const cleanerTurn = logged("cleaner", (request) => {
+  const first = request.prompt.content.find((message) => message.role === "user")
+  const path = first?.role === "user" && first.content[0]?.type === "text" ? first.content[0].text : ""
+  return toolResults(request) === 0
+    ? ScriptedModel.toolCalls([{ name: "delete_file", params: { path }, id: "call_1" }])
+    : ScriptedModel.text("cleaned")
+})
+
 export const Runs = AgentWorkflow.make({ name: "cross-process-agent", version: 1 })
 
 const AgentLive = Layer.unwrapEffect(Effect.gen(function*() {
   const middleware = env("APPROVAL") === "1"
     ? [yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })]
     : []
-  return Agent.layer({ toolkit: Tools, middleware })
+  if (env("SUBAGENT") !== "1") return Agent.layer({ toolkit: Tools, middleware })
+  // the child keeps its thread in the same SQL store as the parent (a child's resume loads it from there)
+  const { model } = yield* ScriptedModel.make(Array.from({ length: 20 }, () => cleanerTurn))
+  const cleaner = yield* Agent.make({ toolkit: Tools, middleware }).pipe(
+    Effect.provideService(LanguageModel.LanguageModel, model)
+  )
+  return Agent.layer({
+    middleware: [SubAgents.middleware({ agents: { cleaner: { description: "Deletes files", agent: cleaner } } })]
+  }).pipe(Layer.provide(ScriptedModel.layer(Array.from({ length: 20 }, () => lead))))
 })).pipe(
   Layer.provide(Layer.mergeAll(ScriptedModel.layer(Array.from({ length: 20 }, () => answer)), ToolsLive))
 )
@@ -116,9 +157,15 @@ const client = Effect.gen(function*() {
   // decisions by call id, bound to the wait the run shows (as a client deciding by run id does)
   const waiting = (yield* Runs.status(env("RUN_ID"))).pending
   const decisions = JSON.parse(env("DECIDE")) as ReadonlyArray<HumanInTheLoop.Decision>
-  const value = Option.match(Option.flatMap(waiting, HumanInTheLoop.requestOf), {
+  const bound = (wait: { readonly value: unknown }) =>
+    Option.match(HumanInTheLoop.requestOf(wait), {
+      onNone: () => decisions,
+      onSome: (request) => HumanInTheLoop.bind(request, decisions)
+    })
+  // a wait of a subagent's is answered down its path
+  const value = Option.match(waiting, {
     onNone: () => decisions,
-    onSome: (request) => HumanInTheLoop.bind(request, decisions)
+    onSome: (wait) => SubAgents.decide(wait, (leaf) => bound(leaf.interrupt))
   })
   yield* Runs.resume(env("RUN_ID"), value, { principal: env("PRINCIPAL") || "tester" })
   console.log("decided")

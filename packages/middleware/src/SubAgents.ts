@@ -1,0 +1,792 @@
+/**
+ * Subagents: a `task` tool that hands a piece of work to one of several
+ * named child agents (each its own model, toolkit, middleware and system
+ * prompt, built with `Agent.make`), runs it on a fresh child thread of its
+ * own and gives its final answer (or structured output) back as the tool's
+ * result.
+ *
+ * The `task` calls of a reply run in the middleware's `afterModel` hook,
+ * up to the agent's `toolConcurrency` at once, before the tools node runs
+ * the reply's other calls. A child that interrupts (an approval of its own,
+ * by `HumanInTheLoop` or any middleware) ends the parent `Interrupted` too,
+ * with a {@link TaskInterrupt}: per waiting call, the call id, the agent,
+ * the child thread and the child's own interrupt (itself a
+ * `TaskInterrupt` when a grandchild waits). `Agent.resume` takes decisions
+ * keyed by call id ({@link decide} builds them), checks each with the
+ * child's own `validateResume` before anything runs, resumes each child
+ * with its decision and continues the parent once none waits. The children
+ * that completed meanwhile have their results in the parent's thread.
+ *
+ * Child runs go through the parent's journal under `task/<callId>/<n>`
+ * (`RunJournal.nested`), so a durable parent records and replays its
+ * children's model and tool calls as its own steps; their events reach the
+ * parent's stream as `AgentEvent.SubAgentEvent`s. Limits are typed: a child
+ * that delegates deeper than `maxDepth` fails with {@link DepthExceeded};
+ * a child's own limits (`maxSteps`) fail the child.
+ *
+ * @since 0.1.0
+ */
+import type * as Prompt from "@effect/ai/Prompt"
+import * as Tool from "@effect/ai/Tool"
+import * as Toolkit from "@effect/ai/Toolkit"
+import type * as Agent from "@stepwise-agent/core/Agent"
+import * as AgentEvent from "@stepwise-agent/core/AgentEvent"
+import type * as AgentResult from "@stepwise-agent/core/AgentResult"
+import * as AgentState from "@stepwise-agent/core/AgentState"
+import * as Middleware from "@stepwise-agent/core/Middleware"
+import * as RunJournal from "@stepwise-agent/core/RunJournal"
+import * as Secrets from "@stepwise-agent/core/Secrets"
+import type * as UiMessageStream from "@stepwise-agent/core/UiMessageStream"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as FiberRef from "effect/FiberRef"
+import { globalValue } from "effect/GlobalValue"
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as Check from "./internal/options.js"
+
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/**
+ * A child agent the `task` tool can run: what the model reads about it, and
+ * the agent (built with `Agent.make`; a child with a model of its own gets
+ * its `LanguageModel` provided to its `Agent.make`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SubAgent<E = any> {
+  /** Tells the model when to pick this agent (listed in the tool's description). */
+  readonly description: string
+  readonly agent: Agent.Agent.Service<any, E, any>
+}
+
+/**
+ * Options of {@link middleware}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<Agents extends Record<string, SubAgent>> {
+  /** The agents by name (the names the model picks from). */
+  readonly agents: Agents
+  /** The tool's name (default `"task"`). */
+  readonly toolName?: string | undefined
+  /** Text before the list of agents in the tool's description. */
+  readonly toolDescription?: string | undefined
+  /**
+   * How many levels of delegation may be nested below this agent (default
+   * 2): a descendant that calls `task` at that depth fails with
+   * {@link DepthExceeded}. The tightest limit of every `SubAgents` above a
+   * run applies.
+   */
+  readonly maxDepth?: number | undefined
+  /** How many children run at once (default: the agent's `toolConcurrency`). */
+  readonly concurrency?: number | "unbounded" | undefined
+  /**
+   * What a child's failure does (a model error, its `maxSteps`): `"result"`
+   * (default) answers the call with a failed result naming the error, which
+   * the parent's model reads; `"fail"` fails the parent's run with
+   * {@link SubAgentFailed}.
+   */
+  readonly onFailure?: "result" | "fail" | undefined
+  /** The middleware's name (default `"subAgents"`). */
+  readonly name?: string | undefined
+}
+
+/**
+ * The parameters of the `task` tool: which agent, and the work it is to do.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TaskParams {
+  readonly agent: string
+  readonly task: string
+}
+
+/**
+ * The child run a `task` call started: its call, the agent and the child
+ * thread it runs on.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Delegation = Schema.Struct({
+  callId: Schema.String,
+  agent: Schema.String,
+  threadId: Schema.String
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Delegation = typeof Delegation.Type
+
+/**
+ * One child that waits: its {@link Delegation} and the child's own
+ * interrupt (what its middleware asked).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Wait = Schema.Struct({
+  ...Delegation.fields,
+  interrupt: Schema.Struct({ middleware: Schema.String, key: Schema.String, value: Schema.Unknown })
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Wait = typeof Wait.Type
+
+/**
+ * What a parent waits on when children interrupted: each waiting child.
+ * The value of the parent's `Interrupted` result.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const TaskInterrupt = Schema.TaggedStruct("TaskInterrupt", { waits: Schema.Array(Wait) })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TaskInterrupt = typeof TaskInterrupt.Type
+
+/**
+ * A resume value: the decision for each waiting child, by call id. A child
+ * that waits on its own children takes decisions of the same shape.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Decisions = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Decisions = typeof Decisions.Type
+
+/**
+ * A wait somewhere down the tree of children: the delegations leading to
+ * it, outermost first, and the interrupt of the child that asked.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Leaf {
+  readonly path: ReadonlyArray<Delegation>
+  readonly interrupt: Wait["interrupt"]
+}
+
+/**
+ * The slice of the parent's state: how many child runs and resumes it
+ * started (each one's journal path is numbered by it, the same on every
+ * replay), and the children it waits on with what each asked (a resume
+ * reads them here, never from a child's thread, so a replay sees the same).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const State = Schema.Struct({
+  taskRuns: Schema.Number,
+  taskWaits: Schema.Array(Wait)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type State = typeof State.Type
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * A resume value that is not decisions by call id, or a thread that waits
+ * on something other than children.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidTaskDecisions extends Schema.TaggedError<InvalidTaskDecisions>(
+  "@stepwise-agent/middleware/SubAgents/InvalidTaskDecisions"
+)("InvalidTaskDecisions", { threadId: Schema.String, reason: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  get message(): string {
+    return `Thread "${this.threadId}": ${this.reason}`
+  }
+}
+
+/**
+ * A resume value with a decision for a call whose child does not wait.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class UnknownTaskCall extends Schema.TaggedError<UnknownTaskCall>(
+  "@stepwise-agent/middleware/SubAgents/UnknownTaskCall"
+)("UnknownTaskCall", {
+  threadId: Schema.String,
+  callIds: Schema.Array(Schema.String),
+  waiting: Schema.Array(Schema.String)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  get message(): string {
+    return `Thread "${this.threadId}": no child waits for call(s) ${this.callIds.join(", ")}; ` +
+      `waiting: ${this.waiting.join(", ") || "none"}`
+  }
+}
+
+/**
+ * A `task` call at a depth of delegation the middleware does not allow.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DepthExceeded extends Schema.TaggedError<DepthExceeded>(
+  "@stepwise-agent/middleware/SubAgents/DepthExceeded"
+)("DepthExceeded", { threadId: Schema.String, agent: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  get message(): string {
+    return `Thread "${this.threadId}" called agent "${this.agent}" deeper than a SubAgents maxDepth above it allows`
+  }
+}
+
+/**
+ * A child's run failed (with `onFailure: "fail"`): which call, agent and
+ * child thread, and the child's error (its tag and message, credentials
+ * scrubbed).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SubAgentFailed extends Schema.TaggedError<SubAgentFailed>(
+  "@stepwise-agent/middleware/SubAgents/SubAgentFailed"
+)("SubAgentFailed", {
+  ...Delegation.fields,
+  error: Schema.String,
+  description: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  get message(): string {
+    return `Subagent "${this.agent}" (call ${this.callId}, thread "${this.threadId}") failed: ${this.error}: ${this.description}`
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type SubAgentsError = InvalidTaskDecisions | UnknownTaskCall | DepthExceeded | SubAgentFailed
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export const SubAgentsError: Schema.Union<
+  [typeof InvalidTaskDecisions, typeof UnknownTaskCall, typeof DepthExceeded, typeof SubAgentFailed]
+> = Schema.Union(InvalidTaskDecisions, UnknownTaskCall, DepthExceeded, SubAgentFailed)
+
+// -----------------------------------------------------------------------------
+// combinators
+// -----------------------------------------------------------------------------
+
+const decodeTaskInterrupt = Schema.decodeUnknownOption(TaskInterrupt)
+
+/**
+ * Every wait below an interrupt, with its path: a parent's
+ * {@link TaskInterrupt} is opened down to the children that asked; any
+ * other interrupt is one leaf with an empty path.
+ *
+ * @example
+ * ```ts
+ * import { SubAgents } from "@stepwise-agent/middleware"
+ * import type { AgentResult } from "@stepwise-agent/core"
+ *
+ * declare const interrupt: AgentResult.Interrupt // an Interrupted result's `interrupt`
+ * for (const leaf of SubAgents.leaves(interrupt)) {
+ *   console.log(leaf.path.map((step) => step.agent).join(" > "), leaf.interrupt.middleware)
+ * }
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const leaves = (interrupt: { readonly middleware: string; readonly key: string; readonly value: unknown }) => {
+  const out: Array<Leaf> = []
+  const walk = (path: ReadonlyArray<Delegation>, at: Wait["interrupt"]) =>
+    Option.match(decodeTaskInterrupt(at.value), {
+      onNone: () => void out.push({ path, interrupt: at }),
+      onSome: (request) => {
+        for (const wait of request.waits) {
+          walk([...path, { callId: wait.callId, agent: wait.agent, threadId: wait.threadId }], wait.interrupt)
+        }
+      }
+    })
+  walk([], { middleware: interrupt.middleware, key: interrupt.key, value: interrupt.value })
+  return out as ReadonlyArray<Leaf>
+}
+
+/**
+ * The resume value for an interrupt, from a decision per waiting leaf
+ * (see {@link leaves}): `f` answers each leaf (or `undefined` to leave it
+ * waiting), and the answers are routed by call id down each path.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ * import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
+ * import { Effect, Option } from "effect"
+ *
+ * declare const agent: Agent.Agent.Service<any, any>
+ * const program = Effect.gen(function*() {
+ *   const result = yield* agent.run("Clean up the repository", { threadId: "t1" })
+ *   if (result._tag !== "Interrupted") return result
+ *   // approve every call any child asks about
+ *   return yield* agent.resume(
+ *     "t1",
+ *     SubAgents.decide(result.interrupt, (leaf) =>
+ *       Option.getOrUndefined(Option.map(HumanInTheLoop.requestOf(leaf.interrupt), HumanInTheLoop.approveAll)))
+ *   )
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const decide = (
+  interrupt: { readonly middleware: string; readonly key: string; readonly value: unknown },
+  f: (leaf: Leaf) => unknown
+): unknown => {
+  const route = (path: ReadonlyArray<Delegation>, at: Wait["interrupt"]): unknown =>
+    Option.match(decodeTaskInterrupt(at.value), {
+      onNone: () => f({ path, interrupt: at }),
+      onSome: (request) => {
+        const decisions: Record<string, unknown> = {}
+        for (const wait of request.waits) {
+          const decision = route(
+            [...path, { callId: wait.callId, agent: wait.agent, threadId: wait.threadId }],
+            wait.interrupt
+          )
+          if (decision !== undefined) decisions[wait.callId] = decision
+        }
+        return Object.keys(decisions).length === 0 ? undefined : decisions
+      }
+    })
+  return route([], { middleware: interrupt.middleware, key: interrupt.key, value: interrupt.value })
+}
+
+/** The id a waiting leaf's tool call gets in a chat UI: prefixed with the calls leading to it. */
+const uiCallId = (leaf: Leaf, toolCallId: string) =>
+  leaf.path.length === 0 ? toolCallId : `${leaf.path.map((step) => step.callId).join("/")}/${toolCallId}`
+
+/**
+ * A chat UI's approvals (`UiMessageStream.toHttpApp({ approvals })`) that
+ * also see through subagents: each waiting leaf's requests, as `inner`
+ * reads them (e.g. `HumanInTheLoop.uiApprovals`), shown as tool parts whose
+ * ids are prefixed with the calls leading to them (`c1/call_7`); the
+ * answers are routed back down each path ({@link decide}). `None` when a
+ * leaf is not an approval `inner` reads.
+ *
+ * @example
+ * ```ts
+ * import { Agent, UiMessageStream } from "@stepwise-agent/core"
+ * import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
+ * import { Effect } from "effect"
+ *
+ * const chat = Effect.map(Agent.make({}), (agent) =>
+ *   UiMessageStream.toHttpApp(agent, { approvals: SubAgents.uiApprovals(HumanInTheLoop.uiApprovals) }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const uiApprovals = (inner: UiMessageStream.Approvals): UiMessageStream.Approvals => ({
+  requests: (interrupt) => {
+    const all: Array<UiMessageStream.ApprovalRequest> = []
+    for (const leaf of leaves(interrupt)) {
+      const requests = inner.requests(leaf.interrupt)
+      if (Option.isNone(requests)) return Option.none()
+      for (const request of requests.value) {
+        all.push({
+          ...request,
+          approvalId: uiCallId(leaf, request.approvalId),
+          toolCallId: uiCallId(leaf, request.toolCallId)
+        })
+      }
+    }
+    return Option.some(all)
+  },
+  resumeValue: (interrupt, responses) =>
+    decide(interrupt, (leaf) => {
+      const prefix = uiCallId(leaf, "")
+      const mine = responses.filter((response) =>
+        response.request.toolCallId.startsWith(prefix) &&
+        !response.request.toolCallId.slice(prefix.length).includes("/")
+      )
+      if (mine.length === 0) return undefined
+      return inner.resumeValue(
+        leaf.interrupt,
+        mine.map((response) => ({
+          ...response,
+          request: {
+            ...response.request,
+            approvalId: response.request.approvalId.slice(prefix.length),
+            toolCallId: response.request.toolCallId.slice(prefix.length)
+          }
+        }))
+      )
+    })
+})
+
+// -----------------------------------------------------------------------------
+// constructors
+// -----------------------------------------------------------------------------
+
+/**
+ * How many more levels of delegation the running fiber may start: unlimited
+ * in a top-level run; a child gets one less than the tightest `maxDepth`
+ * above it.
+ */
+const remainingDepth: FiberRef.FiberRef<number> = globalValue(
+  Symbol.for("@stepwise-agent/middleware/SubAgents/remainingDepth"),
+  () => FiberRef.unsafeMake(Number.POSITIVE_INFINITY)
+)
+
+const defaultToolDescription = "Hands a self-contained task to a subagent, which works on it in a fresh " +
+  "conversation of its own (it sees only the task you write, so include everything it needs) and answers " +
+  "with its final result. Independent tasks can run in parallel: call the tool several times in one reply. " +
+  "Available agents:"
+
+const AgentService = Schema.declare(
+  (u: unknown): u is Agent.Agent.Service<any, any, any> =>
+    Predicate.hasProperty(u, "run") && typeof u.run === "function" &&
+    Predicate.hasProperty(u, "resume") && typeof u.resume === "function",
+  { identifier: "an agent (Agent.make)" }
+)
+
+const OptionsSchema = Schema.Struct({
+  agents: Schema.Record({
+    key: Check.NonEmpty,
+    value: Schema.Struct({ description: Check.NonBlank, agent: AgentService })
+  }).pipe(Schema.filter((agents) => Object.keys(agents).length > 0 || "must name at least one agent")),
+  toolName: Schema.optional(Check.NonEmpty),
+  toolDescription: Schema.optional(Check.NonBlank),
+  maxDepth: Schema.optional(Check.AtLeastOne),
+  concurrency: Schema.optional(Schema.Union(Schema.Literal("unbounded"), Check.AtLeastOne)),
+  onFailure: Schema.optional(Schema.Literal("result", "fail")),
+  name: Schema.optional(Check.NonEmpty)
+})
+
+/** The errors a child agent's run or `validateResume` fails with. */
+type ChildError<Agents> = Agents[keyof Agents] extends infer A
+  ? A extends { readonly agent: Agent.Agent.Service<any, infer E, any> } ? Agent.RunError<E> : never
+  : never
+
+/** What one child run or resume came to. */
+type Outcome =
+  | { readonly _tag: "Done"; readonly result: Prompt.ToolResultPart }
+  | { readonly _tag: "Waits"; readonly wait: Wait }
+
+/** The failed result of a call the middleware cannot run. */
+const refused = (call: Prompt.ToolCallPart, reason: string): Outcome => ({
+  _tag: "Done",
+  result: Middleware.toolResult(call, reason, { isFailure: true })
+})
+
+const errorParts = (error: unknown): { readonly error: string; readonly description: string } => ({
+  error: Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : "Error",
+  description: Secrets.scrubText(
+    error instanceof Error
+      ? error.message
+      : Predicate.hasProperty(error, "message")
+      ? String(error.message)
+      : String(error)
+  )
+})
+
+/**
+ * The middleware: the `task` tool, its calls run in `afterModel`, the
+ * children's waits surfaced as the parent's and resumed through it. Put a
+ * `HumanInTheLoop` that approves `task` calls after it in the list (after*
+ * hooks run in reverse list order, so the approval comes first).
+ *
+ * @example
+ * ```ts
+ * import { LanguageModel, Tool, Toolkit } from "@effect/ai"
+ * import { Agent } from "@stepwise-agent/core"
+ * import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
+ * import { Effect, Schema } from "effect"
+ *
+ * const FileTools = Toolkit.make(Tool.make("delete_file", { parameters: { path: Schema.String } }))
+ * declare const cheapModel: LanguageModel.Service
+ *
+ * const program = Effect.gen(function*() {
+ *   const cleaner = yield* Agent.make({
+ *     systemPrompt: "You delete files the user no longer needs.",
+ *     toolkit: FileTools,
+ *     middleware: [yield* HumanInTheLoop.middleware({ toolkit: FileTools, interruptOn: { delete_file: true } })]
+ *   }).pipe(
+ *     Effect.provideService(LanguageModel.LanguageModel, cheapModel),
+ *     Effect.provide(FileTools.toLayer({ delete_file: () => Effect.void }))
+ *   )
+ *   const lead = yield* Agent.make({
+ *     middleware: [SubAgents.middleware({ agents: { cleaner: { description: "Deletes files", agent: cleaner } } })]
+ *   })
+ *   return yield* lead.run("Free some disk space", { threadId: "t1" })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const middleware = <const Agents extends Record<string, SubAgent>>(
+  options: Options<Agents>
+): Middleware.Middleware<State, SubAgentsError | ChildError<Agents>> =>
+  Check.middlewareOf("SubAgents", OptionsSchema, options, (checked) => build(checked as Options<Agents>)) as any
+
+const build = (options: Options<Record<string, SubAgent>>) => {
+  const agents = options.agents
+  const names = Object.keys(agents) as [string, ...Array<string>]
+  const toolName = options.toolName ?? "task"
+  const maxDepth = options.maxDepth ?? 2
+  const onFailure = options.onFailure ?? "result"
+  const description = `${options.toolDescription ?? defaultToolDescription}\n` +
+    names.map((name) => `- ${name}: ${agents[name]!.description}`).join("\n")
+  const params = { agent: Schema.Literal(...names), task: Schema.String }
+  const tool = Tool.make(toolName, { description, parameters: params, success: Schema.Unknown, failure: Schema.String })
+  const kit = Toolkit.make(tool)
+  // The hook answers every call before the tools node runs; a call that reaches the handler was skipped by a
+  // jump past this middleware's afterModel.
+  const handled = Effect.flatMap(
+    kit.toContext({
+      [toolName]: () => Effect.fail(`not run: "${toolName}" calls run in the ${options.name ?? "subAgents"} middleware`)
+    } as any),
+    (context) => Effect.provide(kit, context)
+  )
+  const decodeParams = Schema.decodeUnknownEither(Schema.Struct(params))
+  const decodeDecisions = Schema.decodeUnknownEither(Decisions)
+  const decodeInterrupt = Schema.decodeUnknownEither(TaskInterrupt)
+
+  /** What a child's run came to, for the parent. */
+  const outcomeOf = (
+    call: Prompt.ToolCallPart,
+    delegation: Delegation,
+    ran: Effect.Effect<AgentResult.AgentResult<any, any>, unknown>
+  ) =>
+    Effect.matchEffect(ran, {
+      onFailure: (error) => {
+        const parts = errorParts(error)
+        return Effect.zipRight(
+          Middleware.report(`${delegation.agent} failed: ${parts.error}`, { ...delegation, ...parts }),
+          onFailure === "fail"
+            ? Effect.fail(new SubAgentFailed({ ...delegation, ...parts }))
+            : Effect.succeed(
+              refused(call, `The subagent "${delegation.agent}" failed: ${parts.error}: ${parts.description}`)
+            )
+        )
+      },
+      onSuccess: (result): Effect.Effect<Outcome> => {
+        if (result._tag === "Interrupted") {
+          return Effect.as(
+            Middleware.report(`${delegation.agent} waits (${result.interrupt.middleware})`, { ...delegation }),
+            { _tag: "Waits", wait: { ...delegation, interrupt: result.interrupt } } as const
+          )
+        }
+        const answer = Option.getOrElse(result.output, () => result.text)
+        return Effect.as(
+          Middleware.report(`${delegation.agent} completed in ${result.steps} step(s)`, { ...delegation }),
+          { _tag: "Done", result: Middleware.toolResult(call, answer) } as const
+        )
+      }
+    })
+
+  /**
+   * The `task` call `call` as a child's run (or resume), journaled under
+   * `path`, one level deeper. While someone watches the parent, the call is
+   * reported like any tool call (`ToolCallStarted`, then `ToolCallCompleted`
+   * once it has its result) and the child's events between, as
+   * `SubAgentEvent`s; the child then runs streamed.
+   */
+  const delegate = (
+    call: Prompt.ToolCallPart,
+    delegation: Delegation,
+    path: string,
+    start: {
+      readonly run: Effect.Effect<AgentResult.AgentResult<any, any>, unknown>
+      readonly stream: Stream.Stream<AgentEvent.AgentEvent<any, any>, unknown>
+    }
+  ) =>
+    Effect.gen(function*() {
+      const outer = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
+      const remaining = Math.min(yield* FiberRef.get(remainingDepth), maxDepth)
+      const sink = yield* FiberRef.get(Middleware.CurrentEventSink)
+      // in process the child's journal is the default one: nothing to provide
+      const nested = <A, E>(effect: Effect.Effect<A, E>) =>
+        Effect.locally(
+          outer === RunJournal.inProcess
+            ? effect
+            : Effect.provideService(effect, RunJournal.RunJournal, RunJournal.nested(outer, path)),
+          remainingDepth,
+          remaining - 1
+        )
+      if (sink === undefined) return yield* outcomeOf(call, delegation, nested(start.run))
+      sink(AgentEvent.ToolCallStarted({ call }))
+      const started = yield* Clock.currentTimeMillis
+      const watched = Effect.flatMap(
+        Stream.runFold(start.stream, undefined as AgentResult.AgentResult<any, any> | undefined, (ended, event) => {
+          sink(AgentEvent.SubAgentEvent({ ...delegation, event }))
+          return event._tag === "RunEnded" ? event.result : ended
+        }),
+        (ended) =>
+          ended === undefined ? Effect.dieMessage("a subagent's stream ended without RunEnded") : Effect.succeed(ended)
+      )
+      const outcome = yield* outcomeOf(call, delegation, nested(watched))
+      if (outcome._tag === "Done") {
+        const durationMillis = (yield* Clock.currentTimeMillis) - started
+        sink(AgentEvent.ToolCallCompleted({ result: outcome.result, durationMillis }))
+      }
+      return outcome
+    })
+
+  const afterModel = (context: Middleware.HookContext<State>) =>
+    Effect.gen(function*() {
+      const pending = (AgentState.pendingToolCalls(context.messages)?.calls ?? []).filter((c) => c.name === toolName)
+      if (pending.length === 0) return undefined
+      const byId = new Map(pending.map((call) => [call.id, call]))
+      let runs = context.state.taskRuns
+      const jobs: Array<Effect.Effect<Outcome, SubAgentsError>> = []
+      if (Option.isSome(context.resume)) {
+        const decisions = Either.getOrElse(decodeDecisions(context.resume.value), () => ({} as Decisions))
+        for (const wait of context.state.taskWaits) {
+          const call = byId.get(wait.callId)
+          const child = agents[wait.agent]
+          if (call === undefined || child === undefined) continue
+          if (!(wait.callId in decisions)) {
+            // not decided this time: it still waits on what it asked
+            jobs.push(Effect.succeed({ _tag: "Waits", wait }))
+            continue
+          }
+          const delegation = { callId: wait.callId, agent: wait.agent, threadId: wait.threadId }
+          const decision = decisions[wait.callId]
+          jobs.push(delegate(call, delegation, `task/${call.id}/${++runs}`, {
+            run: child.agent.resume(wait.threadId, decision),
+            stream: child.agent.resumeStream(wait.threadId, decision)
+          }))
+        }
+      } else {
+        const remaining = Math.min(yield* FiberRef.get(remainingDepth), maxDepth)
+        for (const call of pending) {
+          const decoded = decodeParams(call.params)
+          if (Either.isLeft(decoded)) {
+            const agent = Predicate.hasProperty(call.params, "agent") ? String(call.params.agent) : undefined
+            jobs.push(Effect.succeed(refused(
+              call,
+              agent !== undefined && !names.includes(agent)
+                ? `Unknown agent "${agent}". Available agents: ${names.join(", ")}`
+                : `Invalid arguments for "${toolName}": expected { agent: one of ${names.join(", ")}, task: text }`
+            )))
+            continue
+          }
+          if (remaining < 1) {
+            return yield* new DepthExceeded({ threadId: context.threadId, agent: decoded.right.agent })
+          }
+          const n = ++runs
+          const delegation = {
+            callId: call.id,
+            agent: decoded.right.agent,
+            threadId: `${context.threadId}/task/${call.id}/${n}`
+          }
+          const child = agents[delegation.agent]!.agent
+          const input = decoded.right.task
+          jobs.push(delegate(call, delegation, `task/${call.id}/${n}`, {
+            run: child.run(input, { threadId: delegation.threadId }),
+            stream: child.stream(input, { threadId: delegation.threadId })
+          }))
+        }
+      }
+      // one child needs no fiber of its own (a concurrent `Effect.all` of one costs ~80 KiB)
+      const outcomes = jobs.length === 1
+        ? [yield* jobs[0]!]
+        : yield* Effect.all(jobs, { concurrency: options.concurrency ?? context.toolConcurrency ?? 8 })
+      const results: Array<Prompt.ToolResultPart> = []
+      const waits: Array<Wait> = []
+      for (const outcome of outcomes) {
+        if (outcome._tag === "Done") results.push(outcome.result)
+        else waits.push(outcome.wait)
+      }
+      const messages = results.length === 0 ? undefined : AgentState.appendToolResults(context.messages, results)
+      const state = {
+        taskRuns: runs,
+        taskWaits: waits
+      }
+      if (waits.length === 0) return { messages, state }
+      const interrupt: TaskInterrupt = { _tag: "TaskInterrupt", waits }
+      return { messages, state, interrupt, interruptKey: `${toolName}/${waits.map((w) => w.callId).join(",")}` }
+    })
+
+  const validateResume = (
+    { interrupt, threadId, value }: { readonly threadId: string; readonly interrupt: unknown; readonly value: unknown }
+  ) =>
+    Effect.gen(function*() {
+      const request = decodeInterrupt(interrupt)
+      if (Either.isLeft(request)) {
+        return yield* new InvalidTaskDecisions({ threadId, reason: "the thread does not wait on subagents" })
+      }
+      const decisions = decodeDecisions(value)
+      if (Either.isLeft(decisions)) {
+        return yield* new InvalidTaskDecisions({
+          threadId,
+          reason: "a resume value for waiting subagents is an object of decisions by call id"
+        })
+      }
+      const waiting = request.right.waits.map((wait) => wait.callId)
+      const unknown = Object.keys(decisions.right).filter((id) => !waiting.includes(id))
+      if (unknown.length > 0) return yield* new UnknownTaskCall({ threadId, callIds: unknown, waiting })
+      if (Object.keys(decisions.right).length === 0) {
+        return yield* new InvalidTaskDecisions({ threadId, reason: "the decisions name no waiting call" })
+      }
+      // each decision is checked by the child it goes to, before any child runs
+      yield* Effect.forEach(
+        request.right.waits.filter((wait) => wait.callId in decisions.right),
+        (wait) => {
+          const child = agents[wait.agent]
+          return child === undefined
+            ? new InvalidTaskDecisions({
+              threadId,
+              reason: `call ${wait.callId} waits on agent "${wait.agent}", which this middleware does not have`
+            })
+            : child.agent.validateResume(wait.threadId, decisions.right[wait.callId])
+        },
+        { discard: true }
+      )
+    })
+
+  return Middleware.make({
+    name: options.name ?? "subAgents",
+    state: { schema: State, initial: { taskRuns: 0, taskWaits: [] } },
+    tools: handled,
+    afterModel,
+    validateResume
+  })
+}
