@@ -439,11 +439,13 @@ export const uiApprovals = (inner: UiMessageStream.Approvals): UiMessageStream.A
   },
   resumeValue: (interrupt, responses) =>
     decide(interrupt, (leaf) => {
+      // the leaf's own requests, matched by the ids `requests` gave them (a provider's id may hold a "/")
+      const asked = Option.match(inner.requests(leaf.interrupt), {
+        onNone: () => new Set<string>(),
+        onSome: (requests) => new Set(requests.map((request) => uiCallId(leaf, request.toolCallId)))
+      })
       const prefix = uiCallId(leaf, "")
-      const mine = responses.filter((response) =>
-        response.request.toolCallId.startsWith(prefix) &&
-        !response.request.toolCallId.slice(prefix.length).includes("/")
-      )
+      const mine = responses.filter((response) => asked.has(response.request.toolCallId))
       if (mine.length === 0) return undefined
       return inner.resumeValue(
         leaf.interrupt,

@@ -42,12 +42,12 @@ const researcher = Effect.flatMap(
 )
 
 /** A child that deletes the file its task names, after a person approves (HumanInTheLoop in the child). */
-const cleaner = (log: Ref.Ref<ReadonlyArray<string>>) =>
+const cleaner = (log: Ref.Ref<ReadonlyArray<string>>, callId?: string) =>
   Effect.gen(function*() {
     const model = yield* reactive((last) =>
       last === "tool"
         ? ScriptedModel.text("cleaned")
-        : ScriptedModel.toolCalls([{ name: "delete_file", params: { path: last } }])
+        : ScriptedModel.toolCalls([{ name: "delete_file", params: { path: last }, ...(callId ? { id: callId } : {}) }])
     )
     const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
     return yield* Agent.make({ toolkit: Tools, middleware: [hitl] }).pipe(
@@ -409,6 +409,25 @@ describe("SubAgents", () => {
       const second = Option.getOrThrow(yield* child.thread("p/task/c2/2")).state.messages
       assert.include(JSON.stringify(resultsOf(second)), "keep b.txt")
       assert.deepStrictEqual(resultsOf(done.state.messages).map((r) => r.id), ["c1", "c2"])
+    }))
+
+  it.effect("uiApprovals routes the answer to a child's call whose id holds a \"/\"", () =>
+    Effect.gen(function*() {
+      const log = yield* Ref.make<ReadonlyArray<string>>([])
+      const child = yield* cleaner(log, "fn/1")
+      const { agent } = yield* parent([task("cleaner", "a.txt", "call/1")], {
+        cleaner: { description: "Deletes files", agent: child }
+      })
+      const approvals = SubAgents.uiApprovals(HumanInTheLoop.uiApprovals)
+      const waiting = yield* agent.run("hi", { threadId: "p" })
+      assert.strictEqual(waiting._tag, "Interrupted")
+      const pending = Option.getOrThrow(Option.getOrThrow(yield* agent.thread("p")).pending)
+      const requests = Option.getOrThrow(approvals.requests(pending))
+      assert.deepStrictEqual(requests.map((request) => request.toolCallId), ["call/1/fn/1"])
+      const value = approvals.resumeValue(pending, [{ request: requests[0]!, approved: true }])
+      const done = yield* agent.resume("p", value)
+      assert.strictEqual(done._tag, "Completed")
+      assert.deepStrictEqual(yield* Ref.get(log), ["a.txt"])
     }))
 
   it.effect("a child with structured output answers the call with its output value", () =>
