@@ -24,7 +24,7 @@
  * spent when a count reaches its limit: from then on a limit on all tools
  * makes the model calls with tools disabled and a prompt asking for the answer
  * (`ModelCallLimit.lastCallPrompt`), so the run ends on that answer; a limit
- * on one tool stops offering that tool. One reply can ask for several calls:
+ * on one tool stops offering that tool (and says so in the system prompt). One reply can ask for several calls:
  * the calls within the allowance run, those over it get failed results as
  * with `"continue"` (whatever `exitBehavior` says), and the next call is the
  * soft landing. `exitBehavior` applies only when the model still asks for

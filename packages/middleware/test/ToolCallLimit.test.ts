@@ -235,6 +235,8 @@ describe("ToolCallLimit", () => {
         const requests = yield* ScriptedModel.requests
         assert.deepStrictEqual(requests.map((r) => [...r.toolNames].sort()), [["note", "search"], ["note"]])
         assert.deepStrictEqual(requests.map((r) => r.toolChoice), ["auto", "auto"])
+        const system = requests[1]!.prompt.content[0]
+        assert.include(system?.role === "system" ? system.content : "", "\"search\" is no longer available")
         assert.strictEqual(result.text, "answer")
       }).pipe(withScript(greedy([1, 1, 1]), ran))
     })

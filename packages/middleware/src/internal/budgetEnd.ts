@@ -48,7 +48,12 @@ const choiceWithout = (
   return oneOf.length === choice.oneOf.length ? choice : oneOf.length === 0 ? "auto" : { ...choice, oneOf }
 }
 
-/** Reports `decision`, then makes the call without offering `toolName`. */
+/** What the model is told once the allowance of one tool is spent (the tool is no longer offered). */
+export const toolSpentPrompt = (toolName: string): string =>
+  `The tool "${toolName}" is no longer available in this run: its call limit is reached. ` +
+  "Go on with the other tools, or answer with what you have."
+
+/** Reports `decision`, then makes the call without offering `toolName`, telling the model why. */
 export const withoutTool = (
   request: Middleware.ModelRequest,
   next: Middleware.NextModelCall,
@@ -59,6 +64,10 @@ export const withoutTool = (
   const tools = request.tools.filter((tool) => tool.name !== toolName)
   return Effect.zipRight(
     Middleware.report(decision),
-    next({ ...request, tools, toolChoice: choiceWithout(request.toolChoice, toolName, tools.length) })
+    next({
+      ...appendToSystemPrompt(request, toolSpentPrompt(toolName)),
+      tools,
+      toolChoice: choiceWithout(request.toolChoice, toolName, tools.length)
+    })
   )
 }
