@@ -1,6 +1,6 @@
 import { Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentError, AgentEvent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Deferred, Effect, Exit, Fiber, Option, Schema, Stream } from "effect"
 
@@ -315,6 +315,62 @@ describe("Agent.send: bad input", () => {
       assert.isTrue(Option.isNone(yield* agent.thread("t")))
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)
     }).pipe(Effect.provide(ScriptedModel.layer([]))))
+})
+
+/** A store whose `load` fails on the calls `failing` names (1 = the first), otherwise the in-memory one. */
+const flakyStore = (failing: ReadonlyArray<number>) =>
+  Effect.map(Checkpointer.makeMemory, (memory) => {
+    let loads = 0
+    return Checkpointer.Checkpointer.of({
+      ...memory,
+      load: (threadId) =>
+        failing.includes(++loads)
+          ? Effect.fail(new AgentError.CheckpointError({ threadId, operation: "load", description: "store down" }))
+          : memory.load(threadId)
+    })
+  })
+
+describe("Agent.send: failures before a run takes the message in", () => {
+  it.scoped("a send that fails delivers nothing: its retry joins the thread once", () =>
+    Effect.gen(function*() {
+      const store = yield* flakyStore([1])
+      const agent = yield* Agent.make({}).pipe(Effect.provideService(Checkpointer.Checkpointer, store))
+      const failed = yield* Effect.flip(agent.send("t", "hello"))
+      assert.strictEqual(failed._tag, "CheckpointError")
+      const retried = yield* agent.send("t", "hello")
+      assert.strictEqual(retried.delivery, "started")
+      yield* retried.result
+      const thread = Option.getOrThrow(yield* agent.thread("t"))
+      assert.deepStrictEqual(userTexts(thread.state.messages), ["hello"])
+      assert.strictEqual((yield* ScriptedModel.requests).length, 1)
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("hi"), ScriptedModel.text("hi again")]))))
+
+  it.scoped("a run send started that cannot load its thread fails the message's result with that error", () =>
+    Effect.gen(function*() {
+      // the send's own load succeeds, the started run's load fails
+      const store = yield* flakyStore([2])
+      const agent = yield* Agent.make({}).pipe(Effect.provideService(Checkpointer.Checkpointer, store))
+      const sent = yield* agent.send("t", "hello")
+      assert.strictEqual(sent.delivery, "started")
+      const error = yield* Effect.flip(sent.result)
+      assert.strictEqual(error._tag, "CheckpointError")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+      // nothing is left waiting: the next send runs on its own
+      const again = yield* agent.send("t", "again")
+      assert.strictEqual(again.delivery, "started")
+      yield* again.result
+      assert.deepStrictEqual(userTexts(Option.getOrThrow(yield* agent.thread("t")).state.messages), ["again"])
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("hi")]))))
+
+  it.effect("an agent whose scope is closed fails the result of what send started instead of hanging", () =>
+    Effect.gen(function*() {
+      const agent = yield* Effect.scoped(Agent.make({}))
+      const sent = yield* agent.send("t", "hello")
+      const error = yield* Effect.flip(sent.result)
+      assert.strictEqual(error._tag, "ThreadStateError")
+      assert.include(error.message, "interrupted")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("hi")]))))
 })
 
 /** One action of the property: a send of some mode, or a run, after some yields. */
