@@ -1,6 +1,6 @@
 import { Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentError, AgentEvent, Checkpointer, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentError, AgentEvent, Checkpointer, Middleware, RunJournal } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Deferred, Effect, Exit, Fiber, Option, Schema, Stream } from "effect"
 
@@ -371,6 +371,56 @@ describe("Agent.send: failures before a run takes the message in", () => {
       assert.include(error.message, "interrupted")
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)
     }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("hi")]))))
+})
+
+/**
+ * A journal like a durable one: records each step's result by name the first time and replays it after,
+ * without running it (checkpoints are always saved).
+ */
+const recording = (recorded: Map<string, unknown>) =>
+  RunJournal.RunJournal.of({
+    durable: true,
+    step: (key, _schema, effect) => {
+      const name = RunJournal.stepName(key)
+      if (RunJournal.innermost(key)._tag === "Checkpoint") return effect
+      return recorded.has(name)
+        ? Effect.succeed(recorded.get(name) as any)
+        : Effect.tap(effect, (value) => Effect.sync(() => void recorded.set(name, value)))
+    },
+    await: () => Effect.succeedNone
+  })
+
+describe("Agent.send: a subagent's run in a durable parent", () => {
+  it.scoped("takes a steer message in at a journaled look, which its replay takes in again", () =>
+    Effect.gen(function*() {
+      const recorded = new Map<string, unknown>()
+      // the subagent's run, nested in a recording parent, as SubAgents runs it
+      const journal = RunJournal.nested(recording(recorded), "task/c1/1")
+      const threadId = "parent/task/c1/1"
+      const gates = new Gates()
+      yield* gates.release("also this")
+      const agent = yield* Agent.make({ toolkit: Tools }).pipe(Effect.provide(gates.layer()))
+      const first = yield* agent.run("first", { threadId }).pipe(
+        Effect.provideService(RunJournal.RunJournal, journal),
+        Effect.fork
+      )
+      yield* gates.whenStarted("first")
+      const sent = yield* agent.send(threadId, "also this")
+      assert.strictEqual(sent.delivery, "steered")
+      yield* gates.release("first")
+      yield* Fiber.join(first)
+
+      // the replay (nobody sends now) runs nothing and stores the thread the first execution answered
+      const replaying = yield* Agent.make({ toolkit: Tools }).pipe(
+        Effect.provide(Tools.toLayer({ wait: () => Effect.die("a replay runs no tool") })),
+        Effect.provide(ScriptedModel.layer([]))
+      )
+      const replayed = yield* replaying.run("first", { threadId }).pipe(
+        Effect.provideService(RunJournal.RunJournal, journal)
+      )
+      assert.strictEqual(replayed._tag, "Completed")
+      assert.deepStrictEqual(userTexts(replayed.state.messages), ["first", "also this"])
+    }).pipe(Effect.provide(modelOf(3))))
 })
 
 /** One action of the property: a send of some mode, or a run, after some yields. */

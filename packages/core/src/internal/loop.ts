@@ -131,10 +131,12 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
           case "afterAgent": {
             const node = phase.node
             // Steer messages join the thread as the run enters beforeModel, so its hooks see them; a run
-            // nobody sends to pays one length check here (a durable one always looks: its look is journaled).
+            // nobody sends to pays one length check here. A run with a journal that records its steps (durable,
+            // or nested in one as a subagent's) always looks: its look is journaled, so a replay, to which
+            // nobody sends, takes in the same messages at the same step.
             if (
               node === "beforeModel" && phase.index === 0 &&
-              (run.inbox.box.steered.length > 0 || run.journal.durable)
+              (run.inbox.box.steered.length > 0 || run.journal !== RunJournal.inProcess)
             ) {
               state = yield* receive(run, state)
             }
