@@ -110,7 +110,9 @@ export interface SendOptions {
  * `result` waits for the run that takes the message in and gives its result,
  * or fails as that run failed (a run `send` started is reported through
  * `watch` and logged too). Runs `send` starts belong to the scope the agent
- * was built in (`Agent.layer`'s): closing it interrupts them.
+ * was built in (`Agent.layer`'s): closing it interrupts them, and once it is
+ * closed `result` fails with `ThreadStateError` rather than waiting. A `send`
+ * that fails delivered nothing: retrying it sends the message once.
  *
  * @example
  * ```ts

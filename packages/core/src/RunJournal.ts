@@ -268,7 +268,7 @@ export const inProcess: RunJournal.Service = RunJournal.of({
  * The journal of a run started inside a step or hook of another run (a
  * subagent's run inside its parent's hook): each step goes through
  * `journal` named under `path` (`<path>/model/0`), so a durable parent
- * records the child's model calls, tool calls and checkpoints as its own
+ * records the child's model calls, tool calls, checkpoints and inbox looks as its own
  * steps and replays them; the child's waits end it `Interrupted` (the
  * parent surfaces them and waits in its own journal). `path` must be the
  * same on every replay and unique within the outer run. The in-process

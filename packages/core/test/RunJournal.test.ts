@@ -78,15 +78,19 @@ describe("RunJournal", () => {
       assert.deepStrictEqual(first, { models: 3, tools: 2 })
       assert.strictEqual(journal.models.length, 3)
       assert.deepStrictEqual([...journal.tools.keys()], ["c1", "c2"])
-      // the loop names each step once, in the order it takes them
+      // the loop names each step once, in the order it takes them (a journal that records steps records
+      // every look into the inbox too, so a replay takes in what the first execution took)
       assert.deepStrictEqual(journal.names, [
         "load",
+        "inbox/0",
         "model/0",
         "tool/c1",
         "checkpoint/0",
+        "inbox/1",
         "model/1",
         "tool/c2",
         "checkpoint/1",
+        "inbox/2",
         "model/2",
         "checkpoint/2"
       ])

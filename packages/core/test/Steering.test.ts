@@ -1,6 +1,6 @@
 import { Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentError, AgentEvent, Checkpointer, Middleware, RunJournal } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Deferred, Effect, Exit, Fiber, Option, Schema, Stream } from "effect"
 
@@ -315,6 +315,112 @@ describe("Agent.send: bad input", () => {
       assert.isTrue(Option.isNone(yield* agent.thread("t")))
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)
     }).pipe(Effect.provide(ScriptedModel.layer([]))))
+})
+
+/** A store whose `load` fails on the calls `failing` names (1 = the first), otherwise the in-memory one. */
+const flakyStore = (failing: ReadonlyArray<number>) =>
+  Effect.map(Checkpointer.makeMemory, (memory) => {
+    let loads = 0
+    return Checkpointer.Checkpointer.of({
+      ...memory,
+      load: (threadId) =>
+        failing.includes(++loads)
+          ? Effect.fail(new AgentError.CheckpointError({ threadId, operation: "load", description: "store down" }))
+          : memory.load(threadId)
+    })
+  })
+
+describe("Agent.send: failures before a run takes the message in", () => {
+  it.scoped("a send that fails delivers nothing: its retry joins the thread once", () =>
+    Effect.gen(function*() {
+      const store = yield* flakyStore([1])
+      const agent = yield* Agent.make({}).pipe(Effect.provideService(Checkpointer.Checkpointer, store))
+      const failed = yield* Effect.flip(agent.send("t", "hello"))
+      assert.strictEqual(failed._tag, "CheckpointError")
+      const retried = yield* agent.send("t", "hello")
+      assert.strictEqual(retried.delivery, "started")
+      yield* retried.result
+      const thread = Option.getOrThrow(yield* agent.thread("t"))
+      assert.deepStrictEqual(userTexts(thread.state.messages), ["hello"])
+      assert.strictEqual((yield* ScriptedModel.requests).length, 1)
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("hi"), ScriptedModel.text("hi again")]))))
+
+  it.scoped("a run send started that cannot load its thread fails the message's result with that error", () =>
+    Effect.gen(function*() {
+      // the send's own load succeeds, the started run's load fails
+      const store = yield* flakyStore([2])
+      const agent = yield* Agent.make({}).pipe(Effect.provideService(Checkpointer.Checkpointer, store))
+      const sent = yield* agent.send("t", "hello")
+      assert.strictEqual(sent.delivery, "started")
+      const error = yield* Effect.flip(sent.result)
+      assert.strictEqual(error._tag, "CheckpointError")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+      // nothing is left waiting: the next send runs on its own
+      const again = yield* agent.send("t", "again")
+      assert.strictEqual(again.delivery, "started")
+      yield* again.result
+      assert.deepStrictEqual(userTexts(Option.getOrThrow(yield* agent.thread("t")).state.messages), ["again"])
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("hi")]))))
+
+  it.effect("an agent whose scope is closed fails the result of what send started instead of hanging", () =>
+    Effect.gen(function*() {
+      const agent = yield* Effect.scoped(Agent.make({}))
+      const sent = yield* agent.send("t", "hello")
+      const error = yield* Effect.flip(sent.result)
+      assert.strictEqual(error._tag, "ThreadStateError")
+      assert.include(error.message, "interrupted")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("hi")]))))
+})
+
+/**
+ * A journal like a durable one: records each step's result by name the first time and replays it after,
+ * without running it (checkpoints are always saved).
+ */
+const recording = (recorded: Map<string, unknown>) =>
+  RunJournal.RunJournal.of({
+    durable: true,
+    step: (key, _schema, effect) => {
+      const name = RunJournal.stepName(key)
+      if (RunJournal.innermost(key)._tag === "Checkpoint") return effect
+      return recorded.has(name)
+        ? Effect.succeed(recorded.get(name) as any)
+        : Effect.tap(effect, (value) => Effect.sync(() => void recorded.set(name, value)))
+    },
+    await: () => Effect.succeedNone
+  })
+
+describe("Agent.send: a subagent's run in a durable parent", () => {
+  it.scoped("takes a steer message in at a journaled look, which its replay takes in again", () =>
+    Effect.gen(function*() {
+      const recorded = new Map<string, unknown>()
+      // the subagent's run, nested in a recording parent, as SubAgents runs it
+      const journal = RunJournal.nested(recording(recorded), "task/c1/1")
+      const threadId = "parent/task/c1/1"
+      const gates = new Gates()
+      yield* gates.release("also this")
+      const agent = yield* Agent.make({ toolkit: Tools }).pipe(Effect.provide(gates.layer()))
+      const first = yield* agent.run("first", { threadId }).pipe(
+        Effect.provideService(RunJournal.RunJournal, journal),
+        Effect.fork
+      )
+      yield* gates.whenStarted("first")
+      const sent = yield* agent.send(threadId, "also this")
+      assert.strictEqual(sent.delivery, "steered")
+      yield* gates.release("first")
+      yield* Fiber.join(first)
+
+      // the replay (nobody sends now) runs nothing and stores the thread the first execution answered
+      const replaying = yield* Agent.make({ toolkit: Tools }).pipe(
+        Effect.provide(Tools.toLayer({ wait: () => Effect.die("a replay runs no tool") })),
+        Effect.provide(ScriptedModel.layer([]))
+      )
+      const replayed = yield* replaying.run("first", { threadId }).pipe(
+        Effect.provideService(RunJournal.RunJournal, journal)
+      )
+      assert.strictEqual(replayed._tag, "Completed")
+      assert.deepStrictEqual(userTexts(replayed.state.messages), ["first", "also this"])
+    }).pipe(Effect.provide(modelOf(3))))
 })
 
 /** One action of the property: a send of some mode, or a run, after some yields. */

@@ -467,11 +467,13 @@ describe("SubAgents", () => {
       // the run, then its resume: each with a path of its own, so a replay names them apart
       assert.deepStrictEqual(child, [
         "task/c1/1/load",
+        "task/c1/1/inbox/0",
         "task/c1/1/model/0",
         "task/c1/1/checkpoint/0",
         "task/c1/2/load",
         "task/c1/2/tool/call_delete_file_0",
         "task/c1/2/checkpoint/0",
+        "task/c1/2/inbox/0",
         "task/c1/2/model/1",
         "task/c1/2/checkpoint/1"
       ])

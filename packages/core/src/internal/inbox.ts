@@ -136,18 +136,40 @@ export const make = () => {
     return box !== undefined && (box.steered.length > 0 || box.queued.length > 0)
   }
 
-  /** Drops what waits in the thread's inbox (the thread was deleted): each sender learns it with `error`. */
-  const drop = (threadId: string, error: unknown) =>
-    Effect.sync(() => {
-      const box = boxes.get(threadId)
-      if (box === undefined) return
-      for (const entry of [...box.steered.splice(0), ...box.queued.splice(0), ...box.carried.splice(0)]) {
-        Deferred.unsafeDone(entry.taken, Exit.fail(error))
-      }
-      forget(threadId, box)
-    })
+  /**
+   * Takes back a message `post` added, unless a run took it in meanwhile:
+   * whether it was still waiting (the `send` that posted it failed, so it must not join a run).
+   */
+  const withdraw = (threadId: string, entry: Entry): boolean => {
+    const box = boxes.get(threadId)
+    if (box === undefined) return false
+    const list = entry.mode === "steer" ? box.steered : box.queued
+    const index = list.indexOf(entry)
+    if (index < 0) return false
+    list.splice(index, 1)
+    forget(threadId, box)
+    return true
+  }
 
-  return { leased, post, takeSteered, takeNext, hasWaiting, drop }
+  /**
+   * Fails every message waiting in the thread's inbox with `error` (no run can take them in; with
+   * `carried`, those an interrupted run handed on too, as when the thread was deleted).
+   */
+  const fail = (threadId: string, error: unknown, carried: boolean) => {
+    const box = boxes.get(threadId)
+    if (box === undefined) return
+    const failed = [...box.steered.splice(0), ...box.queued.splice(0), ...(carried ? box.carried.splice(0) : [])]
+    for (const entry of failed) Deferred.unsafeDone(entry.taken, Exit.fail(error))
+    forget(threadId, box)
+  }
+
+  /** Drops what waits in the thread's inbox (the thread was deleted): each sender learns it with `error`. */
+  const drop = (threadId: string, error: unknown) => Effect.sync(() => fail(threadId, error, true))
+
+  /** Fails what waits for a run of the thread (none could start): each sender learns it with `error`. */
+  const failWaiting = (threadId: string, error: unknown) => fail(threadId, error, false)
+
+  return { leased, post, withdraw, takeSteered, takeNext, hasWaiting, drop, failWaiting }
 }
 
 /** The inboxes of one agent. */

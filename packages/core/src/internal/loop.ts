@@ -9,7 +9,7 @@ import * as Prompt from "@effect/ai/Prompt"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import type * as Exit from "effect/Exit"
+import * as Exit from "effect/Exit"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -131,10 +131,12 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
           case "afterAgent": {
             const node = phase.node
             // Steer messages join the thread as the run enters beforeModel, so its hooks see them; a run
-            // nobody sends to pays one length check here (a durable one always looks: its look is journaled).
+            // nobody sends to pays one length check here. A run with a journal that records its steps (durable,
+            // or nested in one as a subagent's) always looks: its look is journaled, so a replay, to which
+            // nobody sends, takes in the same messages at the same step.
             if (
               node === "beforeModel" && phase.index === 0 &&
-              (run.inbox.box.steered.length > 0 || run.journal.durable)
+              (run.inbox.box.steered.length > 0 || run.journal !== RunJournal.inProcess)
             ) {
               state = yield* receive(run, state)
             }
@@ -389,9 +391,14 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
 
   const inboxes = Inbox.make()
 
-  /** Runs `effect` in the background of the agent's scope (daemon without one), logging a failure. */
-  const background = (effect: Effect.Effect<unknown, unknown, any>) =>
-    effect.pipe(
+  /**
+   * `startNext(threadId)` in the background of the agent's scope (daemon without one), logging a failure.
+   * Interrupted (the scope closed, even before it began), it fails what waits for a run of the thread:
+   * no run would take it in, so its senders learn it instead of waiting for good. The fiber's observer
+   * sees that exit even when the fiber never ran.
+   */
+  const background = (threadId: string) =>
+    startNext(threadId).pipe(
       Effect.catchAllCause((cause) =>
         Cause.isInterruptedOnly(cause)
           ? Effect.void
@@ -400,20 +407,37 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       Effect.provideService(RunJournal.RunJournal, RunJournal.inProcess),
       Effect.withSpan("Agent.sendRun", { root: true, captureStackTrace: false }),
       (run) => Option.isSome(config.scope) ? Effect.forkIn(run, config.scope.value) : Effect.forkDaemon(run),
-      Effect.asVoid
+      Effect.map((fiber) =>
+        fiber.addObserver((exit) => {
+          if (Exit.isInterrupted(exit)) {
+            inboxes.failWaiting(
+              threadId,
+              new ThreadStateError({
+                threadId,
+                reason: "the run that was to take this message in was interrupted before it took it in " +
+                  "(the scope the agent was built in is closed?)"
+              })
+            )
+          }
+        })
+      )
     )
 
   /**
    * The next run of what waits in the thread's inbox, once the thread is free: every steer message left
-   * over, else the first queued one. A thread waiting for a decision keeps them for its resumed run.
+   * over, else the first queued one. A thread waiting for a decision keeps them for its resumed run. When
+   * its checkpoint cannot be loaded no run can start: what waits fails with that error.
    */
   const startNext = (threadId: string): Effect.Effect<void, unknown, any> =>
     withThreadLock(
       threadId,
       Effect.gen(function*() {
         if (!inboxes.hasWaiting(threadId)) return
-        const loaded = yield* load(threadId)
-        if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) return
+        const loaded = yield* Effect.tapError(load(threadId), (error) =>
+          Effect.sync(() => inboxes.failWaiting(threadId, error)))
+        if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
+          return
+        }
         yield* inboxes.leased(threadId, (lease) => {
           const next = inboxes.takeNext(lease)
           return next === undefined
@@ -426,7 +450,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
   /** After a run of a thread: what waits in its inbox starts the next run, unless the thread now waits. */
   const afterRun = (lease: Inbox.Lease, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void, never, any> =>
     Inbox.letsNextStart(exit) && inboxes.hasWaiting(lease.threadId)
-      ? background(startNext(lease.threadId))
+      ? background(lease.threadId)
       : Effect.void
 
   /** A new run of `threadId` with `input`, holding `lease`; `received` when `send` gave the input. */
@@ -497,13 +521,26 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
         return yield* new InvalidInput({ description: "the message to send has no messages" })
       }
       const taken = yield* Deferred.make<AgentResult.AgentResult<any>, unknown>()
+      const entry: Inbox.Entry = { mode, messages: prompt.content, taken }
       let delivery: Agent.Sent["delivery"] = mode === "steer" ? "steered" : "queued"
-      if (!inboxes.post(id, { mode, messages: prompt.content, taken })) {
-        const loaded = yield* load(id)
-        if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) delivery = "held"
-        else {
-          delivery = "started"
-          yield* background(startNext(id))
+      if (!inboxes.post(id, entry)) {
+        // a send that fails (or is interrupted) takes its message back, unless a run took it in meanwhile:
+        // a failed send delivered nothing, so a retry does not deliver it twice
+        const loaded = yield* load(id).pipe(
+          Effect.onInterrupt(() => Effect.sync(() => inboxes.withdraw(id, entry))),
+          Effect.map(Option.some),
+          Effect.catchAll((error) =>
+            Effect.suspend(() => inboxes.withdraw(id, entry) ? Effect.fail(error) : Effect.succeedNone)
+          )
+        )
+        // (None: a run took it in while the load failed; it was delivered as its mode says)
+        if (Option.isSome(loaded)) {
+          const checkpoint = loaded.value.checkpoint
+          if (Option.isSome(checkpoint) && checkpoint.value.pending !== undefined) delivery = "held"
+          else {
+            delivery = "started"
+            yield* background(id)
+          }
         }
       }
       const result = Deferred.await(taken) as Agent.Sent["result"]
@@ -623,9 +660,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
           })
         ).pipe(
           // messages sent while the thread waited now start the run they were held for
-          Effect.tap((discarded) =>
-            discarded && inboxes.hasWaiting(threadId) ? background(startNext(threadId)) : Effect.void
-          )
+          Effect.tap((discarded) => discarded && inboxes.hasWaiting(threadId) ? background(threadId) : Effect.void)
         ) :
         Effect.succeed(false)).pipe(Effect.withSpan("Agent.discardPending")),
     deleteThread: (threadId) =>
