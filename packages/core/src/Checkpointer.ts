@@ -257,6 +257,10 @@ const parseChunk = (text: string): unknown => {
  * messages), or a thread another instance saved last, is written whole under
  * a new generation.
  *
+ * An agent's run saves into it without building the array of the whole
+ * encoded thread at a step: the step encodes only its new messages (a `save`
+ * of your own, wrapping this one, gets every checkpoint whole).
+ *
  * A value of the previous format (the whole checkpoint as JSON under
  * `prefix + threadId`) still loads; the next save replaces it with a head.
  *
@@ -412,6 +416,11 @@ const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
  * instance writes the thread whole to a new log, and the last rename wins;
  * every load reads one whole committed checkpoint. (Renames protect against
  * a crashed process, not a lost power supply: nothing is `fsync`ed.)
+ *
+ * An agent's run saves into it without building the array of the whole
+ * encoded thread at a step: the step encodes and writes only its new
+ * messages (a `save` of your own, wrapping this one, gets every checkpoint
+ * whole).
  *
  * A file of the previous format (the whole checkpoint in `<thread>.json`)
  * still loads; the next save replaces it with a head.
