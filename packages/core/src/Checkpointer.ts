@@ -257,6 +257,10 @@ const parseChunk = (text: string): unknown => {
  * messages), or a thread another instance saved last, is written whole under
  * a new generation.
  *
+ * An agent's run saves into it without building the array of the whole
+ * encoded thread at a step: the step encodes only its new messages (a `save`
+ * of your own, wrapping this one, gets every checkpoint whole).
+ *
  * A value of the previous format (the whole checkpoint as JSON under
  * `prefix + threadId`) still loads; the next save replaces it with a head.
  *
@@ -284,23 +288,26 @@ export const makeKeyValueStore = (
     const writeChunks = (
       threadId: string,
       generation: string,
-      messages: ReadonlyArray<unknown>,
+      messages: ThreadLog.Messages,
       first: number,
       slot: number
     ) =>
       Effect.gen(function*() {
         const full = Math.floor(messages.length / chunkSize)
+        // the messages from chunk `first` on
+        const offset = first * chunkSize
+        const written = messages.from(offset)
         for (let i = first; i < full; i++) {
           yield* store.set(
             chunk(threadId, generation, String(i)),
-            JSON.stringify(messages.slice(i * chunkSize, (i + 1) * chunkSize))
+            JSON.stringify(written.slice(i * chunkSize - offset, (i + 1) * chunkSize - offset))
           )
         }
         if (messages.length > full * chunkSize) {
           const start = full * chunkSize
           yield* store.set(
             chunk(threadId, generation, `tail${slot}`),
-            JSON.stringify({ start, messages: messages.slice(start) })
+            JSON.stringify({ start, messages: start === offset ? written : written.slice(start - offset) })
           )
         }
       })
@@ -410,6 +417,11 @@ const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
  * every load reads one whole committed checkpoint. (Renames protect against
  * a crashed process, not a lost power supply: nothing is `fsync`ed.)
  *
+ * An agent's run saves into it without building the array of the whole
+ * encoded thread at a step: the step encodes and writes only its new
+ * messages (a `save` of your own, wrapping this one, gets every checkpoint
+ * whole).
+ *
  * A file of the previous format (the whole checkpoint in `<thread>.json`)
  * still loads; the next save replaces it with a head.
  *
@@ -454,11 +466,11 @@ export const makeFileSystem = (
         return Effect.zipRight(fs.writeFileString(temporary, text), fs.rename(temporary, target))
       },
       create: (threadId, generation, messages) => {
-        const bytes = textEncoder.encode(ThreadLog.encodeLines(messages, 0))
+        const bytes = textEncoder.encode(ThreadLog.encodeLines(messages.from(0)))
         return Effect.as(fs.writeFile(logFile(threadId, generation), bytes, { flag: "wx" }), bytes.length)
       },
       append: (threadId, log, messages) => {
-        const bytes = textEncoder.encode(ThreadLog.encodeLines(messages, log.messages))
+        const bytes = textEncoder.encode(ThreadLog.encodeLines(messages.from(log.messages)))
         return Effect.scoped(Effect.gen(function*() {
           const file = yield* fs.open(logFile(threadId, log.generation), { flag: "r+" })
           yield* file.seek(log.end, "start")

@@ -1,14 +1,21 @@
 /**
- * The memory checkpointer takes a run's checkpoints deferred: the array of
- * the whole encoded thread is built when the thread is loaded, not at every
- * step (`internal/deferredSave.ts`). What is stored must be what an eager save
- * stores, at every checkpoint, and a checkpointer whose `save` was replaced
- * must get every checkpoint whole.
+ * The checkpointers of this package take a run's checkpoints deferred: the
+ * memory checkpointer builds the array of the whole encoded thread when the
+ * thread is loaded, the thread log (file system, KeyValueStore) writes the
+ * new messages encoded from the decoded thread, never building that array at
+ * a step (`internal/deferredSave.ts`). What is stored must be what an eager
+ * save stores, at every checkpoint, and a checkpointer whose `save` was
+ * replaced must get every checkpoint whole.
  */
+import { Prompt } from "@effect/ai"
+import { FileSystem, KeyValueStore } from "@effect/platform"
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentState, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { Fixtures, ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, FastCheck, Layer, Option } from "effect"
+import { Effect, FastCheck, Layer, Option, type Scope } from "effect"
+import * as os from "node:os"
+import * as DeferredSave from "../src/internal/deferredSave.js"
 
 /** `steps` echo calls (each of `calls + 1` calls), then an answer. */
 const script = (steps: ReadonlyArray<number>) => [
@@ -20,55 +27,151 @@ const script = (steps: ReadonlyArray<number>) => [
   ScriptedModel.text("done")
 ]
 
-describe("deferred saves of the memory checkpointer", () => {
-  it.effect.prop(
-    "every checkpoint loads as the eager encoding of the thread at that point, run after run",
-    {
-      runs: FastCheck.array(FastCheck.array(FastCheck.nat({ max: 2 }), { maxLength: 4 }), {
-        minLength: 1,
-        maxLength: 3
-      }),
-      history: FastCheck.boolean()
-    },
-    ({ history, runs }) =>
-      Effect.gen(function*() {
-        const memory = yield* Checkpointer.makeMemory
-        // what the thread holds at each tool step, read back by a beforeModel hook of the next step
-        const seen: Array<{ readonly stored: unknown; readonly expected: unknown }> = []
-        const check = Middleware.make({
-          name: "check",
-          beforeModel: ({ messages, step, threadId }) =>
-            Effect.map(memory.load(threadId), (stored) => {
-              // after a tool step of this run (its checkpoint); before the first, the thread lacks the run's input
-              if (step > 0) {
-                seen.push({ stored: Option.getOrThrow(stored).messages, expected: AgentState.encodeMessages(messages) })
-              }
-            })
+/** A store: `open` makes a checkpointer instance on the same storage each time (a fresh process, as far as it knows). */
+type Store = Effect.Effect<Checkpointer.Checkpointer.Service, unknown, FileSystem.FileSystem | NodeContext.NodeContext>
+
+const stores: ReadonlyArray<
+  readonly [string, Effect.Effect<Store, unknown, FileSystem.FileSystem | Scope.Scope>]
+> = [
+  ["memory", Effect.map(Checkpointer.makeMemory, (checkpointer): Store => Effect.succeed(checkpointer))],
+  [
+    "file system",
+    Effect.map(
+      Effect.flatMap(
+        FileSystem.FileSystem,
+        (fs) => fs.makeTempDirectoryScoped({ directory: os.tmpdir(), prefix: "stepwise-deferred-" })
+      ),
+      (directory): Store => Checkpointer.makeFileSystem(directory)
+    )
+  ],
+  [
+    "KeyValueStore (memory)",
+    Effect.map(
+      Effect.provide(KeyValueStore.KeyValueStore, KeyValueStore.layerMemory),
+      (store): Store => Checkpointer.makeKeyValueStore().pipe(Effect.provideService(KeyValueStore.KeyValueStore, store))
+    )
+  ]
+]
+
+/** Replaces the text of the thread's first message at step `at` of every run: a history rewrite. */
+const rewriteAt = (at: number) =>
+  Middleware.make({
+    name: "rewrite",
+    beforeModel: ({ messages, step }) =>
+      step !== at || messages.length === 0
+        ? Effect.void
+        : Effect.succeed({
+          messages: [
+            Prompt.makeMessage("user", {
+              content: [Prompt.makePart("text", { text: `rewritten at ${messages.length}` })]
+            }),
+            ...messages.slice(1)
+          ]
         })
-        const agent = yield* Agent.make({
-          toolkit: Fixtures.echoToolkit,
-          middleware: history ? [check] : [],
-          maxSteps: 10
-        }).pipe(
-          Effect.provide(Layer.mergeAll(
-            Fixtures.echoLayer,
-            Layer.succeed(Checkpointer.Checkpointer, memory),
-            ScriptedModel.layer(runs.flatMap(script))
-          ))
-        )
-        for (const [i, _] of runs.entries()) {
-          const result = yield* agent.run(`run ${i}`, { threadId: "t" })
-          const stored = Option.getOrThrow(yield* memory.load("t"))
-          assert.deepStrictEqual(stored.messages, AgentState.encodeMessages(result.state.messages))
-          // loaded twice, the same array: nothing rebuilds it
-          assert.strictEqual(Option.getOrThrow(yield* memory.load("t")).messages, stored.messages)
-        }
-        // within a run, each tool step's checkpoint, loaded before the next model call
-        assert.strictEqual(seen.length, history ? runs.flat().length : 0)
-        for (const { expected, stored } of seen) assert.deepStrictEqual(stored, expected)
-      }),
-    { fastCheck: { numRuns: 40 } }
-  )
+  })
+
+describe("deferred saves", () => {
+  for (const [name, makeStore] of stores) {
+    it.scoped.prop(
+      `${name}: every checkpoint loads as the eager encoding of the thread at that point, run after run`,
+      {
+        runs: FastCheck.array(FastCheck.array(FastCheck.nat({ max: 2 }), { maxLength: 4 }), {
+          minLength: 1,
+          maxLength: 3
+        }),
+        history: FastCheck.boolean(),
+        rewrite: FastCheck.option(FastCheck.nat({ max: 3 }), { nil: undefined })
+      },
+      ({ history, rewrite, runs }) =>
+        Effect.gen(function*() {
+          const open = yield* makeStore
+          const checkpointer = yield* open
+          // what the thread holds at each tool step, read back by a beforeModel hook of the next step
+          const seen: Array<{ readonly stored: unknown; readonly expected: unknown }> = []
+          const check = Middleware.make({
+            name: "check",
+            beforeModel: ({ messages, step, threadId }) =>
+              Effect.map(checkpointer.load(threadId), (stored) => {
+                // after a tool step of this run (its checkpoint); before the first, the thread lacks the run's input
+                if (step > 0) {
+                  seen.push({
+                    stored: Option.getOrThrow(stored).messages,
+                    expected: AgentState.encodeMessages(messages)
+                  })
+                }
+              })
+          })
+          const agent = yield* Agent.make({
+            toolkit: Fixtures.echoToolkit,
+            // the check first: it sees the checkpoint before a rewrite of this step
+            middleware: [...(history ? [check] : []), ...(rewrite === undefined ? [] : [rewriteAt(rewrite)])],
+            maxSteps: 10
+          }).pipe(
+            Effect.provide(Layer.mergeAll(
+              Fixtures.echoLayer,
+              Layer.succeed(Checkpointer.Checkpointer, checkpointer),
+              ScriptedModel.layer(runs.flatMap(script))
+            ))
+          )
+          for (const [i, _] of runs.entries()) {
+            const result = yield* agent.run(`run ${i}`, { threadId: "t" })
+            const expected = AgentState.encodeMessages(result.state.messages)
+            const stored = Option.getOrThrow(yield* checkpointer.load("t"))
+            assert.deepStrictEqual(stored.messages, expected)
+            // loaded twice, the same array: nothing rebuilds it
+            assert.strictEqual(Option.getOrThrow(yield* checkpointer.load("t")).messages, stored.messages)
+            // and what another instance (a new process) reads from the store
+            assert.deepStrictEqual(Option.getOrThrow(yield* (yield* open).load("t")).messages, expected)
+          }
+          // within a run, each tool step's checkpoint, loaded before the next model call
+          assert.strictEqual(seen.length, history ? runs.flat().length : 0)
+          for (const { expected, stored } of seen) assert.deepStrictEqual(stored, expected)
+        }).pipe(Effect.provide(NodeContext.layer)),
+      { fastCheck: { numRuns: name === "file system" ? 20 : 40 } }
+    )
+  }
+
+  it.effect("a run on the KeyValueStore checkpointer builds no whole encoded thread at a step", () =>
+    Effect.gen(function*() {
+      const inner = yield* Checkpointer.makeKeyValueStore().pipe(Effect.provide(KeyValueStore.layerMemory))
+      const saveDeferred = DeferredSave.deferredOf(inner.save)
+      assert.isDefined(saveDeferred)
+      // counts the deferred saves, and the calls that build a save's whole encoded thread
+      const counts = { deferred: 0, built: 0 }
+      const spied = Checkpointer.Checkpointer.of({
+        ...inner,
+        save: DeferredSave.withDeferred(inner.save, (threadId, deferred) => {
+          counts.deferred++
+          const counted: DeferredSave.Deferred = Object.create(deferred, {
+            messages: {
+              value: () => {
+                counts.built++
+                return deferred.messages()
+              }
+            }
+          })
+          return saveDeferred!(threadId, counted)
+        })
+      })
+      const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, maxSteps: 10 }).pipe(
+        Effect.provide(Layer.mergeAll(
+          Fixtures.echoLayer,
+          Layer.succeed(Checkpointer.Checkpointer, spied),
+          ScriptedModel.layer([...script([0, 1, 2]), ...script([0, 0])])
+        ))
+      )
+      yield* agent.run("first", { threadId: "t" })
+      const second = yield* agent.run("second", { threadId: "t" })
+      // three tool steps and the end, then two and the end
+      assert.strictEqual(counts.deferred, 7)
+      // no save builds the thread whole (the first writes a new log from the decoded messages, the others
+      // append theirs); the second run's load reads the first run's last checkpoint, built once
+      assert.strictEqual(counts.built, 1)
+      assert.deepStrictEqual(
+        Option.getOrThrow(yield* inner.load("t")).messages,
+        AgentState.encodeMessages(second.state.messages)
+      )
+    }))
 
   it.effect("a memory checkpointer whose save is replaced gets every checkpoint whole", () =>
     Effect.gen(function*() {

@@ -78,10 +78,13 @@ export class ThreadEncoder {
    * of the whole thread is built when something first asks for it, at the
    * latest when the run ends ({@link settle}).
    */
-  deferred(messages: ReadonlyArray<Prompt.Message>): () => ReadonlyArray<unknown> {
+  deferred(
+    checkpoint: Omit<Checkpointer.Checkpoint, "messages">,
+    messages: ReadonlyArray<Prompt.Message>
+  ): DeferredSave.Deferred {
     if (messages === this.messages) {
       const encoded = this.encoded
-      return () => encoded
+      return new DeferredThread(checkpoint, messages, () => encoded)
     }
     const previous = this.pending?.messages ?? this.messages
     const shared = previous === undefined ? 0 : Lineage.sharedPrefix(previous, messages)
@@ -99,7 +102,7 @@ export class ThreadEncoder {
       return built!
     }
     this.pending = { messages, build }
-    return build
+    return new DeferredThread(checkpoint, messages, build)
   }
 
   /** Builds the stored form of the last deferred save, so that no stored checkpoint still holds this encoder. */
@@ -116,6 +119,36 @@ export class ThreadEncoder {
   keepSlices(slices: object, encoded: Record<string, unknown>): void {
     this.slices = slices
     this.encodedSlices = encoded
+  }
+}
+
+/**
+ * A deferred save of a run's thread: its encoded messages come from the
+ * decoded ones (each message's encoding is cached, so they are the objects
+ * the whole array holds), and whether it extends an earlier save is told by
+ * comparing the decoded arrays, whose lineage the loop records.
+ */
+class DeferredThread implements DeferredSave.Deferred {
+  constructor(
+    readonly checkpoint: Omit<Checkpointer.Checkpoint, "messages">,
+    private readonly decoded: ReadonlyArray<Prompt.Message>,
+    readonly messages: () => ReadonlyArray<unknown>
+  ) {}
+
+  get length(): number {
+    return this.decoded.length
+  }
+
+  from(index: number): ReadonlyArray<unknown> {
+    return AgentState.encodeMessages(index === 0 ? this.decoded : this.decoded.slice(index))
+  }
+
+  extends(previous: DeferredSave.Saved): boolean | undefined {
+    const base = DeferredSave.isDeferred(previous)
+      ? previous instanceof DeferredThread ? previous.decoded : undefined
+      : decodedThreads.get(previous)
+    if (base === undefined) return undefined
+    return this.decoded.length >= base.length && Lineage.sharedPrefix(base, this.decoded) === base.length
   }
 }
 
@@ -171,10 +204,10 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Check
           messages: run.encoder.encode(state.messages),
           ...rest
         })
-        : saveDeferred(run.threadId, {
-          checkpoint: { version: 1, threadId: run.threadId, ...rest },
-          messages: run.encoder.deferred(state.messages)
-        })
+        : saveDeferred(
+          run.threadId,
+          run.encoder.deferred({ version: 1, threadId: run.threadId, ...rest }, state.messages)
+        )
       return run.journal.step(run.keys.checkpoint(), Schema.Void, stored)
     }
     const known = run.encoder.slicesOf(state.slices)

@@ -25,6 +25,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { CheckpointError } from "../AgentError.js"
 import type * as Checkpointer from "../Checkpointer.js"
+import * as DeferredSave from "./deferredSave.js"
 import * as Lineage from "./lineage.js"
 
 /** Where a head's log is and how much of it is committed. */
@@ -67,6 +68,21 @@ export type Stored =
   | { readonly _tag: "Head"; readonly head: Head }
   | { readonly _tag: "Legacy"; readonly checkpoint: Checkpointer.Checkpoint }
 
+/**
+ * A thread's encoded messages as a save gives them to a backend: how many,
+ * and those from an index on (a deferred save encodes only those, without
+ * building the array of the whole thread).
+ */
+export interface Messages {
+  readonly length: number
+  from(index: number): ReadonlyArray<unknown>
+}
+
+const messagesOf = (saved: DeferredSave.Saved): Messages =>
+  DeferredSave.isDeferred(saved)
+    ? saved
+    : { length: saved.length, from: (index) => index === 0 ? saved : saved.slice(index) }
+
 /** The storage a thread log is kept in. Every operation may fail with the store's own error. */
 export interface Backend {
   /** The head slot's text, if any. */
@@ -77,7 +93,7 @@ export interface Backend {
   readonly create: (
     threadId: string,
     generation: string,
-    messages: ReadonlyArray<unknown>
+    messages: Messages
   ) => Effect.Effect<number, unknown>
   /**
    * Writes `messages` past `log.messages` after the committed end of `log`
@@ -87,7 +103,7 @@ export interface Backend {
   readonly append: (
     threadId: string,
     log: LogRef,
-    messages: ReadonlyArray<unknown>
+    messages: Messages
   ) => Effect.Effect<Option.Option<number>, unknown>
   /**
    * The committed messages of `log` after the first `from.messages` (all
@@ -128,23 +144,31 @@ export const ioFailure = (threadId: string, operation: "load" | "save") => (caus
     ? new CheckpointError({ threadId, operation, description: cause.description })
     : new CheckpointError({ threadId, operation, description: String(cause), cause })
 
-/** `next` keeps every message of `previous`, by reference, and may add more. */
-const extendsThread = (previous: ReadonlyArray<unknown>, next: ReadonlyArray<unknown>): boolean =>
-  next.length >= previous.length && Lineage.sharedPrefix(previous, next) === previous.length
+/**
+ * `next` keeps every message of `previous`, by reference, and may add more:
+ * told by a deferred save without building a whole array when it can.
+ */
+const extendsThread = (previous: DeferredSave.Saved, next: DeferredSave.Saved): boolean => {
+  const told = DeferredSave.isDeferred(next) ? next.extends(previous) : undefined
+  if (told !== undefined) return told
+  const before = DeferredSave.messagesOf(previous)
+  const after = DeferredSave.messagesOf(next)
+  return after.length >= before.length && Lineage.sharedPrefix(before, after) === before.length
+}
 
 const sameLog = (a: LogRef, b: LogRef) =>
   a.generation === b.generation && a.writer === b.writer && a.messages === b.messages && a.end === b.end
 
 /** The last thread this checkpointer saved or loaded, per thread, for the `capacity` threads used last. */
 class LastSeen {
-  private readonly entries = new Map<string, { readonly log: LogRef; readonly messages: ReadonlyArray<unknown> }>()
+  private readonly entries = new Map<string, { readonly log: LogRef; readonly saved: DeferredSave.Saved }>()
   constructor(private readonly capacity: number) {}
   get(threadId: string) {
     return this.entries.get(threadId)
   }
-  set(threadId: string, log: LogRef, messages: ReadonlyArray<unknown>) {
+  set(threadId: string, log: LogRef, saved: DeferredSave.Saved) {
     this.entries.delete(threadId)
-    this.entries.set(threadId, { log, messages })
+    this.entries.set(threadId, { log, saved })
     if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!)
   }
   delete(threadId: string) {
@@ -217,8 +241,9 @@ export const make = (options: Options): Checkpointer.Checkpointer.Service => {
   const readMessages = (threadId: string, log: LogRef) => {
     const known = lastSeen.get(threadId)
     if (known !== undefined && known.log.generation === log.generation && known.log.messages <= log.messages) {
-      if (known.log.messages === log.messages) return Effect.succeedSome(known.messages)
-      return Effect.map(backend.read(threadId, log, known.log), Option.map((more) => known.messages.concat(more)))
+      const messages = DeferredSave.messagesOf(known.saved)
+      if (known.log.messages === log.messages) return Effect.succeedSome(messages)
+      return Effect.map(backend.read(threadId, log, known.log), Option.map((more) => messages.concat(more)))
     }
     return backend.read(threadId, log, undefined)
   }
@@ -253,15 +278,16 @@ export const make = (options: Options): Checkpointer.Checkpointer.Service => {
       )
     })
 
-  const save = (threadId: string, checkpoint: Checkpointer.Checkpoint) =>
+  /** Saves `checkpoint` with the thread `saved` (whole, or deferred). */
+  const save = (threadId: string, checkpoint: Omit<Checkpointer.Checkpoint, "messages">, saved: DeferredSave.Saved) =>
     Effect.gen(function*() {
       const stored = yield* readStored(threadId, "save")
       const previous = Option.isSome(stored) && stored.value._tag === "Head" ? stored.value.head : undefined
       const known = lastSeen.get(threadId)
       const now = yield* Clock.currentTimeMillis
-      const messages = checkpoint.messages
+      const messages = messagesOf(saved)
       const appended = previous !== undefined && known !== undefined && previous.log.writer === writer &&
-          sameLog(previous.log, known.log) && extendsThread(known.messages, messages)
+          sameLog(previous.log, known.log) && extendsThread(known.saved, saved)
         ? messages.length === previous.log.messages
           ? Option.some(previous.log.end)
           : yield* backend.append(threadId, previous.log, messages)
@@ -301,7 +327,7 @@ export const make = (options: Options): Checkpointer.Checkpointer.Service => {
         ...(checkpoint.run === undefined ? {} : { run: checkpoint.run })
       }
       yield* backend.writeHead(threadId, yield* options.encode(threadId, head))
-      lastSeen.set(threadId, log, messages)
+      lastSeen.set(threadId, log, saved)
       // committed: what is left is tidying, and a failure of it loses nothing
       yield* Effect.forEach(obsolete, (old) => Effect.ignore(backend.removeLog(threadId, old)), { discard: true })
     }).pipe(Effect.mapError(ioFailure(threadId, "save")))
@@ -318,15 +344,19 @@ export const make = (options: Options): Checkpointer.Checkpointer.Service => {
 
   return {
     load: (threadId) => locks.run(threadId, load(threadId, 0)),
-    save: (threadId, checkpoint) => locks.run(threadId, save(threadId, checkpoint)),
+    save: DeferredSave.withDeferred(
+      (threadId: string, checkpoint: Checkpointer.Checkpoint) =>
+        locks.run(threadId, save(threadId, checkpoint, checkpoint.messages)),
+      (threadId, deferred) => locks.run(threadId, save(threadId, deferred.checkpoint, deferred))
+    ),
     delete: (threadId) => locks.run(threadId, remove(threadId))
   }
 }
 
-/** The lines of `messages` from `from` on: one JSON text per message, each ending in a newline. */
-export const encodeLines = (messages: ReadonlyArray<unknown>, from: number): string => {
+/** The lines of `messages`: one JSON text per message, each ending in a newline. */
+export const encodeLines = (messages: ReadonlyArray<unknown>): string => {
   let text = ""
-  for (let i = from; i < messages.length; i++) text += JSON.stringify(messages[i]) + "\n"
+  for (let i = 0; i < messages.length; i++) text += JSON.stringify(messages[i]) + "\n"
   return text
 }
 
