@@ -400,7 +400,9 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
     claimNext: (threadId, owner) =>
       Effect.sync(() => {
         if (owner !== undefined) {
-          const earlier = sent.find((entry) => entry.after === owner && entry.claimedAs === "input")
+          const earlier = sent.find((entry) =>
+            entry.message.threadId === threadId && entry.after === owner && entry.claimedAs === "input"
+          )
           if (earlier !== undefined) {
             return Option.some({ runId: earlier.claimedBy!, messages: claimedBy(earlier.claimedBy!, "input") })
           }
@@ -547,7 +549,7 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
     )`,
     sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_thread`)} ON ${messagesTable} (thread_id, claimed_by)`,
     sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_claim`)} ON ${messagesTable} (claimed_by, claimed_as)`,
-    sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_after`)} ON ${messagesTable} (after_run)`,
+    sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_after`)} ON ${messagesTable} (thread_id, after_run)`,
     sql`CREATE TABLE IF NOT EXISTS ${threadsTable} (thread_id TEXT PRIMARY KEY, running TEXT)`
   ], { discard: true })
   // Tables of 0.1.0 before stored decisions lack two columns of the decisions table, and
@@ -751,7 +753,8 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
         Effect.gen(function*() {
           if (owner !== undefined) {
             const earlier = yield* sql<{ readonly claimed_by: string }>`
-              SELECT claimed_by FROM ${messagesTable} WHERE after_run = ${owner} AND claimed_as = 'input' LIMIT 1
+              SELECT claimed_by FROM ${messagesTable}
+              WHERE thread_id = ${threadId} AND after_run = ${owner} AND claimed_as = 'input' LIMIT 1
             `
             if (earlier.length > 0) {
               const runId = earlier[0]!.claimed_by
