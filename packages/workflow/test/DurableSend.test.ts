@@ -129,3 +129,98 @@ describe("AgentWorkflow.send (memory engine)", () => {
       assert.deepStrictEqual(usersOf(done.messages), ["find trains"])
     }), { timeout: 30_000 })
 })
+
+describe("AgentWorkflow.send refuses bad input, and stores nothing", () => {
+  const refused = <A>(
+    send: Effect.Effect<A, AgentWorkflow.InvalidSend | RunStore.RunStoreError, any>,
+    workflow = Runs
+  ) =>
+    Effect.gen(function*() {
+      const searching = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const context = yield* Layer.build(stack(searching, release, workflow))
+      const error = yield* Effect.flip(Effect.provide(send, context))
+      // nothing was stored: no message waits for the thread, and no run was registered or started
+      const store = yield* Effect.provide(RunStore.RunStore, context)
+      assert.deepStrictEqual(yield* store.claimNext("t", undefined), Option.none())
+      assert.deepStrictEqual(yield* store.list(), [])
+      assert.isFalse(yield* Deferred.isDone(searching))
+      return error
+    })
+
+  it.scopedLive.prop(
+    "a thread id that is not a non-empty string without lone surrogates",
+    {
+      threadId: Schema.Union(
+        Schema.Literal(""),
+        Schema.Literal("\ud800", "a\udc00b"),
+        Schema.Number,
+        Schema.Null,
+        Schema.Boolean
+      )
+    },
+    ({ threadId }) =>
+      Effect.gen(function*() {
+        const error = yield* refused(Runs.send(threadId as unknown as string, "hello"))
+        assert.strictEqual(error._tag, "InvalidSend")
+        assert.strictEqual((error as AgentWorkflow.InvalidSend).field, "threadId")
+      }),
+    { fastCheck: { numRuns: 10 } }
+  )
+
+  it.scopedLive.prop(
+    "a mode that is not steer or queue",
+    {
+      mode: Schema.Union(
+        Schema.String.pipe(Schema.filter((mode) => mode !== "steer" && mode !== "queue")),
+        Schema.Number
+      )
+    },
+    ({ mode }) =>
+      Effect.gen(function*() {
+        const error = yield* refused(Runs.send("t", "hello", { mode: mode as any }))
+        assert.deepStrictEqual(
+          { tag: error._tag, field: (error as AgentWorkflow.InvalidSend).field },
+          { tag: "InvalidSend", field: "mode" }
+        )
+        assert.include(error.message, `Cannot send to thread "t": the mode`)
+      }),
+    { fastCheck: { numRuns: 10 } }
+  )
+
+  it.scopedLive(
+    "a message that is not a string, an array of messages or a Prompt, or holds no message",
+    () =>
+      Effect.gen(function*() {
+        for (
+          const [message, says] of [
+            [42, "must be a string, an array of messages or a Prompt, got number"],
+            [null, "got null"],
+            [[], "holds no message"],
+            [[{ role: "user", content: 7 }], "does not decode"],
+            [[{ role: "wizard", content: "hi" }], "does not decode"]
+          ] as const
+        ) {
+          const error = yield* refused(Runs.send("t", message as any))
+          assert.strictEqual(error._tag, "InvalidSend")
+          assert.strictEqual((error as AgentWorkflow.InvalidSend).field, "message")
+          assert.include(error.message, says)
+        }
+      }),
+    { timeout: 30_000 }
+  )
+
+  it.scopedLive(
+    "a workflow made without steering: its runs would never take the message in",
+    () =>
+      Effect.gen(function*() {
+        const error = yield* refused(
+          AgentWorkflow.make({ name: "unsteered", version: 1 }).send("t", "hello"),
+          AgentWorkflow.make({ name: "unsteered", version: 1 })
+        )
+        assert.strictEqual((error as AgentWorkflow.InvalidSend).field, "workflow")
+        assert.include(error.message, "steering: true")
+      }),
+    { timeout: 30_000 }
+  )
+})
