@@ -972,7 +972,12 @@ export const make = (options: Options): AgentWorkflow => {
       const payload = { runId, threadId, input: yield* decodeStored(messages) }
       const executionId = yield* workflow.executionId(payload)
       yield* (yield* RunStore.RunStore).register({ runId, threadId, executionId, workflow: name })
-      yield* workflow.execute(payload, { discard: true })
+      // never a child of the run whose end starts it (an activity runs in its instance): its cancel must not reach this one
+      yield* workflow.execute(payload, { discard: true }).pipe(
+        Effect.mapInputContext((context: Context.Context<WorkflowEngine.WorkflowEngine>) =>
+          Context.omit(WorkflowEngine.WorkflowInstance)(context) as Context.Context<WorkflowEngine.WorkflowEngine>
+        )
+      )
     })
 
   /**

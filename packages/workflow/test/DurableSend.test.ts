@@ -5,7 +5,7 @@ import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
-import { Deferred, Effect, Layer, Option, Schema } from "effect"
+import { Deferred, Effect, Fiber, Layer, Option, Schema } from "effect"
 
 const textOf = (message: Prompt.Message): string =>
   typeof message.content === "string"
@@ -110,6 +110,34 @@ describe("AgentWorkflow.send (memory engine)", () => {
           yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.running("t"))),
           Option.none()
         )
+      }),
+    { timeout: 30_000 }
+  )
+
+  it.scopedLive(
+    "a cancelled run hands what is left on: a queued message starts its run, once",
+    () =>
+      Effect.gen(function*() {
+        const searching = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const context = yield* Layer.build(stack(searching, release))
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        const runId = yield* run(Runs.start({ threadId: "t", input: "find flights", runId: "r1" }))
+        yield* Deferred.await(searching)
+        const queued = yield* run(Runs.send("t", "and a hotel", { mode: "queue" }))
+        const cancelling = yield* Effect.fork(run(Runs.cancel(runId)))
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(cancelling)
+        assert.strictEqual((yield* run(Runs.status(runId))).state, "Cancelled")
+        const next = yield* run(Runs.await(`sent-${queued.sequence}`))
+        assert.strictEqual(next.state, "Completed")
+        assert.deepStrictEqual(
+          Option.map(next.outcome, (outcome) => outcome.text),
+          Option.some("find flights | and a hotel")
+        )
+        // the run's end and cancel both hand the message on: one run took it
+        const runs = yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.list({ threadId: "t" })))
+        assert.deepStrictEqual(runs.map((record) => record.runId).sort(), ["r1", `sent-${queued.sequence}`])
       }),
     { timeout: 30_000 }
   )

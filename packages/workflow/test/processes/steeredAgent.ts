@@ -113,6 +113,7 @@ const sender = Effect.gen(function*() {
   const mode = env("MODE") === "queue" ? "queue" : "steer"
   const receipt = yield* Runs.send("thread-1", env("MESSAGE"), { mode })
   console.log(`sent ${JSON.stringify({ ...receipt, runId: Option.getOrNull(receipt.runId) })}`)
-}).pipe(Effect.provide(Layer.mergeAll(RunStore.layer()).pipe(Layer.provideMerge(Engine))))
+}).pipe(Effect.provide(RunStore.layer().pipe(Layer.provideMerge(Engine))))
 
-NodeRuntime.runMain(role === "runner" ? runner : sender, { disableErrorReporting: false })
+const main: Effect.Effect<void, unknown> = role === "runner" ? runner : sender
+NodeRuntime.runMain(main, { disableErrorReporting: false })
