@@ -44,15 +44,24 @@ const stack = (searching: Deferred.Deferred<void>, release: Deferred.Deferred<vo
     Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory))
   )
 
+/** The stack built, and run "r1" of thread "t" started and waiting in its search until `release`. */
+const searchingRun = Effect.gen(function*() {
+  const searching = yield* Deferred.make<void>()
+  const release = yield* Deferred.make<void>()
+  const context = yield* Layer.build(stack(searching, release))
+  const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+  const runId = yield* run(Runs.start({ threadId: "t", input: "find flights", runId: "r1" }))
+  yield* Deferred.await(searching)
+  return { run, runId, release: Deferred.succeed(release, undefined) }
+})
+
+/** Who owns the thread's stored messages now. */
+const runningOf = (threadId: string) => Effect.flatMap(RunStore.RunStore, (store) => store.running(threadId))
+
 describe("AgentWorkflow.send (memory engine)", () => {
   it.scopedLive("a steer message joins the running run before its next model call, once", () =>
     Effect.gen(function*() {
-      const searching = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const context = yield* Layer.build(stack(searching, release))
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
-      const runId = yield* run(Runs.start({ threadId: "t", input: "find flights", runId: "r1" }))
-      yield* Deferred.await(searching)
+      const { release, run, runId } = yield* searchingRun
       const receipt = yield* run(Runs.send("t", "only direct ones"))
       assert.deepStrictEqual(receipt, {
         threadId: "t",
@@ -61,7 +70,7 @@ describe("AgentWorkflow.send (memory engine)", () => {
         delivery: "stored",
         runId: Option.some("r1")
       })
-      yield* Deferred.succeed(release, undefined)
+      yield* release
       const done = yield* run(Runs.await(runId))
       assert.strictEqual(done.state, "Completed")
       assert.deepStrictEqual(done.messages.map((message) => message.role), [
@@ -87,16 +96,11 @@ describe("AgentWorkflow.send (memory engine)", () => {
     "a queued message starts a run of its own once the running one has ended",
     () =>
       Effect.gen(function*() {
-        const searching = yield* Deferred.make<void>()
-        const release = yield* Deferred.make<void>()
-        const context = yield* Layer.build(stack(searching, release))
-        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
-        const runId = yield* run(Runs.start({ threadId: "t", input: "find flights", runId: "r1" }))
-        yield* Deferred.await(searching)
+        const { release, run, runId } = yield* searchingRun
         const first = yield* run(Runs.send("t", "and a hotel", { mode: "queue" }))
         const second = yield* run(Runs.send("t", "and a car", { mode: "queue" }))
         assert.deepStrictEqual([first.delivery, second.delivery], ["stored", "stored"])
-        yield* Deferred.succeed(release, undefined)
+        yield* release
         const done = yield* run(Runs.await(runId))
         // the first run never saw them
         assert.deepStrictEqual(Option.map(done.outcome, (outcome) => outcome.text), Option.some("find flights"))
@@ -106,10 +110,7 @@ describe("AgentWorkflow.send (memory engine)", () => {
         assert.strictEqual(hotel.state, "Completed")
         assert.strictEqual(car.state, "Completed")
         assert.deepStrictEqual(usersOf(car.messages), ["find flights", "and a hotel", "and a car"])
-        assert.deepStrictEqual(
-          yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.running("t"))),
-          Option.none()
-        )
+        assert.deepStrictEqual(yield* run(runningOf("t")), Option.none())
       }),
     { timeout: 30_000 }
   )
@@ -118,15 +119,10 @@ describe("AgentWorkflow.send (memory engine)", () => {
     "a cancelled run hands what is left on: a queued message starts its run, once",
     () =>
       Effect.gen(function*() {
-        const searching = yield* Deferred.make<void>()
-        const release = yield* Deferred.make<void>()
-        const context = yield* Layer.build(stack(searching, release))
-        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
-        const runId = yield* run(Runs.start({ threadId: "t", input: "find flights", runId: "r1" }))
-        yield* Deferred.await(searching)
+        const { release, run, runId } = yield* searchingRun
         const queued = yield* run(Runs.send("t", "and a hotel", { mode: "queue" }))
         const cancelling = yield* Effect.fork(run(Runs.cancel(runId)))
-        yield* Deferred.succeed(release, undefined)
+        yield* release
         yield* Fiber.join(cancelling)
         assert.strictEqual((yield* run(Runs.status(runId))).state, "Cancelled")
         const next = yield* run(Runs.await(`sent-${queued.sequence}`))

@@ -29,15 +29,29 @@ const send = (env: Record<string, string>, message: string, mode: "steer" | "que
     return JSON.parse(line.slice(5)) as { readonly delivery: string; readonly runId: string; readonly sequence: number }
   })
 
+/** A fresh SQLite file and a runner (with `extra` in its environment) whose run-1 waits in its search. */
+const searchingRunner = (prefix: string, extra: Record<string, string>) =>
+  Effect.gen(function*() {
+    const directory = yield* tempDirectory(prefix)
+    const env = { DB: path.join(directory, "runs.db"), GO: path.join(directory, "go") }
+    const runner = yield* scopedChild(script, { ...env, ROLE: "runner", START: "run-1", ...extra })
+    yield* promise(() => runner.waitForLine((line) => line === "searching", 60_000))
+    return { env, runner }
+  })
+
+/** What run-1 ends with when it took "only direct ones" in before its second model call. */
+const steered: Ended = {
+  state: "Completed",
+  users: ["find flights", "only direct ones"],
+  text: "find flights | only direct ones"
+}
+
 describe("AgentWorkflow.send across processes (SQLite)", () => {
   it.scopedLive(
     "a message sent from another process joins the running run before its next model call, once",
     () =>
       Effect.gen(function*() {
-        const directory = yield* tempDirectory("stepwise-send-")
-        const env = { DB: path.join(directory, "runs.db"), GO: path.join(directory, "go") }
-        const runner = yield* scopedChild(script, { ...env, ROLE: "runner", START: "run-1" })
-        yield* promise(() => runner.waitForLine((line) => line === "searching", 60_000))
+        const { env, runner: runner } = yield* searchingRunner("stepwise-send-", {})
         const receipt = yield* send(env, "only direct ones", "steer")
         assert.deepStrictEqual(
           receipt,
@@ -45,11 +59,7 @@ describe("AgentWorkflow.send across processes (SQLite)", () => {
         )
         fs.writeFileSync(env.GO, "")
         const run = yield* ended(runner, "run-1")
-        assert.deepStrictEqual(run, {
-          state: "Completed",
-          users: ["find flights", "only direct ones"],
-          text: "find flights | only direct ones"
-        })
+        assert.deepStrictEqual(run, steered)
       }),
     { timeout: 120_000 }
   )
@@ -58,10 +68,7 @@ describe("AgentWorkflow.send across processes (SQLite)", () => {
     "a runner SIGKILLed after its look claimed the message, before the look was journaled: the next runner takes it in once",
     () =>
       Effect.gen(function*() {
-        const directory = yield* tempDirectory("stepwise-send-kill-")
-        const env = { DB: path.join(directory, "runs.db"), GO: path.join(directory, "go") }
-        const first = yield* scopedChild(script, { ...env, ROLE: "runner", START: "run-1", KILL_AFTER_CLAIM: "1" })
-        yield* promise(() => first.waitForLine((line) => line === "searching", 60_000))
+        const { env, runner: first } = yield* searchingRunner("stepwise-send-kill-", { KILL_AFTER_CLAIM: "1" })
         yield* send(env, "only direct ones", "steer")
         fs.writeFileSync(env.GO, "")
         yield* promise(() => first.waitForLine((line) => line === "claimed 1", 60_000))
@@ -70,11 +77,7 @@ describe("AgentWorkflow.send across processes (SQLite)", () => {
         const second = yield* scopedChild(script, { ...env, ROLE: "runner" })
         const run = yield* ended(second, "run-1")
         // the look ran again and took in what the killed one had claimed: neither lost nor twice
-        assert.deepStrictEqual(run, {
-          state: "Completed",
-          users: ["find flights", "only direct ones"],
-          text: "find flights | only direct ones"
-        })
+        assert.deepStrictEqual(run, steered)
       }),
     { timeout: 120_000 }
   )
@@ -83,10 +86,7 @@ describe("AgentWorkflow.send across processes (SQLite)", () => {
     "a queued message sent from another process starts a follow-up run once the running run has ended",
     () =>
       Effect.gen(function*() {
-        const directory = yield* tempDirectory("stepwise-send-queue-")
-        const env = { DB: path.join(directory, "runs.db"), GO: path.join(directory, "go") }
-        const runner = yield* scopedChild(script, { ...env, ROLE: "runner", START: "run-1", EXPECT_RUNS: "2" })
-        yield* promise(() => runner.waitForLine((line) => line === "searching", 60_000))
+        const { env, runner: runner } = yield* searchingRunner("stepwise-send-queue-", { EXPECT_RUNS: "2" })
         const receipt = yield* send(env, "and a hotel", "queue")
         assert.strictEqual(receipt.delivery, "stored")
         fs.writeFileSync(env.GO, "")

@@ -32,6 +32,15 @@ const Runs = AgentWorkflow.make({ name: "steered-agent", version: 1, steering: t
 
 const stack = (filename: string, ran: Array<string>) => approvalStack({ runs: Runs, answer, turns: 12, filename, ran })
 
+/** Approves every call the run waits for, once it waits. */
+const approver = (run: <A, E>(effect: Effect.Effect<A, E, any>) => Effect.Effect<A, E, any>) => (runId: string) =>
+  Effect.gen(function*() {
+    const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+    assert.strictEqual(waiting.state, "Waiting")
+    const request = Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
+    yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }))
+  })
+
 describe("steering a durable run", () => {
   it.scopedLive(
     "a message sent while the run waits joins it after the approved call, journaled: each replay takes it in once, at the same point",
@@ -42,13 +51,7 @@ describe("steering a durable run", () => {
         const context = yield* Layer.build(stack(path.join(directory, "runs.db"), ran))
         const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
         const agent = yield* run(Agent.Agent)
-        const approve = (runId: string) =>
-          Effect.gen(function*() {
-            const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
-            assert.strictEqual(waiting.state, "Waiting")
-            const request = Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
-            yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }))
-          })
+        const approve = approver(run)
 
         const runId = yield* run(Runs.start({ threadId: "t", input: "delete /a" }))
         yield* run(Runs.await(runId, { untilWaiting: true }))
@@ -97,13 +100,7 @@ describe("steering a durable run", () => {
         const ran: Array<string> = []
         const context = yield* Layer.build(stack(path.join(directory, "runs.db"), ran))
         const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
-        const approve = (runId: string) =>
-          Effect.gen(function*() {
-            const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
-            assert.strictEqual(waiting.state, "Waiting")
-            const request = Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
-            yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }))
-          })
+        const approve = approver(run)
 
         const runId = yield* run(Runs.start({ threadId: "t", input: "delete /a" }))
         yield* run(Runs.await(runId, { untilWaiting: true }))
