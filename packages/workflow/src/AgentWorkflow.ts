@@ -1053,12 +1053,10 @@ export const make = (options: Options): AgentWorkflow => {
     const posted = yield* store.postMessage(checked)
     const receipt = { threadId: checked.threadId, mode: checked.mode, sequence: posted.sequence }
     if (Option.isSome(posted.running)) {
-      yield* resumeLaunch(checked.threadId, posted.running.value)
+      yield* ensureLaunched(checked.threadId, posted.running.value)
       return { ...receipt, delivery: "stored", runId: posted.running } satisfies SendReceipt
     }
-    const started = yield* startNext(checked.threadId, undefined).pipe(
-      Effect.catchAll((error) => error._tag === "RunStoreError" ? Effect.fail(error) : Effect.die(error))
-    )
+    const started = yield* startNext(checked.threadId, undefined)
     return Option.isSome(started)
       ? { ...receipt, delivery: "started", runId: started } satisfies SendReceipt
       // another sender started the run at the same time: that run owns the message now
@@ -1070,7 +1068,7 @@ export const make = (options: Options): AgentWorkflow => {
    * started it died before executing it: its input is stored, so it can be
    * started again (idempotent). A run `start` started carries its own input.
    */
-  const resumeLaunch = (threadId: string, runId: string) =>
+  const ensureLaunched = (threadId: string, runId: string) =>
     Effect.gen(function*() {
       const input = yield* (yield* RunStore.RunStore).inputOf(runId)
       if (input.length === 0) return
