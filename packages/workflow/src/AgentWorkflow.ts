@@ -147,6 +147,29 @@ export interface RunStatus {
   readonly failure: Option.Option<AgentRunFailed | JournalCorrupt>
 }
 
+/**
+ * What {@link AgentWorkflow.send} did with a message, stored by then:
+ *
+ * - `"started"`: no run owned the thread's messages, so a run with the
+ *   message as its input started (`runId`);
+ * - `"stored"`: the run `runId` owns them (it runs, or waits for a
+ *   decision): a steer message joins it before its next model step (or,
+ *   if it ends first, the input of the run after it), a queued one is the
+ *   input of a run of its own after it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SendReceipt {
+  readonly threadId: string
+  readonly mode: "steer" | "queue"
+  /** The message's place in send order, unique in the `RunStore`. */
+  readonly sequence: number
+  readonly delivery: "started" | "stored"
+  /** The run that takes the message in, or that owns the thread's messages now. */
+  readonly runId: Option.Option<string>
+}
+
 // -----------------------------------------------------------------------------
 // errors
 // -----------------------------------------------------------------------------
@@ -355,6 +378,39 @@ export class JournalCorrupt extends Schema.TaggedError<JournalCorrupt>(
   }
 }
 
+/**
+ * `send` refused a message, and stored nothing: `field` names what was wrong
+ * (the thread id, the message, the mode, or a workflow made without
+ * `steering`).
+ *
+ * @example
+ * ```ts
+ * import { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * const refused = new AgentWorkflow.InvalidSend({ threadId: "t-1", field: "mode", reason: "must be \"steer\" or \"queue\"" })
+ * refused.message // "Cannot send to thread \"t-1\": the mode must be \"steer\" or \"queue\""
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidSend extends Schema.TaggedError<InvalidSend>(
+  "@stepwise-agent/workflow/AgentWorkflow/InvalidSend"
+)("InvalidSend", {
+  threadId: Schema.String,
+  field: Schema.Literal("threadId", "message", "mode", "workflow"),
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Cannot send to thread ${JSON.stringify(this.threadId)}: the ${
+      this.field === "threadId" ? "thread id" : this.field
+    } ${this.reason}`
+  }
+}
+
 // -----------------------------------------------------------------------------
 // authorization
 // -----------------------------------------------------------------------------
@@ -451,14 +507,17 @@ export interface Options {
     readonly [toolName: string]: (call: Prompt.ToolCallPart, result: Prompt.ToolResultPart) => Effect.Effect<void>
   } | undefined
   /**
-   * Let `Agent.send(threadId, message)` steer a running run of this
-   * workflow (default `false`). The run then looks into its thread's inbox
-   * before each model step, as an activity of its own (`inbox/<n>`, one
-   * more per step), so a replay takes in the same messages at the same
-   * point. Without it a steer message sent to a durable run waits for the
-   * run's end and becomes the input of a run of its own, in process. The
-   * inbox is the agent's, in memory: a message reaches a durable run
-   * executing in the process it was sent in.
+   * Let messages steer the runs of this workflow (default `false`): those
+   * of {@link AgentWorkflow.send}, stored in the `RunStore` and taken in
+   * wherever the run executes, and those of `Agent.send` in the process the
+   * run executes in. The run then looks into its thread's inbox before each
+   * model step, as an activity of its own (`inbox/<n>`, one more per step),
+   * which claims the stored messages it takes in: a replay (or a retry after
+   * a crash) takes in the same messages at the same point, and never one
+   * twice. A run that ends, or fails, starts the next run of what is left
+   * (an activity `next`). Without it a steer message of `Agent.send` waits
+   * for the run's end and becomes the input of a run of its own, in process,
+   * and `AgentWorkflow.send` refuses messages.
    */
   readonly steering?: boolean | undefined
 }
@@ -560,6 +619,24 @@ export interface AgentWorkflow {
     RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
+  /**
+   * Sends a message to a thread from any process (a workflow made with
+   * `steering: true`): it is stored in the `RunStore` first, then taken in
+   * exactly once, wherever the thread's run executes. `"steer"` (the
+   * default) joins the running run before its next model step (a run
+   * waiting for a decision takes it in after the resume); `"queue"` is the
+   * input of a run of its own once the running one has ended. With no run
+   * going, a run with the message as its input starts at once.
+   */
+  readonly send: (
+    threadId: string,
+    message: Prompt.RawInput,
+    options?: { readonly mode?: "steer" | "queue" | undefined } | undefined
+  ) => Effect.Effect<
+    SendReceipt,
+    InvalidSend | RunStore.RunStoreError,
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore
+  >
 }
 
 const tagOf = (error: unknown): string =>
@@ -652,19 +729,73 @@ const DecisionJson = Schema.parseJson(Decision)
 const encodeDecision = Schema.encode(DecisionJson)
 const decodeDecision = Schema.decode(DecisionJson)
 
+/** The messages of one `send`, as the `RunStore` keeps them: JSON, decoded again by the run that takes them in. */
+const SentJson = Schema.parseJson(Schema.Array(Prompt.Message))
+const encodeSent = Schema.encode(SentJson)
+const decodeSent = Schema.decode(SentJson)
+
+/** The messages of stored sends, in send order (they were encoded by `send`: one that no longer decodes is a defect). */
+const decodeStored = (stored: ReadonlyArray<RunStore.SentMessage>) =>
+  Effect.map(Effect.forEach(stored, (message) => Effect.orDie(decodeSent(message.messages))), (all) => all.flat())
+
+/** A thread id `send` accepts: what `Agent` accepts (a non-empty string without lone surrogates). */
+const ThreadId = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "must not be empty" }),
+  Schema.filter((id) => !/\p{Cs}/u.test(id), { message: () => "must not hold a lone surrogate" })
+)
+const SendMode = Schema.Literal("steer", "queue")
+
+const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
+
+/** `send`'s checks: the thread id, the mode and the message, which it gives encoded for the store. */
+const checkSend = (
+  threadId: unknown,
+  message: Prompt.RawInput,
+  mode: unknown
+): Effect.Effect<
+  { readonly threadId: string; readonly mode: "steer" | "queue"; readonly messages: string },
+  InvalidSend
+> =>
+  Effect.gen(function*() {
+    const shown = typeof threadId === "string" ? threadId : String(threadId)
+    const refuse = (field: InvalidSend["field"]) => (reason: string) =>
+      new InvalidSend({ threadId: shown, field, reason })
+    const id = yield* Schema.decodeUnknown(ThreadId)(threadId).pipe(
+      Effect.mapError((error) => refuse("threadId")(formatIssue(error)))
+    )
+    const checkedMode = yield* Schema.decodeUnknown(SendMode)(mode ?? "steer").pipe(
+      Effect.mapError((error) => refuse("mode")(formatIssue(error)))
+    )
+    if (typeof message !== "string" && !Prompt.isPrompt(message) && !Array.isArray(message)) {
+      return yield* refuse("message")(
+        `must be a string, an array of messages or a Prompt, got ${message === null ? "null" : typeof message}`
+      )
+    }
+    const prompt = yield* Effect.try({
+      try: () => Prompt.make(message),
+      catch: (error) =>
+        refuse("message")(`does not decode: ${ParseResult.isParseError(error) ? formatIssue(error) : String(error)}`)
+    })
+    if (prompt.content.length === 0) return yield* refuse("message")("holds no message")
+    const messages = yield* encodeSent(prompt.content).pipe(
+      Effect.mapError((error) => refuse("message")(`cannot be stored: ${formatIssue(error)}`))
+    )
+    return { threadId: id, mode: checkedMode, messages }
+  })
+
 /**
  * Runs a step of the loop as an activity named after its key, with the
  * services of the loop (an engine may execute the activity on another fiber).
  */
 const inActivity = <A, I, E, R>(
-  key: RunJournal.StepKey,
+  name: string,
   success: Schema.Schema<A, I>,
   effect: Effect.Effect<A, E, R>
 ) =>
   Effect.gen(function*() {
     const context = Context.omit(WorkflowEngine.WorkflowInstance)(yield* Effect.context<R>())
     const activity = Activity.make({
-      name: RunJournal.stepName(key),
+      name,
       success: success as Schema.Schema<A, I, never>,
       error: RunFailure,
       execute: effect.pipe(
@@ -704,7 +835,15 @@ const owner: RunJournal.RunJournal.Service = { ...RunJournal.inProcess, durable:
  * no next activity: `flush` writes what is left as one activity, named
  * after the last of those checkpoints.
  */
-const makeJournal = (options: Options, runId: string, cancelled: Effect.Effect<boolean>) => {
+const makeJournal = (
+  options: Options,
+  runId: string,
+  cancelled: Effect.Effect<boolean>,
+  claimSteered: (look: string) => Effect.Effect<ReadonlyArray<Prompt.Message>>
+) => {
+  // a look into the inbox takes in the messages sent in this process, then those stored for the thread
+  const withStored = (held: Effect.Effect<ReadonlyArray<Prompt.Message>>, look: string) =>
+    Effect.zipWith(held, claimSteered(look), (inProcess, stored) => [...inProcess, ...stored])
   // A model call about to run (a replayed one is read from the journal and never gets here) checks
   // for a cancel first and ends the run instead: the tool calls before it all have their results.
   const unlessCancelled = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, E | RunCancelled, R> =>
@@ -731,7 +870,9 @@ const makeJournal = (options: Options, runId: string, cancelled: Effect.Effect<b
   }
   const flush = Effect.suspend(() => {
     const last = unwritten.at(-1)
-    return last === undefined ? Effect.void : inActivity(last.key, Schema.Void, afterUnwritten(Effect.void))
+    return last === undefined
+      ? Effect.void
+      : inActivity(RunJournal.stepName(last.key), Schema.Void, afterUnwritten(Effect.void))
   })
   const journal = RunJournal.RunJournal.of({
     durable: true,
@@ -745,7 +886,18 @@ const makeJournal = (options: Options, runId: string, cancelled: Effect.Effect<b
         : Effect.suspend(() =>
           compensated(
             key,
-            inActivity(key, schema, afterUnwritten(kind === "Model" ? unlessCancelled(effect) : effect))
+            inActivity(
+              RunJournal.stepName(key),
+              schema,
+              afterUnwritten(
+                kind === "Model"
+                  ? unlessCancelled(effect)
+                  // the run's own look also claims the thread's stored messages; a subagent's looks only its inbox
+                  : key._tag === "Inbox"
+                  ? withStored(effect as any, RunJournal.stepName(key)) as any
+                  : effect
+              )
+            )
           )
         ) as any
     },
@@ -817,18 +969,61 @@ export const make = (options: Options): AgentWorkflow => {
     idempotencyKey: (payload) => payload.runId
   })
 
+  const steering = options.steering === true
+
+  /** Registers and executes the run `runId` of `threadId` with the stored messages as its input (idempotent). */
+  const launch = (threadId: string, runId: string, messages: ReadonlyArray<RunStore.SentMessage>) =>
+    Effect.gen(function*() {
+      const payload = { runId, threadId, input: yield* decodeStored(messages) }
+      const executionId = yield* workflow.executionId(payload)
+      yield* (yield* RunStore.RunStore).register({ runId, threadId, executionId, workflow: name })
+      // never a child of the run whose end starts it (an activity runs in its instance): its cancel must not reach this one
+      yield* workflow.execute(payload, { discard: true }).pipe(
+        Effect.mapInputContext((context: Context.Context<WorkflowEngine.WorkflowEngine>) =>
+          Context.omit(WorkflowEngine.WorkflowInstance)(context) as Context.Context<WorkflowEngine.WorkflowEngine>
+        )
+      )
+    })
+
+  /**
+   * Starts the run of what waits for the thread once `owner`, the run that
+   * owned its messages, has ended (with no `owner`: when none owns them).
+   * Idempotent per owner: the claim names the run, whose id and input stay
+   * the same, and starting it again starts nothing.
+   */
+  const startNext = (threadId: string, owner: string | undefined) =>
+    Effect.gen(function*() {
+      const next = yield* (yield* RunStore.RunStore).claimNext(threadId, owner)
+      if (Option.isNone(next)) return Option.none<string>()
+      yield* launch(threadId, next.value.runId, next.value.messages)
+      return Option.some(next.value.runId)
+    })
+
   const layer = workflow.toLayer((payload) =>
     Effect.gen(function*() {
       const loop = yield* Agent.Agent
-      const cancelled = Effect.orDie((yield* RunStore.RunStore).isCancelRequested(payload.runId))
-      const { flush, journal } = makeJournal(options, payload.runId, cancelled)
-      const result = yield* loop.run(Prompt.fromMessages(payload.input), { threadId: payload.threadId }).pipe(
+      const store = yield* RunStore.RunStore
+      const cancelled = Effect.orDie(store.isCancelRequested(payload.runId))
+      const claimSteered = (look: string) =>
+        Effect.flatMap(Effect.orDie(store.claimSteered(payload.threadId, payload.runId, look)), decodeStored)
+      const { flush, journal } = makeJournal(options, payload.runId, cancelled, claimSteered)
+      const exit = yield* loop.run(Prompt.fromMessages(payload.input), { threadId: payload.threadId }).pipe(
         Effect.provideService(RunJournal.RunJournal, journal),
         // the checkpoints saved after the last activity are written before the run ends, failing or not
         Effect.zipLeft(flush),
         Effect.tapErrorCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : flush),
-        Effect.mapError(asRunFailure)
+        Effect.mapError(asRunFailure),
+        Effect.exit
       )
+      // A run that ended or failed (not one suspending to wait) starts the run of what was sent and not taken in.
+      if (steering && !(Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause))) {
+        yield* inActivity(
+          "next",
+          Schema.Option(Schema.String),
+          Effect.orDie(startNext(payload.threadId, payload.runId))
+        )
+      }
+      const result = yield* exit
       if (result._tag === "Interrupted") {
         return yield* new AgentRunFailed({ error: "Interrupted", description: "the run ended waiting in process" })
       }
@@ -844,9 +1039,48 @@ export const make = (options: Options): AgentWorkflow => {
     const executionId = yield* workflow.executionId(payload)
     const record = yield* store.register({ runId, threadId: request.threadId, executionId, workflow: name })
     if (record.threadId !== request.threadId) return yield* new RunIdTaken({ runId, threadId: record.threadId })
+    // the thread's messages are this run's to take in, and to hand on when it ends
+    if (steering) yield* store.setRunning(request.threadId, runId)
     yield* workflow.execute(payload, { discard: true })
     return runId
   })
+
+  const send: AgentWorkflow["send"] = Effect.fn("AgentWorkflow.send")(function*(threadId, message, sendOptions) {
+    const checked = yield* checkSend(threadId, message, sendOptions?.mode)
+    if (!steering) {
+      return yield* new InvalidSend({
+        threadId: checked.threadId,
+        field: "workflow",
+        reason: `"${name}" was made without \`steering: true\`: its runs never take sent messages in`
+      })
+    }
+    const store = yield* RunStore.RunStore
+    const posted = yield* store.postMessage(checked)
+    const receipt = { threadId: checked.threadId, mode: checked.mode, sequence: posted.sequence }
+    if (Option.isSome(posted.running)) {
+      yield* ensureLaunched(checked.threadId, posted.running.value)
+      return { ...receipt, delivery: "stored", runId: posted.running } satisfies SendReceipt
+    }
+    const started = yield* startNext(checked.threadId, undefined)
+    return Option.isSome(started)
+      ? { ...receipt, delivery: "started", runId: started } satisfies SendReceipt
+      // another sender started the run at the same time: that run owns the message now
+      : { ...receipt, delivery: "stored", runId: yield* store.running(checked.threadId) } satisfies SendReceipt
+  })
+
+  /**
+   * Executes the run that owns the thread's messages when a `send` that
+   * started it died before executing it: its input is stored, so it can be
+   * started again (idempotent). A run `start` started carries its own input.
+   */
+  const ensureLaunched = (threadId: string, runId: string) =>
+    Effect.gen(function*() {
+      const input = yield* (yield* RunStore.RunStore).inputOf(runId)
+      if (input.length === 0) return
+      const payload = { runId, threadId, input: yield* decodeStored(input) }
+      if (yield* Effect.orDie(executionExists(yield* workflow.executionId(payload)))) return
+      yield* Effect.orDie(launch(threadId, runId, input))
+    })
 
   const status: AgentWorkflow["status"] = Effect.fn("AgentWorkflow.status")(function*(runId) {
     const store = yield* RunStore.RunStore
@@ -1009,6 +1243,8 @@ export const make = (options: Options): AgentWorkflow => {
       Effect.provideService(RunJournal.RunJournal, owner),
       Effect.catchTag("DurableThreadError", Effect.die)
     )
+    // what was sent to the thread and not taken in starts its run (a run cancelled at its wait ran no `next`)
+    if (steering) yield* Effect.orDie(startNext(record.threadId, runId))
   })
 
   /**
@@ -1120,5 +1356,5 @@ export const make = (options: Options): AgentWorkflow => {
       )
     }))
 
-  return { name, workflow, layer, start, status, resume, discardDecision, cancel, prune, await: await_, watch }
+  return { name, workflow, layer, start, status, resume, discardDecision, cancel, prune, await: await_, watch, send }
 }

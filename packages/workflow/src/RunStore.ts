@@ -3,7 +3,9 @@
  * stands for, the runs of a thread (newest first), and a one-time claim per
  * decision so that an approval sent twice — by a double click, a retried
  * request or two processes — is applied once, and a cancel request per run
- * (a record of its own: no decision key can stand for it).
+ * (a record of its own: no decision key can stand for it); and the messages
+ * sent to threads (`AgentWorkflow.send`) until a run takes them in, each
+ * taken in once.
  *
  * `layer` keeps it in SQL tables through @effect/sql's `SqlClient` (SQLite or
  * PostgreSQL, e.g. the database of a durable engine); `layerMemory` in the
@@ -75,6 +77,34 @@ export interface ClaimedDecision {
   readonly decision: string | undefined
   /** Whether the decision was handed to the run (`markDelivered`). */
   readonly delivered: boolean
+}
+
+/**
+ * A message sent to a thread, as stored: its place in send order
+ * (`sequence`, unique in the store), how it joins the thread, and its
+ * messages as the sender encoded them (for `AgentWorkflow`, JSON).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SentMessage {
+  readonly sequence: number
+  readonly threadId: string
+  readonly mode: "steer" | "queue"
+  readonly messages: string
+  readonly sentAt: number
+}
+
+/**
+ * What {@link RunStore.Service.claimNext} took for the next run of a thread:
+ * the run's id (`sent-<sequence of its first message>`) and its input.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface NextRun {
+  readonly runId: string
+  readonly messages: ReadonlyArray<SentMessage>
 }
 
 // -----------------------------------------------------------------------------
@@ -202,6 +232,46 @@ export declare namespace RunStore {
     readonly markDelivered: (runId: string, key: string) => Effect.Effect<void, RunStoreError>
     /** Removes a run and its claimed decisions (pruning); nothing happens for an unknown id. */
     readonly delete: (runId: string) => Effect.Effect<void, RunStoreError>
+    /**
+     * Stores a message sent to a thread and, in the same transaction, reads
+     * the run that owns the thread's messages now (`setRunning`,
+     * `claimNext`): none means no run will take the message in by itself.
+     */
+    readonly postMessage: (message: {
+      readonly threadId: string
+      readonly mode: "steer" | "queue"
+      readonly messages: string
+    }) => Effect.Effect<{ readonly sequence: number; readonly running: Option.Option<string> }, RunStoreError>
+    /** Makes `runId` the run that owns the thread's messages (a run started on it). */
+    readonly setRunning: (threadId: string, runId: string) => Effect.Effect<void, RunStoreError>
+    /** The run that owns the thread's messages, if any. */
+    readonly running: (threadId: string) => Effect.Effect<Option.Option<string>, RunStoreError>
+    /**
+     * Claims, for the look `look` of run `runId` into its inbox, every steer
+     * message of the thread no run has taken in, in send order, atomically
+     * across processes. Idempotent: once a look has claimed messages, asking
+     * again gives those and claims nothing more, so a look retried after a
+     * crash takes in what the first attempt took.
+     */
+    readonly claimSteered: (
+      threadId: string,
+      runId: string,
+      look: string
+    ) => Effect.Effect<ReadonlyArray<SentMessage>, RunStoreError>
+    /**
+     * Claims the input of the next run of a thread once `owner` (the run that
+     * owned its messages) has ended, or, with no `owner`, when no run owns
+     * them: every steer message left, else the first queued one; the run
+     * that takes them in then owns the thread's messages. With nothing left,
+     * nobody does. Idempotent per `owner`: asking again gives the same run.
+     * `None` when another run owns the thread's messages, or nothing is left.
+     */
+    readonly claimNext: (
+      threadId: string,
+      owner: string | undefined
+    ) => Effect.Effect<Option.Option<NextRun>, RunStoreError>
+    /** The messages a run took in as its input (`claimNext`), in send order. */
+    readonly inputOf: (runId: string) => Effect.Effect<ReadonlyArray<SentMessage>, RunStoreError>
   }
 }
 
@@ -211,6 +281,15 @@ export declare namespace RunStore {
 
 const byNewest = (a: RunRecord, b: RunRecord) =>
   DateTime.toEpochMillis(b.createdAt) - DateTime.toEpochMillis(a.createdAt)
+
+/** The id of a run that takes sent messages in as its input: named after the first of them. */
+const nextRunId = (first: SentMessage) => `sent-${first.sequence}`
+
+/** What the next run of a thread takes in: every steer message left, else the first queued one. */
+const nextInput = <M extends { readonly mode: "steer" | "queue" }>(unclaimed: ReadonlyArray<M>): ReadonlyArray<M> => {
+  const steered = unclaimed.filter((message) => message.mode === "steer")
+  return steered.length > 0 ? steered : unclaimed.slice(0, 1)
+}
 
 const createdAtOf = (run: NewRun) =>
   run.createdAt === undefined ? Effect.map(Clock.currentTimeMillis, DateTime.unsafeMake) : Effect.succeed(run.createdAt)
@@ -238,6 +317,11 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
   const runs = new Map<string, RunRecord>()
   const decisions = new Map<string, Map<string, ClaimedDecision>>()
   const cancels = new Set<string>()
+  /** Sent messages in send order, each with the run (and the look, or `input`) that took it in. */
+  const sent: Array<{ message: SentMessage; claimedBy?: string; claimedAs?: string; after?: string | undefined }> = []
+  const runningRuns = new Map<string, string>()
+  const claimedBy = (runId: string, as: string) =>
+    sent.filter((entry) => entry.claimedBy === runId && entry.claimedAs === as).map((entry) => entry.message)
   return RunStore.of({
     register: Effect.fn("RunStore.register")(function*(run) {
       const existing = runs.get(run.runId)
@@ -294,7 +378,54 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
         runs.delete(runId)
         decisions.delete(runId)
         cancels.delete(runId)
-      })
+      }),
+    postMessage: (message) =>
+      Effect.map(Clock.currentTimeMillis, (sentAt) => {
+        const sequence = sent.length + 1
+        sent.push({ message: { ...message, sequence, sentAt } })
+        return { sequence, running: Option.fromNullable(runningRuns.get(message.threadId)) }
+      }),
+    setRunning: (threadId, runId) => Effect.sync(() => void runningRuns.set(threadId, runId)),
+    running: (threadId) => Effect.sync(() => Option.fromNullable(runningRuns.get(threadId))),
+    claimSteered: (threadId, runId, look) =>
+      Effect.sync(() => {
+        const claimed = claimedBy(runId, look)
+        if (claimed.length > 0) return claimed
+        const taken = sent.filter((entry) =>
+          entry.claimedBy === undefined && entry.message.threadId === threadId && entry.message.mode === "steer"
+        )
+        for (const entry of taken) Object.assign(entry, { claimedBy: runId, claimedAs: look })
+        return taken.map((entry) => entry.message)
+      }),
+    claimNext: (threadId, owner) =>
+      Effect.sync(() => {
+        if (owner !== undefined) {
+          const earlier = sent.find((entry) =>
+            entry.message.threadId === threadId && entry.after === owner && entry.claimedAs === "input"
+          )
+          if (earlier !== undefined) {
+            return Option.some({ runId: earlier.claimedBy!, messages: claimedBy(earlier.claimedBy!, "input") })
+          }
+        }
+        if (runningRuns.get(threadId) !== owner) return Option.none()
+        const taken = nextInput(
+          sent.filter((entry) => entry.claimedBy === undefined && entry.message.threadId === threadId).map((entry) => ({
+            ...entry,
+            mode: entry.message.mode
+          }))
+        )
+        if (taken.length === 0) {
+          runningRuns.delete(threadId)
+          return Option.none()
+        }
+        const runId = nextRunId(taken[0]!.message)
+        for (const entry of taken) {
+          Object.assign(sent[entry.message.sequence - 1]!, { claimedBy: runId, claimedAs: "input", after: owner })
+        }
+        runningRuns.set(threadId, runId)
+        return Option.some({ runId, messages: taken.map((entry) => entry.message) })
+      }),
+    inputOf: (runId) => Effect.sync(() => claimedBy(runId, "input"))
   })
 })
 
@@ -305,7 +436,10 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
  * @category models
  */
 export interface Options {
-  /** Prefix of the tables `<prefix>_runs` and `<prefix>_decisions`. Default `stepwise`. */
+  /**
+   * Prefix of the tables `<prefix>_runs`, `<prefix>_decisions`,
+   * `<prefix>_messages` and `<prefix>_threads`. Default `stepwise`.
+   */
   readonly prefix?: string | undefined
 }
 
@@ -322,6 +456,22 @@ interface DecisionRow {
   readonly decision: string | null
   readonly delivered_at: number | string | bigint | null
 }
+
+interface MessageRow {
+  readonly seq: number | string | bigint
+  readonly thread_id: string
+  readonly mode: string
+  readonly messages: string
+  readonly sent_at: number | string | bigint
+}
+
+const messageFromRow = (row: MessageRow): SentMessage => ({
+  sequence: Number(row.seq),
+  threadId: row.thread_id,
+  mode: row.mode === "queue" ? "queue" : "steer",
+  messages: row.messages,
+  sentAt: Number(row.sent_at)
+})
 
 const fromRow = (row: RunRow): RunRecord => ({
   runId: row.run_id,
@@ -360,6 +510,8 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
   const prefix = options?.prefix ?? "stepwise"
   const runsTable = sql(`${prefix}_runs`)
   const decisionsTable = sql(`${prefix}_decisions`)
+  const messagesTable = sql(`${prefix}_messages`)
+  const threadsTable = sql(`${prefix}_threads`)
   const sequence = sql.onDialectOrElse({
     pg: () => sql.literal("seq BIGSERIAL PRIMARY KEY"),
     orElse: () => sql.literal("seq INTEGER PRIMARY KEY AUTOINCREMENT")
@@ -382,7 +534,23 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       decision TEXT,
       delivered_at BIGINT,
       PRIMARY KEY (run_id, decision_key)
-    )`
+    )`,
+    // claimed_by: the run that took the message in; claimed_as: how (`inbox/<n>`, or `input`);
+    // after_run: for an input, the run whose end started its run (none: `send` started it)
+    sql`CREATE TABLE IF NOT EXISTS ${messagesTable} (
+      ${sequence},
+      thread_id TEXT NOT NULL,
+      mode TEXT NOT NULL,
+      messages TEXT NOT NULL,
+      sent_at BIGINT NOT NULL,
+      claimed_by TEXT,
+      claimed_as TEXT,
+      after_run TEXT
+    )`,
+    sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_thread`)} ON ${messagesTable} (thread_id, claimed_by)`,
+    sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_claim`)} ON ${messagesTable} (claimed_by, claimed_as)`,
+    sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_after`)} ON ${messagesTable} (thread_id, after_run)`,
+    sql`CREATE TABLE IF NOT EXISTS ${threadsTable} (thread_id TEXT PRIMARY KEY, running TEXT)`
   ], { discard: true })
   // Tables of 0.1.0 before stored decisions lack two columns of the decisions table, and
   // tables from before cancel requests had a record of their own lack one of the runs table.
@@ -420,6 +588,34 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
 
   const columns = sql.literal("run_id, thread_id, execution_id, workflow, created_at")
   const find = (runId: string) => sql<RunRow>`SELECT ${columns} FROM ${runsTable} WHERE run_id = ${runId}`
+
+  const messageColumns = sql.literal("seq, thread_id, mode, messages, sent_at")
+  const claimedBy = (runId: string, as: string) =>
+    sql<MessageRow>`
+      SELECT ${messageColumns} FROM ${messagesTable} WHERE claimed_by = ${runId} AND claimed_as = ${as} ORDER BY seq
+    `.pipe(Effect.map((rows) => rows.map(messageFromRow)))
+  /**
+   * `effect` in a transaction that first takes the write lock on the thread's
+   * row (on SQLite a write statement takes the database's; on PostgreSQL the
+   * row lock), so claims of one thread from several processes run one after
+   * another, and a read inside never works on a snapshot another claim changed.
+   */
+  const lockedThread = <A, E, R>(threadId: string, effect: Effect.Effect<A, E, R>) =>
+    sql.withTransaction(Effect.zipRight(
+      sql.onDialectOrElse({
+        pg: () =>
+          sql`INSERT INTO ${threadsTable} (thread_id, running) VALUES (${threadId}, NULL)
+            ON CONFLICT (thread_id) DO UPDATE SET running = ${threadsTable}.running`,
+        orElse: () =>
+          sql`INSERT INTO ${threadsTable} (thread_id, running) VALUES (${threadId}, NULL)
+            ON CONFLICT (thread_id) DO UPDATE SET running = running`
+      }),
+      effect
+    ))
+  const runningOf = (threadId: string) =>
+    sql<{ readonly running: string | null }>`SELECT running FROM ${threadsTable} WHERE thread_id = ${threadId}`.pipe(
+      Effect.map((rows) => Option.fromNullable(rows[0]?.running))
+    )
 
   return RunStore.of({
     register: Effect.fn("RunStore.register")(function*(run) {
@@ -513,6 +709,81 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
         sql`DELETE FROM ${decisionsTable} WHERE run_id = ${runId}`,
         sql`DELETE FROM ${runsTable} WHERE run_id = ${runId}`
       )).pipe(Effect.mapError(storeFailure("delete")))
+    }),
+    postMessage: Effect.fn("RunStore.postMessage")(function*(message) {
+      const now = yield* Clock.currentTimeMillis
+      return yield* lockedThread(
+        message.threadId,
+        Effect.gen(function*() {
+          const rows = yield* sql<{ readonly seq: number | string | bigint }>`
+            INSERT INTO ${messagesTable} (thread_id, mode, messages, sent_at)
+            VALUES (${message.threadId}, ${message.mode}, ${message.messages}, ${now})
+            RETURNING seq
+          `
+          return { sequence: Number(rows[0]!.seq), running: yield* runningOf(message.threadId) }
+        })
+      ).pipe(Effect.mapError(storeFailure("postMessage")))
+    }),
+    setRunning: Effect.fn("RunStore.setRunning")(function*(threadId, runId) {
+      yield* sql`
+        INSERT INTO ${threadsTable} (thread_id, running) VALUES (${threadId}, ${runId})
+        ON CONFLICT (thread_id) DO UPDATE SET running = ${runId}
+      `.pipe(Effect.mapError(storeFailure("setRunning")))
+    }),
+    running: Effect.fn("RunStore.running")(function*(threadId) {
+      return yield* runningOf(threadId).pipe(Effect.mapError(storeFailure("running")))
+    }),
+    claimSteered: Effect.fn("RunStore.claimSteered")(function*(threadId, runId, look) {
+      return yield* lockedThread(
+        threadId,
+        Effect.gen(function*() {
+          const claimed = yield* claimedBy(runId, look)
+          if (claimed.length > 0) return claimed
+          yield* sql`
+            UPDATE ${messagesTable} SET claimed_by = ${runId}, claimed_as = ${look}
+            WHERE thread_id = ${threadId} AND claimed_by IS NULL AND mode = 'steer'
+          `
+          return yield* claimedBy(runId, look)
+        })
+      ).pipe(Effect.mapError(storeFailure("claimSteered")))
+    }),
+    claimNext: Effect.fn("RunStore.claimNext")(function*(threadId, owner) {
+      return yield* lockedThread(
+        threadId,
+        Effect.gen(function*() {
+          if (owner !== undefined) {
+            const earlier = yield* sql<{ readonly claimed_by: string }>`
+              SELECT claimed_by FROM ${messagesTable}
+              WHERE thread_id = ${threadId} AND after_run = ${owner} AND claimed_as = 'input' LIMIT 1
+            `
+            if (earlier.length > 0) {
+              const runId = earlier[0]!.claimed_by
+              return Option.some<NextRun>({ runId, messages: yield* claimedBy(runId, "input") })
+            }
+          }
+          const running = yield* runningOf(threadId)
+          if (Option.getOrUndefined(running) !== owner) return Option.none()
+          const unclaimed = yield* sql<MessageRow>`
+            SELECT ${messageColumns} FROM ${messagesTable}
+            WHERE thread_id = ${threadId} AND claimed_by IS NULL ORDER BY seq
+          `
+          const taken = nextInput(unclaimed.map(messageFromRow))
+          if (taken.length === 0) {
+            yield* sql`UPDATE ${threadsTable} SET running = NULL WHERE thread_id = ${threadId}`
+            return Option.none()
+          }
+          const runId = nextRunId(taken[0]!)
+          yield* sql`
+            UPDATE ${messagesTable} SET claimed_by = ${runId}, claimed_as = 'input', after_run = ${owner ?? null}
+            WHERE ${sql.in("seq", taken.map((message) => message.sequence))}
+          `
+          yield* sql`UPDATE ${threadsTable} SET running = ${runId} WHERE thread_id = ${threadId}`
+          return Option.some<NextRun>({ runId, messages: taken })
+        })
+      ).pipe(Effect.mapError(storeFailure("claimNext")))
+    }),
+    inputOf: Effect.fn("RunStore.inputOf")(function*(runId) {
+      return yield* claimedBy(runId, "input").pipe(Effect.mapError(storeFailure("inputOf")))
     })
   })
 })

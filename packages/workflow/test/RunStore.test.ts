@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
-import { DateTime, Effect, Either, Layer, Option } from "effect"
+import { DateTime, Effect, Either, Layer, Option, Schema } from "effect"
 import * as Databases from "./support/databases.js"
 import { describePostgres } from "./support/postgres.js"
 
@@ -171,6 +171,133 @@ const conformance = <R>(
         yield* store.register(run("r1", "t1", 3_000))
         yield* store.claimDecision("r1", "call-1")
       }))
+
+    it.effect("a look claims the thread's steer messages once; asking again gives the same, nothing newer", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        const post = (threadId: string, mode: "steer" | "queue", messages: string) =>
+          Effect.map(store.postMessage({ threadId, mode, messages }), (posted) => posted.sequence)
+        const texts = (sent: ReadonlyArray<RunStore.SentMessage>) => sent.map((message) => message.messages)
+        yield* post("t1", "steer", "a")
+        yield* post("t1", "queue", "q")
+        yield* post("t2", "steer", "other thread")
+        yield* post("t1", "steer", "b")
+        assert.deepStrictEqual(texts(yield* store.claimSteered("t1", "r1", "inbox/0")), ["a", "b"])
+        yield* post("t1", "steer", "c")
+        // a retried look (its first attempt's result was lost) takes in what the first took
+        assert.deepStrictEqual(texts(yield* store.claimSteered("t1", "r1", "inbox/0")), ["a", "b"])
+        assert.deepStrictEqual(texts(yield* store.claimSteered("t1", "r1", "inbox/1")), ["c"])
+        assert.deepStrictEqual(texts(yield* store.claimSteered("t1", "r2", "inbox/0")), [])
+        assert.deepStrictEqual(texts(yield* store.claimSteered("t2", "r3", "inbox/0")), ["other thread"])
+      }))
+
+    it.effect("the next run of a thread takes the steer messages left, else one queued message, once per owner", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        const post = (mode: "steer" | "queue", messages: string) =>
+          Effect.map(store.postMessage({ threadId: "t", mode, messages }), (posted) => posted)
+        const next = (owner: string | undefined) =>
+          Effect.map(
+            store.claimNext("t", owner),
+            Option.map((taken) => ({ runId: taken.runId, messages: taken.messages.map((m) => m.messages) }))
+          )
+        // nobody owns the thread's messages: the sender is told so
+        assert.deepStrictEqual((yield* post("queue", "q1")).running, Option.none())
+        yield* store.setRunning("t", "r1")
+        assert.deepStrictEqual((yield* post("queue", "q2")).running, Option.some("r1"))
+        const late = yield* post("steer", "late")
+        // only the owner's end hands them on
+        assert.deepStrictEqual(yield* next("someone else"), Option.none())
+        assert.deepStrictEqual(yield* next(undefined), Option.none())
+        const first = Option.some({ runId: `sent-${late.sequence}`, messages: ["late"] })
+        assert.deepStrictEqual(yield* next("r1"), first)
+        // asked again (a retried activity): the same run, nothing more
+        assert.deepStrictEqual(yield* next("r1"), first)
+        assert.deepStrictEqual(yield* store.running("t"), Option.some(`sent-${late.sequence}`))
+        assert.deepStrictEqual((yield* store.inputOf(`sent-${late.sequence}`)).map((m) => m.messages), ["late"])
+        assert.deepStrictEqual(yield* next(`sent-${late.sequence}`), Option.some({ runId: "sent-1", messages: ["q1"] }))
+        assert.deepStrictEqual(yield* next("sent-1"), Option.some({ runId: "sent-2", messages: ["q2"] }))
+        // nothing left: nobody owns the thread's messages
+        assert.deepStrictEqual(yield* next("sent-2"), Option.none())
+        assert.deepStrictEqual(yield* store.running("t"), Option.none())
+        // a sender finding nobody starts the next run itself
+        yield* post("steer", "hello")
+        assert.deepStrictEqual(yield* next(undefined), Option.some({ runId: "sent-4", messages: ["hello"] }))
+      }))
+
+    it.effect.prop(
+      "every sent message is taken in at most once, by a claim of its own thread, and a repeated claim repeats",
+      {
+        ops: Schema.Array(Schema.Union(
+          Schema.Struct({
+            op: Schema.Literal("post"),
+            thread: Schema.Literal("a", "b"),
+            mode: Schema.Literal("steer", "queue")
+          }),
+          Schema.Struct({
+            op: Schema.Literal("look"),
+            thread: Schema.Literal("a", "b"),
+            look: Schema.Int.pipe(Schema.between(0, 3))
+          }),
+          Schema.Struct({
+            op: Schema.Literal("next"),
+            thread: Schema.Literal("a", "b"),
+            owner: Schema.Literal("r", "sent-1", "sent-2", "none")
+          }),
+          Schema.Struct({ op: Schema.Literal("start"), thread: Schema.Literal("a", "b") })
+        )).pipe(Schema.maxItems(25))
+      },
+      ({ ops }) =>
+        Effect.gen(function*() {
+          const store = yield* make()
+          const threadOf = new Map<number, string>()
+          const modeOf = new Map<number, string>()
+          /** The messages each claim took, by claim; a message's claim. */
+          const claims = new Map<string, ReadonlyArray<number>>()
+          const owner = new Map<number, string>()
+          const record = (claim: string, thread: string, sent: ReadonlyArray<RunStore.SentMessage>) => {
+            const sequences = sent.map((message) => message.sequence)
+            const earlier = claims.get(claim)
+            if (earlier !== undefined && earlier.length > 0) assert.deepStrictEqual(sequences, earlier)
+            if (sequences.length > 0) claims.set(claim, sequences)
+            for (const sequence of sequences) {
+              assert.strictEqual(threadOf.get(sequence), thread)
+              const taken = owner.get(sequence)
+              if (taken !== undefined) assert.strictEqual(taken, claim, `message ${sequence} taken twice`)
+              owner.set(sequence, claim)
+            }
+          }
+          for (const op of ops) {
+            switch (op.op) {
+              case "post": {
+                const { sequence } = yield* store.postMessage({ threadId: op.thread, mode: op.mode, messages: "m" })
+                threadOf.set(sequence, op.thread)
+                modeOf.set(sequence, op.mode)
+                break
+              }
+              case "look": {
+                const sent = yield* store.claimSteered(op.thread, `r-${op.thread}`, `inbox/${op.look}`)
+                for (const message of sent) assert.strictEqual(modeOf.get(message.sequence), "steer")
+                record(`${op.thread}:inbox/${op.look}`, op.thread, sent)
+                break
+              }
+              case "next": {
+                const next = yield* store.claimNext(op.thread, op.owner === "none" ? undefined : op.owner)
+                if (Option.isSome(next)) {
+                  assert.strictEqual(next.value.runId, `sent-${next.value.messages[0]!.sequence}`)
+                  record(`input:${next.value.runId}`, op.thread, next.value.messages)
+                }
+                break
+              }
+              case "start": {
+                yield* store.setRunning(op.thread, "r")
+                break
+              }
+            }
+          }
+        }),
+      { fastCheck: { numRuns: 30 } }
+    )
   })
 
 conformance("RunStore.layerMemory", Layer.empty, () => RunStore.makeMemory)

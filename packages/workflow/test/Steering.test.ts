@@ -5,6 +5,7 @@ import { Agent } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import { Effect, Layer, Option } from "effect"
 import * as path from "node:path"
 import { approvalStack } from "./support/approvalStack.js"
@@ -31,6 +32,15 @@ const Runs = AgentWorkflow.make({ name: "steered-agent", version: 1, steering: t
 
 const stack = (filename: string, ran: Array<string>) => approvalStack({ runs: Runs, answer, turns: 12, filename, ran })
 
+/** Approves every call the run waits for, once it waits. */
+const approver = (run: <A, E>(effect: Effect.Effect<A, E, any>) => Effect.Effect<A, E, any>) => (runId: string) =>
+  Effect.gen(function*() {
+    const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+    assert.strictEqual(waiting.state, "Waiting")
+    const request = Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
+    yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }))
+  })
+
 describe("steering a durable run", () => {
   it.scopedLive(
     "a message sent while the run waits joins it after the approved call, journaled: each replay takes it in once, at the same point",
@@ -41,13 +51,7 @@ describe("steering a durable run", () => {
         const context = yield* Layer.build(stack(path.join(directory, "runs.db"), ran))
         const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
         const agent = yield* run(Agent.Agent)
-        const approve = (runId: string) =>
-          Effect.gen(function*() {
-            const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
-            assert.strictEqual(waiting.state, "Waiting")
-            const request = Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
-            yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }))
-          })
+        const approve = approver(run)
 
         const runId = yield* run(Runs.start({ threadId: "t", input: "delete /a" }))
         yield* run(Runs.await(runId, { untilWaiting: true }))
@@ -84,6 +88,39 @@ describe("steering a durable run", () => {
         assert.deepStrictEqual(names.filter((name) => name.startsWith("inbox/")), ["inbox/0", "inbox/1", "inbox/2"])
         assert.isBelow(names.indexOf("tool/call_1"), names.indexOf("inbox/1"))
         assert.isBelow(names.indexOf("inbox/1"), names.indexOf("model/1"))
+      }),
+    { timeout: 60_000 }
+  )
+
+  it.scopedLive(
+    "a message stored with AgentWorkflow.send while the run waits joins it after the resume, once",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-steer-stored-")
+        const ran: Array<string> = []
+        const context = yield* Layer.build(stack(path.join(directory, "runs.db"), ran))
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        const approve = approver(run)
+
+        const runId = yield* run(Runs.start({ threadId: "t", input: "delete /a" }))
+        yield* run(Runs.await(runId, { untilWaiting: true }))
+        const receipt = yield* run(Runs.send("t", "also delete /b"))
+        // the waiting run owns the thread's messages: it takes this one in once it goes on
+        assert.deepStrictEqual([receipt.delivery, receipt.runId], ["stored", Option.some(runId)])
+        yield* approve(runId)
+        yield* approve(runId)
+        const done = yield* run(Runs.await(runId))
+        assert.strictEqual(done.state, "Completed")
+        assert.deepStrictEqual(ran, ["/a", "/b"])
+        assert.deepStrictEqual(
+          done.messages.filter((message) => message.role === "user").map(textOf),
+          ["delete /a", "also delete /b"]
+        )
+        // it ended with nothing left: no run after it
+        assert.deepStrictEqual(
+          (yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.list({ threadId: "t" })))).map((r) => r.runId),
+          [runId]
+        )
       }),
     { timeout: 60_000 }
   )

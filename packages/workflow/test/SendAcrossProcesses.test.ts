@@ -1,0 +1,105 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { type Child, scopedChild } from "./support/child.js"
+import { tempDirectory } from "./support/databases.js"
+
+const script = path.join(import.meta.dirname, "processes", "steeredAgent.ts")
+
+const promise = <A>(f: () => Promise<A>) => Effect.promise(f)
+
+interface Ended {
+  readonly state: string
+  readonly users: ReadonlyArray<string>
+  readonly text: string
+}
+
+/** The `done` line of a run, parsed. */
+const ended = (child: Child, runId: string) =>
+  promise(() => child.waitForLine((line) => line.startsWith(`done ${runId} `), 60_000)).pipe(
+    Effect.map((line) => JSON.parse(line.slice(`done ${runId} `.length)) as Ended)
+  )
+
+/** Sends from a process of its own (client only) and gives its receipt. */
+const send = (env: Record<string, string>, message: string, mode: "steer" | "queue") =>
+  Effect.gen(function*() {
+    const sender = yield* scopedChild(script, { ...env, ROLE: "sender", MESSAGE: message, MODE: mode })
+    const line = yield* promise(() => sender.waitForLine((line) => line.startsWith("sent "), 60_000))
+    return JSON.parse(line.slice(5)) as { readonly delivery: string; readonly runId: string; readonly sequence: number }
+  })
+
+/** A fresh SQLite file and a runner (with `extra` in its environment) whose run-1 waits in its search. */
+const searchingRunner = (prefix: string, extra: Record<string, string>) =>
+  Effect.gen(function*() {
+    const directory = yield* tempDirectory(prefix)
+    const env = { DB: path.join(directory, "runs.db"), GO: path.join(directory, "go") }
+    const runner = yield* scopedChild(script, { ...env, ROLE: "runner", START: "run-1", ...extra })
+    yield* promise(() => runner.waitForLine((line) => line === "searching", 60_000))
+    return { env, runner }
+  })
+
+/** What run-1 ends with when it took "only direct ones" in before its second model call. */
+const steered: Ended = {
+  state: "Completed",
+  users: ["find flights", "only direct ones"],
+  text: "find flights | only direct ones"
+}
+
+describe("AgentWorkflow.send across processes (SQLite)", () => {
+  it.scopedLive(
+    "a message sent from another process joins the running run before its next model call, once",
+    () =>
+      Effect.gen(function*() {
+        const { env, runner: runner } = yield* searchingRunner("stepwise-send-", {})
+        const receipt = yield* send(env, "only direct ones", "steer")
+        assert.deepStrictEqual(
+          receipt,
+          { threadId: "thread-1", mode: "steer", sequence: 1, delivery: "stored", runId: "run-1" } as any
+        )
+        fs.writeFileSync(env.GO, "")
+        const run = yield* ended(runner, "run-1")
+        assert.deepStrictEqual(run, steered)
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.scopedLive(
+    "a runner SIGKILLed after its look claimed the message, before the look was journaled: the next runner takes it in once",
+    () =>
+      Effect.gen(function*() {
+        const { env, runner: first } = yield* searchingRunner("stepwise-send-kill-", { KILL_AFTER_CLAIM: "1" })
+        yield* send(env, "only direct ones", "steer")
+        fs.writeFileSync(env.GO, "")
+        yield* promise(() => first.waitForLine((line) => line === "claimed 1", 60_000))
+        yield* promise(() => first.kill())
+
+        const second = yield* scopedChild(script, { ...env, ROLE: "runner" })
+        const run = yield* ended(second, "run-1")
+        // the look ran again and took in what the killed one had claimed: neither lost nor twice
+        assert.deepStrictEqual(run, steered)
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.scopedLive(
+    "a queued message sent from another process starts a follow-up run once the running run has ended",
+    () =>
+      Effect.gen(function*() {
+        const { env, runner: runner } = yield* searchingRunner("stepwise-send-queue-", { EXPECT_RUNS: "2" })
+        const receipt = yield* send(env, "and a hotel", "queue")
+        assert.strictEqual(receipt.delivery, "stored")
+        fs.writeFileSync(env.GO, "")
+        const first = yield* ended(runner, "run-1")
+        // its model never saw the queued message (its status shows the thread as it is now, later runs included)
+        assert.deepStrictEqual([first.state, first.text], ["Completed", "find flights"])
+        const next = yield* ended(runner, `sent-${receipt.sequence}`)
+        assert.deepStrictEqual(next, {
+          state: "Completed",
+          users: ["find flights", "and a hotel"],
+          text: "find flights | and a hotel"
+        })
+      }),
+    { timeout: 120_000 }
+  )
+})
