@@ -20,7 +20,11 @@ describe("compaction in the transcript", () => {
   const state = {
     messages,
     summaryView: { start: 0, end: 3, text: "Here is a summary…" },
-    clearedView: { groups: [{ placeholder: "[cleared]", inputs: false, ids: ["c2"] }], edits: 1, tokensSaved: 10 }
+    clearedView: {
+      groups: [{ placeholder: "[cleared]", inputs: false, parts: [{ id: "c2", message: 4, part: 0 }] }],
+      edits: 1,
+      tokensSaved: 10
+    }
   }
 
   it("marks the messages a summary stands for and the tool results cleared for the model", () => {
@@ -39,7 +43,23 @@ describe("compaction in the transcript", () => {
 
   it("a state without view slices pages its messages as they are", () => {
     const compaction = Wire.compactionOf({ messages })
-    assert.deepStrictEqual(compaction, { summarized: null, cleared: new Set<string>() })
+    assert.deepStrictEqual(compaction, { summarized: null, cleared: new Map() })
     assert.deepStrictEqual(Wire.messages(messages, 0, 6, compaction), Wire.messages(messages, 0, 6))
+  })
+
+  it("with a call id repeated, marks only the result at the cleared position", () => {
+    const repeated = [user("a"), call("call_0"), result("call_0"), call("call_0"), result("call_0")]
+    const cleared = {
+      groups: [{ placeholder: "[cleared]", inputs: false, parts: [{ id: "call_0", message: 2, part: 0 }] }],
+      edits: 1,
+      tokensSaved: 10
+    }
+    const page = Wire.messages(
+      repeated,
+      0,
+      5,
+      Wire.compactionOf({ messages: repeated, clearedView: cleared })
+    ) as ReadonlyArray<Record<string, unknown>>
+    assert.deepStrictEqual(page.map((message) => message.cleared ?? null), [null, null, ["call_0"], null, null])
   })
 })

@@ -10,9 +10,9 @@
  * - {@link SummaryView} (slice key `summaryView`): the stored messages
  *   `start` to `end` (exclusive) are replaced, in what the model sees, by one
  *   summary message;
- * - {@link ClearedView} (slice key `clearedView`): the results of these tool
- *   calls are replaced by a placeholder (and, in a group with `inputs`, the
- *   calls' arguments by `{}`).
+ * - {@link ClearedView} (slice key `clearedView`): the tool results at these
+ *   stored positions are replaced by a placeholder (and, in a group with
+ *   `inputs`, the calls' arguments by `{}`).
  *
  * The stored history only grows in view mode, so indices into it stay valid;
  * both records only grow too, and a later model call extends them from the
@@ -53,6 +53,29 @@ export const SummaryView = Schema.Struct({
 export interface SummaryView extends Schema.Schema.Type<typeof SummaryView> {}
 
 /**
+ * A cleared part, by where it is stored: the part `part` of the stored
+ * message `message`, a tool result (or, in a group with `inputs`, a tool
+ * call) whose call id is `id`. Positions, not ids, say what was cleared:
+ * providers may repeat a call id across replies (some number the calls of
+ * each reply from `call_0`). A position whose part is not a tool part with
+ * that id (a history rewritten since) clears nothing.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ClearedPart = Schema.Struct({
+  id: Schema.String,
+  message: Schema.NonNegativeInt,
+  part: Schema.NonNegativeInt
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ClearedPart extends Schema.Schema.Type<typeof ClearedPart> {}
+
+/**
  * Tool results cleared alike: shown as `placeholder`, and with `inputs` their
  * calls' arguments as `{}`.
  *
@@ -62,8 +85,8 @@ export interface SummaryView extends Schema.Schema.Type<typeof SummaryView> {}
 export const ClearedGroup = Schema.Struct({
   placeholder: Schema.String,
   inputs: Schema.Boolean,
-  /** The tool call ids, in the order they were cleared. */
-  ids: Schema.Array(Schema.String)
+  /** The cleared parts (results, and with `inputs` their calls), in the order they were cleared. */
+  parts: Schema.Array(ClearedPart)
 })
 
 /**
@@ -71,6 +94,24 @@ export const ClearedGroup = Schema.Struct({
  * @category models
  */
 export interface ClearedGroup extends Schema.Schema.Type<typeof ClearedGroup> {}
+
+/**
+ * A group as the first release of view mode recorded it, by bare call id
+ * (`ids`), which cannot tell apart two results of one repeated id. It
+ * decodes to no group: the results it cleared are shown again until the
+ * next edit clears them by position (one change of the prompt prefix).
+ */
+const IdGroup = Schema.Struct({ placeholder: Schema.String, inputs: Schema.Boolean, ids: Schema.Array(Schema.String) })
+
+const Groups = Schema.transform(
+  Schema.Array(Schema.Union(ClearedGroup, IdGroup)),
+  Schema.typeSchema(Schema.Array(ClearedGroup)),
+  {
+    strict: true,
+    decode: (groups) => groups.filter((group): group is ClearedGroup => "parts" in group),
+    encode: (groups) => groups
+  }
+)
 
 /**
  * The cleared tool results in view mode, and how often the view changed:
@@ -82,7 +123,7 @@ export interface ClearedGroup extends Schema.Schema.Type<typeof ClearedGroup> {}
  * @category models
  */
 export const ClearedView = Schema.Struct({
-  groups: Schema.Array(ClearedGroup),
+  groups: Groups,
   edits: Schema.NonNegativeInt,
   tokensSaved: Schema.Number
 })
@@ -141,7 +182,7 @@ export interface View {
   readonly messages: ReadonlyArray<Prompt.Message>
   /** The summarized stored messages, `[start, end)`, when a summary is in the view. */
   readonly summarized: Option.Option<{ readonly start: number; readonly end: number }>
-  /** The tool call ids whose results are cleared in the view, oldest edit first. */
+  /** The call ids of the tool results cleared in the view, oldest edit first (an id repeated once per result). */
   readonly cleared: ReadonlyArray<string>
 }
 
@@ -256,17 +297,36 @@ export const applySummary = (
     ? messages
     : [...messages.slice(0, view.start), summary, ...messages.slice(view.end)]
 
+/** The tool part stored at `at` when it is a tool result or call with `at`'s id. */
+const partAt = (
+  messages: ReadonlyArray<Prompt.Message>,
+  at: ClearedPart
+): Prompt.ToolResultPart | Prompt.ToolCallPart | undefined => {
+  const message = messages[at.message]
+  if (message === undefined || (message.role !== "assistant" && message.role !== "tool")) return undefined
+  const part = message.content[at.part]
+  return part !== undefined && (part.type === "tool-result" || part.type === "tool-call") && part.id === at.id
+    ? part
+    : undefined
+}
+
 /**
- * The messages with a cleared view applied: each tool result whose call id a
- * group lists is replaced by the group's placeholder (and with `inputs` the
- * call's arguments by `{}`). Only the text of parts changes, never which
- * messages or parts there are. Results already cleared stay as they are.
+ * The stored messages with a cleared view applied: each tool result at a
+ * position a group lists is replaced by the group's placeholder (and with
+ * `inputs` each listed call's arguments by `{}`). Only the text of parts
+ * changes, never which messages or parts there are. Results already
+ * cleared, and positions that hold no tool part with the listed id, stay as
+ * they are.
  *
  * @example
  * ```ts
  * import { ContextView } from "@stepwise-agent/middleware"
  *
- * const view = { groups: [{ placeholder: "[cleared]", inputs: false, ids: ["call_1"] }], edits: 1, tokensSaved: 120 }
+ * const view = {
+ *   groups: [{ placeholder: "[cleared]", inputs: false, parts: [{ id: "call_1", message: 2, part: 0 }] }],
+ *   edits: 1,
+ *   tokensSaved: 120
+ * }
  * ContextView.applyCleared([], view) // []
  * ```
  *
@@ -280,28 +340,27 @@ export const applyCleared = (
     clearedResult(part, group.placeholder),
   clearCall: (part: Prompt.ToolCallPart) => Prompt.ToolCallPart = clearedCall
 ): ReadonlyArray<Prompt.Message> => {
-  if (view.groups.length === 0) return messages
-  const groupOf = new Map<string, ClearedGroup>()
-  for (const group of view.groups) for (const id of group.ids) groupOf.set(id, group)
-  let output: Array<Prompt.Message> | undefined
-  for (let m = 0; m < messages.length; m++) {
-    const message = messages[m]!
-    if (message.role !== "assistant" && message.role !== "tool") continue
-    let content: Array<Prompt.Part> | undefined
-    for (let i = 0; i < message.content.length; i++) {
-      const part = message.content[i]!
-      if (part.type !== "tool-result" && part.type !== "tool-call") continue
-      const group = groupOf.get(part.id)
-      if (group === undefined || part.options[markerKey]?.contextEditing === "cleared") continue
+  const contents = new Map<number, Array<Prompt.Part>>()
+  for (const group of view.groups) {
+    for (const at of group.parts) {
+      const part = partAt(messages, at)
+      if (part === undefined || part.options[markerKey]?.contextEditing === "cleared") continue
       if (part.type === "tool-call" && !group.inputs) continue
-      content ??= message.content.slice()
-      content[i] = part.type === "tool-result" ? clearResult(part, group) : clearCall(part)
+      let content = contents.get(at.message)
+      if (content === undefined) {
+        content = messages[at.message]!.content.slice() as Array<Prompt.Part>
+        contents.set(at.message, content)
+      }
+      content[at.part] = part.type === "tool-result" ? clearResult(part, group) : clearCall(part)
     }
-    if (content === undefined) continue
-    output ??= messages.slice()
+  }
+  if (contents.size === 0) return messages
+  const output = messages.slice()
+  for (const [m, content] of contents) {
+    const message = messages[m]!
     output[m] = Prompt.makeMessage(message.role, { content: content as any, options: message.options })
   }
-  return output ?? messages
+  return output
 }
 
 /**
@@ -329,15 +388,18 @@ export const of = (state: { readonly messages: ReadonlyArray<Prompt.Message> }):
   const slices = state as { readonly summaryView?: unknown; readonly clearedView?: unknown }
   const summary = Schema.is(SummaryView)(slices.summaryView) ? slices.summaryView : undefined
   const cleared = Schema.is(ClearedView)(slices.clearedView) ? slices.clearedView : emptyCleared
-  let messages = state.messages
+  // the cleared view indexes the stored messages: it is applied before the summary, which moves them
+  let messages = applyCleared(state.messages, cleared)
   let summarized = Option.none<{ readonly start: number; readonly end: number }>()
   if (summary !== undefined && summary.end <= messages.length) {
     messages = applySummary(messages, summary, summaryMessage(summary.text))
     summarized = Option.some({ start: summary.start, end: summary.end })
   }
   return {
-    messages: applyCleared(messages, cleared),
+    messages,
     summarized,
-    cleared: cleared.groups.flatMap((group) => group.ids)
+    cleared: cleared.groups.flatMap((group) =>
+      group.parts.flatMap((at) => partAt(state.messages, at)?.type === "tool-result" ? [at.id] : [])
+    )
   }
 }

@@ -34,11 +34,20 @@ const RunScriptArb: FastCheck.Arbitrary<RunScript> = FastCheck.record({
   })
 })
 
-/** The agent model's turns for the runs, with call ids unique in the thread. */
-const turnsOf = (runs: ReadonlyArray<RunScript>): ReadonlyArray<ScriptedModel.Turn> =>
+/**
+ * The agent model's turns for the runs, with call ids unique in the thread, or
+ * with `repeatIds` numbered per reply from `call_0`, as some providers do.
+ */
+const turnsOf = (runs: ReadonlyArray<RunScript>, repeatIds = false): ReadonlyArray<ScriptedModel.Turn> =>
   runs.flatMap((run, r) => [
     ...run.rounds.map((round, t) =>
-      ScriptedModel.toolCalls(round.map((query, i) => ({ name: "search", params: { query }, id: `c${r}_${t}_${i}` })))
+      ScriptedModel.toolCalls(
+        round.map((query, i) => ({
+          name: "search",
+          params: { query },
+          id: repeatIds ? `call_${i}` : `c${r}_${t}_${i}`
+        }))
+      )
     ),
     ScriptedModel.text(`answer ${r}`)
   ])
@@ -60,10 +69,10 @@ const summarizer = ScriptedModel.make(
 const converse = (
   middleware: Effect.Effect<ReadonlyArray<Middleware.Any>>,
   runs: ReadonlyArray<RunScript>,
-  options: { readonly freshAgentPerRun?: boolean } = {}
+  options: { readonly freshAgentPerRun?: boolean; readonly repeatIds?: boolean } = {}
 ) =>
   Effect.gen(function*() {
-    const model = yield* ScriptedModel.make(turnsOf(runs))
+    const model = yield* ScriptedModel.make(turnsOf(runs, options.repeatIds))
     const checkpointer = yield* Checkpointer.makeMemory
     const summary = yield* summarizer
     const build = Effect.flatMap(middleware, (middleware) =>
@@ -291,6 +300,107 @@ describe("ClearToolUses view mode", () => {
     { fastCheck: { numRuns: 20 } }
   )
 
+  it.effect.prop(
+    "with call ids repeated across replies, one agent and a new agent each run send the same prompts",
+    ClearCase,
+    ({ options, runs }) =>
+      Effect.gen(function*() {
+        const warm = yield* converse(clearing("view", options), runs, { repeatIds: true })
+        const cold = yield* converse(clearing("view", options), runs, { freshAgentPerRun: true, repeatIds: true })
+        assert.deepStrictEqual(encode(warm.requests.flat()), encode(cold.requests.flat()))
+        assert.deepStrictEqual(warm.state.clearedView, cold.state.clearedView)
+        // what the model saw last is the view ContextView.of gives
+        const seen = ContextView.of(cold.state)
+        const last = cold.requests[cold.requests.length - 1]!
+        assert.deepStrictEqual(encode(seen.messages.slice(0, last.length)), encode(last))
+        assert.deepStrictEqual(clearedIds(seen.messages), seen.cleared)
+      }),
+    { fastCheck: { numRuns: 20 } }
+  )
+
+  it.effect("a repeated call id clears only the result at the recorded position", () =>
+    Effect.gen(function*() {
+      const call = (query: string) =>
+        Prompt.makeMessage("assistant", {
+          content: [
+            Prompt.makePart("tool-call", { id: "call_0", name: "search", params: { query }, providerExecuted: false })
+          ]
+        })
+      const result = (text: string) =>
+        Prompt.makeMessage("tool", {
+          content: [
+            Prompt.makePart("tool-result", {
+              id: "call_0",
+              name: "search",
+              result: text,
+              isFailure: false,
+              providerExecuted: false
+            })
+          ]
+        })
+      const messages = [
+        Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "go" })] }),
+        call("old"),
+        result("old page"),
+        call("new"),
+        result("new page")
+      ]
+      const clearedView: ContextView.ClearedView = {
+        groups: [{
+          placeholder: "[cleared]",
+          inputs: true,
+          parts: [{ id: "call_0", message: 2, part: 0 }, {
+            id: "call_0",
+            message: 1,
+            part: 0
+          }]
+        }],
+        edits: 1,
+        tokensSaved: 10
+      }
+      const state = { messages, clearedView }
+      const seen = ContextView.of(state)
+      const parts = seen.messages.slice(1).map((message) =>
+        message.content[0] as Prompt.ToolCallPart | Prompt.ToolResultPart
+      )
+      assert.deepStrictEqual(parts.map((part) => part.type === "tool-call" ? part.params : part.result), [
+        {},
+        "[cleared]",
+        { query: "new" },
+        "new page"
+      ])
+      assert.deepStrictEqual(seen.cleared, ["call_0"])
+      // a position that holds no part with the id (a history rewritten since) clears nothing
+      const moved = {
+        ...clearedView,
+        groups: [{ ...clearedView.groups[0]!, parts: [{ id: "c9", message: 2, part: 0 }] }]
+      }
+      const rewritten = { messages, clearedView: moved }
+      assert.deepStrictEqual(ContextView.of(rewritten).messages, messages)
+    }))
+
+  it.effect("a slice checkpointed with cleared ids (no positions) decodes as nothing cleared", () =>
+    Effect.gen(function*() {
+      const stored = {
+        clearedView: {
+          groups: [{ placeholder: "[cleared]", inputs: false, ids: ["call_0"] }],
+          edits: 2,
+          tokensSaved: 40
+        }
+      }
+      const slice = yield* Schema.decodeUnknown(ContextView.ClearedSlice)(stored)
+      assert.deepStrictEqual(slice, { clearedView: { groups: [], edits: 2, tokensSaved: 40 } })
+      const current = {
+        clearedView: {
+          groups: [{ placeholder: "[cleared]", inputs: false, parts: [{ id: "call_0", message: 2, part: 0 }] }],
+          edits: 1,
+          tokensSaved: 10
+        }
+      }
+      assert.deepStrictEqual(yield* Schema.decodeUnknown(ContextView.ClearedSlice)(current), current)
+      assert.deepStrictEqual(yield* Schema.encode(ContextView.ClearedSlice)(current), current)
+    }))
+
   it.effect("with a watermark, edits clear in batches: the prefix changes less often than in request mode", () =>
     Effect.gen(function*() {
       const runs: ReadonlyArray<RunScript> = Array.from({ length: 8 }, (_, r) => ({
@@ -440,22 +550,30 @@ describe("Summarization and ClearToolUses in view mode together", () => {
       runs: LongRuns,
       trigger: FastCheck.integer({ min: 4, max: 12 }),
       options: ClearOptions,
-      editingFirst: FastCheck.boolean()
+      editingFirst: FastCheck.boolean(),
+      repeatIds: FastCheck.boolean()
     },
-    ({ editingFirst, options, runs, trigger }) =>
+    ({ editingFirst, options, repeatIds, runs, trigger }) =>
       Effect.gen(function*() {
         const both = Effect.gen(function*() {
           const [summary] = yield* summarizing("view", trigger, 2)
           const [editing] = yield* clearing("view", options)
           return editingFirst ? [editing!, summary!] : [summary!, editing!]
         })
-        const viewed = yield* converse(both, runs)
-        const plain = yield* converse(none, runs)
+        const viewed = yield* converse(both, runs, { repeatIds })
+        const plain = yield* converse(none, runs, { repeatIds })
         assert.deepStrictEqual(encode(viewed.state.messages), encode(plain.state.messages))
-        for (const request of viewed.requests) assert.deepStrictEqual(Arbitraries.problems(request), [])
+        for (const request of viewed.requests) {
+          // (repeated ids are what this case is about)
+          const found = Arbitraries.problems(request).filter((problem) => !problem.endsWith("is used twice"))
+          assert.deepStrictEqual(found, [])
+        }
         const seen = ContextView.of(viewed.state)
         const last = viewed.requests[viewed.requests.length - 1]!
         assert.deepStrictEqual(encode(seen.messages.slice(0, last.length)), encode(last))
+        // a new agent each run, which reads the views from the checkpoint, sends the same prompts
+        const cold = yield* converse(both, runs, { freshAgentPerRun: true, repeatIds })
+        assert.deepStrictEqual(encode(cold.requests.flat()), encode(viewed.requests.flat()))
       }),
     { fastCheck: { numRuns: 25 } }
   )
@@ -513,8 +631,13 @@ describe("ClearToolUses view mode, per thread", () => {
       ]
       const a = [first, ...pair("c1"), ...pair("c2")]
       const b = [...a, ...pair("c3")]
+      // the result of call `c<n>` is stored at message 2n
       const viewOf = (ids: ReadonlyArray<string>): ContextView.ClearedView => ({
-        groups: [{ placeholder: "[cleared]", inputs: false, ids }],
+        groups: [{
+          placeholder: "[cleared]",
+          inputs: false,
+          parts: ids.map((id) => ({ id, message: 2 * Number(id.slice(1)), part: 0 }))
+        }],
         edits: 1,
         tokensSaved: 0
       })

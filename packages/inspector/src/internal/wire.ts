@@ -152,11 +152,12 @@ export const threadInfo = (
  * What view-mode context policies left out of what the model sees, read
  * from their state slices (`summaryView`, `clearedView`; see the middleware
  * package's `ContextView`): the stored messages a summary stands for, and
- * the tool calls whose results are cleared.
+ * the tool parts cleared, by stored position (a call id may repeat).
  */
 export interface Compaction {
   readonly summarized: { readonly start: number; readonly end: number } | null
-  readonly cleared: ReadonlySet<string>
+  /** Stored message index → part index → the call id the part must have. */
+  readonly cleared: ReadonlyMap<number, ReadonlyMap<number, string>>
 }
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
@@ -169,11 +170,16 @@ export const compactionOf = (state: unknown): Compaction => {
       typeof summaryView.end === "number"
     ? { start: summaryView.start, end: summaryView.end }
     : null
-  const cleared = new Set<string>()
+  const cleared = new Map<number, Map<number, string>>()
   if (isRecord(clearedView) && Array.isArray(clearedView.groups)) {
     for (const group of clearedView.groups) {
-      if (isRecord(group) && Array.isArray(group.ids)) {
-        for (const id of group.ids) if (typeof id === "string") cleared.add(id)
+      if (!isRecord(group) || !Array.isArray(group.parts)) continue
+      for (const at of group.parts) {
+        if (!isRecord(at) || typeof at.id !== "string" || typeof at.message !== "number") continue
+        if (typeof at.part !== "number") continue
+        let parts = cleared.get(at.message)
+        if (parts === undefined) cleared.set(at.message, parts = new Map())
+        parts.set(at.part, at.id)
       }
     }
   }
@@ -198,8 +204,9 @@ export const messages = (
     const index = offset + i
     const inSummary = summarized !== null && index >= summarized.start && index < summarized.end
     const source = all[index]!
-    const ids = source.role === "tool"
-      ? source.content.filter((part) => cleared.has(part.id)).map((part) => part.id)
+    const parts = cleared.get(index)
+    const ids = source.role === "tool" && parts !== undefined
+      ? source.content.filter((part, i) => parts.get(i) === part.id).map((part) => part.id)
       : []
     return !inSummary && ids.length === 0 ? message : {
       ...message,
