@@ -841,9 +841,11 @@ const makeJournal = (
   cancelled: Effect.Effect<boolean>,
   claimSteered: (look: string) => Effect.Effect<ReadonlyArray<Prompt.Message>>
 ) => {
-  // a look into the inbox takes in the messages sent in this process, then those stored for the thread
+  // A look into the inbox takes in the messages sent in this process, then those stored for the thread.
+  // The stored ones are claimed first: a store that fails ends the look before it took any message out of
+  // the inbox, so none is lost.
   const withStored = (held: Effect.Effect<ReadonlyArray<Prompt.Message>>, look: string) =>
-    Effect.zipWith(held, claimSteered(look), (inProcess, stored) => [...inProcess, ...stored])
+    Effect.flatMap(claimSteered(look), (stored) => Effect.map(held, (inProcess) => [...inProcess, ...stored]))
   // A model call about to run (a replayed one is read from the journal and never gets here) checks
   // for a cancel first and ends the run instead: the tool calls before it all have their results.
   const unlessCancelled = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, E | RunCancelled, R> =>
@@ -1037,10 +1039,16 @@ export const make = (options: Options): AgentWorkflow => {
     const input = Prompt.make(request.input).content
     const payload = { runId, threadId: request.threadId, input }
     const executionId = yield* workflow.executionId(payload)
-    const record = yield* store.register({ runId, threadId: request.threadId, executionId, workflow: name })
+    // the thread's messages are this run's to take in, and to hand on when it ends; a retried start of a run
+    // registered before (perhaps ended) takes nothing back
+    const record = yield* store.register({
+      runId,
+      threadId: request.threadId,
+      executionId,
+      workflow: name,
+      ownsThread: steering
+    })
     if (record.threadId !== request.threadId) return yield* new RunIdTaken({ runId, threadId: record.threadId })
-    // the thread's messages are this run's to take in, and to hand on when it ends
-    if (steering) yield* store.setRunning(request.threadId, runId)
     yield* workflow.execute(payload, { discard: true })
     return runId
   })
@@ -1058,8 +1066,10 @@ export const make = (options: Options): AgentWorkflow => {
     const posted = yield* store.postMessage(checked)
     const receipt = { threadId: checked.threadId, mode: checked.mode, sequence: posted.sequence }
     if (Option.isSome(posted.running)) {
-      yield* ensureLaunched(checked.threadId, posted.running.value)
-      return { ...receipt, delivery: "stored", runId: posted.running } satisfies SendReceipt
+      const next = yield* ensureTaken(checked.threadId, posted.running.value)
+      return Option.isSome(next)
+        ? { ...receipt, delivery: "started", runId: next } satisfies SendReceipt
+        : { ...receipt, delivery: "stored", runId: posted.running } satisfies SendReceipt
     }
     const started = yield* startNext(checked.threadId, undefined)
     return Option.isSome(started)
@@ -1069,17 +1079,31 @@ export const make = (options: Options): AgentWorkflow => {
   })
 
   /**
-   * Executes the run that owns the thread's messages when a `send` that
-   * started it died before executing it: its input is stored, so it can be
-   * started again (idempotent). A run `start` started carries its own input.
+   * Makes sure `runId`, the run that owns the thread's messages, will take
+   * them in or hand them on. A run a `send` started, whose sender died
+   * before executing it, is executed (its input is stored: idempotent). A
+   * run that has ended without handing them on (its `next` died, or a
+   * process died between its end and `cancel`'s hand-on), or that never
+   * executed or was pruned, hands them on now (`startNext`, idempotent per
+   * owner): the run started, if any.
    */
-  const ensureLaunched = (threadId: string, runId: string) =>
+  const ensureTaken = (threadId: string, runId: string) =>
     Effect.gen(function*() {
-      const input = yield* (yield* RunStore.RunStore).inputOf(runId)
-      if (input.length === 0) return
-      const payload = { runId, threadId, input: yield* decodeStored(input) }
-      if (yield* Effect.orDie(executionExists(yield* workflow.executionId(payload)))) return
-      yield* Effect.orDie(launch(threadId, runId, input))
+      const store = yield* RunStore.RunStore
+      const input = yield* store.inputOf(runId)
+      const stored = yield* Effect.option(store.get(runId))
+      const executionId = Option.isSome(stored)
+        ? stored.value.executionId
+        : input.length === 0
+        ? undefined
+        : yield* workflow.executionId({ runId, threadId, input: yield* decodeStored(input) })
+      const executed = executionId !== undefined && (yield* Effect.orDie(executionExists(executionId)))
+      if (!executed && input.length > 0) {
+        yield* Effect.orDie(launch(threadId, runId, input))
+        return Option.none<string>()
+      }
+      const ended = !executed || (yield* workflow.poll(executionId!))?._tag === "Complete"
+      return ended ? yield* Effect.orDie(startNext(threadId, runId)) : Option.none<string>()
     })
 
   const status: AgentWorkflow["status"] = Effect.fn("AgentWorkflow.status")(function*(runId) {
@@ -1228,8 +1252,11 @@ export const make = (options: Options): AgentWorkflow => {
   const cancel: AgentWorkflow["cancel"] = Effect.fn("AgentWorkflow.cancel")(function*(runId) {
     const store = yield* RunStore.RunStore
     const record = yield* store.get(runId)
-    // a run whose `start` died before executing it has nothing to stop
-    if (!(yield* executionExists(record.executionId))) return
+    // a run whose `start` died before executing it has nothing to stop, and hands on what was sent
+    if (!(yield* executionExists(record.executionId))) {
+      if (steering) yield* Effect.orDie(startNext(record.threadId, runId))
+      return
+    }
     // a working run reads this before its next call and stops there
     yield* store.requestCancel(runId)
     yield* workflow.interrupt(record.executionId)

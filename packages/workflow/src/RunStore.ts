@@ -61,6 +61,12 @@ export interface NewRun {
   readonly executionId: string
   readonly workflow: string
   readonly createdAt?: DateTime.Utc | undefined
+  /**
+   * With `true`, a run this call registers also becomes the run that owns
+   * the thread's messages (`setRunning`), in the same transaction; a run
+   * registered before (a retried start) changes nothing.
+   */
+  readonly ownsThread?: boolean | undefined
 }
 
 /**
@@ -334,6 +340,7 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
         createdAt: yield* createdAtOf(run)
       }
       runs.set(run.runId, record)
+      if (run.ownsThread === true) runningRuns.set(run.threadId, run.runId)
       return record
     }),
     get: Effect.fn("RunStore.get")(function*(runId) {
@@ -620,11 +627,21 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
   return RunStore.of({
     register: Effect.fn("RunStore.register")(function*(run) {
       const createdAt = DateTime.toEpochMillis(yield* createdAtOf(run))
-      const rows = yield* sql`
+      const insert = sql`
         INSERT INTO ${runsTable} (run_id, thread_id, execution_id, workflow, created_at)
         VALUES (${run.runId}, ${run.threadId}, ${run.executionId}, ${run.workflow}, ${createdAt})
         ON CONFLICT (run_id) DO NOTHING
-      `.pipe(Effect.zipRight(find(run.runId)), Effect.mapError(storeFailure("register")))
+        RETURNING run_id
+      `
+      const rows = yield* (run.ownsThread === true
+        ? lockedThread(
+          run.threadId,
+          Effect.flatMap(insert, (created) =>
+            created.length === 0
+              ? Effect.void
+              : sql`UPDATE ${threadsTable} SET running = ${run.runId} WHERE thread_id = ${run.threadId}`)
+        )
+        : insert).pipe(Effect.zipRight(find(run.runId)), Effect.mapError(storeFailure("register")))
       if (rows.length === 0) {
         return yield* new RunStoreError({ operation: "register", description: `run "${run.runId}" vanished` })
       }
