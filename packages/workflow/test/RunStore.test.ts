@@ -50,6 +50,21 @@ const conformance = <R>(
         assert.strictEqual((yield* store.list()).length, 1)
       }))
 
+    it.effect("a run registered as owning its thread owns it only when this call created its record", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        yield* store.register({ ...run("r1", "t1", 1_000), ownsThread: true })
+        assert.deepStrictEqual(yield* store.running("t1"), Option.some("r1"))
+        // r1 ends: nothing is left, nobody owns the thread
+        assert.deepStrictEqual(yield* store.claimNext("t1", "r1"), Option.none())
+        assert.deepStrictEqual(yield* store.running("t1"), Option.none())
+        // registering r1 again (a retried start) takes nothing back
+        yield* store.register({ ...run("r1", "t1", 1_000), ownsThread: true })
+        assert.deepStrictEqual(yield* store.running("t1"), Option.none())
+        yield* store.register(run("r2", "t1", 2_000))
+        assert.deepStrictEqual(yield* store.running("t1"), Option.none())
+      }))
+
     it.effect("lists runs newest first, by thread, with a limit", () =>
       Effect.gen(function*() {
         const store = yield* make()
