@@ -1063,19 +1063,23 @@ export const make = (options: Options): AgentWorkflow => {
       })
     }
     const store = yield* RunStore.RunStore
-    const posted = yield* store.postMessage(checked)
-    const receipt = { threadId: checked.threadId, mode: checked.mode, sequence: posted.sequence }
-    if (Option.isSome(posted.running)) {
-      const next = yield* ensureTaken(checked.threadId, posted.running.value)
+    // The message and, when no run owns the thread, the claim of the run that takes it in are one
+    // transaction: a message is never stored without a run to take it in. From there to the run executing,
+    // nothing interrupts the send; a launch that fails is done by the next send (`ensureTaken`).
+    return yield* Effect.uninterruptible(Effect.gen(function*() {
+      const posted = yield* store.postMessage({ ...checked, claim: true })
+      const receipt = { threadId: checked.threadId, mode: checked.mode, sequence: posted.sequence }
+      if (Option.isSome(posted.started)) {
+        yield* launch(checked.threadId, posted.started.value.runId, posted.started.value.messages)
+        return { ...receipt, delivery: "started", runId: Option.some(posted.started.value.runId) } satisfies SendReceipt
+      }
+      const next = Option.isSome(posted.running)
+        ? yield* ensureTaken(checked.threadId, posted.running.value)
+        : Option.none<string>()
       return Option.isSome(next)
         ? { ...receipt, delivery: "started", runId: next } satisfies SendReceipt
         : { ...receipt, delivery: "stored", runId: posted.running } satisfies SendReceipt
-    }
-    const started = yield* startNext(checked.threadId, undefined)
-    return Option.isSome(started)
-      ? { ...receipt, delivery: "started", runId: started } satisfies SendReceipt
-      // another sender started the run at the same time: that run owns the message now
-      : { ...receipt, delivery: "stored", runId: yield* store.running(checked.threadId) } satisfies SendReceipt
+    }))
   })
 
   /**

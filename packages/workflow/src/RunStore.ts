@@ -242,12 +242,23 @@ export declare namespace RunStore {
      * Stores a message sent to a thread and, in the same transaction, reads
      * the run that owns the thread's messages now (`setRunning`,
      * `claimNext`): none means no run will take the message in by itself.
+     * With `claim: true`, when no run owns them, the same transaction also
+     * claims the next run's input (as `claimNext` with no owner): `started`
+     * is that run, and `running` names it.
      */
     readonly postMessage: (message: {
       readonly threadId: string
       readonly mode: "steer" | "queue"
       readonly messages: string
-    }) => Effect.Effect<{ readonly sequence: number; readonly running: Option.Option<string> }, RunStoreError>
+      readonly claim?: boolean | undefined
+    }) => Effect.Effect<
+      {
+        readonly sequence: number
+        readonly running: Option.Option<string>
+        readonly started: Option.Option<NextRun>
+      },
+      RunStoreError
+    >
     /** Makes `runId` the run that owns the thread's messages (a run started on it). */
     readonly setRunning: (threadId: string, runId: string) => Effect.Effect<void, RunStoreError>
     /** The run that owns the thread's messages, if any. */
@@ -328,6 +339,33 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
   const runningRuns = new Map<string, string>()
   const claimedBy = (runId: string, as: string) =>
     sent.filter((entry) => entry.claimedBy === runId && entry.claimedAs === as).map((entry) => entry.message)
+  const claimNext = (threadId: string, owner: string | undefined): Option.Option<NextRun> => {
+    if (owner !== undefined) {
+      const earlier = sent.find((entry) =>
+        entry.message.threadId === threadId && entry.after === owner && entry.claimedAs === "input"
+      )
+      if (earlier !== undefined) {
+        return Option.some({ runId: earlier.claimedBy!, messages: claimedBy(earlier.claimedBy!, "input") })
+      }
+    }
+    if (runningRuns.get(threadId) !== owner) return Option.none()
+    const taken = nextInput(
+      sent.filter((entry) => entry.claimedBy === undefined && entry.message.threadId === threadId).map((entry) => ({
+        ...entry,
+        mode: entry.message.mode
+      }))
+    )
+    if (taken.length === 0) {
+      runningRuns.delete(threadId)
+      return Option.none()
+    }
+    const runId = nextRunId(taken[0]!.message)
+    for (const entry of taken) {
+      Object.assign(sent[entry.message.sequence - 1]!, { claimedBy: runId, claimedAs: "input", after: owner })
+    }
+    runningRuns.set(threadId, runId)
+    return Option.some({ runId, messages: taken.map((entry) => entry.message) })
+  }
   return RunStore.of({
     register: Effect.fn("RunStore.register")(function*(run) {
       const existing = runs.get(run.runId)
@@ -386,11 +424,14 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
         decisions.delete(runId)
         cancels.delete(runId)
       }),
-    postMessage: (message) =>
+    postMessage: ({ claim, ...message }) =>
       Effect.map(Clock.currentTimeMillis, (sentAt) => {
         const sequence = sent.length + 1
         sent.push({ message: { ...message, sequence, sentAt } })
-        return { sequence, running: Option.fromNullable(runningRuns.get(message.threadId)) }
+        const started = claim === true && !runningRuns.has(message.threadId)
+          ? claimNext(message.threadId, undefined)
+          : Option.none()
+        return { sequence, running: Option.fromNullable(runningRuns.get(message.threadId)), started }
       }),
     setRunning: (threadId, runId) => Effect.sync(() => void runningRuns.set(threadId, runId)),
     running: (threadId) => Effect.sync(() => Option.fromNullable(runningRuns.get(threadId))),
@@ -404,34 +445,7 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
         for (const entry of taken) Object.assign(entry, { claimedBy: runId, claimedAs: look })
         return taken.map((entry) => entry.message)
       }),
-    claimNext: (threadId, owner) =>
-      Effect.sync(() => {
-        if (owner !== undefined) {
-          const earlier = sent.find((entry) =>
-            entry.message.threadId === threadId && entry.after === owner && entry.claimedAs === "input"
-          )
-          if (earlier !== undefined) {
-            return Option.some({ runId: earlier.claimedBy!, messages: claimedBy(earlier.claimedBy!, "input") })
-          }
-        }
-        if (runningRuns.get(threadId) !== owner) return Option.none()
-        const taken = nextInput(
-          sent.filter((entry) => entry.claimedBy === undefined && entry.message.threadId === threadId).map((entry) => ({
-            ...entry,
-            mode: entry.message.mode
-          }))
-        )
-        if (taken.length === 0) {
-          runningRuns.delete(threadId)
-          return Option.none()
-        }
-        const runId = nextRunId(taken[0]!.message)
-        for (const entry of taken) {
-          Object.assign(sent[entry.message.sequence - 1]!, { claimedBy: runId, claimedAs: "input", after: owner })
-        }
-        runningRuns.set(threadId, runId)
-        return Option.some({ runId, messages: taken.map((entry) => entry.message) })
-      }),
+    claimNext: (threadId, owner) => Effect.sync(() => claimNext(threadId, owner)),
     inputOf: (runId) => Effect.sync(() => claimedBy(runId, "input"))
   })
 })
@@ -624,6 +638,39 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       Effect.map((rows) => Option.fromNullable(rows[0]?.running))
     )
 
+  /** `claimNext` inside a transaction that holds the thread's lock. */
+  const claimNextLocked = (threadId: string, owner: string | undefined) =>
+    Effect.gen(function*() {
+      if (owner !== undefined) {
+        const earlier = yield* sql<{ readonly claimed_by: string }>`
+        SELECT claimed_by FROM ${messagesTable}
+        WHERE thread_id = ${threadId} AND after_run = ${owner} AND claimed_as = 'input' LIMIT 1
+      `
+        if (earlier.length > 0) {
+          const runId = earlier[0]!.claimed_by
+          return Option.some<NextRun>({ runId, messages: yield* claimedBy(runId, "input") })
+        }
+      }
+      const running = yield* runningOf(threadId)
+      if (Option.getOrUndefined(running) !== owner) return Option.none()
+      const unclaimed = yield* sql<MessageRow>`
+      SELECT ${messageColumns} FROM ${messagesTable}
+      WHERE thread_id = ${threadId} AND claimed_by IS NULL ORDER BY seq
+    `
+      const taken = nextInput(unclaimed.map(messageFromRow))
+      if (taken.length === 0) {
+        yield* sql`UPDATE ${threadsTable} SET running = NULL WHERE thread_id = ${threadId}`
+        return Option.none()
+      }
+      const runId = nextRunId(taken[0]!)
+      yield* sql`
+      UPDATE ${messagesTable} SET claimed_by = ${runId}, claimed_as = 'input', after_run = ${owner ?? null}
+      WHERE ${sql.in("seq", taken.map((message) => message.sequence))}
+    `
+      yield* sql`UPDATE ${threadsTable} SET running = ${runId} WHERE thread_id = ${threadId}`
+      return Option.some<NextRun>({ runId, messages: taken })
+    })
+
   return RunStore.of({
     register: Effect.fn("RunStore.register")(function*(run) {
       const createdAt = DateTime.toEpochMillis(yield* createdAtOf(run))
@@ -737,7 +784,15 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
             VALUES (${message.threadId}, ${message.mode}, ${message.messages}, ${now})
             RETURNING seq
           `
-          return { sequence: Number(rows[0]!.seq), running: yield* runningOf(message.threadId) }
+          const running = yield* runningOf(message.threadId)
+          const started = message.claim === true && Option.isNone(running)
+            ? yield* claimNextLocked(message.threadId, undefined)
+            : Option.none<NextRun>()
+          return {
+            sequence: Number(rows[0]!.seq),
+            running: Option.isSome(started) ? Option.some(started.value.runId) : running,
+            started
+          }
         })
       ).pipe(Effect.mapError(storeFailure("postMessage")))
     }),
@@ -765,39 +820,9 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       ).pipe(Effect.mapError(storeFailure("claimSteered")))
     }),
     claimNext: Effect.fn("RunStore.claimNext")(function*(threadId, owner) {
-      return yield* lockedThread(
-        threadId,
-        Effect.gen(function*() {
-          if (owner !== undefined) {
-            const earlier = yield* sql<{ readonly claimed_by: string }>`
-              SELECT claimed_by FROM ${messagesTable}
-              WHERE thread_id = ${threadId} AND after_run = ${owner} AND claimed_as = 'input' LIMIT 1
-            `
-            if (earlier.length > 0) {
-              const runId = earlier[0]!.claimed_by
-              return Option.some<NextRun>({ runId, messages: yield* claimedBy(runId, "input") })
-            }
-          }
-          const running = yield* runningOf(threadId)
-          if (Option.getOrUndefined(running) !== owner) return Option.none()
-          const unclaimed = yield* sql<MessageRow>`
-            SELECT ${messageColumns} FROM ${messagesTable}
-            WHERE thread_id = ${threadId} AND claimed_by IS NULL ORDER BY seq
-          `
-          const taken = nextInput(unclaimed.map(messageFromRow))
-          if (taken.length === 0) {
-            yield* sql`UPDATE ${threadsTable} SET running = NULL WHERE thread_id = ${threadId}`
-            return Option.none()
-          }
-          const runId = nextRunId(taken[0]!)
-          yield* sql`
-            UPDATE ${messagesTable} SET claimed_by = ${runId}, claimed_as = 'input', after_run = ${owner ?? null}
-            WHERE ${sql.in("seq", taken.map((message) => message.sequence))}
-          `
-          yield* sql`UPDATE ${threadsTable} SET running = ${runId} WHERE thread_id = ${threadId}`
-          return Option.some<NextRun>({ runId, messages: taken })
-        })
-      ).pipe(Effect.mapError(storeFailure("claimNext")))
+      return yield* lockedThread(threadId, claimNextLocked(threadId, owner)).pipe(
+        Effect.mapError(storeFailure("claimNext"))
+      )
     }),
     inputOf: Effect.fn("RunStore.inputOf")(function*(runId) {
       return yield* claimedBy(runId, "input").pipe(Effect.mapError(storeFailure("inputOf")))

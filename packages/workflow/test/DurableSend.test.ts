@@ -158,51 +158,101 @@ describe("AgentWorkflow.send (memory engine)", () => {
 const plainStack = (workflow = Runs) =>
   workflow.layer.pipe(
     Layer.provideMerge(
-      Agent.layer({}).pipe(Layer.provide(ScriptedModel.layer(Array.from({ length: 20 }, () => ScriptedModel.text("ok")))))
+      Agent.layer({}).pipe(
+        Layer.provide(ScriptedModel.layer(Array.from({ length: 20 }, () => ScriptedModel.text("ok"))))
+      )
     ),
     Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory))
   )
 
 describe("a thread whose run has ended is never left owned by it", () => {
-  it.scopedLive("a retried start of an ended run takes nothing back: the next send starts a run", () =>
-    Effect.gen(function*() {
-      const context = yield* Layer.build(plainStack())
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
-      yield* run(Runs.start({ threadId: "t", input: "hi", runId: "r1" }))
-      assert.strictEqual((yield* run(Runs.await("r1"))).state, "Completed")
-      // the client retries its start (same run id: idempotent)
-      assert.strictEqual(yield* run(Runs.start({ threadId: "t", input: "hi", runId: "r1" })), "r1")
-      assert.deepStrictEqual(yield* run(runningOf("t")), Option.none())
-      const receipt = yield* run(Runs.send("t", "follow-up"))
-      assert.deepStrictEqual([receipt.delivery, receipt.runId], ["started", Option.some(`sent-${receipt.sequence}`)])
-      const next = yield* run(Runs.await(`sent-${receipt.sequence}`))
-      assert.deepStrictEqual(usersOf(next.messages), ["hi", "follow-up"])
-    }), { timeout: 30_000 })
+  it.scopedLive(
+    "a retried start of an ended run takes nothing back: the next send starts a run",
+    () =>
+      Effect.gen(function*() {
+        const context = yield* Layer.build(plainStack())
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        yield* run(Runs.start({ threadId: "t", input: "hi", runId: "r1" }))
+        assert.strictEqual((yield* run(Runs.await("r1"))).state, "Completed")
+        // the client retries its start (same run id: idempotent)
+        assert.strictEqual(yield* run(Runs.start({ threadId: "t", input: "hi", runId: "r1" })), "r1")
+        assert.deepStrictEqual(yield* run(runningOf("t")), Option.none())
+        const receipt = yield* run(Runs.send("t", "follow-up"))
+        assert.deepStrictEqual([receipt.delivery, receipt.runId], ["started", Option.some(`sent-${receipt.sequence}`)])
+        const next = yield* run(Runs.await(`sent-${receipt.sequence}`))
+        assert.deepStrictEqual(usersOf(next.messages), ["hi", "follow-up"])
+      }),
+    { timeout: 30_000 }
+  )
 
-  it.scopedLive("a run that ended without handing the thread on (its `next` died): a send hands it on", () =>
-    Effect.gen(function*() {
-      const context = yield* Layer.build(plainStack())
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
-      yield* run(Runs.start({ threadId: "t", input: "hi", runId: "r1" }))
-      assert.strictEqual((yield* run(Runs.await("r1"))).state, "Completed")
-      // what a `next` activity that died on a store error (or a process that died before it) leaves
-      yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.setRunning("t", "r1")))
-      const receipt = yield* run(Runs.send("t", "follow-up", { mode: "queue" }))
-      assert.deepStrictEqual([receipt.delivery, receipt.runId], ["started", Option.some(`sent-${receipt.sequence}`)])
-      assert.strictEqual((yield* run(Runs.await(`sent-${receipt.sequence}`))).state, "Completed")
-      // sending again while nothing runs starts the next one: the thread is not stuck
-      const again = yield* run(Runs.send("t", "more"))
-      assert.strictEqual(again.delivery, "started")
-    }), { timeout: 30_000 })
+  it.scopedLive(
+    "a run that ended without handing the thread on (its `next` died): a send hands it on",
+    () =>
+      Effect.gen(function*() {
+        const context = yield* Layer.build(plainStack())
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        yield* run(Runs.start({ threadId: "t", input: "hi", runId: "r1" }))
+        assert.strictEqual((yield* run(Runs.await("r1"))).state, "Completed")
+        // what a `next` activity that died on a store error (or a process that died before it) leaves
+        yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.setRunning("t", "r1")))
+        const receipt = yield* run(Runs.send("t", "follow-up", { mode: "queue" }))
+        assert.deepStrictEqual([receipt.delivery, receipt.runId], ["started", Option.some(`sent-${receipt.sequence}`)])
+        assert.strictEqual((yield* run(Runs.await(`sent-${receipt.sequence}`))).state, "Completed")
+        // sending again while nothing runs starts the next one: the thread is not stuck
+        const again = yield* run(Runs.send("t", "more"))
+        assert.strictEqual(again.delivery, "started")
+      }),
+    { timeout: 30_000 }
+  )
 
-  it.scopedLive("a run owning the thread whose record was pruned (or never registered): a send hands it on", () =>
-    Effect.gen(function*() {
-      const context = yield* Layer.build(plainStack())
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
-      yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.setRunning("t", "gone")))
-      const receipt = yield* run(Runs.send("t", "hello"))
-      assert.deepStrictEqual([receipt.delivery, receipt.runId], ["started", Option.some(`sent-${receipt.sequence}`)])
-    }), { timeout: 30_000 })
+  it.scopedLive(
+    "a run owning the thread whose record was pruned (or never registered): a send hands it on",
+    () =>
+      Effect.gen(function*() {
+        const context = yield* Layer.build(plainStack())
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.setRunning("t", "gone")))
+        const receipt = yield* run(Runs.send("t", "hello"))
+        assert.deepStrictEqual([receipt.delivery, receipt.runId], ["started", Option.some(`sent-${receipt.sequence}`)])
+      }),
+    { timeout: 30_000 }
+  )
+})
+
+describe("a send that fails leaves no message behind a retry would repeat", () => {
+  it.scopedLive(
+    "a claim that fails once after the message is stored: the retried send is taken in once",
+    () =>
+      Effect.gen(function*() {
+        let failures = 1
+        // a store whose separate claim of the next run fails once (SQLite busy, say)
+        const flaky = Layer.effect(
+          RunStore.RunStore,
+          Effect.map(RunStore.makeMemory, (store) => ({
+            ...store,
+            claimNext: (threadId: string, owner: string | undefined) =>
+              failures-- > 0
+                ? Effect.fail(new RunStore.RunStoreError({ operation: "claimNext", description: "database is locked" }))
+                : store.claimNext(threadId, owner)
+          }))
+        )
+        const context = yield* Layer.build(Runs.layer.pipe(
+          Layer.provideMerge(
+            Agent.layer({}).pipe(
+              Layer.provide(ScriptedModel.layer(Array.from({ length: 5 }, () => ScriptedModel.text("ok"))))
+            )
+          ),
+          Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, flaky))
+        ))
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        // the client retries a send that failed
+        const receipt = yield* run(Runs.send("t", "hello").pipe(Effect.retry({ times: 1 })))
+        assert.strictEqual(receipt.delivery, "started")
+        const done = yield* run(Runs.await(Option.getOrThrow(receipt.runId)))
+        assert.deepStrictEqual(usersOf(done.messages), ["hello"])
+      }),
+    { timeout: 30_000 }
+  )
 })
 
 describe("AgentWorkflow.send refuses bad input, and stores nothing", () => {
