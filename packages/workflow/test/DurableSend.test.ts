@@ -5,7 +5,10 @@ import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
+import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Deferred, Effect, Fiber, Layer, Option, Schema } from "effect"
+import * as path from "node:path"
+import { tempDirectory } from "./support/databases.js"
 
 const textOf = (message: Prompt.Message): string =>
   typeof message.content === "string"
@@ -216,6 +219,47 @@ describe("a thread whose run has ended is never left owned by it", () => {
         assert.deepStrictEqual([receipt.delivery, receipt.runId], ["started", Option.some(`sent-${receipt.sequence}`)])
       }),
     { timeout: 30_000 }
+  )
+})
+
+describe("on the SQLite engine", () => {
+  it.scopedLive(
+    "cancelling a run whose start died before executing it hands the thread's messages on",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-send-cancel-")
+        const context = yield* Layer.build(Runs.layer.pipe(
+          Layer.provideMerge(
+            Agent.layer({}).pipe(
+              Layer.provide(ScriptedModel.layer(Array.from({ length: 5 }, () => ScriptedModel.text("ok"))))
+            )
+          ),
+          Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
+          Layer.provideMerge(
+            AgentEngine.layerSqlite({ filename: path.join(directory, "runs.db"), pollInterval: "100 millis" })
+          )
+        ))
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        const store = yield* run(RunStore.RunStore)
+        // what a start that died between registering its run and executing it leaves; then a message is stored
+        yield* store.register({
+          runId: "orphan",
+          threadId: "t",
+          executionId: "never-executed",
+          workflow: Runs.name,
+          ownsThread: true
+        })
+        const { sequence } = yield* store.postMessage({
+          threadId: "t",
+          mode: "steer",
+          messages: JSON.stringify([{ role: "user", content: "hello" }])
+        })
+        yield* run(Runs.cancel("orphan"))
+        assert.deepStrictEqual(yield* store.running("t"), Option.some(`sent-${sequence}`))
+        const next = yield* run(Runs.await(`sent-${sequence}`))
+        assert.deepStrictEqual([next.state, usersOf(next.messages)], ["Completed", ["hello"]])
+      }),
+    { timeout: 60_000 }
   )
 })
 

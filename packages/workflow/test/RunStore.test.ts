@@ -65,6 +65,21 @@ const conformance = <R>(
         assert.deepStrictEqual(yield* store.running("t1"), Option.none())
       }))
 
+    it.effect("a post with claim takes the thread for a run when none owns it, in the same transaction", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        const first = yield* store.postMessage({ threadId: "t1", mode: "queue", messages: "a", claim: true })
+        assert.deepStrictEqual(Option.map(first.started, (next) => next.runId), Option.some("sent-1"))
+        assert.deepStrictEqual(first.running, Option.some("sent-1"))
+        assert.deepStrictEqual((yield* store.inputOf("sent-1")).map((message) => message.messages), ["a"])
+          ...(yield* store.inputOf("sent-1"))[0]!,
+          messages: "a"
+        }])
+        // the thread is owned now: the next post is stored for that run
+        const second = yield* store.postMessage({ threadId: "t1", mode: "queue", messages: "b", claim: true })
+        assert.deepStrictEqual([second.started, second.running], [Option.none(), Option.some("sent-1")])
+      }))
+
     it.effect("lists runs newest first, by thread, with a limit", () =>
       Effect.gen(function*() {
         const store = yield* make()
