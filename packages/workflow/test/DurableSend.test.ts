@@ -1,5 +1,6 @@
 import { type Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
+import type { WorkflowEngine } from "@effect/workflow"
 import { Agent } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -157,15 +158,26 @@ describe("AgentWorkflow.send (memory engine)", () => {
     }), { timeout: 30_000 })
 })
 
-/** A durable agent that answers "ok" to each run, on the memory engine. */
-const plainStack = (workflow = Runs) =>
-  workflow.layer.pipe(
-    Layer.provideMerge(
-      Agent.layer({}).pipe(
-        Layer.provide(ScriptedModel.layer(Array.from({ length: 20 }, () => ScriptedModel.text("ok"))))
-      )
-    ),
-    Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory))
+/**
+ * A durable agent that answers "ok" to each run, over `stores` (the memory
+ * engine and store unless given), built: runs an effect in it.
+ */
+const plainRunner = <E>(
+  stores: Layer.Layer<WorkflowEngine.WorkflowEngine | RunStore.RunStore, E> = Layer.mergeAll(
+    AgentEngine.layerMemory,
+    RunStore.layerMemory
+  )
+) =>
+  Effect.map(
+    Layer.build(Runs.layer.pipe(
+      Layer.provideMerge(
+        Agent.layer({}).pipe(
+          Layer.provide(ScriptedModel.layer(Array.from({ length: 20 }, () => ScriptedModel.text("ok"))))
+        )
+      ),
+      Layer.provideMerge(stores)
+    )),
+    (context) => <A, R>(effect: Effect.Effect<A, R, any>) => Effect.provide(effect, context)
   )
 
 describe("a thread whose run has ended is never left owned by it", () => {
@@ -173,8 +185,7 @@ describe("a thread whose run has ended is never left owned by it", () => {
     "a retried start of an ended run takes nothing back: the next send starts a run",
     () =>
       Effect.gen(function*() {
-        const context = yield* Layer.build(plainStack())
-        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        const run = yield* plainRunner()
         yield* run(Runs.start({ threadId: "t", input: "hi", runId: "r1" }))
         assert.strictEqual((yield* run(Runs.await("r1"))).state, "Completed")
         // the client retries its start (same run id: idempotent)
@@ -192,8 +203,7 @@ describe("a thread whose run has ended is never left owned by it", () => {
     "a run that ended without handing the thread on (its `next` died): a send hands it on",
     () =>
       Effect.gen(function*() {
-        const context = yield* Layer.build(plainStack())
-        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        const run = yield* plainRunner()
         yield* run(Runs.start({ threadId: "t", input: "hi", runId: "r1" }))
         assert.strictEqual((yield* run(Runs.await("r1"))).state, "Completed")
         // what a `next` activity that died on a store error (or a process that died before it) leaves
@@ -212,8 +222,7 @@ describe("a thread whose run has ended is never left owned by it", () => {
     "a run owning the thread whose record was pruned (or never registered): a send hands it on",
     () =>
       Effect.gen(function*() {
-        const context = yield* Layer.build(plainStack())
-        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        const run = yield* plainRunner()
         yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.setRunning("t", "gone")))
         const receipt = yield* run(Runs.send("t", "hello"))
         assert.deepStrictEqual([receipt.delivery, receipt.runId], ["started", Option.some(`sent-${receipt.sequence}`)])
@@ -228,18 +237,13 @@ describe("on the SQLite engine", () => {
     () =>
       Effect.gen(function*() {
         const directory = yield* tempDirectory("stepwise-send-cancel-")
-        const context = yield* Layer.build(Runs.layer.pipe(
-          Layer.provideMerge(
-            Agent.layer({}).pipe(
-              Layer.provide(ScriptedModel.layer(Array.from({ length: 5 }, () => ScriptedModel.text("ok"))))
+        const run = yield* plainRunner(
+          Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer()).pipe(
+            Layer.provideMerge(
+              AgentEngine.layerSqlite({ filename: path.join(directory, "runs.db"), pollInterval: "100 millis" })
             )
-          ),
-          Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
-          Layer.provideMerge(
-            AgentEngine.layerSqlite({ filename: path.join(directory, "runs.db"), pollInterval: "100 millis" })
           )
-        ))
-        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        )
         const store = yield* run(RunStore.RunStore)
         // what a start that died between registering its run and executing it leaves; then a message is stored
         yield* store.register({
@@ -280,15 +284,7 @@ describe("a send that fails leaves no message behind a retry would repeat", () =
                 : store.claimNext(threadId, owner)
           }))
         )
-        const context = yield* Layer.build(Runs.layer.pipe(
-          Layer.provideMerge(
-            Agent.layer({}).pipe(
-              Layer.provide(ScriptedModel.layer(Array.from({ length: 5 }, () => ScriptedModel.text("ok"))))
-            )
-          ),
-          Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, flaky))
-        ))
-        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        const run = yield* plainRunner(Layer.merge(AgentEngine.layerMemory, flaky))
         // the client retries a send that failed
         const receipt = yield* run(Runs.send("t", "hello").pipe(Effect.retry({ times: 1 })))
         assert.strictEqual(receipt.delivery, "started")
