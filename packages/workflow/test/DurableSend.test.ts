@@ -138,6 +138,37 @@ describe("AgentWorkflow.send (memory engine)", () => {
     { timeout: 30_000 }
   )
 
+  it.scopedLive(
+    "a run cancelled after its look took a steer message in: the stored thread keeps the message",
+    () =>
+      Effect.gen(function*() {
+        const { release, run, runId } = yield* searchingRun
+        const sent = yield* run(Runs.send("t", "only direct ones"))
+        assert.strictEqual(sent.delivery, "stored")
+        // the cancel is read before the model call right after the look that claims the message
+        const cancelling = yield* Effect.fork(run(Runs.cancel(runId)))
+        yield* run(Effect.flatMap(RunStore.RunStore, (store) =>
+          Effect.repeat(Effect.zipLeft(store.isCancelRequested(runId), Effect.yieldNow()), { until: (yes) => yes })))
+        yield* release
+        yield* Fiber.join(cancelling)
+        assert.strictEqual((yield* run(Runs.status(runId))).state, "Cancelled")
+        // the look claimed it, so no run is started for it: it is in the thread instead
+        assert.deepStrictEqual(
+          yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.claimNext("t", undefined))),
+          Option.none()
+        )
+        const thread = Option.getOrThrow(yield* run(Effect.flatMap(Agent.Agent, (agent) => agent.thread("t"))))
+        assert.deepStrictEqual(usersOf(thread.state.messages), ["find flights", "only direct ones"])
+        assert.deepStrictEqual(thread.state.messages.map((message) => message.role), [
+          "user",
+          "assistant",
+          "tool",
+          "user"
+        ])
+      }),
+    { timeout: 30_000 }
+  )
+
   it.scopedLive("a message sent to an idle thread starts a run with it as its input", () =>
     Effect.gen(function*() {
       const searching = yield* Deferred.make<void>()
