@@ -390,6 +390,86 @@ const recording = (recorded: Map<string, unknown>) =>
     await: () => Effect.succeedNone
   })
 
+describe("Agent.send: a steer message taken in is saved at once", () => {
+  it.scoped("a model call that fails after the look: the stored thread holds the message", () =>
+    Effect.gen(function*() {
+      const gates = new Gates()
+      const agent = yield* Agent.make({ toolkit: Tools }).pipe(Effect.provide(gates.layer()))
+      const run = yield* Effect.fork(Effect.exit(agent.run("first", { threadId: "t" })))
+      yield* gates.whenStarted("first")
+      const sent = yield* agent.send("t", "also this")
+      assert.strictEqual(sent.delivery, "steered")
+      yield* gates.release("first")
+      assert.isTrue(Exit.isFailure(yield* Fiber.join(run)))
+      // the run that took the message in failed, and the sender learns it
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(sent.result)))
+      const thread = Option.getOrThrow(yield* agent.thread("t"))
+      assert.deepStrictEqual(userTexts(thread.state.messages), ["first", "also this"])
+      assert.deepStrictEqual(thread.state.messages.map((m) => m.role), ["user", "assistant", "tool", "user"])
+    }).pipe(Effect.provide(ScriptedModel.layer([promptDriven, ScriptedModel.httpError(400)]))))
+
+  it.scoped("only a look that took something in saves, at the same point on replay", () =>
+    Effect.gen(function*() {
+      /** The names of the steps a run takes through a recording journal, in order. */
+      const stepsOf = (recorded: Map<string, unknown>, taken: Array<string>) =>
+        RunJournal.RunJournal.of({
+          ...recording(recorded),
+          step: (key, schema, effect) => {
+            taken.push(RunJournal.stepName(key))
+            return recording(recorded).step(key, schema, effect)
+          }
+        })
+      const gates = new Gates()
+      yield* gates.release("also this")
+      const agent = yield* Agent.make({ toolkit: Tools }).pipe(Effect.provide(gates.layer()))
+
+      // nobody sends: every look takes nothing in and saves nothing
+      yield* gates.release("alone")
+      const quiet: Array<string> = []
+      yield* agent.run("alone", { threadId: "quiet" }).pipe(
+        Effect.provideService(RunJournal.RunJournal, stepsOf(new Map(), quiet))
+      )
+      assert.deepStrictEqual(quiet.filter((name) => !name.startsWith("tool/")), [
+        "load",
+        "inbox/0",
+        "model/0",
+        "checkpoint/0",
+        "inbox/1",
+        "model/1",
+        "checkpoint/1"
+      ])
+
+      const recorded = new Map<string, unknown>()
+      const first: Array<string> = []
+      const running = yield* agent.run("first", { threadId: "sent" }).pipe(
+        Effect.provideService(RunJournal.RunJournal, stepsOf(recorded, first)),
+        Effect.fork
+      )
+      yield* gates.whenStarted("first")
+      yield* agent.send("sent", "also this")
+      yield* gates.release("first")
+      yield* Fiber.join(running)
+      const checkpoints = (names: ReadonlyArray<string>) =>
+        names.filter((name) => name.startsWith("checkpoint/") || name.startsWith("inbox/"))
+      // the look that took the message in saves at once, before the model call that sees it
+      assert.deepStrictEqual(checkpoints(first), [
+        "inbox/0",
+        "checkpoint/0",
+        "inbox/1",
+        "checkpoint/1",
+        "checkpoint/2",
+        "inbox/2",
+        "checkpoint/3"
+      ])
+      // a replay (nobody sends now) takes the same look in from the journal and saves at the same point
+      const replayed: Array<string> = []
+      yield* agent.run("first", { threadId: "sent" }).pipe(
+        Effect.provideService(RunJournal.RunJournal, stepsOf(recorded, replayed))
+      )
+      assert.deepStrictEqual(checkpoints(replayed), checkpoints(first))
+    }).pipe(Effect.provide(modelOf(5))))
+})
+
 describe("Agent.send: a subagent's run in a durable parent", () => {
   it.scoped("takes a steer message in at a journaled look, which its replay takes in again", () =>
     Effect.gen(function*() {

@@ -62,6 +62,13 @@ const searchingRun = Effect.gen(function*() {
 /** Who owns the thread's stored messages now. */
 const runningOf = (threadId: string) => Effect.flatMap(RunStore.RunStore, (store) => store.running(threadId))
 
+/** Once `cancel` has recorded its request for the run. */
+const cancelRequested = (runId: string) =>
+  Effect.flatMap(
+    RunStore.RunStore,
+    (store) => Effect.repeat(Effect.zipLeft(store.isCancelRequested(runId), Effect.yieldNow()), { until: (yes) => yes })
+  )
+
 describe("AgentWorkflow.send (memory engine)", () => {
   it.scopedLive("a steer message joins the running run before its next model call, once", () =>
     Effect.gen(function*() {
@@ -138,6 +145,34 @@ describe("AgentWorkflow.send (memory engine)", () => {
         // the run's end and cancel both hand the message on: one run took it
         const runs = yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.list({ threadId: "t" })))
         assert.deepStrictEqual(runs.map((record) => record.runId).sort(), ["r1", `sent-${queued.sequence}`])
+      }),
+    { timeout: 30_000 }
+  )
+
+  it.scopedLive(
+    "a run cancelled after its look took a steer message in: the stored thread keeps the message",
+    () =>
+      Effect.gen(function*() {
+        const { release, run, runId } = yield* searchingRun
+        const sent = yield* run(Runs.send("t", "only direct ones"))
+        assert.strictEqual(sent.delivery, "stored")
+        // the cancel is read before the model call right after the look that claims the message
+        const cancelling = yield* Effect.fork(run(Runs.cancel(runId)))
+        yield* run(cancelRequested(runId))
+        yield* release
+        yield* Fiber.join(cancelling)
+        assert.strictEqual((yield* run(Runs.status(runId))).state, "Cancelled")
+        // the look claimed it, so no run is started for it: it is in the thread instead
+        const left = yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.claimNext("t", undefined)))
+        assert.deepStrictEqual(left, Option.none())
+        const thread = Option.getOrThrow(yield* run(Effect.flatMap(Agent.Agent, (agent) => agent.thread("t"))))
+        assert.deepStrictEqual(usersOf(thread.state.messages), ["find flights", "only direct ones"])
+        assert.deepStrictEqual(thread.state.messages.map((message: Prompt.Message) => message.role), [
+          "user",
+          "assistant",
+          "tool",
+          "user"
+        ])
       }),
     { timeout: 30_000 }
   )

@@ -369,6 +369,10 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
    * The steer messages waiting in the run's inbox, through the `transformInput` hooks, appended to the
    * thread: at the start of `beforeModel`, never while a tool call of the last reply waits for its result.
    * The look is a journal step: a replay takes in what the first execution took, at the same point.
+   * A look that took anything in saves the thread at once: a model call that then fails, or a cancel
+   * checked before it, must not lose a message its sender was told a run took (a durable journal writes
+   * the save before its next activity). A replayed look takes in the same messages, so it saves at the
+   * same point; a look that took nothing costs no save.
    */
   const receive = (run: RunContext, state: RunState.RunState) =>
     (AgentState.pendingToolCalls(state.messages)?.calls.length ?? 0) > 0
@@ -386,7 +390,9 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
           run,
           () => AgentEvent.MessageReceived({ mode: "steer", step: state.step, messages: input })
         )
-        return RunState.withMessages(state, Lineage.append(state.messages, input))
+        const received = RunState.withMessages(state, Lineage.append(state.messages, input))
+        yield* save(run, received, undefined)
+        return received
       })
 
   const inboxes = Inbox.make()
