@@ -177,30 +177,41 @@ const resultText = (i: number): string => {
   return head + "lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(40).slice(0, 2048 - head.length)
 }
 
-/** Message `i` of a thread: 0 is the user, then assistant call / tool result pairs. */
-const messageAt = (i: number): Prompt.Message => {
+/**
+ * Message `i` of a thread of calls of `tool`: 0 is the user, then assistant
+ * call / tool result pairs (call `n` has id `call_<n>`, the arguments
+ * `tool.params(n)` and the result `resultOf(n)`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const threadMessage = (
+  tool: { readonly name: string; readonly params: (call: number) => unknown },
+  resultOf: (call: number) => string
+) =>
+(i: number): Prompt.Message => {
   if (i === 0) return Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "Look things up." })] })
   const call = (i + 1) >> 1
   const id = `call_${call}`
   return i % 2 === 1
     ? Prompt.makeMessage("assistant", {
-      content: [Prompt.makePart("tool-call", {
-        id,
-        name: "search",
-        params: { query: `query ${call}` },
-        providerExecuted: false
-      })]
+      content: [
+        Prompt.makePart("tool-call", { id, name: tool.name, params: tool.params(call), providerExecuted: false })
+      ]
     })
     : Prompt.makeMessage("tool", {
       content: [Prompt.makePart("tool-result", {
         id,
-        name: "search",
-        result: resultText(call),
+        name: tool.name,
+        result: resultOf(call),
         isFailure: false,
         providerExecuted: false
       })]
     })
 }
+
+/** Message `i` of the histories: calls of `search` with 2 KB results. */
+const messageAt = threadMessage({ name: "search", params: (call) => ({ query: `query ${call}` }) }, resultText)
 
 /** The histories of calls 0..calls: `size` messages, then `appended` more per call. */
 const histories = (size: number, appended: number, calls: number): Array<ReadonlyArray<Prompt.Message>> => {

@@ -18,37 +18,19 @@
  *
  * @since 0.1.0
  */
-import { Prompt } from "@effect/ai"
+import type { Prompt } from "@effect/ai"
 import { Middleware } from "@stepwise-agent/core"
 import { Offload } from "@stepwise-agent/middleware"
 import { Effect } from "effect"
+import { threadMessage } from "./context.js"
 import { cpuUs } from "./measure.js"
 
 const resultText = (i: number): string => `result ${i}: ${"lorem ipsum dolor sit amet ".repeat(80)}`.slice(0, 2048)
 
-const messageAt = (i: number): Prompt.Message => {
-  if (i === 0) return Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "Look things up." })] })
-  const call = (i + 1) >> 1
-  const id = `call_${call}`
-  return i % 2 === 1
-    ? Prompt.makeMessage("assistant", {
-      content: [Prompt.makePart("tool-call", {
-        id,
-        name: "write_report",
-        params: { body: `report ${call} ${"x".repeat(3000)}` },
-        providerExecuted: false
-      })]
-    })
-    : Prompt.makeMessage("tool", {
-      content: [Prompt.makePart("tool-result", {
-        id,
-        name: "write_report",
-        result: resultText(call),
-        isFailure: false,
-        providerExecuted: false
-      })]
-    })
-}
+const messageAt = threadMessage(
+  { name: "write_report", params: (call) => ({ body: `report ${call} ${"x".repeat(3000)}` }) },
+  resultText
+)
 
 const reply = Middleware.modelResponse("ok")
 
