@@ -340,9 +340,7 @@ const PositiveTokens = Schema.Number.pipe(
 
 const ConditionSchema = Schema.Struct({
   tokens: Schema.optional(PositiveTokens),
-  messages: Schema.optional(Schema.Number.pipe(
-    Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
-  )),
+  messages: Schema.optional(Check.AtLeastOne),
   fraction: Schema.optional(Fraction)
 }).pipe(
   Schema.filter((condition) =>
@@ -376,9 +374,7 @@ const ClearToolUsesSchema = Schema.Struct({
   clearToolInputs: Schema.optional(Schema.Boolean),
   excludeTools: Schema.optional(Schema.Array(Schema.String)),
   placeholder: Schema.optional(Schema.String),
-  contextWindow: Schema.optional(Schema.Number.pipe(
-    Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
-  )),
+  contextWindow: Schema.optional(Check.AtLeastOne),
   triggerTokens: Schema.optional(PositiveTokens),
   keepMessages: Schema.optional(Check.Count)
 })

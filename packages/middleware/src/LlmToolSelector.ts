@@ -145,9 +145,7 @@ const selectorPrompt = (
 
 const OptionsSchema = Schema.Struct({
   model: Schema.optional(Check.LanguageModelService),
-  maxTools: Schema.optional(Schema.Number.pipe(
-    Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
-  )),
+  maxTools: Schema.optional(Check.AtLeastOne),
   alwaysInclude: Schema.optional(Schema.Array(Check.NonEmpty)),
   systemPrompt: Schema.optional(Check.NonBlank),
   name: Schema.optional(Check.NonEmpty)

@@ -201,9 +201,7 @@ export const make: Effect.Effect<RateLimiters.Service, never, Scope.Scope> = Eff
 export const layer: Layer.Layer<RateLimiters> = Layer.scoped(RateLimiters, make)
 
 const LimitSchema = Schema.Struct({
-  limit: Schema.Number.pipe(
-    Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
-  ),
+  limit: Check.AtLeastOne,
   interval: Check.DurationInput.pipe(Schema.filter((input) => {
     const interval = Duration.decode(input)
     return Duration.isFinite(interval) && Duration.toMillis(interval) > 0

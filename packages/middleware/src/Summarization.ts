@@ -564,19 +564,14 @@ interface Config {
   readonly name: string
 }
 
-/** A whole number of at least 1. */
-const Positive = Schema.Number.pipe(
-  Schema.filter((n) => Number.isInteger(n) && n >= 1, { description: "a whole number of at least 1" })
-)
-
 /** A whole number of at least 0. */
 const NonNegative = Schema.Number.pipe(
   Schema.filter((n) => Number.isInteger(n) && n >= 0, { description: "a whole number of at least 0" })
 )
 
 const TriggerSchema = Schema.Struct({
-  tokens: Schema.optional(Positive),
-  messages: Schema.optional(Positive),
+  tokens: Schema.optional(Check.AtLeastOne),
+  messages: Schema.optional(Check.AtLeastOne),
   fraction: Schema.optional(
     Schema.Number.pipe(Schema.filter((f) => f > 0 && f <= 1, { description: "a number in (0, 1]" }))
   )
@@ -603,14 +598,14 @@ const KeepSchema = Schema.Struct({
 const OptionsSchema = Schema.Struct({
   trigger: Schema.optional(Schema.Union(TriggerSchema, Schema.Array(TriggerSchema))),
   keep: Schema.optional(KeepSchema),
-  contextWindow: Schema.optional(Positive),
+  contextWindow: Schema.optional(Check.AtLeastOne),
   summaryPrompt: Schema.optional(Schema.String.pipe(
     Schema.filter((text) => text.includes("{messages}"), {
       description: "a text with a {messages} placeholder for the messages to summarize"
     })
   )),
   summaryPrefix: Schema.optional(Schema.String),
-  trimTokensToSummarize: Schema.optional(Schema.Union(Positive, Schema.Literal(false))),
+  trimTokensToSummarize: Schema.optional(Schema.Union(Check.AtLeastOne, Schema.Literal(false))),
   onFailure: Schema.optional(Schema.Literal("fail", "continue")),
   agentModel: Schema.optional(Check.NonEmpty),
   onOverflow: Schema.optional(Schema.Literal("summarize", "fail")),
