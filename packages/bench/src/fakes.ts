@@ -22,7 +22,7 @@
  */
 import { LanguageModel, Response, Tool, Toolkit } from "@effect/ai"
 import type { Layer } from "effect"
-import { Effect, Schema, Stream } from "effect"
+import { Chunk, Effect, Schema, Stream } from "effect"
 
 /**
  * Which fake model to use.
@@ -101,14 +101,14 @@ const encodedText: Array<Response.PartEncoded> = [
   { type: "text", text: answerDeltas.join("") },
   { type: "finish", reason: "stop", usage }
 ]
-const encodedToolCallStream: Array<Response.StreamPartEncoded> = encodedToolCall as Array<Response.StreamPartEncoded>
-const encodedTextStream: Array<Response.StreamPartEncoded> = [
+const encodedToolCallStream = Chunk.unsafeFromArray(encodedToolCall as Array<Response.StreamPartEncoded>)
+const encodedTextStream = Chunk.unsafeFromArray<Response.StreamPartEncoded>([
   { type: "text-start", id: "t" },
   { type: "text-delta", id: "t", delta: answerDeltas[0] },
   { type: "text-delta", id: "t", delta: answerDeltas[1] },
   { type: "text-end", id: "t" },
   { type: "finish", reason: "stop", usage }
-]
+])
 
 const decodedUsage = new Response.Usage(usage)
 const decodedToolCall: Array<Response.AnyPart> = [
@@ -119,13 +119,14 @@ const decodedText: Array<Response.AnyPart> = [
   Response.makePart("text", { text: answerDeltas.join("") }),
   Response.makePart("finish", { reason: "stop", usage: decodedUsage })
 ]
-const decodedTextStream: Array<Response.AnyPart> = [
+const decodedToolCallStream = Chunk.unsafeFromArray(decodedToolCall)
+const decodedTextStream = Chunk.unsafeFromArray<Response.AnyPart>([
   Response.makePart("text-start", { id: "t" }),
   Response.makePart("text-delta", { id: "t", delta: answerDeltas[0] }),
   Response.makePart("text-delta", { id: "t", delta: answerDeltas[1] }),
   Response.makePart("text-end", { id: "t" }),
   Response.makePart("finish", { reason: "stop", usage: decodedUsage })
-]
+])
 
 /**
  * The fake built with `LanguageModel.make` (canned encoded parts); `make`
@@ -142,7 +143,7 @@ export const encodedModel = (
     generateText: () => Effect.sync(() => script.call++ < script.toolSteps ? encodedToolCall : encodedText),
     streamText: () =>
       Stream.suspend(() =>
-        Stream.fromIterable(script.call++ < script.toolSteps ? encodedToolCallStream : encodedTextStream)
+        Stream.fromChunk(script.call++ < script.toolSteps ? encodedToolCallStream : encodedTextStream)
       )
   })
 
@@ -161,7 +162,9 @@ export const rawModel = (script: Script): LanguageModel.Service => ({
       )
     ),
   streamText: () =>
-    Stream.suspend(() => Stream.fromIterable(script.call++ < script.toolSteps ? decodedToolCall : decodedTextStream)),
+    Stream.suspend(() =>
+      Stream.fromChunk(script.call++ < script.toolSteps ? decodedToolCallStream : decodedTextStream)
+    ),
   generateObject: () => Effect.dieMessage("generateObject is not used by the benchmark")
 } as unknown as LanguageModel.Service)
 

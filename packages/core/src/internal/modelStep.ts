@@ -212,10 +212,10 @@ export const make = (config: Compiled) => {
       )
       : Effect.suspend(() => {
         const collected: Array<Response.AnyPart> = []
-        let parts = Stream.mapErrorCause(
-          model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>,
-          Secrets.scrubCause
-        )
+        let parts = model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>
+        // a `wrapModelStream` hook sees failures with their credentials scrubbed; without one, the
+        // drained stream's failure is scrubbed below (a stream stage costs more than an effect's)
+        if (wrapStream.length > 0) parts = Stream.mapErrorCause(parts, Secrets.scrubCause)
         for (const m of wrapStream) {
           const transformed = m.wrapModelStream!(request, parts)
           parts = (run.traced
@@ -231,6 +231,7 @@ export const make = (config: Compiled) => {
             if (part.type === "text-delta") emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta }))
           }
         }).pipe(
+          Effect.mapErrorCause(Secrets.scrubCause),
           Effect.as(collected),
           Effect.catchAll((error) => recover(error, collected)),
           Effect.flatMap((parts) => toModelResponse(parts, request.step, true)),
