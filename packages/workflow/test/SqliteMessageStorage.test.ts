@@ -1,6 +1,6 @@
 /**
  * The patch this repository applies to @effect/cluster 0.60.2
- * (`packages/core/assets/patches`, applied by `npm ci` through patch-package):
+ * (`packages/workflow/assets/patches`, applied by `npm ci` through patch-package):
  * on SQLite, `SqlMessageStorage` writes a request with one
  * `INSERT … ON CONFLICT DO NOTHING RETURNING` (0.60.2: a transaction of a
  * lookup and an `INSERT OR IGNORE`) and reads the unprocessed messages with
