@@ -92,6 +92,18 @@ describe("SqlMessageStorage on SQLite (the @effect/cluster patch)", () => {
     assert.strictEqual((SqlMessageStorage as Record<string, unknown>)["sqliteSingleStatements"], true)
   })
 
+  it.effect("a request saved again after its address was cleared is stored anew, and read", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(now)
+      const storage = yield* MessageStorage.MessageStorage
+      assert.strictEqual((yield* storage.saveRequest(request(1n, "a", null)))._tag, "Success")
+      yield* storage.saveReply(reply(1n, 1))
+      assert.strictEqual((yield* storage.saveRequest(request(2n, "a", null)))._tag, "Duplicate")
+      yield* storage.clearAddress(address)
+      assert.strictEqual((yield* storage.saveRequest(request(3n, "a", null)))._tag, "Success")
+      assert.deepStrictEqual(yield* unprocessedIds, [3n])
+    }).pipe(Effect.provide(storageLayer)))
+
   it.effect.prop(
     "finds duplicates and reads each due, unreplied request once, in the order written",
     {
