@@ -690,7 +690,7 @@ export const durableSection = (d: DurableResult): string => {
         "waits for the disk), shared the same way, with one runner. "
       : `There is no PostgreSQL row: no server could be started (${d.postgresMissing}). `) +
     (d.clusterBuild === "patched"
-      ? "@effect/cluster 0.60.2 carries the repository's patch (`packages/core/assets/patches`: on SQLite a request " +
+      ? "@effect/cluster 0.60.2 carries the repository's patch (`packages/workflow/assets/patches`: on SQLite a request " +
         "is written, and the unprocessed messages read, with one statement each). "
       : "@effect/cluster 0.60.2 ran as published, without the repository's patch. ") +
     `The ${d.perStep.length} ways are timed round-robin with the ` +
