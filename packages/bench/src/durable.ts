@@ -27,6 +27,7 @@
  * @since 0.1.0
  */
 import { LanguageModel, Prompt, type Response, Toolkit } from "@effect/ai"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Activity, Workflow, type WorkflowEngine } from "@effect/workflow"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
@@ -44,6 +45,7 @@ import * as readline from "node:readline"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { answerDeltas, callParams, makeTools, usage, userInput } from "./fakes.js"
 import { type Sample, sampleMany, type SampleOptions } from "./measure.js"
+import * as SqliteStatements from "./sqliteStatements.js"
 
 // ---------------------------------------------------------------------------
 // the workload
@@ -318,6 +320,31 @@ export interface JournalGrowth {
 }
 
 /**
+ * What SQLite is asked to do for one activity round trip and one agent step
+ * (counted, not timed: the least of 3 tries, each the difference of a bare run
+ * of `activityCount` activities and one of none, or one agent run over its
+ * steps).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqliteWorkRow {
+  readonly perActivity: SqliteStatements.SqliteWork
+  readonly perStep: SqliteStatements.SqliteWork
+}
+
+/**
+ * Which build of @effect/cluster ran: with the repository's patch (one
+ * statement to write a request, one to read the unprocessed messages, on
+ * SQLite) or as published.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const clusterBuild: "patched" | "as published" =
+  (SqlMessageStorage as Record<string, unknown>)["sqliteSingleStatements"] === true ? "patched" : "as published"
+
+/**
  * What {@link measure} gives.
  *
  * @since 0.1.0
@@ -331,6 +358,10 @@ export interface DurableResult {
   readonly activityCount: number
   readonly activities: ReadonlyArray<ActivityRow>
   readonly journal: JournalGrowth
+  /** What SQLite is asked to do per activity and per step. */
+  readonly sqliteWork: SqliteWorkRow
+  /** The build of @effect/cluster that ran. */
+  readonly clusterBuild: "patched" | "as published"
   readonly resume: ReadonlyArray<ResumeSample>
   /** The file system of the temporary SQLite files. */
   readonly filesystem: string
@@ -452,6 +483,39 @@ const activityRun = (context: Context.Context<WorkflowEngine.WorkflowEngine>, co
     Effect.asVoid,
     Effect.provide(context)
   )
+
+const divide = (work: SqliteStatements.SqliteWork, by: number): SqliteStatements.SqliteWork => ({
+  statements: work.statements / by,
+  prepares: work.prepares / by,
+  transactions: work.transactions / by
+})
+
+const least = (works: ReadonlyArray<SqliteStatements.SqliteWork>): SqliteStatements.SqliteWork => ({
+  statements: Math.min(...works.map((w) => w.statements)),
+  prepares: Math.min(...works.map((w) => w.prepares)),
+  transactions: Math.min(...works.map((w) => w.transactions))
+})
+
+/** Counts the SQLite work of an activity round trip and of an agent step (the least of 3 tries each). */
+const countSqliteWork = async (
+  context: Context.Context<WorkflowEngine.WorkflowEngine>,
+  agent: Bench,
+  activityCount: number
+): Promise<SqliteWorkRow> => {
+  const perActivity: Array<SqliteStatements.SqliteWork> = []
+  const perStep: Array<SqliteStatements.SqliteWork> = []
+  for (let i = 0; i < 3; i++) {
+    const full = await SqliteStatements.count(() => Effect.runPromise(activityRun(context, activityCount, true)))
+    const empty = await SqliteStatements.count(() => Effect.runPromise(activityRun(context, 0, true)))
+    perActivity.push(divide({
+      statements: full.work.statements - empty.work.statements,
+      prepares: full.work.prepares - empty.work.prepares,
+      transactions: full.work.transactions - empty.work.transactions
+    }, activityCount))
+    perStep.push(divide((await SqliteStatements.count(() => Effect.runPromise(agent.runOnce))).work, steps))
+  }
+  return { perActivity: least(perActivity), perStep: least(perStep) }
+}
 
 // ---------------------------------------------------------------------------
 // crash and resume
@@ -643,6 +707,19 @@ export const measure = async (options: {
       `  one run journals ${journal.messages} messages and ${journal.replies} replies, ` +
         `${(journal.payloadBytes / 1024).toFixed(1)} KiB of payloads`
     )
+    const activityCount = 20
+    const sqliteWork = await countSqliteWork(
+      sqlite.context,
+      rows.find((row) => row.key === "sqlite")!.bench,
+      activityCount
+    )
+    log(
+      `  SQLite per activity: ${sqliteWork.perActivity.statements.toFixed(2)} statements, ` +
+        `${sqliteWork.perActivity.prepares.toFixed(2)} prepared, ${sqliteWork.perActivity.transactions.toFixed(2)} ` +
+        `transactions; per step: ${
+          sqliteWork.perStep.statements.toFixed(1)
+        } statements (@effect/cluster ${clusterBuild})`
+    )
     const results = await sampleMany(rows.map((row) => ({ effect: row.bench.runOnce, unitsPerRun: steps })), sampling)
     const perStep = rows.map((row, i): StepRow => {
       const result = results[i]!
@@ -653,7 +730,6 @@ export const measure = async (options: {
       return { key: row.key, label: row.label, result }
     })
 
-    const activityCount = 20
     const engines: ReadonlyArray<readonly [ActivityRow["engine"], Context.Context<WorkflowEngine.WorkflowEngine>]> = [
       ["memory", memory.context],
       ["sqlite", sqlite.context],
@@ -698,6 +774,8 @@ export const measure = async (options: {
       activityCount,
       activities,
       journal,
+      sqliteWork,
+      clusterBuild,
       resume,
       filesystem: fileSystemOf(directory),
       synchronous: await Effect.runPromise(synchronousOf(sqlite.context)),

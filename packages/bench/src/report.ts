@@ -689,6 +689,10 @@ export const durableSection = (d: DurableResult): string => {
         "temporary folder, reached over TCP on 127.0.0.1, `fsync = off`, so that, like SQLite here, no commit " +
         "waits for the disk), shared the same way, with one runner. "
       : `There is no PostgreSQL row: no server could be started (${d.postgresMissing}). `) +
+    (d.clusterBuild === "patched"
+      ? "@effect/cluster 0.60.2 carries the repository's patch (`packages/workflow/assets/patches`: on SQLite a request " +
+        "is written, and the unprocessed messages read, with one statement each). "
+      : "@effect/cluster 0.60.2 ran as published, without the repository's patch. ") +
     `The ${d.perStep.length} ways are timed round-robin with the ` +
     `sampler of section 1 (warm-up ${d.sampling.warmupMs} ms, up to ${d.sampling.samples} batches of at least ` +
     `${d.sampling.minSampleMs} ms); this section took ${d.seconds.toFixed(0)} s.\n`,
@@ -711,6 +715,25 @@ export const durableSection = (d: DurableResult): string => {
     "a checkpoint is written inside the activity that follows it, and is an activity of its own only before a " +
     `wait and at the end of a run — so ${perStepActivities.toFixed(1)} activities per step. Nothing prunes them: ` +
     "the journal grows with every run.",
+    "",
+    "**What SQLite is asked to do** (counted in the process, not timed, so the machine's load does not move it: " +
+    "better-sqlite3's statements executed and compiled, and the transactions begun; the least of 3 tries — a bare " +
+    `run of ${d.activityCount} activities less one of none, and one agent run over its ${d.steps} steps; ` +
+    `@effect/cluster ${d.clusterBuild}):\n`,
+    table(["", "statements", "of them compiled anew (`prepare`)", "explicit transactions"], [
+      [
+        "one activity round trip",
+        d.sqliteWork.perActivity.statements.toFixed(2),
+        d.sqliteWork.perActivity.prepares.toFixed(2),
+        d.sqliteWork.perActivity.transactions.toFixed(2)
+      ],
+      [
+        "one agent step (its activities, checkpoint, cancel check)",
+        d.sqliteWork.perStep.statements.toFixed(1),
+        d.sqliteWork.perStep.prepares.toFixed(1),
+        d.sqliteWork.perStep.transactions.toFixed(1)
+      ]
+    ]),
     "",
     `**One activity round trip.** A bare workflow runs ${d.activityCount} activities that return a number, or ` +
     "none; the difference per activity is the round trip. The last column gives every activity the same exit " +
