@@ -21,6 +21,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CheckpointError } from "./AgentError.js"
 import * as DeferredSave from "./internal/deferredSave.js"
+import { Lru } from "./internal/lru.js"
 import * as ThreadLog from "./internal/threadLog.js"
 
 /**
@@ -259,7 +260,10 @@ const parseChunk = (text: string): unknown => {
  *
  * An agent's run saves into it without building the array of the whole
  * encoded thread at a step: the step encodes only its new messages (a `save`
- * of your own, wrapping this one, gets every checkpoint whole).
+ * of your own, wrapping this one, gets every checkpoint whole). The partial
+ * chunk is written again whole at each step, but from the JSON text of the
+ * messages it already held (kept for the threads this instance wrote last,
+ * `cachedThreads` of them): only the new messages are turned into JSON.
  *
  * A value of the previous format (the whole checkpoint as JSON under
  * `prefix + threadId`) still loads; the next save replaces it with a head.
@@ -284,30 +288,57 @@ export const makeKeyValueStore = (
     const head = (threadId: string) => `${prefix}${threadId}`
     const chunk = (threadId: string, generation: string, name: string) =>
       `${prefix}${threadId}#log/${generation}/${name}`
-    /** Writes the chunks of `messages` from chunk `first` on, the partial last one into tail `slot`. */
+    /**
+     * The JSON text of each message of the partial last chunk this instance wrote last, per thread: a step
+     * encodes only its new messages, not the up to 63 the tail already held (see `writeChunks`).
+     */
+    const tails = new Lru<
+      string,
+      { readonly generation: string; readonly start: number; readonly texts: Array<string> }
+    >(
+      options?.cachedThreads ?? defaultCachedThreads
+    )
+    /**
+     * Writes the chunks of `messages` past its first `committed` (those of the committed log, written before),
+     * starting with the chunk that holds message `committed`, the partial last one into tail `slot`. The texts of
+     * the committed messages of that chunk come from `tails` when this instance wrote them, else are encoded again;
+     * either way each value is the `JSON.stringify` of its chunk (or of `{ start, messages }` for the tail).
+     */
     const writeChunks = (
       threadId: string,
       generation: string,
       messages: ThreadLog.Messages,
-      first: number,
+      committed: number,
       slot: number
     ) =>
       Effect.gen(function*() {
-        const full = Math.floor(messages.length / chunkSize)
-        // the messages from chunk `first` on
+        const first = Math.floor(committed / chunkSize)
         const offset = first * chunkSize
-        const written = messages.from(offset)
+        const known = tails.get(threadId)
+        // the texts of messages `offset` on: the committed ones of this log as written (they are the same messages:
+        // a log is appended to only by a thread that keeps every committed message), then the new ones
+        const texts = known !== undefined && known.generation === generation && known.start === offset &&
+            known.texts.length >= committed - offset
+          ? known.texts.slice(0, committed - offset)
+          : undefined
+        const encoded = messages.from(texts === undefined ? offset : committed)
+        const all = texts ?? []
+        // (an array's JSON writes `null` for what has no JSON text of its own, such as `undefined`)
+        for (let i = 0; i < encoded.length; i++) all.push(JSON.stringify(encoded[i]) ?? "null")
+        const full = Math.floor(messages.length / chunkSize)
         for (let i = first; i < full; i++) {
           yield* store.set(
             chunk(threadId, generation, String(i)),
-            JSON.stringify(written.slice(i * chunkSize - offset, (i + 1) * chunkSize - offset))
+            `[${all.slice((i - first) * chunkSize, (i - first + 1) * chunkSize).join(",")}]`
           )
         }
-        if (messages.length > full * chunkSize) {
-          const start = full * chunkSize
+        const start = full * chunkSize
+        const tail = start === offset ? all : all.slice(start - offset)
+        tails.set(threadId, { generation, start, texts: tail })
+        if (messages.length > start) {
           yield* store.set(
             chunk(threadId, generation, `tail${slot}`),
-            JSON.stringify({ start, messages: start === offset ? written : written.slice(start - offset) })
+            `{"start":${start},"messages":[${tail.join(",")}]}`
           )
         }
       })
@@ -335,10 +366,7 @@ export const makeKeyValueStore = (
       create: (threadId, generation, messages) => Effect.as(writeChunks(threadId, generation, messages, 0, 0), 0),
       append: (threadId, log, messages) => {
         const slot = 1 - log.end
-        return Effect.as(
-          writeChunks(threadId, log.generation, messages, Math.floor(log.messages / chunkSize), slot),
-          Option.some(slot)
-        )
+        return Effect.as(writeChunks(threadId, log.generation, messages, log.messages, slot), Option.some(slot))
       },
       read: (threadId, log, from) =>
         Effect.gen(function*() {
@@ -369,7 +397,7 @@ export const makeKeyValueStore = (
       removeLog,
       removeThread: (threadId, known) =>
         Effect.zipRight(
-          store.remove(head(threadId)),
+          Effect.zipRight(Effect.sync(() => tails.delete(threadId)), store.remove(head(threadId))),
           Effect.forEach(known, (log) => removeLog(threadId, log), { discard: true })
         )
     }
