@@ -237,6 +237,17 @@ const defaultCachedThreads = 64
 /** Messages per chunk value of the KeyValueStore log. */
 const chunkSize = 64
 
+/**
+ * The partial last chunk of a log as this instance wrote it last: the JSON text of each message from
+ * message `start` on, and those texts joined by commas.
+ */
+interface Tail {
+  readonly generation: string
+  readonly start: number
+  readonly texts: ReadonlyArray<string>
+  readonly joined: string
+}
+
 const parseChunk = (text: string): unknown => {
   try {
     return JSON.parse(text)
@@ -292,12 +303,7 @@ export const makeKeyValueStore = (
      * The JSON text of each message of the partial last chunk this instance wrote last, per thread: a step
      * encodes only its new messages, not the up to 63 the tail already held (see `writeChunks`).
      */
-    const tails = new Lru<
-      string,
-      { readonly generation: string; readonly start: number; readonly texts: Array<string> }
-    >(
-      options?.cachedThreads ?? defaultCachedThreads
-    )
+    const tails = new Lru<string, Tail>(options?.cachedThreads ?? defaultCachedThreads)
     /**
      * Writes the chunks of `messages` past its first `committed` (those of the committed log, written before),
      * starting with the chunk that holds message `committed`, the partial last one into tail `slot`. The texts of
@@ -314,32 +320,39 @@ export const makeKeyValueStore = (
       Effect.gen(function*() {
         const first = Math.floor(committed / chunkSize)
         const offset = first * chunkSize
+        const kept = committed - offset
         const known = tails.get(threadId)
         // the texts of messages `offset` on: the committed ones of this log as written (they are the same messages:
         // a log is appended to only by a thread that keeps every committed message), then the new ones
-        const texts = known !== undefined && known.generation === generation && known.start === offset &&
-            known.texts.length >= committed - offset
-          ? known.texts.slice(0, committed - offset)
-          : undefined
-        const encoded = messages.from(texts === undefined ? offset : committed)
-        const all = texts ?? []
-        // (an array's JSON writes `null` for what has no JSON text of its own, such as `undefined`)
-        for (let i = 0; i < encoded.length; i++) all.push(JSON.stringify(encoded[i]) ?? "null")
+        const reused = known !== undefined && known.generation === generation && known.start === offset &&
+          known.texts.length >= kept
+        const texts = reused ? known.texts.slice(0, kept) : []
+        // when the tail keeps all it held, its joined text is extended (`+` makes no copy of what it held)
+        let joined = reused && kept === known.texts.length ? known.joined : undefined
+        for (const message of messages.from(reused ? committed : offset)) {
+          // (an array's JSON writes `null` for what has no JSON text of its own, such as `undefined`)
+          const text = JSON.stringify(message) ?? "null"
+          if (joined !== undefined) joined = texts.length === 0 ? text : `${joined},${text}`
+          texts.push(text)
+        }
         const full = Math.floor(messages.length / chunkSize)
         for (let i = first; i < full; i++) {
           yield* store.set(
             chunk(threadId, generation, String(i)),
-            `[${all.slice((i - first) * chunkSize, (i - first + 1) * chunkSize).join(",")}]`
+            `[${texts.slice((i - first) * chunkSize, (i - first + 1) * chunkSize).join(",")}]`
           )
         }
         const start = full * chunkSize
-        const tail = start === offset ? all : all.slice(start - offset)
-        tails.set(threadId, { generation, start, texts: tail })
+        const tailTexts = start === offset ? texts : texts.slice(start - offset)
+        const tail: Tail = {
+          generation,
+          start,
+          texts: tailTexts,
+          joined: start === offset && joined !== undefined ? joined : tailTexts.join(",")
+        }
+        tails.set(threadId, tail)
         if (messages.length > start) {
-          yield* store.set(
-            chunk(threadId, generation, `tail${slot}`),
-            `{"start":${start},"messages":[${tail.join(",")}]}`
-          )
+          yield* store.set(chunk(threadId, generation, `tail${slot}`), `{"start":${start},"messages":[${tail.joined}]}`)
         }
       })
     const readChunk = (key: string) =>
