@@ -33,6 +33,8 @@ export interface Config {
   readonly tools: number
   /** Model steps that call a tool; the run makes one more model call (the final answer). */
   readonly steps: number
+  /** The agent's system prompt (none unless given). */
+  readonly systemPrompt?: string | undefined
 }
 
 /**
@@ -81,7 +83,12 @@ export const makeBench = (
     const { kit, layer } = makeToolkit(config.tools)
     const middleware = Array.from({ length: config.middleware }, (_, i) => Middleware.passThrough(`pass_${i}`))
     const toolkit = kit as unknown as Effect.Effect<Toolkit.WithHandler<any>>
-    const agent = yield* Agent.make({ toolkit, middleware, maxSteps: config.steps + 1 }).pipe(
+    const agent = yield* Agent.make({
+      toolkit,
+      middleware,
+      maxSteps: config.steps + 1,
+      ...(config.systemPrompt === undefined ? {} : { systemPrompt: config.systemPrompt })
+    }).pipe(
       Effect.provide(layer),
       Effect.provideService(LanguageModel.LanguageModel, model),
       Effect.provideService(Checkpointer.Checkpointer, checkpointer)

@@ -23,7 +23,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { callParams } from "./fakes.js"
 import { makeBench } from "./fixtures.js"
-import { type Sample, sample, sampleMany, type SampleOptions } from "./measure.js"
+import { allocated, type Sample, sample, sampleMany, type SampleOptions } from "./measure.js"
 
 /**
  * @since 0.1.0
@@ -178,6 +178,11 @@ export interface StepResult {
      * O(n) scan a run's step does not pay).
      */
     readonly saveUs: number
+    /**
+     * Bytes allocated by one more step, measured the same way (the two runs'
+     * allocations, see `allocated`), when asked for (`allocation`).
+     */
+    readonly stepBytes?: number | undefined
   }>
   /** The largest thread's step ÷ the smallest thread's (CPU). */
   readonly ratio: number
@@ -221,6 +226,10 @@ export const measureSteps = async (options: {
   readonly steps: number
   readonly sampling: Omit<SampleOptions, "unitsPerRun">
   readonly log: (line: string) => void
+  /** The agent's system prompt (none unless given). */
+  readonly systemPrompt?: string | undefined
+  /** Also measure the bytes a step allocates (run node with `--max-semi-space-size=128`, see `allocated`). */
+  readonly allocation?: boolean | undefined
 }): Promise<Array<StepResult>> => {
   const out: Array<StepResult> = []
   for (const backend of options.backends) {
@@ -235,7 +244,14 @@ export const measureSteps = async (options: {
         ) as Checkpointer.Checkpoint
         const bench = await Effect.runPromise(
           makeBench(
-            { model: "raw", mode: "generate", middleware: 0, tools: 1, steps: options.steps },
+            {
+              model: "raw",
+              mode: "generate",
+              middleware: 0,
+              tools: 1,
+              steps: options.steps,
+              systemPrompt: options.systemPrompt
+            },
             undefined,
             checkpointerOf(backend, directory)
           )
@@ -273,11 +289,22 @@ export const measureSteps = async (options: {
         )
       }
       const samples = await sampleMany(workloads, options.sampling)
+      const bytes: Array<number | undefined> = []
+      for (let i = 0; i < options.sizes.length; i++) {
+        bytes.push(
+          options.allocation === true
+            ? ((await allocated(workloads[4 * i + 1]!.effect, 2, 1)) -
+              (await allocated(workloads[4 * i]!.effect, 2, 1))) /
+              options.steps
+            : undefined
+        )
+      }
       const sizes = options.sizes.map((messages, i) => ({
         messages,
         stepUs: (samples[4 * i + 1]!.cpuUs - samples[4 * i]!.cpuUs) / options.steps,
         stepWallUs: (samples[4 * i + 1]!.wallUs - samples[4 * i]!.wallUs) / options.steps,
-        saveUs: (samples[4 * i + 3]!.cpuUs - samples[4 * i + 2]!.cpuUs) / options.steps
+        saveUs: (samples[4 * i + 3]!.cpuUs - samples[4 * i + 2]!.cpuUs) / options.steps,
+        stepBytes: bytes[i]
       }))
       const result: StepResult = {
         backend,
@@ -290,7 +317,7 @@ export const measureSteps = async (options: {
           sizes.map((s) =>
             `${s.messages}: ${s.stepUs.toFixed(0)} µs CPU (${s.stepWallUs.toFixed(0)} wall), save ${
               s.saveUs.toFixed(0)
-            }`
+            }${s.stepBytes === undefined ? "" : `, ${(s.stepBytes / 1024).toFixed(1)} KiB allocated`}`
           ).join(", ")
         }; ratio ${result.ratio.toFixed(2)}, save ratio ${result.saveRatio.toFixed(2)}`
       )

@@ -2,7 +2,10 @@
  * Runs only the step on a long thread of `memory.ts` (`measureSteps`), on
  * every checkpointer, at 10, 1,000 and 10,000 messages (a few minutes, where
  * `npm run bench` takes 16):
- * `npx tsx --conditions=@stepwise-agent/source packages/bench/src/stepsOnly.ts [--quick]`.
+ * `npx tsx --conditions=@stepwise-agent/source packages/bench/src/stepsOnly.ts [--quick] [--backend=…]
+ * [--system-prompt] [--alloc]`. `--system-prompt` gives the agent a system prompt; `--alloc` also reports
+ * the bytes a step allocates, which needs a young generation that holds a run:
+ * `node --max-semi-space-size=128 --import tsx --conditions=@stepwise-agent/source packages/bench/src/stepsOnly.ts --alloc`.
  *
  * @since 0.1.0
  */
@@ -20,5 +23,7 @@ await measureSteps({
   sampling: quick
     ? { warmupMs: 100, minSampleMs: 30, samples: 3, maxSampleMs: 300 }
     : { warmupMs: 300, minSampleMs: 100, samples: 7, maxSampleMs: 2000 },
-  log: (line) => console.log(line)
+  log: (line) => console.log(line),
+  systemPrompt: process.argv.includes("--system-prompt") ? "You are a helpful assistant." : undefined,
+  allocation: process.argv.includes("--alloc")
 })

@@ -21,6 +21,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CheckpointError } from "./AgentError.js"
 import * as DeferredSave from "./internal/deferredSave.js"
+import { Lru } from "./internal/lru.js"
 import * as ThreadLog from "./internal/threadLog.js"
 
 /**
@@ -236,6 +237,17 @@ const defaultCachedThreads = 64
 /** Messages per chunk value of the KeyValueStore log. */
 const chunkSize = 64
 
+/**
+ * The partial last chunk of a log as this instance wrote it last: the JSON text of each message from
+ * message `start` on, and those texts joined by commas.
+ */
+interface Tail {
+  readonly generation: string
+  readonly start: number
+  readonly texts: ReadonlyArray<string>
+  readonly joined: string
+}
+
 const parseChunk = (text: string): unknown => {
   try {
     return JSON.parse(text)
@@ -259,7 +271,10 @@ const parseChunk = (text: string): unknown => {
  *
  * An agent's run saves into it without building the array of the whole
  * encoded thread at a step: the step encodes only its new messages (a `save`
- * of your own, wrapping this one, gets every checkpoint whole).
+ * of your own, wrapping this one, gets every checkpoint whole). The partial
+ * chunk is written again whole at each step, but from the JSON text of the
+ * messages it already held (kept for the threads this instance wrote last,
+ * `cachedThreads` of them): only the new messages are turned into JSON.
  *
  * A value of the previous format (the whole checkpoint as JSON under
  * `prefix + threadId`) still loads; the next save replaces it with a head.
@@ -284,31 +299,60 @@ export const makeKeyValueStore = (
     const head = (threadId: string) => `${prefix}${threadId}`
     const chunk = (threadId: string, generation: string, name: string) =>
       `${prefix}${threadId}#log/${generation}/${name}`
-    /** Writes the chunks of `messages` from chunk `first` on, the partial last one into tail `slot`. */
+    /**
+     * The JSON text of each message of the partial last chunk this instance wrote last, per thread: a step
+     * encodes only its new messages, not the up to 63 the tail already held (see `writeChunks`).
+     */
+    const tails = new Lru<string, Tail>(options?.cachedThreads ?? defaultCachedThreads)
+    /**
+     * Writes the chunks of `messages` past its first `committed` (those of the committed log, written before),
+     * starting with the chunk that holds message `committed`, the partial last one into tail `slot`. The texts of
+     * the committed messages of that chunk come from `tails` when this instance wrote them, else are encoded again;
+     * either way each value is the `JSON.stringify` of its chunk (or of `{ start, messages }` for the tail).
+     */
     const writeChunks = (
       threadId: string,
       generation: string,
       messages: ThreadLog.Messages,
-      first: number,
+      committed: number,
       slot: number
     ) =>
       Effect.gen(function*() {
-        const full = Math.floor(messages.length / chunkSize)
-        // the messages from chunk `first` on
+        const first = Math.floor(committed / chunkSize)
         const offset = first * chunkSize
-        const written = messages.from(offset)
+        const kept = committed - offset
+        const known = tails.get(threadId)
+        // the texts of messages `offset` on: the committed ones of this log as written (they are the same messages:
+        // a log is appended to only by a thread that keeps every committed message), then the new ones
+        const reused = known !== undefined && known.generation === generation && known.start === offset &&
+          known.texts.length >= kept
+        const texts = reused ? known.texts.slice(0, kept) : []
+        // when the tail keeps all it held, its joined text is extended (`+` makes no copy of what it held)
+        let joined = reused && kept === known.texts.length ? known.joined : undefined
+        for (const message of messages.from(reused ? committed : offset)) {
+          // (an array's JSON writes `null` for what has no JSON text of its own, such as `undefined`)
+          const text = JSON.stringify(message) ?? "null"
+          if (joined !== undefined) joined = texts.length === 0 ? text : `${joined},${text}`
+          texts.push(text)
+        }
+        const full = Math.floor(messages.length / chunkSize)
         for (let i = first; i < full; i++) {
           yield* store.set(
             chunk(threadId, generation, String(i)),
-            JSON.stringify(written.slice(i * chunkSize - offset, (i + 1) * chunkSize - offset))
+            `[${texts.slice((i - first) * chunkSize, (i - first + 1) * chunkSize).join(",")}]`
           )
         }
-        if (messages.length > full * chunkSize) {
-          const start = full * chunkSize
-          yield* store.set(
-            chunk(threadId, generation, `tail${slot}`),
-            JSON.stringify({ start, messages: start === offset ? written : written.slice(start - offset) })
-          )
+        const start = full * chunkSize
+        const tailTexts = start === offset ? texts : texts.slice(start - offset)
+        const tail: Tail = {
+          generation,
+          start,
+          texts: tailTexts,
+          joined: start === offset && joined !== undefined ? joined : tailTexts.join(",")
+        }
+        tails.set(threadId, tail)
+        if (messages.length > start) {
+          yield* store.set(chunk(threadId, generation, `tail${slot}`), `{"start":${start},"messages":[${tail.joined}]}`)
         }
       })
     const readChunk = (key: string) =>
@@ -335,10 +379,7 @@ export const makeKeyValueStore = (
       create: (threadId, generation, messages) => Effect.as(writeChunks(threadId, generation, messages, 0, 0), 0),
       append: (threadId, log, messages) => {
         const slot = 1 - log.end
-        return Effect.as(
-          writeChunks(threadId, log.generation, messages, Math.floor(log.messages / chunkSize), slot),
-          Option.some(slot)
-        )
+        return Effect.as(writeChunks(threadId, log.generation, messages, log.messages, slot), Option.some(slot))
       },
       read: (threadId, log, from) =>
         Effect.gen(function*() {
@@ -369,7 +410,7 @@ export const makeKeyValueStore = (
       removeLog,
       removeThread: (threadId, known) =>
         Effect.zipRight(
-          store.remove(head(threadId)),
+          Effect.zipRight(Effect.sync(() => tails.delete(threadId)), store.remove(head(threadId))),
           Effect.forEach(known, (log) => removeLog(threadId, log), { discard: true })
         )
     }

@@ -231,6 +231,114 @@ describe("Checkpointer: a step writes only what is new", () => {
     }))
 })
 
+/** A memory `KeyValueStore` whose `set` fails when `fails()` says so (the value is not stored). */
+const failingStore = (fails: (key: string) => boolean) =>
+  Effect.map(
+    Effect.provide(KeyValueStore.KeyValueStore, KeyValueStore.layerMemory),
+    (store) => ({
+      store,
+      failing: KeyValueStore.make({
+        get: store.get,
+        getUint8Array: store.getUint8Array,
+        set: (key, value) => fails(key) ? Effect.die(`set ${key} failed`) : store.set(key, value),
+        remove: store.remove,
+        clear: store.clear,
+        size: store.size
+      })
+    })
+  )
+
+describe("Checkpointer.makeKeyValueStore: the partial last chunk", () => {
+  it.effect("a step encodes only its new messages, not the ones the partial chunk already held", () =>
+    Effect.gen(function*() {
+      const store = yield* Effect.provide(KeyValueStore.KeyValueStore, KeyValueStore.layerMemory)
+      const checkpointer = yield* Checkpointer.makeKeyValueStore().pipe(
+        Effect.provideService(KeyValueStore.KeyValueStore, store)
+      )
+      const encodings = { count: 0 }
+      // a message that counts how often its JSON is written
+      const counted = (i: number) => ({
+        toJSON: () => {
+          encodings.count++
+          return message(i)
+        }
+      })
+      let messages: ReadonlyArray<unknown> = Array.from({ length: 10 }, (_, i) => counted(i))
+      yield* checkpointer.save("t", { version: 1, threadId: "t", messages, slices: {} })
+      // one message a step, across the end of the first chunk (64 messages)
+      for (let i = 10; i < 70; i++) {
+        messages = [...messages, counted(i)]
+        yield* checkpointer.save("t", { version: 1, threadId: "t", messages, slices: {} })
+      }
+      assert.strictEqual(encodings.count, 70)
+      const loaded = Option.getOrThrow(
+        yield* (yield* Checkpointer.makeKeyValueStore().pipe(
+          Effect.provideService(KeyValueStore.KeyValueStore, store)
+        )).load("t")
+      )
+      assert.deepStrictEqual(loaded.messages, Array.from({ length: 70 }, (_, i) => message(i)))
+    }))
+
+  it.effect.prop(
+    "every chunk and tail a head names holds the JSON of its messages, through failed writes",
+    {
+      steps: FastCheck.array(
+        FastCheck.record({ count: FastCheck.integer({ min: 0, max: 70 }), fail: FastCheck.nat({ max: 8 }) }),
+        { minLength: 1, maxLength: 10 }
+      )
+    },
+    ({ steps }) =>
+      Effect.gen(function*() {
+        let failAt = -1
+        let sets = 0
+        const { failing, store } = yield* failingStore(() => sets++ === failAt)
+        const checkpointer = yield* Checkpointer.makeKeyValueStore().pipe(
+          Effect.provideService(KeyValueStore.KeyValueStore, failing)
+        )
+        let messages: ReadonlyArray<unknown> = []
+        let committed: ReadonlyArray<unknown> | undefined
+        for (const step of steps) {
+          messages = [...messages, ...Array.from({ length: step.count }, (_, i) => message(messages.length + i))]
+          // the save's `fail`-th write fails (one past its last write: none does)
+          sets = 0
+          failAt = step.fail
+          const saved = yield* Effect.exit(
+            checkpointer.save("t", { version: 1, threadId: "t", messages, slices: {} })
+          )
+          if (saved._tag === "Success") committed = messages
+          else messages = committed ?? []
+          const stored = yield* store.get("thread:t")
+          if (committed === undefined) {
+            // no save went through yet: none is committed
+            assert.isTrue(Option.isNone(stored))
+            continue
+          }
+          const head = JSON.parse(Option.getOrThrow(stored))
+          const { end, generation, messages: count } = head.log
+          assert.strictEqual(count, committed.length)
+          const full = Math.floor(count / 64)
+          for (let i = 0; i < full; i++) {
+            assert.strictEqual(
+              Option.getOrThrow(yield* store.get(`thread:t#log/${generation}/${i}`)),
+              JSON.stringify(committed.slice(i * 64, (i + 1) * 64))
+            )
+          }
+          if (count > full * 64) {
+            assert.strictEqual(
+              Option.getOrThrow(yield* store.get(`thread:t#log/${generation}/tail${end}`)),
+              JSON.stringify({ start: full * 64, messages: committed.slice(full * 64) })
+            )
+          }
+          const fresh = yield* Checkpointer.makeKeyValueStore().pipe(
+            Effect.provideService(KeyValueStore.KeyValueStore, store)
+          )
+          assert.deepStrictEqual(Option.getOrThrow(yield* fresh.load("t")).messages, committed)
+        }
+      }),
+    { fastCheck: { numRuns: 60 } }
+  )
+})
+
 describe("Checkpointer.layerFileSystem: a torn tail", () => {
   it.scoped("bytes past the committed end of the log are never read, and the next append writes over them", () =>
     Effect.gen(function*() {

@@ -994,10 +994,10 @@ export const applyEdits = <Edits extends ReadonlyArray<ContextEdit.Any>>(
     }
     if (tokensBefore === undefined || tokensAfter === undefined) {
       const counter = yield* TokenCounter.TokenCounter
-      const system = context?.systemPrompt === undefined
+      const system: Array<Prompt.Message> = context?.systemPrompt === undefined
         ? []
         : [Prompt.makeMessage("system", { content: context.systemPrompt })]
-      tokensBefore = tokensAfter = yield* counter.count([...system, ...messages])
+      tokensBefore = tokensAfter = yield* counter.count(system.concat(messages))
     }
     return {
       messages: current,

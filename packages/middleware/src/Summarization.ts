@@ -993,7 +993,7 @@ const make = (config: Config) => {
       if (system?.content !== request.systemPrompt) {
         system = Prompt.makeMessage("system", { content: request.systemPrompt })
       }
-      yield* counter.calibrate(reported, [system, ...request.messages])
+      yield* counter.calibrate(reported, Array.of<Prompt.Message>(system).concat(request.messages))
     })
   const recover = config.onOverflow === "summarize"
     ? ContextOverflow.recover({ compact, model: config.agentModel })

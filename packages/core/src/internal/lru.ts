@@ -28,4 +28,9 @@ export class Lru<K, V> {
     if (this.#entries.size >= this.capacity) this.#entries.delete(this.#entries.keys().next().value!)
     this.#entries.set(key, value)
   }
+
+  /** Removes `key`, if present. */
+  delete(key: K): void {
+    this.#entries.delete(key)
+  }
 }
