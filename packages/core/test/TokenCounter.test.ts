@@ -577,6 +577,27 @@ describe("jsonLength", () => {
     assert.isAtMost(jsonLength(value), JSON.stringify(value).length)
   })
 
+  it.prop(
+    "counts an object met twice (not nested in itself) twice, and a cycle at any depth as null",
+    { value: plain, depth: FastCheck.integer({ min: 1, max: 6 }) },
+    ({ depth, value }) => {
+      // `depth` levels of { value, next }, the innermost next being `bottom`
+      const nest = (bottom: unknown) => {
+        const root: Record<string, unknown> = { value }
+        let level = root
+        for (let i = 1; i < depth; i++) level = (level.next = { value }) as Record<string, unknown>
+        level.next = bottom
+        return { root, level }
+      }
+      const shared = { twice: [value, value], again: { value } }
+      assert.strictEqual(jsonLength(shared), JSON.stringify(shared).length)
+      const { level, root } = nest(null)
+      const expected = JSON.stringify(root).length
+      level.next = root
+      assert.strictEqual(jsonLength(root), expected)
+    }
+  )
+
   it("leaves out what JSON leaves out, follows toJSON, and counts a cycle as null", () => {
     assert.strictEqual(jsonLength({ a: undefined, b: () => 1, c: 1 }), `{"c":1}`.length)
     assert.strictEqual(jsonLength([undefined, 1]), `[null,1]`.length)

@@ -87,11 +87,15 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
   const extend = (session: Session<S>, messages: ReadonlyArray<Prompt.Message>, raw: ReadonlyArray<number>) => {
     const { seen, sums } = session
     const from = seen.length
+    const to = messages.length
+    // grown once, to their new length (pushing one at a time copies them as they grow)
+    seen.length = to
+    sums.length = to + 1
     let total = sums[from]!
-    for (let j = 0; from + j < messages.length; j++) {
-      seen.push(messages[from + j]!)
-      total += raw[j]!
-      sums.push(total)
+    for (let i = from; i < to; i++) {
+      seen[i] = messages[i]!
+      total += raw[i - from]!
+      sums[i + 1] = total
     }
   }
 
