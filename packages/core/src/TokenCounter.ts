@@ -37,6 +37,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { InvalidOptions } from "./AgentError.js"
 import * as Encodings from "./internal/encodings.js"
+import { field } from "./internal/fieldRead.js"
 import { jsonLength } from "./internal/jsonLength.js"
 import { unknownKey } from "./internal/options.js"
 import * as PythonRepr from "./internal/pythonRepr.js"
@@ -445,7 +446,10 @@ const roleChars = { system: 6, user: 4, assistant: 9, tool: 4 } as const
 /**
  * The approximate counter. Counting a part costs a few field reads (and a
  * walk of its payload), less than keeping its count by identity would, so it
- * keeps only the length of long payloads, per payload object.
+ * keeps only the length of long payloads, per payload object. It reads each
+ * field it needs once, as a keyed read ({@link field}: `@effect/ai`'s
+ * messages each have a hidden class of their own), and a tool message's
+ * parts without their type (a tool message holds only tool results).
  */
 const approximate = (charsPerToken: number, tokensPerMessage: number): TokenCounter.Service => {
   const remember = (measure: (value: unknown) => number) => {
@@ -464,47 +468,60 @@ const approximate = (charsPerToken: number, tokensPerMessage: number): TokenCoun
   const tokens = (chars: number) => Math.ceil(chars / charsPerToken)
   /** A tool result as a LangChain `ToolMessage`: content, id, role and name. */
   const countResult = (part: Prompt.ToolResultPart): number => {
-    const content = typeof part.result === "string" ? part.result.length : jsonChars(part.result)
-    return tokens(content + part.id.length + roleChars.tool + part.name.length) + tokensPerMessage
+    const result = field(part, "result")
+    const content = typeof result === "string" ? result.length : jsonChars(result)
+    return tokens(content + field(part, "id").length + roleChars.tool + field(part, "name").length) +
+      tokensPerMessage
   }
-  /** What a part adds to the characters of its user or assistant message (a tool call: its repr and `, `). */
-  const charsOfPart = (part: Exclude<Prompt.Part, Prompt.ToolResultPart>): number => {
-    switch (part.type) {
+  /** What a tool call adds to the characters of its assistant message: its repr and `, `. */
+  const callChars = (part: Prompt.ToolCallPart): number =>
+    PythonRepr.toolCallReprLength(field(part, "name"), reprChars(field(part, "params")), field(part, "id")) + 2
+  const countPart = (part: Prompt.Part): number => {
+    const type = field(part, "type")
+    switch (type) {
+      case "tool-result":
+        return countResult(part as Prompt.ToolResultPart)
       case "text":
       case "reasoning":
-        return part.text.length
+        return tokens(field(part as Prompt.TextPart | Prompt.ReasoningPart, "text").length)
       case "tool-call":
-        return PythonRepr.toolCallReprLength(part.name, reprChars(part.params), part.id) + 2
+        return tokens(callChars(part as Prompt.ToolCallPart))
       case "file":
-        return charsOf(part, jsonChars)
+        return tokens(charsOf(part, jsonChars)) + fixedTokensOf(part)
     }
   }
-  const countPart = (part: Prompt.Part): number =>
-    part.type === "tool-result" ? countResult(part) : tokens(charsOfPart(part)) + fixedTokensOf(part)
   const countItem = (item: Countable): number => {
-    // A message has a role and a part has none (one property read, where `Prompt.isMessage` costs two).
-    const role: Role | undefined = (item as Partial<Prompt.Message>).role
+    // A message has a role and a part has none.
+    const role: Role | undefined = field(item as Partial<Prompt.Message>, "role")
     if (role === undefined) return countPart(item as Prompt.Part)
-    if (role === "system") {
-      return tokens((item as Prompt.SystemMessage).content.length + roleChars.system) + tokensPerMessage
-    }
-    const content: ReadonlyArray<Prompt.Part> = (item as Exclude<Prompt.Message, Prompt.SystemMessage>).content
+    const content = field(item as Prompt.Message, "content")
+    if (role === "system") return tokens((content as string).length + roleChars.system) + tokensPerMessage
+    const parts = content as ReadonlyArray<Prompt.Part>
     if (role === "tool") {
       let raw = 0
-      for (let i = 0; i < content.length; i++) raw += countPart(content[i]!)
+      for (let i = 0; i < parts.length; i++) raw += countResult(parts[i] as Prompt.ToolResultPart)
       return raw
     }
     // One LangChain message; its tool calls count `[`, `]` and a `, ` between each two: 2 per call.
     let chars: number = roleChars[role]
     let extra = tokensPerMessage
-    for (let i = 0; i < content.length; i++) {
-      const part = content[i]!
-      if (part.type === "tool-result") {
-        extra += countResult(part)
-        continue
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i]!
+      switch (field(part, "type")) {
+        case "tool-result":
+          extra += countResult(part as Prompt.ToolResultPart)
+          break
+        case "text":
+        case "reasoning":
+          chars += field(part as Prompt.TextPart | Prompt.ReasoningPart, "text").length
+          break
+        case "tool-call":
+          chars += callChars(part as Prompt.ToolCallPart)
+          break
+        case "file":
+          chars += charsOf(part, jsonChars)
+          extra += fixedTokensOf(part)
       }
-      chars += charsOfPart(part)
-      extra += fixedTokensOf(part)
     }
     return tokens(chars) + extra
   }

@@ -1,12 +1,12 @@
 import { AiError, Prompt, Tokenizer } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
-import { Effect, FastCheck, Layer, Logger } from "effect"
+import { Arbitrary, Effect, FastCheck, Layer, Logger } from "effect"
 import { getEncoding } from "js-tiktoken"
 import * as Encodings from "../src/internal/encodings.js"
 import { jsonLength } from "../src/internal/jsonLength.js"
 import { Lru } from "../src/internal/lru.js"
-import { reprLength } from "../src/internal/pythonRepr.js"
+import { reprLength, toolCallReprLength } from "../src/internal/pythonRepr.js"
 import * as TokenCounter from "../src/TokenCounter.js"
 
 const text = (value: string) => Prompt.makePart("text", { text: value })
@@ -196,6 +196,86 @@ describe("TokenCounter.approximate", () => {
       const extra = yield* Effect.flip(Layer.build(TokenCounter.layerTiktoken(tiktoken)).pipe(Effect.scoped))
       assert.deepStrictEqual([extra._tag, extra.option], ["InvalidOptions", "model"])
     }))
+
+  /**
+   * The approximate count as it was defined before the counter read each
+   * field once (with a keyed read) and a tool message's parts without their
+   * type: the oracle of the property below.
+   */
+  const approximateOracle = (charsPerToken: number, tokensPerMessage: number) => {
+    const tokens = (chars: number) => Math.ceil(chars / charsPerToken)
+    const roleChars = { system: 6, user: 4, assistant: 9, tool: 4 } as const
+    const isTextFile = (part: Prompt.FilePart) =>
+      typeof part.data === "string" && (part.mediaType.startsWith("text/") || part.mediaType === "application/json")
+    const fixedTokensOf = (part: Prompt.Part) => part.type === "file" && !isTextFile(part) ? 85 : 0
+    const countResult = (part: Prompt.ToolResultPart) =>
+      tokens(
+        (typeof part.result === "string" ? part.result.length : jsonLength(part.result)) + part.id.length + 4 +
+          part.name.length
+      ) + tokensPerMessage
+    const charsOfPart = (part: Exclude<Prompt.Part, Prompt.ToolResultPart>): number => {
+      switch (part.type) {
+        case "text":
+        case "reasoning":
+          return part.text.length
+        case "tool-call":
+          return toolCallReprLength(part.name, reprLength(part.params), part.id) + 2
+        case "file":
+          return (part.fileName ?? "").length + part.mediaType.length +
+            (isTextFile(part) ? (part.data as string).length : 0)
+      }
+    }
+    const countPart = (part: Prompt.Part) =>
+      part.type === "tool-result" ? countResult(part) : tokens(charsOfPart(part)) + fixedTokensOf(part)
+    return (item: TokenCounter.Countable): number => {
+      if (!Prompt.isMessage(item)) return countPart(item as Prompt.Part)
+      if (item.role === "system") return tokens(item.content.length + roleChars.system) + tokensPerMessage
+      if (item.role === "tool") {
+        let raw = 0
+        for (const part of item.content) raw += countPart(part)
+        return raw
+      }
+      let chars: number = roleChars[item.role]
+      let extra = tokensPerMessage
+      for (const part of item.content) {
+        if (part.type === "tool-result") extra += countResult(part)
+        else {
+          chars += charsOfPart(part)
+          extra += fixedTokensOf(part)
+        }
+      }
+      return tokens(chars) + extra
+    }
+  }
+
+  /** The same message built again as `Prompt.makeMessage` and `Prompt.makePart` build one (an object spread each). */
+  const rebuilt = (message: Prompt.Message): Prompt.Message =>
+    message.role === "system"
+      ? Prompt.makeMessage("system", { content: message.content })
+      : Prompt.makeMessage(message.role as "assistant", {
+        content: message.content.map((part) => Prompt.makePart(part.type, part as any) as Prompt.AssistantMessagePart)
+      })
+
+  it.effect.prop(
+    "counts every message and part as the definition before the one-read pass did",
+    {
+      messages: FastCheck.array(Arbitrary.make(Prompt.Message), { maxLength: 6 }),
+      charsPerToken: FastCheck.oneof(FastCheck.constant(4), FastCheck.double({ min: 0.5, max: 8, noNaN: true })),
+      tokensPerMessage: FastCheck.nat({ max: 5 })
+    },
+    ({ charsPerToken, messages, tokensPerMessage }) =>
+      Effect.gen(function*() {
+        const counter = yield* TokenCounter.makeApproximate({ charsPerToken, tokensPerMessage })
+        const oracle = approximateOracle(charsPerToken, tokensPerMessage)
+        // decoded-like objects, the same built with spreads, and their parts on their own
+        const items: ReadonlyArray<TokenCounter.Countable> = [
+          ...messages,
+          ...messages.map(rebuilt),
+          ...messages.flatMap((message) => typeof message.content === "string" ? [] : message.content)
+        ]
+        assert.deepStrictEqual(yield* counter.measure(items), items.map(oracle))
+      })
+  )
 
   it.effect.prop(
     "is additive: a list counts as the sum of its messages",
@@ -496,6 +576,27 @@ describe("jsonLength", () => {
   it.prop("is at most the length of JSON.stringify", { value: FastCheck.jsonValue() }, ({ value }) => {
     assert.isAtMost(jsonLength(value), JSON.stringify(value).length)
   })
+
+  it.prop(
+    "counts an object met twice (not nested in itself) twice, and a cycle at any depth as null",
+    { value: plain, depth: FastCheck.integer({ min: 1, max: 6 }) },
+    ({ depth, value }) => {
+      // `depth` levels of { value, next }, the innermost next being `bottom`
+      const nest = (bottom: unknown) => {
+        const root: Record<string, unknown> = { value }
+        let level = root
+        for (let i = 1; i < depth; i++) level = (level.next = { value }) as Record<string, unknown>
+        level.next = bottom
+        return { root, level }
+      }
+      const shared = { twice: [value, value], again: { value } }
+      assert.strictEqual(jsonLength(shared), JSON.stringify(shared).length)
+      const { level, root } = nest(null)
+      const expected = JSON.stringify(root).length
+      level.next = root
+      assert.strictEqual(jsonLength(root), expected)
+    }
+  )
 
   it("leaves out what JSON leaves out, follows toJSON, and counts a cycle as null", () => {
     assert.strictEqual(jsonLength({ a: undefined, b: () => 1, c: 1 }), `{"c":1}`.length)

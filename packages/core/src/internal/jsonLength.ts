@@ -11,7 +11,7 @@
  * value nested in itself counts 4 (`null`) where it repeats, where
  * `JSON.stringify` would throw.
  */
-export const jsonLength = (value: unknown): number => walk(value, [], json)
+export const jsonLength = (value: unknown): number => walk(value, undefined, json)
 
 /**
  * How a format spells a JSON-like value, for {@link lengthIn}: the lengths
@@ -37,7 +37,7 @@ export interface Style {
  * symbol properties left out (an array's count as `null`, 4 characters), a
  * `toJSON` method (a `Date`) measured by what it returns.
  */
-export const lengthIn = (style: Style) => (value: unknown): number => walk(value, [], style)
+export const lengthIn = (style: Style) => (value: unknown): number => walk(value, undefined, style)
 
 const json: Style = {
   string: (text) => text.length + 2,
@@ -51,7 +51,17 @@ const json: Style = {
 const omitted = (value: unknown): boolean =>
   value === undefined || typeof value === "function" || typeof value === "symbol"
 
-const walk = (value: unknown, ancestors: Array<object>, style: Style): number => {
+/**
+ * The objects a value is nested in, innermost first: a node per object
+ * level, made only when the walk goes down into an object or array (a flat
+ * object of strings and numbers allocates nothing).
+ */
+interface Ancestors {
+  readonly value: object
+  readonly up: Ancestors | undefined
+}
+
+const walk = (value: unknown, ancestors: Ancestors | undefined, style: Style): number => {
   switch (typeof value) {
     case "string":
       return style.string(value)
@@ -67,15 +77,17 @@ const walk = (value: unknown, ancestors: Array<object>, style: Style): number =>
       return style.other
   }
   if (value === null) return 4
-  if (ancestors.includes(value)) return style.cycle
+  for (let up = ancestors; up !== undefined; up = up.up) if (up.value === value) return style.cycle
   const toJSON = (value as { readonly toJSON?: unknown }).toJSON
   if (typeof toJSON === "function") return walk(toJSON.call(value), ancestors, style)
-  ancestors.push(value)
+  // this object as an ancestor of its items, made when the first item that is an object comes
+  let here: Ancestors | undefined
   let length = 2
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i]
-      length += (i > 0 ? style.separator : 0) + (omitted(item) ? 4 : walk(item, ancestors, style))
+      if (typeof item === "object" && item !== null) here ??= { value, up: ancestors }
+      length += (i > 0 ? style.separator : 0) + (omitted(item) ? 4 : walk(item, here, style))
     }
   } else {
     let properties = 0
@@ -83,10 +95,9 @@ const walk = (value: unknown, ancestors: Array<object>, style: Style): number =>
       if (!Object.prototype.hasOwnProperty.call(value, key)) continue
       const item = (value as Record<string, unknown>)[key]
       if (omitted(item)) continue
-      length += (properties++ > 0 ? style.separator : 0) + style.string(key) + style.colon +
-        walk(item, ancestors, style)
+      if (typeof item === "object" && item !== null) here ??= { value, up: ancestors }
+      length += (properties++ > 0 ? style.separator : 0) + style.string(key) + style.colon + walk(item, here, style)
     }
   }
-  ancestors.pop()
   return length
 }

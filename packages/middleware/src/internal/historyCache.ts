@@ -83,15 +83,19 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
     return byFirst
   }
 
-  /** Adds `messages[seen.length..]`, whose raw counts are `raw(0)`, `raw(1)`, …. */
-  const extend = (session: Session<S>, messages: ReadonlyArray<Prompt.Message>, raw: (j: number) => number) => {
+  /** Adds `messages[seen.length..]`, whose raw counts are `raw[0]`, `raw[1]`, …. */
+  const extend = (session: Session<S>, messages: ReadonlyArray<Prompt.Message>, raw: ReadonlyArray<number>) => {
     const { seen, sums } = session
     const from = seen.length
+    const to = messages.length
+    // grown once, to their new length (pushing one at a time copies them as they grow)
+    seen.length = to
+    sums.length = to + 1
     let total = sums[from]!
-    for (let j = 0; from + j < messages.length; j++) {
-      seen.push(messages[from + j]!)
-      total += raw(j)
-      sums.push(total)
+    for (let i = from; i < to; i++) {
+      seen[i] = messages[i]!
+      total += raw[i - from]!
+      sums[i + 1] = total
     }
   }
 
@@ -112,9 +116,10 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
   const use: HistoryCache<S>["use"] = (counter, messages, f) =>
     Effect.suspend(() => {
       const session = acquire(counter, messages)
-      const run = messages.length > session.seen.length
-        ? Effect.flatMap(counter.measure(messages.slice(session.seen.length)), (counts) => {
-          extend(session, messages, (j) => counts[j]!)
+      const from = session.seen.length
+      const run = messages.length > from
+        ? Effect.flatMap(counter.measure(from === 0 ? messages : messages.slice(from)), (counts) => {
+          extend(session, messages, counts)
           return f(session)
         })
         : f(session)
@@ -128,7 +133,9 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
 
   const seed: HistoryCache<S>["seed"] = (counter, messages, raw) => {
     const session = makeSession(false)
-    extend(session, messages, raw)
+    const counts = new Array<number>(messages.length)
+    for (let i = 0; i < messages.length; i++) counts[i] = raw(i)
+    extend(session, messages, counts)
     sessionsOf(counter).set(messages[0]!, session)
     return session
   }
