@@ -10,10 +10,10 @@
  * one on the same provider streams: the same parts, errors, ids, spans and
  * finalizers.
  */
-import { AiError, IdGenerator, LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { AiError, IdGenerator, LanguageModel, Prompt, Response, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
-import { Cause, Chunk, Effect, Exit, Logger, Option, Schema, Stream, Tracer } from "effect"
+import { Cause, Chunk, Effect, Exit, FastCheck, Logger, Option, Schema, Stream, Tracer } from "effect"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
@@ -318,4 +318,60 @@ describe("the patched streamText", () => {
       assert.deepStrictEqual(patched.map((part) => JSON.parse(part).type), ["tool-call", "finish", "tool-result"])
       assert.strictEqual(JSON.parse(patched[2]!).result, 5)
     }).pipe(Effect.provide(CalculatorLive)))
+})
+
+/** Own keys in order (symbols after strings, as `Reflect.ownKeys` lists them) with their values. */
+const entries = (value: object) => Reflect.ownKeys(value).map((key) => [key, (value as any)[key]] as const)
+
+describe("the patched part and message constructors", () => {
+  // what 0.37.0 builds, written out as its object spreads
+  const spreadPart = (type: string, params: any) => ({
+    ...params,
+    [Prompt.PartTypeId]: Prompt.PartTypeId,
+    type,
+    options: params.options ?? {}
+  })
+  const spreadMessage = (role: string, params: any) => ({
+    ...params,
+    [Prompt.MessageTypeId]: Prompt.MessageTypeId,
+    role,
+    options: params.options ?? {}
+  })
+  const spreadResponsePart = (type: string, params: any) => ({
+    ...params,
+    [Response.PartTypeId]: Response.PartTypeId,
+    type,
+    metadata: params.metadata ?? {}
+  })
+  // parameters of any shape, with or without the fields the constructors set
+  const params = FastCheck.dictionary(
+    FastCheck.oneof(FastCheck.constantFrom("type", "role", "options", "metadata", "id"), FastCheck.string()),
+    FastCheck.oneof(FastCheck.string(), FastCheck.integer(), FastCheck.constant(undefined), FastCheck.object())
+  )
+  const kind = FastCheck.constantFrom("text", "tool-call", "tool-result", "user", "assistant")
+
+  it.prop(
+    "build the objects the spreads built: the same keys, in the same order, with the same values",
+    [kind, params],
+    ([type, given]) => {
+      assert.deepStrictEqual(entries(Prompt.makePart(type as any, given as any)), entries(spreadPart(type, given)))
+      assert.deepStrictEqual(
+        entries(Prompt.makeMessage(type as any, given as any)),
+        entries(spreadMessage(type, given))
+      )
+      assert.deepStrictEqual(
+        entries(Response.makePart(type as any, given as any)),
+        entries(spreadResponsePart(type, given))
+      )
+    }
+  )
+
+  it("are patched (no object spread)", () => {
+    for (const build of ["esm", "cjs"]) {
+      for (const file of ["Prompt.js", "Response.js"]) {
+        const source = fs.readFileSync(path.join(aiRoot, "dist", build, file), "utf8")
+        assert.isFalse(/=> \(\{\s*\.\.\.params,/.test(source), `${build}/${file}: still built with a spread`)
+      }
+    }
+  })
 })
