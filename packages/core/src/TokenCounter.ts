@@ -604,10 +604,15 @@ export const makeTiktoken = (
     if (invalid !== undefined) return Effect.fail(invalid)
     const encoding = Encodings.get(options.encoding, options.engine ?? "gpt-tokenizer")
     const overhead = Effect.succeed((_: Role) => 3)
+    // This counter's own counting function (and memo of pieces), made on the first count.
+    let count: ((text: string) => number) | undefined
+    const counting = Effect.suspend(() =>
+      count !== undefined ? Effect.succeed(count) : Effect.map(encoding, (text) => (count ??= text.counter()))
+    )
     return Effect.succeed(fromEngine({
       method: "tiktoken",
       count: (items) =>
-        Effect.map(encoding, ({ count }) => {
+        Effect.map(counting, (count) => {
           const counts = new Array<number>(items.length)
           for (let i = 0; i < items.length; i++) {
             const item = items[i]!
