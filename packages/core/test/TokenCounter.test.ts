@@ -505,9 +505,10 @@ describe("TokenCounter.tiktoken", () => {
     const value = "qxzj wvkq zzqx jjxq qxzj 日語한🚀 wvkq"
     for (let i = 0; i < 3; i++) assert.strictEqual(count(value), expected("o200k_base", value))
     assert.strictEqual(memo.size, 3)
+    // another counter fills its own memo ("nothing" and " rare"), not the first one's
     const other = new Lru<string, number>(10)
     fast(other)("nothing rare")
-    assert.strictEqual(other.size, 0)
+    assert.deepStrictEqual([other.size, memo.size], [2, 3])
   })
 
   it("the js-tiktoken memo counts exactly with a memo smaller than the text's pieces", () => {
@@ -545,6 +546,37 @@ describe("Lru", () => {
       // the last `capacity` distinct keys used are all still there
       const recent = [...new Set([...keys].reverse())].slice(0, capacity)
       for (const key of recent) assert.strictEqual(lru.get(key), key)
+    }
+  )
+
+  it.prop(
+    "answers every get and set as a list ordered by use does",
+    {
+      capacity: FastCheck.integer({ min: 1, max: 8 }),
+      operations: FastCheck.array(
+        FastCheck.tuple(FastCheck.boolean(), FastCheck.nat({ max: 12 }), FastCheck.nat({ max: 99 })),
+        { maxLength: 200 }
+      )
+    },
+    ({ capacity, operations }) => {
+      const lru = new Lru<number, number>(capacity)
+      // the model: entries from the least to the most recently used
+      let model: Array<readonly [number, number]> = []
+      for (const [isSet, key, value] of operations) {
+        const at = model.findIndex(([k]) => k === key)
+        const entry = at === -1 ? undefined : model[at]!
+        if (at !== -1) model.splice(at, 1)
+        if (isSet) {
+          lru.set(key, value)
+          model.push([key, value])
+          if (model.length > capacity) model = model.slice(1)
+        } else {
+          assert.strictEqual(lru.get(key), entry?.[1])
+          if (entry !== undefined) model.push(entry)
+        }
+        assert.strictEqual(lru.size, model.length)
+      }
+      for (const [key, value] of [...model].reverse()) assert.strictEqual(lru.get(key), value)
     }
   )
 })

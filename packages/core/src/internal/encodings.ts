@@ -244,13 +244,9 @@ export const fastGptTokenizer = (
         split.lastIndex++
         continue
       }
-      if (textRanks.has(piece)) {
-        total++
-        continue
-      }
       let count = pieces.get(piece)
       if (count === undefined) {
-        count = merge(piece)
+        count = textRanks.has(piece) ? 1 : merge(piece)
         if (piece.length <= maxCachedPiece) pieces.set(piece, count)
       }
       total += count
