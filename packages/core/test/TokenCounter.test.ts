@@ -577,7 +577,8 @@ describe("Lru", () => {
         assert.strictEqual(lru.size, model.length)
       }
       for (const [key, value] of [...model].reverse()) assert.strictEqual(lru.get(key), value)
-    }
+    },
+    { fastCheck: { numRuns: 1000 } }
   )
 })
 
