@@ -15,6 +15,7 @@
 import * as Effect from "effect/Effect"
 import { globalValue } from "effect/GlobalValue"
 import type * as JsTiktoken from "js-tiktoken"
+import { asciiSplitter } from "./asciiSplit.js"
 import { Lru } from "./lru.js"
 
 /** The encodings the counters support. */
@@ -231,19 +232,31 @@ export const fastGptTokenizer = (
   }
 
   const split = new RegExp(core.tokenSplitRegex.source, "gu")
+  const scan = asciiSplitter(core.tokenSplitRegex.source) ?? (() => -1)
   const counter = (pieces: Lru<string, number>) => (input: string): number => {
     const text = (input as unknown as WellFormed).isWellFormed()
       ? input
       : (input as unknown as WellFormed).toWellFormed()
     let total = 0
-    split.lastIndex = 0
-    let match: RegExpExecArray | null
-    while ((match = split.exec(text)) !== null) {
-      const piece = match[0]
-      if (piece.length === 0) {
-        split.lastIndex++
-        continue
+    let at = 0
+    while (at < text.length) {
+      // the piece at `at`: from the hand-written splitter, else from the regular expression
+      let end = scan(text, at)
+      let piece: string
+      if (end >= 0) {
+        piece = text.slice(at, end)
+      } else {
+        split.lastIndex = at
+        const match = split.exec(text)
+        if (match === null) break
+        piece = match[0]
+        end = piece.length === 0 ? split.lastIndex + 1 : split.lastIndex
+        if (piece.length === 0) {
+          at = end
+          continue
+        }
       }
+      at = end
       let count = pieces.get(piece)
       if (count === undefined) {
         count = textRanks.has(piece) ? 1 : merge(piece)
