@@ -70,26 +70,26 @@ const contractionEnd = (text: string, i: number): number => {
   return (a === 108 && b === 108) || (a === 118 && b === 101) || (a === 114 && b === 101) ? i + 3 : i // ll ve re
 }
 
-/** The end of the run of characters from `i` whose class `accept` takes; -1 if the run stops at a non-ASCII character. */
-const runEnd = (text: string, i: number, accept: (cls: number) => boolean): number => {
+/** The end of the run of characters from `i` whose class is in `classSet` (bits `1 << class`); -1 if the run stops at a non-ASCII character. */
+const runEnd = (text: string, i: number, classSet: number): number => {
   while (i < text.length) {
     const c = text.charCodeAt(i)
     if (c >= 128) return -1
-    if (!accept(classes[c]!)) return i
+    if (((1 << classes[c]!) & classSet) === 0) return i
     i++
   }
   return i
 }
 
-const isLetter = (cls: number) => cls === lower || cls === upper
-const isLower = (cls: number) => cls === lower
-const isUpper = (cls: number) => cls === upper
-const isOther = (cls: number) => cls === other
-const isSpace = (cls: number) => cls === space || cls === newline
+const letters = (1 << lower) | (1 << upper)
+const lowers = 1 << lower
+const uppers = 1 << upper
+const others = 1 << other
+const spaces = (1 << space) | (1 << newline)
 
 /** The end of the piece of spaces at `i` (`endOfText`: whether a run to the end is one piece whatever it holds). */
 const spacesEnd = (text: string, i: number, runToEndIsOnePiece: boolean): number => {
-  const end = runEnd(text, i, isSpace)
+  const end = runEnd(text, i, spaces)
   if (end < 0) return -1
   if (end === text.length && runToEndIsOnePiece) return end
   let lastNewline = end - 1
@@ -99,9 +99,9 @@ const spacesEnd = (text: string, i: number, runToEndIsOnePiece: boolean): number
   return end - i >= 2 ? end - 1 : i + 1
 }
 
-/** The end of a run of other characters at `i`, then of the characters `tail` takes. */
+/** The end of a run of other characters at `i`, then of carriage returns and line feeds (and `/` when `slash`). */
 const othersEnd = (text: string, i: number, slash: boolean): number => {
-  let end = runEnd(text, i, isOther)
+  let end = runEnd(text, i, others)
   if (end < 0) return -1
   for (;;) {
     const c = text.charCodeAt(end)
@@ -111,14 +111,14 @@ const othersEnd = (text: string, i: number, slash: boolean): number => {
 }
 
 /** cl100k_base's letters from `i`: the run of letters. */
-const cl100kWord = (text: string, i: number): number => runEnd(text, i, isLetter)
+const cl100kWord = (text: string, i: number): number => runEnd(text, i, letters)
 
 /** o200k_base's letters from `i`: uppercase letters, lowercase letters, an optional contraction. */
 const o200kWord = (text: string, i: number): number => {
-  const uppers = runEnd(text, i, isUpper)
-  if (uppers < 0) return -1
-  const lowers = runEnd(text, uppers, isLower)
-  return lowers < 0 ? -1 : contractionEnd(text, lowers)
+  const upperEnd = runEnd(text, i, uppers)
+  if (upperEnd < 0) return -1
+  const lowerEnd = runEnd(text, upperEnd, lowers)
+  return lowerEnd < 0 ? -1 : contractionEnd(text, lowerEnd)
 }
 
 const splitter =
