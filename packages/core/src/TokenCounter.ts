@@ -77,10 +77,17 @@ export type Encoding = Encodings.Encoding
  * tiktoken's `encode(text).length` counts.
  *
  * - `"gpt-tokenizer"` (the default): faster, several MB/s on text never seen
- *   before. If its module can't be loaded (an install or a bundle without
- *   it), the counter logs a warning and counts with js-tiktoken.
- * - `"js-tiktoken"`: js-tiktoken's ranks with an LRU memo of the count of
- *   each pre-tokenized piece (up to 100,000 pieces). Slower on new text.
+ *   before. The counter reads gpt-tokenizer's split pattern and ranks and
+ *   merges pieces itself (faster than gpt-tokenizer's own `countTokens`); if
+ *   the installed version doesn't have those internals, or they count a
+ *   probe text differently, it calls `countTokens`. If the module can't be
+ *   loaded (an install or a bundle without it), the counter logs a warning
+ *   and counts with js-tiktoken.
+ * - `"js-tiktoken"`: js-tiktoken's ranks. Slower on new text.
+ *
+ * Either way each counter keeps the count of each piece it met (a piece is
+ * what tiktoken's pattern splits a text into, a word or a run of spaces) in
+ * an LRU of its own, up to 100,000 pieces.
  *
  * @example
  * ```ts

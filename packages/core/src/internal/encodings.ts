@@ -2,11 +2,16 @@
  * The exact BPE engines behind `TokenCounter.makeTiktoken`, loaded lazily
  * (a dynamic `import` on the first count, once per process and engine).
  *
- * - `gpt-tokenizer` (the default): its `countTokens`, which counts without
- *   building the token array and keeps its own bounded merge cache;
+ * - `gpt-tokenizer` (the default): its split pattern and ranks, with our own
+ *   merge ({@link fastGptTokenizer}) and, on ASCII text, a hand-written
+ *   splitter (`asciiSplit.ts`); this module is the only one that reads
+ *   gpt-tokenizer's internals, and when they are not there or count a probe
+ *   text differently from its public `countTokens`, `countTokens` counts;
  * - `js-tiktoken` (the fallback, and what the `engine` option may pick):
- *   js-tiktoken's ranks with a memo of the count of every pre-tokenized
- *   piece, held in an LRU.
+ *   js-tiktoken's ranks and merge.
+ *
+ * Each counter (`TextEncoding.counter`) keeps the count of the pieces it
+ * met in an LRU of its own.
  *
  * When gpt-tokenizer can't be loaded (a bundle that left it out, an install
  * without it), the counter logs a warning and counts with js-tiktoken: the
