@@ -285,7 +285,8 @@ export const fastGptTokenizer = (
 
 /**
  * Wraps a js-tiktoken encoding with an LRU memo of the token count of every
- * pre-tokenized piece. tiktoken first splits a text with its regular
+ * pre-tokenized piece (a new memo for each `counter()`, of `capacity`
+ * pieces). tiktoken first splits a text with its regular
  * expression and then byte-pair-encodes each piece on its own, so the count
  * of a text is the sum of the counts of its pieces, and a piece's count can
  * be remembered. The BPE merge below is js-tiktoken's own (`bytePairMerge`,
