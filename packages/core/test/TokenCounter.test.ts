@@ -437,8 +437,30 @@ describe("TokenCounter.tiktoken", () => {
       .map(([unit, times]) => unit.repeat(times)),
     6
   )
+  const loneSurrogates = FastCheck.string({
+    unit: FastCheck.oneof(
+      FastCheck.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c)),
+      FastCheck.constantFrom("a", " ", "é", "日", "🚀", "1", "'s")
+    ),
+    maxLength: 20
+  })
+  // rare words: pieces that are not one token, merged byte by byte (inside multi-byte characters too)
+  const rare = FastCheck.string({
+    unit: FastCheck.constantFrom(..."qxzjkvwéüßøжщ日語한🚀"),
+    minLength: 2,
+    maxLength: 60
+  })
+  const specials = joined(
+    FastCheck.constantFrom("<|endoftext|>", "<|fim_prefix|>", "<|im_start|>", "<|", "|>", " x"),
+    8
+  )
+  const mixed = joined(FastCheck.oneof(code, cjk, emoji, rare, FastCheck.fullUnicodeString({ maxLength: 8 })), 6)
   const texts = FastCheck.oneof(
     FastCheck.string({ maxLength: 60 }),
+    loneSurrogates,
+    rare,
+    specials,
+    mixed,
     FastCheck.string({ unit: "grapheme", maxLength: 40 }),
     FastCheck.fullUnicodeString({ maxLength: 40 }),
     FastCheck.string({ unit: "binary", maxLength: 40 }),
@@ -470,6 +492,22 @@ describe("TokenCounter.tiktoken", () => {
         { fastCheck: { numRuns: 200 } }
       )
     }
+    it.effect.prop(
+      `${encoding}: the count over gpt-tokenizer's internals (not its countTokens) equals js-tiktoken's`,
+      { texts: FastCheck.array(texts, { minLength: 1, maxLength: 5 }) },
+      ({ texts }) =>
+        Effect.gen(function*() {
+          const fast = Encodings.fastGptTokenizer(yield* Effect.promise(() => Encodings.sources.gptTokenizer(encoding)))
+          assert.isDefined(fast)
+          const count = fast!(new Lru(Encodings.maxCachedPieces))
+          for (const value of texts) {
+            const tokens = expected(encoding, value)
+            assert.strictEqual(count(value), tokens, JSON.stringify(value))
+            assert.strictEqual(count(value), tokens) // from the memo of pieces
+          }
+        }),
+      { fastCheck: { numRuns: 300 } }
+    )
   }
 
   it.effect("counts tool calls and results exactly and shares the encoding between counters", () =>
@@ -509,17 +547,54 @@ describe("TokenCounter.tiktoken", () => {
         Effect.provide(Logger.replace(Logger.defaultLogger, logger))
       )
       assert.strictEqual(encoding.engine, "js-tiktoken")
-      assert.strictEqual(encoding.count("naïve 日本語 🚀"), expected("o200k_base", "naïve 日本語 🚀"))
+      assert.strictEqual(encoding.counter()("naïve 日本語 🚀"), expected("o200k_base", "naïve 日本語 🚀"))
       assert.strictEqual(logs.length, 1)
       assert.include(logs[0]!, "gpt-tokenizer could not be loaded")
       const loaded = yield* Encodings.load("o200k_base", "gpt-tokenizer", Encodings.sources)
       assert.strictEqual(loaded.engine, "gpt-tokenizer")
     }))
 
+  it.effect("counts over gpt-tokenizer's internals only when they count as its countTokens does", () =>
+    Effect.gen(function*() {
+      const api = yield* Effect.promise(() => Encodings.sources.gptTokenizer("cl100k_base"))
+      assert.isDefined(Encodings.fastGptTokenizer(api))
+      const value = "Hello, world! 日本語"
+      // another version's shape: no internals, so the public countTokens counts
+      const bare = { countTokens: api.countTokens }
+      assert.isUndefined(Encodings.fastGptTokenizer(bare))
+      assert.strictEqual(Encodings.fromGptTokenizer(bare).counter()(value), expected("cl100k_base", value))
+      // internals of the expected shape that would miscount (a token missing): the probes catch it
+      const core =
+        (api.default as { bytePairEncodingCoreProcessor: { bytePairStringRankEncoder: Map<string, number> } })
+          .bytePairEncodingCoreProcessor
+      const ranks = new Map(core.bytePairStringRankEncoder)
+      ranks.delete(" world")
+      const tampered = {
+        countTokens: api.countTokens,
+        default: { bytePairEncodingCoreProcessor: { ...core, bytePairStringRankEncoder: ranks } }
+      }
+      assert.isUndefined(Encodings.fastGptTokenizer(tampered))
+      assert.strictEqual(Encodings.fromGptTokenizer(tampered).counter()(value), expected("cl100k_base", value))
+    }))
+
+  it("each counter has its own memo of pieces, bounded, and counts exactly past its capacity", async () => {
+    const api = await Encodings.sources.gptTokenizer("o200k_base")
+    const fast = Encodings.fastGptTokenizer(api)!
+    const memo = new Lru<string, number>(3)
+    const count = fast(memo)
+    const value = "qxzj wvkq zzqx jjxq qxzj 日語한🚀 wvkq"
+    for (let i = 0; i < 3; i++) assert.strictEqual(count(value), expected("o200k_base", value))
+    assert.strictEqual(memo.size, 3)
+    // another counter fills its own memo ("nothing" and " rare"), not the first one's
+    const other = new Lru<string, number>(10)
+    fast(other)("nothing rare")
+    assert.deepStrictEqual([other.size, memo.size], [2, 3])
+  })
+
   it("the js-tiktoken memo counts exactly with a memo smaller than the text's pieces", () => {
-    const small = Encodings.fromJsTiktoken(encoders.cl100k_base, 4)
+    const small = Encodings.fromJsTiktoken(encoders.cl100k_base, 4).counter()
     const value = "one two three four five six seven one two three 日本語 🚀 one"
-    for (let i = 0; i < 3; i++) assert.strictEqual(small.count(value), expected("cl100k_base", value))
+    for (let i = 0; i < 3; i++) assert.strictEqual(small(value), expected("cl100k_base", value))
   })
 })
 
@@ -552,6 +627,44 @@ describe("Lru", () => {
       const recent = [...new Set([...keys].reverse())].slice(0, capacity)
       for (const key of recent) assert.strictEqual(lru.get(key), key)
     }
+  )
+
+  it.prop(
+    "answers every get, set and delete as a list ordered by use does",
+    {
+      capacity: FastCheck.integer({ min: 1, max: 8 }),
+      operations: FastCheck.array(
+        FastCheck.tuple(
+          FastCheck.constantFrom("get", "set", "delete"),
+          FastCheck.nat({ max: 12 }),
+          FastCheck.nat({ max: 99 })
+        ),
+        { maxLength: 200 }
+      )
+    },
+    ({ capacity, operations }) => {
+      const lru = new Lru<number, number>(capacity)
+      // the model: entries from the least to the most recently used
+      let model: Array<readonly [number, number]> = []
+      for (const [operation, key, value] of operations) {
+        const at = model.findIndex(([k]) => k === key)
+        const entry = at === -1 ? undefined : model[at]!
+        if (at !== -1) model.splice(at, 1)
+        if (operation === "delete") {
+          lru.delete(key)
+        } else if (operation === "set") {
+          lru.set(key, value)
+          model.push([key, value])
+          if (model.length > capacity) model = model.slice(1)
+        } else {
+          assert.strictEqual(lru.get(key), entry?.[1])
+          if (entry !== undefined) model.push(entry)
+        }
+        assert.strictEqual(lru.size, model.length)
+      }
+      for (const [key, value] of [...model].reverse()) assert.strictEqual(lru.get(key), value)
+    },
+    { fastCheck: { numRuns: 1000 } }
   )
 })
 

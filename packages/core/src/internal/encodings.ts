@@ -2,11 +2,16 @@
  * The exact BPE engines behind `TokenCounter.makeTiktoken`, loaded lazily
  * (a dynamic `import` on the first count, once per process and engine).
  *
- * - `gpt-tokenizer` (the default): its `countTokens`, which counts without
- *   building the token array and keeps its own bounded merge cache;
+ * - `gpt-tokenizer` (the default): its split pattern and ranks, with our own
+ *   merge ({@link fastGptTokenizer}) and, on ASCII text, a hand-written
+ *   splitter (`asciiSplit.ts`); this module is the only one that reads
+ *   gpt-tokenizer's internals, and when they are not there or count a probe
+ *   text differently from its public `countTokens`, `countTokens` counts;
  * - `js-tiktoken` (the fallback, and what the `engine` option may pick):
- *   js-tiktoken's ranks with a memo of the count of every pre-tokenized
- *   piece, held in an LRU.
+ *   js-tiktoken's ranks and merge.
+ *
+ * Each counter (`TextEncoding.counter`) keeps the count of the pieces it
+ * met in an LRU of its own.
  *
  * When gpt-tokenizer can't be loaded (a bundle that left it out, an install
  * without it), the counter logs a warning and counts with js-tiktoken: the
@@ -15,6 +20,7 @@
 import * as Effect from "effect/Effect"
 import { globalValue } from "effect/GlobalValue"
 import type * as JsTiktoken from "js-tiktoken"
+import { asciiSplitter } from "./asciiSplit.js"
 import { Lru } from "./lru.js"
 
 /** The encodings the counters support. */
@@ -23,16 +29,26 @@ export type Encoding = "cl100k_base" | "o200k_base"
 /** The libraries that can count exactly. */
 export type Engine = "gpt-tokenizer" | "js-tiktoken"
 
-/** Counts the tokens of a text, exactly as tiktoken's `encode(text).length` with special tokens counted as text. */
+/**
+ * Counts the tokens of a text, exactly as tiktoken's `encode(text).length`
+ * with special tokens counted as text.
+ */
 export interface TextEncoding {
   /** The library that counts (the fallback's when the one asked for could not be loaded). */
   readonly engine: Engine
-  readonly count: (text: string) => number
+  /**
+   * A new counting function with its own LRU memo of the count of each
+   * pre-tokenized piece (one per counter: what one counter saw never warms
+   * another).
+   */
+  readonly counter: () => (text: string) => number
 }
 
 /** What a gpt-tokenizer encoding module offers that the counter uses. */
 export interface GptTokenizerApi {
   readonly countTokens: (text: string, options: { readonly disallowedSpecial: Set<string> }) => number
+  /** The module's `GptEncoding` instance, whose internals {@link fastGptTokenizer} reads when they look as expected. */
+  readonly default?: unknown
 }
 
 /** Where the engines come from (tests replace them to exercise the fallback). */
@@ -53,20 +69,224 @@ export const sources: Sources = {
 /** No special token is disallowed, so `<|endoftext|>` counts as ordinary text, as with js-tiktoken's `encode(text, [], [])`. */
 const specialAsText = { disallowedSpecial: new Set<string>() }
 
-/** A gpt-tokenizer encoding as a `TextEncoding`. */
-export const fromGptTokenizer = (api: GptTokenizerApi): TextEncoding => ({
-  engine: "gpt-tokenizer",
-  count: (text) => api.countTokens(text, specialAsText)
-})
+/**
+ * A gpt-tokenizer encoding as a `TextEncoding`: {@link fastGptTokenizer}
+ * over its internals when they pass the checks, else its public
+ * `countTokens`.
+ */
+export const fromGptTokenizer = (api: GptTokenizerApi): TextEncoding => {
+  const fast = fastGptTokenizer(api)
+  if (fast !== undefined) return { engine: "gpt-tokenizer", counter: () => fast(new Lru(maxCachedPieces)) }
+  const count = (text: string) => api.countTokens(text, specialAsText)
+  return { engine: "gpt-tokenizer", counter: () => count }
+}
+
+// ---------------------------------------------------------------------------
+// counting over gpt-tokenizer's internals
+// ---------------------------------------------------------------------------
+
+/** The parts of gpt-tokenizer 4's `BytePairEncodingCore` that the fast count reads. */
+interface GptTokenizerCore {
+  /** The pre-tokenizer: the encoding's regular expression. */
+  readonly tokenSplitRegex: RegExp
+  /** The rank of each token whose bytes are valid UTF-8, keyed by its text. */
+  readonly bytePairStringRankEncoder: Map<string, number>
+  /** The other tokens (bytes that are not valid UTF-8 on their own), as `[bytes, rank]`. */
+  readonly bytePairNonUtfSortedEncoder: ReadonlyArray<readonly [Uint8Array, number]>
+}
+
+const coreOf = (api: GptTokenizerApi): GptTokenizerCore | undefined => {
+  const encoding = api.default as { readonly bytePairEncodingCoreProcessor?: Partial<GptTokenizerCore> } | undefined
+  const core = encoding?.bytePairEncodingCoreProcessor
+  if (
+    core === undefined || !(core.tokenSplitRegex instanceof RegExp) ||
+    !(core.bytePairStringRankEncoder instanceof Map) || !Array.isArray(core.bytePairNonUtfSortedEncoder)
+  ) return undefined
+  for (const entry of core.bytePairNonUtfSortedEncoder) {
+    if (!Array.isArray(entry) || !(entry[0] instanceof Uint8Array) || typeof entry[1] !== "number") return undefined
+  }
+  return core as GptTokenizerCore
+}
+
+/**
+ * Texts whose counts the fast path must reproduce (against the public
+ * `countTokens`) before it is trusted: words, contractions, digit runs,
+ * whitespace and newline runs, code, CJK, emoji, a lone surrogate, a special
+ * token as text, and pieces that need merging inside multi-byte characters.
+ */
+const probes: ReadonlyArray<string> = [
+  "Hello, world! It's we'll THEY'RE 1234567 x\n\n\n  y   \t\r\n z  ",
+  "export const fooBar42 = (input: ReadonlyArray<string>) => input.map((s) => s.length) // ok\n",
+  "日本語のテキスト、中文文本。한국어 Привет мир café naïve 🚀👍🏽👨‍👩‍👧🇫🇷 \ud800x <|endoftext|>",
+  "supercalifragilisticexpialidocious-antidisestablishmentarianism_0xDEADBEEF 鷗鷺鸞 ☃︎"
+]
 
 /** Pieces longer than this are not memoized (they rarely repeat). */
 const maxCachedPiece = 256
-/** The most pieces the js-tiktoken memo keeps (least recently used first out). */
+/** The most pieces a counter's memo keeps (least recently used first out). */
 export const maxCachedPieces = 100_000
+
+/** Rank of no pair: larger than every rank, and a small integer (so the rank arrays stay integer arrays). */
+const noRank = 0x3fffffff
+
+interface WellFormed {
+  readonly isWellFormed: () => boolean
+  readonly toWellFormed: () => string
+}
+
+/**
+ * A count over gpt-tokenizer's own pre-tokenizer and ranks, with a merge
+ * loop that looks ranks up without decoding bytes: a byte range that starts
+ * and ends on character boundaries is a slice of the piece (a key of the
+ * text ranks), any other is a partial character (a key, one char per byte,
+ * of the few ranks that are not valid UTF-8). The merge is tiktoken's (the
+ * pair of lowest rank first, the leftmost on a tie), and a piece that is one
+ * token counts 1 without merging, as in tiktoken. Lone surrogates become
+ * U+FFFD before splitting, as UTF-8 encoding makes them (neither is a
+ * letter, digit or space, so the split is the same).
+ *
+ * Returns `undefined`, so that the public `countTokens` counts, when the
+ * module does not have these internals (another gpt-tokenizer version) or
+ * when the count they give differs from `countTokens` on the probes.
+ */
+export const fastGptTokenizer = (
+  api: GptTokenizerApi
+): ((pieces: Lru<string, number>) => (text: string) => number) | undefined => {
+  const core = coreOf(api)
+  if (core === undefined) return undefined
+  const textRanks = core.bytePairStringRankEncoder
+  const byteRanks = new Map<string, number>()
+  for (const [bytes, rank] of core.bytePairNonUtfSortedEncoder) byteRanks.set(String.fromCharCode(...bytes), rank)
+
+  // Scratch space of the merge, grown as needed: the piece's UTF-8 bytes and,
+  // at each byte offset, the index of the character starting there (-1 inside one).
+  let bytes = new Uint8Array(256)
+  let charAt = new Int32Array(257)
+  const starts: Array<number> = []
+  const ranks: Array<number> = []
+
+  const rankOf = (piece: string, start: number, end: number): number => {
+    const from = charAt[start]!
+    const to = charAt[end]!
+    let rank: number | undefined
+    if (from >= 0 && to >= 0) {
+      rank = textRanks.get(piece.slice(from, to))
+    } else {
+      let key = ""
+      for (let i = start; i < end; i++) key += String.fromCharCode(bytes[i]!)
+      rank = byteRanks.get(key)
+    }
+    return rank === undefined ? noRank : rank
+  }
+
+  /** The tokens of a piece that is not one token (well-formed UTF-16). */
+  const merge = (piece: string): number => {
+    if (bytes.length < piece.length * 3) {
+      bytes = new Uint8Array(piece.length * 3)
+      charAt = new Int32Array(piece.length * 3 + 1)
+    }
+    let n = 0
+    for (let i = 0; i < piece.length; i++) {
+      let c = piece.charCodeAt(i)
+      charAt[n] = i
+      if (c < 0x80) {
+        bytes[n++] = c
+        continue
+      }
+      if (c < 0x800) {
+        bytes[n++] = 0xc0 | (c >> 6)
+      } else if (c >= 0xd800 && c < 0xdc00) {
+        c = 0x10000 + ((c - 0xd800) << 10) + (piece.charCodeAt(++i) - 0xdc00)
+        bytes[n++] = 0xf0 | (c >> 18)
+        charAt[n] = -1
+        bytes[n++] = 0x80 | ((c >> 12) & 0x3f)
+        charAt[n] = -1
+        bytes[n++] = 0x80 | ((c >> 6) & 0x3f)
+      } else {
+        bytes[n++] = 0xe0 | (c >> 12)
+        charAt[n] = -1
+        bytes[n++] = 0x80 | ((c >> 6) & 0x3f)
+      }
+      charAt[n] = -1
+      bytes[n++] = 0x80 | (c & 0x3f)
+    }
+    charAt[n] = piece.length
+    // Part i is bytes[starts[i], starts[i + 1]); ranks[i] is the rank of parts i and i + 1 merged.
+    starts.length = 0
+    ranks.length = 0
+    for (let i = 0; i <= n; i++) {
+      starts.push(i)
+      ranks.push(i + 2 <= n ? rankOf(piece, i, i + 2) : noRank)
+    }
+    while (starts.length > 2) {
+      let lowest = noRank
+      let at = -1
+      for (let i = 0; i < ranks.length - 2; i++) {
+        if (ranks[i]! < lowest) {
+          lowest = ranks[i]!
+          at = i
+        }
+      }
+      if (at === -1) break
+      starts.splice(at + 1, 1)
+      ranks.splice(at + 1, 1)
+      ranks[at] = at + 2 < starts.length ? rankOf(piece, starts[at]!, starts[at + 2]!) : noRank
+      if (at > 0) ranks[at - 1] = rankOf(piece, starts[at - 1]!, starts[at + 1]!)
+    }
+    return starts.length - 1
+  }
+
+  const split = new RegExp(core.tokenSplitRegex.source, "gu")
+  const scan = asciiSplitter(core.tokenSplitRegex.source) ?? (() => -1)
+  const counter = (pieces: Lru<string, number>) => (input: string): number => {
+    const text = (input as unknown as WellFormed).isWellFormed()
+      ? input
+      : (input as unknown as WellFormed).toWellFormed()
+    let total = 0
+    let at = 0
+    while (at < text.length) {
+      // the piece at `at`: from the hand-written splitter, else from the regular expression
+      let end = scan(text, at)
+      let piece: string
+      if (end >= 0) {
+        piece = text.slice(at, end)
+      } else {
+        split.lastIndex = at
+        const match = split.exec(text)
+        if (match === null) break
+        piece = match[0]
+        end = piece.length === 0 ? split.lastIndex + 1 : split.lastIndex
+        if (piece.length === 0) {
+          at = end
+          continue
+        }
+      }
+      at = end
+      let count = pieces.get(piece)
+      if (count === undefined) {
+        count = textRanks.has(piece) ? 1 : merge(piece)
+        if (piece.length <= maxCachedPiece) pieces.set(piece, count)
+      }
+      total += count
+    }
+    return total
+  }
+
+  const probe = counter(new Lru(probes.length * 64))
+  for (const text of probes) {
+    if (probe(text) !== api.countTokens(text, specialAsText)) return undefined
+  }
+  return counter
+}
+
+// ---------------------------------------------------------------------------
+// js-tiktoken
+// ---------------------------------------------------------------------------
 
 /**
  * Wraps a js-tiktoken encoding with an LRU memo of the token count of every
- * pre-tokenized piece. tiktoken first splits a text with its regular
+ * pre-tokenized piece (a new memo for each `counter()`, of `capacity`
+ * pieces). tiktoken first splits a text with its regular
  * expression and then byte-pair-encodes each piece on its own, so the count
  * of a text is the sum of the counts of its pieces, and a piece's count can
  * be remembered. The BPE merge below is js-tiktoken's own (`bytePairMerge`,
@@ -77,12 +297,12 @@ export const maxCachedPieces = 100_000
 export const fromJsTiktoken = (tiktoken: JsTiktoken.Tiktoken, capacity: number = maxCachedPieces): TextEncoding => {
   const internals = tiktoken as unknown as { readonly patStr?: unknown; readonly rankMap?: unknown }
   if (typeof internals.patStr !== "string" || !(internals.rankMap instanceof Map)) {
-    return { engine: "js-tiktoken", count: (text) => tiktoken.encode(text, [], []).length }
+    const count = (text: string) => tiktoken.encode(text, [], []).length
+    return { engine: "js-tiktoken", counter: () => count }
   }
   const ranks = internals.rankMap as Map<string, number>
   const pattern = new RegExp(internals.patStr, "gu")
   const utf8 = new TextEncoder()
-  const pieces = new Lru<string, number>(capacity)
   const key = (bytes: Uint8Array, start: number, end: number) => bytes.subarray(start, end).join(",")
 
   const bytePairCount = (bytes: Uint8Array): number => {
@@ -109,7 +329,7 @@ export const fromJsTiktoken = (tiktoken: JsTiktoken.Tiktoken, capacity: number =
     return count
   }
 
-  const countPiece = (piece: string): number => {
+  const countPiece = (pieces: Lru<string, number>, piece: string): number => {
     const known = pieces.get(piece)
     if (known !== undefined) return known
     const bytes = utf8.encode(piece)
@@ -124,19 +344,22 @@ export const fromJsTiktoken = (tiktoken: JsTiktoken.Tiktoken, capacity: number =
 
   return {
     engine: "js-tiktoken",
-    count: (text) => {
-      let total = 0
-      pattern.lastIndex = 0
-      let match: RegExpExecArray | null
-      while ((match = pattern.exec(text)) !== null) {
-        const piece = match[0]
-        if (piece.length === 0) {
-          pattern.lastIndex++
-          continue
+    counter: () => {
+      const pieces = new Lru<string, number>(capacity)
+      return (text) => {
+        let total = 0
+        pattern.lastIndex = 0
+        let match: RegExpExecArray | null
+        while ((match = pattern.exec(text)) !== null) {
+          const piece = match[0]
+          if (piece.length === 0) {
+            pattern.lastIndex++
+            continue
+          }
+          total += countPiece(pieces, piece)
         }
-        total += countPiece(piece)
+        return total
       }
-      return total
     }
   }
 }

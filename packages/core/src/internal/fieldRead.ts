@@ -11,7 +11,10 @@
  * take about 7 ms. The same field read with a key that is a value (`part[key]`)
  * goes through V8's generic keyed lookup instead, about 25 ns. On objects
  * that share a hidden class (messages decoded with `Schema`, LangChain's
- * classes) it costs a few nanoseconds more than a written read.
+ * classes) it costs a few nanoseconds more than a written read. The
+ * `@effect/ai` patch this package ships (`assets/patches`) builds parts and
+ * messages with `Object.assign`, whose objects share hidden classes; an app
+ * that has not applied it still gets the keyed reads' speed here.
  *
  * The numbers come from `packages/bench/src/countingOnly.ts` and a loop over
  * 10,000 parts built as `Prompt.makePart` builds them (see the commit that
