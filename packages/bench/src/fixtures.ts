@@ -8,7 +8,7 @@ import type { Prompt } from "@effect/ai"
 import { LanguageModel, type Toolkit } from "@effect/ai"
 import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import type { Context } from "effect"
-import { Effect, Layer, Stream } from "effect"
+import { Channel, Effect, Layer, Scope, Stream } from "effect"
 import {
   callParams,
   encodedModel,
@@ -126,6 +126,26 @@ export const makeBench = (
   })
 
 /**
+ * Drains `stream` in the calling fiber, pulling its channel in a scope of its
+ * own, as the agent loop drains a model's stream (`internal/drain.ts` in the
+ * core, which the package does not export): `Stream.runDrain` would run the
+ * channel in a forked fiber, a cost the loop does not pay.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const drainInFiber = <A, E>(stream: Stream.Stream<A, E>): Effect.Effect<void, E> =>
+  Effect.acquireUseRelease(
+    Scope.make(),
+    (scope) =>
+      Effect.flatMap(Channel.toPullIn(Stream.toChannel(stream), scope), (pull) => {
+        const next: Effect.Effect<void, E> = Effect.flatMap(pull, (step) => step._tag === "Left" ? Effect.void : next)
+        return next
+      }),
+    (scope, exit) => Scope.close(scope, exit)
+  )
+
+/**
  * A bare `LanguageModel.generateText` (or a drained `streamText`) with a
  * toolkit of `tools` tools and `disableToolCallResolution: true`, on the
  * encoded fake; `tools = 0` sends no toolkit. The model answers with one
@@ -150,7 +170,7 @@ export const makeBareCall = (
       : { prompt: userInput, toolkit: handled, disableToolCallResolution: true }
     return mode === "generate"
       ? Effect.asVoid(model.generateText(options) as Effect.Effect<unknown, unknown>)
-      : Stream.runDrain(model.streamText(options) as Stream.Stream<unknown, unknown>)
+      : drainInFiber(model.streamText(options) as Stream.Stream<unknown, unknown>)
   })
 
 /**

@@ -315,7 +315,11 @@ const toolsSection = (results: Results): string => {
   }
   out.push(table(["model · mode · middleware", "1 tool", "5 tools", "20 tools", "50 tools"], rows))
   out.push("")
-  out.push("Bare @effect/ai calls on the `LanguageModel.make` fake (one reply with one tool call; CPU per call):\n")
+  out.push(
+    "Bare @effect/ai calls on the `LanguageModel.make` fake (one reply with one tool call; CPU per call; " +
+      "`streamText` drained in the calling fiber, as the loop drains a model's stream, not with `Stream.runDrain`, " +
+      "which forks):\n"
+  )
   const builds = [installed, ...(ai.other === undefined ? [] : [ai.other])]
   const bare = (what: BareResult["what"], build: string, tools: number) =>
     results.bare.find((b) => b.what === what && b.build === build && b.tools === tools)
