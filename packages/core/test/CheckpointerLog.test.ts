@@ -297,8 +297,13 @@ describe("Checkpointer.makeKeyValueStore: the partial last chunk", () => {
         )
         let messages: ReadonlyArray<unknown> = []
         let committed: ReadonlyArray<unknown> | undefined
-        for (const step of steps) {
-          messages = [...messages, ...Array.from({ length: step.count }, (_, i) => message(messages.length + i))]
+        for (const [attempt, step] of steps.entries()) {
+          // the messages of each attempt differ from those an attempt that failed wrote at the same places
+          const added = Array.from({ length: step.count }, (_, i) => ({
+            role: "user",
+            content: [{ type: "text", text: `message ${messages.length + i} of attempt ${attempt}` }]
+          }))
+          messages = [...messages, ...added]
           // the save's `fail`-th write fails (one past its last write: none does)
           sets = 0
           failAt = step.fail

@@ -156,7 +156,20 @@ export const fastGptTokenizer = (
   if (core === undefined) return undefined
   const textRanks = core.bytePairStringRankEncoder
   const byteRanks = new Map<string, number>()
-  for (const [bytes, rank] of core.bytePairNonUtfSortedEncoder) byteRanks.set(String.fromCharCode(...bytes), rank)
+  // Tokens of whole characters that gpt-tokenizer files with the ranks that are not valid UTF-8: those that
+  // start with U+FEFF, which its decoder drops as a byte-order mark (its own `countTokens` miscounts them).
+  const wholeText = new Map<string, number>()
+  const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+  for (const [bytes, rank] of core.bytePairNonUtfSortedEncoder) {
+    byteRanks.set(String.fromCharCode(...bytes), rank)
+    try {
+      wholeText.set(utf8.decode(bytes), rank)
+    } catch {
+      // a partial character: only `byteRanks` has it
+    }
+  }
+  /** The rank of a token of whole characters. */
+  const textRank = (text: string): number | undefined => textRanks.get(text) ?? wholeText.get(text)
 
   // Scratch space of the merge, grown as needed: the piece's UTF-8 bytes and,
   // at each byte offset, the index of the character starting there (-1 inside one).
@@ -170,7 +183,7 @@ export const fastGptTokenizer = (
     const to = charAt[end]!
     let rank: number | undefined
     if (from >= 0 && to >= 0) {
-      rank = textRanks.get(piece.slice(from, to))
+      rank = textRank(piece.slice(from, to))
     } else {
       let key = ""
       for (let i = start; i < end; i++) key += String.fromCharCode(bytes[i]!)
@@ -264,7 +277,7 @@ export const fastGptTokenizer = (
       at = end
       let count = pieces.get(piece)
       if (count === undefined) {
-        count = textRanks.has(piece) ? 1 : merge(piece)
+        count = textRank(piece) !== undefined ? 1 : merge(piece)
         if (piece.length <= maxCachedPiece) pieces.set(piece, count)
       }
       total += count

@@ -32,8 +32,9 @@ export class Lru<K, V> {
     return this.#values[slot]
   }
 
-  /** Stores `value` as the most recently used, evicting the least recently used entry when full. */
+  /** Stores `value` as the most recently used, evicting the least recently used entry when full (a capacity below 1 keeps nothing). */
   set(key: K, value: V): void {
+    if (this.capacity < 1) return
     let slot = this.#slots.get(key)
     if (slot !== undefined) {
       this.#values[slot] = value

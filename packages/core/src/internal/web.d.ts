@@ -12,7 +12,9 @@ declare global {
   interface TextDecoder {
     decode(input?: Uint8Array): string
   }
-  var TextDecoder: { new(label?: string, options?: { readonly fatal?: boolean }): TextDecoder }
+  var TextDecoder: {
+    new(label?: string, options?: { readonly fatal?: boolean; readonly ignoreBOM?: boolean }): TextDecoder
+  }
   var crypto: {
     randomUUID(): string
     getRandomValues<T extends ArrayBufferView>(array: T): T
