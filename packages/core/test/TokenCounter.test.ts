@@ -588,6 +588,12 @@ describe("TokenCounter.tiktoken", () => {
       }
       assert.isUndefined(Encodings.fastGptTokenizer(tampered))
       assert.strictEqual(Encodings.fromGptTokenizer(tampered).counter()(value), expected("cl100k_base", value))
+      // internals whose use throws (a split pattern that is not a pattern at all): countTokens counts
+      const broken = {
+        countTokens: api.countTokens,
+        default: { bytePairEncodingCoreProcessor: { ...core, tokenSplitRegex: Object.create(RegExp.prototype) } }
+      }
+      assert.strictEqual(Encodings.fromGptTokenizer(broken).counter()(value), expected("cl100k_base", value))
     }))
 
   it("each counter has its own memo of pieces, bounded, and counts exactly past its capacity", async () => {

@@ -75,7 +75,13 @@ const specialAsText = { disallowedSpecial: new Set<string>() }
  * `countTokens`.
  */
 export const fromGptTokenizer = (api: GptTokenizerApi): TextEncoding => {
-  const fast = fastGptTokenizer(api)
+  let fast: ReturnType<typeof fastGptTokenizer>
+  try {
+    fast = fastGptTokenizer(api)
+  } catch {
+    // internals of another shape than checked, or a runtime without what the fast count uses
+    fast = undefined
+  }
   if (fast !== undefined) return { engine: "gpt-tokenizer", counter: () => fast(new Lru(maxCachedPieces)) }
   const count = (text: string) => api.countTokens(text, specialAsText)
   return { engine: "gpt-tokenizer", counter: () => count }
