@@ -480,22 +480,29 @@ const approximate = (charsPerToken: number, tokensPerMessage: number): TokenCoun
     return tokens(content + field(part, "id").length + roleChars.tool + field(part, "name").length) +
       tokensPerMessage
   }
-  /** What a tool call adds to the characters of its assistant message: its repr and `, `. */
-  const callChars = (part: Prompt.ToolCallPart): number =>
-    PythonRepr.toolCallReprLength(field(part, "name"), reprChars(field(part, "params")), field(part, "id")) + 2
-  const countPart = (part: Prompt.Part): number => {
-    const type = field(part, "type")
+  /**
+   * What a part other than a tool result adds to the characters of its user or assistant message (a tool
+   * call: its repr and `, `), given its type.
+   */
+  const charsOfPart = (part: Prompt.Part, type: Exclude<Prompt.Part["type"], "tool-result">): number => {
     switch (type) {
-      case "tool-result":
-        return countResult(part as Prompt.ToolResultPart)
       case "text":
       case "reasoning":
-        return tokens(field(part as Prompt.TextPart | Prompt.ReasoningPart, "text").length)
-      case "tool-call":
-        return tokens(callChars(part as Prompt.ToolCallPart))
+        return field(part as Prompt.TextPart | Prompt.ReasoningPart, "text").length
+      case "tool-call": {
+        const call = part as Prompt.ToolCallPart
+        return PythonRepr.toolCallReprLength(field(call, "name"), reprChars(field(call, "params")), field(call, "id")) +
+          2
+      }
       case "file":
-        return tokens(charsOf(part, jsonChars)) + fixedTokensOf(part)
+        return charsOf(part, jsonChars)
     }
+  }
+  const countPart = (part: Prompt.Part): number => {
+    const type = field(part, "type")
+    return type === "tool-result"
+      ? countResult(part as Prompt.ToolResultPart)
+      : tokens(charsOfPart(part, type)) + (type === "file" ? fixedTokensOf(part) : 0)
   }
   const countItem = (item: Countable): number => {
     // A message has a role and a part has none.
@@ -514,20 +521,12 @@ const approximate = (charsPerToken: number, tokensPerMessage: number): TokenCoun
     let extra = tokensPerMessage
     for (let i = 0; i < parts.length; i++) {
       const part = parts[i]!
-      switch (field(part, "type")) {
-        case "tool-result":
-          extra += countResult(part as Prompt.ToolResultPart)
-          break
-        case "text":
-        case "reasoning":
-          chars += field(part as Prompt.TextPart | Prompt.ReasoningPart, "text").length
-          break
-        case "tool-call":
-          chars += callChars(part as Prompt.ToolCallPart)
-          break
-        case "file":
-          chars += charsOf(part, jsonChars)
-          extra += fixedTokensOf(part)
+      const type = field(part, "type")
+      if (type === "tool-result") {
+        extra += countResult(part as Prompt.ToolResultPart)
+      } else {
+        chars += charsOfPart(part, type)
+        if (type === "file") extra += fixedTokensOf(part)
       }
     }
     return tokens(chars) + extra

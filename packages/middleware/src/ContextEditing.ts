@@ -994,10 +994,11 @@ export const applyEdits = <Edits extends ReadonlyArray<ContextEdit.Any>>(
     }
     if (tokensBefore === undefined || tokensAfter === undefined) {
       const counter = yield* TokenCounter.TokenCounter
-      const system: Array<Prompt.Message> = context?.systemPrompt === undefined
-        ? []
-        : [Prompt.makeMessage("system", { content: context.systemPrompt })]
-      tokensBefore = tokensAfter = yield* counter.count(system.concat(messages))
+      tokensBefore = tokensAfter = yield* counter.count(
+        context?.systemPrompt === undefined
+          ? messages
+          : Array.of<Prompt.Message>(Prompt.makeMessage("system", { content: context.systemPrompt })).concat(messages)
+      )
     }
     return {
       messages: current,

@@ -226,11 +226,12 @@ const counterOf = HistoryCache.agentCounterOrApproximate()
 const measure = (request: Middleware.ModelRequest): Effect.Effect<number> =>
   Effect.gen(function*() {
     const counter = yield* counterOf
-    const system: Array<Prompt.Message> = request.systemPrompt === undefined
-      ? []
-      : [Prompt.makeMessage("system", { content: request.systemPrompt })]
     // (`concat`, not a spread: V8 fills a spread element by element, a long thread at every call)
-    const messages = system.length === 0 ? request.messages : system.concat(request.messages)
+    const messages = request.systemPrompt === undefined
+      ? request.messages
+      : Array.of<Prompt.Message>(Prompt.makeMessage("system", { content: request.systemPrompt })).concat(
+        request.messages
+      )
     const tokens = yield* counter.count(messages)
     if (request.tools.length === 0) return tokens
     const definitions = JSON.stringify(request.tools.map((tool) => ({

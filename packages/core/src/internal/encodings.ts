@@ -132,6 +132,16 @@ const maxCachedPiece = 256
 /** The most pieces a counter's memo keeps (least recently used first out). */
 export const maxCachedPieces = 100_000
 
+/** The count of `piece`: from `pieces`, else `count`'s, kept in `pieces` when the piece is short enough. */
+const memoized = (pieces: Lru<string, number>, piece: string, count: (piece: string) => number): number => {
+  let known = pieces.get(piece)
+  if (known === undefined) {
+    known = count(piece)
+    if (piece.length <= maxCachedPiece) pieces.set(piece, known)
+  }
+  return known
+}
+
 /** Rank of no pair: larger than every rank, and a small integer (so the rank arrays stay integer arrays). */
 const noRank = 0x3fffffff
 
@@ -255,6 +265,7 @@ export const fastGptTokenizer = (
     return starts.length - 1
   }
 
+  const countPiece = (piece: string): number => textRank(piece) !== undefined ? 1 : merge(piece)
   const split = new RegExp(core.tokenSplitRegex.source, "gu")
   const scan = asciiSplitter(core.tokenSplitRegex.source) ?? (() => -1)
   const counter = (pieces: Lru<string, number>) => (input: string): number => {
@@ -274,19 +285,14 @@ export const fastGptTokenizer = (
         const match = split.exec(text)
         if (match === null) break
         piece = match[0]
-        end = piece.length === 0 ? split.lastIndex + 1 : split.lastIndex
+        end = split.lastIndex
         if (piece.length === 0) {
-          at = end
+          at = end + 1
           continue
         }
       }
       at = end
-      let count = pieces.get(piece)
-      if (count === undefined) {
-        count = textRank(piece) !== undefined ? 1 : merge(piece)
-        if (piece.length <= maxCachedPiece) pieces.set(piece, count)
-      }
-      total += count
+      total += memoized(pieces, piece, countPiece)
     }
     return total
   }
@@ -348,17 +354,13 @@ export const fromJsTiktoken = (tiktoken: JsTiktoken.Tiktoken, capacity: number =
     return count
   }
 
-  const countPiece = (pieces: Lru<string, number>, piece: string): number => {
-    const known = pieces.get(piece)
-    if (known !== undefined) return known
+  const countPiece = (piece: string): number => {
     const bytes = utf8.encode(piece)
-    const count = bytes.length === 0
+    return bytes.length === 0
       ? 0
       : bytes.length === 1 || ranks.has(key(bytes, 0, bytes.length))
       ? 1
       : bytePairCount(bytes)
-    if (piece.length <= maxCachedPiece) pieces.set(piece, count)
-    return count
   }
 
   return {
@@ -375,7 +377,7 @@ export const fromJsTiktoken = (tiktoken: JsTiktoken.Tiktoken, capacity: number =
             pattern.lastIndex++
             continue
           }
-          total += countPiece(pieces, piece)
+          total += memoized(pieces, piece, countPiece)
         }
         return total
       }
