@@ -304,8 +304,9 @@ export declare namespace Agent {
     /**
      * Deletes the thread's checkpoint (its messages, state and any pending
      * decision), once a run of it in this process has ended; the thread
-     * then starts afresh. Then each middleware's `onThreadDeleted` runs, to
-     * free what it keeps for the thread outside the checkpoint.
+     * then starts afresh. Then each middleware's `onThreadDeleted` runs with
+     * its slice as stored, to free what it keeps for the thread outside the
+     * checkpoint (`SubAgents` deletes the child threads the thread started).
      */
     readonly deleteThread: (threadId: string) => Effect.Effect<void, AgentError.CheckpointError>
     /** The thread's last checkpoint. */

@@ -166,7 +166,11 @@ export type ValidateResume<E, R> = (resume: {
 /**
  * Runs after `deleteThread` removed a thread's checkpoint, to free what the
  * middleware keeps for that thread outside the checkpoint (a service's
- * per-thread entry). It cannot fail: the thread is already gone.
+ * per-thread entry, the threads it started for it). `state` is the
+ * middleware's slice of the thread as it was stored: `None` when the thread
+ * had no checkpoint, the middleware keeps no state, or the checkpoint did not
+ * load (it is deleted all the same). It cannot fail: the thread is already
+ * gone.
  *
  * @example
  * ```ts
@@ -183,7 +187,10 @@ export type ValidateResume<E, R> = (resume: {
  * @since 0.1.0
  * @category models
  */
-export type OnThreadDeleted<R> = (threadId: string) => Effect.Effect<void, never, R>
+export type OnThreadDeleted<R, S = unknown> = (
+  threadId: string,
+  state: Option.Option<S>
+) => Effect.Effect<void, never, R>
 
 /**
  * A node hook.
@@ -378,7 +385,7 @@ export interface Middleware<S = {}, E = never, R = never> extends Pipeable {
   readonly wrapModelStream: WrapModelStream<E, R> | undefined
   readonly transformInput: TransformInput<E, R> | undefined
   readonly validateResume: ValidateResume<E, R> | undefined
-  readonly onThreadDeleted: OnThreadDeleted<R> | undefined
+  readonly onThreadDeleted: OnThreadDeleted<R, S> | undefined
   /** Set by a constructor given bad options: `Agent.make` fails with it. */
   readonly invalidOptions: AgentError.InvalidOptions | undefined
 }
@@ -514,7 +521,7 @@ export const make = <
   WS extends WrapModelStream<any, any> = WrapModelStream<never, never>,
   TI extends TransformInput<any, any> = TransformInput<never, never>,
   VR extends ValidateResume<any, any> = ValidateResume<never, never>,
-  TD extends OnThreadDeleted<any> = OnThreadDeleted<never>
+  TD extends OnThreadDeleted<any, S> = OnThreadDeleted<never, S>
 >(
   options: MakeOptions<S, J, TE, TR> & {
     readonly beforeAgent?: (BA & CheckUpdate<S, BA>) | undefined

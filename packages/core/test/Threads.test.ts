@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Middleware } from "@stepwise-agent/core"
+import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Layer, Option, Schema } from "effect"
 import { Calculator, CalculatorLive, recording, roles } from "./utils.js"
@@ -174,4 +174,28 @@ describe("Agent.deleteThread", () => {
       assert.deepStrictEqual(deleted, ["t"])
       assert.isTrue(Option.isNone(yield* agent.thread("t")))
     }).pipe(provide([ScriptedModel.text("hello")])))
+
+  it.effect("onThreadDeleted gets the middleware's slice as stored; None without a checkpoint or when it does not load, which is deleted all the same", () =>
+    Effect.gen(function*() {
+      const got: Array<[string, Option.Option<{ readonly runs: number }>]> = []
+      const checkpointer = yield* Checkpointer.makeMemory
+      const agent = yield* Agent.make({
+        toolkit: Calculator,
+        middleware: [Middleware.make({
+          name: "counter",
+          state: { schema: Schema.Struct({ runs: Schema.Number }), initial: { runs: 0 } },
+          beforeAgent: ({ state }) => Effect.succeed({ state: { runs: state.runs + 1 } }),
+          onThreadDeleted: (threadId, state) => Effect.sync(() => void got.push([threadId, state]))
+        })]
+      }).pipe(Effect.provideService(Checkpointer.Checkpointer, checkpointer))
+      yield* agent.run("hi", { threadId: "t" })
+      yield* agent.run("again", { threadId: "t" })
+      yield* agent.deleteThread("t")
+      yield* agent.deleteThread("never")
+      // a slice that does not decode: the thread does not load, and is deleted all the same
+      yield* checkpointer.save("bad", { version: 1, threadId: "bad", messages: [], slices: { counter: { runs: "x" } } })
+      yield* agent.deleteThread("bad")
+      assert.deepStrictEqual(got, [["t", Option.some({ runs: 2 })], ["never", Option.none()], ["bad", Option.none()]])
+      assert.isTrue(Option.isNone(yield* checkpointer.load("bad")))
+    }).pipe(provide([ScriptedModel.text("hello"), ScriptedModel.text("hello")])))
 })

@@ -37,6 +37,7 @@ import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as UiMessageStream from "@stepwise-agent/core/UiMessageStream"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -190,17 +191,37 @@ export interface Leaf {
 }
 
 /**
+ * A child thread a `task` call started: the agent and the thread.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ChildThread = Schema.Struct({
+  agent: Schema.String,
+  threadId: Schema.String
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ChildThread = typeof ChildThread.Type
+
+/**
  * The slice of the parent's state: how many child runs and resumes it
  * started (each one's journal path is numbered by it, the same on every
- * replay), and the children it waits on with what each asked (a resume
- * reads them here, never from a child's thread, so a replay sees the same).
+ * replay), the children it waits on with what each asked (a resume reads
+ * them here, never from a child's thread, so a replay sees the same), and
+ * the child threads it started, which `deleteThread` of the parent's thread
+ * deletes with it (a slice stored without them reads as none).
  *
  * @since 0.1.0
  * @category models
  */
 export const State = Schema.Struct({
   taskRuns: Schema.Number,
-  taskWaits: Schema.Array(Wait)
+  taskWaits: Schema.Array(Wait),
+  taskThreads: Schema.optionalWith(Schema.Array(ChildThread), { default: () => [] })
 })
 
 /**
@@ -677,6 +698,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       if (pending.length === 0) return undefined
       const byId = new Map(pending.map((call) => [call.id, call]))
       let runs = context.state.taskRuns
+      const threads = context.state.taskThreads.slice()
       const jobs: Array<Effect.Effect<Outcome, SubAgentsError>> = []
       if (Option.isSome(context.resume)) {
         const decisions = Either.getOrElse(decodeDecisions(context.resume.value), () => ({} as Decisions))
@@ -719,6 +741,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
             agent: decoded.right.agent,
             threadId: `${context.threadId}/task/${call.id}/${n}`
           }
+          threads.push({ agent: delegation.agent, threadId: delegation.threadId })
           const child = agents[delegation.agent]!.agent
           const input = decoded.right.task
           jobs.push(delegate(call, delegation, `task/${call.id}/${n}`, {
@@ -740,7 +763,8 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       const messages = results.length === 0 ? undefined : AgentState.appendToolResults(context.messages, results)
       const state = {
         taskRuns: runs,
-        taskWaits: waits
+        taskWaits: waits,
+        taskThreads: threads
       }
       if (waits.length === 0) return { messages, state }
       const interrupt: TaskInterrupt = { _tag: "TaskInterrupt", waits }
@@ -784,11 +808,30 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       )
     })
 
+  /** Deletes the child threads a deleted thread started (theirs in turn, through their own middleware). */
+  const onThreadDeleted = (_threadId: string, state: Option.Option<State>) =>
+    Effect.forEach(
+      Option.match(state, { onNone: () => [], onSome: (slice) => slice.taskThreads }),
+      ({ agent, threadId }) => {
+        const child = agents[agent]
+        return child === undefined ? Effect.void : child.agent.deleteThread(threadId).pipe(
+          Effect.catchAllCause((cause) => {
+            const parts = errorParts(Cause.squash(cause))
+            return Effect.logWarning(
+              `SubAgents: the child thread "${threadId}" of agent "${agent}" was not deleted: ${parts.error}: ${parts.description}`
+            )
+          })
+        )
+      },
+      { discard: true }
+    )
+
   return Middleware.make({
     name: options.name ?? "subAgents",
-    state: { schema: State, initial: { taskRuns: 0, taskWaits: [] } },
+    state: { schema: State, initial: { taskRuns: 0, taskWaits: [], taskThreads: [] } },
     tools: handled,
     afterModel,
-    validateResume
+    validateResume,
+    onThreadDeleted
   })
 }

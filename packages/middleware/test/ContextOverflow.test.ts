@@ -280,7 +280,7 @@ describe("middleware (policy: clearToolUses)", () => {
       yield* overflow.wrapModelCall!({ ...request(messages), threadId: "u" }, other.next)
       assert.isFalse(ContextEditing.isCleared(toolResults(other.seen[0]!.messages)[0]!))
       // once deleted, the thread starts afresh
-      yield* overflow.onThreadDeleted!("t")
+      yield* overflow.onThreadDeleted!("t", Option.none())
       const fresh = scripted(["fits"])
       yield* overflow.wrapModelCall!(request(messages), fresh.next)
       assert.isFalse(ContextEditing.isCleared(toolResults(fresh.seen[0]!.messages)[0]!))

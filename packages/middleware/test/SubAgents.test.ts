@@ -1,7 +1,7 @@
 import type { Prompt } from "@effect/ai"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, type AgentResult, RunJournal, UiMessageStream } from "@stepwise-agent/core"
+import { Agent, AgentEvent, type AgentResult, Checkpointer, RunJournal, UiMessageStream } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Option, Ref, Schema, Stream } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
@@ -513,6 +513,85 @@ describe("SubAgents", () => {
       }),
     { fastCheck: { numRuns: 30 } }
   )
+
+  it.effect("deleting the parent's thread deletes the child threads it started, two levels down, and no other", () =>
+    Effect.gen(function*() {
+      const log = yield* Ref.make<ReadonlyArray<string>>([])
+      const leaf = yield* cleaner(log)
+      const midModel = yield* reactive((last) =>
+        last === "tool" ? ScriptedModel.text("managed") : ScriptedModel.toolCalls([task("cleaner", last, "g1")])
+      )
+      const mid = yield* Agent.make({
+        middleware: [SubAgents.middleware({ agents: { cleaner: { description: "Deletes", agent: leaf } } })]
+      }).pipe(Effect.provideService(LanguageModel.LanguageModel, midModel))
+      const { agent } = yield* parent([task("manager", "tmp.txt", "c1")], {
+        manager: { description: "Manages", agent: mid }
+      })
+      const first = yield* agent.run("Tidy up", { threadId: "p" })
+      assert.strictEqual(first._tag, "Interrupted")
+      if (first._tag !== "Interrupted") return
+      assert.strictEqual((yield* agent.resume("p", approveAll(first.interrupt)))._tag, "Completed")
+      yield* leaf.run("other.txt", { threadId: "other" })
+      const stored = () =>
+        Effect.all([
+          agent.thread("p"),
+          mid.thread("p/task/c1/1"),
+          leaf.thread("p/task/c1/1/task/g1/1"),
+          leaf.thread("other")
+        ]).pipe(Effect.map((threads) => threads.map(Option.isSome)))
+      assert.deepStrictEqual(yield* stored(), [true, true, true, true])
+      yield* agent.deleteThread("p")
+      assert.deepStrictEqual(yield* stored(), [false, false, false, true])
+    }))
+
+  it.effect.prop(
+    "whatever mix of children complete or wait, deleting the parent's thread (waiting or done) deletes every child's",
+    {
+      waits: Schema.Array(Schema.Boolean).pipe(Schema.minItems(1), Schema.maxItems(5)),
+      resumeFirst: Schema.Boolean
+    },
+    ({ resumeFirst, waits }) =>
+      Effect.gen(function*() {
+        const log = yield* Ref.make<ReadonlyArray<string>>([])
+        const agents = { cleaner: yield* cleaner(log), researcher: yield* researcher }
+        const calls = waits.map((wait, i) => task(wait ? "cleaner" : "researcher", `f${i}`, `c${i}`))
+        const { agent } = yield* parent(calls, {
+          cleaner: { description: "Deletes files", agent: agents.cleaner },
+          researcher: { description: "Researches", agent: agents.researcher }
+        })
+        const result = yield* agent.run("go", { threadId: "p" })
+        if (resumeFirst && result._tag === "Interrupted") yield* agent.resume("p", approveAll(result.interrupt))
+        // the i-th call started the (i+1)-th child run, on a thread of its own
+        const children = () =>
+          Effect.forEach(
+            waits,
+            (wait, i) => (wait ? agents.cleaner : agents.researcher).thread(`p/task/c${i}/${i + 1}`)
+          ).pipe(Effect.map((threads) => threads.map(Option.isSome)))
+        assert.deepStrictEqual(yield* children(), waits.map(() => true))
+        yield* agent.deleteThread("p")
+        assert.deepStrictEqual(yield* children(), waits.map(() => false))
+      }),
+    { fastCheck: { numRuns: 20 } }
+  )
+
+  it.effect("a parent's slice stored before it listed its child threads still loads, with none", () =>
+    Effect.gen(function*() {
+      const checkpointer = yield* Checkpointer.makeMemory
+      const child = yield* researcher
+      const agent = yield* Agent.make({
+        middleware: [SubAgents.middleware({ agents: { researcher: { description: "Researches", agent: child } } })]
+      }).pipe(Effect.provideService(Checkpointer.Checkpointer, checkpointer))
+      yield* checkpointer.save("old", {
+        version: 1,
+        threadId: "old",
+        messages: [{ role: "user", content: "hi" }],
+        slices: { subAgents: { taskRuns: 3, taskWaits: [] } }
+      })
+      const thread = Option.getOrThrow(yield* agent.thread("old"))
+      assert.deepInclude(thread.state, { taskRuns: 3, taskThreads: [] })
+      yield* agent.deleteThread("old")
+      assert.isTrue(Option.isNone(yield* agent.thread("old")))
+    }).pipe(Effect.provide(ScriptedModel.layer([]))))
 
   it.effect("bad options fail Agent.make with InvalidOptions", () =>
     Effect.gen(function*() {

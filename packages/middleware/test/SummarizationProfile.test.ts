@@ -215,7 +215,7 @@ describe("onOverflow", () => {
       assert.isUndefined(yield* beforeModel(mw, turns(3), "other"))
       // a thread deleted after an overflow is not forced when its id is used again
       yield* Effect.scoped(mw.wrapModelCall!(request(history, "gone"), nextFailing(1).next))
-      yield* mw.onThreadDeleted!("gone")
+      yield* mw.onThreadDeleted!("gone", Option.none())
       assert.isUndefined(yield* beforeModel(mw, grown, "gone"))
     }).pipe(Effect.provide(Summarizer), Effect.provide(TokenCounter.layerApproximate())))
 

@@ -673,16 +673,25 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       (isThreadId(threadId) ?
         withThreadLock(
           threadId,
-          Effect.zipRight(
-            checkpointer.delete(threadId),
-            Effect.forEach(
+          Effect.gen(function*() {
+            // the slices as stored, for the hooks; a checkpoint that does not load is deleted all the same
+            const slices = config.onThreadDeleted.length === 0
+              ? Option.none()
+              : Option.flatMap(
+                yield* Effect.option(load(threadId)),
+                (loaded) => Option.map(loaded.checkpoint, () => loaded.slices)
+              )
+            yield* checkpointer.delete(threadId)
+            yield* Effect.forEach(
               config.onThreadDeleted,
-              (m) => Effect.provide(m.onThreadDeleted!(threadId), config.context),
-              {
-                discard: true
-              }
+              (m) =>
+                Effect.provide(
+                  m.onThreadDeleted!(threadId, Option.flatMap(slices, (all) => Option.fromNullable(all[m.name]))),
+                  config.context
+                ),
+              { discard: true }
             )
-          ).pipe(Effect.zipRight(inboxes.drop(
+          }).pipe(Effect.zipRight(inboxes.drop(
             threadId,
             new ThreadStateError({ threadId, reason: "was deleted before this message joined it" })
           )))
