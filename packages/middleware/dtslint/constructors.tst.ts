@@ -20,6 +20,7 @@ import {
   TodoList,
   ToolCallLimit,
   ToolEmulator,
+  ToolErrors,
   ToolRetry,
   Tracing
 } from "@stepwise-agent/middleware"
@@ -101,9 +102,18 @@ describe("constructors that return an Effect of a middleware", () => {
     >()
   })
 
-  test("ModelRetry, ToolRetry: nothing added", () => {
+  test("ModelRetry, ToolRetry, ToolErrors: nothing added", () => {
     expect(ModelRetry.middleware()).type.toBe<Built<Middleware.Middleware>>()
     expect(ToolRetry.middleware()).type.toBe<Built<Middleware.Middleware>>()
+    expect(ToolErrors.middleware({ onError: () => undefined })).type.toBe<Built<Middleware.Middleware>>()
+    expect(ToolErrors.middleware({ onError: () => Effect.succeed("unavailable") })).type.toBe<
+      Built<Middleware.Middleware>
+    >()
+  })
+
+  test("ToolErrors: onError must answer with text, undefined or an Effect of them", () => {
+    expect(ToolErrors.middleware).type.not.toBeCallableWith({ onError: () => 42 })
+    expect(ToolErrors.middleware).type.not.toBeCallableWith({ onError: () => Effect.fail("x") })
   })
 
   test("Pii: its detection errors", () => {

@@ -111,6 +111,11 @@ export * as ToolEmulator from "./ToolEmulator.js"
 /**
  * @since 0.1.0
  */
+export * as ToolErrors from "./ToolErrors.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as ToolRetry from "./ToolRetry.js"
 
 /**
