@@ -168,6 +168,12 @@ export interface SendReceipt {
   readonly delivery: "started" | "stored"
   /** The run that takes the message in, or that owns the thread's messages now. */
   readonly runId: Option.Option<string>
+  /**
+   * Whether an earlier send stored this message under the same
+   * `idempotencyKey`: nothing was stored again, and `sequence` is the
+   * earlier one's.
+   */
+  readonly duplicate: boolean
 }
 
 // -----------------------------------------------------------------------------
@@ -380,8 +386,8 @@ export class JournalCorrupt extends Schema.TaggedError<JournalCorrupt>(
 
 /**
  * `send` refused a message, and stored nothing: `field` names what was wrong
- * (the thread id, the message, the mode, or a workflow made without
- * `steering`).
+ * (the thread id, the message, the mode, the idempotency key, or a workflow
+ * made without `steering`).
  *
  * @example
  * ```ts
@@ -398,7 +404,7 @@ export class InvalidSend extends Schema.TaggedError<InvalidSend>(
   "@stepwise-agent/workflow/AgentWorkflow/InvalidSend"
 )("InvalidSend", {
   threadId: Schema.String,
-  field: Schema.Literal("threadId", "message", "mode", "workflow"),
+  field: Schema.Literal("threadId", "message", "mode", "idempotencyKey", "workflow"),
   reason: Schema.String
 }) {
   /**
@@ -406,7 +412,7 @@ export class InvalidSend extends Schema.TaggedError<InvalidSend>(
    */
   override get message(): string {
     return `Cannot send to thread ${JSON.stringify(this.threadId)}: the ${
-      this.field === "threadId" ? "thread id" : this.field
+      this.field === "threadId" ? "thread id" : this.field === "idempotencyKey" ? "idempotency key" : this.field
     } ${this.reason}`
   }
 }
@@ -627,11 +633,20 @@ export interface AgentWorkflow {
    * waiting for a decision takes it in after the resume); `"queue"` is the
    * input of a run of its own once the running one has ended. With no run
    * going, a run with the message as its input starts at once.
+   *
+   * A sender that may send again after a failure it cannot read (a timeout,
+   * a lost connection) gives the message an `idempotencyKey`: a second send
+   * to the thread with the same key and the same message stores nothing and
+   * answers for the first one (`duplicate: true`); the same key with another
+   * message fails with `InvalidSend` (`field: "idempotencyKey"`).
    */
   readonly send: (
     threadId: string,
     message: Prompt.RawInput,
-    options?: { readonly mode?: "steer" | "queue" | undefined } | undefined
+    options?: {
+      readonly mode?: "steer" | "queue" | undefined
+      readonly idempotencyKey?: string | undefined
+    } | undefined
   ) => Effect.Effect<
     SendReceipt,
     InvalidSend | RunStore.RunStoreError,
@@ -744,6 +759,11 @@ const ThreadId = Schema.String.pipe(
   Schema.filter((id) => !/\p{Cs}/u.test(id), { message: () => "must not hold a lone surrogate" })
 )
 const SendMode = Schema.Literal("steer", "queue")
+/** A sender's idempotency key: a non-empty string, at most 256 characters. */
+const IdempotencyKey = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "must not be empty" }),
+  Schema.maxLength(256, { message: () => "must be at most 256 characters" })
+)
 
 const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
 
@@ -751,9 +771,15 @@ const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter
 const checkSend = (
   threadId: unknown,
   message: Prompt.RawInput,
-  mode: unknown
+  mode: unknown,
+  idempotencyKey: unknown
 ): Effect.Effect<
-  { readonly threadId: string; readonly mode: "steer" | "queue"; readonly messages: string },
+  {
+    readonly threadId: string
+    readonly mode: "steer" | "queue"
+    readonly messages: string
+    readonly idempotencyKey: string | undefined
+  },
   InvalidSend
 > =>
   Effect.gen(function*() {
@@ -766,6 +792,9 @@ const checkSend = (
     const checkedMode = yield* Schema.decodeUnknown(SendMode)(mode ?? "steer").pipe(
       Effect.mapError((error) => refuse("mode")(formatIssue(error)))
     )
+    const key = idempotencyKey === undefined ? undefined : yield* Schema.decodeUnknown(IdempotencyKey)(
+      idempotencyKey
+    ).pipe(Effect.mapError((error) => refuse("idempotencyKey")(formatIssue(error))))
     if (typeof message !== "string" && !Prompt.isPrompt(message) && !Array.isArray(message)) {
       return yield* refuse("message")(
         `must be a string, an array of messages or a Prompt, got ${message === null ? "null" : typeof message}`
@@ -780,7 +809,7 @@ const checkSend = (
     const messages = yield* encodeSent(prompt.content).pipe(
       Effect.mapError((error) => refuse("message")(`cannot be stored: ${formatIssue(error)}`))
     )
-    return { threadId: id, mode: checkedMode, messages }
+    return { threadId: id, mode: checkedMode, messages, idempotencyKey: key }
   })
 
 /**
@@ -1054,7 +1083,7 @@ export const make = (options: Options): AgentWorkflow => {
   })
 
   const send: AgentWorkflow["send"] = Effect.fn("AgentWorkflow.send")(function*(threadId, message, sendOptions) {
-    const checked = yield* checkSend(threadId, message, sendOptions?.mode)
+    const checked = yield* checkSend(threadId, message, sendOptions?.mode, sendOptions?.idempotencyKey)
     if (!steering) {
       return yield* new InvalidSend({
         threadId: checked.threadId,
@@ -1068,7 +1097,23 @@ export const make = (options: Options): AgentWorkflow => {
     // nothing interrupts the send; a launch that fails is done by the next send (`ensureTaken`).
     return yield* Effect.uninterruptible(Effect.gen(function*() {
       const posted = yield* store.postMessage({ ...checked, claim: true })
-      const receipt = { threadId: checked.threadId, mode: checked.mode, sequence: posted.sequence }
+      if (
+        Option.isSome(posted.earlier) &&
+        (posted.earlier.value.mode !== checked.mode || posted.earlier.value.messages !== checked.messages)
+      ) {
+        return yield* new InvalidSend({
+          threadId: checked.threadId,
+          field: "idempotencyKey",
+          reason: `was given to another message of this thread (sequence ${posted.sequence})`
+        })
+      }
+      // a duplicate goes on as a message already stored: its run, if a crash kept it from executing, executes now
+      const receipt = {
+        threadId: checked.threadId,
+        mode: checked.mode,
+        sequence: posted.sequence,
+        duplicate: Option.isSome(posted.earlier)
+      }
       if (Option.isSome(posted.started)) {
         yield* launch(checked.threadId, posted.started.value.runId, posted.started.value.messages)
         return { ...receipt, delivery: "started", runId: Option.some(posted.started.value.runId) } satisfies SendReceipt

@@ -244,18 +244,22 @@ export declare namespace RunStore {
      * `claimNext`): none means no run will take the message in by itself.
      * With `claim: true`, when no run owns them, the same transaction also
      * claims the next run's input (as `claimNext` with no owner): `started`
-     * is that run, and `running` names it.
+     * is that run, and `running` names it. With an `idempotencyKey` that an
+     * earlier message of the thread was stored with, nothing is stored:
+     * `earlier` is that message (and `sequence` its), `started` is none.
      */
     readonly postMessage: (message: {
       readonly threadId: string
       readonly mode: "steer" | "queue"
       readonly messages: string
       readonly claim?: boolean | undefined
+      readonly idempotencyKey?: string | undefined
     }) => Effect.Effect<
       {
         readonly sequence: number
         readonly running: Option.Option<string>
         readonly started: Option.Option<NextRun>
+        readonly earlier: Option.Option<SentMessage>
       },
       RunStoreError
     >
@@ -336,6 +340,8 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
   const cancels = new Set<string>()
   /** Sent messages in send order, each with the run (and the look, or `input`) that took it in. */
   const sent: Array<{ message: SentMessage; claimedBy?: string; claimedAs?: string; after?: string | undefined }> = []
+  /** The sequence of the message stored with each idempotency key, by thread and key. */
+  const keyed = new Map<string, number>()
   const runningRuns = new Map<string, string>()
   const claimedBy = (runId: string, as: string) =>
     sent.filter((entry) => entry.claimedBy === runId && entry.claimedAs === as).map((entry) => entry.message)
@@ -424,14 +430,22 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
         decisions.delete(runId)
         cancels.delete(runId)
       }),
-    postMessage: ({ claim, ...message }) =>
+    postMessage: ({ claim, idempotencyKey, ...message }) =>
       Effect.map(Clock.currentTimeMillis, (sentAt) => {
+        const running = () => Option.fromNullable(runningRuns.get(message.threadId))
+        const key = idempotencyKey === undefined ? undefined : `${message.threadId}\u0000${idempotencyKey}`
+        const stored = key === undefined ? undefined : keyed.get(key)
+        if (stored !== undefined) {
+          const earlier = sent[stored - 1]!.message
+          return { sequence: stored, running: running(), started: Option.none(), earlier: Option.some(earlier) }
+        }
         const sequence = sent.length + 1
         sent.push({ message: { ...message, sequence, sentAt } })
+        if (key !== undefined) keyed.set(key, sequence)
         const started = claim === true && !runningRuns.has(message.threadId)
           ? claimNext(message.threadId, undefined)
           : Option.none()
-        return { sequence, running: Option.fromNullable(runningRuns.get(message.threadId)), started }
+        return { sequence, running: running(), started, earlier: Option.none() }
       }),
     setRunning: (threadId, runId) => Effect.sync(() => void runningRuns.set(threadId, runId)),
     running: (threadId) => Effect.sync(() => Option.fromNullable(runningRuns.get(threadId))),
@@ -557,7 +571,8 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       PRIMARY KEY (run_id, decision_key)
     )`,
     // claimed_by: the run that took the message in; claimed_as: how (`inbox/<n>`, or `input`);
-    // after_run: for an input, the run whose end started its run (none: `send` started it)
+    // after_run: for an input, the run whose end started its run (none: `send` started it);
+    // send_key: the sender's idempotency key, if any (unique per thread: see `upgrade`)
     sql`CREATE TABLE IF NOT EXISTS ${messagesTable} (
       ${sequence},
       thread_id TEXT NOT NULL,
@@ -566,21 +581,27 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       sent_at BIGINT NOT NULL,
       claimed_by TEXT,
       claimed_as TEXT,
-      after_run TEXT
+      after_run TEXT,
+      send_key TEXT
     )`,
     sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_thread`)} ON ${messagesTable} (thread_id, claimed_by)`,
     sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_claim`)} ON ${messagesTable} (claimed_by, claimed_as)`,
     sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_after`)} ON ${messagesTable} (thread_id, after_run)`,
     sql`CREATE TABLE IF NOT EXISTS ${threadsTable} (thread_id TEXT PRIMARY KEY, running TEXT)`
   ], { discard: true })
-  // Tables of 0.1.0 before stored decisions lack two columns of the decisions table, and
-  // tables from before cancel requests had a record of their own lack one of the runs table.
+  // Tables of 0.1.0 before stored decisions lack two columns of the decisions table, tables from
+  // before cancel requests had a record of their own lack one of the runs table, and tables from
+  // before idempotent sends lack the messages' key (its index needs the column, so it is made here).
+  const keyIndex = sql`CREATE UNIQUE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_key`)}
+    ON ${messagesTable} (thread_id, send_key)`
   const upgrade = sql.onDialectOrElse({
     pg: () =>
       Effect.all([
         sql`ALTER TABLE ${decisionsTable} ADD COLUMN IF NOT EXISTS decision TEXT`,
         sql`ALTER TABLE ${decisionsTable} ADD COLUMN IF NOT EXISTS delivered_at BIGINT`,
-        sql`ALTER TABLE ${runsTable} ADD COLUMN IF NOT EXISTS cancel_requested_at BIGINT`
+        sql`ALTER TABLE ${runsTable} ADD COLUMN IF NOT EXISTS cancel_requested_at BIGINT`,
+        sql`ALTER TABLE ${messagesTable} ADD COLUMN IF NOT EXISTS send_key TEXT`,
+        keyIndex
       ], { discard: true }),
     orElse: () =>
       Effect.gen(function*() {
@@ -596,6 +617,13 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
         if (!runColumns.some((column) => column.name === "cancel_requested_at")) {
           yield* sql`ALTER TABLE ${runsTable} ADD COLUMN cancel_requested_at BIGINT`
         }
+        const messagesTableColumns = yield* sql<
+          { readonly name: string }
+        >`SELECT name FROM pragma_table_info(${`${prefix}_messages`})`
+        if (!messagesTableColumns.some((column) => column.name === "send_key")) {
+          yield* sql`ALTER TABLE ${messagesTable} ADD COLUMN send_key TEXT`
+        }
+        yield* keyIndex
       })
   })
   // Concurrent CREATE TABLE IF NOT EXISTS can fail on PostgreSQL: serialize it across processes.
@@ -779,9 +807,24 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       return yield* lockedThread(
         message.threadId,
         Effect.gen(function*() {
+          const key = message.idempotencyKey ?? null
+          if (key !== null) {
+            const stored = yield* sql<MessageRow>`
+              SELECT ${messageColumns} FROM ${messagesTable} WHERE thread_id = ${message.threadId} AND send_key = ${key}
+            `
+            if (stored.length > 0) {
+              const earlier = messageFromRow(stored[0]!)
+              return {
+                sequence: earlier.sequence,
+                running: yield* runningOf(message.threadId),
+                started: Option.none<NextRun>(),
+                earlier: Option.some(earlier)
+              }
+            }
+          }
           const rows = yield* sql<{ readonly seq: number | string | bigint }>`
-            INSERT INTO ${messagesTable} (thread_id, mode, messages, sent_at)
-            VALUES (${message.threadId}, ${message.mode}, ${message.messages}, ${now})
+            INSERT INTO ${messagesTable} (thread_id, mode, messages, sent_at, send_key)
+            VALUES (${message.threadId}, ${message.mode}, ${message.messages}, ${now}, ${key})
             RETURNING seq
           `
           const running = yield* runningOf(message.threadId)
@@ -791,7 +834,8 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
           return {
             sequence: Number(rows[0]!.seq),
             running: Option.isSome(started) ? Option.some(started.value.runId) : running,
-            started
+            started,
+            earlier: Option.none<SentMessage>()
           }
         })
       ).pipe(Effect.mapError(storeFailure("postMessage")))

@@ -79,7 +79,8 @@ describe("AgentWorkflow.send (memory engine)", () => {
         mode: "steer",
         sequence: 1,
         delivery: "stored",
-        runId: Option.some("r1")
+        runId: Option.some("r1"),
+        duplicate: false
       })
       yield* release
       const done = yield* run(Runs.await(runId))
@@ -100,6 +101,55 @@ describe("AgentWorkflow.send (memory engine)", () => {
       assert.deepStrictEqual(
         yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.running("t"))),
         Option.none()
+      )
+    }), { timeout: 30_000 })
+
+  it.scopedLive(
+    "a send retried with its idempotency key stores nothing and is taken in once",
+    () =>
+      Effect.gen(function*() {
+        const { release, run, runId } = yield* searchingRun
+        const first = yield* run(Runs.send("t", "only direct ones", { idempotencyKey: "msg-1" }))
+        const again = yield* run(Runs.send("t", "only direct ones", { idempotencyKey: "msg-1" }))
+        assert.deepStrictEqual([first.duplicate, again.duplicate], [false, true])
+        assert.deepStrictEqual([again.sequence, again.delivery, again.runId], [
+          first.sequence,
+          "stored",
+          Option.some("r1")
+        ])
+        // the same key with another message is refused, and stores nothing
+        const refused = yield* Effect.flip(run(Runs.send("t", "only cheap ones", { idempotencyKey: "msg-1" })))
+        assert.deepInclude(refused, { _tag: "InvalidSend", threadId: "t", field: "idempotencyKey" })
+        const empty = yield* Effect.flip(run(Runs.send("t", "x", { idempotencyKey: "" })))
+        assert.deepInclude(empty, { _tag: "InvalidSend", field: "idempotencyKey", reason: "must not be empty" })
+        yield* release
+        const done = yield* run(Runs.await(runId))
+        assert.deepStrictEqual(
+          Option.map(done.outcome, (outcome) => outcome.text),
+          Option.some("find flights | only direct ones")
+        )
+        assert.deepStrictEqual(usersOf(done.messages), ["find flights", "only direct ones"])
+      }),
+    { timeout: 30_000 }
+  )
+
+  it.scopedLive("a retried send that started a run starts no second one", () =>
+    Effect.gen(function*() {
+      const searching = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const context = yield* Layer.build(stack(searching, release))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const first = yield* run(Runs.send("u", "find trains", { idempotencyKey: "k" }))
+      assert.deepStrictEqual([first.delivery, first.duplicate], ["started", false])
+      yield* Deferred.await(searching)
+      const again = yield* run(Runs.send("u", "find trains", { idempotencyKey: "k" }))
+      assert.deepStrictEqual([again.delivery, again.duplicate, again.runId], ["stored", true, first.runId])
+      yield* Deferred.succeed(release, undefined)
+      const done = yield* run(Runs.await(Option.getOrThrow(first.runId)))
+      assert.deepStrictEqual(usersOf(done.messages), ["find trains"])
+      assert.strictEqual(
+        (yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.list({ threadId: "u" })))).length,
+        1
       )
     }), { timeout: 30_000 })
 

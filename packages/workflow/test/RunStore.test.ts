@@ -77,6 +77,42 @@ const conformance = <R>(
         assert.deepStrictEqual([second.started, second.running], [Option.none(), Option.some("sent-1")])
       }))
 
+    it.effect("a post with an idempotency key the thread stored before stores nothing and gives the earlier message", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        const first = yield* store.postMessage({
+          threadId: "t1",
+          mode: "steer",
+          messages: "a",
+          claim: true,
+          idempotencyKey: "k"
+        })
+        assert.deepStrictEqual([first.sequence, first.earlier], [1, Option.none()])
+        const again = yield* store.postMessage({
+          threadId: "t1",
+          mode: "queue",
+          messages: "b",
+          claim: true,
+          idempotencyKey: "k"
+        })
+        assert.deepStrictEqual(
+          [again.sequence, again.started, again.running],
+          [1, Option.none(), Option.some("sent-1")]
+        )
+        assert.deepInclude(Option.getOrThrow(again.earlier), {
+          sequence: 1,
+          threadId: "t1",
+          mode: "steer",
+          messages: "a"
+        })
+        // the key belongs to the thread: another thread's message with it is a message of its own, as is one without
+        const other = yield* store.postMessage({ threadId: "t2", mode: "steer", messages: "a", idempotencyKey: "k" })
+        const unkeyed = yield* store.postMessage({ threadId: "t1", mode: "steer", messages: "a" })
+        assert.deepStrictEqual([other.sequence, other.earlier, unkeyed.sequence], [2, Option.none(), 3])
+        // nothing of the duplicate was stored: the run's input is the first message alone
+        assert.deepStrictEqual((yield* store.inputOf("sent-1")).map((message) => message.messages), ["a"])
+      }))
+
     it.effect("lists runs newest first, by thread, with a limit", () =>
       Effect.gen(function*() {
         const store = yield* make()
@@ -374,6 +410,30 @@ const sqlSuite = (name: string, database: Layer.Layer<SqlClient.SqlClient | Data
         assert.isFalse(yield* store.isCancelRequested("r1"))
         yield* store.requestCancel("r1")
         assert.isTrue(yield* store.isCancelRequested("r1"))
+        // upgrading is idempotent
+        yield* RunStore.make({ prefix })
+      }))
+
+    it.scoped("a messages table from before idempotency keys gets the key column, and its messages stay", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const prefix = `runs_${tables++}`
+        const sequence = sql.onDialectOrElse({
+          pg: () => sql.literal("seq BIGSERIAL PRIMARY KEY"),
+          orElse: () => sql.literal("seq INTEGER PRIMARY KEY AUTOINCREMENT")
+        })
+        yield* sql`CREATE TABLE ${sql(`${prefix}_messages`)} (
+          ${sequence}, thread_id TEXT NOT NULL, mode TEXT NOT NULL, messages TEXT NOT NULL,
+          sent_at BIGINT NOT NULL, claimed_by TEXT, claimed_as TEXT, after_run TEXT)`
+        yield* sql`INSERT INTO ${sql(`${prefix}_messages`)} (thread_id, mode, messages, sent_at)
+          VALUES ('t1', 'steer', 'old', 5)`
+
+        const store = yield* RunStore.make({ prefix })
+        const keyed = yield* store.postMessage({ threadId: "t1", mode: "steer", messages: "new", idempotencyKey: "k" })
+        const again = yield* store.postMessage({ threadId: "t1", mode: "steer", messages: "new", idempotencyKey: "k" })
+        assert.deepStrictEqual([keyed.sequence, again.sequence, Option.isSome(again.earlier)], [2, 2, true])
+        const next = Option.getOrThrow(yield* store.claimNext("t1", undefined))
+        assert.deepStrictEqual(next.messages.map((message) => message.messages), ["old", "new"])
         // upgrading is idempotent
         yield* RunStore.make({ prefix })
       }))
