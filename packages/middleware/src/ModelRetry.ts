@@ -48,13 +48,14 @@ import * as Retry from "./internal/retry.js"
 export type Failure = AiError.AiError | AgentError.ModelReplyError
 
 /**
- * What to do when the model still fails: `"raise"` its error, or
- * `"continue"` with an assistant message explaining the failure.
+ * What to do when the model still fails: `"raise"` its error (`"error"` is
+ * LangChain's name for it, accepted as the same), or `"continue"` with an
+ * assistant message explaining the failure.
  *
  * @since 0.1.0
  * @category models
  */
-export type OnFailure = "raise" | "continue"
+export type OnFailure = "raise" | "error" | "continue"
 
 /**
  * Options of {@link middleware}.

@@ -158,7 +158,8 @@ export type Location = "input" | "output" | "tool_result" | "stream"
  */
 export interface RedactorOptions {
   readonly types: ReadonlyArray<PiiType>
-  readonly strategy: Strategy
+  /** What to do with a match (default `"redact"`, as in LangChain). */
+  readonly strategy?: Strategy | undefined
 }
 
 /**
@@ -364,7 +365,7 @@ const redactorFields = {
     Schema.Struct({ name: Schema.String, pattern: RegExpSchema }),
     Schema.Struct({ name: Schema.String, detect: Check.AnyFunction })
   )),
-  strategy: Schema.Literal("redact", "mask", "hash", "block")
+  strategy: Schema.optional(Schema.Literal("redact", "mask", "hash", "block"))
 }
 
 /** The rule of each type listed, or the first problem with the list. */
@@ -509,15 +510,16 @@ export const redactor = (options: RedactorOptions): Either.Either<Redactor, Agen
   Either.flatMap(Check.validateEither("Pii", Schema.Struct(redactorFields), options), () => compile(options))
 
 const compile = (options: RedactorOptions): Either.Either<Redactor, AgentError.InvalidOptions> => {
+  const strategy = options.strategy ?? "redact"
   return Either.map(compileRules(options.types), (rules) => {
     const detect = Detectors.detectWith(rules)
     const redact = (text: string): Redaction => {
       const matches = detect(text)
-      return { text: applyStrategy(options.strategy, text, matches), matches }
+      return { text: applyStrategy(strategy, text, matches), matches }
     }
     return {
       types: rules.map((rule) => rule.name),
-      strategy: options.strategy,
+      strategy,
       detect,
       redact,
       stream: PiiStream.make(redact)

@@ -15,8 +15,9 @@
  * When the last attempt fails: a failed result is returned as it is (the
  * model reads it, as without this middleware); a defect becomes, with
  * `onFailure: "continue"` (the default, as in LangChain), a failed tool
- * result saying the tool crashed, and with `"raise"` fails the run with the
- * `ToolDefect`.
+ * result saying the tool crashed (without the crash's own message, which may
+ * name internals), and with `"raise"` (or LangChain's `"error"`) fails the
+ * run with the `ToolDefect`.
  *
  * A retried tool runs again with the same call id: make tools with side
  * effects idempotent on it.
@@ -46,12 +47,13 @@ export type ToolFailure =
 
 /**
  * What to do when a tool still dies: `"continue"` with a failed tool
- * result, or `"raise"` the `ToolDefect`.
+ * result, or `"raise"` the `ToolDefect` (`"error"` is LangChain's name for
+ * it, accepted as the same).
  *
  * @since 0.1.0
  * @category models
  */
-export type OnFailure = "raise" | "continue"
+export type OnFailure = "raise" | "error" | "continue"
 
 /**
  * Options of {@link middleware}.
@@ -178,12 +180,12 @@ export const middleware: (
             onRight: Effect.succeed,
             onLeft: ({ attempts, failure }): Effect.Effect<Prompt.ToolResultPart, AgentError.ToolDefect> => {
               if (failure._tag === "FailedResult") return Effect.succeed(failure.result)
-              if (onFailure === "raise") return Effect.fail(failure.defect)
+              if (onFailure !== "continue") return Effect.fail(failure.defect)
               return Effect.as(
                 Middleware.report(`giving up after ${attempts} attempt(s): ${request.call.name} crashed`),
+                // without the crash's own text, which may name internals (hosts, paths): as LangChain does
                 Middleware.toolResult(request.call, {
-                  error: `Tool "${request.call.name}" crashed after ${attempts} attempt${attempts === 1 ? "" : "s"}: ` +
-                    failure.defect.description
+                  error: `Tool "${request.call.name}" crashed after ${attempts} attempt${attempts === 1 ? "" : "s"}.`
                 }, { isFailure: true })
               )
             }

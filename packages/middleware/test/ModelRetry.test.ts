@@ -64,17 +64,20 @@ describe("ModelRetry", () => {
       assert.deepStrictEqual(data[0], { attempt: 1, maxRetries: 3, failure: "429", delayMillis: 1000 })
     }).pipe(Effect.provide(ScriptedModel.layer([status(429), transport, status(500), ScriptedModel.text("ok")]))))
 
-  it.effect("raise: fails with the last error after maxRetries retries", () =>
-    Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({ maxRetries: 2, ...noJitter })
-      const agent = yield* Agent.make({ middleware: [retry] })
-      const fiber = yield* Effect.fork(Effect.flip(agent.run("go", { threadId: "t" })))
-      yield* advance("1 minute")
-      const error = yield* Fiber.join(fiber)
-      assert.strictEqual(error._tag, "HttpResponseError")
-      assert.strictEqual(error._tag === "HttpResponseError" && error.response.status, 502)
-      assert.strictEqual(yield* requestCount, 3)
-    }).pipe(Effect.provide(ScriptedModel.layer([status(500), status(503), status(502), ScriptedModel.text("ok")]))))
+  it.effect.each([undefined, "raise", "error"] as const)(
+    "raise (onFailure %s): fails with the last error after maxRetries retries",
+    (onFailure) =>
+      Effect.gen(function*() {
+        const retry = yield* ModelRetry.middleware({ maxRetries: 2, ...noJitter, ...(onFailure ? { onFailure } : {}) })
+        const agent = yield* Agent.make({ middleware: [retry] })
+        const fiber = yield* Effect.fork(Effect.flip(agent.run("go", { threadId: "t" })))
+        yield* advance("1 minute")
+        const error = yield* Fiber.join(fiber)
+        assert.strictEqual(error._tag, "HttpResponseError")
+        assert.strictEqual(error._tag === "HttpResponseError" && error.response.status, 502)
+        assert.strictEqual(yield* requestCount, 3)
+      }).pipe(Effect.provide(ScriptedModel.layer([status(500), status(503), status(502), ScriptedModel.text("ok")])))
+  )
 
   it.effect("continue: answers with an assistant message explaining the failure", () =>
     Effect.gen(function*() {

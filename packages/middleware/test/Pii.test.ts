@@ -302,6 +302,15 @@ describe("middleware", () => {
       assert.strictEqual(textOf(result.state.messages[1]), "Noted: ada@example.com")
     }).pipe(provide([ScriptedModel.text("Noted: ada@example.com")])))
 
+  it.effect("without a strategy it redacts, as LangChain's default", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email"] })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii] })
+      const result = yield* agent.run("I am ada@example.com", { threadId: "t" })
+      assert.strictEqual(textOf(result.state.messages[0]), "I am [REDACTED_EMAIL]")
+      assert.strictEqual(compile({ types: ["email"] }).strategy, "redact")
+    }).pipe(provide([ScriptedModel.text("Noted")])))
+
   it.effect("applyToInput rewrites every user message of the run's input, not earlier turns' replies", () =>
     Effect.gen(function*() {
       const pii = yield* Pii.middleware({ types: ["ip"], strategy: "mask" })

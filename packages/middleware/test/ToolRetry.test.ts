@@ -119,25 +119,28 @@ describe("ToolRetry", () => {
       assert.deepStrictEqual(attempts, ["crashy:a", "crashy:a"])
       const [only] = toolResults(result.state.messages)
       assert.isTrue(only!.isFailure)
-      assert.match((only!.result as { error: string }).error, /^Tool "crashy" crashed after 2 attempts: .*boom a/)
+      assert.strictEqual((only!.result as { error: string }).error, `Tool "crashy" crashed after 2 attempts.`)
       assert.strictEqual(result._tag === "Completed" && result.text, "done")
       assert.strictEqual(decisions.at(-1), "giving up after 2 attempt(s): crashy crashed")
     }).pipe(setup(5, scriptOf(call("crashy", "a")), attempts))
   })
 
-  it.effect("raise: a tool that keeps crashing fails the run with its ToolDefect", () => {
-    const attempts: Array<string> = []
-    return Effect.gen(function*() {
-      const retry = yield* ToolRetry.middleware({ maxRetries: 2, onFailure: "raise", ...noJitter })
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [retry] })
-      const fiber = yield* Effect.fork(Effect.flip(agent.run("go", { threadId: "t" })))
-      yield* advance("1 minute")
-      const error = yield* Fiber.join(fiber)
-      assert.strictEqual(error._tag, "ToolDefect")
-      assert.strictEqual(error._tag === "ToolDefect" && error.toolName, "crashy")
-      assert.strictEqual(attempts.length, 3)
-    }).pipe(setup(5, scriptOf(call("crashy", "a")), attempts))
-  })
+  it.effect.each(["raise", "error"] as const)(
+    "%s: a tool that keeps crashing fails the run with its ToolDefect",
+    (onFailure) => {
+      const attempts: Array<string> = []
+      return Effect.gen(function*() {
+        const retry = yield* ToolRetry.middleware({ maxRetries: 2, onFailure, ...noJitter })
+        const agent = yield* Agent.make({ toolkit: Tools, middleware: [retry] })
+        const fiber = yield* Effect.fork(Effect.flip(agent.run("go", { threadId: "t" })))
+        yield* advance("1 minute")
+        const error = yield* Fiber.join(fiber)
+        assert.strictEqual(error._tag, "ToolDefect")
+        assert.strictEqual(error._tag === "ToolDefect" && error.toolName, "crashy")
+        assert.strictEqual(attempts.length, 3)
+      }).pipe(setup(5, scriptOf(call("crashy", "a")), attempts))
+    }
+  )
 
   it.effect("does not retry invalid arguments or unknown tools", () => {
     const attempts: Array<string> = []
@@ -234,7 +237,7 @@ describe("ToolRetry", () => {
       ["maxDelay", { maxDelay: "-1 seconds" as any }],
       ["jitter", { schedule: Schedule.spaced("1 second"), jitter: true }],
       ["schedule", { schedule: "1 second" as any }],
-      ["onFailure", { onFailure: "error" as any }],
+      ["onFailure", { onFailure: "fail" as any }],
       ["tools[1]", { tools: ["search", ""] }],
       ["retryOn", { retryOn: "defects" as any }]
     ]

@@ -20,7 +20,7 @@ export const optionFields = {
   maxDelay: Schema.optional(Check.DurationInput),
   jitter: Schema.optional(Schema.Boolean),
   schedule: Schema.optional(Check.ScheduleSchema),
-  onFailure: Schema.optional(Schema.Literal("raise", "continue")),
+  onFailure: Schema.optional(Schema.Literal("raise", "error", "continue")),
   name: Schema.optional(Check.NonEmpty)
 }
 
