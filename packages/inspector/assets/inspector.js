@@ -1045,6 +1045,40 @@ function isApprovalRequest(value) {
     value.actionRequests.every((action) => action !== null && typeof action.callId === "string")
 }
 
+/** A SubAgents wait: the children it waits on, each with the interrupt it asked. */
+function isTaskInterrupt(value) {
+  return value !== null && typeof value === "object" && value._tag === "TaskInterrupt" &&
+    Array.isArray(value.waits) &&
+    value.waits.every((wait) =>
+      wait !== null && typeof wait === "object" && typeof wait.callId === "string" &&
+      wait.interrupt !== null && typeof wait.interrupt === "object"
+    )
+}
+
+/** What the thread waits on, down through SubAgents waits: each asking value with the task calls leading to it. */
+function leavesOf(value, path) {
+  if (!isTaskInterrupt(value)) return [{ path, value }]
+  return value.waits.flatMap((wait) =>
+    leavesOf(wait.interrupt.value, [...path, { callId: wait.callId, agent: String(wait.agent) }])
+  )
+}
+
+/**
+ * The resume value of the decisions made: the decisions in order for a wait of the thread's own; for waits of
+ * subagents, each child's decisions under the task calls leading to it (what `SubAgents.decide` builds).
+ */
+function resumeValueOf(entries, decisions) {
+  if (entries.every((entry) => entry.leaf.path.length === 0)) return entries.map((entry) => decisions.get(entry.id))
+  const root = {}
+  for (const entry of entries) {
+    const path = entry.leaf.path
+    let node = root
+    for (let i = 0; i < path.length - 1; i++) node = node[path[i].callId] ??= {}
+    ;(node[path[path.length - 1].callId] ??= []).push(decisions.get(entry.id))
+  }
+  return root
+}
+
 function uiOf(thread) {
   const pending = thread.info?.pending
   if (pending === null || pending === undefined) return null
@@ -1098,15 +1132,33 @@ function renderApprovals(thread) {
   }
   const panel = h("section", { class: "panel approvals", "data-testid": "approvals" })
   panel.append(h("h3", null, "Waiting for a decision"))
-  if (isApprovalRequest(pending.value)) {
-    for (const action of pending.value.actionRequests) panel.append(renderAction(thread, ui, pending.value, action))
-    const count = pending.value.actionRequests.length
+  const leaves = leavesOf(pending.value, [])
+  if (leaves.every((leaf) => isApprovalRequest(leaf.value))) {
+    // each action keyed by the task calls leading to it and its own call id
+    const entries = leaves.flatMap((leaf) =>
+      leaf.value.actionRequests.map((action) => ({
+        leaf,
+        action,
+        id: JSON.stringify([...leaf.path.map((step) => step.callId), action.callId])
+      }))
+    )
+    for (const leaf of leaves) {
+      if (leaf.path.length > 0) {
+        panel.append(h(
+          "div",
+          { class: "meta", "data-testid": "asked-by" },
+          `asked by ${leaf.path.map((step) => `${step.agent} (task call ${step.callId})`).join(" › ")}`
+        ))
+      }
+      for (const entry of entries) if (entry.leaf === leaf) panel.append(renderAction(thread, ui, entries, entry))
+    }
+    const count = entries.length
     if (count > 1) {
       panel.append(h("button", {
         class: "primary",
         "data-testid": "submit-decisions",
         disabled: ui.decisions.size < count || ui.status === "sending",
-        onclick: () => submit(thread, ui, pending.value.actionRequests.map((action) => ui.decisions.get(action.callId)))
+        onclick: () => submit(thread, ui, resumeValueOf(entries, ui.decisions))
       }, `Send ${ui.decisions.size} of ${count} decisions`))
     }
   } else {
@@ -1130,31 +1182,33 @@ function renderApprovals(thread) {
   container.replaceChildren(panel)
 }
 
-function decide(thread, ui, request, unbound) {
+function decide(thread, ui, entries, entry, unbound) {
   // bound to the call it answers, so it cannot decide a later call reusing the id
-  const action = request.actionRequests.find((candidate) => candidate.callId === unbound.callId)
-  const decision = action === undefined ? unbound : {
+  const action = entry.action
+  const decision = {
     ...unbound,
     ...(action.waitKey === undefined ? {} : { waitKey: action.waitKey }),
     ...(action.fingerprint === undefined ? {} : { fingerprint: action.fingerprint })
   }
-  ui.decisions.set(decision.callId, decision)
-  ui.modes.delete(decision.callId)
+  ui.decisions.set(entry.id, decision)
+  ui.modes.delete(entry.id)
   ui.error = null
-  if (request.actionRequests.length === 1) submit(thread, ui, [decision])
+  if (entries.length === 1) submit(thread, ui, resumeValueOf(entries, ui.decisions))
   else bump(ui)
 }
 
-function renderAction(thread, ui, request, action) {
+function renderAction(thread, ui, entries, entry) {
+  const action = entry.action
   const allowed = Array.isArray(action.allowedDecisions)
     ? action.allowedDecisions
     : ["approve", "edit", "reject", "respond"]
-  const mode = ui.modes.get(action.callId) ?? null
-  const chosen = ui.decisions.get(action.callId)
+  const mode = ui.modes.get(entry.id) ?? null
+  const chosen = ui.decisions.get(entry.id)
   const busy = ui.status !== "idle"
+  const callPath = [...entry.leaf.path.map((step) => step.callId), action.callId].join("/")
   const element = h(
     "div",
-    { class: "action", "data-testid": "action", "data-call": action.callId, "data-tool": action.toolName },
+    { class: "action", "data-testid": "action", "data-call": callPath, "data-tool": action.toolName },
     h(
       "div",
       null,
@@ -1166,7 +1220,7 @@ function renderAction(thread, ui, request, action) {
     h("pre", { "data-testid": "action-args" }, json(action.args))
   )
   const setMode = (next) => () => {
-    ui.modes.set(action.callId, next)
+    ui.modes.set(entry.id, next)
     ui.error = null
     bump(ui)
   }
@@ -1176,7 +1230,7 @@ function renderAction(thread, ui, request, action) {
       class: "primary",
       "data-testid": "approve",
       disabled: busy,
-      onclick: () => decide(thread, ui, request, { type: "approve", callId: action.callId })
+      onclick: () => decide(thread, ui, entries, entry, { type: "approve", callId: action.callId })
     }, "Approve"))
   }
   if (allowed.includes("edit")) {
@@ -1191,7 +1245,7 @@ function renderAction(thread, ui, request, action) {
     buttons.append(h("button", { "data-testid": "respond", disabled: busy, onclick: setMode("respond") }, "Respond"))
   }
   element.append(buttons)
-  if (chosen !== undefined && request.actionRequests.length > 1) {
+  if (chosen !== undefined && entries.length > 1) {
     element.append(h("p", { class: "notice" }, `Decision: ${chosen.type}`))
   }
   if (mode === "edit") {
@@ -1215,7 +1269,7 @@ function renderAction(thread, ui, request, action) {
               bump(ui)
               return
             }
-            decide(thread, ui, request, { type: "edit", callId: action.callId, args: problem.args })
+            decide(thread, ui, entries, entry, { type: "edit", callId: action.callId, args: problem.args })
           }
         }, "Send edit"),
         h("button", { onclick: setMode(null) }, "Cancel")
@@ -1246,12 +1300,13 @@ function renderAction(thread, ui, request, action) {
                 bump(ui)
                 return
               }
-              decide(thread, ui, request, { type: "respond", callId: action.callId, message: text })
+              decide(thread, ui, entries, entry, { type: "respond", callId: action.callId, message: text })
             } else {
               decide(
                 thread,
                 ui,
-                request,
+                entries,
+                entry,
                 text === ""
                   ? { type: "reject", callId: action.callId }
                   : { type: "reject", callId: action.callId, message: text }

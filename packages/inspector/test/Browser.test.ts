@@ -1,9 +1,9 @@
-import { LanguageModel } from "@effect/ai"
+import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, layer } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
-import { SubAgents } from "@stepwise-agent/middleware"
+import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Context, Deferred, Effect, Fiber, Layer, Queue } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer, Option, Queue, Schema } from "effect"
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import { type Browser, chromium, type LaunchOptions, type Page } from "playwright-core"
@@ -259,6 +259,89 @@ describe("Inspector in a browser", () => {
         assert.include(nested, "model step 1: \"The notes are about Effect.\"")
         assert.include(nested, "ended: Completed")
         yield* shot(page, "subagent-1-nested")
+      }))
+
+    it.scoped("a subagent's approval is answered from the parent's thread, routed down to the child", () =>
+      Effect.gen(function*() {
+        const Remove = Tool.make("remove_file", { parameters: { path: Schema.String }, success: Schema.String })
+        const Tools = Toolkit.make(Remove)
+        const removed: Array<string> = []
+        const childModel = yield* ScriptedModel.make([
+          ScriptedModel.toolCalls([{ name: "remove_file", params: { path: "old.log" }, id: "c_rm" }]),
+          ScriptedModel.text("Removed old.log.")
+        ])
+        const approvals = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { remove_file: true } })
+        const child = yield* Agent.make({ toolkit: Tools, middleware: [approvals] }).pipe(
+          Effect.provideService(LanguageModel.LanguageModel, childModel.model),
+          Effect.provide(Tools.toLayer({
+            remove_file: ({ path }) => Effect.sync(() => (removed.push(path), `removed ${path}`))
+          }))
+        )
+        const parentModel = yield* ScriptedModel.make([
+          ScriptedModel.toolCalls([{ name: "task", params: { agent: "cleaner", task: "Remove old.log" }, id: "t1" }]),
+          ScriptedModel.text("Cleaned up.")
+        ])
+        const agent = yield* Agent.make({
+          middleware: [SubAgents.middleware({ agents: { cleaner: { description: "Removes files", agent: child } } })]
+        }).pipe(Effect.provideService(LanguageModel.LanguageModel, parentModel.model))
+        const inspector = yield* Inspector.make(agent)
+        const page = yield* open(inspector.url)
+        const first = yield* agent.run("Free some space", { threadId: "cleanup" })
+        assert.strictEqual(first._tag, "Interrupted")
+        yield* wait(page, "[data-testid=action][data-call='t1/c_rm'][data-tool=remove_file] [data-testid=approve]")
+        assert.include(yield* text(page, "[data-testid=asked-by]"), "cleaner (task call t1)")
+        assert.deepStrictEqual(removed, [])
+        yield* shot(page, "subagent-approval-1-pending")
+        yield* on(() => page.click("[data-testid=approve]"))
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        assert.deepStrictEqual(removed, ["old.log"])
+        const thread = Option.getOrThrow(yield* agent.thread("cleanup"))
+        assert.isTrue(Option.isNone(thread.pending))
+        yield* shot(page, "subagent-approval-2-approved")
+      }))
+
+    it.scoped("two subagents waiting at once: each is decided, then both decisions go in one resume", () =>
+      Effect.gen(function*() {
+        const Remove = Tool.make("remove_file", { parameters: { path: Schema.String }, success: Schema.String })
+        const Tools = Toolkit.make(Remove)
+        const removed: Array<string> = []
+        const childModel = yield* ScriptedModel.make([
+          ScriptedModel.toolCalls([{ name: "remove_file", params: { path: "a.log" }, id: "c_rm" }]),
+          ScriptedModel.toolCalls([{ name: "remove_file", params: { path: "b.log" }, id: "c_rm" }]),
+          ScriptedModel.text("Done."),
+          ScriptedModel.text("Done.")
+        ])
+        const approvals = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { remove_file: true } })
+        const child = yield* Agent.make({ toolkit: Tools, middleware: [approvals] }).pipe(
+          Effect.provideService(LanguageModel.LanguageModel, childModel.model),
+          Effect.provide(Tools.toLayer({
+            remove_file: ({ path }) => Effect.sync(() => (removed.push(path), `removed ${path}`))
+          }))
+        )
+        const parentModel = yield* ScriptedModel.make([
+          ScriptedModel.toolCalls([
+            { name: "task", params: { agent: "cleaner", task: "Remove a.log" }, id: "t1" },
+            { name: "task", params: { agent: "cleaner", task: "Remove b.log" }, id: "t2" }
+          ]),
+          ScriptedModel.text("Cleaned up.")
+        ])
+        const agent = yield* Agent.make({
+          middleware: [
+            SubAgents.middleware({ agents: { cleaner: { description: "Removes files", agent: child } }, concurrency: 1 })
+          ]
+        }).pipe(Effect.provideService(LanguageModel.LanguageModel, parentModel.model))
+        const inspector = yield* Inspector.make(agent)
+        const page = yield* open(inspector.url)
+        assert.strictEqual((yield* agent.run("Free some space", { threadId: "cleanup2" }))._tag, "Interrupted")
+        yield* wait(page, "[data-testid=action][data-call='t2/c_rm'] [data-testid=approve]")
+        assert.strictEqual(yield* count(page, "[data-testid=asked-by]"), 2)
+        yield* on(() => page.click("[data-testid=action][data-call='t1/c_rm'] [data-testid=approve]"))
+        yield* on(() => page.click("[data-testid=action][data-call='t2/c_rm'] [data-testid=reject]"))
+        yield* on(() => page.click("[data-testid=action][data-call='t2/c_rm'] [data-testid=send-reject]"))
+        assert.deepStrictEqual(removed, [])
+        yield* on(() => page.click("[data-testid=submit-decisions]"))
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        assert.deepStrictEqual(removed, ["a.log"])
       }))
 
     it.scoped(
