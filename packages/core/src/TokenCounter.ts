@@ -75,20 +75,27 @@ export type Encoding = Encodings.Encoding
 
 /**
  * The library {@link makeTiktoken} counts with. Both count exactly what
- * tiktoken's `encode(text).length` counts.
+ * js-tiktoken's `encode(text, [], []).length` counts (special tokens as
+ * text). OpenAI's own tiktoken (Rust) differs from both on two characters:
+ * its pattern's `\s` is Unicode's White_Space, which has U+0085 and not
+ * U+FEFF, while JavaScript's `\s` has U+FEFF and not U+0085, so a run of
+ * spaces next to one of them splits differently (`" \ufeffx"`: 3 tokens
+ * here, 2 in Rust tiktoken).
  *
  * - `"gpt-tokenizer"` (the default): faster, several MB/s on text never seen
  *   before. The counter reads gpt-tokenizer's split pattern and ranks and
  *   merges pieces itself (faster than gpt-tokenizer's own `countTokens`); if
  *   the installed version doesn't have those internals, or they count a
- *   probe text differently, it calls `countTokens`. If the module can't be
- *   loaded (an install or a bundle without it), the counter logs a warning
+ *   probe text differently, it calls `countTokens` (which caches nothing
+ *   here, and overcounts tokens that start with U+FEFF). If the module can't
+ *   be loaded (an install or a bundle without it), the counter logs a warning
  *   and counts with js-tiktoken.
  * - `"js-tiktoken"`: js-tiktoken's ranks. Slower on new text.
  *
- * Either way each counter keeps the count of each piece it met (a piece is
- * what tiktoken's pattern splits a text into, a word or a run of spaces) in
- * an LRU of its own, up to 100,000 pieces.
+ * Except in the `countTokens` fallback, each counter keeps the count of each
+ * piece of up to 256 characters it met (a piece is what tiktoken's pattern
+ * splits a text into, a word or a run of spaces) in an LRU of its own, up to
+ * 100,000 pieces.
  *
  * @example
  * ```ts
@@ -592,8 +599,9 @@ const oneOf = (option: string, supported: ReadonlyArray<string>, value: unknown)
   })
 
 /**
- * A counter with exact BPE counts, the same as tiktoken's
- * `encode(text).length`. Every string a part puts in front of the model (see
+ * A counter with exact BPE counts, the same as js-tiktoken's
+ * `encode(text, [], []).length` (see {@link TiktokenEngine} for the two
+ * characters on which OpenAI's Rust tiktoken differs). Every string a part puts in front of the model (see
  * {@link makeApproximate}; a tool call's arguments and a tool result as JSON)
  * is encoded on its own; special tokens such as `<|endoftext|>` count as
  * ordinary text; each message adds 3 tokens (OpenAI's framing per message);
