@@ -86,7 +86,7 @@ export interface Options {
   readonly respectRetryAfter?: boolean | undefined
   /** The longest retry-after honoured (default 60 seconds); a longer one is cut to this. */
   readonly maxRetryAfter?: Duration.DurationInput | undefined
-  /** `"raise"` (default) or `"continue"`. */
+  /** `"raise"` (default; `"error"` is the same) or `"continue"`. */
   readonly onFailure?: OnFailure | undefined
   /** The middleware's name (default `"modelRetry"`). */
   readonly name?: string | undefined

@@ -82,7 +82,7 @@ export interface Options {
    * `maxDelay` or `jitter`. `maxRetries` still applies.
    */
   readonly schedule?: Schedule.Schedule<unknown, ToolFailure> | undefined
-  /** `"continue"` (default) or `"raise"`. */
+  /** `"continue"` (default) or `"raise"` (`"error"` is the same). */
   readonly onFailure?: OnFailure | undefined
   /** The middleware's name (default `"toolRetry"`). */
   readonly name?: string | undefined
