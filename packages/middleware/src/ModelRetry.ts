@@ -15,7 +15,7 @@
  * Only these failures are considered: other errors of inner middleware pass
  * through untouched, and defects and interruption are never retried. When
  * the last attempt fails (or the error is not retryable), `onFailure`
- * decides: `"raise"` (the default) fails with the model's error;
+ * decides: `"raise"` (the default; LangChain's `"error"` is the same) fails with the model's error;
  * `"continue"` answers with an assistant message explaining the failure
  * (finish reason `"error"`), so the run completes with it.
  *
