@@ -19,7 +19,7 @@ import * as Redacted from "effect/Redacted"
 
 /**
  * OpenAI when `OPENAI_API_KEY` is set (and not empty), `scripted` otherwise;
- * says which on the console.
+ * says which on the console, for the agent `who` (when the demo has several).
  *
  * @example
  * ```ts
@@ -33,7 +33,8 @@ import * as Redacted from "effect/Redacted"
  * @category layers
  */
 export const layer = (
-  scripted: Layer.Layer<LanguageModel.LanguageModel>
+  scripted: Layer.Layer<LanguageModel.LanguageModel>,
+  who?: string
 ): Layer.Layer<LanguageModel.LanguageModel> =>
   Layer.unwrapEffect(
     Effect.gen(function*() {
@@ -41,12 +42,13 @@ export const layer = (
         yield* Config.option(Config.redacted("OPENAI_API_KEY")),
         (key) => Redacted.value(key).length > 0
       )
+      const label = who === undefined ? "Model" : `Model of the ${who}`
       if (Option.isNone(apiKey)) {
-        yield* Console.log("Model: scripted (set OPENAI_API_KEY to use OpenAI)")
+        yield* Console.log(`${label}: scripted (set OPENAI_API_KEY to use OpenAI)`)
         return scripted
       }
       const model = yield* Config.withDefault(Config.string("OPENAI_MODEL"), "gpt-4o-mini")
-      yield* Console.log(`Model: OpenAI ${model}`)
+      yield* Console.log(`${label}: OpenAI ${model}`)
       return OpenAiLanguageModel.layer({ model, config: { strict: false } }).pipe(
         Layer.provide(OpenAiClient.layer({ apiKey: apiKey.value })),
         Layer.provide(NodeHttpClient.layerUndici)

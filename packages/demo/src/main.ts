@@ -70,8 +70,8 @@ const readerScript = [
   ScriptedModel.text("readme.txt says the folder is the demo agent's sandbox, the only place read_file can read.")
 ]
 
-const ModelLive = DemoModel.layer(ScriptedModel.layer(script))
-const ReaderModelLive = DemoModel.layer(ScriptedModel.layer(readerScript))
+const ModelLive = DemoModel.layer(ScriptedModel.layer(script), "lead agent")
+const ReaderModelLive = DemoModel.layer(ScriptedModel.layer(readerScript), "reader subagent")
 
 const show = (value: unknown) => {
   const text = typeof value === "string" ? value : JSON.stringify(value)

@@ -327,7 +327,10 @@ describe("Inspector in a browser", () => {
         ])
         const agent = yield* Agent.make({
           middleware: [
-            SubAgents.middleware({ agents: { cleaner: { description: "Removes files", agent: child } }, concurrency: 1 })
+            SubAgents.middleware({
+              agents: { cleaner: { description: "Removes files", agent: child } },
+              concurrency: 1
+            })
           ]
         }).pipe(Effect.provideService(LanguageModel.LanguageModel, parentModel.model))
         const inspector = yield* Inspector.make(agent)

@@ -55,7 +55,14 @@ describe("AgentWorkflow.send across processes (SQLite)", () => {
         const receipt = yield* send(env, "only direct ones", "steer")
         assert.deepStrictEqual(
           receipt,
-          { threadId: "thread-1", mode: "steer", sequence: 1, delivery: "stored", runId: "run-1" } as any
+          {
+            threadId: "thread-1",
+            mode: "steer",
+            sequence: 1,
+            delivery: "stored",
+            runId: "run-1",
+            duplicate: false
+          } as any
         )
         fs.writeFileSync(env.GO, "")
         const run = yield* ended(runner, "run-1")
