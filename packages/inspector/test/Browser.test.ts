@@ -81,6 +81,45 @@ const text = (page: Page, selector: string) => on(() => page.locator(selector).f
 const shot = (page: Page, name: string) =>
   on(() => page.screenshot({ path: `${artifacts}${name}.png`, fullPage: true }))
 
+/**
+ * A parent whose first reply hands each of `paths` to a `cleaner` subagent (task calls `t1`, `t2`, …, run one
+ * after another), and the cleaner, whose `remove_file` (call `c_rm`) waits for an approval; `removed` lists
+ * the removals that ran.
+ */
+const cleanup = (paths: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const Remove = Tool.make("remove_file", { parameters: { path: Schema.String }, success: Schema.String })
+    const Tools = Toolkit.make(Remove)
+    const removed: Array<string> = []
+    const childModel = yield* ScriptedModel.make([
+      ...paths.map((path) => ScriptedModel.toolCalls([{ name: "remove_file", params: { path }, id: "c_rm" }])),
+      ...paths.map(() => ScriptedModel.text("Done."))
+    ])
+    const approvals = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { remove_file: true } })
+    const child = yield* Agent.make({ toolkit: Tools, middleware: [approvals] }).pipe(
+      Effect.provideService(LanguageModel.LanguageModel, childModel.model),
+      Effect.provide(Tools.toLayer({
+        remove_file: ({ path }) => Effect.sync(() => (removed.push(path), `removed ${path}`))
+      }))
+    )
+    const parentModel = yield* ScriptedModel.make([
+      ScriptedModel.toolCalls(
+        paths.map((path, i) => ({
+          name: "task",
+          params: { agent: "cleaner", task: `Remove ${path}` },
+          id: `t${i + 1}`
+        }))
+      ),
+      ScriptedModel.text("Cleaned up.")
+    ])
+    const agent = yield* Agent.make({
+      middleware: [
+        SubAgents.middleware({ agents: { cleaner: { description: "Removes files", agent: child } }, concurrency: 1 })
+      ]
+    }).pipe(Effect.provideService(LanguageModel.LanguageModel, parentModel.model))
+    return { agent, removed }
+  })
+
 describe("Inspector in a browser", () => {
   layer(BrowserLive, { timeout: "60 seconds", excludeTestServices: true })((it) => {
     it.scoped("shows the todo list progress live until every item is completed", () =>
@@ -263,27 +302,7 @@ describe("Inspector in a browser", () => {
 
     it.scoped("a subagent's approval is answered from the parent's thread, routed down to the child", () =>
       Effect.gen(function*() {
-        const Remove = Tool.make("remove_file", { parameters: { path: Schema.String }, success: Schema.String })
-        const Tools = Toolkit.make(Remove)
-        const removed: Array<string> = []
-        const childModel = yield* ScriptedModel.make([
-          ScriptedModel.toolCalls([{ name: "remove_file", params: { path: "old.log" }, id: "c_rm" }]),
-          ScriptedModel.text("Removed old.log.")
-        ])
-        const approvals = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { remove_file: true } })
-        const child = yield* Agent.make({ toolkit: Tools, middleware: [approvals] }).pipe(
-          Effect.provideService(LanguageModel.LanguageModel, childModel.model),
-          Effect.provide(Tools.toLayer({
-            remove_file: ({ path }) => Effect.sync(() => (removed.push(path), `removed ${path}`))
-          }))
-        )
-        const parentModel = yield* ScriptedModel.make([
-          ScriptedModel.toolCalls([{ name: "task", params: { agent: "cleaner", task: "Remove old.log" }, id: "t1" }]),
-          ScriptedModel.text("Cleaned up.")
-        ])
-        const agent = yield* Agent.make({
-          middleware: [SubAgents.middleware({ agents: { cleaner: { description: "Removes files", agent: child } } })]
-        }).pipe(Effect.provideService(LanguageModel.LanguageModel, parentModel.model))
+        const { agent, removed } = yield* cleanup(["old.log"])
         const inspector = yield* Inspector.make(agent)
         const page = yield* open(inspector.url)
         const first = yield* agent.run("Free some space", { threadId: "cleanup" })
@@ -302,37 +321,7 @@ describe("Inspector in a browser", () => {
 
     it.scoped("two subagents waiting at once: each is decided, then both decisions go in one resume", () =>
       Effect.gen(function*() {
-        const Remove = Tool.make("remove_file", { parameters: { path: Schema.String }, success: Schema.String })
-        const Tools = Toolkit.make(Remove)
-        const removed: Array<string> = []
-        const childModel = yield* ScriptedModel.make([
-          ScriptedModel.toolCalls([{ name: "remove_file", params: { path: "a.log" }, id: "c_rm" }]),
-          ScriptedModel.toolCalls([{ name: "remove_file", params: { path: "b.log" }, id: "c_rm" }]),
-          ScriptedModel.text("Done."),
-          ScriptedModel.text("Done.")
-        ])
-        const approvals = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { remove_file: true } })
-        const child = yield* Agent.make({ toolkit: Tools, middleware: [approvals] }).pipe(
-          Effect.provideService(LanguageModel.LanguageModel, childModel.model),
-          Effect.provide(Tools.toLayer({
-            remove_file: ({ path }) => Effect.sync(() => (removed.push(path), `removed ${path}`))
-          }))
-        )
-        const parentModel = yield* ScriptedModel.make([
-          ScriptedModel.toolCalls([
-            { name: "task", params: { agent: "cleaner", task: "Remove a.log" }, id: "t1" },
-            { name: "task", params: { agent: "cleaner", task: "Remove b.log" }, id: "t2" }
-          ]),
-          ScriptedModel.text("Cleaned up.")
-        ])
-        const agent = yield* Agent.make({
-          middleware: [
-            SubAgents.middleware({
-              agents: { cleaner: { description: "Removes files", agent: child } },
-              concurrency: 1
-            })
-          ]
-        }).pipe(Effect.provideService(LanguageModel.LanguageModel, parentModel.model))
+        const { agent, removed } = yield* cleanup(["a.log", "b.log"])
         const inspector = yield* Inspector.make(agent)
         const page = yield* open(inspector.url)
         assert.strictEqual((yield* agent.run("Free some space", { threadId: "cleanup2" }))._tag, "Interrupted")
