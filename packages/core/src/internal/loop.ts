@@ -674,12 +674,16 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
         withThreadLock(
           threadId,
           Effect.gen(function*() {
-            // the slices as stored, for the hooks; a checkpoint that does not load is deleted all the same
-            const slices = config.onThreadDeleted.length === 0
+            // the slices as stored (the messages are not decoded), for the hooks; a checkpoint that does not
+            // load is deleted all the same
+            const slices: Option.Option<Record<string, object>> = config.onThreadDeleted.length === 0
               ? Option.none()
-              : Option.flatMap(
-                yield* Effect.option(load(threadId)),
-                (loaded) => Option.map(loaded.checkpoint, () => loaded.slices)
+              : yield* checkpointer.load(threadId).pipe(
+                Effect.flatMap(Option.match({
+                  onNone: () => Effect.succeedNone,
+                  onSome: (checkpoint) => Effect.asSome(layout.decodeSlices(checkpoint.slices))
+                })),
+                Effect.orElseSucceed(() => Option.none())
               )
             yield* checkpointer.delete(threadId)
             yield* Effect.forEach(
