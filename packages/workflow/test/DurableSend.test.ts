@@ -48,15 +48,21 @@ const stack = (searching: Deferred.Deferred<void>, release: Deferred.Deferred<vo
     Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory))
   )
 
-/** The stack built, and run "r1" of thread "t" started and waiting in its search until `release`. */
-const searchingRun = Effect.gen(function*() {
+/** The stack built, with the signal of its first search and what lets searches go on. */
+const built = Effect.gen(function*() {
   const searching = yield* Deferred.make<void>()
   const release = yield* Deferred.make<void>()
   const context = yield* Layer.build(stack(searching, release))
   const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+  return { run, searching: Deferred.await(searching), release: Deferred.succeed(release, undefined) }
+})
+
+/** The stack built, and run "r1" of thread "t" started and waiting in its search until `release`. */
+const searchingRun = Effect.gen(function*() {
+  const { release, run, searching } = yield* built
   const runId = yield* run(Runs.start({ threadId: "t", input: "find flights", runId: "r1" }))
-  yield* Deferred.await(searching)
-  return { run, runId, release: Deferred.succeed(release, undefined) }
+  yield* searching
+  return { run, runId, release }
 })
 
 /** Who owns the thread's stored messages now. */
@@ -135,16 +141,13 @@ describe("AgentWorkflow.send (memory engine)", () => {
 
   it.scopedLive("a retried send that started a run starts no second one", () =>
     Effect.gen(function*() {
-      const searching = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const context = yield* Layer.build(stack(searching, release))
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const { release, run, searching } = yield* built
       const first = yield* run(Runs.send("u", "find trains", { idempotencyKey: "k" }))
       assert.deepStrictEqual([first.delivery, first.duplicate], ["started", false])
-      yield* Deferred.await(searching)
+      yield* searching
       const again = yield* run(Runs.send("u", "find trains", { idempotencyKey: "k" }))
       assert.deepStrictEqual([again.delivery, again.duplicate, again.runId], ["stored", true, first.runId])
-      yield* Deferred.succeed(release, undefined)
+      yield* release
       const done = yield* run(Runs.await(Option.getOrThrow(first.runId)))
       assert.deepStrictEqual(usersOf(done.messages), ["find trains"])
       assert.strictEqual(
