@@ -227,6 +227,31 @@ try {
     served.out
   )
 
+  // the SQL drivers are optional peers of the workflow package: not installed here, the package loads, and an
+  // engine on a missing driver fails with a typed error naming the package
+  const workflow = manifest("workflow").name
+  const driverless = path.join(project, "no-driver.mjs")
+  fs.writeFileSync(
+    driverless,
+    [
+      `import { AgentEngine } from "${workflow}"`,
+      `import { Effect, Layer } from "effect"`,
+      `import { createRequire } from "node:module"`,
+      `const require = createRequire(import.meta.url)`,
+      `for (const name of ["@effect/sql-pg", "@effect/sql-sqlite-node"]) {`,
+      `  try { require.resolve(name); throw new Error(name + " is installed") } catch (error) { if (error.code !== "MODULE_NOT_FOUND") throw error }`,
+      `}`,
+      `const error = await Effect.runPromise(Effect.flip(Layer.build(AgentEngine.layerSqlite({ filename: ":memory:" })).pipe(Effect.scoped)))`,
+      `console.log(error._tag, error.option, error.reason.includes("@effect/sql-sqlite-node"))`
+    ].join("\n")
+  )
+  const withoutDriver = run(process.execPath, [driverless], project)
+  check(
+    `${workflow} loads without the SQL drivers (optional peers), and layerSqlite names the missing one`,
+    withoutDriver.ok && withoutDriver.stdout.trim() === "EngineConfigError driver true",
+    withoutDriver.out
+  )
+
   // 4. the @effect/ai patch, applied as core's patches/README.md says
   const core = manifest("core").name
   const warning = path.join(project, "warning.mjs")

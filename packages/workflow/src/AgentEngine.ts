@@ -32,8 +32,8 @@ import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as Reactivity from "@effect/experimental/Reactivity"
-import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import type * as PgClient from "@effect/sql-pg/PgClient"
+import type * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
@@ -308,6 +308,34 @@ const realFile = (filename: string) =>
     Effect.map(({ real }) => real)
   )
 
+/**
+ * A SQL driver, loaded when an engine on it is built: the drivers are optional peers, so an app on one
+ * database installs only that one's (and a missing one is a typed error naming the package to install).
+ */
+const loadDriver = <M>(engine: string, name: string, load: () => Promise<M>): Effect.Effect<M, EngineConfigError> =>
+  Effect.tryPromise({
+    try: load,
+    catch: (error) =>
+      new EngineConfigError({
+        option: "driver",
+        reason: `${engine} needs the package ${name} (and its native driver) installed: ${
+          error instanceof Error ? error.message : String(error)
+        }`
+      })
+  })
+
+const sqliteDriver = loadDriver<typeof SqliteClient>(
+  "AgentEngine.layerSqlite",
+  "@effect/sql-sqlite-node",
+  () => import("@effect/sql-sqlite-node/SqliteClient")
+)
+
+const pgDriver = loadDriver<typeof PgClient>(
+  "AgentEngine.layerPostgres",
+  "@effect/sql-pg",
+  () => import("@effect/sql-pg/PgClient")
+)
+
 const sqliteBusy = (error: SqlError) =>
   typeof error.cause === "object" && error.cause !== null &&
   String((error.cause as { readonly code?: unknown }).code).startsWith("SQLITE_BUSY")
@@ -319,8 +347,8 @@ const sqliteBusy = (error: SqlError) =>
  * dies, so a lock left by a crashed runner is taken over by the next one.
  * The owner's pid is committed first so that a refused process can name it.
  */
-const acquireRunnerLock = Effect.fnUntraced(function*(filename: string) {
-  const lock = yield* SqliteClient.make({ filename: `${filename}.lock`, disableWAL: true }).pipe(
+const acquireRunnerLock = Effect.fnUntraced(function*(sqlite: typeof SqliteClient, filename: string) {
+  const lock = yield* sqlite.make({ filename: `${filename}.lock`, disableWAL: true }).pipe(
     Effect.provide(Reactivity.layer)
   )
   const refused = Effect.gen(function*() {
@@ -408,7 +436,9 @@ const rehomeMessages = (shardsPerGroup: number) =>
 
 /**
  * The durable engine for one machine: @effect/cluster's workflow engine with
- * a single runner, journal and messages in a SQLite file.
+ * a single runner, journal and messages in a SQLite file. Needs the optional
+ * peer `@effect/sql-sqlite-node` (and its better-sqlite3 build) installed;
+ * without it the layer fails with `EngineConfigError` (`option: "driver"`).
  *
  * Only one runner process may use a file: a second one fails with
  * `EngineLocked`, naming the first, whatever path it opens the file by:
@@ -437,6 +467,7 @@ export const layerSqlite = (
 ): Layer.Layer<Durable, EngineError | SqlError> =>
   Layer.unwrapScoped(Effect.gen(function*() {
     const pollInterval = yield* decodePositiveDuration("pollInterval", options?.pollInterval, Duration.millis(500))
+    const SqliteClient = yield* sqliteDriver
     const given = options?.filename ?? defaultFilename
     if (given.trim().length === 0) {
       return yield* new EngineConfigError({ option: "filename", reason: "expected a file name, got an empty string" })
@@ -444,7 +475,7 @@ export const layerSqlite = (
     const inMemory = given === ":memory:"
     const filename = inMemory ? given : yield* realFile(path.resolve(given))
     const clientOnly = options?.clientOnly === true
-    if (!clientOnly && !inMemory) yield* acquireRunnerLock(filename)
+    if (!clientOnly && !inMemory) yield* acquireRunnerLock(SqliteClient, filename)
     const config = {
       runnerAddress: clientOnly ? Option.none() : ShardingConfig.defaults.runnerAddress,
       entityMessagePollInterval: pollInterval,
@@ -479,7 +510,9 @@ const schemaLockKey = "1701143653, 1"
 
 /**
  * The durable engine for several runner processes or machines sharing one
- * PostgreSQL database. Each runner registers itself (no network listener:
+ * PostgreSQL database (through the optional peer `@effect/sql-pg`, which
+ * must be installed: without it the layer fails with `EngineConfigError`,
+ * `option: "driver"`). Each runner registers itself (no network listener:
  * runners exchange everything through the database), the shards of the runs
  * are spread over the live runners and held with advisory locks, and when a
  * runner dies the others take its runs over after `takeoverAfter`, resuming
@@ -507,6 +540,7 @@ const schemaLockKey = "1701143653, 1"
 export const layerPostgres = (options: PostgresOptions): Layer.Layer<Durable, EngineError | SqlError> =>
   Layer.unwrapEffect(Effect.gen(function*() {
     const pollInterval = yield* decodePositiveDuration("pollInterval", options.pollInterval, Duration.millis(500))
+    const PgClient = yield* pgDriver
     const takeoverAfter = yield* decodePositiveDuration("takeoverAfter", options.takeoverAfter, Duration.seconds(10))
     if (Duration.lessThan(takeoverAfter, Duration.seconds(3))) {
       return yield* new EngineConfigError({
