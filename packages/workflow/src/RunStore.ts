@@ -605,22 +605,20 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       ], { discard: true }),
     orElse: () =>
       Effect.gen(function*() {
-        const columns = yield* sql<
-          { readonly name: string }
-        >`SELECT name FROM pragma_table_info(${`${prefix}_decisions`})`
-        const has = (name: string) => columns.some((column) => column.name === name)
-        if (!has("decision")) yield* sql`ALTER TABLE ${decisionsTable} ADD COLUMN decision TEXT`
-        if (!has("delivered_at")) yield* sql`ALTER TABLE ${decisionsTable} ADD COLUMN delivered_at BIGINT`
-        const runColumns = yield* sql<
-          { readonly name: string }
-        >`SELECT name FROM pragma_table_info(${`${prefix}_runs`})`
-        if (!runColumns.some((column) => column.name === "cancel_requested_at")) {
+        const columnsOf = (table: string) =>
+          Effect.map(
+            sql<{ readonly name: string }>`SELECT name FROM pragma_table_info(${`${prefix}_${table}`})`,
+            (rows) => new Set(rows.map((row) => row.name))
+          )
+        const decisionColumns = yield* columnsOf("decisions")
+        if (!decisionColumns.has("decision")) yield* sql`ALTER TABLE ${decisionsTable} ADD COLUMN decision TEXT`
+        if (!decisionColumns.has("delivered_at")) {
+          yield* sql`ALTER TABLE ${decisionsTable} ADD COLUMN delivered_at BIGINT`
+        }
+        if (!(yield* columnsOf("runs")).has("cancel_requested_at")) {
           yield* sql`ALTER TABLE ${runsTable} ADD COLUMN cancel_requested_at BIGINT`
         }
-        const messagesTableColumns = yield* sql<
-          { readonly name: string }
-        >`SELECT name FROM pragma_table_info(${`${prefix}_messages`})`
-        if (!messagesTableColumns.some((column) => column.name === "send_key")) {
+        if (!(yield* columnsOf("messages")).has("send_key")) {
           yield* sql`ALTER TABLE ${messagesTable} ADD COLUMN send_key TEXT`
         }
         yield* keyIndex
