@@ -445,15 +445,17 @@ const OptionsSchema = Schema.Union(
 )
 
 /**
- * `workspace` with `routes` mounted on it (`Workspace.composite`); the
- * routes were checked when the middleware was built.
+ * `workspace` with `routes` mounted on it (`Workspace.composite`), and the
+ * access rules over every path, routed or not; the routes were checked when
+ * the middleware was built.
  */
 const withRoutes = (
-  routes: Options["routes"]
+  routes: Options["routes"],
+  access: Workspace.AccessOptions = {}
 ): (workspace: Workspace.Workspace.Service) => Workspace.Workspace.Service =>
   routes === undefined || Object.keys(routes).length === 0
     ? (workspace) => workspace
-    : (workspace) => Either.getOrThrow(Workspace.composite(workspace, routes))
+    : (workspace) => Either.getOrThrow(Workspace.composite(workspace, routes, access))
 
 /** The `InvalidOptions` of bad `routes`, named as options of this module. */
 const badRoutes = (routes: Options["routes"]): AgentError.InvalidOptions | undefined => {
@@ -533,7 +535,7 @@ const isFileTool = (name: string): boolean => (toolNames as ReadonlyArray<string
 
 const buildState = (options: StateOptions): Middleware.Middleware<State> => {
   const access: Workspace.AccessOptions = { rules: options.rules, defaultAccess: options.defaultAccess }
-  const routed = withRoutes(options.routes)
+  const routed = withRoutes(options.routes, access)
   // The calls of one tool step share a copy of the slice (keyed by the step's state object).
   const copies = new WeakMap<object, Map<string, string>>()
   const sessions = new Map<string, Session>()
