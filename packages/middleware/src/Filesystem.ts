@@ -235,6 +235,12 @@ export interface Options {
  * @category models
  */
 export interface StateOptions extends Options, Workspace.AccessOptions {
+  /**
+   * Access rules over every path the tools use, routed ones included: a
+   * read-only `/memories` rule keeps a workspace mounted at `/memories`
+   * read-only (its own rules apply as well).
+   */
+  readonly rules?: ReadonlyArray<Workspace.Rule> | undefined
   readonly storage?: "state" | undefined
 }
 

@@ -6,15 +6,20 @@
  *
  * Every path is a virtual path rooted at "/" (the workspace's root): `..`
  * that climbs above it, and, for a directory, a symbolic link that leads out
- * of it, fail with {@link PathOutsideRoot}. Access rules
+ * of it, fail with {@link PathOutsideRoot}; a directory's FIFOs, sockets,
+ * devices and hard-linked files fail with {@link UnsupportedFile}, and a
+ * file that is not UTF-8 with {@link NotUtf8}. Access rules
  * ({@link Rule}) make paths read-only: a write there fails with
- * {@link ReadOnlyPath}. Every failure is a typed error with a message the
+ * {@link ReadOnlyPath}. `glob` matches in linear time (patterns up to
+ * {@link maxGlobLength} characters) and yields as it searches, so a tool
+ * timeout can end it. Every failure is a typed error with a message the
  * model can read; the `Filesystem` tools answer with it instead of failing
  * the run.
  *
  * {@link composite} routes paths by prefix to other workspaces (deepagents'
  * `CompositeBackend`): `/memories/...` to a real directory, the rest to
- * memory, with `ls`, `glob` and `grep` merging across them.
+ * memory, with `ls`, `glob` and `grep` merging across them, and access rules
+ * of its own over every path.
  *
  * @since 0.1.0
  */

@@ -55,6 +55,20 @@ describe("glob matcher", () => {
     { fastCheck: { numRuns: 2000 } }
   )
 
+  it.prop(
+    "a run fed in pieces decides as a whole match does",
+    [pattern, subject, FastCheck.array(FastCheck.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 8 })],
+    ([glob, text, pieces]) => {
+      const compiled = Glob.compile(glob)
+      const run = Glob.begin(compiled)
+      for (let at = 0, k = 0; at < text.length; k++) {
+        at = Glob.feed(compiled, run, text, at, at + pieces[k % pieces.length]!)
+      }
+      assert.strictEqual(Glob.accepted(compiled, run), Glob.matches(compiled, text))
+    },
+    { fastCheck: { numRuns: 500 } }
+  )
+
   it("ends on patterns that make a backtracking matcher run for hours", () => {
     const as = "a".repeat(60)
     const deep = Array.from({ length: 60 }, () => "a").join("/")

@@ -262,4 +262,19 @@ describe("Workspace glob: linear time, bounded, interruptible", () => {
       const exit = yield* Fiber.interrupt(search)
       assert.isTrue(Exit.isInterrupted(exit))
     }), { timeout: 60_000 })
+
+  it.live("one very long path is matched in pieces: it yields too, and matches as a short one would", () =>
+    Effect.gen(function*() {
+      const long = `/${"a".repeat(100_000)}`
+      const workspace = yield* Workspace.makeMemory({ files: { [long]: "", "/b": "" } })
+      const search = yield* Effect.fork(workspace.glob("*a".repeat(500) + "b"))
+      let turns = 0
+      while (turns < 20) {
+        yield* Effect.yieldNow()
+        turns++
+      }
+      assert.isTrue(Option.isNone(yield* Fiber.poll(search)), "the search is still running")
+      assert.isTrue(Exit.isInterrupted(yield* Fiber.interrupt(search)))
+      assert.deepStrictEqual(yield* workspace.glob("{*a,b}"), [long, "/b"])
+    }), { timeout: 60_000 })
 })

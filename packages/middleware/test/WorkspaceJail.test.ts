@@ -29,6 +29,7 @@ const setup = Effect.gen(function*() {
   NodeFs.linkSync(`${outside}/secret.txt`, `${root}/hard`)
   execFileSync("mkfifo", [`${root}/fifo`])
   yield* fs.symlink(`${root}/fifo`, `${root}/fifo-link`)
+  yield* fs.symlink("/dev/null", `${root}/null`)
   const server = Net.createServer()
   yield* Effect.acquireRelease(
     Effect.async<void>((resume) => {
@@ -84,6 +85,9 @@ describe("Workspace on a directory: the jail", () => {
         assert.strictEqual(yield* tagOf(workspace.edit(path, "a", "b", false)), "UnsupportedFile", path)
         assert.strictEqual(yield* tagOf(workspace.ls(path)), "UnsupportedFile", path)
       }
+      // a link to a device outside the root is a path outside, as any link out is
+      assert.strictEqual(yield* tagOf(workspace.read("/null")), "PathOutsideRoot")
+      assert.strictEqual(yield* tagOf(workspace.write("/null", "x")), "PathOutsideRoot")
       const message = (yield* Effect.flip(workspace.read("/fifo"))).message
       assert.strictEqual(message, "\"/fifo\" is a FIFO; the workspace reads and writes only regular files with one link")
     }).pipe(Effect.provide(NodeContext.layer)))

@@ -40,14 +40,19 @@ export interface Glob {
   /** The states a SPLIT state moves on to, and the test of a CLASS state. */
   readonly splits: ReadonlyArray<ReadonlyArray<number> | undefined>
   readonly classes: ReadonlyArray<((code: number) => boolean) | undefined>
-  /** Work space of `matches`, reused (matching never runs twice at once: it does not yield). */
-  readonly scratch: Scratch
+  /** The run `matches` reuses (it never runs twice at once: it does not yield). */
+  readonly reused: Run
 }
 
-interface Scratch {
+/**
+ * A match under way: the set of consuming states the text read so far
+ * leads to. Feed it text with {@link feed}, in as many pieces as wanted.
+ */
+export interface Run {
   current: Int32Array
   following: Int32Array
-  /** The generation each state was last added in. */
+  count: number
+  /** The generation each state was last added in, so a state is added once per character. */
   readonly seen: Int32Array
   readonly stack: Int32Array
   generation: number
@@ -257,72 +262,100 @@ export const compile = (pattern: string): Glob => {
       }
     }
   })
-  const scratch: Scratch = {
-    current: new Int32Array(size),
-    following: new Int32Array(size),
-    seen: new Int32Array(size).fill(-1),
-    stack: new Int32Array(size),
-    generation: 0
-  }
-  return { size, start, kind, code, next, splits, classes, scratch }
+  const glob = { size, start, kind, code, next, splits, classes } as Omit<Glob, "reused">
+  return { ...glob, reused: begin(glob) }
 }
 
-/** Whether the whole of `text` matches. Steps: at most the glob's states times the text's length. */
-export const matches = (glob: Glob, text: string): boolean => {
-  const { classes, code, kind, next, scratch, splits } = glob
-  const { seen, stack } = scratch
-  // the current and next sets of consuming states
-  let { current, following } = scratch
-  if (scratch.generation > 0x3fffffff) {
-    seen.fill(-1)
-    scratch.generation = 0
-  }
-  let generation = ++scratch.generation
-  /** Adds `state`, and every state it moves on to without consuming, to `into` from `count`; gives the new count. */
-  const close = (state: number, into: Int32Array, count: number): number => {
-    if (seen[state] === generation) return count
-    seen[state] = generation
-    let top = 0
-    stack[top++] = state
-    while (top > 0) {
-      const s = stack[--top]!
-      if (kind[s] !== SPLIT) {
-        into[count++] = s
-        continue
-      }
-      const targets = splits[s]!
-      for (let k = targets.length - 1; k >= 0; k--) {
-        const t = targets[k]!
-        if (seen[t] === generation) continue
-        seen[t] = generation
-        stack[top++] = t
-      }
+/** Adds `state`, and every state it moves on to without consuming, to `into` from `count`; gives the new count. */
+const close = (glob: Omit<Glob, "reused">, run: Run, state: number, into: Int32Array, count: number): number => {
+  const { kind, splits } = glob
+  const { generation, seen, stack } = run
+  if (seen[state] === generation) return count
+  seen[state] = generation
+  let top = 0
+  stack[top++] = state
+  while (top > 0) {
+    const s = stack[--top]!
+    if (kind[s] !== SPLIT) {
+      into[count++] = s
+      continue
     }
-    return count
+    const targets = splits[s]!
+    for (let k = targets.length - 1; k >= 0; k--) {
+      const t = targets[k]!
+      if (seen[t] === generation) continue
+      seen[t] = generation
+      stack[top++] = t
+    }
   }
-  let count = close(glob.start, current, 0)
-  for (let i = 0; i < text.length && count > 0; i++) {
+  return count
+}
+
+/** A new run of `glob`, before any text. */
+export const begin = (glob: Omit<Glob, "reused">): Run => {
+  const run: Run = {
+    current: new Int32Array(glob.size),
+    following: new Int32Array(glob.size),
+    count: 0,
+    seen: new Int32Array(glob.size).fill(-1),
+    stack: new Int32Array(glob.size),
+    generation: 0
+  }
+  return restart(glob, run)
+}
+
+const restart = (glob: Omit<Glob, "reused">, run: Run): Run => {
+  if (run.generation > 0x3fffffff) {
+    run.seen.fill(-1)
+    run.generation = 0
+  }
+  run.generation++
+  run.count = close(glob, run, glob.start, run.current, 0)
+  return run
+}
+
+/**
+ * Runs `text` from `from` to `to` (code units) through `run`; gives where
+ * it stopped, past `to` when a code point straddles it. Steps: at most the
+ * glob's states per character.
+ */
+export const feed = (glob: Glob, run: Run, text: string, from: number, to: number): number => {
+  const { classes, code, kind, next } = glob
+  const end = Math.min(to, text.length)
+  let i = from
+  for (; i < end && run.count > 0; i++) {
     const c = text.codePointAt(i)!
     if (c > 0xffff) i++
-    generation++
-    let nextCount = 0
-    for (let k = 0; k < count; k++) {
-      const s = current[k]!
+    run.generation++
+    let count = 0
+    for (let k = 0; k < run.count; k++) {
+      const s = run.current[k]!
       const accepted = kind[s] === CODE
         ? code[s] === c
         : kind[s] === NOT_SLASH
         ? c !== SLASH
         : kind[s] === ANY || (kind[s] === CLASS && classes[s]!(c))
-      if (accepted) nextCount = close(next[s]!, following, nextCount)
+      if (accepted) count = close(glob, run, next[s]!, run.following, count)
     }
-    const swap = current
-    current = following
-    following = swap
-    count = nextCount
+    const swap = run.current
+    run.current = run.following
+    run.following = swap
+    run.count = count
   }
-  scratch.generation = generation
-  for (let k = 0; k < count; k++) if (kind[current[k]!] === ACCEPT) return true
+  return run.count === 0 ? text.length : Math.max(i, to)
+}
+
+/** Whether the text fed to `run` so far matches the whole glob. */
+export const accepted = (glob: Glob, run: Run): boolean => {
+  for (let k = 0; k < run.count; k++) if (glob.kind[run.current[k]!] === ACCEPT) return true
   return false
+}
+
+/** Whether the whole of `text` matches. Steps: at most the glob's states times the text's length. */
+export const matches = (glob: Glob, text: string): boolean => {
+  const run = restart(glob, glob.reused)
+  feed(glob, run, text, 0, text.length)
+  return accepted(glob, run)
 }
 
 /** What matching `text` against `glob` may cost, in steps: to decide when a long search yields. */

@@ -247,12 +247,19 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
         return { handle, stats, real }
       })
 
-    /** Refuses, before opening it, a file that is already a FIFO, socket or device (opening one may wait). */
+    /**
+     * Refuses, before opening it, a file that is already a FIFO, socket or
+     * device (opening one may wait, or do something); through a link out of
+     * the root it is a path outside.
+     */
     const refuseSpecial = (parent: Opened | undefined, name: string) =>
       Effect.flatMap(Effect.either(call(() => fs.promises.stat(child(parent, name)))), (stats) => {
-        if (stats._tag === "Left") return Effect.void
-        const kind = specialKind(stats.right)
-        return kind === undefined ? Effect.void : Effect.fail(unsupported(kind))
+        const kind = stats._tag === "Left" ? undefined : specialKind(stats.right)
+        if (kind === undefined) return Effect.void
+        return Effect.flatMap(
+          Effect.either(call(() => fs.promises.realpath(child(parent, name)))),
+          (real) => Effect.fail(real._tag === "Right" && inside(real.right) ? unsupported(kind) : outside)
+        )
       })
 
     /** The directory at `segments`, each step opened in the one before; made when `create`. */

@@ -83,7 +83,19 @@ export const filterMatching = (
     let steps = 0
     for (const file of files) {
       const subject = globSubject(pattern, base, file)
-      steps += Glob.cost(glob, subject)
+      const cost = Glob.cost(glob, subject)
+      if (cost > stepsBetweenYields) {
+        // a long path: matched in pieces, yielding between them
+        const run = Glob.begin(glob)
+        const piece = Math.max(1, Math.floor(stepsBetweenYields / glob.size))
+        for (let at = 0; at < subject.length;) {
+          yield* Effect.yieldNow()
+          at = Glob.feed(glob, run, subject, at, at + piece)
+        }
+        if (Glob.accepted(glob, run)) out.push(file)
+        continue
+      }
+      steps += cost
       if (steps > stepsBetweenYields) {
         steps = 0
         yield* Effect.yieldNow()
