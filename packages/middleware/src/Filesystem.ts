@@ -487,8 +487,7 @@ const badRoutes = (routes: Options["routes"]): AgentError.InvalidOptions | undef
  * ```ts
  * import { Agent } from "@stepwise-agent/core"
  * import { Filesystem, Workspace } from "@stepwise-agent/middleware"
- * import { NodeContext } from "@effect/platform-node"
- * import { Effect, Layer } from "effect"
+ * import { Effect } from "effect"
  *
  * // virtual files in the agent state, /docs read-only
  * const inState = Agent.make({
@@ -497,7 +496,7 @@ const badRoutes = (routes: Options["routes"]): AgentError.InvalidOptions | undef
  *
  * // a real directory
  * const onDisk = Agent.make({ middleware: [Filesystem.middleware({ storage: "workspace" })] }).pipe(
- *   Effect.provide(Workspace.layerDirectory({ root: "/srv/project" }).pipe(Layer.provide(NodeContext.layer)))
+ *   Effect.provide(Workspace.layerDirectory({ root: "/srv/project" }))
  * )
  * ```
  *

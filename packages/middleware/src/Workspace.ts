@@ -726,7 +726,6 @@ const byPath = <A extends { readonly path: string }>(a: A, b: A) => a.path < b.p
  * @example
  * ```ts
  * import { Workspace } from "@stepwise-agent/middleware"
- * import { NodeContext } from "@effect/platform-node"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -736,7 +735,12 @@ const byPath = <A extends { readonly path: string }>(a: A, b: A) => a.path < b.p
  *   yield* workspace.write("/memories/user.md", "Prefers short answers.") // /srv/agent-memories/user.md
  *   yield* workspace.write("/draft.md", "...") // in memory
  *   return yield* workspace.ls("/") // /draft.md, /memories/
- * }).pipe(Effect.provide(NodeContext.layer))
+ * })
+ *
+ * // the composite's own rules cover routed paths too
+ * const guarded = Workspace.composite(Workspace.fromStorage(Workspace.memoryStorage(new Map())), {}, {
+ *   rules: [{ pattern: "/memories", access: "read-only" }]
+ * })
  * ```
  *
  * @since 0.1.0
@@ -852,7 +856,10 @@ export const composite = (
         (base) => {
           const inRoute = (route: Route, innerBase: string) =>
             Effect.flatMap(
-              Effect.mapError(route.workspace.grep(text, { path: innerBase }), (error) => relocated(error, route.outer)),
+              Effect.mapError(
+                route.workspace.grep(text, { path: innerBase }),
+                (error) => relocated(error, route.outer)
+              ),
               (found) => {
                 const matches = found.map((match) => ({ ...match, path: route.outer(match.path) }))
                 if (grepOptions?.glob === undefined) return Effect.succeed(matches)
@@ -909,10 +916,8 @@ export const layerMemory = (
  * @example
  * ```ts
  * import { Workspace } from "@stepwise-agent/middleware"
- * import { NodeContext } from "@effect/platform-node"
- * import { Layer } from "effect"
  *
- * const layer = Workspace.layerDirectory({ root: "/srv/project" }).pipe(Layer.provide(NodeContext.layer))
+ * const layer = Workspace.layerDirectory({ root: "/srv/project" })
  * ```
  *
  * @since 0.1.0
@@ -920,5 +925,4 @@ export const layerMemory = (
  */
 export const layerDirectory = (
   options: DirectoryOptions
-): Layer.Layer<Workspace, WorkspaceIoError> =>
-  Layer.effect(Workspace, makeDirectory(options))
+): Layer.Layer<Workspace, WorkspaceIoError> => Layer.effect(Workspace, makeDirectory(options))

@@ -246,35 +246,43 @@ describe("Workspace glob: linear time, bounded, interruptible", () => {
       assert.deepStrictEqual(yield* workspace.glob("*".repeat(Workspace.maxGlobLength)), ["/a.txt"])
     }))
 
-  it.live("a long search yields: other fibers go on meanwhile, and interrupting it ends it", () =>
-    Effect.gen(function*() {
-      const files: Record<string, string> = {}
-      for (let i = 0; i < 20_000; i++) files[`/${"a".repeat(200)}${i}`] = ""
-      const workspace = yield* Workspace.makeMemory({ files })
-      const search = yield* Effect.fork(workspace.glob("*a".repeat(500) + "b"))
-      // with a search that never yielded, this loop would not run until it ended
-      let turns = 0
-      while (turns < 50) {
-        yield* Effect.yieldNow()
-        turns++
-      }
-      assert.isTrue(Option.isNone(yield* Fiber.poll(search)), "the search is still running")
-      const exit = yield* Fiber.interrupt(search)
-      assert.isTrue(Exit.isInterrupted(exit))
-    }), { timeout: 60_000 })
+  it.live(
+    "a long search yields: other fibers go on meanwhile, and interrupting it ends it",
+    () =>
+      Effect.gen(function*() {
+        const files: Record<string, string> = {}
+        for (let i = 0; i < 20_000; i++) files[`/${"a".repeat(200)}${i}`] = ""
+        const workspace = yield* Workspace.makeMemory({ files })
+        const search = yield* Effect.fork(workspace.glob("*a".repeat(500) + "b"))
+        // with a search that never yielded, this loop would not run until it ended
+        let turns = 0
+        while (turns < 50) {
+          yield* Effect.yieldNow()
+          turns++
+        }
+        assert.isTrue(Option.isNone(yield* Fiber.poll(search)), "the search is still running")
+        const exit = yield* Fiber.interrupt(search)
+        assert.isTrue(Exit.isInterrupted(exit))
+      }),
+    { timeout: 60_000 }
+  )
 
-  it.live("one very long path is matched in pieces: it yields too, and matches as a short one would", () =>
-    Effect.gen(function*() {
-      const long = `/${"a".repeat(100_000)}`
-      const workspace = yield* Workspace.makeMemory({ files: { [long]: "", "/b": "" } })
-      const search = yield* Effect.fork(workspace.glob("*a".repeat(500) + "b"))
-      let turns = 0
-      while (turns < 20) {
-        yield* Effect.yieldNow()
-        turns++
-      }
-      assert.isTrue(Option.isNone(yield* Fiber.poll(search)), "the search is still running")
-      assert.isTrue(Exit.isInterrupted(yield* Fiber.interrupt(search)))
-      assert.deepStrictEqual(yield* workspace.glob("{*a,b}"), [long, "/b"])
-    }), { timeout: 60_000 })
+  it.live(
+    "one very long path is matched in pieces: it yields too, and matches as a short one would",
+    () =>
+      Effect.gen(function*() {
+        const long = `/${"a".repeat(100_000)}`
+        const workspace = yield* Workspace.makeMemory({ files: { [long]: "", "/b": "" } })
+        const search = yield* Effect.fork(workspace.glob("*a".repeat(500) + "b"))
+        let turns = 0
+        while (turns < 20) {
+          yield* Effect.yieldNow()
+          turns++
+        }
+        assert.isTrue(Option.isNone(yield* Fiber.poll(search)), "the search is still running")
+        assert.isTrue(Exit.isInterrupted(yield* Fiber.interrupt(search)))
+        assert.deepStrictEqual(yield* workspace.glob("{*a,b}"), [long, "/b"])
+      }),
+    { timeout: 60_000 }
+  )
 })

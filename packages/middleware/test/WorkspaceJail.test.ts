@@ -89,7 +89,10 @@ describe("Workspace on a directory: the jail", () => {
       assert.strictEqual(yield* tagOf(workspace.read("/null")), "PathOutsideRoot")
       assert.strictEqual(yield* tagOf(workspace.write("/null", "x")), "PathOutsideRoot")
       const message = (yield* Effect.flip(workspace.read("/fifo"))).message
-      assert.strictEqual(message, "\"/fifo\" is a FIFO; the workspace reads and writes only regular files with one link")
+      assert.strictEqual(
+        message,
+        "\"/fifo\" is a FIFO; the workspace reads and writes only regular files with one link"
+      )
     }).pipe(Effect.provide(NodeContext.layer)))
 
   it.scoped("a file that is not UTF-8 is refused, never re-encoded: edit leaves its bytes as they were", () =>

@@ -135,7 +135,8 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 const encoder = new TextEncoder()
 
 /** Whether `text` has a lone surrogate, which UTF-8 cannot encode (it would be written as U+FFFD). */
-const hasLoneSurrogate = (text: string): boolean => /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)
+const hasLoneSurrogate = (text: string): boolean =>
+  /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)
 
 // -----------------------------------------------------------------------------
 // the jail
@@ -242,7 +243,9 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
           ),
           close
         )
-        const stats = yield* call(() => handle.stat())
+        const stats = yield* call(() =>
+          handle.stat()
+        )
         const real = yield* check(handle, stats, path)
         return { handle, stats, real }
       })
