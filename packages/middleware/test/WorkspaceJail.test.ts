@@ -142,13 +142,15 @@ describe("Workspace on a directory: the jail", () => {
         )
         const leaks: Array<string> = []
         yield* Effect.forEach(
-          Array.from({ length: 1500 }, (_, i) => i),
+          Array.from({ length: 600 }, (_, i) => i),
           (i) =>
             Effect.gen(function*() {
               yield* Effect.either(workspace.write(`/d/f${i}.txt`, "x"))
+              yield* Effect.either(workspace.write(`/d/new${i}/deep/f.txt`, "x"))
+              yield* Effect.either(workspace.edit("/d/inside.txt", "inside", "inside", false))
               const read = yield* Effect.either(workspace.read("/d/outside-only.txt"))
               if (Either.isRight(read)) leaks.push(`read ${read.right}`)
-              if (i % 50 === 0) {
+              if (i % 20 === 0) {
                 const listed = yield* Effect.either(workspace.glob("**"))
                 if (Either.isRight(listed) && listed.right.some((p) => p.includes("outside-only"))) leaks.push("glob")
                 const entries = yield* Effect.either(workspace.ls("/d"))
