@@ -142,7 +142,7 @@ describe("Workspace on a directory: the jail", () => {
         )
         const leaks: Array<string> = []
         yield* Effect.forEach(
-          Array.from({ length: 600 }, (_, i) => i),
+          Array.from({ length: 300 }, (_, i) => i),
           (i) =>
             Effect.gen(function*() {
               yield* Effect.either(workspace.write(`/d/f${i}.txt`, "x"))
@@ -150,7 +150,7 @@ describe("Workspace on a directory: the jail", () => {
               yield* Effect.either(workspace.edit("/d/inside.txt", "inside", "inside", false))
               const read = yield* Effect.either(workspace.read("/d/outside-only.txt"))
               if (Either.isRight(read)) leaks.push(`read ${read.right}`)
-              if (i % 20 === 0) {
+              if (i % 10 === 0) {
                 const listed = yield* Effect.either(workspace.glob("**"))
                 if (Either.isRight(listed) && listed.right.some((p) => p.includes("outside-only"))) leaks.push("glob")
                 const entries = yield* Effect.either(workspace.ls("/d"))
@@ -164,6 +164,6 @@ describe("Workspace on a directory: the jail", () => {
         assert.deepStrictEqual(leaks, [])
         assert.deepStrictEqual(NodeFs.readdirSync(outside), ["outside-only.txt"])
       }).pipe(Effect.provide(NodeContext.layer)),
-    { timeout: 120_000 }
+    { timeout: 240_000 }
   )
 })
