@@ -63,8 +63,8 @@ export const matchesGlob = (pattern: string, base: string, path: string): boolea
 export const globSubject = (pattern: string, base: string, path: string): string =>
   pattern.startsWith("/") ? path : base === "/" ? path.slice(1) : path.slice(base.length + 1)
 
-/** About a millisecond of matching: the work done between two yields of a long search. */
-const stepsBetweenYields = 200_000
+/** A few milliseconds of matching: the work done between two yields of a long search. */
+const stepsBetweenYields = 50_000
 
 /**
  * The paths among `files` (normalized, under `base`) that match `pattern`.
