@@ -335,7 +335,11 @@ export declare namespace Workspace {
       newString: string,
       replaceAll: boolean
     ) => Effect.Effect<number, WorkspaceError>
-    /** The files under `path` (default "/") whose path matches the glob, sorted. */
+    /**
+     * The files under `path` (default "/") whose path matches the glob,
+     * sorted; a pattern longer than {@link maxGlobLength} fails with
+     * {@link GlobTooLong}.
+     */
     readonly glob: (pattern: string, path?: string | undefined) => Effect.Effect<ReadonlyArray<string>, WorkspaceError>
     /** The lines that contain `text` (literally), in files under `path` matching `glob`, by path then line. */
     readonly grep: (
