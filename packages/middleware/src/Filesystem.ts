@@ -246,12 +246,13 @@ export interface StateOptions extends Options, Workspace.AccessOptions {
 
 /**
  * Options of the `"workspace"` storage: the files of the `Workspace` service
- * (its own access rules apply).
+ * (its own access rules apply). `rules` and `defaultAccess` given here apply
+ * on top of them, to every path, routed ones included.
  *
  * @since 0.1.0
  * @category models
  */
-export interface WorkspaceOptions extends Options {
+export interface WorkspaceOptions extends Options, Workspace.AccessOptions {
   readonly storage: "workspace"
 }
 
@@ -446,7 +447,9 @@ const OptionsSchema = Schema.Union(
   Schema.Struct({
     storage: Schema.Literal("workspace"),
     systemPrompt: Schema.optional(Schema.String),
-    routes: Schema.optional(Routes)
+    routes: Schema.optional(Routes),
+    rules: Schema.optional(Schema.Array(RuleSchema)),
+    defaultAccess: Schema.optional(Schema.Literal("read-only", "read-write"))
   })
 )
 
@@ -457,11 +460,12 @@ const OptionsSchema = Schema.Union(
  */
 const withRoutes = (
   routes: Options["routes"],
-  access: Workspace.AccessOptions = {}
+  access: Workspace.AccessOptions
 ): (workspace: Workspace.Workspace.Service) => Workspace.Workspace.Service =>
-  routes === undefined || Object.keys(routes).length === 0
+  (routes === undefined || Object.keys(routes).length === 0) && access.rules === undefined &&
+    access.defaultAccess === undefined
     ? (workspace) => workspace
-    : (workspace) => Either.getOrThrow(Workspace.composite(workspace, routes, access))
+    : (workspace) => Either.getOrThrow(Workspace.composite(workspace, routes ?? {}, access))
 
 /** The `InvalidOptions` of bad `routes`, named as options of this module. */
 const badRoutes = (routes: Options["routes"]): AgentError.InvalidOptions | undefined => {
@@ -518,17 +522,17 @@ export const middleware: {
     }
   )
 
-const buildWorkspace = (options: Options): Middleware.Middleware<{}, never, Workspace.Workspace> =>
-  Middleware.make({
+const buildWorkspace = (options: WorkspaceOptions): Middleware.Middleware<{}, never, Workspace.Workspace> => {
+  const routed = withRoutes(options.routes, { rules: options.rules, defaultAccess: options.defaultAccess })
+  return Middleware.make({
     name: "filesystem",
     tools: Effect.flatMap(
-      toolkit.toContext(
-        Effect.map(Workspace.Workspace, (service) => handlersOver(Effect.succeed(withRoutes(options.routes)(service))))
-      ),
+      toolkit.toContext(Effect.map(Workspace.Workspace, (service) => handlersOver(Effect.succeed(routed(service))))),
       (context) => Effect.provide(toolkit, context)
     ),
     wrapModelCall: appendWhenOffered("read_file", options.systemPrompt ?? defaultSystemPrompt)
   })
+}
 
 /** What a file tool call of the `"state"` storage works on: the tool step's copy, and what this call wrote. */
 interface Session {

@@ -183,6 +183,40 @@ describe("Filesystem (files in the agent state)", () => {
 })
 
 describe("Filesystem (a Workspace service)", () => {
+  it.effect("the middleware's rules apply over the service and its routes", () =>
+    Effect.gen(function*() {
+      const memories = yield* Workspace.makeMemory({ files: { "/user.md": "likes tea" } })
+      const service = yield* Workspace.makeMemory()
+      const model = yield* ScriptedModel.make([
+        call("write_file", { file_path: "/memories/x.md", content: "planted" }, "routed"),
+        call("edit_file", { file_path: "/memories/user.md", old_string: "tea", new_string: "coffee" }, "edit"),
+        call("write_file", { file_path: "/docs/a.md", content: "x" }, "service"),
+        call("write_file", { file_path: "/notes.md", content: "ok" }, "ok"),
+        ScriptedModel.text("done")
+      ])
+      const agent = yield* Agent.make({
+        middleware: [
+          Filesystem.middleware({
+            storage: "workspace",
+            routes: { "/memories": memories },
+            rules: [{ pattern: "/memories", access: "read-only" }, { pattern: "/docs/**", access: "read-only" }]
+          })
+        ]
+      }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model.model),
+        Effect.provideService(Workspace.Workspace, service)
+      )
+      const messages = (yield* agent.run("go", { threadId: "t" })).state.messages
+      assert.deepStrictEqual(resultOf(messages, "routed").result, { error: "The path \"/memories/x.md\" is read-only" })
+      assert.deepStrictEqual(resultOf(messages, "edit").result, {
+        error: "The path \"/memories/user.md\" is read-only"
+      })
+      assert.deepStrictEqual(resultOf(messages, "service").result, { error: "The path \"/docs/a.md\" is read-only" })
+      assert.deepStrictEqual(yield* memories.glob("**"), ["/user.md"])
+      assert.strictEqual(yield* memories.read("/user.md"), "likes tea")
+      assert.deepStrictEqual(yield* service.glob("**"), ["/notes.md"])
+    }))
+
   it.effect("works on a real directory and rejects a symbolic link out of the root as a tool result", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
