@@ -127,8 +127,6 @@ const specialKind = (stats: Stats): string | undefined =>
     ? "socket"
     : stats.isCharacterDevice() || stats.isBlockDevice()
     ? "device"
-    : stats.isSymbolicLink()
-    ? "symbolic link"
     : "special file"
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
