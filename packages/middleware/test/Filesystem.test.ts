@@ -277,7 +277,7 @@ describe("Filesystem: a long glob", () => {
       ])
       const agent = yield* Agent.make({
         middleware: [Filesystem.middleware({ storage: "workspace" })],
-        toolTimeout: "3 seconds"
+        toolTimeout: "10 seconds"
       }).pipe(
         Effect.provideService(LanguageModel.LanguageModel, model.model),
         Effect.provideService(Workspace.Workspace, workspace)
