@@ -32,7 +32,7 @@ const globCache = new Map<string, Glob.Glob>()
 const hasGlobSyntax = (pattern: string): boolean => /[*?[{]/.test(pattern)
 
 /** The compiled glob of `pattern`, from a bounded cache. */
-export const compiled = (pattern: string): Glob.Glob => {
+const compiled = (pattern: string): Glob.Glob => {
   let cached = globCache.get(pattern)
   if (cached !== undefined) return cached
   cached = Glob.compile(pattern)
@@ -51,16 +51,8 @@ export const matchesRule = (pattern: string, path: string): boolean => {
   return prefix !== undefined && isWithin(path, prefix)
 }
 
-/**
- * Whether `path` (normalized, under `base`) matches a glob `pattern` given
- * relative to `base` (or absolute, starting with "/").
- */
-export const matchesGlob = (pattern: string, base: string, path: string): boolean => {
-  return Glob.matches(compiled(pattern), globSubject(pattern, base, path))
-}
-
 /** The text a glob given relative to `base` (or absolute, starting with "/") is matched against. */
-export const globSubject = (pattern: string, base: string, path: string): string =>
+const globSubject = (pattern: string, base: string, path: string): string =>
   pattern.startsWith("/") ? path : base === "/" ? path.slice(1) : path.slice(base.length + 1)
 
 /** A few milliseconds of matching: the work done between two yields of a long search. */
