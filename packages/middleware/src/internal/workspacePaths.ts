@@ -36,7 +36,7 @@ const compiled = (pattern: string): Glob.Glob => {
   let cached = globCache.get(pattern)
   if (cached !== undefined) return cached
   cached = Glob.compile(pattern)
-  if (globCache.size > 1000) globCache.clear()
+  if (globCache.size > 200) globCache.clear()
   globCache.set(pattern, cached)
   return cached
 }
