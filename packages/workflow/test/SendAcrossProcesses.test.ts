@@ -22,9 +22,9 @@ const ended = (child: Child, runId: string) =>
   )
 
 /** Sends from a process of its own (client only) and gives its receipt. */
-const send = (env: Record<string, string>, message: string, mode: "steer" | "queue") =>
+const send = (env: Record<string, string>, message: string, mode: "steer" | "queue", extra: Record<string, string> = {}) =>
   Effect.gen(function*() {
-    const sender = yield* scopedChild(script, { ...env, ROLE: "sender", MESSAGE: message, MODE: mode })
+    const sender = yield* scopedChild(script, { ...env, ROLE: "sender", MESSAGE: message, MODE: mode, ...extra })
     const line = yield* promise(() => sender.waitForLine((line) => line.startsWith("sent "), 60_000))
     return JSON.parse(line.slice(5)) as { readonly delivery: string; readonly runId: string; readonly sequence: number }
   })
@@ -106,6 +106,38 @@ describe("AgentWorkflow.send across processes (SQLite)", () => {
           users: ["find flights", "and a hotel"],
           text: "find flights | and a hotel"
         })
+      }),
+    { timeout: 120_000 }
+  )
+})
+
+describe("run ownership across processes (SQLite)", () => {
+  it.scopedLive(
+    "EXP a sender up for 3 s",
+    () =>
+      Effect.gen(function*() {
+        const { env, runner } = yield* searchingRunner("stepwise-client-", {})
+        const receipt = yield* send(env, "only direct ones", "steer", { DELAY_MS: "3000" })
+        assert.deepStrictEqual([receipt.delivery, receipt.runId], ["stored", "run-1"])
+        fs.writeFileSync(env.GO, "")
+        assert.deepStrictEqual(yield* ended(runner, "run-1"), steered)
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.scopedLive(
+    "a client-only process connecting while a run works changes nothing: a steer sent seconds later joins the run",
+    () =>
+      Effect.gen(function*() {
+        const { env, runner } = yield* searchingRunner("stepwise-client-", {})
+        const client = yield* scopedChild(script, { ...env, ROLE: "client" })
+        yield* promise(() => client.waitForLine((line) => line === "up", 60_000))
+        // longer than every startup sweep, poll and heartbeat of the client
+        yield* Effect.sleep("3 seconds")
+        const receipt = yield* send(env, "only direct ones", "steer")
+        assert.deepStrictEqual([receipt.delivery, receipt.runId], ["stored", "run-1"])
+        fs.writeFileSync(env.GO, "")
+        assert.deepStrictEqual(yield* ended(runner, "run-1"), steered)
       }),
     { timeout: 120_000 }
   )
