@@ -112,7 +112,6 @@ const runner = Effect.gen(function*() {
 
 const sender = Effect.gen(function*() {
   const mode = env("MODE") === "queue" ? "queue" : "steer"
-  if (env("DELAY_MS") !== "") yield* Effect.sleep(Number(env("DELAY_MS")))
   const receipt = yield* Runs.send("thread-1", env("MESSAGE"), { mode })
   console.log(`sent ${JSON.stringify({ ...receipt, runId: Option.getOrNull(receipt.runId) })}`)
 }).pipe(Effect.provide(RunStore.layer().pipe(Layer.provideMerge(Engine))))
