@@ -4,10 +4,10 @@
  * - `layerMemory`: everything in the process; nothing survives it. For tests
  *   and simple apps.
  * - `layerSqlite`: one runner process on one machine, journal in a SQLite
- *   file. A lock next to the real file (symbolic links resolved) keeps a
- *   second runner process away (two runners on one file would run the same
- *   activities twice); processes that only start or approve runs connect
- *   with `clientOnly: true`.
+ *   file. A lease stored in the database itself keeps a second runner
+ *   process away, whatever name it opens the file by (two runners on one
+ *   file would run the same activities twice); processes that only start or
+ *   approve runs connect with `clientOnly: true`.
  * - `layerPostgres`: several runner processes, on one machine or many, share
  *   a PostgreSQL database. Shards are spread over the live runners and held
  *   with advisory locks; when a runner dies the others take its runs over.
@@ -88,7 +88,7 @@ export interface SqliteOptions {
   /**
    * Connect without running anything: the process can start runs, poll them
    * and complete approvals, while the runner process executes them. Takes no
-   * lock. Default `false`.
+   * lease. Default `false`.
    */
   readonly clientOnly?: boolean | undefined
   /**
@@ -96,8 +96,9 @@ export interface SqliteOptions {
    * is in WAL mode).
    *
    * - `"normal"` (default): a commit is written to the WAL file, which is
-   *   synced to disk only when SQLite copies it into the database
-   *   (a checkpoint, every ~4 MB). A crash of the process loses nothing
+   *   synced to disk only when it is copied into the database (a
+   *   checkpoint: the runner makes one when it renews its lease, every 2
+   *   seconds, and SQLite every ~4 MB). A crash of the process loses nothing
    *   committed; a crash of the operating system or a power cut can undo
    *   the last commits (the file stays consistent): the runs they belong to
    *   resume from an earlier point, and calls whose results were lost run
@@ -173,8 +174,9 @@ export class EngineConfigError extends Schema.TaggedError<EngineConfigError>(
 }
 
 /**
- * Another runner process already works on this SQLite file. Two runners on
- * one file would both execute the same runs.
+ * Another runner process already works on this SQLite file (it holds the
+ * lease stored in the database). Two runners on one file would both execute
+ * the same runs.
  *
  * @since 0.1.0
  * @category errors
@@ -283,10 +285,9 @@ const createIfMissing = (filename: string) => {
 
 /**
  * The database file by its one real name: its folder and the file are
- * created if missing, and symbolic links are resolved, so every process
- * opening it, by any path, names the same runner lock. A file with several
- * hard links is refused: a process through another name would neither see
- * the lock nor share SQLite's journal, which SQLite keeps next to the name.
+ * created if missing, and symbolic links are resolved. A file with several
+ * hard links is refused: a process through another name would not share
+ * SQLite's WAL file, which SQLite keeps next to the name.
  */
 const realFile = (filename: string) =>
   Effect.try({
@@ -304,8 +305,8 @@ const realFile = (filename: string) =>
       ({ links, real }) =>
         new EngineConfigError({
           option: "filename",
-          reason: `"${real}" has ${links} hard links; processes opening it by different names would share ` +
-            `neither the runner lock nor SQLite's journal (and could corrupt it). Keep one name (a symbolic link is fine).`
+          reason: `"${real}" has ${links} hard links; processes opening it by different names would not share ` +
+            `SQLite's WAL file (and could corrupt the database). Keep one name (a symbolic link is fine).`
         })
     ),
     Effect.map(({ real }) => real)
@@ -533,11 +534,14 @@ const rehomeMessages = (shardsPerGroup: number) =>
  * peer `@effect/sql-sqlite-node` (and its better-sqlite3 build) installed;
  * without it the layer fails with `EngineConfigError` (`option: "driver"`).
  *
- * Only one runner process may use a file: a second one fails with
- * `EngineLocked`, naming the first, whatever path it opens the file by:
- * symbolic links are resolved, and a file with several hard links is refused
- * (`EngineConfigError`, to runners and clients alike). A lock left by a
- * crashed runner is taken over. Other processes can still start runs and
+ * Only one runner process may use a file: the runner holds a lease stored in
+ * the database (table `stepwise_runner_lease`), and a second one fails with
+ * `EngineLocked`, naming the first, whatever name it opens the file by (a
+ * symbolic link, a rename, a hard link, a bind mount). A file with several
+ * hard links is refused (`EngineConfigError`, to runners and clients alike).
+ * The lease of a crashed runner of this machine (host, boot and pid
+ * namespace) is taken over at once; one held from elsewhere, 10 seconds
+ * after its last renewal. Other processes can still start runs and
  * send approvals through the file with `clientOnly: true`; the runner sees
  * their messages within `pollInterval`.
  *
