@@ -198,6 +198,27 @@ describe("AgentEngine.layerSqlite", () => {
       assert.strictEqual(locked._tag === "EngineLocked" ? locked.pid : undefined, pid)
     })
 
+  it.scopedLive("two runners started together on a fresh file: one runs, the other is refused naming it", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("stepwise-engine-")
+      const env = { ENGINE: "sqlite", DATABASE: path.join(directory, "runs.db"), DIRECTORY: directory }
+      const runners = ["a", "b"].map((name) => spawnChild(runner, { ...env, RUNNER: name }))
+      yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all(runners.map((child) => child.kill()))))
+      const outcomes = yield* Effect.promise(() =>
+        Promise.all(
+          runners.map((child) =>
+            child.waitForLine((line) => line.startsWith("ready") || line.startsWith("failed"), 60_000)
+          )
+        )
+      )
+      const ready = runners.filter((_, i) => outcomes[i]!.startsWith("ready"))
+      const refused = outcomes.filter((line) => line.startsWith("failed"))
+      assert.strictEqual(ready.length, 1, outcomes.join("\n"))
+      assert.strictEqual(refused.length, 1, outcomes.join("\n"))
+      assert.include(refused[0], "failed EngineLocked")
+      assert.include(refused[0], `process ${ready[0]!.pid}`)
+    }))
+
   it.scopedLive("a second runner is refused when the database was renamed under the first", () =>
     Effect.gen(function*() {
       const { directory, filename, first } = yield* firstRunner
