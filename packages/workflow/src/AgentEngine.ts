@@ -421,19 +421,19 @@ const holdRunnerLease = (filename: string) =>
     const checkpoint = Effect.ignore(sql.unsafe("PRAGMA wal_checkpoint(PASSIVE)"))
     const live = (held: LeaseRow, now: number) =>
       held.machine === machine ? isAlive(Number(held.pid), held.started) : Number(held.expires_at) > now
-    /** Writes this runner's lease: over none, or over `held` if it is still the one stored. */
-    const write = (now: number, held: LeaseRow | undefined) => {
-      const values =
-        sql`(id, owner, pid, host, machine, started, expires_at) VALUES (1, ${me.owner}, ${me.pid}, ${me.host},
+    /** The row of this runner's lease, as written at `now`. */
+    const mine = (now: number) =>
+      sql`(id, owner, pid, host, machine, started, expires_at) VALUES (1, ${me.owner}, ${me.pid}, ${me.host},
         ${machine}, ${me.started}, ${now + Duration.toMillis(leaseFor)})`
-      return held === undefined
-        ? sql`INSERT INTO ${lease} ${values} ON CONFLICT (id) DO NOTHING RETURNING owner`
-        : sql`INSERT INTO ${lease} ${values} ON CONFLICT (id) DO UPDATE
+    /** Writes this runner's lease: over none, or over `held` if it is still the one stored. */
+    const write = (now: number, held: LeaseRow | undefined) =>
+      held === undefined
+        ? sql`INSERT INTO ${lease} ${mine(now)} ON CONFLICT (id) DO NOTHING RETURNING owner`
+        : sql`INSERT INTO ${lease} ${mine(now)} ON CONFLICT (id) DO UPDATE
             SET owner = excluded.owner, pid = excluded.pid, host = excluded.host, machine = excluded.machine,
               started = excluded.started, expires_at = excluded.expires_at
             WHERE ${lease}.owner = ${held.owner} AND ${lease}.expires_at = ${held.expires_at}
             RETURNING owner`
-    }
     yield* sql`CREATE TABLE IF NOT EXISTS ${lease} (
       id INTEGER PRIMARY KEY CHECK (id = 1),
       owner TEXT NOT NULL,
@@ -461,8 +461,7 @@ const holdRunnerLease = (filename: string) =>
     // renews the lease (writing it again if someone deleted it); another runner holding it is an error to log
     const renew = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
-      const kept = yield* sql`INSERT INTO ${lease} (id, owner, pid, host, machine, started, expires_at)
-        VALUES (1, ${me.owner}, ${me.pid}, ${me.host}, ${machine}, ${me.started}, ${now + Duration.toMillis(leaseFor)})
+      const kept = yield* sql`INSERT INTO ${lease} ${mine(now)}
         ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at WHERE ${lease}.owner = ${me.owner}
         RETURNING owner`
       if (kept.length === 0) {
