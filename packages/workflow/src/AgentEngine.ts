@@ -372,11 +372,14 @@ const machineOf = () => {
   return `${os.hostname()}/${procText("/proc/sys/kernel/random/boot_id")}/${pidNamespace}`
 }
 
-/** When the process `pid` started (Linux: clock ticks since boot), or `""`: a reused pid starts later. */
-const startOf = (pid: number) => {
-  const stat = procText(`/proc/${pid}/stat`)
-  // the fields after the command name (which may hold spaces and parentheses); the start time is the 22nd field
-  return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? ""
+/**
+ * The state (`Z`: exited, not yet reaped) and start time (clock ticks since boot: a reused pid starts
+ * later) of the process `pid` on Linux; `""` each where unknown.
+ */
+const statOf = (pid: number) => {
+  // the fields after the command name (which may hold spaces and parentheses): the 3rd field on
+  const fields = procText(`/proc/${pid}/stat`).split(") ").at(-1)?.split(" ") ?? []
+  return { state: fields[0] ?? "", started: fields[19] ?? "" }
 }
 
 /** Whether the process `pid`, started at `started` (`""`: unknown), still runs on this machine. */
@@ -387,7 +390,8 @@ const isAlive = (pid: number, started: string) => {
     // EPERM: it runs, as another user
     if ((error as { readonly code?: unknown }).code !== "EPERM") return false
   }
-  return started === "" || startOf(pid) === "" || startOf(pid) === started
+  const now = statOf(pid)
+  return now.state !== "Z" && (started === "" || now.started === "" || now.started === started)
 }
 
 interface LeaseRow {
@@ -416,7 +420,12 @@ const holdRunnerLease = (filename: string) =>
   Effect.gen(function*() {
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
     const machine = machineOf()
-    const me = { owner: crypto.randomUUID(), pid: process.pid, host: os.hostname(), started: startOf(process.pid) }
+    const me = {
+      owner: crypto.randomUUID(),
+      pid: process.pid,
+      host: os.hostname(),
+      started: statOf(process.pid).started
+    }
     const lease = sql("stepwise_runner_lease")
     const checkpoint = Effect.ignore(sql.unsafe("PRAGMA wal_checkpoint(PASSIVE)"))
     const live = (held: LeaseRow, now: number) =>
