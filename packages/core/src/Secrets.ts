@@ -304,6 +304,15 @@ const reveal = (secret: string | Redacted.Redacted<string>): string | undefined 
   }
 }
 
+/** Adds a sent credential, and the token of a `Scheme token` value (`Bearer sk-…`). */
+const addCredential = (found: Set<string>, value: unknown) => {
+  const text = Redacted.isRedacted(value) ? reveal(value as Redacted.Redacted<string>) : value
+  if (typeof text !== "string") return
+  found.add(text)
+  const scheme = /^[A-Za-z][A-Za-z0-9-]*\s+(\S+)$/.exec(text)
+  if (scheme !== null) found.add(scheme[1]!)
+}
+
 /**
  * Makes values known credentials while the scope is open: every text and
  * error this module scrubs, wherever it is written, has them replaced by
@@ -329,7 +338,9 @@ const reveal = (secret: string | Redacted.Redacted<string>): string | undefined 
 export const register = (
   ...secrets: ReadonlyArray<string | Redacted.Redacted<string>>
 ): Effect.Effect<void, never, Scope.Scope> => {
-  const values = secrets.map(reveal).filter(Predicate.isString)
+  const found = new Set<string>()
+  for (const secret of secrets) addCredential(found, secret)
+  const values = [...found]
   return Effect.acquireRelease(
     Effect.sync(() => values.forEach(hold)),
     () => Effect.sync(() => values.forEach(release))
@@ -466,15 +477,6 @@ const queryOf = (url: string): Array<readonly [name: string, raw: string, value:
 }
 
 const userInfo = /^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*:)([^/?#@]*)@/i
-
-/** Adds a sent credential, and the token of a `Scheme token` value (`Bearer sk-…`). */
-const addCredential = (found: Set<string>, value: unknown) => {
-  const text = Redacted.isRedacted(value) ? reveal(value as Redacted.Redacted<string>) : value
-  if (typeof text !== "string") return
-  found.add(text)
-  const scheme = /^[A-Za-z][A-Za-z0-9-]*\s+(\S+)$/.exec(text)
-  if (scheme !== null) found.add(scheme[1]!)
-}
 
 /**
  * The credentials a request sent. `all`: every header and parameter value
