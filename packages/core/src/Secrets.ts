@@ -412,8 +412,10 @@ const scrubNamed = (text: string): string => {
 
 const scrubTextWith = (text: string, values: RegExp | undefined): string =>
   scrubNamed(replaceValues(replaceValues(text, values), knownPattern()))
-    .replace(pair, (whole, prefix: string, _quote: string, name: string) =>
-      isCredentialName(name) ? `${prefix}${redacted}` : whole)
+    .replace(
+      pair,
+      (whole, prefix: string, _quote: string, name: string) => isCredentialName(name) ? `${prefix}${redacted}` : whole
+    )
     .replace(bearer, (_match, prefix: string) => `${prefix}${redacted}`)
 
 /**
@@ -471,7 +473,9 @@ const queryOf = (url: string): Array<readonly [name: string, raw: string, value:
   const parameters: Array<readonly [name: string, raw: string, value: string]> = []
   for (const part of query.split("&")) {
     const equals = part.indexOf("=")
-    if (equals > 0) parameters.push([decoded(part.slice(0, equals)), part.slice(equals + 1), decoded(part.slice(equals + 1))])
+    if (equals > 0) {
+      parameters.push([decoded(part.slice(0, equals)), part.slice(equals + 1), decoded(part.slice(equals + 1))])
+    }
   }
   return parameters
 }
@@ -488,7 +492,9 @@ const sentCredentials = (request: RequestLike, found: Set<string>, all: boolean)
     value.length >= 16 && /[a-z]/i.test(value) && /\d/.test(value) && !/\s/.test(value)
   for (const [name, value] of Object.entries(request.headers)) {
     if (isOrdinaryHeader(name)) continue
-    if (all || isCredentialName(name) || Redacted.isRedacted(value) || (typeof value === "string" && looksSecret(value))) {
+    if (
+      all || isCredentialName(name) || Redacted.isRedacted(value) || (typeof value === "string" && looksSecret(value))
+    ) {
       addCredential(found, value)
     }
   }
@@ -577,10 +583,14 @@ const scrubField = (scrubbing: Scrubbing) => (key: string, value: unknown): unkn
 /** Headers: those a request sent are all credentials but the ordinary ones; others, when named like one. */
 const scrubHeaders = (headers: object, scrubbing: Scrubbing, sent: boolean): unknown => {
   if (scrubbing.seen.has(headers)) return scrubbing.seen.get(headers)
-  return scrubObject(headers, scrubbing, (name, value) =>
-    typeof value === "string" && (sent ? !isOrdinaryHeader(name) : isCredentialName(name))
-      ? redacted
-      : scrubValue(value, scrubbing))
+  return scrubObject(
+    headers,
+    scrubbing,
+    (name, value) =>
+      typeof value === "string" && (sent ? !isOrdinaryHeader(name) : isCredentialName(name))
+        ? redacted
+        : scrubValue(value, scrubbing)
+  )
 }
 
 const scrubParameters = (parameters: unknown, scrubbing: Scrubbing): unknown => {
@@ -647,7 +657,10 @@ const scrubValue = (value: unknown, scrubbing: Scrubbing): unknown => {
   if (Array.isArray(value)) {
     scrubbing.seen.set(value, value)
     const items = value.length === 2 && typeof value[0] === "string"
-      ? [value[0], typeof value[1] === "string" && isCredentialName(value[0]) ? redacted : scrubValue(value[1], scrubbing)]
+      ? [
+        value[0],
+        typeof value[1] === "string" && isCredentialName(value[0]) ? redacted : scrubValue(value[1], scrubbing)
+      ]
       : value.map((item) => scrubValue(item, scrubbing))
     const changed = items.some((item, index) => item !== value[index])
     scrubbing.seen.set(value, changed ? items : value)

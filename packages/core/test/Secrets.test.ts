@@ -241,7 +241,10 @@ describe("Secrets by value", () => {
     )
     const scrubbed = Secrets.scrubError(error)
     for (const text of renderings(scrubbed)) assert.notInclude(text, key)
-    assert.deepStrictEqual(scrubbed.request.headers, { "x-acme-pass": "<redacted>", "content-type": "application/json" })
+    assert.deepStrictEqual(scrubbed.request.headers, {
+      "x-acme-pass": "<redacted>",
+      "content-type": "application/json"
+    })
     assert.include(scrubbed.message, "Access denied for <redacted>.")
     assert.strictEqual(scrubbed.response.headers["retry-after"], "20", "response headers are the server's")
   })
@@ -313,7 +316,15 @@ describe("Secrets by value", () => {
 /** How the credential is known: what the error shows it sent, or a registration. */
 const knownAs = FastCheck.constantFrom("header", "redactedHeader", "urlParam", "url", "platformRequest", "registered")
 /** Where the error quotes it. */
-const quotedIn = FastCheck.constantFrom("body", "description", "outerMessage", "nestedCause", "field", "array", "defect")
+const quotedIn = FastCheck.constantFrom(
+  "body",
+  "description",
+  "outerMessage",
+  "nestedCause",
+  "field",
+  "array",
+  "defect"
+)
 const anyHeaderName = FastCheck.stringMatching(/^x-[a-z]{1,10}$/)
 const anySecret = FastCheck.string({ unit: "binary", minLength: Secrets.minimumLength, maxLength: 40 })
 
@@ -396,7 +407,9 @@ describe("Secrets property", () => {
         assert.notInclude(scrubbed, secret)
         assert.notInclude(scrubbed, JSON.stringify(secret).slice(1, -1))
         const error = [...Cause.failures(cause)][0]
-        if (error !== undefined && quoted !== "defect") assert.notInclude(renderings(Secrets.scrubError(error)).join("\n"), secret)
+        if (error !== undefined && quoted !== "defect") {
+          assert.notInclude(renderings(Secrets.scrubError(error)).join("\n"), secret)
+        }
       }).pipe(Effect.scoped),
     { fastCheck: { numRuns: 150 } }
   )
