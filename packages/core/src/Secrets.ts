@@ -120,6 +120,9 @@ const ordinaryKeys = new Set([
   "entry"
 ])
 
+// what every credential name holds: most names are ruled out without splitting them into words
+const mayNameCredential = /key|token|secret|pass|pwd|auth|sig|credential|cookie|session|jwt/i
+
 // alone, these name ordinary fields of an object (an error's `key` names a decision)
 const shortNames = new Set(["key", "sig", "auth", "session"])
 
@@ -146,6 +149,7 @@ const shortNames = new Set(["key", "sig", "auth", "session"])
  * @category predicates
  */
 export const isCredentialName = (name: string): boolean => {
+  if (!mayNameCredential.test(name)) return false
   const words = wordsOf(name)
   const last = words[words.length - 1]
   const before = words[words.length - 2]
@@ -374,14 +378,15 @@ export const layer = (...secrets: ReadonlyArray<string | Redacted.Redacted<strin
 const nameChars = "A-Za-z0-9_.-"
 
 // A name (not inside a longer name), maybe in quotes (escaped any number of
-// times, as in JSON inside JSON), a `:` or `=`, then its value: quoted, up to
-// the closing quote; after `:`, the rest of the line; after `=`, up to the
-// next separator of a query string. The name decides whether it is redacted.
-const named = new RegExp(
-  `(?<![${nameChars}])([${nameChars}]+)((?:\\\\*["'\`])?\\s*)` +
-    `(?:(:\\s*|=\\s*)(\\\\*["'\`])[^"'\`\\\\\\r\\n]*|(:[ \\t]*)[^"'\`\\\\\\r\\n]+|(=)[^\\s&"'\`\\\\,;#]+)`,
-  "g"
-)
+// times, as in JSON inside JSON), then `:` or `=`. The name decides whether
+// the value that follows is redacted: quoted, up to the closing quote; after
+// `:`, the rest of the line; after `=`, up to the next separator of a query
+// string. Only a credential's value is read, so each character is read a
+// bounded number of times.
+const named = new RegExp(`(?<![${nameChars}])([${nameChars}]+)((?:\\\\*["'\`])?\\s*)([:=])`, "g")
+const quotedValue = /(\s*)(\\*["'`])[^"'`\\\r\n]*/y
+const lineValue = /([ \t]*)[^"'`\\\r\n]+/y
+const parameterValue = /()[^\s&"'`\\,;#]+/y
 
 // A name and its value as a pair in an array: `["key", "v"]`, `[ 'key', 'v' ]`, `[\"key\",\"v\"]`.
 const pair = new RegExp(
@@ -396,16 +401,19 @@ const scrubNamed = (text: string): string => {
   let last = 0
   named.lastIndex = 0
   for (let match = named.exec(text); match !== null; match = named.exec(text)) {
-    const [whole, name, closing, sep, quote, colon, equals] = match
-    if (!isCredentialName(name!)) {
-      // not a credential: look again just after the name (a credential may follow on the line)
-      named.lastIndex = match.index + name!.length
-      continue
-    }
-    out += text.slice(last, match.index) + (quote !== undefined
-      ? `${name}${closing}${sep}${quote}${redacted}`
-      : `${name}${closing}${colon ?? equals}${redacted}`)
-    last = match.index + whole.length
+    if (!isCredentialName(match[1]!)) continue
+    const at = named.lastIndex
+    const value = [quotedValue, match[3] === ":" ? lineValue : parameterValue]
+      .map((pattern) => {
+        pattern.lastIndex = at
+        return pattern.exec(text)
+      })
+      .find((found) => found !== null)
+    if (value === undefined || value === null) continue
+    // keep the spaces and the opening quote
+    out += text.slice(last, at) + value[1] + (value[2] ?? "") + redacted
+    last = at + value[0].length
+    named.lastIndex = last
   }
   return out + text.slice(last)
 }

@@ -414,3 +414,24 @@ describe("Secrets property", () => {
     { fastCheck: { numRuns: 150 } }
   )
 })
+
+describe("Secrets on large text", () => {
+  it(
+    "scrubbing a megabyte of name: value, name=value and [ shapes reads each character a bounded number of times",
+    () => {
+      const texts = [
+        "a:".repeat(500_000),
+        "lorem ipsum: dolor=sit amet, ".repeat(35_000),
+        "key:".repeat(250_000),
+        "x-key=".repeat(170_000),
+        `["x", `.repeat(170_000),
+        `["key", "`.repeat(100_000)
+      ]
+      const start = Date.now()
+      for (const text of texts) Secrets.scrubText(text)
+      // a quadratic scan of one of these takes minutes; linear ones take well under a second each
+      assert.isBelow(Date.now() - start, 20_000)
+    },
+    60_000
+  )
+})
