@@ -31,7 +31,7 @@ const gateway: Effect.Effect<string, never, Scope.Scope> = Effect.acquireRelease
             `x-functions-key: sk-unknown-98765432 (by name)`
         }]
       }))
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
+      const transport = new StreamableHTTPServerTransport({})
       mcp.connect(transport).then(() => transport.handleRequest(req, res)).catch(() => res.destroy())
     })
     server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
