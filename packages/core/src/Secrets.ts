@@ -18,7 +18,7 @@
  *   where they stand and replaced wherever else they occur in the error: its
  *   message, its cause chain, a gateway's body quoting the key. Values made
  *   known with {@link register} or {@link layer} (an API key read from
- *   config), and those {@link layerHttpClient} sees a client send, are
+ *   config), and those a client through {@link scrubHttpClient} sends, are
  *   replaced in every text this module scrubs.
  * - **By name.** The values of headers and parameters named like credentials,
  *   that is whose last word is key, token, secret, password, auth,
@@ -42,6 +42,7 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import { globalValue } from "effect/GlobalValue"
 import * as Inspectable from "effect/Inspectable"
 import * as Layer from "effect/Layer"
@@ -49,6 +50,7 @@ import * as Predicate from "effect/Predicate"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
 
 /**
  * What a scrubbed credential is replaced with.
@@ -271,19 +273,35 @@ const replaceValues = (text: string, pattern: RegExp | undefined): string => {
   return text
 }
 
-/** The values known as credentials in this process (see `register`), each with how many hold it. */
+/**
+ * The values known as credentials in this process: those registered (see
+ * `register`), each with how many hold it, and the most recent ones a
+ * scrubbing client sent (see `scrubHttpClient`).
+ */
 const registry = globalValue(Symbol.for("@stepwise-agent/core/Secrets/registry"), () => ({
   holders: new Map<string, number>(),
+  sent: new Set<string>(),
   pattern: undefined as RegExp | undefined,
   stale: false
 }))
 
+// how many credentials clients sent are kept known (a client that rotates its token forgets the oldest)
+const sentKept = 256
+
 const knownPattern = (): RegExp | undefined => {
   if (registry.stale) {
-    registry.pattern = patternOf(registry.holders.keys())
+    registry.pattern = patternOf([...registry.holders.keys(), ...registry.sent])
     registry.stale = false
   }
   return registry.pattern
+}
+
+const remember = (secret: string) => {
+  if (secret.length < minimumLength) return
+  if (registry.sent.delete(secret)) return void registry.sent.add(secret) // the most recent last
+  registry.sent.add(secret)
+  if (registry.sent.size > sentKept) registry.sent.delete(registry.sent.values().next().value!)
+  registry.stale = true
 }
 
 const hold = (secret: string) => {
@@ -632,6 +650,16 @@ const scrubRequest = (request: object, scrubbing: Scrubbing): object =>
       ? scrubUrl(value, scrubbing)
       : scrubField(scrubbing)(key, value))
 
+/** A body read as JSON or text with the known values replaced in its strings (and nothing else changed). */
+const replaceKnown = (body: unknown, values: RegExp | undefined): unknown => {
+  if (typeof body === "string") return replaceValues(replaceValues(body, values), knownPattern())
+  if (Array.isArray(body)) return body.map((item) => replaceKnown(item, values))
+  if (Predicate.isObject(body) && isPlain(body)) {
+    return Object.fromEntries(Object.entries(body).map(([key, value]) => [key, replaceKnown(value, values)]))
+  }
+  return body
+}
+
 /**
  * The response, describing `request` in place of its own: its bodies are
  * read from it (their errors scrubbed, as they name the request it holds),
@@ -639,16 +667,21 @@ const scrubRequest = (request: object, scrubbing: Scrubbing): object =>
  */
 const scrubResponse = (
   response: HttpClientResponse.HttpClientResponse,
-  request: HttpClientRequest.HttpClientRequest
+  request: HttpClientRequest.HttpClientRequest,
+  values: RegExp | undefined
 ): HttpClientResponse.HttpClientResponse => {
   const body = <A>(read: () => Effect.Effect<A, HttpClientError.ResponseError>) => ({
     get: () => Effect.mapError(read(), scrubError)
   })
+  // a gateway's body can quote what it was sent: the request's credentials are replaced in it
+  const read = <A>(read: () => Effect.Effect<A, HttpClientError.ResponseError>) => ({
+    get: () => Effect.mapBoth(read(), { onFailure: scrubError, onSuccess: (body) => replaceKnown(body, values) as A })
+  })
   const json = () => scrubError(response.toJSON())
   return Object.create(response, {
     request: { value: request, enumerable: true },
-    json: body(() => response.json),
-    text: body(() => response.text),
+    json: read(() => response.json),
+    text: read(() => response.text),
     formData: body(() => response.formData),
     urlParamsBody: body(() => response.urlParamsBody),
     arrayBuffer: body(() => response.arrayBuffer),
@@ -678,7 +711,7 @@ const scrubValue = (value: unknown, scrubbing: Scrubbing): unknown => {
     const response = value as unknown as HttpClientResponse.HttpClientResponse
     const request = scrubValue(response.request, scrubbing)
     if (request === response.request) return value
-    const scrubbed = scrubResponse(response, request as HttpClientRequest.HttpClientRequest)
+    const scrubbed = scrubResponse(response, request as HttpClientRequest.HttpClientRequest, scrubbing.values)
     scrubbing.seen.set(value, scrubbed)
     return scrubbed
   }
@@ -789,12 +822,49 @@ export const scrubCause = <E>(cause: Cause.Cause<E>): Cause.Cause<E> =>
 // clients
 // ---------------------------------------------------------------------------
 
+const untracked: Scrubbing = { seen: new WeakMap(), values: undefined }
+
+/** A span attribute as the platform's `http.client` span records the request as sent, scrubbed. */
+const scrubAttribute = (key: string, value: unknown): unknown => {
+  if (typeof value !== "string") return value
+  if (key.startsWith("http.request.header.")) return isOrdinaryHeader(key.slice(20)) ? value : redacted
+  if (key.startsWith("http.response.header.")) return isCredentialName(key.slice(21)) ? redacted : value
+  if (key === "url.full") return scrubUrl(value, untracked)
+  if (key === "url.query") return scrubUrl(`?${value}`, untracked).slice(1)
+  return scrubText(value)
+}
+
+/** The tracer, with the attributes and the failures of the spans it starts scrubbed. */
+const scrubbingTracer = (tracer: Tracer.Tracer): Tracer.Tracer =>
+  Tracer.make({
+    span: (name, parent, context, links, startTime, kind, options) =>
+      new Proxy(tracer.span(name, parent, context, links, startTime, kind, options), {
+        get: (span, property) => {
+          if (property === "attribute") {
+            return (key: string, value: unknown) => span.attribute(key, scrubAttribute(key, value))
+          }
+          if (property === "end") {
+            return (endTime: bigint, exit: Exit.Exit<unknown, unknown>) =>
+              span.end(endTime, Exit.isFailure(exit) ? Exit.failCause(scrubCause(exit.cause)) : exit)
+          }
+          const value: unknown = Reflect.get(span, property, span)
+          return typeof value === "function" ? value.bind(span) : value
+        }
+      }),
+    context: (f, fiber) => tracer.context(f, fiber)
+  })
+
 /**
  * An `HttpClient` whose responses and errors describe their request with its
- * credentials scrubbed (the request is sent as it was). Give it to a
- * provider client (`OpenAiClient.layer({ transformClient: Secrets.scrubHttpClient })`)
+ * credentials scrubbed (the request is sent as it was), whose response bodies
+ * have the request's credentials replaced (a gateway quoting the key), and
+ * whose `http.client` span records the URL and headers scrubbed. The
+ * credentials it sends (headers and URL parameters named like credentials or
+ * that look like one; the 256 most recent) become known to the process, so
+ * any text that quotes them later is scrubbed too. Give it to a provider
+ * client (`OpenAiClient.layer({ transformClient: Secrets.scrubHttpClient })`)
  * and the provider's own errors, and so @effect/ai's `LanguageModel` spans,
- * hold no credentials either.
+ * hold no credentials either. A streamed body is passed as it is.
  *
  * @example
  * ```ts
@@ -810,25 +880,27 @@ export const scrubCause = <E>(cause: Cause.Cause<E>): Cause.Cause<E> =>
  */
 export const scrubHttpClient = (client: HttpClient.HttpClient): HttpClient.HttpClient =>
   HttpClient.transformResponse(
-    client,
+    HttpClient.tapRequest(client, (request) =>
+      Effect.sync(() => {
+        const found = new Set<string>()
+        sentCredentials(request, found, false)
+        found.forEach(remember)
+      })),
     (response) =>
-      Effect.mapBoth(response, {
-        onFailure: (error) => HttpClientError.isHttpClientError(error) ? scrubError(error) : error,
-        onSuccess: (response) => scrubError(response)
-      })
+      Effect.tracerWith((tracer) =>
+        response.pipe(
+          Effect.withTracer(scrubbingTracer(tracer)),
+          Effect.mapBoth({
+            onFailure: (error) => HttpClientError.isHttpClientError(error) ? scrubError(error) : error,
+            onSuccess: (response) => scrubError(response)
+          })
+        )
+      )
   )
 
-// how many credentials a client's layer keeps known (a client that rotates its token forgets the oldest)
-const rememberedPerClient = 64
-
 /**
- * The `HttpClient` of the context through {@link scrubHttpClient}, which also
- * makes the credentials it sees requests send known (see {@link register})
- * while the layer lives: the header values named like credentials
- * (`authorization`, `Ocp-Apim-Subscription-Key`, …) or that look like one,
- * and credential URL parameters. A tool's error or a log line that quotes the
- * key is scrubbed too. Provide it between a provider's layer and the
- * platform's client.
+ * The `HttpClient` of the context through {@link scrubHttpClient}; provide
+ * it between a provider's layer and the platform's client.
  *
  * @example
  * ```ts
@@ -842,31 +914,7 @@ const rememberedPerClient = 64
  * @since 0.1.0
  * @category layers
  */
-export const layerHttpClient: Layer.Layer<HttpClient.HttpClient, never, HttpClient.HttpClient> = Layer.scoped(
+export const layerHttpClient: Layer.Layer<HttpClient.HttpClient, never, HttpClient.HttpClient> = Layer.effect(
   HttpClient.HttpClient,
-  Effect.gen(function*() {
-    const client = yield* HttpClient.HttpClient
-    const remembered = new Set<string>()
-    yield* Effect.addFinalizer(() => Effect.sync(() => remembered.forEach(release)))
-    const remember = (request: HttpClientRequest.HttpClientRequest) =>
-      Effect.sync(() => {
-        const found = new Set<string>()
-        sentCredentials(request, found, false)
-        for (const secret of found) {
-          if (secret.length < minimumLength) continue
-          if (remembered.delete(secret)) {
-            remembered.add(secret) // the most recent last
-            continue
-          }
-          remembered.add(secret)
-          hold(secret)
-          if (remembered.size > rememberedPerClient) {
-            const oldest = remembered.values().next().value!
-            remembered.delete(oldest)
-            release(oldest)
-          }
-        }
-      })
-    return scrubHttpClient(HttpClient.tapRequest(client, remember))
-  })
+  Effect.map(HttpClient.HttpClient, scrubHttpClient)
 )

@@ -9,7 +9,8 @@
  * The real `@effect/ai-openai` client over a fake server on 127.0.0.1 makes
  * the errors; the key reaches none of: the run's failure, the Logging
  * middleware's lines, the inspector's event log and thread, a durable run's
- * `status().failure` and its journal.
+ * `status().failure` and its journal, and (with `Secrets.scrubHttpClient`)
+ * spans.
  */
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
@@ -21,6 +22,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, Secrets } from "@stepwise-agent/core"
 import * as Inspector from "@stepwise-agent/inspector/Inspector"
 import * as Logging from "@stepwise-agent/middleware/Logging"
+import { SpanRecorder } from "@stepwise-agent/testing"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
@@ -211,6 +213,41 @@ describe("no sink shows a key the client set", () => {
           }),
         { timeout: 60_000 }
       )
+    }
+  }
+})
+
+describe("no span shows a key the client set (with Secrets.scrubHttpClient)", () => {
+  for (const [placed, place] of placements) {
+    for (const [how, script] of failures.slice(0, 2)) {
+      it.scoped(`${placed}, ${how}`, () =>
+        Effect.gen(function*() {
+          const { spans, tracer } = SpanRecorder.make()
+          const server = yield* FakeOpenAi.make(script())
+          const agent = yield* Agent.make({ toolkit: Tools, middleware: [Logging.middleware()] }).pipe(
+            Effect.provide(
+              yield* Layer.build(Layer.merge(
+                FakeOpenAi.languageModel(server, {
+                  // the key is set under the scrubbing client, as a provider layer sets its own
+                  transformClient: (client) => Secrets.scrubHttpClient(HttpClient.mapRequest(client, place))
+                }),
+                toolsLayer(server, place)
+              ))
+            )
+          )
+          yield* Effect.exit(agent.run("hi", { threadId: "t" })).pipe(Effect.withTracer(tracer))
+          const failed = spans.filter((span) => span.status._tag === "Ended" && Exit.isFailure(span.status.exit))
+          assert.isTrue(failed.some((span) => span.name === "LanguageModel.generateText"))
+          for (const span of spans) {
+            const exit = span.status._tag === "Ended" ? span.status.exit : Exit.void
+            const text = [
+              Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "",
+              Exit.isFailure(exit) ? JSON.stringify(Cause.squash(exit.cause)) : "",
+              JSON.stringify([...span.attributes])
+            ].join("\n")
+            assertNoKey(text, span.name)
+          }
+        }), { timeout: 60_000 })
     }
   }
 })
