@@ -545,6 +545,7 @@ const collect = (value: unknown, found: Set<string>, seen: Set<object>): void =>
   if (typeof value !== "object" || value === null || seen.has(value)) return
   seen.add(value)
   if (Redacted.isRedacted(value)) return addCredential(found, value)
+  if (Cause.isCause(value)) return collect([...Cause.failures(value), ...Cause.defects(value)], found, seen)
   if (Predicate.hasProperty(value, HttpClientResponse.TypeId)) {
     return collect((value as unknown as HttpClientResponse.HttpClientResponse).request, found, seen)
   }
@@ -712,6 +713,11 @@ const scrubValue = (value: unknown, scrubbing: Scrubbing): unknown => {
     const request = scrubValue(response.request, scrubbing)
     if (request === response.request) return value
     const scrubbed = scrubResponse(response, request as HttpClientRequest.HttpClientRequest, scrubbing.values)
+    scrubbing.seen.set(value, scrubbed)
+    return scrubbed
+  }
+  if (Cause.isCause(value)) {
+    const scrubbed = scrubCauseWith(value, scrubbing)
     scrubbing.seen.set(value, scrubbed)
     return scrubbed
   }

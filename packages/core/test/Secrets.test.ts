@@ -287,6 +287,18 @@ describe("Secrets by value", () => {
     assert.notInclude(Cause.pretty(cause), key)
   })
 
+  it("a key inside a Cause an error holds is found and scrubbed", () => {
+    const request = HttpClientRequest.get("https://gateway.example.com/v1").pipe(
+      HttpClientRequest.setHeader("x-functions-key", key)
+    )
+    const inner = Cause.fail(new HttpClientError.RequestError({ request, reason: "Transport" }))
+    const error = Object.assign(new Error(`the call with ${key} failed`), { cause: inner })
+    const scrubbed = Secrets.scrubError(error)
+    assert.notInclude(scrubbed.message, key)
+    assert.notInclude(Cause.pretty(scrubbed.cause as Cause.Cause<unknown>), key)
+    assert.notInclude(JSON.stringify(scrubbed.cause), key)
+  })
+
   it.scoped("a registered value is scrubbed from any text while its scope is open", () =>
     Effect.gen(function*() {
       const known = "sk-registered-0123456789"
