@@ -423,7 +423,7 @@ describe("Secrets property", () => {
           assert.notInclude(renderings(Secrets.scrubError(error)).join("\n"), secret)
         }
       }).pipe(Effect.scoped),
-    { fastCheck: { numRuns: 150 } }
+    { fastCheck: { numRuns: 150 }, timeout: 120_000 }
   )
 })
 
