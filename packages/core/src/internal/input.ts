@@ -1,5 +1,7 @@
 /**
- * The checks of what a run is given: its thread id and its input.
+ * The checks of what a run is given: its thread id and its input. An input
+ * (of `run`, `stream` or `send`) is what a user may send: user messages of
+ * text and file parts, at least one, within the agent's `maxInputChars`.
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
@@ -52,3 +54,60 @@ export const promptOf = (input: Prompt.RawInput): Effect.Effect<Prompt.Prompt, I
       })
   })
 }
+
+/** `maxInputChars` when `Agent.make` is given none: 4 MiB of text (about a million tokens, above any context window). */
+export const defaultMaxInputChars = 4 * 1024 * 1024
+
+/** The size of a file part's data: its characters (base64 or a URL) or its bytes. */
+const fileSize = (data: Prompt.FilePart["data"]): number =>
+  typeof data === "string" ? data.length : data instanceof Uint8Array ? data.byteLength : String(data).length
+
+/**
+ * The messages of the input of a run or a send, or `InvalidInput` naming what
+ * is wrong: not a string, messages or a `Prompt` (see {@link promptOf}); no
+ * message; a message that is not the user's (a system message, an assistant
+ * reply, a tool result: only the agent writes those, and mid-thread they would
+ * break its pairing of tool calls and results); more than `maxChars`
+ * characters of text and file data.
+ */
+export const userInputOf = (
+  input: Prompt.RawInput,
+  maxChars: number
+): Effect.Effect<ReadonlyArray<Prompt.Message>, InvalidInput> =>
+  Effect.flatMap(promptOf(input), ({ content }) => {
+    if (content.length === 0) return Effect.fail(new InvalidInput({ description: "the input holds no message" }))
+    let size = 0
+    for (const [i, message] of content.entries()) {
+      if (message.role !== "user") {
+        return Effect.fail(
+          new InvalidInput({
+            description: `messages.${i}: a ${message.role} message cannot be sent; an input holds only user ` +
+              `messages (of text and file parts), the agent writes the others`
+          })
+        )
+      }
+      for (const [j, part] of message.content.entries()) {
+        // the Prompt schema allows only these two in a user message; a part built by hand may be anything
+        const type: unknown = (part as { readonly type?: unknown }).type
+        if (type === "text") size += (part as Prompt.TextPart).text.length
+        else if (type === "file") size += fileSize((part as Prompt.FilePart).data)
+        else {
+          return Effect.fail(
+            new InvalidInput({
+              description: `messages.${i}.content.${j}: a part of type ${
+                typeof type === "string" ? JSON.stringify(type) : typeof type
+              } cannot be sent; a user message holds text and file parts`
+            })
+          )
+        }
+      }
+    }
+    return size > maxChars
+      ? Effect.fail(
+        new InvalidInput({
+          description: `the input holds ${size} characters of text and file data, over the limit of ${maxChars} ` +
+            `(Agent.make's maxInputChars)`
+        })
+      )
+      : Effect.succeed(content)
+  })
