@@ -55,8 +55,23 @@ export const promptOf = (input: Prompt.RawInput): Effect.Effect<Prompt.Prompt, I
   })
 }
 
+const reservedMarker = (at: string) =>
+  new InvalidInput({
+    description: `${at}.options.${markerKey}: the agent's middleware mark their own messages there; an input ` +
+      `cannot carry it`
+  })
+
 /** `maxInputChars` when `Agent.make` is given none: 4 MiB of text (about a million tokens, above any context window). */
 export const defaultMaxInputChars = 4 * 1024 * 1024
+
+/**
+ * The key of provider `options` under which the agent's middleware mark what they wrote (a summary, an
+ * offloaded result): an input carrying it could pass for their work, so it is not the user's to send.
+ */
+const markerKey = "stepwise"
+
+const hasMarker = (options: unknown): boolean =>
+  typeof options === "object" && options !== null && Object.hasOwn(options, markerKey)
 
 /** The size of a file part's data: its characters (base64 or a URL) or its bytes. */
 const fileSize = (data: Prompt.FilePart["data"]): number =>
@@ -67,8 +82,8 @@ const fileSize = (data: Prompt.FilePart["data"]): number =>
  * is wrong: not a string, messages or a `Prompt` (see {@link promptOf}); no
  * message; a message that is not the user's (a system message, an assistant
  * reply, a tool result: only the agent writes those, and mid-thread they would
- * break its pairing of tool calls and results); more than `maxChars`
- * characters of text and file data.
+ * break its pairing of tool calls and results); the middleware's marker in
+ * provider options; more than `maxChars` characters of text and file data.
  */
 export const userInputOf = (
   input: Prompt.RawInput,
@@ -86,7 +101,11 @@ export const userInputOf = (
           })
         )
       }
+      if (hasMarker(message.options)) return Effect.fail(reservedMarker(`messages.${i}`))
       for (const [j, part] of message.content.entries()) {
+        if (hasMarker((part as { readonly options?: unknown }).options)) {
+          return Effect.fail(reservedMarker(`messages.${i}.content.${j}`))
+        }
         // the Prompt schema allows only these two in a user message; a part built by hand may be anything
         const type: unknown = (part as { readonly type?: unknown }).type
         if (type === "text") size += (part as Prompt.TextPart).text.length
