@@ -9,7 +9,9 @@
  * is what to do. A user message runs the agent with its text; an assistant
  * message whose tool parts answer approval requests (`addToolApprovalResponse`)
  * resumes the thread with the decisions. The history lives in the agent's
- * checkpointer, so only the last message is read.
+ * checkpointer, so only the last message is read. Any client can post any
+ * chat id, so the handler asks its required `authorize` option whether the
+ * request may use the chat before it touches the thread.
  *
  * {@link fromEvents} turns a run's {@link AgentEvent.AgentEvent} stream into
  * UI message chunks: text deltas, tool inputs and outputs, an interrupted
@@ -291,7 +293,7 @@ export class InvalidChatRequest extends Schema.TaggedError<InvalidChatRequest>(
 
 /**
  * The request body is larger than the handler's `maxBodyBytes` (answered with
- * status 413 and the message; the rest of the body is not read).
+ * status 413 and the message; what comes past the limit is not kept).
  *
  * @since 0.1.0
  * @category errors
