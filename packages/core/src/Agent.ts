@@ -234,9 +234,9 @@ export declare namespace Agent {
    */
   export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
     /**
-     * Appends `input` to the thread as a user message and runs until the agent finishes or interrupts. The
-     * input is what a user may send: a string, or user messages of text and file parts (at least one), within
-     * `maxInputChars`; anything else fails with `InvalidInput` and nothing is stored.
+     * Appends `input` to the thread and runs until the agent finishes or interrupts. The input is a string (a
+     * user message) or a conversation (messages of any role, at least one, e.g. a history to start the thread
+     * from), within `maxInputChars`; anything else fails with `InvalidInput` and nothing is stored.
      */
     readonly run: (
       input: Prompt.RawInput,
@@ -276,7 +276,7 @@ export declare namespace Agent {
      * the background; on a thread waiting for a decision the message waits
      * for the resume. Gives at once where the message went and how to wait
      * for the run that takes it in ({@link Sent}). The message is what a
-     * user may send, as for `run`: user messages of text and file parts. A
+     * user may send: a string, or user messages of text and file parts. A
      * thread id that is not a non-empty string, an empty message, a message
      * that is not the user's, one over `maxInputChars` or an unknown mode
      * fail with `InvalidInput` / `InvalidOptions`, and nothing is sent.

@@ -1,6 +1,6 @@
 import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Middleware } from "@stepwise-agent/core"
+import { Agent } from "@stepwise-agent/core"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, FastCheck } from "effect"
 import * as Lineage from "../src/internal/lineage.js"
@@ -11,15 +11,11 @@ const user = Messages.user
 const assistant = (...ids: ReadonlyArray<string>) => Messages.calls(...ids.map((id) => Messages.toolCall(id, "search")))
 const tool = (...ids: ReadonlyArray<string>) => Prompt.makeMessage("tool", { content: ids.map(result) })
 
-/**
- * Runs one run whose input a `transformInput` hook replaces by `history` (an input holds only user messages;
- * a middleware may store anything), and gives the messages the model received and the stored ones.
- */
+/** Runs `history` as the input of one run and gives the messages the model received and the stored ones. */
 const sent = (history: ReadonlyArray<Prompt.Message>) =>
   Effect.gen(function*() {
-    const seed = Middleware.make({ name: "seed", transformInput: () => Effect.succeed(history) })
-    const agent = yield* Agent.make({ middleware: [seed] })
-    const run = yield* agent.run("go", { threadId: "t" })
+    const agent = yield* Agent.make({})
+    const run = yield* agent.run(history, { threadId: "t" })
     const [request] = yield* ScriptedModel.requests
     return { prompt: request!.prompt.content, stored: run.state.messages }
   }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")])))

@@ -1,7 +1,8 @@
 /**
- * The checks of what a run is given: its thread id and its input. An input
- * (of `run`, `stream` or `send`) is what a user may send: user messages of
- * text and file parts, at least one, within the agent's `maxInputChars`.
+ * The checks of what a run is given: its thread id and its input. A `send`
+ * takes what a user may send (user messages of text and file parts); `run`
+ * and `stream` take a conversation of any role. Either holds at least one
+ * message, within the agent's `maxInputChars`.
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
@@ -73,44 +74,70 @@ const markerKey = "stepwise"
 const hasMarker = (options: unknown): boolean =>
   typeof options === "object" && options !== null && Object.hasOwn(options, markerKey)
 
+/** The characters of a value as JSON (a tool call's arguments, a tool result); a value JSON cannot write counts 0. */
+const jsonSize = (value: unknown): number => {
+  try {
+    return JSON.stringify(value)?.length ?? 0
+  } catch {
+    return 0
+  }
+}
+
 /** The size of a file part's data: its characters (base64 or a URL) or its bytes. */
 const fileSize = (data: Prompt.FilePart["data"]): number =>
   typeof data === "string" ? data.length : data instanceof Uint8Array ? data.byteLength : String(data).length
 
 /**
+ * Who may have written the messages of an input: `"user"` for `send` (a
+ * message to a thread that may be mid-run: only user messages, so a tool
+ * result without its call, an unanswered tool call or a system message never
+ * lands between the agent's own), `"conversation"` for `run` and `stream` (a
+ * history of any role may start or continue a thread, as LangChain's
+ * `invoke({ messages })`; the loop pairs its tool calls and results).
+ */
+export type Author = "user" | "conversation"
+
+/**
  * The messages of the input of a run or a send, or `InvalidInput` naming what
  * is wrong: not a string, messages or a `Prompt` (see {@link promptOf}); no
- * message; a message that is not the user's (a system message, an assistant
- * reply, a tool result: only the agent writes those, and mid-thread they would
- * break its pairing of tool calls and results); the middleware's marker in
- * provider options; more than `maxChars` characters of text and file data.
+ * message; for `"user"`, a message that is not the user's or a user part
+ * other than text and file; the middleware's marker in provider options; more
+ * than `maxChars` characters of text, file data, tool arguments and results.
  */
-export const userInputOf = (
+export const checkInput = (
   input: Prompt.RawInput,
+  author: Author,
   maxChars: number
 ): Effect.Effect<ReadonlyArray<Prompt.Message>, InvalidInput> =>
   Effect.flatMap(promptOf(input), ({ content }) => {
     if (content.length === 0) return Effect.fail(new InvalidInput({ description: "the input holds no message" }))
     let size = 0
     for (const [i, message] of content.entries()) {
-      if (message.role !== "user") {
+      if (author === "user" && message.role !== "user") {
         return Effect.fail(
           new InvalidInput({
-            description: `messages.${i}: a ${message.role} message cannot be sent; an input holds only user ` +
-              `messages (of text and file parts), the agent writes the others`
+            description: `messages.${i}: a ${message.role} message cannot be sent to a thread; send takes only ` +
+              `user messages (of text and file parts), the agent writes the others`
           })
         )
       }
       if (hasMarker(message.options)) return Effect.fail(reservedMarker(`messages.${i}`))
+      if (typeof message.content === "string") {
+        size += message.content.length
+        continue
+      }
       for (const [j, part] of message.content.entries()) {
         if (hasMarker((part as { readonly options?: unknown }).options)) {
           return Effect.fail(reservedMarker(`messages.${i}.content.${j}`))
         }
-        // the Prompt schema allows only these two in a user message; a part built by hand may be anything
+        // the Prompt schema allows only text and file parts in a user message; a part built by hand may be anything
         const type: unknown = (part as { readonly type?: unknown }).type
-        if (type === "text") size += (part as Prompt.TextPart).text.length
+        if (type === "text" || type === "reasoning") size += (part as Prompt.TextPart).text.length
         else if (type === "file") size += fileSize((part as Prompt.FilePart).data)
-        else {
+        else if (message.role !== "user" && (type === "tool-call" || type === "tool-result")) {
+          const { params, result } = part as { readonly params?: unknown; readonly result?: unknown }
+          size += jsonSize(type === "tool-call" ? params : result)
+        } else {
           return Effect.fail(
             new InvalidInput({
               description: `messages.${i}.content.${j}: a part of type ${

@@ -33,7 +33,7 @@ import { compile, type LoopConfig } from "./config.js"
 import { unwrapScoped } from "./drain.js"
 import { checked, hookEffect, inputProblem } from "./hookResults.js"
 import * as Inbox from "./inbox.js"
-import { checkThreadId, isThreadId, userInputOf } from "./input.js"
+import { checkInput, checkThreadId, isThreadId } from "./input.js"
 import * as Lineage from "./lineage.js"
 import { Continue, next, type Phase } from "./machine.js"
 import * as ModelStep from "./modelStep.js"
@@ -497,7 +497,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
 
   const startRun = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) =>
     Effect.flatMap(
-      Effect.zip(checkThreadId(options?.threadId), userInputOf(input, config.maxInputChars)),
+      Effect.zip(checkThreadId(options?.threadId), checkInput(input, "conversation", config.maxInputChars)),
       ([threadId, messages]) =>
         withThreadLock(
           threadId,
@@ -521,7 +521,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
     Effect.gen(function*() {
       const id = yield* checkThreadId(threadId)
       const mode = yield* modeOf(options)
-      const messages = yield* userInputOf(message, config.maxInputChars)
+      const messages = yield* checkInput(message, "user", config.maxInputChars)
       const taken = yield* Deferred.make<AgentResult.AgentResult<any>, unknown>()
       const entry: Inbox.Entry = { mode, messages, taken }
       let delivery: Agent.Sent["delivery"] = mode === "steer" ? "steered" : "queued"
