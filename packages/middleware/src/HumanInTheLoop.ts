@@ -749,7 +749,10 @@ export const bind = (request: ApprovalRequest, decisions: ReadonlyArray<Decision
  * import { Effect } from "effect"
  *
  * const chat = Effect.map(Agent.make({}), (agent) =>
- *   UiMessageStream.toHttpApp(agent, { approvals: HumanInTheLoop.uiApprovals }))
+ *   UiMessageStream.toHttpApp(agent, {
+ *     approvals: HumanInTheLoop.uiApprovals,
+ *     authorize: UiMessageStream.allowAll // demos only: check the user in a real app
+ *   }))
  * ```
  *
  * @since 0.1.0

@@ -436,7 +436,10 @@ const uiCallId = (leaf: Leaf, toolCallId: string) =>
  * import { Effect } from "effect"
  *
  * const chat = Effect.map(Agent.make({}), (agent) =>
- *   UiMessageStream.toHttpApp(agent, { approvals: SubAgents.uiApprovals(HumanInTheLoop.uiApprovals) }))
+ *   UiMessageStream.toHttpApp(agent, {
+ *     approvals: SubAgents.uiApprovals(HumanInTheLoop.uiApprovals),
+ *     authorize: UiMessageStream.allowAll // demos only: check the user in a real app
+ *   }))
  * ```
  *
  * @since 0.1.0

@@ -25,6 +25,8 @@ export interface LoopConfig {
   readonly output: OutputTool.OutputTool | undefined
   readonly maxSteps: number
   readonly toolConcurrency: number | "unbounded"
+  /** The most characters of text and file data one input of `run`, `stream` or `send` may hold. */
+  readonly maxInputChars: number
   readonly model: LanguageModel.Service
   readonly checkpointer: Checkpointer.Checkpointer.Service
   /**
