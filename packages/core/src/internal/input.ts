@@ -116,7 +116,10 @@ export const checkInput = (
       if (author === "user" && message.role !== "user") {
         return Effect.fail(
           new InvalidInput({
-            description: `messages.${i}: a ${message.role} message cannot be sent to a thread; send takes only ` +
+            description:
+              `messages.${i}: ${
+                message.role === "assistant" ? "an" : "a"
+              } ${message.role} message cannot be sent to a thread; send takes only ` +
               `user messages (of text and file parts), the agent writes the others`
           })
         )
