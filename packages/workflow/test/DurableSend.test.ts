@@ -383,7 +383,10 @@ describe("run ownership is decided from what is stored (SQLite engine)", () => {
         // the start goes on (or is retried): the run executes and takes the message in
         yield* run(Runs.start({ threadId: "t", input: "find flights", runId: "r1" }))
         const done = yield* run(Runs.await("r1"))
-        assert.deepStrictEqual([done.state, usersOf(done.messages)], ["Completed", ["find flights", "only direct ones"]])
+        assert.deepStrictEqual([done.state, usersOf(done.messages)], ["Completed", [
+          "find flights",
+          "only direct ones"
+        ]])
         assert.deepStrictEqual((yield* store.list({ threadId: "t" })).map((record) => record.runId), ["r1"])
       }),
     { timeout: 60_000 }
@@ -402,6 +405,38 @@ describe("run ownership is decided from what is stored (SQLite engine)", () => {
         // the thread is not left owned by it: a send starts a run of its own
         const receipt = yield* run(Runs.send("t", "hello"))
         assert.deepStrictEqual([receipt.delivery, yield* store.running("t")], ["started", receipt.runId])
+      }),
+    { timeout: 60_000 }
+  )
+  it.scopedLive(
+    "a run started and steered from a client-only process before any runner exists keeps the thread, and takes the message in",
+    () =>
+      Effect.gen(function*() {
+        const filename = path.join(yield* tempDirectory("stepwise-send-client-first-"), "runs.db")
+        const on = (clientOnly: boolean) =>
+          plainRunner(
+            Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer()).pipe(
+              Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis", clientOnly }))
+            )
+          )
+        const client = yield* on(true)
+        yield* client(Runs.start({ threadId: "t", input: "find flights", runId: "r1" }))
+        const receipt = yield* client(Runs.send("t", "only direct ones"))
+        assert.deepStrictEqual([receipt.delivery, receipt.runId], ["stored", Option.some("r1")])
+        assert.deepStrictEqual(yield* client(runningOf("t")), Option.some("r1"))
+        // a runner comes up and executes the run, which takes the message in
+        const runner = yield* on(false)
+        const done = yield* runner(Runs.await("r1"))
+        assert.deepStrictEqual([done.state, usersOf(done.messages)], ["Completed", [
+          "find flights",
+          "only direct ones"
+        ]])
+        assert.deepStrictEqual(
+          (yield* client(RunStore.RunStore.pipe(Effect.flatMap((store) => store.list({ threadId: "t" }))))).map((
+            record
+          ) => record.runId),
+          ["r1"]
+        )
       }),
     { timeout: 60_000 }
   )
