@@ -585,7 +585,10 @@ export interface AgentWorkflow {
    * `undo` steps run). A waiting run is interrupted at its wait, and the
    * decision it waited for is given up (its calls answered as not run), so
    * the thread can run again; a working run stops before its next model call,
-   * once the calls in flight have finished.
+   * once the calls in flight have finished. A run the engine has not got
+   * (its `start` died, or has not executed it yet) is recorded as cancelled
+   * and hands the thread's messages on at once: if it executes later, it
+   * stops before its first model call.
    */
   readonly cancel: (runId: string) => Effect.Effect<
     void,
