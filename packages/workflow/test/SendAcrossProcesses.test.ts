@@ -155,4 +155,24 @@ describe("run ownership across processes (SQLite)", () => {
       ),
     { timeout: 240_000 }
   )
+
+  it.scopedLive(
+    "a steer sent from one client while another client's start is between registering and executing its run joins that run",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-owner-start-")
+        const env = { DB: path.join(directory, "runs.db"), GO: path.join(directory, "go") }
+        const registerGo = path.join(directory, "register-go")
+        const runner = yield* scopedChild(script, { ...env, ROLE: "runner" })
+        const starter = yield* scopedChild(script, { ...env, ROLE: "starter", START: "run-1", REGISTER_GO: registerGo })
+        yield* promise(() => starter.waitForLine((line) => line === "registered", 60_000))
+        const receipt = yield* send(env, "only direct ones", "steer")
+        assert.deepStrictEqual([receipt.delivery, receipt.runId], ["stored", "run-1"])
+        fs.writeFileSync(registerGo, "")
+        yield* promise(() => starter.waitForLine((line) => line === "started", 60_000))
+        fs.writeFileSync(env.GO, "")
+        assert.deepStrictEqual(yield* ended(runner, "run-1"), steered)
+      }),
+    { timeout: 240_000 }
+  )
 })
