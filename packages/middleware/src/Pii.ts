@@ -194,9 +194,12 @@ export interface Redaction {
 
 /**
  * The state of a {@link StreamRedactor}: the text held back, how many
- * characters were released before it, and its last two characters (all a
- * new chunk needs to find a break, so the held-back text is never read
- * again until it is released).
+ * characters were released before it, the last two characters of the input
+ * (all a new chunk needs to find a break, so the held-back text is never
+ * read again until it is released), the two characters just before the
+ * held-back text (a detector may look behind a match), and whether the input
+ * up to the next whitespace is the rest of a match too long to hold back,
+ * already replaced, and is dropped.
  *
  * @since 0.1.0
  * @category models
@@ -205,6 +208,8 @@ export interface StreamState {
   readonly pending: string
   readonly offset: number
   readonly last: string
+  readonly before: string
+  readonly dropping: boolean
 }
 
 /**
@@ -224,6 +229,17 @@ export interface StreamStep extends Redaction {
  * `redactor.redact(wholeText).text`. It holds back the text after the last
  * break (whitespace followed by a non-whitespace character, not counting a
  * single space between two digits), since a match can never cross one.
+ *
+ * It never holds back more than 8,192 characters plus one chunk, so each
+ * `push` costs time in proportion to its chunk plus at most that window,
+ * whatever the input. Past the window, text without a break (base64, a long
+ * run of digits) is released up to a cut at least 1,024 characters before
+ * its end that no match crosses; the releases stay exactly the whole-text
+ * redaction unless a value longer than 1,024 characters crosses the cut. A
+ * match longer than about 3,000 characters (a URL with a long path, say) is
+ * replaced as far as it was seen, and the text after it up to the next
+ * whitespace is dropped with it (with `"hash"` and `"mask"`, the replacement
+ * is of the part seen).
  *
  * @since 0.1.0
  * @category models
@@ -513,16 +529,17 @@ const compile = (options: RedactorOptions): Either.Either<Redactor, AgentError.I
   const strategy = options.strategy ?? "redact"
   return Either.map(compileRules(options.types), (rules) => {
     const detect = Detectors.detectWith(rules)
+    const apply = (text: string, matches: ReadonlyArray<PiiMatch>) => applyStrategy(strategy, text, matches)
     const redact = (text: string): Redaction => {
       const matches = detect(text)
-      return { text: applyStrategy(strategy, text, matches), matches }
+      return { text: apply(text, matches), matches }
     }
     return {
       types: rules.map((rule) => rule.name),
       strategy,
       detect,
       redact,
-      stream: PiiStream.make(redact)
+      stream: PiiStream.make(detect, apply)
     }
   })
 }
