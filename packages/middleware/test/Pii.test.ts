@@ -716,6 +716,75 @@ describe("streamRedactor", () => {
     }
   })
 
+  // Text without whitespace longer than the window the redactor may hold back (8,192 characters)
+  const longRuns = FastCheck.constantFrom("x", "1", "a.", "Q+/", "1-", "0f").chain((unit) =>
+    FastCheck.integer({ min: 1, max: 3000 }).map((n) => unit.repeat(n))
+  )
+  const longTokens = FastCheck.array(
+    FastCheck.oneof(
+      longRuns,
+      FastCheck.constantFrom("ada@example.com", "4111111111111111", "4111-1111-1111-1111", "192.168.1.42", "@", ".")
+    ),
+    { minLength: 5, maxLength: 40 }
+  ).map((parts) => parts.join(","))
+  const pieces = (text: string, size: number) => {
+    const chunks: Array<string> = []
+    for (let at = 0; at < text.length; at += size) chunks.push(text.slice(at, at + size))
+    return chunks
+  }
+
+  it.prop(
+    "any chunking of a long text without whitespace releases exactly what redacting it whole gives",
+    [longTokens.chain((text) =>
+      FastCheck.oneof(
+        withCutsOf(FastCheck.constant(text)).map(({ chunks }) => chunks),
+        FastCheck.integer({ min: 1, max: 8 }).map((size) => pieces(text, size))
+      ).map((chunks) => ({ text, chunks }))
+    )],
+    ([{ chunks, text }]) => {
+      const compiled = compile({ types: streamTypes, strategy: "mask" })
+      const whole = compiled.redact(text)
+      const { matches, released } = runChunks(compiled, chunks)
+      assert.strictEqual(released.join(""), whole.text)
+      assert.deepStrictEqual(matches, [...whole.matches])
+    },
+    { fastCheck: { numRuns: 60 } }
+  )
+
+  it("never holds back more than a window, whatever the text: base64, digits, email-like or URL-like runs", () => {
+    const compiled = compile({ types: streamTypes, strategy: "redact" })
+    const base64 = Buffer.from(Array.from({ length: 96 * 1024 }, (_, i) => (i * 7919 + (i >> 5)) % 256)).toString("base64")
+    const shapes: Record<string, string> = {
+      base64,
+      digits: "1234567890".repeat(13_000),
+      "digit groups": "4111 ".repeat(26_000),
+      "email-like": "a.b_c%+-".repeat(16_000),
+      "domain-like": "ada@" + "example.".repeat(16_000) + "com",
+      "one URL": "https://example.com/" + "a/b?c=d&".repeat(16_000),
+      mixed: "QWxh|ada@example.com|4111-1111-1111-1111|192.168.1.42|".repeat(2_500)
+    }
+    for (const [shape, text] of Object.entries(shapes)) {
+      for (const size of [1, 4]) {
+        let state = compiled.stream.initial
+        let held = 0
+        for (const chunk of pieces(text, size)) {
+          state = compiled.stream.push(state, chunk).state
+          held = Math.max(held, state.pending.length)
+        }
+        assert.isAtMost(held, 8192 + size, `${shape} in chunks of ${size}`)
+      }
+    }
+  })
+
+  it("a match longer than the window is replaced whole, up to the next whitespace", () => {
+    for (const strategy of ["redact", "mask"] as const) {
+      const compiled = compile({ types: streamTypes, strategy })
+      const text = `see https://example.com/${"a1/".repeat(10_000)} or mail ada@example.com now`
+      const { released } = runChunks(compiled, pieces(text, 4))
+      assert.strictEqual(released.join(""), compiled.redact(text).text, strategy)
+    }
+  })
+
   it.prop(
     "any chunking of a text without whitespace releases exactly what redacting it whole gives",
     [withCutsOf(FastCheck.array(tokenFragments, { maxLength: 40 }).map((parts) => parts.join("")))],

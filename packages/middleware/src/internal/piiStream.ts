@@ -37,23 +37,36 @@ const joined = (a: Pii.StreamStep, b: Pii.StreamStep): Pii.StreamStep =>
     : { text: a.text + b.text, matches: [...a.matches, ...b.matches], state: b.state }
 
 /**
+ * A character no built-in value except a URL contains (an email's local
+ * part, a card number, an address stop at it). The text after it is read
+ * by the detectors as it is in the whole input, given the two characters
+ * before it.
+ */
+const SEPARATOR = /[^0-9A-Za-z._%+-]/
+
+/**
  * Holds back the text from the last break on and redacts each segment
  * before a break once, when the break arrives. The work per chunk is
  * proportional to the chunk plus at most a window: a chunk is checked for
  * breaks with the two characters before it kept in the state, and the
  * held-back text is only appended to (a rope), never rescanned, until it is
- * released. Text without a break (base64, a long run of digits) is never
- * held back past {@link WINDOW} characters: it is released up to a cut at
- * least {@link MARGIN} characters before its end that no match crosses, so
- * the releases stay what redacting the whole text gives for every value
- * shorter than the margin. A match that still crosses every such cut is
- * longer than half a window: it is replaced from its start up to there, and
- * the text after it up to the next whitespace (where a match ends at the
+ * released.
+ *
+ * Text without a break (base64, a long run of digits) is never held back
+ * past {@link WINDOW} characters: it is released up to a cut at least
+ * {@link MARGIN} characters before its end that no match crosses, right
+ * after a {@link SEPARATOR} when one is near, so the releases stay what
+ * redacting the whole text gives for every value shorter than the margin.
+ * Cut inside a run of word characters, the rest is read as if it began the
+ * text (a value it ends is still found; a piece of a longer number may be
+ * taken for a card). A match that crosses every such cut is longer than a
+ * quarter of the window: it is replaced from its start up to there, and the
+ * text after it up to the next whitespace (where a match ends at the
  * latest) is dropped.
  *
- * Each release is read with the two characters before it (`before`), so a
- * detector's lookbehind sees the same text as in the whole input; a match
- * starting in them is cut to the release.
+ * Each release is read after the two characters before it (`before`), so a
+ * detector's lookbehind sees what it sees in the whole input; a match
+ * starting in them belongs to the text already released.
  */
 export const make = (
   detect: (text: string) => ReadonlyArray<Pii.PiiMatch>,
@@ -63,20 +76,23 @@ export const make = (
   const detectAfter = (before: string, text: string): Array<Pii.PiiMatch> => {
     const found: Array<Pii.PiiMatch> = []
     for (const match of detect(before + text)) {
-      if (match.end <= before.length) continue
-      const start = Math.max(match.start - before.length, 0)
-      const end = match.end - before.length
-      found.push({ type: match.type, start, end, value: match.start < before.length ? text.slice(0, end) : match.value })
+      if (match.start < before.length) continue
+      found.push({ ...match, start: match.start - before.length, end: match.end - before.length })
     }
     return found
   }
-  /** Releases `text` (the held-back text and the chunk) up to `cut`, redacted with `matches` (found if not given). */
+  /**
+   * Releases `text` (the held-back text and the chunk) up to `cut`,
+   * redacted with `given` matches (found if not given). The rest is read
+   * after the two characters before it, or from scratch when not `inContext`.
+   */
   const release = (
     state: Pii.StreamState,
     text: string,
     cut: number,
     last: string,
-    given?: ReadonlyArray<Pii.PiiMatch>
+    given?: ReadonlyArray<Pii.PiiMatch>,
+    inContext = true
   ): Pii.StreamStep => {
     const segment = text.slice(0, cut)
     const matches = given === undefined ? detectAfter(state.before, segment) : given.filter((m) => m.end <= cut)
@@ -87,7 +103,7 @@ export const make = (
         pending: text.slice(cut),
         offset: state.offset + cut,
         last,
-        before: cut >= 2 ? text.slice(cut - 2, cut) : (state.before + segment).slice(-2),
+        before: !inContext ? "" : cut >= 2 ? text.slice(cut - 2, cut) : (state.before + segment).slice(-2),
         dropping: false
       }
     }
@@ -96,10 +112,14 @@ export const make = (
   const cutWindow = (state: Pii.StreamState): Pii.StreamStep => {
     const text = state.pending
     const matches = detectAfter(state.before, text)
-    const cut = text.length - MARGIN
+    const latest = text.length - MARGIN
+    let cut = latest
+    while (cut > latest - WINDOW / 4 && !SEPARATOR.test(text[cut - 1]!)) cut--
+    const separated = cut > latest - WINDOW / 4
+    if (!separated) cut = latest
     const crossing = matches.find((match) => match.start < cut && cut < match.end)
-    if (crossing === undefined) return release(state, text, cut, state.last, matches)
-    if (crossing.start > text.length - WINDOW / 2) return release(state, text, crossing.start, state.last, matches)
+    if (crossing === undefined) return release(state, text, cut, state.last, matches, separated)
+    if (crossing.start >= latest - WINDOW / 4) return release(state, text, crossing.start, state.last, matches)
     const long = { ...crossing, end: text.length, value: text.slice(crossing.start) }
     const step = release(state, text, text.length, state.last, [...matches.filter((m) => m.end <= long.start), long])
     return { ...step, state: { ...step.state, dropping: true } }
