@@ -936,6 +936,40 @@ describe("streamed output", () => {
       finish
     ]])))
 
+  it.effect("a model streaming 512 KB of base64 in 4-character pieces never blocks the event loop for long", () => {
+    let seed = 7
+    const bytes = Uint8Array.from({ length: 384 * 1024 }, () => (seed = (seed * 1103515245 + 12345) % 2147483648) >> 23)
+    const base64 = Buffer.from(bytes).toString("base64")
+    const pieces: Array<string> = []
+    for (let at = 0; at < base64.length; at += 4) pieces.push(base64.slice(at, at + 4))
+    return Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: all, applyToInput: false, applyToOutput: true })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      // the ticks of a 10 ms timer while the run streams, and the longest time between two
+      let tick = performance.now()
+      let ticks = 0
+      let longest = 0
+      const timer = setInterval(() => {
+        const now = performance.now()
+        longest = Math.max(longest, now - tick)
+        tick = now
+        ticks++
+      }, 10)
+      const started = performance.now()
+      const events = yield* collect(agent.stream("hi", { threadId: "t" })).pipe(
+        Effect.ensuring(Effect.sync(() => clearInterval(timer)))
+      )
+      const total = performance.now() - started
+      longest = Math.max(longest, performance.now() - tick)
+      // (before, the timer did not tick from the first part to the last: the run kept the event loop throughout)
+      assert.isAtLeast(ticks, 20, `the timer ticked ${ticks} times in ${Math.round(total)} ms`)
+      assert.isBelow(longest, Math.max(1000, total / 4), `the event loop was kept for ${Math.round(longest)} ms`)
+      const deltas = deltasOf(events)
+      assert.strictEqual(deltas.join(""), base64)
+      assert.isAbove(deltas.length, 1, "the text is shown as it comes, not all at the end")
+    }).pipe(streamed([[...textChunks("t0", pieces), finish]]))
+  }, 120_000)
+
   it.effect("tool calls pass through the stream; streamed reasoning is redacted before it is stored", () =>
     Effect.gen(function*() {
       const pii = yield* Pii.middleware({
