@@ -870,18 +870,69 @@ export const middleware: (
   const streamed = new Map<string, { readonly step: number; readonly texts: Array<string> }>()
   const maxStreamed = 1024
 
-  const afterModel = Effect.fnUntraced(function*({ messages, step, threadId }: Middleware.HookContext<{}>) {
+  /** Redacts the last assistant message (the model's reply), leaving alone the text parts the stream redacted. */
+  const redactReply = Effect.fnUntraced(function*(
+    messages: ReadonlyArray<Prompt.Message>,
+    step: number,
+    threadId: string
+  ) {
     let index = messages.length - 1
     while (index >= 0 && messages[index]!.role !== "assistant") index--
     const record = streamed.get(threadId)
     streamed.delete(threadId)
-    if (index < 0) return undefined
+    if (index < 0) return messages
     const skip = record !== undefined && record.step === step - 1 ? record.texts : undefined
     const result = yield* redactAssistant(compiled, messages[index] as Prompt.AssistantMessage, skip)
-    if (result.matches.length === 0) return undefined
+    if (result.matches.length === 0) return messages
     if (strategy === "block") return yield* detected(result.matches, "output")
     yield* Middleware.report(describe(result.matches, strategy, "the model output"), countByType(result.matches))
-    return { messages: [...messages.slice(0, index), result.message, ...messages.slice(index + 1)] }
+    return [...messages.slice(0, index), result.message, ...messages.slice(index + 1)]
+  })
+
+  /**
+   * Redacts the tool results that follow the last assistant message when
+   * `afterModel` runs: no tool has run yet, so they are answers a middleware
+   * wrote, above all what a person typed to `HumanInTheLoop` (a `respond`
+   * answer, a `reject` reason). They get the redaction of the user's input.
+   */
+  const redactAnswers = Effect.fnUntraced(function*(messages: ReadonlyArray<Prompt.Message>) {
+    let index = messages.length
+    while (index > 0 && messages[index - 1]!.role === "tool") index--
+    if (index === messages.length || index === 0 || messages[index - 1]!.role !== "assistant") return messages
+    const matches: Array<PiiMatch> = []
+    const out = [...messages]
+    for (let i = index; i < messages.length; i++) {
+      const message = messages[i] as Prompt.ToolMessage
+      const content: Array<Prompt.ToolMessagePart> = []
+      for (const part of message.content) {
+        const found: Array<PiiMatch> = []
+        const result = part.type === "tool-result" ? yield* redactValue(compiled, part.result, found) : undefined
+        if (part.type !== "tool-result" || found.length === 0) {
+          content.push(part)
+          continue
+        }
+        matches.push(...found)
+        content.push(Prompt.makePart("tool-result", {
+          id: part.id,
+          name: part.name,
+          result,
+          isFailure: part.isFailure,
+          providerExecuted: part.providerExecuted,
+          options: part.options
+        }))
+      }
+      out[i] = Prompt.makeMessage("tool", { content, options: message.options })
+    }
+    if (matches.length === 0) return messages
+    if (strategy === "block") return yield* detected(matches, "input")
+    yield* Middleware.report(describe(matches, strategy, "the answers to tool calls"), countByType(matches))
+    return out
+  })
+
+  const afterModel = Effect.fnUntraced(function*({ messages, step, threadId }: Middleware.HookContext<{}>) {
+    const replied = applyToOutput ? yield* redactReply(messages, step, threadId) : messages
+    const answered = applyToInput ? yield* redactAnswers(replied) : replied
+    return answered === messages ? undefined : { messages: answered }
   })
 
   const name = options.name ?? "pii"
@@ -939,7 +990,7 @@ export const middleware: (
   return Middleware.make({
     name,
     transformInput: applyToInput ? transformInput : undefined,
-    afterModel: applyToOutput ? afterModel : undefined,
+    afterModel: applyToOutput || applyToInput ? afterModel : undefined,
     wrapModelStream: applyToOutput ? wrapModelStream : undefined,
     wrapToolCall: applyToToolResults ? wrapToolCall : undefined
   })

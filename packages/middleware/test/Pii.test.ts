@@ -1304,3 +1304,64 @@ describe("a value split across streamed text parts of one reply", () => {
     )
   }
 })
+
+// -----------------------------------------------------------------------------
+// what a person types (HumanInTheLoop)
+// -----------------------------------------------------------------------------
+
+describe("a person's answers to HumanInTheLoop", () => {
+  const typed = "call me on ada@example.com, card 4111 1111 1111 1111"
+
+  /** Resumes `t` with the decisions `decide` builds for the call it waits on, bound to its request. */
+  const decideWith = <S, E, O>(
+    agent: Agent.Agent.Service<S, E, O>,
+    decide: (callId: string) => HumanInTheLoop.Decision
+  ) =>
+    Effect.gen(function*() {
+      const thread = Option.getOrThrow(yield* agent.thread("t"))
+      const request = Option.getOrThrow(Option.flatMap(thread.pending, HumanInTheLoop.requestOf))
+      return yield* agent.resume(
+        "t",
+        HumanInTheLoop.bind(request, request.actionRequests.map((action) => decide(action.callId)))
+      )
+    })
+
+  const cases = [
+    ["respond", (callId: string) => HumanInTheLoop.respond(callId, typed)],
+    ["reject", (callId: string) => HumanInTheLoop.reject(callId, typed)]
+  ] as const
+
+  for (const [kind, decide] of cases) {
+    for (const applyToToolResults of [false, true]) {
+      it.effect(
+        `${kind}: the stored thread holds neither the card nor the email a person typed ` +
+          `(applyToToolResults: ${applyToToolResults})`,
+        () =>
+          Effect.gen(function*() {
+            const pii = yield* Pii.middleware({ types: ["email", "credit_card"], applyToToolResults })
+            const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+            const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii, hitl] })
+            assert.strictEqual((yield* agent.run("look ada up", { threadId: "t" }))._tag, "Interrupted")
+            const result = yield* decideWith(agent, decide)
+            assert.strictEqual(result._tag, "Completed")
+            const stored = JSON.stringify(Option.getOrThrow(yield* agent.thread("t")).state.messages)
+            assert.notInclude(stored, "ada@example.com")
+            assert.notInclude(stored, "4111")
+            assert.include(stored, "[REDACTED_EMAIL]")
+            assert.include(stored, "[REDACTED_CREDIT_CARD]")
+          }).pipe(provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]), ScriptedModel.text("ok")]))
+      )
+    }
+  }
+
+  it.effect("with \"block\", a person's answer holding an email fails the resume with PiiDetected (input)", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "block" })
+      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii, hitl] })
+      assert.strictEqual((yield* agent.run("look someone up", { threadId: "t" }))._tag, "Interrupted")
+      const error = yield* Effect.flip(decideWith(agent, (callId) => HumanInTheLoop.respond(callId, typed)))
+      assert.strictEqual(error._tag, "PiiDetected")
+      assert.strictEqual((error as Pii.PiiDetected).location, "input")
+    }).pipe(provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]), ScriptedModel.text("ok")])))
+})
