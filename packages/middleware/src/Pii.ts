@@ -11,7 +11,11 @@
  *   list: a middleware that ends or interrupts the run at once
  *   (`ModelCallLimit`, a `Guardrail` with `onBlock: "end"`) cannot save the
  *   raw input, the model never sees it and other middleware read the
- *   redacted text. (LangChain rewrites the state in `before_model`.)
+ *   redacted text. (LangChain rewrites the state in `before_model`.) What a
+ *   person types to `HumanInTheLoop` (a `respond` answer, a `reject` reason)
+ *   gets the same redaction in `afterModel`, before it is stored: list `Pii`
+ *   before `HumanInTheLoop`, so that its `afterModel` runs after the answers
+ *   are written (`after*` hooks run in reverse list order).
  * - `applyToOutput` (default `false`): the assistant reply's text is
  *   rewritten before it is shown or stored. A streamed model call
  *   (`Agent.stream`) is redacted as it arrives, in `wrapModelStream`: each
@@ -169,7 +173,7 @@ export interface RedactorOptions {
  * @category models
  */
 export interface Options extends RedactorOptions {
-  /** Redact the last user message before each model call (default `true`). */
+  /** Redact the user messages of each run's input, and what a person answers to `HumanInTheLoop` (default `true`). */
   readonly applyToInput?: boolean | undefined
   /** Redact the assistant reply, as it streams and before it is stored (default `false`). */
   readonly applyToOutput?: boolean | undefined
