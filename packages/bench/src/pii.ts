@@ -116,7 +116,9 @@ export const measure = (options: { readonly quick: boolean; readonly log: (line:
       matches
     }
     options.log(
-      `  ${what} (${chunk}-character chunks): streamed ${row.streamedMBps.toFixed(2)} MB/s, whole ${row.wholeMBps.toFixed(2)} MB/s, ` +
+      `  ${what} (${chunk}-character chunks): streamed ${row.streamedMBps.toFixed(2)} MB/s, whole ${
+        row.wholeMBps.toFixed(2)
+      } MB/s, ` +
         `${matches} matches`
     )
     return row

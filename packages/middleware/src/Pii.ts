@@ -240,8 +240,8 @@ export interface StreamStep extends Redaction {
  * run of digits) is released up to a cut at least 1,024 characters before
  * its end that no match crosses; the releases stay exactly the whole-text
  * redaction unless a value longer than 1,024 characters crosses the cut. A
- * match longer than about 3,000 characters (a URL with a long path, say) is
- * replaced as far as it was seen, and the text after it up to the next
+ * longer match that crosses it (a URL with a long path, say) is replaced as
+ * far as it was seen, and the text after it up to the next
  * whitespace is dropped with it (with `"hash"` and `"mask"`, the replacement
  * is of the part seen).
  *

@@ -753,7 +753,9 @@ describe("streamRedactor", () => {
 
   it("never holds back more than a window, whatever the text: base64, digits, email-like or URL-like runs", () => {
     const compiled = compile({ types: streamTypes, strategy: "redact" })
-    const base64 = Buffer.from(Array.from({ length: 96 * 1024 }, (_, i) => (i * 7919 + (i >> 5)) % 256)).toString("base64")
+    const base64 = Buffer.from(Array.from({ length: 96 * 1024 }, (_, i) => (i * 7919 + (i >> 5)) % 256)).toString(
+      "base64"
+    )
     const shapes: Record<string, string> = {
       base64,
       digits: "1234567890".repeat(13_000),
@@ -1349,7 +1351,9 @@ describe("a person's answers to HumanInTheLoop", () => {
             assert.notInclude(stored, "4111")
             assert.include(stored, "[REDACTED_EMAIL]")
             assert.include(stored, "[REDACTED_CREDIT_CARD]")
-          }).pipe(provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]), ScriptedModel.text("ok")]))
+          }).pipe(
+            provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]), ScriptedModel.text("ok")])
+          )
       )
     }
   }
@@ -1363,5 +1367,7 @@ describe("a person's answers to HumanInTheLoop", () => {
       const error = yield* Effect.flip(decideWith(agent, (callId) => HumanInTheLoop.respond(callId, typed)))
       assert.strictEqual(error._tag, "PiiDetected")
       assert.strictEqual((error as Pii.PiiDetected).location, "input")
-    }).pipe(provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]), ScriptedModel.text("ok")])))
+    }).pipe(
+      provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]), ScriptedModel.text("ok")])
+    ))
 })

@@ -59,10 +59,11 @@ const SEPARATOR = /[^0-9A-Za-z._%+-]/
  * redacting the whole text gives for every value shorter than the margin.
  * Cut inside a run of word characters, the rest is read as if it began the
  * text (a value it ends is still found; a piece of a longer number may be
- * taken for a card). A match that crosses every such cut is longer than a
- * quarter of the window: it is replaced from its start up to there, and the
- * text after it up to the next whitespace (where a match ends at the
- * latest) is dropped.
+ * taken for a card). A match that crosses the cut is cut before instead,
+ * unless it starts more than half a window back (then it is longer than the
+ * margin): it is replaced from its start up to the end of the held-back
+ * text, and the text after it up to the next whitespace (where a match ends
+ * at the latest) is dropped.
  *
  * Each release is read after the two characters before it (`before`), so a
  * detector's lookbehind sees what it sees in the whole input; a match
@@ -119,7 +120,7 @@ export const make = (
     if (!separated) cut = latest
     const crossing = matches.find((match) => match.start < cut && cut < match.end)
     if (crossing === undefined) return release(state, text, cut, state.last, matches, separated)
-    if (crossing.start >= latest - WINDOW / 4) return release(state, text, crossing.start, state.last, matches)
+    if (crossing.start >= text.length - WINDOW / 2) return release(state, text, crossing.start, state.last, matches)
     const long = { ...crossing, end: text.length, value: text.slice(crossing.start) }
     const step = release(state, text, text.length, state.last, [...matches.filter((m) => m.end <= long.start), long])
     return { ...step, state: { ...step.state, dropping: true } }
@@ -196,7 +197,10 @@ const mapWithTurns = <A, E, R, B, E2>(
 ): Stream.Stream<B, E | E2, R> =>
   Stream.suspend(() => {
     let count = 0
-    return Stream.mapEffect(self, (a) => ++count % ELEMENTS_PER_TURN === 0 ? Effect.zipRight(eventLoopTurn, f(a)) : f(a))
+    return Stream.mapEffect(
+      self,
+      (a) => ++count % ELEMENTS_PER_TURN === 0 ? Effect.zipRight(eventLoopTurn, f(a)) : f(a)
+    )
   })
 
 /** One step of a redactor: `push` a chunk, or `flush` when it is `undefined`. */
