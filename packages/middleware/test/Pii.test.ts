@@ -1358,6 +1358,25 @@ describe("a person's answers to HumanInTheLoop", () => {
     }
   }
 
+  it.effect("an answer from an Approvals service is redacted too", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"] })
+      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii, hitl] })
+      const result = yield* agent.run("look ada up", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      const stored = JSON.stringify(Option.getOrThrow(yield* agent.thread("t")).state.messages)
+      assert.notInclude(stored, "ada@example.com")
+      assert.include(stored, "[REDACTED_CREDIT_CARD]")
+    }).pipe(
+      provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]), ScriptedModel.text("ok")]),
+      Effect.provide(
+        HumanInTheLoop.layerApprovals((request) =>
+          Effect.succeed(request.actionRequests.map((action) => HumanInTheLoop.respond(action.callId, typed)))
+        )
+      )
+    ))
+
   it.effect("with \"block\", a person's answer holding an email fails the resume with PiiDetected (input)", () =>
     Effect.gen(function*() {
       const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "block" })
