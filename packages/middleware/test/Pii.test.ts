@@ -778,6 +778,16 @@ describe("streamRedactor", () => {
     }
   })
 
+  it("a short match across the cut of a long text is released whole, and the text after it too", () => {
+    const compiled = compile({ types: streamTypes, strategy: "redact" })
+    // when 8,193 characters are held back, the cut falls right after the "@" (the last separator), inside the email
+    const text = `${"q".repeat(8193 - 3081)},abcdefghij@example.com%${"z".repeat(4000)} end`
+    for (const size of [1, 4]) {
+      const { released } = runChunks(compiled, pieces(text, size))
+      assert.strictEqual(released.join(""), compiled.redact(text).text, `chunks of ${size}`)
+    }
+  })
+
   it("a match longer than the window is replaced whole, up to the next whitespace", () => {
     for (const strategy of ["redact", "mask"] as const) {
       const compiled = compile({ types: streamTypes, strategy })
