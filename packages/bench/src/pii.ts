@@ -4,7 +4,8 @@
  * beside `redact` on the whole text. The text is one long token without
  * whitespace (base64, dotted names, timestamps, an email, a card and a URL
  * every ~150 characters, joined by `|`), and for comparison the same pieces
- * joined by spaces. CPU time, best of a few passes.
+ * joined by spaces; then 512 KB of base64 (a model streaming a file) in
+ * 4-character chunks. CPU time, best of a few passes.
  *
  * @since 0.1.0
  */
@@ -20,7 +21,11 @@ import { cpuUs } from "./measure.js"
  */
 export interface PiiRow {
   readonly what: string
-  /** MB/s (10^6 bytes of UTF-8, ASCII here) streamed in 64-character chunks. */
+  /** The text's length (ASCII, so bytes too). */
+  readonly bytes: number
+  /** The chunks' length. */
+  readonly chunk: number
+  /** MB/s (10^6 bytes of UTF-8, ASCII here) streamed in chunks of `chunk` characters. */
   readonly streamedMBps: number
   /** MB/s of `redact` on the whole text. */
   readonly wholeMBps: number
@@ -78,8 +83,16 @@ export const measure = (options: { readonly quick: boolean; readonly log: (line:
   const bytes = 1_000_000
   const chunk = 64
   const passes = options.quick ? 1 : 3
-  const rows = ([["no whitespace", "|"], ["with spaces", " "]] as const).map(([what, separator]): PiiRow => {
-    const text = textOf(separator, bytes)
+  let seed = 7
+  const base64 = Buffer.from(
+    Uint8Array.from({ length: 384 * 1024 }, () => (seed = (seed * 1103515245 + 12345) % 2147483648) >> 23)
+  ).toString("base64")
+  const texts = [
+    { what: "no whitespace", text: textOf("|", bytes), chunk },
+    { what: "with spaces", text: textOf(" ", bytes), chunk },
+    { what: "base64", text: base64, chunk: 4 }
+  ]
+  const rows = texts.map(({ chunk, text, what }): PiiRow => {
     const chunks: Array<string> = []
     for (let at = 0; at < text.length; at += chunk) chunks.push(text.slice(at, at + chunk))
     let matches = 0
@@ -96,12 +109,16 @@ export const measure = (options: { readonly quick: boolean; readonly log: (line:
     const wholeMs = best(passes, () => redactor.redact(text))
     const row = {
       what,
+      bytes: text.length,
+      chunk,
       streamedMBps: text.length / 1000 / streamedMs,
       wholeMBps: text.length / 1000 / wholeMs,
       matches
     }
     options.log(
-      `  ${what}: streamed ${row.streamedMBps.toFixed(2)} MB/s, whole ${row.wholeMBps.toFixed(2)} MB/s, ` +
+      `  ${what} (${chunk}-character chunks): streamed ${row.streamedMBps.toFixed(2)} MB/s, whole ${
+        row.wholeMBps.toFixed(2)
+      } MB/s, ` +
         `${matches} matches`
     )
     return row
@@ -117,15 +134,17 @@ export const measure = (options: { readonly quick: boolean; readonly log: (line:
  */
 export const render = (result: PiiResult): string =>
   [
-    `\`Pii.streamRedactor\` (every built-in type, \`"redact"\`) fed ${(result.bytes / 1e6).toFixed(0)} MB of ` +
-    `text in ${result.chunk}-character chunks, beside \`redact\` on the whole text. The text repeats base64, ` +
-    "dotted names, a timestamp, an email, a card, a URL and hex, joined by `|` (one token without whitespace, " +
-    "so the stream holds it all back until the end) or by spaces. CPU time, best of 3 passes; MB = 10^6 bytes.",
+    `\`Pii.streamRedactor\` (every built-in type, \`"redact"\`) fed text in chunks, beside \`redact\` on the ` +
+    "whole text. The first two texts repeat base64, dotted names, a timestamp, an email, a card, a URL and hex, " +
+    "joined by `|` (one token without whitespace: the stream holds back at most a window of it) or by spaces; " +
+    "the last is base64 without whitespace, as a model streaming a file in 4-character pieces sends it. CPU " +
+    "time, best of 3 passes; MB = 10^6 bytes.",
     "",
-    "| text | streamed PII redaction | whole-text redaction | matches |",
-    "|---|---|---|---|",
+    "| text | size | chunks | streamed PII redaction | whole-text redaction | matches |",
+    "|---|---|---|---|---|---|",
     ...result.rows.map((row) =>
-      `| ${row.what} | ${row.streamedMBps.toFixed(2)} MB/s | ${row.wholeMBps.toFixed(2)} MB/s | ${row.matches} |`
+      `| ${row.what} | ${(row.bytes / 1e3).toFixed(0)} KB | ${row.chunk} characters | ` +
+      `${row.streamedMBps.toFixed(2)} MB/s | ${row.wholeMBps.toFixed(2)} MB/s | ${row.matches} |`
     ),
     "",
     `(This section took ${result.seconds.toFixed(1)} s.)`

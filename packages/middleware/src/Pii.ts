@@ -11,7 +11,11 @@
  *   list: a middleware that ends or interrupts the run at once
  *   (`ModelCallLimit`, a `Guardrail` with `onBlock: "end"`) cannot save the
  *   raw input, the model never sees it and other middleware read the
- *   redacted text. (LangChain rewrites the state in `before_model`.)
+ *   redacted text. (LangChain rewrites the state in `before_model`.) What a
+ *   person types to `HumanInTheLoop` (a `respond` answer, a `reject` reason)
+ *   gets the same redaction in `afterModel`, before it is stored: list `Pii`
+ *   before `HumanInTheLoop`, so that its `afterModel` runs after the answers
+ *   are written (`after*` hooks run in reverse list order).
  * - `applyToOutput` (default `false`): the assistant reply's text is
  *   rewritten before it is shown or stored. A streamed model call
  *   (`Agent.stream`) is redacted as it arrives, in `wrapModelStream`: each
@@ -169,7 +173,7 @@ export interface RedactorOptions {
  * @category models
  */
 export interface Options extends RedactorOptions {
-  /** Redact the last user message before each model call (default `true`). */
+  /** Redact the user messages of each run's input, and what a person answers to `HumanInTheLoop` (default `true`). */
   readonly applyToInput?: boolean | undefined
   /** Redact the assistant reply, as it streams and before it is stored (default `false`). */
   readonly applyToOutput?: boolean | undefined
@@ -194,9 +198,12 @@ export interface Redaction {
 
 /**
  * The state of a {@link StreamRedactor}: the text held back, how many
- * characters were released before it, and its last two characters (all a
- * new chunk needs to find a break, so the held-back text is never read
- * again until it is released).
+ * characters were released before it, the last two characters of the input
+ * (all a new chunk needs to find a break, so the held-back text is never
+ * read again until it is released), the two characters just before the
+ * held-back text (a detector may look behind a match), and whether the input
+ * up to the next whitespace is the rest of a match too long to hold back,
+ * already replaced, and is dropped.
  *
  * @since 0.1.0
  * @category models
@@ -205,6 +212,8 @@ export interface StreamState {
   readonly pending: string
   readonly offset: number
   readonly last: string
+  readonly before: string
+  readonly dropping: boolean
 }
 
 /**
@@ -224,6 +233,17 @@ export interface StreamStep extends Redaction {
  * `redactor.redact(wholeText).text`. It holds back the text after the last
  * break (whitespace followed by a non-whitespace character, not counting a
  * single space between two digits), since a match can never cross one.
+ *
+ * It never holds back more than 8,192 characters plus one chunk, so each
+ * `push` costs time in proportion to its chunk plus at most that window,
+ * whatever the input. Past the window, text without a break (base64, a long
+ * run of digits) is released up to a cut at least 1,024 characters before
+ * its end that no match crosses; the releases stay exactly the whole-text
+ * redaction unless a value longer than 1,024 characters crosses the cut. A
+ * longer match that crosses it (a URL with a long path, say) is replaced as
+ * far as it was seen, and the text after it up to the next
+ * whitespace is dropped with it (with `"hash"` and `"mask"`, the replacement
+ * is of the part seen).
  *
  * @since 0.1.0
  * @category models
@@ -513,16 +533,17 @@ const compile = (options: RedactorOptions): Either.Either<Redactor, AgentError.I
   const strategy = options.strategy ?? "redact"
   return Either.map(compileRules(options.types), (rules) => {
     const detect = Detectors.detectWith(rules)
+    const apply = (text: string, matches: ReadonlyArray<PiiMatch>) => applyStrategy(strategy, text, matches)
     const redact = (text: string): Redaction => {
       const matches = detect(text)
-      return { text: applyStrategy(strategy, text, matches), matches }
+      return { text: apply(text, matches), matches }
     }
     return {
       types: rules.map((rule) => rule.name),
       strategy,
       detect,
       redact,
-      stream: PiiStream.make(redact)
+      stream: PiiStream.make(detect, apply)
     }
   })
 }
@@ -853,18 +874,69 @@ export const middleware: (
   const streamed = new Map<string, { readonly step: number; readonly texts: Array<string> }>()
   const maxStreamed = 1024
 
-  const afterModel = Effect.fnUntraced(function*({ messages, step, threadId }: Middleware.HookContext<{}>) {
+  /** Redacts the last assistant message (the model's reply), leaving alone the text parts the stream redacted. */
+  const redactReply = Effect.fnUntraced(function*(
+    messages: ReadonlyArray<Prompt.Message>,
+    step: number,
+    threadId: string
+  ) {
     let index = messages.length - 1
     while (index >= 0 && messages[index]!.role !== "assistant") index--
     const record = streamed.get(threadId)
     streamed.delete(threadId)
-    if (index < 0) return undefined
+    if (index < 0) return messages
     const skip = record !== undefined && record.step === step - 1 ? record.texts : undefined
     const result = yield* redactAssistant(compiled, messages[index] as Prompt.AssistantMessage, skip)
-    if (result.matches.length === 0) return undefined
+    if (result.matches.length === 0) return messages
     if (strategy === "block") return yield* detected(result.matches, "output")
     yield* Middleware.report(describe(result.matches, strategy, "the model output"), countByType(result.matches))
-    return { messages: [...messages.slice(0, index), result.message, ...messages.slice(index + 1)] }
+    return [...messages.slice(0, index), result.message, ...messages.slice(index + 1)]
+  })
+
+  /**
+   * Redacts the tool results that follow the last assistant message when
+   * `afterModel` runs: no tool has run yet, so they are answers a middleware
+   * wrote, above all what a person typed to `HumanInTheLoop` (a `respond`
+   * answer, a `reject` reason). They get the redaction of the user's input.
+   */
+  const redactAnswers = Effect.fnUntraced(function*(messages: ReadonlyArray<Prompt.Message>) {
+    let index = messages.length
+    while (index > 0 && messages[index - 1]!.role === "tool") index--
+    if (index === messages.length || index === 0 || messages[index - 1]!.role !== "assistant") return messages
+    const matches: Array<PiiMatch> = []
+    const out = [...messages]
+    for (let i = index; i < messages.length; i++) {
+      const message = messages[i] as Prompt.ToolMessage
+      const content: Array<Prompt.ToolMessagePart> = []
+      for (const part of message.content) {
+        const found: Array<PiiMatch> = []
+        const result = part.type === "tool-result" ? yield* redactValue(compiled, part.result, found) : undefined
+        if (part.type !== "tool-result" || found.length === 0) {
+          content.push(part)
+          continue
+        }
+        matches.push(...found)
+        content.push(Prompt.makePart("tool-result", {
+          id: part.id,
+          name: part.name,
+          result,
+          isFailure: part.isFailure,
+          providerExecuted: part.providerExecuted,
+          options: part.options
+        }))
+      }
+      out[i] = Prompt.makeMessage("tool", { content, options: message.options })
+    }
+    if (matches.length === 0) return messages
+    if (strategy === "block") return yield* detected(matches, "input")
+    yield* Middleware.report(describe(matches, strategy, "the answers to tool calls"), countByType(matches))
+    return out
+  })
+
+  const afterModel = Effect.fnUntraced(function*({ messages, step, threadId }: Middleware.HookContext<{}>) {
+    const replied = applyToOutput ? yield* redactReply(messages, step, threadId) : messages
+    const answered = applyToInput ? yield* redactAnswers(replied) : replied
+    return answered === messages ? undefined : { messages: answered }
   })
 
   const name = options.name ?? "pii"
@@ -922,7 +994,7 @@ export const middleware: (
   return Middleware.make({
     name,
     transformInput: applyToInput ? transformInput : undefined,
-    afterModel: applyToOutput ? afterModel : undefined,
+    afterModel: applyToOutput || applyToInput ? afterModel : undefined,
     wrapModelStream: applyToOutput ? wrapModelStream : undefined,
     wrapToolCall: applyToToolResults ? wrapToolCall : undefined
   })

@@ -692,7 +692,7 @@ describe("streamRedactor", () => {
     assert.deepStrictEqual(c.matches, [{ type: "credit_card", start: 27, end: 46, value: "4111 1111 1111 1111" }])
     const d = stream.flush(c.state)
     assert.strictEqual(d.text, "thanks")
-    assert.deepStrictEqual(d.state, { pending: "", offset: 53, last: "" })
+    assert.deepStrictEqual(d.state, { pending: "", offset: 53, last: "ks", before: "ks", dropping: false })
   })
 
   it("a 1 MB text without whitespace, streamed in chunks, releases what redacting it whole gives", () => {
@@ -713,6 +713,87 @@ describe("streamRedactor", () => {
       const { matches, released } = runChunks(compiled, chunks)
       assert.strictEqual(released.join(""), whole.text, `chunks of ${size}`)
       assert.deepStrictEqual(matches, [...whole.matches])
+    }
+  })
+
+  // Text without whitespace longer than the window the redactor may hold back (8,192 characters)
+  const longRuns = FastCheck.constantFrom("x", "1", "a.", "Q+/", "1-", "0f").chain((unit) =>
+    FastCheck.integer({ min: 1, max: 3000 }).map((n) => unit.repeat(n))
+  )
+  const longTokens = FastCheck.array(
+    FastCheck.oneof(
+      longRuns,
+      FastCheck.constantFrom("ada@example.com", "4111111111111111", "4111-1111-1111-1111", "192.168.1.42", "@", ".")
+    ),
+    { minLength: 5, maxLength: 40 }
+  ).map((parts) => parts.join(","))
+  const pieces = (text: string, size: number) => {
+    const chunks: Array<string> = []
+    for (let at = 0; at < text.length; at += size) chunks.push(text.slice(at, at + size))
+    return chunks
+  }
+
+  it.prop(
+    "any chunking of a long text without whitespace releases exactly what redacting it whole gives",
+    [longTokens.chain((text) =>
+      FastCheck.oneof(
+        withCutsOf(FastCheck.constant(text)).map(({ chunks }) => chunks),
+        FastCheck.integer({ min: 1, max: 8 }).map((size) => pieces(text, size))
+      ).map((chunks) => ({ text, chunks }))
+    )],
+    ([{ chunks, text }]) => {
+      const compiled = compile({ types: streamTypes, strategy: "mask" })
+      const whole = compiled.redact(text)
+      const { matches, released } = runChunks(compiled, chunks)
+      assert.strictEqual(released.join(""), whole.text)
+      assert.deepStrictEqual(matches, [...whole.matches])
+    },
+    { fastCheck: { numRuns: 60 } }
+  )
+
+  it("never holds back more than a window, whatever the text: base64, digits, email-like or URL-like runs", () => {
+    const compiled = compile({ types: streamTypes, strategy: "redact" })
+    const base64 = Buffer.from(Array.from({ length: 96 * 1024 }, (_, i) => (i * 7919 + (i >> 5)) % 256)).toString(
+      "base64"
+    )
+    const shapes: Record<string, string> = {
+      base64,
+      digits: "1234567890".repeat(13_000),
+      "digit groups": "4111 ".repeat(26_000),
+      "email-like": "a.b_c%+-".repeat(16_000),
+      "domain-like": "ada@" + "example.".repeat(16_000) + "com",
+      "one URL": "https://example.com/" + "a/b?c=d&".repeat(16_000),
+      mixed: "QWxh|ada@example.com|4111-1111-1111-1111|192.168.1.42|".repeat(2_500)
+    }
+    for (const [shape, text] of Object.entries(shapes)) {
+      for (const size of [1, 4]) {
+        let state = compiled.stream.initial
+        let held = 0
+        for (const chunk of pieces(text, size)) {
+          state = compiled.stream.push(state, chunk).state
+          held = Math.max(held, state.pending.length)
+        }
+        assert.isAtMost(held, 8192 + size, `${shape} in chunks of ${size}`)
+      }
+    }
+  })
+
+  it("a short match across the cut of a long text is released whole, and the text after it too", () => {
+    const compiled = compile({ types: streamTypes, strategy: "redact" })
+    // when 8,193 characters are held back, the cut falls right after the "@" (the last separator), inside the email
+    const text = `${"q".repeat(8193 - 3081)},abcdefghij@example.com%${"z".repeat(4000)} end`
+    for (const size of [1, 4]) {
+      const { released } = runChunks(compiled, pieces(text, size))
+      assert.strictEqual(released.join(""), compiled.redact(text).text, `chunks of ${size}`)
+    }
+  })
+
+  it("a match longer than the window is replaced whole, up to the next whitespace", () => {
+    for (const strategy of ["redact", "mask"] as const) {
+      const compiled = compile({ types: streamTypes, strategy })
+      const text = `see https://example.com/${"a1/".repeat(10_000)} or mail ada@example.com now`
+      const { released } = runChunks(compiled, pieces(text, 4))
+      assert.strictEqual(released.join(""), compiled.redact(text).text, strategy)
     }
   })
 
@@ -866,6 +947,40 @@ describe("streamed output", () => {
       ...textChunks("t0", ["Write to ada@exa", "mple.com, card 4111 11", "11 1111 1111 to", "day"]),
       finish
     ]])))
+
+  it.effect("a model streaming 512 KB of base64 in 4-character pieces never blocks the event loop for long", () => {
+    let seed = 7
+    const bytes = Uint8Array.from({ length: 384 * 1024 }, () => (seed = (seed * 1103515245 + 12345) % 2147483648) >> 23)
+    const base64 = Buffer.from(bytes).toString("base64")
+    const pieces: Array<string> = []
+    for (let at = 0; at < base64.length; at += 4) pieces.push(base64.slice(at, at + 4))
+    return Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: all, applyToInput: false, applyToOutput: true })
+      const agent = yield* Agent.make({ middleware: [pii] })
+      // the ticks of a 10 ms timer while the run streams, and the longest time between two
+      let tick = performance.now()
+      let ticks = 0
+      let longest = 0
+      const timer = setInterval(() => {
+        const now = performance.now()
+        longest = Math.max(longest, now - tick)
+        tick = now
+        ticks++
+      }, 10)
+      const started = performance.now()
+      const events = yield* collect(agent.stream("hi", { threadId: "t" })).pipe(
+        Effect.ensuring(Effect.sync(() => clearInterval(timer)))
+      )
+      const total = performance.now() - started
+      longest = Math.max(longest, performance.now() - tick)
+      // (before, the timer did not tick from the first part to the last: the run kept the event loop throughout)
+      assert.isAtLeast(ticks, 20, `the timer ticked ${ticks} times in ${Math.round(total)} ms`)
+      assert.isBelow(longest, Math.max(1000, total / 4), `the event loop was kept for ${Math.round(longest)} ms`)
+      const deltas = deltasOf(events)
+      assert.strictEqual(deltas.join(""), base64)
+      assert.isAbove(deltas.length, 1, "the text is shown as it comes, not all at the end")
+    }).pipe(streamed([[...textChunks("t0", pieces), finish]]))
+  }, 120_000)
 
   it.effect("tool calls pass through the stream; streamed reasoning is redacted before it is stored", () =>
     Effect.gen(function*() {
@@ -1200,4 +1315,88 @@ describe("a value split across streamed text parts of one reply", () => {
       { fastCheck: { numRuns: 40 } }
     )
   }
+})
+
+// -----------------------------------------------------------------------------
+// what a person types (HumanInTheLoop)
+// -----------------------------------------------------------------------------
+
+describe("a person's answers to HumanInTheLoop", () => {
+  const typed = "call me on ada@example.com, card 4111 1111 1111 1111"
+
+  /** Resumes `t` with the decisions `decide` builds for the call it waits on, bound to its request. */
+  const decideWith = <S, E, O>(
+    agent: Agent.Agent.Service<S, E, O>,
+    decide: (callId: string) => HumanInTheLoop.Decision
+  ) =>
+    Effect.gen(function*() {
+      const thread = Option.getOrThrow(yield* agent.thread("t"))
+      const request = Option.getOrThrow(Option.flatMap(thread.pending, HumanInTheLoop.requestOf))
+      return yield* agent.resume(
+        "t",
+        HumanInTheLoop.bind(request, request.actionRequests.map((action) => decide(action.callId)))
+      )
+    })
+
+  const cases = [
+    ["respond", (callId: string) => HumanInTheLoop.respond(callId, typed)],
+    ["reject", (callId: string) => HumanInTheLoop.reject(callId, typed)]
+  ] as const
+
+  for (const [kind, decide] of cases) {
+    for (const applyToToolResults of [false, true]) {
+      it.effect(
+        `${kind}: the stored thread holds neither the card nor the email a person typed ` +
+          `(applyToToolResults: ${applyToToolResults})`,
+        () =>
+          Effect.gen(function*() {
+            const pii = yield* Pii.middleware({ types: ["email", "credit_card"], applyToToolResults })
+            const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+            const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii, hitl] })
+            assert.strictEqual((yield* agent.run("look ada up", { threadId: "t" }))._tag, "Interrupted")
+            const result = yield* decideWith(agent, decide)
+            assert.strictEqual(result._tag, "Completed")
+            const stored = JSON.stringify(Option.getOrThrow(yield* agent.thread("t")).state.messages)
+            assert.notInclude(stored, "ada@example.com")
+            assert.notInclude(stored, "4111")
+            assert.include(stored, "[REDACTED_EMAIL]")
+            assert.include(stored, "[REDACTED_CREDIT_CARD]")
+          }).pipe(
+            provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]), ScriptedModel.text("ok")])
+          )
+      )
+    }
+  }
+
+  it.effect("an answer from an Approvals service is redacted too", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"] })
+      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii, hitl] })
+      const result = yield* agent.run("look ada up", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      const stored = JSON.stringify(Option.getOrThrow(yield* agent.thread("t")).state.messages)
+      assert.notInclude(stored, "ada@example.com")
+      assert.include(stored, "[REDACTED_CREDIT_CARD]")
+    }).pipe(
+      provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]), ScriptedModel.text("ok")]),
+      Effect.provide(
+        HumanInTheLoop.layerApprovals((request) =>
+          Effect.succeed(request.actionRequests.map((action) => HumanInTheLoop.respond(action.callId, typed)))
+        )
+      )
+    ))
+
+  it.effect("with \"block\", a person's answer holding an email fails the resume with PiiDetected (input)", () =>
+    Effect.gen(function*() {
+      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "block" })
+      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii, hitl] })
+      assert.strictEqual((yield* agent.run("look someone up", { threadId: "t" }))._tag, "Interrupted")
+      const error = yield* Effect.flip(decideWith(agent, (callId) => HumanInTheLoop.respond(callId, typed)))
+      assert.strictEqual(error._tag, "PiiDetected")
+      assert.strictEqual((error as Pii.PiiDetected).location, "input")
+    }).pipe(
+      provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]), ScriptedModel.text("ok")])
+    ))
 })

@@ -1,7 +1,8 @@
 /**
  * Streaming redaction for `Pii`: the incremental redactor, which holds back
- * only the text a match still in progress could reach, and its runs over a
- * stream of text chunks and over the text parts of a model's response stream.
+ * only the text a match still in progress could reach (at most a window of
+ * it), and its runs over a stream of text chunks and over the text parts of
+ * a model's response stream.
  */
 import * as Response from "@effect/ai/Response"
 import * as Effect from "effect/Effect"
@@ -13,6 +14,15 @@ const isWhitespace = (char: string | undefined): boolean => char !== undefined &
 const isDigit = (char: string | undefined): boolean => char !== undefined && char >= "0" && char <= "9"
 
 /**
+ * The most text the redactor holds back without a break: past it, the text
+ * is released up to a cut no match crosses (see `make`).
+ */
+export const WINDOW = 8192
+
+/** A cut without a break keeps at least this much text held back: a value this long or shorter is never split. */
+export const MARGIN = 1024
+
+/**
  * Whether no match can contain both `text[at - 1]` and `text[at]`: the first
  * is whitespace, the second is not, and they are not a space between digits.
  */
@@ -20,48 +30,178 @@ const isBreak = (text: string, at: number): boolean =>
   isWhitespace(text[at - 1]) && !isWhitespace(text[at]) &&
   !(text[at - 1] === " " && isDigit(text[at - 2]) && isDigit(text[at]))
 
+/** What a run of pushes released, one after the other. */
+const joined = (a: Pii.StreamStep, b: Pii.StreamStep): Pii.StreamStep =>
+  a.text.length === 0 && a.matches.length === 0
+    ? b
+    : { text: a.text + b.text, matches: [...a.matches, ...b.matches], state: b.state }
+
+/**
+ * A character no built-in value except a URL contains (an email's local
+ * part, a card number, an address stop at it). The text after it is read
+ * by the detectors as it is in the whole input, given the two characters
+ * before it.
+ */
+const SEPARATOR = /[^0-9A-Za-z._%+-]/
+
 /**
  * Holds back the text from the last break on and redacts each segment
  * before a break once, when the break arrives. The work per chunk is
- * proportional to the chunk (plus the segment it releases): a chunk is
- * checked for breaks with the two characters before it kept in the state,
- * and the held-back text is only appended to (a rope), never rescanned.
+ * proportional to the chunk plus at most a window: a chunk is checked for
+ * breaks with the two characters before it kept in the state, and the
+ * held-back text is only appended to (a rope), never rescanned, until it is
+ * released.
+ *
+ * Text without a break (base64, a long run of digits) is never held back
+ * past {@link WINDOW} characters: it is released up to a cut at least
+ * {@link MARGIN} characters before its end that no match crosses, right
+ * after a {@link SEPARATOR} when one is near, so the releases stay what
+ * redacting the whole text gives for every value shorter than the margin.
+ * Cut inside a run of word characters, the rest is read as if it began the
+ * text (a value it ends is still found; a piece of a longer number may be
+ * taken for a card). A match that crosses the cut is cut before instead,
+ * unless it starts more than half a window back (then it is longer than the
+ * margin): it is replaced from its start up to the end of the held-back
+ * text, and the text after it up to the next whitespace (where a match ends
+ * at the latest) is dropped.
+ *
+ * Each release is read after the two characters before it (`before`), so a
+ * detector's lookbehind sees what it sees in the whole input; a match
+ * starting in them belongs to the text already released.
  */
-export const make = (redact: (text: string) => Pii.Redaction): Pii.StreamRedactor => {
-  const release = (state: Pii.StreamState, text: string, cut: number): Pii.StreamStep => {
-    const segment = redact(text.slice(0, cut))
+export const make = (
+  detect: (text: string) => ReadonlyArray<Pii.PiiMatch>,
+  apply: (text: string, matches: ReadonlyArray<Pii.PiiMatch>) => string
+): Pii.StreamRedactor => {
+  /** The matches of `text` read after `before`, in the coordinates of `text`. */
+  const detectAfter = (before: string, text: string): Array<Pii.PiiMatch> => {
+    const found: Array<Pii.PiiMatch> = []
+    for (const match of detect(before + text)) {
+      if (match.start < before.length) continue
+      found.push({ ...match, start: match.start - before.length, end: match.end - before.length })
+    }
+    return found
+  }
+  /**
+   * Releases `text` (the held-back text and the chunk) up to `cut`,
+   * redacted with `given` matches (found if not given). The rest is read
+   * after the two characters before it, or from scratch when not `inContext`.
+   */
+  const release = (
+    state: Pii.StreamState,
+    text: string,
+    cut: number,
+    last: string,
+    given?: ReadonlyArray<Pii.PiiMatch>,
+    inContext = true
+  ): Pii.StreamStep => {
+    const segment = text.slice(0, cut)
+    const matches = given === undefined ? detectAfter(state.before, segment) : given.filter((m) => m.end <= cut)
     return {
-      text: segment.text,
-      matches: segment.matches.map((match) => ({
-        ...match,
-        start: match.start + state.offset,
-        end: match.end + state.offset
-      })),
-      state: { pending: text.slice(cut), offset: state.offset + cut, last: text.slice(Math.max(cut, text.length - 2)) }
+      text: apply(segment, matches),
+      matches: matches.map((match) => ({ ...match, start: match.start + state.offset, end: match.end + state.offset })),
+      state: {
+        pending: text.slice(cut),
+        offset: state.offset + cut,
+        last,
+        before: !inContext ? "" : cut >= 2 ? text.slice(cut - 2, cut) : (state.before + segment).slice(-2),
+        dropping: false
+      }
     }
   }
+  /** Releases a held-back text longer than the window (see `make`). */
+  const cutWindow = (state: Pii.StreamState): Pii.StreamStep => {
+    const text = state.pending
+    const matches = detectAfter(state.before, text)
+    const latest = text.length - MARGIN
+    let cut = latest
+    while (cut > latest - WINDOW / 4 && !SEPARATOR.test(text[cut - 1]!)) cut--
+    const separated = cut > latest - WINDOW / 4
+    if (!separated) cut = latest
+    const crossing = matches.find((match) => match.start < cut && cut < match.end)
+    if (crossing === undefined) return release(state, text, cut, state.last, matches, separated)
+    if (crossing.start >= text.length - WINDOW / 2) return release(state, text, crossing.start, state.last, matches)
+    const long = { ...crossing, end: text.length, value: text.slice(crossing.start) }
+    const step = release(state, text, text.length, state.last, [...matches.filter((m) => m.end <= long.start), long])
+    return { ...step, state: { ...step.state, dropping: true } }
+  }
+  /** Drops the chunk up to its first whitespace (the rest of a long match), then pushes the rest. */
+  const drop = (state: Pii.StreamState, chunk: string): Pii.StreamStep => {
+    const end = chunk.search(WHITESPACE)
+    const dropped = end < 0 ? chunk : chunk.slice(0, end)
+    const last = (state.last + dropped).slice(-2)
+    const next: Pii.StreamState = {
+      pending: "",
+      offset: state.offset + dropped.length,
+      last,
+      before: last,
+      dropping: end < 0
+    }
+    return end < 0 ? { text: "", matches: [], state: next } : push(next, chunk.slice(end))
+  }
+  const push = (state: Pii.StreamState, chunk: string): Pii.StreamStep => {
+    if (state.dropping) return drop(state, chunk)
+    // `window` is the end of the held-back text followed by the chunk; its
+    // index `at` is `shift + at` in the whole held-back text plus chunk.
+    const window = state.last + chunk
+    const shift = state.pending.length - state.last.length
+    const last = window.slice(-2)
+    // Positions before the old end were checked when they arrived (a break
+    // needs the character after it), so only the new ones are scanned.
+    const from = Math.max(1 - shift, state.last.length)
+    let step: Pii.StreamStep | undefined
+    for (let at = WHITESPACE.test(window) ? window.length - 1 : -1; at >= from && step === undefined; at--) {
+      if (isBreak(window, at)) step = release(state, state.pending + chunk, shift + at, last)
+    }
+    step ??= { text: "", matches: [], state: { ...state, pending: state.pending + chunk, last } }
+    return step.state.pending.length > WINDOW ? joined(step, cutWindow(step.state)) : step
+  }
   return {
-    initial: { pending: "", offset: 0, last: "" },
-    push: (state, chunk) => {
-      // `window` is the end of the held-back text followed by the chunk; its
-      // index `at` is `shift + at` in the whole held-back text plus chunk.
-      const window = state.last + chunk
-      const shift = state.pending.length - state.last.length
-      // Positions before the old end were checked when they arrived (a break
-      // needs the character after it), so only the new ones are scanned.
-      const from = Math.max(1 - shift, state.last.length)
-      for (let at = WHITESPACE.test(window) ? window.length - 1 : -1; at >= from; at--) {
-        if (isBreak(window, at)) return release(state, state.pending + chunk, shift + at)
-      }
-      return {
-        text: "",
-        matches: [],
-        state: { pending: state.pending + chunk, offset: state.offset, last: window.slice(-2) }
-      }
-    },
-    flush: (state) => release(state, state.pending, state.pending.length)
+    initial: { pending: "", offset: 0, last: "", before: "", dropping: false },
+    push,
+    flush: (state) => release(state, state.pending, state.pending.length, state.last)
   }
 }
+
+/**
+ * A turn of the event loop (a macrotask). Effect yields to other fibers
+ * with microtasks, which let timers and I/O run only every 2048th yield, so
+ * a stream stage that takes many parts without handing anything on (a
+ * redactor holding text back) would otherwise keep the event loop for as
+ * long as the whole stream takes.
+ */
+const eventLoopTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
+  // (the runtimes' globals, declared here: this package compiles without `@types/node` or the DOM library)
+  const timers = globalThis as unknown as {
+    readonly setImmediate?: (run: () => void) => unknown
+    readonly clearImmediate?: (handle: unknown) => void
+    readonly setTimeout: (run: () => void, ms: number) => unknown
+    readonly clearTimeout: (handle: unknown) => void
+  }
+  const { clearImmediate, setImmediate } = timers
+  if (setImmediate !== undefined && clearImmediate !== undefined) {
+    const handle = setImmediate(() => resume(Effect.void))
+    return Effect.sync(() => clearImmediate(handle))
+  }
+  const handle = timers.setTimeout(() => resume(Effect.void), 0)
+  return Effect.sync(() => timers.clearTimeout(handle))
+})
+
+/** How many elements a redacting stage takes between turns of the event loop. */
+const ELEMENTS_PER_TURN = 256
+
+/** `f` over the elements of `self`, one by one, with a turn of the event loop every {@link ELEMENTS_PER_TURN} elements. */
+const mapWithTurns = <A, E, R, B, E2>(
+  self: Stream.Stream<A, E, R>,
+  f: (a: A) => Effect.Effect<B, E2>
+): Stream.Stream<B, E | E2, R> =>
+  Stream.suspend(() => {
+    let count = 0
+    return Stream.mapEffect(
+      self,
+      (a) => ++count % ELEMENTS_PER_TURN === 0 ? Effect.zipRight(eventLoopTurn, f(a)) : f(a)
+    )
+  })
 
 /** One step of a redactor: `push` a chunk, or `flush` when it is `undefined`. */
 export type Step<E> = (state: Pii.StreamState, chunk: string | undefined) => Effect.Effect<Pii.StreamStep, E>
@@ -76,11 +216,16 @@ export const chunks = <E, R, E2>(
     self.pipe(Stream.map((chunk): string | undefined => chunk)),
     Stream.make(undefined)
   ).pipe(
-    Stream.mapAccumEffect(initial, (state, chunk) =>
-      Effect.map(step(state, chunk), (result) => [result.state, result.text] as const)),
-    Stream.filter((text) =>
-      text.length > 0
-    )
+    (chunks) =>
+      Stream.suspend(() => {
+        let state = initial
+        return mapWithTurns(chunks, (chunk) =>
+          Effect.map(step(state, chunk), (result) => {
+            state = result.state
+            return result.text
+          }))
+      }),
+    Stream.filter((text) => text.length > 0)
   )
 
 /**
@@ -175,8 +320,7 @@ export const textParts = <E, R, E2>(
       ),
       (before, tails) => [...before, ...tails.flat()]
     )
-    return parts.pipe(
-      Stream.mapEffect(onPart),
+    return mapWithTurns(parts, onPart).pipe(
       Stream.concat(Stream.fromEffect(unfinished)),
       Stream.flattenIterables
     )
