@@ -770,6 +770,49 @@ const IdempotencyKey = Schema.String.pipe(
 
 const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
 
+/** The most characters of text and file data one send stores (the agent's default `maxInputChars`). */
+const maxSendChars = 4 * 1024 * 1024
+
+/**
+ * What is wrong with a sent message for a thread that may be mid-run, or undefined: only user messages of text
+ * and file parts, without the middleware's marker (`options.stepwise`), within {@link maxSendChars} — as
+ * `Agent.send` takes (a tool result without its call, an unanswered call or a system message would land between
+ * the run's own messages).
+ */
+const userMessagesProblem = (messages: ReadonlyArray<Prompt.Message>): string | undefined => {
+  const marked = (options: unknown) =>
+    typeof options === "object" && options !== null && Object.hasOwn(options, "stepwise")
+  let size = 0
+  for (const [i, message] of messages.entries()) {
+    if (message.role !== "user") {
+      return `messages.${i}: ${message.role === "assistant" ? "an" : "a"} ${message.role} message cannot be sent; ` +
+        `send takes only user messages (of text and file parts), the agent writes the others`
+    }
+    if (marked(message.options)) {
+      return `messages.${i}.options.stepwise: the agent's middleware mark their own messages there`
+    }
+    for (const [j, part] of message.content.entries()) {
+      const type: unknown = (part as { readonly type?: unknown }).type
+      if (type !== "text" && type !== "file") {
+        return `messages.${i}.content.${j}: a part of type ${JSON.stringify(String(type))} cannot be sent`
+      }
+      if (marked(part.options)) {
+        return `messages.${i}.content.${j}.options.stepwise: the agent's middleware mark their own messages there`
+      }
+      size += part.type === "text"
+        ? part.text.length
+        : typeof part.data === "string"
+        ? part.data.length
+        : part.data instanceof Uint8Array
+        ? part.data.byteLength
+        : 0
+    }
+  }
+  return size > maxSendChars
+    ? `holds ${size} characters of text and file data, over the limit of ${maxSendChars}`
+    : undefined
+}
+
 /** `send`'s checks: the thread id, the mode and the message, which it gives encoded for the store. */
 const checkSend = (
   threadId: unknown,
@@ -809,6 +852,8 @@ const checkSend = (
         refuse("message")(`does not decode: ${ParseResult.isParseError(error) ? formatIssue(error) : String(error)}`)
     })
     if (prompt.content.length === 0) return yield* refuse("message")("holds no message")
+    const notTheUsers = userMessagesProblem(prompt.content)
+    if (notTheUsers !== undefined) return yield* refuse("message")(notTheUsers)
     const messages = yield* encodeSent(prompt.content).pipe(
       Effect.mapError((error) => refuse("message")(`cannot be stored: ${formatIssue(error)}`))
     )
