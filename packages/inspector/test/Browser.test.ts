@@ -48,6 +48,7 @@ const launchBrowser = async (): Promise<Browser> => {
     try {
       return await chromium.launch({ executablePath: debianChromium, args: quiet })
     } catch (error) {
+      // eslint-disable-next-line no-console -- says which browser the file runs on
       console.warn(`${debianChromium} did not start, using @sparticuz/chromium: ${String(error).split("\n")[0]}`)
     }
   }
