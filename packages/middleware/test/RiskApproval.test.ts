@@ -78,6 +78,10 @@ const runClock = <A, E>(fiber: Fiber.RuntimeFiber<A, E>) =>
       if (Option.isSome(yield* Fiber.poll(fiber))) break
       yield* TestClock.adjust("1 second")
     }
+    if (Option.isNone(yield* Fiber.poll(fiber))) {
+      yield* Fiber.interrupt(fiber)
+      return assert.fail(`still running after ${waited} seconds`)
+    }
     return { result: yield* Fiber.join(fiber), waited }
   })
 
