@@ -90,7 +90,10 @@ describe("Inspector on durable runs", () => {
       const second = yield* run(Runs.start({ threadId: "t2", input: "Read my notes" }))
       const pending = Option.getOrThrow((yield* run(Runs.await(second, { untilWaiting: true }))).pending)
       const thread2 = Option.getOrThrow(yield* agent.thread("t2"))
-      const elsewhere = { value: bound(thread2, (a) => [HumanInTheLoop.reject(a("call_read"), "decided elsewhere")]), by: "x" }
+      const elsewhere = {
+        value: bound(thread2, (a) => [HumanInTheLoop.reject(a("call_read"), "decided elsewhere")]),
+        by: "x"
+      }
       yield* run(Effect.flatMap(
         RunStore.RunStore,
         (store) => store.claimDecision(second, pending.key, JSON.stringify({ ...elsewhere, decidedAt: 1 }))

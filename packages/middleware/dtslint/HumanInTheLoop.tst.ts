@@ -1,5 +1,5 @@
-import { HumanInTheLoop, RiskApproval } from "@stepwise-agent/middleware"
 import type { AgentError } from "@stepwise-agent/core"
+import { HumanInTheLoop, RiskApproval } from "@stepwise-agent/middleware"
 import type { Effect } from "effect"
 import { describe, expect, test } from "tstyche"
 

@@ -16,13 +16,18 @@
  * the last two. Invalid decisions fail the resume with a typed error and
  * change nothing: the thread keeps waiting for a valid answer.
  *
- * A decision is bound to the call it answers: it carries the call's
- * `fingerprint` (its tool name and arguments) and the `waitKey` of the wait,
- * both copied from the action request. Build decisions from the request
- * (`approve(action)`, `approveAll(request)`, `bind(request, decisions)`) and
- * an old decision re-sent to a later wait whose calls reuse its call ids
- * (`call_0` in every reply) fails with {@link StaleDecision} instead of
- * deciding another call.
+ * A decision is bound to the one wait it answers: it carries the `waitKey`
+ * of the wait (unique per wait, never reused in the thread) and the
+ * `fingerprint` of its call (tool name and arguments), both copied from the
+ * action request. Decisions are built from the request's actions only
+ * (`approve(action)`, `approveAll(request)`); a decision naming another wait
+ * (an old one re-sent, a double submit, a replay of another thread's) fails
+ * with {@link StaleDecision}, one naming none with {@link UnboundDecision}.
+ *
+ * A decision holds for the call decided: a call of a gated tool is checked
+ * again where the `wrapToolCall` chain ends, and one changed after it was
+ * cleared (by a `wrapToolCall` or a later `afterModel`) is judged again by
+ * its `when`, and does not run unasked.
  *
  * When an {@link Approvals} service is in the context the agent was built
  * with, the middleware asks it in-process (a CLI prompt, an auto-approve
@@ -968,7 +973,11 @@ const stringify = (value: unknown): string => {
 
 /** A decision as it may arrive: its binding may be missing (refused with `UnboundDecision`, not a parse error). */
 const unbound = <Fields extends Schema.Struct.Fields>(decision: Schema.Struct<Fields>) =>
-  Schema.Struct({ ...decision.fields, waitKey: Schema.optional(Schema.String), fingerprint: Schema.optional(Schema.String) })
+  Schema.Struct({
+    ...decision.fields,
+    waitKey: Schema.optional(Schema.String),
+    fingerprint: Schema.optional(Schema.String)
+  })
 
 const ArrivingDecisions = Schema.Array(Schema.Union(unbound(Approve), unbound(Edit), unbound(Reject), unbound(Respond)))
 
@@ -1477,7 +1486,10 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
         return { interrupt: request, interruptKey: waitKey, state: { [waitCount]: wait } }
       }),
     wrapToolCall: (request, next) =>
-      Effect.flatMap(Effect.serviceOption(Approvals), (approvals) => Middleware.guardToolCall(next(request), guard(approvals))),
+      Effect.flatMap(
+        Effect.serviceOption(Approvals),
+        (approvals) => Middleware.guardToolCall(next(request), guard(approvals))
+      ),
     validateResume: ({ interrupt, threadId, value }) =>
       Effect.gen(function*() {
         const request = yield* Effect.mapError(

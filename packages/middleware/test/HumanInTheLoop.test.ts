@@ -299,7 +299,11 @@ describe("HumanInTheLoop resume", () => {
     Effect.gen(function*() {
       const { agent, log, requests } = yield* setup([deleteAndRead, ScriptedModel.text("done")])
       yield* agent.run("clean up", { threadId: "t" })
-      const result = yield* resumeBound(agent, "t", (a: ActionOf) => [HumanInTheLoop.edit(a("c1"), { path: "/tmp/scratch" })])
+      const result = yield* resumeBound(
+        agent,
+        "t",
+        (a: ActionOf) => [HumanInTheLoop.edit(a("c1"), { path: "/tmp/scratch" })]
+      )
       assert.strictEqual(result._tag, "Completed")
       assert.isTrue((yield* log).includes("delete_file /tmp/scratch"))
       assert.isFalse((yield* log).includes("delete_file /tmp/a"))
@@ -323,7 +327,11 @@ describe("HumanInTheLoop resume", () => {
       yield* agent.run("clean up", { threadId: "t" })
       // send_email is gated and does not allow edit
       const notAllowed = yield* Effect.flip(
-        resumeBound(agent, "t", (a: ActionOf) => [HumanInTheLoop.edit(a("c1"), { to: "a@b.c", body: "x" }, "send_email")])
+        resumeBound(
+          agent,
+          "t",
+          (a: ActionOf) => [HumanInTheLoop.edit(a("c1"), { to: "a@b.c", body: "x" }, "send_email")]
+        )
       )
       assert.strictEqual(notAllowed._tag, "DecisionNotAllowed")
       if (notAllowed._tag === "DecisionNotAllowed") {
@@ -336,10 +344,16 @@ describe("HumanInTheLoop resume", () => {
       )
       assert.strictEqual(invalid._tag, "InvalidEdit")
       // a tool the agent does not have
-      const missing = yield* Effect.flip(resumeBound(agent, "t", (a: ActionOf) => [HumanInTheLoop.edit(a("c1"), { path: "/x" }, "rm_rf")]))
+      const missing = yield* Effect.flip(
+        resumeBound(agent, "t", (a: ActionOf) => [HumanInTheLoop.edit(a("c1"), { path: "/x" }, "rm_rf")])
+      )
       assert.strictEqual(missing._tag, "InvalidEdit")
       // read_file is not gated: the human turns the delete into a read
-      const result = yield* resumeBound(agent, "t", (a: ActionOf) => [HumanInTheLoop.edit(a("c1"), { path: "/tmp/a" }, "read_file")])
+      const result = yield* resumeBound(
+        agent,
+        "t",
+        (a: ActionOf) => [HumanInTheLoop.edit(a("c1"), { path: "/tmp/a" }, "read_file")]
+      )
       assert.strictEqual(result._tag, "Completed")
       assert.deepStrictEqual([...(yield* log)].sort(), ["read_file /etc/hosts", "read_file /tmp/a"])
       assert.deepStrictEqual(toolCallsOf(result.state.messages).map((call) => [call.id, call.name]), [
@@ -358,7 +372,9 @@ describe("HumanInTheLoop resume", () => {
       if (first._tag !== "Interrupted") return assert.fail("expected an interrupt")
       const { actionRequests } = decodeRequest(first.interrupt.value)
       assert.deepStrictEqual(actionRequests[0]!.argsSchema, JSONSchema.make(TmpPath))
-      const invalid = yield* Effect.flip(resumeBound(agent, "t", (a: ActionOf) => [HumanInTheLoop.edit(a("c1"), { path: "/etc/passwd" })]))
+      const invalid = yield* Effect.flip(
+        resumeBound(agent, "t", (a: ActionOf) => [HumanInTheLoop.edit(a("c1"), { path: "/etc/passwd" })])
+      )
       assert.strictEqual(invalid._tag, "InvalidEdit")
       // approve is not among the allowed decisions
       const notAllowed = yield* Effect.flip(resumeBound(agent, "t", (a: ActionOf) => [HumanInTheLoop.approve(a("c1"))]))
@@ -424,15 +440,22 @@ describe("HumanInTheLoop resume", () => {
         ["approve everything", "InvalidDecisions"],
         [[{ type: "maybe", callId: "c1" }], "InvalidDecisions"],
         [
-          (a: ActionOf) => [HumanInTheLoop.approve(a("c1")), HumanInTheLoop.approve(a("c1")), HumanInTheLoop.approve(a("c2"))],
+          (
+            a: ActionOf
+          ) => [HumanInTheLoop.approve(a("c1")), HumanInTheLoop.approve(a("c1")), HumanInTheLoop.approve(a("c2"))],
           "InvalidDecisions"
         ],
         [(a: ActionOf) => [HumanInTheLoop.approve(a("c1"))], "MissingDecision"],
         [
-          (a: ActionOf) => [HumanInTheLoop.approve(a("c1")), HumanInTheLoop.approve(a("c2")), HumanInTheLoop.approve(a("c9"))],
+          (
+            a: ActionOf
+          ) => [HumanInTheLoop.approve(a("c1")), HumanInTheLoop.approve(a("c2")), HumanInTheLoop.approve(a("c9"))],
           "UnknownCallId"
         ],
-        [(a: ActionOf) => [HumanInTheLoop.respond(a("c1"), "no"), HumanInTheLoop.approve(a("c2"))], "DecisionNotAllowed"],
+        [
+          (a: ActionOf) => [HumanInTheLoop.respond(a("c1"), "no"), HumanInTheLoop.approve(a("c2"))],
+          "DecisionNotAllowed"
+        ],
         [(a: ActionOf) => [HumanInTheLoop.approve(a("c1")), HumanInTheLoop.edit(a("c2"), { to: 42 })], "InvalidEdit"]
       ]
       for (const [value, tag] of attempts) {
@@ -715,7 +738,9 @@ const twice = Middleware.make({
   wrapToolCall: (request, next) => Effect.zipRight(next(request), next(request))
 })
 
-const setupWith = (middleware: (hitl: Middleware.Middleware<{}, any>) => ReadonlyArray<Middleware.Middleware<any, any, any>>) =>
+const setupWith = (
+  middleware: (hitl: Middleware.Middleware<{}, any>) => ReadonlyArray<Middleware.Middleware<any, any, any>>
+) =>
   Effect.gen(function*() {
     const log = yield* Ref.make<ReadonlyArray<string>>([])
     const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: defaultPolicy })
@@ -731,7 +756,9 @@ describe("HumanInTheLoop: a decision holds for the call decided", () => {
   for (const order of ["changer first", "changer last"] as const) {
     it.effect(`an approved call changed by a wrapToolCall (${order}) does not run as changed`, () =>
       Effect.gen(function*() {
-        const { agent, log } = yield* setupWith((hitl) => order === "changer first" ? [toPasswd, hitl] : [hitl, toPasswd])
+        const { agent, log } = yield* setupWith((hitl) =>
+          order === "changer first" ? [toPasswd, hitl] : [hitl, toPasswd]
+        )
         const request = requestOfResult(yield* agent.run("clean up", { threadId: "t" }))
         assert.deepStrictEqual(request.actionRequests[0]!.args, { path: "/tmp/a" })
         const result = yield* agent.resume("t", HumanInTheLoop.approveAll(request))
@@ -1035,7 +1062,9 @@ describe("HumanInTheLoop durability", () => {
       const second = yield* Effect.gen(function*() {
         const { agent, log, requests } = yield* setup([ScriptedModel.text("all clean")])
         const result = yield* resumeBound(agent, "durable", (a: ActionOf) => [HumanInTheLoop.approve(a("c1"))])
-        const again = yield* Effect.flip(resumeBound(agent, "durable", (a: ActionOf) => [HumanInTheLoop.approve(a("c1"))]))
+        const again = yield* Effect.flip(
+          resumeBound(agent, "durable", (a: ActionOf) => [HumanInTheLoop.approve(a("c1"))])
+        )
         return { result, again, log: yield* log, requests: yield* requests }
       }).pipe(Effect.provide(checkpointer()))
       assert.strictEqual(second.result._tag, "Completed")

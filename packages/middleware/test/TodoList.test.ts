@@ -426,7 +426,10 @@ describe("TodoList with HumanInTheLoop", () => {
         ScriptedModel.text("done")
       ], true)
       yield* agent.run("go", { threadId: "t" })
-      const afterFirst = yield* agent.resume("t", yield* bound(agent, "t", (action) => [HumanInTheLoop.approve(action)]))
+      const afterFirst = yield* agent.resume(
+        "t",
+        yield* bound(agent, "t", (action) => [HumanInTheLoop.approve(action)])
+      )
       assert.strictEqual(afterFirst._tag, "Interrupted")
       assert.deepStrictEqual(afterFirst.state.todos, plan1)
       const afterRespond = yield* agent.resume(
@@ -447,7 +450,10 @@ describe("TodoList with HumanInTheLoop", () => {
     Effect.gen(function*() {
       const { agent } = yield* setupGated([write(plan1, "w1"), ScriptedModel.text("done")], true)
       yield* agent.run("go", { threadId: "t" })
-      const result = yield* agent.resume("t", yield* bound(agent, "t", (action) => [HumanInTheLoop.edit(action, { todos: plan2 })]))
+      const result = yield* agent.resume(
+        "t",
+        yield* bound(agent, "t", (action) => [HumanInTheLoop.edit(action, { todos: plan2 })])
+      )
       assert.deepStrictEqual(result.state.todos, plan2)
     }).pipe(Effect.provide(TodoList.layer)))
 })
