@@ -36,6 +36,7 @@ import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
+import { globalValue } from "effect/GlobalValue"
 import type * as Option from "effect/Option"
 import { type Pipeable, pipeArguments } from "effect/Pipeable"
 import * as Predicate from "effect/Predicate"
@@ -761,6 +762,70 @@ export const CurrentEventSink: FiberRef.FiberRef<((event: AgentEvent.AgentEvent<
  */
 export const CurrentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> =
   observer.currentHook
+
+/**
+ * A check of a tool call at the very end of the `wrapToolCall` chain, on the
+ * call exactly as the tool will get it, after every `wrapToolCall` (listed
+ * before or after the one that installed it) had its say: `None` lets the
+ * tool run, `Some(result)` answers the call instead. Installed around `next`
+ * with {@link guardToolCall}; it does not reach tool calls made inside the
+ * tool (a subagent's).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ToolCallGuard = (request: ToolCallRequest) => Effect.Effect<Option.Option<Prompt.ToolResultPart>>
+
+/**
+ * The guards installed by the `wrapToolCall` hooks the current tool call
+ * passed through (see {@link guardToolCall}); read by the agent loop.
+ *
+ * @since 0.1.0
+ * @category fiber refs
+ */
+export const CurrentToolCallGuards: FiberRef.FiberRef<ReadonlyArray<ToolCallGuard>> = globalValue(
+  Symbol.for("@stepwise-agent/core/Middleware/CurrentToolCallGuards"),
+  () => FiberRef.unsafeMake<ReadonlyArray<ToolCallGuard>>([])
+)
+
+/**
+ * Runs `self` (a `wrapToolCall`'s call of `next`) with `guard` checking the
+ * tool call where the chain ends, just before the tool runs: what the guard
+ * sees is what runs, whatever the inner `wrapToolCall` hooks changed. For a
+ * check that must hold of the call that actually runs (an approval of these
+ * arguments), where a check in the hook itself would see the call before the
+ * hooks inside it changed it.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@stepwise-agent/core"
+ * import { Effect, Option } from "effect"
+ *
+ * // never runs a call whose arguments name production, whoever changed them
+ * const noProduction = Middleware.make({
+ *   name: "noProduction",
+ *   wrapToolCall: (request, next) =>
+ *     next(request).pipe(Middleware.guardToolCall((final) =>
+ *       Effect.succeed(
+ *         JSON.stringify(final.call.params).includes("production")
+ *           ? Option.some(Middleware.toolResult(final.call, { error: "not in production" }, { isFailure: true }))
+ *           : Option.none()
+ *       )
+ *     ))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const guardToolCall: {
+  (guard: ToolCallGuard): <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  <A, E, R>(self: Effect.Effect<A, E, R>, guard: ToolCallGuard): Effect.Effect<A, E, R>
+} = dual(
+  2,
+  <A, E, R>(self: Effect.Effect<A, E, R>, guard: ToolCallGuard): Effect.Effect<A, E, R> =>
+    Effect.locallyWith(self, CurrentToolCallGuards, (guards) => [...guards, guard])
+)
 
 /**
  * Reports what the running middleware decided ("cleared 12 tool results",

@@ -351,3 +351,54 @@ describe("transformInput", () => {
       assert.include(error.reason, "not an array of messages")
     }).pipe(provide([ScriptedModel.text("never")])))
 })
+
+describe("guardToolCall", () => {
+  /** Rewrites the arguments of every call of `add` to `b`, on the way in. */
+  const rewrite = (name: string, b: number) =>
+    Middleware.make({
+      name,
+      wrapToolCall: (request, next) =>
+        next({ ...request, call: { ...request.call, params: { a: 1, b } } as typeof request.call })
+    })
+
+  /** Records the arguments the guard sees and answers calls whose `b` is above 10 instead of running them. */
+  const guarding = (seen: Array<unknown>) =>
+    Middleware.make({
+      name: "guard",
+      wrapToolCall: (request, next) =>
+        next(request).pipe(Middleware.guardToolCall((final) =>
+          Effect.sync(() => {
+            seen.push(final.call.params)
+            return (final.call.params as { readonly b: number }).b > 10
+              ? Option.some(Middleware.toolResult(final.call, { error: "too big" }, { isFailure: true }))
+              : Option.none()
+          })
+        ))
+    })
+
+  for (const order of ["rewriter outside the guard", "rewriter inside the guard"] as const) {
+    it.effect(`the guard sees the call as it runs, whatever wrapToolCall changed it (${order})`, () =>
+      Effect.gen(function*() {
+        const seen: Array<unknown> = []
+        const middleware = order === "rewriter outside the guard"
+          ? [rewrite("big", 40), guarding(seen)]
+          : [guarding(seen), rewrite("big", 40)]
+        const agent = yield* Agent.make({ toolkit: Calculator, middleware })
+        const result = yield* agent.run("What is 1 + 2?", { threadId: "t" })
+        assert.deepStrictEqual(seen, [{ a: 1, b: 40 }])
+        // the guard answered: the tool did not run
+        assert.deepStrictEqual(toolResults(result.state.messages).map((part) => [part.result, part.isFailure]), [
+          [{ error: "too big" }, true]
+        ])
+      }).pipe(provide(oneToolCall)))
+  }
+
+  it.effect("a guard that answers nothing lets the tool run", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [guarding(seen)] })
+      const result = yield* agent.run("What is 1 + 2?", { threadId: "t" })
+      assert.deepStrictEqual(seen, [{ a: 1, b: 2 }])
+      assert.deepStrictEqual(toolResults(result.state.messages).map((part) => part.result), [3])
+    }).pipe(provide(oneToolCall)))
+})

@@ -1183,13 +1183,9 @@ function renderApprovals(thread) {
 }
 
 function decide(thread, ui, entries, entry, unbound) {
-  // bound to the call it answers, so it cannot decide a later call reusing the id
+  // bound to the wait and the call it answers: it cannot decide a later wait, even of an identical call
   const action = entry.action
-  const decision = {
-    ...unbound,
-    ...(action.waitKey === undefined ? {} : { waitKey: action.waitKey }),
-    ...(action.fingerprint === undefined ? {} : { fingerprint: action.fingerprint })
-  }
+  const decision = { ...unbound, waitKey: action.waitKey, fingerprint: action.fingerprint }
   ui.decisions.set(entry.id, decision)
   ui.modes.delete(entry.id)
   ui.error = null

@@ -19,11 +19,14 @@ const answer: ScriptedModel.Turn = (request) =>
 
 const Runs = AgentWorkflow.make({ name: "inspected-agent", version: 1 })
 
-/** Decisions by call id, bound to the thread's wait (as the page binds them). */
+/** The decisions `decide` builds from the actions of the thread's wait (by call id), as the page builds them. */
 const bound = (
   thread: Agent.ThreadSnapshot<any> | undefined,
-  decisions: ReadonlyArray<HumanInTheLoop.Decision>
-) => HumanInTheLoop.bind(Option.getOrThrow(HumanInTheLoop.requestOf(Option.getOrThrow(thread!.pending))), decisions)
+  decide: (action: (callId: string) => HumanInTheLoop.ActionRequest) => ReadonlyArray<HumanInTheLoop.Decision>
+) => {
+  const request = Option.getOrThrow(HumanInTheLoop.requestOf(Option.getOrThrow(thread!.pending)))
+  return decide((callId) => request.actionRequests.find((action) => action.callId === callId)!)
+}
 
 describe("Inspector on durable runs", () => {
   it.scopedLive("shows a durable run waiting and hands the page's approval to its workflow", () =>
@@ -74,7 +77,7 @@ describe("Inspector on durable runs", () => {
         fetch(`${base}/api/threads/t1/resume`, {
           method: "POST",
           headers: { "content-type": "application/json", "x-inspector-token": token },
-          body: JSON.stringify({ key, value: bound(thread, [HumanInTheLoop.approve("call_read")]) })
+          body: JSON.stringify({ key, value: bound(thread, (a) => [HumanInTheLoop.approve(a("call_read"))]) })
         })
       )
       assert.strictEqual(response.status, 202)
@@ -87,7 +90,10 @@ describe("Inspector on durable runs", () => {
       const second = yield* run(Runs.start({ threadId: "t2", input: "Read my notes" }))
       const pending = Option.getOrThrow((yield* run(Runs.await(second, { untilWaiting: true }))).pending)
       const thread2 = Option.getOrThrow(yield* agent.thread("t2"))
-      const elsewhere = { value: bound(thread2, [HumanInTheLoop.reject("call_read", "decided elsewhere")]), by: "x" }
+      const elsewhere = {
+        value: bound(thread2, (a) => [HumanInTheLoop.reject(a("call_read"), "decided elsewhere")]),
+        by: "x"
+      }
       yield* run(Effect.flatMap(
         RunStore.RunStore,
         (store) => store.claimDecision(second, pending.key, JSON.stringify({ ...elsewhere, decidedAt: 1 }))
@@ -98,7 +104,7 @@ describe("Inspector on durable runs", () => {
           headers: { "content-type": "application/json", "x-inspector-token": token },
           body: JSON.stringify({
             key: Wire.interruptKey(Option.getOrThrow(thread2.pending), thread2.state.messages.length),
-            value: bound(thread2, [HumanInTheLoop.approve("call_read")])
+            value: bound(thread2, (a) => [HumanInTheLoop.approve(a("call_read"))])
           })
         }).then(async (response) => ({
           status: response.status,
@@ -137,7 +143,7 @@ describe("Inspector on durable runs", () => {
       const runId = yield* run(Runs.start({ threadId: "t1", input: "Read my notes" }))
       yield* run(Runs.await(runId, { untilWaiting: true }))
       const thread = Option.getOrThrow(yield* agent.thread("t1"))
-      const decisions = bound(thread, [HumanInTheLoop.approve("call_read")])
+      const decisions = bound(thread, (a) => [HumanInTheLoop.approve(a("call_read"))])
       const response = yield* Effect.promise(() =>
         fetch(`http://127.0.0.1:${inspector.port}/api/threads/t1/resume`, {
           method: "POST",

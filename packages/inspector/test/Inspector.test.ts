@@ -81,11 +81,16 @@ const keyOf = (agent: Agent.AgentOf<any>, threadId: string) =>
     return Wire.interruptKey(Option.getOrThrow(pending), state.messages.length)
   })
 
-/** Decisions by call id, bound to the thread's wait as the page binds them. */
-const bound = (agent: Agent.AgentOf<any>, threadId: string, decisions: ReadonlyArray<HumanInTheLoop.Decision>) =>
+/** The decisions `decide` builds from the actions of the thread's wait (by call id), as the page builds them. */
+const bound = (
+  agent: Agent.AgentOf<any>,
+  threadId: string,
+  decide: (action: (callId: string) => HumanInTheLoop.ActionRequest) => ReadonlyArray<HumanInTheLoop.Decision>
+) =>
   Effect.map(agent.thread(threadId), (thread) => {
     const pending = Option.getOrThrow(Option.getOrThrow(thread).pending)
-    return HumanInTheLoop.bind(Option.getOrThrow(HumanInTheLoop.requestOf(pending)), decisions)
+    const request = Option.getOrThrow(HumanInTheLoop.requestOf(pending))
+    return decide((callId) => request.actionRequests.find((action) => action.callId === callId)!)
   })
 
 const completed = (agent: Agent.AgentOf<any>, threadId: string) =>
@@ -228,7 +233,7 @@ describe("Inspector", () => {
       yield* agent.run("Read my notes", { threadId: "t1" })
       const response = yield* post(`${base}/api/threads/t1/resume`, {
         key: yield* keyOf(agent, "t1"),
-        value: yield* bound(agent, "t1", [HumanInTheLoop.approve("call_read")])
+        value: yield* bound(agent, "t1", (a) => [HumanInTheLoop.approve(a("call_read"))])
       }, token)
       assert.strictEqual(response.status, 202)
       yield* eventually(completed(agent, "t1"), "the run to complete")
@@ -241,7 +246,7 @@ describe("Inspector", () => {
       yield* agent.run("Read my notes", { threadId: "t1" })
       const body = {
         key: yield* keyOf(agent, "t1"),
-        value: yield* bound(agent, "t1", [HumanInTheLoop.approve("call_read")])
+        value: yield* bound(agent, "t1", (a) => [HumanInTheLoop.approve(a("call_read"))])
       }
       const answers = yield* Effect.all(
         [post(`${base}/api/threads/t1/resume`, body, token), post(`${base}/api/threads/t1/resume`, body, token)],
@@ -265,7 +270,7 @@ describe("Inspector", () => {
       const before = yield* agent.thread("t1")
       const invalid = yield* post(`${base}/api/threads/t1/resume`, {
         key,
-        value: yield* bound(agent, "t1", [HumanInTheLoop.edit("call_read", { path: 42 })])
+        value: yield* bound(agent, "t1", (a) => [HumanInTheLoop.edit(a("call_read"), { path: 42 })])
       }, token)
       assert.strictEqual(invalid.status, 422)
       assert.strictEqual(JSON.parse(invalid.body).error, "InvalidEdit")
@@ -274,7 +279,7 @@ describe("Inspector", () => {
       assert.deepStrictEqual(yield* agent.thread("t1"), before)
       const valid = yield* post(`${base}/api/threads/t1/resume`, {
         key,
-        value: yield* bound(agent, "t1", [HumanInTheLoop.edit("call_read", { path: "other.txt" })])
+        value: yield* bound(agent, "t1", (a) => [HumanInTheLoop.edit(a("call_read"), { path: "other.txt" })])
       }, token)
       assert.strictEqual(valid.status, 202)
       yield* eventually(completed(agent, "t1"), "the run to complete")

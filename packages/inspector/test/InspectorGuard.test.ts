@@ -73,13 +73,18 @@ const keyOf = (agent: Agent.AgentOf<any>, threadId: string) =>
     return Wire.interruptKey(Option.getOrThrow(pending), state.messages.length)
   })
 
-/** The page's approval of the script's read of notes.txt, bound to that call. */
-const approval = (key: string) =>
+/** The key of the approval wait a thread is in. */
+const waitKeyOf = (agent: Agent.AgentOf<any>, threadId: string) =>
+  Effect.map(agent.thread(threadId), (thread) => Option.getOrThrow(Option.getOrThrow(thread).pending).key)
+
+/** The page's approval of the script's read of notes.txt, bound to that call and its wait. */
+const approval = (key: string, waitKey: string) =>
   JSON.stringify({
     key,
     value: [{
       type: "approve",
       callId: "call_read",
+      waitKey,
       fingerprint: HumanInTheLoop.fingerprintOf("read_file", { path: "notes.txt" })
     }]
   })
@@ -103,7 +108,7 @@ describe("Inspector request guard", () => {
         const resume = yield* send(port, `/api/threads/t1/resume?token=${token}`, {
           method: "POST",
           headers: { host, "content-type": "application/json" },
-          body: approval(key)
+          body: approval(key, yield* waitKeyOf(agent, "t1"))
         })
         assert.strictEqual(resume.status, 421, `POST with Host "${host}"`)
       }
@@ -130,7 +135,7 @@ describe("Inspector request guard", () => {
         const resume = yield* send(port, path, {
           method: "POST",
           headers: { host: `127.0.0.1:${port}`, origin, "content-type": "application/json" },
-          body: approval(key)
+          body: approval(key, yield* waitKeyOf(agent, "t1"))
         })
         assert.strictEqual(resume.status, 403, `Origin "${origin}"`)
         assert.include(resume.body, origin)
@@ -142,7 +147,7 @@ describe("Inspector request guard", () => {
       const own = yield* send(port, path, {
         method: "POST",
         headers: { host: `localhost:${port}`, origin: `http://localhost:${port}`, "content-type": "application/json" },
-        body: approval(key)
+        body: approval(key, yield* waitKeyOf(agent, "t1"))
       })
       assert.strictEqual(own.status, 202)
       yield* eventually(Effect.map(reads, (all) => all.length === 1), "the approved read")
@@ -185,7 +190,7 @@ describe("Inspector request guard", () => {
     Effect.gen(function*() {
       const { agent, inspector, reads, token } = yield* setup(approvalScript, { inspector: { maxBodyBytes: 4096 } })
       yield* agent.run("Read my notes", { threadId: "t1" })
-      const body = approval(yield* keyOf(agent, "t1"))
+      const body = approval(yield* keyOf(agent, "t1"), yield* waitKeyOf(agent, "t1"))
       const refused = yield* send(inspector.port, `/api/threads/t1/resume?token=${token}`, {
         method: "POST",
         headers: { "content-type": "application/json" },

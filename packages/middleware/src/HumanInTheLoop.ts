@@ -16,13 +16,18 @@
  * the last two. Invalid decisions fail the resume with a typed error and
  * change nothing: the thread keeps waiting for a valid answer.
  *
- * A decision is bound to the call it answers: it carries the call's
- * `fingerprint` (its tool name and arguments) and the `waitKey` of the wait,
- * both copied from the action request. Build decisions from the request
- * (`approve(action)`, `approveAll(request)`, `bind(request, decisions)`) and
- * an old decision re-sent to a later wait whose calls reuse its call ids
- * (`call_0` in every reply) fails with {@link StaleDecision} instead of
- * deciding another call.
+ * A decision is bound to the one wait it answers: it carries the `waitKey`
+ * of the wait (unique per wait, never reused in the thread) and the
+ * `fingerprint` of its call (tool name and arguments), both copied from the
+ * action request. Decisions are built from the request's actions only
+ * (`approve(action)`, `approveAll(request)`); a decision naming another wait
+ * (an old one re-sent, a double submit, a replay of another thread's) fails
+ * with {@link StaleDecision}, one naming none with {@link UnboundDecision}.
+ *
+ * A decision holds for the call decided: a call of a gated tool is checked
+ * again where the `wrapToolCall` chain ends, and one changed after it was
+ * cleared (by a `wrapToolCall` or a later `afterModel`) is judged again by
+ * its `when`, and does not run unasked.
  *
  * When an {@link Approvals} service is in the context the agent was built
  * with, the middleware asks it in-process (a CLI prompt, an auto-approve
@@ -74,6 +79,18 @@ export type DecisionType = typeof DecisionType.Type
 export const allDecisions: ReadonlyArray<DecisionType> = ["approve", "edit", "reject", "respond"]
 
 /**
+ * What binds a decision to the one wait it answers, both copied from the
+ * action request: the `waitKey` of the wait (unique per wait, never reused in
+ * the thread) and the `fingerprint` of the call (its tool name and arguments).
+ */
+const bindingFields = {
+  /** The `waitKey` of the action request it answers. */
+  waitKey: Schema.String,
+  /** The `fingerprint` of the action request it answers. */
+  fingerprint: Schema.String
+}
+
+/**
  * Run the call as the model asked.
  *
  * @since 0.1.0
@@ -82,10 +99,7 @@ export const allDecisions: ReadonlyArray<DecisionType> = ["approve", "edit", "re
 export const Approve = Schema.Struct({
   type: Schema.Literal("approve"),
   callId: Schema.String,
-  /** The `waitKey` of the action request it answers; checked when given. */
-  waitKey: Schema.optional(Schema.String),
-  /** The `fingerprint` of the action request it answers (required on resume). */
-  fingerprint: Schema.optional(Schema.String)
+  ...bindingFields
 })
 
 /**
@@ -101,10 +115,7 @@ export const Edit = Schema.Struct({
   callId: Schema.String,
   args: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
   toolName: Schema.optional(Schema.String),
-  /** The `waitKey` of the action request it answers; checked when given. */
-  waitKey: Schema.optional(Schema.String),
-  /** The `fingerprint` of the action request it answers (required on resume). */
-  fingerprint: Schema.optional(Schema.String)
+  ...bindingFields
 })
 
 /**
@@ -118,10 +129,7 @@ export const Reject = Schema.Struct({
   type: Schema.Literal("reject"),
   callId: Schema.String,
   message: Schema.optional(Schema.String),
-  /** The `waitKey` of the action request it answers; checked when given. */
-  waitKey: Schema.optional(Schema.String),
-  /** The `fingerprint` of the action request it answers (required on resume). */
-  fingerprint: Schema.optional(Schema.String)
+  ...bindingFields
 })
 
 /**
@@ -134,15 +142,14 @@ export const Respond = Schema.Struct({
   type: Schema.Literal("respond"),
   callId: Schema.String,
   message: Schema.String,
-  /** The `waitKey` of the action request it answers; checked when given. */
-  waitKey: Schema.optional(Schema.String),
-  /** The `fingerprint` of the action request it answers (required on resume). */
-  fingerprint: Schema.optional(Schema.String)
+  ...bindingFields
 })
 
 /**
- * A decision about one gated tool call: its call id, and the `fingerprint`
- * (and `waitKey`) of the action request it answers.
+ * A decision about one gated tool call: its call id, and the `waitKey` and
+ * `fingerprint` of the action request it answers. Build it from the action
+ * request ({@link approve}, {@link edit}, {@link reject}, {@link respond},
+ * {@link approveAll}).
  *
  * @since 0.1.0
  * @category models
@@ -179,10 +186,14 @@ export const ActionRequest = Schema.Struct({
   allowedDecisions: Schema.Array(DecisionType),
   /** The JSON Schema edited arguments must match, when the policy has an `argsSchema`. */
   argsSchema: Schema.optional(Schema.Unknown),
-  /** The key of the wait: a decision naming another wait's key is refused. */
-  waitKey: Schema.optional(Schema.String),
-  /** The tool name and arguments, hashed (see {@link fingerprintOf}): what a decision must name. */
-  fingerprint: Schema.optional(Schema.String)
+  /**
+   * The key of the wait, unique per wait of the thread (a later identical
+   * call, or a later call with the same id, waits under another key): a
+   * decision must name it.
+   */
+  waitKey: Schema.String,
+  /** The tool name and arguments, hashed (see {@link fingerprintOf}): a decision must name it. */
+  fingerprint: Schema.String
 })
 
 /**
@@ -432,9 +443,11 @@ export class InvalidEdit extends Schema.TaggedError<InvalidEdit>(
 }
 
 /**
- * A decision names no `fingerprint`, so nothing ties it to the call it means
- * (call ids repeat across replies). Build it from the action request:
- * `approve(action)`, `approveAll(request)` or `bind(request, decisions)`.
+ * A decision names no `waitKey` or no `fingerprint` (a decision built from a
+ * bare call id, or JSON posting only `{ type, callId }`), so nothing ties it
+ * to the one wait it answers: call ids repeat across replies, and identical
+ * calls repeat. It decides nothing. Build decisions from the action request:
+ * `approve(action)`, `approveAll(request)`.
  *
  * @since 0.1.0
  * @category errors
@@ -443,22 +456,25 @@ export class UnboundDecision extends Schema.TaggedError<UnboundDecision>(
   "@stepwise-agent/middleware/HumanInTheLoop/UnboundDecision"
 )("UnboundDecision", {
   threadId: Schema.String,
-  callId: Schema.String
+  callId: Schema.String,
+  /** What the decision lacks. */
+  field: Schema.Literal("waitKey", "fingerprint")
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `Thread "${this.threadId}": the decision for call "${this.callId}" names no fingerprint; build it from ` +
-      `the action request (HumanInTheLoop.approve(action), approveAll(request) or bind(request, decisions)), or ` +
-      `copy the request's "fingerprint" and "waitKey" into it`
+    return `Thread "${this.threadId}": the decision for call "${this.callId}" names no ${this.field}; build it from ` +
+      `the action request (HumanInTheLoop.approve(action), approveAll(request)), or copy the request's ` +
+      `"waitKey" and "fingerprint" into it`
   }
 }
 
 /**
  * A decision answers another wait: its `waitKey` or `fingerprint` is not
- * the one of the call waiting under its call id (an old decision re-sent
- * after the thread moved on to a new call reusing the id).
+ * the one of the call waiting under its call id (an old decision re-sent, or
+ * submitted twice, after the thread moved on to a new wait, even one for an
+ * identical call or a call reusing the id). It decides nothing.
  *
  * @since 0.1.0
  * @category errors
@@ -583,88 +599,90 @@ export declare namespace Approvals {
 // constructors
 // -----------------------------------------------------------------------------
 
-/** What a decision is built for: an action request (bound to it), or a bare call id (unbound). */
-type Target = string | ActionRequest
-
-const bindingOf = (target: Target) =>
-  typeof target === "string" ? { callId: target } : {
-    callId: target.callId,
-    ...(target.waitKey === undefined ? {} : { waitKey: target.waitKey }),
-    fingerprint: target.fingerprint ?? fingerprintOf(target.toolName, target.args)
-  }
+/** The binding of a decision: the call id, wait key and fingerprint of the action it answers. */
+const bindingOf = (action: ActionRequest) => ({
+  callId: action.callId,
+  waitKey: action.waitKey,
+  fingerprint: action.fingerprint
+})
 
 /**
- * Approves a call. Given the action request, the decision is bound to it
- * (its `waitKey` and `fingerprint`); given a call id, bind it with
- * {@link bind} before resuming.
+ * Approves the call of an action request. The decision is bound to that
+ * action's wait (its `waitKey` and `fingerprint`): it answers that wait only.
  *
  * @example
  * ```ts
  * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
- * const action: HumanInTheLoop.ActionRequest = {
- *   callId: "call_1",
- *   toolName: "delete_file",
- *   args: { path: "/tmp/a" },
- *   description: "Delete /tmp/a?",
- *   allowedDecisions: ["approve", "reject"]
- * }
- * const decision = HumanInTheLoop.approve(action)
+ * declare const request: HumanInTheLoop.ApprovalRequest // `result.interrupt.value`, decoded
+ * const decisions = request.actionRequests.map(HumanInTheLoop.approve)
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const approve = (target: Target): Decision => ({ type: "approve", ...bindingOf(target) })
+export const approve = (action: ActionRequest): Decision => ({ type: "approve", ...bindingOf(action) })
 
 /**
+ * Runs the call of an action request with other arguments (encoded, as the
+ * model would send them), or on another tool with `toolName`.
+ *
  * @example
  * ```ts
  * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
- * const decision = HumanInTheLoop.edit("call_1", { path: "/tmp/scratch.txt" })
+ * declare const action: HumanInTheLoop.ActionRequest
+ * const decision = HumanInTheLoop.edit(action, { path: "/tmp/scratch.txt" })
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
 export const edit = (
-  target: Target,
+  action: ActionRequest,
   args: Readonly<Record<string, unknown>>,
   toolName?: string | undefined
 ): Decision =>
   toolName === undefined
-    ? { type: "edit", ...bindingOf(target), args }
-    : { type: "edit", ...bindingOf(target), args, toolName }
+    ? { type: "edit", ...bindingOf(action), args }
+    : { type: "edit", ...bindingOf(action), args, toolName }
 
 /**
+ * Rejects the call of an action request; the model reads `message` as the
+ * reason.
+ *
  * @example
  * ```ts
  * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
- * const decision = HumanInTheLoop.reject("call_1", "Never delete the home directory")
+ * declare const action: HumanInTheLoop.ActionRequest
+ * const decision = HumanInTheLoop.reject(action, "Never delete the home directory")
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const reject = (target: Target, message?: string | undefined): Decision =>
-  message === undefined ? { type: "reject", ...bindingOf(target) } : { type: "reject", ...bindingOf(target), message }
+export const reject = (action: ActionRequest, message?: string | undefined): Decision =>
+  message === undefined ? { type: "reject", ...bindingOf(action) } : { type: "reject", ...bindingOf(action), message }
 
 /**
+ * Answers the call of an action request with the human's text instead of
+ * running it.
+ *
  * @example
  * ```ts
  * import { HumanInTheLoop } from "@stepwise-agent/middleware"
  *
- * const decision = HumanInTheLoop.respond("call_1", "The file is already gone.")
+ * declare const action: HumanInTheLoop.ActionRequest
+ * const decision = HumanInTheLoop.respond(action, "The file is already gone.")
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const respond = (target: Target, message: string): Decision => ({
+export const respond = (action: ActionRequest, message: string): Decision => ({
   type: "respond",
-  ...bindingOf(target),
+  ...bindingOf(action),
   message
 })
 
@@ -712,30 +730,6 @@ export const rejectAll = (message: string) => (wait: { readonly value: unknown }
   })
 
 /**
- * Binds decisions built by call id to the request they answer: each gets
- * the `waitKey` and `fingerprint` of the action with its call id. A
- * decision already bound, or naming a call the request does not have, is
- * left as it is (the resume then says what is wrong).
- *
- * @example
- * ```ts
- * import { HumanInTheLoop } from "@stepwise-agent/middleware"
- *
- * const request: HumanInTheLoop.ApprovalRequest = { actionRequests: [] }
- * const decisions = HumanInTheLoop.bind(request, [HumanInTheLoop.reject("call_1", "not now")])
- * ```
- *
- * @since 0.1.0
- * @category constructors
- */
-export const bind = (request: ApprovalRequest, decisions: ReadonlyArray<Decision>): ReadonlyArray<Decision> =>
-  decisions.map((decision) => {
-    if (decision.fingerprint !== undefined) return decision
-    const action = request.actionRequests.find((action) => action.callId === decision.callId)
-    return action === undefined ? decision : { ...decision, ...bindingOf(action) }
-  })
-
-/**
  * Answers the middleware's waits from a chat UI (`UiMessageStream.toHttpApp`):
  * each action request is shown as a tool part awaiting approval, with an
  * approval id naming the call, its arguments and the wait (so an answer to an
@@ -762,8 +756,7 @@ export const uiApprovals: UiMessageStream.Approvals = {
   requests: (interrupt) =>
     Option.map(requestOf(interrupt), (request) =>
       request.actionRequests.map((action) => ({
-        approvalId: `${action.callId}:${action.fingerprint ?? fingerprintOf(action.toolName, action.args)}:` +
-          (action.waitKey ?? interrupt.key),
+        approvalId: `${action.callId}:${action.fingerprint}:${action.waitKey}`,
         toolCallId: action.callId,
         toolName: action.toolName,
         input: action.args,
@@ -774,8 +767,10 @@ export const uiApprovals: UiMessageStream.Approvals = {
       onNone: () => [],
       onSome: (request) =>
         responses.map(({ approved, reason, request: { toolCallId } }) => {
-          const target = request.actionRequests.find((action) => action.callId === toolCallId) ?? toolCallId
-          return approved ? approve(target) : reject(target, reason)
+          const action = request.actionRequests.find((action) => action.callId === toolCallId)
+          // an answer naming no waiting call stays unbound: the resume refuses it
+          if (action === undefined) return { type: approved ? "approve" : "reject", callId: toolCallId }
+          return approved ? approve(action) : reject(action, reason)
         })
     })
 }
@@ -835,8 +830,8 @@ export const fingerprintOf = (toolName: string, args: unknown): string => {
 /**
  * The approval request a wait carries: `result.interrupt` of an
  * `Interrupted` run, or `status.pending` of a durable run. `None` when the
- * wait is not an approval request (another middleware interrupted). A
- * request stored before requests carried fingerprints gets them here.
+ * wait is not an approval request (another middleware interrupted, or a
+ * request stored by a version whose requests carried no `waitKey`).
  *
  * @example
  * ```ts
@@ -857,16 +852,7 @@ export const fingerprintOf = (toolName: string, args: unknown): string => {
  * @category getters
  */
 export const requestOf = (wait: { readonly value: unknown }): Option.Option<ApprovalRequest> =>
-  Option.map(
-    decodeApprovalRequestOption(wait.value),
-    (request) =>
-      request.actionRequests.every((action) => action.fingerprint !== undefined) ? request : {
-        actionRequests: request.actionRequests.map((action) => ({
-          ...action,
-          fingerprint: action.fingerprint ?? fingerprintOf(action.toolName, action.args)
-        }))
-      }
-  )
+  decodeApprovalRequestOption(wait.value)
 
 // -----------------------------------------------------------------------------
 // layers
@@ -988,15 +974,36 @@ const stringify = (value: unknown): string => {
   }
 }
 
-const decodeDecisions = Schema.decodeUnknown(Decisions)
-const decodeDecisionsOption = Schema.decodeUnknownOption(Decisions)
+/** A decision as it may arrive: its binding may be missing (refused with `UnboundDecision`, not a parse error). */
+const unbound = <Fields extends Schema.Struct.Fields>(decision: Schema.Struct<Fields>) =>
+  Schema.Struct({
+    ...decision.fields,
+    waitKey: Schema.optional(Schema.String),
+    fingerprint: Schema.optional(Schema.String)
+  })
+
+const ArrivingDecisions = Schema.Array(Schema.Union(unbound(Approve), unbound(Edit), unbound(Reject), unbound(Respond)))
+
+const decodeDecisions = Schema.decodeUnknown(ArrivingDecisions)
+const decodeDecisionsOption = Schema.decodeUnknownOption(ArrivingDecisions)
 
 /**
- * The key of a wait: the gated call ids and the index of the reply that made
- * them in the thread, so a later reply reusing the ids waits under another key.
+ * The key of a wait: the gated call ids, the index of the reply that made
+ * them, the number of the wait in the thread (a count kept in the
+ * middleware's state, never reused: a later identical call, a later reply
+ * reusing the ids, a thread cut short and grown back all wait under new
+ * keys) and a hash of the thread id (a decision made on one thread answers
+ * no wait of another).
  */
-const waitKeyOf = (index: number, gated: ReadonlyArray<Prompt.ToolCallPart>): string =>
-  `approval/${gated.map((call) => call.id).join(",")}@${index}`
+const waitKeyOf = (
+  threadId: string,
+  index: number,
+  gated: ReadonlyArray<Prompt.ToolCallPart>,
+  wait: number
+): string => `approval/${gated.map((call) => call.id).join(",")}@${index}/${wait}/${hash53(threadId, 3).slice(0, 8)}`
+
+/** The key of the middleware's state: how many waits the thread had. */
+const waitCountKey = (name: string): string => name === "humanInTheLoop" ? "approvalWaits" : `approvalWaits:${name}`
 
 /**
  * What to do with one gated call, once every decision checked out.
@@ -1068,6 +1075,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
   }
   yield* Check.validate("HumanInTheLoop", OptionsSchema, options)
   const tools: Readonly<Record<string, Tool.Any>> = options.toolkit.tools
+  const name = options.name ?? "humanInTheLoop"
   const prefix = options.descriptionPrefix ?? "Tool execution requires approval"
   const defaultDescribe = (call: Prompt.ToolCallPart) =>
     `${prefix}\n\nTool: ${call.name}\nArgs: ${stringify(call.params)}`
@@ -1188,15 +1196,14 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
     })
 
   /**
-   * Checks every decision first, so a bad one changes nothing. `waitKey` is
-   * the key of the wait decided (`undefined` for a request stored before
-   * requests carried one).
+   * Checks every decision first, so a bad one changes nothing. Each must name
+   * `waitKey`, the key of the wait decided, and the fingerprint of its call.
    */
   const plan = (
     threadId: string,
     gated: ReadonlyArray<Prompt.ToolCallPart>,
     raw: unknown,
-    waitKey: string | undefined
+    waitKey: string
   ): Effect.Effect<Array<Plan>, DecisionError> =>
     Effect.gen(function*() {
       const decisions = yield* Effect.mapError(
@@ -1204,7 +1211,9 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
         (error) =>
           new InvalidDecisions({
             threadId,
-            description: `expected a list of decisions ({ type, callId, ... }): ${formatParseError(error)}`
+            description: `expected a list of decisions ({ type, callId, waitKey, fingerprint, ... }): ${
+              formatParseError(error)
+            }`
           })
       )
       const waiting = new Map(gated.map((call) => [call.id, call]))
@@ -1220,7 +1229,21 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
         if (call === undefined) {
           return yield* new UnknownCallId({ threadId, callId: decision.callId, waiting: [...waiting.keys()] })
         }
-        if (decision.fingerprint === undefined) return yield* new UnboundDecision({ threadId, callId: call.id })
+        if (decision.waitKey === undefined) {
+          return yield* new UnboundDecision({ threadId, callId: call.id, field: "waitKey" })
+        }
+        if (decision.fingerprint === undefined) {
+          return yield* new UnboundDecision({ threadId, callId: call.id, field: "fingerprint" })
+        }
+        if (decision.waitKey !== waitKey) {
+          return yield* new StaleDecision({
+            threadId,
+            callId: call.id,
+            field: "waitKey",
+            expected: waitKey,
+            given: decision.waitKey
+          })
+        }
         const expected = fingerprintOf(call.name, call.params)
         if (decision.fingerprint !== expected) {
           return yield* new StaleDecision({
@@ -1231,16 +1254,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
             given: decision.fingerprint
           })
         }
-        if (decision.waitKey !== undefined && waitKey !== undefined && decision.waitKey !== waitKey) {
-          return yield* new StaleDecision({
-            threadId,
-            callId: call.id,
-            field: "waitKey",
-            expected: waitKey,
-            given: decision.waitKey
-          })
-        }
-        byId.set(decision.callId, decision)
+        byId.set(decision.callId, { ...decision, waitKey: decision.waitKey, fingerprint: decision.fingerprint })
       }
       const missing = gated.filter((call) => !byId.has(call.id)).map((call) => call.id)
       if (missing.length > 0) return yield* new MissingDecision({ threadId, callIds: missing })
@@ -1286,23 +1300,39 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
       return out
     })
 
+  /**
+   * The calls cleared to run, by thread and call id: the fingerprint of each
+   * as it was judged by `when` or decided. The guard lets a gated call run
+   * only as it was cleared; the entry of a thread is replaced at each reply.
+   */
+  const cleared = new Map<string, Map<string, string>>()
+  const clearCalls = (threadId: string, calls: ReadonlyArray<Prompt.ToolCallPart>) => {
+    if (calls.length === 0) cleared.delete(threadId)
+    else cleared.set(threadId, new Map(calls.map((call) => [call.id, fingerprintOf(call.name, call.params)])))
+  }
+
   const apply = (
     context: Middleware.HookContext<{}>,
     batch: NonNullable<ReturnType<typeof AgentState.pendingToolCalls>>,
     gated: ReadonlyArray<Prompt.ToolCallPart>,
-    raw: unknown
+    free: ReadonlyArray<Prompt.ToolCallPart>,
+    raw: unknown,
+    waitKey: string
   ): Effect.Effect<Middleware.HookResult<{}, never> | undefined, DecisionError> =>
     Effect.gen(function*() {
-      const steps = yield* plan(context.threadId, gated, raw, waitKeyOf(batch.index, gated))
+      const steps = yield* plan(context.threadId, gated, raw, waitKey)
       const edits = new Map<string, Prompt.ToolCallPart>()
       const answers: Array<Prompt.ToolResultPart> = []
+      const runs: Array<Prompt.ToolCallPart> = [...free]
       for (const step of steps) {
         switch (step._tag) {
           case "Run": {
+            runs.push(step.call)
             yield* Middleware.report(`approve ${step.call.name}`, { callId: step.call.id })
             break
           }
           case "Replace": {
+            runs.push(step.edited)
             edits.set(step.call.id, step.edited)
             yield* Middleware.report(`edit ${step.call.name}`, {
               callId: step.call.id,
@@ -1320,6 +1350,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
           }
         }
       }
+      clearCalls(context.threadId, runs)
       if (edits.size === 0 && answers.length === 0) return undefined
       const messages = [...context.messages]
       if (edits.size > 0) {
@@ -1332,9 +1363,67 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
       return { messages: AgentState.appendToolResults(messages, answers) }
     })
 
-  return Middleware.make({
-    name: options.name ?? "humanInTheLoop",
-    afterModel: (context: Middleware.HookContext<{}>) =>
+  /**
+   * Checks a call of a gated tool as it runs, at the end of the
+   * `wrapToolCall` chain: a call that is not the one cleared (a middleware
+   * changed its arguments or its tool after it was judged or decided) is
+   * judged again by its tool's `when`; when it needs a decision, the
+   * {@link Approvals} service decides it, and without one it does not run.
+   */
+  const guard = (approvals: Option.Option<Approvals.Service>): Middleware.ToolCallGuard => (request) => {
+    const call = request.call
+    const gate = gates.get(call.name)
+    if (gate === undefined) return Effect.succeedNone
+    const fingerprint = fingerprintOf(call.name, call.params)
+    if (cleared.get(request.threadId)?.get(call.id) === fingerprint) return Effect.succeedNone
+    return Effect.gen(function*() {
+      const context: DescriptionContext = {
+        threadId: request.threadId,
+        messages: (request.state as { readonly messages?: ReadonlyArray<Prompt.Message> }).messages ?? [],
+        step: request.step
+      }
+      yield* Middleware.report(`${call.name} (${call.id}) is not the call cleared to run: judged again`, {
+        callId: call.id,
+        toolName: call.name
+      })
+      if (!(yield* asks(gate, call, context))) return Option.none()
+      const refused = (why: string) =>
+        Effect.as(
+          Middleware.report(`${call.name} (${call.id}) did not run: ${why}`, { callId: call.id }),
+          Option.some(Middleware.toolResult(call, {
+            error: `This call of "${call.name}" changed after it was cleared to run, and the call as changed ` +
+              `needs a person's decision: it did not run (${why}).`
+          }, { isFailure: true }))
+        )
+      if (Option.isNone(approvals)) return yield* refused("no Approvals service to ask")
+      // the Approvals service decides the changed call; an edit cannot apply here, where the call runs
+      const allowed = gate.allowed.filter((kind) => kind !== "edit")
+      if (allowed.length === 0) return yield* refused("its policy allows only edits")
+      const waitKey = `recheck/${call.id}/${fingerprint}`
+      const request_ = { actionRequests: [{ ...actionRequest(call, context, waitKey), allowedDecisions: allowed }] }
+      const decided = yield* Effect.either(Effect.flatMap(
+        approvals.value.decide(request_, { threadId: request.threadId }),
+        (decisions) => plan(request.threadId, [call], decisions, waitKey)
+      ))
+      if (decided._tag === "Left") return yield* refused(decided.left.message)
+      const step = decided.right[0]!
+      return step._tag === "Answer" ? Option.some(step.result) : Option.none()
+    }).pipe(Effect.locally(Middleware.CurrentHook, { middleware: name, hook: "wrapToolCall" }))
+  }
+
+  const waitCount = waitCountKey(name)
+  const waitsOf = (state: Readonly<Record<string, unknown>>): number => {
+    const count = state[waitCount]
+    return typeof count === "number" ? count : 0
+  }
+
+  const made = Middleware.make({
+    name,
+    state: {
+      schema: Schema.Struct({ [waitCount]: Schema.NonNegativeInt }),
+      initial: { [waitCount]: 0 }
+    },
+    afterModel: (context: Middleware.HookContext<Readonly<Record<string, number>>>) =>
       Effect.gen(function*() {
         const batch = AgentState.pendingToolCalls(context.messages)
         const named = batch === undefined ? [] : batch.calls.filter((call) => gates.has(call.name))
@@ -1349,8 +1438,11 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
             onNone: () => named,
             onSome: (ids) => named.filter((call) => gates.get(call.name)!.when === undefined || ids.has(call.id))
           })
-          return yield* apply(context, batch ?? { index: -1, calls: [] }, gated, context.resume.value)
+          const free = named.filter((call) => !gated.includes(call))
+          const waitKey = waitKeyOf(context.threadId, batch?.index ?? -1, gated, waitsOf(context.state))
+          return yield* apply(context, batch ?? { index: -1, calls: [] }, gated, free, context.resume.value, waitKey)
         }
+        cleared.delete(context.threadId)
         if (batch === undefined || named.length === 0) return undefined
         const describeContext: DescriptionContext = {
           threadId: context.threadId,
@@ -1360,19 +1452,24 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
         // asked in the order of the calls
         const answers = yield* Effect.forEach(named, (call) => asks(gates.get(call.name)!, call, describeContext))
         const gated = named.filter((_, index) => answers[index])
-        if (gated.length < named.length) {
-          const free = named.filter((call) => !gated.includes(call))
+        const free = named.filter((call) => !gated.includes(call))
+        if (free.length > 0) {
           yield* Middleware.report(`${free.length} call(s) need no decision (when)`, {
             callIds: free.map((call) => call.id)
           })
         }
-        if (gated.length === 0) return undefined
+        if (gated.length === 0) {
+          clearCalls(context.threadId, free)
+          return undefined
+        }
         const seen = new Set<string>()
         for (const call of batch.calls) {
           if (seen.has(call.id)) return yield* new DuplicateCallId({ threadId: context.threadId, callId: call.id })
           seen.add(call.id)
         }
-        const waitKey = waitKeyOf(batch.index, gated)
+        // each wait gets the next number of the thread: its key is never used again
+        const wait = waitsOf(context.state) + 1
+        const waitKey = waitKeyOf(context.threadId, batch.index, gated, wait)
         const request: ApprovalRequest = {
           actionRequests: gated.map((call) => actionRequest(call, describeContext, waitKey))
         }
@@ -1381,15 +1478,21 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
           yield* Middleware.report(`ask Approvals about ${gated.length} call(s)`, {
             callIds: gated.map((call) => call.id)
           })
-          // the service answers this very request: its decisions by call id are bound to it
+          // the service answers this very request; its decisions are checked like resumed ones
           const decisions = yield* approvals.value.decide(request, { threadId: context.threadId })
-          return yield* apply(context, batch, gated, bind(request, decisions))
+          const applied = yield* apply(context, batch, gated, free, decisions, waitKey)
+          return { ...applied, state: { [waitCount]: wait } }
         }
         yield* Middleware.report(`interrupt: ${gated.length} call(s) wait for a decision`, {
           callIds: gated.map((call) => call.id)
         })
-        return { interrupt: request, interruptKey: waitKey }
+        return { interrupt: request, interruptKey: waitKey, state: { [waitCount]: wait } }
       }),
+    wrapToolCall: (request, next) =>
+      Effect.flatMap(
+        Effect.serviceOption(Approvals),
+        (approvals) => Middleware.guardToolCall(next(request), guard(approvals))
+      ),
     validateResume: ({ interrupt, threadId, value }) =>
       Effect.gen(function*() {
         const request = yield* Effect.mapError(
@@ -1408,7 +1511,10 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
             providerExecuted: false
           })
         )
-        yield* plan(threadId, gated, value, request.actionRequests[0]?.waitKey)
-      })
+        yield* plan(threadId, gated, value, request.actionRequests[0]?.waitKey ?? "")
+      }),
+    onThreadDeleted: (threadId) => Effect.sync(() => void cleared.delete(threadId))
   })
+  // the wait count is the middleware's bookkeeping, not part of the agent's typed state
+  return made as unknown as Middleware.Middleware<{}, DecisionError | DuplicateCallId>
 })

@@ -8,8 +8,14 @@
  * HumanInTheLoop's `afterModel` sees the reply (after the `afterModel` hooks
  * of the middleware listed after it have edited it); it is reported as a
  * decision with its reason; a resumed run takes the calls the stored request
- * asked about and does not ask again. A classifier that fails, or answers
- * anything that is not a verdict, makes the call wait for a person.
+ * asked about and does not ask again. A classifier that fails, answers
+ * anything that is not a verdict, or gives no answer within `timeout`
+ * (default 30 seconds) makes the call wait for a person.
+ *
+ * The verdict holds for the call as it was judged only: when the call that
+ * reaches its tool differs (a middleware's `afterModel` or any `wrapToolCall`,
+ * listed before or after, changed its arguments), HumanInTheLoop judges it
+ * again, and a call that now needs a person does not run unasked.
  *
  * The classifier is the `LanguageModel` behind the {@link Classifier} tag,
  * provided by {@link layer} (any `@effect/ai` provider; in tests a
@@ -20,14 +26,17 @@
  */
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type * as HumanInTheLoop from "./HumanInTheLoop.js"
+import * as Check from "./internal/options.js"
 
 /**
  * How risky a call is, from least to most.
@@ -111,7 +120,27 @@ export interface Options {
   readonly threshold?: Risk | undefined
   /** The classifier's instructions (default {@link defaultPrompt}). */
   readonly prompt?: string | undefined
+  /**
+   * How long a verdict may take (default {@link defaultTimeout}, 30 seconds;
+   * finite and above zero). A classifier that has not answered by then is
+   * stopped, and the call waits for a person, as for a failed classifier.
+   */
+  readonly timeout?: Duration.DurationInput | undefined
 }
+
+/**
+ * How long a verdict may take when {@link Options} give no `timeout`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultTimeout: Duration.Duration = Duration.seconds(30)
+
+const OptionsSchema = Schema.Struct({
+  threshold: Schema.optional(Risk),
+  prompt: Schema.optional(Schema.String),
+  timeout: Schema.optional(Check.DurationInput)
+})
 
 const rank: Record<Risk, number> = { low: 0, medium: 1, high: 2 }
 
@@ -133,8 +162,11 @@ const describe = (call: Prompt.ToolCallPart, context: HumanInTheLoop.Description
 
 /**
  * Builds the `when` predicate: a call needs a decision when the classifier
- * judges it at or above `threshold`. Each verdict is reported (`risk` and
- * `reason`, credentials scrubbed). Needs the {@link Classifier} when built.
+ * judges it at or above `threshold`, or gives no verdict within `timeout`.
+ * Each verdict is reported (`risk` and `reason`, credentials scrubbed). Needs
+ * the {@link Classifier} when built. Bad options fail with
+ * `AgentError.InvalidOptions` (a `timeout` that is not a finite duration
+ * above zero, an unknown `threshold`).
  *
  * @example
  * ```ts
@@ -146,7 +178,7 @@ const describe = (call: Prompt.ToolCallPart, context: HumanInTheLoop.Description
  * const Tools = Toolkit.make(Deploy)
  *
  * const approvals = Effect.gen(function*() {
- *   const risky = yield* RiskApproval.make({ threshold: "high" })
+ *   const risky = yield* RiskApproval.make({ threshold: "high", timeout: "10 seconds" })
  *   return yield* HumanInTheLoop.middleware({
  *     toolkit: Tools,
  *     interruptOn: { deploy: { allowedDecisions: ["approve", "reject"], when: risky } }
@@ -157,17 +189,29 @@ const describe = (call: Prompt.ToolCallPart, context: HumanInTheLoop.Description
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options?: Options | undefined): Effect.Effect<HumanInTheLoop.When, never, Classifier> =>
-  Effect.map(Classifier, (classifier) => {
+export const make = (
+  options?: Options | undefined
+): Effect.Effect<HumanInTheLoop.When, AgentError.InvalidOptions, Classifier> =>
+  Effect.gen(function*() {
+    yield* Check.validate("RiskApproval", OptionsSchema, options ?? {})
+    const timeout = Duration.decode(options?.timeout ?? defaultTimeout)
+    if (!Duration.isFinite(timeout) || Duration.toMillis(timeout) <= 0) {
+      return yield* Check.invalid("RiskApproval", "timeout", "must be a finite duration above zero")
+    }
+    const classifier = yield* Classifier
     const threshold = rank[options?.threshold ?? "medium"]
     const system = Prompt.makeMessage("system", { content: options?.prompt ?? defaultPrompt })
-    return (call, context) =>
+    const when: HumanInTheLoop.When = (call, context) =>
       classifier.generateText({
         prompt: Prompt.fromMessages([
           system,
           Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: describe(call, context) })] })
         ])
       }).pipe(
+        Effect.timeoutFail({
+          duration: timeout,
+          onTimeout: () => `the classifier gave no verdict within ${Duration.format(timeout)}`
+        }),
         Effect.flatMap((response) => decodeVerdict(response.text)),
         Effect.mapError((error) =>
           ParseResult.isParseError(error)
@@ -183,4 +227,5 @@ export const make = (options?: Options | undefined): Effect.Effect<HumanInTheLoo
         ),
         Effect.map((verdict) => rank[verdict.risk] >= threshold)
       )
+    return when
   })

@@ -10,11 +10,15 @@ import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 import * as Summarization from "../src/Summarization.js"
 import * as TodoList from "../src/TodoList.js"
 
-/** Decisions by call id, bound to the request the thread waits on. */
-const bound = (agent: Agent.AgentOf<any>, threadId: string, decisions: ReadonlyArray<HumanInTheLoop.Decision>) =>
+/** The decisions `decide` builds from the action the thread waits on (each test's wait asks about one call). */
+const bound = (
+  agent: Agent.AgentOf<any>,
+  threadId: string,
+  decide: (action: HumanInTheLoop.ActionRequest) => ReadonlyArray<HumanInTheLoop.Decision>
+) =>
   Effect.map(agent.thread(threadId), (thread) => {
     const pending = Option.getOrThrow(Option.getOrThrow(thread).pending)
-    return HumanInTheLoop.bind(Option.getOrThrow(HumanInTheLoop.requestOf(pending)), decisions)
+    return decide(Option.getOrThrow(HumanInTheLoop.requestOf(pending)).actionRequests[0]!)
   })
 
 // ---------------------------------------------------------------------------
@@ -404,7 +408,7 @@ describe("TodoList with HumanInTheLoop", () => {
         const todoList = yield* TodoList.TodoList
         assert.deepStrictEqual(yield* todoList.todos("t"), [])
         const { agent, log } = yield* setupGated([ScriptedModel.text("deployed")])
-        const result = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.approve("d1")]))
+        const result = yield* agent.resume("t", yield* bound(agent, "t", (action) => [HumanInTheLoop.approve(action)]))
         return { result, log: yield* log, seen: yield* todoList.todos("t") }
       }).pipe(Effect.provide(TodoList.layer), Effect.provide(Checkpointer.layerFileSystem(directory)))
       assert.strictEqual(second.result._tag, "Completed")
@@ -422,18 +426,21 @@ describe("TodoList with HumanInTheLoop", () => {
         ScriptedModel.text("done")
       ], true)
       yield* agent.run("go", { threadId: "t" })
-      const afterFirst = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.approve("w1")]))
+      const afterFirst = yield* agent.resume(
+        "t",
+        yield* bound(agent, "t", (action) => [HumanInTheLoop.approve(action)])
+      )
       assert.strictEqual(afterFirst._tag, "Interrupted")
       assert.deepStrictEqual(afterFirst.state.todos, plan1)
       const afterRespond = yield* agent.resume(
         "t",
-        yield* bound(agent, "t", [
-          HumanInTheLoop.respond("w2", "Not yet; finish the code first.")
+        yield* bound(agent, "t", (action) => [
+          HumanInTheLoop.respond(action, "Not yet; finish the code first.")
         ])
       )
       assert.strictEqual(afterRespond._tag, "Interrupted")
       assert.deepStrictEqual(afterRespond.state.todos, plan1)
-      const result = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.reject("w3")]))
+      const result = yield* agent.resume("t", yield* bound(agent, "t", (action) => [HumanInTheLoop.reject(action)]))
       assert.strictEqual(result._tag, "Completed")
       assert.deepStrictEqual(result.state.todos, plan1)
       assert.deepStrictEqual(yield* Effect.flatMap(TodoList.TodoList, (s) => s.todos("t")), plan1)
@@ -443,7 +450,10 @@ describe("TodoList with HumanInTheLoop", () => {
     Effect.gen(function*() {
       const { agent } = yield* setupGated([write(plan1, "w1"), ScriptedModel.text("done")], true)
       yield* agent.run("go", { threadId: "t" })
-      const result = yield* agent.resume("t", yield* bound(agent, "t", [HumanInTheLoop.edit("w1", { todos: plan2 })]))
+      const result = yield* agent.resume(
+        "t",
+        yield* bound(agent, "t", (action) => [HumanInTheLoop.edit(action, { todos: plan2 })])
+      )
       assert.deepStrictEqual(result.state.todos, plan2)
     }).pipe(Effect.provide(TodoList.layer)))
 })
@@ -499,12 +509,12 @@ describe("TodoList: the slice is the one truth", () => {
           const edited = [...op.todos].reverse()
           const result = yield* agent.resume(
             op.thread,
-            yield* bound(agent, op.thread, [
+            yield* bound(agent, op.thread, (action) => [
               op.decision === "approve"
-                ? HumanInTheLoop.approve(id)
+                ? HumanInTheLoop.approve(action)
                 : op.decision === "edit"
-                ? HumanInTheLoop.edit(id, { todos: edited })
-                : HumanInTheLoop.reject(id)
+                ? HumanInTheLoop.edit(action, { todos: edited })
+                : HumanInTheLoop.reject(action)
             ])
           )
           assert.strictEqual(result._tag, "Completed")

@@ -7,9 +7,11 @@
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import { ToolTimeout } from "../AgentError.js"
 import type * as Middleware from "../Middleware.js"
+import { CurrentToolCallGuards } from "../Middleware.js"
 import type { Compiled } from "./config.js"
 import { checked, hookEffect, toolResultProblem } from "./hookResults.js"
 import * as Observer from "./observer.js"
@@ -24,6 +26,26 @@ export interface ToolStepResult {
   readonly results: ReadonlyArray<Prompt.ToolResultPart>
   readonly output: Option.Option<unknown>
 }
+
+/**
+ * Runs a tool call through the guards the chain installed for it
+ * (`Middleware.guardToolCall`, outermost first): the first answer wins, else
+ * `run` runs, with no guard left for the tool calls made inside it.
+ */
+const runGuarded = <E, R>(
+  request: Middleware.ToolCallRequest,
+  run: Effect.Effect<Prompt.ToolResultPart, E, R>
+): Effect.Effect<Prompt.ToolResultPart, E, R> =>
+  Effect.flatMap(FiberRef.get(CurrentToolCallGuards), (guards) => {
+    if (guards.length === 0) return run
+    const unguarded = Effect.locally(run, CurrentToolCallGuards, [])
+    const check = (index: number): Effect.Effect<Prompt.ToolResultPart, E, R> =>
+      index === guards.length ? unguarded : Effect.flatMap(
+        guards[index]!(request),
+        Option.match({ onNone: () => check(index + 1), onSome: Effect.succeed })
+      )
+    return check(0)
+  })
 
 export const make = (config: Compiled) => {
   const { output, outputToolName, toolNames, toolsByName, wrapTool } = config
@@ -42,7 +64,8 @@ export const make = (config: Compiled) => {
     const entry = toolsByName.get(call.name)
     if (entry === undefined) return Effect.succeed(unknownToolResult(call, offered ?? toolNames))
     if (offered !== undefined && !offered.includes(call.name)) return Effect.succeed(unknownToolResult(call, offered))
-    return entry.run(call, threadId)
+    // the guards the chain installed check the call as it runs (Middleware.guardToolCall)
+    return runGuarded(request, entry.run(call, threadId))
   }
 
   const toolChain = (run: RunContext, step: { offered: ReadonlyArray<string> | undefined }) =>

@@ -154,13 +154,20 @@ const runner = Effect.gen(function*() {
 }).pipe(Effect.provide(Main))
 
 const client = Effect.gen(function*() {
-  // decisions by call id, bound to the wait the run shows (as a client deciding by run id does)
+  // the client is shown the wait the run is in and decides its calls by id, at once: each decision gets the
+  // binding of the action shown for its call (a decision naming no waiting call stays unbound, and is refused)
   const waiting = (yield* Runs.status(env("RUN_ID"))).pending
-  const decisions = JSON.parse(env("DECIDE")) as ReadonlyArray<HumanInTheLoop.Decision>
+  const decisions = JSON.parse(env("DECIDE")) as ReadonlyArray<{ readonly callId: string }>
   const bound = (wait: { readonly value: unknown }) =>
     Option.match(HumanInTheLoop.requestOf(wait), {
       onNone: () => decisions,
-      onSome: (request) => HumanInTheLoop.bind(request, decisions)
+      onSome: (request) =>
+        decisions.map((decision) => {
+          const action = request.actionRequests.find((action) => action.callId === decision.callId)
+          return action === undefined
+            ? decision
+            : { ...decision, waitKey: action.waitKey, fingerprint: action.fingerprint }
+        })
     })
   // a wait of a subagent's is answered down its path
   const value = Option.match(waiting, {
