@@ -248,6 +248,25 @@ export class NotUtf8 extends Schema.TaggedError<NotUtf8>(
 }
 
 /**
+ * A file larger than a directory workspace reads (its `maxFileBytes`,
+ * {@link defaultMaxFileBytes} unless set): refused before it is read, so a
+ * huge file never fills the memory. `size` and `max` are in bytes.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class FileTooLarge extends Schema.TaggedError<FileTooLarge>(
+  "@stepwise-agent/middleware/Workspace/FileTooLarge"
+)("FileTooLarge", { path: Schema.String, size: Schema.Number, max: Schema.Number }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `"${this.path}" is ${this.size} bytes; the workspace reads files of at most ${this.max} bytes`
+  }
+}
+
+/**
  * A glob pattern longer than {@link maxGlobLength} characters.
  *
  * @since 0.1.0
@@ -277,6 +296,7 @@ export type WorkspaceError =
   | WorkspaceIoError
   | UnsupportedFile
   | NotUtf8
+  | FileTooLarge
   | GlobTooLong
 
 /**
@@ -292,6 +312,7 @@ export const WorkspaceError = Schema.Union(
   WorkspaceIoError,
   UnsupportedFile,
   NotUtf8,
+  FileTooLarge,
   GlobTooLong
 )
 
@@ -420,6 +441,14 @@ const checkGlob = (pattern: string): Effect.Effect<void, GlobTooLong> =>
     ? Effect.fail(new GlobTooLong({ length: pattern.length, max: maxGlobLength }))
     : Effect.void
 
+/** Whether `text` has a lone surrogate, which UTF-8 cannot encode (it would be written as U+FFFD). */
+const hasLoneSurrogate = (text: string): boolean =>
+  /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)
+
+/** `content` for a write to `path`, or {@link NotUtf8} when UTF-8 cannot encode it: every storage stores text alike. */
+const encodable = (path: string, content: string): Effect.Effect<string, NotUtf8> =>
+  hasLoneSurrogate(content) ? Effect.fail(new NotUtf8({ path })) : Effect.succeed(content)
+
 /** The access `options` give a normalized path, checked for a write: {@link ReadOnlyPath} when read-only. */
 const checkWritable = (options: AccessOptions, path: string): Effect.Effect<string, ReadOnlyPath> =>
   accessOf(options, path) === "read-only" ? Effect.fail(new ReadOnlyPath({ path })) : Effect.succeed(path)
@@ -458,13 +487,17 @@ export const fromStorage = (storage: Storage, options: AccessOptions = {}): Work
   return Workspace.of({
     ls: (path) => Effect.flatMap(resolve(path), storage.ls),
     read: (path) => Effect.flatMap(resolve(path), storage.read),
-    write: (path, content) => Effect.flatMap(writable(path), (normalized) => storage.write(normalized, content)),
+    write: (path, content) =>
+      Effect.flatMap(
+        writable(path),
+        (normalized) => Effect.flatMap(encodable(normalized, content), (text) => storage.write(normalized, text))
+      ),
     edit: (path, oldString, newString, replaceAll) =>
       Effect.gen(function*() {
         const normalized = yield* writable(path)
         const replaced = replaceIn(normalized, yield* storage.read(normalized), oldString, newString, replaceAll)
         if (replaced instanceof EditStringNotFound || replaced instanceof EditNotUnique) return yield* replaced
-        yield* storage.write(normalized, replaced.content)
+        yield* storage.write(normalized, yield* encodable(normalized, replaced.content))
         return replaced.occurrences
       }),
     glob,
@@ -532,9 +565,19 @@ export const memoryStorage = (
       return content === undefined ? Effect.fail(new FileNotFound({ path })) : Effect.succeed(content)
     }),
   write: (path, content) =>
-    Effect.sync(() => {
+    Effect.suspend(() => {
+      // as on a disk: a file is not written over a directory, nor under a file
+      if (path === "/" || [...files.keys()].some((name) => name.startsWith(`${path}/`))) {
+        return Effect.fail(new WorkspaceIoError({ path, reason: "it is a directory" }))
+      }
+      for (let slash = path.lastIndexOf("/"); slash > 0; slash = path.lastIndexOf("/", slash - 1)) {
+        if (files.has(path.slice(0, slash))) {
+          return Effect.fail(new WorkspaceIoError({ path, reason: "a directory above it is a file" }))
+        }
+      }
       files.set(path, content)
       onWrite?.(path, content)
+      return Effect.void
     }),
   files: (path) => Effect.sync(() => [...files.keys()].filter((name) => Paths.isWithin(name, path)))
 })
@@ -578,7 +621,29 @@ export const makeMemory = (
 export interface DirectoryOptions extends AccessOptions {
   /** The host directory that "/" stands for; it must exist. */
   readonly root: string
+  /**
+   * The largest file read (and so edited or searched), in bytes (default
+   * {@link defaultMaxFileBytes}); a larger one fails with
+   * {@link FileTooLarge} and `grep` leaves it out.
+   */
+  readonly maxFileBytes?: number | undefined
 }
+
+/**
+ * The largest file a directory workspace reads unless its `maxFileBytes`
+ * says otherwise: 10 MiB.
+ *
+ * @example
+ * ```ts
+ * import { Workspace } from "@stepwise-agent/middleware"
+ *
+ * Workspace.defaultMaxFileBytes // 10485760
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultMaxFileBytes = 10 * 1024 * 1024
 
 /**
  * A workspace over a real directory, jailed to `root`: the virtual path
@@ -621,13 +686,23 @@ export interface DirectoryOptions extends AccessOptions {
  */
 export const makeDirectory = (
   options: DirectoryOptions
-): Effect.Effect<Workspace.Service, WorkspaceIoError> =>
+): Effect.Effect<Workspace.Service, WorkspaceIoError | AgentError.InvalidOptions> =>
   Effect.gen(function*() {
+    const maxFileBytes = options.maxFileBytes ?? defaultMaxFileBytes
+    if (!Number.isSafeInteger(maxFileBytes) || maxFileBytes < 0) {
+      return yield* new AgentError.InvalidOptions({
+        module: "Workspace",
+        option: "maxFileBytes",
+        reason: `must be a whole number of bytes, 0 or more (got ${maxFileBytes})`
+      })
+    }
     const jail = yield* Jail.make(options.root).pipe(
       Effect.mapError((refusal) => new WorkspaceIoError({ path: options.root, reason: reasonOf(refusal) }))
     )
     const segmentsOf = (virtual: string) => virtual === "/" ? [] : virtual.slice(1).split("/")
     const virtualOf = (segments: ReadonlyArray<string>) => `/${segments.join("/")}`
+    // the rules also hold where a link inside the root leads: "/link/x" is checked as "/docs/x" too
+    const writable = (real: ReadonlyArray<string>) => accessOf(options, virtualOf(real)) !== "read-only"
     const refused = (virtual: string) => (refusal: Jail.Refusal): WorkspaceError => {
       switch (refusal._tag) {
         case "Outside":
@@ -638,6 +713,10 @@ export const makeDirectory = (
           return new UnsupportedFile({ path: virtual, kind: refusal.kind })
         case "NotUtf8":
           return new NotUtf8({ path: virtual })
+        case "ReadOnly":
+          return new ReadOnlyPath({ path: virtual })
+        case "TooLarge":
+          return new FileTooLarge({ path: virtual, size: refusal.size, max: refusal.max })
         case "Io":
           return new WorkspaceIoError({ path: virtual, reason: refusal.reason })
       }
@@ -653,8 +732,9 @@ export const makeDirectory = (
               size
             }))
         }),
-      read: (virtual) => Effect.mapError(jail.read(segmentsOf(virtual)), refused(virtual)),
-      write: (virtual, content) => Effect.mapError(jail.write(segmentsOf(virtual), content), refused(virtual)),
+      read: (virtual) => Effect.mapError(jail.read(segmentsOf(virtual), maxFileBytes), refused(virtual)),
+      write: (virtual, content) =>
+        Effect.mapError(jail.write(segmentsOf(virtual), content, writable), refused(virtual)),
       files: (virtual) =>
         Effect.mapBoth(jail.files(segmentsOf(virtual)), {
           onFailure: refused(virtual),
@@ -686,6 +766,8 @@ const relocated = (error: WorkspaceError, outer: (inner: string) => string): Wor
       return new UnsupportedFile({ path: outer(error.path), kind: error.kind })
     case "NotUtf8":
       return new NotUtf8({ path: outer(error.path) })
+    case "FileTooLarge":
+      return new FileTooLarge({ path: outer(error.path), size: error.size, max: error.max })
     case "GlobTooLong":
       return error
   }
@@ -929,4 +1011,5 @@ export const layerMemory = (
  */
 export const layerDirectory = (
   options: DirectoryOptions
-): Layer.Layer<Workspace, WorkspaceIoError> => Layer.effect(Workspace, makeDirectory(options))
+): Layer.Layer<Workspace, WorkspaceIoError | AgentError.InvalidOptions> =>
+  Layer.effect(Workspace, makeDirectory(options))
