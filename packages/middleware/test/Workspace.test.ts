@@ -201,6 +201,64 @@ describe("Workspace on a directory", () => {
   )
 })
 
+describe("Workspace: the memory and directory stores answer alike", () => {
+  it.scoped("a write over a directory, under a file or to the root, and text UTF-8 cannot encode, fail alike", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const root = yield* fs.makeTempDirectoryScoped()
+      const stores = {
+        memory: yield* Workspace.makeMemory(),
+        directory: yield* Workspace.makeDirectory({ root }),
+        composite: yield* Workspace.composite(yield* Workspace.makeMemory(), {
+          "/mnt": yield* Workspace.makeDirectory({ root: yield* fs.makeTempDirectoryScoped() })
+        })
+      }
+      const answers: Record<string, Array<string>> = {}
+      for (const [name, workspace] of Object.entries(stores)) {
+        // the composite's paths are under its mounted directory
+        const at = (path: string) => name === "composite" ? `/mnt${path === "/" ? "" : path}` : path
+        yield* workspace.write(at("/dir/file.txt"), "text")
+        const outcome = (effect: Effect.Effect<unknown, Workspace.WorkspaceError>) =>
+          Effect.map(
+            Effect.exit(effect),
+            (exit) =>
+              Exit.isSuccess(exit) ? "ok" : Exit.isFailure(exit) && exit.cause._tag === "Fail"
+                ? `${exit.cause.error._tag}${
+                  exit.cause.error._tag === "WorkspaceIoError" ? `: ${exit.cause.error.reason}` : ""
+                }`
+                : "defect"
+          )
+        answers[name] = [
+          yield* outcome(workspace.write(at("/"), "x")),
+          yield* outcome(workspace.write(at("/dir"), "x")),
+          yield* outcome(workspace.write(at("/dir/"), "x")),
+          yield* outcome(workspace.write(at("/dir/file.txt/under.txt"), "x")),
+          yield* outcome(workspace.write(at("/dir/file.txt/a/b.txt"), "x")),
+          yield* outcome(workspace.write(at("/dir/half.txt"), "lone \uD800")),
+          yield* outcome(workspace.edit(at("/dir/file.txt"), "text", "\uDFFF", false)),
+          yield* outcome(workspace.read(at("/dir"))),
+          yield* outcome(workspace.read(at("/dir/file.txt/under.txt")))
+        ]
+        assert.deepStrictEqual(yield* workspace.glob("**", at("/")), [at("/dir/file.txt")], name)
+        assert.strictEqual(yield* workspace.read(at("/dir/file.txt")), "text", name)
+        assert.deepStrictEqual((yield* workspace.ls(at("/"))).map((entry) => entry.path), [at("/dir")], name)
+      }
+      assert.deepStrictEqual(answers.memory, [
+        "WorkspaceIoError: it is a directory",
+        "WorkspaceIoError: it is a directory",
+        "WorkspaceIoError: it is a directory",
+        "WorkspaceIoError: a directory above it is a file",
+        "WorkspaceIoError: a directory above it is a file",
+        "NotUtf8",
+        "NotUtf8",
+        "FileNotFound",
+        "FileNotFound"
+      ])
+      assert.deepStrictEqual(answers.directory, answers.memory)
+      assert.deepStrictEqual(answers.composite, answers.memory)
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
+
 describe("Workspace glob: linear time, bounded, interruptible", () => {
   const issuePatterns = [
     "*a".repeat(14) + "b",
