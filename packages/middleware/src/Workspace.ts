@@ -103,8 +103,8 @@ export interface AccessOptions {
 // -----------------------------------------------------------------------------
 
 /**
- * The path leads out of the workspace (`..` above the root, a NUL byte, a
- * symbolic link that points outside the root directory, or a link whose
+ * The path leads out of the workspace (`..` above the root, a NUL byte or
+ * a lone surrogate — names no file system stores —, a symbolic link that points outside the root directory, or a link whose
  * target does not exist: it cannot be checked, and a write would create it).
  *
  * @since 0.1.0
@@ -441,13 +441,9 @@ const checkGlob = (pattern: string): Effect.Effect<void, GlobTooLong> =>
     ? Effect.fail(new GlobTooLong({ length: pattern.length, max: maxGlobLength }))
     : Effect.void
 
-/** Whether `text` has a lone surrogate, which UTF-8 cannot encode (it would be written as U+FFFD). */
-const hasLoneSurrogate = (text: string): boolean =>
-  /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)
-
 /** `content` for a write to `path`, or {@link NotUtf8} when UTF-8 cannot encode it: every storage stores text alike. */
 const encodable = (path: string, content: string): Effect.Effect<string, NotUtf8> =>
-  hasLoneSurrogate(content) ? Effect.fail(new NotUtf8({ path })) : Effect.succeed(content)
+  Paths.hasLoneSurrogate(content) ? Effect.fail(new NotUtf8({ path })) : Effect.succeed(content)
 
 /** The access `options` give a normalized path, checked for a write: {@link ReadOnlyPath} when read-only. */
 const checkWritable = (options: AccessOptions, path: string): Effect.Effect<string, ReadOnlyPath> =>

@@ -2,6 +2,7 @@ import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, FastCheck, Fiber, Option } from "effect"
+import * as NodeFs from "node:fs"
 import * as Paths from "../src/internal/workspacePaths.js"
 import * as Workspace from "../src/Workspace.js"
 
@@ -256,6 +257,23 @@ describe("Workspace: the memory and directory stores answer alike", () => {
       ])
       assert.deepStrictEqual(answers.directory, answers.memory)
       assert.deepStrictEqual(answers.composite, answers.memory)
+    }).pipe(Effect.provide(NodeContext.layer)))
+  it.scoped("a path with a lone surrogate is refused by every store, as one with a NUL: no two names are one file", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const root = yield* fs.makeTempDirectoryScoped()
+      const stores = [yield* Workspace.makeMemory(), yield* Workspace.makeDirectory({ root })]
+      for (const workspace of stores) {
+        for (const path of ["/a\uD800.md", "/a\uDC00.md", "/dir\uDBFF/b.md", "/nul\0.md"]) {
+          const refusal = yield* Effect.flip(workspace.write(path, "x"))
+          assert.strictEqual(refusal._tag, "PathOutsideRoot", JSON.stringify(path))
+          assert.strictEqual((yield* Effect.flip(workspace.read(path)))._tag, "PathOutsideRoot")
+        }
+        // a whole pair is a character like any other
+        yield* workspace.write("/smile\u{1F600}.md", "ok")
+        assert.deepStrictEqual(yield* workspace.glob("**"), ["/smile\u{1F600}.md"])
+      }
+      assert.deepStrictEqual(NodeFs.readdirSync(root), ["smile\u{1F600}.md"])
     }).pipe(Effect.provide(NodeContext.layer)))
 })
 

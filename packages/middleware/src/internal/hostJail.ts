@@ -68,7 +68,9 @@ interface NodeFs {
   }
 }
 
-// a specifier TypeScript does not resolve: the package compiles without Node's types
+// Not a literal on purpose: the package compiles without Node's types, and a bundler for the browser
+// (esbuild's browser and neutral platforms) fails the whole build on a literal `import("node:fs")`;
+// this one it leaves to run time, where only `makeDirectory` reaches it.
 const nodeFsSpecifier: string = "node:fs"
 let nodeFs: Promise<NodeFs> | undefined
 const loadNodeFs = () => nodeFs ??= import(nodeFsSpecifier) as Promise<NodeFs>

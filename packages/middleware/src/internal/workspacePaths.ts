@@ -7,9 +7,17 @@
 import * as Effect from "effect/Effect"
 import * as Glob from "./glob.js"
 
-/** The normalized form of `path` ("/a/b"), or `undefined` when `..` climbs above the root or it holds a NUL. */
+/** Whether `text` has a lone surrogate, which UTF-8 cannot encode (it would be written as U+FFFD). */
+export const hasLoneSurrogate = (text: string): boolean =>
+  /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)
+
+/**
+ * The normalized form of `path` ("/a/b"), or `undefined` when `..` climbs
+ * above the root, or it holds a NUL or a lone surrogate (names no file
+ * system stores: a disk would store U+FFFD, so two names would be one file).
+ */
 export const normalize = (path: string): string | undefined => {
-  if (path.includes("\0")) return undefined
+  if (path.includes("\0") || hasLoneSurrogate(path)) return undefined
   const out: Array<string> = []
   for (const segment of path.replace(/\\/g, "/").split("/")) {
     if (segment === "" || segment === ".") continue
