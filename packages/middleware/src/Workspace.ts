@@ -7,10 +7,11 @@
  * Every path is a virtual path rooted at "/" (the workspace's root): `..`
  * that climbs above it, and, for a directory, a symbolic link that leads out
  * of it, fail with {@link PathOutsideRoot}; a directory's FIFOs, sockets,
- * devices and hard-linked files fail with {@link UnsupportedFile}, and a
- * file that is not UTF-8 with {@link NotUtf8}. Access rules
- * ({@link Rule}) make paths read-only: a write there fails with
- * {@link ReadOnlyPath}. `glob` matches in linear time (patterns up to
+ * devices and hard-linked files fail with {@link UnsupportedFile}, a
+ * file that is not UTF-8 with {@link NotUtf8}, and one over its
+ * `maxFileBytes` with {@link FileTooLarge}. Access rules
+ * ({@link Rule}) make paths read-only: a write there (on a directory,
+ * also through a link inside the root) fails with {@link ReadOnlyPath}. `glob` matches in linear time (patterns up to
  * {@link maxGlobLength} characters) and yields as it searches, so a tool
  * timeout can end it. Every failure is a typed error with a message the
  * model can read; the `Filesystem` tools answer with it instead of failing
@@ -652,6 +653,13 @@ export const defaultMaxFileBytes = 10 * 1024 * 1024
  *   opened (by the descriptor's real path, `/proc/self/fd` on Linux), so a
  *   link swapped in meanwhile is caught, and a new file is created only in a
  *   directory so checked.
+ * - The access rules also hold where a link inside the root leads: with
+ *   `/docs` read-only, a write through a link to it fails with
+ *   {@link ReadOnlyPath}.
+ * - A file over `maxFileBytes` (default {@link defaultMaxFileBytes}) fails
+ *   with {@link FileTooLarge} before it is read; `grep` leaves it out. A
+ *   `maxFileBytes` that is not a whole number of bytes fails with
+ *   `AgentError.InvalidOptions`.
  * - Only regular files and directories are used: a FIFO, socket or device,
  *   and a file with more than one hard link (it may be a file outside the
  *   root under a second name), fail with {@link UnsupportedFile}, without
