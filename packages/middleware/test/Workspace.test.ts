@@ -307,6 +307,19 @@ describe("Workspace glob: linear time, bounded, interruptible", () => {
       for (const pattern of issuePatterns) assert.deepStrictEqual(yield* workspace.glob(pattern), [], pattern)
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.effect("./ segments and doubled slashes in a pattern match as in a path: a rule so written still holds", () =>
+    Effect.gen(function*() {
+      for (const pattern of ["./docs/*.md", "/docs//*.md", "docs/./*.md", "/./docs/**"]) {
+        const workspace = yield* Workspace.makeMemory({
+          files: { "/docs/a.md": "a" },
+          rules: [{ pattern, access: "read-only" }]
+        })
+        assert.strictEqual((yield* Effect.flip(workspace.write("/docs/a.md", "x")))._tag, "ReadOnlyPath", pattern)
+        assert.deepStrictEqual(yield* workspace.glob(pattern), ["/docs/a.md"], pattern)
+        assert.deepStrictEqual((yield* workspace.grep("a", { glob: pattern })).map((m) => m.path), ["/docs/a.md"])
+      }
+    }))
+
   it.effect("a pattern longer than maxGlobLength fails with GlobTooLong, in glob, grep and a composite", () =>
     Effect.gen(function*() {
       const long = "*".repeat(Workspace.maxGlobLength + 1)
