@@ -47,7 +47,7 @@ export interface Entry {
   /** The entry's virtual path ("/notes/todo.md"). */
   readonly path: string
   readonly isDirectory: boolean
-  /** Length in characters (files only; 0 for a directory). */
+  /** Size in bytes of its UTF-8 text, as on a disk (files only; 0 for a directory). */
   readonly size: number
 }
 
@@ -518,6 +518,17 @@ export const fromStorage = (storage: Storage, options: AccessOptions = {}): Work
   })
 }
 
+/** The length of `text` in UTF-8 bytes, without encoding it. */
+const utf8Length = (text: string): number => {
+  let bytes = 0
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i)
+    // a surrogate pair is 4 bytes: 2 per half
+    bytes += unit < 0x80 ? 1 : unit < 0x800 ? 2 : unit >= 0xd800 && unit <= 0xdfff ? 2 : 3
+  }
+  return bytes
+}
+
 /**
  * A {@link Storage} over a map from virtual paths to contents, changed in
  * place: directories are implied by the paths of their files. `onWrite` is
@@ -541,7 +552,7 @@ export const memoryStorage = (
   ls: (path) =>
     Effect.suspend(() => {
       const file = files.get(path)
-      if (file !== undefined) return Effect.succeed([{ path, isDirectory: false, size: file.length }])
+      if (file !== undefined) return Effect.succeed([{ path, isDirectory: false, size: utf8Length(file) }])
       const entries = new Map<string, Entry>()
       const prefix = path === "/" ? "/" : `${path}/`
       for (const [name, content] of files) {
@@ -550,7 +561,7 @@ export const memoryStorage = (
         const slash = rest.indexOf("/")
         const child = prefix + (slash === -1 ? rest : rest.slice(0, slash))
         if (!entries.has(child)) {
-          entries.set(child, { path: child, isDirectory: slash !== -1, size: slash === -1 ? content.length : 0 })
+          entries.set(child, { path: child, isDirectory: slash !== -1, size: slash === -1 ? utf8Length(content) : 0 })
         }
       }
       if (entries.size === 0 && path !== "/") return Effect.fail(new FileNotFound({ path }))

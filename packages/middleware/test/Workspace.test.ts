@@ -203,7 +203,7 @@ describe("Workspace on a directory", () => {
 })
 
 describe("Workspace: the memory and directory stores answer alike", () => {
-  it.scoped("a write over a directory, under a file or to the root, and text UTF-8 cannot encode, fail alike", () =>
+  it.scoped("a write over a directory, under a file or to the root, and text UTF-8 cannot encode, fail alike; sizes are UTF-8 bytes", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const root = yield* fs.makeTempDirectoryScoped()
@@ -243,6 +243,11 @@ describe("Workspace: the memory and directory stores answer alike", () => {
         assert.deepStrictEqual(yield* workspace.glob("**", at("/")), [at("/dir/file.txt")], name)
         assert.strictEqual(yield* workspace.read(at("/dir/file.txt")), "text", name)
         assert.deepStrictEqual((yield* workspace.ls(at("/"))).map((entry) => entry.path), [at("/dir")], name)
+        // sizes are of the UTF-8 text, as on a disk: é is 2 bytes, 😀 4
+        yield* workspace.write(at("/dir/sized.txt"), "\u00e9\u{1F600}a")
+        const sized = (yield* workspace.ls(at("/dir"))).find((entry) => entry.path === at("/dir/sized.txt"))
+        assert.strictEqual(sized?.size, 7, name)
+        assert.strictEqual((yield* workspace.ls(at("/dir/sized.txt")))[0]?.size, 7, name)
       }
       assert.deepStrictEqual(answers.memory, [
         "WorkspaceIoError: it is a directory",
