@@ -345,17 +345,27 @@ export declare namespace Workspace {
     readonly ls: (path: string) => Effect.Effect<ReadonlyArray<Entry>, WorkspaceError>
     /** A file's whole content. */
     readonly read: (path: string) => Effect.Effect<string, WorkspaceError>
-    /** Creates or replaces a file (and the directories above it). */
-    readonly write: (path: string, content: string) => Effect.Effect<void, WorkspaceError>
+    /**
+     * Creates or replaces a file (and the directories above it). `guard`,
+     * when given, is asked too whether the place written may change, where
+     * links lead (see {@link WriteGuard}).
+     */
+    readonly write: (
+      path: string,
+      content: string,
+      guard?: WriteGuard | undefined
+    ) => Effect.Effect<void, WorkspaceError>
     /**
      * Replaces `oldString` by `newString` in a file: the one occurrence, or
-     * every one with `replaceAll`; gives how many it replaced.
+     * every one with `replaceAll`; gives how many it replaced. `guard` as
+     * for `write`.
      */
     readonly edit: (
       path: string,
       oldString: string,
       newString: string,
-      replaceAll: boolean
+      replaceAll: boolean,
+      guard?: WriteGuard | undefined
     ) => Effect.Effect<number, WorkspaceError>
     /**
      * The files under `path` (default "/") whose path matches the glob,
@@ -376,6 +386,25 @@ export declare namespace Workspace {
 // -----------------------------------------------------------------------------
 
 /**
+ * Whether a write may change the file or directory at a normalized virtual
+ * path: the access rules, asked about the real place a write reaches (on a
+ * directory, past every link inside the root), not only the path given.
+ * A {@link composite} passes its rules down to the workspaces it routes to
+ * as one.
+ *
+ * @example
+ * ```ts
+ * import type { Workspace } from "@stepwise-agent/middleware"
+ *
+ * const outsideDocs: Workspace.WriteGuard = (path) => !path.startsWith("/docs/")
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type WriteGuard = (path: string) => boolean
+
+/**
  * What a storage provides; {@link fromStorage} adds paths, rules, edits,
  * glob and grep on top. Paths given to it are normalized virtual paths.
  *
@@ -385,7 +414,13 @@ export declare namespace Workspace {
 export interface Storage {
   readonly ls: (path: string) => Effect.Effect<ReadonlyArray<Entry>, WorkspaceError>
   readonly read: (path: string) => Effect.Effect<string, WorkspaceError>
-  readonly write: (path: string, content: string) => Effect.Effect<void, WorkspaceError>
+  /**
+   * Creates or replaces a file. A storage whose paths can lead elsewhere
+   * (links) asks `guard` about the place the write really changes, and
+   * each directory it makes, failing with {@link ReadOnlyPath} where it
+   * says no.
+   */
+  readonly write: (path: string, content: string, guard: WriteGuard) => Effect.Effect<void, WorkspaceError>
   /** Every file under a directory (recursively), as virtual paths. */
   readonly files: (path: string) => Effect.Effect<ReadonlyArray<string>, WorkspaceError>
 }
@@ -475,6 +510,9 @@ export const fromStorage = (storage: Storage, options: AccessOptions = {}): Work
     return normalized === undefined ? Effect.fail(new PathOutsideRoot({ path })) : Effect.succeed(normalized)
   }
   const writable = (path: string) => Effect.flatMap(resolve(path), (normalized) => checkWritable(options, normalized))
+  /** These rules, and the ones a caller (a composite) adds, over the real place a write reaches. */
+  const guardWith = (added: WriteGuard | undefined): WriteGuard => (path) =>
+    accessOf(options, path) !== "read-only" && (added === undefined || added(path))
   const glob = (pattern: string, path?: string | undefined) =>
     Effect.gen(function*() {
       yield* checkGlob(pattern)
@@ -484,17 +522,18 @@ export const fromStorage = (storage: Storage, options: AccessOptions = {}): Work
   return Workspace.of({
     ls: (path) => Effect.flatMap(resolve(path), storage.ls),
     read: (path) => Effect.flatMap(resolve(path), storage.read),
-    write: (path, content) =>
+    write: (path, content, guard) =>
       Effect.flatMap(
         writable(path),
-        (normalized) => Effect.flatMap(encodable(normalized, content), (text) => storage.write(normalized, text))
+        (normalized) =>
+          Effect.flatMap(encodable(normalized, content), (text) => storage.write(normalized, text, guardWith(guard)))
       ),
-    edit: (path, oldString, newString, replaceAll) =>
+    edit: (path, oldString, newString, replaceAll, guard) =>
       Effect.gen(function*() {
         const normalized = yield* writable(path)
         const replaced = replaceIn(normalized, yield* storage.read(normalized), oldString, newString, replaceAll)
         if (replaced instanceof EditStringNotFound || replaced instanceof EditNotUnique) return yield* replaced
-        yield* storage.write(normalized, yield* encodable(normalized, replaced.content))
+        yield* storage.write(normalized, yield* encodable(normalized, replaced.content), guardWith(guard))
         return replaced.occurrences
       }),
     glob,
@@ -716,8 +755,6 @@ export const makeDirectory = (
     )
     const segmentsOf = (virtual: string) => virtual === "/" ? [] : virtual.slice(1).split("/")
     const virtualOf = (segments: ReadonlyArray<string>) => `/${segments.join("/")}`
-    // the rules also hold where a link inside the root leads: "/link/x" is checked as "/docs/x" too
-    const writable = (real: ReadonlyArray<string>) => accessOf(options, virtualOf(real)) !== "read-only"
     const refused = (virtual: string) => (refusal: Jail.Refusal): WorkspaceError => {
       switch (refusal._tag) {
         case "Outside":
@@ -748,8 +785,9 @@ export const makeDirectory = (
             }))
         }),
       read: (virtual) => Effect.mapError(jail.read(segmentsOf(virtual), maxFileBytes), refused(virtual)),
-      write: (virtual, content) =>
-        Effect.mapError(jail.write(segmentsOf(virtual), content, writable), refused(virtual)),
+      // the rules also hold where a link inside the root leads: "/link/x" is checked as "/docs/x" too
+      write: (virtual, content, guard) =>
+        Effect.mapError(jail.write(segmentsOf(virtual), content, (real) => guard(virtualOf(real))), refused(virtual)),
       files: (virtual) =>
         Effect.mapBoth(jail.files(segmentsOf(virtual)), {
           onFailure: refused(virtual),
@@ -817,7 +855,8 @@ const byPath = <A extends { readonly path: string }>(a: A, b: A) => a.path < b.p
  * `options` are access rules of the composite itself, over its own paths:
  * a write or edit must pass them, then the rules of the workspace it is
  * routed to (a `/memories` read-only rule keeps a routed `/memories`
- * directory read-only).
+ * directory read-only). They are passed down as a {@link WriteGuard}, so
+ * they also hold where a link inside a routed directory leads.
  *
  * A prefix that is not a path inside the root ("/" or one with `..` above
  * it), or two that normalize to one, give a `Left` of
@@ -901,6 +940,11 @@ export const composite = (
     )
   /** The composite's own rules, checked before a write reaches any workspace. */
   const writable = (path: string) => Effect.flatMap(resolve(path), (normalized) => checkWritable(options, normalized))
+  /** The composite's rules (and a caller's), passed down: asked about the real place, as a composite path. */
+  const guardIn = (route: Route | undefined, added: WriteGuard | undefined): WriteGuard => (inner) => {
+    const path = route === undefined ? inner : route.outer(inner)
+    return accessOf(options, path) !== "read-only" && (added === undefined || added(path))
+  }
   const glob = (pattern: string, path?: string | undefined) =>
     Effect.flatMap(Effect.zipRight(checkGlob(pattern), resolve(path ?? "/")), (base) => {
       const route = routeOf(base)
@@ -943,12 +987,16 @@ export const composite = (
         })
       }),
     read: (path) => routed(path, (workspace, inner) => workspace.read(inner)),
-    write: (path, content) =>
-      Effect.zipRight(writable(path), routed(path, (workspace, inner) => workspace.write(inner, content))),
-    edit: (path, oldString, newString, replaceAll) =>
+    write: (path, content, guard) =>
       Effect.zipRight(
         writable(path),
-        routed(path, (workspace, inner) => workspace.edit(inner, oldString, newString, replaceAll))
+        routed(path, (workspace, inner, route) => workspace.write(inner, content, guardIn(route, guard)))
+      ),
+    edit: (path, oldString, newString, replaceAll, guard) =>
+      Effect.zipRight(
+        writable(path),
+        routed(path, (workspace, inner, route) =>
+          workspace.edit(inner, oldString, newString, replaceAll, guardIn(route, guard)))
       ),
     glob,
     grep: (text, grepOptions) =>
