@@ -283,7 +283,10 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
         )
       })
 
-    /** The directory at `segments`, each step opened in the one before; made when `create`. */
+    /**
+     * The directory at `segments`, each step opened in the one before; a
+     * missing step is made when `writable` is given and allows its real place.
+     */
     const directory = (
       segments: ReadonlyArray<string>,
       writable?: (real: ReadonlyArray<string>) => boolean
@@ -312,12 +315,15 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
     const readBounded = (opened: Opened, maxBytes: number) =>
       Effect.gen(function*() {
         if (opened.stats.size > maxBytes) return yield* Effect.fail(tooLarge(opened.stats.size, maxBytes))
-        // one byte more than allowed: a file that grew since it was opened is caught too
-        const buffer = new Uint8Array(Math.min(maxBytes, opened.stats.size) + 1)
+        // room for one byte more than its size: a file that grew since is read on (to one byte past the limit)
+        let buffer = new Uint8Array(Math.min(maxBytes, opened.stats.size) + 1)
         let length = 0
         while (true) {
           if (length === buffer.length) {
-            return yield* Effect.fail(tooLarge(Math.max(opened.stats.size, length), maxBytes))
+            if (length > maxBytes) return yield* Effect.fail(tooLarge(Math.max(opened.stats.size, length), maxBytes))
+            const grown = new Uint8Array(Math.min(maxBytes + 1, buffer.length * 2))
+            grown.set(buffer)
+            buffer = grown
           }
           const { bytesRead } = yield* call(() =>
             opened.handle.read(buffer, length, Math.min(buffer.length - length, 1 << 20), length)
