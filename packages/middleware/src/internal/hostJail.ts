@@ -16,6 +16,9 @@
  * checked before a byte is read), and so is a regular file with more than
  * one hard link (it may be a file outside the root under a second name).
  * Text is UTF-8; a file that is not valid UTF-8 is refused, never re-encoded.
+ * A read stops at a size limit instead of reading a huge file whole. A write
+ * asks the caller's rules about the real place it changes (past every link
+ * inside the root), so a link cannot carry it into a read-only directory.
  *
  * Node's `fs` is loaded on first use, so the package loads where there is none.
  */
