@@ -7,10 +7,11 @@
  * Every path is a virtual path rooted at "/" (the workspace's root): `..`
  * that climbs above it, and, for a directory, a symbolic link that leads out
  * of it, fail with {@link PathOutsideRoot}; a directory's FIFOs, sockets,
- * devices and hard-linked files fail with {@link UnsupportedFile}, and a
- * file that is not UTF-8 with {@link NotUtf8}. Access rules
- * ({@link Rule}) make paths read-only: a write there fails with
- * {@link ReadOnlyPath}. `glob` matches in linear time (patterns up to
+ * devices and hard-linked files fail with {@link UnsupportedFile}, a
+ * file that is not UTF-8 with {@link NotUtf8}, and one over its
+ * `maxFileBytes` with {@link FileTooLarge}. Access rules
+ * ({@link Rule}) make paths read-only: a write there (on a directory,
+ * also through a link inside the root) fails with {@link ReadOnlyPath}. `glob` matches in linear time (patterns up to
  * {@link maxGlobLength} characters) and yields as it searches, so a tool
  * timeout can end it. Every failure is a typed error with a message the
  * model can read; the `Filesystem` tools answer with it instead of failing
@@ -46,7 +47,7 @@ export interface Entry {
   /** The entry's virtual path ("/notes/todo.md"). */
   readonly path: string
   readonly isDirectory: boolean
-  /** Length in characters (files only; 0 for a directory). */
+  /** Size in bytes of its UTF-8 text, as on a disk (files only; 0 for a directory). */
   readonly size: number
 }
 
@@ -103,8 +104,8 @@ export interface AccessOptions {
 // -----------------------------------------------------------------------------
 
 /**
- * The path leads out of the workspace (`..` above the root, a NUL byte, a
- * symbolic link that points outside the root directory, or a link whose
+ * The path leads out of the workspace (`..` above the root, a NUL byte or
+ * a lone surrogate — names no file system stores —, a symbolic link that points outside the root directory, or a link whose
  * target does not exist: it cannot be checked, and a write would create it).
  *
  * @since 0.1.0
@@ -248,6 +249,25 @@ export class NotUtf8 extends Schema.TaggedError<NotUtf8>(
 }
 
 /**
+ * A file larger than a directory workspace reads (its `maxFileBytes`,
+ * {@link defaultMaxFileBytes} unless set): refused before it is read, so a
+ * huge file never fills the memory. `size` and `max` are in bytes.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class FileTooLarge extends Schema.TaggedError<FileTooLarge>(
+  "@stepwise-agent/middleware/Workspace/FileTooLarge"
+)("FileTooLarge", { path: Schema.String, size: Schema.Number, max: Schema.Number }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `"${this.path}" is ${this.size} bytes; the workspace reads files of at most ${this.max} bytes`
+  }
+}
+
+/**
  * A glob pattern longer than {@link maxGlobLength} characters.
  *
  * @since 0.1.0
@@ -277,6 +297,7 @@ export type WorkspaceError =
   | WorkspaceIoError
   | UnsupportedFile
   | NotUtf8
+  | FileTooLarge
   | GlobTooLong
 
 /**
@@ -292,6 +313,7 @@ export const WorkspaceError = Schema.Union(
   WorkspaceIoError,
   UnsupportedFile,
   NotUtf8,
+  FileTooLarge,
   GlobTooLong
 )
 
@@ -323,17 +345,27 @@ export declare namespace Workspace {
     readonly ls: (path: string) => Effect.Effect<ReadonlyArray<Entry>, WorkspaceError>
     /** A file's whole content. */
     readonly read: (path: string) => Effect.Effect<string, WorkspaceError>
-    /** Creates or replaces a file (and the directories above it). */
-    readonly write: (path: string, content: string) => Effect.Effect<void, WorkspaceError>
+    /**
+     * Creates or replaces a file (and the directories above it). `guard`,
+     * when given, is asked too whether the place written may change, where
+     * links lead (see {@link WriteGuard}).
+     */
+    readonly write: (
+      path: string,
+      content: string,
+      guard?: WriteGuard | undefined
+    ) => Effect.Effect<void, WorkspaceError>
     /**
      * Replaces `oldString` by `newString` in a file: the one occurrence, or
-     * every one with `replaceAll`; gives how many it replaced.
+     * every one with `replaceAll`; gives how many it replaced. `guard` as
+     * for `write`.
      */
     readonly edit: (
       path: string,
       oldString: string,
       newString: string,
-      replaceAll: boolean
+      replaceAll: boolean,
+      guard?: WriteGuard | undefined
     ) => Effect.Effect<number, WorkspaceError>
     /**
      * The files under `path` (default "/") whose path matches the glob,
@@ -354,6 +386,25 @@ export declare namespace Workspace {
 // -----------------------------------------------------------------------------
 
 /**
+ * Whether a write may change the file or directory at a normalized virtual
+ * path: the access rules, asked about the real place a write reaches (on a
+ * directory, past every link inside the root), not only the path given.
+ * A {@link composite} passes its rules down to the workspaces it routes to
+ * as one.
+ *
+ * @example
+ * ```ts
+ * import type { Workspace } from "@stepwise-agent/middleware"
+ *
+ * const outsideDocs: Workspace.WriteGuard = (path) => !path.startsWith("/docs/")
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type WriteGuard = (path: string) => boolean
+
+/**
  * What a storage provides; {@link fromStorage} adds paths, rules, edits,
  * glob and grep on top. Paths given to it are normalized virtual paths.
  *
@@ -363,7 +414,13 @@ export declare namespace Workspace {
 export interface Storage {
   readonly ls: (path: string) => Effect.Effect<ReadonlyArray<Entry>, WorkspaceError>
   readonly read: (path: string) => Effect.Effect<string, WorkspaceError>
-  readonly write: (path: string, content: string) => Effect.Effect<void, WorkspaceError>
+  /**
+   * Creates or replaces a file. A storage whose paths can lead elsewhere
+   * (links) asks `guard` about the place the write really changes, and
+   * each directory it makes, failing with {@link ReadOnlyPath} where it
+   * says no.
+   */
+  readonly write: (path: string, content: string, guard: WriteGuard) => Effect.Effect<void, WorkspaceError>
   /** Every file under a directory (recursively), as virtual paths. */
   readonly files: (path: string) => Effect.Effect<ReadonlyArray<string>, WorkspaceError>
 }
@@ -420,6 +477,10 @@ const checkGlob = (pattern: string): Effect.Effect<void, GlobTooLong> =>
     ? Effect.fail(new GlobTooLong({ length: pattern.length, max: maxGlobLength }))
     : Effect.void
 
+/** `content` for a write to `path`, or {@link NotUtf8} when UTF-8 cannot encode it: every storage stores text alike. */
+const encodable = (path: string, content: string): Effect.Effect<string, NotUtf8> =>
+  Paths.hasLoneSurrogate(content) ? Effect.fail(new NotUtf8({ path })) : Effect.succeed(content)
+
 /** The access `options` give a normalized path, checked for a write: {@link ReadOnlyPath} when read-only. */
 const checkWritable = (options: AccessOptions, path: string): Effect.Effect<string, ReadOnlyPath> =>
   accessOf(options, path) === "read-only" ? Effect.fail(new ReadOnlyPath({ path })) : Effect.succeed(path)
@@ -449,6 +510,9 @@ export const fromStorage = (storage: Storage, options: AccessOptions = {}): Work
     return normalized === undefined ? Effect.fail(new PathOutsideRoot({ path })) : Effect.succeed(normalized)
   }
   const writable = (path: string) => Effect.flatMap(resolve(path), (normalized) => checkWritable(options, normalized))
+  /** These rules, and the ones a caller (a composite) adds, over the real place a write reaches. */
+  const guardWith = (added: WriteGuard | undefined): WriteGuard => (path) =>
+    accessOf(options, path) !== "read-only" && (added === undefined || added(path))
   const glob = (pattern: string, path?: string | undefined) =>
     Effect.gen(function*() {
       yield* checkGlob(pattern)
@@ -458,13 +522,18 @@ export const fromStorage = (storage: Storage, options: AccessOptions = {}): Work
   return Workspace.of({
     ls: (path) => Effect.flatMap(resolve(path), storage.ls),
     read: (path) => Effect.flatMap(resolve(path), storage.read),
-    write: (path, content) => Effect.flatMap(writable(path), (normalized) => storage.write(normalized, content)),
-    edit: (path, oldString, newString, replaceAll) =>
+    write: (path, content, guard) =>
+      Effect.flatMap(
+        writable(path),
+        (normalized) =>
+          Effect.flatMap(encodable(normalized, content), (text) => storage.write(normalized, text, guardWith(guard)))
+      ),
+    edit: (path, oldString, newString, replaceAll, guard) =>
       Effect.gen(function*() {
         const normalized = yield* writable(path)
         const replaced = replaceIn(normalized, yield* storage.read(normalized), oldString, newString, replaceAll)
         if (replaced instanceof EditStringNotFound || replaced instanceof EditNotUnique) return yield* replaced
-        yield* storage.write(normalized, replaced.content)
+        yield* storage.write(normalized, yield* encodable(normalized, replaced.content), guardWith(guard))
         return replaced.occurrences
       }),
     glob,
@@ -486,6 +555,17 @@ export const fromStorage = (storage: Storage, options: AccessOptions = {}): Work
         return matches
       })
   })
+}
+
+/** The length of `text` in UTF-8 bytes, without encoding it. */
+const utf8Length = (text: string): number => {
+  let bytes = 0
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i)
+    // a surrogate pair is 4 bytes: 2 per half
+    bytes += unit < 0x80 ? 1 : unit < 0x800 ? 2 : unit >= 0xd800 && unit <= 0xdfff ? 2 : 3
+  }
+  return bytes
 }
 
 /**
@@ -511,7 +591,7 @@ export const memoryStorage = (
   ls: (path) =>
     Effect.suspend(() => {
       const file = files.get(path)
-      if (file !== undefined) return Effect.succeed([{ path, isDirectory: false, size: file.length }])
+      if (file !== undefined) return Effect.succeed([{ path, isDirectory: false, size: utf8Length(file) }])
       const entries = new Map<string, Entry>()
       const prefix = path === "/" ? "/" : `${path}/`
       for (const [name, content] of files) {
@@ -520,7 +600,7 @@ export const memoryStorage = (
         const slash = rest.indexOf("/")
         const child = prefix + (slash === -1 ? rest : rest.slice(0, slash))
         if (!entries.has(child)) {
-          entries.set(child, { path: child, isDirectory: slash !== -1, size: slash === -1 ? content.length : 0 })
+          entries.set(child, { path: child, isDirectory: slash !== -1, size: slash === -1 ? utf8Length(content) : 0 })
         }
       }
       if (entries.size === 0 && path !== "/") return Effect.fail(new FileNotFound({ path }))
@@ -532,9 +612,19 @@ export const memoryStorage = (
       return content === undefined ? Effect.fail(new FileNotFound({ path })) : Effect.succeed(content)
     }),
   write: (path, content) =>
-    Effect.sync(() => {
+    Effect.suspend(() => {
+      // as on a disk: a file is not written over a directory, nor under a file
+      if (path === "/" || [...files.keys()].some((name) => name.startsWith(`${path}/`))) {
+        return Effect.fail(new WorkspaceIoError({ path, reason: "it is a directory" }))
+      }
+      for (let slash = path.lastIndexOf("/"); slash > 0; slash = path.lastIndexOf("/", slash - 1)) {
+        if (files.has(path.slice(0, slash))) {
+          return Effect.fail(new WorkspaceIoError({ path, reason: "a directory above it is a file" }))
+        }
+      }
       files.set(path, content)
       onWrite?.(path, content)
+      return Effect.void
     }),
   files: (path) => Effect.sync(() => [...files.keys()].filter((name) => Paths.isWithin(name, path)))
 })
@@ -578,7 +668,29 @@ export const makeMemory = (
 export interface DirectoryOptions extends AccessOptions {
   /** The host directory that "/" stands for; it must exist. */
   readonly root: string
+  /**
+   * The largest file read (and so edited or searched), in bytes (default
+   * {@link defaultMaxFileBytes}); a larger one fails with
+   * {@link FileTooLarge} and `grep` leaves it out.
+   */
+  readonly maxFileBytes?: number | undefined
 }
+
+/**
+ * The largest file a directory workspace reads unless its `maxFileBytes`
+ * says otherwise: 10 MiB.
+ *
+ * @example
+ * ```ts
+ * import { Workspace } from "@stepwise-agent/middleware"
+ *
+ * Workspace.defaultMaxFileBytes // 10485760
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultMaxFileBytes = 10 * 1024 * 1024
 
 /**
  * A workspace over a real directory, jailed to `root`: the virtual path
@@ -591,6 +703,13 @@ export interface DirectoryOptions extends AccessOptions {
  *   opened (by the descriptor's real path, `/proc/self/fd` on Linux), so a
  *   link swapped in meanwhile is caught, and a new file is created only in a
  *   directory so checked.
+ * - The access rules also hold where a link inside the root leads: with
+ *   `/docs` read-only, a write through a link to it fails with
+ *   {@link ReadOnlyPath}.
+ * - A file over `maxFileBytes` (default {@link defaultMaxFileBytes}) fails
+ *   with {@link FileTooLarge} before it is read; `grep` leaves it out. A
+ *   `maxFileBytes` that is not a whole number of bytes fails with
+ *   `AgentError.InvalidOptions`.
  * - Only regular files and directories are used: a FIFO, socket or device,
  *   and a file with more than one hard link (it may be a file outside the
  *   root under a second name), fail with {@link UnsupportedFile}, without
@@ -621,8 +740,16 @@ export interface DirectoryOptions extends AccessOptions {
  */
 export const makeDirectory = (
   options: DirectoryOptions
-): Effect.Effect<Workspace.Service, WorkspaceIoError> =>
+): Effect.Effect<Workspace.Service, WorkspaceIoError | AgentError.InvalidOptions> =>
   Effect.gen(function*() {
+    const maxFileBytes = options.maxFileBytes ?? defaultMaxFileBytes
+    if (!Number.isSafeInteger(maxFileBytes) || maxFileBytes < 0) {
+      return yield* new AgentError.InvalidOptions({
+        module: "Workspace",
+        option: "maxFileBytes",
+        reason: `must be a whole number of bytes, 0 or more (got ${maxFileBytes})`
+      })
+    }
     const jail = yield* Jail.make(options.root).pipe(
       Effect.mapError((refusal) => new WorkspaceIoError({ path: options.root, reason: reasonOf(refusal) }))
     )
@@ -638,6 +765,10 @@ export const makeDirectory = (
           return new UnsupportedFile({ path: virtual, kind: refusal.kind })
         case "NotUtf8":
           return new NotUtf8({ path: virtual })
+        case "ReadOnly":
+          return new ReadOnlyPath({ path: virtual })
+        case "TooLarge":
+          return new FileTooLarge({ path: virtual, size: refusal.size, max: refusal.max })
         case "Io":
           return new WorkspaceIoError({ path: virtual, reason: refusal.reason })
       }
@@ -653,8 +784,10 @@ export const makeDirectory = (
               size
             }))
         }),
-      read: (virtual) => Effect.mapError(jail.read(segmentsOf(virtual)), refused(virtual)),
-      write: (virtual, content) => Effect.mapError(jail.write(segmentsOf(virtual), content), refused(virtual)),
+      read: (virtual) => Effect.mapError(jail.read(segmentsOf(virtual), maxFileBytes), refused(virtual)),
+      // the rules also hold where a link inside the root leads: "/link/x" is checked as "/docs/x" too
+      write: (virtual, content, guard) =>
+        Effect.mapError(jail.write(segmentsOf(virtual), content, (real) => guard(virtualOf(real))), refused(virtual)),
       files: (virtual) =>
         Effect.mapBoth(jail.files(segmentsOf(virtual)), {
           onFailure: refused(virtual),
@@ -686,6 +819,8 @@ const relocated = (error: WorkspaceError, outer: (inner: string) => string): Wor
       return new UnsupportedFile({ path: outer(error.path), kind: error.kind })
     case "NotUtf8":
       return new NotUtf8({ path: outer(error.path) })
+    case "FileTooLarge":
+      return new FileTooLarge({ path: outer(error.path), size: error.size, max: error.max })
     case "GlobTooLong":
       return error
   }
@@ -720,7 +855,8 @@ const byPath = <A extends { readonly path: string }>(a: A, b: A) => a.path < b.p
  * `options` are access rules of the composite itself, over its own paths:
  * a write or edit must pass them, then the rules of the workspace it is
  * routed to (a `/memories` read-only rule keeps a routed `/memories`
- * directory read-only).
+ * directory read-only). They are passed down as a {@link WriteGuard}, so
+ * they also hold where a link inside a routed directory leads.
  *
  * A prefix that is not a path inside the root ("/" or one with `..` above
  * it), or two that normalize to one, give a `Left` of
@@ -804,6 +940,11 @@ export const composite = (
     )
   /** The composite's own rules, checked before a write reaches any workspace. */
   const writable = (path: string) => Effect.flatMap(resolve(path), (normalized) => checkWritable(options, normalized))
+  /** The composite's rules (and a caller's), passed down: asked about the real place, as a composite path. */
+  const guardIn = (route: Route | undefined, added: WriteGuard | undefined): WriteGuard => (inner) => {
+    const path = route === undefined ? inner : route.outer(inner)
+    return accessOf(options, path) !== "read-only" && (added === undefined || added(path))
+  }
   const glob = (pattern: string, path?: string | undefined) =>
     Effect.flatMap(Effect.zipRight(checkGlob(pattern), resolve(path ?? "/")), (base) => {
       const route = routeOf(base)
@@ -846,12 +987,16 @@ export const composite = (
         })
       }),
     read: (path) => routed(path, (workspace, inner) => workspace.read(inner)),
-    write: (path, content) =>
-      Effect.zipRight(writable(path), routed(path, (workspace, inner) => workspace.write(inner, content))),
-    edit: (path, oldString, newString, replaceAll) =>
+    write: (path, content, guard) =>
       Effect.zipRight(
         writable(path),
-        routed(path, (workspace, inner) => workspace.edit(inner, oldString, newString, replaceAll))
+        routed(path, (workspace, inner, route) => workspace.write(inner, content, guardIn(route, guard)))
+      ),
+    edit: (path, oldString, newString, replaceAll, guard) =>
+      Effect.zipRight(
+        writable(path),
+        routed(path, (workspace, inner, route) =>
+          workspace.edit(inner, oldString, newString, replaceAll, guardIn(route, guard)))
       ),
     glob,
     grep: (text, grepOptions) =>
@@ -929,4 +1074,5 @@ export const layerMemory = (
  */
 export const layerDirectory = (
   options: DirectoryOptions
-): Layer.Layer<Workspace, WorkspaceIoError> => Layer.effect(Workspace, makeDirectory(options))
+): Layer.Layer<Workspace, WorkspaceIoError | AgentError.InvalidOptions> =>
+  Layer.effect(Workspace, makeDirectory(options))

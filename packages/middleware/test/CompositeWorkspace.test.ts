@@ -265,4 +265,37 @@ describe("Filesystem with routes", () => {
       )
       assert.strictEqual(notAWorkspace._tag, "InvalidOptions")
     }).pipe(Effect.provide(ScriptedModel.layer([]))))
+
+  it.scoped("the composite's rules hold through a link inside a directory, fallback or routed, for writes, edits and new directories", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const roots = { fallback: yield* fs.makeTempDirectoryScoped(), routed: yield* fs.makeTempDirectoryScoped() }
+      for (const root of Object.values(roots)) {
+        yield* fs.makeDirectory(`${root}/docs`)
+        yield* fs.writeFileString(`${root}/docs/a.md`, "doc")
+        yield* fs.symlink("docs", `${root}/alias`)
+      }
+      const workspace = yield* Workspace.composite(
+        yield* Workspace.makeDirectory({ root: roots.fallback }),
+        { "/m": yield* Workspace.makeDirectory({ root: roots.routed }) },
+        { rules: [{ pattern: "/docs", access: "read-only" }, { pattern: "/m/docs/**", access: "read-only" }] }
+      )
+      for (const at of ["", "/m"]) {
+        assert.deepStrictEqual(yield* tagOf(workspace.write(`${at}/alias/new.md`, "x")), [
+          "ReadOnlyPath",
+          `${at}/alias/new.md`
+        ])
+        assert.strictEqual((yield* tagOf(workspace.write(`${at}/alias/sub/new.md`, "x")))[0], "ReadOnlyPath")
+        assert.strictEqual(
+          (yield* tagOf(workspace.edit(`${at}/alias/a.md`, "doc", "changed", false)))[0],
+          "ReadOnlyPath"
+        )
+      }
+      for (const root of Object.values(roots)) {
+        assert.deepStrictEqual(yield* fs.readDirectory(`${root}/docs`), ["a.md"])
+        assert.strictEqual(yield* fs.readFileString(`${root}/docs/a.md`), "doc")
+      }
+      // elsewhere the links still work
+      yield* workspace.write("/m/alias-free.md", "ok")
+    }).pipe(Effect.provide(NodeContext.layer)))
 })

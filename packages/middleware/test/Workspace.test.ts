@@ -2,6 +2,7 @@ import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, FastCheck, Fiber, Option } from "effect"
+import * as NodeFs from "node:fs"
 import * as Paths from "../src/internal/workspacePaths.js"
 import * as Workspace from "../src/Workspace.js"
 
@@ -201,6 +202,86 @@ describe("Workspace on a directory", () => {
   )
 })
 
+describe("Workspace: the memory and directory stores answer alike", () => {
+  it.scoped("a write over a directory, under a file or to the root, and text UTF-8 cannot encode, fail alike; sizes are UTF-8 bytes", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const root = yield* fs.makeTempDirectoryScoped()
+      const stores = {
+        memory: yield* Workspace.makeMemory(),
+        directory: yield* Workspace.makeDirectory({ root }),
+        composite: yield* Workspace.composite(yield* Workspace.makeMemory(), {
+          "/mnt": yield* Workspace.makeDirectory({ root: yield* fs.makeTempDirectoryScoped() })
+        })
+      }
+      const answers: Record<string, Array<string>> = {}
+      for (const [name, workspace] of Object.entries(stores)) {
+        // the composite's paths are under its mounted directory
+        const at = (path: string) => name === "composite" ? `/mnt${path === "/" ? "" : path}` : path
+        yield* workspace.write(at("/dir/file.txt"), "text")
+        const outcome = (effect: Effect.Effect<unknown, Workspace.WorkspaceError>) =>
+          Effect.map(
+            Effect.exit(effect),
+            (exit) =>
+              Exit.isSuccess(exit) ? "ok" : Exit.isFailure(exit) && exit.cause._tag === "Fail"
+                ? `${exit.cause.error._tag}${
+                  exit.cause.error._tag === "WorkspaceIoError" ? `: ${exit.cause.error.reason}` : ""
+                }`
+                : "defect"
+          )
+        answers[name] = [
+          yield* outcome(workspace.write(at("/"), "x")),
+          yield* outcome(workspace.write(at("/dir"), "x")),
+          yield* outcome(workspace.write(at("/dir/"), "x")),
+          yield* outcome(workspace.write(at("/dir/file.txt/under.txt"), "x")),
+          yield* outcome(workspace.write(at("/dir/file.txt/a/b.txt"), "x")),
+          yield* outcome(workspace.write(at("/dir/half.txt"), "lone \uD800")),
+          yield* outcome(workspace.edit(at("/dir/file.txt"), "text", "\uDFFF", false)),
+          yield* outcome(workspace.read(at("/dir"))),
+          yield* outcome(workspace.read(at("/dir/file.txt/under.txt")))
+        ]
+        assert.deepStrictEqual(yield* workspace.glob("**", at("/")), [at("/dir/file.txt")], name)
+        assert.strictEqual(yield* workspace.read(at("/dir/file.txt")), "text", name)
+        assert.deepStrictEqual((yield* workspace.ls(at("/"))).map((entry) => entry.path), [at("/dir")], name)
+        // sizes are of the UTF-8 text, as on a disk: é is 2 bytes, 😀 4
+        yield* workspace.write(at("/dir/sized.txt"), "\u00e9\u{1F600}a")
+        const sized = (yield* workspace.ls(at("/dir"))).find((entry) => entry.path === at("/dir/sized.txt"))
+        assert.strictEqual(sized?.size, 7, name)
+        assert.strictEqual((yield* workspace.ls(at("/dir/sized.txt")))[0]?.size, 7, name)
+      }
+      assert.deepStrictEqual(answers.memory, [
+        "WorkspaceIoError: it is a directory",
+        "WorkspaceIoError: it is a directory",
+        "WorkspaceIoError: it is a directory",
+        "WorkspaceIoError: a directory above it is a file",
+        "WorkspaceIoError: a directory above it is a file",
+        "NotUtf8",
+        "NotUtf8",
+        "FileNotFound",
+        "FileNotFound"
+      ])
+      assert.deepStrictEqual(answers.directory, answers.memory)
+      assert.deepStrictEqual(answers.composite, answers.memory)
+    }).pipe(Effect.provide(NodeContext.layer)))
+  it.scoped("a path with a lone surrogate is refused by every store, as one with a NUL: no two names are one file", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const root = yield* fs.makeTempDirectoryScoped()
+      const stores = [yield* Workspace.makeMemory(), yield* Workspace.makeDirectory({ root })]
+      for (const workspace of stores) {
+        for (const path of ["/a\uD800.md", "/a\uDC00.md", "/dir\uDBFF/b.md", "/nul\0.md"]) {
+          const refusal = yield* Effect.flip(workspace.write(path, "x"))
+          assert.strictEqual(refusal._tag, "PathOutsideRoot", JSON.stringify(path))
+          assert.strictEqual((yield* Effect.flip(workspace.read(path)))._tag, "PathOutsideRoot")
+        }
+        // a whole pair is a character like any other
+        yield* workspace.write("/smile\u{1F600}.md", "ok")
+        assert.deepStrictEqual(yield* workspace.glob("**"), ["/smile\u{1F600}.md"])
+      }
+      assert.deepStrictEqual(NodeFs.readdirSync(root), ["smile\u{1F600}.md"])
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
+
 describe("Workspace glob: linear time, bounded, interruptible", () => {
   const issuePatterns = [
     "*a".repeat(14) + "b",
@@ -230,6 +311,19 @@ describe("Workspace glob: linear time, bounded, interruptible", () => {
       const workspace = yield* Workspace.makeDirectory({ root })
       for (const pattern of issuePatterns) assert.deepStrictEqual(yield* workspace.glob(pattern), [], pattern)
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("./ segments and doubled slashes in a pattern match as in a path: a rule so written still holds", () =>
+    Effect.gen(function*() {
+      for (const pattern of ["./docs/*.md", "/docs//*.md", "docs/./*.md", "/./docs/**"]) {
+        const workspace = yield* Workspace.makeMemory({
+          files: { "/docs/a.md": "a" },
+          rules: [{ pattern, access: "read-only" }]
+        })
+        assert.strictEqual((yield* Effect.flip(workspace.write("/docs/a.md", "x")))._tag, "ReadOnlyPath", pattern)
+        assert.deepStrictEqual(yield* workspace.glob(pattern), ["/docs/a.md"], pattern)
+        assert.deepStrictEqual((yield* workspace.grep("a", { glob: pattern })).map((m) => m.path), ["/docs/a.md"])
+      }
+    }))
 
   it.effect("a pattern longer than maxGlobLength fails with GlobTooLong, in glob, grep and a composite", () =>
     Effect.gen(function*() {

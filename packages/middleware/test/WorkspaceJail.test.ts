@@ -166,4 +166,88 @@ describe("Workspace on a directory: the jail", () => {
       }).pipe(Effect.provide(NodeContext.layer)),
     { timeout: 240_000 }
   )
+
+  it.scoped("a read-only rule holds through a link inside the root: no write, edit or new directory lands there", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const root = yield* fs.makeTempDirectoryScoped()
+      yield* fs.makeDirectory(`${root}/docs`)
+      yield* fs.writeFileString(`${root}/docs/a.md`, "doc")
+      yield* fs.symlink("docs", `${root}/alias`)
+      yield* fs.symlink(".", `${root}/self`)
+      yield* fs.symlink("docs/a.md", `${root}/a-link.md`)
+      const workspace = yield* Workspace.makeDirectory({ root, rules: [{ pattern: "/docs", access: "read-only" }] })
+      for (const path of ["/alias/new.md", "/self/docs/new.md", "/alias/sub/new.md", "/self/self/docs/a.md"]) {
+        assert.strictEqual(yield* tagOf(workspace.write(path, "x")), "ReadOnlyPath", path)
+      }
+      for (const path of ["/alias/a.md", "/a-link.md", "/self/docs/a.md"]) {
+        assert.strictEqual(yield* tagOf(workspace.edit(path, "doc", "changed", false)), "ReadOnlyPath", path)
+        assert.strictEqual(yield* tagOf(workspace.write(path, "changed")), "ReadOnlyPath", path)
+      }
+      assert.deepStrictEqual(NodeFs.readdirSync(`${root}/docs`), ["a.md"])
+      assert.strictEqual(NodeFs.readFileSync(`${root}/docs/a.md`, "utf8"), "doc")
+      // reading through the link, and writing outside the rule through a link, still work
+      assert.strictEqual(yield* workspace.read("/alias/a.md"), "doc")
+      yield* workspace.write("/self/free.md", "ok")
+      assert.strictEqual(NodeFs.readFileSync(`${root}/free.md`, "utf8"), "ok")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped(
+    "a file larger than maxFileBytes is refused without being read whole: read, edit and grep",
+    () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const root = yield* fs.makeTempDirectoryScoped()
+        // a sparse 3 GB file: reading it whole would need 3 GB (more than a Node buffer holds)
+        const handle = NodeFs.openSync(`${root}/huge.txt`, "w")
+        NodeFs.ftruncateSync(handle, 3 * 1024 ** 3)
+        NodeFs.closeSync(handle)
+        yield* fs.writeFileString(`${root}/small.txt`, "needle")
+        const workspace = yield* Workspace.makeDirectory({ root })
+        const refusal = yield* Effect.flip(workspace.read("/huge.txt"))
+        assert.isTrue(
+          refusal._tag === "FileTooLarge" && refusal.size === 3 * 1024 ** 3 &&
+            refusal.max === Workspace.defaultMaxFileBytes,
+          refusal.message
+        )
+        assert.strictEqual(yield* tagOf(workspace.edit("/huge.txt", "a", "b", false)), "FileTooLarge")
+        assert.deepStrictEqual((yield* workspace.grep("needle")).map((m) => m.path), ["/small.txt"])
+        // the limit is the option's, to the byte
+        const tight = yield* Workspace.makeDirectory({ root, maxFileBytes: 6 })
+        assert.strictEqual(yield* tight.read("/small.txt"), "needle")
+        yield* fs.writeFileString(`${root}/small.txt`, "needles")
+        assert.strictEqual(yield* tagOf(tight.read("/small.txt")), "FileTooLarge")
+        const invalid = yield* Effect.flip(Workspace.makeDirectory({ root, maxFileBytes: -1 }))
+        assert.strictEqual(invalid._tag, "InvalidOptions")
+      }).pipe(Effect.provide(NodeContext.layer)),
+    { timeout: 60_000 }
+  )
+
+  it.scoped(
+    "a directory nested deeper than the kernel can name is left out of glob and grep, not fatal to them",
+    () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const root = yield* fs.makeTempDirectoryScoped()
+        yield* fs.writeFileString(`${root}/top.txt`, "needle")
+        // 25 levels of 200-character names: a path past PATH_MAX (4096), made by relative steps
+        yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            execFileSync(process.execPath, [
+              "-e",
+              `process.chdir(${JSON.stringify(root)}); const fs = require("fs")
+             for (let i = 0; i < 25; i++) { fs.mkdirSync("d".repeat(200)); process.chdir("d".repeat(200)) }
+             fs.writeFileSync("deep.txt", "needle")`
+            ])
+          ),
+          () => Effect.sync(() => execFileSync("rm", ["-rf", `${root}/${"d".repeat(200)}`]))
+        )
+        const workspace = yield* Workspace.makeDirectory({ root })
+        const found = yield* workspace.glob("**/*.txt")
+        assert.include(found, "/top.txt")
+        assert.isTrue(found.every((path) => path.length < 4096))
+        assert.include((yield* workspace.grep("needle")).map((m) => m.path), "/top.txt")
+      }).pipe(Effect.provide(NodeContext.layer)),
+    { timeout: 60_000 }
+  )
 })

@@ -16,6 +16,9 @@
  * checked before a byte is read), and so is a regular file with more than
  * one hard link (it may be a file outside the root under a second name).
  * Text is UTF-8; a file that is not valid UTF-8 is refused, never re-encoded.
+ * A read stops at a size limit instead of reading a huge file whole. A write
+ * asks the caller's rules about the real place it changes (past every link
+ * inside the root), so a link cannot carry it into a read-only directory.
  *
  * Node's `fs` is loaded on first use, so the package loads where there is none.
  */
@@ -49,7 +52,7 @@ interface Dirent {
 interface FileHandle {
   readonly fd: number
   stat(): Promise<Stats>
-  readFile(): Promise<Uint8Array>
+  read(buffer: Uint8Array, offset: number, length: number, position: number | null): Promise<{ bytesRead: number }>
   writeFile(data: Uint8Array): Promise<void>
   truncate(length: number): Promise<void>
   close(): Promise<void>
@@ -68,7 +71,9 @@ interface NodeFs {
   }
 }
 
-// a specifier TypeScript does not resolve: the package compiles without Node's types
+// Not a literal on purpose: the package compiles without Node's types, and a bundler for the browser
+// (esbuild's browser and neutral platforms) fails the whole build on a literal `import("node:fs")`;
+// this one it leaves to run time, where only `makeDirectory` reaches it.
 const nodeFsSpecifier: string = "node:fs"
 let nodeFs: Promise<NodeFs> | undefined
 const loadNodeFs = () => nodeFs ??= import(nodeFsSpecifier) as Promise<NodeFs>
@@ -83,12 +88,20 @@ export type Refusal =
   | { readonly _tag: "NotFound" }
   | { readonly _tag: "Unsupported"; readonly kind: string }
   | { readonly _tag: "NotUtf8" }
+  | { readonly _tag: "ReadOnly" }
+  | { readonly _tag: "TooLarge"; readonly size: number; readonly max: number }
   | { readonly _tag: "Io"; readonly reason: string }
 
 const outside: Refusal = { _tag: "Outside" }
 const notFound: Refusal = { _tag: "NotFound" }
 const unsupported = (kind: string): Refusal => ({ _tag: "Unsupported", kind })
 const io = (reason: string): Refusal => ({ _tag: "Io", reason })
+const readOnly: Refusal = { _tag: "ReadOnly" }
+const tooLarge = (size: number, max: number): Refusal => ({ _tag: "TooLarge", size, max })
+/** A name longer than the file system takes, or a directory nested deeper than the kernel can name. */
+const nameTooLong = io("the name or the path is too long for the file system")
+/** A write whose directory above is a file (ENOTDIR while making the directories). */
+const parentIsFile = io("a directory above it is a file")
 
 const codeOf = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string"
@@ -110,6 +123,8 @@ const refusalOf = (error: unknown): Refusal => {
     case "EACCES":
     case "EPERM":
       return io("permission denied")
+    case "ENAMETOOLONG":
+      return nameTooLong
     case undefined:
       return io(error instanceof Error ? error.message : String(error))
     default:
@@ -132,10 +147,6 @@ const specialKind = (stats: Stats): string | undefined =>
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 const encoder = new TextEncoder()
 
-/** Whether `text` has a lone surrogate, which UTF-8 cannot encode (it would be written as U+FFFD). */
-const hasLoneSurrogate = (text: string): boolean =>
-  /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)
-
 // -----------------------------------------------------------------------------
 // the jail
 // -----------------------------------------------------------------------------
@@ -151,9 +162,18 @@ export interface Listed {
 export interface Jail {
   /** The entries of a directory; a file's own entry (name "") when the path is a file. */
   readonly list: (segments: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Listed>, Refusal>
-  readonly read: (segments: ReadonlyArray<string>) => Effect.Effect<string, Refusal>
-  /** Creates or replaces a file, and the directories above it. */
-  readonly write: (segments: ReadonlyArray<string>, content: string) => Effect.Effect<void, Refusal>
+  /** A file's text; one of more than `maxBytes` bytes is refused without reading it whole. */
+  readonly read: (segments: ReadonlyArray<string>, maxBytes: number) => Effect.Effect<string, Refusal>
+  /**
+   * Creates or replaces a file, and the directories above it. `writable`
+   * is asked about the real place (segments under the root, past every
+   * link) of the file, and of each directory to make, before it is changed.
+   */
+  readonly write: (
+    segments: ReadonlyArray<string>,
+    content: string,
+    writable: (real: ReadonlyArray<string>) => boolean
+  ) => Effect.Effect<void, Refusal>
   /**
    * The files under a path, recursively, as segments: what `read` would
    * accept, without following a link to a directory (in or out of the root).
@@ -184,6 +204,9 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
     const separator = rootReal.includes("\\") && !rootReal.includes("/") ? "\\" : "/"
     const prefix = rootReal.endsWith(separator) ? rootReal : rootReal + separator
     const inside = (real: string) => real === rootReal || real.startsWith(prefix)
+    /** The segments under the root of a real path inside it. */
+    const segmentsOf = (real: string): ReadonlyArray<string> =>
+      real === rootReal ? [] : real.slice(prefix.length).split(separator)
 
     // whether the kernel names an open descriptor's file (Linux): open the root and ask
     const viaProc = yield* Effect.scoped(Effect.flatMap(
@@ -263,23 +286,54 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
         )
       })
 
-    /** The directory at `segments`, each step opened in the one before; made when `create`. */
+    /**
+     * The directory at `segments`, each step opened in the one before; a
+     * missing step is made when `writable` is given and allows its real place.
+     */
     const directory = (
       segments: ReadonlyArray<string>,
-      create: boolean
+      writable?: (real: ReadonlyArray<string>) => boolean
     ): Effect.Effect<Opened, Refusal, Scope.Scope> =>
       Effect.gen(function*() {
         let current = yield* open(undefined, "", directoryFlags)
         for (const name of segments) {
-          if (create) {
-            yield* Effect.catchAll(
-              call(() => fs.promises.mkdir(child(current, name))),
-              (refusal) => refusal._tag === "Io" && refusal.reason === "EEXIST" ? Effect.void : Effect.fail(refusal)
-            )
+          const parent: Opened = current
+          const opened = yield* Effect.either(open(parent, name, directoryFlags))
+          if (opened._tag === "Right") {
+            current = opened.right
+            continue
           }
-          current = yield* open(current, name, directoryFlags)
+          if (writable === undefined || opened.left._tag !== "NotFound") return yield* Effect.fail(opened.left)
+          if (!writable([...segmentsOf(parent.real), name])) return yield* Effect.fail(readOnly)
+          yield* Effect.catchAll(
+            call(() => fs.promises.mkdir(child(parent, name))),
+            (refusal) => refusal._tag === "Io" && refusal.reason === "EEXIST" ? Effect.void : Effect.fail(refusal)
+          )
+          current = yield* open(parent, name, directoryFlags)
         }
         return current
+      })
+
+    /** The bytes of the regular file `opened`, read in pieces; more than `maxBytes` is refused. */
+    const readBounded = (opened: Opened, maxBytes: number) =>
+      Effect.gen(function*() {
+        if (opened.stats.size > maxBytes) return yield* Effect.fail(tooLarge(opened.stats.size, maxBytes))
+        // room for one byte more than its size: a file that grew since is read on (to one byte past the limit)
+        let buffer = new Uint8Array(Math.min(maxBytes, opened.stats.size) + 1)
+        let length = 0
+        while (true) {
+          if (length === buffer.length) {
+            if (length > maxBytes) return yield* Effect.fail(tooLarge(Math.max(opened.stats.size, length), maxBytes))
+            const grown = new Uint8Array(Math.min(maxBytes + 1, buffer.length * 2))
+            grown.set(buffer)
+            buffer = grown
+          }
+          const { bytesRead } = yield* call(() =>
+            opened.handle.read(buffer, length, Math.min(buffer.length - length, 1 << 20), length)
+          )
+          if (bytesRead === 0) return buffer.subarray(0, length)
+          length += bytesRead
+        }
       })
 
     /** A regular file with one link, or the refusal of what it is instead. */
@@ -293,8 +347,8 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
     /** `segments` opened for reading: a directory, or a regular file. */
     const openPath = (segments: ReadonlyArray<string>) =>
       Effect.gen(function*() {
-        if (segments.length === 0) return yield* directory([], false)
-        const parent = yield* directory(segments.slice(0, -1), false)
+        if (segments.length === 0) return yield* directory([])
+        const parent = yield* directory(segments.slice(0, -1))
         const name = segments[segments.length - 1]!
         yield* refuseSpecial(parent, name)
         const opened = yield* open(parent, name, readFlags)
@@ -342,19 +396,21 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
           if (!opened.stats.isDirectory()) return [{ name: "", isDirectory: false, size: opened.stats.size }]
           return (yield* entries(opened)).map(({ isDirectory, name, size }) => ({ name, isDirectory, size }))
         })),
-      read: (segments) =>
+      read: (segments, maxBytes) =>
         Effect.scoped(Effect.gen(function*() {
           const opened = yield* openPath(segments)
           if (opened.stats.isDirectory()) return yield* Effect.fail(notFound)
-          const bytes = yield* call(() => opened.handle.readFile())
+          const bytes = yield* readBounded(opened, maxBytes)
           return yield* Effect.try({ try: () => utf8.decode(bytes), catch: (): Refusal => ({ _tag: "NotUtf8" }) })
         })),
-      write: (segments, content) =>
+      write: (segments, content, writable) =>
         Effect.scoped(Effect.gen(function*() {
           if (segments.length === 0) return yield* Effect.fail(io("it is a directory"))
-          if (hasLoneSurrogate(content)) return yield* Effect.fail<Refusal>({ _tag: "NotUtf8" })
-          const parent = yield* directory(segments.slice(0, -1), true)
+          const parent = yield* directory(segments.slice(0, -1), writable).pipe(
+            Effect.catchAll((refusal) => Effect.fail(refusal._tag === "NotFound" ? parentIsFile : refusal))
+          )
           const name = segments[segments.length - 1]!
+          if (!writable([...segmentsOf(parent.real), name])) return yield* Effect.fail(readOnly)
           // a new file is made in the checked directory, never through a link (O_EXCL, O_NOFOLLOW)
           const created = yield* Effect.either(open(parent, name, createFlags, 0o666))
           let target: Opened
@@ -362,6 +418,8 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
           else if (created.left._tag === "Io" && created.left.reason === "EEXIST") {
             yield* refuseSpecial(parent, name)
             target = yield* Effect.flatMap(open(parent, name, writeFlags), regular)
+            // a link inside the root: the rules of the place it leads to apply
+            if (!writable(segmentsOf(target.real))) return yield* Effect.fail(readOnly)
           } else {
             return yield* Effect.fail(created.left)
           }
@@ -386,7 +444,10 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
                       (opened) => walk(opened, path)
                     ))
                   )
-                  if (sub._tag === "Left" && sub.left._tag === "Io") return yield* Effect.fail(sub.left)
+                  // a directory nested too deep to be named is left out, as reading it would be refused
+                  if (sub._tag === "Left" && sub.left._tag === "Io" && sub.left !== nameTooLong) {
+                    return yield* Effect.fail(sub.left)
+                  }
                 }
               }
             })

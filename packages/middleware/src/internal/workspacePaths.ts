@@ -7,9 +7,17 @@
 import * as Effect from "effect/Effect"
 import * as Glob from "./glob.js"
 
-/** The normalized form of `path` ("/a/b"), or `undefined` when `..` climbs above the root or it holds a NUL. */
+/** Whether `text` has a lone surrogate, which UTF-8 cannot encode (it would be written as U+FFFD). */
+export const hasLoneSurrogate = (text: string): boolean =>
+  /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)
+
+/**
+ * The normalized form of `path` ("/a/b"), or `undefined` when `..` climbs
+ * above the root, or it holds a NUL or a lone surrogate (names no file
+ * system stores: a disk would store U+FFFD, so two names would be one file).
+ */
 export const normalize = (path: string): string | undefined => {
-  if (path.includes("\0")) return undefined
+  if (path.includes("\0") || hasLoneSurrogate(path)) return undefined
   const out: Array<string> = []
   for (const segment of path.replace(/\\/g, "/").split("/")) {
     if (segment === "" || segment === ".") continue
@@ -31,6 +39,16 @@ const globCache = new Map<string, Glob.Glob>()
 
 const hasGlobSyntax = (pattern: string): boolean => /[*?[{]/.test(pattern)
 
+/**
+ * A glob pattern with its path syntax tidied as paths are: `.` segments
+ * dropped and runs of "/" made one, so `./docs/*.md` and `/docs//*.md`
+ * match what `docs/*.md` and `/docs/*.md` do (paths never hold them).
+ */
+const tidy = (pattern: string): string =>
+  pattern.replace(/\/{2,}/g, "/").split("/").filter((segment, index, all) => segment !== "." || all.length === 1).join(
+    "/"
+  )
+
 /** The compiled glob of `pattern`, from a bounded cache. */
 const compiled = (pattern: string): Glob.Glob => {
   let cached = globCache.get(pattern)
@@ -46,7 +64,10 @@ const compiled = (pattern: string): Glob.Glob => {
  * glob syntax (matched against the whole path), else a directory prefix.
  */
 export const matchesRule = (pattern: string, path: string): boolean => {
-  if (hasGlobSyntax(pattern)) return Glob.matches(compiled(pattern.startsWith("/") ? pattern : `/${pattern}`), path)
+  if (hasGlobSyntax(pattern)) {
+    const glob = tidy(pattern)
+    return Glob.matches(compiled(glob.startsWith("/") ? glob : `/${glob}`), path)
+  }
   const prefix = normalize(pattern)
   return prefix !== undefined && isWithin(path, prefix)
 }
@@ -65,11 +86,12 @@ const stepsBetweenYields = 50_000
  * timeout).
  */
 export const filterMatching = (
-  pattern: string,
+  given: string,
   base: string,
   files: Iterable<string>
 ): Effect.Effect<Array<string>> =>
   Effect.gen(function*() {
+    const pattern = tidy(given)
     const glob = compiled(pattern)
     const out: Array<string> = []
     let steps = 0
