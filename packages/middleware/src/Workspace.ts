@@ -463,14 +463,15 @@ const accessOf = (options: AccessOptions, path: string): Access => {
 const splitLines = (content: string): ReadonlyArray<string> => content.split(/\r?\n/)
 
 /**
- * The longest glob pattern `glob` and `grep` take, in characters; a longer
+ * The longest glob pattern `glob` and `grep` take, in characters (real patterns are far shorter; the bound keeps
+ * a search over many long paths to a few hundred steps a character); a longer
  * one fails with {@link GlobTooLong}. Matching takes time linear in the
  * path, times the pattern's length at most, whatever the pattern.
  *
  * @since 0.1.0
  * @category models
  */
-export const maxGlobLength = 1024
+export const maxGlobLength = 256
 
 const checkGlob = (pattern: string): Effect.Effect<void, GlobTooLong> =>
   pattern.length > maxGlobLength
