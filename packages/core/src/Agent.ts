@@ -588,6 +588,7 @@ export const make = <
       output,
       maxSteps,
       toolConcurrency,
+      toolTimeout: timeouts,
       spans: options.spans,
       model,
       checkpointer,
