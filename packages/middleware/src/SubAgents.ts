@@ -885,7 +885,9 @@ const build = (options: Options<Record<string, SubAgent>>) => {
         for (const call of pending) {
           const blocked = reply.blocked.get(call.id) ?? above.blocked.get(call.id)
           if (blocked !== undefined) {
-            jobs.push(Effect.succeed(refused(call, blocked)))
+            // answered as the limit answers a call over it
+            const result = Middleware.toolResult(call, { error: blocked }, { isFailure: true })
+            jobs.push(Effect.succeed({ _tag: "Done", result }))
             continue
           }
           const decoded = decodeParams(call.params)
