@@ -4,7 +4,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, type Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Fiber, Ref, Schema, TestClock } from "effect"
+import { Option } from "effect"
 import * as Budget from "../src/Budget.js"
+import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 import * as ModelCallLimit from "../src/ModelCallLimit.js"
 import * as SubAgents from "../src/SubAgents.js"
 import * as ToolCallLimit from "../src/ToolCallLimit.js"
@@ -328,6 +330,32 @@ describe("SubAgents and the parent's limits", () => {
       const result = yield* agent.run("go", { threadId: "t1" })
       assert.strictEqual(result._tag, "Completed")
       assert.strictEqual(yield* Ref.get(count.modelCalls), 2 + 2)
+      assert.strictEqual((result.state as any).runModelCallCount, 4)
+    }))
+
+  it.effect("a child that waits for an approval keeps spending the same allowance when the parent resumes", () =>
+    Effect.gen(function*() {
+      const count = yield* counters
+      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { noop: true } })
+      const child = yield* busyChild(count, 5, [hitl])
+      const limit = yield* ModelCallLimit.middleware({ runLimit: 4 })
+      const agent = yield* parentAgent(count, [task("busy", "work", "c1")], (subAgents) => [limit, subAgents], {
+        busy: { description: "Works", agent: child }
+      })
+      let result = yield* agent.run("go", { threadId: "t1" })
+      // approve each call the child asks about, until the parent completes
+      while (result._tag === "Interrupted") {
+        result = yield* agent.resume(
+          "t1",
+          SubAgents.decide(
+            result.interrupt,
+            (leaf) =>
+              Option.getOrUndefined(Option.map(HumanInTheLoop.requestOf(leaf.interrupt), HumanInTheLoop.approveAll))
+          )
+        )
+      }
+      assert.strictEqual(result._tag, "Completed")
+      assert.strictEqual(yield* Ref.get(count.modelCalls), 4)
       assert.strictEqual((result.state as any).runModelCallCount, 4)
     }))
 })
