@@ -324,15 +324,41 @@ const toolOf = (server: string, definition: McpToolDefinition): McpTool => {
 }
 
 /**
+ * A block as the agent sends it: an image, an audio clip or an embedded
+ * binary resource as a file item (`{ type: "file", mediaType, data }`), which
+ * the agent gives the model as a file part instead of base64 text; other
+ * blocks as they are.
+ */
+const blockOf = (block: NonNullable<CallToolResult["content"]>[number]): unknown => {
+  switch (block.type) {
+    case "image":
+    case "audio":
+      return { type: "file", mediaType: block.mimeType, data: block.data }
+    case "resource":
+      return "blob" in block.resource && typeof block.resource.blob === "string"
+        ? {
+          type: "file",
+          mediaType: block.resource.mimeType ?? "application/octet-stream",
+          data: block.resource.blob,
+          fileName: block.resource.uri
+        }
+        : block
+    default:
+      return block
+  }
+}
+
+/**
  * What the model reads of a result: the structured content when the tool
- * returned one, else the text when every block is text, else the blocks.
+ * returned one, else the text when every block is text, else the blocks
+ * (files as file items, see {@link blockOf}).
  */
 const contentOf = (result: CallToolResult): unknown => {
   if (result.structuredContent !== undefined && result.isError !== true) return result.structuredContent
   const blocks = result.content ?? []
   return blocks.every((block) => block.type === "text")
     ? blocks.map((block) => block.text).join("\n")
-    : blocks
+    : blocks.map(blockOf)
 }
 
 const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<McpTool> => ({
