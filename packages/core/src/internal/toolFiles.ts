@@ -51,11 +51,8 @@ const liftMessage = (message: Prompt.ToolMessage): ReadonlyArray<Prompt.Message>
     })
     return Prompt.makePart("tool-result", { ...part, result })
   })
-  if (files.length === 0) return undefined
-  return [
-    Prompt.makeMessage("tool", { content }),
-    Prompt.makeMessage("user", { content: files })
-  ]
+  const tool = Prompt.makeMessage("tool", { content })
+  return files.length === 0 ? [tool] : [tool, Prompt.makeMessage("user", { content: files })]
 }
 
 const lifted = new WeakMap<Prompt.Message, ReadonlyArray<Prompt.Message> | null>()
