@@ -126,7 +126,9 @@ const describeExceeded = (
   return `model call limit reached: ${reached.join(", ")}`
 }
 
-const describeLimits = (limits: { readonly threadLimit?: number | undefined; readonly runLimit?: number | undefined }) =>
+const describeLimits = (
+  limits: { readonly threadLimit?: number | undefined; readonly runLimit?: number | undefined }
+) =>
   [
     ...(limits.threadLimit === undefined ? [] : [`thread limit ${limits.threadLimit}`]),
     ...(limits.runLimit === undefined ? [] : [`run limit ${limits.runLimit}`])
@@ -195,11 +197,14 @@ export const middleware: (
   const name = options.name ?? "modelCallLimit"
   /** The slice with the model calls subagents made since the last hook; undefined when they made none. */
   const withChildren = (threadId: string, state: State) =>
-    Effect.map(Allowance.take(threadId, name), (spent): State | undefined =>
-      spent === undefined || spent.modelCalls === 0 ? undefined : {
-        threadModelCallCount: state.threadModelCallCount + spent.modelCalls,
-        runModelCallCount: state.runModelCallCount + spent.modelCalls
-      })
+    Effect.map(
+      Allowance.take(threadId, name),
+      (spent): State | undefined =>
+        spent === undefined || spent.modelCalls === 0 ? undefined : {
+          threadModelCallCount: state.threadModelCallCount + spent.modelCalls,
+          runModelCallCount: state.runModelCallCount + spent.modelCalls
+        }
+    )
   /** Posts what is left to the subagents once `made` more calls were made. */
   const post = (threadId: string, state: State, made: number) =>
     Allowance.post(threadId, name, {

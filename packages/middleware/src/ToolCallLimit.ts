@@ -224,11 +224,14 @@ export const middleware: <const Name extends string | undefined = undefined>(
     const name = options.name ?? (toolName === undefined ? "toolCallLimit" : `toolCallLimit:${toolName}`)
     /** The slice with the calls subagents made since the last hook added; undefined when they made none. */
     const withChildren = (threadId: string, state: Slice) =>
-      Effect.map(Allowance.take(threadId, name), (spent): Slice | undefined =>
-        spent === undefined || spent.toolCalls === 0 ? undefined : {
-          [threadKey]: (state[threadKey] ?? 0) + spent.toolCalls,
-          [runKey]: (state[runKey] ?? 0) + spent.toolCalls
-        })
+      Effect.map(
+        Allowance.take(threadId, name),
+        (spent): Slice | undefined =>
+          spent === undefined || spent.toolCalls === 0 ? undefined : {
+            [threadKey]: (state[threadKey] ?? 0) + spent.toolCalls,
+            [runKey]: (state[runKey] ?? 0) + spent.toolCalls
+          }
+      )
     /** Posts what is left to the subagents, and the calls of the last reply already counted. */
     const post = (threadId: string, state: Slice, counted: ReadonlyArray<string>) =>
       Allowance.post(threadId, name, {

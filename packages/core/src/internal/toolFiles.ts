@@ -37,7 +37,9 @@ const liftMessage = (message: Prompt.ToolMessage): ReadonlyArray<Prompt.Message>
       if (!isFileItem(item)) return item
       const bytes = Encoding.decodeBase64(item.data)
       if (Either.isLeft(bytes)) return { type: "file", mediaType: item.mediaType, note: "not valid base64: dropped" }
-      files.push(Prompt.makePart("text", { text: `File ${files.length / 2 + 1} of the "${part.name}" call ${part.id}:` }))
+      files.push(
+        Prompt.makePart("text", { text: `File ${files.length / 2 + 1} of the "${part.name}" call ${part.id}:` })
+      )
       files.push(Prompt.makePart("file", {
         mediaType: item.mediaType,
         data: bytes.right,

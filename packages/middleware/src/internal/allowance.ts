@@ -226,7 +226,9 @@ export const countUsage = (pools: ReadonlyArray<Pool>, usage: UsageLike): void =
 /** Admits a tool call of a child against `pools` (counting it), or gives the failed result's text. */
 export const admitToolCall = (pools: ReadonlyArray<Pool>, call: Prompt.ToolCallPart): string | undefined => {
   for (const pool of pools) {
-    if (matches(pool.allowance, call) && pool.left[0]! <= 0) return (pool.allowance as typeof ToolCalls.Type).blockedText
+    if (matches(pool.allowance, call) && pool.left[0]! <= 0) {
+      return (pool.allowance as typeof ToolCalls.Type).blockedText
+    }
   }
   for (const pool of pools) {
     if (matches(pool.allowance, call)) {
