@@ -453,13 +453,15 @@ export const middleware: (
 
   /**
    * {@link countOwn}, with what subagents spent since the last hook added;
-   * posts what is left to the subagents the run starts next.
+   * posts what is left to the subagents the run starts next (unless the
+   * run ends: `last`).
    */
-  const count = (threadId: string, stored: State, usage: Middleware.RunUsage) =>
+  const count = (threadId: string, stored: State, usage: Middleware.RunUsage, last = false) =>
     Effect.gen(function*() {
       const own = yield* countOwn(stored, usage)
-      const children = yield* Allowance.take(threadId, name)
+      const children = yield* (last ? Allowance.takeLast : Allowance.take)(threadId, name)
       const update = children === undefined ? own : withDelegated(own ?? stored, children)
+      if (last) return update
       const state = update ?? stored
       // (an unpriced model fails the run in beforeModel, not here)
       const price = yield* Effect.orElseSucceed(currentPrice, () => undefined)
@@ -517,7 +519,10 @@ export const middleware: (
     afterModel: ({ state, threadId, usage }) =>
       Effect.map(count(threadId, state, usage), (update) => update === undefined ? undefined : { state: update }),
     afterAgent: ({ state, threadId, usage }) =>
-      Effect.map(count(threadId, state, usage), (update) => update === undefined ? undefined : { state: update }),
+      Effect.map(
+        count(threadId, state, usage, true),
+        (update) => update === undefined ? undefined : { state: update }
+      ),
     ...(options.softLanding === true
       ? {
         wrapModelCall: (request, next) => {

@@ -196,9 +196,9 @@ export const middleware: (
   const limits = { threadLimit: options.threadLimit, runLimit: options.runLimit }
   const name = options.name ?? "modelCallLimit"
   /** The slice with the model calls subagents made since the last hook; undefined when they made none. */
-  const withChildren = (threadId: string, state: State) =>
+  const withChildren = (threadId: string, state: State, last = false) =>
     Effect.map(
-      Allowance.take(threadId, name),
+      (last ? Allowance.takeLast : Allowance.take)(threadId, name),
       (spent): State | undefined =>
         spent === undefined || spent.modelCalls === 0 ? undefined : {
           threadModelCallCount: state.threadModelCallCount + spent.modelCalls,
@@ -268,7 +268,8 @@ export const middleware: (
       yield* post(threadId, state, 0)
       return { state }
     }),
+    // the run ends: the last of what its subagents spent, and the limit withdraws its allowance
     afterAgent: ({ state, threadId }) =>
-      Effect.map(withChildren(threadId, state), (update) => update === undefined ? undefined : { state: update })
+      Effect.map(withChildren(threadId, state, true), (update) => update === undefined ? undefined : { state: update })
   })
 })

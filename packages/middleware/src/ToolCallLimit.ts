@@ -223,9 +223,9 @@ export const middleware: <const Name extends string | undefined = undefined>(
 
     const name = options.name ?? (toolName === undefined ? "toolCallLimit" : `toolCallLimit:${toolName}`)
     /** The slice with the calls subagents made since the last hook added; undefined when they made none. */
-    const withChildren = (threadId: string, state: Slice) =>
+    const withChildren = (threadId: string, state: Slice, last = false) =>
       Effect.map(
-        Allowance.take(threadId, name),
+        (last ? Allowance.takeLast : Allowance.take)(threadId, name),
         (spent): Slice | undefined =>
           spent === undefined || spent.toolCalls === 0 ? undefined : {
             [threadKey]: (state[threadKey] ?? 0) + spent.toolCalls,
@@ -319,8 +319,12 @@ export const middleware: <const Name extends string | undefined = undefined>(
         yield* Middleware.report(`${text}; blocked ${blocked.size} call(s)`, attempted)
         return { state: counts, messages: withResults }
       }),
+      // the run ends: the last of what its subagents spent, and the limit withdraws its allowance
       afterAgent: ({ state, threadId }) =>
-        Effect.map(withChildren(threadId, state), (update) => update === undefined ? undefined : { state: update }),
+        Effect.map(
+          withChildren(threadId, state, true),
+          (update) => update === undefined ? undefined : { state: update }
+        ),
       ...(softLanding
         ? {
           wrapModelCall: (request, next) =>

@@ -4,10 +4,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, type Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import type { Duration } from "effect"
-import { Effect, Fiber, Ref, Schema, TestClock } from "effect"
-import { Option } from "effect"
+import { Effect, Fiber, FiberRef, Option, Ref, Schema, TestClock } from "effect"
 import * as Budget from "../src/Budget.js"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
+import * as Allowance from "../src/internal/allowance.js"
 import * as ModelCallLimit from "../src/ModelCallLimit.js"
 import * as SubAgents from "../src/SubAgents.js"
 import * as ToolCallLimit from "../src/ToolCallLimit.js"
@@ -379,5 +379,23 @@ describe("SubAgents and the parent's limits", () => {
       assert.strictEqual(result._tag, "Completed")
       assert.strictEqual(yield* Ref.get(count.modelCalls), 4)
       assert.strictEqual((result.state as any).runModelCallCount, 4)
+    }))
+
+  it.effect("a run that ended leaves no allowance behind: a later run on the fiber is not limited by it", () =>
+    Effect.gen(function*() {
+      const count = yield* counters
+      const limit = yield* ModelCallLimit.middleware({ runLimit: 3 })
+      const limited = yield* parentAgent(count, [task("busy", "work", "c1")], (subAgents) => [limit, subAgents], {
+        busy: { description: "Works hard", agent: yield* busyChild(count, 9) }
+      })
+      yield* limited.run("go", { threadId: "t1" })
+      assert.strictEqual((yield* FiberRef.get(Allowance.CurrentBoard)).size, 0)
+      // the same thread id, on an agent without limits, in the same fiber
+      const free = yield* counters
+      const unlimited = yield* parentAgent(free, [task("busy", "work", "c1")], (subAgents) => [subAgents], {
+        busy: { description: "Works hard", agent: yield* busyChild(free, 9) }
+      })
+      yield* unlimited.run("go", { threadId: "t1" })
+      assert.strictEqual(yield* Ref.get(free.modelCalls), 12)
     }))
 })

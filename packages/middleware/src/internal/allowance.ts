@@ -120,6 +120,26 @@ export const take = (threadId: string, limit: string): Effect.Effect<Spent | und
     return [spent, new Map(boards).set(threadId, { ...board, spent: rest })]
   })
 
+/**
+ * A limit takes what children spent (as {@link take}) as its run ends, and
+ * withdraws its allowance: a fiber that runs many threads keeps no board of
+ * a thread whose run ended.
+ */
+export const takeLast = (threadId: string, limit: string): Effect.Effect<Spent | undefined> =>
+  FiberRef.modify(CurrentBoard, (boards) => {
+    const board = boards.get(threadId)
+    if (board === undefined) return [undefined, boards]
+    const spent = board.spent.get(limit)
+    const allowances = new Map(board.allowances)
+    allowances.delete(limit)
+    const rest = new Map(board.spent)
+    rest.delete(limit)
+    const next = new Map(boards)
+    if (allowances.size === 0 && rest.size === 0) next.delete(threadId)
+    else next.set(threadId, { allowances, spent: rest })
+    return [spent, next]
+  })
+
 /** The allowances the limits of a run posted. */
 export const allowancesOf = (threadId: string): Effect.Effect<ReadonlyMap<string, Allowance>> =>
   Effect.map(FiberRef.get(CurrentBoard), (boards) => boards.get(threadId)?.allowances ?? new Map())
