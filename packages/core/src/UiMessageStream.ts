@@ -293,8 +293,7 @@ export const headers: Readonly<Record<string, string>> = {
 }
 
 /** An error's message with credentials scrubbed, `""` when it has none. */
-const messageOf = (error: unknown): string =>
-  Predicate.hasProperty(error, "message") ? Secrets.scrubText(String(error.message)) : ""
+const messageOf = (error: unknown): string => Predicate.hasProperty(error, "message") ? Secrets.messageOf(error) : ""
 
 /** The longest first line of an error message {@link defaultErrorText} sends. */
 const maxErrorLine = 200

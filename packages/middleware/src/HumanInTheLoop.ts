@@ -964,7 +964,7 @@ const asks = (gate: Gate, call: Prompt.ToolCallPart, context: DescriptionContext
     Effect.catchAllCause((cause) => {
       if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
       const error = Cause.squash(cause)
-      const reason = Secrets.scrubText(error instanceof Error ? error.message : String(error))
+      const reason = Secrets.messageOf(error)
       return Effect.as(
         Middleware.report(`the when of ${call.name} failed, so the call waits for a decision: ${reason}`, {
           callId: call.id

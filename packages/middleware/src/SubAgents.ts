@@ -615,13 +615,7 @@ const refused = (call: Prompt.ToolCallPart, reason: string): Outcome => ({
 
 const errorParts = (error: unknown): { readonly error: string; readonly description: string } => ({
   error: Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : "Error",
-  description: Secrets.scrubText(
-    error instanceof Error
-      ? error.message
-      : Predicate.hasProperty(error, "message")
-      ? String(error.message)
-      : String(error)
-  )
+  description: Secrets.messageOf(error)
 })
 
 /**

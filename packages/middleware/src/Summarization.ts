@@ -802,7 +802,7 @@ const make = (config: Config) => {
           new SummarizationFailed({
             messages: toSummarize.length,
             // the summarizer is called here, not through the loop: its error is scrubbed here
-            reason: `the summarizer failed: ${Secrets.scrubText(error.message)}`,
+            reason: `the summarizer failed: ${Secrets.messageOf(error)}`,
             cause: Secrets.scrubError(error)
           })
         ),

@@ -658,7 +658,7 @@ const tagOf = (error: unknown): string =>
   typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "Error"
 
 /** An error's message as stored: never with credentials in it. */
-const describe = (error: unknown): string => Secrets.scrubText(error instanceof Error ? error.message : String(error))
+const describe = (error: unknown): string => Secrets.messageOf(error)
 
 /** A schema decoding failure, as itself or as its name once the engine has serialized it. */
 const isParseError = (defect: unknown): boolean =>

@@ -10,6 +10,7 @@
  *   KILL_AFTER_CLAIM=1: once a look into the inbox has claimed stored messages, prints `claimed <n>` and
  *   hangs before the look's result is journaled (the test SIGKILLs it there).
  * - ROLE=sender (client only): sends MESSAGE to thread-1 with MODE, prints `sent <receipt json>`.
+ * - ROLE=client (client only, the whole stack an API process builds): prints `up` and stays until killed.
  *
  * The model answers from the prompt: a search after the first user message, then the user messages it
  * saw, joined by " | ".
@@ -115,5 +116,7 @@ const sender = Effect.gen(function*() {
   console.log(`sent ${JSON.stringify({ ...receipt, runId: Option.getOrNull(receipt.runId) })}`)
 }).pipe(Effect.provide(RunStore.layer().pipe(Layer.provideMerge(Engine))))
 
-const main: Effect.Effect<void, unknown> = role === "runner" ? runner : sender
+const client = Effect.sync(() => console.log("up")).pipe(Effect.zipRight(Effect.never), Effect.provide(Main))
+
+const main: Effect.Effect<void, unknown> = role === "runner" ? runner : role === "client" ? client : sender
 NodeRuntime.runMain(main, { disableErrorReporting: false })
