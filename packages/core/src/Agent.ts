@@ -609,6 +609,7 @@ export const make = <
       maxSteps,
       toolConcurrency,
       maxInputChars,
+      toolTimeout: timeouts,
       spans: options.spans,
       model,
       checkpointer,

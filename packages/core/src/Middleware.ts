@@ -33,6 +33,7 @@ import { Usage as ResponseUsage } from "@effect/ai/Response"
 import type * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import type * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
@@ -125,6 +126,11 @@ export interface HookContext<S> {
    * a hook that runs calls itself.
    */
   readonly toolConcurrency?: number | "unbounded" | undefined
+  /**
+   * The timeout of a tool of the agent (its `toolTimeout`, or its entry in
+   * `toolTimeouts`; `undefined` for none), for a hook that runs calls itself.
+   */
+  readonly toolTimeout?: ((toolName: string) => Duration.Duration | undefined) | undefined
 }
 
 /**

@@ -100,6 +100,13 @@ export interface Options {
    * gets a failed tool result saying it timed out.
    */
   readonly timeout?: Duration.DurationInput | undefined
+  /**
+   * How many calls of the server's tools that may change something run at
+   * once (default 1: one at a time, as most servers keep state without
+   * locks). A tool the server marks read-only (`readOnlyHint: true`) is not
+   * counted: its calls run as the agent runs them, in parallel.
+   */
+  readonly concurrency?: number | "unbounded" | undefined
 }
 
 /**
@@ -162,6 +169,31 @@ export class McpDisconnected extends Schema.TaggedError<McpDisconnected>(
    */
   override get message(): string {
     return `MCP server "${this.server}" could not answer the call of "${this.tool}": ${this.reason}`
+  }
+}
+
+/**
+ * The server listed a tool the toolkit cannot offer: two tools of one name,
+ * or a name that is not a non-empty string. Nothing is offered to the
+ * model: the toolkit is not built.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class McpInvalidTool extends Schema.TaggedError<McpInvalidTool>(
+  "@stepwise-agent/mcp/McpToolkit/McpInvalidTool"
+)("McpInvalidTool", {
+  server: Schema.String,
+  tool: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `MCP server "${this.server}" lists the tool ${
+      JSON.stringify(this.tool)
+    }, which cannot be used: ${this.reason}`
   }
 }
 
@@ -244,6 +276,13 @@ const validate = (options: Options): AgentError.InvalidOptions | Duration.Durati
         }`
       )
   }
+  const concurrency = options.concurrency
+  if (
+    concurrency !== undefined && concurrency !== "unbounded" &&
+    !(typeof concurrency === "number" && Number.isInteger(concurrency) && concurrency >= 1)
+  ) {
+    return invalid("concurrency", `must be a whole number of at least 1 or "unbounded", got ${String(concurrency)}`)
+  }
   if (options.timeout === undefined) return undefined
   const timeout = Duration.decodeUnknown(options.timeout)
   if (
@@ -285,15 +324,41 @@ const toolOf = (server: string, definition: McpToolDefinition): McpTool => {
 }
 
 /**
+ * A block as the agent sends it: an image, an audio clip or an embedded
+ * binary resource as a file item (`{ type: "file", mediaType, data }`), which
+ * the agent gives the model as a file part instead of base64 text; other
+ * blocks as they are.
+ */
+const blockOf = (block: NonNullable<CallToolResult["content"]>[number]): unknown => {
+  switch (block.type) {
+    case "image":
+    case "audio":
+      return { type: "file", mediaType: block.mimeType, data: block.data }
+    case "resource":
+      return "blob" in block.resource && typeof block.resource.blob === "string"
+        ? {
+          type: "file",
+          mediaType: block.resource.mimeType ?? "application/octet-stream",
+          data: block.resource.blob,
+          fileName: block.resource.uri
+        }
+        : block
+    default:
+      return block
+  }
+}
+
+/**
  * What the model reads of a result: the structured content when the tool
- * returned one, else the text when every block is text, else the blocks.
+ * returned one, else the text when every block is text, else the blocks
+ * (files as file items, see {@link blockOf}).
  */
 const contentOf = (result: CallToolResult): unknown => {
   if (result.structuredContent !== undefined && result.isError !== true) return result.structuredContent
   const blocks = result.content ?? []
   return blocks.every((block) => block.type === "text")
     ? blocks.map((block) => block.text).join("\n")
-    : blocks
+    : blocks.map(blockOf)
 }
 
 const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<McpTool> => ({
@@ -314,9 +379,14 @@ const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<
  * `{ error: … }` it can repair; a call that lost the server as the typed
  * failure {@link McpDisconnected}. The tool list is read once, at connection.
  *
+ * Calls of the tools the server marks read-only (`readOnlyHint: true`) run
+ * as the agent runs them, in parallel; the others wait for each other, up to
+ * `concurrency` at once (default 1).
+ *
  * Fails with `McpConnectError` when the server cannot be reached or the
- * handshake fails, and with `InvalidOptions` (module `"McpToolkit"`) for bad
- * options.
+ * handshake fails, with `McpInvalidTool` when it lists two tools of one name
+ * (or a tool without a name), and with `InvalidOptions` (module
+ * `"McpToolkit"`) for bad options.
  *
  * @example
  * ```ts
@@ -340,7 +410,11 @@ const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<
  */
 export const make = (
   options: Options
-): Effect.Effect<Toolkit.WithHandler<Tools>, McpConnectError | AgentError.InvalidOptions, Scope.Scope> =>
+): Effect.Effect<
+  Toolkit.WithHandler<Tools>,
+  McpConnectError | McpInvalidTool | AgentError.InvalidOptions,
+  Scope.Scope
+> =>
   Effect.gen(function*() {
     const timeout = validate(options)
     if (timeout instanceof AgentError.InvalidOptions) return yield* timeout
@@ -348,11 +422,34 @@ export const make = (
     const session = yield* Session.connect(options.transport, {
       timeoutMillis: timeout === undefined ? undefined : Duration.toMillis(timeout)
     }).pipe(Effect.mapError((failure) => new McpConnectError({ server, ...failure })))
+    // a tool name is data: `__proto__` or `constructor` is a name like any other
     const tools: Tools = Object.create(null)
-    for (const definition of session.tools) tools[definition.name] = toolOf(server, definition)
+    for (const definition of session.tools) {
+      const name: unknown = definition.name
+      if (typeof name !== "string" || name === "") {
+        return yield* new McpInvalidTool({ server, tool: String(name), reason: "its name is not a non-empty string" })
+      }
+      if (Object.hasOwn(tools, name)) {
+        return yield* new McpInvalidTool({ server, tool: name, reason: "the server lists two tools of this name" })
+      }
+      Object.defineProperty(tools, name, {
+        value: toolOf(server, definition),
+        enumerable: true,
+        writable: true,
+        configurable: true
+      })
+    }
+    const readOnly = new Set(
+      session.tools.filter((definition) => definition.annotations?.readOnlyHint === true).map(({ name }) => name)
+    )
+    // the calls that may change the server's state take a permit: one at a time by default
+    const concurrency = options.concurrency ?? 1
+    const serialized: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E> = concurrency === "unbounded"
+      ? (effect) => effect
+      : (yield* Effect.makeSemaphore(concurrency)).withPermits(1)
     const handle = (name: string, params: unknown): Effect.Effect<Tool.HandlerResult<McpTool>, McpDisconnected> =>
       Object.hasOwn(tools, name)
-        ? session.call(name, params).pipe(
+        ? (readOnly.has(name) ? session.call(name, params) : serialized(session.call(name, params))).pipe(
           Effect.map((answer) =>
             answer._tag === "Failed"
               ? handlerResult(true, { error: answer.reason })
@@ -401,5 +498,7 @@ export const make = (
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options): Layer.Layer<McpToolkit, McpConnectError | AgentError.InvalidOptions> =>
+export const layer = (
+  options: Options
+): Layer.Layer<McpToolkit, McpConnectError | McpInvalidTool | AgentError.InvalidOptions> =>
   Layer.scoped(McpToolkit, make(options))

@@ -304,7 +304,7 @@ describe("McpToolkit in process", () => {
     )
   })
 
-  it.scopedLive("passes blocks other than text as they are; an answer that is no tool result is a failed result", () =>
+  it.scopedLive("gives an image as a file item, other blocks as they are; an answer that is no tool result fails", () =>
     Effect.gen(function*() {
       const server = new Server({ name: "odd", version: "1.0.0" }, { capabilities: { tools: {} } })
       server.setRequestHandler(ListToolsRequestSchema, () => ({
@@ -316,10 +316,11 @@ describe("McpToolkit in process", () => {
         (request) => (request.params.name === "picture" ? { content: picture } : { content: "not blocks" }) as any
       )
       const toolkit = yield* McpToolkit.make({ name: "odd", transport: { _tag: "InProcess", server } })
+      const expected = [{ type: "text", text: "a dot" }, { type: "file", mediaType: "image/png", data: "iVBORw0KGgo=" }]
       assert.deepStrictEqual(yield* toolkit.handle("picture", {}), {
         isFailure: false,
-        result: picture,
-        encodedResult: picture
+        result: expected,
+        encodedResult: expected
       })
       const odd = yield* toolkit.handle("odd", {})
       assert.isTrue(odd.isFailure)

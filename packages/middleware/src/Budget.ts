@@ -27,8 +27,13 @@
  * of the next one's (an estimate, not a guarantee: a long reply can still go
  * over).
  *
- * Only the agent's own model calls count (as the run's `usage` does), not a
- * summarizer's or a classifier's calls on their own models. `beforeAgent`
+ * The agent's own model calls count (as the run's `usage` does), and those of
+ * the subagents it starts (`SubAgents`, and theirs in turn), priced at the
+ * agent's model: a child makes model calls only while the parent's budget
+ * is not spent (then it is stopped and its call answered saying so), and
+ * what it spent is added in the budget's next hook, whatever the order of
+ * the middleware. A summarizer's or a classifier's calls on their own models
+ * do not count. `beforeAgent`
  * resets the run's spending at the start of every run; a resumed run keeps
  * it. Only one `Budget` fits in an agent (its state keys are fixed): put the
  * token and the cost budget in it.
@@ -41,6 +46,7 @@ import * as ModelProfile from "@stepwise-agent/core/ModelProfile"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Allowance from "./internal/allowance.js"
 import * as BudgetEnd from "./internal/budgetEnd.js"
 import * as Check from "./internal/options.js"
 
@@ -64,7 +70,9 @@ export const State = Schema.Struct({
   budgetLastCallTokens: Schema.NonNegative,
   budgetLastCallCost: Schema.NonNegative,
   budgetRunInputTokens: Schema.NonNegative,
-  budgetRunOutputTokens: Schema.NonNegative
+  budgetRunOutputTokens: Schema.NonNegative,
+  /** The part of the run's tokens spent by its subagents (a slice stored without it reads as 0). */
+  budgetRunDelegatedTokens: Schema.optionalWith(Schema.NonNegative, { default: () => 0 })
 })
 
 /**
@@ -268,14 +276,16 @@ const initial: State = {
   budgetLastCallTokens: 0,
   budgetLastCallCost: 0,
   budgetRunInputTokens: 0,
-  budgetRunOutputTokens: 0
+  budgetRunOutputTokens: 0,
+  budgetRunDelegatedTokens: 0
 }
 
 const runReset = {
   budgetRunTokens: 0,
   budgetRunCost: 0,
   budgetRunInputTokens: 0,
-  budgetRunOutputTokens: 0
+  budgetRunOutputTokens: 0,
+  budgetRunDelegatedTokens: 0
 } as const
 
 /**
@@ -286,13 +296,13 @@ const runReset = {
  * Undefined when nothing changed.
  */
 const counted = (state: State, usage: Middleware.RunUsage, price: Price | undefined): State | undefined => {
-  const base = usage.totalTokens < state.budgetRunTokens || usage.inputTokens < state.budgetRunInputTokens ||
+  const base = usage.totalTokens < ownRunTokens(state) || usage.inputTokens < state.budgetRunInputTokens ||
       usage.outputTokens < state.budgetRunOutputTokens
     ? { ...state, ...runReset }
     : state
   const input = usage.inputTokens - base.budgetRunInputTokens
   const output = usage.outputTokens - base.budgetRunOutputTokens
-  const tokens = usage.totalTokens - base.budgetRunTokens
+  const tokens = usage.totalTokens - ownRunTokens(base)
   if (input === 0 && output === 0 && tokens === 0 && base === state) return undefined
   const cost = price === undefined ? 0 : (input * price.inputPerMillion + output * price.outputPerMillion) / 1_000_000
   return {
@@ -303,9 +313,23 @@ const counted = (state: State, usage: Middleware.RunUsage, price: Price | undefi
     budgetLastCallTokens: tokens === 0 && cost === 0 ? base.budgetLastCallTokens : tokens,
     budgetLastCallCost: tokens === 0 && cost === 0 ? base.budgetLastCallCost : cost,
     budgetRunInputTokens: usage.inputTokens,
-    budgetRunOutputTokens: usage.outputTokens
+    budgetRunOutputTokens: usage.outputTokens,
+    budgetRunDelegatedTokens: base.budgetRunDelegatedTokens
   }
 }
+
+/** The run's tokens spent by the agent's own model calls (what the run's usage reports). */
+const ownRunTokens = (state: State): number => state.budgetRunTokens - state.budgetRunDelegatedTokens
+
+/** The slice with what subagents spent added to the thread's and the run's spending. */
+const withDelegated = (state: State, spent: Allowance.Spent): State => ({
+  ...state,
+  budgetThreadTokens: state.budgetThreadTokens + spent.totalTokens,
+  budgetRunTokens: state.budgetRunTokens + spent.totalTokens,
+  budgetThreadCost: state.budgetThreadCost + spent.cost,
+  budgetRunCost: state.budgetRunCost + spent.cost,
+  budgetRunDelegatedTokens: state.budgetRunDelegatedTokens + spent.totalTokens
+})
 
 interface Check {
   readonly budget: Reached["budget"]
@@ -420,14 +444,48 @@ export const middleware: (
    * undefined when nothing changed. The price is looked up only for usage
    * to count, so a run that made no call never fails on it after the fact.
    */
-  const count = (state: State, usage: Middleware.RunUsage) =>
+  const countOwn = (state: State, usage: Middleware.RunUsage) =>
     usage.inputTokens === state.budgetRunInputTokens && usage.outputTokens === state.budgetRunOutputTokens &&
-      usage.totalTokens === state.budgetRunTokens
+      usage.totalTokens === ownRunTokens(state)
       ? Effect.succeed(undefined)
       : Effect.map(currentPrice, (price) => counted(state, usage, price))
+  const name = options.name ?? "budget"
+
+  /**
+   * {@link countOwn}, with what subagents spent since the last hook added;
+   * posts what is left to the subagents the run starts next (unless the
+   * run ends: `last`).
+   */
+  const count = (threadId: string, stored: State, usage: Middleware.RunUsage, last = false) =>
+    Effect.gen(function*() {
+      const own = yield* countOwn(stored, usage)
+      const children = yield* (last ? Allowance.takeLast : Allowance.take)(threadId, name)
+      const update = children === undefined ? own : withDelegated(own ?? stored, children)
+      if (last) return update
+      const state = update ?? stored
+      // (an unpriced model fails the run in beforeModel, not here)
+      const price = yield* Effect.orElseSucceed(currentPrice, () => undefined)
+      yield* Allowance.post(threadId, name, {
+        _tag: "Budget",
+        left: checks.map((check) => ({
+          budget: check.budget,
+          label: `${check.scope} ${check.budget === "tokens" ? "token" : "cost"} budget (${
+            formatAmount(check.budget, check.limit)
+          }) of the parent run`,
+          left: check.limit - check.spent(state)
+        })),
+        ...(price === undefined ? {} : { price }),
+        seen: {
+          inputTokens: state.budgetRunInputTokens,
+          outputTokens: state.budgetRunOutputTokens,
+          totalTokens: ownRunTokens(state)
+        }
+      })
+      return update
+    })
 
   return Middleware.make({
-    name: options.name ?? "budget",
+    name,
     state: { schema: State, initial },
     canJumpTo: ["end"],
     beforeAgent: ({ state }) =>
@@ -440,7 +498,7 @@ export const middleware: (
     beforeModel: Effect.fnUntraced(function*({ messages, state: stored, threadId, usage }) {
       // an unpriced model fails the run before its first call
       yield* currentPrice
-      const update = yield* count(stored, usage)
+      const update = yield* count(threadId, stored, usage)
       const state = update ?? stored
       const reached = checks.filter((check) => check.spent(state) >= check.limit).map((check): Reached => ({
         budget: check.budget,
@@ -458,10 +516,13 @@ export const middleware: (
         jumpTo: "end"
       }
     }),
-    afterModel: ({ state, usage }) =>
-      Effect.map(count(state, usage), (update) => update === undefined ? undefined : { state: update }),
-    afterAgent: ({ state, usage }) =>
-      Effect.map(count(state, usage), (update) => update === undefined ? undefined : { state: update }),
+    afterModel: ({ state, threadId, usage }) =>
+      Effect.map(count(threadId, state, usage), (update) => update === undefined ? undefined : { state: update }),
+    afterAgent: ({ state, threadId, usage }) =>
+      Effect.map(
+        count(threadId, state, usage, true),
+        (update) => update === undefined ? undefined : { state: update }
+      ),
     ...(options.softLanding === true
       ? {
         wrapModelCall: (request, next) => {

@@ -15,12 +15,19 @@
  * With `softLanding`, the last call a limit allows is made with tools
  * disabled, so the run ends on the model's answer.
  *
+ * The model calls of the subagents a run starts (`SubAgents`, and theirs in
+ * turn) count against its limits, whatever the order of the middleware: a
+ * child makes only the calls the parent's limits have left (then it is
+ * stopped and its call answered saying so), and the calls it made are added
+ * to the parent's counts in the limit's next hook.
+ *
  * @since 0.1.0
  */
 import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as Allowance from "./internal/allowance.js"
 import * as BudgetEnd from "./internal/budgetEnd.js"
 import * as Check from "./internal/options.js"
 
@@ -119,6 +126,14 @@ const describeExceeded = (
   return `model call limit reached: ${reached.join(", ")}`
 }
 
+const describeLimits = (
+  limits: { readonly threadLimit?: number | undefined; readonly runLimit?: number | undefined }
+) =>
+  [
+    ...(limits.threadLimit === undefined ? [] : [`thread limit ${limits.threadLimit}`]),
+    ...(limits.runLimit === undefined ? [] : [`run limit ${limits.runLimit}`])
+  ].join(", ")
+
 /**
  * What the model is told on the last call a limit allows, with `softLanding`
  * (`ToolCallLimit` and `Budget` land with the same text).
@@ -179,15 +194,42 @@ export const middleware: (
   }
   const exitBehavior = options.exitBehavior ?? "end"
   const limits = { threadLimit: options.threadLimit, runLimit: options.runLimit }
+  const name = options.name ?? "modelCallLimit"
+  /** The slice with the model calls subagents made since the last hook; undefined when they made none. */
+  const withChildren = (threadId: string, state: State, last = false) =>
+    Effect.map(
+      (last ? Allowance.takeLast : Allowance.take)(threadId, name),
+      (spent): State | undefined =>
+        spent === undefined || spent.modelCalls === 0 ? undefined : {
+          threadModelCallCount: state.threadModelCallCount + spent.modelCalls,
+          runModelCallCount: state.runModelCallCount + spent.modelCalls
+        }
+    )
+  /** Posts what is left to the subagents once `made` more calls were made. */
+  const post = (threadId: string, state: State, made: number) =>
+    Allowance.post(threadId, name, {
+      _tag: "ModelCalls",
+      left: Math.min(
+        limits.threadLimit === undefined ? Infinity : limits.threadLimit - state.threadModelCallCount - made,
+        limits.runLimit === undefined ? Infinity : limits.runLimit - state.runModelCallCount - made
+      ),
+      reason: `the model call limit of the parent run (${describeLimits(limits)}) was reached`
+    })
   return Middleware.make({
-    name: options.name ?? "modelCallLimit",
+    name,
     state: { schema: State, initial: { threadModelCallCount: 0, runModelCallCount: 0 } },
     canJumpTo: ["end"],
     beforeAgent: ({ state }) =>
       Effect.succeed(state.runModelCallCount === 0 ? undefined : { state: { runModelCallCount: 0 } }),
-    beforeModel: Effect.fnUntraced(function*({ messages, state, threadId }) {
+    beforeModel: Effect.fnUntraced(function*({ messages, state: stored, threadId }) {
+      const update = yield* withChildren(threadId, stored)
+      const state = update ?? stored
       const hit = exceeded(limits, state)
-      if (!hit.thread && !hit.run) return undefined
+      if (!hit.thread && !hit.run) {
+        // the call about to be made is the parent's: what is left after it goes to its subagents
+        yield* post(threadId, state, 1)
+        return update === undefined ? undefined : { state: update }
+      }
       const counts = { threadCount: state.threadModelCallCount, runCount: state.runModelCallCount }
       if (exitBehavior === "error") {
         return yield* new ModelCallLimitExceeded({
@@ -199,7 +241,11 @@ export const middleware: (
       }
       const text = describeExceeded(limits, counts)
       yield* Middleware.report(`${text}; ending the run`, counts)
-      return { messages: [...messages, BudgetEnd.notice(text)], jumpTo: "end" as const }
+      return {
+        ...(update === undefined ? {} : { state: update }),
+        messages: [...messages, BudgetEnd.notice(text)],
+        jumpTo: "end" as const
+      }
     }),
     ...(options.softLanding === true
       ? {
@@ -213,12 +259,17 @@ export const middleware: (
         }
       }
       : {}),
-    afterModel: ({ state }) =>
-      Effect.succeed({
-        state: {
-          threadModelCallCount: state.threadModelCallCount + 1,
-          runModelCallCount: state.runModelCallCount + 1
-        }
-      })
+    afterModel: Effect.fnUntraced(function*({ state: stored, threadId }) {
+      const base = (yield* withChildren(threadId, stored)) ?? stored
+      const state = {
+        threadModelCallCount: base.threadModelCallCount + 1,
+        runModelCallCount: base.runModelCallCount + 1
+      }
+      yield* post(threadId, state, 0)
+      return { state }
+    }),
+    // the run ends: the last of what its subagents spent, and the limit withdraws its allowance
+    afterAgent: ({ state, threadId }) =>
+      Effect.map(withChildren(threadId, state, true), (update) => update === undefined ? undefined : { state: update })
   })
 })

@@ -24,6 +24,17 @@
  * that delegates deeper than `maxDepth` fails with {@link DepthExceeded};
  * a child's own limits (`maxSteps`) fail the child.
  *
+ * A child runs at most `timeout` (default: the agent's `toolTimeout` for the
+ * `task` tool, else 10 minutes): then it is stopped and the call answered
+ * with {@link SubAgentTimeout}. Children count against the limits of the
+ * runs above them (`ModelCallLimit`, `ToolCallLimit`, `Budget`), whatever
+ * the order of the middleware: each model and tool call of a child takes
+ * from what the parent's limits have left (the children of one reply share
+ * it), a child whose next model call would go over is stopped (its call is
+ * answered with {@link ParentLimitReached}), a tool call over a limit gets a
+ * failed result, and what the children spent is added to the parent's
+ * counts. `shareLimits: false` leaves each child to its own limits.
+ *
  * @since 0.1.0
  */
 import type * as Prompt from "@effect/ai/Prompt"
@@ -39,6 +50,7 @@ import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as UiMessageStream from "@stepwise-agent/core/UiMessageStream"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FiberRef from "effect/FiberRef"
@@ -47,6 +59,7 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as Allowance from "./internal/allowance.js"
 import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
@@ -96,6 +109,20 @@ export interface Options<Agents extends Record<string, SubAgent>> {
    * {@link SubAgentFailed}.
    */
   readonly onFailure?: "result" | "fail" | undefined
+  /**
+   * The longest a child may run (default: the agent's `toolTimeout` for the
+   * tool, else 10 minutes). A child still running then is stopped (its
+   * finalizers run) and what happens is what `onFailure` says of a failure,
+   * with {@link SubAgentTimeout}.
+   */
+  readonly timeout?: Duration.DurationInput | undefined
+  /**
+   * Whether the children count against the limits of the runs above them
+   * (`ModelCallLimit`, `ToolCallLimit`, `Budget`; default `true`). With
+   * `false` a child keeps only its own limits and its calls are not counted
+   * by the parent's.
+   */
+  readonly shareLimits?: boolean | undefined
   /** The middleware's name (default `"subAgents"`). */
   readonly name?: string | undefined
 }
@@ -221,7 +248,9 @@ export type ChildThread = typeof ChildThread.Type
 export const State = Schema.Struct({
   taskRuns: Schema.Number,
   taskWaits: Schema.Array(Wait),
-  taskThreads: Schema.optionalWith(Schema.Array(ChildThread), { default: () => [] })
+  taskThreads: Schema.optionalWith(Schema.Array(ChildThread), { default: () => [] }),
+  /** While children wait: what the parent's limits had left for them and what they spent so far. */
+  taskAllowances: Schema.optionalWith(Schema.Array(Allowance.StoredPool), { default: () => [] })
 })
 
 /**
@@ -311,6 +340,47 @@ export class SubAgentFailed extends Schema.TaggedError<SubAgentFailed>(
    */
   get message(): string {
     return `Subagent "${this.agent}" (call ${this.callId}, thread "${this.threadId}") failed: ${this.error}: ${this.description}`
+  }
+}
+
+/**
+ * A child ran longer than its `timeout` and was stopped: which call, agent
+ * and child thread, and the timeout.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SubAgentTimeout extends Schema.TaggedError<SubAgentTimeout>(
+  "@stepwise-agent/middleware/SubAgents/SubAgentTimeout"
+)("SubAgentTimeout", {
+  ...Delegation.fields,
+  timeoutMillis: Schema.Number
+}) {
+  /**
+   * @since 0.1.0
+   */
+  get message(): string {
+    return `Subagent "${this.agent}" (call ${this.callId}) ran longer than its timeout of ${this.timeoutMillis} ms`
+  }
+}
+
+/**
+ * A child was stopped before a model call because a limit of a run above it
+ * (`ModelCallLimit`, `Budget`) had nothing left. The call that started it is
+ * answered with a failed result saying so, whatever `onFailure` says; the
+ * parent's limit then ends (or fails) the parent's run at its next check.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ParentLimitReached extends Schema.TaggedError<ParentLimitReached>(
+  "@stepwise-agent/middleware/SubAgents/ParentLimitReached"
+)("ParentLimitReached", { threadId: Schema.String, reason: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  get message(): string {
+    return `Thread "${this.threadId}" was stopped: ${this.reason}`
   }
 }
 
@@ -521,6 +591,12 @@ const OptionsSchema = Schema.Struct({
   maxDepth: Schema.optional(Check.AtLeastOne),
   concurrency: Schema.optional(Schema.Union(Schema.Literal("unbounded"), Check.AtLeastOne)),
   onFailure: Schema.optional(Schema.Literal("result", "fail")),
+  timeout: Schema.optional(Check.DurationInput.pipe(Schema.filter((input) => {
+    const duration = Duration.decode(input)
+    return (Duration.greaterThan(duration, Duration.zero) && Duration.isFinite(duration)) ||
+      "must be a finite duration above zero"
+  }))),
+  shareLimits: Schema.optional(Schema.Boolean),
   name: Schema.optional(Check.NonEmpty)
 })
 
@@ -585,9 +661,56 @@ export const middleware = <const Agents extends Record<string, SubAgent>>(
 ): Middleware.Middleware<State, SubAgentsError | ChildError<Agents>> =>
   Check.middlewareOf("SubAgents", OptionsSchema, options, (checked) => build(checked as Options<Agents>)) as any
 
+/** The value of `key` of `record` if it is the record's own (a name such as `constructor` is data). */
+const ownValue = <A>(record: Readonly<Record<string, A>>, key: string): A | undefined =>
+  Object.hasOwn(record, key) ? record[key] : undefined
+
+/** How long a child may run when neither `timeout` nor the agent's `toolTimeout` says. */
+const defaultTimeout = Duration.minutes(10)
+
+/**
+ * The journal of a child's run: each of its model and tool calls admitted
+ * against `pools` (the limits of the runs above it) and counted in them. A
+ * model call none is left for fails the child with {@link ParentLimitReached};
+ * a tool call over a limit is answered with a failed result without running.
+ * The steps of the child's own children (nested keys) are checked by the
+ * journal the child gives them.
+ */
+const guarded = (
+  journal: RunJournal.RunJournal.Service,
+  pools: ReadonlyArray<Allowance.Pool>,
+  threadId: string
+): RunJournal.RunJournal.Service =>
+  RunJournal.RunJournal.of({
+    step: (key, schema, effect) => {
+      switch (key._tag) {
+        case "Model":
+          return Effect.suspend(() => {
+            const refused = Allowance.admitModelCall(pools)
+            if (refused !== undefined) return Effect.fail(new ParentLimitReached({ threadId, reason: refused }) as any)
+            return Effect.tap(journal.step(key, schema, effect), (call) =>
+              Effect.sync(() => Allowance.countUsage(pools, (call as RunJournal.ModelCall).usage)))
+          })
+        case "Tool":
+          return Effect.suspend(() => {
+            const blocked = Allowance.admitToolCall(pools, key.call)
+            return blocked === undefined
+              ? journal.step(key, schema, effect)
+              : Effect.succeed(Middleware.toolResult(key.call, { error: blocked }, { isFailure: true }) as any)
+          })
+        default:
+          return journal.step(key, schema, effect)
+      }
+    },
+    await: journal.await,
+    durable: journal.durable
+  })
+
 const build = (options: Options<Record<string, SubAgent>>) => {
   const agents = options.agents
   const names = Object.keys(agents) as [string, ...Array<string>]
+  const ownTimeout = options.timeout === undefined ? undefined : Duration.decode(options.timeout)
+  const shareLimits = options.shareLimits !== false
   const toolName = options.toolName ?? "task"
   const maxDepth = options.maxDepth ?? 2
   const onFailure = options.onFailure ?? "result"
@@ -617,6 +740,12 @@ const build = (options: Options<Record<string, SubAgent>>) => {
     Effect.matchEffect(ran, {
       onFailure: (error) => {
         const parts = errorParts(error)
+        if (error instanceof ParentLimitReached) {
+          return Effect.as(
+            Middleware.report(`${delegation.agent} stopped: ${error.reason}`, { ...delegation, reason: error.reason }),
+            refused(call, `The subagent "${delegation.agent}" was stopped: ${error.reason}`)
+          )
+        }
         return Effect.zipRight(
           Middleware.report(`${delegation.agent} failed: ${parts.error}`, { ...delegation, ...parts }),
           onFailure === "fail"
@@ -655,21 +784,30 @@ const build = (options: Options<Record<string, SubAgent>>) => {
     start: {
       readonly run: Effect.Effect<AgentResult.AgentResult<any, any>, unknown>
       readonly stream: Stream.Stream<AgentEvent.AgentEvent<any, any>, unknown>
-    }
+    },
+    limits: { readonly pools: ReadonlyArray<Allowance.Pool>; readonly timeout: Duration.Duration }
   ) =>
     Effect.gen(function*() {
       const outer = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
       const remaining = Math.min(yield* FiberRef.get(remainingDepth), maxDepth)
       const sink = yield* FiberRef.get(Middleware.CurrentEventSink)
-      // in process the child's journal is the default one: nothing to provide
+      const journal = limits.pools.length === 0
+        ? RunJournal.nested(outer, path)
+        : guarded(RunJournal.nested(outer, path), limits.pools, delegation.threadId)
+      const timeoutMillis = Duration.toMillis(limits.timeout)
+      // in process (and no limit above) the child's journal is the default one: nothing to provide
       const nested = <A, E>(effect: Effect.Effect<A, E>) =>
-        Effect.locally(
-          outer === RunJournal.inProcess
-            ? effect
-            : Effect.provideService(effect, RunJournal.RunJournal, RunJournal.nested(outer, path)),
-          remainingDepth,
-          remaining - 1
-        )
+        (journal === RunJournal.inProcess
+          ? effect
+          : Effect.provideService(effect, RunJournal.RunJournal, journal)).pipe(
+            Effect.locally(remainingDepth, remaining - 1),
+            Effect.locally(Allowance.CurrentPools, limits.pools),
+            Allowance.ownBoard,
+            Effect.timeoutFail({
+              duration: limits.timeout,
+              onTimeout: () => new SubAgentTimeout({ ...delegation, timeoutMillis })
+            })
+          )
       if (sink === undefined) return yield* outcomeOf(call, delegation, nested(start.run))
       sink(AgentEvent.ToolCallStarted({ call }))
       const started = yield* Clock.currentTimeMillis
@@ -691,19 +829,37 @@ const build = (options: Options<Record<string, SubAgent>>) => {
 
   const afterModel = (context: Middleware.HookContext<State>) =>
     Effect.gen(function*() {
-      const pending = (AgentState.pendingToolCalls(context.messages)?.calls ?? []).filter((c) => c.name === toolName)
+      const replyCalls = AgentState.pendingToolCalls(context.messages)?.calls ?? []
+      const isTask = (call: Prompt.ToolCallPart) => call.name === toolName
+      const pending = replyCalls.filter(isTask)
       if (pending.length === 0) return undefined
       const byId = new Map(pending.map((call) => [call.id, call]))
       let runs = context.state.taskRuns
       const threads = context.state.taskThreads.slice()
       const jobs: Array<Effect.Effect<Outcome, SubAgentsError>> = []
+      // The limits of the runs above this one, and this run's own, as pools its children share. A resumed
+      // run goes on with the pools it stored when its children began to wait.
+      const inherited = shareLimits ? yield* FiberRef.get(Allowance.CurrentPools) : []
+      const own = !shareLimits
+        ? []
+        : context.state.taskAllowances.length > 0 && Option.isSome(context.resume)
+        ? context.state.taskAllowances.map(Allowance.restore)
+        : Array.from(
+          yield* Allowance.allowancesOf(context.threadId),
+          ([limit, allowance]) => Allowance.poolOf(limit, allowance, context.usage)
+        )
+      const pools = [...inherited, ...own]
+      const limits = {
+        pools,
+        timeout: ownTimeout ?? context.toolTimeout?.(toolName) ?? defaultTimeout
+      }
       if (Option.isSome(context.resume)) {
         const decisions = Either.getOrElse(decodeDecisions(context.resume.value), () => ({} as Decisions))
         for (const wait of context.state.taskWaits) {
           const call = byId.get(wait.callId)
-          const child = agents[wait.agent]
+          const child = ownValue(agents, wait.agent)
           if (call === undefined || child === undefined) continue
-          if (!(wait.callId in decisions)) {
+          if (!Object.hasOwn(decisions, wait.callId)) {
             // not decided this time: it still waits on what it asked
             jobs.push(Effect.succeed({ _tag: "Waits", wait }))
             continue
@@ -713,11 +869,24 @@ const build = (options: Options<Record<string, SubAgent>>) => {
           jobs.push(delegate(call, delegation, `task/${call.id}/${++runs}`, {
             run: child.agent.resume(wait.threadId, decision),
             stream: child.agent.resumeStream(wait.threadId, decision)
-          }))
+          }, limits))
         }
       } else {
         const remaining = Math.min(yield* FiberRef.get(remainingDepth), maxDepth)
+        // The reply's calls against the tool call limits, in order: a limit that ends or fails the run decides
+        // itself (no child runs); the task calls over a limit get its failed result. The limits above count only
+        // the task calls here (this run's other calls reach them through its journal).
+        const reply = Allowance.decideReply(own, replyCalls, isTask)
+        if (reply.stops) return undefined
+        const above = Allowance.decideReply(inherited, pending, isTask)
         for (const call of pending) {
+          const blocked = reply.blocked.get(call.id) ?? above.blocked.get(call.id)
+          if (blocked !== undefined) {
+            // answered as the limit answers a call over it
+            const result = Middleware.toolResult(call, { error: blocked }, { isFailure: true })
+            jobs.push(Effect.succeed({ _tag: "Done", result }))
+            continue
+          }
           const decoded = decodeParams(call.params)
           if (Either.isLeft(decoded)) {
             const agent = Predicate.hasProperty(call.params, "agent") ? String(call.params.agent) : undefined
@@ -739,12 +908,12 @@ const build = (options: Options<Record<string, SubAgent>>) => {
             threadId: `${context.threadId}/task/${call.id}/${n}`
           }
           threads.push({ agent: delegation.agent, threadId: delegation.threadId })
-          const child = agents[delegation.agent]!.agent
+          const child = ownValue(agents, delegation.agent)!.agent
           const input = decoded.right.task
           jobs.push(delegate(call, delegation, `task/${call.id}/${n}`, {
             run: child.run(input, { threadId: delegation.threadId }),
             stream: child.stream(input, { threadId: delegation.threadId })
-          }))
+          }, limits))
         }
       }
       // one child needs no fiber of its own (a concurrent `Effect.all` of one costs ~80 KiB)
@@ -761,9 +930,14 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       const state = {
         taskRuns: runs,
         taskWaits: waits,
-        taskThreads: threads
+        taskThreads: threads,
+        // while children wait, what they spent stays with the pools (the run ends here); else the limits count it
+        taskAllowances: waits.length === 0 ? [] : own.map(Allowance.store)
       }
-      if (waits.length === 0) return { messages, state }
+      if (waits.length === 0) {
+        yield* Allowance.postSpent(context.threadId, Allowance.spentOf(own))
+        return { messages, state }
+      }
       const interrupt: TaskInterrupt = { _tag: "TaskInterrupt", waits }
       return { messages, state, interrupt, interruptKey: `${toolName}/${waits.map((w) => w.callId).join(",")}` }
     })
@@ -791,9 +965,9 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       }
       // each decision is checked by the child it goes to, before any child runs
       yield* Effect.forEach(
-        request.right.waits.filter((wait) => wait.callId in decisions.right),
+        request.right.waits.filter((wait) => Object.hasOwn(decisions.right, wait.callId)),
         (wait) => {
-          const child = agents[wait.agent]
+          const child = ownValue(agents, wait.agent)
           return child === undefined
             ? new InvalidTaskDecisions({
               threadId,
@@ -810,7 +984,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
     Effect.forEach(
       Option.match(state, { onNone: () => [], onSome: (slice) => slice.taskThreads }),
       ({ agent, threadId }) => {
-        const child = agents[agent]
+        const child = ownValue(agents, agent)
         return child === undefined ? Effect.void : child.agent.deleteThread(threadId).pipe(
           Effect.catchAllCause((cause) => {
             const parts = errorParts(Cause.squash(cause))
@@ -825,7 +999,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
 
   return Middleware.make({
     name: options.name ?? "subAgents",
-    state: { schema: State, initial: { taskRuns: 0, taskWaits: [], taskThreads: [] } },
+    state: { schema: State, initial: { taskRuns: 0, taskWaits: [], taskThreads: [], taskAllowances: [] } },
     tools: handled,
     afterModel,
     validateResume,

@@ -31,6 +31,15 @@
  * tools after the allowance was spent (e.g. a model that ignores
  * `toolChoice: "none"`).
  *
+ * The tool calls of the subagents a run starts (`SubAgents`, and theirs in
+ * turn) count against its limits, whatever the order of the middleware: the
+ * `task` calls of a reply are counted with its other calls, in order, and a
+ * `task` call over the limit starts no child (with `exitBehavior: "end"` or
+ * `"error"` no child of that reply runs, and the limit ends or fails the
+ * run); a child's own calls take from what is left, a call over it is
+ * answered with a failed result, and they are added to the parent's counts
+ * in the limit's next hook.
+ *
  * The slice's keys derive from `toolName`, so limits on different tools fit
  * in one agent: `threadToolCallCount` / `runToolCallCount` for all tools,
  * `threadToolCallCount:<toolName>` / `runToolCallCount:<toolName>` for one.
@@ -47,6 +56,7 @@ import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as Allowance from "./internal/allowance.js"
 import * as BudgetEnd from "./internal/budgetEnd.js"
 import * as Check from "./internal/options.js"
 
@@ -211,14 +221,50 @@ export const middleware: <const Name extends string | undefined = undefined>(
       ? "tool call limit spent: the model answers without tools"
       : `"${toolName}" tool call limit spent: "${toolName}" is no longer offered`
 
+    const name = options.name ?? (toolName === undefined ? "toolCallLimit" : `toolCallLimit:${toolName}`)
+    /** The slice with the calls subagents made since the last hook added; undefined when they made none. */
+    const withChildren = (threadId: string, state: Slice, last = false) =>
+      Effect.map(
+        (last ? Allowance.takeLast : Allowance.take)(threadId, name),
+        (spent): Slice | undefined =>
+          spent === undefined || spent.toolCalls === 0 ? undefined : {
+            [threadKey]: (state[threadKey] ?? 0) + spent.toolCalls,
+            [runKey]: (state[runKey] ?? 0) + spent.toolCalls
+          }
+      )
+    /** Posts what is left to the subagents, and the calls of the last reply already counted. */
+    const post = (threadId: string, state: Slice, counted: ReadonlyArray<string>) =>
+      Allowance.post(threadId, name, {
+        _tag: "ToolCalls",
+        ...(toolName === undefined ? {} : { toolName }),
+        left: Math.min(
+          threadLimit === undefined ? Infinity : threadLimit - (state[threadKey] ?? 0),
+          runLimit === undefined ? Infinity : runLimit - (state[runKey] ?? 0)
+        ),
+        counted,
+        stops: exitBehavior !== "continue" && !(softLanding && !spent(state)),
+        blockedText,
+        reason: `the limit on ${subject} of the parent run was reached`
+      })
+
     const make = Middleware.make({
-      name: options.name ?? (toolName === undefined ? "toolCallLimit" : `toolCallLimit:${toolName}`),
+      name,
       state: { schema: schema as unknown as Schema.Schema<Slice>, initial: { [threadKey]: 0, [runKey]: 0 } as Slice },
       canJumpTo: ["end"],
       beforeAgent: ({ state }) => Effect.succeed(state[runKey] === 0 ? undefined : { state: { [runKey]: 0 } }),
-      afterModel: Effect.fnUntraced(function*({ messages, state, threadId }) {
+      beforeModel: Effect.fnUntraced(function*({ state: stored, threadId }) {
+        const update = yield* withChildren(threadId, stored)
+        yield* post(threadId, update ?? stored, [])
+        return update === undefined ? undefined : { state: update }
+      }),
+      afterModel: Effect.fnUntraced(function*({ messages, state: stored, threadId }) {
+        const update = yield* withChildren(threadId, stored)
+        const state = update ?? stored
         const calls = AgentState.pendingToolCalls(messages)?.calls ?? []
-        if (calls.length === 0) return undefined
+        if (calls.length === 0) {
+          yield* post(threadId, state, [])
+          return update === undefined ? undefined : { state: update }
+        }
         let threadCount = state[threadKey] ?? 0
         let runCount = state[runKey] ?? 0
         const blocked = new Set<string>()
@@ -236,7 +282,8 @@ export const middleware: <const Name extends string | undefined = undefined>(
           }
         }
         const counts = { [threadKey]: threadCount, [runKey]: runCount }
-        if (blocked.size === 0) return allowed === 0 ? undefined : { state: counts }
+        yield* post(threadId, counts, calls.map((call) => call.id))
+        if (blocked.size === 0) return allowed === 0 && update === undefined ? undefined : { state: counts }
         const attempted = { threadCount: threadCount + blocked.size, runCount: runCount + blocked.size }
         // with a soft landing, the turn that spends the allowance goes on to the landing call
         const behavior = softLanding && !spent(state) ? "continue" : exitBehavior
@@ -272,6 +319,12 @@ export const middleware: <const Name extends string | undefined = undefined>(
         yield* Middleware.report(`${text}; blocked ${blocked.size} call(s)`, attempted)
         return { state: counts, messages: withResults }
       }),
+      // the run ends: the last of what its subagents spent, and the limit withdraws its allowance
+      afterAgent: ({ state, threadId }) =>
+        Effect.map(
+          withChildren(threadId, state, true),
+          (update) => update === undefined ? undefined : { state: update }
+        ),
       ...(softLanding
         ? {
           wrapModelCall: (request, next) =>

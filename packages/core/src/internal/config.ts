@@ -7,6 +7,7 @@
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Tool from "@effect/ai/Tool"
 import type * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type * as AgentState from "../AgentState.js"
@@ -25,8 +26,10 @@ export interface LoopConfig {
   readonly output: OutputTool.OutputTool | undefined
   readonly maxSteps: number
   readonly toolConcurrency: number | "unbounded"
-  /** The most characters of text and file data one input of `run`, `stream` or `send` may hold. */
+  /** The most characters of text, file data, tool arguments and results one input of `run`, `stream` or `send` may hold. */
   readonly maxInputChars: number
+  /** The timeout of each tool (the `toolTimeout` and `toolTimeouts` options), for hooks that run calls themselves. */
+  readonly toolTimeout?: ((toolName: string) => Duration.Duration | undefined) | undefined
   readonly model: LanguageModel.Service
   readonly checkpointer: Checkpointer.Checkpointer.Service
   /**

@@ -26,6 +26,7 @@ import * as Observer from "./observer.js"
 import { paired } from "./pairing.js"
 import { journaled, perRun, type RunContext } from "./runContext.js"
 import type { RunState } from "./runState.js"
+import * as ToolFiles from "./toolFiles.js"
 import { recoverUnknownToolCalls, wireToolkit } from "./tools.js"
 
 /**
@@ -177,8 +178,9 @@ export const make = (config: Compiled) => {
   ): Effect.Effect<Middleware.ModelResponse, any> => {
     const model = request.model ?? config.model
     offered.names = request.tools === config.toolList ? toolNames : request.tools.map((tool) => tool.name)
-    // the model never sees a tool result without its call, or a call without its result
-    const messages = paired(request.messages)
+    // the model never sees a tool result without its call, or a call without its result; files of tool
+    // results go as file parts
+    const messages = ToolFiles.lift(paired(request.messages))
     // (`concat`, not a spread: V8 copies an array into a literal element by element, ~14 times slower)
     const prompt = Prompt.fromMessages(
       request.systemPrompt === undefined ? messages : [systemMessageOf(request.systemPrompt)].concat(messages)

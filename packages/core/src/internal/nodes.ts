@@ -49,6 +49,7 @@ export const make = (config: Compiled) =>
             usage: state.usage,
             tools: config.toolList,
             toolConcurrency: config.toolConcurrency,
+            toolTimeout: config.toolTimeout,
             resume: index === start ? resume : Option.none()
           })
         )
