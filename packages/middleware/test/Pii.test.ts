@@ -1324,23 +1324,20 @@ describe("a value split across streamed text parts of one reply", () => {
 describe("a person's answers to HumanInTheLoop", () => {
   const typed = "call me on ada@example.com, card 4111 1111 1111 1111"
 
-  /** Resumes `t` with the decisions `decide` builds for the call it waits on, bound to its request. */
+  /** Resumes `t` with the decisions `decide` builds from the actions of the request it waits on. */
   const decideWith = <S, E, O>(
     agent: Agent.Agent.Service<S, E, O>,
-    decide: (callId: string) => HumanInTheLoop.Decision
+    decide: (action: HumanInTheLoop.ActionRequest) => HumanInTheLoop.Decision
   ) =>
     Effect.gen(function*() {
       const thread = Option.getOrThrow(yield* agent.thread("t"))
       const request = Option.getOrThrow(Option.flatMap(thread.pending, HumanInTheLoop.requestOf))
-      return yield* agent.resume(
-        "t",
-        HumanInTheLoop.bind(request, request.actionRequests.map((action) => decide(action.callId)))
-      )
+      return yield* agent.resume("t", request.actionRequests.map(decide))
     })
 
   const cases = [
-    ["respond", (callId: string) => HumanInTheLoop.respond(callId, typed)],
-    ["reject", (callId: string) => HumanInTheLoop.reject(callId, typed)]
+    ["respond", (action: HumanInTheLoop.ActionRequest) => HumanInTheLoop.respond(action, typed)],
+    ["reject", (action: HumanInTheLoop.ActionRequest) => HumanInTheLoop.reject(action, typed)]
   ] as const
 
   for (const [kind, decide] of cases) {
@@ -1382,7 +1379,7 @@ describe("a person's answers to HumanInTheLoop", () => {
       provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]), ScriptedModel.text("ok")]),
       Effect.provide(
         HumanInTheLoop.layerApprovals((request) =>
-          Effect.succeed(request.actionRequests.map((action) => HumanInTheLoop.respond(action.callId, typed)))
+          Effect.succeed(request.actionRequests.map((action) => HumanInTheLoop.respond(action, typed)))
         )
       )
     ))
@@ -1393,7 +1390,7 @@ describe("a person's answers to HumanInTheLoop", () => {
       const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii, hitl] })
       assert.strictEqual((yield* agent.run("look someone up", { threadId: "t" }))._tag, "Interrupted")
-      const error = yield* Effect.flip(decideWith(agent, (callId) => HumanInTheLoop.respond(callId, typed)))
+      const error = yield* Effect.flip(decideWith(agent, (action) => HumanInTheLoop.respond(action, typed)))
       assert.strictEqual(error._tag, "PiiDetected")
       assert.strictEqual((error as Pii.PiiDetected).location, "input")
     }).pipe(
