@@ -403,6 +403,18 @@ export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR, O = 
   readonly outputToolName?: string | undefined
   /** The most model calls one run may make (default 50); more is a `MaxStepsExceeded` error. */
   readonly maxSteps?: number | undefined
+  /**
+   * How many model replies in a row may hold invalid tool calls (default 3;
+   * 0 for none). Each invalid call — a tool the agent does not have,
+   * arguments that are not JSON or fail the tool's schema, structured output
+   * that does not decode — is answered with a failed tool result saying what
+   * was wrong (scrubbed, at most 1000 characters), and the model tries
+   * again; the call stays in the thread with its arguments as they came
+   * (text that is not JSON as that string). One reply more than this fails
+   * the run with `InvalidToolCalls`, naming the tool and the problem. A
+   * reply without invalid calls resets the count.
+   */
+  readonly maxToolCallRepairs?: number | undefined
   /** How many tool calls of one model response run at once (default 8). */
   readonly toolConcurrency?: number | "unbounded" | undefined
   /**
@@ -436,6 +448,7 @@ const optionKeys = Object.keys(
     responseFormat: true,
     outputToolName: true,
     maxSteps: true,
+    maxToolCallRepairs: true,
     toolConcurrency: true,
     toolTimeout: true,
     toolTimeouts: true,
@@ -527,6 +540,12 @@ export const make = <
         reason: `maxSteps must be a whole number of at least 1, got ${maxSteps}`
       })
     }
+    const maxToolCallRepairs = options.maxToolCallRepairs ?? 3
+    if (!Number.isInteger(maxToolCallRepairs) || maxToolCallRepairs < 0) {
+      return yield* new AgentError.AgentConfigError({
+        reason: `maxToolCallRepairs must be a whole number of at least 0, got ${maxToolCallRepairs}`
+      })
+    }
     const toolConcurrency = options.toolConcurrency ?? 8
     if (toolConcurrency !== "unbounded" && (!Number.isInteger(toolConcurrency) || toolConcurrency < 1)) {
       return yield* new AgentError.AgentConfigError({
@@ -587,6 +606,7 @@ export const make = <
       systemPrompt: options.systemPrompt,
       output,
       maxSteps,
+      maxToolCallRepairs,
       toolConcurrency,
       spans: options.spans,
       model,

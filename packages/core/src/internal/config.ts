@@ -24,6 +24,8 @@ export interface LoopConfig {
   readonly systemPrompt: string | undefined
   readonly output: OutputTool.OutputTool | undefined
   readonly maxSteps: number
+  /** How many model replies in a row may hold invalid tool calls, each answered for the model to repair. */
+  readonly maxToolCallRepairs: number
   readonly toolConcurrency: number | "unbounded"
   readonly model: LanguageModel.Service
   readonly checkpointer: Checkpointer.Checkpointer.Service

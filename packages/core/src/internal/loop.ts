@@ -18,6 +18,7 @@ import {
   DurableThreadError,
   InvalidInput,
   InvalidOptions,
+  InvalidToolCalls,
   MaxStepsExceeded,
   StructuredOutputError,
   ThreadStateError
@@ -111,6 +112,8 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       let phase = start
       let resumeValue = resume
       let idleToolRounds = 0
+      // model replies in a row with a call the agent answers as invalid (see `maxToolCallRepairs`)
+      let repairRounds = 0
       // the array the last model step appended its reply to, while only the loop has seen it: the tool step
       // appends its results to it in place (one copy of the thread per step instead of two)
       let unseen: ReadonlyArray<Prompt.Message> | undefined
@@ -215,6 +218,17 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
             }
             const started = run.emit === undefined ? 0 : run.clock.unsafeCurrentTimeMillis()
             const reply = yield* modelStep(run, state)
+            const invalid = toolStep.invalidCall(reply)
+            if (invalid === undefined) repairRounds = 0
+            else if (++repairRounds > config.maxToolCallRepairs) {
+              return yield* new InvalidToolCalls({
+                threadId: run.threadId,
+                toolName: invalid.call.name,
+                callId: invalid.call.id,
+                problem: invalid.problem,
+                replies: repairRounds
+              })
+            }
             state = RunState.appendReply(state, reply)
             unseen = state.messages
             if (run.emit !== undefined) {
@@ -233,7 +247,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
             }
             // `wrapToolCall` hooks see the state, messages included
             if (config.wrapTool.length > 0) unseen = undefined
-            const ran = yield* toolStep(run, state, calls)
+            const ran = yield* toolStep.run(run, state, calls)
             state = state.messages === unseen
               ? RunState.appendToolResultsToUnseen(state, ran.results, ran.output)
               : RunState.appendToolResults(state, ran.results, ran.output)
