@@ -27,6 +27,7 @@ import type * as AgentResult from "./AgentResult.js"
 import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
+import * as Lifetime from "./internal/lifetime.js"
 import { makeLoop } from "./internal/loop.js"
 import { unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
@@ -110,9 +111,10 @@ export interface SendOptions {
  * `result` waits for the run that takes the message in and gives its result,
  * or fails as that run failed (a run `send` started is reported through
  * `watch` and logged too). Runs `send` starts belong to the scope the agent
- * was built in (`Agent.layer`'s): closing it interrupts them, and once it is
- * closed `result` fails with `ThreadStateError` rather than waiting. A `send`
- * that fails delivered nothing: retrying it sends the message once.
+ * was built in (`Agent.layer`'s): closing it interrupts them (their `result`
+ * fails with `ThreadStateError` rather than waiting), and once it is closed
+ * `send` itself fails with `AgentClosed`, delivering nothing. A `send` that
+ * fails delivered nothing: retrying it sends the message once.
  *
  * @example
  * ```ts
@@ -272,13 +274,17 @@ export declare namespace Agent {
      * for the resume. Gives at once where the message went and how to wait
      * for the run that takes it in ({@link Sent}). A thread id that is not a
      * non-empty string, an empty message or an unknown mode fail with
-     * `InvalidInput` / `InvalidOptions`, and nothing is sent.
+     * `InvalidInput` / `InvalidOptions`, and nothing is sent; so does a
+     * closed agent, with `AgentClosed`.
      */
     readonly send: (
       threadId: string,
       message: Prompt.RawInput,
       options?: SendOptions | undefined
-    ) => Effect.Effect<Sent<S, E, O>, AgentError.InvalidInput | AgentError.InvalidOptions | AgentError.CheckpointError>
+    ) => Effect.Effect<
+      Sent<S, E, O>,
+      AgentError.InvalidInput | AgentError.InvalidOptions | AgentError.CheckpointError | AgentError.AgentClosed
+    >
     /**
      * Subscribes, for the life of the scope, to the events of every run of
      * this agent (`run`, `stream`, `resume`, `resumeStream`) that starts from
@@ -491,6 +497,17 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Agen
  * a constructor that returns it directly, e.g. `Logging.middleware`) with
  * that middleware's `InvalidOptions`.
  *
+ * The agent keeps the services of the context it is built in for its whole
+ * life, so they must live as long as it does: provide their layers to the
+ * program that builds *and uses* the agent (or build it with `Agent.layer`
+ * and `Layer.provide`), not with `Effect.provide` around `Agent.make` alone,
+ * which releases a scoped layer (a provider's HTTP client) as soon as `make`
+ * ends. Built in a `Scope`, the agent closes with it: then `run`, `stream`,
+ * `resume`, `resumeStream`, `validateResume` and `send` fail with
+ * `AgentClosed`; so they do once a run fails because an HTTP client the agent
+ * kept was released (undici's `ClientDestroyedError`), the error naming that
+ * cause.
+ *
  * @example
  * ```ts
  * import { Agent, Middleware } from "@stepwise-agent/core"
@@ -599,6 +616,7 @@ export const make = <
     )
     const model = yield* LanguageModel.LanguageModel
     const scope = yield* Effect.serviceOption(Scope.Scope)
+    const lifetime = yield* Lifetime.make(scope)
     return makeLoop({
       middleware,
       layout,
@@ -612,6 +630,7 @@ export const make = <
       model,
       checkpointer,
       scope,
+      lifetime,
       context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>
     }) as AgentOf<Mws, O>
   }) as any

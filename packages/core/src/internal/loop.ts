@@ -36,6 +36,7 @@ import { unwrapScoped } from "./drain.js"
 import { checked, hookEffect, inputProblem } from "./hookResults.js"
 import * as Inbox from "./inbox.js"
 import { checkThreadId, isThreadId, promptOf } from "./input.js"
+import { closeOnRelease, ensureOpen } from "./lifetime.js"
 import * as Lineage from "./lineage.js"
 import { Continue, next, type Phase } from "./machine.js"
 import * as ModelStep from "./modelStep.js"
@@ -75,7 +76,7 @@ const SentMessages = Schema.Array(Prompt.Message)
 /** Builds the service of an agent. */
 export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> => {
   const config = compile(loopConfig)
-  const { checkpointer, layout, maxSteps, nodes } = config
+  const { checkpointer, layout, lifetime, maxSteps, nodes } = config
   const isTraced: Effect.Effect<boolean> = config.spans === undefined
     ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
     : Effect.succeed(config.spans)
@@ -285,6 +286,12 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
 
   const withThreadLock = ThreadLocks.make()
 
+  /**
+   * Fails with `AgentClosed` once the agent is closed. Every operation that runs the agent (`run`, `stream`,
+   * `resume`, `resumeStream`, `validateResume`, `send`) starts with it; reading and deleting threads do not.
+   */
+  const open = ensureOpen(lifetime)
+
   // Every run's events go to the watchers of `watch` while there are any.
   const watchers = Watchers.make<Agent.RunEvent<any>>()
 
@@ -317,8 +324,10 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
           own(event)
           publish(event)
         }
-      // every failure of a run, whoever raised it, leaves with its credentials scrubbed
-      const run = (emit: Emit | undefined) => Effect.mapErrorCause(body(emit, journaled), Secrets.scrubCause)
+      // every failure of a run, whoever raised it, leaves with its credentials scrubbed; one caused by a
+      // released service closes the agent
+      const run = (emit: Emit | undefined) =>
+        Effect.mapErrorCause(body(emit, journaled), (cause) => closeOnRelease(lifetime, Secrets.scrubCause(cause)))
       if (both === undefined) return yield* run(undefined)
       const emit: Emit = (event) => {
         if (event._tag === "RunEnded") ended = true
@@ -512,7 +521,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
 
   const startRun = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) =>
     Effect.flatMap(
-      Effect.zip(checkThreadId(options?.threadId), promptOf(input)),
+      Effect.zipRight(open, Effect.zip(checkThreadId(options?.threadId), promptOf(input))),
       ([threadId, prompt]) =>
         withThreadLock(
           threadId,
@@ -534,6 +543,8 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
 
   const send = (threadId: string, message: Prompt.RawInput, options?: Agent.SendOptions) =>
     Effect.gen(function*() {
+      // a closed agent would start no run: its senders learn it here, not from `result`
+      yield* open
       const id = yield* checkThreadId(threadId)
       const mode = yield* modeOf(options)
       const prompt = yield* promptOf(message)
@@ -609,7 +620,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       : Effect.provide(middleware.validateResume({ threadId, interrupt: pending.value, value }), config.context)
 
   const startResume = (id: string, value: unknown, own: Emit | undefined) =>
-    Effect.flatMap(checkThreadId(id), (threadId) =>
+    Effect.flatMap(Effect.zipRight(open, checkThreadId(id)), (threadId) =>
       withThreadLock(
         threadId,
         inboxes.leased(threadId, (lease) =>
@@ -652,6 +663,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
         startResume(threadId, value, emit).pipe(Effect.withSpan("Agent.resumeStream", { captureStackTrace: false }))
       ),
     validateResume: Effect.fn("Agent.validateResume")(function*(id: string, value: unknown) {
+      yield* open
       const threadId = yield* checkThreadId(id)
       const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId))
       yield* validateValue(threadId, middleware, pending, value)
