@@ -352,9 +352,9 @@ export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
  * arguments are not JSON or fail the tool's schema, or its structured output
  * does not decode. Up to the limit, each such call is answered with a failed
  * tool result saying what was wrong, and the model tries again; past it the
- * run fails with this error, naming the last invalid call (`toolName`,
- * `callId`) and its `problem`, after `replies` such replies. What the run
- * stored before the failing reply stays.
+ * run fails with this error after `replies` such replies, naming the first
+ * invalid call of the last one (`toolName`, `callId`) and its `problem`.
+ * That reply is not stored; what the run stored before it stays.
  *
  * @example
  * ```ts
@@ -367,7 +367,7 @@ export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
  *   problem: "the arguments are not valid JSON (Unexpected end of JSON input); send a JSON object",
  *   replies: 4
  * })
- * error.message // 'Thread "t1": the model made invalid tool calls in 4 replies in a row; the last: tool "add" (call call_1): the arguments are not valid JSON …'
+ * error.message // 'Thread "t1": the model made invalid tool calls in 4 replies in a row; the last: tool "add" (call call_1): …'
  * ```
  *
  * @since 0.1.0

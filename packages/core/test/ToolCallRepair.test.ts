@@ -112,7 +112,10 @@ describe("invalid tool calls are answered for the model to repair", () => {
       const watch = Middleware.make({
         name: "watch",
         wrapToolCall: (request, next) =>
-          Effect.tap(next(request), (result) => Effect.sync(() => void seen.push([request.call.params, result.isFailure])))
+          Effect.tap(
+            next(request),
+            (result) => Effect.sync(() => void seen.push([request.call.params, result.isFailure]))
+          )
       })
       const agent = yield* Agent.make({ toolkit: Calculator, middleware: [watch] })
       yield* agent.run("1 + 2?", { threadId: "t" })

@@ -3,8 +3,8 @@
  * a run finds that a service it kept from that context was released (a
  * provider layer given with `Effect.provide` around `Agent.make` alone is
  * released as soon as `make` ends). A closed agent fails every operation
- * with `AgentClosed`, saying why, instead of failing deep inside a provider
- * or answering a `send` as started.
+ * that runs it with `AgentClosed`, saying why, instead of failing deep inside
+ * a provider or answering a `send` as started.
  */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -37,7 +37,9 @@ export const make = (scope: Option.Option<Scope.Scope>): Effect.Effect<Lifetime>
 /** Succeeds while the agent is open; fails with `AgentClosed`, saying why, once it is closed. */
 export const ensureOpen = (lifetime: Lifetime): Effect.Effect<void, AgentClosed> =>
   Effect.suspend(() =>
-    lifetime.closedBecause === undefined ? Effect.void : Effect.fail(new AgentClosed({ reason: lifetime.closedBecause }))
+    lifetime.closedBecause === undefined
+      ? Effect.void
+      : Effect.fail(new AgentClosed({ reason: lifetime.closedBecause }))
   )
 
 /**

@@ -114,9 +114,9 @@ const jsonKind = (value: unknown): string =>
 const argumentsProblem = (params: unknown, error: ParseResult.ParseError): string => {
   if (typeof params === "string") {
     const parsed = Either.try(() => JSON.parse(params) as unknown)
-    return Either.isLeft(parsed)
-      ? shortProblem(`the arguments are not valid JSON (${parsed.left instanceof Error ? parsed.left.message : "a syntax error"}); send a JSON object`)
-      : "the arguments must be a JSON object, not a string holding JSON"
+    if (Either.isRight(parsed)) return "the arguments must be a JSON object, not a string holding JSON"
+    const syntax = parsed.left instanceof Error ? parsed.left.message : "a syntax error"
+    return shortProblem(`the arguments are not valid JSON (${syntax}); send a JSON object`)
   }
   if (typeof params !== "object" || params === null || Array.isArray(params)) {
     return `the arguments must be a JSON object, got ${jsonKind(params)}`
