@@ -106,6 +106,30 @@ describe("invalid tool calls are answered for the model to repair", () => {
       ScriptedModel.text("3")
     ])))
 
+  it.effect.prop(
+    "any arguments are answered: run when they decode, else a short failed result naming the tool",
+    { params: FastCheck.oneof(FastCheck.jsonValue(), FastCheck.string({ maxLength: 3000 })) },
+    ({ params }) =>
+      Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator })
+        const result = yield* agent.run("1 + 2?", { threadId: "t" })
+        assert.strictEqual(result._tag, "Completed")
+        const [first] = toolResults(result.state.messages)
+        // (keys beyond a and b are ignored, as the schema does)
+        const valid = typeof params === "object" && params !== null && !Array.isArray(params) &&
+          typeof (params as any).a === "number" && typeof (params as any).b === "number"
+        if (valid) return assert.isFalse(first!.isFailure)
+        const error = errorOf(first)
+        assert.isTrue(error.startsWith(`Invalid arguments for tool "add": `))
+        assert.isAtMost(error.length, 1100)
+      }).pipe(provide([
+        ScriptedModel.toolCalls([{ name: "add", params, id: "any" }]),
+        ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "good" }]),
+        ScriptedModel.text("3")
+      ])),
+    { fastCheck: { numRuns: 25 } }
+  )
+
   it.effect("wrapToolCall hooks see the invalid call as it came, and the failed result the agent answers", () =>
     Effect.gen(function*() {
       const seen: Array<[unknown, boolean]> = []
