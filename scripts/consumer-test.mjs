@@ -52,7 +52,28 @@ const exampleOf = (readme) => {
 
 const project = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-consumer-"))
 try {
-  // 1. pack
+  // 0. every install command in the READMEs and guides pins the Effect packages (their `latest` tags are Effect 4,
+  // which npm then refuses to resolve against the peers, or installs beside them)
+  const guides = ["README.md", ...published.map((dir) => `packages/${dir}/README.md`)]
+    .concat(fs.readdirSync(path.join(repo, "docs"), { recursive: true }).filter((file) => file.endsWith(".md"))
+      .map((file) => `docs/${file}`))
+  const unpinned = guides.flatMap((file) => {
+    const text = fs.readFileSync(path.join(repo, file), "utf8").replace(/\\\n\s*/g, " ")
+    return [...text.matchAll(/npm (?:i|install)\b[^\n]*/g)].flatMap(([command]) =>
+      [...command.matchAll(/(?<=\s)(effect|@effect\/[a-z-]+)(?=\s|$)/g)].map(([name]) => `${file}: ${name}`)
+    )
+  })
+  check("install commands pin effect and @effect/* (no bare name)", unpinned.length === 0, `  ${unpinned.join("; ")}`)
+
+  // 1. pack: each package's prepack builds what it ships, so a pack from a clean checkout holds the JavaScript
+  // (proved on one package whose build output is removed first)
+  for (const dir of published) {
+    const prepack = manifest(dir).scripts?.prepack ?? ""
+    check(`@stepwise-agent/${dir}: prepack builds the package`, prepack === "tsc -b tsconfig.src.json", `  prepack: ${prepack}`)
+  }
+  for (const output of ["dist", ".tsbuildinfo"]) {
+    fs.rmSync(path.join(repo, "packages", "testing", output), { recursive: true, force: true })
+  }
   const packed = run("npm", [
     "pack",
     "--json",
@@ -94,6 +115,8 @@ try {
         devDependencies: {
           typescript: root.devDependencies.typescript,
           "@types/node": root.devDependencies["@types/node"],
+          // as the READMEs say: @effect/platform-node's typings import `ws`, which ships none
+          "@types/ws": "^8.18.1",
           "patch-package": root.devDependencies["patch-package"]
         }
       },
@@ -167,6 +190,21 @@ try {
   for (const variant of variants) {
     const result = compile(variant, examples, ["node"])
     check(`the README examples typecheck (${variant.name}, skipLibCheck: false)`, result.ok, result.out)
+  }
+  // every public module of every package, imported together: an app that uses the whole surface with skipLibCheck
+  // off typechecks too (the README examples reach only part of the typings)
+  const everything = published.flatMap((dir) => {
+    const name = manifest(dir).name
+    const dist = path.join(project, "node_modules", name, "dist")
+    return fs.readdirSync(dist).filter((file) => file.endsWith(".d.ts") && file !== "index.d.ts")
+      .map((file, i) => `export * as ${dir}_${i} from "${name}/${file.slice(0, -".d.ts".length)}"`)
+  })
+  // and the Node platform's root, as the guides import it
+  everything.push(`export * as NodePlatform from "@effect/platform-node"`)
+  fs.writeFileSync(path.join(project, "src", "everything.ts"), everything.join("\n") + "\n")
+  for (const variant of [variants[0], variants[2]]) {
+    const result = compile(variant, [{ file: "everything" }], ["node"])
+    check(`every public module typechecks together (${variant.name}, skipLibCheck: false)`, result.ok, result.out)
   }
   const neutral = examples.filter((example) => example.neutral)
   // Modules listed in `stepwise.subpathOnly` (see scripts/codegen.mjs) are imported only by

@@ -27,6 +27,7 @@ import type * as AgentResult from "./AgentResult.js"
 import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
+import { defaultMaxInputChars } from "./internal/input.js"
 import * as Lifetime from "./internal/lifetime.js"
 import { makeLoop } from "./internal/loop.js"
 import { unknownKey } from "./internal/options.js"
@@ -234,7 +235,11 @@ export declare namespace Agent {
    * @category models
    */
   export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
-    /** Appends `input` to the thread as a user message and runs until the agent finishes or interrupts. */
+    /**
+     * Appends `input` to the thread and runs until the agent finishes or interrupts. The input is a string (a
+     * user message) or a conversation (messages of any role, at least one, e.g. a history to start the thread
+     * from), within `maxInputChars`; anything else fails with `InvalidInput` and nothing is stored.
+     */
     readonly run: (
       input: Prompt.RawInput,
       options: RunOptions
@@ -272,10 +277,12 @@ export declare namespace Agent {
      * ended. On an idle thread either mode starts a run with the message in
      * the background; on a thread waiting for a decision the message waits
      * for the resume. Gives at once where the message went and how to wait
-     * for the run that takes it in ({@link Sent}). A thread id that is not a
-     * non-empty string, an empty message or an unknown mode fail with
-     * `InvalidInput` / `InvalidOptions`, and nothing is sent; so does a
-     * closed agent, with `AgentClosed`.
+     * for the run that takes it in ({@link Sent}). The message is what a
+     * user may send: a string, or user messages of text and file parts. A
+     * thread id that is not a non-empty string, an empty message, a message
+     * that is not the user's, one over `maxInputChars` or an unknown mode
+     * fail with `InvalidInput` / `InvalidOptions`, and nothing is sent; so
+     * does a closed agent, with `AgentClosed`.
      */
     readonly send: (
       threadId: string,
@@ -424,6 +431,12 @@ export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR, O = 
   /** How many tool calls of one model response run at once (default 8). */
   readonly toolConcurrency?: number | "unbounded" | undefined
   /**
+   * The most characters one input of `run`, `stream` or `send` may hold,
+   * counting its text and its file data (default 4194304, 4 MiB); a larger
+   * input fails with `InvalidInput` and nothing is stored.
+   */
+  readonly maxInputChars?: number | undefined
+  /**
    * The longest a tool call may run (default: no limit). A call that takes
    * longer is interrupted (its finalizers run) and fails with `ToolTimeout`:
    * `wrapToolCall` hooks see that error, and the model gets a failed tool
@@ -456,6 +469,7 @@ const optionKeys = Object.keys(
     maxSteps: true,
     maxToolCallRepairs: true,
     toolConcurrency: true,
+    maxInputChars: true,
     toolTimeout: true,
     toolTimeouts: true,
     spans: true
@@ -489,7 +503,7 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Agen
  * Builds an agent. It needs a `LanguageModel`, the toolkit's handlers and
  * whatever the middleware need; a `Checkpointer` when one is provided (else
  * threads live in memory). Bad configuration — two middleware with one name,
- * clashing state keys, two tools with one name, `maxSteps` < 1, a timeout
+ * clashing state keys, two tools with one name, `maxSteps` or `maxInputChars` < 1, a timeout
  * that is not a positive duration or names no tool — fails with an
  * `AgentConfigError`. An unknown option (a typo such as `middlewares`, or a
  * LangChain option such as `tools`) fails with `InvalidOptions` (`module:
@@ -569,6 +583,12 @@ export const make = <
         reason: `toolConcurrency must be "unbounded" or a whole number of at least 1, got ${toolConcurrency}`
       })
     }
+    const maxInputChars = options.maxInputChars ?? defaultMaxInputChars
+    if (!Number.isInteger(maxInputChars) || maxInputChars < 1) {
+      return yield* new AgentError.AgentConfigError({
+        reason: `maxInputChars must be a whole number of at least 1, got ${maxInputChars}`
+      })
+    }
     const layout = yield* AgentState.layout(middleware)
     const context = yield* Effect.context<never>()
     const tools: Array<ToolEntry> = []
@@ -626,6 +646,7 @@ export const make = <
       maxSteps,
       maxToolCallRepairs,
       toolConcurrency,
+      maxInputChars,
       spans: options.spans,
       model,
       checkpointer,

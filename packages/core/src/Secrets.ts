@@ -1,20 +1,37 @@
 /**
- * Secrets: credentials scrubbed from errors before anything logs, emits,
- * traces or stores them.
+ * Secrets: credentials scrubbed from errors, events, log lines, spans and
+ * stored failures before anything writes them.
  *
- * A provider error can carry the request that caused it. @effect/ai 0.37's
- * `HttpResponseError` for a body that does not decode (a 200 `{ not json`, a
- * gateway's HTML page labelled JSON) holds the whole request, its
- * `authorization: Bearer <key>` header included, in its `body` and so in its
- * `message`. The agent loop passes every model error through {@link scrubError}
- * where it leaves the model, so middleware, events, logs and stored failures
- * see `<redacted>` instead.
+ * A provider error can carry the request that caused it: @effect/platform's
+ * `RequestError`/`ResponseError` hold the `HttpClientRequest`, @effect/ai's
+ * `HttpRequestError`/`HttpResponseError` a description of it (`url`,
+ * `urlParams: [["key", "…"]]`, `headers`) and, for a body that does not
+ * decode, the whole request again in their `body` and so in their `message`.
+ * The agent loop passes every model error through {@link scrubError} where it
+ * leaves the model, so middleware, events, logs and stored failures see
+ * `<redacted>` instead. A credential is found two ways:
  *
- * Scrubbed: the values of headers and parameters named like credentials
- * (`authorization`, `proxy-authorization`, `x-api-key`, `api-key`, `cookie`,
- * `set-cookie`, `key`, `api_key`, `token`, `access_token`, `secret`,
- * `password`, …) in `name: value`, `"name": "value"` and `name=value` form,
- * and bearer tokens. Other text is left as it is.
+ * - **By value.** The credentials a request sent are known: every header but
+ *   a few that never hold one (`content-type`, `accept`, `user-agent`, …),
+ *   every URL parameter but those obviously safe (`api-version=2024-02-01`,
+ *   `alt=json`), and every `Redacted` value in the error. They are redacted
+ *   where they stand and replaced wherever else they occur in the error: its
+ *   message, its cause chain, a gateway's body quoting the key. Values made
+ *   known with {@link register} or {@link layer} (an API key read from
+ *   config), and those a client through {@link scrubHttpClient} sends, are
+ *   replaced in every text this module scrubs.
+ * - **By name.** The values of headers and parameters named like credentials,
+ *   that is whose last word is key, token, secret, password, auth,
+ *   authorization, signature, credential, cookie or session
+ *   (`Ocp-Apim-Subscription-Key`, `x-functions-key`, `x-key`,
+ *   `x-goog-api-key`, `access_token`, `sessionId`; see
+ *   {@link isCredentialName}), in `name: value`, `"name": "value"`,
+ *   `name=value` and `["name", "value"]` form, and bearer tokens.
+ *
+ * Values shorter than {@link minimumLength} characters are not replaced by
+ * value (a short value would shred ordinary text where it happens to occur);
+ * they are still redacted where they stand in a credential's place. Other
+ * text is left as it is.
  *
  * @since 0.1.0
  */
@@ -25,10 +42,15 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import { globalValue } from "effect/GlobalValue"
 import * as Inspectable from "effect/Inspectable"
 import * as Layer from "effect/Layer"
 import * as Predicate from "effect/Predicate"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
 
 /**
  * What a scrubbed credential is replaced with.
@@ -38,31 +60,397 @@ import * as Stream from "effect/Stream"
  */
 export const redacted = "<redacted>"
 
-const longName = "[a-z0-9_-]*(?:authorization|api[-_]?key|apikey|access[-_]?key|secret[-_]?key|private[-_]?key" +
-  "|secret|token|password|passwd|cookie|session[-_]?id|signature)"
+/**
+ * The length under which a known credential is not replaced wherever it
+ * occurs (it would shred ordinary text); it is still redacted where it stands
+ * as a header's, a parameter's or a credential-named field's value.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const minimumLength = 8
 
-// `key`, `sig` and `auth` alone name credentials in query strings, and
-// ordinary fields elsewhere (an error's `key` names a decision)
-const credentialName = `(?:${longName}|key|sig|auth)`
+// ---------------------------------------------------------------------------
+// names
+// ---------------------------------------------------------------------------
 
-const isLongName = new RegExp(`^${longName}$`, "i")
-const isParameterName = new RegExp(`^${credentialName}$`, "i")
+const wordsOf = (name: string): Array<string> =>
+  name.replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase().split(/[^a-z0-9]+/).filter((word) => word.length > 0)
 
-// A credential name (not inside a longer name), maybe in quotes (escaped any
-// number of times, as in JSON inside JSON), a `:` or `=`, then its value:
-// quoted, up to the closing quote; after `:`, the rest of the line; after
-// `=`, up to the next separator of a query string.
-const named = new RegExp(
-  `(?<![a-z0-9_-])(${credentialName}(?:\\\\*["'\`])?\\s*)` +
-    `(?:(:\\s*|=\\s*)(\\\\*["'\`])[^"'\`\\\\\\r\\n]*|(:[ \\t]*)[^"'\`\\\\\\r\\n]+|(=)[^\\s&"'\`\\\\,;#]+)`,
-  "gi"
+const credentialWords = new Set([
+  "key",
+  "apikey",
+  "token",
+  "secret",
+  "password",
+  "passwd",
+  "pwd",
+  "passphrase",
+  "auth",
+  "authorization",
+  "signature",
+  "sig",
+  "credential",
+  "credentials",
+  "cookie",
+  "session",
+  "jwt"
+])
+
+// words run together (`apikey`, `accesstoken`, `jsessionid`), but not any `…key` (`monkey`)
+const credentialEnding =
+  /(?:token|secret|password|passwd|passphrase|(?:api|access|secret|private|subscription)key|sessionid|cookie|signature|credentials?|authorization)$/
+
+// keys that open nothing: `idempotency-key`, `cache_key`, `waitKey`
+const ordinaryKeys = new Set([
+  "idempotency",
+  "cache",
+  "wait",
+  "interrupt",
+  "partition",
+  "sort",
+  "dedupe",
+  "group",
+  "lookup",
+  "primary",
+  "foreign",
+  "routing",
+  "thread",
+  "message",
+  "tool",
+  "item",
+  "entry"
+])
+
+// what every credential name holds: most names are ruled out without splitting them into words
+const mayNameCredential = /key|token|secret|pass|pwd|auth|sig|credential|cookie|session|jwt/i
+
+// alone, these name ordinary fields of an object (an error's `key` names a decision)
+const shortNames = new Set(["key", "sig", "auth", "session"])
+
+/**
+ * Whether a header, parameter or field name names a credential: its last
+ * word (words split at `-`, `_`, `.` and camelCase humps) is key, token,
+ * secret, password, auth, authorization, signature, credential, cookie or
+ * session, or it ends in session id. Keys that open nothing
+ * (`idempotency-key`, `cache_key`) and counts (`max_tokens`, `token_type`) are
+ * not credentials.
+ *
+ * @example
+ * ```ts
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
+ *
+ * Secrets.isCredentialName("Ocp-Apim-Subscription-Key") // true
+ * Secrets.isCredentialName("x-functions-key") // true
+ * Secrets.isCredentialName("sessionId") // true
+ * Secrets.isCredentialName("max_output_tokens") // false
+ * Secrets.isCredentialName("idempotency-key") // false
+ * ```
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const isCredentialName = (name: string): boolean => {
+  if (!mayNameCredential.test(name)) return false
+  const words = wordsOf(name)
+  const last = words[words.length - 1]
+  const before = words[words.length - 2]
+  if (last === undefined) return false
+  if (last === "id") return before === "session"
+  if (last === "key" && before !== undefined && ordinaryKeys.has(before)) return false
+  return credentialWords.has(last) || credentialEnding.test(last)
+}
+
+const isCredentialField = (name: string): boolean => !shortNames.has(name.toLowerCase()) && isCredentialName(name)
+
+// headers a client sends that never hold a credential
+const ordinaryHeaders = new Set([
+  "accept",
+  "accept-charset",
+  "accept-encoding",
+  "accept-language",
+  "b3",
+  "baggage",
+  "cache-control",
+  "connection",
+  "content-encoding",
+  "content-language",
+  "content-length",
+  "content-type",
+  "date",
+  "expect",
+  "host",
+  "keep-alive",
+  "origin",
+  "pragma",
+  "referer",
+  "te",
+  "traceparent",
+  "tracestate",
+  "transfer-encoding",
+  "upgrade",
+  "user-agent",
+  "idempotency-key",
+  "x-amzn-trace-id",
+  "x-client-request-id",
+  "x-correlation-id",
+  "x-request-id",
+  "openai-beta",
+  "anthropic-beta",
+  "anthropic-version"
+])
+
+const isOrdinaryHeader = (name: string): boolean => {
+  const lower = name.toLowerCase()
+  return ordinaryHeaders.has(lower) || lower.startsWith("x-stainless-")
+}
+
+// URL parameters that never hold a credential, and values that are obviously none
+const ordinaryParameters = new Set([
+  "alt",
+  "api-version",
+  "api_version",
+  "apiversion",
+  "format",
+  "include",
+  "limit",
+  "model",
+  "order",
+  "page",
+  "page_size",
+  "per_page",
+  "stream",
+  "version"
+])
+const ordinaryValue = /^(?:\d{1,6}|\d{4}-\d{2}-\d{2}(?:-[a-z]+)?|true|false|null|json|asc|desc|auto)$/i
+
+const isSecretParameter = (name: string, value: string): boolean =>
+  isCredentialName(name) || !(ordinaryParameters.has(name.toLowerCase()) || ordinaryValue.test(value))
+
+// ---------------------------------------------------------------------------
+// by value
+// ---------------------------------------------------------------------------
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+const encoded = (text: string, encode: (text: string) => string): string | undefined => {
+  try {
+    return encode(text)
+  } catch {
+    return undefined // a lone surrogate has no URI encoding
+  }
+}
+
+/** The ways a value is written in an error: as is, escaped in JSON (once or twice), URI- or form-encoded. */
+const formsOf = (secret: string): ReadonlyArray<string | undefined> => {
+  const json = JSON.stringify(secret).slice(1, -1)
+  return [
+    secret,
+    json,
+    JSON.stringify(json).slice(1, -1),
+    encoded(secret, encodeURIComponent),
+    encoded(secret, (text) => encodeURIComponent(text).replace(/%20/g, "+"))
+  ]
+}
+
+/** One pattern for every form of every value long enough (longest first), or `undefined`. */
+const patternOf = (secrets: Iterable<string>): RegExp | undefined => {
+  const forms = new Set<string>()
+  for (const secret of secrets) {
+    if (secret.length < minimumLength || redacted.includes(secret)) continue
+    for (const form of formsOf(secret)) if (form !== undefined) forms.add(form)
+  }
+  return forms.size === 0
+    ? undefined
+    : new RegExp([...forms].sort((a, b) => b.length - a.length).map(escapeRegExp).join("|"), "g")
+}
+
+const replaceValues = (text: string, pattern: RegExp | undefined): string => {
+  if (pattern === undefined) return text
+  // a replacement can join the text around it into another occurrence
+  for (let round = 0; round < 4; round++) {
+    const next = text.replace(pattern, redacted)
+    if (next === text) return text
+    text = next
+  }
+  return text
+}
+
+/**
+ * The values known as credentials in this process: those registered (see
+ * `register`), each with how many hold it, and the most recent ones a
+ * scrubbing client sent (see `scrubHttpClient`).
+ */
+const registry = globalValue(Symbol.for("@stepwise-agent/core/Secrets/registry"), () => ({
+  holders: new Map<string, number>(),
+  sent: new Set<string>(),
+  pattern: undefined as RegExp | undefined,
+  stale: false
+}))
+
+// how many credentials clients sent are kept known (a client that rotates its token forgets the oldest)
+const sentKept = 256
+
+const knownPattern = (): RegExp | undefined => {
+  if (registry.stale) {
+    registry.pattern = patternOf([...registry.holders.keys(), ...registry.sent])
+    registry.stale = false
+  }
+  return registry.pattern
+}
+
+const remember = (secret: string) => {
+  if (secret.length < minimumLength) return
+  if (registry.sent.delete(secret)) return void registry.sent.add(secret) // the most recent last
+  registry.sent.add(secret)
+  if (registry.sent.size > sentKept) registry.sent.delete(registry.sent.values().next().value!)
+  registry.stale = true
+}
+
+const hold = (secret: string) => {
+  registry.holders.set(secret, (registry.holders.get(secret) ?? 0) + 1)
+  registry.stale = true
+}
+
+const release = (secret: string) => {
+  const holders = (registry.holders.get(secret) ?? 1) - 1
+  if (holders > 0) registry.holders.set(secret, holders)
+  else registry.holders.delete(secret)
+  registry.stale = true
+}
+
+const reveal = (secret: string | Redacted.Redacted<string>): string | undefined => {
+  if (!Redacted.isRedacted(secret)) return secret
+  try {
+    const value = Redacted.value(secret)
+    return typeof value === "string" ? value : undefined
+  } catch {
+    return undefined // wiped
+  }
+}
+
+/** Adds a sent credential, and the token of a `Scheme token` value (`Bearer sk-…`). */
+const addCredential = (found: Set<string>, value: unknown) => {
+  const text = Redacted.isRedacted(value) ? reveal(value as Redacted.Redacted<string>) : value
+  if (typeof text !== "string") return
+  found.add(text)
+  const scheme = /^[A-Za-z][A-Za-z0-9-]*\s+(\S+)$/.exec(text)
+  if (scheme !== null) found.add(scheme[1]!)
+}
+
+/**
+ * Makes values known credentials while the scope is open: every text and
+ * error this module scrubs, wherever it is written, has them replaced by
+ * {@link redacted}. A value under {@link minimumLength} characters is not
+ * replaced by value. Give it the credentials a client layer sets (an API key
+ * read from config).
+ *
+ * @example
+ * ```ts
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
+ * import * as Effect from "effect/Effect"
+ * import * as Redacted from "effect/Redacted"
+ *
+ * const program = Effect.gen(function*() {
+ *   yield* Secrets.register(Redacted.make("sk-live-0123456789"))
+ *   return Secrets.scrubText("the gateway refused sk-live-0123456789") // "the gateway refused <redacted>"
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const register = (
+  ...secrets: ReadonlyArray<string | Redacted.Redacted<string>>
+): Effect.Effect<void, never, Scope.Scope> => {
+  const found = new Set<string>()
+  for (const secret of secrets) addCredential(found, secret)
+  const values = [...found]
+  return Effect.acquireRelease(
+    Effect.sync(() => values.forEach(hold)),
+    () => Effect.sync(() => values.forEach(release))
+  )
+}
+
+/**
+ * A layer that makes values known credentials while it lives (see
+ * {@link register}).
+ *
+ * @example
+ * ```ts
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
+ * import * as Config from "effect/Config"
+ * import * as Effect from "effect/Effect"
+ * import * as Layer from "effect/Layer"
+ *
+ * const KnownKey = Layer.unwrapEffect(Effect.map(Config.redacted("OPENAI_API_KEY"), (key) => Secrets.layer(key)))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (...secrets: ReadonlyArray<string | Redacted.Redacted<string>>): Layer.Layer<never> =>
+  Layer.scopedDiscard(register(...secrets))
+
+// ---------------------------------------------------------------------------
+// by name
+// ---------------------------------------------------------------------------
+
+const nameChars = "A-Za-z0-9_.-"
+
+// A name (not inside a longer name), maybe in quotes (escaped any number of
+// times, as in JSON inside JSON), then `:` or `=`. The name decides whether
+// the value that follows is redacted: quoted, up to the closing quote; after
+// `:`, the rest of the line; after `=`, up to the next separator of a query
+// string. Only a credential's value is read, so each character is read a
+// bounded number of times.
+const named = new RegExp(`(?<![${nameChars}])([${nameChars}]+)((?:\\\\*["'\`])?\\s*)([:=])`, "g")
+const quotedValue = /(\s*)(\\*["'`])[^"'`\\\r\n]*/y
+const lineValue = /([ \t]*)[^"'`\\\r\n]+/y
+const parameterValue = /()[^\s&"'`\\,;#]+/y
+
+// A name and its value as a pair in an array: `["key", "v"]`, `[ 'key', 'v' ]`, `[\"key\",\"v\"]`.
+const pair = new RegExp(
+  `(\\[\\s*(\\\\*["'\`])([${nameChars}]+)\\2\\s*,\\s*(\\\\*["'\`]))[^"'\`\\\\\\r\\n]*`,
+  "g"
 )
 
 const bearer = /\b(bearer\s+)[a-z0-9._~+/=-]+/gi
 
+const scrubNamed = (text: string): string => {
+  let out = ""
+  let last = 0
+  named.lastIndex = 0
+  for (let match = named.exec(text); match !== null; match = named.exec(text)) {
+    if (!isCredentialName(match[1]!)) continue
+    const at = named.lastIndex
+    const value = [quotedValue, match[3] === ":" ? lineValue : parameterValue]
+      .map((pattern) => {
+        pattern.lastIndex = at
+        return pattern.exec(text)
+      })
+      .find((found) => found !== null)
+    if (value === undefined || value === null) continue
+    // keep the spaces and the opening quote
+    out += text.slice(last, at) + value[1] + (value[2] ?? "") + redacted
+    last = at + value[0].length
+    named.lastIndex = last
+  }
+  return out + text.slice(last)
+}
+
+const scrubTextWith = (text: string, values: RegExp | undefined): string =>
+  scrubNamed(replaceValues(replaceValues(text, values), knownPattern()))
+    .replace(
+      pair,
+      (whole, prefix: string, _quote: string, name: string) => isCredentialName(name) ? `${prefix}${redacted}` : whole
+    )
+    .replace(bearer, (_match, prefix: string) => `${prefix}${redacted}`)
+
 /**
- * The text with every credential replaced by {@link redacted}; scrubbing
- * scrubbed text changes nothing.
+ * The text with every credential replaced by {@link redacted}: the values of
+ * credential-named headers and parameters, bearer tokens and the values made
+ * known with {@link register}. Scrubbing scrubbed text changes nothing.
  *
  * @example
  * ```ts
@@ -70,38 +458,130 @@ const bearer = /\b(bearer\s+)[a-z0-9._~+/=-]+/gi
  *
  * Secrets.scrubText(`"authorization": "Bearer sk-123"`) // `"authorization": "<redacted>"`
  * Secrets.scrubText("GET /v1/models?key=abc&alt=json") // "GET /v1/models?key=<redacted>&alt=json"
+ * Secrets.scrubText(`Ocp-Apim-Subscription-Key: 0123abcd`) // "Ocp-Apim-Subscription-Key: <redacted>"
+ * Secrets.scrubText(`urlParams: [["key", "AIza123"]]`) // `urlParams: [["key", "<redacted>"]]`
  * ```
  *
  * @since 0.1.0
  * @category combinators
  */
-export const scrubText = (text: string): string =>
-  text
-    .replace(
-      named,
-      (_match, name: string, sep?: string, quote?: string, colon?: string, equals?: string) =>
-        quote !== undefined
-          ? `${name}${sep}${quote}${redacted}`
-          : `${name}${colon ?? equals}${redacted}`
-    )
-    .replace(bearer, (_match, prefix: string) => `${prefix}${redacted}`)
+export const scrubText = (text: string): string => scrubTextWith(text, undefined)
 
-const scrubEntry = (
-  key: string,
-  value: unknown,
-  seen: WeakMap<object, unknown>,
-  isCredential: RegExp = isLongName
-): unknown => typeof value === "string" && isCredential.test(key) ? redacted : scrubValue(value, seen)
+// ---------------------------------------------------------------------------
+// errors
+// ---------------------------------------------------------------------------
 
-/** A copy of `self` (same prototype) with its own properties scrubbed, or `self` when none changed. */
-const scrubObject = <A extends object>(self: A, seen: WeakMap<object, unknown>, proto: object | null): A => {
-  const copy = Object.create(proto) as A
-  seen.set(self, copy)
+const isPlain = (u: object): boolean => {
+  const proto = Object.getPrototypeOf(u)
+  return proto === Object.prototype || proto === null
+}
+
+/** An `HttpClientRequest`, or a description of one as @effect/ai's errors hold it. */
+interface RequestLike {
+  readonly url: string
+  readonly urlParams?: unknown
+  readonly headers: object
+}
+
+const isRequest = (u: object): u is RequestLike =>
+  Predicate.hasProperty(u, HttpClientRequest.TypeId) ||
+  (isPlain(u) && Predicate.hasProperty(u, "method") && Predicate.hasProperty(u, "url") &&
+    typeof u.url === "string" && Predicate.hasProperty(u, "headers") && Predicate.isObject(u.headers))
+
+const decoded = (text: string): string => {
+  try {
+    return decodeURIComponent(text.replace(/\+/g, " "))
+  } catch {
+    return text
+  }
+}
+
+/** The `name=value` parameters of a URL's query: the name, the value as written and decoded. */
+const queryOf = (url: string): Array<readonly [name: string, raw: string, value: string]> => {
+  const query = url.includes("?") ? url.slice(url.indexOf("?") + 1).split("#")[0]! : ""
+  const parameters: Array<readonly [name: string, raw: string, value: string]> = []
+  for (const part of query.split("&")) {
+    const equals = part.indexOf("=")
+    if (equals > 0) {
+      parameters.push([decoded(part.slice(0, equals)), part.slice(equals + 1), decoded(part.slice(equals + 1))])
+    }
+  }
+  return parameters
+}
+
+const userInfo = /^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*:)([^/?#@]*)@/i
+
+/**
+ * The credentials a request sent. `all`: every header and parameter value
+ * but the ordinary ones; else only those named like credentials or looking
+ * like one (long, letters and digits, no spaces).
+ */
+const sentCredentials = (request: RequestLike, found: Set<string>, all: boolean) => {
+  const looksSecret = (value: string) =>
+    value.length >= 16 && /[a-z]/i.test(value) && /\d/.test(value) && !/\s/.test(value)
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (isOrdinaryHeader(name)) continue
+    if (
+      all || isCredentialName(name) || Redacted.isRedacted(value) || (typeof value === "string" && looksSecret(value))
+    ) {
+      addCredential(found, value)
+    }
+  }
+  const parameters: Array<readonly [string, string]> = []
+  if (Array.isArray(request.urlParams)) {
+    for (const entry of request.urlParams) {
+      if (Array.isArray(entry) && typeof entry[0] === "string" && typeof entry[1] === "string") {
+        parameters.push([entry[0], entry[1]])
+      }
+    }
+  }
+  for (const [name, raw, value] of queryOf(request.url)) parameters.push([name, value], [name, raw])
+  for (const [name, value] of parameters) {
+    if (isSecretParameter(name, value) && (all || isCredentialName(name) || looksSecret(value))) found.add(value)
+  }
+  const password = userInfo.exec(request.url)?.[2]
+  if (password !== undefined && password.length > 0) found.add(password).add(decoded(password))
+}
+
+/** Every credential the value shows it sent: its requests' headers and parameters, its `Redacted` values. */
+const collect = (value: unknown, found: Set<string>, seen: Set<object>): void => {
+  if (typeof value !== "object" || value === null || seen.has(value)) return
+  seen.add(value)
+  if (Redacted.isRedacted(value)) return addCredential(found, value)
+  if (Cause.isCause(value)) return collect([...Cause.failures(value), ...Cause.defects(value)], found, seen)
+  if (Predicate.hasProperty(value, HttpClientResponse.TypeId)) {
+    return collect((value as unknown as HttpClientResponse.HttpClientResponse).request, found, seen)
+  }
+  if (Array.isArray(value)) return value.forEach((item) => collect(item, found, seen))
+  const request = isRequest(value)
+  if (request) sentCredentials(value, found, true)
+  if (request || value instanceof Error || isPlain(value) || Headers.isHeaders(value)) {
+    for (const key of Reflect.ownKeys(value)) {
+      const descriptor = Object.getOwnPropertyDescriptor(value, key)!
+      if ("value" in descriptor) collect(descriptor.value, found, seen)
+    }
+  }
+}
+
+interface Scrubbing {
+  readonly seen: WeakMap<object, unknown>
+  /** The values the error shows it sent. */
+  readonly values: RegExp | undefined
+}
+
+/** A copy of `self` (same prototype) with its own properties scrubbed by `entry`, or `self` when none changed. */
+const scrubObject = <A extends object>(
+  self: A,
+  scrubbing: Scrubbing,
+  entry: (key: string, value: unknown) => unknown
+): A => {
+  const copy = Object.create(Object.getPrototypeOf(self)) as A
+  scrubbing.seen.set(self, copy)
   let changed = false
   for (const key of Reflect.ownKeys(self)) {
     const descriptor = Object.getOwnPropertyDescriptor(self, key)!
     if ("value" in descriptor && typeof key === "string") {
-      const value = scrubEntry(key, descriptor.value, seen)
+      const value = entry(key, descriptor.value)
       if (value !== descriptor.value) {
         changed = true
         descriptor.value = value
@@ -112,18 +592,76 @@ const scrubObject = <A extends object>(self: A, seen: WeakMap<object, unknown>, 
   // an error's stack repeats its message, and may not be an own value
   if (self instanceof Error && !Object.prototype.hasOwnProperty.call(copy, "stack")) {
     const stack = self.stack
-    if (typeof stack === "string" && scrubText(stack) !== stack) {
+    const scrubbed = typeof stack === "string" ? scrubTextWith(stack, scrubbing.values) : stack
+    if (scrubbed !== stack) {
       changed = true
-      Object.defineProperty(copy, "stack", { value: scrubText(stack), writable: true, configurable: true })
+      Object.defineProperty(copy, "stack", { value: scrubbed, writable: true, configurable: true })
     }
   }
-  seen.set(self, changed ? copy : self)
+  scrubbing.seen.set(self, changed ? copy : self)
   return changed ? copy : self
 }
 
-const isPlain = (u: object): boolean => {
-  const proto = Object.getPrototypeOf(u)
-  return proto === Object.prototype || proto === null
+/** A field of an object: redacted when named like a credential; `headers` are headers. */
+const scrubField = (scrubbing: Scrubbing) => (key: string, value: unknown): unknown =>
+  typeof value === "string" && isCredentialField(key)
+    ? redacted
+    : key.toLowerCase().endsWith("headers") && Predicate.isObject(value) && !Array.isArray(value)
+    ? scrubHeaders(value, scrubbing, false)
+    : scrubValue(value, scrubbing)
+
+/** Headers: those a request sent are all credentials but the ordinary ones; others, when named like one. */
+const scrubHeaders = (headers: object, scrubbing: Scrubbing, sent: boolean): unknown => {
+  if (scrubbing.seen.has(headers)) return scrubbing.seen.get(headers)
+  return scrubObject(
+    headers,
+    scrubbing,
+    (name, value) =>
+      typeof value === "string" && (sent ? !isOrdinaryHeader(name) : isCredentialName(name))
+        ? redacted
+        : scrubValue(value, scrubbing)
+  )
+}
+
+const scrubParameters = (parameters: unknown, scrubbing: Scrubbing): unknown => {
+  if (!Array.isArray(parameters)) return scrubValue(parameters, scrubbing)
+  const scrubbed = parameters.map((entry) =>
+    Array.isArray(entry) && entry.length === 2 && typeof entry[0] === "string" && typeof entry[1] === "string"
+      ? isSecretParameter(entry[0], entry[1])
+        ? [entry[0], redacted]
+        : entry
+      : scrubValue(entry, scrubbing)
+  )
+  return scrubbed.some((entry, index) => entry !== parameters[index]) ? scrubbed : parameters
+}
+
+const scrubUrl = (url: string, scrubbing: Scrubbing): string =>
+  scrubTextWith(
+    url
+      .replace(userInfo, (_match, prefix: string) => `${prefix}${redacted}@`)
+      .replace(/([?&])([^=&#]*)=([^&#]*)/g, (whole, separator: string, name: string, value: string) =>
+        isSecretParameter(decoded(name), decoded(value)) ? `${separator}${name}=${redacted}` : whole),
+    scrubbing.values
+  )
+
+const scrubRequest = (request: object, scrubbing: Scrubbing): object =>
+  scrubObject(request, scrubbing, (key, value) =>
+    key === "headers" && Predicate.isObject(value)
+      ? scrubHeaders(value, scrubbing, true)
+      : key === "urlParams"
+      ? scrubParameters(value, scrubbing)
+      : key === "url" && typeof value === "string"
+      ? scrubUrl(value, scrubbing)
+      : scrubField(scrubbing)(key, value))
+
+/** A body read as JSON or text with the known values replaced in its strings (and nothing else changed). */
+const replaceKnown = (body: unknown, values: RegExp | undefined): unknown => {
+  if (typeof body === "string") return replaceValues(replaceValues(body, values), knownPattern())
+  if (Array.isArray(body)) return body.map((item) => replaceKnown(item, values))
+  if (Predicate.isObject(body) && isPlain(body)) {
+    return Object.fromEntries(Object.entries(body).map(([key, value]) => [key, replaceKnown(value, values)]))
+  }
+  return body
 }
 
 /**
@@ -133,16 +671,21 @@ const isPlain = (u: object): boolean => {
  */
 const scrubResponse = (
   response: HttpClientResponse.HttpClientResponse,
-  request: HttpClientRequest.HttpClientRequest
+  request: HttpClientRequest.HttpClientRequest,
+  values: RegExp | undefined
 ): HttpClientResponse.HttpClientResponse => {
   const body = <A>(read: () => Effect.Effect<A, HttpClientError.ResponseError>) => ({
     get: () => Effect.mapError(read(), scrubError)
   })
+  // a gateway's body can quote what it was sent: the request's credentials are replaced in it
+  const read = <A>(read: () => Effect.Effect<A, HttpClientError.ResponseError>) => ({
+    get: () => Effect.mapBoth(read(), { onFailure: scrubError, onSuccess: (body) => replaceKnown(body, values) as A })
+  })
   const json = () => scrubError(response.toJSON())
   return Object.create(response, {
     request: { value: request, enumerable: true },
-    json: body(() => response.json),
-    text: body(() => response.text),
+    json: read(() => response.json),
+    text: read(() => response.text),
     formData: body(() => response.formData),
     urlParamsBody: body(() => response.urlParamsBody),
     arrayBuffer: body(() => response.arrayBuffer),
@@ -152,42 +695,56 @@ const scrubResponse = (
   })
 }
 
-const scrubValue = (value: unknown, seen: WeakMap<object, unknown>): unknown => {
-  if (typeof value === "string") return scrubText(value)
+const scrubValue = (value: unknown, scrubbing: Scrubbing): unknown => {
+  if (typeof value === "string") return scrubTextWith(value, scrubbing.values)
   if (typeof value !== "object" || value === null) return value
-  if (seen.has(value)) return seen.get(value)
+  if (scrubbing.seen.has(value)) return scrubbing.seen.get(value)
   if (Array.isArray(value)) {
-    seen.set(value, value)
+    scrubbing.seen.set(value, value)
     const items = value.length === 2 && typeof value[0] === "string"
-      ? [value[0], scrubEntry(value[0], value[1], seen, isParameterName)]
-      : value.map((item) => scrubValue(item, seen))
+      ? [
+        value[0],
+        typeof value[1] === "string" && isCredentialName(value[0]) ? redacted : scrubValue(value[1], scrubbing)
+      ]
+      : value.map((item) => scrubValue(item, scrubbing))
     const changed = items.some((item, index) => item !== value[index])
-    seen.set(value, changed ? items : value)
+    scrubbing.seen.set(value, changed ? items : value)
     return changed ? items : value
   }
   if (Predicate.hasProperty(value, HttpClientResponse.TypeId)) {
     const response = value as unknown as HttpClientResponse.HttpClientResponse
-    const request = scrubValue(response.request, seen)
+    const request = scrubValue(response.request, scrubbing)
     if (request === response.request) return value
-    const scrubbed = scrubResponse(response, request as HttpClientRequest.HttpClientRequest)
-    seen.set(value, scrubbed)
+    const scrubbed = scrubResponse(response, request as HttpClientRequest.HttpClientRequest, scrubbing.values)
+    scrubbing.seen.set(value, scrubbed)
     return scrubbed
   }
-  if (
-    value instanceof Error || isPlain(value) || Headers.isHeaders(value) ||
-    Predicate.hasProperty(value, HttpClientRequest.TypeId)
-  ) {
-    return scrubObject(value, seen, Object.getPrototypeOf(value))
+  if (Cause.isCause(value)) {
+    const scrubbed = scrubCauseWith(value, scrubbing)
+    scrubbing.seen.set(value, scrubbed)
+    return scrubbed
   }
+  if (isRequest(value)) return scrubRequest(value, scrubbing)
+  if (Headers.isHeaders(value)) return scrubHeaders(value, scrubbing, false)
+  if (value instanceof Error || isPlain(value)) return scrubObject(value, scrubbing, scrubField(scrubbing))
   return value
 }
 
+const scrubbingOf = (values: ReadonlyArray<unknown>): Scrubbing => {
+  const found = new Set<string>()
+  const seen = new Set<object>()
+  for (const value of values) collect(value, found, seen)
+  return { seen: new WeakMap(), values: patternOf(found) }
+}
+
 /**
- * The error with every credential scrubbed from it: its strings (`message`,
- * a response `body`, a `description`), the values of credential-named fields
- * and headers, the requests and responses it describes and its `cause`. The
- * copy keeps the error's class and `_tag`; an error with nothing to scrub is
- * returned as it is.
+ * The error with every credential scrubbed from it. The credentials the
+ * requests it describes sent (headers but the ordinary ones, URL parameters
+ * but the obviously safe ones, `Redacted` values) are redacted there and
+ * replaced wherever else they occur: its `message`, a response `body`, a
+ * `description`, its `cause` chain. Credential-named fields, headers and
+ * parameters are redacted too. The copy keeps the error's class and `_tag`;
+ * an error with nothing to scrub is returned as it is.
  *
  * @example
  * ```ts
@@ -200,40 +757,49 @@ const scrubValue = (value: unknown, seen: WeakMap<object, unknown>): unknown => 
  * @since 0.1.0
  * @category combinators
  */
-export const scrubError = <E>(error: E): E => scrubValue(error, new WeakMap()) as E
+export const scrubError = <E>(error: E): E => scrubValue(error, scrubbingOf([error])) as E
 
 /**
- * The cause with {@link scrubError} applied to each failure and defect.
+ * The error's message (or the value as text) with every credential scrubbed
+ * from it, as {@link scrubError} scrubs it: what a log line, an event or a
+ * stored failure should say of an error.
  *
  * @example
  * ```ts
  * import * as Secrets from "@stepwise-agent/core/Secrets"
- * import * as Effect from "effect/Effect"
-import * as Inspectable from "effect/Inspectable"
  *
- * const call = (effect: Effect.Effect<string, Error>) => Effect.mapErrorCause(effect, Secrets.scrubCause)
+ * Secrets.messageOf(new Error("x-functions-key: abcdef0123")) // "x-functions-key: <redacted>"
  * ```
  *
  * @since 0.1.0
  * @category combinators
  */
-export const scrubCause = <E>(cause: Cause.Cause<E>): Cause.Cause<E> => {
+export const messageOf = (error: unknown): string => {
+  const scrubbed = scrubError(error)
+  return scrubbed instanceof Error
+    ? scrubbed.message
+    : Predicate.hasProperty(scrubbed, "message") && typeof scrubbed.message === "string"
+    ? scrubbed.message
+    : scrubText(String(scrubbed))
+}
+
+const scrubCauseWith = <E>(cause: Cause.Cause<E>, scrubbing: Scrubbing): Cause.Cause<E> => {
   switch (cause._tag) {
     case "Empty":
     case "Interrupt":
       return cause
     case "Fail": {
-      const error = scrubError(cause.error)
+      const error = scrubValue(cause.error, scrubbing) as E
       return error === cause.error ? cause : Cause.fail(error)
     }
     case "Die": {
-      const defect = scrubError(cause.defect)
+      const defect = scrubValue(cause.defect, scrubbing)
       return defect === cause.defect ? cause : Cause.die(defect)
     }
     case "Sequential":
     case "Parallel": {
-      const left = scrubCause(cause.left)
-      const right = scrubCause(cause.right)
+      const left = scrubCauseWith(cause.left, scrubbing)
+      const right = scrubCauseWith(cause.right, scrubbing)
       return left === cause.left && right === cause.right
         ? cause
         : cause._tag === "Sequential"
@@ -244,18 +810,76 @@ export const scrubCause = <E>(cause: Cause.Cause<E>): Cause.Cause<E> => {
 }
 
 /**
+ * The cause with {@link scrubError} applied to each failure and defect; the
+ * credentials any of them shows are replaced in all of them.
+ *
+ * @example
+ * ```ts
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
+ * import * as Effect from "effect/Effect"
+ *
+ * const call = (effect: Effect.Effect<string, Error>) => Effect.mapErrorCause(effect, Secrets.scrubCause)
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const scrubCause = <E>(cause: Cause.Cause<E>): Cause.Cause<E> =>
+  scrubCauseWith(cause, scrubbingOf([...Cause.failures(cause), ...Cause.defects(cause)]))
+
+// ---------------------------------------------------------------------------
+// clients
+// ---------------------------------------------------------------------------
+
+const untracked: Scrubbing = { seen: new WeakMap(), values: undefined }
+
+/** A span attribute as the platform's `http.client` span records the request as sent, scrubbed. */
+const scrubAttribute = (key: string, value: unknown): unknown => {
+  if (typeof value !== "string") return value
+  if (key.startsWith("http.request.header.")) return isOrdinaryHeader(key.slice(20)) ? value : redacted
+  if (key.startsWith("http.response.header.")) return isCredentialName(key.slice(21)) ? redacted : value
+  if (key === "url.full") return scrubUrl(value, untracked)
+  if (key === "url.query") return scrubUrl(`?${value}`, untracked).slice(1)
+  return scrubText(value)
+}
+
+/** The tracer, with the attributes and the failures of the spans it starts scrubbed. */
+const scrubbingTracer = (tracer: Tracer.Tracer): Tracer.Tracer =>
+  Tracer.make({
+    span: (name, parent, context, links, startTime, kind, options) =>
+      new Proxy(tracer.span(name, parent, context, links, startTime, kind, options), {
+        get: (span, property) => {
+          if (property === "attribute") {
+            return (key: string, value: unknown) => span.attribute(key, scrubAttribute(key, value))
+          }
+          if (property === "end") {
+            return (endTime: bigint, exit: Exit.Exit<unknown, unknown>) =>
+              span.end(endTime, Exit.isFailure(exit) ? Exit.failCause(scrubCause(exit.cause)) : exit)
+          }
+          const value: unknown = Reflect.get(span, property, span)
+          return typeof value === "function" ? value.bind(span) : value
+        }
+      }),
+    context: (f, fiber) => tracer.context(f, fiber)
+  })
+
+/**
  * An `HttpClient` whose responses and errors describe their request with its
- * credentials scrubbed (the request is sent as it was). Give it to a
- * provider client (`OpenAiClient.layer({ transformClient: Secrets.scrubHttpClient })`)
+ * credentials scrubbed (the request is sent as it was), whose response bodies
+ * have the request's credentials replaced (a gateway quoting the key), and
+ * whose `http.client` span records the URL and headers scrubbed. The
+ * credentials it sends (headers and URL parameters named like credentials or
+ * that look like one; the 256 most recent) become known to the process, so
+ * any text that quotes them later is scrubbed too. Give it to a provider
+ * client (`OpenAiClient.layer({ transformClient: Secrets.scrubHttpClient })`)
  * and the provider's own errors, and so @effect/ai's `LanguageModel` spans,
- * hold no credentials either.
+ * hold no credentials either. A streamed body is passed as it is.
  *
  * @example
  * ```ts
  * import * as Secrets from "@stepwise-agent/core/Secrets"
  * import * as HttpClient from "@effect/platform/HttpClient"
  * import * as Effect from "effect/Effect"
-import * as Inspectable from "effect/Inspectable"
  *
  * const client = Effect.map(HttpClient.HttpClient, Secrets.scrubHttpClient)
  * ```
@@ -265,12 +889,22 @@ import * as Inspectable from "effect/Inspectable"
  */
 export const scrubHttpClient = (client: HttpClient.HttpClient): HttpClient.HttpClient =>
   HttpClient.transformResponse(
-    client,
+    HttpClient.tapRequest(client, (request) =>
+      Effect.sync(() => {
+        const found = new Set<string>()
+        sentCredentials(request, found, false)
+        found.forEach(remember)
+      })),
     (response) =>
-      Effect.mapBoth(response, {
-        onFailure: (error) => HttpClientError.isHttpClientError(error) ? scrubError(error) : error,
-        onSuccess: (response) => scrubError(response)
-      })
+      Effect.tracerWith((tracer) =>
+        response.pipe(
+          Effect.withTracer(scrubbingTracer(tracer)),
+          Effect.mapBoth({
+            onFailure: (error) => HttpClientError.isHttpClientError(error) ? scrubError(error) : error,
+            onSuccess: (response) => scrubError(response)
+          })
+        )
+      )
   )
 
 /**

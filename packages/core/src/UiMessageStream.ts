@@ -9,7 +9,9 @@
  * is what to do. A user message runs the agent with its text; an assistant
  * message whose tool parts answer approval requests (`addToolApprovalResponse`)
  * resumes the thread with the decisions. The history lives in the agent's
- * checkpointer, so only the last message is read.
+ * checkpointer, so only the last message is read. Any client can post any
+ * chat id, so the handler asks its required `authorize` option whether the
+ * request may use the chat before it touches the thread.
  *
  * {@link fromEvents} turns a run's {@link AgentEvent.AgentEvent} stream into
  * UI message chunks: text deltas, tool inputs and outputs, an interrupted
@@ -166,12 +168,48 @@ export interface EventsOptions {
 }
 
 /**
+ * Whether the client making `request` may use the chat `threadId`: read its
+ * history by running it, answer its approvals. Checked on every request,
+ * after the body is read and before the thread is touched; `false` is
+ * answered 403, a failure 500. Take the user from the request (a session
+ * cookie, a bearer token) and look up whether the thread is theirs.
+ *
+ * @example
+ * ```ts
+ * import type { UiMessageStream } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * // chats are named "<user>/<chat>", and the user is named by a header a trusted proxy sets
+ * const ownChatsOnly: UiMessageStream.Authorize = (request, threadId) =>
+ *   Effect.succeed(request.headers["x-user"] !== undefined && threadId.startsWith(`${request.headers["x-user"]}/`))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Authorize = (
+  request: HttpServerRequest.HttpServerRequest,
+  threadId: string
+) => Effect.Effect<boolean, unknown>
+
+/**
  * Options of {@link toHttpApp}.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Options extends Omit<EventsOptions, "messageId" | "answered"> {}
+export interface Options extends Omit<EventsOptions, "messageId" | "answered"> {
+  /**
+   * Who may use which chat: required, since any client can post any chat
+   * id. {@link allowAll} lets everyone use every chat (demos only).
+   */
+  readonly authorize: Authorize
+  /**
+   * The largest request body read, in bytes (default 4194304, 4 MiB); a
+   * larger one is refused with 413 before it is read whole.
+   */
+  readonly maxBodyBytes?: number | undefined
+}
 
 /**
  * The body `useChat` posts (the `ai` package's `DefaultChatTransport`): the
@@ -254,6 +292,47 @@ export class InvalidChatRequest extends Schema.TaggedError<InvalidChatRequest>(
 }
 
 /**
+ * The request body is larger than the handler's `maxBodyBytes` (answered with
+ * status 413 and the message; what comes past the limit is not kept).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ChatRequestTooLarge extends Schema.TaggedError<ChatRequestTooLarge>(
+  "@stepwise-agent/core/UiMessageStream/ChatRequestTooLarge"
+)("ChatRequestTooLarge", {
+  maxBytes: Schema.Number
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The chat request is larger than ${this.maxBytes} bytes`
+  }
+}
+
+/**
+ * The handler's `authorize` did not allow the request to use the chat
+ * (answered with status 403 and the message; nothing is read from the thread
+ * or run).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ChatForbidden extends Schema.TaggedError<ChatForbidden>(
+  "@stepwise-agent/core/UiMessageStream/ChatForbidden"
+)("ChatForbidden", {
+  threadId: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Chat "${this.threadId}": this client may not use it`
+  }
+}
+
+/**
  * The request does not fit the thread's state: a new message while the
  * thread waits for approvals, answers to approvals it does not wait for
  * (answered with status 409 and the message; nothing changes).
@@ -293,8 +372,7 @@ export const headers: Readonly<Record<string, string>> = {
 }
 
 /** An error's message with credentials scrubbed, `""` when it has none. */
-const messageOf = (error: unknown): string =>
-  Predicate.hasProperty(error, "message") ? Secrets.scrubText(String(error.message)) : ""
+const messageOf = (error: unknown): string => Predicate.hasProperty(error, "message") ? Secrets.messageOf(error) : ""
 
 /** The longest first line of an error message {@link defaultErrorText} sends. */
 const maxErrorLine = 200
@@ -626,7 +704,7 @@ export const readChatRequest = (body: unknown): Effect.Effect<ChatTurn, InvalidC
     })
   })
 
-type Refusal = InvalidChatRequest | ChatConflict
+type Refusal = InvalidChatRequest | ChatConflict | ChatRequestTooLarge | ChatForbidden
 
 const threadOf = <S, E, O>(agent: Agent.Agent.Service<S, E, O>, threadId: string) =>
   agent.thread(threadId).pipe(
@@ -684,12 +762,138 @@ const answer = <S, E, O>(
     }
   })
 
-const refusal = (error: Refusal | AgentError.CheckpointError) =>
+const refusal = (error: Refusal | AgentError.CheckpointError | ServerSide) =>
   error._tag === "InvalidChatRequest"
     ? HttpServerResponse.text(error.message, { status: 400 })
     : error._tag === "ChatConflict"
     ? HttpServerResponse.text(error.message, { status: 409 })
+    : error._tag === "ChatRequestTooLarge"
+    ? HttpServerResponse.text(error.message, { status: 413 })
+    : error._tag === "ChatForbidden"
+    ? HttpServerResponse.text(error.message, { status: 403 })
+    : error._tag === "ServerSide"
+    ? HttpServerResponse.text(error.text, { status: 500 })
     : HttpServerResponse.text("The chat's thread could not be loaded", { status: 500 })
+
+/**
+ * A request refused for the server's sake: `authorize` failed, or the options are wrong (no `authorize`, from a
+ * caller without types; a `maxBodyBytes` that is no limit). Every request is refused then, none let through.
+ */
+interface ServerSide {
+  readonly _tag: "ServerSide"
+  readonly text: string
+}
+const serverSide = (text: string): ServerSide => ({ _tag: "ServerSide", text })
+
+/**
+ * Lets every client use every chat: for demos and tests on a trusted
+ * machine only. A server others can reach needs an {@link Authorize} that
+ * checks who is asking.
+ *
+ * @example
+ * ```ts
+ * import { HttpRouter } from "@effect/platform"
+ * import { Agent, UiMessageStream } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const demo = Effect.map(Agent.make({}), (agent) =>
+ *   HttpRouter.empty.pipe(
+ *     HttpRouter.post("/api/chat", UiMessageStream.toHttpApp(agent, { authorize: UiMessageStream.allowAll }))
+ *   ))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const allowAll: Authorize = () => Effect.succeed(true)
+
+/** The default `maxBodyBytes`: 4 MiB, the default `maxInputChars` of an agent. */
+const defaultMaxBodyBytes = 4 * 1024 * 1024
+
+/** The deepest nesting of arrays and objects a body may have (a deeper one is refused before it is parsed). */
+const maxDepth = 256
+
+/** Whether JSON `text` nests arrays and objects deeper than `max` (brackets in strings do not count). */
+const nestsDeeperThan = (text: string, max: number): boolean => {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 0x5c) i++ // a backslash escapes the next character
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true
+    } else if (c === 0x5d || c === 0x7d) depth--
+  }
+  return false
+}
+
+/**
+ * How much of a body sent without a length the handler reads on, and drops,
+ * past `maxBytes` before it answers 413: a client still sending gets the
+ * answer (a connection closed mid-body would give it none). Past this too,
+ * the connection is closed.
+ */
+const maxDrainedBytes = 16 * 1024 * 1024
+
+/**
+ * The request's body as JSON, kept up to `maxBytes`: a declared length over
+ * it is {@link ChatRequestTooLarge} before anything is read, and so is an
+ * actual one (what comes past the limit is dropped, not kept); a body that is
+ * not UTF-8 JSON, or nests deeper than {@link maxDepth} levels,
+ * {@link InvalidChatRequest}.
+ */
+const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) =>
+  Effect.gen(function*() {
+    const declared = request.headers["content-length"]
+    if (declared !== undefined && /^\d+$/.test(declared) && Number(declared) > maxBytes) {
+      return yield* new ChatRequestTooLarge({ maxBytes })
+    }
+    const chunks: Array<Uint8Array> = []
+    let size = 0
+    yield* Stream.runForEach(request.stream, (chunk) => {
+      size += chunk.byteLength
+      if (size <= maxBytes) chunks.push(chunk)
+      // too large: read on without keeping it, so the client gets the 413, up to a point
+      else if (size > maxBytes + maxDrainedBytes) return new ChatRequestTooLarge({ maxBytes })
+      return Effect.void
+    }).pipe(
+      Effect.catchTag("RequestError", () => new InvalidChatRequest({ reason: "the body could not be read" }))
+    )
+    if (size > maxBytes) return yield* new ChatRequestTooLarge({ maxBytes })
+    const bytes = new Uint8Array(size)
+    let at = 0
+    for (const chunk of chunks) {
+      bytes.set(chunk, at)
+      at += chunk.byteLength
+    }
+    const text = yield* Effect.try({
+      try: () => new TextDecoder("utf-8", { fatal: true }).decode(bytes),
+      catch: () => new InvalidChatRequest({ reason: "the body is not valid UTF-8" })
+    })
+    if (nestsDeeperThan(text, maxDepth)) {
+      return yield* new InvalidChatRequest({ reason: `the body nests deeper than ${maxDepth} levels` })
+    }
+    return yield* Effect.try({
+      try: (): unknown => JSON.parse(text),
+      catch: () => new InvalidChatRequest({ reason: "the body is not valid JSON" })
+    })
+  })
+
+/** Whether `authorize` lets `request` use `threadId` (only `true` does); a missing `authorize` lets nobody. */
+const checkAuthorized = (
+  authorize: Authorize | undefined,
+  request: HttpServerRequest.HttpServerRequest,
+  threadId: string
+): Effect.Effect<void, ChatForbidden | ServerSide> =>
+  typeof authorize !== "function"
+    ? Effect.fail(serverSide("The chat handler has no authorize option: toHttpApp needs one"))
+    : Effect.suspend(() => authorize(request, threadId)).pipe(
+      Effect.catchAllCause(() => Effect.fail(serverSide("The chat request could not be authorized"))),
+      Effect.flatMap((allowed) => allowed === true ? Effect.void : Effect.fail(new ChatForbidden({ threadId })))
+    )
 
 /**
  * An `@effect/platform` HTTP handler for `useChat`: post a chat request, get
@@ -698,10 +902,16 @@ const refusal = (error: Refusal | AgentError.CheckpointError) =>
  * thread (an approval becomes HumanInTheLoop's approve, a denial its reject
  * with the reason), given an {@link Approvals} adapter.
  *
- * Refused before anything runs: a body that is not a chat request (400, see
- * {@link readChatRequest}), a user message while the thread waits for
- * approvals, answers to approvals the thread does not wait for, or decisions
- * the waiting middleware refuses (409). A run that fails after it started
+ * `authorize` is required: any client can post any chat id, so the handler
+ * asks it whether this request may use the chat before it touches the thread
+ * ({@link allowAll} for demos).
+ *
+ * Refused before anything runs: a body over `maxBodyBytes` (413, before it
+ * is read whole), a body that is not a chat request or nests too deep (400,
+ * see {@link readChatRequest}), a chat `authorize` does not allow (403), a
+ * user message while the thread waits for approvals, answers to approvals
+ * the thread does not wait for, or decisions the waiting middleware refuses
+ * (409). A run that fails after it started
  * ends the stream with an `error` chunk. When the client goes away the
  * server interrupts the handler, and with it the run: the thread keeps its
  * last checkpoint and can run again.
@@ -712,8 +922,12 @@ const refusal = (error: Refusal | AgentError.CheckpointError) =>
  * import { Agent, UiMessageStream } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
+ * // each chat is "<user>/<chat>"; the user is named by a header a trusted proxy sets
+ * const authorize: UiMessageStream.Authorize = (request, threadId) =>
+ *   Effect.succeed(request.headers["x-user"] !== undefined && threadId.startsWith(`${request.headers["x-user"]}/`))
+ *
  * const router = Effect.map(Agent.make({ systemPrompt: "Be brief." }), (agent) =>
- *   HttpRouter.empty.pipe(HttpRouter.post("/api/chat", UiMessageStream.toHttpApp(agent))))
+ *   HttpRouter.empty.pipe(HttpRouter.post("/api/chat", UiMessageStream.toHttpApp(agent, { authorize }))))
  * ```
  *
  * @since 0.1.0
@@ -721,15 +935,17 @@ const refusal = (error: Refusal | AgentError.CheckpointError) =>
  */
 export const toHttpApp = <S, E, O>(
   agent: Agent.Agent.Service<S, E, O>,
-  options?: Options | undefined
+  options: Options
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const body = yield* Effect.mapError(
-      request.json,
-      () => new InvalidChatRequest({ reason: "the body is not valid JSON" })
-    )
+    const maxBytes = options?.maxBodyBytes ?? defaultMaxBodyBytes
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
+      return yield* Effect.fail(serverSide("The chat handler's maxBodyBytes must be a whole number of at least 1"))
+    }
+    const body = yield* readBody(request, maxBytes)
     const turn = yield* readChatRequest(body)
+    yield* checkAuthorized(options?.authorize, request, turn.threadId)
     if (turn._tag === "Send") {
       const snapshot = yield* threadOf(agent, turn.threadId)
       const pending = Option.flatMap(snapshot, (thread) => thread.pending)

@@ -5,7 +5,9 @@
  * `addToolApprovalResponse`. `CHAT_PORT` picks the port (default 3001),
  * `CHAT_ORIGIN` the web page allowed to call it (default
  * `http://localhost:5173`, Vite's dev server). On the scripted model (no
- * `OPENAI_API_KEY`) one conversation is scripted.
+ * `OPENAI_API_KEY`) one conversation is scripted. Every client may use every
+ * chat (`UiMessageStream.allowAll`): a demo on your machine, not a server for
+ * others.
  *
  * @since 0.1.0
  */
@@ -28,7 +30,9 @@ const script = [
 ]
 
 /**
- * The chat endpoint: `POST /api/chat`, CORS open to `origin` only.
+ * The chat endpoint: `POST /api/chat`, CORS open to `origin` only. It lets
+ * every client use every chat (`UiMessageStream.allowAll`), as a local demo
+ * may; a server others reach must check who may use which chat instead.
  *
  * @example
  * ```ts
@@ -59,7 +63,11 @@ export const chatRouter = (origin: string) =>
       maxSteps: 12
     })
     return HttpRouter.empty.pipe(
-      HttpRouter.post("/api/chat", UiMessageStream.toHttpApp(agent, { approvals: HumanInTheLoop.uiApprovals })),
+      HttpRouter.post(
+        "/api/chat",
+        // a local demo: anyone who reaches it may use any chat
+        UiMessageStream.toHttpApp(agent, { approvals: HumanInTheLoop.uiApprovals, authorize: UiMessageStream.allowAll })
+      ),
       HttpMiddleware.cors({ allowedOrigins: [origin], allowedMethods: ["POST"], allowedHeaders: ["content-type"] })
     )
   }).pipe(Effect.flatMap(HttpServer.serveEffect()))

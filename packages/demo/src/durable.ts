@@ -483,7 +483,7 @@ const report = (status: AgentWorkflow.RunStatus, counts: Counts) =>
     )
   })
 
-const databaseFiles = (filename: string) => [filename, `${filename}-wal`, `${filename}-shm`, `${filename}.lock`]
+const databaseFiles = (filename: string) => [filename, `${filename}-wal`, `${filename}-shm`]
 
 /**
  * Deletes the run database and the notes, unless a runner still holds the

@@ -142,7 +142,9 @@ const setup = (model: Layer.Layer<LanguageModel.LanguageModel>) =>
       })),
       Effect.provide(yield* Layer.build(model))
     )
-    const url = yield* serve(UiMessageStream.toHttpApp(agent, { approvals: HumanInTheLoop.uiApprovals }))
+    const url = yield* serve(
+      UiMessageStream.toHttpApp(agent, { approvals: HumanInTheLoop.uiApprovals, authorize: UiMessageStream.allowAll })
+    )
     return { agent, url, log: Ref.get(log), waiting: Deferred.await(waiting) }
   })
 

@@ -167,7 +167,7 @@ const errorOf = (cause: Cause.Cause<unknown>): { readonly error: string; readonl
   if (Cause.isInterruptedOnly(cause)) return { error: "Interrupted", message: "the run was interrupted" }
   const error = Cause.squash(cause)
   const tag = typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "Defect"
-  return { error: tag, message: Secrets.scrubText(error instanceof Error ? error.message : String(error)) }
+  return { error: tag, message: Secrets.messageOf(error) }
 }
 
 const ResumeBody = Schema.Struct({

@@ -29,14 +29,29 @@ const quiet = [
   "--disable-sync"
 ]
 
-const launchOptions = async (): Promise<LaunchOptions> => {
-  const configured = process.env["CHROMIUM_PATH"]
-  if (configured !== undefined) return { executablePath: configured, args: quiet }
-  if (fs.existsSync(debianChromium)) return { executablePath: debianChromium, args: quiet }
+const packagedOptions = async (): Promise<LaunchOptions> => {
   const { default: packaged } = await import("@sparticuz/chromium")
   // Without --single-process: in one process, closing a browser context ends the whole browser.
   const args = packaged.args.filter((arg) => arg !== "--single-process")
   return { executablePath: await packaged.executablePath(), args: [...args, ...quiet.slice(1)] }
+}
+
+/**
+ * $CHROMIUM_PATH when set (its failure fails the file); else Debian's chromium when it is installed and starts,
+ * else the packaged one: a system browser that exists but cannot start (a broken install, missing libraries) falls
+ * back instead of failing every test.
+ */
+const launchBrowser = async (): Promise<Browser> => {
+  const configured = process.env["CHROMIUM_PATH"]
+  if (configured !== undefined) return chromium.launch({ executablePath: configured, args: quiet })
+  if (fs.existsSync(debianChromium)) {
+    try {
+      return await chromium.launch({ executablePath: debianChromium, args: quiet })
+    } catch (error) {
+      console.warn(`${debianChromium} did not start, using @sparticuz/chromium: ${String(error).split("\n")[0]}`)
+    }
+  }
+  return chromium.launch(await packagedOptions())
 }
 
 class BrowserTag extends Context.Tag("test/Browser")<BrowserTag, Browser>() {}
@@ -46,7 +61,7 @@ const BrowserLive = Layer.scoped(
   Effect.acquireRelease(
     Effect.promise(async () => {
       fs.mkdirSync(artifacts, { recursive: true })
-      return chromium.launch(await launchOptions())
+      return launchBrowser()
     }),
     (browser) => Effect.promise(() => browser.close())
   )

@@ -235,17 +235,24 @@ export interface Options {
  * @category models
  */
 export interface StateOptions extends Options, Workspace.AccessOptions {
+  /**
+   * Access rules over every path the tools use, routed ones included: a
+   * read-only `/memories` rule keeps a workspace mounted at `/memories`
+   * read-only (its own rules apply as well).
+   */
+  readonly rules?: ReadonlyArray<Workspace.Rule> | undefined
   readonly storage?: "state" | undefined
 }
 
 /**
  * Options of the `"workspace"` storage: the files of the `Workspace` service
- * (its own access rules apply).
+ * (its own access rules apply). `rules` and `defaultAccess` given here apply
+ * on top of them, to every path, routed ones included.
  *
  * @since 0.1.0
  * @category models
  */
-export interface WorkspaceOptions extends Options {
+export interface WorkspaceOptions extends Options, Workspace.AccessOptions {
   readonly storage: "workspace"
 }
 
@@ -440,20 +447,25 @@ const OptionsSchema = Schema.Union(
   Schema.Struct({
     storage: Schema.Literal("workspace"),
     systemPrompt: Schema.optional(Schema.String),
-    routes: Schema.optional(Routes)
+    routes: Schema.optional(Routes),
+    rules: Schema.optional(Schema.Array(RuleSchema)),
+    defaultAccess: Schema.optional(Schema.Literal("read-only", "read-write"))
   })
 )
 
 /**
- * `workspace` with `routes` mounted on it (`Workspace.composite`); the
- * routes were checked when the middleware was built.
+ * `workspace` with `routes` mounted on it (`Workspace.composite`), and the
+ * access rules over every path, routed or not; the routes were checked when
+ * the middleware was built.
  */
 const withRoutes = (
-  routes: Options["routes"]
+  routes: Options["routes"],
+  access: Workspace.AccessOptions
 ): (workspace: Workspace.Workspace.Service) => Workspace.Workspace.Service =>
-  routes === undefined || Object.keys(routes).length === 0
+  (routes === undefined || Object.keys(routes).length === 0) && access.rules === undefined &&
+    access.defaultAccess === undefined
     ? (workspace) => workspace
-    : (workspace) => Either.getOrThrow(Workspace.composite(workspace, routes))
+    : (workspace) => Either.getOrThrow(Workspace.composite(workspace, routes ?? {}, access))
 
 /** The `InvalidOptions` of bad `routes`, named as options of this module. */
 const badRoutes = (routes: Options["routes"]): AgentError.InvalidOptions | undefined => {
@@ -479,8 +491,7 @@ const badRoutes = (routes: Options["routes"]): AgentError.InvalidOptions | undef
  * ```ts
  * import { Agent } from "@stepwise-agent/core"
  * import { Filesystem, Workspace } from "@stepwise-agent/middleware"
- * import { NodeContext } from "@effect/platform-node"
- * import { Effect, Layer } from "effect"
+ * import { Effect } from "effect"
  *
  * // virtual files in the agent state, /docs read-only
  * const inState = Agent.make({
@@ -489,7 +500,7 @@ const badRoutes = (routes: Options["routes"]): AgentError.InvalidOptions | undef
  *
  * // a real directory
  * const onDisk = Agent.make({ middleware: [Filesystem.middleware({ storage: "workspace" })] }).pipe(
- *   Effect.provide(Workspace.layerDirectory({ root: "/srv/project" }).pipe(Layer.provide(NodeContext.layer)))
+ *   Effect.provide(Workspace.layerDirectory({ root: "/srv/project" }))
  * )
  * ```
  *
@@ -511,17 +522,17 @@ export const middleware: {
     }
   )
 
-const buildWorkspace = (options: Options): Middleware.Middleware<{}, never, Workspace.Workspace> =>
-  Middleware.make({
+const buildWorkspace = (options: WorkspaceOptions): Middleware.Middleware<{}, never, Workspace.Workspace> => {
+  const routed = withRoutes(options.routes, { rules: options.rules, defaultAccess: options.defaultAccess })
+  return Middleware.make({
     name: "filesystem",
     tools: Effect.flatMap(
-      toolkit.toContext(
-        Effect.map(Workspace.Workspace, (service) => handlersOver(Effect.succeed(withRoutes(options.routes)(service))))
-      ),
+      toolkit.toContext(Effect.map(Workspace.Workspace, (service) => handlersOver(Effect.succeed(routed(service))))),
       (context) => Effect.provide(toolkit, context)
     ),
     wrapModelCall: appendWhenOffered("read_file", options.systemPrompt ?? defaultSystemPrompt)
   })
+}
 
 /** What a file tool call of the `"state"` storage works on: the tool step's copy, and what this call wrote. */
 interface Session {
@@ -533,7 +544,7 @@ const isFileTool = (name: string): boolean => (toolNames as ReadonlyArray<string
 
 const buildState = (options: StateOptions): Middleware.Middleware<State> => {
   const access: Workspace.AccessOptions = { rules: options.rules, defaultAccess: options.defaultAccess }
-  const routed = withRoutes(options.routes)
+  const routed = withRoutes(options.routes, access)
   // The calls of one tool step share a copy of the slice (keyed by the step's state object).
   const copies = new WeakMap<object, Map<string, string>>()
   const sessions = new Map<string, Session>()

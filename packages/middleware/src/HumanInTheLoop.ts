@@ -749,7 +749,10 @@ export const bind = (request: ApprovalRequest, decisions: ReadonlyArray<Decision
  * import { Effect } from "effect"
  *
  * const chat = Effect.map(Agent.make({}), (agent) =>
- *   UiMessageStream.toHttpApp(agent, { approvals: HumanInTheLoop.uiApprovals }))
+ *   UiMessageStream.toHttpApp(agent, {
+ *     approvals: HumanInTheLoop.uiApprovals,
+ *     authorize: UiMessageStream.allowAll // demos only: check the user in a real app
+ *   }))
  * ```
  *
  * @since 0.1.0
@@ -964,7 +967,7 @@ const asks = (gate: Gate, call: Prompt.ToolCallPart, context: DescriptionContext
     Effect.catchAllCause((cause) => {
       if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
       const error = Cause.squash(cause)
-      const reason = Secrets.scrubText(error instanceof Error ? error.message : String(error))
+      const reason = Secrets.messageOf(error)
       return Effect.as(
         Middleware.report(`the when of ${call.name} failed, so the call waits for a decision: ${reason}`, {
           callId: call.id

@@ -65,7 +65,7 @@ const toLevel = (level: LogLevel.LogLevel | LogLevel.Literal): LogLevel.LogLevel
   typeof level === "string" ? LogLevel.fromLiteral(level) : level
 
 const describeFailure = (cause: Cause.Cause<unknown>) => {
-  const error = Cause.squash(cause)
+  const error = Cause.squash(Secrets.scrubCause(cause))
   const tag = Predicate.hasProperty(error, "_tag") && typeof error._tag === "string"
     ? error._tag
     : Cause.isDie(cause)

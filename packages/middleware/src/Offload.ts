@@ -10,11 +10,15 @@
  * arguments longer than `maxArgChars` in tool calls older than the last
  * `keepCalls`, in the view only.
  *
- * A reference is a function of the content (a SHA-256 prefix), so the same
- * input gives the same reference in every process and on every replay of a
- * durable run. Since the stored thread holds the whole result, a reference
- * the store has lost (a new process with an in-memory store) is found again
- * in the thread when `read_offloaded` asks for it.
+ * A reference is a function of the thread and the content (a SHA-256 prefix
+ * over their exact UTF-16 code units), so the same input gives the same
+ * reference in every process and on every replay of a durable run, and
+ * threads sharing one store never share a reference: `read_offloaded` gives
+ * a text only to the thread it was offloaded from (it checks the text it
+ * reads against the reference and the thread). Since the stored thread holds
+ * the whole result, a reference the store has lost (a new process with an
+ * in-memory store) is found again in the thread when `read_offloaded` asks
+ * for it.
  *
  * Only the text of parts changes, never which messages or parts there are:
  * every tool call keeps its result.
@@ -27,6 +31,7 @@ import * as Toolkit from "@effect/ai/Toolkit"
 import * as KeyValueStore from "@effect/platform/KeyValueStore"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
+import * as ToolContext from "@stepwise-agent/core/ToolContext"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -35,7 +40,7 @@ import * as Schema from "effect/Schema"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 import { serviceOrOwn } from "./internal/serviceOrOwn.js"
-import { sha256 } from "./internal/sha256.js"
+import { sha256Utf16 } from "./internal/sha256.js"
 import * as Workspace from "./Workspace.js"
 
 // -----------------------------------------------------------------------------
@@ -184,7 +189,12 @@ export class OffloadStoreError extends Schema.TaggedError<OffloadStoreError>(
 /**
  * Where offloaded texts are kept, by reference. Provide it (e.g.
  * {@link layerKeyValueStore} or {@link layerWorkspace}) where the agent is
- * built and run; without one, the middleware keeps its own in memory.
+ * built and run; without one, the middleware keeps its own in memory. One
+ * store may serve many threads: a reference belongs to one thread
+ * ({@link referenceOf}), and the middleware checks what it reads against the
+ * reference and the reading thread. A store must give back exactly the
+ * string it was given, lone surrogates included (the stores of this module
+ * do).
  *
  * @since 0.1.0
  * @category tags
@@ -216,20 +226,40 @@ export declare namespace OffloadStore {
 // -----------------------------------------------------------------------------
 
 /**
- * The reference of a text: `ofl_` and the first 16 hex digits of its
- * SHA-256, the same for the same text in every process.
+ * The reference of a text offloaded from a thread: `ofl_` and the first 16
+ * hex digits of the SHA-256 of the thread id and the text (their exact UTF-16
+ * code units, so a lone surrogate and U+FFFD give different references). The
+ * same in every process; different for the same text in another thread.
  *
  * @example
  * ```ts
  * import { Offload } from "@stepwise-agent/middleware"
  *
- * Offload.referenceOf("hello") // "ofl_2cf24dba5fb0a30e"
+ * const ref = Offload.referenceOf("thread-1", "hello") // "ofl_" and 16 hex digits
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const referenceOf = (content: string): string => `ofl_${sha256(content).slice(0, 16)}`
+export const referenceOf = (threadId: string, content: string): string =>
+  // the thread id's length first: no other (thread, text) pair hashes the same string
+  `ofl_${sha256Utf16(`${threadId.length}:${threadId}:${content}`).slice(0, 16)}`
+
+/** A lone surrogate (half of a UTF-16 pair): text with one does not survive a UTF-8 file. */
+const loneSurrogate = /\p{Cs}/u
+
+/** `content` as a JSON string: ASCII-safe escapes keep every UTF-16 code unit, lone surrogates included. */
+const encodeExact = (content: string): string => JSON.stringify(content)
+
+/** The text {@link encodeExact} wrote; `undefined` when `stored` is not a JSON string. */
+const decodeExact = (stored: string): string | undefined => {
+  try {
+    const text: unknown = JSON.parse(stored)
+    return typeof text === "string" ? text : undefined
+  } catch {
+    return undefined
+  }
+}
 
 /**
  * An {@link OffloadStore} in memory.
@@ -286,7 +316,8 @@ export const layerMemory: Layer.Layer<OffloadStore> = Layer.effect(OffloadStore,
 /**
  * An {@link OffloadStore} on a `KeyValueStore` (e.g. `layerFileSystem` of
  * `@effect/platform-node`), under keys `<prefix><ref>` (default prefix
- * `"offload/"`).
+ * `"offload/"`). Each text is kept as a JSON string, so it reads back
+ * exactly, lone surrogates included, from a store that keeps UTF-8.
  *
  * @example
  * ```ts
@@ -310,13 +341,18 @@ export const layerKeyValueStore = (
       const failed = (ref: string) => (error: { readonly message: string }) =>
         new OffloadStoreError({ ref, reason: error.message })
       return OffloadStore.of({
-        put: (ref, content) => Effect.mapError(kv.set(prefix + ref, content), failed(ref)),
+        put: (ref, content) => Effect.mapError(kv.set(prefix + ref, encodeExact(content)), failed(ref)),
         get: (ref) =>
           kv.get(prefix + ref).pipe(
             Effect.mapError(failed(ref)),
             Effect.flatMap(Option.match({
               onNone: () => Effect.fail(new OffloadNotFound({ ref })),
-              onSome: Effect.succeed
+              onSome: (stored): Effect.Effect<string, OffloadNotFound | OffloadStoreError> => {
+                const content = decodeExact(stored)
+                return content === undefined
+                  ? Effect.fail(new OffloadStoreError({ ref, reason: "the stored value is not a JSON string" }))
+                  : Effect.succeed(content)
+              }
             }))
           )
       })
@@ -326,7 +362,9 @@ export const layerKeyValueStore = (
 /**
  * An {@link OffloadStore} on the `Workspace`: each text is the file
  * `<directory>/<ref>.txt` (default directory `"/offloaded"`), so the model
- * can also reach it with the `Filesystem` tools.
+ * can also reach it with the `Filesystem` tools. A text with a lone
+ * surrogate, which a UTF-8 file cannot hold, is the file `<ref>.json` instead,
+ * a JSON string, so every text reads back exactly.
  *
  * @example
  * ```ts
@@ -345,18 +383,30 @@ export const layerWorkspace = (
   Layer.effect(
     OffloadStore,
     Effect.map(Workspace.Workspace, (workspace) => {
-      const pathOf = (ref: string) => `${options?.directory ?? "/offloaded"}/${ref}.txt`
+      const pathOf = (ref: string, extension: "txt" | "json") =>
+        `${options?.directory ?? "/offloaded"}/${ref}.${extension}`
+      const failed = (ref: string) => (error: Workspace.WorkspaceError) =>
+        error._tag === "FileNotFound"
+          ? new OffloadNotFound({ ref })
+          : new OffloadStoreError({ ref, reason: error.message })
       return OffloadStore.of({
         put: (ref, content) =>
           Effect.mapError(
-            workspace.write(pathOf(ref), content),
+            loneSurrogate.test(content)
+              ? workspace.write(pathOf(ref, "json"), encodeExact(content))
+              : workspace.write(pathOf(ref, "txt"), content),
             (error) => new OffloadStoreError({ ref, reason: error.message })
           ),
         get: (ref) =>
-          Effect.mapError(workspace.read(pathOf(ref)), (error) =>
-            error._tag === "FileNotFound"
-              ? new OffloadNotFound({ ref })
-              : new OffloadStoreError({ ref, reason: error.message }))
+          Effect.mapError(workspace.read(pathOf(ref, "txt")), failed(ref)).pipe(
+            Effect.catchTag("OffloadNotFound", () =>
+              Effect.flatMap(Effect.mapError(workspace.read(pathOf(ref, "json")), failed(ref)), (stored) => {
+                const content = decodeExact(stored)
+                return content === undefined
+                  ? Effect.fail(new OffloadStoreError({ ref, reason: "the stored file is not a JSON string" }))
+                  : Effect.succeed(content)
+              }))
+          )
       })
     })
   )
@@ -461,26 +511,33 @@ interface Config {
 type Offloaded = Map<string, string>
 
 /**
- * The view of `messages`: results over the size offloaded (added to
- * `offloaded`), string arguments of calls older than the last `keepCalls`
- * cut. The input array itself when nothing changes. Parts and messages are
- * memoized by identity, so a model call only works on the new messages.
+ * The view of `messages` of a thread: results over the size offloaded (added
+ * to `offloaded`, under references of that thread), string arguments of
+ * calls older than the last `keepCalls` cut. The input array itself when
+ * nothing changes. Parts and messages are memoized by identity (and thread:
+ * the same message objects in two threads get each thread's references), so
+ * a model call only works on the new messages.
  */
 const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => number = () => 0) => {
-  const results = new WeakMap<Prompt.ToolResultPart, readonly [Prompt.ToolResultPart, string, string] | null>()
+  /** The view of a result in a thread: its shown part, reference and content, or null when it stays whole. */
+  interface ResultView {
+    readonly threadId: string
+    readonly offloaded: readonly [Prompt.ToolResultPart, string, string] | null
+  }
+  const results = new WeakMap<Prompt.ToolResultPart, ResultView>()
   const calls = new WeakMap<Prompt.ToolCallPart, Prompt.ToolCallPart>()
 
-  const resultView = (part: Prompt.ToolResultPart, offloaded: Offloaded): Prompt.ToolResultPart => {
-    let cached = results.get(part)
-    if (cached === undefined) {
-      cached = null
+  const resultView = (threadId: string, part: Prompt.ToolResultPart, offloaded: Offloaded): Prompt.ToolResultPart => {
+    let entry = results.get(part)
+    if (entry === undefined || entry.threadId !== threadId) {
+      let cached: ResultView["offloaded"] = null
       if (!config.excluded.has(part.name) && Option.isNone(offloadedRef(part))) {
         const content = textOf(part.result)
         if (
           content.length > config.maxResultChars ||
           (config.maxResultTokens !== undefined && tokensOf(part) > config.maxResultTokens)
         ) {
-          const ref = referenceOf(content)
+          const ref = referenceOf(threadId, content)
           const shown = Prompt.makePart("tool-result", {
             id: part.id,
             name: part.name,
@@ -493,8 +550,10 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
           cached = [shown, ref, content]
         }
       }
-      results.set(part, cached)
+      entry = { threadId, offloaded: cached }
+      results.set(part, entry)
     }
+    const cached = entry.offloaded
     if (cached === null) return part
     offloaded.set(cached[1], cached[2])
     return cached[0]
@@ -520,11 +579,16 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
   }
 
   /** The view of one message; its first `keepAt` calls are cut, the rest stay whole. */
-  const messageView = (message: Prompt.Message, keepAt: number, offloaded: Offloaded): Prompt.Message => {
+  const messageView = (
+    threadId: string,
+    message: Prompt.Message,
+    keepAt: number,
+    offloaded: Offloaded
+  ): Prompt.Message => {
     let content: Array<Prompt.Part> | undefined
     if (message.role === "tool") {
       message.content.forEach((part, j) => {
-        const shown = resultView(part, offloaded)
+        const shown = resultView(threadId, part, offloaded)
         if (shown !== part) (content ??= [...message.content])[j] = shown
       })
     } else if (message.role === "assistant") {
@@ -541,9 +605,9 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
     })
   }
 
-  // The views of the messages whose view does not depend on what follows them, by identity: a message
-  // is viewed (and its texts offloaded) once, when first seen.
-  const views = new WeakMap<Prompt.Message, Prompt.Message>()
+  // The views of the messages whose view does not depend on what follows them, by identity (and thread): a
+  // message is viewed (and its texts offloaded) once, when first seen.
+  const views = new WeakMap<Prompt.Message, { readonly threadId: string; readonly shown: Prompt.Message }>()
 
   /**
    * The previous call's input and view, by first message (one per thread, in practice): a call whose
@@ -551,6 +615,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
    * message whose view depended on what followed it (an assistant message with calls kept whole).
    */
   interface Previous {
+    readonly threadId: string
     readonly input: ReadonlyArray<Prompt.Message>
     readonly output: ReadonlyArray<Prompt.Message>
     readonly firstMoving: number
@@ -565,7 +630,11 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
     return true
   }
 
-  return (messages: ReadonlyArray<Prompt.Message>, offloaded: Offloaded): ReadonlyArray<Prompt.Message> => {
+  return (
+    threadId: string,
+    messages: ReadonlyArray<Prompt.Message>,
+    offloaded: Offloaded
+  ): ReadonlyArray<Prompt.Message> => {
     if (messages.length === 0) return messages
     // the calls whose arguments stay whole: the last keepCalls
     let whole = config.keepCalls
@@ -581,7 +650,9 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
       firstMoving = i
     }
     const before = previous.get(messages[0]!)
-    const start = before !== undefined && isPrefix(before.input, messages) ? before.firstMoving : 0
+    const start = before !== undefined && before.threadId === threadId && isPrefix(before.input, messages)
+      ? before.firstMoving
+      : 0
     const out = start === 0 ? new Array<Prompt.Message>(messages.length) : before!.output.slice(0, start)
     out.length = messages.length
     let firstChanged = start === 0 ? Infinity : before!.firstChanged
@@ -589,44 +660,46 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
       const message = messages[i]!
       const keepAt = message.role === "assistant" ? keepFrom.get(message) : undefined
       // a tool message, or an assistant message with no call kept whole, has one view whatever comes after it
-      let shown = keepAt === undefined ? views.get(message) : undefined
+      const known = keepAt === undefined ? views.get(message) : undefined
+      let shown = known !== undefined && known.threadId === threadId ? known.shown : undefined
       if (shown === undefined) {
-        shown = messageView(message, keepAt ?? Infinity, offloaded)
-        if (keepAt === undefined) views.set(message, shown)
+        shown = messageView(threadId, message, keepAt ?? Infinity, offloaded)
+        if (keepAt === undefined) views.set(message, { threadId, shown })
       }
       out[i] = shown
       if (shown !== message && i < firstChanged) firstChanged = i
     }
-    previous.set(messages[0]!, { input: messages, output: out, firstMoving, firstChanged })
+    previous.set(messages[0]!, { threadId, input: messages, output: out, firstMoving, firstChanged })
     return firstChanged < messages.length ? out : messages
   }
 }
 
 /**
- * The view {@link middleware} gives the model, as a pure function: the
- * messages with results over `maxResultChars` replaced by references and
- * long arguments of old calls cut, and the texts it offloaded by reference.
- * For tests and tools that need to see what the model sees. With
- * `maxResultTokens`, `tokensOf` gives a result's tokens (the middleware
- * measures them with the agent's `TokenCounter`).
+ * The view {@link middleware} gives the model of the thread `threadId`, as a
+ * pure function: the messages with results over `maxResultChars` replaced by
+ * references (of that thread) and long arguments of old calls cut, and the
+ * texts it offloaded by reference. For tests and tools that need to see what
+ * the model sees. With `maxResultTokens`, `tokensOf` gives a result's tokens
+ * (the middleware measures them with the agent's `TokenCounter`).
  *
  * @example
  * ```ts
  * import { Offload } from "@stepwise-agent/middleware"
  *
- * const shown = Offload.view([], { maxResultChars: 1000 }) // { messages: [], offloaded: Map(0) }
+ * const shown = Offload.view("thread-1", [], { maxResultChars: 1000 }) // { messages: [], offloaded: Map(0) }
  * ```
  *
  * @since 0.1.0
  * @category combinators
  */
 export const view = (
+  threadId: string,
   messages: ReadonlyArray<Prompt.Message>,
   options?: Options | undefined,
   tokensOf?: ((part: Prompt.ToolResultPart) => number) | undefined
 ): { readonly messages: ReadonlyArray<Prompt.Message>; readonly offloaded: ReadonlyMap<string, string> } => {
   const offloaded: Offloaded = new Map()
-  return { messages: makeView(configOf(options ?? {}), tokensOf)(messages, offloaded), offloaded }
+  return { messages: makeView(configOf(options ?? {}), tokensOf)(threadId, messages, offloaded), offloaded }
 }
 
 const configOf = (options: Options): Config => {
@@ -680,13 +753,17 @@ export const page = (ref: string, content: string, offset: number, limit: number
   return { ref, offset: start, end, total: content.length, text: content.slice(start, end) }
 }
 
-/** The text offloaded under `ref` found again in the thread's messages. */
-const findInThread = (messages: ReadonlyArray<Prompt.Message>, ref: string): Option.Option<string> => {
+/** The text offloaded under `ref` from the thread `threadId`, found again in the thread's messages. */
+const findInThread = (
+  threadId: string,
+  messages: ReadonlyArray<Prompt.Message>,
+  ref: string
+): Option.Option<string> => {
   for (const message of messages) {
     if (message.role !== "tool") continue
     for (const part of message.content) {
       const content = textOf(part.result)
-      if (referenceOf(content) === ref) return Option.some(content)
+      if (referenceOf(threadId, content) === ref) return Option.some(content)
     }
   }
   return Option.none()
@@ -747,15 +824,28 @@ const build = (options: Options): Middleware.Middleware<{}, never, TokenCounter.
   // The app's store when the agent runs with one, else this middleware's own.
   const store = serviceOrOwn(OffloadStore, makeMemory)
 
-  const read = (ref: string, offset: number, limit: number, messages: ReadonlyArray<Prompt.Message>) =>
+  /**
+   * A page of the text offloaded under `ref` from the thread `threadId`: what the store holds when it is that
+   * thread's text under that reference (a text another thread offloaded, or one the store did not keep exactly,
+   * is not), else the result in the thread's messages.
+   */
+  const read = (
+    threadId: string,
+    ref: string,
+    offset: number,
+    limit: number,
+    messages: ReadonlyArray<Prompt.Message>
+  ) =>
     Effect.gen(function*() {
       const service = yield* store
       const stored = yield* Effect.either(service.get(ref))
-      if (stored._tag === "Right") return page(ref, stored.right, offset, limit)
-      if (stored.left._tag === "OffloadStoreError") return yield* stored.left
+      if (stored._tag === "Right" && referenceOf(threadId, stored.right) === ref) {
+        return page(ref, stored.right, offset, limit)
+      }
+      if (stored._tag === "Left" && stored.left._tag === "OffloadStoreError") return yield* stored.left
       // the store does not have it (a new process): the thread still holds the whole result
-      const found = findInThread(messages, ref)
-      if (Option.isNone(found)) return yield* stored.left
+      const found = findInThread(threadId, messages, ref)
+      if (Option.isNone(found)) return yield* new OffloadNotFound({ ref })
       yield* service.put(ref, found.value)
       return page(ref, found.value, offset, limit)
     })
@@ -765,7 +855,13 @@ const build = (options: Options): Middleware.Middleware<{}, never, TokenCounter.
   const tools = Effect.flatMap(
     toolkit.toContext({
       read_offloaded: ({ limit, offset, ref }) =>
-        Effect.mapError(read(ref, offset ?? 0, limit ?? defaultPageChars, []), (error) => ({ error: error.message }))
+        Effect.flatMap(ToolContext.CurrentToolContext, (call) =>
+          Option.isNone(call)
+            ? Effect.fail({ error: new OffloadNotFound({ ref }).message })
+            : Effect.mapError(
+              read(call.value.threadId, ref, offset ?? 0, limit ?? defaultPageChars, []),
+              (error) => ({ error: error.message })
+            ))
     }),
     (context) => Effect.provide(toolkit, context)
   )
@@ -777,7 +873,7 @@ const build = (options: Options): Middleware.Middleware<{}, never, TokenCounter.
       Effect.gen(function*() {
         if (config.maxResultTokens !== undefined) yield* measure(request.messages)
         const offloaded: Offloaded = new Map()
-        const messages = viewOf(request.messages, offloaded)
+        const messages = viewOf(request.threadId, request.messages, offloaded)
         if (offloaded.size > 0) {
           const service = yield* store
           // A failed write loses nothing (the thread holds the whole result, where read_offloaded finds it):
@@ -797,7 +893,7 @@ const build = (options: Options): Middleware.Middleware<{}, never, TokenCounter.
       if (Option.isNone(params)) return next(request)
       const { limit, offset, ref } = params.value
       const messages = (request.state as { readonly messages?: ReadonlyArray<Prompt.Message> }).messages ?? []
-      return read(ref, offset ?? 0, limit ?? defaultPageChars, messages).pipe(
+      return read(request.threadId, ref, offset ?? 0, limit ?? defaultPageChars, messages).pipe(
         Effect.match({
           onFailure: (error) => Middleware.toolResult(request.call, { error: error.message }, { isFailure: true }),
           onSuccess: (page) => Middleware.toolResult(request.call, page)

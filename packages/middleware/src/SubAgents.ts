@@ -436,7 +436,10 @@ const uiCallId = (leaf: Leaf, toolCallId: string) =>
  * import { Effect } from "effect"
  *
  * const chat = Effect.map(Agent.make({}), (agent) =>
- *   UiMessageStream.toHttpApp(agent, { approvals: SubAgents.uiApprovals(HumanInTheLoop.uiApprovals) }))
+ *   UiMessageStream.toHttpApp(agent, {
+ *     approvals: SubAgents.uiApprovals(HumanInTheLoop.uiApprovals),
+ *     authorize: UiMessageStream.allowAll // demos only: check the user in a real app
+ *   }))
  * ```
  *
  * @since 0.1.0
@@ -539,13 +542,7 @@ const refused = (call: Prompt.ToolCallPart, reason: string): Outcome => ({
 
 const errorParts = (error: unknown): { readonly error: string; readonly description: string } => ({
   error: Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : "Error",
-  description: Secrets.scrubText(
-    error instanceof Error
-      ? error.message
-      : Predicate.hasProperty(error, "message")
-      ? String(error.message)
-      : String(error)
-  )
+  description: Secrets.messageOf(error)
 })
 
 /**

@@ -756,10 +756,10 @@ const make = (config: Config) => {
    * Writes the evicted messages to the offload store; their reference, or
    * undefined (reported) when the store failed.
    */
-  const offloadEvicted = (evicted: ReadonlyArray<Prompt.Message>) =>
+  const offloadEvicted = (threadId: string, evicted: ReadonlyArray<Prompt.Message>) =>
     Effect.gen(function*() {
       const content = evictedContent(evicted)
-      const ref = Offload.referenceOf(content)
+      const ref = Offload.referenceOf(threadId, content)
       const store = yield* Offload.OffloadStore
       return yield* store.put(ref, content).pipe(
         Effect.as(ref),
@@ -773,6 +773,7 @@ const make = (config: Config) => {
     })
 
   const summarize = (
+    threadId: string,
     counter: TokenCounter.TokenCounter.Service,
     scale: number,
     toSummarize: ReadonlyArray<Prompt.Message>,
@@ -802,7 +803,7 @@ const make = (config: Config) => {
           new SummarizationFailed({
             messages: toSummarize.length,
             // the summarizer is called here, not through the loop: its error is scrubbed here
-            reason: `the summarizer failed: ${Secrets.scrubText(error.message)}`,
+            reason: `the summarizer failed: ${Secrets.messageOf(error)}`,
             cause: Secrets.scrubError(error)
           })
         ),
@@ -818,7 +819,7 @@ const make = (config: Config) => {
           reason: "the summarizer answered with no text"
         })
       }
-      const ref = config.offload ? yield* offloadEvicted(toSummarize) : undefined
+      const ref = config.offload ? yield* offloadEvicted(threadId, toSummarize) : undefined
       const summary = summaryMessage(
         summaryPrefix,
         ref === undefined ? text : `${text}\n\n${evictedReference(ref, toSummarize.length)}`
@@ -832,7 +833,7 @@ const make = (config: Config) => {
    * messages, where the summary is in them (`start`) and where the kept
    * window starts in `messages` (`cut`). None when nothing is summarized.
    */
-  const summarizeHistory = (messages: ReadonlyArray<Prompt.Message>, forced: boolean) =>
+  const summarizeHistory = (threadId: string, messages: ReadonlyArray<Prompt.Message>, forced: boolean) =>
     Effect.gen(function*() {
       const counter = yield* counterOf
       const scale = yield* counter.scale
@@ -859,7 +860,7 @@ const make = (config: Config) => {
           const toSummarize = messages.slice(start, cut)
           if (toSummarize.length === 0 || (toSummarize.length === 1 && isSummary(toSummarize[0]!))) return none
 
-          const outcome = yield* summarize(counter, scale, toSummarize, (i) => rawOf(start + i)).pipe(
+          const outcome = yield* summarize(threadId, counter, scale, toSummarize, (i) => rawOf(start + i)).pipe(
             Effect.map(Option.some),
             Effect.catchAll((error) =>
               onFailure === "fail" ? Effect.fail(error) : Effect.as(
@@ -901,7 +902,7 @@ const make = (config: Config) => {
     Effect.gen(function*() {
       const forced = overflowed.delete(threadId)
       if (messages.length === 0 || (!forced && config.triggers.length === 0)) return undefined
-      const outcome = yield* summarizeHistory(messages, forced)
+      const outcome = yield* summarizeHistory(threadId, messages, forced)
       return Option.isSome(outcome) ? { messages: outcome.value.result } : undefined
     })
 
@@ -927,7 +928,7 @@ const make = (config: Config) => {
       const previous = state.summaryView !== null && state.summaryView.end <= messages.length
         ? state.summaryView
         : null
-      const outcome = yield* summarizeHistory(viewOf(messages, previous), forced)
+      const outcome = yield* summarizeHistory(threadId, viewOf(messages, previous), forced)
       if (Option.isNone(outcome)) {
         return previous === state.summaryView ? undefined : { state: { summaryView: null } }
       }
@@ -962,7 +963,7 @@ const make = (config: Config) => {
       if (toSummarize.length === 0 || (toSummarize.length === 1 && isSummary(toSummarize[0]!))) {
         return Option.none<Middleware.ModelRequest>()
       }
-      const outcome = yield* summarize(counter, scale, toSummarize, (i) => raw[start + i]!).pipe(
+      const outcome = yield* summarize(request.threadId, counter, scale, toSummarize, (i) => raw[start + i]!).pipe(
         Effect.map(Option.some),
         Effect.catchAll((error) =>
           onFailure === "fail" ? Effect.fail(error) : Effect.as(

@@ -6,26 +6,30 @@
  *
  * Every path is a virtual path rooted at "/" (the workspace's root): `..`
  * that climbs above it, and, for a directory, a symbolic link that leads out
- * of it, fail with {@link PathOutsideRoot}. Access rules
+ * of it, fail with {@link PathOutsideRoot}; a directory's FIFOs, sockets,
+ * devices and hard-linked files fail with {@link UnsupportedFile}, and a
+ * file that is not UTF-8 with {@link NotUtf8}. Access rules
  * ({@link Rule}) make paths read-only: a write there fails with
- * {@link ReadOnlyPath}. Every failure is a typed error with a message the
+ * {@link ReadOnlyPath}. `glob` matches in linear time (patterns up to
+ * {@link maxGlobLength} characters) and yields as it searches, so a tool
+ * timeout can end it. Every failure is a typed error with a message the
  * model can read; the `Filesystem` tools answer with it instead of failing
  * the run.
  *
  * {@link composite} routes paths by prefix to other workspaces (deepagents'
  * `CompositeBackend`): `/memories/...` to a real directory, the rest to
- * memory, with `ls`, `glob` and `grep` merging across them.
+ * memory, with `ls`, `glob` and `grep` merging across them, and access rules
+ * of its own over every path.
  *
  * @since 0.1.0
  */
-import * as FileSystem from "@effect/platform/FileSystem"
-import * as Path from "@effect/platform/Path"
 import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
+import * as Jail from "./internal/hostJail.js"
 import * as Paths from "./internal/workspacePaths.js"
 
 // -----------------------------------------------------------------------------
@@ -206,6 +210,61 @@ export class WorkspaceIoError extends Schema.TaggedError<WorkspaceIoError>(
 }
 
 /**
+ * A file the workspace does not read, write or list by policy: a FIFO,
+ * socket or device, or a regular file with more than one hard link (which
+ * may be a file outside the root under a second name). `kind` says which.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class UnsupportedFile extends Schema.TaggedError<UnsupportedFile>(
+  "@stepwise-agent/middleware/Workspace/UnsupportedFile"
+)("UnsupportedFile", { path: Schema.String, kind: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `"${this.path}" is a ${this.kind}; the workspace reads and writes only regular files with one link`
+  }
+}
+
+/**
+ * A file that is not UTF-8 text (or a write whose text UTF-8 cannot encode,
+ * a lone surrogate): refused rather than re-encoded, so the file stays as it
+ * is.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NotUtf8 extends Schema.TaggedError<NotUtf8>(
+  "@stepwise-agent/middleware/Workspace/NotUtf8"
+)("NotUtf8", { path: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `"${this.path}" is not UTF-8 text; the file tools read and change only text, and left it untouched`
+  }
+}
+
+/**
+ * A glob pattern longer than {@link maxGlobLength} characters.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class GlobTooLong extends Schema.TaggedError<GlobTooLong>(
+  "@stepwise-agent/middleware/Workspace/GlobTooLong"
+)("GlobTooLong", { length: Schema.Number, max: Schema.Number }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The glob pattern is ${this.length} characters long; give one of at most ${this.max}`
+  }
+}
+
+/**
  * @since 0.1.0
  * @category errors
  */
@@ -216,6 +275,9 @@ export type WorkspaceError =
   | EditStringNotFound
   | EditNotUnique
   | WorkspaceIoError
+  | UnsupportedFile
+  | NotUtf8
+  | GlobTooLong
 
 /**
  * @since 0.1.0
@@ -227,7 +289,10 @@ export const WorkspaceError = Schema.Union(
   FileNotFound,
   EditStringNotFound,
   EditNotUnique,
-  WorkspaceIoError
+  WorkspaceIoError,
+  UnsupportedFile,
+  NotUtf8,
+  GlobTooLong
 )
 
 // -----------------------------------------------------------------------------
@@ -270,7 +335,11 @@ export declare namespace Workspace {
       newString: string,
       replaceAll: boolean
     ) => Effect.Effect<number, WorkspaceError>
-    /** The files under `path` (default "/") whose path matches the glob, sorted. */
+    /**
+     * The files under `path` (default "/") whose path matches the glob,
+     * sorted; a pattern longer than {@link maxGlobLength} fails with
+     * {@link GlobTooLong}.
+     */
     readonly glob: (pattern: string, path?: string | undefined) => Effect.Effect<ReadonlyArray<string>, WorkspaceError>
     /** The lines that contain `text` (literally), in files under `path` matching `glob`, by path then line. */
     readonly grep: (
@@ -337,6 +406,25 @@ const accessOf = (options: AccessOptions, path: string): Access => {
 const splitLines = (content: string): ReadonlyArray<string> => content.split(/\r?\n/)
 
 /**
+ * The longest glob pattern `glob` and `grep` take, in characters; a longer
+ * one fails with {@link GlobTooLong}. Matching takes time linear in the
+ * path, times the pattern's length at most, whatever the pattern.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const maxGlobLength = 1024
+
+const checkGlob = (pattern: string): Effect.Effect<void, GlobTooLong> =>
+  pattern.length > maxGlobLength
+    ? Effect.fail(new GlobTooLong({ length: pattern.length, max: maxGlobLength }))
+    : Effect.void
+
+/** The access `options` give a normalized path, checked for a write: {@link ReadOnlyPath} when read-only. */
+const checkWritable = (options: AccessOptions, path: string): Effect.Effect<string, ReadOnlyPath> =>
+  accessOf(options, path) === "read-only" ? Effect.fail(new ReadOnlyPath({ path })) : Effect.succeed(path)
+
+/**
  * A workspace over a {@link Storage}: normalizes paths (failing with
  * {@link PathOutsideRoot}), applies the access rules to writes and edits,
  * and builds `edit`, `glob` and `grep` from the storage's primitives.
@@ -360,20 +448,13 @@ export const fromStorage = (storage: Storage, options: AccessOptions = {}): Work
     const normalized = Paths.normalize(path)
     return normalized === undefined ? Effect.fail(new PathOutsideRoot({ path })) : Effect.succeed(normalized)
   }
-  const writable = (path: string) =>
-    Effect.flatMap(
-      resolve(path),
-      (normalized) =>
-        accessOf(options, normalized) === "read-only"
-          ? Effect.fail(new ReadOnlyPath({ path: normalized }))
-          : Effect.succeed(normalized)
-    )
+  const writable = (path: string) => Effect.flatMap(resolve(path), (normalized) => checkWritable(options, normalized))
   const glob = (pattern: string, path?: string | undefined) =>
-    Effect.flatMap(resolve(path ?? "/"), (base) =>
-      Effect.map(
-        storage.files(base),
-        (files) => files.filter((file) => Paths.matchesGlob(pattern, base, file)).sort()
-      ))
+    Effect.gen(function*() {
+      yield* checkGlob(pattern)
+      const base = yield* resolve(path ?? "/")
+      return (yield* Paths.filterMatching(pattern, base, yield* storage.files(base))).sort()
+    })
   return Workspace.of({
     ls: (path) => Effect.flatMap(resolve(path), storage.ls),
     read: (path) => Effect.flatMap(resolve(path), storage.read),
@@ -501,13 +582,29 @@ export interface DirectoryOptions extends AccessOptions {
 
 /**
  * A workspace over a real directory, jailed to `root`: the virtual path
- * "/a/b" is `<root>/a/b`, `..` cannot climb above the root, and a path that
- * a symbolic link leads out of the root fails with {@link PathOutsideRoot}.
+ * "/a/b" is `<root>/a/b`, and nothing outside the root is read, written or
+ * listed, also while another process swaps links in it.
+ *
+ * - `..` cannot climb above the root, and a symbolic link that leads out of
+ *   it (or whose target is missing) fails with {@link PathOutsideRoot}. A link
+ *   that stays inside the root is followed. Each file is checked after it is
+ *   opened (by the descriptor's real path, `/proc/self/fd` on Linux), so a
+ *   link swapped in meanwhile is caught, and a new file is created only in a
+ *   directory so checked.
+ * - Only regular files and directories are used: a FIFO, socket or device,
+ *   and a file with more than one hard link (it may be a file outside the
+ *   root under a second name), fail with {@link UnsupportedFile}, without
+ *   waiting on the file.
+ * - Files are UTF-8 text: reading or editing one that is not fails with
+ *   {@link NotUtf8} and leaves it as it is.
+ * - `ls`, `glob` and `grep` list only what `read` accepts, and do not walk
+ *   into a linked directory.
+ *
+ * It needs Node's `fs` (Node, Bun, Deno).
  *
  * @example
  * ```ts
  * import { Workspace } from "@stepwise-agent/middleware"
- * import { NodeContext } from "@effect/platform-node"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -516,7 +613,7 @@ export interface DirectoryOptions extends AccessOptions {
  *     rules: [{ pattern: "/.git", access: "read-only" }]
  *   })
  *   return yield* workspace.glob("*.ts", "/src")
- * }).pipe(Effect.provide(NodeContext.layer))
+ * })
  * ```
  *
  * @since 0.1.0
@@ -524,99 +621,51 @@ export interface DirectoryOptions extends AccessOptions {
  */
 export const makeDirectory = (
   options: DirectoryOptions
-): Effect.Effect<Workspace.Service, WorkspaceIoError, FileSystem.FileSystem | Path.Path> =>
+): Effect.Effect<Workspace.Service, WorkspaceIoError> =>
   Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const root = yield* fs.realPath(options.root).pipe(
-      Effect.mapError((error) => new WorkspaceIoError({ path: options.root, reason: error.message }))
+    const jail = yield* Jail.make(options.root).pipe(
+      Effect.mapError((refusal) => new WorkspaceIoError({ path: options.root, reason: reasonOf(refusal) }))
     )
-    const hostOf = (virtual: string) => virtual === "/" ? root : path.join(root, virtual.slice(1))
-    const virtualOf = (host: string) => `/${path.relative(root, host).split(path.sep).join("/")}`
-    const inside = (real: string) => real === root || real.startsWith(root.endsWith(path.sep) ? root : root + path.sep)
-    const ioError = (virtual: string) => (error: { readonly message: string }) =>
-      new WorkspaceIoError({ path: virtual, reason: error.message })
-    const isNotFound = (error: unknown) =>
-      typeof error === "object" && error !== null && (error as { reason?: unknown }).reason === "NotFound"
-
-    /** The host path of `virtual`, after checking that no symbolic link on it leads out of the root. */
-    const jailed = (virtual: string): Effect.Effect<string, WorkspaceError> =>
-      Effect.gen(function*() {
-        const host = hostOf(virtual)
-        // the real path of the nearest existing ancestor (the path itself when it exists)
-        let existing = host
-        for (;;) {
-          const real = yield* Effect.either(fs.realPath(existing))
-          if (real._tag === "Right") {
-            if (!inside(real.right)) return yield* new PathOutsideRoot({ path: virtual })
-            return host
-          }
-          if (!isNotFound(real.left)) return yield* ioError(virtual)(real.left)
-          // a link whose target does not exist yet: writing through it would create its target, wherever it is
-          const link = yield* Effect.either(fs.readLink(existing))
-          if (link._tag === "Right") return yield* new PathOutsideRoot({ path: virtual })
-          const parent = path.dirname(existing)
-          if (parent === existing) return host
-          existing = parent
-        }
-      })
-
-    const statOf = (virtual: string, host: string) =>
-      fs.stat(host).pipe(
-        Effect.mapError((error) => isNotFound(error) ? new FileNotFound({ path: virtual }) : ioError(virtual)(error))
-      )
-
+    const segmentsOf = (virtual: string) => virtual === "/" ? [] : virtual.slice(1).split("/")
+    const virtualOf = (segments: ReadonlyArray<string>) => `/${segments.join("/")}`
+    const refused = (virtual: string) => (refusal: Jail.Refusal): WorkspaceError => {
+      switch (refusal._tag) {
+        case "Outside":
+          return new PathOutsideRoot({ path: virtual })
+        case "NotFound":
+          return new FileNotFound({ path: virtual })
+        case "Unsupported":
+          return new UnsupportedFile({ path: virtual, kind: refusal.kind })
+        case "NotUtf8":
+          return new NotUtf8({ path: virtual })
+        case "Io":
+          return new WorkspaceIoError({ path: virtual, reason: refusal.reason })
+      }
+    }
     const storage: Storage = {
       ls: (virtual) =>
-        Effect.gen(function*() {
-          const host = yield* jailed(virtual)
-          const info = yield* statOf(virtual, host)
-          if (info.type !== "Directory") return [{ path: virtual, isDirectory: false, size: Number(info.size) }]
-          const names = yield* fs.readDirectory(host).pipe(Effect.mapError(ioError(virtual)))
-          const entries = yield* Effect.forEach(names.sort(), (name) =>
-            Effect.map(
-              Effect.either(fs.stat(path.join(host, name))),
-              (stat): Entry => ({
-                path: virtual === "/" ? `/${name}` : `${virtual}/${name}`,
-                isDirectory: stat._tag === "Right" && stat.right.type === "Directory",
-                size: stat._tag === "Right" && stat.right.type !== "Directory" ? Number(stat.right.size) : 0
-              })
-            ))
-          return entries
+        Effect.mapBoth(jail.list(segmentsOf(virtual)), {
+          onFailure: refused(virtual),
+          onSuccess: (entries) =>
+            entries.map(({ isDirectory, name, size }): Entry => ({
+              path: name === "" ? virtual : virtual === "/" ? `/${name}` : `${virtual}/${name}`,
+              isDirectory,
+              size
+            }))
         }),
-      read: (virtual) =>
-        Effect.gen(function*() {
-          const host = yield* jailed(virtual)
-          const info = yield* statOf(virtual, host)
-          if (info.type === "Directory") return yield* new FileNotFound({ path: virtual })
-          return yield* fs.readFileString(host).pipe(Effect.mapError(ioError(virtual)))
-        }),
-      write: (virtual, content) =>
-        Effect.gen(function*() {
-          if (virtual === "/") return yield* new FileNotFound({ path: virtual })
-          const host = yield* jailed(virtual)
-          yield* fs.makeDirectory(path.dirname(host), { recursive: true }).pipe(Effect.mapError(ioError(virtual)))
-          // the directories just made cannot be links; check the file itself once more
-          yield* jailed(virtual)
-          yield* fs.writeFileString(host, content).pipe(Effect.mapError(ioError(virtual)))
-        }),
+      read: (virtual) => Effect.mapError(jail.read(segmentsOf(virtual)), refused(virtual)),
+      write: (virtual, content) => Effect.mapError(jail.write(segmentsOf(virtual), content), refused(virtual)),
       files: (virtual) =>
-        Effect.gen(function*() {
-          const host = yield* jailed(virtual)
-          const info = yield* Effect.either(statOf(virtual, host))
-          if (info._tag === "Left") return info.left._tag === "FileNotFound" ? [] : yield* info.left
-          if (info.right.type !== "Directory") return [virtual]
-          const names = yield* fs.readDirectory(host, { recursive: true }).pipe(Effect.mapError(ioError(virtual)))
-          const files = yield* Effect.filter(names, (name) =>
-            Effect.map(
-              Effect.either(fs.stat(path.join(host, name))),
-              (stat) => stat._tag === "Right" && stat.right.type === "File"
-            ))
-          return files.map((name) => virtualOf(path.join(host, name)))
-        })
+        Effect.mapBoth(jail.files(segmentsOf(virtual)), {
+          onFailure: refused(virtual),
+          onSuccess: (files) => files.map(virtualOf)
+        }).pipe(Effect.catchTag("FileNotFound", () => Effect.succeed([])))
     }
     return fromStorage(storage, options)
   })
+
+const reasonOf = (refusal: Jail.Refusal): string =>
+  refusal._tag === "Io" ? refusal.reason : refusal._tag === "NotFound" ? "no such directory" : refusal._tag
 
 /** `error` with its path, a path of the workspace mounted at `prefix`, made a path of the composite. */
 const relocated = (error: WorkspaceError, outer: (inner: string) => string): WorkspaceError => {
@@ -633,6 +682,12 @@ const relocated = (error: WorkspaceError, outer: (inner: string) => string): Wor
       return new EditNotUnique({ path: outer(error.path), occurrences: error.occurrences })
     case "WorkspaceIoError":
       return new WorkspaceIoError({ path: outer(error.path), reason: error.reason })
+    case "UnsupportedFile":
+      return new UnsupportedFile({ path: outer(error.path), kind: error.kind })
+    case "NotUtf8":
+      return new NotUtf8({ path: outer(error.path) })
+    case "GlobTooLong":
+      return error
   }
 }
 
@@ -662,6 +717,11 @@ const byPath = <A extends { readonly path: string }>(a: A, b: A) => a.path < b.p
  * every workspace under the path asked, and leave out the fallback's files
  * that a route hides.
  *
+ * `options` are access rules of the composite itself, over its own paths:
+ * a write or edit must pass them, then the rules of the workspace it is
+ * routed to (a `/memories` read-only rule keeps a routed `/memories`
+ * directory read-only).
+ *
  * A prefix that is not a path inside the root ("/" or one with `..` above
  * it), or two that normalize to one, give a `Left` of
  * `AgentError.InvalidOptions` (module `"Workspace"`); an `Either` can be
@@ -670,7 +730,6 @@ const byPath = <A extends { readonly path: string }>(a: A, b: A) => a.path < b.p
  * @example
  * ```ts
  * import { Workspace } from "@stepwise-agent/middleware"
- * import { NodeContext } from "@effect/platform-node"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -680,7 +739,12 @@ const byPath = <A extends { readonly path: string }>(a: A, b: A) => a.path < b.p
  *   yield* workspace.write("/memories/user.md", "Prefers short answers.") // /srv/agent-memories/user.md
  *   yield* workspace.write("/draft.md", "...") // in memory
  *   return yield* workspace.ls("/") // /draft.md, /memories/
- * }).pipe(Effect.provide(NodeContext.layer))
+ * })
+ *
+ * // the composite's own rules cover routed paths too
+ * const guarded = Workspace.composite(Workspace.fromStorage(Workspace.memoryStorage(new Map())), {}, {
+ *   rules: [{ pattern: "/memories", access: "read-only" }]
+ * })
  * ```
  *
  * @since 0.1.0
@@ -688,7 +752,8 @@ const byPath = <A extends { readonly path: string }>(a: A, b: A) => a.path < b.p
  */
 export const composite = (
   fallback: Workspace.Service,
-  routes: Readonly<Record<string, Workspace.Service>>
+  routes: Readonly<Record<string, Workspace.Service>>,
+  options: AccessOptions = {}
 ): Either.Either<Workspace.Service, AgentError.InvalidOptions> => {
   const mounted: Array<Route> = []
   for (const [given, workspace] of Object.entries(routes)) {
@@ -733,12 +798,14 @@ export const composite = (
   const under = (base: string) => mounted.filter((route) => route.prefix !== base && Paths.isWithin(route.prefix, base))
   /** A routed workspace's files whose composite path matches `pattern` relative to `base`. */
   const globIn = (route: Route, pattern: string, base: string, innerBase: string) =>
-    Effect.map(
+    Effect.flatMap(
       Effect.mapError(route.workspace.glob("**", innerBase), (error) => relocated(error, route.outer)),
-      (files) => files.map(route.outer).filter((file) => Paths.matchesGlob(pattern, base, file))
+      (files) => Paths.filterMatching(pattern, base, files.map(route.outer))
     )
+  /** The composite's own rules, checked before a write reaches any workspace. */
+  const writable = (path: string) => Effect.flatMap(resolve(path), (normalized) => checkWritable(options, normalized))
   const glob = (pattern: string, path?: string | undefined) =>
-    Effect.flatMap(resolve(path ?? "/"), (base) => {
+    Effect.flatMap(Effect.zipRight(checkGlob(pattern), resolve(path ?? "/")), (base) => {
       const route = routeOf(base)
       if (route !== undefined) {
         return Effect.map(globIn(route, pattern, base, route.inner(base)), (files) => files.sort())
@@ -779,33 +846,50 @@ export const composite = (
         })
       }),
     read: (path) => routed(path, (workspace, inner) => workspace.read(inner)),
-    write: (path, content) => routed(path, (workspace, inner) => workspace.write(inner, content)),
+    write: (path, content) =>
+      Effect.zipRight(writable(path), routed(path, (workspace, inner) => workspace.write(inner, content))),
     edit: (path, oldString, newString, replaceAll) =>
-      routed(path, (workspace, inner) => workspace.edit(inner, oldString, newString, replaceAll)),
+      Effect.zipRight(
+        writable(path),
+        routed(path, (workspace, inner) => workspace.edit(inner, oldString, newString, replaceAll))
+      ),
     glob,
-    grep: (text, options) =>
-      Effect.flatMap(resolve(options?.path ?? "/"), (base) => {
-        const inRoute = (route: Route, innerBase: string) =>
-          Effect.mapBoth(route.workspace.grep(text, { path: innerBase }), {
-            onFailure: (error) => relocated(error, route.outer),
-            onSuccess: (matches) =>
-              matches.map((match) => ({ ...match, path: route.outer(match.path) })).filter((match) =>
-                options?.glob === undefined || Paths.matchesGlob(options.glob, base, match.path)
-              )
-          })
-        const route = routeOf(base)
-        if (route !== undefined) return inRoute(route, route.inner(base))
-        return Effect.map(
-          Effect.all([
-            Effect.map(
-              fallback.grep(text, { path: base, glob: options?.glob }),
-              (matches) => matches.filter((match) => routeOf(match.path) === undefined)
-            ),
-            ...under(base).map((route) => inRoute(route, "/"))
-          ]),
-          (lists) => lists.flat().sort((a, b) => byPath(a, b) || a.line - b.line)
-        )
-      })
+    grep: (text, grepOptions) =>
+      Effect.flatMap(
+        Effect.zipRight(checkGlob(grepOptions?.glob ?? ""), resolve(grepOptions?.path ?? "/")),
+        (base) => {
+          const inRoute = (route: Route, innerBase: string) =>
+            Effect.flatMap(
+              Effect.mapError(
+                route.workspace.grep(text, { path: innerBase }),
+                (error) => relocated(error, route.outer)
+              ),
+              (found) => {
+                const matches = found.map((match) => ({ ...match, path: route.outer(match.path) }))
+                if (grepOptions?.glob === undefined) return Effect.succeed(matches)
+                return Effect.map(
+                  Paths.filterMatching(grepOptions.glob, base, new Set(matches.map((match) => match.path))),
+                  (paths) => {
+                    const kept = new Set(paths)
+                    return matches.filter((match) => kept.has(match.path))
+                  }
+                )
+              }
+            )
+          const route = routeOf(base)
+          if (route !== undefined) return inRoute(route, route.inner(base))
+          return Effect.map(
+            Effect.all([
+              Effect.map(
+                fallback.grep(text, { path: base, glob: grepOptions?.glob }),
+                (matches) => matches.filter((match) => routeOf(match.path) === undefined)
+              ),
+              ...under(base).map((route) => inRoute(route, "/"))
+            ]),
+            (lists) => lists.flat().sort((a, b) => byPath(a, b) || a.line - b.line)
+          )
+        }
+      )
   }))
 }
 
@@ -836,10 +920,8 @@ export const layerMemory = (
  * @example
  * ```ts
  * import { Workspace } from "@stepwise-agent/middleware"
- * import { NodeContext } from "@effect/platform-node"
- * import { Layer } from "effect"
  *
- * const layer = Workspace.layerDirectory({ root: "/srv/project" }).pipe(Layer.provide(NodeContext.layer))
+ * const layer = Workspace.layerDirectory({ root: "/srv/project" })
  * ```
  *
  * @since 0.1.0
@@ -847,5 +929,4 @@ export const layerMemory = (
  */
 export const layerDirectory = (
   options: DirectoryOptions
-): Layer.Layer<Workspace, WorkspaceIoError, FileSystem.FileSystem | Path.Path> =>
-  Layer.effect(Workspace, makeDirectory(options))
+): Layer.Layer<Workspace, WorkspaceIoError> => Layer.effect(Workspace, makeDirectory(options))

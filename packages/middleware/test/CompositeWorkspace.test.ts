@@ -83,6 +83,39 @@ describe("Workspace.composite", () => {
       assert.deepStrictEqual([notUnique._tag, "path" in notUnique && notUnique.path], ["EditNotUnique", "/d/f"])
     }))
 
+  it.effect("the composite's rules reach its routes: a read-only rule over a mounted prefix refuses writes there", () =>
+    Effect.gen(function*() {
+      const variants: ReadonlyArray<Workspace.AccessOptions> = [
+        { rules: [{ pattern: "/memories", access: "read-only" }] },
+        { rules: [{ pattern: "memories/", access: "read-only" }] },
+        { rules: [{ pattern: "/memories/**", access: "read-only" }] },
+        { rules: [{ pattern: "/memories/*.md", access: "read-only" }] },
+        { rules: [{ pattern: "**/*.md", access: "read-only" }] },
+        { rules: [{ pattern: "/notes", access: "read-write" }], defaultAccess: "read-only" }
+      ]
+      for (const options of variants) {
+        const memories = yield* memory({ "/user.md": "a" })
+        const workspace = yield* Workspace.composite(yield* memory(), { "/memories": memories }, options)
+        const label = JSON.stringify(options)
+        assert.deepStrictEqual(yield* tagOf(workspace.write("/memories/x.md", "x")), ["ReadOnlyPath", "/memories/x.md"])
+        assert.deepStrictEqual(
+          yield* tagOf(workspace.edit("/memories/user.md", "a", "b", false)),
+          ["ReadOnlyPath", "/memories/user.md"],
+          label
+        )
+        assert.deepStrictEqual(
+          yield* tagOf(workspace.write("/notes/../memories/y.md", "x")),
+          ["ReadOnlyPath", "/memories/y.md"],
+          label
+        )
+        assert.deepStrictEqual(yield* memories.glob("**"), ["/user.md"], label)
+        assert.strictEqual(yield* memories.read("/user.md"), "a", label)
+        // what the rules leave writable is written
+        yield* workspace.write("/notes/ok.txt", "ok")
+        assert.strictEqual(yield* workspace.read("/notes/ok.txt"), "ok")
+      }
+    }))
+
   it.effect("a route that is not a directory inside the root, or routed twice, is refused", () =>
     Effect.gen(function*() {
       const ws = yield* memory()

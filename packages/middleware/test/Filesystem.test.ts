@@ -5,7 +5,7 @@ import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Layer, Option } from "effect"
+import { Deferred, Effect, Fiber, Layer, Option } from "effect"
 import * as Filesystem from "../src/Filesystem.js"
 import * as Workspace from "../src/Workspace.js"
 
@@ -105,6 +105,29 @@ describe("Filesystem (files in the agent state)", () => {
       assert.deepStrictEqual(result.state.files, { "/work/out.md": "ok" })
     }))
 
+  it.effect("the rules apply to routed paths: a read-only /memories rule keeps a mounted directory unwritten", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const root = yield* fs.makeTempDirectoryScoped()
+      yield* fs.writeFileString(`${root}/user.md`, "likes tea")
+      const memories = yield* Workspace.makeDirectory({ root })
+      const { agent } = yield* setup([
+        call("write_file", { file_path: "/memories/x.md", content: "planted" }, "w"),
+        call("edit_file", { file_path: "/memories/user.md", old_string: "tea", new_string: "coffee" }, "e"),
+        call("read_file", { file_path: "/memories/user.md" }, "r"),
+        call("write_file", { file_path: "/notes.md", content: "ok" }, "ok"),
+        ScriptedModel.text("done")
+      ], { rules: [{ pattern: "/memories", access: "read-only" }], routes: { "/memories": memories } })
+      const result = yield* agent.run("go", { threadId: "t" })
+      const messages = result.state.messages
+      assert.deepStrictEqual(resultOf(messages, "w").result, { error: "The path \"/memories/x.md\" is read-only" })
+      assert.deepStrictEqual(resultOf(messages, "e").result, { error: "The path \"/memories/user.md\" is read-only" })
+      assert.strictEqual(resultOf(messages, "r").result, "     1\tlikes tea")
+      assert.deepStrictEqual(yield* fs.readDirectory(root), ["user.md"])
+      assert.strictEqual(yield* fs.readFileString(`${root}/user.md`), "likes tea")
+      assert.deepStrictEqual(result.state.files, { "/notes.md": "ok" })
+    }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)))
+
   it.effect("two writes in one reply both land in the state, and a read in the next turn sees them", () =>
     Effect.gen(function*() {
       const { agent } = yield* setup([
@@ -160,6 +183,40 @@ describe("Filesystem (files in the agent state)", () => {
 })
 
 describe("Filesystem (a Workspace service)", () => {
+  it.effect("the middleware's rules apply over the service and its routes", () =>
+    Effect.gen(function*() {
+      const memories = yield* Workspace.makeMemory({ files: { "/user.md": "likes tea" } })
+      const service = yield* Workspace.makeMemory()
+      const model = yield* ScriptedModel.make([
+        call("write_file", { file_path: "/memories/x.md", content: "planted" }, "routed"),
+        call("edit_file", { file_path: "/memories/user.md", old_string: "tea", new_string: "coffee" }, "edit"),
+        call("write_file", { file_path: "/docs/a.md", content: "x" }, "service"),
+        call("write_file", { file_path: "/notes.md", content: "ok" }, "ok"),
+        ScriptedModel.text("done")
+      ])
+      const agent = yield* Agent.make({
+        middleware: [
+          Filesystem.middleware({
+            storage: "workspace",
+            routes: { "/memories": memories },
+            rules: [{ pattern: "/memories", access: "read-only" }, { pattern: "/docs/**", access: "read-only" }]
+          })
+        ]
+      }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model.model),
+        Effect.provideService(Workspace.Workspace, service)
+      )
+      const messages = (yield* agent.run("go", { threadId: "t" })).state.messages
+      assert.deepStrictEqual(resultOf(messages, "routed").result, { error: "The path \"/memories/x.md\" is read-only" })
+      assert.deepStrictEqual(resultOf(messages, "edit").result, {
+        error: "The path \"/memories/user.md\" is read-only"
+      })
+      assert.deepStrictEqual(resultOf(messages, "service").result, { error: "The path \"/docs/a.md\" is read-only" })
+      assert.deepStrictEqual(yield* memories.glob("**"), ["/user.md"])
+      assert.strictEqual(yield* memories.read("/user.md"), "likes tea")
+      assert.deepStrictEqual(yield* service.glob("**"), ["/notes.md"])
+    }))
+
   it.effect("works on a real directory and rejects a symbolic link out of the root as a tool result", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
@@ -198,4 +255,42 @@ describe("Filesystem (a Workspace service)", () => {
       assert.deepStrictEqual(resultOf(messages, "ro").result, { error: "The path \"/package.json\" is read-only" })
       assert.isFalse(yield* fs.exists(`${root}/package.json`))
     }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)))
+})
+
+describe("Filesystem: a long glob", () => {
+  it.live("toolTimeout ends it, and another run of the same agent goes on meanwhile", () =>
+    Effect.gen(function*() {
+      const files: Record<string, string> = {}
+      for (let i = 0; i < 20_000; i++) files[`/${"a".repeat(200)}${i}`] = ""
+      const inner = yield* Workspace.makeMemory({ files })
+      const globbing = yield* Deferred.make<void>()
+      // the workspace tells when the glob has started
+      const workspace = Workspace.Workspace.of({
+        ...inner,
+        glob: (pattern, path) => Effect.zipRight(Deferred.succeed(globbing, undefined), inner.glob(pattern, path))
+      })
+      const model = yield* ScriptedModel.make([
+        call("glob", { pattern: "*a".repeat(500) + "b" }, "slow"),
+        call("ls", {}, "quick"),
+        ScriptedModel.text("the other run is done"),
+        ScriptedModel.text("the glob run is done")
+      ])
+      const agent = yield* Agent.make({
+        middleware: [Filesystem.middleware({ storage: "workspace" })],
+        toolTimeout: "10 seconds"
+      }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model.model),
+        Effect.provideService(Workspace.Workspace, workspace)
+      )
+      const slow = yield* Effect.fork(agent.run("glob", { threadId: "slow" }))
+      yield* Deferred.await(globbing)
+      const other = yield* agent.run("list", { threadId: "other" })
+      assert.strictEqual(other._tag, "Completed")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(slow)), "the glob run is still running")
+      const result = yield* Fiber.join(slow)
+      assert.strictEqual(result._tag, "Completed")
+      const timedOut = resultOf(result.state.messages, "slow")
+      assert.isTrue(timedOut.isFailure)
+      assert.match(JSON.stringify(timedOut.result), /stopped/)
+    }), { timeout: 60_000 })
 })

@@ -2,7 +2,7 @@ import type { Prompt } from "@effect/ai"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { KeyValueStore } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Middleware, TokenCounter } from "@stepwise-agent/core"
+import { Agent, Checkpointer, Middleware, TokenCounter } from "@stepwise-agent/core"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
 import { Context, Effect, FastCheck, Layer, Option, Schema } from "effect"
 import * as Offload from "../src/Offload.js"
@@ -94,7 +94,7 @@ describe("Offload", () => {
       assert.strictEqual(toolResults(result.state.messages).find((p) => p.id === "f")!.result, bigPage)
       // the model saw the reference with the head and the tail
       const seen = toolResults((yield* requests)[1]!.prompt.content).find((p) => p.id === "f")!
-      const ref = Offload.referenceOf(bigPage)
+      const ref = Offload.referenceOf("t", bigPage)
       assert.deepStrictEqual(Offload.offloadedRef(seen), Option.some(ref))
       assert.strictEqual(seen.result, Offload.referenceText(bigPage, ref, 100))
       assert.isTrue((seen.result as string).startsWith(`[Tool result offloaded: ${bigPage.length} characters`))
@@ -132,28 +132,28 @@ describe("Offload", () => {
         ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "u" }, id: "f" }]),
         ScriptedModel.text("fetched")
       ], { maxResultChars: 4000 })
-      const done = yield* first.agent.run("go", { threadId: "t" })
-      const ref = Offload.referenceOf(bigPage)
-      // another agent (another middleware, so another memory store) continues the thread from its messages
+      yield* first.agent.run("go", { threadId: "t" })
+      const ref = Offload.referenceOf("t", bigPage)
+      // another agent (another middleware, so another memory store) continues the thread from its checkpoint
       const second = yield* setup([
         ScriptedModel.toolCalls([{ name: "read_offloaded", params: { ref, limit: 20_000 }, id: "r" }]),
         ScriptedModel.toolCalls([{ name: "read_offloaded", params: { ref: "ofl_0000000000000000" }, id: "bad" }]),
         ScriptedModel.text("done")
       ], { maxResultChars: 4000 })
-      const result = yield* second.agent.run(done.state.messages.slice(0, -1), { threadId: "t2" })
+      const result = yield* second.agent.run("read it", { threadId: "t" })
       assert.strictEqual(pagesOf(result.state.messages)[0]!.text, bigPage)
       const bad = toolResults(result.state.messages).find((p) => p.id === "bad")!
       assert.isTrue(bad.isFailure)
       assert.deepStrictEqual(bad.result, {
         error: "Nothing was offloaded under the reference \"ofl_0000000000000000\""
       })
-    }))
+    }).pipe(Effect.provide(Checkpointer.layerMemory)))
 
   it.effect("the store can be the workspace: the text is a file the file tools can reach", () =>
     Effect.gen(function*() {
       yield* fetchOnce
       const workspace = yield* Workspace.Workspace
-      assert.strictEqual(yield* workspace.read(`/offloaded/${Offload.referenceOf(bigPage)}.txt`), bigPage)
+      assert.strictEqual(yield* workspace.read(`/offloaded/${Offload.referenceOf("t", bigPage)}.txt`), bigPage)
     }).pipe(
       Effect.provide(Offload.layerWorkspace().pipe(Layer.provideMerge(Workspace.layerMemory())))
     ))
@@ -178,7 +178,10 @@ describe("Offload", () => {
     Effect.gen(function*() {
       yield* fetchOnce
       const kv = yield* KeyValueStore.KeyValueStore
-      assert.deepStrictEqual(yield* kv.get(`offload/${Offload.referenceOf(bigPage)}`), Option.some(bigPage))
+      assert.deepStrictEqual(
+        yield* kv.get(`offload/${Offload.referenceOf("t", bigPage)}`),
+        Option.some(JSON.stringify(bigPage))
+      )
     }).pipe(
       Effect.provide(Offload.layerKeyValueStore().pipe(Layer.provideMerge(KeyValueStore.layerMemory)))
     ))
@@ -262,12 +265,12 @@ describe("Offload.view", () => {
     "keeps every message, part and call/result pairing, and is its own fixed point",
     [Arbitraries.conversation({ maxResultSize: 400 })],
     ([messages]) => {
-      const shown = Offload.view(messages, options).messages
+      const shown = Offload.view("t", messages, options).messages
       assert.strictEqual(shown.length, messages.length)
       assert.deepStrictEqual(shown.map((m) => m.role), messages.map((m) => m.role))
       assert.deepStrictEqual(idsOf(shown), idsOf(messages))
       assert.deepStrictEqual(Arbitraries.problems(shown), [])
-      assert.strictEqual(Offload.view(shown, options).messages, shown)
+      assert.strictEqual(Offload.view("t", shown, options).messages, shown)
     }
   )
 
@@ -294,7 +297,7 @@ describe("Offload.view", () => {
             },
             (request) => Effect.sync(() => (sent = request.messages, Middleware.modelResponse("ok")))
           ).pipe(Effect.scoped)
-          assert.deepStrictEqual(sent, Offload.view(history, options).messages)
+          assert.deepStrictEqual(sent, Offload.view("t", history, options).messages)
         }
       }),
     { fastCheck: { numRuns: 30 } }
@@ -304,7 +307,7 @@ describe("Offload.view", () => {
     "offload round-trips byte-exact: every offloaded text is the result, under its reference",
     [Arbitraries.conversation({ minResultSize: 100, maxResultSize: 400 })],
     ([messages]) => {
-      const { messages: shown, offloaded } = Offload.view(messages, options)
+      const { messages: shown, offloaded } = Offload.view("t", messages, options)
       const original = new Map(toolResults(messages).map((p) => [p.id, p]))
       for (const part of toolResults(shown)) {
         const ref = Offload.offloadedRef(part)
@@ -315,7 +318,7 @@ describe("Offload.view", () => {
           assert.strictEqual(part, before)
         } else {
           assert.strictEqual(offloaded.get(ref.value), text)
-          assert.strictEqual(ref.value, Offload.referenceOf(text))
+          assert.strictEqual(ref.value, Offload.referenceOf("t", text))
         }
       }
     }
@@ -331,8 +334,8 @@ describe("Offload.view", () => {
           Messages.call("c1", "fetch_page", { url: "u" }),
           Messages.result("c1", "fetch_page", content)
         ]
-        const { offloaded } = Offload.view(messages, { maxResultChars: 1, previewChars: 0 })
-        const ref = Offload.referenceOf(content)
+        const { offloaded } = Offload.view("t", messages, { maxResultChars: 1, previewChars: 0 })
+        const ref = Offload.referenceOf("t", content)
         assert.strictEqual(offloaded.get(ref), content)
         const store = yield* Offload.makeMemory
         yield* store.put(ref, content)

@@ -4,10 +4,10 @@
  * - `layerMemory`: everything in the process; nothing survives it. For tests
  *   and simple apps.
  * - `layerSqlite`: one runner process on one machine, journal in a SQLite
- *   file. A lock next to the real file (symbolic links resolved) keeps a
- *   second runner process away (two runners on one file would run the same
- *   activities twice); processes that only start or approve runs connect
- *   with `clientOnly: true`.
+ *   file. A lease stored in the database itself keeps a second runner
+ *   process away, whatever name it opens the file by (two runners on one
+ *   file would run the same activities twice); processes that only start or
+ *   approve runs connect with `clientOnly: true`.
  * - `layerPostgres`: several runner processes, on one machine or many, share
  *   a PostgreSQL database. Shards are spread over the live runners and held
  *   with advisory locks; when a runner dies the others take its runs over.
@@ -31,19 +31,22 @@ import * as Sharding from "@effect/cluster/Sharding"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
-import * as Reactivity from "@effect/experimental/Reactivity"
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import type * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -85,7 +88,7 @@ export interface SqliteOptions {
   /**
    * Connect without running anything: the process can start runs, poll them
    * and complete approvals, while the runner process executes them. Takes no
-   * lock. Default `false`.
+   * lease. Default `false`.
    */
   readonly clientOnly?: boolean | undefined
   /**
@@ -93,8 +96,9 @@ export interface SqliteOptions {
    * is in WAL mode).
    *
    * - `"normal"` (default): a commit is written to the WAL file, which is
-   *   synced to disk only when SQLite copies it into the database
-   *   (a checkpoint, every ~4 MB). A crash of the process loses nothing
+   *   synced to disk only when it is copied into the database (a
+   *   checkpoint: the runner makes one when it renews its lease, every 2
+   *   seconds, and SQLite every ~4 MB). A crash of the process loses nothing
    *   committed; a crash of the operating system or a power cut can undo
    *   the last commits (the file stays consistent): the runs they belong to
    *   resume from an earlier point, and calls whose results were lost run
@@ -170,8 +174,9 @@ export class EngineConfigError extends Schema.TaggedError<EngineConfigError>(
 }
 
 /**
- * Another runner process already works on this SQLite file. Two runners on
- * one file would both execute the same runs.
+ * Another runner process already works on this SQLite file (it holds the
+ * lease stored in the database). Two runners on one file would both execute
+ * the same runs.
  *
  * @since 0.1.0
  * @category errors
@@ -280,10 +285,9 @@ const createIfMissing = (filename: string) => {
 
 /**
  * The database file by its one real name: its folder and the file are
- * created if missing, and symbolic links are resolved, so every process
- * opening it, by any path, names the same runner lock. A file with several
- * hard links is refused: a process through another name would neither see
- * the lock nor share SQLite's journal, which SQLite keeps next to the name.
+ * created if missing, and symbolic links are resolved. A file with several
+ * hard links is refused: a process through another name would not share
+ * SQLite's WAL file, which SQLite keeps next to the name.
  */
 const realFile = (filename: string) =>
   Effect.try({
@@ -301,8 +305,8 @@ const realFile = (filename: string) =>
       ({ links, real }) =>
         new EngineConfigError({
           option: "filename",
-          reason: `"${real}" has ${links} hard links; processes opening it by different names would share ` +
-            `neither the runner lock nor SQLite's journal (and could corrupt it). Keep one name (a symbolic link is fine).`
+          reason: `"${real}" has ${links} hard links; processes opening it by different names would not share ` +
+            `SQLite's WAL file (and could corrupt the database). Keep one name (a symbolic link is fine).`
         })
     ),
     Effect.map(({ real }) => real)
@@ -336,54 +340,152 @@ const pgDriver = loadDriver<typeof PgClient>(
   () => import("@effect/sql-pg/PgClient")
 )
 
-const sqliteBusy = (error: SqlError) =>
-  typeof error.cause === "object" && error.cause !== null &&
-  String((error.cause as { readonly code?: unknown }).code).startsWith("SQLITE_BUSY")
+const describeCause = (cause: Cause.Cause<unknown>) => {
+  const error = Cause.squash(cause)
+  return error instanceof Error ? error.message : String(error)
+}
+
+/** How long a runner's lease lasts without a heartbeat, and how often the runner renews it. */
+const leaseFor = Duration.seconds(10)
+const heartbeatEvery = Duration.seconds(2)
+
+/** A line of `/proc`, or `""` where there is none (not Linux, no access). */
+const procText = (file: string) => {
+  try {
+    return fs.readFileSync(file, "utf8").trim()
+  } catch {
+    return ""
+  }
+}
 
 /**
- * Holds an exclusive lock on `${filename}.lock` (a tiny SQLite database in
- * rollback-journal mode) for the scope: an open write transaction that is
- * never committed. The operating system drops the lock when the process
- * dies, so a lock left by a crashed runner is taken over by the next one.
- * The owner's pid is committed first so that a refused process can name it.
+ * Where a process id names one process: the host, its boot and the pid namespace (on Linux; the host
+ * alone elsewhere). A runner of another machine (another container, a reboot) is known only by its lease.
  */
-const acquireRunnerLock = Effect.fnUntraced(function*(sqlite: typeof SqliteClient, filename: string) {
-  const lock = yield* sqlite.make({ filename: `${filename}.lock`, disableWAL: true }).pipe(
-    Effect.provide(Reactivity.layer)
-  )
-  const refused = Effect.gen(function*() {
-    const owner = yield* lock<{ readonly pid: number; readonly host: string }>`SELECT pid, host FROM runner_lock`.pipe(
-      Effect.map((rows) => rows[0]),
-      Effect.orElseSucceed(() => undefined)
+const machineOf = () => {
+  let pidNamespace = ""
+  try {
+    pidNamespace = fs.readlinkSync("/proc/self/ns/pid")
+  } catch {
+    // not Linux
+  }
+  return `${os.hostname()}/${procText("/proc/sys/kernel/random/boot_id")}/${pidNamespace}`
+}
+
+/**
+ * The state (`Z`: exited, not yet reaped) and start time (clock ticks since boot: a reused pid starts
+ * later) of the process `pid` on Linux; `""` each where unknown.
+ */
+const statOf = (pid: number) => {
+  // the fields after the command name (which may hold spaces and parentheses): the 3rd field on
+  const fields = procText(`/proc/${pid}/stat`).split(") ").at(-1)?.split(" ") ?? []
+  return { state: fields[0] ?? "", started: fields[19] ?? "" }
+}
+
+/** Whether the process `pid`, started at `started` (`""`: unknown), still runs on this machine. */
+const isAlive = (pid: number, started: string) => {
+  try {
+    process.kill(pid, 0)
+  } catch (error) {
+    // EPERM: it runs, as another user
+    if ((error as { readonly code?: unknown }).code !== "EPERM") return false
+  }
+  const now = statOf(pid)
+  return now.state !== "Z" && (started === "" || now.started === "" || now.started === started)
+}
+
+interface LeaseRow {
+  readonly owner: string
+  readonly pid: number | bigint
+  readonly host: string
+  readonly machine: string
+  readonly started: string
+  readonly expires_at: number | bigint
+}
+
+/**
+ * Holds the runner lease of a SQLite database for the scope: a row inside
+ * the database itself (so no other name of the file, no rename, link or
+ * mount, and no deleted file next to it, escapes it), written only by the
+ * process that holds it. A runner finding another's live lease fails with
+ * `EngineLocked`. A lease is live while its process runs, when that
+ * process is of this machine (same host, boot and pid namespace), and
+ * otherwise until it expires: its holder renews it every
+ * {@link heartbeatEvery}, for {@link leaseFor}, and copies it into the
+ * database file (a WAL checkpoint), where a process opening the file by
+ * another name (which SQLite gives a WAL file of its own) finds it. The
+ * lease is given up when the scope closes.
+ */
+const holdRunnerLease = (filename: string) =>
+  Effect.gen(function*() {
+    const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+    const machine = machineOf()
+    const me = {
+      owner: crypto.randomUUID(),
+      pid: process.pid,
+      host: os.hostname(),
+      started: statOf(process.pid).started
+    }
+    const lease = sql("stepwise_runner_lease")
+    const checkpoint = Effect.ignore(sql.unsafe("PRAGMA wal_checkpoint(PASSIVE)"))
+    const live = (held: LeaseRow, now: number) =>
+      held.machine === machine ? isAlive(Number(held.pid), held.started) : Number(held.expires_at) > now
+    /** The row of this runner's lease, as written at `now`. */
+    const mine = (now: number) =>
+      sql`(id, owner, pid, host, machine, started, expires_at) VALUES (1, ${me.owner}, ${me.pid}, ${me.host},
+        ${machine}, ${me.started}, ${now + Duration.toMillis(leaseFor)})`
+    /** Writes this runner's lease: over none, or over `held` if it is still the one stored. */
+    const write = (now: number, held: LeaseRow | undefined) =>
+      held === undefined
+        ? sql`INSERT INTO ${lease} ${mine(now)} ON CONFLICT (id) DO NOTHING RETURNING owner`
+        : sql`INSERT INTO ${lease} ${mine(now)} ON CONFLICT (id) DO UPDATE
+            SET owner = excluded.owner, pid = excluded.pid, host = excluded.host, machine = excluded.machine,
+              started = excluded.started, expires_at = excluded.expires_at
+            WHERE ${lease}.owner = ${held.owner} AND ${lease}.expires_at = ${held.expires_at}
+            RETURNING owner`
+    yield* sql`CREATE TABLE IF NOT EXISTS ${lease} (
+      id INTEGER PRIMARY KEY CHECK (id = 1),
+      owner TEXT NOT NULL,
+      pid INTEGER NOT NULL,
+      host TEXT NOT NULL,
+      machine TEXT NOT NULL,
+      started TEXT NOT NULL,
+      expires_at INTEGER NOT NULL
+    )`
+    // a write over what was read, unless another process wrote in between: then read again
+    let taken = false
+    for (let attempt = 0; attempt < 3 && !taken; attempt++) {
+      const now = yield* Clock.currentTimeMillis
+      const [held] = yield* sql<LeaseRow>`SELECT owner, pid, host, machine, started, expires_at FROM ${lease}`
+      if (held !== undefined && held.owner !== me.owner && live(held, now)) {
+        return yield* new EngineLocked({ filename, pid: Number(held.pid), host: held.host })
+      }
+      taken = (yield* write(now, held)).length > 0
+    }
+    if (!taken) return yield* new EngineLocked({ filename })
+    yield* checkpoint
+    yield* Effect.addFinalizer(() =>
+      Effect.ignore(sql`DELETE FROM ${lease} WHERE owner = ${me.owner}`).pipe(Effect.zipRight(checkpoint))
     )
-    return yield* new EngineLocked({
-      filename,
-      ...(owner === undefined ? {} : { pid: Number(owner.pid), host: owner.host })
-    })
-  })
-  const orRefused = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, EngineError> =>
-    Effect.catchAll(
-      effect,
-      (error): Effect.Effect<never, EngineError> =>
-        sqliteBusy(error) ? refused : new EngineConfigError({
-          option: "filename",
-          reason: `cannot lock "${filename}.lock": ${String(error.cause ?? error.message)}`
-        })
-    )
-  yield* orRefused(lock`PRAGMA busy_timeout = 0`)
-  yield* orRefused(
-    lock`CREATE TABLE IF NOT EXISTS runner_lock (pid INTEGER NOT NULL, host TEXT NOT NULL, since TEXT NOT NULL)`
+    // renews the lease (writing it again if someone deleted it); another runner holding it is an error to log
+    const renew = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const kept = yield* sql`INSERT INTO ${lease} ${mine(now)}
+        ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at WHERE ${lease}.owner = ${me.owner}
+        RETURNING owner`
+      if (kept.length === 0) {
+        yield* Effect.logError(`Another runner has taken the run database "${filename}" over: stop this process`)
+      }
+      yield* checkpoint
+    }).pipe(Effect.catchAll((error) => Effect.logWarning("Could not renew the runner lease", error)))
+    yield* Effect.forkScoped(Effect.repeat(renew, Schedule.spaced(heartbeatEvery)).pipe(Effect.delay(heartbeatEvery)))
+  }).pipe(
+    Effect.catchTag("SqlError", (error) =>
+      new EngineConfigError({
+        option: "filename",
+        reason: `cannot take the runner lease of "${filename}": ${String(error.cause ?? error.message)}`
+      }))
   )
-  yield* orRefused(lock`BEGIN IMMEDIATE`)
-  yield* orRefused(lock`DELETE FROM runner_lock`)
-  yield* orRefused(
-    lock`INSERT INTO runner_lock (pid, host, since) VALUES (${process.pid}, ${os.hostname()}, ${
-      new Date().toISOString()
-    })`
-  )
-  yield* orRefused(lock`COMMIT`)
-  yield* orRefused(lock`BEGIN IMMEDIATE`)
-})
 
 /**
  * Shards per shard group on SQLite. A single runner owns every shard, so
@@ -440,11 +542,14 @@ const rehomeMessages = (shardsPerGroup: number) =>
  * peer `@effect/sql-sqlite-node` (and its better-sqlite3 build) installed;
  * without it the layer fails with `EngineConfigError` (`option: "driver"`).
  *
- * Only one runner process may use a file: a second one fails with
- * `EngineLocked`, naming the first, whatever path it opens the file by:
- * symbolic links are resolved, and a file with several hard links is refused
- * (`EngineConfigError`, to runners and clients alike). A lock left by a
- * crashed runner is taken over. Other processes can still start runs and
+ * Only one runner process may use a file: the runner holds a lease stored in
+ * the database (table `stepwise_runner_lease`), and a second one fails with
+ * `EngineLocked`, naming the first, whatever name it opens the file by (a
+ * symbolic link, a rename, a hard link, a bind mount). A file with several
+ * hard links is refused (`EngineConfigError`, to runners and clients alike).
+ * The lease of a crashed runner of this machine (host, boot and pid
+ * namespace) is taken over at once; one held from elsewhere, 10 seconds
+ * after its last renewal. Other processes can still start runs and
  * send approvals through the file with `clientOnly: true`; the runner sees
  * their messages within `pollInterval`.
  *
@@ -475,7 +580,6 @@ export const layerSqlite = (
     const inMemory = given === ":memory:"
     const filename = inMemory ? given : yield* realFile(path.resolve(given))
     const clientOnly = options?.clientOnly === true
-    if (!clientOnly && !inMemory) yield* acquireRunnerLock(SqliteClient, filename)
     const config = {
       runnerAddress: clientOnly ? Option.none() : ShardingConfig.defaults.runnerAddress,
       entityMessagePollInterval: pollInterval,
@@ -489,16 +593,29 @@ export const layerSqlite = (
         reason: `expected "normal" or "full", got ${String(synchronous)}`
       })
     }
-    // `SqliteClient.make` cannot fail: the `ConfigError` in `SqliteClient.layer`'s type is never raised.
-    const sqlite = Layer.orDie(SqliteClient.layer({ filename })).pipe(
+    // `SqliteClient.make` raises no `ConfigError`; a file that is not a database throws while it opens it
+    const sqlite = SqliteClient.layer({ filename }).pipe(
       // set, not left to the build of SQLite (better-sqlite3's makes NORMAL the default in WAL mode)
       Layer.tap((context) =>
         Context.get(context, SqliteClient.SqliteClient).unsafe(`PRAGMA synchronous = ${synchronous}`)
+      ),
+      Layer.catchAllCause((cause) =>
+        Layer.fail(
+          new EngineConfigError({
+            option: "filename",
+            reason: `cannot open "${filename}" as a SQLite database: ${describeCause(cause)}`
+          })
+        )
       )
     )
-    const engine = clusterEngine(config, RunnerStorage.layerMemory).pipe(Layer.provideMerge(sqlite))
-    return clientOnly ? engine : Layer.effectDiscard(rehomeMessages(config.shardsPerGroup)).pipe(
-      Layer.provideMerge(engine)
+    const engine = clusterEngine(config, RunnerStorage.layerMemory)
+    if (clientOnly) return engine.pipe(Layer.provideMerge(sqlite))
+    // the lease is taken before the engine starts and given up after it has stopped
+    const lease = inMemory ? Layer.empty : Layer.scopedDiscard(holdRunnerLease(filename))
+    return Layer.effectDiscard(rehomeMessages(config.shardsPerGroup)).pipe(
+      Layer.provideMerge(engine),
+      Layer.provide(lease),
+      Layer.provideMerge(sqlite)
     )
   }))
 

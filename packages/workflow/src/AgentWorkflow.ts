@@ -585,7 +585,10 @@ export interface AgentWorkflow {
    * `undo` steps run). A waiting run is interrupted at its wait, and the
    * decision it waited for is given up (its calls answered as not run), so
    * the thread can run again; a working run stops before its next model call,
-   * once the calls in flight have finished.
+   * once the calls in flight have finished. A run the engine has not got
+   * (its `start` died, or has not executed it yet) is recorded as cancelled
+   * and hands the thread's messages on at once: if it executes later, it
+   * stops before its first model call.
    */
   readonly cancel: (runId: string) => Effect.Effect<
     void,
@@ -658,7 +661,7 @@ const tagOf = (error: unknown): string =>
   typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "Error"
 
 /** An error's message as stored: never with credentials in it. */
-const describe = (error: unknown): string => Secrets.scrubText(error instanceof Error ? error.message : String(error))
+const describe = (error: unknown): string => Secrets.messageOf(error)
 
 /** A schema decoding failure, as itself or as its name once the engine has serialized it. */
 const isParseError = (defect: unknown): boolean =>
@@ -1129,12 +1132,17 @@ export const make = (options: Options): AgentWorkflow => {
 
   /**
    * Makes sure `runId`, the run that owns the thread's messages, will take
-   * them in or hand them on. A run a `send` started, whose sender died
+   * them in or hand them on, deciding from what is stored only (never from
+   * what this process runs). A run a `send` started, whose sender died
    * before executing it, is executed (its input is stored: idempotent). A
-   * run that has ended without handing them on (its `next` died, or a
-   * process died between its end and `cancel`'s hand-on), or that never
-   * executed or was pruned, hands them on now (`startNext`, idempotent per
-   * owner): the run started, if any.
+   * run `start` registered whose execution is not stored yet keeps them:
+   * its `start` may be between registering and executing it, in any
+   * process, and the run takes them in when it starts (a `start` that died
+   * there leaves them to `cancel`, `prune` or a retried `start`). A run that
+   * has ended without handing them on (its `next` died, or a process died
+   * between its end and `cancel`'s hand-on), or that is not registered (it
+   * was pruned), hands them on now (`startNext`, idempotent per owner): the
+   * run started, if any.
    */
   const ensureTaken = (threadId: string, runId: string) =>
     Effect.gen(function*() {
@@ -1151,6 +1159,7 @@ export const make = (options: Options): AgentWorkflow => {
         yield* Effect.orDie(launch(threadId, runId, input))
         return Option.none<string>()
       }
+      if (!executed && Option.isSome(stored)) return Option.none<string>()
       const ended = !executed || (yield* workflow.poll(executionId!))?._tag === "Complete"
       return ended ? yield* Effect.orDie(startNext(threadId, runId)) : Option.none<string>()
     })
@@ -1301,13 +1310,14 @@ export const make = (options: Options): AgentWorkflow => {
   const cancel: AgentWorkflow["cancel"] = Effect.fn("AgentWorkflow.cancel")(function*(runId) {
     const store = yield* RunStore.RunStore
     const record = yield* store.get(runId)
-    // a run whose `start` died before executing it has nothing to stop, and hands on what was sent
+    // a working run reads this before its next call and stops there; a run not executed yet, before its first
+    yield* store.requestCancel(runId)
+    // a run whose execution is not stored (its `start` died, or has not executed it yet) has nothing to stop
+    // now, and hands on what was sent
     if (!(yield* executionExists(record.executionId))) {
       if (steering) yield* Effect.orDie(startNext(record.threadId, runId))
       return
     }
-    // a working run reads this before its next call and stops there
-    yield* store.requestCancel(runId)
     yield* workflow.interrupt(record.executionId)
     // An engine may apply the interrupt later (on its next storage poll): the run
     // must have stopped before its wait is given up, or it could wait again.

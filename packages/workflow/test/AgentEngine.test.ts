@@ -3,8 +3,10 @@ import { assert, describe, it } from "@effect/vitest"
 import type { WorkflowEngine } from "@effect/workflow"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
-import { Duration, Effect, Exit, Layer, Option, Redacted } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, Option, Redacted } from "effect"
+import * as childProcess from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { spawnChild } from "./support/child.js"
 import { tempDirectory } from "./support/databases.js"
@@ -178,7 +180,230 @@ describe("AgentEngine.layerSqlite", () => {
       })
   )
 
-  it.scopedLive("through a symbolic link to a missing file, creates the file and locks it by its real name", () =>
+  /** A runner process on a fresh `runs.db`, ready. */
+  const firstRunner = Effect.gen(function*() {
+    const directory = yield* tempDirectory("stepwise-engine-")
+    const filename = path.join(directory, "runs.db")
+    const first = spawnChild(runner, { ENGINE: "sqlite", DATABASE: filename, DIRECTORY: directory, RUNNER: "first" })
+    yield* Effect.addFinalizer(() => Effect.promise(() => first.kill()))
+    yield* Effect.promise(() => first.waitForLine((line) => line.startsWith("ready"), 60_000))
+    return { directory, filename, first }
+  })
+
+  /** Building a runner on `filename` in this process fails with EngineLocked naming `pid`. */
+  const assertRefused = (filename: string, directory: string, pid: number) =>
+    Effect.gen(function*() {
+      const locked = yield* Effect.flip(withToy(AgentEngine.layerSqlite({ filename }), directory, "second"))
+      assert.strictEqual(locked._tag, "EngineLocked")
+      assert.strictEqual(locked._tag === "EngineLocked" ? locked.pid : undefined, pid)
+    })
+
+  it.scopedLive("two runners started together on a fresh file: one runs, the other is refused naming it", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("stepwise-engine-")
+      const env = { ENGINE: "sqlite", DATABASE: path.join(directory, "runs.db"), DIRECTORY: directory }
+      const runners = ["a", "b"].map((name) => spawnChild(runner, { ...env, RUNNER: name }))
+      yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all(runners.map((child) => child.kill()))))
+      const outcomes = yield* Effect.promise(() =>
+        Promise.all(
+          runners.map((child) =>
+            child.waitForLine((line) => line.startsWith("ready") || line.startsWith("failed"), 60_000)
+          )
+        )
+      )
+      const ready = runners.filter((_, i) => outcomes[i]!.startsWith("ready"))
+      const refused = outcomes.filter((line) => line.startsWith("failed"))
+      assert.strictEqual(ready.length, 1, outcomes.join("\n"))
+      assert.strictEqual(refused.length, 1, outcomes.join("\n"))
+      assert.include(refused[0], "failed EngineLocked")
+      assert.include(refused[0], `process ${ready[0]!.pid}`)
+    }))
+
+  it.scopedLive("a second runner is refused when the database was renamed under the first", () =>
+    Effect.gen(function*() {
+      const { directory, filename, first } = yield* firstRunner
+      const moved = path.join(directory, "moved.db")
+      fs.renameSync(filename, moved)
+      yield* assertRefused(moved, directory, first.pid)
+    }))
+
+  it.scopedLive("a second runner is refused when every file beside the database was deleted (a .lock file too)", () =>
+    Effect.gen(function*() {
+      const { directory, filename, first } = yield* firstRunner
+      for (const file of fs.readdirSync(directory)) {
+        const other = path.join(directory, file)
+        if (other !== filename && fs.statSync(other).isFile()) fs.rmSync(other)
+      }
+      fs.rmSync(`${filename}.lock`, { force: true })
+      yield* assertRefused(filename, directory, first.pid)
+    }))
+
+  it.scopedLive("a second runner is refused through a hard link whose first name was removed", () =>
+    Effect.gen(function*() {
+      const { directory, filename, first } = yield* firstRunner
+      const hardLink = path.join(directory, "elsewhere.db")
+      fs.linkSync(filename, hardLink)
+      fs.rmSync(filename)
+      yield* assertRefused(hardLink, directory, first.pid)
+    }))
+
+  it.scopedLive("a lease row deleted under a live runner is written again by its next renewal", () =>
+    Effect.gen(function*() {
+      const { directory, filename, first } = yield* firstRunner
+      yield* Effect.scoped(Effect.gen(function*() {
+        const client = yield* Layer.build(AgentEngine.layerSqlite({ filename, clientOnly: true }))
+        const sql = yield* Effect.provide(SqlClient.SqlClient, client)
+        yield* sql`DELETE FROM stepwise_runner_lease`
+      }))
+      // two renewals (every 2 s)
+      yield* Effect.sleep("5 seconds")
+      yield* assertRefused(filename, directory, first.pid)
+    }))
+
+  /** Whether this process may bind-mount a file in a mount namespace of its own (root with CAP_SYS_ADMIN). */
+  const canBindMount = (() => {
+    const directory = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-mount-"))
+    try {
+      fs.writeFileSync(path.join(directory, "a"), "")
+      fs.writeFileSync(path.join(directory, "b"), "")
+      const probe = childProcess.spawnSync("unshare", [
+        "--mount",
+        "--propagation",
+        "private",
+        "mount",
+        "--bind",
+        "a",
+        "b"
+      ], {
+        cwd: directory
+      })
+      return probe.status === 0
+    } catch {
+      return false
+    } finally {
+      fs.rmSync(directory, { recursive: true, force: true })
+    }
+  })()
+  /** Why the bind-mount cases are skipped, in their names. */
+  const mountNote = canBindMount
+    ? ""
+    : " (skipped: needs `unshare --mount` and `mount --bind`, root with CAP_SYS_ADMIN)"
+
+  /** A runner process that opens `mounted`, a bind mount of `filename` in a mount namespace (and pid namespace) of its own. */
+  const mountedRunner = (filename: string, directory: string, mounted: string, ownPidNamespace: boolean) => {
+    fs.mkdirSync(path.dirname(mounted), { recursive: true })
+    fs.writeFileSync(mounted, "")
+    const wrapper = [
+      "unshare",
+      "--mount",
+      "--propagation",
+      "private",
+      ...(ownPidNamespace ? ["--pid", "--fork"] : []),
+      "sh",
+      "-c",
+      "mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\"",
+      "sh",
+      filename,
+      mounted
+    ]
+    return spawnChild(
+      runner,
+      { ENGINE: "sqlite", DATABASE: mounted, DIRECTORY: directory, RUNNER: "mounted" },
+      undefined,
+      wrapper
+    )
+  }
+
+  it.scopedLive.skipIf(!canBindMount)(
+    "a second runner is refused through a bind mount of the database",
+    () =>
+      Effect.gen(function*() {
+        const { directory, filename, first } = yield* firstRunner
+        const second = mountedRunner(filename, directory, path.join(directory, "mounted", "runs.db"), false)
+        yield* Effect.addFinalizer(() => Effect.promise(() => second.kill()))
+        const refusal = yield* Effect.promise(() =>
+          second.waitForLine((line) => line.startsWith("ready") || line.startsWith("failed"), 60_000)
+        )
+        assert.include(refusal, "failed EngineLocked")
+        assert.include(refusal, `process ${first.pid}`)
+      })
+  )
+
+  it.scopedLive.skipIf(!canBindMount)(
+    `a runner of another pid namespace is refused while the first renews its lease, past the lease's length${mountNote}`,
+    () =>
+      Effect.gen(function*() {
+        const { directory, filename, first } = yield* firstRunner
+        // longer than a lease lasts unrenewed (10 s): only renewals written into the file itself keep it
+        yield* Effect.sleep("12 seconds")
+        const second = mountedRunner(filename, directory, path.join(directory, "mounted", "runs.db"), true)
+        yield* Effect.addFinalizer(() => Effect.promise(() => second.kill()))
+        const refusal = yield* Effect.promise(() =>
+          second.waitForLine((line) => line.startsWith("ready") || line.startsWith("failed"), 60_000)
+        )
+        assert.include(refusal, "failed EngineLocked")
+        assert.include(refusal, `process ${first.pid}`)
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.scopedLive("a stored lease is taken over when its runner is gone: dead on this machine, or expired elsewhere", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("stepwise-engine-")
+      const hostMachine = yield* Effect.scoped(Effect.gen(function*() {
+        const context = yield* withToy(AgentEngine.layerSqlite({ filename: path.join(directory, "own.db") }), directory)
+        const sql = yield* Effect.provide(SqlClient.SqlClient, context)
+        const [row] = yield* sql<{ readonly machine: string }>`SELECT machine FROM stepwise_runner_lease`
+        return row!.machine
+      }))
+      // a process that has exited (its pid is free, or another process's now)
+      const exited = childProcess.spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"])
+      const deadPid = Number(exited.stdout.toString())
+      const cases: ReadonlyArray<[string, { pid: number; machine: string; expiresIn: number }, boolean]> = [
+        [
+          "a dead process of this machine, lease not expired",
+          { pid: deadPid, machine: hostMachine, expiresIn: 60_000 },
+          true
+        ],
+        [
+          "a process of another machine, lease expired",
+          { pid: process.pid, machine: "elsewhere", expiresIn: -1 },
+          true
+        ],
+        [
+          "a process of another machine, lease not expired",
+          { pid: 4242, machine: "elsewhere", expiresIn: 60_000 },
+          false
+        ],
+        ["this live process, lease expired", { pid: process.pid, machine: hostMachine, expiresIn: -60_000 }, false]
+      ]
+      for (const [name, lease, takenOver] of cases) {
+        const filename = path.join(directory, `${cases.findIndex(([n]) => n === name)}.db`)
+        yield* Effect.scoped(Effect.gen(function*() {
+          const sql = yield* Effect.provide(
+            SqlClient.SqlClient,
+            yield* Layer.build(AgentEngine.layerSqlite({ filename, clientOnly: true }))
+          )
+          yield* sql`CREATE TABLE stepwise_runner_lease (id INTEGER PRIMARY KEY CHECK (id = 1), owner TEXT NOT NULL,
+            pid INTEGER NOT NULL, host TEXT NOT NULL, machine TEXT NOT NULL, started TEXT NOT NULL, expires_at INTEGER NOT NULL)`
+          yield* sql`INSERT INTO stepwise_runner_lease VALUES (1, 'someone', ${lease.pid}, 'their-host', ${lease.machine},
+            '', ${Date.now() + lease.expiresIn})`
+        }))
+        const built = yield* Effect.exit(Effect.scoped(withToy(AgentEngine.layerSqlite({ filename }), directory)))
+        if (takenOver) {
+          assert.isTrue(Exit.isSuccess(built), name)
+        } else {
+          const error = Exit.isFailure(built) ? Cause.failureOption(built.cause) : Option.none()
+          assert.deepStrictEqual(
+            Option.map(error, (e) => e._tag === "EngineLocked" ? [e._tag, e.pid, e.host] : [e._tag]),
+            Option.some(["EngineLocked", lease.pid, "their-host"]),
+            name
+          )
+        }
+      }
+    }))
+
+  it.scopedLive("through a symbolic link to a missing file, creates the file and holds it", () =>
     Effect.gen(function*() {
       const directory = yield* tempDirectory("stepwise-engine-")
       const filename = path.join(directory, "data", "runs.db")
@@ -188,8 +413,6 @@ describe("AgentEngine.layerSqlite", () => {
       const context = yield* withToy(AgentEngine.layerSqlite({ filename: symlink }), directory)
       assert.deepStrictEqual(yield* runToy("r1").pipe(Effect.provide(context)), Exit.succeed("r1/first+r1/second"))
       assert.isTrue(fs.lstatSync(filename).isFile())
-      assert.isTrue(fs.existsSync(`${filename}.lock`))
-      assert.isFalse(fs.existsSync(`${symlink}.lock`))
       const locked = yield* Effect.flip(withToy(AgentEngine.layerSqlite({ filename }), directory))
       assert.strictEqual(locked._tag, "EngineLocked")
     }))
@@ -201,7 +424,6 @@ describe("AgentEngine.layerSqlite", () => {
       yield* Effect.addFinalizer(() => Effect.promise(() => child.kill()))
       yield* Effect.promise(() => child.waitForLine((line) => line.startsWith("ready"), 60_000))
       assert.isTrue(fs.existsSync(path.join(directory, ".stepwise", "runs.db")))
-      assert.isTrue(fs.existsSync(path.join(directory, ".stepwise", "runs.db.lock")))
     }))
 
   it.scopedLive("keeps the file in WAL mode, synced to disk at checkpoints, or at every commit with synchronous: full", () =>
@@ -226,7 +448,7 @@ describe("AgentEngine.layerSqlite", () => {
       const directory = yield* tempDirectory("stepwise-engine-")
       const file = path.join(directory, "a-file")
       fs.writeFileSync(file, "")
-      fs.writeFileSync(path.join(directory, "garbage.db.lock"), "not a database, but long enough to be read as one")
+      fs.writeFileSync(path.join(directory, "garbage.db"), "not a database, but long enough to be read as one")
       const cases: ReadonlyArray<[string, AgentEngine.SqliteOptions]> = [
         ["pollInterval", { filename: path.join(directory, "x.db"), pollInterval: "0 millis" }],
         ["pollInterval", { filename: path.join(directory, "x.db"), pollInterval: Duration.infinity }],

@@ -355,6 +355,93 @@ describe("on the SQLite engine", () => {
   )
 })
 
+describe("run ownership is decided from what is stored (SQLite engine)", () => {
+  /** A runner on a fresh SQLite file, and run "r1" of thread "t" as a `start` leaves it between registering and executing it. */
+  const startRegistered = Effect.gen(function*() {
+    const directory = yield* tempDirectory("stepwise-send-owner-")
+    const run = yield* plainRunner(
+      Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer()).pipe(
+        Layer.provideMerge(
+          AgentEngine.layerSqlite({ filename: path.join(directory, "runs.db"), pollInterval: "100 millis" })
+        )
+      )
+    )
+    const store = yield* run(RunStore.RunStore)
+    const executionId = yield* Runs.workflow.executionId({ runId: "r1", threadId: "t", input: [] })
+    yield* store.register({ runId: "r1", threadId: "t", executionId, workflow: Runs.name, ownsThread: true })
+    return { run, store }
+  })
+
+  it.scopedLive(
+    "a steer sent while a start is between registering and executing its run joins that run, which takes it in",
+    () =>
+      Effect.gen(function*() {
+        const { run, store } = yield* startRegistered
+        const receipt = yield* run(Runs.send("t", "only direct ones"))
+        assert.deepStrictEqual([receipt.delivery, receipt.runId], ["stored", Option.some("r1")])
+        assert.deepStrictEqual(yield* store.running("t"), Option.some("r1"))
+        // the start goes on (or is retried): the run executes and takes the message in
+        yield* run(Runs.start({ threadId: "t", input: "find flights", runId: "r1" }))
+        const done = yield* run(Runs.await("r1"))
+        assert.deepStrictEqual([done.state, usersOf(done.messages)], ["Completed", [
+          "find flights",
+          "only direct ones"
+        ]])
+        assert.deepStrictEqual((yield* store.list({ threadId: "t" })).map((record) => record.runId), ["r1"])
+      }),
+    { timeout: 60_000 }
+  )
+
+  it.scopedLive(
+    "a cancel of a run whose start has not executed it yet hands the thread on, and the run stops before its model call",
+    () =>
+      Effect.gen(function*() {
+        const { run, store } = yield* startRegistered
+        yield* run(Runs.cancel("r1"))
+        yield* run(Runs.start({ threadId: "t", input: "find flights", runId: "r1" }))
+        const done = yield* run(Runs.await("r1"))
+        // it stopped before its model call: no answer
+        assert.deepStrictEqual([done.state, Option.isNone(done.outcome)], ["Cancelled", true])
+        // the thread is not left owned by it: a send starts a run of its own
+        const receipt = yield* run(Runs.send("t", "hello"))
+        assert.deepStrictEqual([receipt.delivery, yield* store.running("t")], ["started", receipt.runId])
+      }),
+    { timeout: 60_000 }
+  )
+  it.scopedLive(
+    "a run started and steered from a client-only process before any runner exists keeps the thread, and takes the message in",
+    () =>
+      Effect.gen(function*() {
+        const filename = path.join(yield* tempDirectory("stepwise-send-client-first-"), "runs.db")
+        const on = (clientOnly: boolean) =>
+          plainRunner(
+            Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer()).pipe(
+              Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis", clientOnly }))
+            )
+          )
+        const client = yield* on(true)
+        yield* client(Runs.start({ threadId: "t", input: "find flights", runId: "r1" }))
+        const receipt = yield* client(Runs.send("t", "only direct ones"))
+        assert.deepStrictEqual([receipt.delivery, receipt.runId], ["stored", Option.some("r1")])
+        assert.deepStrictEqual(yield* client(runningOf("t")), Option.some("r1"))
+        // a runner comes up and executes the run, which takes the message in
+        const runner = yield* on(false)
+        const done = yield* runner(Runs.await("r1"))
+        assert.deepStrictEqual([done.state, usersOf(done.messages)], ["Completed", [
+          "find flights",
+          "only direct ones"
+        ]])
+        assert.deepStrictEqual(
+          (yield* client(RunStore.RunStore.pipe(Effect.flatMap((store) => store.list({ threadId: "t" }))))).map((
+            record
+          ) => record.runId),
+          ["r1"]
+        )
+      }),
+    { timeout: 60_000 }
+  )
+})
+
 describe("a send that fails leaves no message behind a retry would repeat", () => {
   it.scopedLive(
     "a claim that fails once after the message is stored: the retried send is taken in once",

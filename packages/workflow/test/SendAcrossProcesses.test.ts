@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type Child, scopedChild } from "./support/child.js"
@@ -108,5 +108,71 @@ describe("AgentWorkflow.send across processes (SQLite)", () => {
         })
       }),
     { timeout: 120_000 }
+  )
+})
+
+describe("run ownership across processes (SQLite)", () => {
+  /** A steer sent after `connect` has connected to the file (and `wait` has passed) joins run-1, which takes it in. */
+  const ownershipKept = (connect: (env: Record<string, string>) => Effect.Effect<void, never, Scope.Scope>) =>
+    Effect.gen(function*() {
+      const { env, runner } = yield* searchingRunner("stepwise-owner-", {})
+      yield* connect(env)
+      // longer than the pollInterval, lease renewals and storage reads of everyone connected
+      yield* Effect.sleep("3 seconds")
+      const receipt = yield* send(env, "only direct ones", "steer")
+      assert.deepStrictEqual([receipt.delivery, receipt.runId], ["stored", "run-1"])
+      fs.writeFileSync(env.GO, "")
+      assert.deepStrictEqual(yield* ended(runner, "run-1"), steered)
+    })
+
+  it.scopedLive(
+    "a client-only process connecting while a run works changes nothing: a steer sent seconds later joins the run",
+    () =>
+      ownershipKept((env) =>
+        Effect.gen(function*() {
+          const client = yield* scopedChild(script, { ...env, ROLE: "client" })
+          yield* promise(() => client.waitForLine((line) => line === "up", 60_000))
+        })
+      ),
+    { timeout: 240_000 }
+  )
+
+  it.scopedLive(
+    "a second runner process started while a run works is refused and changes nothing: a steer sent then joins the run",
+    () =>
+      ownershipKept((env) =>
+        Effect.gen(function*() {
+          // what a runner lock kept beside the database would have been found by
+          fs.rmSync(`${env.DB}.lock`, { force: true })
+          const second = yield* scopedChild(script, { ...env, ROLE: "runner" })
+          const exit = yield* promise(() => second.exited).pipe(
+            Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => "the second runner did not stop" }),
+            Effect.orDie
+          )
+          assert.notStrictEqual(exit.code, 0)
+          assert.include([...second.lines, second.stderr()].join("\n"), "EngineLocked")
+        })
+      ),
+    { timeout: 240_000 }
+  )
+
+  it.scopedLive(
+    "a steer sent from one client while another client's start is between registering and executing its run joins that run",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-owner-start-")
+        const env = { DB: path.join(directory, "runs.db"), GO: path.join(directory, "go") }
+        const registerGo = path.join(directory, "register-go")
+        const runner = yield* scopedChild(script, { ...env, ROLE: "runner" })
+        const starter = yield* scopedChild(script, { ...env, ROLE: "starter", START: "run-1", REGISTER_GO: registerGo })
+        yield* promise(() => starter.waitForLine((line) => line === "registered", 60_000))
+        const receipt = yield* send(env, "only direct ones", "steer")
+        assert.deepStrictEqual([receipt.delivery, receipt.runId], ["stored", "run-1"])
+        fs.writeFileSync(registerGo, "")
+        yield* promise(() => starter.waitForLine((line) => line === "started", 60_000))
+        fs.writeFileSync(env.GO, "")
+        assert.deepStrictEqual(yield* ended(runner, "run-1"), steered)
+      }),
+    { timeout: 240_000 }
   )
 })

@@ -28,6 +28,8 @@ export interface LoopConfig {
   /** How many model replies in a row may hold invalid tool calls, each answered for the model to repair. */
   readonly maxToolCallRepairs: number
   readonly toolConcurrency: number | "unbounded"
+  /** The most characters of text and file data one input of `run`, `stream` or `send` may hold. */
+  readonly maxInputChars: number
   readonly model: LanguageModel.Service
   readonly checkpointer: Checkpointer.Checkpointer.Service
   /**

@@ -1,5 +1,8 @@
 /**
- * The checks of what a run is given: its thread id and its input.
+ * The checks of what a run is given: its thread id and its input. A `send`
+ * takes what a user may send (user messages of text and file parts); `run`
+ * and `stream` take a conversation of any role. Either holds at least one
+ * message, within the agent's `maxInputChars`.
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
@@ -52,3 +55,108 @@ export const promptOf = (input: Prompt.RawInput): Effect.Effect<Prompt.Prompt, I
       })
   })
 }
+
+const reservedMarker = (at: string) =>
+  new InvalidInput({
+    description: `${at}.options.${markerKey}: the agent's middleware mark their own messages there; an input ` +
+      `cannot carry it`
+  })
+
+/** `maxInputChars` when `Agent.make` is given none: 4 MiB of text (about a million tokens, above any context window). */
+export const defaultMaxInputChars = 4 * 1024 * 1024
+
+/**
+ * The key of provider `options` under which the agent's middleware mark what they wrote (a summary, an
+ * offloaded result): an input carrying it could pass for their work, so it is not the user's to send.
+ */
+const markerKey = "stepwise"
+
+const hasMarker = (options: unknown): boolean =>
+  typeof options === "object" && options !== null && Object.hasOwn(options, markerKey)
+
+/** The characters of a value as JSON (a tool call's arguments, a tool result); a value JSON cannot write counts 0. */
+const jsonSize = (value: unknown): number => {
+  try {
+    return JSON.stringify(value)?.length ?? 0
+  } catch {
+    return 0
+  }
+}
+
+/** The size of a file part's data: its characters (base64 or a URL) or its bytes. */
+const fileSize = (data: Prompt.FilePart["data"]): number =>
+  typeof data === "string" ? data.length : data instanceof Uint8Array ? data.byteLength : String(data).length
+
+/**
+ * Who may have written the messages of an input: `"user"` for `send` (a
+ * message to a thread that may be mid-run: only user messages, so a tool
+ * result without its call, an unanswered tool call or a system message never
+ * lands between the agent's own), `"conversation"` for `run` and `stream` (a
+ * history of any role may start or continue a thread, as LangChain's
+ * `invoke({ messages })`; the loop pairs its tool calls and results).
+ */
+export type Author = "user" | "conversation"
+
+/**
+ * The messages of the input of a run or a send, or `InvalidInput` naming what
+ * is wrong: not a string, messages or a `Prompt` (see {@link promptOf}); no
+ * message; for `"user"`, a message that is not the user's or a user part
+ * other than text and file; the middleware's marker in provider options; more
+ * than `maxChars` characters of text, file data, tool arguments and results.
+ */
+export const checkInput = (
+  input: Prompt.RawInput,
+  author: Author,
+  maxChars: number
+): Effect.Effect<ReadonlyArray<Prompt.Message>, InvalidInput> =>
+  Effect.flatMap(promptOf(input), ({ content }) => {
+    if (content.length === 0) return Effect.fail(new InvalidInput({ description: "the input holds no message" }))
+    let size = 0
+    for (const [i, message] of content.entries()) {
+      if (author === "user" && message.role !== "user") {
+        return Effect.fail(
+          new InvalidInput({
+            description:
+              `messages.${i}: ${
+                message.role === "assistant" ? "an" : "a"
+              } ${message.role} message cannot be sent to a thread; send takes only ` +
+              `user messages (of text and file parts), the agent writes the others`
+          })
+        )
+      }
+      if (hasMarker(message.options)) return Effect.fail(reservedMarker(`messages.${i}`))
+      if (typeof message.content === "string") {
+        size += message.content.length
+        continue
+      }
+      for (const [j, part] of message.content.entries()) {
+        if (hasMarker((part as { readonly options?: unknown }).options)) {
+          return Effect.fail(reservedMarker(`messages.${i}.content.${j}`))
+        }
+        // the Prompt schema allows only text and file parts in a user message; a part built by hand may be anything
+        const type: unknown = (part as { readonly type?: unknown }).type
+        if (type === "text" || type === "reasoning") size += (part as Prompt.TextPart).text.length
+        else if (type === "file") size += fileSize((part as Prompt.FilePart).data)
+        else if (message.role !== "user" && (type === "tool-call" || type === "tool-result")) {
+          const { params, result } = part as { readonly params?: unknown; readonly result?: unknown }
+          size += jsonSize(type === "tool-call" ? params : result)
+        } else {
+          return Effect.fail(
+            new InvalidInput({
+              description: `messages.${i}.content.${j}: a part of type ${
+                typeof type === "string" ? JSON.stringify(type) : typeof type
+              } cannot be sent; a user message holds text and file parts`
+            })
+          )
+        }
+      }
+    }
+    return size > maxChars
+      ? Effect.fail(
+        new InvalidInput({
+          description: `the input holds ${size} characters of text and file data, over the limit of ${maxChars} ` +
+            `(Agent.make's maxInputChars)`
+        })
+      )
+      : Effect.succeed(content)
+  })

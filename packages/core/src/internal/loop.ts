@@ -16,7 +16,6 @@ import * as Schema from "effect/Schema"
 import type * as Agent from "../Agent.js"
 import {
   DurableThreadError,
-  InvalidInput,
   InvalidOptions,
   InvalidToolCalls,
   MaxStepsExceeded,
@@ -35,7 +34,7 @@ import { compile, type LoopConfig } from "./config.js"
 import { unwrapScoped } from "./drain.js"
 import { checked, hookEffect, inputProblem } from "./hookResults.js"
 import * as Inbox from "./inbox.js"
-import { checkThreadId, isThreadId, promptOf } from "./input.js"
+import { checkInput, checkThreadId, isThreadId } from "./input.js"
 import { closeOnRelease, ensureOpen } from "./lifetime.js"
 import * as Lineage from "./lineage.js"
 import { Continue, next, type Phase } from "./machine.js"
@@ -521,11 +520,14 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
 
   const startRun = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) =>
     Effect.flatMap(
-      Effect.zipRight(open, Effect.zip(checkThreadId(options?.threadId), promptOf(input))),
-      ([threadId, prompt]) =>
+      Effect.zipRight(
+        open,
+        Effect.zip(checkThreadId(options?.threadId), checkInput(input, "conversation", config.maxInputChars))
+      ),
+      ([threadId, messages]) =>
         withThreadLock(
           threadId,
-          inboxes.leased(threadId, (lease) => runThread(threadId, prompt.content, own, lease, undefined), afterRun)
+          inboxes.leased(threadId, (lease) => runThread(threadId, messages, own, lease, undefined), afterRun)
         )
     )
 
@@ -547,12 +549,9 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       yield* open
       const id = yield* checkThreadId(threadId)
       const mode = yield* modeOf(options)
-      const prompt = yield* promptOf(message)
-      if (prompt.content.length === 0) {
-        return yield* new InvalidInput({ description: "the message to send has no messages" })
-      }
+      const messages = yield* checkInput(message, "user", config.maxInputChars)
       const taken = yield* Deferred.make<AgentResult.AgentResult<any>, unknown>()
-      const entry: Inbox.Entry = { mode, messages: prompt.content, taken }
+      const entry: Inbox.Entry = { mode, messages, taken }
       let delivery: Agent.Sent["delivery"] = mode === "steer" ? "steered" : "queued"
       if (!inboxes.post(id, entry)) {
         // a send that fails (or is interrupted) takes its message back, unless a run took it in meanwhile:

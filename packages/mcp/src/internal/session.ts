@@ -98,7 +98,7 @@ export const describeTarget = (target: Target): string => {
 /** An error's message and its causes', scrubbed of credentials. */
 export const reasonOf = (error: unknown): string => {
   const parts: Array<string> = []
-  let current: unknown = error
+  let current: unknown = Secrets.scrubError(error)
   for (let depth = 0; depth < 4 && current !== undefined && current !== null; depth++) {
     const text = current instanceof Error ? current.message : String(current)
     if (text !== "" && !parts.includes(text)) parts.push(text)
@@ -106,6 +106,19 @@ export const reasonOf = (error: unknown): string => {
   }
   return Secrets.scrubText(parts.join(": ") || "unknown error")
 }
+
+/** The credentials a target sends: its `Redacted` values and its headers named like credentials. */
+const credentialsOf = (target: Target): Array<Secret> => {
+  if (target._tag === "InProcess") return []
+  const values = Object.entries((target._tag === "Http" ? target.headers : target.env) ?? {})
+  return values
+    .filter(([name, value]) => Redacted.isRedacted(value) || (target._tag === "Http" && Secrets.isCredentialName(name)))
+    .map(([, value]) => value)
+}
+
+/** A failed result as the model reads it: its content scrubbed of credentials. */
+const scrubFailed = (result: CallToolResult): CallToolResult =>
+  result.isError === true ? { ...result, content: Secrets.scrubError(result.content) } : result
 
 /**
  * A fetch whose streamed POST answers report a broken connection: the SDK
@@ -156,6 +169,8 @@ export const connect = (
 ): Effect.Effect<Session, Failure, Scope.Scope> =>
   Effect.gen(function*() {
     const described = describeTarget(target)
+    // what the server echoes of them in an error is scrubbed, wherever it is written
+    yield* Secrets.register(...credentialsOf(target))
     // The calls in flight wait on the current deferred; a transport that breaks fails it and starts another.
     let lost = yield* Deferred.make<never, string>()
     const breakCalls = (reason: string) => {
@@ -245,7 +260,7 @@ export const connect = (
               ) as Promise<CallToolResult>,
             catch: (error) => error
           }).pipe(
-            Effect.map((result): Answer => ({ _tag: "Result", result })),
+            Effect.map((result): Answer => ({ _tag: "Result", result: scrubFailed(result) })),
             Effect.catchAll((error) =>
               !isConnectionLost(error)
                 ? Effect.succeed<Answer>({ _tag: "Failed", reason: reasonOf(error) })

@@ -1,7 +1,9 @@
 /**
- * SHA-256 of a string's UTF-8 bytes, pure and synchronous, the same on every
- * platform (WebCrypto's digest is asynchronous). `Pii`'s `"hash"` strategy
- * uses it; it is not part of the public API.
+ * SHA-256 of a string, pure and synchronous, the same on every platform
+ * (WebCrypto's digest is asynchronous): of its UTF-8 bytes (`Pii`'s `"hash"`
+ * strategy) or of its exact UTF-16 code units (`Offload`'s references, where
+ * a lone surrogate must not hash as the U+FFFD UTF-8 turns it into). It is
+ * not part of the public API.
  */
 
 const K = [
@@ -74,8 +76,21 @@ const K = [
 const K32 = Int32Array.from(K)
 
 /** The SHA-256 digest of a string's UTF-8 bytes, in lowercase hex. */
-export const sha256 = (text: string): string => {
-  const bytes = new TextEncoder().encode(text)
+export const sha256 = (text: string): string => digest(new TextEncoder().encode(text))
+
+/** The SHA-256 digest of a string's UTF-16 code units (little-endian), in lowercase hex: one per distinct string. */
+export const sha256Utf16 = (text: string): string => {
+  const bytes = new Uint8Array(text.length * 2)
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i)
+    bytes[2 * i] = unit & 0xff
+    bytes[2 * i + 1] = unit >>> 8
+  }
+  return digest(bytes)
+}
+
+/** The SHA-256 digest of `bytes`, in lowercase hex. */
+const digest = (bytes: Uint8Array): string => {
   const bitLength = bytes.length * 8
   const padded = new Uint8Array(Math.ceil((bytes.length + 9) / 64) * 64)
   padded.set(bytes)

@@ -1,9 +1,11 @@
 /**
  * Paths of a workspace: every path the model gives is a virtual path rooted
  * at "/", normalized here (`.` and empty segments dropped, `..` resolved), so
- * the backends only ever see paths inside their root. Also the glob matcher
- * used by `glob`, `grep` and the access rules.
+ * the backends only ever see paths inside their root. Also how `glob`, `grep`
+ * and the access rules match paths (with the linear-time matcher of `glob.ts`).
  */
+import * as Effect from "effect/Effect"
+import * as Glob from "./glob.js"
 
 /** The normalized form of `path` ("/a/b"), or `undefined` when `..` climbs above the root or it holds a NUL. */
 export const normalize = (path: string): string | undefined => {
@@ -25,66 +27,16 @@ export const normalize = (path: string): string | undefined => {
 export const isWithin = (path: string, directory: string): boolean =>
   directory === "/" || path === directory || path.startsWith(`${directory}/`)
 
-const globCache = new Map<string, RegExp>()
+const globCache = new Map<string, Glob.Glob>()
 
 const hasGlobSyntax = (pattern: string): boolean => /[*?[{]/.test(pattern)
 
-const isValidClass = (set: string): boolean => {
-  try {
-    new RegExp(set)
-    return true
-  } catch {
-    return false
-  }
-}
-
-/**
- * The regular expression of a glob: `**` any number of segments, `*` any
- * characters but "/", `?` one of them, `[...]` a class, `{a,b}` either.
- */
-export const globRegExp = (pattern: string): RegExp => {
+/** The compiled glob of `pattern`, from a bounded cache. */
+const compiled = (pattern: string): Glob.Glob => {
   let cached = globCache.get(pattern)
   if (cached !== undefined) return cached
-  let source = ""
-  let braces = 0
-  for (let i = 0; i < pattern.length; i++) {
-    const c = pattern[i]!
-    if (c === "*") {
-      if (pattern[i + 1] === "*") {
-        const slashAfter = pattern[i + 2] === "/"
-        const any = slashAfter ? "(?:.*/)?" : ".*"
-        // "**/**/" matches what "**/" does; repeated, it would backtrack polynomially on long paths
-        if (!source.endsWith(any)) source += any
-        i += slashAfter ? 2 : 1
-      } else {
-        source += "[^/]*"
-      }
-    } else if (c === "?") {
-      source += "[^/]"
-    } else if (c === "[") {
-      const end = pattern.indexOf("]", i + 1)
-      if (end === -1) source += "\\["
-      else {
-        const body = pattern.slice(i + 1, end).replace(/\\/g, "\\\\")
-        const set = `[${body.startsWith("!") ? `^${body.slice(1)}` : body}]`
-        // a class the model wrote backwards ("[z-a]") is not a class: it matches as the text it is
-        source += isValidClass(set) ? set : pattern.slice(i, end + 1).replace(/[.*+?^$()|[\]\\{}]/g, "\\$&")
-        i = end
-      }
-    } else if (c === "{") {
-      braces++
-      source += "(?:"
-    } else if (c === "}" && braces > 0) {
-      braces--
-      source += ")"
-    } else if (c === "," && braces > 0) {
-      source += "|"
-    } else {
-      source += c.replace(/[.+^$()|\\\]}]/g, "\\$&")
-    }
-  }
-  cached = new RegExp(`^${source}${")".repeat(braces)}$`)
-  if (globCache.size > 1000) globCache.clear()
+  cached = Glob.compile(pattern)
+  if (globCache.size > 200) globCache.clear()
   globCache.set(pattern, cached)
   return cached
 }
@@ -94,17 +46,53 @@ export const globRegExp = (pattern: string): RegExp => {
  * glob syntax (matched against the whole path), else a directory prefix.
  */
 export const matchesRule = (pattern: string, path: string): boolean => {
-  if (hasGlobSyntax(pattern)) return globRegExp(pattern.startsWith("/") ? pattern : `/${pattern}`).test(path)
+  if (hasGlobSyntax(pattern)) return Glob.matches(compiled(pattern.startsWith("/") ? pattern : `/${pattern}`), path)
   const prefix = normalize(pattern)
   return prefix !== undefined && isWithin(path, prefix)
 }
 
+/** The text a glob given relative to `base` (or absolute, starting with "/") is matched against. */
+const globSubject = (pattern: string, base: string, path: string): string =>
+  pattern.startsWith("/") ? path : base === "/" ? path.slice(1) : path.slice(base.length + 1)
+
+/** A few milliseconds of matching: the work done between two yields of a long search. */
+const stepsBetweenYields = 50_000
+
 /**
- * Whether `path` (normalized, under `base`) matches a glob `pattern` given
- * relative to `base` (or absolute, starting with "/").
+ * The paths among `files` (normalized, under `base`) that match `pattern`.
+ * It yields to the other fibers after each stretch of work, so a long
+ * search neither blocks the process nor outlives an interruption (a tool
+ * timeout).
  */
-export const matchesGlob = (pattern: string, base: string, path: string): boolean => {
-  if (pattern.startsWith("/")) return globRegExp(pattern).test(path)
-  const relative = base === "/" ? path.slice(1) : path.slice(base.length + 1)
-  return globRegExp(pattern).test(relative)
-}
+export const filterMatching = (
+  pattern: string,
+  base: string,
+  files: Iterable<string>
+): Effect.Effect<Array<string>> =>
+  Effect.gen(function*() {
+    const glob = compiled(pattern)
+    const out: Array<string> = []
+    let steps = 0
+    for (const file of files) {
+      const subject = globSubject(pattern, base, file)
+      const cost = Glob.cost(glob, subject)
+      if (cost > stepsBetweenYields) {
+        // a long path: matched in pieces, yielding between them
+        const run = Glob.begin(glob)
+        const piece = Math.max(1, Math.floor(stepsBetweenYields / glob.size))
+        for (let at = 0; at < subject.length;) {
+          yield* Effect.yieldNow()
+          at = Glob.feed(glob, run, subject, at, at + piece)
+        }
+        if (Glob.accepted(glob, run)) out.push(file)
+        continue
+      }
+      steps += cost
+      if (steps > stepsBetweenYields) {
+        steps = 0
+        yield* Effect.yieldNow()
+      }
+      if (Glob.matches(glob, subject)) out.push(file)
+    }
+    return out
+  })

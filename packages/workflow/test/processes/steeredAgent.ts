@@ -10,6 +10,10 @@
  *   KILL_AFTER_CLAIM=1: once a look into the inbox has claimed stored messages, prints `claimed <n>` and
  *   hangs before the look's result is journaled (the test SIGKILLs it there).
  * - ROLE=sender (client only): sends MESSAGE to thread-1 with MODE, prints `sent <receipt json>`.
+ * - ROLE=client (client only, the whole stack an API process builds): prints `up` and stays until killed.
+ * - ROLE=starter (client only, the whole stack): starts START on thread-1, prints `started`. With
+ *   REGISTER_GO=<file>, its start prints `registered` once the run is registered and waits for that file
+ *   before executing it.
  *
  * The model answers from the prompt: a search after the first user message, then the user messages it
  * saw, joined by " | ".
@@ -60,8 +64,23 @@ const AgentLive = Agent.layer({ toolkit: Tools }).pipe(
   Layer.provide(Layer.mergeAll(ScriptedModel.layer(Array.from({ length: 20 }, () => answer)), ToolsLive))
 )
 
+/** The store, holding a registered run back until REGISTER_GO exists (REGISTER_GO set). */
+const PausedStoreLive = Layer.effect(
+  RunStore.RunStore,
+  Effect.map(RunStore.make(), (store) =>
+    RunStore.RunStore.of({
+      ...store,
+      register: (run) =>
+        Effect.tap(store.register(run), () =>
+          Effect.gen(function*() {
+            console.log("registered")
+            while (!fs.existsSync(env("REGISTER_GO"))) yield* Effect.sleep("20 millis")
+          }))
+    }))
+)
+
 /** The store, hanging once a look has claimed stored messages (KILL_AFTER_CLAIM=1). */
-const StoreLive = env("KILL_AFTER_CLAIM") === "1"
+const StoreLive = env("REGISTER_GO") !== "" ? PausedStoreLive : env("KILL_AFTER_CLAIM") === "1"
   ? Layer.effect(
     RunStore.RunStore,
     Effect.map(RunStore.make(), (store) =>
@@ -115,5 +134,18 @@ const sender = Effect.gen(function*() {
   console.log(`sent ${JSON.stringify({ ...receipt, runId: Option.getOrNull(receipt.runId) })}`)
 }).pipe(Effect.provide(RunStore.layer().pipe(Layer.provideMerge(Engine))))
 
-const main: Effect.Effect<void, unknown> = role === "runner" ? runner : sender
+const client = Effect.sync(() => console.log("up")).pipe(Effect.zipRight(Effect.never), Effect.provide(Main))
+
+const starter = Runs.start({ threadId: "thread-1", input: "find flights", runId: env("START") }).pipe(
+  Effect.zipRight(Effect.sync(() => console.log("started"))),
+  Effect.provide(Main)
+)
+
+const main: Effect.Effect<void, unknown> = role === "runner"
+  ? runner
+  : role === "client"
+  ? client
+  : role === "starter"
+  ? starter
+  : sender
 NodeRuntime.runMain(main, { disableErrorReporting: false })

@@ -27,14 +27,19 @@ export interface Child {
 /** tsx's loader by absolute url, so a child can run in any working directory. */
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href
 
-/** Spawns `node --import tsx <script>` with `env` added to this process's environment, in `cwd` if given. */
-export const spawnChild = (script: string, env: Record<string, string>, cwd?: string): Child => {
-  const child: ChildProcess = spawn(process.execPath, [
-    "--conditions=@stepwise-agent/source",
-    "--import",
-    tsxLoader,
-    script
-  ], {
+/**
+ * Spawns `node --import tsx <script>` with `env` added to this process's environment, in `cwd` if given,
+ * through `wrapper` if given (a command line that ends by running the one it is given after it).
+ */
+export const spawnChild = (
+  script: string,
+  env: Record<string, string>,
+  cwd?: string,
+  wrapper: ReadonlyArray<string> = []
+): Child => {
+  const node = [process.execPath, "--conditions=@stepwise-agent/source", "--import", tsxLoader, script]
+  const [command, ...args] = [...wrapper, ...node]
+  const child: ChildProcess = spawn(command!, args, {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
     ...(cwd === undefined ? {} : { cwd })

@@ -1,0 +1,180 @@
+/**
+ * Offloaded texts belong to the thread they were offloaded from, and every
+ * store gives back exactly the string it was given (lone surrogates too).
+ */
+import type { Prompt } from "@effect/ai"
+import { LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { FileSystem, KeyValueStore } from "@effect/platform"
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Agent, Middleware } from "@stepwise-agent/core"
+import { Messages, ScriptedModel } from "@stepwise-agent/testing"
+import { Context, Effect, FastCheck, Layer, Option, Schema } from "effect"
+import * as Offload from "../src/Offload.js"
+import * as Workspace from "../src/Workspace.js"
+
+const Fetch = Tool.make("fetch_page", { parameters: { url: Schema.String }, success: Schema.String })
+const Tools = Toolkit.make(Fetch)
+
+/** Texts that UTF-8 cannot tell apart: a lone surrogate and the U+FFFD it becomes. */
+const withLoneSurrogate = `${"a".repeat(5000)}\uD800 end`
+const withReplacement = `${"a".repeat(5000)}\uFFFD end`
+
+const toolResults = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.ToolResultPart> =>
+  messages.flatMap((message) =>
+    message.role === "tool"
+      ? message.content.filter((part): part is Prompt.ToolResultPart => part.type === "tool-result")
+      : []
+  )
+
+const refIn = (request: ScriptedModel.Request): string => {
+  const match = /(ofl_[0-9a-f]{16})/.exec(JSON.stringify(request.prompt.content))
+  assert.isNotNull(match, "the model saw no reference")
+  return match![1]!
+}
+
+/** Any string, lone surrogates and U+FFFD included. */
+const anyText = FastCheck.string({
+  unit: FastCheck.oneof(
+    FastCheck.constantFrom("\uD800", "\uDBFF", "\uDC00", "\uDFFF", "\uFFFD", "𝄞", "é", "\r\n", "\"", "\\"),
+    FastCheck.string({ unit: "binary", minLength: 1, maxLength: 1 })
+  ),
+  maxLength: 300
+})
+
+describe("Offload across threads", () => {
+  it.effect("threads sharing one store each read back their own text, exact, and never another thread's", () =>
+    Effect.gen(function*() {
+      let refOfA = ""
+      const model = yield* ScriptedModel.make([
+        // thread A offloads a text with a lone surrogate
+        ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "a" }, id: "fa" }]),
+        (request) => (refOfA = refIn(request), ScriptedModel.text("fetched a")),
+        // thread B offloads its U+FFFD twin, then asks for A's reference
+        ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "b" }, id: "fb" }]),
+        () =>
+          ScriptedModel.toolCalls([{ name: "read_offloaded", params: { ref: refOfA, limit: 20_000 }, id: "steal" }]),
+        ScriptedModel.text("done b"),
+        // thread A reads its own text back
+        () => ScriptedModel.toolCalls([{ name: "read_offloaded", params: { ref: refOfA, limit: 20_000 }, id: "own" }]),
+        ScriptedModel.text("done a")
+      ])
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [Offload.middleware({ maxResultChars: 4000 })] })
+        .pipe(
+          Effect.provide(Tools.toLayer({
+            fetch_page: ({ url }) => Effect.succeed(url === "a" ? withLoneSurrogate : withReplacement)
+          })),
+          Effect.provideService(LanguageModel.LanguageModel, model.model)
+        )
+      yield* agent.run("fetch a", { threadId: "A" })
+      const b = yield* agent.run("fetch b", { threadId: "B" })
+      const a = yield* agent.run("read it", { threadId: "A" })
+      const steal = toolResults(b.state.messages).find((part) => part.id === "steal")!
+      assert.isTrue(steal.isFailure)
+      assert.deepStrictEqual(steal.result, { error: `Nothing was offloaded under the reference "${refOfA}"` })
+      const own = toolResults(a.state.messages).find((part) => part.id === "own")!
+      assert.isFalse(own.isFailure)
+      assert.strictEqual((own.result as Offload.Page).text, withLoneSurrogate)
+    }).pipe(Effect.provide(Offload.layerKeyValueStore().pipe(Layer.provide(KeyValueStore.layerMemory)))))
+
+  it.prop(
+    "a reference is per thread and per exact text: a lone surrogate and U+FFFD, or two threads, never share one",
+    [FastCheck.string(), FastCheck.string(), anyText],
+    ([threadA, threadB, content]) => {
+      if (threadA !== threadB) {
+        assert.notStrictEqual(Offload.referenceOf(threadA, content), Offload.referenceOf(threadB, content))
+      }
+      const replaced = content.replace(/\p{Cs}/gu, "\uFFFD")
+      if (replaced !== content) {
+        assert.notStrictEqual(Offload.referenceOf(threadA, content), Offload.referenceOf(threadA, replaced))
+      }
+    }
+  )
+
+  it.effect.prop(
+    "with a shared store, read_offloaded gives a text to its own thread only, whatever the text and threads",
+    [FastCheck.string({ minLength: 1 }), FastCheck.string({ minLength: 1 }), anyText],
+    ([threadA, threadB, text]) =>
+      Effect.gen(function*() {
+        if (threadA === threadB) return
+        const content = `${text}${"z".repeat(50)}`
+        const mw = Offload.middleware({ maxResultChars: 20, previewChars: 0 })
+        const messages = [
+          Messages.user("go"),
+          Messages.call("c1", "fetch_page"),
+          Messages.result("c1", "fetch_page", content)
+        ]
+        const request = (threadId: string): Middleware.ModelRequest => ({
+          messages,
+          systemPrompt: undefined,
+          tools: [],
+          toolChoice: "auto",
+          model: undefined,
+          context: Context.empty(),
+          state: {},
+          threadId,
+          step: 0
+        })
+        // thread A offloads the text; thread B, whose own messages hold the same text, asks for A's reference
+        let seen: ReadonlyArray<Prompt.Message> = []
+        yield* mw.wrapModelCall!(request(threadA), (sent) =>
+          Effect.sync(() => (seen = sent.messages, Middleware.modelResponse("ok"))))
+        const ref = Option.getOrThrow(Offload.offloadedRef(toolResults(seen)[0]!))
+        const read = (threadId: string) =>
+          mw.wrapToolCall!({
+            call: Messages.toolCall("r1", Offload.toolName, { ref, limit: 10_000 }),
+            tool: undefined,
+            state: { messages },
+            threadId,
+            step: 1
+          }, () =>
+            Effect.die("read_offloaded is answered by the middleware"))
+        const stolen = yield* read(threadB)
+        assert.isTrue(stolen.isFailure)
+        assert.notInclude(JSON.stringify(stolen.result), JSON.stringify(content).slice(1, -1))
+        const own = yield* read(threadA)
+        assert.strictEqual((own.result as Offload.Page).text, content)
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(Offload.layerKeyValueStore().pipe(Layer.provide(KeyValueStore.layerMemory)))
+      ),
+    { fastCheck: { numRuns: 60 } }
+  )
+})
+
+describe("Offload stores", () => {
+  const stores: ReadonlyArray<
+    readonly [string, (directory: string) => Layer.Layer<Offload.OffloadStore, unknown, NodeContext.NodeContext>]
+  > = [
+    ["memory", () => Offload.layerMemory],
+    ["a KeyValueStore in memory", () => Offload.layerKeyValueStore().pipe(Layer.provide(KeyValueStore.layerMemory))],
+    [
+      "a KeyValueStore on a directory",
+      (directory) => Offload.layerKeyValueStore().pipe(Layer.provide(KeyValueStore.layerFileSystem(directory)))
+    ],
+    ["the workspace in memory", () => Offload.layerWorkspace().pipe(Layer.provide(Workspace.layerMemory()))],
+    [
+      "the workspace on a directory",
+      (directory) => Offload.layerWorkspace().pipe(Layer.provide(Workspace.layerDirectory({ root: directory })))
+    ]
+  ]
+  for (const [label, layerOf] of stores) {
+    it.effect(`${label} gives back exactly any string it was given, lone surrogates included`, () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const directory = yield* fs.makeTempDirectoryScoped()
+        const store = yield* Effect.provide(Offload.OffloadStore, layerOf(directory))
+        yield* Effect.promise(() =>
+          FastCheck.assert(
+            FastCheck.asyncProperty(FastCheck.string(), anyText, (threadId, content) =>
+              Effect.runPromise(Effect.gen(function*() {
+                const ref = Offload.referenceOf(threadId, content)
+                yield* store.put(ref, content)
+                assert.strictEqual(yield* store.get(ref), content)
+              }))),
+            { numRuns: 60 }
+          )
+        )
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)))
+  }
+})
