@@ -131,6 +131,18 @@ describe("Agent.Agent", () => {
     expect<ReturnType<S["deleteThread"]>>().type.toBe<Effect.Effect<void, AgentError.CheckpointError>>()
     expect<Agent.RunError<OverQuota>>().type.toBe<OverQuota | AgentError.AgentError | AiError.AiError>()
   })
+
+  test("a closed agent's send fails with AgentClosed, in its type", () => {
+    type S = Agent.Agent.Service
+    expect<Effect.Effect.Error<ReturnType<S["send"]>>>().type.toBe<
+      AgentError.InvalidInput | AgentError.InvalidOptions | AgentError.CheckpointError | AgentError.AgentClosed
+    >()
+  })
+
+  test("a run's errors include AgentClosed and InvalidToolCalls", () => {
+    expect<AgentError.AgentClosed>().type.toBeAssignableTo<Agent.RunError<never>>()
+    expect<AgentError.InvalidToolCalls>().type.toBeAssignableTo<Agent.RunError<never>>()
+  })
 })
 
 describe("Agent.Tag", () => {

@@ -28,6 +28,7 @@ import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
 import { defaultMaxInputChars } from "./internal/input.js"
+import * as Lifetime from "./internal/lifetime.js"
 import { makeLoop } from "./internal/loop.js"
 import { unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
@@ -111,9 +112,10 @@ export interface SendOptions {
  * `result` waits for the run that takes the message in and gives its result,
  * or fails as that run failed (a run `send` started is reported through
  * `watch` and logged too). Runs `send` starts belong to the scope the agent
- * was built in (`Agent.layer`'s): closing it interrupts them, and once it is
- * closed `result` fails with `ThreadStateError` rather than waiting. A `send`
- * that fails delivered nothing: retrying it sends the message once.
+ * was built in (`Agent.layer`'s): closing it interrupts them (their `result`
+ * fails with `ThreadStateError` rather than waiting), and once it is closed
+ * `send` itself fails with `AgentClosed`, delivering nothing. A `send` that
+ * fails delivered nothing: retrying it sends the message once.
  *
  * @example
  * ```ts
@@ -279,13 +281,17 @@ export declare namespace Agent {
      * user may send: a string, or user messages of text and file parts. A
      * thread id that is not a non-empty string, an empty message, a message
      * that is not the user's, one over `maxInputChars` or an unknown mode
-     * fail with `InvalidInput` / `InvalidOptions`, and nothing is sent.
+     * fail with `InvalidInput` / `InvalidOptions`, and nothing is sent; so
+     * does a closed agent, with `AgentClosed`.
      */
     readonly send: (
       threadId: string,
       message: Prompt.RawInput,
       options?: SendOptions | undefined
-    ) => Effect.Effect<Sent<S, E, O>, AgentError.InvalidInput | AgentError.InvalidOptions | AgentError.CheckpointError>
+    ) => Effect.Effect<
+      Sent<S, E, O>,
+      AgentError.InvalidInput | AgentError.InvalidOptions | AgentError.CheckpointError | AgentError.AgentClosed
+    >
     /**
      * Subscribes, for the life of the scope, to the events of every run of
      * this agent (`run`, `stream`, `resume`, `resumeStream`) that starts from
@@ -410,6 +416,18 @@ export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR, O = 
   readonly outputToolName?: string | undefined
   /** The most model calls one run may make (default 50); more is a `MaxStepsExceeded` error. */
   readonly maxSteps?: number | undefined
+  /**
+   * How many model replies in a row may hold invalid tool calls (default 3;
+   * 0 for none). Each invalid call — a tool the agent does not have,
+   * arguments that are not JSON or fail the tool's schema, structured output
+   * that does not decode — is answered with a failed tool result saying what
+   * was wrong (scrubbed, at most 1000 characters), and the model tries
+   * again; the call stays in the thread with its arguments as they came
+   * (text that is not JSON as that string). One reply more than this fails
+   * the run with `InvalidToolCalls`, naming the tool and the problem. A
+   * reply without invalid calls resets the count.
+   */
+  readonly maxToolCallRepairs?: number | undefined
   /** How many tool calls of one model response run at once (default 8). */
   readonly toolConcurrency?: number | "unbounded" | undefined
   /**
@@ -449,6 +467,7 @@ const optionKeys = Object.keys(
     responseFormat: true,
     outputToolName: true,
     maxSteps: true,
+    maxToolCallRepairs: true,
     toolConcurrency: true,
     maxInputChars: true,
     toolTimeout: true,
@@ -491,6 +510,17 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Agen
  * "Agent"`, `option`: the key), and a middleware built with bad options (by
  * a constructor that returns it directly, e.g. `Logging.middleware`) with
  * that middleware's `InvalidOptions`.
+ *
+ * The agent keeps the services of the context it is built in for its whole
+ * life, so they must live as long as it does: provide their layers to the
+ * program that builds *and uses* the agent (or build it with `Agent.layer`
+ * and `Layer.provide`), not with `Effect.provide` around `Agent.make` alone,
+ * which releases a scoped layer (a provider's HTTP client) as soon as `make`
+ * ends. Built in a `Scope`, the agent closes with it: then `run`, `stream`,
+ * `resume`, `resumeStream`, `validateResume` and `send` fail with
+ * `AgentClosed`; so they do once a run fails because an HTTP client the agent
+ * kept was released (undici's `ClientDestroyedError`), the error naming that
+ * cause.
  *
  * @example
  * ```ts
@@ -539,6 +569,12 @@ export const make = <
     if (!Number.isInteger(maxSteps) || maxSteps < 1) {
       return yield* new AgentError.AgentConfigError({
         reason: `maxSteps must be a whole number of at least 1, got ${maxSteps}`
+      })
+    }
+    const maxToolCallRepairs = options.maxToolCallRepairs ?? 3
+    if (!Number.isInteger(maxToolCallRepairs) || maxToolCallRepairs < 0) {
+      return yield* new AgentError.AgentConfigError({
+        reason: `maxToolCallRepairs must be a whole number of at least 0, got ${maxToolCallRepairs}`
       })
     }
     const toolConcurrency = options.toolConcurrency ?? 8
@@ -600,6 +636,7 @@ export const make = <
     )
     const model = yield* LanguageModel.LanguageModel
     const scope = yield* Effect.serviceOption(Scope.Scope)
+    const lifetime = yield* Lifetime.make(scope)
     return makeLoop({
       middleware,
       layout,
@@ -607,6 +644,7 @@ export const make = <
       systemPrompt: options.systemPrompt,
       output,
       maxSteps,
+      maxToolCallRepairs,
       toolConcurrency,
       maxInputChars,
       toolTimeout: timeouts,
@@ -614,6 +652,7 @@ export const make = <
       model,
       checkpointer,
       scope,
+      lifetime,
       context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>
     }) as AgentOf<Mws, O>
   }) as any

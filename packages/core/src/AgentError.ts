@@ -346,6 +346,86 @@ export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
 }
 
 /**
+ * The model's tool calls were invalid in more replies in a row than
+ * `Agent.make({ maxToolCallRepairs })` allows (default 3). A call is invalid
+ * when it names a tool the agent does not have (or did not offer), its
+ * arguments are not JSON or fail the tool's schema, or its structured output
+ * does not decode. Up to the limit, each such call is answered with a failed
+ * tool result saying what was wrong, and the model tries again; past it the
+ * run fails with this error after `replies` such replies, naming the first
+ * invalid call of the last one (`toolName`, `callId`) and its `problem`.
+ * That reply is not stored; what the run stored before it stays.
+ *
+ * @example
+ * ```ts
+ * import { AgentError } from "@stepwise-agent/core"
+ *
+ * const error = new AgentError.InvalidToolCalls({
+ *   threadId: "t1",
+ *   toolName: "add",
+ *   callId: "call_1",
+ *   problem: "the arguments are not valid JSON (Unexpected end of JSON input); send a JSON object",
+ *   replies: 4
+ * })
+ * error.message // 'Thread "t1": the model made invalid tool calls in 4 replies in a row; the last: tool "add" (call call_1): …'
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidToolCalls extends Schema.TaggedError<InvalidToolCalls>(
+  "@stepwise-agent/core/AgentError/InvalidToolCalls"
+)("InvalidToolCalls", {
+  threadId: Schema.String,
+  toolName: Schema.String,
+  callId: Schema.String,
+  problem: Schema.String,
+  replies: Schema.Number
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}": the model made invalid tool calls in ${this.replies} replies in a row; ` +
+      `the last: tool "${this.toolName}" (call ${this.callId}): ${this.problem}`
+  }
+}
+
+/**
+ * The agent is closed, and does nothing more: the scope it was built in has
+ * closed (`Agent.layer`'s, or the `Scope` of the effect that ran
+ * `Agent.make`), or a service it kept from that context has been released —
+ * typically a provider layer given with `Effect.provide` around `Agent.make`
+ * alone, which is released as soon as `make` ends (its HTTP client then
+ * refuses every request). `reason` says which. Provide such layers to the
+ * program that uses the agent, or build it with `Agent.layer` and
+ * `Layer.provide`, so they live as long as it does.
+ *
+ * @example
+ * ```ts
+ * import { AgentError } from "@stepwise-agent/core"
+ *
+ * const error = new AgentError.AgentClosed({ reason: "the scope it was built in has closed" })
+ * error.message // "The agent is closed: the scope it was built in has closed"
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class AgentClosed extends Schema.TaggedError<AgentClosed>(
+  "@stepwise-agent/core/AgentError/AgentClosed"
+)("AgentClosed", {
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The agent is closed: ${this.reason}`
+  }
+}
+
+/**
  * A middleware hook returned a value of the wrong shape: a node hook something
  * other than `undefined` or a `HookResult`, `wrapModelCall` something other
  * than a `ModelResponse`, `wrapToolCall` something other than the call's tool
@@ -401,6 +481,8 @@ export type AgentError =
   | ModelReplyError
   | EmptyModelResponse
   | InvalidHookResult
+  | InvalidToolCalls
+  | AgentClosed
 
 /**
  * The schema of {@link AgentError}.
@@ -419,7 +501,9 @@ export const AgentError: Schema.Union<[
   typeof InvalidInput,
   typeof ModelReplyError,
   typeof EmptyModelResponse,
-  typeof InvalidHookResult
+  typeof InvalidHookResult,
+  typeof InvalidToolCalls,
+  typeof AgentClosed
 ]> = Schema.Union(
   MaxStepsExceeded,
   InvalidJump,
@@ -431,5 +515,7 @@ export const AgentError: Schema.Union<[
   InvalidInput,
   ModelReplyError,
   EmptyModelResponse,
-  InvalidHookResult
+  InvalidHookResult,
+  InvalidToolCalls,
+  AgentClosed
 )

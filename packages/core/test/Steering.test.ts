@@ -362,13 +362,12 @@ describe("Agent.send: failures before a run takes the message in", () => {
       assert.deepStrictEqual(userTexts(Option.getOrThrow(yield* agent.thread("t")).state.messages), ["again"])
     }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("hi")]))))
 
-  it.effect("an agent whose scope is closed fails the result of what send started instead of hanging", () =>
+  it.effect("an agent whose scope is closed fails send with AgentClosed, delivering nothing", () =>
     Effect.gen(function*() {
       const agent = yield* Effect.scoped(Agent.make({}))
-      const sent = yield* agent.send("t", "hello")
-      const error = yield* Effect.flip(sent.result)
-      assert.strictEqual(error._tag, "ThreadStateError")
-      assert.include(error.message, "interrupted")
+      const error = yield* Effect.flip(agent.send("t", "hello"))
+      assert.strictEqual(error._tag, "AgentClosed")
+      assert.isTrue(Option.isNone(yield* agent.thread("t")))
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)
     }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("hi")]))))
 })

@@ -246,26 +246,23 @@ describe("OpenAI end to end", () => {
       ])
     }))
 
-  it.scoped("arguments that are not JSON fail the model call (MalformedOutput); the thread is kept", () =>
+  it.scoped("arguments that are not JSON are answered with a failed tool result the model repairs", () =>
     Effect.gen(function*() {
-      // @effect/ai-openai parses `arguments` itself, before the agent sees the
-      // call, so this is a typed error of the run and not a repairable result.
-      const { agent, server } = yield* setup([
-        FakeOpenAi.text("Hello! Ask me some arithmetic."),
-        FakeOpenAi.toolCalls([{ callId: "call_trunc", name: "calculate", arguments: `{"a": 6, "op": "*", "b"` }])
+      // @effect/ai-openai parses `arguments` itself and fails the reply; the agent recovers the call
+      // (its arguments kept as the text that came) and answers it like arguments of the wrong shape
+      const { agent, handled, server } = yield* setup([
+        FakeOpenAi.toolCalls([{ callId: "call_trunc", name: "calculate", arguments: `{"a": 6, "op": "*", "b"` }]),
+        FakeOpenAi.toolCalls([{ ...multiply, callId: "call_good" }]),
+        FakeOpenAi.text(answer)
       ])
-      yield* agent.run("hello", { threadId: "t1" })
-      const before = yield* storedTranscript(agent, "t1")
 
-      const error = yield* Effect.flip(agent.run(question, { threadId: "t1" }))
+      const result = yield* agent.run(question, { threadId: "t1" })
 
-      assert.strictEqual(error._tag, "MalformedOutput")
-      const malformed = error as AiError.MalformedOutput
-      assert.strictEqual(malformed.module, "OpenAiLanguageModel")
-      assert.include(malformed.description ?? "", "Failed to securely parse tool call parameters for tool 'calculate'")
-      assert.deepStrictEqual(yield* storedTranscript(agent, "t1"), before)
-      assert.deepStrictEqual(before, ["user: hello", "assistant: Hello! Ask me some arithmetic."])
-      assert.strictEqual((yield* server.requests).length, 2)
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(yield* handled, [{ a: 6, op: "*", b: 7 }])
+      const [badOutput] = FakeOpenAi.functionCallOutputs((yield* server.requests)[1]!.body)
+      const message = (JSON.parse(badOutput!.output!) as { readonly error: string }).error
+      assert.include(message, `Invalid arguments for tool "calculate": the arguments are not valid JSON`)
     }))
 
   describe("provider failures are typed and leave the stored thread intact", () => {

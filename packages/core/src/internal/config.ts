@@ -13,6 +13,7 @@ import type * as Scope from "effect/Scope"
 import type * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import type * as Middleware from "../Middleware.js"
+import type { Lifetime } from "./lifetime.js"
 import type { HookNode } from "./machine.js"
 import type * as OutputTool from "./outputTool.js"
 import type { ToolChoice, ToolEntry } from "./tools.js"
@@ -25,6 +26,8 @@ export interface LoopConfig {
   readonly systemPrompt: string | undefined
   readonly output: OutputTool.OutputTool | undefined
   readonly maxSteps: number
+  /** How many model replies in a row may hold invalid tool calls, each answered for the model to repair. */
+  readonly maxToolCallRepairs: number
   readonly toolConcurrency: number | "unbounded"
   /** The most characters of text, file data, tool arguments and results one input of `run`, `stream` or `send` may hold. */
   readonly maxInputChars: number
@@ -42,6 +45,8 @@ export interface LoopConfig {
   readonly context: Context.Context<never>
   /** The scope the agent was built in (`Agent.layer`'s): runs `send` starts live in it, else as daemons. */
   readonly scope: Option.Option<Scope.Scope>
+  /** Whether the agent is still open (its scope, and the services it kept). */
+  readonly lifetime: Lifetime
 }
 
 /** The configuration with what the steps derive from it. */

@@ -17,6 +17,7 @@ import type * as Agent from "../Agent.js"
 import {
   DurableThreadError,
   InvalidOptions,
+  InvalidToolCalls,
   MaxStepsExceeded,
   StructuredOutputError,
   ThreadStateError
@@ -34,6 +35,7 @@ import { unwrapScoped } from "./drain.js"
 import { checked, hookEffect, inputProblem } from "./hookResults.js"
 import * as Inbox from "./inbox.js"
 import { checkInput, checkThreadId, isThreadId } from "./input.js"
+import { closeOnRelease, ensureOpen } from "./lifetime.js"
 import * as Lineage from "./lineage.js"
 import { Continue, next, type Phase } from "./machine.js"
 import * as ModelStep from "./modelStep.js"
@@ -73,7 +75,7 @@ const SentMessages = Schema.Array(Prompt.Message)
 /** Builds the service of an agent. */
 export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> => {
   const config = compile(loopConfig)
-  const { checkpointer, layout, maxSteps, nodes } = config
+  const { checkpointer, layout, lifetime, maxSteps, nodes } = config
   const isTraced: Effect.Effect<boolean> = config.spans === undefined
     ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
     : Effect.succeed(config.spans)
@@ -110,6 +112,8 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       let phase = start
       let resumeValue = resume
       let idleToolRounds = 0
+      // model replies in a row with a call the agent answers as invalid (see `maxToolCallRepairs`)
+      let repairRounds = 0
       // the array the last model step appended its reply to, while only the loop has seen it: the tool step
       // appends its results to it in place (one copy of the thread per step instead of two)
       let unseen: ReadonlyArray<Prompt.Message> | undefined
@@ -214,6 +218,17 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
             }
             const started = run.emit === undefined ? 0 : run.clock.unsafeCurrentTimeMillis()
             const reply = yield* modelStep(run, state)
+            const invalid = toolStep.invalidCall(reply)
+            if (invalid === undefined) repairRounds = 0
+            else if (++repairRounds > config.maxToolCallRepairs) {
+              return yield* new InvalidToolCalls({
+                threadId: run.threadId,
+                toolName: invalid.call.name,
+                callId: invalid.call.id,
+                problem: invalid.problem,
+                replies: repairRounds
+              })
+            }
             state = RunState.appendReply(state, reply)
             unseen = state.messages
             if (run.emit !== undefined) {
@@ -232,7 +247,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
             }
             // `wrapToolCall` hooks see the state, messages included
             if (config.wrapTool.length > 0) unseen = undefined
-            const ran = yield* toolStep(run, state, calls)
+            const ran = yield* toolStep.run(run, state, calls)
             state = state.messages === unseen
               ? RunState.appendToolResultsToUnseen(state, ran.results, ran.output)
               : RunState.appendToolResults(state, ran.results, ran.output)
@@ -270,6 +285,12 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
 
   const withThreadLock = ThreadLocks.make()
 
+  /**
+   * Fails with `AgentClosed` once the agent is closed. Every operation that runs the agent (`run`, `stream`,
+   * `resume`, `resumeStream`, `validateResume`, `send`) starts with it; reading and deleting threads do not.
+   */
+  const open = ensureOpen(lifetime)
+
   // Every run's events go to the watchers of `watch` while there are any.
   const watchers = Watchers.make<Agent.RunEvent<any>>()
 
@@ -302,8 +323,10 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
           own(event)
           publish(event)
         }
-      // every failure of a run, whoever raised it, leaves with its credentials scrubbed
-      const run = (emit: Emit | undefined) => Effect.mapErrorCause(body(emit, journaled), Secrets.scrubCause)
+      // every failure of a run, whoever raised it, leaves with its credentials scrubbed; one caused by a
+      // released service closes the agent
+      const run = (emit: Emit | undefined) =>
+        Effect.mapErrorCause(body(emit, journaled), (cause) => closeOnRelease(lifetime, Secrets.scrubCause(cause)))
       if (both === undefined) return yield* run(undefined)
       const emit: Emit = (event) => {
         if (event._tag === "RunEnded") ended = true
@@ -497,7 +520,10 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
 
   const startRun = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) =>
     Effect.flatMap(
-      Effect.zip(checkThreadId(options?.threadId), checkInput(input, "conversation", config.maxInputChars)),
+      Effect.zipRight(
+        open,
+        Effect.zip(checkThreadId(options?.threadId), checkInput(input, "conversation", config.maxInputChars))
+      ),
       ([threadId, messages]) =>
         withThreadLock(
           threadId,
@@ -519,6 +545,8 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
 
   const send = (threadId: string, message: Prompt.RawInput, options?: Agent.SendOptions) =>
     Effect.gen(function*() {
+      // a closed agent would start no run: its senders learn it here, not from `result`
+      yield* open
       const id = yield* checkThreadId(threadId)
       const mode = yield* modeOf(options)
       const messages = yield* checkInput(message, "user", config.maxInputChars)
@@ -591,7 +619,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       : Effect.provide(middleware.validateResume({ threadId, interrupt: pending.value, value }), config.context)
 
   const startResume = (id: string, value: unknown, own: Emit | undefined) =>
-    Effect.flatMap(checkThreadId(id), (threadId) =>
+    Effect.flatMap(Effect.zipRight(open, checkThreadId(id)), (threadId) =>
       withThreadLock(
         threadId,
         inboxes.leased(threadId, (lease) =>
@@ -634,6 +662,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
         startResume(threadId, value, emit).pipe(Effect.withSpan("Agent.resumeStream", { captureStackTrace: false }))
       ),
     validateResume: Effect.fn("Agent.validateResume")(function*(id: string, value: unknown) {
+      yield* open
       const threadId = yield* checkThreadId(id)
       const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId))
       yield* validateValue(threadId, middleware, pending, value)

@@ -12,6 +12,7 @@ import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import { EmptyModelResponse, InvalidHookResult, ModelReplyError } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
@@ -27,7 +28,7 @@ import { paired } from "./pairing.js"
 import { journaled, perRun, type RunContext } from "./runContext.js"
 import type { RunState } from "./runState.js"
 import * as ToolFiles from "./toolFiles.js"
-import { recoverUnknownToolCalls, wireToolkit } from "./tools.js"
+import { recoverUnknownToolCalls, recoverUnparsedArguments, wireToolkit } from "./tools.js"
 
 /**
  * Whether an assistant message answers: it has non-blank text, a file or a
@@ -93,7 +94,10 @@ const closeBlocks = (parts: ReadonlyArray<Response.AnyPart>): ReadonlyArray<Resp
   return fixed
 }
 
-/** The finish of a reply whose stream stopped early at a call of an unknown tool, which the agent answers. */
+/**
+ * The finish of a reply cut short at a call the agent answers: a call of an
+ * unknown tool (a stream stops there), or arguments that are not JSON.
+ */
 const cutShort = Response.makePart("finish", {
   reason: "unknown",
   usage: new Response.Usage({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined })
@@ -190,13 +194,22 @@ export const make = (config: Compiled) => {
       ? { prompt }
       : { prompt, toolkit, toolChoice: request.toolChoice, disableToolCallResolution: true }
     const emit = run.emit
+    /**
+     * The reply, recovered from a failure that a call of an unknown tool or arguments that are not JSON
+     * caused, for the agent to answer; any other failure stays one. `before`: the parts streamed so far.
+     */
     const recover = (error: AiError.AiError, before: ReadonlyArray<Response.AnyPart>) => {
-      const recovered = recoverUnknownToolCalls(error, toolkit, before.length > 0 || emit !== undefined)
-      return recovered === undefined
+      const recovered = Option.orElse(
+        Option.fromNullable(recoverUnknownToolCalls(error, toolkit, before.length > 0 || emit !== undefined)).pipe(
+          Option.map(Effect.map((parts) => [...before, ...parts]))
+        ),
+        () => Option.fromNullable(recoverUnparsedArguments(error, before))
+      )
+      return Option.isNone(recovered)
         ? Effect.fail(error)
-        : Effect.map(Effect.orElseFail(recovered, () => error), (parts) =>
-          // a stream stops at the part that did not decode: its finish part never comes
-          parts.some((part) => part.type === "finish") ? [...before, ...parts] : [...before, ...parts, cutShort])
+        : Effect.map(Effect.orElseFail(recovered.value, () => error), (parts) =>
+          // a stream stops at the part that failed: its finish part never comes
+          parts.some((part) => part.type === "finish") ? parts : [...parts, cutShort])
     }
     const response: Effect.Effect<Middleware.ModelResponse, AiError.AiError | ModelReplyError> = emit === undefined
       ? Effect.matchCauseEffect(

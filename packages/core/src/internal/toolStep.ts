@@ -1,9 +1,10 @@
 /**
  * The tool step of a run: each pending call through the `wrapToolCall`
  * chain, journaled as the run's step, with bounded concurrency. A call of a
- * tool the model call did not offer, or that the agent does not have, is
- * answered with a failed result the model can read; a call that timed out
- * too.
+ * tool the model call did not offer, or that the agent does not have, or
+ * whose arguments are invalid, is answered with a failed result the model
+ * can read; a call that timed out too. `invalidCall` finds such calls in a
+ * reply, for the loop's count of repair rounds.
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
@@ -12,6 +13,7 @@ import * as Option from "effect/Option"
 import { ToolTimeout } from "../AgentError.js"
 import type * as Middleware from "../Middleware.js"
 import { CurrentToolCallGuards } from "../Middleware.js"
+import type * as RunJournal from "../RunJournal.js"
 import type { Compiled } from "./config.js"
 import { checked, hookEffect, toolResultProblem } from "./hookResults.js"
 import * as Observer from "./observer.js"
@@ -20,6 +22,12 @@ import type { RunState } from "./runState.js"
 import { timedOutResult, unknownToolResult } from "./tools.js"
 
 const isToolTimeout = (error: unknown): error is ToolTimeout => error instanceof ToolTimeout
+
+/** A call of a model reply the agent answers with a failed result for the model to repair, and why. */
+export interface InvalidCall {
+  readonly call: Prompt.ToolCallPart
+  readonly problem: string
+}
 
 /** What the tool step gives: a result per call, in call order, and the structured output if a call gave it. */
 export interface ToolStepResult {
@@ -92,8 +100,31 @@ export const make = (config: Compiled) => {
     return { chain: toolChain(run, step), step }
   })
 
+  /**
+   * The first call of `reply` the agent will answer as invalid: a tool the
+   * call did not offer or the agent does not have, arguments that are not
+   * JSON or fail the tool's schema, structured output that does not decode.
+   */
+  const invalidCall = (reply: RunJournal.ModelCall): InvalidCall | undefined => {
+    for (const part of reply.message.content) {
+      if (part.type !== "tool-call" || part.providerExecuted) continue
+      if (part.name === outputToolName) {
+        const answer = output!.answer(part)
+        if (answer.isFailure) return { call: part, problem: "the structured output does not match its schema" }
+        continue
+      }
+      const entry = toolsByName.get(part.name)
+      if (entry === undefined || !reply.offered.includes(part.name)) {
+        return { call: part, problem: "the model has no tool of this name" }
+      }
+      const problem = entry.problem(part)
+      if (problem !== undefined) return { call: part, problem }
+    }
+    return undefined
+  }
+
   /** Runs `calls`, the pending calls of `state`. */
-  return (
+  const runCalls = (
     run: RunContext,
     state: RunState,
     calls: ReadonlyArray<Prompt.ToolCallPart>
@@ -140,4 +171,6 @@ export const make = (config: Compiled) => {
       ? Effect.map(one(calls[0]!), (result) => ended([result]))
       : Effect.map(Effect.forEach(calls, one, { concurrency: config.toolConcurrency }), ended)
   }
+
+  return { invalidCall, run: runCalls }
 }

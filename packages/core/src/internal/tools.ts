@@ -8,17 +8,21 @@ import * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import { ToolDefect, ToolTimeout } from "../AgentError.js"
 import { toolResult } from "../Middleware.js"
+import * as Secrets from "../Secrets.js"
 import * as ToolContext from "../ToolContext.js"
 
 /** A tool the agent can run: its definition and how to run it. */
 export interface ToolEntry {
   readonly tool: Tool.Any
+  /** What is wrong with a call's arguments (for the model to repair), or `undefined` when they decode. */
+  readonly problem: (call: Prompt.ToolCallPart) => string | undefined
   /** Runs a call on `threadId`; the handler sees it as `ToolContext.current`. */
   readonly run: (
     call: Prompt.ToolCallPart,
@@ -34,6 +38,7 @@ export const withTimeout = (entry: ToolEntry, timeout: Duration.Duration): ToolE
   const timeoutMillis = Duration.toMillis(timeout)
   return {
     tool: entry.tool,
+    problem: entry.problem,
     run: (call, threadId) =>
       Effect.timeoutFail(entry.run(call, threadId), {
         duration: timeout,
@@ -46,21 +51,20 @@ export const withTimeout = (entry: ToolEntry, timeout: Duration.Duration): ToolE
 export const timedOutResult = (call: Prompt.ToolCallPart, error: ToolTimeout): Prompt.ToolResultPart =>
   toolResult(call, { error: `${error.message}; it was stopped` }, { isFailure: true })
 
-const Lenient = Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
-
 const wireTools = new WeakMap<Tool.Any, Tool.Any>()
 
 /**
  * The copy of a tool sent to the model: the same name, description and JSON
- * schema, but parameters that accept any object, so invalid arguments reach
- * the agent (which answers them with a failed tool result the model can
- * repair) instead of failing the whole model call.
+ * schema, but parameters that accept any value, so invalid arguments (the
+ * wrong shape, or text that is not JSON) reach the agent, which answers
+ * them with a failed tool result the model can repair, instead of failing
+ * the whole model call.
  */
 export const wireTool = (tool: Tool.Any): Tool.Any => {
   let wire = wireTools.get(tool)
   if (wire === undefined) {
     const jsonSchema = Tool.getJsonSchemaFromSchemaAst(tool.parametersSchema.ast) as object
-    wire = (tool as any).setParameters(Lenient.annotations({ jsonSchema })) as Tool.Any
+    wire = (tool as any).setParameters(Schema.Unknown.annotations({ jsonSchema })) as Tool.Any
     wireTools.set(tool, wire)
   }
   return wire
@@ -89,8 +93,57 @@ export const wireToolkit = (
 const formatCause = (cause: unknown): string =>
   ParseResult.isParseError(cause) ? ParseResult.TreeFormatter.formatErrorSync(cause) : String(cause)
 
-const invalidArguments = (call: Prompt.ToolCallPart, tool: Tool.Any, cause: unknown) =>
-  toolResult(call, { error: `Invalid arguments for tool "${tool.name}": ${formatCause(cause)}` }, { isFailure: true })
+/** The longest problem text the model reads for one call: enough to name what failed. */
+const maxProblemLength = 1000
+
+/** A problem as the model reads it: credentials scrubbed, cut to {@link maxProblemLength}. */
+const shortProblem = (text: string): string => {
+  const scrubbed = Secrets.scrubText(text)
+  return scrubbed.length <= maxProblemLength ? scrubbed : `${scrubbed.slice(0, maxProblemLength)}…`
+}
+
+/** What kind of JSON value `value` is, for a problem text. */
+const jsonKind = (value: unknown): string =>
+  value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`
+
+/**
+ * What is wrong with arguments that failed the tool's schema with `error`:
+ * text that is not JSON (a provider keeps such arguments as they came), a
+ * value that is not an object, or the fields the schema rejected.
+ */
+const argumentsProblem = (params: unknown, error: ParseResult.ParseError): string => {
+  if (typeof params === "string") {
+    const parsed = Either.try(() => JSON.parse(params) as unknown)
+    if (Either.isRight(parsed)) return "the arguments must be a JSON object, not a string holding JSON"
+    const syntax = parsed.left instanceof Error ? parsed.left.message : "a syntax error"
+    return shortProblem(`the arguments are not valid JSON (${syntax}); send a JSON object`)
+  }
+  if (typeof params !== "object" || params === null || Array.isArray(params)) {
+    return `the arguments must be a JSON object, got ${jsonKind(params)}`
+  }
+  return shortProblem(ParseResult.TreeFormatter.formatErrorSync(error))
+}
+
+/**
+ * The check of a tool's arguments, decoded once per call part: the decoded
+ * parameters, or what is wrong with them. `problem` and `run` share it.
+ */
+const argumentsCheck = (tool: Tool.Any) => {
+  const decode = Schema.decodeUnknownEither(tool.parametersSchema as Schema.Schema<unknown, unknown>)
+  const checked = new WeakMap<Prompt.ToolCallPart, Either.Either<unknown, string>>()
+  return (call: Prompt.ToolCallPart): Either.Either<unknown, string> => {
+    let result = checked.get(call)
+    if (result === undefined) {
+      result = Either.mapLeft(decode(call.params), (error) => argumentsProblem(call.params, error))
+      checked.set(call, result)
+    }
+    return result
+  }
+}
+
+/** The failed result the model reads for a call whose arguments have `problem`. */
+const invalidArguments = (call: Prompt.ToolCallPart, tool: Tool.Any, problem: string) =>
+  toolResult(call, { error: `Invalid arguments for tool "${tool.name}": ${problem}` }, { isFailure: true })
 
 const defect = (call: Prompt.ToolCallPart, tool: Tool.Any, description: string, cause?: unknown) =>
   new ToolDefect({
@@ -106,52 +159,56 @@ const defect = (call: Prompt.ToolCallPart, tool: Tool.Any, description: string, 
  * `Toolkit.handle` does, without its span and its second pass over the
  * result.
  */
-const runWithHandler = (tool: Tool.Any, handler: Tool.Handler<string>) => {
-  const decodeParameters = Schema.decodeUnknown(tool.parametersSchema as Schema.Schema<unknown, unknown>)
+const runWithHandler = (
+  tool: Tool.Any,
+  handler: Tool.Handler<string>,
+  check: (call: Prompt.ToolCallPart) => Either.Either<unknown, string>
+) => {
   const encodeSuccess = Schema.encodeUnknown(tool.successSchema as Schema.Schema<unknown, unknown>)
   const encodeFailure = Schema.encodeUnknown(tool.failureSchema as Schema.Schema<unknown, unknown>)
-  return (call: Prompt.ToolCallPart, threadId: string): Effect.Effect<Prompt.ToolResultPart, ToolDefect> =>
-    decodeParameters(call.params).pipe(
+  const runDecoded = (call: Prompt.ToolCallPart, threadId: string, params: unknown) =>
+    Effect.mapInputContext(
+      handler.handler(params) as Effect.Effect<unknown, unknown>,
+      (input: Context.Context<never>) =>
+        Context.add(
+          Context.merge(handler.context, input),
+          ToolContext.CurrentToolContext,
+          Option.some(ToolContext.make(call.id, tool.name, threadId))
+        )
+    ).pipe(
       Effect.matchEffect({
-        onFailure: (error) => Effect.succeed(invalidArguments(call, tool, error)),
-        onSuccess: (params) =>
-          Effect.mapInputContext(
-            handler.handler(params) as Effect.Effect<unknown, unknown>,
-            (input: Context.Context<never>) =>
-              Context.add(
-                Context.merge(handler.context, input),
-                ToolContext.CurrentToolContext,
-                Option.some(ToolContext.make(call.id, tool.name, threadId))
-              )
-          ).pipe(
-            Effect.matchEffect({
-              onSuccess: (value) =>
-                Effect.mapBoth(encodeSuccess(value), {
-                  onFailure: (error) =>
-                    defect(call, tool, `its result does not match its success schema: ${formatCause(error)}`),
-                  onSuccess: (encoded) => toolResult(call, encoded)
-                }),
-              onFailure: (failure) =>
-                Effect.mapBoth(encodeFailure(failure), {
-                  onFailure: (error) =>
-                    defect(call, tool, `its failure does not match its failure schema: ${formatCause(error)}`),
-                  onSuccess: (encoded) => toolResult(call, encoded, { isFailure: true })
-                })
-            })
-          )
+        onSuccess: (value) =>
+          Effect.mapBoth(encodeSuccess(value), {
+            onFailure: (error) =>
+              defect(call, tool, `its result does not match its success schema: ${formatCause(error)}`),
+            onSuccess: (encoded) => toolResult(call, encoded)
+          }),
+        onFailure: (failure) =>
+          Effect.mapBoth(encodeFailure(failure), {
+            onFailure: (error) =>
+              defect(call, tool, `its failure does not match its failure schema: ${formatCause(error)}`),
+            onSuccess: (encoded) => toolResult(call, encoded, { isFailure: true })
+          })
       }),
       Effect.catchAllDefect((cause) => Effect.fail(defect(call, tool, String(cause), cause)))
     )
+  return (call: Prompt.ToolCallPart, threadId: string): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
+    const checked = check(call)
+    return Either.isLeft(checked)
+      ? Effect.succeed(invalidArguments(call, tool, checked.left))
+      : runDecoded(call, threadId, checked.right)
+  }
 }
 
 /** Runs a tool's calls through `Toolkit.handle` (when its handler is not in the agent's context). */
 const runWithToolkit = (
   toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>,
   tool: Tool.Any,
-  context: Context.Context<never>
+  context: Context.Context<never>,
+  check: (call: Prompt.ToolCallPart) => Either.Either<unknown, string>
 ) => {
   const encodeFailure = Schema.encodeUnknown(tool.failureSchema as Schema.Schema<unknown, unknown>)
-  return (call: Prompt.ToolCallPart, threadId: string): Effect.Effect<Prompt.ToolResultPart, ToolDefect> =>
+  const handle = (call: Prompt.ToolCallPart, threadId: string): Effect.Effect<Prompt.ToolResultPart, ToolDefect> =>
     (toolkit.handle as unknown as (name: string, params: unknown) => Effect.Effect<Tool.HandlerResult<any>, unknown>)(
       tool.name,
       call.params
@@ -160,7 +217,7 @@ const runWithToolkit = (
       Effect.catchAll((error): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
         if (AiError.isAiError(error) && error.module === "Toolkit") {
           return error._tag === "MalformedOutput"
-            ? Effect.succeed(invalidArguments(call, tool, error.cause ?? error.description))
+            ? Effect.succeed(invalidArguments(call, tool, shortProblem(formatCause(error.cause ?? error.description))))
             : Effect.fail(defect(call, tool, `${error.description ?? "invalid result"}: ${formatCause(error.cause)}`))
         }
         return Effect.mapBoth(encodeFailure(error), {
@@ -173,10 +230,15 @@ const runWithToolkit = (
       Effect.provide(context),
       Effect.provideService(ToolContext.CurrentToolContext, Option.some(ToolContext.make(call.id, tool.name, threadId)))
     )
+  return (call: Prompt.ToolCallPart, threadId: string): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
+    const checked = check(call)
+    return Either.isLeft(checked) ? Effect.succeed(invalidArguments(call, tool, checked.left)) : handle(call, threadId)
+  }
 }
 
 /**
- * Runs tool calls of a handled toolkit. Invalid arguments and the tool's
+ * Runs tool calls of a handled toolkit. Invalid arguments (checked first,
+ * once per call) and the tool's
  * typed failures become failed tool results; a defect or a result that
  * breaks the tool's success schema is a `ToolDefect`.
  */
@@ -186,9 +248,11 @@ export const entriesOf = (
 ): ReadonlyArray<ToolEntry> =>
   Object.values(toolkit.tools).map((tool) => {
     const handler = context.unsafeMap.get(tool.id) as Tool.Handler<string> | undefined
+    const check = argumentsCheck(tool)
     return {
       tool,
-      run: handler === undefined ? runWithToolkit(toolkit, tool, context) : runWithHandler(tool, handler)
+      problem: (call) => Either.getLeft(check(call)).pipe(Option.getOrUndefined),
+      run: handler === undefined ? runWithToolkit(toolkit, tool, context, check) : runWithHandler(tool, handler, check)
     }
   })
 
@@ -266,4 +330,45 @@ export const recoverUnknownToolCalls = (
         providerExecuted: false
       }) as Response.AnyPart)
       : decode(part))
+}
+
+/**
+ * How `@effect/ai`'s providers (OpenAI's among them) fail a reply holding a
+ * tool call whose arguments are not JSON: a `MalformedOutput` naming the
+ * tool and quoting the arguments, the reply's other parts dropped.
+ */
+const unparsedArguments = /^Failed to securely parse tool call parameters for tool '([^']*)':\nParameters: ([\s\S]*)$/
+
+/**
+ * A provider rejects a whole reply when a tool call's arguments are not JSON
+ * (`unsafeSecureJsonParse`), which would end the run on a mistake the model
+ * can repair. Recovers the call from the failure, its arguments kept as the
+ * text that came (`params` is that string), for the agent to answer with a
+ * failed tool result: streamed, the parts received so far are kept and the
+ * call takes the id its `tool-params-start` part gave it; generated, the
+ * provider dropped the rest of the reply, so the call is the reply, with a
+ * new id. Returns `undefined` when the error is of another kind.
+ */
+export const recoverUnparsedArguments = (
+  error: AiError.AiError,
+  received: ReadonlyArray<Response.AnyPart>
+): Effect.Effect<Array<Response.AnyPart>> | undefined => {
+  if (error._tag !== "MalformedOutput") return undefined
+  const match = unparsedArguments.exec(error.description ?? "")
+  if (match === null) return undefined
+  const name = match[1]!
+  const raw = match[2]!
+  const ended = new Set<string>()
+  for (const part of received) if (part.type === "tool-params-end" || part.type === "tool-call") ended.add(part.id)
+  // the call being parsed when the provider failed: the first of that name still open
+  const open = received.find((part): part is Response.ToolParamsStartPart =>
+    part.type === "tool-params-start" && part.name === name && !ended.has(part.id)
+  )
+  return Effect.map(
+    open === undefined ? Effect.sync(() => `call_${crypto.randomUUID().replaceAll("-", "")}`) : Effect.succeed(open.id),
+    (id) => [
+      ...received,
+      Response.makePart("tool-call", { id, name, params: raw, providerExecuted: false }) as Response.AnyPart
+    ]
+  )
 }
