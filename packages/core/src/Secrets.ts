@@ -480,6 +480,11 @@ const announced = new RegExp(
   "g"
 )
 
+const valueAt = (pattern: RegExp, text: string, at: number): RegExpExecArray | null => {
+  pattern.lastIndex = at
+  return pattern.exec(text)
+}
+
 const scrubNamed = (text: string): string => {
   let out = ""
   let last = 0
@@ -487,13 +492,9 @@ const scrubNamed = (text: string): string => {
   for (let match = named.exec(text); match !== null; match = named.exec(text)) {
     if (!isCredentialName(match[1]!)) continue
     const at = named.lastIndex
-    const value = [quotedValue, isEquals(match[3]!) ? parameterValue : lineValue]
-      .map((pattern) => {
-        pattern.lastIndex = at
-        return pattern.exec(text)
-      })
-      .find((found) => found !== null)
-    if (value === undefined || value === null) continue
+    // the unquoted value only when no quoted one follows: reading the rest of the line for each name is quadratic
+    const value = valueAt(quotedValue, text, at) ?? valueAt(isEquals(match[3]!) ? parameterValue : lineValue, text, at)
+    if (value === null) continue
     // keep the spaces and the opening quote
     out += text.slice(last, at) + value[1] + (value[2] ?? "") + redacted
     last = at + value[0].length
@@ -508,13 +509,20 @@ const scrubTextWith = (text: string, values: RegExp | undefined): string =>
       pair,
       (whole, prefix: string, _quote: string, name: string) => isCredentialName(name) ? `${prefix}${redacted}` : whole
     )
-    .replace(element, (whole, name: string, open: string, value: string, close: string) =>
-      isCredentialName(name) && value.trim().length > 0 ? `<${name}${open}${redacted}${close}` : whole)
-    .replace(option, (whole, name: string, spaces: string) =>
-      isCredentialName(name) ? `${name}${spaces}${redacted}` : whole)
+    .replace(
+      element,
+      (whole, name: string, open: string, value: string, close: string) =>
+        isCredentialName(name) && value.trim().length > 0 ? `<${name}${open}${redacted}${close}` : whole
+    )
+    .replace(
+      option,
+      (whole, name: string, spaces: string) => isCredentialName(name) ? `${name}${spaces}${redacted}` : whole
+    )
     .replace(bearer, (_match, prefix: string) => `${prefix}${redacted}`)
-    .replace(basic, (whole, prefix: string, encoded: string) =>
-      isBasicCredential(encoded) ? `${prefix}${redacted}` : whole)
+    .replace(
+      basic,
+      (whole, prefix: string, encoded: string) => isBasicCredential(encoded) ? `${prefix}${redacted}` : whole
+    )
     .replace(textUserInfo, (whole, scheme: string, info: string) =>
       info.includes(":")
         ? `${scheme}${info.slice(0, info.indexOf(":"))}:${redacted}@`
