@@ -708,7 +708,7 @@ const scrubObject = <A extends object>(
 }
 
 /** An object's own `toJSON` or `toString`: what it answers is scrubbed (it may read what the copy does not hold). */
-const scrubbedMethod = (method: Function, scrubbing: Scrubbing) =>
+const scrubbedMethod = (method: (...args: Array<unknown>) => unknown, scrubbing: Scrubbing) =>
   function(this: unknown, ...args: Array<unknown>) {
     return scrubValue(method.apply(this, args), { seen: new WeakMap(), values: scrubbing.values })
   }
@@ -718,7 +718,7 @@ const scrubField = (scrubbing: Scrubbing) => (key: string, value: unknown): unkn
   typeof value === "string" && isCredentialField(key)
     ? redacted
     : typeof value === "function" && (key === "toJSON" || key === "toString")
-    ? scrubbedMethod(value, scrubbing)
+    ? scrubbedMethod(value as (...args: Array<unknown>) => unknown, scrubbing)
     : key.toLowerCase().endsWith("headers") && Predicate.isObject(value) && !Array.isArray(value)
     ? scrubHeaders(value, scrubbing, false)
     : scrubValue(value, scrubbing)
