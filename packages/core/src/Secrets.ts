@@ -990,14 +990,43 @@ const scrubAttribute = (key: string, value: unknown): unknown => {
   return scrubText(value)
 }
 
-/** The tracer, with the attributes and the failures of the spans it starts scrubbed. */
-const scrubbingTracer = (tracer: Tracer.Tracer): Tracer.Tracer =>
+/**
+ * The tracer with what its spans record scrubbed: their attributes, their
+ * events (a log line a span records) and the failure they end with. Wrap an
+ * exporting tracer with it so no credential an error or a log line holds
+ * leaves the process in a span.
+ *
+ * @example
+ * ```ts
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
+ * import * as Effect from "effect/Effect"
+ *
+ * const traced = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+ *   Effect.tracerWith((tracer) => Effect.withTracer(effect, Secrets.scrubTracer(tracer)))
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const scrubTracer = (tracer: Tracer.Tracer): Tracer.Tracer =>
   Tracer.make({
     span: (name, parent, context, links, startTime, kind, options) =>
       new Proxy(tracer.span(name, parent, context, links, startTime, kind, options), {
         get: (span, property) => {
           if (property === "attribute") {
             return (key: string, value: unknown) => span.attribute(key, scrubAttribute(key, value))
+          }
+          if (property === "event") {
+            return (name: string, startTime: bigint, attributes?: Record<string, unknown>) =>
+              span.event(
+                scrubText(name),
+                startTime,
+                attributes === undefined
+                  ? undefined
+                  : Object.fromEntries(
+                    Object.entries(attributes).map(([key, value]) => [key, scrubAttribute(key, value)])
+                  )
+              )
           }
           if (property === "end") {
             return (endTime: bigint, exit: Exit.Exit<unknown, unknown>) =>
@@ -1045,7 +1074,7 @@ export const scrubHttpClient = (client: HttpClient.HttpClient): HttpClient.HttpC
     (response) =>
       Effect.tracerWith((tracer) =>
         response.pipe(
-          Effect.withTracer(scrubbingTracer(tracer)),
+          Effect.withTracer(scrubTracer(tracer)),
           Effect.mapBoth({
             onFailure: (error) => HttpClientError.isHttpClientError(error) ? scrubError(error) : error,
             onSuccess: (response) => scrubError(response)
