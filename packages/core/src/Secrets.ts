@@ -21,12 +21,17 @@
  *   config), and those a client through {@link scrubHttpClient} sends, are
  *   replaced in every text this module scrubs.
  * - **By name.** The values of headers and parameters named like credentials,
- *   that is whose last word is key, token, secret, password, auth,
- *   authorization, signature, credential, cookie or session
+ *   that is whose last word is key, token, secret, password, pass, auth,
+ *   authorization, signature, credential, creds, cookie or session
  *   (`Ocp-Apim-Subscription-Key`, `x-functions-key`, `x-key`,
  *   `x-goog-api-key`, `access_token`, `sessionId`; see
  *   {@link isCredentialName}), in `name: value`, `"name": "value"`,
- *   `name=value` and `["name", "value"]` form, and bearer tokens.
+ *   `name=value`, `name => value`, `["name", "value"]`, `--name value` and
+ *   `<name>value</name>` form, the quotes escaped, HTML-escaped or
+ *   URL-encoded as they may be.
+ * - **By form.** Bearer tokens, `Basic` credentials, a URL's userinfo and
+ *   tokens whose shape announces them (`sk-…`, `AIza…`, `ghp_…`, JSON web
+ *   tokens, PEM private keys).
  *
  * Values shorter than {@link minimumLength} characters are not replaced by
  * value (a short value would shred ordinary text where it happens to occur);
@@ -136,8 +141,8 @@ const shortNames = new Set(["key", "sig", "auth", "session"])
 /**
  * Whether a header, parameter or field name names a credential: its last
  * word (words split at `-`, `_`, `.` and camelCase humps) is key, token,
- * secret, password, auth, authorization, signature, credential, cookie or
- * session, or it ends in session id. Keys that open nothing
+ * secret, password, pass, auth, authorization, signature, credential, creds,
+ * cookie or session, or it ends in session id. Keys that open nothing
  * (`idempotency-key`, `cache_key`) and counts (`max_tokens`, `token_type`) are
  * not credentials.
  *
@@ -148,6 +153,7 @@ const shortNames = new Set(["key", "sig", "auth", "session"])
  * Secrets.isCredentialName("Ocp-Apim-Subscription-Key") // true
  * Secrets.isCredentialName("x-functions-key") // true
  * Secrets.isCredentialName("sessionId") // true
+ * Secrets.isCredentialName("X-Stepwise-Creds") // true
  * Secrets.isCredentialName("max_output_tokens") // false
  * Secrets.isCredentialName("idempotency-key") // false
  * ```
