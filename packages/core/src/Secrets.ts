@@ -467,12 +467,12 @@ const isBasicCredential = (encoded: string): boolean =>
   Either.match(Encoding.decodeBase64String(encoded), { onLeft: () => false, onRight: (text) => text.includes(":") })
 
 // `scheme://user:password@` and `scheme://token@`
-const textUserInfo = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s/?#@"'`<>\\]*)@/gi
+const textUserInfo = /\b([a-z][a-z0-9+.-]{0,31}:\/\/)([^\s/?#@"'`<>\\]*)@/gi
 
 // Credentials whose form announces them: provider keys, JSON web tokens, private keys.
 const announced = new RegExp(
   [
-    /\bsk-(?:[a-z]+-)*[A-Za-z0-9_-]{16,}/,
+    /\bsk-[A-Za-z0-9_-]{16,}/,
     /\bAIza[0-9A-Za-z_-]{20,}/,
     /\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{20,}/,
     /\bglpat-[A-Za-z0-9_-]{20,}/,
