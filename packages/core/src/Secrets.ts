@@ -21,12 +21,17 @@
  *   config), and those a client through {@link scrubHttpClient} sends, are
  *   replaced in every text this module scrubs.
  * - **By name.** The values of headers and parameters named like credentials,
- *   that is whose last word is key, token, secret, password, auth,
- *   authorization, signature, credential, cookie or session
+ *   that is whose last word is key, token, secret, password, pass, auth,
+ *   authorization, signature, credential, creds, cookie or session
  *   (`Ocp-Apim-Subscription-Key`, `x-functions-key`, `x-key`,
  *   `x-goog-api-key`, `access_token`, `sessionId`; see
  *   {@link isCredentialName}), in `name: value`, `"name": "value"`,
- *   `name=value` and `["name", "value"]` form, and bearer tokens.
+ *   `name=value`, `name => value`, `["name", "value"]`, `--name value` and
+ *   `<name>value</name>` form, the quotes escaped, HTML-escaped or
+ *   URL-encoded as they may be.
+ * - **By form.** Bearer tokens, `Basic` credentials, a URL's userinfo and
+ *   tokens whose shape announces them (`sk-…`, `AIza…`, `ghp_…`, JSON web
+ *   tokens, PEM private keys).
  *
  * Values shorter than {@link minimumLength} characters are not replaced by
  * value (a short value would shred ordinary text where it happens to occur);
@@ -42,6 +47,8 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Encoding from "effect/Encoding"
 import * as Exit from "effect/Exit"
 import { globalValue } from "effect/GlobalValue"
 import * as Inspectable from "effect/Inspectable"
@@ -92,6 +99,9 @@ const credentialWords = new Set([
   "sig",
   "credential",
   "credentials",
+  "cred",
+  "creds",
+  "pass",
   "cookie",
   "session",
   "jwt"
@@ -123,7 +133,7 @@ const ordinaryKeys = new Set([
 ])
 
 // what every credential name holds: most names are ruled out without splitting them into words
-const mayNameCredential = /key|token|secret|pass|pwd|auth|sig|credential|cookie|session|jwt/i
+const mayNameCredential = /key|token|secret|pass|pwd|auth|sig|cred|cookie|session|jwt/i
 
 // alone, these name ordinary fields of an object (an error's `key` names a decision)
 const shortNames = new Set(["key", "sig", "auth", "session"])
@@ -131,8 +141,8 @@ const shortNames = new Set(["key", "sig", "auth", "session"])
 /**
  * Whether a header, parameter or field name names a credential: its last
  * word (words split at `-`, `_`, `.` and camelCase humps) is key, token,
- * secret, password, auth, authorization, signature, credential, cookie or
- * session, or it ends in session id. Keys that open nothing
+ * secret, password, pass, auth, authorization, signature, credential, creds,
+ * cookie or session, or it ends in session id. Keys that open nothing
  * (`idempotency-key`, `cache_key`) and counts (`max_tokens`, `token_type`) are
  * not credentials.
  *
@@ -143,6 +153,7 @@ const shortNames = new Set(["key", "sig", "auth", "session"])
  * Secrets.isCredentialName("Ocp-Apim-Subscription-Key") // true
  * Secrets.isCredentialName("x-functions-key") // true
  * Secrets.isCredentialName("sessionId") // true
+ * Secrets.isCredentialName("X-Stepwise-Creds") // true
  * Secrets.isCredentialName("max_output_tokens") // false
  * Secrets.isCredentialName("idempotency-key") // false
  * ```
@@ -241,7 +252,25 @@ const encoded = (text: string, encode: (text: string) => string): string | undef
   }
 }
 
-/** The ways a value is written in an error: as is, escaped in JSON (once or twice), URI- or form-encoded. */
+/**
+ * The characters of the base64 of `secret` that it alone decides, wherever it
+ * stands in what is encoded (`user:secret` in a Basic header): one form for
+ * each of the three places it can start in a group of three bytes.
+ */
+const base64Forms = (secret: string): Array<string> => {
+  const bytes = new TextEncoder().encode(secret)
+  const forms: Array<string> = []
+  for (const offset of [0, 1, 2]) {
+    const padded = new Uint8Array(offset + bytes.length)
+    padded.set(bytes, offset)
+    const base64 = Encoding.encodeBase64(padded)
+    const form = base64.slice(Math.ceil((offset * 8) / 6), Math.floor((padded.length * 8) / 6))
+    forms.push(form, form.replace(/\+/g, "-").replace(/\//g, "_"))
+  }
+  return forms
+}
+
+/** The ways a value is written in an error: as is, escaped in JSON (once or twice), URI- or form-encoded, in base64. */
 const formsOf = (secret: string): ReadonlyArray<string | undefined> => {
   const json = JSON.stringify(secret).slice(1, -1)
   return [
@@ -249,7 +278,8 @@ const formsOf = (secret: string): ReadonlyArray<string | undefined> => {
     json,
     JSON.stringify(json).slice(1, -1),
     encoded(secret, encodeURIComponent),
-    encoded(secret, (text) => encodeURIComponent(text).replace(/%20/g, "+"))
+    encoded(secret, (text) => encodeURIComponent(text).replace(/%20/g, "+")),
+    ...base64Forms(secret)
   ]
 }
 
@@ -398,24 +428,68 @@ export const layer = (...secrets: ReadonlyArray<string | Redacted.Redacted<strin
 
 const nameChars = "A-Za-z0-9_.-"
 
-// A name (not inside a longer name), maybe in quotes (escaped any number of
-// times, as in JSON inside JSON), then `:` or `=`. The name decides whether
-// the value that follows is redacted: quoted, up to the closing quote; after
-// `:`, the rest of the line; after `=`, up to the next separator of a query
-// string. Only a credential's value is read, so each character is read a
-// bounded number of times.
-const named = new RegExp(`(?<![${nameChars}])([${nameChars}]+)((?:\\\\*["'\`])?\\s*)([:=])`, "g")
-const quotedValue = /(\s*)(\\*["'`])[^"'`\\\r\n]*/y
-const lineValue = /([ \t]*)[^"'`\\\r\n]+/y
-const parameterValue = /()[^\s&"'`\\,;#]+/y
+// A quote as an error writes it: as is, escaped any number of times (JSON in
+// JSON), as a `\u0022` escape, an HTML entity or URL-encoded (once or more).
+const quote = `(?:\\\\*["'\`]|\\\\+u002[27]|&quot;|&apos;|&#0*3[49];|&#x0*2[27];|%(?:25)*2[27])`
+// the characters of a quoted value: up to the closing quote, in any of those forms
+const quotedChars = `(?:[^"'\`\\\\\\r\\n&%]|&(?!quot;|apos;|#)|%(?!(?:25)*2[27]))*`
 
-// A name and its value as a pair in an array: `["key", "v"]`, `[ 'key', 'v' ]`, `[\"key\",\"v\"]`.
-const pair = new RegExp(
-  `(\\[\\s*(\\\\*["'\`])([${nameChars}]+)\\2\\s*,\\s*(\\\\*["'\`]))[^"'\`\\\\\\r\\n]*`,
+// A name (not inside a longer name), maybe in quotes, then `:`, `=` or `=>`
+// (maybe encoded). The name decides whether the value that follows is
+// redacted: quoted, up to the closing quote; after `:` or `=>`, the rest of
+// the line; after `=`, up to the next separator of a query string. Only a
+// credential's value is read, so each character is read a bounded number of
+// times.
+const named = new RegExp(
+  `(?<![${nameChars}])([${nameChars}]+)((?:${quote})?\\s*)(=>|[:=]|%(?:25)*3[AaDd]|&#0*5[89];|&#0*61;)`,
+  "g"
+)
+const quotedValue = new RegExp(`(\\s*)(${quote})${quotedChars}`, "y")
+// the rest of the line, or the next line when this one ends at the name and the next is indented
+const lineValue = /([ \t]*(?:\r?\n[ \t]+)?)[^"'`\\\r\n]+/y
+const parameterValue = /([ \t]*)(?:[^\s&"'`\\,;#%]|%(?!(?:25)*2[267]))+/y
+const isEquals = (separator: string) => /^(?:=|%(?:25)*3[Dd]|&#0*61;)$/.test(separator)
+
+// A name and its value as a pair in an array or tuple: `["key", "v"]`, `( 'key', 'v' )`, `[\"key\",\"v\"]`.
+const pair = new RegExp(`([[(]\\s*(${quote})([${nameChars}]+)\\2\\s*,\\s*(${quote}))${quotedChars}`, "g")
+
+// A name as an XML or HTML element: `<apiKey>v</apiKey>`.
+const element = /<([A-Za-z][\w.-]*)((?:\s[^<>]*)?>)([^<]*)(<\/\1>)/g
+
+// A command line's option and its value: `--api-key sk-…`.
+const option = /(?<![\w-])(--?[A-Za-z][\w.-]*)([ \t]+)(?!-)[^\s"'`]+/g
+
+const bearer = /\b(bearer\s+)[a-z0-9._~+/=-]+/gi
+
+// `Basic` and the base64 of `user:password`
+const basic = /\b(basic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])/gi
+const isBasicCredential = (encoded: string): boolean =>
+  Either.match(Encoding.decodeBase64String(encoded), { onLeft: () => false, onRight: (text) => text.includes(":") })
+
+// `scheme://user:password@` and `scheme://token@`
+const textUserInfo = /\b([a-z][a-z0-9+.-]{0,31}:\/\/)([^\s/?#@"'`<>\\]*)@/gi
+
+// Credentials whose form announces them: provider keys, JSON web tokens, private keys.
+const announced = new RegExp(
+  [
+    /\bsk-[A-Za-z0-9_-]{16,}/,
+    /\bAIza[0-9A-Za-z_-]{20,}/,
+    /\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{20,}/,
+    /\bglpat-[A-Za-z0-9_-]{20,}/,
+    /\bxox[abposr]-[A-Za-z0-9-]{10,}/,
+    /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/,
+    /\bhf_[A-Za-z0-9]{20,}/,
+    /\bbot\d{6,}:[A-Za-z0-9_-]{20,}/,
+    /\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*/,
+    /-----BEGIN [A-Z ]*PRIVATE KEY-----[A-Za-z0-9+/=\s]*(?:-----END [A-Z ]*PRIVATE KEY-----)?/
+  ].map((pattern) => pattern.source).join("|"),
   "g"
 )
 
-const bearer = /\b(bearer\s+)[a-z0-9._~+/=-]+/gi
+const valueAt = (pattern: RegExp, text: string, at: number): RegExpExecArray | null => {
+  pattern.lastIndex = at
+  return pattern.exec(text)
+}
 
 const scrubNamed = (text: string): string => {
   let out = ""
@@ -424,13 +498,9 @@ const scrubNamed = (text: string): string => {
   for (let match = named.exec(text); match !== null; match = named.exec(text)) {
     if (!isCredentialName(match[1]!)) continue
     const at = named.lastIndex
-    const value = [quotedValue, match[3] === ":" ? lineValue : parameterValue]
-      .map((pattern) => {
-        pattern.lastIndex = at
-        return pattern.exec(text)
-      })
-      .find((found) => found !== null)
-    if (value === undefined || value === null) continue
+    // the unquoted value only when no quoted one follows: reading the rest of the line for each name is quadratic
+    const value = valueAt(quotedValue, text, at) ?? valueAt(isEquals(match[3]!) ? parameterValue : lineValue, text, at)
+    if (value === null) continue
     // keep the spaces and the opening quote
     out += text.slice(last, at) + value[1] + (value[2] ?? "") + redacted
     last = at + value[0].length
@@ -445,7 +515,27 @@ const scrubTextWith = (text: string, values: RegExp | undefined): string =>
       pair,
       (whole, prefix: string, _quote: string, name: string) => isCredentialName(name) ? `${prefix}${redacted}` : whole
     )
+    .replace(
+      element,
+      (whole, name: string, open: string, value: string, close: string) =>
+        isCredentialName(name) && value.trim().length > 0 ? `<${name}${open}${redacted}${close}` : whole
+    )
+    .replace(
+      option,
+      (whole, name: string, spaces: string) => isCredentialName(name) ? `${name}${spaces}${redacted}` : whole
+    )
     .replace(bearer, (_match, prefix: string) => `${prefix}${redacted}`)
+    .replace(
+      basic,
+      (whole, prefix: string, encoded: string) => isBasicCredential(encoded) ? `${prefix}${redacted}` : whole
+    )
+    .replace(textUserInfo, (whole, scheme: string, info: string) =>
+      info.includes(":")
+        ? `${scheme}${info.slice(0, info.indexOf(":"))}:${redacted}@`
+        : info.length >= 16 && info !== redacted
+        ? `${scheme}${redacted}@`
+        : whole)
+    .replace(announced, redacted)
 
 /**
  * The text with every credential replaced by {@link redacted}: the values of
@@ -475,6 +565,10 @@ const isPlain = (u: object): boolean => {
   const proto = Object.getPrototypeOf(u)
   return proto === Object.prototype || proto === null
 }
+
+/** An object that holds its data in its own properties: a plain one, an instance of a class (not a `Date`, a `Promise`, …). */
+const isRecord = (u: object): boolean =>
+  typeof u !== "function" && Object.prototype.toString.call(u) === "[object Object]"
 
 /** An `HttpClientRequest`, or a description of one as @effect/ai's errors hold it. */
 interface RequestLike {
@@ -555,7 +649,10 @@ const collect = (value: unknown, found: Set<string>, seen: Set<object>): void =>
   if (Array.isArray(value)) return value.forEach((item) => collect(item, found, seen))
   const request = isRequest(value)
   if (request) sentCredentials(value, found, true)
-  if (request || value instanceof Error || isPlain(value) || Headers.isHeaders(value)) {
+  if (value instanceof Map || value instanceof Set) {
+    return value.forEach((item, key) => collect([key, item], found, seen))
+  }
+  if (request || value instanceof Error || isRecord(value)) {
     for (const key of Reflect.ownKeys(value)) {
       const descriptor = Object.getOwnPropertyDescriptor(value, key)!
       if ("value" in descriptor) collect(descriptor.value, found, seen)
@@ -589,6 +686,20 @@ const scrubObject = <A extends object>(
     }
     Object.defineProperty(copy, key, descriptor)
   }
+  // a getter a class defines under a credential's name reads what no copy can scrub: the copy hides it
+  for (
+    let proto = Object.getPrototypeOf(self);
+    proto !== null && proto !== Object.prototype && proto !== Error.prototype;
+    proto = Object.getPrototypeOf(proto)
+  ) {
+    for (const key of Object.getOwnPropertyNames(proto)) {
+      const getter = Object.getOwnPropertyDescriptor(proto, key)!.get
+      if (getter !== undefined && isCredentialField(key) && !Object.prototype.hasOwnProperty.call(copy, key)) {
+        Object.defineProperty(copy, key, { value: redacted, enumerable: true, configurable: true })
+        changed = true
+      }
+    }
+  }
   // an error's stack repeats its message, and may not be an own value
   if (self instanceof Error && !Object.prototype.hasOwnProperty.call(copy, "stack")) {
     const stack = self.stack
@@ -602,10 +713,18 @@ const scrubObject = <A extends object>(
   return changed ? copy : self
 }
 
+/** An object's own `toJSON` or `toString`: what it answers is scrubbed (it may read what the copy does not hold). */
+const scrubbedMethod = (method: (...args: Array<unknown>) => unknown, scrubbing: Scrubbing) =>
+  function(this: unknown, ...args: Array<unknown>) {
+    return scrubValue(method.apply(this, args), { seen: new WeakMap(), values: scrubbing.values })
+  }
+
 /** A field of an object: redacted when named like a credential; `headers` are headers. */
 const scrubField = (scrubbing: Scrubbing) => (key: string, value: unknown): unknown =>
   typeof value === "string" && isCredentialField(key)
     ? redacted
+    : typeof value === "function" && (key === "toJSON" || key === "toString")
+    ? scrubbedMethod(value as (...args: Array<unknown>) => unknown, scrubbing)
     : key.toLowerCase().endsWith("headers") && Predicate.isObject(value) && !Array.isArray(value)
     ? scrubHeaders(value, scrubbing, false)
     : scrubValue(value, scrubbing)
@@ -695,6 +814,37 @@ const scrubResponse = (
   })
 }
 
+/** A map's entries scrubbed (a string under a credential's name redacted), or the map itself when none changed. */
+const scrubMap = (map: Map<unknown, unknown>, scrubbing: Scrubbing): unknown => {
+  if (scrubbing.seen.has(map)) return scrubbing.seen.get(map)
+  scrubbing.seen.set(map, map)
+  let changed = false
+  const entries = [...map].map(([key, value]): [unknown, unknown] => {
+    const entry: [unknown, unknown] = [
+      scrubValue(key, scrubbing),
+      typeof key === "string" && typeof value === "string" && isCredentialName(key)
+        ? redacted
+        : scrubValue(value, scrubbing)
+    ]
+    changed ||= entry[0] !== key || entry[1] !== value
+    return entry
+  })
+  const scrubbed = changed ? new Map(entries) : map
+  scrubbing.seen.set(map, scrubbed)
+  return scrubbed
+}
+
+/** A set's items scrubbed, or the set itself when none changed. */
+const scrubSet = (set: Set<unknown>, scrubbing: Scrubbing): unknown => {
+  if (scrubbing.seen.has(set)) return scrubbing.seen.get(set)
+  scrubbing.seen.set(set, set)
+  const before = [...set]
+  const items = before.map((item) => scrubValue(item, scrubbing))
+  const scrubbed = items.some((item, index) => item !== before[index]) ? new Set(items) : set
+  scrubbing.seen.set(set, scrubbed)
+  return scrubbed
+}
+
 const scrubValue = (value: unknown, scrubbing: Scrubbing): unknown => {
   if (typeof value === "string") return scrubTextWith(value, scrubbing.values)
   if (typeof value !== "object" || value === null) return value
@@ -726,7 +876,10 @@ const scrubValue = (value: unknown, scrubbing: Scrubbing): unknown => {
   }
   if (isRequest(value)) return scrubRequest(value, scrubbing)
   if (Headers.isHeaders(value)) return scrubHeaders(value, scrubbing, false)
-  if (value instanceof Error || isPlain(value)) return scrubObject(value, scrubbing, scrubField(scrubbing))
+  if (value instanceof Map) return scrubMap(value, scrubbing)
+  if (value instanceof Set) return scrubSet(value, scrubbing)
+  if (Redacted.isRedacted(value)) return value
+  if (value instanceof Error || isRecord(value)) return scrubObject(value, scrubbing, scrubField(scrubbing))
   return value
 }
 
@@ -843,14 +996,43 @@ const scrubAttribute = (key: string, value: unknown): unknown => {
   return scrubText(value)
 }
 
-/** The tracer, with the attributes and the failures of the spans it starts scrubbed. */
-const scrubbingTracer = (tracer: Tracer.Tracer): Tracer.Tracer =>
+/**
+ * The tracer with what its spans record scrubbed: their attributes, their
+ * events (a log line a span records) and the failure they end with. Wrap an
+ * exporting tracer with it so no credential an error or a log line holds
+ * leaves the process in a span.
+ *
+ * @example
+ * ```ts
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
+ * import * as Effect from "effect/Effect"
+ *
+ * const traced = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+ *   Effect.tracerWith((tracer) => Effect.withTracer(effect, Secrets.scrubTracer(tracer)))
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const scrubTracer = (tracer: Tracer.Tracer): Tracer.Tracer =>
   Tracer.make({
     span: (name, parent, context, links, startTime, kind, options) =>
       new Proxy(tracer.span(name, parent, context, links, startTime, kind, options), {
         get: (span, property) => {
           if (property === "attribute") {
             return (key: string, value: unknown) => span.attribute(key, scrubAttribute(key, value))
+          }
+          if (property === "event") {
+            return (name: string, startTime: bigint, attributes?: Record<string, unknown>) =>
+              span.event(
+                scrubText(name),
+                startTime,
+                attributes === undefined
+                  ? undefined
+                  : Object.fromEntries(
+                    Object.entries(attributes).map(([key, value]) => [key, scrubAttribute(key, value)])
+                  )
+              )
           }
           if (property === "end") {
             return (endTime: bigint, exit: Exit.Exit<unknown, unknown>) =>
@@ -898,7 +1080,7 @@ export const scrubHttpClient = (client: HttpClient.HttpClient): HttpClient.HttpC
     (response) =>
       Effect.tracerWith((tracer) =>
         response.pipe(
-          Effect.withTracer(scrubbingTracer(tracer)),
+          Effect.withTracer(scrubTracer(tracer)),
           Effect.mapBoth({
             onFailure: (error) => HttpClientError.isHttpClientError(error) ? scrubError(error) : error,
             onSuccess: (response) => scrubError(response)

@@ -301,7 +301,7 @@ describe("Secrets by value", () => {
 
   it.scoped("a registered value is scrubbed from any text while its scope is open", () =>
     Effect.gen(function*() {
-      const known = "sk-registered-0123456789"
+      const known = "registered-0123456789"
       const text = `the tool said: ${known} / ${JSON.stringify(JSON.stringify(known))}`
       yield* Effect.scoped(Effect.gen(function*() {
         yield* Secrets.register(Redacted.make(`Bearer ${known}`))

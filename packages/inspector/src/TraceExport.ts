@@ -19,7 +19,9 @@ import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
 import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
 import type * as Headers from "@effect/platform/Headers"
 import type * as HttpClient from "@effect/platform/HttpClient"
+import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 
 /**
@@ -68,12 +70,18 @@ const defaultUrl = "http://127.0.0.1:4318/v1/traces"
  * @category layers
  */
 export const layer = (options?: Options | undefined): Layer.Layer<never, never, HttpClient.HttpClient> =>
-  OtlpTracer.layer({
-    url: options?.url ?? defaultUrl,
-    resource: {
-      serviceName: options?.serviceName ?? "stepwise",
-      serviceVersion: options?.serviceVersion
-    },
-    headers: options?.headers,
-    exportInterval: options?.exportInterval
-  }).pipe(Layer.provide(OtlpSerialization.layerJson))
+  Layer.unwrapScoped(
+    // what a span records (a failure, a log line) is scrubbed of credentials before it is exported
+    Effect.map(
+      OtlpTracer.make({
+        url: options?.url ?? defaultUrl,
+        resource: {
+          serviceName: options?.serviceName ?? "stepwise",
+          serviceVersion: options?.serviceVersion
+        },
+        headers: options?.headers,
+        exportInterval: options?.exportInterval
+      }),
+      (tracer) => Layer.setTracer(Secrets.scrubTracer(tracer))
+    )
+  ).pipe(Layer.provide(OtlpSerialization.layerJson))

@@ -106,4 +106,34 @@ describe("TraceExport", () => {
       const run = spans.find((span) => span.name === "Agent.run")
       assert.isTrue(spans.every((span) => span.traceId === run.traceId))
     }))
+  it.scopedLive("exports no credential a tool's defect, a log line or a span attribute holds", () =>
+    Effect.gen(function*() {
+      const { port, received } = yield* collector
+      const key = "Zq7vN3pL0xW9rT2kB5mY8cJ4"
+      const program = Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Tools })
+        return yield* agent.run("What is 2 + 3?", { threadId: "t1" })
+      }).pipe(
+        Effect.provide(Tools.toLayer({
+          add: () =>
+            Effect.annotateCurrentSpan("upstream", `x-api-key: ${key}`).pipe(
+              Effect.zipRight(Effect.logWarning(`calling with api_key=${key}`)),
+              Effect.zipRight(Effect.die(new Error(`upstream refused {"api_key":"${key}"}`)))
+            )
+        })),
+        Effect.provide(ScriptedModel.layer([
+          ScriptedModel.toolCalls([{ name: "add", params: { a: 2, b: 3 } }]),
+          ScriptedModel.text("5")
+        ]))
+      )
+      yield* program.pipe(
+        Effect.exit,
+        Effect.provide(
+          TraceExport.layer({ url: `http://127.0.0.1:${port}/v1/traces` }).pipe(Layer.provide(FetchHttpClient.layer))
+        )
+      )
+      const exported = JSON.stringify(received.map((request) => request.body))
+      assert.include(exported, "Agent.toolCall")
+      assert.notInclude(exported, key)
+    }))
 })
