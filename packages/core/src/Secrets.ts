@@ -677,8 +677,10 @@ const scrubObject = <A extends object>(
   let changed = false
   for (const key of Reflect.ownKeys(self)) {
     const descriptor = Object.getOwnPropertyDescriptor(self, key)!
-    if ("value" in descriptor && typeof key === "string") {
-      const value = entry(key, descriptor.value)
+    // symbol-keyed values too: a `Data.Error` keeps its constructor's arguments under a symbol, and its
+    // `toJSON` (so `JSON.stringify` of the error) writes them
+    if ("value" in descriptor) {
+      const value = entry(typeof key === "string" ? key : key.description ?? "", descriptor.value)
       if (value !== descriptor.value) {
         changed = true
         descriptor.value = value
