@@ -792,6 +792,17 @@ const OptionsSchema = Schema.Struct({
   name: Schema.optional(Check.NonEmpty)
 })
 
+/** The tool-result part with its result replaced (the other fields as they were). */
+const withResult = (part: Prompt.ToolResultPart, result: unknown): Prompt.ToolResultPart =>
+  Prompt.makePart("tool-result", {
+    id: part.id,
+    name: part.name,
+    result,
+    isFailure: part.isFailure,
+    providerExecuted: part.providerExecuted,
+    options: part.options
+  })
+
 /**
  * Builds the middleware (see the module documentation for what each option
  * rewrites and when). Bad options fail with `AgentError.InvalidOptions`; during
@@ -916,14 +927,7 @@ export const middleware: (
           continue
         }
         matches.push(...found)
-        content.push(Prompt.makePart("tool-result", {
-          id: part.id,
-          name: part.name,
-          result,
-          isFailure: part.isFailure,
-          providerExecuted: part.providerExecuted,
-          options: part.options
-        }))
+        content.push(withResult(part, result))
       }
       out[i] = Prompt.makeMessage("tool", { content, options: message.options })
     }
@@ -981,14 +985,7 @@ export const middleware: (
         describe(matches, strategy, `the result of ${part.name}`),
         countByType(matches)
       )
-      return Prompt.makePart("tool-result", {
-        id: part.id,
-        name: part.name,
-        result,
-        isFailure: part.isFailure,
-        providerExecuted: part.providerExecuted,
-        options: part.options
-      })
+      return withResult(part, result)
     })
 
   return Middleware.make({
