@@ -64,7 +64,10 @@ export const wireTool = (tool: Tool.Any): Tool.Any => {
   let wire = wireTools.get(tool)
   if (wire === undefined) {
     const jsonSchema = Tool.getJsonSchemaFromSchemaAst(tool.parametersSchema.ast) as object
-    wire = (tool as any).setParameters(Schema.Unknown.annotations({ jsonSchema })) as Tool.Any
+    // @effect/ai types parameters as a struct; the wire copy's accept any value, with the tool's JSON schema
+    const anyArguments = Schema.Unknown.annotations({ jsonSchema }) as unknown as Tool.AnyParametersSchema
+    // a provider-defined tool has no parameters of ours to relax: the provider decodes its arguments
+    wire = Tool.isUserDefined(tool) ? tool.setParameters(anyArguments) : tool
     wireTools.set(tool, wire)
   }
   return wire
