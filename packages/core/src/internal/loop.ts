@@ -17,7 +17,6 @@ import type * as Agent from "../Agent.js"
 import {
   DurableThreadError,
   InvalidOptions,
-  InvalidToolCalls,
   MaxStepsExceeded,
   StructuredOutputError,
   ThreadStateError
@@ -112,8 +111,6 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       let phase = start
       let resumeValue = resume
       let idleToolRounds = 0
-      // model replies in a row with a call the agent answers as invalid (see `maxToolCallRepairs`)
-      let repairRounds = 0
       // the array the last model step appended its reply to, while only the loop has seen it: the tool step
       // appends its results to it in place (one copy of the thread per step instead of two)
       let unseen: ReadonlyArray<Prompt.Message> | undefined
@@ -219,15 +216,9 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
             const started = run.emit === undefined ? 0 : run.clock.unsafeCurrentTimeMillis()
             const reply = yield* modelStep(run, state)
             const invalid = toolStep.invalidCall(reply)
-            if (invalid === undefined) repairRounds = 0
-            else if (++repairRounds > config.maxToolCallRepairs) {
-              return yield* new InvalidToolCalls({
-                threadId: run.threadId,
-                toolName: invalid.call.name,
-                callId: invalid.call.id,
-                problem: invalid.problem,
-                replies: repairRounds
-              })
+            state = RunState.countRepair(state, invalid !== undefined)
+            if (invalid !== undefined && state.repairRounds > config.maxToolCallRepairs) {
+              return yield* ToolStep.repairsExhausted(run.threadId, invalid, state.repairRounds)
             }
             state = RunState.appendReply(state, reply)
             unseen = state.messages

@@ -26,6 +26,8 @@ export interface RunState {
   readonly output: Option.Option<unknown>
   /** The tools the model call whose reply runs now offered; unknown (all) after a resume. */
   readonly offered: ReadonlyArray<string> | undefined
+  /** Model replies in a row with a call the agent answers as invalid (bounded by `maxToolCallRepairs`). */
+  readonly repairRounds: number
 }
 
 /** The state a run starts from: a loaded thread, and the progress of the run it resumes. */
@@ -43,7 +45,8 @@ export const make = (
     totalTokens: progress?.totalTokens ?? 0
   },
   output: Option.none(),
-  offered: undefined
+  offered: undefined,
+  repairRounds: 0
 })
 
 /** The state with the thread's messages replaced. */
@@ -90,6 +93,14 @@ export const applyHookResult = (
  * results, see {@link appendToolResultsToUnseen}), its usage added, the step
  * counted.
  */
+/** The state with a reply counted toward `maxToolCallRepairs`: one holding an invalid call adds one, any other resets. */
+export const countRepair = (state: RunState, invalid: boolean): RunState =>
+  invalid
+    ? { ...state, repairRounds: state.repairRounds + 1 }
+    : state.repairRounds === 0
+    ? state
+    : { ...state, repairRounds: 0 }
+
 export const appendReply = (state: RunState, reply: RunJournal.ModelCall): RunState => ({
   ...state,
   messages: Lineage.appendWithRoom(state.messages, [reply.message]),

@@ -10,7 +10,7 @@ import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
-import { ToolTimeout } from "../AgentError.js"
+import { InvalidToolCalls, ToolTimeout } from "../AgentError.js"
 import type * as Middleware from "../Middleware.js"
 import { CurrentToolCallGuards } from "../Middleware.js"
 import type * as RunJournal from "../RunJournal.js"
@@ -174,3 +174,13 @@ export const make = (config: Compiled) => {
 
   return { invalidCall, run: runCalls }
 }
+
+/** The failure of a run whose model sent an invalid call in more replies in a row than `maxToolCallRepairs`. */
+export const repairsExhausted = (threadId: string, invalid: InvalidCall, replies: number): InvalidToolCalls =>
+  new InvalidToolCalls({
+    threadId,
+    toolName: invalid.call.name,
+    callId: invalid.call.id,
+    problem: invalid.problem,
+    replies
+  })
