@@ -124,9 +124,9 @@ export const make = (config: Compiled) => {
    */
   const reportReplied = (run: RunContext, state: RunState.RunState): RunState.RunState => {
     const replied = state.replied
-    if (replied === undefined || run.emit === undefined) return state
+    if (replied === undefined) return state
     const stored = state.messages[replied.index]
-    run.emit(AgentEvent.ModelResponded({
+    run.emit!(AgentEvent.ModelResponded({
       step: replied.step,
       message: stored !== undefined && stored.role === "assistant"
         ? stored
@@ -147,7 +147,8 @@ export const make = (config: Compiled) => {
     const ran = phase.index < config.nodes[phase.node].length
       ? runHooks(run, state, phase.node, phase.index)
       : Effect.succeed<Stepped>({ state, outcome: Continue })
-    return phase.node === "afterModel"
+    // (a reply to report is kept only while someone watches)
+    return phase.node === "afterModel" && run.emit !== undefined
       ? Effect.map(ran, (stepped) => ({ ...stepped, state: reportReplied(run, stepped.state) }))
       : ran
   }
