@@ -257,6 +257,15 @@ export interface ModelResponse {
    * call of a tool not offered is answered as unknown.
    */
   readonly offeredTools?: ReadonlyArray<string> | undefined
+  /**
+   * An update of the state slice of the middleware whose `wrapModelCall`
+   * returns this response (its declared keys, as a node hook's `state`),
+   * applied once the model call ends, before `afterModel` (LangChain's wrap
+   * hooks return state updates with the response). The agent takes it off
+   * the response before the hooks around see it; a durable run journals it,
+   * so its values must be JSON.
+   */
+  readonly state?: Readonly<Record<string, unknown>> | undefined
 }
 
 /**

@@ -28,7 +28,7 @@ import * as Observer from "./observer.js"
 import { paired } from "./pairing.js"
 import type { Stepped } from "./phase.js"
 import { invalidCallOf, repairsExhausted } from "./repairs.js"
-import { journaled, perRun, type RunContext } from "./runContext.js"
+import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 import * as ToolFiles from "./toolFiles.js"
 import { recoverUnknownToolCalls, recoverUnparsedArguments, wireToolkit } from "./tools.js"
@@ -106,6 +106,9 @@ const cutShort = Response.makePart("finish", {
   usage: new Response.Usage({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined })
 })
 
+/** A state update a `wrapModelCall` hook returned with its response. */
+type Update = NonNullable<RunJournal.ModelCall["updates"]>[number]
+
 export const make = (config: Compiled) => {
   const { toolNames, wrapModel, wrapStream } = config
   const invalidCall = invalidCallOf(config)
@@ -169,15 +172,22 @@ export const make = (config: Compiled) => {
   const checkedResponse = (
     m: Middleware.Any,
     request: Middleware.ModelRequest,
-    response: Effect.Effect<Middleware.ModelResponse, any, any>
+    response: Effect.Effect<Middleware.ModelResponse, any, any>,
+    updates: Array<Update>
   ): Effect.Effect<Middleware.ModelResponse, any, any> =>
     Effect.flatMap(response, (response): Effect.Effect<Middleware.ModelResponse, any> => {
       const problem = modelResponseProblem(response)
-      return problem !== undefined
-        ? Effect.fail(new InvalidHookResult({ middleware: m.name, hook: "wrapModelCall", reason: problem }))
-        : answers(response.message)
-        ? Effect.succeed(response)
-        : Effect.fail(new EmptyModelResponse({ middleware: m.name, step: request.step }))
+      if (problem !== undefined) {
+        return Effect.fail(new InvalidHookResult({ middleware: m.name, hook: "wrapModelCall", reason: problem }))
+      }
+      if (!answers(response.message)) {
+        return Effect.fail(new EmptyModelResponse({ middleware: m.name, step: request.step }))
+      }
+      if (response.state === undefined) return Effect.succeed(response)
+      // the hook's state update is the agent's to apply: the hooks around never see it
+      const { state, ...rest } = response
+      updates.push({ middleware: m.name, state })
+      return Effect.succeed(rest)
     })
 
   /** The model call at the end of the `wrapModelCall` chain; its response names the tools it offered. */
@@ -275,8 +285,8 @@ export const make = (config: Compiled) => {
       : response
   }
 
-  /** The `wrapModelCall` chain of a run. */
-  const modelChain = (run: RunContext) =>
+  /** The `wrapModelCall` chain of one model call; the state updates its hooks return go to `updates`. */
+  const modelChain = (run: RunContext, updates: Array<Update>) =>
     wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
       (next, m) => (request) =>
         checkedResponse(
@@ -287,13 +297,34 @@ export const make = (config: Compiled) => {
             m.name,
             "wrapModelCall",
             hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as any))
-          )
+          ),
+          updates
         ),
       callModel(run)
     )
 
-  /** The chain of a run: the wrap hooks are the same for every step. */
-  const chainOf = perRun(modelChain)
+  /**
+   * The state updates the `wrapModelCall` hooks returned, each applied to its
+   * middleware's slice (declared keys only), innermost first, and reported.
+   */
+  const applyUpdates = (
+    run: RunContext,
+    initial: RunState.RunState,
+    updates: ReadonlyArray<Update>
+  ): Effect.Effect<RunState.RunState> =>
+    Effect.suspend(() => {
+      let state = initial
+      const reports: Array<Effect.Effect<void>> = []
+      for (const { middleware, state: update } of updates) {
+        const applied = RunState.applyHookResult(state, middleware, config.declaredKeys.get(middleware), {
+          state: update
+        })
+        state = applied.state
+        reports.push(Observer.report(run, () =>
+          AgentEvent.StateUpdated({ middleware, hook: "wrapModelCall", keys: applied.keys, messagesReplaced: false })))
+      }
+      return Effect.as(Effect.all(reports, { discard: true }), state)
+    })
 
   /** The model call of `state`: its request through the chain, journaled as the run's step. */
   const modelCall = (run: RunContext, state: RunState.RunState): Effect.Effect<RunJournal.ModelCall, unknown, any> => {
@@ -308,7 +339,8 @@ export const make = (config: Compiled) => {
       threadId: run.threadId,
       step: state.step
     }
-    const chain = chainOf(run)
+    const updates: Array<Update> = []
+    const chain = modelChain(run, updates)
     // built once the step starts (after ModelCallStarted): building it calls the wrap hooks
     const call = () =>
       journaled(
@@ -324,7 +356,8 @@ export const make = (config: Compiled) => {
             usage: response.usage,
             finishReason: response.finishReason,
             // a hook that answered without calling the model names no tools: all the agent's count as offered
-            offered: response.offeredTools ?? toolNames
+            offered: response.offeredTools ?? toolNames,
+            ...(updates.length === 0 ? {} : { updates })
           }))
         )
       )
@@ -361,7 +394,9 @@ export const make = (config: Compiled) => {
               durationMillis
             })
           }
-          return Effect.succeed({ state, outcome: Continue })
+          return reply.updates === undefined
+            ? Effect.succeed({ state, outcome: Continue })
+            : Effect.map(applyUpdates(run, state, reply.updates), (updated) => ({ state: updated, outcome: Continue }))
         })
       })
 }
