@@ -21,7 +21,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CheckpointError } from "./AgentError.js"
 import * as DeferredSave from "./internal/deferredSave.js"
-import { Lru } from "./internal/lru.js"
+import { Lru } from "./internal/fast/lru.js"
 import * as ThreadLog from "./internal/threadLog.js"
 
 /**
