@@ -114,7 +114,9 @@ export declare namespace Checkpointer {
      * the thread {@link DeferredCheckpoint.extends | extends} what it
      * committed), and builds the whole encoded thread only if it needs it.
      */
-    readonly append?: ((threadId: string, checkpoint: DeferredCheckpoint) => Effect.Effect<void, CheckpointError>) | undefined
+    readonly append?:
+      | ((threadId: string, checkpoint: DeferredCheckpoint) => Effect.Effect<void, CheckpointError>)
+      | undefined
   }
 }
 
@@ -198,7 +200,10 @@ export type MakeOptions =
   & Omit<Checkpointer.Service, "save" | "append">
   & (
     | Pick<Checkpointer.Service, "save" | "append">
-    | { readonly save?: Checkpointer.Service["save"] | undefined; readonly append: NonNullable<Checkpointer.Service["append"]> }
+    | {
+      readonly save?: Checkpointer.Service["save"] | undefined
+      readonly append: NonNullable<Checkpointer.Service["append"]>
+    }
   )
 
 /**

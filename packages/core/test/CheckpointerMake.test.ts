@@ -58,7 +58,12 @@ describe("Checkpointer.make", () => {
     Effect.gen(function*() {
       const save: Checkpointer.Checkpointer.Service["save"] = () => Effect.void
       const append: NonNullable<Checkpointer.Checkpointer.Service["append"]> = () => Effect.void
-      const checkpointer = Checkpointer.make({ load: () => Effect.succeedNone, save, append, delete: () => Effect.void })
+      const checkpointer = Checkpointer.make({
+        load: () => Effect.succeedNone,
+        save,
+        append,
+        delete: () => Effect.void
+      })
       assert.strictEqual(checkpointer.save, save)
       assert.strictEqual(checkpointer.append, append)
     }))

@@ -143,7 +143,10 @@ const sameLog = (a: LogRef, b: LogRef) =>
 
 /** The last thread this checkpointer saved or loaded, per thread, for the `capacity` threads used last. */
 class LastSeen {
-  private readonly entries = new Map<string, { readonly log: LogRef; readonly saved: Checkpointer.DeferredCheckpoint }>()
+  private readonly entries = new Map<
+    string,
+    { readonly log: LogRef; readonly saved: Checkpointer.DeferredCheckpoint }
+  >()
   constructor(private readonly capacity: number) {}
   get(threadId: string) {
     return this.entries.get(threadId)
