@@ -240,11 +240,20 @@ export const make = (
       save: save ?? ((threadId, checkpoint) => append(threadId, DeferredSave.whole(checkpoint)))
     }
   }
+  // the types rule this out; a call from JavaScript gets a typed error at the first save
+  const whole: Checkpointer.Service["save"] = save ?? ((threadId) =>
+    Effect.fail(
+      new CheckpointError({
+        threadId,
+        operation: "save",
+        description: "the checkpointer was made with neither save nor append (Checkpointer.make)"
+      })
+    ))
   return {
     load: options.load,
     delete: options.delete,
-    save: save!,
-    append: (threadId, checkpoint) => Effect.suspend(() => save!(threadId, DeferredSave.build(checkpoint)))
+    save: whole,
+    append: (threadId, checkpoint) => Effect.suspend(() => whole(threadId, DeferredSave.build(checkpoint)))
   }
 }
 

@@ -68,6 +68,16 @@ describe("Checkpointer.make", () => {
       assert.strictEqual(checkpointer.append, append)
     }))
 
+  it.effect("made with neither save nor append (from JavaScript), fails each save with a CheckpointError", () =>
+    Effect.gen(function*() {
+      const checkpointer = Checkpointer.make({ load: () => Effect.succeedNone, delete: () => Effect.void } as any)
+      const saved = yield* Effect.flip(checkpointer.save("t", checkpoint([])))
+      assert.strictEqual(saved._tag, "CheckpointError")
+      assert.include(saved.description, "neither save nor append")
+      const appended = yield* Effect.flip(checkpointer.append("t", Checkpointer.deferred(checkpoint([]))))
+      assert.strictEqual(appended._tag, "CheckpointError")
+    }))
+
   it.prop(
     "a deferred checkpoint extends another exactly when it keeps its messages, by reference",
     [FastCheck.integer({ min: 0, max: 6 }), FastCheck.integer({ min: 0, max: 6 }), FastCheck.boolean()],
