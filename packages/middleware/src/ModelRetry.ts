@@ -106,11 +106,12 @@ export interface Options {
  *
  * @example
  * ```ts
+ * import { AiFailure } from "@stepwise-agent/core"
  * import * as ModelRetry from "@stepwise-agent/middleware/ModelRetry"
  *
  * // also retry when the model's output did not decode
  * const retryOn = ModelRetry.middleware({
- *   retryOn: (error) => ModelRetry.isRetryable(error) || error._tag === "MalformedOutput"
+ *   retryOn: (error) => ModelRetry.isRetryable(error) || AiFailure.classify(error).kind === "malformed-output"
  * })
  * ```
  *
