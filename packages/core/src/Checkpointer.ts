@@ -8,6 +8,10 @@
  * step writes only its new messages (a crash mid-write leaves the last
  * committed checkpoint intact).
  *
+ * A store of your own is built with `make` from `load`, `delete` and `save`
+ * (a whole checkpoint) or `append` (a `DeferredCheckpoint`, whose whole
+ * encoded thread is built only when asked for), or both.
+ *
  * @since 0.1.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"

@@ -39,8 +39,8 @@ import { InvalidOptions } from "./AgentError.js"
 import * as Encodings from "./internal/fast/encodings.js"
 import { field } from "./internal/fast/fieldRead.js"
 import { jsonLength } from "./internal/fast/jsonLength.js"
-import { unknownKey } from "./internal/options.js"
 import * as PythonRepr from "./internal/fast/pythonRepr.js"
+import { unknownKey } from "./internal/options.js"
 
 /**
  * How a counter counts.
