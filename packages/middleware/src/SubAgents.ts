@@ -48,6 +48,7 @@ import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as UiMessageStream from "@stepwise-agent/core/UiMessageStream"
+import * as Usage from "@stepwise-agent/core/Usage"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -698,7 +699,7 @@ const guarded = (
             const refused = Allowance.admitModelCall(pools)
             if (refused !== undefined) return Effect.fail(new ParentLimitReached({ threadId, reason: refused }) as any)
             return Effect.tap(journal.step(key, schema, effect), (call) =>
-              Effect.sync(() => Allowance.countUsage(pools, (call as RunJournal.ModelCall).usage)))
+              Effect.sync(() => Allowance.countUsage(pools, Usage.read((call as RunJournal.ModelCall).usage))))
           })
         case "Tool":
           return Effect.suspend(() => {
