@@ -100,7 +100,7 @@ export const make = (
   execute: Execute
 ) => {
   const { lifetime, nodes } = config
-  const { load, save } = checkpoints
+  const { load } = checkpoints
   const transformInput = Receive.inputOf(config)
   const isTraced: Effect.Effect<boolean> = config.spans === undefined
     ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
@@ -416,7 +416,6 @@ export const make = (
     withThreadLock,
     released,
     /** Drops what waits in a deleted thread's inbox: each sender learns it with `error`. */
-    drop: inboxes.drop,
-    save
+    drop: inboxes.drop
   } as const
 }
