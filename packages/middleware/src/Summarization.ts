@@ -75,6 +75,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as ContextOverflow from "./ContextOverflow.js"
 import * as ContextView from "./ContextView.js"
+import * as Sent from "./internal/context/sent.js"
 import * as ContextLimit from "./internal/contextLimit.js"
 import * as HistoryCache from "./internal/historyCache.js"
 import * as Marker from "./internal/marker.js"
@@ -734,8 +735,10 @@ const cutAt = (
 
 const make = (config: Config) => {
   const { onFailure, summaryPrefix, summaryPrompt, trim } = config
-  // Running token sums per thread; nothing else is derived from the messages.
-  const cache = HistoryCache.make({ init: () => undefined })
+  // Running token sums per thread, and how much of it is known to be sent as it is
+  const cache = HistoryCache.make({ init: Sent.unknown })
+  // and of the messages sent, when the agent drops orphans of them
+  const sentCache = HistoryCache.make({ init: () => undefined })
   const counterOf = HistoryCache.agentCounterOrApproximate()
   // Fractions are taken of the input limit, resolved at run time when no contextWindow was given.
   const limit = ContextLimit.make({ module: "Summarization", model: config.agentModel })
@@ -838,7 +841,7 @@ const make = (config: Config) => {
       const counter = yield* counterOf
       const scale = yield* counter.scale
       const { keep, triggers } = yield* sizes
-      return yield* cache.use(counter, messages, ({ sums }) =>
+      return yield* cache.use(counter, messages, ({ state: known, sums }) =>
         Effect.gen(function*() {
           const none = Option.none<{
             readonly result: ReadonlyArray<Prompt.Message>
@@ -851,7 +854,14 @@ const make = (config: Config) => {
           /** Raw tokens of `messages[i]`. */
           const rawOf = (i: number) => sums[i + 1]! - sums[i]!
           const total = tokensOf(sums[length]!)
-          const reached = (size: Size) => size._tag === "tokens" ? total >= size.value : length >= size.value
+          // the trigger measures what the model call is sent: orphans the agent drops are not
+          const sent = Sent.of(messages, known)
+          const sentTokens = sent === messages ? total : sent.length === 0 ? 0 : yield* sentCache.use(
+            counter,
+            sent,
+            (session) => Effect.succeed(tokensOf(session.sums[sent.length]!))
+          )
+          const reached = (size: Size) => size._tag === "tokens" ? sentTokens >= size.value : sent.length >= size.value
           const triggered = forced || triggers.some((condition) => condition.every(reached))
           if (!triggered) return none
 
@@ -872,7 +882,7 @@ const make = (config: Config) => {
             )
           )
           if (Option.isNone(outcome)) return none
-          const { offloaded, sent, summary, summaryRaw } = outcome.value
+          const { offloaded, sent: sentCount, summary, summaryRaw } = outcome.value
           const result = [...messages.slice(0, start), summary, ...messages.slice(cut)]
 
           // Continue from the new history: its sums follow from the old ones.
@@ -881,14 +891,17 @@ const make = (config: Config) => {
             result,
             (i) => i < start ? rawOf(i) : i === start ? summaryRaw : rawOf(cut + i - start - 1)
           )
-          const tokensAfter = tokensOf(next.sums[result.length]!)
+          const sentAfter = Sent.of(result, next.state)
+          const tokensAfter = sentAfter === result
+            ? tokensOf(next.sums[result.length]!)
+            : tokensOf((yield* counter.measure(sentAfter)).reduce((sum, tokens) => sum + tokens, 0))
           yield* Middleware.report(
-            `summarized ${toSummarize.length} messages, kept ${length - cut}; ${total} → ${tokensAfter} tokens`,
+            `summarized ${toSummarize.length} messages, kept ${length - cut}; ${sentTokens} → ${tokensAfter} tokens`,
             {
               summarized: toSummarize.length,
-              sentToSummarizer: sent,
+              sentToSummarizer: sentCount,
               kept: length - cut,
-              tokensBefore: total,
+              tokensBefore: sentTokens,
               tokensAfter,
               mode: config.mode,
               ...(offloaded === undefined ? {} : { offloaded })
@@ -990,11 +1003,13 @@ const make = (config: Config) => {
       const reported = response.usage.inputTokens
       if (reported === undefined) return
       const counter = yield* counterOf
-      if (request.systemPrompt === undefined) return yield* counter.calibrate(reported, request.messages)
+      // the provider counted what the model call was sent
+      const messages = AgentState.paired(request.messages)
+      if (request.systemPrompt === undefined) return yield* counter.calibrate(reported, messages)
       if (system?.content !== request.systemPrompt) {
         system = Prompt.makeMessage("system", { content: request.systemPrompt })
       }
-      yield* counter.calibrate(reported, Array.of<Prompt.Message>(system).concat(request.messages))
+      yield* counter.calibrate(reported, Array.of<Prompt.Message>(system).concat(messages))
     })
   const recover = config.onOverflow === "summarize"
     ? ContextOverflow.recover({ compact, model: config.agentModel })
