@@ -735,10 +735,8 @@ const cutAt = (
 
 const make = (config: Config) => {
   const { onFailure, summaryPrefix, summaryPrompt, trim } = config
-  // Running token sums per thread, and how much of it is known to be sent as it is
+  // Running token sums per thread, and what the model call is sent of it, measured
   const cache = HistoryCache.make({ init: Sent.unknown })
-  // and of the messages sent, when the agent drops orphans of them
-  const sentCache = HistoryCache.make({ init: () => undefined })
   const counterOf = HistoryCache.agentCounterOrApproximate()
   // Fractions are taken of the input limit, resolved at run time when no contextWindow was given.
   const limit = ContextLimit.make({ module: "Summarization", model: config.agentModel })
@@ -853,14 +851,9 @@ const make = (config: Config) => {
           const tokensOf = (raw: number) => HistoryCache.scaled(raw, scale)
           /** Raw tokens of `messages[i]`. */
           const rawOf = (i: number) => sums[i + 1]! - sums[i]!
-          const total = tokensOf(sums[length]!)
           // the trigger measures what the model call is sent: orphans the agent drops are not
-          const sent = Sent.of(messages, known)
-          const sentTokens = sent === messages ? total : sent.length === 0 ? 0 : yield* sentCache.use(
-            counter,
-            sent,
-            (session) => Effect.succeed(tokensOf(session.sums[sent.length]!))
-          )
+          const sent = yield* Sent.measure(counter, messages, sums, known)
+          const sentTokens = tokensOf(sent.raw)
           const reached = (size: Size) => size._tag === "tokens" ? sentTokens >= size.value : sent.length >= size.value
           const triggered = forced || triggers.some((condition) => condition.every(reached))
           if (!triggered) return none
@@ -891,10 +884,7 @@ const make = (config: Config) => {
             result,
             (i) => i < start ? rawOf(i) : i === start ? summaryRaw : rawOf(cut + i - start - 1)
           )
-          const sentAfter = Sent.of(result, next.state)
-          const tokensAfter = sentAfter === result
-            ? tokensOf(next.sums[result.length]!)
-            : tokensOf((yield* counter.measure(sentAfter)).reduce((sum, tokens) => sum + tokens, 0))
+          const tokensAfter = tokensOf((yield* Sent.measure(counter, result, next.sums, next.state)).raw)
           yield* Middleware.report(
             `summarized ${toSummarize.length} messages, kept ${length - cut}; ${sentTokens} → ${tokensAfter} tokens`,
             {

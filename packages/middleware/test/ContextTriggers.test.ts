@@ -155,6 +155,29 @@ describe("ClearToolUses counts what the model call is sent", () => {
       }),
     { fastCheck: { numRuns: 60 } }
   )
+
+  it.effect.prop(
+    "an edit that remembers a growing thread counts what each request sends, as a fresh edit does",
+    { ...threads, cuts: FastCheck.array(FastCheck.nat(), { maxLength: 6 }), trigger: FastCheck.nat({ max: 2000 }) },
+    ({ cuts, dropped, history, orphans, trigger }) =>
+      Effect.gen(function*() {
+        const thread = damaged(history, orphans, dropped)
+        const options = { trigger: trigger + 1, keep: 1 }
+        const remembering = Either.getOrThrow(ContextEditing.ClearToolUses(options))
+        const lengths = cuts.map((cut) => cut % (thread.length + 1))
+        // growing, then in any order (shorter histories start over)
+        for (const n of [...[...lengths].sort((a, b) => a - b), ...lengths, thread.length]) {
+          const messages = thread.slice(0, n)
+          const remembered = yield* remembering.apply(messages, { systemPrompt })
+          const fresh = yield* Either.getOrThrow(ContextEditing.ClearToolUses(options)).apply(messages, {
+            systemPrompt
+          })
+          assert.deepStrictEqual(remembered, fresh)
+          assert.strictEqual(remembered.tokensBefore, yield* count(withSystem(AgentState.paired(messages))))
+        }
+      }).pipe(Effect.provide(TokenCounter.layerApproximate())),
+    { fastCheck: { numRuns: 60 } }
+  )
 })
 
 // ---------------------------------------------------------------------------

@@ -40,8 +40,8 @@ interface Eligible extends Look.ToClear {
  * totals), from where the last indexing stopped.
  */
 export interface Clearing {
-  /** How many of the thread's first messages are known to be sent as they are. */
-  readonly paired: Sent.PairedPrefix
+  /** What the model call is sent of the thread's first messages, measured. */
+  readonly sent: Sent.Memo
   /** How many of the session's messages are indexed. */
   indexed: number
   readonly calls: Map<string, Located<Prompt.ToolCallPart>>
@@ -61,7 +61,7 @@ export interface Clearing {
 
 /** What an edit knows of a thread it has not seen. */
 export const make = (): Clearing => ({
-  paired: Sent.unknown(),
+  sent: Sent.unknown(),
   indexed: 0,
   calls: new Map(),
   callsWithInputs: new Set(),
@@ -81,18 +81,13 @@ export interface Rules {
 
 /**
  * Indexes the stored messages not indexed yet: their tool calls, and their
- * tool results that may be cleared. `sent` is what the model call is sent
- * of them: a result the agent drops as an orphan (not in `sent`) is left
- * alone and takes none of the `keep` slots.
+ * tool results that may be cleared. A result the agent drops (an orphan:
+ * the model call is not sent it) is left alone and takes none of the `keep`
+ * slots.
  */
-export const index = (
-  clearing: Clearing,
-  rules: Rules,
-  messages: ReadonlyArray<Prompt.Message>,
-  sent: ReadonlyArray<Prompt.Message>
-): void => {
+export const index = (clearing: Clearing, rules: Rules, messages: ReadonlyArray<Prompt.Message>): void => {
   if (clearing.indexed >= messages.length) return
-  const sentResults = sent === messages ? undefined : resultsOf(sent)
+  const sentResults = Sent.resultsFrom(messages, clearing.indexed)
   for (let m = clearing.indexed; m < messages.length; m++) {
     const message = messages[m]!
     if (message.role === "assistant") {
@@ -123,15 +118,6 @@ export const index = (
     }
   }
   clearing.indexed = messages.length
-}
-
-/** The tool results of tool messages (the ones pairing keeps are the stored part objects). */
-const resultsOf = (messages: ReadonlyArray<Prompt.Message>): ReadonlySet<Prompt.ToolResultPart> => {
-  const results = new Set<Prompt.ToolResultPart>()
-  for (const message of messages) {
-    if (message.role === "tool") { for (const part of message.content) results.add(part) }
-  }
-  return results
 }
 
 /**

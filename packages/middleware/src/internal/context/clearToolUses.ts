@@ -8,9 +8,8 @@
  * starting with the same first message object), the running token sums of
  * its messages, its tool calls and results (indexed once a call reaches
  * the trigger) and the previous output, so a model call counts and reads
- * only the messages added since the last one. A thread the agent sends with
- * orphans dropped is paired again in full at each call (as the agent does),
- * and its sent messages are counted apart.
+ * only the messages added since the last one (see `sent.ts` for what is
+ * sent of them).
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
@@ -28,10 +27,8 @@ export const make = (config: ClearToolUsesConfig): ContextEdit => {
   const { clearAtLeast, clearToolInputs, placeholder } = config
   const look = Look.make(placeholder)
   const sizes = Trigger.sizesOf(config)
-  // Sessions of the stored messages, per counter and per first message (one per thread, in practice)
+  // Sessions, per counter and per first message (one per thread, in practice)
   const cache = HistoryCache.make({ init: Selection.make })
-  // and of the messages sent, when the agent drops orphans of them
-  const sentCache = HistoryCache.make({ init: () => undefined })
   let lastSystem: Prompt.SystemMessage | undefined
   const systemMessage = (text: string): Prompt.SystemMessage => {
     if (lastSystem === undefined || lastSystem.content !== text) {
@@ -44,14 +41,16 @@ export const make = (config: ClearToolUsesConfig): ContextEdit => {
     counter: TokenCounter.TokenCounter.Service,
     clearing: Selection.Clearing,
     messages: ReadonlyArray<Prompt.Message>,
-    sent: ReadonlyArray<Prompt.Message>,
-    /** Raw tokens of the system prompt and the messages sent. */
-    raw: number,
+    /** What the model call is sent of the messages. */
+    sent: Sent.Sent,
+    /** Raw tokens of the system prompt. */
+    systemRaw: number,
     scale: number,
     { clearTo, keep, triggers }: Trigger.Sizes
   ): Effect.Effect<EditResult> =>
     Effect.gen(function*() {
       const tokensOf = (raw: number) => HistoryCache.scaled(raw, scale)
+      const raw = systemRaw + sent.raw
       const tokensBefore = tokensOf(raw)
       const trigger = Trigger.lowestTokens(triggers)
       const unchanged = (triggered: boolean): EditResult => ({
@@ -64,7 +63,7 @@ export const make = (config: ClearToolUsesConfig): ContextEdit => {
         trigger
       })
       if (!Trigger.fires(triggers, tokensBefore, sent.length)) return unchanged(false)
-      Selection.index(clearing, config, messages, sent)
+      Selection.index(clearing, config, messages)
       const candidates = yield* Selection.candidates(counter, look, clearing, keep, scale)
       if (candidates === 0) return unchanged(true)
       yield* Selection.measureUpTo(counter, look, clearing, messages, candidates)
@@ -109,15 +108,11 @@ export const make = (config: ClearToolUsesConfig): ContextEdit => {
           trigger: Trigger.lowestTokens(resolved.triggers)
         }
       }
-      return yield* cache.use(counter, messages, ({ state: clearing, sums }) => {
-        const sent = Sent.of(messages, clearing.paired)
-        if (sent === messages) {
-          return run(counter, clearing, messages, sent, systemRaw + sums[messages.length]!, scale, resolved)
-        }
-        if (sent.length === 0) return run(counter, clearing, messages, sent, systemRaw, scale, resolved)
-        return sentCache.use(counter, sent, (session) =>
-          run(counter, clearing, messages, sent, systemRaw + session.sums[sent.length]!, scale, resolved))
-      })
+      return yield* cache.use(counter, messages, ({ state: clearing, sums }) =>
+        Effect.flatMap(
+          Sent.measure(counter, messages, sums, clearing.sent),
+          (sent) => run(counter, clearing, messages, sent, systemRaw, scale, resolved)
+        ))
     }).pipe(Effect.withSpan("ContextEditing.ClearToolUses", { captureStackTrace: false }))
 
   return { name: "ClearToolUses", apply }

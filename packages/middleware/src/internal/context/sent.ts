@@ -5,43 +5,110 @@
  * every model request. A trigger measures this, not the stored messages, so
  * it never fires (or holds back) on text the model never sees.
  *
- * Found incrementally, per thread: pairing is decided message by message,
- * and at a non-tool message it starts afresh once every call before it has
- * its result. So when the messages up to such a message were found sent as
- * they are, a longer thread with the same first messages is sent as it is
- * exactly when its tail from that message is: only the tail is paired again.
+ * Measured incrementally, per thread. Pairing starts afresh at every
+ * message that is not a tool message (the calls still open are answered
+ * there), so the messages sent of a thread are those sent of its messages
+ * before such a message, then those sent of the rest: what was measured up
+ * to the last such message stays true for a longer thread with the same
+ * first messages, and a model call pairs and measures only the messages
+ * from there. Where pairing changes nothing, the running sums of the stored
+ * messages give the tokens without measuring them again.
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import * as AgentState from "@stepwise-agent/core/AgentState"
+import type * as TokenCounter from "@stepwise-agent/core/TokenCounter"
+import * as Effect from "effect/Effect"
 
 /**
- * How much of a thread's messages is known to be sent as it is: the first
- * `length` messages, ending before a non-tool message (or 0). Kept with the
- * history cache's session of the thread, whose messages it counts.
+ * What is sent of the first `at` messages of a thread (`at` is 0 or the
+ * index of a message that is not a tool message): its raw tokens and its
+ * number of messages. Kept with the history cache's session of the thread.
  */
-export interface PairedPrefix {
+export interface Memo {
+  at: number
+  raw: number
   length: number
 }
 
-/** A thread of which nothing is known yet. */
-export const unknown = (): PairedPrefix => ({ length: 0 })
+/** A thread of which nothing is measured yet. */
+export const unknown = (): Memo => ({ at: 0, raw: 0, length: 0 })
 
-/** The index of the last non-tool message at or after `from`, else `from`. */
+/** What a model call is sent of a thread, measured. */
+export interface Sent {
+  /** Raw tokens of the messages sent (the counter's, before its calibration scale). */
+  readonly raw: number
+  /** The number of messages sent. */
+  readonly length: number
+}
+
+/** The index of the last message at or after `from` that is not a tool message, else `from`. */
 const lastRunStart = (messages: ReadonlyArray<Prompt.Message>, from: number): number => {
   for (let i = messages.length - 1; i > from; i--) if (messages[i]!.role !== "tool") return i
   return from
 }
 
 /**
- * The messages a model call is sent of `messages`: `messages` itself when it
- * pairs as it is, else the paired copy. `known` tells how many first
- * messages (the same objects as `messages`' own, as the history cache
- * checked) were found sent as they are; it grows as the thread does.
+ * What a model call is sent of `messages[from..to)` (`from` is 0 or a
+ * message that is not a tool message), and whether that is the messages
+ * as they are.
  */
-export const of = (messages: ReadonlyArray<Prompt.Message>, known: PairedPrefix): ReadonlyArray<Prompt.Message> => {
-  const from = known.length > messages.length ? 0 : known.length
-  const tail = from === 0 ? messages : messages.slice(from)
-  if (AgentState.paired(tail) !== tail) return AgentState.paired(messages)
-  known.length = lastRunStart(messages, from)
-  return messages
+const pairedSlice = (messages: ReadonlyArray<Prompt.Message>, from: number, to: number) => {
+  const slice = from === 0 && to === messages.length ? messages : messages.slice(from, to)
+  const sent = AgentState.paired(slice)
+  return { sent, same: sent === slice }
+}
+
+/**
+ * Measures what a model call is sent of `messages`, whose raw token sums are
+ * `sums` (`sums[i]`: the first `i` messages), continuing from `memo` (what
+ * an earlier call measured of the same first messages), which it moves on.
+ */
+export const measure = (
+  counter: TokenCounter.TokenCounter.Service,
+  messages: ReadonlyArray<Prompt.Message>,
+  sums: ReadonlyArray<number>,
+  memo: Memo
+): Effect.Effect<Sent> => {
+  if (memo.at > messages.length) Object.assign(memo, unknown())
+  const { at } = memo
+  const next = lastRunStart(messages, at)
+  const head = pairedSlice(messages, at, next)
+  const rest = pairedSlice(messages, next, messages.length)
+  const toMeasure = head.same ? (rest.same ? [] : rest.sent) : rest.same ? head.sent : head.sent.concat(rest.sent)
+  return Effect.map(toMeasure.length === 0 ? Effect.succeed([]) : counter.measure(toMeasure), (counts) => {
+    let i = 0
+    const sumOf = (part: { readonly sent: ReadonlyArray<Prompt.Message>; readonly same: boolean }, raw: number) => {
+      if (part.same) return raw
+      let total = 0
+      for (const end = i + part.sent.length; i < end; i++) total += counts[i]!
+      return total
+    }
+    const headRaw = sumOf(head, sums[next]! - sums[at]!)
+    const restRaw = sumOf(rest, sums[messages.length]! - sums[next]!)
+    // committed once measured, so an interrupted measure leaves the memo as it was
+    memo.at = next
+    memo.raw += headRaw
+    memo.length += head.sent.length
+    return { raw: memo.raw + restRaw, length: memo.length + rest.sent.length }
+  })
+}
+
+/**
+ * The tool results a model call is sent of `messages[from..]` when pairing
+ * drops some of them, else undefined (every one is sent). Pairing keeps a
+ * result as the same part object.
+ */
+export const resultsFrom = (
+  messages: ReadonlyArray<Prompt.Message>,
+  from: number
+): ReadonlySet<Prompt.ToolResultPart> | undefined => {
+  let start = Math.min(from, messages.length)
+  while (start > 0 && messages[start]?.role === "tool") start--
+  const { same, sent } = pairedSlice(messages, start, messages.length)
+  if (same) return undefined
+  const results = new Set<Prompt.ToolResultPart>()
+  for (const message of sent) {
+    if (message.role === "tool") { for (const part of message.content) results.add(part) }
+  }
+  return results
 }
