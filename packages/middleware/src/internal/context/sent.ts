@@ -47,12 +47,17 @@ const lastRunStart = (messages: ReadonlyArray<Prompt.Message>, from: number): nu
   return from
 }
 
-/**
- * What a model call is sent of `messages[from..to)` (`from` is 0 or a
- * message that is not a tool message), and whether that is the messages
- * as they are.
- */
-const pairedSlice = (messages: ReadonlyArray<Prompt.Message>, from: number, to: number) => {
+/** What a model call is sent of a slice of a thread, and whether that is the slice as it is. */
+interface Paired {
+  readonly sent: ReadonlyArray<Prompt.Message>
+  readonly same: boolean
+}
+
+const none: Paired = { sent: [], same: true }
+
+/** What a model call is sent of `messages[from..to)`, `from` being 0 or a message that is not a tool message. */
+const pairedSlice = (messages: ReadonlyArray<Prompt.Message>, from: number, to: number): Paired => {
+  if (from === to) return none
   const slice = from === 0 && to === messages.length ? messages : messages.slice(from, to)
   const sent = AgentState.paired(slice)
   return { sent, same: sent === slice }
@@ -72,12 +77,23 @@ export const measure = (
   if (memo.at > messages.length) Object.assign(memo, unknown())
   const { at } = memo
   const next = lastRunStart(messages, at)
+  const tail = pairedSlice(messages, at, messages.length)
+  if (tail.same) {
+    // sent as stored: the running sums have it
+    memo.raw += sums[next]! - sums[at]!
+    memo.length += next - at
+    memo.at = next
+    return Effect.succeed({
+      raw: memo.raw + sums[messages.length]! - sums[next]!,
+      length: memo.length + messages.length - next
+    })
+  }
   const head = pairedSlice(messages, at, next)
   const rest = pairedSlice(messages, next, messages.length)
-  const toMeasure = head.same ? (rest.same ? [] : rest.sent) : rest.same ? head.sent : head.sent.concat(rest.sent)
-  return Effect.map(toMeasure.length === 0 ? Effect.succeed([]) : counter.measure(toMeasure), (counts) => {
+  const toMeasure = head.same ? rest.sent : rest.same ? head.sent : head.sent.concat(rest.sent)
+  return Effect.map(counter.measure(toMeasure), (counts) => {
     let i = 0
-    const sumOf = (part: { readonly sent: ReadonlyArray<Prompt.Message>; readonly same: boolean }, raw: number) => {
+    const sumOf = (part: Paired, raw: number) => {
       if (part.same) return raw
       let total = 0
       for (const end = i + part.sent.length; i < end; i++) total += counts[i]!
