@@ -12,12 +12,21 @@
  * {@link ClearToolUses} mirrors LangChain's `ClearToolUsesEdit`: when the
  * request reaches its trigger (tokens, messages, a fraction of the model's
  * input window), it replaces the results of old tool calls with a
- * placeholder. {@link middleware} applies edits in `wrapModelCall` to
- * the request only: the stored thread keeps the original messages.
+ * placeholder. The trigger counts what the model call is sent: the
+ * messages with tool calls and results paired (`AgentState.paired`), so an
+ * orphan the agent drops never counts. {@link middleware} applies edits in
+ * `wrapModelCall` to the request only: the stored thread keeps the original
+ * messages.
+ *
+ * `ClearToolUses` is put together in `internal/context/`: its options
+ * (`clearOptions.ts`), trigger (`clearTrigger.ts`, measured by `sent.ts`),
+ * selection of the results to clear (`clearSelection.ts`) and how a cleared
+ * result looks (`clearLook.ts`); view mode is `viewMode.ts`.
  *
  * Cost per model call: `ClearToolUses` remembers, per thread (the history
  * starting with the same first message object), the running token sums of
- * its messages, its tool calls and results (indexed once a call reaches
+ * its messages, what is sent of them up to the last message that is not a
+ * tool message, its tool calls and results (indexed once a call reaches
  * the trigger) and the previous output, so a model call counts and reads
  * only the messages added since the last one (with `keep: { tokens }`, it
  * also counts the kept results again, newest first, until one does not fit). The cleared parts and
@@ -31,6 +40,7 @@
  */
 import * as Prompt from "@effect/ai/Prompt"
 import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
@@ -101,9 +111,9 @@ export interface EditResult {
   readonly triggered: boolean
   /** Ids of the tool calls whose results this edit cleared, oldest first. */
   readonly cleared: ReadonlyArray<string>
-  /** Tokens of the system prompt and the input messages. */
+  /** Tokens of the system prompt and the input messages, as the model call is sent them (`AgentState.paired`). */
   readonly tokensBefore: number
-  /** Tokens of the system prompt and the output messages. */
+  /** Tokens of the system prompt and the output messages, as the model call is sent them. */
   readonly tokensAfter: number
   /** `tokensBefore - tokensAfter`. */
   readonly reclaimed: number
@@ -204,8 +214,9 @@ export const isCleared = (part: Prompt.ToolResultPart | Prompt.ToolCallPart): bo
 
 /**
  * When {@link ClearToolUses} fires: once the request reaches `tokens`
- * (system prompt included), the thread `messages` messages (the system prompt
- * apart), or `fraction` (0 < f ≤ 1) of the model's input window. A condition
+ * (system prompt included), `messages` messages (the system prompt apart),
+ * or `fraction` (0 < f ≤ 1) of the model's input window, counted on what the
+ * model call is sent (tool calls and results paired, `AgentState.paired`). A condition
  * with several of them fires when all are reached. LangChain's
  * `ContextSize` of a `trigger`.
  *
@@ -215,7 +226,7 @@ export const isCleared = (part: Prompt.ToolResultPart | Prompt.ToolCallPart): bo
 export interface TriggerCondition {
   /** Tokens of the system prompt and the messages; a number > 0. */
   readonly tokens?: number | undefined
-  /** Messages of the thread; a whole number ≥ 1. */
+  /** Messages the model call is sent; a whole number ≥ 1. */
   readonly messages?: number | undefined
   /**
    * A fraction (0 < f ≤ 1) of the input window: the `contextWindow` option,
@@ -408,10 +419,12 @@ export const applyEdits = <Edits extends ReadonlyArray<ContextEdit.Any>>(
     }
     if (tokensBefore === undefined || tokensAfter === undefined) {
       const counter = yield* TokenCounter.TokenCounter
+      // what the model call is sent of the messages
+      const sent = AgentState.paired(messages)
       tokensBefore = tokensAfter = yield* counter.count(
         context?.systemPrompt === undefined
-          ? messages
-          : Array.of<Prompt.Message>(Prompt.makeMessage("system", { content: context.systemPrompt })).concat(messages)
+          ? sent
+          : Array.of<Prompt.Message>(Prompt.makeMessage("system", { content: context.systemPrompt })).concat(sent)
       )
     }
     return {

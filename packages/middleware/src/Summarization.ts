@@ -4,7 +4,8 @@
  * model, and keep the recent window as it is.
  *
  * As in LangChain v1's `SummarizationMiddleware`: before each model call
- * (`beforeModel`) the stored conversation is measured; when a `trigger` is
+ * (`beforeModel`) the stored conversation is measured as the model call is
+ * sent it (tool calls and results paired); when a `trigger` is
  * reached (`{ tokens }`, `{ messages }`, a `{ fraction }` of the model's
  * input limit, or several of them, which must all be reached; a list of
  * triggers is reached when any one is), the messages older than the `keep`
@@ -100,8 +101,10 @@ export type ContextSize =
   | { readonly fraction: number }
 
 /**
- * When to summarize: the stored messages reach `tokens` tokens, `messages`
- * messages, and `fraction` (0 < f ≤ 1) of the model's input limit. Give one
+ * When to summarize: the messages the model call is sent of the stored ones
+ * (tool calls and results paired, `AgentState.paired`: an orphan the agent
+ * drops is not counted) reach `tokens` tokens, `messages` messages, and
+ * `fraction` (0 < f ≤ 1) of the model's input limit. Give one
  * or more of them: the condition holds when every one given is reached
  * (`{ tokens: 4000, messages: 10 }` is 4000 tokens *and* 10 messages).
  *

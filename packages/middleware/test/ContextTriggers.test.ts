@@ -180,6 +180,35 @@ describe("ClearToolUses counts what the model call is sent", () => {
   )
 })
 
+describe("ContextEditing.applyEdits counts what the model call is sent", () => {
+  it.effect("with no edit, the count is of the paired messages", () =>
+    Effect.gen(function*() {
+      const thread = [user("find"), orphan(4000), calls("c1"), results(400, "c1"), user("go")]
+      const out = yield* ContextEditing.applyEdits([], thread, { systemPrompt })
+      assert.strictEqual(out.tokensBefore, yield* count(withSystem(AgentState.paired(thread))))
+      assert.strictEqual(out.messages, thread)
+    }).pipe(Effect.provide(TokenCounter.layerApproximate())))
+})
+
+describe("AgentState.paired", () => {
+  it.effect.prop(
+    "is what the model call is sent of a thread",
+    threads,
+    ({ dropped, history, orphans }) =>
+      Effect.gen(function*() {
+        const thread = [...damaged(history, orphans, dropped), user("go")]
+        const sent = yield* Effect.gen(function*() {
+          const agent = yield* Agent.make({})
+          yield* agent.run(thread, { threadId: "t" })
+          const [request] = yield* ScriptedModel.requests
+          return request!.prompt.content
+        }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")])))
+        assert.deepStrictEqual(AgentState.paired(thread), sent)
+      }),
+    { fastCheck: { numRuns: 30 } }
+  )
+})
+
 // ---------------------------------------------------------------------------
 // Summarization
 // ---------------------------------------------------------------------------
