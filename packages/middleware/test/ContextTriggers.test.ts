@@ -271,6 +271,35 @@ describe("Summarization counts what the model call is sent", () => {
   )
 })
 
+describe("Summarization calibrates with what the model call was sent", () => {
+  const thread = [user("find"), orphan(4000), user("go")]
+  const first = AgentState.paired(thread)
+  const second = [...first, Messages.assistant("ok"), user("more")]
+
+  it.effect("a provider counting exactly the request sent leaves the counts as they are, orphans or not", () =>
+    Effect.gen(function*() {
+      const summarizer = yield* ScriptedModel.make([ScriptedModel.text("SUMMARY")])
+      const summarization = yield* Effect.orDie(Summarization.middleware({
+        trigger: { tokens: yield* count(second) },
+        keep: { messages: 1 },
+        calibrate: true
+      }))
+      const agent = yield* Agent.make({ middleware: [summarization] }).pipe(
+        Effect.provide(Summarization.layer(summarizer.model))
+      )
+      yield* agent.run(thread, { threadId: "t" })
+      assert.strictEqual((yield* summarizer.recorder.requests).length, 0)
+      // the second request reaches the trigger exactly, counted with a scale of 1
+      yield* agent.run([user("more")], { threadId: "t" })
+      assert.strictEqual((yield* summarizer.recorder.requests).length, 1)
+    }).pipe(Effect.provide(Effect.runSync(Effect.map(count(first), (exact) =>
+      // the provider reports the approximate count of what it was sent: a calibration scale of 1
+      ScriptedModel.layer([
+        ScriptedModel.text("ok", { inputTokens: exact, outputTokens: 1, totalTokens: exact + 1 }),
+        ScriptedModel.text("done")
+      ]))))))
+})
+
 // ---------------------------------------------------------------------------
 // ContextOverflow
 // ---------------------------------------------------------------------------
