@@ -87,7 +87,11 @@ export interface Rules {
  */
 export const index = (clearing: Clearing, rules: Rules, messages: ReadonlyArray<Prompt.Message>): void => {
   if (clearing.indexed >= messages.length) return
-  const sentResults = Sent.resultsFrom(messages, clearing.indexed)
+  // the results before `sent.at` are all sent when pairing changed none of those messages
+  const sentResults = Sent.resultsFrom(
+    messages,
+    clearing.sent.clean ? Math.max(clearing.indexed, clearing.sent.at) : clearing.indexed
+  )
   for (let m = clearing.indexed; m < messages.length; m++) {
     const message = messages[m]!
     if (message.role === "assistant") {

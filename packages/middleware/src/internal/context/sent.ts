@@ -28,10 +28,14 @@ export interface Memo {
   at: number
   raw: number
   length: number
+  /** Whether the first `at` messages are sent as they are stored. */
+  clean: boolean
+  /** Whether pairing changed the messages from `at` on the last call (a call still open at the end, say). */
+  changed: boolean
 }
 
 /** A thread of which nothing is measured yet. */
-export const unknown = (): Memo => ({ at: 0, raw: 0, length: 0 })
+export const unknown = (): Memo => ({ at: 0, raw: 0, length: 0, clean: true, changed: false })
 
 /** What a model call is sent of a thread, measured. */
 export interface Sent {
@@ -77,8 +81,8 @@ export const measure = (
   if (memo.at > messages.length) Object.assign(memo, unknown())
   const { at } = memo
   const next = lastRunStart(messages, at)
-  const tail = pairedSlice(messages, at, messages.length)
-  if (tail.same) {
+  // one pairing of the new messages when they are likely sent as stored, else one per part
+  if (at > 0 && !memo.changed && pairedSlice(messages, at, messages.length).same) {
     // sent as stored: the running sums have it
     memo.raw += sums[next]! - sums[at]!
     memo.length += next - at
@@ -90,8 +94,8 @@ export const measure = (
   }
   const head = pairedSlice(messages, at, next)
   const rest = pairedSlice(messages, next, messages.length)
-  const toMeasure = head.same ? rest.sent : rest.same ? head.sent : head.sent.concat(rest.sent)
-  return Effect.map(counter.measure(toMeasure), (counts) => {
+  const toMeasure = head.same ? (rest.same ? [] : rest.sent) : rest.same ? head.sent : head.sent.concat(rest.sent)
+  return Effect.map(toMeasure.length === 0 ? Effect.succeed([]) : counter.measure(toMeasure), (counts) => {
     let i = 0
     const sumOf = (part: Paired, raw: number) => {
       if (part.same) return raw
@@ -105,6 +109,8 @@ export const measure = (
     memo.at = next
     memo.raw += headRaw
     memo.length += head.sent.length
+    memo.clean &&= head.same
+    memo.changed = !head.same || !rest.same
     return { raw: memo.raw + restRaw, length: memo.length + rest.sent.length }
   })
 }
