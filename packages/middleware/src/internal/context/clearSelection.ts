@@ -88,7 +88,7 @@ export interface Rules {
 export const index = (clearing: Clearing, rules: Rules, messages: ReadonlyArray<Prompt.Message>): void => {
   if (clearing.indexed >= messages.length) return
   // the results before `sent.at` are all sent when pairing changed none of those messages
-  const sentResults = Sent.resultsFrom(
+  const isSent = Sent.sentResults(
     messages,
     clearing.sent.clean ? Math.max(clearing.indexed, clearing.sent.at) : clearing.indexed
   )
@@ -109,7 +109,7 @@ export const index = (clearing: Clearing, rules: Rules, messages: ReadonlyArray<
         if (part.type !== "tool-result") continue
         // A result answers a call made before it; one the agent drops is not sent
         const call = clearing.calls.get(part.id)
-        if (call === undefined || (sentResults !== undefined && !sentResults.has(part))) continue
+        if (call === undefined || !isSent(part, m)) continue
         const position = clearing.results.length
         clearing.results.push(part)
         if (Marker.isCleared(part)) continue

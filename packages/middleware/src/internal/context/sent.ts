@@ -116,21 +116,21 @@ export const measure = (
 }
 
 /**
- * The tool results a model call is sent of `messages[from..]` when pairing
- * drops some of them, else undefined (every one is sent). Pairing keeps a
- * result as the same part object.
+ * Whether a model call is sent the tool result `part` stored in
+ * `messages[m]`, for the messages from `from` on (a result before `from` is
+ * taken as sent). Pairing keeps a result as the same part object.
  */
-export const resultsFrom = (
+export const sentResults = (
   messages: ReadonlyArray<Prompt.Message>,
   from: number
-): ReadonlySet<Prompt.ToolResultPart> | undefined => {
+): (part: Prompt.ToolResultPart, m: number) => boolean => {
   let start = Math.min(from, messages.length)
   while (start > 0 && messages[start]?.role === "tool") start--
   const { same, sent } = pairedSlice(messages, start, messages.length)
-  if (same) return undefined
+  if (same) return () => true
   const results = new Set<Prompt.ToolResultPart>()
   for (const message of sent) {
     if (message.role === "tool") { for (const part of message.content) results.add(part) }
   }
-  return results
+  return (part, m) => m < start || results.has(part)
 }
