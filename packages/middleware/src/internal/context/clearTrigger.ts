@@ -5,8 +5,8 @@
  * system prompt and the paired messages, not orphans the agent drops.
  */
 import * as Effect from "effect/Effect"
-import * as ContextLimit from "../contextLimit.js"
 import { type ClearToolUsesConfig, type Condition, defaultKeep, type KeepConfig } from "./clearOptions.js"
+import * as ContextLimit from "./contextLimit.js"
 
 /** A trigger condition with its fraction taken of the input window. */
 export interface Resolved {

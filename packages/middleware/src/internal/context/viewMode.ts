@@ -10,8 +10,8 @@ import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
 import type { ContextEdit, EditResult } from "../../ContextEditing.js"
 import * as ContextView from "../../ContextView.js"
-import * as HistoryCache from "../historyCache.js"
 import { isCleared } from "../marker.js"
+import * as HistoryCache from "./historyCache.js"
 
 /** The messages a thread's view was last applied to, and the output, so that the next call only appends. */
 interface ViewMemo {
