@@ -316,12 +316,13 @@ export interface ClearToolUsesOptions {
 
 /**
  * LangChain's `ClearToolUsesEdit`. When a `trigger` condition is reached
- * (by default: the system prompt and messages reach 100000 tokens), it
- * replaces the result of old tool calls with `placeholder`, oldest first:
- * every tool result older than the ones `keep` keeps (the 3 newest by
- * default; counted over all results, excluded and already cleared ones
- * included), except results of `excludeTools`, results already cleared, and
- * results that answer no earlier call. With `clearToolInputs`, the arguments
+ * by what the model call is sent (by default: the system prompt and the
+ * messages, with tool calls and results paired as `AgentState.paired` pairs
+ * them, reach 100000 tokens), it replaces the result of old tool calls with
+ * `placeholder`, oldest first: every tool result older than the ones `keep`
+ * keeps (the 3 newest by default; counted over all results sent, excluded
+ * and already cleared ones included), except results of `excludeTools`,
+ * results already cleared, and results the agent does not send (orphans). With `clearToolInputs`, the arguments
  * of each cleared result's call become `{}`. Cleared parts carry a marker
  * ({@link isCleared}) so they are never cleared twice.
  *
