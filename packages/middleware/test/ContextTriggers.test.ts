@@ -13,6 +13,7 @@ import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import { Chunk, Effect, Either, FastCheck, Stream } from "effect"
 import * as ContextEditing from "../src/ContextEditing.js"
 import * as ContextOverflow from "../src/ContextOverflow.js"
+import * as ContextView from "../src/ContextView.js"
 import * as Summarization from "../src/Summarization.js"
 
 const systemPrompt = "You look things up."
@@ -188,6 +189,14 @@ describe("ContextEditing.applyEdits counts what the model call is sent", () => {
       assert.strictEqual(out.tokensBefore, yield* count(withSystem(AgentState.paired(thread))))
       assert.strictEqual(out.messages, thread)
     }).pipe(Effect.provide(TokenCounter.layerApproximate())))
+})
+
+describe("ContextView.of", () => {
+  it("gives the messages the model is sent: an orphan result is not among them", () => {
+    const thread = [user("find"), orphan(40), calls("c1"), results(40, "c1"), user("go")]
+    assert.deepStrictEqual(ContextView.of({ messages: thread }).messages, AgentState.paired(thread))
+    assert.strictEqual(ContextView.of({ messages: thread }).messages.length, 4)
+  })
 })
 
 describe("AgentState.paired", () => {
