@@ -855,7 +855,7 @@ const make = (config: Config) => {
           /** Raw tokens of `messages[i]`. */
           const rawOf = (i: number) => sums[i + 1]! - sums[i]!
           // the trigger measures what the model call is sent: orphans the agent drops are not
-          const sent = yield* Sent.measure(counter, messages, sums, known)
+          const sent = Sent.ifStored(messages, sums, known) ?? (yield* Sent.measure(counter, messages, sums, known))
           const sentTokens = tokensOf(sent.raw)
           const reached = (size: Size) => size._tag === "tokens" ? sentTokens >= size.value : sent.length >= size.value
           const triggered = forced || triggers.some((condition) => condition.every(reached))

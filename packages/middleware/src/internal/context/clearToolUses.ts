@@ -108,11 +108,15 @@ export const make = (config: ClearToolUsesConfig): ContextEdit => {
           trigger: Trigger.lowestTokens(resolved.triggers)
         }
       }
-      return yield* cache.use(counter, messages, ({ state: clearing, sums }) =>
-        Effect.flatMap(
-          Sent.measure(counter, messages, sums, clearing.sent),
-          (sent) => run(counter, clearing, messages, sent, systemRaw, scale, resolved)
-        ))
+      return yield* cache.use(counter, messages, ({ state: clearing, sums }) => {
+        const stored = Sent.ifStored(messages, sums, clearing.sent)
+        return stored !== undefined
+          ? run(counter, clearing, messages, stored, systemRaw, scale, resolved)
+          : Effect.flatMap(
+            Sent.measure(counter, messages, sums, clearing.sent),
+            (sent) => run(counter, clearing, messages, sent, systemRaw, scale, resolved)
+          )
+      })
     }).pipe(Effect.withSpan("ContextEditing.ClearToolUses", { captureStackTrace: false }))
 
   return { name: "ClearToolUses", apply }

@@ -68,9 +68,32 @@ const pairedSlice = (messages: ReadonlyArray<Prompt.Message>, from: number, to: 
 }
 
 /**
- * Measures what a model call is sent of `messages`, whose raw token sums are
- * `sums` (`sums[i]`: the first `i` messages), continuing from `memo` (what
- * an earlier call measured of the same first messages), which it moves on.
+ * What a model call is sent of `messages`, whose raw token sums are `sums`
+ * (`sums[i]`: the first `i` messages), when the messages since `memo` (what
+ * an earlier call measured of the same first messages) are sent as they are
+ * stored: the sums have it, nothing is measured. Moves `memo` on. Undefined
+ * otherwise (see {@link measure}).
+ */
+export const ifStored = (
+  messages: ReadonlyArray<Prompt.Message>,
+  sums: ReadonlyArray<number>,
+  memo: Memo
+): Sent | undefined => {
+  if (memo.at > messages.length) Object.assign(memo, unknown())
+  const { at } = memo
+  // (a thread seen whole for the first time, or whose last messages were not sent as stored, is
+  // measured in two parts at once)
+  if (at === 0 || memo.changed || !pairedSlice(messages, at, messages.length).same) return undefined
+  const next = lastRunStart(messages, at)
+  memo.raw += sums[next]! - sums[at]!
+  memo.length += next - at
+  memo.at = next
+  return { raw: memo.raw + sums[messages.length]! - sums[next]!, length: memo.length + messages.length - next }
+}
+
+/**
+ * What a model call is sent of `messages` (see {@link ifStored}, which is
+ * cheaper when it answers), measuring what pairing changed. Moves `memo` on.
  */
 export const measure = (
   counter: TokenCounter.TokenCounter.Service,
@@ -81,17 +104,6 @@ export const measure = (
   if (memo.at > messages.length) Object.assign(memo, unknown())
   const { at } = memo
   const next = lastRunStart(messages, at)
-  // one pairing of the new messages when they are likely sent as stored, else one per part
-  if (at > 0 && !memo.changed && pairedSlice(messages, at, messages.length).same) {
-    // sent as stored: the running sums have it
-    memo.raw += sums[next]! - sums[at]!
-    memo.length += next - at
-    memo.at = next
-    return Effect.succeed({
-      raw: memo.raw + sums[messages.length]! - sums[next]!,
-      length: memo.length + messages.length - next
-    })
-  }
   const head = pairedSlice(messages, at, next)
   const rest = pairedSlice(messages, next, messages.length)
   const toMeasure = head.same ? (rest.same ? [] : rest.sent) : rest.same ? head.sent : head.sent.concat(rest.sent)
