@@ -13,6 +13,7 @@ import * as Schema from "effect/Schema"
 import type * as Types from "effect/Types"
 import { AgentConfigError } from "./AgentError.js"
 import * as Lineage from "./internal/fast/lineage.js"
+import * as Pairing from "./internal/pairing.js"
 import type * as Middleware from "./Middleware.js"
 
 /**
@@ -469,3 +470,35 @@ export const appendToolResults = (
   const content = [...last.content, ...results].sort((a, b) => rank(a) - rank(b))
   return Lineage.replaceLast(messages, Prompt.makeMessage("tool", { content }))
 }
+
+/**
+ * The messages a model call is sent of `messages`: every tool result answers
+ * a call of the assistant message before it, and every such call has a
+ * result before the next non-tool message. A result without its call (an
+ * orphan, e.g. from input history) is dropped; a call without a result is
+ * answered by a failed "not run" result. The agent applies this to each
+ * model request (after every `wrapModelCall` hook), so a middleware that
+ * measures the request, such as a context trigger, measures this. Paired
+ * messages come back as the same array; `messages` is never changed.
+ *
+ * @example
+ * ```ts
+ * import { AgentState } from "@stepwise-agent/core"
+ * import { Prompt } from "@effect/ai"
+ *
+ * const call = Prompt.makePart("tool-call", { id: "c1", name: "add", params: {}, providerExecuted: false })
+ * const orphan = Prompt.makePart("tool-result", {
+ *   id: "c0", name: "add", result: 1, isFailure: false, providerExecuted: false
+ * })
+ * const sent = AgentState.paired([
+ *   Prompt.makeMessage("tool", { content: [orphan] }),
+ *   Prompt.makeMessage("assistant", { content: [call] })
+ * ])
+ * // [assistant c1, tool: c1 failed with "Not run: ..."]: the orphan result is dropped
+ * ```
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<Prompt.Message> =>
+  Pairing.paired(messages)

@@ -33,6 +33,7 @@ import type * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as AiFailure from "@stepwise-agent/core/AiFailure"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as ModelProfile from "@stepwise-agent/core/ModelProfile"
@@ -44,7 +45,7 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as ContextEditing from "./ContextEditing.js"
-import * as HistoryCache from "./internal/historyCache.js"
+import * as HistoryCache from "./internal/context/historyCache.js"
 import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
@@ -223,15 +224,18 @@ export const isOverflow = (error: AiError.AiError | AgentError.ModelReplyError):
 
 const counterOf = HistoryCache.agentCounterOrApproximate()
 
-/** Tokens of what a request sends: system prompt, messages and tool definitions. */
+/** The messages a request sends: its messages paired (orphans dropped), as the agent sends them. */
+const sentOf = (request: Middleware.ModelRequest): ReadonlyArray<Prompt.Message> => AgentState.paired(request.messages)
+
+/** Tokens of what a request sends: system prompt, messages (paired) and tool definitions. */
 const measure = (request: Middleware.ModelRequest): Effect.Effect<number> =>
   Effect.gen(function*() {
     const counter = yield* counterOf
     // (`concat`, not a spread: V8 fills a spread element by element, a long thread at every call)
     const messages = request.systemPrompt === undefined
-      ? request.messages
+      ? sentOf(request)
       : Array.of<Prompt.Message>(Prompt.makeMessage("system", { content: request.systemPrompt })).concat(
-        request.messages
+        sentOf(request)
       )
     const tokens = yield* counter.count(messages)
     if (request.tools.length === 0) return tokens
@@ -285,7 +289,7 @@ export const recover = <E, R>(
       return yield* new ContextOverflow({
         ...(model === undefined ? {} : { model }),
         measuredTokens: yield* measure(request),
-        messages: request.messages.length,
+        messages: sentOf(request).length,
         ...(overflow.reportedTokens === undefined ? {} : { reportedTokens: overflow.reportedTokens }),
         ...(limit === undefined ? {} : { limit }),
         compacted,
@@ -303,15 +307,15 @@ export const recover = <E, R>(
         const [before, after] = yield* Effect.all([measure(request), measure(retry)])
         yield* Middleware.report(
           `the provider rejected the request as too long (HTTP ${overflow.status}); compacted it from ${before} to ` +
-            `${after} tokens (${request.messages.length} → ${retry.messages.length} messages), retrying once`,
+            `${after} tokens (${sentOf(request).length} → ${sentOf(retry).length} messages), retrying once`,
           {
             status: overflow.status,
             reportedTokens: overflow.reportedTokens,
             limit: overflow.limit,
             tokensBefore: before,
             tokensAfter: after,
-            messagesBefore: request.messages.length,
-            messagesAfter: retry.messages.length
+            messagesBefore: sentOf(request).length,
+            messagesAfter: sentOf(retry).length
           }
         )
         return yield* Effect.catchIf(

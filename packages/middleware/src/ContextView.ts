@@ -23,6 +23,7 @@
  * @since 0.1.0
  */
 import * as Prompt from "@effect/ai/Prompt"
+import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { markerKey } from "./internal/marker.js"
@@ -178,7 +179,7 @@ export const emptyCleared: ClearedView = { groups: [], edits: 0, tokensSaved: 0 
  * @category models
  */
 export interface View {
-  /** The messages the model is sent (the system prompt apart). */
+  /** The messages the model is sent (the system prompt apart), tool calls and results paired (`AgentState.paired`). */
   readonly messages: ReadonlyArray<Prompt.Message>
   /** The summarized stored messages, `[start, end)`, when a summary is in the view. */
   readonly summarized: Option.Option<{ readonly start: number; readonly end: number }>
@@ -396,7 +397,8 @@ export const of = (state: { readonly messages: ReadonlyArray<Prompt.Message> }):
     summarized = Option.some({ start: summary.start, end: summary.end })
   }
   return {
-    messages,
+    // tool calls and results paired, as the agent sends them
+    messages: AgentState.paired(messages),
     summarized,
     cleared: cleared.groups.flatMap((group) =>
       group.parts.flatMap((at) => partAt(state.messages, at)?.type === "tool-result" ? [at.id] : [])

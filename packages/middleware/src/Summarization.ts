@@ -4,7 +4,8 @@
  * model, and keep the recent window as it is.
  *
  * As in LangChain v1's `SummarizationMiddleware`: before each model call
- * (`beforeModel`) the stored conversation is measured; when a `trigger` is
+ * (`beforeModel`) the stored conversation is measured as the model call is
+ * sent it (tool calls and results paired); when a `trigger` is
  * reached (`{ tokens }`, `{ messages }`, a `{ fraction }` of the model's
  * input limit, or several of them, which must all be reached; a list of
  * triggers is reached when any one is), the messages older than the `keep`
@@ -76,8 +77,9 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as ContextOverflow from "./ContextOverflow.js"
 import * as ContextView from "./ContextView.js"
-import * as ContextLimit from "./internal/contextLimit.js"
-import * as HistoryCache from "./internal/historyCache.js"
+import * as ContextLimit from "./internal/context/contextLimit.js"
+import * as HistoryCache from "./internal/context/historyCache.js"
+import * as Sent from "./internal/context/sent.js"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 import * as Offload from "./Offload.js"
@@ -100,8 +102,10 @@ export type ContextSize =
   | { readonly fraction: number }
 
 /**
- * When to summarize: the stored messages reach `tokens` tokens, `messages`
- * messages, and `fraction` (0 < f ≤ 1) of the model's input limit. Give one
+ * When to summarize: the messages the model call is sent of the stored ones
+ * (tool calls and results paired, `AgentState.paired`: an orphan the agent
+ * drops is not counted) reach `tokens` tokens, `messages` messages, and
+ * `fraction` (0 < f ≤ 1) of the model's input limit. Give one
  * or more of them: the condition holds when every one given is reached
  * (`{ tokens: 4000, messages: 10 }` is 4000 tokens *and* 10 messages).
  *
@@ -735,8 +739,8 @@ const cutAt = (
 
 const make = (config: Config) => {
   const { onFailure, summaryPrefix, summaryPrompt, trim } = config
-  // Running token sums per thread; nothing else is derived from the messages.
-  const cache = HistoryCache.make({ init: () => undefined })
+  // Running token sums per thread, and what the model call is sent of it, measured
+  const cache = HistoryCache.make({ init: Sent.unknown })
   const counterOf = HistoryCache.agentCounterOrApproximate()
   // Fractions are taken of the input limit, resolved at run time when no contextWindow was given.
   const limit = ContextLimit.make({ module: "Summarization", model: config.agentModel })
@@ -839,7 +843,7 @@ const make = (config: Config) => {
       const counter = yield* counterOf
       const scale = yield* counter.scale
       const { keep, triggers } = yield* sizes
-      return yield* cache.use(counter, messages, ({ sums }) =>
+      return yield* cache.use(counter, messages, ({ state: known, sums }) =>
         Effect.gen(function*() {
           const none = Option.none<{
             readonly result: ReadonlyArray<Prompt.Message>
@@ -851,8 +855,10 @@ const make = (config: Config) => {
           const tokensOf = (raw: number) => HistoryCache.scaled(raw, scale)
           /** Raw tokens of `messages[i]`. */
           const rawOf = (i: number) => sums[i + 1]! - sums[i]!
-          const total = tokensOf(sums[length]!)
-          const reached = (size: Size) => size._tag === "tokens" ? total >= size.value : length >= size.value
+          // the trigger measures what the model call is sent: orphans the agent drops are not
+          const sent = Sent.ifStored(messages, sums, known) ?? (yield* Sent.measure(counter, messages, sums, known))
+          const sentTokens = tokensOf(sent.raw)
+          const reached = (size: Size) => size._tag === "tokens" ? sentTokens >= size.value : sent.length >= size.value
           const triggered = forced || triggers.some((condition) => condition.every(reached))
           if (!triggered) return none
 
@@ -873,7 +879,7 @@ const make = (config: Config) => {
             )
           )
           if (Option.isNone(outcome)) return none
-          const { offloaded, sent, summary, summaryRaw } = outcome.value
+          const { offloaded, sent: sentCount, summary, summaryRaw } = outcome.value
           const result = [...messages.slice(0, start), summary, ...messages.slice(cut)]
 
           // Continue from the new history: its sums follow from the old ones.
@@ -882,14 +888,14 @@ const make = (config: Config) => {
             result,
             (i) => i < start ? rawOf(i) : i === start ? summaryRaw : rawOf(cut + i - start - 1)
           )
-          const tokensAfter = tokensOf(next.sums[result.length]!)
+          const tokensAfter = tokensOf((yield* Sent.measure(counter, result, next.sums, next.state)).raw)
           yield* Middleware.report(
-            `summarized ${toSummarize.length} messages, kept ${length - cut}; ${total} → ${tokensAfter} tokens`,
+            `summarized ${toSummarize.length} messages, kept ${length - cut}; ${sentTokens} → ${tokensAfter} tokens`,
             {
               summarized: toSummarize.length,
-              sentToSummarizer: sent,
+              sentToSummarizer: sentCount,
               kept: length - cut,
-              tokensBefore: total,
+              tokensBefore: sentTokens,
               tokensAfter,
               mode: config.mode,
               ...(offloaded === undefined ? {} : { offloaded })
@@ -991,11 +997,13 @@ const make = (config: Config) => {
       const reported = Usage.read(response.usage).inputTokens
       if (reported === undefined) return
       const counter = yield* counterOf
-      if (request.systemPrompt === undefined) return yield* counter.calibrate(reported, request.messages)
+      // the provider counted what the model call was sent
+      const messages = AgentState.paired(request.messages)
+      if (request.systemPrompt === undefined) return yield* counter.calibrate(reported, messages)
       if (system?.content !== request.systemPrompt) {
         system = Prompt.makeMessage("system", { content: request.systemPrompt })
       }
-      yield* counter.calibrate(reported, Array.of<Prompt.Message>(system).concat(request.messages))
+      yield* counter.calibrate(reported, Array.of<Prompt.Message>(system).concat(messages))
     })
   const recover = config.onOverflow === "summarize"
     ? ContextOverflow.recover({ compact, model: config.agentModel })
