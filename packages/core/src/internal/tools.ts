@@ -1,4 +1,3 @@
-import type * as AiError from "@effect/ai/AiError"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
@@ -313,10 +312,12 @@ const partDecoder = (toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>, str
  * Returns `undefined` when the error is of another kind.
  */
 export const recoverUnknownToolCalls = (
-  error: AiError.AiError,
+  error: unknown,
   toolkit: Toolkit.WithHandler<Record<string, Tool.Any>> | undefined,
   streamed: boolean
 ): Effect.Effect<Array<Response.AnyPart>, ParseResult.ParseError> | undefined => {
+  // a streamed call also fails with what a `wrapModelStream` hook failed with (Pii's PiiDetected, …)
+  if (!AiSeams.isAiError(error)) return undefined
   const failure = AiSeams.classifyAiError(error)
   if (failure.kind !== "malformed-output" || !ParseResult.isParseError(failure.cause)) return undefined
   const known: Record<string, unknown> = toolkit?.tools ?? {}
@@ -360,9 +361,10 @@ const unparsedArguments = /^Failed to securely parse tool call parameters for to
  * new id. Returns `undefined` when the error is of another kind.
  */
 export const recoverUnparsedArguments = (
-  error: AiError.AiError,
+  error: unknown,
   received: ReadonlyArray<Response.AnyPart>
 ): Effect.Effect<Array<Response.AnyPart>> | undefined => {
+  if (!AiSeams.isAiError(error)) return undefined
   const failure = AiSeams.classifyAiError(error)
   if (failure.kind !== "malformed-output") return undefined
   const match = unparsedArguments.exec(failure.description ?? "")
