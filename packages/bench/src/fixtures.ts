@@ -45,7 +45,7 @@ export interface Config {
  */
 export interface Bench {
   readonly agent: Agent.AgentOf<ReadonlyArray<Middleware.Middleware>>
-  readonly checkpointer: Checkpointer.Checkpointer.Service
+  readonly checkpointer: Checkpointer.Service
   readonly script: Script
   /** One whole run on a fresh thread (the thread is deleted afterwards). */
   readonly runOnce: Effect.Effect<void, unknown>
@@ -74,7 +74,7 @@ const countToolResults = (messages: ReadonlyArray<Prompt.Message>) => {
 export const makeBench = (
   config: Config,
   make: typeof LanguageModel.make = LanguageModel.make,
-  checkpointerOf: Effect.Effect<Checkpointer.Checkpointer.Service, unknown> = Checkpointer.makeMemory
+  checkpointerOf: Effect.Effect<Checkpointer.Service, unknown> = Checkpointer.makeMemory
 ): Effect.Effect<Bench, unknown> =>
   Effect.gen(function*() {
     const script: Script = { toolSteps: config.steps, call: 0 }

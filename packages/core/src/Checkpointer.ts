@@ -83,23 +83,29 @@ export type Checkpoint = typeof Checkpoint.Type
  */
 export class Checkpointer extends Context.Tag("@stepwise-agent/core/Checkpointer")<
   Checkpointer,
-  Checkpointer.Service
+  Service
 >() {}
 
 /**
+ * What a `Checkpointer` does: load, save and delete the checkpoint of a
+ * thread.
+ *
+ * @example
+ * ```ts
+ * import { Checkpointer } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const exists = (checkpointer: Checkpointer.Service, threadId: string) =>
+ *   Effect.map(checkpointer.load(threadId), (loaded) => loaded._tag === "Some")
+ * ```
+ *
  * @since 0.1.0
- * @category tags
+ * @category models
  */
-export declare namespace Checkpointer {
-  /**
-   * @since 0.1.0
-   * @category models
-   */
-  export interface Service {
-    readonly load: (threadId: string) => Effect.Effect<Option.Option<Checkpoint>, CheckpointError>
-    readonly save: (threadId: string, checkpoint: Checkpoint) => Effect.Effect<void, CheckpointError>
-    readonly delete: (threadId: string) => Effect.Effect<void, CheckpointError>
-  }
+export interface Service {
+  readonly load: (threadId: string) => Effect.Effect<Option.Option<Checkpoint>, CheckpointError>
+  readonly save: (threadId: string, checkpoint: Checkpoint) => Effect.Effect<void, CheckpointError>
+  readonly delete: (threadId: string) => Effect.Effect<void, CheckpointError>
 }
 
 /**
@@ -121,7 +127,7 @@ export declare namespace Checkpointer {
  * @since 0.1.0
  * @category constructors
  */
-export const makeMemory: Effect.Effect<Checkpointer.Service> = Effect.sync(() => {
+export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
   // a run's checkpoint is kept deferred: its messages are built when the thread is loaded (see internal/deferredSave)
   const store = new Map<string, Checkpoint | DeferredSave.Deferred>()
   const load = (threadId: string): Option.Option<Checkpoint> => {
@@ -293,7 +299,7 @@ const parseChunk = (text: string): unknown => {
  */
 export const makeKeyValueStore = (
   options?: LogOptions & { readonly prefix?: string | undefined }
-): Effect.Effect<Checkpointer.Service, never, KeyValueStore.KeyValueStore> =>
+): Effect.Effect<Service, never, KeyValueStore.KeyValueStore> =>
   Effect.map(KeyValueStore.KeyValueStore, (store) => {
     const prefix = options?.prefix ?? "thread:"
     const head = (threadId: string) => `${prefix}${threadId}`
@@ -481,7 +487,7 @@ const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
 export const makeFileSystem = (
   directory: string,
   options?: LogOptions
-): Effect.Effect<Checkpointer.Service, CheckpointError, FileSystem.FileSystem | Path.Path> =>
+): Effect.Effect<Service, CheckpointError, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path

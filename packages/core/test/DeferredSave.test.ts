@@ -28,7 +28,7 @@ const script = (steps: ReadonlyArray<number>) => [
 ]
 
 /** A store: `open` makes a checkpointer instance on the same storage each time (a fresh process, as far as it knows). */
-type Store = Effect.Effect<Checkpointer.Checkpointer.Service, unknown, FileSystem.FileSystem | NodeContext.NodeContext>
+type Store = Effect.Effect<Checkpointer.Service, unknown, FileSystem.FileSystem | NodeContext.NodeContext>
 
 const stores: ReadonlyArray<
   readonly [string, Effect.Effect<Store, unknown, FileSystem.FileSystem | Scope.Scope>]

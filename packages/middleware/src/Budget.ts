@@ -397,7 +397,11 @@ const checksOf = (options: Options): ReadonlyArray<Check> => {
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options: Options): Middleware.Middleware<State, BudgetError> =>
+  Middleware.unwrap(setup(options))
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options: Options
 ) => Effect.Effect<Middleware.Middleware<State, BudgetError>, AgentError.InvalidOptions> = Effect.fn(
   "Budget.middleware"

@@ -38,12 +38,12 @@ import * as ModelProfile from "@stepwise-agent/core/ModelProfile"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as ContextEditing from "./ContextEditing.js"
 import * as HistoryCache from "./internal/historyCache.js"
+import * as FailedEdits from "./internal/failedEdits.js"
 import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
@@ -342,7 +342,10 @@ export interface MiddlewareOptions {
   readonly keep?: ContextEditing.Keep | undefined
   /** Also replace the arguments of the cleared results' calls with `{}` (default false). */
   readonly clearToolInputs?: boolean | undefined
-  /** Tools whose results are never cleared (default none). */
+  /**
+   * Tools whose results are never cleared (default none).
+   * `Agent.make` fails with `AgentError.UnknownTools` on a name that is not a tool of the agent.
+   */
   readonly excludeTools?: ReadonlyArray<string> | undefined
   /** What a cleared result says (default `"[cleared]"`). */
   readonly placeholder?: string | undefined
@@ -397,18 +400,23 @@ const MiddlewareOptionsSchema = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options: MiddlewareOptions): Middleware.Middleware<{}, ContextOverflow> =>
+  Middleware.unwrap(setup(options))
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options: MiddlewareOptions
 ) => Effect.Effect<Middleware.Middleware<{}, ContextOverflow>, AgentError.InvalidOptions> = Effect.fn(
   "ContextOverflow.middleware"
 )(function*(options: MiddlewareOptions) {
   yield* Check.validate("ContextOverflow", MiddlewareOptionsSchema, options)
   const { model, name, policy: _, ...clearOptions } = options
-  const edit = yield* Either.mapLeft(
-    // a trigger of one message: the edit always fires, clearing every result outside keep
-    ContextEditing.ClearToolUses({ ...clearOptions, trigger: { messages: 1 } }),
-    (error) => new AgentError.InvalidOptions({ module: "ContextOverflow", option: error.option, reason: error.reason })
-  )
+  // a trigger of one message: the edit always fires, clearing every result outside keep
+  const edit = ContextEditing.clearToolUses({ ...clearOptions, trigger: { messages: 1 } })
+  const failed = FailedEdits.failureOf([edit])
+  if (failed !== undefined) {
+    return yield* new AgentError.InvalidOptions({ module: "ContextOverflow", option: failed.option, reason: failed.reason })
+  }
   const overflowed = new Set<string>()
 
   /** The request with old tool results cleared; None when there was none to clear. */
@@ -446,6 +454,7 @@ export const middleware: (
   // the provider's errors it lets through are already the agent's
   return Middleware.make({
     name: name ?? "contextOverflow",
+    uses: { tools: clearOptions.excludeTools },
     wrapModelCall,
     onThreadDeleted: (threadId) => Effect.sync(() => void overflowed.delete(threadId))
   }) as Middleware.Middleware<{}, ContextOverflow>

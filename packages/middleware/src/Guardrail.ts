@@ -264,6 +264,12 @@ const OptionsSchema = Schema.Struct({
  */
 export const middleware = <EI = never, RI = never, EO = never, RO = never>(
   options: Options<EI, RI, EO, RO>
+): Middleware.Middleware<{}, GuardrailTripped | InvalidGuardrailVerdict | EI | EO, RI | RO> =>
+  Middleware.unwrap(setup(options))
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup = <EI = never, RI = never, EO = never, RO = never>(
+  options: Options<EI, RI, EO, RO>
 ): Effect.Effect<
   Middleware.Middleware<{}, GuardrailTripped | InvalidGuardrailVerdict | EI | EO, RI | RO>,
   AgentError.InvalidOptions

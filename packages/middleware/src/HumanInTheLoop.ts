@@ -296,7 +296,9 @@ export interface Options<Tools extends Record<string, Tool.Any>> {
    * Every tool the agent has (a `Toolkit`, or `Toolkit.merge` of the agent's
    * toolkit and the toolkits of tool-adding middleware such as
    * `TodoList.toolkit`). `interruptOn` is checked against it when the
-   * middleware is built, and edited arguments against its parameter schemas.
+   * middleware is built, and edited arguments against its parameter schemas;
+   * `Agent.make` also checks that the agent has each tool `interruptOn`
+   * names (else `AgentError.UnknownTools`).
    */
   readonly toolkit: { readonly tools: Tools }
   readonly interruptOn: { readonly [Name in keyof NoInfer<Tools>]?: InterruptOn | undefined }
@@ -1057,7 +1059,17 @@ type Plan =
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: <Tools extends Record<string, Tool.Any>>(
+export const middleware = <Tools extends Record<string, Tool.Any>>(
+  options: Options<Tools>
+): Middleware.Middleware<
+  {},
+  DecisionError | DuplicateCallId,
+  never,
+  InvalidInterruptPolicy | AgentError.InvalidOptions
+> => Middleware.unwrap(setup(options))
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: <Tools extends Record<string, Tool.Any>>(
   options: Options<Tools>
 ) => Effect.Effect<
   Middleware.Middleware<{}, DecisionError | DuplicateCallId>,
@@ -1408,7 +1420,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
       if (decided._tag === "Left") return yield* refused(decided.left.message)
       const step = decided.right[0]!
       return step._tag === "Answer" ? Option.some(step.result) : Option.none()
-    }).pipe(Effect.locally(Middleware.CurrentHook, { middleware: name, hook: "wrapToolCall" }))
+    }).pipe(Middleware.reportingAs({ middleware: name, hook: "wrapToolCall" }))
   }
 
   const waitCount = waitCountKey(name)
@@ -1419,6 +1431,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
 
   const made = Middleware.make({
     name,
+    uses: { tools: Object.keys(options.interruptOn) },
     state: {
       schema: Schema.Struct({ [waitCount]: Schema.NonNegativeInt }),
       initial: { [waitCount]: 0 }

@@ -183,7 +183,11 @@ const OptionsSchema = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options: Options): Middleware.Middleware<State, ModelCallLimitExceeded> =>
+  Middleware.unwrap(setup(options))
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options: Options
 ) => Effect.Effect<Middleware.Middleware<State, ModelCallLimitExceeded>, AgentError.InvalidOptions> = Effect.fn(
   "ModelCallLimit.middleware"

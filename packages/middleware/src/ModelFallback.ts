@@ -165,7 +165,16 @@ const toResolve = (source: ModelSource): Resolve | LanguageModel.Service => {
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: <const Models extends ReadonlyArray<ModelSource>>(
+export const middleware = <const Models extends ReadonlyArray<ModelSource>>(
+  ...models: Models
+): Middleware.Middleware<
+  {},
+  ModelFallbackExhausted | SourceError<Models[number]>,
+  SourceContext<Models[number]>
+> => Middleware.unwrap(setup(...models))
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: <const Models extends ReadonlyArray<ModelSource>>(
   ...models: Models
 ) => Effect.Effect<
   Middleware.Middleware<{}, ModelFallbackExhausted | SourceError<Models[number]>, SourceContext<Models[number]>>,

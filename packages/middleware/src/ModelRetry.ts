@@ -225,7 +225,11 @@ const OptionsSchema = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options?: Options | undefined): Middleware.Middleware =>
+  Middleware.unwrap(setup(options))
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options?: Options | undefined
 ) => Effect.Effect<Middleware.Middleware, AgentError.InvalidOptions> = Effect.fn("ModelRetry.middleware")(
   function*(options: Options | undefined) {

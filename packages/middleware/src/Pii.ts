@@ -830,7 +830,11 @@ const withResult = (part: Prompt.ToolResultPart, result: unknown): Prompt.ToolRe
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options: Options): Middleware.Middleware<{}, PiiDetected | PiiDetectorFailed> =>
+  Middleware.unwrap(setup(options))
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options: Options
 ) => Effect.Effect<Middleware.Middleware<{}, PiiDetected | PiiDetectorFailed>, AgentError.InvalidOptions> = Effect.fn(
   "Pii.middleware"
@@ -965,7 +969,7 @@ export const middleware: (
         found.length === 0 ? Effect.void : Middleware.report(
           describe(found, strategy, "the streamed model output"),
           countByType(found)
-        ).pipe(Effect.locally(Middleware.CurrentHook, { middleware: name, hook: "wrapModelStream" }))
+        ).pipe(Middleware.reportingAs({ middleware: name, hook: "wrapModelStream" }))
       )
       return PiiStream.textParts(parts, {
         initial: compiled.stream.initial,

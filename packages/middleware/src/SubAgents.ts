@@ -77,7 +77,7 @@ import * as Check from "./internal/options.js"
 export interface SubAgent<E = any> {
   /** Tells the model when to pick this agent (listed in the tool's description). */
   readonly description: string
-  readonly agent: Agent.Agent.Service<any, E, any>
+  readonly agent: Agent.Service<any, E, any>
 }
 
 /**
@@ -449,7 +449,7 @@ export const leaves = (interrupt: { readonly middleware: string; readonly key: s
  * import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
  * import { Effect, Option } from "effect"
  *
- * declare const agent: Agent.Agent.Service<any, any>
+ * declare const agent: Agent.Service<any, any>
  * const program = Effect.gen(function*() {
  *   const result = yield* agent.run("Clean up the repository", { threadId: "t1" })
  *   if (result._tag !== "Interrupted") return result
@@ -575,7 +575,7 @@ const defaultToolDescription = "Hands a self-contained task to a subagent, which
   "Available agents:"
 
 const AgentService = Schema.declare(
-  (u: unknown): u is Agent.Agent.Service<any, any, any> =>
+  (u: unknown): u is Agent.Service<any, any, any> =>
     Predicate.hasProperty(u, "run") && typeof u.run === "function" &&
     Predicate.hasProperty(u, "resume") && typeof u.resume === "function",
   { identifier: "an agent (Agent.make)" }
@@ -602,7 +602,7 @@ const OptionsSchema = Schema.Struct({
 
 /** The errors a child agent's run or `validateResume` fails with. */
 type ChildError<Agents> = Agents[keyof Agents] extends infer A
-  ? A extends { readonly agent: Agent.Agent.Service<any, infer E, any> } ? Agent.RunError<E> : never
+  ? A extends { readonly agent: Agent.Service<any, infer E, any> } ? Agent.RunError<E> : never
   : never
 
 /** What one child run or resume came to. */
@@ -677,10 +677,10 @@ const defaultTimeout = Duration.minutes(10)
  * journal the child gives them.
  */
 const guarded = (
-  journal: RunJournal.RunJournal.Service,
+  journal: RunJournal.Service,
   pools: ReadonlyArray<Allowance.Pool>,
   threadId: string
-): RunJournal.RunJournal.Service =>
+): RunJournal.Service =>
   RunJournal.RunJournal.of({
     step: (key, schema, effect) => {
       switch (key._tag) {
@@ -790,7 +790,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
     Effect.gen(function*() {
       const outer = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
       const remaining = Math.min(yield* FiberRef.get(remainingDepth), maxDepth)
-      const sink = yield* FiberRef.get(Middleware.CurrentEventSink)
+      const sink = yield* Middleware.eventSink
       const journal = limits.pools.length === 0
         ? RunJournal.nested(outer, path)
         : guarded(RunJournal.nested(outer, path), limits.pools, delegation.threadId)

@@ -774,7 +774,7 @@ const make = (config: Config) => {
 
   const summarize = (
     threadId: string,
-    counter: TokenCounter.TokenCounter.Service,
+    counter: TokenCounter.Service,
     scale: number,
     toSummarize: ReadonlyArray<Prompt.Message>,
     raw: (index: number) => number
@@ -1054,7 +1054,16 @@ const make = (config: Config) => {
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: <M extends Mode = "rewrite", O extends boolean = false>(
+export const middleware = <M extends Mode = "rewrite", O extends boolean = false>(
+  options: Options & { readonly mode?: M | undefined; readonly offload?: O | undefined }
+): Middleware.Middleware<
+  SliceOf<M>,
+  SummarizationFailed | ContextOverflow.ContextOverflow,
+  Summarizer | ([O] extends [true] ? Offload.OffloadStore : never)
+> => Middleware.unwrap(setup(options))
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: <M extends Mode = "rewrite", O extends boolean = false>(
   options: Options & { readonly mode?: M | undefined; readonly offload?: O | undefined }
 ) => Effect.Effect<
   Middleware.Middleware<

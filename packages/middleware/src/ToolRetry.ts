@@ -62,7 +62,10 @@ export type OnFailure = "raise" | "error" | "continue"
  * @category models
  */
 export interface Options {
-  /** Retry only these tools (default: all). */
+  /**
+   * Retry only these tools (default: all).
+   * `Agent.make` fails with `AgentError.UnknownTools` on a name that is not a tool of the agent.
+   */
   readonly tools?: ReadonlyArray<string> | undefined
   /** Retries after the first attempt (default 2). */
   readonly maxRetries?: number | undefined
@@ -150,7 +153,11 @@ const OptionsSchema = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options?: Options | undefined): Middleware.Middleware =>
+  Middleware.unwrap(setup(options))
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options?: Options | undefined
 ) => Effect.Effect<Middleware.Middleware, AgentError.InvalidOptions> = Effect.fn("ToolRetry.middleware")(
   function*(options: Options | undefined) {
@@ -163,6 +170,7 @@ export const middleware: (
     const retryOn = opts.retryOn ?? isRetryable
     return Middleware.make({
       name: opts.name ?? "toolRetry",
+      uses: { tools: opts.tools },
       wrapToolCall: (request, next) => {
         if (only !== undefined && !only.has(request.call.name)) return next(request)
         return Retry.retrying({

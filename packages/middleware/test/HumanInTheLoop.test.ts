@@ -85,7 +85,7 @@ type ActionOf = (callId: string) => HumanInTheLoop.ActionRequest
  * on (decisions are built from them, as a UI showing the request does), or
  * the value itself.
  */
-const bound = <S, E, O>(agent: Agent.Agent.Service<S, E, O>, threadId: string, value: unknown) =>
+const bound = <S, E, O>(agent: Agent.Service<S, E, O>, threadId: string, value: unknown) =>
   Effect.map(agent.thread(threadId), (snapshot) => {
     const request = Option.flatMap(Option.flatMap(snapshot, (thread) => thread.pending), HumanInTheLoop.requestOf)
     const actionOf: ActionOf = (callId) =>
@@ -102,7 +102,7 @@ const bound = <S, E, O>(agent: Agent.Agent.Service<S, E, O>, threadId: string, v
     return typeof value === "function" ? value(actionOf) : value
   })
 
-const resumeBound = <S, E, O>(agent: Agent.Agent.Service<S, E, O>, threadId: string, value: unknown) =>
+const resumeBound = <S, E, O>(agent: Agent.Service<S, E, O>, threadId: string, value: unknown) =>
   Effect.flatMap(bound(agent, threadId, value), (decisions) => agent.resume(threadId, decisions))
 
 /** The tool results of a conversation, in order. */

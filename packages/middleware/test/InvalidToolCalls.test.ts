@@ -22,7 +22,7 @@ const setup = (script: ReadonlyArray<ScriptedModel.Turn>, middleware: ReadonlyAr
   Effect.gen(function*() {
     const log = yield* Ref.make<ReadonlyArray<string>>([])
     const model = yield* ScriptedModel.make(script)
-    const make = Agent.make({ toolkit: Tools, middleware }) as Effect.Effect<Agent.Agent.Service<any, any>, unknown>
+    const make = Agent.make({ toolkit: Tools, middleware }) as Effect.Effect<Agent.Service<any, any>, unknown>
     const agent = yield* make.pipe(
       Effect.provide(Tools.toLayer({
         delete_file: ({ path }) => Effect.as(Ref.update(log, (all) => [...all, path]), `deleted ${path}`)

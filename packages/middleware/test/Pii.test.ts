@@ -1326,7 +1326,7 @@ describe("a person's answers to HumanInTheLoop", () => {
 
   /** Resumes `t` with the decisions `decide` builds from the actions of the request it waits on. */
   const decideWith = <S, E, O>(
-    agent: Agent.Agent.Service<S, E, O>,
+    agent: Agent.Service<S, E, O>,
     decide: (action: HumanInTheLoop.ActionRequest) => HumanInTheLoop.Decision
   ) =>
     Effect.gen(function*() {

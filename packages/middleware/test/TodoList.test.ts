@@ -474,8 +474,8 @@ describe("TodoList: the slice is the one truth", () => {
   /** A process's agent: its own model; the TodoList service and the checkpointer it is given. */
   const agentOf = (
     script: ReadonlyArray<ScriptedModel.Turn>,
-    todoList: TodoList.TodoList.Service,
-    checkpointer: Checkpointer.Checkpointer.Service
+    todoList: TodoList.Service,
+    checkpointer: Checkpointer.Service
   ) =>
     Effect.gen(function*() {
       const hitl = yield* HumanInTheLoop.middleware({ toolkit: TodoList.toolkit, interruptOn: { write_todos: true } })

@@ -45,13 +45,13 @@ export type SaveDeferred = (threadId: string, deferred: Deferred) => Effect.Effe
 const key = Symbol.for("@stepwise-agent/core/internal/deferredSave")
 
 /** `save`, which also takes deferred checkpoints through `saveDeferred`. */
-export const withDeferred = <S extends Checkpointer.Checkpointer.Service["save"]>(
+export const withDeferred = <S extends Checkpointer.Service["save"]>(
   save: S,
   saveDeferred: SaveDeferred
 ): S => Object.assign(save, { [key]: saveDeferred })
 
 /** How `save` takes a deferred checkpoint, if it does. */
-export const deferredOf = (save: Checkpointer.Checkpointer.Service["save"]): SaveDeferred | undefined =>
+export const deferredOf = (save: Checkpointer.Service["save"]): SaveDeferred | undefined =>
   (save as { readonly [key]?: SaveDeferred })[key]
 
 /** The checkpoint whole. */

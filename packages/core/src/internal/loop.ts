@@ -64,7 +64,7 @@ const builtInTracer = Effect.runSync(Effect.tracer)
 
 /** Where a run's steps go: the journal of the context, and the names it gives them. */
 interface Journaled {
-  readonly journal: RunJournal.RunJournal.Service
+  readonly journal: RunJournal.Service
   readonly keys: StepKeys
 }
 
@@ -72,7 +72,7 @@ interface Journaled {
 const SentMessages = Schema.Array(Prompt.Message)
 
 /** Builds the service of an agent. */
-export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> => {
+export const makeLoop = (loopConfig: LoopConfig): Agent.Service<any, any> => {
   const config = compile(loopConfig)
   const { checkpointer, layout, lifetime, maxSteps, nodes } = config
   const isTraced: Effect.Effect<boolean> = config.spans === undefined
@@ -592,7 +592,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
   const checkOwner = (
     threadId: string,
     pending: Checkpointer.PendingInterrupt,
-    journal: RunJournal.RunJournal.Service,
+    journal: RunJournal.Service,
     operation: DurableThreadError["operation"]
   ) =>
     pending.durable === true && !journal.durable
@@ -735,5 +735,5 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
             }))
           ))
       )
-  } as Agent.Agent.Service<any, any>
+  } as Agent.Service<any, any>
 }

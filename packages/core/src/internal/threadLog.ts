@@ -214,7 +214,7 @@ export interface Options {
 }
 
 /** A checkpointer on a thread-log backend. */
-export const make = (options: Options): Checkpointer.Checkpointer.Service => {
+export const make = (options: Options): Checkpointer.Service => {
   const { backend } = options
   const writer = crypto.randomUUID()
   const lastSeen = new LastSeen(options.cachedThreads)
