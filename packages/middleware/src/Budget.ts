@@ -384,7 +384,7 @@ const checksOf = (options: Options): ReadonlyArray<Check> => {
  * import * as Budget from "@stepwise-agent/middleware/Budget"
  *
  * const program = Effect.gen(function*() {
- *   const budget = yield* Budget.middleware({
+ *   const budget = Budget.middleware({
  *     tokens: { runLimit: 200_000 },
  *     cost: { threadLimit: 5, prices: { "gpt-4o": { inputPerMillion: 2.5, outputPerMillion: 10 } } },
  *     softLanding: true

@@ -392,7 +392,7 @@ const MiddlewareOptionsSchema = Schema.Struct({
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
- *   const overflow = yield* ContextOverflow.middleware({ policy: "clearToolUses", keep: 2 })
+ *   const overflow = ContextOverflow.middleware({ policy: "clearToolUses", keep: 2 })
  *   return yield* Agent.make({ middleware: [overflow] })
  * })
  * ```

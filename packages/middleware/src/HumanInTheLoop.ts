@@ -1042,7 +1042,7 @@ type Plan =
  * const Tools = Toolkit.make(DeleteFile, ReadFile)
  *
  * const program = Effect.gen(function*() {
- *   const hitl = yield* HumanInTheLoop.middleware({
+ *   const hitl = HumanInTheLoop.middleware({
  *     toolkit: Tools,
  *     interruptOn: { delete_file: { allowedDecisions: ["approve", "reject"] }, read_file: false }
  *   })

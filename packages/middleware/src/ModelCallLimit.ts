@@ -174,7 +174,7 @@ const OptionsSchema = Schema.Struct({
  * import * as ModelCallLimit from "@stepwise-agent/middleware/ModelCallLimit"
  *
  * const program = Effect.gen(function*() {
- *   const limit = yield* ModelCallLimit.middleware({ threadLimit: 20, runLimit: 5 })
+ *   const limit = ModelCallLimit.middleware({ threadLimit: 20, runLimit: 5 })
  *   const agent = yield* Agent.make({ middleware: [limit] })
  *   return yield* agent.run("hello", { threadId: "t1" })
  * })

@@ -157,7 +157,7 @@ const toResolve = (source: ModelSource): Resolve | LanguageModel.Service => {
  * declare const backup: LanguageModel.Service
  *
  * const program = Effect.gen(function*() {
- *   const fallback = yield* ModelFallback.middleware(backup)
+ *   const fallback = ModelFallback.middleware(backup)
  *   return yield* Agent.make({ middleware: [fallback] })
  * })
  * ```

@@ -217,7 +217,7 @@ const OptionsSchema = Schema.Struct({
  * import * as ModelRetry from "@stepwise-agent/middleware/ModelRetry"
  *
  * const program = Effect.gen(function*() {
- *   const retry = yield* ModelRetry.middleware({ maxRetries: 3, initialDelay: "500 millis", maxDelay: "10 seconds" })
+ *   const retry = ModelRetry.middleware({ maxRetries: 3, initialDelay: "500 millis", maxDelay: "10 seconds" })
  *   return yield* Agent.make({ middleware: [retry] })
  * })
  * ```

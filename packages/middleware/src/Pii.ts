@@ -817,7 +817,7 @@ const withResult = (part: Prompt.ToolResultPart, result: unknown): Prompt.ToolRe
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
- *   const pii = yield* Pii.middleware({
+ *   const pii = Pii.middleware({
  *     types: ["email", "credit_card", { name: "ssn", pattern: /\b\d{3}-\d{2}-\d{4}\b/ }],
  *     strategy: "redact",
  *     applyToOutput: true

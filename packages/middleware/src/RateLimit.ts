@@ -164,7 +164,7 @@ export const make: Effect.Effect<RateLimiters.Service, never, Scope.Scope> = Eff
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
- *   const rateLimit = yield* RateLimit.middleware({ model: { limit: 60, interval: "1 minute" } })
+ *   const rateLimit = RateLimit.middleware({ model: { limit: 60, interval: "1 minute" } })
  *   const agent = yield* Agent.make({ middleware: [rateLimit] })
  *   return yield* agent.run("hello", { threadId: "t1" })
  * }).pipe(Effect.provide(RateLimit.layer))

@@ -179,7 +179,7 @@ const describe = (call: Prompt.ToolCallPart, context: HumanInTheLoop.Description
  *
  * const approvals = Effect.gen(function*() {
  *   const risky = yield* RiskApproval.make({ threshold: "high", timeout: "10 seconds" })
- *   return yield* HumanInTheLoop.middleware({
+ *   return HumanInTheLoop.middleware({
  *     toolkit: Tools,
  *     interruptOn: { deploy: { allowedDecisions: ["approve", "reject"], when: risky } }
  *   })

@@ -641,7 +641,7 @@ const errorParts = (error: unknown): { readonly error: string; readonly descript
  *   const cleaner = yield* Agent.make({
  *     systemPrompt: "You delete files the user no longer needs.",
  *     toolkit: FileTools,
- *     middleware: [yield* HumanInTheLoop.middleware({ toolkit: FileTools, interruptOn: { delete_file: true } })]
+ *     middleware: [HumanInTheLoop.middleware({ toolkit: FileTools, interruptOn: { delete_file: true } })]
  *   }).pipe(
  *     Effect.provideService(LanguageModel.LanguageModel, cheapModel),
  *     Effect.provide(FileTools.toLayer({ delete_file: () => Effect.void }))

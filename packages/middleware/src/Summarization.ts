@@ -1043,7 +1043,7 @@ const make = (config: Config) => {
  *
  * const program = Effect.gen(function*() {
  *   // 0.8 of the input limit of the agent's model profile
- *   const summarization = yield* Summarization.middleware({ trigger: { fraction: 0.8 }, keep: { messages: 20 } })
+ *   const summarization = Summarization.middleware({ trigger: { fraction: 0.8 }, keep: { messages: 20 } })
  *   const agent = yield* Agent.make({ middleware: [summarization] })
  *   return yield* agent.run("Where were we?", { threadId: "t1" })
  * })

@@ -179,8 +179,8 @@ const OptionsSchema = Schema.Struct({
  * import * as ToolCallLimit from "@stepwise-agent/middleware/ToolCallLimit"
  *
  * const program = Effect.gen(function*() {
- *   const searches = yield* ToolCallLimit.middleware({ toolName: "search", runLimit: 3 })
- *   const all = yield* ToolCallLimit.middleware({ threadLimit: 50, exitBehavior: "end" })
+ *   const searches = ToolCallLimit.middleware({ toolName: "search", runLimit: 3 })
+ *   const all = ToolCallLimit.middleware({ threadLimit: 50, exitBehavior: "end" })
  *   // the limit on all tools first: its afterModel runs last, counting only what the others let through
  *   return yield* Agent.make({ middleware: [all, searches] })
  * })

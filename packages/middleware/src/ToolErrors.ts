@@ -79,7 +79,7 @@ const OptionsSchema = Schema.Struct({
  * import * as ToolErrors from "@stepwise-agent/middleware/ToolErrors"
  *
  * const program = Effect.gen(function*() {
- *   const errors = yield* ToolErrors.middleware({
+ *   const errors = ToolErrors.middleware({
  *     tools: ["search"],
  *     onError: (failure, request) =>
  *       failure._tag === "Defect" ? `The tool ${request.call.name} is unavailable; answer without it.` : undefined

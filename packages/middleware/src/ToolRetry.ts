@@ -145,7 +145,7 @@ const OptionsSchema = Schema.Struct({
  * import * as ToolRetry from "@stepwise-agent/middleware/ToolRetry"
  *
  * const program = Effect.gen(function*() {
- *   const retry = yield* ToolRetry.middleware({ tools: ["search"], maxRetries: 3, initialDelay: "200 millis" })
+ *   const retry = ToolRetry.middleware({ tools: ["search"], maxRetries: 3, initialDelay: "200 millis" })
  *   return yield* Agent.make({ middleware: [retry] })
  * })
  * ```

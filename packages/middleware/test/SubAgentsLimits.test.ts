@@ -185,7 +185,7 @@ describe("SubAgents and the parent's limits", () => {
     bothOrders((order) =>
       Effect.gen(function*() {
         const count = yield* counters
-        const limit = yield* ModelCallLimit.middleware({ runLimit: 3 })
+        const limit = ModelCallLimit.middleware({ runLimit: 3 })
         const agent = yield* parentAgent(count, [task("busy", "work", "c1")], order(limit), {
           busy: { description: "Works hard", agent: yield* busyChild(count, 9) }
         })
@@ -203,7 +203,7 @@ describe("SubAgents and the parent's limits", () => {
     bothOrders((order) =>
       Effect.gen(function*() {
         const count = yield* counters
-        const limit = yield* ModelCallLimit.middleware({ runLimit: 4, exitBehavior: "error" })
+        const limit = ModelCallLimit.middleware({ runLimit: 4, exitBehavior: "error" })
         const agent = yield* parentAgent(count, [task("busy", "work", "c1")], order(limit), {
           busy: { description: "Works hard", agent: yield* busyChild(count, 9) }
         })
@@ -217,7 +217,7 @@ describe("SubAgents and the parent's limits", () => {
     bothOrders((order) =>
       Effect.gen(function*() {
         const count = yield* counters
-        const limit = yield* ModelCallLimit.middleware({ threadLimit: 6 })
+        const limit = ModelCallLimit.middleware({ threadLimit: 6 })
         const agent = yield* parentAgent(
           count,
           [task("a", "x", "c1"), task("b", "y", "c2"), task("c", "z", "c3")],
@@ -237,7 +237,7 @@ describe("SubAgents and the parent's limits", () => {
     bothOrders((order) =>
       Effect.gen(function*() {
         const count = yield* counters
-        const limit = yield* ToolCallLimit.middleware({ runLimit: 2 })
+        const limit = ToolCallLimit.middleware({ runLimit: 2 })
         const agents = Object.fromEntries(
           yield* Effect.forEach(["a", "b", "c", "d", "e"], (name) =>
             Effect.map(busyChild(count, 0), (agent) => [name, { description: name, agent }] as const))
@@ -267,7 +267,7 @@ describe("SubAgents and the parent's limits", () => {
     bothOrders((order) =>
       Effect.gen(function*() {
         const count = yield* counters
-        const limit = yield* ToolCallLimit.middleware({ runLimit: 1, exitBehavior: "end" })
+        const limit = ToolCallLimit.middleware({ runLimit: 1, exitBehavior: "end" })
         const agent = yield* parentAgent(count, [task("a", "x", "c1"), task("a", "y", "c2")], order(limit), {
           a: { description: "A", agent: yield* busyChild(count, 0) }
         })
@@ -281,7 +281,7 @@ describe("SubAgents and the parent's limits", () => {
     bothOrders((order) =>
       Effect.gen(function*() {
         const count = yield* counters
-        const limit = yield* ToolCallLimit.middleware({ runLimit: 3 })
+        const limit = ToolCallLimit.middleware({ runLimit: 3 })
         const agent = yield* parentAgent(count, [task("busy", "x", "c1")], order(limit), {
           busy: { description: "Works", agent: yield* busyChild(count, 5) }
         })
@@ -298,7 +298,7 @@ describe("SubAgents and the parent's limits", () => {
       Effect.gen(function*() {
         const count = yield* counters
         // every scripted call reports 15 tokens: the parent's first call and two of the child's reach 45
-        const budget = yield* Budget.middleware({ tokens: { runLimit: 40 } })
+        const budget = Budget.middleware({ tokens: { runLimit: 40 } })
         const agent = yield* parentAgent(count, [task("busy", "x", "c1")], order(budget), {
           busy: { description: "Works", agent: yield* busyChild(count, 9) }
         })
@@ -319,7 +319,7 @@ describe("SubAgents and the parent's limits", () => {
       const middle = yield* Agent.make({
         middleware: [SubAgents.middleware({ agents: { busy: { description: "Works", agent: grandchild } } })]
       }).pipe(Effect.provideService(LanguageModel.LanguageModel, middleModel))
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 5 })
+      const limit = ModelCallLimit.middleware({ runLimit: 5 })
       const agent = yield* parentAgent(count, [task("middle", "x", "c1")], (subAgents) => [limit, subAgents], {
         middle: { description: "Delegates", agent: middle }
       })
@@ -331,7 +331,7 @@ describe("SubAgents and the parent's limits", () => {
   it.effect("shareLimits: false leaves a child to its own limits", () =>
     Effect.gen(function*() {
       const count = yield* counters
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 3 })
+      const limit = ModelCallLimit.middleware({ runLimit: 3 })
       const agent = yield* parentAgent(count, [task("busy", "work", "c1")], (subAgents) => [limit, subAgents], {
         busy: { description: "Works hard", agent: yield* busyChild(count, 9) }
       }, { shareLimits: false })
@@ -344,8 +344,8 @@ describe("SubAgents and the parent's limits", () => {
   it.effect("a child's own limit still applies under a looser parent limit", () =>
     Effect.gen(function*() {
       const count = yield* counters
-      const parentLimit = yield* ModelCallLimit.middleware({ runLimit: 50 })
-      const childLimit = yield* ModelCallLimit.middleware({ runLimit: 2 })
+      const parentLimit = ModelCallLimit.middleware({ runLimit: 50 })
+      const childLimit = ModelCallLimit.middleware({ runLimit: 2 })
       const agent = yield* parentAgent(count, [task("busy", "work", "c1")], (subAgents) => [parentLimit, subAgents], {
         busy: { description: "Works hard", agent: yield* busyChild(count, 9, [childLimit]) }
       })
@@ -358,9 +358,9 @@ describe("SubAgents and the parent's limits", () => {
   it.effect("a child that waits for an approval keeps spending the same allowance when the parent resumes", () =>
     Effect.gen(function*() {
       const count = yield* counters
-      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { noop: true } })
+      const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { noop: true } })
       const child = yield* busyChild(count, 5, [hitl])
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 4 })
+      const limit = ModelCallLimit.middleware({ runLimit: 4 })
       const agent = yield* parentAgent(count, [task("busy", "work", "c1")], (subAgents) => [limit, subAgents], {
         busy: { description: "Works", agent: child }
       })
@@ -384,7 +384,7 @@ describe("SubAgents and the parent's limits", () => {
   it.effect("a run that ended leaves no allowance behind: a later run on the fiber is not limited by it", () =>
     Effect.gen(function*() {
       const count = yield* counters
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 3 })
+      const limit = ModelCallLimit.middleware({ runLimit: 3 })
       const limited = yield* parentAgent(count, [task("busy", "work", "c1")], (subAgents) => [limit, subAgents], {
         busy: { description: "Works hard", agent: yield* busyChild(count, 9) }
       })
