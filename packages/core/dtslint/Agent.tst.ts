@@ -30,7 +30,7 @@ const audit = Middleware.make({
 const Add = Tool.make("add", { parameters: { a: Schema.Number, b: Schema.Number }, success: Schema.Number })
 const Tools = Toolkit.make(Add)
 
-type Errors = AgentError.AgentConfigError | AgentError.InvalidOptions
+type Errors = AgentError.AgentConfigError | AgentError.InvalidOptions | AgentError.UnknownTools
 
 describe("Agent.make", () => {
   test("without options: messages only, no middleware errors, needs a LanguageModel", () => {

@@ -392,8 +392,8 @@ export interface Middleware<S = {}, E = never, R = never, B = AgentError.Invalid
   /**
    * Set on a middleware built by {@link unwrap}: `Agent.make` runs it, once,
    * before anything else, and uses the middleware it gives in place of this
-   * one (whose other fields are then unset, and `name` is `"unwrap"` unless
-   * {@link withName} renamed it).
+   * one (whose other fields are then unset, and `name` is the one given to
+   * `unwrap` or {@link withName}, else `"unwrap"`).
    */
   readonly setup: Effect.Effect<Any, any, any> | undefined
   readonly beforeAgent: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
@@ -628,7 +628,8 @@ export const make = <
  * or read a service to build the middleware. The effect's errors fail
  * `Agent.make` (they are the middleware's `B`), its services join the
  * middleware's `R`. The value itself is a placeholder until then: its hooks
- * are unset.
+ * are unset, and its `name` is `options.name` (the middleware it builds is
+ * given that name), else `"unwrap"`.
  *
  * @example
  * ```ts
@@ -651,9 +652,13 @@ export const make = <
  * @category constructors
  */
 export const unwrap = <S, E, R, B, B2, R2>(
-  setup: Effect.Effect<Middleware<S, E, R, B>, B2, R2>
-): Middleware<S, E, R | R2, B | B2> =>
-  Object.assign(Object.create(Proto), {
+  setup: Effect.Effect<Middleware<S, E, R, B>, B2, R2>,
+  options?: {
+    /** The name of the middleware it builds, known before it is built (see {@link withName}). */
+    readonly name?: string | undefined
+  }
+): Middleware<S, E, R | R2, B | B2> => {
+  const unwrapped: Middleware<S, E, R | R2, B | B2> = Object.assign(Object.create(Proto), {
     [TypeId]: TypeId,
     name: "unwrap",
     state: undefined,
@@ -672,6 +677,8 @@ export const unwrap = <S, E, R, B, B2, R2>(
     validateResume: undefined,
     onThreadDeleted: undefined
   })
+  return options?.name === undefined ? unwrapped : withName(unwrapped, options.name)
+}
 
 /**
  * Runs the setup of a middleware built by {@link unwrap} (and of what it

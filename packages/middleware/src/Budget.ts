@@ -398,7 +398,7 @@ const checksOf = (options: Options): ReadonlyArray<Check> => {
  * @category constructors
  */
 export const middleware = (options: Options): Middleware.Middleware<State, BudgetError> =>
-  Middleware.unwrap(setup(options))
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "budget") })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup: (

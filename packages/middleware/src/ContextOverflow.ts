@@ -401,7 +401,7 @@ const MiddlewareOptionsSchema = Schema.Struct({
  * @category constructors
  */
 export const middleware = (options: MiddlewareOptions): Middleware.Middleware<{}, ContextOverflow> =>
-  Middleware.unwrap(setup(options))
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "contextOverflow") })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup: (

@@ -265,7 +265,7 @@ const OptionsSchema = Schema.Struct({
 export const middleware = <EI = never, RI = never, EO = never, RO = never>(
   options: Options<EI, RI, EO, RO>
 ): Middleware.Middleware<{}, GuardrailTripped | InvalidGuardrailVerdict | EI | EO, RI | RO> =>
-  Middleware.unwrap(setup(options))
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "guardrail") })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup = <EI = never, RI = never, EO = never, RO = never>(

@@ -1066,7 +1066,7 @@ export const middleware = <Tools extends Record<string, Tool.Any>>(
   DecisionError | DuplicateCallId,
   never,
   InvalidInterruptPolicy | AgentError.InvalidOptions
-> => Middleware.unwrap(setup(options))
+> => Middleware.unwrap(setup(options), { name: Check.nameOf(options, "humanInTheLoop") })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup: <Tools extends Record<string, Tool.Any>>(

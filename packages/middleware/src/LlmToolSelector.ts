@@ -210,5 +210,6 @@ export const middleware: {
       yield* Check.validate("LlmToolSelector", OptionsSchema, options)
       const model = options?.model ?? (yield* LanguageModel.LanguageModel)
       return make(options ?? {}, model)
-    }).pipe(Effect.withSpan("LlmToolSelector.middleware", { captureStackTrace: false }))
+    }).pipe(Effect.withSpan("LlmToolSelector.middleware", { captureStackTrace: false })),
+    { name: Check.nameOf(options, "llmToolSelector") }
   )

@@ -184,7 +184,7 @@ const OptionsSchema = Schema.Struct({
  * @category constructors
  */
 export const middleware = (options: Options): Middleware.Middleware<State, ModelCallLimitExceeded> =>
-  Middleware.unwrap(setup(options))
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "modelCallLimit") })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup: (

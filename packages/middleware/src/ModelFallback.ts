@@ -171,7 +171,7 @@ export const middleware = <const Models extends ReadonlyArray<ModelSource>>(
   {},
   ModelFallbackExhausted | SourceError<Models[number]>,
   SourceContext<Models[number]>
-> => Middleware.unwrap(setup(...models))
+> => Middleware.unwrap(setup(...models), { name: "modelFallback" })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup: <const Models extends ReadonlyArray<ModelSource>>(

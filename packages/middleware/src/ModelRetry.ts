@@ -226,7 +226,7 @@ const OptionsSchema = Schema.Struct({
  * @category constructors
  */
 export const middleware = (options?: Options | undefined): Middleware.Middleware =>
-  Middleware.unwrap(setup(options))
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "modelRetry") })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup: (

@@ -831,7 +831,7 @@ const withResult = (part: Prompt.ToolResultPart, result: unknown): Prompt.ToolRe
  * @category constructors
  */
 export const middleware = (options: Options): Middleware.Middleware<{}, PiiDetected | PiiDetectorFailed> =>
-  Middleware.unwrap(setup(options))
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "pii") })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup: (

@@ -223,7 +223,7 @@ const describeLimit = (limit: ResolvedLimit) => `${limit.limit} per ${Duration.f
  * @category constructors
  */
 export const middleware = (options: Options): Middleware.Middleware<{}, never, RateLimiters> =>
-  Middleware.unwrap(setup(options))
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "rateLimit") })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup: (

@@ -1060,7 +1060,7 @@ export const middleware = <M extends Mode = "rewrite", O extends boolean = false
   SliceOf<M>,
   SummarizationFailed | ContextOverflow.ContextOverflow,
   Summarizer | ([O] extends [true] ? Offload.OffloadStore : never)
-> => Middleware.unwrap(setup(options))
+> => Middleware.unwrap(setup(options), { name: Check.nameOf(options, "summarization") })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup: <M extends Mode = "rewrite", O extends boolean = false>(

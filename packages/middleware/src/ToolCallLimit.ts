@@ -191,7 +191,13 @@ const OptionsSchema = Schema.Struct({
  */
 export const middleware = <const Name extends string | undefined = undefined>(
   options: Options<Name>
-): Middleware.Middleware<State<Name>, ToolCallLimitExceeded> => Middleware.unwrap(setup(options))
+): Middleware.Middleware<State<Name>, ToolCallLimitExceeded> =>
+  Middleware.unwrap(setup(options), {
+    name: Check.nameOf(
+      options,
+      typeof options?.toolName === "string" ? `toolCallLimit:${options.toolName}` : "toolCallLimit"
+    )
+  })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup: <const Name extends string | undefined = undefined>(

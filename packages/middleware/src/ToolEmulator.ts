@@ -165,5 +165,6 @@ export const middleware: {
       yield* validate(options ?? {})
       const model = options?.model ?? (yield* LanguageModel.LanguageModel)
       return make(options ?? {}, model)
-    }).pipe(Effect.withSpan("ToolEmulator.middleware", { captureStackTrace: false }))
+    }).pipe(Effect.withSpan("ToolEmulator.middleware", { captureStackTrace: false })),
+    { name: Check.nameOf(options, "toolEmulator") }
   )

@@ -99,9 +99,19 @@ export const middlewareOf = <A, I, M extends Middleware.Any>(
   build: (options: A) => M
 ): M => Either.match(validateEither(module, schema, options), { onLeft: failing<M>, onRight: build })
 
-/** A middleware whose setup fails with `error`: `Agent.make` fails with it. */
+/** A middleware (named after the module) whose setup fails with `error`: `Agent.make` fails with it. */
 export const failing = <M extends Middleware.Any>(error: AgentError.InvalidOptions): M =>
-  Middleware.unwrap(Effect.fail(error)) as Middleware.Any as M
+  Middleware.unwrap(Effect.fail(error), { name: error.module }) as Middleware.Any as M
+
+/**
+ * The name a built-in given `options` will have: its `name` option when that
+ * is a non-empty text, else `fallback`. For `Middleware.unwrap`, so that the
+ * middleware has its name before `Agent.make` builds it.
+ */
+export const nameOf = (options: unknown, fallback: string): string =>
+  Predicate.hasProperty(options, "name") && typeof options.name === "string" && options.name.length > 0
+    ? options.name
+    : fallback
 
 const decode = <A, I>(schema: Schema.Schema<A, I, never>) =>
   Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "all" })
