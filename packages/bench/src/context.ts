@@ -451,7 +451,11 @@ export const measureViews = async (size: number, calls: number): Promise<Readonl
     })
   }
   for (const [mode, clearTo] of [["request", undefined], ["view", undefined], ["view", 300_000]] as const) {
-    const edit = ContextEditing.clearToolUses({ trigger: 400_000, keep: 3, ...(clearTo === undefined ? {} : { clearTo }) })
+    const edit = ContextEditing.clearToolUses({
+      trigger: 400_000,
+      keep: 3,
+      ...(clearTo === undefined ? {} : { clearTo })
+    })
     const mw = ContextEditing.middleware({ edits: [edit], mode })
     rows.push({
       what: `ClearToolUses, trigger 400000 tokens, keep 3${clearTo === undefined ? "" : `, clearTo ${clearTo}`}`,

@@ -68,7 +68,8 @@ describe("state keys declared by two middleware", () => {
   })
 
   test("distinct keys, and middleware without state, compile", () => {
-    expect(Agent.make({ middleware: [calls, Middleware.make({ name: "a" }), todos, Middleware.make({ name: "b" })] })).type
+    expect(Agent.make({ middleware: [calls, Middleware.make({ name: "a" }), todos, Middleware.make({ name: "b" })] }))
+      .type
       .not.toRaiseError()
   })
 

@@ -36,6 +36,13 @@ describe("Middleware.unwrap", () => {
   test("a setup error joins the error of Agent.make and Agent.layer, not of a run", () => {
     const built = Middleware.unwrap(Effect.fail(new Missing()).pipe(Effect.as(Middleware.make({ name: "m" }))))
     const agent = Agent.make({ middleware: [built] })
+    expect(agent).type.toBeAssignableTo<
+      Effect.Effect<
+        unknown,
+        AgentError.AgentConfigError | AgentError.InvalidOptions | AgentError.UnknownTools | Missing,
+        unknown
+      >
+    >()
     expect<Effect.Effect.Error<typeof agent>>().type.toBe<
       AgentError.AgentConfigError | AgentError.InvalidOptions | AgentError.UnknownTools | Missing
     >()

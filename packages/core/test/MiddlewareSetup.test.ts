@@ -51,7 +51,9 @@ describe("Middleware.unwrap: a middleware value whose setup Agent.make runs", ()
   it.effect("a setup's failure fails Agent.make with its typed error, and later setups do not run", () =>
     Effect.gen(function*() {
       const log: Array<string> = []
-      const failing = Middleware.unwrap(Effect.fail(new Missing({ what: "config" })).pipe(Effect.as(Middleware.make({ name: "never" }))))
+      const failing = Middleware.unwrap(
+        Effect.fail(new Missing({ what: "config" })).pipe(Effect.as(Middleware.make({ name: "never" })))
+      )
       const error = yield* Effect.flip(Agent.make({ middleware: [logged(log, "a"), failing, logged(log, "b")] }))
       assert.strictEqual(error._tag, "Missing")
       assert.deepStrictEqual(log, ["setup a"])
@@ -150,7 +152,8 @@ describe("the public surface of Middleware", () => {
     Effect.gen(function*() {
       const audit = Middleware.make({
         name: "audit",
-        beforeModel: () => Middleware.report("seen").pipe(Middleware.reportingAs({ middleware: "elsewhere", hook: "x" }))
+        beforeModel: () =>
+          Middleware.report("seen").pipe(Middleware.reportingAs({ middleware: "elsewhere", hook: "x" }))
       })
       const agent = yield* Agent.make({ middleware: [audit] })
       const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("hi", { threadId: "t" })))

@@ -80,15 +80,15 @@ describe("constructors whose options need decoding: a middleware value, failing 
   test("ToolCallLimit: counters named after the tool", () => {
     expect(ToolCallLimit.middleware({ threadLimit: 3 })).type.toBe<
       Middleware.Middleware<
-          { readonly threadToolCallCount: number; readonly runToolCallCount: number },
-          ToolCallLimit.ToolCallLimitExceeded
-        >
+        { readonly threadToolCallCount: number; readonly runToolCallCount: number },
+        ToolCallLimit.ToolCallLimitExceeded
+      >
     >()
     expect(ToolCallLimit.middleware({ threadLimit: 3, toolName: "search" })).type.toBe<
       Middleware.Middleware<
-          { readonly "threadToolCallCount:search": number; readonly "runToolCallCount:search": number },
-          ToolCallLimit.ToolCallLimitExceeded
-        >
+        { readonly "threadToolCallCount:search": number; readonly "runToolCallCount:search": number },
+        ToolCallLimit.ToolCallLimitExceeded
+      >
     >()
   })
 
@@ -133,20 +133,20 @@ describe("constructors whose options need decoding: a middleware value, failing 
   test("Summarization: the Summarizer service", () => {
     expect(Summarization.middleware({ trigger: { tokens: 1000 }, keep: { messages: 4 } })).type.toBe<
       Middleware.Middleware<
-          {},
-          Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
-          Summarization.Summarizer
-        >
+        {},
+        Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
+        Summarization.Summarizer
+      >
     >()
   })
 
   test("Summarization view mode: the summaryView slice; offload: the OffloadStore", () => {
     expect(Summarization.middleware({ trigger: { tokens: 1000 }, mode: "view", offload: true })).type.toBe<
       Middleware.Middleware<
-          ContextView.SummarySlice,
-          Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
-          Summarization.Summarizer | Offload.OffloadStore
-        >
+        ContextView.SummarySlice,
+        Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
+        Summarization.Summarizer | Offload.OffloadStore
+      >
     >()
   })
 

@@ -39,9 +39,9 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as ContextView from "./ContextView.js"
 import * as ContextLimit from "./internal/contextLimit.js"
+import * as FailedEdits from "./internal/failedEdits.js"
 import * as HistoryCache from "./internal/historyCache.js"
 import * as Marker from "./internal/marker.js"
-import * as FailedEdits from "./internal/failedEdits.js"
 import * as Check from "./internal/options.js"
 
 // ---------------------------------------------------------------------------

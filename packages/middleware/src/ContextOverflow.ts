@@ -42,8 +42,8 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as ContextEditing from "./ContextEditing.js"
-import * as HistoryCache from "./internal/historyCache.js"
 import * as FailedEdits from "./internal/failedEdits.js"
+import * as HistoryCache from "./internal/historyCache.js"
 import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
@@ -415,7 +415,11 @@ const setup: (
   const edit = ContextEditing.clearToolUses({ ...clearOptions, trigger: { messages: 1 } })
   const failed = FailedEdits.failureOf([edit])
   if (failed !== undefined) {
-    return yield* new AgentError.InvalidOptions({ module: "ContextOverflow", option: failed.option, reason: failed.reason })
+    return yield* new AgentError.InvalidOptions({
+      module: "ContextOverflow",
+      option: failed.option,
+      reason: failed.reason
+    })
   }
   const overflowed = new Set<string>()
 

@@ -254,7 +254,7 @@ const OptionsSchema = Schema.Struct({
  * })
  *
  * const program = Effect.gen(function*() {
- *   const agent = yield* Agent.make({ middleware: [yield* noSecrets] })
+ *   const agent = yield* Agent.make({ middleware: [noSecrets] })
  *   return yield* agent.run("my password is hunter2", { threadId: "t1" }) // fails with GuardrailTripped
  * })
  * ```

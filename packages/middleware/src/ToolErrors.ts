@@ -91,7 +91,8 @@ const OptionsSchema = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const middleware = (options: Options): Middleware.Middleware => Middleware.unwrap(setup(options), { name: Check.nameOf(options, "toolErrors") })
+export const middleware = (options: Options): Middleware.Middleware =>
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "toolErrors") })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup: (options: Options) => Effect.Effect<Middleware.Middleware, AgentError.InvalidOptions> = Effect

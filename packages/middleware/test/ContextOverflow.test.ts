@@ -10,8 +10,8 @@ import * as ContextEditing from "../src/ContextEditing.js"
 import * as ContextOverflow from "../src/ContextOverflow.js"
 
 /** The middleware, built as `Agent.make` builds it, to call its hooks directly. */
-const built = <M extends Middleware.Any>(middleware: M) => Effect.orDie(Middleware.build(middleware)) as Effect.Effect<M>
-
+const built = <M extends Middleware.Any>(middleware: M) =>
+  Effect.orDie(Middleware.build(middleware)) as Effect.Effect<M>
 
 const httpError = (status: number, body: unknown, contentType = "application/json") =>
   ScriptedModel.httpError(

@@ -204,8 +204,7 @@ describe("Summarization view mode", () => {
 const clearing = (
   mode: ContextEditing.Mode,
   options: ContextEditing.ClearToolUsesOptions
-) =>
-  Effect.succeed([ContextEditing.middleware({ edits: [ContextEditing.clearToolUses(options)], mode })])
+) => Effect.succeed([ContextEditing.middleware({ edits: [ContextEditing.clearToolUses(options)], mode })])
 
 /** How many requests did not start with the whole previous request. */
 const prefixChanges = (requests: ReadonlyArray<ReadonlyArray<Prompt.Message>>): number => {
@@ -420,7 +419,9 @@ describe("ClearToolUses view mode", () => {
   it.effect("a watermark at or above the trigger is an InvalidOptions naming clearTo", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(
-        Middleware.build(ContextEditing.middleware({ edits: [ContextEditing.clearToolUses({ trigger: 500, clearTo: 500 })] }))
+        Middleware.build(
+          ContextEditing.middleware({ edits: [ContextEditing.clearToolUses({ trigger: 500, clearTo: 500 })] })
+        )
       )
       assert.strictEqual(error.option, "clearTo")
       assert.include(error.reason, "not below the trigger")
@@ -452,8 +453,13 @@ describe("Summarization offload", () => {
         const store = yield* Offload.makeMemory
         const summarizerModel = yield* summarizer
         const mw = yield* Effect.orDie(
-          Middleware.build(Summarization.middleware({ trigger: { messages: 1 }, keep: { messages: keep }, offload: true }))
-        ).pipe(Effect.provideService(Offload.OffloadStore, store), Effect.provide(Summarization.layer(summarizerModel.model)))
+          Middleware.build(
+            Summarization.middleware({ trigger: { messages: 1 }, keep: { messages: keep }, offload: true })
+          )
+        ).pipe(
+          Effect.provideService(Offload.OffloadStore, store),
+          Effect.provide(Summarization.layer(summarizerModel.model))
+        )
         const result = yield* beforeModel(mw, messages, {}).pipe(
           Effect.provideService(Offload.OffloadStore, store),
           Effect.provide(Summarization.layer(summarizerModel.model))
@@ -484,7 +490,12 @@ describe("Summarization offload", () => {
     Effect.gen(function*() {
       const store = yield* Offload.makeMemory
       const summary = yield* summarizer
-      const mw = Summarization.middleware({ trigger: { messages: 7 }, keep: { messages: 2 }, offload: true, mode: "view" })
+      const mw = Summarization.middleware({
+        trigger: { messages: 7 },
+        keep: { messages: 2 },
+        offload: true,
+        mode: "view"
+      })
       /** Reads the reference named in the summary, 100 characters a page, to its end, then answers. */
       const reader = (request: ScriptedModel.Request) => {
         const messages = request.prompt.content

@@ -162,7 +162,9 @@ describe("a built-in has its name before Agent.make builds it", () => {
       ]
       for (const [name, middleware] of cases) {
         assert.strictEqual(middleware.name, name)
-        const built = yield* (Middleware.build(middleware) as Effect.Effect<Middleware.Any>).pipe(Effect.provide(services))
+        const built = yield* (Middleware.build(middleware) as Effect.Effect<Middleware.Any>).pipe(
+          Effect.provide(services)
+        )
         assert.strictEqual(built.name, name)
       }
     }))

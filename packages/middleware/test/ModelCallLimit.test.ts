@@ -200,7 +200,9 @@ describe("ModelCallLimit", () => {
 
   describe("bad options", () => {
     const invalid = (options: ModelCallLimit.Options) =>
-      Effect.flip(Middleware.build(ModelCallLimit.middleware(options))).pipe(Effect.map((e) => [e._tag, e.option] as const))
+      Effect.flip(Middleware.build(ModelCallLimit.middleware(options))).pipe(
+        Effect.map((e) => [e._tag, e.option] as const)
+      )
 
     it.effect("needs at least one limit", () =>
       Effect.gen(function*() {

@@ -233,7 +233,9 @@ describe("ModelFallback", () => {
     it.effect("rejects a value that is not a model source", () =>
       Effect.gen(function*() {
         const backup = yield* ScriptedModel.make([])
-        const error = yield* Effect.flip(Middleware.build(ModelFallback.middleware(backup.model, { generateText: 1 } as any) as Middleware.Middleware))
+        const error = yield* Effect.flip(
+          Middleware.build(ModelFallback.middleware(backup.model, { generateText: 1 } as any) as Middleware.Middleware)
+        )
         assert.deepStrictEqual([error._tag, error.option], ["InvalidOptions", "models[1]"])
       }))
   })

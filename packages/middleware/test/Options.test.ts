@@ -27,7 +27,10 @@ const builders: ReadonlyArray<readonly [string, Builder, Record<string, unknown>
   ["DynamicSystemPrompt", (o) => viaAgent(() => DynamicSystemPrompt.middleware(() => "p", o)), {}],
   ["ContextEditing", (o) => viaAgent(() => ContextEditing.middleware(o)), {}],
   ["ClearToolUses", (o) => viaAgent(() => ContextEditing.middleware({ edits: [ContextEditing.clearToolUses(o)] })), {}],
-  ["Summarization", (o) => viaAgent(() => Summarization.middleware(o)), { trigger: { tokens: 10 }, keep: { messages: 2 } }]
+  ["Summarization", (o) => viaAgent(() => Summarization.middleware(o)), {
+    trigger: { tokens: 10 },
+    keep: { messages: 2 }
+  }]
 ]
 
 const failure = (effect: Effect.Effect<unknown, unknown>) =>

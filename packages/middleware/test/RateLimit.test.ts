@@ -205,7 +205,9 @@ describe("RateLimit options", () => {
         [{ tools: { search: 3 as any } }, "tools.search", "Expected a limit { limit, interval, algorithm? }, actual 3"]
       ]
       for (const [options, option, reason] of cases) {
-        const error = yield* Effect.flip(Middleware.build(RateLimit.middleware(options))).pipe(Effect.provide(RateLimit.layer))
+        const error = yield* Effect.flip(Middleware.build(RateLimit.middleware(options))).pipe(
+          Effect.provide(RateLimit.layer)
+        )
         assert.strictEqual(error._tag, "InvalidOptions")
         assert.strictEqual(error.option, option)
         assert.include(error.message, reason)

@@ -14,8 +14,8 @@ import type * as ContextOverflow from "../src/ContextOverflow.js"
 import * as Summarization from "../src/Summarization.js"
 
 /** The middleware, built as `Agent.make` builds it, to call its hooks directly. */
-const built = <M extends Middleware.Any>(middleware: M) => Effect.orDie(Middleware.build(middleware)) as Effect.Effect<M>
-
+const built = <M extends Middleware.Any>(middleware: M) =>
+  Effect.orDie(Middleware.build(middleware)) as Effect.Effect<M>
 
 const user = (text: string) => Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text })] })
 const assistant = (text: string) => Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text })] })
@@ -77,7 +77,13 @@ describe("fractions from the model profile", () => {
           keep: { fraction: keep }
         }))
         const explicit = yield* Effect.either(
-          Middleware.build(Summarization.middleware({ trigger: { fraction: trigger }, keep: { fraction: keep }, contextWindow: window }))
+          Middleware.build(
+            Summarization.middleware({
+              trigger: { fraction: trigger },
+              keep: { fraction: keep },
+              contextWindow: window
+            })
+          )
         )
         const { result, warnings } = yield* withWarnings(
           beforeModel(fromProfile, messages).pipe(Effect.provide(tinyModel(window)))
@@ -253,7 +259,9 @@ describe("onOverflow", () => {
 
   it.effect("onOverflow: \"fail\" adds no wrapModelCall: the provider's error goes through", () =>
     Effect.gen(function*() {
-      const mw = yield* built(Summarization.middleware({ trigger: { tokens: 10 }, keep: { messages: 2 }, onOverflow: "fail" }))
+      const mw = yield* built(
+        Summarization.middleware({ trigger: { tokens: 10 }, keep: { messages: 2 }, onOverflow: "fail" })
+      )
       assert.isUndefined(mw.wrapModelCall)
     }))
 })
@@ -271,7 +279,9 @@ describe("calibrate", () => {
         )
       for (const calibrate of [true, false]) {
         const counter = yield* TokenCounter.makeApproximate()
-        const mw = yield* built(Summarization.middleware({ trigger: { tokens: 100 }, keep: { messages: 1 }, calibrate }))
+        const mw = yield* built(
+          Summarization.middleware({ trigger: { tokens: 100 }, keep: { messages: 1 }, calibrate })
+        )
         const run = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
           Effect.provideService(effect, TokenCounter.TokenCounter, counter)
         assert.isUndefined(yield* run(beforeModel(mw, history)))

@@ -180,7 +180,9 @@ describe("ToolErrors", () => {
     Effect.gen(function*() {
       const missing = yield* Effect.flip(Middleware.build(ToolErrors.middleware({} as any)))
       assert.deepInclude(missing, { module: "ToolErrors", option: "onError" })
-      const empty = yield* Effect.flip(Middleware.build(ToolErrors.middleware({ tools: [""], onError: () => undefined })))
+      const empty = yield* Effect.flip(
+        Middleware.build(ToolErrors.middleware({ tools: [""], onError: () => undefined }))
+      )
       assert.deepInclude(empty, { module: "ToolErrors", option: "tools[0]" })
     }))
 })
