@@ -343,13 +343,13 @@ export class InvalidDecisions extends Schema.TaggedError<InvalidDecisions>(
   "@stepwise-agent/middleware/HumanInTheLoop/InvalidDecisions"
 )("InvalidDecisions", {
   threadId: Schema.String,
-  description: Schema.String
+  reason: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `Invalid decisions for thread "${this.threadId}": ${this.description}`
+    return `Invalid decisions for thread "${this.threadId}": ${this.reason}`
   }
 }
 
@@ -433,14 +433,14 @@ export class InvalidEdit extends Schema.TaggedError<InvalidEdit>(
   threadId: Schema.String,
   callId: Schema.String,
   toolName: Schema.String,
-  description: Schema.String
+  reason: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
     return `Thread "${this.threadId}": invalid edit of call "${this.callId}" (tool "${this.toolName}"): ` +
-      this.description
+      this.reason
   }
 }
 
@@ -1176,7 +1176,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
           threadId,
           callId: call.id,
           toolName: target,
-          description: `the agent has no tool "${target}"`
+          reason: `the agent has no tool "${target}"`
         })
       }
       const gate = gates.get(target)
@@ -1190,7 +1190,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
         })
       }
       const invalid = (error: ParseResult.ParseError) =>
-        new InvalidEdit({ threadId, callId: call.id, toolName: target, description: formatParseError(error) })
+        new InvalidEdit({ threadId, callId: call.id, toolName: target, reason: formatParseError(error) })
       yield* Effect.mapError(
         Schema.decodeUnknown(tool.parametersSchema as Schema.Schema<unknown, unknown>)(decision.args),
         invalid
@@ -1223,7 +1223,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
         (error) =>
           new InvalidDecisions({
             threadId,
-            description: `expected a list of decisions ({ type, callId, waitKey, fingerprint, ... }): ${
+            reason: `expected a list of decisions ({ type, callId, waitKey, fingerprint, ... }): ${
               formatParseError(error)
             }`
           })
@@ -1234,7 +1234,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
         if (byId.has(decision.callId)) {
           return yield* new InvalidDecisions({
             threadId,
-            description: `call "${decision.callId}" is decided twice`
+            reason: `call "${decision.callId}" is decided twice`
           })
         }
         const call = waiting.get(decision.callId)
@@ -1513,7 +1513,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
           (error) =>
             new InvalidDecisions({
               threadId,
-              description: `the thread waits on something other than an approval request: ${formatParseError(error)}`
+              reason: `the thread waits on something other than an approval request: ${formatParseError(error)}`
             })
         )
         const gated = request.actionRequests.map((action) =>

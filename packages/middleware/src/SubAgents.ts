@@ -333,13 +333,13 @@ export class SubAgentFailed extends Schema.TaggedError<SubAgentFailed>(
 )("SubAgentFailed", {
   ...Delegation.fields,
   error: Schema.String,
-  description: Schema.String
+  reason: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   get message(): string {
-    return `Subagent "${this.agent}" (call ${this.callId}, thread "${this.threadId}") failed: ${this.error}: ${this.description}`
+    return `Subagent "${this.agent}" (call ${this.callId}, thread "${this.threadId}") failed: ${this.error}: ${this.reason}`
   }
 }
 
@@ -616,9 +616,9 @@ const refused = (call: Prompt.ToolCallPart, reason: string): Outcome => ({
   result: Middleware.toolResult(call, reason, { isFailure: true })
 })
 
-const errorParts = (error: unknown): { readonly error: string; readonly description: string } => ({
+const errorParts = (error: unknown): { readonly error: string; readonly reason: string } => ({
   error: Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : "Error",
-  description: Secrets.messageOf(error)
+  reason: Secrets.messageOf(error)
 })
 
 /**
@@ -751,7 +751,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
           onFailure === "fail"
             ? Effect.fail(new SubAgentFailed({ ...delegation, ...parts }))
             : Effect.succeed(
-              refused(call, `The subagent "${delegation.agent}" failed: ${parts.error}: ${parts.description}`)
+              refused(call, `The subagent "${delegation.agent}" failed: ${parts.error}: ${parts.reason}`)
             )
         )
       },
@@ -989,7 +989,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
           Effect.catchAllCause((cause) => {
             const parts = errorParts(Cause.squash(cause))
             return Effect.logWarning(
-              `SubAgents: the child thread "${threadId}" of agent "${agent}" was not deleted: ${parts.error}: ${parts.description}`
+              `SubAgents: the child thread "${threadId}" of agent "${agent}" was not deleted: ${parts.error}: ${parts.reason}`
             )
           })
         )
