@@ -169,3 +169,26 @@ describe("a built-in has its name before Agent.make builds it", () => {
       }
     }))
 })
+
+describe("error classes", () => {
+  it("name their free text reason, never description", async () => {
+    const modules = await import("../src/index.js")
+    const classes: Array<string> = []
+    for (const [moduleName, module] of Object.entries(modules)) {
+      for (const [name, value] of Object.entries(module as Record<string, unknown>)) {
+        if (typeof value !== "function" || !("fields" in value) || !(value.prototype instanceof Error)) continue
+        classes.push(`${moduleName}.${name}`)
+        assert.notProperty(
+          (value as unknown as { readonly fields: object }).fields,
+          "description",
+          `${moduleName}.${name}`
+        )
+      }
+    }
+    assert.includeMembers(classes, [
+      "HumanInTheLoop.InvalidDecisions",
+      "HumanInTheLoop.InvalidEdit",
+      "SubAgents.SubAgentFailed"
+    ])
+  })
+})
