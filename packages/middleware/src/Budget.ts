@@ -367,7 +367,7 @@ const checksOf = (options: Options): ReadonlyArray<Check> => {
 }
 
 /**
- * Builds the middleware. Bad options fail with `AgentError.InvalidOptions`:
+ * Builds the middleware. Bad options fail `Agent.make` with `AgentError.InvalidOptions`:
  * at least one limit is required (`tokens` or `cost`, each with a
  * `threadLimit` or a `runLimit`, numbers of at least 0), `runLimit` may not
  * exceed `threadLimit`, a cost budget needs a non-empty price list of

@@ -378,7 +378,7 @@ const MiddlewareOptionsSchema = Schema.Struct({
  * calls are cleared before they are sent (reported as `"cleared N tool
  * results before the call: the thread overflowed before"`), instead of each
  * being rejected first; which threads overflowed is kept in memory, per
- * middleware, and forgotten when a thread is deleted. Bad options fail with
+ * middleware, and forgotten when a thread is deleted. Bad options fail `Agent.make` with
  * `AgentError.InvalidOptions` (module `"ContextOverflow"`, the option named
  * as `ClearToolUses` names it).
  *

@@ -231,7 +231,7 @@ const OptionsSchema = Schema.Struct({
 })
 
 /**
- * Builds the middleware. Bad options fail with
+ * Builds the middleware. Bad options fail `Agent.make` with
  * `AgentError.InvalidOptions`: give `input`, `output` or both. During a
  * run a block fails with {@link GuardrailTripped} (unless `onBlock: "end"`),
  * and a check's own errors and services flow into the agent's types. Every

@@ -1021,9 +1021,10 @@ type Plan =
  * It needs every tool of the agent (`toolkit`): a node hook cannot see the
  * agent's tools, and a thread resumed in a new process must check edited
  * arguments before any model call happens. With it, `interruptOn` is checked
- * when the middleware is built — a name the toolkit does not have (also a
- * type error), a policy allowing no decision, or an `argsSchema` with no JSON
- * Schema fails with `InvalidInterruptPolicy`.
+ * when `Agent.make` builds the middleware — a name the toolkit does not have
+ * (also a type error), a policy allowing no decision, or an `argsSchema` with
+ * no JSON Schema fails it with `InvalidInterruptPolicy`, and a name the agent
+ * has no tool for with `AgentError.UnknownTools`.
  *
  * The run interrupts with an {@link ApprovalRequest}; resume it with
  * {@link Decisions}. Without an {@link Approvals} service the run interrupts;

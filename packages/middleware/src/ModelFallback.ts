@@ -144,8 +144,9 @@ const toResolve = (source: ModelSource): Resolve | LanguageModel.Service => {
 
 /**
  * Builds the middleware from one or more fallback models, tried in order
- * after the primary one. Fails with `AgentError.InvalidOptions`
- * when given no model or a value that is not a model source.
+ * after the primary one, when `Agent.make` runs its setup. `Agent.make` fails
+ * with `AgentError.InvalidOptions` when it is given no model or a value that
+ * is not a model source, and with the errors of building a model.
  *
  * @example
  * ```ts

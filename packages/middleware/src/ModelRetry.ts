@@ -204,7 +204,7 @@ const OptionsSchema = Schema.Struct({
 })
 
 /**
- * Builds the middleware. Bad options fail with
+ * Builds the middleware. Bad options fail `Agent.make` with
  * `AgentError.InvalidOptions` (naming the option; an unknown option is an error too): `maxRetries` must be a whole number of
  * at least 0, delays finite durations with `maxDelay` at least
  * `initialDelay`, `factor` at least 1, and `schedule` cannot be combined with

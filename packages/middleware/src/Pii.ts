@@ -805,7 +805,7 @@ const withResult = (part: Prompt.ToolResultPart, result: unknown): Prompt.ToolRe
 
 /**
  * Builds the middleware (see the module documentation for what each option
- * rewrites and when). Bad options fail with `AgentError.InvalidOptions`; during
+ * rewrites and when). Bad options fail `Agent.make` with `AgentError.InvalidOptions`; during
  * a run, `"block"` fails with {@link PiiDetected} and a broken custom
  * detector with {@link PiiDetectorFailed}. Each rewrite is reported as a
  * decision with the counts per type (never the values).

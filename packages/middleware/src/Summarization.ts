@@ -1028,8 +1028,8 @@ const make = (config: Config) => {
 
 /**
  * Builds the middleware (see the module documentation). It needs the
- * {@link Summarizer}; bad options (an unknown key too) fail with
- * `AgentError.InvalidOptions` naming the option. When it summarizes it reports the
+ * {@link Summarizer}; bad options (an unknown key too) fail `Agent.make`
+ * with `AgentError.InvalidOptions` naming the option. When it summarizes it reports the
  * decision `"summarized N messages, kept M; before → after tokens"`.
  *
  * List it after middleware that rewrite the input (such as `Pii`), so the

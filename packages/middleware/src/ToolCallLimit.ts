@@ -163,7 +163,7 @@ const OptionsSchema = Schema.Struct({
 })
 
 /**
- * Builds the middleware. Bad options fail with
+ * Builds the middleware. Bad options fail `Agent.make` with
  * `AgentError.InvalidOptions`: at least one of `threadLimit` and
  * `runLimit` is required, each a whole number of at least 0, and `runLimit`
  * may not exceed `threadLimit`.

@@ -68,7 +68,7 @@ const OptionsSchema = Schema.Struct({
 })
 
 /**
- * Builds the middleware. Bad options fail with `AgentError.InvalidOptions`
+ * Builds the middleware. Bad options fail `Agent.make` with `AgentError.InvalidOptions`
  * naming the option (an unknown option too): `onError` must be a function,
  * `tools` non-empty names.
  *
