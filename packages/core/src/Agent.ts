@@ -651,7 +651,7 @@ export const make = <
     const model = yield* LanguageModel.LanguageModel
     const scope = yield* Effect.serviceOption(Scope.Scope)
     const lifetime = yield* Lifetime.make(scope)
-    return makeLoop({
+    const service = yield* makeLoop({
       middleware,
       layout,
       tools,
@@ -668,7 +668,8 @@ export const make = <
       scope,
       lifetime,
       context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>
-    }) as AgentOf<Mws, O>
+    })
+    return service as AgentOf<Mws, O>
   }) as any
 
 /** The first middleware that names tools the agent does not have, as an `UnknownTools`. */

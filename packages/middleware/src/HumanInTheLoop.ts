@@ -1300,12 +1300,20 @@ const setup: <Tools extends Record<string, Tool.Any>>(
             out.push({
               _tag: "Answer",
               call,
-              result: Middleware.toolResult(call, { error: reason }, { isFailure: true })
+              // a person's reason passes the agent's input hooks (Pii, …) as the user's input does
+              result: Middleware.toolResult(call, { error: reason }, {
+                isFailure: true,
+                fromPerson: decision.message !== undefined
+              })
             })
             break
           }
           case "respond": {
-            out.push({ _tag: "Answer", call, result: Middleware.toolResult(call, decision.message) })
+            out.push({
+              _tag: "Answer",
+              call,
+              result: Middleware.toolResult(call, decision.message, { fromPerson: true })
+            })
             break
           }
         }
