@@ -114,7 +114,8 @@ export const variants: ReadonlyArray<Variant> = [
   },
   {
     name: "no hook reporting",
-    description: "`inHook` without the hook cell (`Middleware.CurrentHook`), its timing and `HookCompleted` events " +
+    description:
+      "`inHook` without the hook cell (the `currentHook` fiber ref), its timing and `HookCompleted` events " +
       "(all made only when streaming or watched, untraced)",
     patches: [noHookReporting]
   }

@@ -54,7 +54,17 @@ const [Agent, Middleware, Checkpointer] = await Promise.all([
 const workload = (request: Extract<Request, { _tag: "build" }>) => {
   const script: Script = { toolSteps: request.steps, call: 0 }
   const { kit, layer } = makeToolkit(1)
-  const middleware = Array.from({ length: request.middleware }, (_, i) => Middleware.passThrough(`pass_${i}`))
+  const middleware = Array.from({ length: request.middleware }, (_, i) =>
+    // every hook passes through: a node hook returns nothing, a wrap hook calls `next` once
+    Middleware.make({
+      name: `pass_${i}`,
+      beforeAgent: () => Effect.void,
+      beforeModel: () => Effect.void,
+      afterModel: () => Effect.void,
+      afterAgent: () => Effect.void,
+      wrapModelCall: (request: unknown, next: (request: unknown) => unknown) => next(request),
+      wrapToolCall: (request: unknown, next: (request: unknown) => unknown) => next(request)
+    }))
   const agentOptions = { toolkit: kit, middleware, maxSteps: request.steps + 1, ...request.options }
   return { script, layer, agentOptions, model: rawModel(script) }
 }

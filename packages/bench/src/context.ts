@@ -27,9 +27,9 @@
  * @since 0.1.0
  */
 import { type LanguageModel, Prompt, Response } from "@effect/ai"
-import { type Middleware, TokenCounter } from "@stepwise-agent/core"
+import { Middleware, TokenCounter } from "@stepwise-agent/core"
 import { ContextEditing, Summarization } from "@stepwise-agent/middleware"
-import { Context, Effect, Either, Option } from "effect"
+import { Context, Effect, Option } from "effect"
 import { getEncoding } from "js-tiktoken"
 import {
   AIMessage,
@@ -261,7 +261,7 @@ const approximateCounter = () => Effect.runSync(TokenCounter.makeApproximate())
 
 const measureEditing = (size: number, appended: number, trigger: number, calls: number): GrowthRow => {
   const list = histories(size, appended, calls)
-  const edit = Either.getOrThrow(ContextEditing.ClearToolUses({ trigger, keep: 3 }))
+  const edit = ContextEditing.clearToolUses({ trigger, keep: 3 })
   const counter = approximateCounter()
   const apply = (messages: ReadonlyArray<Prompt.Message>) =>
     Effect.runSync(
@@ -288,8 +288,11 @@ const measureEditing = (size: number, appended: number, trigger: number, calls: 
  * ever triggers.
  */
 const untriggeredSummarization = async () => {
+  // its setup needs no service (the Summarizer is read by its hooks)
   const summarization = await Effect.runPromise(
-    Summarization.middleware({ trigger: { tokens: 1_000_000_000 }, keep: { messages: 20 } })
+    Middleware.build(
+      Summarization.middleware({ trigger: { tokens: 1_000_000_000 }, keep: { messages: 20 } })
+    ) as Effect.Effect<Middleware.Middleware<{}, unknown, Summarization.Summarizer>>
   )
   const beforeModel = summarization.beforeModel!
   // never called: the trigger is above every history
@@ -437,7 +440,9 @@ export const measureViews = async (size: number, calls: number): Promise<Readonl
   const summarizer = Context.make(Summarization.Summarizer, instantSummarizer)
   for (const mode of ["rewrite", "view"] as const) {
     const mw = await Effect.runPromise(
-      Summarization.middleware({ trigger: { messages: size }, keep: { messages: 20 }, mode })
+      Middleware.build(
+        Summarization.middleware({ trigger: { messages: size }, keep: { messages: 20 }, mode })
+      ) as Effect.Effect<Middleware.Any>
     )
     rows.push({
       what: "Summarization, trigger N messages, keep 20",
@@ -446,9 +451,11 @@ export const measureViews = async (size: number, calls: number): Promise<Readonl
     })
   }
   for (const [mode, clearTo] of [["request", undefined], ["view", undefined], ["view", 300_000]] as const) {
-    const edit = Either.getOrThrow(
-      ContextEditing.ClearToolUses({ trigger: 400_000, keep: 3, ...(clearTo === undefined ? {} : { clearTo }) })
-    )
+    const edit = ContextEditing.clearToolUses({
+      trigger: 400_000,
+      keep: 3,
+      ...(clearTo === undefined ? {} : { clearTo })
+    })
     const mw = ContextEditing.middleware({ edits: [edit], mode })
     rows.push({
       what: `ClearToolUses, trigger 400000 tokens, keep 3${clearTo === undefined ? "" : `, clearTo ${clearTo}`}`,
@@ -791,7 +798,7 @@ export const measureFirstCalls = async (
 
   const oursEditing = async () => {
     const messages = histories(size, 0, 0)[0]!
-    const edit = Either.getOrThrow(ContextEditing.ClearToolUses({ trigger: 1e9, keep: 3 }))
+    const edit = ContextEditing.clearToolUses({ trigger: 1e9, keep: 3 })
     const counter = approximateCounter()
     const t = performance.now()
     const result = Effect.runSync(

@@ -21,6 +21,22 @@ import {
 } from "./fakes.js"
 
 /**
+ * A middleware that implements every node hook by returning no update and
+ * every wrap hook by calling `next` once with the request unchanged: it
+ * changes nothing about a run, and measures the cost of the middleware path.
+ */
+export const passThrough = (name: string): Middleware.Middleware<{}, never, never, never> =>
+  Middleware.make({
+    name,
+    beforeAgent: () => Effect.void,
+    beforeModel: () => Effect.void,
+    afterModel: () => Effect.void,
+    afterAgent: () => Effect.void,
+    wrapModelCall: (request, next) => next(request),
+    wrapToolCall: (request, next) => next(request)
+  })
+
+/**
  * A configuration of the benchmark.
  *
  * @since 0.1.0
@@ -45,7 +61,7 @@ export interface Config {
  */
 export interface Bench {
   readonly agent: Agent.AgentOf<ReadonlyArray<Middleware.Middleware>>
-  readonly checkpointer: Checkpointer.Checkpointer.Service
+  readonly checkpointer: Checkpointer.Service
   readonly script: Script
   /** One whole run on a fresh thread (the thread is deleted afterwards). */
   readonly runOnce: Effect.Effect<void, unknown>
@@ -74,14 +90,14 @@ const countToolResults = (messages: ReadonlyArray<Prompt.Message>) => {
 export const makeBench = (
   config: Config,
   make: typeof LanguageModel.make = LanguageModel.make,
-  checkpointerOf: Effect.Effect<Checkpointer.Checkpointer.Service, unknown> = Checkpointer.makeMemory
+  checkpointerOf: Effect.Effect<Checkpointer.Service, unknown> = Checkpointer.makeMemory
 ): Effect.Effect<Bench, unknown> =>
   Effect.gen(function*() {
     const script: Script = { toolSteps: config.steps, call: 0 }
     const model = config.model === "encoded" ? yield* encodedModel(script, make) : rawModel(script)
     const checkpointer = yield* checkpointerOf
     const { kit, layer } = makeToolkit(config.tools)
-    const middleware = Array.from({ length: config.middleware }, (_, i) => Middleware.passThrough(`pass_${i}`))
+    const middleware = Array.from({ length: config.middleware }, (_, i) => passThrough(`pass_${i}`))
     const toolkit = kit as unknown as Effect.Effect<Toolkit.WithHandler<any>>
     const agent = yield* Agent.make({
       toolkit,

@@ -16,7 +16,7 @@
  * - Tools: `tool_i` made with `tool()` and a zod schema
  *   `{ query: string, limit: number }`, answering `"ok"`.
  * - Middleware: `createMiddleware` with all six hooks as pass-throughs, like
- *   `Middleware.passThrough`.
+ *   pass-through middleware (`passThrough` in `fixtures.ts`).
  * - State: a `MemorySaver` checkpointer (ours checkpoints to memory too), a
  *   fresh thread each run, deleted afterwards.
  * - generate = `agent.invoke`; stream = `agent.stream` with

@@ -193,7 +193,7 @@ export interface StepResult {
 const checkpointerOf = (
   backend: StepBackend,
   directory: string
-): Effect.Effect<Checkpointer.Checkpointer.Service, unknown> => {
+): Effect.Effect<Checkpointer.Service, unknown> => {
   switch (backend) {
     case "memory":
       return Checkpointer.makeMemory

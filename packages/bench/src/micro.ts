@@ -74,7 +74,7 @@ export const measure = async (sampling: SampleOptions): Promise<Array<MicroResul
   const span = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.withSpan(effect, "Middleware.beforeModel", { attributes: { middleware: "m" }, captureStackTrace: false })
   const locally = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-    Effect.locally(effect, Middleware.CurrentHook, { middleware: "m", hook: "beforeModel" })
+    Middleware.reportingAs(effect, { middleware: "m", hook: "beforeModel" })
   await run("`yield* Effect.void` (baseline)", "", repeatEffect(() => Effect.void, n), n)
   await run(
     "`Effect.locally(CurrentHook)` + `Effect.withSpan` around a no-op",

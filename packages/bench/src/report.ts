@@ -394,7 +394,7 @@ const langchainSection = (results: Results): string => {
     "answer as the same two text deltas as ours. No network; the bench refuses to run with LangSmith tracing on.",
     "- **Tools:** `tool_i` made with `tool()` and a zod schema `{ query: z.string(), limit: z.number() }`, with our " +
     "descriptions, answering `\"ok\"`.",
-    "- **Middleware:** `createMiddleware` with all six hooks as pass-throughs, like `Middleware.passThrough`: " +
+    "- **Middleware:** `createMiddleware` with all six hooks as pass-throughs, like the bench's `passThrough`: " +
     "`beforeAgent`, `beforeModel`, `afterModel` and `afterAgent` return nothing; `wrapModelCall` and " +
     "`wrapToolCall` call the handler. LangGraph runs each `beforeModel` / `afterModel` hook as a graph node.",
     "- **State:** LangGraph's in-memory checkpointer (`MemorySaver`, from `@langchain/langgraph`), as ours " +
@@ -932,7 +932,7 @@ export const render = (results: Results): string => {
     "answer: N + 1 model calls, N tool calls, a checkpoint after each tool step and at the end (memory " +
     "checkpointer), a fresh thread each run. Figures are per step = run time ÷ N, so they include the run's " +
     "fixed costs (thread load, final answer, `beforeAgent`/`afterAgent`), amortised.",
-    "- **Middleware:** `Middleware.passThrough` implements all six hooks; a step calls four of them " +
+    "- **Middleware:** a pass-through middleware (`passThrough` of the bench fixtures) implements all six hooks; a step calls four of them " +
     "(`beforeModel`, `wrapModelCall`, `afterModel`, `wrapToolCall`), so \"+ per hook call\" = \"+ per middleware\" ÷ 4.",
     "- **Tools:** `tool_i` with `{ query: string, limit: number }` parameters, a description and a string result; " +
     "the model always calls `tool_0`.",

@@ -3,7 +3,7 @@
  *
  * Measures, on fake models (see `fixtures.ts`):
  * 1. the loop's cost per step (one model call + one tool call) with 0, 1, 5
- *    and 10 `Middleware.passThrough`, runs of 10 and 100 steps, generate and
+ *    and 10 pass-through middleware (`passThrough` in `fixtures.ts`), runs of 10 and 100 steps, generate and
  *    stream, one tool;
  * 2. the same with 1, 5, 20 and 50 tools, 0 and 10 middleware, beside a bare
  *    `LanguageModel.generateText` / `streamText` and a bare `Toolkit.handle`,

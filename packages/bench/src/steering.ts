@@ -59,7 +59,7 @@ export const measure = async (
   const rounds = options.quick ? 5 : 30
   const runsPerBatch = options.quick ? 20 : 100
   const script: Script = { toolSteps: STEPS, call: 0 }
-  const current: { send: boolean; threadId: string; agent: Agent.Agent.Service | undefined } = {
+  const current: { send: boolean; threadId: string; agent: Agent.Service | undefined } = {
     send: false,
     threadId: "",
     agent: undefined
@@ -74,7 +74,7 @@ export const measure = async (
         ? Effect.as(current.agent.send(current.threadId, "Also: use metric units."), "ok")
         : Effect.succeed("ok")
   })
-  const agent: Agent.Agent.Service = await Effect.runPromise(
+  const agent: Agent.Service = await Effect.runPromise(
     Agent.make({ toolkit: kit, maxSteps: 100 }).pipe(
       Effect.provide(handlers),
       Effect.provideService(LanguageModel.LanguageModel, rawModel(script))

@@ -30,14 +30,14 @@ const audit = Middleware.make({
 const Add = Tool.make("add", { parameters: { a: Schema.Number, b: Schema.Number }, success: Schema.Number })
 const Tools = Toolkit.make(Add)
 
-type Errors = AgentError.AgentConfigError | AgentError.InvalidOptions
+type Errors = AgentError.AgentConfigError | AgentError.InvalidOptions | AgentError.UnknownTools
 
 describe("Agent.make", () => {
   test("without options: messages only, no middleware errors, needs a LanguageModel", () => {
     const agent = Agent.make({})
     expect(agent).type.toBe<Effect.Effect<Agent.AgentOf<readonly []>, Errors, LanguageModel.LanguageModel>>()
     expect<Effect.Effect.Success<typeof agent>>().type.toBe<
-      Agent.Agent.Service<AgentState.AgentState, never, never>
+      Agent.Service<AgentState.AgentState, never, never>
     >()
   })
 
@@ -96,7 +96,7 @@ describe("Agent.make", () => {
 
 describe("Agent.Agent", () => {
   test("the tag serves every agent, typed loosely", () => {
-    expect<Context.Tag.Service<Agent.Agent>>().type.toBe<Agent.Agent.Service<any, any>>()
+    expect<Context.Tag.Service<Agent.Agent>>().type.toBe<Agent.Service<any, any>>()
   })
 
   test("the accessors need the Agent", () => {
@@ -109,7 +109,7 @@ describe("Agent.Agent", () => {
   })
 
   test("a service's methods are typed by its state, errors and output", () => {
-    type S = Agent.Agent.Service<AgentState.AgentState & { readonly n: number }, OverQuota, string>
+    type S = Agent.Service<AgentState.AgentState & { readonly n: number }, OverQuota, string>
     expect<ReturnType<S["run"]>>().type.toBe<
       Effect.Effect<
         AgentResult.AgentResult<AgentState.AgentState & { readonly n: number }, string>,
@@ -133,7 +133,7 @@ describe("Agent.Agent", () => {
   })
 
   test("a closed agent's send fails with AgentClosed, in its type", () => {
-    type S = Agent.Agent.Service
+    type S = Agent.Service
     expect<Effect.Effect.Error<ReturnType<S["send"]>>>().type.toBe<
       AgentError.InvalidInput | AgentError.InvalidOptions | AgentError.CheckpointError | AgentError.AgentClosed
     >()
@@ -165,6 +165,6 @@ describe("Agent.Tag", () => {
   })
 
   test("the shared Agent tag stays loosely typed", () => {
-    expect<Context.Tag.Service<typeof Agent.Agent>>().type.toBe<Agent.Agent.Service<any, any>>()
+    expect<Context.Tag.Service<typeof Agent.Agent>>().type.toBe<Agent.Service<any, any>>()
   })
 })

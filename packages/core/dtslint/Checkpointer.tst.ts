@@ -13,10 +13,10 @@ describe("Checkpointer.make", () => {
       (threadId: string, checkpoint: Checkpointer.DeferredCheckpoint) => Effect.Effect<void, AgentError.CheckpointError>
     >()
     expect(Checkpointer.make({ load, append, delete: remove })).type.toBeAssignableTo<
-      Checkpointer.Checkpointer.Service
+      Checkpointer.Service
     >()
     expect(Checkpointer.make({ load, save, append, delete: remove })).type.toBeAssignableTo<
-      Checkpointer.Checkpointer.Service
+      Checkpointer.Service
     >()
   })
 
@@ -32,6 +32,6 @@ describe("Checkpointer.Service", () => {
     expect(logged.append).type.toBe<
       (threadId: string, checkpoint: Checkpointer.DeferredCheckpoint) => Effect.Effect<void, AgentError.CheckpointError>
     >()
-    expect({ load, save, delete: remove }).type.toBeAssignableTo<Checkpointer.Checkpointer.Service>()
+    expect({ load, save, delete: remove }).type.toBeAssignableTo<Checkpointer.Service>()
   })
 })

@@ -1,7 +1,7 @@
 import type { AiError, Prompt } from "@effect/ai"
 import type { AgentError } from "@stepwise-agent/core"
-import { Middleware } from "@stepwise-agent/core"
-import { Context, Effect, Schema, Stream } from "effect"
+import { Agent, Middleware } from "@stepwise-agent/core"
+import { Context, Effect, type Layer, Schema, Stream } from "effect"
 import { describe, expect, test } from "tstyche"
 
 class OverQuota extends Schema.TaggedError<OverQuota>()("OverQuota", {}) {}
@@ -16,16 +16,58 @@ const counter = {
   initial: { calls: 0 }
 }
 
+class Missing extends Schema.TaggedError<Missing>()("Missing", {}) {}
+
+describe("Middleware.unwrap", () => {
+  test("is a Middleware value: the setup's errors are its B, its services join R", () => {
+    const built = Middleware.unwrap(Effect.gen(function*() {
+      yield* Quota
+      if (Math.random() > 2) return yield* new Missing()
+      return Middleware.make({ name: "inner", beforeModel: () => new OverQuota() })
+    }))
+    expect(built).type.toBe<Middleware.Middleware<{}, OverQuota, Quota, Missing>>()
+    expect<Middleware.BuildError<typeof built>>().type.toBe<Missing>()
+    expect<Middleware.Requirements<typeof built>>().type.toBe<Quota>()
+    expect(Middleware.build(built)).type.toBe<
+      Effect.Effect<Middleware.Middleware<{}, OverQuota, Quota, Missing>, Missing, Quota>
+    >()
+  })
+
+  test("a setup error joins the error of Agent.make and Agent.layer, not of a run", () => {
+    const built = Middleware.unwrap(Effect.fail(new Missing()).pipe(Effect.as(Middleware.make({ name: "m" }))))
+    const agent = Agent.make({ middleware: [built] })
+    expect(agent).type.toBeAssignableTo<
+      Effect.Effect<
+        unknown,
+        AgentError.AgentConfigError | AgentError.InvalidOptions | AgentError.UnknownTools | Missing,
+        unknown
+      >
+    >()
+    expect<Effect.Effect.Error<typeof agent>>().type.toBe<
+      AgentError.AgentConfigError | AgentError.InvalidOptions | AgentError.UnknownTools | Missing
+    >()
+    expect<Layer.Layer.Error<ReturnType<typeof Agent.layer<readonly [typeof built]>>>>().type.toBe<
+      AgentError.AgentConfigError | AgentError.InvalidOptions | AgentError.UnknownTools | Missing
+    >()
+    type RunErrors = Effect.Effect.Error<ReturnType<Effect.Effect.Success<typeof agent>["run"]>>
+    expect<Extract<RunErrors, Missing>>().type.toBe<never>()
+  })
+
+  test("a middleware built with bad options by default: Middleware<S, E, R> fails building with InvalidOptions", () => {
+    expect<Middleware.BuildError<Middleware.Middleware>>().type.toBe<AgentError.InvalidOptions>()
+    // a middleware that cannot fail building is one too
+    expect(Middleware.make({ name: "m" })).type.toBeAssignableTo<Middleware.Middleware>()
+  })
+})
+
 describe("Middleware.make", () => {
-  test("without state or hooks is a Middleware<{}, never, never>", () => {
-    expect(Middleware.make({ name: "empty" })).type.toBe<Middleware.Middleware<{}, never, never>>()
-    expect(Middleware.identity("noop")).type.toBe<Middleware.Middleware<{}, never, never>>()
-    expect(Middleware.passThrough("pass")).type.toBe<Middleware.Middleware<{}, never, never>>()
+  test("without state or hooks is a Middleware<{}, never, never, never>: nothing can fail building it", () => {
+    expect(Middleware.make({ name: "empty" })).type.toBe<Middleware.Middleware<{}, never, never, never>>()
   })
 
   test("infers the state slice from its schema", () => {
     const m = Middleware.make({ name: "counter", state: counter })
-    expect(m).type.toBe<Middleware.Middleware<{ readonly calls: number }, never, never>>()
+    expect(m).type.toBe<Middleware.Middleware<{ readonly calls: number }, never, never, never>>()
     expect<Middleware.State<typeof m>>().type.toBe<{ readonly calls: number }>()
   })
 
@@ -55,7 +97,7 @@ describe("Middleware.make", () => {
       onThreadDeleted: (threadId) => Effect.flatMap(Store, (store) => store.drop(threadId))
     })
     expect(m).type.toBe<
-      Middleware.Middleware<{ readonly calls: number }, OverQuota | Refused | BadResume, Quota | Audit | Store>
+      Middleware.Middleware<{ readonly calls: number }, OverQuota | Refused | BadResume, Quota | Audit | Store, never>
     >()
     expect<Middleware.Error<typeof m>>().type.toBe<OverQuota | Refused | BadResume>()
     expect<Middleware.Requirements<typeof m>>().type.toBe<Quota | Audit | Store>()
@@ -68,7 +110,7 @@ describe("Middleware.make", () => {
       wrapModelCall: (request, next) => next(request),
       wrapToolCall: (request, next) => next(request)
     })
-    expect(m).type.toBe<Middleware.Middleware<{}, never, never>>()
+    expect(m).type.toBe<Middleware.Middleware<{}, never, never, never>>()
   })
 
   test("collects the errors and services of wrapModelStream", () => {
@@ -80,12 +122,12 @@ describe("Middleware.make", () => {
           Stream.concat(Stream.fail(new Refused()))
         )
     })
-    expect(m).type.toBe<Middleware.Middleware<{}, Refused, Audit>>()
+    expect(m).type.toBe<Middleware.Middleware<{}, Refused, Audit, never>>()
   })
 
-  test("collects the errors and services of its tools", () => {
+  test("its tools' services are its own; their errors fail Agent.make, not a run", () => {
     const tools = Effect.flatMap(Quota, () => new OverQuota()) as Effect.Effect<never, OverQuota, Quota>
-    expect(Middleware.make({ name: "tools", tools })).type.toBe<Middleware.Middleware<{}, OverQuota, Quota>>()
+    expect(Middleware.make({ name: "tools", tools })).type.toBe<Middleware.Middleware<{}, never, Quota, OverQuota>>()
   })
 
   test("withName keeps the middleware's type", () => {
@@ -101,7 +143,7 @@ describe("canJumpTo", () => {
       name: "stop",
       canJumpTo: ["end"],
       beforeModel: () => Effect.succeed({ jumpTo: "end" as const })
-    })).type.toBe<Middleware.Middleware<{}, never, never>>()
+    })).type.toBe<Middleware.Middleware<{}, never, never, never>>()
   })
 
   test("a jump without canJumpTo is an error", () => {

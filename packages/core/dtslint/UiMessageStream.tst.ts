@@ -3,7 +3,7 @@ import { UiMessageStream } from "@stepwise-agent/core"
 import { Effect } from "effect"
 import { describe, expect, test } from "tstyche"
 
-declare const agent: Agent.Agent.Service
+declare const agent: Agent.Service
 
 const ownChats: UiMessageStream.Authorize = (request, threadId) =>
   Effect.succeed(request.headers["x-user"] !== undefined && threadId.startsWith(`${request.headers["x-user"]}/`))

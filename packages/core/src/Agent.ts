@@ -33,7 +33,7 @@ import { makeLoop } from "./internal/loop.js"
 import { unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
 import { entriesOf, type ToolEntry, withTimeout } from "./internal/tools.js"
-import type * as Middleware from "./Middleware.js"
+import * as Middleware from "./Middleware.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -206,127 +206,112 @@ export type RunError<E> = E | AgentError.AgentError | AiError.AiError
 // -----------------------------------------------------------------------------
 
 /**
- * The types of the `Agent` tag: its `Service`.
+ * An agent, typed by its state `S`, the errors `E` its middleware add and
+ * its structured output `O`: what `Agent.make` builds and the `Agent` tag
+ * holds.
  *
  * @example
  * ```ts
  * import type { Agent } from "@stepwise-agent/core"
  *
- * type AnyAgent = Agent.Agent.Service<any, any>
+ * const greet = (agent: Agent.Service) => agent.run("Hello!", { threadId: "t1" })
  * ```
  *
  * @since 0.1.0
- * @category tags
+ * @category models
  */
-export declare namespace Agent {
+export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
   /**
-   * An agent, typed by its state `S`, the errors `E` its middleware add and
-   * its structured output `O`: what `Agent.make` builds and the `Agent` tag
-   * holds.
-   *
-   * @example
-   * ```ts
-   * import type { Agent } from "@stepwise-agent/core"
-   *
-   * const greet = (agent: Agent.Agent.Service) => agent.run("Hello!", { threadId: "t1" })
-   * ```
-   *
-   * @since 0.1.0
-   * @category models
+   * Appends `input` to the thread and runs until the agent finishes or interrupts. The input is a string (a
+   * user message) or a conversation (messages of any role, at least one, e.g. a history to start the thread
+   * from), within `maxInputChars`; anything else fails with `InvalidInput` and nothing is stored.
    */
-  export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
-    /**
-     * Appends `input` to the thread and runs until the agent finishes or interrupts. The input is a string (a
-     * user message) or a conversation (messages of any role, at least one, e.g. a history to start the thread
-     * from), within `maxInputChars`; anything else fails with `InvalidInput` and nothing is stored.
-     */
-    readonly run: (
-      input: Prompt.RawInput,
-      options: RunOptions
-    ) => Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
-    /** The same run as `run`, through the same middleware path, as a stream of events ending in `RunEnded`. */
-    readonly stream: (
-      input: Prompt.RawInput,
-      options: RunOptions
-    ) => Stream.Stream<AgentEvent.AgentEvent<S, O>, RunError<E>>
-    /**
-     * Continues an interrupted thread: the hook that interrupted runs again
-     * and receives `value`. A thread waiting in a durable run fails with
-     * `DurableThreadError` (answer it through the run) and is left as it was.
-     */
-    readonly resume: (threadId: string, value: unknown) => Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
-    /** `resume` as a stream of events. */
-    readonly resumeStream: (
-      threadId: string,
-      value: unknown
-    ) => Stream.Stream<AgentEvent.AgentEvent<S, O>, RunError<E>>
-    /**
-     * Checks `value` against the interrupt `threadId` waits on (the
-     * middleware's `validateResume`) without running anything; gives the
-     * pending interrupt. `resume` runs the same check first.
-     */
-    readonly validateResume: (
-      threadId: string,
-      value: unknown
-    ) => Effect.Effect<Checkpointer.PendingInterrupt, RunError<E>>
-    /**
-     * Sends `message` to the thread `threadId`, whether a run of it is going
-     * or not. While a run is going, `{ mode: "steer" }` (the default) adds
-     * the message to the thread before that run's next model call, and
-     * `{ mode: "queue" }` starts a run with it once the running one has
-     * ended. On an idle thread either mode starts a run with the message in
-     * the background; on a thread waiting for a decision the message waits
-     * for the resume. Gives at once where the message went and how to wait
-     * for the run that takes it in ({@link Sent}). The message is what a
-     * user may send: a string, or user messages of text and file parts. A
-     * thread id that is not a non-empty string, an empty message, a message
-     * that is not the user's, one over `maxInputChars` or an unknown mode
-     * fail with `InvalidInput` / `InvalidOptions`, and nothing is sent; so
-     * does a closed agent, with `AgentClosed`.
-     */
-    readonly send: (
-      threadId: string,
-      message: Prompt.RawInput,
-      options?: SendOptions | undefined
-    ) => Effect.Effect<
-      Sent<S, E, O>,
-      AgentError.InvalidInput | AgentError.InvalidOptions | AgentError.CheckpointError | AgentError.AgentClosed
-    >
-    /**
-     * Subscribes, for the life of the scope, to the events of every run of
-     * this agent (`run`, `stream`, `resume`, `resumeStream`) that starts from
-     * now on, tagged with their run and thread: for inspectors and
-     * dashboards. While anybody watches, runs stream their model calls (so
-     * watchers see text as it is written); while nobody does, runs cost
-     * nothing extra. Closing the scope ends the stream once it has
-     * delivered the events published before the close.
-     */
-    readonly watch: Effect.Effect<Stream.Stream<RunEvent<S, O>>, never, Scope.Scope>
-    /**
-     * Gives up the decision `threadId` waits for: the tool calls of its last
-     * reply still without results are answered as not run (with `reason`),
-     * so the thread stays well-formed, and the thread can run again. `false`
-     * when it waited for nothing. A wait of a durable run is given up only
-     * with a durable journal in the context (`AgentWorkflow.cancel` does);
-     * otherwise `DurableThreadError`, and nothing changes.
-     */
-    readonly discardPending: (
-      threadId: string,
-      reason: string
-    ) => Effect.Effect<boolean, AgentError.CheckpointError | AgentError.DurableThreadError>
-    /**
-     * Deletes the thread's checkpoint (its messages, state and any pending
-     * decision), once a run of it in this process has ended; the thread
-     * then starts afresh. Then each middleware's `onThreadDeleted` runs with
-     * its slice as stored, to free what it keeps for the thread outside the
-     * checkpoint (`SubAgents` deletes the child threads the thread started).
-     */
-    readonly deleteThread: (threadId: string) => Effect.Effect<void, AgentError.CheckpointError>
-    /** The thread's last checkpoint. */
-    readonly thread: (
-      threadId: string
-    ) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError | AgentError.InvalidInput>
-  }
+  readonly run: (
+    input: Prompt.RawInput,
+    options: RunOptions
+  ) => Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
+  /** The same run as `run`, through the same middleware path, as a stream of events ending in `RunEnded`. */
+  readonly stream: (
+    input: Prompt.RawInput,
+    options: RunOptions
+  ) => Stream.Stream<AgentEvent.AgentEvent<S, O>, RunError<E>>
+  /**
+   * Continues an interrupted thread: the hook that interrupted runs again
+   * and receives `value`. A thread waiting in a durable run fails with
+   * `DurableThreadError` (answer it through the run) and is left as it was.
+   */
+  readonly resume: (threadId: string, value: unknown) => Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
+  /** `resume` as a stream of events. */
+  readonly resumeStream: (
+    threadId: string,
+    value: unknown
+  ) => Stream.Stream<AgentEvent.AgentEvent<S, O>, RunError<E>>
+  /**
+   * Checks `value` against the interrupt `threadId` waits on (the
+   * middleware's `validateResume`) without running anything; gives the
+   * pending interrupt. `resume` runs the same check first.
+   */
+  readonly validateResume: (
+    threadId: string,
+    value: unknown
+  ) => Effect.Effect<Checkpointer.PendingInterrupt, RunError<E>>
+  /**
+   * Sends `message` to the thread `threadId`, whether a run of it is going
+   * or not. While a run is going, `{ mode: "steer" }` (the default) adds
+   * the message to the thread before that run's next model call, and
+   * `{ mode: "queue" }` starts a run with it once the running one has
+   * ended. On an idle thread either mode starts a run with the message in
+   * the background; on a thread waiting for a decision the message waits
+   * for the resume. Gives at once where the message went and how to wait
+   * for the run that takes it in ({@link Sent}). The message is what a
+   * user may send: a string, or user messages of text and file parts. A
+   * thread id that is not a non-empty string, an empty message, a message
+   * that is not the user's, one over `maxInputChars` or an unknown mode
+   * fail with `InvalidInput` / `InvalidOptions`, and nothing is sent; so
+   * does a closed agent, with `AgentClosed`.
+   */
+  readonly send: (
+    threadId: string,
+    message: Prompt.RawInput,
+    options?: SendOptions | undefined
+  ) => Effect.Effect<
+    Sent<S, E, O>,
+    AgentError.InvalidInput | AgentError.InvalidOptions | AgentError.CheckpointError | AgentError.AgentClosed
+  >
+  /**
+   * Subscribes, for the life of the scope, to the events of every run of
+   * this agent (`run`, `stream`, `resume`, `resumeStream`) that starts from
+   * now on, tagged with their run and thread: for inspectors and
+   * dashboards. While anybody watches, runs stream their model calls (so
+   * watchers see text as it is written); while nobody does, runs cost
+   * nothing extra. Closing the scope ends the stream once it has
+   * delivered the events published before the close.
+   */
+  readonly watch: Effect.Effect<Stream.Stream<RunEvent<S, O>>, never, Scope.Scope>
+  /**
+   * Gives up the decision `threadId` waits for: the tool calls of its last
+   * reply still without results are answered as not run (with `reason`),
+   * so the thread stays well-formed, and the thread can run again. `false`
+   * when it waited for nothing. A wait of a durable run is given up only
+   * with a durable journal in the context (`AgentWorkflow.cancel` does);
+   * otherwise `DurableThreadError`, and nothing changes.
+   */
+  readonly discardPending: (
+    threadId: string,
+    reason: string
+  ) => Effect.Effect<boolean, AgentError.CheckpointError | AgentError.DurableThreadError>
+  /**
+   * Deletes the thread's checkpoint (its messages, state and any pending
+   * decision), once a run of it in this process has ended; the thread
+   * then starts afresh. Then each middleware's `onThreadDeleted` runs with
+   * its slice as stored, to free what it keeps for the thread outside the
+   * checkpoint (`SubAgents` deletes the child threads the thread started).
+   */
+  readonly deleteThread: (threadId: string) => Effect.Effect<void, AgentError.CheckpointError>
+  /** The thread's last checkpoint. */
+  readonly thread: (
+    threadId: string
+  ) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError | AgentError.InvalidInput>
 }
 
 /**
@@ -352,8 +337,7 @@ export declare namespace Agent {
  */
 export const Tag =
   <const Id extends string>(id: Id) =>
-  <Self, Service extends Agent.Service<any, any, any> = Agent.Service>(): Context.TagClass<Self, Id, Service> =>
-    Context.Tag(id)<Self, Service>()
+  <Self, S extends Service<any, any, any> = Service>(): Context.TagClass<Self, Id, S> => Context.Tag(id)<Self, S>()
 
 /**
  * The agent of an application, as `Agent.layer` provides it. Its service is
@@ -378,7 +362,7 @@ export const Tag =
  */
 export class Agent extends Context.Tag("@stepwise-agent/core/Agent")<
   Agent,
-  Agent.Service<any, any>
+  Service<any, any>
 >() {}
 
 // -----------------------------------------------------------------------------
@@ -485,7 +469,7 @@ const optionKeys = Object.keys(
  * ```ts
  * import { Agent, Middleware } from "@stepwise-agent/core"
  *
- * const middleware = [Middleware.passThrough("logging")] as const
+ * const middleware = [Middleware.make({ name: "logging" })] as const
  *
  * const ask = (agent: Agent.AgentOf<typeof middleware>) => agent.run("Hi", { threadId: "t1" })
  * ```
@@ -493,11 +477,35 @@ const optionKeys = Object.keys(
  * @since 0.1.0
  * @category utility types
  */
-export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Agent.Service<
+export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Service<
   AgentState.Of<Mws>,
   Middleware.Error<Mws[number]>,
   O
 >
+
+/**
+ * The errors building an agent with the middleware `Mws` and a toolkit that
+ * fails with `TE` may fail with: bad configuration, an unknown option, a
+ * middleware naming tools the agent does not have, and the errors of the
+ * middleware's setup and tools.
+ *
+ * @example
+ * ```ts
+ * import type { Agent, Middleware } from "@stepwise-agent/core"
+ *
+ * type Errors = Agent.BuildError<readonly [Middleware.Middleware]>
+ * // AgentConfigError | InvalidOptions | UnknownTools
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type BuildError<Mws extends ReadonlyArray<Middleware.Any>, TE = never> =
+  | AgentError.AgentConfigError
+  | AgentError.InvalidOptions
+  | AgentError.UnknownTools
+  | TE
+  | Middleware.BuildError<Mws[number]>
 
 /**
  * Builds an agent. It needs a `LanguageModel`, the toolkit's handlers and
@@ -507,9 +515,11 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Agen
  * that is not a positive duration or names no tool — fails with an
  * `AgentConfigError`. An unknown option (a typo such as `middlewares`, or a
  * LangChain option such as `tools`) fails with `InvalidOptions` (`module:
- * "Agent"`, `option`: the key), and a middleware built with bad options (by
- * a constructor that returns it directly, e.g. `Logging.middleware`) with
- * that middleware's `InvalidOptions`.
+ * "Agent"`, `option`: the key). First, in list order, it runs the setup of
+ * each middleware that has one (`Middleware.unwrap`): a built-in given bad
+ * options fails here with its `InvalidOptions`. A middleware that names
+ * tools the agent does not have (e.g. `RateLimit`'s `tools`) fails it with
+ * `UnknownTools`; the tools of every middleware count.
  *
  * The agent keeps the services of the context it is built in for its whole
  * life, so they must live as long as it does: provide their layers to the
@@ -539,7 +549,7 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Agen
  *   const agent = yield* Agent.make({
  *     toolkit: Tools,
  *     systemPrompt: "You are a calculator.",
- *     middleware: [Middleware.passThrough("logging")]
+ *     middleware: [Middleware.make({ name: "logging" })]
  *   })
  *   return yield* agent.run("What is 2 + 3?", { threadId: "t1" })
  * })
@@ -557,14 +567,16 @@ export const make = <
   options: Options<Mws, TE, TR, O> & { readonly middleware?: AgentState.CheckKeys<Mws> | undefined }
 ): Effect.Effect<
   AgentOf<Mws, O>,
-  AgentError.AgentConfigError | AgentError.InvalidOptions | TE,
+  BuildError<Mws, TE>,
   LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
 > =>
   Effect.gen(function*() {
     const unknown = unknownKey("Agent", options, optionKeys)
     if (unknown !== undefined) return yield* unknown
-    const middleware: ReadonlyArray<Middleware.Any> = options.middleware ?? []
-    for (const m of middleware) if (m.invalidOptions !== undefined) return yield* m.invalidOptions
+    const middleware: ReadonlyArray<Middleware.Any> = yield* Effect.forEach(
+      options.middleware ?? [],
+      (m: Middleware.Any) => Middleware.build(m)
+    )
     const maxSteps = options.maxSteps ?? 50
     if (!Number.isInteger(maxSteps) || maxSteps < 1) {
       return yield* new AgentError.AgentConfigError({
@@ -614,6 +626,8 @@ export const make = <
       const clash = addToolkit(owner, handled)
       if (clash !== undefined) return yield* clash
     }
+    const unknownTools = unknownToolsOf(middleware, owners)
+    if (unknownTools !== undefined) return yield* unknownTools
     const timeouts = yield* toolTimeoutsOf(options, owners)
     for (let i = 0; i < tools.length; i++) {
       const timeout = timeouts(tools[i]!.tool.name)
@@ -657,6 +671,20 @@ export const make = <
     })
     return service as AgentOf<Mws, O>
   }) as any
+
+/** The first middleware that names tools the agent does not have, as an `UnknownTools`. */
+const unknownToolsOf = (
+  middleware: ReadonlyArray<Middleware.Any>,
+  owners: ReadonlyMap<string, string>
+): AgentError.UnknownTools | undefined => {
+  for (const m of middleware) {
+    const names = [...new Set(m.uses.tools ?? [])].filter((name) => !owners.has(name))
+    if (names.length > 0) {
+      return new AgentError.UnknownTools({ middleware: m.name, names, available: [...owners.keys()] })
+    }
+  }
+  return undefined
+}
 
 /** A timeout option as a finite positive duration (`undefined` for none), or the reason it is not one. */
 const durationOf = (option: string, input: unknown): Duration.Duration | undefined | AgentError.AgentConfigError => {
@@ -726,7 +754,7 @@ export const layer = <
   options: Options<Mws, TE, TR, O> & { readonly middleware?: AgentState.CheckKeys<Mws> | undefined }
 ): Layer.Layer<
   Agent,
-  AgentError.AgentConfigError | AgentError.InvalidOptions | TE,
+  BuildError<Mws, TE>,
   LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
 > => Layer.scoped(Agent, make(options))
 

@@ -67,6 +67,39 @@ export class InvalidOptions extends Schema.TaggedError<InvalidOptions>(
 }
 
 /**
+ * A middleware refers to tools the agent does not have (by an option such as
+ * `RateLimit`'s `tools` or `LlmToolSelector`'s `alwaysInclude`): `Agent.make`
+ * fails with it, naming the middleware, the unknown names and the tools the
+ * agent has (its toolkit's and its middleware's).
+ *
+ * @example
+ * ```ts
+ * import { AgentError } from "@stepwise-agent/core"
+ *
+ * const error = new AgentError.UnknownTools({ middleware: "rateLimit", names: ["serach"], available: ["search"] })
+ * error.message // 'Middleware "rateLimit" names tools the agent does not have: serach. Available tools: search'
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class UnknownTools extends Schema.TaggedError<UnknownTools>(
+  "@stepwise-agent/core/AgentError/UnknownTools"
+)("UnknownTools", {
+  middleware: Schema.String,
+  names: Schema.Array(Schema.String),
+  available: Schema.Array(Schema.String)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Middleware "${this.middleware}" names tools the agent does not have: ${this.names.join(", ")}. ` +
+      `Available tools: ${this.available.length === 0 ? "none" : this.available.join(", ")}`
+  }
+}
+
+/**
  * The run reached `maxSteps` model calls without finishing.
  *
  * @since 0.1.0

@@ -122,7 +122,9 @@ export interface Layout {
 /**
  * Builds the state layout of a middleware list. Two middleware with one
  * name, or two slices declaring the same key (or the reserved `messages`),
- * fail with an `AgentConfigError`.
+ * fail with an `AgentConfigError`. The middleware are taken as built: one
+ * made by `Middleware.unwrap` shows its state once `Middleware.build` (or
+ * `Agent.make`) has run its setup.
  *
  * @example
  * ```ts

@@ -87,41 +87,35 @@ export type Checkpoint = typeof Checkpoint.Type
  */
 export class Checkpointer extends Context.Tag("@stepwise-agent/core/Checkpointer")<
   Checkpointer,
-  Checkpointer.Service
+  Service
 >() {}
 
 /**
+ * What a checkpointer does. `append` is optional: a store that has it
+ * takes an agent's run's checkpoints through it, a store without it gets
+ * each checkpoint whole through `save`. Build a service with {@link make},
+ * which derives whichever of `save` and `append` you leave out.
+ *
+ * A wrapper that spreads a service and replaces `save` keeps its `append`
+ * (the run keeps using it): wrap `append` too, or set it to `undefined` to
+ * get every checkpoint whole through your `save`.
+ *
  * @since 0.1.0
- * @category tags
+ * @category models
  */
-export declare namespace Checkpointer {
+export interface Service {
+  readonly load: (threadId: string) => Effect.Effect<Option.Option<Checkpoint>, CheckpointError>
+  readonly save: (threadId: string, checkpoint: Checkpoint) => Effect.Effect<void, CheckpointError>
+  readonly delete: (threadId: string) => Effect.Effect<void, CheckpointError>
   /**
-   * What a checkpointer does. `append` is optional: a store that has it
-   * takes an agent's run's checkpoints through it, a store without it gets
-   * each checkpoint whole through `save`. Build a service with {@link make},
-   * which derives whichever of `save` and `append` you leave out.
-   *
-   * A wrapper that spreads a service and replaces `save` keeps its `append`
-   * (the run keeps using it): wrap `append` too, or set it to `undefined` to
-   * get every checkpoint whole through your `save`.
-   *
-   * @since 0.1.0
-   * @category models
+   * Saves a checkpoint given as a {@link DeferredCheckpoint}: the store
+   * reads the messages it has not committed yet (`from(committed)`, when
+   * the thread {@link DeferredCheckpoint.extends | extends} what it
+   * committed), and builds the whole encoded thread only if it needs it.
    */
-  export interface Service {
-    readonly load: (threadId: string) => Effect.Effect<Option.Option<Checkpoint>, CheckpointError>
-    readonly save: (threadId: string, checkpoint: Checkpoint) => Effect.Effect<void, CheckpointError>
-    readonly delete: (threadId: string) => Effect.Effect<void, CheckpointError>
-    /**
-     * Saves a checkpoint given as a {@link DeferredCheckpoint}: the store
-     * reads the messages it has not committed yet (`from(committed)`, when
-     * the thread {@link DeferredCheckpoint.extends | extends} what it
-     * committed), and builds the whole encoded thread only if it needs it.
-     */
-    readonly append?:
-      | ((threadId: string, checkpoint: DeferredCheckpoint) => Effect.Effect<void, CheckpointError>)
-      | undefined
-  }
+  readonly append?:
+    | ((threadId: string, checkpoint: DeferredCheckpoint) => Effect.Effect<void, CheckpointError>)
+    | undefined
 }
 
 /**
@@ -201,12 +195,12 @@ export const build = (checkpoint: DeferredCheckpoint): Checkpoint => DeferredSav
  * @category models
  */
 export type MakeOptions =
-  & Omit<Checkpointer.Service, "save" | "append">
+  & Omit<Service, "save" | "append">
   & (
-    | Pick<Checkpointer.Service, "save" | "append">
+    | Pick<Service, "save" | "append">
     | {
-      readonly save?: Checkpointer.Service["save"] | undefined
-      readonly append: NonNullable<Checkpointer.Service["append"]>
+      readonly save?: Service["save"] | undefined
+      readonly append: NonNullable<Service["append"]>
     }
   )
 
@@ -234,7 +228,7 @@ export type MakeOptions =
  */
 export const make = (
   options: MakeOptions
-): Checkpointer.Service & { readonly append: NonNullable<Checkpointer.Service["append"]> } => {
+): Service & { readonly append: NonNullable<Service["append"]> } => {
   const { append, save } = options
   if (append !== undefined) {
     return {
@@ -245,7 +239,7 @@ export const make = (
     }
   }
   // the types rule this out; a call from JavaScript gets a typed error at the first save
-  const whole: Checkpointer.Service["save"] = save ?? ((threadId) =>
+  const whole: Service["save"] = save ?? ((threadId) =>
     Effect.fail(
       new CheckpointError({
         threadId,
@@ -267,7 +261,7 @@ export const make = (
  * An agent's run saves into it without building the array of the whole
  * encoded thread at every step: that array is built when the thread is
  * loaded, or when the run ends (through its `append`: see
- * {@link Checkpointer.Service}).
+ * {@link Service}).
  *
  * @example
  * ```ts
@@ -280,7 +274,7 @@ export const make = (
  * @since 0.1.0
  * @category constructors
  */
-export const makeMemory: Effect.Effect<Checkpointer.Service> = Effect.sync(() => {
+export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
   // a run's checkpoint is kept deferred: its messages are built when the thread is loaded
   const store = new Map<string, DeferredCheckpoint>()
   return make({
@@ -449,7 +443,7 @@ const parseChunk = (text: string): unknown => {
  */
 export const makeKeyValueStore = (
   options?: LogOptions & { readonly prefix?: string | undefined }
-): Effect.Effect<Checkpointer.Service, never, KeyValueStore.KeyValueStore> =>
+): Effect.Effect<Service, never, KeyValueStore.KeyValueStore> =>
   Effect.map(KeyValueStore.KeyValueStore, (store) => {
     const prefix = options?.prefix ?? "thread:"
     const head = (threadId: string) => `${prefix}${threadId}`
@@ -636,7 +630,7 @@ const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
 export const makeFileSystem = (
   directory: string,
   options?: LogOptions
-): Effect.Effect<Checkpointer.Service, CheckpointError, FileSystem.FileSystem | Path.Path> =>
+): Effect.Effect<Service, CheckpointError, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path

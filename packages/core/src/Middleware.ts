@@ -37,7 +37,6 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
-import { globalValue } from "effect/GlobalValue"
 import type * as Option from "effect/Option"
 import { type Pipeable, pipeArguments } from "effect/Pipeable"
 import * as Predicate from "effect/Predicate"
@@ -48,6 +47,7 @@ import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as observer from "./internal/observer.js"
 import * as PersonAnswer from "./internal/personAnswer.js"
+import { toolCallGuards } from "./internal/toolCallGuards.js"
 
 /**
  * @since 0.1.0
@@ -390,22 +390,35 @@ export type TransformInput<E, R> = (input: {
 }) => Effect.Effect<ReadonlyArray<Prompt.Message>, E, R>
 
 /**
- * A middleware. `S` is its state slice, `E` the errors and `R` the services
- * its hooks and tools need; both flow into the agent's type.
+ * A middleware. `S` is its state slice, `E` the errors its hooks may fail a
+ * run with and `R` the services its setup, hooks and tools need; `B` the
+ * errors building it may fail `Agent.make` with (by default the
+ * `InvalidOptions` of a constructor given bad options). All flow into the
+ * agent's type.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Middleware<S = {}, E = never, R = never> extends Pipeable {
+export interface Middleware<S = {}, E = never, R = never, B = AgentError.InvalidOptions> extends Pipeable {
   readonly [TypeId]: {
     readonly _S: (_: S) => S
     readonly _E: (_: never) => E
     readonly _R: (_: never) => R
+    readonly _B: (_: never) => B
   }
   readonly name: string
   readonly state: StateSlice<S> | undefined
   readonly canJumpTo: ReadonlyArray<Jump>
   readonly tools: Effect.Effect<Toolkit.WithHandler<any>, any, any> | undefined
+  /** The names of the agent's tools this middleware refers to: `Agent.make` checks the agent has them. */
+  readonly uses: Uses
+  /**
+   * Set on a middleware built by {@link unwrap}: `Agent.make` runs it, once,
+   * before anything else, and uses the middleware it gives in place of this
+   * one (whose other fields are then unset, and `name` is the one given to
+   * `unwrap` or {@link withName}, else `"unwrap"`).
+   */
+  readonly setup: Effect.Effect<Any, any, any> | undefined
   readonly beforeAgent: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
   readonly beforeModel: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
   readonly afterModel: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
@@ -416,8 +429,25 @@ export interface Middleware<S = {}, E = never, R = never> extends Pipeable {
   readonly transformInput: TransformInput<E, R> | undefined
   readonly validateResume: ValidateResume<E, R> | undefined
   readonly onThreadDeleted: OnThreadDeleted<R, S> | undefined
-  /** Set by a constructor given bad options: `Agent.make` fails with it. */
-  readonly invalidOptions: AgentError.InvalidOptions | undefined
+}
+
+/**
+ * What a middleware refers to by name, that `Agent.make` checks the agent
+ * has: a name in `tools` that is not one of the agent's tools (its toolkit's
+ * or another middleware's) fails `Agent.make` with `UnknownTools`.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@stepwise-agent/core"
+ *
+ * const uses: Middleware.Uses = { tools: ["send_email"] }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Uses {
+  readonly tools?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -426,7 +456,7 @@ export interface Middleware<S = {}, E = never, R = never> extends Pipeable {
  * @since 0.1.0
  * @category utility types
  */
-export type Any = Middleware<any, any, any>
+export type Any = Middleware<any, any, any, any>
 
 /**
  * The state slice of a middleware.
@@ -434,7 +464,7 @@ export type Any = Middleware<any, any, any>
  * @since 0.1.0
  * @category utility types
  */
-export type State<M> = M extends Middleware<infer S, infer _E, infer _R> ? S : never
+export type State<M> = M extends Middleware<infer S, infer _E, infer _R, infer _B> ? S : never
 
 /**
  * The errors a middleware's hooks may fail with.
@@ -442,15 +472,31 @@ export type State<M> = M extends Middleware<infer S, infer _E, infer _R> ? S : n
  * @since 0.1.0
  * @category utility types
  */
-export type Error<M> = M extends Middleware<infer _S, infer E, infer _R> ? E : never
+export type Error<M> = M extends Middleware<infer _S, infer E, infer _R, infer _B> ? E : never
 
 /**
- * The services a middleware's hooks and tools need.
+ * The services a middleware's setup, hooks and tools need.
  *
  * @since 0.1.0
  * @category utility types
  */
-export type Requirements<M> = M extends Middleware<infer _S, infer _E, infer R> ? R : never
+export type Requirements<M> = M extends Middleware<infer _S, infer _E, infer R, infer _B> ? R : never
+
+/**
+ * The errors building a middleware may fail `Agent.make` with (its setup's
+ * and its tools').
+ *
+ * @example
+ * ```ts
+ * import type { AgentError, Middleware } from "@stepwise-agent/core"
+ *
+ * type Build = Middleware.BuildError<Middleware.Middleware> // AgentError.InvalidOptions
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type BuildError<M> = M extends Middleware<infer _S, infer _E, infer _R, infer B> ? B : never
 
 type ErrorOf<H> = H extends (...args: ReadonlyArray<any>) => Effect.Effect<infer _A, infer E, infer _R> ? E : never
 type ContextOf<H> = H extends (...args: ReadonlyArray<any>) => Effect.Effect<infer _A, infer _E, infer R> ? R : never
@@ -498,13 +544,14 @@ export interface MakeOptions<S, J extends Jump, TE, TR> {
   readonly state?: StateSlice<S> | undefined
   /** The nodes the node hooks may jump to; any other jump is an `InvalidJump` error. */
   readonly canJumpTo?: ReadonlyArray<J> | undefined
-  /** Tools this middleware adds to the agent (a `Toolkit`, which needs its handlers, or a handled one). */
-  readonly tools?: Effect.Effect<Toolkit.WithHandler<any>, TE, TR> | undefined
   /**
-   * For a constructor that returns a middleware (not an `Effect`) and was
-   * given bad options: `Agent.make` fails with this error.
+   * Tools this middleware adds to the agent (a `Toolkit`, which needs its
+   * handlers, or a handled one). `Agent.make` builds them; a failure fails
+   * it.
    */
-  readonly invalidOptions?: AgentError.InvalidOptions | undefined
+  readonly tools?: Effect.Effect<Toolkit.WithHandler<any>, TE, TR> | undefined
+  /** The names of the agent's tools this middleware refers to, checked by `Agent.make` (see {@link Uses}). */
+  readonly uses?: Uses | undefined
 }
 
 const Proto = {
@@ -570,12 +617,12 @@ export const make = <
   }
 ): Middleware<
   S,
-  | TE
-  | Exclude<
+  Exclude<
     ErrorOf<BA | BM | AM | AA | WM | WT | TI | VR> | StreamErrorOf<WS>,
     AiError.AiError | AgentError.ToolDefect | AgentError.ToolTimeout | AgentError.ModelReplyError
   >,
-  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | TI | VR | TD> | StreamContextOf<WS>, Scope.Scope>
+  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | TI | VR | TD> | StreamContextOf<WS>, Scope.Scope>,
+  TE
 > =>
   Object.assign(Object.create(Proto), {
     [TypeId]: TypeId,
@@ -583,6 +630,8 @@ export const make = <
     state: options.state,
     canJumpTo: options.canJumpTo ?? [],
     tools: options.tools,
+    uses: { tools: options.uses?.tools ?? [] },
+    setup: undefined,
     beforeAgent: options.beforeAgent,
     beforeModel: options.beforeModel,
     afterModel: options.afterModel,
@@ -592,20 +641,102 @@ export const make = <
     wrapModelStream: options.wrapModelStream,
     transformInput: options.transformInput,
     validateResume: options.validateResume,
-    onThreadDeleted: options.onThreadDeleted,
-    invalidOptions: options.invalidOptions
+    onThreadDeleted: options.onThreadDeleted
   })
+
+/**
+ * A middleware built by an effect, which `Agent.make` runs once, in list
+ * order, before it checks anything else: for a constructor that must decode
+ * its options (a failure is an `InvalidOptions`), build something (a model)
+ * or read a service to build the middleware. The effect's errors fail
+ * `Agent.make` (they are the middleware's `B`), its services join the
+ * middleware's `R`. The value itself is a placeholder until then: its hooks
+ * are unset, and its `name` is `options.name` (the middleware it builds is
+ * given that name), else `"unwrap"`.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@stepwise-agent/core"
+ * import { Context, Effect } from "effect"
+ *
+ * class Greeting extends Context.Tag("app/Greeting")<Greeting, string>() {}
+ *
+ * // reads the greeting once, when the agent is built
+ * const greet = Middleware.unwrap(Effect.gen(function*() {
+ *   const greeting = yield* Greeting
+ *   return Middleware.make({
+ *     name: "greet",
+ *     wrapModelCall: (request, next) => next({ ...request, systemPrompt: `${greeting} ${request.systemPrompt ?? ""}` })
+ *   })
+ * }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const unwrap = <S, E, R, B, B2, R2>(
+  setup: Effect.Effect<Middleware<S, E, R, B>, B2, R2>,
+  options?: {
+    /** The name of the middleware it builds, known before it is built (see {@link withName}). */
+    readonly name?: string | undefined
+  }
+): Middleware<S, E, R | R2, B | B2> => {
+  const unwrapped: Middleware<S, E, R | R2, B | B2> = Object.assign(Object.create(Proto), {
+    [TypeId]: TypeId,
+    name: "unwrap",
+    state: undefined,
+    canJumpTo: [],
+    tools: undefined,
+    uses: {},
+    setup,
+    beforeAgent: undefined,
+    beforeModel: undefined,
+    afterModel: undefined,
+    afterAgent: undefined,
+    wrapModelCall: undefined,
+    wrapToolCall: undefined,
+    wrapModelStream: undefined,
+    transformInput: undefined,
+    validateResume: undefined,
+    onThreadDeleted: undefined
+  })
+  return options?.name === undefined ? unwrapped : withName(unwrapped, options.name)
+}
+
+/**
+ * Runs the setup of a middleware built by {@link unwrap} (and of what it
+ * gives, in turn), as `Agent.make` does, and gives the middleware it builds;
+ * a middleware without a setup as it is. To test a middleware's hooks
+ * without an agent, or its options.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const built = yield* Middleware.build(Middleware.unwrap(Effect.succeed(Middleware.make({ name: "inner" }))))
+ *   return built.name // "inner"
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const build = <S, E, R, B>(self: Middleware<S, E, R, B>): Effect.Effect<Middleware<S, E, R, B>, B, R> =>
+  self.setup === undefined ? Effect.succeed(self) : Effect.flatMap(self.setup, build) as any
 
 /**
  * The same middleware under another name: to use a middleware twice in one
  * agent (names must be unique), or to tell two apart in reports. Its state
  * slices keep their keys, so a middleware with state cannot be used twice.
+ * A middleware built by {@link unwrap} gets the name once it is built.
  *
  * @example
  * ```ts
  * import { Middleware } from "@stepwise-agent/core"
  *
- * const audit = Middleware.passThrough("audit")
+ * const audit = Middleware.make({ name: "audit" })
  * const twice = [audit, audit.pipe(Middleware.withName("audit-inner"))]
  * ```
  *
@@ -615,7 +746,12 @@ export const make = <
 export const withName: {
   (name: string): <M extends Any>(self: M) => M
   <M extends Any>(self: M, name: string): M
-} = dual(2, <M extends Any>(self: M, name: string): M => Object.assign(Object.create(Proto), self, { name }))
+} = dual(2, <M extends Any>(self: M, name: string): M =>
+  Object.assign(
+    Object.create(Proto),
+    self,
+    self.setup === undefined ? { name } : { name, setup: Effect.map(self.setup, (built) => withName(built, name)) }
+  ))
 
 /**
  * Checks whether a value is a middleware.
@@ -624,48 +760,6 @@ export const withName: {
  * @category guards
  */
 export const isMiddleware = (u: unknown): u is Any => Predicate.hasProperty(u, TypeId)
-
-/**
- * A middleware that does nothing: the identity of middleware composition.
- *
- * @example
- * ```ts
- * import { Middleware } from "@stepwise-agent/core"
- *
- * const noop = Middleware.identity("noop")
- * ```
- *
- * @since 0.1.0
- * @category constructors
- */
-export const identity = (name: string): Middleware => make({ name })
-
-/**
- * A middleware that implements every wrap hook by calling `next` once with
- * the request unchanged, and every node hook by returning no update. It
- * should change nothing about a run; it exists to measure and test the cost
- * and laws of the middleware path.
- *
- * @example
- * ```ts
- * import { Middleware } from "@stepwise-agent/core"
- *
- * const middleware = [1, 2, 3].map((i) => Middleware.passThrough(`pass${i}`))
- * ```
- *
- * @since 0.1.0
- * @category constructors
- */
-export const passThrough = (name: string): Middleware =>
-  make({
-    name,
-    beforeAgent: () => Effect.void,
-    beforeModel: () => Effect.void,
-    afterModel: () => Effect.void,
-    afterAgent: () => Effect.void,
-    wrapModelCall: (request, next) => next(request),
-    wrapToolCall: (request, next) => next(request)
-  })
 
 /**
  * Builds the result of a tool call, for a `wrapToolCall` that answers without
@@ -757,45 +851,62 @@ export interface Decision {
 }
 
 /**
- * Where decisions of the current run go; set by the agent loop.
- *
- * @since 0.1.0
- * @category fiber refs
- */
-export const CurrentDecisionSink: FiberRef.FiberRef<(decision: Decision) => Effect.Effect<void>> =
-  observer.currentDecisionSink
-
-/**
- * Where the events of the current run go, while someone streams or watches
- * it (`undefined` otherwise); set by the agent loop. A middleware that runs
- * another agent inside a hook (`SubAgents`) forwards that run's events here,
- * wrapped in `AgentEvent.SubAgentEvent`, and checks it to run the child
- * silently when nobody watches.
+ * Where the events of the current run go while someone streams or watches it
+ * (`undefined` otherwise). A middleware that runs another agent inside a
+ * hook (`SubAgents`) forwards that run's events here, wrapped in
+ * `AgentEvent.SubAgentEvent`, and runs the child silently when there is no
+ * sink.
  *
  * @example
  * ```ts
  * import { AgentEvent, Middleware } from "@stepwise-agent/core"
- * import { Effect, FiberRef } from "effect"
+ * import { Effect } from "effect"
  *
  * const forward = (event: AgentEvent.AgentEvent<any, any>) =>
- *   Effect.flatMap(FiberRef.get(Middleware.CurrentEventSink), (sink) =>
+ *   Effect.flatMap(Middleware.eventSink, (sink) =>
  *     Effect.sync(() => sink?.(AgentEvent.SubAgentEvent({ callId: "call_1", agent: "researcher", threadId: "t/task/call_1/1", event }))))
  * ```
  *
  * @since 0.1.0
- * @category fiber refs
+ * @category accessors
  */
-export const CurrentEventSink: FiberRef.FiberRef<((event: AgentEvent.AgentEvent<any, any>) => void) | undefined> =
-  observer.currentEventSink
+export const eventSink: Effect.Effect<((event: AgentEvent.AgentEvent<any, any>) => void) | undefined> = FiberRef
+  .get(observer.currentEventSink)
 
 /**
- * The middleware and hook that are running; set by the agent loop.
+ * Runs `self` with the decisions it reports ({@link report}) filed under
+ * hook `hook` of middleware `middleware`: for work of a hook that runs
+ * outside it, such as a guard at the end of the `wrapToolCall` chain
+ * ({@link guardToolCall}) or a stream read after `wrapModelStream` returned.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@stepwise-agent/core"
+ *
+ * const reported = Middleware.report("stream redacted").pipe(
+ *   Middleware.reportingAs({ middleware: "pii", hook: "wrapModelStream" })
+ * )
+ * ```
  *
  * @since 0.1.0
- * @category fiber refs
+ * @category combinators
  */
-export const CurrentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> =
-  observer.currentHook
+export const reportingAs: {
+  (location: { readonly middleware: string; readonly hook: string }): <A, E, R>(
+    self: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E, R>
+  <A, E, R>(
+    self: Effect.Effect<A, E, R>,
+    location: { readonly middleware: string; readonly hook: string }
+  ): Effect.Effect<A, E, R>
+} = dual(
+  2,
+  <A, E, R>(
+    self: Effect.Effect<A, E, R>,
+    location: { readonly middleware: string; readonly hook: string }
+  ): Effect.Effect<A, E, R> =>
+    Effect.locally(self, observer.currentHook, { middleware: location.middleware, hook: location.hook })
+)
 
 /**
  * A check of a tool call at the very end of the `wrapToolCall` chain, on the
@@ -809,18 +920,6 @@ export const CurrentHook: FiberRef.FiberRef<{ readonly middleware: string; reado
  * @category models
  */
 export type ToolCallGuard = (request: ToolCallRequest) => Effect.Effect<Option.Option<Prompt.ToolResultPart>>
-
-/**
- * The guards installed by the `wrapToolCall` hooks the current tool call
- * passed through (see {@link guardToolCall}); read by the agent loop.
- *
- * @since 0.1.0
- * @category fiber refs
- */
-export const CurrentToolCallGuards: FiberRef.FiberRef<ReadonlyArray<ToolCallGuard>> = globalValue(
-  Symbol.for("@stepwise-agent/core/Middleware/CurrentToolCallGuards"),
-  () => FiberRef.unsafeMake<ReadonlyArray<ToolCallGuard>>([])
-)
 
 /**
  * Runs `self` (a `wrapToolCall`'s call of `next`) with `guard` checking the
@@ -858,7 +957,7 @@ export const guardToolCall: {
 } = dual(
   2,
   <A, E, R>(self: Effect.Effect<A, E, R>, guard: ToolCallGuard): Effect.Effect<A, E, R> =>
-    Effect.locallyWith(self, CurrentToolCallGuards, (guards) => [...guards, guard])
+    Effect.locallyWith(self, toolCallGuards, (guards) => [...guards, guard])
 )
 
 /**
@@ -882,11 +981,11 @@ export const guardToolCall: {
  * @category combinators
  */
 export const report = (decision: string, data?: unknown): Effect.Effect<void> =>
-  Effect.flatMap(FiberRef.get(CurrentHook), (current) =>
+  Effect.flatMap(FiberRef.get(observer.currentHook), (current) =>
     Effect.zipRight(
       Effect.annotateCurrentSpan("decision", decision),
       Effect.flatMap(
-        FiberRef.get(CurrentDecisionSink),
+        FiberRef.get(observer.currentDecisionSink),
         (sink) => sink({ middleware: current.middleware, hook: current.hook, decision, data })
       )
     ))

@@ -187,38 +187,32 @@ export interface Interrupt {
 }
 
 /**
+ * `step` receives a step the loop would run and returns the effect to run
+ * instead: the same one (in process), or one that records its result
+ * (encoded with `schema`) the first time and replays it after.
+ *
  * @since 0.1.0
- * @category tags
+ * @category models
  */
-export declare namespace RunJournal {
+export interface Service {
+  readonly step: <A, I, E, R>(
+    key: StepKey,
+    schema: Schema.Schema<A, I>,
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E, R>
   /**
-   * `step` receives a step the loop would run and returns the effect to run
-   * instead: the same one (in process), or one that records its result
-   * (encoded with `schema`) the first time and replays it after.
-   *
-   * @since 0.1.0
-   * @category models
+   * Called after the loop saved the interrupted state. `None` ends the run
+   * as `Interrupted` (to be resumed with `Agent.resume`); `Some(value)`
+   * runs the interrupting hook again at once with `value`.
    */
-  export interface Service {
-    readonly step: <A, I, E, R>(
-      key: StepKey,
-      schema: Schema.Schema<A, I>,
-      effect: Effect.Effect<A, E, R>
-    ) => Effect.Effect<A, E, R>
-    /**
-     * Called after the loop saved the interrupted state. `None` ends the run
-     * as `Interrupted` (to be resumed with `Agent.resume`); `Some(value)`
-     * runs the interrupting hook again at once with `value`.
-     */
-    readonly await: (interrupt: Interrupt) => Effect.Effect<Option.Option<unknown>>
-    /**
-     * Whether the journal waits for decisions durably itself (a workflow).
-     * A thread such a journal interrupted is marked durable in its
-     * checkpoint: `Agent.resume`, `resumeStream` and `discardPending`
-     * refuse it (`DurableThreadError`) unless run with a durable journal.
-     */
-    readonly durable: boolean
-  }
+  readonly await: (interrupt: Interrupt) => Effect.Effect<Option.Option<unknown>>
+  /**
+   * Whether the journal waits for decisions durably itself (a workflow).
+   * A thread such a journal interrupted is marked durable in its
+   * checkpoint: `Agent.resume`, `resumeStream` and `discardPending`
+   * refuse it (`DurableThreadError`) unless run with a durable journal.
+   */
+  readonly durable: boolean
 }
 
 /**
@@ -247,7 +241,7 @@ export declare namespace RunJournal {
  */
 export class RunJournal extends Context.Tag("@stepwise-agent/core/RunJournal")<
   RunJournal,
-  RunJournal.Service
+  Service
 >() {}
 
 /**
@@ -264,7 +258,7 @@ export class RunJournal extends Context.Tag("@stepwise-agent/core/RunJournal")<
  * @since 0.1.0
  * @category constructors
  */
-export const inProcess: RunJournal.Service = RunJournal.of({
+export const inProcess: Service = RunJournal.of({
   step: (_key, _schema, effect) => effect,
   await: () => Effect.succeedNone,
   durable: false
@@ -285,7 +279,7 @@ export const inProcess: RunJournal.Service = RunJournal.of({
  * import { Agent, RunJournal } from "@stepwise-agent/core"
  * import { Effect, Option } from "effect"
  *
- * const runChild = (child: Agent.Agent.Service<any, any>, path: string) =>
+ * const runChild = (child: Agent.Service<any, any>, path: string) =>
  *   Effect.gen(function*() {
  *     const outer = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
  *     return yield* child.run("Summarize the report", { threadId: `parent/${path}` }).pipe(
@@ -297,7 +291,7 @@ export const inProcess: RunJournal.Service = RunJournal.of({
  * @since 0.1.0
  * @category constructors
  */
-export const nested = (journal: RunJournal.Service, path: string): RunJournal.Service =>
+export const nested = (journal: Service, path: string): Service =>
   journal === inProcess ? inProcess : RunJournal.of({
     step: (key, schema, effect) => journal.step(StepKey.Nested({ path, key }), schema, effect),
     await: () => Effect.succeedNone,

@@ -24,7 +24,7 @@
  * and results, per payload object).
  *
  * A counter can be calibrated against the input tokens a model reported
- * ({@link TokenCounter.Service.calibrate}): the counts are then multiplied by
+ * ({@link Service.calibrate}): the counts are then multiplied by
  * the ratio of reported to counted tokens.
  *
  * @since 0.1.0
@@ -117,59 +117,53 @@ export type TiktokenEngine = Encodings.Engine
  */
 export class TokenCounter extends Context.Tag("@stepwise-agent/core/TokenCounter")<
   TokenCounter,
-  TokenCounter.Service
+  Service
 >() {}
 
 /**
+ * A token counter.
+ *
+ * "Raw" counts are the counter's own, uncalibrated ones. The raw count of
+ * messages is the sum of theirs. For the exact and tokenizer counters, the
+ * raw count of a message is a per-message overhead plus the raw counts of
+ * its parts (a system message: the overhead plus its text); the
+ * approximate counter rounds a user or assistant message up as a whole
+ * (see {@link makeApproximate}), and a tool message counts the sum of its
+ * results. `count` and `countMessage` apply
+ * the calibration scale (1 until {@link Service.calibrate} is called) and
+ * round.
+ *
  * @since 0.1.0
- * @category tags
+ * @category models
  */
-export declare namespace TokenCounter {
+export interface Service {
+  readonly method: Method
+  /** Tokens of the messages: the scale times the sum of their raw counts, rounded. */
+  readonly count: (messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<number>
+  /** Tokens of one message: the scale times its raw count, rounded. */
+  readonly countMessage: (message: Prompt.Message) => Effect.Effect<number>
+  /** Raw tokens of a text (not cached by identity). */
+  readonly countText: (text: string) => Effect.Effect<number>
   /**
-   * A token counter.
-   *
-   * "Raw" counts are the counter's own, uncalibrated ones. The raw count of
-   * messages is the sum of theirs. For the exact and tokenizer counters, the
-   * raw count of a message is a per-message overhead plus the raw counts of
-   * its parts (a system message: the overhead plus its text); the
-   * approximate counter rounds a user or assistant message up as a whole
-   * (see {@link makeApproximate}), and a tool message counts the sum of its
-   * results. `count` and `countMessage` apply
-   * the calibration scale (1 until {@link Service.calibrate} is called) and
-   * round.
-   *
-   * @since 0.1.0
-   * @category models
+   * Raw tokens of each message or part, in order, in one effect (the exact
+   * and tokenizer counters cache every result by object identity). This is
+   * the building block of context edits: they measure the parts they would
+   * replace and the parts they would put in their place.
    */
-  export interface Service {
-    readonly method: Method
-    /** Tokens of the messages: the scale times the sum of their raw counts, rounded. */
-    readonly count: (messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<number>
-    /** Tokens of one message: the scale times its raw count, rounded. */
-    readonly countMessage: (message: Prompt.Message) => Effect.Effect<number>
-    /** Raw tokens of a text (not cached by identity). */
-    readonly countText: (text: string) => Effect.Effect<number>
-    /**
-     * Raw tokens of each message or part, in order, in one effect (the exact
-     * and tokenizer counters cache every result by object identity). This is
-     * the building block of context edits: they measure the parts they would
-     * replace and the parts they would put in their place.
-     */
-    readonly measure: (items: ReadonlyArray<Countable>) => Effect.Effect<ReadonlyArray<number>>
-    /** The calibration scale applied by `count` and `countMessage`. */
-    readonly scale: Effect.Effect<number>
-    /**
-     * Calibrates the counter against the input tokens a model reported for
-     * `messages` (pass exactly what the model received, system message
-     * included). The scale becomes the sum of all reported input tokens over
-     * the sum of the raw counts of the calibrated requests, a cumulative ratio
-     * that steadies as observations add up. It absorbs what the counter does
-     * not see (the provider's message framing, tool definitions). A report
-     * that is not a positive finite number, or messages that count 0, change
-     * nothing. Returns the new scale.
-     */
-    readonly calibrate: (reportedInputTokens: number, messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<number>
-  }
+  readonly measure: (items: ReadonlyArray<Countable>) => Effect.Effect<ReadonlyArray<number>>
+  /** The calibration scale applied by `count` and `countMessage`. */
+  readonly scale: Effect.Effect<number>
+  /**
+   * Calibrates the counter against the input tokens a model reported for
+   * `messages` (pass exactly what the model received, system message
+   * included). The scale becomes the sum of all reported input tokens over
+   * the sum of the raw counts of the calibrated requests, a cumulative ratio
+   * that steadies as observations add up. It absorbs what the counter does
+   * not see (the provider's message framing, tool definitions). A report
+   * that is not a positive finite number, or messages that count 0, change
+   * nothing. Returns the new scale.
+   */
+  readonly calibrate: (reportedInputTokens: number, messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<number>
 }
 
 // ---------------------------------------------------------------------------
@@ -261,9 +255,9 @@ const sum = (counts: ReadonlyArray<number>): number => {
  */
 const fromMeasure = (
   method: Method,
-  measure: TokenCounter.Service["measure"],
-  countText: TokenCounter.Service["countText"]
-): TokenCounter.Service => {
+  measure: Service["measure"],
+  countText: Service["countText"]
+): Service => {
   let scale = 1
   let reportedTotal = 0
   let rawTotal = 0
@@ -289,7 +283,7 @@ const fromMeasure = (
 }
 
 /** A counter that keeps the count of every part and message object it counted with `engine`. */
-const fromEngine = (engine: Engine): TokenCounter.Service => {
+const fromEngine = (engine: Engine): Service => {
   const cache = new WeakMap<object, number>()
 
   const measure = (items: ReadonlyArray<Countable>): Effect.Effect<ReadonlyArray<number>> =>
@@ -426,7 +420,7 @@ export interface ApproximateOptions {
  */
 export const makeApproximate = (
   options?: ApproximateOptions
-): Effect.Effect<TokenCounter.Service, InvalidOptions> =>
+): Effect.Effect<Service, InvalidOptions> =>
   Effect.gen(function*() {
     const unknown = unknownKey("TokenCounter", options, ["charsPerToken", "tokensPerMessage"])
     if (unknown !== undefined) return yield* unknown
@@ -465,7 +459,7 @@ const roleChars = { system: 6, user: 4, assistant: 9, tool: 4 } as const
  * messages each have a hidden class of their own), and a tool message's
  * parts without their type (a tool message holds only tool results).
  */
-const approximate = (charsPerToken: number, tokensPerMessage: number): TokenCounter.Service => {
+const approximate = (charsPerToken: number, tokensPerMessage: number): Service => {
   const remember = (measure: (value: unknown) => number) => {
     const lengths = new WeakMap<object, number>()
     return (value: unknown): number => {
@@ -627,7 +621,7 @@ const oneOf = (option: string, supported: ReadonlyArray<string>, value: unknown)
  */
 export const makeTiktoken = (
   options: TiktokenOptions
-): Effect.Effect<TokenCounter.Service, InvalidOptions> =>
+): Effect.Effect<Service, InvalidOptions> =>
   Effect.suspend(() => {
     const invalid = unknownKey("TokenCounter", options, ["encoding", "engine"]) ??
       oneOf("encoding", supportedEncodings, options?.encoding) ??
@@ -718,7 +712,7 @@ const emptyMessage = (role: Role): Prompt.Message =>
  * @since 0.1.0
  * @category constructors
  */
-export const makeTokenizer: Effect.Effect<TokenCounter.Service, never, Tokenizer.Tokenizer> = Effect.gen(function*() {
+export const makeTokenizer: Effect.Effect<Service, never, Tokenizer.Tokenizer> = Effect.gen(function*() {
   const tokenizer = yield* Tokenizer.Tokenizer
   const fallback = (item: Prompt.Part | string) => {
     if (typeof item === "string") return Math.ceil(item.length / 4)
@@ -813,7 +807,7 @@ export const count = (messages: ReadonlyArray<Prompt.Message>): Effect.Effect<nu
 
 /**
  * Calibrates the `TokenCounter` in context against a model's reported input
- * tokens (see {@link TokenCounter.Service.calibrate}).
+ * tokens (see {@link Service.calibrate}).
  *
  * @example
  * ```ts

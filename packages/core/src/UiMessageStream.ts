@@ -706,7 +706,7 @@ export const readChatRequest = (body: unknown): Effect.Effect<ChatTurn, InvalidC
 
 type Refusal = InvalidChatRequest | ChatConflict | ChatRequestTooLarge | ChatForbidden
 
-const threadOf = <S, E, O>(agent: Agent.Agent.Service<S, E, O>, threadId: string) =>
+const threadOf = <S, E, O>(agent: Agent.Service<S, E, O>, threadId: string) =>
   agent.thread(threadId).pipe(
     Effect.catchTags({
       InvalidInput: (error) => new InvalidChatRequest({ reason: `the chat id: ${error.description}` })
@@ -714,7 +714,7 @@ const threadOf = <S, E, O>(agent: Agent.Agent.Service<S, E, O>, threadId: string
   )
 
 const answer = <S, E, O>(
-  agent: Agent.Agent.Service<S, E, O>,
+  agent: Agent.Service<S, E, O>,
   turn: Extract<ChatTurn, { _tag: "Answer" }>,
   approvals: Approvals | undefined
 ) =>
@@ -934,7 +934,7 @@ const checkAuthorized = (
  * @category constructors
  */
 export const toHttpApp = <S, E, O>(
-  agent: Agent.Agent.Service<S, E, O>,
+  agent: Agent.Service<S, E, O>,
   options: Options
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
   Effect.gen(function*() {

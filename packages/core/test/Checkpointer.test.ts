@@ -205,7 +205,7 @@ describe("Checkpointer.layerFileSystem, two instances on one folder", () => {
         slices: { writer: { writer, index } }
       })
       const written = new Map<string, Checkpointer.Checkpoint>()
-      const saves = (writer: number, checkpointer: Checkpointer.Checkpointer.Service) =>
+      const saves = (writer: number, checkpointer: Checkpointer.Service) =>
         Effect.forEach(Array.from({ length: 100 }, (_, index) => index), (index) => {
           const value = checkpoint(writer, index)
           written.set(`${writer}/${index}`, value)

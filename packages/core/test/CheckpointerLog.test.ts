@@ -21,7 +21,7 @@ const tempDirectory = Effect.flatMap(
 
 /** A backend: `open` makes a checkpointer instance on the same storage each time (a fresh process, as far as it knows). */
 interface Backend {
-  readonly open: Effect.Effect<Checkpointer.Checkpointer.Service, unknown>
+  readonly open: Effect.Effect<Checkpointer.Service, unknown>
 }
 
 const fileSystem = Effect.map(tempDirectory, (directory): Backend => ({
@@ -186,7 +186,7 @@ const countingStore = (written: { bytes: number }) =>
 const message = (i: number) => ({ role: "user", content: [{ type: "text", text: `message ${i} ${"x".repeat(100)}` }] })
 
 /** Bytes written by a one-message step on an `n`-message thread this checkpointer saved last. */
-const stepBytes = (checkpointer: Checkpointer.Checkpointer.Service, written: { bytes: number }, n: number) =>
+const stepBytes = (checkpointer: Checkpointer.Service, written: { bytes: number }, n: number) =>
   Effect.gen(function*() {
     const threadId = `thread-${n}`
     const messages = Array.from({ length: n }, (_, i) => message(i))

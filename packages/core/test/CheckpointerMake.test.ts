@@ -56,8 +56,8 @@ describe("Checkpointer.make", () => {
 
   it.effect("keeps both when both are given", () =>
     Effect.gen(function*() {
-      const save: Checkpointer.Checkpointer.Service["save"] = () => Effect.void
-      const append: NonNullable<Checkpointer.Checkpointer.Service["append"]> = () => Effect.void
+      const save: Checkpointer.Service["save"] = () => Effect.void
+      const append: NonNullable<Checkpointer.Service["append"]> = () => Effect.void
       const checkpointer = Checkpointer.make({
         load: () => Effect.succeedNone,
         save,
@@ -110,7 +110,7 @@ describe("the checkpointers of this package", () => {
   for (const [name, open] of stores) {
     it.scoped(`${name}: has append, and save and append store the same checkpoint`, () =>
       Effect.gen(function*() {
-        const checkpointer: Checkpointer.Checkpointer.Service = yield* open
+        const checkpointer: Checkpointer.Service = yield* open
         assert.isFunction(checkpointer.append)
         const first = [{ role: "user", content: "a" }]
         yield* checkpointer.save("t", checkpoint(first))

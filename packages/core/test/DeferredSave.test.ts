@@ -28,7 +28,7 @@ const script = (steps: ReadonlyArray<number>) => [
 ]
 
 /** A store: `open` makes a checkpointer instance on the same storage each time (a fresh process, as far as it knows). */
-type Store = Effect.Effect<Checkpointer.Checkpointer.Service, unknown, FileSystem.FileSystem | NodeContext.NodeContext>
+type Store = Effect.Effect<Checkpointer.Service, unknown, FileSystem.FileSystem | NodeContext.NodeContext>
 
 const stores: ReadonlyArray<
   readonly [string, Effect.Effect<Store, unknown, FileSystem.FileSystem | Scope.Scope>]
@@ -137,7 +137,7 @@ describe("deferred saves", () => {
       assert.isDefined(inner.append)
       // counts the appends, and the calls that build a save's whole encoded thread
       const counts = { deferred: 0, built: 0 }
-      const spied: Checkpointer.Checkpointer.Service = {
+      const spied: Checkpointer.Service = {
         ...inner,
         append: (threadId, deferred) => {
           counts.deferred++
@@ -177,7 +177,7 @@ describe("deferred saves", () => {
       const memory = yield* Checkpointer.makeMemory
       const saved: Array<number> = []
       const appended: Array<number> = []
-      const logging: Checkpointer.Checkpointer.Service = {
+      const logging: Checkpointer.Service = {
         ...memory,
         save: (threadId, checkpoint) => {
           saved.push(checkpoint.messages.length)
@@ -186,7 +186,7 @@ describe("deferred saves", () => {
       }
       // the capability the spread kept is a member, in plain sight
       assert.strictEqual(logging.append, memory.append)
-      const counting: Checkpointer.Checkpointer.Service = {
+      const counting: Checkpointer.Service = {
         ...logging,
         append: (threadId, checkpoint) => {
           appended.push(checkpoint.length)
@@ -214,7 +214,7 @@ describe("deferred saves", () => {
     Effect.gen(function*() {
       const memory = yield* Checkpointer.makeMemory
       const saved: Array<ReadonlyArray<unknown>> = []
-      const logging: Checkpointer.Checkpointer.Service = {
+      const logging: Checkpointer.Service = {
         ...memory,
         append: undefined,
         save: (threadId, checkpoint) => {

@@ -3,7 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, FastCheck, Layer, Schema, Stream } from "effect"
-import { Add, Calculator, CalculatorLive } from "./utils.js"
+import { Add, Calculator, CalculatorLive, passThrough } from "./utils.js"
 
 const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
   Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))
@@ -18,7 +18,7 @@ describe("configuration errors at construction", () => {
     Effect.gen(function*() {
       const error = yield* Effect.flip(Agent.make({
         toolkit: Calculator,
-        middleware: [Middleware.identity("logging"), Middleware.passThrough("other"), Middleware.passThrough("logging")]
+        middleware: [Middleware.make({ name: "logging" }), passThrough("other"), passThrough("logging")]
       }))
       assert.strictEqual(error._tag, "AgentConfigError")
       assert.include(error.message, `"logging"`)
@@ -93,7 +93,7 @@ describe("configuration errors at construction", () => {
 
   it.effect("an unknown option (a typo) fails with InvalidOptions naming it", () =>
     Effect.gen(function*() {
-      const options = { systemPrompt: "Be brief.", middlewares: [Middleware.passThrough("a")] }
+      const options = { systemPrompt: "Be brief.", middlewares: [passThrough("a")] }
       const error = yield* Effect.flip(Agent.make(options))
       assert.strictEqual(error._tag, "InvalidOptions")
       if (error._tag !== "InvalidOptions") return

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Layer } from "effect"
-import { Calculator, CalculatorLive } from "./utils.js"
+import { Calculator, CalculatorLive, passThrough } from "./utils.js"
 
 const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
   Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))
@@ -12,7 +12,7 @@ const addCall = ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, 
 /** Runs an agent with one middleware and gives the error the run fails with. */
 const failure = (middleware: Middleware.Any) =>
   Effect.gen(function*() {
-    const agent = yield* Agent.make({ toolkit: Calculator, middleware: [Middleware.passThrough("outer"), middleware] })
+    const agent = yield* Agent.make({ toolkit: Calculator, middleware: [passThrough("outer"), middleware] })
     return yield* Effect.flip(agent.run("hi", { threadId: "t" }))
   })
 

@@ -74,7 +74,7 @@ describe("hook order", () => {
       })
       const agent = yield* Agent.make({
         toolkit: Calculator,
-        middleware: [onlyAfter, recording("a", log), onlyBefore, Middleware.identity("noop")]
+        middleware: [onlyAfter, recording("a", log), onlyBefore, Middleware.make({ name: "noop" })]
       })
       yield* agent.run("hi", { threadId: "t" })
       assert.deepStrictEqual(log, [

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Either, FastCheck, Layer } from "effect"
-import { Calculator, CalculatorLive, encoded, encodedRequests } from "./utils.js"
+import { Calculator, CalculatorLive, encoded, encodedRequests, passThrough } from "./utils.js"
 
 /** A tool call of a scripted turn: a valid `add`, one with invalid arguments, or one of an unknown tool. */
 const CallArb = FastCheck.oneof(
@@ -88,7 +88,7 @@ const checkRun = (script: Script, observed: Effect.Effect.Success<ReturnType<typ
 
 describe("middleware laws", () => {
   it.effect.prop(
-    "adding Middleware.identity anywhere changes nothing",
+    "adding a middleware without hooks anywhere changes nothing",
     {
       script: ScriptArb,
       others: FastCheck.integer({ min: 0, max: 3 }),
@@ -96,9 +96,9 @@ describe("middleware laws", () => {
     },
     ({ others, position, script }) =>
       Effect.gen(function*() {
-        const base = Array.from({ length: others }, (_, i) => Middleware.passThrough(`pass${i}`))
+        const base = Array.from({ length: others }, (_, i) => passThrough(`pass${i}`))
         const at = position % (others + 1)
-        const withIdentity = [...base.slice(0, at), Middleware.identity("identity"), ...base.slice(at)]
+        const withIdentity = [...base.slice(0, at), Middleware.make({ name: "identity" }), ...base.slice(at)]
         const expected = yield* observe(script, base)
         const actual = yield* observe(script, withIdentity)
         assert.deepStrictEqual(actual, expected)
@@ -108,11 +108,11 @@ describe("middleware laws", () => {
   )
 
   it.effect.prop(
-    "any list of Middleware.passThrough gives the same run as none",
+    "any list of pass-through middleware gives the same run as none",
     { script: ScriptArb, count: FastCheck.integer({ min: 0, max: 10 }) },
     ({ count, script }) =>
       Effect.gen(function*() {
-        const middleware = Array.from({ length: count }, (_, i) => Middleware.passThrough(`pass${i}`))
+        const middleware = Array.from({ length: count }, (_, i) => passThrough(`pass${i}`))
         const expected = yield* observe(script, [])
         const actual = yield* observe(script, middleware)
         assert.deepStrictEqual(actual, expected)

@@ -80,7 +80,7 @@ describe("model replies that cannot be an answer", () => {
 
   it.effect("ModelRetry retries a stream dropped mid-reply; the second attempt is stored once", () =>
     Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({ maxRetries: 1, initialDelay: "1 second", jitter: false })
+      const retry = ModelRetry.middleware({ maxRetries: 1, initialDelay: "1 second", jitter: false })
       const agent = yield* Agent.make({ middleware: [retry] })
       const fiber = yield* Effect.fork(Stream.runCollect(agent.stream("hi", { threadId: "t" })))
       yield* TestClock.adjust("1 second")

@@ -29,7 +29,7 @@ const good = (id: string) => ScriptedModel.toolCalls([{ name: "add", params: { a
 type Mode = "run" | "stream"
 
 /** Runs `input` on "t" by `mode`, giving the events (none for `run`) and the result. */
-const runBy = (agent: Agent.Agent.Service, mode: Mode, input: string) =>
+const runBy = (agent: Agent.Service, mode: Mode, input: string) =>
   mode === "run"
     ? Effect.map(agent.run(input, { threadId: "t" }), (result) => ({ events: [], result }))
     : Effect.map(Stream.runCollect(agent.stream(input, { threadId: "t" })), (chunk) => {

@@ -15,7 +15,7 @@ type Entry = "run" | "stream" | "send"
 const entries: ReadonlyArray<Entry> = ["run", "stream", "send"]
 
 /** The input given to `entry` on thread "t": its error, or undefined when it was accepted. */
-const attempt = (agent: Agent.Agent.Service<any, any, any>, entry: Entry, input: unknown) => {
+const attempt = (agent: Agent.Service<any, any, any>, entry: Entry, input: unknown) => {
   const given = input as Prompt.RawInput
   const effect: Effect.Effect<unknown, unknown> = entry === "run"
     ? agent.run(given, { threadId: "t" })

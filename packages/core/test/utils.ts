@@ -3,7 +3,7 @@
  * middleware that records every hook call, and helpers to read transcripts.
  */
 import { Prompt, Response, Tool, Toolkit } from "@effect/ai"
-import type { Middleware } from "@stepwise-agent/core"
+import { Middleware } from "@stepwise-agent/core"
 import { HookRecorder, type ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Schema } from "effect"
 
@@ -19,6 +19,18 @@ export const Calculator = Toolkit.make(Add)
 
 /** The calculator's handlers. */
 export const CalculatorLive = Calculator.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })
+
+/** A middleware whose every hook passes through (a node hook returns nothing, a wrap hook calls `next` once). */
+export const passThrough = (name: string): Middleware.Middleware<{}, never, never, never> =>
+  Middleware.make({
+    name,
+    beforeAgent: () => Effect.void,
+    beforeModel: () => Effect.void,
+    afterModel: () => Effect.void,
+    afterAgent: () => Effect.void,
+    wrapModelCall: (request, next) => next(request),
+    wrapToolCall: (request, next) => next(request)
+  })
 
 /** A middleware implementing every hook, recording `name.hook` (and `:in` / `:out` for wrap hooks) in `log`. */
 export const recording = HookRecorder.middleware

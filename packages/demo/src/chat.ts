@@ -52,7 +52,7 @@ const script = [
  */
 export const chatRouter = (origin: string) =>
   Effect.gen(function*() {
-    const approvals = yield* HumanInTheLoop.middleware({
+    const approvals = HumanInTheLoop.middleware({
       toolkit: DemoToolkit,
       interruptOn: { read_file: { allowedDecisions: ["approve", "reject"] } }
     })

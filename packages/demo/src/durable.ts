@@ -222,7 +222,7 @@ const agentLayer = (
   pace: Duration.Duration
 ) =>
   Layer.unwrapEffect(Effect.gen(function*() {
-    const approvals = yield* HumanInTheLoop.middleware({
+    const approvals = HumanInTheLoop.middleware({
       toolkit: DurableToolkit,
       interruptOn: { read_file: { allowedDecisions: ["approve", "reject"] } }
     })

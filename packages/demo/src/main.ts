@@ -172,7 +172,7 @@ const decide = (request: HumanInTheLoop.ApprovalRequest) =>
 const leafId = (leaf: SubAgents.Leaf) => [...leaf.path.map((step) => step.callId), leaf.interrupt.key].join(" › ")
 
 const program = Effect.gen(function*() {
-  const approvals = yield* HumanInTheLoop.middleware({
+  const approvals = HumanInTheLoop.middleware({
     toolkit: DemoToolkit,
     interruptOn: { read_file: { allowedDecisions: ["approve", "reject"] } }
   })

@@ -31,7 +31,7 @@ import { Config, Console, Effect, Fiber, Stream } from "effect"
  * @category running
  */
 export const runWithInspector = (
-  agent: Agent.Agent.Service<any, any>,
+  agent: Agent.Service<any, any>,
   options: { readonly question: string; readonly threadId: string }
 ) =>
   Effect.gen(function*() {

@@ -33,7 +33,7 @@ const setup = (script: ReadonlyArray<FakeOpenAi.Reply>) =>
     const model = yield* Layer.build(
       ModelProfile.model("gpt-4o", (model) => FakeOpenAi.languageModel(server, { model, apiKey }))
     )
-    const overflow = yield* ContextOverflow.middleware({ policy: "clearToolUses", keep: 1 })
+    const overflow = ContextOverflow.middleware({ policy: "clearToolUses", keep: 1 })
     const agent = yield* Agent.make({ toolkit: Tools, middleware: [overflow] }).pipe(
       Effect.provide(Layer.mergeAll(Layer.succeedContext(model), ToolsLive, Checkpointer.layerMemory))
     )

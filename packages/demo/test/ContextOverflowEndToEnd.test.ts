@@ -23,7 +23,7 @@ const setup = (script: ReadonlyArray<FakeOpenAi.Reply>) =>
     const model = yield* Layer.build(
       ModelProfile.model("gpt-4o", (model) => FakeOpenAi.languageModel(server, { model, apiKey }))
     )
-    const summarization = yield* Summarization.middleware({ trigger: { fraction: 0.85 }, keep: { messages: 2 } })
+    const summarization = Summarization.middleware({ trigger: { fraction: 0.85 }, keep: { messages: 2 } })
     const agent = yield* Agent.make({ middleware: [summarization] }).pipe(
       Effect.provide(Layer.mergeAll(Layer.succeedContext(model), Summarization.layer(summarizer.model))),
       Effect.provide(Checkpointer.layerMemory)

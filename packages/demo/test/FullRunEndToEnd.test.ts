@@ -59,11 +59,11 @@ const setup = Effect.gen(function*() {
   const server = yield* FakeOpenAi.make(script)
   const searched = yield* Ref.make<ReadonlyArray<string>>([])
   const published = yield* Ref.make<ReadonlyArray<string>>([])
-  const clear = yield* ContextEditing.ClearToolUses({ trigger: 700, keep: 1, excludeTools: [TodoList.toolName] })
+  const clear = ContextEditing.clearToolUses({ trigger: 700, keep: 1, excludeTools: [TodoList.toolName] })
   const middleware = [
     TodoList.middleware(),
     ContextEditing.middleware({ edits: [clear] }),
-    yield* HumanInTheLoop.middleware({
+    HumanInTheLoop.middleware({
       toolkit: Toolkit.merge(Tools, TodoList.toolkit),
       interruptOn: { publish: { allowedDecisions: ["approve", "reject"] } }
     })

@@ -216,7 +216,7 @@ describe("ModelRetry and replies cut short, over the real OpenAI client", () => 
       const { agent, server } = yield* setup([
         FakeOpenAi.streamTextCut(chunks, { deltas: 2 }),
         FakeOpenAi.streamText(chunks)
-      ], { middleware: [yield* retry] })
+      ], { middleware: [retry] })
 
       const decisions = yield* answeredOnce(agent)
 
@@ -232,7 +232,7 @@ describe("ModelRetry and replies cut short, over the real OpenAI client", () => 
       const { agent, server } = yield* setup([
         FakeOpenAi.sse(FakeOpenAi.textEvents(chunks), { stallAfter: 6 }),
         FakeOpenAi.streamText(chunks)
-      ], { middleware: [yield* retry] })
+      ], { middleware: [retry] })
       const dropped = yield* Ref.make(0)
 
       const decisions = yield* answeredOnce(agent, (deltas) =>
@@ -250,7 +250,7 @@ describe("ModelRetry and replies cut short, over the real OpenAI client", () => 
         FakeOpenAi.textNotStreamed(answer),
         FakeOpenAi.streamText([]),
         FakeOpenAi.streamText(chunks)
-      ], { middleware: [yield* retry] })
+      ], { middleware: [retry] })
 
       const decisions = yield* answeredOnce(agent)
 
@@ -271,7 +271,7 @@ describe("ModelRetry and replies cut short, over the real OpenAI client", () => 
       assert.strictEqual((error as AiError.HttpResponseError).response.status, 200)
       assert.isTrue(Option.isNone(yield* plain.thread("t1")))
 
-      const { agent, server } = yield* setup([cut, FakeOpenAi.text(answer)], { middleware: [yield* retry] })
+      const { agent, server } = yield* setup([cut, FakeOpenAi.text(answer)], { middleware: [retry] })
       const result = yield* agent.run(question, { threadId: "t1" })
       assert.strictEqual(result._tag, "Completed")
       if (result._tag === "Completed") assert.strictEqual(result.text, answer)

@@ -470,7 +470,7 @@ describe("OpenAI end to end", () => {
           FakeOpenAi.error(500, "The server had an error while processing your request. Sorry about that!"),
           FakeOpenAi.toolCalls([multiply]),
           FakeOpenAi.text(answer)
-        ], { middleware: [yield* retry] })
+        ], { middleware: [retry] })
 
         const result = yield* agent.run(question, { threadId: "t1" })
 
@@ -494,7 +494,7 @@ describe("OpenAI end to end", () => {
           FakeOpenAi.drop,
           FakeOpenAi.error(429, "Rate limit reached", { type: "requests", headers: { "retry-after-ms": "40" } }),
           FakeOpenAi.streamText(["6 times 7", " is", " 42."])
-        ], { middleware: [yield* retry] })
+        ], { middleware: [retry] })
         yield* Stream.runDrain(agent.stream("hello", { threadId: "t1" }))
 
         const started = yield* Clock.currentTimeMillis
@@ -527,7 +527,7 @@ describe("OpenAI end to end", () => {
   describe("with ModelFallback", () => {
     /** A fallback model on the same fake server: `gpt-4o`, told apart by the request's `model`. */
     const fallbackTo = (server: FakeOpenAi.FakeOpenAi) =>
-      Effect.map(ModelFallback.middleware(FakeOpenAi.languageModel(server, { model: "gpt-4o" })), (m) => [m])
+      Effect.succeed([ModelFallback.middleware(FakeOpenAi.languageModel(server, { model: "gpt-4o" }))])
 
     it.scoped("answers with the fallback model when the primary one fails with a 503", () =>
       Effect.gen(function*() {

@@ -116,7 +116,7 @@ describe("secrets in provider errors", () => {
         FakeOpenAi.streamText(["About 2 million."])
       ])
       const context = yield* Layer.build(model(server))
-      const summarization = yield* Summarization.middleware({
+      const summarization = Summarization.middleware({
         trigger: { messages: 3 },
         keep: { messages: 1 },
         onFailure: "continue"

@@ -129,7 +129,7 @@ const setup = (model: Layer.Layer<LanguageModel.LanguageModel>) =>
     const log = yield* Ref.make<ReadonlyArray<string>>([])
     const waiting = yield* Deferred.make<void>()
     const record = (line: string) => Ref.update(log, (all) => [...all, line])
-    const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
+    const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
     const agent = yield* Agent.make({ toolkit: Tools, middleware: [hitl] }).pipe(
       Effect.provide(Tools.toLayer({
         delete_file: ({ path }) => Effect.as(record(`delete_file ${path}`), `deleted ${path}`),

@@ -224,10 +224,10 @@ const decidedElsewhere = new Set(["ThreadStateError", "AlreadyDecided"])
  * @category constructors
  */
 export const make: (
-  agent: Agent.Agent.Service<any, any>,
+  agent: Agent.Service<any, any>,
   options?: Options | undefined
 ) => Effect.Effect<Inspector.Service, InspectorError, Scope.Scope> = Effect.fn("Inspector.make")(
-  function*(agent: Agent.Agent.Service<any, any>, options?: Options | undefined) {
+  function*(agent: Agent.Service<any, any>, options?: Options | undefined) {
     const host = options?.host ?? "127.0.0.1"
     const maxEvents = options?.maxEvents ?? 100_000
     if (!Number.isInteger(maxEvents) || maxEvents < 1) {

@@ -111,7 +111,7 @@ const cleanup = (paths: ReadonlyArray<string>) =>
       ...paths.map((path) => ScriptedModel.toolCalls([{ name: "remove_file", params: { path }, id: "c_rm" }])),
       ...paths.map(() => ScriptedModel.text("Done."))
     ])
-    const approvals = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { remove_file: true } })
+    const approvals = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { remove_file: true } })
     const child = yield* Agent.make({ toolkit: Tools, middleware: [approvals] }).pipe(
       Effect.provideService(LanguageModel.LanguageModel, childModel.model),
       Effect.provide(Tools.toLayer({

@@ -32,10 +32,10 @@ describe("Inspector on durable runs", () => {
   it.scopedLive("shows a durable run waiting and hands the page's approval to its workflow", () =>
     Effect.gen(function*() {
       const reads: Array<string> = []
-      const AgentLive = Layer.unwrapEffect(Effect.map(
-        HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { read_file: true } }),
-        (hitl) => Agent.layer({ toolkit: Tools, middleware: [hitl] })
-      )).pipe(Layer.provide(Layer.merge(
+      const AgentLive = Agent.layer({
+        toolkit: Tools,
+        middleware: [HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { read_file: true } })]
+      }).pipe(Layer.provide(Layer.merge(
         ScriptedModel.layer(Array.from({ length: 6 }, () => answer)),
         Tools.toLayer({ read_file: ({ path }) => Effect.sync(() => (reads.push(path), `contents of ${path}`)) })
       )))
@@ -121,10 +121,10 @@ describe("Inspector on durable runs", () => {
   it.scopedLive("without a resume option, a decision for a durable run's wait is refused with 409 DurableThreadError; nothing runs", () =>
     Effect.gen(function*() {
       const reads: Array<string> = []
-      const AgentLive = Layer.unwrapEffect(Effect.map(
-        HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { read_file: true } }),
-        (hitl) => Agent.layer({ toolkit: Tools, middleware: [hitl] })
-      )).pipe(Layer.provide(Layer.merge(
+      const AgentLive = Agent.layer({
+        toolkit: Tools,
+        middleware: [HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { read_file: true } })]
+      }).pipe(Layer.provide(Layer.merge(
         ScriptedModel.layer(Array.from({ length: 4 }, () => answer)),
         Tools.toLayer({ read_file: ({ path }) => Effect.sync(() => (reads.push(path), `contents of ${path}`)) })
       )))

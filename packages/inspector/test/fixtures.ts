@@ -2,7 +2,7 @@ import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { Agent } from "@stepwise-agent/core"
 import { ContextEditing, HumanInTheLoop, TodoList } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Either, Option, Ref, Schema } from "effect"
+import { Effect, Option, Ref, Schema } from "effect"
 import * as Inspector from "../src/Inspector.js"
 
 // The agent the inspector tests watch: a file reader that needs approval, a no-op `tick` tool for long runs, and
@@ -57,10 +57,10 @@ export const setup = (
   Effect.gen(function*() {
     // Clears old tool results from requests over 120 (approximate) tokens: in the approval script, from the
     // fourth model call on.
-    const clearOld = Either.getOrThrow(ContextEditing.ClearToolUses({ trigger: 120, keep: 1 }))
+    const clearOld = ContextEditing.clearToolUses({ trigger: 120, keep: 1 })
     const reads = yield* Ref.make<ReadonlyArray<string>>([])
     const ticks = yield* Ref.make(0)
-    const approvals = yield* HumanInTheLoop.middleware({
+    const approvals = HumanInTheLoop.middleware({
       toolkit: Toolkit.merge(Tools, TodoList.toolkit),
       interruptOn: { read_file: { allowedDecisions: ["approve", "edit", "reject", "respond"] } }
     })

@@ -34,9 +34,15 @@ class Policy extends Context.Tag("Policy")<Policy, { readonly allows: (text: str
 const Rm = Tool.make("rm", { parameters: { path: Schema.String } })
 const Tools = Toolkit.make(Rm)
 
-type Built<M> = Effect.Effect<M, AgentError.InvalidOptions>
-
 describe("constructors that return a middleware", () => {
+  test("every built-in is a Middleware value (no Effect to yield*)", () => {
+    expect(ModelCallLimit.middleware({ threadLimit: 3 })).type.toBeAssignableTo<Middleware.Any>()
+    expect<Middleware.BuildError<ReturnType<typeof ModelRetry.middleware>>>().type.toBe<AgentError.InvalidOptions>()
+    expect<ReturnType<typeof ToolRetry.middleware>>().type.not.toBeAssignableTo<
+      Effect.Effect<unknown, unknown, unknown>
+    >()
+  })
+
   test("Logging, Tracing: no state, errors or services", () => {
     expect(Logging.middleware()).type.toBe<Middleware.Middleware<{}, never, never>>()
     expect(Tracing.middleware()).type.toBe<Middleware.Middleware<{}, never, never>>()
@@ -64,50 +70,46 @@ describe("constructors that return a middleware", () => {
   })
 })
 
-describe("constructors that return an Effect of a middleware", () => {
+describe("constructors whose options need decoding: a middleware value, failing Agent.make with bad options", () => {
   test("ModelCallLimit: its counters and its error", () => {
     expect(ModelCallLimit.middleware({ threadLimit: 3 })).type.toBe<
-      Built<Middleware.Middleware<ModelCallLimit.State, ModelCallLimit.ModelCallLimitExceeded>>
+      Middleware.Middleware<ModelCallLimit.State, ModelCallLimit.ModelCallLimitExceeded>
     >()
   })
 
   test("ToolCallLimit: counters named after the tool", () => {
     expect(ToolCallLimit.middleware({ threadLimit: 3 })).type.toBe<
-      Built<
-        Middleware.Middleware<
-          { readonly threadToolCallCount: number; readonly runToolCallCount: number },
-          ToolCallLimit.ToolCallLimitExceeded
-        >
+      Middleware.Middleware<
+        { readonly threadToolCallCount: number; readonly runToolCallCount: number },
+        ToolCallLimit.ToolCallLimitExceeded
       >
     >()
     expect(ToolCallLimit.middleware({ threadLimit: 3, toolName: "search" })).type.toBe<
-      Built<
-        Middleware.Middleware<
-          { readonly "threadToolCallCount:search": number; readonly "runToolCallCount:search": number },
-          ToolCallLimit.ToolCallLimitExceeded
-        >
+      Middleware.Middleware<
+        { readonly "threadToolCallCount:search": number; readonly "runToolCallCount:search": number },
+        ToolCallLimit.ToolCallLimitExceeded
       >
     >()
   })
 
   test("Budget: its spending slice and its two errors", () => {
     expect(Budget.middleware({ tokens: { runLimit: 1000 }, softLanding: true })).type.toBe<
-      Built<Middleware.Middleware<Budget.State, Budget.BudgetExceeded | Budget.UnpricedModel>>
+      Middleware.Middleware<Budget.State, Budget.BudgetExceeded | Budget.UnpricedModel>
     >()
   })
 
   test("ContextOverflow: a recovery that fails with ContextOverflow", () => {
     expect(ContextOverflow.middleware({ policy: "clearToolUses" })).type.toBe<
-      Built<Middleware.Middleware<{}, ContextOverflow.ContextOverflow>>
+      Middleware.Middleware<{}, ContextOverflow.ContextOverflow>
     >()
   })
 
   test("ModelRetry, ToolRetry, ToolErrors: nothing added", () => {
-    expect(ModelRetry.middleware()).type.toBe<Built<Middleware.Middleware>>()
-    expect(ToolRetry.middleware()).type.toBe<Built<Middleware.Middleware>>()
-    expect(ToolErrors.middleware({ onError: () => undefined })).type.toBe<Built<Middleware.Middleware>>()
+    expect(ModelRetry.middleware()).type.toBe<Middleware.Middleware>()
+    expect(ToolRetry.middleware()).type.toBe<Middleware.Middleware>()
+    expect(ToolErrors.middleware({ onError: () => undefined })).type.toBe<Middleware.Middleware>()
     expect(ToolErrors.middleware({ onError: () => Effect.succeed("unavailable") })).type.toBe<
-      Built<Middleware.Middleware>
+      Middleware.Middleware
     >()
   })
 
@@ -118,36 +120,32 @@ describe("constructors that return an Effect of a middleware", () => {
 
   test("Pii: its detection errors", () => {
     expect(Pii.middleware({ types: ["email"], strategy: "redact" })).type.toBe<
-      Built<Middleware.Middleware<{}, Pii.PiiDetected | Pii.PiiDetectorFailed>>
+      Middleware.Middleware<{}, Pii.PiiDetected | Pii.PiiDetectorFailed>
     >()
   })
 
   test("RateLimit: the RateLimiters service", () => {
     expect(RateLimit.middleware({ model: { limit: 10, interval: "1 minute" } })).type.toBe<
-      Built<Middleware.Middleware<{}, RateLimit.UnknownRateLimitedTool, RateLimit.RateLimiters>>
+      Middleware.Middleware<{}, never, RateLimit.RateLimiters>
     >()
   })
 
   test("Summarization: the Summarizer service", () => {
     expect(Summarization.middleware({ trigger: { tokens: 1000 }, keep: { messages: 4 } })).type.toBe<
-      Built<
-        Middleware.Middleware<
-          {},
-          Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
-          Summarization.Summarizer
-        >
+      Middleware.Middleware<
+        {},
+        Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
+        Summarization.Summarizer
       >
     >()
   })
 
   test("Summarization view mode: the summaryView slice; offload: the OffloadStore", () => {
     expect(Summarization.middleware({ trigger: { tokens: 1000 }, mode: "view", offload: true })).type.toBe<
-      Built<
-        Middleware.Middleware<
-          ContextView.SummarySlice,
-          Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
-          Summarization.Summarizer | Offload.OffloadStore
-        >
+      Middleware.Middleware<
+        ContextView.SummarySlice,
+        Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
+        Summarization.Summarizer | Offload.OffloadStore
       >
     >()
   })
@@ -162,14 +160,16 @@ describe("constructors that return an Effect of a middleware", () => {
     expect(
       Guardrail.middleware({ input: () => Effect.flatMap(Policy, () => Effect.succeed(Guardrail.block("no"))) })
     ).type.toBe<
-      Built<Middleware.Middleware<{}, Guardrail.GuardrailTripped | Guardrail.InvalidGuardrailVerdict, Policy>>
+      Middleware.Middleware<{}, Guardrail.GuardrailTripped | Guardrail.InvalidGuardrailVerdict, Policy>
     >()
   })
 
   test("HumanInTheLoop: decision errors, a reply with duplicate call ids; a bad policy", () => {
     expect(HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { rm: true } })).type.toBe<
-      Effect.Effect<
-        Middleware.Middleware<{}, HumanInTheLoop.DecisionError | HumanInTheLoop.DuplicateCallId>,
+      Middleware.Middleware<
+        {},
+        HumanInTheLoop.DecisionError | HumanInTheLoop.DuplicateCallId,
+        never,
         HumanInTheLoop.InvalidInterruptPolicy | AgentError.InvalidOptions
       >
     >()
@@ -178,21 +178,15 @@ describe("constructors that return an Effect of a middleware", () => {
   test("ModelFallback: the layers' errors and services", () => {
     const backup = null as unknown as Layer.Layer<LanguageModel.LanguageModel, Blocked, Policy>
     expect(ModelFallback.middleware(backup)).type.toBe<
-      Built<Middleware.Middleware<{}, ModelFallback.ModelFallbackExhausted | Blocked, Policy>>
+      Middleware.Middleware<{}, ModelFallback.ModelFallbackExhausted | Blocked, Policy>
     >()
   })
 
   test("LlmToolSelector, ToolEmulator: the agent's LanguageModel unless given a model", () => {
-    expect(LlmToolSelector.middleware()).type.toBe<
-      Effect.Effect<
-        Middleware.Middleware<{}, LlmToolSelector.UnknownAlwaysIncludeTool>,
-        AgentError.InvalidOptions,
-        LanguageModel.LanguageModel
-      >
-    >()
+    expect(LlmToolSelector.middleware()).type.toBe<Middleware.Middleware<{}, never, LanguageModel.LanguageModel>>()
     const model = null as unknown as LanguageModel.Service
     expect(ToolEmulator.middleware({ model })).type.toBe<
-      Built<Middleware.Middleware<{}, ToolEmulator.UnknownEmulatedTool>>
+      Middleware.Middleware
     >()
   })
 })

@@ -367,7 +367,7 @@ const checksOf = (options: Options): ReadonlyArray<Check> => {
 }
 
 /**
- * Builds the middleware. Bad options fail with `AgentError.InvalidOptions`:
+ * Builds the middleware. Bad options fail `Agent.make` with `AgentError.InvalidOptions`:
  * at least one limit is required (`tokens` or `cost`, each with a
  * `threadLimit` or a `runLimit`, numbers of at least 0), `runLimit` may not
  * exceed `threadLimit`, a cost budget needs a non-empty price list of
@@ -384,7 +384,7 @@ const checksOf = (options: Options): ReadonlyArray<Check> => {
  * import * as Budget from "@stepwise-agent/middleware/Budget"
  *
  * const program = Effect.gen(function*() {
- *   const budget = yield* Budget.middleware({
+ *   const budget = Budget.middleware({
  *     tokens: { runLimit: 200_000 },
  *     cost: { threadLimit: 5, prices: { "gpt-4o": { inputPerMillion: 2.5, outputPerMillion: 10 } } },
  *     softLanding: true
@@ -397,7 +397,11 @@ const checksOf = (options: Options): ReadonlyArray<Check> => {
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options: Options): Middleware.Middleware<State, BudgetError> =>
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "budget") })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options: Options
 ) => Effect.Effect<Middleware.Middleware<State, BudgetError>, AgentError.InvalidOptions> = Effect.fn(
   "Budget.middleware"

@@ -9,7 +9,7 @@
  * gives the same objects, whose token counts stay cached) and what it learnt
  * about a thread's history on the previous call.
  *
- * {@link ClearToolUses} mirrors LangChain's `ClearToolUsesEdit`: when the
+ * {@link clearToolUses} mirrors LangChain's `ClearToolUsesEdit`: when the
  * request reaches its trigger (tokens, messages, a fraction of the model's
  * input window), it replaces the results of old tool calls with a
  * placeholder. The trigger counts what the model call is sent: the
@@ -18,12 +18,12 @@
  * `wrapModelCall` to the request only: the stored thread keeps the original
  * messages.
  *
- * `ClearToolUses` is put together in `internal/context/`: its options
+ * `clearToolUses` is put together in `internal/context/`: its options
  * (`clearOptions.ts`), trigger (`clearTrigger.ts`, measured by `sent.ts`),
  * selection of the results to clear (`clearSelection.ts`) and how a cleared
  * result looks (`clearLook.ts`); view mode is `viewMode.ts`.
  *
- * Cost per model call: `ClearToolUses` remembers, per thread (the history
+ * Cost per model call: `clearToolUses` remembers, per thread (the history
  * starting with the same first message object), the running token sums of
  * its messages, what is sent of them up to the last message that is not a
  * tool message, its tool calls and results (indexed once a call reaches
@@ -39,7 +39,6 @@
  * @since 0.1.0
  */
 import * as Prompt from "@effect/ai/Prompt"
-import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
@@ -51,6 +50,7 @@ import type * as ContextView from "./ContextView.js"
 import * as Options from "./internal/context/clearOptions.js"
 import * as ClearToolUsesEdit from "./internal/context/clearToolUses.js"
 import * as HistoryCache from "./internal/context/historyCache.js"
+import * as FailedEdits from "./internal/failedEdits.js"
 import * as ViewMode from "./internal/context/viewMode.js"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
@@ -213,7 +213,7 @@ export const isCleared = (part: Prompt.ToolResultPart | Prompt.ToolCallPart): bo
 // ---------------------------------------------------------------------------
 
 /**
- * When {@link ClearToolUses} fires: once the request reaches `tokens`
+ * When {@link clearToolUses} fires: once the request reaches `tokens`
  * (system prompt included), `messages` messages (the system prompt apart),
  * or `fraction` (0 < f ≤ 1) of the model's input window, counted on what the
  * model call is sent (tool calls and results paired, `AgentState.paired`). A condition
@@ -238,7 +238,7 @@ export interface TriggerCondition {
 }
 
 /**
- * Which tool results {@link ClearToolUses} never clears, counting back from
+ * Which tool results {@link clearToolUses} never clears, counting back from
  * the newest: a number (or `{ messages }`) of results; `{ tokens }`: the
  * newest results whose tokens (each counted as a tool message of its own)
  * add up to at most this many; `{ fraction }`: the same with `floor(f ×
@@ -255,7 +255,7 @@ export type Keep =
   | { readonly fraction: number }
 
 /**
- * Options of {@link ClearToolUses}; the defaults are LangChain's.
+ * Options of {@link clearToolUses}; the defaults are LangChain's.
  *
  * @since 0.1.0
  * @category models
@@ -344,34 +344,34 @@ export interface ClearToolUsesOptions {
  * (`ModelProfile`, looked up each time the edit runs), else of
  * `ModelProfile.fallback` (with one warning).
  *
- * Bad options (a negative or fractional count, a fraction out of range, a
- * condition with no limit, a `keep` with two keys, an unknown key) are a
- * `Left` of `AgentError.InvalidOptions` (module `"ClearToolUses"`) naming the
- * option; an `Either` can be `yield*`ed in `Effect.gen`.
+ * The edit is a value, like a middleware. Bad options (a negative or
+ * fractional count, a fraction out of range, a condition with no limit, a
+ * `keep` with two keys, an unknown key) make `Agent.make` fail, when the
+ * middleware given the edit is built, with `AgentError.InvalidOptions`
+ * (module `"ClearToolUses"`) naming the option; applied by hand
+ * ({@link applyEdits}), such an edit dies with that error.
  *
  * @example
  * ```ts
  * import { ContextEditing } from "@stepwise-agent/middleware"
- * import { Effect } from "effect"
  *
- * const program = Effect.gen(function*() {
- *   const edit = yield* ContextEditing.ClearToolUses({
- *     // 80% of the model's input window, or 40 messages with 30000 tokens
- *     trigger: [{ fraction: 0.8 }, { messages: 40, tokens: 30_000 }],
- *     keep: { tokens: 5_000 },
- *     excludeTools: ["read_todos"]
- *   })
- *   return ContextEditing.middleware({ edits: [edit] })
+ * const edit = ContextEditing.clearToolUses({
+ *   // 80% of the model's input window, or 40 messages with 30000 tokens
+ *   trigger: [{ fraction: 0.8 }, { messages: 40, tokens: 30_000 }],
+ *   keep: { tokens: 5_000 },
+ *   excludeTools: ["read_todos"]
  * })
+ * const contextEditing = ContextEditing.middleware({ edits: [edit] })
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const ClearToolUses = (
-  options?: ClearToolUsesOptions
-): Either.Either<ContextEdit, AgentError.InvalidOptions> =>
-  Either.map(Options.validate(options), ClearToolUsesEdit.make)
+export const clearToolUses = (options?: ClearToolUsesOptions): ContextEdit =>
+  Either.match(Options.validate(options), {
+    onLeft: (error) => FailedEdits.failedEdit<ContextEdit>("ClearToolUses", error),
+    onRight: ClearToolUsesEdit.make
+  })
 
 /**
  * Applies edits in order, each to the output of the one before, and sums up
@@ -382,9 +382,9 @@ export const ClearToolUses = (
  * ```ts
  * import { TokenCounter } from "@stepwise-agent/core"
  * import { ContextEditing } from "@stepwise-agent/middleware"
- * import { Effect, Either } from "effect"
+ * import { Effect } from "effect"
  *
- * const edit = Either.getOrThrow(ContextEditing.ClearToolUses({ trigger: 1000 }))
+ * const edit = ContextEditing.clearToolUses({ trigger: 1000 })
  * const program = ContextEditing.applyEdits([edit], [], { systemPrompt: "Be brief." }).pipe(
  *   Effect.provide(TokenCounter.layerApproximate())
  * )
@@ -502,7 +502,7 @@ export interface MiddlewareOptions<
    * other changes to messages are not.
    */
   readonly mode?: M | undefined
-  /** The edits, applied in order (default `[ClearToolUses()]` with LangChain's defaults). */
+  /** The edits, applied in order (default `[clearToolUses()]` with LangChain's defaults). */
   readonly edits?: Edits | undefined
   /** Default `"approximate"`. */
   readonly tokenCountMethod?: Method | undefined
@@ -515,19 +515,16 @@ export interface MiddlewareOptions<
  * When an edit cleared something it reports the decision
  * `"cleared N tool results, M tokens reclaimed"` (with the ids and counts as
  * data) as a `MiddlewareDecision` event. Bad options (an unknown key, an
- * edit that is not a `ContextEdit`) make `Agent.make` fail with
- * `AgentError.InvalidOptions` naming the option.
+ * edit that is not a `ContextEdit`, an edit built from bad options) make
+ * `Agent.make` fail with `AgentError.InvalidOptions` naming the option.
  *
  * @example
  * ```ts
  * import { Agent } from "@stepwise-agent/core"
  * import { ContextEditing } from "@stepwise-agent/middleware"
- * import { Effect } from "effect"
  *
- * const program = Effect.gen(function*() {
- *   const edit = yield* ContextEditing.ClearToolUses({ trigger: 60_000, keep: 4, clearToolInputs: true })
- *   return yield* Agent.make({ middleware: [ContextEditing.middleware({ edits: [edit] })] })
- * })
+ * const edit = ContextEditing.clearToolUses({ trigger: 60_000, keep: 4, clearToolInputs: true })
+ * const program = Agent.make({ middleware: [ContextEditing.middleware({ edits: [edit] })] })
  * ```
  *
  * @since 0.1.0
@@ -543,13 +540,17 @@ export const middleware = <
   SliceOf<M>,
   ContextEdit.Error<Edits[number]>,
   ContextEdit.Context<Edits[number]> | (Method extends "model" ? TokenCounter.TokenCounter : never)
-> => Check.middlewareOf("ContextEditing", MiddlewareOptionsSchema, options, make)
+> =>
+  Check.middlewareOf("ContextEditing", MiddlewareOptionsSchema, options, (checked) => {
+    const failed = FailedEdits.failureOf(checked.edits ?? [])
+    return failed === undefined ? make(checked) : Check.failing(failed)
+  })
 
 const EditSchema = Schema.declare(
   (u: unknown): u is ContextEdit.Any =>
     Predicate.hasProperty(u, "name") && typeof u.name === "string" &&
     Predicate.hasProperty(u, "apply") && typeof u.apply === "function",
-  { identifier: "a ContextEdit (built by ClearToolUses, or with a name and an apply function)" }
+  { identifier: "a ContextEdit (built by clearToolUses, or with a name and an apply function)" }
 )
 
 const MiddlewareOptionsSchema = Schema.Struct({
@@ -563,7 +564,7 @@ const make = (options: typeof MiddlewareOptionsSchema.Type): any => {
   const edits: ReadonlyArray<ContextEdit.Any> = options.edits ??
     [ClearToolUsesEdit.make(Either.getOrThrow(Options.validate({})))]
   const method: TokenCountMethod = options.tokenCountMethod ?? "approximate"
-  const counter: Effect.Effect<TokenCounter.TokenCounter.Service, never, TokenCounter.TokenCounter> = method === "model"
+  const counter: Effect.Effect<TokenCounter.Service, never, TokenCounter.TokenCounter> = method === "model"
     ? TokenCounter.TokenCounter
     : HistoryCache.lazyApproximate()
   const name = options.name ?? "contextEditing"

@@ -40,12 +40,12 @@ import * as ModelProfile from "@stepwise-agent/core/ModelProfile"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as ContextEditing from "./ContextEditing.js"
 import * as HistoryCache from "./internal/context/historyCache.js"
+import * as FailedEdits from "./internal/failedEdits.js"
 import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
@@ -347,7 +347,10 @@ export interface MiddlewareOptions {
   readonly keep?: ContextEditing.Keep | undefined
   /** Also replace the arguments of the cleared results' calls with `{}` (default false). */
   readonly clearToolInputs?: boolean | undefined
-  /** Tools whose results are never cleared (default none). */
+  /**
+   * Tools whose results are never cleared (default none).
+   * `Agent.make` fails with `AgentError.UnknownTools` on a name that is not a tool of the agent.
+   */
   readonly excludeTools?: ReadonlyArray<string> | undefined
   /** What a cleared result says (default `"[cleared]"`). */
   readonly placeholder?: string | undefined
@@ -380,7 +383,7 @@ const MiddlewareOptionsSchema = Schema.Struct({
  * calls are cleared before they are sent (reported as `"cleared N tool
  * results before the call: the thread overflowed before"`), instead of each
  * being rejected first; which threads overflowed is kept in memory, per
- * middleware, and forgotten when a thread is deleted. Bad options fail with
+ * middleware, and forgotten when a thread is deleted. Bad options fail `Agent.make` with
  * `AgentError.InvalidOptions` (module `"ContextOverflow"`, the option named
  * as `ClearToolUses` names it).
  *
@@ -394,7 +397,7 @@ const MiddlewareOptionsSchema = Schema.Struct({
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
- *   const overflow = yield* ContextOverflow.middleware({ policy: "clearToolUses", keep: 2 })
+ *   const overflow = ContextOverflow.middleware({ policy: "clearToolUses", keep: 2 })
  *   return yield* Agent.make({ middleware: [overflow] })
  * })
  * ```
@@ -402,18 +405,27 @@ const MiddlewareOptionsSchema = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options: MiddlewareOptions): Middleware.Middleware<{}, ContextOverflow> =>
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "contextOverflow") })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options: MiddlewareOptions
 ) => Effect.Effect<Middleware.Middleware<{}, ContextOverflow>, AgentError.InvalidOptions> = Effect.fn(
   "ContextOverflow.middleware"
 )(function*(options: MiddlewareOptions) {
   yield* Check.validate("ContextOverflow", MiddlewareOptionsSchema, options)
   const { model, name, policy: _, ...clearOptions } = options
-  const edit = yield* Either.mapLeft(
-    // a trigger of one message: the edit always fires, clearing every result outside keep
-    ContextEditing.ClearToolUses({ ...clearOptions, trigger: { messages: 1 } }),
-    (error) => new AgentError.InvalidOptions({ module: "ContextOverflow", option: error.option, reason: error.reason })
-  )
+  // a trigger of one message: the edit always fires, clearing every result outside keep
+  const edit = ContextEditing.clearToolUses({ ...clearOptions, trigger: { messages: 1 } })
+  const failed = FailedEdits.failureOf([edit])
+  if (failed !== undefined) {
+    return yield* new AgentError.InvalidOptions({
+      module: "ContextOverflow",
+      option: failed.option,
+      reason: failed.reason
+    })
+  }
   const overflowed = new Set<string>()
 
   /** The request with old tool results cleared; None when there was none to clear. */
@@ -451,6 +463,7 @@ export const middleware: (
   // the provider's errors it lets through are already the agent's
   return Middleware.make({
     name: name ?? "contextOverflow",
+    uses: { tools: clearOptions.excludeTools },
     wrapModelCall,
     onThreadDeleted: (threadId) => Effect.sync(() => void overflowed.delete(threadId))
   }) as Middleware.Middleware<{}, ContextOverflow>

@@ -68,7 +68,7 @@ export const middleware = <E = never, R = never>(
   options?: Options | undefined
 ): Middleware.Middleware<{}, E | InvalidHookResult, R> =>
   typeof prompt !== "function"
-    ? Check.carrying(Check.invalid("DynamicSystemPrompt", "prompt", "must be a function"))
+    ? Check.failing(Check.invalid("DynamicSystemPrompt", "prompt", "must be a function"))
     : Check.middlewareOf("DynamicSystemPrompt", OptionsSchema, options, (checked) => make(prompt, checked))
 
 const make = <E, R>(prompt: Prompt<E, R>, options: Options): Middleware.Middleware<{}, E | InvalidHookResult, R> => {

@@ -225,7 +225,7 @@ export interface Options {
    * a prefix goes to its workspace (the longest prefix wins), the others to
    * the storage. Default none.
    */
-  readonly routes?: Readonly<Record<string, Workspace.Workspace.Service>> | undefined
+  readonly routes?: Readonly<Record<string, Workspace.Service>> | undefined
 }
 
 /**
@@ -297,9 +297,9 @@ type Parameters<T extends Tool.Any> = Tool.Parameters<T>
 
 /** The handlers of the six tools over a way to get the workspace of the running call. */
 const handlersOver = <E extends { readonly error: string }>(
-  workspace: Effect.Effect<Workspace.Workspace.Service, E>
+  workspace: Effect.Effect<Workspace.Service, E>
 ) => {
-  const using = <A>(f: (service: Workspace.Workspace.Service) => Effect.Effect<A, Workspace.WorkspaceError>) =>
+  const using = <A>(f: (service: Workspace.Service) => Effect.Effect<A, Workspace.WorkspaceError>) =>
     Effect.flatMap(workspace, (service) => Effect.mapError(f(service), failure))
   return {
     ls: ({ path }: Parameters<typeof Ls>) =>
@@ -427,7 +427,7 @@ const RuleSchema = Schema.Struct({
 })
 
 const WorkspaceService = Schema.declare(
-  (u: unknown): u is Workspace.Workspace.Service =>
+  (u: unknown): u is Workspace.Service =>
     ["ls", "read", "write", "edit", "glob", "grep"].every((key) =>
       Predicate.hasProperty(u, key) && typeof u[key] === "function"
     ),
@@ -461,7 +461,7 @@ const OptionsSchema = Schema.Union(
 const withRoutes = (
   routes: Options["routes"],
   access: Workspace.AccessOptions
-): (workspace: Workspace.Workspace.Service) => Workspace.Workspace.Service =>
+): (workspace: Workspace.Service) => Workspace.Service =>
   (routes === undefined || Object.keys(routes).length === 0) && access.rules === undefined &&
     access.defaultAccess === undefined
     ? (workspace) => workspace
@@ -517,7 +517,7 @@ export const middleware: {
     options,
     (checked) => {
       const invalid = badRoutes(checked.routes)
-      if (invalid !== undefined) return Check.carrying(invalid)
+      if (invalid !== undefined) return Check.failing(invalid)
       return checked.storage === "workspace" ? buildWorkspace(checked) : buildState(checked)
     }
   )

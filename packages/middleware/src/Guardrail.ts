@@ -231,7 +231,7 @@ const OptionsSchema = Schema.Struct({
 })
 
 /**
- * Builds the middleware. Bad options fail with
+ * Builds the middleware. Bad options fail `Agent.make` with
  * `AgentError.InvalidOptions`: give `input`, `output` or both. During a
  * run a block fails with {@link GuardrailTripped} (unless `onBlock: "end"`),
  * and a check's own errors and services flow into the agent's types. Every
@@ -254,7 +254,7 @@ const OptionsSchema = Schema.Struct({
  * })
  *
  * const program = Effect.gen(function*() {
- *   const agent = yield* Agent.make({ middleware: [yield* noSecrets] })
+ *   const agent = yield* Agent.make({ middleware: [noSecrets] })
  *   return yield* agent.run("my password is hunter2", { threadId: "t1" }) // fails with GuardrailTripped
  * })
  * ```
@@ -263,6 +263,12 @@ const OptionsSchema = Schema.Struct({
  * @category constructors
  */
 export const middleware = <EI = never, RI = never, EO = never, RO = never>(
+  options: Options<EI, RI, EO, RO>
+): Middleware.Middleware<{}, GuardrailTripped | InvalidGuardrailVerdict | EI | EO, RI | RO> =>
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "guardrail") })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup = <EI = never, RI = never, EO = never, RO = never>(
   options: Options<EI, RI, EO, RO>
 ): Effect.Effect<
   Middleware.Middleware<{}, GuardrailTripped | InvalidGuardrailVerdict | EI | EO, RI | RO>,

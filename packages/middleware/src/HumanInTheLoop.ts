@@ -296,7 +296,9 @@ export interface Options<Tools extends Record<string, Tool.Any>> {
    * Every tool the agent has (a `Toolkit`, or `Toolkit.merge` of the agent's
    * toolkit and the toolkits of tool-adding middleware such as
    * `TodoList.toolkit`). `interruptOn` is checked against it when the
-   * middleware is built, and edited arguments against its parameter schemas.
+   * middleware is built, and edited arguments against its parameter schemas;
+   * `Agent.make` also checks that the agent has each tool `interruptOn`
+   * names (else `AgentError.UnknownTools`).
    */
   readonly toolkit: { readonly tools: Tools }
   readonly interruptOn: { readonly [Name in keyof NoInfer<Tools>]?: InterruptOn | undefined }
@@ -341,13 +343,13 @@ export class InvalidDecisions extends Schema.TaggedError<InvalidDecisions>(
   "@stepwise-agent/middleware/HumanInTheLoop/InvalidDecisions"
 )("InvalidDecisions", {
   threadId: Schema.String,
-  description: Schema.String
+  reason: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `Invalid decisions for thread "${this.threadId}": ${this.description}`
+    return `Invalid decisions for thread "${this.threadId}": ${this.reason}`
   }
 }
 
@@ -431,14 +433,14 @@ export class InvalidEdit extends Schema.TaggedError<InvalidEdit>(
   threadId: Schema.String,
   callId: Schema.String,
   toolName: Schema.String,
-  description: Schema.String
+  reason: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
     return `Thread "${this.threadId}": invalid edit of call "${this.callId}" (tool "${this.toolName}"): ` +
-      this.description
+      this.reason
   }
 }
 
@@ -1019,9 +1021,10 @@ type Plan =
  * It needs every tool of the agent (`toolkit`): a node hook cannot see the
  * agent's tools, and a thread resumed in a new process must check edited
  * arguments before any model call happens. With it, `interruptOn` is checked
- * when the middleware is built — a name the toolkit does not have (also a
- * type error), a policy allowing no decision, or an `argsSchema` with no JSON
- * Schema fails with `InvalidInterruptPolicy`.
+ * when `Agent.make` builds the middleware — a name the toolkit does not have
+ * (also a type error), a policy allowing no decision, or an `argsSchema` with
+ * no JSON Schema fails it with `InvalidInterruptPolicy`, and a name the agent
+ * has no tool for with `AgentError.UnknownTools`.
  *
  * The run interrupts with an {@link ApprovalRequest}; resume it with
  * {@link Decisions}. Without an {@link Approvals} service the run interrupts;
@@ -1040,7 +1043,7 @@ type Plan =
  * const Tools = Toolkit.make(DeleteFile, ReadFile)
  *
  * const program = Effect.gen(function*() {
- *   const hitl = yield* HumanInTheLoop.middleware({
+ *   const hitl = HumanInTheLoop.middleware({
  *     toolkit: Tools,
  *     interruptOn: { delete_file: { allowedDecisions: ["approve", "reject"] }, read_file: false }
  *   })
@@ -1057,7 +1060,17 @@ type Plan =
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: <Tools extends Record<string, Tool.Any>>(
+export const middleware = <Tools extends Record<string, Tool.Any>>(
+  options: Options<Tools>
+): Middleware.Middleware<
+  {},
+  DecisionError | DuplicateCallId,
+  never,
+  InvalidInterruptPolicy | AgentError.InvalidOptions
+> => Middleware.unwrap(setup(options), { name: Check.nameOf(options, "humanInTheLoop") })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: <Tools extends Record<string, Tool.Any>>(
   options: Options<Tools>
 ) => Effect.Effect<
   Middleware.Middleware<{}, DecisionError | DuplicateCallId>,
@@ -1164,7 +1177,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
           threadId,
           callId: call.id,
           toolName: target,
-          description: `the agent has no tool "${target}"`
+          reason: `the agent has no tool "${target}"`
         })
       }
       const gate = gates.get(target)
@@ -1178,7 +1191,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
         })
       }
       const invalid = (error: ParseResult.ParseError) =>
-        new InvalidEdit({ threadId, callId: call.id, toolName: target, description: formatParseError(error) })
+        new InvalidEdit({ threadId, callId: call.id, toolName: target, reason: formatParseError(error) })
       yield* Effect.mapError(
         Schema.decodeUnknown(tool.parametersSchema as Schema.Schema<unknown, unknown>)(decision.args),
         invalid
@@ -1211,7 +1224,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
         (error) =>
           new InvalidDecisions({
             threadId,
-            description: `expected a list of decisions ({ type, callId, waitKey, fingerprint, ... }): ${
+            reason: `expected a list of decisions ({ type, callId, waitKey, fingerprint, ... }): ${
               formatParseError(error)
             }`
           })
@@ -1222,7 +1235,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
         if (byId.has(decision.callId)) {
           return yield* new InvalidDecisions({
             threadId,
-            description: `call "${decision.callId}" is decided twice`
+            reason: `call "${decision.callId}" is decided twice`
           })
         }
         const call = waiting.get(decision.callId)
@@ -1416,7 +1429,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
       if (decided._tag === "Left") return yield* refused(decided.left.message)
       const step = decided.right[0]!
       return step._tag === "Answer" ? Option.some(step.result) : Option.none()
-    }).pipe(Effect.locally(Middleware.CurrentHook, { middleware: name, hook: "wrapToolCall" }))
+    }).pipe(Middleware.reportingAs({ middleware: name, hook: "wrapToolCall" }))
   }
 
   const waitCount = waitCountKey(name)
@@ -1427,6 +1440,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
 
   const made = Middleware.make({
     name,
+    uses: { tools: Object.keys(options.interruptOn) },
     state: {
       schema: Schema.Struct({ [waitCount]: Schema.NonNegativeInt }),
       initial: { [waitCount]: 0 }
@@ -1508,7 +1522,7 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
           (error) =>
             new InvalidDecisions({
               threadId,
-              description: `the thread waits on something other than an approval request: ${formatParseError(error)}`
+              reason: `the thread waits on something other than an approval request: ${formatParseError(error)}`
             })
         )
         const gated = request.actionRequests.map((action) =>

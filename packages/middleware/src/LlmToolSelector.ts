@@ -22,7 +22,6 @@
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Tool from "@effect/ai/Tool"
-import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -46,7 +45,10 @@ export interface Options {
   readonly model?: LanguageModel.Service | undefined
   /** The most tools to offer besides `alwaysInclude` (default: no limit). */
   readonly maxTools?: number | undefined
-  /** Tools always offered; each must be one of the request's tools. */
+  /**
+   * Tools always offered (when the request has them).
+   * `Agent.make` fails with `AgentError.UnknownTools` on a name that is not a tool of the agent.
+   */
   readonly alwaysInclude?: ReadonlyArray<string> | undefined
   /** The selector's instructions (default: {@link defaultSystemPrompt}). */
   readonly systemPrompt?: string | undefined
@@ -79,32 +81,6 @@ export const Selection = Schema.Struct({
  * @category models
  */
 export type Selection = typeof Selection.Type
-
-// -----------------------------------------------------------------------------
-// errors
-// -----------------------------------------------------------------------------
-
-/**
- * `alwaysInclude` names tools the model request does not have.
- *
- * @since 0.1.0
- * @category errors
- */
-export class UnknownAlwaysIncludeTool extends Schema.TaggedError<UnknownAlwaysIncludeTool>(
-  "@stepwise-agent/middleware/LlmToolSelector/UnknownAlwaysIncludeTool"
-)("UnknownAlwaysIncludeTool", {
-  names: Schema.Array(Schema.String),
-  available: Schema.Array(Schema.String)
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `alwaysInclude names tools the agent does not offer: ${this.names.join(", ")}. Available tools: ${
-      this.available.length === 0 ? "none" : this.available.join(", ")
-    }`
-  }
-}
 
 // -----------------------------------------------------------------------------
 // constructors
@@ -157,12 +133,10 @@ const make = (options: Options, model: LanguageModel.Service) => {
   const systemPrompt = options.systemPrompt ?? defaultSystemPrompt
   return Middleware.make({
     name: options.name ?? "llmToolSelector",
+    uses: { tools: alwaysInclude },
     wrapModelCall: (request, next) =>
       Effect.gen(function*() {
         if (request.tools.length === 0) return yield* next(request)
-        const available = request.tools.map((tool) => tool.name)
-        const unknown = alwaysInclude.filter((name) => !available.includes(name))
-        if (unknown.length > 0) return yield* new UnknownAlwaysIncludeTool({ names: unknown, available })
         const kept = new Set([...alwaysInclude, ...namedByChoice(request.toolChoice)])
         const candidates = request.tools.filter((tool) => !kept.has(tool.name))
         if (candidates.length === 0) return yield* next(request)
@@ -201,24 +175,25 @@ const make = (options: Options, model: LanguageModel.Service) => {
 
 /**
  * Builds the middleware. Without a `model` it uses the `LanguageModel` of
- * the context it is built in. Bad options fail with
- * `AgentError.InvalidOptions`; during a run, `alwaysInclude` names
- * that the request's tools lack fail with {@link UnknownAlwaysIncludeTool},
- * and a failure of the selector model (an `AiError`, e.g. an answer that is
+ * the context the agent is built in. Bad options fail `Agent.make` with
+ * `AgentError.InvalidOptions`, and `alwaysInclude` names that are not tools
+ * of the agent with `AgentError.UnknownTools`; during a run, a failure of
+ * the selector model (an `AiError`, e.g. an answer that is
  * not `{ tools: [...] }`) fails the model call.
  *
  * @example
  * ```ts
  * import { Agent } from "@stepwise-agent/core"
  * import * as LlmToolSelector from "@stepwise-agent/middleware/LlmToolSelector"
- * import type { LanguageModel } from "@effect/ai"
- * import { Effect } from "effect"
+ * import { type LanguageModel, Tool, Toolkit } from "@effect/ai"
+ * import { Effect, Schema } from "effect"
  *
  * declare const smallModel: LanguageModel.Service
+ * const Tools = Toolkit.make(Tool.make("search", { parameters: { query: Schema.String }, success: Schema.String }))
  *
  * const program = Effect.gen(function*() {
- *   const selector = yield* LlmToolSelector.middleware({ model: smallModel, maxTools: 3, alwaysInclude: ["search"] })
- *   const agent = yield* Agent.make({ middleware: [selector] })
+ *   const selector = LlmToolSelector.middleware({ model: smallModel, maxTools: 3, alwaysInclude: ["search"] })
+ *   const agent = yield* Agent.make({ toolkit: Tools, middleware: [selector] })
  *   return yield* agent.run("What is the weather in Paris?", { threadId: "t1" })
  * })
  * ```
@@ -226,26 +201,15 @@ const make = (options: Options, model: LanguageModel.Service) => {
  * @since 0.1.0
  * @category constructors
  */
-export function middleware(
-  options: Options & { readonly model: LanguageModel.Service }
-): Effect.Effect<Middleware.Middleware<{}, UnknownAlwaysIncludeTool>, AgentError.InvalidOptions>
-export function middleware(
-  options?: Options | undefined
-): Effect.Effect<
-  Middleware.Middleware<{}, UnknownAlwaysIncludeTool>,
-  AgentError.InvalidOptions,
-  LanguageModel.LanguageModel
->
-export function middleware(
-  options: Options = {}
-): Effect.Effect<
-  Middleware.Middleware<{}, UnknownAlwaysIncludeTool>,
-  AgentError.InvalidOptions,
-  LanguageModel.LanguageModel
-> {
-  return Effect.gen(function*() {
-    yield* Check.validate("LlmToolSelector", OptionsSchema, options)
-    const model = options.model ?? (yield* LanguageModel.LanguageModel)
-    return make(options, model)
-  }).pipe(Effect.withSpan("LlmToolSelector.middleware", { captureStackTrace: false }))
-}
+export const middleware: {
+  (options: Options & { readonly model: LanguageModel.Service }): Middleware.Middleware
+  (options?: Options | undefined): Middleware.Middleware<{}, never, LanguageModel.LanguageModel>
+} = (options?: Options | undefined): any =>
+  Middleware.unwrap(
+    Effect.gen(function*() {
+      yield* Check.validate("LlmToolSelector", OptionsSchema, options)
+      const model = options?.model ?? (yield* LanguageModel.LanguageModel)
+      return make(options ?? {}, model)
+    }).pipe(Effect.withSpan("LlmToolSelector.middleware", { captureStackTrace: false })),
+    { name: Check.nameOf(options, "llmToolSelector") }
+  )

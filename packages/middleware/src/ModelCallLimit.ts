@@ -160,7 +160,7 @@ const OptionsSchema = Schema.Struct({
 })
 
 /**
- * Builds the middleware. Bad options fail with
+ * Builds the middleware. Bad options fail `Agent.make` with
  * `AgentError.InvalidOptions`: at least one of `threadLimit` and
  * `runLimit` is required, each a whole number of at least 0.
  *
@@ -174,7 +174,7 @@ const OptionsSchema = Schema.Struct({
  * import * as ModelCallLimit from "@stepwise-agent/middleware/ModelCallLimit"
  *
  * const program = Effect.gen(function*() {
- *   const limit = yield* ModelCallLimit.middleware({ threadLimit: 20, runLimit: 5 })
+ *   const limit = ModelCallLimit.middleware({ threadLimit: 20, runLimit: 5 })
  *   const agent = yield* Agent.make({ middleware: [limit] })
  *   return yield* agent.run("hello", { threadId: "t1" })
  * })
@@ -183,7 +183,11 @@ const OptionsSchema = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options: Options): Middleware.Middleware<State, ModelCallLimitExceeded> =>
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "modelCallLimit") })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options: Options
 ) => Effect.Effect<Middleware.Middleware<State, ModelCallLimitExceeded>, AgentError.InvalidOptions> = Effect.fn(
   "ModelCallLimit.middleware"

@@ -145,8 +145,9 @@ const toResolve = (source: ModelSource): Resolve | LanguageModel.Service => {
 
 /**
  * Builds the middleware from one or more fallback models, tried in order
- * after the primary one. Fails with `AgentError.InvalidOptions`
- * when given no model or a value that is not a model source.
+ * after the primary one, when `Agent.make` runs its setup. `Agent.make` fails
+ * with `AgentError.InvalidOptions` when it is given no model or a value that
+ * is not a model source, and with the errors of building a model.
  *
  * @example
  * ```ts
@@ -158,7 +159,7 @@ const toResolve = (source: ModelSource): Resolve | LanguageModel.Service => {
  * declare const backup: LanguageModel.Service
  *
  * const program = Effect.gen(function*() {
- *   const fallback = yield* ModelFallback.middleware(backup)
+ *   const fallback = ModelFallback.middleware(backup)
  *   return yield* Agent.make({ middleware: [fallback] })
  * })
  * ```
@@ -166,7 +167,16 @@ const toResolve = (source: ModelSource): Resolve | LanguageModel.Service => {
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: <const Models extends ReadonlyArray<ModelSource>>(
+export const middleware = <const Models extends ReadonlyArray<ModelSource>>(
+  ...models: Models
+): Middleware.Middleware<
+  {},
+  ModelFallbackExhausted | SourceError<Models[number]>,
+  SourceContext<Models[number]>
+> => Middleware.unwrap(setup(...models), { name: "modelFallback" })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: <const Models extends ReadonlyArray<ModelSource>>(
   ...models: Models
 ) => Effect.Effect<
   Middleware.Middleware<{}, ModelFallbackExhausted | SourceError<Models[number]>, SourceContext<Models[number]>>,

@@ -207,7 +207,7 @@ const OptionsSchema = Schema.Struct({
 })
 
 /**
- * Builds the middleware. Bad options fail with
+ * Builds the middleware. Bad options fail `Agent.make` with
  * `AgentError.InvalidOptions` (naming the option; an unknown option is an error too): `maxRetries` must be a whole number of
  * at least 0, delays finite durations with `maxDelay` at least
  * `initialDelay`, `factor` at least 1, and `schedule` cannot be combined with
@@ -220,7 +220,7 @@ const OptionsSchema = Schema.Struct({
  * import * as ModelRetry from "@stepwise-agent/middleware/ModelRetry"
  *
  * const program = Effect.gen(function*() {
- *   const retry = yield* ModelRetry.middleware({ maxRetries: 3, initialDelay: "500 millis", maxDelay: "10 seconds" })
+ *   const retry = ModelRetry.middleware({ maxRetries: 3, initialDelay: "500 millis", maxDelay: "10 seconds" })
  *   return yield* Agent.make({ middleware: [retry] })
  * })
  * ```
@@ -228,7 +228,11 @@ const OptionsSchema = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options?: Options | undefined): Middleware.Middleware =>
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "modelRetry") })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options?: Options | undefined
 ) => Effect.Effect<Middleware.Middleware, AgentError.InvalidOptions> = Effect.fn("ModelRetry.middleware")(
   function*(options: Options | undefined) {

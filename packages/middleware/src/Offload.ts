@@ -140,7 +140,10 @@ export interface Options {
   readonly maxArgChars?: number | undefined
   /** The most recent tool calls whose arguments are never cut (default 3). */
   readonly keepCalls?: number | undefined
-  /** Tools whose results are never offloaded (`read_offloaded` never is). */
+  /**
+   * Tools whose results are never offloaded (`read_offloaded` never is).
+   * `Agent.make` fails with `AgentError.UnknownTools` on a name that is not a tool of the agent.
+   */
   readonly excludeTools?: ReadonlyArray<string> | undefined
 }
 
@@ -869,6 +872,7 @@ const build = (options: Options): Middleware.Middleware<{}, never, TokenCounter.
   return Middleware.make({
     name: "offload",
     tools,
+    uses: { tools: options.excludeTools },
     wrapModelCall: (request, next) =>
       Effect.gen(function*() {
         if (config.maxResultTokens !== undefined) yield* measure(request.messages)

@@ -804,7 +804,7 @@ const withResult = (part: Prompt.ToolResultPart, result: unknown): Prompt.ToolRe
 
 /**
  * Builds the middleware (see the module documentation for what each option
- * rewrites and when). Bad options fail with `AgentError.InvalidOptions`; during
+ * rewrites and when). Bad options fail `Agent.make` with `AgentError.InvalidOptions`; during
  * a run, `"block"` fails with {@link PiiDetected} and a broken custom
  * detector with {@link PiiDetectorFailed}. Each rewrite is reported as a
  * decision with the counts per type (never the values).
@@ -816,7 +816,7 @@ const withResult = (part: Prompt.ToolResultPart, result: unknown): Prompt.ToolRe
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
- *   const pii = yield* Pii.middleware({
+ *   const pii = Pii.middleware({
  *     types: ["email", "credit_card", { name: "ssn", pattern: /\b\d{3}-\d{2}-\d{4}\b/ }],
  *     strategy: "redact",
  *     applyToOutput: true
@@ -829,7 +829,11 @@ const withResult = (part: Prompt.ToolResultPart, result: unknown): Prompt.ToolRe
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options: Options): Middleware.Middleware<{}, PiiDetected | PiiDetectorFailed> =>
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "pii") })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options: Options
 ) => Effect.Effect<Middleware.Middleware<{}, PiiDetected | PiiDetectorFailed>, AgentError.InvalidOptions> = Effect.fn(
   "Pii.middleware"
@@ -930,7 +934,7 @@ export const middleware: (
         found.length === 0 ? Effect.void : Middleware.report(
           describe(found, strategy, "the streamed model output"),
           countByType(found)
-        ).pipe(Effect.locally(Middleware.CurrentHook, { middleware: name, hook: "wrapModelStream" }))
+        ).pipe(Middleware.reportingAs({ middleware: name, hook: "wrapModelStream" }))
       )
       return PiiStream.textParts(parts, {
         initial: compiled.stream.initial,

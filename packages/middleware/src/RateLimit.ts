@@ -64,6 +64,8 @@ export interface Options {
   /**
    * Limits on tool calls by tool name. A tool without its own entry takes
    * from the `"*"` bucket, when there is one, which all such tools share.
+   * `Agent.make` fails with `AgentError.UnknownTools` on a name (other than
+   * `"*"`) that is not a tool of the agent.
    */
   readonly tools?: Readonly<Record<string, Limit>> | undefined
   /** The middleware's name (default `"rateLimit"`). */
@@ -80,33 +82,6 @@ export interface ResolvedLimit {
   readonly limit: number
   readonly interval: Duration.Duration
   readonly algorithm: "token-bucket" | "fixed-window"
-}
-
-// -----------------------------------------------------------------------------
-// errors
-// -----------------------------------------------------------------------------
-
-/**
- * `tools` names tools the agent does not have (checked when a run starts,
- * so a misspelt name cannot leave a tool unlimited).
- *
- * @since 0.1.0
- * @category errors
- */
-export class UnknownRateLimitedTool extends Schema.TaggedError<UnknownRateLimitedTool>(
-  "@stepwise-agent/middleware/RateLimit/UnknownRateLimitedTool"
-)("UnknownRateLimitedTool", {
-  names: Schema.Array(Schema.String),
-  available: Schema.Array(Schema.String)
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `RateLimit limits tools the agent does not have: ${this.names.join(", ")}. Available tools: ${
-      this.available.length === 0 ? "none" : this.available.join(", ")
-    }`
-  }
 }
 
 // -----------------------------------------------------------------------------
@@ -189,7 +164,7 @@ export const make: Effect.Effect<RateLimiters.Service, never, Scope.Scope> = Eff
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
- *   const rateLimit = yield* RateLimit.middleware({ model: { limit: 60, interval: "1 minute" } })
+ *   const rateLimit = RateLimit.middleware({ model: { limit: 60, interval: "1 minute" } })
  *   const agent = yield* Agent.make({ middleware: [rateLimit] })
  *   return yield* agent.run("hello", { threadId: "t1" })
  * }).pipe(Effect.provide(RateLimit.layer))
@@ -230,9 +205,9 @@ const describeLimit = (limit: ResolvedLimit) => `${limit.limit} per ${Duration.f
  * Builds the middleware: `wrapModelCall` waits for the model's limiter and
  * `wrapToolCall` for the tool's (its own, or `"*"`), then calls `next`. A
  * call that had to wait reports how long. It needs {@link RateLimiters}
- * (provide {@link layer}). Bad options fail with
- * `AgentError.InvalidOptions`, and a run of an agent that lacks a tool
- * named in `tools` with {@link UnknownRateLimitedTool}.
+ * (provide {@link layer}). Bad options fail `Agent.make` with
+ * `AgentError.InvalidOptions`, and so does a tool named in `tools` that the
+ * agent does not have, with `AgentError.UnknownTools`.
  *
  * @example
  * ```ts
@@ -247,9 +222,13 @@ const describeLimit = (limit: ResolvedLimit) => `${limit.limit} per ${Duration.f
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options: Options): Middleware.Middleware<{}, never, RateLimiters> =>
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "rateLimit") })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options: Options
-) => Effect.Effect<Middleware.Middleware<{}, UnknownRateLimitedTool, RateLimiters>, AgentError.InvalidOptions> = Effect
+) => Effect.Effect<Middleware.Middleware<{}, never, RateLimiters>, AgentError.InvalidOptions> = Effect
   .fn(
     "RateLimit.middleware"
   )(function*(options: Options) {
@@ -288,13 +267,7 @@ export const middleware: (
     const named = [...tools.keys()].filter((tool) => tool !== "*")
     return Middleware.make({
       name,
-      beforeAgent: named.length === 0 ? undefined : (context: Middleware.HookContext<{}>) => {
-        const available = context.tools.map((tool) => tool.name)
-        const unknown = named.filter((tool) => !available.includes(tool))
-        return unknown.length === 0
-          ? Effect.void
-          : Effect.fail(new UnknownRateLimitedTool({ names: unknown, available }))
-      },
+      uses: { tools: named },
       wrapModelCall: model === undefined
         ? undefined
         : (request, next) => limited("model", "model", model, next(request)),

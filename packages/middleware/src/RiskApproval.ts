@@ -168,22 +168,31 @@ const describe = (call: Prompt.ToolCallPart, context: HumanInTheLoop.Description
  * `AgentError.InvalidOptions` (a `timeout` that is not a finite duration
  * above zero, an unknown `threshold`).
  *
+ * Unlike the middleware constructors, it gives an `Effect`, not a value: it
+ * builds a policy that goes into another middleware's options
+ * (`HumanInTheLoop`'s `when`), not a middleware `Agent.make` would build, so
+ * nothing else would run it. Build it in the setup of the middleware that
+ * uses it (`Middleware.unwrap`), and `Agent.make` runs it, failing with its
+ * errors.
+ *
  * @example
  * ```ts
  * import { Tool, Toolkit } from "@effect/ai"
+ * import { Middleware } from "@stepwise-agent/core"
  * import { HumanInTheLoop, RiskApproval } from "@stepwise-agent/middleware"
  * import { Effect, Schema } from "effect"
  *
  * const Deploy = Tool.make("deploy", { parameters: { env: Schema.String }, success: Schema.String })
  * const Tools = Toolkit.make(Deploy)
  *
- * const approvals = Effect.gen(function*() {
+ * // a middleware value: Agent.make reads the Classifier and decodes the options
+ * const approvals = Middleware.unwrap(Effect.gen(function*() {
  *   const risky = yield* RiskApproval.make({ threshold: "high", timeout: "10 seconds" })
- *   return yield* HumanInTheLoop.middleware({
+ *   return HumanInTheLoop.middleware({
  *     toolkit: Tools,
  *     interruptOn: { deploy: { allowedDecisions: ["approve", "reject"], when: risky } }
  *   })
- * })
+ * }))
  * ```
  *
  * @since 0.1.0

@@ -78,7 +78,7 @@ import * as Check from "./internal/options.js"
 export interface SubAgent<E = any> {
   /** Tells the model when to pick this agent (listed in the tool's description). */
   readonly description: string
-  readonly agent: Agent.Agent.Service<any, E, any>
+  readonly agent: Agent.Service<any, E, any>
 }
 
 /**
@@ -343,13 +343,13 @@ export class SubAgentFailed extends Schema.TaggedError<SubAgentFailed>(
 )("SubAgentFailed", {
   ...Delegation.fields,
   error: Schema.String,
-  description: Schema.String
+  reason: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   get message(): string {
-    return `Subagent "${this.agent}" (call ${this.callId}, thread "${this.threadId}") failed: ${this.error}: ${this.description}`
+    return `Subagent "${this.agent}" (call ${this.callId}, thread "${this.threadId}") failed: ${this.error}: ${this.reason}`
   }
 }
 
@@ -459,7 +459,7 @@ export const leaves = (interrupt: { readonly middleware: string; readonly key: s
  * import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
  * import { Effect, Option } from "effect"
  *
- * declare const agent: Agent.Agent.Service<any, any>
+ * declare const agent: Agent.Service<any, any>
  * const program = Effect.gen(function*() {
  *   const result = yield* agent.run("Clean up the repository", { threadId: "t1" })
  *   if (result._tag !== "Interrupted") return result
@@ -585,7 +585,7 @@ const defaultToolDescription = "Hands a self-contained task to a subagent, which
   "Available agents:"
 
 const AgentService = Schema.declare(
-  (u: unknown): u is Agent.Agent.Service<any, any, any> =>
+  (u: unknown): u is Agent.Service<any, any, any> =>
     Predicate.hasProperty(u, "run") && typeof u.run === "function" &&
     Predicate.hasProperty(u, "resume") && typeof u.resume === "function",
   { identifier: "an agent (Agent.make)" }
@@ -612,7 +612,7 @@ const OptionsSchema = Schema.Struct({
 
 /** The errors a child agent's run or `validateResume` fails with. */
 type ChildError<Agents> = Agents[keyof Agents] extends infer A
-  ? A extends { readonly agent: Agent.Agent.Service<any, infer E, any> } ? Agent.RunError<E> : never
+  ? A extends { readonly agent: Agent.Service<any, infer E, any> } ? Agent.RunError<E> : never
   : never
 
 /** What one child run or resume came to. */
@@ -626,9 +626,9 @@ const refused = (call: Prompt.ToolCallPart, reason: string): Outcome => ({
   result: Middleware.toolResult(call, reason, { isFailure: true })
 })
 
-const errorParts = (error: unknown): { readonly error: string; readonly description: string } => ({
+const errorParts = (error: unknown): { readonly error: string; readonly reason: string } => ({
   error: Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : "Error",
-  description: Secrets.messageOf(error)
+  reason: Secrets.messageOf(error)
 })
 
 /**
@@ -651,7 +651,7 @@ const errorParts = (error: unknown): { readonly error: string; readonly descript
  *   const cleaner = yield* Agent.make({
  *     systemPrompt: "You delete files the user no longer needs.",
  *     toolkit: FileTools,
- *     middleware: [yield* HumanInTheLoop.middleware({ toolkit: FileTools, interruptOn: { delete_file: true } })]
+ *     middleware: [HumanInTheLoop.middleware({ toolkit: FileTools, interruptOn: { delete_file: true } })]
  *   }).pipe(
  *     Effect.provideService(LanguageModel.LanguageModel, cheapModel),
  *     Effect.provide(FileTools.toLayer({ delete_file: () => Effect.void }))
@@ -687,10 +687,10 @@ const defaultTimeout = Duration.minutes(10)
  * journal the child gives them.
  */
 const guarded = (
-  journal: RunJournal.RunJournal.Service,
+  journal: RunJournal.Service,
   pools: ReadonlyArray<Allowance.Pool>,
   threadId: string
-): RunJournal.RunJournal.Service =>
+): RunJournal.Service =>
   RunJournal.RunJournal.of({
     step: (key, schema, effect) => {
       switch (key._tag) {
@@ -761,7 +761,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
           onFailure === "fail"
             ? Effect.fail(new SubAgentFailed({ ...delegation, ...parts }))
             : Effect.succeed(
-              refused(call, `The subagent "${delegation.agent}" failed: ${parts.error}: ${parts.description}`)
+              refused(call, `The subagent "${delegation.agent}" failed: ${parts.error}: ${parts.reason}`)
             )
         )
       },
@@ -800,7 +800,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
     Effect.gen(function*() {
       const outer = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
       const remaining = Math.min(yield* FiberRef.get(remainingDepth), maxDepth)
-      const sink = yield* FiberRef.get(Middleware.CurrentEventSink)
+      const sink = yield* Middleware.eventSink
       const journal = limits.pools.length === 0
         ? RunJournal.nested(outer, path)
         : guarded(RunJournal.nested(outer, path), limits.pools, delegation.threadId)
@@ -1001,7 +1001,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
           Effect.catchAllCause((cause) => {
             const parts = errorParts(Cause.squash(cause))
             return Effect.logWarning(
-              `SubAgents: the child thread "${threadId}" of agent "${agent}" was not deleted: ${parts.error}: ${parts.description}`
+              `SubAgents: the child thread "${threadId}" of agent "${agent}" was not deleted: ${parts.error}: ${parts.reason}`
             )
           })
         )

@@ -779,7 +779,7 @@ const make = (config: Config) => {
 
   const summarize = (
     threadId: string,
-    counter: TokenCounter.TokenCounter.Service,
+    counter: TokenCounter.Service,
     scale: number,
     toSummarize: ReadonlyArray<Prompt.Message>,
     raw: (index: number) => number
@@ -1037,8 +1037,8 @@ const make = (config: Config) => {
 
 /**
  * Builds the middleware (see the module documentation). It needs the
- * {@link Summarizer}; bad options (an unknown key too) fail with
- * `AgentError.InvalidOptions` naming the option. When it summarizes it reports the
+ * {@link Summarizer}; bad options (an unknown key too) fail `Agent.make`
+ * with `AgentError.InvalidOptions` naming the option. When it summarizes it reports the
  * decision `"summarized N messages, kept M; before → after tokens"`.
  *
  * List it after middleware that rewrite the input (such as `Pii`), so the
@@ -1052,7 +1052,7 @@ const make = (config: Config) => {
  *
  * const program = Effect.gen(function*() {
  *   // 0.8 of the input limit of the agent's model profile
- *   const summarization = yield* Summarization.middleware({ trigger: { fraction: 0.8 }, keep: { messages: 20 } })
+ *   const summarization = Summarization.middleware({ trigger: { fraction: 0.8 }, keep: { messages: 20 } })
  *   const agent = yield* Agent.make({ middleware: [summarization] })
  *   return yield* agent.run("Where were we?", { threadId: "t1" })
  * })
@@ -1063,7 +1063,16 @@ const make = (config: Config) => {
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: <M extends Mode = "rewrite", O extends boolean = false>(
+export const middleware = <M extends Mode = "rewrite", O extends boolean = false>(
+  options: Options & { readonly mode?: M | undefined; readonly offload?: O | undefined }
+): Middleware.Middleware<
+  SliceOf<M>,
+  SummarizationFailed | ContextOverflow.ContextOverflow,
+  Summarizer | ([O] extends [true] ? Offload.OffloadStore : never)
+> => Middleware.unwrap(setup(options), { name: Check.nameOf(options, "summarization") })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: <M extends Mode = "rewrite", O extends boolean = false>(
   options: Options & { readonly mode?: M | undefined; readonly offload?: O | undefined }
 ) => Effect.Effect<
   Middleware.Middleware<

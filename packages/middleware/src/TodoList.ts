@@ -216,27 +216,31 @@ export interface State {
  * @since 0.1.0
  * @category tags
  */
-export class TodoList extends Context.Tag("@stepwise-agent/middleware/TodoList")<TodoList, TodoList.Service>() {}
+export class TodoList extends Context.Tag("@stepwise-agent/middleware/TodoList")<TodoList, Service>() {}
 
 /**
+ * What the `TodoList` service offers: the lists by thread, to read and
+ * watch.
+ *
+ * @example
+ * ```ts
+ * import { TodoList } from "@stepwise-agent/middleware"
+ *
+ * const todosOf = (lists: TodoList.Service) => lists.todos("t1")
+ * ```
+ *
  * @since 0.1.0
- * @category tags
+ * @category models
  */
-export declare namespace TodoList {
-  /**
-   * @since 0.1.0
-   * @category models
-   */
-  export interface Service {
-    /** The thread's list (empty when the thread has none, or this process has not run it). */
-    readonly todos: (threadId: string) => Effect.Effect<ReadonlyArray<Todo>>
-    /** Sets the thread's list as the app sees it; the agent state is changed by `write_todos` only. */
-    readonly write: (threadId: string, todos: ReadonlyArray<Todo>) => Effect.Effect<void>
-    /** Forgets the thread's list (it reads as empty again); called when the agent deletes the thread. */
-    readonly remove: (threadId: string) => Effect.Effect<void>
-    /** The thread's list now, then each time it changes. */
-    readonly changes: (threadId: string) => Stream.Stream<ReadonlyArray<Todo>>
-  }
+export interface Service {
+  /** The thread's list (empty when the thread has none, or this process has not run it). */
+  readonly todos: (threadId: string) => Effect.Effect<ReadonlyArray<Todo>>
+  /** Sets the thread's list as the app sees it; the agent state is changed by `write_todos` only. */
+  readonly write: (threadId: string, todos: ReadonlyArray<Todo>) => Effect.Effect<void>
+  /** Forgets the thread's list (it reads as empty again); called when the agent deletes the thread. */
+  readonly remove: (threadId: string) => Effect.Effect<void>
+  /** The thread's list now, then each time it changes. */
+  readonly changes: (threadId: string) => Stream.Stream<ReadonlyArray<Todo>>
 }
 
 // -----------------------------------------------------------------------------
@@ -266,7 +270,7 @@ const empty: ReadonlyArray<Todo> = []
  * @since 0.1.0
  * @category constructors
  */
-export const make: Effect.Effect<TodoList.Service> = Effect.map(
+export const make: Effect.Effect<Service> = Effect.map(
   PubSub.unbounded<readonly [threadId: string, todos: ReadonlyArray<Todo>]>(),
   (updates) => {
     const lists = new Map<string, ReadonlyArray<Todo>>()

@@ -86,7 +86,10 @@ export type State<Name extends string | undefined = undefined> = [Name] extends 
  * @category models
  */
 export interface Options<Name extends string | undefined = undefined> {
-  /** The tool to limit; all tool calls count when omitted. */
+  /**
+   * The tool to limit; all tool calls count when omitted.
+   * `Agent.make` fails with `AgentError.UnknownTools` on a name that is not a tool of the agent.
+   */
   readonly toolName?: Name
   /** The most calls a thread may make over all its runs. */
   readonly threadLimit?: number | undefined
@@ -160,7 +163,7 @@ const OptionsSchema = Schema.Struct({
 })
 
 /**
- * Builds the middleware. Bad options fail with
+ * Builds the middleware. Bad options fail `Agent.make` with
  * `AgentError.InvalidOptions`: at least one of `threadLimit` and
  * `runLimit` is required, each a whole number of at least 0, and `runLimit`
  * may not exceed `threadLimit`.
@@ -176,8 +179,8 @@ const OptionsSchema = Schema.Struct({
  * import * as ToolCallLimit from "@stepwise-agent/middleware/ToolCallLimit"
  *
  * const program = Effect.gen(function*() {
- *   const searches = yield* ToolCallLimit.middleware({ toolName: "search", runLimit: 3 })
- *   const all = yield* ToolCallLimit.middleware({ threadLimit: 50, exitBehavior: "end" })
+ *   const searches = ToolCallLimit.middleware({ toolName: "search", runLimit: 3 })
+ *   const all = ToolCallLimit.middleware({ threadLimit: 50, exitBehavior: "end" })
  *   // the limit on all tools first: its afterModel runs last, counting only what the others let through
  *   return yield* Agent.make({ middleware: [all, searches] })
  * })
@@ -186,7 +189,18 @@ const OptionsSchema = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: <const Name extends string | undefined = undefined>(
+export const middleware = <const Name extends string | undefined = undefined>(
+  options: Options<Name>
+): Middleware.Middleware<State<Name>, ToolCallLimitExceeded> =>
+  Middleware.unwrap(setup(options), {
+    name: Check.nameOf(
+      options,
+      typeof options?.toolName === "string" ? `toolCallLimit:${options.toolName}` : "toolCallLimit"
+    )
+  })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: <const Name extends string | undefined = undefined>(
   options: Options<Name>
 ) => Effect.Effect<Middleware.Middleware<State<Name>, ToolCallLimitExceeded>, AgentError.InvalidOptions> = Effect
   .fn("ToolCallLimit.middleware")(function*(options: Options<string | undefined>) {
@@ -249,6 +263,7 @@ export const middleware: <const Name extends string | undefined = undefined>(
 
     const make = Middleware.make({
       name,
+      uses: { tools: toolName === undefined ? [] : [toolName] },
       state: { schema: schema as unknown as Schema.Schema<Slice>, initial: { [threadKey]: 0, [runKey]: 0 } as Slice },
       canJumpTo: ["end"],
       beforeAgent: ({ state }) => Effect.succeed(state[runKey] === 0 ? undefined : { state: { [runKey]: 0 } }),

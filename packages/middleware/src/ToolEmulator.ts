@@ -6,8 +6,9 @@
  * emulated tool (all of them when `tools` is omitted) the emulator model gets
  * the tool's name, description, parameter schema and the call's arguments,
  * and its text answer becomes the tool's result; the real handler never
- * runs. A listed name the agent has no tool for fails the run when it starts
- * ({@link UnknownEmulatedTool}), so a typo cannot let a real tool run. Calls of tools that are not emulated run as usual, and a call of a
+ * runs. A listed name the agent has no tool for fails `Agent.make`
+ * (`AgentError.UnknownTools`), so a typo cannot let a real tool run. Calls
+ * of tools that are not emulated run as usual, and a call of a
  * tool the agent does not have is left to the agent (which answers it with a
  * failed tool result). Each emulated call is reported as a decision.
  *
@@ -16,7 +17,6 @@
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
-import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -33,7 +33,10 @@ import * as Check from "./internal/options.js"
  * @category models
  */
 export interface Options {
-  /** The tools to emulate (default: all). */
+  /**
+   * The tools to emulate (default: all).
+   * `Agent.make` fails with `AgentError.UnknownTools` on a name that is not a tool of the agent.
+   */
   readonly tools?: ReadonlyArray<string> | undefined
   /**
    * The model that emulates. Default: the `LanguageModel` in the context
@@ -42,33 +45,6 @@ export interface Options {
   readonly model?: LanguageModel.Service | undefined
   /** The middleware's name (default `"toolEmulator"`). */
   readonly name?: string | undefined
-}
-
-// -----------------------------------------------------------------------------
-// errors
-// -----------------------------------------------------------------------------
-
-/**
- * `tools` names tools the agent does not have (checked when a run starts,
- * so a misspelt name cannot let the real tool run).
- *
- * @since 0.1.0
- * @category errors
- */
-export class UnknownEmulatedTool extends Schema.TaggedError<UnknownEmulatedTool>(
-  "@stepwise-agent/middleware/ToolEmulator/UnknownEmulatedTool"
-)("UnknownEmulatedTool", {
-  names: Schema.Array(Schema.String),
-  available: Schema.Array(Schema.String)
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `ToolEmulator names tools the agent does not have: ${this.names.join(", ")}. Available tools: ${
-      this.available.length === 0 ? "none" : this.available.join(", ")
-    }`
-  }
 }
 
 // -----------------------------------------------------------------------------
@@ -140,11 +116,7 @@ const make = (options: Options, model: LanguageModel.Service) => {
   const emulated = options.tools === undefined ? undefined : new Set(options.tools)
   return Middleware.make({
     name: options.name ?? "toolEmulator",
-    beforeAgent: emulated === undefined ? undefined : ({ tools }: Middleware.HookContext<{}>) => {
-      const available = tools.map((tool) => tool.name)
-      const unknown = [...emulated].filter((name) => !available.includes(name))
-      return unknown.length === 0 ? Effect.void : Effect.fail(new UnknownEmulatedTool({ names: unknown, available }))
-    },
+    uses: { tools: options.tools },
     wrapToolCall: (request, next) => {
       const tool = request.tool
       if (tool === undefined || (emulated !== undefined && !emulated.has(tool.name))) return next(request)
@@ -159,21 +131,24 @@ const make = (options: Options, model: LanguageModel.Service) => {
 
 /**
  * Builds the middleware. Without a `model` it uses the `LanguageModel` of
- * the context it is built in. Bad options fail with
- * `AgentError.InvalidOptions`; a run of an agent lacking a listed tool
- * fails with {@link UnknownEmulatedTool}; a failure of the emulator model (an
+ * the context the agent is built in. Bad options fail `Agent.make` with
+ * `AgentError.InvalidOptions`, and a listed tool the agent does not have
+ * with `AgentError.UnknownTools`; a failure of the emulator model (an
  * `AiError`) fails the run.
  *
  * @example
  * ```ts
  * import { Agent } from "@stepwise-agent/core"
  * import * as ToolEmulator from "@stepwise-agent/middleware/ToolEmulator"
- * import { Effect } from "effect"
+ * import { Tool, Toolkit } from "@effect/ai"
+ * import { Effect, Schema } from "effect"
+ *
+ * const Shop = Toolkit.make(Tool.make("charge_card", { parameters: { cents: Schema.Number }, success: Schema.String }))
  *
  * const program = Effect.gen(function*() {
  *   // emulate the payment tool with the agent's own model, run the others
- *   const emulator = yield* ToolEmulator.middleware({ tools: ["charge_card"] })
- *   const agent = yield* Agent.make({ middleware: [emulator] })
+ *   const emulator = ToolEmulator.middleware({ tools: ["charge_card"] })
+ *   const agent = yield* Agent.make({ toolkit: Shop, middleware: [emulator] })
  *   return yield* agent.run("Buy the blue one", { threadId: "t1" })
  * })
  * ```
@@ -181,26 +156,15 @@ const make = (options: Options, model: LanguageModel.Service) => {
  * @since 0.1.0
  * @category constructors
  */
-export function middleware(
-  options: Options & { readonly model: LanguageModel.Service }
-): Effect.Effect<Middleware.Middleware<{}, UnknownEmulatedTool>, AgentError.InvalidOptions>
-export function middleware(
-  options?: Options | undefined
-): Effect.Effect<
-  Middleware.Middleware<{}, UnknownEmulatedTool>,
-  AgentError.InvalidOptions,
-  LanguageModel.LanguageModel
->
-export function middleware(
-  options: Options = {}
-): Effect.Effect<
-  Middleware.Middleware<{}, UnknownEmulatedTool>,
-  AgentError.InvalidOptions,
-  LanguageModel.LanguageModel
-> {
-  return Effect.gen(function*() {
-    yield* validate(options)
-    const model = options.model ?? (yield* LanguageModel.LanguageModel)
-    return make(options, model)
-  }).pipe(Effect.withSpan("ToolEmulator.middleware", { captureStackTrace: false }))
-}
+export const middleware: {
+  (options: Options & { readonly model: LanguageModel.Service }): Middleware.Middleware
+  (options?: Options | undefined): Middleware.Middleware<{}, never, LanguageModel.LanguageModel>
+} = (options?: Options | undefined): any =>
+  Middleware.unwrap(
+    Effect.gen(function*() {
+      yield* validate(options ?? {})
+      const model = options?.model ?? (yield* LanguageModel.LanguageModel)
+      return make(options ?? {}, model)
+    }).pipe(Effect.withSpan("ToolEmulator.middleware", { captureStackTrace: false })),
+    { name: Check.nameOf(options, "toolEmulator") }
+  )

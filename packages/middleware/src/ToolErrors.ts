@@ -50,7 +50,10 @@ export type Answer = string | undefined | Effect.Effect<string | undefined>
  * @category models
  */
 export interface Options {
-  /** Handle only the failures of these tools (default: all). */
+  /**
+   * Handle only the failures of these tools (default: all).
+   * `Agent.make` fails with `AgentError.UnknownTools` on a name that is not a tool of the agent.
+   */
   readonly tools?: ReadonlyArray<string> | undefined
   /** The content the model reads for this failure, or `undefined` to leave it as it is. */
   readonly onError: (failure: ToolFailure, request: Middleware.ToolCallRequest) => Answer
@@ -65,7 +68,7 @@ const OptionsSchema = Schema.Struct({
 })
 
 /**
- * Builds the middleware. Bad options fail with `AgentError.InvalidOptions`
+ * Builds the middleware. Bad options fail `Agent.make` with `AgentError.InvalidOptions`
  * naming the option (an unknown option too): `onError` must be a function,
  * `tools` non-empty names.
  *
@@ -76,7 +79,7 @@ const OptionsSchema = Schema.Struct({
  * import * as ToolErrors from "@stepwise-agent/middleware/ToolErrors"
  *
  * const program = Effect.gen(function*() {
- *   const errors = yield* ToolErrors.middleware({
+ *   const errors = ToolErrors.middleware({
  *     tools: ["search"],
  *     onError: (failure, request) =>
  *       failure._tag === "Defect" ? `The tool ${request.call.name} is unavailable; answer without it.` : undefined
@@ -88,13 +91,18 @@ const OptionsSchema = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (options: Options) => Effect.Effect<Middleware.Middleware, AgentError.InvalidOptions> = Effect
+export const middleware = (options: Options): Middleware.Middleware =>
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "toolErrors") })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (options: Options) => Effect.Effect<Middleware.Middleware, AgentError.InvalidOptions> = Effect
   .fn("ToolErrors.middleware")(function*(options: Options) {
     yield* Check.validate("ToolErrors", OptionsSchema, options)
     const only = options.tools === undefined ? undefined : new Set(options.tools)
     const onError = options.onError
     return Middleware.make({
       name: options.name ?? "toolErrors",
+      uses: { tools: options.tools },
       wrapToolCall: (request, next) => {
         if (only !== undefined && !only.has(request.call.name)) return next(request)
         /** The failure answered with `onError`'s content, or `otherwise`. */

@@ -62,7 +62,10 @@ export type OnFailure = "raise" | "error" | "continue"
  * @category models
  */
 export interface Options {
-  /** Retry only these tools (default: all). */
+  /**
+   * Retry only these tools (default: all).
+   * `Agent.make` fails with `AgentError.UnknownTools` on a name that is not a tool of the agent.
+   */
   readonly tools?: ReadonlyArray<string> | undefined
   /** Retries after the first attempt (default 2). */
   readonly maxRetries?: number | undefined
@@ -129,7 +132,7 @@ const OptionsSchema = Schema.Struct({
 })
 
 /**
- * Builds the middleware. Bad options fail with
+ * Builds the middleware. Bad options fail `Agent.make` with
  * `AgentError.InvalidOptions` (naming the option; an unknown option is an error too): `maxRetries` must be a whole number of at
  * least 0, delays finite durations with `maxDelay` at least `initialDelay`,
  * `factor` at least 1, `tools` non-empty names, and `schedule` cannot be
@@ -142,7 +145,7 @@ const OptionsSchema = Schema.Struct({
  * import * as ToolRetry from "@stepwise-agent/middleware/ToolRetry"
  *
  * const program = Effect.gen(function*() {
- *   const retry = yield* ToolRetry.middleware({ tools: ["search"], maxRetries: 3, initialDelay: "200 millis" })
+ *   const retry = ToolRetry.middleware({ tools: ["search"], maxRetries: 3, initialDelay: "200 millis" })
  *   return yield* Agent.make({ middleware: [retry] })
  * })
  * ```
@@ -150,7 +153,11 @@ const OptionsSchema = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const middleware: (
+export const middleware = (options?: Options | undefined): Middleware.Middleware =>
+  Middleware.unwrap(setup(options), { name: Check.nameOf(options, "toolRetry") })
+
+/** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
+const setup: (
   options?: Options | undefined
 ) => Effect.Effect<Middleware.Middleware, AgentError.InvalidOptions> = Effect.fn("ToolRetry.middleware")(
   function*(options: Options | undefined) {
@@ -163,6 +170,7 @@ export const middleware: (
     const retryOn = opts.retryOn ?? isRetryable
     return Middleware.make({
       name: opts.name ?? "toolRetry",
+      uses: { tools: opts.tools },
       wrapToolCall: (request, next) => {
         if (only !== undefined && !only.has(request.call.name)) return next(request)
         return Retry.retrying({

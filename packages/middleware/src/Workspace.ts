@@ -329,56 +329,59 @@ export const WorkspaceError = Schema.Union(
  * @since 0.1.0
  * @category tags
  */
-export class Workspace extends Context.Tag("@stepwise-agent/middleware/Workspace")<Workspace, Workspace.Service>() {}
+export class Workspace extends Context.Tag("@stepwise-agent/middleware/Workspace")<Workspace, Service>() {}
 
 /**
+ * What a `Workspace` does with its files.
+ *
+ * @example
+ * ```ts
+ * import { Workspace } from "@stepwise-agent/middleware"
+ *
+ * const readme = (workspace: Workspace.Service) => workspace.read("/README.md")
+ * ```
+ *
  * @since 0.1.0
- * @category tags
+ * @category models
  */
-export declare namespace Workspace {
+export interface Service {
+  /** The entries directly under a directory (a file path lists that file). */
+  readonly ls: (path: string) => Effect.Effect<ReadonlyArray<Entry>, WorkspaceError>
+  /** A file's whole content. */
+  readonly read: (path: string) => Effect.Effect<string, WorkspaceError>
   /**
-   * @since 0.1.0
-   * @category models
+   * Creates or replaces a file (and the directories above it). `guard`,
+   * when given, is asked too whether the place written may change, where
+   * links lead (see {@link WriteGuard}).
    */
-  export interface Service {
-    /** The entries directly under a directory (a file path lists that file). */
-    readonly ls: (path: string) => Effect.Effect<ReadonlyArray<Entry>, WorkspaceError>
-    /** A file's whole content. */
-    readonly read: (path: string) => Effect.Effect<string, WorkspaceError>
-    /**
-     * Creates or replaces a file (and the directories above it). `guard`,
-     * when given, is asked too whether the place written may change, where
-     * links lead (see {@link WriteGuard}).
-     */
-    readonly write: (
-      path: string,
-      content: string,
-      guard?: WriteGuard | undefined
-    ) => Effect.Effect<void, WorkspaceError>
-    /**
-     * Replaces `oldString` by `newString` in a file: the one occurrence, or
-     * every one with `replaceAll`; gives how many it replaced. `guard` as
-     * for `write`.
-     */
-    readonly edit: (
-      path: string,
-      oldString: string,
-      newString: string,
-      replaceAll: boolean,
-      guard?: WriteGuard | undefined
-    ) => Effect.Effect<number, WorkspaceError>
-    /**
-     * The files under `path` (default "/") whose path matches the glob,
-     * sorted; a pattern longer than {@link maxGlobLength} fails with
-     * {@link GlobTooLong}.
-     */
-    readonly glob: (pattern: string, path?: string | undefined) => Effect.Effect<ReadonlyArray<string>, WorkspaceError>
-    /** The lines that contain `text` (literally), in files under `path` matching `glob`, by path then line. */
-    readonly grep: (
-      text: string,
-      options?: { readonly path?: string | undefined; readonly glob?: string | undefined }
-    ) => Effect.Effect<ReadonlyArray<GrepMatch>, WorkspaceError>
-  }
+  readonly write: (
+    path: string,
+    content: string,
+    guard?: WriteGuard | undefined
+  ) => Effect.Effect<void, WorkspaceError>
+  /**
+   * Replaces `oldString` by `newString` in a file: the one occurrence, or
+   * every one with `replaceAll`; gives how many it replaced. `guard` as
+   * for `write`.
+   */
+  readonly edit: (
+    path: string,
+    oldString: string,
+    newString: string,
+    replaceAll: boolean,
+    guard?: WriteGuard | undefined
+  ) => Effect.Effect<number, WorkspaceError>
+  /**
+   * The files under `path` (default "/") whose path matches the glob,
+   * sorted; a pattern longer than {@link maxGlobLength} fails with
+   * {@link GlobTooLong}.
+   */
+  readonly glob: (pattern: string, path?: string | undefined) => Effect.Effect<ReadonlyArray<string>, WorkspaceError>
+  /** The lines that contain `text` (literally), in files under `path` matching `glob`, by path then line. */
+  readonly grep: (
+    text: string,
+    options?: { readonly path?: string | undefined; readonly glob?: string | undefined }
+  ) => Effect.Effect<ReadonlyArray<GrepMatch>, WorkspaceError>
 }
 
 // -----------------------------------------------------------------------------
@@ -505,7 +508,7 @@ const checkWritable = (options: AccessOptions, path: string): Effect.Effect<stri
  * @since 0.1.0
  * @category constructors
  */
-export const fromStorage = (storage: Storage, options: AccessOptions = {}): Workspace.Service => {
+export const fromStorage = (storage: Storage, options: AccessOptions = {}): Service => {
   const resolve = (path: string) => {
     const normalized = Paths.normalize(path)
     return normalized === undefined ? Effect.fail(new PathOutsideRoot({ path })) : Effect.succeed(normalized)
@@ -650,7 +653,7 @@ export const memoryStorage = (
  */
 export const makeMemory = (
   options?: AccessOptions & { readonly files?: Readonly<Record<string, string>> | undefined } | undefined
-): Effect.Effect<Workspace.Service> =>
+): Effect.Effect<Service> =>
   Effect.sync(() => {
     const files = new Map<string, string>()
     for (const [path, content] of Object.entries(options?.files ?? {})) {
@@ -741,7 +744,7 @@ export const defaultMaxFileBytes = 10 * 1024 * 1024
  */
 export const makeDirectory = (
   options: DirectoryOptions
-): Effect.Effect<Workspace.Service, WorkspaceIoError | AgentError.InvalidOptions> =>
+): Effect.Effect<Service, WorkspaceIoError | AgentError.InvalidOptions> =>
   Effect.gen(function*() {
     const maxFileBytes = options.maxFileBytes ?? defaultMaxFileBytes
     if (!Number.isSafeInteger(maxFileBytes) || maxFileBytes < 0) {
@@ -830,7 +833,7 @@ const relocated = (error: WorkspaceError, outer: (inner: string) => string): Wor
 interface Route {
   /** The normalized prefix ("/memories"). */
   readonly prefix: string
-  readonly workspace: Workspace.Service
+  readonly workspace: Service
   /** The path of the composite for a path of the routed workspace. */
   readonly outer: (inner: string) => string
   /** The path of the routed workspace for a path of the composite under the prefix. */
@@ -888,10 +891,10 @@ const byPath = <A extends { readonly path: string }>(a: A, b: A) => a.path < b.p
  * @category constructors
  */
 export const composite = (
-  fallback: Workspace.Service,
-  routes: Readonly<Record<string, Workspace.Service>>,
+  fallback: Service,
+  routes: Readonly<Record<string, Service>>,
   options: AccessOptions = {}
-): Either.Either<Workspace.Service, AgentError.InvalidOptions> => {
+): Either.Either<Service, AgentError.InvalidOptions> => {
   const mounted: Array<Route> = []
   for (const [given, workspace] of Object.entries(routes)) {
     const invalid = (reason: string) =>
@@ -920,7 +923,7 @@ export const composite = (
   /** Runs `f` on the workspace `path` routes to, with the path it has there; errors name the composite's path. */
   const routed = <A>(
     path: string,
-    f: (workspace: Workspace.Service, path: string, route: Route | undefined) => Effect.Effect<A, WorkspaceError>
+    f: (workspace: Service, path: string, route: Route | undefined) => Effect.Effect<A, WorkspaceError>
   ): Effect.Effect<A, WorkspaceError> =>
     Effect.flatMap(resolve(path), (normalized) => {
       const route = routeOf(normalized)

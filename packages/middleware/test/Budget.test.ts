@@ -58,7 +58,7 @@ const gpt4o = { "gpt-4o": { inputPerMillion: 2.5, outputPerMillion: 10 } }
 describe("Budget", () => {
   it.effect("tokens, softLanding: the call that would likely go over has no tools; the run ends on its answer", () =>
     Effect.gen(function*() {
-      const budget = yield* Budget.middleware({ tokens: { runLimit: 100 }, softLanding: true })
+      const budget = Budget.middleware({ tokens: { runLimit: 100 }, softLanding: true })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [budget], systemPrompt: "Be brief." })
       const result = completed(yield* agent.run("go", { threadId: "t" }))
       assert.strictEqual(result.text, "answer")
@@ -78,7 +78,7 @@ describe("Budget", () => {
 
   it.effect("tokens, without softLanding: the run ends with a notice once the budget is spent", () =>
     Effect.gen(function*() {
-      const budget = yield* Budget.middleware({ tokens: { runLimit: 100 } })
+      const budget = Budget.middleware({ tokens: { runLimit: 100 } })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [budget] })
       const result = completed(yield* agent.run("go", { threadId: "t" }))
       // 0, 40, 80 spent before the calls; 120 ≥ 100 before the fourth: refused
@@ -89,7 +89,7 @@ describe("Budget", () => {
 
   it.effect("cost: priced from the agent's model by name, per million tokens; softLanding lands on the cost", () =>
     Effect.gen(function*() {
-      const budget = yield* Budget.middleware({ cost: { runLimit: 1, prices: gpt4o }, softLanding: true })
+      const budget = Budget.middleware({ cost: { runLimit: 1, prices: gpt4o }, softLanding: true })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [budget] })
       const result = completed(yield* agent.run("go", { threadId: "t" }))
       // each call: 100k in × 2.5/M + 10k out × 10/M = 0.35; 0.70 + 0.35 > 1 lands the third call
@@ -106,7 +106,7 @@ describe("Budget", () => {
 
   it.effect("cost: a model the list does not price fails the run before any call, naming it", () =>
     Effect.gen(function*() {
-      const budget = yield* Budget.middleware({ cost: { threadLimit: 1, prices: gpt4o } })
+      const budget = Budget.middleware({ cost: { threadLimit: 1, prices: gpt4o } })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [budget] })
       const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
       assert.strictEqual(error._tag, "UnpricedModel")
@@ -127,7 +127,7 @@ describe("Budget", () => {
 
   it.effect("error: fails with BudgetExceeded naming each limit reached, before the refused call", () =>
     Effect.gen(function*() {
-      const budget = yield* Budget.middleware({ tokens: { runLimit: 50, threadLimit: 80 }, exitBehavior: "error" })
+      const budget = Budget.middleware({ tokens: { runLimit: 50, threadLimit: 80 }, exitBehavior: "error" })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [budget] })
       const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
       assert.strictEqual(error._tag, "BudgetExceeded")
@@ -143,7 +143,7 @@ describe("Budget", () => {
   it.effect("the thread's spending survives a checkpoint: a new agent on the same store goes on from it", () =>
     Effect.gen(function*() {
       const make = Effect.gen(function*() {
-        const budget = yield* Budget.middleware({ tokens: { threadLimit: 100 } })
+        const budget = Budget.middleware({ tokens: { threadLimit: 100 } })
         return yield* Agent.make({ toolkit: Tools, middleware: [budget] })
       })
       const first = completed(yield* (yield* make).run("one", { threadId: "t" }))
@@ -166,7 +166,7 @@ describe("Budget", () => {
 
   it.effect("a resumed run keeps its spending, also when the run waited before the budget counted the call", () =>
     Effect.gen(function*() {
-      const budget = yield* Budget.middleware({ tokens: { runLimit: 100 }, softLanding: true })
+      const budget = Budget.middleware({ tokens: { runLimit: 100 }, softLanding: true })
       // listed after the budget: its afterModel runs first and waits before the budget's afterModel counts
       const pause = Middleware.make({
         name: "pause",
@@ -184,7 +184,7 @@ describe("Budget", () => {
 
   it.effect("a new run resets the run's spending and lands again only on its own spending", () =>
     Effect.gen(function*() {
-      const budget = yield* Budget.middleware({ tokens: { runLimit: 100 }, softLanding: true })
+      const budget = Budget.middleware({ tokens: { runLimit: 100 }, softLanding: true })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [budget] })
       yield* agent.run("one", { threadId: "t" })
       const second = completed(yield* agent.run("two", { threadId: "t" }))
@@ -198,7 +198,7 @@ describe("Budget", () => {
 
   it.effect("reports the landing and the end on the event stream", () =>
     Effect.gen(function*() {
-      const budget = yield* Budget.middleware({ tokens: { runLimit: 70 }, softLanding: true, name: "budget" })
+      const budget = Budget.middleware({ tokens: { runLimit: 70 }, softLanding: true, name: "budget" })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [budget] })
       const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("go", { threadId: "t" })))
       const decisions = events.filter(AgentEvent.$is("MiddlewareDecision")).map((e) => [e.hook, e.decision])
@@ -223,7 +223,7 @@ describe("Budget", () => {
     },
     ({ runLimit, softLanding, spends }) =>
       Effect.gen(function*() {
-        const budget = yield* Budget.middleware({ tokens: { runLimit }, softLanding })
+        const budget = Budget.middleware({ tokens: { runLimit }, softLanding })
         const agent = yield* Agent.make({ toolkit: Tools, middleware: [budget], maxSteps: 100 })
         const result = completed(yield* agent.run("go", { threadId: "t" }))
         const requests = yield* ScriptedModel.requests
@@ -247,7 +247,7 @@ describe("Budget", () => {
 
   describe("bad options", () => {
     const invalid = (options: Budget.Options) =>
-      Effect.flip(Budget.middleware(options)).pipe(Effect.map((e) => [e._tag, e.option] as const))
+      Effect.flip(Middleware.build(Budget.middleware(options))).pipe(Effect.map((e) => [e._tag, e.option] as const))
 
     it.effect("needs a budget with at least one limit", () =>
       Effect.gen(function*() {

@@ -119,7 +119,7 @@ describe("Workspace.composite", () => {
   it.effect("a route that is not a directory inside the root, or routed twice, is refused", () =>
     Effect.gen(function*() {
       const ws = yield* memory()
-      const optionOf = (routes: Record<string, Workspace.Workspace.Service>) =>
+      const optionOf = (routes: Record<string, Workspace.Service>) =>
         Either.match(Workspace.composite(ws, routes), { onLeft: (e) => e.option, onRight: () => "accepted" })
       assert.strictEqual(optionOf({ "/": ws }), "routes[\"/\"]")
       assert.strictEqual(optionOf({ "/a/../..": ws }), "routes[\"/a/../..\"]")

@@ -1,10 +1,10 @@
 import { Prompt, Tokenizer, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, type Middleware, ModelProfile } from "@stepwise-agent/core"
+import { Agent, AgentEvent, Middleware, ModelProfile } from "@stepwise-agent/core"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
-import { Chunk, Effect, Either, FastCheck, Layer, Option, Schema, Stream } from "effect"
+import { Chunk, Effect, FastCheck, Layer, Option, Schema, Stream } from "effect"
 import * as ContextEditing from "../src/ContextEditing.js"
 
 // ---------------------------------------------------------------------------
@@ -13,7 +13,15 @@ import * as ContextEditing from "../src/ContextEditing.js"
 
 const Approximate = TokenCounter.layerApproximate()
 
-const edit = (options?: ContextEditing.ClearToolUsesOptions) => Either.getOrThrow(ContextEditing.ClearToolUses(options))
+const edit = (options?: ContextEditing.ClearToolUsesOptions) => ContextEditing.clearToolUses(options)
+
+/** What building a `ContextEditing` middleware with the edit of `options` fails with (`None`: it builds). */
+const optionsError = (options?: ContextEditing.ClearToolUsesOptions) =>
+  Middleware.build(ContextEditing.middleware({ edits: [ContextEditing.clearToolUses(options)] })).pipe(
+    Effect.flip,
+    Effect.option,
+    Effect.runSync
+  )
 
 /** Tokens of the system prompt and the messages, as an edit counts them. */
 const tokensOf = (messages: ReadonlyArray<Prompt.Message>, systemPrompt?: string | undefined) =>
@@ -440,8 +448,8 @@ describe("ClearToolUses clearTo", () => {
         )
       )
       assert.isAbove(before, Math.floor(tokens / 2))
-      const invalid = ContextEditing.ClearToolUses({ trigger: [{ tokens: 800 }, { tokens: 1000 }], clearTo: 900 })
-      assert.isTrue(Either.isLeft(invalid))
+      const invalid = optionsError({ trigger: [{ tokens: 800 }, { tokens: 1000 }], clearTo: 900 })
+      assert.isTrue(Option.isSome(invalid))
     }).pipe(Effect.provide(Approximate)))
 })
 
@@ -804,34 +812,39 @@ describe("ClearToolUses", () => {
       [{ trigger: { fraction: 0.001 }, contextWindow: 500 }, "trigger.fraction"]
     ] as const
     for (const [options, option] of invalid) {
-      const error = Either.getLeft(ContextEditing.ClearToolUses(options as ContextEditing.ClearToolUsesOptions))
+      const error = optionsError(options as ContextEditing.ClearToolUsesOptions)
       assert.isTrue(Option.isSome(error), option)
       const value = Option.getOrThrow(error)
       assert.strictEqual(value._tag, "InvalidOptions")
       assert.isTrue(value.option.startsWith(option), `${value.option} for ${option}`)
       assert.strictEqual(value.module, "ClearToolUses")
     }
-    const keep = Either.getLeft(ContextEditing.ClearToolUses({ keep: -1 })).pipe(Option.getOrThrow)
+    const keep = optionsError({ keep: -1 }).pipe(Option.getOrThrow)
     assert.include(keep.message, "Invalid ClearToolUses option \"keep\": Expected a whole number of at least 0")
     assert.include(keep.message, "actual -1")
-    const empty = Either.getLeft(ContextEditing.ClearToolUses({ trigger: [] })).pipe(Option.getOrThrow)
+    const empty = optionsError({ trigger: [] }).pipe(Option.getOrThrow)
     assert.strictEqual(empty.reason, "is an empty list: nothing would trigger")
-    assert.isTrue(Either.isRight(ContextEditing.ClearToolUses()))
-    assert.isTrue(Either.isRight(ContextEditing.ClearToolUses({ trigger: 0, clearAtLeast: 0, keep: 0 })))
-    assert.isTrue(Either.isRight(ContextEditing.ClearToolUses({
+    assert.isTrue(Option.isNone(optionsError()))
+    assert.isTrue(Option.isNone(optionsError({ trigger: 0, clearAtLeast: 0, keep: 0 })))
+    assert.isTrue(Option.isNone(optionsError({
       trigger: [{ tokens: 0.5 }, { messages: 3, fraction: 1 }],
       keep: { fraction: 0 },
       contextWindow: 1
     })))
   })
 
-  it.effect("fails an Effect.gen when yielded with bad options", () =>
+  it.effect("an edit built from bad options is a value that fails Agent.make with its InvalidOptions", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(Effect.gen(function*() {
-        return yield* ContextEditing.ClearToolUses({ clearAtLeast: -1 })
-      }))
+      const bad = ContextEditing.clearToolUses({ clearAtLeast: -1 })
+      assert.strictEqual(bad.name, "ClearToolUses")
+      const error = yield* Effect.flip(Agent.make({ middleware: [ContextEditing.middleware({ edits: [bad] })] }))
       assert.strictEqual(error._tag, "InvalidOptions")
-    }))
+      assert.strictEqual(error._tag === "InvalidOptions" && error.module, "ClearToolUses")
+      assert.strictEqual(error._tag === "InvalidOptions" && error.option, "clearAtLeast")
+      // applied by hand, outside a middleware, it dies with the same error
+      const died = yield* Effect.exit(ContextEditing.applyEdits([bad], [user("hi")]))
+      assert.isTrue(died._tag === "Failure" && died.cause._tag === "Die")
+    }).pipe(Effect.provide(ScriptedModel.layer([])), Effect.provide(Approximate)))
 
   it.effect("applyEdits chains edits and sums what they did", () =>
     Effect.gen(function*() {

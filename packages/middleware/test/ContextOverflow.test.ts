@@ -9,6 +9,10 @@ import { Effect, FastCheck, Option } from "effect"
 import * as ContextEditing from "../src/ContextEditing.js"
 import * as ContextOverflow from "../src/ContextOverflow.js"
 
+/** The middleware, built as `Agent.make` builds it, to call its hooks directly. */
+const built = <M extends Middleware.Any>(middleware: M) =>
+  Effect.orDie(Middleware.build(middleware)) as Effect.Effect<M>
+
 const httpError = (status: number, body: unknown, contentType = "application/json") =>
   ScriptedModel.httpError(
     status,
@@ -225,7 +229,7 @@ describe("middleware (policy: clearToolUses)", () => {
     },
     ({ keep, messages }) =>
       Effect.gen(function*() {
-        const overflow = yield* ContextOverflow.middleware({ policy: "clearToolUses", keep })
+        const overflow = yield* built(ContextOverflow.middleware({ policy: "clearToolUses", keep }))
         const before = JSON.stringify(messages)
         const { next, seen } = scripted([overflowing, "fits now"])
         const outcome = yield* Effect.either(overflow.wrapModelCall!(request(messages), next))
@@ -252,7 +256,7 @@ describe("middleware (policy: clearToolUses)", () => {
 
   it.effect("a thread that overflowed is cleared before its next call; other threads are not", () =>
     Effect.gen(function*() {
-      const overflow = yield* ContextOverflow.middleware({ policy: "clearToolUses", keep: 0 })
+      const overflow = yield* built(ContextOverflow.middleware({ policy: "clearToolUses", keep: 0 }))
       const messages = [
         user("go"),
         Prompt.makeMessage("assistant", {
@@ -289,7 +293,7 @@ describe("middleware (policy: clearToolUses)", () => {
   it.effect("bad options fail with InvalidOptions naming the option", () =>
     Effect.gen(function*() {
       const invalid = (options: unknown) =>
-        Effect.flip(ContextOverflow.middleware(options as ContextOverflow.MiddlewareOptions)).pipe(
+        Effect.flip(Middleware.build(ContextOverflow.middleware(options as ContextOverflow.MiddlewareOptions))).pipe(
           Effect.map((e) => [e.module, e.option] as const)
         )
       assert.deepStrictEqual(yield* invalid({}), ["ContextOverflow", "policy"])

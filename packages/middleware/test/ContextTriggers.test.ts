@@ -10,7 +10,7 @@ import { Agent, AgentEvent, AgentState } from "@stepwise-agent/core"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
-import { Chunk, Effect, Either, FastCheck, Stream } from "effect"
+import { Chunk, Effect, FastCheck, Stream } from "effect"
 import * as ContextEditing from "../src/ContextEditing.js"
 import * as ContextOverflow from "../src/ContextOverflow.js"
 import * as ContextView from "../src/ContextView.js"
@@ -75,7 +75,7 @@ const clearOnce = (
   mode: ContextEditing.Mode = "request"
 ) =>
   Effect.gen(function*() {
-    const edit = Either.getOrThrow(ContextEditing.ClearToolUses(options))
+    const edit = ContextEditing.clearToolUses(options)
     const agent = yield* Agent.make({
       systemPrompt,
       middleware: [ContextEditing.middleware({ edits: [edit], mode })]
@@ -164,13 +164,13 @@ describe("ClearToolUses counts what the model call is sent", () => {
       Effect.gen(function*() {
         const thread = damaged(history, orphans, dropped)
         const options = { trigger: trigger + 1, keep: 1 }
-        const remembering = Either.getOrThrow(ContextEditing.ClearToolUses(options))
+        const remembering = ContextEditing.clearToolUses(options)
         const lengths = cuts.map((cut) => cut % (thread.length + 1))
         // growing, then in any order (shorter histories start over)
         for (const n of [...[...lengths].sort((a, b) => a - b), ...lengths, thread.length]) {
           const messages = thread.slice(0, n)
           const remembered = yield* remembering.apply(messages, { systemPrompt })
-          const fresh = yield* Either.getOrThrow(ContextEditing.ClearToolUses(options)).apply(messages, {
+          const fresh = yield* ContextEditing.clearToolUses(options).apply(messages, {
             systemPrompt
           })
           assert.deepStrictEqual(remembered, fresh)
@@ -229,7 +229,7 @@ describe("AgentState.paired", () => {
 const summarizeOnce = (history: ReadonlyArray<Prompt.Message>, trigger: Summarization.TriggerCondition) =>
   Effect.gen(function*() {
     const summarizer = yield* ScriptedModel.make([ScriptedModel.text("SUMMARY")])
-    const summarization = yield* Effect.orDie(Summarization.middleware({ trigger, keep: { messages: 1 } }))
+    const summarization = Summarization.middleware({ trigger, keep: { messages: 1 } })
     const agent = yield* Agent.make({ middleware: [summarization] }).pipe(
       Effect.provide(Summarization.layer(summarizer.model))
     )
@@ -288,11 +288,11 @@ describe("Summarization calibrates with what the model call was sent", () => {
   it.effect("a provider counting exactly the request sent leaves the counts as they are, orphans or not", () =>
     Effect.gen(function*() {
       const summarizer = yield* ScriptedModel.make([ScriptedModel.text("SUMMARY")])
-      const summarization = yield* Effect.orDie(Summarization.middleware({
+      const summarization = Summarization.middleware({
         trigger: { tokens: yield* count(second) },
         keep: { messages: 1 },
         calibrate: true
-      }))
+      })
       const agent = yield* Agent.make({ middleware: [summarization] }).pipe(
         Effect.provide(Summarization.layer(summarizer.model))
       )
@@ -316,7 +316,7 @@ describe("Summarization calibrates with what the model call was sent", () => {
 describe("ContextOverflow measures what the model call is sent", () => {
   it.effect("the ContextOverflow error counts the paired request, not the orphans it dropped", () =>
     Effect.gen(function*() {
-      const mw = yield* ContextOverflow.middleware({ policy: "clearToolUses" })
+      const mw = ContextOverflow.middleware({ policy: "clearToolUses" })
       const agent = yield* Agent.make({ systemPrompt, middleware: [mw] })
       const stored = [user("find"), orphan(4000), user("go")]
       const error = yield* Effect.flip(agent.run(stored, { threadId: "t" }))

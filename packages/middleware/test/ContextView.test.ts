@@ -1,6 +1,6 @@
 import { LanguageModel, Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Checkpointer, type Middleware } from "@stepwise-agent/core"
+import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
 import { Context, Effect, FastCheck, Option, Schema } from "effect"
@@ -113,9 +113,9 @@ const beforeModel = <S, E, R>(mw: Middleware.Middleware<S, E, R>, messages: Read
   }))
 
 const summarization = (mode: Summarization.Mode, trigger: number, keep: number) =>
-  Effect.orDie(Summarization.middleware({ trigger: { messages: trigger }, keep: { messages: keep }, mode }))
+  Summarization.middleware({ trigger: { messages: trigger }, keep: { messages: keep }, mode })
 const summarizing = (mode: Summarization.Mode, trigger: number, keep: number) =>
-  Effect.map(summarization(mode, trigger, keep), (mw) => [mw])
+  Effect.succeed([summarization(mode, trigger, keep)])
 const none = Effect.succeed([])
 
 const Runs = FastCheck.array(RunScriptArb, { minLength: 1, maxLength: 5 })
@@ -158,7 +158,7 @@ describe("Summarization view mode", () => {
 
   it.effect("a view whose cut lies past the stored messages is dropped", () =>
     Effect.gen(function*() {
-      const mw = yield* summarization("view", 100, 2)
+      const mw = yield* Effect.orDie(Middleware.build(summarization("view", 100, 2)))
       const messages = [Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "hi" })] })]
       const result = yield* beforeModel(mw, messages, { summaryView: { start: 0, end: 5, text: "old" } })
       assert.deepStrictEqual(result, { state: { summaryView: null } })
@@ -204,11 +204,7 @@ describe("Summarization view mode", () => {
 const clearing = (
   mode: ContextEditing.Mode,
   options: ContextEditing.ClearToolUsesOptions
-) =>
-  Effect.map(
-    Effect.orDie(ContextEditing.ClearToolUses(options)),
-    (edit) => [ContextEditing.middleware({ edits: [edit], mode })]
-  )
+) => Effect.succeed([ContextEditing.middleware({ edits: [ContextEditing.clearToolUses(options)], mode })])
 
 /** How many requests did not start with the whole previous request. */
 const prefixChanges = (requests: ReadonlyArray<ReadonlyArray<Prompt.Message>>): number => {
@@ -422,10 +418,14 @@ describe("ClearToolUses view mode", () => {
 
   it.effect("a watermark at or above the trigger is an InvalidOptions naming clearTo", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(ContextEditing.ClearToolUses({ trigger: 500, clearTo: 500 }))
+      const error = yield* Effect.flip(
+        Middleware.build(
+          ContextEditing.middleware({ edits: [ContextEditing.clearToolUses({ trigger: 500, clearTo: 500 })] })
+        )
+      )
       assert.strictEqual(error.option, "clearTo")
       assert.include(error.reason, "not below the trigger")
-      const ok = yield* ContextEditing.ClearToolUses({ trigger: 500, clearTo: { tokens: 499 } })
+      const ok = ContextEditing.clearToolUses({ trigger: 500, clearTo: { tokens: 499 } })
       assert.strictEqual(ok.name, "ClearToolUses")
     }))
 })
@@ -453,7 +453,12 @@ describe("Summarization offload", () => {
         const store = yield* Offload.makeMemory
         const summarizerModel = yield* summarizer
         const mw = yield* Effect.orDie(
-          Summarization.middleware({ trigger: { messages: 1 }, keep: { messages: keep }, offload: true })
+          Middleware.build(
+            Summarization.middleware({ trigger: { messages: 1 }, keep: { messages: keep }, offload: true })
+          )
+        ).pipe(
+          Effect.provideService(Offload.OffloadStore, store),
+          Effect.provide(Summarization.layer(summarizerModel.model))
         )
         const result = yield* beforeModel(mw, messages, {}).pipe(
           Effect.provideService(Offload.OffloadStore, store),
@@ -485,9 +490,12 @@ describe("Summarization offload", () => {
     Effect.gen(function*() {
       const store = yield* Offload.makeMemory
       const summary = yield* summarizer
-      const mw = yield* Effect.orDie(
-        Summarization.middleware({ trigger: { messages: 7 }, keep: { messages: 2 }, offload: true, mode: "view" })
-      )
+      const mw = Summarization.middleware({
+        trigger: { messages: 7 },
+        keep: { messages: 2 },
+        offload: true,
+        mode: "view"
+      })
       /** Reads the reference named in the summary, 100 characters a page, to its end, then answers. */
       const reader = (request: ScriptedModel.Request) => {
         const messages = request.prompt.content
@@ -588,8 +596,8 @@ describe("Summarization offload when the store fails", () => {
       })
       const summary = yield* summarizer
       const mw = yield* Effect.orDie(
-        Summarization.middleware({ trigger: { messages: 2 }, keep: { messages: 1 }, offload: true })
-      )
+        Middleware.build(Summarization.middleware({ trigger: { messages: 2 }, keep: { messages: 1 }, offload: true }))
+      ).pipe(Effect.provideService(Offload.OffloadStore, failing), Effect.provide(Summarization.layer(summary.model)))
       const messages = [
         Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "first" })] }),
         Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: "answer" })] }),

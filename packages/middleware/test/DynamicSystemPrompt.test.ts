@@ -33,7 +33,7 @@ describe("DynamicSystemPrompt", () => {
 
   it.effect("sees the agent's own prompt and the whole state", () =>
     Effect.gen(function*() {
-      const limit = yield* ModelCallLimit.middleware({ threadLimit: 10 })
+      const limit = ModelCallLimit.middleware({ threadLimit: 10 })
       const prompt = DynamicSystemPrompt.middleware((request) =>
         Effect.succeed(`${request.systemPrompt} (model calls so far: ${request.state.threadModelCallCount})`)
       )

@@ -1,6 +1,6 @@
 import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent } from "@stepwise-agent/core"
+import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
 import { Fixtures, ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Context, Data, Effect, Layer, Stream } from "effect"
 import * as Guardrail from "../src/Guardrail.js"
@@ -25,7 +25,7 @@ describe("Guardrail input", () => {
   it.effect("checks the run's input once, on the first model call, and lets it through", () =>
     Effect.gen(function*() {
       const seen: Array<{ texts: Array<string>; step: number }> = []
-      const guard = yield* Guardrail.middleware({
+      const guard = Guardrail.middleware({
         input: (messages, { step }) =>
           Effect.sync(() => {
             seen.push({ texts: messages.map(textOf), step })
@@ -42,7 +42,7 @@ describe("Guardrail input", () => {
 
   it.effect("a block fails the run with GuardrailTripped before the model is called", () =>
     Effect.gen(function*() {
-      const guard = yield* Guardrail.middleware({
+      const guard = Guardrail.middleware({
         name: "noPasswords",
         input: (messages) =>
           Effect.succeed(hasText(messages, "password") ? Guardrail.block("mentions a password") : Guardrail.allow)
@@ -61,7 +61,7 @@ describe("Guardrail input", () => {
 
   it.effect("a rewrite with a text replaces the input in what the model sees and in the stored thread", () =>
     Effect.gen(function*() {
-      const guard = yield* Guardrail.middleware({
+      const guard = Guardrail.middleware({
         input: (messages) => Effect.succeed(Guardrail.rewrite(messages.map(textOf).join(" ").replace(/damn/g, "****")))
       })
       const agent = yield* Agent.make({ middleware: [guard] })
@@ -84,7 +84,7 @@ describe("Guardrail input", () => {
 
   it.effect("a rewrite with messages replaces the checked messages with them", () =>
     Effect.gen(function*() {
-      const guard = yield* Guardrail.middleware({
+      const guard = Guardrail.middleware({
         input: () =>
           Effect.succeed(Guardrail.rewrite([
             Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "context: kids" })] }),
@@ -98,7 +98,7 @@ describe("Guardrail input", () => {
 
   it.effect("onBlock: \"end\" ends the run with an assistant message instead of failing", () =>
     Effect.gen(function*() {
-      const guard = yield* Guardrail.middleware({
+      const guard = Guardrail.middleware({
         input: () => Effect.succeed(Guardrail.block("off topic")),
         onBlock: "end",
         blockedMessage: "I can only talk about cooking."
@@ -118,7 +118,7 @@ describe("Guardrail output", () => {
   it.effect("a block fails the run with GuardrailTripped and the blocked tool calls never run", () => {
     const echoed: Array<string> = []
     return Effect.gen(function*() {
-      const guard = yield* Guardrail.middleware({
+      const guard = Guardrail.middleware({
         output: (message) =>
           Effect.succeed(textOf(message).includes("rm -rf") ? Guardrail.block("dangerous command") : Guardrail.allow)
       })
@@ -134,7 +134,7 @@ describe("Guardrail output", () => {
   it.effect("onBlock: \"end\" replaces a blocked reply, dropping its tool calls", () => {
     const echoed: Array<string> = []
     return Effect.gen(function*() {
-      const guard = yield* Guardrail.middleware({
+      const guard = Guardrail.middleware({
         output: () => Effect.succeed(Guardrail.block("dangerous command")),
         onBlock: "end"
       })
@@ -151,7 +151,7 @@ describe("Guardrail output", () => {
   it.effect("a rewrite with a text replaces the reply's text and keeps its tool calls", () => {
     const echoed: Array<string> = []
     return Effect.gen(function*() {
-      const guard = yield* Guardrail.middleware({
+      const guard = Guardrail.middleware({
         output: (message) => Effect.succeed(textOf(message) === "" ? Guardrail.allow : Guardrail.rewrite("[filtered]"))
       })
       const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [guard] })
@@ -174,7 +174,7 @@ class Moderation extends Context.Tag("Moderation")<Moderation, { readonly flagge
 describe("Guardrail checks", () => {
   it.effect("a check's own errors and services flow into the agent", () =>
     Effect.gen(function*() {
-      const guard = yield* Guardrail.middleware({
+      const guard = Guardrail.middleware({
         input: (messages) =>
           Effect.flatMap(Moderation, (moderation) =>
             hasText(messages, "outage")
@@ -196,12 +196,12 @@ describe("Guardrail checks", () => {
 
   it.effect("an unusable verdict fails with InvalidGuardrailVerdict", () =>
     Effect.gen(function*() {
-      const empty = yield* Guardrail.middleware({ input: () => Effect.succeed(Guardrail.rewrite([])) })
+      const empty = Guardrail.middleware({ input: () => Effect.succeed(Guardrail.rewrite([])) })
       const agent = yield* Agent.make({ middleware: [empty] })
       const error = yield* Effect.flip(agent.run("hi", { threadId: "t" }))
       assert.strictEqual(error._tag, "InvalidGuardrailVerdict")
       assert.include(error.message, "at least one message")
-      const junk = yield* Guardrail.middleware({ name: "junk", output: () => Effect.succeed({ ok: true } as any) })
+      const junk = Guardrail.middleware({ name: "junk", output: () => Effect.succeed({ ok: true } as any) })
       const other = yield* Agent.make({ middleware: [junk] })
       const error2 = yield* Effect.flip(other.run("hi", { threadId: "t2" }))
       assert.strictEqual(error2._tag, "InvalidGuardrailVerdict")
@@ -210,14 +210,14 @@ describe("Guardrail checks", () => {
 
   it.effect("bad options fail with InvalidOptions naming the option", () =>
     Effect.gen(function*() {
-      const none = yield* Effect.flip(Guardrail.middleware({}))
+      const none = yield* Effect.flip(Middleware.build(Guardrail.middleware({})))
       assert.deepStrictEqual([none._tag, none.option], ["InvalidOptions", "input"])
       const onBlock = yield* Effect.flip(
-        Guardrail.middleware({ input: () => Effect.succeed(Guardrail.allow), onBlock: "stop" as any })
+        Middleware.build(Guardrail.middleware({ input: () => Effect.succeed(Guardrail.allow), onBlock: "stop" as any }))
       )
       assert.strictEqual(onBlock.option, "onBlock")
       assert.include(onBlock.message, "Expected \"error\" | \"end\", actual \"stop\"")
-      const notAFunction = yield* Effect.flip(Guardrail.middleware({ output: "strict" as any }))
+      const notAFunction = yield* Effect.flip(Middleware.build(Guardrail.middleware({ output: "strict" as any })))
       assert.strictEqual(notAFunction.option, "output")
     }))
 

@@ -22,7 +22,7 @@ interface Seen {
 /** What `f` of `use` sees, copied (the session goes on changing). */
 const look = (
   cache: HistoryCache.HistoryCache<undefined>,
-  counter: TokenCounter.TokenCounter.Service,
+  counter: TokenCounter.Service,
   messages: ReadonlyArray<Prompt.Message>
 ) =>
   cache.use(counter, messages, (session) =>
@@ -190,7 +190,7 @@ describe("HistoryCache", () => {
       const cache = recording()
       const approximate = yield* TokenCounter.makeApproximate()
       const measured: Array<number> = []
-      const counter: TokenCounter.TokenCounter.Service = {
+      const counter: TokenCounter.Service = {
         ...approximate,
         measure: (items) => {
           measured.push(items.length)

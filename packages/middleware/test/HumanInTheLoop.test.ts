@@ -56,7 +56,7 @@ const setup = (
 ) =>
   Effect.gen(function*() {
     const log = yield* Ref.make<ReadonlyArray<string>>([])
-    const hitl = yield* HumanInTheLoop.middleware({
+    const hitl = HumanInTheLoop.middleware({
       toolkit: Tools,
       interruptOn: options?.interruptOn ?? defaultPolicy
     })
@@ -85,7 +85,7 @@ type ActionOf = (callId: string) => HumanInTheLoop.ActionRequest
  * on (decisions are built from them, as a UI showing the request does), or
  * the value itself.
  */
-const bound = <S, E, O>(agent: Agent.Agent.Service<S, E, O>, threadId: string, value: unknown) =>
+const bound = <S, E, O>(agent: Agent.Service<S, E, O>, threadId: string, value: unknown) =>
   Effect.map(agent.thread(threadId), (snapshot) => {
     const request = Option.flatMap(Option.flatMap(snapshot, (thread) => thread.pending), HumanInTheLoop.requestOf)
     const actionOf: ActionOf = (callId) =>
@@ -102,7 +102,7 @@ const bound = <S, E, O>(agent: Agent.Agent.Service<S, E, O>, threadId: string, v
     return typeof value === "function" ? value(actionOf) : value
   })
 
-const resumeBound = <S, E, O>(agent: Agent.Agent.Service<S, E, O>, threadId: string, value: unknown) =>
+const resumeBound = <S, E, O>(agent: Agent.Service<S, E, O>, threadId: string, value: unknown) =>
   Effect.flatMap(bound(agent, threadId, value), (decisions) => agent.resume(threadId, decisions))
 
 /** The tool results of a conversation, in order. */
@@ -176,7 +176,7 @@ describe("HumanInTheLoop interrupt", () => {
   it.effect("descriptions: a fixed string, a function of the call and context, and a custom prefix", () =>
     Effect.gen(function*() {
       const log = yield* Ref.make<ReadonlyArray<string>>([])
-      const hitl = yield* HumanInTheLoop.middleware({
+      const hitl = HumanInTheLoop.middleware({
         toolkit: Tools,
         descriptionPrefix: "Needs a human",
         interruptOn: {
@@ -605,7 +605,7 @@ describe("HumanInTheLoop binding", () => {
   it.effect("a double-submitted approval of call_0 does not approve the next identical call_0, even at the same place in a trimmed thread", () =>
     Effect.gen(function*() {
       const log = yield* Ref.make<ReadonlyArray<string>>([])
-      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
+      const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
       // keeps only the last user message before each model call: every reply lands at index 1
       const trim = Middleware.make({
         name: "trim",
@@ -687,11 +687,11 @@ describe("HumanInTheLoop binding", () => {
 describe("HumanInTheLoop construction", () => {
   it.effect("an unknown tool name in interruptOn fails with InvalidInterruptPolicy", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(HumanInTheLoop.middleware({
+      const error = yield* Effect.flip(Middleware.build(HumanInTheLoop.middleware({
         toolkit: Tools,
         // @ts-expect-error rm_rf is not a tool of the toolkit
         interruptOn: { delete_file: true, rm_rf: true }
-      }))
+      })))
       assert.strictEqual(error._tag, "InvalidInterruptPolicy")
       assert.strictEqual(error._tag === "InvalidInterruptPolicy" && error.toolName, "rm_rf")
       assert.include(error.message, "delete_file, read_file, send_email")
@@ -699,16 +699,16 @@ describe("HumanInTheLoop construction", () => {
 
   it.effect("a policy allowing no decision, or an unknown kind, fails with InvalidInterruptPolicy", () =>
     Effect.gen(function*() {
-      const empty = yield* Effect.flip(HumanInTheLoop.middleware({
+      const empty = yield* Effect.flip(Middleware.build(HumanInTheLoop.middleware({
         toolkit: Tools,
         interruptOn: { delete_file: { allowedDecisions: [] } }
-      }))
+      })))
       assert.strictEqual(empty._tag, "InvalidInterruptPolicy")
       assert.include(empty.reason, "allowedDecisions is empty")
-      const unknown = yield* Effect.flip(HumanInTheLoop.middleware({
+      const unknown = yield* Effect.flip(Middleware.build(HumanInTheLoop.middleware({
         toolkit: Tools,
         interruptOn: { delete_file: { allowedDecisions: ["approve", "ignore" as "approve"] } }
-      }))
+      })))
       assert.include(unknown.reason, "ignore")
     }))
 })
@@ -739,11 +739,11 @@ const twice = Middleware.make({
 })
 
 const setupWith = (
-  middleware: (hitl: Middleware.Middleware<{}, any>) => ReadonlyArray<Middleware.Middleware<any, any, any>>
+  middleware: (hitl: Middleware.Middleware<{}, any, never, any>) => ReadonlyArray<Middleware.Any>
 ) =>
   Effect.gen(function*() {
     const log = yield* Ref.make<ReadonlyArray<string>>([])
-    const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: defaultPolicy })
+    const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: defaultPolicy })
     const model = yield* ScriptedModel.make([deleteAndRead, ScriptedModel.text("done")])
     const agent = yield* Agent.make({ toolkit: Tools, middleware: middleware(hitl) }).pipe(
       Effect.provide(toolsLive(log)),
@@ -1085,7 +1085,7 @@ describe("options", () => {
     Tool.make("delete_file", { parameters: { path: Schema.String }, success: Schema.String })
   )
   const invalid = (options: unknown) =>
-    Effect.flip(HumanInTheLoop.middleware(options as any)).pipe(
+    Effect.flip(Middleware.build(HumanInTheLoop.middleware(options as any))).pipe(
       Effect.map((error) => [error._tag, error._tag === "InvalidOptions" ? error.option : error.toolName] as const)
     )
 

@@ -22,7 +22,7 @@ const setup = (script: ReadonlyArray<ScriptedModel.Turn>, middleware: ReadonlyAr
   Effect.gen(function*() {
     const log = yield* Ref.make<ReadonlyArray<string>>([])
     const model = yield* ScriptedModel.make(script)
-    const make = Agent.make({ toolkit: Tools, middleware }) as Effect.Effect<Agent.Agent.Service<any, any>, unknown>
+    const make = Agent.make({ toolkit: Tools, middleware }) as Effect.Effect<Agent.Service<any, any>, unknown>
     const agent = yield* make.pipe(
       Effect.provide(Tools.toLayer({
         delete_file: ({ path }) => Effect.as(Ref.update(log, (all) => [...all, path]), `deleted ${path}`)
@@ -35,7 +35,7 @@ const setup = (script: ReadonlyArray<ScriptedModel.Turn>, middleware: ReadonlyAr
 describe("a call with arguments that are not JSON, in middleware", () => {
   it.effect("HumanInTheLoop asks about it with the arguments as they came; an edit repairs it", () =>
     Effect.gen(function*() {
-      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
+      const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
       const { agent, log } = yield* setup([
         ScriptedModel.toolCalls([{ name: "delete_file", params: notJson, id: "c1" }]),
         ScriptedModel.text("done")
@@ -54,7 +54,7 @@ describe("a call with arguments that are not JSON, in middleware", () => {
 
   it.effect("HumanInTheLoop approving it as it came gets the failed result saying what is wrong", () =>
     Effect.gen(function*() {
-      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
+      const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
       const { agent, log } = yield* setup([
         ScriptedModel.toolCalls([{ name: "delete_file", params: notJson, id: "c1" }]),
         ScriptedModel.text("done")
@@ -74,7 +74,7 @@ describe("a call with arguments that are not JSON, in middleware", () => {
 
   it.effect("ToolCallLimit counts it as a call", () =>
     Effect.gen(function*() {
-      const limit = yield* ToolCallLimit.middleware({ runLimit: 1, exitBehavior: "end" })
+      const limit = ToolCallLimit.middleware({ runLimit: 1, exitBehavior: "end" })
       const { agent, log } = yield* setup([
         ScriptedModel.toolCalls([{ name: "delete_file", params: notJson, id: "c1" }]),
         ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/tmp/a" }, id: "c2" }]),

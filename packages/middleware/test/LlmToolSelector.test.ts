@@ -38,7 +38,7 @@ describe("LlmToolSelector", () => {
   it.effect("offers the main model only the tools the selector picked, in the agent's order", () =>
     Effect.gen(function*() {
       const selector = yield* ScriptedModel.make([pick("calc", "fetch")])
-      const middleware = yield* LlmToolSelector.middleware({ model: selector.model })
+      const middleware = LlmToolSelector.middleware({ model: selector.model })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] })
       yield* agent.run("What is 2 + 2?", { threadId: "t" })
       const [main] = yield* ScriptedModel.requests
@@ -56,7 +56,7 @@ describe("LlmToolSelector", () => {
   it.effect("keeps at most maxTools, the first ones listed; alwaysInclude tools are kept on top", () =>
     Effect.gen(function*() {
       const selector = yield* ScriptedModel.make([pick("read", "calc", "fetch")])
-      const middleware = yield* LlmToolSelector.middleware({
+      const middleware = LlmToolSelector.middleware({
         model: selector.model,
         maxTools: 2,
         alwaysInclude: ["search"],
@@ -77,7 +77,7 @@ describe("LlmToolSelector", () => {
   it.effect("ignores names the selector made up, and reports the decision", () =>
     Effect.gen(function*() {
       const selector = yield* ScriptedModel.make([pick("teleport", "calc", "calc")])
-      const middleware = yield* LlmToolSelector.middleware({ model: selector.model })
+      const middleware = LlmToolSelector.middleware({ model: selector.model })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] })
       const events = yield* agent.stream("go", { threadId: "t" }).pipe(Stream.runCollect, Effect.map(Chunk.toArray))
       const [main] = yield* ScriptedModel.requests
@@ -95,7 +95,7 @@ describe("LlmToolSelector", () => {
   it.effect("selects again before every model call, from the last user message", () =>
     Effect.gen(function*() {
       const selector = yield* ScriptedModel.make([pick("calc"), pick("write", "read")])
-      const middleware = yield* LlmToolSelector.middleware({ model: selector.model })
+      const middleware = LlmToolSelector.middleware({ model: selector.model })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] })
       yield* agent.run("compute then save", { threadId: "t" })
       assert.deepStrictEqual((yield* ScriptedModel.requests).map((r) => r.toolNames), [["calc"], ["read", "write"]])
@@ -108,7 +108,7 @@ describe("LlmToolSelector", () => {
 
   it.effect("without a model it asks the model of the context it was built in", () =>
     Effect.gen(function*() {
-      const middleware = yield* LlmToolSelector.middleware({ maxTools: 1 })
+      const middleware = LlmToolSelector.middleware({ maxTools: 1 })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] })
       const result = yield* agent.run("go", { threadId: "t" })
       assert.strictEqual(result._tag === "Completed" ? result.text : "", "done")
@@ -124,21 +124,21 @@ describe("LlmToolSelector", () => {
         name: "force",
         wrapModelCall: (request, next) => next({ ...request, toolChoice: { tool: "write" } })
       })
-      const middleware = yield* LlmToolSelector.middleware({ model: selector.model })
+      const middleware = LlmToolSelector.middleware({ model: selector.model })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [force, middleware] })
       yield* agent.run("go", { threadId: "t" })
       const [main] = yield* ScriptedModel.requests
       assert.deepStrictEqual(main!.toolNames, ["write", "calc"])
     }).pipe(provide([ScriptedModel.text("done")])))
 
-  it.effect("alwaysInclude names the request lacks fail with UnknownAlwaysIncludeTool", () =>
+  it.effect("alwaysInclude names the agent lacks fail Agent.make with UnknownTools", () =>
     Effect.gen(function*() {
       const selector = yield* ScriptedModel.make([pick("calc")])
-      const middleware = yield* LlmToolSelector.middleware({ model: selector.model, alwaysInclude: ["calc", "email"] })
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] })
-      const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
-      assert.strictEqual(error._tag, "UnknownAlwaysIncludeTool")
-      if (error._tag !== "UnknownAlwaysIncludeTool") return
+      const middleware = LlmToolSelector.middleware({ model: selector.model, alwaysInclude: ["calc", "email"] })
+      const error = yield* Effect.flip(Agent.make({ toolkit: Tools, middleware: [middleware] }))
+      assert.strictEqual(error._tag, "UnknownTools")
+      if (error._tag !== "UnknownTools") return
+      assert.strictEqual(error.middleware, "llmToolSelector")
       assert.deepStrictEqual(error.names, ["email"])
       assert.include(error.message, "Available tools: search, fetch, read, write, calc")
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)
@@ -148,7 +148,7 @@ describe("LlmToolSelector", () => {
   it.effect("an answer that is not { tools: [...] } fails the call with the selector's AiError", () =>
     Effect.gen(function*() {
       const selector = yield* ScriptedModel.make([ScriptedModel.text("calc, please")])
-      const middleware = yield* LlmToolSelector.middleware({ model: selector.model })
+      const middleware = LlmToolSelector.middleware({ model: selector.model })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] })
       const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
       assert.strictEqual(error._tag, "MalformedOutput")
@@ -158,7 +158,7 @@ describe("LlmToolSelector", () => {
   it.effect("an agent without tools is passed through without asking the selector", () =>
     Effect.gen(function*() {
       const selector = yield* ScriptedModel.make([])
-      const middleware = yield* LlmToolSelector.middleware({ model: selector.model })
+      const middleware = LlmToolSelector.middleware({ model: selector.model })
       const agent = yield* Agent.make({ middleware: [middleware] })
       yield* agent.run("hi", { threadId: "t" })
       assert.strictEqual((yield* selector.recorder.requests).length, 0)
@@ -176,7 +176,7 @@ describe("LlmToolSelector", () => {
         [{ model: {} as any }, "model"]
       ]
       for (const [options, option] of cases) {
-        const error = yield* Effect.flip(LlmToolSelector.middleware(options as any))
+        const error = yield* Effect.flip(Middleware.build(LlmToolSelector.middleware(options as any)))
         assert.strictEqual(error._tag, "InvalidOptions")
         assert.strictEqual(error.option, option)
       }

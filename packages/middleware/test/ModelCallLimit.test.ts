@@ -1,6 +1,6 @@
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent } from "@stepwise-agent/core"
+import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, FastCheck, Stream } from "effect"
 import * as Schema from "effect/Schema"
@@ -15,7 +15,7 @@ const forever = (length: number) => Array.from({ length }, (_, i) => echo(`${i}`
 describe("ModelCallLimit", () => {
   it.effect("ends the run with an assistant message when the run limit is reached", () =>
     Effect.gen(function*() {
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 2 })
+      const limit = ModelCallLimit.middleware({ runLimit: 2 })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
       const result = yield* agent.run("go", { threadId: "t" })
       assert.strictEqual(result._tag, "Completed")
@@ -38,7 +38,7 @@ describe("ModelCallLimit", () => {
 
   it.effect("softLanding: the last call a limit allows has no tools and asks for the answer; the run ends on it", () =>
     Effect.gen(function*() {
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 3, softLanding: true })
+      const limit = ModelCallLimit.middleware({ runLimit: 3, softLanding: true })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit], systemPrompt: "Be brief." })
       const result = yield* agent.run("go", { threadId: "t" })
       assert.strictEqual(result._tag, "Completed")
@@ -66,7 +66,7 @@ describe("ModelCallLimit", () => {
 
   it.effect("without softLanding, the last allowed call still offers tools and the run ends on the limit", () =>
     Effect.gen(function*() {
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 2 })
+      const limit = ModelCallLimit.middleware({ runLimit: 2 })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
       yield* agent.run("go", { threadId: "t" })
       assert.deepStrictEqual((yield* ScriptedModel.requests).map((r) => r.toolChoice), ["auto", "auto"])
@@ -74,7 +74,7 @@ describe("ModelCallLimit", () => {
 
   it.effect("resets the run count on the next run, also after the limit's own jump", () =>
     Effect.gen(function*() {
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 1 })
+      const limit = ModelCallLimit.middleware({ runLimit: 1 })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
       const first = yield* agent.run("go", { threadId: "t" })
       assert.strictEqual(first._tag, "Completed")
@@ -90,7 +90,7 @@ describe("ModelCallLimit", () => {
 
   it.effect("counts the thread limit over runs and stops calling the model once it is reached", () =>
     Effect.gen(function*() {
-      const limit = yield* ModelCallLimit.middleware({ threadLimit: 2 })
+      const limit = ModelCallLimit.middleware({ threadLimit: 2 })
       const agent = yield* Agent.make({ middleware: [limit] })
       const texts: Array<string> = []
       for (const input of ["one", "two", "three", "four"]) {
@@ -108,7 +108,7 @@ describe("ModelCallLimit", () => {
 
   it.effect("fails with ModelCallLimitExceeded when exitBehavior is error", () =>
     Effect.gen(function*() {
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 1, threadLimit: 10, exitBehavior: "error" })
+      const limit = ModelCallLimit.middleware({ runLimit: 1, threadLimit: 10, exitBehavior: "error" })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
       const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
       assert.strictEqual(error._tag, "ModelCallLimitExceeded")
@@ -124,7 +124,7 @@ describe("ModelCallLimit", () => {
 
   it.effect("a limit of 0 ends the run before any model call", () =>
     Effect.gen(function*() {
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 0 })
+      const limit = ModelCallLimit.middleware({ runLimit: 0 })
       const agent = yield* Agent.make({ middleware: [limit] })
       const result = yield* agent.run("go", { threadId: "t" })
       assert.strictEqual(result._tag, "Completed")
@@ -134,7 +134,7 @@ describe("ModelCallLimit", () => {
 
   it.effect("reports the decision and the jump on the event stream", () =>
     Effect.gen(function*() {
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 1, name: "limit" })
+      const limit = ModelCallLimit.middleware({ runLimit: 1, name: "limit" })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
       const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("go", { threadId: "t" })))
       const decisions = events.filter(AgentEvent.$is("MiddlewareDecision")).map((
@@ -151,7 +151,7 @@ describe("ModelCallLimit", () => {
     { runLimit: FastCheck.nat({ max: 6 }), wanted: FastCheck.integer({ min: 1, max: 6 }) },
     ({ runLimit, wanted }) =>
       Effect.gen(function*() {
-        const limit = yield* ModelCallLimit.middleware({ runLimit })
+        const limit = ModelCallLimit.middleware({ runLimit })
         const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
         const result = yield* agent.run("go", { threadId: "t" })
         const made = (yield* ScriptedModel.requests).length
@@ -168,7 +168,7 @@ describe("ModelCallLimit", () => {
     { runLimit: FastCheck.integer({ min: 1, max: 6 }) },
     ({ runLimit }) =>
       Effect.gen(function*() {
-        const limit = yield* ModelCallLimit.middleware({ runLimit, softLanding: true })
+        const limit = ModelCallLimit.middleware({ runLimit, softLanding: true })
         const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
         const result = yield* agent.run("go", { threadId: "t" })
         assert.strictEqual(result._tag === "Completed" && result.text, "answer")
@@ -200,7 +200,9 @@ describe("ModelCallLimit", () => {
 
   describe("bad options", () => {
     const invalid = (options: ModelCallLimit.Options) =>
-      Effect.flip(ModelCallLimit.middleware(options)).pipe(Effect.map((e) => [e._tag, e.option] as const))
+      Effect.flip(Middleware.build(ModelCallLimit.middleware(options))).pipe(
+        Effect.map((e) => [e._tag, e.option] as const)
+      )
 
     it.effect("needs at least one limit", () =>
       Effect.gen(function*() {
@@ -224,8 +226,8 @@ describe("ModelCallLimit", () => {
 
     it.effect("two instances clash on their state keys when the agent is built", () =>
       Effect.gen(function*() {
-        const a = yield* ModelCallLimit.middleware({ runLimit: 1, name: "a" })
-        const b = yield* ModelCallLimit.middleware({ threadLimit: 1, name: "b" })
+        const a = ModelCallLimit.middleware({ runLimit: 1, name: "a" })
+        const b = ModelCallLimit.middleware({ threadLimit: 1, name: "b" })
         // @ts-expect-error: the types reject this list too (dtslint); here the run-time check is tested
         const error = yield* Effect.flip(Agent.make({ middleware: [a, b] }))
         assert.strictEqual(error._tag, "AgentConfigError")

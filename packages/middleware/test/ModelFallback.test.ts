@@ -19,7 +19,7 @@ describe("ModelFallback", () => {
   it.effect("answers with the next model when the primary one fails", () =>
     Effect.gen(function*() {
       const backup = yield* ScriptedModel.make([ScriptedModel.text("from backup")])
-      const fallback = yield* ModelFallback.middleware(backup.model)
+      const fallback = ModelFallback.middleware(backup.model)
       const agent = yield* Agent.make({ middleware: [fallback] })
       const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("go", { threadId: "t" })))
       const ended = events.at(-1)!
@@ -40,7 +40,7 @@ describe("ModelFallback", () => {
       const a = yield* ScriptedModel.make([status(429)])
       const b = yield* ScriptedModel.make([ScriptedModel.text("from b")])
       const c = yield* ScriptedModel.make([ScriptedModel.text("from c")])
-      const fallback = yield* ModelFallback.middleware(a.model, b.model, c.model)
+      const fallback = ModelFallback.middleware(a.model, b.model, c.model)
       const agent = yield* Agent.make({ middleware: [fallback] })
       const result = yield* agent.run("go", { threadId: "t" })
       assert.strictEqual(result._tag === "Completed" && result.text, "from b")
@@ -57,7 +57,7 @@ describe("ModelFallback", () => {
     Effect.gen(function*() {
       const a = yield* ScriptedModel.make([status(429)])
       const b = yield* ScriptedModel.make([status(400)])
-      const fallback = yield* ModelFallback.middleware(a.model, b.model)
+      const fallback = ModelFallback.middleware(a.model, b.model)
       const agent = yield* Agent.make({ middleware: [fallback] })
       const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
       assert.strictEqual(error._tag, "ModelFallbackExhausted")
@@ -77,7 +77,7 @@ describe("ModelFallback", () => {
   it.effect("starts every model call from the primary model", () =>
     Effect.gen(function*() {
       const backup = yield* ScriptedModel.make([ScriptedModel.toolCalls([{ name: "echo", params: { text: "x" } }])])
-      const fallback = yield* ModelFallback.middleware(backup.model)
+      const fallback = ModelFallback.middleware(backup.model)
       const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [fallback] })
       const result = yield* agent.run("go", { threadId: "t" })
       assert.strictEqual(result._tag === "Completed" && result.text, "primary is back")
@@ -96,7 +96,7 @@ describe("ModelFallback", () => {
       ])
       const fromEffect = Effect.sync(() => (effectBuilds++, first.model))
       const fromLayer = Layer.effect(LanguageModel.LanguageModel, Effect.sync(() => (layerBuilds++, second.model)))
-      const fallback = yield* ModelFallback.middleware(fromEffect, fromLayer)
+      const fallback = ModelFallback.middleware(fromEffect, fromLayer)
       const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [fallback] })
       const one = yield* agent.run("one", { threadId: "t" })
       assert.strictEqual(one._tag === "Completed" && one.text, "one")
@@ -109,7 +109,7 @@ describe("ModelFallback", () => {
   it.effect("a fallback that cannot be built fails the run with its own error", () => {
     class NoApiKey extends Schema.TaggedError<NoApiKey>()("NoApiKey", {}) {}
     return Effect.gen(function*() {
-      const fallback = yield* ModelFallback.middleware(Effect.fail(new NoApiKey()))
+      const fallback = ModelFallback.middleware(Effect.fail(new NoApiKey()))
       const agent = yield* Agent.make({ middleware: [fallback] })
       const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
       assert.strictEqual(error._tag, "NoApiKey")
@@ -121,7 +121,7 @@ describe("ModelFallback", () => {
     const guard = Middleware.make({ name: "guard", wrapModelCall: () => Effect.fail(new Tripwire()) })
     return Effect.gen(function*() {
       const backup = yield* ScriptedModel.make([ScriptedModel.text("backup")])
-      const fallback = yield* ModelFallback.middleware(backup.model)
+      const fallback = ModelFallback.middleware(backup.model)
       const agent = yield* Agent.make({ middleware: [fallback, guard] })
       const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
       assert.strictEqual(error._tag, "Tripwire")
@@ -132,8 +132,8 @@ describe("ModelFallback", () => {
   it.effect("with ModelRetry inside, retries each model before falling back", () =>
     Effect.gen(function*() {
       const backup = yield* ScriptedModel.make([ScriptedModel.text("backup")])
-      const fallback = yield* ModelFallback.middleware(backup.model)
-      const retry = yield* ModelRetry.middleware({ maxRetries: 1, jitter: false, initialDelay: "1 second" })
+      const fallback = ModelFallback.middleware(backup.model)
+      const retry = ModelRetry.middleware({ maxRetries: 1, jitter: false, initialDelay: "1 second" })
       const agent = yield* Agent.make({ middleware: [fallback, retry] })
       const fiber = yield* Effect.fork(agent.run("go", { threadId: "t" }))
       yield* TestClock.adjust("1 second")
@@ -152,7 +152,7 @@ describe("ModelFallback", () => {
     it.effect("falls back when the primary reply is cut short (run)", () =>
       Effect.gen(function*() {
         const backup = yield* ScriptedModel.make([ScriptedModel.text("from backup")])
-        const fallback = yield* ModelFallback.middleware(backup.model)
+        const fallback = ModelFallback.middleware(backup.model)
         const agent = yield* Agent.make({ middleware: [fallback] })
         const result = yield* agent.run("go", { threadId: "t" })
         assert.strictEqual(result._tag === "Completed" && result.text, "from backup")
@@ -169,7 +169,7 @@ describe("ModelFallback", () => {
       it.effect(`falls back when a streamed primary reply ${what}, before any text was streamed`, () =>
         Effect.gen(function*() {
           const backup = yield* ScriptedModel.make([ScriptedModel.text("from backup")])
-          const fallback = yield* ModelFallback.middleware(backup.model)
+          const fallback = ModelFallback.middleware(backup.model)
           const agent = yield* Agent.make({ middleware: [fallback] })
           const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("go", { threadId: "t" })))
           const ended = events.at(-1)!
@@ -185,7 +185,7 @@ describe("ModelFallback", () => {
     it.effect("a streamed reply cut short after its text was streamed fails with that ModelReplyError, not spliced with a fallback's", () =>
       Effect.gen(function*() {
         const backup = yield* ScriptedModel.make([ScriptedModel.text("from backup")])
-        const fallback = yield* ModelFallback.middleware(backup.model)
+        const fallback = ModelFallback.middleware(backup.model)
         const agent = yield* Agent.make({ middleware: [fallback] })
         const events: Array<AgentEvent.AgentEvent> = []
         const error = yield* Effect.flip(
@@ -206,7 +206,7 @@ describe("ModelFallback", () => {
     it.effect("records ModelReplyError attempts in ModelFallbackExhausted", () =>
       Effect.gen(function*() {
         const backup = yield* ScriptedModel.make([[{ type: "finish", reason: "stop", usage }]])
-        const fallback = yield* ModelFallback.middleware(backup.model)
+        const fallback = ModelFallback.middleware(backup.model)
         const agent = yield* Agent.make({ middleware: [fallback] })
         const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
         assert.strictEqual(error._tag, "ModelFallbackExhausted")
@@ -226,14 +226,16 @@ describe("ModelFallback", () => {
   describe("bad arguments", () => {
     it.effect("needs at least one fallback", () =>
       Effect.gen(function*() {
-        const error = yield* Effect.flip(ModelFallback.middleware())
+        const error = yield* Effect.flip(Middleware.build(ModelFallback.middleware()))
         assert.deepStrictEqual([error._tag, error.option], ["InvalidOptions", "models"])
       }))
 
     it.effect("rejects a value that is not a model source", () =>
       Effect.gen(function*() {
         const backup = yield* ScriptedModel.make([])
-        const error = yield* Effect.flip(ModelFallback.middleware(backup.model, { generateText: 1 } as any))
+        const error = yield* Effect.flip(
+          Middleware.build(ModelFallback.middleware(backup.model, { generateText: 1 } as any) as Middleware.Middleware)
+        )
         assert.deepStrictEqual([error._tag, error.option], ["InvalidOptions", "models[1]"])
       }))
   })

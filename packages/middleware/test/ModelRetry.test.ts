@@ -31,7 +31,7 @@ const noJitter = { jitter: false, initialDelay: "1 second", factor: 2 } as const
 describe("ModelRetry", () => {
   it.effect("retries 429 and 5xx with exponential backoff, then succeeds", () =>
     Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({ maxRetries: 3, ...noJitter })
+      const retry = ModelRetry.middleware({ maxRetries: 3, ...noJitter })
       const agent = yield* Agent.make({ middleware: [retry] })
       const fiber = yield* Effect.fork(agent.run("go", { threadId: "t" }))
       yield* advance(0)
@@ -50,7 +50,7 @@ describe("ModelRetry", () => {
 
   it.effect("reports each retry with its delay", () =>
     Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({ maxRetries: 3, ...noJitter })
+      const retry = ModelRetry.middleware({ maxRetries: 3, ...noJitter })
       const agent = yield* Agent.make({ middleware: [retry] })
       const fiber = yield* Effect.fork(Stream.runCollect(agent.stream("go", { threadId: "t" })))
       yield* advance("1 minute")
@@ -68,7 +68,7 @@ describe("ModelRetry", () => {
     "raise (onFailure %s): fails with the last error after maxRetries retries",
     (onFailure) =>
       Effect.gen(function*() {
-        const retry = yield* ModelRetry.middleware({ maxRetries: 2, ...noJitter, ...(onFailure ? { onFailure } : {}) })
+        const retry = ModelRetry.middleware({ maxRetries: 2, ...noJitter, ...(onFailure ? { onFailure } : {}) })
         const agent = yield* Agent.make({ middleware: [retry] })
         const fiber = yield* Effect.fork(Effect.flip(agent.run("go", { threadId: "t" })))
         yield* advance("1 minute")
@@ -81,7 +81,7 @@ describe("ModelRetry", () => {
 
   it.effect("continue: answers with an assistant message explaining the failure", () =>
     Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({ maxRetries: 1, onFailure: "continue", ...noJitter })
+      const retry = ModelRetry.middleware({ maxRetries: 1, onFailure: "continue", ...noJitter })
       const agent = yield* Agent.make({ middleware: [retry] })
       const fiber = yield* Effect.fork(agent.run("go", { threadId: "t" }))
       yield* advance("1 minute")
@@ -96,7 +96,7 @@ describe("ModelRetry", () => {
 
   it.effect("does not retry errors retryOn rejects (a 400, malformed output)", () =>
     Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({ maxRetries: 3, onFailure: "continue", ...noJitter })
+      const retry = ModelRetry.middleware({ maxRetries: 3, onFailure: "continue", ...noJitter })
       const agent = yield* Agent.make({ middleware: [retry] })
       const first = yield* agent.run("one", { threadId: "t" })
       assert.strictEqual(
@@ -113,7 +113,7 @@ describe("ModelRetry", () => {
 
   it.effect("a custom retryOn decides what is retried", () =>
     Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({
+      const retry = ModelRetry.middleware({
         retryOn: (error) => error._tag === "MalformedOutput",
         ...noJitter
       })
@@ -128,7 +128,7 @@ describe("ModelRetry", () => {
   describe("retry-after", () => {
     const waitsFor = (header: Record<string, string>, options: ModelRetry.Options, expected: number) =>
       Effect.gen(function*() {
-        const retry = yield* ModelRetry.middleware({ ...noJitter, ...options })
+        const retry = ModelRetry.middleware({ ...noJitter, ...options })
         const agent = yield* Agent.make({ middleware: [retry] })
         const fiber = yield* Effect.fork(agent.run("go", { threadId: "t" }))
         yield* advance(expected - 1)
@@ -174,7 +174,7 @@ describe("ModelRetry", () => {
 
   it.effect("a user schedule replaces the backoff; maxRetries still applies", () =>
     Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({ maxRetries: 2, schedule: Schedule.spaced("3 seconds") })
+      const retry = ModelRetry.middleware({ maxRetries: 2, schedule: Schedule.spaced("3 seconds") })
       const agent = yield* Agent.make({ middleware: [retry] })
       const fiber = yield* Effect.fork(Effect.flip(agent.run("go", { threadId: "t" })))
       yield* advance("2999 millis")
@@ -191,7 +191,7 @@ describe("ModelRetry", () => {
 
   it.effect("a schedule that ends stops the retries before maxRetries", () =>
     Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({ maxRetries: 5, schedule: Schedule.recurs(1) })
+      const retry = ModelRetry.middleware({ maxRetries: 5, schedule: Schedule.recurs(1) })
       const agent = yield* Agent.make({ middleware: [retry] })
       const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
       assert.strictEqual(error._tag, "HttpResponseError")
@@ -203,7 +203,7 @@ describe("ModelRetry", () => {
     { seed: Schema.Int },
     () =>
       Effect.gen(function*() {
-        const retry = yield* ModelRetry.middleware({ maxRetries: 4, initialDelay: "1 second", maxDelay: "5 seconds" })
+        const retry = ModelRetry.middleware({ maxRetries: 4, initialDelay: "1 second", maxDelay: "5 seconds" })
         const agent = yield* Agent.make({ middleware: [retry] })
         const fiber = yield* Effect.fork(Stream.runCollect(agent.stream("go", { threadId: "t" })))
         yield* advance("1 minute")
@@ -222,7 +222,7 @@ describe("ModelRetry", () => {
 
   it.effect("never retries an interrupt", () =>
     Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({ maxRetries: 3, ...noJitter })
+      const retry = ModelRetry.middleware({ maxRetries: 3, ...noJitter })
       const agent = yield* Agent.make({ middleware: [retry] })
       const exit = yield* Effect.exit(agent.run("go", { threadId: "t" }))
       assert.isTrue(Exit.isInterrupted(exit))
@@ -231,7 +231,7 @@ describe("ModelRetry", () => {
 
   it.effect("stops retrying when the run is interrupted during the backoff", () =>
     Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({ maxRetries: 3, ...noJitter })
+      const retry = ModelRetry.middleware({ maxRetries: 3, ...noJitter })
       const agent = yield* Agent.make({ middleware: [retry] })
       const fiber = yield* Effect.fork(agent.run("go", { threadId: "t" }))
       yield* advance("500 millis")
@@ -242,7 +242,7 @@ describe("ModelRetry", () => {
 
   it.effect("does not retry defects", () =>
     Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({ maxRetries: 3, ...noJitter })
+      const retry = ModelRetry.middleware({ maxRetries: 3, ...noJitter })
       const agent = yield* Agent.make({ middleware: [retry] })
       const exit = yield* Effect.exit(agent.run("go", { threadId: "t" }))
       assert.isTrue(Exit.isFailure(exit) && !Exit.isInterrupted(exit))
@@ -257,7 +257,7 @@ describe("ModelRetry", () => {
       wrapModelCall: () => Effect.suspend(() => (calls++, Effect.fail(new Tripwire())))
     })
     return Effect.gen(function*() {
-      const retry = yield* ModelRetry.middleware({ maxRetries: 3, onFailure: "continue", ...noJitter })
+      const retry = ModelRetry.middleware({ maxRetries: 3, onFailure: "continue", ...noJitter })
       const agent = yield* Agent.make({ middleware: [retry, guard] })
       const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
       assert.strictEqual(error._tag, "Tripwire")
@@ -267,7 +267,7 @@ describe("ModelRetry", () => {
 
   describe("bad options", () => {
     const invalid = (options: ModelRetry.Options) =>
-      Effect.flip(ModelRetry.middleware(options)).pipe(Effect.map((e) => [e._tag, e.option] as const))
+      Effect.flip(Middleware.build(ModelRetry.middleware(options))).pipe(Effect.map((e) => [e._tag, e.option] as const))
     const cases: ReadonlyArray<readonly [string, ModelRetry.Options]> = [
       ["maxRetries", { maxRetries: -1 }],
       ["maxRetries", { maxRetries: 1.5 }],

@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
 import type * as AgentError from "@stepwise-agent/core/AgentError"
-import type * as Middleware from "@stepwise-agent/core/Middleware"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Either, Exit, FastCheck } from "effect"
+import { Effect, Exit, FastCheck } from "effect"
 import * as ContextEditing from "../src/ContextEditing.js"
 import * as DynamicSystemPrompt from "../src/DynamicSystemPrompt.js"
 import * as Logging from "../src/Logging.js"
@@ -11,7 +11,7 @@ import * as Summarization from "../src/Summarization.js"
 import * as TodoList from "../src/TodoList.js"
 import * as Tracing from "../src/Tracing.js"
 
-/** Builds an agent with the middleware a plain constructor gave: bad options fail Agent.make. */
+/** Builds an agent with the middleware a constructor gave: bad options fail Agent.make. */
 const viaAgent = (build: () => Middleware.Any) =>
   Effect.suspend(() => Agent.make({ middleware: [build()] })).pipe(
     Effect.asVoid,
@@ -26,8 +26,11 @@ const builders: ReadonlyArray<readonly [string, Builder, Record<string, unknown>
   ["TodoList", (o) => viaAgent(() => TodoList.middleware(o)), {}],
   ["DynamicSystemPrompt", (o) => viaAgent(() => DynamicSystemPrompt.middleware(() => "p", o)), {}],
   ["ContextEditing", (o) => viaAgent(() => ContextEditing.middleware(o)), {}],
-  ["ClearToolUses", (o) => Effect.asVoid(ContextEditing.ClearToolUses(o)), {}],
-  ["Summarization", (o) => Summarization.middleware(o), { trigger: { tokens: 10 }, keep: { messages: 2 } }]
+  ["ClearToolUses", (o) => viaAgent(() => ContextEditing.middleware({ edits: [ContextEditing.clearToolUses(o)] })), {}],
+  ["Summarization", (o) => viaAgent(() => Summarization.middleware(o)), {
+    trigger: { tokens: 10 },
+    keep: { messages: 2 }
+  }]
 ]
 
 const failure = (effect: Effect.Effect<unknown, unknown>) =>
@@ -73,7 +76,8 @@ describe("options of every built-in are checked", () => {
         const exit = yield* Effect.exit(build(base))
         assert.isTrue(Exit.isSuccess(exit), module)
       }
-      assert.isTrue(Either.isRight(ContextEditing.ClearToolUses({ keep: 0, excludeTools: ["search"] })))
+      const edit = ContextEditing.clearToolUses({ keep: 0, excludeTools: ["search"] })
+      assert.isTrue(Exit.isSuccess(yield* Effect.exit(Middleware.build(ContextEditing.middleware({ edits: [edit] })))))
     }))
 
   it.effect.prop(

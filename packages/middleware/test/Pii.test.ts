@@ -251,7 +251,7 @@ describe("strategies", () => {
 
 describe("options", () => {
   const invalid = (options: Pii.RedactorOptions & Partial<Pii.Options>) =>
-    Effect.flip(Pii.middleware(options as Pii.Options))
+    Effect.flip(Middleware.build(Pii.middleware(options as Pii.Options)))
 
   it.effect("bad options fail with InvalidOptions naming the option", () =>
     Effect.gen(function*() {
@@ -291,7 +291,7 @@ describe("options", () => {
 describe("middleware", () => {
   it.effect("applyToInput rewrites the stored user message before the model sees it", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const pii = Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii] })
       const result = yield* agent.run("I am ada@example.com, card 4111 1111 1111 1111", { threadId: "t" })
       const expected = "I am [REDACTED_EMAIL], card [REDACTED_CREDIT_CARD]"
@@ -304,7 +304,7 @@ describe("middleware", () => {
 
   it.effect("without a strategy it redacts, as LangChain's default", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email"] })
+      const pii = Pii.middleware({ types: ["email"] })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii] })
       const result = yield* agent.run("I am ada@example.com", { threadId: "t" })
       assert.strictEqual(textOf(result.state.messages[0]), "I am [REDACTED_EMAIL]")
@@ -313,7 +313,7 @@ describe("middleware", () => {
 
   it.effect("applyToInput rewrites every user message of the run's input, not earlier turns' replies", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["ip"], strategy: "mask" })
+      const pii = Pii.middleware({ types: ["ip"], strategy: "mask" })
       const agent = yield* Agent.make({ middleware: [pii] })
       yield* agent.run([{ role: "user", content: "from 10.0.0.1" }, { role: "user", content: "to 10.0.0.2" }], {
         threadId: "t"
@@ -337,7 +337,7 @@ describe("middleware", () => {
 
   it.effect("applyToOutput rewrites the reply's text but not its tool call arguments", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({
+      const pii = Pii.middleware({
         types: ["email"],
         strategy: "mask",
         applyToInput: false,
@@ -362,7 +362,7 @@ describe("middleware", () => {
 
   it.effect("applyToToolResults rewrites every string in a tool's result before it is stored and sent", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({
+      const pii = Pii.middleware({
         types: ["email", "credit_card"],
         strategy: "redact",
         applyToInput: false,
@@ -390,7 +390,7 @@ describe("middleware", () => {
 
   it.effect("applyToToolResults redacts object keys and numbers holding PII in a tool's result", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({
+      const pii = Pii.middleware({
         types: ["email", "credit_card"],
         strategy: "redact",
         applyToInput: false,
@@ -409,7 +409,7 @@ describe("middleware", () => {
 
   it.effect("block fails the run with PiiDetected before the model is called, without the value", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email", "ip"], strategy: "block" })
+      const pii = Pii.middleware({ types: ["email", "ip"], strategy: "block" })
       const agent = yield* Agent.make({ middleware: [pii] })
       const error = yield* Effect.flip(agent.run("from ada@example.com at 10.0.0.1", { threadId: "t" }))
       assert.strictEqual(error._tag, "PiiDetected")
@@ -425,7 +425,7 @@ describe("middleware", () => {
 
   it.effect("block on tool results names the tool", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({
+      const pii = Pii.middleware({
         types: ["email"],
         strategy: "block",
         applyToInput: false,
@@ -442,7 +442,7 @@ describe("middleware", () => {
 
   it.effect("a custom detector returning a bad span fails the run with PiiDetectorFailed", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({
+      const pii = Pii.middleware({
         types: [{ name: "broken", detect: (text) => [{ start: 0, end: text.length + 5 }] }],
         strategy: "redact"
       })
@@ -455,7 +455,7 @@ describe("middleware", () => {
 
   it.effect("a custom detector that throws fails the run with PiiDetectorFailed", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({
+      const pii = Pii.middleware({
         types: [{
           name: "throws",
           detect: () => {
@@ -472,8 +472,8 @@ describe("middleware", () => {
 
   it.effect("two Pii middleware with different names and strategies compose", () =>
     Effect.gen(function*() {
-      const emails = yield* Pii.middleware({ types: ["email"], strategy: "hash", name: "emails" })
-      const cards = yield* Pii.middleware({ types: ["credit_card"], strategy: "mask", name: "cards" })
+      const emails = Pii.middleware({ types: ["email"], strategy: "hash", name: "emails" })
+      const cards = Pii.middleware({ types: ["credit_card"], strategy: "mask", name: "cards" })
       const agent = yield* Agent.make({ middleware: [emails, cards] })
       const result = yield* agent.run("ada@example.com 4111111111111111", { threadId: "t" })
       const digest = createHash("sha256").update("ada@example.com").digest("hex").slice(0, 8)
@@ -502,17 +502,17 @@ const assertStoredRedacted = (
 const earlyEnders = {
   modelCallLimit: ModelCallLimit.middleware({ runLimit: 0 }),
   guardrail: Guardrail.middleware({ input: () => Effect.succeed(Guardrail.block("no")), onBlock: "end" }),
-  interrupt: Effect.succeed(Middleware.make({
+  interrupt: Middleware.make({
     name: "ask",
     beforeAgent: ({ resume }) => Effect.succeed(Option.isSome(resume) ? undefined : { interrupt: "go on?" })
-  }))
+  })
 } as const
 
 describe("stored input, whatever the middleware order", () => {
   it.effect("ModelCallLimit already reached before Pii: the checkpoint holds the redacted input", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
-      const limit = yield* ModelCallLimit.middleware({ threadLimit: 1 })
+      const pii = Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const limit = ModelCallLimit.middleware({ threadLimit: 1 })
       const agent = yield* Agent.make({ middleware: [limit, pii] })
       yield* agent.run("hello", { threadId: "t" })
       const result = yield* agent.run(rawInput, { threadId: "t" })
@@ -525,8 +525,8 @@ describe("stored input, whatever the middleware order", () => {
 
   it.effect("ModelCallLimit 0 before Pii: the checkpoint holds the redacted input", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
-      const agent = yield* Agent.make({ middleware: [yield* earlyEnders.modelCallLimit, pii] })
+      const pii = Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [earlyEnders.modelCallLimit, pii] })
       yield* agent.run(rawInput, { threadId: "t" })
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)
       assertStoredRedacted(yield* agent.thread("t"))
@@ -534,16 +534,16 @@ describe("stored input, whatever the middleware order", () => {
 
   it.effect("a Guardrail with onBlock \"end\" before Pii: the checkpoint holds the redacted input", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
-      const agent = yield* Agent.make({ middleware: [yield* earlyEnders.guardrail, pii] })
+      const pii = Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [earlyEnders.guardrail, pii] })
       yield* agent.run(rawInput, { threadId: "t" })
       assertStoredRedacted(yield* agent.thread("t"))
     }).pipe(provide([])))
 
   it.effect("HumanInTheLoop before Pii: the checkpoint of the interrupt holds the redacted input", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
-      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+      const pii = Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [hitl, pii] })
       const result = yield* agent.run(rawInput, { threadId: "t" })
       assert.strictEqual(result._tag, "Interrupted")
@@ -552,8 +552,8 @@ describe("stored input, whatever the middleware order", () => {
 
   it.effect("an interrupt in beforeAgent before Pii: the checkpoint of the interrupt holds the redacted input", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
-      const agent = yield* Agent.make({ middleware: [yield* earlyEnders.interrupt, pii] })
+      const pii = Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const agent = yield* Agent.make({ middleware: [earlyEnders.interrupt, pii] })
       const result = yield* agent.run(rawInput, { threadId: "t" })
       assert.strictEqual(result._tag, "Interrupted")
       assertStoredRedacted(yield* agent.thread("t"))
@@ -561,7 +561,7 @@ describe("stored input, whatever the middleware order", () => {
 
   it.effect("the input's redaction is reported by the transformInput hook, before any node hook", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email"], strategy: "redact" })
+      const pii = Pii.middleware({ types: ["email"], strategy: "redact" })
       const agent = yield* Agent.make({ middleware: [pii] })
       const events = yield* collect(agent.stream("I am ada@example.com", { threadId: "t" }))
       assert.deepStrictEqual(
@@ -585,8 +585,8 @@ describe("stored input, whatever the middleware order", () => {
     [FastCheck.constantFrom(...Object.keys(earlyEnders) as Array<keyof typeof earlyEnders>), FastCheck.boolean()],
     ([which, piiFirst]) =>
       Effect.gen(function*() {
-        const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
-        const other = yield* earlyEnders[which]
+        const pii = Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+        const other: Middleware.Any = earlyEnders[which]
         const agent = yield* Agent.make({ middleware: piiFirst ? [pii, other] : [other, pii] })
         yield* agent.run(rawInput, { threadId: "t" })
         assertStoredRedacted(yield* agent.thread("t"))
@@ -907,7 +907,7 @@ const deltasOf = (events: ReadonlyArray<AgentEvent.AgentEvent<any>>) =>
 describe("streamed output", () => {
   it.effect("an email and a card split across chunks never show in any event or in the stored thread", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({
+      const pii = Pii.middleware({
         types: ["email", "credit_card"],
         strategy: "redact",
         applyToInput: false,
@@ -955,7 +955,7 @@ describe("streamed output", () => {
     const pieces: Array<string> = []
     for (let at = 0; at < base64.length; at += 4) pieces.push(base64.slice(at, at + 4))
     return Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: all, applyToInput: false, applyToOutput: true })
+      const pii = Pii.middleware({ types: all, applyToInput: false, applyToOutput: true })
       const agent = yield* Agent.make({ middleware: [pii] })
       // the ticks of a 10 ms timer while the run streams, and the longest time between two
       let tick = performance.now()
@@ -984,7 +984,7 @@ describe("streamed output", () => {
 
   it.effect("tool calls pass through the stream; streamed reasoning is redacted before it is stored", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({
+      const pii = Pii.middleware({
         types: ["email"],
         strategy: "mask",
         applyToInput: false,
@@ -1023,7 +1023,7 @@ describe("streamed output", () => {
 
   it.effect("a text the provider never ends is flushed, redacted, when the stream ends", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email"], strategy: "redact", applyToOutput: true })
+      const pii = Pii.middleware({ types: ["email"], strategy: "redact", applyToOutput: true })
       const agent = yield* Agent.make({ middleware: [pii] })
       const events = yield* collect(agent.stream("hi", { threadId: "t" }))
       assert.deepStrictEqual(deltasOf(events), ["to ", "[REDACTED_EMAIL]"])
@@ -1035,7 +1035,7 @@ describe("streamed output", () => {
 
   it.effect("afterModel still checks text a wrap hook put in the reply after the stream", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email"], strategy: "redact", applyToOutput: true })
+      const pii = Pii.middleware({ types: ["email"], strategy: "redact", applyToOutput: true })
       const signature = Middleware.make({
         name: "signature",
         wrapModelCall: (request, next) =>
@@ -1059,7 +1059,7 @@ describe("streamed output", () => {
 
   it.effect("a failed attempt never shows its held-back text, and the retry starts afresh", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email"], strategy: "redact", applyToOutput: true })
+      const pii = Pii.middleware({ types: ["email"], strategy: "redact", applyToOutput: true })
       const retryOnce = Middleware.make({
         name: "retryOnce",
         wrapModelCall: (request, next) => Effect.catchAll(next(request), () => next(request))
@@ -1084,7 +1084,7 @@ describe("streamed output", () => {
 
   it.effect("block fails a streamed run with PiiDetected before the value is shown, and stores nothing", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({
+      const pii = Pii.middleware({
         types: ["email", "credit_card"],
         strategy: "block",
         applyToInput: false,
@@ -1119,7 +1119,7 @@ describe("streamed output", () => {
       [replyWithCuts],
       ([{ chunks, text }]) =>
         Effect.gen(function*() {
-          const pii = yield* Pii.middleware({ types: streamTypes, strategy, applyToInput: false, applyToOutput: true })
+          const pii = Pii.middleware({ types: streamTypes, strategy, applyToInput: false, applyToOutput: true })
           const agent = yield* Agent.make({ middleware: [pii] })
           const events = yield* collect(agent.stream("hi", { threadId: "t" }))
           const expected = compile({ types: streamTypes, strategy }).redact(text).text
@@ -1155,7 +1155,7 @@ const splitAt = (text: string, cuts: ReadonlyArray<number>): Array<string> => {
 describe("a value split across text parts of one message", () => {
   it.effect("in the input, an email and a card split across parts are redacted in the part where they start", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
+      const pii = Pii.middleware({ types: ["email", "credit_card"], strategy: "redact" })
       const agent = yield* Agent.make({ middleware: [pii] })
       yield* agent.run(splitInput(["mail ada@exa", "mple.com, card 4111 1111 ", "1111 1111 ok"]), { threadId: "t" })
       const stored = Option.getOrThrow(yield* agent.thread("t")).state.messages
@@ -1168,7 +1168,7 @@ describe("a value split across text parts of one message", () => {
 
   it.effect("a part a match covers whole is dropped; parts with no match keep their text", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email"], strategy: "mask" })
+      const pii = Pii.middleware({ types: ["email"], strategy: "mask" })
       const agent = yield* Agent.make({ middleware: [pii] })
       const result = yield* agent.run(splitInput(["hi ", "ada@", "example", ".com", " bye"]), { threadId: "t" })
       assert.deepStrictEqual(textParts(result.state.messages[0]), ["hi ", "ada@****.com", " bye"])
@@ -1176,7 +1176,7 @@ describe("a value split across text parts of one message", () => {
 
   it.effect("block finds a value split across input parts", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email"], strategy: "block" })
+      const pii = Pii.middleware({ types: ["email"], strategy: "block" })
       const agent = yield* Agent.make({ middleware: [pii] })
       const error = yield* Effect.flip(agent.run(splitInput(["mail ada@exa", "mple.com"]), { threadId: "t" }))
       assert.strictEqual(error._tag, "PiiDetected")
@@ -1185,7 +1185,7 @@ describe("a value split across text parts of one message", () => {
 
   it.effect("in a model reply (not streamed), an email and a card split across text parts are redacted", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({
+      const pii = Pii.middleware({
         types: ["email", "credit_card"],
         strategy: "redact",
         applyToInput: false,
@@ -1215,7 +1215,7 @@ describe("a value split across text parts of one message", () => {
       ],
       ([texts]) =>
         Effect.gen(function*() {
-          const pii = yield* Pii.middleware({ types: streamTypes, strategy })
+          const pii = Pii.middleware({ types: streamTypes, strategy })
           const agent = yield* Agent.make({ middleware: [pii] })
           const result = yield* agent.run(splitInput(texts), { threadId: "t" })
           const stored = textParts(result.state.messages[0])
@@ -1233,7 +1233,7 @@ describe("a value split across streamed text parts of one reply", () => {
 
   it.effect("an email split across two text parts is redacted, in no event and not stored raw", () =>
     Effect.gen(function*() {
-      const agent = yield* Agent.make({ middleware: [yield* piiOut("redact")] })
+      const agent = yield* Agent.make({ middleware: [piiOut("redact")] })
       const events = yield* collect(agent.stream("hi", { threadId: "t" }))
       assert.deepStrictEqual(deltasOf(events), ["Write to ", "[REDACTED_EMAIL] ", "today"])
       for (const event of events) assert.notInclude(JSON.stringify(event), "exa", event._tag)
@@ -1245,7 +1245,7 @@ describe("a value split across streamed text parts of one reply", () => {
 
   it.effect("a part wholly held back and carried on is dropped, not stored empty", () =>
     Effect.gen(function*() {
-      const agent = yield* Agent.make({ middleware: [yield* piiOut("mask")] })
+      const agent = yield* Agent.make({ middleware: [piiOut("mask")] })
       const events = yield* collect(agent.stream("hi", { threadId: "t" }))
       assert.deepStrictEqual(deltasOf(events), ["ada@****.com"])
       const stored = Option.getOrThrow(yield* agent.thread("t")).state.messages
@@ -1256,7 +1256,7 @@ describe("a value split across streamed text parts of one reply", () => {
 
   it.effect("a held-back tail before a tool call is flushed into the part it belongs to", () =>
     Effect.gen(function*() {
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [yield* piiOut("redact")] })
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [piiOut("redact")] })
       const events = yield* collect(agent.stream("find ada", { threadId: "t" }))
       const first = events.filter(AgentEvent.$is("ModelResponded"))[0]!.message
       assert.deepStrictEqual(first.content.map((part) => part.type === "text" ? part.text : part.type), [
@@ -1274,7 +1274,7 @@ describe("a value split across streamed text parts of one reply", () => {
 
   it.effect("block fails when the value is split across two text parts, before any of it is shown", () =>
     Effect.gen(function*() {
-      const agent = yield* Agent.make({ middleware: [yield* piiOut("block")] })
+      const agent = yield* Agent.make({ middleware: [piiOut("block")] })
       const shown: Array<AgentEvent.AgentEvent<any>> = []
       const error = yield* agent.stream("hi", { threadId: "t" }).pipe(
         Stream.runForEach((event) => Effect.sync(() => shown.push(event))),
@@ -1302,7 +1302,7 @@ describe("a value split across streamed text parts of one reply", () => {
       [replyWithParts],
       ([{ parts, text }]) =>
         Effect.gen(function*() {
-          const pii = yield* Pii.middleware({ types: streamTypes, strategy, applyToInput: false, applyToOutput: true })
+          const pii = Pii.middleware({ types: streamTypes, strategy, applyToInput: false, applyToOutput: true })
           const agent = yield* Agent.make({ middleware: [pii] })
           const events = yield* collect(agent.stream("hi", { threadId: "t" }))
           const expected = compile({ types: streamTypes, strategy }).redact(text).text
@@ -1326,7 +1326,7 @@ describe("a person's answers to HumanInTheLoop", () => {
 
   /** Resumes `t` with the decisions `decide` builds from the actions of the request it waits on. */
   const decideWith = <S, E, O>(
-    agent: Agent.Agent.Service<S, E, O>,
+    agent: Agent.Service<S, E, O>,
     decide: (action: HumanInTheLoop.ActionRequest) => HumanInTheLoop.Decision
   ) =>
     Effect.gen(function*() {
@@ -1355,8 +1355,8 @@ describe("a person's answers to HumanInTheLoop", () => {
             `(applyToToolResults: ${applyToToolResults}, ${order})`,
           () =>
             Effect.gen(function*() {
-              const pii = yield* Pii.middleware({ types: ["email", "credit_card"], applyToToolResults })
-              const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+              const pii = Pii.middleware({ types: ["email", "credit_card"], applyToToolResults })
+              const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
               const seen: Array<string> = []
               const agent = yield* Agent.make({
                 toolkit: Tools,
@@ -1387,8 +1387,8 @@ describe("a person's answers to HumanInTheLoop", () => {
 
   it.effect("an answer from an Approvals service is redacted too", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email", "credit_card"] })
-      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+      const pii = Pii.middleware({ types: ["email", "credit_card"] })
+      const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii, hitl] })
       const result = yield* agent.run("look ada up", { threadId: "t" })
       assert.strictEqual(result._tag, "Completed")
@@ -1406,8 +1406,8 @@ describe("a person's answers to HumanInTheLoop", () => {
 
   it.effect("with \"block\", a person's answer holding an email fails the resume with PiiDetected (input)", () =>
     Effect.gen(function*() {
-      const pii = yield* Pii.middleware({ types: ["email", "credit_card"], strategy: "block" })
-      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+      const pii = Pii.middleware({ types: ["email", "credit_card"], strategy: "block" })
+      const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii, hitl] })
       assert.strictEqual((yield* agent.run("look someone up", { threadId: "t" }))._tag, "Interrupted")
       const error = yield* Effect.flip(decideWith(agent, (action) => HumanInTheLoop.respond(action, typed)))

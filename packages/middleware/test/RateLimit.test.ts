@@ -1,6 +1,6 @@
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent } from "@stepwise-agent/core"
+import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import type { Duration } from "effect"
 import { Chunk, Clock, Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
@@ -42,7 +42,7 @@ describe("RateLimit model", () => {
   it.effect("spaces model calls by the limit", () => {
     const calls: Array<number> = []
     return Effect.gen(function*() {
-      const rateLimit = yield* RateLimit.middleware({ model: { limit: 1, interval: "1 second" } })
+      const rateLimit = RateLimit.middleware({ model: { limit: 1, interval: "1 second" } })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [rateLimit] })
       const result = yield* runOnClock(agent.run("go", { threadId: "t" }), "100 millis")
       assert.strictEqual(result._tag, "Completed")
@@ -57,7 +57,7 @@ describe("RateLimit model", () => {
   it.effect("the bucket outlives a run: the next run waits for it", () => {
     const calls: Array<number> = []
     return Effect.gen(function*() {
-      const rateLimit = yield* RateLimit.middleware({ model: { limit: 2, interval: "10 seconds" } })
+      const rateLimit = RateLimit.middleware({ model: { limit: 2, interval: "10 seconds" } })
       const agent = yield* Agent.make({ middleware: [rateLimit] })
       yield* agent.run("one", { threadId: "a" })
       yield* agent.run("two", { threadId: "b" })
@@ -77,7 +77,7 @@ describe("RateLimit model", () => {
   it.effect("fixed-window lets the limit through per window", () => {
     const calls: Array<number> = []
     return Effect.gen(function*() {
-      const rateLimit = yield* RateLimit.middleware({
+      const rateLimit = RateLimit.middleware({
         model: { limit: 2, interval: "1 minute", algorithm: "fixed-window" }
       })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [rateLimit] })
@@ -94,9 +94,9 @@ describe("RateLimit model", () => {
     const calls: Array<number> = []
     return Effect.gen(function*() {
       const options = { model: { limit: 1, interval: "1 second" } } as const
-      const first = yield* Agent.make({ middleware: [yield* RateLimit.middleware(options)] })
-      const second = yield* Agent.make({ middleware: [yield* RateLimit.middleware(options)] })
-      const other = yield* Agent.make({ middleware: [yield* RateLimit.middleware({ ...options, name: "other" })] })
+      const first = yield* Agent.make({ middleware: [RateLimit.middleware(options)] })
+      const second = yield* Agent.make({ middleware: [RateLimit.middleware(options)] })
+      const other = yield* Agent.make({ middleware: [RateLimit.middleware({ ...options, name: "other" })] })
       yield* first.run("1", { threadId: "a" })
       yield* other.run("2", { threadId: "b" })
       yield* runOnClock(second.run("3", { threadId: "c" }), "250 millis")
@@ -110,7 +110,7 @@ describe("RateLimit model", () => {
 
   it.effect("a call that waited reports how long", () =>
     Effect.gen(function*() {
-      const rateLimit = yield* RateLimit.middleware({ model: { limit: 1, interval: "2 seconds" } })
+      const rateLimit = RateLimit.middleware({ model: { limit: 1, interval: "2 seconds" } })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [rateLimit] })
       const events = yield* runOnClock(
         agent.stream("go", { threadId: "t" }).pipe(Stream.runCollect, Effect.map(Chunk.toArray)),
@@ -130,7 +130,7 @@ describe("RateLimit tools", () => {
   it.effect("spaces calls of a limited tool, also parallel ones; other tools are not held", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
-      const rateLimit = yield* RateLimit.middleware({ tools: { search: { limit: 1, interval: "1 second" } } })
+      const rateLimit = RateLimit.middleware({ tools: { search: { limit: 1, interval: "1 second" } } })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [rateLimit] })
       yield* runOnClock(agent.run("go", { threadId: "t" }), "100 millis")
       assert.deepStrictEqual(ran.filter((entry) => entry.startsWith("search")), [
@@ -154,7 +154,7 @@ describe("RateLimit tools", () => {
   it.effect("tools without their own limit share the \"*\" bucket", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
-      const rateLimit = yield* RateLimit.middleware({
+      const rateLimit = RateLimit.middleware({
         tools: { search: { limit: 5, interval: "1 second" }, "*": { limit: 1, interval: "3 seconds" } }
       })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [rateLimit], toolConcurrency: 1 })
@@ -172,15 +172,15 @@ describe("RateLimit tools", () => {
 })
 
 describe("RateLimit options", () => {
-  it.effect("a limited tool the agent lacks fails the run when it starts", () =>
+  it.effect("a limited tool the agent lacks fails Agent.make with UnknownTools", () =>
     Effect.gen(function*() {
-      const rateLimit = yield* RateLimit.middleware({
+      const rateLimit = RateLimit.middleware({
         tools: { serach: { limit: 1, interval: "1 second" }, "*": { limit: 1, interval: "1 second" } }
       })
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [rateLimit] })
-      const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
-      assert.strictEqual(error._tag, "UnknownRateLimitedTool")
-      if (error._tag !== "UnknownRateLimitedTool") return
+      const error = yield* Effect.flip(Agent.make({ toolkit: Tools, middleware: [rateLimit] }))
+      assert.strictEqual(error._tag, "UnknownTools")
+      if (error._tag !== "UnknownTools") return
+      assert.strictEqual(error.middleware, "rateLimit")
       assert.deepStrictEqual(error.names, ["serach"])
       assert.include(error.message, "Available tools: search, fetch, read")
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)
@@ -205,7 +205,9 @@ describe("RateLimit options", () => {
         [{ tools: { search: 3 as any } }, "tools.search", "Expected a limit { limit, interval, algorithm? }, actual 3"]
       ]
       for (const [options, option, reason] of cases) {
-        const error = yield* Effect.flip(RateLimit.middleware(options))
+        const error = yield* Effect.flip(Middleware.build(RateLimit.middleware(options))).pipe(
+          Effect.provide(RateLimit.layer)
+        )
         assert.strictEqual(error._tag, "InvalidOptions")
         assert.strictEqual(error.option, option)
         assert.include(error.message, reason)

@@ -24,7 +24,7 @@ const setup = (verdicts: ReadonlyArray<ScriptedModel.Turn>, threshold?: RiskAppr
     const risky = yield* RiskApproval.make({ threshold }).pipe(
       Effect.provide(RiskApproval.layer(classifier.model))
     )
-    const hitl = yield* HumanInTheLoop.middleware({
+    const hitl = HumanInTheLoop.middleware({
       toolkit: Tools,
       interruptOn: { deploy: { allowedDecisions: ["approve", "reject"], when: risky } }
     })
@@ -50,7 +50,7 @@ const setupSilent = (timeout: RiskApproval.Options["timeout"]) =>
     const silent = yield* LanguageModel.make({ generateText: () => Effect.never, streamText: () => Stream.never })
     const log = yield* Ref.make<ReadonlyArray<string>>([])
     const risky = yield* RiskApproval.make({ timeout }).pipe(Effect.provide(RiskApproval.layer(silent)))
-    const hitl = yield* HumanInTheLoop.middleware({
+    const hitl = HumanInTheLoop.middleware({
       toolkit: Tools,
       interruptOn: { deploy: { allowedDecisions: ["approve", "reject"], when: risky } }
     })
@@ -224,7 +224,7 @@ const setupDrift = (
     const log = yield* Ref.make<ReadonlyArray<string>>([])
     const classifier = yield* ScriptedModel.make(verdicts)
     const risky = yield* RiskApproval.make().pipe(Effect.provide(RiskApproval.layer(classifier.model)))
-    const hitl = yield* HumanInTheLoop.middleware({
+    const hitl = HumanInTheLoop.middleware({
       toolkit: Tools,
       interruptOn: { deploy: { allowedDecisions: ["approve", "reject"], when: risky } }
     })

@@ -49,7 +49,7 @@ const cleaner = (log: Ref.Ref<ReadonlyArray<string>>, callId?: string) =>
         ? ScriptedModel.text("cleaned")
         : ScriptedModel.toolCalls([{ name: "delete_file", params: { path: last }, ...(callId ? { id: callId } : {}) }])
     )
-    const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
+    const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
     return yield* Agent.make({ toolkit: Tools, middleware: [hitl] }).pipe(
       Effect.provideService(LanguageModel.LanguageModel, model),
       Effect.provide(Tools.toLayer({

@@ -185,7 +185,7 @@ describe("SubAgents and the parent's limits", () => {
     bothOrders((order) =>
       Effect.gen(function*() {
         const count = yield* counters
-        const limit = yield* ModelCallLimit.middleware({ runLimit: 3 })
+        const limit = ModelCallLimit.middleware({ runLimit: 3 })
         const agent = yield* parentAgent(count, [task("busy", "work", "c1")], order(limit), {
           busy: { description: "Works hard", agent: yield* busyChild(count, 9) }
         })
@@ -205,10 +205,10 @@ describe("SubAgents and the parent's limits", () => {
       bothOrders((order) =>
         Effect.gen(function*() {
           const count = yield* counters
-          const limit = yield* ModelCallLimit.middleware({ runLimit: 3 })
+          const limit = ModelCallLimit.middleware({ runLimit: 3 })
           // the `task` tool as SubAgents offers it, for the approval's checks
           const taskTool = Tool.make("task", { parameters: { agent: Schema.String, task: Schema.String } })
-          const hitl = yield* HumanInTheLoop.middleware({
+          const hitl = HumanInTheLoop.middleware({
             toolkit: Toolkit.make(taskTool),
             interruptOn: { task: true }
           })
@@ -241,7 +241,7 @@ describe("SubAgents and the parent's limits", () => {
     bothOrders((order) =>
       Effect.gen(function*() {
         const count = yield* counters
-        const limit = yield* ModelCallLimit.middleware({ runLimit: 4, exitBehavior: "error" })
+        const limit = ModelCallLimit.middleware({ runLimit: 4, exitBehavior: "error" })
         const agent = yield* parentAgent(count, [task("busy", "work", "c1")], order(limit), {
           busy: { description: "Works hard", agent: yield* busyChild(count, 9) }
         })
@@ -255,7 +255,7 @@ describe("SubAgents and the parent's limits", () => {
     bothOrders((order) =>
       Effect.gen(function*() {
         const count = yield* counters
-        const limit = yield* ModelCallLimit.middleware({ threadLimit: 6 })
+        const limit = ModelCallLimit.middleware({ threadLimit: 6 })
         const agent = yield* parentAgent(
           count,
           [task("a", "x", "c1"), task("b", "y", "c2"), task("c", "z", "c3")],
@@ -275,7 +275,7 @@ describe("SubAgents and the parent's limits", () => {
     bothOrders((order) =>
       Effect.gen(function*() {
         const count = yield* counters
-        const limit = yield* ToolCallLimit.middleware({ runLimit: 2 })
+        const limit = ToolCallLimit.middleware({ runLimit: 2 })
         const agents = Object.fromEntries(
           yield* Effect.forEach(["a", "b", "c", "d", "e"], (name) =>
             Effect.map(busyChild(count, 0), (agent) => [name, { description: name, agent }] as const))
@@ -305,7 +305,7 @@ describe("SubAgents and the parent's limits", () => {
     bothOrders((order) =>
       Effect.gen(function*() {
         const count = yield* counters
-        const limit = yield* ToolCallLimit.middleware({ runLimit: 1, exitBehavior: "end" })
+        const limit = ToolCallLimit.middleware({ runLimit: 1, exitBehavior: "end" })
         const agent = yield* parentAgent(count, [task("a", "x", "c1"), task("a", "y", "c2")], order(limit), {
           a: { description: "A", agent: yield* busyChild(count, 0) }
         })
@@ -319,7 +319,7 @@ describe("SubAgents and the parent's limits", () => {
     bothOrders((order) =>
       Effect.gen(function*() {
         const count = yield* counters
-        const limit = yield* ToolCallLimit.middleware({ runLimit: 3 })
+        const limit = ToolCallLimit.middleware({ runLimit: 3 })
         const agent = yield* parentAgent(count, [task("busy", "x", "c1")], order(limit), {
           busy: { description: "Works", agent: yield* busyChild(count, 5) }
         })
@@ -336,7 +336,7 @@ describe("SubAgents and the parent's limits", () => {
       Effect.gen(function*() {
         const count = yield* counters
         // every scripted call reports 15 tokens: the parent's first call and two of the child's reach 45
-        const budget = yield* Budget.middleware({ tokens: { runLimit: 40 } })
+        const budget = Budget.middleware({ tokens: { runLimit: 40 } })
         const agent = yield* parentAgent(count, [task("busy", "x", "c1")], order(budget), {
           busy: { description: "Works", agent: yield* busyChild(count, 9) }
         })
@@ -357,7 +357,7 @@ describe("SubAgents and the parent's limits", () => {
       const middle = yield* Agent.make({
         middleware: [SubAgents.middleware({ agents: { busy: { description: "Works", agent: grandchild } } })]
       }).pipe(Effect.provideService(LanguageModel.LanguageModel, middleModel))
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 5 })
+      const limit = ModelCallLimit.middleware({ runLimit: 5 })
       const agent = yield* parentAgent(count, [task("middle", "x", "c1")], (subAgents) => [limit, subAgents], {
         middle: { description: "Delegates", agent: middle }
       })
@@ -369,7 +369,7 @@ describe("SubAgents and the parent's limits", () => {
   it.effect("shareLimits: false leaves a child to its own limits", () =>
     Effect.gen(function*() {
       const count = yield* counters
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 3 })
+      const limit = ModelCallLimit.middleware({ runLimit: 3 })
       const agent = yield* parentAgent(count, [task("busy", "work", "c1")], (subAgents) => [limit, subAgents], {
         busy: { description: "Works hard", agent: yield* busyChild(count, 9) }
       }, { shareLimits: false })
@@ -382,8 +382,8 @@ describe("SubAgents and the parent's limits", () => {
   it.effect("a child's own limit still applies under a looser parent limit", () =>
     Effect.gen(function*() {
       const count = yield* counters
-      const parentLimit = yield* ModelCallLimit.middleware({ runLimit: 50 })
-      const childLimit = yield* ModelCallLimit.middleware({ runLimit: 2 })
+      const parentLimit = ModelCallLimit.middleware({ runLimit: 50 })
+      const childLimit = ModelCallLimit.middleware({ runLimit: 2 })
       const agent = yield* parentAgent(count, [task("busy", "work", "c1")], (subAgents) => [parentLimit, subAgents], {
         busy: { description: "Works hard", agent: yield* busyChild(count, 9, [childLimit]) }
       })
@@ -396,9 +396,9 @@ describe("SubAgents and the parent's limits", () => {
   it.effect("a child that waits for an approval keeps spending the same allowance when the parent resumes", () =>
     Effect.gen(function*() {
       const count = yield* counters
-      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { noop: true } })
+      const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { noop: true } })
       const child = yield* busyChild(count, 5, [hitl])
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 4 })
+      const limit = ModelCallLimit.middleware({ runLimit: 4 })
       const agent = yield* parentAgent(count, [task("busy", "work", "c1")], (subAgents) => [limit, subAgents], {
         busy: { description: "Works", agent: child }
       })
@@ -422,7 +422,7 @@ describe("SubAgents and the parent's limits", () => {
   it.effect("a run that ended leaves no allowance behind: a later run on the fiber is not limited by it", () =>
     Effect.gen(function*() {
       const count = yield* counters
-      const limit = yield* ModelCallLimit.middleware({ runLimit: 3 })
+      const limit = ModelCallLimit.middleware({ runLimit: 3 })
       const limited = yield* parentAgent(count, [task("busy", "work", "c1")], (subAgents) => [limit, subAgents], {
         busy: { description: "Works hard", agent: yield* busyChild(count, 9) }
       })

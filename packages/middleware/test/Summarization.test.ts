@@ -1,6 +1,6 @@
 import { AiError, Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, type Middleware } from "@stepwise-agent/core"
+import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
@@ -45,7 +45,11 @@ const textOf = (message: Prompt.Message | undefined): string =>
 /** The text the summarizer was asked to summarize (its one user message). */
 const promptText = (request: ScriptedModel.Request) => request.prompt.content.map(textOf).join("\n")
 
-const middleware = (options: Summarization.Options) => Effect.orDie(Summarization.middleware(options))
+/** The middleware, built (its setup needs no service: the `Summarizer` is read by its hooks). */
+const middleware = (options: Summarization.Options) => {
+  const mw = Summarization.middleware(options)
+  return Effect.orDie(Middleware.build(mw)) as Effect.Effect<typeof mw>
+}
 
 /** Runs the middleware's beforeModel hook on a history. */
 const noUsage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
@@ -149,13 +153,14 @@ describe("options", () => {
         [{ trigger: { tokens: 10 }, keep: { messages: 2 }, onOverflow: "retry" }, "onOverflow"]
       ]
       for (const [options, option] of cases) {
-        const error = yield* Effect.flip(Summarization.middleware(options as Summarization.Options))
+        const error = yield* Effect.flip(Middleware.build(Summarization.middleware(options as Summarization.Options)))
+          .pipe(Effect.provide(Summarization.layerFromLanguageModel), Effect.provide(ScriptedModel.layer([])))
         assert.strictEqual(error._tag, "InvalidOptions")
         assert.strictEqual(error.module, "Summarization")
         assert.strictEqual(error.option, option, JSON.stringify(options))
         assert.include(error.message, `Invalid Summarization option "${option}"`)
       }
-      const ok = yield* Summarization.middleware({
+      const ok = Summarization.middleware({
         trigger: [{ fraction: 0.8 }, { messages: 50, tokens: 100 }],
         keep: { fraction: 0.25 },
         contextWindow: 1000,
@@ -174,7 +179,7 @@ describe("options", () => {
           { trigger: { tokens: 10 }, keep: { fraction: 0 }, contextWindow: 1000 }
         ] satisfies ReadonlyArray<Summarization.Options>
       ) {
-        assert.strictEqual((yield* Summarization.middleware(options)).name, "summarization")
+        assert.strictEqual((Summarization.middleware(options)).name, "summarization")
       }
     }))
 })

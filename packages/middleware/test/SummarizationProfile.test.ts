@@ -13,6 +13,10 @@ import { Effect, FastCheck, Layer, Logger, Option } from "effect"
 import type * as ContextOverflow from "../src/ContextOverflow.js"
 import * as Summarization from "../src/Summarization.js"
 
+/** The middleware, built as `Agent.make` builds it, to call its hooks directly. */
+const built = <M extends Middleware.Any>(middleware: M) =>
+  Effect.orDie(Middleware.build(middleware)) as Effect.Effect<M>
+
 const user = (text: string) => Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text })] })
 const assistant = (text: string) => Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text })] })
 const turns = (n: number) =>
@@ -68,12 +72,18 @@ describe("fractions from the model profile", () => {
     },
     ({ keep, messages, trigger, window }) =>
       Effect.gen(function*() {
-        const fromProfile = yield* Summarization.middleware({
+        const fromProfile = yield* built(Summarization.middleware({
           trigger: { fraction: trigger },
           keep: { fraction: keep }
-        })
+        }))
         const explicit = yield* Effect.either(
-          Summarization.middleware({ trigger: { fraction: trigger }, keep: { fraction: keep }, contextWindow: window })
+          Middleware.build(
+            Summarization.middleware({
+              trigger: { fraction: trigger },
+              keep: { fraction: keep },
+              contextWindow: window
+            })
+          )
         )
         const { result, warnings } = yield* withWarnings(
           beforeModel(fromProfile, messages).pipe(Effect.provide(tinyModel(window)))
@@ -94,7 +104,7 @@ describe("fractions from the model profile", () => {
 
   it.effect("the profile of the named model sizes the fraction: 0.5 of a 140-token model", () =>
     Effect.gen(function*() {
-      const mw = yield* Summarization.middleware({ trigger: { fraction: 0.5 }, keep: { messages: 1 } })
+      const mw = yield* built(Summarization.middleware({ trigger: { fraction: 0.5 }, keep: { messages: 1 } }))
       // a question is ceil((10 + 4) / 4) + 3 = 7 tokens, an answer ceil((8 + 9) / 4) + 3 = 8; the trigger is 70
       assert.strictEqual(yield* TokenCounter.count(turns(4)), 60)
       assert.isUndefined(yield* beforeModel(mw, turns(4)).pipe(Effect.provide(tinyModel(140))))
@@ -109,11 +119,11 @@ describe("fractions from the model profile", () => {
 
   it.effect("agentModel names the model in place of the current one", () =>
     Effect.gen(function*() {
-      const mw = yield* Summarization.middleware({
+      const mw = yield* built(Summarization.middleware({
         trigger: { fraction: 0.5 },
         keep: { messages: 1 },
         agentModel: "tiny-model"
-      })
+      }))
       const out = yield* beforeModel(mw, turns(5)).pipe(
         Effect.provide(ModelProfile.layer({ "tiny-model": { contextWindow: 100, maxOutputTokens: 1 } })),
         Effect.provide(ModelProfile.layerModel("gpt-4o"))
@@ -124,7 +134,7 @@ describe("fractions from the model profile", () => {
   it.effect("a model without a profile falls back to 128,000 tokens with one warning per middleware and model", () =>
     Effect.gen(function*() {
       // 0.0001 × 128,000 = 12 tokens: triggers on 18 tokens; never "never fire"
-      const mw = yield* Summarization.middleware({ trigger: { fraction: 0.0001 }, keep: { messages: 1 } })
+      const mw = yield* built(Summarization.middleware({ trigger: { fraction: 0.0001 }, keep: { messages: 1 } }))
       const run = (model: string | undefined) =>
         beforeModel(mw, turns(2).slice(0, 3)).pipe(
           model === undefined ? (e) => e : Effect.provide(ModelProfile.layerModel(model))
@@ -138,7 +148,7 @@ describe("fractions from the model profile", () => {
       assert.include(warnings[0]!, "128000")
       assert.include(warnings[1]!, "the agent's model is not named")
       // another instance warns again, once
-      const other = yield* Summarization.middleware({ trigger: { fraction: 0.0001 }, keep: { messages: 1 } })
+      const other = yield* built(Summarization.middleware({ trigger: { fraction: 0.0001 }, keep: { messages: 1 } }))
       const again = yield* withWarnings(
         Effect.all([beforeModel(other, turns(1)), beforeModel(other, turns(1))]).pipe(
           Effect.provide(ModelProfile.layerModel("llama-local"))
@@ -149,11 +159,11 @@ describe("fractions from the model profile", () => {
 
   it.effect("an explicit contextWindow wins over the profile and never warns", () =>
     Effect.gen(function*() {
-      const mw = yield* Summarization.middleware({
+      const mw = yield* built(Summarization.middleware({
         trigger: { fraction: 0.5 },
         keep: { messages: 1 },
         contextWindow: 100
-      })
+      }))
       const { result, warnings } = yield* withWarnings(
         beforeModel(mw, turns(5)).pipe(Effect.provide(ModelProfile.layerModel("unknown-model")))
       )
@@ -197,7 +207,7 @@ const nextFailing = (failures: number) => {
 describe("onOverflow", () => {
   it.effect("summarizes the request whatever the trigger, retries once, and summarizes the thread next time", () =>
     Effect.gen(function*() {
-      const mw = yield* Summarization.middleware({ trigger: { tokens: 1_000_000 }, keep: { messages: 2 } })
+      const mw = yield* built(Summarization.middleware({ trigger: { tokens: 1_000_000 }, keep: { messages: 2 } }))
       const history = turns(4)
       const { next, seen } = nextFailing(1)
       const response = yield* Effect.scoped(mw.wrapModelCall!(request(history), next))
@@ -221,7 +231,7 @@ describe("onOverflow", () => {
 
   it.effect("fails with ContextOverflow when the summarized request overflows too", () =>
     Effect.gen(function*() {
-      const mw = yield* Summarization.middleware({ trigger: { tokens: 1_000_000 }, keep: { messages: 2 } })
+      const mw = yield* built(Summarization.middleware({ trigger: { tokens: 1_000_000 }, keep: { messages: 2 } }))
       const { next, seen } = nextFailing(2)
       const error = yield* Effect.flip(Effect.scoped(mw.wrapModelCall!(request(turns(4)), next))).pipe(
         Effect.provide(ModelProfile.layerModel("gpt-4o-mini"))
@@ -237,7 +247,7 @@ describe("onOverflow", () => {
 
   it.effect("with only the kept window left, nothing is summarized and it fails at once", () =>
     Effect.gen(function*() {
-      const mw = yield* Summarization.middleware({ trigger: { tokens: 1_000_000 }, keep: { messages: 2 } })
+      const mw = yield* built(Summarization.middleware({ trigger: { tokens: 1_000_000 }, keep: { messages: 2 } }))
       const { next, seen } = nextFailing(1)
       const error = yield* Effect.flip(Effect.scoped(mw.wrapModelCall!(request(turns(1)), next)))
       assert.strictEqual(seen.length, 1)
@@ -249,7 +259,9 @@ describe("onOverflow", () => {
 
   it.effect("onOverflow: \"fail\" adds no wrapModelCall: the provider's error goes through", () =>
     Effect.gen(function*() {
-      const mw = yield* Summarization.middleware({ trigger: { tokens: 10 }, keep: { messages: 2 }, onOverflow: "fail" })
+      const mw = yield* built(
+        Summarization.middleware({ trigger: { tokens: 10 }, keep: { messages: 2 }, onOverflow: "fail" })
+      )
       assert.isUndefined(mw.wrapModelCall)
     }))
 })
@@ -267,7 +279,9 @@ describe("calibrate", () => {
         )
       for (const calibrate of [true, false]) {
         const counter = yield* TokenCounter.makeApproximate()
-        const mw = yield* Summarization.middleware({ trigger: { tokens: 100 }, keep: { messages: 1 }, calibrate })
+        const mw = yield* built(
+          Summarization.middleware({ trigger: { tokens: 100 }, keep: { messages: 1 }, calibrate })
+        )
         const run = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
           Effect.provideService(effect, TokenCounter.TokenCounter, counter)
         assert.isUndefined(yield* run(beforeModel(mw, history)))

@@ -17,7 +17,7 @@ const AgentModel = ScriptedModel.layer([ScriptedModel.text("a"), ScriptedModel.t
 /** A summarizer on a fake OpenAI server, summarizing once the thread holds 3 messages. */
 const setup = Effect.gen(function*() {
   const server = yield* FakeOpenAi.make([FakeOpenAi.text("The user said one.")])
-  const summarization = yield* Summarization.middleware({ trigger: { messages: 3 }, keep: { messages: 1 } })
+  const summarization = Summarization.middleware({ trigger: { messages: 3 }, keep: { messages: 1 } })
   const SummarizerLive = Summarization.layerFromLanguageModel.pipe(Layer.provide(FakeOpenAi.languageModel(server)))
   return { server, summarization, SummarizerLive }
 })

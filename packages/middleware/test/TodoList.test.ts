@@ -375,7 +375,7 @@ describe("TodoList with HumanInTheLoop", () => {
   const setupGated = (script: ReadonlyArray<ScriptedModel.Turn>, gateTodos = false) =>
     Effect.gen(function*() {
       const log = yield* Ref.make<ReadonlyArray<string>>([])
-      const hitl = yield* HumanInTheLoop.middleware({
+      const hitl = HumanInTheLoop.middleware({
         toolkit: Toolkit.merge(Tools, TodoList.toolkit),
         interruptOn: { deploy: true, write_todos: gateTodos }
       })
@@ -474,11 +474,11 @@ describe("TodoList: the slice is the one truth", () => {
   /** A process's agent: its own model; the TodoList service and the checkpointer it is given. */
   const agentOf = (
     script: ReadonlyArray<ScriptedModel.Turn>,
-    todoList: TodoList.TodoList.Service,
-    checkpointer: Checkpointer.Checkpointer.Service
+    todoList: TodoList.Service,
+    checkpointer: Checkpointer.Service
   ) =>
     Effect.gen(function*() {
-      const hitl = yield* HumanInTheLoop.middleware({ toolkit: TodoList.toolkit, interruptOn: { write_todos: true } })
+      const hitl = HumanInTheLoop.middleware({ toolkit: TodoList.toolkit, interruptOn: { write_todos: true } })
       const model = yield* ScriptedModel.make(script)
       return yield* Agent.make({ middleware: [TodoList.middleware(), hitl] }).pipe(
         Effect.provideService(LanguageModel.LanguageModel, model.model),
@@ -549,9 +549,7 @@ describe("TodoList across summarization", () => {
         Array.from({ length: 5 }, () => ScriptedModel.text("The user asked for a deploy; work is under way."))
       )
       // summarize once the thread holds 6 messages, keeping the newest 2: the first write_todos goes
-      const summarization = yield* Effect.orDie(
-        Summarization.middleware({ trigger: { messages: 6 }, keep: { messages: 2 } })
-      )
+      const summarization = Summarization.middleware({ trigger: { messages: 6 }, keep: { messages: 2 } })
       const agent = yield* Agent.make({
         toolkit: Tools,
         middleware: [summarization, TodoList.middleware()],

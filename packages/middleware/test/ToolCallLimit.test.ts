@@ -2,7 +2,7 @@ import type { Prompt } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import type { AgentResult } from "@stepwise-agent/core"
-import { Agent, AgentEvent } from "@stepwise-agent/core"
+import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, FastCheck, Layer, Stream } from "effect"
 import * as Schema from "effect/Schema"
@@ -41,7 +41,7 @@ describe("ToolCallLimit", () => {
   it.effect("continue: blocks the calls over the limit with a failed result, runs the others", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
-      const limit = yield* ToolCallLimit.middleware({ toolName: "search", runLimit: 2 })
+      const limit = ToolCallLimit.middleware({ toolName: "search", runLimit: 2 })
       assert.strictEqual(limit.name, "toolCallLimit:search")
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
       const result = completed(yield* agent.run("go", { threadId: "t" }))
@@ -69,7 +69,7 @@ describe("ToolCallLimit", () => {
   it.effect("continue: a limit on all tools counts every call, over several turns", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
-      const limit = yield* ToolCallLimit.middleware({ runLimit: 2 })
+      const limit = ToolCallLimit.middleware({ runLimit: 2 })
       assert.strictEqual(limit.name, "toolCallLimit")
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
       const result = completed(yield* agent.run("go", { threadId: "t" }))
@@ -87,7 +87,7 @@ describe("ToolCallLimit", () => {
   it.effect("the run count resets on every run, also after the limit's own end jump", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
-      const limit = yield* ToolCallLimit.middleware({ toolName: "search", runLimit: 1, exitBehavior: "end" })
+      const limit = ToolCallLimit.middleware({ toolName: "search", runLimit: 1, exitBehavior: "end" })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
       const first = completed(yield* agent.run("go", { threadId: "t" }))
       assert.strictEqual(first.text, "\"search\" tool call limit exceeded: run limit (2/1).")
@@ -103,7 +103,7 @@ describe("ToolCallLimit", () => {
   it.effect("end: answers every call of the turn, appends a notice and ends the run", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
-      const limit = yield* ToolCallLimit.middleware({ toolName: "search", threadLimit: 1, exitBehavior: "end" })
+      const limit = ToolCallLimit.middleware({ toolName: "search", threadLimit: 1, exitBehavior: "end" })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
       const result = completed(yield* agent.run("go", { threadId: "t" }))
       assert.deepStrictEqual(ran, [])
@@ -129,7 +129,7 @@ describe("ToolCallLimit", () => {
   it.effect("error: fails the run with ToolCallLimitExceeded before any call of the turn runs", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
-      const limit = yield* ToolCallLimit.middleware({ threadLimit: 3, runLimit: 1, exitBehavior: "error" })
+      const limit = ToolCallLimit.middleware({ threadLimit: 3, runLimit: 1, exitBehavior: "error" })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
       const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
       assert.strictEqual(error._tag, "ToolCallLimitExceeded")
@@ -146,7 +146,7 @@ describe("ToolCallLimit", () => {
   it.effect("counts the thread limit over runs", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
-      const limit = yield* ToolCallLimit.middleware({ toolName: "note", threadLimit: 2 })
+      const limit = ToolCallLimit.middleware({ toolName: "note", threadLimit: 2 })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
       yield* agent.run("1", { threadId: "t" })
       const second = completed(yield* agent.run("2", { threadId: "t" }))
@@ -162,9 +162,9 @@ describe("ToolCallLimit", () => {
   it.effect("limits on different tools fit in one agent and count separately", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
-      const searches = yield* ToolCallLimit.middleware({ toolName: "search", runLimit: 1 })
-      const notes = yield* ToolCallLimit.middleware({ toolName: "note", runLimit: 1 })
-      const all = yield* ToolCallLimit.middleware({ runLimit: 3 })
+      const searches = ToolCallLimit.middleware({ toolName: "search", runLimit: 1 })
+      const notes = ToolCallLimit.middleware({ toolName: "note", runLimit: 1 })
+      const all = ToolCallLimit.middleware({ runLimit: 3 })
       // afterModel hooks run in reverse list order: the global limit, listed first, sees what the others let through
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [all, searches, notes] })
       const result = completed(yield* agent.run("go", { threadId: "t" }))
@@ -183,7 +183,7 @@ describe("ToolCallLimit", () => {
   it.effect("reports what it blocked on the event stream", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
-      const limit = yield* ToolCallLimit.middleware({ toolName: "search", runLimit: 0 })
+      const limit = ToolCallLimit.middleware({ toolName: "search", runLimit: 0 })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
       const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("go", { threadId: "t" })))
       const decisions = events.filter(AgentEvent.$is("MiddlewareDecision")).map((e) => [e.hook, e.decision])
@@ -205,7 +205,7 @@ describe("ToolCallLimit", () => {
     it.effect("a reply asking for more calls than remain: those within run, the others fail, the next call lands", () => {
       const ran: Array<string> = []
       return Effect.gen(function*() {
-        const limit = yield* ToolCallLimit.middleware({ runLimit: 3, softLanding: true, exitBehavior: "end" })
+        const limit = ToolCallLimit.middleware({ runLimit: 3, softLanding: true, exitBehavior: "end" })
         const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
         const result = completed(yield* agent.run("go", { threadId: "t" }))
         assert.deepStrictEqual(ran, ["search:0.0", "search:0.1", "search:1.0"])
@@ -228,7 +228,7 @@ describe("ToolCallLimit", () => {
     it.effect("a limit on one tool stops offering it once spent; other tools stay", () => {
       const ran: Array<string> = []
       return Effect.gen(function*() {
-        const limit = yield* ToolCallLimit.middleware({ toolName: "search", runLimit: 1, softLanding: true })
+        const limit = ToolCallLimit.middleware({ toolName: "search", runLimit: 1, softLanding: true })
         const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
         const result = completed(yield* agent.run("go", { threadId: "t" }))
         assert.deepStrictEqual(ran, ["search:0.0"])
@@ -244,7 +244,7 @@ describe("ToolCallLimit", () => {
     it.effect("error still fails when the model asks for tools after the allowance was spent", () => {
       const ran: Array<string> = []
       return Effect.gen(function*() {
-        const limit = yield* ToolCallLimit.middleware({ runLimit: 1, softLanding: true, exitBehavior: "error" })
+        const limit = ToolCallLimit.middleware({ runLimit: 1, softLanding: true, exitBehavior: "error" })
         const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
         const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
         assert.strictEqual(error._tag, "ToolCallLimitExceeded")
@@ -263,7 +263,7 @@ describe("ToolCallLimit", () => {
       ({ exitBehavior, perTurn, runLimit }) => {
         const ran: Array<string> = []
         return Effect.gen(function*() {
-          const limit = yield* ToolCallLimit.middleware({ runLimit, softLanding: true, exitBehavior })
+          const limit = ToolCallLimit.middleware({ runLimit, softLanding: true, exitBehavior })
           const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
           const result = completed(yield* agent.run("go", { threadId: "t" }))
           assert.strictEqual(ran.length, runLimit)
@@ -284,7 +284,7 @@ describe("ToolCallLimit", () => {
 
   describe("bad options", () => {
     const invalid = (options: ToolCallLimit.Options<string | undefined>) =>
-      Effect.flip(ToolCallLimit.middleware(options)).pipe(Effect.map((e) => e.option))
+      Effect.flip(Middleware.build(ToolCallLimit.middleware(options))).pipe(Effect.map((e) => e.option))
 
     it.effect("needs at least one limit", () =>
       Effect.gen(function*() {
@@ -306,8 +306,8 @@ describe("ToolCallLimit", () => {
 
     it.effect("two limits on the same tool clash on their state keys", () =>
       Effect.gen(function*() {
-        const a = yield* ToolCallLimit.middleware({ toolName: "search", runLimit: 1 })
-        const b = yield* ToolCallLimit.middleware({ toolName: "search", threadLimit: 5, name: "other" })
+        const a = ToolCallLimit.middleware({ toolName: "search", runLimit: 1 })
+        const b = ToolCallLimit.middleware({ toolName: "search", threadLimit: 5, name: "other" })
         // @ts-expect-error: the types reject this list too (dtslint); here the run-time check is tested
         const error = yield* Effect.flip(Agent.make({ toolkit: Tools, middleware: [a, b] }))
         assert.strictEqual(error._tag, "AgentConfigError")

@@ -1,7 +1,7 @@
 import type { Prompt } from "@effect/ai"
 import { AiError, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent } from "@stepwise-agent/core"
+import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Layer, Schema, Stream } from "effect"
 import * as ToolEmulator from "../src/ToolEmulator.js"
@@ -47,7 +47,7 @@ describe("ToolEmulator", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
       const emulator = yield* ScriptedModel.make([ScriptedModel.text("Sunny, 24°C"), ScriptedModel.text("charged: ok")])
-      const middleware = yield* ToolEmulator.middleware({ model: emulator.model })
+      const middleware = ToolEmulator.middleware({ model: emulator.model })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware], toolConcurrency: 1 })
       const result = yield* agent.run("go", { threadId: "t" })
       assert.deepStrictEqual(ran, [])
@@ -82,7 +82,7 @@ describe("ToolEmulator", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
       const emulator = yield* ScriptedModel.make([ScriptedModel.text("charged 500 cents")])
-      const middleware = yield* ToolEmulator.middleware({ model: emulator.model, tools: ["charge_card"] })
+      const middleware = ToolEmulator.middleware({ model: emulator.model, tools: ["charge_card"] })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] })
       const events = yield* agent.stream("go", { threadId: "t" }).pipe(Stream.runCollect, Effect.map(Chunk.toArray))
       assert.deepStrictEqual(ran, ["weather:Paris"])
@@ -96,7 +96,7 @@ describe("ToolEmulator", () => {
   it.effect("without a model it asks the model of the context it was built in", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
-      const middleware = yield* ToolEmulator.middleware()
+      const middleware = ToolEmulator.middleware()
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] })
       const result = yield* agent.run("go", { threadId: "t" })
       assert.deepStrictEqual(ran, [])
@@ -114,7 +114,7 @@ describe("ToolEmulator", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
       const emulator = yield* ScriptedModel.make([])
-      const middleware = yield* ToolEmulator.middleware({ model: emulator.model })
+      const middleware = ToolEmulator.middleware({ model: emulator.model })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] })
       const result = yield* agent.run("go", { threadId: "t" })
       const [[name, , isFailure]] = results(result.state.messages)
@@ -129,7 +129,7 @@ describe("ToolEmulator", () => {
       const emulator = yield* ScriptedModel.make([
         new AiError.UnknownError({ module: "Test", method: "generateText", description: "down" })
       ])
-      const middleware = yield* ToolEmulator.middleware({ model: emulator.model })
+      const middleware = ToolEmulator.middleware({ model: emulator.model })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] })
       const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
       assert.strictEqual(error._tag, "UnknownError")
@@ -137,15 +137,15 @@ describe("ToolEmulator", () => {
     }).pipe(provide([ScriptedModel.toolCalls([{ name: "weather", params: { city: "Rome" } }])], ran))
   })
 
-  it.effect("a listed tool the agent lacks fails the run before anything runs", () => {
+  it.effect("a listed tool the agent lacks fails Agent.make with UnknownTools, before anything runs", () => {
     const ran: Array<string> = []
     return Effect.gen(function*() {
       const emulator = yield* ScriptedModel.make([])
-      const middleware = yield* ToolEmulator.middleware({ model: emulator.model, tools: ["charge_crad"] })
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [middleware] })
-      const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
-      assert.strictEqual(error._tag, "UnknownEmulatedTool")
-      if (error._tag !== "UnknownEmulatedTool") return
+      const middleware = ToolEmulator.middleware({ model: emulator.model, tools: ["charge_crad"] })
+      const error = yield* Effect.flip(Agent.make({ toolkit: Tools, middleware: [middleware] }))
+      assert.strictEqual(error._tag, "UnknownTools")
+      if (error._tag !== "UnknownTools") return
+      assert.strictEqual(error.middleware, "toolEmulator")
       assert.deepStrictEqual(error.names, ["charge_crad"])
       assert.include(error.message, "Available tools: weather, charge_card")
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)
@@ -164,7 +164,7 @@ describe("ToolEmulator", () => {
         [{ model: {} as any }, "model", "LanguageModel"]
       ]
       for (const [options, option, reason] of cases) {
-        const error = yield* Effect.flip(ToolEmulator.middleware(options as any))
+        const error = yield* Effect.flip(Middleware.build(ToolEmulator.middleware(options as any)))
         assert.strictEqual(error._tag, "InvalidOptions")
         assert.strictEqual(error.option, option)
         assert.include(error.message, reason)

@@ -1,7 +1,7 @@
 import type { Prompt } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent } from "@stepwise-agent/core"
+import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Exit, Layer, Stream } from "effect"
 import * as Schema from "effect/Schema"
@@ -41,7 +41,7 @@ describe("ToolErrors", () => {
   it.effect("a crash answered by onError is a failed result the model reads; the run goes on", () =>
     Effect.gen(function*() {
       const seen: Array<string> = []
-      const errors = yield* ToolErrors.middleware({
+      const errors = ToolErrors.middleware({
         onError: (failure, request) => {
           seen.push(`${failure._tag}:${request.call.name}`)
           return failure._tag === "Defect" ? `${request.call.name} is unavailable` : undefined
@@ -60,7 +60,7 @@ describe("ToolErrors", () => {
 
   it.effect("onError returning undefined leaves a crash as it is: the run fails with ToolDefect", () =>
     Effect.gen(function*() {
-      const errors = yield* ToolErrors.middleware({ onError: () => undefined })
+      const errors = ToolErrors.middleware({ onError: () => undefined })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [errors] })
       const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
       assert.strictEqual(error._tag, "ToolDefect")
@@ -69,7 +69,7 @@ describe("ToolErrors", () => {
 
   it.effect("a typed failure's content is replaced when onError answers it, and kept when it does not", () =>
     Effect.gen(function*() {
-      const errors = yield* ToolErrors.middleware({
+      const errors = ToolErrors.middleware({
         onError: (failure) =>
           failure._tag === "FailedResult" && failure.result.id === "failing_a"
             ? Effect.succeed("lookup failed")
@@ -87,7 +87,7 @@ describe("ToolErrors", () => {
   it.effect("only the tools named in `tools` are handled; onError never sees the others", () =>
     Effect.gen(function*() {
       const seen: Array<string> = []
-      const errors = yield* ToolErrors.middleware({
+      const errors = ToolErrors.middleware({
         tools: ["failing"],
         onError: (_failure, request) => {
           seen.push(request.call.name)
@@ -103,7 +103,7 @@ describe("ToolErrors", () => {
 
   it.effect("an answered failure is reported as a middleware decision without the error's text", () =>
     Effect.gen(function*() {
-      const errors = yield* ToolErrors.middleware({ onError: () => "try something else" })
+      const errors = ToolErrors.middleware({ onError: () => "try something else" })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [errors] })
       const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("go", { threadId: "t" })))
       const decisions = events.filter(AgentEvent.$is("MiddlewareDecision"))
@@ -121,8 +121,8 @@ describe("ToolErrors", () => {
         crashy: () => Effect.suspend(() => ++attempts <= 5 ? Effect.die("boom") : Effect.succeed("late")),
         fine: () => Effect.succeed("unused")
       })
-      const errors = yield* ToolErrors.middleware({ onError: () => "gave up" })
-      const retry = yield* ToolRetry.middleware({ maxRetries: 2, initialDelay: "1 millis", onFailure: "raise" })
+      const errors = ToolErrors.middleware({ onError: () => "gave up" })
+      const retry = ToolRetry.middleware({ maxRetries: 2, initialDelay: "1 millis", onFailure: "raise" })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [errors, retry] }).pipe(Effect.provide(crashTwice))
       const result = yield* agent.run("go", { threadId: "t" })
       assert.strictEqual(attempts, 3)
@@ -142,7 +142,7 @@ describe("ToolErrors", () => {
     },
     ({ answers, calls, listed }) =>
       Effect.gen(function*() {
-        const errors = yield* ToolErrors.middleware({
+        const errors = ToolErrors.middleware({
           tools: listed,
           onError: (failure) => answers ? `answered ${failure._tag}` : undefined
         })
@@ -178,9 +178,11 @@ describe("ToolErrors", () => {
 
   it.effect("bad options fail with InvalidOptions naming the option", () =>
     Effect.gen(function*() {
-      const missing = yield* Effect.flip(ToolErrors.middleware({} as any))
+      const missing = yield* Effect.flip(Middleware.build(ToolErrors.middleware({} as any)))
       assert.deepInclude(missing, { module: "ToolErrors", option: "onError" })
-      const empty = yield* Effect.flip(ToolErrors.middleware({ tools: [""], onError: () => undefined }))
+      const empty = yield* Effect.flip(
+        Middleware.build(ToolErrors.middleware({ tools: [""], onError: () => undefined }))
+      )
       assert.deepInclude(empty, { module: "ToolErrors", option: "tools[0]" })
     }))
 })

@@ -1,7 +1,7 @@
 import type { Prompt } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent } from "@stepwise-agent/core"
+import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import type { Duration } from "effect"
 import { Chunk, Effect, Exit, Fiber, Layer, Schedule, Stream, TestClock } from "effect"
@@ -67,7 +67,7 @@ describe("ToolRetry", () => {
   it.effect("retries a failed result with exponential backoff until it succeeds", () => {
     const attempts: Array<string> = []
     return Effect.gen(function*() {
-      const retry = yield* ToolRetry.middleware({ maxRetries: 3, ...noJitter })
+      const retry = ToolRetry.middleware({ maxRetries: 3, ...noJitter })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [retry] })
       const fiber = yield* Effect.fork(agent.run("go", { threadId: "t" }))
       yield* advance(0)
@@ -88,7 +88,7 @@ describe("ToolRetry", () => {
   it.effect("reports each retry", () => {
     const attempts: Array<string> = []
     return Effect.gen(function*() {
-      const retry = yield* ToolRetry.middleware({ maxRetries: 3, ...noJitter })
+      const retry = ToolRetry.middleware({ maxRetries: 3, ...noJitter })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [retry] })
       const { decisions } = yield* runCollecting(agent)
       assert.deepStrictEqual(decisions, [
@@ -101,7 +101,7 @@ describe("ToolRetry", () => {
   it.effect("returns the last failed result as it is when the retries run out", () => {
     const attempts: Array<string> = []
     return Effect.gen(function*() {
-      const retry = yield* ToolRetry.middleware({ maxRetries: 2, ...noJitter })
+      const retry = ToolRetry.middleware({ maxRetries: 2, ...noJitter })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [retry] })
       const { result } = yield* runCollecting(agent)
       assert.deepStrictEqual(attempts, ["flaky:a", "flaky:a", "flaky:a"])
@@ -113,7 +113,7 @@ describe("ToolRetry", () => {
   it.effect("continue: a tool that keeps crashing becomes a failed result, and the run goes on", () => {
     const attempts: Array<string> = []
     return Effect.gen(function*() {
-      const retry = yield* ToolRetry.middleware({ maxRetries: 1, ...noJitter })
+      const retry = ToolRetry.middleware({ maxRetries: 1, ...noJitter })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [retry] })
       const { decisions, result } = yield* runCollecting(agent)
       assert.deepStrictEqual(attempts, ["crashy:a", "crashy:a"])
@@ -130,7 +130,7 @@ describe("ToolRetry", () => {
     (onFailure) => {
       const attempts: Array<string> = []
       return Effect.gen(function*() {
-        const retry = yield* ToolRetry.middleware({ maxRetries: 2, onFailure, ...noJitter })
+        const retry = ToolRetry.middleware({ maxRetries: 2, onFailure, ...noJitter })
         const agent = yield* Agent.make({ toolkit: Tools, middleware: [retry] })
         const fiber = yield* Effect.fork(Effect.flip(agent.run("go", { threadId: "t" })))
         yield* advance("1 minute")
@@ -145,7 +145,7 @@ describe("ToolRetry", () => {
   it.effect("does not retry invalid arguments or unknown tools", () => {
     const attempts: Array<string> = []
     return Effect.gen(function*() {
-      const retry = yield* ToolRetry.middleware({ maxRetries: 3, ...noJitter })
+      const retry = ToolRetry.middleware({ maxRetries: 3, ...noJitter })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [retry] })
       const { decisions, result } = yield* runCollecting(agent)
       assert.deepStrictEqual(decisions, [])
@@ -161,7 +161,7 @@ describe("ToolRetry", () => {
   it.effect("retries only the tools listed in tools", () => {
     const attempts: Array<string> = []
     return Effect.gen(function*() {
-      const retry = yield* ToolRetry.middleware({ tools: ["crashy"], maxRetries: 1, ...noJitter })
+      const retry = ToolRetry.middleware({ tools: ["crashy"], maxRetries: 1, ...noJitter })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [retry] })
       const { result } = yield* runCollecting(agent)
       assert.deepStrictEqual([...attempts].sort(), ["crashy:b", "crashy:b", "flaky:a"])
@@ -175,7 +175,7 @@ describe("ToolRetry", () => {
   it.effect("a custom retryOn decides what is retried", () => {
     const attempts: Array<string> = []
     return Effect.gen(function*() {
-      const retry = yield* ToolRetry.middleware({
+      const retry = ToolRetry.middleware({
         retryOn: (failure) => failure._tag === "Defect",
         maxRetries: 1,
         ...noJitter
@@ -189,7 +189,7 @@ describe("ToolRetry", () => {
   it.effect("parallel calls back off independently", () => {
     const attempts: Array<string> = []
     return Effect.gen(function*() {
-      const retry = yield* ToolRetry.middleware({ maxRetries: 1, ...noJitter })
+      const retry = ToolRetry.middleware({ maxRetries: 1, ...noJitter })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [retry] })
       const fiber = yield* Effect.fork(agent.run("go", { threadId: "t" }))
       yield* advance(0)
@@ -204,7 +204,7 @@ describe("ToolRetry", () => {
   it.effect("a user schedule sets the delays", () => {
     const attempts: Array<string> = []
     return Effect.gen(function*() {
-      const retry = yield* ToolRetry.middleware({ maxRetries: 2, schedule: Schedule.spaced("5 seconds") })
+      const retry = ToolRetry.middleware({ maxRetries: 2, schedule: Schedule.spaced("5 seconds") })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [retry] })
       const fiber = yield* Effect.fork(agent.run("go", { threadId: "t" }))
       yield* advance("4999 millis")
@@ -220,7 +220,7 @@ describe("ToolRetry", () => {
   it.effect("never retries an interrupt", () => {
     const attempts: Array<string> = []
     return Effect.gen(function*() {
-      const retry = yield* ToolRetry.middleware({ maxRetries: 3, ...noJitter })
+      const retry = ToolRetry.middleware({ maxRetries: 3, ...noJitter })
       const agent = yield* Agent.make({ toolkit: Tools, middleware: [retry] })
       const fiber = yield* Effect.fork(agent.run("go", { threadId: "t" }))
       yield* advance("1 minute")
@@ -245,7 +245,7 @@ describe("ToolRetry", () => {
       const shown = JSON.stringify(options, (_, v) => Schedule.isSchedule(v) ? "<schedule>" : v)
       it.effect(`rejects ${option} in ${shown}`, () =>
         Effect.gen(function*() {
-          const error = yield* Effect.flip(ToolRetry.middleware(options))
+          const error = yield* Effect.flip(Middleware.build(ToolRetry.middleware(options)))
           assert.deepStrictEqual([error._tag, error.option], ["InvalidOptions", option])
         }))
     }

@@ -27,7 +27,10 @@ describe("Tracing", () => {
       const agent = yield* Agent.make({
         toolkit: Tools,
         systemPrompt: "Add.",
-        middleware: [Tracing.middleware(), Middleware.passThrough("inner")]
+        middleware: [
+          Tracing.middleware(),
+          Middleware.make({ name: "inner", wrapModelCall: (request, next) => next(request) })
+        ]
       })
       yield* agent.run("1 + 2?", { threadId: "thread-7" })
       const [first, second] = hookSpans(spans, "wrapModelCall")

@@ -896,7 +896,7 @@ const inActivity = <A, I, E, R>(
  */
 
 /** The durable side of a thread, for giving up a wait its run made once that run has ended. */
-const owner: RunJournal.RunJournal.Service = { ...RunJournal.inProcess, durable: true }
+const owner: RunJournal.Service = { ...RunJournal.inProcess, durable: true }
 
 /**
  * The journal of one run on the workflow engine, and `flush`, which writes

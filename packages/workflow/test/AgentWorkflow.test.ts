@@ -97,7 +97,7 @@ describe("AgentWorkflow on the memory engine", () => {
 
   const approvalAgent = (ran: Array<string>, script: ReadonlyArray<ScriptedModel.Turn> = approvalScript) =>
     Layer.unwrapEffect(Effect.gen(function*() {
-      const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
+      const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
       return Agent.layer({ toolkit: Tools, middleware: [hitl] })
     })).pipe(Layer.provide(Layer.merge(ScriptedModel.layer(script), toolsLive(ran))))
 

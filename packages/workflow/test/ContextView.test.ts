@@ -6,7 +6,7 @@ import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
-import { Effect, Either, FastCheck, Layer, Schema } from "effect"
+import { Effect, FastCheck, Layer, Schema } from "effect"
 
 const Search = Tool.make("search", {
   description: "Searches",
@@ -30,14 +30,12 @@ const scripts = FastCheck.array(FastCheck.array(FastCheck.string({ maxLength: 10
 ])
 
 /** Both context policies in view mode, made afresh for each agent. */
-const policies = Effect.gen(function*() {
+const policies = Effect.sync(() => {
   const editing = ContextEditing.middleware({
-    edits: [Either.getOrThrow(ContextEditing.ClearToolUses({ trigger: 400, clearTo: 200, keep: 1 }))],
+    edits: [ContextEditing.clearToolUses({ trigger: 400, clearTo: 200, keep: 1 })],
     mode: "view"
   })
-  const summarization = yield* Effect.orDie(
-    Summarization.middleware({ trigger: { messages: 6 }, keep: { messages: 2 }, mode: "view" })
-  )
+  const summarization = Summarization.middleware({ trigger: { messages: 6 }, keep: { messages: 2 }, mode: "view" })
   return [editing, summarization] as const
 })
 

@@ -35,7 +35,7 @@ describe("Filesystem in a durable run", () => {
         ScriptedModel.text("done")
       ]
       const agent = Layer.unwrapEffect(Effect.gen(function*() {
-        const hitl = yield* HumanInTheLoop.middleware({ toolkit: Filesystem.toolkit, interruptOn: { edit_file: true } })
+        const hitl = HumanInTheLoop.middleware({ toolkit: Filesystem.toolkit, interruptOn: { edit_file: true } })
         return Agent.layer({ middleware: [Filesystem.middleware(), hitl] })
       })).pipe(Layer.provide(ScriptedModel.layer(script)))
       const context = yield* Layer.build(durable(agent))

@@ -179,7 +179,7 @@ const decodeThread = (
 const Stored = Schema.OptionFromNullOr(Checkpointer.Checkpoint)
 
 /** Saving and loading a thread of an agent with this state layout, in this store. */
-export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Checkpointer.Service) => {
+export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Service) => {
   /** Saves the run's thread; with `pending`, the wait it stops at and its progress so far. */
   const save = (
     run: RunContext,
@@ -235,7 +235,7 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Check
    */
   const load = (
     threadId: string,
-    journaled?: { readonly journal: RunJournal.RunJournal.Service; readonly keys: StepKeys }
+    journaled?: { readonly journal: RunJournal.Service; readonly keys: StepKeys }
   ): Effect.Effect<Loaded, CheckpointError> =>
     (journaled === undefined
       ? checkpointer.load(threadId)

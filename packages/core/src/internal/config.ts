@@ -34,7 +34,7 @@ export interface LoopConfig {
   /** The timeout of each tool (the `toolTimeout` and `toolTimeouts` options), for hooks that run calls themselves. */
   readonly toolTimeout?: ((toolName: string) => Duration.Duration | undefined) | undefined
   readonly model: LanguageModel.Service
-  readonly checkpointer: Checkpointer.Checkpointer.Service
+  readonly checkpointer: Checkpointer.Service
   /**
    * Spans per hook, model call and tool call: always, never, or (undefined)
    * only when a tracer other than Effect's built-in one is installed — the

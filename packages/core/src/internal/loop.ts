@@ -36,7 +36,7 @@ const streamOf = (start: (emit: Emit) => Effect.Effect<AgentResult.AgentResult<a
   }))
 
 /** Builds the service of an agent. */
-export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Agent.Service<any, any>> =>
+export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<any, any>> =>
   Effect.sync(() => {
     const config = compile(loopConfig)
     const { checkpointer, layout } = config
@@ -142,5 +142,5 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Agent.Serv
               }))
             ))
         )
-    } as Agent.Agent.Service<any, any>
+    } as Agent.Service<any, any>
   })

@@ -1,6 +1,6 @@
 /**
  * Who watches a run: its event sink, whether hooks get spans, and the one
- * place that knows how the running hook is tracked (`Middleware.CurrentHook`).
+ * place that knows how the running hook is tracked (`currentHook`, read by `Middleware.report`).
  *
  * The hook cell is the quarantined speed trick of this module: during an
  * observed run `CurrentHook` holds a mutable `HookCell` that `inHook` updates
@@ -34,12 +34,12 @@ export interface Observer {
   readonly clock: Clock.Clock
 }
 
-/** The value of `Middleware.CurrentHook` during an observed run, updated in place. */
+/** The value of `currentHook` during an observed run, updated in place. */
 export class HookCell {
   constructor(public middleware: string, public hook: string) {}
 }
 
-/** Where the running hook is; see `Middleware.CurrentHook`. */
+/** Where the running hook is: `Middleware.report` files decisions under it, `Middleware.reportingAs` sets it. */
 export const currentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> = globalValue(
   Symbol.for("@stepwise-agent/core/Middleware/CurrentHook"),
   () =>
@@ -51,14 +51,14 @@ export const currentHook: FiberRef.FiberRef<{ readonly middleware: string; reado
     })
 )
 
-/** Where decisions go; see `Middleware.CurrentDecisionSink`. */
+/** Where the decisions of the current run go (`Middleware.report`); set by the agent loop. */
 export const currentDecisionSink: FiberRef.FiberRef<(decision: Middleware.Decision) => Effect.Effect<void>> =
   globalValue(
     Symbol.for("@stepwise-agent/core/Middleware/CurrentDecisionSink"),
     () => FiberRef.unsafeMake<(decision: Middleware.Decision) => Effect.Effect<void>>(() => Effect.void)
   )
 
-/** Where the running run's events go; see `Middleware.CurrentEventSink`. */
+/** Where the running run's events go (`Middleware.eventSink` reads it); set by the agent loop. */
 export const currentEventSink: FiberRef.FiberRef<Emit | undefined> = globalValue(
   Symbol.for("@stepwise-agent/core/Middleware/CurrentEventSink"),
   () => FiberRef.unsafeMake<Emit | undefined>(undefined)

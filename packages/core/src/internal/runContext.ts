@@ -13,7 +13,7 @@ import type { StepKeys } from "./stepKeys.js"
 
 export interface RunContext extends Observer.Observer {
   readonly threadId: string
-  readonly journal: RunJournal.RunJournal.Service
+  readonly journal: RunJournal.Service
   readonly keys: StepKeys
   /** The interrupt keys used so far in this run (a key names one wait). */
   readonly interruptKeys: Set<string>

@@ -45,7 +45,7 @@ export type Execute = (
 
 /** Where a run's steps go: the journal of the context, and the names it gives them. */
 interface Journaled {
-  readonly journal: RunJournal.RunJournal.Service
+  readonly journal: RunJournal.Service
   readonly keys: StepKeys
 }
 
@@ -75,7 +75,7 @@ export interface Pending {
 export const checkOwner = (
   threadId: string,
   pending: Checkpointer.PendingInterrupt,
-  journal: RunJournal.RunJournal.Service,
+  journal: RunJournal.Service,
   operation: DurableThreadError["operation"]
 ) =>
   pending.durable === true && !journal.durable

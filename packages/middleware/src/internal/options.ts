@@ -88,20 +88,30 @@ export const validate = <A, I>(
 ): Effect.Effect<A, AgentError.InvalidOptions> => Effect.suspend(() => validateEither(module, schema, options))
 
 /**
- * For a constructor that returns a middleware directly: checks `options`
- * like {@link validate} and builds the middleware from them, or gives one
- * that carries the `InvalidOptions`, with which `Agent.make` fails.
+ * Checks `options` like {@link validate} and builds the middleware from
+ * them, or gives one whose setup fails with the `InvalidOptions` (so
+ * `Agent.make` fails with it).
  */
 export const middlewareOf = <A, I, M extends Middleware.Any>(
   module: string,
   schema: Schema.Schema<A, I, never>,
   options: unknown,
   build: (options: A) => M
-): M => Either.match(validateEither(module, schema, options), { onLeft: carrying<M>, onRight: build })
+): M => Either.match(validateEither(module, schema, options), { onLeft: failing<M>, onRight: build })
 
-/** A middleware that only carries `invalidOptions`: `Agent.make` fails with it. */
-export const carrying = <M extends Middleware.Any>(invalidOptions: AgentError.InvalidOptions): M =>
-  Middleware.make({ name: invalidOptions.module, invalidOptions }) as Middleware.Any as M
+/** A middleware (named after the module) whose setup fails with `error`: `Agent.make` fails with it. */
+export const failing = <M extends Middleware.Any>(error: AgentError.InvalidOptions): M =>
+  Middleware.unwrap(Effect.fail(error), { name: error.module }) as Middleware.Any as M
+
+/**
+ * The name a built-in given `options` will have: its `name` option when that
+ * is a non-empty text, else `fallback`. For `Middleware.unwrap`, so that the
+ * middleware has its name before `Agent.make` builds it.
+ */
+export const nameOf = (options: unknown, fallback: string): string =>
+  Predicate.hasProperty(options, "name") && typeof options.name === "string" && options.name.length > 0
+    ? options.name
+    : fallback
 
 const decode = <A, I>(schema: Schema.Schema<A, I, never>) =>
   Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "all" })

@@ -95,7 +95,7 @@ export const Runs = AgentWorkflow.make({ name: "cross-process-agent", version: 1
 
 const AgentLive = Layer.unwrapEffect(Effect.gen(function*() {
   const middleware = env("APPROVAL") === "1"
-    ? [yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })]
+    ? [HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })]
     : []
   if (env("SUBAGENT") !== "1") return Agent.layer({ toolkit: Tools, middleware })
   // the child keeps its thread in the same SQL store as the parent (a child's resume loads it from there)

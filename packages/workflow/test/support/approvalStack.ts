@@ -25,10 +25,10 @@ export const approvalStack = (options: {
   readonly ran: Array<string>
 }) =>
   options.runs.layer.pipe(
-    Layer.provideMerge(Layer.unwrapEffect(Effect.map(
-      HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } }),
-      (hitl) => Agent.layer({ toolkit: Tools, middleware: [hitl] })
-    ))),
+    Layer.provideMerge(Agent.layer({
+      toolkit: Tools,
+      middleware: [HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })]
+    })),
     Layer.provide(Layer.merge(
       ScriptedModel.layer(Array.from({ length: options.turns }, () => options.answer)),
       Tools.toLayer({ delete_file: ({ path }) => Effect.sync(() => (options.ran.push(path), `deleted ${path}`)) })

@@ -130,7 +130,7 @@ export const index = (clearing: Clearing, rules: Rules, messages: ReadonlyArray<
  * `keep.value`, counting back until one does not fit.
  */
 const keepCount = (
-  counter: TokenCounter.TokenCounter.Service,
+  counter: TokenCounter.Service,
   look: Look.Look,
   clearing: Clearing,
   keep: ResolvedKeep,
@@ -161,7 +161,7 @@ const keepCount = (
  * candidates, which are the first ones of `clearing.eligible`.
  */
 export const candidates = (
-  counter: TokenCounter.TokenCounter.Service,
+  counter: TokenCounter.Service,
   look: Look.Look,
   clearing: Clearing,
   keep: ResolvedKeep,
@@ -182,7 +182,7 @@ export const candidates = (
 
 /** Measures, once, what clearing each eligible result up to `candidates` reclaims. */
 export const measureUpTo = (
-  counter: TokenCounter.TokenCounter.Service,
+  counter: TokenCounter.Service,
   look: Look.Look,
   clearing: Clearing,
   messages: ReadonlyArray<Prompt.Message>,

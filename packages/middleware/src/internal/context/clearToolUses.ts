@@ -38,7 +38,7 @@ export const make = (config: ClearToolUsesConfig): ContextEdit => {
   }
 
   const run = (
-    counter: TokenCounter.TokenCounter.Service,
+    counter: TokenCounter.Service,
     clearing: Selection.Clearing,
     messages: ReadonlyArray<Prompt.Message>,
     /** What the model call is sent of the messages. */

@@ -43,7 +43,7 @@ export interface HistoryCache<S> {
    * The session is `f`'s alone until `f` ends.
    */
   readonly use: <A, E, R>(
-    counter: TokenCounter.TokenCounter.Service,
+    counter: TokenCounter.Service,
     messages: ReadonlyArray<Prompt.Message>,
     f: (session: Session<S>) => Effect.Effect<A, E, R>
   ) => Effect.Effect<A, E, R>
@@ -53,7 +53,7 @@ export interface HistoryCache<S> {
    * one seen).
    */
   readonly seed: (
-    counter: TokenCounter.TokenCounter.Service,
+    counter: TokenCounter.Service,
     messages: ReadonlyArray<Prompt.Message>,
     raw: (index: number) => number
   ) => Session<S>
@@ -70,11 +70,11 @@ export const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: Readon
 /** A history cache whose sessions carry the state of `options`. */
 export const make = <S>(options: Options<S>): HistoryCache<S> => {
   const { init } = options
-  const sessions = new WeakMap<TokenCounter.TokenCounter.Service, WeakMap<Prompt.Message, Session<S>>>()
+  const sessions = new WeakMap<TokenCounter.Service, WeakMap<Prompt.Message, Session<S>>>()
 
   const makeSession = (busy: boolean): Session<S> => ({ busy, seen: [], sums: [0], state: init() })
 
-  const sessionsOf = (counter: TokenCounter.TokenCounter.Service) => {
+  const sessionsOf = (counter: TokenCounter.Service) => {
     let byFirst = sessions.get(counter)
     if (byFirst === undefined) {
       byFirst = new WeakMap()
@@ -100,7 +100,7 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
   }
 
   /** The session for these messages, holding a prefix of them; marked busy. */
-  const acquire = (counter: TokenCounter.TokenCounter.Service, messages: ReadonlyArray<Prompt.Message>) => {
+  const acquire = (counter: TokenCounter.Service, messages: ReadonlyArray<Prompt.Message>) => {
     const byFirst = sessionsOf(counter)
     const first = messages[0]!
     let session = byFirst.get(first)
@@ -150,8 +150,8 @@ export const scaled = (raw: number, scale: number): number => scale === 1 ? raw 
  * An approximate counter (`TokenCounter.makeApproximate`), made on first use and
  * then reused: the counter of a middleware that is not given one.
  */
-export const lazyApproximate = (): Effect.Effect<TokenCounter.TokenCounter.Service> => {
-  let approximate: TokenCounter.TokenCounter.Service | undefined
+export const lazyApproximate = (): Effect.Effect<TokenCounter.Service> => {
+  let approximate: TokenCounter.Service | undefined
   return Effect.suspend(() =>
     approximate !== undefined
       ? Effect.succeed(approximate)
@@ -163,7 +163,7 @@ export const lazyApproximate = (): Effect.Effect<TokenCounter.TokenCounter.Servi
  * The agent's `TokenCounter` when it has one, else an approximate counter
  * made on first use: the counter of a middleware that is not given one.
  */
-export const agentCounterOrApproximate = (): Effect.Effect<TokenCounter.TokenCounter.Service> => {
+export const agentCounterOrApproximate = (): Effect.Effect<TokenCounter.Service> => {
   const approximate = lazyApproximate()
   return Effect.flatMap(
     Effect.serviceOption(TokenCounter.TokenCounter),

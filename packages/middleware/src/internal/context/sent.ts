@@ -96,7 +96,7 @@ export const ifStored = (
  * cheaper when it answers), measuring what pairing changed. Moves `memo` on.
  */
 export const measure = (
-  counter: TokenCounter.TokenCounter.Service,
+  counter: TokenCounter.Service,
   messages: ReadonlyArray<Prompt.Message>,
   sums: ReadonlyArray<number>,
   memo: Memo

@@ -132,7 +132,7 @@ const carried = (
 export const make = (
   name: string,
   edits: ReadonlyArray<ContextEdit.Any>,
-  counter: Effect.Effect<TokenCounter.TokenCounter.Service, never, TokenCounter.TokenCounter>
+  counter: Effect.Effect<TokenCounter.Service, never, TokenCounter.TokenCounter>
 ) => {
   // per first message (one per thread, in practice), as the history caches
   const memos = new WeakMap<Prompt.Message, ViewMemo>()
