@@ -324,15 +324,7 @@ const main = async () => {
   section("   pieces of a step")
   const micro = await Micro.measure({ ...baseSampling, warmupMs: baseSampling.warmupMs / 2, minSampleMs: 50 })
   section("   ablation: the loop without one cost at a time (patched copies of core, interleaved)")
-  const ablation = args.has("--no-ablation")
-    ? []
-    : await Ablation.measure(ROOT, {
-      rounds: quick ? 10 : 30,
-      processes: Ablation.processSets(quick),
-      modes: ["generate", "stream", "durable"],
-      middleware: [0, 10],
-      steps: 10
-    })
+  const ablation = args.has("--no-ablation") ? [] : await ablate()
   for (const a of ablation) {
     log(`  ${a.variant.name.padEnd(28)} ${a.applicable ? JSON.stringify(a.perStep) : "not applicable"}`)
   }
@@ -439,19 +431,22 @@ const onlyDurable = async () => {
   log(Report.durableSection(await Durable.measure({ quick, sampling, log })))
 }
 
-/** `--only-ablation`: the ablation alone (old and new loop side by side), printed, nothing written. */
-async function onlyAblation() {
-  const machine = Report.describeMachine(ROOT)
-  log(`Stepwise benchmark, ablation only — ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`)
-  log(`load average at start: ${machine.loadStart.map((l) => l.toFixed(2)).join(" ")}`)
-  const results = await Ablation.measure(ROOT, {
+/** The ablation: generate, stream and durable steps with 0 and 10 middleware, each variant side by side. */
+const ablate = () =>
+  Ablation.measure(ROOT, {
     rounds: quick ? 10 : 30,
     processes: Ablation.processSets(quick),
     modes: ["generate", "stream", "durable"],
     middleware: [0, 10],
     steps: 10
   })
-  for (const a of results) {
+
+/** `--only-ablation`: the ablation alone (old and new loop side by side), printed, nothing written. */
+async function onlyAblation() {
+  const machine = Report.describeMachine(ROOT)
+  log(`Stepwise benchmark, ablation only — ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`)
+  log(`load average at start: ${machine.loadStart.map((l) => l.toFixed(2)).join(" ")}`)
+  for (const a of await ablate()) {
     log(`  ${a.variant.name.padEnd(28)} ${a.applicable ? JSON.stringify(a.perStep) : "not applicable"}`)
     log(`  ${"".padEnd(28)} relative ${JSON.stringify(a.relative)}`)
   }
