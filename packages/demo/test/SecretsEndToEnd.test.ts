@@ -19,6 +19,7 @@ import { SpanRecorder } from "@stepwise-agent/testing"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Cause, Chunk, Context, Effect, Exit, Fiber, HashMap, Layer, Logger, Option, Stream } from "effect"
@@ -193,7 +194,7 @@ describe("secrets in provider errors", () => {
         Layer.provideMerge(Agent.layer({ toolkit: Tools })),
         Layer.provide(Layer.merge(model(server), Tools.toLayer({}))),
         Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
-        Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true)),
+        Layer.provideMerge(Authorizer.layer(() => true)),
         Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis" }))
       ))
       const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>

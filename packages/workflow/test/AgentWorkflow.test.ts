@@ -5,6 +5,7 @@ import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { HookRecorder, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import { Chunk, Deferred, Effect, FastCheck, Fiber, Layer, Option, Schema, Stream } from "effect"
 
@@ -34,7 +35,7 @@ const durable = <E>(agent: Layer.Layer<Agent.Agent, E>, workflow = Runs) =>
   workflow.layer.pipe(
     Layer.provideMerge(agent),
     Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory)),
-    Layer.provideMerge(AgentWorkflow.layerAuthorizer((request) => request.principal !== "mallory"))
+    Layer.provideMerge(Authorizer.layer((request) => request.principal !== "mallory"))
   )
 
 const transcript = (messages: ReadonlyArray<unknown>) => JSON.stringify(AgentState.encodeMessages(messages as any))

@@ -1,0 +1,179 @@
+/**
+ * The journal of a run on the workflow engine: each step of the loop is an
+ * activity named after its key (`RunJournal.stepName`), a checkpoint's save
+ * waits for the next activity, and a wait for a decision is a
+ * `DurableDeferred`, optionally raced against a durable clock.
+ */
+import type * as Prompt from "@effect/ai/Prompt"
+import * as Activity from "@effect/workflow/Activity"
+import * as DurableClock from "@effect/workflow/DurableClock"
+import * as DurableDeferred from "@effect/workflow/DurableDeferred"
+import * as Workflow from "@effect/workflow/Workflow"
+import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as RunJournal from "@stepwise-agent/core/RunJournal"
+import * as Secrets from "@stepwise-agent/core/Secrets"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import { AgentRunFailed, Decision, type Options, RunCancelled, RunFailure } from "../AgentWorkflow.js"
+import { withSharedExitSchema } from "./clusterStorage.js"
+
+export const tagOf = (error: unknown): string =>
+  typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "Error"
+
+/** A run's failure as journaled: a cancellation stays one, anything else becomes an `AgentRunFailed`. */
+export const asRunFailure = (error: unknown): AgentRunFailed | RunCancelled =>
+  error instanceof AgentRunFailed || error instanceof RunCancelled
+    ? error
+    : new AgentRunFailed({ error: tagOf(error), description: Secrets.messageOf(error) })
+
+/**
+ * Runs a step of the loop as an activity named after its key, with the
+ * services of the loop (an engine may execute the activity on another fiber).
+ */
+export const inActivity = <A, I, E, R>(
+  name: string,
+  success: Schema.Schema<A, I>,
+  effect: Effect.Effect<A, E, R>
+) =>
+  Effect.gen(function*() {
+    const context = Context.omit(WorkflowEngine.WorkflowInstance)(yield* Effect.context<R>())
+    const activity = Activity.make({
+      name,
+      success: success as Schema.Schema<A, I, never>,
+      error: RunFailure,
+      execute: effect.pipe(
+        // defects are journaled as they are: scrubbed first, as failures are by `asRunFailure`
+        Effect.mapErrorCause(Secrets.scrubCause),
+        Effect.mapError(asRunFailure),
+        Effect.provide(context as Context.Context<R>)
+      )
+    })
+    return yield* withSharedExitSchema(activity)
+  })
+
+/*
+ * `cancel` records its request in the `RunStore` (`requestCancel`, a record of
+ * its own, apart from the decisions of waits) before it interrupts a run. The
+ * engines apply a cancel only when a run suspends (or, in memory, ends): a
+ * run that is working would otherwise go on to its end (on the cluster engine
+ * the signal even waits behind the running execution). So a working run
+ * reads the request before each model call it makes, and fails with
+ * {@link RunCancelled} instead; `status` reads that as `Cancelled`.
+ */
+
+/** The durable side of a thread, for giving up a wait its run made once that run has ended. */
+export const owner: RunJournal.RunJournal.Service = { ...RunJournal.inProcess, durable: true }
+
+/**
+ * The journal of one run on the workflow engine, and `flush`, which writes
+ * the checkpoints it still holds.
+ *
+ * A checkpoint is not an activity of its own: its save waits for the next
+ * activity that executes and runs inside it, first (one round trip through
+ * the engine's storage less per step). An activity that executes runs after
+ * every save before it, so it writes those it took; one that replays from
+ * the journal executed earlier with the same saves before it, so they were
+ * written then and are dropped, and a replay never writes an older
+ * checkpoint over a newer one. Before a wait and when the run ends there is
+ * no next activity: `flush` writes what is left as one activity, named
+ * after the last of those checkpoints.
+ */
+export const makeJournal = (
+  options: Options,
+  runId: string,
+  cancelled: Effect.Effect<boolean>,
+  claimSteered: (look: string) => Effect.Effect<ReadonlyArray<Prompt.Message>>
+) => {
+  // A look into the inbox takes in the messages sent in this process, then those stored for the thread.
+  // The stored ones are claimed first: a store that fails ends the look before it took any message out of
+  // the inbox, so none is lost.
+  const withStored = (held: Effect.Effect<ReadonlyArray<Prompt.Message>>, look: string) =>
+    Effect.flatMap(claimSteered(look), (stored) => Effect.map(held, (inProcess) => [...inProcess, ...stored]))
+  // A model call about to run (a replayed one is read from the journal and never gets here) checks
+  // for a cancel first and ends the run instead: the tool calls before it all have their results.
+  const unlessCancelled = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, E | RunCancelled, R> =>
+    Effect.flatMap(
+      cancelled,
+      (yes): Effect.Effect<A, E | RunCancelled, R> => yes ? Effect.fail(new RunCancelled({ runId })) : call
+    )
+  // a subagent's step (`Nested`) is treated as the step it names: its checkpoints wait, its tool calls compensate
+  const compensated = <A, E, R>(key: RunJournal.StepKey, activity: Effect.Effect<A, E, R>) => {
+    const step = RunJournal.innermost(key)
+    const undo = step._tag === "Tool" ? options.undo?.[step.call.name] : undefined
+    return undo === undefined || step._tag !== "Tool" ? activity : Workflow.withCompensation(
+      activity,
+      (result) =>
+        (result as Prompt.ToolResultPart).isFailure ? Effect.void : undo(step.call, result as Prompt.ToolResultPart)
+    )
+  }
+  /** The checkpoints saved since the last activity began, in order, not yet written. */
+  const unwritten: Array<{ readonly key: RunJournal.StepKey; readonly save: Effect.Effect<unknown, unknown> }> = []
+  /** `call`, after the writes of the checkpoints taken (all there are, as the activity starts). */
+  const afterUnwritten = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, unknown, R> => {
+    const saves = unwritten.splice(0)
+    return saves.length === 0 ? call : Effect.zipRight(Effect.forEach(saves, (s) => s.save, { discard: true }), call)
+  }
+  const flush = Effect.suspend(() => {
+    const last = unwritten.at(-1)
+    return last === undefined
+      ? Effect.void
+      : inActivity(RunJournal.stepName(last.key), Schema.Void, afterUnwritten(Effect.void))
+  })
+  const journal = RunJournal.RunJournal.of({
+    durable: true,
+    step: (key, schema, effect) => {
+      const kind = RunJournal.innermost(key)._tag
+      return kind === "Checkpoint"
+        ? Effect.sync(() => void unwritten.push({ key, save: effect as Effect.Effect<unknown, unknown> })) as any
+        : kind === "Inbox" && options.steering !== true
+        // without steering a run never takes messages in: nothing to journal
+        ? Effect.succeed([]) as any
+        : Effect.suspend(() =>
+          compensated(
+            key,
+            inActivity(
+              RunJournal.stepName(key),
+              schema,
+              afterUnwritten(
+                kind === "Model"
+                  ? unlessCancelled(effect)
+                  // the run's own look also claims the thread's stored messages; a subagent's looks only its inbox
+                  : key._tag === "Inbox"
+                  ? withStored(effect as any, RunJournal.stepName(key)) as any
+                  : effect
+              )
+            )
+          )
+        ) as any
+    },
+    await: (interrupt) => {
+      const deferred = DurableDeferred.make(interrupt.key, { success: Decision })
+      const timeout = options.decisionTimeout
+      const decided = timeout === undefined
+        ? DurableDeferred.await(deferred)
+        : DurableDeferred.raceAll({
+          name: interrupt.key,
+          success: Decision,
+          error: Schema.Never,
+          effects: [
+            DurableDeferred.await(deferred),
+            DurableClock.sleep({ name: `timeout/${interrupt.key}`, duration: timeout.after }).pipe(
+              Effect.zipRight(Effect.map(Clock.currentTimeMillis, (decidedAt): Decision => ({
+                value: timeout.decide(interrupt),
+                by: "timeout",
+                decidedAt
+              })))
+            )
+          ]
+        })
+      // the thread as it waits (the interrupt in its checkpoint) is stored before the run suspends
+      return Effect.zipRight(flush, Effect.map(decided, (decision) => Option.some(decision.value))) as Effect.Effect<
+        Option.Option<unknown>
+      >
+    }
+  })
+  return { journal, flush }
+}
