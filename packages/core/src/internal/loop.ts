@@ -12,7 +12,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
 import type * as Agent from "../Agent.js"
 import {
   DurableThreadError,
@@ -67,9 +66,6 @@ interface Journaled {
   readonly journal: RunJournal.RunJournal.Service
   readonly keys: StepKeys
 }
-
-/** The steer messages a run took in at one look into its inbox, as a durable journal records them. */
-const SentMessages = Schema.Array(Prompt.Message)
 
 /** Builds the service of an agent. */
 export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> => {
@@ -394,7 +390,6 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
         const sent = yield* journaledStep(
           run,
           run.keys.inbox(),
-          SentMessages,
           Effect.sync(() => inboxes.takeSteered(run.inbox))
         )
         if (sent.length === 0) return state

@@ -6,7 +6,7 @@
  * can read; a call that timed out too. `invalidCall` finds such calls in a
  * reply, for the loop's count of repair rounds.
  */
-import * as Prompt from "@effect/ai/Prompt"
+import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
@@ -147,7 +147,6 @@ export const make = (config: Compiled) => {
         journaled(
           run,
           run.keys.tool(call),
-          Prompt.ToolResultPart,
           Observer.traced(
             run,
             "Agent.toolCall",

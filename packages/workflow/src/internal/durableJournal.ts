@@ -17,6 +17,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import { AgentRunFailed, Decision, type Options, RunCancelled, RunFailure } from "../AgentWorkflow.js"
 import { withSharedExitSchema } from "./clusterStorage.js"
 
@@ -30,29 +31,46 @@ export const asRunFailure = (error: unknown): AgentRunFailed | RunCancelled =>
     : new AgentRunFailed({ error: tagOf(error), description: Secrets.messageOf(error) })
 
 /**
- * Runs a step of the loop as an activity named after its key, with the
- * services of the loop (an engine may execute the activity on another fiber).
+ * Runs `effect` as an activity named `name`, with the services of its
+ * caller (an engine may execute the activity on another fiber).
  */
-export const inActivity = <A, I, E, R>(
+export const inActivity = <S extends Schema.Schema.AnyNoContext, E, R>(
   name: string,
-  success: Schema.Schema<A, I>,
-  effect: Effect.Effect<A, E, R>
+  success: S,
+  effect: Effect.Effect<Schema.Schema.Type<S>, E, R>
 ) =>
   Effect.gen(function*() {
     const context = Context.omit(WorkflowEngine.WorkflowInstance)(yield* Effect.context<R>())
     const activity = Activity.make({
       name,
-      success: success as Schema.Schema<A, I, never>,
+      success,
       error: RunFailure,
       execute: effect.pipe(
         // defects are journaled as they are: scrubbed first, as failures are by `asRunFailure`
         Effect.mapErrorCause(Secrets.scrubCause),
         Effect.mapError(asRunFailure),
-        Effect.provide(context as Context.Context<R>)
+        Effect.provide(context)
       )
     })
     return yield* withSharedExitSchema(activity)
   })
+
+/**
+ * An activity as the step of the loop it journals. The loop's journal
+ * contract (`RunJournal.Service`) gives a step the errors and requirements of
+ * the loop's own effect; an activity fails with the journal's record of a
+ * failure (`RunFailure`), which the loop passes on as the run's failure for
+ * the run body to read back (`asRunFailure`), and needs the workflow's
+ * engine, instance and scope (for compensations), which every run body has.
+ * This is the one place the two contracts meet.
+ */
+const asLoopStep = <A, E, R>(
+  activity: Effect.Effect<
+    A,
+    AgentRunFailed | RunCancelled,
+    R | WorkflowEngine.WorkflowEngine | WorkflowEngine.WorkflowInstance | Scope.Scope
+  >
+): Effect.Effect<A, E, R> => activity as Effect.Effect<A, never, R>
 
 /*
  * `cancel` records its request in the `RunStore` (`requestCancel`, a record of
@@ -90,8 +108,15 @@ export const makeJournal = (
   // A look into the inbox takes in the messages sent in this process, then those stored for the thread.
   // The stored ones are claimed first: a store that fails ends the look before it took any message out of
   // the inbox, so none is lost.
-  const withStored = (held: Effect.Effect<ReadonlyArray<Prompt.Message>>, look: string) =>
-    Effect.flatMap(claimSteered(look), (stored) => Effect.map(held, (inProcess) => [...inProcess, ...stored]))
+  const withStored = <A, E, R>(
+    held: Effect.Effect<A, E, R>,
+    messages: RunJournal.StepKey.Same<ReadonlyArray<Prompt.Message>, A>,
+    look: string
+  ) =>
+    Effect.flatMap(
+      claimSteered(look),
+      (stored) => Effect.map(held, (inProcess) => messages.to([...messages.from(inProcess), ...stored]))
+    )
   // A model call about to run (a replayed one is read from the journal and never gets here) checks
   // for a cancel first and ends the run instead: the tool calls before it all have their results.
   const unlessCancelled = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, E | RunCancelled, R> =>
@@ -99,18 +124,16 @@ export const makeJournal = (
       cancelled,
       (yes): Effect.Effect<A, E | RunCancelled, R> => yes ? Effect.fail(new RunCancelled({ runId })) : call
     )
-  // a subagent's step (`Nested`) is treated as the step it names: its checkpoints wait, its tool calls compensate
-  const compensated = <A, E, R>(key: RunJournal.StepKey, activity: Effect.Effect<A, E, R>) => {
-    const step = RunJournal.innermost(key)
-    const undo = step._tag === "Tool" ? options.undo?.[step.call.name] : undefined
-    return undo === undefined || step._tag !== "Tool" ? activity : Workflow.withCompensation(
-      activity,
-      (result) =>
-        (result as Prompt.ToolResultPart).isFailure ? Effect.void : undo(step.call, result as Prompt.ToolResultPart)
-    )
+  // a tool call whose tool has an undo gets it as its compensation: when the run fails, unless the call failed
+  const compensated = <A, E, R>(step: RunJournal.StepKey.Tool<A>, activity: Effect.Effect<A, E, R>) => {
+    const undo = options.undo?.[step.call.name]
+    return undo === undefined ? activity : Workflow.withCompensation(activity, (value) => {
+      const result = step.result.from(value)
+      return result.isFailure ? Effect.void : undo(step.call, result)
+    })
   }
   /** The checkpoints saved since the last activity began, in order, not yet written. */
-  const unwritten: Array<{ readonly key: RunJournal.StepKey; readonly save: Effect.Effect<unknown, unknown> }> = []
+  const unwritten: Array<{ readonly name: string; readonly save: Effect.Effect<void, unknown> }> = []
   /** `call`, after the writes of the checkpoints taken (all there are, as the activity starts). */
   const afterUnwritten = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, unknown, R> => {
     const saves = unwritten.splice(0)
@@ -120,34 +143,38 @@ export const makeJournal = (
     const last = unwritten.at(-1)
     return last === undefined
       ? Effect.void
-      : inActivity(RunJournal.stepName(last.key), Schema.Void, afterUnwritten(Effect.void))
+      : inActivity(last.name, Schema.Void, afterUnwritten(Effect.void))
   })
   const journal = RunJournal.RunJournal.of({
     durable: true,
-    step: (key, schema, effect) => {
-      const kind = RunJournal.innermost(key)._tag
-      return kind === "Checkpoint"
-        ? Effect.sync(() => void unwritten.push({ key, save: effect as Effect.Effect<unknown, unknown> })) as any
-        : kind === "Inbox" && options.steering !== true
-        // without steering a run never takes messages in: nothing to journal
-        ? Effect.succeed([]) as any
-        : Effect.suspend(() =>
-          compensated(
-            key,
-            inActivity(
-              RunJournal.stepName(key),
-              schema,
-              afterUnwritten(
-                kind === "Model"
-                  ? unlessCancelled(effect)
-                  // the run's own look also claims the thread's stored messages; a subagent's looks only its inbox
-                  : key._tag === "Inbox"
-                  ? withStored(effect as any, RunJournal.stepName(key)) as any
-                  : effect
-              )
+    step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+      // a subagent's step (`Nested`) is treated as the step it names: its checkpoints wait, its tool calls compensate
+      const step = RunJournal.innermost(key)
+      const recorded = (call: Effect.Effect<A, unknown, R>) =>
+        inActivity(RunJournal.stepName(key), key.schema, afterUnwritten(call))
+      switch (step._tag) {
+        case "Checkpoint":
+          // its save is written by the next activity, before it runs (with the services it was given)
+          return Effect.map(Effect.context<R>(), (context) => {
+            const save = Effect.provide(Effect.map(effect, step.result.from), context)
+            unwritten.push({ name: RunJournal.stepName(key), save })
+            return step.result.to(undefined)
+          })
+        case "Inbox":
+          return options.steering !== true
+            // without steering a run never takes messages in: nothing to journal
+            ? Effect.succeed(step.result.to([]))
+            // the run's own look also claims the thread's stored messages; a subagent's looks only its inbox
+            : Effect.suspend(() =>
+              asLoopStep(recorded(key === step ? withStored(effect, step.result, RunJournal.stepName(key)) : effect))
             )
-          )
-        ) as any
+        case "Model":
+          return Effect.suspend(() => asLoopStep(recorded(unlessCancelled(effect))))
+        case "Tool":
+          return Effect.suspend(() => asLoopStep(compensated(step, recorded(effect))))
+        case "Load":
+          return Effect.suspend(() => asLoopStep(recorded(effect)))
+      }
     },
     await: (interrupt) => {
       const deferred = DurableDeferred.make(interrupt.key, { success: Decision })
@@ -170,9 +197,9 @@ export const makeJournal = (
           ]
         })
       // the thread as it waits (the interrupt in its checkpoint) is stored before the run suspends
-      return Effect.zipRight(flush, Effect.map(decided, (decision) => Option.some(decision.value))) as Effect.Effect<
-        Option.Option<unknown>
-      >
+      return asLoopStep<Option.Option<unknown>, never, never>(
+        Effect.zipRight(flush, Effect.map(decided, (decision) => Option.some(decision.value)))
+      )
     }
   })
   return { journal, flush }
