@@ -204,7 +204,9 @@ describe("secrets in provider errors", () => {
       assert.strictEqual(status.state, "Failed")
       const failure = Option.getOrThrow(status.failure)
       assert.strictEqual(failure._tag, "AgentRunFailed")
-      if (failure._tag === "AgentRunFailed") assert.strictEqual(failure.error, "HttpResponseError")
+      if (failure._tag === "AgentRunFailed") {
+        assert.deepStrictEqual(failure.error, new AgentWorkflow.OtherError({ tag: "HttpResponseError" }))
+      }
       assert.include(failure.message, "Decode")
       for (const text of renderings(failure)) assertNoKey(text, "status().failure")
       assert.strictEqual((yield* server.requests)[0]!.headers.authorization, `Bearer ${apiKey}`)

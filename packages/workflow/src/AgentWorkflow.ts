@@ -23,7 +23,7 @@ import type { PersistenceError } from "@effect/cluster/ClusterError"
 import type * as Workflow from "@effect/workflow/Workflow"
 import type * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import type * as Agent from "@stepwise-agent/core/Agent"
-import type { CheckpointError } from "@stepwise-agent/core/AgentError"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import type * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Usage from "@stepwise-agent/core/Usage"
 import type * as Duration from "effect/Duration"
@@ -157,6 +157,85 @@ export interface SendReceipt {
 // -----------------------------------------------------------------------------
 
 /**
+ * An error a run failed with that is not one of the agent's own: a
+ * middleware's, a tool's or the model provider's (`tag` is its `_tag`), or
+ * a defect (`tag: "Defect"`). Only its tag is journaled: an error of another
+ * package may hold what must not be stored. Its message, with credentials
+ * scrubbed, is the failure's `description`.
+ *
+ * @example
+ * ```ts
+ * import { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * const failed = new AgentWorkflow.AgentRunFailed({
+ *   error: new AgentWorkflow.OtherError({ tag: "HttpResponseError" }),
+ *   description: "the provider answered 503"
+ * })
+ * failed.message // "The agent run failed with HttpResponseError: the provider answered 503"
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class OtherError extends Schema.TaggedError<OtherError>(
+  "@stepwise-agent/workflow/AgentWorkflow/OtherError"
+)("OtherError", { tag: Schema.String }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The run failed with ${this.tag}`
+  }
+}
+
+/**
+ * What a run failed with, as its journal keeps it: one of the agent's own
+ * errors (`AgentError`), typed and whole, or any other as an
+ * {@link OtherError}.
+ *
+ * @example
+ * ```ts
+ * import { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * const describe = (error: AgentWorkflow.RunError) =>
+ *   error._tag === "MaxStepsExceeded" ? `stopped after ${error.maxSteps} steps` : error.message
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RunError = Schema.Union(
+  AgentError.MaxStepsExceeded,
+  AgentError.InvalidJump,
+  AgentError.ToolDefect,
+  AgentError.CheckpointError,
+  AgentError.ThreadStateError,
+  AgentError.DurableThreadError,
+  AgentError.StructuredOutputError,
+  AgentError.InvalidInput,
+  AgentError.ModelReplyError,
+  AgentError.EmptyModelResponse,
+  AgentError.ToolTimeout,
+  AgentError.InvalidToolCalls,
+  AgentError.AgentClosed,
+  AgentError.InvalidHookResult,
+  OtherError
+)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RunError = typeof RunError.Type
+
+/** A run's error as journals of an earlier version kept it, by its tag alone. */
+const TagOnly = Schema.transform(Schema.String, Schema.typeSchema(OtherError), {
+  strict: true,
+  decode: (tag) => new OtherError({ tag }),
+  encode: (error) => error.tag
+})
+
+/**
  * A run failed: a model or tool call failed for good, or a middleware failed.
  * The thread keeps everything stored up to its last checkpoint.
  *
@@ -166,15 +245,18 @@ export interface SendReceipt {
 export class AgentRunFailed extends Schema.TaggedError<AgentRunFailed>(
   "@stepwise-agent/workflow/AgentWorkflow/AgentRunFailed"
 )("AgentRunFailed", {
-  /** The tag of the underlying error (or `Defect`). */
-  error: Schema.String,
+  /** What the run failed with (a journal of an earlier version kept only its tag: an `OtherError`). */
+  error: Schema.Union(RunError, TagOnly),
+  /** The error's message, with credentials scrubbed. */
   description: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `The agent run failed with ${this.error}: ${this.description}`
+    return `The agent run failed with ${
+      this.error._tag === "OtherError" ? this.error.tag : this.error._tag
+    }: ${this.description}`
   }
 }
 
@@ -205,12 +287,32 @@ export class RunCancelled extends Schema.TaggedError<RunCancelled>(
 }
 
 /**
+ * A cancellation as journals of an earlier version kept it: an
+ * `AgentRunFailed` with the error `"Cancelled"`. It decodes as the
+ * `RunCancelled` it was (its run id was not kept: empty).
+ */
+const CancelledBefore = Schema.transform(
+  Schema.Struct({
+    _tag: Schema.Literal("AgentRunFailed"),
+    error: Schema.Literal("Cancelled"),
+    description: Schema.Literal("the run was cancelled")
+  }),
+  Schema.typeSchema(RunCancelled),
+  {
+    strict: true,
+    decode: () => new RunCancelled({ runId: "" }),
+    encode: () => ({ _tag: "AgentRunFailed", error: "Cancelled", description: "the run was cancelled" } as const)
+  }
+)
+
+/**
  * How a run's workflow can fail: a failure of the run, or its cancellation.
+ * Failures journaled by earlier versions decode too.
  *
  * @since 0.1.0
  * @category schemas
  */
-export const RunFailure = Schema.Union(AgentRunFailed, RunCancelled)
+export const RunFailure = Schema.Union(RunCancelled, CancelledBefore, AgentRunFailed)
 
 /**
  * A decision arrived for a run that is not waiting for it (it runs, it
@@ -276,15 +378,19 @@ export class InvalidDecision extends Schema.TaggedError<InvalidDecision>(
   "@stepwise-agent/workflow/AgentWorkflow/InvalidDecision"
 )("InvalidDecision", {
   runId: Schema.String,
-  /** The tag of the middleware's error, e.g. `UnknownCallId`. */
-  error: Schema.String,
+  /**
+   * The waiting middleware's error as it failed (e.g. a
+   * `HumanInTheLoop.UnknownCallId`), or the `ParseError` of a decision that
+   * is not JSON: match it with the middleware's own error classes.
+   */
+  error: Schema.Unknown,
   description: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `The decision for run "${this.runId}" is invalid (${this.error}): ${this.description}`
+    return `The decision for run "${this.runId}" is invalid: ${this.description}`
   }
 }
 
@@ -324,7 +430,7 @@ export type ResumeError =
   | RunStore.AlreadyDecided
   | RunStore.RunNotFound
   | RunStore.RunStoreError
-  | CheckpointError
+  | AgentError.CheckpointError
 
 /**
  * The stored journal or checkpoint of a run could not be read back.
@@ -454,7 +560,7 @@ export interface AgentWorkflow {
   /** Where a run is, with its stored messages and what it waits for. */
   readonly status: (runId: string) => Effect.Effect<
     RunStatus,
-    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | CheckpointError,
+    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | AgentError.CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /**
@@ -478,7 +584,7 @@ export interface AgentWorkflow {
    */
   readonly discardDecision: (runId: string) => Effect.Effect<
     boolean,
-    RunStore.RunNotFound | RunStore.RunStoreError | CheckpointError,
+    RunStore.RunNotFound | RunStore.RunStoreError | AgentError.CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /**
@@ -493,7 +599,7 @@ export interface AgentWorkflow {
    */
   readonly cancel: (runId: string) => Effect.Effect<
     void,
-    RunStore.RunNotFound | RunStore.RunStoreError | CheckpointError | PersistenceError,
+    RunStore.RunNotFound | RunStore.RunStoreError | AgentError.CheckpointError | PersistenceError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /**
@@ -505,7 +611,7 @@ export interface AgentWorkflow {
    */
   readonly prune: (runId: string, options?: { readonly deleteThread?: boolean | undefined }) => Effect.Effect<
     void,
-    RunNotEnded | RunStore.RunNotFound | RunStore.RunStoreError | CheckpointError | PersistenceError,
+    RunNotEnded | RunStore.RunNotFound | RunStore.RunStoreError | AgentError.CheckpointError | PersistenceError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /** Waits until the run is done (or waiting, with `untilWaiting`) and gives its status. */
@@ -514,7 +620,7 @@ export interface AgentWorkflow {
     readonly pollEvery?: Duration.DurationInput | undefined
   }) => Effect.Effect<
     RunStatus,
-    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | CheckpointError,
+    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | AgentError.CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /**
@@ -526,7 +632,7 @@ export interface AgentWorkflow {
    */
   readonly watch: (runId: string) => Stream.Stream<
     Agent.RunEvent,
-    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | CheckpointError,
+    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | AgentError.CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /**

@@ -219,7 +219,8 @@ describe("AgentWorkflow on the memory engine", () => {
         Effect.flip(Runs.resume(runId, [{ ...approval[0]!, callId: "call_9" }], { principal: "alice" }))
       )
       assert.strictEqual(wrongCall._tag, "InvalidDecision")
-      assert.strictEqual((wrongCall as AgentWorkflow.InvalidDecision).error, "UnknownCallId")
+      // the middleware's error comes back as itself, to match with its own classes
+      assert.instanceOf((wrongCall as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.UnknownCallId)
       const notJson = yield* run(
         Effect.flip(Runs.resume(runId, [{ ...approval[0], note: 1n }], { principal: "alice" }))
       )
@@ -521,7 +522,7 @@ describe("AgentWorkflow on the memory engine", () => {
       // the approval of /a, sent again (a retried request, a stale page)
       const stale = yield* run(Effect.flip(Runs.resume(runId, first, { principal: "alice" })))
       assert.strictEqual(stale._tag, "InvalidDecision")
-      assert.strictEqual((stale as AgentWorkflow.InvalidDecision).error, "StaleDecision")
+      assert.instanceOf((stale as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.StaleDecision)
       // bound to this wait, but for other arguments
       const [action] = approvalOf(second).actionRequests
       const otherCall = [{
@@ -529,7 +530,7 @@ describe("AgentWorkflow on the memory engine", () => {
         fingerprint: HumanInTheLoop.fingerprintOf("delete_file", { path: "/a" })
       }]
       const mismatch = yield* run(Effect.flip(Runs.resume(runId, otherCall, { principal: "alice" })))
-      assert.strictEqual((mismatch as AgentWorkflow.InvalidDecision).error, "StaleDecision")
+      assert.instanceOf((mismatch as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.StaleDecision)
       const still = yield* run(Runs.status(runId))
       assert.strictEqual(still.state, "Waiting")
       assert.strictEqual(Option.getOrThrow(still.pending).key, Option.getOrThrow(second.pending).key)

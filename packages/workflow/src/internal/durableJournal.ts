@@ -16,19 +16,38 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import { AgentRunFailed, Decision, type Options, RunCancelled, RunFailure } from "../AgentWorkflow.js"
+// the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
+import {
+  AgentRunFailed,
+  Decision,
+  type Options,
+  OtherError,
+  RunCancelled,
+  RunError,
+  RunFailure
+} from "../AgentWorkflow.js"
 import { withSharedExitSchema } from "./clusterStorage.js"
 
-export const tagOf = (error: unknown): string =>
-  typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "Error"
+/** An error of another package as journaled: by its `_tag` (`Error` when it has none). */
+const otherErrorOf = (error: unknown): OtherError =>
+  new OtherError({ tag: Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : "Error" })
 
-/** A run's failure as journaled: a cancellation stays one, anything else becomes an `AgentRunFailed`. */
-export const asRunFailure = (error: unknown): AgentRunFailed | RunCancelled =>
-  error instanceof AgentRunFailed || error instanceof RunCancelled
-    ? error
-    : new AgentRunFailed({ error: tagOf(error), description: Secrets.messageOf(error) })
+/**
+ * A run's failure as journaled: a cancellation stays one, and any other
+ * error becomes an `AgentRunFailed` that keeps it, scrubbed, when it is one
+ * of the agent's own, and its tag otherwise.
+ */
+export const asRunFailure = (error: unknown): AgentRunFailed | RunCancelled => {
+  if (error instanceof AgentRunFailed || error instanceof RunCancelled) return error
+  const scrubbed = Secrets.scrubError(error)
+  return new AgentRunFailed({
+    error: Schema.is(RunError)(scrubbed) ? scrubbed : otherErrorOf(scrubbed),
+    description: Secrets.messageOf(scrubbed)
+  })
+}
 
 /**
  * Runs `effect` as an activity named `name`, with the services of its

@@ -8,6 +8,7 @@ import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+// the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
 import { InvalidSend } from "../AgentWorkflow.js"
 import type * as RunStore from "../RunStore.js"
 

@@ -6,27 +6,30 @@
 import type * as Workflow from "@effect/workflow/Workflow"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Cause from "effect/Cause"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
-import { AgentRunFailed, JournalCorrupt, type RunCancelled, type RunOutcome, type RunStatus } from "../AgentWorkflow.js"
+// the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
+import {
+  AgentRunFailed,
+  JournalCorrupt,
+  OtherError,
+  type RunCancelled,
+  type RunOutcome,
+  type RunStatus
+} from "../AgentWorkflow.js"
 import type * as RunStore from "../RunStore.js"
 
 /** A schema decoding failure, as itself or as its name once the engine has serialized it. */
 export const isParseError = (defect: unknown): boolean =>
   ParseResult.isParseError(defect) || (defect instanceof Error && defect.name === "ParseError")
 
-/** A failed run's reason: its typed error, or `JournalCorrupt` when a stored result no longer decodes. */
-const failureOf = (
-  runId: string,
-  cause: Cause.Cause<AgentRunFailed | RunCancelled>
-): AgentRunFailed | JournalCorrupt => {
-  const failure = Cause.failureOption(cause)
-  if (Option.isSome(failure)) {
-    return failure.value._tag === "AgentRunFailed"
-      ? failure.value
-      : new AgentRunFailed({ error: "RunCancelled", description: failure.value.message })
-  }
+/**
+ * A failed run's reason: its typed failure, or, for a defect, `JournalCorrupt`
+ * when a stored result no longer decodes and an `AgentRunFailed` otherwise.
+ */
+const failureOf = (runId: string, cause: Cause.Cause<never>): AgentRunFailed | JournalCorrupt => {
   const defect = Cause.squash(cause)
   // A stored result that no longer decodes surfaces as a ParseError defect (as
   // itself, or as its name once the engine has serialized it).
@@ -35,17 +38,8 @@ const failureOf = (
   }
   return isParseError(defect)
     ? new JournalCorrupt({ runId, description: Secrets.messageOf(defect) })
-    : new AgentRunFailed({ error: "Defect", description: Secrets.messageOf(defect) })
+    : new AgentRunFailed({ error: new OtherError({ tag: "Defect" }), description: Secrets.messageOf(defect) })
 }
-
-/** Whether a run ended by failing with `RunCancelled` (or, in a journal of an earlier version, its string form). */
-const isCancelled = (cause: Cause.Cause<AgentRunFailed | RunCancelled>): boolean =>
-  Option.exists(
-    Cause.failureOption(cause),
-    (error) =>
-      error._tag === "RunCancelled" ||
-      (error.error === "Cancelled" && error.description === "the run was cancelled")
-  )
 
 /**
  * Where a run is, read from what the engine polled, what its thread waits
@@ -66,6 +60,12 @@ export const stateOf = (
   }
   const exit = polled.exit
   if (Exit.isSuccess(exit)) return { state: "Completed", outcome: Option.some(exit.value), failure: Option.none() }
-  if (Cause.isInterruptedOnly(exit.cause) || isCancelled(exit.cause)) return { state: "Cancelled", ...none }
-  return { state: "Failed", outcome: Option.none(), failure: Option.some(failureOf(runId, exit.cause)) }
+  if (Cause.isInterruptedOnly(exit.cause)) return { state: "Cancelled", ...none }
+  return Either.match(Cause.failureOrCause(exit.cause), {
+    onLeft: (failure) =>
+      failure._tag === "RunCancelled"
+        ? { state: "Cancelled", ...none }
+        : { state: "Failed", outcome: Option.none(), failure: Option.some(failure) },
+    onRight: (defect) => ({ state: "Failed", outcome: Option.none(), failure: Option.some(failureOf(runId, defect)) })
+  })
 }

@@ -21,6 +21,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+// the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
 import {
   AgentRunFailed,
   type AgentWorkflow,
@@ -31,6 +32,7 @@ import {
   JournalCorrupt,
   NotWaiting,
   type Options,
+  OtherError,
   Payload,
   RunFailure,
   RunIdTaken,
@@ -43,7 +45,7 @@ import {
 import * as Authorizer from "../Authorizer.js"
 import * as RunStore from "../RunStore.js"
 import { clearJournal, executionExists } from "./clusterStorage.js"
-import { asRunFailure, inActivity, makeJournal, owner, tagOf } from "./durableJournal.js"
+import { asRunFailure, inActivity, makeJournal, owner } from "./durableJournal.js"
 import { checkSend, decodeStored } from "./send.js"
 import { isParseError, stateOf } from "./status.js"
 
@@ -126,7 +128,10 @@ export const make = (options: Options): AgentWorkflow => {
       }
       const result = yield* exit
       if (result._tag === "Interrupted") {
-        return yield* new AgentRunFailed({ error: "Interrupted", description: "the run ended waiting in process" })
+        return yield* new AgentRunFailed({
+          error: new OtherError({ tag: "Interrupted" }),
+          description: "the run ended waiting in process"
+        })
       }
       return { text: result.text, steps: result.steps, usage: result.usage }
     })
@@ -318,7 +323,7 @@ export const make = (options: Options): AgentWorkflow => {
     const { key, middleware } = waiting.value
     // the run gets the decision as stored (JSON), here or after a restart: check and authorize that
     const encoded = yield* encodeDecision({ value, by: principal, decidedAt: yield* Clock.currentTimeMillis }).pipe(
-      Effect.mapError((error) => new InvalidDecision({ runId, error: "NotJson", description: error.message }))
+      Effect.mapError((error) => new InvalidDecision({ runId, error, description: error.message }))
     )
     const decision = yield* Effect.orDie(decodeDecision(encoded))
     yield* (yield* Authorizer.Authorizer).authorize({
@@ -334,7 +339,7 @@ export const make = (options: Options): AgentWorkflow => {
           ? new NotWaiting({ runId, reason: Secrets.messageOf(error) })
           : error instanceof CheckpointError
           ? error
-          : new InvalidDecision({ runId, error: tagOf(error), description: Secrets.messageOf(error) })
+          : new InvalidDecision({ runId, error, description: Secrets.messageOf(error) })
       )
     )
     if (pending.key !== undefined && pending.key !== key) {
