@@ -375,8 +375,9 @@ export declare namespace RunJournal {
     /**
      * Whether the journal waits for decisions durably itself (a workflow).
      * A thread such a journal interrupted is marked durable in its
-     * checkpoint: `Agent.resume`, `resumeStream` and `discardPending`
-     * refuse it (`DurableThreadError`) unless run with a durable journal.
+     * checkpoint: `Agent.resume` and `resumeStream` refuse it
+     * (`DurableThreadError`) unless run with a durable journal, and
+     * `discardPending` unless its caller holds {@link DurableOwner}.
      */
     readonly durable: boolean
   }
@@ -410,6 +411,29 @@ export class RunJournal extends Context.Tag("@stepwise-agent/core/RunJournal")<
   RunJournal,
   RunJournal.Service
 >() {}
+
+/**
+ * The capability to give up a wait a durable journal made: `Agent.discardPending`
+ * refuses a thread waiting for a durable run (`DurableThreadError`) unless
+ * this is in its context. The durable runner provides it once the run that
+ * owned the wait has ended (`AgentWorkflow.cancel` does); nothing else should.
+ *
+ * @example
+ * ```ts
+ * import { Agent, RunJournal } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * // the durable run that waited on "t1" has ended: its owner gives the wait up
+ * const giveUp = Agent.Agent.pipe(
+ *   Effect.flatMap((agent) => agent.discardPending("t1", "the run was cancelled")),
+ *   Effect.provideService(RunJournal.DurableOwner, true)
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class DurableOwner extends Context.Tag("@stepwise-agent/core/RunJournal/DurableOwner")<DurableOwner, true>() {}
 
 /**
  * The default journal: every step runs as it is, and an interrupt ends the

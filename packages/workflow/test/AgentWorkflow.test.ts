@@ -1,6 +1,6 @@
 import { IdGenerator, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentState, Checkpointer, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentState, Checkpointer, Middleware, RunJournal } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { HookRecorder, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -574,6 +574,33 @@ describe("AgentWorkflow on the memory engine", () => {
       yield* run(Runs.resume(runId, decisions, { principal: "alice" }))
       assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
       assert.deepStrictEqual(ran, ["delete /tmp/a"])
+    }))
+
+  it.scopedLive("a journal that only says it is durable cannot give a durable wait up: only its owner's capability can", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran)))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
+      yield* run(Runs.await(runId, { untilWaiting: true }))
+      const loop = yield* run(Agent.Agent)
+
+      // a journal dressed as durable is no permission
+      const posing = RunJournal.RunJournal.of({ ...RunJournal.inProcess, durable: true })
+      const refused = yield* Effect.flip(
+        loop.discardPending("t", "given up by a journal posing as durable").pipe(
+          Effect.provideService(RunJournal.RunJournal, posing)
+        )
+      )
+      assert.strictEqual(refused._tag, "DurableThreadError")
+      assert.isTrue(Option.isSome(Option.getOrThrow(yield* loop.thread("t")).pending))
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Waiting")
+
+      // the owner's capability gives it up: what cancel holds once the run has ended
+      yield* run(Runs.cancel(runId))
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Cancelled")
+      assert.isTrue(Option.isNone(Option.getOrThrow(yield* loop.thread("t")).pending))
+      assert.deepStrictEqual(ran, [])
     }))
 
   it.scopedLive("a wait whose key is \"cancel\", answered durably, does not cancel the run", () =>

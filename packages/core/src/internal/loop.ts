@@ -583,14 +583,14 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
       return { pending, middleware: nodes[pending.node][index]!, index }
     })
 
-  /** A wait a durable journal made is answered or given up only with a durable journal. */
+  /** A wait a durable journal made is answered only by a durable run, and given up only by its owner. */
   const checkOwner = (
     threadId: string,
     pending: Checkpointer.PendingInterrupt,
-    journal: RunJournal.RunJournal.Service,
+    durable: boolean,
     operation: DurableThreadError["operation"]
   ) =>
-    pending.durable === true && !journal.durable
+    pending.durable === true && !durable
       ? Effect.fail(new DurableThreadError({ threadId, operation }))
       : Effect.void
 
@@ -613,7 +613,7 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
             Effect.gen(function*() {
               const loaded = yield* load(threadId, journaled)
               const { index, middleware, pending } = yield* pendingOf(threadId, loaded)
-              yield* checkOwner(threadId, pending, journaled.journal, "resume")
+              yield* checkOwner(threadId, pending, journaled.journal.durable, "resume")
               yield* validateValue(threadId, middleware, pending, value)
               const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
               const state = RunState.make(loaded.messages, loaded.slices, Option.getOrThrow(loaded.checkpoint).run)
@@ -663,13 +663,8 @@ export const makeLoop = (loopConfig: LoopConfig): Agent.Agent.Service<any, any> 
           Effect.gen(function*() {
             const loaded = yield* load(threadId)
             if (Option.isNone(loaded.checkpoint) || loaded.checkpoint.value.pending === undefined) return false
-            const journal = yield* Effect.serviceOption(RunJournal.RunJournal)
-            yield* checkOwner(
-              threadId,
-              loaded.checkpoint.value.pending,
-              Option.getOrElse(journal, () => RunJournal.inProcess),
-              "discardPending"
-            )
+            const owner = yield* Effect.serviceOption(RunJournal.DurableOwner)
+            yield* checkOwner(threadId, loaded.checkpoint.value.pending, Option.isSome(owner), "discardPending")
             const messages = AgentState.answerPending(loaded.messages, reason)
             const { pending: _pending, run: _run, ...kept } = loaded.checkpoint.value
             yield* checkpointer.save(threadId, { ...kept, messages: AgentState.encodeMessages(messages) })

@@ -101,9 +101,6 @@ const asLoopStep = <A, E, R>(
  * {@link RunCancelled} instead; `status` reads that as `Cancelled`.
  */
 
-/** The durable side of a thread, for giving up a wait its run made once that run has ended. */
-export const owner: RunJournal.RunJournal.Service = { ...RunJournal.inProcess, durable: true }
-
 /**
  * The journal of one run on the workflow engine, and `flush`, which writes
  * the checkpoints it still holds.

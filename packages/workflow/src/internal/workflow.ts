@@ -45,7 +45,7 @@ import {
 import * as Authorizer from "../Authorizer.js"
 import * as RunStore from "../RunStore.js"
 import { clearJournal, executionExists } from "./clusterStorage.js"
-import { asRunFailure, inActivity, makeJournal, owner } from "./durableJournal.js"
+import { asRunFailure, inActivity, makeJournal } from "./durableJournal.js"
 import { checkSend, decodeStored } from "./send.js"
 import { isParseError, stateOf } from "./status.js"
 
@@ -400,7 +400,7 @@ export const make = (options: Options): AgentWorkflow => {
     )
     // the run that owned the wait has ended: give it up as its owner
     yield* (yield* Agent.Agent).discardPending(record.threadId, "the run was cancelled").pipe(
-      Effect.provideService(RunJournal.RunJournal, owner),
+      Effect.provideService(RunJournal.DurableOwner, true),
       Effect.catchTag("DurableThreadError", Effect.die)
     )
     // what was sent to the thread and not taken in starts its run (a run cancelled at its wait ran no `next`)
