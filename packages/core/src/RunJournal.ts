@@ -6,8 +6,8 @@
  * after an interrupt is its one other operation, `await`.
  *
  * The loop names every step once ({@link StepKey}), the same way on every
- * replay, and gives the schema of its result; a journal only records or
- * replays. Without one in the context a run executes in process
+ * replay; the key carries the schema of the step's result, and a journal
+ * only records or replays. Without one in the context a run executes in process
  * ({@link inProcess}): each step runs as it is and an interrupt ends the run
  * as `Interrupted`. The durable journal of `@stepwise-agent/workflow` records
  * each step in a workflow activity (a checkpoint in the one that follows it)
