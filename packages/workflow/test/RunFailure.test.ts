@@ -79,6 +79,21 @@ describe("a run's failure as its journal keeps it", () => {
       runId: "r1"
     })
   })
+
+  it.prop(
+    "every failure comes back from its stored JSON as it was, its error of the same class",
+    { failure: AgentWorkflow.RunFailure },
+    ({ failure }) => {
+      const stored = JSON.parse(JSON.stringify(Schema.encodeSync(AgentWorkflow.RunFailure)(failure)))
+      const back = Schema.decodeUnknownSync(AgentWorkflow.RunFailure)(stored)
+      assert.strictEqual(back.constructor, failure.constructor)
+      if (back._tag === "AgentRunFailed" && failure._tag === "AgentRunFailed") {
+        assert.strictEqual(back.error.constructor, failure.error.constructor)
+      }
+      assert.deepStrictEqual(Schema.encodeSync(AgentWorkflow.RunFailure)(back), stored)
+    },
+    { fastCheck: { numRuns: 200 } }
+  )
 })
 
 const Add = Tool.make("add", {
