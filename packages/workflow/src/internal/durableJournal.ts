@@ -149,7 +149,7 @@ export const makeJournal = (
     })
   }
   /** The checkpoints saved since the last activity began, in order, not yet written. */
-  const unwritten: Array<{ readonly name: string; readonly save: Effect.Effect<void, unknown> }> = []
+  const unwritten: Array<{ readonly name: string; readonly save: Effect.Effect<unknown, unknown> }> = []
   /** `call`, after the writes of the checkpoints taken (all there are, as the activity starts). */
   const afterUnwritten = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, unknown, R> => {
     const saves = unwritten.splice(0)
@@ -172,7 +172,7 @@ export const makeJournal = (
         case "Checkpoint":
           // its save is written by the next activity, before it runs (with the services it was given)
           return Effect.map(Effect.context<R>(), (context) => {
-            const save = Effect.provide(Effect.map(effect, step.result.from), context)
+            const save = Effect.provide(effect, context)
             unwritten.push({ name: RunJournal.stepName(key), save })
             return step.result.to(undefined)
           })
