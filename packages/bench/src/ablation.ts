@@ -68,6 +68,15 @@ const noHookReporting: Patch = {
 export const baselineRef = "28d9d9a"
 
 /**
+ * The core before the run became one typed machine (issue 34: a phase table,
+ * the driver's locals in the run's state): old and new side by side.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const machineRef = "3f19ca5"
+
+/**
  * The variants measured.
  *
  * @since 0.1.0
@@ -87,6 +96,13 @@ export const variants: ReadonlyArray<Variant> = [
       "loop side by side",
     patches: [],
     ref: baselineRef
+  },
+  {
+    name: "before the phase table",
+    description: `the core at ${machineRef}, before the run became one typed machine (issue 34): old and new ` +
+      "driver side by side",
+    patches: [],
+    ref: machineRef
   },
   {
     name: "spans on",

@@ -637,7 +637,7 @@ export const make = <
     const model = yield* LanguageModel.LanguageModel
     const scope = yield* Effect.serviceOption(Scope.Scope)
     const lifetime = yield* Lifetime.make(scope)
-    return makeLoop({
+    const service = yield* makeLoop({
       middleware,
       layout,
       tools,
@@ -654,7 +654,8 @@ export const make = <
       scope,
       lifetime,
       context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>
-    }) as AgentOf<Mws, O>
+    })
+    return service as AgentOf<Mws, O>
   }) as any
 
 /** A timeout option as a finite positive duration (`undefined` for none), or the reason it is not one. */

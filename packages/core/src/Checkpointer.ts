@@ -8,6 +8,10 @@
  * step writes only its new messages (a crash mid-write leaves the last
  * committed checkpoint intact).
  *
+ * A store of your own is built with `make` from `load`, `delete` and `save`
+ * (a whole checkpoint) or `append` (a `DeferredCheckpoint`, whose whole
+ * encoded thread is built only when asked for), or both.
+ *
  * @since 0.1.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -21,7 +25,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CheckpointError } from "./AgentError.js"
 import * as DeferredSave from "./internal/deferredSave.js"
-import { Lru } from "./internal/lru.js"
+import { Lru } from "./internal/fast/lru.js"
 import * as ThreadLog from "./internal/threadLog.js"
 
 /**
@@ -92,6 +96,15 @@ export class Checkpointer extends Context.Tag("@stepwise-agent/core/Checkpointer
  */
 export declare namespace Checkpointer {
   /**
+   * What a checkpointer does. `append` is optional: a store that has it
+   * takes an agent's run's checkpoints through it, a store without it gets
+   * each checkpoint whole through `save`. Build a service with {@link make},
+   * which derives whichever of `save` and `append` you leave out.
+   *
+   * A wrapper that spreads a service and replaces `save` keeps its `append`
+   * (the run keeps using it): wrap `append` too, or set it to `undefined` to
+   * get every checkpoint whole through your `save`.
+   *
    * @since 0.1.0
    * @category models
    */
@@ -99,6 +112,152 @@ export declare namespace Checkpointer {
     readonly load: (threadId: string) => Effect.Effect<Option.Option<Checkpoint>, CheckpointError>
     readonly save: (threadId: string, checkpoint: Checkpoint) => Effect.Effect<void, CheckpointError>
     readonly delete: (threadId: string) => Effect.Effect<void, CheckpointError>
+    /**
+     * Saves a checkpoint given as a {@link DeferredCheckpoint}: the store
+     * reads the messages it has not committed yet (`from(committed)`, when
+     * the thread {@link DeferredCheckpoint.extends | extends} what it
+     * committed), and builds the whole encoded thread only if it needs it.
+     */
+    readonly append?:
+      | ((threadId: string, checkpoint: DeferredCheckpoint) => Effect.Effect<void, CheckpointError>)
+      | undefined
+  }
+}
+
+/**
+ * A checkpoint whose array of the whole encoded thread is built only when
+ * asked for: how an agent's run hands its checkpoints to a checkpointer's
+ * `append`, so that a step need not copy the whole thread. Its encoded
+ * messages are the same objects, in the same order, whichever way they are
+ * read.
+ *
+ * @example
+ * ```ts
+ * import { Checkpointer } from "@stepwise-agent/core"
+ *
+ * const checkpoint = Checkpointer.deferred({ version: 1, threadId: "t1", messages: [], slices: {} })
+ * checkpoint.length // 0
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DeferredCheckpoint {
+  /** The checkpoint without its messages. */
+  readonly checkpoint: Omit<Checkpoint, "messages">
+  /** How many messages the thread has. */
+  readonly length: number
+  /** The encoded messages from `index` on, without building the whole thread. */
+  readonly from: (index: number) => ReadonlyArray<unknown>
+  /** The whole encoded thread (built on the first call; the same array after). */
+  readonly messages: () => ReadonlyArray<unknown>
+  /**
+   * Whether this thread keeps every message of `previous` (the same encoded
+   * objects, in order) and may add more: when it does, a store that
+   * committed `previous` need write only `from(previous.length)`. Told
+   * without building either thread when both came from one run.
+   */
+  readonly extends: (previous: DeferredCheckpoint) => boolean
+}
+
+/**
+ * A whole checkpoint as a {@link DeferredCheckpoint} (its messages are
+ * already built): what the `append` derived by {@link make} is called with
+ * when `save` is called.
+ *
+ * @example
+ * ```ts
+ * import { Checkpointer } from "@stepwise-agent/core"
+ *
+ * const checkpoint = Checkpointer.deferred({ version: 1, threadId: "t1", messages: [], slices: {} })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const deferred = (checkpoint: Checkpoint): DeferredCheckpoint => DeferredSave.whole(checkpoint)
+
+/**
+ * The checkpoint of a {@link DeferredCheckpoint}, whole.
+ *
+ * @example
+ * ```ts
+ * import { Checkpointer } from "@stepwise-agent/core"
+ *
+ * const checkpoint = Checkpointer.build(
+ *   Checkpointer.deferred({ version: 1, threadId: "t1", messages: [], slices: {} })
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const build = (checkpoint: DeferredCheckpoint): Checkpoint => DeferredSave.build(checkpoint)
+
+/**
+ * What {@link make} needs: `load`, `delete`, and `save`, `append` or both.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type MakeOptions =
+  & Omit<Checkpointer.Service, "save" | "append">
+  & (
+    | Pick<Checkpointer.Service, "save" | "append">
+    | {
+      readonly save?: Checkpointer.Service["save"] | undefined
+      readonly append: NonNullable<Checkpointer.Service["append"]>
+    }
+  )
+
+/**
+ * Builds a checkpointer from `load`, `delete` and one or both of `save` and
+ * `append`, deriving the other: a derived `append` saves the checkpoint whole
+ * through `save`; a derived `save` hands the whole checkpoint to `append`.
+ * The result always has `append`, visibly.
+ *
+ * @example
+ * ```ts
+ * import { Checkpointer } from "@stepwise-agent/core"
+ * import { Effect, Option } from "effect"
+ *
+ * const store = new Map<string, Checkpointer.Checkpoint>()
+ * const checkpointer = Checkpointer.make({
+ *   load: (threadId) => Effect.sync(() => Option.fromNullable(store.get(threadId))),
+ *   save: (threadId, checkpoint) => Effect.sync(() => void store.set(threadId, checkpoint)),
+ *   delete: (threadId) => Effect.sync(() => void store.delete(threadId))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: MakeOptions
+): Checkpointer.Service & { readonly append: NonNullable<Checkpointer.Service["append"]> } => {
+  const { append, save } = options
+  if (append !== undefined) {
+    return {
+      load: options.load,
+      delete: options.delete,
+      append,
+      save: save ?? ((threadId, checkpoint) => append(threadId, DeferredSave.whole(checkpoint)))
+    }
+  }
+  // the types rule this out; a call from JavaScript gets a typed error at the first save
+  const whole: Checkpointer.Service["save"] = save ?? ((threadId) =>
+    Effect.fail(
+      new CheckpointError({
+        threadId,
+        operation: "save",
+        description: "the checkpointer was made with neither save nor append (Checkpointer.make)"
+      })
+    ))
+  return {
+    load: options.load,
+    delete: options.delete,
+    save: whole,
+    append: (threadId, checkpoint) => Effect.suspend(() => whole(threadId, DeferredSave.build(checkpoint)))
   }
 }
 
@@ -107,8 +266,8 @@ export declare namespace Checkpointer {
  * as a durable store would receive them, but are never serialized to text.
  * An agent's run saves into it without building the array of the whole
  * encoded thread at every step: that array is built when the thread is
- * loaded, or when the run ends (a `save` of your own, wrapping this one, gets
- * every checkpoint whole).
+ * loaded, or when the run ends (through its `append`: see
+ * {@link Checkpointer.Service}).
  *
  * @example
  * ```ts
@@ -122,21 +281,18 @@ export declare namespace Checkpointer {
  * @category constructors
  */
 export const makeMemory: Effect.Effect<Checkpointer.Service> = Effect.sync(() => {
-  // a run's checkpoint is kept deferred: its messages are built when the thread is loaded (see internal/deferredSave)
-  const store = new Map<string, Checkpoint | DeferredSave.Deferred>()
-  const load = (threadId: string): Option.Option<Checkpoint> => {
-    const stored = store.get(threadId)
-    if (stored === undefined || !("checkpoint" in stored)) return Option.fromNullable(stored)
-    const checkpoint = DeferredSave.build(stored)
-    store.set(threadId, checkpoint)
-    return Option.some(checkpoint)
-  }
-  return Checkpointer.of({
-    load: (threadId) => Effect.sync(() => load(threadId)),
-    save: DeferredSave.withDeferred(
-      (threadId: string, checkpoint: Checkpoint) => Effect.sync(() => void store.set(threadId, checkpoint)),
-      (threadId, deferred) => Effect.sync(() => void store.set(threadId, deferred))
-    ),
+  // a run's checkpoint is kept deferred: its messages are built when the thread is loaded
+  const store = new Map<string, DeferredCheckpoint>()
+  return make({
+    load: (threadId) =>
+      Effect.sync(() => {
+        const stored = store.get(threadId)
+        if (stored === undefined) return Option.none()
+        const checkpoint = DeferredSave.build(stored)
+        store.set(threadId, DeferredSave.whole(checkpoint))
+        return Option.some(checkpoint)
+      }),
+    append: (threadId, checkpoint) => Effect.sync(() => void store.set(threadId, checkpoint)),
     delete: (threadId) => Effect.sync(() => void store.delete(threadId))
   })
 })
@@ -270,8 +426,8 @@ const parseChunk = (text: string): unknown => {
  * a new generation.
  *
  * An agent's run saves into it without building the array of the whole
- * encoded thread at a step: the step encodes only its new messages (a `save`
- * of your own, wrapping this one, gets every checkpoint whole). The partial
+ * encoded thread at a step, through its `append`: the step encodes only its
+ * new messages. The partial
  * chunk is written again whole at each step, but from the JSON text of the
  * messages it already held (kept for the threads this instance wrote last,
  * `cachedThreads` of them): only the new messages are turned into JSON.
@@ -414,7 +570,7 @@ export const makeKeyValueStore = (
           Effect.forEach(known, (log) => removeLog(threadId, log), { discard: true })
         )
     }
-    return Checkpointer.of(ThreadLog.make({
+    return make(ThreadLog.make({
       backend,
       decode: decodeStored,
       encode: encodeHead,
@@ -459,9 +615,8 @@ const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
  * a crashed process, not a lost power supply: nothing is `fsync`ed.)
  *
  * An agent's run saves into it without building the array of the whole
- * encoded thread at a step: the step encodes and writes only its new
- * messages (a `save` of your own, wrapping this one, gets every checkpoint
- * whole).
+ * encoded thread at a step, through its `append`: the step encodes and
+ * writes only its new messages.
  *
  * A file of the previous format (the whole checkpoint in `<thread>.json`)
  * still loads; the next save replaces it with a head.
@@ -554,7 +709,7 @@ export const makeFileSystem = (
           )
         })
     }
-    return Checkpointer.of(ThreadLog.make({
+    return make(ThreadLog.make({
       backend,
       decode: decodeStored,
       encode: encodeHead,

@@ -47,6 +47,7 @@ import type * as Stream from "effect/Stream"
 import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as observer from "./internal/observer.js"
+import * as PersonAnswer from "./internal/personAnswer.js"
 
 /**
  * @since 0.1.0
@@ -249,6 +250,22 @@ export interface ModelResponse {
   readonly toolCalls: ReadonlyArray<Prompt.ToolCallPart>
   readonly usage: Response.Usage
   readonly finishReason: Response.FinishReason
+  /**
+   * The names of the tools the model was offered on this call, as the agent's
+   * model call sets them; a hook that answers without calling the model may
+   * leave them out (every tool of the agent then counts as offered). A tool
+   * call of a tool not offered is answered as unknown.
+   */
+  readonly offeredTools?: ReadonlyArray<string> | undefined
+  /**
+   * An update of the state slice of the middleware whose `wrapModelCall`
+   * returns this response (its declared keys, as a node hook's `state`),
+   * applied once the model call ends, before `afterModel` (LangChain's wrap
+   * hooks return state updates with the response). The agent takes it off
+   * the response before the hooks around see it; a durable run journals it,
+   * so its values must be JSON.
+   */
+  readonly state?: Readonly<Record<string, unknown>> | undefined
 }
 
 /**
@@ -265,6 +282,12 @@ export interface ToolCallRequest {
   readonly threadId: string
   /** Index (from 0) of the model call that asked for this tool call. */
   readonly step: number
+  /**
+   * The names of the tools that model call was offered (`undefined` after a
+   * resume: every tool of the agent). A call of a tool not offered is
+   * answered as unknown.
+   */
+  readonly offeredTools?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -646,7 +669,11 @@ export const passThrough = (name: string): Middleware =>
 
 /**
  * Builds the result of a tool call, for a `wrapToolCall` that answers without
- * running the tool (a cache, an emulator, a refusal).
+ * running the tool (a cache, an emulator, a refusal), or a hook that answers
+ * a call itself. With `fromPerson`, the result holds what a person typed (an
+ * approval's answer or reason): before any other hook sees it, the agent
+ * passes each text in it through the `transformInput` hooks, as it does the
+ * user's input (so `Pii` redacts it, whatever the order of the middleware).
  *
  * @example
  * ```ts
@@ -668,14 +695,15 @@ export const passThrough = (name: string): Middleware =>
 export const toolResult = (
   call: Prompt.ToolCallPart,
   result: unknown,
-  options?: { readonly isFailure?: boolean | undefined }
+  options?: { readonly isFailure?: boolean | undefined; readonly fromPerson?: boolean | undefined }
 ): Prompt.ToolResultPart =>
   Prompt.makePart("tool-result", {
     id: call.id,
     name: call.name,
     result,
     isFailure: options?.isFailure ?? false,
-    providerExecuted: false
+    providerExecuted: false,
+    ...(options?.fromPerson === true ? { options: PersonAnswer.unchecked } : {})
   })
 
 /**

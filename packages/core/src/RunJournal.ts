@@ -298,9 +298,11 @@ export const innermost = <A>(key: StepKey<A>): StepKey.Leaf<A> => key._tag === "
 
 /**
  * The outcome of one model call as the loop stores it: the reply, its usage
- * and finish reason, and the names of the tools the call offered (after the
+ * and finish reason, the names of the tools the call offered (after the
  * `wrapModelCall` hooks changed the request; a replayed run refuses calls of
- * the others as this one did).
+ * the others as this one did), and the state updates its `wrapModelCall`
+ * hooks returned, by middleware, innermost first (a replay applies them as
+ * the first execution did; their values must be JSON for a durable journal).
  *
  * @example
  * ```ts
@@ -317,7 +319,11 @@ export const ModelCall = Schema.Struct({
   message: Prompt.AssistantMessage,
   usage: Response.Usage,
   finishReason: Response.FinishReason,
-  offered: Schema.Array(Schema.String)
+  offered: Schema.Array(Schema.String),
+  updates: Schema.optional(Schema.Array(Schema.Struct({
+    middleware: Schema.String,
+    state: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  })))
 })
 
 /**

@@ -36,11 +36,11 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { InvalidOptions } from "./AgentError.js"
-import * as Encodings from "./internal/encodings.js"
-import { field } from "./internal/fieldRead.js"
-import { jsonLength } from "./internal/jsonLength.js"
+import * as Encodings from "./internal/fast/encodings.js"
+import { field } from "./internal/fast/fieldRead.js"
+import { jsonLength } from "./internal/fast/jsonLength.js"
+import * as PythonRepr from "./internal/fast/pythonRepr.js"
 import { unknownKey } from "./internal/options.js"
-import * as PythonRepr from "./internal/pythonRepr.js"
 
 /**
  * How a counter counts.

@@ -5,6 +5,7 @@
  */
 import type * as Response from "@effect/ai/Response"
 import * as Schema from "effect/Schema"
+import * as AiSeams from "./internal/aiSeams.js"
 import * as Tokens from "./internal/tokens.js"
 
 /**
@@ -45,3 +46,31 @@ export const empty: Usage = new Usage({ inputTokens: 0, outputTokens: 0, totalTo
  * @category combinators
  */
 export const add = (self: Usage, usage: Response.Usage): Usage => new Usage(Tokens.add(self, usage), true) // sums of numbers: nothing to validate
+
+/**
+ * The token counts a provider reported for one model call, read from
+ * `@effect/ai`'s `Response.Usage` in one place (its shape changes in Effect
+ * 4): a count the provider did not report is `undefined`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Reported extends AiSeams.ReportedUsage {}
+
+/**
+ * Reads a model call's reported usage (a `ModelResponse`'s `usage`).
+ *
+ * @example
+ * ```ts
+ * import { Usage } from "@stepwise-agent/core"
+ * import { Response } from "@effect/ai"
+ *
+ * const reported = Usage.read(new Response.Usage({ inputTokens: 10, outputTokens: 2, totalTokens: 12 }))
+ * reported.inputTokens // 10
+ * reported.cachedInputTokens // undefined
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility
+ */
+export const read: (usage: Response.Usage) => Reported = AiSeams.readUsage

@@ -26,6 +26,11 @@ export * as AgentState from "./AgentState.js"
 /**
  * @since 0.1.0
  */
+export * as AiFailure from "./AiFailure.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Checkpointer from "./Checkpointer.js"
 
 /**

@@ -3,9 +3,10 @@
  * memory checkpointer builds the array of the whole encoded thread when the
  * thread is loaded, the thread log (file system, KeyValueStore) writes the
  * new messages encoded from the decoded thread, never building that array at
- * a step (`internal/deferredSave.ts`). What is stored must be what an eager
- * save stores, at every checkpoint, and a checkpointer whose `save` was
- * replaced must get every checkpoint whole.
+ * a step, through their `append`. What is stored must be what an eager save
+ * stores, at every checkpoint; a wrapper that spreads a checkpointer keeps
+ * its `append` in plain sight, and one without `append` gets every
+ * checkpoint whole.
  */
 import { Prompt } from "@effect/ai"
 import { FileSystem, KeyValueStore } from "@effect/platform"
@@ -15,7 +16,6 @@ import { Agent, AgentState, Checkpointer, Middleware } from "@stepwise-agent/cor
 import { Fixtures, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, FastCheck, Layer, Option, type Scope } from "effect"
 import * as os from "node:os"
-import * as DeferredSave from "../src/internal/deferredSave.js"
 
 /** `steps` echo calls (each of `calls + 1` calls), then an answer. */
 const script = (steps: ReadonlyArray<number>) => [
@@ -134,15 +134,14 @@ describe("deferred saves", () => {
   it.effect("a run on the KeyValueStore checkpointer builds no whole encoded thread at a step", () =>
     Effect.gen(function*() {
       const inner = yield* Checkpointer.makeKeyValueStore().pipe(Effect.provide(KeyValueStore.layerMemory))
-      const saveDeferred = DeferredSave.deferredOf(inner.save)
-      assert.isDefined(saveDeferred)
-      // counts the deferred saves, and the calls that build a save's whole encoded thread
+      assert.isDefined(inner.append)
+      // counts the appends, and the calls that build a save's whole encoded thread
       const counts = { deferred: 0, built: 0 }
-      const spied = Checkpointer.Checkpointer.of({
+      const spied: Checkpointer.Checkpointer.Service = {
         ...inner,
-        save: DeferredSave.withDeferred(inner.save, (threadId, deferred) => {
+        append: (threadId, deferred) => {
           counts.deferred++
-          const counted: DeferredSave.Deferred = Object.create(deferred, {
+          const counted: Checkpointer.DeferredCheckpoint = Object.create(deferred, {
             messages: {
               value: () => {
                 counts.built++
@@ -150,9 +149,9 @@ describe("deferred saves", () => {
               }
             }
           })
-          return saveDeferred!(threadId, counted)
-        })
-      })
+          return inner.append!(threadId, counted)
+        }
+      }
       const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, maxSteps: 10 }).pipe(
         Effect.provide(Layer.mergeAll(
           Fixtures.echoLayer,
@@ -173,17 +172,56 @@ describe("deferred saves", () => {
       )
     }))
 
-  it.effect("a memory checkpointer whose save is replaced gets every checkpoint whole", () =>
+  it.effect("a wrapper that spreads a checkpointer and replaces save keeps its append", () =>
+    Effect.gen(function*() {
+      const memory = yield* Checkpointer.makeMemory
+      const saved: Array<number> = []
+      const appended: Array<number> = []
+      const logging: Checkpointer.Checkpointer.Service = {
+        ...memory,
+        save: (threadId, checkpoint) => {
+          saved.push(checkpoint.messages.length)
+          return memory.save(threadId, checkpoint)
+        }
+      }
+      // the capability the spread kept is a member, in plain sight
+      assert.strictEqual(logging.append, memory.append)
+      const counting: Checkpointer.Checkpointer.Service = {
+        ...logging,
+        append: (threadId, checkpoint) => {
+          appended.push(checkpoint.length)
+          return memory.append!(threadId, checkpoint)
+        }
+      }
+      const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, maxSteps: 10 }).pipe(
+        Effect.provide(Layer.mergeAll(
+          Fixtures.echoLayer,
+          Layer.succeed(Checkpointer.Checkpointer, counting),
+          ScriptedModel.layer(script([0, 1]))
+        ))
+      )
+      const result = yield* agent.run("go", { threadId: "t" })
+      // two tool steps and the end: three checkpoints, each through append
+      assert.deepStrictEqual(appended, [3, 5, 6])
+      assert.deepStrictEqual(saved, [])
+      assert.deepStrictEqual(
+        Option.getOrThrow(yield* memory.load("t")).messages,
+        AgentState.encodeMessages(result.state.messages)
+      )
+    }))
+
+  it.effect("a checkpointer without append gets every checkpoint whole through save", () =>
     Effect.gen(function*() {
       const memory = yield* Checkpointer.makeMemory
       const saved: Array<ReadonlyArray<unknown>> = []
-      const logging = Checkpointer.Checkpointer.of({
+      const logging: Checkpointer.Checkpointer.Service = {
         ...memory,
+        append: undefined,
         save: (threadId, checkpoint) => {
           saved.push(checkpoint.messages)
           return memory.save(threadId, checkpoint)
         }
-      })
+      }
       const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, maxSteps: 10 }).pipe(
         Effect.provide(Layer.mergeAll(
           Fixtures.echoLayer,

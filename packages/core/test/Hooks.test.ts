@@ -402,3 +402,52 @@ describe("guardToolCall", () => {
       assert.deepStrictEqual(toolResults(result.state.messages).map((part) => part.result), [3])
     }).pipe(provide(oneToolCall)))
 })
+
+describe("state updates from wrapModelCall (LangChain's wrap hooks return them with the response)", () => {
+  const counting = (seen: Array<unknown>) =>
+    Middleware.make({
+      name: "counting",
+      state: { schema: Count, initial: { count: 0 } },
+      wrapModelCall: (request, next) =>
+        Effect.map(next(request), (response) => ({
+          ...response,
+          state: { count: (request.state.count as number) + 1, undeclared: "dropped" }
+        })),
+      afterModel: ({ state }) => Effect.sync(() => void seen.push(state.count))
+    })
+
+  it.effect("the update goes into the hook's slice before afterModel; undeclared keys are dropped", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [counting(seen)] })
+      const result = yield* agent.run("What is 1 + 2?", { threadId: "t" })
+      assert.deepStrictEqual(seen, [1, 2])
+      assert.strictEqual((result.state as any).count, 2)
+      assert.isFalse("undeclared" in result.state)
+    }).pipe(provide(oneToolCall)))
+
+  it.effect("the hooks around never see the update: the agent takes it off the response", () =>
+    Effect.gen(function*() {
+      const outer: Array<unknown> = []
+      const watcher = Middleware.make({
+        name: "watcher",
+        wrapModelCall: (request, next) =>
+          Effect.tap(next(request), (response) => Effect.sync(() => void outer.push(response.state)))
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [watcher, counting([])] })
+      yield* agent.run("What is 1 + 2?", { threadId: "t" })
+      assert.deepStrictEqual(outer, [undefined, undefined])
+    }).pipe(provide(oneToolCall)))
+
+  it.effect("a state that is not an object of keys fails the run with InvalidHookResult naming the hook", () =>
+    Effect.gen(function*() {
+      const broken = Middleware.make({
+        name: "broken",
+        wrapModelCall: (request, next) => Effect.map(next(request), (response) => ({ ...response, state: [1] as any }))
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [broken] })
+      const error = yield* Effect.flip(agent.run("What is 1 + 2?", { threadId: "t" }))
+      assert.strictEqual(error._tag, "InvalidHookResult")
+      assert.include((error as any).reason, "its state is")
+    }).pipe(provide(oneToolCall)))
+})

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck } from "effect"
-import { asciiSplitter, patterns } from "../src/internal/asciiSplit.js"
+import { asciiSplitter, patterns } from "../src/internal/fast/asciiSplit.js"
 
 type Encoding = keyof typeof patterns
 

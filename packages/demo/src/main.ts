@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Agent, AgentEvent, type AgentResult, Transcript } from "@stepwise-agent/core"
+import { Agent, AgentEvent, type AgentResult, Transcript, Usage } from "@stepwise-agent/core"
 import { HumanInTheLoop, SubAgents, TodoList } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Console, Effect, Option, Schema, Stream } from "effect"
@@ -127,11 +127,12 @@ const printEvent = (event: AgentEvent.AgentEvent) =>
     ModelAttemptFailed: ({ discardedText, message }) =>
       Console.log(`\n   model call failed${discardedText ? " (the text above is discarded)" : ""}: ${message}`),
     ModelResponded: ({ durationMillis, finishReason, message, usage }) => {
+      const { inputTokens, outputTokens } = Usage.read(usage)
       const calls = message.content.filter((part) => part.type === "tool-call").length
       const hasText = message.content.some((part) => part.type === "text")
       return Console.log(
         `${hasText ? "\n" : ""}   model finished (${finishReason}) in ${durationMillis} ms, ${calls} tool call(s), ` +
-          `${usage.inputTokens ?? "?"} tokens in / ${usage.outputTokens ?? "?"} out`
+          `${inputTokens ?? "?"} tokens in / ${outputTokens ?? "?"} out`
       )
     },
     ToolCallStarted: ({ call }) => Console.log(`   → ${call.name}(${show(call.params)})`),

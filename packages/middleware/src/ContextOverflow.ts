@@ -33,6 +33,7 @@ import type * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AiFailure from "@stepwise-agent/core/AiFailure"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as ModelProfile from "@stepwise-agent/core/ModelProfile"
 import * as Secrets from "@stepwise-agent/core/Secrets"
@@ -182,10 +183,10 @@ const tooLong = /prompt is too long|maximum context length|context_length_exceed
  * @category guards
  */
 export const classify = (error: AiError.AiError | AgentError.ModelReplyError): Option.Option<Overflow> => {
-  if (error._tag !== "HttpResponseError") return Option.none()
-  const status = error.response.status
+  const failure = AiFailure.classify(error)
+  const status = failure.status
   if (status !== 400 && status !== 413) return Option.none()
-  const { code, message } = readBody(error.body)
+  const { code, message } = readBody(failure.body)
   if (status === 400 && code !== "context_length_exceeded" && !tooLong.test(message)) return Option.none()
   const anthropic = /prompt is too long:\s*([\d,]+)\s*tokens\s*>\s*([\d,]+)/i.exec(message)
   const limit = anthropic?.[2] ?? /maximum context length is\s*([\d,]+)/i.exec(message)?.[1]

@@ -1287,12 +1287,20 @@ export const middleware: <Tools extends Record<string, Tool.Any>>(
             out.push({
               _tag: "Answer",
               call,
-              result: Middleware.toolResult(call, { error: reason }, { isFailure: true })
+              // a person's reason passes the agent's input hooks (Pii, …) as the user's input does
+              result: Middleware.toolResult(call, { error: reason }, {
+                isFailure: true,
+                fromPerson: decision.message !== undefined
+              })
             })
             break
           }
           case "respond": {
-            out.push({ _tag: "Answer", call, result: Middleware.toolResult(call, decision.message) })
+            out.push({
+              _tag: "Answer",
+              call,
+              result: Middleware.toolResult(call, decision.message, { fromPerson: true })
+            })
             break
           }
         }

@@ -25,6 +25,7 @@
  */
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
+import * as Usage from "@stepwise-agent/core/Usage"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -144,16 +145,18 @@ const make = (options: Options): Middleware.Middleware => {
       }
       return timed(
         next(request),
-        (response, durationMillis) =>
-          log(level, "wrapModelCall", "model call", {
+        (response, durationMillis) => {
+          const { inputTokens, outputTokens, totalTokens } = Usage.read(response.usage)
+          return log(level, "wrapModelCall", "model call", {
             ...about,
             toolCalls: response.toolCalls.map((call) => call.name),
             finishReason: response.finishReason,
-            inputTokens: response.usage.inputTokens,
-            outputTokens: response.usage.outputTokens,
-            totalTokens: response.usage.totalTokens,
+            inputTokens,
+            outputTokens,
+            totalTokens,
             durationMillis
-          }),
+          })
+        },
         (cause, durationMillis) =>
           log(failureLevel, "wrapModelCall", "model call failed", {
             ...about,

@@ -30,6 +30,7 @@
 import * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AiFailure from "@stepwise-agent/core/AiFailure"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -123,7 +124,7 @@ export class ModelFallbackExhausted extends Schema.TaggedError<ModelFallbackExha
 
 /** An error to fall back on: not a reply whose text the user has already seen. */
 const fallsBack = (error: unknown): boolean =>
-  AiError.isAiError(error) ||
+  AiFailure.isAiError(error) ||
   (error instanceof AgentError.ModelReplyError && !(error.streamed && error.received.includes("text-delta")))
 
 const isService = (u: unknown): u is LanguageModel.Service =>

@@ -24,10 +24,11 @@
  *
  * @since 0.1.0
  */
-import * as AiError from "@effect/ai/AiError"
+import type * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
 import * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AiFailure from "@stepwise-agent/core/AiFailure"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -105,11 +106,12 @@ export interface Options {
  *
  * @example
  * ```ts
+ * import { AiFailure } from "@stepwise-agent/core"
  * import * as ModelRetry from "@stepwise-agent/middleware/ModelRetry"
  *
  * // also retry when the model's output did not decode
  * const retryOn = ModelRetry.middleware({
- *   retryOn: (error) => ModelRetry.isRetryable(error) || error._tag === "MalformedOutput"
+ *   retryOn: (error) => ModelRetry.isRetryable(error) || AiFailure.classify(error).kind === "malformed-output"
  * })
  * ```
  *
@@ -117,15 +119,17 @@ export interface Options {
  * @category predicates
  */
 export const isRetryable = (error: Failure): boolean => {
-  switch (error._tag) {
-    case "HttpRequestError":
-      return error.reason === "Transport"
-    case "HttpResponseError":
-      return error.reason === "StatusCode"
-        ? error.response.status === 429 || error.response.status >= 500
-        : error.reason === "Decode" && error.response.status >= 200 && error.response.status < 300
-    case "ModelReplyError":
-      return error.reason !== "empty" || (error.finishReason !== "length" && error.finishReason !== "content-filter")
+  if (error._tag === "ModelReplyError") {
+    return error.reason !== "empty" || (error.finishReason !== "length" && error.finishReason !== "content-filter")
+  }
+  const failure = AiFailure.classify(error)
+  switch (failure.kind) {
+    case "transport":
+      return true
+    case "status":
+      return failure.status! === 429 || failure.status! >= 500
+    case "response":
+      return failure.reason === "Decode" && failure.status! >= 200 && failure.status! < 300
     default:
       return false
   }
@@ -166,8 +170,7 @@ const header = (headers: Readonly<Record<string, unknown>>, name: string): strin
  * @category utility
  */
 export const retryAfter = (error: AiError.AiError, now: number): Option.Option<Duration.Duration> => {
-  if (error._tag !== "HttpResponseError") return Option.none()
-  const headers = error.response.headers as Readonly<Record<string, unknown>>
+  const headers: Readonly<Record<string, unknown>> = AiFailure.classify(error).headers
   const millis = header(headers, "retry-after-ms")
   if (millis !== undefined && millis !== "") {
     const value = Number(millis)
@@ -182,10 +185,10 @@ export const retryAfter = (error: AiError.AiError, now: number): Option.Option<D
 }
 
 const isFailure = (error: unknown): error is Failure =>
-  AiError.isAiError(error) || error instanceof AgentError.ModelReplyError
+  AiFailure.isAiError(error) || error instanceof AgentError.ModelReplyError
 
 const failureMessage = (error: Failure, attempts: number): Middleware.ModelResponse => {
-  const description = error._tag === "ModelReplyError" ? error.message : error.description
+  const description = AiFailure.classify(error).description
   const detail = description === undefined ? "" : `: ${description}`
   const text = `The model call failed after ${attempts} attempt${attempts === 1 ? "" : "s"} ` +
     `(${error._tag} ${Retry.describeAiError(error)}${detail}).`

@@ -13,9 +13,8 @@
  *   raw input, the model never sees it and other middleware read the
  *   redacted text. (LangChain rewrites the state in `before_model`.) What a
  *   person types to `HumanInTheLoop` (a `respond` answer, a `reject` reason)
- *   gets the same redaction in `afterModel`, before it is stored: list `Pii`
- *   before `HumanInTheLoop`, so that its `afterModel` runs after the answers
- *   are written (`after*` hooks run in reverse list order).
+ *   passes `transformInput` too: the agent hands it to the input's hooks
+ *   right after the hook that wrote it, whatever the order of the list.
  * - `applyToOutput` (default `false`): the assistant reply's text is
  *   rewritten before it is shown or stored. A streamed model call
  *   (`Agent.stream`) is redacted as it arrives, in `wrapModelStream`: each
@@ -904,43 +903,9 @@ export const middleware: (
     return [...messages.slice(0, index), result.message, ...messages.slice(index + 1)]
   })
 
-  /**
-   * Redacts the tool results that follow the last assistant message when
-   * `afterModel` runs: no tool has run yet, so they are answers a middleware
-   * wrote, above all what a person typed to `HumanInTheLoop` (a `respond`
-   * answer, a `reject` reason). They get the redaction of the user's input.
-   */
-  const redactAnswers = Effect.fnUntraced(function*(messages: ReadonlyArray<Prompt.Message>) {
-    let index = messages.length
-    while (index > 0 && messages[index - 1]!.role === "tool") index--
-    if (index === messages.length || index === 0 || messages[index - 1]!.role !== "assistant") return messages
-    const matches: Array<PiiMatch> = []
-    const out = [...messages]
-    for (let i = index; i < messages.length; i++) {
-      const message = messages[i] as Prompt.ToolMessage
-      const content: Array<Prompt.ToolMessagePart> = []
-      for (const part of message.content) {
-        const found: Array<PiiMatch> = []
-        const result = part.type === "tool-result" ? yield* redactValue(compiled, part.result, found) : undefined
-        if (part.type !== "tool-result" || found.length === 0) {
-          content.push(part)
-          continue
-        }
-        matches.push(...found)
-        content.push(withResult(part, result))
-      }
-      out[i] = Prompt.makeMessage("tool", { content, options: message.options })
-    }
-    if (matches.length === 0) return messages
-    if (strategy === "block") return yield* detected(matches, "input")
-    yield* Middleware.report(describe(matches, strategy, "the answers to tool calls"), countByType(matches))
-    return out
-  })
-
   const afterModel = Effect.fnUntraced(function*({ messages, step, threadId }: Middleware.HookContext<{}>) {
-    const replied = applyToOutput ? yield* redactReply(messages, step, threadId) : messages
-    const answered = applyToInput ? yield* redactAnswers(replied) : replied
-    return answered === messages ? undefined : { messages: answered }
+    const replied = yield* redactReply(messages, step, threadId)
+    return replied === messages ? undefined : { messages: replied }
   })
 
   const name = options.name ?? "pii"
@@ -991,7 +956,7 @@ export const middleware: (
   return Middleware.make({
     name,
     transformInput: applyToInput ? transformInput : undefined,
-    afterModel: applyToOutput || applyToInput ? afterModel : undefined,
+    afterModel: applyToOutput ? afterModel : undefined,
     wrapModelStream: applyToOutput ? wrapModelStream : undefined,
     wrapToolCall: applyToToolResults ? wrapToolCall : undefined
   })

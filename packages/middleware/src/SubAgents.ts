@@ -48,6 +48,7 @@ import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as UiMessageStream from "@stepwise-agent/core/UiMessageStream"
+import * as Usage from "@stepwise-agent/core/Usage"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -250,7 +251,16 @@ export const State = Schema.Struct({
   taskWaits: Schema.Array(Wait),
   taskThreads: Schema.optionalWith(Schema.Array(ChildThread), { default: () => [] }),
   /** While children wait: what the parent's limits had left for them and what they spent so far. */
-  taskAllowances: Schema.optionalWith(Schema.Array(Allowance.StoredPool), { default: () => [] })
+  taskAllowances: Schema.optionalWith(Schema.Array(Allowance.StoredPool), { default: () => [] }),
+  /**
+   * What the parent's limits had left at its last model call, by limit: a
+   * run resumed at another middleware's wait (an approval of `task` calls)
+   * runs no limit's hook before this one starts children.
+   */
+  taskLimits: Schema.optionalWith(
+    Schema.Array(Schema.Struct({ limit: Schema.String, allowance: Allowance.Allowance })),
+    { default: () => [] }
+  )
 })
 
 /**
@@ -689,7 +699,7 @@ const guarded = (
             const refused = Allowance.admitModelCall(pools)
             if (refused !== undefined) return Effect.fail(new ParentLimitReached({ threadId, reason: refused }) as any)
             return Effect.tap(journal.step(key, effect), (call) =>
-              Effect.sync(() => Allowance.countUsage(pools, key.result.from(call).usage)))
+              Effect.sync(() => Allowance.countUsage(pools, Usage.read(key.result.from(call).usage))))
           })
         case "Tool":
           return Effect.suspend(() => {
@@ -840,14 +850,16 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       // The limits of the runs above this one, and this run's own, as pools its children share. A resumed
       // run goes on with the pools it stored when its children began to wait.
       const inherited = shareLimits ? yield* FiberRef.get(Allowance.CurrentPools) : []
+      const posted = shareLimits ? yield* Allowance.allowancesOf(context.threadId) : new Map()
       const own = !shareLimits
         ? []
         : context.state.taskAllowances.length > 0 && Option.isSome(context.resume)
         ? context.state.taskAllowances.map(Allowance.restore)
-        : Array.from(
-          yield* Allowance.allowancesOf(context.threadId),
-          ([limit, allowance]) => Allowance.poolOf(limit, allowance, context.usage)
-        )
+        : posted.size > 0
+        ? Array.from(posted, ([limit, allowance]) => Allowance.poolOf(limit, allowance, context.usage))
+        // a run resumed at another middleware's wait: the limits posted nothing in this pass, so what they had
+        // left at the model call whose reply this is
+        : context.state.taskLimits.map(({ allowance, limit }) => Allowance.poolOf(limit, allowance, context.usage))
       const pools = [...inherited, ...own]
       const limits = {
         pools,
@@ -997,10 +1009,32 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       { discard: true }
     )
 
+  /**
+   * Keeps what the limits posted for this model call in the slice (see
+   * `taskLimits`): every `beforeModel` hook has run by then, whatever the
+   * order of the middleware.
+   */
+  const wrapModelCall = (request: Middleware.ModelRequest, next: Middleware.NextModelCall) =>
+    Effect.flatMap(
+      next(request),
+      (response) =>
+        Effect.map(Allowance.allowancesOf(request.threadId), (posted) =>
+          posted.size === 0 && !(request.state.taskLimits as ReadonlyArray<unknown> | undefined)?.length
+            ? response
+            : {
+              ...response,
+              state: { taskLimits: Array.from(posted, ([limit, allowance]) => ({ limit, allowance })) }
+            })
+    )
+
   return Middleware.make({
     name: options.name ?? "subAgents",
-    state: { schema: State, initial: { taskRuns: 0, taskWaits: [], taskThreads: [], taskAllowances: [] } },
+    state: {
+      schema: State,
+      initial: { taskRuns: 0, taskWaits: [], taskThreads: [], taskAllowances: [], taskLimits: [] }
+    },
     tools: handled,
+    wrapModelCall: shareLimits ? wrapModelCall : undefined,
     afterModel,
     validateResume,
     onThreadDeleted

@@ -67,6 +67,7 @@ import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as TokenCounter from "@stepwise-agent/core/TokenCounter"
+import * as Usage from "@stepwise-agent/core/Usage"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -987,7 +988,7 @@ const make = (config: Config) => {
   /** Calibrates the counter with the input tokens the provider reported for what `request` sent. */
   const calibrate = (request: Middleware.ModelRequest, response: Middleware.ModelResponse) =>
     Effect.gen(function*() {
-      const reported = response.usage.inputTokens
+      const reported = Usage.read(response.usage).inputTokens
       if (reported === undefined) return
       const counter = yield* counterOf
       if (request.systemPrompt === undefined) return yield* counter.calibrate(reported, request.messages)

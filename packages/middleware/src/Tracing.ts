@@ -30,6 +30,7 @@
  * @since 0.1.0
  */
 import * as Middleware from "@stepwise-agent/core/Middleware"
+import * as Usage from "@stepwise-agent/core/Usage"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -110,14 +111,15 @@ const make = (options: Options): Middleware.Middleware =>
           "gen_ai.request.system_prompt": request.systemPrompt !== undefined
         })
         const response = yield* annotateFailure(next(request))
+        const usage = Usage.read(response.usage)
         yield* Effect.annotateCurrentSpan(defined({
           "gen_ai.response.finish_reasons": [response.finishReason],
           "gen_ai.response.tool_calls": response.toolCalls.map((call) => call.name),
-          "gen_ai.usage.input_tokens": response.usage.inputTokens,
-          "gen_ai.usage.output_tokens": response.usage.outputTokens,
-          "gen_ai.usage.total_tokens": response.usage.totalTokens,
-          "gen_ai.usage.reasoning_tokens": response.usage.reasoningTokens,
-          "gen_ai.usage.cached_input_tokens": response.usage.cachedInputTokens
+          "gen_ai.usage.input_tokens": usage.inputTokens,
+          "gen_ai.usage.output_tokens": usage.outputTokens,
+          "gen_ai.usage.total_tokens": usage.totalTokens,
+          "gen_ai.usage.reasoning_tokens": usage.reasoningTokens,
+          "gen_ai.usage.cached_input_tokens": usage.cachedInputTokens
         }))
         return response
       }),

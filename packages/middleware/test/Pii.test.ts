@@ -1340,28 +1340,48 @@ describe("a person's answers to HumanInTheLoop", () => {
     ["reject", (action: HumanInTheLoop.ActionRequest) => HumanInTheLoop.reject(action, typed)]
   ] as const
 
+  /** A middleware that keeps every text its afterModel hook sees, to check no hook sees a person's raw answer. */
+  const spy = (seen: Array<string>) =>
+    Middleware.make({
+      name: "spy",
+      afterModel: ({ messages }) => Effect.sync(() => void seen.push(JSON.stringify(messages)))
+    })
+
   for (const [kind, decide] of cases) {
     for (const applyToToolResults of [false, true]) {
-      it.effect(
-        `${kind}: the stored thread holds neither the card nor the email a person typed ` +
-          `(applyToToolResults: ${applyToToolResults})`,
-        () =>
-          Effect.gen(function*() {
-            const pii = yield* Pii.middleware({ types: ["email", "credit_card"], applyToToolResults })
-            const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
-            const agent = yield* Agent.make({ toolkit: Tools, middleware: [pii, hitl] })
-            assert.strictEqual((yield* agent.run("look ada up", { threadId: "t" }))._tag, "Interrupted")
-            const result = yield* decideWith(agent, decide)
-            assert.strictEqual(result._tag, "Completed")
-            const stored = JSON.stringify(Option.getOrThrow(yield* agent.thread("t")).state.messages)
-            assert.notInclude(stored, "ada@example.com")
-            assert.notInclude(stored, "4111")
-            assert.include(stored, "[REDACTED_EMAIL]")
-            assert.include(stored, "[REDACTED_CREDIT_CARD]")
-          }).pipe(
-            provide([ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]), ScriptedModel.text("ok")])
-          )
-      )
+      for (const order of ["pii first", "pii last"] as const) {
+        it.effect(
+          `${kind}: neither the stored thread nor any later hook holds the card or the email a person typed ` +
+            `(applyToToolResults: ${applyToToolResults}, ${order})`,
+          () =>
+            Effect.gen(function*() {
+              const pii = yield* Pii.middleware({ types: ["email", "credit_card"], applyToToolResults })
+              const hitl = yield* HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { lookup: true } })
+              const seen: Array<string> = []
+              const agent = yield* Agent.make({
+                toolkit: Tools,
+                middleware: order === "pii first" ? [spy(seen), pii, hitl] : [spy(seen), hitl, pii]
+              })
+              assert.strictEqual((yield* agent.run("look ada up", { threadId: "t" }))._tag, "Interrupted")
+              const result = yield* decideWith(agent, decide)
+              assert.strictEqual(result._tag, "Completed")
+              const stored = JSON.stringify(Option.getOrThrow(yield* agent.thread("t")).state.messages)
+              assert.notInclude(stored, "ada@example.com")
+              assert.notInclude(stored, "4111")
+              assert.include(stored, "[REDACTED_EMAIL]")
+              assert.include(stored, "[REDACTED_CREDIT_CARD]")
+              for (const view of seen) {
+                assert.notInclude(view, "ada@example.com")
+                assert.notInclude(view, "4111")
+              }
+            }).pipe(
+              provide([
+                ScriptedModel.toolCalls([{ name: "lookup", params: { name: "ada" } }]),
+                ScriptedModel.text("ok")
+              ])
+            )
+        )
+      }
     }
   }
 

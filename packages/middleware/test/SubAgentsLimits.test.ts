@@ -199,6 +199,44 @@ describe("SubAgents and the parent's limits", () => {
       })
     ))
 
+  it.effect(
+    "a task call approved by HumanInTheLoop (listed after SubAgents) runs its child within the parent's limit on resume",
+    () =>
+      bothOrders((order) =>
+        Effect.gen(function*() {
+          const count = yield* counters
+          const limit = yield* ModelCallLimit.middleware({ runLimit: 3 })
+          // the `task` tool as SubAgents offers it, for the approval's checks
+          const taskTool = Tool.make("task", { parameters: { agent: Schema.String, task: Schema.String } })
+          const hitl = yield* HumanInTheLoop.middleware({
+            toolkit: Toolkit.make(taskTool),
+            interruptOn: { task: true }
+          })
+          const agent = yield* parentAgent(
+            count,
+            [task("busy", "work", "c1")],
+            (subAgents) => [...order(limit)(subAgents), hitl],
+            { busy: { description: "Works hard", agent: yield* busyChild(count, 9) } }
+          )
+          const waiting = yield* agent.run("go", { threadId: "t1" })
+          assert.strictEqual(waiting._tag, "Interrupted")
+          const thread = Option.getOrThrow(yield* agent.thread("t1"))
+          const request = Option.getOrThrow(Option.flatMap(thread.pending, HumanInTheLoop.requestOf))
+          // resumed later, from another fiber (another request): nothing the first run's fiber held carries over
+          const result = yield* agent.resume(
+            "t1",
+            request.actionRequests.map((action) => HumanInTheLoop.approve(action))
+          )
+            .pipe(Allowance.ownBoard)
+          assert.strictEqual(result._tag, "Completed")
+          assert.strictEqual(yield* Ref.get(count.modelCalls), 3)
+          const answer = resultsOf(result.state.messages).find((part) => part.name === "task")!
+          assert.isTrue(answer.isFailure)
+          assert.include(String(answer.result), "model call limit")
+        })
+      )
+  )
+
   it.effect("ModelCallLimit with exitBehavior error: the parent fails once its children spent the limit", () =>
     bothOrders((order) =>
       Effect.gen(function*() {

@@ -66,7 +66,7 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
     orElse: () => create
   })
 
-  return Checkpointer.Checkpointer.of({
+  return Checkpointer.make({
     load: Effect.fn("SqlCheckpointer.load")(function*(threadId) {
       const rows = yield* sql<{ readonly checkpoint: string }>`
         SELECT checkpoint FROM ${table} WHERE thread_id = ${threadId}

@@ -149,6 +149,8 @@ describe("AgentWorkflow on the memory engine", () => {
       const memory = yield* Checkpointer.makeMemory
       const recording = Layer.succeed(Checkpointer.Checkpointer, {
         ...memory,
+        // no append: every checkpoint comes whole through this save
+        append: undefined,
         save: (threadId, checkpoint) =>
           Effect.zipRight(
             Effect.sync(() => saves.push(`${checkpoint.messages.length}${checkpoint.pending ? " waiting" : ""}`)),

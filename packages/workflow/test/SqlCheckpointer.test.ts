@@ -1,7 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
-import type { Checkpointer } from "@stepwise-agent/core"
-import { Agent, Middleware } from "@stepwise-agent/core"
+import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Effect, Layer, Option, Schema } from "effect"
@@ -36,6 +35,14 @@ const suite = (name: string, database: Layer.Layer<SqlClient.SqlClient | Databas
         yield* store.save("t1", checkpoint("t1", "a"))
         assert.deepStrictEqual(yield* store.load("t1"), Option.some(checkpoint("t1", "a")))
         assert.isTrue(Option.isNone(yield* store.load("t2")))
+      }))
+
+    it.effect("has append (Checkpointer.make): an appended checkpoint loads back whole", () =>
+      Effect.gen(function*() {
+        const store = yield* fresh()
+        assert.isFunction(store.append)
+        yield* store.append("t1", Checkpointer.deferred(checkpoint("t1", "a")))
+        assert.deepStrictEqual(yield* store.load("t1"), Option.some(checkpoint("t1", "a")))
       }))
 
     it.effect("a save replaces the thread's checkpoint (one row per thread); delete removes it", () =>

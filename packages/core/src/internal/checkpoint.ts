@@ -71,16 +71,16 @@ export class ThreadEncoder {
   }
 
   /**
-   * {@link encode}, deferred (for a checkpointer that takes a deferred save,
-   * see `deferredSave.ts`): the messages new since the last save are encoded
-   * now (a message that does not encode fails the save, as before), the array
+   * {@link encode}, deferred (for a checkpointer with `append`): the messages
+   * new since the last save are encoded now (a message that does not encode
+   * fails the save, as before), the array
    * of the whole thread is built when something first asks for it, at the
    * latest when the run ends ({@link settle}).
    */
   deferred(
     checkpoint: Omit<Checkpointer.Checkpoint, "messages">,
     messages: ReadonlyArray<Prompt.Message>
-  ): DeferredSave.Deferred {
+  ): Checkpointer.DeferredCheckpoint {
     if (messages === this.messages) {
       const encoded = this.encoded
       return new DeferredThread(checkpoint, messages, () => encoded)
@@ -127,7 +127,7 @@ export class ThreadEncoder {
  * the whole array holds), and whether it extends an earlier save is told by
  * comparing the decoded arrays, whose lineage the loop records.
  */
-class DeferredThread implements DeferredSave.Deferred {
+class DeferredThread implements Checkpointer.DeferredCheckpoint {
   constructor(
     readonly checkpoint: Omit<Checkpointer.Checkpoint, "messages">,
     private readonly decoded: ReadonlyArray<Prompt.Message>,
@@ -142,11 +142,14 @@ class DeferredThread implements DeferredSave.Deferred {
     return AgentState.encodeMessages(index === 0 ? this.decoded : this.decoded.slice(index))
   }
 
-  extends(previous: DeferredSave.Saved): boolean | undefined {
-    const base = DeferredSave.isDeferred(previous)
-      ? previous instanceof DeferredThread ? previous.decoded : undefined
-      : decodedThreads.get(previous)
-    if (base === undefined) return undefined
+  extends(previous: Checkpointer.DeferredCheckpoint): boolean {
+    const base = previous instanceof DeferredThread
+      ? previous.decoded
+      : previous instanceof DeferredSave.WholeThread
+      ? decodedThreads.get(previous.whole.messages)
+      : undefined
+    // a thread this process neither encoded nor decoded: compared encoded, built
+    if (base === undefined) return DeferredSave.extendsByReference(previous.messages(), this.messages())
     return this.decoded.length >= base.length && Lineage.sharedPrefix(base, this.decoded) === base.length
   }
 }
@@ -173,7 +176,6 @@ const decodeThread = (
 
 /** Saving and loading a thread of an agent with this state layout, in this store. */
 export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Checkpointer.Service) => {
-  const saveDeferred = DeferredSave.deferredOf(checkpointer.save)
   /** Saves the run's thread; with `pending`, the wait it stops at and its progress so far. */
   const save = (
     run: RunContext,
@@ -193,14 +195,14 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Check
           }
         })
       }
-      const stored = saveDeferred === undefined
+      const stored = checkpointer.append === undefined
         ? checkpointer.save(run.threadId, {
           version: 1,
           threadId: run.threadId,
           messages: run.encoder.encode(state.messages),
           ...rest
         })
-        : saveDeferred(
+        : checkpointer.append(
           run.threadId,
           run.encoder.deferred({ version: 1, threadId: run.threadId, ...rest }, state.messages)
         )

@@ -84,6 +84,9 @@ export const modelResponseProblem = (response: unknown): string | undefined => {
   if (typeof response.finishReason !== "string") {
     return `its finishReason is ${describeValue(response.finishReason)}, not a string`
   }
+  if (response.state !== undefined && (!isObject(response.state) || Array.isArray(response.state))) {
+    return `its state is ${describeValue(response.state)}, not an object of state keys`
+  }
   return undefined
 }
 

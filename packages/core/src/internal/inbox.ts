@@ -54,6 +54,16 @@ export const letsNextStart = (exit: Exit.Exit<unknown, unknown>): boolean =>
       exit.value._tag === "Interrupted")
     : !Exit.isInterrupted(exit)
 
+/** Whether steer messages wait for the lease's run. */
+export const hasSteered = (lease: Lease): boolean => lease.box.steered.length > 0
+
+/** Takes the steer messages waiting for the lease's run, in send order. */
+export const takeSteered = (lease: Lease): ReadonlyArray<Prompt.Message> => {
+  const entries = lease.box.steered.splice(0)
+  lease.taken.push(...entries)
+  return entries.flatMap((entry) => entry.messages)
+}
+
 export const make = () => {
   const boxes = new Map<string, ThreadInbox>()
 
@@ -106,13 +116,6 @@ export const make = () => {
     const box = open(threadId)
     ;(entry.mode === "steer" ? box.steered : box.queued).push(entry)
     return box.active > 0
-  }
-
-  /** Takes the steer messages waiting for the lease's run, in send order. */
-  const takeSteered = (lease: Lease): ReadonlyArray<Prompt.Message> => {
-    const entries = lease.box.steered.splice(0)
-    lease.taken.push(...entries)
-    return entries.flatMap((entry) => entry.messages)
   }
 
   /**
@@ -169,7 +172,7 @@ export const make = () => {
   /** Fails what waits for a run of the thread (none could start): each sender learns it with `error`. */
   const failWaiting = (threadId: string, error: unknown) => fail(threadId, error, false)
 
-  return { leased, post, withdraw, takeSteered, takeNext, hasWaiting, drop, failWaiting }
+  return { leased, post, withdraw, takeNext, hasWaiting, drop, failWaiting }
 }
 
 /** The inboxes of one agent. */

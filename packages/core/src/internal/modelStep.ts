@@ -14,7 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { EmptyModelResponse, InvalidHookResult, ModelReplyError } from "../AgentError.js"
+import { EmptyModelResponse, InvalidHookResult, MaxStepsExceeded, ModelReplyError } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
 import * as AgentResult from "../AgentResult.js"
 import type * as Middleware from "../Middleware.js"
@@ -23,10 +23,13 @@ import * as Secrets from "../Secrets.js"
 import type { Compiled } from "./config.js"
 import { drain } from "./drain.js"
 import { hookEffect, modelResponseProblem } from "./hookResults.js"
+import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
 import { paired } from "./pairing.js"
-import { journaled, perRun, type RunContext } from "./runContext.js"
-import type { RunState } from "./runState.js"
+import type { Stepped } from "./phase.js"
+import { invalidCallOf, repairsExhausted } from "./repairs.js"
+import { journaled, type RunContext } from "./runContext.js"
+import * as RunState from "./runState.js"
 import * as ToolFiles from "./toolFiles.js"
 import { recoverUnknownToolCalls, recoverUnparsedArguments, wireToolkit } from "./tools.js"
 
@@ -103,8 +106,12 @@ const cutShort = Response.makePart("finish", {
   usage: new Response.Usage({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined })
 })
 
+/** A state update a `wrapModelCall` hook returned with its response. */
+type Update = NonNullable<RunJournal.ModelCall["updates"]>[number]
+
 export const make = (config: Compiled) => {
   const { toolNames, wrapModel, wrapStream } = config
+  const invalidCall = invalidCallOf(config)
   // The system message of the last call, reused while the prompt text stays the same.
   let lastSystem: { readonly text: string; readonly message: Prompt.Message } | undefined
   const systemMessageOf = (text: string): Prompt.Message => {
@@ -122,7 +129,8 @@ export const make = (config: Compiled) => {
   const toModelResponse = (
     received: ReadonlyArray<Response.AnyPart>,
     step: number,
-    streamed: boolean
+    streamed: boolean,
+    offeredTools: ReadonlyArray<string>
   ): Effect.Effect<Middleware.ModelResponse, ModelReplyError> => {
     const parts = closeBlocks(received)
     let finish: Response.FinishPart | undefined
@@ -154,7 +162,7 @@ export const make = (config: Compiled) => {
     }
     const toolCalls: Array<Prompt.ToolCallPart> = []
     for (const part of message.content) if (part.type === "tool-call" && !part.providerExecuted) toolCalls.push(part)
-    return Effect.succeed({ message, toolCalls, usage: finish.usage, finishReason: finish.reason })
+    return Effect.succeed({ message, toolCalls, usage: finish.usage, finishReason: finish.reason, offeredTools })
   }
 
   /**
@@ -164,24 +172,31 @@ export const make = (config: Compiled) => {
   const checkedResponse = (
     m: Middleware.Any,
     request: Middleware.ModelRequest,
-    response: Effect.Effect<Middleware.ModelResponse, any, any>
+    response: Effect.Effect<Middleware.ModelResponse, any, any>,
+    updates: Array<Update>
   ): Effect.Effect<Middleware.ModelResponse, any, any> =>
     Effect.flatMap(response, (response): Effect.Effect<Middleware.ModelResponse, any> => {
       const problem = modelResponseProblem(response)
-      return problem !== undefined
-        ? Effect.fail(new InvalidHookResult({ middleware: m.name, hook: "wrapModelCall", reason: problem }))
-        : answers(response.message)
-        ? Effect.succeed(response)
-        : Effect.fail(new EmptyModelResponse({ middleware: m.name, step: request.step }))
+      if (problem !== undefined) {
+        return Effect.fail(new InvalidHookResult({ middleware: m.name, hook: "wrapModelCall", reason: problem }))
+      }
+      if (!answers(response.message)) {
+        return Effect.fail(new EmptyModelResponse({ middleware: m.name, step: request.step }))
+      }
+      if (response.state === undefined) return Effect.succeed(response)
+      // the hook's state update is the agent's to apply: the hooks around never see it
+      const { state, ...rest } = response
+      updates.push({ middleware: m.name, state })
+      return Effect.succeed(rest)
     })
 
-  /** The model call at the end of the `wrapModelCall` chain; it writes the tools it offers to `offered`. */
-  const callModel = (run: RunContext, offered: { names: ReadonlyArray<string> }) =>
+  /** The model call at the end of the `wrapModelCall` chain; its response names the tools it offered. */
+  const callModel = (run: RunContext) =>
   (
     request: Middleware.ModelRequest
   ): Effect.Effect<Middleware.ModelResponse, any> => {
     const model = request.model ?? config.model
-    offered.names = request.tools === config.toolList ? toolNames : request.tools.map((tool) => tool.name)
+    const offeredTools = request.tools === config.toolList ? toolNames : request.tools.map((tool) => tool.name)
     // the model never sees a tool result without its call, or a call without its result; files of tool
     // results go as file parts
     const messages = ToolFiles.lift(paired(request.messages))
@@ -220,10 +235,13 @@ export const make = (config: Compiled) => {
           onFailure: (cause) => {
             const failure = Cause.failureOrCause(Secrets.scrubCause(cause))
             return Either.isLeft(failure)
-              ? Effect.flatMap(recover(failure.left, []), (parts) => toModelResponse(parts, request.step, false))
+              ? Effect.flatMap(
+                recover(failure.left, []),
+                (parts) => toModelResponse(parts, request.step, false, offeredTools)
+              )
               : Effect.failCause(failure.right)
           },
-          onSuccess: (response) => toModelResponse(response.content, request.step, false)
+          onSuccess: (response) => toModelResponse(response.content, request.step, false, offeredTools)
         }
       )
       : Effect.suspend(() => {
@@ -250,7 +268,7 @@ export const make = (config: Compiled) => {
           Effect.mapErrorCause(Secrets.scrubCause),
           Effect.as(collected),
           Effect.catchAll((error) => recover(error, collected)),
-          Effect.flatMap((parts) => toModelResponse(parts, request.step, true)),
+          Effect.flatMap((parts) => toModelResponse(parts, request.step, true, offeredTools)),
           Effect.tapError((error) =>
             Observer.report(run, () =>
               AgentEvent.ModelAttemptFailed({
@@ -267,8 +285,8 @@ export const make = (config: Compiled) => {
       : response
   }
 
-  /** The `wrapModelCall` chain of one model step, which reports the tools the call offered to `offered`. */
-  const modelChain = (run: RunContext, offered: { names: ReadonlyArray<string> }) =>
+  /** The `wrapModelCall` chain of one model call; the state updates its hooks return go to `updates`. */
+  const modelChain = (run: RunContext, updates: Array<Update>) =>
     wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
       (next, m) => (request) =>
         checkedResponse(
@@ -279,19 +297,37 @@ export const make = (config: Compiled) => {
             m.name,
             "wrapModelCall",
             hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as any))
-          )
+          ),
+          updates
         ),
-      callModel(run, offered)
+      callModel(run)
     )
 
-  /** The chain of a run (the wrap hooks are the same for every step), and the cell its model call reports to. */
-  const chainOf = perRun((run) => {
-    const offered = { names: toolNames }
-    return { chain: modelChain(run, offered), offered }
-  })
+  /**
+   * The state updates the `wrapModelCall` hooks returned, each applied to its
+   * middleware's slice (declared keys only), innermost first, and reported.
+   */
+  const applyUpdates = (
+    run: RunContext,
+    initial: RunState.RunState,
+    updates: ReadonlyArray<Update>
+  ): Effect.Effect<RunState.RunState> =>
+    Effect.suspend(() => {
+      let state = initial
+      const reports: Array<Effect.Effect<void>> = []
+      for (const { middleware, state: update } of updates) {
+        const applied = RunState.applyHookResult(state, middleware, config.declaredKeys.get(middleware), {
+          state: update
+        })
+        state = applied.state
+        reports.push(Observer.report(run, () =>
+          AgentEvent.StateUpdated({ middleware, hook: "wrapModelCall", keys: applied.keys, messagesReplaced: false })))
+      }
+      return Effect.as(Effect.all(reports, { discard: true }), state)
+    })
 
-  /** Runs the model step of `state`: its request through the chain, journaled as the run's step. */
-  return (run: RunContext, state: RunState): Effect.Effect<RunJournal.ModelCall, unknown, any> => {
+  /** The model call of `state`: its request through the chain, journaled as the run's step. */
+  const modelCall = (run: RunContext, state: RunState.RunState): Effect.Effect<RunJournal.ModelCall, unknown, any> => {
     const request: Middleware.ModelRequest = {
       messages: state.messages,
       systemPrompt: config.systemPrompt,
@@ -303,9 +339,8 @@ export const make = (config: Compiled) => {
       threadId: run.threadId,
       step: state.step
     }
-    // one model step of a run runs at a time: the cell is this step's until it ends
-    const { chain, offered } = chainOf(run)
-    offered.names = toolNames
+    const updates: Array<Update> = []
+    const chain = modelChain(run, updates)
     // built once the step starts (after ModelCallStarted): building it calls the wrap hooks
     const call = () =>
       journaled(
@@ -319,7 +354,9 @@ export const make = (config: Compiled) => {
             message: response.message,
             usage: response.usage,
             finishReason: response.finishReason,
-            offered: offered.names
+            // a hook that answered without calling the model names no tools: all the agent's count as offered
+            offered: response.offeredTools ?? toolNames,
+            ...(updates.length === 0 ? {} : { updates })
           }))
         )
       )
@@ -329,4 +366,36 @@ export const make = (config: Compiled) => {
       call
     )
   }
+
+  /**
+   * The model phase: past `maxSteps` the run fails; else the reply is
+   * counted toward `maxToolCallRepairs` (the run fails past it) and appended
+   * to the thread, and kept for `ModelResponded` while someone watches.
+   */
+  return (run: RunContext, initial: RunState.RunState): Effect.Effect<Stepped, unknown, any> =>
+    initial.step >= config.maxSteps
+      ? Effect.fail(new MaxStepsExceeded({ threadId: run.threadId, maxSteps: config.maxSteps }))
+      : Effect.suspend(() => {
+        const started = run.emit === undefined ? 0 : run.clock.unsafeCurrentTimeMillis()
+        return Effect.flatMap(modelCall(run, initial), (reply) => {
+          const invalid = invalidCall(reply)
+          let state = RunState.countRepair(initial, invalid !== undefined)
+          if (invalid !== undefined && state.repairRounds > config.maxToolCallRepairs) {
+            return Effect.fail(repairsExhausted(run.threadId, invalid, state.repairRounds))
+          }
+          state = RunState.appendReply(state, reply)
+          if (run.emit !== undefined) {
+            const durationMillis = run.clock.unsafeCurrentTimeMillis() - started
+            state = RunState.withReplied(state, {
+              index: state.messages.length - 1,
+              step: state.step - 1,
+              reply,
+              durationMillis
+            })
+          }
+          return reply.updates === undefined
+            ? Effect.succeed({ state, outcome: Continue })
+            : Effect.map(applyUpdates(run, state, reply.updates), (updated) => ({ state: updated, outcome: Continue }))
+        })
+      })
 }

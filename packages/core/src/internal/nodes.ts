@@ -1,95 +1,155 @@
 /**
- * A hook node of a run: the node's hooks in run order, each given the state
- * and its own slice; each result checked and applied, until one jumps
- * (`canJumpTo` checked) or asks to wait.
+ * The hook-node phases of a run: the node's hooks in run order, each given
+ * the state and its own slice; each result checked and applied, until one
+ * jumps (`canJumpTo` checked) or asks to wait. The first hook run takes the
+ * answer to a wait the state carries. When `afterModel` ends, the model's
+ * reply is reported as the hooks stored it.
  */
+import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { InvalidHookResult, InvalidJump } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
 import type { Compiled } from "./config.js"
 import { hookEffect, nodeResultProblem } from "./hookResults.js"
-import { Continue, type HookNode, type NodeOutcome } from "./machine.js"
+import { Continue, type HookNode } from "./machine.js"
 import * as Observer from "./observer.js"
+import * as PersonAnswer from "./personAnswer.js"
+import type { Stepped } from "./phase.js"
+import { inputOf } from "./receive.js"
 import type { RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 
-/** How a node ended, and the state it left. */
-export interface NodeResult {
-  readonly state: RunState.RunState
-  readonly outcome: NodeOutcome
-}
-
-/** Runs the hooks of a node from the `start`-th on (the driver skips a node with none left); the first gets `resume`. */
-export const make = (config: Compiled) =>
-(
-  run: RunContext,
-  initial: RunState.RunState,
-  node: HookNode,
-  start: number,
-  resume: Option.Option<unknown>
-): Effect.Effect<NodeResult, unknown, any> => {
-  const hooks = config.nodes[node]
-  return Effect.gen(function*() {
-    let state = initial
-    for (let index = start; index < hooks.length; index++) {
-      const m = hooks[index]!
-      const result = yield* Observer.inHook(
-        run,
-        m.name,
-        node,
-        hookEffect(
+/**
+ * Runs the hooks of a node from the `start`-th on; the first gets the answer
+ * the state carries. A node with no hook left just continues.
+ */
+export const make = (config: Compiled) => {
+  const transformInput = inputOf(config)
+  const runHooks = (
+    run: RunContext,
+    initial: RunState.RunState,
+    node: HookNode,
+    start: number
+  ): Effect.Effect<Stepped, unknown, any> => {
+    const hooks = config.nodes[node]
+    return Effect.gen(function*() {
+      const resume = initial.resume
+      // a hook may hold the messages array from here on: nothing is appended to it in place
+      let state = RunState.resumeTaken(RunState.seen(initial))
+      for (let index = start; index < hooks.length; index++) {
+        const m = hooks[index]!
+        const result = yield* Observer.inHook(
+          run,
           m.name,
           node,
-          m[node]!({
-            state: state.slices[m.name] ?? {},
-            messages: state.messages,
-            threadId: run.threadId,
-            step: state.step,
-            usage: state.usage,
-            tools: config.toolList,
-            toolConcurrency: config.toolConcurrency,
-            toolTimeout: config.toolTimeout,
-            resume: index === start ? resume : Option.none()
-          })
+          hookEffect(
+            m.name,
+            node,
+            m[node]!({
+              state: state.slices[m.name] ?? {},
+              messages: state.messages,
+              threadId: run.threadId,
+              step: state.step,
+              usage: state.usage,
+              tools: config.toolList,
+              toolConcurrency: config.toolConcurrency,
+              toolTimeout: config.toolTimeout,
+              resume: index === start ? resume : Option.none()
+            })
+          )
         )
-      )
-      if (result === undefined) continue
-      const problem = nodeResultProblem(result, state.messages)
-      if (problem !== undefined) {
-        return yield* new InvalidHookResult({ middleware: m.name, hook: node, reason: problem })
-      }
-      const applied = RunState.applyHookResult(state, m.name, config.declaredKeys.get(m.name), result)
-      state = applied.state
-      if (applied.keys.length > 0 || result.messages !== undefined) {
-        yield* Observer.report(run, () =>
-          AgentEvent.StateUpdated({
-            middleware: m.name,
-            hook: node,
-            keys: applied.keys,
-            messagesReplaced: result.messages !== undefined
-          }))
-      }
-      if (result.interrupt !== undefined) {
-        return {
-          state,
-          outcome: { _tag: "Interrupt", middleware: m.name, index, value: result.interrupt, key: result.interruptKey }
+        if (result === undefined) continue
+        const problem = nodeResultProblem(result, state.messages)
+        if (problem !== undefined) {
+          return yield* new InvalidHookResult({ middleware: m.name, hook: node, reason: problem })
+        }
+        const applied = RunState.applyHookResult(state, m.name, config.declaredKeys.get(m.name), result)
+        state = applied.state
+        if (result.messages !== undefined && config.inputHooks.length > 0) {
+          // what a person typed passes the input's hooks before any other hook sees it
+          state = RunState.withMessages(
+            state,
+            yield* PersonAnswer.check(state.messages, m.name, node, (messages) => transformInput(run, messages))
+          )
+        }
+        if (applied.keys.length > 0 || result.messages !== undefined) {
+          yield* Observer.report(run, () =>
+            AgentEvent.StateUpdated({
+              middleware: m.name,
+              hook: node,
+              keys: applied.keys,
+              messagesReplaced: result.messages !== undefined
+            }))
+        }
+        if (result.interrupt !== undefined) {
+          return {
+            state,
+            outcome: {
+              _tag: "Interrupt",
+              wait: { node, index, middleware: m.name, value: result.interrupt, key: result.interruptKey }
+            }
+          }
+        }
+        if (result.jumpTo !== undefined) {
+          if (!m.canJumpTo.includes(result.jumpTo)) {
+            return yield* new InvalidJump({
+              middleware: m.name,
+              hook: node,
+              jumpTo: result.jumpTo,
+              allowed: m.canJumpTo
+            })
+          }
+          yield* Observer.report(run, () =>
+            AgentEvent.MiddlewareDecision({
+              middleware: m.name,
+              hook: node,
+              decision: `jump to ${result.jumpTo}`,
+              data: undefined
+            }))
+          // never leave a tool call without its result: providers reject such a thread
+          if (result.jumpTo === "end") {
+            state = RunState.answerPending(state, "the agent ended the run before this call ran")
+          }
+          return { state, outcome: { _tag: "Jump", to: result.jumpTo } }
         }
       }
-      if (result.jumpTo !== undefined) {
-        if (!m.canJumpTo.includes(result.jumpTo)) {
-          return yield* new InvalidJump({ middleware: m.name, hook: node, jumpTo: result.jumpTo, allowed: m.canJumpTo })
-        }
-        yield* Observer.report(run, () =>
-          AgentEvent.MiddlewareDecision({
-            middleware: m.name,
-            hook: node,
-            decision: `jump to ${result.jumpTo}`,
-            data: undefined
-          }))
-        return { state, outcome: { _tag: "Jump", to: result.jumpTo } }
-      }
-    }
-    return { state, outcome: Continue }
-  })
+      return { state, outcome: Continue }
+    })
+  }
+
+  /**
+   * The model's reply as the `afterModel` hooks stored it (a hook may have
+   * redacted or rewritten it), never the raw one, reported once they ended.
+   */
+  const reportReplied = (run: RunContext, state: RunState.RunState): RunState.RunState => {
+    const replied = state.replied
+    if (replied === undefined) return state
+    const stored = state.messages[replied.index]
+    run.emit!(AgentEvent.ModelResponded({
+      step: replied.step,
+      message: stored !== undefined && stored.role === "assistant"
+        ? stored
+        : Prompt.makeMessage("assistant", { content: [] }),
+      usage: replied.reply.usage,
+      finishReason: replied.reply.finishReason,
+      durationMillis: replied.durationMillis
+    }))
+    return RunState.withReplied(state, undefined)
+  }
+
+  /** The phase of hook node `node` from its `index`-th hook on. */
+  return (
+    run: RunContext,
+    state: RunState.RunState,
+    phase: { readonly node: HookNode; readonly index: number }
+  ): Effect.Effect<Stepped, unknown, any> => {
+    const ran = phase.index < config.nodes[phase.node].length
+      ? runHooks(run, state, phase.node, phase.index)
+      : Effect.succeed<Stepped>({ state, outcome: Continue })
+    // (a reply to report is kept only while someone watches)
+    return phase.node === "afterModel" && run.emit !== undefined
+      ? Effect.map(ran, (stepped) => ({ ...stepped, state: reportReplied(run, stepped.state) }))
+      : ran
+  }
 }

@@ -1,8 +1,10 @@
 /**
- * A run's progress as data: the thread's messages, the middleware slices, the
- * step count, the token usage, the structured output and the tools the last
- * model call offered. Every change is a pure transition returning the next
- * state; the driver in `loop.ts` holds the one current value.
+ * A run as data: the thread's messages, the middleware slices, the step
+ * count, the token usage, the structured output, the tools the last model
+ * call offered, the answer to a wait the next hook takes, the reply waiting to
+ * be reported, and the counters that bound a run. Every change is a pure
+ * transition returning the next state; the driver (`driver.ts`) holds the one
+ * current value.
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as Option from "effect/Option"
@@ -28,6 +30,27 @@ export interface RunState {
   readonly offered: ReadonlyArray<string> | undefined
   /** Model replies in a row with a call the agent answers as invalid (bounded by `maxToolCallRepairs`). */
   readonly repairRounds: number
+  /** Jumps to the tools with no call to run (each counts toward `maxSteps` like a model call). */
+  readonly idleToolRounds: number
+  /** The answer to a wait, for the first hook the next hook node runs (the hook that waited). */
+  readonly resume: Option.Option<unknown>
+  /** The last model reply, reported (`ModelResponded`) once the `afterModel` hooks stored it; only while watched. */
+  readonly replied: Replied | undefined
+  /**
+   * The messages array the last model step appended its reply to, while no
+   * hook has seen it: the tool step may append to it in place (see
+   * {@link appendToolResults}); `undefined` once anything else may hold it.
+   */
+  readonly unseen: ReadonlyArray<Prompt.Message> | undefined
+}
+
+/** A model reply as `ModelResponded` reports it: where it is stored, and the call's facts. */
+export interface Replied {
+  /** The index of the reply in the thread. */
+  readonly index: number
+  readonly step: number
+  readonly reply: RunJournal.ModelCall
+  readonly durationMillis: number
 }
 
 /** The state a run starts from: a loaded thread, and the progress of the run it resumes. */
@@ -46,7 +69,31 @@ export const make = (
   },
   output: Option.none(),
   offered: undefined,
-  repairRounds: 0
+  repairRounds: 0,
+  idleToolRounds: 0,
+  resume: Option.none(),
+  replied: undefined,
+  unseen: undefined
+})
+
+/** The state with the answer to a wait, for the hook that waited. */
+export const withResume = (state: RunState, value: Option.Option<unknown>): RunState => ({ ...state, resume: value })
+
+/** The state with the answer taken by the hook it was for. */
+export const resumeTaken = (state: RunState): RunState =>
+  Option.isNone(state.resume) ? state : { ...state, resume: Option.none() }
+
+/** The state once a hook may hold its messages array: nothing is appended to it in place any more. */
+export const seen = (state: RunState): RunState => state.unseen === undefined ? state : { ...state, unseen: undefined }
+
+/** The state with the reply to report (`undefined`: reported). */
+export const withReplied = (state: RunState, replied: Replied | undefined): RunState =>
+  replied === state.replied ? state : { ...state, replied }
+
+/** The state with one more jump to the tools that had nothing to run. */
+export const countIdleToolRound = (state: RunState): RunState => ({
+  ...state,
+  idleToolRounds: state.idleToolRounds + 1
 })
 
 /** The state with the thread's messages replaced. */
@@ -88,11 +135,6 @@ export const applyHookResult = (
   }
 }
 
-/**
- * The model's reply stored: appended to the thread (with room for the tool
- * results, see {@link appendToolResultsToUnseen}), its usage added, the step
- * counted.
- */
 /** The state with a reply counted toward `maxToolCallRepairs`: one holding an invalid call adds one, any other resets. */
 export const countRepair = (state: RunState, invalid: boolean): RunState =>
   invalid
@@ -101,44 +143,45 @@ export const countRepair = (state: RunState, invalid: boolean): RunState =>
     ? state
     : { ...state, repairRounds: 0 }
 
-export const appendReply = (state: RunState, reply: RunJournal.ModelCall): RunState => ({
-  ...state,
-  messages: Lineage.appendWithRoom(state.messages, [reply.message]),
-  usage: Tokens.add(state.usage, reply.usage),
-  step: state.step + 1,
-  offered: reply.offered
-})
-
-/** The tool results stored after their calls, and the structured output if a call gave it. */
-export const appendToolResults = (
-  state: RunState,
-  results: ReadonlyArray<Prompt.ToolResultPart>,
-  output: Option.Option<unknown>
-): RunState => ({
-  ...state,
-  messages: AgentState.appendToolResults(state.messages, results),
-  output: Option.isSome(output) ? output : state.output
-})
+/**
+ * The model's reply stored: appended to the thread (with room for the tool
+ * results, see {@link appendToolResults}), its usage added, the step
+ * counted; the new array is `unseen` until a hook may hold it.
+ */
+export const appendReply = (state: RunState, reply: RunJournal.ModelCall): RunState => {
+  const messages = Lineage.appendWithRoom(state.messages, [reply.message])
+  return {
+    ...state,
+    messages,
+    usage: Tokens.add(state.usage, reply.usage),
+    step: state.step + 1,
+    offered: reply.offered,
+    unseen: messages
+  }
+}
 
 /**
- * {@link appendToolResults} on a thread whose array only the loop has seen
- * since the model's reply was appended to it (no hook ran, no `wrapToolCall`
- * hook will see the tool step's state): the results extend that array in
- * place instead of copying the thread once more.
+ * The tool results stored after their calls, and the structured output if a
+ * call gave it. On a thread still `unseen` (no hook ran since the reply was
+ * appended, no `wrapToolCall` hook saw the tool step's state), the results
+ * extend that array in place instead of copying the thread once more.
  */
-export const appendToolResultsToUnseen = (
+export const appendToolResults = (
   state: RunState,
   results: ReadonlyArray<Prompt.ToolResultPart>,
   output: Option.Option<unknown>
 ): RunState => {
   const last = state.messages[state.messages.length - 1]
-  return results.length === 0 || last === undefined || last.role === "tool"
-    ? appendToolResults(state, results, output)
-    : {
-      ...state,
-      messages: Lineage.extendUnseen(state.messages, [Prompt.makeMessage("tool", { content: results })]),
-      output: Option.isSome(output) ? output : state.output
-    }
+  const inPlace = state.unseen === state.messages && results.length > 0 && last !== undefined &&
+    last.role !== "tool"
+  return {
+    ...state,
+    messages: inPlace
+      ? Lineage.extendUnseen(state.messages, [Prompt.makeMessage("tool", { content: results })])
+      : AgentState.appendToolResults(state.messages, results),
+    output: Option.isSome(output) ? output : state.output,
+    unseen: undefined
+  }
 }
 
 /** Every call still without a result answered as not run, for `reason`. */

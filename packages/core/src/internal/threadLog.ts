@@ -26,7 +26,6 @@ import * as Schema from "effect/Schema"
 import { CheckpointError } from "../AgentError.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import * as DeferredSave from "./deferredSave.js"
-import * as Lineage from "./lineage.js"
 
 /** Where a head's log is and how much of it is committed. */
 export const LogRef = Schema.Struct({
@@ -77,11 +76,6 @@ export interface Messages {
   readonly length: number
   from(index: number): ReadonlyArray<unknown>
 }
-
-const messagesOf = (saved: DeferredSave.Saved): Messages =>
-  DeferredSave.isDeferred(saved)
-    ? saved
-    : { length: saved.length, from: (index) => index === 0 ? saved : saved.slice(index) }
 
 /** The storage a thread log is kept in. Every operation may fail with the store's own error. */
 export interface Backend {
@@ -144,29 +138,20 @@ export const ioFailure = (threadId: string, operation: "load" | "save") => (caus
     ? new CheckpointError({ threadId, operation, description: cause.description })
     : new CheckpointError({ threadId, operation, description: String(cause), cause })
 
-/**
- * `next` keeps every message of `previous`, by reference, and may add more:
- * told by a deferred save without building a whole array when it can.
- */
-const extendsThread = (previous: DeferredSave.Saved, next: DeferredSave.Saved): boolean => {
-  const told = DeferredSave.isDeferred(next) ? next.extends(previous) : undefined
-  if (told !== undefined) return told
-  const before = DeferredSave.messagesOf(previous)
-  const after = DeferredSave.messagesOf(next)
-  return after.length >= before.length && Lineage.sharedPrefix(before, after) === before.length
-}
-
 const sameLog = (a: LogRef, b: LogRef) =>
   a.generation === b.generation && a.writer === b.writer && a.messages === b.messages && a.end === b.end
 
 /** The last thread this checkpointer saved or loaded, per thread, for the `capacity` threads used last. */
 class LastSeen {
-  private readonly entries = new Map<string, { readonly log: LogRef; readonly saved: DeferredSave.Saved }>()
+  private readonly entries = new Map<
+    string,
+    { readonly log: LogRef; readonly saved: Checkpointer.DeferredCheckpoint }
+  >()
   constructor(private readonly capacity: number) {}
   get(threadId: string) {
     return this.entries.get(threadId)
   }
-  set(threadId: string, log: LogRef, saved: DeferredSave.Saved) {
+  set(threadId: string, log: LogRef, saved: Checkpointer.DeferredCheckpoint) {
     this.entries.delete(threadId)
     this.entries.set(threadId, { log, saved })
     if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!)
@@ -213,8 +198,8 @@ export interface Options {
   readonly cachedThreads: number
 }
 
-/** A checkpointer on a thread-log backend. */
-export const make = (options: Options): Checkpointer.Checkpointer.Service => {
+/** A checkpointer on a thread-log backend, for `Checkpointer.make`. */
+export const make = (options: Options): Checkpointer.MakeOptions => {
   const { backend } = options
   const writer = crypto.randomUUID()
   const lastSeen = new LastSeen(options.cachedThreads)
@@ -241,7 +226,7 @@ export const make = (options: Options): Checkpointer.Checkpointer.Service => {
   const readMessages = (threadId: string, log: LogRef) => {
     const known = lastSeen.get(threadId)
     if (known !== undefined && known.log.generation === log.generation && known.log.messages <= log.messages) {
-      const messages = DeferredSave.messagesOf(known.saved)
+      const messages = known.saved.messages()
       if (known.log.messages === log.messages) return Effect.succeedSome(messages)
       return Effect.map(backend.read(threadId, log, known.log), Option.map((more) => messages.concat(more)))
     }
@@ -271,23 +256,25 @@ export const make = (options: Options): Checkpointer.Checkpointer.Service => {
                 })
               ),
           onSome: (messages) => {
-            lastSeen.set(threadId, head.log, messages)
-            return Effect.succeedSome(toCheckpoint(head, messages))
+            const checkpoint = toCheckpoint(head, messages)
+            lastSeen.set(threadId, head.log, DeferredSave.whole(checkpoint))
+            return Effect.succeedSome(checkpoint)
           }
         }))
       )
     })
 
-  /** Saves `checkpoint` with the thread `saved` (whole, or deferred). */
-  const save = (threadId: string, checkpoint: Omit<Checkpointer.Checkpoint, "messages">, saved: DeferredSave.Saved) =>
+  /** Saves `saved`, writing only the messages past the committed log when the thread extends it. */
+  const append = (threadId: string, saved: Checkpointer.DeferredCheckpoint) =>
     Effect.gen(function*() {
       const stored = yield* readStored(threadId, "save")
       const previous = Option.isSome(stored) && stored.value._tag === "Head" ? stored.value.head : undefined
       const known = lastSeen.get(threadId)
       const now = yield* Clock.currentTimeMillis
-      const messages = messagesOf(saved)
+      const checkpoint = saved.checkpoint
+      const messages = saved
       const appended = previous !== undefined && known !== undefined && previous.log.writer === writer &&
-          sameLog(previous.log, known.log) && extendsThread(known.saved, saved)
+          sameLog(previous.log, known.log) && saved.extends(known.saved)
         ? messages.length === previous.log.messages
           ? Option.some(previous.log.end)
           : yield* backend.append(threadId, previous.log, messages)
@@ -344,11 +331,7 @@ export const make = (options: Options): Checkpointer.Checkpointer.Service => {
 
   return {
     load: (threadId) => locks.run(threadId, load(threadId, 0)),
-    save: DeferredSave.withDeferred(
-      (threadId: string, checkpoint: Checkpointer.Checkpoint) =>
-        locks.run(threadId, save(threadId, checkpoint, checkpoint.messages)),
-      (threadId, deferred) => locks.run(threadId, save(threadId, deferred.checkpoint, deferred))
-    ),
+    append: (threadId, checkpoint) => locks.run(threadId, append(threadId, checkpoint)),
     delete: (threadId) => locks.run(threadId, remove(threadId))
   }
 }

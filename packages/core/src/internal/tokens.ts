@@ -3,6 +3,7 @@
  * step by step, and what `Usage.add` builds its `Usage` from.
  */
 import type * as Response from "@effect/ai/Response"
+import { readUsage } from "./aiSeams.js"
 
 /** Tokens in, out and in total. */
 export interface Tokens {
@@ -12,8 +13,11 @@ export interface Tokens {
 }
 
 /** `self` plus a model call's reported usage; a provider that reports no total counts in + out. */
-export const add = (self: Tokens, usage: Response.Usage): Tokens => ({
-  inputTokens: self.inputTokens + (usage.inputTokens ?? 0),
-  outputTokens: self.outputTokens + (usage.outputTokens ?? 0),
-  totalTokens: self.totalTokens + (usage.totalTokens ?? ((usage.inputTokens ?? 0) + (usage.outputTokens ?? 0)))
-})
+export const add = (self: Tokens, usage: Response.Usage): Tokens => {
+  const { inputTokens = 0, outputTokens = 0, totalTokens = inputTokens + outputTokens } = readUsage(usage)
+  return {
+    inputTokens: self.inputTokens + inputTokens,
+    outputTokens: self.outputTokens + outputTokens,
+    totalTokens: self.totalTokens + totalTokens
+  }
+}

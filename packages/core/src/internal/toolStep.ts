@@ -1,33 +1,28 @@
 /**
- * The tool step of a run: each pending call through the `wrapToolCall`
- * chain, journaled as the run's step, with bounded concurrency. A call of a
- * tool the model call did not offer, or that the agent does not have, or
- * whose arguments are invalid, is answered with a failed result the model
- * can read; a call that timed out too. `invalidCall` finds such calls in a
- * reply, for the loop's count of repair rounds.
+ * The tools phase of a run: each pending call through the `wrapToolCall`
+ * chain, journaled as the run's step, with bounded concurrency; the results
+ * stored and saved. A call of a tool the model call did not offer, or that
+ * the agent does not have, or whose arguments are invalid, is answered with a
+ * failed result the model can read; a call that timed out too.
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
-import { InvalidToolCalls, ToolTimeout } from "../AgentError.js"
+import { MaxStepsExceeded, ToolTimeout } from "../AgentError.js"
+import * as AgentState from "../AgentState.js"
 import type * as Middleware from "../Middleware.js"
 import { CurrentToolCallGuards } from "../Middleware.js"
-import type * as RunJournal from "../RunJournal.js"
 import type { Compiled } from "./config.js"
 import { checked, hookEffect, toolResultProblem } from "./hookResults.js"
+import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
+import type { Save, Stepped } from "./phase.js"
 import { journaled, perRun, type RunContext } from "./runContext.js"
-import type { RunState } from "./runState.js"
+import * as RunState from "./runState.js"
 import { timedOutResult, unknownToolResult } from "./tools.js"
 
 const isToolTimeout = (error: unknown): error is ToolTimeout => error instanceof ToolTimeout
-
-/** A call of a model reply the agent answers with a failed result for the model to repair, and why. */
-export interface InvalidCall {
-  readonly call: Prompt.ToolCallPart
-  readonly problem: string
-}
 
 /** What the tool step gives: a result per call, in call order, and the structured output if a call gave it. */
 export interface ToolStepResult {
@@ -55,19 +50,16 @@ const runGuarded = <E, R>(
     return check(0)
   })
 
-export const make = (config: Compiled) => {
+export const make = (config: Compiled, save: Save) => {
   const { output, outputToolName, toolNames, toolsByName, wrapTool } = config
 
-  /**
-   * The tool call at the end of the `wrapToolCall` chain; `step.offered` is
-   * what the running step's model call offered.
-   */
-  const callTool = (threadId: string, step: { offered: ReadonlyArray<string> | undefined }) =>
+  /** The tool call at the end of the `wrapToolCall` chain. */
+  const callTool = (threadId: string) =>
   (
     request: Middleware.ToolCallRequest
   ): Effect.Effect<Prompt.ToolResultPart, any> => {
     const call = request.call
-    const offered = step.offered
+    const offered = request.offeredTools
     if (call.name === outputToolName) return Effect.succeed(output!.answer(call))
     const entry = toolsByName.get(call.name)
     if (entry === undefined) return Effect.succeed(unknownToolResult(call, offered ?? toolNames))
@@ -76,7 +68,7 @@ export const make = (config: Compiled) => {
     return runGuarded(request, entry.run(call, threadId))
   }
 
-  const toolChain = (run: RunContext, step: { offered: ReadonlyArray<string> | undefined }) =>
+  const toolChain = (run: RunContext) =>
     wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
       (next, m) => (request) =>
         Effect.flatMap(
@@ -88,50 +80,19 @@ export const make = (config: Compiled) => {
           ),
           checked(m.name, "wrapToolCall", (result) => toolResultProblem(result, request.call))
         ),
-      callTool(run.threadId, step)
+      callTool(run.threadId)
     )
 
-  /**
-   * The chain of a run (the wrap hooks are the same for every step), and the
-   * cell holding what the running step's model call offered.
-   */
-  const chainOf = perRun((run) => {
-    const step: { offered: ReadonlyArray<string> | undefined } = { offered: undefined }
-    return { chain: toolChain(run, step), step }
-  })
-
-  /**
-   * The first call of `reply` the agent will answer as invalid: a tool the
-   * call did not offer or the agent does not have, arguments that are not
-   * JSON or fail the tool's schema, structured output that does not decode.
-   */
-  const invalidCall = (reply: RunJournal.ModelCall): InvalidCall | undefined => {
-    for (const part of reply.message.content) {
-      if (part.type !== "tool-call" || part.providerExecuted) continue
-      if (part.name === outputToolName) {
-        const answer = output!.answer(part)
-        if (answer.isFailure) return { call: part, problem: "the structured output does not match its schema" }
-        continue
-      }
-      const entry = toolsByName.get(part.name)
-      if (entry === undefined || !reply.offered.includes(part.name)) {
-        return { call: part, problem: "the model has no tool of this name" }
-      }
-      const problem = entry.problem(part)
-      if (problem !== undefined) return { call: part, problem }
-    }
-    return undefined
-  }
+  /** The chain of a run: the wrap hooks are the same for every step. */
+  const chainOf = perRun(toolChain)
 
   /** Runs `calls`, the pending calls of `state`. */
   const runCalls = (
     run: RunContext,
-    state: RunState,
+    state: RunState.RunState,
     calls: ReadonlyArray<Prompt.ToolCallPart>
   ): Effect.Effect<ToolStepResult, unknown, any> => {
-    // one tool step of a run runs at a time: the cell is this step's until it ends
-    const { chain, step } = chainOf(run)
-    step.offered = state.offered
+    const chain = chainOf(run)
     const flat = config.layout.flatten(state)
     const one = (call: Prompt.ToolCallPart) => {
       const request: Middleware.ToolCallRequest = {
@@ -139,7 +100,8 @@ export const make = (config: Compiled) => {
         tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? output!.tool : undefined),
         state: flat as any,
         threadId: run.threadId,
-        step: state.step - 1
+        step: state.step - 1,
+        offeredTools: state.offered
       }
       return Observer.toolCall(
         run,
@@ -171,15 +133,27 @@ export const make = (config: Compiled) => {
       : Effect.map(Effect.forEach(calls, one, { concurrency: config.toolConcurrency }), ended)
   }
 
-  return { invalidCall, run: runCalls }
+  /**
+   * The tools phase: the pending calls run and their results are stored; a
+   * run that got its structured output ends, any other saves its results
+   * first. A jump to the tools with nothing to run counts toward `maxSteps`
+   * like a model call (a hook that keeps jumping there would loop without one).
+   */
+  return (run: RunContext, initial: RunState.RunState): Effect.Effect<Stepped, unknown, any> => {
+    const calls = AgentState.pendingToolCalls(initial.messages)?.calls ?? []
+    let state = initial
+    if (calls.length === 0) {
+      state = RunState.countIdleToolRound(state)
+      if (state.step + state.idleToolRounds > config.maxSteps) {
+        return Effect.fail(new MaxStepsExceeded({ threadId: run.threadId, maxSteps: config.maxSteps }))
+      }
+    }
+    // `wrapToolCall` hooks see the state, messages included: nothing is appended in place
+    if (wrapTool.length > 0) state = RunState.seen(state)
+    return Effect.flatMap(runCalls(run, state, calls), (ran) => {
+      const stored = RunState.appendToolResults(state, ran.results, ran.output)
+      const stepped: Stepped = { state: stored, outcome: Continue }
+      return Option.isNone(stored.output) ? Effect.as(save(run, stored, undefined), stepped) : Effect.succeed(stepped)
+    })
+  }
 }
-
-/** The failure of a run whose model sent an invalid call in more replies in a row than `maxToolCallRepairs`. */
-export const repairsExhausted = (threadId: string, invalid: InvalidCall, replies: number): InvalidToolCalls =>
-  new InvalidToolCalls({
-    threadId,
-    toolName: invalid.call.name,
-    callId: invalid.call.id,
-    problem: invalid.problem,
-    replies
-  })

@@ -1,4 +1,4 @@
-import * as AiError from "@effect/ai/AiError"
+import type * as AiError from "@effect/ai/AiError"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
@@ -17,6 +17,7 @@ import { ToolDefect, ToolTimeout } from "../AgentError.js"
 import { toolResult } from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
 import * as ToolContext from "../ToolContext.js"
+import * as AiSeams from "./aiSeams.js"
 
 /** A tool the agent can run: its definition and how to run it. */
 export interface ToolEntry {
@@ -218,10 +219,15 @@ const runWithToolkit = (
     ).pipe(
       Effect.map((result) => toolResult(call, result.encodedResult, { isFailure: result.isFailure })),
       Effect.catchAll((error): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
-        if (AiError.isAiError(error) && error.module === "Toolkit") {
-          return error._tag === "MalformedOutput"
-            ? Effect.succeed(invalidArguments(call, tool, shortProblem(formatCause(error.cause ?? error.description))))
-            : Effect.fail(defect(call, tool, `${error.description ?? "invalid result"}: ${formatCause(error.cause)}`))
+        const failure = AiSeams.isAiError(error) ? AiSeams.classifyAiError(error) : undefined
+        if (failure?.module === "Toolkit") {
+          return failure.kind === "malformed-output"
+            ? Effect.succeed(
+              invalidArguments(call, tool, shortProblem(formatCause(failure.cause ?? failure.description)))
+            )
+            : Effect.fail(
+              defect(call, tool, `${failure.description ?? "invalid result"}: ${formatCause(failure.cause)}`)
+            )
         }
         return Effect.mapBoth(encodeFailure(error), {
           onFailure: (parseError) =>
@@ -311,9 +317,10 @@ export const recoverUnknownToolCalls = (
   toolkit: Toolkit.WithHandler<Record<string, Tool.Any>> | undefined,
   streamed: boolean
 ): Effect.Effect<Array<Response.AnyPart>, ParseResult.ParseError> | undefined => {
-  if (error._tag !== "MalformedOutput" || !ParseResult.isParseError(error.cause)) return undefined
+  const failure = AiSeams.classifyAiError(error)
+  if (failure.kind !== "malformed-output" || !ParseResult.isParseError(failure.cause)) return undefined
   const known: Record<string, unknown> = toolkit?.tools ?? {}
-  const actual = error.cause.issue.actual
+  const actual = failure.cause.issue.actual
   const raw: ReadonlyArray<unknown> | undefined = Array.isArray(actual)
     ? actual
     : Chunk.isChunk(actual)
@@ -356,8 +363,9 @@ export const recoverUnparsedArguments = (
   error: AiError.AiError,
   received: ReadonlyArray<Response.AnyPart>
 ): Effect.Effect<Array<Response.AnyPart>> | undefined => {
-  if (error._tag !== "MalformedOutput") return undefined
-  const match = unparsedArguments.exec(error.description ?? "")
+  const failure = AiSeams.classifyAiError(error)
+  if (failure.kind !== "malformed-output") return undefined
+  const match = unparsedArguments.exec(failure.description ?? "")
   if (match === null) return undefined
   const name = match[1]!
   const raw = match[2]!

@@ -1,5 +1,6 @@
 import type * as AiError from "@effect/ai/AiError"
 import type { ModelReplyError } from "@stepwise-agent/core/AgentError"
+import * as AiFailure from "@stepwise-agent/core/AiFailure"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -162,14 +163,18 @@ export const retrying = <A, F, E, R>(options: {
  * with a reply (`truncated reply`), else the tag.
  */
 export const describeAiError = (error: AiError.AiError | ModelReplyError): string => {
-  switch (error._tag) {
-    case "ModelReplyError":
-      return error.reason === "not-a-stream" ? "reply not a stream" : `${error.reason} reply`
-    case "HttpResponseError":
-      return error.reason === "StatusCode" ? `${error.response.status}` : `${error.reason} (${error.response.status})`
-    case "HttpRequestError":
-      return error.reason
+  const failure = AiFailure.classify(error)
+  switch (failure.kind) {
+    case "reply":
+      return failure.reason === "not-a-stream" ? "reply not a stream" : `${failure.reason} reply`
+    case "status":
+      return `${failure.status}`
+    case "response":
+      return `${failure.reason} (${failure.status})`
+    case "transport":
+    case "request":
+      return failure.reason!
     default:
-      return error._tag
+      return failure.tag
   }
 }

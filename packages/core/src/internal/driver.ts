@@ -1,0 +1,60 @@
+/**
+ * The driver of a run: the phase table (one step per phase of the machine,
+ * each in its own module) and the loop that runs a run from a phase to its
+ * end, one phase after another, the state a value it passes along.
+ */
+import * as Effect from "effect/Effect"
+import type * as AgentResult from "../AgentResult.js"
+import type { Compiled } from "./config.js"
+import * as Finish from "./finish.js"
+import { next, type Phase, type PhaseName } from "./machine.js"
+import * as ModelStep from "./modelStep.js"
+import * as Nodes from "./nodes.js"
+import type { Save, Step } from "./phase.js"
+import * as Receive from "./receive.js"
+import type { RunContext } from "./runContext.js"
+import * as RunState from "./runState.js"
+import * as ToolStep from "./toolStep.js"
+import * as Wait from "./wait.js"
+
+/** One step for every phase of the machine: the type leaves none out. */
+export type Steps = { readonly [N in PhaseName]: Step<Extract<Phase, { readonly node: N }>> }
+
+/** The step of each phase of an agent's runs. */
+export const steps = (config: Compiled, save: Save): Steps => {
+  const hooks = Nodes.make(config)
+  return {
+    receive: Receive.make(config, save),
+    beforeAgent: hooks,
+    beforeModel: hooks,
+    model: ModelStep.make(config),
+    afterModel: hooks,
+    tools: ToolStep.make(config, save),
+    afterAgent: hooks,
+    wait: Wait.make(config.layout, save),
+    done: Finish.make(config, save)
+  }
+}
+
+/** Runs `run` from phase `start` until a phase ends it (its result, or a wait nobody answers at once). */
+export const make = (config: Compiled, table: Steps) =>
+(
+  run: RunContext,
+  initial: RunState.RunState,
+  start: Phase
+): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> =>
+  Effect.gen(function*() {
+    let state = initial
+    let phase = start
+    while (true) {
+      const stepped = yield* (table[phase.node] as Step<Phase>)(run, state, phase)
+      if (stepped.outcome._tag === "End") return stepped.outcome.result
+      state = stepped.state
+      phase = next(phase, stepped.outcome, RunState.factsOf(state))
+    }
+  }).pipe(
+    Effect.ensuring(Effect.sync(() => run.encoder.settle())),
+    Effect.scoped,
+    Effect.provide(config.context),
+    Effect.annotateSpans({ threadId: run.threadId })
+  )

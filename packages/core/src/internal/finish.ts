@@ -1,0 +1,43 @@
+/**
+ * The last phase of a run: the thread saved, and the result; an agent with a
+ * structured output fails the run when the model never gave it.
+ */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { StructuredOutputError } from "../AgentError.js"
+import * as AgentResult from "../AgentResult.js"
+import type { Compiled } from "./config.js"
+import type { Save, Stepped } from "./phase.js"
+import type { RunContext } from "./runContext.js"
+import * as RunState from "./runState.js"
+
+export const make = (config: Compiled, save: Save) =>
+(
+  run: RunContext,
+  state: RunState.RunState
+): Effect.Effect<Stepped, unknown, any> =>
+  Effect.zipRight(
+    save(run, state, undefined),
+    Effect.suspend(() =>
+      config.output !== undefined && Option.isNone(state.output)
+        ? Effect.fail(
+          new StructuredOutputError({
+            description: `The run ended without the model calling "${config.outputToolName}" with the structured output`
+          })
+        )
+        : Effect.succeed<Stepped>({
+          state,
+          outcome: {
+            _tag: "End",
+            result: AgentResult.Completed({
+              threadId: run.threadId,
+              state: config.layout.flatten(state),
+              text: AgentResult.lastText(state.messages),
+              output: state.output,
+              usage: RunState.usageOf(state),
+              steps: state.step
+            })
+          }
+        })
+    )
+  )

@@ -1,0 +1,422 @@
+/**
+ * An agent's threads: one run of a thread at a time (its lock), the inbox
+ * where `send` leaves messages and the background runs that take them in,
+ * the watchers of every run, and how a run of a thread begins (its journal,
+ * who watches it, what stays fixed while it runs) — for a new input or for
+ * the answer to a wait.
+ */
+import * as IdGenerator from "@effect/ai/IdGenerator"
+import type * as Prompt from "@effect/ai/Prompt"
+import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import type * as Agent from "../Agent.js"
+import { DurableThreadError, InvalidOptions, ThreadStateError } from "../AgentError.js"
+import * as AgentEvent from "../AgentEvent.js"
+import type * as AgentResult from "../AgentResult.js"
+import type * as Checkpointer from "../Checkpointer.js"
+import type * as Middleware from "../Middleware.js"
+import * as RunJournal from "../RunJournal.js"
+import * as Secrets from "../Secrets.js"
+import * as Checkpoint from "./checkpoint.js"
+import type { Compiled } from "./config.js"
+import * as Inbox from "./inbox.js"
+import { checkInput, checkThreadId } from "./input.js"
+import { closeOnRelease, ensureOpen } from "./lifetime.js"
+import * as Lineage from "./lineage.js"
+import type { Phase } from "./machine.js"
+import * as Observer from "./observer.js"
+import type { Emit } from "./observer.js"
+import * as Receive from "./receive.js"
+import type { RunContext } from "./runContext.js"
+import * as RunState from "./runState.js"
+import { StepKeys } from "./stepKeys.js"
+import * as ThreadLocks from "./threadLocks.js"
+import * as Watchers from "./watchers.js"
+
+/** Runs a run from a phase to its end (the driver). */
+export type Execute = (
+  run: RunContext,
+  state: RunState.RunState,
+  start: Phase
+) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
+
+/** Where a run's steps go: the journal of the context, and the names it gives them. */
+interface Journaled {
+  readonly journal: RunJournal.RunJournal.Service
+  readonly keys: StepKeys
+}
+
+/**
+ * The id of a watched run: from the context's `IdGenerator` when there is one
+ * (a test can make ids predictable), else a random UUID.
+ */
+const newRunId: Effect.Effect<string> = Effect.flatMap(
+  Effect.serviceOption(IdGenerator.IdGenerator),
+  Option.match({ onNone: () => Effect.sync(() => crypto.randomUUID()), onSome: (ids) => ids.generateId() })
+)
+
+/**
+ * Effect's built-in tracer, which keeps spans in memory and exports nothing: what `Effect.tracer` gives
+ * in a fiber with the default services (Effect exports no other handle on it).
+ */
+const builtInTracer = Effect.runSync(Effect.tracer)
+
+/** The thread a wait is answered in: the wait, its middleware and the index of its hook. */
+export interface Pending {
+  readonly pending: Checkpointer.PendingInterrupt
+  readonly middleware: Middleware.Any
+  readonly index: number
+}
+
+/** A wait a durable journal made is answered only by a durable run, and given up only by its owner. */
+export const checkOwner = (
+  threadId: string,
+  pending: Checkpointer.PendingInterrupt,
+  durable: boolean,
+  operation: DurableThreadError["operation"]
+) =>
+  pending.durable === true && !durable
+    ? Effect.fail(new DurableThreadError({ threadId, operation }))
+    : Effect.void
+
+/** `send`'s check of its mode. */
+const modeOf = (options: Agent.SendOptions | undefined): Effect.Effect<Inbox.Mode, InvalidOptions> => {
+  const mode: unknown = options?.mode ?? "steer"
+  return mode === "steer" || mode === "queue" ? Effect.succeed(mode) : Effect.fail(
+    new InvalidOptions({
+      module: "Agent",
+      option: "send.mode",
+      reason: `must be "steer" or "queue", got ${typeof mode === "string" ? JSON.stringify(mode) : typeof mode}`
+    })
+  )
+}
+
+export const make = (
+  config: Compiled,
+  checkpoints: ReturnType<typeof Checkpoint.make>,
+  execute: Execute
+) => {
+  const { lifetime, nodes } = config
+  const { load, save } = checkpoints
+  const transformInput = Receive.inputOf(config)
+  const isTraced: Effect.Effect<boolean> = config.spans === undefined
+    ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
+    : Effect.succeed(config.spans)
+  const withThreadLock = ThreadLocks.make()
+  const inboxes = Inbox.make()
+  // Every run's events go to the watchers of `watch` while there are any.
+  const watchers = Watchers.make<Agent.RunEvent<any>>()
+
+  /**
+   * Fails with `AgentClosed` once the agent is closed. Every operation that runs the agent (`run`, `stream`,
+   * `resume`, `resumeStream`, `validateResume`, `send`) starts with it; reading and deleting threads do not.
+   */
+  const open = ensureOpen(lifetime)
+
+  /**
+   * Runs `body` as one run of `threadId`: picks the journal of the context,
+   * reports the run to its own stream (`own`) and to the watchers.
+   */
+  const begin = (
+    threadId: string,
+    resumed: boolean,
+    own: Emit | undefined,
+    body: (
+      emit: Emit | undefined,
+      journaled: Journaled
+    ) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
+  ) =>
+    Effect.gen(function*() {
+      const journal = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
+      const journaled = { journal, keys: new StepKeys() }
+      const runId = watchers.size() === 0 ? undefined : yield* newRunId
+      const publish: Emit | undefined = runId === undefined
+        ? undefined
+        : (event) => watchers.publish({ runId, threadId, event })
+      let ended = false
+      const both: Emit | undefined = publish === undefined
+        ? own
+        : own === undefined
+        ? publish
+        : (event) => {
+          own(event)
+          publish(event)
+        }
+      // every failure of a run, whoever raised it, leaves with its credentials scrubbed; one caused by a
+      // released service closes the agent
+      const run = (emit: Emit | undefined) =>
+        Effect.mapErrorCause(body(emit, journaled), (cause) => closeOnRelease(lifetime, Secrets.scrubCause(cause)))
+      if (both === undefined) return yield* run(undefined)
+      const emit: Emit = (event) => {
+        if (event._tag === "RunEnded") ended = true
+        both(event)
+      }
+      emit(AgentEvent.RunStarted({ threadId, resumed }))
+      const result = yield* run(emit).pipe(
+        Effect.tapErrorCause((cause) => {
+          if (publish === undefined || ended) return Effect.void
+          const error = Cause.squash(cause)
+          publish(AgentEvent.RunFailed({
+            error: Cause.isInterruptedOnly(cause)
+              ? "Interrupted"
+              : typeof error === "object" && error !== null && "_tag" in error
+              ? String(error._tag)
+              : "Defect",
+            message: error instanceof Error ? error.message : String(error)
+          }))
+          return Effect.void
+        })
+      )
+      if (!ended) emit(AgentEvent.RunEnded({ result }))
+      return result
+    })
+
+  /** What stays fixed during a run of `threadId`, loaded as `loaded`. */
+  const contextOf = (
+    threadId: string,
+    emit: Emit | undefined,
+    journaled: Journaled,
+    loaded: Checkpoint.Loaded,
+    inbox: Inbox.Lease
+  ): Effect.Effect<RunContext> =>
+    Effect.gen(function*() {
+      return {
+        threadId,
+        traced: yield* isTraced,
+        emit,
+        clock: yield* Effect.clock,
+        journal: journaled.journal,
+        keys: journaled.keys,
+        interruptKeys: new Set(),
+        encoder: new Checkpoint.ThreadEncoder(loaded),
+        inbox
+      }
+    })
+
+  /**
+   * `startNext(threadId)` in the background of the agent's scope (daemon without one), logging a failure.
+   * Interrupted (the scope closed, even before it began), it fails what waits for a run of the thread:
+   * no run would take it in, so its senders learn it instead of waiting for good. The fiber's observer
+   * sees that exit even when the fiber never ran.
+   */
+  const background = (threadId: string) =>
+    startNext(threadId).pipe(
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause)
+          ? Effect.void
+          : Effect.logError("Agent: a run started by send failed", Secrets.scrubCause(cause))
+      ),
+      Effect.provideService(RunJournal.RunJournal, RunJournal.inProcess),
+      Effect.withSpan("Agent.sendRun", { root: true, captureStackTrace: false }),
+      (run) => Option.isSome(config.scope) ? Effect.forkIn(run, config.scope.value) : Effect.forkDaemon(run),
+      Effect.map((fiber) =>
+        fiber.addObserver((exit) => {
+          if (Exit.isInterrupted(exit)) {
+            inboxes.failWaiting(
+              threadId,
+              new ThreadStateError({
+                threadId,
+                reason: "the run that was to take this message in was interrupted before it took it in " +
+                  "(the scope the agent was built in is closed?)"
+              })
+            )
+          }
+        })
+      )
+    )
+
+  /**
+   * The next run of what waits in the thread's inbox, once the thread is free: every steer message left
+   * over, else the first queued one. A thread waiting for a decision keeps them for its resumed run. When
+   * its checkpoint cannot be loaded no run can start: what waits fails with that error.
+   */
+  const startNext = (threadId: string): Effect.Effect<void, unknown, any> =>
+    withThreadLock(
+      threadId,
+      Effect.gen(function*() {
+        if (!inboxes.hasWaiting(threadId)) return
+        const loaded = yield* Effect.tapError(load(threadId), (error) =>
+          Effect.sync(() => inboxes.failWaiting(threadId, error)))
+        if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
+          return
+        }
+        yield* inboxes.leased(threadId, (lease) => {
+          const next = inboxes.takeNext(lease)
+          return next === undefined
+            ? Effect.succeed(undefined)
+            : runThread(threadId, next.messages, undefined, lease, next.mode)
+        }, afterRun)
+      })
+    )
+
+  /** After a run of a thread: what waits in its inbox starts the next run, unless the thread now waits. */
+  const afterRun = (lease: Inbox.Lease, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void, never, any> =>
+    Inbox.letsNextStart(exit) && inboxes.hasWaiting(lease.threadId)
+      ? background(lease.threadId)
+      : Effect.void
+
+  /** A new run of `threadId` with `input`, holding `lease`; `received` when `send` gave the input. */
+  const runThread = (
+    threadId: string,
+    input: ReadonlyArray<Prompt.Message>,
+    own: Emit | undefined,
+    lease: Inbox.Lease,
+    received: Inbox.Mode | undefined
+  ) =>
+    begin(threadId, false, own, (emit, journaled) =>
+      Effect.gen(function*() {
+        const loaded = yield* load(threadId, journaled)
+        if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
+          return yield* new ThreadStateError({
+            threadId,
+            reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
+              `call resume(threadId, value) instead of run`
+          })
+        }
+        const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
+        return yield* Observer.observed(
+          run,
+          Effect.flatMap(transformInput(run, input), (transformed) =>
+            Effect.zipRight(
+              received === undefined ?
+                Effect.void :
+                Observer.report(run, () =>
+                  AgentEvent.MessageReceived({ mode: received, step: 0, messages: transformed })),
+              execute(
+                run,
+                RunState.make(Lineage.append(loaded.messages, transformed), loaded.slices, undefined),
+                { node: "beforeAgent", index: 0 }
+              )
+            ))
+        )
+      }))
+
+  /** A run of `input` (`run` and `stream`), once its thread is free. */
+  const start = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) =>
+    Effect.flatMap(
+      Effect.zipRight(
+        open,
+        Effect.zip(checkThreadId(options?.threadId), checkInput(input, "conversation", config.maxInputChars))
+      ),
+      ([threadId, messages]) =>
+        withThreadLock(
+          threadId,
+          inboxes.leased(threadId, (lease) => runThread(threadId, messages, own, lease, undefined), afterRun)
+        )
+    )
+
+  /** The interrupt a thread waits on, and the index of its hook. */
+  const pendingOf = (threadId: string, loaded: Checkpoint.Loaded): Effect.Effect<Pending, ThreadStateError> =>
+    Effect.gen(function*() {
+      const pending = Option.isSome(loaded.checkpoint) ? loaded.checkpoint.value.pending : undefined
+      if (pending === undefined) {
+        return yield* new ThreadStateError({
+          threadId,
+          reason: "is not waiting for a decision; there is nothing to resume"
+        })
+      }
+      const index = nodes[pending.node].findIndex((m) => m.name === pending.middleware)
+      if (index < 0) {
+        return yield* new ThreadStateError({
+          threadId,
+          reason: `waits for middleware "${pending.middleware}", which this agent does not have`
+        })
+      }
+      return { pending, middleware: nodes[pending.node][index]!, index }
+    })
+
+  /** A value checked by the `validateResume` hook of the middleware that waits. */
+  const validateValue = (threadId: string, { middleware, pending }: Pending, value: unknown) =>
+    middleware.validateResume === undefined
+      ? Effect.void
+      : Effect.provide(middleware.validateResume({ threadId, interrupt: pending.value, value }), config.context)
+
+  /** The run of a waiting thread that goes on with `value`, at the hook that waits (`resume`, `resumeStream`). */
+  const resume = (id: string, value: unknown, own: Emit | undefined) =>
+    Effect.flatMap(Effect.zipRight(open, checkThreadId(id)), (threadId) =>
+      withThreadLock(
+        threadId,
+        inboxes.leased(threadId, (lease) =>
+          begin(threadId, true, own, (emit, journaled) =>
+            Effect.gen(function*() {
+              const loaded = yield* load(threadId, journaled)
+              const waiting = yield* pendingOf(threadId, loaded)
+              const { index, pending } = waiting
+              yield* checkOwner(threadId, pending, journaled.journal.durable, "resume")
+              yield* validateValue(threadId, waiting, value)
+              const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
+              const state = RunState.withResume(
+                RunState.make(loaded.messages, loaded.slices, Option.getOrThrow(loaded.checkpoint).run),
+                Option.some(value)
+              )
+              // a run that waits at the first hook of beforeModel takes in steer messages before it, as it did
+              const phase: Phase = pending.node === "beforeModel" && index === 0
+                ? { node: "receive" }
+                : { node: pending.node, index }
+              return yield* Observer.observed(run, execute(run, state, phase))
+            })), afterRun)
+      ))
+
+  /** `validateResume`: the wait of the thread, once the value is checked against it. */
+  const validateResume = (id: string, value: unknown) =>
+    Effect.gen(function*() {
+      yield* open
+      const threadId = yield* checkThreadId(id)
+      const waiting = yield* pendingOf(threadId, yield* load(threadId))
+      yield* validateValue(threadId, waiting, value)
+      return waiting.pending
+    })
+
+  const send = (threadId: string, message: Prompt.RawInput, options?: Agent.SendOptions) =>
+    Effect.gen(function*() {
+      // a closed agent would start no run: its senders learn it here, not from `result`
+      yield* open
+      const id = yield* checkThreadId(threadId)
+      const mode = yield* modeOf(options)
+      const messages = yield* checkInput(message, "user", config.maxInputChars)
+      const taken = yield* Deferred.make<AgentResult.AgentResult<any>, unknown>()
+      const entry: Inbox.Entry = { mode, messages, taken }
+      let delivery: Agent.Sent["delivery"] = mode === "steer" ? "steered" : "queued"
+      if (!inboxes.post(id, entry)) {
+        // a send that fails (or is interrupted) takes its message back, unless a run took it in meanwhile:
+        // a failed send delivered nothing, so a retry does not deliver it twice
+        const loaded = yield* load(id).pipe(
+          Effect.onInterrupt(() => Effect.sync(() => inboxes.withdraw(id, entry))),
+          Effect.map(Option.some),
+          Effect.catchAll((error) =>
+            Effect.suspend(() => inboxes.withdraw(id, entry) ? Effect.fail(error) : Effect.succeedNone)
+          )
+        )
+        // (None: a run took it in while the load failed; it was delivered as its mode says)
+        if (Option.isSome(loaded)) {
+          const checkpoint = loaded.value.checkpoint
+          if (Option.isSome(checkpoint) && checkpoint.value.pending !== undefined) delivery = "held"
+          else {
+            delivery = "started"
+            yield* background(id)
+          }
+        }
+      }
+      const result = Deferred.await(taken) as Agent.Sent["result"]
+      return { threadId: id, mode, delivery, result } satisfies Agent.Sent
+    })
+
+  /** After a thread stopped waiting outside a run (its wait discarded): messages held for it start a run. */
+  const released = (threadId: string) => inboxes.hasWaiting(threadId) ? background(threadId) : Effect.void
+
+  return {
+    start,
+    resume,
+    validateResume,
+    send,
+    watch: watchers.watch,
+    withThreadLock,
+    released,
+    /** Drops what waits in a deleted thread's inbox: each sender learns it with `error`. */
+    drop: inboxes.drop,
+    save
+  } as const
+}

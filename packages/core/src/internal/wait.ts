@@ -1,0 +1,54 @@
+/**
+ * The wait phase: a hook asked to wait. The thread is saved waiting (the
+ * wait, its key and the run's progress), then the run's journal is asked
+ * for an answer: the in-process journal has none, so the run ends
+ * `Interrupted`; a durable one suspends the run until a decision comes (an
+ * interrupted wait is, to watchers, the end of the run), and with one the run
+ * goes on at the hook that waits, which takes the answer.
+ */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as AgentEvent from "../AgentEvent.js"
+import * as AgentResult from "../AgentResult.js"
+import type * as AgentState from "../AgentState.js"
+import { interruptKey, Resume, type Wait } from "./machine.js"
+import * as Observer from "./observer.js"
+import type { Save, Stepped } from "./phase.js"
+import { type RunContext, uniqueInterruptKey } from "./runContext.js"
+import * as RunState from "./runState.js"
+
+/** The result of a run that ends waiting at `interrupt`. */
+export const interrupted = (
+  layout: AgentState.Layout,
+  run: RunContext,
+  state: RunState.RunState,
+  interrupt: { readonly middleware: string; readonly value: unknown; readonly key: string }
+): AgentResult.AgentResult<any> =>
+  AgentResult.Interrupted({
+    threadId: run.threadId,
+    state: layout.flatten(state),
+    interrupt,
+    usage: RunState.usageOf(state),
+    steps: state.step
+  })
+
+export const make = (layout: AgentState.Layout, save: Save) =>
+(
+  run: RunContext,
+  state: RunState.RunState,
+  phase: { readonly wait: Wait }
+): Effect.Effect<Stepped, unknown, any> =>
+  Effect.gen(function*() {
+    const { middleware, node, value } = phase.wait
+    const key = uniqueInterruptKey(run, phase.wait.key ?? interruptKey(node, middleware, state.step))
+    yield* save(run, state, { node, middleware, value, key, ...(run.journal.durable ? { durable: true } : {}) })
+    const result = interrupted(layout, run, state, { middleware, value, key })
+    const wait = run.journal.await({ key, threadId: run.threadId, step: state.step, middleware, node, value })
+    const decided = yield* run.emit === undefined
+      ? wait
+      : Effect.onInterrupt(wait, () => Observer.report(run, () => AgentEvent.RunEnded({ result })))
+    if (Option.isNone(decided)) return { state, outcome: { _tag: "End", result } }
+    // the thread no longer waits: say so before the hook acts on the decision
+    yield* save(run, state, undefined)
+    return { state: RunState.withResume(state, decided), outcome: Resume }
+  })

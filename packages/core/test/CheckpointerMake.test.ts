@@ -1,0 +1,125 @@
+/**
+ * `Checkpointer.make` builds a checkpointer from a minimal implementation:
+ * `load`, `delete`, and `save`, `append` or both, deriving the one left out.
+ * A checkpointer's capability to take a checkpoint without its whole thread
+ * built is its `append` member, visible to the type and to a spread.
+ */
+import { FileSystem, KeyValueStore } from "@effect/platform"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { assert, describe, it } from "@effect/vitest"
+import { Checkpointer } from "@stepwise-agent/core"
+import { Effect, FastCheck, Option } from "effect"
+import * as os from "node:os"
+
+const checkpoint = (messages: ReadonlyArray<unknown>): Checkpointer.Checkpoint => ({
+  version: 1,
+  threadId: "t",
+  messages,
+  slices: { a: { n: messages.length } }
+})
+
+describe("Checkpointer.make", () => {
+  it.effect("derives append from save: the whole checkpoint reaches save", () =>
+    Effect.gen(function*() {
+      const saved: Array<Checkpointer.Checkpoint> = []
+      const checkpointer = Checkpointer.make({
+        load: () => Effect.succeedNone,
+        save: (_, value) => Effect.sync(() => void saved.push(value)),
+        delete: () => Effect.void
+      })
+      const messages = [{ role: "user", content: "hi" }]
+      yield* checkpointer.append("t", Checkpointer.deferred(checkpoint(messages)))
+      assert.strictEqual(saved.length, 1)
+      assert.strictEqual(saved[0].messages, messages)
+      assert.deepStrictEqual(saved[0], checkpoint(messages))
+    }))
+
+  it.effect("derives save from append: append gets the checkpoint, deferred", () =>
+    Effect.gen(function*() {
+      const appended: Array<Checkpointer.DeferredCheckpoint> = []
+      const checkpointer = Checkpointer.make({
+        load: () => Effect.succeedNone,
+        append: (_, value) => Effect.sync(() => void appended.push(value)),
+        delete: () => Effect.void
+      })
+      const messages = [{ role: "user", content: "hi" }, { role: "assistant", content: "yes" }]
+      yield* checkpointer.save("t", checkpoint(messages))
+      assert.strictEqual(appended.length, 1)
+      const got = appended[0]
+      assert.strictEqual(got.length, 2)
+      assert.strictEqual(got.messages(), messages)
+      assert.deepStrictEqual(got.from(1), [messages[1]])
+      // the checkpoint without its messages
+      assert.deepStrictEqual(got.checkpoint, { version: 1, threadId: "t", slices: { a: { n: 2 } } })
+      assert.deepStrictEqual(Checkpointer.build(got), checkpoint(messages))
+    }))
+
+  it.effect("keeps both when both are given", () =>
+    Effect.gen(function*() {
+      const save: Checkpointer.Checkpointer.Service["save"] = () => Effect.void
+      const append: NonNullable<Checkpointer.Checkpointer.Service["append"]> = () => Effect.void
+      const checkpointer = Checkpointer.make({
+        load: () => Effect.succeedNone,
+        save,
+        append,
+        delete: () => Effect.void
+      })
+      assert.strictEqual(checkpointer.save, save)
+      assert.strictEqual(checkpointer.append, append)
+    }))
+
+  it.effect("made with neither save nor append (from JavaScript), fails each save with a CheckpointError", () =>
+    Effect.gen(function*() {
+      const checkpointer = Checkpointer.make({ load: () => Effect.succeedNone, delete: () => Effect.void } as any)
+      const saved = yield* Effect.flip(checkpointer.save("t", checkpoint([])))
+      assert.strictEqual(saved._tag, "CheckpointError")
+      assert.include(saved.description, "neither save nor append")
+      const appended = yield* Effect.flip(checkpointer.append("t", Checkpointer.deferred(checkpoint([]))))
+      assert.strictEqual(appended._tag, "CheckpointError")
+    }))
+
+  it.prop(
+    "a deferred checkpoint extends another exactly when it keeps its messages, by reference",
+    [FastCheck.integer({ min: 0, max: 6 }), FastCheck.integer({ min: 0, max: 6 }), FastCheck.boolean()],
+    ([before, more, replaced]) => {
+      const messages = Array.from({ length: before + more }, (_, i) => ({ i }))
+      const previous = Checkpointer.deferred(checkpoint(messages.slice(0, before)))
+      const next = messages.slice()
+      if (replaced && before > 0) next[before - 1] = { ...next[before - 1] }
+      assert.strictEqual(Checkpointer.deferred(checkpoint(next)).extends(previous), !(replaced && before > 0))
+    }
+  )
+})
+
+describe("the checkpointers of this package", () => {
+  const stores = [
+    ["memory", Checkpointer.makeMemory],
+    ["KeyValueStore", Checkpointer.makeKeyValueStore().pipe(Effect.provide(KeyValueStore.layerMemory))],
+    [
+      "file system",
+      Effect.flatMap(
+        Effect.flatMap(
+          FileSystem.FileSystem,
+          (fs) => fs.makeTempDirectoryScoped({ directory: os.tmpdir(), prefix: "stepwise-make-" })
+        ),
+        (directory) => Checkpointer.makeFileSystem(directory)
+      )
+    ]
+  ] as const
+
+  for (const [name, open] of stores) {
+    it.scoped(`${name}: has append, and save and append store the same checkpoint`, () =>
+      Effect.gen(function*() {
+        const checkpointer: Checkpointer.Checkpointer.Service = yield* open
+        assert.isFunction(checkpointer.append)
+        const first = [{ role: "user", content: "a" }]
+        yield* checkpointer.save("t", checkpoint(first))
+        assert.deepStrictEqual(Option.getOrThrow(yield* checkpointer.load("t")), checkpoint(first))
+        const second = [...first, { role: "assistant", content: "b" }]
+        yield* checkpointer.append!("t", Checkpointer.deferred(checkpoint(second)))
+        assert.deepStrictEqual(Option.getOrThrow(yield* checkpointer.load("t")), checkpoint(second))
+        yield* checkpointer.delete("t")
+        assert.isTrue(Option.isNone(yield* checkpointer.load("t")))
+      }).pipe(Effect.provide(NodeContext.layer)))
+  }
+})

@@ -1,0 +1,153 @@
+/**
+ * Golden files: every format this package stores, as a version of the code
+ * wrote it (`test/golden/`, made by `test/golden/generate.ts` and never
+ * written again). Each later version must still decode them to the same
+ * values: a change that stops decoding one fails here, and needs a decoder
+ * for the old format, not a new golden file.
+ */
+import { Prompt } from "@effect/ai"
+import { FileSystem, KeyValueStore } from "@effect/platform"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { assert, describe, it } from "@effect/vitest"
+import { Agent, AgentState, Checkpointer, RunJournal } from "@stepwise-agent/core"
+import { Fixtures, ScriptedModel } from "@stepwise-agent/testing"
+import { Effect, Layer, Option, Schema } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import * as Golden from "./golden/golden.js"
+
+const here = path.join(path.dirname(fileURLToPath(import.meta.url)), "golden")
+const read = (name: string) => fs.readFileSync(path.join(here, name), "utf8")
+const readJson = (name: string): any => JSON.parse(read(name))
+
+/** The stored checkpoint decodes to the golden one, and its messages to the golden thread. */
+const assertGoldenCheckpoint = (checkpoint: Checkpointer.Checkpoint) =>
+  Effect.gen(function*() {
+    assert.deepStrictEqual(checkpoint, Golden.checkpoint)
+    const messages = yield* AgentState.decodeMessages(checkpoint.messages)
+    assert.strictEqual(messages.length, 70)
+    assert.deepStrictEqual(AgentState.encodeMessages(messages), AgentState.encodeMessages(Golden.messages))
+    const call = messages[2]!.content[1] as Prompt.ToolCallPart
+    assert.deepStrictEqual([call.type, call.id, call.params], [
+      "tool-call",
+      "call_0",
+      { text: "0", nested: { list: [1, 2.5, null, true] } }
+    ])
+  })
+
+describe("golden files: checkpoints", () => {
+  it.effect("checkpoint-v1.json (toJson: the SQL row, the single-value format) decodes with fromJson", () =>
+    Effect.gen(function*() {
+      const checkpoint = yield* Checkpointer.fromJson("golden/thread 1", read("checkpoint-v1.json"))
+      yield* assertGoldenCheckpoint(checkpoint)
+      assert.deepStrictEqual(checkpoint.pending, {
+        node: "afterModel",
+        middleware: "approvals",
+        value: { question: "run rm -rf?", calls: [{ id: "call_22", name: "echo" }] },
+        key: "approvals/0",
+        durable: true
+      })
+      assert.deepStrictEqual(checkpoint.run, { step: 4, inputTokens: 1200, outputTokens: 85, totalTokens: 1285 })
+    }))
+
+  it.effect("keyValueStore-v2.json (a head, a full chunk, two tail slots) loads on a KeyValueStore checkpointer", () =>
+    Effect.gen(function*() {
+      const store = yield* KeyValueStore.KeyValueStore
+      for (const [key, value] of Object.entries(readJson("keyValueStore-v2.json"))) {
+        yield* store.set(key, value as string)
+      }
+      const checkpointer = yield* Checkpointer.makeKeyValueStore()
+      yield* assertGoldenCheckpoint(Option.getOrThrow(yield* checkpointer.load("golden/thread 1")))
+    }).pipe(Effect.provide(KeyValueStore.layerMemory)))
+
+  it.scoped("keyValueStore: the same entries under the previous single-value format load too", () =>
+    Effect.gen(function*() {
+      const store = yield* KeyValueStore.KeyValueStore
+      yield* store.set("thread:golden/thread 1", read("checkpoint-v1.json"))
+      const checkpointer = yield* Checkpointer.makeKeyValueStore()
+      yield* assertGoldenCheckpoint(Option.getOrThrow(yield* checkpointer.load("golden/thread 1")))
+    }).pipe(Effect.provide(KeyValueStore.layerMemory)))
+
+  it.scoped("fileSystem-v2/ (a head file and its log) loads on a file-system checkpointer", () =>
+    Effect.gen(function*() {
+      const fsys = yield* FileSystem.FileSystem
+      const directory = yield* fsys.makeTempDirectoryScoped({ directory: os.tmpdir(), prefix: "stepwise-golden-" })
+      // a copy: loading must not need to write, but a checkpointer may tidy
+      for (const file of fs.readdirSync(path.join(here, "fileSystem-v2"))) {
+        fs.copyFileSync(path.join(here, "fileSystem-v2", file), path.join(directory, file))
+      }
+      const checkpointer = yield* Checkpointer.makeFileSystem(directory)
+      yield* assertGoldenCheckpoint(Option.getOrThrow(yield* checkpointer.load("golden/thread 1")))
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("golden files: journal entries", () => {
+  it.effect("journal-entries-v1.json: one value of each kind of step decodes with its schema", () =>
+    Effect.gen(function*() {
+      const entries = readJson("journal-entries-v1.json")
+      const load = yield* Schema.decodeUnknown(Golden.LoadStep)(entries.load)
+      assert.deepStrictEqual(
+        Option.map(load, (checkpoint) => checkpoint.messages),
+        Option.some(Golden.checkpoint.messages.slice(0, 3))
+      )
+      const inbox = yield* Schema.decodeUnknown(Golden.InboxStep)(entries.inbox)
+      assert.deepStrictEqual(inbox.map((message) => message.role), ["user"])
+      assert.deepStrictEqual((inbox[0]!.content[0] as Prompt.TextPart).text, "steer: be brief")
+      const model = yield* Schema.decodeUnknown(RunJournal.ModelCall)(entries.model)
+      assert.deepStrictEqual(
+        Schema.encodeSync(RunJournal.ModelCall)(model),
+        Schema.encodeSync(RunJournal.ModelCall)(Golden.modelCall)
+      )
+      assert.deepStrictEqual({ ...model.usage }, { ...Golden.modelCall.usage })
+      assert.deepStrictEqual(model.offered, ["echo", "final_answer"])
+      const tool = yield* Schema.decodeUnknown(Prompt.ToolResultPart)(entries.tool)
+      assert.deepStrictEqual([tool.id, tool.name, tool.result, tool.isFailure], [
+        "call_x",
+        "echo",
+        { echoed: "x", at: [1, 2] },
+        false
+      ])
+    }))
+
+  it.effect("journal-v1.json: a recorded run replays from its entries alone, to the same result", () =>
+    Effect.gen(function*() {
+      const golden = readJson("journal-v1.json")
+      const entries: Record<string, unknown> = golden.entries
+      const replayed: Array<string> = []
+      const replay = RunJournal.RunJournal.of({
+        ...RunJournal.inProcess,
+        step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>) => {
+          const name = RunJournal.stepName(key)
+          // a checkpoint's save runs again (its value is void); every other step comes from the file
+          if (RunJournal.innermost(key)._tag === "Checkpoint") return effect
+          if (!(name in entries)) return Effect.dieMessage(`the golden journal has no step ${name}`)
+          replayed.push(name)
+          return Effect.orDie(Schema.decodeUnknown(key.schema)(entries[name]))
+        }
+      })
+      // a model with nothing to say: every model call must come from the journal
+      const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [Golden.counter], maxSteps: 10 })
+        .pipe(
+          Effect.provide(Layer.mergeAll(
+            Fixtures.echoLayer,
+            Layer.succeed(Checkpointer.Checkpointer, yield* Checkpointer.makeMemory),
+            ScriptedModel.layer([])
+          ))
+        )
+      const result = yield* agent.run("second", { threadId: "golden" }).pipe(
+        Effect.provideService(RunJournal.RunJournal, replay)
+      )
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag !== "Completed") return
+      assert.deepStrictEqual(
+        { text: result.text, steps: result.steps, usage: { ...result.usage } },
+        { text: golden.result.text, steps: golden.result.steps, usage: golden.result.usage }
+      )
+      assert.deepStrictEqual(AgentState.encodeMessages(result.state.messages), golden.result.messages)
+      // every kind of step was read back
+      const kinds = new Set(replayed.map((name) => name.split("/")[0]))
+      assert.deepStrictEqual([...kinds].sort(), ["inbox", "load", "model", "tool"])
+    }))
+})

@@ -1,0 +1,112 @@
+/**
+ * Golden files: what this package stores, as a version of the code wrote it
+ * (`test/golden/`, made by `test/golden/generate.ts` and never written
+ * again): the `RunStore` tables and the SQL checkpointer's row in a SQLite
+ * file (`runStore-v1.rows.json` lists its rows), and a journaled decision.
+ * Each later version must still read them to the same values.
+ */
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Checkpointer } from "@stepwise-agent/core"
+import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as RunStore from "@stepwise-agent/workflow/RunStore"
+import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
+import { DateTime, Effect, Layer, Option, Schema } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const here = path.join(path.dirname(fileURLToPath(import.meta.url)), "golden")
+const rows = JSON.parse(fs.readFileSync(path.join(here, "runStore-v1.rows.json"), "utf8"))
+
+/** A copy of the golden database (opening it may upgrade its tables), on a SQLite client. */
+const goldenDatabase = () =>
+  Layer.unwrapScoped(
+    Effect.map(
+      Effect.acquireRelease(
+        Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-golden-"))),
+        (directory) => Effect.sync(() => fs.rmSync(directory, { recursive: true, force: true }))
+      ),
+      (directory) => {
+        const filename = path.join(directory, "runStore.sqlite")
+        fs.copyFileSync(path.join(here, "runStore-v1.sqlite"), filename)
+        return SqliteClient.layer({ filename })
+      }
+    )
+  )
+
+describe("golden files: workflow", () => {
+  it.effect("runStore-v1.sqlite: the RunStore reads its runs, decisions, cancel requests and messages", () =>
+    Effect.gen(function*() {
+      const store = yield* RunStore.make()
+      const first = yield* store.get("run-1")
+      assert.deepStrictEqual(
+        { ...first, createdAt: DateTime.toEpochMillis(first.createdAt) },
+        {
+          runId: "run-1",
+          threadId: "thread-1",
+          executionId: "exec-1",
+          workflow: "agent@1",
+          createdAt: 1_765_000_000_000
+        }
+      )
+      assert.deepStrictEqual((yield* store.list({ threadId: "thread-1" })).map((run) => run.runId).sort(), [
+        "run-1",
+        "run-2"
+      ])
+      const [delivered, undecided] = rows.stepwise_decisions
+      assert.deepStrictEqual(
+        yield* store.decisionOf("run-1", "approvals/0"),
+        Option.some({
+          key: "approvals/0",
+          decidedAt: delivered.decided_at,
+          decision: delivered.decision,
+          delivered: true
+        })
+      )
+      assert.deepStrictEqual(
+        yield* store.decisionOf("run-2", "approvals/1"),
+        Option.some({ key: "approvals/1", decidedAt: undecided.decided_at, decision: undefined, delivered: false })
+      )
+      // the decision as AgentWorkflow stored it with its claim
+      assert.deepStrictEqual(
+        yield* Schema.decode(Schema.parseJson(AgentWorkflow.Decision))(delivered.decision),
+        { value: { approved: true }, by: "ana", decidedAt: 1 }
+      )
+      assert.isTrue(yield* store.isCancelRequested("run-1"))
+      assert.isFalse(yield* store.isCancelRequested("run-2"))
+      assert.deepStrictEqual(yield* store.running("thread-1"), Option.some("run-2"))
+      // the queued message is still unclaimed: the next run takes it in
+      const next = yield* store.claimNext("thread-1", undefined)
+      assert.deepStrictEqual(
+        Option.map(next, (run) => run.messages.map(({ messages, mode, sequence }) => ({ messages, mode, sequence }))),
+        Option.some([{
+          messages: "[{\"role\":\"user\",\"content\":\"and then?\"}]",
+          mode: "queue" as const,
+          sequence: 2
+        }])
+      )
+    }).pipe(Effect.provide(goldenDatabase())))
+
+  it.effect("runStore-v1.sqlite: the SQL checkpointer loads its row as the core's golden checkpoint", () =>
+    Effect.gen(function*() {
+      const checkpointer = yield* SqlCheckpointer.make()
+      const expected = yield* Checkpointer.fromJson(
+        "golden/thread 1",
+        fs.readFileSync(path.join(here, "../../../core/test/golden/checkpoint-v1.json"), "utf8")
+      )
+      assert.deepStrictEqual(yield* checkpointer.load("golden/thread 1"), Option.some(expected))
+      assert.deepStrictEqual(Option.getOrThrow(yield* checkpointer.load("golden/thread 1")).pending?.key, "approvals/0")
+    }).pipe(Effect.provide(goldenDatabase())))
+
+  it.effect("decision-v1.json: a journaled decision decodes", () =>
+    Effect.gen(function*() {
+      const encoded = JSON.parse(fs.readFileSync(path.join(here, "decision-v1.json"), "utf8"))
+      assert.deepStrictEqual(yield* Schema.decodeUnknown(AgentWorkflow.Decision)(encoded), {
+        value: { approved: false, reason: "no" },
+        by: "timeout",
+        decidedAt: 1_765_000_001_000
+      })
+    }))
+})

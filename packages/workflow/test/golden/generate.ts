@@ -1,0 +1,71 @@
+/**
+ * Writes the golden files of this folder with the current code:
+ * `npx tsx --conditions=@stepwise-agent/source packages/workflow/test/golden/generate.ts`.
+ *
+ * A golden file is never written again: every later version must read it
+ * (`test/Golden.test.ts`). This script writes only the files that are
+ * missing; a new stored format gets a new file beside the old one.
+ */
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as Checkpointer from "@stepwise-agent/core/Checkpointer"
+import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as RunStore from "@stepwise-agent/workflow/RunStore"
+import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
+import { DateTime, Effect, Option, Schema } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const database = path.join(here, "runStore-v1.sqlite")
+const core = path.join(here, "../../../core/test/golden/checkpoint-v1.json")
+
+const program = Effect.gen(function*() {
+  const store = yield* RunStore.make()
+  const createdAt = DateTime.unsafeMake(1_765_000_000_000)
+  // a finished run that was cancelled after a decision reached it
+  yield* store.register({ runId: "run-1", threadId: "thread-1", executionId: "exec-1", workflow: "agent@1", createdAt })
+  yield* store.claimDecision(
+    "run-1",
+    "approvals/0",
+    JSON.stringify({ value: { approved: true }, by: "ana", decidedAt: 1 })
+  )
+  yield* store.markDelivered("run-1", "approvals/0")
+  yield* store.requestCancel("run-1")
+  // a run that owns its thread, a claimed decision without a value, and messages sent to the thread
+  yield* store.register({
+    runId: "run-2",
+    threadId: "thread-1",
+    executionId: "exec-2",
+    workflow: "agent@1",
+    createdAt: DateTime.add(createdAt, { seconds: 5 }),
+    ownsThread: true
+  })
+  yield* store.claimDecision("run-2", "approvals/1")
+  const steer = JSON.stringify([{ role: "user", content: [{ type: "text", text: "be brief" }] }])
+  const queued = JSON.stringify([{ role: "user", content: "and then?" }])
+  yield* store.postMessage({ threadId: "thread-1", mode: "steer", messages: steer, idempotencyKey: "send-1" })
+  yield* store.claimSteered("thread-1", "run-2", "inbox/0")
+  yield* store.postMessage({ threadId: "thread-1", mode: "queue", messages: queued })
+  // the SQL checkpointer's row: the core's golden checkpoint
+  const checkpoint = yield* Checkpointer.fromJson("golden/thread 1", fs.readFileSync(core, "utf8"))
+  const checkpointer = yield* SqlCheckpointer.make()
+  yield* checkpointer.save("golden/thread 1", checkpoint)
+  return Option.void
+})
+
+if (!fs.existsSync(database)) {
+  await Effect.runPromise(program.pipe(Effect.provide(SqliteClient.layer({ filename: database }))))
+  process.stdout.write("wrote runStore-v1.sqlite\n")
+}
+
+const decision = path.join(here, "decision-v1.json")
+if (!fs.existsSync(decision)) {
+  const encoded = Schema.encodeSync(AgentWorkflow.Decision)({
+    value: { approved: false, reason: "no" },
+    by: "timeout",
+    decidedAt: 1_765_000_001_000
+  })
+  fs.writeFileSync(decision, JSON.stringify(encoded, null, 2) + "\n")
+  process.stdout.write("wrote decision-v1.json\n")
+}
