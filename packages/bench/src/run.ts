@@ -30,7 +30,7 @@
  * Writes the results between the markers of `docs/benchmarks.md` (the text
  * outside the markers is kept). Flags: `--quick` (short sampling, for a smoke
  * run), `--no-write` (print only), `--no-profile`, `--no-ablation`, `--no-context`,
- * `--no-langchain`, `--no-durable`, `--no-pii`, `--no-scale`, `--no-steering`; `--only-durable` runs section 6 alone and prints its
+ * `--no-langchain`, `--no-durable`, `--no-pii`, `--no-scale`, `--no-steering`; `--only-ablation` runs the ablation alone and prints it; `--only-durable` runs section 6 alone and prints its
  * Markdown (nothing is written).
  *
  * @since 0.1.0
@@ -439,12 +439,32 @@ const onlyDurable = async () => {
   log(Report.durableSection(await Durable.measure({ quick, sampling, log })))
 }
 
+/** `--only-ablation`: the ablation alone (old and new loop side by side), printed, nothing written. */
+async function onlyAblation() {
+  const machine = Report.describeMachine(ROOT)
+  log(`Stepwise benchmark, ablation only — ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`)
+  log(`load average at start: ${machine.loadStart.map((l) => l.toFixed(2)).join(" ")}`)
+  const results = await Ablation.measure(ROOT, {
+    rounds: quick ? 10 : 30,
+    processes: Ablation.processSets(quick),
+    modes: ["generate", "stream", "durable"],
+    middleware: [0, 10],
+    steps: 10
+  })
+  for (const a of results) {
+    log(`  ${a.variant.name.padEnd(28)} ${a.applicable ? JSON.stringify(a.perStep) : "not applicable"}`)
+    log(`  ${"".padEnd(28)} relative ${JSON.stringify(a.relative)}`)
+  }
+}
+
 if (args.has("--profile-child")) {
   const model = (process.argv.find((a) => a.startsWith("--model="))?.slice(8) ?? "encoded") as ModelKind
   const seconds = Number(process.argv.find((a) => a.startsWith("--seconds="))?.slice(10) ?? "5")
   await profileChild(model, seconds, args.has("--other-build"))
 } else if (args.has("--only-durable")) {
   await onlyDurable()
+} else if (args.has("--only-ablation")) {
+  await onlyAblation()
 } else {
   await main()
 }

@@ -12,7 +12,7 @@ import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type * as Types from "effect/Types"
 import { AgentConfigError } from "./AgentError.js"
-import * as Lineage from "./internal/lineage.js"
+import * as Lineage from "./internal/fast/lineage.js"
 import type * as Middleware from "./Middleware.js"
 
 /**

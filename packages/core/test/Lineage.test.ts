@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck } from "effect"
-import * as Lineage from "../src/internal/lineage.js"
+import * as Lineage from "../src/internal/fast/lineage.js"
 
 interface Item {
   readonly id: number

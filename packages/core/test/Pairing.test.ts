@@ -3,7 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, FastCheck } from "effect"
-import * as Lineage from "../src/internal/lineage.js"
+import * as Lineage from "../src/internal/fast/lineage.js"
 import { paired } from "../src/internal/pairing.js"
 
 const result = (id: string) => Messages.toolResult(id, "search", `found ${id}`)

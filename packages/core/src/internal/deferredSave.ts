@@ -5,7 +5,7 @@
  * makes, which never builds the whole thread at a step, is in `checkpoint.ts`.
  */
 import type * as Checkpointer from "../Checkpointer.js"
-import * as Lineage from "./lineage.js"
+import * as Lineage from "./fast/lineage.js"
 
 /** A checkpoint whose messages are already built, as a deferred checkpoint. */
 export class WholeThread implements Checkpointer.DeferredCheckpoint {

@@ -1,6 +1,6 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Middleware from "../Middleware.js"
-import * as Lineage from "./lineage.js"
+import * as Lineage from "./fast/lineage.js"
 
 /**
  * The messages as the model may see them: every tool result answers a call

@@ -22,10 +22,10 @@ import * as RunJournal from "../RunJournal.js"
 import * as Secrets from "../Secrets.js"
 import * as Checkpoint from "./checkpoint.js"
 import type { Compiled } from "./config.js"
+import * as Lineage from "./fast/lineage.js"
 import * as Inbox from "./inbox.js"
 import { checkInput, checkThreadId } from "./input.js"
 import { closeOnRelease, ensureOpen } from "./lifetime.js"
-import * as Lineage from "./lineage.js"
 import type { Phase } from "./machine.js"
 import * as Observer from "./observer.js"
 import type { Emit } from "./observer.js"
@@ -100,7 +100,7 @@ export const make = (
   execute: Execute
 ) => {
   const { lifetime, nodes } = config
-  const { load, save } = checkpoints
+  const { load } = checkpoints
   const transformInput = Receive.inputOf(config)
   const isTraced: Effect.Effect<boolean> = config.spans === undefined
     ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
@@ -416,7 +416,6 @@ export const make = (
     withThreadLock,
     released,
     /** Drops what waits in a deleted thread's inbox: each sender learns it with `error`. */
-    drop: inboxes.drop,
-    save
+    drop: inboxes.drop
   } as const
 }
