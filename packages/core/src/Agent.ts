@@ -293,8 +293,8 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
    * reply still without results are answered as not run (with `reason`),
    * so the thread stays well-formed, and the thread can run again. `false`
    * when it waited for nothing. A wait of a durable run is given up only
-   * with a durable journal in the context (`AgentWorkflow.cancel` does);
-   * otherwise `DurableThreadError`, and nothing changes.
+   * with `RunJournal.DurableOwner` in the context (`AgentWorkflow.cancel`
+   * provides it); otherwise `DurableThreadError`, and nothing changes.
    */
   readonly discardPending: (
     threadId: string,

@@ -6,8 +6,8 @@
  * after an interrupt is its one other operation, `await`.
  *
  * The loop names every step once ({@link StepKey}), the same way on every
- * replay, and gives the schema of its result; a journal only records or
- * replays. Without one in the context a run executes in process
+ * replay; the key carries the schema of the step's result, and a journal
+ * only records or replays. Without one in the context a run executes in process
  * ({@link inProcess}): each step runs as it is and an interrupt ends the run
  * as `Interrupted`. The durable journal of `@stepwise-agent/workflow` records
  * each step in a workflow activity (a checkpoint in the one that follows it)
@@ -19,21 +19,24 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
 import * as Context from "effect/Context"
-import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import type * as Checkpointer from "./Checkpointer.js"
+import * as Checkpointer from "./Checkpointer.js"
 
 /**
- * The name of one step of a run: the load of its thread, its `index`-th
- * checkpoint, its `index`-th look into the thread's inbox (the steer messages
- * `Agent.send` left for it, taken in before a model step), the model call of
- * step `step`, or the `occurrence`-th call
- * with the id of `call` (providers may repeat ids across replies). A run
- * names its steps the same way each time it is replayed. `Nested` is a step
- * of a run started inside another run's step or hook (a subagent's), named
- * under `path` in the outer run's journal ({@link nested}).
+ * The name of one step of a run, and what the step gives (`A`): the load of
+ * its thread, its `index`-th checkpoint, its `index`-th look into the
+ * thread's inbox (the steer messages `Agent.send` left for it, taken in
+ * before a model step), the model call of step `step`, or the
+ * `occurrence`-th call with the id of `call` (providers may repeat ids across
+ * replies). A run names its steps the same way each time it is replayed.
+ * `Nested` is a step of a run started inside another run's step or hook (a
+ * subagent's), named under `path` in the outer run's journal ({@link nested}).
+ *
+ * Each key carries the `schema` a journal records its result with, and its
+ * `result`: that `A` is the type a step of its kind gives, so a journal that
+ * matches on `_tag` uses and gives the kind's values without a cast.
  *
  * @example
  * ```ts
@@ -41,22 +44,155 @@ import type * as Checkpointer from "./Checkpointer.js"
  *
  * const key = RunJournal.StepKey.Model({ step: 2 })
  * RunJournal.stepName(key) // "model/2"
+ * key.schema // RunJournal.ModelCall: what a model step gives
  * ```
  *
  * @since 0.1.0
  * @category models
  */
-export type StepKey = Data.TaggedEnum<{
-  Load: {}
-  Checkpoint: { readonly index: number }
-  Inbox: { readonly index: number }
-  Model: { readonly step: number }
-  Tool: { readonly call: Prompt.ToolCallPart; readonly occurrence: number }
-  Nested: { readonly path: string; readonly key: StepKey }
-}>
+export type StepKey<A> =
+  | StepKey.Load<A>
+  | StepKey.Checkpoint<A>
+  | StepKey.Inbox<A>
+  | StepKey.Model<A>
+  | StepKey.Tool<A>
+  | StepKey.Nested<A>
 
 /**
- * Constructors and matchers of {@link StepKey}.
+ * @since 0.1.0
+ * @category models
+ */
+export declare namespace StepKey {
+  /**
+   * That `A` is `R`: both functions are the identity. A key's constructor,
+   * where `A` is its kind's result `R`, gives it; a journal that narrowed a
+   * key by `_tag` converts with it between the two names of one type.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Same<R, A> {
+    readonly to: (result: R) => A
+    readonly from: (value: A) => R
+  }
+
+  /**
+   * The schema a step's result is journaled with. Its encoded form (plain
+   * JSON) is the journal's to store as it is, so it is left unnamed: any
+   * journal encodes and decodes with `Schema.encode(key.schema)` and
+   * `Schema.decodeUnknown(key.schema)`.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export type ResultSchema<A> = Schema.Schema<A, any>
+
+  /**
+   * What every key but `Nested` has: its kind, the schema its result is
+   * journaled with and that `A` is the kind's result `R`.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Proto<Tag extends string, R, A> {
+    readonly _tag: Tag
+    readonly schema: ResultSchema<A>
+    readonly result: Same<R, A>
+  }
+
+  /**
+   * The load of the thread: its last checkpoint, if any.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Load<A = Option.Option<Checkpointer.Checkpoint>>
+    extends Proto<"Load", Option.Option<Checkpointer.Checkpoint>, A>
+  {}
+
+  /**
+   * The `index`-th checkpoint of the run: gives nothing.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Checkpoint<A = void> extends Proto<"Checkpoint", void, A> {
+    readonly index: number
+  }
+
+  /**
+   * The `index`-th look into the thread's inbox: the messages it took in.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Inbox<A = ReadonlyArray<Prompt.Message>> extends Proto<"Inbox", ReadonlyArray<Prompt.Message>, A> {
+    readonly index: number
+  }
+
+  /**
+   * The model call of step `step`: its {@link ModelCall}.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Model<A = ModelCall> extends Proto<"Model", ModelCall, A> {
+    readonly step: number
+  }
+
+  /**
+   * The `occurrence`-th call with the id of `call`: its result.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Tool<A = Prompt.ToolResultPart> extends Proto<"Tool", Prompt.ToolResultPart, A> {
+    readonly call: Prompt.ToolCallPart
+    readonly occurrence: number
+  }
+
+  /**
+   * A step of a run started inside another run's step, named under `path`:
+   * it gives what `key` gives, journaled with its schema.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Nested<A> {
+    readonly _tag: "Nested"
+    readonly path: string
+    readonly key: StepKey<A>
+    readonly schema: ResultSchema<A>
+  }
+
+  /**
+   * A key that is not `Nested`: the step itself.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export type Leaf<A> = Exclude<StepKey<A>, Nested<A>>
+
+  /**
+   * The kinds of keys.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export type Tag = StepKey<unknown>["_tag"]
+}
+
+/** A loaded thread as journaled. */
+const Loaded = Schema.OptionFromNullOr(Checkpointer.Checkpoint)
+/** The messages a look into the inbox took in, as journaled. */
+const TakenIn = Schema.Array(Prompt.Message)
+
+/** `A` is `A`: one object serves every key. */
+const same = { to: <A>(value: A): A => value, from: <A>(value: A): A => value }
+
+/**
+ * Constructors and a refinement of {@link StepKey}: each constructor gives
+ * the key its kind's schema.
  *
  * @example
  * ```ts
@@ -69,7 +205,43 @@ export type StepKey = Data.TaggedEnum<{
  * @since 0.1.0
  * @category constructors
  */
-export const StepKey = Data.taggedEnum<StepKey>()
+export const StepKey = {
+  Load: (): StepKey.Load => ({ _tag: "Load", schema: Loaded, result: same }),
+  Checkpoint: ({ index }: { readonly index: number }): StepKey.Checkpoint => ({
+    _tag: "Checkpoint",
+    index,
+    schema: Schema.Void,
+    result: same
+  }),
+  Inbox: ({ index }: { readonly index: number }): StepKey.Inbox => ({
+    _tag: "Inbox",
+    index,
+    schema: TakenIn,
+    result: same
+  }),
+  Model: ({ step }: { readonly step: number }): StepKey.Model => ({
+    _tag: "Model",
+    step,
+    schema: ModelCall,
+    result: same
+  }),
+  Tool: ({ call, occurrence }: { readonly call: Prompt.ToolCallPart; readonly occurrence: number }): StepKey.Tool => ({
+    _tag: "Tool",
+    call,
+    occurrence,
+    schema: Prompt.ToolResultPart,
+    result: same
+  }),
+  Nested: <A>({ key, path }: { readonly path: string; readonly key: StepKey<A> }): StepKey.Nested<A> => ({
+    _tag: "Nested",
+    path,
+    key,
+    schema: key.schema
+  }),
+  $is:
+    <Tag extends StepKey.Tag>(tag: Tag) => <A>(key: StepKey<A>): key is Extract<StepKey<A>, { readonly _tag: Tag }> =>
+      key._tag === tag
+}
 
 /**
  * A step's name as text, unique within a run: `load`, `checkpoint/<index>`,
@@ -89,7 +261,7 @@ export const StepKey = Data.taggedEnum<StepKey>()
  * @since 0.1.0
  * @category getters
  */
-export const stepName = (key: StepKey): string => {
+export const stepName = <A>(key: StepKey<A>): string => {
   switch (key._tag) {
     case "Load":
       return "load"
@@ -122,8 +294,7 @@ export const stepName = (key: StepKey): string => {
  * @since 0.1.0
  * @category getters
  */
-export const innermost = (key: StepKey): Exclude<StepKey, { readonly _tag: "Nested" }> =>
-  key._tag === "Nested" ? innermost(key.key) : key
+export const innermost = <A>(key: StepKey<A>): StepKey.Leaf<A> => key._tag === "Nested" ? innermost(key.key) : key
 
 /**
  * The outcome of one model call as the loop stores it: the reply, its usage
@@ -189,17 +360,13 @@ export interface Interrupt {
 /**
  * `step` receives a step the loop would run and returns the effect to run
  * instead: the same one (in process), or one that records its result
- * (encoded with `schema`) the first time and replays it after.
+ * (encoded with `key.schema`) the first time and replays it after.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Service {
-  readonly step: <A, I, E, R>(
-    key: StepKey,
-    schema: Schema.Schema<A, I>,
-    effect: Effect.Effect<A, E, R>
-  ) => Effect.Effect<A, E, R>
+  readonly step: <A, E, R>(key: StepKey<A>, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /**
    * Called after the loop saved the interrupted state. `None` ends the run
    * as `Interrupted` (to be resumed with `Agent.resume`); `Some(value)`
@@ -209,8 +376,9 @@ export interface Service {
   /**
    * Whether the journal waits for decisions durably itself (a workflow).
    * A thread such a journal interrupted is marked durable in its
-   * checkpoint: `Agent.resume`, `resumeStream` and `discardPending`
-   * refuse it (`DurableThreadError`) unless run with a durable journal.
+   * checkpoint: `Agent.resume` and `resumeStream` refuse it
+   * (`DurableThreadError`) unless run with a durable journal, and
+   * `discardPending` unless its caller holds {@link DurableOwner}.
    */
   readonly durable: boolean
 }
@@ -228,7 +396,7 @@ export interface Service {
  * let calls = 0
  * const counting = RunJournal.RunJournal.of({
  *   ...RunJournal.inProcess,
- *   step: (key, _schema, effect) =>
+ *   step: (key, effect) =>
  *     RunJournal.StepKey.$is("Model")(key) ? Effect.tap(effect, () => Effect.sync(() => calls++)) : effect
  * })
  * const program = Agent.run("hi", { threadId: "t1" }).pipe(
@@ -245,6 +413,29 @@ export class RunJournal extends Context.Tag("@stepwise-agent/core/RunJournal")<
 >() {}
 
 /**
+ * The capability to give up a wait a durable journal made: `Agent.discardPending`
+ * refuses a thread waiting for a durable run (`DurableThreadError`) unless
+ * this is in its context. The durable runner provides it once the run that
+ * owned the wait has ended (`AgentWorkflow.cancel` does); nothing else should.
+ *
+ * @example
+ * ```ts
+ * import { Agent, RunJournal } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * // the durable run that waited on "t1" has ended: its owner gives the wait up
+ * const giveUp = Agent.Agent.pipe(
+ *   Effect.flatMap((agent) => agent.discardPending("t1", "the run was cancelled")),
+ *   Effect.provideService(RunJournal.DurableOwner, true)
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class DurableOwner extends Context.Tag("@stepwise-agent/core/RunJournal/DurableOwner")<DurableOwner, true>() {}
+
+/**
  * The default journal: every step runs as it is, and an interrupt ends the
  * run (the thread waits in its checkpoint for `Agent.resume`).
  *
@@ -259,7 +450,7 @@ export class RunJournal extends Context.Tag("@stepwise-agent/core/RunJournal")<
  * @category constructors
  */
 export const inProcess: Service = RunJournal.of({
-  step: (_key, _schema, effect) => effect,
+  step: (_key, effect) => effect,
   await: () => Effect.succeedNone,
   durable: false
 })
@@ -293,7 +484,7 @@ export const inProcess: Service = RunJournal.of({
  */
 export const nested = (journal: Service, path: string): Service =>
   journal === inProcess ? inProcess : RunJournal.of({
-    step: (key, schema, effect) => journal.step(StepKey.Nested({ path, key }), schema, effect),
+    step: (key, effect) => journal.step(StepKey.Nested({ path, key }), effect),
     await: () => Effect.succeedNone,
     durable: false
   })

@@ -118,13 +118,13 @@ describe("golden files: journal entries", () => {
       const replayed: Array<string> = []
       const replay = RunJournal.RunJournal.of({
         ...RunJournal.inProcess,
-        step: <A, I, E, R>(key: RunJournal.StepKey, schema: Schema.Schema<A, I>, effect: Effect.Effect<A, E, R>) => {
+        step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>) => {
           const name = RunJournal.stepName(key)
           // a checkpoint's save runs again (its value is void); every other step comes from the file
           if (RunJournal.innermost(key)._tag === "Checkpoint") return effect
           if (!(name in entries)) return Effect.dieMessage(`the golden journal has no step ${name}`)
           replayed.push(name)
-          return Effect.orDie(Schema.decodeUnknown(schema)(entries[name]))
+          return Effect.orDie(Schema.decodeUnknown(key.schema)(entries[name]))
         }
       })
       // a model with nothing to say: every model call must come from the journal

@@ -1,5 +1,4 @@
-import type { Prompt } from "@effect/ai"
-import { IdGenerator, Tool, Toolkit } from "@effect/ai"
+import { IdGenerator, Prompt, Response, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware, RunJournal, ToolContext } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
@@ -27,7 +26,7 @@ interface Journal {
 const journaling = (journal: Journal, executed: { models: number; tools: number }) =>
   RunJournal.RunJournal.of({
     durable: false,
-    step: <A, I, E, R>(key: RunJournal.StepKey, _schema: Schema.Schema<A, I>, effect: Effect.Effect<A, E, R>) => {
+    step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>) => {
       journal.names.push(RunJournal.stepName(key))
       switch (key._tag) {
         case "Load":
@@ -39,19 +38,21 @@ const journaling = (journal: Journal, executed: { models: number; tools: number 
           return effect
         case "Model":
           return key.step < journal.models.length
-            ? Effect.succeed(journal.models[key.step] as A)
+            ? Effect.succeed(key.result.to(journal.models[key.step]!))
             : Effect.tap(effect, (outcome) =>
               Effect.sync(() => {
                 executed.models++
-                journal.models.push(outcome as RunJournal.ModelCall)
+                journal.models.push(key.result.from(outcome))
               }))
         case "Tool": {
           const known = journal.tools.get(key.call.id)
-          return known !== undefined ? Effect.succeed(known as A) : Effect.tap(effect, (result) =>
-            Effect.sync(() => {
-              executed.tools++
-              journal.tools.set(key.call.id, result as Prompt.ToolResultPart)
-            }))
+          return known !== undefined ?
+            Effect.succeed(key.result.to(known)) :
+            Effect.tap(effect, (result) =>
+              Effect.sync(() => {
+                executed.tools++
+                journal.tools.set(key.call.id, key.result.from(result))
+              }))
         }
         case "Nested":
           // these runs start no subagents
@@ -367,6 +368,64 @@ describe("Agent.discardPending", () => {
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))))
 })
 
+describe("RunJournal.StepKey", () => {
+  it.effect("each key carries the schema of what its step gives: a journal records and replays with it alone", () =>
+    Effect.gen(function*() {
+      const stored = new Map<string, unknown>()
+      /** Records each step's result encoded with its key's schema, and replays it decoded (never running it). */
+      const encoding = RunJournal.RunJournal.of({
+        durable: false,
+        step: (key, effect) => {
+          const name = RunJournal.stepName(key)
+          return stored.has(name)
+            ? Schema.decodeUnknown(key.schema)(stored.get(name)).pipe(Effect.orDie)
+            : Effect.tap(
+              effect,
+              (value) =>
+                Effect.map(Effect.orDie(Schema.encode(key.schema)(value)), (encoded) => void stored.set(name, encoded))
+            )
+        },
+        await: () => Effect.succeedNone
+      })
+      const call = Prompt.makePart("tool-call", {
+        id: "c1",
+        name: "add",
+        params: { a: 1, b: 2 },
+        providerExecuted: false
+      })
+      const result = Prompt.makePart("tool-result", {
+        id: "c1",
+        name: "add",
+        result: 3,
+        isFailure: false,
+        providerExecuted: false
+      })
+      const model = RunJournal.StepKey.Model({ step: 0 })
+      const reply: RunJournal.ModelCall = {
+        message: Prompt.makeMessage("assistant", { content: [call] }),
+        usage: new Response.Usage({ inputTokens: 1, outputTokens: 2, totalTokens: 3 }),
+        finishReason: "tool-calls",
+        offered: ["add"]
+      }
+      const tool = RunJournal.StepKey.Nested({
+        path: "task/c1/1",
+        key: RunJournal.StepKey.Tool({ call, occurrence: 1 })
+      })
+      assert.strictEqual(model.schema, RunJournal.ModelCall)
+      assert.strictEqual(tool.schema, Prompt.ToolResultPart)
+
+      yield* encoding.step(model, Effect.succeed(reply))
+      yield* encoding.step(tool, Effect.succeed(result))
+      // the stored form is the schema's encoding (plain JSON), and decodes to what the step gave
+      assert.deepStrictEqual(JSON.parse(JSON.stringify(stored.get("model/0"))), stored.get("model/0"))
+      const replayed = yield* encoding.step(model, Effect.die("a replayed step does not run"))
+      assert.deepStrictEqual(replayed.usage.totalTokens, 3)
+      assert.deepStrictEqual(replayed.message.content, reply.message.content)
+      const replayedTool = yield* encoding.step(tool, Effect.die("a replayed step does not run"))
+      assert.strictEqual(replayedTool.result, 3)
+    }))
+})
+
 describe("RunJournal.nested", () => {
   const segment = Schema.String.pipe(Schema.pattern(/^[a-z0-9_]{1,8}$/))
 
@@ -375,7 +434,7 @@ describe("RunJournal.nested", () => {
     { paths: Schema.Array(segment).pipe(Schema.maxItems(4)), step: Schema.Int.pipe(Schema.between(0, 50)) },
     ({ paths, step }) => {
       const model = RunJournal.StepKey.Model({ step })
-      const key = paths.reduceRight<RunJournal.StepKey>(
+      const key = paths.reduceRight<RunJournal.StepKey<RunJournal.ModelCall>>(
         (inner, path) => RunJournal.StepKey.Nested({ path, key: inner }),
         model
       )
@@ -389,8 +448,7 @@ describe("RunJournal.nested", () => {
       const names: Array<string> = []
       const outer = RunJournal.RunJournal.of({
         durable: true,
-        step: (key, _schema, effect) =>
-          Effect.zipRight(Effect.sync(() => names.push(RunJournal.stepName(key))), effect),
+        step: (key, effect) => Effect.zipRight(Effect.sync(() => names.push(RunJournal.stepName(key))), effect),
         await: () => Effect.succeed(Option.some("decided by the outer journal"))
       })
       const nested = RunJournal.nested(RunJournal.nested(outer, "task/c1/1"), "task/g1/1")
@@ -399,8 +457,8 @@ describe("RunJournal.nested", () => {
         yield* nested.await({ key: "k", threadId: "t", step: 0, middleware: "m", node: "afterModel", value: 1 }),
         Option.none()
       )
-      yield* nested.step(RunJournal.StepKey.Model({ step: 0 }), Schema.Void, Effect.void)
-      assert.deepStrictEqual(names, ["task/c1/1/task/g1/1/model/0"])
+      yield* nested.step(RunJournal.StepKey.Checkpoint({ index: 0 }), Effect.void)
+      assert.deepStrictEqual(names, ["task/c1/1/task/g1/1/checkpoint/0"])
       // the in-process journal nests as itself: nothing to rename, nothing to pay
       assert.strictEqual(RunJournal.nested(RunJournal.inProcess, "task/c1/1"), RunJournal.inProcess)
     }))

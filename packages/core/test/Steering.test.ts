@@ -379,7 +379,7 @@ describe("Agent.send: failures before a run takes the message in", () => {
 const recording = (recorded: Map<string, unknown>) =>
   RunJournal.RunJournal.of({
     durable: true,
-    step: (key, _schema, effect) => {
+    step: (key, effect) => {
       const name = RunJournal.stepName(key)
       if (RunJournal.innermost(key)._tag === "Checkpoint") return effect
       return recorded.has(name)
@@ -413,9 +413,9 @@ describe("Agent.send: a steer message taken in is saved at once", () => {
       const stepsOf = (recorded: Map<string, unknown>, taken: Array<string>) =>
         RunJournal.RunJournal.of({
           ...recording(recorded),
-          step: (key, schema, effect) => {
+          step: (key, effect) => {
             taken.push(RunJournal.stepName(key))
-            return recording(recorded).step(key, schema, effect)
+            return recording(recorded).step(key, effect)
           }
         })
       const gates = new Gates()

@@ -24,7 +24,7 @@ import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Agent, Middleware, ToolContext } from "@stepwise-agent/core"
 import { HumanInTheLoop, TodoList } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { AgentEngine, AgentWorkflow, RunStore, SqlCheckpointer } from "@stepwise-agent/workflow"
+import { AgentEngine, AgentWorkflow, Authorizer, RunStore, SqlCheckpointer } from "@stepwise-agent/workflow"
 import { Console, Deferred, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -428,7 +428,7 @@ const decide = (request: HumanInTheLoop.ApprovalRequest) =>
 const principal = () => process.stdin.isTTY ? `local:${os.userInfo().username}` : "local:auto-approver"
 
 /** Decisions are taken from local users only (a real app checks its own users and roles here). */
-const AuthorizerLive = AgentWorkflow.layerAuthorizer((request) => request.principal.startsWith("local:"))
+const AuthorizerLive = Authorizer.layer((request) => request.principal.startsWith("local:"))
 
 // -----------------------------------------------------------------------------
 // the program

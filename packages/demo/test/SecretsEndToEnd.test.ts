@@ -19,6 +19,7 @@ import { SpanRecorder } from "@stepwise-agent/testing"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Cause, Chunk, Context, Effect, Exit, Fiber, HashMap, Layer, Logger, Option, Stream } from "effect"
@@ -193,7 +194,7 @@ describe("secrets in provider errors", () => {
         Layer.provideMerge(Agent.layer({ toolkit: Tools })),
         Layer.provide(Layer.merge(model(server), Tools.toLayer({}))),
         Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
-        Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true)),
+        Layer.provideMerge(Authorizer.layer(() => true)),
         Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis" }))
       ))
       const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
@@ -203,7 +204,9 @@ describe("secrets in provider errors", () => {
       assert.strictEqual(status.state, "Failed")
       const failure = Option.getOrThrow(status.failure)
       assert.strictEqual(failure._tag, "AgentRunFailed")
-      if (failure._tag === "AgentRunFailed") assert.strictEqual(failure.error, "HttpResponseError")
+      if (failure._tag === "AgentRunFailed") {
+        assert.deepStrictEqual(failure.error, new AgentWorkflow.OtherError({ tag: "HttpResponseError" }))
+      }
       assert.include(failure.message, "Decode")
       for (const text of renderings(failure)) assertNoKey(text, "status().failure")
       assert.strictEqual((yield* server.requests)[0]!.headers.authorization, `Bearer ${apiKey}`)

@@ -26,6 +26,7 @@ import { SpanRecorder } from "@stepwise-agent/testing"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Cause, Effect, Exit, HashMap, Layer, Logger, Option, Schema } from "effect"
@@ -186,7 +187,7 @@ describe("no sink shows a key the client set", () => {
               Layer.provideMerge(Agent.layer({ toolkit: Tools })),
               Layer.provide(Layer.merge(model(server, place), toolsLayer(server, place))),
               Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
-              Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true)),
+              Layer.provideMerge(Authorizer.layer(() => true)),
               Layer.provideMerge(
                 AgentEngine.layerSqlite({ filename: path.join(directory, "runs.db"), pollInterval: "100 millis" })
               )

@@ -3,7 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { AgentEngine, AgentWorkflow, RunStore } from "@stepwise-agent/workflow"
+import { AgentEngine, AgentWorkflow, Authorizer, RunStore } from "@stepwise-agent/workflow"
 import { Effect, Layer, Option, Schema, Stream } from "effect"
 import * as Inspector from "../src/Inspector.js"
 import * as Wire from "../src/internal/wire.js"
@@ -42,7 +42,7 @@ describe("Inspector on durable runs", () => {
       const context = yield* Layer.build(Runs.layer.pipe(
         Layer.provideMerge(AgentLive),
         Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory)),
-        Layer.provideMerge(AgentWorkflow.layerAuthorizer((request) => request.principal === "inspector"))
+        Layer.provideMerge(Authorizer.layer((request) => request.principal === "inspector"))
       ))
       const run = <A, E>(effect: Effect.Effect<A, E, any>): Effect.Effect<A, E> =>
         Effect.provide(effect, context) as Effect.Effect<A, E>
@@ -131,7 +131,7 @@ describe("Inspector on durable runs", () => {
       const context = yield* Layer.build(Runs.layer.pipe(
         Layer.provideMerge(AgentLive),
         Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory)),
-        Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true))
+        Layer.provideMerge(Authorizer.layer(() => true))
       ))
       const run = <A, E>(effect: Effect.Effect<A, E, any>): Effect.Effect<A, E> =>
         Effect.provide(effect, context) as Effect.Effect<A, E>

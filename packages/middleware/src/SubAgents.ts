@@ -692,24 +692,24 @@ const guarded = (
   threadId: string
 ): RunJournal.Service =>
   RunJournal.RunJournal.of({
-    step: (key, schema, effect) => {
+    step: (key, effect) => {
       switch (key._tag) {
         case "Model":
           return Effect.suspend(() => {
             const refused = Allowance.admitModelCall(pools)
             if (refused !== undefined) return Effect.fail(new ParentLimitReached({ threadId, reason: refused }) as any)
-            return Effect.tap(journal.step(key, schema, effect), (call) =>
-              Effect.sync(() => Allowance.countUsage(pools, Usage.read((call as RunJournal.ModelCall).usage))))
+            return Effect.tap(journal.step(key, effect), (call) =>
+              Effect.sync(() => Allowance.countUsage(pools, Usage.read(key.result.from(call).usage))))
           })
         case "Tool":
           return Effect.suspend(() => {
             const blocked = Allowance.admitToolCall(pools, key.call)
             return blocked === undefined
-              ? journal.step(key, schema, effect)
-              : Effect.succeed(Middleware.toolResult(key.call, { error: blocked }, { isFailure: true }) as any)
+              ? journal.step(key, effect)
+              : Effect.succeed(key.result.to(Middleware.toolResult(key.call, { error: blocked }, { isFailure: true })))
           })
         default:
-          return journal.step(key, schema, effect)
+          return journal.step(key, effect)
       }
     },
     await: journal.await,

@@ -451,7 +451,7 @@ describe("SubAgents", () => {
       const names: Array<string> = []
       const journal = RunJournal.RunJournal.of({
         ...RunJournal.inProcess,
-        step: (key, _schema, effect) => Effect.zipRight(Effect.sync(() => names.push(RunJournal.stepName(key))), effect)
+        step: (key, effect) => Effect.zipRight(Effect.sync(() => names.push(RunJournal.stepName(key))), effect)
       })
       const log = yield* Ref.make<ReadonlyArray<string>>([])
       const { agent } = yield* parent([task("cleaner", "a.txt", "c1")], {

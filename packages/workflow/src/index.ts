@@ -11,6 +11,11 @@ export * as AgentWorkflow from "./AgentWorkflow.js"
 /**
  * @since 0.1.0
  */
+export * as Authorizer from "./Authorizer.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as RunStore from "./RunStore.js"
 
 /**

@@ -1,10 +1,11 @@
 import { IdGenerator, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentState, Checkpointer, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentState, Checkpointer, Middleware, RunJournal } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { HookRecorder, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import { Chunk, Deferred, Effect, FastCheck, Fiber, Layer, Option, Schema, Stream } from "effect"
 
@@ -34,7 +35,7 @@ const durable = <E>(agent: Layer.Layer<Agent.Agent, E>, workflow = Runs) =>
   workflow.layer.pipe(
     Layer.provideMerge(agent),
     Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory)),
-    Layer.provideMerge(AgentWorkflow.layerAuthorizer((request) => request.principal !== "mallory"))
+    Layer.provideMerge(Authorizer.layer((request) => request.principal !== "mallory"))
   )
 
 const transcript = (messages: ReadonlyArray<unknown>) => JSON.stringify(AgentState.encodeMessages(messages as any))
@@ -220,7 +221,8 @@ describe("AgentWorkflow on the memory engine", () => {
         Effect.flip(Runs.resume(runId, [{ ...approval[0]!, callId: "call_9" }], { principal: "alice" }))
       )
       assert.strictEqual(wrongCall._tag, "InvalidDecision")
-      assert.strictEqual((wrongCall as AgentWorkflow.InvalidDecision).error, "UnknownCallId")
+      // the middleware's error comes back as itself, to match with its own classes
+      assert.instanceOf((wrongCall as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.UnknownCallId)
       const notJson = yield* run(
         Effect.flip(Runs.resume(runId, [{ ...approval[0], note: 1n }], { principal: "alice" }))
       )
@@ -522,7 +524,7 @@ describe("AgentWorkflow on the memory engine", () => {
       // the approval of /a, sent again (a retried request, a stale page)
       const stale = yield* run(Effect.flip(Runs.resume(runId, first, { principal: "alice" })))
       assert.strictEqual(stale._tag, "InvalidDecision")
-      assert.strictEqual((stale as AgentWorkflow.InvalidDecision).error, "StaleDecision")
+      assert.instanceOf((stale as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.StaleDecision)
       // bound to this wait, but for other arguments
       const [action] = approvalOf(second).actionRequests
       const otherCall = [{
@@ -530,7 +532,7 @@ describe("AgentWorkflow on the memory engine", () => {
         fingerprint: HumanInTheLoop.fingerprintOf("delete_file", { path: "/a" })
       }]
       const mismatch = yield* run(Effect.flip(Runs.resume(runId, otherCall, { principal: "alice" })))
-      assert.strictEqual((mismatch as AgentWorkflow.InvalidDecision).error, "StaleDecision")
+      assert.instanceOf((mismatch as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.StaleDecision)
       const still = yield* run(Runs.status(runId))
       assert.strictEqual(still.state, "Waiting")
       assert.strictEqual(Option.getOrThrow(still.pending).key, Option.getOrThrow(second.pending).key)
@@ -574,6 +576,33 @@ describe("AgentWorkflow on the memory engine", () => {
       yield* run(Runs.resume(runId, decisions, { principal: "alice" }))
       assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
       assert.deepStrictEqual(ran, ["delete /tmp/a"])
+    }))
+
+  it.scopedLive("a journal that only says it is durable cannot give a durable wait up: only its owner's capability can", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran)))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "delete /tmp/a" }))
+      yield* run(Runs.await(runId, { untilWaiting: true }))
+      const loop = yield* run(Agent.Agent)
+
+      // a journal dressed as durable is no permission
+      const posing = RunJournal.RunJournal.of({ ...RunJournal.inProcess, durable: true })
+      const refused = yield* Effect.flip(
+        loop.discardPending("t", "given up by a journal posing as durable").pipe(
+          Effect.provideService(RunJournal.RunJournal, posing)
+        )
+      )
+      assert.strictEqual(refused._tag, "DurableThreadError")
+      assert.isTrue(Option.isSome(Option.getOrThrow(yield* loop.thread("t")).pending))
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Waiting")
+
+      // the owner's capability gives it up: what cancel holds once the run has ended
+      yield* run(Runs.cancel(runId))
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Cancelled")
+      assert.isTrue(Option.isNone(Option.getOrThrow(yield* loop.thread("t")).pending))
+      assert.deepStrictEqual(ran, [])
     }))
 
   it.scopedLive("a wait whose key is \"cancel\", answered durably, does not cancel the run", () =>

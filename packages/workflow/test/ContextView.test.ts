@@ -5,6 +5,7 @@ import { ContextEditing, Summarization } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import { Effect, FastCheck, Layer, Schema } from "effect"
 
@@ -87,7 +88,7 @@ describe("view mode in a durable run", () => {
             Runs.layer.pipe(
               Layer.provideMerge(agent),
               Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory)),
-              Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true))
+              Layer.provideMerge(Authorizer.layer(() => true))
             )
           )
         )

@@ -4,6 +4,7 @@ import { Filesystem, HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import { Effect, Layer, Option } from "effect"
 
@@ -13,7 +14,7 @@ const durable = <E>(agent: Layer.Layer<Agent.Agent, E>) =>
   Runs.layer.pipe(
     Layer.provideMerge(agent),
     Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory)),
-    Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true))
+    Layer.provideMerge(Authorizer.layer(() => true))
   )
 
 const resultOf = (status: AgentWorkflow.RunStatus, id: string) =>

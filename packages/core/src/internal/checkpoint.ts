@@ -7,10 +7,9 @@ import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
-import * as Schema from "effect/Schema"
 import { CheckpointError } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
-import * as Checkpointer from "../Checkpointer.js"
+import type * as Checkpointer from "../Checkpointer.js"
 import type * as RunJournal from "../RunJournal.js"
 import * as DeferredSave from "./deferredSave.js"
 import * as Lineage from "./fast/lineage.js"
@@ -175,9 +174,6 @@ const decodeThread = (
   })
 }
 
-/** What the load step of a run records: the checkpoint it found, if any. */
-const Stored = Schema.OptionFromNullOr(Checkpointer.Checkpoint)
-
 /** Saving and loading a thread of an agent with this state layout, in this store. */
 export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Service) => {
   /** Saves the run's thread; with `pending`, the wait it stops at and its progress so far. */
@@ -210,7 +206,7 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
           run.threadId,
           run.encoder.deferred({ version: 1, threadId: run.threadId, ...rest }, state.messages)
         )
-      return run.journal.step(run.keys.checkpoint(), Schema.Void, stored)
+      return run.journal.step(run.keys.checkpoint(), stored)
     }
     const known = run.encoder.slicesOf(state.slices)
     if (known !== undefined) return write(known)
@@ -239,7 +235,7 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
   ): Effect.Effect<Loaded, CheckpointError> =>
     (journaled === undefined
       ? checkpointer.load(threadId)
-      : journaled.journal.step(journaled.keys.load(), Stored, checkpointer.load(threadId))).pipe(
+      : journaled.journal.step(journaled.keys.load(), checkpointer.load(threadId))).pipe(
         Effect.flatMap(Option.match({
           onNone: () => Effect.succeed<Loaded>({ messages: [], slices: layout.initial, checkpoint: Option.none() }),
           onSome: (checkpoint) =>

@@ -75,11 +75,11 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
             Effect.gen(function*() {
               const loaded = yield* load(threadId)
               if (Option.isNone(loaded.checkpoint) || loaded.checkpoint.value.pending === undefined) return false
-              const journal = yield* Effect.serviceOption(RunJournal.RunJournal)
+              const owner = yield* Effect.serviceOption(RunJournal.DurableOwner)
               yield* Threads.checkOwner(
                 threadId,
                 loaded.checkpoint.value.pending,
-                Option.getOrElse(journal, () => RunJournal.inProcess),
+                Option.isSome(owner),
                 "discardPending"
               )
               const messages = AgentState.answerPending(loaded.messages, reason)

@@ -18,7 +18,7 @@ import { EmptyModelResponse, InvalidHookResult, MaxStepsExceeded, ModelReplyErro
 import * as AgentEvent from "../AgentEvent.js"
 import * as AgentResult from "../AgentResult.js"
 import type * as Middleware from "../Middleware.js"
-import * as RunJournal from "../RunJournal.js"
+import type * as RunJournal from "../RunJournal.js"
 import * as Secrets from "../Secrets.js"
 import type { Compiled } from "./config.js"
 import { drain } from "./drain.js"
@@ -346,7 +346,6 @@ export const make = (config: Compiled) => {
       journaled(
         run,
         run.keys.model(state.step),
-        RunJournal.ModelCall,
         Observer.traced(
           run,
           "Agent.modelCall",

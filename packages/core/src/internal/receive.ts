@@ -3,9 +3,8 @@
  * the steer messages `send` left in the run's inbox, each through the
  * `transformInput` hooks, in list order.
  */
-import * as Prompt from "@effect/ai/Prompt"
+import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
 import * as AgentEvent from "../AgentEvent.js"
 import * as AgentState from "../AgentState.js"
 import * as RunJournal from "../RunJournal.js"
@@ -18,9 +17,6 @@ import * as Observer from "./observer.js"
 import type { Save, Stepped } from "./phase.js"
 import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
-
-/** The steer messages a run took in at one look into its inbox, as a durable journal records them. */
-const SentMessages = Schema.Array(Prompt.Message)
 
 /** The input of a run after every `transformInput` hook, in list order; nothing is stored yet. */
 export const inputOf = (config: Compiled) =>
@@ -61,7 +57,6 @@ export const make = (config: Compiled, save: Save) => {
       const sent = yield* journaled(
         run,
         run.keys.inbox(),
-        SentMessages,
         Effect.sync(() => Inbox.takeSteered(run.inbox))
       )
       if (sent.length === 0) return unchanged

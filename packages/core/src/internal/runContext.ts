@@ -4,7 +4,6 @@
  * used and the encoder of its checkpoints.
  */
 import * as Effect from "effect/Effect"
-import type * as Schema from "effect/Schema"
 import * as RunJournal from "../RunJournal.js"
 import type { ThreadEncoder } from "./checkpoint.js"
 import type { Lease } from "./inbox.js"
@@ -24,15 +23,14 @@ export interface RunContext extends Observer.Observer {
 }
 
 /** `effect` as the step `key` of the run's journal (carrying the hook reporting to a journal that runs it elsewhere). */
-export const journaled = <A, I, E, R>(
+export const journaled = <A, E, R>(
   run: RunContext,
-  key: RunJournal.StepKey,
-  schema: Schema.Schema<A, I>,
+  key: RunJournal.StepKey<A>,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
   run.journal === RunJournal.inProcess
     ? effect
-    : Effect.flatMap(Observer.carried(effect), (carried) => run.journal.step(key, schema, carried))
+    : Effect.flatMap(Observer.carried(effect), (carried) => run.journal.step(key, carried))
 
 /** `key`, or `key#2`, `key#3`, … when the run already used it: an interrupt key names one wait. */
 export const uniqueInterruptKey = (run: RunContext, key: string): string => {

@@ -6,7 +6,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { StepKey } from "../RunJournal.js"
 
-// read once: each read of a `Data.taggedEnum` member goes through a Proxy and builds a constructor
 const { Checkpoint, Inbox, Model, Tool } = StepKey
 const load = StepKey.Load()
 
@@ -15,23 +14,23 @@ export class StepKeys {
   private inboxes = 0
   private readonly calls = new Map<string, number>()
 
-  load(): StepKey {
+  load(): StepKey.Load {
     return load
   }
 
-  checkpoint(): StepKey {
+  checkpoint(): StepKey.Checkpoint {
     return Checkpoint({ index: this.checkpoints++ })
   }
 
-  inbox(): StepKey {
+  inbox(): StepKey.Inbox {
     return Inbox({ index: this.inboxes++ })
   }
 
-  model(step: number): StepKey {
+  model(step: number): StepKey.Model {
     return Model({ step })
   }
 
-  tool(call: Prompt.ToolCallPart): StepKey {
+  tool(call: Prompt.ToolCallPart): StepKey.Tool {
     const occurrence = (this.calls.get(call.id) ?? 0) + 1
     this.calls.set(call.id, occurrence)
     return Tool({ call, occurrence })

@@ -71,14 +71,14 @@ export interface Pending {
   readonly index: number
 }
 
-/** A wait a durable journal made is answered or given up only with a durable journal. */
+/** A wait a durable journal made is answered only by a durable run, and given up only by its owner. */
 export const checkOwner = (
   threadId: string,
   pending: Checkpointer.PendingInterrupt,
-  journal: RunJournal.Service,
+  durable: boolean,
   operation: DurableThreadError["operation"]
 ) =>
-  pending.durable === true && !journal.durable
+  pending.durable === true && !durable
     ? Effect.fail(new DurableThreadError({ threadId, operation }))
     : Effect.void
 
@@ -345,7 +345,7 @@ export const make = (
               const loaded = yield* load(threadId, journaled)
               const waiting = yield* pendingOf(threadId, loaded)
               const { index, pending } = waiting
-              yield* checkOwner(threadId, pending, journaled.journal, "resume")
+              yield* checkOwner(threadId, pending, journaled.journal.durable, "resume")
               yield* validateValue(threadId, waiting, value)
               const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
               const state = RunState.withResume(

@@ -5,7 +5,7 @@
  * the agent does not have, or whose arguments are invalid, is answered with a
  * failed result the model can read; a call that timed out too.
  */
-import * as Prompt from "@effect/ai/Prompt"
+import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
@@ -110,7 +110,6 @@ export const make = (config: Compiled, save: Save) => {
         journaled(
           run,
           run.keys.tool(call),
-          Prompt.ToolResultPart,
           Observer.traced(
             run,
             "Agent.toolCall",

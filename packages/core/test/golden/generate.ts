@@ -62,16 +62,16 @@ const program = Effect.gen(function*() {
     process.stdout.write("wrote fileSystem-v2/\n")
   }
 
-  // 4. a run's journal: each step's value, encoded with the schema the loop gives it
+  // 4. a run's journal: each step's value, encoded with the schema its key carries
   if (missing("journal-v1.json")) {
     const checkpointer = yield* Checkpointer.makeMemory
     const entries: Record<string, unknown> = {}
     const recording = RunJournal.RunJournal.of({
       ...RunJournal.inProcess,
-      step: <A, I, E, R>(key: RunJournal.StepKey, schema: Schema.Schema<A, I>, effect: Effect.Effect<A, E, R>) =>
+      step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>) =>
         Effect.tap(effect, (value) =>
           Effect.sync(() => {
-            entries[RunJournal.stepName(key)] = Schema.encodeSync(schema)(value) ?? null
+            entries[RunJournal.stepName(key)] = Schema.encodeSync(key.schema)(value) ?? null
           }))
     })
     const agent = yield* Agent.make({

@@ -27,6 +27,7 @@ import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Effect, Layer, Option, Schema } from "effect"
@@ -116,12 +117,12 @@ const Stores = Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())
 const Main = Runs.layer.pipe(
   Layer.provideMerge(AgentLive),
   Layer.provideMerge(Stores),
-  Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true)),
+  Layer.provideMerge(Authorizer.layer(() => true)),
   Layer.provideMerge(Engine)
 )
 const Client = AgentLive.pipe(
   Layer.provideMerge(Stores),
-  Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true)),
+  Layer.provideMerge(Authorizer.layer(() => true)),
   Layer.provideMerge(Engine)
 )
 

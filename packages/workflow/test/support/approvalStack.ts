@@ -9,7 +9,8 @@ import { Agent } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
-import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import type * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Effect, Layer, Schema } from "effect"
@@ -34,6 +35,6 @@ export const approvalStack = (options: {
       Tools.toLayer({ delete_file: ({ path }) => Effect.sync(() => (options.ran.push(path), `deleted ${path}`)) })
     )),
     Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
-    Layer.provideMerge(AgentWorkflow.layerAuthorizer(() => true)),
+    Layer.provideMerge(Authorizer.layer(() => true)),
     Layer.provideMerge(AgentEngine.layerSqlite({ filename: options.filename, pollInterval: "100 millis" }))
   )

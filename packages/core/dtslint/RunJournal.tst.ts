@@ -1,0 +1,50 @@
+import type { Prompt } from "@effect/ai"
+import type { Checkpointer } from "@stepwise-agent/core"
+import { RunJournal } from "@stepwise-agent/core"
+import type { Option } from "effect"
+import { Effect } from "effect"
+import { describe, expect, test } from "tstyche"
+
+declare const journal: RunJournal.Service
+declare const call: Prompt.ToolCallPart
+declare const modelCall: RunJournal.ModelCall
+
+describe("RunJournal.StepKey", () => {
+  test("a key is typed by what its step gives", () => {
+    expect(RunJournal.StepKey.Load()).type.toBe<RunJournal.StepKey.Load<Option.Option<Checkpointer.Checkpoint>>>()
+    expect(RunJournal.StepKey.Checkpoint({ index: 0 })).type.toBe<RunJournal.StepKey.Checkpoint<void>>()
+    expect(RunJournal.StepKey.Inbox({ index: 0 })).type.toBe<RunJournal.StepKey.Inbox<ReadonlyArray<Prompt.Message>>>()
+    expect(RunJournal.StepKey.Model({ step: 0 })).type.toBe<RunJournal.StepKey.Model<RunJournal.ModelCall>>()
+    expect(RunJournal.StepKey.Tool({ call, occurrence: 1 })).type.toBe<RunJournal.StepKey.Tool<Prompt.ToolResultPart>>()
+    expect(RunJournal.StepKey.Nested({ path: "task/c1/1", key: RunJournal.StepKey.Model({ step: 0 }) })).type.toBe<
+      RunJournal.StepKey.Nested<RunJournal.ModelCall>
+    >()
+  })
+
+  test("step takes only an effect that gives what the key's step gives", () => {
+    expect(journal.step(RunJournal.StepKey.Model({ step: 0 }), Effect.succeed(modelCall))).type.toBe<
+      Effect.Effect<RunJournal.ModelCall>
+    >()
+    expect(journal.step(RunJournal.StepKey.Model({ step: 0 }), Effect.succeed("a reply"))).type.toRaiseError()
+    expect(journal.step(RunJournal.StepKey.Tool({ call, occurrence: 1 }), Effect.succeed(modelCall))).type
+      .toRaiseError()
+  })
+
+  test("a journal matching on _tag reads and gives the kind's values without a cast", () => {
+    const replaying = <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+      const step = RunJournal.innermost(key)
+      switch (step._tag) {
+        case "Model":
+          expect(step.result.from).type.toBe<(value: A) => RunJournal.ModelCall>()
+          return Effect.succeed(step.result.to(modelCall))
+        case "Checkpoint":
+          return Effect.succeed(step.result.to(undefined))
+        default:
+          return effect
+      }
+    }
+    expect(replaying).type.not.toBe<never>()
+    // without the witness, a value of the kind's type is not the step's
+    expect(<A>(_key: RunJournal.StepKey.Model<A>): A => modelCall).type.toRaiseError()
+  })
+})

@@ -1,0 +1,222 @@
+/**
+ * The journal of a run on the workflow engine: each step of the loop is an
+ * activity named after its key (`RunJournal.stepName`), a checkpoint's save
+ * waits for the next activity, and a wait for a decision is a
+ * `DurableDeferred`, optionally raced against a durable clock.
+ */
+import type * as Prompt from "@effect/ai/Prompt"
+import * as Activity from "@effect/workflow/Activity"
+import * as DurableClock from "@effect/workflow/DurableClock"
+import * as DurableDeferred from "@effect/workflow/DurableDeferred"
+import * as Workflow from "@effect/workflow/Workflow"
+import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as RunJournal from "@stepwise-agent/core/RunJournal"
+import * as Secrets from "@stepwise-agent/core/Secrets"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+// the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
+import {
+  AgentRunFailed,
+  Decision,
+  type Options,
+  OtherError,
+  RunCancelled,
+  RunError,
+  RunFailure
+} from "../AgentWorkflow.js"
+import { withSharedExitSchema } from "./clusterStorage.js"
+
+/** An error of another package as journaled: by its `_tag` (`Error` when it has none). */
+const otherErrorOf = (error: unknown): OtherError =>
+  new OtherError({ tag: Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : "Error" })
+
+/**
+ * A run's failure as journaled: a cancellation stays one, and any other
+ * error becomes an `AgentRunFailed` that keeps it, scrubbed, when it is one
+ * of the agent's own, and its tag otherwise.
+ */
+export const asRunFailure = (error: unknown): AgentRunFailed | RunCancelled => {
+  if (error instanceof AgentRunFailed || error instanceof RunCancelled) return error
+  const scrubbed = Secrets.scrubError(error)
+  return new AgentRunFailed({
+    error: Schema.is(RunError)(scrubbed) ? scrubbed : otherErrorOf(scrubbed),
+    description: Secrets.messageOf(scrubbed)
+  })
+}
+
+/**
+ * Runs `effect` as an activity named `name`, with the services of its
+ * caller (an engine may execute the activity on another fiber).
+ */
+export const inActivity = <S extends Schema.Schema.AnyNoContext, E, R>(
+  name: string,
+  success: S,
+  effect: Effect.Effect<Schema.Schema.Type<S>, E, R>
+) =>
+  Effect.gen(function*() {
+    const context = Context.omit(WorkflowEngine.WorkflowInstance)(yield* Effect.context<R>())
+    const activity = Activity.make({
+      name,
+      success,
+      error: RunFailure,
+      execute: effect.pipe(
+        // defects are journaled as they are: scrubbed first, as failures are by `asRunFailure`
+        Effect.mapErrorCause(Secrets.scrubCause),
+        Effect.mapError(asRunFailure),
+        Effect.provide(context)
+      )
+    })
+    return yield* withSharedExitSchema(activity)
+  })
+
+/**
+ * An activity as the step of the loop it journals. The loop's journal
+ * contract (`RunJournal.Service`) gives a step the errors and requirements of
+ * the loop's own effect; an activity fails with the journal's record of a
+ * failure (`RunFailure`), which the loop passes on as the run's failure for
+ * the run body to read back (`asRunFailure`), and needs the workflow's
+ * engine, instance and scope (for compensations), which every run body has.
+ * This is the one place the two contracts meet.
+ */
+const asLoopStep = <A, E, R>(
+  activity: Effect.Effect<
+    A,
+    AgentRunFailed | RunCancelled,
+    R | WorkflowEngine.WorkflowEngine | WorkflowEngine.WorkflowInstance | Scope.Scope
+  >
+): Effect.Effect<A, E, R> => activity as Effect.Effect<A, never, R>
+
+/*
+ * `cancel` records its request in the `RunStore` (`requestCancel`, a record of
+ * its own, apart from the decisions of waits) before it interrupts a run. The
+ * engines apply a cancel only when a run suspends (or, in memory, ends): a
+ * run that is working would otherwise go on to its end (on the cluster engine
+ * the signal even waits behind the running execution). So a working run
+ * reads the request before each model call it makes, and fails with
+ * {@link RunCancelled} instead; `status` reads that as `Cancelled`.
+ */
+
+/**
+ * The journal of one run on the workflow engine, and `flush`, which writes
+ * the checkpoints it still holds.
+ *
+ * A checkpoint is not an activity of its own: its save waits for the next
+ * activity that executes and runs inside it, first (one round trip through
+ * the engine's storage less per step). An activity that executes runs after
+ * every save before it, so it writes those it took; one that replays from
+ * the journal executed earlier with the same saves before it, so they were
+ * written then and are dropped, and a replay never writes an older
+ * checkpoint over a newer one. Before a wait and when the run ends there is
+ * no next activity: `flush` writes what is left as one activity, named
+ * after the last of those checkpoints.
+ */
+export const makeJournal = (
+  options: Options,
+  runId: string,
+  cancelled: Effect.Effect<boolean>,
+  claimSteered: (look: string) => Effect.Effect<ReadonlyArray<Prompt.Message>>
+) => {
+  // A look into the inbox takes in the messages sent in this process, then those stored for the thread.
+  // The stored ones are claimed first: a store that fails ends the look before it took any message out of
+  // the inbox, so none is lost.
+  const withStored = <A, E, R>(
+    held: Effect.Effect<A, E, R>,
+    messages: RunJournal.StepKey.Same<ReadonlyArray<Prompt.Message>, A>,
+    look: string
+  ) =>
+    Effect.flatMap(
+      claimSteered(look),
+      (stored) => Effect.map(held, (inProcess) => messages.to([...messages.from(inProcess), ...stored]))
+    )
+  // A model call about to run (a replayed one is read from the journal and never gets here) checks
+  // for a cancel first and ends the run instead: the tool calls before it all have their results.
+  const unlessCancelled = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, E | RunCancelled, R> =>
+    Effect.flatMap(
+      cancelled,
+      (yes): Effect.Effect<A, E | RunCancelled, R> => yes ? Effect.fail(new RunCancelled({ runId })) : call
+    )
+  // a tool call whose tool has an undo gets it as its compensation: when the run fails, unless the call failed
+  const compensated = <A, E, R>(step: RunJournal.StepKey.Tool<A>, activity: Effect.Effect<A, E, R>) => {
+    const undo = options.undo?.[step.call.name]
+    return undo === undefined ? activity : Workflow.withCompensation(activity, (value) => {
+      const result = step.result.from(value)
+      return result.isFailure ? Effect.void : undo(step.call, result)
+    })
+  }
+  /** The checkpoints saved since the last activity began, in order, not yet written. */
+  const unwritten: Array<{ readonly name: string; readonly save: Effect.Effect<unknown, unknown> }> = []
+  /** `call`, after the writes of the checkpoints taken (all there are, as the activity starts). */
+  const afterUnwritten = <A, E, R>(call: Effect.Effect<A, E, R>): Effect.Effect<A, unknown, R> => {
+    const saves = unwritten.splice(0)
+    return saves.length === 0 ? call : Effect.zipRight(Effect.forEach(saves, (s) => s.save, { discard: true }), call)
+  }
+  const flush = Effect.suspend(() => {
+    const last = unwritten.at(-1)
+    return last === undefined
+      ? Effect.void
+      : inActivity(last.name, Schema.Void, afterUnwritten(Effect.void))
+  })
+  const journal = RunJournal.RunJournal.of({
+    durable: true,
+    step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+      // a subagent's step (`Nested`) is treated as the step it names: its checkpoints wait, its tool calls compensate
+      const step = RunJournal.innermost(key)
+      const recorded = (call: Effect.Effect<A, unknown, R>) =>
+        inActivity(RunJournal.stepName(key), key.schema, afterUnwritten(call))
+      switch (step._tag) {
+        case "Checkpoint":
+          // its save is written by the next activity, before it runs (with the services it was given)
+          return Effect.map(Effect.context<R>(), (context) => {
+            const save = Effect.provide(effect, context)
+            unwritten.push({ name: RunJournal.stepName(key), save })
+            return step.result.to(undefined)
+          })
+        case "Inbox":
+          return options.steering !== true
+            // without steering a run never takes messages in: nothing to journal
+            ? Effect.succeed(step.result.to([]))
+            // the run's own look also claims the thread's stored messages; a subagent's looks only its inbox
+            : Effect.suspend(() =>
+              asLoopStep(recorded(key === step ? withStored(effect, step.result, RunJournal.stepName(key)) : effect))
+            )
+        case "Model":
+          return Effect.suspend(() => asLoopStep(recorded(unlessCancelled(effect))))
+        case "Tool":
+          return Effect.suspend(() => asLoopStep(compensated(step, recorded(effect))))
+        case "Load":
+          return Effect.suspend(() => asLoopStep(recorded(effect)))
+      }
+    },
+    await: (interrupt) => {
+      const deferred = DurableDeferred.make(interrupt.key, { success: Decision })
+      const timeout = options.decisionTimeout
+      const decided = timeout === undefined
+        ? DurableDeferred.await(deferred)
+        : DurableDeferred.raceAll({
+          name: interrupt.key,
+          success: Decision,
+          error: Schema.Never,
+          effects: [
+            DurableDeferred.await(deferred),
+            DurableClock.sleep({ name: `timeout/${interrupt.key}`, duration: timeout.after }).pipe(
+              Effect.zipRight(Effect.map(Clock.currentTimeMillis, (decidedAt): Decision => ({
+                value: timeout.decide(interrupt),
+                by: "timeout",
+                decidedAt
+              })))
+            )
+          ]
+        })
+      // the thread as it waits (the interrupt in its checkpoint) is stored before the run suspends
+      return asLoopStep<Option.Option<unknown>, never, never>(
+        Effect.zipRight(flush, Effect.map(decided, (decision) => Option.some(decision.value)))
+      )
+    }
+  })
+  return { journal, flush }
+}

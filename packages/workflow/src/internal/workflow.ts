@@ -1,0 +1,478 @@
+/**
+ * The body of `AgentWorkflow.make`: the workflow, the layer that runs it
+ * through the durable journal, and the operations on its runs.
+ */
+import * as IdGenerator from "@effect/ai/IdGenerator"
+import * as Prompt from "@effect/ai/Prompt"
+import * as DurableDeferred from "@effect/workflow/DurableDeferred"
+import * as Workflow from "@effect/workflow/Workflow"
+import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Agent from "@stepwise-agent/core/Agent"
+import { CheckpointError, ThreadStateError } from "@stepwise-agent/core/AgentError"
+import * as RunJournal from "@stepwise-agent/core/RunJournal"
+import * as Secrets from "@stepwise-agent/core/Secrets"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+// the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
+import {
+  AgentRunFailed,
+  type AgentWorkflow,
+  Decision,
+  DecisionCorrupt,
+  InvalidDecision,
+  InvalidSend,
+  JournalCorrupt,
+  NotWaiting,
+  type Options,
+  OtherError,
+  Payload,
+  RunFailure,
+  RunIdTaken,
+  RunNotEnded,
+  RunOutcome,
+  type RunState,
+  type RunStatus,
+  type SendReceipt
+} from "../AgentWorkflow.js"
+import * as Authorizer from "../Authorizer.js"
+import * as RunStore from "../RunStore.js"
+import { clearJournal, executionExists } from "./clusterStorage.js"
+import { asRunFailure, inActivity, makeJournal } from "./durableJournal.js"
+import { checkSend, decodeStored } from "./send.js"
+import { isParseError, stateOf } from "./status.js"
+
+/**
+ * The id of a run started without one: from the context's `IdGenerator` when
+ * there is one (a test can make ids predictable), else a random UUID.
+ */
+const newRunId: Effect.Effect<string> = Effect.flatMap(
+  Effect.serviceOption(IdGenerator.IdGenerator),
+  Option.match({ onNone: () => Effect.sync(() => crypto.randomUUID()), onSome: (ids) => ids.generateId() })
+)
+
+export const make = (options: Options): AgentWorkflow => {
+  /** A decision as stored with its claim. */
+  const DecisionJson = Schema.parseJson(Decision)
+  const encodeDecision = Schema.encode(DecisionJson)
+  const decodeDecision = Schema.decode(DecisionJson)
+  const name = `${options.name}/v${options.version}`
+  const workflow = Workflow.make({
+    name,
+    payload: Payload,
+    success: RunOutcome,
+    error: RunFailure,
+    idempotencyKey: (payload) => payload.runId
+  })
+
+  const steering = options.steering === true
+
+  /** Registers and executes the run `runId` of `threadId` with the stored messages as its input (idempotent). */
+  const launch = (threadId: string, runId: string, messages: ReadonlyArray<RunStore.SentMessage>) =>
+    Effect.gen(function*() {
+      const payload = { runId, threadId, input: yield* decodeStored(messages) }
+      const executionId = yield* workflow.executionId(payload)
+      yield* (yield* RunStore.RunStore).register({ runId, threadId, executionId, workflow: name })
+      // never a child of the run whose end starts it (an activity runs in its instance): its cancel must not reach this one
+      yield* workflow.execute(payload, { discard: true }).pipe(
+        Effect.mapInputContext((context: Context.Context<WorkflowEngine.WorkflowEngine>) =>
+          Context.omit(WorkflowEngine.WorkflowInstance)(context) as Context.Context<WorkflowEngine.WorkflowEngine>
+        )
+      )
+    })
+
+  /**
+   * Starts the run of what waits for the thread once `owner`, the run that
+   * owned its messages, has ended (with no `owner`: when none owns them).
+   * Idempotent per owner: the claim names the run, whose id and input stay
+   * the same, and starting it again starts nothing.
+   */
+  const startNext = (threadId: string, owner: string | undefined) =>
+    Effect.gen(function*() {
+      const next = yield* (yield* RunStore.RunStore).claimNext(threadId, owner)
+      if (Option.isNone(next)) return Option.none<string>()
+      yield* launch(threadId, next.value.runId, next.value.messages)
+      return Option.some(next.value.runId)
+    })
+
+  const layer = workflow.toLayer((payload) =>
+    Effect.gen(function*() {
+      const loop = yield* Agent.Agent
+      const store = yield* RunStore.RunStore
+      const cancelled = Effect.orDie(store.isCancelRequested(payload.runId))
+      const claimSteered = (look: string) =>
+        Effect.flatMap(Effect.orDie(store.claimSteered(payload.threadId, payload.runId, look)), decodeStored)
+      const { flush, journal } = makeJournal(options, payload.runId, cancelled, claimSteered)
+      const exit = yield* loop.run(Prompt.fromMessages(payload.input), { threadId: payload.threadId }).pipe(
+        Effect.provideService(RunJournal.RunJournal, journal),
+        // the checkpoints saved after the last activity are written before the run ends, failing or not
+        Effect.zipLeft(flush),
+        Effect.tapErrorCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : flush),
+        Effect.mapError(asRunFailure),
+        Effect.exit
+      )
+      // A run that ended or failed (not one suspending to wait) starts the run of what was sent and not taken in.
+      if (steering && !(Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause))) {
+        yield* inActivity(
+          "next",
+          Schema.Option(Schema.String),
+          Effect.orDie(startNext(payload.threadId, payload.runId))
+        )
+      }
+      const result = yield* exit
+      if (result._tag === "Interrupted") {
+        return yield* new AgentRunFailed({
+          error: new OtherError({ tag: "Interrupted" }),
+          description: "the run ended waiting in process"
+        })
+      }
+      return { text: result.text, steps: result.steps, usage: result.usage }
+    })
+  )
+
+  const start: AgentWorkflow["start"] = Effect.fn("AgentWorkflow.start")(function*(request) {
+    const store = yield* RunStore.RunStore
+    const runId = request.runId ?? (yield* newRunId)
+    const input = Prompt.make(request.input).content
+    const payload = { runId, threadId: request.threadId, input }
+    const executionId = yield* workflow.executionId(payload)
+    // the thread's messages are this run's to take in, and to hand on when it ends; a retried start of a run
+    // registered before (perhaps ended) takes nothing back
+    const record = yield* store.register({
+      runId,
+      threadId: request.threadId,
+      executionId,
+      workflow: name,
+      ownsThread: steering
+    })
+    if (record.threadId !== request.threadId) return yield* new RunIdTaken({ runId, threadId: record.threadId })
+    yield* workflow.execute(payload, { discard: true })
+    return runId
+  })
+
+  const send: AgentWorkflow["send"] = Effect.fn("AgentWorkflow.send")(function*(threadId, message, sendOptions) {
+    const checked = yield* checkSend(threadId, message, sendOptions?.mode, sendOptions?.idempotencyKey)
+    if (!steering) {
+      return yield* new InvalidSend({
+        threadId: checked.threadId,
+        field: "workflow",
+        reason: `"${name}" was made without \`steering: true\`: its runs never take sent messages in`
+      })
+    }
+    const store = yield* RunStore.RunStore
+    // The message and, when no run owns the thread, the claim of the run that takes it in are one
+    // transaction: a message is never stored without a run to take it in. From there to the run executing,
+    // nothing interrupts the send; a launch that fails is done by the next send (`ensureTaken`).
+    return yield* Effect.uninterruptible(Effect.gen(function*() {
+      const posted = yield* store.postMessage({ ...checked, claim: true })
+      if (
+        Option.isSome(posted.earlier) &&
+        (posted.earlier.value.mode !== checked.mode || posted.earlier.value.messages !== checked.messages)
+      ) {
+        return yield* new InvalidSend({
+          threadId: checked.threadId,
+          field: "idempotencyKey",
+          reason: `was given to another message of this thread (sequence ${posted.sequence})`
+        })
+      }
+      // a duplicate goes on as a message already stored: its run, if a crash kept it from executing, executes now
+      const receipt = {
+        threadId: checked.threadId,
+        mode: checked.mode,
+        sequence: posted.sequence,
+        duplicate: Option.isSome(posted.earlier)
+      }
+      if (Option.isSome(posted.started)) {
+        yield* launch(checked.threadId, posted.started.value.runId, posted.started.value.messages)
+        return { ...receipt, delivery: "started", runId: Option.some(posted.started.value.runId) } satisfies SendReceipt
+      }
+      const next = Option.isSome(posted.running)
+        ? yield* ensureTaken(checked.threadId, posted.running.value)
+        : Option.none<string>()
+      return Option.isSome(next)
+        ? { ...receipt, delivery: "started", runId: next } satisfies SendReceipt
+        : { ...receipt, delivery: "stored", runId: posted.running } satisfies SendReceipt
+    }))
+  })
+
+  /**
+   * Makes sure `runId`, the run that owns the thread's messages, will take
+   * them in or hand them on, deciding from what is stored only (never from
+   * what this process runs). A run a `send` started, whose sender died
+   * before executing it, is executed (its input is stored: idempotent). A
+   * run `start` registered whose execution is not stored yet keeps them:
+   * its `start` may be between registering and executing it, in any
+   * process, and the run takes them in when it starts (a `start` that died
+   * there leaves them to `cancel`, `prune` or a retried `start`). A run that
+   * has ended without handing them on (its `next` died, or a process died
+   * between its end and `cancel`'s hand-on), or that is not registered (it
+   * was pruned), hands them on now (`startNext`, idempotent per owner): the
+   * run started, if any.
+   */
+  const ensureTaken = (threadId: string, runId: string) =>
+    Effect.gen(function*() {
+      const store = yield* RunStore.RunStore
+      const input = yield* store.inputOf(runId)
+      const stored = yield* Effect.option(store.get(runId))
+      const executionId = Option.isSome(stored)
+        ? stored.value.executionId
+        : input.length === 0
+        ? undefined
+        : yield* workflow.executionId({ runId, threadId, input: yield* decodeStored(input) })
+      const executed = executionId !== undefined && (yield* Effect.orDie(executionExists(workflow, executionId)))
+      if (!executed && input.length > 0) {
+        yield* Effect.orDie(launch(threadId, runId, input))
+        return Option.none<string>()
+      }
+      if (!executed && Option.isSome(stored)) return Option.none<string>()
+      const ended = !executed || (yield* workflow.poll(executionId!))?._tag === "Complete"
+      return ended ? yield* Effect.orDie(startNext(threadId, runId)) : Option.none<string>()
+    })
+
+  const status: AgentWorkflow["status"] = Effect.fn("AgentWorkflow.status")(function*(runId) {
+    const store = yield* RunStore.RunStore
+    const record = yield* store.get(runId)
+    const loop = yield* Agent.Agent
+    // the thread id of a stored run was checked when the run started
+    const snapshot = yield* Effect.catchTag(loop.thread(record.threadId), "InvalidInput", Effect.die)
+    // a stored reply that no longer decodes is a corrupt journal; other defects (storage down) stay defects
+    const polled = yield* Effect.catchAllDefect(
+      workflow.poll(record.executionId),
+      (defect) =>
+        isParseError(defect)
+          ? new JournalCorrupt({ runId, description: Secrets.messageOf(defect) })
+          : Effect.die(defect)
+    )
+    const pending = Option.flatMap(snapshot, (thread) => thread.pending)
+    const claim = polled !== undefined && polled._tag !== "Complete" && Option.isSome(pending)
+      ? yield* store.decisionOf(runId, pending.value.key)
+      : Option.none()
+    if (Option.isSome(claim) && !claim.value.delivered) {
+      yield* undeliverable(runId, claim.value)
+      yield* deliverClaimed(record, claim.value)
+    }
+    const { failure, outcome, state } = stateOf(runId, polled, pending, claim)
+    return {
+      runId,
+      threadId: record.threadId,
+      executionId: record.executionId,
+      state,
+      pending: state === "Waiting" ? pending : Option.none(),
+      messages: Option.match(snapshot, { onNone: () => [], onSome: (thread) => thread.state.messages }),
+      outcome,
+      failure
+    }
+  })
+
+  /** Completes the wait `key` of a run with `decision` (the engine keeps the first) and records the delivery. */
+  const deliver = (record: RunStore.RunRecord, key: string, decision: Decision) =>
+    Effect.gen(function*() {
+      const deferred = DurableDeferred.make(key, { success: Decision })
+      const token = DurableDeferred.tokenFromExecutionId(deferred, { workflow, executionId: record.executionId })
+      yield* DurableDeferred.succeed(deferred, { token, value: decision })
+      yield* (yield* RunStore.RunStore).markDelivered(record.runId, key)
+    })
+
+  /** Fails with `DecisionCorrupt` when a claim that has not reached the run never can. */
+  const undeliverable = (runId: string, claim: RunStore.ClaimedDecision) =>
+    claim.delivered ? Effect.void : claim.decision === undefined
+      ? new DecisionCorrupt({ runId, key: claim.key, description: "it was stored without the decision" })
+      : decodeDecision(claim.decision).pipe(
+        Effect.asVoid,
+        Effect.mapError((error) =>
+          new DecisionCorrupt({ runId, key: claim.key, description: ParseResult.TreeFormatter.formatErrorSync(error) })
+        )
+      )
+
+  /**
+   * Delivers a decision whose claimer died before delivering it. Best effort:
+   * a failure is logged and the next `status` or `resume` tries again. A
+   * claim stored without a decision cannot be delivered.
+   */
+  const deliverClaimed = (record: RunStore.RunRecord, claim: RunStore.ClaimedDecision) =>
+    claim.delivered || claim.decision === undefined ? Effect.void : decodeDecision(claim.decision).pipe(
+      Effect.flatMap((decision) => deliver(record, claim.key, decision)),
+      Effect.catchAllCause((cause) =>
+        Effect.logWarning(`could not deliver the claimed decision "${claim.key}" of run "${record.runId}"`, cause)
+      )
+    )
+
+  const resume: AgentWorkflow["resume"] = Effect.fn("AgentWorkflow.resume")(function*(runId, value, { principal }) {
+    const store = yield* RunStore.RunStore
+    const record = yield* store.get(runId)
+    const polled = yield* workflow.poll(record.executionId)
+    if (polled !== undefined && polled._tag === "Complete") {
+      return yield* new NotWaiting({ runId, reason: "the run has finished" })
+    }
+    const loop = yield* Agent.Agent
+    // who may decide is asked first: the checks below tell what the run waits for
+    const waiting = Option.flatMap(
+      yield* Effect.catchTag(loop.thread(record.threadId), "InvalidInput", Effect.die),
+      (thread) => thread.pending
+    )
+    if (Option.isNone(waiting)) {
+      return yield* new NotWaiting({ runId, reason: "it waits for no decision (any it waited for was given)" })
+    }
+    const { key, middleware } = waiting.value
+    // the run gets the decision as stored (JSON), here or after a restart: check and authorize that
+    const encoded = yield* encodeDecision({ value, by: principal, decidedAt: yield* Clock.currentTimeMillis }).pipe(
+      Effect.mapError((error) => new InvalidDecision({ runId, error, description: error.message }))
+    )
+    const decision = yield* Effect.orDie(decodeDecision(encoded))
+    yield* (yield* Authorizer.Authorizer).authorize({
+      runId,
+      threadId: record.threadId,
+      principal,
+      pending: { key, middleware, value: waiting.value.value },
+      value: decision.value
+    })
+    const pending = yield* loop.validateResume(record.threadId, decision.value).pipe(
+      Effect.mapError((error: unknown): NotWaiting | InvalidDecision | CheckpointError =>
+        error instanceof ThreadStateError
+          ? new NotWaiting({ runId, reason: Secrets.messageOf(error) })
+          : error instanceof CheckpointError
+          ? error
+          : new InvalidDecision({ runId, error, description: Secrets.messageOf(error) })
+      )
+    )
+    if (pending.key !== undefined && pending.key !== key) {
+      return yield* new NotWaiting({ runId, reason: "the decision it waited for changed while this one was checked" })
+    }
+    yield* store.claimDecision(runId, key, encoded).pipe(
+      // the claim that won may not have reached the run (its claimer died): deliver it, and still refuse this
+      // one; a claim that can never reach it says so instead
+      Effect.tapError((error) =>
+        error._tag === "AlreadyDecided"
+          ? Effect.flatMap(
+            store.decisionOf(runId, key),
+            Option.match({
+              onNone: () => Effect.void,
+              onSome: (claim) => Effect.zipRight(undeliverable(runId, claim), deliverClaimed(record, claim))
+            })
+          )
+          : Effect.void
+      )
+    )
+    yield* deliver(record, key, decision)
+  })
+
+  const discardDecision: AgentWorkflow["discardDecision"] = Effect.fn("AgentWorkflow.discardDecision")(
+    function*(runId) {
+      const store = yield* RunStore.RunStore
+      const record = yield* store.get(runId)
+      const waiting = Option.flatMap(
+        yield* Effect.catchTag((yield* Agent.Agent).thread(record.threadId), "InvalidInput", Effect.die),
+        (t) => t.pending
+      )
+      if (Option.isNone(waiting)) return false
+      const claim = yield* store.decisionOf(runId, waiting.value.key)
+      if (Option.isNone(claim) || claim.value.delivered) return false
+      const corrupt = yield* Effect.either(undeliverable(runId, claim.value))
+      if (corrupt._tag === "Left") return yield* store.releaseDecision(runId, waiting.value.key)
+      yield* deliverClaimed(record, claim.value)
+      return false
+    }
+  )
+
+  const cancel: AgentWorkflow["cancel"] = Effect.fn("AgentWorkflow.cancel")(function*(runId) {
+    const store = yield* RunStore.RunStore
+    const record = yield* store.get(runId)
+    // a working run reads this before its next call and stops there; a run not executed yet, before its first
+    yield* store.requestCancel(runId)
+    // a run whose execution is not stored (its `start` died, or has not executed it yet) has nothing to stop
+    // now, and hands on what was sent
+    if (!(yield* executionExists(workflow, record.executionId))) {
+      if (steering) yield* Effect.orDie(startNext(record.threadId, runId))
+      return
+    }
+    yield* workflow.interrupt(record.executionId)
+    // An engine may apply the interrupt later (on its next storage poll): the run
+    // must have stopped before its wait is given up, or it could wait again.
+    yield* workflow.poll(record.executionId).pipe(
+      Effect.repeat({ schedule: Schedule.spaced("50 millis"), until: (polled) => polled?._tag === "Complete" })
+    )
+    // the run that owned the wait has ended: give it up as its owner
+    yield* (yield* Agent.Agent).discardPending(record.threadId, "the run was cancelled").pipe(
+      Effect.provideService(RunJournal.DurableOwner, true),
+      Effect.catchTag("DurableThreadError", Effect.die)
+    )
+    // what was sent to the thread and not taken in starts its run (a run cancelled at its wait ran no `next`)
+    if (steering) yield* Effect.orDie(startNext(record.threadId, runId))
+  })
+
+  /** Where a run is, for pruning: an execution the engine never got counts as ended. */
+  const settledState = (record: RunStore.RunRecord) =>
+    status(record.runId).pipe(
+      Effect.map((current) => current.state),
+      // a journal that no longer reads is what pruning is for: it counts as ended
+      Effect.catchTag("JournalCorrupt", () => Effect.succeed<RunState>("Failed")),
+      // a decision that cannot reach the run leaves it waiting
+      Effect.catchTag("DecisionCorrupt", () => Effect.succeed<RunState>("Waiting")),
+      Effect.flatMap((state) =>
+        state === "Running"
+          ? Effect.map(
+            executionExists(workflow, record.executionId),
+            (exists): RunState => exists ? "Running" : "Cancelled"
+          )
+          : Effect.succeed(state)
+      )
+    )
+
+  const prune: AgentWorkflow["prune"] = Effect.fn("AgentWorkflow.prune")(function*(runId, pruneOptions) {
+    const store = yield* RunStore.RunStore
+    const record = yield* store.get(runId)
+    const state = yield* settledState(record)
+    if (state === "Running" || state === "Waiting") return yield* new RunNotEnded({ runId, state })
+    const deleteThread = pruneOptions?.deleteThread === true
+    if (deleteThread) {
+      // another run of the thread still going would lose the thread under it
+      for (const other of yield* store.list({ threadId: record.threadId })) {
+        if (other.runId === runId) continue
+        const otherState = yield* settledState(other)
+        if (otherState === "Running" || otherState === "Waiting") {
+          return yield* new RunNotEnded({ runId: other.runId, state: otherState })
+        }
+      }
+    }
+    // the journal goes first: a prune cut off after it finds the run ended (no execution) and finishes
+    yield* clearJournal(workflow, record.executionId)
+    yield* store.delete(runId)
+    if (deleteThread) yield* (yield* Agent.Agent).deleteThread(record.threadId)
+  })
+
+  const await_: AgentWorkflow["await"] = Effect.fn("AgentWorkflow.await")(function*(runId, awaitOptions) {
+    const untilWaiting = awaitOptions?.untilWaiting === true
+    return yield* status(runId).pipe(Effect.repeat({
+      // the passthrough makes the last status the result
+      schedule: Schedule.passthrough(Schedule.spaced(awaitOptions?.pollEvery ?? "100 millis")) as Schedule.Schedule<
+        RunStatus,
+        RunStatus
+      >,
+      until: (current) => current.state !== "Running" && (current.state !== "Waiting" || untilWaiting)
+    }))
+  })
+
+  const watch: AgentWorkflow["watch"] = (runId) =>
+    Stream.unwrapScoped(Effect.gen(function*() {
+      const record = yield* (yield* RunStore.RunStore).get(runId)
+      const events = yield* (yield* Agent.Agent).watch
+      // the durable truth ends the stream too: a run elsewhere, or already settled, reports nothing here
+      const settled = status(runId).pipe(
+        Effect.repeat({ schedule: Schedule.spaced("200 millis"), while: (current) => current.state === "Running" })
+      )
+      return events.pipe(
+        Stream.filter((event) => event.threadId === record.threadId),
+        Stream.takeUntil((event) => event.event._tag === "RunEnded" || event.event._tag === "RunFailed"),
+        Stream.interruptWhen(settled)
+      )
+    }))
+
+  return { name, workflow, layer, start, status, resume, discardDecision, cancel, prune, await: await_, watch, send }
+}
