@@ -118,6 +118,39 @@ describe("RunJournal", () => {
       assert.deepStrictEqual(replayLog, log.filter((entry) => !entry.includes(".wrap")))
     }))
 
+  it.effect("a wrapModelCall's state update is journaled with its call: a replay applies it without the hook", () =>
+    Effect.gen(function*() {
+      const journal = newJournal()
+      let wrapped = 0
+      const counting = Middleware.make({
+        name: "counting",
+        state: { schema: Schema.Struct({ calls: Schema.Number }), initial: { calls: 0 } },
+        wrapModelCall: (request, next) =>
+          Effect.map(next(request), (response) => {
+            wrapped++
+            return { ...response, state: { calls: (request.state.calls as number) + 1 } }
+          })
+      })
+      const run = (layer: Layer.Layer<any>) =>
+        Effect.gen(function*() {
+          const agent = yield* Agent.make({ toolkit: Calculator, middleware: [counting] })
+          return yield* agent.run("Add 1+2 and 3+4", { threadId: "t" }).pipe(
+            Effect.provideService(RunJournal.RunJournal, journaling(journal, { models: 0, tools: 0 }))
+          )
+        }).pipe(Effect.provide(layer))
+      const live = yield* run(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))
+      assert.strictEqual(wrapped, 3)
+      assert.strictEqual((live.state as any).calls, 3)
+      assert.deepStrictEqual(journal.models.map((call) => call.updates), [
+        [{ middleware: "counting", state: { calls: 1 } }],
+        [{ middleware: "counting", state: { calls: 2 } }],
+        [{ middleware: "counting", state: { calls: 3 } }]
+      ])
+      const replayed = yield* run(Layer.merge(ScriptedModel.layer([]), CalculatorLive))
+      assert.strictEqual(wrapped, 3)
+      assert.strictEqual((replayed.state as any).calls, 3)
+    }))
+
   it.effect("an executor that answers an interrupt continues the run at once, with the key of the wait", () =>
     Effect.gen(function*() {
       const seen: Array<RunJournal.Interrupt> = []
