@@ -47,7 +47,8 @@ export const make = (config: Compiled, table: Steps) =>
     let state = initial
     let phase = start
     while (true) {
-      const stepped = yield* (table[phase.node] as Step<Phase>)(run, state, phase)
+      const ran = (table[phase.node] as Step<Phase>)(run, state, phase)
+      const stepped = Effect.isEffect(ran) ? yield* ran : ran
       if (stepped.outcome._tag === "End") return stepped.outcome.result
       state = stepped.state
       phase = next(phase, stepped.outcome, RunState.factsOf(state))

@@ -339,8 +339,9 @@ export const make = (config: Compiled) => {
       threadId: run.threadId,
       step: state.step
     }
+    // the state updates of this call's wrap hooks (none without a hook)
     const updates: Array<Update> = []
-    const chain = modelChain(run, updates)
+    const chain = wrapModel.length === 0 ? callModel(run) : modelChain(run, updates)
     // built once the step starts (after ModelCallStarted): building it calls the wrap hooks
     const call = () =>
       journaled(

@@ -143,13 +143,13 @@ export const make = (config: Compiled) => {
     run: RunContext,
     state: RunState.RunState,
     phase: { readonly node: HookNode; readonly index: number }
-  ): Effect.Effect<Stepped, unknown, any> => {
-    const ran = phase.index < config.nodes[phase.node].length
-      ? runHooks(run, state, phase.node, phase.index)
-      : Effect.succeed<Stepped>({ state, outcome: Continue })
+  ): Stepped | Effect.Effect<Stepped, unknown, any> => {
     // (a reply to report is kept only while someone watches)
-    return phase.node === "afterModel" && run.emit !== undefined
-      ? Effect.map(ran, (stepped) => ({ ...stepped, state: reportReplied(run, stepped.state) }))
-      : ran
+    const reports = phase.node === "afterModel" && run.emit !== undefined
+    if (phase.index >= config.nodes[phase.node].length) {
+      return { state: reports ? reportReplied(run, state) : state, outcome: Continue }
+    }
+    const ran = runHooks(run, state, phase.node, phase.index)
+    return reports ? Effect.map(ran, (stepped) => ({ ...stepped, state: reportReplied(run, stepped.state) })) : ran
   }
 }

@@ -15,8 +15,12 @@ export interface Stepped {
   readonly outcome: Outcome
 }
 
-/** A phase: it runs on the run's state and says where the run goes. */
-export type Step<P> = (run: RunContext, state: RunState, phase: P) => Effect.Effect<Stepped, unknown, any>
+/**
+ * A phase: it runs on the run's state and says where the run goes. A phase
+ * with nothing to run (a hook node with no hook left, no steer message to
+ * take in) gives its outcome as it is: no effect to run, no fiber operation.
+ */
+export type Step<P> = (run: RunContext, state: RunState, phase: P) => Stepped | Effect.Effect<Stepped, unknown, any>
 
 /** Saves the run's thread; with a pending wait, the wait and the run's progress so far. */
 export type Save = ReturnType<typeof Checkpoint.make>["save"]

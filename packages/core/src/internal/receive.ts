@@ -49,10 +49,10 @@ export const inputOf = (config: Compiled) =>
  */
 export const make = (config: Compiled, save: Save) => {
   const transform = inputOf(config)
-  return (run: RunContext, state: RunState.RunState): Effect.Effect<Stepped, unknown, any> => {
+  return (run: RunContext, state: RunState.RunState): Stepped | Effect.Effect<Stepped, unknown, any> => {
     const unchanged: Stepped = { state, outcome: Continue }
-    if (!Inbox.hasSteered(run.inbox) && run.journal === RunJournal.inProcess) return Effect.succeed(unchanged)
-    if ((AgentState.pendingToolCalls(state.messages)?.calls.length ?? 0) > 0) return Effect.succeed(unchanged)
+    if (!Inbox.hasSteered(run.inbox) && run.journal === RunJournal.inProcess) return unchanged
+    if ((AgentState.pendingToolCalls(state.messages)?.calls.length ?? 0) > 0) return unchanged
     return Effect.gen(function*() {
       const sent = yield* journaled(
         run,
