@@ -680,6 +680,19 @@ const runChunks = (compiled: Pii.Redactor, chunks: ReadonlyArray<string>) => {
   return { released, matches }
 }
 
+describe("credit card numbers", () => {
+  it("a number of more than 19 digits is never a card, whatever its checksum; a card beside it still is", () => {
+    const compiled = compile({ types: ["credit_card"], strategy: "redact" })
+    for (const length of [20, 21, 22, 100, 480]) {
+      // a run of 1s passes the Luhn check when its length is a multiple of 20 (every pair sums to 3)…
+      const ones = "1".repeat(length)
+      assert.deepStrictEqual(compiled.redact(`id ${ones} end`).matches, [], `${length} digits`)
+    }
+    const found = compiled.redact(`${"1".repeat(480)} 4111 1111 1111 1111`).matches.map((m) => m.value)
+    assert.deepStrictEqual(found, ["4111 1111 1111 1111"])
+  })
+})
+
 describe("streamRedactor", () => {
   it("holds back what a match in progress could reach", () => {
     const stream = Either.getOrThrow(Pii.streamRedactor({ types: ["email", "credit_card"], strategy: "redact" }))

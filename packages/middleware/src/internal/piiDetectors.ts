@@ -126,7 +126,8 @@ const findCards = (text: string): Array<Pii.Span> => {
       let last = first
       while (last + 1 < starts.length && digits[last + 2]! - digits[first]! <= 19) last++
       for (; last >= first && digits[last + 1]! - digits[first]! >= 13; last--) {
-        if (luhn(digits[first]!, digits[last + 1]!)) {
+        // a single group may hold more than 19 digits: never a card, however its checksum falls
+        if (digits[last + 1]! - digits[first]! <= 19 && luhn(digits[first]!, digits[last + 1]!)) {
           found.push({ start: starts[first]!, end: ends[last]! })
           break
         }
