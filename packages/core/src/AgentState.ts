@@ -109,8 +109,8 @@ export interface Layout {
   readonly owners: ReadonlyArray<{ readonly name: string; readonly keys: ReadonlyArray<string> }>
   /** The slices of a new thread. */
   readonly initial: Readonly<Record<string, object>>
-  /** Flattens the per-middleware layout into the user-facing state. */
-  readonly flatten: (slices: Slices) => AgentState
+  /** Flattens the per-middleware layout into the user-facing state: the messages and every slice's keys. */
+  readonly flatten: (slices: Slices) => AgentState & Readonly<Record<string, unknown>>
   readonly encodeSlices: (
     slices: Readonly<Record<string, object>>
   ) => Effect.Effect<Record<string, unknown>, ParseResult.ParseError>
@@ -170,10 +170,10 @@ export const layout = (middleware: ReadonlyArray<Middleware.Any>): Effect.Effect
       owners.push({ name: m.name, keys, schema: m.state.schema })
       initial[m.name] = m.state.initial
     }
-    const flatten = (state: Slices): AgentState => {
+    const flatten = (state: Slices): AgentState & Readonly<Record<string, unknown>> => {
       const out: Record<string, unknown> = { messages: state.messages }
       for (const owner of owners) Object.assign(out, state.slices[owner.name])
-      return out as unknown as AgentState
+      return out as AgentState & Readonly<Record<string, unknown>>
     }
     const encoders = owners.map((owner) => Schema.encodeUnknownEither(owner.schema))
     // A slice object is replaced, never changed, when a hook updates it: its encoding is kept with it.

@@ -418,7 +418,7 @@ export interface Middleware<S = {}, E = never, R = never, B = AgentError.Invalid
    * one (whose other fields are then unset, and `name` is the one given to
    * `unwrap` or {@link withName}, else `"unwrap"`).
    */
-  readonly setup: Effect.Effect<Any, any, any> | undefined
+  readonly setup: Effect.Effect<Middleware<S, E, R, B>, B, R> | undefined
   readonly beforeAgent: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
   readonly beforeModel: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
   readonly afterModel: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
@@ -724,7 +724,7 @@ export const unwrap = <S, E, R, B, B2, R2>(
  * @category constructors
  */
 export const build = <S, E, R, B>(self: Middleware<S, E, R, B>): Effect.Effect<Middleware<S, E, R, B>, B, R> =>
-  self.setup === undefined ? Effect.succeed(self) : Effect.flatMap(self.setup, build) as any
+  self.setup === undefined ? Effect.succeed(self) : Effect.flatMap(self.setup, build)
 
 /**
  * The same middleware under another name: to use a middleware twice in one

@@ -335,7 +335,7 @@ export const make = (config: Compiled) => {
       toolChoice: config.toolChoice,
       model: undefined,
       context: Context.empty(),
-      state: config.layout.flatten(state) as any,
+      state: config.layout.flatten(state),
       threadId: run.threadId,
       step: state.step
     }

@@ -99,7 +99,7 @@ export const make = (config: Compiled, save: Save) => {
       const request: Middleware.ToolCallRequest = {
         call,
         tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? output!.tool : undefined),
-        state: flat as any,
+        state: flat,
         threadId: run.threadId,
         step: state.step - 1,
         offeredTools: state.offered
