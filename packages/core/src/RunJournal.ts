@@ -353,7 +353,11 @@ export interface Interrupt {
   readonly step: number
   readonly middleware: string
   readonly node: Checkpointer.PendingInterrupt["node"]
-  /** What the hook asked (for example `HumanInTheLoop.ApprovalRequest`). */
+  /**
+   * What the hook asked (for example `HumanInTheLoop.ApprovalRequest`), as it
+   * gave it (its middleware's `wait.request` type; the thread stores it
+   * encoded).
+   */
   readonly value: unknown
 }
 
@@ -370,7 +374,9 @@ export interface Service {
   /**
    * Called after the loop saved the interrupted state. `None` ends the run
    * as `Interrupted` (to be resumed with `Agent.resume`); `Some(value)`
-   * runs the interrupting hook again at once with `value`.
+   * runs the interrupting hook again at once with `value`, a decision as it
+   * was posted (encoded, JSON): the agent decodes it with the waiting
+   * middleware's `wait.decision` schema and checks it first.
    */
   readonly await: (interrupt: Interrupt) => Effect.Effect<Option.Option<unknown>>
   /**
