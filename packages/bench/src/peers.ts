@@ -3,8 +3,8 @@
  * floor (`floor.ts`, the cheapest Effect program doing a step's work), all
  * timed round-robin in one `sampleMany`, so each ratio is of figures from the
  * same rounds. Part of `npm run bench` (skip with `--no-aisdk`), or alone:
- * `npx tsc -b packages/bench/tsconfig.json && node --max-semi-space-size=128 --import tsx
- * packages/bench/src/peers.ts [--quick]` (prints the Markdown).
+ * `npx tsc -b packages/bench/tsconfig.json && npx tsx packages/bench/src/peers.ts [--quick]` (prints the
+ * Markdown).
  *
  * Every workload is a 10-step run with one tool (10 model calls that each ask
  * for one tool call, then the answer); figures are per step. Our loop on the
