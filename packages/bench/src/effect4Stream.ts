@@ -15,13 +15,12 @@
  * handler and returns the result part), and appends the two messages; one
  * more call answers. Streamed, the service's `streamText` is drained in the
  * calling fiber (Effect 3: pulling its channel in a scope of our own, as the
- * loop does; Effect 4: `Stream.runForEachArray`, whose runtime pulls in the
- * calling fiber). The streamed reply is the whole canned reply in one chunk.
+ * loop does; Effect 4: `Stream.runForEachArray`, which pulls in the calling
+ * fiber too). The streamed reply is the whole canned reply in one chunk.
  *
  * Also one bare model call on each version, as our loop makes it
  * (`disableToolCallResolution`: the loop runs tools itself), answering with
- * a tool call: what the model call alone costs generated and streamed, the
- * part of a step a port would change the most.
+ * a tool call: what the model call alone costs, generated and streamed.
  *
  * @since 0.1.0
  */
