@@ -17,6 +17,7 @@ import type { LangChainConfig } from "./langchain.js"
 import { linearFit, type Sample, type SampleOptions } from "./measure.js"
 import type { MemoryResult, StepResult } from "./memory.js"
 import type { MicroResult } from "./micro.js"
+import * as Peers from "./peers.js"
 import * as PiiBench from "./pii.js"
 import type { Summary } from "./profile.js"
 import * as Scale from "./scale.js"
@@ -108,6 +109,8 @@ export interface Results {
     readonly sampling: Omit<SampleOptions, "unitsPerRun">
     readonly results: ReadonlyArray<LangChainResult>
   } | undefined
+  /** The AI SDK 7 and the floor beside our step, interleaved (see `peers.ts`); absent with `--no-aisdk`. */
+  readonly peers?: Peers.PeersResult | undefined
   readonly bare: ReadonlyArray<BareResult>
   readonly micro: ReadonlyArray<MicroResult>
   readonly ablation: ReadonlyArray<AblationResult>
@@ -160,7 +163,7 @@ export const describeMachine = (root: string): Machine => {
     memoryGiB: os.totalmem() / 2 ** 30,
     node: process.version,
     versions: Object.fromEntries(
-      ["effect", "@effect/ai", "tsx", "langchain", "@langchain/core", "@langchain/langgraph", "zod"].map((
+      ["effect", "@effect/ai", "tsx", "langchain", "@langchain/core", "@langchain/langgraph", "zod", "ai7"].map((
         pkg
       ) => [pkg, versionOf(root, pkg)])
     ),
@@ -914,6 +917,8 @@ export const render = (results: Results): string => {
     `- **LangChain (for the ratio):** langchain ${m.versions["langchain"]} · @langchain/core ` +
     `${m.versions["@langchain/core"]} · @langchain/langgraph ${m.versions["@langchain/langgraph"]} · zod ` +
     `${m.versions["zod"]}` + (results.langchain === undefined ? " (not run: `--no-langchain`)" : ""),
+    `- **Vercel AI SDK (for the ratio):** ai ${m.versions["ai7"]} (the bench's \`ai7\` alias)` +
+    (results.peers === undefined ? " (not run: `--no-aisdk`)" : ""),
     `- **@effect/ai build:** the installed copy is **${results.effectAi.installed}**` +
     (results.effectAi.patchFile === undefined ? "" : ` (patch: \`${results.effectAi.patchFile}\`)`) +
     (results.effectAi.other === undefined
@@ -948,6 +953,10 @@ export const render = (results: Results): string => {
     "### Against LangChain JS `createAgent` (same workload, same run)",
     "",
     langchainSection(results),
+    "",
+    "### Against the Vercel AI SDK 7 `ToolLoopAgent`, and the floor (same workload, interleaved)",
+    "",
+    results.peers === undefined ? "_Not run (`--no-aisdk`)._" : Peers.render(results.peers),
     "",
     "### The pieces of a step",
     "",
