@@ -258,6 +258,7 @@ describe("typed waits", () => {
       expect(agent.resume).type.not.toBeCallableWith("t", "yes")
       return result
     })
+    expect(program).type.not.toBe<never>()
     expect<Effect.Effect.Success<typeof program>>().type.toBe<
       AgentResult.AgentResult<
         AgentState.AgentState,
