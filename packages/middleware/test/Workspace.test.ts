@@ -1,7 +1,7 @@
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, FastCheck, Fiber, Option } from "effect"
+import { Effect, Exit, FastCheck, Fiber, Option, Schema } from "effect"
 import * as NodeFs from "node:fs"
 import * as Paths from "../src/internal/workspacePaths.js"
 import * as Workspace from "../src/Workspace.js"
@@ -125,6 +125,63 @@ describe("Workspace in memory", () => {
     const empty = Workspace.replaceIn("/f", "a", "", "c", true)
     assert.isTrue(empty instanceof Workspace.WorkspaceError && empty.reason === "EditStringEmpty")
   })
+})
+
+describe("WorkspaceError: one class, the reason says what was wrong", () => {
+  it.effect("every refusal is a WorkspaceError whose reason names it and whose message is the one the model reads", () =>
+    Effect.gen(function*() {
+      const inner = yield* Workspace.makeMemory({ files: { "/f.txt": "a a", "/docs/x.md": "x" } })
+      const workspace = yield* Workspace.composite(
+        yield* Workspace.makeMemory({ files: { "/file": "f" } }),
+        { "/m": inner },
+        { rules: [{ pattern: "/m/docs", access: "read-only" }] }
+      )
+      const refusals: ReadonlyArray<readonly [Effect.Effect<unknown, Workspace.WorkspaceError>, string, string]> = [
+        [workspace.read("/../x"), "OutsideRoot", `The path "/../x" leads outside the workspace`],
+        [workspace.write("/m/docs/x.md", "y"), "ReadOnly", `The path "/m/docs/x.md" is read-only`],
+        [workspace.read("/m/none.txt"), "NotFound", `No file or directory at "/m/none.txt"`],
+        [
+          workspace.edit("/m/f.txt", "", "b", false),
+          "EditStringEmpty",
+          `The string to replace in "/m/f.txt" is empty; give the exact text to replace`
+        ],
+        [
+          workspace.edit("/m/f.txt", "z", "b", false),
+          "EditStringNotFound",
+          `The string to replace was not found in "/m/f.txt"; read the file and copy the text exactly`
+        ],
+        [
+          workspace.edit("/m/f.txt", "a", "b", false),
+          "EditNotUnique",
+          `The string to replace occurs 2 times in "/m/f.txt"; set replace_all to replace every occurrence, ` +
+          "or give a longer string that occurs once"
+        ],
+        [
+          workspace.write("/m/f.txt", "\uD800"),
+          "NotUtf8",
+          `"/m/f.txt" is not UTF-8 text; the file tools read and change only text, and left it untouched`
+        ],
+        [
+          workspace.glob("*".repeat(Workspace.maxGlobLength + 1), "/m"),
+          "GlobTooLong",
+          `The glob pattern is ${Workspace.maxGlobLength + 1} characters long; give one of at most ${Workspace.maxGlobLength}`
+        ],
+        [workspace.write("/file/under", "x"), "Io", `Could not access "/file/under": a directory above it is a file`]
+      ]
+      for (const [refused, reason, message] of refusals) {
+        const error = yield* Effect.flip(refused)
+        assert.instanceOf(error, Workspace.WorkspaceError)
+        assert.deepStrictEqual([error._tag, error.reason, error.message], ["WorkspaceError", reason, message])
+        // the error is data: it encodes and decodes to an equal error (a durable journal or a log keeps it whole)
+        const decoded = Schema.decodeUnknownSync(Workspace.WorkspaceError)(Schema.encodeSync(Workspace.WorkspaceError)(error))
+        assert.deepStrictEqual([decoded.reason, decoded.path, decoded.message], [error.reason, error.path, message])
+      }
+      // a refusal of a routed workspace names the composite's path and keeps its details
+      const notUnique = yield* Effect.flip(workspace.edit("/m/f.txt", "a", "b", false))
+      assert.deepStrictEqual([notUnique.path, notUnique.occurrences], ["/m/f.txt", 2])
+      assert.deepStrictEqual(Schema.decodeUnknownSync(Workspace.WorkspaceErrorReason)("NotFound"), "NotFound")
+      assert.throws(() => Schema.decodeUnknownSync(Workspace.WorkspaceErrorReason)("FileNotFound"))
+    }))
 })
 
 describe("Workspace on a directory", () => {
