@@ -325,7 +325,43 @@ export type NextToolCall = (
 export type WrapModelCall<E, R> = (request: ModelRequest, next: NextModelCall) => Effect.Effect<ModelResponse, E, R>
 
 /**
- * A `wrapToolCall` hook.
+ * What a `wrapToolCall` hook may return instead of the tool result alone:
+ * the result and `state`, an update of its middleware's state slice (its
+ * declared keys, as a node hook's `state`; LangChain's wrap hooks return
+ * state updates with the response). The agent applies it once the tool calls
+ * of the step end, in the order of the calls in the model's reply (not the
+ * order they finish in), before the results are stored; the hooks around see
+ * only the result. A durable run journals it with the call, so its values
+ * must be JSON.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@stepwise-agent/core"
+ * import { Effect, Schema } from "effect"
+ *
+ * // counts the tool calls of the thread in its own slice
+ * const counter = Middleware.make({
+ *   name: "toolCounter",
+ *   state: { schema: Schema.Struct({ toolCalls: Schema.Number }), initial: { toolCalls: 0 } },
+ *   wrapToolCall: (request, next) =>
+ *     Effect.map(next(request), (result): Middleware.ToolCallResponse => ({
+ *       result,
+ *       state: { toolCalls: Number(request.state.toolCalls) + 1 }
+ *     }))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolCallResponse {
+  readonly result: Prompt.ToolResultPart
+  readonly state?: Readonly<Record<string, unknown>> | undefined
+}
+
+/**
+ * A `wrapToolCall` hook: it returns the tool result, or the result with an
+ * update of its middleware's state ({@link ToolCallResponse}).
  *
  * @since 0.1.0
  * @category models
@@ -333,7 +369,7 @@ export type WrapModelCall<E, R> = (request: ModelRequest, next: NextModelCall) =
 export type WrapToolCall<E, R> = (
   request: ToolCallRequest,
   next: NextToolCall
-) => Effect.Effect<Prompt.ToolResultPart, E, R>
+) => Effect.Effect<Prompt.ToolResultPart | ToolCallResponse, E, R>
 
 /**
  * A `wrapModelStream` hook: transforms the parts of a streamed model call as
