@@ -113,6 +113,25 @@ describe("Middleware.make", () => {
     expect(m).type.toBe<Middleware.Middleware<{}, never, never, never>>()
   })
 
+  test("a wrapToolCall returns the tool result alone or with a state update; next gives the result alone", () => {
+    const counting = Middleware.make({
+      name: "counting",
+      state: counter,
+      wrapToolCall: (request, next) =>
+        Effect.map(next(request), (result) => ({ result, state: { calls: Number(request.state.calls) + 1 } }))
+    })
+    expect(counting).type.toBe<Middleware.Middleware<{ readonly calls: number }, never, never, never>>()
+    expect<ReturnType<Middleware.NextToolCall>>().type.toBe<
+      Effect.Effect<Prompt.ToolResultPart, AgentError.ToolDefect | AgentError.ToolTimeout>
+    >()
+    expect<{ readonly result: Prompt.ToolResultPart }>().type.toBeAssignableTo<Middleware.ToolCallResponse>()
+    // a response must hold a tool result
+    expect(Middleware.make({
+      name: "broken",
+      wrapToolCall: (request, next) => Effect.map(next(request), (result) => ({ result: result.result, state: {} }))
+    })).type.toRaiseError()
+  })
+
   test("collects the errors and services of wrapModelStream", () => {
     const m = Middleware.make({
       name: "redact",
