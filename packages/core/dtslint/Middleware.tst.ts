@@ -113,22 +113,24 @@ describe("Middleware.make", () => {
     expect(m).type.toBe<Middleware.Middleware<{}, never, never, never>>()
   })
 
-  test("a wrapToolCall returns the tool result alone or with a state update; next gives the result alone", () => {
+  test("a wrapToolCall returns the tool result, with a state update or without; next gives the result alone", () => {
     const counting = Middleware.make({
       name: "counting",
       state: counter,
       wrapToolCall: (request, next) =>
-        Effect.map(next(request), (result) => ({ result, state: { calls: Number(request.state.calls) + 1 } }))
+        Effect.map(next(request), (result) => ({ ...result, state: { calls: Number(request.state.calls) + 1 } }))
     })
     expect(counting).type.toBe<Middleware.Middleware<{ readonly calls: number }, never, never, never>>()
     expect<ReturnType<Middleware.NextToolCall>>().type.toBe<
       Effect.Effect<Prompt.ToolResultPart, AgentError.ToolDefect | AgentError.ToolTimeout>
     >()
-    expect<{ readonly result: Prompt.ToolResultPart }>().type.toBeAssignableTo<Middleware.ToolCallResponse>()
-    // a response must hold a tool result
+    // a tool result alone is a response: hooks that return one, and code that calls a hook and reads the result
+    expect<Prompt.ToolResultPart>().type.toBeAssignableTo<Middleware.ToolCallResponse>()
+    expect<Middleware.ToolCallResponse>().type.toBeAssignableTo<Prompt.ToolResultPart>()
+    // a state goes with a tool result
     expect(Middleware.make({
       name: "broken",
-      wrapToolCall: (request, next) => Effect.map(next(request), (result) => ({ result: result.result, state: {} }))
+      wrapToolCall: (request, next) => Effect.map(next(request), (result) => ({ result, state: {} }))
     })).type.toRaiseError()
   })
 

@@ -325,14 +325,14 @@ export type NextToolCall = (
 export type WrapModelCall<E, R> = (request: ModelRequest, next: NextModelCall) => Effect.Effect<ModelResponse, E, R>
 
 /**
- * What a `wrapToolCall` hook may return instead of the tool result alone:
- * the result and `state`, an update of its middleware's state slice (its
+ * What a `wrapToolCall` returns: the tool result, with an optional `state`,
+ * an update of the state slice of the middleware whose hook returns it (its
  * declared keys, as a node hook's `state`; LangChain's wrap hooks return
  * state updates with the response). The agent applies it once the tool calls
  * of the step end, in the order of the calls in the model's reply (not the
- * order they finish in), before the results are stored; the hooks around see
- * only the result. A durable run journals it with the call, so its values
- * must be JSON.
+ * order they finish in), before the results are stored; it takes it off the
+ * result before the hooks around see it. A durable run journals it with the
+ * call, so its values must be JSON. A tool result alone is one.
  *
  * @example
  * ```ts
@@ -344,24 +344,20 @@ export type WrapModelCall<E, R> = (request: ModelRequest, next: NextModelCall) =
  *   name: "toolCounter",
  *   state: { schema: Schema.Struct({ toolCalls: Schema.Number }), initial: { toolCalls: 0 } },
  *   wrapToolCall: (request, next) =>
- *     Effect.map(next(request), (result): Middleware.ToolCallResponse => ({
- *       result,
- *       state: { toolCalls: Number(request.state.toolCalls) + 1 }
- *     }))
+ *     Effect.map(next(request), (result) => ({ ...result, state: { toolCalls: Number(request.state.toolCalls) + 1 } }))
  * })
  * ```
  *
  * @since 0.1.0
  * @category models
  */
-export interface ToolCallResponse {
-  readonly result: Prompt.ToolResultPart
+export interface ToolCallResponse extends Prompt.ToolResultPart {
   readonly state?: Readonly<Record<string, unknown>> | undefined
 }
 
 /**
- * A `wrapToolCall` hook: it returns the tool result, or the result with an
- * update of its middleware's state ({@link ToolCallResponse}).
+ * A `wrapToolCall` hook: it returns the tool result, with an optional update
+ * of its middleware's state ({@link ToolCallResponse}).
  *
  * @since 0.1.0
  * @category models
@@ -369,7 +365,7 @@ export interface ToolCallResponse {
 export type WrapToolCall<E, R> = (
   request: ToolCallRequest,
   next: NextToolCall
-) => Effect.Effect<Prompt.ToolResultPart | ToolCallResponse, E, R>
+) => Effect.Effect<ToolCallResponse, E, R>
 
 /**
  * A `wrapModelStream` hook: transforms the parts of a streamed model call as

@@ -469,7 +469,7 @@ describe("state updates from wrapToolCall (LangChain's wrap hooks return them wi
         state: { schema: Count, initial: { count: 0 } },
         wrapToolCall: (request, next) =>
           Effect.map(next(request), (result) => ({
-            result,
+            ...result,
             state: { count: (request.state.count as number) + 1, undeclared: "dropped" }
           })),
         beforeModel: ({ state }) => Effect.sync(() => void seen.push(["beforeModel", state.count])),
@@ -502,7 +502,7 @@ describe("state updates from wrapToolCall (LangChain's wrap hooks return them wi
             const result = yield* next(request)
             ended.push(request.call.id)
             if (request.call.id === "c2") yield* Deferred.succeed(secondEnded, undefined)
-            return { result, state: { calls: [...(request.state.calls as ReadonlyArray<string>), request.call.id] } }
+            return { ...result, state: { calls: [...(request.state.calls as ReadonlyArray<string>), request.call.id] } }
           })
       })
       const events: Array<AgentEvent.AgentEvent> = []
@@ -530,7 +530,7 @@ describe("state updates from wrapToolCall (LangChain's wrap hooks return them wi
       const counting = Middleware.make({
         name: "counting",
         state: { schema: Count, initial: { count: 0 } },
-        wrapToolCall: (request, next) => Effect.map(next(request), (result) => ({ result, state: { count: 1 } }))
+        wrapToolCall: (request, next) => Effect.map(next(request), (result) => ({ ...result, state: { count: 1 } }))
       })
       const agent = yield* Agent.make({ toolkit: Calculator, middleware: [watcher, counting] })
       const result = yield* agent.run("What is 1 + 2?", { threadId: "t" })
@@ -538,7 +538,7 @@ describe("state updates from wrapToolCall (LangChain's wrap hooks return them wi
       assert.strictEqual((result.state as any).count, 1)
     }).pipe(provide(oneToolCall)))
 
-  it.effect("a state that is not an object of keys, or a response without a tool result, fails with InvalidHookResult", () =>
+  it.effect("a state that is not an object of keys, or a state on something that is not a tool result, fails with InvalidHookResult", () =>
     Effect.gen(function*() {
       const failure = (wrapToolCall: Middleware.WrapToolCall<any, never>) =>
         Effect.flip(Effect.flatMap(
@@ -546,12 +546,12 @@ describe("state updates from wrapToolCall (LangChain's wrap hooks return them wi
           (agent) => agent.run("What is 1 + 2?", { threadId: "t" })
         )).pipe(provide(oneToolCall))
       const badState = yield* failure((request, next) =>
-        Effect.map(next(request), (result) => ({ result, state: [1] as any }))
+        Effect.map(next(request), (result) => ({ ...result, state: [1] as any }))
       )
       assert.strictEqual(badState._tag, "InvalidHookResult")
       assert.include((badState as any).reason, "its state is")
-      const noResult = yield* failure(() => Effect.succeed({ result: 3 as any, state: {} }))
+      const noResult = yield* failure(() => Effect.succeed({ result: 3, state: {} } as any))
       assert.strictEqual(noResult._tag, "InvalidHookResult")
-      assert.include((noResult as any).reason, "its result is the number 3, not a tool result")
+      assert.include((noResult as any).reason, "returned an object, not a tool result")
     }))
 })

@@ -163,7 +163,7 @@ describe("RunJournal", () => {
           Effect.map(next(request), (result) => {
             wrapped++
             return {
-              result,
+              ...result,
               state: { sums: [...(request.state.sums as ReadonlyArray<number>), result.result as number] }
             }
           }),

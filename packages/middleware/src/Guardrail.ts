@@ -147,9 +147,9 @@ export interface Options<EI, RI, EO, RO> {
 
 /**
  * What a {@link GuardrailError} is about: `"Blocked"`, a check blocked the
- * input or the output (`description` is the block's reason);
+ * input or the output (`detail` is the block's reason);
  * `"InvalidVerdict"`, a check returned something that is not a usable verdict
- * — not a verdict at all, or a rewrite with no messages (`description` says
+ * — not a verdict at all, or a rewrite with no messages (`detail` says
  * which).
  *
  * @since 0.1.0
@@ -165,7 +165,7 @@ export type GuardrailErrorReason = typeof GuardrailErrorReason.Type
 
 /**
  * A guardrail stopped the run: `reason` says why ({@link GuardrailErrorReason}),
- * `guardrail` and `stage` which check, and `description` what it said.
+ * `guardrail` and `stage` which check, and `detail` what it said.
  *
  * @example
  * ```ts
@@ -175,7 +175,7 @@ export type GuardrailErrorReason = typeof GuardrailErrorReason.Type
  * // a blocked run answers with the block's reason; an invalid verdict still fails
  * const answer = <A, E, R>(run: Effect.Effect<A, E | Guardrail.GuardrailError, R>) =>
  *   run.pipe(Effect.catchTag("GuardrailError", (error) =>
- *     error.reason === "Blocked" ? Effect.succeed(`Refused: ${error.description}`) : Effect.fail(error)))
+ *     error.reason === "Blocked" ? Effect.succeed(`Refused: ${error.detail}`) : Effect.fail(error)))
  * ```
  *
  * @since 0.1.0
@@ -187,15 +187,15 @@ export class GuardrailError extends Schema.TaggedError<GuardrailError>(
   reason: GuardrailErrorReason,
   guardrail: Schema.String,
   stage: Schema.Literal("input", "output"),
-  description: Schema.String
+  detail: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
     return this.reason === "Blocked"
-      ? `Guardrail "${this.guardrail}" blocked the ${this.stage}: ${this.description}`
-      : `Guardrail "${this.guardrail}" gave an invalid ${this.stage} verdict: ${this.description}`
+      ? `Guardrail "${this.guardrail}" blocked the ${this.stage}: ${this.detail}`
+      : `Guardrail "${this.guardrail}" gave an invalid ${this.stage} verdict: ${this.detail}`
   }
 }
 
@@ -301,7 +301,7 @@ const setup = <EI = never, RI = never, EO = never, RO = never>(
               reason: "InvalidVerdict",
               guardrail: name,
               stage,
-              description: "expected Guardrail.allow, Guardrail.block(reason) or Guardrail.rewrite(replacement)"
+              detail: "expected Guardrail.allow, Guardrail.block(reason) or Guardrail.rewrite(replacement)"
             })
           )
         }
@@ -311,7 +311,7 @@ const setup = <EI = never, RI = never, EO = never, RO = never>(
               reason: "InvalidVerdict",
               guardrail: name,
               stage,
-              description: "a rewrite needs at least one message"
+              detail: "a rewrite needs at least one message"
             })
           )
         }
@@ -321,7 +321,9 @@ const setup = <EI = never, RI = never, EO = never, RO = never>(
     const blocked = (stage: Stage, reason: string, messages: ReadonlyArray<Prompt.Message>) =>
       Effect.gen(function*() {
         yield* Middleware.report(`blocked the ${stage}: ${reason}`, { stage, reason })
-        if (onBlock === "error") return yield* new GuardrailError({ reason: "Blocked", guardrail: name, stage, description: reason })
+        if (onBlock === "error") {
+          return yield* new GuardrailError({ reason: "Blocked", guardrail: name, stage, detail: reason })
+        }
         return {
           messages: [...messages, textMessage("assistant", options.blockedMessage ?? reason)],
           jumpTo: "end" as const

@@ -154,7 +154,7 @@ export interface Options {
 /**
  * What an {@link OffloadError} is about: `"NotFound"`, no offloaded text under
  * the reference; `"StoreFailed"`, the store failed to read or write
- * (`description` says how).
+ * (`detail` says how).
  *
  * @since 0.1.0
  * @category errors
@@ -188,7 +188,7 @@ export class OffloadError extends Schema.TaggedError<OffloadError>(
   reason: OffloadErrorReason,
   ref: Schema.String,
   /** `"StoreFailed"`: what failed. */
-  description: Schema.optional(Schema.String)
+  detail: Schema.optional(Schema.String)
 }) {
   /**
    * @since 0.1.0
@@ -196,7 +196,7 @@ export class OffloadError extends Schema.TaggedError<OffloadError>(
   override get message(): string {
     return this.reason === "NotFound"
       ? `Nothing was offloaded under the reference "${this.ref}"`
-      : `The offload store failed on "${this.ref}": ${this.description}`
+      : `The offload store failed on "${this.ref}": ${this.detail}`
   }
 }
 
@@ -359,7 +359,7 @@ export const layerKeyValueStore = (
     Effect.map(KeyValueStore.KeyValueStore, (kv) => {
       const prefix = options?.prefix ?? "offload/"
       const failed = (ref: string) => (error: { readonly message: string }) =>
-        new OffloadError({ reason: "StoreFailed", ref, description: error.message })
+        new OffloadError({ reason: "StoreFailed", ref, detail: error.message })
       return OffloadStore.of({
         put: (ref, content) => Effect.mapError(kv.set(prefix + ref, encodeExact(content)), failed(ref)),
         get: (ref) =>
@@ -371,7 +371,7 @@ export const layerKeyValueStore = (
                 const content = decodeExact(stored)
                 return content === undefined
                   ? Effect.fail(
-                    new OffloadError({ reason: "StoreFailed", ref, description: "the stored value is not a JSON string" })
+                    new OffloadError({ reason: "StoreFailed", ref, detail: "the stored value is not a JSON string" })
                   )
                   : Effect.succeed(content)
               }
@@ -411,7 +411,7 @@ export const layerWorkspace = (
         new OffloadError(
           error.reason === "NotFound"
             ? { reason: "NotFound", ref }
-            : { reason: "StoreFailed", ref, description: error.message }
+            : { reason: "StoreFailed", ref, detail: error.message }
         )
       return OffloadStore.of({
         put: (ref, content) =>
@@ -419,7 +419,7 @@ export const layerWorkspace = (
             loneSurrogate.test(content)
               ? workspace.write(pathOf(ref, "json"), encodeExact(content))
               : workspace.write(pathOf(ref, "txt"), content),
-            (error) => new OffloadError({ reason: "StoreFailed", ref, description: error.message })
+            (error) => new OffloadError({ reason: "StoreFailed", ref, detail: error.message })
           ),
         get: (ref) =>
           Effect.mapError(workspace.read(pathOf(ref, "txt")), failed(ref)).pipe(
@@ -428,7 +428,7 @@ export const layerWorkspace = (
                 const content = decodeExact(stored)
                 return content === undefined
                   ? Effect.fail(
-                    new OffloadError({ reason: "StoreFailed", ref, description: "the stored file is not a JSON string" })
+                    new OffloadError({ reason: "StoreFailed", ref, detail: "the stored file is not a JSON string" })
                   )
                   : Effect.succeed(content)
               }))

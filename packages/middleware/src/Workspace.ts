@@ -120,7 +120,7 @@ export interface AccessOptions {
  * - `"Unsupported"`: a file the workspace does not read, write or list by
  *   policy — a FIFO, socket or device, or a regular file with more than one
  *   hard link (which may be a file outside the root under a second name);
- *   `description` says which;
+ *   `detail` says which;
  * - `"NotUtf8"`: a file that is not UTF-8 text (or a write whose text UTF-8
  *   cannot encode, a lone surrogate): refused rather than re-encoded, so the
  *   file stays as it is;
@@ -130,7 +130,7 @@ export interface AccessOptions {
  * - `"GlobTooLong"`: a glob pattern of `size` characters, over `max`
  *   ({@link maxGlobLength});
  * - `"Io"`: the storage failed (a directory workspace's file system error, or
- *   a write over a directory or under a file); `description` says how.
+ *   a write over a directory or under a file); `detail` says how.
  *
  * @since 0.1.0
  * @category errors
@@ -182,7 +182,7 @@ export class WorkspaceError extends Schema.TaggedError<WorkspaceError>(
   /** The virtual path refused (for `"GlobTooLong"`, the path searched). */
   path: Schema.String,
   /** `"Unsupported"`: the kind of file ("FIFO", "hard link"); `"Io"`: what failed. */
-  description: Schema.optional(Schema.String),
+  detail: Schema.optional(Schema.String),
   /** `"EditNotUnique"`: how many times the string to replace occurs. */
   occurrences: Schema.optional(Schema.Number),
   /** `"TooLarge"`: the file's bytes; `"GlobTooLong"`: the pattern's characters. */
@@ -210,7 +210,7 @@ export class WorkspaceError extends Schema.TaggedError<WorkspaceError>(
         return `The string to replace occurs ${this.occurrences} times in "${path}"; set replace_all to replace ` +
           "every occurrence, or give a longer string that occurs once"
       case "Unsupported":
-        return `"${path}" is a ${this.description}; the workspace reads and writes only regular files with one link`
+        return `"${path}" is a ${this.detail}; the workspace reads and writes only regular files with one link`
       case "NotUtf8":
         return `"${path}" is not UTF-8 text; the file tools read and change only text, and left it untouched`
       case "TooLarge":
@@ -218,7 +218,7 @@ export class WorkspaceError extends Schema.TaggedError<WorkspaceError>(
       case "GlobTooLong":
         return `The glob pattern is ${this.size} characters long; give one of at most ${this.max}`
       case "Io":
-        return `Could not access "${path}": ${this.description}`
+        return `Could not access "${path}": ${this.detail}`
     }
   }
 }
@@ -402,7 +402,9 @@ const checkWritable = (options: AccessOptions, path: string): Effect.Effect<stri
 /** The normalized `path`, or an `"OutsideRoot"` error. */
 const resolve = (path: string): Effect.Effect<string, WorkspaceError> => {
   const normal = Paths.normalize(path)
-  return normal === undefined ? Effect.fail(new WorkspaceError({ reason: "OutsideRoot", path })) : Effect.succeed(normal)
+  return normal === undefined
+    ? Effect.fail(new WorkspaceError({ reason: "OutsideRoot", path }))
+    : Effect.succeed(normal)
 }
 
 /**
@@ -533,11 +535,11 @@ export const memoryStorage = (
     Effect.suspend(() => {
       // as on a disk: a file is not written over a directory, nor under a file
       if (path === "/" || [...files.keys()].some((name) => name.startsWith(`${path}/`))) {
-        return Effect.fail(new WorkspaceError({ reason: "Io", path, description: "it is a directory" }))
+        return Effect.fail(new WorkspaceError({ reason: "Io", path, detail: "it is a directory" }))
       }
       for (let slash = path.lastIndexOf("/"); slash > 0; slash = path.lastIndexOf("/", slash - 1)) {
         if (files.has(path.slice(0, slash))) {
-          return Effect.fail(new WorkspaceError({ reason: "Io", path, description: "a directory above it is a file" }))
+          return Effect.fail(new WorkspaceError({ reason: "Io", path, detail: "a directory above it is a file" }))
         }
       }
       files.set(path, content)
@@ -669,9 +671,7 @@ export const makeDirectory = (
       })
     }
     const jail = yield* Jail.make(options.root).pipe(
-      Effect.mapError((refusal) =>
-        new WorkspaceError({ reason: "Io", path: options.root, description: descriptionOf(refusal) })
-      )
+      Effect.mapError((refusal) => new WorkspaceError({ reason: "Io", path: options.root, detail: detailOf(refusal) }))
     )
     const segmentsOf = (virtual: string) => virtual === "/" ? [] : virtual.slice(1).split("/")
     const virtualOf = (segments: ReadonlyArray<string>) => `/${segments.join("/")}`
@@ -680,11 +680,11 @@ export const makeDirectory = (
         case "Outside":
           return new WorkspaceError({ reason: "OutsideRoot", path: virtual })
         case "Unsupported":
-          return new WorkspaceError({ reason: "Unsupported", path: virtual, description: refusal.kind })
+          return new WorkspaceError({ reason: "Unsupported", path: virtual, detail: refusal.kind })
         case "TooLarge":
           return new WorkspaceError({ reason: "TooLarge", path: virtual, size: refusal.size, max: refusal.max })
         case "Io":
-          return new WorkspaceError({ reason: "Io", path: virtual, description: refusal.reason })
+          return new WorkspaceError({ reason: "Io", path: virtual, detail: refusal.reason })
         default:
           return new WorkspaceError({ reason: refusal._tag, path: virtual })
       }
@@ -713,7 +713,7 @@ export const makeDirectory = (
     return fromStorage(storage, options)
   })
 
-const descriptionOf = (refusal: Jail.Refusal): string =>
+const detailOf = (refusal: Jail.Refusal): string =>
   refusal._tag === "Io" ? refusal.reason : refusal._tag === "NotFound" ? "no such directory" : refusal._tag
 
 /** `error` with its path, a path of the workspace mounted at `prefix`, made a path of the composite. */
@@ -891,7 +891,10 @@ export const composite = (
     glob,
     grep: (text, grepOptions) =>
       Effect.flatMap(
-        Effect.zipRight(checkGlob(grepOptions?.glob ?? "", grepOptions?.path ?? "/"), resolve(grepOptions?.path ?? "/")),
+        Effect.zipRight(
+          checkGlob(grepOptions?.glob ?? "", grepOptions?.path ?? "/"),
+          resolve(grepOptions?.path ?? "/")
+        ),
         (base) => {
           const inRoute = (route: Route, innerBase: string) =>
             Effect.flatMap(
@@ -964,5 +967,4 @@ export const layerMemory = (
  */
 export const layerDirectory = (
   options: DirectoryOptions
-): Layer.Layer<Workspace, WorkspaceError | AgentError.InvalidOptions> =>
-  Layer.effect(Workspace, makeDirectory(options))
+): Layer.Layer<Workspace, WorkspaceError | AgentError.InvalidOptions> => Layer.effect(Workspace, makeDirectory(options))

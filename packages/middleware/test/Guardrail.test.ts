@@ -52,8 +52,8 @@ describe("Guardrail input", () => {
       assert.strictEqual(error._tag, "GuardrailError")
       if (error._tag !== "GuardrailError") return
       assert.deepStrictEqual(
-        { reason: error.reason, guardrail: error.guardrail, stage: error.stage, description: error.description },
-        { reason: "Blocked", guardrail: "noPasswords", stage: "input", description: "mentions a password" }
+        { reason: error.reason, guardrail: error.guardrail, stage: error.stage, detail: error.detail },
+        { reason: "Blocked", guardrail: "noPasswords", stage: "input", detail: "mentions a password" }
       )
       assert.strictEqual(error.message, "Guardrail \"noPasswords\" blocked the input: mentions a password")
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)

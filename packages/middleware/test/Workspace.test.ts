@@ -164,7 +164,9 @@ describe("WorkspaceError: one class, the reason says what was wrong", () => {
         [
           workspace.glob("*".repeat(Workspace.maxGlobLength + 1), "/m"),
           "GlobTooLong",
-          `The glob pattern is ${Workspace.maxGlobLength + 1} characters long; give one of at most ${Workspace.maxGlobLength}`
+          `The glob pattern is ${
+            Workspace.maxGlobLength + 1
+          } characters long; give one of at most ${Workspace.maxGlobLength}`
         ],
         [workspace.write("/file/under", "x"), "Io", `Could not access "/file/under": a directory above it is a file`]
       ]
@@ -173,7 +175,9 @@ describe("WorkspaceError: one class, the reason says what was wrong", () => {
         assert.instanceOf(error, Workspace.WorkspaceError)
         assert.deepStrictEqual([error._tag, error.reason, error.message], ["WorkspaceError", reason, message])
         // the error is data: it encodes and decodes to an equal error (a durable journal or a log keeps it whole)
-        const decoded = Schema.decodeUnknownSync(Workspace.WorkspaceError)(Schema.encodeSync(Workspace.WorkspaceError)(error))
+        const decoded = Schema.decodeUnknownSync(Workspace.WorkspaceError)(
+          Schema.encodeSync(Workspace.WorkspaceError)(error)
+        )
         assert.deepStrictEqual([decoded.reason, decoded.path, decoded.message], [error.reason, error.path, message])
       }
       // a refusal of a routed workspace names the composite's path and keeps its details
@@ -286,9 +290,7 @@ describe("Workspace: the memory and directory stores answer alike", () => {
             Effect.exit(effect),
             (exit) =>
               Exit.isSuccess(exit) ? "ok" : Exit.isFailure(exit) && exit.cause._tag === "Fail"
-                ? `${exit.cause.error.reason}${
-                  exit.cause.error.reason === "Io" ? `: ${exit.cause.error.description}` : ""
-                }`
+                ? `${exit.cause.error.reason}${exit.cause.error.reason === "Io" ? `: ${exit.cause.error.detail}` : ""}`
                 : "defect"
           )
         answers[name] = [

@@ -69,7 +69,7 @@ describe("Workspace on a directory: the jail", () => {
     Effect.gen(function*() {
       const { fs, outside, workspace } = yield* setup
       const refusal = yield* Effect.flip(workspace.read("/hard"))
-      assert.isTrue(refusal.reason === "Unsupported" && refusal.description === "hard link")
+      assert.isTrue(refusal.reason === "Unsupported" && refusal.detail === "hard link")
       assert.strictEqual(yield* reasonOf(workspace.write("/hard", "overwritten")), "Unsupported")
       assert.strictEqual(yield* reasonOf(workspace.edit("/hard", "secret", "x", false)), "Unsupported")
       assert.strictEqual(yield* reasonOf(workspace.ls("/hard")), "Unsupported")

@@ -153,7 +153,7 @@ describe("AgentWorkflow on the memory engine", () => {
         wrapToolCall: (request, next) =>
           Effect.map(next(request), (result) => {
             wrapped++
-            return { result, state: { toolCalls: (request.state.toolCalls as number) + 1 } }
+            return { ...result, state: { toolCalls: (request.state.toolCalls as number) + 1 } }
           }),
         beforeModel: ({ state }) => Effect.sync(() => void seen.push(state.toolCalls))
       })

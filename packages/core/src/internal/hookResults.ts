@@ -90,33 +90,21 @@ export const modelResponseProblem = (response: unknown): string | undefined => {
   return undefined
 }
 
-/**
- * What is wrong with a `wrapToolCall` answer for `call` — a tool result, or a
- * `ToolCallResponse` holding one and a state update — or `undefined`.
- */
+/** What is wrong with a `wrapToolCall` result for `call` (a tool result, with an optional state update), or `undefined`. */
 export const toolResultProblem = (
-  answer: unknown,
+  result: unknown,
   call: Middleware.ToolCallRequest["call"]
 ): string | undefined => {
-  const response = isToolCallResponse(answer)
-  const result = response ? answer.result : answer
   if (!isObject(result) || result.type !== "tool-result") {
-    return `${response ? "its result is" : "returned"} ${describeValue(result)}, not a tool result ` +
-      "(see Middleware.toolResult)"
+    return `returned ${describeValue(result)}, not a tool result (see Middleware.toolResult)`
   }
   if (result.id !== call.id) return `its result answers call ${describeValue(result.id)}, not call "${call.id}"`
   if (typeof result.isFailure !== "boolean") return `its isFailure is ${describeValue(result.isFailure)}, not a boolean`
-  if (response && answer.state !== undefined && !isObject(answer.state)) {
-    return `its state is ${describeValue(answer.state)}, not an object of state keys`
+  if (result.state !== undefined && !isObject(result.state)) {
+    return `its state is ${describeValue(result.state)}, not an object of state keys`
   }
   return undefined
 }
-
-/** Whether a `wrapToolCall` answer is a `ToolCallResponse` (`{ result, state }`), not a tool result alone. */
-export const isToolCallResponse = (
-  answer: unknown
-): answer is { readonly result: unknown; readonly state?: unknown } =>
-  isObject(answer) && answer.type === undefined && "result" in answer && !Effect.isEffect(answer)
 
 /** Fails with `InvalidHookResult` when `problem` found something, else gives the value. */
 export const checked = <A>(

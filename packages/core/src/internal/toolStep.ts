@@ -15,7 +15,7 @@ import * as AgentState from "../AgentState.js"
 import type * as Middleware from "../Middleware.js"
 import type * as RunJournal from "../RunJournal.js"
 import type { Compiled } from "./config.js"
-import { hookEffect, isToolCallResponse, toolResultProblem } from "./hookResults.js"
+import { hookEffect, toolResultProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
 import type { Save, Stepped } from "./phase.js"
@@ -39,25 +39,23 @@ export interface ToolStepResult {
 }
 
 /**
- * The tool result of a `wrapToolCall` hook's answer, checked; the state
- * update of a `ToolCallResponse` goes to `updates` (the hooks around see only
- * the result).
+ * The tool result a `wrapToolCall` hook returned, checked; its state update
+ * goes to `updates`, and the hooks around get the result without it.
  */
 const answered = (
   middleware: string,
   call: Prompt.ToolCallPart,
   updates: Array<WrapUpdates.Update>
 ) =>
-(
-  answer: Prompt.ToolResultPart | Middleware.ToolCallResponse
-): Effect.Effect<Prompt.ToolResultPart, InvalidHookResult> => {
-  const problem = toolResultProblem(answer, call)
+(response: Middleware.ToolCallResponse): Effect.Effect<Prompt.ToolResultPart, InvalidHookResult> => {
+  const problem = toolResultProblem(response, call)
   if (problem !== undefined) {
     return Effect.fail(new InvalidHookResult({ middleware, hook: "wrapToolCall", reason: problem }))
   }
-  if (!isToolCallResponse(answer)) return Effect.succeed(answer)
-  if (answer.state !== undefined) updates.push({ middleware, state: answer.state })
-  return Effect.succeed(answer.result)
+  if (response.state === undefined) return Effect.succeed(response)
+  const { state, ...result } = response
+  updates.push({ middleware, state })
+  return Effect.succeed(result)
 }
 
 /** The result as the journal keeps it: with the call's state updates, when it has any. */
