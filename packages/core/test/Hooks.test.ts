@@ -532,10 +532,16 @@ describe("state updates from wrapToolCall (LangChain's wrap hooks return them wi
         state: { schema: Count, initial: { count: 0 } },
         wrapToolCall: (request, next) => Effect.map(next(request), (result) => ({ ...result, state: { count: 1 } }))
       })
-      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [watcher, counting] })
+      // a state field left undefined is no update, and is not stored either
+      const undefinedState = Middleware.make({
+        name: "undefinedState",
+        wrapToolCall: (request, next) => Effect.map(next(request), (result) => ({ ...result, state: undefined }))
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [watcher, counting, undefinedState] })
       const result = yield* agent.run("What is 1 + 2?", { threadId: "t" })
       assert.deepStrictEqual(outer, [["tool-result", false]])
       assert.strictEqual((result.state as any).count, 1)
+      assert.isFalse("state" in toolResults(result.state.messages)[0]!)
     }).pipe(provide(oneToolCall)))
 
   it.effect("a state that is not an object of keys, or a state on something that is not a tool result, fails with InvalidHookResult", () =>

@@ -52,9 +52,9 @@ const answered = (
   if (problem !== undefined) {
     return Effect.fail(new InvalidHookResult({ middleware, hook: "wrapToolCall", reason: problem }))
   }
-  if (response.state === undefined) return Effect.succeed(response)
+  if (!("state" in response)) return Effect.succeed(response)
   const { state, ...result } = response
-  updates.push({ middleware, state })
+  if (state !== undefined) updates.push({ middleware, state })
   return Effect.succeed(result)
 }
 
