@@ -169,13 +169,20 @@ export type GuardrailErrorReason = typeof GuardrailErrorReason.Type
  *
  * @example
  * ```ts
+ * import { Agent } from "@stepwise-agent/core"
  * import * as Guardrail from "@stepwise-agent/middleware/Guardrail"
  * import { Effect } from "effect"
  *
+ * const noSecrets = Guardrail.middleware({ input: () => Effect.succeed(Guardrail.block("mentions a password")) })
+ *
  * // a blocked run answers with the block's reason; an invalid verdict still fails
- * const answer = <A, E, R>(run: Effect.Effect<A, E | Guardrail.GuardrailError, R>) =>
- *   run.pipe(Effect.catchTag("GuardrailError", (error) =>
- *     error.reason === "Blocked" ? Effect.succeed(`Refused: ${error.detail}`) : Effect.fail(error)))
+ * const program = Effect.gen(function*() {
+ *   const agent = yield* Agent.make({ middleware: [noSecrets] })
+ *   return yield* agent.run("my password is hunter2", { threadId: "t1" }).pipe(
+ *     Effect.catchTag("GuardrailError", (error) =>
+ *       error.reason === "Blocked" ? Effect.succeed(`Refused: ${error.detail}`) : Effect.fail(error))
+ *   )
+ * })
  * ```
  *
  * @since 0.1.0
