@@ -442,7 +442,7 @@ export const measureViews = async (size: number, calls: number): Promise<Readonl
     const mw = await Effect.runPromise(
       Middleware.build(
         Summarization.middleware({ trigger: { messages: size }, keep: { messages: 20 }, mode })
-      ) as Effect.Effect<Middleware.Any>
+      ) as unknown as Effect.Effect<Middleware.Any>
     )
     rows.push({
       what: "Summarization, trigger N messages, keep 20",

@@ -1,7 +1,7 @@
 import type { AiError, Prompt } from "@effect/ai"
-import type { AgentError } from "@stepwise-agent/core"
+import type { AgentError, AgentResult, AgentState, Wait } from "@stepwise-agent/core"
 import { Agent, Middleware } from "@stepwise-agent/core"
-import { Context, Effect, type Layer, Schema, Stream } from "effect"
+import { Context, Effect, type Layer, type Option, Schema, Stream } from "effect"
 import { describe, expect, test } from "tstyche"
 
 class OverQuota extends Schema.TaggedError<OverQuota>()("OverQuota", {}) {}
@@ -93,11 +93,21 @@ describe("Middleware.make", () => {
         ),
       afterAgent: () => Effect.flatMap(Audit, (audit) => audit.write("done")),
       wrapToolCall: (request, next) => request.call.name === "rm" ? new Refused() : next(request),
-      validateResume: ({ value }) => value === undefined ? new BadResume() : Effect.void,
+      wait: {
+        request: Schema.String,
+        decision: Schema.Boolean,
+        check: ({ decision }) => decision ? Effect.void : new BadResume()
+      },
       onThreadDeleted: (threadId) => Effect.flatMap(Store, (store) => store.drop(threadId))
     })
     expect(m).type.toBe<
-      Middleware.Middleware<{ readonly calls: number }, OverQuota | Refused | BadResume, Quota | Audit | Store, never>
+      Middleware.Middleware<
+        { readonly calls: number },
+        OverQuota | Refused | BadResume,
+        Quota | Audit | Store,
+        never,
+        Wait.Declared<"quota", string, boolean>
+      >
     >()
     expect<Middleware.Error<typeof m>>().type.toBe<OverQuota | Refused | BadResume>()
     expect<Middleware.Requirements<typeof m>>().type.toBe<Quota | Audit | Store>()
@@ -205,6 +215,93 @@ describe("utility types", () => {
     >()
     expect<ReturnType<Middleware.NextToolCall>>().type.toBe<
       Effect.Effect<Prompt.ToolResultPart, AgentError.ToolDefect | AgentError.ToolTimeout>
+    >()
+  })
+})
+
+describe("typed waits", () => {
+  const confirm = Middleware.make({
+    name: "confirm",
+    wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.Boolean },
+    beforeModel: ({ resume }) =>
+      Effect.succeed(resume._tag === "Some" ? undefined : { interrupt: { question: "go on?" } })
+  })
+  const audit = Middleware.make({ name: "audit" })
+
+  test("a hook is resumed with its wait's decision", () => {
+    Middleware.make({
+      name: "typed",
+      wait: { request: Schema.String, decision: Schema.Boolean },
+      afterModel: ({ resume }) => {
+        expect(resume).type.toBe<Option.Option<boolean>>()
+        return Effect.void
+      }
+    })
+  })
+
+  test("a middleware's wait is in its type; one without a wait declares none", () => {
+    expect<Middleware.Waits<typeof confirm>>().type.toBe<
+      Wait.Declared<"confirm", { readonly question: string }, boolean>
+    >()
+    expect<Middleware.Waits<typeof audit>>().type.toBe<never>()
+  })
+
+  test("a hook interrupts only with its wait's request; a middleware without a wait cannot interrupt", () => {
+    expect(Middleware.make).type.not.toBeCallableWith({
+      name: "wrong",
+      wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.Boolean },
+      beforeModel: () => Effect.succeed({ interrupt: { question: 42 } })
+    })
+    expect(Middleware.make).type.not.toBeCallableWith({
+      name: "undeclared",
+      beforeModel: () => Effect.succeed({ interrupt: "may I?" })
+    })
+  })
+
+  test("the agent's Interrupted carries the union of its waits, and resume takes the union of their decisions", () => {
+    const other = Middleware.make({
+      name: "pick",
+      wait: { request: Schema.Array(Schema.String), decision: Schema.Number },
+      afterModel: () => Effect.succeed(undefined)
+    })
+    const program = Effect.gen(function*() {
+      const agent = yield* Agent.make({ middleware: [confirm, audit, other] })
+      const result = yield* agent.run("hi", { threadId: "t" })
+      if (result._tag === "Interrupted") {
+        expect(result.interrupt).type.toBe<
+          | { readonly middleware: "confirm"; readonly value: { readonly question: string }; readonly key: string }
+          | { readonly middleware: "pick"; readonly value: ReadonlyArray<string>; readonly key: string }
+        >()
+        if (result.interrupt.middleware === "pick") expect(result.interrupt.value).type.toBe<ReadonlyArray<string>>()
+      }
+      expect(agent.resume).type.toBeCallableWith("t", true)
+      expect(agent.resume).type.toBeCallableWith("t", 3)
+      expect(agent.resume).type.not.toBeCallableWith("t", "yes")
+      return result
+    })
+    expect<Effect.Effect.Success<typeof program>>().type.toBe<
+      AgentResult.AgentResult<
+        AgentState.AgentState,
+        never,
+        | Wait.Declared<"confirm", { readonly question: string }, boolean>
+        | Wait.Declared<"pick", ReadonlyArray<string>, number>
+      >
+    >()
+  })
+
+  test("an agent without waits cannot be resumed; a typed agent is still an Agent.Service", () => {
+    const program = Effect.gen(function*() {
+      const plain = yield* Agent.make({ middleware: [audit] })
+      expect(plain.resume).type.not.toBeCallableWith("t", "yes")
+      const typed = yield* Agent.make({ middleware: [confirm] })
+      expect(typed).type.toBeAssignableTo<Agent.Service<any, any, any>>()
+    })
+    expect(program).type.not.toBe<never>()
+  })
+
+  test("withName relabels the wait", () => {
+    expect<Middleware.Waits<Middleware.WithName<typeof confirm, "ask">>>().type.toBe<
+      Wait.Declared<"ask", { readonly question: string }, boolean>
     >()
   })
 })

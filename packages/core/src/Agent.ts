@@ -34,6 +34,7 @@ import { unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
 import { entriesOf, type ToolEntry, withTimeout } from "./internal/tools.js"
 import * as Middleware from "./Middleware.js"
+import type * as Wait from "./Wait.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -132,11 +133,11 @@ export interface SendOptions {
  * @since 0.1.0
  * @category models
  */
-export interface Sent<S = AgentState.AgentState, E = never, O = unknown> {
+export interface Sent<S = AgentState.AgentState, E = never, O = unknown, W extends Wait.Any = Wait.Any> {
   readonly threadId: string
   readonly mode: "steer" | "queue"
   readonly delivery: "steered" | "queued" | "started" | "held"
-  readonly result: Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
+  readonly result: Effect.Effect<AgentResult.AgentResult<S, O, W>, RunError<E>>
 }
 
 /**
@@ -155,11 +156,15 @@ export interface Sent<S = AgentState.AgentState, E = never, O = unknown> {
  * @since 0.1.0
  * @category models
  */
-export interface ThreadSnapshot<S> {
+export interface ThreadSnapshot<S, W extends Wait.Any = Wait.Any> {
   readonly threadId: string
   readonly state: S
-  /** Set while the thread waits for `resume`. */
-  readonly pending: Option.Option<AgentResult.Interrupt>
+  /**
+   * Set while the thread waits for `resume`: what it waits for, its request
+   * decoded with the waiting middleware's `wait.request` schema (as stored
+   * when the agent no longer has that middleware).
+   */
+  readonly pending: Option.Option<Wait.Interrupt<W>>
 }
 
 /**
@@ -175,11 +180,11 @@ export interface ThreadSnapshot<S> {
  * @since 0.1.0
  * @category models
  */
-export interface RunEvent<S = AgentState.AgentState, O = unknown> {
+export interface RunEvent<S = AgentState.AgentState, O = unknown, W extends Wait.Any = Wait.Any> {
   /** Unique per run (a resume is a run of its own). */
   readonly runId: string
   readonly threadId: string
-  readonly event: AgentEvent.AgentEvent<S, O>
+  readonly event: AgentEvent.AgentEvent<S, O, W>
 }
 
 /**
@@ -220,7 +225,7 @@ export type RunError<E> = E | AgentError.AgentError | AiError.AiError
  * @since 0.1.0
  * @category models
  */
-export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
+export interface Service<S = AgentState.AgentState, E = never, O = unknown, W extends Wait.Any = Wait.Any> {
   /**
    * Appends `input` to the thread and runs until the agent finishes or interrupts. The input is a string (a
    * user message) or a conversation (messages of any role, at least one, e.g. a history to start the thread
@@ -229,32 +234,30 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
   readonly run: (
     input: Prompt.RawInput,
     options: RunOptions
-  ) => Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
+  ) => Effect.Effect<AgentResult.AgentResult<S, O, W>, RunError<E>>
   /** The same run as `run`, through the same middleware path, as a stream of events ending in `RunEnded`. */
   readonly stream: (
     input: Prompt.RawInput,
     options: RunOptions
-  ) => Stream.Stream<AgentEvent.AgentEvent<S, O>, RunError<E>>
+  ) => Stream.Stream<AgentEvent.AgentEvent<S, O, W>, RunError<E>>
   /**
-   * Continues an interrupted thread: the hook that interrupted runs again
-   * and receives `value`. A thread waiting in a durable run fails with
+   * Continues an interrupted thread with `value`, a decision of the wait it
+   * stopped at: `value` is checked against that wait's `decision` schema (a
+   * value that does not fit fails with `InvalidResume`, naming what is
+   * wrong) and its `check`, then the hook that interrupted runs again and
+   * receives it. A thread waiting in a durable run fails with
    * `DurableThreadError` (answer it through the run) and is left as it was.
    */
-  readonly resume: (threadId: string, value: unknown) => Effect.Effect<AgentResult.AgentResult<S, O>, RunError<E>>
+  resume(threadId: string, value: Wait.DecisionOf<W>): Effect.Effect<AgentResult.AgentResult<S, O, W>, RunError<E>>
   /** `resume` as a stream of events. */
-  readonly resumeStream: (
-    threadId: string,
-    value: unknown
-  ) => Stream.Stream<AgentEvent.AgentEvent<S, O>, RunError<E>>
+  resumeStream(threadId: string, value: Wait.DecisionOf<W>): Stream.Stream<AgentEvent.AgentEvent<S, O, W>, RunError<E>>
   /**
-   * Checks `value` against the interrupt `threadId` waits on (the
-   * middleware's `validateResume`) without running anything; gives the
-   * pending interrupt. `resume` runs the same check first.
+   * Checks `value` against the wait `threadId` stops at (its middleware's
+   * `wait`: the decision schema, then its `check`) without running
+   * anything; gives the pending interrupt. `resume` runs the same check
+   * first.
    */
-  readonly validateResume: (
-    threadId: string,
-    value: unknown
-  ) => Effect.Effect<Checkpointer.PendingInterrupt, RunError<E>>
+  validateResume(threadId: string, value: Wait.DecisionOf<W>): Effect.Effect<Checkpointer.PendingInterrupt, RunError<E>>
   /**
    * Sends `message` to the thread `threadId`, whether a run of it is going
    * or not. While a run is going, `{ mode: "steer" }` (the default) adds
@@ -275,7 +278,7 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
     message: Prompt.RawInput,
     options?: SendOptions | undefined
   ) => Effect.Effect<
-    Sent<S, E, O>,
+    Sent<S, E, O, W>,
     AgentError.InvalidInput | AgentError.InvalidOptions | AgentError.CheckpointError | AgentError.AgentClosed
   >
   /**
@@ -287,7 +290,7 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
    * nothing extra. Closing the scope ends the stream once it has
    * delivered the events published before the close.
    */
-  readonly watch: Effect.Effect<Stream.Stream<RunEvent<S, O>>, never, Scope.Scope>
+  readonly watch: Effect.Effect<Stream.Stream<RunEvent<S, O, W>>, never, Scope.Scope>
   /**
    * Gives up the decision `threadId` waits for: the tool calls of its last
    * reply still without results are answered as not run (with `reason`),
@@ -311,7 +314,7 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
   /** The thread's last checkpoint. */
   readonly thread: (
     threadId: string
-  ) => Effect.Effect<Option.Option<ThreadSnapshot<S>>, AgentError.CheckpointError | AgentError.InvalidInput>
+  ) => Effect.Effect<Option.Option<ThreadSnapshot<S, W>>, AgentError.CheckpointError | AgentError.InvalidInput>
 }
 
 /**
@@ -337,7 +340,7 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown> {
  */
 export const Tag =
   <const Id extends string>(id: Id) =>
-  <Self, S extends Service<any, any, any> = Service>(): Context.TagClass<Self, Id, S> => Context.Tag(id)<Self, S>()
+  <Self, S extends Service<any, any, any, any> = Service>(): Context.TagClass<Self, Id, S> => Context.Tag(id)<Self, S>()
 
 /**
  * The agent of an application, as `Agent.layer` provides it. Its service is
@@ -480,7 +483,8 @@ const optionKeys = Object.keys(
 export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Service<
   AgentState.Of<Mws>,
   Middleware.Error<Mws[number]>,
-  O
+  O,
+  Middleware.Waits<Mws[number]>
 >
 
 /**

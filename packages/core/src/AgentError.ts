@@ -209,6 +209,42 @@ export class ThreadStateError extends Schema.TaggedError<ThreadStateError>(
 }
 
 /**
+ * The value given to `resume` is not a decision of the wait the thread
+ * stops at: it does not fit the `wait.decision` schema of the middleware
+ * that waits (`reason` names what is wrong), or that middleware's `check`
+ * refused it. Nothing ran; the thread still waits, unchanged.
+ *
+ * @example
+ * ```ts
+ * import { AgentError } from "@stepwise-agent/core"
+ *
+ * const error = new AgentError.InvalidResume({
+ *   threadId: "t1",
+ *   middleware: "confirm",
+ *   reason: "Expected boolean, actual \"yes\""
+ * })
+ * error.message // 'Thread "t1": the decision for middleware "confirm" is invalid: Expected boolean, actual "yes"'
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidResume extends Schema.TaggedError<InvalidResume>(
+  "@stepwise-agent/core/AgentError/InvalidResume"
+)("InvalidResume", {
+  threadId: Schema.String,
+  middleware: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Thread "${this.threadId}": the decision for middleware "${this.middleware}" is invalid: ${this.reason}`
+  }
+}
+
+/**
  * A thread waits for a decision of a durable run (its wait was made by a
  * durable journal, e.g. `@stepwise-agent/workflow`): answering it or giving it
  * up in process would skip the durable path (its authorization and journal)
@@ -508,6 +544,7 @@ export type AgentError =
   | ToolDefect
   | CheckpointError
   | ThreadStateError
+  | InvalidResume
   | DurableThreadError
   | StructuredOutputError
   | InvalidInput
@@ -529,6 +566,7 @@ export const AgentError: Schema.Union<[
   typeof ToolDefect,
   typeof CheckpointError,
   typeof ThreadStateError,
+  typeof InvalidResume,
   typeof DurableThreadError,
   typeof StructuredOutputError,
   typeof InvalidInput,
@@ -543,6 +581,7 @@ export const AgentError: Schema.Union<[
   ToolDefect,
   CheckpointError,
   ThreadStateError,
+  InvalidResume,
   DurableThreadError,
   StructuredOutputError,
   InvalidInput,

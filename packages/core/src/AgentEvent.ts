@@ -11,12 +11,20 @@ import * as Data from "effect/Data"
 import * as Option from "effect/Option"
 import type * as AgentResult from "./AgentResult.js"
 import type * as AgentState from "./AgentState.js"
+import type * as Wait from "./Wait.js"
 
 /**
  * @since 0.1.0
  * @category models
  */
-export type AgentEvent<S = AgentState.AgentState, O = unknown> = Data.TaggedEnum<{
+export type AgentEvent<S = AgentState.AgentState, O = unknown, W extends Wait.Any = Wait.Any> = Variants<
+  S,
+  O,
+  Wait.Interrupt<W>
+>
+
+/** The variants, typed by the interrupt of `RunEnded`'s result (so the constructors infer it). */
+type Variants<S, O, I> = Data.TaggedEnum<{
   /** A run starts (`resumed` when it continues an interrupted thread). */
   RunStarted: { readonly threadId: string; readonly resumed: boolean }
   /**
@@ -91,7 +99,7 @@ export type AgentEvent<S = AgentState.AgentState, O = unknown> = Data.TaggedEnum
     readonly event: AgentEvent<any, any>
   }
   /** The run ended. */
-  RunEnded: { readonly result: AgentResult.AgentResult<S, O> }
+  RunEnded: { readonly result: AgentResult.Variants<S, O, I> }
   /**
    * The run failed (`error` is the error's tag, `Defect` or `Interrupted`).
    * Only `Agent.watch` reports it; a run's own stream fails instead.
@@ -99,8 +107,8 @@ export type AgentEvent<S = AgentState.AgentState, O = unknown> = Data.TaggedEnum
   RunFailed: { readonly error: string; readonly message: string }
 }>
 
-interface AgentEventDefinition extends Data.TaggedEnum.WithGenerics<2> {
-  readonly taggedEnum: AgentEvent<this["A"], this["B"]>
+interface AgentEventDefinition extends Data.TaggedEnum.WithGenerics<3> {
+  readonly taggedEnum: Variants<this["A"], this["B"], this["C"]>
 }
 
 const constructors = Data.taggedEnum<AgentEventDefinition>()
@@ -170,5 +178,7 @@ export const {
  * @since 0.1.0
  * @category getters
  */
-export const result = <S, O>(event: AgentEvent<S, O>): Option.Option<AgentResult.AgentResult<S, O>> =>
+export const result = <S, O, W extends Wait.Any>(
+  event: AgentEvent<S, O, W>
+): Option.Option<AgentResult.AgentResult<S, O, W>> =>
   event._tag === "RunEnded" ? Option.some(event.result) : Option.none()

@@ -9,29 +9,40 @@ import * as Data from "effect/Data"
 import type * as Option from "effect/Option"
 import type * as AgentState from "./AgentState.js"
 import type * as Usage from "./Usage.js"
+import type * as Wait from "./Wait.js"
 
 /**
- * What an interrupted run waits for: the middleware that interrupted and the
- * value it interrupted with (for human-in-the-loop, the action requests).
+ * What an interrupted run waits for, one member per wait of `W`: the
+ * middleware that interrupted and the request it interrupted with (for
+ * human-in-the-loop, the action requests), typed by its `wait.request`.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Interrupt {
-  readonly middleware: string
-  readonly value: unknown
-  /** The name of the wait, unique within its run (see `Middleware.HookResult.interruptKey`). */
-  readonly key: string
-}
+export type Interrupt<W extends Wait.Any = Wait.Any> = Wait.Interrupt<W>
 
 /**
- * How a run ended, typed by the agent's state `S` and its structured output
- * `O` (the type of its `responseFormat`; `never` without one).
+ * How a run ended, typed by the agent's state `S`, its structured output
+ * `O` (the type of its `responseFormat`; `never` without one) and its waits
+ * `W` (the union of its middleware's, see `Wait`).
  *
  * @since 0.1.0
  * @category models
  */
-export type AgentResult<S = AgentState.AgentState, O = unknown> = Data.TaggedEnum<{
+export type AgentResult<S = AgentState.AgentState, O = unknown, W extends Wait.Any = Wait.Any> = Variants<
+  S,
+  O,
+  Wait.Interrupt<W>
+>
+
+/**
+ * The results typed by the interrupt itself, `I` (an {@link AgentResult}'s is
+ * `Wait.Interrupt<W>`): what the constructors infer from their argument.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Variants<S, O, I> = Data.TaggedEnum<{
   /** The run finished: the model answered without tool calls, or a middleware jumped to the end. */
   Completed: {
     readonly threadId: string
@@ -48,14 +59,14 @@ export type AgentResult<S = AgentState.AgentState, O = unknown> = Data.TaggedEnu
   Interrupted: {
     readonly threadId: string
     readonly state: S
-    readonly interrupt: Interrupt
+    readonly interrupt: I
     readonly usage: Usage.Usage
     readonly steps: number
   }
 }>
 
-interface AgentResultDefinition extends Data.TaggedEnum.WithGenerics<2> {
-  readonly taggedEnum: AgentResult<this["A"], this["B"]>
+interface AgentResultDefinition extends Data.TaggedEnum.WithGenerics<3> {
+  readonly taggedEnum: Variants<this["A"], this["B"], this["C"]>
 }
 
 const constructors = Data.taggedEnum<AgentResultDefinition>()

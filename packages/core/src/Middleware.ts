@@ -48,6 +48,7 @@ import type * as AgentEvent from "./AgentEvent.js"
 import * as observer from "./internal/observer.js"
 import * as PersonAnswer from "./internal/personAnswer.js"
 import { toolCallGuards } from "./internal/toolCallGuards.js"
+import type * as Wait from "./Wait.js"
 
 /**
  * @since 0.1.0
@@ -102,7 +103,7 @@ export interface RunUsage {
  * @since 0.1.0
  * @category models
  */
-export interface HookContext<S> {
+export interface HookContext<S, D = never> {
   /** The middleware's own state slice. */
   readonly state: S
   /** The stored conversation, without the system prompt. */
@@ -119,9 +120,10 @@ export interface HookContext<S> {
   readonly tools: ReadonlyArray<Tool.Any>
   /**
    * When this hook interrupted the run and the run is being resumed: the
-   * value passed to `Agent.resume`. The hook runs again with it.
+   * decision passed to `Agent.resume`, decoded with the middleware's
+   * `wait.decision` schema. The hook runs again with it.
    */
-  readonly resume: Option.Option<unknown>
+  readonly resume: Option.Option<D>
   /**
    * How many tool calls the agent runs at once (its `toolConcurrency`), for
    * a hook that runs calls itself.
@@ -136,18 +138,19 @@ export interface HookContext<S> {
 
 /**
  * What a node hook may return: an update of its own slice, a new message list
- * (replacing the stored one), a jump, or an interrupt. An interrupt ends the
- * run as `Interrupted` carrying `interrupt` (which must encode as JSON); the
- * same hook runs again, with `resume` set, when the thread is resumed.
+ * (replacing the stored one), a jump, or an interrupt. An interrupt — a
+ * request of the middleware's declared `wait` (`Q`; a middleware that
+ * declares none cannot interrupt) — ends the run as `Interrupted` carrying
+ * it; the same hook runs again, with `resume` set, when the thread is resumed.
  *
  * @since 0.1.0
  * @category models
  */
-export interface HookResult<S, J extends Jump = Jump> {
+export interface HookResult<S, J extends Jump = Jump, Q = never> {
   readonly state?: Partial<S> | undefined
   readonly messages?: ReadonlyArray<Prompt.Message> | undefined
   readonly jumpTo?: J | undefined
-  readonly interrupt?: unknown
+  readonly interrupt?: Q | undefined
   /**
    * A name for the wait an `interrupt` starts, unique within the run (for
    * example built from the tool call ids it asks about). Durable runs name
@@ -155,21 +158,6 @@ export interface HookResult<S, J extends Jump = Jump> {
    */
   readonly interruptKey?: string | undefined
 }
-
-/**
- * Checks a resume value against the interrupt it answers, before anything
- * runs: a bad value fails here, with the thread still waiting and unchanged.
- *
- * @since 0.1.0
- * @category models
- */
-export type ValidateResume<E, R> = (resume: {
-  readonly threadId: string
-  /** The value the hook interrupted with, as stored. */
-  readonly interrupt: unknown
-  /** The value given to `resume`. */
-  readonly value: unknown
-}) => Effect.Effect<void, E, R>
 
 /**
  * Runs after `deleteThread` removed a thread's checkpoint, to free what the
@@ -206,9 +194,9 @@ export type OnThreadDeleted<R, S = unknown> = (
  * @since 0.1.0
  * @category models
  */
-export type NodeHook<S, J extends Jump, E, R> = (
-  context: HookContext<S>
-) => Effect.Effect<HookResult<S, J> | void, E, R>
+export type NodeHook<S, J extends Jump, E, R, Q = never, D = never> = (
+  context: HookContext<S, D>
+) => Effect.Effect<HookResult<S, J, Q> | void, E, R>
 
 /**
  * A model call as the wrap hooks see it. Change any field to change what the
@@ -431,12 +419,15 @@ export type TransformInput<E, R> = (input: {
  * @since 0.1.0
  * @category models
  */
-export interface Middleware<S = {}, E = never, R = never, B = AgentError.InvalidOptions> extends Pipeable {
+export interface Middleware<S = {}, E = never, R = never, B = AgentError.InvalidOptions, W extends Wait.Any = never>
+  extends Pipeable
+{
   readonly [TypeId]: {
     readonly _S: (_: S) => S
     readonly _E: (_: never) => E
     readonly _R: (_: never) => R
     readonly _B: (_: never) => B
+    readonly _W: (_: never) => W
   }
   readonly name: string
   readonly state: StateSlice<S> | undefined
@@ -450,16 +441,17 @@ export interface Middleware<S = {}, E = never, R = never, B = AgentError.Invalid
    * one (whose other fields are then unset, and `name` is the one given to
    * `unwrap` or {@link withName}, else `"unwrap"`).
    */
-  readonly setup: Effect.Effect<Middleware<S, E, R, B>, B, R> | undefined
-  readonly beforeAgent: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
-  readonly beforeModel: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
-  readonly afterModel: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
-  readonly afterAgent: NodeHook<S, Jump, E, R | Scope.Scope> | undefined
+  readonly setup: Effect.Effect<Middleware<S, E, R, B, W>, B, R> | undefined
+  /** What the middleware waits for when it interrupts (see {@link Wait.Wait}); `undefined`: it never waits. */
+  readonly wait: Wait.Wait<any, any, E, R> | undefined
+  readonly beforeAgent: NodeHook<S, Jump, E, R | Scope.Scope, unknown, unknown> | undefined
+  readonly beforeModel: NodeHook<S, Jump, E, R | Scope.Scope, unknown, unknown> | undefined
+  readonly afterModel: NodeHook<S, Jump, E, R | Scope.Scope, unknown, unknown> | undefined
+  readonly afterAgent: NodeHook<S, Jump, E, R | Scope.Scope, unknown, unknown> | undefined
   readonly wrapModelCall: WrapModelCall<E, R | Scope.Scope> | undefined
   readonly wrapToolCall: WrapToolCall<E, R | Scope.Scope> | undefined
   readonly wrapModelStream: WrapModelStream<E, R> | undefined
   readonly transformInput: TransformInput<E, R> | undefined
-  readonly validateResume: ValidateResume<E, R> | undefined
   readonly onThreadDeleted: OnThreadDeleted<R, S> | undefined
 }
 
@@ -488,7 +480,7 @@ export interface Uses {
  * @since 0.1.0
  * @category utility types
  */
-export type Any = Middleware<any, any, any, any>
+export type Any = Middleware<any, any, any, any, any>
 
 /**
  * The state slice of a middleware.
@@ -496,7 +488,7 @@ export type Any = Middleware<any, any, any, any>
  * @since 0.1.0
  * @category utility types
  */
-export type State<M> = M extends Middleware<infer S, infer _E, infer _R, infer _B> ? S : never
+export type State<M> = M extends Middleware<infer S, infer _E, infer _R, infer _B, infer _W> ? S : never
 
 /**
  * The errors a middleware's hooks may fail with.
@@ -504,7 +496,7 @@ export type State<M> = M extends Middleware<infer S, infer _E, infer _R, infer _
  * @since 0.1.0
  * @category utility types
  */
-export type Error<M> = M extends Middleware<infer _S, infer E, infer _R, infer _B> ? E : never
+export type Error<M> = M extends Middleware<infer _S, infer E, infer _R, infer _B, infer _W> ? E : never
 
 /**
  * The services a middleware's setup, hooks and tools need.
@@ -512,7 +504,7 @@ export type Error<M> = M extends Middleware<infer _S, infer E, infer _R, infer _
  * @since 0.1.0
  * @category utility types
  */
-export type Requirements<M> = M extends Middleware<infer _S, infer _E, infer R, infer _B> ? R : never
+export type Requirements<M> = M extends Middleware<infer _S, infer _E, infer R, infer _B, infer _W> ? R : never
 
 /**
  * The errors building a middleware may fail `Agent.make` with (its setup's
@@ -528,7 +520,28 @@ export type Requirements<M> = M extends Middleware<infer _S, infer _E, infer R, 
  * @since 0.1.0
  * @category utility types
  */
-export type BuildError<M> = M extends Middleware<infer _S, infer _E, infer _R, infer B> ? B : never
+export type BuildError<M> = M extends Middleware<infer _S, infer _E, infer _R, infer B, infer _W> ? B : never
+
+/**
+ * The wait a middleware declares (`never` for one that never waits): an
+ * agent's waits are the union of its middleware's.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@stepwise-agent/core"
+ * import { Schema } from "effect"
+ *
+ * const confirm = Middleware.make({
+ *   name: "confirm",
+ *   wait: { request: Schema.String, decision: Schema.Boolean }
+ * })
+ * type Confirm = Middleware.Waits<typeof confirm> // Wait.Declared<"confirm", string, boolean>
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type Waits<M> = M extends Middleware<infer _S, infer _E, infer _R, infer _B, infer W> ? W : never
 
 type ErrorOf<H> = H extends (...args: ReadonlyArray<any>) => Effect.Effect<infer _A, infer E, infer _R> ? E : never
 type ContextOf<H> = H extends (...args: ReadonlyArray<any>) => Effect.Effect<infer _A, infer _E, infer R> ? R : never
@@ -569,9 +582,9 @@ export type CheckUpdate<S, H> = [StrayKeys<S, H>] extends [never] ? unknown
  * @since 0.1.0
  * @category models
  */
-export interface MakeOptions<S, J extends Jump, TE, TR> {
+export interface MakeOptions<S, J extends Jump, TE, TR, N extends string = string> {
   /** Unique within an agent; shown in spans, events and errors. */
-  readonly name: string
+  readonly name: N
   /** The middleware's own state slice. */
   readonly state?: StateSlice<S> | undefined
   /** The nodes the node hooks may jump to; any other jump is an `InvalidJump` error. */
@@ -621,18 +634,31 @@ export const make = <
   const J extends Jump = never,
   TE = never,
   TR = never,
-  BA extends NodeHook<S, J, any, any> = NodeHook<S, J, never, never>,
-  BM extends NodeHook<S, J, any, any> = NodeHook<S, J, never, never>,
-  AM extends NodeHook<S, J, any, any> = NodeHook<S, J, never, never>,
-  AA extends NodeHook<S, J, any, any> = NodeHook<S, J, never, never>,
+  const N extends string = string,
+  Q = never,
+  D = never,
+  BA extends NodeHook<S, J, any, any, Q, D> = NodeHook<S, J, never, never, Q, D>,
+  BM extends NodeHook<S, J, any, any, Q, D> = NodeHook<S, J, never, never, Q, D>,
+  AM extends NodeHook<S, J, any, any, Q, D> = NodeHook<S, J, never, never, Q, D>,
+  AA extends NodeHook<S, J, any, any, Q, D> = NodeHook<S, J, never, never, Q, D>,
   WM extends WrapModelCall<any, any> = WrapModelCall<never, never>,
   WT extends WrapToolCall<any, any> = WrapToolCall<never, never>,
   WS extends WrapModelStream<any, any> = WrapModelStream<never, never>,
   TI extends TransformInput<any, any> = TransformInput<never, never>,
-  VR extends ValidateResume<any, any> = ValidateResume<never, never>,
+  WC extends WaitCheck<Q, D, any, any> = WaitCheck<Q, D, never, never>,
   TD extends OnThreadDeleted<any, S> = OnThreadDeleted<never, S>
 >(
-  options: MakeOptions<S, J, TE, TR> & {
+  options: MakeOptions<S, J, TE, TR, N> & {
+    /**
+     * What the node hooks may wait for: the schemas of the request they
+     * interrupt with and of the decision `Agent.resume` answers with (see
+     * {@link Wait.Wait}). A middleware without one cannot interrupt.
+     */
+    readonly wait?: {
+      readonly request: Schema.Schema<Q, any>
+      readonly decision: Schema.Schema<D, any>
+      readonly check?: WC | undefined
+    } | undefined
     readonly beforeAgent?: (BA & CheckUpdate<S, BA>) | undefined
     readonly beforeModel?: (BM & CheckUpdate<S, BM>) | undefined
     readonly afterModel?: (AM & CheckUpdate<S, AM>) | undefined
@@ -642,19 +668,18 @@ export const make = <
     readonly wrapModelStream?: WS | undefined
     /** Rewrites the run's input before it is stored, before any node hook (see {@link TransformInput}). */
     readonly transformInput?: TI | undefined
-    /** Checks the value of `resume` against this middleware's interrupt before the hook runs again. */
-    readonly validateResume?: VR | undefined
     /** Frees this middleware's per-thread data outside the checkpoint when the thread is deleted. */
     readonly onThreadDeleted?: TD | undefined
   }
 ): Middleware<
   S,
   Exclude<
-    ErrorOf<BA | BM | AM | AA | WM | WT | TI | VR> | StreamErrorOf<WS>,
+    ErrorOf<BA | BM | AM | AA | WM | WT | TI | WC> | StreamErrorOf<WS>,
     AiError.AiError | AgentError.ToolDefect | AgentError.ToolTimeout | AgentError.ModelReplyError
   >,
-  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | TI | VR | TD> | StreamContextOf<WS>, Scope.Scope>,
-  TE
+  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | TI | WC | TD> | StreamContextOf<WS>, Scope.Scope>,
+  TE,
+  [Q] extends [never] ? never : Wait.Declared<N, Q, D>
 > =>
   Object.assign(Object.create(Proto), {
     [TypeId]: TypeId,
@@ -664,6 +689,7 @@ export const make = <
     tools: options.tools,
     uses: { tools: options.uses?.tools ?? [] },
     setup: undefined,
+    wait: options.wait,
     beforeAgent: options.beforeAgent,
     beforeModel: options.beforeModel,
     afterModel: options.afterModel,
@@ -672,9 +698,11 @@ export const make = <
     wrapToolCall: options.wrapToolCall,
     wrapModelStream: options.wrapModelStream,
     transformInput: options.transformInput,
-    validateResume: options.validateResume,
     onThreadDeleted: options.onThreadDeleted
   })
+
+/** The check of a wait's decision against its request (see {@link Wait.Wait}). */
+type WaitCheck<Q, D, E, R> = (answer: Wait.Answer<Q, D>) => Effect.Effect<void, E, R>
 
 /**
  * A middleware built by an effect, which `Agent.make` runs once, in list
@@ -706,14 +734,14 @@ export const make = <
  * @since 0.1.0
  * @category constructors
  */
-export const unwrap = <S, E, R, B, B2, R2>(
-  setup: Effect.Effect<Middleware<S, E, R, B>, B2, R2>,
+export const unwrap = <S, E, R, B, W extends Wait.Any, B2, R2>(
+  setup: Effect.Effect<Middleware<S, E, R, B, W>, B2, R2>,
   options?: {
     /** The name of the middleware it builds, known before it is built (see {@link withName}). */
     readonly name?: string | undefined
   }
-): Middleware<S, E, R | R2, B | B2> => {
-  const unwrapped: Middleware<S, E, R | R2, B | B2> = Object.assign(Object.create(Proto), {
+): Middleware<S, E, R | R2, B | B2, W> => {
+  const unwrapped: Middleware<S, E, R | R2, B | B2, W> = Object.assign(Object.create(Proto), {
     [TypeId]: TypeId,
     name: "unwrap",
     state: undefined,
@@ -721,6 +749,7 @@ export const unwrap = <S, E, R, B, B2, R2>(
     tools: undefined,
     uses: {},
     setup,
+    wait: undefined,
     beforeAgent: undefined,
     beforeModel: undefined,
     afterModel: undefined,
@@ -729,10 +758,9 @@ export const unwrap = <S, E, R, B, B2, R2>(
     wrapToolCall: undefined,
     wrapModelStream: undefined,
     transformInput: undefined,
-    validateResume: undefined,
     onThreadDeleted: undefined
   })
-  return options?.name === undefined ? unwrapped : withName(unwrapped, options.name)
+  return options?.name === undefined ? unwrapped : rename(unwrapped, options.name)
 }
 
 /**
@@ -755,7 +783,9 @@ export const unwrap = <S, E, R, B, B2, R2>(
  * @since 0.1.0
  * @category constructors
  */
-export const build = <S, E, R, B>(self: Middleware<S, E, R, B>): Effect.Effect<Middleware<S, E, R, B>, B, R> =>
+export const build = <S, E, R, B, W extends Wait.Any>(
+  self: Middleware<S, E, R, B, W>
+): Effect.Effect<Middleware<S, E, R, B, W>, B, R> =>
   self.setup === undefined ? Effect.succeed(self) : Effect.flatMap(self.setup, build)
 
 /**
@@ -776,14 +806,29 @@ export const build = <S, E, R, B>(self: Middleware<S, E, R, B>): Effect.Effect<M
  * @category combinators
  */
 export const withName: {
-  (name: string): <M extends Any>(self: M) => M
-  <M extends Any>(self: M, name: string): M
-} = dual(2, <M extends Any>(self: M, name: string): M =>
+  <const N extends string>(name: N): <M extends Any>(self: M) => WithName<M, N>
+  <M extends Any, const N extends string>(self: M, name: N): WithName<M, N>
+} = dual(2, <M extends Any, N extends string>(self: M, name: N): WithName<M, N> =>
+  // only the name changes: the wait's type is relabelled with it
+  rename(self, name) as Any as WithName<M, N>)
+
+/** `self` under the name `name` (its setup's middleware too, once built). */
+const rename = <M extends Any>(self: M, name: string): M =>
   Object.assign(
     Object.create(Proto),
     self,
-    self.setup === undefined ? { name } : { name, setup: Effect.map(self.setup, (built) => withName(built, name)) }
-  ))
+    self.setup === undefined ? { name } : { name, setup: Effect.map(self.setup, (built) => rename(built, name)) }
+  )
+
+/**
+ * The middleware `M` named `N`: its wait, if it declares one, is now
+ * `N`'s (see {@link withName}).
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type WithName<M extends Any, N extends string> = M extends
+  Middleware<infer S, infer E, infer R, infer B, infer W> ? Middleware<S, E, R, B, Wait.Renamed<W, N>> : never
 
 /**
  * Checks whether a value is a middleware.

@@ -77,3 +77,8 @@ export * as UiMessageStream from "./UiMessageStream.js"
  * @since 0.1.0
  */
 export * as Usage from "./Usage.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Wait from "./Wait.js"

@@ -58,9 +58,9 @@ describe("an agent whose scope closed", () => {
       assert.include(sent.message, "the scope it was built in")
       assert.strictEqual(yield* failureTag(agent.run("hello", { threadId: "t" })), "AgentClosed")
       assert.strictEqual(yield* failureTag(Stream.runDrain(agent.stream("hello", { threadId: "t" }))), "AgentClosed")
-      assert.strictEqual(yield* failureTag(agent.resume("t", "yes")), "AgentClosed")
-      assert.strictEqual(yield* failureTag(Stream.runDrain(agent.resumeStream("t", "yes"))), "AgentClosed")
-      assert.strictEqual(yield* failureTag(agent.validateResume("t", "yes")), "AgentClosed")
+      assert.strictEqual(yield* failureTag(agent.resume("t", "yes" as never)), "AgentClosed")
+      assert.strictEqual(yield* failureTag(Stream.runDrain(agent.resumeStream("t", "yes" as never))), "AgentClosed")
+      assert.strictEqual(yield* failureTag(agent.validateResume("t", "yes" as never)), "AgentClosed")
       // nothing was delivered or run
       assert.isTrue(Option.isNone(yield* agent.thread("t")))
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)

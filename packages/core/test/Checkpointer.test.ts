@@ -137,6 +137,7 @@ describe("Checkpointer.layerFileSystem", () => {
         Middleware.make({
           name: "approval",
           state: { schema: Schema.Struct({ approved: Schema.Boolean }), initial: { approved: false } },
+          wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.String },
           beforeModel: ({ resume, state }) =>
             Effect.sync(() => {
               seen.push(resume)

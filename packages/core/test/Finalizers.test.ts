@@ -82,6 +82,7 @@ describe("finalizers registered by hooks", () => {
       const log: Array<string> = []
       const ask = Middleware.make({
         name: "ask",
+        wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.String },
         beforeModel: () => finalizer(log, "ask").pipe(Effect.as({ interrupt: { question: "go on?" } }))
       })
       const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ask] })

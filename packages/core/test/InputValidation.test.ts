@@ -51,7 +51,7 @@ describe("thread ids", () => {
         const errors = [
           yield* Effect.flip(agent.run("hi", { threadId: id })),
           yield* Effect.flip(Stream.runDrain(agent.stream("hi", { threadId: id }))),
-          yield* Effect.flip(agent.resume(id, "yes")),
+          yield* Effect.flip(agent.resume(id, "yes" as never)),
           yield* Effect.flip(agent.thread(id))
         ]
         for (const error of errors) {

@@ -29,7 +29,14 @@ const walk = (moves: ReadonlyArray<{ readonly said: Said; readonly facts: Machin
 }
 
 const none = { callsTools: false, hasOutput: false }
-const wait: Machine.Wait = { node: "afterModel", index: 2, middleware: "hitl", value: "ask", key: undefined }
+const wait: Machine.Wait = {
+  node: "afterModel",
+  index: 2,
+  middleware: "hitl",
+  request: "ask",
+  value: "ask",
+  key: undefined
+}
 
 describe("the phase machine", () => {
   it("every phase is a table entry: routed by `flow`, or a wait or the end, and the driver has a step for each", () => {

@@ -207,6 +207,7 @@ describe("RunJournal", () => {
       const resumes: Array<unknown> = []
       const ask = Middleware.make({
         name: "ask",
+        wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.String },
         beforeModel: ({ resume, step }) =>
           Effect.sync(() => {
             if (Option.isSome(resume)) resumes.push(resume.value)
@@ -244,6 +245,7 @@ describe("RunJournal", () => {
       let asked = 0
       const ask = Middleware.make({
         name: "ask",
+        wait: { request: Schema.String, decision: Schema.String },
         beforeModel: ({ resume }) =>
           Effect.sync(() => {
             if (Option.isSome(resume) || asked >= 3) return undefined
@@ -387,15 +389,19 @@ describe("Agent.validateResume", () => {
       const checked: Array<unknown> = []
       const ask = Middleware.make({
         name: "ask",
+        wait: {
+          request: Schema.String,
+          decision: Schema.String,
+          check: ({ decision, request, threadId }) =>
+            Effect.suspend(() => {
+              checked.push({ interrupt: request, threadId, value: decision })
+              return decision === "yes" || decision === "no"
+                ? Effect.void
+                : Effect.fail(`bad answer: ${decision}` as const)
+            })
+        },
         beforeModel: ({ resume, step }) =>
-          Effect.succeed(step === 0 && Option.isNone(resume) ? { interrupt: "yes or no?" } : undefined),
-        validateResume: ({ interrupt, threadId, value }) =>
-          Effect.suspend(() => {
-            checked.push({ interrupt, threadId, value })
-            return value === "yes" || value === "no"
-              ? Effect.void
-              : Effect.fail(`bad answer: ${String(value)}` as const)
-          })
+          Effect.succeed(step === 0 && Option.isNone(resume) ? { interrupt: "yes or no?" } : undefined)
       })
       const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ask] })
       const interrupted = yield* agent.run("Add", { threadId: "t" })
@@ -430,6 +436,7 @@ describe("Agent.discardPending", () => {
     Effect.gen(function*() {
       const gate = Middleware.make({
         name: "gate",
+        wait: { request: Schema.String, decision: Schema.String },
         afterModel: ({ messages, resume }) => {
           const last = messages.at(-1)
           const calls = last?.role === "assistant" && last.content.some((part) => part.type === "tool-call")

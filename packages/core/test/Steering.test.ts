@@ -234,6 +234,7 @@ describe("Agent.send: steering", () => {
       // waits for a decision after the run's first model call
       const ask = Middleware.make({
         name: "ask",
+        wait: { request: Schema.String, decision: Schema.String },
         afterModel: ({ resume, step }) =>
           Option.isNone(resume) && step === 1 ? Effect.succeed({ interrupt: "approve?" }) : Effect.void
       })
@@ -267,6 +268,7 @@ describe("Agent.send: a waiting thread given up or deleted", () => {
   /** Waits for a decision after the thread's first model call. */
   const ask = Middleware.make({
     name: "ask",
+    wait: { request: Schema.String, decision: Schema.String },
     afterModel: ({ messages, resume }) =>
       Option.isNone(resume) && messages.length === 2 ? Effect.succeed({ interrupt: "approve?" }) : Effect.void
   })

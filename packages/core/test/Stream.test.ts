@@ -145,6 +145,7 @@ describe("stream", () => {
     Effect.gen(function*() {
       const ask = Middleware.make({
         name: "ask",
+        wait: { request: Schema.String, decision: Schema.String },
         beforeModel: ({ resume, step }) =>
           Effect.succeed(step === 0 && Option.isNone(resume) ? { interrupt: "go?" } : undefined)
       })

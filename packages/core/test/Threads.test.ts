@@ -12,6 +12,7 @@ const approval = (seen: Array<Option.Option<unknown>>) =>
   Middleware.make({
     name: "approval",
     state: { schema: Schema.Struct({ answer: Schema.NullOr(Schema.String) }), initial: { answer: null } },
+    wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.String },
     beforeModel: ({ resume, state }) =>
       Effect.sync(() => {
         seen.push(resume)
@@ -81,6 +82,7 @@ describe("interrupt and resume", () => {
     Effect.gen(function*() {
       const review = Middleware.make({
         name: "review",
+        wait: { request: Schema.String, decision: Schema.String },
         afterModel: ({ messages, resume }) => {
           const last = messages.at(-1)
           const callsTools = last?.role === "assistant" && last.content.some((part) => part.type === "tool-call")
@@ -125,10 +127,10 @@ describe("thread state errors", () => {
   it.effect("resume on a thread that does not wait fails with ThreadStateError", () =>
     Effect.gen(function*() {
       const agent = yield* Agent.make({ toolkit: Calculator })
-      const unknown = yield* Effect.flip(agent.resume("never-run", "yes"))
+      const unknown = yield* Effect.flip(agent.resume("never-run", "yes" as never))
       assert.strictEqual(unknown._tag, "ThreadStateError")
       yield* agent.run("hi", { threadId: "done" })
-      const completed = yield* Effect.flip(agent.resume("done", "yes"))
+      const completed = yield* Effect.flip(agent.resume("done", "yes" as never))
       assert.strictEqual(completed._tag, "ThreadStateError")
       if (completed._tag !== "ThreadStateError") return
       assert.strictEqual(completed.threadId, "done")

@@ -213,7 +213,7 @@ const program = Effect.gen(function*() {
     while (ended?._tag === "Interrupted") {
       // every wait, the subagents' included: ask about each, then route the answers down their paths
       const interrupt = ended.interrupt
-      const answers = new Map<string, unknown>()
+      const answers = new Map<string, ReadonlyArray<HumanInTheLoop.Decision>>()
       for (const leaf of SubAgents.leaves(interrupt)) {
         if (leaf.path.length > 0) {
           yield* Console.log(`\n   asked inside subagent ${leaf.path.map((step) => step.agent).join(" › ")}:`)
@@ -221,7 +221,9 @@ const program = Effect.gen(function*() {
         const request = yield* Schema.decodeUnknown(HumanInTheLoop.ApprovalRequest)(leaf.interrupt.value)
         answers.set(leafId(leaf), yield* decide(request))
       }
-      yield* follow(agent.resumeStream(threadId, SubAgents.decide(interrupt, (leaf) => answers.get(leafId(leaf)))))
+      yield* follow(
+        agent.resumeStream(threadId, SubAgents.decide(interrupt, (leaf) => answers.get(leafId(leaf)) ?? []))
+      )
     }
   }
 })

@@ -8,6 +8,10 @@ import { Effect, Layer, Option, Schema, Stream } from "effect"
 import * as Inspector from "../src/Inspector.js"
 import * as Wire from "../src/internal/wire.js"
 
+/** The approval request a durable run's wait carries (its status is untyped); `None` for another middleware's. */
+const approvalOf = (wait: { readonly value: unknown }) =>
+  Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value)
+
 const ReadFile = Tool.make("read_file", { parameters: { path: Schema.String }, success: Schema.String })
 const Tools = Toolkit.make(ReadFile)
 
@@ -24,7 +28,7 @@ const bound = (
   thread: Agent.ThreadSnapshot<any> | undefined,
   decide: (action: (callId: string) => HumanInTheLoop.ActionRequest) => ReadonlyArray<HumanInTheLoop.Decision>
 ) => {
-  const request = Option.getOrThrow(HumanInTheLoop.requestOf(Option.getOrThrow(thread!.pending)))
+  const request = Option.getOrThrow(approvalOf(Option.getOrThrow(thread!.pending)))
   return decide((callId) => request.actionRequests.find((action) => action.callId === callId)!)
 }
 

@@ -2,10 +2,14 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Exit, Layer, Logger, Option, Scope } from "effect"
+import { Effect, Exit, Layer, Logger, Option, Schema, Scope } from "effect"
 import * as Inspector from "../src/Inspector.js"
 import * as Wire from "../src/internal/wire.js"
 import { approvalScript, eventually, pendingOf, setup } from "./fixtures.js"
+
+/** The approval request a durable run's wait carries (its status is untyped); `None` for another middleware's. */
+const approvalOf = (wait: { readonly value: unknown }) =>
+  Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value)
 
 interface Entry {
   readonly seq: number
@@ -89,7 +93,7 @@ const bound = (
 ) =>
   Effect.map(agent.thread(threadId), (thread) => {
     const pending = Option.getOrThrow(Option.getOrThrow(thread).pending)
-    const request = Option.getOrThrow(HumanInTheLoop.requestOf(pending))
+    const request = Option.getOrThrow(approvalOf(pending))
     return decide((callId) => request.actionRequests.find((action) => action.callId === callId)!)
   })
 

@@ -170,7 +170,8 @@ describe("constructors whose options need decoding: a middleware value, failing 
         {},
         HumanInTheLoop.DecisionError | HumanInTheLoop.DuplicateCallId,
         never,
-        HumanInTheLoop.InvalidInterruptPolicy | AgentError.InvalidOptions
+        HumanInTheLoop.InvalidInterruptPolicy | AgentError.InvalidOptions,
+        HumanInTheLoop.Waits
       >
     >()
   })

@@ -42,6 +42,7 @@ import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as UiMessageStream from "@stepwise-agent/core/UiMessageStream"
+import type * as Wait from "@stepwise-agent/core/Wait"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -220,8 +221,9 @@ export const ApprovalRequest = Schema.Struct({
  */
 export type ApprovalRequest = typeof ApprovalRequest.Type
 
-const decodeApprovalRequest = Schema.decodeUnknown(ApprovalRequest)
-const decodeApprovalRequestOption = Schema.decodeUnknownOption(ApprovalRequest)
+/** The approval request of a wait stored or posted untyped (a durable run's, a chat UI's); `None` for another's. */
+const requestOf = (wait: { readonly value: unknown }): Option.Option<ApprovalRequest> =>
+  Schema.decodeUnknownOption(ApprovalRequest)(wait.value)
 
 /**
  * What a description function or a `when` predicate sees besides the call.
@@ -829,33 +831,6 @@ export const fingerprintOf = (toolName: string, args: unknown): string => {
   return hash53(text, 1) + hash53(text, 2)
 }
 
-/**
- * The approval request a wait carries: `result.interrupt` of an
- * `Interrupted` run, or `status.pending` of a durable run. `None` when the
- * wait is not an approval request (another middleware interrupted, or a
- * request stored by a version whose requests carried no `waitKey`).
- *
- * @example
- * ```ts
- * import type { AgentResult } from "@stepwise-agent/core"
- * import { HumanInTheLoop } from "@stepwise-agent/middleware"
- * import { Option } from "effect"
- *
- * const callsWaiting = (result: AgentResult.AgentResult<any>) =>
- *   result._tag === "Interrupted"
- *     ? Option.match(HumanInTheLoop.requestOf(result.interrupt), {
- *       onNone: () => [],
- *       onSome: (request) => request.actionRequests.map((action) => action.toolName)
- *     })
- *     : []
- * ```
- *
- * @since 0.1.0
- * @category getters
- */
-export const requestOf = (wait: { readonly value: unknown }): Option.Option<ApprovalRequest> =>
-  decodeApprovalRequestOption(wait.value)
-
 // -----------------------------------------------------------------------------
 // layers
 // -----------------------------------------------------------------------------
@@ -986,8 +961,35 @@ const unbound = <Fields extends Schema.Struct.Fields>(decision: Schema.Struct<Fi
 
 const ArrivingDecisions = Schema.Array(Schema.Union(unbound(Approve), unbound(Edit), unbound(Reject), unbound(Respond)))
 
+/**
+ * The decisions `Agent.resume` takes for this middleware's wait: one per
+ * action request, each bound to it (a decision without its `waitKey` and
+ * `fingerprint` is refused with {@link UnboundDecision}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DecisionsGiven = typeof ArrivingDecisions.Type
+
+/**
+ * The wait of the middleware, as the agent's type carries it: it asks with
+ * an {@link ApprovalRequest} and is answered with decisions.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Waits = Wait.Declared<string, ApprovalRequest, DecisionsGiven>
+
 const decodeDecisions = Schema.decodeUnknown(ArrivingDecisions)
-const decodeDecisionsOption = Schema.decodeUnknownOption(ArrivingDecisions)
+
+/** The tool call an action request asks about. */
+const callOf = (action: ActionRequest): Prompt.ToolCallPart =>
+  Prompt.makePart("tool-call", {
+    id: action.callId,
+    name: action.toolName,
+    params: action.args,
+    providerExecuted: false
+  })
 
 /**
  * The key of a wait: the gated call ids, the index of the reply that made
@@ -1050,8 +1052,8 @@ type Plan =
  *   const agent = yield* Agent.make({ toolkit: Tools, middleware: [hitl] })
  *   const result = yield* agent.run("Clean up /tmp", { threadId: "t1" })
  *   if (result._tag === "Interrupted") {
- *     const { actionRequests } = yield* Schema.decodeUnknown(HumanInTheLoop.ApprovalRequest)(result.interrupt.value)
- *     return yield* agent.resume("t1", actionRequests.map(HumanInTheLoop.approve))
+ *     // typed by the middleware's wait: the value is its ApprovalRequest
+ *     return yield* agent.resume("t1", result.interrupt.value.actionRequests.map(HumanInTheLoop.approve))
  *   }
  *   return result
  * })
@@ -1066,14 +1068,15 @@ export const middleware = <Tools extends Record<string, Tool.Any>>(
   {},
   DecisionError | DuplicateCallId,
   never,
-  InvalidInterruptPolicy | AgentError.InvalidOptions
+  InvalidInterruptPolicy | AgentError.InvalidOptions,
+  Waits
 > => Middleware.unwrap(setup(options), { name: Check.nameOf(options, "humanInTheLoop") })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup: <Tools extends Record<string, Tool.Any>>(
   options: Options<Tools>
 ) => Effect.Effect<
-  Middleware.Middleware<{}, DecisionError | DuplicateCallId>,
+  Middleware.Middleware<{}, DecisionError | DuplicateCallId, never, never, Waits>,
   InvalidInterruptPolicy | AgentError.InvalidOptions
 > = Effect.fn("HumanInTheLoop.middleware")(function*<Tools extends Record<string, Tool.Any>>(options: Options<Tools>) {
   // a missing or misspelled `allowedDecisions` is named as such, before its stray key
@@ -1333,7 +1336,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
   }
 
   const apply = (
-    context: Middleware.HookContext<{}>,
+    context: Middleware.HookContext<{}, unknown>,
     batch: NonNullable<ReturnType<typeof AgentState.pendingToolCalls>>,
     gated: ReadonlyArray<Prompt.ToolCallPart>,
     free: ReadonlyArray<Prompt.ToolCallPart>,
@@ -1445,21 +1448,22 @@ const setup: <Tools extends Record<string, Tool.Any>>(
       schema: Schema.Struct({ [waitCount]: Schema.NonNegativeInt }),
       initial: { [waitCount]: 0 }
     },
-    afterModel: (context: Middleware.HookContext<Readonly<Record<string, number>>>) =>
+    wait: {
+      request: ApprovalRequest,
+      decision: ArrivingDecisions,
+      // the decisions must answer the calls the stored request asks about, each as its policy allows
+      check: ({ decision, request, threadId }) =>
+        plan(threadId, request.actionRequests.map(callOf), decision, request.actionRequests[0]?.waitKey ?? "")
+    },
+    afterModel: (context: Middleware.HookContext<Readonly<Record<string, number>>, DecisionsGiven>) =>
       Effect.gen(function*() {
         const batch = AgentState.pendingToolCalls(context.messages)
         const named = batch === undefined ? [] : batch.calls.filter((call) => gates.has(call.name))
         if (Option.isSome(context.resume)) {
           // `when` is not asked again: the calls it gated are those the decisions (checked against the stored
-          // request by validateResume) answer
-          const decided = Option.map(
-            decodeDecisionsOption(context.resume.value),
-            (decisions) => new Set(decisions.map((decision) => decision.callId))
-          )
-          const gated = Option.match(decided, {
-            onNone: () => named,
-            onSome: (ids) => named.filter((call) => gates.get(call.name)!.when === undefined || ids.has(call.id))
-          })
+          // request by the wait's check) answer
+          const decided = new Set(context.resume.value.map((decision) => decision.callId))
+          const gated = named.filter((call) => gates.get(call.name)!.when === undefined || decided.has(call.id))
           const free = named.filter((call) => !gated.includes(call))
           const waitKey = waitKeyOf(context.threadId, batch?.index ?? -1, gated, waitsOf(context.state))
           return yield* apply(context, batch ?? { index: -1, calls: [] }, gated, free, context.resume.value, waitKey)
@@ -1515,28 +1519,8 @@ const setup: <Tools extends Record<string, Tool.Any>>(
         Effect.serviceOption(Approvals),
         (approvals) => Middleware.guardToolCall(next(request), guard(approvals))
       ),
-    validateResume: ({ interrupt, threadId, value }) =>
-      Effect.gen(function*() {
-        const request = yield* Effect.mapError(
-          decodeApprovalRequest(interrupt),
-          (error) =>
-            new InvalidDecisions({
-              threadId,
-              reason: `the thread waits on something other than an approval request: ${formatParseError(error)}`
-            })
-        )
-        const gated = request.actionRequests.map((action) =>
-          Prompt.makePart("tool-call", {
-            id: action.callId,
-            name: action.toolName,
-            params: action.args,
-            providerExecuted: false
-          })
-        )
-        yield* plan(threadId, gated, value, request.actionRequests[0]?.waitKey ?? "")
-      }),
     onThreadDeleted: (threadId) => Effect.sync(() => void cleared.delete(threadId))
   })
   // the wait count is the middleware's bookkeeping, not part of the agent's typed state
-  return made as unknown as Middleware.Middleware<{}, DecisionError | DuplicateCallId>
+  return made as unknown as Middleware.Middleware<{}, DecisionError | DuplicateCallId, never, never, Waits>
 })

@@ -13,7 +13,7 @@
  * the child thread and the child's own interrupt (itself a
  * `TaskInterrupt` when a grandchild waits). `Agent.resume` takes decisions
  * keyed by call id ({@link decide} builds them), checks each with the
- * child's own `validateResume` before anything runs, resumes each child
+ * child's own wait before anything runs, resumes each child
  * with its decision and continues the parent once none waits. The children
  * that completed meanwhile have their results in the parent's thread.
  *
@@ -41,6 +41,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import type * as Agent from "@stepwise-agent/core/Agent"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as AgentEvent from "@stepwise-agent/core/AgentEvent"
 import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import * as AgentState from "@stepwise-agent/core/AgentState"
@@ -49,6 +50,7 @@ import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as UiMessageStream from "@stepwise-agent/core/UiMessageStream"
 import * as Usage from "@stepwise-agent/core/Usage"
+import type { Answer as WaitAnswer, Declared } from "@stepwise-agent/core/Wait"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -205,6 +207,15 @@ export const Decisions = Schema.Record({ key: Schema.String, value: Schema.Unkno
  * @category models
  */
 export type Decisions = typeof Decisions.Type
+
+/**
+ * The wait of the middleware, as the agent's type carries it: it asks with a
+ * {@link TaskInterrupt} and is answered with {@link Decisions}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Waits = Declared<string, TaskInterrupt, Decisions>
 
 /**
  * A wait somewhere down the tree of children: the delegations leading to
@@ -457,7 +468,7 @@ export const leaves = (interrupt: { readonly middleware: string; readonly key: s
  * ```ts
  * import { Agent } from "@stepwise-agent/core"
  * import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
- * import { Effect, Option } from "effect"
+ * import { Effect, Option, Schema } from "effect"
  *
  * declare const agent: Agent.Service<any, any>
  * const program = Effect.gen(function*() {
@@ -467,7 +478,10 @@ export const leaves = (interrupt: { readonly middleware: string; readonly key: s
  *   return yield* agent.resume(
  *     "t1",
  *     SubAgents.decide(result.interrupt, (leaf) =>
- *       Option.getOrUndefined(Option.map(HumanInTheLoop.requestOf(leaf.interrupt), HumanInTheLoop.approveAll)))
+ *       Option.getOrUndefined(Option.map(
+ *         Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(leaf.interrupt.value),
+ *         HumanInTheLoop.approveAll
+ *       )))
  *   )
  * })
  * ```
@@ -475,11 +489,21 @@ export const leaves = (interrupt: { readonly middleware: string; readonly key: s
  * @since 0.1.0
  * @category combinators
  */
-export const decide = (
+export const decide: {
+  /** An interrupt of this middleware: the decisions by call id. */
+  <A>(
+    interrupt: { readonly middleware: string; readonly key: string; readonly value: TaskInterrupt },
+    f: (leaf: Leaf) => A
+  ): Decisions
+  /** Any interrupt: the decisions by call id, or `f`'s answer when no child waits (another middleware asked). */
+  <A>(interrupt: { readonly middleware: string; readonly key: string; readonly value: unknown }, f: (leaf: Leaf) => A):
+    | Decisions
+    | A
+} = <A>(
   interrupt: { readonly middleware: string; readonly key: string; readonly value: unknown },
-  f: (leaf: Leaf) => unknown
-): unknown => {
-  const route = (path: ReadonlyArray<Delegation>, at: Wait["interrupt"]): unknown =>
+  f: (leaf: Leaf) => A
+): Decisions | A => {
+  const route = (path: ReadonlyArray<Delegation>, at: Wait["interrupt"]): Decisions | A | undefined =>
     Option.match(decodeTaskInterrupt(at.value), {
       onNone: () => f({ path, interrupt: at }),
       onSome: (request) => {
@@ -491,10 +515,11 @@ export const decide = (
           )
           if (decision !== undefined) decisions[wait.callId] = decision
         }
-        return Object.keys(decisions).length === 0 ? undefined : decisions
+        // a child none of whose waits is answered is left out (it goes on waiting); the top gives what it has
+        return Object.keys(decisions).length === 0 && path.length > 0 ? undefined : decisions
       }
     })
-  return route([], { middleware: interrupt.middleware, key: interrupt.key, value: interrupt.value })
+  return route([], { middleware: interrupt.middleware, key: interrupt.key, value: interrupt.value }) as Decisions | A
 }
 
 /** The id a waiting leaf's tool call gets in a chat UI: prefixed with the calls leading to it. */
@@ -668,7 +693,7 @@ const errorParts = (error: unknown): { readonly error: string; readonly reason: 
  */
 export const middleware = <const Agents extends Record<string, SubAgent>>(
   options: Options<Agents>
-): Middleware.Middleware<State, SubAgentsError | ChildError<Agents>> =>
+): Middleware.Middleware<State, SubAgentsError | ChildError<Agents>, never, AgentError.InvalidOptions, Waits> =>
   Check.middlewareOf("SubAgents", OptionsSchema, options, (checked) => build(checked as Options<Agents>)) as any
 
 /** The value of `key` of `record` if it is the record's own (a name such as `constructor` is data). */
@@ -738,8 +763,6 @@ const build = (options: Options<Record<string, SubAgent>>) => {
     (context) => Effect.provide(kit, context)
   )
   const decodeParams = Schema.decodeUnknownEither(Schema.Struct(params))
-  const decodeDecisions = Schema.decodeUnknownEither(Decisions)
-  const decodeInterrupt = Schema.decodeUnknownEither(TaskInterrupt)
 
   /** What a child's run came to, for the parent. */
   const outcomeOf = (
@@ -837,7 +860,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       return outcome
     })
 
-  const afterModel = (context: Middleware.HookContext<State>) =>
+  const afterModel = (context: Middleware.HookContext<State, Decisions>) =>
     Effect.gen(function*() {
       const replyCalls = AgentState.pendingToolCalls(context.messages)?.calls ?? []
       const isTask = (call: Prompt.ToolCallPart) => call.name === toolName
@@ -866,7 +889,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
         timeout: ownTimeout ?? context.toolTimeout?.(toolName) ?? defaultTimeout
       }
       if (Option.isSome(context.resume)) {
-        const decisions = Either.getOrElse(decodeDecisions(context.resume.value), () => ({} as Decisions))
+        const decisions = Option.getOrElse(context.resume, () => ({} as Decisions))
         for (const wait of context.state.taskWaits) {
           const call = byId.get(wait.callId)
           const child = ownValue(agents, wait.agent)
@@ -954,30 +977,18 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       return { messages, state, interrupt, interruptKey: `${toolName}/${waits.map((w) => w.callId).join(",")}` }
     })
 
-  const validateResume = (
-    { interrupt, threadId, value }: { readonly threadId: string; readonly interrupt: unknown; readonly value: unknown }
-  ) =>
+  /** Checks decisions against the children that wait: each goes to a waiting child, which checks it in turn. */
+  const check = ({ decision, request, threadId }: WaitAnswer<TaskInterrupt, Decisions>) =>
     Effect.gen(function*() {
-      const request = decodeInterrupt(interrupt)
-      if (Either.isLeft(request)) {
-        return yield* new InvalidTaskDecisions({ threadId, reason: "the thread does not wait on subagents" })
-      }
-      const decisions = decodeDecisions(value)
-      if (Either.isLeft(decisions)) {
-        return yield* new InvalidTaskDecisions({
-          threadId,
-          reason: "a resume value for waiting subagents is an object of decisions by call id"
-        })
-      }
-      const waiting = request.right.waits.map((wait) => wait.callId)
-      const unknown = Object.keys(decisions.right).filter((id) => !waiting.includes(id))
+      const waiting = request.waits.map((wait) => wait.callId)
+      const unknown = Object.keys(decision).filter((id) => !waiting.includes(id))
       if (unknown.length > 0) return yield* new UnknownTaskCall({ threadId, callIds: unknown, waiting })
-      if (Object.keys(decisions.right).length === 0) {
+      if (Object.keys(decision).length === 0) {
         return yield* new InvalidTaskDecisions({ threadId, reason: "the decisions name no waiting call" })
       }
       // each decision is checked by the child it goes to, before any child runs
       yield* Effect.forEach(
-        request.right.waits.filter((wait) => Object.hasOwn(decisions.right, wait.callId)),
+        request.waits.filter((wait) => Object.hasOwn(decision, wait.callId)),
         (wait) => {
           const child = ownValue(agents, wait.agent)
           return child === undefined
@@ -985,7 +996,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
               threadId,
               reason: `call ${wait.callId} waits on agent "${wait.agent}", which this middleware does not have`
             })
-            : child.agent.validateResume(wait.threadId, decisions.right[wait.callId])
+            : child.agent.validateResume(wait.threadId, decision[wait.callId])
         },
         { discard: true }
       )
@@ -1035,8 +1046,8 @@ const build = (options: Options<Record<string, SubAgent>>) => {
     },
     tools: handled,
     wrapModelCall: shareLimits ? wrapModelCall : undefined,
+    wait: { request: TaskInterrupt, decision: Decisions, check },
     afterModel,
-    validateResume,
     onThreadDeleted
   })
 }

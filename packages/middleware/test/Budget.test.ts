@@ -170,6 +170,7 @@ describe("Budget", () => {
       // listed after the budget: its afterModel runs first and waits before the budget's afterModel counts
       const pause = Middleware.make({
         name: "pause",
+        wait: { request: Schema.String, decision: Schema.String },
         afterModel: ({ resume, step }) =>
           Effect.succeed(step === 1 && Option.isNone(resume) ? { interrupt: "wait" } : undefined)
       })

@@ -8,6 +8,10 @@ import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, FastCheck, JSONSchema, Layer, Option, Ref, Schema, Stream } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 
+/** The approval request a wait (as an untyped agent sees it) carries; `None` for another middleware's. */
+const approvalOf = (wait: { readonly value: unknown }) =>
+  Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value)
+
 // ---------------------------------------------------------------------------
 // fixtures
 // ---------------------------------------------------------------------------
@@ -87,7 +91,7 @@ type ActionOf = (callId: string) => HumanInTheLoop.ActionRequest
  */
 const bound = <S, E, O>(agent: Agent.Service<S, E, O>, threadId: string, value: unknown) =>
   Effect.map(agent.thread(threadId), (snapshot) => {
-    const request = Option.flatMap(Option.flatMap(snapshot, (thread) => thread.pending), HumanInTheLoop.requestOf)
+    const request = Option.flatMap(Option.flatMap(snapshot, (thread) => thread.pending), approvalOf)
     const actionOf: ActionOf = (callId) =>
       Option.getOrUndefined(request)?.actionRequests.find((action) => action.callId === callId) ??
         {
@@ -258,7 +262,7 @@ describe("HumanInTheLoop resume", () => {
       assert.strictEqual((yield* requests).length, 2)
     }))
 
-  it.effect("requestOf reads the request off the wait; approveAll approves each call of it", () =>
+  it.effect("the wait carries the request, typed; approveAll approves each call of it", () =>
     Effect.gen(function*() {
       const both = ScriptedModel.toolCalls([
         { name: "delete_file", params: { path: "/tmp/a" }, id: "c1" },
@@ -268,11 +272,12 @@ describe("HumanInTheLoop resume", () => {
       const result = yield* agent.run("clean up and tell", { threadId: "t" })
       assert.strictEqual(result._tag, "Interrupted")
       if (result._tag !== "Interrupted") return
-      const request = Option.getOrThrow(HumanInTheLoop.requestOf(result.interrupt))
+      // the agent's waits are typed: the interrupt's value is the approval request
+      const request: HumanInTheLoop.ApprovalRequest = result.interrupt.value
       assert.deepStrictEqual(request, decodeRequest(result.interrupt.value))
-      // the thread's pending wait carries the same request
+      // the thread's pending wait carries the same request, decoded from the checkpoint
       const pending = Option.getOrThrow(Option.getOrThrow(yield* agent.thread("t")).pending)
-      assert.deepStrictEqual(HumanInTheLoop.requestOf(pending), Option.some(request))
+      assert.deepStrictEqual(pending.value, request)
       // each decision is bound to its action: the wait's key and the call's fingerprint
       assert.deepStrictEqual(HumanInTheLoop.approveAll(request), [
         {
@@ -291,8 +296,6 @@ describe("HumanInTheLoop resume", () => {
       const done = yield* resumeBound(agent, "t", HumanInTheLoop.approveAll(request))
       assert.strictEqual(done._tag, "Completed")
       assert.deepStrictEqual([...(yield* log)].sort(), ["delete_file /tmp/a", "send_email a@b.c: hi"])
-      // another middleware's wait is not an approval request
-      assert.isTrue(Option.isNone(HumanInTheLoop.requestOf({ value: { question: "May I?" } })))
     }))
 
   it.effect("edit runs the call with the new arguments and stores the edited call", () =>
@@ -437,8 +440,9 @@ describe("HumanInTheLoop resume", () => {
       yield* agent.run("go", { threadId: "t" })
       const before = Option.getOrThrow(yield* agent.thread("t"))
       const attempts: ReadonlyArray<readonly [unknown, string]> = [
-        ["approve everything", "InvalidDecisions"],
-        [[{ type: "maybe", callId: "c1" }], "InvalidDecisions"],
+        // not decisions at all: the wait's schema refuses them (AgentError.InvalidResume)
+        ["approve everything", "InvalidResume"],
+        [[{ type: "maybe", callId: "c1" }], "InvalidResume"],
         [
           (
             a: ActionOf
@@ -466,7 +470,7 @@ describe("HumanInTheLoop resume", () => {
         assert.strictEqual(checked._tag, tag, JSON.stringify(value))
         const error = yield* Effect.flip(resumeBound(agent, "t", value))
         assert.strictEqual(error._tag, tag, JSON.stringify(value))
-        assert.isTrue(Schema.is(HumanInTheLoop.DecisionError)(error))
+        assert.isTrue(tag === "InvalidResume" || Schema.is(HumanInTheLoop.DecisionError)(error))
         const after = Option.getOrThrow(yield* agent.thread("t"))
         assert.deepStrictEqual(after.pending, before.pending)
         assert.deepStrictEqual(
@@ -533,7 +537,7 @@ const sameIdTwice = (second: { readonly path: string }) => [
 
 const requestOfResult = (result: AgentResult.AgentResult<unknown, unknown>) => {
   if (result._tag !== "Interrupted") return assert.fail(`expected an interrupt, got ${result._tag}`)
-  return Option.getOrThrow(HumanInTheLoop.requestOf(result.interrupt))
+  return Option.getOrThrow(approvalOf(result.interrupt))
 }
 
 describe("HumanInTheLoop binding", () => {
@@ -588,11 +592,11 @@ describe("HumanInTheLoop binding", () => {
       assert.strictEqual(bare._tag, "UnboundDecision")
       assert.include(bare.message, "HumanInTheLoop.approve(action)")
       // a replay carrying only the fingerprint names no wait
-      const fingerprintOnly = [{ type: "approve", callId: "c1", fingerprint: action.fingerprint }]
+      const fingerprintOnly = [{ type: "approve" as const, callId: "c1", fingerprint: action.fingerprint }]
       const replayed = yield* Effect.flip(agent.resume("t", fingerprintOnly))
       assert.strictEqual(replayed._tag, "UnboundDecision")
       if (replayed._tag === "UnboundDecision") assert.strictEqual(replayed.field, "waitKey")
-      const keyOnly = [{ type: "approve", callId: "c1", waitKey: action.waitKey }]
+      const keyOnly = [{ type: "approve" as const, callId: "c1", waitKey: action.waitKey }]
       const noFingerprint = yield* Effect.flip(agent.validateResume("t", keyOnly))
       assert.strictEqual(noFingerprint._tag, "UnboundDecision")
       if (noFingerprint._tag === "UnboundDecision") assert.strictEqual(noFingerprint.field, "fingerprint")
@@ -739,7 +743,7 @@ const twice = Middleware.make({
 })
 
 const setupWith = (
-  middleware: (hitl: Middleware.Middleware<{}, any, never, any>) => ReadonlyArray<Middleware.Any>
+  middleware: (hitl: Middleware.Middleware<{}, any, never, any, HumanInTheLoop.Waits>) => ReadonlyArray<Middleware.Any>
 ) =>
   Effect.gen(function*() {
     const log = yield* Ref.make<ReadonlyArray<string>>([])
@@ -856,7 +860,7 @@ describe("HumanInTheLoop when", () => {
         ["interrupt: 1 call(s) wait for a decision", { callIds: ["c2"] }]
       ])
       const pending = Option.getOrThrow(Option.getOrThrow(yield* agent.thread("t")).pending)
-      const request = Option.getOrThrow(HumanInTheLoop.requestOf(pending))
+      const request = Option.getOrThrow(approvalOf(pending))
       assert.deepStrictEqual(request.actionRequests.map((action) => action.callId), ["c2"])
       assert.match(request.actionRequests[0]!.waitKey, /^approval\/c2@1\/1\//)
       // the batch waits as a whole
@@ -933,7 +937,7 @@ describe("HumanInTheLoop when", () => {
         ])
         assert.deepStrictEqual(yield* log, [])
         const pending = Option.getOrThrow(Option.getOrThrow(yield* agent.thread("t")).pending)
-        const request = Option.getOrThrow(HumanInTheLoop.requestOf(pending))
+        const request = Option.getOrThrow(approvalOf(pending))
         const result = yield* agent.resume("t", HumanInTheLoop.approveAll(request))
         assert.strictEqual(result._tag, "Completed")
         assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
@@ -958,7 +962,7 @@ describe("HumanInTheLoop when", () => {
       const first = yield* agent.run("clean up", { threadId: "t" })
       assert.strictEqual(first._tag, "Interrupted")
       if (first._tag !== "Interrupted") return
-      const request = Option.getOrThrow(HumanInTheLoop.requestOf(first.interrupt))
+      const request = Option.getOrThrow(approvalOf(first.interrupt))
       assert.deepStrictEqual(request.actionRequests.map((action) => action.callId), ["c1"])
       assert.strictEqual(yield* Ref.get(asked), 2)
       // checking and resuming answer c1 only, and do not ask when again
@@ -983,7 +987,7 @@ describe("HumanInTheLoop when", () => {
       )
       assert.strictEqual(waiting._tag, "Interrupted")
       if (waiting._tag !== "Interrupted") return
-      const request = Option.getOrThrow(HumanInTheLoop.requestOf(waiting.interrupt))
+      const request = Option.getOrThrow(approvalOf(waiting.interrupt))
 
       // the new process's when would not ask about /etc/hosts: the stored request still waits for a decision
       const neverAsk: InterruptOn = { delete_file: { allowedDecisions: ["approve", "reject"], when: () => false } }
@@ -1022,7 +1026,7 @@ describe("HumanInTheLoop when", () => {
         } else {
           assert.strictEqual(result._tag, "Interrupted")
           if (result._tag !== "Interrupted") return
-          const request = Option.getOrThrow(HumanInTheLoop.requestOf(result.interrupt))
+          const request = Option.getOrThrow(approvalOf(result.interrupt))
           assert.deepStrictEqual(request.actionRequests.map((action) => action.callId), expected)
           assert.deepStrictEqual(yield* log, [])
           result = yield* agent.resume("t", HumanInTheLoop.approveAll(request))

@@ -10,6 +10,10 @@ import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 import * as ModelCallLimit from "../src/ModelCallLimit.js"
 import * as Pii from "../src/Pii.js"
 
+/** The approval request a wait (as an untyped agent sees it) carries; `None` for another middleware's. */
+const approvalOf = (wait: { readonly value: unknown }) =>
+  Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value)
+
 const compile = (options: Pii.RedactorOptions) => Either.getOrThrow(Pii.redactor(options))
 const redact = (text: string, options: Pii.RedactorOptions) => compile(options).redact(text).text
 const all: ReadonlyArray<Pii.PiiType> = Pii.builtinTypes
@@ -504,6 +508,7 @@ const earlyEnders = {
   guardrail: Guardrail.middleware({ input: () => Effect.succeed(Guardrail.block("no")), onBlock: "end" }),
   interrupt: Middleware.make({
     name: "ask",
+    wait: { request: Schema.String, decision: Schema.String },
     beforeAgent: ({ resume }) => Effect.succeed(Option.isSome(resume) ? undefined : { interrupt: "go on?" })
   })
 } as const
@@ -1344,7 +1349,7 @@ describe("a person's answers to HumanInTheLoop", () => {
   ) =>
     Effect.gen(function*() {
       const thread = Option.getOrThrow(yield* agent.thread("t"))
-      const request = Option.getOrThrow(Option.flatMap(thread.pending, HumanInTheLoop.requestOf))
+      const request = Option.getOrThrow(Option.flatMap(thread.pending, approvalOf))
       return yield* agent.resume("t", request.actionRequests.map(decide))
     })
 

@@ -12,6 +12,10 @@ import * as ModelCallLimit from "../src/ModelCallLimit.js"
 import * as SubAgents from "../src/SubAgents.js"
 import * as ToolCallLimit from "../src/ToolCallLimit.js"
 
+/** The approval request a wait (as an untyped agent sees it) carries; `None` for another middleware's. */
+const approvalOf = (wait: { readonly value: unknown }) =>
+  Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value)
+
 // ---------------------------------------------------------------------------
 // fixtures
 // ---------------------------------------------------------------------------
@@ -221,7 +225,7 @@ describe("SubAgents and the parent's limits", () => {
           const waiting = yield* agent.run("go", { threadId: "t1" })
           assert.strictEqual(waiting._tag, "Interrupted")
           const thread = Option.getOrThrow(yield* agent.thread("t1"))
-          const request = Option.getOrThrow(Option.flatMap(thread.pending, HumanInTheLoop.requestOf))
+          const request = Option.getOrThrow(Option.flatMap(thread.pending, approvalOf))
           // resumed later, from another fiber (another request): nothing the first run's fiber held carries over
           const result = yield* agent.resume(
             "t1",
@@ -409,8 +413,7 @@ describe("SubAgents and the parent's limits", () => {
           "t1",
           SubAgents.decide(
             result.interrupt,
-            (leaf) =>
-              Option.getOrUndefined(Option.map(HumanInTheLoop.requestOf(leaf.interrupt), HumanInTheLoop.approveAll))
+            (leaf) => Option.getOrUndefined(Option.map(approvalOf(leaf.interrupt), HumanInTheLoop.approveAll))
           )
         )
       }

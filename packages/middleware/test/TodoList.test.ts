@@ -10,6 +10,10 @@ import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 import * as Summarization from "../src/Summarization.js"
 import * as TodoList from "../src/TodoList.js"
 
+/** The approval request a wait (as an untyped agent sees it) carries; `None` for another middleware's. */
+const approvalOf = (wait: { readonly value: unknown }) =>
+  Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value)
+
 /** The decisions `decide` builds from the action the thread waits on (each test's wait asks about one call). */
 const bound = (
   agent: Agent.AgentOf<any>,
@@ -18,7 +22,7 @@ const bound = (
 ) =>
   Effect.map(agent.thread(threadId), (thread) => {
     const pending = Option.getOrThrow(Option.getOrThrow(thread).pending)
-    return decide(Option.getOrThrow(HumanInTheLoop.requestOf(pending)).actionRequests[0]!)
+    return decide(Option.getOrThrow(approvalOf(pending)).actionRequests[0]!)
   })
 
 // ---------------------------------------------------------------------------

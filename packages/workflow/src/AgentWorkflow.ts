@@ -367,7 +367,7 @@ export class RunIdTaken extends Schema.TaggedError<RunIdTaken>(
 }
 
 /**
- * The waiting middleware refused a decision (`validateResume`), e.g. an
+ * The waiting middleware refused a decision (its wait's schema or check), e.g. an
  * approval for a call that is not waiting; or the decision is not JSON.
  * Nothing was claimed: a corrected decision may follow.
  *
@@ -566,7 +566,7 @@ export interface AgentWorkflow {
   /**
    * Answers the wait of a run (from any process): asks the
    * {@link Authorizer.Authorizer}, checks the value against the waiting middleware
-   * (`validateResume`), claims the decision once (a second one fails with
+   * (its wait's schema and check, as `agent.validateResume` does), claims the decision once (a second one fails with
    * `AlreadyDecided`), stores it with the claim and completes the durable
    * wait. A decision claimed by a process that died before completing the
    * wait is completed by the next `resume` or `status` of the run.

@@ -42,7 +42,9 @@ const transcript = (messages: ReadonlyArray<unknown>) => JSON.stringify(AgentSta
 
 /** The approval request a waiting run shows (its decisions are built from it, bound to its calls). */
 const approvalOf = (status: AgentWorkflow.RunStatus): HumanInTheLoop.ApprovalRequest =>
-  Option.getOrThrow(Option.flatMap(status.pending, HumanInTheLoop.requestOf))
+  Option.getOrThrow(
+    Option.flatMap(status.pending, (wait) => Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value))
+  )
 
 /** Scripts of 0–4 tool-call turns (1–3 parallel `add` calls each) and a final answer. */
 const scripts = FastCheck.array(
@@ -652,6 +654,7 @@ describe("AgentWorkflow on the memory engine", () => {
       // asks once before the first model call, under the key the cancel request once used
       const asking = Middleware.make({
         name: "asking",
+        wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.String },
         beforeModel: (context) =>
           Effect.succeed(
             context.step === 0 && Option.isNone(context.resume)

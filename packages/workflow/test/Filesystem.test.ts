@@ -6,7 +6,11 @@ import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
+
+/** The approval request a durable run's wait carries (its status is untyped); `None` for another middleware's. */
+const approvalOf = (wait: { readonly value: unknown }) =>
+  Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value)
 
 const Runs = AgentWorkflow.make({ name: "files-agent", version: 1 })
 
@@ -46,7 +50,7 @@ describe("Filesystem in a durable run", () => {
       // the write's result, as journaled and checkpointed, carries the file it wrote
       assert.deepStrictEqual(Filesystem.changesOf(resultOf(waiting, "w")), { "/a.md": "hello" })
 
-      const request = Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
+      const request = Option.getOrThrow(Option.flatMap(waiting.pending, approvalOf))
       yield* Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }).pipe(
         Effect.provide(context)
       )

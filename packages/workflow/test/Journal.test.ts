@@ -8,10 +8,14 @@ import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Deferred, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
 import * as path from "node:path"
 import { approvalStack, Tools } from "./support/approvalStack.js"
 import { tempDirectory } from "./support/databases.js"
+
+/** The approval request a durable run's wait carries (its status is untyped); `None` for another middleware's. */
+const approvalOf = (wait: { readonly value: unknown }) =>
+  Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value)
 
 /**
  * Deletes /a (call `call_<n>` for the n-th user message), then answers — decided from the prompt,
@@ -54,7 +58,7 @@ describe("a corrupt journal entry", () => {
         // second process: approving replays the run, which meets the damaged entry
         const second = yield* Layer.build(stack(filename, ran))
         const approval = HumanInTheLoop.approveAll(
-          Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
+          Option.getOrThrow(Option.flatMap(waiting.pending, approvalOf))
         )
         yield* Runs.resume(runId, approval, { principal: "alice" }).pipe(
           Effect.provide(second)
@@ -80,7 +84,7 @@ describe("the journal of a run on SQLite", () => {
       const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
       const runId = yield* run(Runs.start({ threadId: "t", input: "delete /a" }))
       const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
-      const request = Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
+      const request = Option.getOrThrow(Option.flatMap(waiting.pending, approvalOf))
       yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }))
       const done = yield* run(Runs.await(runId))
       assert.strictEqual(done.state, "Completed")
@@ -127,7 +131,7 @@ describe("AgentWorkflow.prune", () => {
         Effect.gen(function*() {
           const runId = yield* run(Runs.start({ threadId, input: "delete /a" }))
           const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
-          const request = Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
+          const request = Option.getOrThrow(Option.flatMap(waiting.pending, approvalOf))
           yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }))
           return yield* run(Runs.await(runId))
         })

@@ -6,10 +6,14 @@ import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
 import * as path from "node:path"
 import { approvalStack } from "./support/approvalStack.js"
 import { tempDirectory } from "./support/databases.js"
+
+/** The approval request a durable run's wait carries (its status is untyped); `None` for another middleware's. */
+const approvalOf = (wait: { readonly value: unknown }) =>
+  Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value)
 
 const textOf = (message: Prompt.Message): string =>
   typeof message.content === "string"
@@ -37,7 +41,7 @@ const approver = (run: <A, E>(effect: Effect.Effect<A, E, any>) => Effect.Effect
   Effect.gen(function*() {
     const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
     assert.strictEqual(waiting.state, "Waiting")
-    const request = Option.getOrThrow(Option.flatMap(waiting.pending, HumanInTheLoop.requestOf))
+    const request = Option.getOrThrow(Option.flatMap(waiting.pending, approvalOf))
     yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }))
   })
 

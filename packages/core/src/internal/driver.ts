@@ -31,7 +31,7 @@ export const steps = (config: Compiled, save: Save): Steps => {
     afterModel: hooks,
     tools: ToolStep.make(config, save),
     afterAgent: hooks,
-    wait: Wait.make(config.layout, save),
+    wait: Wait.make(config, save),
     done: Finish.make(config, save)
   }
 }

@@ -21,6 +21,7 @@ import { checkThreadId, isThreadId } from "./input.js"
 import { interruptKey } from "./machine.js"
 import type { Emit } from "./observer.js"
 import * as Threads from "./threads.js"
+import * as Waits from "./waits.js"
 
 export type { LoopConfig } from "./config.js"
 
@@ -128,18 +129,24 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
         Effect.flatMap(
           checkThreadId(id),
           (threadId) =>
-            load(threadId).pipe(Effect.map((loaded) =>
-              Option.map(loaded.checkpoint, (checkpoint) => ({
-                threadId,
-                state: layout.flatten(loaded),
-                pending: Option.fromNullable(checkpoint.pending).pipe(
-                  Option.map((pending) => ({
-                    middleware: pending.middleware,
-                    value: pending.value,
-                    key: pending.key ?? interruptKey(pending.node, pending.middleware)
-                  }))
-                )
-              }))
+            load(threadId).pipe(Effect.flatMap((loaded) =>
+              Effect.transposeMapOption(loaded.checkpoint, (checkpoint) =>
+                Effect.map(
+                  Effect.transposeMapOption(Option.fromNullable(checkpoint.pending), (pending) =>
+                    Effect.map(
+                      Waits.decodeStoredRequest(
+                        config.nodes[pending.node].find((m) => m.name === pending.middleware),
+                        threadId,
+                        pending.value
+                      ),
+                      (value) => ({
+                        middleware: pending.middleware,
+                        value,
+                        key: pending.key ?? interruptKey(pending.node, pending.middleware)
+                      })
+                    )),
+                  (pending) => ({ threadId, state: layout.flatten(loaded), pending })
+                ))
             ))
         )
     } as Agent.Service<any, any>

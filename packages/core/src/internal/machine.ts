@@ -16,7 +16,9 @@ export interface Wait {
   /** The index of that hook in the node: the resumed run starts there. */
   readonly index: number
   readonly middleware: string
-  /** What the hook asks (the interrupt's value). */
+  /** What the hook asks (the interrupt's value), as the hook gave it. */
+  readonly request: unknown
+  /** The same, encoded with the middleware's `wait.request` schema: what is stored. */
   readonly value: unknown
   /** The key the hook gave its wait, if any (see `interruptKey`). */
   readonly key: string | undefined

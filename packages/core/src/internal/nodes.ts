@@ -19,6 +19,7 @@ import type { Stepped } from "./phase.js"
 import { inputOf } from "./receive.js"
 import type { RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
+import * as Waits from "./waits.js"
 
 /**
  * Runs the hooks of a node from the `start`-th on; the first gets the answer
@@ -83,11 +84,12 @@ export const make = (config: Compiled) => {
             }))
         }
         if (result.interrupt !== undefined) {
+          const value = yield* Waits.encodeRequest(m, node, result.interrupt)
           return {
             state,
             outcome: {
               _tag: "Interrupt",
-              wait: { node, index, middleware: m.name, value: result.interrupt, key: result.interruptKey }
+              wait: { node, index, middleware: m.name, request: result.interrupt, value, key: result.interruptKey }
             }
           }
         }

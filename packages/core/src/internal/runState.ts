@@ -110,7 +110,7 @@ export const applyHookResult = (
   state: RunState,
   middleware: string,
   declared: ReadonlySet<string> | undefined,
-  result: Middleware.HookResult<object>
+  result: Middleware.HookResult<object, Middleware.Jump, unknown>
 ): { readonly state: RunState; readonly keys: ReadonlyArray<string> } => {
   const keys: Array<string> = []
   let update: Record<string, unknown> | undefined

@@ -34,6 +34,7 @@ import type { RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 import { StepKeys } from "./stepKeys.js"
 import * as ThreadLocks from "./threadLocks.js"
+import * as Waits from "./waits.js"
 import * as Watchers from "./watchers.js"
 
 /** Runs a run from a phase to its end (the driver). */
@@ -328,11 +329,9 @@ export const make = (
       return { pending, middleware: nodes[pending.node][index]!, index }
     })
 
-  /** A value checked by the `validateResume` hook of the middleware that waits. */
-  const validateValue = (threadId: string, { middleware, pending }: Pending, value: unknown) =>
-    middleware.validateResume === undefined
-      ? Effect.void
-      : Effect.provide(middleware.validateResume({ threadId, interrupt: pending.value, value }), config.context)
+  /** A decision checked against the wait of the middleware that waits: encoded and decoded. */
+  const checkValue = (threadId: string, { middleware, pending }: Pending, value: unknown) =>
+    Effect.provide(Waits.checkDecision(middleware, threadId, pending.value, value), config.context)
 
   /** The run of a waiting thread that goes on with `value`, at the hook that waits (`resume`, `resumeStream`). */
   const resume = (id: string, value: unknown, own: Emit | undefined) =>
@@ -346,11 +345,11 @@ export const make = (
               const waiting = yield* pendingOf(threadId, loaded)
               const { index, pending } = waiting
               yield* checkOwner(threadId, pending, journaled.journal.durable, "resume")
-              yield* validateValue(threadId, waiting, value)
+              const { decision } = yield* checkValue(threadId, waiting, value)
               const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
               const state = RunState.withResume(
                 RunState.make(loaded.messages, loaded.slices, Option.getOrThrow(loaded.checkpoint).run),
-                Option.some(value)
+                Option.some(decision)
               )
               // a run that waits at the first hook of beforeModel takes in steer messages before it, as it did
               const phase: Phase = pending.node === "beforeModel" && index === 0
@@ -366,7 +365,7 @@ export const make = (
       yield* open
       const threadId = yield* checkThreadId(id)
       const waiting = yield* pendingOf(threadId, yield* load(threadId))
-      yield* validateValue(threadId, waiting, value)
+      yield* checkValue(threadId, waiting, value)
       return waiting.pending
     })
 

@@ -11,11 +11,13 @@ import * as Option from "effect/Option"
 import * as AgentEvent from "../AgentEvent.js"
 import * as AgentResult from "../AgentResult.js"
 import type * as AgentState from "../AgentState.js"
+import type { Compiled } from "./config.js"
 import { interruptKey, Resume, type Wait } from "./machine.js"
 import * as Observer from "./observer.js"
 import type { Save, Stepped } from "./phase.js"
 import { type RunContext, uniqueInterruptKey } from "./runContext.js"
 import * as RunState from "./runState.js"
+import * as Waits from "./waits.js"
 
 /** The result of a run that ends waiting at `interrupt`. */
 export const interrupted = (
@@ -32,23 +34,25 @@ export const interrupted = (
     steps: state.step
   })
 
-export const make = (layout: AgentState.Layout, save: Save) =>
+export const make = (config: Compiled, save: Save) =>
 (
   run: RunContext,
   state: RunState.RunState,
   phase: { readonly wait: Wait }
 ): Effect.Effect<Stepped, unknown, any> =>
   Effect.gen(function*() {
-    const { middleware, node, value } = phase.wait
+    const { index, middleware, node, request, value } = phase.wait
     const key = uniqueInterruptKey(run, phase.wait.key ?? interruptKey(node, middleware, state.step))
     yield* save(run, state, { node, middleware, value, key, ...(run.journal.durable ? { durable: true } : {}) })
-    const result = interrupted(layout, run, state, { middleware, value, key })
+    const result = interrupted(config.layout, run, state, { middleware, value: request, key })
     const wait = run.journal.await({ key, threadId: run.threadId, step: state.step, middleware, node, value })
     const decided = yield* run.emit === undefined
       ? wait
       : Effect.onInterrupt(wait, () => Observer.report(run, () => AgentEvent.RunEnded({ result })))
     if (Option.isNone(decided)) return { state, outcome: { _tag: "End", result } }
+    // a durable journal delivers the decision as it was posted: checked and decoded as `resume` does
+    const decision = yield* Waits.decodeDecision(config.nodes[node][index]!, run.threadId, value, decided.value)
     // the thread no longer waits: say so before the hook acts on the decision
     yield* save(run, state, undefined)
-    return { state: RunState.withResume(state, decided), outcome: Resume }
+    return { state: RunState.withResume(state, Option.some(decision)), outcome: Resume }
   })

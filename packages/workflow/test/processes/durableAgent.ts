@@ -160,7 +160,7 @@ const client = Effect.gen(function*() {
   const waiting = (yield* Runs.status(env("RUN_ID"))).pending
   const decisions = JSON.parse(env("DECIDE")) as ReadonlyArray<{ readonly callId: string }>
   const bound = (wait: { readonly value: unknown }) =>
-    Option.match(HumanInTheLoop.requestOf(wait), {
+    Option.match(Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value), {
       onNone: () => decisions,
       onSome: (request) =>
         decisions.map((decision) => {

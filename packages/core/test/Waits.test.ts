@@ -1,0 +1,197 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Agent, Checkpointer, Middleware, RunJournal } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import { Data, Effect, Layer, Option, Schema } from "effect"
+
+const Question = Schema.Struct({ question: Schema.String, askedAt: Schema.DateFromString })
+const Answer = Schema.Struct({ approve: Schema.Boolean, until: Schema.optional(Schema.DateFromString) })
+
+const askedAt = new Date("2026-12-06T10:00:00.000Z")
+
+class TooEarly extends Data.TaggedError("TooEarly")<{}> {}
+
+/** Asks once before the first model call; keeps every decision it is resumed with. */
+const confirm = (seen: Array<unknown>, checked: Array<unknown> = []) =>
+  Middleware.make({
+    name: "confirm",
+    canJumpTo: ["end"],
+    wait: {
+      request: Question,
+      decision: Answer,
+      check: ({ decision, request, threadId }) =>
+        Effect.suspend(() => {
+          checked.push({ decision, request, threadId })
+          return decision.until !== undefined && decision.until < request.askedAt
+            ? Effect.fail(new TooEarly())
+            : Effect.void
+        })
+    },
+    beforeModel: ({ resume, step }) =>
+      Effect.sync(() => {
+        if (Option.isSome(resume)) {
+          seen.push(resume.value)
+          return resume.value.approve ? undefined : { jumpTo: "end" as const }
+        }
+        return step === 0 ? { interrupt: { question: "Go on?", askedAt } } : undefined
+      })
+  })
+
+const provide = Effect.provide(Layer.merge(ScriptedModel.layer([ScriptedModel.text("done")]), Checkpointer.layerMemory))
+
+describe("typed waits", () => {
+  it.effect("the interrupt carries the request as the hook gave it; the thread stores it encoded", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ middleware: [confirm([])] })
+      const result = yield* agent.run("hi", { threadId: "t" })
+      assert.strictEqual(result._tag, "Interrupted")
+      if (result._tag !== "Interrupted") return
+      // typed by the wait: no decoding needed
+      const value: { readonly question: string; readonly askedAt: Date } = result.interrupt.value
+      assert.deepStrictEqual(value, { question: "Go on?", askedAt })
+      const stored = yield* (yield* Checkpointer.Checkpointer).load("t")
+      assert.deepStrictEqual(
+        Option.map(stored, (checkpoint) => checkpoint.pending?.value),
+        Option.some({ question: "Go on?", askedAt: "2026-12-06T10:00:00.000Z" })
+      )
+    }).pipe(provide))
+
+  it.effect("resume checks the decision with the schema (encoding it) and the hook gets it decoded", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const checked: Array<unknown> = []
+      const agent = yield* Agent.make({ middleware: [confirm(seen, checked)] })
+      yield* agent.run("hi", { threadId: "t" })
+      const until = new Date("2026-12-07T00:00:00.000Z")
+      const result = yield* agent.resume("t", { approve: true, until })
+      assert.strictEqual(result._tag, "Completed")
+      assert.strictEqual(seen.length, 1)
+      const decision = seen[0] as typeof Answer.Type
+      assert.isTrue(decision.until instanceof Date)
+      assert.strictEqual(decision.until?.toISOString(), until.toISOString())
+      // the check saw the stored request decoded (a Date again) and the decoded decision
+      assert.deepStrictEqual(checked, [{
+        decision: { approve: true, until },
+        request: { question: "Go on?", askedAt },
+        threadId: "t"
+      }])
+    }).pipe(provide))
+
+  it.effect("a decision that does not fit fails with InvalidResume naming what is wrong; nothing runs, the thread waits unchanged", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const agent = yield* Agent.make({ middleware: [confirm(seen)] })
+      yield* agent.run("hi", { threadId: "t" })
+      const before = yield* agent.thread("t")
+      for (const bad of [42, "yes", { approve: "yes" }, { approve: true, until: "tomorrow" }, null, undefined]) {
+        const error = yield* Effect.flip(agent.resume("t", bad as never))
+        assert.strictEqual(error._tag, "InvalidResume")
+        if (error._tag !== "InvalidResume") continue
+        assert.strictEqual(error.middleware, "confirm")
+        assert.strictEqual(error.threadId, "t")
+        assert.include(error.message, `Thread "t": the decision for middleware "confirm" is invalid`)
+        const checked = yield* Effect.flip(agent.validateResume("t", bad as never))
+        assert.strictEqual(checked._tag, "InvalidResume")
+      }
+      assert.deepStrictEqual(seen, [])
+      assert.deepStrictEqual(yield* agent.thread("t"), before)
+      assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+      // the wait's own check runs after the schema: its error is the resume's
+      const early = yield* Effect.flip(agent.resume("t", { approve: true, until: new Date("2020-01-01") }))
+      assert.strictEqual(early._tag, "TooEarly")
+      assert.deepStrictEqual(yield* agent.thread("t"), before)
+      assert.strictEqual((yield* agent.resume("t", { approve: false }))._tag, "Completed")
+    }).pipe(provide))
+
+  it.effect("a durable journal's decision arrives encoded: it is decoded and checked before the hook gets it", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const answers: Array<unknown> = [{ approve: true, until: "2026-12-08T00:00:00.000Z" }]
+      const journal = RunJournal.RunJournal.of({
+        ...RunJournal.inProcess,
+        await: () => Effect.sync(() => Option.fromNullable(answers.shift()))
+      })
+      const agent = yield* Agent.make({ middleware: [confirm(seen)] })
+      const result = yield* agent.run("hi", { threadId: "t" }).pipe(
+        Effect.provideService(RunJournal.RunJournal, journal)
+      )
+      assert.strictEqual(result._tag, "Completed")
+      assert.isTrue((seen[0] as typeof Answer.Type).until instanceof Date)
+    }).pipe(provide))
+
+  it.effect("a durable journal's decision that does not fit fails the run with InvalidResume, not the hook", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const journal = RunJournal.RunJournal.of({
+        ...RunJournal.inProcess,
+        await: () => Effect.succeed(Option.some<unknown>({ approve: "maybe" }))
+      })
+      const agent = yield* Agent.make({ middleware: [confirm(seen)] })
+      const error = yield* Effect.flip(
+        agent.run("hi", { threadId: "t" }).pipe(Effect.provideService(RunJournal.RunJournal, journal))
+      )
+      assert.strictEqual((error as { _tag: string })._tag, "InvalidResume")
+      assert.deepStrictEqual(seen, [])
+    }).pipe(provide))
+
+  it.effect("a hook that interrupts without a declared wait, or with a request its schema refuses, fails with InvalidHookResult", () =>
+    Effect.gen(function*() {
+      const undeclared = Middleware.make({
+        name: "undeclared",
+        beforeModel: () => Effect.succeed({ interrupt: "may I?" } as never)
+      })
+      const noWait = yield* Effect.flip((yield* Agent.make({ middleware: [undeclared] })).run("hi", { threadId: "a" }))
+      assert.strictEqual(noWait._tag, "InvalidHookResult")
+      assert.include(
+        noWait.message,
+        `Middleware "undeclared" beforeModel: interrupted, but the middleware declares no wait`
+      )
+      const wrongShape = Middleware.make({
+        name: "wrongShape",
+        wait: { request: Question, decision: Answer },
+        beforeModel: () => Effect.succeed({ interrupt: { question: 42 } as never })
+      })
+      const refused = yield* Effect.flip((yield* Agent.make({ middleware: [wrongShape] })).run("hi", { threadId: "b" }))
+      assert.strictEqual(refused._tag, "InvalidHookResult")
+      assert.include(refused.message, "interrupted with a request its wait's request schema refuses")
+      // neither thread was left waiting
+      const checkpointer = yield* Checkpointer.Checkpointer
+      for (const id of ["a", "b"]) {
+        const stored = yield* checkpointer.load(id)
+        assert.isTrue(Option.isNone(stored) || stored.value.pending === undefined)
+      }
+    }).pipe(provide))
+
+  it.effect.prop(
+    "any resume value either fails with InvalidResume leaving the thread as it was, or reaches the hook as decode(encode(value))",
+    {
+      value: Schema.Union(
+        Answer,
+        Schema.Unknown,
+        Schema.Struct({ approve: Schema.Unknown, until: Schema.Unknown })
+      )
+    },
+    ({ value }) =>
+      Effect.gen(function*() {
+        const seen: Array<unknown> = []
+        const agent = yield* Agent.make({ middleware: [confirm(seen)] })
+        yield* agent.run("hi", { threadId: "t" })
+        const before = yield* agent.thread("t")
+        const expected = Schema.encodeUnknownEither(Answer)(value)
+        const resumed = yield* Effect.either(agent.resume("t", value as never))
+        if (expected._tag === "Left") {
+          assert.strictEqual(
+            resumed._tag === "Left" ? (resumed.left as { _tag: string })._tag : "resumed",
+            "InvalidResume"
+          )
+          assert.deepStrictEqual(yield* agent.thread("t"), before)
+          assert.deepStrictEqual(seen, [])
+        } else if (resumed._tag === "Left") {
+          // the check may refuse a decision the schema takes
+          assert.strictEqual((resumed.left as { _tag: string })._tag, "TooEarly")
+        } else {
+          assert.deepStrictEqual(seen, [Schema.decodeUnknownSync(Answer)(expected.right)])
+        }
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([ScriptedModel.text("done")]), Checkpointer.layerMemory))),
+    { fastCheck: { numRuns: 40 } }
+  )
+})
