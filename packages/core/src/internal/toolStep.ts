@@ -88,8 +88,8 @@ export const make = (config: Compiled, save: Save) => {
   const { output, outputToolName, toolNames, toolsByName, wrapTool } = config
 
   /** The tool call at the end of the `wrapToolCall` chain. */
-  const callTool = (threadId: string) =>
-  (
+  const callTool = (
+    threadId: string,
     request: Middleware.ToolCallRequest
   ): Effect.Effect<Prompt.ToolResultPart, any> => {
     const call = request.call
@@ -115,7 +115,7 @@ export const make = (config: Compiled, save: Save) => {
           ),
           answered(m.name, request.call, updates)
         ),
-      callTool(run.threadId)
+      (request) => callTool(run.threadId, request)
     )
 
   /** Runs `calls`, the pending calls of `state`. */
@@ -128,7 +128,6 @@ export const make = (config: Compiled, save: Save) => {
     /** The state updates of each call, by its place in the reply: applied in that order, whatever finished first. */
     const updatesOf: Array<ReadonlyArray<WrapUpdates.Update> | undefined> = []
     const one = (call: Prompt.ToolCallPart, index: number) => {
-      const updates: Array<WrapUpdates.Update> = []
       const request: Middleware.ToolCallRequest = {
         call,
         tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? output!.tool : undefined),
@@ -137,19 +136,27 @@ export const make = (config: Compiled, save: Save) => {
         step: state.step - 1,
         offeredTools: state.offered
       }
-      const executed = Observer.traced(
-        run,
-        "Agent.toolCall",
-        { tool: call.name, callId: call.id },
-        Effect.catchIf(
-          toolChain(run, updates)(request),
-          isToolTimeout,
-          (error) => Effect.succeed(timedOutResult(call, error))
+      const executed = (chain: Effect.Effect<Prompt.ToolResultPart, any, any>) =>
+        Observer.traced(
+          run,
+          "Agent.toolCall",
+          { tool: call.name, callId: call.id },
+          Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
         )
-      )
-      if (wrapTool.length === 0) return Observer.toolCall(run, call, journaled(run, run.keys.tool(call), executed))
+      if (wrapTool.length === 0) {
+        return Observer.toolCall(
+          run,
+          call,
+          journaled(run, run.keys.tool(call), executed(callTool(run.threadId, request)))
+        )
+      }
       // journaled with its updates: a replayed call gives the ones the first execution returned
-      const called = journaled(run, run.keys.tool(call), Effect.map(executed, (result) => withUpdates(result, updates)))
+      const updates: Array<WrapUpdates.Update> = []
+      const called = journaled(
+        run,
+        run.keys.tool(call),
+        Effect.map(executed(toolChain(run, updates)(request)), (result) => withUpdates(result, updates))
+      )
       return Observer.toolCall(
         run,
         call,
