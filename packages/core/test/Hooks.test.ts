@@ -2,7 +2,7 @@ import { AiError, Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, type AgentEvent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Deferred, Effect, Layer, Option, Schema, Stream } from "effect"
+import { Deferred, Effect, FastCheck, Layer, Option, Schema, Stream } from "effect"
 import { assistantText, Calculator, CalculatorLive, recording, roles, toolResults } from "./utils.js"
 
 const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
@@ -518,6 +518,57 @@ describe("state updates from wrapToolCall (LangChain's wrap hooks return them wi
         [["calls"], ["calls"]]
       )
     }).pipe(provide(twoToolCalls)))
+
+  it.effect.prop(
+    "whatever order concurrent calls end in, their updates apply in the order of the reply",
+    {
+      ending: FastCheck.integer({ min: 2, max: 5 }).chain((n) =>
+        FastCheck.shuffledSubarray(Array.from({ length: n }, (_, i) => i), { minLength: n, maxLength: n })
+      )
+    },
+    ({ ending }) =>
+      Effect.gen(function*() {
+        const ids = ending.map((_, i) => `c${i}`)
+        // call i may end once the calls before it in `ending` have
+        const ended = yield* Effect.forEach(ids, () => Deferred.make<void>())
+        const endedOrder: Array<string> = []
+        const ordered = Middleware.make({
+          name: "ordered",
+          state: { schema: Schema.Struct({ applied: Schema.Array(Schema.String) }), initial: { applied: [] } },
+          wrapToolCall: (request, next) =>
+            Effect.gen(function*() {
+              const index = ids.indexOf(request.call.id)
+              const rank = ending.indexOf(index)
+              if (rank > 0) yield* Deferred.await(ended[ending[rank - 1]!]!)
+              const result = yield* next(request)
+              endedOrder.push(request.call.id)
+              yield* Deferred.succeed(ended[index]!, undefined)
+              return {
+                ...result,
+                state: { applied: [...(request.state.applied as ReadonlyArray<string>), request.call.id] }
+              }
+            })
+        })
+        const events: Array<AgentEvent.AgentEvent> = []
+        const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ordered], toolConcurrency: "unbounded" })
+        yield* Stream.runForEach(
+          agent.stream("Add them", { threadId: "t" }),
+          (event) => Effect.sync(() => void events.push(event))
+        )
+        assert.deepStrictEqual(endedOrder, ending.map((i) => ids[i]))
+        // every call saw the state of the step's start: the last call of the reply wins, whatever ended last
+        const stored = Option.getOrThrow(yield* agent.thread("t"))
+        assert.deepStrictEqual((stored.state as any).applied, [ids.at(-1)])
+        assert.strictEqual(
+          events.filter((event) => event._tag === "StateUpdated" && event.hook === "wrapToolCall").length,
+          ids.length
+        )
+      }).pipe(provide([
+        ScriptedModel.toolCalls(ending.map((_, i) => ({ name: "add", params: { a: i, b: 1 }, id: `c${i}` }))),
+        ScriptedModel.text("done")
+      ])),
+    { fastCheck: { numRuns: 20 } }
+  )
 
   it.effect("the hooks around see only the result; a hook that returns the result alone still works", () =>
     Effect.gen(function*() {
