@@ -32,10 +32,69 @@ export interface Memo {
   clean: boolean
   /** Whether pairing changed the messages from `at` on the last call (a call still open at the end, say). */
   changed: boolean
+  /** Once not clean: the `at` up to which the messages are sent as stored, and the memo at each `at` since. */
+  cleanTo: number
+  readonly marks: Array<Mark>
+}
+
+/** What a memo was at one of its `at`s. */
+interface Mark {
+  readonly at: number
+  readonly raw: number
+  readonly length: number
 }
 
 /** A thread of which nothing is measured yet. */
-export const unknown = (): Memo => ({ at: 0, raw: 0, length: 0, clean: true, changed: false })
+export const unknown = (): Memo => ({ at: 0, raw: 0, length: 0, clean: true, changed: false, cleanTo: 0, marks: [] })
+
+const reset = (memo: Memo): void => {
+  memo.at = memo.raw = memo.length = memo.cleanTo = 0
+  memo.clean = true
+  memo.changed = false
+  memo.marks.length = 0
+}
+
+/** Records the memo's new `at` (a memo that is not clean goes back to one of them when truncated). */
+const moved = (memo: Memo): void => {
+  if (!memo.clean) memo.marks.push({ at: memo.at, raw: memo.raw, length: memo.length })
+}
+
+/**
+ * Makes `memo` hold only what it knows of the first `length` messages of
+ * `messages` (a history that shares only those with the one measured;
+ * `sums` are its running raw sums, up to `length` at least): it goes back to
+ * the last `at` it passed that lies within them, so the next call measures
+ * from there.
+ */
+export const truncate = (
+  memo: Memo,
+  length: number,
+  messages: ReadonlyArray<Prompt.Message>,
+  sums: ReadonlyArray<number>
+): void => {
+  // the messages before `at` are shared, and so is `messages[at]` unless `at` is `length`: it must not be a
+  // tool message, whose pairing depends on what came before
+  const within = (at: number) => at < length || (at === length && at < messages.length && messages[at]!.role !== "tool")
+  if (memo.at === 0 || within(memo.at)) return
+  const { marks } = memo
+  while (marks.length > 0 && !within(marks[marks.length - 1]!.at)) marks.pop()
+  const mark = marks[marks.length - 1]
+  if (mark !== undefined) {
+    memo.at = mark.at
+    memo.raw = mark.raw
+    memo.length = mark.length
+  } else {
+    // every message before `at` is sent as stored
+    let at = memo.clean ? Math.min(length, messages.length - 1) : memo.cleanTo
+    while (at > 0 && (!within(at) || messages[at]!.role === "tool")) at--
+    memo.at = at
+    memo.raw = sums[at]!
+    memo.length = at
+    memo.clean = true
+    memo.cleanTo = 0
+  }
+  memo.changed = true
+}
 
 /** What a model call is sent of a thread, measured. */
 export interface Sent {
@@ -55,16 +114,63 @@ const lastRunStart = (messages: ReadonlyArray<Prompt.Message>, from: number): nu
 interface Paired {
   readonly sent: ReadonlyArray<Prompt.Message>
   readonly same: boolean
+  /** The number of messages sent. */
+  readonly length: number
 }
 
-const none: Paired = { sent: [], same: true }
+const none: Paired = { sent: [], same: true, length: 0 }
+
+/** `length` messages sent as they are stored. */
+const asStored = (length: number): Paired => length === 0 ? none : { sent: [], same: true, length }
 
 /** What a model call is sent of `messages[from..to)`, `from` being 0 or a message that is not a tool message. */
 const pairedSlice = (messages: ReadonlyArray<Prompt.Message>, from: number, to: number): Paired => {
   if (from === to) return none
   const slice = from === 0 && to === messages.length ? messages : messages.slice(from, to)
   const sent = AgentState.paired(slice)
-  return { sent, same: sent === slice }
+  return { sent, same: sent === slice, length: sent.length }
+}
+
+/** Whether `a[aFrom..aTo)` and `b[bFrom..)` hold the same objects (b being long enough). */
+const sameRange = (
+  a: ReadonlyArray<Prompt.Message>,
+  aFrom: number,
+  aTo: number,
+  b: ReadonlyArray<Prompt.Message>,
+  bFrom: number
+): boolean => {
+  for (let i = aFrom, j = bFrom; i < aTo; i++, j++) if (a[i] !== b[j]) return false
+  return true
+}
+
+/**
+ * What a model call is sent of `messages[0..next)` and `messages[next..)`
+ * (`next` being 0 or a message that is not a tool message), read from what
+ * it is sent of the whole thread: `AgentState.paired` remembers that for a
+ * thread the agent made, so the model call pairs it for free afterwards.
+ * (Pairing keeps every message that is not a tool message as the same
+ * object, and starts afresh at each: `messages[next]` starts the second
+ * part in the whole too.)
+ */
+const pairedParts = (messages: ReadonlyArray<Prompt.Message>, next: number): readonly [Paired, Paired] => {
+  const whole = AgentState.paired(messages)
+  if (whole === messages) return [asStored(next), asStored(messages.length - next)]
+  let split = 0
+  if (next > 0) {
+    split = whole.length - 1
+    while (whole[split] !== messages[next]) split--
+  }
+  const headSame = split === next && sameRange(messages, 0, next, whole, 0)
+  const restSame = whole.length - split === messages.length - next &&
+    sameRange(messages, next, messages.length, whole, split)
+  return [
+    headSame ? asStored(next) : { sent: whole.slice(0, split), same: false, length: split },
+    restSame ? asStored(messages.length - next) : {
+      sent: whole.slice(split),
+      same: false,
+      length: whole.length - split
+    }
+  ]
 }
 
 /**
@@ -79,15 +185,19 @@ export const ifStored = (
   sums: ReadonlyArray<number>,
   memo: Memo
 ): Sent | undefined => {
-  if (memo.at > messages.length) Object.assign(memo, unknown())
+  if (memo.at > messages.length) reset(memo)
   const { at } = memo
-  // (a thread seen whole for the first time, or whose last messages were not sent as stored, is
-  // measured in two parts at once)
-  if (at === 0 || memo.changed || !pairedSlice(messages, at, messages.length).same) return undefined
+  // (a thread seen whole for the first time is paired whole, which the agent remembers for its model call; one
+  // whose last messages were not sent as stored is measured in two parts at once)
+  const asStored = at === 0
+    ? AgentState.paired(messages) === messages
+    : !memo.changed && pairedSlice(messages, at, messages.length).same
+  if (!asStored) return undefined
   const next = lastRunStart(messages, at)
   memo.raw += sums[next]! - sums[at]!
   memo.length += next - at
   memo.at = next
+  moved(memo)
   return { raw: memo.raw + sums[messages.length]! - sums[next]!, length: memo.length + messages.length - next }
 }
 
@@ -101,11 +211,12 @@ export const measure = (
   sums: ReadonlyArray<number>,
   memo: Memo
 ): Effect.Effect<Sent> => {
-  if (memo.at > messages.length) Object.assign(memo, unknown())
+  if (memo.at > messages.length) reset(memo)
   const { at } = memo
   const next = lastRunStart(messages, at)
-  const head = pairedSlice(messages, at, next)
-  const rest = pairedSlice(messages, next, messages.length)
+  const [head, rest] = at === 0
+    ? pairedParts(messages, next)
+    : [pairedSlice(messages, at, next), pairedSlice(messages, next, messages.length)]
   const toMeasure = head.same ? (rest.same ? [] : rest.sent) : rest.same ? head.sent : head.sent.concat(rest.sent)
   return Effect.map(toMeasure.length === 0 ? Effect.succeed([]) : counter.measure(toMeasure), (counts) => {
     let i = 0
@@ -118,12 +229,14 @@ export const measure = (
     const headRaw = sumOf(head, sums[next]! - sums[at]!)
     const restRaw = sumOf(rest, sums[messages.length]! - sums[next]!)
     // committed once measured, so an interrupted measure leaves the memo as it was
+    if (memo.clean && !head.same) memo.cleanTo = at
     memo.at = next
     memo.raw += headRaw
-    memo.length += head.sent.length
+    memo.length += head.length
     memo.clean &&= head.same
     memo.changed = !head.same || !rest.same
-    return { raw: memo.raw + restRaw, length: memo.length + rest.sent.length }
+    moved(memo)
+    return { raw: memo.raw + restRaw, length: memo.length + rest.length }
   })
 }
 
