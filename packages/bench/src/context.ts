@@ -213,6 +213,21 @@ export const threadMessage = (
 /** Message `i` of the histories: calls of `search` with 2 KB results. */
 const messageAt = threadMessage({ name: "search", params: (call) => ({ query: `query ${call}` }) }, resultText)
 
+/**
+ * A stored thread of `size` messages for the in-loop rows (`contextLoop.ts`):
+ * the growth history's first `size - 1` messages, then an answer, so that no
+ * call is left open.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const loopThread = (size: number): ReadonlyArray<Prompt.Message> => {
+  const out: Array<Prompt.Message> = []
+  for (let i = 0; i < size - 1; i++) out.push(messageAt(i))
+  out.push(Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: "Here is what I found." })] }))
+  return out
+}
+
 /** The histories of calls 0..calls: `size` messages, then `appended` more per call. */
 const histories = (size: number, appended: number, calls: number): Array<ReadonlyArray<Prompt.Message>> => {
   const all: Array<Prompt.Message> = []
