@@ -229,48 +229,45 @@ export const measureInLoop = async (options: {
       if (result._tag !== "Completed") throw new Error(`the run ended as ${result._tag}`)
       return calls.slice(from)
     }
-    // warm up: a few runs of each kind
-    for (let i = 0; i < 3; i++) {
-      await run(true, 0)
-      await run(false, steps)
-    }
-    const cold: Array<number> = []
-    const forkRuns: Array<ReadonlyArray<{ readonly messages: ReadonlyArray<Prompt.Message>; ms: number }>> = []
-    for (let i = 0; i < runs; i++) {
-      cold.push((await run(true, 0))[0]!.ms)
-      forkRuns.push(await run(false, steps))
-    }
-    calls.length = 0
-
-    // alone: a second instance on the loop's arrays, in the same order (its first call sees the thread whole)
+    // alone: a second instance, called on the loop's arrays right after each run, in the same order (the two
+    // interleaved, so that both see the same load); for the cold first call, a fresh instance on a fresh copy
     const alone = await build(policy)
-    const forkAlone: Array<number> = []
-    const stepAlone: Array<number> = []
-    for (let w = 0; w < 2; w++) {
-      for (const [r, calls] of forkRuns.entries()) {
-        for (const [k, call] of calls.entries()) {
-          const ms = callAlone(alone, call.messages, k)
-          if (w === 0 || r === 0) continue
-          if (k === 0) forkAlone.push(ms)
-          else stepAlone.push(ms)
-        }
-      }
-    }
-    const coldAlone: Array<number> = []
-    for (let i = 0; i < runs; i++) {
+    const replay = async (calls: ReadonlyArray<{ readonly messages: ReadonlyArray<Prompt.Message> }>) =>
+      calls.map((call, k) => callAlone(alone, call.messages, k))
+    const coldAloneOnce = async () => {
       const messages = Effect.runSync(AgentState.decodeMessages(JSON.parse(json).messages)).concat([
         Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: input })] })
       ])
-      const ms = callAlone(await build(policy), messages, 0)
-      coldAlone.push(ms)
+      return callAlone(await build(policy), messages, 0)
     }
-    const loopSteps = forkRuns.slice(1).flatMap((calls) => calls.slice(1).map((call) => call.ms))
+    // warm up: a few runs of each kind
+    for (let i = 0; i < 3; i++) {
+      await run(true, 0)
+      await coldAloneOnce()
+      await replay(await run(false, steps))
+    }
+    const cold: Array<number> = []
+    const coldAlone: Array<number> = []
+    const forkRuns: Array<ReadonlyArray<{ readonly messages: ReadonlyArray<Prompt.Message>; ms: number }>> = []
+    const forkAlone: Array<number> = []
+    const stepAlone: Array<number> = []
+    for (let i = 0; i < runs; i++) {
+      cold.push((await run(true, 0))[0]!.ms)
+      coldAlone.push(await coldAloneOnce())
+      const calls = await run(false, steps)
+      forkRuns.push(calls)
+      const [first, ...rest] = await replay(calls)
+      forkAlone.push(first!)
+      stepAlone.push(...rest)
+    }
+    calls.length = 0
+    const loopSteps = forkRuns.flatMap((calls) => calls.slice(1).map((call) => call.ms))
     const row: LoopRow = {
       what: policy.what,
       messages: size,
       coldLoopMs: median(cold),
       coldAloneMs: median(coldAlone),
-      forkLoopMs: median(forkRuns.slice(1).map((calls) => calls[0]!.ms)),
+      forkLoopMs: median(forkRuns.map((calls) => calls[0]!.ms)),
       forkAloneMs: median(forkAlone),
       stepLoopUs: median(loopSteps) * 1000,
       stepAloneUs: median(stepAlone) * 1000
