@@ -72,12 +72,11 @@ export const truncate = (
   messages: ReadonlyArray<Prompt.Message>,
   sums: ReadonlyArray<number>
 ): void => {
-  // the messages before `at` are shared, and so is `messages[at]` unless `at` is `length`: it must not be a
-  // tool message, whose pairing depends on what came before
-  const within = (at: number) => at < length || (at === length && at < messages.length && messages[at]!.role !== "tool")
-  if (memo.at === 0 || within(memo.at)) return
+  // The memo may stop at a message both histories share, which is not a tool message (pairing starts afresh
+  // there): not at the first message they do not share, whose calls the last history may have answered after.
+  if (memo.at < length) return
   const { marks } = memo
-  while (marks.length > 0 && !within(marks[marks.length - 1]!.at)) marks.pop()
+  while (marks.length > 0 && marks[marks.length - 1]!.at >= length) marks.pop()
   const mark = marks[marks.length - 1]
   if (mark !== undefined) {
     memo.at = mark.at
@@ -85,11 +84,11 @@ export const truncate = (
     memo.length = mark.length
   } else {
     // every message before `at` is sent as stored
-    let at = memo.clean ? Math.min(length, messages.length - 1) : memo.cleanTo
-    while (at > 0 && (!within(at) || messages[at]!.role === "tool")) at--
-    memo.at = at
-    memo.raw = sums[at]!
-    memo.length = at
+    let at = Math.min(length - 1, memo.clean ? memo.at : memo.cleanTo)
+    while (at > 0 && messages[at]!.role === "tool") at--
+    memo.at = Math.max(at, 0)
+    memo.raw = sums[memo.at]!
+    memo.length = memo.at
     memo.clean = true
     memo.cleanTo = 0
   }
