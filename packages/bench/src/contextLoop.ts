@@ -202,7 +202,12 @@ export const measureInLoop = async (options: {
   const size = options.messages ?? 10_000
   const { runs, steps } = options
   const stored = options.thread(size)
-  const json = JSON.stringify({ version: 1, threadId: "bench", messages: AgentState.encodeMessages(stored), slices: {} })
+  const json = JSON.stringify({
+    version: 1,
+    threadId: "bench",
+    messages: AgentState.encodeMessages(stored),
+    slices: {}
+  })
   const input = "And tomorrow?"
   const rows: Array<LoopRow> = []
   for (const policy of policies) {

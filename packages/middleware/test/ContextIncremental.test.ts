@@ -5,7 +5,8 @@
  * after the stored messages, where the run before had its own). What they
  * compute incrementally is what they compute on the whole thread.
  */
-import { LanguageModel, Prompt } from "@effect/ai"
+import type { LanguageModel } from "@effect/ai"
+import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentState, Checkpointer, Middleware } from "@stepwise-agent/core"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
@@ -80,9 +81,12 @@ describe("a run that continues a stored thread with its own input", () => {
       const out = yield* apply(forked)
       const items = measured.reduce((a, b) => a + b, 0)
       assert.isAtMost(items, 2, `measured ${items} items`)
-      assert.deepStrictEqual(out, yield* ContextEditing.clearToolUses({ trigger: 1_000_000, keep: 1 }).apply(forked, {
-        systemPrompt
-      }).pipe(Effect.provideService(TokenCounter.TokenCounter, counter)))
+      assert.deepStrictEqual(
+        out,
+        yield* ContextEditing.clearToolUses({ trigger: 1_000_000, keep: 1 }).apply(forked, {
+          systemPrompt
+        }).pipe(Effect.provideService(TokenCounter.TokenCounter, counter))
+      )
     }))
 
   it.effect("the summarization trigger measures only the messages after the stored ones, not the thread again", () =>
@@ -135,7 +139,9 @@ describe("a run that continues a stored thread with its own input", () => {
       // the first run measures the thread (201 messages) for each policy; the later ones their input only
       assert.isAbove(perRun[0]!, 200)
       for (const items of perRun.slice(1)) assert.isAtMost(items, 6, `measured ${perRun.join(", ")} items`)
-    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("a"), ScriptedModel.text("b"), ScriptedModel.text("c")]))))
+    }).pipe(
+      Effect.provide(ScriptedModel.layer([ScriptedModel.text("a"), ScriptedModel.text("b"), ScriptedModel.text("c")]))
+    ))
 })
 
 // ---------------------------------------------------------------------------
@@ -208,7 +214,9 @@ const next = (
 ): ReadonlyArray<Prompt.Message> => {
   switch (change._tag) {
     case "late":
-      return AgentState.appendToolResults(messages, [Messages.toolResult(`late${n}`, "search", "z".repeat(change.size))])
+      return AgentState.appendToolResults(messages, [
+        Messages.toolResult(`late${n}`, "search", "z".repeat(change.size))
+      ])
     case "retry": {
       const base = before[before.length - 1 - change.back % before.length]!
       return AgentState.appendToolResults(base, [Messages.toolResult(`retry${n}`, "search", "r".repeat(change.size))])

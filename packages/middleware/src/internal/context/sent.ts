@@ -48,10 +48,7 @@ interface Mark {
 export const unknown = (): Memo => ({ at: 0, raw: 0, length: 0, clean: true, changed: false, cleanTo: 0, marks: [] })
 
 const reset = (memo: Memo): void => {
-  memo.at = memo.raw = memo.length = memo.cleanTo = 0
-  memo.clean = true
-  memo.changed = false
-  memo.marks.length = 0
+  Object.assign(memo, unknown())
 }
 
 /** Records the memo's new `at` (a memo that is not clean goes back to one of them when truncated). */
