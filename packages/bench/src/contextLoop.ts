@@ -115,32 +115,36 @@ const timed = (
             before(context),
             Effect.sync(() => {
               call.ms += performance.now() - started
+              // (a middleware without `wrapModelCall` is done with this model call)
+              if (wrap === undefined) current = undefined
             })
           )
         })
     }),
-    wrapModelCall: (request: any, next: any) =>
-      Effect.suspend(() => {
-        const call = callOf(request.messages)
-        let started = performance.now()
-        const passOn = (r: any): Effect.Effect<any, any> =>
-          Effect.suspend(() => {
-            call.ms += performance.now() - started
-            return Effect.ensuring(
-              next(r),
-              Effect.sync(() => {
-                started = performance.now()
-              })
-            )
-          })
-        return Effect.ensuring(
-          wrap === undefined ? passOn(request) : wrap(request, passOn),
-          Effect.sync(() => {
-            call.ms += performance.now() - started
-            current = undefined
-          })
-        )
-      })
+    ...(wrap === undefined ? {} : {
+      wrapModelCall: (request: any, next: any) =>
+        Effect.suspend(() => {
+          const call = callOf(request.messages)
+          let started = performance.now()
+          const passOn = (r: any): Effect.Effect<any, any> =>
+            Effect.suspend(() => {
+              call.ms += performance.now() - started
+              return Effect.ensuring(
+                next(r),
+                Effect.sync(() => {
+                  started = performance.now()
+                })
+              )
+            })
+          return Effect.ensuring(
+            wrap(request, passOn),
+            Effect.sync(() => {
+              call.ms += performance.now() - started
+              current = undefined
+            })
+          )
+        })
+    })
   } as Middleware.Any
 }
 
