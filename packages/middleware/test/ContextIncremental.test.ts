@@ -344,3 +344,37 @@ describe("incremental context policies", () => {
     { fastCheck: { numRuns: 50 } }
   )
 })
+
+describe("Sent.pairsAsStored", () => {
+  it.prop(
+    "tells whether the messages from a message that is not a tool message are sent as stored, as pairing them does",
+    { ...histories, from: FastCheck.nat(), end: FastCheck.nat() },
+    ({ changes, end, first, from }) => {
+      let messages: ReadonlyArray<Prompt.Message> = [user("start"), ...first]
+      const before: Array<ReadonlyArray<Prompt.Message>> = [messages]
+      for (const [n, step] of changes.entries()) {
+        messages = next(messages, step, n, before)
+        before.push(messages)
+      }
+      // also a thread starting with tool messages, and one with a call answered twice
+      for (
+        const thread of [
+          messages,
+          [result("c0", 1), ...messages],
+          [...messages, call("dup"), result("dup", 1), result("dup", 1)],
+          [...messages, Prompt.makeMessage("tool", { content: [] })]
+        ]
+      ) {
+        let start = from % thread.length
+        while (start > 0 && thread[start]!.role === "tool") start--
+        const slice = thread.slice(start)
+        assert.strictEqual(Sent.pairsAsStored(thread, start), AgentState.paired(slice) === slice)
+        // up to any message
+        const to = start + end % (thread.length - start + 1)
+        const part = thread.slice(start, to)
+        assert.strictEqual(Sent.pairsAsStored(thread, start, to), AgentState.paired(part) === part)
+      }
+    },
+    { fastCheck: { numRuns: 300 } }
+  )
+})

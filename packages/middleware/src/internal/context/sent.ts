@@ -122,9 +122,50 @@ const asStored = (length: number): Paired => length === 0 ? none : { sent: [], s
 /** What a model call is sent of `messages[from..to)`, `from` being 0 or a message that is not a tool message. */
 const pairedSlice = (messages: ReadonlyArray<Prompt.Message>, from: number, to: number): Paired => {
   if (from === to) return none
+  if (pairsAsStored(messages, from, to)) return asStored(to - from)
   const slice = from === 0 && to === messages.length ? messages : messages.slice(from, to)
   const sent = AgentState.paired(slice)
   return { sent, same: sent === slice, length: sent.length }
+}
+
+/**
+ * Whether `messages[from..to)` (`from` being a message that is not a tool
+ * message) is sent as it is stored: `AgentState.paired` of the slice would
+ * give the slice itself. Checked without building the slice (a step of the
+ * loop asks it of its last messages): each tool result answers a call of the
+ * assistant message before its tool messages, once, and every such call is
+ * answered before the next message that is not a tool message.
+ */
+export const pairsAsStored = (
+  messages: ReadonlyArray<Prompt.Message>,
+  from: number,
+  to: number = messages.length
+): boolean => {
+  /** Ids of the calls of the last assistant message still waiting for their result. */
+  let open: Array<string> | undefined
+  let inToolRun = false
+  for (let i = from; i < to; i++) {
+    const message = messages[i]!
+    if (message.role !== "tool") {
+      if (open !== undefined && open.length > 0) return false
+      inToolRun = message.role === "assistant"
+      if (message.role === "assistant") {
+        open = undefined
+        for (const part of message.content) {
+          if (part.type !== "tool-call" || part.providerExecuted) continue
+          open ??= []
+          if (!open.includes(part.id)) open.push(part.id)
+        }
+      }
+      continue
+    }
+    for (const part of message.content) {
+      const at = !inToolRun || open === undefined ? -1 : open.indexOf(part.id)
+      if (at < 0) return false
+      open!.splice(at, 1)
+    }
+  }
+  return open === undefined || open.length === 0
 }
 
 /** Whether `a[aFrom..aTo)` and `b[bFrom..)` hold the same objects (b being long enough). */
@@ -185,10 +226,10 @@ export const ifStored = (
   const { at } = memo
   // (a thread seen whole for the first time is paired whole, which the agent remembers for its model call; one
   // whose last messages were not sent as stored is measured in two parts at once)
-  const asStored = at === 0
+  const unchanged = at === 0
     ? AgentState.paired(messages) === messages
-    : !memo.changed && pairedSlice(messages, at, messages.length).same
-  if (!asStored) return undefined
+    : !memo.changed && pairsAsStored(messages, at)
+  if (!unchanged) return undefined
   const next = lastRunStart(messages, at)
   memo.raw += sums[next]! - sums[at]!
   memo.length += next - at
