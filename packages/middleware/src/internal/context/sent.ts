@@ -168,48 +168,6 @@ export const pairsAsStored = (
   return open === undefined || open.length === 0
 }
 
-/** Whether `a[aFrom..aTo)` and `b[bFrom..)` hold the same objects (b being long enough). */
-const sameRange = (
-  a: ReadonlyArray<Prompt.Message>,
-  aFrom: number,
-  aTo: number,
-  b: ReadonlyArray<Prompt.Message>,
-  bFrom: number
-): boolean => {
-  for (let i = aFrom, j = bFrom; i < aTo; i++, j++) if (a[i] !== b[j]) return false
-  return true
-}
-
-/**
- * What a model call is sent of `messages[0..next)` and `messages[next..)`
- * (`next` being 0 or a message that is not a tool message), read from what
- * it is sent of the whole thread: `AgentState.paired` remembers that for a
- * thread the agent made, so the model call pairs it for free afterwards.
- * (Pairing keeps every message that is not a tool message as the same
- * object, and starts afresh at each: `messages[next]` starts the second
- * part in the whole too.)
- */
-const pairedParts = (messages: ReadonlyArray<Prompt.Message>, next: number): readonly [Paired, Paired] => {
-  const whole = AgentState.paired(messages)
-  if (whole === messages) return [asStored(next), asStored(messages.length - next)]
-  let split = 0
-  if (next > 0) {
-    split = whole.length - 1
-    while (whole[split] !== messages[next]) split--
-  }
-  const headSame = split === next && sameRange(messages, 0, next, whole, 0)
-  const restSame = whole.length - split === messages.length - next &&
-    sameRange(messages, next, messages.length, whole, split)
-  return [
-    headSame ? asStored(next) : { sent: whole.slice(0, split), same: false, length: split },
-    restSame ? asStored(messages.length - next) : {
-      sent: whole.slice(split),
-      same: false,
-      length: whole.length - split
-    }
-  ]
-}
-
 /**
  * What a model call is sent of `messages`, whose raw token sums are `sums`
  * (`sums[i]`: the first `i` messages), when the messages since `memo` (what
@@ -224,12 +182,9 @@ export const ifStored = (
 ): Sent | undefined => {
   if (memo.at > messages.length) reset(memo)
   const { at } = memo
-  // (a thread seen whole for the first time is paired whole, which the agent remembers for its model call; one
-  // whose last messages were not sent as stored is measured in two parts at once)
-  const unchanged = at === 0
-    ? AgentState.paired(messages) === messages
-    : !memo.changed && pairsAsStored(messages, at)
-  if (!unchanged) return undefined
+  // (a thread seen whole for the first time, or whose last messages were not sent as stored, is measured in two
+  // parts at once)
+  if (at === 0 || memo.changed || !pairsAsStored(messages, at)) return undefined
   const next = lastRunStart(messages, at)
   memo.raw += sums[next]! - sums[at]!
   memo.length += next - at
@@ -251,9 +206,8 @@ export const measure = (
   if (memo.at > messages.length) reset(memo)
   const { at } = memo
   const next = lastRunStart(messages, at)
-  const [head, rest] = at === 0
-    ? pairedParts(messages, next)
-    : [pairedSlice(messages, at, next), pairedSlice(messages, next, messages.length)]
+  const head = pairedSlice(messages, at, next)
+  const rest = pairedSlice(messages, next, messages.length)
   const toMeasure = head.same ? (rest.same ? [] : rest.sent) : rest.same ? head.sent : head.sent.concat(rest.sent)
   return Effect.map(toMeasure.length === 0 ? Effect.succeed([]) : counter.measure(toMeasure), (counts) => {
     let i = 0
