@@ -141,31 +141,28 @@ export const pairsAsStored = (
   from: number,
   to: number = messages.length
 ): boolean => {
-  /** Ids of the calls of the last assistant message still waiting for their result. */
-  let open: Array<string> | undefined
+  /** Ids of the calls of the last assistant message still waiting for their result (one array, reused). */
+  const open: Array<string> = []
   let inToolRun = false
   for (let i = from; i < to; i++) {
     const message = messages[i]!
     if (message.role !== "tool") {
-      if (open !== undefined && open.length > 0) return false
+      if (open.length > 0) return false
       inToolRun = message.role === "assistant"
       if (message.role === "assistant") {
-        open = undefined
         for (const part of message.content) {
-          if (part.type !== "tool-call" || part.providerExecuted) continue
-          open ??= []
-          if (!open.includes(part.id)) open.push(part.id)
+          if (part.type === "tool-call" && !part.providerExecuted && !open.includes(part.id)) open.push(part.id)
         }
       }
       continue
     }
     for (const part of message.content) {
-      const at = !inToolRun || open === undefined ? -1 : open.indexOf(part.id)
+      const at = inToolRun ? open.indexOf(part.id) : -1
       if (at < 0) return false
-      open!.splice(at, 1)
+      open.splice(at, 1)
     }
   }
-  return open === undefined || open.length === 0
+  return open.length === 0
 }
 
 /**
