@@ -519,8 +519,8 @@ export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<P
  * import { AgentState } from "@stepwise-agent/core"
  * import { Prompt } from "@effect/ai"
  *
- * const hello = Prompt.makeMessage("user", { content: "Hello" })
- * const again = Prompt.makeMessage("user", { content: "Again" })
+ * const hello = Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "Hello" })] })
+ * const again = Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "Again" })] })
  * AgentState.sharedPrefix([hello], [hello, again]) // 1
  * ```
  *
