@@ -504,3 +504,28 @@ export const appendToolResults = (
  */
 export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<Prompt.Message> =>
   Pairing.paired(messages)
+
+/**
+ * How many leading messages `next` shares with `base`, as the same objects.
+ * The agent records which thread it made from which (appending a reply,
+ * tool results, a run's input), so for two threads of one run, or a run's
+ * thread and the stored thread it continued, this is read from the record
+ * without looking at the messages; other arrays are compared message by
+ * message. A context policy uses it to keep what it learnt of `base` and
+ * look only at the rest of `next`.
+ *
+ * @example
+ * ```ts
+ * import { AgentState } from "@stepwise-agent/core"
+ * import { Prompt } from "@effect/ai"
+ *
+ * const hello = Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "Hello" })] })
+ * const again = Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "Again" })] })
+ * AgentState.sharedPrefix([hello], [hello, again]) // 1
+ * ```
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const sharedPrefix = (base: ReadonlyArray<Prompt.Message>, next: ReadonlyArray<Prompt.Message>): number =>
+  Lineage.sharedPrefix(base, next)
