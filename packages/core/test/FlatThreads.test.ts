@@ -45,7 +45,9 @@ const liftedAfresh = (messages: ReadonlyArray<Prompt.Message>) => ToolFiles.lift
 describe("flat threads: lifting files out of tool results", () => {
   it("reads only the messages a thread added since the thread it extends was lifted", () => {
     const reads = { n: 0 }
-    const base: Array<Prompt.Message> = [Prompt.makeMessage("user", { content: "go" })]
+    const base: Array<Prompt.Message> = [
+      Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "go" })] })
+    ]
     for (let i = 0; i < 200; i++) base.push(counted(callMessage(i), reads), counted(toolMessage(i, false), reads))
     let thread: ReadonlyArray<Prompt.Message> = base
     ToolFiles.lift(thread)
@@ -64,7 +66,9 @@ describe("flat threads: lifting files out of tool results", () => {
     for (let i = 0; i < 100; i++) loaded.push(counted(callMessage(i), reads), counted(toolMessage(i, i === 3), reads))
     // two runs on the same loaded thread, each appending its own messages
     for (const run of [0, 1]) {
-      const thread = Lineage.appendWithRoom(loaded, [Prompt.makeMessage("user", { content: `run ${run}` })])
+      const thread = Lineage.appendWithRoom(loaded, [
+        Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: `run ${run}` })] })
+      ])
       reads.n = 0
       const lifted = ToolFiles.lift(thread)
       if (run === 1) assert.strictEqual(reads.n, 0, "the second run read the loaded thread again")
@@ -88,7 +92,9 @@ describe("flat threads: lifting files out of tool results", () => {
     ([ops]) => {
       let id = 0
       const fresh = (files: ReadonlyArray<boolean>) => files.map((file) => toolMessage(id++, file))
-      const threads: Array<ReadonlyArray<Prompt.Message>> = [[Prompt.makeMessage("user", { content: "go" })]]
+      const threads: Array<ReadonlyArray<Prompt.Message>> = [[
+        Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "go" })] })
+      ]]
       for (const { files, from, keep, op } of ops) {
         const base = threads[from % threads.length]!
         const next = op === "append"
