@@ -1,13 +1,14 @@
 /**
  * A step on a long thread does work for the step's new messages only: what
- * the model call does to the thread (its files lifted out of tool results)
- * reads a thread that extends one it saw before only past where that one
- * ended, and gives what reading the whole thread gives.
+ * the model call does to the thread (pairing calls and results, lifting files
+ * out of tool results) reads a thread that extends one it saw before only
+ * past where that one ended, and gives what reading the whole thread gives.
  */
 import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck } from "effect"
 import * as Lineage from "../src/internal/fast/lineage.js"
+import { paired } from "../src/internal/pairing.js"
 import * as ToolFiles from "../src/internal/toolFiles.js"
 
 const png = "iVBORw0KGgo="
@@ -42,7 +43,16 @@ const counted = (message: Prompt.Message, reads: { n: number }): Prompt.Message 
 /** The lift of a copy of `messages` that no lineage record relates to any thread: every message read. */
 const liftedAfresh = (messages: ReadonlyArray<Prompt.Message>) => ToolFiles.lift([...messages])
 
-describe("flat threads: lifting files out of tool results", () => {
+/** What the model call sends of a thread: paired, then its files lifted. */
+const sent = (messages: ReadonlyArray<Prompt.Message>) => ToolFiles.lift(paired(messages))
+
+/** The same for a copy of `messages` that no lineage record relates to any thread. */
+const sentAfresh = (messages: ReadonlyArray<Prompt.Message>) => ToolFiles.lift(paired([...messages]))
+
+/** A tool message whose result answers no call (as input history may hold). */
+const orphan = (i: number) => toolMessage(1_000_000 + i, false)
+
+describe("flat threads: what a model call does to the thread", () => {
   it("reads only the messages a thread added since the thread it extends was lifted", () => {
     const reads = { n: 0 }
     const base: Array<Prompt.Message> = [
@@ -76,6 +86,25 @@ describe("flat threads: lifting files out of tool results", () => {
     }
   })
 
+  it("reads only a step's new messages of a thread that needed repairs (an orphan result early on)", () => {
+    const reads = { n: 0 }
+    const base: Array<Prompt.Message> = [
+      Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "go" })] }),
+      counted(orphan(0), reads)
+    ]
+    for (let i = 0; i < 200; i++) base.push(counted(callMessage(i), reads), counted(toolMessage(i, i === 7), reads))
+    let thread: ReadonlyArray<Prompt.Message> = base
+    sent(thread)
+    for (let step = 200; step < 210; step++) {
+      thread = Lineage.appendWithRoom(thread, [callMessage(step)])
+      thread = Lineage.extendUnseen(thread, [toolMessage(step, false)])
+      reads.n = 0
+      const request = sent(thread)
+      assert.strictEqual(reads.n, 0, `step ${step} read the thread's earlier messages again`)
+      assert.deepStrictEqual(request, sentAfresh(thread))
+    }
+  })
+
   it.prop(
     "gives what lifting the whole thread gives, whatever the thread was made from",
     [
@@ -91,7 +120,9 @@ describe("flat threads: lifting files out of tool results", () => {
     ],
     ([ops]) => {
       let id = 0
-      const fresh = (files: ReadonlyArray<boolean>) => files.map((file) => toolMessage(id++, file))
+      // a tool message answering no call, or a call whose result never comes, now and then: repairs
+      const fresh = (files: ReadonlyArray<boolean>) =>
+        files.map((file, i) => i === 2 ? (file ? orphan(id++) : callMessage(id++)) : toolMessage(id++, file))
       const threads: Array<ReadonlyArray<Prompt.Message>> = [[
         Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "go" })] })
       ]]
@@ -109,6 +140,8 @@ describe("flat threads: lifting files out of tool results", () => {
         const probe = threads[(from * 7 + keep) % threads.length]!
         assert.deepStrictEqual(ToolFiles.lift(probe), liftedAfresh(probe))
         assert.deepStrictEqual(ToolFiles.lift(next), liftedAfresh(next))
+        assert.deepStrictEqual(sent(probe), sentAfresh(probe))
+        assert.deepStrictEqual(sent(next), sentAfresh(next))
       }
     }
   )
