@@ -3,10 +3,16 @@
  * the model call does to the thread (pairing calls and results, lifting files
  * out of tool results) reads a thread that extends one it saw before only
  * past where that one ended, and gives what reading the whole thread gives.
+ * And the first save of a thread another KeyValueStore checkpointer wrote
+ * (a run on a stored thread in a new process) writes the whole chunks it
+ * loaded as they were stored, turning only the rest into JSON.
  */
 import { Prompt } from "@effect/ai"
+import { KeyValueStore } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { FastCheck } from "effect"
+import { Checkpointer } from "@stepwise-agent/core"
+import { Effect, FastCheck, Option } from "effect"
+import { vi } from "vitest"
 import * as Lineage from "../src/internal/fast/lineage.js"
 import { paired } from "../src/internal/pairing.js"
 import * as ToolFiles from "../src/internal/toolFiles.js"
@@ -144,5 +150,116 @@ describe("flat threads: what a model call does to the thread", () => {
         assert.deepStrictEqual(sent(next), sentAfresh(next))
       }
     }
+  )
+})
+
+/** A memory `KeyValueStore`, and a checkpointer instance on it each time `open` runs (a new process, as far as it knows). */
+const sharedStore = (fails: () => boolean = () => false) =>
+  Effect.map(Effect.provide(KeyValueStore.KeyValueStore, KeyValueStore.layerMemory), (store) => {
+    const failing = KeyValueStore.make({
+      get: store.get,
+      getUint8Array: store.getUint8Array,
+      set: (key, value) => fails() ? Effect.die(`set ${key} failed`) : store.set(key, value),
+      remove: store.remove,
+      clear: store.clear,
+      size: store.size
+    })
+    return {
+      store,
+      open: Checkpointer.makeKeyValueStore().pipe(Effect.provideService(KeyValueStore.KeyValueStore, failing))
+    }
+  })
+
+const storedMessage = (i: number) => ({
+  role: "tool",
+  content: [{
+    type: "tool-result",
+    id: `c${i}`,
+    name: "t",
+    result: `result ${i} ${"x".repeat(200)}`,
+    isFailure: false,
+    providerExecuted: false
+  }]
+})
+
+/** How many times `JSON.stringify` runs during `effect`. */
+const stringifyCalls = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => vi.spyOn(JSON, "stringify")),
+    (spy) => Effect.map(effect, () => spy.mock.calls.length),
+    (spy) => Effect.sync(() => spy.mockRestore())
+  )
+
+describe("flat threads: the first save of a thread another KeyValueStore checkpointer wrote", () => {
+  it.effect("turns only the new messages into JSON (the whole chunks it loaded are copied as stored)", () =>
+    Effect.gen(function*() {
+      const { open } = yield* sharedStore()
+      const messages = Array.from({ length: 2000 }, (_, i) => storedMessage(i))
+      yield* (yield* open).save("t", { version: 1, threadId: "t", messages, slices: {} })
+      // another instance (a new process) loads the thread, adds a step and saves
+      const other = yield* open
+      const loaded = Option.getOrThrow(yield* other.load("t"))
+      const next = { ...loaded, messages: [...loaded.messages, storedMessage(2000), storedMessage(2001)] }
+      const calls = yield* stringifyCalls(other.save("t", next))
+      // 2,002 messages: 31 whole chunks copied, the partial one (18 messages) and the head encoded
+      assert.isBelow(calls, 64 + 10)
+      for (const reader of [other, yield* open]) {
+        assert.deepStrictEqual(Option.getOrThrow(yield* reader.load("t")), next)
+      }
+    }))
+
+  it.effect("a history rewrite copies the whole chunks before the first changed message", () =>
+    Effect.gen(function*() {
+      const { open } = yield* sharedStore()
+      const checkpointer = yield* open
+      const messages = Array.from({ length: 2000 }, (_, i) => storedMessage(i))
+      yield* checkpointer.save("t", { version: 1, threadId: "t", messages, slices: {} })
+      const rewritten = [...messages.slice(0, 1500), storedMessage(-1), ...messages.slice(1501)]
+      const calls = yield* stringifyCalls(
+        checkpointer.save("t", { version: 1, threadId: "t", messages: rewritten, slices: {} })
+      )
+      // chunks 0–22 (messages 0–1471) copied; messages 1472 on encoded
+      assert.isBelow(calls, 2000 - 1472 + 10)
+      assert.deepStrictEqual(Option.getOrThrow(yield* (yield* open).load("t")).messages, rewritten)
+    }))
+
+  it.effect.prop(
+    "a crash at any write of that save leaves the last committed thread, which every instance loads whole",
+    {
+      size: FastCheck.integer({ min: 0, max: 300 }),
+      added: FastCheck.integer({ min: 0, max: 70 }),
+      failAt: FastCheck.nat({ max: 12 }),
+      replaced: FastCheck.option(FastCheck.nat(), { nil: undefined })
+    },
+    ({ added, failAt, replaced, size }) =>
+      Effect.gen(function*() {
+        let sets = 0
+        let failing = false
+        const { open, store } = yield* sharedStore(() => failing && sets++ === failAt)
+        const messages = Array.from({ length: size }, (_, i) => storedMessage(i))
+        const committed: Checkpointer.Checkpoint = { version: 1, threadId: "t", messages, slices: {} }
+        yield* (yield* open).save("t", committed)
+        const other = yield* open
+        const loaded = Option.getOrThrow(yield* other.load("t"))
+        const grown = [...loaded.messages, ...Array.from({ length: added }, (_, i) => storedMessage(size + i))]
+        if (replaced !== undefined && grown.length > 0) grown[replaced % grown.length] = storedMessage(-1)
+        const next: Checkpointer.Checkpoint = { ...loaded, messages: grown }
+        failing = true
+        const saved = yield* Effect.exit(other.save("t", next))
+        failing = false
+        const expected = saved._tag === "Success" ? next : committed
+        for (const reader of [other, yield* open]) {
+          assert.deepStrictEqual(Option.getOrThrow(yield* reader.load("t")).messages, expected.messages)
+        }
+        // every whole chunk the head names holds the JSON of its messages
+        const head = JSON.parse(Option.getOrThrow(yield* store.get("thread:t")))
+        for (let i = 0; i < Math.floor(head.log.messages / 64); i++) {
+          assert.strictEqual(
+            Option.getOrThrow(yield* store.get(`thread:t#log/${head.log.generation}/${i}`)),
+            JSON.stringify(expected.messages.slice(i * 64, (i + 1) * 64))
+          )
+        }
+      }),
+    { fastCheck: { numRuns: 80 } }
   )
 })
