@@ -447,7 +447,7 @@ const sampleGrown = async (
 }
 
 /**
- * The first load of a long thread from a KeyValueStore (in memory): a
+ * The first load of a long thread from a KeyValueStore (in memory), alone and with the first save: a
  * checkpointer instance that has not seen the thread (another instance
  * saved it) loads it and decodes its messages, as the first run on the thread
  * in a new process does.
@@ -462,6 +462,11 @@ export interface FirstLoadResult {
   readonly jsonBytes: number
   /** CPU µs of the load and decode. */
   readonly loadUs: number
+  /**
+   * CPU µs of the load, decode and first save of the thread with one more message (what the first step of a run
+   * on a stored thread adds to the load, in a new process).
+   */
+  readonly loadAndSaveUs: number
 }
 
 /**
@@ -493,13 +498,34 @@ export const measureFirstLoad = async (options: {
       const decoded = yield* AgentState.decodeMessages(loaded.value.messages)
       if (decoded.length !== size) return yield* Effect.dieMessage("the load did not read the whole thread")
     })
-    const [result] = await sampleMany([{ effect: firstLoad, unitsPerRun: 1 }], options.sampling)
+    // the same, then a save of the thread with one more message (always `size` + 1 messages: the message added
+    // by the save before is replaced)
+    const firstSave = Effect.gen(function*() {
+      const reader = yield* Effect.provideService(Checkpointer.makeKeyValueStore(), KeyValueStore.KeyValueStore, store)
+      const loaded = yield* reader.load(threadId)
+      if (loaded._tag === "None") return yield* Effect.dieMessage("the thread is not stored")
+      yield* AgentState.decodeMessages(loaded.value.messages)
+      const next = loaded.value.messages.slice(0, size).concat([{ role: "user", content: "And tomorrow?" }])
+      yield* reader.save(threadId, { ...loaded.value, messages: next })
+    })
+    const [result, withSave] = await sampleMany(
+      [{ effect: firstLoad, unitsPerRun: 1 }, { effect: firstSave, unitsPerRun: 1 }],
+      options.sampling
+    )
     options.log(
       `  first load from a KeyValueStore, ${options.messageSize} messages, ${size}: ${
         (result!.cpuUs / 1000).toFixed(2)
-      } ms CPU (${(jsonBytes / 2 ** 20).toFixed(1)} MiB of JSON)`
+      } ms CPU, with the first save ${(withSave!.cpuUs / 1000).toFixed(2)} ms (${
+        (jsonBytes / 2 ** 20).toFixed(1)
+      } MiB of JSON)`
     )
-    out.push({ messageSize: options.messageSize, messages: size, jsonBytes, loadUs: result!.cpuUs })
+    out.push({
+      messageSize: options.messageSize,
+      messages: size,
+      jsonBytes,
+      loadUs: result!.cpuUs,
+      loadAndSaveUs: withSave!.cpuUs
+    })
   }
   return out
 }

@@ -622,15 +622,17 @@ const flatThreadTables = (results: Results): Array<string> => {
     ),
     "",
     "The first load of a thread from a KeyValueStore (in memory) by a checkpointer that has not seen it (another " +
-    "instance saved it): read the head and the chunks, parse them, decode the messages (CPU). Alone: " +
-    "`npx tsx --conditions=@stepwise-agent/source packages/bench/src/firstLoad.ts`.\n",
+    "instance saved it): read the head and the chunks, parse them, decode the messages; then the same with the " +
+    "first save of the thread with one more message, as the first step of a run on a stored thread in a new " +
+    "process (CPU). Alone: `npx tsx --conditions=@stepwise-agent/source packages/bench/src/firstLoad.ts`.\n",
     table(
-      ["messages", "thread", "JSON", "first load"],
+      ["messages", "thread", "JSON", "first load", "first load and first save"],
       loads.map((r) => [
         r.messageSize,
         `${r.messages.toLocaleString("en")} messages`,
         bytes(r.jsonBytes),
-        us(r.loadUs)
+        us(r.loadUs),
+        us(r.loadAndSaveUs)
       ])
     )
   ]
