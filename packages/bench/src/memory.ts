@@ -490,7 +490,10 @@ export const measureFirstLoad = async (options: {
     const writer = await Effect.runPromise(
       Effect.provideService(Checkpointer.makeKeyValueStore(), KeyValueStore.KeyValueStore, store)
     )
+    // (the saves of the second workload go to a thread of their own)
+    const savedId = `${threadId}-saved`
     await Effect.runPromise(writer.save(threadId, { version: 1, threadId, messages, slices: {} }))
+    await Effect.runPromise(writer.save(savedId, { version: 1, threadId: savedId, messages, slices: {} }))
     const firstLoad = Effect.gen(function*() {
       const reader = yield* Effect.provideService(Checkpointer.makeKeyValueStore(), KeyValueStore.KeyValueStore, store)
       const loaded = yield* reader.load(threadId)
@@ -502,11 +505,11 @@ export const measureFirstLoad = async (options: {
     // by the save before is replaced)
     const firstSave = Effect.gen(function*() {
       const reader = yield* Effect.provideService(Checkpointer.makeKeyValueStore(), KeyValueStore.KeyValueStore, store)
-      const loaded = yield* reader.load(threadId)
+      const loaded = yield* reader.load(savedId)
       if (loaded._tag === "None") return yield* Effect.dieMessage("the thread is not stored")
       yield* AgentState.decodeMessages(loaded.value.messages)
       const next = loaded.value.messages.slice(0, size).concat([{ role: "user", content: "And tomorrow?" }])
-      yield* reader.save(threadId, { ...loaded.value, messages: next })
+      yield* reader.save(savedId, { ...loaded.value, messages: next })
     })
     const [result, withSave] = await sampleMany(
       [{ effect: firstLoad, unitsPerRun: 1 }, { effect: firstSave, unitsPerRun: 1 }],
