@@ -530,18 +530,31 @@ export const makeKeyValueStore = (
         const texts = reused ? known.texts.slice(0, kept) : []
         // when the tail keeps all it held, its joined text is extended (`+` makes no copy of what it held)
         let joined = reused && kept === known.texts.length ? known.joined : undefined
-        // the messages `offset` on (each message is encoded once: these are the objects a whole array holds)
-        const objects = messages.from(offset)
-        for (let i = reused ? kept : 0; i < objects.length; i++) {
+        // the messages to turn into JSON (the objects a whole array holds), message `at` on
+        const at = reused ? from : offset
+        const objects = messages.from(at)
+        for (let i = 0; i < objects.length; i++) {
           // (an array's JSON writes `null` for what has no JSON text of its own, such as `undefined`)
           const text = JSON.stringify(objects[i]) ?? "null"
           if (joined !== undefined) joined = texts.length === 0 ? text : `${joined},${text}`
           texts.push(text)
         }
         for (let i = first; i < full; i++) {
-          const at = (i - first) * chunkSize
-          yield* store.set(chunk(threadId, generation, String(i)), `[${texts.slice(at, at + chunkSize).join(",")}]`)
-          rememberChunk(threadId, generation, i, objects.slice(at, at + chunkSize))
+          const textAt = (i - first) * chunkSize
+          yield* store.set(
+            chunk(threadId, generation, String(i)),
+            `[${texts.slice(textAt, textAt + chunkSize).join(",")}]`
+          )
+          // (the first chunk of an append starts with committed messages, which `objects` does not hold)
+          const chunkAt = i * chunkSize
+          rememberChunk(
+            threadId,
+            generation,
+            i,
+            chunkAt >= at
+              ? objects.slice(chunkAt - at, chunkAt - at + chunkSize)
+              : messages.from(chunkAt).slice(0, chunkSize)
+          )
         }
         const start = full * chunkSize
         const tailTexts = start === offset ? texts : texts.slice(start - offset)
