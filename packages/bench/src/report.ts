@@ -15,7 +15,7 @@ import type { Mode } from "./fakes.js"
 import type { Config } from "./fixtures.js"
 import type { LangChainConfig } from "./langchain.js"
 import { linearFit, type Sample, type SampleOptions } from "./measure.js"
-import type { MemoryResult, StepResult } from "./memory.js"
+import type { FirstLoadResult, MemoryResult, StepResult } from "./memory.js"
 import type { MicroResult } from "./micro.js"
 import * as Peers from "./peers.js"
 import * as PiiBench from "./pii.js"
@@ -116,6 +116,10 @@ export interface Results {
   readonly ablation: ReadonlyArray<AblationResult>
   readonly memory: MemoryResult
   readonly steps: ReadonlyArray<StepResult>
+  /** One more step at 10 and 10,000 messages per message size and start, memory and KeyValueStore (absent in older results). */
+  readonly flatSteps?: ReadonlyArray<StepResult> | undefined
+  /** The first load of a long thread from a KeyValueStore (absent in older results). */
+  readonly firstLoad?: ReadonlyArray<FirstLoadResult> | undefined
   readonly profiles: ReadonlyArray<ProfileResult>
   /** Context editing, summarization and token counting (see `context.ts`); absent with `--no-context`. */
   readonly context?: Context.ContextResult | undefined
@@ -587,8 +591,54 @@ const memorySection = (results: Results): string => {
         "largest ÷ smallest"
       ],
       results.steps.map((r) => [r.backend, ...r.sizes.map((s) => us(s.saveUs)), `${r.saveRatio.toFixed(2)}×`])
-    )
+    ),
+    ...flatThreadTables(results)
   ].join("\n")
+}
+
+/** The flat-thread rows: one more step per message size and start, and the first load from a KeyValueStore. */
+const flatThreadTables = (results: Results): Array<string> => {
+  const flat = results.flatSteps ?? []
+  const loads = results.firstLoad ?? []
+  if (flat.length === 0 && loads.length === 0) return []
+  return [
+    "",
+    "Flat threads: the same step with `tiny` messages (~150 bytes of JSON) and `realistic` ones (~2 KiB), each " +
+    "run starting on a `stored` thread (saved afresh before each run) or continuing the thread the last run " +
+    "`grown` (runs timed one by one, round-robin; the thread reset, untimed, once it has grown by 200 messages). " +
+    "Alone: `stepsOnly.ts --backend=… --size=tiny --size=realistic --start=stored --start=grown`.\n",
+    table(
+      [
+        "checkpointer",
+        "messages",
+        "start",
+        ...(flat[0]?.sizes ?? []).map((s) => `${s.messages.toLocaleString("en")} messages: CPU (wall)`),
+        "largest ÷ smallest (CPU)"
+      ],
+      flat.map((r) => [
+        r.backend,
+        r.messageSize,
+        r.start,
+        ...r.sizes.map((s) => `${us(s.stepUs)} (${us(s.stepWallUs)})`),
+        `${r.ratio.toFixed(2)}×`
+      ])
+    ),
+    "",
+    "The first load of a thread from a KeyValueStore (in memory) by a checkpointer that has not seen it (another " +
+    "instance saved it): read the head and the chunks, parse them, decode the messages; then the same with the " +
+    "first save of the thread with one more message, as the first step of a run on a stored thread in a new " +
+    "process (CPU). Alone: `npx tsx --conditions=@stepwise-agent/source packages/bench/src/firstLoad.ts`.\n",
+    table(
+      ["messages", "thread", "JSON", "first load", "first load and first save"],
+      loads.map((r) => [
+        r.messageSize,
+        `${r.messages.toLocaleString("en")} messages`,
+        bytes(r.jsonBytes),
+        us(r.loadUs),
+        us(r.loadAndSaveUs)
+      ])
+    )
+  ]
 }
 
 const profileSection = (results: Results): string => {

@@ -354,6 +354,34 @@ const main = async () => {
     sampling: stepSampling,
     log
   })
+  // flat threads: every combination of message size and start on the memory and KeyValueStore checkpointers
+  const flatSteps: Array<Memory.StepResult> = []
+  for (const messageSize of ["tiny", "realistic"] as const) {
+    for (const start of ["stored", "grown"] as const) {
+      flatSteps.push(
+        ...(await Memory.measureSteps({
+          backends: ["memory", "KeyValueStore (memory)"],
+          sizes: quick ? [10, 1000] : [10, 10000],
+          steps: quick ? 20 : 100,
+          sampling: stepSampling,
+          log,
+          messageSize,
+          start
+        }))
+      )
+    }
+  }
+  const firstLoad: Array<Memory.FirstLoadResult> = []
+  for (const messageSize of ["tiny", "realistic"] as const) {
+    firstLoad.push(
+      ...(await Memory.measureFirstLoad({
+        sizes: quick ? [10, 1000] : [10, 10000],
+        messageSize,
+        sampling: stepSampling,
+        log
+      }))
+    )
+  }
   const context = args.has("--no-context") ? undefined : await (async () => {
     section("5. context editing, summarization and token counting")
     return Context.measure({ quick, log })
@@ -415,6 +443,8 @@ const main = async () => {
     ablation,
     memory,
     steps,
+    flatSteps,
+    firstLoad,
     profiles,
     context,
     durable,

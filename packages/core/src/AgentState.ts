@@ -13,6 +13,7 @@ import * as Schema from "effect/Schema"
 import type * as Types from "effect/Types"
 import { AgentConfigError } from "./AgentError.js"
 import * as Lineage from "./internal/fast/lineage.js"
+import * as MessageDecode from "./internal/fast/messageDecode.js"
 import * as Pairing from "./internal/pairing.js"
 import type * as Middleware from "./Middleware.js"
 
@@ -342,11 +343,15 @@ export const decodeMessages = (
         out[i] = known
         continue
       }
-      const decoded = decodeMessage(raw)
-      if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
-      out[i] = decoded.right
-      encodedMessages.set(decoded.right, raw as Prompt.MessageEncoded)
-      if (typeof raw === "object" && raw !== null) decodedMessages.set(raw, decoded.right)
+      let message = MessageDecode.decodeMessage(raw)
+      if (message === undefined) {
+        const decoded = decodeMessage(raw)
+        if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+        message = decoded.right
+      }
+      out[i] = message
+      encodedMessages.set(message, raw as Prompt.MessageEncoded)
+      if (typeof raw === "object" && raw !== null) decodedMessages.set(raw, message)
     }
     return Effect.succeed(out)
   })
