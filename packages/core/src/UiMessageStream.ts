@@ -746,8 +746,9 @@ export const toUiMessages = (
         const text = message.content.flatMap((part) => part.type === "text" ? [part.text] : []).join("")
         if (text !== "") parts.push({ type: "text", text, state: "done" })
         for (const part of message.content) {
-          if (part.type === "reasoning" && part.text !== "") parts.push({ type: "reasoning", text: part.text, state: "done" })
-          else if (part.type === "file") parts.push(filePart(part))
+          if (part.type === "reasoning" && part.text !== "") {
+            parts.push({ type: "reasoning", text: part.text, state: "done" })
+          } else if (part.type === "file") parts.push(filePart(part))
           else if (part.type === "tool-call" && !step.has(part.id)) {
             setTool(parts, {
               type: `tool-${part.name}`,

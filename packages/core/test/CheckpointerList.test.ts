@@ -58,8 +58,11 @@ const checkListing = (checkpointer: Checkpointer.Service, { deleted, limit, save
   })
 
 describe("Checkpointer.list", () => {
-  it.effect.prop("the memory checkpointer lists every stored thread once, in order, a page at a time", Case, (input) =>
-    Effect.flatMap(Checkpointer.makeMemory, (checkpointer) => checkListing(checkpointer, input)))
+  it.effect.prop(
+    "the memory checkpointer lists every stored thread once, in order, a page at a time",
+    Case,
+    (input) => Effect.flatMap(Checkpointer.makeMemory, (checkpointer) => checkListing(checkpointer, input))
+  )
 
   it.effect.prop(
     "the file-system checkpointer lists every stored thread once, in order, a page at a time (no log or temporary file is a thread)",
@@ -115,7 +118,10 @@ describe("Checkpointer.list", () => {
         save: (threadId: string, value: Checkpointer.Checkpoint) => Effect.sync(() => void store.set(threadId, value)),
         delete: (threadId: string) => Effect.sync(() => void store.delete(threadId))
       }
-      const listing = Checkpointer.make({ ...options, list: (page) => Effect.sync(() => Checkpointer.pageOf(store.keys(), page)) })
+      const listing = Checkpointer.make({
+        ...options,
+        list: (page) => Effect.sync(() => Checkpointer.pageOf(store.keys(), page))
+      })
       yield* listing.save("b", checkpoint("b"))
       yield* listing.append("a", Checkpointer.deferred(checkpoint("a")))
       assert.deepStrictEqual(yield* listing.list!({ limit: 1 }), { threadIds: ["a"], next: "a" })
@@ -127,6 +133,9 @@ describe("Checkpointer.list", () => {
     const ids = Array.from({ length: 150 }, (_, i) => `t${String(i).padStart(3, "0")}`)
     assert.strictEqual(Checkpointer.pageOf(ids, { limit: Number.NaN }).threadIds.length, 100)
     assert.strictEqual(Checkpointer.pageOf(ids, { limit: 0 }).threadIds.length, 1)
-    assert.deepStrictEqual(Checkpointer.pageOf(ids, { cursor: "t148", limit: 10 }), { threadIds: ["t149"], next: undefined })
+    assert.deepStrictEqual(Checkpointer.pageOf(ids, { cursor: "t148", limit: 10 }), {
+      threadIds: ["t149"],
+      next: undefined
+    })
   })
 })

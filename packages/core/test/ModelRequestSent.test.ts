@@ -22,7 +22,10 @@ const noting = Middleware.make({
   wrapModelCall: (request, next) =>
     next({
       ...request,
-      messages: [...request.messages, Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "(note)" })] })]
+      messages: [
+        ...request.messages,
+        Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "(note)" })] })
+      ]
     })
 })
 
@@ -40,7 +43,9 @@ describe("ModelRequestSent", () => {
       assert.strictEqual(sent[0]!.prompt.content.at(-1)!.role, "user")
       assert.deepStrictEqual(sent.map((event) => event.toolNames), [["add"], ["add"]])
       // the state the call saw: the thread's messages (without the note) and the slices then
-      const states = sent.map((event) => event.state as { readonly messages: ReadonlyArray<Prompt.Message>; readonly calls: number })
+      const states = sent.map((event) =>
+        event.state as { readonly messages: ReadonlyArray<Prompt.Message>; readonly calls: number }
+      )
       assert.deepStrictEqual(states.map((state) => state.calls), [1, 2])
       assert.deepStrictEqual(states.map((state) => state.messages.length), [1, 3])
       // reported after the step starts, before the reply

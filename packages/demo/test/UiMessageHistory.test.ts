@@ -40,7 +40,8 @@ const makeAgent = (script: ReadonlyArray<ScriptedModel.Turn>) =>
     return yield* Agent.make({ toolkit: Tools, middleware: [hitl] }).pipe(
       Effect.provide(Tools.toLayer({
         delete_file: ({ path }) => Effect.succeed(`deleted ${path}`),
-        read_file: ({ path }) => path.startsWith("x") ? Effect.fail(`no file ${path}`) : Effect.succeed(`contents of ${path}`)
+        read_file: ({ path }) =>
+          path.startsWith("x") ? Effect.fail(`no file ${path}`) : Effect.succeed(`contents of ${path}`)
       })),
       Effect.provide(Layer.succeed(LanguageModel.LanguageModel, model))
     )
@@ -202,7 +203,12 @@ describe("UiMessageStream.messagesHttpApp", () => {
 
   const setup = Effect.gen(function*() {
     const agent = yield* makeAgent([
-      [{ type: "text", text: "Deleting." }, { type: "tool-call", id: "c1", name: "delete_file", params: { path: "/a" } }, finish("tool-calls")]
+      [{ type: "text", text: "Deleting." }, {
+        type: "tool-call",
+        id: "c1",
+        name: "delete_file",
+        params: { path: "/a" }
+      }, finish("tool-calls")]
     ])
     yield* agent.run("delete /a", { threadId: "ann/1" })
     const options = { authorize, approvals: HumanInTheLoop.uiApprovals }
