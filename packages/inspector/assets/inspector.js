@@ -1059,10 +1059,15 @@ async function loadEarlier() {
 
 /** The request the model got at this step and the state the call saw: fetched when opened, while kept. */
 function renderRequest(group, item) {
+  const redraw = () => {
+    touch(group)
+    const run = model.runs.get(item.runId)
+    if (run !== undefined) run.version++
+    schedule()
+  }
   const load = async () => {
     item.request = { loading: true }
-    touch(group)
-    schedule()
+    redraw()
     try {
       const response = await api(`/api/runs/${encodeURIComponent(item.runId)}/steps/${item.step}/request`)
       const body = await response.json()
@@ -1070,8 +1075,7 @@ function renderRequest(group, item) {
     } catch (error) {
       item.request = { error: String(error) }
     }
-    touch(group)
-    schedule()
+    redraw()
   }
   const shown = item.request
   const body = shown?.body
