@@ -611,16 +611,19 @@ export type UiMessagePart =
  * @since 0.1.0
  * @category models
  */
-export interface UiToolPart {
-  readonly type: `tool-${string}`
-  readonly toolCallId: string
-  readonly state: "input-available" | "approval-requested" | "output-available" | "output-error"
-  readonly input: unknown
-  readonly output?: unknown
-  readonly errorText?: string
-  readonly providerExecuted?: boolean
-  readonly approval?: { readonly id: string; readonly descriptor?: string }
-}
+export type UiToolPart =
+  & {
+    readonly type: `tool-${string}`
+    readonly toolCallId: string
+    readonly input: unknown
+    readonly providerExecuted?: boolean
+  }
+  & (
+    | { readonly state: "input-available" }
+    | { readonly state: "approval-requested"; readonly approval: { readonly id: string; readonly descriptor?: string } }
+    | { readonly state: "output-available"; readonly output: unknown }
+    | { readonly state: "output-error"; readonly errorText: string }
+  )
 
 /**
  * One message of a chat as the `ai` package's `UIMessage` (what `useChat`
@@ -633,7 +636,8 @@ export interface UiToolPart {
 export interface UiMessage {
   readonly id: string
   readonly role: "user" | "assistant"
-  readonly parts: ReadonlyArray<UiMessagePart>
+  /** (A mutable array, as `useChat` takes its messages.) */
+  readonly parts: Array<UiMessagePart>
 }
 
 /**
@@ -776,12 +780,12 @@ export const toUiMessages = (
     if (Option.isNone(requests)) parts.push({ type: "data-interrupt", data: interrupt })
     else {
       for (const request of requests.value) {
+        const call = step.get(request.toolCallId)
         setTool(parts, {
-          ...(step.get(request.toolCallId) ?? {
-            type: `tool-${request.toolName}`,
-            toolCallId: request.toolCallId,
-            input: request.input
-          }),
+          type: call?.type ?? `tool-${request.toolName}`,
+          toolCallId: request.toolCallId,
+          input: call === undefined ? request.input : call.input,
+          ...(call?.providerExecuted === true ? { providerExecuted: true } : {}),
           state: "approval-requested",
           approval: {
             id: request.approvalId,

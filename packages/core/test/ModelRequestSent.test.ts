@@ -4,7 +4,7 @@
  */
 import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
+import { Agent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Layer, Schema, Stream } from "effect"
 import { Calculator, CalculatorLive } from "./utils.js"
@@ -34,7 +34,7 @@ describe("ModelRequestSent", () => {
     Effect.gen(function*() {
       const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [noting] })
       const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("1 + 2?", { threadId: "t" })))
-      const sent = events.filter(AgentEvent.$is("ModelRequestSent"))
+      const sent = events.flatMap((event) => event._tag === "ModelRequestSent" ? [event] : [])
       const requests = yield* ScriptedModel.requests
       assert.deepStrictEqual(sent.map((event) => event.step), [0, 1])
       // what the model got, exactly
