@@ -1057,7 +1057,10 @@ async function loadEarlier() {
 
 // -- a model call's request, and the state then ------------------------------------
 
-/** The request the model got at this step and the state the call saw: fetched when opened, while kept. */
+/**
+ * The request the model got at this step and the state the call saw: fetched when opened, while kept.
+ * (Seam for fork: "fork from this step with an edit" belongs next to the state then, once `agent.fork` exists.)
+ */
 function renderRequest(group, item) {
   const redraw = () => {
     touch(group)
