@@ -148,6 +148,16 @@ describe("Inspector history", () => {
       assert.strictEqual((yield* get(`${base}/api/runs/${runId}/steps/1/request?token=${token}`)).status, 200)
     }))
 
+  it.scopedLive("fails with InspectorError when maxRequests is not a whole number of at least 0", () =>
+    Effect.gen(function*() {
+      const { agent } = yield* storedBefore
+      for (const maxRequests of [-1, 1.5, Number.NaN]) {
+        const error = yield* Effect.flip(Inspector.make(agent, { maxRequests }))
+        assert.strictEqual(error._tag, "InspectorError")
+        assert.include(error.message, "maxRequests must be a whole number of at least 0")
+      }
+    }))
+
   it.scopedLive("starts a run on a new thread from the page; a foreign origin or no token starts nothing", () =>
     Effect.gen(function*() {
       const { agent, base, inspector, token } = yield* setup([ScriptedModel.text("Hello from a new thread.")])
