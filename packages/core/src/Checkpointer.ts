@@ -116,6 +116,63 @@ export interface Service {
   readonly append?:
     | ((threadId: string, checkpoint: DeferredCheckpoint) => Effect.Effect<void, CheckpointError>)
     | undefined
+  /**
+   * The ids of the stored threads, a page at a time, in the order of their
+   * ids (optional: a store that cannot list leaves it out). Reads no thread.
+   */
+  readonly list?: ((options?: ListOptions | undefined) => Effect.Effect<ThreadPage, CheckpointError>) | undefined
+}
+
+/**
+ * Which page of stored threads {@link Service.list} gives.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ListOptions {
+  /** The `next` of the previous page; the first page without it. */
+  readonly cursor?: string | undefined
+  /** The most thread ids the page holds (default 100; at least 1). */
+  readonly limit?: number | undefined
+}
+
+/**
+ * A page of stored thread ids, from {@link Service.list}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ThreadPage {
+  readonly threadIds: ReadonlyArray<string>
+  /** The cursor of the next page; `undefined` on the last one. */
+  readonly next: string | undefined
+}
+
+/**
+ * A page of `threadIds` (all the store has, in any order): those after the
+ * cursor, in the order of their ids. What a store that can enumerate its
+ * thread ids, but not page through them itself, gives as its `list`.
+ *
+ * @example
+ * ```ts
+ * import { Checkpointer } from "@stepwise-agent/core"
+ *
+ * const page = Checkpointer.pageOf(["b", "a", "c"], { limit: 2 })
+ * // { threadIds: ["a", "b"], next: "b" }
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const pageOf = (threadIds: Iterable<string>, options?: ListOptions | undefined): ThreadPage => {
+  const given = options?.limit ?? 100
+  // a limit that is no count gives the default page
+  const limit = Number.isFinite(given) ? Math.max(1, Math.floor(given)) : 100
+  const cursor = options?.cursor
+  const after = cursor === undefined ? [...threadIds] : [...threadIds].filter((id) => id > cursor)
+  const sorted = after.sort((a, b) => a < b ? -1 : a > b ? 1 : 0)
+  const page = sorted.slice(0, limit)
+  return { threadIds: page, next: sorted.length > page.length ? page.at(-1) : undefined }
 }
 
 /**
@@ -229,9 +286,11 @@ export type MakeOptions =
 export const make = (
   options: MakeOptions
 ): Service & { readonly append: NonNullable<Service["append"]> } => {
-  const { append, save } = options
+  const { append, list, save } = options
+  const listing = list === undefined ? {} : { list }
   if (append !== undefined) {
     return {
+      ...listing,
       load: options.load,
       delete: options.delete,
       append,
@@ -248,6 +307,7 @@ export const make = (
       })
     ))
   return {
+    ...listing,
     load: options.load,
     delete: options.delete,
     save: whole,
@@ -287,7 +347,8 @@ export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
         return Option.some(checkpoint)
       }),
     append: (threadId, checkpoint) => Effect.sync(() => void store.set(threadId, checkpoint)),
-    delete: (threadId) => Effect.sync(() => void store.delete(threadId))
+    delete: (threadId) => Effect.sync(() => void store.delete(threadId)),
+    list: (options) => Effect.sync(() => pageOf(store.keys(), options))
   })
 })
 
@@ -774,12 +835,35 @@ export const makeFileSystem = (
           )
         })
     }
-    return make(ThreadLog.make({
-      backend,
-      decode: decodeStored,
-      encode: encodeHead,
-      cachedThreads: options?.cachedThreads ?? defaultCachedThreads
-    }))
+    // a thread is its head, `<thread>.json` (a log or a temporary file ends otherwise)
+    const list: NonNullable<Service["list"]> = (listOptions) =>
+      fs.readDirectory(directory).pipe(
+        Effect.map((files) =>
+          pageOf(
+            files.flatMap((file) => {
+              if (!file.endsWith(".json")) return []
+              try {
+                return [decodeURIComponent(file.slice(0, -".json".length))]
+              } catch {
+                return [] // not a name this checkpointer wrote
+              }
+            }),
+            listOptions
+          )
+        ),
+        Effect.mapError((cause) =>
+          new CheckpointError({ threadId: "", operation: "list", description: `cannot read ${directory}`, cause })
+        )
+      )
+    return make({
+      ...ThreadLog.make({
+        backend,
+        decode: decodeStored,
+        encode: encodeHead,
+        cachedThreads: options?.cachedThreads ?? defaultCachedThreads
+      }),
+      list
+    })
   })
 
 /**

@@ -243,6 +243,13 @@ export const make = (config: Compiled) => {
         }
       )
       : Effect.suspend(() => {
+        emit(AgentEvent.ModelRequestSent({
+          step: request.step,
+          prompt,
+          toolNames: offeredTools,
+          toolChoice: request.toolChoice,
+          state: request.state
+        }))
         const collected: Array<Response.AnyPart> = []
         let parts = model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>
         // a `wrapModelStream` hook sees failures with their credentials scrubbed; without one, the
