@@ -320,7 +320,9 @@ describe("incremental context policies", () => {
       Effect.gen(function*() {
         const counter = yield* TokenCounter.makeApproximate()
         const make = () =>
-          Middleware.build(Summarization.middleware({ trigger: { tokens }, keep: { messages: 1 } })) as Effect.Effect<
+          Middleware.build(
+            Summarization.middleware({ trigger: { tokens }, keep: { messages: 1 } })
+          ) as unknown as Effect.Effect<
             Middleware.Any
           >
         const summarization = yield* make()
