@@ -34,6 +34,7 @@ import { unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
 import { entriesOf, type ToolEntry, withTimeout } from "./internal/tools.js"
 import * as Middleware from "./Middleware.js"
+import type * as RunRecord from "./RunRecord.js"
 import type * as Wait from "./Wait.js"
 
 // -----------------------------------------------------------------------------
@@ -258,6 +259,23 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * first.
    */
   validateResume(threadId: string, value: Wait.DecisionOf<W>): Effect.Effect<Checkpointer.PendingInterrupt, RunError<E>>
+  /**
+   * Runs the agent again on a recorded run (`RunRecord.record`, or read with
+   * `RunRecord.fromJsonl`) without calling the model or any tool: the
+   * recorded replies and tool results are served in order, every hook runs
+   * again, nothing is stored. Each model request is compared with the one
+   * recorded; the first difference (the input, the system prompt, a
+   * message, a tool offered, the tool choice, or a step taken or left that
+   * the record does not have) fails with `ReplayDiverged`, naming the step
+   * and the field. A record of another format version fails with
+   * `RunRecordError` (`UnsupportedVersion`). Gives the replayed result.
+   */
+  readonly replay: (
+    record: RunRecord.RunRecord
+  ) => Effect.Effect<
+    AgentResult.AgentResult<S, O, W>,
+    RunError<E> | RunRecord.ReplayDiverged | RunRecord.RunRecordError
+  >
   /**
    * Sends `message` to the thread `threadId`, whether a run of it is going
    * or not. While a run is going, `{ mode: "steer" }` (the default) adds

@@ -51,6 +51,11 @@ export * as RunJournal from "./RunJournal.js"
 /**
  * @since 0.1.0
  */
+export * as RunRecord from "./RunRecord.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Secrets from "./Secrets.js"
 
 /**

@@ -13,10 +13,12 @@ import type * as AgentEvent from "../AgentEvent.js"
 import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import * as RunJournal from "../RunJournal.js"
+import type * as RunRecord from "../RunRecord.js"
 import * as Checkpoint from "./checkpoint.js"
 import { compile, type LoopConfig } from "./config.js"
 import { unwrapScoped } from "./drain.js"
 import * as Driver from "./driver.js"
+import * as Replay from "./replay.js"
 import { checkThreadId, isThreadId } from "./input.js"
 import { interruptKey } from "./machine.js"
 import type { Emit } from "./observer.js"
@@ -66,6 +68,9 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
         ),
       validateResume: Effect.fn("Agent.validateResume")((threadId: string, value: unknown) =>
         threads.validateResume(threadId, value)
+      ),
+      replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) =>
+        Replay.replay(record, (input, threadId) => threads.start(input, { threadId }, undefined))
       ),
       send: threads.send,
       watch: threads.watch,

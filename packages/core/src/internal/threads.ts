@@ -30,7 +30,7 @@ import type { Phase } from "./machine.js"
 import * as Observer from "./observer.js"
 import type { Emit } from "./observer.js"
 import * as Receive from "./receive.js"
-import type { RunContext } from "./runContext.js"
+import { type RunContext, witnessInput } from "./runContext.js"
 import * as RunState from "./runState.js"
 import { StepKeys } from "./stepKeys.js"
 import * as ThreadLocks from "./threadLocks.js"
@@ -280,7 +280,7 @@ export const make = (
         const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
         return yield* Observer.observed(
           run,
-          Effect.flatMap(transformInput(run, input), (transformed) =>
+          Effect.flatMap(witnessInput(run, transformInput(run, input)), (transformed) =>
             Effect.zipRight(
               received === undefined ?
                 Effect.void :

@@ -1,0 +1,198 @@
+/**
+ * `Agent.replay`: a run of the agent on a `RunRecord` through a replaying
+ * journal. The loop and every hook run again; the journal serves the
+ * recorded load, inbox looks and tool results (no tool runs, no checkpoint
+ * is written), and its witness answers each model call with the recorded
+ * reply after comparing the request with the one recorded. The first
+ * difference ends the replay as `ReplayDiverged`, whatever a middleware
+ * does with the failure.
+ */
+import * as Prompt from "@effect/ai/Prompt"
+import * as Response from "@effect/ai/Response"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import type * as AgentResult from "../AgentResult.js"
+import * as RunJournal from "../RunJournal.js"
+import * as RunRecord from "../RunRecord.js"
+import { kept, same } from "./plainJson.js"
+
+type Field = RunRecord.ReplayDiverged["field"]
+
+/** The first element of two arrays that differs, with its index; `undefined` when they are the same. */
+const firstDifference = (
+  recorded: ReadonlyArray<unknown>,
+  actual: ReadonlyArray<unknown>
+): { readonly index: number; readonly recorded: unknown; readonly actual: unknown } | undefined => {
+  const length = Math.max(recorded.length, actual.length)
+  for (let index = 0; index < length; index++) {
+    if (!same(recorded[index], actual[index])) return { index, recorded: recorded[index], actual: actual[index] }
+  }
+  return undefined
+}
+
+const encodeSent = Schema.encodeSync(RunJournal.SentRequest)
+const encodeMessages = Schema.encodeSync(Schema.Array(Prompt.Message))
+const decodeMessage = Schema.decodeUnknown(Prompt.AssistantMessage)
+const decodeUsage = Schema.decodeUnknown(Response.Usage)
+const decodeFinish = Schema.decodeUnknown(Response.FinishReason)
+
+/** Replays `record` with `start`, which runs the agent on an input and thread with the journal of the context. */
+export const replay = (
+  record: RunRecord.RunRecord,
+  start: (input: Prompt.RawInput, threadId: string) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
+): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> =>
+  Effect.suspend(() => {
+    if ((record.header.version as number) !== RunRecord.version) {
+      return Effect.fail(
+        new RunRecord.RunRecordError({
+          reason: "UnsupportedVersion",
+          line: 1,
+          detail: `the record is of version ${
+            JSON.stringify(record.header.version)
+          }; this build reads version ${RunRecord.version}`
+        })
+      )
+    }
+    // the recorded steps by name, with their line (the header is line 1) and whether the replay took them
+    const steps = new Map<string, { readonly step: RunRecord.Step; readonly line: number; taken: boolean }>()
+    const modelSteps = new Map<number, RunRecord.Step>()
+    // the model step each recorded step came after (a tool call belongs to the reply before it)
+    const stepOf = new Map<string, number>()
+    let lastModel = 0
+    record.entries.forEach((entry, i) => {
+      if (entry._tag !== "Step") return
+      steps.set(entry.name, { step: entry, line: i + 2, taken: false })
+      if (entry.kind === "Model") {
+        lastModel = Number(entry.name.slice("model/".length))
+        modelSteps.set(lastModel, entry)
+      }
+      stepOf.set(entry.name, lastModel)
+    })
+    let diverged: RunRecord.ReplayDiverged | undefined
+    let currentStep = 0
+    const diverge = (step: number, field: Field, recorded: unknown, actual: unknown, index?: number) => {
+      diverged ??= new RunRecord.ReplayDiverged({
+        step,
+        field,
+        recorded,
+        actual,
+        ...(index === undefined ? {} : { index })
+      })
+      return Effect.fail(diverged) as Effect.Effect<never, any>
+    }
+    const unreadable = (line: number, error: ParseResult.ParseError) =>
+      Effect.fail(
+        new RunRecord.RunRecordError({
+          reason: "Malformed",
+          line,
+          detail: `the recorded result does not decode: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+        })
+      ) as Effect.Effect<never, any>
+
+    /** The recorded result of `key`, decoded with its schema. */
+    const served = <A>(key: RunJournal.StepKey<A>, at: { readonly step: RunRecord.Step; readonly line: number }) =>
+      Effect.catchTag(
+        Schema.decodeUnknown(key.schema)(at.step.result),
+        "ParseError",
+        (error) => unreadable(at.line, error)
+      ) as Effect.Effect<A, any>
+
+    const journal = RunJournal.RunJournal.of({
+      durable: false,
+      await: () => Effect.succeedNone,
+      step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+        const name = RunJournal.stepName(key)
+        const at = steps.get(name)
+        if (at !== undefined) at.taken = true
+        switch (key._tag) {
+          case "Load":
+            return at === undefined ? Effect.succeed(key.result.to(Option.none())) : served(key, at)
+          case "Checkpoint":
+            return Effect.succeed(key.result.to(undefined))
+          case "Inbox":
+            return at === undefined ? Effect.succeed(key.result.to([])) : served(key, at)
+          case "Model": {
+            currentStep = key.step
+            return at === undefined ? diverge(key.step, "steps", undefined, name) : effect
+          }
+          default:
+            return at === undefined ? diverge(currentStep, "steps", undefined, name) : served(key, at)
+        }
+      },
+      witness: {
+        input: (messages) => {
+          const actual = kept(encodeMessages(messages)) as ReadonlyArray<unknown>
+          const difference = firstDifference(record.header.input, actual)
+          return difference === undefined
+            ? Effect.void
+            : diverge(0, "input", difference.recorded, difference.actual, difference.index)
+        },
+        model: (request, _call) =>
+          Effect.suspend(() => {
+            const recorded = modelSteps.get(request.step)
+            if (recorded === undefined) return diverge(request.step, "steps", undefined, `model/${request.step}`)
+            if (recorded.sent !== undefined) {
+              const actual = kept(encodeSent(request)) as typeof recorded.sent
+              for (const field of ["systemPrompt", "toolChoice"] as const) {
+                if (!same(recorded.sent[field], actual[field])) {
+                  return diverge(request.step, field, recorded.sent[field], actual[field])
+                }
+              }
+              for (const field of ["tools", "messages"] as const) {
+                const difference = firstDifference(recorded.sent[field], actual[field])
+                if (difference !== undefined) {
+                  return diverge(request.step, field, difference.recorded, difference.actual, difference.index)
+                }
+              }
+            }
+            // the reply the model gave then, or (when a hook answered then) the call as stored
+            const reply: any = recorded.reply ?? recorded.result
+            const line = steps.get(recorded.name)!.line
+            return Effect.all({
+              message: decodeMessage(reply.message),
+              usage: decodeUsage(reply.usage),
+              finishReason: decodeFinish(reply.finishReason)
+            }).pipe(
+              Effect.catchTag("ParseError", (error) => unreadable(line, error)),
+              Effect.map(({ finishReason, message, usage }): RunJournal.ModelReply => ({
+                message,
+                usage,
+                finishReason,
+                toolCalls: message.content.filter((part): part is Prompt.ToolCallPart =>
+                  part.type === "tool-call" && !part.providerExecuted
+                ),
+                offeredTools: request.tools.map((tool) => tool.name)
+              }))
+            )
+          })
+      }
+    })
+
+    const input = Effect.catchTag(
+      Schema.decodeUnknown(Schema.Array(Prompt.Message))(record.header.input),
+      "ParseError",
+      (error) => unreadable(1, error)
+    )
+    return Effect.flatMap(
+      Effect.exit(
+        Effect.provideService(
+          Effect.flatMap(input, (messages) => start(Prompt.fromMessages(messages), record.header.threadId)),
+          RunJournal.RunJournal,
+          journal
+        )
+      ),
+      (exit) => {
+        if (diverged !== undefined) return Effect.fail(diverged)
+        if (Exit.isFailure(exit)) return exit
+        for (const [name, at] of steps) {
+          if (!at.taken && (at.step.kind === "Model" || at.step.kind === "Tool" || at.step.kind === "Nested")) {
+            return diverge(stepOf.get(name)!, "steps", name, undefined)
+          }
+        }
+        return exit
+      }
+    )
+  })
