@@ -36,7 +36,7 @@ import * as Stream from "effect/Stream"
 import type * as Agent from "./Agent.js"
 import * as AgentResult from "./AgentResult.js"
 import * as RunJournal from "./RunJournal.js"
-import { kept } from "./internal/plainJson.js"
+import { kept, keptAs } from "./internal/plainJson.js"
 import * as Secrets from "./Secrets.js"
 
 /**
@@ -313,15 +313,17 @@ export class ReplayDiverged extends Schema.TaggedError<ReplayDiverged>("@stepwis
 // recording
 // -----------------------------------------------------------------------------
 
+const keptSent = keptAs(RunJournal.SentRequest)
+const keptMessage = keptAs(Prompt.AssistantMessage)
+const keptMessages = keptAs(Schema.Array(Prompt.Message))
+
 /** What a step's key gives, encoded as its journal would store it. */
 const encodeResult = <A>(key: RunJournal.StepKey<A>, value: A): unknown =>
-  Either.getOrElse(Schema.encodeEither(key.schema)(value), () => null)
+  Either.getOrElse(Schema.encodeEither(key.schema)(value), (): unknown => value)
 
 /** A journal that runs every step as it is and keeps it in `entries`. */
 const recording = (entries: Array<Entry>, input: { value: ReadonlyArray<Prompt.Message> }): RunJournal.Service => {
   const sent = new Map<number, { sent: unknown; reply: unknown }>()
-  const encodeSent = Schema.encodeSync(RunJournal.SentRequest)
-  const encodeMessage = Schema.encodeSync(Prompt.AssistantMessage)
   return RunJournal.RunJournal.of({
     durable: false,
     await: (interrupt) =>
@@ -358,9 +360,9 @@ const recording = (entries: Array<Entry>, input: { value: ReadonlyArray<Prompt.M
         Effect.tap(call, (reply) =>
           Effect.sync(() => {
             sent.set(request.step, {
-              sent: kept(encodeSent(request)),
+              sent: keptSent(request),
               reply: kept({
-                message: encodeMessage(reply.message),
+                message: keptMessage(reply.message),
                 usage: reply.usage,
                 finishReason: reply.finishReason
               })
@@ -436,7 +438,6 @@ export const record = <S, E, O, W extends import("./Wait.js").Any>(
       },
       durationMillis: ended - startedAt
     }))
-    const encodeInput = Schema.encodeSync(Schema.Array(Prompt.Message))
     return {
       result: outcome,
       record: {
@@ -444,7 +445,7 @@ export const record = <S, E, O, W extends import("./Wait.js").Any>(
           version,
           threadId: options.threadId,
           startedAt,
-          input: kept(encodeInput(transformed.value)) as Header["input"]
+          input: keptMessages(transformed.value) as Header["input"]
         }),
         entries
       }
@@ -525,6 +526,12 @@ const readHeader = (json: unknown): Either.Either<Header, RunRecordError> => {
       detail: `not a run record header: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
     }))
 }
+
+/** A turn of the event loop (timers and I/O run), whatever clock the context has. */
+const macrotask: Effect.Effect<void> = Effect.async((resume) => {
+  const timer = setTimeout(() => resume(Effect.void), 0)
+  return Effect.sync(() => clearTimeout(timer))
+})
 
 /** The text as chunks of at most 64 KiB, so a large string is read as a stream. */
 const chunked = (text: string): Stream.Stream<string> =>
@@ -610,8 +617,19 @@ export const fromJsonl = <E = never, R = never>(
       pending += text.slice(start)
       return pending.length > maxLineLength ? Effect.fail(tooLong()) : Effect.void
     }
-    return Stream.runForEachChunk(source, (texts) =>
-      Effect.forEach(Chunk.toReadonlyArray(texts), chunk, { discard: true }).pipe(Effect.zipLeft(Effect.yieldNow()))).pipe(
+    // what was read since the event loop last ran: past 1 MiB, other work runs before the next chunk
+    let unyielded = 0
+    const read = (text: string) =>
+      Effect.zipRight(
+        chunk(text),
+        Effect.suspend(() => {
+          unyielded += text.length
+          if (unyielded < 1024 * 1024) return Effect.void
+          unyielded = 0
+          return macrotask
+        })
+      )
+    return Stream.runForEachChunk(source, (texts) => Effect.forEach(Chunk.toReadonlyArray(texts), read, { discard: true })).pipe(
         Effect.flatMap(() => {
           if (pending !== "") {
             const taken = take(pending)

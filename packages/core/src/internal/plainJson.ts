@@ -2,7 +2,18 @@
  * Values as a run record keeps them: plain JSON with every known credential
  * scrubbed, compared by content (object keys in any order).
  */
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import * as Secrets from "../Secrets.js"
+
+/**
+ * `value` encoded with `schema` and kept ({@link kept}); a value the schema
+ * does not encode (a hook handed the model something out of shape) is kept as it is.
+ */
+export const keptAs = <A, I>(schema: Schema.Schema<A, I>) => {
+  const encode = Schema.encodeEither(schema)
+  return (value: A): unknown => kept(Either.getOrElse(encode(value), () => value))
+}
 
 /** `value` as plain JSON, with every known credential scrubbed. */
 export const kept = (value: unknown): unknown => {

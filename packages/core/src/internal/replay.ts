@@ -17,7 +17,7 @@ import * as Schema from "effect/Schema"
 import type * as AgentResult from "../AgentResult.js"
 import * as RunJournal from "../RunJournal.js"
 import * as RunRecord from "../RunRecord.js"
-import { kept, same } from "./plainJson.js"
+import { keptAs, same } from "./plainJson.js"
 
 type Field = RunRecord.ReplayDiverged["field"]
 
@@ -33,8 +33,8 @@ const firstDifference = (
   return undefined
 }
 
-const encodeSent = Schema.encodeSync(RunJournal.SentRequest)
-const encodeMessages = Schema.encodeSync(Schema.Array(Prompt.Message))
+const keptSent = keptAs(RunJournal.SentRequest)
+const keptMessages = keptAs(Schema.Array(Prompt.Message))
 const decodeMessage = Schema.decodeUnknown(Prompt.AssistantMessage)
 const decodeUsage = Schema.decodeUnknown(Response.Usage)
 const decodeFinish = Schema.decodeUnknown(Response.FinishReason)
@@ -124,7 +124,7 @@ export const replay = (
       },
       witness: {
         input: (messages) => {
-          const actual = kept(encodeMessages(messages)) as ReadonlyArray<unknown>
+          const actual = keptMessages(messages) as ReadonlyArray<unknown>
           const difference = firstDifference(record.header.input, actual)
           return difference === undefined
             ? Effect.void
@@ -135,7 +135,7 @@ export const replay = (
             const recorded = modelSteps.get(request.step)
             if (recorded === undefined) return diverge(request.step, "steps", undefined, `model/${request.step}`)
             if (recorded.sent !== undefined) {
-              const actual = kept(encodeSent(request)) as typeof recorded.sent
+              const actual = keptSent(request) as typeof recorded.sent
               for (const field of ["systemPrompt", "toolChoice"] as const) {
                 if (!same(recorded.sent[field], actual[field])) {
                   return diverge(request.step, field, recorded.sent[field], actual[field])
