@@ -2,7 +2,7 @@ import { Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware, RunRecord, Secrets } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Either, Layer, Schema, Stream } from "effect"
+import { Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import { Calculator, CalculatorLive } from "./utils.js"
 
 /** A calculator whose `add` counts its calls. */
@@ -69,6 +69,9 @@ describe("RunRecord", () => {
         assert.isDefined(model.reply)
       }
       assert.strictEqual(models[1]!.sent!.messages.length, 3)
+      // the load of the thread and each look into its inbox (where steer messages are taken in) are steps too
+      assert.strictEqual(steps[0]!.name, "load")
+      assert.isTrue(steps.some((step) => step.kind === "Inbox"))
       const tools = steps.filter((step) => step.kind === "Tool")
       assert.deepStrictEqual(tools.map((step) => step.name), ["tool/call_1", "tool/call_2"])
       assert.strictEqual((tools[0]!.result as any).result, 5)
@@ -310,5 +313,49 @@ describe("Agent.replay", () => {
       })
       const { outcome } = yield* replayOn(record, { middleware: [swallow], systemPrompt: "changed" })
       assert.deepInclude(divergence(outcome), { step: 0, field: "systemPrompt" })
+    }))
+
+  it.effect("a wait, the middleware decisions and steer messages are recorded; the replay ends as the run did", () =>
+    Effect.gen(function*() {
+      const confirm = Middleware.make({
+        name: "confirm",
+        wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.Struct({ go: Schema.Boolean }) },
+        beforeModel: ({ resume, step }) =>
+          Effect.gen(function*() {
+            if (step === 1 && Option.isNone(resume)) {
+              yield* Middleware.report("ask", { step })
+              return { interrupt: { question: "Go on?" } }
+            }
+            return undefined
+          })
+      })
+      const { calls, record, result } = yield* recordRun({ middleware: [confirm] })
+      assert.strictEqual(result._tag, "Interrupted")
+      assert.strictEqual(calls.count, 1)
+      const wait = record.entries.find((entry) => entry._tag === "Wait")
+      assert.deepInclude(wait, { middleware: "confirm", step: 1, request: { question: "Go on?" } })
+      const decision = record.entries.find((entry) => entry._tag === "Decision")
+      assert.deepInclude(decision, { middleware: "confirm", hook: "beforeModel", decision: "ask", data: { step: 1 } })
+      assert.deepInclude(record.entries.at(-1), { _tag: "End", outcome: "Interrupted", steps: 1 })
+      const { modelCalls, outcome, toolCalls } = yield* replayOn(record, { middleware: [confirm] })
+      const replayed = Either.getOrThrow(outcome)
+      assert.strictEqual(replayed._tag, "Interrupted")
+      assert.strictEqual(replayed.steps, 1)
+      assert.deepStrictEqual([modelCalls, toolCalls], [0, 0])
+    }))
+
+  it.effect("a replay on the agent that recorded the run leaves the thread as it was", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = counted()
+      yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add." })
+        const { record } = yield* RunRecord.record(agent, "What is 2 + 3 + 7?", { threadId: "prod-1" })
+        const before = yield* agent.thread("prod-1")
+        const replayed = yield* agent.replay(record)
+        assert.strictEqual(replayed._tag, "Completed")
+        assert.deepStrictEqual(yield* agent.thread("prod-1"), before)
+        assert.strictEqual((yield* ScriptedModel.requests).length, 3)
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
+      assert.strictEqual(calls.count, 2)
     }))
 })
