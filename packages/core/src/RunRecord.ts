@@ -34,10 +34,11 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type * as Agent from "./Agent.js"
-import * as AgentResult from "./AgentResult.js"
-import * as RunJournal from "./RunJournal.js"
+import type * as AgentResult from "./AgentResult.js"
 import { kept, keptAs } from "./internal/plainJson.js"
+import * as RunJournal from "./RunJournal.js"
 import * as Secrets from "./Secrets.js"
+import type * as Wait from "./Wait.js"
 
 /**
  * The version of the record format this build writes and reads.
@@ -338,19 +339,22 @@ const recording = (entries: Array<Entry>, input: { value: ReadonlyArray<Prompt.M
         return Option.none()
       }),
     step: (key, effect) =>
-      Effect.flatMap(Clock.currentTimeMillis, (startedAt) =>
-        Effect.tap(effect, (value) =>
-          Effect.map(Clock.currentTimeMillis, (ended) => {
-            const model = key._tag === "Model" ? sent.get(key.step) : undefined
-            entries.push(Step.make({
-              name: RunJournal.stepName(key),
-              kind: key._tag,
-              result: kept(encodeResult(key, value)),
-              ...(model === undefined ? {} : model as any),
-              startedAt,
-              durationMillis: ended - startedAt
+      Effect.flatMap(
+        Clock.currentTimeMillis,
+        (startedAt) =>
+          Effect.tap(effect, (value) =>
+            Effect.map(Clock.currentTimeMillis, (ended) => {
+              const model = key._tag === "Model" ? sent.get(key.step) : undefined
+              entries.push(Step.make({
+                name: RunJournal.stepName(key),
+                kind: key._tag,
+                result: kept(encodeResult(key, value)),
+                ...(model === undefined ? {} : model as any),
+                startedAt,
+                durationMillis: ended - startedAt
+              }))
             }))
-          }))),
+      ),
     witness: {
       input: (messages) =>
         Effect.sync(() => {
@@ -395,7 +399,7 @@ const recording = (entries: Array<Entry>, input: { value: ReadonlyArray<Prompt.M
  * @since 0.1.0
  * @category constructors
  */
-export const record = <S, E, O, W extends import("./Wait.js").Any>(
+export const record = <S, E, O, W extends Wait.Any>(
   agent: Agent.Service<S, E, O, W>,
   input: Prompt.RawInput,
   options: Agent.RunOptions
@@ -629,17 +633,20 @@ export const fromJsonl = <E = never, R = never>(
           return macrotask
         })
       )
-    return Stream.runForEachChunk(source, (texts) => Effect.forEach(Chunk.toReadonlyArray(texts), read, { discard: true })).pipe(
-        Effect.flatMap(() => {
-          if (pending !== "") {
-            const taken = take(pending)
-            pending = ""
-            if (Either.isLeft(taken)) return Effect.fail(taken.left)
-          }
-          return header === undefined
-            ? Effect.fail(new RunRecordError({ reason: "Malformed", line: 1, detail: "the input has no header line" }))
-            : Effect.succeed({ header, entries })
-        })
-      )
+    return Stream.runForEachChunk(
+      source,
+      (texts) => Effect.forEach(Chunk.toReadonlyArray(texts), read, { discard: true })
+    ).pipe(
+      Effect.flatMap(() => {
+        if (pending !== "") {
+          const taken = take(pending)
+          pending = ""
+          if (Either.isLeft(taken)) return Effect.fail(taken.left)
+        }
+        return header === undefined
+          ? Effect.fail(new RunRecordError({ reason: "Malformed", line: 1, detail: "the input has no header line" }))
+          : Effect.succeed({ header, entries })
+      })
+    )
   })
 }

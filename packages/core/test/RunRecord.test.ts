@@ -210,7 +210,9 @@ describe("Agent.replay", () => {
         const agent = yield* Agent.make({ toolkit: Toolkit.make(Add2), systemPrompt: "You add." })
         return yield* Effect.either(agent.replay(record))
       }).pipe(
-        Effect.provide(Layer.mergeAll(ScriptedModel.layer([]), Toolkit.make(Add2).toLayer({ add: () => Effect.die("ran") })))
+        Effect.provide(
+          Layer.mergeAll(ScriptedModel.layer([]), Toolkit.make(Add2).toLayer({ add: () => Effect.die("ran") }))
+        )
       )
       const d = divergence(outcome)
       assert.deepInclude(d, { step: 0, field: "tools", index: 0 })
@@ -228,7 +230,13 @@ describe("Agent.replay", () => {
         wrapModelCall: (request, next) =>
           next(
             request.step === 1
-              ? { ...request, messages: [Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "changed" })] }), ...request.messages.slice(1)] }
+              ? {
+                ...request,
+                messages: [
+                  Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "changed" })] }),
+                  ...request.messages.slice(1)
+                ]
+              }
               : request
           )
       })
@@ -257,7 +265,9 @@ describe("Agent.replay", () => {
       const shout = Middleware.make({
         name: "shout",
         transformInput: ({ messages }) =>
-          Effect.succeed(messages.map((m) => m.role === "user" ? Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "HI" })] }) : m))
+          Effect.succeed(messages.map((m) =>
+            m.role === "user" ? Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "HI" })] }) : m
+          ))
       })
       const { outcome } = yield* replayOn(record, { middleware: [shout] })
       assert.deepInclude(divergence(outcome), { step: 0, field: "input", index: 0 })

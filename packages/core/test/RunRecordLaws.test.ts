@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, RunRecord } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Either, FastCheck, Layer } from "effect"
+import { Effect, Either, FastCheck } from "effect"
 import { Calculator, encoded, passThrough } from "./utils.js"
 
 /** A tool call of a scripted turn: a valid `add`, one with invalid arguments, or one of an unknown tool. */
