@@ -7,7 +7,8 @@
  * Runs of 10 steps (one tool call each, then an answer) on the raw fake
  * model with one tool, on a fresh thread each: live (`agent.run`),
  * recorded (`RunRecord.record`, which streams the run) and replayed
- * (`agent.replay` of one record, no model or tool call). CPU time of the
+ * (`agent.replay` of one record, no model or tool call), with a streamed
+ * live run (`agent.stream`) beside the recorded one (a recording streams). CPU time of the
  * process, batches alternating live / recorded / replayed after a warm-up;
  * per step is the median over the rounds ÷ 10. Checked each round: the
  * replay made no model call and gave the live run's text and steps.
@@ -16,7 +17,7 @@
  */
 import { LanguageModel, type Tool, Toolkit } from "@effect/ai"
 import { Agent, RunRecord } from "@stepwise-agent/core"
-import { Effect, type Layer } from "effect"
+import { Effect, type Layer, Stream } from "effect"
 import { pathToFileURL } from "node:url"
 import { makeTools, rawModel, type Script, userInput } from "./fakes.js"
 import { cpuUs, median } from "./measure.js"
@@ -35,6 +36,7 @@ export interface ReplayResult {
   readonly runsPerBatch: number
   /** CPU µs per run, medians over the rounds. */
   readonly live: number
+  readonly streamed: number
   readonly recorded: number
   readonly replayed: number
   /** JSONL bytes of one record, and per model step. */
@@ -76,6 +78,10 @@ export const measure = async (
     const threadId = fresh()
     return Effect.tap(agent.run(userInput, { threadId }), () => agent.deleteThread(threadId))
   })
+  const streamed = Effect.suspend(() => {
+    const threadId = fresh()
+    return Effect.tap(Stream.runDrain(agent.stream(userInput, { threadId })), () => agent.deleteThread(threadId))
+  })
   const recorded = Effect.suspend(() => {
     const threadId = fresh()
     return Effect.tap(RunRecord.record(agent, userInput, { threadId }), () => agent.deleteThread(threadId))
@@ -93,14 +99,17 @@ export const measure = async (
   }
   for (let i = 0; i < 3; i++) {
     await batch(live)
+    await batch(streamed)
     await batch(recorded)
     await batch(replayed)
   }
   const lives: Array<number> = []
+  const streams: Array<number> = []
   const records: Array<number> = []
   const replays: Array<number> = []
   for (let round = 0; round < rounds; round++) {
     lives.push(await batch(live))
+    streams.push(await batch(streamed))
     records.push(await batch(recorded))
     replays.push(await batch(replayed))
     const check = await Effect.runPromise(replayed)
@@ -113,6 +122,7 @@ export const measure = async (
     rounds,
     runsPerBatch,
     live: median(lives),
+    streamed: median(streams),
     recorded: median(records),
     replayed: median(replays),
     recordBytes,
@@ -140,6 +150,7 @@ export const render = (result: ReplayResult): string => {
     `| run of ${result.steps} model steps | CPU µs per run | per model step |`,
     "|---|---:|---:|",
     `| live (\`agent.run\`) | ${f(result.live)} | ${f(result.live / result.steps)} |`,
+    `| live, streamed (\`agent.stream\`) | ${f(result.streamed)} | ${f(result.streamed / result.steps)} |`,
     `| recorded (\`RunRecord.record\`, streamed) | ${f(result.recorded)} | ${f(result.recorded / result.steps)} |`,
     `| replayed (\`agent.replay\`, no model or tool call) | ${f(result.replayed)} | ${
       f(result.replayed / result.steps)

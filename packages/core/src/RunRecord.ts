@@ -35,7 +35,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type * as Agent from "./Agent.js"
 import type * as AgentResult from "./AgentResult.js"
-import { kept, keptAs } from "./internal/plainJson.js"
+import { kept, keptAs, requestKeeper } from "./internal/plainJson.js"
 import * as RunJournal from "./RunJournal.js"
 import * as Secrets from "./Secrets.js"
 import type * as Wait from "./Wait.js"
@@ -314,16 +314,18 @@ export class ReplayDiverged extends Schema.TaggedError<ReplayDiverged>("@stepwis
 // recording
 // -----------------------------------------------------------------------------
 
-const keptSent = keptAs(RunJournal.SentRequest)
 const keptMessage = keptAs(Prompt.AssistantMessage)
-const keptMessages = keptAs(Schema.Array(Prompt.Message))
 
 /** What a step's key gives, encoded as its journal would store it. */
 const encodeResult = <A>(key: RunJournal.StepKey<A>, value: A): unknown =>
   Either.getOrElse(Schema.encodeEither(key.schema)(value), (): unknown => value)
 
 /** A journal that runs every step as it is and keeps it in `entries`. */
-const recording = (entries: Array<Entry>, input: { value: ReadonlyArray<Prompt.Message> }): RunJournal.Service => {
+const recording = (
+  entries: Array<Entry>,
+  input: { value: ReadonlyArray<Prompt.Message> },
+  keeper: ReturnType<typeof requestKeeper>
+): RunJournal.Service => {
   const sent = new Map<number, { sent: unknown; reply: unknown }>()
   return RunJournal.RunJournal.of({
     durable: false,
@@ -364,7 +366,7 @@ const recording = (entries: Array<Entry>, input: { value: ReadonlyArray<Prompt.M
         Effect.tap(call, (reply) =>
           Effect.sync(() => {
             sent.set(request.step, {
-              sent: keptSent(request),
+              sent: keeper.request(request),
               reply: kept({
                 message: keptMessage(reply.message),
                 usage: reply.usage,
@@ -410,6 +412,7 @@ export const record = <S, E, O, W extends Wait.Any>(
   Effect.gen(function*() {
     const entries: Array<Entry> = []
     const transformed = { value: [] as ReadonlyArray<Prompt.Message> }
+    const keeper = requestKeeper(true)
     const startedAt = yield* Clock.currentTimeMillis
     let result: AgentResult.AgentResult<S, O, W> | undefined
     yield* agent.stream(input, options).pipe(
@@ -427,7 +430,7 @@ export const record = <S, E, O, W extends Wait.Any>(
           }
         })
       ),
-      Effect.provideService(RunJournal.RunJournal, recording(entries, transformed))
+      Effect.provideService(RunJournal.RunJournal, recording(entries, transformed, keeper))
     )
     const ended = yield* Clock.currentTimeMillis
     const outcome = result!
@@ -449,7 +452,7 @@ export const record = <S, E, O, W extends Wait.Any>(
           version,
           threadId: options.threadId,
           startedAt,
-          input: keptMessages(transformed.value) as Header["input"]
+          input: keeper.messages(transformed.value) as Header["input"]
         }),
         entries
       }

@@ -172,6 +172,28 @@ describe("RunRecord", () => {
       assert.notInclude(text, secret)
       assert.include(text, Secrets.redacted)
     }))
+
+  it.effect("credential-named fields and credentials in text are scrubbed from tool arguments and results", () =>
+    Effect.gen(function*() {
+      const Login = Tool.make("login", {
+        parameters: { user: Schema.String, apiKey: Schema.String },
+        success: Schema.String
+      })
+      const kit = Toolkit.make(Login)
+      const turns: ReadonlyArray<ScriptedModel.Turn> = [
+        ScriptedModel.toolCalls([{ id: "c1", name: "login", params: { user: "ada", apiKey: "k-9" } }]),
+        ScriptedModel.text("in")
+      ]
+      const { record } = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: kit })
+        return yield* RunRecord.record(agent, "log in", { threadId: "t" })
+      }).pipe(Effect.provide(Layer.merge(
+        ScriptedModel.layer(turns),
+        kit.toLayer({ login: () => Effect.succeed("GET /v1?key=abc ok; Authorization: Bearer tok-0123456789") })
+      )))
+      const text = RunRecord.toJsonl(record)
+      for (const leaked of ["k-9", "key=abc", "tok-0123456789"]) assert.notInclude(text, leaked)
+    }))
 })
 
 describe("Agent.replay", () => {

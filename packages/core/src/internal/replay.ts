@@ -17,7 +17,7 @@ import * as Schema from "effect/Schema"
 import type * as AgentResult from "../AgentResult.js"
 import * as RunJournal from "../RunJournal.js"
 import * as RunRecord from "../RunRecord.js"
-import { keptAs, same } from "./plainJson.js"
+import { requestKeeper, same } from "./plainJson.js"
 
 type Field = RunRecord.ReplayDiverged["field"]
 
@@ -33,8 +33,6 @@ const firstDifference = (
   return undefined
 }
 
-const keptSent = keptAs(RunJournal.SentRequest)
-const keptMessages = keptAs(Schema.Array(Prompt.Message))
 const decodeMessage = Schema.decodeUnknown(Prompt.AssistantMessage)
 const decodeUsage = Schema.decodeUnknown(Response.Usage)
 const decodeFinish = Schema.decodeUnknown(Response.FinishReason)
@@ -71,6 +69,9 @@ export const replay = (
       }
       stepOf.set(entry.name, lastModel)
     })
+    // what the replay compares: as it is first, then (where it differs) scrubbed as recorded
+    const plain = requestKeeper(false)
+    const scrubbed = requestKeeper(true)
     let diverged: RunRecord.ReplayDiverged | undefined
     let currentStep = 0
     const diverge = (step: number, field: Field, recorded: unknown, actual: unknown, index?: number) => {
@@ -124,8 +125,9 @@ export const replay = (
       },
       witness: {
         input: (messages) => {
-          const actual = keptMessages(messages) as ReadonlyArray<unknown>
-          const difference = firstDifference(record.header.input, actual)
+          // compared as they are first, then (when they differ) scrubbed as recorded
+          const difference = firstDifference(record.header.input, plain.messages(messages)) &&
+            firstDifference(record.header.input, scrubbed.messages(messages))
           return difference === undefined
             ? Effect.void
             : diverge(0, "input", difference.recorded, difference.actual, difference.index)
@@ -135,7 +137,8 @@ export const replay = (
             const recorded = modelSteps.get(request.step)
             if (recorded === undefined) return diverge(request.step, "steps", undefined, `model/${request.step}`)
             if (recorded.sent !== undefined) {
-              const actual = keptSent(request) as typeof recorded.sent
+              const asItIs = plain.request(request)
+              const actual = same(recorded.sent, asItIs) ? asItIs : scrubbed.request(request)
               for (const field of ["systemPrompt", "toolChoice"] as const) {
                 if (!same(recorded.sent[field], actual[field])) {
                   return diverge(request.step, field, recorded.sent[field], actual[field])
