@@ -114,7 +114,9 @@ export const measure = async (
     replays.push(await batch(replayed))
     const check = await Effect.runPromise(replayed)
     if (script.call !== 0 || check.steps !== expected.steps || check._tag !== expected._tag) {
-      throw new Error(`the replay did not go as recorded: ${JSON.stringify({ calls: script.call, steps: check.steps })}`)
+      throw new Error(
+        `the replay did not go as recorded: ${JSON.stringify({ calls: script.call, steps: check.steps })}`
+      )
     }
   }
   const result: ReplayResult = {
@@ -128,9 +130,11 @@ export const measure = async (
     recordBytes,
     seconds: (cpuUs() - started) / 1e6
   }
-  options.log(`  a replayed step: ${(result.replayed / result.steps).toFixed(1)} µs CPU (live ${
-    (result.live / result.steps).toFixed(1)
-  } µs)`)
+  options.log(
+    `  a replayed step: ${(result.replayed / result.steps).toFixed(1)} µs CPU (live ${
+      (result.live / result.steps).toFixed(1)
+    } µs)`
+  )
   return result
 }
 

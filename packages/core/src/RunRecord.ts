@@ -277,8 +277,11 @@ export class RunRecordError extends Schema.TaggedError<RunRecordError>("@stepwis
  * differed from its record: the input, a field of the request of model step
  * `step` (`systemPrompt`, `messages`, `tools`, `toolChoice`), or the steps
  * themselves (`steps`: the replay took a step the record lacks, or left
- * recorded steps untaken). `recorded` and `actual` are the two values as
- * JSON (for `messages`, the first message that differs, at `index`).
+ * recorded steps untaken), or, when every request was the same, the result
+ * (`result`: how the run ended, its model steps and its text, which an
+ * `afterModel` hook may have changed). `recorded` and `actual` are the two
+ * values as JSON (for `input`, `messages` and `tools`, the first element
+ * that differs, at `index`).
  *
  * @example
  * ```ts
@@ -296,7 +299,7 @@ export class ReplayDiverged extends Schema.TaggedError<ReplayDiverged>("@stepwis
   "ReplayDiverged",
   {
     step: Schema.Number,
-    field: Schema.Literal("input", "systemPrompt", "messages", "tools", "toolChoice", "steps"),
+    field: Schema.Literal("input", "systemPrompt", "messages", "tools", "toolChoice", "steps", "result"),
     index: Schema.optional(Schema.Number),
     recorded: Schema.Unknown,
     actual: Schema.Unknown

@@ -390,4 +390,36 @@ describe("Agent.replay", () => {
       }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
       assert.strictEqual(calls.count, 2)
     }))
+
+  it.effect("an afterModel hook that changes the answer diverges at field result", () =>
+    Effect.gen(function*() {
+      const { record } = yield* recordRun()
+      const rewrite = Middleware.make({
+        name: "rewrite",
+        afterModel: ({ messages }) =>
+          Effect.succeed(
+            messages.at(-1)?.role === "assistant" && AgentResultText(messages.at(-1)!) === "12"
+              ? {
+                messages: [
+                  ...messages.slice(0, -1),
+                  Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: "twelve" })] })
+                ]
+              }
+              : undefined
+          )
+      })
+      const { outcome, toolCalls } = yield* replayOn(record, { middleware: [rewrite] })
+      const d = divergence(outcome)
+      assert.deepInclude(d, {
+        field: "result",
+        recorded: { outcome: "Completed", steps: 3, text: "12" },
+        actual: { outcome: "Completed", steps: 3, text: "twelve" }
+      })
+      assert.strictEqual(toolCalls, 0)
+    }))
 })
+
+const AgentResultText = (message: Prompt.Message): string =>
+  message.role === "assistant"
+    ? message.content.map((part) => part.type === "text" ? part.text : "").join("")
+    : ""

@@ -17,6 +17,7 @@ import * as Schema from "effect/Schema"
 import type * as AgentResult from "../AgentResult.js"
 import * as RunJournal from "../RunJournal.js"
 import * as RunRecord from "../RunRecord.js"
+import * as Secrets from "../Secrets.js"
 import { requestKeeper, same } from "./plainJson.js"
 
 type Field = RunRecord.ReplayDiverged["field"]
@@ -194,6 +195,23 @@ export const replay = (
           if (!at.taken && (at.step.kind === "Model" || at.step.kind === "Tool" || at.step.kind === "Nested")) {
             return diverge(stepOf.get(name)!, "steps", name, undefined)
           }
+        }
+        // the outcome: how the run ended, its model steps and its text (scrubbed as recorded)
+        let end: RunRecord.End | undefined
+        for (const entry of record.entries) if (entry._tag === "End") end = entry
+        if (end !== undefined) {
+          const result = exit.value
+          const actual = {
+            outcome: result._tag,
+            steps: result.steps,
+            ...(result._tag === "Completed" ? { text: Secrets.scrubText(result.text) } : {})
+          }
+          const recorded = {
+            outcome: end.outcome,
+            steps: end.steps,
+            ...(end.text === undefined ? {} : { text: end.text })
+          }
+          if (!same(recorded, actual)) return diverge(Math.max(0, result.steps - 1), "result", recorded, actual)
         }
         return exit
       }
