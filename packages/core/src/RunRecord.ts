@@ -586,6 +586,8 @@ export const fromJsonl = <E = never, R = never>(
     let line = 0
     const take = (text: string): Either.Either<void, RunRecordError> => {
       line++
+      // a byte order mark opens some files
+      if (line === 1 && text.charCodeAt(0) === 0xfeff) text = text.slice(1)
       if (text.trim() === "") return Either.void
       const json = parseLine(text, line)
       if (Either.isLeft(json)) return json

@@ -90,6 +90,8 @@ describe("RunRecord", () => {
       // as a stream of arbitrary chunks, too
       const chunks = text.match(/[\s\S]{1,7}/g)!
       assert.deepStrictEqual(yield* RunRecord.fromJsonl(Stream.fromIterable(chunks)), record)
+      // with CRLF line ends, a byte order mark and blank lines
+      assert.deepStrictEqual(yield* RunRecord.fromJsonl("\uFEFF" + text.replaceAll("\n", "\r\n\r\n")), record)
     }))
 
   it.effect("a malformed line fails with RunRecordError naming the line and what is wrong", () =>
