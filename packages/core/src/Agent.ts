@@ -26,6 +26,7 @@ import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
 import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
+import type * as Fork from "./Fork.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
 import { defaultMaxInputChars } from "./internal/input.js"
 import * as Lifetime from "./internal/lifetime.js"
@@ -276,6 +277,21 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
     AgentResult.AgentResult<S, O, W>,
     RunError<E> | RunRecord.ReplayDiverged | RunRecord.RunRecordError
   >
+  /**
+   * Starts the new thread `options.to` from the conversation of `threadId`
+   * as it stood before its model step `options.at` (its `at`-th assistant
+   * reply; the number of replies forks after the last one), with an
+   * optional edit (`Fork.Edit`: a message taken in as the fork's input, a
+   * tool result replaced, or the decision a waiting thread resumes with),
+   * and runs it live. The source thread is only read; the fork keeps its
+   * latest state slices. A step the thread does not have, an edit that does
+   * not apply, or a target thread that exists fail with `ForkError`, and
+   * nothing is written.
+   */
+  fork(
+    threadId: string,
+    options: Fork.Options<Wait.DecisionOf<W>>
+  ): Effect.Effect<AgentResult.AgentResult<S, O, W>, RunError<E> | Fork.ForkError>
   /**
    * Sends `message` to the thread `threadId`, whether a run of it is going
    * or not. While a run is going, `{ mode: "steer" }` (the default) adds

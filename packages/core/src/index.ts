@@ -36,6 +36,11 @@ export * as Checkpointer from "./Checkpointer.js"
 /**
  * @since 0.1.0
  */
+export * as Fork from "./Fork.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Middleware from "./Middleware.js"
 
 /**

@@ -13,11 +13,13 @@ import type * as AgentEvent from "../AgentEvent.js"
 import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import * as RunJournal from "../RunJournal.js"
+import type * as Fork from "../Fork.js"
 import type * as RunRecord from "../RunRecord.js"
 import * as Checkpoint from "./checkpoint.js"
 import { compile, type LoopConfig } from "./config.js"
 import { unwrapScoped } from "./drain.js"
 import * as Driver from "./driver.js"
+import * as Forks from "./fork.js"
 import { checkThreadId, isThreadId } from "./input.js"
 import { interruptKey } from "./machine.js"
 import type { Emit } from "./observer.js"
@@ -71,6 +73,15 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
       ),
       replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) =>
         Replay.replay(record, (input, threadId) => threads.start(input, { threadId }, undefined))
+      ),
+      fork: Effect.fn("Agent.fork")((threadId: string, options: Fork.Options) =>
+        Forks.fork({
+          checkpointer,
+          load,
+          start: (input, to) => threads.start(input, { threadId: to }, undefined),
+          resume: (to, decision) => threads.resume(to, decision, undefined),
+          proceed: threads.proceed
+        }, threadId, options)
       ),
       send: threads.send,
       watch: threads.watch,

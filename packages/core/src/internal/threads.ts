@@ -309,6 +309,16 @@ export const make = (
         )
     )
 
+  /** A run of `threadId` with no new input (a fork goes on so), once its thread is free. */
+  const proceed = (threadId: string) =>
+    Effect.zipRight(
+      open,
+      withThreadLock(
+        threadId,
+        inboxes.leased(threadId, (lease) => runThread(threadId, [], undefined, lease, undefined), afterRun)
+      )
+    )
+
   /** The interrupt a thread waits on, and the index of its hook. */
   const pendingOf = (threadId: string, loaded: Checkpoint.Loaded): Effect.Effect<Pending, ThreadStateError> =>
     Effect.gen(function*() {
@@ -408,6 +418,7 @@ export const make = (
 
   return {
     start,
+    proceed,
     resume,
     validateResume,
     send,

@@ -1,0 +1,102 @@
+/**
+ * `Agent.fork`: the conversation of a stored thread before one of its model
+ * steps, edited, saved as a new thread, which then runs live (with the
+ * edit's message as input, resumed with its decision, or as it is). The
+ * source thread is only read.
+ */
+import * as Prompt from "@effect/ai/Prompt"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as AgentResult from "../AgentResult.js"
+import * as AgentState from "../AgentState.js"
+import type * as Checkpointer from "../Checkpointer.js"
+import * as Fork from "../Fork.js"
+import type * as Checkpoint from "./checkpoint.js"
+import { checkThreadId } from "./input.js"
+
+type Run = Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
+
+export interface Deps {
+  readonly checkpointer: Checkpointer.Service
+  readonly load: (threadId: string) => Effect.Effect<Checkpoint.Loaded, unknown>
+  readonly start: (input: Prompt.RawInput, threadId: string) => Run
+  readonly resume: (threadId: string, decision: unknown) => Run
+  readonly proceed: (threadId: string) => Run
+}
+
+/** The messages with the result of call `callId` replaced; `undefined` when no message holds it. */
+const withToolResult = (
+  messages: ReadonlyArray<Prompt.Message>,
+  edit: Extract<Fork.Edit, { readonly _tag: "ToolResult" }>
+): ReadonlyArray<Prompt.Message> | undefined => {
+  let found = false
+  const edited = messages.map((message) => {
+    if (message.role !== "tool" || !message.content.some((part) => part.id === edit.callId)) return message
+    found = true
+    return Prompt.makeMessage("tool", {
+      content: message.content.map((part) =>
+        part.id !== edit.callId ? part : Prompt.makePart("tool-result", {
+          id: part.id,
+          name: part.name,
+          result: edit.result,
+          isFailure: edit.isFailure ?? false,
+          providerExecuted: part.providerExecuted
+        })
+      )
+    })
+  })
+  return found ? edited : undefined
+}
+
+export const fork = (deps: Deps, source: string, options: Fork.Options): Run =>
+  Effect.gen(function*() {
+    const from = yield* checkThreadId(source)
+    const to = yield* checkThreadId(options.to)
+    const fail = (reason: Fork.ForkError["reason"], detail: string) =>
+      Effect.fail(new Fork.ForkError({ reason, threadId: from, detail }))
+    if (to === from) return yield* fail("ThreadExists", "the fork must go to a new thread, not the source")
+    const loaded = yield* deps.load(from)
+    if (Option.isNone(loaded.checkpoint)) return yield* fail("NoSuchThread", "it has no checkpoint")
+    if (Option.isSome(yield* deps.checkpointer.load(to))) {
+      return yield* fail("ThreadExists", `the thread "${to}" already exists`)
+    }
+    // the model steps of the thread are its assistant replies, in order
+    const replies: Array<number> = []
+    loaded.messages.forEach((message, index) => message.role === "assistant" && replies.push(index))
+    const at = options.at
+    if (!Number.isInteger(at) || at < 0 || at > replies.length) {
+      return yield* fail("NoSuchStep", `it has no step ${at}: its steps are 0 to ${replies.length}`)
+    }
+    let messages = at === replies.length ? loaded.messages : loaded.messages.slice(0, replies[at])
+    const edit = options.edit
+    if (edit?._tag === "ToolResult") {
+      const edited = withToolResult(messages, edit)
+      if (edited === undefined) {
+        return yield* fail("NoSuchToolCall", `no result of the call "${edit.callId}" comes before step ${at}`)
+      }
+      messages = edited
+    }
+    // a fork at the step the thread waits at keeps its wait
+    const { pending, run, ...stored } = loaded.checkpoint.value
+    const waits = pending !== undefined && at === replies.length
+    if (waits && edit?._tag !== "Decision") {
+      return yield* fail("Waiting", `it waits for a decision at step ${at}: fork there with a Decision edit`)
+    }
+    if (!waits && edit?._tag === "Decision") {
+      return yield* fail("NotWaiting", `it does not wait for a decision at step ${at}`)
+    }
+    yield* deps.checkpointer.save(to, {
+      ...stored,
+      ...(waits ? { pending, run } : {}),
+      threadId: to,
+      messages: AgentState.encodeMessages(messages)
+    })
+    switch (edit?._tag) {
+      case "Message":
+        return yield* deps.start(edit.message, to)
+      case "Decision":
+        return yield* deps.resume(to, edit.decision)
+      default:
+        return yield* deps.proceed(to)
+    }
+  })
