@@ -12,8 +12,8 @@ import { ThreadStateError } from "../AgentError.js"
 import type * as AgentEvent from "../AgentEvent.js"
 import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
-import * as RunJournal from "../RunJournal.js"
 import type * as Fork from "../Fork.js"
+import * as RunJournal from "../RunJournal.js"
 import type * as RunRecord from "../RunRecord.js"
 import * as Checkpoint from "./checkpoint.js"
 import { compile, type LoopConfig } from "./config.js"
@@ -75,13 +75,17 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
         Replay.replay(record, (input, threadId) => threads.start(input, { threadId }, undefined))
       ),
       fork: Effect.fn("Agent.fork")((threadId: string, options: Fork.Options) =>
-        Forks.fork({
-          checkpointer,
-          load,
-          start: (input, to) => threads.start(input, { threadId: to }, undefined),
-          resume: (to, decision) => threads.resume(to, decision, undefined),
-          proceed: threads.proceed
-        }, threadId, options)
+        Forks.fork(
+          {
+            checkpointer,
+            load,
+            start: (input, to) => threads.start(input, { threadId: to }, undefined),
+            resume: (to, decision) => threads.resume(to, decision, undefined),
+            proceed: threads.proceed
+          },
+          threadId,
+          options
+        )
       ),
       send: threads.send,
       watch: threads.watch,

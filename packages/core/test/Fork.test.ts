@@ -1,0 +1,111 @@
+import type { Prompt } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Agent, Fork, Middleware } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import { Effect, Layer, Option, Schema } from "effect"
+import { Calculator, CalculatorLive, encoded } from "./utils.js"
+
+const script: ReadonlyArray<ScriptedModel.Turn> = [
+  ScriptedModel.toolCalls([{ id: "call_1", name: "add", params: { a: 2, b: 3 } }]),
+  ScriptedModel.toolCalls([{ id: "call_2", name: "add", params: { a: 5, b: 7 } }]),
+  ScriptedModel.text("12")
+]
+
+const textOf = (message: Prompt.Message | undefined): string =>
+  message === undefined || typeof message.content === "string"
+    ? String(message?.content ?? "")
+    : message.content.map((part) => part.type === "text" ? part.text : "").join("")
+
+/** An agent that ran `script` on thread "src"; then `more` turns for the fork. */
+const withSource = <A, E>(
+  more: ReadonlyArray<ScriptedModel.Turn>,
+  body: (agent: Agent.Service) => Effect.Effect<A, E>,
+  middleware: ReadonlyArray<Middleware.Any> = []
+) =>
+  Effect.gen(function*() {
+    const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware })
+    yield* agent.run("What is 2 + 3 + 7?", { threadId: "src" })
+    return yield* body(agent)
+  }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([...script, ...more]), CalculatorLive)))
+
+describe("Agent.fork", () => {
+  it.effect("a fork at step 1 with a message starts from the conversation before that reply and continues live", () =>
+    withSource([ScriptedModel.text("forked")], (agent) =>
+      Effect.gen(function*() {
+        const before = yield* agent.thread("src")
+        const result = yield* agent.fork("src", { to: "f1", at: 1, edit: { _tag: "Message", message: "Stop here." } })
+        assert.strictEqual(result._tag, "Completed")
+        assert.strictEqual(result._tag === "Completed" && result.text, "forked")
+        const messages = result.state.messages
+        // user, reply 0 (call_1), its result, the edit's message, the new reply
+        assert.deepStrictEqual(messages.map((m) => m.role), ["user", "assistant", "tool", "user", "assistant"])
+        assert.strictEqual(textOf(messages[3]), "Stop here.")
+        const [request] = (yield* ScriptedModel.requests).slice(-1)
+        assert.strictEqual(request!.prompt.content.length, 5) // the system prompt and the four messages
+        // the source is untouched
+        assert.deepStrictEqual(yield* agent.thread("src"), before)
+      })))
+
+  it.effect("a fork with an edited tool result continues with it, without new input", () =>
+    withSource([ScriptedModel.text("it was 50")], (agent) =>
+      Effect.gen(function*() {
+        const result = yield* agent.fork("src", {
+          to: "f2",
+          at: 1,
+          edit: { _tag: "ToolResult", callId: "call_1", result: 50 }
+        })
+        assert.strictEqual(result._tag === "Completed" && result.text, "it was 50")
+        const tool = result.state.messages[2]!
+        assert.strictEqual(tool.role, "tool")
+        assert.deepInclude(encoded([tool])[0]!.content[0] as object, { id: "call_1", result: 50 })
+        const [request] = (yield* ScriptedModel.requests).slice(-1)
+        assert.strictEqual(request!.prompt.content.length, 4) // system, user, reply 0, the edited result
+      })))
+
+  it.effect("a fork at a step the thread does not have fails with ForkError NoSuchStep and writes nothing", () =>
+    withSource([], (agent) =>
+      Effect.gen(function*() {
+        for (const at of [4, -1, 1.5, Number.NaN]) {
+          const error = yield* Effect.flip(agent.fork("src", { to: "f3", at }))
+          assert.instanceOf(error, Fork.ForkError)
+          assert.deepInclude(error, { reason: "NoSuchStep", threadId: "src" })
+        }
+        assert.isTrue(Option.isNone(yield* agent.thread("f3")))
+      })))
+
+  it.effect("the other failures are typed and write nothing", () =>
+    withSource([], (agent) =>
+      Effect.gen(function*() {
+        const reason = (options: Fork.Options, from = "src") =>
+          Effect.map(Effect.flip(agent.fork(from, options)), (error) => (error as Fork.ForkError).reason)
+        assert.strictEqual(yield* reason({ to: "f4", at: 0 }, "nothing-here"), "NoSuchThread")
+        assert.strictEqual(yield* reason({ to: "src", at: 0 }), "ThreadExists")
+        assert.strictEqual(
+          yield* reason({ to: "f4", at: 1, edit: { _tag: "ToolResult", callId: "call_2", result: 1 } }),
+          "NoSuchToolCall"
+        )
+        assert.strictEqual(yield* reason({ to: "f4", at: 1, edit: { _tag: "Decision", decision: {} } }), "NotWaiting")
+        assert.isTrue(Option.isNone(yield* agent.thread("f4")))
+      })))
+
+  it.effect("a fork of a waiting thread at its wait resumes with the decision; the source still waits", () =>
+    Effect.gen(function*() {
+      const confirm = Middleware.make({
+        name: "confirm",
+        wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.Struct({ go: Schema.Boolean }) },
+        beforeModel: ({ resume, step }) =>
+          Effect.succeed(
+            Option.isSome(resume) || step !== 1 ? undefined : { interrupt: { question: "Go on?" } }
+          )
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [confirm] })
+      const first = yield* agent.run("What is 2 + 3 + 7?", { threadId: "src" })
+      assert.strictEqual(first._tag, "Interrupted")
+      const waiting = yield* Effect.flip(agent.fork("src", { to: "f5", at: 1 }))
+      assert.deepInclude(waiting, { reason: "Waiting" })
+      const result = yield* agent.fork("src", { to: "f5", at: 1, edit: { _tag: "Decision", decision: { go: true } } })
+      assert.strictEqual(result._tag, "Completed")
+      const source = yield* agent.thread("src")
+      assert.isTrue(Option.isSome(source) && source.value.pending !== undefined)
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))))
+})
