@@ -19,11 +19,10 @@ const textOf = (message: Prompt.Message | undefined): string =>
 /** An agent that ran `script` on thread "src"; then `more` turns for the fork. */
 const withSource = <A, E>(
   more: ReadonlyArray<ScriptedModel.Turn>,
-  body: (agent: Agent.Service) => Effect.Effect<A, E>,
-  middleware: ReadonlyArray<Middleware.Any> = []
+  body: (agent: Agent.Service<any, any>) => Effect.Effect<A, E, ScriptedModel.ScriptedModel>
 ) =>
   Effect.gen(function*() {
-    const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware })
+    const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add." })
     yield* agent.run("What is 2 + 3 + 7?", { threadId: "src" })
     return yield* body(agent)
   }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([...script, ...more]), CalculatorLive)))
