@@ -37,7 +37,7 @@ describe("Agent.fork", () => {
         assert.strictEqual(result._tag === "Completed" && result.text, "forked")
         const messages = result.state.messages
         // user, reply 0 (call_1), its result, the edit's message, the new reply
-        assert.deepStrictEqual(messages.map((m) => m.role), ["user", "assistant", "tool", "user", "assistant"])
+        assert.deepStrictEqual(messages.map((m: Prompt.Message) => m.role), ["user", "assistant", "tool", "user", "assistant"])
         assert.strictEqual(textOf(messages[3]), "Stop here.")
         const [request] = (yield* ScriptedModel.requests).slice(-1)
         assert.strictEqual(request!.prompt.content.length, 5) // the system prompt and the four messages
