@@ -278,18 +278,21 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
     RunError<E> | RunRecord.ReplayDiverged | RunRecord.RunRecordError
   >
   /**
-   * Starts the new thread `options.to` from the conversation of `threadId`
-   * as it stood before its model step `options.at` (its `at`-th assistant
-   * reply; the number of replies forks after the last one), with an
-   * optional edit (`Fork.Edit`: a message taken in as the fork's input, a
-   * tool result replaced, or the decision a waiting thread resumes with),
-   * and runs it live. The source thread is only read; the fork keeps its
-   * latest state slices. A step the thread does not have, an edit that does
-   * not apply, or a target thread that exists fail with `ForkError`, and
-   * nothing is written.
+   * Starts the new thread `options.to` from the conversation of a stored
+   * thread (`source` a thread id) or a recorded run (`source` a
+   * `RunRecord`) as it stood before its model step `options.at`, with an
+   * optional edit (`Fork.Edit`: a message taken in, a tool result replaced,
+   * or the decision a waiting thread resumes with), and runs it live. A
+   * stored thread's steps are its assistant replies (the number of replies
+   * forks after the last one) and the fork keeps its latest state slices; a
+   * record's steps before `at` are replayed from the record (no model or
+   * tool call, whatever the system prompt: fork onto an agent with another
+   * prompt to edit it), then the run goes on live. The source is only read.
+   * A step the source does not have, an edit that does not apply, or a
+   * target thread that exists fail with `ForkError`, and nothing is written.
    */
   fork(
-    threadId: string,
+    source: string | RunRecord.RunRecord,
     options: Fork.Options<Wait.DecisionOf<W>>
   ): Effect.Effect<AgentResult.AgentResult<S, O, W>, RunError<E> | Fork.ForkError>
   /**

@@ -1,6 +1,6 @@
 import type { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Fork, Middleware } from "@stepwise-agent/core"
+import { Agent, Fork, Middleware, RunRecord } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Layer, Option, Schema } from "effect"
 import { Calculator, CalculatorLive, encoded } from "./utils.js"
@@ -37,7 +37,13 @@ describe("Agent.fork", () => {
         assert.strictEqual(result._tag === "Completed" && result.text, "forked")
         const messages = result.state.messages
         // user, reply 0 (call_1), its result, the edit's message, the new reply
-        assert.deepStrictEqual(messages.map((m: Prompt.Message) => m.role), ["user", "assistant", "tool", "user", "assistant"])
+        assert.deepStrictEqual(messages.map((m: Prompt.Message) => m.role), [
+          "user",
+          "assistant",
+          "tool",
+          "user",
+          "assistant"
+        ])
         assert.strictEqual(textOf(messages[3]), "Stop here.")
         const [request] = (yield* ScriptedModel.requests).slice(-1)
         assert.strictEqual(request!.prompt.content.length, 5) // the system prompt and the four messages
@@ -107,4 +113,84 @@ describe("Agent.fork", () => {
       const source = yield* agent.thread("src")
       assert.isTrue(Option.isSome(source) && source.value.pending !== undefined)
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))))
+
+  describe("from a recorded run", () => {
+    /** Records `script` on thread "prod", then forks the record on an agent with `systemPrompt`. */
+    const forkRecord = (
+      more: ReadonlyArray<ScriptedModel.Turn>,
+      options: Fork.Options,
+      systemPrompt = "You add."
+    ) =>
+      Effect.gen(function*() {
+        const adds = { count: 0 }
+        const kit = Calculator.toLayer({ add: ({ a, b }) => Effect.sync(() => (adds.count++, a + b)) })
+        const { record } = yield* Effect.flatMap(
+          Agent.make({ toolkit: Calculator, systemPrompt: "You add." }),
+          (agent) => RunRecord.record(agent, "What is 2 + 3 + 7?", { threadId: "prod" })
+        ).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), kit)))
+        adds.count = 0
+        return yield* Effect.gen(function*() {
+          const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt })
+          const result = yield* Effect.either(agent.fork(record, options))
+          return {
+            result,
+            requests: yield* ScriptedModel.requests,
+            adds: adds.count,
+            stored: yield* agent.thread(options.to),
+            source: yield* agent.thread("prod")
+          }
+        }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(more), kit)))
+      })
+
+    it.effect("the steps before `at` come from the record, then the run goes on live on the new thread", () =>
+      Effect.gen(function*() {
+        const { adds, requests, result, source, stored } = yield* forkRecord(
+          [ScriptedModel.text("stopped")],
+          { to: "f", at: 1, edit: { _tag: "Message", message: "Stop here." } }
+        )
+        if (result._tag === "Left") return assert.fail(String(result.left))
+        assert.strictEqual(result.right._tag === "Completed" && result.right.text, "stopped")
+        // one live model call (step 1), no tool run: step 0's call was served from the record
+        assert.strictEqual(requests.length, 1)
+        assert.strictEqual(adds, 0)
+        const roles = result.right.state.messages.map((m: Prompt.Message) => m.role)
+        assert.deepStrictEqual(roles, ["user", "assistant", "tool", "user", "assistant"])
+        assert.strictEqual(textOf(result.right.state.messages[3]), "Stop here.")
+        assert.isTrue(Option.isSome(stored))
+        assert.isTrue(Option.isNone(source))
+      }))
+
+    it.effect("an edited tool result is served in place of the recorded one; a new system prompt goes live", () =>
+      Effect.gen(function*() {
+        const { adds, requests, result } = yield* forkRecord(
+          [ScriptedModel.text("it was 50")],
+          { to: "f", at: 2, edit: { _tag: "ToolResult", callId: "call_1", result: 50 } },
+          "You add carefully."
+        )
+        if (result._tag === "Left") return assert.fail(String(result.left))
+        assert.strictEqual(result.right._tag === "Completed" && result.right.text, "it was 50")
+        assert.strictEqual(adds, 0)
+        assert.strictEqual(requests.length, 1)
+        const [system] = requests[0]!.prompt.content
+        assert.strictEqual(system!.role === "system" && system!.content, "You add carefully.")
+        assert.deepInclude(encoded([result.right.state.messages[2]!])[0]!.content[0] as object, { result: 50 })
+      }))
+
+    it.effect("a step the record does not have, or an edit that does not apply, fails with ForkError", () =>
+      Effect.gen(function*() {
+        for (
+          const options of [
+            { to: "f", at: 4 },
+            { to: "f", at: -1 },
+            { to: "f", at: 1, edit: { _tag: "ToolResult" as const, callId: "call_2", result: 1 } },
+            { to: "f", at: 1, edit: { _tag: "Decision" as const, decision: {} } }
+          ]
+        ) {
+          const { requests, result, stored } = yield* forkRecord([], options)
+          assert.isTrue(result._tag === "Left" && result.left instanceof Fork.ForkError, JSON.stringify(options))
+          assert.strictEqual(requests.length, 0)
+          assert.isTrue(Option.isNone(stored))
+        }
+      }))
+  })
 })

@@ -11,13 +11,19 @@ import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import * as Fork from "../Fork.js"
+import type * as RunRecord from "../RunRecord.js"
 import type * as Checkpoint from "./checkpoint.js"
 import { checkThreadId } from "./input.js"
+import type * as Replay from "./replay.js"
 
 type Run = Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
 
 export interface Deps {
   readonly checkpointer: Checkpointer.Service
+  /** The message of an edit, checked as a run's input. */
+  readonly checkMessage: (input: Prompt.RawInput) => Effect.Effect<ReadonlyArray<Prompt.Message>, unknown>
+  /** Runs the agent on a record from its model step `at` on, live, on thread `threadId` (a replay's fork). */
+  readonly replay: (record: RunRecord.RunRecord, live: Replay.Live & { readonly threadId: string }) => Run
   readonly load: (threadId: string) => Effect.Effect<Checkpoint.Loaded, unknown>
   readonly start: (input: Prompt.RawInput, threadId: string) => Run
   readonly resume: (threadId: string, decision: unknown) => Run
@@ -48,8 +54,49 @@ const withToolResult = (
   return found ? edited : undefined
 }
 
-export const fork = (deps: Deps, source: string, options: Fork.Options): Run =>
+/** A fork of a recorded run: served up to step `at`, live from there, on the new thread. */
+const fromRecord = (deps: Deps, record: RunRecord.RunRecord, options: Fork.Options): Run =>
   Effect.gen(function*() {
+    const from = record.header.threadId
+    const to = yield* checkThreadId(options.to)
+    const fail = (reason: Fork.ForkError["reason"], detail: string) =>
+      Effect.fail(new Fork.ForkError({ reason, threadId: from, detail }))
+    if (Option.isSome(yield* deps.checkpointer.load(to))) {
+      return yield* fail("ThreadExists", `the thread "${to}" already exists`)
+    }
+    // the recorded model steps, and the model step each tool call came after
+    let models = 0
+    const toolStep = new Map<string, number>()
+    for (const entry of record.entries) {
+      if (entry._tag !== "Step") continue
+      if (entry.kind === "Model") models++
+      else if (entry.kind === "Tool") toolStep.set(entry.name, models - 1)
+    }
+    const at = options.at
+    if (!Number.isInteger(at) || at < 0 || at > models) {
+      return yield* fail("NoSuchStep", `the record has no step ${at}: its steps are 0 to ${models}`)
+    }
+    const edit = options.edit
+    if (edit?._tag === "Decision") return yield* fail("NotWaiting", "a fork of a recorded run takes no decision")
+    if (edit?._tag === "ToolResult") {
+      const step = toolStep.get(`tool/${edit.callId}`)
+      if (step === undefined || step >= at) {
+        return yield* fail("NoSuchToolCall", `no result of the call "${edit.callId}" comes before step ${at}`)
+      }
+    }
+    const message = edit?._tag === "Message" ? yield* deps.checkMessage(edit.message) : undefined
+    return yield* deps.replay(record, {
+      at,
+      threadId: to,
+      message,
+      toolResult: edit?._tag === "ToolResult"
+        ? { callId: edit.callId, result: edit.result, isFailure: edit.isFailure ?? false }
+        : undefined
+    })
+  })
+
+export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: Fork.Options): Run =>
+  typeof source !== "string" ? fromRecord(deps, source, options) : Effect.gen(function*() {
     const from = yield* checkThreadId(source)
     const to = yield* checkThreadId(options.to)
     const fail = (reason: Fork.ForkError["reason"], detail: string) =>

@@ -20,7 +20,7 @@ import { compile, type LoopConfig } from "./config.js"
 import { unwrapScoped } from "./drain.js"
 import * as Driver from "./driver.js"
 import * as Forks from "./fork.js"
-import { checkThreadId, isThreadId } from "./input.js"
+import { checkInput, checkThreadId, isThreadId } from "./input.js"
 import { interruptKey } from "./machine.js"
 import type { Emit } from "./observer.js"
 import * as Replay from "./replay.js"
@@ -74,16 +74,19 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
       replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) =>
         Replay.replay(record, (input, threadId) => threads.start(input, { threadId }, undefined))
       ),
-      fork: Effect.fn("Agent.fork")((threadId: string, options: Fork.Options) =>
+      fork: Effect.fn("Agent.fork")((source: string | RunRecord.RunRecord, options: Fork.Options) =>
         Forks.fork(
           {
             checkpointer,
+            checkMessage: (input) => checkInput(input, "conversation", config.maxInputChars),
+            replay: (record, live) =>
+              Replay.replay(record, (input, threadId) => threads.start(input, { threadId }, undefined), live),
             load,
             start: (input, to) => threads.start(input, { threadId: to }, undefined),
             resume: (to, decision) => threads.resume(to, decision, undefined),
             proceed: threads.proceed
           },
-          threadId,
+          source,
           options
         )
       ),

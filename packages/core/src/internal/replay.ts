@@ -38,10 +38,26 @@ const decodeMessage = Schema.decodeUnknown(Prompt.AssistantMessage)
 const decodeUsage = Schema.decodeUnknown(Response.Usage)
 const decodeFinish = Schema.decodeUnknown(Response.FinishReason)
 
-/** Replays `record` with `start`, which runs the agent on an input and thread with the journal of the context. */
+/**
+ * A fork of a recorded run: the recorded steps before model step `at` are
+ * served (without comparing), with the result of the call `toolResult.callId`
+ * replaced and `message` taken in before step `at`; from step `at` on the run
+ * is live (model, tools, checkpoints of its thread).
+ */
+export interface Live {
+  readonly at: number
+  readonly message?: ReadonlyArray<Prompt.Message> | undefined
+  readonly toolResult?: { readonly callId: string; readonly result: unknown; readonly isFailure: boolean } | undefined
+}
+
+/**
+ * Replays `record` with `start`, which runs the agent on an input and thread
+ * with the journal of the context; with `live`, forks it instead, on `threadId`.
+ */
 export const replay = (
   record: RunRecord.RunRecord,
-  start: (input: Prompt.RawInput, threadId: string) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
+  start: (input: Prompt.RawInput, threadId: string) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>,
+  live?: Live & { readonly threadId: string }
 ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> =>
   Effect.suspend(() => {
     if ((record.header.version as number) !== RunRecord.version) {
@@ -75,6 +91,9 @@ export const replay = (
     const scrubbed = requestKeeper(true)
     let diverged: RunRecord.ReplayDiverged | undefined
     let currentStep = 0
+    // the model steps taken so far; from `live.at` on, a fork runs live
+    let taken = 0
+    const isLive = () => live !== undefined && taken > live.at
     const diverge = (step: number, field: Field, recorded: unknown, actual: unknown, index?: number) => {
       diverged ??= new RunRecord.ReplayDiverged({
         step,
@@ -113,19 +132,44 @@ export const replay = (
           case "Load":
             return at === undefined ? Effect.succeed(key.result.to(Option.none())) : served(key, at)
           case "Checkpoint":
-            return Effect.succeed(key.result.to(undefined))
-          case "Inbox":
-            return at === undefined ? Effect.succeed(key.result.to([])) : served(key, at)
+            return live === undefined ? Effect.succeed(key.result.to(undefined)) : effect
+          case "Inbox": {
+            // the look before model step `taken`: a fork takes its message in before step `at`
+            const looked = live !== undefined && taken >= live.at
+              ? effect
+              : at === undefined
+              ? Effect.succeed(key.result.to([]))
+              : served(key, at)
+            const message = live !== undefined && taken === live.at ? live.message : undefined
+            return message === undefined
+              ? looked
+              : Effect.map(looked, (messages) => key.result.to([...key.result.from(messages), ...message]))
+          }
           case "Model": {
             currentStep = key.step
+            taken++
+            if (isLive() || (live !== undefined && at === undefined)) return effect
             return at === undefined ? diverge(key.step, "steps", undefined, name) : effect
           }
-          default:
-            return at === undefined ? diverge(currentStep, "steps", undefined, name) : served(key, at)
+          default: {
+            if (isLive() || (live !== undefined && at === undefined)) return effect
+            if (at === undefined) return diverge(currentStep, "steps", undefined, name)
+            const edit = live?.toolResult
+            return key._tag === "Tool" && edit !== undefined && key.call.id === edit.callId
+              ? Effect.succeed(key.result.to(Prompt.makePart("tool-result", {
+                id: key.call.id,
+                name: key.call.name,
+                result: edit.result,
+                isFailure: edit.isFailure,
+                providerExecuted: false
+              })))
+              : served(key, at)
+          }
         }
       },
       witness: {
         input: (messages) => {
+          if (live !== undefined) return Effect.void
           // compared as they are first, then (when they differ) scrubbed as recorded
           const difference = firstDifference(record.header.input, plain.messages(messages)) &&
             firstDifference(record.header.input, scrubbed.messages(messages))
@@ -133,11 +177,12 @@ export const replay = (
             ? Effect.void
             : diverge(0, "input", difference.recorded, difference.actual, difference.index)
         },
-        model: (request, _call) =>
-          Effect.suspend(() => {
+        model: (request, call) =>
+          Effect.suspend((): Effect.Effect<RunJournal.ModelReply, unknown, any> => {
             const recorded = modelSteps.get(request.step)
+            if (live !== undefined && (isLive() || recorded === undefined)) return call
             if (recorded === undefined) return diverge(request.step, "steps", undefined, `model/${request.step}`)
-            if (recorded.sent !== undefined) {
+            if (live === undefined && recorded.sent !== undefined) {
               const asItIs = plain.request(request)
               const actual = same(recorded.sent, asItIs) ? asItIs : scrubbed.request(request)
               for (const field of ["systemPrompt", "toolChoice"] as const) {
@@ -183,14 +228,17 @@ export const replay = (
     return Effect.flatMap(
       Effect.exit(
         Effect.provideService(
-          Effect.flatMap(input, (messages) => start(Prompt.fromMessages(messages), record.header.threadId)),
+          Effect.flatMap(
+            input,
+            (messages) => start(Prompt.fromMessages(messages), live?.threadId ?? record.header.threadId)
+          ),
           RunJournal.RunJournal,
           journal
         )
       ),
       (exit) => {
         if (diverged !== undefined) return Effect.fail(diverged)
-        if (Exit.isFailure(exit)) return exit
+        if (Exit.isFailure(exit) || live !== undefined) return exit
         for (const [name, at] of steps) {
           if (!at.taken && (at.step.kind === "Model" || at.step.kind === "Tool" || at.step.kind === "Nested")) {
             return diverge(stepOf.get(name)!, "steps", name, undefined)
