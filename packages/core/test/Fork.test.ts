@@ -131,7 +131,7 @@ describe("Agent.fork", () => {
         adds.count = 0
         return yield* Effect.gen(function*() {
           const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt })
-          const result = yield* Effect.either(agent.fork(record, options))
+          const result = yield* Effect.either(agent.fork(record, options as Fork.Options<never>))
           return {
             result,
             requests: yield* ScriptedModel.requests,
