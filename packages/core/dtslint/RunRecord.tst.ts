@@ -1,5 +1,5 @@
 import type { AiError } from "@effect/ai"
-import type { Agent, AgentError, AgentResult, AgentState, Wait } from "@stepwise-agent/core"
+import type { Agent, AgentError, AgentResult, AgentState, Fork, Wait } from "@stepwise-agent/core"
 import { RunRecord } from "@stepwise-agent/core"
 import type { Effect } from "effect"
 import { describe, expect, test } from "tstyche"
@@ -39,5 +39,18 @@ describe("Agent.replay", () => {
     expect<RunRecord.ReplayDiverged["field"]>().type.toBe<
       "input" | "systemPrompt" | "messages" | "tools" | "toolChoice" | "steps" | "result"
     >()
+  })
+})
+
+describe("Agent.fork", () => {
+  test("takes a thread or a record, and the decision of the agent's waits", () => {
+    expect(agent.fork("t1", { to: "t2", at: 0 })).type.toBe<
+      Effect.Effect<
+        AgentResult.AgentResult<Slice, { readonly n: number }, Wait.Any>,
+        Oops | AgentError.AgentError | AiError.AiError | Fork.ForkError
+      >
+    >()
+    expect(agent.fork(record, { to: "t2", at: 1, edit: { _tag: "Message", message: "hi" } })).type.not.toRaiseError()
+    expect(agent.fork("t1", { to: "t2" })).type.toRaiseError()
   })
 })
