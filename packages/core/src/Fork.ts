@@ -63,10 +63,11 @@ export interface Options<D = unknown> {
  *
  * @example
  * ```ts
- * import { Fork } from "@stepwise-agent/core"
+ * import type { Fork } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
- * const explain = Effect.catchTag("ForkError", (error: Fork.ForkError) => Effect.succeed(error.reason))
+ * declare const forked: Effect.Effect<unknown, Fork.ForkError>
+ * const why = Effect.catchTag(forked, "ForkError", (error) => Effect.succeed(error.reason))
  * ```
  *
  * @since 0.1.0

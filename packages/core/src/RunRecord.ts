@@ -285,10 +285,11 @@ export class RunRecordError extends Schema.TaggedError<RunRecordError>("@stepwis
  *
  * @example
  * ```ts
- * import { RunRecord } from "@stepwise-agent/core"
+ * import type { RunRecord } from "@stepwise-agent/core"
  * import { Effect } from "effect"
  *
- * const explain = Effect.catchTag("ReplayDiverged", (error: RunRecord.ReplayDiverged) =>
+ * declare const replayed: Effect.Effect<unknown, RunRecord.ReplayDiverged>
+ * const explain = Effect.catchTag(replayed, "ReplayDiverged", (error) =>
  *   Effect.succeed(`step ${error.step}: ${error.field} changed`))
  * ```
  *

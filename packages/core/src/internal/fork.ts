@@ -7,6 +7,7 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import type { CheckpointError } from "../AgentError.js"
 import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
@@ -28,6 +29,8 @@ export interface Deps {
   readonly start: (input: Prompt.RawInput, threadId: string) => Run
   readonly resume: (threadId: string, decision: unknown) => Run
   readonly proceed: (threadId: string) => Run
+  /** Runs `effect` holding the lock of `threadId` (no run of it starts meanwhile). */
+  readonly locked: <A, E, R>(threadId: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
 /** The messages with the result of call `callId` replaced; `undefined` when no message holds it. */
@@ -104,9 +107,6 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
     if (to === from) return yield* fail("ThreadExists", "the fork must go to a new thread, not the source")
     const loaded = yield* deps.load(from)
     if (Option.isNone(loaded.checkpoint)) return yield* fail("NoSuchThread", "it has no checkpoint")
-    if (Option.isSome(yield* deps.checkpointer.load(to))) {
-      return yield* fail("ThreadExists", `the thread "${to}" already exists`)
-    }
     // the model steps of the thread are its assistant replies, in order
     const replies: Array<number> = []
     loaded.messages.forEach((message, index) => message.role === "assistant" && replies.push(index))
@@ -132,12 +132,22 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
     if (!waits && edit?._tag === "Decision") {
       return yield* fail("NotWaiting", `it does not wait for a decision at step ${at}`)
     }
-    yield* deps.checkpointer.save(to, {
-      ...stored,
-      ...(waits ? { pending, run } : {}),
-      threadId: to,
-      messages: AgentState.encodeMessages(messages)
-    })
+    // the target is checked and written under its lock: of two forks to one thread, the second finds it
+    yield* deps.locked(
+      to,
+      Effect.flatMap(
+        deps.checkpointer.load(to),
+        (existing): Effect.Effect<void, Fork.ForkError | CheckpointError> =>
+          Option.isSome(existing)
+            ? Effect.asVoid(fail("ThreadExists", `the thread "${to}" already exists`))
+            : deps.checkpointer.save(to, {
+              ...stored,
+              ...(waits ? { pending, run } : {}),
+              threadId: to,
+              messages: AgentState.encodeMessages(messages)
+            })
+      )
+    )
     switch (edit?._tag) {
       case "Message":
         return yield* deps.start(edit.message, to)

@@ -84,7 +84,8 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
             load,
             start: (input, to) => threads.start(input, { threadId: to }, undefined),
             resume: (to, decision) => threads.resume(to, decision, undefined),
-            proceed: threads.proceed
+            proceed: threads.proceed,
+            locked: withThreadLock
           },
           source,
           options
