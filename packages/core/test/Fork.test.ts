@@ -93,6 +93,18 @@ describe("Agent.fork", () => {
         assert.isTrue(Option.isNone(yield* agent.thread("f4")))
       })))
 
+  it.effect("of two forks to one thread at once, one runs and the other fails with ThreadExists", () =>
+    withSource([ScriptedModel.text("a"), ScriptedModel.text("b")], (agent) =>
+      Effect.gen(function*() {
+        const both = yield* Effect.all(
+          [agent.fork("src", { to: "same", at: 1 }), agent.fork("src", { to: "same", at: 2 })].map(Effect.either),
+          { concurrency: "unbounded" }
+        )
+        const failed = both.filter((outcome) => outcome._tag === "Left")
+        assert.strictEqual(failed.length, 1)
+        assert.deepInclude((failed[0] as any).left, { reason: "ThreadExists" })
+      })))
+
   it.effect("a fork of a waiting thread at its wait resumes with the decision; the source still waits", () =>
     Effect.gen(function*() {
       const confirm = Middleware.make({
