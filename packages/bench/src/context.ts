@@ -23,6 +23,9 @@
  *    call of `ClearToolUses` and of the summarization trigger check on a
  *    10,000-message thread, ours and LangChain's `ClearToolUsesEdit` /
  *    `summarizationMiddleware` on the same thread.
+ * 5. The same policies inside the agent loop against called alone
+ *    (`contextLoop.ts`): a run's first call (cold, and on a stored thread
+ *    the runs before started from too) and each further step.
  *
  * @since 0.1.0
  */
@@ -44,6 +47,7 @@ import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { performance } from "node:perf_hooks"
 import { pathToFileURL } from "node:url"
+import { type LoopRow, measureInLoop } from "./contextLoop.js"
 import { ScriptedChatModel } from "./langchain.js"
 import { linearFit } from "./measure.js"
 
@@ -163,6 +167,8 @@ export interface ContextResult {
   readonly counting: ReadonlyArray<CountRow>
   readonly cold: ReadonlyArray<ColdRow>
   readonly firstCalls: ReadonlyArray<FirstCallRow>
+  /** The same policies inside the agent loop against called alone, at 10,000 messages (`contextLoop.ts`). */
+  readonly inLoop: ReadonlyArray<LoopRow>
   /** Bytes (UTF-8) and characters of the mixed text, and the messages it was split into. */
   readonly text: { readonly bytes: number; readonly chars: number; readonly messages: number }
   readonly seconds: number
@@ -212,6 +218,21 @@ export const threadMessage = (
 
 /** Message `i` of the histories: calls of `search` with 2 KB results. */
 const messageAt = threadMessage({ name: "search", params: (call) => ({ query: `query ${call}` }) }, resultText)
+
+/**
+ * A stored thread of `size` messages for the in-loop rows (`contextLoop.ts`):
+ * the growth history's first `size - 1` messages, then an answer, so that no
+ * call is left open.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const loopThread = (size: number): ReadonlyArray<Prompt.Message> => {
+  const out: Array<Prompt.Message> = []
+  for (let i = 0; i < size - 1; i++) out.push(messageAt(i))
+  out.push(Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: "Here is what I found." })] }))
+  return out
+}
 
 /** The histories of calls 0..calls: `size` messages, then `appended` more per call. */
 const histories = (size: number, appended: number, calls: number): Array<ReadonlyArray<Prompt.Message>> => {
@@ -984,6 +1005,7 @@ export const measure = async (
     )
   }
   const firstCalls = await measureFirstCalls(options)
+  const inLoop = await measureInLoop({ thread: loopThread, runs: quick ? 5 : 11, steps: quick ? 10 : 20, log })
   return {
     editing,
     summarization,
@@ -991,6 +1013,7 @@ export const measure = async (
     counting,
     cold,
     firstCalls,
+    inLoop,
     text: { bytes, chars: text.length, messages: chunks.length },
     seconds: (performance.now() - started) / 1000
   }
@@ -1070,9 +1093,11 @@ export const render = (result: ContextResult): string => {
     `- ${result.summarization[0]!.what} (+2/call): ${scaling(result.summarization)}.`,
     "",
     "The first call tokenizes and indexes the whole history, so it grows with N; after it, a call only " +
-    "counts and indexes the new messages. What stays linear in the history is pointer work: checking by " +
-    "identity that the remembered messages are still the first ones, and (when results are cleared) copying " +
-    "the array of messages sent to the model; the slope above is that cost per message of history.",
+    "counts and indexes the new messages. What stays linear in the history is pointer work: finding by " +
+    "identity how many of the remembered messages still start the history (these histories are slices the " +
+    "agent did not make, so they are compared; the agent's own arrays are related by its records, see the " +
+    "in-loop table below), and (when results are cleared) copying the array of messages sent to the model; the " +
+    "slope above is that cost per message of history.",
     "",
     "### Token counting throughput",
     "",
@@ -1164,6 +1189,41 @@ export const render = (result: ContextResult): string => {
         `${r.langchainMs.toFixed(2)} ms`,
         `${(r.langchainMs / r.oursMs).toFixed(1)}×`
       ])
+    ),
+    "",
+    "### In the loop against alone, at 10,000 messages",
+    "",
+    "The same two policies inside the agent loop (`contextLoop.ts`): an agent (raw fake model, one tool, memory " +
+    "checkpointer) runs on a stored thread of 10,000 messages (the growth history, answered), each run starting " +
+    "from the stored thread, as an app resuming a conversation does. The policy's middleware is wrapped so that " +
+    "only its own time is taken (its `beforeModel`, and its `wrapModelCall` without the model call it passes " +
+    "on). **Cold**: the run's first call on a thread read fresh from JSON (new objects, nothing cached). " +
+    "**Stored thread**: the run's first call on the one stored copy the runs before started from too (its " +
+    "messages decoded once; each run appends its own input after them, where the run before had its own). " +
+    "**Step**: each further call of a run (20 tool steps; 10 in quick mode). **Alone**: a second instance of the " +
+    "policy called directly on the very arrays the loop passed, right after each run (interleaved, so both see " +
+    "the same load); for the cold call, a fresh instance on a fresh copy of the thread. Medians over 11 runs (5 " +
+    "in quick mode). The last column is LangChain's first call on the 10,000-message thread of the previous " +
+    "table over ours cold in the loop.",
+    "",
+    table(
+      [
+        "policy",
+        "cold first call: loop / alone",
+        "run's first call, stored thread: loop / alone",
+        "step: loop / alone",
+        "LangChain first call / ours cold in the loop"
+      ],
+      result.inLoop.map((r) => {
+        const langchain = result.firstCalls.find((f) => f.what === r.what)
+        return [
+          r.what,
+          `${r.coldLoopMs.toFixed(2)} / ${r.coldAloneMs.toFixed(2)} ms`,
+          `${us(r.forkLoopMs * 1000)} / ${us(r.forkAloneMs * 1000)}`,
+          `${us(r.stepLoopUs)} / ${us(r.stepAloneUs)}`,
+          langchain === undefined ? "—" : `${(langchain.langchainMs / r.coldLoopMs).toFixed(1)}×`
+        ]
+      })
     ),
     "",
     `(This section took ${result.seconds.toFixed(0)} s.)`

@@ -7,7 +7,7 @@
 import type { Prompt } from "@effect/ai"
 import { LanguageModel, type Toolkit } from "@effect/ai"
 import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
-import type { Context } from "effect"
+import type { Chunk, Context } from "effect"
 import { Channel, Effect, Layer, Scope, Stream } from "effect"
 import {
   callParams,
@@ -145,17 +145,25 @@ export const makeBench = (
  * Drains `stream` in the calling fiber, pulling its channel in a scope of its
  * own, as the agent loop drains a model's stream (`internal/drain.ts` in the
  * core, which the package does not export): `Stream.runDrain` would run the
- * channel in a forked fiber, a cost the loop does not pay.
+ * channel in a forked fiber, a cost the loop does not pay. `onChunk`, when
+ * given, sees each chunk.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const drainInFiber = <A, E>(stream: Stream.Stream<A, E>): Effect.Effect<void, E> =>
+export const drainInFiber = <A, E>(
+  stream: Stream.Stream<A, E>,
+  onChunk?: (chunk: Chunk.Chunk<A>) => void
+): Effect.Effect<void, E> =>
   Effect.acquireUseRelease(
     Scope.make(),
     (scope) =>
       Effect.flatMap(Channel.toPullIn(Stream.toChannel(stream), scope), (pull) => {
-        const next: Effect.Effect<void, E> = Effect.flatMap(pull, (step) => step._tag === "Left" ? Effect.void : next)
+        const next: Effect.Effect<void, E> = Effect.flatMap(pull, (step) => {
+          if (step._tag === "Left") return Effect.void
+          onChunk?.(step.right)
+          return next
+        })
         return next
       }),
     (scope, exit) => Scope.close(scope, exit)

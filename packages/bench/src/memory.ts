@@ -23,7 +23,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { callParams } from "./fakes.js"
 import { makeBench } from "./fixtures.js"
-import { allocated, type Sample, sample, sampleMany, type SampleOptions } from "./measure.js"
+import { allocated, median, type Sample, sample, sampleMany, type SampleOptions } from "./measure.js"
 
 /**
  * @since 0.1.0
@@ -51,20 +51,45 @@ export interface MemoryResult {
   readonly stepUs: number
 }
 
-const buildMessages = (toolSteps: number): Array<Prompt.Message> => {
+/**
+ * How large the stored thread's messages are: `tiny` (a short tool call and an `"ok"` result, ~150 bytes of
+ * JSON each) or `realistic` (~2 KiB of JSON each: a tool call with a paragraph of arguments, a result with a
+ * page of text).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type MessageSize = "tiny" | "realistic"
+
+/** About 2 KiB of prose, different for each `i` (so that no two messages share their strings). */
+const filler = (i: number, bytes: number): string => {
+  const words = ["weather", "forecast", "Paris", "humidity", "wind", "pressure", "cloud", "sunny", "rain", "mild"]
+  let text = `Report ${i}:`
+  for (let k = 0; text.length < bytes; k++) text += ` ${words[(i * 7 + k * 3) % words.length]} ${(i + k) % 97}`
+  return text
+}
+
+const buildMessages = (toolSteps: number, size: MessageSize = "tiny"): Array<Prompt.Message> => {
   const out: Array<Prompt.Message> = [
     Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "What is the weather in Paris?" })] })
   ]
   for (let i = 0; i < toolSteps; i++) {
     const id = `call_${i}`
+    const params = size === "tiny" ? { ...callParams } : { ...callParams, context: filler(i, 1900) }
     out.push(Prompt.makeMessage("assistant", {
       content: [
-        Prompt.makePart("tool-call", { id, name: "tool_0", params: { ...callParams }, providerExecuted: false })
+        Prompt.makePart("tool-call", { id, name: "tool_0", params, providerExecuted: false })
       ]
     }))
     out.push(Prompt.makeMessage("tool", {
       content: [
-        Prompt.makePart("tool-result", { id, name: "tool_0", result: "ok", isFailure: false, providerExecuted: false })
+        Prompt.makePart("tool-result", {
+          id,
+          name: "tool_0",
+          result: size === "tiny" ? "ok" : filler(i + 1, 1950),
+          isFailure: false,
+          providerExecuted: false
+        })
       ]
     }))
   }
@@ -162,6 +187,10 @@ export type StepBackend = "memory" | "file system" | "KeyValueStore (memory)" | 
  */
 export interface StepResult {
   readonly backend: StepBackend
+  /** The size of the stored thread's messages. */
+  readonly messageSize: MessageSize
+  /** Where each run started. */
+  readonly start: ThreadStart
   /** One row per thread size, in the order measured. */
   readonly sizes: ReadonlyArray<{
     readonly messages: number
@@ -214,8 +243,9 @@ const checkpointerOf = (
  * backend: a run that only answers and a run of `steps` tool steps then the
  * answer, on the stored thread (saved afresh before each run, as in
  * {@link measure}), timed round-robin across the sizes (see `sampleMany`);
- * the step is their difference ÷ `steps`. File-system backends write in a
- * fresh temporary directory each.
+ * the step is their difference ÷ `steps`. With `start: "grown"` the runs
+ * continue the thread the last run saved instead (see `sampleGrown`).
+ * File-system backends write in a fresh temporary directory each.
  *
  * @since 0.1.0
  * @category constructors
@@ -230,15 +260,22 @@ export const measureSteps = async (options: {
   readonly systemPrompt?: string | undefined
   /** Also measure the bytes a step allocates (run node with `--max-semi-space-size=128`, see `allocated`). */
   readonly allocation?: boolean | undefined
+  /** The size of the stored thread's messages (`tiny` unless given). */
+  readonly messageSize?: MessageSize | undefined
+  /** Where each run starts (`stored` unless given): see {@link ThreadStart}. */
+  readonly start?: ThreadStart | undefined
 }): Promise<Array<StepResult>> => {
   const out: Array<StepResult> = []
+  const messageSize = options.messageSize ?? "tiny"
+  const start = options.start ?? "stored"
   for (const backend of options.backends) {
     const directory = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-bench-steps-"))
     try {
       const workloads: Array<{ readonly effect: Effect.Effect<void, unknown>; readonly unitsPerRun: number }> = []
+      const grownRuns: Array<GrownRuns> = []
       for (const size of options.sizes) {
         const threadId = `steps-${size}`
-        const encoded = AgentState.encodeMessages(buildMessages((size - 2) / 2))
+        const encoded = AgentState.encodeMessages(buildMessages((size - 2) / 2, messageSize))
         const stored = JSON.parse(
           JSON.stringify({ version: 1, threadId, messages: encoded, slices: {} })
         ) as Checkpointer.Checkpoint
@@ -256,19 +293,29 @@ export const measureSteps = async (options: {
             checkpointerOf(backend, directory)
           )
         )
+        /** A run of `toolSteps` tool steps on the thread as stored now; the thread's length after it. */
+        const continueThread = (toolSteps: number) =>
+          Effect.suspend(() => {
+            bench.script.call = 0
+            bench.script.toolSteps = toolSteps
+            return Effect.map(bench.agent.run("And tomorrow?", { threadId }), (result) => result.state.messages.length)
+          })
         const runOn = (toolSteps: number) =>
           bench.checkpointer.save(threadId, stored).pipe(
-            Effect.zipRight(Effect.sync(() => {
-              bench.script.call = 0
-              bench.script.toolSteps = toolSteps
-            })),
-            Effect.zipRight(bench.agent.run("And tomorrow?", { threadId })),
-            Effect.flatMap((result) =>
-              result.state.messages.length === size + 2 + 2 * toolSteps
+            Effect.zipRight(continueThread(toolSteps)),
+            Effect.flatMap((length) =>
+              length === size + 2 + 2 * toolSteps
                 ? Effect.void
                 : Effect.dieMessage(`the run on the ${size}-message thread did not see the whole thread`)
             )
           )
+        if (start === "grown") {
+          grownRuns.push({
+            size,
+            reset: Effect.zipRight(bench.checkpointer.save(threadId, stored), continueThread(0)),
+            run: continueThread
+          })
+        }
         // the saves alone: the stored thread, then `saves` times one more message (the checkpoints built
         // beforehand, so that copying the growing array is not timed)
         const grown: Array<Checkpointer.Checkpoint> = []
@@ -282,13 +329,15 @@ export const measureSteps = async (options: {
             for (let i = 0; i < saves; i++) yield* bench.checkpointer.save(threadId, grown[i]!)
           })
         workloads.push(
-          { effect: runOn(0), unitsPerRun: 1 },
-          { effect: runOn(options.steps), unitsPerRun: 1 },
+          // (a grown thread's runs are timed by `sampleGrown`)
+          { effect: start === "grown" ? Effect.void : runOn(0), unitsPerRun: 1 },
+          { effect: start === "grown" ? Effect.void : runOn(options.steps), unitsPerRun: 1 },
           { effect: savesOn(0), unitsPerRun: 1 },
           { effect: savesOn(options.steps), unitsPerRun: 1 }
         )
       }
       const samples = await sampleMany(workloads, options.sampling)
+      const grownSteps = start === "grown" ? await sampleGrown(grownRuns, options.steps, options.sampling) : undefined
       const bytes: Array<number | undefined> = []
       for (let i = 0; i < options.sizes.length; i++) {
         bytes.push(
@@ -301,19 +350,22 @@ export const measureSteps = async (options: {
       }
       const sizes = options.sizes.map((messages, i) => ({
         messages,
-        stepUs: (samples[4 * i + 1]!.cpuUs - samples[4 * i]!.cpuUs) / options.steps,
-        stepWallUs: (samples[4 * i + 1]!.wallUs - samples[4 * i]!.wallUs) / options.steps,
+        stepUs: grownSteps?.[i]!.cpuUs ?? (samples[4 * i + 1]!.cpuUs - samples[4 * i]!.cpuUs) / options.steps,
+        stepWallUs: grownSteps?.[i]!.wallUs ??
+          (samples[4 * i + 1]!.wallUs - samples[4 * i]!.wallUs) / options.steps,
         saveUs: (samples[4 * i + 3]!.cpuUs - samples[4 * i + 2]!.cpuUs) / options.steps,
         stepBytes: bytes[i]
       }))
       const result: StepResult = {
         backend,
+        messageSize,
+        start,
         sizes,
         ratio: sizes.at(-1)!.stepUs / sizes[0]!.stepUs,
         saveRatio: sizes.at(-1)!.saveUs / sizes[0]!.saveUs
       }
       options.log(
-        `  ${backend.padEnd(28)} ${
+        `  ${backend.padEnd(28)} ${messageSize.padEnd(9)} ${start.padEnd(6)} ${
           sizes.map((s) =>
             `${s.messages}: ${s.stepUs.toFixed(0)} µs CPU (${s.stepWallUs.toFixed(0)} wall), save ${
               s.saveUs.toFixed(0)
@@ -325,6 +377,158 @@ export const measureSteps = async (options: {
     } finally {
       fs.rmSync(directory, { recursive: true, force: true })
     }
+  }
+  return out
+}
+
+/**
+ * Where each run of a step measurement starts: `stored`, a thread saved
+ * afresh (from the same stored checkpoint) before each run; `grown`, the
+ * thread the last run saved, as an app keeps using one thread.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ThreadStart = "stored" | "grown"
+
+interface GrownRuns {
+  readonly size: number
+  /** Saves the stored thread and runs once on it, so that the checkpointer holds what a run saved. */
+  readonly reset: Effect.Effect<number, unknown>
+  /** A run of that many tool steps continuing the thread; the thread's length after it. */
+  readonly run: (toolSteps: number) => Effect.Effect<number, unknown>
+}
+
+/**
+ * One more step on a thread that keeps growing: round-robin across the sizes, pairs of runs (one that only
+ * answers, one of `steps` tool steps) continue the thread, each timed alone; once the thread has grown by 200
+ * messages past its size it is reset, untimed. The step is the difference of the two medians ÷ `steps`.
+ */
+const sampleGrown = async (
+  threads: ReadonlyArray<GrownRuns>,
+  steps: number,
+  sampling: Omit<SampleOptions, "unitsPerRun">
+): Promise<Array<{ readonly cpuUs: number; readonly wallUs: number }>> => {
+  const times = threads.map(() => ({
+    short: { cpu: [] as Array<number>, wall: [] as Array<number> },
+    long: { cpu: [] as Array<number>, wall: [] as Array<number> }
+  }))
+  const lengths = await Promise.all(threads.map((thread) => Effect.runPromise(thread.reset)))
+  const timed = async (effect: Effect.Effect<number, unknown>, into: { cpu: Array<number>; wall: Array<number> }) => {
+    const cpu0 = process.cpuUsage()
+    const t0 = performance.now()
+    const length = await Effect.runPromise(effect)
+    const t1 = performance.now()
+    const used = process.cpuUsage(cpu0)
+    into.wall.push((t1 - t0) * 1000)
+    into.cpu.push(used.user + used.system)
+    return length
+  }
+  const warmUntil = performance.now() + sampling.warmupMs
+  const rounds = Math.max(5, sampling.samples * 5)
+  for (let recorded = 0; recorded < rounds;) {
+    const warm = performance.now() < warmUntil
+    if (!warm) recorded++
+    for (const [i, thread] of threads.entries()) {
+      const sampleUntil = performance.now() + sampling.minSampleMs
+      while (performance.now() < sampleUntil) {
+        if (lengths[i]! > thread.size + 200) lengths[i] = await Effect.runPromise(thread.reset)
+        const into = warm ? undefined : times[i]!
+        const scratch = { cpu: [] as Array<number>, wall: [] as Array<number> }
+        lengths[i] = await timed(thread.run(0), into?.short ?? scratch)
+        lengths[i] = await timed(thread.run(steps), into?.long ?? scratch)
+      }
+    }
+  }
+  return times.map(({ long, short }) => ({
+    cpuUs: (median(long.cpu) - median(short.cpu)) / steps,
+    wallUs: (median(long.wall) - median(short.wall)) / steps
+  }))
+}
+
+/**
+ * The first load of a long thread from a KeyValueStore (in memory), alone and with the first save: a
+ * checkpointer instance that has not seen the thread (another instance
+ * saved it) loads it and decodes its messages, as the first run on the thread
+ * in a new process does.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FirstLoadResult {
+  readonly messageSize: MessageSize
+  readonly messages: number
+  /** The thread's messages as JSON, in bytes. */
+  readonly jsonBytes: number
+  /** CPU µs of the load and decode. */
+  readonly loadUs: number
+  /**
+   * CPU µs of the load, decode and first save of the thread with one more message (what the first step of a run
+   * on a stored thread adds to the load, in a new process).
+   */
+  readonly loadAndSaveUs: number
+}
+
+/**
+ * Measures {@link FirstLoadResult} for threads of each of `sizes` messages.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const measureFirstLoad = async (options: {
+  readonly sizes: ReadonlyArray<number>
+  readonly messageSize: MessageSize
+  readonly sampling: Omit<SampleOptions, "unitsPerRun">
+  readonly log: (line: string) => void
+}): Promise<Array<FirstLoadResult>> => {
+  const out: Array<FirstLoadResult> = []
+  for (const size of options.sizes) {
+    const threadId = `load-${size}`
+    const messages = AgentState.encodeMessages(buildMessages((size - 2) / 2, options.messageSize))
+    const jsonBytes = Buffer.byteLength(JSON.stringify(messages))
+    const store = await Effect.runPromise(Effect.provide(KeyValueStore.KeyValueStore, KeyValueStore.layerMemory))
+    const writer = await Effect.runPromise(
+      Effect.provideService(Checkpointer.makeKeyValueStore(), KeyValueStore.KeyValueStore, store)
+    )
+    // (the saves of the second workload go to a thread of their own)
+    const savedId = `${threadId}-saved`
+    await Effect.runPromise(writer.save(threadId, { version: 1, threadId, messages, slices: {} }))
+    await Effect.runPromise(writer.save(savedId, { version: 1, threadId: savedId, messages, slices: {} }))
+    const firstLoad = Effect.gen(function*() {
+      const reader = yield* Effect.provideService(Checkpointer.makeKeyValueStore(), KeyValueStore.KeyValueStore, store)
+      const loaded = yield* reader.load(threadId)
+      if (loaded._tag === "None") return yield* Effect.dieMessage("the thread is not stored")
+      const decoded = yield* AgentState.decodeMessages(loaded.value.messages)
+      if (decoded.length !== size) return yield* Effect.dieMessage("the load did not read the whole thread")
+    })
+    // the same, then a save of the thread with one more message (always `size` + 1 messages: the message added
+    // by the save before is replaced)
+    const firstSave = Effect.gen(function*() {
+      const reader = yield* Effect.provideService(Checkpointer.makeKeyValueStore(), KeyValueStore.KeyValueStore, store)
+      const loaded = yield* reader.load(savedId)
+      if (loaded._tag === "None") return yield* Effect.dieMessage("the thread is not stored")
+      yield* AgentState.decodeMessages(loaded.value.messages)
+      const next = loaded.value.messages.slice(0, size).concat([{ role: "user", content: "And tomorrow?" }])
+      yield* reader.save(savedId, { ...loaded.value, messages: next })
+    })
+    const [result, withSave] = await sampleMany(
+      [{ effect: firstLoad, unitsPerRun: 1 }, { effect: firstSave, unitsPerRun: 1 }],
+      options.sampling
+    )
+    options.log(
+      `  first load from a KeyValueStore, ${options.messageSize} messages, ${size}: ${
+        (result!.cpuUs / 1000).toFixed(2)
+      } ms CPU, with the first save ${(withSave!.cpuUs / 1000).toFixed(2)} ms (${
+        (jsonBytes / 2 ** 20).toFixed(1)
+      } MiB of JSON)`
+    )
+    out.push({
+      messageSize: options.messageSize,
+      messages: size,
+      jsonBytes,
+      loadUs: result!.cpuUs,
+      loadAndSaveUs: withSave!.cpuUs
+    })
   }
   return out
 }

@@ -15,8 +15,9 @@ import type { Mode } from "./fakes.js"
 import type { Config } from "./fixtures.js"
 import type { LangChainConfig } from "./langchain.js"
 import { linearFit, type Sample, type SampleOptions } from "./measure.js"
-import type { MemoryResult, StepResult } from "./memory.js"
+import type { FirstLoadResult, MemoryResult, StepResult } from "./memory.js"
 import type { MicroResult } from "./micro.js"
+import * as Peers from "./peers.js"
 import * as PiiBench from "./pii.js"
 import type { Summary } from "./profile.js"
 import * as Scale from "./scale.js"
@@ -108,11 +109,17 @@ export interface Results {
     readonly sampling: Omit<SampleOptions, "unitsPerRun">
     readonly results: ReadonlyArray<LangChainResult>
   } | undefined
+  /** The AI SDK 7 and the floor beside our step, interleaved (see `peers.ts`); absent with `--no-aisdk`. */
+  readonly peers?: Peers.PeersResult | undefined
   readonly bare: ReadonlyArray<BareResult>
   readonly micro: ReadonlyArray<MicroResult>
   readonly ablation: ReadonlyArray<AblationResult>
   readonly memory: MemoryResult
   readonly steps: ReadonlyArray<StepResult>
+  /** One more step at 10 and 10,000 messages per message size and start, memory and KeyValueStore (absent in older results). */
+  readonly flatSteps?: ReadonlyArray<StepResult> | undefined
+  /** The first load of a long thread from a KeyValueStore (absent in older results). */
+  readonly firstLoad?: ReadonlyArray<FirstLoadResult> | undefined
   readonly profiles: ReadonlyArray<ProfileResult>
   /** Context editing, summarization and token counting (see `context.ts`); absent with `--no-context`. */
   readonly context?: Context.ContextResult | undefined
@@ -160,7 +167,7 @@ export const describeMachine = (root: string): Machine => {
     memoryGiB: os.totalmem() / 2 ** 30,
     node: process.version,
     versions: Object.fromEntries(
-      ["effect", "@effect/ai", "tsx", "langchain", "@langchain/core", "@langchain/langgraph", "zod"].map((
+      ["effect", "@effect/ai", "tsx", "langchain", "@langchain/core", "@langchain/langgraph", "zod", "ai7"].map((
         pkg
       ) => [pkg, versionOf(root, pkg)])
     ),
@@ -584,8 +591,54 @@ const memorySection = (results: Results): string => {
         "largest ÷ smallest"
       ],
       results.steps.map((r) => [r.backend, ...r.sizes.map((s) => us(s.saveUs)), `${r.saveRatio.toFixed(2)}×`])
-    )
+    ),
+    ...flatThreadTables(results)
   ].join("\n")
+}
+
+/** The flat-thread rows: one more step per message size and start, and the first load from a KeyValueStore. */
+const flatThreadTables = (results: Results): Array<string> => {
+  const flat = results.flatSteps ?? []
+  const loads = results.firstLoad ?? []
+  if (flat.length === 0 && loads.length === 0) return []
+  return [
+    "",
+    "Flat threads: the same step with `tiny` messages (~150 bytes of JSON) and `realistic` ones (~2 KiB), each " +
+    "run starting on a `stored` thread (saved afresh before each run) or continuing the thread the last run " +
+    "`grown` (runs timed one by one, round-robin; the thread reset, untimed, once it has grown by 200 messages). " +
+    "Alone: `stepsOnly.ts --backend=… --size=tiny --size=realistic --start=stored --start=grown`.\n",
+    table(
+      [
+        "checkpointer",
+        "messages",
+        "start",
+        ...(flat[0]?.sizes ?? []).map((s) => `${s.messages.toLocaleString("en")} messages: CPU (wall)`),
+        "largest ÷ smallest (CPU)"
+      ],
+      flat.map((r) => [
+        r.backend,
+        r.messageSize,
+        r.start,
+        ...r.sizes.map((s) => `${us(s.stepUs)} (${us(s.stepWallUs)})`),
+        `${r.ratio.toFixed(2)}×`
+      ])
+    ),
+    "",
+    "The first load of a thread from a KeyValueStore (in memory) by a checkpointer that has not seen it (another " +
+    "instance saved it): read the head and the chunks, parse them, decode the messages; then the same with the " +
+    "first save of the thread with one more message, as the first step of a run on a stored thread in a new " +
+    "process (CPU). Alone: `npx tsx --conditions=@stepwise-agent/source packages/bench/src/firstLoad.ts`.\n",
+    table(
+      ["messages", "thread", "JSON", "first load", "first load and first save"],
+      loads.map((r) => [
+        r.messageSize,
+        `${r.messages.toLocaleString("en")} messages`,
+        bytes(r.jsonBytes),
+        us(r.loadUs),
+        us(r.loadAndSaveUs)
+      ])
+    )
+  ]
 }
 
 const profileSection = (results: Results): string => {
@@ -914,6 +967,8 @@ export const render = (results: Results): string => {
     `- **LangChain (for the ratio):** langchain ${m.versions["langchain"]} · @langchain/core ` +
     `${m.versions["@langchain/core"]} · @langchain/langgraph ${m.versions["@langchain/langgraph"]} · zod ` +
     `${m.versions["zod"]}` + (results.langchain === undefined ? " (not run: `--no-langchain`)" : ""),
+    `- **Vercel AI SDK (for the ratio):** ai ${m.versions["ai7"]} (the bench's \`ai7\` alias)` +
+    (results.peers === undefined ? " (not run: `--no-aisdk`)" : ""),
     `- **@effect/ai build:** the installed copy is **${results.effectAi.installed}**` +
     (results.effectAi.patchFile === undefined ? "" : ` (patch: \`${results.effectAi.patchFile}\`)`) +
     (results.effectAi.other === undefined
@@ -948,6 +1003,10 @@ export const render = (results: Results): string => {
     "### Against LangChain JS `createAgent` (same workload, same run)",
     "",
     langchainSection(results),
+    "",
+    "### Against the Vercel AI SDK 7 `ToolLoopAgent`, and the floor (same workload, interleaved)",
+    "",
+    results.peers === undefined ? "_Not run (`--no-aisdk`)._" : Peers.render(results.peers),
     "",
     "### The pieces of a step",
     "",

@@ -9,7 +9,10 @@
  *    `LanguageModel.generateText` / `streamText` and a bare `Toolkit.handle`,
  *    on the installed @effect/ai and on the other build (with the repository's
  *    patch reversed or applied, see `effectAi.ts`); LangChain JS's
- *    `createAgent` on the same workload (`langchain.ts`), for the ratio; then
+ *    `createAgent` on the same workload (`langchain.ts`), for the ratio; the
+ *    Vercel AI SDK 7's `ToolLoopAgent` (`aiSdk.ts`) and the floor, the cheapest
+ *    Effect program doing a step's work (`floor.ts`), timed round-robin with
+ *    our step (`peers.ts`); then
  *    the pieces a step is made of (`micro.ts`) and patched copies of the loop
  *    (`ablation.ts`);
  * 3. the heap held by a 10,000-message thread, and what continuing such a
@@ -30,7 +33,7 @@
  * Writes the results between the markers of `docs/benchmarks.md` (the text
  * outside the markers is kept). Flags: `--quick` (short sampling, for a smoke
  * run), `--no-write` (print only), `--no-profile`, `--no-ablation`, `--no-context`,
- * `--no-langchain`, `--no-durable`, `--no-pii`, `--no-scale`, `--no-steering`; `--only-ablation` runs the ablation alone and prints it; `--only-durable` runs section 6 alone and prints its
+ * `--no-langchain`, `--no-aisdk`, `--no-durable`, `--no-pii`, `--no-scale`, `--no-steering`; `--only-ablation` runs the ablation alone and prints it; `--only-durable` runs section 6 alone and prints its
  * Markdown (nothing is written).
  *
  * @since 0.1.0
@@ -53,6 +56,7 @@ import { type LangChainConfig, makeLangChainBench } from "./langchain.js"
 import { getGc, sample, sampleMany, type SampleOptions } from "./measure.js"
 import * as Memory from "./memory.js"
 import * as Micro from "./micro.js"
+import * as Peers from "./peers.js"
 import * as PiiBench from "./pii.js"
 import * as Profile from "./profile.js"
 import * as Report from "./report.js"
@@ -300,6 +304,10 @@ const main = async () => {
     section("   LangChain JS createAgent, same workload")
     return measureLangChain(langchainConfigs)
   })()
+  const peers = args.has("--no-aisdk") ? undefined : await (async () => {
+    section("   Vercel AI SDK 7 ToolLoopAgent and the floor, interleaved with ours")
+    return Peers.measure({ quick, aiVersion: machine.versions["ai7"] ?? "?", log })
+  })()
   // the other build of @effect/ai (as published, or patched): the tool table's generate rows, and bare calls
   const builds = await EffectAi.prepare(ROOT)
   const installedBuild = `installed, ${builds.installed}`
@@ -346,6 +354,34 @@ const main = async () => {
     sampling: stepSampling,
     log
   })
+  // flat threads: every combination of message size and start on the memory and KeyValueStore checkpointers
+  const flatSteps: Array<Memory.StepResult> = []
+  for (const messageSize of ["tiny", "realistic"] as const) {
+    for (const start of ["stored", "grown"] as const) {
+      flatSteps.push(
+        ...(await Memory.measureSteps({
+          backends: ["memory", "KeyValueStore (memory)"],
+          sizes: quick ? [10, 1000] : [10, 10000],
+          steps: quick ? 20 : 100,
+          sampling: stepSampling,
+          log,
+          messageSize,
+          start
+        }))
+      )
+    }
+  }
+  const firstLoad: Array<Memory.FirstLoadResult> = []
+  for (const messageSize of ["tiny", "realistic"] as const) {
+    firstLoad.push(
+      ...(await Memory.measureFirstLoad({
+        sizes: quick ? [10, 1000] : [10, 10000],
+        messageSize,
+        sampling: stepSampling,
+        log
+      }))
+    )
+  }
   const context = args.has("--no-context") ? undefined : await (async () => {
     section("5. context editing, summarization and token counting")
     return Context.measure({ quick, log })
@@ -395,6 +431,7 @@ const main = async () => {
     middleware: { encoded: middlewareEncoded, raw: middlewareRaw },
     tools: { encoded: toolsEncoded, raw: toolsRaw, other: toolsOther },
     langchain: langchain === undefined ? undefined : { sampling: langchainSampling, results: langchain },
+    peers,
     effectAi: {
       installed: builds.installed,
       patchFile: builds.patchFile,
@@ -406,6 +443,8 @@ const main = async () => {
     ablation,
     memory,
     steps,
+    flatSteps,
+    firstLoad,
     profiles,
     context,
     durable,

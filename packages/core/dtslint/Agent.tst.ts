@@ -37,7 +37,8 @@ describe("Agent.make", () => {
     const agent = Agent.make({})
     expect(agent).type.toBe<Effect.Effect<Agent.AgentOf<readonly []>, Errors, LanguageModel.LanguageModel>>()
     expect<Effect.Effect.Success<typeof agent>>().type.toBe<
-      Agent.Service<AgentState.AgentState, never, never>
+      // no middleware waits: nothing can resume it
+      Agent.Service<AgentState.AgentState, never, never, never>
     >()
   })
 
@@ -78,7 +79,7 @@ describe("Agent.make", () => {
     const agent = Agent.make({ responseFormat: Answer })
     expect(agent).type.not.toRaiseError()
     type Result = Effect.Effect.Success<ReturnType<Effect.Effect.Success<typeof agent>["run"]>>
-    expect<Result>().type.toBe<AgentResult.AgentResult<AgentState.AgentState, { readonly total: number }>>()
+    expect<Result>().type.toBe<AgentResult.AgentResult<AgentState.AgentState, { readonly total: number }, never>>()
   })
 
   test("Agent.layer provides the Agent with the same errors and services", () => {

@@ -123,6 +123,27 @@ describe("Middleware.make", () => {
     expect(m).type.toBe<Middleware.Middleware<{}, never, never, never>>()
   })
 
+  test("a wrapToolCall returns the tool result, with a state update or without; next gives the result alone", () => {
+    const counting = Middleware.make({
+      name: "counting",
+      state: counter,
+      wrapToolCall: (request, next) =>
+        Effect.map(next(request), (result) => ({ ...result, state: { calls: Number(request.state.calls) + 1 } }))
+    })
+    expect(counting).type.toBe<Middleware.Middleware<{ readonly calls: number }, never, never, never>>()
+    expect<ReturnType<Middleware.NextToolCall>>().type.toBe<
+      Effect.Effect<Prompt.ToolResultPart, AgentError.ToolDefect | AgentError.ToolTimeout>
+    >()
+    // a tool result alone is a response: hooks that return one, and code that calls a hook and reads the result
+    expect<Prompt.ToolResultPart>().type.toBeAssignableTo<Middleware.ToolCallResponse>()
+    expect<Middleware.ToolCallResponse>().type.toBeAssignableTo<Prompt.ToolResultPart>()
+    // a state goes with a tool result
+    expect(Middleware.make({
+      name: "broken",
+      wrapToolCall: (request, next) => Effect.map(next(request), (result) => ({ result, state: {} }))
+    })).type.toRaiseError()
+  })
+
   test("collects the errors and services of wrapModelStream", () => {
     const m = Middleware.make({
       name: "redact",
@@ -258,6 +279,7 @@ describe("typed waits", () => {
       expect(agent.resume).type.not.toBeCallableWith("t", "yes")
       return result
     })
+    expect(program).type.not.toBe<never>()
     expect<Effect.Effect.Success<typeof program>>().type.toBe<
       AgentResult.AgentResult<
         AgentState.AgentState,

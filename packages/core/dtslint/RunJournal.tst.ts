@@ -15,7 +15,7 @@ describe("RunJournal.StepKey", () => {
     expect(RunJournal.StepKey.Checkpoint({ index: 0 })).type.toBe<RunJournal.StepKey.Checkpoint<void>>()
     expect(RunJournal.StepKey.Inbox({ index: 0 })).type.toBe<RunJournal.StepKey.Inbox<ReadonlyArray<Prompt.Message>>>()
     expect(RunJournal.StepKey.Model({ step: 0 })).type.toBe<RunJournal.StepKey.Model<RunJournal.ModelCall>>()
-    expect(RunJournal.StepKey.Tool({ call, occurrence: 1 })).type.toBe<RunJournal.StepKey.Tool<Prompt.ToolResultPart>>()
+    expect(RunJournal.StepKey.Tool({ call, occurrence: 1 })).type.toBe<RunJournal.StepKey.Tool<RunJournal.ToolCall>>()
     expect(RunJournal.StepKey.Nested({ path: "task/c1/1", key: RunJournal.StepKey.Model({ step: 0 }) })).type.toBe<
       RunJournal.StepKey.Nested<RunJournal.ModelCall>
     >()

@@ -175,7 +175,8 @@ export class CheckpointError extends Schema.TaggedError<CheckpointError>(
   "@stepwise-agent/core/AgentError/CheckpointError"
 )("CheckpointError", {
   threadId: Schema.String,
-  operation: Schema.Literal("load", "save"),
+  /** `"list"`: listing the stored threads (`Checkpointer.Service.list`; `threadId` is then `""`). */
+  operation: Schema.Literal("load", "save", "list"),
   description: Schema.String,
   cause: Schema.optional(Schema.Defect)
 }) {
@@ -183,6 +184,7 @@ export class CheckpointError extends Schema.TaggedError<CheckpointError>(
    * @since 0.1.0
    */
   override get message(): string {
+    if (this.operation === "list") return `Could not list the stored threads: ${this.description}`
     return `Could not ${this.operation} the checkpoint of thread "${this.threadId}": ${this.description}`
   }
 }

@@ -40,6 +40,20 @@ type Variants<S, O, I> = Data.TaggedEnum<{
   }
   /** A model call starts. */
   ModelCallStarted: { readonly step: number; readonly messageCount: number; readonly toolNames: ReadonlyArray<string> }
+  /**
+   * The request as the model gets it, at the end of the `wrapModelCall`
+   * chain (once per attempt): the prompt (the system prompt and the messages
+   * as sent), the tools offered, the tool choice, and the state as the call
+   * saw it (`state`: the messages and slices then). Reported only while
+   * someone streams or watches the run: an unwatched run builds nothing.
+   */
+  ModelRequestSent: {
+    readonly step: number
+    readonly prompt: Prompt.Prompt
+    readonly toolNames: ReadonlyArray<string>
+    readonly toolChoice: unknown
+    readonly state: S
+  }
   /** A piece of text the model is writing (live, best effort). */
   TextDelta: { readonly step: number; readonly delta: string }
   /**
@@ -134,6 +148,8 @@ export const {
   ModelAttemptFailed,
   /** @since 0.1.0 */
   ModelCallStarted,
+  /** @since 0.1.0 */
+  ModelRequestSent,
   /** @since 0.1.0 */
   ModelResponded,
   /** @since 0.1.0 */

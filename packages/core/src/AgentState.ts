@@ -13,6 +13,7 @@ import * as Schema from "effect/Schema"
 import type * as Types from "effect/Types"
 import { AgentConfigError } from "./AgentError.js"
 import * as Lineage from "./internal/fast/lineage.js"
+import * as MessageDecode from "./internal/fast/messageDecode.js"
 import * as Pairing from "./internal/pairing.js"
 import type * as Middleware from "./Middleware.js"
 
@@ -342,11 +343,15 @@ export const decodeMessages = (
         out[i] = known
         continue
       }
-      const decoded = decodeMessage(raw)
-      if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
-      out[i] = decoded.right
-      encodedMessages.set(decoded.right, raw as Prompt.MessageEncoded)
-      if (typeof raw === "object" && raw !== null) decodedMessages.set(raw, decoded.right)
+      let message = MessageDecode.decodeMessage(raw)
+      if (message === undefined) {
+        const decoded = decodeMessage(raw)
+        if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+        message = decoded.right
+      }
+      out[i] = message
+      encodedMessages.set(message, raw as Prompt.MessageEncoded)
+      if (typeof raw === "object" && raw !== null) decodedMessages.set(raw, message)
     }
     return Effect.succeed(out)
   })
@@ -504,3 +509,28 @@ export const appendToolResults = (
  */
 export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<Prompt.Message> =>
   Pairing.paired(messages)
+
+/**
+ * How many leading messages `next` shares with `base`, as the same objects.
+ * The agent records which thread it made from which (appending a reply,
+ * tool results, a run's input), so for two threads of one run, or a run's
+ * thread and the stored thread it continued, this is read from the record
+ * without looking at the messages; other arrays are compared message by
+ * message. A context policy uses it to keep what it learnt of `base` and
+ * look only at the rest of `next`.
+ *
+ * @example
+ * ```ts
+ * import { AgentState } from "@stepwise-agent/core"
+ * import { Prompt } from "@effect/ai"
+ *
+ * const hello = Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "Hello" })] })
+ * const again = Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "Again" })] })
+ * AgentState.sharedPrefix([hello], [hello, again]) // 1
+ * ```
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const sharedPrefix = (base: ReadonlyArray<Prompt.Message>, next: ReadonlyArray<Prompt.Message>): number =>
+  Lineage.sharedPrefix(base, next)

@@ -116,6 +116,63 @@ export interface Service {
   readonly append?:
     | ((threadId: string, checkpoint: DeferredCheckpoint) => Effect.Effect<void, CheckpointError>)
     | undefined
+  /**
+   * The ids of the stored threads, a page at a time, in the order of their
+   * ids (optional: a store that cannot list leaves it out). Reads no thread.
+   */
+  readonly list?: ((options?: ListOptions | undefined) => Effect.Effect<ThreadPage, CheckpointError>) | undefined
+}
+
+/**
+ * Which page of stored threads {@link Service.list} gives.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ListOptions {
+  /** The `next` of the previous page; the first page without it. */
+  readonly cursor?: string | undefined
+  /** The most thread ids the page holds (default 100; at least 1). */
+  readonly limit?: number | undefined
+}
+
+/**
+ * A page of stored thread ids, from {@link Service.list}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ThreadPage {
+  readonly threadIds: ReadonlyArray<string>
+  /** The cursor of the next page; `undefined` on the last one. */
+  readonly next: string | undefined
+}
+
+/**
+ * A page of `threadIds` (all the store has, in any order): those after the
+ * cursor, in the order of their ids. What a store that can enumerate its
+ * thread ids, but not page through them itself, gives as its `list`.
+ *
+ * @example
+ * ```ts
+ * import { Checkpointer } from "@stepwise-agent/core"
+ *
+ * const page = Checkpointer.pageOf(["b", "a", "c"], { limit: 2 })
+ * // { threadIds: ["a", "b"], next: "b" }
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const pageOf = (threadIds: Iterable<string>, options?: ListOptions | undefined): ThreadPage => {
+  const given = options?.limit ?? 100
+  // a limit that is no count gives the default page
+  const limit = Number.isFinite(given) ? Math.max(1, Math.floor(given)) : 100
+  const cursor = options?.cursor
+  const after = cursor === undefined ? [...threadIds] : [...threadIds].filter((id) => id > cursor)
+  const sorted = after.sort((a, b) => a < b ? -1 : a > b ? 1 : 0)
+  const page = sorted.slice(0, limit)
+  return { threadIds: page, next: sorted.length > page.length ? page.at(-1) : undefined }
 }
 
 /**
@@ -229,9 +286,11 @@ export type MakeOptions =
 export const make = (
   options: MakeOptions
 ): Service & { readonly append: NonNullable<Service["append"]> } => {
-  const { append, save } = options
+  const { append, list, save } = options
+  const listing = list === undefined ? {} : { list }
   if (append !== undefined) {
     return {
+      ...listing,
       load: options.load,
       delete: options.delete,
       append,
@@ -248,6 +307,7 @@ export const make = (
       })
     ))
   return {
+    ...listing,
     load: options.load,
     delete: options.delete,
     save: whole,
@@ -287,7 +347,8 @@ export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
         return Option.some(checkpoint)
       }),
     append: (threadId, checkpoint) => Effect.sync(() => void store.set(threadId, checkpoint)),
-    delete: (threadId) => Effect.sync(() => void store.delete(threadId))
+    delete: (threadId) => Effect.sync(() => void store.delete(threadId)),
+    list: (options) => Effect.sync(() => pageOf(store.keys(), options))
   })
 })
 
@@ -398,6 +459,23 @@ interface Tail {
   readonly joined: string
 }
 
+/**
+ * The whole chunks of a thread's log this instance read or wrote last: the encoded message objects of each,
+ * by chunk number. A whole chunk of a committed log is never written again, so a new generation whose chunk
+ * holds the same objects copies that chunk's stored text instead of turning its messages into JSON again.
+ */
+interface KnownChunks {
+  readonly generation: string
+  readonly chunks: Map<number, ReadonlyArray<unknown>>
+}
+
+/** Whether `messages` from `start` on are the objects of `chunk`, one for one. */
+const holdsChunk = (messages: ReadonlyArray<unknown>, start: number, chunk: ReadonlyArray<unknown>): boolean => {
+  if (messages.length < start + chunk.length) return false
+  for (let i = 0; i < chunk.length; i++) if (messages[start + i] !== chunk[i]) return false
+  return true
+}
+
 const parseChunk = (text: string): unknown => {
   try {
     return JSON.parse(text)
@@ -424,7 +502,11 @@ const parseChunk = (text: string): unknown => {
  * new messages. The partial
  * chunk is written again whole at each step, but from the JSON text of the
  * messages it already held (kept for the threads this instance wrote last,
- * `cachedThreads` of them): only the new messages are turned into JSON.
+ * `cachedThreads` of them): only the new messages are turned into JSON. A
+ * thread written whole under a new generation (the first save of a thread
+ * another instance wrote, a history rewrite) copies the stored text of the
+ * leading whole chunks this instance read or wrote with the same messages,
+ * and turns only the rest into JSON.
  *
  * A value of the previous format (the whole checkpoint as JSON under
  * `prefix + threadId`) still loads; the next save replaces it with a head.
@@ -454,11 +536,25 @@ export const makeKeyValueStore = (
      * encodes only its new messages, not the up to 63 the tail already held (see `writeChunks`).
      */
     const tails = new Lru<string, Tail>(options?.cachedThreads ?? defaultCachedThreads)
+    /** The whole chunks each thread's log held when this instance last read or wrote it (see {@link KnownChunks}). */
+    const knownChunks = new Lru<string, KnownChunks>(options?.cachedThreads ?? defaultCachedThreads)
+    /** Remembers the objects of whole chunk `index` of `generation`, read or written. */
+    const rememberChunk = (threadId: string, generation: string, index: number, chunk: ReadonlyArray<unknown>) => {
+      let known = knownChunks.get(threadId)
+      if (known === undefined || known.generation !== generation) {
+        known = { generation, chunks: new Map() }
+        knownChunks.set(threadId, known)
+      }
+      known.chunks.set(index, chunk)
+    }
     /**
      * Writes the chunks of `messages` past its first `committed` (those of the committed log, written before),
      * starting with the chunk that holds message `committed`, the partial last one into tail `slot`. The texts of
      * the committed messages of that chunk come from `tails` when this instance wrote them, else are encoded again;
-     * either way each value is the `JSON.stringify` of its chunk (or of `{ start, messages }` for the tail).
+     * either way each value is the `JSON.stringify` of its chunk (or of `{ start, messages }` for the tail). A new
+     * generation (`committed` 0) first copies, as text, the leading whole chunks another generation of the thread
+     * holds with the same messages (see {@link KnownChunks}): a rewrite, or the first save of a thread another
+     * instance wrote, turns only the rest into JSON.
      */
     const writeChunks = (
       threadId: string,
@@ -468,9 +564,25 @@ export const makeKeyValueStore = (
       slot: number
     ) =>
       Effect.gen(function*() {
-        const first = Math.floor(committed / chunkSize)
+        const full = Math.floor(messages.length / chunkSize)
+        let copied = 0
+        const previous = committed === 0 ? knownChunks.get(threadId) : undefined
+        if (previous !== undefined && previous.generation !== generation && full > 0) {
+          const all = messages.from(0)
+          while (copied < full) {
+            const objects = previous.chunks.get(copied)
+            if (objects === undefined || !holdsChunk(all, copied * chunkSize, objects)) break
+            const text = yield* store.get(chunk(threadId, previous.generation, String(copied)))
+            if (Option.isNone(text)) break
+            yield* store.set(chunk(threadId, generation, String(copied)), text.value)
+            rememberChunk(threadId, generation, copied, objects)
+            copied++
+          }
+        }
+        const from = Math.max(committed, copied * chunkSize)
+        const first = Math.floor(from / chunkSize)
         const offset = first * chunkSize
-        const kept = committed - offset
+        const kept = from - offset
         const known = tails.get(threadId)
         // the texts of messages `offset` on: the committed ones of this log as written (they are the same messages:
         // a log is appended to only by a thread that keeps every committed message), then the new ones
@@ -479,17 +591,30 @@ export const makeKeyValueStore = (
         const texts = reused ? known.texts.slice(0, kept) : []
         // when the tail keeps all it held, its joined text is extended (`+` makes no copy of what it held)
         let joined = reused && kept === known.texts.length ? known.joined : undefined
-        for (const message of messages.from(reused ? committed : offset)) {
+        // the messages to turn into JSON (the objects a whole array holds), message `at` on
+        const at = reused ? from : offset
+        const objects = messages.from(at)
+        for (let i = 0; i < objects.length; i++) {
           // (an array's JSON writes `null` for what has no JSON text of its own, such as `undefined`)
-          const text = JSON.stringify(message) ?? "null"
+          const text = JSON.stringify(objects[i]) ?? "null"
           if (joined !== undefined) joined = texts.length === 0 ? text : `${joined},${text}`
           texts.push(text)
         }
-        const full = Math.floor(messages.length / chunkSize)
         for (let i = first; i < full; i++) {
+          const textAt = (i - first) * chunkSize
           yield* store.set(
             chunk(threadId, generation, String(i)),
-            `[${texts.slice((i - first) * chunkSize, (i - first + 1) * chunkSize).join(",")}]`
+            `[${texts.slice(textAt, textAt + chunkSize).join(",")}]`
+          )
+          // (the first chunk of an append starts with committed messages, which `objects` does not hold)
+          const chunkAt = i * chunkSize
+          rememberChunk(
+            threadId,
+            generation,
+            i,
+            chunkAt >= at
+              ? objects.slice(chunkAt - at, chunkAt - at + chunkSize)
+              : messages.from(chunkAt).slice(0, chunkSize)
           )
         }
         const start = full * chunkSize
@@ -543,6 +668,7 @@ export const makeKeyValueStore = (
               return yield* Effect.fail(new ThreadLog.Corrupt(`chunk ${i} of the thread's log is not a whole chunk`))
             }
             for (const message of value.value) out.push(message)
+            rememberChunk(threadId, log.generation, i, value.value)
           }
           if (log.messages > full * chunkSize) {
             const value = yield* readChunk(chunk(threadId, log.generation, `tail${log.end}`))
@@ -560,7 +686,13 @@ export const makeKeyValueStore = (
       removeLog,
       removeThread: (threadId, known) =>
         Effect.zipRight(
-          Effect.zipRight(Effect.sync(() => tails.delete(threadId)), store.remove(head(threadId))),
+          Effect.zipRight(
+            Effect.sync(() => {
+              tails.delete(threadId)
+              knownChunks.delete(threadId)
+            }),
+            store.remove(head(threadId))
+          ),
           Effect.forEach(known, (log) => removeLog(threadId, log), { discard: true })
         )
     }
@@ -703,12 +835,35 @@ export const makeFileSystem = (
           )
         })
     }
-    return make(ThreadLog.make({
-      backend,
-      decode: decodeStored,
-      encode: encodeHead,
-      cachedThreads: options?.cachedThreads ?? defaultCachedThreads
-    }))
+    // a thread is its head, `<thread>.json` (a log or a temporary file ends otherwise)
+    const list: NonNullable<Service["list"]> = (listOptions) =>
+      fs.readDirectory(directory).pipe(
+        Effect.map((files) =>
+          pageOf(
+            files.flatMap((file) => {
+              if (!file.endsWith(".json")) return []
+              try {
+                return [decodeURIComponent(file.slice(0, -".json".length))]
+              } catch {
+                return [] // not a name this checkpointer wrote
+              }
+            }),
+            listOptions
+          )
+        ),
+        Effect.mapError((cause) =>
+          new CheckpointError({ threadId: "", operation: "list", description: `cannot read ${directory}`, cause })
+        )
+      )
+    return make({
+      ...ThreadLog.make({
+        backend,
+        decode: decodeStored,
+        encode: encodeHead,
+        cachedThreads: options?.cachedThreads ?? defaultCachedThreads
+      }),
+      list
+    })
   })
 
 /**

@@ -313,7 +313,39 @@ export type NextToolCall = (
 export type WrapModelCall<E, R> = (request: ModelRequest, next: NextModelCall) => Effect.Effect<ModelResponse, E, R>
 
 /**
- * A `wrapToolCall` hook.
+ * What a `wrapToolCall` returns: the tool result, with an optional `state`,
+ * an update of the state slice of the middleware whose hook returns it (its
+ * declared keys, as a node hook's `state`; LangChain's wrap hooks return
+ * state updates with the response). The agent applies it once the tool calls
+ * of the step end, in the order of the calls in the model's reply (not the
+ * order they finish in), before the results are stored; it takes it off the
+ * result before the hooks around see it. A durable run journals it with the
+ * call, so its values must be JSON. A tool result alone is one.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@stepwise-agent/core"
+ * import { Effect, Schema } from "effect"
+ *
+ * // counts the tool calls of the thread in its own slice
+ * const counter = Middleware.make({
+ *   name: "toolCounter",
+ *   state: { schema: Schema.Struct({ toolCalls: Schema.Number }), initial: { toolCalls: 0 } },
+ *   wrapToolCall: (request, next) =>
+ *     Effect.map(next(request), (result) => ({ ...result, state: { toolCalls: Number(request.state.toolCalls) + 1 } }))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolCallResponse extends Prompt.ToolResultPart {
+  readonly state?: Readonly<Record<string, unknown>> | undefined
+}
+
+/**
+ * A `wrapToolCall` hook: it returns the tool result, with an optional update
+ * of its middleware's state ({@link ToolCallResponse}).
  *
  * @since 0.1.0
  * @category models
@@ -321,7 +353,7 @@ export type WrapModelCall<E, R> = (request: ModelRequest, next: NextModelCall) =
 export type WrapToolCall<E, R> = (
   request: ToolCallRequest,
   next: NextToolCall
-) => Effect.Effect<Prompt.ToolResultPart, E, R>
+) => Effect.Effect<ToolCallResponse, E, R>
 
 /**
  * A `wrapModelStream` hook: transforms the parts of a streamed model call as

@@ -141,12 +141,12 @@ export declare namespace StepKey {
   }
 
   /**
-   * The `occurrence`-th call with the id of `call`: its result.
+   * The `occurrence`-th call with the id of `call`: its {@link ToolCall}.
    *
    * @since 0.1.0
    * @category models
    */
-  export interface Tool<A = Prompt.ToolResultPart> extends Proto<"Tool", Prompt.ToolResultPart, A> {
+  export interface Tool<A = ToolCall> extends Proto<"Tool", ToolCall, A> {
     readonly call: Prompt.ToolCallPart
     readonly occurrence: number
   }
@@ -229,7 +229,7 @@ export const StepKey = {
     _tag: "Tool",
     call,
     occurrence,
-    schema: Prompt.ToolResultPart,
+    schema: ToolCall,
     result: same
   }),
   Nested: <A>({ key, path }: { readonly path: string; readonly key: StepKey<A> }): StepKey.Nested<A> => ({
@@ -296,6 +296,12 @@ export const stepName = <A>(key: StepKey<A>): string => {
  */
 export const innermost = <A>(key: StepKey<A>): StepKey.Leaf<A> => key._tag === "Nested" ? innermost(key.key) : key
 
+/** The state updates the wrap hooks of one call returned, by middleware, innermost first. */
+const StateUpdates = Schema.Array(Schema.Struct({
+  middleware: Schema.String,
+  state: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+}))
+
 /**
  * The outcome of one model call as the loop stores it: the reply, its usage
  * and finish reason, the names of the tools the call offered (after the
@@ -320,10 +326,7 @@ export const ModelCall = Schema.Struct({
   usage: Response.Usage,
   finishReason: Response.FinishReason,
   offered: Schema.Array(Schema.String),
-  updates: Schema.optional(Schema.Array(Schema.Struct({
-    middleware: Schema.String,
-    state: Schema.Record({ key: Schema.String, value: Schema.Unknown })
-  })))
+  updates: Schema.optional(StateUpdates)
 })
 
 /**
@@ -331,6 +334,68 @@ export const ModelCall = Schema.Struct({
  * @category models
  */
 export type ModelCall = typeof ModelCall.Type
+
+/**
+ * The outcome of one tool call as the loop stores it: the tool result, and
+ * the state updates its `wrapToolCall` hooks returned, by middleware,
+ * innermost first (a replay applies them as the first execution did, without
+ * running the tool again; their values must be JSON for a durable journal).
+ * The agent takes `updates` off before it stores the result.
+ *
+ * @example
+ * ```ts
+ * import type { RunJournal } from "@stepwise-agent/core"
+ *
+ * const updated = (call: RunJournal.ToolCall) => (call.updates ?? []).map((update) => update.middleware)
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolCall extends Prompt.ToolResultPart {
+  readonly updates?: typeof StateUpdates.Type | undefined
+}
+
+/** A tool call with updates, as journaled: the result beside them. */
+const ToolCallWithUpdates = Schema.Struct({ result: Prompt.ToolResultPart, updates: StateUpdates })
+
+/**
+ * The schema a tool call is journaled with ({@link ToolCall}). A call
+ * without updates is stored as its result alone, as before updates existed,
+ * so every stored tool step decodes; one with updates as `{ result, updates }`.
+ *
+ * @example
+ * ```ts
+ * import { Prompt } from "@effect/ai"
+ * import { RunJournal } from "@stepwise-agent/core"
+ * import { Schema } from "effect"
+ *
+ * const result = Prompt.makePart("tool-result", {
+ *   id: "call_1", name: "echo", result: "hi", isFailure: false, providerExecuted: false
+ * })
+ * Schema.encodeSync(RunJournal.ToolCall)({ ...result, updates: [{ middleware: "counter", state: { calls: 1 } }] })
+ * // { result: { type: "tool-result", id: "call_1", … }, updates: [{ middleware: "counter", state: { calls: 1 } }] }
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ToolCall: Schema.Schema<
+  ToolCall,
+  Schema.Schema.Encoded<typeof Prompt.ToolResultPart> | Schema.Schema.Encoded<typeof ToolCallWithUpdates>
+> = Schema.transform(
+  Schema.Union(Prompt.ToolResultPart, ToolCallWithUpdates),
+  Schema.declare((u): u is ToolCall => Prompt.isPart(u) && u.type === "tool-result", { identifier: "ToolCall" }),
+  {
+    strict: true,
+    decode: (stored): ToolCall => Prompt.isPart(stored) ? stored : { ...stored.result, updates: stored.updates },
+    encode: (call) => {
+      if (call.updates === undefined) return call
+      const { updates, ...result } = call
+      return { result: result as Prompt.ToolResultPart, updates }
+    }
+  }
+)
 
 /**
  * A model request as the model got it, at the end of the `wrapModelCall`
@@ -434,7 +499,11 @@ export interface Interrupt {
   readonly step: number
   readonly middleware: string
   readonly node: Checkpointer.PendingInterrupt["node"]
-  /** What the hook asked (for example `HumanInTheLoop.ApprovalRequest`). */
+  /**
+   * What the hook asked (for example `HumanInTheLoop.ApprovalRequest`), as it
+   * gave it (its middleware's `wait.request` type; the thread stores it
+   * encoded).
+   */
   readonly value: unknown
 }
 
@@ -451,7 +520,9 @@ export interface Service {
   /**
    * Called after the loop saved the interrupted state. `None` ends the run
    * as `Interrupted` (to be resumed with `Agent.resume`); `Some(value)`
-   * runs the interrupting hook again at once with `value`.
+   * runs the interrupting hook again at once with `value`, a decision as it
+   * was posted (encoded, JSON): the agent decodes it with the waiting
+   * middleware's `wait.decision` schema and checks it first.
    */
   readonly await: (interrupt: Interrupt) => Effect.Effect<Option.Option<unknown>>
   /**

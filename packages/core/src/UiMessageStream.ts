@@ -25,10 +25,12 @@
  *
  * @since 0.1.0
  */
+import type * as Prompt from "@effect/ai/Prompt"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Encoding from "effect/Encoding"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
@@ -587,6 +589,227 @@ export const fromEvents = <S, O, E, R>(
     )
   })
 
+/**
+ * A part of a {@link UiMessage}: the parts of the `ai` package's `UIMessage`
+ * that {@link fromEvents} streams (and a user's files).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type UiMessagePart =
+  | { readonly type: "step-start" }
+  | { readonly type: "text"; readonly text: string; readonly state?: "done" }
+  | { readonly type: "reasoning"; readonly text: string; readonly state: "done" }
+  | { readonly type: "file"; readonly mediaType: string; readonly url: string; readonly filename?: string }
+  | { readonly type: "data-interrupt"; readonly data: AgentResult.Interrupt }
+  | UiToolPart
+
+/**
+ * A tool call as a UI part: named `tool-<name>`, in the state the live
+ * stream leaves it in.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type UiToolPart =
+  & {
+    readonly type: `tool-${string}`
+    readonly toolCallId: string
+    readonly input: unknown
+    readonly providerExecuted?: boolean
+  }
+  & (
+    | { readonly state: "input-available" }
+    | { readonly state: "approval-requested"; readonly approval: { readonly id: string; readonly descriptor?: string } }
+    | { readonly state: "output-available"; readonly output: unknown }
+    | { readonly state: "output-error"; readonly errorText: string }
+  )
+
+/**
+ * One message of a chat as the `ai` package's `UIMessage` (what `useChat`
+ * keeps): a user's message, or the assistant's reply to it — every model
+ * call of its runs, one `step-start` each.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface UiMessage {
+  readonly id: string
+  readonly role: "user" | "assistant"
+  /** (A mutable array, as `useChat` takes its messages.) */
+  readonly parts: Array<UiMessagePart>
+}
+
+/**
+ * Options of {@link toUiMessages}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface UiMessagesOptions {
+  /** What the thread waits for (`ThreadSnapshot.pending`): its approvals show as `approval-requested`. */
+  readonly pending?: Option.Option<AgentResult.Interrupt> | undefined
+  /** Reads the pending interrupt as approval requests; without it (or for another interrupt) a `data-interrupt` part. */
+  readonly approvals?: Approvals | undefined
+}
+
+const fileUrl = (part: Prompt.FilePart): string => {
+  const { data, mediaType } = part
+  if (typeof data === "string") {
+    return /^(data|https?|blob):/i.test(data) ? data : `data:${mediaType};base64,${data}`
+  }
+  // a URL gives its address
+  return data instanceof Uint8Array ? `data:${mediaType};base64,${Encoding.encodeBase64(data)}` : String(data)
+}
+
+const filePart = (part: Prompt.FilePart): UiMessagePart => ({
+  type: "file",
+  mediaType: part.mediaType,
+  url: fileUrl(part),
+  ...(part.fileName === undefined ? {} : { filename: part.fileName })
+})
+
+/**
+ * A stored thread as the messages a chat page shows — what `useChat` had
+ * when the runs streamed, for its initial `messages` after a reload. A user
+ * message becomes a user message (its text and files); the assistant and
+ * tool messages up to the next user message become one assistant message,
+ * a `step-start` per model reply with its text, reasoning and tool calls
+ * (in the order {@link fromEvents} streams them), each call in the state
+ * its result left it (`output-available`, `output-error`), and a call the
+ * thread waits on, read by {@link UiMessagesOptions.approvals}, in state
+ * `approval-requested` with its approval id (so `addToolApprovalResponse`
+ * answers it). A wait that is no tool approval is a `data-interrupt` part.
+ * System messages are not shown. Message ids are the index of the message's
+ * first stored message (`m<index>`), stable across loads.
+ *
+ * Not kept in a thread, so not given back: a denied call shows the result
+ * the denial stored (`output-error`), not `output-denied`; a model call's
+ * failed attempts and a run's error.
+ *
+ * @example
+ * ```ts
+ * import { Agent, UiMessageStream } from "@stepwise-agent/core"
+ * import { Effect, Option } from "effect"
+ *
+ * const initialMessages = Effect.gen(function*() {
+ *   const agent = yield* Agent.make({})
+ *   const thread = yield* agent.thread("chat-1")
+ *   return Option.match(thread, {
+ *     onNone: () => [],
+ *     onSome: ({ pending, state }) => UiMessageStream.toUiMessages(state.messages, { pending })
+ *   })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const toUiMessages = (
+  messages: ReadonlyArray<Prompt.Message>,
+  options?: UiMessagesOptions | undefined
+): Array<UiMessage> => {
+  const out: Array<{ id: string; role: "user" | "assistant"; parts: Array<UiMessagePart> }> = []
+  let reply: { id: string; role: "assistant"; parts: Array<UiMessagePart> } | undefined
+  // the tool parts of the last model reply, by call id (call ids are unique within a reply only)
+  let step = new Map<string, UiToolPart>()
+  const replyAt = (index: number) => {
+    if (reply === undefined) {
+      reply = { id: `m${index}`, role: "assistant", parts: [] }
+      out.push(reply)
+    }
+    return reply
+  }
+  const setTool = (parts: Array<UiMessagePart>, next: UiToolPart) => {
+    const previous = step.get(next.toolCallId)
+    if (previous !== undefined) parts[parts.indexOf(previous)] = next
+    else parts.push(next)
+    step.set(next.toolCallId, next)
+  }
+  for (const [index, message] of messages.entries()) {
+    switch (message.role) {
+      case "system":
+        break
+      case "user": {
+        reply = undefined
+        step = new Map()
+        out.push({
+          id: `m${index}`,
+          role: "user",
+          parts: message.content.map((part): UiMessagePart =>
+            part.type === "text" ? { type: "text", text: part.text } : filePart(part)
+          )
+        })
+        break
+      }
+      case "assistant": {
+        const { parts } = replyAt(index)
+        parts.push({ type: "step-start" })
+        step = new Map()
+        // the live stream sends a reply's text as it streams, its reasoning and calls when the reply is whole
+        const text = message.content.flatMap((part) => part.type === "text" ? [part.text] : []).join("")
+        if (text !== "") parts.push({ type: "text", text, state: "done" })
+        for (const part of message.content) {
+          if (part.type === "reasoning" && part.text !== "") {
+            parts.push({ type: "reasoning", text: part.text, state: "done" })
+          } else if (part.type === "file") parts.push(filePart(part))
+          else if (part.type === "tool-call" && !step.has(part.id)) {
+            setTool(parts, {
+              type: `tool-${part.name}`,
+              toolCallId: part.id,
+              state: "input-available",
+              input: part.params,
+              ...(part.providerExecuted === true ? { providerExecuted: true } : {})
+            })
+          } else if (part.type === "tool-result") setTool(parts, resultPart(step.get(part.id), part))
+        }
+        break
+      }
+      case "tool": {
+        const { parts } = replyAt(index)
+        for (const part of message.content) setTool(parts, resultPart(step.get(part.id), part))
+        break
+      }
+    }
+  }
+  const pending = options?.pending ?? Option.none()
+  if (Option.isSome(pending)) {
+    const interrupt = pending.value
+    const { parts } = replyAt(messages.length)
+    const requests = options?.approvals === undefined ? Option.none() : options.approvals.requests(interrupt)
+    if (Option.isNone(requests)) parts.push({ type: "data-interrupt", data: interrupt })
+    else {
+      for (const request of requests.value) {
+        const call = step.get(request.toolCallId)
+        setTool(parts, {
+          type: call?.type ?? `tool-${request.toolName}`,
+          toolCallId: request.toolCallId,
+          input: call === undefined ? request.input : call.input,
+          ...(call?.providerExecuted === true ? { providerExecuted: true } : {}),
+          state: "approval-requested",
+          approval: {
+            id: request.approvalId,
+            ...(request.description === undefined ? {} : { descriptor: request.description })
+          }
+        })
+      }
+    }
+  }
+  return out
+}
+
+const resultPart = (call: UiToolPart | undefined, result: Prompt.ToolResultPart): UiToolPart => {
+  const base = {
+    type: call?.type ?? `tool-${result.name}` as const,
+    toolCallId: result.id,
+    input: call?.input,
+    ...(call?.providerExecuted === true || result.providerExecuted ? { providerExecuted: true } : {})
+  }
+  return result.isFailure
+    ? { ...base, state: "output-error", errorText: Secrets.scrubText(toolResultText(result.result)) }
+    : { ...base, state: "output-available", output: result.result }
+}
+
 const encoder = new TextEncoder()
 
 /**
@@ -964,3 +1187,92 @@ export const toHttpApp = <S, E, O>(
     Effect.map((chunks) => HttpServerResponse.stream(toSse(chunks), { contentType: "text/event-stream", headers })),
     Effect.catchAll((error) => Effect.succeed(refusal(error)))
   )
+
+/** The values of the query parameter `name` of `url`; `undefined` when the query is not URL-encoded. */
+const queryValues = (url: string, name: string): Array<string> | undefined => {
+  const at = url.indexOf("?")
+  const query = at === -1 ? "" : url.slice(at + 1).split("#", 1)[0]!
+  const values: Array<string> = []
+  for (const pair of query.split("&")) {
+    if (pair === "") continue
+    const equals = pair.indexOf("=")
+    try {
+      const decode = (text: string) => decodeURIComponent(text.replaceAll("+", " "))
+      if (decode(equals === -1 ? pair : pair.slice(0, equals)) === name) {
+        values.push(equals === -1 ? "" : decode(pair.slice(equals + 1)))
+      }
+    } catch {
+      return undefined
+    }
+  }
+  return values
+}
+
+/**
+ * Options of {@link messagesHttpApp}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MessagesOptions {
+  /** Who may read which chat: the same check as the chat endpoint's (see {@link toHttpApp}). */
+  readonly authorize: Authorize
+  /** Reads a pending interrupt as approval requests (HumanInTheLoop's `uiApprovals`), as the chat endpoint does. */
+  readonly approvals?: Approvals | undefined
+}
+
+/**
+ * An `@effect/platform` HTTP handler giving a chat back after a reload:
+ * `GET ?id=<chat id>` answers the thread as JSON `UIMessage[]`
+ * ({@link toUiMessages}), for `useChat({ id, messages })`, with a pending
+ * approval as a tool part awaiting the human's answer. A chat with no
+ * stored thread is `[]`.
+ *
+ * `authorize` is asked before the thread is read, as on the chat endpoint:
+ * give both the same. Refused: no `id` or a bad one (400), a chat
+ * `authorize` does not allow (403); a thread that cannot be loaded is 500.
+ *
+ * @example
+ * ```ts
+ * import { HttpRouter } from "@effect/platform"
+ * import { Agent, UiMessageStream } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const authorize: UiMessageStream.Authorize = (request, threadId) =>
+ *   Effect.succeed(request.headers["x-user"] !== undefined && threadId.startsWith(`${request.headers["x-user"]}/`))
+ *
+ * const router = Effect.map(Agent.make({}), (agent) =>
+ *   HttpRouter.empty.pipe(
+ *     HttpRouter.post("/api/chat", UiMessageStream.toHttpApp(agent, { authorize })),
+ *     HttpRouter.get("/api/chat/messages", UiMessageStream.messagesHttpApp(agent, { authorize }))
+ *   ))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const messagesHttpApp = <S, E, O>(
+  agent: Agent.Service<S, E, O>,
+  options: MessagesOptions
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const ids = queryValues(request.url, "id")
+    if (ids === undefined || ids.length !== 1 || ids[0] === "") {
+      return yield* new InvalidChatRequest({ reason: "give the chat as one query parameter \"id\"" })
+    }
+    const threadId = ids[0]!
+    yield* checkAuthorized(options?.authorize, request, threadId)
+    const snapshot = yield* threadOf(agent, threadId)
+    const messages = Option.match(snapshot, {
+      onNone: () => [],
+      onSome: (thread) =>
+        toUiMessages((thread.state as { readonly messages: ReadonlyArray<Prompt.Message> }).messages, {
+          pending: thread.pending,
+          approvals: options?.approvals
+        })
+    })
+    return yield* HttpServerResponse.json(messages).pipe(
+      Effect.orElse(() => Effect.fail(serverSide("The chat's messages could not be encoded as JSON")))
+    )
+  }).pipe(Effect.catchAll((error) => Effect.succeed(refusal(error))))

@@ -107,3 +107,53 @@ describe("AgentState.answerPending", () => {
     assert.strictEqual(AgentState.answerPending(thread, "why"), thread)
   })
 })
+
+describe("AgentState.sharedPrefix", () => {
+  const user = (text: string) => Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text })] })
+  const call = (id: string) =>
+    Prompt.makeMessage("assistant", {
+      content: [Prompt.makePart("tool-call", { id, name: "t", params: {}, providerExecuted: false })]
+    })
+  const result = (id: string) =>
+    Prompt.makePart("tool-result", { id, name: "t", result: id, isFailure: false, providerExecuted: false })
+  /** The leading messages two arrays share, compared one by one. */
+  const naive = (a: ReadonlyArray<Prompt.Message>, b: ReadonlyArray<Prompt.Message>) => {
+    let i = 0
+    while (i < a.length && i < b.length && a[i] === b[i]) i++
+    return i
+  }
+
+  it.prop(
+    "of threads the agent made from one another, or not, is never more than the messages they share, and all of a thread it grew",
+    {
+      ops: FastCheck.array(
+        FastCheck.record({ from: FastCheck.nat(), kind: FastCheck.constantFrom("results", "spread", "fork") }),
+        { maxLength: 12 }
+      )
+    },
+    ({ ops }) => {
+      const threads: Array<ReadonlyArray<Prompt.Message>> = [[user("start")]]
+      ops.forEach(({ from, kind }, n) => {
+        const base = threads[from % threads.length]!
+        if (kind === "results") {
+          const withCall = [...base, call(`c${n}`)]
+          const next = AgentState.appendToolResults(withCall, [result(`c${n}`)])
+          // a thread the agent grew shares all of the thread it grew
+          assert.strictEqual(AgentState.sharedPrefix(withCall, next), withCall.length)
+          threads.push(withCall, next)
+        } else {
+          threads.push(
+            kind === "spread" ? [...base, user(`u${n}`)] : AgentState.appendToolResults(base, [result(`late${n}`)])
+          )
+        }
+      })
+      for (const a of threads) {
+        for (const b of threads) {
+          const shared = AgentState.sharedPrefix(a, b)
+          assert.isAtMost(shared, naive(a, b))
+          assert.isAtLeast(shared, 0)
+        }
+      }
+    }
+  )
+})

@@ -37,6 +37,10 @@ const assertGoldenCheckpoint = (checkpoint: Checkpointer.Checkpoint) =>
     ])
   })
 
+/** The call a tool result answers, for its step's key. */
+const toolCallOf = (result: Prompt.ToolResultPart): Prompt.ToolCallPart =>
+  Prompt.makePart("tool-call", { id: result.id, name: result.name, params: {}, providerExecuted: false })
+
 describe("golden files: checkpoints", () => {
   it.effect("checkpoint-v1.json (toJson: the SQL row, the single-value format) decodes with fromJson", () =>
     Effect.gen(function*() {
@@ -109,6 +113,18 @@ describe("golden files: journal entries", () => {
         { echoed: "x", at: [1, 2] },
         false
       ])
+      // the schema of a tool step (a result with the state updates of its wrapToolCall hooks) reads it too
+      const toolStep = yield* Schema.decodeUnknown(
+        RunJournal.StepKey.Tool({ call: toolCallOf(tool), occurrence: 1 }).schema
+      )(
+        entries.tool
+      )
+      assert.deepStrictEqual([toolStep.id, toolStep.result, toolStep.updates], [
+        "call_x",
+        { echoed: "x", at: [1, 2] },
+        undefined
+      ])
+      assert.deepStrictEqual(Schema.encodeSync(RunJournal.ToolCall)(toolStep), entries.tool)
     }))
 
   it.effect("journal-v1.json: a recorded run replays from its entries alone, to the same result", () =>

@@ -1,8 +1,8 @@
 import { AiError, Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Middleware } from "@stepwise-agent/core"
+import { Agent, type AgentEvent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Deferred, Effect, FastCheck, Layer, Option, Schema, Stream } from "effect"
 import { assistantText, Calculator, CalculatorLive, recording, roles, toolResults } from "./utils.js"
 
 const provide = (script: ReadonlyArray<ScriptedModel.Turn>) =>
@@ -450,4 +450,165 @@ describe("state updates from wrapModelCall (LangChain's wrap hooks return them w
       assert.strictEqual(error._tag, "InvalidHookResult")
       assert.include((error as any).reason, "its state is")
     }).pipe(provide(oneToolCall)))
+})
+
+describe("state updates from wrapToolCall (LangChain's wrap hooks return them with the result)", () => {
+  const twoToolCalls = [
+    ScriptedModel.toolCalls([
+      { name: "add", params: { a: 1, b: 2 }, id: "c1" },
+      { name: "add", params: { a: 3, b: 4 }, id: "c2" }
+    ]),
+    ScriptedModel.text("3 and 7")
+  ]
+
+  it.effect("the update goes into the hook's slice, the next model hooks see it, and the checkpoint stores it", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const counting = Middleware.make({
+        name: "counting",
+        state: { schema: Count, initial: { count: 0 } },
+        wrapToolCall: (request, next) =>
+          Effect.map(next(request), (result) => ({
+            ...result,
+            state: { count: (request.state.count as number) + 1, undeclared: "dropped" }
+          })),
+        beforeModel: ({ state }) => Effect.sync(() => void seen.push(["beforeModel", state.count])),
+        afterModel: ({ state }) => Effect.sync(() => void seen.push(["afterModel", state.count]))
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [counting] })
+      const result = yield* agent.run("What is 1 + 2?", { threadId: "t" })
+      assert.deepStrictEqual(seen, [["beforeModel", 0], ["afterModel", 0], ["beforeModel", 1], ["afterModel", 1]])
+      assert.strictEqual((result.state as any).count, 1)
+      assert.isFalse("undeclared" in result.state)
+      const stored = yield* agent.thread("t")
+      assert.isTrue(Option.isSome(stored))
+      assert.strictEqual((Option.getOrThrow(stored).state as any).count, 1)
+      // the stored result is the tool's, with nothing of the update on it
+      const [part] = toolResults(result.state.messages)
+      assert.deepStrictEqual([part!.result, "updates" in part!, "state" in part!], [3, false, false])
+    }).pipe(provide(oneToolCall)))
+
+  it.effect("the updates of concurrent calls apply in the order of the calls in the reply, not the order they end in", () =>
+    Effect.gen(function*() {
+      const ended: Array<string> = []
+      const secondEnded = yield* Deferred.make<void>()
+      const last = Middleware.make({
+        name: "last",
+        state: { schema: Schema.Struct({ calls: Schema.Array(Schema.String) }), initial: { calls: [] } },
+        wrapToolCall: (request, next) =>
+          Effect.gen(function*() {
+            // the first call ends only after the second has
+            if (request.call.id === "c1") yield* Deferred.await(secondEnded)
+            const result = yield* next(request)
+            ended.push(request.call.id)
+            if (request.call.id === "c2") yield* Deferred.succeed(secondEnded, undefined)
+            return { ...result, state: { calls: [...(request.state.calls as ReadonlyArray<string>), request.call.id] } }
+          })
+      })
+      const events: Array<AgentEvent.AgentEvent> = []
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [last], toolConcurrency: 2 })
+      const stream = agent.stream("Add 1+2 and 3+4", { threadId: "t" })
+      yield* Stream.runForEach(stream, (event) => Effect.sync(() => void events.push(event)))
+      assert.deepStrictEqual(ended, ["c2", "c1"])
+      const stored = Option.getOrThrow(yield* agent.thread("t"))
+      // each call saw the state of the step's start; c2's update, later in the reply, is applied last
+      assert.deepStrictEqual((stored.state as any).calls, ["c2"])
+      assert.deepStrictEqual(
+        events.flatMap((event) => event._tag === "StateUpdated" && event.hook === "wrapToolCall" ? [event.keys] : []),
+        [["calls"], ["calls"]]
+      )
+    }).pipe(provide(twoToolCalls)))
+
+  it.effect.prop(
+    "whatever order concurrent calls end in, their updates apply in the order of the reply",
+    {
+      ending: FastCheck.integer({ min: 2, max: 5 }).chain((n) =>
+        FastCheck.shuffledSubarray(Array.from({ length: n }, (_, i) => i), { minLength: n, maxLength: n })
+      )
+    },
+    ({ ending }) =>
+      Effect.gen(function*() {
+        const ids = ending.map((_, i) => `c${i}`)
+        // call i may end once the calls before it in `ending` have
+        const ended = yield* Effect.forEach(ids, () => Deferred.make<void>())
+        const endedOrder: Array<string> = []
+        const ordered = Middleware.make({
+          name: "ordered",
+          state: { schema: Schema.Struct({ applied: Schema.Array(Schema.String) }), initial: { applied: [] } },
+          wrapToolCall: (request, next) =>
+            Effect.gen(function*() {
+              const index = ids.indexOf(request.call.id)
+              const rank = ending.indexOf(index)
+              if (rank > 0) yield* Deferred.await(ended[ending[rank - 1]!]!)
+              const result = yield* next(request)
+              endedOrder.push(request.call.id)
+              yield* Deferred.succeed(ended[index]!, undefined)
+              return {
+                ...result,
+                state: { applied: [...(request.state.applied as ReadonlyArray<string>), request.call.id] }
+              }
+            })
+        })
+        const events: Array<AgentEvent.AgentEvent> = []
+        const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ordered], toolConcurrency: "unbounded" })
+        yield* Stream.runForEach(
+          agent.stream("Add them", { threadId: "t" }),
+          (event) => Effect.sync(() => void events.push(event))
+        )
+        assert.deepStrictEqual(endedOrder, ending.map((i) => ids[i]))
+        // every call saw the state of the step's start: the last call of the reply wins, whatever ended last
+        const stored = Option.getOrThrow(yield* agent.thread("t"))
+        assert.deepStrictEqual((stored.state as any).applied, [ids.at(-1)])
+        assert.strictEqual(
+          events.filter((event) => event._tag === "StateUpdated" && event.hook === "wrapToolCall").length,
+          ids.length
+        )
+      }).pipe(provide([
+        ScriptedModel.toolCalls(ending.map((_, i) => ({ name: "add", params: { a: i, b: 1 }, id: `c${i}` }))),
+        ScriptedModel.text("done")
+      ])),
+    { fastCheck: { numRuns: 20 } }
+  )
+
+  it.effect("the hooks around see only the result; a hook that returns the result alone still works", () =>
+    Effect.gen(function*() {
+      const outer: Array<unknown> = []
+      const watcher = Middleware.make({
+        name: "watcher",
+        wrapToolCall: (request, next) =>
+          Effect.tap(next(request), (result) => Effect.sync(() => void outer.push([result.type, "state" in result])))
+      })
+      const counting = Middleware.make({
+        name: "counting",
+        state: { schema: Count, initial: { count: 0 } },
+        wrapToolCall: (request, next) => Effect.map(next(request), (result) => ({ ...result, state: { count: 1 } }))
+      })
+      // a state field left undefined is no update, and is not stored either
+      const undefinedState = Middleware.make({
+        name: "undefinedState",
+        wrapToolCall: (request, next) => Effect.map(next(request), (result) => ({ ...result, state: undefined }))
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [watcher, counting, undefinedState] })
+      const result = yield* agent.run("What is 1 + 2?", { threadId: "t" })
+      assert.deepStrictEqual(outer, [["tool-result", false]])
+      assert.strictEqual((result.state as any).count, 1)
+      assert.isFalse("state" in toolResults(result.state.messages)[0]!)
+    }).pipe(provide(oneToolCall)))
+
+  it.effect("a state that is not an object of keys, or a state on something that is not a tool result, fails with InvalidHookResult", () =>
+    Effect.gen(function*() {
+      const failure = (wrapToolCall: Middleware.WrapToolCall<any, never>) =>
+        Effect.flip(Effect.flatMap(
+          Agent.make({ toolkit: Calculator, middleware: [Middleware.make({ name: "broken", wrapToolCall })] }),
+          (agent) => agent.run("What is 1 + 2?", { threadId: "t" })
+        )).pipe(provide(oneToolCall))
+      const badState = yield* failure((request, next) =>
+        Effect.map(next(request), (result) => ({ ...result, state: [1] as any }))
+      )
+      assert.strictEqual(badState._tag, "InvalidHookResult")
+      assert.include((badState as any).reason, "its state is")
+      const noResult = yield* failure(() => Effect.succeed({ result: 3, state: {} } as any))
+      assert.strictEqual(noResult._tag, "InvalidHookResult")
+      assert.include((noResult as any).reason, "returned an object, not a tool result")
+    }))
 })

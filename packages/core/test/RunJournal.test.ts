@@ -13,7 +13,7 @@ const script = (): ReadonlyArray<ScriptedModel.Turn> => [
 
 interface Journal {
   readonly models: Array<RunJournal.ModelCall>
-  readonly tools: Map<string, Prompt.ToolResultPart>
+  readonly tools: Map<string, RunJournal.ToolCall>
   /** The name of every step the journal was asked for, in order. */
   readonly names: Array<string>
   loaded: unknown
@@ -149,6 +149,56 @@ describe("RunJournal", () => {
       const replayed = yield* run(Layer.merge(ScriptedModel.layer([]), CalculatorLive))
       assert.strictEqual(wrapped, 3)
       assert.strictEqual((replayed.state as any).calls, 3)
+    }))
+
+  it.effect("a wrapToolCall's state update is journaled with its call: a replay applies it without running the tool", () =>
+    Effect.gen(function*() {
+      const journal = newJournal()
+      let wrapped = 0
+      const seen: Array<unknown> = []
+      const counting = Middleware.make({
+        name: "counting",
+        state: { schema: Schema.Struct({ sums: Schema.Array(Schema.Number) }), initial: { sums: [] } },
+        wrapToolCall: (request, next) =>
+          Effect.map(next(request), (result) => {
+            wrapped++
+            return {
+              ...result,
+              state: { sums: [...(request.state.sums as ReadonlyArray<number>), result.result as number] }
+            }
+          }),
+        beforeModel: ({ state }) => Effect.sync(() => void seen.push(state.sums))
+      })
+      const run = (layer: Layer.Layer<any>) =>
+        Effect.gen(function*() {
+          const agent = yield* Agent.make({ toolkit: Calculator, middleware: [counting] })
+          return yield* agent.run("Add 1+2 and 3+4", { threadId: "t" }).pipe(
+            Effect.provideService(RunJournal.RunJournal, journaling(journal, { models: 0, tools: 0 }))
+          )
+        }).pipe(Effect.provide(layer))
+      const live = yield* run(Layer.merge(ScriptedModel.layer(script()), CalculatorLive))
+      assert.strictEqual(wrapped, 2)
+      assert.deepStrictEqual((live.state as any).sums, [3, 7])
+      assert.deepStrictEqual([...journal.tools.values()].map((call) => call.updates), [
+        [{ middleware: "counting", state: { sums: [3] } }],
+        [{ middleware: "counting", state: { sums: [3, 7] } }]
+      ])
+      // the journaled value encodes and decodes with the key's schema, updates included
+      const first = journal.tools.get("c1")!
+      const decoded = Schema.decodeUnknownSync(RunJournal.ToolCall)(
+        JSON.parse(JSON.stringify(Schema.encodeSync(RunJournal.ToolCall)(first)))
+      )
+      assert.deepStrictEqual([decoded.result, decoded.updates], [3, first.updates])
+      // replayed: no model turn, a tool that dies, and the updates still applied as the first execution did
+      seen.length = 0
+      const replayed = yield* run(Layer.merge(
+        ScriptedModel.layer([]),
+        Calculator.toLayer({ add: () => Effect.dieMessage("a replayed tool call ran") })
+      ))
+      assert.strictEqual(wrapped, 2)
+      assert.deepStrictEqual((replayed.state as any).sums, [3, 7])
+      assert.deepStrictEqual(seen, [[], [3], [3, 7]])
+      assert.deepStrictEqual(encoded(replayed.state.messages), encoded(live.state.messages))
     }))
 
   it.effect("an executor that answers an interrupt continues the run at once, with the key of the wait", () =>
@@ -452,7 +502,7 @@ describe("RunJournal.StepKey", () => {
         key: RunJournal.StepKey.Tool({ call, occurrence: 1 })
       })
       assert.strictEqual(model.schema, RunJournal.ModelCall)
-      assert.strictEqual(tool.schema, Prompt.ToolResultPart)
+      assert.strictEqual(tool.schema, RunJournal.ToolCall)
 
       yield* encoding.step(model, Effect.succeed(reply))
       yield* encoding.step(tool, Effect.succeed(result))

@@ -57,6 +57,7 @@ describe("stream", () => {
       assert.deepStrictEqual(shape(events), [
         "RunStarted",
         "ModelCallStarted",
+        "ModelRequestSent",
         "TextDelta",
         // afterModel updated the state; the reply is reported after the afterModel hooks
         "StateUpdated",
@@ -65,6 +66,7 @@ describe("stream", () => {
         "MiddlewareDecision",
         "ToolCallCompleted",
         "ModelCallStarted",
+        "ModelRequestSent",
         "TextDelta",
         "ModelResponded",
         "RunEnded"
@@ -252,6 +254,7 @@ describe("wrapModelStream", () => {
       assert.deepStrictEqual(Chunk.toReadonlyArray(seen).map((event) => event._tag), [
         "RunStarted",
         "ModelCallStarted",
+        "ModelRequestSent",
         "TextDelta"
       ])
       assert.strictEqual(released, 1)

@@ -123,6 +123,7 @@ const printEvent = (event: AgentEvent.AgentEvent) =>
     RunFailed: () => Effect.void,
     ModelCallStarted: ({ messageCount, step }) =>
       Console.log(`\n── step ${step + 1}: model call with ${messageCount} messages`),
+    ModelRequestSent: () => Effect.void,
     TextDelta: ({ delta }) => Effect.sync(() => process.stdout.write(delta)),
     ModelAttemptFailed: ({ discardedText, message }) =>
       Console.log(`\n   model call failed${discardedText ? " (the text above is discarded)" : ""}: ${message}`),

@@ -167,10 +167,12 @@ describe("OpenAI end to end", () => {
       assert.deepStrictEqual(events.map((event) => event._tag), [
         "RunStarted",
         "ModelCallStarted",
+        "ModelRequestSent",
         "ModelResponded",
         "ToolCallStarted",
         "ToolCallCompleted",
         "ModelCallStarted",
+        "ModelRequestSent",
         "TextDelta",
         "TextDelta",
         "TextDelta",

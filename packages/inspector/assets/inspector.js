@@ -160,6 +160,7 @@ function apply(entry) {
     case "ModelCallStarted": {
       const item = {
         kind: "model",
+        runId: run.id,
         step: event.step,
         messageCount: event.messageCount,
         toolNames: event.toolNames,
@@ -180,6 +181,14 @@ function apply(entry) {
       run.pendingHooks = []
       run.groups.push(group)
       run.current = group
+      break
+    }
+    case "ModelRequestSent": {
+      // the request itself is fetched when asked for (the inspector keeps the latest ones)
+      if (run.current?.model !== undefined) {
+        Object.assign(run.current.model, { sent: { messageCount: event.messageCount, toolChoice: event.toolChoice } })
+        touch(run.current)
+      }
       break
     }
     case "TextDelta": {
@@ -788,6 +797,14 @@ function renderItem(group, item) {
       if (item.toolNames.length > 0) {
         element.append(h("div", { class: "meta" }, `tools offered: ${item.toolNames.join(", ")}`))
       }
+      if (item.sent !== undefined) element.append(renderRequest(group, item))
+      if (item.message !== undefined) {
+        element.append(details(
+          `${group.key}:reply`,
+          "Reply as stored",
+          h("pre", { "data-testid": "raw-reply" }, json(item.message, 100_000))
+        ))
+      }
       return element
     }
     case "tool": {
@@ -1036,6 +1053,146 @@ async function loadEarlier() {
     // Nothing more to show.
   }
   schedule()
+}
+
+// -- a model call's request, and the state then ------------------------------------
+
+/**
+ * The request the model got at this step and the state the call saw: fetched when opened, while kept.
+ * (Seam for fork: "fork from this step with an edit" belongs next to the state then, once `agent.fork` exists.)
+ */
+function renderRequest(group, item) {
+  const redraw = () => {
+    touch(group)
+    const run = model.runs.get(item.runId)
+    if (run !== undefined) run.version++
+    schedule()
+  }
+  const load = async () => {
+    item.request = { loading: true }
+    redraw()
+    try {
+      const response = await api(`/api/runs/${encodeURIComponent(item.runId)}/steps/${item.step}/request`)
+      const body = await response.json()
+      item.request = response.ok ? { body } : { error: body.message ?? `HTTP ${response.status}` }
+    } catch (error) {
+      item.request = { error: String(error) }
+    }
+    redraw()
+  }
+  const shown = item.request
+  const body = shown?.body
+  return h(
+    "div",
+    { class: "request", "data-testid": "model-request" },
+    shown === undefined || shown.error !== undefined
+      ? h("button", { "data-testid": "load-request", onclick: load }, "Request sent and state then")
+      : null,
+    shown?.loading === true ? h("span", { class: "meta" }, " Loading…") : null,
+    shown?.error === undefined ? null : h("div", { class: "muted", "data-testid": "request-error" }, shown.error),
+    body === undefined ? null : details(
+      `${group.key}:request`,
+      `Request sent: ${messages(body.prompt.length)}, tool choice ${inline(body.toolChoice)}`,
+      h("pre", { "data-testid": "raw-request" }, json(body.prompt, 100_000))
+    ),
+    body === undefined ? null : details(
+      `${group.key}:state`,
+      `State then: ${messages(body.state.messages.length)}, slices ${
+        Object.keys(body.state.slices).join(", ") || "none"
+      }`,
+      h("div", { class: "meta" }, "slices"),
+      h("pre", { "data-testid": "state-slices" }, json(body.state.slices, 100_000)),
+      h("div", { class: "meta" }, "messages"),
+      h("pre", { "data-testid": "state-messages" }, json(body.state.messages, 100_000))
+    )
+  )
+}
+
+// -- stored threads and new runs ---------------------------------------------------
+
+const stored = { threadIds: [], next: undefined, loading: false }
+
+/** Opens a thread the inspector saw no run of: its summary (what it waits for) comes with its messages. */
+async function openThread(threadId) {
+  const thread = threadOf(threadId)
+  model.selected = threadId
+  model.selectedRun = null
+  model.pinnedThread = true
+  schedule()
+  try {
+    const response = await api(`/api/threads/${encodeURIComponent(threadId)}?limit=1`)
+    if (!response.ok) return
+    const body = await response.json()
+    if (thread.info === null) thread.info = body.info
+    schedule()
+  } catch {
+    // the transcript panel says what it could not load
+  }
+}
+
+async function loadStored() {
+  if (stored.loading) return
+  stored.loading = true
+  const status = document.getElementById("stored-status")
+  try {
+    const cursor = stored.next === undefined ? "" : `&cursor=${encodeURIComponent(stored.next)}`
+    const response = await api(`/api/stored-threads?limit=50${cursor}`)
+    if (response.status === 501) return
+    const body = await response.json()
+    if (!response.ok) {
+      status.textContent = `Cannot list stored threads: ${body.message}`
+      return
+    }
+    document.getElementById("stored").hidden = false
+    stored.threadIds.push(...body.threadIds)
+    stored.next = body.next ?? undefined
+    status.textContent = stored.threadIds.length === 0 ? "No stored threads." : ""
+    renderStored()
+  } catch (error) {
+    status.textContent = `Cannot list stored threads: ${error}`
+  } finally {
+    stored.loading = false
+  }
+}
+
+function renderStored() {
+  document.getElementById("stored-threads").replaceChildren(...stored.threadIds.map((id) =>
+    h(
+      "li",
+      null,
+      h("button", { "data-testid": "stored-thread", "data-thread": id, title: id, onclick: () => openThread(id) }, id)
+    )
+  ))
+  document.getElementById("stored-more").hidden = stored.next === undefined
+}
+
+/** The new-run box: a message to a thread (`Agent.send`: starts a run, or joins the one going on). */
+async function startRun() {
+  const threadInput = document.getElementById("new-run-thread")
+  const messageInput = document.getElementById("new-run-message")
+  const status = document.getElementById("new-run-status")
+  const threadId = threadInput.value.trim()
+  if (threadId === "" || messageInput.value.trim() === "") {
+    status.textContent = "Give a thread id and a message."
+    return
+  }
+  status.textContent = "Sending…"
+  try {
+    const response = await api(`/api/threads/${encodeURIComponent(threadId)}/send`, {
+      method: "POST",
+      body: JSON.stringify({ message: messageInput.value, mode: "queue" })
+    })
+    const body = await response.json()
+    if (!response.ok) {
+      status.textContent = `Not started (${body.error}): ${body.message}`
+      return
+    }
+    messageInput.value = ""
+    status.textContent = body.delivery === "started" ? `Started a run on ${threadId}.` : `Sent (${body.delivery}).`
+    openThread(threadId)
+  } catch (error) {
+    status.textContent = `Not started: ${error}`
+  }
 }
 
 // -- approvals --------------------------------------------------------------------
@@ -1464,5 +1621,8 @@ function connect() {
   }
 }
 
+document.getElementById("new-run-send").addEventListener("click", startRun)
+document.getElementById("stored-more").addEventListener("click", loadStored)
 connect()
+loadStored()
 render()

@@ -18,6 +18,7 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Agent from "@stepwise-agent/core/Agent"
+import * as Checkpointer from "@stepwise-agent/core/Checkpointer"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -84,6 +85,21 @@ export interface Options {
    * one is refused (413) without being kept.
    */
   readonly maxBodyBytes?: number | undefined
+  /**
+   * The threads stored before the inspector started, a page at a time, for
+   * its list of stored threads (default: the `list` of the `Checkpointer`
+   * in the context, when it has one). For durable runs, list the threads of
+   * the run store's runs (`RunStore.list`).
+   */
+  readonly storedThreads?:
+    | ((options: Checkpointer.ListOptions) => Effect.Effect<Checkpointer.ThreadPage, unknown>)
+    | undefined
+  /**
+   * How many model requests (with the state each call saw) the inspector
+   * keeps for the page, the latest ones (default 500; the oldest go first).
+   * They are kept as the run has them, and encoded when the page asks.
+   */
+  readonly maxRequests?: number | undefined
 }
 
 // -----------------------------------------------------------------------------
@@ -252,6 +268,22 @@ export const make: (
     const expected = Buffer.from(token)
     const page = assets.page.replaceAll("%TOKEN%", token)
     const log = yield* EventLog.make(maxEvents)
+    const maxRequests = options?.maxRequests ?? 500
+    if (!Number.isInteger(maxRequests) || maxRequests < 0) {
+      return yield* new InspectorError({
+        reason: `maxRequests must be a whole number of at least 0, got ${maxRequests}`
+      })
+    }
+    const storedThreads = options?.storedThreads ?? Option.getOrUndefined(Option.flatMap(
+      yield* Effect.serviceOption(Checkpointer.Checkpointer),
+      (checkpointer) =>
+        Option.map(
+          Option.fromNullable(checkpointer.list),
+          (list) => (page: Checkpointer.ListOptions) => list(page)
+        )
+    ))
+    /** The latest model requests by `<runId>/<step>`, as the run reported them (encoded when asked for). */
+    const requests = new Map<string, Wire.RequestSent>()
 
     // -- following the runs ---------------------------------------------------
 
@@ -280,6 +312,12 @@ export const make: (
       Effect.gen(function*() {
         const at = yield* Clock.currentTimeMillis
         const page = Wire.event(event)
+        if (event._tag === "ModelRequestSent" && maxRequests > 0) {
+          const key = `${runId}/${event.step}`
+          requests.delete(key)
+          requests.set(key, event)
+          if (requests.size > maxRequests) requests.delete(requests.keys().next().value!)
+        }
         yield* log.append({ type: "event", runId, threadId, at, event: page })
         if (event._tag !== "RunStarted" && event._tag !== "RunEnded" && event._tag !== "RunFailed") return
         let runs = running.get(threadId)
@@ -397,6 +435,12 @@ export const make: (
       const offset = Math.max(0, end - limit)
       return json(200, {
         threadId,
+        info: Wire.threadInfo(
+          threadId,
+          snapshot,
+          (running.get(threadId)?.size ?? 0) > 0,
+          failures.get(threadId) ?? null
+        ),
         messageCount: messages.length,
         offset,
         messages: Wire.messages(messages, offset, end - offset, Wire.compactionOf(snapshot.value.state))
@@ -446,6 +490,44 @@ export const make: (
       Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause))))
     )
 
+    // the threads stored before the inspector started, a page at a time
+    const storedRoute = Effect.gen(function*() {
+      if (storedThreads === undefined) {
+        return json(501, {
+          error: "NotAvailable",
+          message: "no listing of stored threads: give the inspector a storedThreads option, or a Checkpointer " +
+            "with list"
+        })
+      }
+      const limitParam = yield* searchParam("limit")
+      const limit = limitParam === undefined ? 50 : Number(limitParam)
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+        return json(400, {
+          error: "BadRequest",
+          message: `limit must be a whole number from 1 to 1000, got "${limitParam}"`
+        })
+      }
+      const cursor = yield* searchParam("cursor")
+      const page = yield* storedThreads({ cursor, limit })
+      return json(200, { threadIds: page.threadIds, next: page.next ?? null })
+    }).pipe(
+      Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause))))
+    )
+
+    // a model call's request as sent, and the state the call saw, while the inspector keeps it
+    const requestRoute = Effect.gen(function*() {
+      const { runId = "", step = "" } = yield* HttpRouter.params
+      const event = requests.get(`${runId}/${step}`)
+      if (event === undefined) {
+        return json(404, {
+          error: "NotFound",
+          message: `The request of step ${step} of run "${runId}" is not kept (the inspector keeps the latest ` +
+            `${maxRequests}, of the runs it watched)`
+        })
+      }
+      return json(200, Wire.request(event))
+    })
+
     const eventsRoute = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const after = Number(request.headers["last-event-id"] ?? (yield* searchParam("after")) ?? 0)
@@ -467,6 +549,8 @@ export const make: (
         })
       ),
       HttpRouter.get("/events", eventsRoute),
+      HttpRouter.get("/api/stored-threads", storedRoute),
+      HttpRouter.get("/api/runs/:runId/steps/:step/request", requestRoute),
       HttpRouter.get("/api/threads/:threadId", threadRoute),
       HttpRouter.post("/api/threads/:threadId/resume", resumeRoute),
       HttpRouter.post("/api/threads/:threadId/send", sendRoute)

@@ -1,6 +1,6 @@
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, layer } from "@effect/vitest"
-import { Agent } from "@stepwise-agent/core"
+import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Context, Deferred, Effect, Fiber, Layer, Option, Queue, Schema } from "effect"
@@ -377,5 +377,60 @@ describe("Inspector in a browser", () => {
         }),
       60_000
     )
+
+    it.scoped("lists threads stored before it started, pages on, and opens one with its wait", () =>
+      Effect.gen(function*() {
+        const checkpointer = yield* Checkpointer.makeMemory
+        const ReadFile = Tool.make("read_file", { parameters: { path: Schema.String }, success: Schema.String })
+        const Tools = Toolkit.make(ReadFile)
+        const { model } = yield* ScriptedModel.make([
+          ScriptedModel.toolCalls([{ name: "read_file", params: { path: "old.txt" }, id: "c1" }])
+        ])
+        const approvals = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { read_file: true } })
+        const agent = yield* Agent.make({ toolkit: Tools, middleware: [approvals] }).pipe(
+          Effect.provideService(LanguageModel.LanguageModel, model),
+          Effect.provideService(Checkpointer.Checkpointer, checkpointer),
+          Effect.provide(Tools.toLayer({ read_file: ({ path }) => Effect.succeed(path) }))
+        )
+        yield* agent.run("Read old.txt", { threadId: "old" })
+        // more threads than a page (50)
+        for (let i = 0; i < 50; i++) {
+          const threadId = `bulk-${String(i).padStart(2, "0")}`
+          yield* checkpointer.save(threadId, { version: 1, threadId, messages: [], slices: {} })
+        }
+        const inspector = yield* Inspector.make(agent).pipe(
+          Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+        )
+        const page = yield* open(inspector.url)
+        yield* wait(page, "[data-testid=stored-thread][data-thread=bulk-00]")
+        assert.strictEqual(yield* count(page, "[data-testid=stored-thread]"), 50)
+        yield* on(() => page.click("[data-testid=stored-more]"))
+        yield* wait(page, "[data-testid=stored-thread][data-thread=old]")
+        assert.strictEqual(yield* count(page, "[data-testid=stored-thread]"), 51)
+        assert.isTrue(yield* on(() => page.locator("[data-testid=stored-more]").isHidden()))
+        yield* on(() => page.click("[data-testid=stored-thread][data-thread=old]"))
+        yield* wait(page, "[data-testid=thread-id]:has-text('old')")
+        yield* wait(page, "[data-testid=action][data-tool=read_file] [data-testid=approve]")
+        yield* wait(page, "[data-testid=message]:has-text('Read old.txt')")
+        yield* shot(page, "history-1-stored-thread")
+      }))
+
+    it.scoped("starts a run from the page, then shows a model call's request and the state then", () =>
+      Effect.gen(function*() {
+        const { agent, inspector } = yield* setup([ScriptedModel.text("Hello from the page.")])
+        const page = yield* open(inspector.url)
+        yield* on(() => page.fill("[data-testid=new-run-thread]", "fresh"))
+        yield* on(() => page.fill("[data-testid=new-run-message]", "Say hello"))
+        yield* on(() => page.click("[data-testid=new-run-send]"))
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        assert.include(yield* text(page, "[data-testid=new-run-status]"), "Started a run on fresh")
+        assert.isTrue(Option.isSome(yield* agent.thread("fresh")))
+        yield* on(() => page.click("[data-testid=load-request]"))
+        yield* wait(page, "[data-testid=model-request] details")
+        yield* on(() => page.click("[data-testid=model-request] details summary"))
+        assert.include(yield* text(page, "[data-testid=raw-request]"), "You read files.")
+        assert.include(yield* text(page, "[data-testid=raw-request]"), "Say hello")
+        yield* shot(page, "history-2-request")
+      }))
   })
 })

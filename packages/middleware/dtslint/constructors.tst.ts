@@ -160,7 +160,7 @@ describe("constructors whose options need decoding: a middleware value, failing 
     expect(
       Guardrail.middleware({ input: () => Effect.flatMap(Policy, () => Effect.succeed(Guardrail.block("no"))) })
     ).type.toBe<
-      Middleware.Middleware<{}, Guardrail.GuardrailTripped | Guardrail.InvalidGuardrailVerdict, Policy>
+      Middleware.Middleware<{}, Guardrail.GuardrailError, Policy>
     >()
   })
 
@@ -170,7 +170,8 @@ describe("constructors whose options need decoding: a middleware value, failing 
         {},
         HumanInTheLoop.DecisionError | HumanInTheLoop.DuplicateCallId,
         never,
-        HumanInTheLoop.InvalidInterruptPolicy | AgentError.InvalidOptions
+        HumanInTheLoop.InvalidInterruptPolicy | AgentError.InvalidOptions,
+        HumanInTheLoop.Waits
       >
     >()
   })

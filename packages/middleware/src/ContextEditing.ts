@@ -31,10 +31,15 @@
  * only the messages added since the last one (with `keep: { tokens }`, it
  * also counts the kept results again, newest first, until one does not fit). The cleared parts and
  * messages are memoized per original object, so the exact counters, which
- * cache counts by identity (see `TokenCounter`), count them once.
- * What remains linear in the history is pointer work: checking that the
- * remembered messages are still the first ones (one identity comparison per
- * message) and copying the array of messages sent to the model.
+ * cache counts by identity (see `TokenCounter`), count them once. A history
+ * that shares only its first messages with the last one (a run's input
+ * after a stored thread, where the run before had its own; a message
+ * edited by another middleware) keeps what was learnt of those. How many
+ * messages two histories share is read from the agent's records of which
+ * array it made from which (`AgentState.sharedPrefix`), so in the agent
+ * loop a step costs the same on a long thread as on a short one; other
+ * arrays are compared by identity, message by message. When results are
+ * cleared, the array of messages sent to the model is copied.
  *
  * @since 0.1.0
  */

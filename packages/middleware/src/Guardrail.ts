@@ -8,7 +8,7 @@
  * - `output` runs in `afterModel` on the assistant reply.
  *
  * Each returns a {@link GuardrailVerdict}: {@link allow}; {@link block}, which
- * fails the run with {@link GuardrailTripped} (or, with `onBlock: "end"`,
+ * fails the run with a `"Blocked"` {@link GuardrailError} (or, with `onBlock: "end"`,
  * ends the run with an assistant message saying why); or {@link rewrite}, which
  * replaces the checked messages in the stored conversation, with a text (the
  * input becomes one user message with it; the reply keeps its tool calls and
@@ -132,7 +132,7 @@ export interface Options<EI, RI, EO, RO> {
     | ((message: Prompt.AssistantMessage, context: CheckContext) => Effect.Effect<GuardrailVerdict, EO, RO>)
     | undefined
   /**
-   * `"error"` (default): a block fails the run with `GuardrailTripped`;
+   * `"error"` (default): a block fails the run with a `"Blocked"` `GuardrailError`;
    * `"end"`: it ends the run with an assistant message (`blockedMessage`, or
    * the reason), dropping a blocked reply and its tool calls.
    */
@@ -146,45 +146,63 @@ export interface Options<EI, RI, EO, RO> {
 // -----------------------------------------------------------------------------
 
 /**
- * A guardrail blocked the input or the output.
+ * What a {@link GuardrailError} is about: `"Blocked"`, a check blocked the
+ * input or the output (`detail` is the block's reason);
+ * `"InvalidVerdict"`, a check returned something that is not a usable verdict
+ * — not a verdict at all, or a rewrite with no messages (`detail` says
+ * which).
  *
  * @since 0.1.0
  * @category errors
  */
-export class GuardrailTripped extends Schema.TaggedError<GuardrailTripped>(
-  "@stepwise-agent/middleware/Guardrail/GuardrailTripped"
-)("GuardrailTripped", {
-  guardrail: Schema.String,
-  stage: Schema.Literal("input", "output"),
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Guardrail "${this.guardrail}" blocked the ${this.stage}: ${this.reason}`
-  }
-}
+export const GuardrailErrorReason = Schema.Literal("Blocked", "InvalidVerdict")
 
 /**
- * A check returned something that is not a usable verdict: not a verdict at
- * all, or a rewrite with no messages.
+ * @since 0.1.0
+ * @category errors
+ */
+export type GuardrailErrorReason = typeof GuardrailErrorReason.Type
+
+/**
+ * A guardrail stopped the run: `reason` says why ({@link GuardrailErrorReason}),
+ * `guardrail` and `stage` which check, and `detail` what it said.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@stepwise-agent/core"
+ * import * as Guardrail from "@stepwise-agent/middleware/Guardrail"
+ * import { Effect } from "effect"
+ *
+ * const noSecrets = Guardrail.middleware({ input: () => Effect.succeed(Guardrail.block("mentions a password")) })
+ *
+ * // a blocked run answers with the block's reason; an invalid verdict still fails
+ * const program = Effect.gen(function*() {
+ *   const agent = yield* Agent.make({ middleware: [noSecrets] })
+ *   return yield* agent.run("my password is hunter2", { threadId: "t1" }).pipe(
+ *     Effect.catchTag("GuardrailError", (error) =>
+ *       error.reason === "Blocked" ? Effect.succeed(`Refused: ${error.detail}`) : Effect.fail(error))
+ *   )
+ * })
+ * ```
  *
  * @since 0.1.0
  * @category errors
  */
-export class InvalidGuardrailVerdict extends Schema.TaggedError<InvalidGuardrailVerdict>(
-  "@stepwise-agent/middleware/Guardrail/InvalidGuardrailVerdict"
-)("InvalidGuardrailVerdict", {
+export class GuardrailError extends Schema.TaggedError<GuardrailError>(
+  "@stepwise-agent/middleware/Guardrail/GuardrailError"
+)("GuardrailError", {
+  reason: GuardrailErrorReason,
   guardrail: Schema.String,
   stage: Schema.Literal("input", "output"),
-  reason: Schema.String
+  detail: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `Guardrail "${this.guardrail}" gave an invalid ${this.stage} verdict: ${this.reason}`
+    return this.reason === "Blocked"
+      ? `Guardrail "${this.guardrail}" blocked the ${this.stage}: ${this.detail}`
+      : `Guardrail "${this.guardrail}" gave an invalid ${this.stage} verdict: ${this.detail}`
   }
 }
 
@@ -233,7 +251,7 @@ const OptionsSchema = Schema.Struct({
 /**
  * Builds the middleware. Bad options fail `Agent.make` with
  * `AgentError.InvalidOptions`: give `input`, `output` or both. During a
- * run a block fails with {@link GuardrailTripped} (unless `onBlock: "end"`),
+ * run a block fails with a `"Blocked"` {@link GuardrailError} (unless `onBlock: "end"`),
  * and a check's own errors and services flow into the agent's types. Every
  * block and rewrite is reported as a decision.
  *
@@ -255,7 +273,7 @@ const OptionsSchema = Schema.Struct({
  *
  * const program = Effect.gen(function*() {
  *   const agent = yield* Agent.make({ middleware: [noSecrets] })
- *   return yield* agent.run("my password is hunter2", { threadId: "t1" }) // fails with GuardrailTripped
+ *   return yield* agent.run("my password is hunter2", { threadId: "t1" }) // fails with a "Blocked" GuardrailError
  * })
  * ```
  *
@@ -264,14 +282,14 @@ const OptionsSchema = Schema.Struct({
  */
 export const middleware = <EI = never, RI = never, EO = never, RO = never>(
   options: Options<EI, RI, EO, RO>
-): Middleware.Middleware<{}, GuardrailTripped | InvalidGuardrailVerdict | EI | EO, RI | RO> =>
+): Middleware.Middleware<{}, GuardrailError | EI | EO, RI | RO> =>
   Middleware.unwrap(setup(options), { name: Check.nameOf(options, "guardrail") })
 
 /** Decodes the options and builds the middleware: the setup `Agent.make` runs. */
 const setup = <EI = never, RI = never, EO = never, RO = never>(
   options: Options<EI, RI, EO, RO>
 ): Effect.Effect<
-  Middleware.Middleware<{}, GuardrailTripped | InvalidGuardrailVerdict | EI | EO, RI | RO>,
+  Middleware.Middleware<{}, GuardrailError | EI | EO, RI | RO>,
   AgentError.InvalidOptions
 > =>
   Effect.gen(function*() {
@@ -283,19 +301,25 @@ const setup = <EI = never, RI = never, EO = never, RO = never>(
     const name = options.name ?? "guardrail"
 
     const verdictOf = <E, R>(stage: Stage, check: Effect.Effect<GuardrailVerdict, E, R>) =>
-      Effect.flatMap(check, (verdict): Effect.Effect<GuardrailVerdict, InvalidGuardrailVerdict> => {
+      Effect.flatMap(check, (verdict): Effect.Effect<GuardrailVerdict, GuardrailError> => {
         if (!isVerdict(verdict)) {
           return Effect.fail(
-            new InvalidGuardrailVerdict({
+            new GuardrailError({
+              reason: "InvalidVerdict",
               guardrail: name,
               stage,
-              reason: "expected Guardrail.allow, Guardrail.block(reason) or Guardrail.rewrite(replacement)"
+              detail: "expected Guardrail.allow, Guardrail.block(reason) or Guardrail.rewrite(replacement)"
             })
           )
         }
         if (verdict._tag === "Rewrite" && typeof verdict.replacement !== "string" && verdict.replacement.length === 0) {
           return Effect.fail(
-            new InvalidGuardrailVerdict({ guardrail: name, stage, reason: "a rewrite needs at least one message" })
+            new GuardrailError({
+              reason: "InvalidVerdict",
+              guardrail: name,
+              stage,
+              detail: "a rewrite needs at least one message"
+            })
           )
         }
         return Effect.succeed(verdict)
@@ -304,7 +328,9 @@ const setup = <EI = never, RI = never, EO = never, RO = never>(
     const blocked = (stage: Stage, reason: string, messages: ReadonlyArray<Prompt.Message>) =>
       Effect.gen(function*() {
         yield* Middleware.report(`blocked the ${stage}: ${reason}`, { stage, reason })
-        if (onBlock === "error") return yield* new GuardrailTripped({ guardrail: name, stage, reason })
+        if (onBlock === "error") {
+          return yield* new GuardrailError({ reason: "Blocked", guardrail: name, stage, detail: reason })
+        }
         return {
           messages: [...messages, textMessage("assistant", options.blockedMessage ?? reason)],
           jumpTo: "end" as const
@@ -366,5 +392,5 @@ const setup = <EI = never, RI = never, EO = never, RO = never>(
       canJumpTo: onBlock === "end" ? ["end"] : [],
       beforeModel,
       afterModel
-    }) as Middleware.Middleware<{}, GuardrailTripped | InvalidGuardrailVerdict | EI | EO, RI | RO>
+    }) as Middleware.Middleware<{}, GuardrailError | EI | EO, RI | RO>
   }).pipe(Effect.withSpan("Guardrail.middleware", { captureStackTrace: false }))

@@ -1052,8 +1052,8 @@ type Plan =
  *   const agent = yield* Agent.make({ toolkit: Tools, middleware: [hitl] })
  *   const result = yield* agent.run("Clean up /tmp", { threadId: "t1" })
  *   if (result._tag === "Interrupted") {
- *     const { actionRequests } = yield* Schema.decodeUnknown(HumanInTheLoop.ApprovalRequest)(result.interrupt.value)
- *     return yield* agent.resume("t1", actionRequests.map(HumanInTheLoop.approve))
+ *     // typed by the middleware's wait: the value is its ApprovalRequest
+ *     return yield* agent.resume("t1", result.interrupt.value.actionRequests.map(HumanInTheLoop.approve))
  *   }
  *   return result
  * })

@@ -152,36 +152,51 @@ export interface Options {
 // -----------------------------------------------------------------------------
 
 /**
- * No offloaded text under the reference.
+ * What an {@link OffloadError} is about: `"NotFound"`, no offloaded text under
+ * the reference; `"StoreFailed"`, the store failed to read or write
+ * (`detail` says how).
  *
  * @since 0.1.0
  * @category errors
  */
-export class OffloadNotFound extends Schema.TaggedError<OffloadNotFound>(
-  "@stepwise-agent/middleware/Offload/OffloadNotFound"
-)("OffloadNotFound", { ref: Schema.String }) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Nothing was offloaded under the reference "${this.ref}"`
-  }
-}
+export const OffloadErrorReason = Schema.Literal("NotFound", "StoreFailed")
 
 /**
- * The store failed to read or write.
+ * @since 0.1.0
+ * @category errors
+ */
+export type OffloadErrorReason = typeof OffloadErrorReason.Type
+
+/**
+ * A failure of the {@link OffloadStore} on one reference; `reason` says which
+ * ({@link OffloadErrorReason}).
+ *
+ * @example
+ * ```ts
+ * import { Offload } from "@stepwise-agent/middleware"
+ *
+ * const missing = new Offload.OffloadError({ reason: "NotFound", ref: "t1-0f3a" })
+ * missing.message // 'Nothing was offloaded under the reference "t1-0f3a"'
+ * ```
  *
  * @since 0.1.0
  * @category errors
  */
-export class OffloadStoreError extends Schema.TaggedError<OffloadStoreError>(
-  "@stepwise-agent/middleware/Offload/OffloadStoreError"
-)("OffloadStoreError", { ref: Schema.String, reason: Schema.String }) {
+export class OffloadError extends Schema.TaggedError<OffloadError>(
+  "@stepwise-agent/middleware/Offload/OffloadError"
+)("OffloadError", {
+  reason: OffloadErrorReason,
+  ref: Schema.String,
+  /** `"StoreFailed"`: what failed. */
+  detail: Schema.optional(Schema.String)
+}) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `The offload store failed on "${this.ref}": ${this.reason}`
+    return this.reason === "NotFound"
+      ? `Nothing was offloaded under the reference "${this.ref}"`
+      : `The offload store failed on "${this.ref}": ${this.detail}`
   }
 }
 
@@ -218,9 +233,9 @@ export declare namespace OffloadStore {
    */
   export interface Service {
     /** Keeps `content` under `ref` (writing the same pair again changes nothing). */
-    readonly put: (ref: string, content: string) => Effect.Effect<void, OffloadStoreError>
-    /** The content kept under `ref`, exactly as it was put. */
-    readonly get: (ref: string) => Effect.Effect<string, OffloadNotFound | OffloadStoreError>
+    readonly put: (ref: string, content: string) => Effect.Effect<void, OffloadError>
+    /** The content kept under `ref`, exactly as it was put (a `"NotFound"` error when none is). */
+    readonly get: (ref: string) => Effect.Effect<string, OffloadError>
   }
 }
 
@@ -289,7 +304,9 @@ export const makeMemory: Effect.Effect<OffloadStore.Service> = Effect.sync(() =>
     get: (ref) =>
       Effect.suspend(() => {
         const content = texts.get(ref)
-        return content === undefined ? Effect.fail(new OffloadNotFound({ ref })) : Effect.succeed(content)
+        return content === undefined
+          ? Effect.fail(new OffloadError({ reason: "NotFound", ref }))
+          : Effect.succeed(content)
       })
   })
 })
@@ -342,18 +359,20 @@ export const layerKeyValueStore = (
     Effect.map(KeyValueStore.KeyValueStore, (kv) => {
       const prefix = options?.prefix ?? "offload/"
       const failed = (ref: string) => (error: { readonly message: string }) =>
-        new OffloadStoreError({ ref, reason: error.message })
+        new OffloadError({ reason: "StoreFailed", ref, detail: error.message })
       return OffloadStore.of({
         put: (ref, content) => Effect.mapError(kv.set(prefix + ref, encodeExact(content)), failed(ref)),
         get: (ref) =>
           kv.get(prefix + ref).pipe(
             Effect.mapError(failed(ref)),
             Effect.flatMap(Option.match({
-              onNone: () => Effect.fail(new OffloadNotFound({ ref })),
-              onSome: (stored): Effect.Effect<string, OffloadNotFound | OffloadStoreError> => {
+              onNone: () => Effect.fail(new OffloadError({ reason: "NotFound", ref })),
+              onSome: (stored): Effect.Effect<string, OffloadError> => {
                 const content = decodeExact(stored)
                 return content === undefined
-                  ? Effect.fail(new OffloadStoreError({ ref, reason: "the stored value is not a JSON string" }))
+                  ? Effect.fail(
+                    new OffloadError({ reason: "StoreFailed", ref, detail: "the stored value is not a JSON string" })
+                  )
                   : Effect.succeed(content)
               }
             }))
@@ -389,24 +408,28 @@ export const layerWorkspace = (
       const pathOf = (ref: string, extension: "txt" | "json") =>
         `${options?.directory ?? "/offloaded"}/${ref}.${extension}`
       const failed = (ref: string) => (error: Workspace.WorkspaceError) =>
-        error._tag === "FileNotFound"
-          ? new OffloadNotFound({ ref })
-          : new OffloadStoreError({ ref, reason: error.message })
+        new OffloadError(
+          error.reason === "NotFound"
+            ? { reason: "NotFound", ref }
+            : { reason: "StoreFailed", ref, detail: error.message }
+        )
       return OffloadStore.of({
         put: (ref, content) =>
           Effect.mapError(
             loneSurrogate.test(content)
               ? workspace.write(pathOf(ref, "json"), encodeExact(content))
               : workspace.write(pathOf(ref, "txt"), content),
-            (error) => new OffloadStoreError({ ref, reason: error.message })
+            (error) => new OffloadError({ reason: "StoreFailed", ref, detail: error.message })
           ),
         get: (ref) =>
           Effect.mapError(workspace.read(pathOf(ref, "txt")), failed(ref)).pipe(
-            Effect.catchTag("OffloadNotFound", () =>
+            Effect.catchIf((error) => error.reason === "NotFound", () =>
               Effect.flatMap(Effect.mapError(workspace.read(pathOf(ref, "json")), failed(ref)), (stored) => {
                 const content = decodeExact(stored)
                 return content === undefined
-                  ? Effect.fail(new OffloadStoreError({ ref, reason: "the stored file is not a JSON string" }))
+                  ? Effect.fail(
+                    new OffloadError({ reason: "StoreFailed", ref, detail: "the stored file is not a JSON string" })
+                  )
                   : Effect.succeed(content)
               }))
           )
@@ -845,10 +868,10 @@ const build = (options: Options): Middleware.Middleware<{}, never, TokenCounter.
       if (stored._tag === "Right" && referenceOf(threadId, stored.right) === ref) {
         return page(ref, stored.right, offset, limit)
       }
-      if (stored._tag === "Left" && stored.left._tag === "OffloadStoreError") return yield* stored.left
+      if (stored._tag === "Left" && stored.left.reason === "StoreFailed") return yield* stored.left
       // the store does not have it (a new process): the thread still holds the whole result
       const found = findInThread(threadId, messages, ref)
-      if (Option.isNone(found)) return yield* new OffloadNotFound({ ref })
+      if (Option.isNone(found)) return yield* new OffloadError({ reason: "NotFound", ref })
       yield* service.put(ref, found.value)
       return page(ref, found.value, offset, limit)
     })
@@ -860,7 +883,7 @@ const build = (options: Options): Middleware.Middleware<{}, never, TokenCounter.
       read_offloaded: ({ limit, offset, ref }) =>
         Effect.flatMap(ToolContext.CurrentToolContext, (call) =>
           Option.isNone(call)
-            ? Effect.fail({ error: new OffloadNotFound({ ref }).message })
+            ? Effect.fail({ error: new OffloadError({ reason: "NotFound", ref }).message })
             : Effect.mapError(
               read(call.value.threadId, ref, offset ?? 0, limit ?? defaultPageChars, []),
               (error) => ({ error: error.message })

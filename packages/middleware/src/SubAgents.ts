@@ -13,7 +13,7 @@
  * the child thread and the child's own interrupt (itself a
  * `TaskInterrupt` when a grandchild waits). `Agent.resume` takes decisions
  * keyed by call id ({@link decide} builds them), checks each with the
- * child's own `validateResume` before anything runs, resumes each child
+ * child's own wait before anything runs, resumes each child
  * with its decision and continues the parent once none waits. The children
  * that completed meanwhile have their results in the parent's thread.
  *
@@ -468,7 +468,7 @@ export const leaves = (interrupt: { readonly middleware: string; readonly key: s
  * ```ts
  * import { Agent } from "@stepwise-agent/core"
  * import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
- * import { Effect, Option } from "effect"
+ * import { Effect, Option, Schema } from "effect"
  *
  * declare const agent: Agent.Service<any, any>
  * const program = Effect.gen(function*() {
@@ -478,7 +478,10 @@ export const leaves = (interrupt: { readonly middleware: string; readonly key: s
  *   return yield* agent.resume(
  *     "t1",
  *     SubAgents.decide(result.interrupt, (leaf) =>
- *       Option.getOrUndefined(Option.map(HumanInTheLoop.requestOf(leaf.interrupt), HumanInTheLoop.approveAll)))
+ *       Option.getOrUndefined(Option.map(
+ *         Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(leaf.interrupt.value),
+ *         HumanInTheLoop.approveAll
+ *       )))
  *   )
  * })
  * ```

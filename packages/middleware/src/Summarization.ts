@@ -55,9 +55,14 @@
  * the messages it has seen, so a call measures only the messages added since
  * the last one (the counter caches per message too); the trigger check is
  * then one comparison and the cut a binary search over the sums. After a
- * summary it continues from the new history without measuring it again. What
- * stays linear in the history is pointer work: one identity comparison per
- * message to check that the remembered messages are still the first ones.
+ * summary it continues from the new history without measuring it again. A
+ * history that shares only its first messages with the last one (a run's
+ * input after a stored thread, where the run before had its own) keeps what
+ * was measured of those. How many messages two histories share is read from
+ * the agent's records of which array it made from which
+ * (`AgentState.sharedPrefix`), so in the agent loop the check costs the same
+ * on a long thread as on a short one; other arrays are compared by identity,
+ * message by message.
  *
  * @since 0.1.0
  */
@@ -740,7 +745,7 @@ const cutAt = (
 const make = (config: Config) => {
   const { onFailure, summaryPrefix, summaryPrompt, trim } = config
   // Running token sums per thread, and what the model call is sent of it, measured
-  const cache = HistoryCache.make({ init: Sent.unknown })
+  const cache = HistoryCache.make({ init: Sent.unknown, truncate: Sent.truncate })
   const counterOf = HistoryCache.agentCounterOrApproximate()
   // Fractions are taken of the input limit, resolved at run time when no contextWindow was given.
   const limit = ContextLimit.make({ module: "Summarization", model: config.agentModel })

@@ -4,17 +4,17 @@
  * which the `Filesystem` middleware also uses over the agent's `files` state
  * slice) and a real directory jailed to a root ({@link makeDirectory}).
  *
- * Every path is a virtual path rooted at "/" (the workspace's root): `..`
+ * Every failure is one {@link WorkspaceError} whose `reason` says what was
+ * wrong. Every path is a virtual path rooted at "/" (the workspace's root): `..`
  * that climbs above it, and, for a directory, a symbolic link that leads out
- * of it, fail with {@link PathOutsideRoot}; a directory's FIFOs, sockets,
- * devices and hard-linked files fail with {@link UnsupportedFile}, a
- * file that is not UTF-8 with {@link NotUtf8}, and one over its
- * `maxFileBytes` with {@link FileTooLarge}. Access rules
+ * of it, fail with `"OutsideRoot"`; a directory's FIFOs, sockets,
+ * devices and hard-linked files fail with `"Unsupported"`, a
+ * file that is not UTF-8 with `"NotUtf8"`, and one over its
+ * `maxFileBytes` with `"TooLarge"`. Access rules
  * ({@link Rule}) make paths read-only: a write there (on a directory,
- * also through a link inside the root) fails with {@link ReadOnlyPath}. `glob` matches in linear time (patterns up to
+ * also through a link inside the root) fails with `"ReadOnly"`. `glob` matches in linear time (patterns up to
  * {@link maxGlobLength} characters) and yields as it searches, so a tool
- * timeout can end it. Every failure is a typed error with a message the
- * model can read; the `Filesystem` tools answer with it instead of failing
+ * timeout can end it. Every error has a message the model can read; the `Filesystem` tools answer with it instead of failing
  * the run.
  *
  * {@link composite} routes paths by prefix to other workspaces (deepagents'
@@ -104,218 +104,124 @@ export interface AccessOptions {
 // -----------------------------------------------------------------------------
 
 /**
- * The path leads out of the workspace (`..` above the root, a NUL byte or
- * a lone surrogate — names no file system stores —, a symbolic link that points outside the root directory, or a link whose
- * target does not exist: it cannot be checked, and a write would create it).
+ * What a {@link WorkspaceError} refused, in one word (as `SystemError`'s
+ * `reason` in `@effect/platform`):
+ *
+ * - `"OutsideRoot"`: the path leads out of the workspace (`..` above the
+ *   root, a NUL byte or a lone surrogate — names no file system stores —, a
+ *   symbolic link that points outside the root directory, or a link whose
+ *   target does not exist: it cannot be checked, and a write would create it);
+ * - `"ReadOnly"`: a write to a path whose rule makes it read-only;
+ * - `"NotFound"`: no file (or, for a listing, no directory) at the path;
+ * - `"EditStringEmpty"`: an edit's `oldString` is empty;
+ * - `"EditStringNotFound"`: an edit's `oldString` is not in the file;
+ * - `"EditNotUnique"`: an edit's `oldString` occurs `occurrences` times and
+ *   `replaceAll` was not set;
+ * - `"Unsupported"`: a file the workspace does not read, write or list by
+ *   policy — a FIFO, socket or device, or a regular file with more than one
+ *   hard link (which may be a file outside the root under a second name);
+ *   `detail` says which;
+ * - `"NotUtf8"`: a file that is not UTF-8 text (or a write whose text UTF-8
+ *   cannot encode, a lone surrogate): refused rather than re-encoded, so the
+ *   file stays as it is;
+ * - `"TooLarge"`: a file of `size` bytes, over the `max` a directory
+ *   workspace reads (its `maxFileBytes`, {@link defaultMaxFileBytes} unless
+ *   set): refused before it is read, so a huge file never fills the memory;
+ * - `"GlobTooLong"`: a glob pattern of `size` characters, over `max`
+ *   ({@link maxGlobLength});
+ * - `"Io"`: the storage failed (a directory workspace's file system error, or
+ *   a write over a directory or under a file); `detail` says how.
  *
  * @since 0.1.0
  * @category errors
  */
-export class PathOutsideRoot extends Schema.TaggedError<PathOutsideRoot>(
-  "@stepwise-agent/middleware/Workspace/PathOutsideRoot"
-)("PathOutsideRoot", { path: Schema.String }) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `The path "${this.path}" leads outside the workspace`
-  }
-}
-
-/**
- * A write to a path whose rule makes it read-only.
- *
- * @since 0.1.0
- * @category errors
- */
-export class ReadOnlyPath extends Schema.TaggedError<ReadOnlyPath>(
-  "@stepwise-agent/middleware/Workspace/ReadOnlyPath"
-)("ReadOnlyPath", { path: Schema.String }) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `The path "${this.path}" is read-only`
-  }
-}
-
-/**
- * No file (or, for a listing, no directory) at the path.
- *
- * @since 0.1.0
- * @category errors
- */
-export class FileNotFound extends Schema.TaggedError<FileNotFound>(
-  "@stepwise-agent/middleware/Workspace/FileNotFound"
-)("FileNotFound", { path: Schema.String }) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `No file or directory at "${this.path}"`
-  }
-}
-
-/**
- * An edit's `oldString` is not in the file (or is empty).
- *
- * @since 0.1.0
- * @category errors
- */
-export class EditStringNotFound extends Schema.TaggedError<EditStringNotFound>(
-  "@stepwise-agent/middleware/Workspace/EditStringNotFound"
-)("EditStringNotFound", { path: Schema.String, oldString: Schema.String }) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return this.oldString === ""
-      ? `The string to replace in "${this.path}" is empty; give the exact text to replace`
-      : `The string to replace was not found in "${this.path}"; read the file and copy the text exactly`
-  }
-}
-
-/**
- * An edit's `oldString` occurs more than once and `replaceAll` was not set.
- *
- * @since 0.1.0
- * @category errors
- */
-export class EditNotUnique extends Schema.TaggedError<EditNotUnique>(
-  "@stepwise-agent/middleware/Workspace/EditNotUnique"
-)("EditNotUnique", { path: Schema.String, occurrences: Schema.Number }) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `The string to replace occurs ${this.occurrences} times in "${this.path}"; set replace_all to replace ` +
-      "every occurrence, or give a longer string that occurs once"
-  }
-}
-
-/**
- * The storage failed (a directory workspace's file system error).
- *
- * @since 0.1.0
- * @category errors
- */
-export class WorkspaceIoError extends Schema.TaggedError<WorkspaceIoError>(
-  "@stepwise-agent/middleware/Workspace/WorkspaceIoError"
-)("WorkspaceIoError", { path: Schema.String, reason: Schema.String }) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Could not access "${this.path}": ${this.reason}`
-  }
-}
-
-/**
- * A file the workspace does not read, write or list by policy: a FIFO,
- * socket or device, or a regular file with more than one hard link (which
- * may be a file outside the root under a second name). `kind` says which.
- *
- * @since 0.1.0
- * @category errors
- */
-export class UnsupportedFile extends Schema.TaggedError<UnsupportedFile>(
-  "@stepwise-agent/middleware/Workspace/UnsupportedFile"
-)("UnsupportedFile", { path: Schema.String, kind: Schema.String }) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `"${this.path}" is a ${this.kind}; the workspace reads and writes only regular files with one link`
-  }
-}
-
-/**
- * A file that is not UTF-8 text (or a write whose text UTF-8 cannot encode,
- * a lone surrogate): refused rather than re-encoded, so the file stays as it
- * is.
- *
- * @since 0.1.0
- * @category errors
- */
-export class NotUtf8 extends Schema.TaggedError<NotUtf8>(
-  "@stepwise-agent/middleware/Workspace/NotUtf8"
-)("NotUtf8", { path: Schema.String }) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `"${this.path}" is not UTF-8 text; the file tools read and change only text, and left it untouched`
-  }
-}
-
-/**
- * A file larger than a directory workspace reads (its `maxFileBytes`,
- * {@link defaultMaxFileBytes} unless set): refused before it is read, so a
- * huge file never fills the memory. `size` and `max` are in bytes.
- *
- * @since 0.1.0
- * @category errors
- */
-export class FileTooLarge extends Schema.TaggedError<FileTooLarge>(
-  "@stepwise-agent/middleware/Workspace/FileTooLarge"
-)("FileTooLarge", { path: Schema.String, size: Schema.Number, max: Schema.Number }) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `"${this.path}" is ${this.size} bytes; the workspace reads files of at most ${this.max} bytes`
-  }
-}
-
-/**
- * A glob pattern longer than {@link maxGlobLength} characters.
- *
- * @since 0.1.0
- * @category errors
- */
-export class GlobTooLong extends Schema.TaggedError<GlobTooLong>(
-  "@stepwise-agent/middleware/Workspace/GlobTooLong"
-)("GlobTooLong", { length: Schema.Number, max: Schema.Number }) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `The glob pattern is ${this.length} characters long; give one of at most ${this.max}`
-  }
-}
-
-/**
- * @since 0.1.0
- * @category errors
- */
-export type WorkspaceError =
-  | PathOutsideRoot
-  | ReadOnlyPath
-  | FileNotFound
-  | EditStringNotFound
-  | EditNotUnique
-  | WorkspaceIoError
-  | UnsupportedFile
-  | NotUtf8
-  | FileTooLarge
-  | GlobTooLong
-
-/**
- * @since 0.1.0
- * @category errors
- */
-export const WorkspaceError = Schema.Union(
-  PathOutsideRoot,
-  ReadOnlyPath,
-  FileNotFound,
-  EditStringNotFound,
-  EditNotUnique,
-  WorkspaceIoError,
-  UnsupportedFile,
-  NotUtf8,
-  FileTooLarge,
-  GlobTooLong
+export const WorkspaceErrorReason = Schema.Literal(
+  "OutsideRoot",
+  "ReadOnly",
+  "NotFound",
+  "EditStringEmpty",
+  "EditStringNotFound",
+  "EditNotUnique",
+  "Unsupported",
+  "NotUtf8",
+  "TooLarge",
+  "GlobTooLong",
+  "Io"
 )
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type WorkspaceErrorReason = typeof WorkspaceErrorReason.Type
+
+/**
+ * Every refusal of a workspace: `reason` says what was wrong
+ * ({@link WorkspaceErrorReason}), `path` where, and the message says both
+ * in words the model can act on (the `Filesystem` tools answer with it).
+ *
+ * @example
+ * ```ts
+ * import { Workspace } from "@stepwise-agent/middleware"
+ * import { Effect } from "effect"
+ *
+ * const readOrEmpty = (workspace: Workspace.Service, path: string) =>
+ *   workspace.read(path).pipe(
+ *     Effect.catchTag("WorkspaceError", (error) =>
+ *       error.reason === "NotFound" ? Effect.succeed("") : Effect.fail(error))
+ *   )
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class WorkspaceError extends Schema.TaggedError<WorkspaceError>(
+  "@stepwise-agent/middleware/Workspace/WorkspaceError"
+)("WorkspaceError", {
+  reason: WorkspaceErrorReason,
+  /** The virtual path refused (for `"GlobTooLong"`, the path searched). */
+  path: Schema.String,
+  /** `"Unsupported"`: the kind of file ("FIFO", "hard link"); `"Io"`: what failed. */
+  detail: Schema.optional(Schema.String),
+  /** `"EditNotUnique"`: how many times the string to replace occurs. */
+  occurrences: Schema.optional(Schema.Number),
+  /** `"TooLarge"`: the file's bytes; `"GlobTooLong"`: the pattern's characters. */
+  size: Schema.optional(Schema.Number),
+  /** The limit `size` exceeds (`"TooLarge"`, `"GlobTooLong"`). */
+  max: Schema.optional(Schema.Number)
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    const path = this.path
+    switch (this.reason) {
+      case "OutsideRoot":
+        return `The path "${path}" leads outside the workspace`
+      case "ReadOnly":
+        return `The path "${path}" is read-only`
+      case "NotFound":
+        return `No file or directory at "${path}"`
+      case "EditStringEmpty":
+        return `The string to replace in "${path}" is empty; give the exact text to replace`
+      case "EditStringNotFound":
+        return `The string to replace was not found in "${path}"; read the file and copy the text exactly`
+      case "EditNotUnique":
+        return `The string to replace occurs ${this.occurrences} times in "${path}"; set replace_all to replace ` +
+          "every occurrence, or give a longer string that occurs once"
+      case "Unsupported":
+        return `"${path}" is a ${this.detail}; the workspace reads and writes only regular files with one link`
+      case "NotUtf8":
+        return `"${path}" is not UTF-8 text; the file tools read and change only text, and left it untouched`
+      case "TooLarge":
+        return `"${path}" is ${this.size} bytes; the workspace reads files of at most ${this.max} bytes`
+      case "GlobTooLong":
+        return `The glob pattern is ${this.size} characters long; give one of at most ${this.max}`
+      case "Io":
+        return `Could not access "${path}": ${this.detail}`
+    }
+  }
+}
 
 // -----------------------------------------------------------------------------
 // tags
@@ -374,7 +280,7 @@ export interface Service {
   /**
    * The files under `path` (default "/") whose path matches the glob,
    * sorted; a pattern longer than {@link maxGlobLength} fails with
-   * {@link GlobTooLong}.
+   * `"GlobTooLong"`.
    */
   readonly glob: (pattern: string, path?: string | undefined) => Effect.Effect<ReadonlyArray<string>, WorkspaceError>
   /** The lines that contain `text` (literally), in files under `path` matching `glob`, by path then line. */
@@ -420,7 +326,7 @@ export interface Storage {
   /**
    * Creates or replaces a file. A storage whose paths can lead elsewhere
    * (links) asks `guard` about the place the write really changes, and
-   * each directory it makes, failing with {@link ReadOnlyPath} where it
+   * each directory it makes, failing with `"ReadOnly"` where it
    * says no.
    */
   readonly write: (path: string, content: string, guard: WriteGuard) => Effect.Effect<void, WorkspaceError>
@@ -449,12 +355,12 @@ export const replaceIn = (
   oldString: string,
   newString: string,
   replaceAll: boolean
-): { readonly content: string; readonly occurrences: number } | EditStringNotFound | EditNotUnique => {
-  if (oldString === "") return new EditStringNotFound({ path, oldString })
+): { readonly content: string; readonly occurrences: number } | WorkspaceError => {
+  if (oldString === "") return new WorkspaceError({ reason: "EditStringEmpty", path })
   const parts = content.split(oldString)
   const occurrences = parts.length - 1
-  if (occurrences === 0) return new EditStringNotFound({ path, oldString })
-  if (occurrences > 1 && !replaceAll) return new EditNotUnique({ path, occurrences })
+  if (occurrences === 0) return new WorkspaceError({ reason: "EditStringNotFound", path })
+  if (occurrences > 1 && !replaceAll) return new WorkspaceError({ reason: "EditNotUnique", path, occurrences })
   return { content: parts.join(newString), occurrences }
 }
 
@@ -468,7 +374,7 @@ const splitLines = (content: string): ReadonlyArray<string> => content.split(/\r
 /**
  * The longest glob pattern `glob` and `grep` take, in characters (real patterns are far shorter; the bound keeps
  * a search over many long paths to a few hundred steps a character); a longer
- * one fails with {@link GlobTooLong}. Matching takes time linear in the
+ * one fails with `"GlobTooLong"`. Matching takes time linear in the
  * path, times the pattern's length at most, whatever the pattern.
  *
  * @since 0.1.0
@@ -476,22 +382,34 @@ const splitLines = (content: string): ReadonlyArray<string> => content.split(/\r
  */
 export const maxGlobLength = 256
 
-const checkGlob = (pattern: string): Effect.Effect<void, GlobTooLong> =>
+const checkGlob = (pattern: string, path: string): Effect.Effect<void, WorkspaceError> =>
   pattern.length > maxGlobLength
-    ? Effect.fail(new GlobTooLong({ length: pattern.length, max: maxGlobLength }))
+    ? Effect.fail(new WorkspaceError({ reason: "GlobTooLong", path, size: pattern.length, max: maxGlobLength }))
     : Effect.void
 
-/** `content` for a write to `path`, or {@link NotUtf8} when UTF-8 cannot encode it: every storage stores text alike. */
-const encodable = (path: string, content: string): Effect.Effect<string, NotUtf8> =>
-  Paths.hasLoneSurrogate(content) ? Effect.fail(new NotUtf8({ path })) : Effect.succeed(content)
+/** `content` for a write to `path`, or a `"NotUtf8"` error when UTF-8 cannot encode it: every storage stores text alike. */
+const encodable = (path: string, content: string): Effect.Effect<string, WorkspaceError> =>
+  Paths.hasLoneSurrogate(content)
+    ? Effect.fail(new WorkspaceError({ reason: "NotUtf8", path }))
+    : Effect.succeed(content)
 
-/** The access `options` give a normalized path, checked for a write: {@link ReadOnlyPath} when read-only. */
-const checkWritable = (options: AccessOptions, path: string): Effect.Effect<string, ReadOnlyPath> =>
-  accessOf(options, path) === "read-only" ? Effect.fail(new ReadOnlyPath({ path })) : Effect.succeed(path)
+/** The access `options` give a normalized path, checked for a write: a `"ReadOnly"` error when read-only. */
+const checkWritable = (options: AccessOptions, path: string): Effect.Effect<string, WorkspaceError> =>
+  accessOf(options, path) === "read-only"
+    ? Effect.fail(new WorkspaceError({ reason: "ReadOnly", path }))
+    : Effect.succeed(path)
+
+/** The normalized `path`, or an `"OutsideRoot"` error. */
+const resolve = (path: string): Effect.Effect<string, WorkspaceError> => {
+  const normal = Paths.normalize(path)
+  return normal === undefined
+    ? Effect.fail(new WorkspaceError({ reason: "OutsideRoot", path }))
+    : Effect.succeed(normal)
+}
 
 /**
  * A workspace over a {@link Storage}: normalizes paths (failing with
- * {@link PathOutsideRoot}), applies the access rules to writes and edits,
+ * `"OutsideRoot"`), applies the access rules to writes and edits,
  * and builds `edit`, `glob` and `grep` from the storage's primitives.
  *
  * @example
@@ -509,17 +427,13 @@ const checkWritable = (options: AccessOptions, path: string): Effect.Effect<stri
  * @category constructors
  */
 export const fromStorage = (storage: Storage, options: AccessOptions = {}): Service => {
-  const resolve = (path: string) => {
-    const normalized = Paths.normalize(path)
-    return normalized === undefined ? Effect.fail(new PathOutsideRoot({ path })) : Effect.succeed(normalized)
-  }
   const writable = (path: string) => Effect.flatMap(resolve(path), (normalized) => checkWritable(options, normalized))
   /** These rules, and the ones a caller (a composite) adds, over the real place a write reaches. */
   const guardWith = (added: WriteGuard | undefined): WriteGuard => (path) =>
     accessOf(options, path) !== "read-only" && (added === undefined || added(path))
   const glob = (pattern: string, path?: string | undefined) =>
     Effect.gen(function*() {
-      yield* checkGlob(pattern)
+      yield* checkGlob(pattern, path ?? "/")
       const base = yield* resolve(path ?? "/")
       return (yield* Paths.filterMatching(pattern, base, yield* storage.files(base))).sort()
     })
@@ -536,7 +450,7 @@ export const fromStorage = (storage: Storage, options: AccessOptions = {}): Serv
       Effect.gen(function*() {
         const normalized = yield* writable(path)
         const replaced = replaceIn(normalized, yield* storage.read(normalized), oldString, newString, replaceAll)
-        if (replaced instanceof EditStringNotFound || replaced instanceof EditNotUnique) return yield* replaced
+        if (replaced instanceof WorkspaceError) return yield* replaced
         yield* storage.write(normalized, yield* encodable(normalized, replaced.content), guardWith(guard))
         return replaced.occurrences
       }),
@@ -607,23 +521,25 @@ export const memoryStorage = (
           entries.set(child, { path: child, isDirectory: slash !== -1, size: slash === -1 ? utf8Length(content) : 0 })
         }
       }
-      if (entries.size === 0 && path !== "/") return Effect.fail(new FileNotFound({ path }))
+      if (entries.size === 0 && path !== "/") return Effect.fail(new WorkspaceError({ reason: "NotFound", path }))
       return Effect.succeed([...entries.values()].sort((a, b) => a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
     }),
   read: (path) =>
     Effect.suspend(() => {
       const content = files.get(path)
-      return content === undefined ? Effect.fail(new FileNotFound({ path })) : Effect.succeed(content)
+      return content === undefined
+        ? Effect.fail(new WorkspaceError({ reason: "NotFound", path }))
+        : Effect.succeed(content)
     }),
   write: (path, content) =>
     Effect.suspend(() => {
       // as on a disk: a file is not written over a directory, nor under a file
       if (path === "/" || [...files.keys()].some((name) => name.startsWith(`${path}/`))) {
-        return Effect.fail(new WorkspaceIoError({ path, reason: "it is a directory" }))
+        return Effect.fail(new WorkspaceError({ reason: "Io", path, detail: "it is a directory" }))
       }
       for (let slash = path.lastIndexOf("/"); slash > 0; slash = path.lastIndexOf("/", slash - 1)) {
         if (files.has(path.slice(0, slash))) {
-          return Effect.fail(new WorkspaceIoError({ path, reason: "a directory above it is a file" }))
+          return Effect.fail(new WorkspaceError({ reason: "Io", path, detail: "a directory above it is a file" }))
         }
       }
       files.set(path, content)
@@ -675,7 +591,7 @@ export interface DirectoryOptions extends AccessOptions {
   /**
    * The largest file read (and so edited or searched), in bytes (default
    * {@link defaultMaxFileBytes}); a larger one fails with
-   * {@link FileTooLarge} and `grep` leaves it out.
+   * `"TooLarge"` and `grep` leaves it out.
    */
   readonly maxFileBytes?: number | undefined
 }
@@ -702,24 +618,24 @@ export const defaultMaxFileBytes = 10 * 1024 * 1024
  * listed, also while another process swaps links in it.
  *
  * - `..` cannot climb above the root, and a symbolic link that leads out of
- *   it (or whose target is missing) fails with {@link PathOutsideRoot}. A link
+ *   it (or whose target is missing) fails with `"OutsideRoot"`. A link
  *   that stays inside the root is followed. Each file is checked after it is
  *   opened (by the descriptor's real path, `/proc/self/fd` on Linux), so a
  *   link swapped in meanwhile is caught, and a new file is created only in a
  *   directory so checked.
  * - The access rules also hold where a link inside the root leads: with
  *   `/docs` read-only, a write through a link to it fails with
- *   {@link ReadOnlyPath}.
+ *   `"ReadOnly"`.
  * - A file over `maxFileBytes` (default {@link defaultMaxFileBytes}) fails
- *   with {@link FileTooLarge} before it is read; `grep` leaves it out. A
+ *   with `"TooLarge"` before it is read; `grep` leaves it out. A
  *   `maxFileBytes` that is not a whole number of bytes fails with
  *   `AgentError.InvalidOptions`.
  * - Only regular files and directories are used: a FIFO, socket or device,
  *   and a file with more than one hard link (it may be a file outside the
- *   root under a second name), fail with {@link UnsupportedFile}, without
+ *   root under a second name), fail with `"Unsupported"`, without
  *   waiting on the file.
  * - Files are UTF-8 text: reading or editing one that is not fails with
- *   {@link NotUtf8} and leaves it as it is.
+ *   `"NotUtf8"` and leaves it as it is.
  * - `ls`, `glob` and `grep` list only what `read` accepts, and do not walk
  *   into a linked directory.
  *
@@ -744,7 +660,7 @@ export const defaultMaxFileBytes = 10 * 1024 * 1024
  */
 export const makeDirectory = (
   options: DirectoryOptions
-): Effect.Effect<Service, WorkspaceIoError | AgentError.InvalidOptions> =>
+): Effect.Effect<Service, WorkspaceError | AgentError.InvalidOptions> =>
   Effect.gen(function*() {
     const maxFileBytes = options.maxFileBytes ?? defaultMaxFileBytes
     if (!Number.isSafeInteger(maxFileBytes) || maxFileBytes < 0) {
@@ -755,26 +671,22 @@ export const makeDirectory = (
       })
     }
     const jail = yield* Jail.make(options.root).pipe(
-      Effect.mapError((refusal) => new WorkspaceIoError({ path: options.root, reason: reasonOf(refusal) }))
+      Effect.mapError((refusal) => new WorkspaceError({ reason: "Io", path: options.root, detail: detailOf(refusal) }))
     )
     const segmentsOf = (virtual: string) => virtual === "/" ? [] : virtual.slice(1).split("/")
     const virtualOf = (segments: ReadonlyArray<string>) => `/${segments.join("/")}`
     const refused = (virtual: string) => (refusal: Jail.Refusal): WorkspaceError => {
       switch (refusal._tag) {
         case "Outside":
-          return new PathOutsideRoot({ path: virtual })
-        case "NotFound":
-          return new FileNotFound({ path: virtual })
+          return new WorkspaceError({ reason: "OutsideRoot", path: virtual })
         case "Unsupported":
-          return new UnsupportedFile({ path: virtual, kind: refusal.kind })
-        case "NotUtf8":
-          return new NotUtf8({ path: virtual })
-        case "ReadOnly":
-          return new ReadOnlyPath({ path: virtual })
+          return new WorkspaceError({ reason: "Unsupported", path: virtual, detail: refusal.kind })
         case "TooLarge":
-          return new FileTooLarge({ path: virtual, size: refusal.size, max: refusal.max })
+          return new WorkspaceError({ reason: "TooLarge", path: virtual, size: refusal.size, max: refusal.max })
         case "Io":
-          return new WorkspaceIoError({ path: virtual, reason: refusal.reason })
+          return new WorkspaceError({ reason: "Io", path: virtual, detail: refusal.reason })
+        default:
+          return new WorkspaceError({ reason: refusal._tag, path: virtual })
       }
     }
     const storage: Storage = {
@@ -796,39 +708,17 @@ export const makeDirectory = (
         Effect.mapBoth(jail.files(segmentsOf(virtual)), {
           onFailure: refused(virtual),
           onSuccess: (files) => files.map(virtualOf)
-        }).pipe(Effect.catchTag("FileNotFound", () => Effect.succeed([])))
+        }).pipe(Effect.catchIf((error) => error.reason === "NotFound", () => Effect.succeed([])))
     }
     return fromStorage(storage, options)
   })
 
-const reasonOf = (refusal: Jail.Refusal): string =>
+const detailOf = (refusal: Jail.Refusal): string =>
   refusal._tag === "Io" ? refusal.reason : refusal._tag === "NotFound" ? "no such directory" : refusal._tag
 
 /** `error` with its path, a path of the workspace mounted at `prefix`, made a path of the composite. */
-const relocated = (error: WorkspaceError, outer: (inner: string) => string): WorkspaceError => {
-  switch (error._tag) {
-    case "PathOutsideRoot":
-      return new PathOutsideRoot({ path: outer(error.path) })
-    case "ReadOnlyPath":
-      return new ReadOnlyPath({ path: outer(error.path) })
-    case "FileNotFound":
-      return new FileNotFound({ path: outer(error.path) })
-    case "EditStringNotFound":
-      return new EditStringNotFound({ path: outer(error.path), oldString: error.oldString })
-    case "EditNotUnique":
-      return new EditNotUnique({ path: outer(error.path), occurrences: error.occurrences })
-    case "WorkspaceIoError":
-      return new WorkspaceIoError({ path: outer(error.path), reason: error.reason })
-    case "UnsupportedFile":
-      return new UnsupportedFile({ path: outer(error.path), kind: error.kind })
-    case "NotUtf8":
-      return new NotUtf8({ path: outer(error.path) })
-    case "FileTooLarge":
-      return new FileTooLarge({ path: outer(error.path), size: error.size, max: error.max })
-    case "GlobTooLong":
-      return error
-  }
-}
+const relocated = (error: WorkspaceError, outer: (inner: string) => string): WorkspaceError =>
+  new WorkspaceError({ ...error, path: outer(error.path) })
 
 interface Route {
   /** The normalized prefix ("/memories"). */
@@ -850,7 +740,7 @@ const byPath = <A extends { readonly path: string }>(a: A, b: A) => a.path < b.p
  * `/notes.md`, so each workspace keeps its own root, jail and access rules,
  * and paths in answers and errors are given back under the prefix. Paths are
  * normalized before routing: `/memories/../x` is the fallback's `/x`, and
- * `..` above the root fails with {@link PathOutsideRoot}. A prefix matches
+ * `..` above the root fails with `"OutsideRoot"`. A prefix matches
  * whole segments (`/mem` does not route `/memories`). `ls` of a directory
  * that holds a prefix lists it as a directory; `glob` and `grep` search
  * every workspace under the path asked, and leave out the fallback's files
@@ -916,10 +806,6 @@ export const composite = (
   // longest first: the first route a path is within is its longest prefix
   mounted.sort((a, b) => b.prefix.length - a.prefix.length)
   const routeOf = (path: string): Route | undefined => mounted.find((route) => Paths.isWithin(path, route.prefix))
-  const resolve = (path: string) => {
-    const normalized = Paths.normalize(path)
-    return normalized === undefined ? Effect.fail(new PathOutsideRoot({ path })) : Effect.succeed(normalized)
-  }
   /** Runs `f` on the workspace `path` routes to, with the path it has there; errors name the composite's path. */
   const routed = <A>(
     path: string,
@@ -950,7 +836,7 @@ export const composite = (
     return accessOf(options, path) !== "read-only" && (added === undefined || added(path))
   }
   const glob = (pattern: string, path?: string | undefined) =>
-    Effect.flatMap(Effect.zipRight(checkGlob(pattern), resolve(path ?? "/")), (base) => {
+    Effect.flatMap(Effect.zipRight(checkGlob(pattern, path ?? "/"), resolve(path ?? "/")), (base) => {
       const route = routeOf(base)
       if (route !== undefined) {
         return Effect.map(globIn(route, pattern, base, route.inner(base)), (files) => files.sort())
@@ -982,7 +868,7 @@ export const composite = (
         }
         return Effect.flatMap(Effect.either(fallback.ls(base)), (listed) => {
           if (listed._tag === "Left") {
-            return listed.left._tag === "FileNotFound" && mounts.size > 0
+            return listed.left.reason === "NotFound" && mounts.size > 0
               ? Effect.succeed([...mounts.values()].sort(byPath))
               : Effect.fail(listed.left)
           }
@@ -1005,7 +891,10 @@ export const composite = (
     glob,
     grep: (text, grepOptions) =>
       Effect.flatMap(
-        Effect.zipRight(checkGlob(grepOptions?.glob ?? ""), resolve(grepOptions?.path ?? "/")),
+        Effect.zipRight(
+          checkGlob(grepOptions?.glob ?? "", grepOptions?.path ?? "/"),
+          resolve(grepOptions?.path ?? "/")
+        ),
         (base) => {
           const inRoute = (route: Route, innerBase: string) =>
             Effect.flatMap(
@@ -1078,5 +967,4 @@ export const layerMemory = (
  */
 export const layerDirectory = (
   options: DirectoryOptions
-): Layer.Layer<Workspace, WorkspaceIoError | AgentError.InvalidOptions> =>
-  Layer.effect(Workspace, makeDirectory(options))
+): Layer.Layer<Workspace, WorkspaceError | AgentError.InvalidOptions> => Layer.effect(Workspace, makeDirectory(options))

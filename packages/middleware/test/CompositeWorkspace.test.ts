@@ -10,8 +10,8 @@ import * as Filesystem from "../src/Filesystem.js"
 import * as Workspace from "../src/Workspace.js"
 
 const memory = (files: Record<string, string> = {}) => Workspace.makeMemory({ files })
-const tagOf = <A>(effect: Effect.Effect<A, Workspace.WorkspaceError>) =>
-  Effect.map(Effect.flip(effect), (error) => [error._tag, "path" in error ? error.path : ""] as const)
+const reasonOf = <A>(effect: Effect.Effect<A, Workspace.WorkspaceError>) =>
+  Effect.map(Effect.flip(effect), (error) => [error.reason, error.path] as const)
 const listing = (entries: ReadonlyArray<Workspace.Entry>) =>
   entries.map((entry) => `${entry.path}${entry.isDirectory ? "/" : ""}`)
 
@@ -70,17 +70,17 @@ describe("Workspace.composite", () => {
     Effect.gen(function*() {
       const docs = yield* Workspace.makeMemory({ files: { "/guide.md": "a a" }, defaultAccess: "read-only" })
       const workspace = yield* Workspace.composite(yield* memory(), { "/docs": docs })
-      assert.deepStrictEqual(yield* tagOf(workspace.read("/docs/missing.md")), ["FileNotFound", "/docs/missing.md"])
-      assert.deepStrictEqual(yield* tagOf(workspace.write("/docs/new.md", "x")), ["ReadOnlyPath", "/docs/new.md"])
-      assert.deepStrictEqual(yield* tagOf(workspace.read("/missing.md")), ["FileNotFound", "/missing.md"])
-      assert.deepStrictEqual(yield* tagOf(workspace.ls("/docs/../..")), ["PathOutsideRoot", "/docs/../.."])
+      assert.deepStrictEqual(yield* reasonOf(workspace.read("/docs/missing.md")), ["NotFound", "/docs/missing.md"])
+      assert.deepStrictEqual(yield* reasonOf(workspace.write("/docs/new.md", "x")), ["ReadOnly", "/docs/new.md"])
+      assert.deepStrictEqual(yield* reasonOf(workspace.read("/missing.md")), ["NotFound", "/missing.md"])
+      assert.deepStrictEqual(yield* reasonOf(workspace.ls("/docs/../..")), ["OutsideRoot", "/docs/../.."])
       const notUnique = yield* Effect.flip(
         Workspace.composite(yield* memory(), { "/d": yield* memory({ "/f": "a a" }) }).pipe(
           Either.getOrThrow,
           (w) => w.edit("/d/f", "a", "b", false)
         )
       )
-      assert.deepStrictEqual([notUnique._tag, "path" in notUnique && notUnique.path], ["EditNotUnique", "/d/f"])
+      assert.deepStrictEqual([notUnique.reason, notUnique.path], ["EditNotUnique", "/d/f"])
     }))
 
   it.effect("the composite's rules reach its routes: a read-only rule over a mounted prefix refuses writes there", () =>
@@ -97,15 +97,15 @@ describe("Workspace.composite", () => {
         const memories = yield* memory({ "/user.md": "a" })
         const workspace = yield* Workspace.composite(yield* memory(), { "/memories": memories }, options)
         const label = JSON.stringify(options)
-        assert.deepStrictEqual(yield* tagOf(workspace.write("/memories/x.md", "x")), ["ReadOnlyPath", "/memories/x.md"])
+        assert.deepStrictEqual(yield* reasonOf(workspace.write("/memories/x.md", "x")), ["ReadOnly", "/memories/x.md"])
         assert.deepStrictEqual(
-          yield* tagOf(workspace.edit("/memories/user.md", "a", "b", false)),
-          ["ReadOnlyPath", "/memories/user.md"],
+          yield* reasonOf(workspace.edit("/memories/user.md", "a", "b", false)),
+          ["ReadOnly", "/memories/user.md"],
           label
         )
         assert.deepStrictEqual(
-          yield* tagOf(workspace.write("/notes/../memories/y.md", "x")),
-          ["ReadOnlyPath", "/memories/y.md"],
+          yield* reasonOf(workspace.write("/notes/../memories/y.md", "x")),
+          ["ReadOnly", "/memories/y.md"],
           label
         )
         assert.deepStrictEqual(yield* memories.glob("**"), ["/user.md"], label)
@@ -155,7 +155,7 @@ describe("Workspace.composite", () => {
               ? out
               : [...out, s], [])
           if (normalized === undefined) {
-            assert.isTrue(Either.isLeft(written) && written.left._tag === "PathOutsideRoot")
+            assert.isTrue(Either.isLeft(written) && written.left.reason === "OutsideRoot")
             continue
           }
           assert.isTrue(Either.isRight(written))
@@ -197,8 +197,8 @@ describe("Workspace.composite over a real directory", () => {
     Effect.gen(function*() {
       const { fs, outside, root, workspace } = yield* setup
       // .. above the composite's root
-      assert.deepStrictEqual(yield* tagOf(workspace.read("/memories/../../secret.txt")), [
-        "PathOutsideRoot",
+      assert.deepStrictEqual(yield* reasonOf(workspace.read("/memories/../../secret.txt")), [
+        "OutsideRoot",
         "/memories/../../secret.txt"
       ])
       // .. out of the prefix lands in the fallback, never next to the directory
@@ -206,12 +206,12 @@ describe("Workspace.composite over a real directory", () => {
       yield* workspace.write("/memories/../planted.txt", "x")
       assert.deepStrictEqual((yield* fs.readDirectory(root)).sort(), ["escape"])
       // a link in the directory that leads out of it
-      assert.deepStrictEqual(yield* tagOf(workspace.read("/memories/escape/secret.txt")), [
-        "PathOutsideRoot",
+      assert.deepStrictEqual(yield* reasonOf(workspace.read("/memories/escape/secret.txt")), [
+        "OutsideRoot",
         "/memories/escape/secret.txt"
       ])
-      assert.deepStrictEqual(yield* tagOf(workspace.write("/memories/escape/new.txt", "x")), [
-        "PathOutsideRoot",
+      assert.deepStrictEqual(yield* reasonOf(workspace.write("/memories/escape/new.txt", "x")), [
+        "OutsideRoot",
         "/memories/escape/new.txt"
       ])
       assert.deepStrictEqual(yield* fs.readDirectory(outside), ["secret.txt"])
@@ -281,14 +281,14 @@ describe("Filesystem with routes", () => {
         { rules: [{ pattern: "/docs", access: "read-only" }, { pattern: "/m/docs/**", access: "read-only" }] }
       )
       for (const at of ["", "/m"]) {
-        assert.deepStrictEqual(yield* tagOf(workspace.write(`${at}/alias/new.md`, "x")), [
-          "ReadOnlyPath",
+        assert.deepStrictEqual(yield* reasonOf(workspace.write(`${at}/alias/new.md`, "x")), [
+          "ReadOnly",
           `${at}/alias/new.md`
         ])
-        assert.strictEqual((yield* tagOf(workspace.write(`${at}/alias/sub/new.md`, "x")))[0], "ReadOnlyPath")
+        assert.strictEqual((yield* reasonOf(workspace.write(`${at}/alias/sub/new.md`, "x")))[0], "ReadOnly")
         assert.strictEqual(
-          (yield* tagOf(workspace.edit(`${at}/alias/a.md`, "doc", "changed", false)))[0],
-          "ReadOnlyPath"
+          (yield* reasonOf(workspace.edit(`${at}/alias/a.md`, "doc", "changed", false)))[0],
+          "ReadOnly"
         )
       }
       for (const root of Object.values(roots)) {

@@ -591,8 +591,8 @@ describe("Summarization offload when the store fails", () => {
   it.effect("the summary is made without a reference, and the failure is reported", () =>
     Effect.gen(function*() {
       const failing = Offload.OffloadStore.of({
-        put: (ref) => Effect.fail(new Offload.OffloadStoreError({ ref, reason: "disk full" })),
-        get: (ref) => Effect.fail(new Offload.OffloadNotFound({ ref }))
+        put: (ref) => Effect.fail(new Offload.OffloadError({ reason: "StoreFailed", ref, detail: "disk full" })),
+        get: (ref) => Effect.fail(new Offload.OffloadError({ reason: "NotFound", ref }))
       })
       const summary = yield* summarizer
       const mw = yield* Effect.orDie(

@@ -40,7 +40,7 @@ describe("Guardrail input", () => {
       assert.strictEqual((yield* ScriptedModel.requests).length, 3)
     }).pipe(provide([...echoThenAnswer, ScriptedModel.text("ok")])))
 
-  it.effect("a block fails the run with GuardrailTripped before the model is called", () =>
+  it.effect("a block fails the run with a Blocked GuardrailError before the model is called", () =>
     Effect.gen(function*() {
       const guard = Guardrail.middleware({
         name: "noPasswords",
@@ -49,11 +49,11 @@ describe("Guardrail input", () => {
       })
       const agent = yield* Agent.make({ middleware: [guard] })
       const error = yield* Effect.flip(agent.run("my password is hunter2", { threadId: "t" }))
-      assert.strictEqual(error._tag, "GuardrailTripped")
-      if (error._tag !== "GuardrailTripped") return
+      assert.strictEqual(error._tag, "GuardrailError")
+      if (error._tag !== "GuardrailError") return
       assert.deepStrictEqual(
-        { guardrail: error.guardrail, stage: error.stage, reason: error.reason },
-        { guardrail: "noPasswords", stage: "input", reason: "mentions a password" }
+        { reason: error.reason, guardrail: error.guardrail, stage: error.stage, detail: error.detail },
+        { reason: "Blocked", guardrail: "noPasswords", stage: "input", detail: "mentions a password" }
       )
       assert.strictEqual(error.message, "Guardrail \"noPasswords\" blocked the input: mentions a password")
       assert.strictEqual((yield* ScriptedModel.requests).length, 0)
@@ -115,7 +115,7 @@ describe("Guardrail input", () => {
 })
 
 describe("Guardrail output", () => {
-  it.effect("a block fails the run with GuardrailTripped and the blocked tool calls never run", () => {
+  it.effect("a block fails the run with a Blocked GuardrailError and the blocked tool calls never run", () => {
     const echoed: Array<string> = []
     return Effect.gen(function*() {
       const guard = Guardrail.middleware({
@@ -124,9 +124,9 @@ describe("Guardrail output", () => {
       })
       const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [guard] })
       const error = yield* Effect.flip(agent.run("clean up", { threadId: "t" }))
-      assert.strictEqual(error._tag, "GuardrailTripped")
-      if (error._tag !== "GuardrailTripped") return
-      assert.strictEqual(error.stage, "output")
+      assert.strictEqual(error._tag, "GuardrailError")
+      if (error._tag !== "GuardrailError") return
+      assert.deepStrictEqual([error.reason, error.stage], ["Blocked", "output"])
       assert.deepStrictEqual(echoed, [])
     }).pipe(provide([ScriptedModel.toolCalls([{ name: "echo", params: { text: "x" } }], { text: "rm -rf /" })], echoed))
   })
@@ -187,24 +187,24 @@ describe("Guardrail checks", () => {
         Effect.provideService(Moderation, { flagged: (text) => text.includes("bad") })
       )
       const flagged = yield* Effect.flip(agent.run("bad words", { threadId: "a" }))
-      assert.strictEqual(flagged._tag, "GuardrailTripped")
+      assert.isTrue(flagged._tag === "GuardrailError" && flagged.reason === "Blocked")
       const down = yield* Effect.flip(agent.run("outage", { threadId: "b" }))
       assert.strictEqual(down._tag, "ModerationDown")
       const ok = yield* agent.run("fine", { threadId: "c" })
       assert.strictEqual(ok._tag, "Completed")
     }).pipe(provide([ScriptedModel.text("ok")])))
 
-  it.effect("an unusable verdict fails with InvalidGuardrailVerdict", () =>
+  it.effect("an unusable verdict fails with an InvalidVerdict GuardrailError", () =>
     Effect.gen(function*() {
       const empty = Guardrail.middleware({ input: () => Effect.succeed(Guardrail.rewrite([])) })
       const agent = yield* Agent.make({ middleware: [empty] })
       const error = yield* Effect.flip(agent.run("hi", { threadId: "t" }))
-      assert.strictEqual(error._tag, "InvalidGuardrailVerdict")
+      assert.isTrue(error._tag === "GuardrailError" && error.reason === "InvalidVerdict")
       assert.include(error.message, "at least one message")
       const junk = Guardrail.middleware({ name: "junk", output: () => Effect.succeed({ ok: true } as any) })
       const other = yield* Agent.make({ middleware: [junk] })
       const error2 = yield* Effect.flip(other.run("hi", { threadId: "t2" }))
-      assert.strictEqual(error2._tag, "InvalidGuardrailVerdict")
+      assert.isTrue(error2._tag === "GuardrailError" && error2.reason === "InvalidVerdict")
       assert.include(error2.message, "Guardrail \"junk\" gave an invalid output verdict")
     }).pipe(provide([ScriptedModel.text("ok")])))
 

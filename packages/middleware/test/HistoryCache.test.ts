@@ -11,7 +11,7 @@ import * as HistoryCache from "../src/internal/context/historyCache.js"
 const user = (text: string) => Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text })] })
 
 /** A cache whose sessions carry no state of their own. */
-const recording = () => HistoryCache.make<undefined>({ init: () => undefined })
+const recording = () => HistoryCache.make<undefined>({ init: () => undefined, truncate: () => {} })
 
 interface Seen {
   readonly session: HistoryCache.Session<undefined>
@@ -28,7 +28,7 @@ const look = (
   cache.use(counter, messages, (session) =>
     Effect.succeed<Seen>({
       session,
-      seen: [...session.seen],
+      seen: session.last.slice(0, session.length),
       sums: [...session.sums]
     }))
 
@@ -160,7 +160,7 @@ describe("HistoryCache", () => {
             Effect.gen(function*() {
               const copy: Seen = {
                 session,
-                seen: [...session.seen],
+                seen: session.last.slice(0, session.length),
                 sums: [...session.sums]
               }
               if (++entered === histories.length) {

@@ -344,6 +344,7 @@ describe("SubAgents", () => {
       assert.deepStrictEqual(tags.filter((tag, i) => tag !== tags[i - 1]), [
         "RunStarted",
         "ModelCallStarted",
+        "ModelRequestSent",
         "TextDelta",
         "ModelResponded",
         "RunEnded"

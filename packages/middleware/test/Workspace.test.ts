@@ -1,7 +1,7 @@
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, FastCheck, Fiber, Option } from "effect"
+import { Effect, Exit, FastCheck, Fiber, Option, Schema } from "effect"
 import * as NodeFs from "node:fs"
 import * as Paths from "../src/internal/workspacePaths.js"
 import * as Workspace from "../src/Workspace.js"
@@ -69,7 +69,7 @@ describe("Workspace in memory", () => {
         const workspace = yield* Workspace.makeMemory()
         const written = yield* Effect.either(workspace.write(path, content))
         if (Paths.normalize(path) === undefined) {
-          assert.isTrue(written._tag === "Left" && written.left._tag === "PathOutsideRoot")
+          assert.isTrue(written._tag === "Left" && written.left.reason === "OutsideRoot")
           return
         }
         assert.strictEqual(yield* workspace.read(path), content)
@@ -84,7 +84,7 @@ describe("Workspace in memory", () => {
         const workspace = yield* Workspace.makeMemory({ rules: [{ pattern: "/docs", access: "read-only" }] })
         const path = `/${segments.join("/")}`
         const written = yield* Effect.either(workspace.write(path, "x"))
-        if (segments[0] === "docs") assert.isTrue(written._tag === "Left" && written.left._tag === "ReadOnlyPath")
+        if (segments[0] === "docs") assert.isTrue(written._tag === "Left" && written.left.reason === "ReadOnly")
         else assert.strictEqual(written._tag, "Right")
       })
   )
@@ -108,18 +108,84 @@ describe("Workspace in memory", () => {
         { path: "/docs/deep/b.md", line: 1, text: "a needle" },
         { path: "/docs/deep/b.md", line: 2, text: "and needle" }
       ])
-      assert.strictEqual((yield* Effect.flip(workspace.ls("/nowhere")))._tag, "FileNotFound")
-      assert.strictEqual((yield* Effect.flip(workspace.read("/docs")))._tag, "FileNotFound")
+      assert.strictEqual((yield* Effect.flip(workspace.ls("/nowhere"))).reason, "NotFound")
+      assert.strictEqual((yield* Effect.flip(workspace.read("/docs"))).reason, "NotFound")
     }))
 
   it("replaceIn: a unique string, every occurrence with replaceAll, else a typed refusal", () => {
     assert.deepStrictEqual(Workspace.replaceIn("/f", "a-b-a", "b", "c", false), { content: "a-c-a", occurrences: 1 })
     assert.deepStrictEqual(Workspace.replaceIn("/f", "a-b-a", "a", "c", true), { content: "c-b-c", occurrences: 2 })
     const notUnique = Workspace.replaceIn("/f", "a-b-a", "a", "c", false)
-    assert.isTrue(notUnique instanceof Workspace.EditNotUnique && notUnique.occurrences === 2)
-    assert.isTrue(Workspace.replaceIn("/f", "a", "z", "c", false) instanceof Workspace.EditStringNotFound)
-    assert.isTrue(Workspace.replaceIn("/f", "a", "", "c", true) instanceof Workspace.EditStringNotFound)
+    assert.isTrue(
+      notUnique instanceof Workspace.WorkspaceError && notUnique.reason === "EditNotUnique" &&
+        notUnique.occurrences === 2
+    )
+    const notFound = Workspace.replaceIn("/f", "a", "z", "c", false)
+    assert.isTrue(notFound instanceof Workspace.WorkspaceError && notFound.reason === "EditStringNotFound")
+    const empty = Workspace.replaceIn("/f", "a", "", "c", true)
+    assert.isTrue(empty instanceof Workspace.WorkspaceError && empty.reason === "EditStringEmpty")
   })
+})
+
+describe("WorkspaceError: one class, the reason says what was wrong", () => {
+  it.effect("every refusal is a WorkspaceError whose reason names it and whose message is the one the model reads", () =>
+    Effect.gen(function*() {
+      const inner = yield* Workspace.makeMemory({ files: { "/f.txt": "a a", "/docs/x.md": "x" } })
+      const workspace = yield* Workspace.composite(
+        yield* Workspace.makeMemory({ files: { "/file": "f" } }),
+        { "/m": inner },
+        { rules: [{ pattern: "/m/docs", access: "read-only" }] }
+      )
+      const refusals: ReadonlyArray<readonly [Effect.Effect<unknown, Workspace.WorkspaceError>, string, string]> = [
+        [workspace.read("/../x"), "OutsideRoot", `The path "/../x" leads outside the workspace`],
+        [workspace.write("/m/docs/x.md", "y"), "ReadOnly", `The path "/m/docs/x.md" is read-only`],
+        [workspace.read("/m/none.txt"), "NotFound", `No file or directory at "/m/none.txt"`],
+        [
+          workspace.edit("/m/f.txt", "", "b", false),
+          "EditStringEmpty",
+          `The string to replace in "/m/f.txt" is empty; give the exact text to replace`
+        ],
+        [
+          workspace.edit("/m/f.txt", "z", "b", false),
+          "EditStringNotFound",
+          `The string to replace was not found in "/m/f.txt"; read the file and copy the text exactly`
+        ],
+        [
+          workspace.edit("/m/f.txt", "a", "b", false),
+          "EditNotUnique",
+          `The string to replace occurs 2 times in "/m/f.txt"; set replace_all to replace every occurrence, ` +
+          "or give a longer string that occurs once"
+        ],
+        [
+          workspace.write("/m/f.txt", "\uD800"),
+          "NotUtf8",
+          `"/m/f.txt" is not UTF-8 text; the file tools read and change only text, and left it untouched`
+        ],
+        [
+          workspace.glob("*".repeat(Workspace.maxGlobLength + 1), "/m"),
+          "GlobTooLong",
+          `The glob pattern is ${
+            Workspace.maxGlobLength + 1
+          } characters long; give one of at most ${Workspace.maxGlobLength}`
+        ],
+        [workspace.write("/file/under", "x"), "Io", `Could not access "/file/under": a directory above it is a file`]
+      ]
+      for (const [refused, reason, message] of refusals) {
+        const error = yield* Effect.flip(refused)
+        assert.instanceOf(error, Workspace.WorkspaceError)
+        assert.deepStrictEqual([error._tag, error.reason, error.message], ["WorkspaceError", reason, message])
+        // the error is data: it encodes and decodes to an equal error (a durable journal or a log keeps it whole)
+        const decoded = Schema.decodeUnknownSync(Workspace.WorkspaceError)(
+          Schema.encodeSync(Workspace.WorkspaceError)(error)
+        )
+        assert.deepStrictEqual([decoded.reason, decoded.path, decoded.message], [error.reason, error.path, message])
+      }
+      // a refusal of a routed workspace names the composite's path and keeps its details
+      const notUnique = yield* Effect.flip(workspace.edit("/m/f.txt", "a", "b", false))
+      assert.deepStrictEqual([notUnique.path, notUnique.occurrences], ["/m/f.txt", 2])
+      assert.deepStrictEqual(Schema.decodeUnknownSync(Workspace.WorkspaceErrorReason)("NotFound"), "NotFound")
+      assert.throws(() => Schema.decodeUnknownSync(Workspace.WorkspaceErrorReason)("FileNotFound"))
+    }))
 })
 
 describe("Workspace on a directory", () => {
@@ -140,21 +206,21 @@ describe("Workspace on a directory", () => {
   it.scoped("rejects .. above the root and symbolic links out of it, for reads and writes", () =>
     Effect.gen(function*() {
       const { fs, outside, root, workspace } = yield* setup
-      const tagOf = <A>(effect: Effect.Effect<A, Workspace.WorkspaceError>) =>
-        Effect.map(Effect.flip(effect), (error) => error._tag)
-      assert.strictEqual(yield* tagOf(workspace.read("/../secret.txt")), "PathOutsideRoot")
-      assert.strictEqual(yield* tagOf(workspace.write("/docs/../../x.txt", "x")), "PathOutsideRoot")
-      assert.strictEqual(yield* tagOf(workspace.read("/linkdir/secret.txt")), "PathOutsideRoot")
-      assert.strictEqual(yield* tagOf(workspace.read("/linkfile")), "PathOutsideRoot")
-      assert.strictEqual(yield* tagOf(workspace.write("/linkfile", "overwritten")), "PathOutsideRoot")
-      assert.strictEqual(yield* tagOf(workspace.write("/linkdir/planted.txt", "x")), "PathOutsideRoot")
-      assert.strictEqual(yield* tagOf(workspace.write("/linkdir/new/deep.txt", "x")), "PathOutsideRoot")
-      assert.strictEqual(yield* tagOf(workspace.ls("/linkdir")), "PathOutsideRoot")
+      const reasonOf = <A>(effect: Effect.Effect<A, Workspace.WorkspaceError>) =>
+        Effect.map(Effect.flip(effect), (error) => error.reason)
+      assert.strictEqual(yield* reasonOf(workspace.read("/../secret.txt")), "OutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.write("/docs/../../x.txt", "x")), "OutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.read("/linkdir/secret.txt")), "OutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.read("/linkfile")), "OutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.write("/linkfile", "overwritten")), "OutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.write("/linkdir/planted.txt", "x")), "OutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.write("/linkdir/new/deep.txt", "x")), "OutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.ls("/linkdir")), "OutsideRoot")
       assert.strictEqual(yield* fs.readFileString(`${outside}/secret.txt`), "secret")
       // a link to a file that does not exist yet, outside the root: writing through it would create that file
       yield* fs.symlink(`${outside}/created.txt`, `${root}/dangling`)
-      assert.strictEqual(yield* tagOf(workspace.write("/dangling", "planted")), "PathOutsideRoot")
-      assert.strictEqual(yield* tagOf(workspace.edit("/dangling", "a", "b", false)), "PathOutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.write("/dangling", "planted")), "OutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.edit("/dangling", "a", "b", false)), "OutsideRoot")
       assert.deepStrictEqual(yield* fs.readDirectory(outside), ["secret.txt"])
       // a link that stays inside the root is fine
       assert.strictEqual(yield* workspace.read("/inner-link"), "guide\nneedle")
@@ -167,10 +233,10 @@ describe("Workspace on a directory", () => {
       assert.strictEqual(yield* fs.readFileString(`${root}/src/deep/a.ts`), "const a = 1\n")
       assert.strictEqual(yield* workspace.edit("/src/deep/a.ts", "1", "2", false), 1)
       assert.strictEqual(yield* workspace.read("/src/deep/a.ts"), "const a = 2\n")
-      assert.strictEqual((yield* Effect.flip(workspace.write("/docs/new.md", "x")))._tag, "ReadOnlyPath")
+      assert.strictEqual((yield* Effect.flip(workspace.write("/docs/new.md", "x"))).reason, "ReadOnly")
       assert.strictEqual(
-        (yield* Effect.flip(workspace.edit("/docs/guide.md", "guide", "x", false)))._tag,
-        "ReadOnlyPath"
+        (yield* Effect.flip(workspace.edit("/docs/guide.md", "guide", "x", false))).reason,
+        "ReadOnly"
       )
       assert.strictEqual(yield* fs.readFileString(`${root}/docs/guide.md`), "guide\nneedle")
       // the links out of the root are not listed: listing shows what reading accepts
@@ -224,9 +290,7 @@ describe("Workspace: the memory and directory stores answer alike", () => {
             Effect.exit(effect),
             (exit) =>
               Exit.isSuccess(exit) ? "ok" : Exit.isFailure(exit) && exit.cause._tag === "Fail"
-                ? `${exit.cause.error._tag}${
-                  exit.cause.error._tag === "WorkspaceIoError" ? `: ${exit.cause.error.reason}` : ""
-                }`
+                ? `${exit.cause.error.reason}${exit.cause.error.reason === "Io" ? `: ${exit.cause.error.detail}` : ""}`
                 : "defect"
           )
         answers[name] = [
@@ -250,15 +314,15 @@ describe("Workspace: the memory and directory stores answer alike", () => {
         assert.strictEqual((yield* workspace.ls(at("/dir/sized.txt")))[0]?.size, 7, name)
       }
       assert.deepStrictEqual(answers.memory, [
-        "WorkspaceIoError: it is a directory",
-        "WorkspaceIoError: it is a directory",
-        "WorkspaceIoError: it is a directory",
-        "WorkspaceIoError: a directory above it is a file",
-        "WorkspaceIoError: a directory above it is a file",
+        "Io: it is a directory",
+        "Io: it is a directory",
+        "Io: it is a directory",
+        "Io: a directory above it is a file",
+        "Io: a directory above it is a file",
         "NotUtf8",
         "NotUtf8",
-        "FileNotFound",
-        "FileNotFound"
+        "NotFound",
+        "NotFound"
       ])
       assert.deepStrictEqual(answers.directory, answers.memory)
       assert.deepStrictEqual(answers.composite, answers.memory)
@@ -271,8 +335,8 @@ describe("Workspace: the memory and directory stores answer alike", () => {
       for (const workspace of stores) {
         for (const path of ["/a\uD800.md", "/a\uDC00.md", "/dir\uDBFF/b.md", "/nul\0.md"]) {
           const refusal = yield* Effect.flip(workspace.write(path, "x"))
-          assert.strictEqual(refusal._tag, "PathOutsideRoot", JSON.stringify(path))
-          assert.strictEqual((yield* Effect.flip(workspace.read(path)))._tag, "PathOutsideRoot")
+          assert.strictEqual(refusal.reason, "OutsideRoot", JSON.stringify(path))
+          assert.strictEqual((yield* Effect.flip(workspace.read(path))).reason, "OutsideRoot")
         }
         // a whole pair is a character like any other
         yield* workspace.write("/smile\u{1F600}.md", "ok")
@@ -319,7 +383,7 @@ describe("Workspace glob: linear time, bounded, interruptible", () => {
           files: { "/docs/a.md": "a" },
           rules: [{ pattern, access: "read-only" }]
         })
-        assert.strictEqual((yield* Effect.flip(workspace.write("/docs/a.md", "x")))._tag, "ReadOnlyPath", pattern)
+        assert.strictEqual((yield* Effect.flip(workspace.write("/docs/a.md", "x"))).reason, "ReadOnly", pattern)
         assert.deepStrictEqual(yield* workspace.glob(pattern), ["/docs/a.md"], pattern)
         assert.deepStrictEqual((yield* workspace.grep("a", { glob: pattern })).map((m) => m.path), ["/docs/a.md"])
       }
@@ -339,7 +403,7 @@ describe("Workspace glob: linear time, bounded, interruptible", () => {
       ]
       for (const refused of refusals) {
         const error = yield* Effect.flip(refused)
-        assert.isTrue(error._tag === "GlobTooLong" && error.length === Workspace.maxGlobLength + 1)
+        assert.isTrue(error.reason === "GlobTooLong" && error.size === Workspace.maxGlobLength + 1, error.message)
       }
       assert.deepStrictEqual(yield* workspace.glob("*".repeat(Workspace.maxGlobLength)), ["/a.txt"])
     }))

@@ -7,8 +7,8 @@ import * as NodeFs from "node:fs"
 import * as Net from "node:net"
 import * as Workspace from "../src/Workspace.js"
 
-const tagOf = <A>(effect: Effect.Effect<A, Workspace.WorkspaceError>) =>
-  Effect.map(Effect.flip(effect), (error) => error._tag)
+const reasonOf = <A>(effect: Effect.Effect<A, Workspace.WorkspaceError>) =>
+  Effect.map(Effect.flip(effect), (error) => error.reason)
 
 /**
  * A root holding a file, a link that stays inside, and every way out: links
@@ -56,10 +56,10 @@ describe("Workspace on a directory: the jail", () => {
       assert.deepStrictEqual(yield* workspace.grep("secret"), [])
       assert.deepStrictEqual((yield* workspace.grep("needle")).map((m) => m.path), ["/docs/guide.md", "/inner-link"])
       // asked for directly, a link out of the root is refused as read refuses it
-      assert.strictEqual(yield* tagOf(workspace.glob("**", "/etc")), "PathOutsideRoot")
-      assert.strictEqual(yield* tagOf(workspace.grep("secret", { path: "/etc" })), "PathOutsideRoot")
-      assert.strictEqual(yield* tagOf(workspace.ls("/etc")), "PathOutsideRoot")
-      assert.strictEqual(yield* tagOf(workspace.ls("/linkfile")), "PathOutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.glob("**", "/etc")), "OutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.grep("secret", { path: "/etc" })), "OutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.ls("/etc")), "OutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.ls("/linkfile")), "OutsideRoot")
       // a link inside the root works
       assert.deepStrictEqual((yield* workspace.ls("/inner-dir")).map((e) => e.path), ["/inner-dir/guide.md"])
       assert.strictEqual(yield* workspace.read("/inner-dir/guide.md"), "guide\nneedle")
@@ -69,10 +69,10 @@ describe("Workspace on a directory: the jail", () => {
     Effect.gen(function*() {
       const { fs, outside, workspace } = yield* setup
       const refusal = yield* Effect.flip(workspace.read("/hard"))
-      assert.isTrue(refusal._tag === "UnsupportedFile" && refusal.kind === "hard link")
-      assert.strictEqual(yield* tagOf(workspace.write("/hard", "overwritten")), "UnsupportedFile")
-      assert.strictEqual(yield* tagOf(workspace.edit("/hard", "secret", "x", false)), "UnsupportedFile")
-      assert.strictEqual(yield* tagOf(workspace.ls("/hard")), "UnsupportedFile")
+      assert.isTrue(refusal.reason === "Unsupported" && refusal.detail === "hard link")
+      assert.strictEqual(yield* reasonOf(workspace.write("/hard", "overwritten")), "Unsupported")
+      assert.strictEqual(yield* reasonOf(workspace.edit("/hard", "secret", "x", false)), "Unsupported")
+      assert.strictEqual(yield* reasonOf(workspace.ls("/hard")), "Unsupported")
       assert.strictEqual(yield* fs.readFileString(`${outside}/secret.txt`), "secret")
     }).pipe(Effect.provide(NodeContext.layer)))
 
@@ -80,14 +80,14 @@ describe("Workspace on a directory: the jail", () => {
     Effect.gen(function*() {
       const { workspace } = yield* setup
       for (const path of ["/fifo", "/fifo-link", "/socket"]) {
-        assert.strictEqual(yield* tagOf(workspace.read(path)), "UnsupportedFile", path)
-        assert.strictEqual(yield* tagOf(workspace.write(path, "x")), "UnsupportedFile", path)
-        assert.strictEqual(yield* tagOf(workspace.edit(path, "a", "b", false)), "UnsupportedFile", path)
-        assert.strictEqual(yield* tagOf(workspace.ls(path)), "UnsupportedFile", path)
+        assert.strictEqual(yield* reasonOf(workspace.read(path)), "Unsupported", path)
+        assert.strictEqual(yield* reasonOf(workspace.write(path, "x")), "Unsupported", path)
+        assert.strictEqual(yield* reasonOf(workspace.edit(path, "a", "b", false)), "Unsupported", path)
+        assert.strictEqual(yield* reasonOf(workspace.ls(path)), "Unsupported", path)
       }
       // a link to a device outside the root is a path outside, as any link out is
-      assert.strictEqual(yield* tagOf(workspace.read("/null")), "PathOutsideRoot")
-      assert.strictEqual(yield* tagOf(workspace.write("/null", "x")), "PathOutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.read("/null")), "OutsideRoot")
+      assert.strictEqual(yield* reasonOf(workspace.write("/null", "x")), "OutsideRoot")
       const message = (yield* Effect.flip(workspace.read("/fifo"))).message
       assert.strictEqual(
         message,
@@ -100,13 +100,13 @@ describe("Workspace on a directory: the jail", () => {
       const { root, workspace } = yield* setup
       const latin1 = Uint8Array.from([0x63, 0x61, 0x66, 0xe9, 0x0a, 0x6f, 0x6b]) // "café\nok" in Latin-1
       NodeFs.writeFileSync(`${root}/latin1.txt`, latin1)
-      assert.strictEqual(yield* tagOf(workspace.edit("/latin1.txt", "ok", "OK", false)), "NotUtf8")
-      assert.strictEqual(yield* tagOf(workspace.read("/latin1.txt")), "NotUtf8")
+      assert.strictEqual(yield* reasonOf(workspace.edit("/latin1.txt", "ok", "OK", false)), "NotUtf8")
+      assert.strictEqual(yield* reasonOf(workspace.read("/latin1.txt")), "NotUtf8")
       assert.deepStrictEqual(new Uint8Array(NodeFs.readFileSync(`${root}/latin1.txt`)), latin1)
       // text UTF-8 cannot encode (a lone surrogate) is not written as U+FFFD
       yield* workspace.write("/text.txt", "kept")
-      assert.strictEqual(yield* tagOf(workspace.write("/text.txt", "bad \uD800 half")), "NotUtf8")
-      assert.strictEqual(yield* tagOf(workspace.edit("/text.txt", "kept", "\uDC00", false)), "NotUtf8")
+      assert.strictEqual(yield* reasonOf(workspace.write("/text.txt", "bad \uD800 half")), "NotUtf8")
+      assert.strictEqual(yield* reasonOf(workspace.edit("/text.txt", "kept", "\uDC00", false)), "NotUtf8")
       assert.strictEqual(NodeFs.readFileSync(`${root}/text.txt`, "utf8"), "kept")
       // a byte order mark survives an edit
       NodeFs.writeFileSync(`${root}/bom.txt`, "\uFEFFhello")
@@ -178,11 +178,11 @@ describe("Workspace on a directory: the jail", () => {
       yield* fs.symlink("docs/a.md", `${root}/a-link.md`)
       const workspace = yield* Workspace.makeDirectory({ root, rules: [{ pattern: "/docs", access: "read-only" }] })
       for (const path of ["/alias/new.md", "/self/docs/new.md", "/alias/sub/new.md", "/self/self/docs/a.md"]) {
-        assert.strictEqual(yield* tagOf(workspace.write(path, "x")), "ReadOnlyPath", path)
+        assert.strictEqual(yield* reasonOf(workspace.write(path, "x")), "ReadOnly", path)
       }
       for (const path of ["/alias/a.md", "/a-link.md", "/self/docs/a.md"]) {
-        assert.strictEqual(yield* tagOf(workspace.edit(path, "doc", "changed", false)), "ReadOnlyPath", path)
-        assert.strictEqual(yield* tagOf(workspace.write(path, "changed")), "ReadOnlyPath", path)
+        assert.strictEqual(yield* reasonOf(workspace.edit(path, "doc", "changed", false)), "ReadOnly", path)
+        assert.strictEqual(yield* reasonOf(workspace.write(path, "changed")), "ReadOnly", path)
       }
       assert.deepStrictEqual(NodeFs.readdirSync(`${root}/docs`), ["a.md"])
       assert.strictEqual(NodeFs.readFileSync(`${root}/docs/a.md`, "utf8"), "doc")
@@ -206,17 +206,17 @@ describe("Workspace on a directory: the jail", () => {
         const workspace = yield* Workspace.makeDirectory({ root })
         const refusal = yield* Effect.flip(workspace.read("/huge.txt"))
         assert.isTrue(
-          refusal._tag === "FileTooLarge" && refusal.size === 3 * 1024 ** 3 &&
+          refusal.reason === "TooLarge" && refusal.size === 3 * 1024 ** 3 &&
             refusal.max === Workspace.defaultMaxFileBytes,
           refusal.message
         )
-        assert.strictEqual(yield* tagOf(workspace.edit("/huge.txt", "a", "b", false)), "FileTooLarge")
+        assert.strictEqual(yield* reasonOf(workspace.edit("/huge.txt", "a", "b", false)), "TooLarge")
         assert.deepStrictEqual((yield* workspace.grep("needle")).map((m) => m.path), ["/small.txt"])
         // the limit is the option's, to the byte
         const tight = yield* Workspace.makeDirectory({ root, maxFileBytes: 6 })
         assert.strictEqual(yield* tight.read("/small.txt"), "needle")
         yield* fs.writeFileString(`${root}/small.txt`, "needles")
-        assert.strictEqual(yield* tagOf(tight.read("/small.txt")), "FileTooLarge")
+        assert.strictEqual(yield* reasonOf(tight.read("/small.txt")), "TooLarge")
         const invalid = yield* Effect.flip(Workspace.makeDirectory({ root, maxFileBytes: -1 }))
         assert.strictEqual(invalid._tag, "InvalidOptions")
       }).pipe(Effect.provide(NodeContext.layer)),

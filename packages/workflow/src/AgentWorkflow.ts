@@ -24,8 +24,8 @@ import type * as Workflow from "@effect/workflow/Workflow"
 import type * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import type * as Agent from "@stepwise-agent/core/Agent"
 import * as AgentError from "@stepwise-agent/core/AgentError"
-import type * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Usage from "@stepwise-agent/core/Usage"
+import type * as Wait from "@stepwise-agent/core/Wait"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
@@ -109,13 +109,16 @@ export type RunState = "Running" | "Waiting" | "Completed" | "Failed" | "Cancell
  * @since 0.1.0
  * @category models
  */
-export interface RunStatus {
+export interface RunStatus<W extends Wait.Any = Wait.Any> {
   readonly runId: string
   readonly threadId: string
   readonly executionId: string
   readonly state: RunState
-  /** What the run waits for, while `Waiting`. */
-  readonly pending: Option.Option<{ readonly key: string; readonly middleware: string; readonly value: unknown }>
+  /**
+   * What the run waits for, while `Waiting`: the middleware and its request,
+   * decoded with its wait's schema (typed by the agent's waits `W`).
+   */
+  readonly pending: Option.Option<Wait.Interrupt<W>>
   /** The thread as last checkpointed (durable; live text is not). */
   readonly messages: ReadonlyArray<Prompt.Message>
   readonly outcome: Option.Option<RunOutcome>
@@ -367,7 +370,7 @@ export class RunIdTaken extends Schema.TaggedError<RunIdTaken>(
 }
 
 /**
- * The waiting middleware refused a decision (`validateResume`), e.g. an
+ * The waiting middleware refused a decision (its wait's schema or check), e.g. an
  * approval for a call that is not waiting; or the decision is not JSON.
  * Nothing was claimed: a corrected decision may follow.
  *
@@ -492,7 +495,7 @@ export class InvalidSend extends Schema.TaggedError<InvalidSend>(
  * @since 0.1.0
  * @category models
  */
-export interface Options {
+export interface Options<W extends Wait.Any = Wait.Any> {
   /** The workflow's name; `/v<version>` is appended. */
   readonly name: string
   /**
@@ -508,7 +511,7 @@ export interface Options {
    */
   readonly decisionTimeout?: {
     readonly after: Duration.DurationInput
-    readonly decide: (interrupt: RunJournal.Interrupt) => unknown
+    readonly decide: (interrupt: Wait.Interrupt<W>) => Wait.DecisionOf<W>
   } | undefined
   /**
    * Undo steps by tool name: when a run fails or is cancelled, each tool call
@@ -542,7 +545,7 @@ export interface Options {
  * @since 0.1.0
  * @category models
  */
-export interface AgentWorkflow {
+export interface AgentWorkflow<W extends Wait.Any = Wait.Any> {
   readonly name: string
   readonly workflow: Workflow.Workflow<string, typeof Payload, typeof RunOutcome, typeof RunFailure>
   /**
@@ -559,19 +562,19 @@ export interface AgentWorkflow {
   }) => Effect.Effect<string, RunIdTaken | RunStore.RunStoreError, WorkflowEngine.WorkflowEngine | RunStore.RunStore>
   /** Where a run is, with its stored messages and what it waits for. */
   readonly status: (runId: string) => Effect.Effect<
-    RunStatus,
+    RunStatus<W>,
     RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | AgentError.CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /**
    * Answers the wait of a run (from any process): asks the
    * {@link Authorizer.Authorizer}, checks the value against the waiting middleware
-   * (`validateResume`), claims the decision once (a second one fails with
+   * (its wait's schema and check, as `agent.validateResume` does), claims the decision once (a second one fails with
    * `AlreadyDecided`), stores it with the claim and completes the durable
    * wait. A decision claimed by a process that died before completing the
    * wait is completed by the next `resume` or `status` of the run.
    */
-  readonly resume: (runId: string, value: unknown, options: { readonly principal: string }) => Effect.Effect<
+  resume(runId: string, value: Wait.DecisionOf<W>, options: { readonly principal: string }): Effect.Effect<
     void,
     ResumeError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent | Authorizer.Authorizer
@@ -619,7 +622,7 @@ export interface AgentWorkflow {
     readonly untilWaiting?: boolean | undefined
     readonly pollEvery?: Duration.DurationInput | undefined
   }) => Effect.Effect<
-    RunStatus,
+    RunStatus<W>,
     RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | AgentError.CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
@@ -693,4 +696,24 @@ export interface AgentWorkflow {
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options): AgentWorkflow => internal.make(options)
+export const make = <A extends Agent.Service<any, any, any, any> = Agent.Service>(
+  options: Options<WaitsOf<A>>
+): AgentWorkflow<WaitsOf<A>> => internal.make(options as Options) as AgentWorkflow<any>
+
+/**
+ * The waits of the agent type `A` (see `Wait`): what an {@link AgentWorkflow}
+ * made for it is typed by.
+ *
+ * @example
+ * ```ts
+ * import type { Agent, Wait } from "@stepwise-agent/core"
+ * import type { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * type Confirm = Wait.Declared<"confirm", string, boolean>
+ * type Waits = AgentWorkflow.WaitsOf<Agent.Service<any, never, never, Confirm>> // Confirm
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type WaitsOf<A> = A extends Agent.Service<any, any, any, infer W> ? W : never

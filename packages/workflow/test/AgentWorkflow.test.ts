@@ -144,6 +144,48 @@ describe("AgentWorkflow on the memory engine", () => {
       assert.deepStrictEqual(results, ["deleted /tmp/a"])
     }))
 
+  it.scopedLive("a wrapToolCall's state update replays from the journal: the tool and the hook do not run again", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const seen: Array<number> = []
+      let wrapped = 0
+      const counting = Middleware.make({
+        name: "counting",
+        state: { schema: Schema.Struct({ toolCalls: Schema.Number }), initial: { toolCalls: 0 } },
+        wrapToolCall: (request, next) =>
+          Effect.map(next(request), (result) => {
+            wrapped++
+            return { ...result, state: { toolCalls: (request.state.toolCalls as number) + 1 } }
+          }),
+        beforeModel: ({ state }) => Effect.sync(() => void seen.push(state.toolCalls))
+      })
+      const script = [
+        ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "call_0" }]),
+        ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/tmp/a" }, id: "call_1" }]),
+        ScriptedModel.text("deleted")
+      ]
+      const agent = Layer.unwrapEffect(Effect.gen(function*() {
+        const hitl = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { delete_file: true } })
+        return Agent.layer({ toolkit: Tools, middleware: [counting, hitl] })
+      })).pipe(Layer.provide(Layer.merge(ScriptedModel.layer(script), toolsLive(ran))))
+      const context = yield* Layer.build(durable(agent))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "add, then delete /tmp/a" }))
+      const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+      assert.strictEqual(waiting.state, "Waiting")
+      assert.deepStrictEqual([ran, wrapped, seen], [["add 1 2"], 1, [0, 1]])
+
+      // the decision replays the run from its journal: add's call (and its hook) come from there, with the update
+      yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(approvalOf(waiting)), { principal: "alice" }))
+      const done = yield* run(Runs.await(runId))
+      assert.strictEqual(done.state, "Completed")
+      assert.deepStrictEqual(ran, ["add 1 2", "delete /tmp/a"])
+      assert.strictEqual(wrapped, 2)
+      assert.deepStrictEqual(seen, [0, 1, 0, 1, 2])
+      const thread = yield* run(Effect.flatMap(Agent.Agent, (agent) => agent.thread("t")))
+      assert.strictEqual((Option.getOrThrow(thread).state as any).toolCalls, 2)
+    }))
+
   it.scopedLive("a replay writes no checkpoint again: each save happens once, in the run's order", () =>
     Effect.gen(function*() {
       // what each save stored: the thread's length, and whether it waits

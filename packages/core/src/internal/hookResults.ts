@@ -90,7 +90,7 @@ export const modelResponseProblem = (response: unknown): string | undefined => {
   return undefined
 }
 
-/** What is wrong with a `wrapToolCall` result for `call`, or `undefined`. */
+/** What is wrong with a `wrapToolCall` result for `call` (a tool result, with an optional state update), or `undefined`. */
 export const toolResultProblem = (
   result: unknown,
   call: Middleware.ToolCallRequest["call"]
@@ -100,6 +100,9 @@ export const toolResultProblem = (
   }
   if (result.id !== call.id) return `its result answers call ${describeValue(result.id)}, not call "${call.id}"`
   if (typeof result.isFailure !== "boolean") return `its isFailure is ${describeValue(result.isFailure)}, not a boolean`
+  if (result.state !== undefined && !isObject(result.state)) {
+    return `its state is ${describeValue(result.state)}, not an object of state keys`
+  }
   return undefined
 }
 

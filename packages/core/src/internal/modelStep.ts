@@ -33,6 +33,7 @@ import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 import * as ToolFiles from "./toolFiles.js"
 import { recoverUnknownToolCalls, recoverUnparsedArguments, wireToolkit } from "./tools.js"
+import * as WrapUpdates from "./wrapUpdates.js"
 
 /**
  * Whether an assistant message answers: it has non-blank text, a file or a
@@ -107,9 +108,6 @@ const cutShort = Response.makePart("finish", {
   usage: new Response.Usage({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined })
 })
 
-/** A state update a `wrapModelCall` hook returned with its response. */
-type Update = NonNullable<RunJournal.ModelCall["updates"]>[number]
-
 export const make = (config: Compiled) => {
   const { toolNames, wrapModel, wrapStream } = config
   const invalidCall = invalidCallOf(config)
@@ -174,7 +172,7 @@ export const make = (config: Compiled) => {
     m: Middleware.Any,
     request: Middleware.ModelRequest,
     response: Effect.Effect<Middleware.ModelResponse, any, any>,
-    updates: Array<Update>
+    updates: Array<WrapUpdates.Update>
   ): Effect.Effect<Middleware.ModelResponse, any, any> =>
     Effect.flatMap(response, (response): Effect.Effect<Middleware.ModelResponse, any> => {
       const problem = modelResponseProblem(response)
@@ -246,6 +244,13 @@ export const make = (config: Compiled) => {
         }
       )
       : Effect.suspend(() => {
+        emit(AgentEvent.ModelRequestSent({
+          step: request.step,
+          prompt,
+          toolNames: offeredTools,
+          toolChoice: request.toolChoice,
+          state: request.state
+        }))
         const collected: Array<Response.AnyPart> = []
         let parts = model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>
         // a `wrapModelStream` hook sees failures with their credentials scrubbed; without one, the
@@ -301,7 +306,7 @@ export const make = (config: Compiled) => {
   }
 
   /** The `wrapModelCall` chain of one model call; the state updates its hooks return go to `updates`. */
-  const modelChain = (run: RunContext, updates: Array<Update>) =>
+  const modelChain = (run: RunContext, updates: Array<WrapUpdates.Update>) =>
     wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
       (next, m) => (request) =>
         checkedResponse(
@@ -318,29 +323,6 @@ export const make = (config: Compiled) => {
       callModel(run)
     )
 
-  /**
-   * The state updates the `wrapModelCall` hooks returned, each applied to its
-   * middleware's slice (declared keys only), innermost first, and reported.
-   */
-  const applyUpdates = (
-    run: RunContext,
-    initial: RunState.RunState,
-    updates: ReadonlyArray<Update>
-  ): Effect.Effect<RunState.RunState> =>
-    Effect.suspend(() => {
-      let state = initial
-      const reports: Array<Effect.Effect<void>> = []
-      for (const { middleware, state: update } of updates) {
-        const applied = RunState.applyHookResult(state, middleware, config.declaredKeys.get(middleware), {
-          state: update
-        })
-        state = applied.state
-        reports.push(Observer.report(run, () =>
-          AgentEvent.StateUpdated({ middleware, hook: "wrapModelCall", keys: applied.keys, messagesReplaced: false })))
-      }
-      return Effect.as(Effect.all(reports, { discard: true }), state)
-    })
-
   /** The model call of `state`: its request through the chain, journaled as the run's step. */
   const modelCall = (run: RunContext, state: RunState.RunState): Effect.Effect<RunJournal.ModelCall, unknown, any> => {
     const request: Middleware.ModelRequest = {
@@ -355,7 +337,7 @@ export const make = (config: Compiled) => {
       step: state.step
     }
     // the state updates of this call's wrap hooks (none without a hook)
-    const updates: Array<Update> = []
+    const updates: Array<WrapUpdates.Update> = []
     const chain = wrapModel.length === 0 ? callModel(run) : modelChain(run, updates)
     // built once the step starts (after ModelCallStarted): building it calls the wrap hooks
     const call = () =>
@@ -411,7 +393,10 @@ export const make = (config: Compiled) => {
           }
           return reply.updates === undefined
             ? Effect.succeed({ state, outcome: Continue })
-            : Effect.map(applyUpdates(run, state, reply.updates), (updated) => ({ state: updated, outcome: Continue }))
+            : Effect.map(
+              WrapUpdates.apply(config, run, "wrapModelCall", state, reply.updates),
+              (updated) => ({ state: updated, outcome: Continue })
+            )
         })
       })
 }

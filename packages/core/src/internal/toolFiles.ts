@@ -12,6 +12,7 @@ import * as Prompt from "@effect/ai/Prompt"
 import * as Either from "effect/Either"
 import * as Encoding from "effect/Encoding"
 import * as Predicate from "effect/Predicate"
+import * as Lineage from "./fast/lineage.js"
 
 interface FileItem {
   readonly type: "file"
@@ -59,10 +60,29 @@ const liftMessage = (message: Prompt.ToolMessage): ReadonlyArray<Prompt.Message>
 
 const lifted = new WeakMap<Prompt.Message, ReadonlyArray<Prompt.Message> | null>()
 
-/** `messages` with the files of tool results as file parts (see the module); the same array without any. */
+/**
+ * How far each line of threads (see `fast/lineage.ts`) was lifted: for its
+ * first `length` messages, their lifted copy, or `undefined` when they hold
+ * no file (the lifted thread is then the thread itself). Lifting a message
+ * depends on that message alone, so a thread that extends one lifted before
+ * is lifted only past where that one ended.
+ */
+const liftedThreads = new Lineage.PrefixMemo<ReadonlyArray<Prompt.Message> | undefined>()
+
+/**
+ * `messages` with the files of tool results as file parts (see the module); the same array without any. A
+ * thread that extends one lifted before is read only past where that one ended.
+ */
 export const lift = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<Prompt.Message> => {
-  let out: Array<Prompt.Message> | undefined
-  for (let i = 0; i < messages.length; i++) {
+  const known = liftedThreads.get(messages)
+  if (known !== undefined && known.length === messages.length) return known.value ?? messages
+  const start = known?.length ?? 0
+  let out: Array<Prompt.Message> | undefined = known?.value?.slice()
+  // with nothing lifted to continue from, the thread `messages` was appended to is remembered as lifted, so that
+  // another thread appended to it (a later run on the same loaded thread) continues from there
+  const base = known === undefined ? Lineage.origin(messages) : undefined
+  for (let i = start; i < messages.length; i++) {
+    if (i === base && base < messages.length) liftedThreads.set(messages, out?.slice(), i)
     const message = messages[i]!
     let replaced: ReadonlyArray<Prompt.Message> | null | undefined
     if (message.role === "tool") {
@@ -79,5 +99,6 @@ export const lift = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<Pro
       out?.push(message)
     }
   }
+  liftedThreads.set(messages, out)
   return out ?? messages
 }

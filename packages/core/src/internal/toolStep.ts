@@ -1,7 +1,8 @@
 /**
  * The tools phase of a run: each pending call through the `wrapToolCall`
- * chain, journaled as the run's step, with bounded concurrency; the results
- * stored and saved. A call of a tool the model call did not offer, or that
+ * chain, journaled as the run's step with the state updates its hooks
+ * returned, with bounded concurrency; the updates applied in call order, the
+ * results stored and saved. A call of a tool the model call did not offer, or that
  * the agent does not have, or whose arguments are invalid, is answered with a
  * failed result the model can read; a call that timed out too.
  */
@@ -9,12 +10,12 @@ import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
-import { MaxStepsExceeded, ToolTimeout } from "../AgentError.js"
+import { InvalidHookResult, MaxStepsExceeded, ToolTimeout } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import type * as Middleware from "../Middleware.js"
+import type * as RunJournal from "../RunJournal.js"
 import type { Compiled } from "./config.js"
-import { perRun } from "./fast/perRun.js"
-import { checked, hookEffect, toolResultProblem } from "./hookResults.js"
+import { hookEffect, toolResultProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
 import type { Save, Stepped } from "./phase.js"
@@ -22,14 +23,46 @@ import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 import { toolCallGuards as CurrentToolCallGuards } from "./toolCallGuards.js"
 import { timedOutResult, unknownToolResult } from "./tools.js"
+import * as WrapUpdates from "./wrapUpdates.js"
 
 const isToolTimeout = (error: unknown): error is ToolTimeout => error instanceof ToolTimeout
 
-/** What the tool step gives: a result per call, in call order, and the structured output if a call gave it. */
+/**
+ * What the tool step gives: a result per call, in call order, the state
+ * updates the calls' `wrapToolCall` hooks returned, in call order (each
+ * call's innermost first), and the structured output if a call gave it.
+ */
 export interface ToolStepResult {
   readonly results: ReadonlyArray<Prompt.ToolResultPart>
+  readonly updates: ReadonlyArray<WrapUpdates.Update>
   readonly output: Option.Option<unknown>
 }
+
+/**
+ * The tool result a `wrapToolCall` hook returned, checked; its state update
+ * goes to `updates`, and the hooks around get the result without it.
+ */
+const answered = (
+  middleware: string,
+  call: Prompt.ToolCallPart,
+  updates: Array<WrapUpdates.Update>
+) =>
+(response: Middleware.ToolCallResponse): Effect.Effect<Prompt.ToolResultPart, InvalidHookResult> => {
+  const problem = toolResultProblem(response, call)
+  if (problem !== undefined) {
+    return Effect.fail(new InvalidHookResult({ middleware, hook: "wrapToolCall", reason: problem }))
+  }
+  if (!("state" in response)) return Effect.succeed(response)
+  const { state, ...result } = response
+  if (state !== undefined) updates.push({ middleware, state })
+  return Effect.succeed(result)
+}
+
+/** The result as the journal keeps it: with the call's state updates, when it has any. */
+const withUpdates = (
+  result: Prompt.ToolResultPart,
+  updates: ReadonlyArray<WrapUpdates.Update>
+): RunJournal.ToolCall => updates.length === 0 ? result : { ...result, updates }
 
 /**
  * Runs a tool call through the guards the chain installed for it
@@ -55,8 +88,8 @@ export const make = (config: Compiled, save: Save) => {
   const { output, outputToolName, toolNames, toolsByName, wrapTool } = config
 
   /** The tool call at the end of the `wrapToolCall` chain. */
-  const callTool = (threadId: string) =>
-  (
+  const callTool = (
+    threadId: string,
     request: Middleware.ToolCallRequest
   ): Effect.Effect<Prompt.ToolResultPart, any> => {
     const call = request.call
@@ -69,7 +102,8 @@ export const make = (config: Compiled, save: Save) => {
     return runGuarded(request, entry.run(call, threadId))
   }
 
-  const toolChain = (run: RunContext) =>
+  /** The `wrapToolCall` chain of one tool call; the state updates its hooks return go to `updates`. */
+  const toolChain = (run: RunContext, updates: Array<WrapUpdates.Update>) =>
     wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
       (next, m) => (request) =>
         Effect.flatMap(
@@ -79,13 +113,10 @@ export const make = (config: Compiled, save: Save) => {
             "wrapToolCall",
             hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as any))
           ),
-          checked(m.name, "wrapToolCall", (result) => toolResultProblem(result, request.call))
+          answered(m.name, request.call, updates)
         ),
-      callTool(run.threadId)
+      (request) => callTool(run.threadId, request)
     )
-
-  /** The chain of a run: the wrap hooks are the same for every step. */
-  const chainOf = perRun(toolChain)
 
   /** Runs `calls`, the pending calls of `state`. */
   const runCalls = (
@@ -93,9 +124,10 @@ export const make = (config: Compiled, save: Save) => {
     state: RunState.RunState,
     calls: ReadonlyArray<Prompt.ToolCallPart>
   ): Effect.Effect<ToolStepResult, unknown, any> => {
-    const chain = chainOf(run)
     const flat = config.layout.flatten(state)
-    const one = (call: Prompt.ToolCallPart) => {
+    /** The state updates of each call, by its place in the reply: applied in that order, whatever finished first. */
+    const updatesOf: Array<ReadonlyArray<WrapUpdates.Update> | undefined> = []
+    const one = (call: Prompt.ToolCallPart, index: number) => {
       const request: Middleware.ToolCallRequest = {
         call,
         tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? output!.tool : undefined),
@@ -104,19 +136,37 @@ export const make = (config: Compiled, save: Save) => {
         step: state.step - 1,
         offeredTools: state.offered
       }
+      const executed = (chain: Effect.Effect<Prompt.ToolResultPart, any, any>) =>
+        Observer.traced(
+          run,
+          "Agent.toolCall",
+          { tool: call.name, callId: call.id },
+          Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
+        )
+      if (wrapTool.length === 0) {
+        return Observer.toolCall(
+          run,
+          call,
+          journaled(run, run.keys.tool(call), executed(callTool(run.threadId, request)))
+        )
+      }
+      // journaled with its updates: a replayed call gives the ones the first execution returned
+      const updates: Array<WrapUpdates.Update> = []
+      const called = journaled(
+        run,
+        run.keys.tool(call),
+        Effect.map(executed(toolChain(run, updates)(request)), (result) => withUpdates(result, updates))
+      )
       return Observer.toolCall(
         run,
         call,
-        journaled(
-          run,
-          run.keys.tool(call),
-          Observer.traced(
-            run,
-            "Agent.toolCall",
-            { tool: call.name, callId: call.id },
-            Effect.catchIf(chain(request), isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
-          )
-        )
+        Effect.map(called, (journaledCall): Prompt.ToolResultPart => {
+          if (journaledCall.updates === undefined) return journaledCall
+          // the agent applies the updates and stores the result without them
+          const { updates: returned, ...result } = journaledCall
+          updatesOf[index] = returned
+          return result
+        })
       )
     }
     const ended = (results: ReadonlyArray<Prompt.ToolResultPart>): ToolStepResult => {
@@ -127,17 +177,33 @@ export const make = (config: Compiled, save: Save) => {
           if (Option.isSome(given)) value = given
         }
       }
-      return { results, output: value }
+      return {
+        results,
+        updates: updatesOf.length === 0 ? [] : updatesOf.flatMap((updates) => updates ?? []),
+        output: value
+      }
     }
     return calls.length === 1
-      ? Effect.map(one(calls[0]!), (result) => ended([result]))
+      ? Effect.map(one(calls[0]!, 0), (result) => ended([result]))
       : Effect.map(Effect.forEach(calls, one, { concurrency: config.toolConcurrency }), ended)
   }
 
+  /** The results stored in `state`; a run that got its structured output ends, any other saves them first. */
+  const store = (
+    run: RunContext,
+    ran: ToolStepResult,
+    state: RunState.RunState
+  ): Effect.Effect<Stepped, unknown, any> => {
+    const stored = RunState.appendToolResults(state, ran.results, ran.output)
+    const stepped: Stepped = { state: stored, outcome: Continue }
+    return Option.isNone(stored.output) ? Effect.as(save(run, stored, undefined), stepped) : Effect.succeed(stepped)
+  }
+
   /**
-   * The tools phase: the pending calls run and their results are stored; a
-   * run that got its structured output ends, any other saves its results
-   * first. A jump to the tools with nothing to run counts toward `maxSteps`
+   * The tools phase: the pending calls run, the state updates their
+   * `wrapToolCall` hooks returned are applied in call order, and their
+   * results are stored; a run that got its structured output ends, any other
+   * saves its results first. A jump to the tools with nothing to run counts toward `maxSteps`
    * like a model call (a hook that keeps jumping there would loop without one).
    */
   return (run: RunContext, initial: RunState.RunState): Effect.Effect<Stepped, unknown, any> => {
@@ -151,10 +217,10 @@ export const make = (config: Compiled, save: Save) => {
     }
     // `wrapToolCall` hooks see the state, messages included: nothing is appended in place
     if (wrapTool.length > 0) state = RunState.seen(state)
-    return Effect.flatMap(runCalls(run, state, calls), (ran) => {
-      const stored = RunState.appendToolResults(state, ran.results, ran.output)
-      const stepped: Stepped = { state: stored, outcome: Continue }
-      return Option.isNone(stored.output) ? Effect.as(save(run, stored, undefined), stepped) : Effect.succeed(stepped)
-    })
+    return Effect.flatMap(runCalls(run, state, calls), (ran) =>
+      ran.updates.length === 0
+        ? store(run, ran, state)
+        : Effect.flatMap(WrapUpdates.apply(config, run, "wrapToolCall", state, ran.updates), (updated) =>
+          store(run, ran, updated)))
   }
 }

@@ -17,6 +17,7 @@ import { toolResult } from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
 import * as ToolContext from "../ToolContext.js"
 import * as AiSeams from "./aiSeams.js"
+import { identityMemo } from "./fast/identityMemo.js"
 
 /** A tool the agent can run: its definition and how to run it. */
 export interface ToolEntry {
@@ -51,47 +52,34 @@ export const withTimeout = (entry: ToolEntry, timeout: Duration.Duration): ToolE
 export const timedOutResult = (call: Prompt.ToolCallPart, error: ToolTimeout): Prompt.ToolResultPart =>
   toolResult(call, { error: `${error.message}; it was stopped` }, { isFailure: true })
 
-const wireTools = new WeakMap<Tool.Any, Tool.Any>()
-
 /**
  * The copy of a tool sent to the model: the same name, description and JSON
  * schema, but parameters that accept any value, so invalid arguments (the
  * wrong shape, or text that is not JSON) reach the agent, which answers
  * them with a failed tool result the model can repair, instead of failing
- * the whole model call.
+ * the whole model call. Built once per tool.
  */
-export const wireTool = (tool: Tool.Any): Tool.Any => {
-  let wire = wireTools.get(tool)
-  if (wire === undefined) {
-    const jsonSchema = Tool.getJsonSchemaFromSchemaAst(tool.parametersSchema.ast) as object
-    // @effect/ai types parameters as a struct; the wire copy's accept any value, with the tool's JSON schema
-    const anyArguments = Schema.Unknown.annotations({ jsonSchema }) as unknown as Tool.AnyParametersSchema
-    // a provider-defined tool has no parameters of ours to relax: the provider decodes its arguments
-    wire = Tool.isUserDefined(tool) ? tool.setParameters(anyArguments) : tool
-    wireTools.set(tool, wire)
-  }
-  return wire
-}
-
-const wireToolkits = new WeakMap<ReadonlyArray<Tool.Any>, Toolkit.WithHandler<Record<string, Tool.Any>>>()
+export const wireTool: (tool: Tool.Any) => Tool.Any = identityMemo((tool) => {
+  const jsonSchema = Tool.getJsonSchemaFromSchemaAst(tool.parametersSchema.ast) as object
+  // @effect/ai types parameters as a struct; the wire copy's accept any value, with the tool's JSON schema
+  const anyArguments = Schema.Unknown.annotations({ jsonSchema }) as unknown as Tool.AnyParametersSchema
+  // a provider-defined tool has no parameters of ours to relax: the provider decodes its arguments
+  return Tool.isUserDefined(tool) ? tool.setParameters(anyArguments) : tool
+})
 
 const unreachableHandle = () => Effect.dieMessage("the agent resolves tool calls itself")
 
 /** The toolkit handed to `LanguageModel`, built once per tool list. */
 export const wireToolkit = (
   tools: ReadonlyArray<Tool.Any>
-): Toolkit.WithHandler<Record<string, Tool.Any>> | undefined => {
-  if (tools.length === 0) return undefined
-  let toolkit = wireToolkits.get(tools)
-  if (toolkit === undefined) {
-    // no prototype: a tool the model names `constructor` or `toString` is not found on it
-    const record: Record<string, Tool.Any> = Object.create(null)
-    for (const tool of tools) record[tool.name] = wireTool(tool)
-    toolkit = { tools: record, handle: unreachableHandle as any }
-    wireToolkits.set(tools, toolkit)
-  }
-  return toolkit
-}
+): Toolkit.WithHandler<Record<string, Tool.Any>> | undefined => tools.length === 0 ? undefined : wireToolkitOf(tools)
+
+const wireToolkitOf = identityMemo((tools: ReadonlyArray<Tool.Any>): Toolkit.WithHandler<Record<string, Tool.Any>> => {
+  // no prototype: a tool the model names `constructor` or `toString` is not found on it
+  const record: Record<string, Tool.Any> = Object.create(null)
+  for (const tool of tools) record[tool.name] = wireTool(tool)
+  return { tools: record, handle: unreachableHandle as any }
+})
 
 const formatCause = (cause: unknown): string =>
   ParseResult.isParseError(cause) ? ParseResult.TreeFormatter.formatErrorSync(cause) : String(cause)
@@ -288,19 +276,15 @@ const emptyToolkit: Toolkit.WithHandler<Record<string, Tool.Any>> = { tools: {},
 
 type PartDecoder = (u: unknown) => Effect.Effect<Response.AnyPart, ParseResult.ParseError>
 
-const partDecoders = new WeakMap<object, PartDecoder>()
-const streamPartDecoders = new WeakMap<object, PartDecoder>()
+const partDecoders = identityMemo((toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>): PartDecoder =>
+  Schema.decodeUnknown(Response.Part(toolkit) as Schema.Schema<Response.AnyPart, any>)
+)
+const streamPartDecoders = identityMemo((toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>): PartDecoder =>
+  Schema.decodeUnknown(Response.StreamPart(toolkit) as Schema.Schema<Response.AnyPart, any>)
+)
 
-const partDecoder = (toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>, streamed: boolean): PartDecoder => {
-  const cache = streamed ? streamPartDecoders : partDecoders
-  let decode = cache.get(toolkit)
-  if (decode === undefined) {
-    const schema = streamed ? Response.StreamPart(toolkit) : Response.Part(toolkit)
-    decode = Schema.decodeUnknown(schema as Schema.Schema<Response.AnyPart, any>)
-    cache.set(toolkit, decode)
-  }
-  return decode
-}
+const partDecoder = (toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>, streamed: boolean): PartDecoder =>
+  streamed ? streamPartDecoders(toolkit) : partDecoders(toolkit)
 
 /**
  * `LanguageModel` rejects a whole response when the model calls a tool it

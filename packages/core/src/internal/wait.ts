@@ -45,7 +45,7 @@ export const make = (config: Compiled, save: Save) =>
     const key = uniqueInterruptKey(run, phase.wait.key ?? interruptKey(node, middleware, state.step))
     yield* save(run, state, { node, middleware, value, key, ...(run.journal.durable ? { durable: true } : {}) })
     const result = interrupted(config.layout, run, state, { middleware, value: request, key })
-    const wait = run.journal.await({ key, threadId: run.threadId, step: state.step, middleware, node, value })
+    const wait = run.journal.await({ key, threadId: run.threadId, step: state.step, middleware, node, value: request })
     const decided = yield* run.emit === undefined
       ? wait
       : Effect.onInterrupt(wait, () => Observer.report(run, () => AgentEvent.RunEnded({ result })))

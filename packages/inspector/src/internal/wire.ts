@@ -65,6 +65,15 @@ export const event = (value: AgentEvent.AgentEvent<any>): Record<string, unknown
         finishReason: value.finishReason,
         durationMillis: value.durationMillis
       }
+    case "ModelRequestSent":
+      // the request itself is kept aside and sent when asked for (`request`): a prompt per step would fill the log
+      return {
+        _tag: value._tag,
+        step: value.step,
+        messageCount: value.prompt.content.length,
+        toolNames: value.toolNames,
+        toolChoice: value.toolChoice
+      }
     case "ToolCallStarted":
       return { _tag: value._tag, call: { id: value.call.id, name: value.call.name, params: value.call.params } }
     case "ToolCallCompleted":
@@ -101,6 +110,25 @@ export const event = (value: AgentEvent.AgentEvent<any>): Record<string, unknown
       return { ...value, message: Secrets.scrubText(value.message) }
     default:
       return { ...value }
+  }
+}
+
+/** The event of a model request. */
+export type RequestSent = Extract<AgentEvent.AgentEvent<any>, { readonly _tag: "ModelRequestSent" }>
+
+/**
+ * A model request as the page shows it: the prompt's messages encoded (the
+ * system prompt first), the tools offered and the tool choice, and the state
+ * the call saw (its messages encoded, its slices as they were).
+ */
+export const request = (value: RequestSent): Record<string, unknown> => {
+  const { messages, ...slices } = value.state as { readonly messages: ReadonlyArray<Prompt.Message> }
+  return {
+    step: value.step,
+    prompt: AgentState.encodeMessages(value.prompt.content),
+    toolNames: value.toolNames,
+    toolChoice: value.toolChoice,
+    state: { messages: AgentState.encodeMessages(messages), slices }
   }
 }
 

@@ -73,6 +73,35 @@ export const make = (): Clearing => ({
   output: undefined
 })
 
+/**
+ * Makes `clearing` hold only what it derived from the first `length`
+ * messages of `messages` (a history that shares only those with the one it
+ * saw; `sums`: its running raw sums): the measure of what is sent goes back
+ * to within them, and the index, when it reached past them, starts again at
+ * the next call that reaches the trigger.
+ */
+export const truncate = (
+  clearing: Clearing,
+  length: number,
+  messages: ReadonlyArray<Prompt.Message>,
+  sums: ReadonlyArray<number>
+): void => {
+  Sent.truncate(clearing.sent, length, messages, sums)
+  if (clearing.indexed <= length && clearing.output === undefined) return
+  if (clearing.indexed > length) {
+    clearing.indexed = 0
+    clearing.calls.clear()
+    clearing.callsWithInputs.clear()
+    clearing.results.length = 0
+    clearing.eligible.length = 0
+    clearing.reclaim.length = 1
+    clearing.most.length = 1
+    clearing.callsCleared.clear()
+  }
+  // (an output built on messages no longer shared is never continued from)
+  if (clearing.output !== undefined && clearing.output.length > length) clearing.output = undefined
+}
+
 /** What the selection needs of the edit's options. */
 export interface Rules {
   readonly excludeTools: ReadonlySet<string>

@@ -28,7 +28,7 @@ export const make = (config: ClearToolUsesConfig): ContextEdit => {
   const look = Look.make(placeholder)
   const sizes = Trigger.sizesOf(config)
   // Sessions, per counter and per first message (one per thread, in practice)
-  const cache = HistoryCache.make({ init: Selection.make })
+  const cache = HistoryCache.make({ init: Selection.make, truncate: Selection.truncate })
   let lastSystem: Prompt.SystemMessage | undefined
   const systemMessage = (text: string): Prompt.SystemMessage => {
     if (lastSystem === undefined || lastSystem.content !== text) {

@@ -4,15 +4,24 @@
  * model call, kept so that the next call, whose messages start with the same
  * objects, measures only the messages added since.
  *
- * A session holds the messages seen, in order, the running sums of their
- * raw token counts, and what its user derives from them (`state`, which its
- * user keeps in step with `seen`, when it needs it). Sessions are kept per counter (counts of one counter say
- * nothing of another's) and per first message object (one per thread, in
- * practice). It is a cache: what a middleware computes is the same with or
+ * A session holds the last history seen (the array and how many of its
+ * messages were seen: an array the agent made may grow in place), the
+ * running sums of their raw token counts, and what its user derives from
+ * them (`state`, which its user keeps in step with the session). Sessions
+ * are kept per counter (counts of one counter say nothing of another's) and
+ * per first message object (one per thread, in practice). A call finds how
+ * many messages its history shares with the session's
+ * (`AgentState.sharedPrefix`: read from the agent's records of which thread
+ * it made from which, so a step of the loop, or a run continuing a stored
+ * thread, looks at no message it has seen), keeps what the session knows of
+ * those and measures the rest: a run that forks a thread (its input after
+ * the stored messages, where the last run had its own) measures only its new
+ * messages. It is a cache: what a middleware computes is the same with or
  * without it. A session in use is busy: a concurrent call on the same
  * history works on a throwaway session, so no two calls ever share one.
  */
 import type * as Prompt from "@effect/ai/Prompt"
+import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -21,11 +30,13 @@ import * as Option from "effect/Option"
 export interface Session<S> {
   /** Whether a call is using it. */
   busy: boolean
-  /** The messages seen, in order: the first ones of the history. */
-  readonly seen: Array<Prompt.Message>
-  /** `sums[i]`: raw tokens of `seen[0..i)`. */
+  /** The last history seen: its first {@link length} messages are the ones seen. */
+  last: ReadonlyArray<Prompt.Message>
+  /** How many messages were seen. */
+  length: number
+  /** `sums[i]`: raw tokens of the first `i` messages seen (`length + 1` entries). */
   readonly sums: Array<number>
-  /** What the cache's user derives from `seen` (its user brings it up to date). */
+  /** What the cache's user derives from the messages seen (its user brings it up to date). */
   readonly state: S
 }
 
@@ -33,14 +44,25 @@ export interface Session<S> {
 export interface Options<S> {
   /** The state of a session that has seen no message. */
   readonly init: () => S
+  /**
+   * Makes `state` hold only what it derived from the first `length` messages
+   * seen: `messages`, the history of the call, shares only those with the
+   * last one (`sums`, the session's running sums, are kept up to them).
+   */
+  readonly truncate: (
+    state: S,
+    length: number,
+    messages: ReadonlyArray<Prompt.Message>,
+    sums: ReadonlyArray<number>
+  ) => void
 }
 
 /** The sessions of one middleware instance. */
 export interface HistoryCache<S> {
   /**
    * Runs `f` on the session of `messages` (non-empty) once it has seen all of
-   * them: the remembered one when it holds a prefix of them, else a new one.
-   * The session is `f`'s alone until `f` ends.
+   * them: the remembered one, kept up to the messages it shares with them,
+   * else a new one. The session is `f`'s alone until `f` ends.
    */
   readonly use: <A, E, R>(
     counter: TokenCounter.Service,
@@ -59,20 +81,25 @@ export interface HistoryCache<S> {
   ) => Session<S>
 }
 
-/** Whether `prefix` holds the first messages of `messages` (compared by identity, newest first). */
-export const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray<Prompt.Message>): boolean => {
-  if (prefix === messages) return true
-  if (prefix.length > messages.length) return false
-  for (let i = prefix.length - 1; i >= 0; i--) if (prefix[i] !== messages[i]) return false
-  return true
-}
+/** How many of the first `length` messages of `last` start `messages` too (the same objects). */
+export const shared = (
+  last: ReadonlyArray<Prompt.Message>,
+  length: number,
+  messages: ReadonlyArray<Prompt.Message>
+): number =>
+  // the loop passes the same array again, or a longer one made from it (read from its records)
+  last === messages ? Math.min(length, messages.length) : Math.min(length, AgentState.sharedPrefix(last, messages))
+
+/** Whether `prefix` holds the first messages of `messages` (the same objects). */
+export const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray<Prompt.Message>): boolean =>
+  prefix.length <= messages.length && shared(prefix, prefix.length, messages) === prefix.length
 
 /** A history cache whose sessions carry the state of `options`. */
 export const make = <S>(options: Options<S>): HistoryCache<S> => {
-  const { init } = options
+  const { init, truncate } = options
   const sessions = new WeakMap<TokenCounter.Service, WeakMap<Prompt.Message, Session<S>>>()
 
-  const makeSession = (busy: boolean): Session<S> => ({ busy, seen: [], sums: [0], state: init() })
+  const makeSession = (busy: boolean): Session<S> => ({ busy, last: [], length: 0, sums: [0], state: init() })
 
   const sessionsOf = (counter: TokenCounter.Service) => {
     let byFirst = sessions.get(counter)
@@ -83,20 +110,16 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
     return byFirst
   }
 
-  /** Adds `messages[seen.length..]`, whose raw counts are `raw[0]`, `raw[1]`, …. */
+  /** Adds `messages[session.length..]`, whose raw counts are `raw[0]`, `raw[1]`, …. */
   const extend = (session: Session<S>, messages: ReadonlyArray<Prompt.Message>, raw: ReadonlyArray<number>) => {
-    const { seen, sums } = session
-    const from = seen.length
-    const to = messages.length
-    // grown once, to their new length (pushing one at a time copies them as they grow)
-    seen.length = to
-    sums.length = to + 1
-    let total = sums[from]!
-    for (let i = from; i < to; i++) {
-      seen[i] = messages[i]!
-      total += raw[i - from]!
-      sums[i + 1] = total
+    const { sums } = session
+    let total = sums[session.length]!
+    for (let i = 0; i < raw.length; i++) {
+      total += raw[i]!
+      sums.push(total)
     }
+    session.last = messages
+    session.length = messages.length
   }
 
   /** The session for these messages, holding a prefix of them; marked busy. */
@@ -105,9 +128,19 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
     const first = messages[0]!
     let session = byFirst.get(first)
     if (session !== undefined && session.busy) return makeSession(true)
-    if (session === undefined || !isPrefix(session.seen, messages)) {
+    if (session === undefined) {
       session = makeSession(false)
       byFirst.set(first, session)
+    } else {
+      const kept = shared(session.last, session.length, messages)
+      if (kept < session.length) {
+        // keep what the session knows of the messages both histories share (at least the first)
+        session.sums.length = kept + 1
+        session.length = kept
+        truncate(session.state, kept, messages, session.sums)
+      }
+      // (the messages seen are the first `kept` of both: the new history stands for them)
+      session.last = messages
     }
     session.busy = true
     return session
@@ -116,7 +149,7 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
   const use: HistoryCache<S>["use"] = (counter, messages, f) =>
     Effect.suspend(() => {
       const session = acquire(counter, messages)
-      const from = session.seen.length
+      const from = session.length
       const run = messages.length > from
         ? Effect.flatMap(counter.measure(from === 0 ? messages : messages.slice(from)), (counts) => {
           extend(session, messages, counts)

@@ -32,10 +32,65 @@ export interface Memo {
   clean: boolean
   /** Whether pairing changed the messages from `at` on the last call (a call still open at the end, say). */
   changed: boolean
+  /** Once not clean: the `at` up to which the messages are sent as stored, and the memo at each `at` since. */
+  cleanTo: number
+  readonly marks: Array<Mark>
+}
+
+/** What a memo was at one of its `at`s. */
+interface Mark {
+  readonly at: number
+  readonly raw: number
+  readonly length: number
 }
 
 /** A thread of which nothing is measured yet. */
-export const unknown = (): Memo => ({ at: 0, raw: 0, length: 0, clean: true, changed: false })
+export const unknown = (): Memo => ({ at: 0, raw: 0, length: 0, clean: true, changed: false, cleanTo: 0, marks: [] })
+
+const reset = (memo: Memo): void => {
+  Object.assign(memo, unknown())
+}
+
+/** Records the memo's new `at` (a memo that is not clean goes back to one of them when truncated). */
+const moved = (memo: Memo): void => {
+  if (!memo.clean) memo.marks.push({ at: memo.at, raw: memo.raw, length: memo.length })
+}
+
+/**
+ * Makes `memo` hold only what it knows of the first `length` messages of
+ * `messages` (a history that shares only those with the one measured;
+ * `sums` are its running raw sums, up to `length` at least): it goes back to
+ * the last `at` it passed that lies within them, so the next call measures
+ * from there.
+ */
+export const truncate = (
+  memo: Memo,
+  length: number,
+  messages: ReadonlyArray<Prompt.Message>,
+  sums: ReadonlyArray<number>
+): void => {
+  // The memo may stop at a message both histories share, which is not a tool message (pairing starts afresh
+  // there): not at the first message they do not share, whose calls the last history may have answered after.
+  if (memo.at < length) return
+  const { marks } = memo
+  while (marks.length > 0 && marks[marks.length - 1]!.at >= length) marks.pop()
+  const mark = marks[marks.length - 1]
+  if (mark !== undefined) {
+    memo.at = mark.at
+    memo.raw = mark.raw
+    memo.length = mark.length
+  } else {
+    // every message before `at` is sent as stored
+    let at = Math.min(length - 1, memo.clean ? memo.at : memo.cleanTo)
+    while (at > 0 && messages[at]!.role === "tool") at--
+    memo.at = Math.max(at, 0)
+    memo.raw = sums[memo.at]!
+    memo.length = memo.at
+    memo.clean = true
+    memo.cleanTo = 0
+  }
+  memo.changed = true
+}
 
 /** What a model call is sent of a thread, measured. */
 export interface Sent {
@@ -55,16 +110,59 @@ const lastRunStart = (messages: ReadonlyArray<Prompt.Message>, from: number): nu
 interface Paired {
   readonly sent: ReadonlyArray<Prompt.Message>
   readonly same: boolean
+  /** The number of messages sent. */
+  readonly length: number
 }
 
-const none: Paired = { sent: [], same: true }
+const none: Paired = { sent: [], same: true, length: 0 }
+
+/** `length` messages sent as they are stored. */
+const asStored = (length: number): Paired => length === 0 ? none : { sent: [], same: true, length }
 
 /** What a model call is sent of `messages[from..to)`, `from` being 0 or a message that is not a tool message. */
 const pairedSlice = (messages: ReadonlyArray<Prompt.Message>, from: number, to: number): Paired => {
   if (from === to) return none
+  if (pairsAsStored(messages, from, to)) return asStored(to - from)
   const slice = from === 0 && to === messages.length ? messages : messages.slice(from, to)
   const sent = AgentState.paired(slice)
-  return { sent, same: sent === slice }
+  return { sent, same: sent === slice, length: sent.length }
+}
+
+/**
+ * Whether `messages[from..to)` (`from` being a message that is not a tool
+ * message) is sent as it is stored: `AgentState.paired` of the slice would
+ * give the slice itself. Checked without building the slice (a step of the
+ * loop asks it of its last messages): each tool result answers a call of the
+ * assistant message before its tool messages, once, and every such call is
+ * answered before the next message that is not a tool message.
+ */
+export const pairsAsStored = (
+  messages: ReadonlyArray<Prompt.Message>,
+  from: number,
+  to: number = messages.length
+): boolean => {
+  /** Ids of the calls of the last assistant message still waiting for their result (one array, reused). */
+  const open: Array<string> = []
+  let inToolRun = false
+  for (let i = from; i < to; i++) {
+    const message = messages[i]!
+    if (message.role !== "tool") {
+      if (open.length > 0) return false
+      inToolRun = message.role === "assistant"
+      if (message.role === "assistant") {
+        for (const part of message.content) {
+          if (part.type === "tool-call" && !part.providerExecuted && !open.includes(part.id)) open.push(part.id)
+        }
+      }
+      continue
+    }
+    for (const part of message.content) {
+      const at = inToolRun ? open.indexOf(part.id) : -1
+      if (at < 0) return false
+      open.splice(at, 1)
+    }
+  }
+  return open.length === 0
 }
 
 /**
@@ -79,15 +177,16 @@ export const ifStored = (
   sums: ReadonlyArray<number>,
   memo: Memo
 ): Sent | undefined => {
-  if (memo.at > messages.length) Object.assign(memo, unknown())
+  if (memo.at > messages.length) reset(memo)
   const { at } = memo
-  // (a thread seen whole for the first time, or whose last messages were not sent as stored, is
-  // measured in two parts at once)
-  if (at === 0 || memo.changed || !pairedSlice(messages, at, messages.length).same) return undefined
+  // (a thread seen whole for the first time, or whose last messages were not sent as stored, is measured in two
+  // parts at once)
+  if (at === 0 || memo.changed || !pairsAsStored(messages, at)) return undefined
   const next = lastRunStart(messages, at)
   memo.raw += sums[next]! - sums[at]!
   memo.length += next - at
   memo.at = next
+  moved(memo)
   return { raw: memo.raw + sums[messages.length]! - sums[next]!, length: memo.length + messages.length - next }
 }
 
@@ -101,7 +200,7 @@ export const measure = (
   sums: ReadonlyArray<number>,
   memo: Memo
 ): Effect.Effect<Sent> => {
-  if (memo.at > messages.length) Object.assign(memo, unknown())
+  if (memo.at > messages.length) reset(memo)
   const { at } = memo
   const next = lastRunStart(messages, at)
   const head = pairedSlice(messages, at, next)
@@ -118,12 +217,14 @@ export const measure = (
     const headRaw = sumOf(head, sums[next]! - sums[at]!)
     const restRaw = sumOf(rest, sums[messages.length]! - sums[next]!)
     // committed once measured, so an interrupted measure leaves the memo as it was
+    if (memo.clean && !head.same) memo.cleanTo = at
     memo.at = next
     memo.raw += headRaw
-    memo.length += head.sent.length
+    memo.length += head.length
     memo.clean &&= head.same
     memo.changed = !head.same || !rest.same
-    return { raw: memo.raw + restRaw, length: memo.length + rest.sent.length }
+    moved(memo)
+    return { raw: memo.raw + restRaw, length: memo.length + rest.length }
   })
 }
 
