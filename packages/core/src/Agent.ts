@@ -26,6 +26,7 @@ import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
 import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
+import type * as Fork from "./Fork.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
 import { defaultMaxInputChars } from "./internal/input.js"
 import * as Lifetime from "./internal/lifetime.js"
@@ -34,6 +35,7 @@ import { unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
 import { entriesOf, type ToolEntry, withTimeout } from "./internal/tools.js"
 import * as Middleware from "./Middleware.js"
+import type * as RunRecord from "./RunRecord.js"
 import type * as Wait from "./Wait.js"
 
 // -----------------------------------------------------------------------------
@@ -258,6 +260,41 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * first.
    */
   validateResume(threadId: string, value: Wait.DecisionOf<W>): Effect.Effect<Checkpointer.PendingInterrupt, RunError<E>>
+  /**
+   * Runs the agent again on a recorded run (`RunRecord.record`, or read with
+   * `RunRecord.fromJsonl`) without calling the model or any tool: the
+   * recorded replies and tool results are served in order, every hook runs
+   * again, nothing is stored. Each model request is compared with the one
+   * recorded; the first difference (the input, the system prompt, a
+   * message, a tool offered, the tool choice, or a step taken or left that
+   * the record does not have) fails with `ReplayDiverged`, naming the step
+   * and the field. A record of another format version fails with
+   * `RunRecordError` (`UnsupportedVersion`). Gives the replayed result.
+   */
+  readonly replay: (
+    record: RunRecord.RunRecord
+  ) => Effect.Effect<
+    AgentResult.AgentResult<S, O, W>,
+    RunError<E> | RunRecord.ReplayDiverged | RunRecord.RunRecordError
+  >
+  /**
+   * Starts the new thread `options.to` from the conversation of a stored
+   * thread (`source` a thread id) or a recorded run (`source` a
+   * `RunRecord`) as it stood before its model step `options.at`, with an
+   * optional edit (`Fork.Edit`: a message taken in, a tool result replaced,
+   * or the decision a waiting thread resumes with), and runs it live. A
+   * stored thread's steps are its assistant replies (the number of replies
+   * forks after the last one) and the fork keeps its latest state slices; a
+   * record's steps before `at` are replayed from the record (no model or
+   * tool call, whatever the system prompt: fork onto an agent with another
+   * prompt to edit it), then the run goes on live. The source is only read.
+   * A step the source does not have, an edit that does not apply, or a
+   * target thread that exists fail with `ForkError`, and nothing is written.
+   */
+  fork(
+    source: string | RunRecord.RunRecord,
+    options: Fork.Options<Wait.DecisionOf<W>>
+  ): Effect.Effect<AgentResult.AgentResult<S, O, W>, RunError<E> | Fork.ForkError>
   /**
    * Sends `message` to the thread `threadId`, whether a run of it is going
    * or not. While a run is going, `{ mode: "steer" }` (the default) adds

@@ -398,6 +398,87 @@ export const ToolCall: Schema.Schema<
 )
 
 /**
+ * A model request as the model got it, at the end of the `wrapModelCall`
+ * chain: the step, the system prompt, the messages (paired, files lifted),
+ * the tools offered (name, description, JSON schema of the parameters) and
+ * the tool choice. What a {@link Witness} sees and a `RunRecord` keeps.
+ *
+ * @example
+ * ```ts
+ * import { RunJournal } from "@stepwise-agent/core"
+ * import { Schema } from "effect"
+ *
+ * const encode = Schema.encodeSync(RunJournal.SentRequest)
+ * encode({ step: 0, messages: [], tools: [], toolChoice: "auto" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SentRequest = Schema.Struct({
+  step: Schema.Number,
+  systemPrompt: Schema.optional(Schema.String),
+  messages: Schema.Array(Prompt.Message),
+  tools: Schema.Array(Schema.Struct({
+    name: Schema.String,
+    description: Schema.optional(Schema.String),
+    parameters: Schema.Unknown
+  })),
+  toolChoice: Schema.Unknown
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type SentRequest = typeof SentRequest.Type
+
+/**
+ * What a journal that records or replays a run sees besides its steps: the
+ * run's input after the `transformInput` hooks, and each call of the model
+ * at the end of the `wrapModelCall` chain, with the request as sent (`call`
+ * is the real call: a recorder runs it, a replayer answers instead).
+ *
+ * @example
+ * ```ts
+ * import { RunJournal } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const sent: Array<RunJournal.SentRequest> = []
+ * const witness: RunJournal.Witness = {
+ *   input: () => Effect.void,
+ *   model: (request, call) => Effect.zipRight(Effect.sync(() => sent.push(request)), call)
+ * }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Witness {
+  /** Sees the input; a replayer fails when it differs from the recorded one. */
+  readonly input: (messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<void, unknown>
+  /** Runs or answers the model call; a replayer fails when the request differs from the recorded one. */
+  readonly model: <A extends ModelReply, E, R>(
+    request: SentRequest,
+    call: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A | ModelReply, unknown, R>
+}
+
+/**
+ * A model's reply as the end of the `wrapModelCall` chain gives it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ModelReply {
+  readonly message: Prompt.AssistantMessage
+  readonly toolCalls: ReadonlyArray<Prompt.ToolCallPart>
+  readonly usage: Response.Usage
+  readonly finishReason: Response.FinishReason
+  readonly offeredTools?: ReadonlyArray<string> | undefined
+}
+
+/**
  * A hook interrupted the run and waits for a value.
  *
  * @example
@@ -452,6 +533,8 @@ export interface Service {
    * `discardPending` unless its caller holds {@link DurableOwner}.
    */
   readonly durable: boolean
+  /** Optional: a journal that records or replays a run sees its input and model requests ({@link Witness}). */
+  readonly witness?: Witness | undefined
 }
 
 /**

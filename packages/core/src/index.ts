@@ -36,6 +36,11 @@ export * as Checkpointer from "./Checkpointer.js"
 /**
  * @since 0.1.0
  */
+export * as Fork from "./Fork.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Middleware from "./Middleware.js"
 
 /**
@@ -47,6 +52,11 @@ export * as ModelProfile from "./ModelProfile.js"
  * @since 0.1.0
  */
 export * as RunJournal from "./RunJournal.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as RunRecord from "./RunRecord.js"
 
 /**
  * @since 0.1.0

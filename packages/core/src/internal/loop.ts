@@ -12,14 +12,18 @@ import { ThreadStateError } from "../AgentError.js"
 import type * as AgentEvent from "../AgentEvent.js"
 import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
+import type * as Fork from "../Fork.js"
 import * as RunJournal from "../RunJournal.js"
+import type * as RunRecord from "../RunRecord.js"
 import * as Checkpoint from "./checkpoint.js"
 import { compile, type LoopConfig } from "./config.js"
 import { unwrapScoped } from "./drain.js"
 import * as Driver from "./driver.js"
-import { checkThreadId, isThreadId } from "./input.js"
+import * as Forks from "./fork.js"
+import { checkInput, checkThreadId, isThreadId } from "./input.js"
 import { interruptKey } from "./machine.js"
 import type { Emit } from "./observer.js"
+import * as Replay from "./replay.js"
 import * as Threads from "./threads.js"
 import * as Waits from "./waits.js"
 
@@ -66,6 +70,26 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
         ),
       validateResume: Effect.fn("Agent.validateResume")((threadId: string, value: unknown) =>
         threads.validateResume(threadId, value)
+      ),
+      replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) =>
+        Replay.replay(record, (input, threadId) => threads.start(input, { threadId }, undefined))
+      ),
+      fork: Effect.fn("Agent.fork")((source: string | RunRecord.RunRecord, options: Fork.Options) =>
+        Forks.fork(
+          {
+            checkpointer,
+            checkMessage: (input) => checkInput(input, "conversation", config.maxInputChars),
+            replay: (record, live) =>
+              Replay.replay(record, (input, threadId) => threads.start(input, { threadId }, undefined), live),
+            load,
+            start: (input, to) => threads.start(input, { threadId: to }, undefined),
+            resume: (to, decision) => threads.resume(to, decision, undefined),
+            proceed: threads.proceed,
+            locked: withThreadLock
+          },
+          source,
+          options
+        )
       ),
       send: threads.send,
       watch: threads.watch,

@@ -8,6 +8,7 @@ import type * as AiError from "@effect/ai/AiError"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
+import * as Tool from "@effect/ai/Tool"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -285,9 +286,23 @@ export const make = (config: Compiled) => {
           )
         )
       })
+    const witness = run.journal.witness
+    const witnessed = witness === undefined ? response : Effect.suspend(() =>
+      witness.model({
+        step: request.step,
+        systemPrompt: request.systemPrompt,
+        messages,
+        tools: request.tools.map((tool) => ({
+          name: tool.name,
+          description: tool.description,
+          parameters: Tool.getJsonSchema(tool as Tool.Tool<string, any>)
+        })),
+        toolChoice: request.toolChoice
+      }, response)
+    )
     return Context.isContext(request.context) && request.context.unsafeMap.size > 0
-      ? Effect.provide(response, request.context)
-      : response
+      ? Effect.provide(witnessed, request.context)
+      : witnessed
   }
 
   /** The `wrapModelCall` chain of one model call; the state updates its hooks return go to `updates`. */

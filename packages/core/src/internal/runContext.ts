@@ -3,6 +3,7 @@
  * its steps go through and the names they get there, the interrupt keys it
  * used and the encoder of its checkpoints.
  */
+import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as RunJournal from "../RunJournal.js"
 import type { ThreadEncoder } from "./checkpoint.js"
@@ -38,4 +39,13 @@ export const uniqueInterruptKey = (run: RunContext, key: string): string => {
   for (let n = 2; run.interruptKeys.has(unique); n++) unique = `${key}#${n}`
   run.interruptKeys.add(unique)
   return unique
+}
+
+/** The run's input after the `transformInput` hooks, shown to the journal's witness (a recorder or a replayer). */
+export const witnessInput = <E, R>(
+  run: RunContext,
+  transformed: Effect.Effect<ReadonlyArray<Prompt.Message>, E, R>
+): Effect.Effect<ReadonlyArray<Prompt.Message>, E | unknown, R> => {
+  const witness = run.journal.witness
+  return witness === undefined ? transformed : Effect.tap(transformed, witness.input)
 }

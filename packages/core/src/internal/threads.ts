@@ -30,7 +30,7 @@ import type { Phase } from "./machine.js"
 import * as Observer from "./observer.js"
 import type { Emit } from "./observer.js"
 import * as Receive from "./receive.js"
-import type { RunContext } from "./runContext.js"
+import { type RunContext, witnessInput } from "./runContext.js"
 import * as RunState from "./runState.js"
 import { StepKeys } from "./stepKeys.js"
 import * as ThreadLocks from "./threadLocks.js"
@@ -280,7 +280,7 @@ export const make = (
         const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
         return yield* Observer.observed(
           run,
-          Effect.flatMap(transformInput(run, input), (transformed) =>
+          Effect.flatMap(witnessInput(run, transformInput(run, input)), (transformed) =>
             Effect.zipRight(
               received === undefined ?
                 Effect.void :
@@ -307,6 +307,16 @@ export const make = (
           threadId,
           inboxes.leased(threadId, (lease) => runThread(threadId, messages, own, lease, undefined), afterRun)
         )
+    )
+
+  /** A run of `threadId` with no new input (a fork goes on so), once its thread is free. */
+  const proceed = (threadId: string) =>
+    Effect.zipRight(
+      open,
+      withThreadLock(
+        threadId,
+        inboxes.leased(threadId, (lease) => runThread(threadId, [], undefined, lease, undefined), afterRun)
+      )
     )
 
   /** The interrupt a thread waits on, and the index of its hook. */
@@ -408,6 +418,7 @@ export const make = (
 
   return {
     start,
+    proceed,
     resume,
     validateResume,
     send,

@@ -19,6 +19,8 @@ declare global {
     randomUUID(): string
     getRandomValues<T extends ArrayBufferView>(array: T): T
   }
+  function setTimeout(callback: () => void, delay?: number): unknown
+  function clearTimeout(timer: unknown): void
 }
 
 export {}

@@ -1,0 +1,84 @@
+/**
+ * Forks of a thread: `agent.fork(threadId, { to, at, edit })` starts the
+ * thread `to` from the conversation of `threadId` as it stood before its
+ * model step `at`, with an optional edit, and continues it live. The source
+ * thread is only read.
+ *
+ * @since 0.1.0
+ */
+import type * as Prompt from "@effect/ai/Prompt"
+import * as Schema from "effect/Schema"
+
+/**
+ * What a fork changes before it continues: a `Message` (the fork's run
+ * takes it in as its input), a `ToolResult` (the result of the call `callId`
+ * in the forked conversation is replaced), or a `Decision` (for a fork at the
+ * step a waiting thread stopped at: the fork resumes with it). Without an
+ * edit the fork calls the model again at step `at`.
+ *
+ * @example
+ * ```ts
+ * import type { Fork } from "@stepwise-agent/core"
+ *
+ * const edit: Fork.Edit = { _tag: "ToolResult", callId: "call_1", result: { temperature: 31 } }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Edit<D = unknown> =
+  | { readonly _tag: "Message"; readonly message: Prompt.RawInput }
+  | { readonly _tag: "ToolResult"; readonly callId: string; readonly result: unknown; readonly isFailure?: boolean }
+  | { readonly _tag: "Decision"; readonly decision: D }
+
+/**
+ * The options of `agent.fork`: the new thread `to`, the model step `at` to
+ * fork before (0 is the first reply of the thread; the number of replies the
+ * thread has forks after the last one), and an optional {@link Edit}.
+ *
+ * @example
+ * ```ts
+ * import type { Fork } from "@stepwise-agent/core"
+ *
+ * const options: Fork.Options = { to: "t1-retry", at: 2, edit: { _tag: "Message", message: "Use metric units." } }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<D = unknown> {
+  readonly to: string
+  readonly at: number
+  readonly edit?: Edit<D> | undefined
+}
+
+/**
+ * A fork that cannot start, and nothing was written: the source thread has no
+ * checkpoint (`NoSuchThread`), step `at` is not one of its steps
+ * (`NoSuchStep`), the edited tool call is not in the forked conversation
+ * (`NoSuchToolCall`), the target thread already exists or is the source
+ * (`ThreadExists`), or the fork stops where the thread waits for a decision
+ * and no `Decision` edit was given, or a `Decision` edit was given where it
+ * does not wait (`Waiting`, `NotWaiting`).
+ *
+ * @example
+ * ```ts
+ * import type { Fork } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * declare const forked: Effect.Effect<unknown, Fork.ForkError>
+ * const why = Effect.catchTag(forked, "ForkError", (error) => Effect.succeed(error.reason))
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ForkError extends Schema.TaggedError<ForkError>("@stepwise-agent/core/ForkError")("ForkError", {
+  reason: Schema.Literal("NoSuchThread", "NoSuchStep", "NoSuchToolCall", "ThreadExists", "Waiting", "NotWaiting"),
+  threadId: Schema.String,
+  detail: Schema.String
+}) {
+  get message(): string {
+    return `cannot fork thread "${this.threadId}": ${this.detail}`
+  }
+}

@@ -1,0 +1,661 @@
+/**
+ * A run as a value: its complete, versioned record, for replay and
+ * regression tests.
+ *
+ * {@link record} runs the agent with a recording `RunJournal`: each step
+ * the loop journals (the load of the thread, each look into the inbox and
+ * the steer messages it took in, each model call, each tool call and its
+ * result) is kept with its timing, each model call with the request as the
+ * model got it (system prompt, messages, tools offered, tool choice, at the
+ * end of the `wrapModelCall` chain, so after any redaction a middleware made)
+ * and the reply at that point, each wait with what it asked, and the run's
+ * middleware decisions (the `MiddlewareDecision` events of its stream) and
+ * outcome. The journal is the record's source because every effect of a run
+ * that a replay must serve goes through it, in the order the run takes them,
+ * under names the replay gives again; the event stream adds what is no step
+ * (decisions, the outcome). Everything is scrubbed of known credentials
+ * (`Secrets`) before it is kept, and the run's input is kept as the
+ * `transformInput` hooks left it (a `Pii` middleware's redaction applied).
+ *
+ * A record is exported and imported as JSONL ({@link toJsonl},
+ * {@link fromJsonl}): the first line the record's header with its `version`,
+ * then one line per entry. `agent.replay(record)` runs the agent on it again
+ * without calling the model or any tool.
+ *
+ * @since 0.1.0
+ */
+import * as Prompt from "@effect/ai/Prompt"
+import * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import type * as Agent from "./Agent.js"
+import type * as AgentResult from "./AgentResult.js"
+import { kept, keptAs, requestKeeper } from "./internal/plainJson.js"
+import * as RunJournal from "./RunJournal.js"
+import * as Secrets from "./Secrets.js"
+import type * as Wait from "./Wait.js"
+
+/**
+ * The version of the record format this build writes and reads.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const version = 1 as const
+
+/**
+ * One step of the run as its journal saw it: its name (`RunJournal.stepName`),
+ * its kind, its result encoded with its key's schema, when it started and how
+ * long it took. A model step that reached the model also has the request as
+ * sent and the reply the model gave (before the `wrapModelCall` hooks on the
+ * way back; `result` is the call as the loop stored it).
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * const isModelStep = (step: RunRecord.Step) => step.kind === "Model"
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Step = Schema.TaggedStruct("Step", {
+  name: Schema.String,
+  kind: Schema.Literal("Load", "Checkpoint", "Inbox", "Model", "Tool", "Nested"),
+  result: Schema.Unknown,
+  sent: Schema.optional(Schema.encodedSchema(RunJournal.SentRequest)),
+  reply: Schema.optional(Schema.Struct({
+    message: Schema.encodedSchema(Prompt.AssistantMessage),
+    usage: Schema.Unknown,
+    finishReason: Schema.String
+  })),
+  startedAt: Schema.Number,
+  durationMillis: Schema.Number
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Step = typeof Step.Type
+
+/**
+ * A wait the run made: the interrupt's key, step, middleware, node and what it asked.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * const describe = (wait: RunRecord.WaitEntry) => `${wait.middleware} waits at step ${wait.step}`
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const WaitEntry = Schema.TaggedStruct("Wait", {
+  key: Schema.String,
+  step: Schema.Number,
+  middleware: Schema.String,
+  node: Schema.String,
+  request: Schema.Unknown
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type WaitEntry = typeof WaitEntry.Type
+
+/**
+ * A decision a middleware reported (`Middleware.report`, a `MiddlewareDecision` event).
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * const blocked = (decision: RunRecord.Decision) => decision.decision === "block"
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Decision = Schema.TaggedStruct("Decision", {
+  middleware: Schema.String,
+  hook: Schema.String,
+  decision: Schema.String,
+  data: Schema.Unknown
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Decision = typeof Decision.Type
+
+/**
+ * How the run ended: completed (with its text) or interrupted, its model
+ * steps, usage and duration.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * const completed = (end: RunRecord.End) => end.outcome === "Completed"
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const End = Schema.TaggedStruct("End", {
+  outcome: Schema.Literal("Completed", "Interrupted"),
+  text: Schema.optional(Schema.String),
+  steps: Schema.Number,
+  usage: Schema.Struct({ inputTokens: Schema.Number, outputTokens: Schema.Number, totalTokens: Schema.Number }),
+  durationMillis: Schema.Number
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type End = typeof End.Type
+
+/**
+ * One line of a record after its header.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ * import { Schema } from "effect"
+ *
+ * const decodeLine = Schema.decodeUnknownEither(RunRecord.Entry)
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Entry = Schema.Union(Step, WaitEntry, Decision, End)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Entry = typeof Entry.Type
+
+/**
+ * The header of a record (its first JSONL line): the format `version`, the
+ * thread, when the run started and its input as the `transformInput` hooks
+ * left it.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * const threadOf = (header: RunRecord.Header) => header.threadId
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Header = Schema.TaggedStruct("RunRecord", {
+  version: Schema.Literal(version),
+  threadId: Schema.String,
+  startedAt: Schema.Number,
+  input: Schema.Array(Schema.encodedSchema(Prompt.Message))
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Header = typeof Header.Type
+
+/**
+ * A run's complete record: its header and its entries in the order they
+ * were taken (steps in the order the journal ran them).
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * const modelSteps = (record: RunRecord.RunRecord) =>
+ *   record.entries.filter((entry) => entry._tag === "Step" && entry.kind === "Model").length
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RunRecord = Schema.Struct({ header: Header, entries: Schema.Array(Entry) })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RunRecord = typeof RunRecord.Type
+
+/**
+ * A record that cannot be read: `line` (1-based) is not JSON or not an entry
+ * (`Malformed`), is longer than the import allows (`TooLong`), or the record
+ * is of another format version (`UnsupportedVersion`, naming it). `detail`
+ * says what is wrong, never the line's content.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const read = (text: string) =>
+ *   RunRecord.fromJsonl(text).pipe(
+ *     Effect.catchTag("RunRecordError", (error) => Effect.fail(`line ${error.line}: ${error.detail}`))
+ *   )
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RunRecordError extends Schema.TaggedError<RunRecordError>("@stepwise-agent/core/RunRecordError")(
+  "RunRecordError",
+  {
+    reason: Schema.Literal("Malformed", "TooLong", "UnsupportedVersion"),
+    line: Schema.Number,
+    detail: Schema.String
+  }
+) {
+  get message(): string {
+    return `run record, line ${this.line}: ${this.detail}`
+  }
+}
+
+/**
+ * The field of a model request, or the part of a run, where a replay first
+ * differed from its record: the input, a field of the request of model step
+ * `step` (`systemPrompt`, `messages`, `tools`, `toolChoice`), or the steps
+ * themselves (`steps`: the replay took a step the record lacks, or left
+ * recorded steps untaken), or, when every request was the same, the result
+ * (`result`: how the run ended, its model steps and its text, which an
+ * `afterModel` hook may have changed). `recorded` and `actual` are the two
+ * values as JSON (for `input`, `messages` and `tools`, the first element
+ * that differs, at `index`).
+ *
+ * @example
+ * ```ts
+ * import type { RunRecord } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * declare const replayed: Effect.Effect<unknown, RunRecord.ReplayDiverged>
+ * const explain = Effect.catchTag(replayed, "ReplayDiverged", (error) =>
+ *   Effect.succeed(`step ${error.step}: ${error.field} changed`))
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ReplayDiverged extends Schema.TaggedError<ReplayDiverged>("@stepwise-agent/core/ReplayDiverged")(
+  "ReplayDiverged",
+  {
+    step: Schema.Number,
+    field: Schema.Literal("input", "systemPrompt", "messages", "tools", "toolChoice", "steps", "result"),
+    index: Schema.optional(Schema.Number),
+    recorded: Schema.Unknown,
+    actual: Schema.Unknown
+  }
+) {
+  get message(): string {
+    const at = this.index === undefined ? "" : `[${this.index}]`
+    return `the replay diverged at step ${this.step}, ${this.field}${at}: recorded ${
+      JSON.stringify(this.recorded) ?? "nothing"
+    }, actual ${JSON.stringify(this.actual) ?? "nothing"}`
+  }
+}
+
+// -----------------------------------------------------------------------------
+// recording
+// -----------------------------------------------------------------------------
+
+const keptMessage = keptAs(Prompt.AssistantMessage)
+
+/** What a step's key gives, encoded as its journal would store it. */
+const encodeResult = <A>(key: RunJournal.StepKey<A>, value: A): unknown =>
+  Either.getOrElse(Schema.encodeEither(key.schema)(value), (): unknown => value)
+
+/** A journal that runs every step as it is and keeps it in `entries`. */
+const recording = (
+  entries: Array<Entry>,
+  input: { value: ReadonlyArray<Prompt.Message> },
+  keeper: ReturnType<typeof requestKeeper>
+): RunJournal.Service => {
+  const sent = new Map<number, { sent: unknown; reply: unknown }>()
+  return RunJournal.RunJournal.of({
+    durable: false,
+    await: (interrupt) =>
+      Effect.sync(() => {
+        entries.push(WaitEntry.make({
+          key: interrupt.key,
+          step: interrupt.step,
+          middleware: interrupt.middleware,
+          node: interrupt.node,
+          request: kept(interrupt.value)
+        }))
+        return Option.none()
+      }),
+    step: (key, effect) =>
+      Effect.flatMap(
+        Clock.currentTimeMillis,
+        (startedAt) =>
+          Effect.tap(effect, (value) =>
+            Effect.map(Clock.currentTimeMillis, (ended) => {
+              const model = key._tag === "Model" ? sent.get(key.step) : undefined
+              entries.push(Step.make({
+                name: RunJournal.stepName(key),
+                kind: key._tag,
+                result: kept(encodeResult(key, value)),
+                ...(model === undefined ? {} : model as any),
+                startedAt,
+                durationMillis: ended - startedAt
+              }))
+            }))
+      ),
+    witness: {
+      input: (messages) =>
+        Effect.sync(() => {
+          input.value = messages
+        }),
+      model: (request, call) =>
+        Effect.tap(call, (reply) =>
+          Effect.sync(() => {
+            sent.set(request.step, {
+              sent: keeper.request(request),
+              reply: kept({
+                message: keptMessage(reply.message),
+                usage: reply.usage,
+                finishReason: reply.finishReason
+              })
+            })
+          }))
+    }
+  })
+}
+
+/**
+ * Runs `input` on the thread `options.threadId` as `agent.stream` does, with
+ * a recording journal, and gives the run's result with its {@link RunRecord}.
+ * The run is the same as without the record (same hooks, same model and tool
+ * calls, same checkpoints); the record holds what the model was sent and
+ * answered, each tool's result, each wait, each middleware decision and the
+ * outcome, scrubbed of known credentials.
+ *
+ * @example
+ * ```ts
+ * import { Agent, RunRecord } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const recorded = Effect.gen(function*() {
+ *   const agent = yield* Agent.Agent
+ *   const { record, result } = yield* RunRecord.record(agent, "What is 6 times 7?", { threadId: "t1" })
+ *   return RunRecord.toJsonl(record)
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const record = <S, E, O, W extends Wait.Any>(
+  agent: Agent.Service<S, E, O, W>,
+  input: Prompt.RawInput,
+  options: Agent.RunOptions
+): Effect.Effect<
+  { readonly result: AgentResult.AgentResult<S, O, W>; readonly record: RunRecord },
+  Agent.RunError<E>
+> =>
+  Effect.gen(function*() {
+    const entries: Array<Entry> = []
+    const transformed = { value: [] as ReadonlyArray<Prompt.Message> }
+    const keeper = requestKeeper(true)
+    const startedAt = yield* Clock.currentTimeMillis
+    let result: AgentResult.AgentResult<S, O, W> | undefined
+    yield* agent.stream(input, options).pipe(
+      Stream.runForEach((event) =>
+        Effect.sync(() => {
+          if (event._tag === "MiddlewareDecision") {
+            entries.push(Decision.make({
+              middleware: event.middleware,
+              hook: event.hook,
+              decision: event.decision,
+              data: kept(event.data)
+            }))
+          } else if (event._tag === "RunEnded") {
+            result = event.result
+          }
+        })
+      ),
+      Effect.provideService(RunJournal.RunJournal, recording(entries, transformed, keeper))
+    )
+    const ended = yield* Clock.currentTimeMillis
+    const outcome = result!
+    entries.push(End.make({
+      outcome: outcome._tag,
+      ...(outcome._tag === "Completed" ? { text: Secrets.scrubText(outcome.text) } : {}),
+      steps: outcome.steps,
+      usage: {
+        inputTokens: outcome.usage.inputTokens,
+        outputTokens: outcome.usage.outputTokens,
+        totalTokens: outcome.usage.totalTokens
+      },
+      durationMillis: ended - startedAt
+    }))
+    return {
+      result: outcome,
+      record: {
+        header: Header.make({
+          version,
+          threadId: options.threadId,
+          startedAt,
+          input: keeper.messages(transformed.value) as Header["input"]
+        }),
+        entries
+      }
+    }
+  })
+
+// -----------------------------------------------------------------------------
+// JSONL
+// -----------------------------------------------------------------------------
+
+/**
+ * The record as JSONL: its header on the first line, then one entry a line.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * declare const record: RunRecord.RunRecord
+ * const text = RunRecord.toJsonl(record) // '{"_tag":"RunRecord","version":1,…}\n{"_tag":"Step",…}\n…'
+ * ```
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const toJsonl = (record: RunRecord): string => {
+  const lines = [JSON.stringify(record.header)]
+  for (const entry of record.entries) lines.push(JSON.stringify(entry))
+  return lines.join("\n") + "\n"
+}
+
+/**
+ * Options of {@link fromJsonl}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FromJsonlOptions {
+  /** The longest line read, in characters (default 16 MiB): a longer one fails with `TooLong` before it is parsed. */
+  readonly maxLineLength?: number | undefined
+}
+
+const decodeHeader = Schema.decodeUnknownEither(Header)
+const decodeEntry = Schema.decodeUnknownEither(Entry)
+
+/** A line as JSON, or what is wrong with it. */
+const parseLine = (text: string, line: number): Either.Either<unknown, RunRecordError> => {
+  try {
+    return Either.right(JSON.parse(text))
+  } catch (error) {
+    return Either.left(
+      new RunRecordError({
+        reason: "Malformed",
+        line,
+        detail: `not JSON (${error instanceof Error ? error.message : String(error)})`
+      })
+    )
+  }
+}
+
+/** The header of line 1, or why it is none: another version is named. */
+const readHeader = (json: unknown): Either.Either<Header, RunRecordError> => {
+  if (typeof json === "object" && json !== null && (json as any)._tag === "RunRecord") {
+    const found = (json as any).version
+    if (found !== version) {
+      return Either.left(
+        new RunRecordError({
+          reason: "UnsupportedVersion",
+          line: 1,
+          detail: `the record is of version ${JSON.stringify(found)}; this build reads version ${version}`
+        })
+      )
+    }
+  }
+  return Either.mapLeft(decodeHeader(json), (error) =>
+    new RunRecordError({
+      reason: "Malformed",
+      line: 1,
+      detail: `not a run record header: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+    }))
+}
+
+/** A turn of the event loop (timers and I/O run), whatever clock the context has. */
+const macrotask: Effect.Effect<void> = Effect.async((resume) => {
+  const timer = setTimeout(() => resume(Effect.void), 0)
+  return Effect.sync(() => clearTimeout(timer))
+})
+
+/** The text as chunks of at most 64 KiB, so a large string is read as a stream. */
+const chunked = (text: string): Stream.Stream<string> =>
+  Stream.fromIterable({
+    *[Symbol.iterator]() {
+      for (let i = 0; i < text.length; i += 65_536) yield text.slice(i, i + 65_536)
+    }
+  })
+
+/**
+ * Reads a record from JSONL, as text or as a stream of text chunks (a file
+ * read with `@effect/platform`'s `FileSystem.stream` and decoded). The input
+ * is read a chunk at a time (other fibers run between chunks) and a line
+ * over `maxLineLength` fails before it is parsed, so a huge or hostile input
+ * never blocks the process. A line that is not JSON or not an entry fails
+ * with `RunRecordError` (`Malformed`) naming the line and what is wrong; a
+ * record of another format version with `UnsupportedVersion`, naming it.
+ * Blank lines are skipped.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * declare const text: string
+ * const replayable = RunRecord.fromJsonl(text).pipe(Effect.map((record) => record.entries.length))
+ * ```
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const fromJsonl = <E = never, R = never>(
+  input: string | Stream.Stream<string, E, R>,
+  options?: FromJsonlOptions
+): Effect.Effect<RunRecord, RunRecordError | E, R> => {
+  const maxLineLength = options?.maxLineLength ?? 16 * 1024 * 1024
+  const source = typeof input === "string" ? chunked(input) : input
+  return Effect.suspend(() => {
+    let header: Header | undefined
+    const entries: Array<Entry> = []
+    let pending = ""
+    let line = 0
+    const take = (text: string): Either.Either<void, RunRecordError> => {
+      line++
+      // a byte order mark opens some files
+      if (line === 1 && text.charCodeAt(0) === 0xfeff) text = text.slice(1)
+      if (text.trim() === "") return Either.void
+      const json = parseLine(text, line)
+      if (Either.isLeft(json)) return json
+      if (header === undefined) {
+        const read = readHeader(json.right)
+        if (Either.isLeft(read)) return Either.left(new RunRecordError({ ...read.left, line }))
+        header = read.right
+        return Either.void
+      }
+      const entry = decodeEntry(json.right)
+      if (Either.isLeft(entry)) {
+        return Either.left(
+          new RunRecordError({
+            reason: "Malformed",
+            line,
+            detail: `not a run record entry: ${ParseResult.TreeFormatter.formatErrorSync(entry.left)}`
+          })
+        )
+      }
+      entries.push(entry.right)
+      return Either.void
+    }
+    const tooLong = () =>
+      new RunRecordError({
+        reason: "TooLong",
+        line: line + 1,
+        detail: `the line is longer than ${maxLineLength} characters`
+      })
+    const chunk = (text: string): Effect.Effect<void, RunRecordError> => {
+      let start = 0
+      for (let end = text.indexOf("\n"); end !== -1; end = text.indexOf("\n", start)) {
+        const piece = pending + text.slice(start, end)
+        pending = ""
+        if (piece.length > maxLineLength) return Effect.fail(tooLong())
+        const taken = take(piece.endsWith("\r") ? piece.slice(0, -1) : piece)
+        if (Either.isLeft(taken)) return Effect.fail(taken.left)
+        start = end + 1
+      }
+      pending += text.slice(start)
+      return pending.length > maxLineLength ? Effect.fail(tooLong()) : Effect.void
+    }
+    // what was read since the event loop last ran: past 1 MiB, other work runs before the next chunk
+    let unyielded = 0
+    const read = (text: string) =>
+      Effect.zipRight(
+        chunk(text),
+        Effect.suspend(() => {
+          unyielded += text.length
+          if (unyielded < 1024 * 1024) return Effect.void
+          unyielded = 0
+          return macrotask
+        })
+      )
+    return Stream.runForEachChunk(
+      source,
+      (texts) => Effect.forEach(Chunk.toReadonlyArray(texts), read, { discard: true })
+    ).pipe(
+      Effect.flatMap(() => {
+        if (pending !== "") {
+          const taken = take(pending)
+          pending = ""
+          if (Either.isLeft(taken)) return Effect.fail(taken.left)
+        }
+        return header === undefined
+          ? Effect.fail(new RunRecordError({ reason: "Malformed", line: 1, detail: "the input has no header line" }))
+          : Effect.succeed({ header, entries })
+      })
+    )
+  })
+}

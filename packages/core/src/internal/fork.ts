@@ -1,0 +1,159 @@
+/**
+ * `Agent.fork`: the conversation of a stored thread before one of its model
+ * steps, edited, saved as a new thread, which then runs live (with the
+ * edit's message as input, resumed with its decision, or as it is). The
+ * source thread is only read.
+ */
+import * as Prompt from "@effect/ai/Prompt"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type { CheckpointError } from "../AgentError.js"
+import type * as AgentResult from "../AgentResult.js"
+import * as AgentState from "../AgentState.js"
+import type * as Checkpointer from "../Checkpointer.js"
+import * as Fork from "../Fork.js"
+import type * as RunRecord from "../RunRecord.js"
+import type * as Checkpoint from "./checkpoint.js"
+import { checkThreadId } from "./input.js"
+import type * as Replay from "./replay.js"
+
+type Run = Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
+
+export interface Deps {
+  readonly checkpointer: Checkpointer.Service
+  /** The message of an edit, checked as a run's input. */
+  readonly checkMessage: (input: Prompt.RawInput) => Effect.Effect<ReadonlyArray<Prompt.Message>, unknown>
+  /** Runs the agent on a record from its model step `at` on, live, on thread `threadId` (a replay's fork). */
+  readonly replay: (record: RunRecord.RunRecord, live: Replay.Live & { readonly threadId: string }) => Run
+  readonly load: (threadId: string) => Effect.Effect<Checkpoint.Loaded, unknown>
+  readonly start: (input: Prompt.RawInput, threadId: string) => Run
+  readonly resume: (threadId: string, decision: unknown) => Run
+  readonly proceed: (threadId: string) => Run
+  /** Runs `effect` holding the lock of `threadId` (no run of it starts meanwhile). */
+  readonly locked: <A, E, R>(threadId: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+/** The messages with the result of call `callId` replaced; `undefined` when no message holds it. */
+const withToolResult = (
+  messages: ReadonlyArray<Prompt.Message>,
+  edit: Extract<Fork.Edit, { readonly _tag: "ToolResult" }>
+): ReadonlyArray<Prompt.Message> | undefined => {
+  let found = false
+  const edited = messages.map((message) => {
+    if (message.role !== "tool" || !message.content.some((part) => part.id === edit.callId)) return message
+    found = true
+    return Prompt.makeMessage("tool", {
+      content: message.content.map((part) =>
+        part.id !== edit.callId ? part : Prompt.makePart("tool-result", {
+          id: part.id,
+          name: part.name,
+          result: edit.result,
+          isFailure: edit.isFailure ?? false,
+          providerExecuted: part.providerExecuted
+        })
+      )
+    })
+  })
+  return found ? edited : undefined
+}
+
+/** A fork of a recorded run: served up to step `at`, live from there, on the new thread. */
+const fromRecord = (deps: Deps, record: RunRecord.RunRecord, options: Fork.Options): Run =>
+  Effect.gen(function*() {
+    const from = record.header.threadId
+    const to = yield* checkThreadId(options.to)
+    const fail = (reason: Fork.ForkError["reason"], detail: string) =>
+      Effect.fail(new Fork.ForkError({ reason, threadId: from, detail }))
+    if (Option.isSome(yield* deps.checkpointer.load(to))) {
+      return yield* fail("ThreadExists", `the thread "${to}" already exists`)
+    }
+    // the recorded model steps, and the model step each tool call came after
+    let models = 0
+    const toolStep = new Map<string, number>()
+    for (const entry of record.entries) {
+      if (entry._tag !== "Step") continue
+      if (entry.kind === "Model") models++
+      else if (entry.kind === "Tool") toolStep.set(entry.name, models - 1)
+    }
+    const at = options.at
+    if (!Number.isInteger(at) || at < 0 || at > models) {
+      return yield* fail("NoSuchStep", `the record has no step ${at}: its steps are 0 to ${models}`)
+    }
+    const edit = options.edit
+    if (edit?._tag === "Decision") return yield* fail("NotWaiting", "a fork of a recorded run takes no decision")
+    if (edit?._tag === "ToolResult") {
+      const step = toolStep.get(`tool/${edit.callId}`)
+      if (step === undefined || step >= at) {
+        return yield* fail("NoSuchToolCall", `no result of the call "${edit.callId}" comes before step ${at}`)
+      }
+    }
+    const message = edit?._tag === "Message" ? yield* deps.checkMessage(edit.message) : undefined
+    return yield* deps.replay(record, {
+      at,
+      threadId: to,
+      message,
+      toolResult: edit?._tag === "ToolResult"
+        ? { callId: edit.callId, result: edit.result, isFailure: edit.isFailure ?? false }
+        : undefined
+    })
+  })
+
+export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: Fork.Options): Run =>
+  typeof source !== "string" ? fromRecord(deps, source, options) : Effect.gen(function*() {
+    const from = yield* checkThreadId(source)
+    const to = yield* checkThreadId(options.to)
+    const fail = (reason: Fork.ForkError["reason"], detail: string) =>
+      Effect.fail(new Fork.ForkError({ reason, threadId: from, detail }))
+    if (to === from) return yield* fail("ThreadExists", "the fork must go to a new thread, not the source")
+    const loaded = yield* deps.load(from)
+    if (Option.isNone(loaded.checkpoint)) return yield* fail("NoSuchThread", "it has no checkpoint")
+    // the model steps of the thread are its assistant replies, in order
+    const replies: Array<number> = []
+    loaded.messages.forEach((message, index) => message.role === "assistant" && replies.push(index))
+    const at = options.at
+    if (!Number.isInteger(at) || at < 0 || at > replies.length) {
+      return yield* fail("NoSuchStep", `it has no step ${at}: its steps are 0 to ${replies.length}`)
+    }
+    let messages = at === replies.length ? loaded.messages : loaded.messages.slice(0, replies[at])
+    const edit = options.edit
+    if (edit?._tag === "ToolResult") {
+      const edited = withToolResult(messages, edit)
+      if (edited === undefined) {
+        return yield* fail("NoSuchToolCall", `no result of the call "${edit.callId}" comes before step ${at}`)
+      }
+      messages = edited
+    }
+    // a fork at the step the thread waits at keeps its wait
+    const { pending, run, ...stored } = loaded.checkpoint.value
+    const waits = pending !== undefined && at === replies.length
+    if (waits && edit?._tag !== "Decision") {
+      return yield* fail("Waiting", `it waits for a decision at step ${at}: fork there with a Decision edit`)
+    }
+    if (!waits && edit?._tag === "Decision") {
+      return yield* fail("NotWaiting", `it does not wait for a decision at step ${at}`)
+    }
+    // the target is checked and written under its lock: of two forks to one thread, the second finds it
+    yield* deps.locked(
+      to,
+      Effect.flatMap(
+        deps.checkpointer.load(to),
+        (existing): Effect.Effect<void, Fork.ForkError | CheckpointError> =>
+          Option.isSome(existing)
+            ? Effect.asVoid(fail("ThreadExists", `the thread "${to}" already exists`))
+            : deps.checkpointer.save(to, {
+              ...stored,
+              ...(waits ? { pending, run } : {}),
+              threadId: to,
+              messages: AgentState.encodeMessages(messages)
+            })
+      )
+    )
+    switch (edit?._tag) {
+      case "Message":
+        return yield* deps.start(edit.message, to)
+      case "Decision":
+        return yield* deps.resume(to, edit.decision)
+      default:
+        return yield* deps.proceed(to)
+    }
+  })

@@ -1,0 +1,102 @@
+/**
+ * Values as a run record keeps them: plain JSON with every known credential
+ * scrubbed, compared by content (object keys in any order). A model request
+ * is kept message by message, each message once per recording or replay
+ * (the thread's messages are the same objects from one request to the next).
+ */
+import * as Prompt from "@effect/ai/Prompt"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import type * as RunJournal from "../RunJournal.js"
+import * as Secrets from "../Secrets.js"
+
+/** The field names seen and whether each names a credential (the same few names recur: `role`, `type`, `text`). */
+const credentialKeys = new Map<string, boolean>()
+
+const isCredentialKey = (key: string): boolean => {
+  let named = credentialKeys.get(key)
+  if (named === undefined) {
+    named = Secrets.isCredentialName(key)
+    if (credentialKeys.size >= 4096) credentialKeys.clear()
+    credentialKeys.set(key, named)
+  }
+  return named
+}
+
+/**
+ * `value` as plain JSON, with every known credential scrubbed as
+ * `Secrets.scrubError` scrubs it. Each string is scrubbed as it is parsed
+ * back (`Secrets.scrubText`); a value with a credential-named field takes
+ * `scrubError`'s whole pass (which also replaces that field's value wherever
+ * else it occurs).
+ */
+export const kept = (value: unknown): unknown => {
+  const json = JSON.stringify(value)
+  if (json === undefined) return null
+  let credentialField = false
+  const parsed = JSON.parse(json, (key, field) => {
+    if (key !== "" && isCredentialKey(key)) credentialField = true
+    return typeof field === "string" ? Secrets.scrubText(field) : field
+  })
+  return credentialField ? Secrets.scrubError(JSON.parse(json)) : parsed
+}
+
+/** `value` as plain JSON, not scrubbed. */
+const plain = (value: unknown): unknown => {
+  const json = JSON.stringify(value)
+  return json === undefined ? null : JSON.parse(json)
+}
+
+/**
+ * `value` encoded with `schema`, as plain JSON, scrubbed ({@link kept}) or
+ * not; a value the schema does not encode (a hook handed the model something
+ * out of shape) is taken as it is.
+ */
+export const keptAs = <A, I>(schema: Schema.Schema<A, I>, scrubbed = true) => {
+  const encode = Schema.encodeEither(schema)
+  const json = scrubbed ? kept : plain
+  return (value: A): unknown => json(Either.getOrElse(encode(value), (): unknown => value))
+}
+
+const keptMessage = keptAs(Prompt.Message)
+const plainMessage = keptAs(Prompt.Message, false)
+
+/**
+ * Keeps model requests as JSON, scrubbed or not, each message encoded once
+ * (by identity) for the life of the keeper.
+ */
+export const requestKeeper = (scrubbed: boolean) => {
+  const messages = new WeakMap<object, unknown>()
+  const json = scrubbed ? kept : plain
+  const message = scrubbed ? keptMessage : plainMessage
+  const keepMessage = (m: Prompt.Message): unknown => {
+    let encoded = messages.get(m)
+    if (encoded === undefined) {
+      encoded = message(m)
+      messages.set(m, encoded)
+    }
+    return encoded
+  }
+  return {
+    messages: (list: ReadonlyArray<Prompt.Message>): ReadonlyArray<unknown> => list.map(keepMessage),
+    request: (request: RunJournal.SentRequest): typeof RunJournal.SentRequest.Encoded =>
+      ({
+        step: request.step,
+        ...(request.systemPrompt === undefined ? {} : { systemPrompt: json(request.systemPrompt) }),
+        messages: request.messages.map(keepMessage),
+        tools: json(request.tools),
+        toolChoice: json(request.toolChoice)
+      }) as typeof RunJournal.SentRequest.Encoded
+  }
+}
+
+/** Whether two plain JSON values are equal, whatever the order of their keys. */
+export const same = (a: unknown, b: unknown): boolean => {
+  if (a === b) return true
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false
+  if (Array.isArray(a)) return Array.isArray(b) && a.length === b.length && a.every((x, i) => same(x, b[i]))
+  if (Array.isArray(b)) return false
+  const keysA = Object.keys(a).filter((k) => (a as any)[k] !== undefined)
+  const keysB = Object.keys(b).filter((k) => (b as any)[k] !== undefined)
+  return keysA.length === keysB.length && keysA.every((k) => same((a as any)[k], (b as any)[k]))
+}

@@ -1,0 +1,267 @@
+/**
+ * `Agent.replay`: a run of the agent on a `RunRecord` through a replaying
+ * journal. The loop and every hook run again; the journal serves the
+ * recorded load, inbox looks and tool results (no tool runs, no checkpoint
+ * is written), and its witness answers each model call with the recorded
+ * reply after comparing the request with the one recorded. The first
+ * difference ends the replay as `ReplayDiverged`, whatever a middleware
+ * does with the failure.
+ */
+import * as Prompt from "@effect/ai/Prompt"
+import * as Response from "@effect/ai/Response"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import type * as AgentResult from "../AgentResult.js"
+import * as RunJournal from "../RunJournal.js"
+import * as RunRecord from "../RunRecord.js"
+import * as Secrets from "../Secrets.js"
+import { requestKeeper, same } from "./plainJson.js"
+
+type Field = RunRecord.ReplayDiverged["field"]
+
+/** The first element of two arrays that differs, with its index; `undefined` when they are the same. */
+const firstDifference = (
+  recorded: ReadonlyArray<unknown>,
+  actual: ReadonlyArray<unknown>
+): { readonly index: number; readonly recorded: unknown; readonly actual: unknown } | undefined => {
+  const length = Math.max(recorded.length, actual.length)
+  for (let index = 0; index < length; index++) {
+    if (!same(recorded[index], actual[index])) return { index, recorded: recorded[index], actual: actual[index] }
+  }
+  return undefined
+}
+
+const decodeMessage = Schema.decodeUnknown(Prompt.AssistantMessage)
+const decodeUsage = Schema.decodeUnknown(Response.Usage)
+const decodeFinish = Schema.decodeUnknown(Response.FinishReason)
+
+/**
+ * A fork of a recorded run: the recorded steps before model step `at` are
+ * served (without comparing), with the result of the call `toolResult.callId`
+ * replaced and `message` taken in before step `at`; from step `at` on the run
+ * is live (model, tools, checkpoints of its thread).
+ */
+export interface Live {
+  readonly at: number
+  readonly message?: ReadonlyArray<Prompt.Message> | undefined
+  readonly toolResult?: { readonly callId: string; readonly result: unknown; readonly isFailure: boolean } | undefined
+}
+
+/**
+ * Replays `record` with `start`, which runs the agent on an input and thread
+ * with the journal of the context; with `live`, forks it instead, on `threadId`.
+ */
+export const replay = (
+  record: RunRecord.RunRecord,
+  start: (input: Prompt.RawInput, threadId: string) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>,
+  live?: Live & { readonly threadId: string }
+): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> =>
+  Effect.suspend(() => {
+    if ((record.header.version as number) !== RunRecord.version) {
+      return Effect.fail(
+        new RunRecord.RunRecordError({
+          reason: "UnsupportedVersion",
+          line: 1,
+          detail: `the record is of version ${
+            JSON.stringify(record.header.version)
+          }; this build reads version ${RunRecord.version}`
+        })
+      )
+    }
+    // the recorded steps by name, with their line (the header is line 1) and whether the replay took them
+    const steps = new Map<string, { readonly step: RunRecord.Step; readonly line: number; taken: boolean }>()
+    const modelSteps = new Map<number, RunRecord.Step>()
+    // the model step each recorded step came after (a tool call belongs to the reply before it)
+    const stepOf = new Map<string, number>()
+    let lastModel = 0
+    record.entries.forEach((entry, i) => {
+      if (entry._tag !== "Step") return
+      steps.set(entry.name, { step: entry, line: i + 2, taken: false })
+      if (entry.kind === "Model") {
+        lastModel = Number(entry.name.slice("model/".length))
+        modelSteps.set(lastModel, entry)
+      }
+      stepOf.set(entry.name, lastModel)
+    })
+    // what the replay compares: as it is first, then (where it differs) scrubbed as recorded
+    const plain = requestKeeper(false)
+    const scrubbed = requestKeeper(true)
+    let diverged: RunRecord.ReplayDiverged | undefined
+    let currentStep = 0
+    // the model steps taken so far; from `live.at` on, a fork runs live
+    let taken = 0
+    const isLive = () => live !== undefined && taken > live.at
+    const diverge = (step: number, field: Field, recorded: unknown, actual: unknown, index?: number) => {
+      diverged ??= new RunRecord.ReplayDiverged({
+        step,
+        field,
+        recorded,
+        actual,
+        ...(index === undefined ? {} : { index })
+      })
+      return Effect.fail(diverged) as Effect.Effect<never, any>
+    }
+    const unreadable = (line: number, error: ParseResult.ParseError) =>
+      Effect.fail(
+        new RunRecord.RunRecordError({
+          reason: "Malformed",
+          line,
+          detail: `the recorded result does not decode: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+        })
+      ) as Effect.Effect<never, any>
+
+    /** The recorded result of `key`, decoded with its schema. */
+    const served = <A>(key: RunJournal.StepKey<A>, at: { readonly step: RunRecord.Step; readonly line: number }) =>
+      Effect.catchTag(
+        Schema.decodeUnknown(key.schema)(at.step.result),
+        "ParseError",
+        (error) => unreadable(at.line, error)
+      ) as Effect.Effect<A, any>
+
+    const journal = RunJournal.RunJournal.of({
+      durable: false,
+      await: () => Effect.succeedNone,
+      step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+        const name = RunJournal.stepName(key)
+        const at = steps.get(name)
+        if (at !== undefined) at.taken = true
+        switch (key._tag) {
+          case "Load":
+            return at === undefined ? Effect.succeed(key.result.to(Option.none())) : served(key, at)
+          case "Checkpoint":
+            return live === undefined ? Effect.succeed(key.result.to(undefined)) : effect
+          case "Inbox": {
+            // the look before model step `taken`: a fork takes its message in before step `at`
+            const looked = live !== undefined && taken >= live.at
+              ? effect
+              : at === undefined
+              ? Effect.succeed(key.result.to([]))
+              : served(key, at)
+            const message = live !== undefined && taken === live.at ? live.message : undefined
+            return message === undefined
+              ? looked
+              : Effect.map(looked, (messages) => key.result.to([...key.result.from(messages), ...message]))
+          }
+          case "Model": {
+            currentStep = key.step
+            taken++
+            if (isLive() || (live !== undefined && at === undefined)) return effect
+            return at === undefined ? diverge(key.step, "steps", undefined, name) : effect
+          }
+          default: {
+            if (isLive() || (live !== undefined && at === undefined)) return effect
+            if (at === undefined) return diverge(currentStep, "steps", undefined, name)
+            const edit = live?.toolResult
+            return key._tag === "Tool" && edit !== undefined && key.call.id === edit.callId
+              ? Effect.succeed(key.result.to(Prompt.makePart("tool-result", {
+                id: key.call.id,
+                name: key.call.name,
+                result: edit.result,
+                isFailure: edit.isFailure,
+                providerExecuted: false
+              })))
+              : served(key, at)
+          }
+        }
+      },
+      witness: {
+        input: (messages) => {
+          if (live !== undefined) return Effect.void
+          // compared as they are first, then (when they differ) scrubbed as recorded
+          const difference = firstDifference(record.header.input, plain.messages(messages)) &&
+            firstDifference(record.header.input, scrubbed.messages(messages))
+          return difference === undefined
+            ? Effect.void
+            : diverge(0, "input", difference.recorded, difference.actual, difference.index)
+        },
+        model: (request, call) =>
+          Effect.suspend((): Effect.Effect<RunJournal.ModelReply, unknown, any> => {
+            const recorded = modelSteps.get(request.step)
+            if (live !== undefined && (isLive() || recorded === undefined)) return call
+            if (recorded === undefined) return diverge(request.step, "steps", undefined, `model/${request.step}`)
+            if (live === undefined && recorded.sent !== undefined) {
+              const asItIs = plain.request(request)
+              const actual = same(recorded.sent, asItIs) ? asItIs : scrubbed.request(request)
+              for (const field of ["systemPrompt", "toolChoice"] as const) {
+                if (!same(recorded.sent[field], actual[field])) {
+                  return diverge(request.step, field, recorded.sent[field], actual[field])
+                }
+              }
+              for (const field of ["tools", "messages"] as const) {
+                const difference = firstDifference(recorded.sent[field], actual[field])
+                if (difference !== undefined) {
+                  return diverge(request.step, field, difference.recorded, difference.actual, difference.index)
+                }
+              }
+            }
+            // the reply the model gave then, or (when a hook answered then) the call as stored
+            const reply: any = recorded.reply ?? recorded.result
+            const line = steps.get(recorded.name)!.line
+            return Effect.all({
+              message: decodeMessage(reply.message),
+              usage: decodeUsage(reply.usage),
+              finishReason: decodeFinish(reply.finishReason)
+            }).pipe(
+              Effect.catchTag("ParseError", (error) => unreadable(line, error)),
+              Effect.map(({ finishReason, message, usage }): RunJournal.ModelReply => ({
+                message,
+                usage,
+                finishReason,
+                toolCalls: message.content.filter((part): part is Prompt.ToolCallPart =>
+                  part.type === "tool-call" && !part.providerExecuted
+                ),
+                offeredTools: request.tools.map((tool) => tool.name)
+              }))
+            )
+          })
+      }
+    })
+
+    const input = Effect.catchTag(
+      Schema.decodeUnknown(Schema.Array(Prompt.Message))(record.header.input),
+      "ParseError",
+      (error) => unreadable(1, error)
+    )
+    return Effect.flatMap(
+      Effect.exit(
+        Effect.provideService(
+          Effect.flatMap(
+            input,
+            (messages) => start(Prompt.fromMessages(messages), live?.threadId ?? record.header.threadId)
+          ),
+          RunJournal.RunJournal,
+          journal
+        )
+      ),
+      (exit) => {
+        if (diverged !== undefined) return Effect.fail(diverged)
+        if (Exit.isFailure(exit) || live !== undefined) return exit
+        for (const [name, at] of steps) {
+          if (!at.taken && (at.step.kind === "Model" || at.step.kind === "Tool" || at.step.kind === "Nested")) {
+            return diverge(stepOf.get(name)!, "steps", name, undefined)
+          }
+        }
+        // the outcome: how the run ended, its model steps and its text (scrubbed as recorded)
+        let end: RunRecord.End | undefined
+        for (const entry of record.entries) if (entry._tag === "End") end = entry
+        if (end !== undefined) {
+          const result = exit.value
+          const actual = {
+            outcome: result._tag,
+            steps: result.steps,
+            ...(result._tag === "Completed" ? { text: Secrets.scrubText(result.text) } : {})
+          }
+          const recorded = {
+            outcome: end.outcome,
+            steps: end.steps,
+            ...(end.text === undefined ? {} : { text: end.text })
+          }
+          if (!same(recorded, actual)) return diverge(Math.max(0, result.steps - 1), "result", recorded, actual)
+        }
+        return exit
+      }
+    )
+  })
