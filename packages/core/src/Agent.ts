@@ -254,10 +254,14 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
   /**
    * Checks `value` against the wait `threadId` stops at (its middleware's
    * `wait`: the decision schema, then its `check`) without running
-   * anything; gives the pending interrupt. `resume` runs the same check
-   * first.
+   * anything; gives the pending interrupt, with the decision encoded by
+   * the wait's decision schema (`encodedDecision`: what a durable journal
+   * posts, and decodes for the hook). `resume` runs the same check first.
    */
-  validateResume(threadId: string, value: Wait.DecisionOf<W>): Effect.Effect<Checkpointer.PendingInterrupt, RunError<E>>
+  validateResume(
+    threadId: string,
+    value: Wait.DecisionOf<W>
+  ): Effect.Effect<Checkpointer.PendingInterrupt & { readonly encodedDecision: unknown }, RunError<E>>
   /**
    * Sends `message` to the thread `threadId`, whether a run of it is going
    * or not. While a run is going, `{ mode: "steer" }` (the default) adds

@@ -359,15 +359,18 @@ export const make = (
             })), afterRun)
       ))
 
-  /** `validateResume`: the wait of the thread, once the value is checked against it. */
+  /**
+   * `validateResume`: the wait of the thread and the decision encoded (what a durable journal posts), once the
+   * value is checked against it. Its failures leave scrubbed, as a run's do: a refused value is quoted in them.
+   */
   const validateResume = (id: string, value: unknown) =>
     Effect.gen(function*() {
       yield* open
       const threadId = yield* checkThreadId(id)
       const waiting = yield* pendingOf(threadId, yield* load(threadId))
-      yield* checkValue(threadId, waiting, value)
-      return waiting.pending
-    })
+      const { encoded } = yield* checkValue(threadId, waiting, value)
+      return { ...waiting.pending, encodedDecision: encoded }
+    }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
 
   const send = (threadId: string, message: Prompt.RawInput, options?: Agent.SendOptions) =>
     Effect.gen(function*() {

@@ -10,7 +10,42 @@ import * as Schema from "effect/Schema"
 import { CheckpointError, InvalidHookResult, InvalidResume } from "../AgentError.js"
 import type * as Middleware from "../Middleware.js"
 
-const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
+/** The longest description of a refused value: a huge value is not quoted whole (nor scrubbed whole after). */
+const maxReason = 2_000
+
+const bounded = (text: string) => text.length <= maxReason ? text : `${text.slice(0, maxReason)}… (cut)`
+
+/** What `schema` refused; a value too deep to describe (or whose reading throws) is named by the schema alone. */
+const formatParseError = (schema: Schema.Schema<any, any>, error: ParseResult.ParseError) => {
+  try {
+    return bounded(ParseResult.TreeFormatter.formatErrorSync(error))
+  } catch (thrown) {
+    return bounded(`Expected ${String(schema.ast)}; the value given could not be described: ${describe(thrown)}`)
+  }
+}
+
+const describe = (thrown: unknown) => {
+  try {
+    return thrown instanceof Error ? thrown.message : String(thrown)
+  } catch {
+    return "(unreadable)"
+  }
+}
+
+/**
+ * `value` encoded or decoded with `schema`, a refusal described by `refused`: a value whose reading throws (a
+ * getter, a proxy's trap, nesting too deep for the parser) is refused too, instead of failing as a defect.
+ */
+const parsed = <E>(
+  schema: Schema.Schema<any, any>,
+  direction: "encode" | "decode",
+  value: unknown,
+  refused: (reason: string) => E
+): Effect.Effect<unknown, E> =>
+  Effect.suspend(() => (direction === "encode" ? Schema.encodeUnknown : Schema.decodeUnknown)(schema)(value)).pipe(
+    Effect.mapError((error) => refused(formatParseError(schema, error))),
+    Effect.catchAllDefect((thrown) => Effect.fail(refused(bounded(`reading it threw: ${describe(thrown)}`))))
+  )
 
 /** The request a hook of `m` interrupted with, encoded for storage; a middleware with no wait cannot interrupt. */
 export const encodeRequest = (
@@ -26,11 +61,11 @@ export const encodeRequest = (
         reason: "interrupted, but the middleware declares no wait (Middleware.make({ wait: { request, decision } }))"
       })
     )
-    : Effect.mapError(Schema.encodeUnknown(m.wait.request)(request), (error) =>
+    : parsed(m.wait.request, "encode", request, (reason) =>
       new InvalidHookResult({
         middleware: m.name,
         hook,
-        reason: `interrupted with a request its wait's request schema refuses: ${formatParseError(error)}`
+        reason: `interrupted with a request its wait's request schema refuses: ${reason}`
       }))
 
 /**
@@ -47,10 +82,8 @@ export const checkDecision = (
 ): Effect.Effect<{ readonly encoded: unknown; readonly decision: unknown }, unknown, any> =>
   Effect.gen(function*() {
     const wait = yield* waitOf(m, threadId)
-    const encoded = yield* Effect.mapError(
-      Schema.encodeUnknown(wait.decision)(value),
-      (error) => new InvalidResume({ threadId, middleware: m.name, reason: formatParseError(error) })
-    )
+    const encoded = yield* parsed(wait.decision, "encode", value, (reason) =>
+      new InvalidResume({ threadId, middleware: m.name, reason }))
     return { encoded, decision: yield* checked(m, wait, threadId, stored, encoded) }
   })
 
@@ -82,22 +115,15 @@ const checked = (
   encoded: unknown
 ) =>
   Effect.gen(function*() {
-    const decision = yield* Effect.mapError(
-      Schema.decodeUnknown(wait.decision)(encoded),
-      (error) => new InvalidResume({ threadId, middleware: m.name, reason: formatParseError(error) })
-    )
+    const decision = yield* parsed(wait.decision, "decode", encoded, (reason) =>
+      new InvalidResume({ threadId, middleware: m.name, reason }))
     if (wait.check !== undefined) {
-      const request = yield* Effect.mapError(
-        Schema.decodeUnknown(wait.request)(stored),
-        (error) =>
-          new InvalidResume({
-            threadId,
-            middleware: m.name,
-            reason: `the request the thread waits on does not decode with the wait's request schema: ${
-              formatParseError(error)
-            }`
-          })
-      )
+      const request = yield* parsed(wait.request, "decode", stored, (reason) =>
+        new InvalidResume({
+          threadId,
+          middleware: m.name,
+          reason: `the request the thread waits on does not decode with the wait's request schema: ${reason}`
+        }))
       yield* wait.check({ threadId, request, decision })
     }
     return decision
@@ -114,15 +140,12 @@ export const decodeStoredRequest = (
   threadId: string,
   value: unknown
 ): Effect.Effect<unknown, CheckpointError> =>
-  m?.wait === undefined ? Effect.succeed(value) : Effect.mapError(
-    Schema.decodeUnknown(m.wait.request)(value),
-    (error) =>
+  m?.wait === undefined ?
+    Effect.succeed(value) :
+    parsed(m.wait.request, "decode", value, (reason) =>
       new CheckpointError({
         threadId,
         operation: "load",
         description:
-          `the request of middleware "${m.name}" it waits on does not decode with its wait's request schema: ${
-            formatParseError(error)
-          }`
-      })
-  )
+          `the request of middleware "${m.name}" it waits on does not decode with its wait's request schema: ${reason}`
+      }))
