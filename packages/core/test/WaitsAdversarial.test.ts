@@ -13,13 +13,14 @@ const Approve = Schema.Struct({ approve: Schema.Boolean })
 const asking = <D, I>(options: {
   readonly decision: Schema.Schema<D, I>
   readonly seen: Array<unknown>
+  readonly request?: Schema.Schema<any, any>
   readonly ask?: unknown
   readonly check?: (answer: { readonly decision: D }) => Effect.Effect<void>
 }) =>
   Middleware.make({
     name: "ask",
     wait: {
-      request: Question,
+      request: options.request ?? Question,
       decision: options.decision,
       ...(options.check === undefined ? {} : { check: options.check })
     },
@@ -156,6 +157,51 @@ describe("typed waits against hostile input", () => {
       }).pipe(provide),
     120_000
   )
+
+  it.effect(
+    "a request that does not encode as JSON fails the run with InvalidHookResult; one that does is stored as JSON keeps it, in memory too",
+    () =>
+      Effect.gen(function*() {
+        const checkpointer = yield* Checkpointer.Checkpointer
+        const requests: ReadonlyArray<unknown> = [{ n: 1n }, cyclic, nested(100_000, (d) => ({ d }))]
+        for (const [i, ask] of requests.entries()) {
+          const agent = yield* Agent.make({
+            middleware: [asking({ decision: Approve, seen: [], request: Schema.Unknown, ask })]
+          })
+          const error = yield* Effect.flip(agent.run("hi", { threadId: `t${i}` }))
+          assert.strictEqual(error._tag, "InvalidHookResult")
+          assert.include(error.message, `interrupted with a request that does not encode as JSON`)
+          const stored = yield* checkpointer.load(`t${i}`)
+          assert.isTrue(Option.isNone(stored) || stored.value.pending === undefined)
+        }
+        const at = new Date("2026-12-06T10:00:00.000Z")
+        const agent = yield* Agent.make({
+          middleware: [asking({ decision: Approve, seen: [], request: Schema.Unknown, ask: { at, drop: () => 1 } })]
+        })
+        const result = yield* agent.run("hi", { threadId: "json" })
+        assert.strictEqual(result._tag === "Interrupted" ? result.interrupt.value.at : undefined, at)
+        const stored = yield* checkpointer.load("json")
+        assert.deepStrictEqual(
+          Option.map(stored, (checkpoint) => checkpoint.pending?.value),
+          Option.some({ at: at.toISOString() })
+        )
+      }).pipe(provide),
+    120_000
+  )
+
+  it.effect("a stored request the agent's schema refuses: agent.thread's CheckpointError scrubs the credentials it quotes", () =>
+    Effect.gen(function*() {
+      const key = "sk-abcdefghijklmnopqrstuvwxyz0123456789"
+      const first = yield* Agent.make({ middleware: [asking({ decision: Approve, seen: [], ask: { question: key } })] })
+      yield* first.run("hi", { threadId: "t" })
+      const stricter = yield* Agent.make({
+        middleware: [asking({ decision: Approve, seen: [], request: Schema.Struct({ question: Schema.Number }) })]
+      })
+      const error = yield* Effect.flip(stricter.thread("t"))
+      assert.strictEqual(error._tag, "CheckpointError")
+      assert.include(error.message, "does not decode with its wait's request schema")
+      assert.notInclude(error.message, key)
+    }).pipe(provide))
 
   it.effect("credentials a refused decision quotes are scrubbed from validateResume's error as from resume's", () =>
     Effect.gen(function*() {

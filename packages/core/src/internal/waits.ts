@@ -9,6 +9,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CheckpointError, InvalidHookResult, InvalidResume } from "../AgentError.js"
 import type * as Middleware from "../Middleware.js"
+import * as Secrets from "../Secrets.js"
 
 /** The longest description of a refused value: a huge value is not quoted whole (nor scrubbed whole after). */
 const maxReason = 2_000
@@ -33,8 +34,9 @@ const describe = (thrown: unknown) => {
 }
 
 /**
- * `value` encoded or decoded with `schema`, a refusal described by `refused`: a value whose reading throws (a
- * getter, a proxy's trap, nesting too deep for the parser) is refused too, instead of failing as a defect.
+ * `value` encoded or decoded with `schema`, a refusal described by `refused` (credentials it quotes scrubbed:
+ * not every caller is a run, whose failures are): a value whose reading throws (a getter, a proxy's trap,
+ * nesting too deep for the parser) is refused too, instead of failing as a defect.
  */
 const parsed = <E>(
   schema: Schema.Schema<any, any>,
@@ -43,11 +45,16 @@ const parsed = <E>(
   refused: (reason: string) => E
 ): Effect.Effect<unknown, E> =>
   Effect.suspend(() => (direction === "encode" ? Schema.encodeUnknown : Schema.decodeUnknown)(schema)(value)).pipe(
-    Effect.mapError((error) => refused(formatParseError(schema, error))),
-    Effect.catchAllDefect((thrown) => Effect.fail(refused(bounded(`reading it threw: ${describe(thrown)}`))))
+    Effect.mapError((error) => refused(Secrets.scrubText(formatParseError(schema, error)))),
+    Effect.catchAllDefect((thrown) =>
+      Effect.fail(refused(Secrets.scrubText(bounded(`reading it threw: ${describe(thrown)}`))))
+    )
   )
 
-/** The request a hook of `m` interrupted with, encoded for storage; a middleware with no wait cannot interrupt. */
+/**
+ * The request a hook of `m` interrupted with, encoded for storage (as JSON keeps it); a middleware with no wait
+ * cannot interrupt.
+ */
 export const encodeRequest = (
   m: Middleware.Any,
   hook: string,
@@ -66,7 +73,20 @@ export const encodeRequest = (
         middleware: m.name,
         hook,
         reason: `interrupted with a request its wait's request schema refuses: ${reason}`
-      }))
+      })).pipe(
+        // stored as every store keeps it, JSON (the in-memory store too): one JSON cannot write fails here
+        Effect.flatMap((encoded) =>
+          Effect.try({
+            try: () => encoded === undefined ? undefined : JSON.parse(JSON.stringify(encoded)) as unknown,
+            catch: (thrown) =>
+              new InvalidHookResult({
+                middleware: m.name,
+                hook,
+                reason: `interrupted with a request that does not encode as JSON: ${describe(thrown)}`
+              })
+          })
+        )
+      )
 
 /**
  * Checks the decision `value` a caller gives for the wait of `m` that the
