@@ -62,4 +62,31 @@ describe("typed waits on a durable run", () => {
     assert.isTrue(seen instanceof Approval)
     assert.strictEqual((seen as Approval).note, "ok")
   })
+
+  it.scopedLive("a decision refused by its schema, unreadable, or whose encoded form is not JSON fails resume with InvalidDecision; the run still waits and takes a good one", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const agent = Agent.layer({ middleware: [asking(Schema.Unknown, seen)] }).pipe(
+        Layer.provide(ScriptedModel.layer([ScriptedModel.text("done")]))
+      )
+      const context = yield* Layer.build(durable(agent))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "hi" }))
+      yield* run(Runs.await(runId, { untilWaiting: true }))
+      const cyclic: Record<string, unknown> = {}
+      cyclic.self = cyclic
+      const unreadable = {
+        get yes(): boolean {
+          throw new Error("getter boom")
+        }
+      }
+      for (const value of [{ n: 1n }, cyclic, unreadable]) {
+        const error = yield* Effect.flip(run(Runs.resume(runId, value, { principal: "alice" })))
+        assert.strictEqual(error._tag, "InvalidDecision")
+        assert.strictEqual((yield* run(Runs.status(runId))).state, "Waiting")
+      }
+      yield* run(Runs.resume(runId, { yes: true }, { principal: "alice" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      assert.deepStrictEqual(seen, [{ yes: true }])
+    }))
 })
