@@ -89,4 +89,22 @@ describe("typed waits on a durable run", () => {
       assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
       assert.deepStrictEqual(seen, [{ yes: true }])
     }))
+
+  it.scopedLive("a decision whose encoded form JSON does not give back as it decodes (NaN for a number) is refused before it is claimed", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const agent = Agent.layer({ middleware: [asking(Schema.Number, seen)] }).pipe(
+        Layer.provide(ScriptedModel.layer([ScriptedModel.text("done")]))
+      )
+      const context = yield* Layer.build(durable(agent))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "hi" }))
+      yield* run(Runs.await(runId, { untilWaiting: true }))
+      const error = yield* Effect.flip(run(Runs.resume(runId, Number.NaN, { principal: "alice" })))
+      assert.strictEqual(error._tag, "InvalidDecision")
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Waiting")
+      yield* run(Runs.resume(runId, 7, { principal: "alice" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      assert.deepStrictEqual(seen, [7])
+    }))
 })

@@ -76,34 +76,44 @@ export const encodeRequest = (
       })).pipe(
         // stored as every store keeps it, JSON (the in-memory store too): one JSON cannot write fails here
         Effect.flatMap((encoded) =>
-          Effect.try({
-            try: () => encoded === undefined ? undefined : JSON.parse(JSON.stringify(encoded)) as unknown,
-            catch: (thrown) =>
-              new InvalidHookResult({
-                middleware: m.name,
-                hook,
-                reason: `interrupted with a request that does not encode as JSON: ${describe(thrown)}`
-              })
-          })
+          asJson(encoded, (reason) =>
+            new InvalidHookResult({
+              middleware: m.name,
+              hook,
+              reason: `interrupted with a request that does not encode as JSON: ${reason}`
+            }))
         )
       )
+
+/** `encoded` as JSON keeps it (what a store or a durable journal gives back), or why JSON cannot write it. */
+const asJson = <E>(encoded: unknown, refused: (reason: string) => E): Effect.Effect<unknown, E> =>
+  Effect.try({
+    try: () => encoded === undefined ? undefined : JSON.parse(JSON.stringify(encoded)) as unknown,
+    catch: (thrown) => refused(describe(thrown))
+  })
 
 /**
  * Checks the decision `value` a caller gives for the wait of `m` that the
  * thread stops at (`stored`: its request as stored): it must encode with the
  * wait's decision schema, and pass the wait's check. Gives the decision
  * encoded (what a durable journal stores) and decoded (what the hook gets).
+ * `asPosted`: the encoded decision is taken as JSON keeps it, and that copy
+ * is decoded and checked, as a durable run will (`validateResume`).
  */
 export const checkDecision = (
   m: Middleware.Any,
   threadId: string,
   stored: unknown,
-  value: unknown
+  value: unknown,
+  asPosted = false
 ): Effect.Effect<{ readonly encoded: unknown; readonly decision: unknown }, unknown, any> =>
   Effect.gen(function*() {
     const wait = yield* waitOf(m, threadId)
-    const encoded = yield* parsed(wait.decision, "encode", value, (reason) =>
-      new InvalidResume({ threadId, middleware: m.name, reason }))
+    const refused = (reason: string) => new InvalidResume({ threadId, middleware: m.name, reason })
+    const given = yield* parsed(wait.decision, "encode", value, refused)
+    const encoded = asPosted
+      ? yield* asJson(given, (reason) => refused(`the decision does not encode as JSON: ${reason}`))
+      : given
     return { encoded, decision: yield* checked(m, wait, threadId, stored, encoded) }
   })
 
