@@ -256,10 +256,17 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
   /**
    * Checks `value` against the wait `threadId` stops at (its middleware's
    * `wait`: the decision schema, then its `check`) without running
-   * anything; gives the pending interrupt. `resume` runs the same check
-   * first.
+   * anything; gives the pending interrupt, with the decision encoded by
+   * the wait's decision schema as JSON keeps it (`encodedDecision`: what a
+   * durable run posts, and decodes for the hook). `resume` runs the same
+   * check first; this one also refuses a decision whose encoded form JSON
+   * cannot write or does not give back as it decodes (a BigInt, a NaN for
+   * `Schema.Number`), as a durable run would.
    */
-  validateResume(threadId: string, value: Wait.DecisionOf<W>): Effect.Effect<Checkpointer.PendingInterrupt, RunError<E>>
+  validateResume(
+    threadId: string,
+    value: Wait.DecisionOf<W>
+  ): Effect.Effect<Checkpointer.PendingInterrupt & { readonly encodedDecision: unknown }, RunError<E>>
   /**
    * Runs the agent again on a recorded run (`RunRecord.record`, or read with
    * `RunRecord.fromJsonl`) without calling the model or any tool: the

@@ -268,7 +268,8 @@ describe("AgentWorkflow on the memory engine", () => {
       // the middleware's error comes back as itself, to match with its own classes
       assert.instanceOf((wrongCall as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.UnknownCallId)
       const notJson = yield* run(
-        Effect.flip(Runs.resume(runId, [{ ...approval[0], note: 1n }], { principal: "alice" }))
+        // (a field the decision schema does not know is dropped when it encodes the decision: only what it keeps is posted)
+        Effect.flip(Runs.resume(runId, [{ ...approval[0]!, type: "edit", args: { path: 1n } }], { principal: "alice" }))
       )
       assert.strictEqual(notJson._tag, "InvalidDecision")
       const refused = yield* run(Effect.flip(Runs.resume(runId, approval, { principal: "mallory" })))

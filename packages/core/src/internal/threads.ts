@@ -340,8 +340,8 @@ export const make = (
     })
 
   /** A decision checked against the wait of the middleware that waits: encoded and decoded. */
-  const checkValue = (threadId: string, { middleware, pending }: Pending, value: unknown) =>
-    Effect.provide(Waits.checkDecision(middleware, threadId, pending.value, value), config.context)
+  const checkValue = (threadId: string, { middleware, pending }: Pending, value: unknown, asPosted = false) =>
+    Effect.provide(Waits.checkDecision(middleware, threadId, pending.value, value, asPosted), config.context)
 
   /** The run of a waiting thread that goes on with `value`, at the hook that waits (`resume`, `resumeStream`). */
   const resume = (id: string, value: unknown, own: Emit | undefined) =>
@@ -369,15 +369,19 @@ export const make = (
             })), afterRun)
       ))
 
-  /** `validateResume`: the wait of the thread, once the value is checked against it. */
+  /**
+   * `validateResume`: the wait of the thread and the decision encoded as JSON keeps it (what a durable journal
+   * posts), once that copy is checked as a durable run will. Its failures leave scrubbed, as a run's do: a
+   * refused value is quoted in them.
+   */
   const validateResume = (id: string, value: unknown) =>
     Effect.gen(function*() {
       yield* open
       const threadId = yield* checkThreadId(id)
       const waiting = yield* pendingOf(threadId, yield* load(threadId))
-      yield* checkValue(threadId, waiting, value)
-      return waiting.pending
-    })
+      const { encoded } = yield* checkValue(threadId, waiting, value, true)
+      return { ...waiting.pending, encodedDecision: encoded }
+    }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
 
   const send = (threadId: string, message: Prompt.RawInput, options?: Agent.SendOptions) =>
     Effect.gen(function*() {

@@ -9,10 +9,52 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CheckpointError, InvalidHookResult, InvalidResume } from "../AgentError.js"
 import type * as Middleware from "../Middleware.js"
+import * as Secrets from "../Secrets.js"
 
-const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
+/** The longest description of a refused value: a huge value is not quoted whole (nor scrubbed whole after). */
+const maxReason = 2_000
 
-/** The request a hook of `m` interrupted with, encoded for storage; a middleware with no wait cannot interrupt. */
+const bounded = (text: string) => text.length <= maxReason ? text : `${text.slice(0, maxReason)}… (cut)`
+
+/** What `schema` refused; a value too deep to describe (or whose reading throws) is named by the schema alone. */
+const formatParseError = (schema: Schema.Schema<any, any>, error: ParseResult.ParseError) => {
+  try {
+    return bounded(ParseResult.TreeFormatter.formatErrorSync(error))
+  } catch (thrown) {
+    return bounded(`Expected ${String(schema.ast)}; the value given could not be described: ${describe(thrown)}`)
+  }
+}
+
+const describe = (thrown: unknown) => {
+  try {
+    return thrown instanceof Error ? thrown.message : String(thrown)
+  } catch {
+    return "(unreadable)"
+  }
+}
+
+/**
+ * `value` encoded or decoded with `schema`, a refusal described by `refused` (credentials it quotes scrubbed:
+ * not every caller is a run, whose failures are): a value whose reading throws (a getter, a proxy's trap,
+ * nesting too deep for the parser) is refused too, instead of failing as a defect.
+ */
+const parsed = <E>(
+  schema: Schema.Schema<any, any>,
+  direction: "encode" | "decode",
+  value: unknown,
+  refused: (reason: string) => E
+): Effect.Effect<unknown, E> =>
+  Effect.suspend(() => (direction === "encode" ? Schema.encodeUnknown : Schema.decodeUnknown)(schema)(value)).pipe(
+    Effect.mapError((error) => refused(Secrets.scrubText(formatParseError(schema, error)))),
+    Effect.catchAllDefect((thrown) =>
+      Effect.fail(refused(Secrets.scrubText(bounded(`reading it threw: ${describe(thrown)}`))))
+    )
+  )
+
+/**
+ * The request a hook of `m` interrupted with, encoded for storage (as JSON keeps it); a middleware with no wait
+ * cannot interrupt.
+ */
 export const encodeRequest = (
   m: Middleware.Any,
   hook: string,
@@ -26,31 +68,52 @@ export const encodeRequest = (
         reason: "interrupted, but the middleware declares no wait (Middleware.make({ wait: { request, decision } }))"
       })
     )
-    : Effect.mapError(Schema.encodeUnknown(m.wait.request)(request), (error) =>
+    : parsed(m.wait.request, "encode", request, (reason) =>
       new InvalidHookResult({
         middleware: m.name,
         hook,
-        reason: `interrupted with a request its wait's request schema refuses: ${formatParseError(error)}`
-      }))
+        reason: `interrupted with a request its wait's request schema refuses: ${reason}`
+      })).pipe(
+        // stored as every store keeps it, JSON (the in-memory store too): one JSON cannot write fails here
+        Effect.flatMap((encoded) =>
+          asJson(encoded, (reason) =>
+            new InvalidHookResult({
+              middleware: m.name,
+              hook,
+              reason: `interrupted with a request that does not encode as JSON: ${reason}`
+            }))
+        )
+      )
+
+/** `encoded` as JSON keeps it (what a store or a durable journal gives back), or why JSON cannot write it. */
+const asJson = <E>(encoded: unknown, refused: (reason: string) => E): Effect.Effect<unknown, E> =>
+  Effect.try({
+    try: () => encoded === undefined ? undefined : JSON.parse(JSON.stringify(encoded)) as unknown,
+    catch: (thrown) => refused(describe(thrown))
+  })
 
 /**
  * Checks the decision `value` a caller gives for the wait of `m` that the
  * thread stops at (`stored`: its request as stored): it must encode with the
  * wait's decision schema, and pass the wait's check. Gives the decision
  * encoded (what a durable journal stores) and decoded (what the hook gets).
+ * `asPosted`: the encoded decision is taken as JSON keeps it, and that copy
+ * is decoded and checked, as a durable run will (`validateResume`).
  */
 export const checkDecision = (
   m: Middleware.Any,
   threadId: string,
   stored: unknown,
-  value: unknown
+  value: unknown,
+  asPosted = false
 ): Effect.Effect<{ readonly encoded: unknown; readonly decision: unknown }, unknown, any> =>
   Effect.gen(function*() {
     const wait = yield* waitOf(m, threadId)
-    const encoded = yield* Effect.mapError(
-      Schema.encodeUnknown(wait.decision)(value),
-      (error) => new InvalidResume({ threadId, middleware: m.name, reason: formatParseError(error) })
-    )
+    const refused = (reason: string) => new InvalidResume({ threadId, middleware: m.name, reason })
+    const given = yield* parsed(wait.decision, "encode", value, refused)
+    const encoded = asPosted
+      ? yield* asJson(given, (reason) => refused(`the decision does not encode as JSON: ${reason}`))
+      : given
     return { encoded, decision: yield* checked(m, wait, threadId, stored, encoded) }
   })
 
@@ -82,22 +145,15 @@ const checked = (
   encoded: unknown
 ) =>
   Effect.gen(function*() {
-    const decision = yield* Effect.mapError(
-      Schema.decodeUnknown(wait.decision)(encoded),
-      (error) => new InvalidResume({ threadId, middleware: m.name, reason: formatParseError(error) })
-    )
+    const decision = yield* parsed(wait.decision, "decode", encoded, (reason) =>
+      new InvalidResume({ threadId, middleware: m.name, reason }))
     if (wait.check !== undefined) {
-      const request = yield* Effect.mapError(
-        Schema.decodeUnknown(wait.request)(stored),
-        (error) =>
-          new InvalidResume({
-            threadId,
-            middleware: m.name,
-            reason: `the request the thread waits on does not decode with the wait's request schema: ${
-              formatParseError(error)
-            }`
-          })
-      )
+      const request = yield* parsed(wait.request, "decode", stored, (reason) =>
+        new InvalidResume({
+          threadId,
+          middleware: m.name,
+          reason: `the request the thread waits on does not decode with the wait's request schema: ${reason}`
+        }))
       yield* wait.check({ threadId, request, decision })
     }
     return decision
@@ -114,15 +170,12 @@ export const decodeStoredRequest = (
   threadId: string,
   value: unknown
 ): Effect.Effect<unknown, CheckpointError> =>
-  m?.wait === undefined ? Effect.succeed(value) : Effect.mapError(
-    Schema.decodeUnknown(m.wait.request)(value),
-    (error) =>
+  m?.wait === undefined ?
+    Effect.succeed(value) :
+    parsed(m.wait.request, "decode", value, (reason) =>
       new CheckpointError({
         threadId,
         operation: "load",
         description:
-          `the request of middleware "${m.name}" it waits on does not decode with its wait's request schema: ${
-            formatParseError(error)
-          }`
-      })
-  )
+          `the request of middleware "${m.name}" it waits on does not decode with its wait's request schema: ${reason}`
+      }))

@@ -321,19 +321,14 @@ export const make = (options: Options): AgentWorkflow => {
       return yield* new NotWaiting({ runId, reason: "it waits for no decision (any it waited for was given)" })
     }
     const { key, middleware } = waiting.value
-    // the run gets the decision as stored (JSON), here or after a restart: check and authorize that
-    const encoded = yield* encodeDecision({ value, by: principal, decidedAt: yield* Clock.currentTimeMillis }).pipe(
-      Effect.mapError((error) => new InvalidDecision({ runId, error, description: error.message }))
-    )
-    const decision = yield* Effect.orDie(decodeDecision(encoded))
     yield* (yield* Authorizer.Authorizer).authorize({
       runId,
       threadId: record.threadId,
       principal,
       pending: { key, middleware, value: waiting.value.value },
-      value: decision.value
+      value
     })
-    const pending = yield* loop.validateResume(record.threadId, decision.value).pipe(
+    const pending = yield* loop.validateResume(record.threadId, value).pipe(
       Effect.mapError((error: unknown): NotWaiting | InvalidDecision | CheckpointError =>
         error instanceof ThreadStateError
           ? new NotWaiting({ runId, reason: Secrets.messageOf(error) })
@@ -345,6 +340,14 @@ export const make = (options: Options): AgentWorkflow => {
     if (pending.key !== undefined && pending.key !== key) {
       return yield* new NotWaiting({ runId, reason: "the decision it waited for changed while this one was checked" })
     }
+    // the run gets the decision encoded by its wait's schema, as stored (JSON), here or after a restart: the
+    // run decodes it for the hook
+    const encoded = yield* encodeDecision({
+      value: pending.encodedDecision,
+      by: principal,
+      decidedAt: yield* Clock.currentTimeMillis
+    }).pipe(Effect.mapError((error) => new InvalidDecision({ runId, error, description: error.message })))
+    const decision = yield* Effect.orDie(decodeDecision(encoded))
     yield* store.claimDecision(runId, key, encoded).pipe(
       // the claim that won may not have reached the run (its claimer died): deliver it, and still refuse this
       // one; a claim that can never reach it says so instead
