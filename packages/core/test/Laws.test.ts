@@ -2,53 +2,18 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Either, FastCheck, Layer } from "effect"
+import { toTurns, turnsArb } from "./scripts.js"
 import { Calculator, CalculatorLive, encoded, encodedRequests, passThrough } from "./utils.js"
-
-/** A tool call of a scripted turn: a valid `add`, one with invalid arguments, or one of an unknown tool. */
-const CallArb = FastCheck.oneof(
-  FastCheck.record({
-    kind: FastCheck.constant("add" as const),
-    a: FastCheck.integer({ min: -1000, max: 1000 }),
-    b: FastCheck.integer({ min: -1000, max: 1000 })
-  }),
-  FastCheck.record({ kind: FastCheck.constant("invalid" as const), a: FastCheck.string({ maxLength: 5 }) }),
-  FastCheck.record({ kind: FastCheck.constant("unknown" as const), name: FastCheck.constantFrom("multiply", "divide") })
-)
-
-const TurnArb = FastCheck.record({
-  text: FastCheck.option(FastCheck.string({ maxLength: 30 }), { nil: undefined }),
-  calls: FastCheck.array(CallArb, { minLength: 1, maxLength: 3 })
-})
 
 /** A conversation script: some tool-calling turns, then a final text reply. */
 const ScriptArb = FastCheck.record({
   input: FastCheck.string({ minLength: 1, maxLength: 30 }),
-  turns: FastCheck.array(TurnArb, { maxLength: 3 }),
+  turns: turnsArb(),
   // a blank final answer is an empty reply, which fails the run (ModelReplyError)
   final: FastCheck.string({ minLength: 1, maxLength: 40 }).filter((text) => text.trim() !== "")
 })
 
 type Script = typeof ScriptArb extends FastCheck.Arbitrary<infer A> ? A : never
-
-const toTurns = (script: Script): ReadonlyArray<ScriptedModel.Turn> => [
-  ...script.turns.map((turn, t) =>
-    ScriptedModel.toolCalls(
-      turn.calls.map((call, c) => {
-        const id = `call_${t}_${c}`
-        switch (call.kind) {
-          case "add":
-            return { id, name: "add", params: { a: call.a, b: call.b } }
-          case "invalid":
-            return { id, name: "add", params: { a: call.a } }
-          case "unknown":
-            return { id, name: call.name, params: { a: 1, b: 2 } }
-        }
-      }),
-      { text: turn.text }
-    )
-  ),
-  ScriptedModel.text(script.final)
-]
 
 /** Runs the script through an agent with `middleware`; returns what can be observed. */
 const observe = (script: Script, middleware: ReadonlyArray<Middleware.Any>) =>

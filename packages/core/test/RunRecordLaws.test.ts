@@ -2,55 +2,19 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, RunRecord } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Either, FastCheck } from "effect"
+import { toTurns, turnsArb } from "./scripts.js"
 import { Calculator, encoded, passThrough } from "./utils.js"
-
-/** A tool call of a scripted turn: a valid `add`, one with invalid arguments, or one of an unknown tool. */
-const CallArb = FastCheck.oneof(
-  FastCheck.record({
-    kind: FastCheck.constant("add" as const),
-    a: FastCheck.integer({ min: -1000, max: 1000 }),
-    b: FastCheck.integer({ min: -1000, max: 1000 })
-  }),
-  FastCheck.record({ kind: FastCheck.constant("invalid" as const), a: FastCheck.string({ maxLength: 5 }) }),
-  FastCheck.record({ kind: FastCheck.constant("unknown" as const), name: FastCheck.constantFrom("multiply", "divide") })
-)
 
 /** A scripted run: some tool-calling turns (text, unicode and all), then a final text reply. */
 const ScriptArb = FastCheck.record({
   input: FastCheck.string({ minLength: 1, maxLength: 30, unit: "binary" }),
   systemPrompt: FastCheck.string({ maxLength: 20 }),
-  turns: FastCheck.array(
-    FastCheck.record({
-      text: FastCheck.option(FastCheck.string({ maxLength: 30, unit: "binary" }), { nil: undefined }),
-      calls: FastCheck.array(CallArb, { minLength: 1, maxLength: 3 })
-    }),
-    { maxLength: 3 }
-  ),
+  turns: turnsArb("binary"),
   final: FastCheck.string({ minLength: 1, maxLength: 40, unit: "binary" }).filter((text) => text.trim() !== ""),
   middleware: FastCheck.integer({ min: 0, max: 2 })
 })
 
 type Script = typeof ScriptArb extends FastCheck.Arbitrary<infer A> ? A : never
-
-const toTurns = (script: Script): ReadonlyArray<ScriptedModel.Turn> => [
-  ...script.turns.map((turn, t) =>
-    ScriptedModel.toolCalls(
-      turn.calls.map((call, c) => {
-        const id = `call_${t}_${c}`
-        switch (call.kind) {
-          case "add":
-            return { id, name: "add", params: { a: call.a, b: call.b } }
-          case "invalid":
-            return { id, name: "add", params: { a: call.a } }
-          case "unknown":
-            return { id, name: call.name, params: { a: 1, b: 2 } }
-        }
-      }),
-      { text: turn.text }
-    )
-  ),
-  ScriptedModel.text(script.final)
-]
 
 /** The agent of a script, with a tool that counts its calls. */
 const agentOf = (script: Script, calls: { count: number }) =>
