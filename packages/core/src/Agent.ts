@@ -718,7 +718,12 @@ export const make = <
       context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>
     })
     return service as AgentOf<Mws, O>
-  }) as any
+    // the generator's errors and services are the middleware's and toolkit's as built (`any`): typed here
+  }) as Effect.Effect<
+    AgentOf<Mws, O>,
+    BuildError<Mws, TE>,
+    LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
+  >
 
 /** The first middleware that names tools the agent does not have, as an `UnknownTools`. */
 const unknownToolsOf = (

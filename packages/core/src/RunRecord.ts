@@ -31,6 +31,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type * as Agent from "./Agent.js"
@@ -330,7 +331,7 @@ const recording = (
   input: { value: ReadonlyArray<Prompt.Message> },
   keeper: ReturnType<typeof requestKeeper>
 ): RunJournal.Service => {
-  const sent = new Map<number, { sent: unknown; reply: unknown }>()
+  const sent = new Map<number, Required<Pick<Step, "sent" | "reply">>>()
   return RunJournal.RunJournal.of({
     durable: false,
     await: (interrupt) =>
@@ -355,7 +356,7 @@ const recording = (
                 name: RunJournal.stepName(key),
                 kind: key._tag,
                 result: kept(encodeResult(key, value)),
-                ...(model === undefined ? {} : model as any),
+                ...model,
                 startedAt,
                 durationMillis: ended - startedAt
               }))
@@ -371,11 +372,12 @@ const recording = (
           Effect.sync(() => {
             sent.set(request.step, {
               sent: keeper.request(request),
+              // plain JSON of the reply's encoded form, scrubbed: the shape `Step.reply` declares
               reply: kept({
                 message: keptMessage(reply.message),
                 usage: reply.usage,
                 finishReason: reply.finishReason
-              })
+              }) as Step["reply"] & {}
             })
           }))
     }
@@ -518,8 +520,8 @@ const parseLine = (text: string, line: number): Either.Either<unknown, RunRecord
 
 /** The header of line 1, or why it is none: another version is named. */
 const readHeader = (json: unknown): Either.Either<Header, RunRecordError> => {
-  if (typeof json === "object" && json !== null && (json as any)._tag === "RunRecord") {
-    const found = (json as any).version
+  if (Predicate.hasProperty(json, "_tag") && json._tag === "RunRecord") {
+    const found = Predicate.hasProperty(json, "version") ? json.version : undefined
     if (found !== version) {
       return Either.left(
         new RunRecordError({

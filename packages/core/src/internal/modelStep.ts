@@ -316,7 +316,7 @@ export const make = (config: Compiled) => {
             run,
             m.name,
             "wrapModelCall",
-            hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as any))
+            hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as Middleware.NextModelCall))
           ),
           updates
         ),

@@ -22,9 +22,10 @@ export interface OutputTool {
 
 /** The output tool named `name`, whose parameters are `schema`. */
 export const make = (schema: Schema.Schema<any, any>, name: string): OutputTool => {
-  const tool = (Tool.make(name, {
+  // a responseFormat may be any schema; @effect/ai types parameters as a struct (its JSON schema is taken as it is)
+  const tool: Tool.Any = Tool.make(name, {
     description: "Give your final answer with this tool, in the required structure. Call it once, when you are done."
-  }) as any).setParameters(schema) as Tool.Any
+  }).setParameters(schema as unknown as Tool.AnyParametersSchema)
   const decodeUnknown = Schema.decodeUnknownEither(schema)
   const decoded = new WeakMap<Prompt.ToolCallPart, Either.Either<unknown, ParseResult.ParseError>>()
   const decode = (call: Prompt.ToolCallPart) => {

@@ -96,7 +96,9 @@ export const same = (a: unknown, b: unknown): boolean => {
   if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false
   if (Array.isArray(a)) return Array.isArray(b) && a.length === b.length && a.every((x, i) => same(x, b[i]))
   if (Array.isArray(b)) return false
-  const keysA = Object.keys(a).filter((k) => (a as any)[k] !== undefined)
-  const keysB = Object.keys(b).filter((k) => (b as any)[k] !== undefined)
-  return keysA.length === keysB.length && keysA.every((k) => same((a as any)[k], (b as any)[k]))
+  const recordA = a as Readonly<Record<string, unknown>>
+  const recordB = b as Readonly<Record<string, unknown>>
+  const keysA = Object.keys(recordA).filter((k) => recordA[k] !== undefined)
+  const keysB = Object.keys(recordB).filter((k) => recordB[k] !== undefined)
+  return keysA.length === keysB.length && keysA.every((k) => same(recordA[k], recordB[k]))
 }

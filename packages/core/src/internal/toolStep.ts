@@ -111,7 +111,7 @@ export const make = (config: Compiled, save: Save) => {
             run,
             m.name,
             "wrapToolCall",
-            hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as any))
+            hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as Middleware.NextToolCall))
           ),
           answered(m.name, request.call, updates)
         ),

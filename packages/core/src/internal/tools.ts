@@ -67,7 +67,8 @@ export const wireTool: (tool: Tool.Any) => Tool.Any = identityMemo((tool) => {
   return Tool.isUserDefined(tool) ? tool.setParameters(anyArguments) : tool
 })
 
-const unreachableHandle = () => Effect.dieMessage("the agent resolves tool calls itself")
+const unreachableHandle: Toolkit.WithHandler<Record<string, Tool.Any>>["handle"] = () =>
+  Effect.dieMessage("the agent resolves tool calls itself")
 
 /** The toolkit handed to `LanguageModel`, built once per tool list. */
 export const wireToolkit = (
@@ -78,7 +79,7 @@ const wireToolkitOf = identityMemo((tools: ReadonlyArray<Tool.Any>): Toolkit.Wit
   // no prototype: a tool the model names `constructor` or `toString` is not found on it
   const record: Record<string, Tool.Any> = Object.create(null)
   for (const tool of tools) record[tool.name] = wireTool(tool)
-  return { tools: record, handle: unreachableHandle as any }
+  return { tools: record, handle: unreachableHandle }
 })
 
 const formatCause = (cause: unknown): string =>
@@ -272,7 +273,7 @@ export const lastAssistantCallsTools = (messages: ReadonlyArray<Prompt.Message>)
 /** The type of the `toolChoice` option. */
 export type ToolChoice = LanguageModel.ToolChoice<string>
 
-const emptyToolkit: Toolkit.WithHandler<Record<string, Tool.Any>> = { tools: {}, handle: unreachableHandle as any }
+const emptyToolkit: Toolkit.WithHandler<Record<string, Tool.Any>> = { tools: {}, handle: unreachableHandle }
 
 type PartDecoder = (u: unknown) => Effect.Effect<Response.AnyPart, ParseResult.ParseError>
 
