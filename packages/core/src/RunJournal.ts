@@ -23,6 +23,7 @@ import * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Checkpointer from "./Checkpointer.js"
+import type * as Middleware from "./Middleware.js"
 
 /**
  * The name of one step of a run, and what the step gives (`A`): the load of
@@ -465,18 +466,13 @@ export interface Witness {
 }
 
 /**
- * A model's reply as the end of the `wrapModelCall` chain gives it.
+ * A model's reply as the end of the `wrapModelCall` chain gives it: a
+ * `Middleware.ModelResponse` without the state updates of the hooks around.
  *
  * @since 0.1.0
  * @category models
  */
-export interface ModelReply {
-  readonly message: Prompt.AssistantMessage
-  readonly toolCalls: ReadonlyArray<Prompt.ToolCallPart>
-  readonly usage: Response.Usage
-  readonly finishReason: Response.FinishReason
-  readonly offeredTools?: ReadonlyArray<string> | undefined
-}
+export type ModelReply = Omit<Middleware.ModelResponse, "state">
 
 /**
  * A hook interrupted the run and waits for a value.
