@@ -241,6 +241,8 @@ export const measure = async (
     readonly modes: ReadonlyArray<AblationMode>
     readonly middleware: ReadonlyArray<number>
     readonly steps: number
+    /** The variants to time (the first is the one the others are relative to); {@link variants} by default. */
+    readonly variants?: ReadonlyArray<Variant> | undefined
   }
 ): Promise<Array<AblationResult>> => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-ablation-"))
@@ -256,7 +258,7 @@ export const measure = async (
     transpile(childDir)
     const childFile = path.join(childDir, "ablationChild.js")
     const loaded: Array<{ variant: Variant; applicable: boolean; dir: string }> = []
-    for (const [index, variant] of variants.entries()) {
+    for (const [index, variant] of (options.variants ?? variants).entries()) {
       const dir = path.join(tmp, `variant-${index}`)
       // the core's copy, and beside it (in workflow/) the durable package's, importing that copy
       for (const [pkg, into] of [["core", dir], ["workflow", path.join(dir, "workflow")]] as const) {

@@ -452,6 +452,36 @@ describe("state updates from wrapModelCall (LangChain's wrap hooks return them w
     }).pipe(provide(oneToolCall)))
 })
 
+describe("state updates from a middleware that declares no state", () => {
+  it.effect("are dropped: no StateUpdated, nothing on the stored result, the hooks around never see them", () =>
+    Effect.gen(function*() {
+      const outer: Array<unknown> = []
+      const watcher = Middleware.make({
+        name: "watcher",
+        wrapModelCall: (request, next) =>
+          Effect.tap(next(request), (response) => Effect.sync(() => void outer.push(response.state))),
+        wrapToolCall: (request, next) =>
+          Effect.tap(next(request), (result) => Effect.sync(() => void outer.push("state" in result)))
+      })
+      const stateless = Middleware.make({
+        name: "stateless",
+        wrapModelCall: (request, next) => Effect.map(next(request), (response) => ({ ...response, state: { n: 1 } })),
+        wrapToolCall: (request, next) => Effect.map(next(request), (result) => ({ ...result, state: { n: 1 } }))
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [watcher, stateless] })
+      const events = yield* Stream.runCollect(agent.stream("What is 1 + 2?", { threadId: "t" }))
+      assert.deepStrictEqual(
+        Array.from(events).filter((event) => event._tag === "StateUpdated"),
+        []
+      )
+      assert.deepStrictEqual(outer, [undefined, false, undefined])
+      const stored = Option.getOrThrow(yield* agent.thread("t"))
+      assert.isFalse("n" in stored.state)
+      const [part] = toolResults(stored.state.messages)
+      assert.deepStrictEqual([part!.result, "state" in part!], [3, false])
+    }).pipe(provide(oneToolCall)))
+})
+
 describe("state updates from wrapToolCall (LangChain's wrap hooks return them with the result)", () => {
   const twoToolCalls = [
     ScriptedModel.toolCalls([

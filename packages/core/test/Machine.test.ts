@@ -50,7 +50,9 @@ describe("the phase machine", () => {
       "receive",
       "tools"
     ])
-    const steps = Object.keys(Driver.steps({ nodes: {}, layout: {} } as any, (() => undefined) as any)).sort()
+    const steps = Object.keys(
+      Driver.steps({ nodes: {}, layout: {}, wrapModel: [], wrapTool: [] } as any, (() => undefined) as any)
+    ).sort()
     assert.deepStrictEqual(steps, [...routed, "done", "wait"].sort())
   })
 

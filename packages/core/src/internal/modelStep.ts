@@ -23,6 +23,7 @@ import type * as RunJournal from "../RunJournal.js"
 import * as Secrets from "../Secrets.js"
 import type { Compiled } from "./config.js"
 import { drain } from "./drain.js"
+import { identityMemo } from "./fast/identityMemo.js"
 import { hookEffect, modelResponseProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
@@ -172,7 +173,7 @@ export const make = (config: Compiled) => {
     m: Middleware.Any,
     request: Middleware.ModelRequest,
     response: Effect.Effect<Middleware.ModelResponse, any, any>,
-    updates: Array<WrapUpdates.Update>
+    updates: Array<WrapUpdates.Update> | undefined
   ): Effect.Effect<Middleware.ModelResponse, any, any> =>
     Effect.flatMap(response, (response): Effect.Effect<Middleware.ModelResponse, any> => {
       const problem = modelResponseProblem(response)
@@ -183,9 +184,10 @@ export const make = (config: Compiled) => {
         return Effect.fail(new EmptyModelResponse({ middleware: m.name, step: request.step }))
       }
       if (response.state === undefined) return Effect.succeed(response)
-      // the hook's state update is the agent's to apply: the hooks around never see it
+      // the hook's state update is the agent's to apply (when its middleware declares state): the hooks
+      // around never see it
       const { state, ...rest } = response
-      updates.push({ middleware: m.name, state })
+      if (updates !== undefined) updates.push({ middleware: m.name, state })
       return Effect.succeed(rest)
     })
 
@@ -305,23 +307,36 @@ export const make = (config: Compiled) => {
       : witnessed
   }
 
-  /** The `wrapModelCall` chain of one model call; the state updates its hooks return go to `updates`. */
-  const modelChain = (run: RunContext, updates: Array<WrapUpdates.Update>) =>
+  /**
+   * The `wrapModelCall` chain of a model call; the state updates its hooks
+   * return go to `updates` (without: nothing is collected, and the chain
+   * serves every model call of the run).
+   */
+  const modelChain = (run: RunContext, updates: Array<WrapUpdates.Update> | undefined) =>
     wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
-      (next, m) => (request) =>
-        checkedResponse(
-          m,
-          request,
-          Observer.inHook(
-            run,
-            m.name,
-            "wrapModelCall",
-            hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as Middleware.NextModelCall))
-          ),
-          updates
-        ),
+      (next, m) => {
+        const into = updates !== undefined && WrapUpdates.canUpdate(config, m.name) ? updates : undefined
+        return (request) =>
+          checkedResponse(
+            m,
+            request,
+            Observer.inHook(
+              run,
+              m.name,
+              "wrapModelCall",
+              hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as Middleware.NextModelCall))
+            ),
+            into
+          )
+      },
       callModel(run)
     )
+
+  /** Whether a `wrapModelCall` hook can update state: then each model call collects its own updates. */
+  const collects = wrapModel.some((m) => WrapUpdates.canUpdate(config, m.name))
+
+  /** The chain of a run whose `wrapModelCall` hooks cannot update state: one for all its model calls. */
+  const runChain = identityMemo((run: RunContext) => modelChain(run, undefined))
 
   /** The model call of `state`: its request through the chain, journaled as the run's step. */
   const modelCall = (run: RunContext, state: RunState.RunState): Effect.Effect<RunJournal.ModelCall, unknown, any> => {
@@ -336,9 +351,9 @@ export const make = (config: Compiled) => {
       threadId: run.threadId,
       step: state.step
     }
-    // the state updates of this call's wrap hooks (none without a hook)
-    const updates: Array<WrapUpdates.Update> = []
-    const chain = wrapModel.length === 0 ? callModel(run) : modelChain(run, updates)
+    // the state updates of this call's wrap hooks (none to collect when no hook can update state)
+    const updates = collects ? [] : undefined
+    const chain = updates === undefined ? runChain(run) : modelChain(run, updates)
     // built once the step starts (after ModelCallStarted): building it calls the wrap hooks
     const call = () =>
       journaled(
@@ -354,7 +369,7 @@ export const make = (config: Compiled) => {
             finishReason: response.finishReason,
             // a hook that answered without calling the model names no tools: all the agent's count as offered
             offered: response.offeredTools ?? toolNames,
-            ...(updates.length === 0 ? {} : { updates })
+            ...(updates === undefined || updates.length === 0 ? {} : { updates })
           }))
         )
       )

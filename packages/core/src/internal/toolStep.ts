@@ -15,6 +15,7 @@ import * as AgentState from "../AgentState.js"
 import type * as Middleware from "../Middleware.js"
 import type * as RunJournal from "../RunJournal.js"
 import type { Compiled } from "./config.js"
+import { identityMemo } from "./fast/identityMemo.js"
 import { hookEffect, toolResultProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
@@ -40,12 +41,13 @@ export interface ToolStepResult {
 
 /**
  * The tool result a `wrapToolCall` hook returned, checked; its state update
- * goes to `updates`, and the hooks around get the result without it.
+ * goes to `updates` (dropped without: the hook's middleware declares no
+ * state), and the hooks around get the result without it.
  */
 const answered = (
   middleware: string,
   call: Prompt.ToolCallPart,
-  updates: Array<WrapUpdates.Update>
+  updates: Array<WrapUpdates.Update> | undefined
 ) =>
 (response: Middleware.ToolCallResponse): Effect.Effect<Prompt.ToolResultPart, InvalidHookResult> => {
   const problem = toolResultProblem(response, call)
@@ -54,7 +56,7 @@ const answered = (
   }
   if (!("state" in response)) return Effect.succeed(response)
   const { state, ...result } = response
-  if (state !== undefined) updates.push({ middleware, state })
+  if (state !== undefined && updates !== undefined) updates.push({ middleware, state })
   return Effect.succeed(result)
 }
 
@@ -102,21 +104,34 @@ export const make = (config: Compiled, save: Save) => {
     return runGuarded(request, entry.run(call, threadId))
   }
 
-  /** The `wrapToolCall` chain of one tool call; the state updates its hooks return go to `updates`. */
-  const toolChain = (run: RunContext, updates: Array<WrapUpdates.Update>) =>
+  /**
+   * The `wrapToolCall` chain of a tool call; the state updates its hooks
+   * return go to `updates` (without: nothing is collected, and the chain
+   * serves every call of the run).
+   */
+  const toolChain = (run: RunContext, updates: Array<WrapUpdates.Update> | undefined) =>
     wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
-      (next, m) => (request) =>
-        Effect.flatMap(
-          Observer.inHook(
-            run,
-            m.name,
-            "wrapToolCall",
-            hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as Middleware.NextToolCall))
-          ),
-          answered(m.name, request.call, updates)
-        ),
+      (next, m) => {
+        const into = updates !== undefined && WrapUpdates.canUpdate(config, m.name) ? updates : undefined
+        return (request) =>
+          Effect.flatMap(
+            Observer.inHook(
+              run,
+              m.name,
+              "wrapToolCall",
+              hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as Middleware.NextToolCall))
+            ),
+            answered(m.name, request.call, into)
+          )
+      },
       (request) => callTool(run.threadId, request)
     )
+
+  /** Whether a `wrapToolCall` hook can update state: then each call collects its own updates. */
+  const collects = wrapTool.some((m) => WrapUpdates.canUpdate(config, m.name))
+
+  /** The chain of a run whose `wrapToolCall` hooks cannot update state: one for all its calls. */
+  const runChain = identityMemo((run: RunContext) => toolChain(run, undefined))
 
   /** Runs `calls`, the pending calls of `state`. */
   const runCalls = (
@@ -143,12 +158,9 @@ export const make = (config: Compiled, save: Save) => {
           { tool: call.name, callId: call.id },
           Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
         )
-      if (wrapTool.length === 0) {
-        return Observer.toolCall(
-          run,
-          call,
-          journaled(run, run.keys.tool(call), executed(callTool(run.threadId, request)))
-        )
+      if (!collects) {
+        const chain = wrapTool.length === 0 ? callTool(run.threadId, request) : runChain(run)(request)
+        return Observer.toolCall(run, call, journaled(run, run.keys.tool(call), executed(chain)))
       }
       // journaled with its updates: a replayed call gives the ones the first execution returned
       const updates: Array<WrapUpdates.Update> = []

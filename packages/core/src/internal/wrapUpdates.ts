@@ -16,8 +16,16 @@ import * as RunState from "./runState.js"
 export type Update = NonNullable<RunJournal.ModelCall["updates"]>[number]
 
 /**
+ * Whether `middleware`'s wrap hooks can update state: it declares state keys
+ * (an update of any other key is dropped, as a node hook's is). A chain with
+ * no such hook collects nothing, and is built once per run.
+ */
+export const canUpdate = (config: Compiled, middleware: string): boolean =>
+  (config.declaredKeys.get(middleware)?.size ?? 0) > 0
+
+/**
  * `updates`, each applied to its middleware's slice (declared keys only), in
- * order, and reported as `StateUpdated` by `hook`.
+ * order, and reported as `StateUpdated` by `hook` when it changed a key.
  */
 export const apply = (
   config: Compiled,
@@ -34,8 +42,10 @@ export const apply = (
         state: update
       })
       state = applied.state
-      reports.push(Observer.report(observer, () =>
-        AgentEvent.StateUpdated({ middleware, hook, keys: applied.keys, messagesReplaced: false })))
+      if (applied.keys.length > 0) {
+        reports.push(Observer.report(observer, () =>
+          AgentEvent.StateUpdated({ middleware, hook, keys: applied.keys, messagesReplaced: false })))
+      }
     }
     return Effect.as(Effect.all(reports, { discard: true }), state)
   })
