@@ -261,7 +261,10 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * durable run posts, and decodes for the hook). `resume` runs the same
    * check first; this one also refuses a decision whose encoded form JSON
    * cannot write or does not give back as it decodes (a BigInt, a NaN for
-   * `Schema.Number`), as a durable run would.
+   * `Schema.Number`), as a durable run would. The texts a person typed in
+   * the decision (its wait's `personTexts`) are given as the agent's
+   * `transformInput` hooks (Pii, …) give them back: what is stored is
+   * redacted.
    */
   validateResume(
     threadId: string,

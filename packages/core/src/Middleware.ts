@@ -658,6 +658,8 @@ export const make = <
       readonly request: Schema.Schema<Q, any>
       readonly decision: Schema.Schema<D, any>
       readonly check?: WC | undefined
+      /** The texts a person typed in a decision, replaced (see {@link Wait.Wait}). */
+      readonly personTexts?: ((decision: NoInfer<D>, replace: (text: string) => string) => NoInfer<D>) | undefined
     } | undefined
     readonly beforeAgent?: (BA & CheckUpdate<S, BA>) | undefined
     readonly beforeModel?: (BM & CheckUpdate<S, BM>) | undefined

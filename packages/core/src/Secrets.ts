@@ -14,7 +14,10 @@
  * - **By value.** The credentials a request sent are known: every header but
  *   a few that never hold one (`content-type`, `accept`, `user-agent`, …),
  *   every URL parameter but those obviously safe (`api-version=2024-02-01`,
- *   `alt=json`), and every `Redacted` value in the error. They are redacted
+ *   `alt=json`), every segment of the URL's path but the words of providers'
+ *   endpoints (`v1`, `chat`, `completions`, `deployments`, versions, dates,
+ *   models' names: a gateway's `/v1/<key>/chat/completions`), and every
+ *   `Redacted` value in the error. They are redacted
  *   where they stand and replaced wherever else they occur in the error: its
  *   message, its cause chain, a gateway's body quoting the key. Values made
  *   known with {@link register} or {@link layer} (an API key read from
@@ -373,7 +376,9 @@ const addCredential = (found: Set<string>, value: unknown) => {
  * error this module scrubs, wherever it is written, has them replaced by
  * {@link redacted}. A value under {@link minimumLength} characters is not
  * replaced by value. Give it the credentials a client layer sets (an API key
- * read from config).
+ * read from config, a gateway's base URL with the key in its path: the
+ * credentials a URL holds, its path segments that are no endpoint's words,
+ * its query parameters and its userinfo, are known alone as well).
  *
  * @example
  * ```ts
@@ -394,7 +399,14 @@ export const register = (
   ...secrets: ReadonlyArray<string | Redacted.Redacted<string>>
 ): Effect.Effect<void, never, Scope.Scope> => {
   const found = new Set<string>()
-  for (const secret of secrets) addCredential(found, secret)
+  for (const secret of secrets) {
+    addCredential(found, secret)
+    // a secret URL (a gateway's base URL with the key in its path): the credentials it holds are known alone too
+    const text = reveal(secret)
+    if (text !== undefined && /^[a-z][a-z0-9+.-]*:\/\//i.test(text)) {
+      sentCredentials({ url: text, headers: {} }, found, true)
+    }
+  }
   const values = [...found]
   return Effect.acquireRelease(
     Effect.sync(() => values.forEach(hold)),
@@ -605,6 +617,131 @@ const queryOf = (url: string): Array<readonly [name: string, raw: string, value:
 
 const userInfo = /^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*:)([^/?#@]*)@/i
 
+// ---------------------------------------------------------------------------
+// URL paths
+// ---------------------------------------------------------------------------
+
+// The words providers' endpoints are made of. A path segment made of them (or of a version, a date, a short number
+// or a model's name) is no credential; any other segment may be one (a gateway's `/v1/<key>/…`, an Azure deployment,
+// an account id) and is redacted in a URL an error or span records.
+const endpointWords = new Set(
+  [
+    "api",
+    "apis",
+    "ai",
+    "openai",
+    "anthropic",
+    "google",
+    "azure",
+    "bedrock",
+    "runtime",
+    "chat",
+    "completions",
+    "completion",
+    "responses",
+    "response",
+    "embeddings",
+    "embed",
+    "models",
+    "model",
+    "deployments",
+    "engines",
+    "messages",
+    "images",
+    "generations",
+    "edits",
+    "variations",
+    "audio",
+    "speech",
+    "transcriptions",
+    "translations",
+    "moderations",
+    "files",
+    "uploads",
+    "batches",
+    "assistants",
+    "threads",
+    "runs",
+    "inference",
+    "projects",
+    "locations",
+    "publishers",
+    "endpoints",
+    "count_tokens",
+    "tokens",
+    "generateContent",
+    "streamGenerateContent",
+    "countTokens",
+    "embedContent",
+    "batchEmbedContents",
+    "predict",
+    "rawPredict",
+    "streamRawPredict",
+    "invoke",
+    "invoke-with-response-stream",
+    "converse",
+    "converse-stream",
+    "stream",
+    "input",
+    "items",
+    "cancel",
+    "content",
+    "health",
+    "status",
+    "mcp",
+    "sse",
+    "rpc",
+    "v",
+    "latest",
+    "default",
+    "global",
+    "us-central1",
+    "europe-west4"
+  ].map((word) => word.toLowerCase())
+)
+const versionSegment =
+  /^(?:v\d{1,2}(?:\.\d{1,2})?(?:(?:alpha|beta|preview)\d{0,2})?|\d{1,4}|\d{4}-\d{2}-\d{2}(?:-preview)?)$/i
+// a model's name: a family, then short parts (`gpt-4o-mini`, `claude-3-5-sonnet-20241022`, `gemini-1.5-pro-002`)
+const modelName =
+  /^(?:[a-z]+\.)?(?:gpt|o\d|chatgpt|text|gemini|gemma|claude|mistral|mixtral|codestral|llama\d?|command|deepseek|qwen\d?|phi|grok|titan|nova|dall|whisper|tts)(?:[-.@_][a-z0-9]{1,9})*(?::\d{1,2})?$/i
+
+const isEndpointPart = (part: string): boolean =>
+  part === "" || part === redacted || endpointWords.has(part.toLowerCase()) || versionSegment.test(part) ||
+  modelName.test(part)
+
+/** Whether a (decoded) path segment is provably no credential: words of an endpoint, maybe `model:method`. */
+const isEndpointSegment = (segment: string): boolean =>
+  isEndpointPart(segment) || segment.split(":").every(isEndpointPart)
+
+// a URL: its origin (scheme, userinfo, host and port), its path, its query and fragment
+const urlShape = /^([a-z][a-z0-9+.-]*:\/\/[^/?#]*)?([^?#]*)([\s\S]*)$/i
+
+/** The segments of a URL's path, as written and decoded, that may be credentials. */
+const pathSecrets = (url: string): Array<readonly [raw: string, value: string]> => {
+  const path = urlShape.exec(url)?.[2] ?? ""
+  return path.split("/").flatMap((raw) => {
+    const value = decoded(raw)
+    return isEndpointSegment(value) ? [] : [[raw, value] as const]
+  })
+}
+
+/**
+ * The URL with every path segment that is not provably an endpoint's word
+ * redacted: the origin, the words of the endpoint and the query (scrubbed on
+ * its own) stay. A key is a path segment behind many gateways (`/v1/<key>/…`),
+ * Azure names a deployment there, a proxy an account: none of these has a name
+ * that says it is a credential, and the shape of a key (hex, base64, words
+ * run together) is not one a rule can rule out, so only words known to
+ * providers' endpoints, versions, dates, short numbers and models' names stay.
+ */
+const scrubPath = (url: string): string => {
+  const parts = urlShape.exec(url)
+  if (parts === null) return url
+  const [, origin = "", path = "", rest = ""] = parts
+  const scrubbed = path.split("/").map((raw) => isEndpointSegment(decoded(raw)) ? raw : redacted).join("/")
+  return scrubbed === path ? url : `${origin}${scrubbed}${rest}`
+}
+
 /**
  * The credentials a request sent. `all`: every header and parameter value
  * but the ordinary ones; else only those named like credentials or looking
@@ -632,6 +769,9 @@ const sentCredentials = (request: RequestLike, found: Set<string>, all: boolean)
   for (const [name, raw, value] of queryOf(request.url)) parameters.push([name, value], [name, raw])
   for (const [name, value] of parameters) {
     if (isSecretParameter(name, value) && (all || isCredentialName(name) || looksSecret(value))) found.add(value)
+  }
+  for (const [raw, value] of pathSecrets(request.url)) {
+    if (all || looksSecret(value)) found.add(value).add(raw)
   }
   const password = userInfo.exec(request.url)?.[2]
   if (password !== undefined && password.length > 0) found.add(password).add(decoded(password))
@@ -758,7 +898,7 @@ const scrubParameters = (parameters: unknown, scrubbing: Scrubbing): unknown => 
 
 const scrubUrl = (url: string, scrubbing: Scrubbing): string =>
   scrubTextWith(
-    url
+    scrubPath(url)
       .replace(userInfo, (_match, prefix: string) => `${prefix}${redacted}@`)
       .replace(/([?&])([^=&#]*)=([^&#]*)/g, (whole, separator: string, name: string, value: string) =>
         isSecretParameter(decoded(name), decoded(value)) ? `${separator}${name}=${redacted}` : whole),
@@ -994,6 +1134,7 @@ const scrubAttribute = (key: string, value: unknown): unknown => {
   if (key.startsWith("http.request.header.")) return isOrdinaryHeader(key.slice(20)) ? value : redacted
   if (key.startsWith("http.response.header.")) return isCredentialName(key.slice(21)) ? redacted : value
   if (key === "url.full") return scrubUrl(value, untracked)
+  if (key === "url.path") return scrubTextWith(scrubPath(value), undefined)
   if (key === "url.query") return scrubUrl(`?${value}`, untracked).slice(1)
   return scrubText(value)
 }

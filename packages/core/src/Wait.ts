@@ -49,6 +49,15 @@ export interface Wait<Request, Decision, E = never, R = never> {
   readonly decision: Schema.Schema<Decision, any>
   /** Checks a decision against the request it answers (optional). */
   readonly check?: ((answer: Answer<Request, Decision>) => Effect.Effect<void, E, R>) | undefined
+  /**
+   * The decision with each text a person typed in it (a free-text answer, a
+   * rejection's reason) replaced by `replace`, everything else as it is
+   * (optional). A durable run's decision is stored before the run takes it:
+   * these texts pass the agent's `transformInput` hooks (Pii, …), as the
+   * user's input does, before it is stored (`validateResume`), so no store
+   * keeps what a redaction removes.
+   */
+  readonly personTexts?: ((decision: Decision, replace: (text: string) => string) => Decision) | undefined
 }
 
 /**

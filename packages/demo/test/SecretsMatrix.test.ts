@@ -2,7 +2,9 @@
  * Every sink × every way a client sets a credential: a key a client layer
  * puts in a URL parameter (`?key=…`, which @effect/ai's errors carry as
  * `urlParams: [["key", "…"]]`) or in a header no fixed name list holds
- * (`Ocp-Apim-Subscription-Key`, `x-functions-key`, `x-key`), reaching the
+ * (`Ocp-Apim-Subscription-Key`, `x-functions-key`, `x-key`) or in the URL's
+ * path (a gateway's `/v1/<key>/…`, an Azure-style deployment, a key of 32 hex
+ * digits with no name or shape that tells it is one), reaching the
  * error as the request it describes (a gateway's HTML 502 labelled JSON puts
  * the whole request in the body), quoted in a gateway's 401 body, or inside a cause
  * chain (a tool that dies wrapping the platform's error of its own request).
@@ -35,15 +37,28 @@ import * as os from "node:os"
 import * as path from "node:path"
 
 const key = "AcmeSub-0a1b2c3d4e5f"
+/** A key with no name and no shape that says what it is: 32 hex digits. */
+const hexKey = "7f3a9c2e41b04d5e8a6f1c2b3d4e5f60"
+
+/** The request's path with a segment inserted after `/v1`, as a gateway's base URL puts its key there. */
+const inPath = (segment: string) => (request: HttpClientRequest.HttpClientRequest) =>
+  HttpClientRequest.setUrl(request, request.url.replace("/v1/", `/v1/${segment}/`))
 
 /** How the client layer sets the key on every request it sends. */
 const placements: ReadonlyArray<
-  readonly [string, (request: HttpClientRequest.HttpClientRequest) => HttpClientRequest.HttpClientRequest]
+  readonly [
+    string,
+    string,
+    (request: HttpClientRequest.HttpClientRequest) => HttpClientRequest.HttpClientRequest
+  ]
 > = [
-  ["a URL parameter ?key=", HttpClientRequest.setUrlParam("key", key)],
-  ["an Ocp-Apim-Subscription-Key header", HttpClientRequest.setHeader("Ocp-Apim-Subscription-Key", key)],
-  ["an x-functions-key header", HttpClientRequest.setHeader("x-functions-key", key)],
-  ["an x-key header", HttpClientRequest.setHeader("x-key", key)]
+  ["a URL parameter ?key=", key, HttpClientRequest.setUrlParam("key", key)],
+  ["an Ocp-Apim-Subscription-Key header", key, HttpClientRequest.setHeader("Ocp-Apim-Subscription-Key", key)],
+  ["an x-functions-key header", key, HttpClientRequest.setHeader("x-functions-key", key)],
+  ["an x-key header", key, HttpClientRequest.setHeader("x-key", key)],
+  ["a segment of the URL's path (/v1/<key>/responses)", key, inPath(key)],
+  ["a segment of the URL's path with no name or shape (32 hex digits)", hexKey, inPath(hexKey)],
+  ["an Azure-style deployment path (/v1/deployments/<key>/responses)", hexKey, inPath(`deployments/${hexKey}`)]
 ]
 
 /** The tool of the cause-chain case: it calls the gateway with the key and dies wrapping the platform's error. */
@@ -75,28 +90,27 @@ const toolsLayer = (
 const lookupCall = { callId: "c1", name: "lookup", arguments: { id: "42" } }
 
 /** How the key comes back in the failure. */
-const failures = [
-  // @effect/ai reads the body as JSON, fails, and puts that failure, with the request, in the error's body
-  ["the request in the body of an HTML 502 labelled JSON", () => [FakeOpenAi.htmlGateway]],
-  ["a gateway's 401 quoting the key", () => [FakeOpenAi.error(401, `Invalid subscription key ${key}. Check it.`)]],
+const failuresOf = (key: string) =>
   [
-    "a cause chain (a tool dies wrapping its request's error)",
-    () => [
-      FakeOpenAi.byMode({
-        generate: FakeOpenAi.toolCalls([lookupCall]),
-        stream: FakeOpenAi.streamToolCalls([lookupCall])
-      }),
-      FakeOpenAi.error(401, `Invalid subscription key ${key}. Check it.`)
+    // @effect/ai reads the body as JSON, fails, and puts that failure, with the request, in the error's body
+    ["the request in the body of an HTML 502 labelled JSON", () => [FakeOpenAi.htmlGateway]],
+    ["a gateway's 401 quoting the key", () => [FakeOpenAi.error(401, `Invalid subscription key ${key}. Check it.`)]],
+    [
+      "a cause chain (a tool dies wrapping its request's error)",
+      () => [
+        FakeOpenAi.byMode({
+          generate: FakeOpenAi.toolCalls([lookupCall]),
+          stream: FakeOpenAi.streamToolCalls([lookupCall])
+        }),
+        FakeOpenAi.error(401, `Invalid subscription key ${key}. Check it.`)
+      ]
     ]
-  ]
-] as const
+  ] as const
 
 const model = (
   server: FakeOpenAi.FakeOpenAi,
   place: (r: HttpClientRequest.HttpClientRequest) => HttpClientRequest.HttpClientRequest
 ) => FakeOpenAi.languageModel(server, { transformClient: HttpClient.mapRequest(place) })
-
-const assertNoKey = (text: string, where: string) => assert.notInclude(text, key, where)
 
 /** Reads an inspector route (the event log until the thread's failure arrived). */
 const get = (base: string, token: string, route: string) =>
@@ -122,8 +136,9 @@ const get = (base: string, token: string, route: string) =>
   })
 
 describe("no sink shows a key the client set", () => {
-  for (const [placed, place] of placements) {
-    for (const [how, script] of failures) {
+  for (const [placed, key, place] of placements) {
+    const assertNoKey = (text: string, where: string) => assert.notInclude(text, key, where)
+    for (const [how, script] of failuresOf(key)) {
       it.scopedLive(
         `${placed}, ${how}: the run's failure, Logging's lines and the inspector`,
         () =>
@@ -144,7 +159,8 @@ describe("no sink shows a key the client set", () => {
 
             // the key did leave with the requests (the fake records no query string): the sinks must not show it
             const sent = yield* server.requests
-            if (!placed.startsWith("a URL")) assert.include(JSON.stringify(sent[0]!.headers), key, "the key was sent")
+            if (placed.includes("header")) assert.include(JSON.stringify(sent[0]!.headers), key, "the key was sent")
+            if (placed.includes("path")) assert.include(sent[0]!.path, key, "the key was sent")
             assert.isTrue(Exit.isFailure(exit))
             if (Exit.isFailure(exit)) {
               const texts = [
@@ -219,8 +235,9 @@ describe("no sink shows a key the client set", () => {
 })
 
 describe("no span shows a key the client set (with Secrets.scrubHttpClient)", () => {
-  for (const [placed, place] of placements) {
-    for (const [how, script] of failures.slice(0, 2)) {
+  for (const [placed, key, place] of placements) {
+    const assertNoKey = (text: string, where: string) => assert.notInclude(text, key, where)
+    for (const [how, script] of failuresOf(key).slice(0, 2)) {
       it.scoped(`${placed}, ${how}`, () =>
         Effect.gen(function*() {
           const { spans, tracer } = SpanRecorder.make()

@@ -1453,7 +1453,14 @@ const setup: <Tools extends Record<string, Tool.Any>>(
       decision: ArrivingDecisions,
       // the decisions must answer the calls the stored request asks about, each as its policy allows
       check: ({ decision, request, threadId }) =>
-        plan(threadId, request.actionRequests.map(callOf), decision, request.actionRequests[0]?.waitKey ?? "")
+        plan(threadId, request.actionRequests.map(callOf), decision, request.actionRequests[0]?.waitKey ?? ""),
+      // a response's text and a rejection's reason are what a person typed: a durable run stores them redacted
+      personTexts: (decisions, replace) =>
+        decisions.map((decision) =>
+          (decision.type === "respond" || decision.type === "reject") && decision.message !== undefined
+            ? { ...decision, message: replace(decision.message) }
+            : decision
+        )
     },
     afterModel: (context: Middleware.HookContext<Readonly<Record<string, number>>, DecisionsGiven>) =>
       Effect.gen(function*() {

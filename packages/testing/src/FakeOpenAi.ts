@@ -957,9 +957,11 @@ export const make = (
           body = { model: "", input: [], unparsedBody: text }
         }
         const path = (req.url ?? "").split("?")[0]!
+        // the Responses API under any base path (a gateway's `/v1/<key>/responses`)
+        const routed = req.method === "POST" && (path === "/v1/responses" || path.endsWith("/responses"))
         const tokens = inputTokens(body)
         const tooLong = options?.contextWindow !== undefined && tokens > options.contextWindow
-        const reply = req.method !== "POST" || path !== "/v1/responses"
+        const reply = !routed
           ? undefined
           : tooLong
           ? contextLengthExceeded(options!.contextWindow!, tokens)
@@ -973,7 +975,7 @@ export const make = (
             ? reply?._tag ?? "Unscripted"
             : (body.stream === true ? reply.stream : reply.generate)._tag
         })
-        if (req.method !== "POST" || path !== "/v1/responses") {
+        if (!routed) {
           fail(res, 404, `no route for ${req.method} ${path}`)
         } else if (reply === undefined) {
           fail(res, 500, `no scripted reply left for request #${received.length}`)

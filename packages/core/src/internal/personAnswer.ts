@@ -68,25 +68,7 @@ export const check = <E, R>(
     }
   }
   if (answers.length === 0) return Effect.succeed(messages)
-  const input = answers.flatMap((answer) =>
-    answer.texts.map((text) => Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text })] }))
-  )
-  return Effect.flatMap(transform(input), (output) => {
-    const texts: Array<string> = []
-    for (const message of output) {
-      if (message.role !== "user") break
-      texts.push(message.content.map((part) => part.type === "text" ? part.text : "").join(""))
-    }
-    if (output.length !== input.length || texts.length !== input.length) {
-      return Effect.fail(
-        new InvalidHookResult({
-          middleware,
-          hook,
-          reason: `a person's answer is ${input.length} text message(s) through the transformInput hooks, ` +
-            `which gave back ${output.length} message(s) of other shape`
-        })
-      )
-    }
+  return Effect.map(throughInput(answers.flatMap((answer) => answer.texts), middleware, hook, transform), (texts) => {
     const out = messages.slice()
     for (const answer of answers) {
       const message = out[answer.message] as Prompt.ToolMessage
@@ -102,6 +84,38 @@ export const check = <E, R>(
       })
       out[answer.message] = Prompt.makeMessage("tool", { content, options: message.options })
     }
-    return Effect.succeed(out)
+    return out
+  })
+}
+
+/**
+ * Texts a person typed passed through `transform` (the `transformInput`
+ * hooks) as one user message each; when the hooks give back other than one
+ * user message per text, `InvalidHookResult` names the middleware whose
+ * answer (or decision) held them.
+ */
+export const throughInput = <E, R>(
+  given: ReadonlyArray<string>,
+  middleware: string,
+  hook: string,
+  transform: (messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<ReadonlyArray<Prompt.Message>, E, R>
+): Effect.Effect<Array<string>, E | InvalidHookResult, R> => {
+  const input = given.map((text) => Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text })] }))
+  return Effect.flatMap(transform(input), (output) => {
+    const texts: Array<string> = []
+    for (const message of output) {
+      if (message.role !== "user") break
+      texts.push(message.content.map((part) => part.type === "text" ? part.text : "").join(""))
+    }
+    return output.length !== input.length || texts.length !== input.length
+      ? Effect.fail(
+        new InvalidHookResult({
+          middleware,
+          hook,
+          reason: `a person's answer is ${input.length} text message(s) through the transformInput hooks, ` +
+            `which gave back ${output.length} message(s) of other shape`
+        })
+      )
+      : Effect.succeed(texts)
   })
 }

@@ -25,14 +25,25 @@ export const inputOf = (config: Compiled) =>
   input: ReadonlyArray<Prompt.Message>
 ): Effect.Effect<ReadonlyArray<Prompt.Message>, unknown, any> =>
   config.inputHooks.length === 0 ? Effect.succeed(input) : Effect.provide(
-    Effect.reduce(config.inputHooks, input, (messages, m) =>
-      Observer.inHook(
-        run,
-        m.name,
-        "transformInput",
-        hookEffect(m.name, "transformInput", m.transformInput!({ messages, threadId: run.threadId }))
-      ).pipe(Effect.flatMap(checked<ReadonlyArray<Prompt.Message>>(m.name, "transformInput", inputProblem)))),
+    hooksOf(config, run.threadId, input, (name, effect) => Observer.inHook(run, name, "transformInput", effect)),
     config.context
+  )
+
+/** `input` through every `transformInput` hook, in list order, each hook's effect through `observe` (outside a run: as it is). */
+export const hooksOf = (
+  config: Compiled,
+  threadId: string,
+  input: ReadonlyArray<Prompt.Message>,
+  observe: <A, E, R>(middleware: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R> = (_, effect) =>
+    effect
+): Effect.Effect<ReadonlyArray<Prompt.Message>, unknown, any> =>
+  Effect.reduce(
+    config.inputHooks,
+    input,
+    (messages, m) =>
+      observe(m.name, hookEffect(m.name, "transformInput", m.transformInput!({ messages, threadId }))).pipe(
+        Effect.flatMap(checked<ReadonlyArray<Prompt.Message>>(m.name, "transformInput", inputProblem))
+      )
   )
 
 /**

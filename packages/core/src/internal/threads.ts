@@ -379,7 +379,10 @@ export const make = (
       yield* open
       const threadId = yield* checkThreadId(id)
       const waiting = yield* pendingOf(threadId, yield* load(threadId))
-      const { encoded } = yield* checkValue(threadId, waiting, value, true)
+      const checked = yield* checkValue(threadId, waiting, value, true)
+      // what a person typed is stored as the input's hooks give it back (a durable journal stores the decision)
+      const encoded = yield* Waits.withPersonTexts(waiting.middleware, threadId, checked, (messages) =>
+        Effect.provide(Receive.hooksOf(config, threadId, messages), config.context))
       return { ...waiting.pending, encodedDecision: encoded }
     }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
 

@@ -4,12 +4,14 @@
  * decision is checked against `wait.decision` (and the wait's `check`)
  * before a resumed run starts, and given to the hook decoded.
  */
+import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CheckpointError, InvalidHookResult, InvalidResume } from "../AgentError.js"
 import type * as Middleware from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
+import * as PersonAnswer from "./personAnswer.js"
 
 /** The longest description of a refused value: a huge value is not quoted whole (nor scrubbed whole after). */
 const maxReason = 2_000
@@ -115,6 +117,37 @@ export const checkDecision = (
       ? yield* asJson(given, (reason) => refused(`the decision does not encode as JSON: ${reason}`))
       : given
     return { encoded, decision: yield* checked(m, wait, threadId, stored, encoded) }
+  })
+
+/**
+ * A decision checked as posted (`checkDecision` with `asPosted`), with the
+ * texts a person typed in it (its wait's `personTexts`) passed through
+ * `transform` (the agent's `transformInput` hooks) and encoded again: what a
+ * durable journal stores. The encoded decision as it was when the wait names
+ * no text in it.
+ */
+export const withPersonTexts = <E, R>(
+  m: Middleware.Any,
+  threadId: string,
+  checked: { readonly encoded: unknown; readonly decision: unknown },
+  transform: (messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<ReadonlyArray<Prompt.Message>, E, R>
+): Effect.Effect<unknown, unknown, R> =>
+  Effect.gen(function*() {
+    const personTexts = m.wait?.personTexts
+    if (personTexts === undefined) return checked.encoded
+    const typed: Array<string> = []
+    personTexts(checked.decision, (text) => (typed.push(text), text))
+    if (typed.length === 0) return checked.encoded
+    const texts = yield* PersonAnswer.throughInput(typed, m.name, "wait.personTexts", transform)
+    const decision = personTexts(checked.decision, () => texts.shift()!)
+    const refused = (reason: string) =>
+      new InvalidResume({
+        threadId,
+        middleware: m.name,
+        reason: `the decision with a person's texts checked ${reason}`
+      })
+    const given = yield* parsed(m.wait!.decision, "encode", decision, (reason) => refused(`does not encode: ${reason}`))
+    return yield* asJson(given, (reason) => refused(`does not encode as JSON: ${reason}`))
   })
 
 /**
