@@ -1,8 +1,9 @@
-import type { AiError, LanguageModel } from "@effect/ai"
+import type { AiError } from "@effect/ai"
+import { LanguageModel } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import type { AgentError, AgentEvent, AgentResult, AgentState } from "@stepwise-agent/core"
 import { Agent, Middleware } from "@stepwise-agent/core"
-import type { Option, Stream } from "effect"
+import type { Option, Scope, Stream } from "effect"
 import { Context, Effect, Layer, Schema } from "effect"
 import { describe, expect, test } from "tstyche"
 
@@ -50,6 +51,22 @@ describe("Agent.make", () => {
     expect<Effect.Effect.Success<typeof agent>>().type.toBe<
       Agent.AgentOf<readonly [typeof quota, typeof audit]>
     >()
+  })
+
+  test("a provide layer's services leave the requirements; its errors and needs join, and a Scope is needed", () => {
+    class NoKey extends Schema.TaggedError<NoKey>()("NoKey", {}) {}
+    const ModelLive = Layer.effect(LanguageModel.LanguageModel, Effect.fail(new NoKey())) as Layer.Layer<
+      LanguageModel.LanguageModel | Quota,
+      NoKey,
+      Audit
+    >
+    const agent = Agent.make({ middleware: [quota, audit], provide: ModelLive })
+    expect(agent).type.toBeAssignableTo<Effect.Effect<unknown, unknown, Audit | Scope.Scope>>()
+    expect<Effect.Effect.Context<typeof agent>>().type.toBe<Audit | Scope.Scope>()
+    expect<Effect.Effect.Error<typeof agent>>().type.toBe<Errors | NoKey>()
+    const layer = Agent.layer({ middleware: [quota, audit], provide: ModelLive })
+    expect(layer).type.toBeAssignableTo<Layer.Layer<Agent.Agent, unknown, Audit>>()
+    expect<Layer.Layer.Context<typeof layer>>().type.toBe<Audit>()
   })
 
   test("a run fails with the middleware errors, the agent's and the model's", () => {

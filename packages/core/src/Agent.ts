@@ -433,7 +433,25 @@ export class Agent extends Context.Tag("@stepwise-agent/core/Agent")<
  * @since 0.1.0
  * @category models
  */
-export interface Options<Mws extends ReadonlyArray<Middleware.Any>, TE, TR, O = never> {
+export interface Options<
+  Mws extends ReadonlyArray<Middleware.Any>,
+  TE,
+  TR,
+  O = never,
+  LA = never,
+  LE = never,
+  LR = never
+> {
+  /**
+   * Services the agent holds for its whole life: the layer (a provider's
+   * model and HTTP client, a summarizer, a middleware's dependency) is built
+   * in the agent's own scope, when `Agent.make` runs, and released when the
+   * agent closes, so what it provides is never released under a live agent
+   * (as a layer given with `Effect.provide` around `Agent.make` alone is, as
+   * soon as `make` ends). What it provides leaves `Agent.make`'s
+   * requirements; `Agent.make` then needs a `Scope` (`Agent.layer` gives one).
+   */
+  readonly provide?: Layer.Layer<LA, LE, LR> | undefined
   /** The agent's tools: a `Toolkit` (which needs its handler layer) or a handled toolkit. */
   readonly toolkit?: Effect.Effect<Toolkit.WithHandler<any>, TE, TR> | undefined
   /** Middleware, outermost first. */
@@ -506,7 +524,8 @@ const optionKeys = Object.keys(
     maxInputChars: true,
     toolTimeout: true,
     toolTimeouts: true,
-    spans: true
+    spans: true,
+    provide: true
   } satisfies { readonly [K in keyof Options<any, any, any, any>]-?: true }
 )
 
@@ -573,11 +592,12 @@ export type BuildError<Mws extends ReadonlyArray<Middleware.Any>, TE = never> =
  * `UnknownTools`; the tools of every middleware count.
  *
  * The agent keeps the services of the context it is built in for its whole
- * life, so they must live as long as it does: provide their layers to the
- * program that builds *and uses* the agent (or build it with `Agent.layer`
- * and `Layer.provide`), not with `Effect.provide` around `Agent.make` alone,
- * which releases a scoped layer (a provider's HTTP client) as soon as `make`
- * ends. Built in a `Scope`, the agent closes with it: then `run`, `stream`,
+ * life, so they must live as long as it does: give their layer to the agent
+ * (`provide`: built in the agent's own scope, released when it closes), or
+ * provide them to the program that builds *and uses* the agent (or build it
+ * with `Agent.layer` and `Layer.provide`), not with `Effect.provide` around
+ * `Agent.make` alone, which releases a scoped layer (a provider's HTTP
+ * client) as soon as `make` ends. Built in a `Scope`, the agent closes with it: then `run`, `stream`,
  * `resume`, `resumeStream`, `validateResume` and `send` fail with
  * `AgentClosed`; so they do once a run fails because an HTTP client the agent
  * kept was released (undici's `ClientDestroyedError`), the error naming that
@@ -613,14 +633,50 @@ export const make = <
   const Mws extends ReadonlyArray<Middleware.Any> = readonly [],
   TE = never,
   TR = never,
-  O = never
+  O = never,
+  LA = never,
+  LE = never,
+  LR = never
 >(
-  options: Options<Mws, TE, TR, O> & { readonly middleware?: AgentState.CheckKeys<Mws> | undefined }
+  options: Options<Mws, TE, TR, O, LA, LE, LR> & { readonly middleware?: AgentState.CheckKeys<Mws> | undefined }
 ): Effect.Effect<
   AgentOf<Mws, O>,
-  BuildError<Mws, TE>,
-  LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
-> =>
+  BuildError<Mws, TE> | LE,
+  Requirements<Mws, TR, LA, LR>
+> => {
+  const provided = options.provide
+  if (provided === undefined) return build(options) as Effect.Effect<AgentOf<Mws, O>, BuildError<Mws, TE>, any>
+  // built in the agent's scope: released when the agent closes, never under a live one
+  return Effect.flatMap(
+    Effect.flatMap(Effect.scope, (scope) => Layer.buildWithScope(provided, scope)),
+    (services) => Effect.provide(build(options), services)
+  ) as Effect.Effect<AgentOf<Mws, O>, BuildError<Mws, TE> | LE, any>
+}
+
+/**
+ * What `Agent.make` needs: the model, the toolkit's and the middleware's
+ * services, less what its `provide` layer gives (plus that layer's own
+ * needs and a `Scope` to build it in).
+ *
+ * @example
+ * ```ts
+ * import type { Agent } from "@stepwise-agent/core"
+ * import type { LanguageModel } from "@effect/ai"
+ *
+ * // an agent with no middleware and a layer providing the model: only a Scope is left
+ * type Needs = Agent.Requirements<readonly [], never, LanguageModel.LanguageModel, never>
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Requirements<Mws extends ReadonlyArray<Middleware.Any>, TR, LA = never, LR = never> =
+  | Exclude<LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>, LA>
+  | LR
+  | ([LA] extends [never] ? never : Scope.Scope)
+
+/** The agent of `options`, built in the context `make` runs in (with its `provide` layer's services). */
+const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, any, any, any>) =>
   Effect.gen(function*() {
     const unknown = unknownKey("Agent", options, optionKeys)
     if (unknown !== undefined) return yield* unknown
@@ -673,7 +729,7 @@ export const make = <
     if (options.toolkit !== undefined) toolkits.push(["the toolkit", options.toolkit])
     for (const m of middleware) if (m.tools !== undefined) toolkits.push([`middleware "${m.name}"`, m.tools])
     for (const [owner, toolkit] of toolkits) {
-      const handled = yield* (toolkit as Effect.Effect<Toolkit.WithHandler<any>, TE>)
+      const handled = yield* toolkit
       const clash = addToolkit(owner, handled)
       if (clash !== undefined) return yield* clash
     }
@@ -720,13 +776,8 @@ export const make = <
       lifetime,
       context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>
     })
-    return service as AgentOf<Mws, O>
-    // the generator's errors and services are the middleware's and toolkit's as built (`any`): typed here
-  }) as Effect.Effect<
-    AgentOf<Mws, O>,
-    BuildError<Mws, TE>,
-    LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
-  >
+    return service
+  })
 
 /** The first middleware that names tools the agent does not have, as an `UnknownTools`. */
 const unknownToolsOf = (
@@ -805,13 +856,16 @@ export const layer = <
   const Mws extends ReadonlyArray<Middleware.Any> = readonly [],
   TE = never,
   TR = never,
-  O = never
+  O = never,
+  LA = never,
+  LE = never,
+  LR = never
 >(
-  options: Options<Mws, TE, TR, O> & { readonly middleware?: AgentState.CheckKeys<Mws> | undefined }
+  options: Options<Mws, TE, TR, O, LA, LE, LR> & { readonly middleware?: AgentState.CheckKeys<Mws> | undefined }
 ): Layer.Layer<
   Agent,
-  BuildError<Mws, TE>,
-  LanguageModel.LanguageModel | TR | Middleware.Requirements<Mws[number]>
+  BuildError<Mws, TE> | LE,
+  Exclude<Requirements<Mws, TR, LA, LR>, Scope.Scope>
 > => Layer.scoped(Agent, make(options))
 
 // -----------------------------------------------------------------------------

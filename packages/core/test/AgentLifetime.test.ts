@@ -46,6 +46,43 @@ describe("an agent whose provider layer was given around Agent.make alone", () =
     }))
 })
 
+describe("an agent given its services with the provide option", () => {
+  it.scoped("holds the provider layer for its whole life: the first run works where Effect.provide around make fails", () =>
+    Effect.gen(function*() {
+      const server = yield* FakeOpenAi.make([FakeOpenAi.text("Hello!")])
+      // the same placement as the trap above, but the agent builds the layer in its own scope
+      const agent = yield* Agent.make({ provide: FakeOpenAi.languageModel(server) })
+      const result = yield* agent.run("hello", { threadId: "t" })
+      assert.strictEqual(result._tag === "Completed" ? result.text : "", "Hello!")
+      assert.strictEqual((yield* server.requests).length, 1)
+    }))
+
+  it.effect("releases the layer when the agent closes, not before", () =>
+    Effect.gen(function*() {
+      const events: Array<string> = []
+      const held = Layer.scopedDiscard(
+        Effect.acquireRelease(Effect.sync(() => void events.push("acquired")), () =>
+          Effect.sync(() => void events.push("released")))
+      )
+      const scope = yield* Scope.make()
+      const agent = yield* Agent.make({
+        provide: Layer.merge(held, ScriptedModel.layer([ScriptedModel.text("one"), ScriptedModel.text("two")]))
+      }).pipe(Scope.extend(scope))
+      assert.strictEqual((yield* agent.run("a", { threadId: "t" }))._tag, "Completed")
+      assert.strictEqual((yield* agent.run("b", { threadId: "t" }))._tag, "Completed")
+      assert.deepStrictEqual(events, ["acquired"])
+      yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(events, ["acquired", "released"])
+      assert.strictEqual(yield* failureTag(agent.run("c", { threadId: "t" })), "AgentClosed")
+    }))
+
+  it.effect("a layer that fails to build fails Agent.make with its error, and nothing is left open", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Effect.scoped(Agent.make({ provide: Layer.fail("no key" as const) })))
+      assert.strictEqual(error, "no key")
+    }))
+})
+
 describe("an agent whose scope closed", () => {
   it.effect("fails run, stream, resume, validateResume and send with AgentClosed; send delivers nothing", () =>
     Effect.gen(function*() {

@@ -22,7 +22,7 @@ const script: ReadonlyArray<ScriptedModel.Turn> = [
 
 /** Records a run of `script` on an agent with `options`; gives the record and the agent's tool counter. */
 const recordRun = (
-  options: Parameters<typeof Agent.make>[0] = {},
+  options: Omit<Agent.Options<ReadonlyArray<Middleware.Any>, never, never>, "toolkit" | "provide"> = {},
   input = "What is 2 + 3 + 7?"
 ) =>
   Effect.gen(function*() {
@@ -35,7 +35,10 @@ const recordRun = (
   })
 
 /** Replays `record` on a new agent with `options` and no model turns; gives the outcome and what ran. */
-const replayOn = (record: RunRecord.RunRecord, options: Parameters<typeof Agent.make>[0] = {}) =>
+const replayOn = (
+  record: RunRecord.RunRecord,
+  options: Omit<Agent.Options<ReadonlyArray<Middleware.Any>, never, never>, "toolkit" | "provide"> = {}
+) =>
   Effect.gen(function*() {
     const { calls, layer } = counted()
     return yield* Effect.gen(function*() {
