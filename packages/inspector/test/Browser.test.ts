@@ -432,5 +432,42 @@ describe("Inspector in a browser", () => {
         assert.include(yield* text(page, "[data-testid=raw-request]"), "Say hello")
         yield* shot(page, "history-2-request")
       }))
+
+    it.scoped("forks from a model call's step with an edited tool result; the fork runs live, the source is untouched", () =>
+      Effect.gen(function*() {
+        const { agent, inspector } = yield* setup([
+          ScriptedModel.toolCalls([{ name: "tick", params: {}, id: "tick_0" }]),
+          ScriptedModel.text("Ticked once."),
+          ScriptedModel.text("The tick gave 50.")
+        ])
+        const page = yield* open(inspector.url)
+        yield* agent.run("Tick once", { threadId: "src" })
+        const before = yield* agent.thread("src")
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        // the second model call, step 1 of the thread: the state then, and the fork from there
+        yield* on(() => page.locator("[data-testid=load-request]").nth(1).click())
+        yield* wait(page, "[data-testid=fork][data-at='1']", 10_000)
+        yield* on(() => page.click("[data-testid=model-request] details:has([data-testid=fork]) summary"))
+        yield* on(() => page.selectOption("[data-testid=fork-edit]", "toolResult"))
+        yield* wait(page, "[data-testid=fork-result]")
+        assert.strictEqual(yield* on(() => page.inputValue("[data-testid=fork-call]")), "tick_0")
+        assert.strictEqual(yield* on(() => page.inputValue("[data-testid=fork-to]")), "src-fork-1")
+        yield* on(() => page.fill("[data-testid=fork-result]", "50"))
+        // a target that exists: the typed error shows, nothing runs
+        yield* on(() => page.fill("[data-testid=fork-to]", "src"))
+        yield* on(() => page.click("[data-testid=fork-submit]"))
+        yield* wait(page, "[data-testid=fork-status]:has-text('ThreadExists')")
+        yield* shot(page, "fork-1-refused")
+        yield* on(() => page.fill("[data-testid=fork-to]", "src-fork-1"))
+        yield* on(() => page.click("[data-testid=fork-submit]"))
+        yield* wait(page, "[data-testid=thread-id]:has-text('src-fork-1')")
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        yield* wait(page, "[data-testid=message]:has-text('The tick gave 50.')")
+        yield* shot(page, "fork-2-forked")
+        const forked = Option.getOrThrow(yield* agent.thread("src-fork-1")).state.messages
+        assert.deepStrictEqual(forked.map((message: any) => message.role), ["user", "assistant", "tool", "assistant"])
+        assert.strictEqual((forked[2] as any).content[0].result, 50)
+        assert.deepStrictEqual(yield* agent.thread("src"), before, "the source thread is untouched")
+      }))
   })
 })

@@ -6,10 +6,11 @@
 import { LanguageModel } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
+import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Option } from "effect"
 import * as Inspector from "../src/Inspector.js"
-import { approvalScript, eventually, setup } from "./fixtures.js"
+import { approvalScript, eventually, pendingOf, setup } from "./fixtures.js"
 
 const get = (url: string) =>
   Effect.promise(async () => {
@@ -182,5 +183,156 @@ describe("Inspector history", () => {
         ),
         "the run to end"
       )
+    }))
+})
+
+/** A thread "src": a `tick` call (`tick_0`), its result, then an answer; the fork's turns come after. */
+const forkSource = (more: ReadonlyArray<ScriptedModel.Turn>) =>
+  Effect.gen(function*() {
+    const opened = yield* setup([
+      ScriptedModel.toolCalls([{ name: "tick", params: {}, id: "tick_0" }]),
+      ScriptedModel.text("Ticked once."),
+      ...more
+    ])
+    yield* opened.agent.run("Tick once", { threadId: "src" })
+    const before = yield* opened.agent.thread("src")
+    const fork = (body: unknown, threadId = "src") =>
+      post(`${opened.base}/api/threads/${encodeURIComponent(threadId)}/fork?token=${opened.token}`, body)
+    return { ...opened, before, fork }
+  })
+
+const lastText = (agent: Agent.AgentOf<any>, threadId: string) =>
+  Effect.map(agent.thread(threadId), (thread) => {
+    const last = Option.isSome(thread) ? thread.value.state.messages.at(-1) : undefined
+    return last?.role === "assistant" && Array.isArray(last.content)
+      ? last.content.map((part: any) => part.type === "text" ? part.text : "").join("")
+      : undefined
+  })
+
+describe("Inspector fork", () => {
+  it.scopedLive("forks a thread before a step with an edited tool result; the fork runs live, the source is untouched", () =>
+    Effect.gen(function*() {
+      const { agent, before, fork } = yield* forkSource([ScriptedModel.text("The tick gave 50.")])
+      const forked = yield* fork({ to: "src-fork", at: 1, edit: { _tag: "ToolResult", callId: "tick_0", result: 50 } })
+      assert.deepStrictEqual(forked, { status: 202, body: { status: "forked", threadId: "src-fork" } })
+      yield* eventually(
+        Effect.map(lastText(agent, "src-fork"), (text) => text === "The tick gave 50."),
+        "the fork's run to answer"
+      )
+      const thread = yield* agent.thread("src-fork")
+      const tool = Option.getOrThrow(thread).state.messages[2]
+      assert.strictEqual(tool.role, "tool")
+      assert.strictEqual((tool.content[0] as any).result, 50)
+      assert.deepStrictEqual(yield* agent.thread("src"), before, "the source thread is untouched")
+    }))
+
+  it.scopedLive("forks with a message taken in before the step", () =>
+    Effect.gen(function*() {
+      const { agent, fork } = yield* forkSource([ScriptedModel.text("Stopped.")])
+      const forked = yield* fork({ to: "with-message", at: 0, edit: { _tag: "Message", message: "Stop." } })
+      assert.strictEqual(forked.status, 202)
+      yield* eventually(Effect.map(lastText(agent, "with-message"), (text) => text === "Stopped."), "the fork's run")
+      const messages = Option.getOrThrow(yield* agent.thread("with-message")).state.messages
+      assert.deepStrictEqual(messages.map((message: any) => message.role), ["user", "user", "assistant"])
+    }))
+
+  it.scopedLive("refuses a body that is not a fork with 400 naming what was wrong, and writes nothing", () =>
+    Effect.gen(function*() {
+      const { agent, base, fork, token } = yield* forkSource([])
+      const cases: ReadonlyArray<readonly [unknown, string]> = [
+        [{}, "to: is missing"],
+        [{ to: "x" }, "at: is missing"],
+        [{ to: "", at: 0 }, "to:"],
+        [{ to: "x", at: -1 }, "at:"],
+        [{ to: "x", at: 1.5 }, "at:"],
+        [{ to: "x", at: "1" }, "at:"],
+        [{ to: "x", at: 0, edit: { _tag: "SystemPrompt", prompt: "Be terse." } }, "edit._tag:"],
+        [{ to: "x", at: 0, edit: { _tag: "Message", message: "" } }, "edit.message:"],
+        [{ to: "x", at: 0, edit: { _tag: "Message", message: 42 } }, "edit.message:"],
+        [{ to: "x", at: 0, edit: { _tag: "ToolResult", result: 1 } }, "edit.callId: is missing"],
+        [{ to: "x", at: 0, edit: { _tag: "ToolResult", callId: "tick_0", result: 1, isFailure: "yes" } }, "edit.isFailure:"],
+        [{ to: "x", at: 0, edits: {} }, "edits:"],
+        [[], "the body:"],
+        [null, "the body:"]
+      ]
+      for (const [body, names] of cases) {
+        const refused = yield* fork(body)
+        assert.strictEqual(refused.status, 400, JSON.stringify(body))
+        assert.strictEqual(refused.body.error, "BadRequest")
+        assert.include(refused.body.message, names, JSON.stringify(body))
+      }
+      const notJson = yield* Effect.promise(async () => {
+        const response = await fetch(`${base}/api/threads/src/fork?token=${token}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: "{ to: x"
+        })
+        return { status: response.status, body: await response.json() as { readonly message: string } }
+      })
+      assert.strictEqual(notJson.status, 400)
+      assert.include(notJson.body.message, "the body is not JSON")
+      assert.isTrue(Option.isNone(yield* agent.thread("x")), "nothing written")
+    }))
+
+  it.scopedLive("a step or thread that does not exist, a taken target, or an edit that does not apply: a typed ForkError, nothing written", () =>
+    Effect.gen(function*() {
+      const { agent, before, fork } = yield* forkSource([])
+      const noStep = yield* fork({ to: "f", at: 3 })
+      assert.strictEqual(noStep.status, 422)
+      assert.deepInclude(noStep.body, { error: "ForkError", reason: "NoSuchStep" })
+      assert.include(noStep.body.message, "its steps are 0 to 2")
+      const noThread = yield* fork({ to: "f", at: 0 }, "nowhere")
+      assert.strictEqual(noThread.status, 404)
+      assert.deepInclude(noThread.body, { error: "ForkError", reason: "NoSuchThread" })
+      const taken = yield* fork({ to: "src", at: 0 })
+      assert.strictEqual(taken.status, 409)
+      assert.deepInclude(taken.body, { error: "ForkError", reason: "ThreadExists" })
+      const noCall = yield* fork({ to: "f", at: 0, edit: { _tag: "ToolResult", callId: "tick_0", result: 1 } })
+      assert.strictEqual(noCall.status, 422)
+      assert.deepInclude(noCall.body, { error: "ForkError", reason: "NoSuchToolCall" })
+      const notWaiting = yield* fork({ to: "f", at: 2, edit: { _tag: "Decision", decision: {} } })
+      assert.deepInclude(notWaiting.body, { error: "ForkError", reason: "NotWaiting" })
+      assert.isTrue(Option.isNone(yield* agent.thread("f")), "nothing written")
+      assert.deepStrictEqual(yield* agent.thread("src"), before)
+    }))
+
+  it.scopedLive("forks a waiting thread at its wait with a decision; the source still waits", () =>
+    Effect.gen(function*() {
+      const { agent, base, token } = yield* setup(approvalScript)
+      yield* agent.run("Read my notes", { threadId: "t1" })
+      const waiting = yield* pendingOf(agent, "t1")
+      const request = Option.getOrThrow(waiting).value as HumanInTheLoop.ApprovalRequest
+      const url = `${base}/api/threads/t1/fork?token=${token}`
+      const withoutDecision = yield* post(url, { to: "t1-fork", at: 2 })
+      assert.deepInclude(withoutDecision.body, { error: "ForkError", reason: "Waiting" })
+      const badDecision = yield* post(url, { to: "t1-fork", at: 2, edit: { _tag: "Decision", decision: [{}] } })
+      assert.strictEqual(badDecision.status, 422)
+      assert.isTrue(Option.isNone(yield* agent.thread("t1-fork")), "a refused decision writes nothing")
+      const decision = HumanInTheLoop.approveAll(request)
+      const forked = yield* post(url, { to: "t1-fork", at: 2, edit: { _tag: "Decision", decision } })
+      assert.strictEqual(forked.status, 202, JSON.stringify(forked.body))
+      yield* eventually(
+        Effect.map(lastText(agent, "t1-fork"), (text) => text === "The notes are about the release."),
+        "the fork to finish"
+      )
+      assert.isTrue(Option.isSome(yield* pendingOf(agent, "t1")), "the source still waits")
+    }))
+
+  it.scopedLive("the fork route is behind the inspector's guards: no token or a foreign origin forks nothing", () =>
+    Effect.gen(function*() {
+      const { agent, base, inspector, token } = yield* forkSource([ScriptedModel.text("forked")])
+      const url = `${base}/api/threads/src/fork`
+      const body = { to: "guarded", at: 1 }
+      const anonymous = yield* Effect.promise(() =>
+        fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+      )
+      assert.strictEqual(anonymous.status, 401)
+      const foreign = yield* post(`${url}?token=${token}`, body, { origin: "http://evil.example" }).pipe(
+        Effect.catchAllDefect(() => Effect.succeed({ status: 403, body: null }))
+      )
+      assert.strictEqual(foreign.status, 403)
+      assert.isTrue(Option.isNone(yield* agent.thread("guarded")), "nothing forked")
+      const allowed = yield* post(`${url}?token=${token}`, body, { origin: `http://127.0.0.1:${inspector.port}` })
+      assert.strictEqual(allowed.status, 202)
     }))
 })

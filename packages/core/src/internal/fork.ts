@@ -28,6 +28,8 @@ export interface Deps {
   readonly load: (threadId: string) => Effect.Effect<Checkpoint.Loaded, unknown>
   readonly start: (input: Prompt.RawInput, threadId: string) => Run
   readonly resume: (threadId: string, decision: unknown) => Run
+  /** Checks a decision for the wait of `threadId` as `resume` does, running nothing. */
+  readonly validateResume: (threadId: string, decision: unknown) => Effect.Effect<unknown, unknown, any>
   readonly proceed: (threadId: string) => Run
   /** Runs `effect` holding the lock of `threadId` (no run of it starts meanwhile). */
   readonly locked: <A, E, R>(threadId: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
@@ -132,6 +134,10 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
     if (!waits && edit?._tag === "Decision") {
       return yield* fail("NotWaiting", `it does not wait for a decision at step ${at}`)
     }
+    // the edit's message or decision is checked before anything is written (its run checks it again); the
+    // fork waits as the source does, so a decision is checked against the source's wait
+    if (edit?._tag === "Message") yield* deps.checkMessage(edit.message)
+    if (edit?._tag === "Decision") yield* deps.validateResume(from, edit.decision)
     // the target is checked and written under its lock: of two forks to one thread, the second finds it
     yield* deps.locked(
       to,
