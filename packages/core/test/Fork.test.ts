@@ -93,14 +93,13 @@ describe("Agent.fork", () => {
         assert.isTrue(Option.isNone(yield* agent.thread("f4")))
       })))
 
-  it.effect("a fork with a message the agent refuses as input fails with InvalidInput and writes nothing", () =>
+  it.effect("a fork with a message over maxInputChars fails with InvalidInput and writes nothing", () =>
     Effect.gen(function*() {
       const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", maxInputChars: 10 })
       yield* agent.run("2 + 3?", { threadId: "src" })
-      for (const message of ["", "far longer than ten characters"]) {
-        const error = yield* Effect.flip(agent.fork("src", { to: "f5", at: 1, edit: { _tag: "Message", message } }))
-        assert.strictEqual(error._tag, "InvalidInput")
-      }
+      const message = "far longer than ten characters"
+      const error = yield* Effect.flip(agent.fork("src", { to: "f5", at: 1, edit: { _tag: "Message", message } }))
+      assert.strictEqual(error._tag, "InvalidInput")
       assert.isTrue(Option.isNone(yield* agent.thread("f5")))
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))))
 
