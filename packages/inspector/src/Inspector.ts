@@ -210,7 +210,7 @@ const SendBody = Schema.Struct({
 const ForkBody = Schema.Struct({
   to: Schema.String.pipe(Schema.minLength(1)),
   at: Schema.Int.pipe(Schema.nonNegative()),
-  edit: Schema.optional(Schema.Union(
+  edit: Schema.optionalWith(Schema.Union(
     Schema.TaggedStruct("Message", { message: Schema.String.pipe(Schema.minLength(1)) }),
     Schema.TaggedStruct("ToolResult", {
       callId: Schema.String.pipe(Schema.minLength(1)),
@@ -218,7 +218,7 @@ const ForkBody = Schema.Struct({
       isFailure: Schema.optionalWith(Schema.Boolean, { exact: true })
     }),
     Schema.TaggedStruct("Decision", { decision: Schema.Unknown })
-  ))
+  ), { exact: true })
 })
 
 /** What was wrong with a body, each issue with where it is (`edit.message: Expected …`). */
@@ -543,7 +543,9 @@ export const make: (
       const body = Either.flatMap(
         Either.mapLeft(parsed, () => "the body is not JSON"),
         (value) =>
-          Either.mapLeft(Schema.decodeUnknownEither(ForkBody)(value, { onExcessProperty: "error" }), describeIssues)
+          typeof value !== "object" || value === null || Array.isArray(value)
+            ? Either.left(`the body is not a JSON object, got ${Array.isArray(value) ? "an array" : String(value)}`)
+            : Either.mapLeft(Schema.decodeUnknownEither(ForkBody)(value, { onExcessProperty: "error" }), describeIssues)
       )
       if (Either.isLeft(body)) {
         return json(400, {
