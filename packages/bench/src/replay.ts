@@ -196,7 +196,9 @@ export const measureFork = async (
   /** `effect` on a fresh thread answered at once, which is deleted after; fails unless it saw `expected` messages. */
   const onFresh = (
     expected: number,
-    effect: (threadId: string) => Effect.Effect<{ readonly state: { readonly messages: ReadonlyArray<unknown> } }, unknown>
+    effect: (
+      threadId: string
+    ) => Effect.Effect<{ readonly state: { readonly messages: ReadonlyArray<unknown> } }, unknown>
   ) =>
     Effect.suspend(() => {
       script.call = 0

@@ -20,8 +20,8 @@ import type { MicroResult } from "./micro.js"
 import * as Peers from "./peers.js"
 import * as PiiBench from "./pii.js"
 import type { Summary } from "./profile.js"
-import * as Scale from "./scale.js"
 import * as Replay from "./replay.js"
+import * as Scale from "./scale.js"
 import * as Steering from "./steering.js"
 
 /**

@@ -149,7 +149,9 @@ describe("Agent.fork", () => {
       const agent = yield* Agent.make({ toolkit: Calculator, middleware: [confirm] })
       yield* agent.run("What is 2 + 3 + 7?", { threadId: "src" })
       const bad = { go: "yes" } as never
-      const refused = yield* Effect.flip(agent.fork("src", { to: "f6", at: 1, edit: { _tag: "Decision", decision: bad } }))
+      const refused = yield* Effect.flip(
+        agent.fork("src", { to: "f6", at: 1, edit: { _tag: "Decision", decision: bad } })
+      )
       const byResume = yield* Effect.flip(agent.validateResume("src", bad))
       assert.strictEqual(refused._tag, byResume._tag)
       assert.isTrue(Option.isNone(yield* agent.thread("f6")), "nothing written")

@@ -1149,7 +1149,9 @@ function renderFork(group, item, stateMessages, redraw) {
     },
     h("option", { value: "none", selected: form.kind === "none" }, "no edit: call the model again"),
     h("option", { value: "message", selected: form.kind === "message" }, "take a message in first"),
-    results.length === 0 ? null : h("option", { value: "toolResult", selected: form.kind === "toolResult" }, "replace a tool result")
+    results.length === 0
+      ? null
+      : h("option", { value: "toolResult", selected: form.kind === "toolResult" }, "replace a tool result")
   )
   const fields = []
   if (form.kind === "message") {
@@ -1169,7 +1171,9 @@ function renderFork(group, item, stateMessages, redraw) {
           redraw()
         }
       },
-      results.map((part) => h("option", { value: part.id, selected: part.id === form.callId }, `${part.name} (${part.id})`))
+      results.map((part) =>
+        h("option", { value: part.id, selected: part.id === form.callId }, `${part.name} (${part.id})`)
+      )
     )
     const result = h("textarea", { rows: 4, "data-testid": "fork-result", title: "The result, as JSON" })
     result.value = form.result
@@ -1212,7 +1216,7 @@ function renderFork(group, item, stateMessages, redraw) {
   }
   return details(
     `${group.key}:fork`,
-    `Fork from here: a new thread from step ${at} (before this model call), with an edit`,
+    `Fork from here: a new thread from the conversation before this model call (at: ${at}), with an edit`,
     h(
       "div",
       { class: "fork", "data-testid": "fork", "data-at": at },

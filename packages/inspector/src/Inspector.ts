@@ -210,15 +210,18 @@ const SendBody = Schema.Struct({
 const ForkBody = Schema.Struct({
   to: Schema.String.pipe(Schema.minLength(1)),
   at: Schema.Int.pipe(Schema.nonNegative()),
-  edit: Schema.optionalWith(Schema.Union(
-    Schema.TaggedStruct("Message", { message: Schema.String.pipe(Schema.minLength(1)) }),
-    Schema.TaggedStruct("ToolResult", {
-      callId: Schema.String.pipe(Schema.minLength(1)),
-      result: Schema.Unknown,
-      isFailure: Schema.optionalWith(Schema.Boolean, { exact: true })
-    }),
-    Schema.TaggedStruct("Decision", { decision: Schema.Unknown })
-  ), { exact: true })
+  edit: Schema.optionalWith(
+    Schema.Union(
+      Schema.TaggedStruct("Message", { message: Schema.String.pipe(Schema.minLength(1)) }),
+      Schema.TaggedStruct("ToolResult", {
+        callId: Schema.String.pipe(Schema.minLength(1)),
+        result: Schema.Unknown,
+        isFailure: Schema.optionalWith(Schema.Boolean, { exact: true })
+      }),
+      Schema.TaggedStruct("Decision", { decision: Schema.Unknown })
+    ),
+    { exact: true }
+  )
 })
 
 /** What was wrong with a body, each issue with where it is (`edit.message: Expected …`). */

@@ -446,7 +446,7 @@ describe("Inspector in a browser", () => {
         yield* wait(page, "[data-testid=thread-status][data-status=completed]")
         // the second model call, step 1 of the thread: the state then, and the fork from there
         yield* on(() => page.locator("[data-testid=load-request]").nth(1).click())
-        yield* wait(page, "[data-testid=fork][data-at='1']", 10_000)
+        yield* on(() => page.waitForSelector("[data-testid=fork][data-at='1']", { state: "attached", timeout: 10_000 }))
         yield* on(() => page.click("[data-testid=model-request] details:has([data-testid=fork]) summary"))
         yield* on(() => page.selectOption("[data-testid=fork-edit]", "toolResult"))
         yield* wait(page, "[data-testid=fork-result]")

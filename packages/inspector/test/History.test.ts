@@ -249,7 +249,10 @@ describe("Inspector fork", () => {
         [{ to: "x", at: 0, edit: { _tag: "Message", message: "" } }, "edit.message:"],
         [{ to: "x", at: 0, edit: { _tag: "Message", message: 42 } }, "edit.message:"],
         [{ to: "x", at: 0, edit: { _tag: "ToolResult", result: 1 } }, "edit.callId: is missing"],
-        [{ to: "x", at: 0, edit: { _tag: "ToolResult", callId: "tick_0", result: 1, isFailure: "yes" } }, "edit.isFailure:"],
+        [
+          { to: "x", at: 0, edit: { _tag: "ToolResult", callId: "tick_0", result: 1, isFailure: "yes" } },
+          "edit.isFailure:"
+        ],
         [{ to: "x", at: 0, edits: {} }, "edits:"],
         [[], "the body is not a JSON object"],
         [null, "the body is not a JSON object"],
