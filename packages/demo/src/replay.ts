@@ -51,7 +51,8 @@ const program = Effect.gen(function*() {
   const { record, result } = yield* RunRecord.record(agent, question, { threadId })
   for (const entry of record.entries) {
     if (entry._tag === "Step" && entry.kind === "Tool") {
-      yield* Console.log(`   ${entry.name}: ${show(entry.result)}`)
+      // a tool step keeps the tool's result part, encoded
+      yield* Console.log(`   ${entry.name}: ${show((entry.result as { readonly result?: unknown }).result)}`)
     }
   }
   const jsonl = RunRecord.toJsonl(record)
