@@ -554,7 +554,8 @@ export const make: (
         return json(400, {
           error: "BadRequest",
           message: `expected a JSON body { to, at, edit? } (edit: { _tag: "Message", message } | ` +
-            `{ _tag: "ToolResult", callId, result, isFailure? } | { _tag: "Decision", decision }): ${body.left}`
+            `{ _tag: "ToolResult", callId, result, isFailure? } | { _tag: "Decision", decision }): ` +
+            Secrets.scrubText(body.left)
         })
       }
       const { at, edit, to } = body.right
@@ -579,11 +580,15 @@ export const make: (
         Effect.zipRight(Deferred.await(outcome)),
         Effect.ensuring(Effect.sync(() => forking.delete(to)))
       )
-      if (Option.isNone(failure)) return json(202, { status: "forked", threadId: to })
+      const forked = json(202, { status: "forked", threadId: to })
+      if (Option.isNone(failure)) return forked
       const error = Cause.squash(failure.value)
       if (error instanceof Fork.ForkError) {
         return json(forkStatus[error.reason], { error: error._tag, reason: error.reason, message: error.message })
       }
+      // a fork that could not start wrote nothing: a written target is a fork whose run failed once it started
+      // (before its start reached this page), which the page shows as that run's failure
+      if (Option.isSome(yield* Effect.orElseSucceed(agent.thread(to), () => Option.none()))) return forked
       const refused = errorOf(failure.value)
       return json(refused.error === "CheckpointError" || refused.error === "Defect" ? 500 : 422, refused)
     }).pipe(

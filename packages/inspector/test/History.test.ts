@@ -7,7 +7,7 @@ import { LanguageModel } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Option } from "effect"
+import { Effect, FastCheck, Option } from "effect"
 import * as Inspector from "../src/Inspector.js"
 import { approvalScript, eventually, pendingOf, setup } from "./fixtures.js"
 
@@ -295,8 +295,57 @@ describe("Inspector fork", () => {
       assert.deepInclude(noCall.body, { error: "ForkError", reason: "NoSuchToolCall" })
       const notWaiting = yield* fork({ to: "f", at: 2, edit: { _tag: "Decision", decision: {} } })
       assert.deepInclude(notWaiting.body, { error: "ForkError", reason: "NotWaiting" })
+      const badTarget = yield* fork({ to: "\ud800", at: 0 })
+      assert.strictEqual(badTarget.status, 422)
+      assert.strictEqual(badTarget.body.error, "InvalidInput")
       assert.isTrue(Option.isNone(yield* agent.thread("f")), "nothing written")
       assert.deepStrictEqual(yield* agent.thread("src"), before)
+    }))
+
+  it.scopedLive("of two forks to one thread at once, one starts and the other is refused with 409", () =>
+    Effect.gen(function*() {
+      const { fork } = yield* forkSource([ScriptedModel.text("a"), ScriptedModel.text("b")])
+      const both = yield* Effect.all([fork({ to: "same", at: 1 }), fork({ to: "same", at: 2 })], {
+        concurrency: "unbounded"
+      })
+      assert.deepStrictEqual(both.map((answer) => answer.status).sort(), [202, 409])
+      assert.deepInclude(both.find((answer) => answer.status === 409)!.body, { reason: "ThreadExists" })
+    }))
+
+  it.scopedLive("answers any body with 202 or a 4xx, never a 500, and writes nothing unless it answers 202", () =>
+    Effect.gen(function*() {
+      const { agent, fork } = yield* forkSource([])
+      const edit = FastCheck.oneof(
+        FastCheck.record({ _tag: FastCheck.constant("Message"), message: FastCheck.string() }),
+        FastCheck.record({
+          _tag: FastCheck.constant("ToolResult"),
+          callId: FastCheck.constantFrom("tick_0", "nope", ""),
+          result: FastCheck.jsonValue()
+        }, { requiredKeys: ["_tag"] }),
+        FastCheck.record({ _tag: FastCheck.constantFrom("Decision", "SystemPrompt"), decision: FastCheck.jsonValue() }),
+        FastCheck.jsonValue()
+      )
+      const body = FastCheck.oneof(
+        FastCheck.jsonValue(),
+        FastCheck.record({
+          to: FastCheck.oneof(FastCheck.string(), FastCheck.jsonValue()),
+          at: FastCheck.oneof(FastCheck.integer({ min: -2, max: 4 }), FastCheck.double(), FastCheck.jsonValue()),
+          edit
+        }, { requiredKeys: [] })
+      )
+      const forked = new Set<unknown>(["src"])
+      for (const sample of FastCheck.sample(body, { numRuns: 60, seed: 35 })) {
+        const answer = yield* fork(sample)
+        assert.oneOf(answer.status, [202, 400, 404, 409, 422], JSON.stringify(sample))
+        const to = (sample as { readonly to?: unknown } | null)?.to
+        if (answer.status === 202) forked.add(to)
+        else if (typeof to === "string" && to.length > 0 && !forked.has(to)) {
+          assert.isTrue(
+            Option.isNone(yield* agent.thread(to)),
+            `${JSON.stringify(sample)} wrote its target: ${JSON.stringify(answer)}`
+          )
+        }
+      }
     }))
 
   it.scopedLive("a fork at a thread's wait needs a decision its wait takes; a refused one writes nothing", () =>
