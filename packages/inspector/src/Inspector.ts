@@ -2,7 +2,8 @@
  * The agent inspector: a local web page, served by the library, that shows
  * an agent's runs as they happen (model calls, what each middleware did and
  * why, tool calls, live text, the todo list, token counts) and lets a person
- * answer the approvals a run waits for.
+ * answer the approvals a run waits for, start a run, and fork a thread from
+ * one of its steps with an edit.
  *
  * `Inspector.layer()` attaches it to the `Agent` of the context (or
  * `Inspector.make(agent)` to any agent service) and serves it with
