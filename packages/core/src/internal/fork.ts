@@ -7,7 +7,6 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import type { CheckpointError } from "../AgentError.js"
 import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
@@ -134,16 +133,16 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
     if (!waits && edit?._tag === "Decision") {
       return yield* fail("NotWaiting", `it does not wait for a decision at step ${at}`)
     }
-    // the edit's message or decision is checked before anything is written (its run checks it again); the
-    // fork waits as the source does, so a decision is checked against the source's wait
+    // the edit's message is checked before anything is written (its run checks it again)
     if (edit?._tag === "Message") yield* deps.checkMessage(edit.message)
-    if (edit?._tag === "Decision") yield* deps.validateResume(from, edit.decision)
-    // the target is checked and written under its lock: of two forks to one thread, the second finds it
+    // the target is checked and written under its lock: of two forks to one thread, the second finds it. A
+    // decision is checked against the fork's own wait (a wait may be bound to its thread), still under the lock,
+    // and a refused one takes the written fork back
     yield* deps.locked(
       to,
       Effect.flatMap(
         deps.checkpointer.load(to),
-        (existing): Effect.Effect<void, Fork.ForkError | CheckpointError> =>
+        (existing): Effect.Effect<void, unknown> =>
           Option.isSome(existing)
             ? Effect.asVoid(fail("ThreadExists", `the thread "${to}" already exists`))
             : deps.checkpointer.save(to, {
@@ -151,7 +150,13 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
               ...(waits ? { pending, run } : {}),
               threadId: to,
               messages: AgentState.encodeMessages(messages)
-            })
+            }).pipe(
+              Effect.zipRight(
+                edit?._tag === "Decision"
+                  ? Effect.tapError(deps.validateResume(to, edit.decision), () => deps.checkpointer.delete(to))
+                  : Effect.void
+              )
+            )
       )
     )
     switch (edit?._tag) {
