@@ -142,7 +142,7 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
       to,
       Effect.flatMap(
         deps.checkpointer.load(to),
-        (existing): Effect.Effect<void, unknown> =>
+        (existing): Effect.Effect<unknown, unknown, any> =>
           Option.isSome(existing)
             ? Effect.asVoid(fail("ThreadExists", `the thread "${to}" already exists`))
             : deps.checkpointer.save(to, {
