@@ -1108,6 +1108,11 @@ function renderRequest(group, item) {
 
 // -- a fork from a step -------------------------------------------------------------
 
+/** A value as JSON text to edit (a string result quoted, so that it parses back as the same string). */
+function asJson(value) {
+  return JSON.stringify(value, null, 2) ?? "null"
+}
+
 /** The tool results of encoded messages, the ones a fork may replace: `{ id, name, result, isFailure }`. */
 function toolResultsOf(stateMessages) {
   return stateMessages.flatMap((message) =>
@@ -1132,7 +1137,7 @@ function renderFork(group, item, stateMessages, redraw) {
     kind: "none",
     message: "",
     callId: results[0]?.id ?? "",
-    result: results.length === 0 ? "" : json(results[0].result, 100_000),
+    result: results.length === 0 ? "" : asJson(results[0].result),
     isFailure: false,
     status: ""
   }
@@ -1167,7 +1172,7 @@ function renderFork(group, item, stateMessages, redraw) {
         onchange: () => {
           form.callId = call.value
           const chosen = results.find((part) => part.id === call.value)
-          form.result = chosen === undefined ? "" : json(chosen.result, 100_000)
+          form.result = chosen === undefined ? "" : asJson(chosen.result)
           redraw()
         }
       },

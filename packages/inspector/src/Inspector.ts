@@ -560,6 +560,8 @@ export const make: (
         })
       }
       const { at, edit, to } = body.right
+      const outcome = yield* Deferred.make<Option.Option<Cause.Cause<unknown>>>()
+      // checked and claimed in one go: of two forks to one thread from the page, the second is refused here
       if (forking.has(to)) {
         return json(409, {
           error: "ForkError",
@@ -567,7 +569,6 @@ export const make: (
           message: `cannot fork thread "${threadId}": a fork to the thread "${to}" is starting`
         })
       }
-      const outcome = yield* Deferred.make<Option.Option<Cause.Cause<unknown>>>()
       forking.set(to, outcome)
       const failure = yield* agent.fork(threadId, { to, at, edit }).pipe(
         Effect.exit,

@@ -452,6 +452,8 @@ describe("Inspector in a browser", () => {
         yield* wait(page, "[data-testid=fork-result]")
         assert.strictEqual(yield* on(() => page.inputValue("[data-testid=fork-call]")), "tick_0")
         assert.strictEqual(yield* on(() => page.inputValue("[data-testid=fork-to]")), "src-fork-1")
+        // the result as it was, as JSON: a fork with it unchanged gets it back as it was
+        assert.strictEqual(yield* on(() => page.inputValue("[data-testid=fork-result]")), "1")
         yield* on(() => page.fill("[data-testid=fork-result]", "50"))
         // a target that exists: the typed error shows, nothing runs
         yield* on(() => page.fill("[data-testid=fork-to]", "src"))
