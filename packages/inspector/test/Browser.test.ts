@@ -471,5 +471,45 @@ describe("Inspector in a browser", () => {
         assert.strictEqual((forked[2] as any).content[0].result, 50)
         assert.deepStrictEqual(yield* agent.thread("src"), before, "the source thread is untouched")
       }))
+
+    it.scoped("forks from the first model call with a message taken in first; a tool result shows as JSON to edit", () =>
+      Effect.gen(function*() {
+        const Echo = Tool.make("echo", { parameters: { text: Schema.String }, success: Schema.String })
+        const Tools = Toolkit.make(Echo)
+        const { model } = yield* ScriptedModel.make([
+          ScriptedModel.toolCalls([{ name: "echo", params: { text: "Plan" }, id: "c1" }]),
+          ScriptedModel.text("Planned."),
+          ScriptedModel.text("Stopped as asked.")
+        ])
+        const agent = yield* Agent.make({ toolkit: Tools }).pipe(
+          Effect.provideService(LanguageModel.LanguageModel, model),
+          Effect.provide(Tools.toLayer({ echo: ({ text }) => Effect.succeed(text) }))
+        )
+        const inspector = yield* Inspector.make(agent)
+        const page = yield* open(inspector.url)
+        yield* agent.run("Plan something", { threadId: "plan" })
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        // step 1: the echo's result, a string, is offered as JSON (quoted), so that it parses back as it was
+        yield* on(() => page.locator("[data-testid=load-request]").nth(1).click())
+        yield* on(() => page.waitForSelector("[data-testid=fork][data-at='1']", { state: "attached" }))
+        yield* on(() => page.click("[data-testid=model-request] details:has([data-testid=fork]) summary"))
+        yield* on(() => page.selectOption("[data-testid=fork-edit]", "toolResult"))
+        yield* wait(page, "[data-testid=fork-result]")
+        assert.strictEqual(yield* on(() => page.inputValue("[data-testid=fork-result]")), "\"Plan\"")
+        // step 0: before the first reply, with a message
+        yield* on(() => page.locator("[data-testid=load-request]").first().click())
+        yield* on(() => page.waitForSelector("[data-testid=fork][data-at='0']", { state: "attached" }))
+        yield* on(() =>
+          page.locator("[data-testid=model-request] details:has([data-testid=fork][data-at='0']) summary").click()
+        )
+        yield* on(() => page.selectOption("[data-testid=fork][data-at='0'] [data-testid=fork-edit]", "message"))
+        yield* wait(page, "[data-testid=fork-message]")
+        yield* on(() => page.fill("[data-testid=fork-message]", "Stop here."))
+        yield* on(() => page.click("[data-testid=fork][data-at='0'] [data-testid=fork-submit]"))
+        yield* wait(page, "[data-testid=thread-id]:has-text('plan-fork-0')")
+        yield* wait(page, "[data-testid=message]:has-text('Stopped as asked.')")
+        const forked = Option.getOrThrow(yield* agent.thread("plan-fork-0")).state.messages
+        assert.deepStrictEqual(forked.map((message: any) => message.role), ["user", "user", "assistant"])
+      }))
   })
 })
