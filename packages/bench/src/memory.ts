@@ -69,7 +69,14 @@ const filler = (i: number, bytes: number): string => {
   return text
 }
 
-const buildMessages = (toolSteps: number, size: MessageSize = "tiny"): Array<Prompt.Message> => {
+/**
+ * A thread of `2 * toolSteps + 2` messages: the question, `toolSteps` tool
+ * calls of `tool_0` with their results, and an answer.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const buildMessages = (toolSteps: number, size: MessageSize = "tiny"): Array<Prompt.Message> => {
   const out: Array<Prompt.Message> = [
     Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "What is the weather in Paris?" })] })
   ]

@@ -20,6 +20,7 @@ import type { MicroResult } from "./micro.js"
 import * as Peers from "./peers.js"
 import * as PiiBench from "./pii.js"
 import type { Summary } from "./profile.js"
+import * as Replay from "./replay.js"
 import * as Scale from "./scale.js"
 import * as Steering from "./steering.js"
 
@@ -131,6 +132,8 @@ export interface Results {
   readonly steering?: Steering.SteeringResult | undefined
   /** Idle threads and concurrent runs on one agent (see `scale.ts`); absent with `--no-scale`. */
   readonly scale?: Scale.ScaleResult | undefined
+  /** Replay and record cost per step, and a fork of a long thread (see `replay.ts`); absent with `--no-replay`. */
+  readonly replay?: { readonly replay: Replay.ReplayResult; readonly fork: Replay.ForkResult } | undefined
 }
 
 const versionOf = (root: string, pkg: string): string => {
@@ -1056,7 +1059,15 @@ export const render = (results: Results): string => {
       : ["", "## 8. Scale in one process: idle threads and concurrent runs", "", Scale.render(results.scale)]),
     ...(results.steering === undefined
       ? []
-      : ["", "## 9. Steering: what a message sent to a running run adds", "", Steering.render(results.steering)])
+      : ["", "## 9. Steering: what a message sent to a running run adds", "", Steering.render(results.steering)]),
+    ...(results.replay === undefined
+      ? []
+      : [
+        "",
+        "## 10. Replay, run records and forks",
+        "",
+        Replay.render(results.replay.replay, results.replay.fork)
+      ])
   ].join("\n")
 }
 

@@ -28,12 +28,14 @@
  * 7. streamed PII redaction on text without whitespace (`pii.ts`);
  * 8. scale in one process: idle threads and concurrent runs on one agent
  *    (`scale.ts`);
- * 9. what a steering message (`Agent.send`) adds to a step (`steering.ts`).
+ * 9. what a steering message (`Agent.send`) adds to a step (`steering.ts`);
+ * 10. a replayed and a recorded step against a live one, the size of a run
+ *    record per step, and a fork of a 10,000-message thread (`replay.ts`).
  *
  * Writes the results between the markers of `docs/benchmarks.md` (the text
  * outside the markers is kept). Flags: `--quick` (short sampling, for a smoke
  * run), `--no-write` (print only), `--no-profile`, `--no-ablation`, `--no-context`,
- * `--no-langchain`, `--no-aisdk`, `--no-durable`, `--no-pii`, `--no-scale`, `--no-steering`; `--only-ablation` runs the ablation alone and prints it; `--only-durable` runs section 6 alone and prints its
+ * `--no-langchain`, `--no-aisdk`, `--no-durable`, `--no-pii`, `--no-scale`, `--no-steering`, `--no-replay`; `--only-ablation` runs the ablation alone and prints it; `--only-durable` runs section 6 alone and prints its
  * Markdown (nothing is written).
  *
  * @since 0.1.0
@@ -59,6 +61,7 @@ import * as Micro from "./micro.js"
 import * as Peers from "./peers.js"
 import * as PiiBench from "./pii.js"
 import * as Profile from "./profile.js"
+import * as Replay from "./replay.js"
 import * as Report from "./report.js"
 import * as Scale from "./scale.js"
 import * as Steering from "./steering.js"
@@ -403,6 +406,10 @@ const main = async () => {
     section("9. steering: what a steer message adds to a step")
     return Steering.measure({ quick, log })
   })()
+  const replay = args.has("--no-replay") ? undefined : await (async () => {
+    section("10. replay, run records and forks")
+    return { replay: await Replay.measure({ quick, log }), fork: await Replay.measureFork({ quick, log }) }
+  })()
   const profiles: Array<Report.ProfileResult> = []
   if (!args.has("--no-profile")) {
     section("4. profiles (child processes)")
@@ -450,7 +457,8 @@ const main = async () => {
     durable,
     pii,
     scale,
-    steering
+    steering,
+    replay
   }
   const markdown = Report.render(results)
   if (!args.has("--no-write")) {
@@ -468,6 +476,17 @@ const onlyDurable = async () => {
   log(`load average at start: ${machine.loadStart.map((l) => l.toFixed(2)).join(" ")}`)
   const { unitsPerRun: _, ...sampling } = baseSampling
   log(Report.durableSection(await Durable.measure({ quick, sampling, log })))
+}
+
+/** Section 10 alone: prints its lines and its Markdown, writes nothing. */
+const onlyReplay = async () => {
+  const machine = Report.describeMachine(ROOT)
+  log(`Stepwise benchmark, replay section only — ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`)
+  log(`load average at start: ${machine.loadStart.map((l) => l.toFixed(2)).join(" ")}`)
+  const replay = await Replay.measure({ quick, log })
+  const fork = await Replay.measureFork({ quick, log })
+  log(Replay.render(replay, fork))
+  log(`load average at end: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`)
 }
 
 /** The ablation: generate, stream and durable steps with 0 and 10 middleware, each variant side by side. */
@@ -497,6 +516,8 @@ if (args.has("--profile-child")) {
   await profileChild(model, seconds, args.has("--other-build"))
 } else if (args.has("--only-durable")) {
   await onlyDurable()
+} else if (args.has("--only-replay")) {
+  await onlyReplay()
 } else if (args.has("--only-ablation")) {
   await onlyAblation()
 } else {

@@ -93,6 +93,16 @@ describe("Agent.fork", () => {
         assert.isTrue(Option.isNone(yield* agent.thread("f4")))
       })))
 
+  it.effect("a fork with a message over maxInputChars fails with InvalidInput and writes nothing", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", maxInputChars: 10 })
+      yield* agent.run("2 + 3?", { threadId: "src" })
+      const message = "far longer than ten characters"
+      const error = yield* Effect.flip(agent.fork("src", { to: "f5", at: 1, edit: { _tag: "Message", message } }))
+      assert.strictEqual(error._tag, "InvalidInput")
+      assert.isTrue(Option.isNone(yield* agent.thread("f5")))
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))))
+
   it.effect("of two forks to one thread at once, one runs and the other fails with ThreadExists", () =>
     withSource([ScriptedModel.text("a"), ScriptedModel.text("b")], (agent) =>
       Effect.gen(function*() {
@@ -124,6 +134,27 @@ describe("Agent.fork", () => {
       assert.strictEqual(result._tag, "Completed")
       const source = yield* agent.thread("src")
       assert.isTrue(Option.isSome(source) && source.value.pending !== undefined)
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))))
+
+  it.effect("a fork of a waiting thread with a decision its wait refuses fails as resume would and writes nothing", () =>
+    Effect.gen(function*() {
+      const confirm = Middleware.make({
+        name: "confirm",
+        wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.Struct({ go: Schema.Boolean }) },
+        beforeModel: ({ resume, step }) =>
+          Effect.succeed(
+            Option.isSome(resume) || step !== 1 ? undefined : { interrupt: { question: "Go on?" } }
+          )
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [confirm] })
+      yield* agent.run("What is 2 + 3 + 7?", { threadId: "src" })
+      const bad = { go: "yes" } as never
+      const refused = yield* Effect.flip(
+        agent.fork("src", { to: "f6", at: 1, edit: { _tag: "Decision", decision: bad } })
+      )
+      const byResume = yield* Effect.flip(agent.validateResume("src", bad))
+      assert.strictEqual(refused._tag, byResume._tag)
+      assert.isTrue(Option.isNone(yield* agent.thread("f6")), "nothing written")
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))))
 
   describe("from a recorded run", () => {

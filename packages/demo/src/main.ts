@@ -11,7 +11,8 @@
  * `--ui` watches the run in the inspector (a local web page) and waits for
  * the approval there; `--durable` runs the same agent durably on SQLite (stop
  * it and start it again: it carries on); `--chat` serves it to a chat UI
- * (`useChat`) over HTTP (see `chat.ts`).
+ * (`useChat`) over HTTP (see `chat.ts`); `--replay` records a run, replays
+ * it after a change of the system prompt and forks it (see `replay.ts`).
  *
  * @since 0.1.0
  */
@@ -27,6 +28,7 @@ import { main as chat } from "./chat.js"
 import * as DemoModel from "./DemoModel.js"
 import { DemoToolkit, layerHandlers } from "./DemoTools.js"
 import { main as durable } from "./durable.js"
+import { main as replay } from "./replay.js"
 import { runWithInspector } from "./ui.js"
 
 const dataDirectory = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "data")
@@ -233,6 +235,8 @@ if (process.argv.includes("--durable")) {
   durable(process.argv.slice(2))
 } else if (process.argv.includes("--chat")) {
   chat(dataDirectory)
+} else if (process.argv.includes("--replay")) {
+  replay(dataDirectory)
 } else {
   program.pipe(
     Effect.provide(layerHandlers(dataDirectory)),

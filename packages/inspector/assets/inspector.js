@@ -1057,10 +1057,7 @@ async function loadEarlier() {
 
 // -- a model call's request, and the state then ------------------------------------
 
-/**
- * The request the model got at this step and the state the call saw: fetched when opened, while kept.
- * (Seam for fork: "fork from this step with an edit" belongs next to the state then, once `agent.fork` exists.)
- */
+/** The request the model got at this step and the state the call saw: fetched when opened, while kept. */
 function renderRequest(group, item) {
   const redraw = () => {
     touch(group)
@@ -1104,6 +1101,136 @@ function renderRequest(group, item) {
       h("pre", { "data-testid": "state-slices" }, json(body.state.slices, 100_000)),
       h("div", { class: "meta" }, "messages"),
       h("pre", { "data-testid": "state-messages" }, json(body.state.messages, 100_000))
+    ),
+    body === undefined ? null : renderFork(group, item, body.state.messages, redraw)
+  )
+}
+
+// -- a fork from a step -------------------------------------------------------------
+
+/** A value as JSON text to edit (a string result quoted, so that it parses back as the same string). */
+function asJson(value) {
+  return JSON.stringify(value, null, 2) ?? "null"
+}
+
+/** The tool results of encoded messages, the ones a fork may replace: `{ id, name, result, isFailure }`. */
+function toolResultsOf(stateMessages) {
+  return stateMessages.flatMap((message) =>
+    message.role === "tool" && Array.isArray(message.content)
+      ? message.content.filter((part) => part.type === "tool-result")
+      : []
+  )
+}
+
+/**
+ * "Fork from here": a new thread from the conversation as it stood before this model call (the thread's step
+ * `at`, the number of replies before it), with an edit: a message taken in, or a tool result replaced. The
+ * source thread is only read; the fork runs live and the page opens it.
+ */
+function renderFork(group, item, stateMessages, redraw) {
+  const run = model.runs.get(item.runId)
+  const threadId = run?.threadId ?? ""
+  const at = stateMessages.filter((message) => message.role === "assistant").length
+  const results = toolResultsOf(stateMessages)
+  const form = item.fork ??= {
+    to: `${threadId}-fork-${at}`,
+    kind: "none",
+    message: "",
+    callId: results[0]?.id ?? "",
+    result: results.length === 0 ? "" : asJson(results[0].result),
+    isFailure: false,
+    status: ""
+  }
+  const to = h("input", { value: form.to, "data-testid": "fork-to", title: "The new thread's id" })
+  to.addEventListener("input", () => (form.to = to.value))
+  const kind = h(
+    "select",
+    {
+      "data-testid": "fork-edit",
+      onchange: () => {
+        form.kind = kind.value
+        redraw()
+      }
+    },
+    h("option", { value: "none", selected: form.kind === "none" }, "no edit: call the model again"),
+    h("option", { value: "message", selected: form.kind === "message" }, "take a message in first"),
+    results.length === 0
+      ? null
+      : h("option", { value: "toolResult", selected: form.kind === "toolResult" }, "replace a tool result")
+  )
+  const fields = []
+  if (form.kind === "message") {
+    const message = h("textarea", { rows: 2, placeholder: "Message…", "data-testid": "fork-message" })
+    message.value = form.message
+    message.addEventListener("input", () => (form.message = message.value))
+    fields.push(message)
+  } else if (form.kind === "toolResult") {
+    const call = h(
+      "select",
+      {
+        "data-testid": "fork-call",
+        onchange: () => {
+          form.callId = call.value
+          const chosen = results.find((part) => part.id === call.value)
+          form.result = chosen === undefined ? "" : asJson(chosen.result)
+          redraw()
+        }
+      },
+      results.map((part) =>
+        h("option", { value: part.id, selected: part.id === form.callId }, `${part.name} (${part.id})`)
+      )
+    )
+    const result = h("textarea", { rows: 4, "data-testid": "fork-result", title: "The result, as JSON" })
+    result.value = form.result
+    result.addEventListener("input", () => (form.result = result.value))
+    const failure = h("input", { type: "checkbox", "data-testid": "fork-failure", checked: form.isFailure })
+    failure.addEventListener("change", () => (form.isFailure = failure.checked))
+    fields.push(call, result, h("label", null, failure, " a failure"))
+  }
+  const submit = async () => {
+    let edit
+    if (form.kind === "message") {
+      if (form.message.trim() === "") return show("Write the message to take in.")
+      edit = { _tag: "Message", message: form.message }
+    } else if (form.kind === "toolResult") {
+      let result
+      try {
+        result = JSON.parse(form.result)
+      } catch (error) {
+        return show(`The result is not JSON: ${error.message}`)
+      }
+      edit = { _tag: "ToolResult", callId: form.callId, result, isFailure: form.isFailure }
+    }
+    show("Forking…")
+    try {
+      const response = await api(`/api/threads/${encodeURIComponent(threadId)}/fork`, {
+        method: "POST",
+        body: JSON.stringify({ to: form.to.trim(), at, ...(edit === undefined ? {} : { edit }) })
+      })
+      const body = await response.json()
+      if (!response.ok) return show(`Not forked (${body.reason ?? body.error}): ${body.message}`)
+      show(`Forked to ${body.threadId}.`)
+      openThread(body.threadId)
+    } catch (error) {
+      show(`Not forked: ${error}`)
+    }
+  }
+  function show(text) {
+    form.status = text
+    redraw()
+  }
+  return details(
+    `${group.key}:fork`,
+    `Fork from here: a new thread from the conversation before this model call (at: ${at}), with an edit`,
+    h(
+      "div",
+      { class: "fork", "data-testid": "fork", "data-at": at },
+      h("label", null, "new thread ", to),
+      " ",
+      kind,
+      ...fields,
+      h("div", null, h("button", { class: "primary", "data-testid": "fork-submit", onclick: submit }, "Fork")),
+      h("div", { class: "meta", "data-testid": "fork-status" }, form.status)
     )
   )
 }

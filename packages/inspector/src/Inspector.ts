@@ -2,7 +2,8 @@
  * The agent inspector: a local web page, served by the library, that shows
  * an agent's runs as they happen (model calls, what each middleware did and
  * why, tool calls, live text, the todo list, token counts) and lets a person
- * answer the approvals a run waits for.
+ * answer the approvals a run waits for, start a run, and fork a thread from
+ * one of its steps with an edit.
  *
  * `Inspector.layer()` attaches it to the `Agent` of the context (or
  * `Inspector.make(agent)` to any agent service) and serves it with
@@ -19,18 +20,21 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Agent from "@stepwise-agent/core/Agent"
 import * as Checkpointer from "@stepwise-agent/core/Checkpointer"
+import * as Fork from "@stepwise-agent/core/Fork"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -198,6 +202,45 @@ const SendBody = Schema.Struct({
   mode: Schema.optional(Schema.Literal("steer", "queue"))
 })
 
+/**
+ * The page's fork of a thread (`Agent.fork`): the new thread `to`, the model
+ * step `at` to fork before, and an optional edit (a message typed in, or the
+ * result of a tool call before that step replaced, or the decision of a
+ * thread forked where it waits).
+ */
+const ForkBody = Schema.Struct({
+  to: Schema.String.pipe(Schema.minLength(1)),
+  at: Schema.Int.pipe(Schema.nonNegative()),
+  edit: Schema.optionalWith(
+    Schema.Union(
+      Schema.TaggedStruct("Message", { message: Schema.String.pipe(Schema.minLength(1)) }),
+      Schema.TaggedStruct("ToolResult", {
+        callId: Schema.String.pipe(Schema.minLength(1)),
+        result: Schema.Unknown,
+        isFailure: Schema.optionalWith(Schema.Boolean, { exact: true })
+      }),
+      Schema.TaggedStruct("Decision", { decision: Schema.Unknown })
+    ),
+    { exact: true }
+  )
+})
+
+/** What was wrong with a body, each issue with where it is (`edit.message: Expected …`). */
+const describeIssues = (error: ParseResult.ParseError): string =>
+  ParseResult.ArrayFormatter.formatErrorSync(error)
+    .map((issue) => `${issue.path.length === 0 ? "the body" : issue.path.join(".")}: ${issue.message}`)
+    .join("; ")
+
+/** The HTTP status of a fork that cannot start, by its reason. */
+const forkStatus: Record<Fork.ForkError["reason"], number> = {
+  NoSuchThread: 404,
+  ThreadExists: 409,
+  NoSuchStep: 422,
+  NoSuchToolCall: 422,
+  Waiting: 422,
+  NotWaiting: 422
+}
+
 type Outcome =
   | { readonly _tag: "Resumed" }
   | { readonly _tag: "NotFound"; readonly message: string }
@@ -308,9 +351,14 @@ export const make: (
         Effect.catchAllCause((cause) => Effect.logWarning(`Inspector: cannot read thread "${threadId}"`, cause))
       )
 
+    /** The forks from the page waiting for their run to start, by target thread: none once started. */
+    const forking = new Map<string, Deferred.Deferred<Option.Option<Cause.Cause<unknown>>>>()
+
     const follow = ({ event, runId, threadId }: Agent.RunEvent<any>) =>
       Effect.gen(function*() {
         const at = yield* Clock.currentTimeMillis
+        const fork = forking.get(threadId)
+        if (event._tag === "RunStarted" && fork !== undefined) yield* Deferred.succeed(fork, Option.none())
         const page = Wire.event(event)
         if (event._tag === "ModelRequestSent" && maxRequests > 0) {
           const key = `${runId}/${event.step}`
@@ -490,6 +538,65 @@ export const make: (
       Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause))))
     )
 
+    // a fork of the thread from one of its steps, with an edit (`Agent.fork`); answers once the fork's run
+    // started, or with why it could not start (nothing is written then)
+    const forkRoute = Effect.gen(function*() {
+      const { threadId = "" } = yield* HttpRouter.params
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const parsed = yield* Effect.either(request.json)
+      const body = Either.flatMap(
+        Either.mapLeft(parsed, () => "the body is not JSON"),
+        (value) =>
+          typeof value !== "object" || value === null || Array.isArray(value)
+            ? Either.left(`the body is not a JSON object, got ${Array.isArray(value) ? "an array" : String(value)}`)
+            : Either.mapLeft(Schema.decodeUnknownEither(ForkBody)(value, { onExcessProperty: "error" }), describeIssues)
+      )
+      if (Either.isLeft(body)) {
+        return json(400, {
+          error: "BadRequest",
+          message: `expected a JSON body { to, at, edit? } (edit: { _tag: "Message", message } | ` +
+            `{ _tag: "ToolResult", callId, result, isFailure? } | { _tag: "Decision", decision }): ` +
+            Secrets.scrubText(body.left)
+        })
+      }
+      const { at, edit, to } = body.right
+      const outcome = yield* Deferred.make<Option.Option<Cause.Cause<unknown>>>()
+      // checked and claimed in one go: of two forks to one thread from the page, the second is refused here
+      if (forking.has(to)) {
+        return json(409, {
+          error: "ForkError",
+          reason: "ThreadExists",
+          message: `cannot fork thread "${threadId}": a fork to the thread "${to}" is starting`
+        })
+      }
+      forking.set(to, outcome)
+      const failure = yield* agent.fork(threadId, { to, at, edit }).pipe(
+        Effect.exit,
+        Effect.flatMap((exit) =>
+          Deferred.succeed(outcome, Exit.isSuccess(exit) ? Option.none() : Option.some(exit.cause))
+        ),
+        Effect.asVoid,
+        // A trace of its own: not a child of whatever span the inspector was started in.
+        Effect.withSpan("Inspector.fork", { root: true, attributes: { threadId, to }, captureStackTrace: false }),
+        FiberSet.run(resumes),
+        Effect.zipRight(Deferred.await(outcome)),
+        Effect.ensuring(Effect.sync(() => forking.delete(to)))
+      )
+      const forked = json(202, { status: "forked", threadId: to })
+      if (Option.isNone(failure)) return forked
+      const error = Cause.squash(failure.value)
+      if (error instanceof Fork.ForkError) {
+        return json(forkStatus[error.reason], { error: error._tag, reason: error.reason, message: error.message })
+      }
+      // a fork that could not start wrote nothing: a written target is a fork whose run failed once it started
+      // (before its start reached this page), which the page shows as that run's failure
+      if (Option.isSome(yield* Effect.orElseSucceed(agent.thread(to), () => Option.none()))) return forked
+      const refused = errorOf(failure.value)
+      return json(refused.error === "CheckpointError" || refused.error === "Defect" ? 500 : 422, refused)
+    }).pipe(
+      Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause))))
+    )
+
     // the threads stored before the inspector started, a page at a time
     const storedRoute = Effect.gen(function*() {
       if (storedThreads === undefined) {
@@ -553,7 +660,8 @@ export const make: (
       HttpRouter.get("/api/runs/:runId/steps/:step/request", requestRoute),
       HttpRouter.get("/api/threads/:threadId", threadRoute),
       HttpRouter.post("/api/threads/:threadId/resume", resumeRoute),
-      HttpRouter.post("/api/threads/:threadId/send", sendRoute)
+      HttpRouter.post("/api/threads/:threadId/send", sendRoute),
+      HttpRouter.post("/api/threads/:threadId/fork", forkRoute)
     )
 
     const refuse = (status: number, message: string) =>

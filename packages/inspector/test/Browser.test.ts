@@ -432,5 +432,84 @@ describe("Inspector in a browser", () => {
         assert.include(yield* text(page, "[data-testid=raw-request]"), "Say hello")
         yield* shot(page, "history-2-request")
       }))
+
+    it.scoped("forks from a model call's step with an edited tool result; the fork runs live, the source is untouched", () =>
+      Effect.gen(function*() {
+        const { agent, inspector } = yield* setup([
+          ScriptedModel.toolCalls([{ name: "tick", params: {}, id: "tick_0" }]),
+          ScriptedModel.text("Ticked once."),
+          ScriptedModel.text("The tick gave 50.")
+        ])
+        const page = yield* open(inspector.url)
+        yield* agent.run("Tick once", { threadId: "src" })
+        const before = yield* agent.thread("src")
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        // the second model call, step 1 of the thread: the state then, and the fork from there
+        yield* on(() => page.locator("[data-testid=load-request]").nth(1).click())
+        yield* on(() => page.waitForSelector("[data-testid=fork][data-at='1']", { state: "attached", timeout: 10_000 }))
+        yield* on(() => page.click("[data-testid=model-request] details:has([data-testid=fork]) summary"))
+        yield* on(() => page.selectOption("[data-testid=fork-edit]", "toolResult"))
+        yield* wait(page, "[data-testid=fork-result]")
+        assert.strictEqual(yield* on(() => page.inputValue("[data-testid=fork-call]")), "tick_0")
+        assert.strictEqual(yield* on(() => page.inputValue("[data-testid=fork-to]")), "src-fork-1")
+        // the result as it was, as JSON: a fork with it unchanged gets it back as it was
+        assert.strictEqual(yield* on(() => page.inputValue("[data-testid=fork-result]")), "1")
+        yield* on(() => page.fill("[data-testid=fork-result]", "50"))
+        // a target that exists: the typed error shows, nothing runs
+        yield* on(() => page.fill("[data-testid=fork-to]", "src"))
+        yield* on(() => page.click("[data-testid=fork-submit]"))
+        yield* wait(page, "[data-testid=fork-status]:has-text('ThreadExists')")
+        yield* shot(page, "fork-1-refused")
+        yield* on(() => page.fill("[data-testid=fork-to]", "src-fork-1"))
+        yield* on(() => page.click("[data-testid=fork-submit]"))
+        yield* wait(page, "[data-testid=thread-id]:has-text('src-fork-1')")
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        yield* wait(page, "[data-testid=message]:has-text('The tick gave 50.')")
+        yield* shot(page, "fork-2-forked")
+        const forked = Option.getOrThrow(yield* agent.thread("src-fork-1")).state.messages
+        assert.deepStrictEqual(forked.map((message: any) => message.role), ["user", "assistant", "tool", "assistant"])
+        assert.strictEqual((forked[2] as any).content[0].result, 50)
+        assert.deepStrictEqual(yield* agent.thread("src"), before, "the source thread is untouched")
+      }))
+
+    it.scoped("forks from the first model call with a message taken in first; a tool result shows as JSON to edit", () =>
+      Effect.gen(function*() {
+        const Echo = Tool.make("echo", { parameters: { text: Schema.String }, success: Schema.String })
+        const Tools = Toolkit.make(Echo)
+        const { model } = yield* ScriptedModel.make([
+          ScriptedModel.toolCalls([{ name: "echo", params: { text: "Plan" }, id: "c1" }]),
+          ScriptedModel.text("Planned."),
+          ScriptedModel.text("Stopped as asked.")
+        ])
+        const agent = yield* Agent.make({ toolkit: Tools }).pipe(
+          Effect.provideService(LanguageModel.LanguageModel, model),
+          Effect.provide(Tools.toLayer({ echo: ({ text }) => Effect.succeed(text) }))
+        )
+        const inspector = yield* Inspector.make(agent)
+        const page = yield* open(inspector.url)
+        yield* agent.run("Plan something", { threadId: "plan" })
+        yield* wait(page, "[data-testid=thread-status][data-status=completed]")
+        // step 1: the echo's result, a string, is offered as JSON (quoted), so that it parses back as it was
+        yield* on(() => page.locator("[data-testid=load-request]").nth(1).click())
+        yield* on(() => page.waitForSelector("[data-testid=fork][data-at='1']", { state: "attached" }))
+        yield* on(() => page.click("[data-testid=model-request] details:has([data-testid=fork]) summary"))
+        yield* on(() => page.selectOption("[data-testid=fork-edit]", "toolResult"))
+        yield* wait(page, "[data-testid=fork-result]")
+        assert.strictEqual(yield* on(() => page.inputValue("[data-testid=fork-result]")), "\"Plan\"")
+        // step 0: before the first reply, with a message
+        yield* on(() => page.locator("[data-testid=load-request]").first().click())
+        yield* on(() => page.waitForSelector("[data-testid=fork][data-at='0']", { state: "attached" }))
+        yield* on(() =>
+          page.locator("[data-testid=model-request] details:has([data-testid=fork][data-at='0']) summary").click()
+        )
+        yield* on(() => page.selectOption("[data-testid=fork][data-at='0'] [data-testid=fork-edit]", "message"))
+        yield* wait(page, "[data-testid=fork-message]")
+        yield* on(() => page.fill("[data-testid=fork-message]", "Stop here."))
+        yield* on(() => page.click("[data-testid=fork][data-at='0'] [data-testid=fork-submit]"))
+        yield* wait(page, "[data-testid=thread-id]:has-text('plan-fork-0')")
+        yield* wait(page, "[data-testid=message]:has-text('Stopped as asked.')")
+        const forked = Option.getOrThrow(yield* agent.thread("plan-fork-0")).state.messages
+        assert.deepStrictEqual(forked.map((message: any) => message.role), ["user", "user", "assistant"])
+      }))
   })
 })

@@ -1,6 +1,6 @@
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent } from "@stepwise-agent/core"
+import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { AgentEngine, AgentWorkflow, Authorizer, RunStore } from "@stepwise-agent/workflow"
@@ -172,5 +172,26 @@ describe("Inspector on durable runs", () => {
       yield* run(Runs.resume(runId, decisions, { principal: "inspector" }))
       assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
       assert.deepStrictEqual(reads, ["notes.txt"])
+    }))
+
+  it.scopedLive("lists the threads of a run store's runs a page at a time, each thread once (the guide's storedThreads)", () =>
+    Effect.gen(function*() {
+      const runs = yield* RunStore.makeMemory
+      // thread "b" has two runs; the store lists runs, newest first, and pages them by no cursor
+      for (const [runId, threadId] of [["r1", "b"], ["r2", "a"], ["r3", "b"], ["r4", "c"]]) {
+        yield* runs.register({ runId: runId!, threadId: threadId!, executionId: runId!, workflow: "inspected-agent" })
+      }
+      const agent = yield* Agent.make({}).pipe(Effect.provide(ScriptedModel.layer([])))
+      const inspector = yield* Inspector.make(agent, {
+        storedThreads: (page) =>
+          Effect.map(runs.list(), (records) => Checkpointer.pageOf(new Set(records.map((run) => run.threadId)), page))
+      })
+      const token = new URL(inspector.url).searchParams.get("token")!
+      const page = (query: string) =>
+        Effect.promise(async () =>
+          (await fetch(`http://127.0.0.1:${inspector.port}/api/stored-threads?token=${token}&${query}`)).json()
+        )
+      assert.deepStrictEqual(yield* page("limit=2"), { threadIds: ["a", "b"], next: "b" })
+      assert.deepStrictEqual(yield* page("limit=2&cursor=b"), { threadIds: ["c"], next: null })
     }))
 })

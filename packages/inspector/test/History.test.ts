@@ -7,9 +7,9 @@ import { LanguageModel } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Option } from "effect"
+import { Effect, FastCheck, Option } from "effect"
 import * as Inspector from "../src/Inspector.js"
-import { approvalScript, eventually, setup } from "./fixtures.js"
+import { approvalScript, eventually, pendingOf, setup } from "./fixtures.js"
 
 const get = (url: string) =>
   Effect.promise(async () => {
@@ -182,5 +182,202 @@ describe("Inspector history", () => {
         ),
         "the run to end"
       )
+    }))
+})
+
+/** A thread "src": a `tick` call (`tick_0`), its result, then an answer; the fork's turns come after. */
+const forkSource = (more: ReadonlyArray<ScriptedModel.Turn>) =>
+  Effect.gen(function*() {
+    const opened = yield* setup([
+      ScriptedModel.toolCalls([{ name: "tick", params: {}, id: "tick_0" }]),
+      ScriptedModel.text("Ticked once."),
+      ...more
+    ])
+    yield* opened.agent.run("Tick once", { threadId: "src" })
+    const before = yield* opened.agent.thread("src")
+    const fork = (body: unknown, threadId = "src") =>
+      post(`${opened.base}/api/threads/${encodeURIComponent(threadId)}/fork?token=${opened.token}`, body)
+    return { ...opened, before, fork }
+  })
+
+const lastText = (agent: Agent.AgentOf<any>, threadId: string) =>
+  Effect.map(agent.thread(threadId), (thread) => {
+    const last = Option.isSome(thread) ? thread.value.state.messages.at(-1) : undefined
+    return last?.role === "assistant" && Array.isArray(last.content)
+      ? last.content.map((part: any) => part.type === "text" ? part.text : "").join("")
+      : undefined
+  })
+
+describe("Inspector fork", () => {
+  it.scopedLive("forks a thread before a step with an edited tool result; the fork runs live, the source is untouched", () =>
+    Effect.gen(function*() {
+      const { agent, before, fork } = yield* forkSource([ScriptedModel.text("The tick gave 50.")])
+      const forked = yield* fork({ to: "src-fork", at: 1, edit: { _tag: "ToolResult", callId: "tick_0", result: 50 } })
+      assert.deepStrictEqual(forked, { status: 202, body: { status: "forked", threadId: "src-fork" } })
+      yield* eventually(
+        Effect.map(lastText(agent, "src-fork"), (text) => text === "The tick gave 50."),
+        "the fork's run to answer"
+      )
+      const thread = yield* agent.thread("src-fork")
+      const tool = Option.getOrThrow(thread).state.messages[2]
+      assert.strictEqual(tool.role, "tool")
+      assert.strictEqual((tool.content[0] as any).result, 50)
+      assert.deepStrictEqual(yield* agent.thread("src"), before, "the source thread is untouched")
+    }))
+
+  it.scopedLive("forks with a message taken in before the step", () =>
+    Effect.gen(function*() {
+      const { agent, fork } = yield* forkSource([ScriptedModel.text("Stopped.")])
+      const forked = yield* fork({ to: "with-message", at: 0, edit: { _tag: "Message", message: "Stop." } })
+      assert.strictEqual(forked.status, 202)
+      yield* eventually(Effect.map(lastText(agent, "with-message"), (text) => text === "Stopped."), "the fork's run")
+      const messages = Option.getOrThrow(yield* agent.thread("with-message")).state.messages
+      assert.deepStrictEqual(messages.map((message: any) => message.role), ["user", "user", "assistant"])
+    }))
+
+  it.scopedLive("refuses a body that is not a fork with 400 naming what was wrong, and writes nothing", () =>
+    Effect.gen(function*() {
+      const { agent, base, fork, token } = yield* forkSource([])
+      const cases: ReadonlyArray<readonly [unknown, string]> = [
+        [{}, "to: is missing"],
+        [{ to: "x" }, "at: is missing"],
+        [{ to: "", at: 0 }, "to:"],
+        [{ to: "x", at: -1 }, "at:"],
+        [{ to: "x", at: 1.5 }, "at:"],
+        [{ to: "x", at: "1" }, "at:"],
+        [{ to: "x", at: 0, edit: { _tag: "SystemPrompt", prompt: "Be terse." } }, "edit._tag:"],
+        [{ to: "x", at: 0, edit: { _tag: "Message", message: "" } }, "edit.message:"],
+        [{ to: "x", at: 0, edit: { _tag: "Message", message: 42 } }, "edit.message:"],
+        [{ to: "x", at: 0, edit: { _tag: "ToolResult", result: 1 } }, "edit.callId: is missing"],
+        [
+          { to: "x", at: 0, edit: { _tag: "ToolResult", callId: "tick_0", result: 1, isFailure: "yes" } },
+          "edit.isFailure:"
+        ],
+        [{ to: "x", at: 0, edits: {} }, "edits:"],
+        [[], "the body is not a JSON object"],
+        [null, "the body is not a JSON object"],
+        ["{}", "the body is not a JSON object"]
+      ]
+      for (const [body, names] of cases) {
+        const refused = yield* fork(body)
+        assert.strictEqual(refused.status, 400, JSON.stringify(body))
+        assert.strictEqual(refused.body.error, "BadRequest")
+        assert.include(refused.body.message, names, JSON.stringify(body))
+      }
+      const notJson = yield* Effect.promise(async () => {
+        const response = await fetch(`${base}/api/threads/src/fork?token=${token}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: "{ to: x"
+        })
+        return { status: response.status, body: await response.json() as { readonly message: string } }
+      })
+      assert.strictEqual(notJson.status, 400)
+      assert.include(notJson.body.message, "the body is not JSON")
+      assert.isTrue(Option.isNone(yield* agent.thread("x")), "nothing written")
+    }))
+
+  it.scopedLive("a step or thread that does not exist, a taken target, or an edit that does not apply: a typed ForkError, nothing written", () =>
+    Effect.gen(function*() {
+      const { agent, before, fork } = yield* forkSource([])
+      const noStep = yield* fork({ to: "f", at: 3 })
+      assert.strictEqual(noStep.status, 422)
+      assert.deepInclude(noStep.body, { error: "ForkError", reason: "NoSuchStep" })
+      assert.include(noStep.body.message, "its steps are 0 to 2")
+      const noThread = yield* fork({ to: "f", at: 0 }, "nowhere")
+      assert.strictEqual(noThread.status, 404)
+      assert.deepInclude(noThread.body, { error: "ForkError", reason: "NoSuchThread" })
+      const taken = yield* fork({ to: "src", at: 0 })
+      assert.strictEqual(taken.status, 409)
+      assert.deepInclude(taken.body, { error: "ForkError", reason: "ThreadExists" })
+      const noCall = yield* fork({ to: "f", at: 0, edit: { _tag: "ToolResult", callId: "tick_0", result: 1 } })
+      assert.strictEqual(noCall.status, 422)
+      assert.deepInclude(noCall.body, { error: "ForkError", reason: "NoSuchToolCall" })
+      const notWaiting = yield* fork({ to: "f", at: 2, edit: { _tag: "Decision", decision: {} } })
+      assert.deepInclude(notWaiting.body, { error: "ForkError", reason: "NotWaiting" })
+      const badTarget = yield* fork({ to: "\ud800", at: 0 })
+      assert.strictEqual(badTarget.status, 422)
+      assert.strictEqual(badTarget.body.error, "InvalidInput")
+      assert.isTrue(Option.isNone(yield* agent.thread("f")), "nothing written")
+      assert.deepStrictEqual(yield* agent.thread("src"), before)
+    }))
+
+  it.scopedLive("of two forks to one thread at once, one starts and the other is refused with 409", () =>
+    Effect.gen(function*() {
+      const { fork } = yield* forkSource([ScriptedModel.text("a"), ScriptedModel.text("b")])
+      const both = yield* Effect.all([fork({ to: "same", at: 1 }), fork({ to: "same", at: 2 })], {
+        concurrency: "unbounded"
+      })
+      assert.deepStrictEqual(both.map((answer) => answer.status).sort(), [202, 409])
+      assert.deepInclude(both.find((answer) => answer.status === 409)!.body, { reason: "ThreadExists" })
+    }))
+
+  it.scopedLive("answers any body with 202 or a 4xx, never a 500, and writes nothing unless it answers 202", () =>
+    Effect.gen(function*() {
+      const { agent, fork } = yield* forkSource([])
+      const edit = FastCheck.oneof(
+        FastCheck.record({ _tag: FastCheck.constant("Message"), message: FastCheck.string() }),
+        FastCheck.record({
+          _tag: FastCheck.constant("ToolResult"),
+          callId: FastCheck.constantFrom("tick_0", "nope", ""),
+          result: FastCheck.jsonValue()
+        }, { requiredKeys: ["_tag"] }),
+        FastCheck.record({ _tag: FastCheck.constantFrom("Decision", "SystemPrompt"), decision: FastCheck.jsonValue() }),
+        FastCheck.jsonValue()
+      )
+      const body = FastCheck.oneof(
+        FastCheck.jsonValue(),
+        FastCheck.record({
+          to: FastCheck.oneof(FastCheck.string(), FastCheck.jsonValue()),
+          at: FastCheck.oneof(FastCheck.integer({ min: -2, max: 4 }), FastCheck.double(), FastCheck.jsonValue()),
+          edit
+        }, { requiredKeys: [] })
+      )
+      const forked = new Set<unknown>(["src"])
+      for (const sample of FastCheck.sample(body, { numRuns: 60, seed: 35 })) {
+        const answer = yield* fork(sample)
+        assert.oneOf(answer.status, [202, 400, 404, 409, 422], JSON.stringify(sample))
+        const to = (sample as { readonly to?: unknown } | null)?.to
+        if (answer.status === 202) forked.add(to)
+        else if (typeof to === "string" && to.length > 0 && !forked.has(to)) {
+          assert.isTrue(
+            Option.isNone(yield* agent.thread(to)),
+            `${JSON.stringify(sample)} wrote its target: ${JSON.stringify(answer)}`
+          )
+        }
+      }
+    }))
+
+  it.scopedLive("a fork at a thread's wait needs a decision its wait takes; a refused one writes nothing", () =>
+    Effect.gen(function*() {
+      const { agent, base, token } = yield* setup(approvalScript)
+      yield* agent.run("Read my notes", { threadId: "t1" })
+      const url = `${base}/api/threads/t1/fork?token=${token}`
+      const withoutDecision = yield* post(url, { to: "t1-fork", at: 2 })
+      assert.strictEqual(withoutDecision.status, 422)
+      assert.deepInclude(withoutDecision.body, { error: "ForkError", reason: "Waiting" })
+      const badDecision = yield* post(url, { to: "t1-fork", at: 2, edit: { _tag: "Decision", decision: [{}] } })
+      assert.strictEqual(badDecision.status, 422)
+      assert.notStrictEqual(badDecision.body.error, "ForkError")
+      assert.isTrue(Option.isNone(yield* agent.thread("t1-fork")), "a refused decision writes nothing")
+      assert.isTrue(Option.isSome(yield* pendingOf(agent, "t1")), "the source still waits")
+    }))
+
+  it.scopedLive("the fork route is behind the inspector's guards: no token or a foreign origin forks nothing", () =>
+    Effect.gen(function*() {
+      const { agent, base, inspector, token } = yield* forkSource([ScriptedModel.text("forked")])
+      const url = `${base}/api/threads/src/fork`
+      const body = { to: "guarded", at: 1 }
+      const anonymous = yield* Effect.promise(() =>
+        fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+      )
+      assert.strictEqual(anonymous.status, 401)
+      const foreign = yield* post(`${url}?token=${token}`, body, { origin: "http://evil.example" }).pipe(
+        Effect.catchAllDefect(() => Effect.succeed({ status: 403, body: null }))
+      )
+      assert.strictEqual(foreign.status, 403)
+      assert.isTrue(Option.isNone(yield* agent.thread("guarded")), "nothing forked")
+      const allowed = yield* post(`${url}?token=${token}`, body, { origin: `http://127.0.0.1:${inspector.port}` })
+      assert.strictEqual(allowed.status, 202)
     }))
 })

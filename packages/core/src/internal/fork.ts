@@ -7,7 +7,6 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import type { CheckpointError } from "../AgentError.js"
 import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
@@ -28,6 +27,8 @@ export interface Deps {
   readonly load: (threadId: string) => Effect.Effect<Checkpoint.Loaded, unknown>
   readonly start: (input: Prompt.RawInput, threadId: string) => Run
   readonly resume: (threadId: string, decision: unknown) => Run
+  /** Checks a decision for the wait of `threadId` as `resume` does, running nothing. */
+  readonly validateResume: (threadId: string, decision: unknown) => Effect.Effect<unknown, unknown, any>
   readonly proceed: (threadId: string) => Run
   /** Runs `effect` holding the lock of `threadId` (no run of it starts meanwhile). */
   readonly locked: <A, E, R>(threadId: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
@@ -132,12 +133,16 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
     if (!waits && edit?._tag === "Decision") {
       return yield* fail("NotWaiting", `it does not wait for a decision at step ${at}`)
     }
-    // the target is checked and written under its lock: of two forks to one thread, the second finds it
+    // the edit's message is checked before anything is written (its run checks it again)
+    if (edit?._tag === "Message") yield* deps.checkMessage(edit.message)
+    // the target is checked and written under its lock: of two forks to one thread, the second finds it. A
+    // decision is checked against the fork's own wait (a wait may be bound to its thread), still under the lock,
+    // and a refused one takes the written fork back
     yield* deps.locked(
       to,
       Effect.flatMap(
         deps.checkpointer.load(to),
-        (existing): Effect.Effect<void, Fork.ForkError | CheckpointError> =>
+        (existing): Effect.Effect<unknown, unknown, any> =>
           Option.isSome(existing)
             ? Effect.asVoid(fail("ThreadExists", `the thread "${to}" already exists`))
             : deps.checkpointer.save(to, {
@@ -145,7 +150,13 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
               ...(waits ? { pending, run } : {}),
               threadId: to,
               messages: AgentState.encodeMessages(messages)
-            })
+            }).pipe(
+              Effect.zipRight(
+                edit?._tag === "Decision"
+                  ? Effect.tapError(deps.validateResume(to, edit.decision), () => deps.checkpointer.delete(to))
+                  : Effect.void
+              )
+            )
       )
     )
     switch (edit?._tag) {

@@ -84,6 +84,7 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
             load,
             start: (input, to) => threads.start(input, { threadId: to }, undefined),
             resume: (to, decision) => threads.resume(to, decision, undefined),
+            validateResume: threads.validateResume,
             proceed: threads.proceed,
             locked: withThreadLock
           },
