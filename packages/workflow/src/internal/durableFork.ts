@@ -1,0 +1,92 @@
+/**
+ * `AgentWorkflow.fork`: a new durable run on a new thread that replays a
+ * record up to a model step and goes on live on the engine. What it forks
+ * travels in the run's payload (the record as JSONL, the step, the edit), so
+ * the body reads the same on every execution; the steps before `at` are
+ * served from it, the fork's own through the durable journal
+ * (`agent.fork(record, …)` under it). Everything that can be checked before
+ * is, and nothing starts when a check fails.
+ */
+import * as Prompt from "@effect/ai/Prompt"
+import type * as Workflow from "@effect/workflow/Workflow"
+import * as Agent from "@stepwise-agent/core/Agent"
+import * as Fork from "@stepwise-agent/core/Fork"
+import * as RunRecord from "@stepwise-agent/core/RunRecord"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+// the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
+import { type ForkOptions, type ForkPayload, type Payload, RunIdTaken } from "../AgentWorkflow.js"
+import * as RunStore from "../RunStore.js"
+
+/** The fork a payload describes, as `agent.fork` takes it. */
+export const forkOf = (fork: typeof ForkPayload.Type, to: string) =>
+  Effect.map(RunRecord.fromJsonl(fork.record), (record) => ({
+    record,
+    options: {
+      to,
+      at: fork.at,
+      edit: fork.edit === undefined
+        ? undefined
+        : fork.edit._tag === "Message"
+        ? { _tag: "Message" as const, message: Prompt.fromMessages(fork.edit.messages) }
+        : fork.edit
+    } satisfies Fork.Options<never>
+  }))
+
+/** Checks the fork of `record` with `options` and starts its run (`runId`) on the engine. */
+export const startFork = (
+  workflow: Workflow.Workflow<string, typeof Payload, any, any>,
+  name: string,
+  ownsThread: boolean,
+  record: RunRecord.RunRecord,
+  options: ForkOptions,
+  runId: string
+) =>
+  Effect.gen(function*() {
+    if ((record.header.version as number) !== RunRecord.version) {
+      return yield* new RunRecord.RunRecordError({
+        reason: "UnsupportedVersion",
+        line: 1,
+        detail: `the record is of version ${
+          JSON.stringify(record.header.version)
+        }; this build reads version ${RunRecord.version}`
+      })
+    }
+    yield* Fork.checkRecord(record, options)
+    const agent = yield* Agent.Agent
+    const to = options.to
+    // a thread id that is not one fails with InvalidInput here; the run checks again under the thread's lock
+    if (Option.isSome(yield* agent.thread(to))) {
+      return yield* new Fork.ForkError({
+        reason: "ThreadExists",
+        threadId: record.header.threadId,
+        detail: `the thread "${to}" already exists`
+      })
+    }
+    const edit = options.edit
+    const payload: typeof Payload.Type = {
+      runId,
+      threadId: to,
+      input: [],
+      fork: {
+        record: RunRecord.toJsonl(record),
+        at: options.at,
+        edit: edit === undefined
+          ? undefined
+          : edit._tag === "Message"
+          ? { _tag: "Message", messages: Prompt.make(edit.message).content }
+          : { _tag: "ToolResult", callId: edit.callId, result: edit.result, isFailure: edit.isFailure ?? false }
+      }
+    }
+    const executionId = yield* workflow.executionId(payload)
+    const registered = yield* (yield* RunStore.RunStore).register({
+      runId,
+      threadId: to,
+      executionId,
+      workflow: name,
+      ownsThread
+    })
+    if (registered.threadId !== to) return yield* new RunIdTaken({ runId, threadId: registered.threadId })
+    yield* workflow.execute(payload, { discard: true })
+    return runId
+  })
