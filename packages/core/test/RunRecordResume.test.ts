@@ -94,12 +94,12 @@ describe("RunRecord.recordResume", () => {
 })
 
 describe("Agent.fork of a record, two at once to one thread", () => {
-  /** The memory checkpointer, whose loads yield to other fibers first (as a database read does). */
+  /** The memory checkpointer, whose loads let other fibers run once they have read (as a database read does). */
   const slowLoads = Layer.effect(
     Checkpointer.Checkpointer,
     Effect.map(Checkpointer.makeMemory, (memory) => ({
       ...memory,
-      load: (threadId: string) => Effect.zipRight(Effect.yieldNow(), memory.load(threadId))
+      load: (threadId: string) => Effect.zipLeft(memory.load(threadId), Effect.yieldNow())
     }))
   )
 

@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import { Tool, Toolkit } from "@effect/ai"
 import { Agent, Fork, Middleware, RunRecord } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -9,10 +10,17 @@ import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Effect, Either, Layer, Option, Schema } from "effect"
 import * as path from "node:path"
-import { Calculator } from "../../core/test/utils.js"
 import { tempDirectory } from "./support/databases.js"
 
 const Runs = AgentWorkflow.make({ name: "durable-record", version: 1 })
+
+const Calculator = Toolkit.make(
+  Tool.make("add", {
+    description: "Adds two numbers",
+    parameters: { a: Schema.Number, b: Schema.Number },
+    success: Schema.Number
+  })
+)
 
 const script: ReadonlyArray<ScriptedModel.Turn> = [
   ScriptedModel.toolCalls([{ id: "call_1", name: "add", params: { a: 2, b: 3 } }]),
@@ -61,7 +69,7 @@ const stack = (engine: Engine, turns: ReadonlyArray<ScriptedModel.Turn>, tools: 
   })
 
 /** Runs the script on thread "src" durably: it waits at step 1, is resumed, and completes. */
-const sourceRun = (run: <A, E>(effect: Effect.Effect<A, E, any>) => Effect.Effect<A, E>) =>
+const sourceRun = (run: <A, E>(effect: Effect.Effect<A, E, any>) => Effect.Effect<A, E, any>) =>
   Effect.gen(function*() {
     const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?", runId: "src-run" }))
     const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))

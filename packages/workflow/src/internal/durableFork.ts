@@ -71,11 +71,11 @@ export const startFork = (
       fork: {
         record: RunRecord.toJsonl(record),
         at: options.at,
-        edit: edit === undefined
-          ? undefined
-          : edit._tag === "Message"
+        edit: edit?._tag === "Message"
           ? { _tag: "Message", messages: Prompt.make(edit.message).content }
-          : { _tag: "ToolResult", callId: edit.callId, result: edit.result, isFailure: edit.isFailure ?? false }
+          : edit?._tag === "ToolResult"
+          ? { _tag: "ToolResult", callId: edit.callId, result: edit.result, isFailure: edit.isFailure ?? false }
+          : undefined
       }
     }
     const executionId = yield* workflow.executionId(payload)
