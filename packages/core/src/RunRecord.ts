@@ -415,11 +415,14 @@ export const recording = (
     step: (key, effect) => {
       const name = RunJournal.stepName(key)
       // timed where it runs: a step the journal gives from its own record does not run
-      const timed = Effect.flatMap(Clock.currentTimeMillis, (startedAt) =>
-        Effect.tap(effect, () =>
-          Effect.map(Clock.currentTimeMillis, (ended) => {
-            timings.set(name, { startedAt, durationMillis: ended - startedAt })
-          })))
+      const timed = Effect.flatMap(
+        Clock.currentTimeMillis,
+        (startedAt) =>
+          Effect.tap(effect, () =>
+            Effect.map(Clock.currentTimeMillis, (ended) => {
+              timings.set(name, { startedAt, durationMillis: ended - startedAt })
+            }))
+      )
       return Effect.tap(journal.step(key, timed), (value) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => {
           const model = key._tag === "Model" ? sent.get(key.step) : undefined

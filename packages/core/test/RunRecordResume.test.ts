@@ -37,7 +37,11 @@ describe("RunRecord.recordResume", () => {
       const { calls, layer } = counted()
       const seen: Array<unknown> = []
       const record = yield* Effect.gen(function*() {
-        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [confirming(seen)] })
+        const agent = yield* Agent.make({
+          toolkit: Calculator,
+          systemPrompt: "You add.",
+          middleware: [confirming(seen)]
+        })
         const first = yield* agent.run("What is 2 + 3 + 7?", { threadId: "t1" })
         assert.strictEqual(first._tag, "Interrupted")
         const { record, result } = yield* RunRecord.recordResume(agent, "t1", { go: true })
@@ -60,7 +64,11 @@ describe("RunRecord.recordResume", () => {
       calls.count = 0
       const again: Array<unknown> = []
       const replayed = yield* Effect.gen(function*() {
-        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [confirming(again)] })
+        const agent = yield* Agent.make({
+          toolkit: Calculator,
+          systemPrompt: "You add.",
+          middleware: [confirming(again)]
+        })
         const result = yield* agent.replay(read)
         return { result, requests: (yield* ScriptedModel.requests).length, stored: yield* agent.thread("t1") }
       }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), layer)))
@@ -75,7 +83,11 @@ describe("RunRecord.recordResume", () => {
       const { layer } = counted()
       const seen: Array<unknown> = []
       const { record } = yield* Effect.gen(function*() {
-        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [confirming(seen)] })
+        const agent = yield* Agent.make({
+          toolkit: Calculator,
+          systemPrompt: "You add.",
+          middleware: [confirming(seen)]
+        })
         yield* agent.run("What is 2 + 3 + 7?", { threadId: "t1" })
         return yield* RunRecord.recordResume(agent, "t1", { go: true })
       }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
@@ -122,7 +134,9 @@ describe("Agent.fork of a record, two at once to one thread", () => {
           )
           return { both, stored: yield* agent.thread("same") }
         }).pipe(
-          Effect.provide(Layer.mergeAll(ScriptedModel.layer([ScriptedModel.text("a"), ScriptedModel.text("b")]), layer)),
+          Effect.provide(
+            Layer.mergeAll(ScriptedModel.layer([ScriptedModel.text("a"), ScriptedModel.text("b")]), layer)
+          ),
           Effect.provide(slowLoads)
         )
         const won = outcome.both.filter(Either.isRight)
@@ -133,7 +147,10 @@ describe("Agent.fork of a record, two at once to one thread", () => {
         assert.deepInclude(lost[0]!.left as Fork.ForkError, { reason: "ThreadExists" })
         // the thread holds the run that won, whole
         const stored = Option.getOrThrow(outcome.stored)
-        assert.deepStrictEqual(stored.state.messages, (won[0]!.right as { state: { messages: unknown } }).state.messages)
+        assert.deepStrictEqual(
+          stored.state.messages,
+          (won[0]!.right as { state: { messages: unknown } }).state.messages
+        )
       }
     }))
 })

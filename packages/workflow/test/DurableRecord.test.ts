@@ -1,5 +1,5 @@
-import { assert, describe, it } from "@effect/vitest"
 import { Tool, Toolkit } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
 import { Agent, Fork, Middleware, RunRecord } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -46,7 +46,12 @@ const confirming = (at: number) =>
 type Engine = "memory" | "sqlite"
 
 /** The durable stack on `engine`, with a record store, the agent on `turns` and the calculator counted by `tools`. */
-const stack = (engine: Engine, turns: ReadonlyArray<ScriptedModel.Turn>, tools: Layer.Layer<any>, middleware = [confirming(1)]) =>
+const stack = (
+  engine: Engine,
+  turns: ReadonlyArray<ScriptedModel.Turn>,
+  tools: Layer.Layer<any>,
+  middleware = [confirming(1)]
+) =>
   Effect.gen(function*() {
     const agent = Agent.layer({ toolkit: Calculator, systemPrompt: "You add.", middleware }).pipe(
       Layer.provide(tools)
@@ -158,7 +163,10 @@ describe("a durable record's failure paths", () => {
       // a record of another format version: refused by replay and by a durable fork, typed
       const later = { ...record, header: { ...record.header, version: 2 } } as unknown as RunRecord.RunRecord
       const replayed = yield* replayOn(later)
-      assert.deepInclude(Option.getOrThrow(Either.getLeft(replayed.outcome)), { _tag: "RunRecordError", reason: "UnsupportedVersion" })
+      assert.deepInclude(Option.getOrThrow(Either.getLeft(replayed.outcome)), {
+        _tag: "RunRecordError",
+        reason: "UnsupportedVersion"
+      })
       const forked = yield* Effect.flip(run(Runs.fork(later, { to: "f", at: 1 })))
       assert.deepInclude(forked, { _tag: "RunRecordError", reason: "UnsupportedVersion" })
       // and read from JSONL, the header is refused at once
@@ -208,7 +216,10 @@ describe("a durable record's failure paths", () => {
       }
       const agent = yield* run(Agent.Agent)
       assert.isTrue(Option.isNone(yield* agent.thread("f")))
-      assert.deepStrictEqual(yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.list({ threadId: "f" }))), [])
+      assert.deepStrictEqual(
+        yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.list({ threadId: "f" }))),
+        []
+      )
     }))
 })
 

@@ -8,8 +8,8 @@ import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import * as Agent from "@stepwise-agent/core/Agent"
-import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import { CheckpointError, ThreadStateError } from "@stepwise-agent/core/AgentError"
+import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import type * as RunRecord from "@stepwise-agent/core/RunRecord"
 import * as Secrets from "@stepwise-agent/core/Secrets"
@@ -28,8 +28,8 @@ import {
   AgentRunFailed,
   type AgentWorkflow,
   Decision,
-  type ForkOptions,
   DecisionCorrupt,
+  type ForkOptions,
   InvalidDecision,
   InvalidSend,
   JournalCorrupt,
@@ -459,7 +459,9 @@ export const make = (options: Options): AgentWorkflow => {
     // the journal goes first: a prune cut off after it finds the run ended (no execution) and finishes
     yield* clearJournal(workflow, record.executionId)
     yield* Effect.serviceOption(RecordStore.RecordStore).pipe(
-      Effect.flatMap(Option.match({ onNone: () => Effect.void, onSome: (records) => Effect.orDie(records.delete(runId)) }))
+      Effect.flatMap(
+        Option.match({ onNone: () => Effect.void, onSome: (records) => Effect.orDie(records.delete(runId)) })
+      )
     )
     yield* store.delete(runId)
     if (deleteThread) yield* (yield* Agent.Agent).deleteThread(record.threadId)
@@ -497,10 +499,12 @@ export const make = (options: Options): AgentWorkflow => {
     return yield* readRecord(runId)
   })
 
-  const fork = Effect.fn("AgentWorkflow.fork")(function*(source: string | RunRecord.RunRecord, forkOptions: ForkOptions) {
-    const from = typeof source === "string" ? yield* record(source) : source
-    return yield* startFork(workflow, name, steering, from, forkOptions, forkOptions.runId ?? (yield* newRunId))
-  }) as AgentWorkflow["fork"]
+  const fork = Effect.fn("AgentWorkflow.fork")(
+    function*(source: string | RunRecord.RunRecord, forkOptions: ForkOptions) {
+      const from = typeof source === "string" ? yield* record(source) : source
+      return yield* startFork(workflow, name, steering, from, forkOptions, forkOptions.runId ?? (yield* newRunId))
+    }
+  ) as AgentWorkflow["fork"]
 
   return {
     name,
