@@ -103,6 +103,26 @@ describe("RunRecord.recordResume", () => {
       assert.instanceOf(outcome.left, RunRecord.ReplayDiverged)
       assert.deepInclude(outcome.left, { step: 1, field: "systemPrompt" })
     }))
+
+  it.effect("a record of a resumed run forks: the steps before `at` are served, the fork goes on live on its thread", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = counted()
+      const { record } = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [confirming([])] })
+        yield* agent.run("What is 2 + 3 + 7?", { threadId: "t1" })
+        return yield* RunRecord.recordResume(agent, "t1", { go: true })
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
+      calls.count = 0
+      const forked = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [confirming([])] })
+        // the record's model steps are model/1 and model/2: fork before the second, with a message
+        const result = yield* agent.fork(record, { to: "f1", at: 1, edit: { _tag: "Message", message: "Stop." } })
+        return { result, requests: (yield* ScriptedModel.requests).length, source: yield* agent.thread("t1") }
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([ScriptedModel.text("stopped")]), layer)))
+      assert.strictEqual(forked.result._tag === "Completed" && forked.result.text, "stopped")
+      assert.deepStrictEqual([forked.requests, calls.count], [1, 0])
+      assert.isTrue(Option.isNone(forked.source))
+    }))
 })
 
 describe("Agent.fork of a record, two at once to one thread", () => {
@@ -152,5 +172,35 @@ describe("Agent.fork of a record, two at once to one thread", () => {
           (won[0]!.right as { state: { messages: unknown } }).state.messages
         )
       }
+    }))
+
+  it.effect("a run of the thread that starts first makes the fork fail with ThreadExists, and keeps its thread", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const { record } = yield* Effect.flatMap(
+        Agent.make({ toolkit: Calculator, systemPrompt: "You add." }),
+        (agent) => RunRecord.record(agent, "What is 2 + 3 + 7?", { threadId: "prod" })
+      ).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
+      const outcome = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add." })
+        const [ran, forked] = yield* Effect.all(
+          [
+            Effect.either(agent.run("Hello", { threadId: "same" })),
+            Effect.either(agent.fork(record, { to: "same", at: 1 }))
+          ],
+          { concurrency: "unbounded" }
+        )
+        return { ran, forked, stored: yield* agent.thread("same") }
+      }).pipe(
+        Effect.provide(Layer.merge(ScriptedModel.layer([ScriptedModel.text("hi"), ScriptedModel.text("b")]), layer)),
+        Effect.provide(slowLoads)
+      )
+      assert.isTrue(Either.isRight(outcome.ran))
+      assert.deepInclude(Option.getOrThrow(Either.getLeft(outcome.forked)), {
+        _tag: "ForkError",
+        reason: "ThreadExists"
+      })
+      const stored = Option.getOrThrow(outcome.stored)
+      assert.deepStrictEqual(stored.state.messages.map((message) => message.role), ["user", "assistant"])
     }))
 })
