@@ -284,4 +284,64 @@ describe.each(engines)("a durable fork (%s engine)", (engine) => {
       assert.strictEqual(done.state, "Completed")
       assert.strictEqual(Option.getOrThrow(done.outcome).text, "forked")
     }))
+
+  it.scopedLive("two durable forks to one new thread at once: exactly one completes, the other fails typed and the thread is the first one's", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const context = yield* stack(engine, [...script, ScriptedModel.text("a"), ScriptedModel.text("b")], layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const source = yield* sourceRun(run)
+      const started = yield* Effect.all(
+        ["a", "b"].map((name) => Effect.either(run(Runs.fork(source, { to: "same", at: 2, runId: `fork-${name}` })))),
+        { concurrency: "unbounded" }
+      )
+      // a fork refused at once, or one whose run found the thread as it loaded it
+      const ended = yield* Effect.forEach(started, (outcome) =>
+        Either.isLeft(outcome)
+          ? Effect.succeed({ state: "Refused" as const, error: outcome.left as unknown })
+          : Effect.map(run(Runs.await(outcome.right)), (status) => ({
+            state: status.state,
+            error: Option.getOrUndefined(status.failure) as unknown
+          })))
+      const completed = ended.filter((end) => end.state === "Completed")
+      const failed = ended.filter((end) => end.state !== "Completed")
+      assert.strictEqual(completed.length, 1, JSON.stringify(ended))
+      assert.strictEqual(failed.length, 1)
+      const error = failed[0]!.error
+      const reason = error instanceof Fork.ForkError
+        ? error.reason
+        : error instanceof AgentWorkflow.AgentRunFailed && error.error._tag === "OtherError"
+        ? error.error.tag
+        : undefined
+      assert.include(["ThreadExists", "ForkError"], reason, String(error))
+      // the thread is the run that completed, whole: replies 0 and 1 served, reply 2 live
+      const stored = Option.getOrThrow(yield* (yield* run(Agent.Agent)).thread("same"))
+      assert.strictEqual(stored.state.messages.filter((message) => message.role === "assistant").length, 3)
+      assert.strictEqual(stored.pending._tag, "None")
+    }))
+})
+
+describe("the record of a cancelled durable run", () => {
+  it.scopedLive("ends at its wait, with no decision and no end; it replays to the wait", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const context = yield* stack("memory", script, layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+      yield* run(Runs.await(runId, { untilWaiting: true }))
+      yield* run(Runs.cancel(runId))
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Cancelled")
+      const record = yield* run(Runs.record(runId))
+      assert.isUndefined(record.entries.find((entry) => entry._tag === "End"))
+      const { modelCalls, outcome } = yield* replayOn(record)
+      assert.strictEqual(Either.getOrThrow(outcome)._tag, "Interrupted")
+      assert.strictEqual(modelCalls, 0)
+      // pruned, the run has no record any more
+      yield* run(Runs.prune(runId))
+      assert.deepInclude(yield* Effect.flip(run(Runs.record(runId))), { _tag: "RunNotFound" })
+      assert.deepStrictEqual(yield* run(Effect.flatMap(RecordStore.RecordStore, (store) => store.read(runId))), {
+        header: undefined,
+        entries: []
+      })
+    }))
 })
