@@ -296,13 +296,16 @@ describe.each(engines)("a durable fork (%s engine)", (engine) => {
         { concurrency: "unbounded" }
       )
       // a fork refused at once, or one whose run found the thread as it loaded it
-      const ended = yield* Effect.forEach(started, (outcome) =>
-        Either.isLeft(outcome)
-          ? Effect.succeed({ state: "Refused" as const, error: outcome.left as unknown })
-          : Effect.map(run(Runs.await(outcome.right)), (status) => ({
-            state: status.state,
-            error: Option.getOrUndefined(status.failure) as unknown
-          })))
+      const ended = yield* Effect.forEach(
+        started,
+        (outcome): Effect.Effect<{ readonly state: string; readonly error: unknown }, unknown, any> =>
+          Either.isLeft(outcome)
+            ? Effect.succeed({ state: "Refused", error: outcome.left })
+            : Effect.map(run(Runs.await(outcome.right)), (status) => ({
+              state: status.state,
+              error: Option.getOrUndefined(status.failure)
+            }))
+      )
       const completed = ended.filter((end) => end.state === "Completed")
       const failed = ended.filter((end) => end.state !== "Completed")
       assert.strictEqual(completed.length, 1, JSON.stringify(ended))
@@ -316,7 +319,8 @@ describe.each(engines)("a durable fork (%s engine)", (engine) => {
       assert.include(["ThreadExists", "ForkError"], reason, String(error))
       // the thread is the run that completed, whole: replies 0 and 1 served, reply 2 live
       const stored = Option.getOrThrow(yield* (yield* run(Agent.Agent)).thread("same"))
-      assert.strictEqual(stored.state.messages.filter((message) => message.role === "assistant").length, 3)
+      const roles = stored.state.messages.map((message: { readonly role: string }) => message.role)
+      assert.strictEqual(roles.filter((role: string) => role === "assistant").length, 3)
       assert.strictEqual(stored.pending._tag, "None")
     }))
 })
