@@ -666,8 +666,10 @@ export interface AgentWorkflow<W extends Wait.Any = Wait.Any> {
    * survives a crash, waits durably). The source run, its thread and its
    * journal are only read. A step the record does not have, an edit that
    * does not apply or a target thread that exists fail with `ForkError`,
-   * and nothing is started; gives the new run's id (`options.runId`, or a
-   * new one).
+   * and nothing is started; so do a `Message` edit that holds no message
+   * (`InvalidInput`) and a run id of another thread (`RunIdTaken`). Gives
+   * the new run's id (`options.runId`, or a new one); a retried fork with
+   * the same `runId` and `to`, whose run started, gives it again.
    */
   fork(source: string, options: ForkOptions): Effect.Effect<
     string,

@@ -214,6 +214,15 @@ describe("a durable record's failure paths", () => {
         assert.instanceOf(error, Fork.ForkError, JSON.stringify(options))
         assert.deepInclude(error as Fork.ForkError, { reason, threadId: "src" })
       }
+      // a message edit with no message, and a run id of another thread, start nothing either
+      assert.deepInclude(
+        yield* Effect.flip(run(Runs.fork(runId, { to: "f", at: 1, edit: { _tag: "Message", message: [] } }))),
+        { _tag: "InvalidInput" }
+      )
+      assert.deepInclude(yield* Effect.flip(run(Runs.fork(runId, { to: "f", at: 1, runId }))), {
+        _tag: "RunIdTaken",
+        threadId: "src"
+      })
       const agent = yield* run(Agent.Agent)
       assert.isTrue(Option.isNone(yield* agent.thread("f")))
       assert.deepStrictEqual(
@@ -246,6 +255,8 @@ describe.each(engines)("a durable fork (%s engine)", (engine) => {
       }))
       assert.strictEqual(forkId, "fork-run")
       const done = yield* run(Runs.await(forkId))
+      // a retried fork (same run id and thread) gives its run again, and starts nothing more
+      assert.strictEqual(yield* run(Runs.fork(source, { to: "fork", at: 1, runId: "fork-run" })), "fork-run")
       assert.strictEqual(done.state, "Completed")
       assert.strictEqual(Option.getOrThrow(done.outcome).text, "stopped")
       assert.strictEqual(done.threadId, "fork")

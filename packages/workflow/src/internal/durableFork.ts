@@ -10,6 +10,7 @@
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Workflow from "@effect/workflow/Workflow"
 import * as Agent from "@stepwise-agent/core/Agent"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Fork from "@stepwise-agent/core/Fork"
 import * as RunRecord from "@stepwise-agent/core/RunRecord"
 import * as Effect from "effect/Effect"
@@ -33,7 +34,23 @@ export const forkOf = (fork: typeof ForkPayload.Type, to: string) =>
     } satisfies Fork.Options<never>
   }))
 
-/** Checks the fork of `record` with `options` and starts its run (`runId`) on the engine. */
+/** The messages of a `Message` edit; none, or input that is no prompt, is `InvalidInput` (the run checks the rest). */
+const messagesOf = (input: Prompt.RawInput) =>
+  Effect.try({
+    try: () => Prompt.make(input).content,
+    catch: () => new AgentError.InvalidInput({ description: "the fork's message is not a prompt" })
+  }).pipe(
+    Effect.filterOrFail(
+      (messages) => messages.length > 0,
+      () => new AgentError.InvalidInput({ description: "the fork's message holds no message" })
+    )
+  )
+
+/**
+ * Checks the fork of `record` with `options` and starts its run (`runId`)
+ * on the engine. A retried fork, whose run `runId` of the thread `to` is
+ * registered and its thread written, gives the run's id again.
+ */
 export const startFork = (
   workflow: Workflow.Workflow<string, typeof Payload, any, any>,
   name: string,
@@ -54,9 +71,17 @@ export const startFork = (
     }
     yield* Fork.checkRecord(record, options)
     const agent = yield* Agent.Agent
+    const store = yield* RunStore.RunStore
     const to = options.to
+    // a retried fork (the same run id, to the same thread) that started gives its run again
+    const earlier = yield* Effect.option(store.get(runId))
+    if (Option.isSome(earlier) && earlier.value.threadId !== to) {
+      return yield* new RunIdTaken({ runId, threadId: earlier.value.threadId })
+    }
     // a thread id that is not one fails with InvalidInput here; the run checks again under the thread's lock
-    if (Option.isSome(yield* agent.thread(to))) {
+    const existing = yield* agent.thread(to)
+    if (Option.isSome(existing) && Option.isSome(earlier)) return runId
+    if (Option.isSome(existing)) {
       return yield* new Fork.ForkError({
         reason: "ThreadExists",
         threadId: record.header.threadId,
@@ -64,6 +89,7 @@ export const startFork = (
       })
     }
     const edit = options.edit
+    const message = edit?._tag === "Message" ? yield* messagesOf(edit.message) : undefined
     const payload: typeof Payload.Type = {
       runId,
       threadId: to,
@@ -71,15 +97,15 @@ export const startFork = (
       fork: {
         record: RunRecord.toJsonl(record),
         at: options.at,
-        edit: edit?._tag === "Message"
-          ? { _tag: "Message", messages: Prompt.make(edit.message).content }
+        edit: message !== undefined
+          ? { _tag: "Message", messages: message }
           : edit?._tag === "ToolResult"
           ? { _tag: "ToolResult", callId: edit.callId, result: edit.result, isFailure: edit.isFailure ?? false }
           : undefined
       }
     }
     const executionId = yield* workflow.executionId(payload)
-    const registered = yield* (yield* RunStore.RunStore).register({
+    const registered = yield* store.register({
       runId,
       threadId: to,
       executionId,
