@@ -437,10 +437,15 @@ export const recording = (
           }))
         }))
     },
+    // the journal's own witness (a replayer's) still sees and answers what this one records
     witness: {
-      input: (messages) => Effect.suspend(() => sink.input(keeper.messages(messages) as Header["input"])),
+      input: (messages) =>
+        Effect.zipRight(
+          Effect.suspend(() => sink.input(keeper.messages(messages) as Header["input"])),
+          journal.witness?.input(messages) ?? Effect.void
+        ),
       model: (request, call) =>
-        Effect.tap(call, (reply) =>
+        Effect.tap(journal.witness?.model(request, call) ?? call, (reply) =>
           Effect.sync(() => {
             sent.set(request.step, {
               sent: keeper.request(request),
