@@ -630,7 +630,8 @@ export interface AgentWorkflow<W extends Wait.Any = Wait.Any> {
   /**
    * Removes a run that has ended: its journal (on a durable engine: the
    * workflow's messages and replies and its durable clocks), its `RunStore`
-   * record and claimed decisions, and, with `deleteThread`, its thread's
+   * record and claimed decisions, its run record (with a `RecordStore` in
+   * the context), and, with `deleteThread`, its thread's
    * checkpoint (only when no later run of the thread is to come). Give new
    * runs new ids: a pruned id would start over.
    */

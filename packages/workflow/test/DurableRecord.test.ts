@@ -360,3 +360,37 @@ describe("the record of a cancelled durable run", () => {
       })
     }))
 })
+
+describe("the record of a durable run, scrubbed", () => {
+  it.scopedLive("credential-named fields and credentials in text are scrubbed from what the durable record keeps", () =>
+    Effect.gen(function*() {
+      const Login = Tool.make("login", {
+        parameters: { user: Schema.String, apiKey: Schema.String },
+        success: Schema.String
+      })
+      const kit = Toolkit.make(Login)
+      const turns: ReadonlyArray<ScriptedModel.Turn> = [
+        ScriptedModel.toolCalls([{ id: "c1", name: "login", params: { user: "ada", apiKey: "k-9" } }]),
+        ScriptedModel.text("in")
+      ]
+      const context = yield* Layer.build(
+        Runs.layer.pipe(
+          Layer.provideMerge(
+            Agent.layer({ toolkit: kit }).pipe(
+              Layer.provide(
+                kit.toLayer({ login: () => Effect.succeed("GET /v1?key=abc ok; Authorization: Bearer tok-0123456789") })
+              )
+            )
+          ),
+          Layer.provideMerge(ScriptedModel.layer(turns)),
+          Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory, RecordStore.layerMemory))
+        )
+      )
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "log in" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      const text = RunRecord.toJsonl(yield* run(Runs.record(runId)))
+      assert.include(text, "ada")
+      for (const leaked of ["k-9", "key=abc", "tok-0123456789"]) assert.notInclude(text, leaked)
+    }))
+})
