@@ -394,3 +394,55 @@ describe("the record of a durable run, scrubbed", () => {
       for (const leaked of ["k-9", "key=abc", "tok-0123456789"]) assert.notInclude(text, leaked)
     }))
 })
+
+describe("a durable record after a lost write", () => {
+  it.scopedLive("an entry whose write was lost (the process died after its step) is written by the next execution, from the journal, in its place", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      // a store that loses the first write of the entry of model step 0, as a process dying after the step would
+      const lossy = Layer.effect(
+        RecordStore.RecordStore,
+        Effect.map(RecordStore.makeMemory, (memory) => {
+          let lost = false
+          return RecordStore.RecordStore.of({
+            ...memory,
+            put: (runId, slot, line) =>
+              !lost && line.includes("\"name\":\"model/0\"") ?
+                Effect.sync(() => {
+                  lost = true
+                }) :
+                memory.put(runId, slot, line)
+          })
+        })
+      )
+      const context = yield* Layer.build(
+        Runs.layer.pipe(
+          Layer.provideMerge(
+            Agent.layer({ toolkit: Calculator, systemPrompt: "You add.", middleware: [confirming(1)] }).pipe(
+              Layer.provide(layer)
+            )
+          ),
+          Layer.provideMerge(ScriptedModel.layer(script)),
+          Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory, lossy)),
+          Layer.provideMerge(Authorizer.layer(() => true))
+        )
+      )
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* sourceRun(run)
+      const record = yield* run(Runs.record(runId))
+      const names = record.entries.flatMap((entry) => entry._tag === "Step" ? [entry.name] : [])
+      assert.deepStrictEqual(names.filter((name) => name.startsWith("model/") || name.startsWith("tool/")), [
+        "model/0",
+        "tool/call_1",
+        "model/1",
+        "tool/call_2",
+        "model/2"
+      ])
+      const model0 = record.entries.find((entry) => entry._tag === "Step" && entry.name === "model/0")
+      // its result is the journal's; the request as sent was only in the process that died
+      assert.isTrue(model0 !== undefined && model0._tag === "Step" && model0.sent === undefined)
+      const { modelCalls, outcome } = yield* replayOn(record)
+      assert.strictEqual(Either.getOrThrow(outcome)._tag, "Completed")
+      assert.strictEqual(modelCalls, 0)
+    }))
+})
