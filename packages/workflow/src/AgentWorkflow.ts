@@ -48,6 +48,14 @@ import type * as RunStore from "./RunStore.js"
  * (JSONL), the model step it forks before and its edit (a message taken in,
  * or a tool result replaced).
  *
+ * @example
+ * ```ts
+ * import { AgentWorkflow } from "@stepwise-agent/workflow"
+ * import { Schema } from "effect"
+ *
+ * const isFork = Schema.is(AgentWorkflow.ForkPayload)
+ * ```
+ *
  * @since 0.1.0
  * @category models
  */
@@ -755,6 +763,13 @@ export interface ForkOptions extends Fork.Options<never> {
  * Why {@link AgentWorkflow.fork} started nothing: the fork cannot start
  * (`ForkError`), the record is of another format version, the new run's id
  * names a run of another thread, or a store failed.
+ *
+ * @example
+ * ```ts
+ * import type { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * const why = (failure: AgentWorkflow.ForkFailure) => failure._tag === "ForkError" ? failure.reason : failure._tag
+ * ```
  *
  * @since 0.1.0
  * @category models

@@ -81,6 +81,13 @@ export class RecordNotFound extends Schema.TaggedError<RecordNotFound>(
  * The stored lines of one run's record: its header (slot `-1`), when
  * written, and its entries as JSON, by slot, in order.
  *
+ * @example
+ * ```ts
+ * import type { RecordStore } from "@stepwise-agent/workflow"
+ *
+ * const lines = (stored: RecordStore.Stored) => stored.entries.map(([, line]) => line)
+ * ```
+ *
  * @since 0.1.0
  * @category models
  */
@@ -90,6 +97,16 @@ export interface Stored {
 }
 
 /**
+ * The store of the records of durable runs.
+ *
+ * @example
+ * ```ts
+ * import { RecordStore } from "@stepwise-agent/workflow"
+ * import { Effect } from "effect"
+ *
+ * const stored = Effect.flatMap(RecordStore.RecordStore, (store) => store.read("run-1"))
+ * ```
+ *
  * @since 0.1.0
  * @category tags
  */
@@ -160,6 +177,13 @@ export const makeMemory: Effect.Effect<RecordStore.Service> = Effect.sync(() => 
 
 /**
  * Options of {@link make}.
+ *
+ * @example
+ * ```ts
+ * import { RecordStore } from "@stepwise-agent/workflow"
+ *
+ * const Records = RecordStore.layer({ table: "support_run_records" })
+ * ```
  *
  * @since 0.1.0
  * @category models
