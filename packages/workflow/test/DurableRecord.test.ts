@@ -446,3 +446,27 @@ describe("a durable record after a lost write", () => {
       assert.strictEqual(modelCalls, 0)
     }))
 })
+
+describe("a durable fork with an edited tool result", () => {
+  it.scopedLive("the fork's run has the edited result in place of the recorded one, and no tool runs", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = counted()
+      const context = yield* stack("memory", [...script, ScriptedModel.text("it was 50")], layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const source = yield* sourceRun(run)
+      calls.count = 0
+      const forkId = yield* run(Runs.fork(source, {
+        to: "fork",
+        at: 1,
+        edit: { _tag: "ToolResult", callId: "call_1", result: 50 }
+      }))
+      const done = yield* run(Runs.await(forkId))
+      assert.strictEqual(done.state, "Completed")
+      assert.strictEqual(Option.getOrThrow(done.outcome).text, "it was 50")
+      assert.strictEqual(calls.count, 0)
+      const tool = done.messages[2]!
+      assert.isTrue(
+        tool.role === "tool" && tool.content.some((part) => part.type === "tool-result" && part.result === 50)
+      )
+    }))
+})
