@@ -35,6 +35,20 @@ describe("Agent.replay", () => {
     >()
   })
 
+  test("recordResume takes the agent's decision type and keeps its types", () => {
+    const confirming = null as unknown as Agent.Service<Slice, Oops, never, Wait.Declared<"confirm", string, boolean>>
+    expect(RunRecord.recordResume(confirming, "t", true)).type.toBe<
+      Effect.Effect<
+        {
+          readonly result: AgentResult.AgentResult<Slice, never, Wait.Declared<"confirm", string, boolean>>
+          readonly record: RunRecord.RunRecord
+        },
+        Oops | AgentError.AgentError | AiError.AiError
+      >
+    >()
+    expect(RunRecord.recordResume).type.not.toBeCallableWith(confirming, "t", "yes")
+  })
+
   test("a divergence names one of the fields", () => {
     expect<RunRecord.ReplayDiverged["field"]>().type.toBe<
       "input" | "systemPrompt" | "messages" | "tools" | "toolChoice" | "steps" | "result"

@@ -7,7 +7,9 @@
  * @since 0.1.0
  */
 import type * as Prompt from "@effect/ai/Prompt"
+import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
+import type * as RunRecord from "./RunRecord.js"
 
 /**
  * What a fork changes before it continues: a `Message` (the fork's run
@@ -81,4 +83,51 @@ export class ForkError extends Schema.TaggedError<ForkError>("@stepwise-agent/co
   get message(): string {
     return `cannot fork thread "${this.threadId}": ${this.detail}`
   }
+}
+
+/**
+ * Whether a fork of `record` with `options` can start: `at` is one of its
+ * model steps (0 to their number), a `ToolResult` edit names a call whose
+ * result comes before step `at`, and no `Decision` edit is given (a record
+ * takes none: its recorded decisions are given again). The target thread is
+ * not looked at: the fork checks it as it starts, under its lock.
+ * `agent.fork(record, …)` and the durable fork of `@stepwise-agent/workflow`
+ * check with it before they start anything.
+ *
+ * @example
+ * ```ts
+ * import { Fork } from "@stepwise-agent/core"
+ * import type { RunRecord } from "@stepwise-agent/core"
+ *
+ * declare const record: RunRecord.RunRecord
+ * const canFork = Fork.checkRecord(record, { to: "t1-retry", at: 9 }) // Left(ForkError NoSuchStep) for a shorter run
+ * ```
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkRecord = (record: RunRecord.RunRecord, options: Options): Either.Either<void, ForkError> => {
+  const fail = (reason: ForkError["reason"], detail: string) =>
+    Either.left(new ForkError({ reason, threadId: record.header.threadId, detail }))
+  // the recorded model steps, and the model step each tool call came after
+  let models = 0
+  const toolStep = new Map<string, number>()
+  for (const entry of record.entries) {
+    if (entry._tag !== "Step") continue
+    if (entry.kind === "Model") models++
+    else if (entry.kind === "Tool") toolStep.set(entry.name, models - 1)
+  }
+  const at = options.at
+  if (!Number.isInteger(at) || at < 0 || at > models) {
+    return fail("NoSuchStep", `the record has no step ${at}: its steps are 0 to ${models}`)
+  }
+  const edit = options.edit
+  if (edit?._tag === "Decision") return fail("NotWaiting", "a fork of a recorded run takes no decision")
+  if (edit?._tag === "ToolResult") {
+    const step = toolStep.get(`tool/${edit.callId}`)
+    if (step === undefined || step >= at) {
+      return fail("NoSuchToolCall", `no result of the call "${edit.callId}" comes before step ${at}`)
+    }
+  }
+  return Either.void
 }

@@ -35,6 +35,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type * as Agent from "./Agent.js"
+import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
 import { kept, keptAs, requestKeeper } from "./internal/plainJson.js"
 import * as RunJournal from "./RunJournal.js"
@@ -87,7 +88,9 @@ export const Step = Schema.TaggedStruct("Step", {
 export type Step = typeof Step.Type
 
 /**
- * A wait the run made: the interrupt's key, step, middleware, node and what it asked.
+ * A wait the run made: the interrupt's key, step, middleware, node and what
+ * it asked; with `decision`, the run went on past it with that decision (as
+ * posted: encoded, JSON), as a durable run does, and a replay goes on with it.
  *
  * @example
  * ```ts
@@ -104,7 +107,8 @@ export const WaitEntry = Schema.TaggedStruct("Wait", {
   step: Schema.Number,
   middleware: Schema.String,
   node: Schema.String,
-  request: Schema.Unknown
+  request: Schema.Unknown,
+  decision: Schema.optional(Schema.Unknown)
 })
 
 /**
@@ -192,7 +196,8 @@ export type Entry = typeof Entry.Type
 /**
  * The header of a record (its first JSONL line): the format `version`, the
  * thread, when the run started and its input as the `transformInput` hooks
- * left it.
+ * left it; for the record of a resumed run ({@link recordResume}), the
+ * `decision` it resumed with (as JSON) and no input.
  *
  * @example
  * ```ts
@@ -208,7 +213,8 @@ export const Header = Schema.TaggedStruct("RunRecord", {
   version: Schema.Literal(version),
   threadId: Schema.String,
   startedAt: Schema.Number,
-  input: Schema.Array(Schema.encodedSchema(Prompt.Message))
+  input: Schema.Array(Schema.encodedSchema(Prompt.Message)),
+  resumed: Schema.optional(Schema.Struct({ decision: Schema.Unknown }))
 })
 
 /**
@@ -325,50 +331,121 @@ const keptMessage = keptAs(Prompt.AssistantMessage)
 const encodeResult = <A>(key: RunJournal.StepKey<A>, value: A): unknown =>
   Either.getOrElse(Schema.encodeEither(key.schema)(value), (): unknown => value)
 
-/** A journal that runs every step as it is and keeps it in `entries`. */
-const recording = (
-  entries: Array<Entry>,
-  input: { value: ReadonlyArray<Prompt.Message> },
-  keeper: ReturnType<typeof requestKeeper>
-): RunJournal.Service => {
+/**
+ * Where a recording journal ({@link recording}) puts what it sees: each
+ * entry at its `slot` (0, 1, … in the order the run takes them; a wait's
+ * slot is put again once it has its decision), and the run's input after
+ * the `transformInput` hooks, encoded and scrubbed.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const entries: Array<RunRecord.Entry> = []
+ * const sink: RunRecord.Sink = {
+ *   put: (slot, entry) => Effect.sync(() => { entries[slot] = entry }),
+ *   input: () => Effect.void
+ * }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Sink {
+  readonly put: (slot: number, entry: Entry) => Effect.Effect<void>
+  readonly input: (messages: Header["input"]) => Effect.Effect<void>
+}
+
+/**
+ * A journal that records a run: each step goes through `journal` as it
+ * would, and is put in `sink` with its result (encoded with its key's
+ * schema), its timing (when the step ran in this process; a step `journal`
+ * gave from its own journal has no duration) and, for a model call, the
+ * request as sent and the reply; each wait is put before `journal` waits,
+ * and again with the decision it gave when it gave one (a durable journal).
+ * `add` puts an entry that is no step (a middleware decision, the end).
+ * Everything is scrubbed of known credentials. `record` records in process
+ * with it; `@stepwise-agent/workflow` records durable runs with it.
+ *
+ * @example
+ * ```ts
+ * import { RunJournal, RunRecord } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const entries: Array<RunRecord.Entry> = []
+ * const { journal } = RunRecord.recording(RunJournal.inProcess, {
+ *   put: (slot, entry) => Effect.sync(() => { entries[slot] = entry }),
+ *   input: () => Effect.void
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const recording = (
+  journal: RunJournal.Service,
+  sink: Sink
+): { readonly journal: RunJournal.Service; readonly add: (entry: Entry) => Effect.Effect<void> } => {
+  const keeper = requestKeeper(true)
   const sent = new Map<number, Required<Pick<Step, "sent" | "reply">>>()
-  return RunJournal.RunJournal.of({
-    durable: false,
+  const timings = new Map<string, { readonly startedAt: number; readonly durationMillis: number }>()
+  let slots = 0
+  const add = (entry: Entry) => Effect.suspend(() => sink.put(slots++, entry))
+  const recorded = RunJournal.RunJournal.of({
+    durable: journal.durable,
     await: (interrupt) =>
-      Effect.sync(() => {
-        entries.push(WaitEntry.make({
+      Effect.suspend(() => {
+        const slot = slots++
+        const wait = WaitEntry.make({
           key: interrupt.key,
           step: interrupt.step,
           middleware: interrupt.middleware,
           node: interrupt.node,
           request: kept(interrupt.value)
-        }))
-        return Option.none()
+        })
+        return Effect.zipRight(
+          sink.put(slot, wait),
+          Effect.tap(journal.await(interrupt), (decision) =>
+            Option.isNone(decision)
+              ? Effect.void
+              : sink.put(slot, WaitEntry.make({ ...wait, decision: kept(decision.value) })))
+        )
       }),
-    step: (key, effect) =>
-      Effect.flatMap(
+    step: (key, effect) => {
+      const name = RunJournal.stepName(key)
+      // timed where it runs: a step the journal gives from its own record does not run
+      const timed = Effect.flatMap(
         Clock.currentTimeMillis,
         (startedAt) =>
-          Effect.tap(effect, (value) =>
+          Effect.tap(effect, () =>
             Effect.map(Clock.currentTimeMillis, (ended) => {
-              const model = key._tag === "Model" ? sent.get(key.step) : undefined
-              entries.push(Step.make({
-                name: RunJournal.stepName(key),
-                kind: key._tag,
-                result: kept(encodeResult(key, value)),
-                ...model,
-                startedAt,
-                durationMillis: ended - startedAt
-              }))
+              timings.set(name, { startedAt, durationMillis: ended - startedAt })
             }))
-      ),
+      )
+      return Effect.tap(journal.step(key, timed), (value) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const model = key._tag === "Model" ? sent.get(key.step) : undefined
+          const timing = timings.get(name) ?? { startedAt: now, durationMillis: 0 }
+          timings.delete(name)
+          return add(Step.make({
+            name,
+            kind: key._tag,
+            result: kept(encodeResult(key, value)),
+            ...model,
+            ...timing
+          }))
+        }))
+    },
+    // the journal's own witness (a replayer's) still sees and answers what this one records
     witness: {
       input: (messages) =>
-        Effect.sync(() => {
-          input.value = messages
-        }),
+        Effect.zipRight(
+          Effect.suspend(() => sink.input(keeper.messages(messages) as Header["input"])),
+          journal.witness?.input(messages) ?? Effect.void
+        ),
       model: (request, call) =>
-        Effect.tap(call, (reply) =>
+        Effect.tap(journal.witness?.model(request, call) ?? call, (reply) =>
           Effect.sync(() => {
             sent.set(request.step, {
               sent: keeper.request(request),
@@ -382,7 +459,88 @@ const recording = (
           }))
     }
   })
+  return { journal: recorded, add }
 }
+
+/**
+ * The {@link End} entry of a run that ended with `outcome` after
+ * `durationMillis`, its text scrubbed of known credentials.
+ *
+ * @example
+ * ```ts
+ * import type { AgentResult } from "@stepwise-agent/core"
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * declare const result: AgentResult.AgentResult<unknown>
+ * const end = RunRecord.endOf(result, 1200)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const endOf = (outcome: AgentResult.AgentResult<unknown, unknown, any>, durationMillis: number): End =>
+  End.make({
+    outcome: outcome._tag,
+    ...(outcome._tag === "Completed" ? { text: Secrets.scrubText(outcome.text) } : {}),
+    steps: outcome.steps,
+    usage: {
+      inputTokens: outcome.usage.inputTokens,
+      outputTokens: outcome.usage.outputTokens,
+      totalTokens: outcome.usage.totalTokens
+    },
+    durationMillis
+  })
+
+/** Runs `events` (a run's stream) with a recording journal, and gives its result and record. */
+const recordStream = <S, E, O, W extends Wait.Any>(
+  events: Stream.Stream<AgentEvent.AgentEvent<S, O, W>, Agent.RunError<E>>,
+  threadId: string,
+  resumed: Header["resumed"]
+): Effect.Effect<
+  { readonly result: AgentResult.AgentResult<S, O, W>; readonly record: RunRecord },
+  Agent.RunError<E>
+> =>
+  Effect.gen(function*() {
+    const entries: Array<Entry> = []
+    let input: Header["input"] = []
+    const { add, journal } = recording(RunJournal.inProcess, {
+      put: (slot, entry) =>
+        Effect.sync(() => {
+          entries[slot] = entry
+        }),
+      input: (messages) =>
+        Effect.sync(() => {
+          input = messages
+        })
+    })
+    const startedAt = yield* Clock.currentTimeMillis
+    let result: AgentResult.AgentResult<S, O, W> | undefined
+    yield* events.pipe(
+      Stream.runForEach((event) => {
+        if (event._tag === "MiddlewareDecision") {
+          return add(Decision.make({
+            middleware: event.middleware,
+            hook: event.hook,
+            decision: event.decision,
+            data: kept(event.data)
+          }))
+        }
+        if (event._tag === "RunEnded") result = event.result
+        return Effect.void
+      }),
+      Effect.provideService(RunJournal.RunJournal, journal)
+    )
+    const ended = yield* Clock.currentTimeMillis
+    const outcome = result!
+    yield* add(endOf(outcome, ended - startedAt))
+    return {
+      result: outcome,
+      record: {
+        header: Header.make({ version, threadId, startedAt, input, ...(resumed === undefined ? {} : { resumed }) }),
+        entries
+      }
+    }
+  })
 
 /**
  * Runs `input` on the thread `options.threadId` as `agent.stream` does, with
@@ -414,56 +572,39 @@ export const record = <S, E, O, W extends Wait.Any>(
 ): Effect.Effect<
   { readonly result: AgentResult.AgentResult<S, O, W>; readonly record: RunRecord },
   Agent.RunError<E>
-> =>
-  Effect.gen(function*() {
-    const entries: Array<Entry> = []
-    const transformed = { value: [] as ReadonlyArray<Prompt.Message> }
-    const keeper = requestKeeper(true)
-    const startedAt = yield* Clock.currentTimeMillis
-    let result: AgentResult.AgentResult<S, O, W> | undefined
-    yield* agent.stream(input, options).pipe(
-      Stream.runForEach((event) =>
-        Effect.sync(() => {
-          if (event._tag === "MiddlewareDecision") {
-            entries.push(Decision.make({
-              middleware: event.middleware,
-              hook: event.hook,
-              decision: event.decision,
-              data: kept(event.data)
-            }))
-          } else if (event._tag === "RunEnded") {
-            result = event.result
-          }
-        })
-      ),
-      Effect.provideService(RunJournal.RunJournal, recording(entries, transformed, keeper))
-    )
-    const ended = yield* Clock.currentTimeMillis
-    const outcome = result!
-    entries.push(End.make({
-      outcome: outcome._tag,
-      ...(outcome._tag === "Completed" ? { text: Secrets.scrubText(outcome.text) } : {}),
-      steps: outcome.steps,
-      usage: {
-        inputTokens: outcome.usage.inputTokens,
-        outputTokens: outcome.usage.outputTokens,
-        totalTokens: outcome.usage.totalTokens
-      },
-      durationMillis: ended - startedAt
-    }))
-    return {
-      result: outcome,
-      record: {
-        header: Header.make({
-          version,
-          threadId: options.threadId,
-          startedAt,
-          input: keeper.messages(transformed.value) as Header["input"]
-        }),
-        entries
-      }
-    }
-  })
+> => recordStream(agent.stream(input, options), options.threadId, undefined)
+
+/**
+ * Resumes the thread `threadId`, waiting for a decision, with `decision` as
+ * `agent.resumeStream` does, with a recording journal, and gives the resumed
+ * run's result with its {@link RunRecord}: its header holds the decision (as
+ * JSON) and no input, its entries the load of the waiting thread and every
+ * step after the decision. `agent.replay` resumes the recorded thread with
+ * the decision again, and `agent.fork` forks it, as for any record.
+ *
+ * @example
+ * ```ts
+ * import { Agent, RunRecord } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * const approved = Effect.gen(function*() {
+ *   const agent = yield* Agent.Agent
+ *   const { record } = yield* RunRecord.recordResume(agent, "t1", { go: true })
+ *   return RunRecord.toJsonl(record)
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const recordResume = <S, E, O, W extends Wait.Any>(
+  agent: Agent.Service<S, E, O, W>,
+  threadId: string,
+  decision: Wait.DecisionOf<W>
+): Effect.Effect<
+  { readonly result: AgentResult.AgentResult<S, O, W>; readonly record: RunRecord },
+  Agent.RunError<E>
+> => recordStream(agent.resumeStream(threadId, decision), threadId, { decision: kept(decision) })
 
 // -----------------------------------------------------------------------------
 // JSONL

@@ -1,4 +1,6 @@
-import type { Agent, AgentState, Wait } from "@stepwise-agent/core"
+import type { WorkflowEngine } from "@effect/workflow"
+import type { Agent, AgentState, RunRecord, Wait } from "@stepwise-agent/core"
+import type { RecordStore, RunStore } from "@stepwise-agent/workflow"
 import { AgentWorkflow } from "@stepwise-agent/workflow"
 import type { Effect, Option } from "effect"
 import { describe, expect, test } from "tstyche"
@@ -36,5 +38,34 @@ describe("AgentWorkflow.make", () => {
   test("without an agent type, any wait and any decision", () => {
     const Any = AgentWorkflow.make({ name: "any", version: 1 })
     expect(Any.resume).type.toBeCallableWith("run-1", "yes", { principal: "staff:a" })
+  })
+})
+
+declare const record: RunRecord.RunRecord
+const Forks = AgentWorkflow.make({ name: "forks", version: 1 })
+
+describe("AgentWorkflow.record and fork", () => {
+  test("record reads a run's record from the RecordStore", () => {
+    expect<Effect.Effect.Success<ReturnType<typeof Forks.record>>>().type.toBe<RunRecord.RunRecord>()
+    expect<Effect.Effect.Context<ReturnType<typeof Forks.record>>>().type.toBe<
+      RunStore.RunStore | RecordStore.RecordStore
+    >()
+  })
+  test("a fork of a run id needs the RecordStore; a fork of a record does not; neither takes a decision", () => {
+    expect(Forks.fork("run-1", { to: "t2", at: 1 })).type.toBe<
+      Effect.Effect<
+        string,
+        AgentWorkflow.ForkFailure | RecordStore.RecordNotFound | RecordStore.RecordStoreError,
+        WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent | RecordStore.RecordStore
+      >
+    >()
+    expect(Forks.fork(record, { to: "t2", at: 1 })).type.toBe<
+      Effect.Effect<string, AgentWorkflow.ForkFailure, WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent>
+    >()
+    expect(Forks.fork).type.not.toBeCallableWith(record, {
+      to: "t2",
+      at: 1,
+      edit: { _tag: "Decision", decision: true }
+    })
   })
 })

@@ -24,6 +24,8 @@ import type * as Workflow from "@effect/workflow/Workflow"
 import type * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import type * as Agent from "@stepwise-agent/core/Agent"
 import * as AgentError from "@stepwise-agent/core/AgentError"
+import type * as Fork from "@stepwise-agent/core/Fork"
+import type * as RunRecord from "@stepwise-agent/core/RunRecord"
 import * as Usage from "@stepwise-agent/core/Usage"
 import type * as Wait from "@stepwise-agent/core/Wait"
 import type * as Duration from "effect/Duration"
@@ -34,6 +36,7 @@ import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import type * as Authorizer from "./Authorizer.js"
 import * as internal from "./internal/workflow.js"
+import type * as RecordStore from "./RecordStore.js"
 import type * as RunStore from "./RunStore.js"
 
 // -----------------------------------------------------------------------------
@@ -41,8 +44,34 @@ import type * as RunStore from "./RunStore.js"
 // -----------------------------------------------------------------------------
 
 /**
+ * What a durable fork ({@link AgentWorkflow.fork}) runs: the source record
+ * (JSONL), the model step it forks before and its edit (a message taken in,
+ * or a tool result replaced).
+ *
+ * @example
+ * ```ts
+ * import { AgentWorkflow } from "@stepwise-agent/workflow"
+ * import { Schema } from "effect"
+ *
+ * const isFork = Schema.is(AgentWorkflow.ForkPayload)
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ForkPayload = Schema.Struct({
+  record: Schema.String,
+  at: Schema.Number,
+  edit: Schema.optional(Schema.Union(
+    Schema.TaggedStruct("Message", { messages: Schema.Array(Prompt.Message) }),
+    Schema.TaggedStruct("ToolResult", { callId: Schema.String, result: Schema.Unknown, isFailure: Schema.Boolean })
+  ))
+})
+
+/**
  * The workflow's payload: the run id (its idempotency key), the thread it
- * continues, and the user messages it starts with.
+ * continues, and the user messages it starts with; for a durable fork, what
+ * it forks (`fork`) and no messages.
  *
  * @since 0.1.0
  * @category models
@@ -50,7 +79,8 @@ import type * as RunStore from "./RunStore.js"
 export const Payload = Schema.Struct({
   runId: Schema.String,
   threadId: Schema.String,
-  input: Schema.Array(Prompt.Message)
+  input: Schema.Array(Prompt.Message),
+  fork: Schema.optional(ForkPayload)
 })
 
 /**
@@ -608,13 +638,56 @@ export interface AgentWorkflow<W extends Wait.Any = Wait.Any> {
   /**
    * Removes a run that has ended: its journal (on a durable engine: the
    * workflow's messages and replies and its durable clocks), its `RunStore`
-   * record and claimed decisions, and, with `deleteThread`, its thread's
+   * record and claimed decisions, its run record (with a `RecordStore` in
+   * the context), and, with `deleteThread`, its thread's
    * checkpoint (only when no later run of the thread is to come). Give new
    * runs new ids: a pruned id would start over.
    */
   readonly prune: (runId: string, options?: { readonly deleteThread?: boolean | undefined }) => Effect.Effect<
     void,
     RunNotEnded | RunStore.RunNotFound | RunStore.RunStoreError | AgentError.CheckpointError | PersistenceError,
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
+  >
+  /**
+   * The record of a run (`RunRecord`, as `RunRecord.record` makes in
+   * process), kept as the run went by the `RecordStore` of the workflow's
+   * context: the run's input, each step with its result (a model call with
+   * the request as sent and the reply), each wait with the decision it got,
+   * and, once it completed, its end. Of a finished run, or one that waits,
+   * was cancelled or failed (the record ends at its last step). Replay it
+   * in process with `agent.replay(record)`: no model or tool is called.
+   */
+  readonly record: (runId: string) => Effect.Effect<
+    RunRecord.RunRecord,
+    | RunStore.RunNotFound
+    | RunStore.RunStoreError
+    | RecordStore.RecordNotFound
+    | RecordStore.RecordStoreError
+    | RunRecord.RunRecordError,
+    RunStore.RunStore | RecordStore.RecordStore
+  >
+  /**
+   * Forks a durable run (by its id: its stored record) or a record at its
+   * model step `options.at`, with an optional edit (a message, a tool
+   * result), into a new durable run on the new thread `options.to`: the
+   * steps before `at` are served from the record (no model or tool call),
+   * then the run goes on live on the engine, journaled as any run (it
+   * survives a crash, waits durably). The source run, its thread and its
+   * journal are only read. A step the record does not have, an edit that
+   * does not apply or a target thread that exists fail with `ForkError`,
+   * and nothing is started; so do a `Message` edit that holds no message
+   * (`InvalidInput`) and a run id of another thread (`RunIdTaken`). Gives
+   * the new run's id (`options.runId`, or a new one); a retried fork with
+   * the same `runId` and `to`, whose run started, gives it again.
+   */
+  fork(source: string, options: ForkOptions): Effect.Effect<
+    string,
+    ForkFailure | RecordStore.RecordNotFound | RecordStore.RecordStoreError,
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent | RecordStore.RecordStore
+  >
+  fork(source: RunRecord.RunRecord, options: ForkOptions): Effect.Effect<
+    string,
+    ForkFailure,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /** Waits until the run is done (or waiting, with `untilWaiting`) and gives its status. */
@@ -666,6 +739,49 @@ export interface AgentWorkflow<W extends Wait.Any = Wait.Any> {
     WorkflowEngine.WorkflowEngine | RunStore.RunStore
   >
 }
+
+/**
+ * The options of {@link AgentWorkflow.fork}: those of `agent.fork` (a new
+ * thread `to`, the model step `at`, an optional `Message` or `ToolResult`
+ * edit) and the new run's id.
+ *
+ * @example
+ * ```ts
+ * import type { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * const options: AgentWorkflow.ForkOptions = { to: "ticket-42-retry", at: 1, runId: "run-42-fork" }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ForkOptions extends Fork.Options<never> {
+  readonly runId?: string | undefined
+}
+
+/**
+ * Why {@link AgentWorkflow.fork} started nothing: the fork cannot start
+ * (`ForkError`), the record is of another format version, the new run's id
+ * names a run of another thread, or a store failed.
+ *
+ * @example
+ * ```ts
+ * import type { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * const why = (failure: AgentWorkflow.ForkFailure) => failure._tag === "ForkError" ? failure.reason : failure._tag
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ForkFailure =
+  | Fork.ForkError
+  | RunRecord.RunRecordError
+  | RunIdTaken
+  | RunStore.RunNotFound
+  | RunStore.RunStoreError
+  | AgentError.CheckpointError
+  | AgentError.InvalidInput
 
 /**
  * Defines a durable agent.

@@ -16,6 +16,11 @@ export * as Authorizer from "./Authorizer.js"
 /**
  * @since 0.1.0
  */
+export * as RecordStore from "./RecordStore.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as RunStore from "./RunStore.js"
 
 /**

@@ -58,39 +58,19 @@ const withToolResult = (
   return found ? edited : undefined
 }
 
-/** A fork of a recorded run: served up to step `at`, live from there, on the new thread. */
+/**
+ * A fork of a recorded run: served up to step `at`, live from there, on the
+ * new thread. The target is checked as the fork's run loads it, under its
+ * lock (the replay's load): of two forks to one thread, the second finds it.
+ */
 const fromRecord = (deps: Deps, record: RunRecord.RunRecord, options: Fork.Options): Run =>
   Effect.gen(function*() {
-    const from = record.header.threadId
     const to = yield* checkThreadId(options.to)
-    const fail = (reason: Fork.ForkError["reason"], detail: string) =>
-      Effect.fail(new Fork.ForkError({ reason, threadId: from, detail }))
-    if (Option.isSome(yield* deps.checkpointer.load(to))) {
-      return yield* fail("ThreadExists", `the thread "${to}" already exists`)
-    }
-    // the recorded model steps, and the model step each tool call came after
-    let models = 0
-    const toolStep = new Map<string, number>()
-    for (const entry of record.entries) {
-      if (entry._tag !== "Step") continue
-      if (entry.kind === "Model") models++
-      else if (entry.kind === "Tool") toolStep.set(entry.name, models - 1)
-    }
-    const at = options.at
-    if (!Number.isInteger(at) || at < 0 || at > models) {
-      return yield* fail("NoSuchStep", `the record has no step ${at}: its steps are 0 to ${models}`)
-    }
+    yield* Fork.checkRecord(record, options)
     const edit = options.edit
-    if (edit?._tag === "Decision") return yield* fail("NotWaiting", "a fork of a recorded run takes no decision")
-    if (edit?._tag === "ToolResult") {
-      const step = toolStep.get(`tool/${edit.callId}`)
-      if (step === undefined || step >= at) {
-        return yield* fail("NoSuchToolCall", `no result of the call "${edit.callId}" comes before step ${at}`)
-      }
-    }
     const message = edit?._tag === "Message" ? yield* deps.checkMessage(edit.message) : undefined
     return yield* deps.replay(record, {
-      at,
+      at: options.at,
       threadId: to,
       message,
       toolResult: edit?._tag === "ToolResult"

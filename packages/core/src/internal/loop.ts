@@ -50,6 +50,10 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
     const execute = Driver.make(config, Driver.steps(config, checkpoints.save))
     const threads = Threads.make(config, checkpoints, execute)
     const { withThreadLock } = threads
+    const replayRuns: Replay.Runs = {
+      start: (input, threadId) => threads.start(input, { threadId }, undefined),
+      resume: (threadId, decision) => threads.resume(threadId, decision, undefined)
+    }
     // (the effects below need the context the agent captured, which the driver provides: `any` until then)
     return {
       run: Effect.fn("Agent.run")((input: Prompt.RawInput, options: Agent.RunOptions) =>
@@ -71,16 +75,13 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
       validateResume: Effect.fn("Agent.validateResume")((threadId: string, value: unknown) =>
         threads.validateResume(threadId, value)
       ),
-      replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) =>
-        Replay.replay(record, (input, threadId) => threads.start(input, { threadId }, undefined))
-      ),
+      replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) => Replay.replay(record, replayRuns)),
       fork: Effect.fn("Agent.fork")((source: string | RunRecord.RunRecord, options: Fork.Options) =>
         Forks.fork(
           {
             checkpointer,
             checkMessage: (input) => checkInput(input, "conversation", config.maxInputChars),
-            replay: (record, live) =>
-              Replay.replay(record, (input, threadId) => threads.start(input, { threadId }, undefined), live),
+            replay: (record, live) => Replay.replay(record, replayRuns, live),
             load,
             start: (input, to) => threads.start(input, { threadId: to }, undefined),
             resume: (to, decision) => threads.resume(to, decision, undefined),

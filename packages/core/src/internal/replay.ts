@@ -15,6 +15,7 @@ import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type * as AgentResult from "../AgentResult.js"
+import * as Fork from "../Fork.js"
 import * as RunJournal from "../RunJournal.js"
 import * as RunRecord from "../RunRecord.js"
 import * as Secrets from "../Secrets.js"
@@ -50,15 +51,38 @@ export interface Live {
   readonly toolResult?: { readonly callId: string; readonly result: unknown; readonly isFailure: boolean } | undefined
 }
 
+type Run = Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
+
+/** How a replay runs the agent, with the journal of the context: a run of an input, or a resume of a thread. */
+export interface Runs {
+  readonly start: (input: Prompt.RawInput, threadId: string) => Run
+  readonly resume: (threadId: string, decision: unknown) => Run
+}
+
 /**
- * Replays `record` with `start`, which runs the agent on an input and thread
- * with the journal of the context; with `live`, forks it instead, on `threadId`.
+ * Replays `record` with `runs` (a record of a resumed run resumes its
+ * thread with its decision); with `live`, forks it instead, on `threadId`:
+ * the fork's own steps (its load, checkpoints, live calls, waits) go through
+ * the journal of the caller's context (a durable one journals them), and its
+ * load, under the thread's lock, fails with `ForkError` (`ThreadExists`) when
+ * the thread is there already.
  */
 export const replay = (
   record: RunRecord.RunRecord,
-  start: (input: Prompt.RawInput, threadId: string) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>,
+  runs: Runs,
   live?: Live & { readonly threadId: string }
-): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> =>
+): Run =>
+  Effect.flatMap(
+    Effect.serviceOption(RunJournal.RunJournal),
+    (outer) => replayWith(record, runs, Option.getOrElse(outer, () => RunJournal.inProcess), live)
+  )
+
+const replayWith = (
+  record: RunRecord.RunRecord,
+  runs: Runs,
+  outer: RunJournal.Service,
+  live: (Live & { readonly threadId: string }) | undefined
+): Run =>
   Effect.suspend(() => {
     if ((record.header.version as number) !== RunRecord.version) {
       return Effect.fail(
@@ -73,11 +97,14 @@ export const replay = (
     }
     // the recorded steps by name, with their line (the header is line 1) and whether the replay took them
     const steps = new Map<string, { readonly step: RunRecord.Step; readonly line: number; taken: boolean }>()
+    // the decisions the run went on with past its waits (a durable run's, by the interrupt's key)
+    const decisions = new Map<string, unknown>()
     const modelSteps = new Map<number, RunRecord.Step>()
     // the model step each recorded step came after (a tool call belongs to the reply before it)
     const stepOf = new Map<string, number>()
     let lastModel = 0
     record.entries.forEach((entry, i) => {
+      if (entry._tag === "Wait" && entry.decision !== undefined) decisions.set(entry.key, entry.decision)
       if (entry._tag !== "Step") return
       steps.set(entry.name, { step: entry, line: i + 2, taken: false })
       if (entry.kind === "Model") {
@@ -121,22 +148,43 @@ export const replay = (
         (error) => unreadable(at.line, error)
       ) as Effect.Effect<A, any>
 
+    // a fork's own steps go through the journal of its context
+    const own = <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>) => outer.step(key, effect)
     const journal = RunJournal.RunJournal.of({
-      durable: false,
-      await: () => Effect.succeedNone,
+      durable: live === undefined ? false : outer.durable,
+      // a recorded decision is given again; a fork waits in its own journal for one the record lacks
+      await: (interrupt) =>
+        decisions.has(interrupt.key) && !isLive()
+          ? Effect.succeed(Option.some(decisions.get(interrupt.key)))
+          : live === undefined
+          ? Effect.succeedNone
+          : outer.await(interrupt),
       step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
         const name = RunJournal.stepName(key)
         const at = steps.get(name)
         if (at !== undefined) at.taken = true
         switch (key._tag) {
-          case "Load":
-            return at === undefined ? Effect.succeed(key.result.to(Option.none())) : served(key, at)
+          case "Load": {
+            const recorded = at === undefined ? Effect.succeed(key.result.to(Option.none())) : served(key, at)
+            if (live === undefined) return recorded
+            // the fork's thread, read under its lock as the run starts: of two forks to it, the second finds it
+            return Effect.flatMap(own(key, effect), (existing) =>
+              Option.isSome(key.result.from(existing))
+                ? Effect.fail(
+                  new Fork.ForkError({
+                    reason: "ThreadExists",
+                    threadId: record.header.threadId,
+                    detail: `the thread "${live.threadId}" already exists`
+                  })
+                ) as Effect.Effect<never, any>
+                : recorded)
+          }
           case "Checkpoint":
-            return live === undefined ? Effect.succeed(key.result.to(undefined)) : effect
+            return live === undefined ? Effect.succeed(key.result.to(undefined)) : own(key, effect)
           case "Inbox": {
             // the look before model step `taken`: a fork takes its message in before step `at`
             const looked = live !== undefined && taken >= live.at
-              ? effect
+              ? own(key, effect)
               : at === undefined
               ? Effect.succeed(key.result.to([]))
               : served(key, at)
@@ -148,11 +196,11 @@ export const replay = (
           case "Model": {
             currentStep = key.step
             taken++
-            if (isLive() || (live !== undefined && at === undefined)) return effect
+            if (isLive() || (live !== undefined && at === undefined)) return own(key, effect)
             return at === undefined ? diverge(key.step, "steps", undefined, name) : effect
           }
           default: {
-            if (isLive() || (live !== undefined && at === undefined)) return effect
+            if (isLive() || (live !== undefined && at === undefined)) return own(key, effect)
             if (at === undefined) return diverge(currentStep, "steps", undefined, name)
             const edit = live?.toolResult
             return key._tag === "Tool" && edit !== undefined && key.call.id === edit.callId
@@ -228,10 +276,13 @@ export const replay = (
     return Effect.flatMap(
       Effect.exit(
         Effect.provideService(
-          Effect.flatMap(
-            input,
-            (messages) => start(Prompt.fromMessages(messages), live?.threadId ?? record.header.threadId)
-          ),
+          Effect.flatMap(input, (messages) => {
+            const threadId = live?.threadId ?? record.header.threadId
+            const resumed = record.header.resumed
+            return resumed === undefined
+              ? runs.start(Prompt.fromMessages(messages), threadId)
+              : runs.resume(threadId, resumed.decision)
+          }),
           RunJournal.RunJournal,
           journal
         )

@@ -9,7 +9,9 @@ import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import * as Agent from "@stepwise-agent/core/Agent"
 import { CheckpointError, ThreadStateError } from "@stepwise-agent/core/AgentError"
+import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
+import type * as RunRecord from "@stepwise-agent/core/RunRecord"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -27,6 +29,7 @@ import {
   type AgentWorkflow,
   Decision,
   DecisionCorrupt,
+  type ForkOptions,
   InvalidDecision,
   InvalidSend,
   JournalCorrupt,
@@ -43,9 +46,12 @@ import {
   type SendReceipt
 } from "../AgentWorkflow.js"
 import * as Authorizer from "../Authorizer.js"
+import * as RecordStore from "../RecordStore.js"
 import * as RunStore from "../RunStore.js"
 import { clearJournal, executionExists } from "./clusterStorage.js"
+import { forkOf, startFork } from "./durableFork.js"
 import { asRunFailure, inActivity, makeJournal } from "./durableJournal.js"
+import { readRecord, recorder } from "./durableRecord.js"
 import { checkSend, decodeStored } from "./send.js"
 import { isParseError, stateOf } from "./status.js"
 
@@ -110,8 +116,14 @@ export const make = (options: Options): AgentWorkflow => {
       const claimSteered = (look: string) =>
         Effect.flatMap(Effect.orDie(store.claimSteered(payload.threadId, payload.runId, look)), decodeStored)
       const { flush, journal } = makeJournal(options, payload.runId, cancelled, claimSteered)
-      const exit = yield* loop.run(Prompt.fromMessages(payload.input), { threadId: payload.threadId }).pipe(
-        Effect.provideService(RunJournal.RunJournal, journal),
+      // a fork replays its source's record first: it is not recorded
+      const recorded = yield* recorder(payload.runId, payload.threadId, journal, payload.fork === undefined)
+      const run: Effect.Effect<AgentResult.AgentResult<any, any, any>, unknown> = payload.fork === undefined
+        ? loop.run(Prompt.fromMessages(payload.input), { threadId: payload.threadId })
+        : Effect.flatMap(forkOf(payload.fork, payload.threadId), (fork) => loop.fork(fork.record, fork.options))
+      const exit = yield* run.pipe(
+        Effect.tap(recorded.end),
+        Effect.provideService(RunJournal.RunJournal, recorded.journal),
         // the checkpoints saved after the last activity are written before the run ends, failing or not
         Effect.zipLeft(flush),
         Effect.tapErrorCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : flush),
@@ -446,6 +458,11 @@ export const make = (options: Options): AgentWorkflow => {
     }
     // the journal goes first: a prune cut off after it finds the run ended (no execution) and finishes
     yield* clearJournal(workflow, record.executionId)
+    yield* Effect.serviceOption(RecordStore.RecordStore).pipe(
+      Effect.flatMap(
+        Option.match({ onNone: () => Effect.void, onSome: (records) => Effect.orDie(records.delete(runId)) })
+      )
+    )
     yield* store.delete(runId)
     if (deleteThread) yield* (yield* Agent.Agent).deleteThread(record.threadId)
   })
@@ -477,5 +494,32 @@ export const make = (options: Options): AgentWorkflow => {
       )
     }))
 
-  return { name, workflow, layer, start, status, resume, discardDecision, cancel, prune, await: await_, watch, send }
+  const record: AgentWorkflow["record"] = Effect.fn("AgentWorkflow.record")(function*(runId) {
+    yield* (yield* RunStore.RunStore).get(runId)
+    return yield* readRecord(runId)
+  })
+
+  const fork = Effect.fn("AgentWorkflow.fork")(
+    function*(source: string | RunRecord.RunRecord, forkOptions: ForkOptions) {
+      const from = typeof source === "string" ? yield* record(source) : source
+      return yield* startFork(workflow, name, steering, from, forkOptions, forkOptions.runId ?? (yield* newRunId))
+    }
+  ) as AgentWorkflow["fork"]
+
+  return {
+    name,
+    workflow,
+    layer,
+    start,
+    status,
+    resume,
+    discardDecision,
+    cancel,
+    prune,
+    await: await_,
+    watch,
+    send,
+    record,
+    fork
+  }
 }

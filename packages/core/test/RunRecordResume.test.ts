@@ -1,0 +1,206 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Agent, Checkpointer, Fork, Middleware, RunRecord } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import { Effect, Either, Layer, Option, Schema } from "effect"
+import { Calculator } from "./utils.js"
+
+const script: ReadonlyArray<ScriptedModel.Turn> = [
+  ScriptedModel.toolCalls([{ id: "call_1", name: "add", params: { a: 2, b: 3 } }]),
+  ScriptedModel.toolCalls([{ id: "call_2", name: "add", params: { a: 5, b: 7 } }]),
+  ScriptedModel.text("12")
+]
+
+/** A calculator whose `add` counts its calls. */
+const counted = () => {
+  const calls = { count: 0 }
+  return { calls, layer: Calculator.toLayer({ add: ({ a, b }) => Effect.sync(() => (calls.count++, a + b)) }) }
+}
+
+/** Waits before model step 1 for `{ go }`; keeps each decision its hook gets. */
+const confirming = (seen: Array<unknown>) =>
+  Middleware.make({
+    name: "confirm",
+    wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.Struct({ go: Schema.Boolean }) },
+    beforeModel: ({ resume, step }) =>
+      Effect.sync(() => {
+        if (Option.isSome(resume)) {
+          seen.push(resume.value)
+          return undefined
+        }
+        return step === 1 ? { interrupt: { question: "Go on?" } } : undefined
+      })
+  })
+
+describe("RunRecord.recordResume", () => {
+  it.effect("a run interrupted by a wait then resumed: the record holds the decision and the steps after it, and replays with no model or tool call", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = counted()
+      const seen: Array<unknown> = []
+      const record = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          toolkit: Calculator,
+          systemPrompt: "You add.",
+          middleware: [confirming(seen)]
+        })
+        const first = yield* agent.run("What is 2 + 3 + 7?", { threadId: "t1" })
+        assert.strictEqual(first._tag, "Interrupted")
+        const { record, result } = yield* RunRecord.recordResume(agent, "t1", { go: true })
+        assert.strictEqual(result._tag === "Completed" && result.text, "12")
+        return record
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
+      assert.deepStrictEqual(record.header.resumed, { decision: { go: true } })
+      assert.deepStrictEqual(record.header.input, [])
+      const steps = record.entries.flatMap((entry) => entry._tag === "Step" ? [entry.name] : [])
+      // the waiting thread's load, then the steps after the decision (not the model step 0 before it)
+      assert.strictEqual(steps[0], "load")
+      assert.includeMembers(steps, ["model/1", "tool/call_2", "model/2"])
+      assert.notInclude(steps, "model/0")
+      assert.deepInclude(record.entries.at(-1), { _tag: "End", outcome: "Completed", text: "12" })
+      // JSONL keeps the decision
+      const read = yield* RunRecord.fromJsonl(RunRecord.toJsonl(record))
+      assert.deepStrictEqual(read.header.resumed, { decision: { go: true } })
+
+      // replayed on a new agent: the thread is the recorded one, the hook gets the decision again
+      calls.count = 0
+      const again: Array<unknown> = []
+      const replayed = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          toolkit: Calculator,
+          systemPrompt: "You add.",
+          middleware: [confirming(again)]
+        })
+        const result = yield* agent.replay(read)
+        return { result, requests: (yield* ScriptedModel.requests).length, stored: yield* agent.thread("t1") }
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), layer)))
+      assert.strictEqual(replayed.result._tag === "Completed" && replayed.result.text, "12")
+      assert.deepStrictEqual([replayed.requests, calls.count], [0, 0])
+      assert.deepStrictEqual(again, [{ go: true }])
+      assert.isTrue(Option.isNone(replayed.stored))
+    }))
+
+  it.effect("a replay of the resumed run on an agent with another system prompt diverges at the first model step after the decision", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const seen: Array<unknown> = []
+      const { record } = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          toolkit: Calculator,
+          systemPrompt: "You add.",
+          middleware: [confirming(seen)]
+        })
+        yield* agent.run("What is 2 + 3 + 7?", { threadId: "t1" })
+        return yield* RunRecord.recordResume(agent, "t1", { go: true })
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
+      const outcome = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          toolkit: Calculator,
+          systemPrompt: "You add carefully.",
+          middleware: [confirming([])]
+        })
+        return yield* Effect.either(agent.replay(record))
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), layer)))
+      if (Either.isRight(outcome)) return assert.fail("the replay did not diverge")
+      assert.instanceOf(outcome.left, RunRecord.ReplayDiverged)
+      assert.deepInclude(outcome.left, { step: 1, field: "systemPrompt" })
+    }))
+
+  it.effect("a record of a resumed run forks: the steps before `at` are served, the fork goes on live on its thread", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = counted()
+      const { record } = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [confirming([])] })
+        yield* agent.run("What is 2 + 3 + 7?", { threadId: "t1" })
+        return yield* RunRecord.recordResume(agent, "t1", { go: true })
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
+      calls.count = 0
+      const forked = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [confirming([])] })
+        // the record's model steps are model/1 and model/2: fork before the second, with a message
+        const result = yield* agent.fork(record, { to: "f1", at: 1, edit: { _tag: "Message", message: "Stop." } })
+        return { result, requests: (yield* ScriptedModel.requests).length, source: yield* agent.thread("t1") }
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([ScriptedModel.text("stopped")]), layer)))
+      assert.strictEqual(forked.result._tag === "Completed" && forked.result.text, "stopped")
+      assert.deepStrictEqual([forked.requests, calls.count], [1, 0])
+      assert.isTrue(Option.isNone(forked.source))
+    }))
+})
+
+describe("Agent.fork of a record, two at once to one thread", () => {
+  /** The memory checkpointer, whose loads let other fibers run once they have read (as a database read does). */
+  const slowLoads = Layer.effect(
+    Checkpointer.Checkpointer,
+    Effect.map(Checkpointer.makeMemory, (memory) => ({
+      ...memory,
+      load: (threadId: string) => Effect.zipLeft(memory.load(threadId), Effect.yieldNow())
+    }))
+  )
+
+  it.effect("exactly one runs; the other fails with ForkError ThreadExists and the thread is the first one's", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const { record } = yield* Effect.flatMap(
+        Agent.make({ toolkit: Calculator, systemPrompt: "You add." }),
+        (agent) => RunRecord.record(agent, "What is 2 + 3 + 7?", { threadId: "prod" })
+      ).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
+      for (const [a, b] of [[1, 2], [2, 1], [1, 1]] as const) {
+        const outcome = yield* Effect.gen(function*() {
+          const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add." })
+          const both = yield* Effect.all(
+            [
+              agent.fork(record, { to: "same", at: a, edit: { _tag: "Message", message: "first" } }),
+              agent.fork(record, { to: "same", at: b, edit: { _tag: "Message", message: "second" } })
+            ].map(Effect.either),
+            { concurrency: "unbounded" }
+          )
+          return { both, stored: yield* agent.thread("same") }
+        }).pipe(
+          Effect.provide(
+            Layer.mergeAll(ScriptedModel.layer([ScriptedModel.text("a"), ScriptedModel.text("b")]), layer)
+          ),
+          Effect.provide(slowLoads)
+        )
+        const won = outcome.both.filter(Either.isRight)
+        const lost = outcome.both.filter(Either.isLeft)
+        assert.strictEqual(won.length, 1, `forks at ${a} and ${b}`)
+        assert.strictEqual(lost.length, 1)
+        assert.instanceOf(lost[0]!.left, Fork.ForkError)
+        assert.deepInclude(lost[0]!.left as Fork.ForkError, { reason: "ThreadExists" })
+        // the thread holds the run that won, whole
+        const stored = Option.getOrThrow(outcome.stored)
+        assert.deepStrictEqual(
+          stored.state.messages,
+          (won[0]!.right as { state: { messages: unknown } }).state.messages
+        )
+      }
+    }))
+
+  it.effect("a run of the thread that starts first makes the fork fail with ThreadExists, and keeps its thread", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const { record } = yield* Effect.flatMap(
+        Agent.make({ toolkit: Calculator, systemPrompt: "You add." }),
+        (agent) => RunRecord.record(agent, "What is 2 + 3 + 7?", { threadId: "prod" })
+      ).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
+      const outcome = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add." })
+        const [ran, forked] = yield* Effect.all(
+          [
+            Effect.either(agent.run("Hello", { threadId: "same" })),
+            Effect.either(agent.fork(record, { to: "same", at: 1 }))
+          ],
+          { concurrency: "unbounded" }
+        )
+        return { ran, forked, stored: yield* agent.thread("same") }
+      }).pipe(
+        Effect.provide(Layer.merge(ScriptedModel.layer([ScriptedModel.text("hi"), ScriptedModel.text("b")]), layer)),
+        Effect.provide(slowLoads)
+      )
+      assert.isTrue(Either.isRight(outcome.ran))
+      assert.deepInclude(Option.getOrThrow(Either.getLeft(outcome.forked)), {
+        _tag: "ForkError",
+        reason: "ThreadExists"
+      })
+      const stored = Option.getOrThrow(outcome.stored)
+      assert.deepStrictEqual(stored.state.messages.map((message) => message.role), ["user", "assistant"])
+    }))
+})

@@ -1,0 +1,472 @@
+import { Tool, Toolkit } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Agent, Fork, Middleware, RunRecord } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
+import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
+import * as RecordStore from "@stepwise-agent/workflow/RecordStore"
+import * as RunStore from "@stepwise-agent/workflow/RunStore"
+import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
+import { Effect, Either, Layer, Option, Schema } from "effect"
+import * as path from "node:path"
+import { tempDirectory } from "./support/databases.js"
+
+const Runs = AgentWorkflow.make({ name: "durable-record", version: 1 })
+
+const Calculator = Toolkit.make(
+  Tool.make("add", {
+    description: "Adds two numbers",
+    parameters: { a: Schema.Number, b: Schema.Number },
+    success: Schema.Number
+  })
+)
+
+const script: ReadonlyArray<ScriptedModel.Turn> = [
+  ScriptedModel.toolCalls([{ id: "call_1", name: "add", params: { a: 2, b: 3 } }]),
+  ScriptedModel.toolCalls([{ id: "call_2", name: "add", params: { a: 5, b: 7 } }]),
+  ScriptedModel.text("12")
+]
+
+/** A calculator whose `add` counts its calls. */
+const counted = () => {
+  const calls = { count: 0 }
+  return { calls, layer: Calculator.toLayer({ add: ({ a, b }) => Effect.sync(() => (calls.count++, a + b)) }) }
+}
+
+/** Waits before model step `at` for `{ go }`, once per thread. */
+const confirming = (at: number) =>
+  Middleware.make({
+    name: "confirm",
+    wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.Struct({ go: Schema.Boolean }) },
+    beforeModel: ({ resume, step }) =>
+      Effect.succeed(Option.isNone(resume) && step === at ? { interrupt: { question: "Go on?" } } : undefined)
+  })
+
+type Engine = "memory" | "sqlite"
+
+/** The durable stack on `engine`, with a record store, the agent on `turns` and the calculator counted by `tools`. */
+const stack = (
+  engine: Engine,
+  turns: ReadonlyArray<ScriptedModel.Turn>,
+  tools: Layer.Layer<any>,
+  middleware = [confirming(1)]
+) =>
+  Effect.gen(function*() {
+    const agent = Agent.layer({ toolkit: Calculator, systemPrompt: "You add.", middleware }).pipe(
+      Layer.provide(tools)
+    )
+    const base = engine === "memory"
+      ? Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory, RecordStore.layerMemory)
+      : Layer.mergeAll(RunStore.layer(), RecordStore.layer(), SqlCheckpointer.layer()).pipe(
+        Layer.provideMerge(
+          AgentEngine.layerSqlite({ filename: path.join(yield* tempDirectory("stepwise-record-"), "runs.db") })
+        )
+      )
+    return yield* Layer.build(
+      Runs.layer.pipe(
+        Layer.provideMerge(agent),
+        Layer.provideMerge(ScriptedModel.layer(turns)),
+        Layer.provideMerge(base),
+        Layer.provideMerge(Authorizer.layer(() => true))
+      )
+    )
+  })
+
+/** Runs the script on thread "src" durably: it waits at step 1, is resumed, and completes. */
+const sourceRun = (run: <A, E>(effect: Effect.Effect<A, E, any>) => Effect.Effect<A, E, any>) =>
+  Effect.gen(function*() {
+    const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?", runId: "src-run" }))
+    const waiting = yield* run(Runs.await(runId, { untilWaiting: true }))
+    assert.strictEqual(waiting.state, "Waiting")
+    yield* run(Runs.resume(runId, { go: true }, { principal: "alice" }))
+    const done = yield* run(Runs.await(runId))
+    assert.strictEqual(done.state, "Completed")
+    return runId
+  })
+
+/** Replays `record` in process on an agent with `systemPrompt` and no model turns. */
+const replayOn = (record: RunRecord.RunRecord, systemPrompt = "You add.") =>
+  Effect.gen(function*() {
+    const { calls, layer } = counted()
+    return yield* Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt, middleware: [confirming(1)] })
+      const outcome = yield* Effect.either(agent.replay(record))
+      return { outcome, modelCalls: (yield* ScriptedModel.requests).length, toolCalls: calls.count }
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), layer)))
+  })
+
+const engines: ReadonlyArray<Engine> = ["memory", "sqlite"]
+
+describe.each(engines)("the record of a durable run (%s engine)", (engine) => {
+  it.scopedLive("a durable run waited, resumed and completed is recorded, and replays in process with no model or tool call", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = counted()
+      const context = yield* stack(engine, script, layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* sourceRun(run)
+      assert.strictEqual(calls.count, 2)
+      const record = yield* run(Runs.record(runId))
+      assert.strictEqual(record.header.version, RunRecord.version)
+      assert.strictEqual(record.header.threadId, "src")
+      const names = record.entries.flatMap((entry) => entry._tag === "Step" ? [entry.name] : [])
+      assert.includeMembers(names, ["load", "model/0", "tool/call_1", "model/1", "tool/call_2", "model/2"])
+      // every model step that ran has the request as sent and the reply; steps come once each, in order
+      const models = record.entries.filter((entry) => entry._tag === "Step" && entry.kind === "Model")
+      assert.strictEqual(models.length, 3)
+      for (const model of models) assert.isTrue(model._tag === "Step" && model.sent?.systemPrompt === "You add.")
+      assert.strictEqual(new Set(names).size, names.length)
+      assert.deepInclude(record.entries.find((entry) => entry._tag === "Wait"), {
+        middleware: "confirm",
+        step: 1,
+        decision: { go: true }
+      })
+      assert.deepInclude(record.entries.at(-1), { _tag: "End", outcome: "Completed", text: "12", steps: 3 })
+
+      // JSONL, then a replay: no model call, no tool call, the recorded answer
+      const read = yield* RunRecord.fromJsonl(RunRecord.toJsonl(record))
+      const { modelCalls, outcome, toolCalls } = yield* replayOn(read)
+      const replayed = Either.getOrThrow(outcome)
+      assert.strictEqual(replayed._tag === "Completed" && replayed.text, "12")
+      assert.deepStrictEqual([modelCalls, toolCalls], [0, 0])
+    }))
+
+  it.scopedLive("a waiting durable run has a record up to its wait; its replay ends there", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const context = yield* stack(engine, script, layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+      yield* run(Runs.await(runId, { untilWaiting: true }))
+      const record = yield* run(Runs.record(runId))
+      const wait = record.entries.find((entry) => entry._tag === "Wait")
+      assert.isTrue(wait !== undefined && wait._tag === "Wait" && wait.decision === undefined)
+      assert.isUndefined(record.entries.find((entry) => entry._tag === "End"))
+      const { modelCalls, outcome } = yield* replayOn(record)
+      assert.strictEqual(Either.getOrThrow(outcome)._tag, "Interrupted")
+      assert.strictEqual(modelCalls, 0)
+    }))
+})
+
+describe("a durable record's failure paths", () => {
+  it.scopedLive("a record replayed on another version of the agent fails typed: ReplayDiverged, or RunRecordError for another format version", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const context = yield* stack("memory", script, layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const record = yield* run(Runs.record(yield* sourceRun(run)))
+      const changed = yield* replayOn(record, "You add carefully.")
+      assert.isTrue(Either.isLeft(changed.outcome))
+      assert.instanceOf(Either.getLeft(changed.outcome).pipe(Option.getOrThrow), RunRecord.ReplayDiverged)
+      assert.deepInclude(Option.getOrThrow(Either.getLeft(changed.outcome)), { step: 0, field: "systemPrompt" })
+      assert.strictEqual(changed.modelCalls, 0)
+      // a record of another format version: refused by replay and by a durable fork, typed
+      const later = { ...record, header: { ...record.header, version: 2 } } as unknown as RunRecord.RunRecord
+      const replayed = yield* replayOn(later)
+      assert.deepInclude(Option.getOrThrow(Either.getLeft(replayed.outcome)), {
+        _tag: "RunRecordError",
+        reason: "UnsupportedVersion"
+      })
+      const forked = yield* Effect.flip(run(Runs.fork(later, { to: "f", at: 1 })))
+      assert.deepInclude(forked, { _tag: "RunRecordError", reason: "UnsupportedVersion" })
+      // and read from JSONL, the header is refused at once
+      const text = RunRecord.toJsonl(record).replace("\"version\":1", "\"version\":2")
+      assert.deepInclude(yield* Effect.flip(RunRecord.fromJsonl(text)), { reason: "UnsupportedVersion", line: 1 })
+    }))
+
+  it.scopedLive("the record of a run that does not exist, or ran without a record store, fails typed", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const context = yield* stack("memory", script, layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      assert.deepInclude(yield* Effect.flip(run(Runs.record("nothing"))), { _tag: "RunNotFound" })
+      // a run of a workflow whose layer had no RecordStore
+      const bare = yield* Layer.build(
+        Runs.layer.pipe(
+          Layer.provideMerge(Agent.layer({ toolkit: Calculator }).pipe(Layer.provide(layer))),
+          Layer.provideMerge(ScriptedModel.layer([ScriptedModel.text("hi")])),
+          Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory))
+        )
+      )
+      const runId = yield* Effect.provide(Runs.start({ threadId: "t", input: "hello" }), bare)
+      yield* Effect.provide(Runs.await(runId), bare)
+      const missing = yield* Effect.flip(
+        Effect.provide(Runs.record(runId), Layer.merge(Layer.succeedContext(bare), RecordStore.layerMemory))
+      )
+      assert.deepInclude(missing, { _tag: "RecordNotFound", runId })
+    }))
+
+  it.scopedLive("a durable fork at a step that does not exist, or with an edit that does not apply, fails with ForkError and starts nothing", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const context = yield* stack("memory", script, layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* sourceRun(run)
+      const cases: ReadonlyArray<readonly [AgentWorkflow.ForkOptions, Fork.ForkError["reason"]]> = [
+        [{ to: "f", at: 4 }, "NoSuchStep"],
+        [{ to: "f", at: -1 }, "NoSuchStep"],
+        [{ to: "f", at: 1.5 }, "NoSuchStep"],
+        [{ to: "f", at: 1, edit: { _tag: "ToolResult", callId: "call_2", result: 1 } }, "NoSuchToolCall"],
+        [{ to: "src", at: 1 }, "ThreadExists"]
+      ]
+      for (const [options, reason] of cases) {
+        const error = yield* Effect.flip(run(Runs.fork(runId, options)))
+        assert.instanceOf(error, Fork.ForkError, JSON.stringify(options))
+        assert.deepInclude(error as Fork.ForkError, { reason, threadId: "src" })
+      }
+      // a message edit with no message, and a run id of another thread, start nothing either
+      assert.deepInclude(
+        yield* Effect.flip(run(Runs.fork(runId, { to: "f", at: 1, edit: { _tag: "Message", message: [] } }))),
+        { _tag: "InvalidInput" }
+      )
+      assert.deepInclude(yield* Effect.flip(run(Runs.fork(runId, { to: "f", at: 1, runId }))), {
+        _tag: "RunIdTaken",
+        threadId: "src"
+      })
+      const agent = yield* run(Agent.Agent)
+      assert.isTrue(Option.isNone(yield* agent.thread("f")))
+      assert.deepStrictEqual(
+        yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.list({ threadId: "f" }))),
+        []
+      )
+    }))
+})
+
+describe.each(engines)("a durable fork (%s engine)", (engine) => {
+  it.scopedLive("forks a durable run at a step into a new durable run that goes on on the engine; the source run is untouched", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = counted()
+      const context = yield* stack(engine, [...script, ScriptedModel.text("stopped")], layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const source = yield* sourceRun(run)
+      const agent = yield* run(Agent.Agent)
+      const before = {
+        record: yield* run(Runs.record(source)),
+        status: yield* run(Runs.status(source)),
+        thread: yield* agent.thread("src")
+      }
+      const requestsBefore = (yield* run(ScriptedModel.requests)).length
+      calls.count = 0
+      const forkId = yield* run(Runs.fork(source, {
+        to: "fork",
+        at: 1,
+        runId: "fork-run",
+        edit: { _tag: "Message", message: "Stop here." }
+      }))
+      assert.strictEqual(forkId, "fork-run")
+      const done = yield* run(Runs.await(forkId))
+      // a retried fork (same run id and thread) gives its run again, and starts nothing more
+      assert.strictEqual(yield* run(Runs.fork(source, { to: "fork", at: 1, runId: "fork-run" })), "fork-run")
+      assert.strictEqual(done.state, "Completed")
+      assert.strictEqual(Option.getOrThrow(done.outcome).text, "stopped")
+      assert.strictEqual(done.threadId, "fork")
+      // one live model call (step 1), no tool run: step 0 and its tool call were served from the record
+      assert.strictEqual((yield* run(ScriptedModel.requests)).length - requestsBefore, 1)
+      assert.strictEqual(calls.count, 0)
+      assert.deepStrictEqual(done.messages.map((message) => message.role), [
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant"
+      ])
+      // the source: its record, status and thread as they were
+      assert.deepStrictEqual(yield* run(Runs.record(source)), before.record)
+      assert.deepStrictEqual(yield* run(Runs.status(source)), before.status)
+      assert.deepStrictEqual(yield* agent.thread("src"), before.thread)
+    }))
+
+  it.scopedLive("a durable fork before the source's wait waits durably itself, and is resumed through the workflow", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const context = yield* stack(engine, [ScriptedModel.text("forked")], layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      // a record made in process, with no wait: forked at step 1 onto the durable agent, which waits there
+      const { record } = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add." })
+        return yield* RunRecord.record(agent, "What is 2 + 3 + 7?", { threadId: "prod" })
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), counted().layer)))
+      const forkId = yield* run(Runs.fork(record, { to: "fork", at: 1 }))
+      const waiting = yield* run(Runs.await(forkId, { untilWaiting: true }))
+      assert.strictEqual(waiting.state, "Waiting")
+      assert.strictEqual(Option.getOrThrow(waiting.pending).middleware, "confirm")
+      yield* run(Runs.resume(forkId, { go: true }, { principal: "alice" }))
+      const done = yield* run(Runs.await(forkId))
+      assert.strictEqual(done.state, "Completed")
+      assert.strictEqual(Option.getOrThrow(done.outcome).text, "forked")
+    }))
+
+  it.scopedLive("two durable forks to one new thread at once: exactly one completes, the other fails typed and the thread is the first one's", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const context = yield* stack(engine, [...script, ScriptedModel.text("a"), ScriptedModel.text("b")], layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const source = yield* sourceRun(run)
+      const started = yield* Effect.all(
+        ["a", "b"].map((name) => Effect.either(run(Runs.fork(source, { to: "same", at: 2, runId: `fork-${name}` })))),
+        { concurrency: "unbounded" }
+      )
+      // a fork refused at once, or one whose run found the thread as it loaded it
+      const ended = yield* Effect.forEach(
+        started,
+        (outcome): Effect.Effect<{ readonly state: string; readonly error: unknown }, unknown, any> =>
+          Either.isLeft(outcome)
+            ? Effect.succeed({ state: "Refused", error: outcome.left })
+            : Effect.map(run(Runs.await(outcome.right)), (status) => ({
+              state: status.state,
+              error: Option.getOrUndefined(status.failure)
+            }))
+      )
+      const completed = ended.filter((end) => end.state === "Completed")
+      const failed = ended.filter((end) => end.state !== "Completed")
+      assert.strictEqual(completed.length, 1, JSON.stringify(ended))
+      assert.strictEqual(failed.length, 1)
+      const error = failed[0]!.error
+      const reason = error instanceof Fork.ForkError
+        ? error.reason
+        : error instanceof AgentWorkflow.AgentRunFailed && error.error._tag === "OtherError"
+        ? error.error.tag
+        : undefined
+      assert.include(["ThreadExists", "ForkError"], reason, String(error))
+      // the thread is the run that completed, whole: replies 0 and 1 served, reply 2 live
+      const stored = Option.getOrThrow(yield* (yield* run(Agent.Agent)).thread("same"))
+      const roles = stored.state.messages.map((message: { readonly role: string }) => message.role)
+      assert.strictEqual(roles.filter((role: string) => role === "assistant").length, 3)
+      assert.strictEqual(stored.pending._tag, "None")
+    }))
+})
+
+describe("the record of a cancelled durable run", () => {
+  it.scopedLive("ends at its wait, with no decision and no end; it replays to the wait", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const context = yield* stack("memory", script, layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+      yield* run(Runs.await(runId, { untilWaiting: true }))
+      yield* run(Runs.cancel(runId))
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Cancelled")
+      const record = yield* run(Runs.record(runId))
+      assert.isUndefined(record.entries.find((entry) => entry._tag === "End"))
+      const { modelCalls, outcome } = yield* replayOn(record)
+      assert.strictEqual(Either.getOrThrow(outcome)._tag, "Interrupted")
+      assert.strictEqual(modelCalls, 0)
+      // pruned, the run has no record any more
+      yield* run(Runs.prune(runId))
+      assert.deepInclude(yield* Effect.flip(run(Runs.record(runId))), { _tag: "RunNotFound" })
+      assert.deepStrictEqual(yield* run(Effect.flatMap(RecordStore.RecordStore, (store) => store.read(runId))), {
+        header: undefined,
+        entries: []
+      })
+    }))
+})
+
+describe("the record of a durable run, scrubbed", () => {
+  it.scopedLive("credential-named fields and credentials in text are scrubbed from what the durable record keeps", () =>
+    Effect.gen(function*() {
+      const Login = Tool.make("login", {
+        parameters: { user: Schema.String, apiKey: Schema.String },
+        success: Schema.String
+      })
+      const kit = Toolkit.make(Login)
+      const turns: ReadonlyArray<ScriptedModel.Turn> = [
+        ScriptedModel.toolCalls([{ id: "c1", name: "login", params: { user: "ada", apiKey: "k-9" } }]),
+        ScriptedModel.text("in")
+      ]
+      const context = yield* Layer.build(
+        Runs.layer.pipe(
+          Layer.provideMerge(
+            Agent.layer({ toolkit: kit }).pipe(
+              Layer.provide(
+                kit.toLayer({ login: () => Effect.succeed("GET /v1?key=abc ok; Authorization: Bearer tok-0123456789") })
+              )
+            )
+          ),
+          Layer.provideMerge(ScriptedModel.layer(turns)),
+          Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory, RecordStore.layerMemory))
+        )
+      )
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "log in" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      const text = RunRecord.toJsonl(yield* run(Runs.record(runId)))
+      assert.include(text, "ada")
+      for (const leaked of ["k-9", "key=abc", "tok-0123456789"]) assert.notInclude(text, leaked)
+    }))
+})
+
+describe("a durable record after a lost write", () => {
+  it.scopedLive("an entry whose write was lost (the process died after its step) is written by the next execution, from the journal, in its place", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      // a store that loses the first write of the entry of model step 0, as a process dying after the step would
+      const lossy = Layer.effect(
+        RecordStore.RecordStore,
+        Effect.map(RecordStore.makeMemory, (memory) => {
+          let lost = false
+          return RecordStore.RecordStore.of({
+            ...memory,
+            put: (runId, slot, line) =>
+              !lost && line.includes("\"name\":\"model/0\"") ?
+                Effect.sync(() => {
+                  lost = true
+                }) :
+                memory.put(runId, slot, line)
+          })
+        })
+      )
+      const context = yield* Layer.build(
+        Runs.layer.pipe(
+          Layer.provideMerge(
+            Agent.layer({ toolkit: Calculator, systemPrompt: "You add.", middleware: [confirming(1)] }).pipe(
+              Layer.provide(layer)
+            )
+          ),
+          Layer.provideMerge(ScriptedModel.layer(script)),
+          Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory, lossy)),
+          Layer.provideMerge(Authorizer.layer(() => true))
+        )
+      )
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* sourceRun(run)
+      const record = yield* run(Runs.record(runId))
+      const names = record.entries.flatMap((entry) => entry._tag === "Step" ? [entry.name] : [])
+      assert.deepStrictEqual(names.filter((name) => name.startsWith("model/") || name.startsWith("tool/")), [
+        "model/0",
+        "tool/call_1",
+        "model/1",
+        "tool/call_2",
+        "model/2"
+      ])
+      const model0 = record.entries.find((entry) => entry._tag === "Step" && entry.name === "model/0")
+      // its result is the journal's; the request as sent was only in the process that died
+      assert.isTrue(model0 !== undefined && model0._tag === "Step" && model0.sent === undefined)
+      const { modelCalls, outcome } = yield* replayOn(record)
+      assert.strictEqual(Either.getOrThrow(outcome)._tag, "Completed")
+      assert.strictEqual(modelCalls, 0)
+    }))
+})
+
+describe("a durable fork with an edited tool result", () => {
+  it.scopedLive("the fork's run has the edited result in place of the recorded one, and no tool runs", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = counted()
+      const context = yield* stack("memory", [...script, ScriptedModel.text("it was 50")], layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const source = yield* sourceRun(run)
+      calls.count = 0
+      const forkId = yield* run(Runs.fork(source, {
+        to: "fork",
+        at: 1,
+        edit: { _tag: "ToolResult", callId: "call_1", result: 50 }
+      }))
+      const done = yield* run(Runs.await(forkId))
+      assert.strictEqual(done.state, "Completed")
+      assert.strictEqual(Option.getOrThrow(done.outcome).text, "it was 50")
+      assert.strictEqual(calls.count, 0)
+      const tool = done.messages[2]!
+      assert.isTrue(
+        tool.role === "tool" && tool.content.some((part) => part.type === "tool-result" && part.result === 50)
+      )
+    }))
+})
