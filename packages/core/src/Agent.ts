@@ -18,6 +18,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import type * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
@@ -644,7 +645,8 @@ export const make = <
   BuildError<Mws, TE> | LE,
   Requirements<Mws, TR, LA, LR>
 > => {
-  const provided = options.provide
+  // (options that are not an object fail in build with InvalidOptions)
+  const provided = Predicate.isObject(options) ? options.provide : undefined
   if (provided === undefined) return build(options) as Effect.Effect<AgentOf<Mws, O>, BuildError<Mws, TE>, any>
   // built in the agent's scope: released when the agent closes, never under a live one
   return Effect.flatMap(
