@@ -14,6 +14,7 @@
  *
  * @since 0.1.0
  */
+import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import type * as Agent from "@stepwise-agent/core/Agent"
@@ -27,6 +28,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
@@ -130,10 +132,14 @@ export interface Assertion {
  * @since 0.1.0
  * @category models
  */
-export interface Suite<E = never, R = never> {
+export interface Suite<R = never> {
   readonly name: string
   readonly cases: ReadonlyArray<Case>
-  readonly agent: Effect.Effect<Agent.Service<any, any, any, any>, E, R>
+  /** Builds the agent; needs `R` and a `LanguageModel` (a case's script, or {@link Suite.model}). */
+  readonly agent: Effect.Effect<Agent.Service<any, any, any, any>, unknown, any>
+  readonly model: Option.Option<Layer.Layer<LanguageModel.LanguageModel, unknown, any>>
+  /** The services the suite needs, for the type only. */
+  readonly services?: ((_: never) => R) | undefined
   readonly assertions: ReadonlyArray<Assertion>
   readonly trials: number
   readonly concurrency: number
@@ -147,7 +153,10 @@ export interface Suite<E = never, R = never> {
  * @since 0.1.0
  * @category schemas
  */
-export const Failure = Schema.Struct({ trial: Schema.Int, reason: Schema.String })
+export const Failure = Schema.Struct({ trial: Schema.Int.pipe(Schema.positive()), reason: Schema.String })
+
+/** A share of trials, from 0 to 1. */
+const Rate = Schema.Number.pipe(Schema.between(0, 1))
 
 /**
  * @since 0.1.0
@@ -163,9 +172,9 @@ export type Failure = typeof Failure.Type
  */
 export const AssertionReport = Schema.Struct({
   name: Schema.String,
-  passes: Schema.Int,
-  trials: Schema.Int,
-  passRate: Schema.Number,
+  passes: Schema.NonNegativeInt,
+  trials: Schema.NonNegativeInt,
+  passRate: Rate,
   failures: Schema.Array(Failure)
 })
 
@@ -185,9 +194,9 @@ export type AssertionReport = typeof AssertionReport.Type
  */
 export const CaseReport = Schema.Struct({
   name: Schema.String,
-  trials: Schema.Int,
-  passes: Schema.Int,
-  passRate: Schema.Number,
+  trials: Schema.NonNegativeInt,
+  passes: Schema.NonNegativeInt,
+  passRate: Rate,
   passed: Schema.Boolean,
   errors: Schema.Array(Failure),
   assertions: Schema.Array(AssertionReport)
@@ -208,8 +217,8 @@ export type CaseReport = typeof CaseReport.Type
  */
 export class Report extends Schema.Class<Report>("@stepwise-agent/testing/Eval/Report")({
   suite: Schema.String,
-  trials: Schema.Int,
-  threshold: Schema.Number,
+  trials: Schema.NonNegativeInt,
+  threshold: Rate,
   passed: Schema.Boolean,
   cases: Schema.Array(CaseReport)
 }) {}
@@ -249,6 +258,22 @@ export class InvalidReport extends Schema.TaggedError<InvalidReport>("@stepwise-
   }
 }
 
+/**
+ * An eval some case of which is below the pass rate it needs: `report` is
+ * the whole report, and the message the table of the failing cases.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EvalFailed extends Schema.TaggedError<EvalFailed>("@stepwise-agent/testing/Eval/EvalFailed")(
+  "EvalFailed",
+  { report: Report }
+) {
+  get message(): string {
+    return table(this.report, { failuresOnly: true })
+  }
+}
+
 // -----------------------------------------------------------------------------
 // constructors
 // -----------------------------------------------------------------------------
@@ -259,15 +284,17 @@ export class InvalidReport extends Schema.TaggedError<InvalidReport>("@stepwise-
  * @since 0.1.0
  * @category models
  */
-export interface Options<E, R> {
+export interface Options<E, R, RM> {
   readonly name: string
   readonly cases: ReadonlyArray<Case>
   /**
    * Builds the agent under test, once per trial (so trials share no thread
-   * or script). Cases with a `script` get a `ScriptedModel` as its
-   * `LanguageModel`; others use the model it is given.
+   * or script). Its `LanguageModel` is a `ScriptedModel` of the case's
+   * `script`, or, for a case without one, `model`.
    */
   readonly agent: Effect.Effect<Agent.Service<any, any, any, any>, E, R>
+  /** The model of the cases without a script (a real provider's layer); built once per trial. */
+  readonly model?: Layer.Layer<LanguageModel.LanguageModel, unknown, RM> | undefined
   /** Checked on every run of every case (default none). */
   readonly assertions?: ReadonlyArray<Assertion> | undefined
   /** Runs of each case, a whole number of at least 1 (default 1). */
@@ -306,10 +333,13 @@ export interface Options<E, R> {
  * @since 0.1.0
  * @category constructors
  */
-export const make = <E, R>(options: Options<E, R>): Suite<E, R> => ({
+export const make = <E, R, RM = never>(
+  options: Options<E, R, RM>
+): Suite<Exclude<R, LanguageModel.LanguageModel | ScriptedModel.ScriptedModel> | RM> => ({
   name: options.name,
   cases: options.cases,
   agent: options.agent,
+  model: Option.fromNullable(options.model),
   assertions: options.assertions ?? [],
   trials: options.trials ?? 1,
   concurrency: options.concurrency ?? 1,
@@ -893,8 +923,8 @@ interface Trial {
   readonly verdicts: ReadonlyArray<Verdict>
 }
 
-const runTrial = <E, R>(
-  suite: Suite<E, R>,
+const runTrial = <R>(
+  suite: Suite<R>,
   testCase: Case,
   input: Prompt.Prompt,
   trial: number
@@ -920,9 +950,10 @@ const runTrial = <E, R>(
         yield* collect(agent.resumeStream(threadId, decision))
       }
     })
-    const scripted = testCase.script === undefined
-      ? program
-      : Effect.provide(program, ScriptedModel.layer(testCase.script))
+    const model: Layer.Layer<LanguageModel.LanguageModel, unknown, any> = testCase.script === undefined
+      ? Option.getOrThrow(suite.model) // validate checked it is there
+      : ScriptedModel.layer(testCase.script)
+    const scripted = Effect.provide(program, model) as Effect.Effect<void, unknown, R>
     const bounded = Option.match(suite.timeout, {
       onNone: () => scripted,
       onSome: (timeout) =>
@@ -951,8 +982,8 @@ const runTrial = <E, R>(
   })
 
 /** The suite's problem, if any: the first bad option, named. */
-const validate = <E, R>(
-  suite: Suite<E, R>,
+const validate = <R>(
+  suite: Suite<R>,
   only: ReadonlyArray<string> | undefined
 ): Effect.Effect<ReadonlyArray<{ readonly testCase: Case; readonly input: Prompt.Prompt }>, InvalidEval> =>
   Effect.gen(function*() {
@@ -981,6 +1012,9 @@ const validate = <E, R>(
         return yield* invalid(`${at}.name`, "must be a non-empty string")
       }
       if (seen.has(testCase.name)) return yield* invalid(`${at}.name`, `two cases are named ${show(testCase.name)}`)
+      if (testCase.script === undefined && Option.isNone(suite.model)) {
+        return yield* invalid(`${at}.script`, "a case without a script needs the suite's model")
+      }
       seen.add(testCase.name)
       const maxResumes = testCase.maxResumes
       if (maxResumes !== undefined && !(Number.isInteger(maxResumes) && maxResumes >= 0)) {
@@ -1075,8 +1109,8 @@ const caseReport = (name: string, threshold: number, trials: ReadonlyArray<Trial
  * @since 0.1.0
  * @category running
  */
-export const run = <E, R>(
-  suite: Suite<E, R>,
+export const run = <R>(
+  suite: Suite<R>,
   options?: { readonly cases?: ReadonlyArray<string> | undefined } | undefined
 ): Effect.Effect<Report, InvalidEval, R> =>
   Effect.gen(function*() {
@@ -1100,7 +1134,7 @@ export const run = <E, R>(
     return new Report({
       suite: suite.name,
       trials: suite.trials,
-      threshold: suite.passRate,
+      threshold: suite.passRate === 0 ? 0 : suite.passRate, // not -0, which JSON writes as 0
       passed: reports.every((report) => report.passed),
       cases: reports
     })
@@ -1184,6 +1218,26 @@ export const table = (
     ` (${report.cases.length} case(s), ${report.trials} trial(s) each, pass rate needed ${percent(report.threshold)})`
   return [head, ...text].join("\n")
 }
+
+/**
+ * Succeeds with the report when every case passed; otherwise fails with
+ * {@link EvalFailed}, whose message is the table of the failing cases: for
+ * a test of an eval with `@effect/vitest`.
+ *
+ * @example
+ * ```ts
+ * import { Eval } from "@stepwise-agent/testing"
+ * import { Effect } from "effect"
+ *
+ * declare const suite: Eval.Suite
+ * const checked = Eval.run(suite).pipe(Effect.flatMap(Eval.assertPassed))
+ * ```
+ *
+ * @since 0.1.0
+ * @category reports
+ */
+export const assertPassed = (report: Report): Effect.Effect<Report, EvalFailed> =>
+  report.passed ? Effect.succeed(report) : Effect.fail(new EvalFailed({ report }))
 
 /**
  * The report as JSON (the encoded {@link Report}), for a dashboard or a CI

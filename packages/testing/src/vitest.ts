@@ -7,7 +7,9 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as vitest from "vitest"
 import * as Eval from "./Eval.js"
 
@@ -27,11 +29,13 @@ export interface Options {
  * failures, when one is below the pass rate; an invalid suite throws its
  * `InvalidEval`.
  */
-const check = <E>(suite: Eval.Suite<E, never>, cases?: ReadonlyArray<string>) =>
-  Effect.runPromise(Eval.run(suite, { cases })).then((report) => {
-    if (!report.passed) throw new Error(`\n${Eval.table(report, { failuresOnly: true })}`)
-    return report
-  })
+const check = async (suite: Eval.Suite, cases?: ReadonlyArray<string>): Promise<void> => {
+  const exit = await Effect.runPromiseExit(Eval.run(suite, { cases }).pipe(Effect.flatMap(Eval.assertPassed)))
+  if (Exit.isFailure(exit)) {
+    const error = Cause.squash(exit.cause)
+    throw error instanceof Eval.EvalFailed ? new Error(`\n${error.message}`) : error
+  }
+}
 
 /**
  * Registers a vitest `describe` block named after the suite with one test
@@ -62,10 +66,10 @@ const check = <E>(suite: Eval.Suite<E, never>, cases?: ReadonlyArray<string>) =>
  * @since 0.1.0
  * @category constructors
  */
-export const describe = <E>(suite: Eval.Suite<E, never>, options?: Options | undefined): void => {
+export const describe = (suite: Eval.Suite, options?: Options | undefined): void => {
   vitest.describe(suite.name, () => {
     for (const testCase of suite.cases) {
-      vitest.it(testCase.name, () => check(suite, [testCase.name]).then(() => undefined), options?.timeout)
+      vitest.it(testCase.name, () => check(suite, [testCase.name]), options?.timeout)
     }
   })
 }
@@ -87,6 +91,6 @@ export const describe = <E>(suite: Eval.Suite<E, never>, options?: Options | und
  * @since 0.1.0
  * @category constructors
  */
-export const it = <E>(suite: Eval.Suite<E, never>, options?: Options | undefined): void => {
-  vitest.it(suite.name, () => check(suite).then(() => undefined), options?.timeout)
+export const it = (suite: Eval.Suite, options?: Options | undefined): void => {
+  vitest.it(suite.name, () => check(suite), options?.timeout)
 }
