@@ -1023,9 +1023,11 @@ const validate = <R>(
       const input = yield* Effect.try({
         try: () => Prompt.merge(Prompt.make(testCase.history ?? []), testCase.input),
         catch: (error) => error
-      }).pipe(Effect.catchAll((error) =>
-        invalid(`${at}.input`, `not a message or conversation: ${causeText(Cause.fail(error))}`)
-      ))
+      }).pipe(
+        Effect.catchAll((error) =>
+          invalid(`${at}.input`, `not a message or conversation: ${causeText(Cause.fail(error))}`)
+        )
+      )
       if (input.content.length === 0) return yield* invalid(`${at}.input`, "has no message")
       for (const [i, assertion] of (testCase.assertions ?? []).entries()) {
         if (assertion.invalid !== undefined) return yield* invalid(`${at}.assertions[${i}]`, assertion.invalid)
@@ -1057,9 +1059,8 @@ const validate = <R>(
 export const passRate = (passes: number, trials: number): number => trials === 0 ? 0 : passes / trials
 
 const caseReport = (name: string, threshold: number, trials: ReadonlyArray<Trial>, names: ReadonlyArray<string>) => {
-  const passes = trials.filter((trial) =>
-    Option.isNone(trial.run.error) && trial.verdicts.every((verdict) => verdict.passed)
-  ).length
+  const passes =
+    trials.filter((trial) => Option.isNone(trial.run.error) && trial.verdicts.every((verdict) => verdict.passed)).length
   const rate = passRate(passes, trials.length)
   return CaseReport.make({
     name,
@@ -1149,8 +1150,8 @@ const percent = (rate: number) => `${Math.round(rate * 1000) / 10}%`
 /**
  * The report as a text table: one row per case (passes, pass rate, pass or
  * FAIL), one row per assertion under it, and under each failing assertion
- * or failed run the reason of each failed trial. With `failuresOnly`, passing
- * cases are left out.
+ * or failed run the reason of each failed trial. With `failuresOnly`, only
+ * the failing cases and their failing assertions.
  *
  * @example
  * ```ts
@@ -1194,6 +1195,7 @@ export const table = (
       reasons(testCase.errors)
     }
     for (const assertion of testCase.assertions) {
+      if (options?.failuresOnly === true && assertion.failures.length === 0) continue
       lines.push([
         `  ${assertion.name}`,
         `${assertion.passes}/${assertion.trials}`,
@@ -1275,4 +1277,3 @@ export const fromJson = (json: string): Effect.Effect<Report, InvalidReport> =>
   Schema.decodeUnknown(Schema.parseJson(Report))(json).pipe(
     Effect.mapError((error) => new InvalidReport({ reason: ParseResult.TreeFormatter.formatErrorSync(error) }))
   )
-

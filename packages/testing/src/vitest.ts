@@ -22,7 +22,14 @@ import * as Eval from "./Eval.js"
 export interface Options {
   /** The test's timeout in milliseconds (vitest's default when undefined). */
   readonly timeout?: number | undefined
+  /**
+   * The tests are expected to fail (vitest's `it.fails`): for a known
+   * regression, so the test suite goes red when the eval starts passing.
+   */
+  readonly fails?: boolean | undefined
 }
+
+const register = (options: Options | undefined) => options?.fails === true ? vitest.it.fails : vitest.it
 
 /**
  * Runs the cases named `cases` of `suite` and throws, with the table of the
@@ -69,7 +76,7 @@ const check = async (suite: Eval.Suite, cases?: ReadonlyArray<string>): Promise<
 export const describe = (suite: Eval.Suite, options?: Options | undefined): void => {
   vitest.describe(suite.name, () => {
     for (const testCase of suite.cases) {
-      vitest.it(testCase.name, () => check(suite, [testCase.name]), options?.timeout)
+      register(options)(testCase.name, () => check(suite, [testCase.name]), options?.timeout)
     }
   })
 }
@@ -92,5 +99,5 @@ export const describe = (suite: Eval.Suite, options?: Options | undefined): void
  * @category constructors
  */
 export const it = (suite: Eval.Suite, options?: Options | undefined): void => {
-  vitest.it(suite.name, () => check(suite), options?.timeout)
+  register(options)(suite.name, () => check(suite), options?.timeout)
 }

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, AgentResult, RunRecord, Usage } from "@stepwise-agent/core"
+import type { AgentResult } from "@stepwise-agent/core"
+import { Agent, AgentEvent, RunRecord, Usage } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { Eval, Fixtures, ScriptedModel } from "@stepwise-agent/testing"
 import { Arbitrary, Effect, FastCheck, Option, Schema } from "effect"
@@ -9,7 +10,10 @@ const calculator = Agent.make({ toolkit: Fixtures.toolkit }).pipe(Effect.provide
 const adds = ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "c1" }])
 
 /** A suite of one case on the calculator agent. */
-const oneCase = (testCase: Partial<Eval.Case>, options?: Partial<Omit<Eval.Options<never, never, never>, "agent" | "model" | "name">>) =>
+const oneCase = (
+  testCase: Partial<Eval.Case>,
+  options?: Partial<Omit<Eval.Options<never, never, never>, "agent" | "model" | "name">>
+) =>
   Eval.make({
     name: "calc",
     agent: calculator,
@@ -302,8 +306,10 @@ describe("Eval.run", () => {
         assertions: [
           Eval.toolCalled("add", { a: 1, b: 2 }),
           Eval.tokensAtMost(30),
-          Eval.custom("same answer", (run) =>
-            Option.exists(run.result, (result) => result._tag === "Completed" && result.text === "It is 3."))
+          Eval.custom(
+            "same answer",
+            (run) => Option.exists(run.result, (result) => result._tag === "Completed" && result.text === "It is 3.")
+          )
         ]
       }))
       assert.strictEqual(report.cases[0]!.name, "recorded")
@@ -369,7 +375,10 @@ describe("Eval.run", () => {
 
   it.effect.prop(
     "the pass rate of a case and of an assertion is passes / trials, whatever the outcomes",
-    { outcomes: FastCheck.array(FastCheck.boolean(), { minLength: 1, maxLength: 12 }), concurrency: FastCheck.integer({ min: 1, max: 4 }) },
+    {
+      outcomes: FastCheck.array(FastCheck.boolean(), { minLength: 1, maxLength: 12 }),
+      concurrency: FastCheck.integer({ min: 1, max: 4 })
+    },
     ({ concurrency, outcomes }) =>
       Effect.gen(function*() {
         const report = yield* Eval.run(oneCase({ script: [ScriptedModel.text("3")] }, {
@@ -432,12 +441,17 @@ describe("Eval reports", () => {
       const passing = new Eval.Report({ ...report, cases: [{ ...report.cases[0]!, name: "fine", passed: true }] })
       assert.include(Eval.table(passing), "fine")
       assert.notInclude(Eval.table(passing, { failuresOnly: true }), "fine")
+      // and a passing assertion of a failing case
+      assert.notInclude(failed.message, "toolCalled(add)")
     }))
 
   it.effect("reasons never carry a credential-shaped token", () =>
     Effect.gen(function*() {
       const report = yield* check([Eval.toolCalled("echo", { text: "x" })], {
-        script: [ScriptedModel.toolCalls([{ name: "echo", params: { text: "sk-live-abcdefghijklmnopqrstuvwx" } }]), ScriptedModel.text("ok")]
+        script: [
+          ScriptedModel.toolCalls([{ name: "echo", params: { text: "sk-live-abcdefghijklmnopqrstuvwx" } }]),
+          ScriptedModel.text("ok")
+        ]
       })
       assert.notInclude(JSON.stringify(report), "sk-live-abcdefghijklmnopqrstuvwx")
     }))
