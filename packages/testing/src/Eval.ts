@@ -439,6 +439,12 @@ export const fromRecord = (
 const pass = (reason: string): Verdict => ({ passed: true, reason })
 const fail = (reason: string): Verdict => ({ passed: false, reason })
 
+/** Text scrubbed of credentials and cut at `max` characters, for reasons. */
+const shorten = (text: string, max: number): string => {
+  const scrubbed = Secrets.scrubText(text)
+  return scrubbed.length > max ? `${scrubbed.slice(0, max)}…` : scrubbed
+}
+
 /** A value as short JSON, for reasons. */
 const show = (value: unknown, max = 200): string => {
   let text: string
@@ -447,8 +453,7 @@ const show = (value: unknown, max = 200): string => {
   } catch {
     text = String(value)
   }
-  text = Secrets.scrubText(text)
-  return text.length > max ? `${text.slice(0, max)}…` : text
+  return shorten(text, max)
 }
 
 const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
@@ -633,7 +638,7 @@ export const completed: Assertion = assertion("completed", (run) =>
  * @category assertions
  */
 export const outputMatches = <A, I>(schema: Schema.Schema<A, I, never>): Assertion =>
-  assertion(`outputMatches(${show(String(schema.ast), 80)})`, (run) =>
+  assertion(`outputMatches(${shorten(String(schema.ast), 80)})`, (run) =>
     Effect.sync(() => {
       if (Option.isNone(run.result) || run.result.value._tag !== "Completed") {
         return fail(
