@@ -24,6 +24,7 @@ import type * as RunRecord from "@stepwise-agent/core/RunRecord"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Usage from "@stepwise-agent/core/Usage"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -31,6 +32,7 @@ import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as ScriptedModel from "./ScriptedModel.js"
@@ -47,7 +49,8 @@ import * as ScriptedModel from "./ScriptedModel.js"
  * - `script`: the model's replies, served by a `ScriptedModel` in place of the
  *   agent's model (without one, the agent's own model answers);
  * - `decide`: when the run stops at an interrupt (an approval), the decision
- *   to resume it with; without it an interrupted run ends there;
+ *   to resume it with (or an `Effect` of it); without it an interrupted run
+ *   ends there;
  * - `assertions`: checks of this case only, after the suite's.
  *
  * @since 0.1.0
@@ -58,7 +61,7 @@ export interface Case {
   readonly input: Prompt.RawInput
   readonly history?: ReadonlyArray<Prompt.MessageEncoded> | undefined
   readonly script?: ReadonlyArray<ScriptedModel.Turn> | undefined
-  readonly decide?: ((interrupt: AgentResult.Interrupt) => unknown) | undefined
+  readonly decide?: ((interrupt: AgentResult.Interrupt) => unknown | Effect.Effect<unknown, unknown>) | undefined
   /** How many times a run may be resumed with `decide` (default 10). */
   readonly maxResumes?: number | undefined
   readonly assertions?: ReadonlyArray<Assertion> | undefined
@@ -781,17 +784,31 @@ export const costAtMost = (max: number, price: Price): Assertion => {
   )
 }
 
-/** The decisions that clear a gated call to run. */
+/** Decisions made before a call starts that clear it to run: a person's (or an `Approvals` service's), or `when`'s. */
 const clearing = /^(approve|edit) /
+const freedByWhen = /need no decision \(when\)$/
+/** Reports of the guard at the end of the `wrapToolCall` chain: it judged the call as it runs. */
+const judgedWhereItRuns = / is not the call cleared to run: judged again$| did not run: /
+
+/** The call ids a `HumanInTheLoop` decision is about. */
+const callIdsOf = (data: unknown): ReadonlyArray<string> =>
+  !isRecord(data)
+    ? []
+    : typeof data.callId === "string"
+    ? [data.callId]
+    : Array.isArray(data.callIds)
+    ? data.callIds.filter((id): id is string => typeof id === "string")
+    : []
 
 /**
  * Passes when every call of the gated `tools` that ran had been cleared by
  * the `HumanInTheLoop` middleware (named `middleware`, default
- * `"humanInTheLoop"`) before it started: approved or edited by a person (or
- * an `Approvals` service), or judged by its tool's `when` to need no
- * decision. Read from the run's events: the middleware's decisions for the
- * call's id, before its `ToolCallStarted`. A call that ran without one names
- * the assertion's failure.
+ * `"humanInTheLoop"`): before it started, approved or edited (by a person
+ * through `decide`, or by an `Approvals` service) or judged by its tool's
+ * `when` to need no decision; or, while it ran, judged by the middleware's
+ * guard where the tool runs. Read from the run's events. Each approval
+ * clears one start of its call (provider call ids repeat across replies). A
+ * call that ran without one names the assertion's failure.
  *
  * @example
  * ```ts
@@ -813,23 +830,38 @@ export const noApprovalBypassed = (
     `noApprovalBypassed(${[...gated].join(", ")})`,
     (run) =>
       Effect.sync(() => {
+        /** Call ids cleared and not yet started. */
         const cleared = new Set<string>()
+        /** Gated calls started and not yet completed, by id: whether they were cleared. */
+        const running = new Map<string, { readonly label: string; cleared: boolean }>()
         const bypassed: Array<string> = []
         let ran = 0
         for (const event of run.events) {
-          if (event._tag === "MiddlewareDecision" && event.middleware === middleware && isRecord(event.data)) {
-            const data = event.data
-            if (clearing.test(event.decision) && typeof data.callId === "string") cleared.add(data.callId)
-            if (event.decision.endsWith("need no decision (when)") && Array.isArray(data.callIds)) {
-              for (const id of data.callIds) if (typeof id === "string") cleared.add(id)
+          if (event._tag === "MiddlewareDecision" && event.middleware === middleware) {
+            const ids = callIdsOf(event.data)
+            if (clearing.test(event.decision) || freedByWhen.test(event.decision)) {
+              for (const id of ids) cleared.add(id)
+            } else if (judgedWhereItRuns.test(event.decision)) {
+              for (const id of ids) {
+                const call = running.get(id)
+                if (call !== undefined) call.cleared = true
+              }
             }
           } else if (event._tag === "ToolCallStarted" && gated.has(event.call.name)) {
             ran++
-            if (!cleared.has(event.call.id)) bypassed.push(`${event.call.name} (${event.call.id})`)
+            running.set(event.call.id, {
+              label: `${event.call.name} (${event.call.id})`,
+              cleared: cleared.delete(event.call.id)
+            })
+          } else if (event._tag === "ToolCallCompleted") {
+            const call = running.get(event.result.id)
+            if (call !== undefined && !call.cleared) bypassed.push(call.label)
+            running.delete(event.result.id)
           }
         }
+        for (const call of running.values()) if (!call.cleared) bypassed.push(call.label)
         return bypassed.length === 0
-          ? pass(`${ran} gated call(s) ran, each after its approval`)
+          ? pass(`${ran} gated call(s) ran, each cleared by ${middleware}`)
           : fail(`ran without an approval from ${middleware}: ${bypassed.join(", ")}`)
       }),
     gated.size === 0 ? "name at least one gated tool" : undefined
@@ -932,11 +964,12 @@ const runTrial = <R>(
   suite: Suite<R>,
   testCase: Case,
   input: Prompt.Prompt,
-  trial: number
+  trial: number,
+  runId: string
 ): Effect.Effect<Trial, never, R> =>
   Effect.gen(function*() {
     const events: Array<AgentEvent.AgentEvent<unknown, unknown>> = []
-    const threadId = `eval:${suite.name}:${testCase.name}:${trial}`
+    const threadId = `eval:${suite.name}:${testCase.name}:${trial}:${runId}`
     let result: Option.Option<AgentResult.AgentResult<unknown, unknown>> = Option.none()
     const collect = (stream: Stream.Stream<AgentEvent.AgentEvent<unknown, unknown>, unknown>) =>
       Stream.runForEach(stream, (event) =>
@@ -951,7 +984,8 @@ const runTrial = <R>(
       for (let resumes = 0; testCase.decide !== undefined && resumes < maxResumes; resumes++) {
         const last = Option.getOrUndefined(result)
         if (last?._tag !== "Interrupted") break
-        const decision = yield* Effect.try(() => testCase.decide!(last.interrupt))
+        const decided = yield* Effect.try(() => testCase.decide!(last.interrupt))
+        const decision = Effect.isEffect(decided) ? yield* decided : decided
         yield* collect(agent.resumeStream(threadId, decision))
       }
     })
@@ -1121,12 +1155,14 @@ export const run = <R>(
 ): Effect.Effect<Report, InvalidEval, R> =>
   Effect.gen(function*() {
     const cases = yield* validate(suite, options?.cases)
+    // in the thread ids: a second run of the eval on a lasting checkpointer starts fresh threads
+    const runId = `${(yield* Clock.currentTimeMillis).toString(36)}${(yield* Random.nextInt).toString(36)}`
     const jobs = cases.flatMap(({ input, testCase }) =>
       Array.from({ length: suite.trials }, (_, index) => ({ testCase, input, trial: index + 1 }))
     )
     const trials = yield* Effect.forEach(
       jobs,
-      (job) => runTrial(suite, job.testCase, job.input, job.trial),
+      (job) => runTrial(suite, job.testCase, job.input, job.trial, runId),
       { concurrency: suite.concurrency }
     )
     const reports = cases.map(({ testCase }) =>

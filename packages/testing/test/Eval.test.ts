@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { AgentResult } from "@stepwise-agent/core"
-import { Agent, AgentEvent, RunRecord, Usage } from "@stepwise-agent/core"
+import { Agent, AgentEvent, Checkpointer, RunRecord, Usage } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { Eval, Fixtures, ScriptedModel } from "@stepwise-agent/testing"
 import { Arbitrary, Effect, FastCheck, Option, Schema } from "effect"
@@ -38,6 +38,11 @@ const runOf = (events: ReadonlyArray<AgentEvent.AgentEvent<unknown, unknown>>): 
 })
 const started = (name: string, id: string) =>
   AgentEvent.ToolCallStarted({ call: { type: "tool-call", id, name, params: {}, providerExecuted: false } as never })
+const completed = (id: string) =>
+  AgentEvent.ToolCallCompleted({
+    result: { type: "tool-result", id, name: "add", result: 3, isFailure: false } as never,
+    durationMillis: 0
+  })
 const decided = (decision: string, data: unknown, middleware = "humanInTheLoop") =>
   AgentEvent.MiddlewareDecision({ middleware, hook: "afterModel", decision, data })
 
@@ -220,6 +225,32 @@ describe("Eval.noApprovalBypassed", () => {
       assert.isFalse((yield* verdict([decided("approve add", { callId: "c1" }, "other"), started("add", "c1")])).passed)
       // a tool that is not gated needs nothing
       assert.isTrue((yield* verdict([started("echo", "c1")])).passed)
+      // one approval clears one start: provider call ids repeat across replies
+      const twice = yield* verdict([
+        decided("approve add", { callId: "c1" }),
+        started("add", "c1"),
+        completed("c1"),
+        started("add", "c1"),
+        completed("c1")
+      ])
+      assert.strictEqual(twice.reason, "ran without an approval from humanInTheLoop: add (c1)")
+      // judged where the tool runs (the guard at the end of the wrapToolCall chain): cleared, or refused
+      assert.isTrue(
+        (yield* verdict([
+          started("add", "c1"),
+          decided("add (c1) is not the call cleared to run: judged again", { callId: "c1", toolName: "add" }),
+          completed("c1")
+        ])).passed
+      )
+      assert.isTrue(
+        (yield* verdict([
+          started("add", "c1"),
+          decided("add (c1) did not run: no Approvals service to ask", { callId: "c1" }),
+          completed("c1")
+        ])).passed
+      )
+      // a call that started unasked and never finished (the run failed in it)
+      assert.isFalse((yield* verdict([started("add", "c1")])).passed)
     }))
 })
 
@@ -268,6 +299,26 @@ describe("Eval.run", () => {
       assert.isTrue(report.passed, Eval.table(report))
       assert.strictEqual(threads.size, 3)
     }))
+
+  it.effect("a second run of an eval on a lasting checkpointer starts fresh threads", () =>
+    Effect.gen(function*() {
+      const suite = Eval.make({
+        name: "lasting",
+        agent: Agent.make({ toolkit: Fixtures.toolkit }).pipe(Effect.provide(Fixtures.layer)),
+        cases: [{
+          name: "fresh",
+          input: "Hi",
+          script: [(request) => ScriptedModel.text(`${request.prompt.content.length} message(s)`)]
+        }],
+        assertions: [
+          Eval.custom("a fresh thread", (run) =>
+            Option.exists(run.result, (result) => result._tag === "Completed" && result.text === "1 message(s)"))
+        ]
+      })
+      const first = yield* Eval.run(suite)
+      const second = yield* Eval.run(suite)
+      assert.isTrue(first.passed && second.passed, Eval.table(second))
+    }).pipe(Effect.provide(Checkpointer.layerMemory)))
 
   it.effect("history seeds the thread before the input", () =>
     Effect.gen(function*() {
