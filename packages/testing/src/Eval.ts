@@ -14,6 +14,7 @@
  *
  * @since 0.1.0
  */
+import * as AiError from "@effect/ai/AiError"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
@@ -147,7 +148,7 @@ export interface Suite<R = never> {
   readonly trials: number
   readonly concurrency: number
   readonly passRate: number
-  readonly timeout: Option.Option<Duration.Duration>
+  readonly timeout: Option.Option<Duration.DurationInput>
 }
 
 /**
@@ -347,7 +348,7 @@ export const make = <E, R, RM = never>(
   trials: options.trials ?? 1,
   concurrency: options.concurrency ?? 1,
   passRate: options.passRate ?? 1,
-  timeout: options.timeout === undefined ? Option.none() : Option.some(Duration.decode(options.timeout))
+  timeout: Option.fromNullable(options.timeout)
 })
 
 /**
@@ -962,8 +963,7 @@ interface Trial {
 
 const runTrial = <R>(
   suite: Suite<R>,
-  testCase: Case,
-  input: Prompt.Prompt,
+  { input, testCase, timeout }: Planned,
   trial: number,
   runId: string
 ): Effect.Effect<Trial, never, R> =>
@@ -993,7 +993,7 @@ const runTrial = <R>(
       ? Option.getOrThrow(suite.model) // validate checked it is there
       : ScriptedModel.layer(testCase.script)
     const scripted = Effect.provide(program, model) as Effect.Effect<void, unknown, R>
-    const bounded = Option.match(suite.timeout, {
+    const bounded = Option.match(timeout, {
       onNone: () => scripted,
       onSome: (timeout) =>
         Effect.timeoutFail(scripted, {
@@ -1020,11 +1020,39 @@ const runTrial = <R>(
     return { run, verdicts }
   })
 
+/** Whether `turn` is a `ScriptedModel.Turn`. */
+const isTurn = (turn: unknown): boolean =>
+  Array.isArray(turn) || typeof turn === "function" || AiError.isAiError(turn) ||
+  (isRecord(turn) && turn._tag === "Truncated")
+
+/** A case to run, checked: its input with the history before it, and the trial timeout. */
+interface Planned {
+  readonly testCase: Case
+  readonly input: Prompt.Prompt
+  readonly timeout: Option.Option<Duration.Duration>
+}
+
+/** Fails with `InvalidEval` at the first value of `assertions` that is not an assertion or was built wrong. */
+const checkAssertions = (field: string, assertions: ReadonlyArray<Assertion>): Effect.Effect<void, InvalidEval> => {
+  if (!Array.isArray(assertions)) return new InvalidEval({ field, reason: "must be a list of assertions" })
+  for (const [index, assertion] of (assertions as ReadonlyArray<unknown>).entries()) {
+    if (!isRecord(assertion) || typeof assertion.name !== "string" || typeof assertion.check !== "function") {
+      return new InvalidEval({
+        field: `${field}[${index}]`,
+        reason: `not an assertion (one of Eval.toolCalled(…), Eval.custom(…), …): ${show(assertion, 80)}`
+      })
+    }
+    const invalid = assertion.invalid
+    if (invalid !== undefined) return new InvalidEval({ field: `${field}[${index}]`, reason: String(invalid) })
+  }
+  return Effect.void
+}
+
 /** The suite's problem, if any: the first bad option, named. */
 const validate = <R>(
   suite: Suite<R>,
   only: ReadonlyArray<string> | undefined
-): Effect.Effect<ReadonlyArray<{ readonly testCase: Case; readonly input: Prompt.Prompt }>, InvalidEval> =>
+): Effect.Effect<ReadonlyArray<Planned>, InvalidEval> =>
   Effect.gen(function*() {
     const invalid = (field: string, reason: string) => Effect.fail(new InvalidEval({ field, reason }))
     if (typeof suite.name !== "string" || suite.name.length === 0) {
@@ -1039,12 +1067,20 @@ const validate = <R>(
     if (!(suite.passRate >= 0 && suite.passRate <= 1)) {
       return yield* invalid("passRate", `must be a number from 0 to 1, got ${suite.passRate}`)
     }
-    if (Option.isSome(suite.timeout) && !(Duration.toMillis(suite.timeout.value) > 0)) {
-      return yield* invalid("timeout", "must be a positive duration")
-    }
+    const timeout = yield* Option.match(suite.timeout, {
+      onNone: () => Effect.succeedNone,
+      onSome: (input) =>
+        Effect.flatMap(
+          Effect.option(Effect.try(() => Duration.decode(input))),
+          (decoded) =>
+            Option.isSome(decoded) && Duration.toMillis(decoded.value) > 0
+              ? Effect.succeed(decoded)
+              : invalid("timeout", `must be a positive duration, got ${show(input)}`)
+        )
+    })
     if (!Array.isArray(suite.cases) || suite.cases.length === 0) return yield* invalid("cases", "must not be empty")
     const seen = new Set<string>()
-    const cases: Array<{ readonly testCase: Case; readonly input: Prompt.Prompt }> = []
+    const cases: Array<Planned> = []
     for (const [index, testCase] of suite.cases.entries()) {
       const at = `cases[${index}]`
       if (typeof testCase?.name !== "string" || testCase.name.length === 0) {
@@ -1054,28 +1090,35 @@ const validate = <R>(
       if (testCase.script === undefined && Option.isNone(suite.model)) {
         return yield* invalid(`${at}.script`, "a case without a script needs the suite's model")
       }
+      if (testCase.script !== undefined) {
+        if (!Array.isArray(testCase.script)) return yield* invalid(`${at}.script`, "must be a list of turns")
+        const bad = (testCase.script as ReadonlyArray<unknown>).findIndex((turn) => !isTurn(turn))
+        if (bad >= 0) {
+          return yield* invalid(
+            `${at}.script[${bad}]`,
+            "not a turn (a list of parts such as ScriptedModel.text(…), a function of the request, an AiError or " +
+              `ScriptedModel.truncated(…)): ${show(testCase.script[bad], 80)}`
+          )
+        }
+      }
       seen.add(testCase.name)
       const maxResumes = testCase.maxResumes
       if (maxResumes !== undefined && !(Number.isInteger(maxResumes) && maxResumes >= 0)) {
         return yield* invalid(`${at}.maxResumes`, `must be a whole number of at least 0, got ${maxResumes}`)
       }
-      const input = yield* Effect.try({
-        try: () => Prompt.merge(Prompt.make(testCase.history ?? []), testCase.input),
-        catch: (error) => error
-      }).pipe(
-        Effect.catchAll((error) =>
-          invalid(`${at}.input`, `not a message or conversation: ${causeText(Cause.fail(error))}`)
+      const conversation = (field: string, input: Prompt.RawInput) =>
+        Effect.try({ try: () => Prompt.make(input), catch: (error) => error }).pipe(
+          Effect.catchAll((error) =>
+            invalid(`${at}.${field}`, `not a message or conversation: ${causeText(Cause.fail(error))}`)
+          )
         )
-      )
+      const history = yield* conversation("history", testCase.history ?? [])
+      const input = Prompt.merge(history, yield* conversation("input", testCase.input))
       if (input.content.length === 0) return yield* invalid(`${at}.input`, "has no message")
-      for (const [i, assertion] of (testCase.assertions ?? []).entries()) {
-        if (assertion.invalid !== undefined) return yield* invalid(`${at}.assertions[${i}]`, assertion.invalid)
-      }
-      if (only === undefined || only.includes(testCase.name)) cases.push({ testCase, input })
+      yield* checkAssertions(`${at}.assertions`, testCase.assertions ?? [])
+      if (only === undefined || only.includes(testCase.name)) cases.push({ testCase, input, timeout })
     }
-    for (const [i, assertion] of suite.assertions.entries()) {
-      if (assertion.invalid !== undefined) return yield* invalid(`assertions[${i}]`, assertion.invalid)
-    }
+    yield* checkAssertions("assertions", suite.assertions)
     for (const name of only ?? []) {
       if (!seen.has(name)) return yield* invalid("cases", `the suite has no case named ${show(name)}`)
     }
@@ -1157,12 +1200,12 @@ export const run = <R>(
     const cases = yield* validate(suite, options?.cases)
     // in the thread ids: a second run of the eval on a lasting checkpointer starts fresh threads
     const runId = `${(yield* Clock.currentTimeMillis).toString(36)}${(yield* Random.nextInt).toString(36)}`
-    const jobs = cases.flatMap(({ input, testCase }) =>
-      Array.from({ length: suite.trials }, (_, index) => ({ testCase, input, trial: index + 1 }))
+    const jobs = cases.flatMap((planned) =>
+      Array.from({ length: suite.trials }, (_, index) => ({ planned, trial: index + 1 }))
     )
     const trials = yield* Effect.forEach(
       jobs,
-      (job) => runTrial(suite, job.testCase, job.input, job.trial, runId),
+      (job) => runTrial(suite, job.planned, job.trial, runId),
       { concurrency: suite.concurrency }
     )
     const reports = cases.map(({ testCase }) =>

@@ -397,6 +397,21 @@ describe("Eval.run", () => {
         "cases[0].assertions[0]"
       ])
       assert.deepStrictEqual(yield* field(oneCase({}), ["nope"]), ["InvalidEval", "cases"])
+      assert.deepStrictEqual(yield* field(oneCase({}, { timeout: "soon" as never })), ["InvalidEval", "timeout"])
+      // one turn where the list of turns belongs
+      assert.deepStrictEqual(yield* field(oneCase({ script: ScriptedModel.text("3") as never })), [
+        "InvalidEval",
+        "cases[0].script[0]"
+      ])
+      assert.deepStrictEqual(yield* field(oneCase({ script: "3" as never })), ["InvalidEval", "cases[0].script"])
+      assert.deepStrictEqual(yield* field(oneCase({ history: [{ role: "robot" }] as never })), [
+        "InvalidEval",
+        "cases[0].history"
+      ])
+      // a constructor passed where its result belongs
+      const notAnAssertion = yield* Effect.flip(Eval.run(oneCase({}, { assertions: [Eval.toolCalled as never] })))
+      assert.strictEqual(notAnAssertion.field, "assertions[0]")
+      assert.include(notAnAssertion.reason, "not an assertion")
       const unscripted = Eval.make({ name: "real", agent: calculator, cases: [{ name: "a", input: "x" }] })
       assert.deepStrictEqual(yield* field(unscripted), ["InvalidEval", "cases[0].script"])
       const twice = Eval.make({
