@@ -8,7 +8,7 @@
  *
  * A case is an input (optionally after a thread history), run on a scripted
  * model ({@link Case.script}), on replies recorded in a `RunRecord`
- * ({@link fromRecord}), or on the real model the agent is built with. A run
+ * ({@link fromRecord}), or on a real model (the suite's `model`). A run
  * that fails (a model error, a middleware error, a defect, a timeout) is a
  * failed trial with its reason, never a failed eval.
  *
@@ -47,8 +47,8 @@ import * as ScriptedModel from "./ScriptedModel.js"
  *
  * - `input`: the run's input, a string (a user message) or a conversation;
  * - `history`: messages the thread starts from, before `input` (a thread seed);
- * - `script`: the model's replies, served by a `ScriptedModel` in place of the
- *   agent's model (without one, the agent's own model answers);
+ * - `script`: the model's replies, served by a `ScriptedModel` (without one,
+ *   the suite's `model` answers);
  * - `decide`: when the run stops at an interrupt (an approval), the decision
  *   to resume it with (or an `Effect` of it); without it an interrupted run
  *   ends there;

@@ -1,9 +1,10 @@
+import type { LanguageModel } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import type { AgentResult } from "@stepwise-agent/core"
 import { Agent, AgentEvent, Checkpointer, RunRecord, Usage } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { Eval, Fixtures, ScriptedModel } from "@stepwise-agent/testing"
-import { Arbitrary, Effect, FastCheck, Option, Schema } from "effect"
+import { Arbitrary, Effect, FastCheck, Layer, Option, Schema } from "effect"
 
 const calculator = Agent.make({ toolkit: Fixtures.toolkit }).pipe(Effect.provide(Fixtures.layer))
 
@@ -319,6 +320,29 @@ describe("Eval.run", () => {
       const second = yield* Eval.run(suite)
       assert.isTrue(first.passed && second.passed, Eval.table(second))
     }).pipe(Effect.provide(Checkpointer.layerMemory)))
+
+  it.effect("a case without a script is answered by the suite's model, built for each trial", () =>
+    Effect.gen(function*() {
+      const suite = (model: Layer.Layer<LanguageModel.LanguageModel, unknown>) =>
+        Eval.make({
+          name: "real",
+          agent: calculator,
+          model,
+          trials: 2,
+          cases: [
+            { name: "live", input: "What is 1 + 2?" },
+            { name: "scripted", input: "Hi", script: [ScriptedModel.text("scripted")] }
+          ],
+          assertions: [Eval.completed]
+        })
+      // a fresh layer per trial: each trial's model starts its script from the first turn
+      const report = yield* Eval.run(suite(ScriptedModel.layer([adds, ScriptedModel.text("3")])))
+      assert.isTrue(report.passed, Eval.table(report))
+      // a model that cannot be built fails the trials it serves, with the reason
+      const broken = yield* Eval.run(suite(Layer.fail(new Error("no OPENAI_API_KEY"))))
+      assert.deepStrictEqual(broken.cases.map((c) => c.passes), [0, 2])
+      assert.strictEqual(broken.cases[0]!.errors[0]!.reason, "no OPENAI_API_KEY")
+    }))
 
   it.effect("history seeds the thread before the input", () =>
     Effect.gen(function*() {
