@@ -1259,7 +1259,10 @@ export const table = (
   const failing = report.cases.filter((testCase) => !testCase.passed).length
   const lines: Array<[string, string, string, string]> = [["case / assertion", "passes", "rate", "result"]]
   const reasons = (failures: ReadonlyArray<Failure>) => {
-    for (const failure of failures) lines.push([`    trial ${failure.trial}: ${failure.reason}`, "", "", ""])
+    for (const failure of failures) {
+      // a reason of several lines (a schema's error) stays under its trial
+      lines.push([`    trial ${failure.trial}: ${failure.reason.split("\n").join("\n      ")}`, "", "", ""])
+    }
   }
   for (const testCase of report.cases) {
     if (options?.failuresOnly === true && testCase.passed) continue
