@@ -93,13 +93,14 @@ describe("Eval assertions", () => {
       assert.deepStrictEqual(prose.assertions.map((a) => a.passes), [0, 1])
       assert.include(prose.assertions[0]!.failures[0]!.reason, "the final text does not match")
       // the schema's error, over several lines, stays indented under its trial in the table
-      const table = Eval.table(new Eval.Report({ suite: "s", trials: 1, threshold: 1, passed: false, cases: [prose] }))
+      const nested = yield* check([Eval.outputMatches(Total)], { script: [ScriptedModel.text(`{"total":"3"}`)] })
+      assert.include(nested.assertions[0]!.failures[0]!.reason, "\n")
+      const table = Eval.table(new Eval.Report({ suite: "s", trials: 1, threshold: 1, passed: false, cases: [nested] }))
       const lines = table.split("\n")
       const at = lines.findIndex((line) => line.startsWith("    trial 1: the final text does not match"))
       assert.isAbove(at, 0)
-      assert.isTrue(
-        lines.slice(at + 1).every((line) => line.startsWith("      ") || line.startsWith("  outputMatches"))
-      )
+      assert.isAbove(lines.length, at + 1)
+      assert.isTrue(lines.slice(at + 1).every((line) => line.startsWith("      ")), table)
 
       const structured = yield* Eval.run(Eval.make({
         name: "structured",
