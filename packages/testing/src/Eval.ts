@@ -525,6 +525,9 @@ export const assertion = (
   invalid?: string | undefined
 ): Assertion => ({ name, check, ...(invalid === undefined ? {} : { invalid }) })
 
+const invalidToolName = (tool: unknown): string | undefined =>
+  typeof tool === "string" && tool.length > 0 ? undefined : `a tool name must be a non-empty string, got ${show(tool)}`
+
 /**
  * Passes when the run called `tool`, and, with `args`, called it at least
  * once with arguments matching them partially and deeply ({@link matches}).
@@ -571,9 +574,9 @@ export const toolCalled = (
         }
         return fail(`${tool} was called ${calls.length} time(s), never with arguments matching ${show(args)}: ${seen}`)
       }),
-    times !== undefined && !(Number.isInteger(times) && times >= 0)
+    invalidToolName(tool) ?? (times !== undefined && !(Number.isInteger(times) && times >= 0)
       ? `times must be a whole number of at least 0, got ${times}`
-      : undefined
+      : undefined)
   )
 }
 
@@ -591,13 +594,19 @@ export const toolCalled = (
  * @category assertions
  */
 export const toolNeverCalled = (tool: string): Assertion =>
-  assertion(`toolNeverCalled(${tool})`, (run) =>
-    Effect.sync(() => {
-      const calls = run.toolCalls.filter((call) => call.name === tool)
-      return calls.length === 0
-        ? pass(`${tool} was not called`)
-        : fail(`${tool} was called ${calls.length} time(s): ${calls.map((call) => show(call.params, 120)).join(", ")}`)
-    }))
+  assertion(
+    `toolNeverCalled(${tool})`,
+    (run) =>
+      Effect.sync(() => {
+        const calls = run.toolCalls.filter((call) => call.name === tool)
+        return calls.length === 0
+          ? pass(`${tool} was not called`)
+          : fail(
+            `${tool} was called ${calls.length} time(s): ${calls.map((call) => show(call.params, 120)).join(", ")}`
+          )
+      }),
+    invalidToolName(tool)
+  )
 
 /**
  * Passes when the run completed.
@@ -826,7 +835,7 @@ export const noApprovalBypassed = (
   options?: { readonly middleware?: string | undefined } | undefined
 ): Assertion => {
   const middleware = options?.middleware ?? "humanInTheLoop"
-  const gated = new Set(tools)
+  const gated = new Set(Array.isArray(tools) ? tools : [])
   return assertion(
     `noApprovalBypassed(${[...gated].join(", ")})`,
     (run) =>
@@ -865,7 +874,9 @@ export const noApprovalBypassed = (
           ? pass(`${ran} gated call(s) ran, each cleared by ${middleware}`)
           : fail(`ran without an approval from ${middleware}: ${bypassed.join(", ")}`)
       }),
-    gated.size === 0 ? "name at least one gated tool" : undefined
+    !Array.isArray(tools) || gated.size === 0
+      ? "name at least one gated tool"
+      : tools.map(invalidToolName).find((reason) => reason !== undefined)
   )
 }
 
@@ -1119,6 +1130,9 @@ const validate = <R>(
       if (only === undefined || only.includes(testCase.name)) cases.push({ testCase, input, timeout })
     }
     yield* checkAssertions("assertions", suite.assertions)
+    if (only !== undefined && (!Array.isArray(only) || only.length === 0)) {
+      return yield* invalid("cases", "the cases to run must name at least one case")
+    }
     for (const name of only ?? []) {
       if (!seen.has(name)) return yield* invalid("cases", `the suite has no case named ${show(name)}`)
     }

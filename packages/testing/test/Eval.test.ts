@@ -430,6 +430,15 @@ describe("Eval.run", () => {
         "cases[0].assertions[0]"
       ])
       assert.deepStrictEqual(yield* field(oneCase({}), ["nope"]), ["InvalidEval", "cases"])
+      assert.deepStrictEqual(yield* field(oneCase({}), []), ["InvalidEval", "cases"])
+      assert.deepStrictEqual(yield* field(oneCase({}, { assertions: [Eval.toolCalled("")] })), [
+        "InvalidEval",
+        "assertions[0]"
+      ])
+      assert.deepStrictEqual(yield* field(oneCase({}, { assertions: [Eval.noApprovalBypassed("add" as never)] })), [
+        "InvalidEval",
+        "assertions[0]"
+      ])
       assert.deepStrictEqual(yield* field(oneCase({}, { timeout: "soon" as never })), ["InvalidEval", "timeout"])
       // one turn where the list of turns belongs
       assert.deepStrictEqual(yield* field(oneCase({ script: ScriptedModel.text("3") as never })), [
