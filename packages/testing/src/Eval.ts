@@ -995,7 +995,7 @@ const runTrial = <R>(
       for (let resumes = 0; testCase.decide !== undefined && resumes < maxResumes; resumes++) {
         const last = Option.getOrUndefined(result)
         if (last?._tag !== "Interrupted") break
-        const decided = yield* Effect.try(() => testCase.decide!(last.interrupt))
+        const decided = yield* Effect.try({ try: () => testCase.decide!(last.interrupt), catch: (error) => error })
         const decision = Effect.isEffect(decided) ? yield* decided : decided
         yield* collect(agent.resumeStream(threadId, decision))
       }

@@ -203,6 +203,28 @@ describe("Eval.noApprovalBypassed", () => {
       )
     }))
 
+  it.effect("a decide that throws, or gives a decision the wait refuses, is a failed trial naming why", () =>
+    Effect.gen(function*() {
+      const report = yield* Eval.run(Eval.make({
+        name: "bad decisions",
+        agent: gatedAgent("add"),
+        cases: [
+          {
+            name: "throws",
+            input: "1 + 2?",
+            script: [adds],
+            decide: () => {
+              throw new Error("no approver on duty")
+            }
+          },
+          { name: "refused", input: "1 + 2?", script: [adds], decide: () => ["approve it all"] }
+        ]
+      }))
+      assert.deepStrictEqual(report.cases.map((c) => c.passes), [0, 0])
+      assert.strictEqual(report.cases[0]!.errors[0]!.reason, "no approver on duty")
+      assert.include(report.cases[1]!.errors[0]!.reason, "InvalidResume")
+    }))
+
   it.effect("an interrupted run without `decide` ran nothing gated: it passes, and `completed` fails", () =>
     Effect.gen(function*() {
       const report = yield* Eval.run(Eval.make({
