@@ -467,20 +467,24 @@ const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
  * Whether `actual` matches `expected` partially and deeply: an object
  * matches when each of its keys matches (other keys of `actual` are
  * ignored), an array when it has as many elements and each matches, a
- * function when it returns `true` for the value, anything else when equal.
+ * `Schema` when the value is of its type, a function when it returns `true`
+ * for the value, anything else when equal.
  *
  * @example
  * ```ts
  * import { Eval } from "@stepwise-agent/testing"
+ * import { Schema } from "effect"
  *
  * Eval.matches({ a: 1 }, { a: 1, b: 2 }) // true
  * Eval.matches({ q: (s: unknown) => typeof s === "string" }, { q: "weather" }) // true
+ * Eval.matches({ n: Schema.Int }, { n: 3 }) // true
  * ```
  *
  * @since 0.1.0
  * @category utility
  */
 export const matches = (expected: unknown, actual: unknown): boolean => {
+  if (Schema.isSchema(expected)) return Schema.is(expected as Schema.Schema<unknown, unknown, never>)(actual)
   if (typeof expected === "function") {
     try {
       return (expected as (value: unknown) => unknown)(actual) === true

@@ -73,6 +73,10 @@ describe("Eval assertions", () => {
     assert.isFalse(Eval.matches({ a: 1 }, [1]))
     assert.isFalse(Eval.matches("1", 1))
     assert.isTrue(Eval.matches({ a: undefined }, {}))
+    // a Schema matches the values of its type
+    assert.isTrue(Eval.matches({ a: Schema.Int, b: Schema.String }, { a: 3, b: "x" }))
+    assert.isFalse(Eval.matches({ a: Schema.Int }, { a: 3.5 }))
+    assert.isFalse(Eval.matches(Schema.Struct({ a: Schema.Number }), { a: "1" }))
   })
 
   it.effect("toolNeverCalled fails with the calls made", () =>
