@@ -453,7 +453,14 @@ const shorten = (text: string, max: number): string => {
 const show = (value: unknown, max = 200): string => {
   let text: string
   try {
-    text = JSON.stringify(value, (_, v) => typeof v === "bigint" ? `${v}n` : v) ?? String(value)
+    text = JSON.stringify(value, (_, v) =>
+      typeof v === "bigint"
+        ? `${v}n`
+        : Schema.isSchema(v)
+        ? `<${String(v.ast)}>`
+        : typeof v === "function"
+        ? "<function>"
+        : v) ?? String(value)
   } catch {
     text = String(value)
   }

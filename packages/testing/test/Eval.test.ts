@@ -62,6 +62,11 @@ describe("Eval assertions", () => {
       assert.include(report.assertions[3]!.failures[0]!.reason, `never with arguments matching {"a":5}: {"a":1,"b":2}`)
       assert.include(report.assertions[4]!.failures[0]!.reason, "echo was never called (tools called: add)")
       assert.include(report.assertions[5]!.failures[0]!.reason, "called 1 time(s) with matching arguments, expected 2")
+      // matchers show in the assertion's name
+      assert.strictEqual(
+        Eval.toolCalled("add", { a: Schema.Int, b: (b: unknown) => b === 2 }).name,
+        `toolCalled(add, {"a":"<Int>","b":"<function>"})`
+      )
     }))
 
   it("matches: objects partially, arrays whole, values exactly", () => {
