@@ -893,8 +893,9 @@ export const noApprovalBypassed = (
 
 /**
  * An assertion of your own: `check` returns `true`/`false` or a
- * {@link Verdict}, or an `Effect` of one. A check that throws, fails or dies
- * fails the assertion with that reason; it never fails the eval.
+ * {@link Verdict}, or an `Effect` or a `Promise` of one. A check that
+ * throws, fails, rejects or dies fails the assertion with that reason; it
+ * never fails the eval.
  *
  * @example
  * ```ts
@@ -910,12 +911,18 @@ export const noApprovalBypassed = (
  */
 export const custom = (
   name: string,
-  check: (run: Run) => boolean | Verdict | Effect.Effect<boolean | Verdict, unknown>
+  check: (
+    run: Run
+  ) => boolean | Verdict | Effect.Effect<boolean | Verdict, unknown> | PromiseLike<boolean | Verdict>
 ): Assertion =>
   assertion(name, (run) =>
-    Effect.suspend(() => {
+    Effect.suspend((): Effect.Effect<unknown, unknown> => {
       const out = check(run)
-      return Effect.isEffect(out) ? out : Effect.succeed(out)
+      return Effect.isEffect(out)
+        ? out
+        : isPromiseLike(out)
+        ? Effect.tryPromise({ try: () => Promise.resolve(out), catch: (error) => error })
+        : Effect.succeed(out)
     }).pipe(
       Effect.map((out): Verdict =>
         typeof out === "boolean"
@@ -926,6 +933,9 @@ export const custom = (
       ),
       Effect.catchAllCause((cause) => Effect.succeed(fail(`the check failed: ${causeText(cause)}`)))
     ))
+
+const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
+  typeof value === "object" && value !== null && typeof (value as PromiseLike<unknown>).then === "function"
 
 // -----------------------------------------------------------------------------
 // running

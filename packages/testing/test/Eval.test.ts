@@ -163,16 +163,20 @@ describe("Eval assertions", () => {
           throw new Error("boom")
         }),
         Eval.custom("fails", () => Effect.fail(new Error("nope"))),
-        Eval.custom("dies", () => Effect.die("bad"))
+        Eval.custom("dies", () => Effect.die("bad")),
+        Eval.custom("resolves", async () => ({ passed: true, reason: "judged" })),
+        Eval.custom("rejects", () => Promise.reject(new Error("judge unreachable")))
       ])
-      assert.deepStrictEqual(report.assertions.map((a) => a.passes), [1, 0, 0, 1, 0, 0, 0])
+      assert.deepStrictEqual(report.assertions.map((a) => a.passes), [1, 0, 0, 1, 0, 0, 0, 1, 0])
       assert.deepStrictEqual(report.assertions.slice(1).map((a) => a.failures[0]?.reason), [
         "returned false",
         "too slow",
         undefined,
         "the check failed: boom",
         "the check failed: nope",
-        "the check failed: bad"
+        "the check failed: bad",
+        undefined,
+        "the check failed: judge unreachable"
       ])
     }))
 })
