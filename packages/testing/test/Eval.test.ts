@@ -316,6 +316,33 @@ describe("Eval.run", () => {
       assert.deepStrictEqual(result.assertions[0]!.failures.map((failure) => failure.trial), [2, 4])
     }))
 
+  it.effect("a tool that dies, or an agent that cannot be built, fails its trials with the reason", () =>
+    Effect.gen(function*() {
+      const exploding = Agent.make({ toolkit: Fixtures.echoToolkit }).pipe(
+        Effect.provide(Fixtures.echoToolkit.toLayer({ echo: () => Effect.die(new Error("tool exploded")) }))
+      )
+      const script = [ScriptedModel.toolCalls([{ name: "echo", params: { text: "hi" } }]), ScriptedModel.text("ok")]
+      const report = yield* Eval.run(Eval.make({
+        name: "broken",
+        agent: exploding,
+        trials: 2,
+        cases: [{ name: "echoes", input: "echo hi", script }],
+        assertions: [Eval.toolCalled("echo", { text: "hi" })]
+      }))
+      const result = report.cases[0]!
+      // the call was made (the assertion passes), but the run failed: the trial fails with why
+      assert.strictEqual(result.passes, 0)
+      assert.strictEqual(result.assertions[0]!.passes, 2)
+      assert.include(result.errors[0]!.reason, "tool exploded")
+
+      const unbuildable = yield* Eval.run(Eval.make({
+        name: "unbuildable",
+        agent: Agent.make({ toolkit: Fixtures.toolkit, maxSteps: 0 }).pipe(Effect.provide(Fixtures.layer)),
+        cases: [{ name: "any", input: "hi", script: [] }]
+      }))
+      assert.include(unbuildable.cases[0]!.errors[0]!.reason, "AgentConfigError")
+    }))
+
   it.effect("a case passes when its pass rate reaches passRate", () =>
     Effect.gen(function*() {
       const firstThree = Eval.custom("first three", (run) => run.trial <= 3)
