@@ -6,6 +6,11 @@ export * as Arbitraries from "./Arbitraries.js"
 /**
  * @since 0.1.0
  */
+export * as Eval from "./Eval.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Fixtures from "./Fixtures.js"
 
 /**
