@@ -2,7 +2,7 @@ import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Option, Ref, Schema } from "effect"
+import { Effect, FastCheck, Option, Ref, Schema } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 
 const DeleteFile = Tool.make("delete_file", {
@@ -85,6 +85,25 @@ describe("HumanInTheLoop and Agent.fork", () => {
       assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
       assert.strictEqual((yield* agent.resume("src", HumanInTheLoop.approveAll(source)))._tag, "Completed")
     }))
+
+  it.effect.prop(
+    "for any fork target, the fork's own request approves it and the source's request is refused there",
+    { to: FastCheck.stringMatching(/^[a-z0-9-]{1,24}$/).filter((id) => id !== "src") },
+    ({ to }) =>
+      Effect.gen(function*() {
+        const { agent, log } = yield* setup
+        yield* agent.run("Delete /tmp/a", { threadId: "src" })
+        const source = yield* requestOf(agent, "src")
+        assert.strictEqual((yield* agent.fork("src", { to, at: 1 }))._tag, "Interrupted")
+        const stale = yield* Effect.flip(agent.validateResume(to, HumanInTheLoop.approveAll(source)))
+        assert.strictEqual((stale as { readonly _tag: string })._tag, "StaleDecision")
+        const own = yield* requestOf(agent, to)
+        assert.strictEqual((yield* agent.resume(to, HumanInTheLoop.approveAll(own)))._tag, "Completed")
+        assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
+        assert.deepStrictEqual(yield* requestOf(agent, "src"), source)
+      }),
+    { fastCheck: { numRuns: 20 } }
+  )
 
   it.effect("validateResume refuses a decision for a wait copied from another thread, as resume does", () =>
     Effect.gen(function*() {
