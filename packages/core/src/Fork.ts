@@ -15,8 +15,10 @@ import type * as RunRecord from "./RunRecord.js"
  * What a fork changes before it continues: a `Message` (the fork's run
  * takes it in as its input), a `ToolResult` (the result of the call `callId`
  * in the forked conversation is replaced), or a `Decision` (for a fork at the
- * step a waiting thread stopped at: the fork resumes with it). Without an
- * edit the fork calls the model again at step `at`.
+ * step a waiting thread stopped at: it answers the fork's own wait). Without
+ * an edit the fork calls the model again at step `at`; at the step a thread
+ * waits at, the hook that waits asks again, for the fork (its wait is the
+ * fork's own, with a request of its own).
  *
  * @example
  * ```ts
@@ -59,9 +61,9 @@ export interface Options<D = unknown> {
  * checkpoint (`NoSuchThread`), step `at` is not one of its steps
  * (`NoSuchStep`), the edited tool call is not in the forked conversation
  * (`NoSuchToolCall`), the target thread already exists or is the source
- * (`ThreadExists`), or the fork stops where the thread waits for a decision
- * and no `Decision` edit was given, or a `Decision` edit was given where it
- * does not wait (`Waiting`, `NotWaiting`).
+ * (`ThreadExists`), a `Message` edit was given where the thread waits for a
+ * decision (`Waiting`), or a `Decision` edit where it does not wait
+ * (`NotWaiting`).
  *
  * @example
  * ```ts

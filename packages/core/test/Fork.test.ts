@@ -115,7 +115,7 @@ describe("Agent.fork", () => {
         assert.deepInclude((failed[0] as any).left, { reason: "ThreadExists" })
       })))
 
-  it.effect("a fork of a waiting thread at its wait resumes with the decision; the source still waits", () =>
+  it.effect("a fork of a waiting thread at its wait asks again, for itself; the source still waits", () =>
     Effect.gen(function*() {
       const confirm = Middleware.make({
         name: "confirm",
@@ -128,8 +128,12 @@ describe("Agent.fork", () => {
       const agent = yield* Agent.make({ toolkit: Calculator, middleware: [confirm] })
       const first = yield* agent.run("What is 2 + 3 + 7?", { threadId: "src" })
       assert.strictEqual(first._tag, "Interrupted")
-      const waiting = yield* Effect.flip(agent.fork("src", { to: "f5", at: 1 }))
-      assert.deepInclude(waiting, { reason: "Waiting" })
+      const waiting = yield* agent.fork("src", { to: "f4", at: 1 })
+      assert.strictEqual(waiting._tag, "Interrupted")
+      const message = yield* Effect.flip(
+        agent.fork("src", { to: "f4m", at: 1, edit: { _tag: "Message", message: "hi" } })
+      )
+      assert.deepInclude(message, { reason: "Waiting" })
       const result = yield* agent.fork("src", { to: "f5", at: 1, edit: { _tag: "Decision", decision: { go: true } } })
       assert.strictEqual(result._tag, "Completed")
       const source = yield* agent.thread("src")
@@ -156,6 +160,56 @@ describe("Agent.fork", () => {
       assert.strictEqual(refused._tag, byResume._tag)
       assert.isTrue(Option.isNone(yield* agent.thread("f6")), "nothing written")
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive))))
+
+  it.effect("a fork's wait is its own: a wait bound to its thread is answered by the fork's own request", () =>
+    Effect.gen(function*() {
+      class OtherThread extends Schema.TaggedError<OtherThread>()("OtherThread", { threadId: Schema.String }) {}
+      // asks on behalf of its thread; takes only a decision naming that thread (checked on resume too)
+      const bound = Middleware.make({
+        name: "bound",
+        wait: {
+          request: Schema.Struct({ thread: Schema.String }),
+          decision: Schema.Struct({ thread: Schema.String }),
+          check: ({ decision, request, threadId }) =>
+            decision.thread === request.thread ? Effect.void : Effect.fail(new OtherThread({ threadId }))
+        },
+        beforeModel: ({ resume, step, threadId }) =>
+          Option.isSome(resume)
+            ? (resume.value.thread === threadId ? Effect.void : Effect.fail(new OtherThread({ threadId })))
+            : Effect.succeed(step !== 1 ? undefined : { interrupt: { thread: threadId } })
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [bound] })
+      yield* agent.run("What is 2 + 3 + 7?", { threadId: "src" })
+      const forked = yield* agent.fork("src", { to: "f1", at: 1 })
+      assert.strictEqual(forked._tag, "Interrupted")
+      assert.deepStrictEqual(forked._tag === "Interrupted" && forked.interrupt.value, { thread: "f1" })
+      assert.strictEqual((yield* agent.resume("f1", { thread: "f1" }))._tag, "Completed")
+      // a decision at fork time answers the fork's own wait; one bound to the source is refused, writing nothing
+      const stale = yield* Effect.flip(
+        agent.fork("src", { to: "f2", at: 1, edit: { _tag: "Decision", decision: { thread: "src" } } })
+      )
+      assert.deepInclude(stale, { _tag: "OtherThread", threadId: "f2" })
+      assert.isTrue(Option.isNone(yield* agent.thread("f2")), "nothing written")
+      const edited = yield* agent.fork("src", {
+        to: "f2",
+        at: 1,
+        edit: { _tag: "Decision", decision: { thread: "f2" } }
+      })
+      assert.strictEqual(edited._tag, "Completed")
+      const source = yield* agent.thread("src")
+      assert.deepStrictEqual(
+        Option.flatMap(source, (thread) => thread.pending).pipe(Option.map((p) => p.value)),
+        Option.some({ thread: "src" })
+      )
+      assert.strictEqual((yield* agent.resume("src", { thread: "src" }))._tag, "Completed")
+    }).pipe(
+      Effect.provide(
+        Layer.merge(
+          ScriptedModel.layer([...script, ...script.slice(1), ...script.slice(1), ...script.slice(1)]),
+          CalculatorLive
+        )
+      )
+    ))
 
   describe("from a recorded run", () => {
     /** Records `script` on thread "prod", then forks the record on an agent with `systemPrompt`. */

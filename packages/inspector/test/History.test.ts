@@ -348,14 +348,14 @@ describe("Inspector fork", () => {
       }
     }))
 
-  it.scopedLive("a fork at a thread's wait needs a decision its wait takes; a refused one writes nothing", () =>
+  it.scopedLive("a fork at a thread's wait asks again for itself; a decision its wait refuses writes nothing", () =>
     Effect.gen(function*() {
       const { agent, base, token } = yield* setup(approvalScript)
       yield* agent.run("Read my notes", { threadId: "t1" })
       const url = `${base}/api/threads/t1/fork?token=${token}`
-      const withoutDecision = yield* post(url, { to: "t1-fork", at: 2 })
-      assert.strictEqual(withoutDecision.status, 422)
-      assert.deepInclude(withoutDecision.body, { error: "ForkError", reason: "Waiting" })
+      const withoutDecision = yield* post(url, { to: "t1-asks", at: 2 })
+      assert.strictEqual(withoutDecision.status, 202)
+      yield* eventually(Effect.map(pendingOf(agent, "t1-asks"), Option.isSome), "the fork waits on its own request")
       const badDecision = yield* post(url, { to: "t1-fork", at: 2, edit: { _tag: "Decision", decision: [{}] } })
       assert.strictEqual(badDecision.status, 422)
       assert.notStrictEqual(badDecision.body.error, "ForkError")

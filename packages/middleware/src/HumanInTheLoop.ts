@@ -1004,7 +1004,17 @@ const waitKeyOf = (
   index: number,
   gated: ReadonlyArray<Prompt.ToolCallPart>,
   wait: number
-): string => `approval/${gated.map((call) => call.id).join(",")}@${index}/${wait}/${hash53(threadId, 3).slice(0, 8)}`
+): string => `approval/${gated.map((call) => call.id).join(",")}@${index}/${wait}/${threadHash(threadId)}`
+
+const threadHash = (threadId: string): string => hash53(threadId, 3).slice(0, 8)
+
+/**
+ * The key of a stored wait as the thread `threadId` makes it again when it
+ * resumes: the same key for a wait the thread made, another for a wait made
+ * on another thread (a copied checkpoint), which its decisions do not answer.
+ */
+const rebound = (threadId: string, waitKey: string): string =>
+  waitKey.startsWith("approval/") ? waitKey.replace(/\/[^/]*$/, `/${threadHash(threadId)}`) : waitKey
 
 /** The key of the middleware's state: how many waits the thread had. */
 const waitCountKey = (name: string): string => name === "humanInTheLoop" ? "approvalWaits" : `approvalWaits:${name}`
@@ -1451,9 +1461,15 @@ const setup: <Tools extends Record<string, Tool.Any>>(
     wait: {
       request: ApprovalRequest,
       decision: ArrivingDecisions,
-      // the decisions must answer the calls the stored request asks about, each as its policy allows
+      // the decisions must answer the calls the stored request asks about, each as its policy allows, under the
+      // key the resumed hook makes again (a wait copied from another thread is not this thread's)
       check: ({ decision, request, threadId }) =>
-        plan(threadId, request.actionRequests.map(callOf), decision, request.actionRequests[0]?.waitKey ?? ""),
+        plan(
+          threadId,
+          request.actionRequests.map(callOf),
+          decision,
+          rebound(threadId, request.actionRequests[0]?.waitKey ?? "")
+        ),
       // a response's text and a rejection's reason are what a person typed: a durable run stores them redacted
       personTexts: (decisions, replace) =>
         decisions.map((decision) =>

@@ -30,6 +30,18 @@ export interface Deps {
   /** Checks a decision for the wait of `threadId` as `resume` does, running nothing. */
   readonly validateResume: (threadId: string, decision: unknown) => Effect.Effect<unknown, unknown, any>
   readonly proceed: (threadId: string) => Run
+  /** Runs `threadId` from the hook `at` names, with no decision (the hook asks again), counting on from `progress`. */
+  readonly reenter: (
+    threadId: string,
+    at: Checkpointer.PendingInterrupt,
+    progress: Checkpointer.Checkpoint["run"]
+  ) => Run
+  /** Checks a decision against the decision schema of the wait `at` names, without a request. */
+  readonly checkDecisionSchema: (
+    threadId: string,
+    at: Checkpointer.PendingInterrupt,
+    decision: unknown
+  ) => Effect.Effect<unknown, unknown, any>
   /** Runs `effect` holding the lock of `threadId` (no run of it starts meanwhile). */
   readonly locked: <A, E, R>(threadId: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
@@ -104,20 +116,21 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
       }
       messages = edited
     }
-    // a fork at the step the thread waits at keeps its wait
+    // a fork at the step the thread waits at does not take the source's wait (a wait may be bound to its
+    // thread): it enters the hook that waits again, which asks again for the fork, and a decision answers that
     const { pending, run, ...stored } = loaded.checkpoint.value
-    const waits = pending !== undefined && at === replies.length
-    if (waits && edit?._tag !== "Decision") {
-      return yield* fail("Waiting", `it waits for a decision at step ${at}: fork there with a Decision edit`)
+    const wait = at === replies.length ? pending : undefined
+    if (wait !== undefined && edit?._tag === "Message") {
+      return yield* fail("Waiting", `it waits for a decision at step ${at}: fork there without a message`)
     }
-    if (!waits && edit?._tag === "Decision") {
+    if (wait === undefined && edit?._tag === "Decision") {
       return yield* fail("NotWaiting", `it does not wait for a decision at step ${at}`)
     }
-    // the edit's message is checked before anything is written (its run checks it again)
+    // the edit's message, or its decision's shape, is checked before anything is written (their runs check them
+    // again: the decision against the fork's own wait)
     if (edit?._tag === "Message") yield* deps.checkMessage(edit.message)
-    // the target is checked and written under its lock: of two forks to one thread, the second finds it. A
-    // decision is checked against the fork's own wait (a wait may be bound to its thread), still under the lock,
-    // and a refused one takes the written fork back
+    if (wait !== undefined && edit?._tag === "Decision") yield* deps.checkDecisionSchema(from, wait, edit.decision)
+    // the target is checked and written under its lock: of two forks to one thread, the second finds it
     yield* deps.locked(
       to,
       Effect.flatMap(
@@ -125,26 +138,14 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
         (existing): Effect.Effect<unknown, unknown, any> =>
           Option.isSome(existing)
             ? Effect.asVoid(fail("ThreadExists", `the thread "${to}" already exists`))
-            : deps.checkpointer.save(to, {
-              ...stored,
-              ...(waits ? { pending, run } : {}),
-              threadId: to,
-              messages: AgentState.encodeMessages(messages)
-            }).pipe(
-              Effect.zipRight(
-                edit?._tag === "Decision"
-                  ? Effect.tapError(deps.validateResume(to, edit.decision), () => deps.checkpointer.delete(to))
-                  : Effect.void
-              )
-            )
+            : deps.checkpointer.save(to, { ...stored, threadId: to, messages: AgentState.encodeMessages(messages) })
       )
     )
-    switch (edit?._tag) {
-      case "Message":
-        return yield* deps.start(edit.message, to)
-      case "Decision":
-        return yield* deps.resume(to, edit.decision)
-      default:
-        return yield* deps.proceed(to)
-    }
+    if (edit?._tag === "Message") return yield* deps.start(edit.message, to)
+    if (wait === undefined) return yield* deps.proceed(to)
+    const asked = yield* deps.reenter(to, wait, run)
+    if (edit?._tag !== "Decision" || asked._tag !== "Interrupted") return asked
+    // the decision answers the fork's own wait; one it refuses takes the fork back
+    yield* Effect.tapError(deps.validateResume(to, edit.decision), () => deps.checkpointer.delete(to))
+    return yield* deps.resume(to, edit.decision)
   })

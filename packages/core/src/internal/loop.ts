@@ -87,6 +87,8 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
             resume: (to, decision) => threads.resume(to, decision, undefined),
             validateResume: threads.validateResume,
             proceed: threads.proceed,
+            reenter: threads.reenter,
+            checkDecisionSchema: threads.checkDecisionSchema,
             locked: withThreadLock
           },
           source,

@@ -319,6 +319,60 @@ export const make = (
       )
     )
 
+  /**
+   * A run of `threadId` (a fork) that enters the hook `at` names, without a decision: the hook asks again, for
+   * this thread, so a wait it makes is the thread's own. `progress`: the run's counts so far.
+   */
+  const reenter = (threadId: string, at: Checkpointer.PendingInterrupt, progress: Checkpointer.Checkpoint["run"]) =>
+    Effect.zipRight(
+      open,
+      withThreadLock(
+        threadId,
+        inboxes.leased(
+          threadId,
+          (lease) =>
+            begin(threadId, false, undefined, (emit, journaled) =>
+              Effect.gen(function*() {
+                const loaded = yield* load(threadId, journaled)
+                const index = nodes[at.node].findIndex((m) => m.name === at.middleware)
+                if (index < 0) {
+                  return yield* new ThreadStateError({
+                    threadId,
+                    reason: `was forked at a wait of middleware "${at.middleware}", which this agent does not have`
+                  })
+                }
+                const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
+                const phase: Phase = at.node === "beforeModel" && index === 0
+                  ? { node: "receive" }
+                  : { node: at.node, index }
+                const state = RunState.make(loaded.messages, loaded.slices, progress)
+                return yield* Observer.observed(run, execute(run, state, phase))
+              })),
+          afterRun
+        )
+      )
+    )
+
+  /**
+   * `value` checked against the decision schema of the wait `at` names, not against a request (a fork's
+   * decision, before the fork's hook asks again): what no wait of its kind takes.
+   */
+  const checkDecisionSchema = (threadId: string, at: Checkpointer.PendingInterrupt, value: unknown) =>
+    Effect.gen(function*() {
+      const middleware = nodes[at.node].find((m) => m.name === at.middleware)
+      const unchecked = middleware?.wait === undefined ? middleware : {
+        ...middleware,
+        wait: { ...middleware.wait, check: undefined }
+      }
+      if (unchecked === undefined) {
+        return yield* new ThreadStateError({
+          threadId,
+          reason: `waits for middleware "${at.middleware}", which this agent does not have`
+        })
+      }
+      yield* Effect.provide(Waits.checkDecision(unchecked, threadId, at.value, value, true), config.context)
+    }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
+
   /** The interrupt a thread waits on, and the index of its hook. */
   const pendingOf = (threadId: string, loaded: Checkpoint.Loaded): Effect.Effect<Pending, ThreadStateError> =>
     Effect.gen(function*() {
@@ -426,6 +480,8 @@ export const make = (
   return {
     start,
     proceed,
+    reenter,
+    checkDecisionSchema,
     resume,
     validateResume,
     send,
