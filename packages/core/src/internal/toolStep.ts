@@ -143,18 +143,16 @@ export const make = (config: Compiled, save: Save) => {
           { tool: call.name, callId: call.id },
           Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
         )
+      // the call's step, with its ledger entry when its tool is not read-only (ToolEffect)
+      const key = run.keys.tool(call, toolsByName.get(call.name)?.tool, run.threadId)
       if (wrapTool.length === 0) {
-        return Observer.toolCall(
-          run,
-          call,
-          journaled(run, run.keys.tool(call), executed(callTool(run.threadId, request)))
-        )
+        return Observer.toolCall(run, call, journaled(run, key, executed(callTool(run.threadId, request))), key.ledger)
       }
       // journaled with its updates: a replayed call gives the ones the first execution returned
       const updates: Array<WrapUpdates.Update> = []
       const called = journaled(
         run,
-        run.keys.tool(call),
+        key,
         Effect.map(executed(toolChain(run, updates)(request)), (result) => withUpdates(result, updates))
       )
       return Observer.toolCall(
@@ -166,7 +164,8 @@ export const make = (config: Compiled, save: Save) => {
           const { updates: returned, ...result } = journaledCall
           updatesOf[index] = returned
           return result
-        })
+        }),
+        key.ledger
       )
     }
     const ended = (results: ReadonlyArray<Prompt.ToolResultPart>): ToolStepResult => {
