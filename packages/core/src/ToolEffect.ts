@@ -60,8 +60,23 @@ export interface ReadOnly {
  */
 export interface Idempotent {
   readonly _tag: "Idempotent"
-  /** The idempotency key of a call from its arguments (as the model sent them); default: tool and arguments hashed. */
-  readonly key?: ((params: unknown) => string) | undefined
+  /**
+   * The idempotency key of a call, from its arguments (as the model sent
+   * them) and the call; default: the thread, tool and arguments hashed.
+   */
+  readonly key?: ((params: unknown, call: CallOf) => string) | undefined
+}
+
+/**
+ * The call an idempotency key is derived for.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CallOf {
+  readonly callId: string
+  readonly toolName: string
+  readonly threadId: string
 }
 
 /**
@@ -190,7 +205,9 @@ export const uncertain: ToolEffect = { _tag: "Uncertain" }
 /**
  * An idempotent tool: a call cut off by a crash runs again, with the same
  * idempotency key. `key` derives it from the call's arguments (as the model
- * sent them); without it the key is the thread, tool and arguments hashed.
+ * sent them) and the call (`(_, call) => \`${call.threadId}/${call.callId}\``
+ * keys it by the call instead); without it the key is the thread, tool and
+ * arguments hashed.
  *
  * @example
  * ```ts
@@ -206,7 +223,9 @@ export const uncertain: ToolEffect = { _tag: "Uncertain" }
  * @since 0.1.0
  * @category constructors
  */
-export const idempotent = (options?: { readonly key?: ((params: unknown) => string) | undefined }): ToolEffect => ({
+export const idempotent = (
+  options?: { readonly key?: ((params: unknown, call: CallOf) => string) | undefined }
+): ToolEffect => ({
   _tag: "Idempotent",
   ...(options?.key === undefined ? {} : { key: options.key })
 })
@@ -366,7 +385,7 @@ export const idempotencyKey = (effect: ToolEffect, call: Prompt.ToolCallPart, th
   if (effect._tag !== "Idempotent") return `${threadId}/${call.id}`
   return effect.key === undefined
     ? `${threadId}/${call.name}/${fingerprint(call.name, call.params)}`
-    : effect.key(call.params)
+    : effect.key(call.params, { callId: call.id, toolName: call.name, threadId })
 }
 
 /**
