@@ -1,6 +1,6 @@
 import { Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, type AgentEvent, RunJournal, ToolContext, ToolEffect } from "@stepwise-agent/core"
+import { Agent, type AgentEvent, RunJournal, RunRecord, ToolContext, ToolEffect } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, FastCheck, Schema, Stream } from "effect"
 
@@ -224,3 +224,37 @@ describe("ToolEffect.middleware: the Uncertain question", () => {
     }).pipe(Effect.provide(ScriptedModel.layer(callBoth))))
 })
 
+
+describe("ToolEffect: replay and fork never run a recorded call again", () => {
+  const script = [
+    ScriptedModel.toolCalls([{ name: "send_email", params: { to: "ada@example.com" }, id: "c1" }]),
+    ScriptedModel.toolCalls([{ name: "send_email", params: { to: "bob@example.com" }, id: "c2" }]),
+    ScriptedModel.text("both sent")
+  ]
+  const recorded = (keys: Array<string>) =>
+    Effect.flatMap(agentWith(ToolEffect.uncertain, keys), (agent) =>
+      RunRecord.record(agent, "Email Ada and Bob", { threadId: "prod" })).pipe(
+        Effect.provide(ScriptedModel.layer(script))
+      )
+
+  it.effect("a replay runs no tool; a fork at any step runs none of the recorded calls again", () =>
+    Effect.gen(function*() {
+      const keys: Array<string> = []
+      const { record } = yield* recorded(keys)
+      assert.deepStrictEqual(keys, ["prod/c1", "prod/c2"])
+      keys.length = 0
+      yield* Effect.flatMap(agentWith(ToolEffect.uncertain, keys), (agent) => agent.replay(record)).pipe(
+        Effect.provide(ScriptedModel.layer([]))
+      )
+      assert.deepStrictEqual(keys, [])
+      for (const at of [0, 1, 2, 3]) {
+        keys.length = 0
+        // the fork's own model calls answer text at once: any tool run is a recorded call run again
+        yield* Effect.flatMap(agentWith(ToolEffect.uncertain, keys), (agent) =>
+          agent.fork(record, { to: `fork-${at}`, at })).pipe(
+            Effect.provide(ScriptedModel.layer([ScriptedModel.text("forked")]))
+          )
+        assert.deepStrictEqual(keys, [], `fork at ${at}`)
+      }
+    }))
+})
