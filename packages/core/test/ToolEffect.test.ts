@@ -1,6 +1,6 @@
-import { Prompt, Tool, Toolkit } from "@effect/ai"
+import { type LanguageModel, Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, type AgentEvent, RunJournal, RunRecord, ToolContext, ToolEffect } from "@stepwise-agent/core"
+import { Agent, type AgentEvent, type Middleware, RunJournal, RunRecord, ToolContext, ToolEffect } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, FastCheck, Schema, Stream } from "effect"
 
@@ -17,14 +17,20 @@ describe("ToolEffect.of", () => {
     assert.strictEqual(ToolEffect.of(base.annotate(Tool.Idempotent, true))._tag, "Idempotent")
     assert.strictEqual(ToolEffect.of(base.annotate(Tool.Destructive, false))._tag, "Uncertain")
     // read-only wins over idempotent, as in MCP (idempotentHint only means something for a tool that writes)
-    assert.strictEqual(ToolEffect.of(base.annotate(Tool.Idempotent, true).annotate(Tool.Readonly, true))._tag, "ReadOnly")
+    assert.strictEqual(
+      ToolEffect.of(base.annotate(Tool.Idempotent, true).annotate(Tool.Readonly, true))._tag,
+      "ReadOnly"
+    )
   })
 
   it("a declared effect wins over @effect/ai's annotations", () => {
     const tool = Tool.make("t").annotate(Tool.Readonly, true).pipe(ToolEffect.declare(ToolEffect.uncertain))
     assert.strictEqual(ToolEffect.of(tool)._tag, "Uncertain")
     const undo = () => Effect.void
-    assert.strictEqual(ToolEffect.of(ToolEffect.declare(Tool.make("b"), ToolEffect.compensatable({ undo })))._tag, "Compensatable")
+    assert.strictEqual(
+      ToolEffect.of(ToolEffect.declare(Tool.make("b"), ToolEffect.compensatable({ undo })))._tag,
+      "Compensatable"
+    )
   })
 })
 
@@ -57,7 +63,11 @@ describe("ToolEffect keys", () => {
 })
 
 /** An agent with `send_email` declared `effect` and `search`, answering from a script; the handler records its key. */
-const agentWith = (effect: ToolEffect.ToolEffect, keys: Array<string>, middleware: ReadonlyArray<any> = []) => {
+const agentWith = (
+  effect: ToolEffect.ToolEffect,
+  keys: Array<string>,
+  middleware: ReadonlyArray<Middleware.Any> = []
+): Effect.Effect<Agent.Service<any, any>, unknown, LanguageModel.LanguageModel> => {
   const Send = SendEmail.pipe(ToolEffect.declare(effect))
   const Tools = Toolkit.make(Send, Search)
   const ToolsLive = Tools.toLayer({
@@ -68,7 +78,11 @@ const agentWith = (effect: ToolEffect.ToolEffect, keys: Array<string>, middlewar
       }),
     search: ({ query }) => Effect.succeed(`found ${query}`)
   })
-  return Agent.make({ toolkit: Tools, middleware }).pipe(Effect.provide(ToolsLive))
+  return Agent.make({ toolkit: Tools, middleware }).pipe(Effect.provide(ToolsLive)) as Effect.Effect<
+    Agent.Service<any, any>,
+    unknown,
+    LanguageModel.LanguageModel
+  >
 }
 
 const callBoth = [
@@ -83,7 +97,10 @@ describe("ToolEffect in a run", () => {
   it.effect("a handler gets the idempotency key its tool's effect derives", () =>
     Effect.gen(function*() {
       const keys: Array<string> = []
-      const idempotent = yield* agentWith(ToolEffect.idempotent({ key: (params) => `mail/${(params as any).to}` }), keys)
+      const idempotent = yield* agentWith(
+        ToolEffect.idempotent({ key: (params) => `mail/${(params as any).to}` }),
+        keys
+      )
       yield* idempotent.run("go", { threadId: "t1" })
       const uncertain = yield* agentWith(ToolEffect.uncertain, keys)
       yield* uncertain.run("go", { threadId: "t2" })
@@ -143,7 +160,8 @@ describe("ToolEffect.middleware: the Uncertain question", () => {
   const interrupted = (effect: ToolEffect.ToolEffect, keys: Array<string>, threadId: string) =>
     Effect.gen(function*() {
       const journal = cuttingOff()
-      const inCutOff = <A, E, R>(run: Effect.Effect<A, E, R>) => Effect.provideService(run, RunJournal.RunJournal, journal)
+      const inCutOff = <A, E, R>(run: Effect.Effect<A, E, R>) =>
+        Effect.provideService(run, RunJournal.RunJournal, journal)
       const agent = yield* agentWith(effect, keys, [ToolEffect.middleware()])
       const result = yield* inCutOff(agent.run("go", { threadId }))
       assert.strictEqual(result._tag, "Interrupted")
@@ -224,7 +242,6 @@ describe("ToolEffect.middleware: the Uncertain question", () => {
     }).pipe(Effect.provide(ScriptedModel.layer(callBoth))))
 })
 
-
 describe("ToolEffect: replay and fork never run a recorded call again", () => {
   const script = [
     ScriptedModel.toolCalls([{ name: "send_email", params: { to: "ada@example.com" }, id: "c1" }]),
@@ -232,10 +249,12 @@ describe("ToolEffect: replay and fork never run a recorded call again", () => {
     ScriptedModel.text("both sent")
   ]
   const recorded = (keys: Array<string>) =>
-    Effect.flatMap(agentWith(ToolEffect.uncertain, keys), (agent) =>
-      RunRecord.record(agent, "Email Ada and Bob", { threadId: "prod" })).pipe(
-        Effect.provide(ScriptedModel.layer(script))
-      )
+    Effect.flatMap(
+      agentWith(ToolEffect.uncertain, keys),
+      (agent) => RunRecord.record(agent, "Email Ada and Bob", { threadId: "prod" })
+    ).pipe(
+      Effect.provide(ScriptedModel.layer(script))
+    )
 
   it.effect("a replay runs no tool; a fork at any step runs none of the recorded calls again", () =>
     Effect.gen(function*() {
@@ -250,10 +269,12 @@ describe("ToolEffect: replay and fork never run a recorded call again", () => {
       for (const at of [0, 1, 2, 3]) {
         keys.length = 0
         // the fork's own model calls answer text at once: any tool run is a recorded call run again
-        yield* Effect.flatMap(agentWith(ToolEffect.uncertain, keys), (agent) =>
-          agent.fork(record, { to: `fork-${at}`, at })).pipe(
-            Effect.provide(ScriptedModel.layer([ScriptedModel.text("forked")]))
-          )
+        yield* Effect.flatMap(
+          agentWith(ToolEffect.uncertain, keys),
+          (agent) => agent.fork(record, { to: `fork-${at}`, at })
+        ).pipe(
+          Effect.provide(ScriptedModel.layer([ScriptedModel.text("forked")]))
+        )
         assert.deepStrictEqual(keys, [], `fork at ${at}`)
       }
     }))

@@ -34,7 +34,12 @@ describe("Wire.event", () => {
 
 describe("Wire.event: the effect ledger", () => {
   it("sends a tool call's ledger entry with its start, and none for a read-only tool", () => {
-    const call = Prompt.makePart("tool-call", { id: "c1", name: "send_email", params: { to: "a" }, providerExecuted: false })
+    const call = Prompt.makePart("tool-call", {
+      id: "c1",
+      name: "send_email",
+      params: { to: "a" },
+      providerExecuted: false
+    })
     const ledger = {
       step: "tool/c1",
       callId: "c1",

@@ -82,83 +82,117 @@ describe("the effect ledger across crashes (SQLite, SIGKILL)", () => {
     timeout
   )
 
-  it.scopedLive("a crash after the started entry, then markDone: the model gets the given result, the tool ran once", () =>
-    Effect.gen(function*() {
-      const env = yield* crashed("afterStarted")
-      const second = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "markDone" })
-      const done = JSON.parse(yield* lineAfter(second, "done ")) as Done
-      assert.deepStrictEqual(done.results, ["sent by hand"])
-      assert.strictEqual(done.text, `answer after "sent by hand"`)
-      assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
-    }), timeout)
+  it.scopedLive(
+    "a crash after the started entry, then markDone: the model gets the given result, the tool ran once",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterStarted")
+        const second = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "markDone" })
+        const done = JSON.parse(yield* lineAfter(second, "done ")) as Done
+        assert.deepStrictEqual(done.results, ["sent by hand"])
+        assert.strictEqual(done.text, `answer after "sent by hand"`)
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
 
-  it.scopedLive("a crash after the started entry, then retry: the call runs again once, with the same key", () =>
-    Effect.gen(function*() {
-      const env = yield* crashed("afterStarted")
-      const second = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "retry" })
-      const done = JSON.parse(yield* lineAfter(second, "done ")) as Done
-      assert.strictEqual(done.state, "Completed")
-      assert.deepStrictEqual(done.results, ["sent to ada@example.com"])
-      assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1", "attempt thread-1/call_1"])
-    }), timeout)
+  it.scopedLive(
+    "a crash after the started entry, then retry: the call runs again once, with the same key",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterStarted")
+        const second = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "retry" })
+        const done = JSON.parse(yield* lineAfter(second, "done ")) as Done
+        assert.strictEqual(done.state, "Completed")
+        assert.deepStrictEqual(done.results, ["sent to ada@example.com"])
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1", "attempt thread-1/call_1"])
+      }),
+    timeout
+  )
 
-  it.scopedLive("a crash after the started entry of a compensatable tool, then compensate: its undo runs, not the tool", () =>
-    Effect.gen(function*() {
-      const env = yield* crashed("afterStarted", "compensatable")
-      const second = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "compensate" })
-      const done = JSON.parse(yield* lineAfter(second, "done ")) as Done
-      assert.strictEqual(done.state, "Completed")
-      assert.include(JSON.stringify(done.results), "undone")
-      assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1", "undo thread-1/call_1"])
-    }), timeout)
+  it.scopedLive(
+    "a crash after the started entry of a compensatable tool, then compensate: its undo runs, not the tool",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterStarted", "compensatable")
+        const second = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "compensate" })
+        const done = JSON.parse(yield* lineAfter(second, "done ")) as Done
+        assert.strictEqual(done.state, "Completed")
+        assert.include(JSON.stringify(done.results), "undone")
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1", "undo thread-1/call_1"])
+      }),
+    timeout
+  )
 
-  it.scopedLive("compensating a call of a tool that has no undo is refused; the run keeps waiting, nothing runs", () =>
-    Effect.gen(function*() {
-      const env = yield* crashed("afterStarted")
-      const second = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "compensate" })
-      assert.strictEqual(
-        yield* firstOf(second, ["error ", "done "]),
-        "error InvalidDecision InvalidUncertainDecision"
-      )
-      const third = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "wrongStep" })
-      assert.strictEqual(yield* firstOf(third, ["error ", "done "]), "error InvalidDecision InvalidUncertainDecision")
-      assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
-    }), timeout)
+  it.scopedLive(
+    "compensating a call of a tool that has no undo is refused; the run keeps waiting, nothing runs",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterStarted")
+        const second = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "compensate" })
+        assert.strictEqual(
+          yield* firstOf(second, ["error ", "done "]),
+          "error InvalidDecision InvalidUncertainDecision"
+        )
+        const third = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "wrongStep" })
+        assert.strictEqual(yield* firstOf(third, ["error ", "done "]), "error InvalidDecision InvalidUncertainDecision")
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
 
-  it.scopedLive("a crash before the started entry: the call had not begun, and runs once without a question", () =>
-    Effect.gen(function*() {
-      const env = yield* crashed("beforeStarted")
-      assert.deepStrictEqual(sideLines(env.SIDE), [])
-      const second = yield* spawn({ ...env, RUN_ID: "run-1" })
-      const done = JSON.parse(yield* firstOf(second, ["waiting ", "done "]).pipe(
-        Effect.map((line) => line.startsWith("done ") ? line.slice(5) : "null")
-      )) as Done | null
-      assert.strictEqual(done?.state, "Completed")
-      assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
-    }), timeout)
+  it.scopedLive(
+    "a crash before the started entry: the call had not begun, and runs once without a question",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("beforeStarted")
+        assert.deepStrictEqual(sideLines(env.SIDE), [])
+        const second = yield* spawn({ ...env, RUN_ID: "run-1" })
+        const done = JSON.parse(
+          yield* firstOf(second, ["waiting ", "done "]).pipe(
+            Effect.map((line) => line.startsWith("done ") ? line.slice(5) : "null")
+          )
+        ) as Done | null
+        assert.strictEqual(done?.state, "Completed")
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
 
-  it.scopedLive("a crash after the recorded result: the result replays, the tool is not run again", () =>
-    Effect.gen(function*() {
-      const env = yield* crashed("afterResult")
-      const second = yield* spawn({ ...env, RUN_ID: "run-1" })
-      const done = JSON.parse(yield* firstOf(second, ["waiting ", "done "]).pipe(
-        Effect.map((line) => line.startsWith("done ") ? line.slice(5) : "null")
-      )) as Done | null
-      assert.deepStrictEqual(done?.results, ["sent to ada@example.com"])
-      assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
-    }), timeout)
+  it.scopedLive(
+    "a crash after the recorded result: the result replays, the tool is not run again",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterResult")
+        const second = yield* spawn({ ...env, RUN_ID: "run-1" })
+        const done = JSON.parse(
+          yield* firstOf(second, ["waiting ", "done "]).pipe(
+            Effect.map((line) => line.startsWith("done ") ? line.slice(5) : "null")
+          )
+        ) as Done | null
+        assert.deepStrictEqual(done?.results, ["sent to ada@example.com"])
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
 
-  it.scopedLive("an idempotent tool cut off after its started entry runs again by itself, under the same key", () =>
-    Effect.gen(function*() {
-      const env = yield* crashed("afterStarted", "idempotent")
-      const second = yield* spawn({ ...env, RUN_ID: "run-1" })
-      const done = JSON.parse(yield* firstOf(second, ["waiting ", "done "]).pipe(
-        Effect.map((line) => line.startsWith("done ") ? line.slice(5) : "null")
-      )) as Done | null
-      assert.strictEqual(done?.state, "Completed")
-      const lines = sideLines(env.SIDE)
-      assert.strictEqual(lines.length, 2)
-      assert.strictEqual(lines[0], lines[1])
-      assert.match(lines[0]!, /^attempt thread-1\/send_email\/[0-9a-f]{28}$/)
-    }), timeout)
+  it.scopedLive(
+    "an idempotent tool cut off after its started entry runs again by itself, under the same key",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterStarted", "idempotent")
+        const second = yield* spawn({ ...env, RUN_ID: "run-1" })
+        const done = JSON.parse(
+          yield* firstOf(second, ["waiting ", "done "]).pipe(
+            Effect.map((line) => line.startsWith("done ") ? line.slice(5) : "null")
+          )
+        ) as Done | null
+        assert.strictEqual(done?.state, "Completed")
+        const lines = sideLines(env.SIDE)
+        assert.strictEqual(lines.length, 2)
+        assert.strictEqual(lines[0], lines[1])
+        assert.match(lines[0]!, /^attempt thread-1\/send_email\/[0-9a-f]{28}$/)
+      }),
+    timeout
+  )
 })

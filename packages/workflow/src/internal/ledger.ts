@@ -21,8 +21,7 @@ export type CrashPoint = "beforeStarted" | "afterStarted" | "afterResult"
  * Nothing provides it outside tests.
  */
 export class CrashSeam extends Context.Reference<CrashSeam>()("@stepwise-agent/workflow/internal/ledger/CrashSeam", {
-  defaultValue: (): ((point: CrashPoint, entry: ToolEffect.LedgerEntry) => Effect.Effect<void>) | undefined =>
-    undefined
+  defaultValue: (): ((point: CrashPoint, entry: ToolEffect.LedgerEntry) => Effect.Effect<void>) | undefined => undefined
 }) {}
 
 /**
