@@ -1,6 +1,14 @@
 import { type LanguageModel, Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, type AgentEvent, type Middleware, RunJournal, RunRecord, ToolContext, ToolEffect } from "@stepwise-agent/core"
+import {
+  Agent,
+  type AgentEvent,
+  type Middleware,
+  RunJournal,
+  RunRecord,
+  ToolContext,
+  ToolEffect
+} from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, FastCheck, Schema, Stream } from "effect"
 
