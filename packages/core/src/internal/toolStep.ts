@@ -13,7 +13,7 @@ import * as Option from "effect/Option"
 import { InvalidHookResult, MaxStepsExceeded, ToolTimeout } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import type * as Middleware from "../Middleware.js"
-import type * as RunJournal from "../RunJournal.js"
+import * as RunJournal from "../RunJournal.js"
 import type { Compiled } from "./config.js"
 import { hookEffect, toolResultProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
@@ -143,8 +143,10 @@ export const make = (config: Compiled, save: Save) => {
           { tool: call.name, callId: call.id },
           Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
         )
-      // the call's step, with its ledger entry when its tool is not read-only (ToolEffect)
-      const key = run.keys.tool(call, toolsByName.get(call.name)?.tool, run.threadId)
+      // the call's step, with its ledger entry when its tool is not read-only (ToolEffect); only a journal or a
+      // watcher reads the entry, so an unwatched run in process does not hash the arguments for it
+      const ledgered = run.journal !== RunJournal.inProcess || run.emit !== undefined
+      const key = run.keys.tool(call, ledgered ? toolsByName.get(call.name)?.tool : undefined, run.threadId)
       if (wrapTool.length === 0) {
         return Observer.toolCall(run, call, journaled(run, key, executed(callTool(run.threadId, request))), key.ledger)
       }
