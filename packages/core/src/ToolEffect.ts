@@ -448,11 +448,13 @@ const isCutOff = Schema.is(CutOff)
  *
  * @example
  * ```ts
- * import { Prompt } from "@effect/ai"
+ * import { Prompt, Tool } from "@effect/ai"
  * import { ToolEffect } from "@stepwise-agent/core"
  *
  * const call = Prompt.makePart("tool-call", { id: "c1", name: "send", params: {}, providerExecuted: false })
- * const entry = ToolEffect.entry({ call, tool: undefined, threadId: "t1", step: "tool/c1" })
+ * const entry = ToolEffect.entry({ call, tool: Tool.make("send"), threadId: "t1", step: "tool/c1" })!
+ * const result = ToolEffect.cutOffResult(call, entry)
+ * ToolEffect.cutOffEntry(result) // Option.some(entry)
  * ```
  *
  * @since 0.1.0
