@@ -12,8 +12,7 @@ describe("ToolEffect", () => {
   })
 
   test("the middleware's wait is the Uncertain question: its request and its bound decisions", () => {
-    const ledger = ToolEffect.middleware()
-    expect<Middleware.Waits<typeof ledger>>().type.toBe<
+    expect<Middleware.Waits<ReturnType<typeof ToolEffect.middleware>>>().type.toBe<
       Wait.Declared<"effectLedger", ToolEffect.UncertainRequest, ToolEffect.UncertainDecision>
     >()
   })
