@@ -787,28 +787,31 @@ export const middleware = () =>
     beforeModel: ({ messages, resume, state }) => {
       const at = firstCutOff(messages)
       if (at === undefined) return Effect.succeed(undefined)
-      const request: UncertainRequest = { entry: at.entry, allowedDecisions: allowedFor(at.entry) }
-      if (Option.isNone(resume)) {
-        return Effect.succeed({ interrupt: request, interruptKey: `uncertain/${at.entry.step}` })
-      }
+      const ask = (cutOff: CutOffAt) => ({
+        interrupt: { entry: cutOff.entry, allowedDecisions: allowedFor(cutOff.entry) },
+        interruptKey: `uncertain/${cutOff.entry.step}`
+      })
+      if (Option.isNone(resume)) return Effect.succeed(ask(at))
       const decision = resume.value
-      const problem = decisionProblem(request, decision)
+      const problem = decisionProblem(ask(at).interrupt, decision)
       if (problem !== undefined) return Effect.fail(problem)
       switch (decision._tag) {
-        case "MarkDone":
-          return Effect.succeed({
-            messages: replaceResult(
-              messages,
-              at,
-              Prompt.makePart("tool-result", {
-                id: at.part.id,
-                name: at.part.name,
-                result: decision.result,
-                isFailure: false,
-                providerExecuted: false
-              })
-            )
-          })
+        case "MarkDone": {
+          const answered = replaceResult(
+            messages,
+            at,
+            Prompt.makePart("tool-result", {
+              id: at.part.id,
+              name: at.part.name,
+              result: decision.result,
+              isFailure: false,
+              providerExecuted: false
+            })
+          )
+          // another call of the reply cut off too: asked about before the model reads the results
+          const next = firstCutOff(answered)
+          return Effect.succeed(next === undefined ? { messages: answered } : { messages: answered, ...ask(next) })
+        }
         case "Retry":
           return Effect.succeed({ messages: replaceResult(messages, at, undefined), jumpTo: "tools" as const })
         case "Compensate":

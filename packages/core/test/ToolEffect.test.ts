@@ -250,6 +250,44 @@ describe("ToolEffect.middleware: the Uncertain question", () => {
     }).pipe(Effect.provide(ScriptedModel.layer(callBoth))))
 })
 
+describe("ToolEffect.middleware: several calls cut off", () => {
+  const twoSends = [
+    ScriptedModel.toolCalls([
+      { name: "send_email", params: { to: "ada@example.com" }, id: "c1" },
+      { name: "send_email", params: { to: "bob@example.com" }, id: "c2" }
+    ]),
+    ScriptedModel.text("done")
+  ]
+
+  it.effect("each cut-off call of a reply is asked about before the model reads any result", () =>
+    Effect.gen(function*() {
+      const keys: Array<string> = []
+      const journal = cuttingOff()
+      const inCutOff = <A, E, R>(run: Effect.Effect<A, E, R>) =>
+        Effect.provideService(run, RunJournal.RunJournal, journal)
+      const agent = yield* agentWith(ToolEffect.uncertain, keys, [ToolEffect.middleware()])
+      const first = yield* inCutOff(agent.run("go", { threadId: "t1" }))
+      assert.strictEqual(first._tag, "Interrupted")
+      if (first._tag !== "Interrupted") return
+      const asked = Schema.decodeUnknownSync(ToolEffect.UncertainRequest)(first.interrupt.value)
+      assert.strictEqual(asked.entry.callId, "c1")
+      const second = yield* inCutOff(agent.resume("t1", ToolEffect.markDone(asked, "sent to Ada")))
+      // the other call is asked about next: the model has not been called again
+      assert.strictEqual(second._tag, "Interrupted")
+      if (second._tag !== "Interrupted") return
+      const next = Schema.decodeUnknownSync(ToolEffect.UncertainRequest)(second.interrupt.value)
+      assert.strictEqual(next.entry.callId, "c2")
+      assert.strictEqual((yield* ScriptedModel.requests).length, 1)
+      const done = yield* inCutOff(agent.resume("t1", ToolEffect.retry(next)))
+      assert.strictEqual(done._tag, "Completed")
+      assert.deepStrictEqual(keys, ["t1/c2"])
+      assert.deepStrictEqual(resultsOf(done.state.messages).map((part) => [part.id, part.result]), [
+        ["c1", "sent to Ada"],
+        ["c2", "sent to bob@example.com"]
+      ])
+    }).pipe(Effect.provide(ScriptedModel.layer(twoSends))))
+})
+
 describe("ToolEffect: replay and fork never run a recorded call again", () => {
   const script = [
     ScriptedModel.toolCalls([{ name: "send_email", params: { to: "ada@example.com" }, id: "c1" }]),
