@@ -795,6 +795,8 @@ export const middleware = () =>
       const decision = resume.value
       const problem = decisionProblem(ask(at).interrupt, decision)
       if (problem !== undefined) return Effect.fail(problem)
+      // a compensation of this call that was itself cut off is decided anew
+      const compensating = state.compensating.filter((entry) => entry.callId !== at.entry.callId)
       switch (decision._tag) {
         case "MarkDone": {
           const answered = replaceResult(
@@ -810,14 +812,22 @@ export const middleware = () =>
           )
           // another call of the reply cut off too: asked about before the model reads the results
           const next = firstCutOff(answered)
-          return Effect.succeed(next === undefined ? { messages: answered } : { messages: answered, ...ask(next) })
+          return Effect.succeed({
+            messages: answered,
+            state: { compensating },
+            ...(next === undefined ? {} : ask(next))
+          })
         }
         case "Retry":
-          return Effect.succeed({ messages: replaceResult(messages, at, undefined), jumpTo: "tools" as const })
+          return Effect.succeed({
+            messages: replaceResult(messages, at, undefined),
+            state: { compensating },
+            jumpTo: "tools" as const
+          })
         case "Compensate":
           return Effect.succeed({
             messages: replaceResult(messages, at, undefined),
-            state: { compensating: [...state.compensating, at.entry] },
+            state: { compensating: [...compensating, at.entry] },
             jumpTo: "tools" as const
           })
       }

@@ -140,14 +140,15 @@ describe("ToolEffect in a run", () => {
  * idempotent cut off, as a durable journal does after a crash between its
  * started entry and its result; everything else runs in process.
  */
-const cuttingOff = () => {
-  const cut = new Set<string>()
+const cuttingOff = (times = 1) => {
+  const cut = new Map<string, number>()
   return RunJournal.RunJournal.of({
     ...RunJournal.inProcess,
     step: (key, effect) => {
       if (key._tag !== "Tool" || key.ledger === undefined || key.ledger.effect === "Idempotent") return effect
-      if (cut.has(key.call.id)) return effect
-      cut.add(key.call.id)
+      const count = cut.get(key.call.id) ?? 0
+      if (count >= times) return effect
+      cut.set(key.call.id, count + 1)
       return Effect.succeed(key.result.to(ToolEffect.cutOffResult(key.call, key.ledger)))
     }
   })
@@ -286,6 +287,32 @@ describe("ToolEffect.middleware: several calls cut off", () => {
         ["c2", "sent to bob@example.com"]
       ])
     }).pipe(Effect.provide(ScriptedModel.layer(twoSends))))
+})
+
+describe("ToolEffect.middleware: a compensation cut off", () => {
+  it.effect("a compensation cut off by a crash is asked about again, and a later decision replaces it", () =>
+    Effect.gen(function*() {
+      const keys: Array<string> = []
+      const undone: Array<string> = []
+      const journal = cuttingOff(2)
+      const inCutOff = <A, E, R>(run: Effect.Effect<A, E, R>) =>
+        Effect.provideService(run, RunJournal.RunJournal, journal)
+      const effect = ToolEffect.compensatable({ undo: (_params, entry) => Effect.sync(() => undone.push(entry.step)) })
+      const agent = yield* agentWith(effect, keys, [ToolEffect.middleware()])
+      const first = yield* inCutOff(agent.run("go", { threadId: "t1" }))
+      if (first._tag !== "Interrupted") return assert.fail("not interrupted")
+      const asked = Schema.decodeUnknownSync(ToolEffect.UncertainRequest)(first.interrupt.value)
+      // the compensation (the call's second step) is cut off too: asked about again
+      const second = yield* inCutOff(agent.resume("t1", ToolEffect.compensate(asked)))
+      if (second._tag !== "Interrupted") return assert.fail("not interrupted")
+      const again = Schema.decodeUnknownSync(ToolEffect.UncertainRequest)(second.interrupt.value)
+      assert.strictEqual(again.entry.callId, "c1")
+      // the retry runs the tool, not the undo: the earlier compensate decision no longer holds
+      const done = yield* inCutOff(agent.resume("t1", ToolEffect.retry(again)))
+      assert.strictEqual(done._tag, "Completed")
+      assert.deepStrictEqual(undone, [])
+      assert.deepStrictEqual(keys, ["t1/c1"])
+    }).pipe(Effect.provide(ScriptedModel.layer(callBoth))))
 })
 
 describe("ToolEffect: replay and fork never run a recorded call again", () => {
