@@ -11,6 +11,7 @@ import * as Data from "effect/Data"
 import * as Option from "effect/Option"
 import type * as AgentResult from "./AgentResult.js"
 import type * as AgentState from "./AgentState.js"
+import type * as ToolEffect from "./ToolEffect.js"
 import type * as Wait from "./Wait.js"
 
 /**
@@ -78,8 +79,12 @@ type Variants<S, O, I> = Data.TaggedEnum<{
     readonly finishReason: Response.FinishReason
     readonly durationMillis: number
   }
-  /** A tool call starts. */
-  ToolCallStarted: { readonly call: Prompt.ToolCallPart }
+  /**
+   * A tool call starts. `ledger` is its entry in the effect ledger (see
+   * `ToolEffect`): what its tool declares it does, its idempotency key and
+   * fingerprint; absent for a read-only tool.
+   */
+  ToolCallStarted: { readonly call: Prompt.ToolCallPart; readonly ledger?: ToolEffect.LedgerEntry | undefined }
   /** A tool call finished (`result.isFailure` when it failed or its arguments were invalid). */
   ToolCallCompleted: { readonly result: Prompt.ToolResultPart; readonly durationMillis: number }
   /** A middleware hook updated the state. */

@@ -24,6 +24,7 @@ import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Checkpointer from "./Checkpointer.js"
 import type * as Middleware from "./Middleware.js"
+import type * as ToolEffect from "./ToolEffect.js"
 
 /**
  * The name of one step of a run, and what the step gives (`A`): the load of
@@ -150,6 +151,12 @@ export declare namespace StepKey {
   export interface Tool<A = ToolCall> extends Proto<"Tool", ToolCall, A> {
     readonly call: Prompt.ToolCallPart
     readonly occurrence: number
+    /**
+     * The call's entry in the effect ledger (`ToolEffect.entry`): what its
+     * tool declares it does. `undefined` for a read-only tool, or a call of
+     * no tool of the agent: a journal may run such a call again freely.
+     */
+    readonly ledger?: ToolEffect.LedgerEntry | undefined
   }
 
   /**
@@ -226,10 +233,15 @@ export const StepKey = {
     schema: ModelCall,
     result: same
   }),
-  Tool: ({ call, occurrence }: { readonly call: Prompt.ToolCallPart; readonly occurrence: number }): StepKey.Tool => ({
+  Tool: ({ call, ledger, occurrence }: {
+    readonly call: Prompt.ToolCallPart
+    readonly occurrence: number
+    readonly ledger?: ToolEffect.LedgerEntry | undefined
+  }): StepKey.Tool => ({
     _tag: "Tool",
     call,
     occurrence,
+    ...(ledger === undefined ? {} : { ledger }),
     schema: ToolCall,
     result: same
   }),

@@ -21,7 +21,11 @@ export interface ToolContext {
   readonly callId: string
   readonly toolName: string
   readonly threadId: string
-  /** Stable across retries and crash recovery of the same call: `threadId/callId`. */
+  /**
+   * Stable across retries and crash recovery of the same call:
+   * `threadId/callId`, or what an idempotent tool's `ToolEffect` derives from
+   * the arguments (see `ToolEffect.idempotencyKey`).
+   */
   readonly idempotencyKey: string
 }
 
@@ -60,14 +64,22 @@ export class CurrentToolContext extends Context.Reference<CurrentToolContext>()(
 export const current: Effect.Effect<ToolContext, Cause.NoSuchElementException> = Effect.flatten(CurrentToolContext)
 
 /**
- * The context of a call of `toolName` on `threadId`.
+ * The context of a call of `toolName` on `threadId`; its idempotency key is
+ * `threadId/callId` unless given.
+ *
+ * @example
+ * ```ts
+ * import { ToolContext } from "@stepwise-agent/core"
+ *
+ * ToolContext.make("call_1", "refund", "ticket-42").idempotencyKey // "ticket-42/call_1"
+ * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (callId: string, toolName: string, threadId: string): ToolContext => ({
+export const make = (callId: string, toolName: string, threadId: string, idempotencyKey?: string): ToolContext => ({
   callId,
   toolName,
   threadId,
-  idempotencyKey: `${threadId}/${callId}`
+  idempotencyKey: idempotencyKey ?? `${threadId}/${callId}`
 })

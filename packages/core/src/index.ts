@@ -76,6 +76,11 @@ export * as ToolContext from "./ToolContext.js"
 /**
  * @since 0.1.0
  */
+export * as ToolEffect from "./ToolEffect.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Transcript from "./Transcript.js"
 
 /**

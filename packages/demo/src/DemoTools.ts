@@ -25,7 +25,7 @@ export const Calculate = Tool.make("calculate", {
   success: Schema.Number,
   failure: Schema.Struct({ error: Schema.String }),
   failureMode: "return"
-})
+}).annotate(Tool.Readonly, true)
 
 /**
  * Lists the files the agent may read.
@@ -36,7 +36,7 @@ export const Calculate = Tool.make("calculate", {
 export const ListFiles = Tool.make("list_files", {
   description: "List the files in the sandbox folder.",
   success: Schema.Array(Schema.String)
-})
+}).annotate(Tool.Readonly, true)
 
 /**
  * Reads one file of the sandbox folder.
@@ -50,7 +50,7 @@ export const ReadFile = Tool.make("read_file", {
   success: Schema.String,
   failure: Schema.Struct({ error: Schema.String }),
   failureMode: "return"
-})
+}).annotate(Tool.Readonly, true)
 
 /**
  * @since 0.1.0

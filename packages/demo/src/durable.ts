@@ -21,7 +21,7 @@
 import { type Prompt, type Response, Tool, Toolkit } from "@effect/ai"
 import { FileSystem } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Agent, Middleware, ToolContext } from "@stepwise-agent/core"
+import { Agent, Middleware, ToolContext, ToolEffect } from "@stepwise-agent/core"
 import { HumanInTheLoop, TodoList } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { AgentEngine, AgentWorkflow, Authorizer, RunStore, SqlCheckpointer } from "@stepwise-agent/workflow"
@@ -106,7 +106,7 @@ export const SaveNote = Tool.make("save_note", {
   description: "Append one line to the user's notes file.",
   parameters: { text: Schema.String.annotations({ description: "the line to save" }) },
   success: Schema.String
-})
+}).pipe(ToolEffect.declare(ToolEffect.idempotent({ key: (_, call) => `${call.threadId}/${call.callId}` })))
 
 /**
  * The demo's tools plus `save_note`.

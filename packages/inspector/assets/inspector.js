@@ -227,7 +227,7 @@ function apply(entry) {
       break
     }
     case "ToolCallStarted": {
-      const item = { kind: "tool", call: event.call, status: "running", startedAt: at }
+      const item = { kind: "tool", call: event.call, ledger: event.ledger, status: "running", startedAt: at }
       run.tools.set(event.call.id, item)
       place(run, "wrapToolCall", item)
       break
@@ -325,7 +325,9 @@ function subAgentLine(wrapped) {
       return `model step ${event.step + 1}: ${inline(text, 100)}${calls > 0 ? ` (${calls} tool call(s))` : ""}`
     }
     case "ToolCallStarted":
-      return `⚙ ${event.call.name} ${inline(event.call.params, 80)}`
+      return `⚙ ${event.call.name} ${inline(event.call.params, 80)}${
+        event.ledger === undefined ? "" : ` [${event.ledger.effect}]`
+      }`
     case "ToolCallCompleted":
       return `${event.result.isFailure ? "✗" : "←"} ${event.result.name}: ${inline(event.result.result, 100)}`
     case "MiddlewareDecision":
@@ -813,6 +815,10 @@ function renderItem(group, item) {
       const summary = [
         h("span", { class: "name" }, `⚙ ${item.call.name}`),
         ` ${inline(item.call.params, 80)} `,
+        // its entry in the effect ledger: what the tool declares it does (absent for a read-only tool)
+        item.ledger === undefined
+          ? null
+          : h("span", { class: "meta", "data-testid": "tool-ledger" }, `[${item.ledger.effect}] `),
         h(
           "span",
           { class: "meta" },
@@ -827,6 +833,8 @@ function renderItem(group, item) {
           summary,
           h("div", { class: "meta" }, "arguments"),
           h("pre", null, json(item.call.params)),
+          item.ledger === undefined ? null : h("div", { class: "meta" }, "ledger entry"),
+          item.ledger === undefined ? null : h("pre", { "data-testid": "tool-ledger-entry" }, json(item.ledger)),
           item.subagent === undefined
             ? null
             : h("div", { class: "meta" }, `subagent ${item.subagent.agent} on thread ${item.subagent.threadId}`),

@@ -189,6 +189,11 @@ describe("Inspector in a browser", () => {
         yield* wait(page, "[data-testid=action][data-tool=read_file] [data-testid=approve]")
         assert.include(yield* text(page, "[data-testid=action-args]"), "notes.txt")
         yield* wait(page, "[data-testid=tool-call][data-tool=write_todos]")
+        // the call's entry in the effect ledger: write_todos is idempotent
+        assert.strictEqual(
+          yield* text(page, "[data-testid=tool-call][data-tool=write_todos] [data-testid=tool-ledger]"),
+          "[Idempotent] "
+        )
         yield* shot(page, "approval-1-pending")
         yield* on(() => page.click("[data-testid=approve]"))
         yield* wait(page, "[data-testid=thread-status][data-status=completed]")

@@ -31,3 +31,26 @@ describe("Wire.event", () => {
     assert.strictEqual(JSON.parse(Wire.stringify(message)).content[0].text, "hi")
   })
 })
+
+describe("Wire.event: the effect ledger", () => {
+  it("sends a tool call's ledger entry with its start, and none for a read-only tool", () => {
+    const call = Prompt.makePart("tool-call", {
+      id: "c1",
+      name: "send_email",
+      params: { to: "a" },
+      providerExecuted: false
+    })
+    const ledger = {
+      step: "tool/c1",
+      callId: "c1",
+      toolName: "send_email",
+      effect: "Uncertain" as const,
+      idempotencyKey: "t1/c1",
+      fingerprint: "0123"
+    }
+    const withEntry = JSON.parse(Wire.stringify(Wire.event(AgentEvent.ToolCallStarted({ call, ledger }))))
+    assert.deepStrictEqual(withEntry.ledger, ledger)
+    const read = JSON.parse(Wire.stringify(Wire.event(AgentEvent.ToolCallStarted({ call }))))
+    assert.isFalse("ledger" in read)
+  })
+})

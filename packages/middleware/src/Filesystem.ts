@@ -89,7 +89,7 @@ const Ls = Tool.make("ls", {
   success: Schema.String,
   failure: ToolFailure,
   failureMode: "return"
-})
+}).annotate(Tool.Readonly, true)
 
 const ReadFile = Tool.make("read_file", {
   description: "Read a file of the workspace. The output numbers each line like `cat -n`. By default it gives " +
@@ -107,7 +107,7 @@ const ReadFile = Tool.make("read_file", {
   success: Schema.String,
   failure: ToolFailure,
   failureMode: "return"
-})
+}).annotate(Tool.Readonly, true)
 
 const WriteFile = Tool.make("write_file", {
   description: "Create a file in the workspace, or replace its whole content. Prefer edit_file to change part " +
@@ -149,7 +149,7 @@ const Glob = Tool.make("glob", {
   success: Schema.String,
   failure: ToolFailure,
   failureMode: "return"
-})
+}).annotate(Tool.Readonly, true)
 
 /**
  * What `grep` gives: the paths of the files that match (default), the
@@ -174,7 +174,7 @@ const Grep = Tool.make("grep", {
   success: Schema.String,
   failure: ToolFailure,
   failureMode: "return"
-})
+}).annotate(Tool.Readonly, true)
 
 /**
  * The six file tools. The middleware brings its own handled copy; this one is

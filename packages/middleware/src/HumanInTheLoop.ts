@@ -41,6 +41,7 @@ import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
+import * as ToolEffect from "@stepwise-agent/core/ToolEffect"
 import type * as UiMessageStream from "@stepwise-agent/core/UiMessageStream"
 import type * as Wait from "@stepwise-agent/core/Wait"
 import * as Cause from "effect/Cause"
@@ -783,17 +784,6 @@ export const uiApprovals: UiMessageStream.Approvals = {
 // getters
 // -----------------------------------------------------------------------------
 
-/** JSON with object keys sorted, so equal values give equal text whatever their key order. */
-const canonicalJson = (value: unknown): string => {
-  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null"
-  if (Array.isArray(value)) {
-    return `[${value.map((item) => item === undefined ? "null" : canonicalJson(item)).join(",")}]`
-  }
-  const record = value as Record<string, unknown>
-  const keys = Object.keys(record).filter((key) => record[key] !== undefined).sort()
-  return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(",")}}`
-}
-
 /** cyrb53: a fast 53-bit string hash, as 14 hex digits. */
 const hash53 = (text: string, seed: number): string => {
   let h1 = 0xdeadbeef ^ seed
@@ -811,7 +801,9 @@ const hash53 = (text: string, seed: number): string => {
 /**
  * The fingerprint of a call: its tool name and its arguments as canonical
  * JSON (keys sorted), hashed. Deterministic, so a request rebuilt on replay
- * or in another process gives the same one.
+ * or in another process gives the same one. It is the `fingerprint` of the
+ * call's entry in the effect ledger (`ToolEffect.fingerprint`): an approval
+ * names the ledger entry it allows (the call id and this fingerprint).
  *
  * @example
  * ```ts
@@ -826,10 +818,7 @@ const hash53 = (text: string, seed: number): string => {
  * @since 0.1.0
  * @category getters
  */
-export const fingerprintOf = (toolName: string, args: unknown): string => {
-  const text = canonicalJson([toolName, args])
-  return hash53(text, 1) + hash53(text, 2)
-}
+export const fingerprintOf = (toolName: string, args: unknown): string => ToolEffect.fingerprint(toolName, args)
 
 // -----------------------------------------------------------------------------
 // layers

@@ -109,7 +109,7 @@ export const ReadOffloaded = Tool.make(toolName, {
   success: Page,
   failure: Schema.Struct({ error: Schema.String }),
   failureMode: "return"
-})
+}).annotate(Tool.Readonly, true)
 
 /**
  * A toolkit holding {@link ReadOffloaded}, for code that needs the tool's

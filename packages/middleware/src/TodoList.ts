@@ -150,7 +150,8 @@ export const makeTool = (description: string) =>
     description,
     parameters: { todos: Todos },
     success: WriteTodosResult
-  })
+    // it only sets the list its result holds: a call cut off by a crash runs again
+  }).annotate(Tool.Idempotent, true)
 
 /**
  * The `write_todos` tool (with the default description).

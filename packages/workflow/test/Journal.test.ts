@@ -96,6 +96,8 @@ describe("the journal of a run on SQLite", () => {
         "load",
         "model/0",
         "checkpoint/0",
+        // the call's entry in the effect ledger, before the call (its tool is not read-only)
+        "tool/call_1/started",
         "tool/call_1",
         "model/1",
         "checkpoint/3"

@@ -16,6 +16,7 @@ import * as FiberRef from "effect/FiberRef"
 import { globalValue } from "effect/GlobalValue"
 import * as AgentEvent from "../AgentEvent.js"
 import type * as Middleware from "../Middleware.js"
+import type * as ToolEffect from "../ToolEffect.js"
 
 /**
  * Where a run's events go: a synchronous hand-over to unbounded queues (the
@@ -136,12 +137,13 @@ export const report = (observer: Observer, event: () => AgentEvent.AgentEvent<an
 export const toolCall = <E, R>(
   observer: Observer,
   call: Prompt.ToolCallPart,
-  execute: Effect.Effect<Prompt.ToolResultPart, E, R>
+  execute: Effect.Effect<Prompt.ToolResultPart, E, R>,
+  ledger?: ToolEffect.LedgerEntry | undefined
 ): Effect.Effect<Prompt.ToolResultPart, E, R> => {
   const { clock, emit } = observer
   if (emit === undefined) return execute
   return Effect.suspend(() => {
-    emit(AgentEvent.ToolCallStarted({ call }))
+    emit(AgentEvent.ToolCallStarted(ledger === undefined ? { call } : { call, ledger }))
     const started = clock.unsafeCurrentTimeMillis()
     return Effect.map(execute, (result) => {
       emit(AgentEvent.ToolCallCompleted({ result, durationMillis: clock.unsafeCurrentTimeMillis() - started }))

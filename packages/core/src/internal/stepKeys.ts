@@ -4,7 +4,9 @@
  * steps in the same order, so it gets the same names.
  */
 import type * as Prompt from "@effect/ai/Prompt"
-import { StepKey } from "../RunJournal.js"
+import type * as AiTool from "@effect/ai/Tool"
+import { StepKey, stepName } from "../RunJournal.js"
+import * as ToolEffect from "../ToolEffect.js"
 
 const { Checkpoint, Inbox, Model, Tool } = StepKey
 const load = StepKey.Load()
@@ -30,9 +32,12 @@ export class StepKeys {
     return Model({ step })
   }
 
-  tool(call: Prompt.ToolCallPart): StepKey.Tool {
+  /** The step of the next call with the id of `call`, with its ledger entry when `tool` is not read-only. */
+  tool(call: Prompt.ToolCallPart, tool: AiTool.Any | undefined, threadId: string): StepKey.Tool {
     const occurrence = (this.calls.get(call.id) ?? 0) + 1
     this.calls.set(call.id, occurrence)
-    return Tool({ call, occurrence })
+    const key = Tool({ call, occurrence })
+    const ledger = ToolEffect.entry({ call, tool, threadId, step: stepName(key) })
+    return ledger === undefined ? key : Tool({ call, occurrence, ledger })
   }
 }

@@ -13,7 +13,7 @@ import * as Option from "effect/Option"
 import { InvalidHookResult, MaxStepsExceeded, ToolTimeout } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import type * as Middleware from "../Middleware.js"
-import type * as RunJournal from "../RunJournal.js"
+import * as RunJournal from "../RunJournal.js"
 import type { Compiled } from "./config.js"
 import { identityMemo } from "./fast/identityMemo.js"
 import { hookEffect, toolResultProblem } from "./hookResults.js"
@@ -158,15 +158,19 @@ export const make = (config: Compiled, save: Save) => {
           { tool: call.name, callId: call.id },
           Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
         )
+      // the call's step, with its ledger entry when its tool is not read-only (ToolEffect); only a journal or a
+      // watcher reads the entry, so an unwatched run in process does not hash the arguments for it
+      const ledgered = run.journal !== RunJournal.inProcess || run.emit !== undefined
+      const key = run.keys.tool(call, ledgered ? toolsByName.get(call.name)?.tool : undefined, run.threadId)
       if (!collects) {
         const chain = wrapTool.length === 0 ? callTool(run.threadId, request) : runChain(run)(request)
-        return Observer.toolCall(run, call, journaled(run, run.keys.tool(call), executed(chain)))
+        return Observer.toolCall(run, call, journaled(run, key, executed(chain)), key.ledger)
       }
       // journaled with its updates: a replayed call gives the ones the first execution returned
       const updates: Array<WrapUpdates.Update> = []
       const called = journaled(
         run,
-        run.keys.tool(call),
+        key,
         Effect.map(executed(toolChain(run, updates)(request)), (result) => withUpdates(result, updates))
       )
       return Observer.toolCall(
@@ -178,7 +182,8 @@ export const make = (config: Compiled, save: Save) => {
           const { updates: returned, ...result } = journaledCall
           updatesOf[index] = returned
           return result
-        })
+        }),
+        key.ledger
       )
     }
     const ended = (results: ReadonlyArray<Prompt.ToolResultPart>): ToolStepResult => {

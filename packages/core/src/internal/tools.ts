@@ -16,6 +16,7 @@ import { ToolDefect, ToolTimeout } from "../AgentError.js"
 import { toolResult } from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
 import * as ToolContext from "../ToolContext.js"
+import * as ToolEffect from "../ToolEffect.js"
 import * as AiSeams from "./aiSeams.js"
 import { identityMemo } from "./fast/identityMemo.js"
 
@@ -145,6 +146,13 @@ const defect = (call: Prompt.ToolCallPart, tool: Tool.Any, description: string, 
     ...(cause === undefined ? {} : { cause })
   })
 
+/** The context a handler of `tool` sees for a call: its idempotency key as the tool's `ToolEffect` derives it. */
+const toolContextOf = (tool: Tool.Any) => {
+  const effect = ToolEffect.of(tool)
+  return (call: Prompt.ToolCallPart, threadId: string): ToolContext.ToolContext =>
+    ToolContext.make(call.id, tool.name, threadId, ToolEffect.idempotencyKey(effect, call, threadId))
+}
+
 /**
  * Runs a tool's calls with its handler directly: its parameters decoded, its
  * result (or typed failure) encoded through the tool's schemas, as
@@ -158,6 +166,7 @@ const runWithHandler = (
 ) => {
   const encodeSuccess = Schema.encodeUnknown(tool.successSchema as Schema.Schema<unknown, unknown>)
   const encodeFailure = Schema.encodeUnknown(tool.failureSchema as Schema.Schema<unknown, unknown>)
+  const contextOf = toolContextOf(tool)
   const runDecoded = (call: Prompt.ToolCallPart, threadId: string, params: unknown) =>
     Effect.mapInputContext(
       handler.handler(params) as Effect.Effect<unknown, unknown>,
@@ -165,7 +174,7 @@ const runWithHandler = (
         Context.add(
           Context.merge(handler.context, input),
           ToolContext.CurrentToolContext,
-          Option.some(ToolContext.make(call.id, tool.name, threadId))
+          Option.some(contextOf(call, threadId))
         )
     ).pipe(
       Effect.matchEffect({
@@ -200,6 +209,7 @@ const runWithToolkit = (
   check: (call: Prompt.ToolCallPart) => Either.Either<unknown, string>
 ) => {
   const encodeFailure = Schema.encodeUnknown(tool.failureSchema as Schema.Schema<unknown, unknown>)
+  const contextOf = toolContextOf(tool)
   const handle = (call: Prompt.ToolCallPart, threadId: string): Effect.Effect<Prompt.ToolResultPart, ToolDefect> =>
     (toolkit.handle as unknown as (name: string, params: unknown) => Effect.Effect<Tool.HandlerResult<any>, unknown>)(
       tool.name,
@@ -225,7 +235,7 @@ const runWithToolkit = (
       }),
       Effect.catchAllDefect((cause) => Effect.fail(defect(call, tool, String(cause), cause))),
       Effect.provide(context),
-      Effect.provideService(ToolContext.CurrentToolContext, Option.some(ToolContext.make(call.id, tool.name, threadId)))
+      Effect.provideService(ToolContext.CurrentToolContext, Option.some(contextOf(call, threadId)))
     )
   return (call: Prompt.ToolCallPart, threadId: string): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
     const checked = check(call)

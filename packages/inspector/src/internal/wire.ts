@@ -75,7 +75,12 @@ export const event = (value: AgentEvent.AgentEvent<any>): Record<string, unknown
         toolChoice: value.toolChoice
       }
     case "ToolCallStarted":
-      return { _tag: value._tag, call: { id: value.call.id, name: value.call.name, params: value.call.params } }
+      return {
+        _tag: value._tag,
+        call: { id: value.call.id, name: value.call.name, params: value.call.params },
+        // the call's entry in the effect ledger: plain strings (step, effect, keys)
+        ...(value.ledger === undefined ? {} : { ledger: value.ledger })
+      }
     case "ToolCallCompleted":
       return {
         _tag: value._tag,

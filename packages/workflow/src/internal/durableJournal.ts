@@ -30,6 +30,7 @@ import {
   RunFailure
 } from "../AgentWorkflow.js"
 import { withSharedExitSchema } from "./clusterStorage.js"
+import * as Ledger from "./ledger.js"
 
 /** An error of another package as journaled: by its `_tag` (`Error` when it has none). */
 const otherErrorOf = (error: unknown): OtherError =>
@@ -161,6 +162,16 @@ export const makeJournal = (
       ? Effect.void
       : inActivity(last.name, Schema.Void, afterUnwritten(Effect.void))
   })
+  // a call of a tool that is not read-only: its ledger entry first, then its result (see ledger.ts)
+  const ledgered = Ledger.make<
+    AgentRunFailed | RunCancelled,
+    WorkflowEngine.WorkflowEngine | WorkflowEngine.WorkflowInstance
+  >(<A, E, R>(
+    name: string,
+    schema: RunJournal.StepKey.ResultSchema<A>,
+    call: Effect.Effect<A, E, R>,
+    flushFirst: boolean
+  ) => inActivity(name, schema as Schema.Schema<A, any, never>, flushFirst ? afterUnwritten(call) : call))
   const journal = RunJournal.RunJournal.of({
     durable: true,
     step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
@@ -187,7 +198,7 @@ export const makeJournal = (
         case "Model":
           return Effect.suspend(() => asLoopStep(recorded(unlessCancelled(effect))))
         case "Tool":
-          return Effect.suspend(() => asLoopStep(compensated(step, recorded(effect))))
+          return Effect.suspend(() => asLoopStep(compensated(step, ledgered(key, step, effect))))
         case "Load":
           return Effect.suspend(() => asLoopStep(recorded(effect)))
       }

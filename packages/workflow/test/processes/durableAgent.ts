@@ -22,7 +22,7 @@
  */
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { NodeRuntime } from "@effect/platform-node"
-import { Agent, ToolContext } from "@stepwise-agent/core"
+import { Agent, ToolContext, ToolEffect } from "@stepwise-agent/core"
 import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -39,7 +39,8 @@ const Delete = Tool.make("delete_file", {
   description: "Deletes a file",
   parameters: { path: Schema.String },
   success: Schema.String
-})
+  // it writes once per key: a call cut off by a crash runs again
+}).pipe(ToolEffect.declare(ToolEffect.idempotent({ key: (_, call) => `${call.threadId}/${call.callId}` })))
 const Tools = Toolkit.make(Delete)
 
 const ToolsLive = Tools.toLayer({

@@ -32,6 +32,7 @@ import * as fs from "node:fs"
 const env = (name: string) => process.env[name] ?? ""
 
 const Search = Tool.make("search", { parameters: { query: Schema.String }, success: Schema.String })
+  .annotate(Tool.Readonly, true)
 const Tools = Toolkit.make(Search)
 
 const ToolsLive = Tools.toLayer({

@@ -1,0 +1,198 @@
+/**
+ * The effect ledger across real crashes: a runner process dies (SIGKILL) at
+ * each point of a call of a tool that writes, and a fresh runner on the same
+ * SQLite file carries the run on. A call of a tool that is not idempotent is
+ * never run again unasked: the run waits on the Uncertain question, and each
+ * decision does what it says.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { type Child, spawnChild } from "./support/child.js"
+import { tempDirectory } from "./support/databases.js"
+
+const script = path.join(import.meta.dirname, "processes", "ledgerAgent.ts")
+
+const promise = <A>(f: () => Promise<A>) => Effect.promise(f)
+
+const spawn = (env: Record<string, string>) =>
+  Effect.acquireRelease(Effect.sync(() => spawnChild(script, env)), (child) => promise(() => child.kill()))
+
+/** What the tool and its undo did, line by line (`attempt <key>`, `undo <key>`). */
+const sideLines = (side: string) =>
+  fs.existsSync(side) ? fs.readFileSync(side, "utf8").split("\n").filter((line) => line !== "") : []
+
+interface Done {
+  readonly state: string
+  readonly results: ReadonlyArray<unknown>
+  readonly text?: string
+}
+
+const lineAfter = (child: Child, prefix: string) =>
+  promise(() => child.waitForLine((line) => line.startsWith(prefix), 90_000)).pipe(
+    Effect.map((line) => line.slice(prefix.length))
+  )
+
+const firstOf = (child: Child, prefixes: ReadonlyArray<string>) =>
+  promise(() => child.waitForLine((line) => prefixes.some((prefix) => line.startsWith(prefix)), 90_000))
+
+/** A run started in a process that dies at `crashAt`, in a directory of its own. */
+const crashed = (crashAt: string, effect = "uncertain") =>
+  Effect.gen(function*() {
+    const directory = yield* tempDirectory("stepwise-ledger-")
+    const env = { DB: path.join(directory, "runs.db"), SIDE: path.join(directory, "side.log"), EFFECT: effect }
+    const first = yield* spawn({ ...env, START: "run-1", CRASH_AT: crashAt })
+    const exit = yield* promise(() => first.exited)
+    assert.strictEqual(exit.signal, "SIGKILL")
+    assert.include(first.lines, `crash ${crashAt}`)
+    return env
+  })
+
+const timeout = { timeout: 240_000 }
+
+describe("the effect ledger across crashes (SQLite, SIGKILL)", () => {
+  it.scopedLive(
+    "a runner killed while a call of an uncertain tool runs: the next runner waits on Uncertain, the tool not run again",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-ledger-")
+        const env = { DB: path.join(directory, "runs.db"), SIDE: path.join(directory, "side.log") }
+        const first = yield* spawn({ ...env, START: "run-1", HANG: "1" })
+        yield* promise(() => first.waitForLine((line) => line === "tool running", 90_000))
+        yield* promise(() => first.kill())
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+
+        const second = yield* spawn({ ...env, RUN_ID: "run-1" })
+        const waiting = JSON.parse(yield* lineAfter(second, "waiting ")) as {
+          key: string
+          entry: { step: string; effect: string; idempotencyKey: string }
+          allowedDecisions: ReadonlyArray<string>
+        }
+        assert.strictEqual(waiting.key, "uncertain/tool/call_1")
+        assert.deepStrictEqual(
+          { step: waiting.entry.step, effect: waiting.entry.effect, key: waiting.entry.idempotencyKey },
+          { step: "tool/call_1", effect: "Uncertain", key: "thread-1/call_1" }
+        )
+        assert.deepStrictEqual(waiting.allowedDecisions, ["retry", "markDone"])
+        yield* promise(() => second.exited)
+        // the cut-off call did not run a second time
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
+
+  it.scopedLive(
+    "a crash after the started entry, then markDone: the model gets the given result, the tool ran once",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterStarted")
+        const second = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "markDone" })
+        const done = JSON.parse(yield* lineAfter(second, "done ")) as Done
+        assert.deepStrictEqual(done.results, ["sent by hand"])
+        assert.strictEqual(done.text, `answer after "sent by hand"`)
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
+
+  it.scopedLive(
+    "a crash after the started entry, then retry: the call runs again once, with the same key",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterStarted")
+        const second = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "retry" })
+        const done = JSON.parse(yield* lineAfter(second, "done ")) as Done
+        assert.strictEqual(done.state, "Completed")
+        assert.deepStrictEqual(done.results, ["sent to ada@example.com"])
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1", "attempt thread-1/call_1"])
+      }),
+    timeout
+  )
+
+  it.scopedLive(
+    "a crash after the started entry of a compensatable tool, then compensate: its undo runs, not the tool",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterStarted", "compensatable")
+        const second = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "compensate" })
+        const done = JSON.parse(yield* lineAfter(second, "done ")) as Done
+        assert.strictEqual(done.state, "Completed")
+        assert.include(JSON.stringify(done.results), "undone")
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1", "undo thread-1/call_1"])
+      }),
+    timeout
+  )
+
+  it.scopedLive(
+    "compensating a call of a tool that has no undo is refused; the run keeps waiting, nothing runs",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterStarted")
+        const second = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "compensate" })
+        assert.strictEqual(
+          yield* firstOf(second, ["error ", "done "]),
+          "error InvalidDecision InvalidUncertainDecision"
+        )
+        const third = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "wrongStep" })
+        assert.strictEqual(yield* firstOf(third, ["error ", "done "]), "error InvalidDecision InvalidUncertainDecision")
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
+
+  it.scopedLive(
+    "a crash before the started entry: the call had not begun, and runs once without a question",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("beforeStarted")
+        assert.deepStrictEqual(sideLines(env.SIDE), [])
+        const second = yield* spawn({ ...env, RUN_ID: "run-1" })
+        const done = JSON.parse(
+          yield* firstOf(second, ["waiting ", "done "]).pipe(
+            Effect.map((line) => line.startsWith("done ") ? line.slice(5) : "null")
+          )
+        ) as Done | null
+        assert.strictEqual(done?.state, "Completed")
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
+
+  it.scopedLive(
+    "a crash after the recorded result: the result replays, the tool is not run again",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterResult")
+        const second = yield* spawn({ ...env, RUN_ID: "run-1" })
+        const done = JSON.parse(
+          yield* firstOf(second, ["waiting ", "done "]).pipe(
+            Effect.map((line) => line.startsWith("done ") ? line.slice(5) : "null")
+          )
+        ) as Done | null
+        assert.deepStrictEqual(done?.results, ["sent to ada@example.com"])
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
+
+  it.scopedLive(
+    "an idempotent tool cut off after its started entry runs again by itself, under the same key",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterStarted", "idempotent")
+        const second = yield* spawn({ ...env, RUN_ID: "run-1" })
+        const done = JSON.parse(
+          yield* firstOf(second, ["waiting ", "done "]).pipe(
+            Effect.map((line) => line.startsWith("done ") ? line.slice(5) : "null")
+          )
+        ) as Done | null
+        assert.strictEqual(done?.state, "Completed")
+        const lines = sideLines(env.SIDE)
+        assert.strictEqual(lines.length, 2)
+        assert.strictEqual(lines[0], lines[1])
+        assert.match(lines[0]!, /^attempt thread-1\/send_email\/[0-9a-f]{28}$/)
+      }),
+    timeout
+  )
+})

@@ -1,0 +1,147 @@
+/**
+ * A durable agent with one tool that writes (`send_email`), in a process of
+ * its own, for the effect-ledger crash tests.
+ *
+ * Environment:
+ * - DB: the SQLite file; SIDE: a file the tool appends `attempt <key>` to on
+ *   every run, and its undo `undo <key>`.
+ * - EFFECT: what `send_email` declares: `uncertain` (default), `idempotent`
+ *   or `compensatable`.
+ * - START=<runId> starts that run; RUN_ID=<runId> only follows it.
+ * - CRASH_AT=<point>: the process SIGKILLs itself at that point of the call
+ *   (`beforeStarted`, `afterStarted`: the tool ran, its result not recorded,
+ *   `afterResult`).
+ * - HANG=1: the tool prints `tool running`, then blocks (the test SIGKILLs
+ *   the process from outside).
+ * - DECIDE=retry|markDone|compensate|wrongStep: answers the Uncertain question.
+ *
+ * Prints `waiting <request json>` when the run waits on the question,
+ * `error <tag>` when a decision is refused, and `done <json>` at the end.
+ */
+import { Tool, Toolkit } from "@effect/ai"
+import { NodeRuntime } from "@effect/platform-node"
+import { Agent, ToolContext, ToolEffect } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
+import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
+import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
+import * as RunStore from "@stepwise-agent/workflow/RunStore"
+import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
+import { Effect, Layer, Option, Schema } from "effect"
+import * as fs from "node:fs"
+import { CrashSeam } from "../../src/internal/ledger.js"
+
+const env = (name: string) => process.env[name] ?? ""
+
+const side = (line: string) => fs.appendFileSync(env("SIDE"), `${line}\n`)
+
+const declared = env("EFFECT") === "idempotent"
+  ? ToolEffect.idempotent()
+  : env("EFFECT") === "compensatable"
+  ? ToolEffect.compensatable({ undo: (_params, entry) => Effect.sync(() => side(`undo ${entry.idempotencyKey}`)) })
+  : ToolEffect.uncertain
+
+const SendEmail = Tool.make("send_email", {
+  parameters: { to: Schema.String },
+  success: Schema.String
+}).pipe(ToolEffect.declare(declared))
+const Tools = Toolkit.make(SendEmail)
+
+const ToolsLive = Tools.toLayer({
+  send_email: ({ to }) =>
+    Effect.gen(function*() {
+      const { idempotencyKey } = yield* Effect.orDie(ToolContext.current)
+      side(`attempt ${idempotencyKey}`)
+      if (env("HANG") === "1") {
+        console.log("tool running")
+        return yield* Effect.never
+      }
+      return `sent to ${to}`
+    })
+})
+
+/** Sends one email, then answers with what the tool gave. */
+const answer: ScriptedModel.Turn = (request) => {
+  const result = request.prompt.content.flatMap((message) =>
+    message.role === "tool" ? message.content.flatMap((part) => part.type === "tool-result" ? [part] : []) : []
+  ).at(-1)
+  return result === undefined
+    ? ScriptedModel.toolCalls([{ name: "send_email", params: { to: "ada@example.com" }, id: "call_1" }])
+    : ScriptedModel.text(`answer after ${JSON.stringify(result.result)}`)
+}
+
+export const Runs = AgentWorkflow.make({ name: "ledger-agent", version: 1 })
+
+const AgentLive = Agent.layer({ toolkit: Tools, middleware: [ToolEffect.middleware()] }).pipe(
+  Layer.provide(Layer.mergeAll(ScriptedModel.layer(Array.from({ length: 10 }, () => answer)), ToolsLive))
+)
+
+/** Kills this process at `CRASH_AT`, once the call gets there. */
+const CrashLive = Layer.succeed(
+  CrashSeam,
+  (point) =>
+    point === env("CRASH_AT")
+      ? Effect.sync(() => {
+        console.log(`crash ${point}`)
+        process.kill(process.pid, "SIGKILL")
+      }).pipe(Effect.zipRight(Effect.never))
+      : Effect.void
+)
+
+const Main = Runs.layer.pipe(
+  Layer.provideMerge(AgentLive),
+  Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer(), Authorizer.layer(() => true))),
+  Layer.provideMerge(AgentEngine.layerSqlite({ filename: env("DB"), pollInterval: "200 millis" })),
+  Layer.provide(CrashLive)
+)
+
+const decisionOf = (request: ToolEffect.UncertainRequest): ToolEffect.UncertainDecision => {
+  switch (env("DECIDE")) {
+    case "markDone":
+      return ToolEffect.markDone(request, "sent by hand")
+    case "compensate":
+      return ToolEffect.compensate(request)
+    case "wrongStep":
+      return { ...ToolEffect.retry(request), step: "tool/call_9" }
+    default:
+      return ToolEffect.retry(request)
+  }
+}
+
+const runner = Effect.gen(function*() {
+  const runId = env("START") !== ""
+    ? yield* Runs.start({ threadId: "thread-1", input: "Email Ada", runId: env("START") })
+    : env("RUN_ID")
+  let decided = false
+  while (true) {
+    const status = yield* Runs.status(runId)
+    if (status.state === "Waiting" && Option.isSome(status.pending) && !decided) {
+      const request = Schema.decodeUnknownSync(ToolEffect.UncertainRequest)(status.pending.value.value)
+      console.log(`waiting ${JSON.stringify({ key: status.pending.value.key, ...request })}`)
+      if (env("DECIDE") === "") return
+      decided = true
+      const refused = yield* Runs.resume(runId, decisionOf(request), { principal: "tester" }).pipe(
+        Effect.as(undefined),
+        Effect.catchAll((error) => Effect.succeed(error))
+      )
+      if (refused !== undefined) {
+        const cause = (refused as { readonly error?: { readonly _tag?: string } }).error?._tag
+        console.log(`error ${refused._tag}${cause === undefined ? "" : ` ${cause}`}`)
+        return
+      }
+    }
+    if (status.state === "Completed" || status.state === "Failed" || status.state === "Cancelled") {
+      const results = status.messages.flatMap((message) =>
+        message.role === "tool"
+          ? message.content.flatMap((part) => part.type === "tool-result" ? [part.result] : [])
+          : []
+      )
+      const text = Option.getOrUndefined(Option.map(status.outcome, (outcome) => outcome.text))
+      console.log(`done ${JSON.stringify({ state: status.state, results, text })}`)
+      return
+    }
+    yield* Effect.sleep("50 millis")
+  }
+}).pipe(Effect.provide(Main))
+
+NodeRuntime.runMain(runner, { disableErrorReporting: false })
