@@ -1,6 +1,8 @@
 /**
- * The effect ledger of a durable run: before a call of a tool that is not
- * read-only runs, an activity `<step>/started` records its ledger entry; the
+ * The effect ledger of a durable run: before a call of a tool that is neither
+ * read-only nor idempotent runs, an activity `<step>/started` records its
+ * ledger entry (one write more for such a call; an idempotent call runs again
+ * after a crash, so it needs none); the
  * call's own activity `<step>` records its result after. A call whose
  * activity executes in a body execution that replayed its `started` entry
  * (rather than recording it) was cut off by a crash between the two: it runs
@@ -48,7 +50,8 @@ export const make = <X, Y>(
     const entry = step.ledger
     const name = RunJournal.stepName(key)
     if (entry === undefined) return record(name, key.schema, effect, true)
-    const started = record(
+    // an idempotent call runs again after a crash whatever its entry says: it needs none written first
+    const started = entry.effect === "Idempotent" ? Effect.void : record(
       `${name}/started`,
       ToolEffect.LedgerEntry,
       Effect.sync(() => {
