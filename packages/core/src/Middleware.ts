@@ -949,8 +949,8 @@ export interface Decision {
  * @since 0.1.0
  * @category accessors
  */
-export const eventSink: Effect.Effect<((event: AgentEvent.AgentEvent<any, any>) => void) | undefined> = FiberRef
-  .get(observer.currentEventSink)
+export const eventSink: Effect.Effect<((event: AgentEvent.AgentEvent<any, any>) => void) | undefined> =
+  observer.EventSink
 
 /**
  * Runs `self` with the decisions it reports ({@link report}) filed under
@@ -1063,8 +1063,5 @@ export const report = (decision: string, data?: unknown): Effect.Effect<void> =>
   Effect.flatMap(FiberRef.get(observer.currentHook), (current) =>
     Effect.zipRight(
       Effect.annotateCurrentSpan("decision", decision),
-      Effect.flatMap(
-        FiberRef.get(observer.currentDecisionSink),
-        (sink) => sink({ middleware: current.middleware, hook: current.hook, decision, data })
-      )
+      observer.decided({ middleware: current.middleware, hook: current.hook, decision, data })
     ))

@@ -1,6 +1,8 @@
 /**
- * Who watches a run: its event sink, whether hooks get spans, and the one
- * place that knows how the running hook is tracked (`currentHook`, read by `Middleware.report`).
+ * Who watches a run: its event sink (`EventSink`, a context reference: what
+ * `Middleware.eventSink` gives, and where `Middleware.report` files a
+ * decision), whether hooks get spans, and the one place that knows how the
+ * running hook is tracked (`currentHook`, read by `Middleware.report`).
  *
  * The hook cell is the quarantined speed trick of this module: during an
  * observed run `CurrentHook` holds a mutable `HookCell` that `inHook` updates
@@ -11,6 +13,7 @@
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import type * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import { globalValue } from "effect/GlobalValue"
@@ -52,18 +55,30 @@ export const currentHook: FiberRef.FiberRef<{ readonly middleware: string; reado
     })
 )
 
-/** Where the decisions of the current run go (`Middleware.report`); set by the agent loop. */
-export const currentDecisionSink: FiberRef.FiberRef<(decision: Middleware.Decision) => Effect.Effect<void>> =
-  globalValue(
-    Symbol.for("@stepwise-agent/core/Middleware/CurrentDecisionSink"),
-    () => FiberRef.unsafeMake<(decision: Middleware.Decision) => Effect.Effect<void>>(() => Effect.void)
-  )
+/**
+ * Where the running run's events go, while someone streams or watches it
+ * (`undefined` otherwise): set by the agent loop for the whole run. Read by
+ * `Middleware.eventSink`, and by `Middleware.report`, which files a decision
+ * as a `MiddlewareDecision` event.
+ */
+export class EventSink extends Context.Reference<EventSink>()("@stepwise-agent/core/Middleware/EventSink", {
+  defaultValue: (): Emit | undefined => undefined
+}) {}
 
-/** Where the running run's events go (`Middleware.eventSink` reads it); set by the agent loop. */
-export const currentEventSink: FiberRef.FiberRef<Emit | undefined> = globalValue(
-  Symbol.for("@stepwise-agent/core/Middleware/CurrentEventSink"),
-  () => FiberRef.unsafeMake<Emit | undefined>(undefined)
-)
+/** Files `decision` as a `MiddlewareDecision` event of the running run, when someone watches it. */
+export const decided = (decision: Middleware.Decision): Effect.Effect<void> =>
+  Effect.flatMap(
+    EventSink,
+    (emit) =>
+      emit === undefined ? Effect.void : Effect.sync(() =>
+        emit(AgentEvent.MiddlewareDecision({
+          middleware: decision.middleware,
+          hook: decision.hook,
+          decision: decision.decision,
+          data: decision.data
+        }))
+      )
+  )
 
 /**
  * Runs a hook's effect as hook `hook` of middleware `name`: decisions it
@@ -177,7 +192,7 @@ export const traced = <A, E, R>(
 ): Effect.Effect<A, E, R> =>
   observer.traced ? Effect.withSpan(effect, name, { attributes, captureStackTrace: false }) : effect
 
-/** Runs a whole run with a hook cell and, when it has a sink, its decisions streamed as events. */
+/** Runs a whole run with a hook cell and, when it has a sink, its events and decisions going to it. */
 export const observed = <A, E, R>(
   observer: Observer,
   effect: Effect.Effect<A, E, R>
@@ -185,35 +200,17 @@ export const observed = <A, E, R>(
   const emit = observer.emit
   if (emit === undefined && !observer.traced) return effect
   const located = Effect.locally(effect, currentHook, new HookCell("agent", "run"))
-  return emit === undefined ? located : located.pipe(
-    Effect.locally(
-      currentDecisionSink,
-      (decision) =>
-        Effect.sync(() =>
-          emit(AgentEvent.MiddlewareDecision({
-            middleware: decision.middleware,
-            hook: decision.hook,
-            decision: decision.decision,
-            data: decision.data
-          }))
-        )
-    ),
-    Effect.locally(currentEventSink, emit)
-  )
+  return emit === undefined ? located : Effect.provideService(located, EventSink, emit)
 }
 
 /**
- * `effect` carrying where the running hook is and where decisions go, for a
- * journal that may run it on another fiber (an engine's activity): what a
- * hook inside it reports is still filed under the run's hooks.
+ * `effect` carrying where the running hook is and where events and decisions
+ * go, for a journal that may run it on another fiber (an engine's activity):
+ * what a hook inside it reports is still filed under the run's hooks.
  */
 export const carried = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<Effect.Effect<A, E, R>> =>
-  Effect.withFiberRuntime((fiber) =>
-    Effect.succeed(
-      effect.pipe(
-        Effect.locally(currentHook, fiber.getFiberRef(currentHook)),
-        Effect.locally(currentDecisionSink, fiber.getFiberRef(currentDecisionSink)),
-        Effect.locally(currentEventSink, fiber.getFiberRef(currentEventSink))
-      )
-    )
-  )
+  Effect.withFiberRuntime((fiber) => {
+    const located = Effect.locally(effect, currentHook, fiber.getFiberRef(currentHook))
+    const emit = Context.get(fiber.currentContext, EventSink)
+    return Effect.succeed(emit === undefined ? located : Effect.provideService(located, EventSink, emit))
+  })

@@ -10,7 +10,8 @@
  * line of its own, which remembers how many leading elements it shares with
  * the lines it forked from, up to {@link maxDepth} lines back. Further back, or
  * between arrays with no record (built by a user's hook, say), elements are
- * compared one by one.
+ * compared one by one. What a {@link PrefixMemo} learnt of a line's prefixes
+ * (how far a thread was paired, or lifted) rides on the line itself.
  *
  * The records hold lines, never arrays, so they keep no array alive. (They
  * used to hold the array each one was made from: V8's young-generation
@@ -18,8 +19,10 @@
  * long thread outlived a collection or two, copied and promoted, and most of a
  * step's cost on a 10,000-message thread was that garbage collection.)
  *
- * Arrays are never changed in place once made (they are `ReadonlyArray`s
- * throughout), which is what makes a record stay true.
+ * Arrays are never changed in place once anyone else may hold them (they are
+ * `ReadonlyArray`s throughout); the one exception, {@link extendUnseen}, is for
+ * an array only the run's state holds (`RunState.unseen`), and keeps its line
+ * true.
  */
 
 interface Line {
@@ -29,6 +32,8 @@ interface Line {
   end: number
   /** The lines this one forked from, nearest first (at most {@link maxDepth}). */
   readonly forks: ReadonlyArray<Fork>
+  /** What each {@link PrefixMemo} knows of the line's prefixes, by the memo's slot. */
+  memos: Array<Known<any> | undefined> | undefined
 }
 
 /**
@@ -40,6 +45,12 @@ interface Fork {
   readonly shared: number
 }
 
+/**
+ * The line of each array recorded here. (Not a property of the array: an
+ * array with any own property but its elements loses V8's fast path of
+ * `concat`, ~6 times dearer on a 10,000-message thread, and a thread's arrays
+ * are concatenated at every step, by the run and by hooks.)
+ */
 const lines = new WeakMap<ReadonlyArray<unknown>, Line>()
 
 /** How many forks a line remembers (a step of the loop makes at most one). */
@@ -49,7 +60,7 @@ const maxDepth = 4
 const lineOf = (array: ReadonlyArray<unknown>): Line => {
   let line = lines.get(array)
   if (line === undefined) {
-    line = { start: array.length, end: array.length, forks: [] }
+    line = { start: array.length, end: array.length, forks: [], memos: undefined }
     lines.set(array, line)
   }
   return line
@@ -69,7 +80,7 @@ const record = (next: ReadonlyArray<unknown>, base: ReadonlyArray<unknown>, shar
     const fork = line.forks[i]!
     forks.push({ line: fork.line, shared: Math.min(fork.shared, shared) })
   }
-  lines.set(next, { start: next.length, end: next.length, forks })
+  lines.set(next, { start: next.length, end: next.length, forks, memos: undefined })
 }
 
 /**
@@ -163,20 +174,31 @@ interface Memo<B> {
   readonly value: B
 }
 
+/** What a memo knows of a line: its shortest and its latest record. */
+interface Known<B> {
+  first: Memo<B>
+  last: Memo<B>
+}
+
+/** The next free slot of a line's `memos`. */
+let memoSlots = 0
+
 /**
  * Something found out about the first elements of an array that holds for
- * any array starting with them (the pairing of a thread's messages): kept
- * per line (its shortest and its latest record), so it keeps no array alive.
+ * any array starting with them (the pairing of a thread's messages): kept on
+ * the line (its shortest and its latest record), so it lives as long as an
+ * array of the line does, and keeps no array alive.
  */
 export class PrefixMemo<B> {
-  private readonly byLine = new WeakMap<Line, { first: Memo<B>; last: Memo<B> }>()
+  private readonly slot = memoSlots++
 
   /** Records `value` for the first `length` elements of `array` (all of it unless told). */
   set(array: ReadonlyArray<unknown>, value: B, length: number = array.length): void {
     const line = lineOf(array)
     const memo = { length, value }
-    const known = this.byLine.get(line)
-    if (known === undefined) this.byLine.set(line, { first: memo, last: memo })
+    const memos = line.memos ??= []
+    const known: Known<B> | undefined = memos[this.slot]
+    if (known === undefined) memos[this.slot] = { first: memo, last: memo }
     else {
       known.last = memo
       if (length <= known.first.length) known.first = memo
@@ -197,7 +219,7 @@ export class PrefixMemo<B> {
   }
 
   private within(line: Line, length: number): Memo<B> | undefined {
-    const known = this.byLine.get(line)
+    const known: Known<B> | undefined = line.memos?.[this.slot]
     return known === undefined
       ? undefined
       : known.last.length <= length
