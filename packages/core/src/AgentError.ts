@@ -109,7 +109,7 @@ export class MaxStepsExceeded extends Schema.TaggedError<MaxStepsExceeded>(
   "@stepwise-agent/core/AgentError/MaxStepsExceeded"
 )("MaxStepsExceeded", {
   threadId: Schema.String,
-  maxSteps: Schema.Number
+  maxSteps: Schema.JsonNumber
 }) {
   /**
    * @since 0.1.0
@@ -335,7 +335,7 @@ export class ModelReplyError extends Schema.TaggedError<ModelReplyError>(
 )("ModelReplyError", {
   reason: Schema.Literal("truncated", "not-a-stream", "empty"),
   /** The model call (from 0) whose reply this was. */
-  step: Schema.Number,
+  step: Schema.JsonNumber,
   streamed: Schema.Boolean,
   text: Schema.String,
   /** The reason of the reply's finish event, when it had one. */
@@ -380,7 +380,7 @@ export class EmptyModelResponse extends Schema.TaggedError<EmptyModelResponse>(
   "@stepwise-agent/core/AgentError/EmptyModelResponse"
 )("EmptyModelResponse", {
   middleware: Schema.String,
-  step: Schema.Number
+  step: Schema.JsonNumber
 }) {
   /**
    * @since 0.1.0
@@ -406,7 +406,7 @@ export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
 )("ToolTimeout", {
   toolName: Schema.String,
   callId: Schema.String,
-  timeoutMillis: Schema.Number
+  timeoutMillis: Schema.JsonNumber
 }) {
   /**
    * @since 0.1.0
@@ -451,7 +451,7 @@ export class InvalidToolCalls extends Schema.TaggedError<InvalidToolCalls>(
   toolName: Schema.String,
   callId: Schema.String,
   problem: Schema.String,
-  replies: Schema.Number
+  replies: Schema.JsonNumber
 }) {
   /**
    * @since 0.1.0

@@ -1,6 +1,6 @@
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentError, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, FastCheck, Layer, Schema, Stream } from "effect"
 import { Add, Calculator, CalculatorLive, passThrough } from "./utils.js"
@@ -144,6 +144,19 @@ describe("configuration errors at construction", () => {
       const error = yield* Effect.flip(Agent.make({ toolkit: Calculator, maxSteps: 0 }))
       assert.strictEqual(error._tag, "AgentConfigError")
     }).pipe(provide([])))
+})
+
+describe("errors as a journal stores them", () => {
+  it("hold only numbers JSON keeps: NaN or Infinity in a count, a step or a timeout is refused at construction", () => {
+    // JSON writes NaN and Infinity as null: a stored failure holding one would not decode back
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY]) {
+      assert.throws(() => new AgentError.ToolTimeout({ toolName: "t", callId: "c", timeoutMillis: bad }))
+      assert.throws(() => new AgentError.MaxStepsExceeded({ threadId: "t", maxSteps: bad }))
+    }
+    const error = new AgentError.ToolTimeout({ toolName: "t", callId: "c", timeoutMillis: 1500 })
+    const stored = JSON.parse(JSON.stringify(Schema.encodeSync(AgentError.ToolTimeout)(error)))
+    assert.deepStrictEqual(Schema.decodeUnknownSync(AgentError.ToolTimeout)(stored), error)
+  })
 })
 
 describe("run errors", () => {
