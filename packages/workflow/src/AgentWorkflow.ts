@@ -671,7 +671,7 @@ export interface AgentWorkflow<W extends Wait.Any = Wait.Any> {
    * model step `options.at`, with an optional edit (a message, a tool
    * result), into a new durable run on the new thread `options.to`: the
    * steps before `at` are served from the record (no model or tool call),
-   * then the run goes on live on the engine, journaled as any run (it
+   * then the run goes on live on the engine, journaled like every other run (it
    * survives a crash, waits durably). The source run, its thread and its
    * journal are only read. A step the record does not have, an edit that
    * does not apply or a target thread that exists fail with `ForkError`,

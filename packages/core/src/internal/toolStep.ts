@@ -60,7 +60,7 @@ const answered = (
   return Effect.succeed(result)
 }
 
-/** The result as the journal keeps it: with the call's state updates, when it has any. */
+/** The result as the journal keeps it: with the call's state updates, if there are some. */
 const withUpdates = (
   result: Prompt.ToolResultPart,
   updates: ReadonlyArray<WrapUpdates.Update>
