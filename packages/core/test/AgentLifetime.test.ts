@@ -4,11 +4,12 @@
  * `AgentClosed` instead of failing deep inside a provider, and `send`
  * delivers nothing instead of answering "started".
  */
+import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent } from "@stepwise-agent/core"
+import { Agent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
-import { Context, Effect, Exit, Layer, Option, Scope, Stream } from "effect"
+import { Chunk, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope, Stream } from "effect"
 
 /** The tag of `effect`'s failure ("" when it succeeds). */
 const failureTag = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>) =>
@@ -113,4 +114,99 @@ describe("an agent whose scope closed", () => {
       yield* Scope.close(scope, Exit.void)
       assert.strictEqual(yield* failureTag(agent.send("t", "again")), "AgentClosed")
     }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("Hello!")]))))
+})
+
+describe("closing an agent's scope releases its threads", () => {
+  /** `hold(id)`: says it started, then never answers (a run the test keeps going). */
+  const Hold = Tool.make("hold", { parameters: { id: Schema.String }, success: Schema.String })
+  const Holding = Toolkit.make(Hold)
+  const holding = (started: Deferred.Deferred<void>) =>
+    Holding.toLayer({ hold: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never) })
+  const holdModel = ScriptedModel.layer([ScriptedModel.toolCalls([{ name: "hold", params: { id: "x" } }])])
+
+  /** Waits for a decision after the thread's first model call. */
+  const ask = Middleware.make({
+    name: "ask",
+    wait: { request: Schema.String, decision: Schema.String },
+    afterModel: ({ resume }) => Option.isNone(resume) ? Effect.succeed({ interrupt: "approve?" }) : Effect.void
+  })
+
+  // each test would wait for good on an agent that keeps what it should release: the generous timeout turns
+  // that into a failure
+  const orHang = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    effect.pipe(Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => "left waiting" as const }))
+
+  it.live("interrupts the runs send started: the sender's result fails with ThreadStateError, a watcher sees RunFailed, then its stream ends", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const scope = yield* Scope.make()
+      const agent = yield* Agent.make({ toolkit: Holding }).pipe(Effect.provide(holding(started)), Scope.extend(scope))
+      const events = yield* agent.watch
+      const collecting = yield* Effect.fork(Stream.runCollect(events))
+      const sent = yield* agent.send("t", "hello")
+      assert.strictEqual(sent.delivery, "started")
+      yield* Deferred.await(started)
+      yield* Scope.close(scope, Exit.void)
+      const error = yield* Effect.flip(sent.result)
+      assert.strictEqual(error._tag, "ThreadStateError")
+      const tags = Chunk.toReadonlyArray(yield* Fiber.join(collecting)).map((event) => event.event)
+      const last = tags.at(-1)
+      assert.strictEqual(tags[0]!._tag, "RunStarted")
+      assert.isTrue(last?._tag === "RunFailed" && last.error === "Interrupted")
+    }).pipe(Effect.scoped, orHang, Effect.provide(holdModel)))
+
+  it.live("fails the messages held for a thread that waits for a decision with ThreadStateError", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const agent = yield* Agent.make({ middleware: [ask] }).pipe(Scope.extend(scope))
+      assert.strictEqual((yield* agent.run("first", { threadId: "t" }))._tag, "Interrupted")
+      const steer = yield* agent.send("t", "steer me")
+      const queued = yield* agent.send("t", "later", { mode: "queue" })
+      assert.deepStrictEqual([steer.delivery, queued.delivery], ["held", "held"])
+      yield* Scope.close(scope, Exit.void)
+      for (const sent of [steer, queued]) {
+        const error = yield* Effect.flip(sent.result)
+        assert.strictEqual(error._tag, "ThreadStateError")
+        assert.include(error.message, "the agent closed")
+      }
+      // the thread still waits, as stored: closing the agent changed nothing in it
+      assert.isTrue(Option.isSome(Option.getOrThrow(yield* agent.thread("t")).pending))
+    }).pipe(orHang, Effect.provide(ScriptedModel.layer([ScriptedModel.text("one")]))))
+
+  it.live("ends every watcher's stream, after the events published before; a watch begun after it ends at once", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const agent = yield* Agent.make({}).pipe(Scope.extend(scope))
+      const events = yield* agent.watch
+      yield* agent.run("hello", { threadId: "t" })
+      yield* Scope.close(scope, Exit.void)
+      const tags = Chunk.toReadonlyArray(yield* Stream.runCollect(events)).map((event) => event.event._tag)
+      assert.strictEqual(tags[0], "RunStarted")
+      assert.strictEqual(tags.at(-1), "RunEnded")
+      assert.strictEqual(Chunk.size(yield* Stream.runCollect(yield* agent.watch)), 0)
+    }).pipe(Effect.scoped, orHang, Effect.provide(ScriptedModel.layer([ScriptedModel.text("one")]))))
+
+  it.effect("keeps reading, answering and deleting its threads: only what runs the agent is closed", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const agent = yield* Agent.make({ middleware: [ask] }).pipe(Scope.extend(scope))
+      assert.strictEqual((yield* agent.run("first", { threadId: "t" }))._tag, "Interrupted")
+      assert.strictEqual((yield* agent.run("second", { threadId: "u" }))._tag, "Interrupted")
+      yield* Scope.close(scope, Exit.void)
+      assert.isTrue(Option.isSome(yield* agent.thread("t")))
+      assert.isTrue(yield* agent.discardPending("u", "closed"))
+      yield* agent.deleteThread("t")
+      assert.isTrue(Option.isNone(yield* agent.thread("t")))
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("one"), ScriptedModel.text("two")]))))
+})
+
+describe("an agent built outside any scope", () => {
+  it.effect("runs what send starts in the background", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({})
+      const sent = yield* agent.send("t", "hello")
+      assert.strictEqual(sent.delivery, "started")
+      const result = yield* sent.result
+      assert.strictEqual(result._tag === "Completed" ? result.text : "", "one")
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("one")]))))
 })
