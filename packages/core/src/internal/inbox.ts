@@ -195,7 +195,15 @@ export const make: Effect.Effect<Inboxes, never, Scope.Scope> = Effect.suspend((
     for (const [threadId, box] of boxes) if (box.active === 0) fail(threadId, closedError(threadId), true)
   })
 
-  return Effect.as(Effect.addFinalizer(() => close), { leased, post, withdraw, takeNext, hasWaiting, drop, failWaiting })
+  return Effect.as(Effect.addFinalizer(() => close), {
+    leased,
+    post,
+    withdraw,
+    takeNext,
+    hasWaiting,
+    drop,
+    failWaiting
+  })
 })
 
 /** The inboxes of one agent. */
