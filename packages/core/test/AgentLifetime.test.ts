@@ -9,7 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
-import { Chunk, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope, Stream } from "effect"
+import { Cause, Chunk, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope, Stream } from "effect"
 
 /** The tag of `effect`'s failure ("" when it succeeds). */
 const failureTag = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>) =>
@@ -198,6 +198,71 @@ describe("closing an agent's scope releases its threads", () => {
       yield* agent.deleteThread("t")
       assert.isTrue(Option.isNone(yield* agent.thread("t")))
     }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("one"), ScriptedModel.text("two")]))))
+})
+
+describe("closing an agent's scope, whatever was sent before", () => {
+  const Hold = Tool.make("hold", { success: Schema.String })
+  const Holding = Toolkit.make(Hold)
+  const HoldingLive = Holding.toLayer({ hold: () => Effect.never })
+  /** The model: holds a run whose input is "hold" (its tool call never answers), answers any other. */
+  const holdOrAnswer: ScriptedModel.Turn = (request) => {
+    const last = request.prompt.content.at(-1)!
+    return last.role === "user" && JSON.stringify(last.content).includes("hold")
+      ? ScriptedModel.toolCalls([{ name: "hold", params: {} }])
+      : ScriptedModel.text("ok")
+  }
+  /** Waits for a decision after the first model call of thread "waiting". */
+  const askWaiting = Middleware.make({
+    name: "ask",
+    wait: { request: Schema.String, decision: Schema.String },
+    afterModel: ({ resume, threadId }) =>
+      threadId === "waiting" && Option.isNone(resume) ? Effect.succeed({ interrupt: "approve?" }) : Effect.void
+  })
+  const Send = Schema.Struct({
+    thread: Schema.Literal("waiting", "busy", "idle"),
+    mode: Schema.Literal("steer", "queue"),
+    yields: Schema.Int.pipe(Schema.between(0, 3))
+  })
+
+  it.effect.prop(
+    "every sender's result settles: the run's result, or ThreadStateError; a send after the close fails with AgentClosed",
+    {
+      sends: Schema.Array(Send).pipe(Schema.minItems(1), Schema.maxItems(8)),
+      closeAt: Schema.Int.pipe(Schema.between(0, 8))
+    },
+    ({ closeAt, sends }) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const agent = yield* Agent.make({ toolkit: Holding, middleware: [askWaiting] }).pipe(
+          Effect.provide(HoldingLive),
+          Scope.extend(scope)
+        )
+        assert.strictEqual((yield* agent.run("first", { threadId: "waiting" }))._tag, "Interrupted")
+        // a run send started that never ends (its tool call never answers)
+        const holding = yield* agent.send("busy", "hold")
+        const results: Array<Effect.Effect<unknown, unknown>> = [holding.result]
+        let closed = false
+        for (const [i, send] of sends.entries()) {
+          if (i === closeAt) {
+            yield* Scope.close(scope, Exit.void)
+            closed = true
+          }
+          yield* Effect.repeatN(Effect.yieldNow(), send.yields)
+          const sent = yield* Effect.either(agent.send(send.thread, `message ${i}`, { mode: send.mode }))
+          if (sent._tag === "Left") assert.isTrue(closed && sent.left._tag === "AgentClosed")
+          else results.push(sent.right.result)
+        }
+        if (!closed) yield* Scope.close(scope, Exit.void)
+        // a result that never settled would hang here, and the test would time out
+        for (const exit of yield* Effect.forEach(results, Effect.exit)) {
+          if (Exit.isFailure(exit)) {
+            const error = Cause.squash(exit.cause) as { readonly _tag?: string }
+            assert.strictEqual(error._tag, "ThreadStateError")
+          }
+        }
+      }).pipe(Effect.provide(ScriptedModel.layer(Array.from({ length: 40 }, () => holdOrAnswer)))),
+    { fastCheck: { numRuns: 40 } }
+  )
 })
 
 describe("an agent built outside any scope", () => {

@@ -380,7 +380,9 @@ describe("Agent.watch", () => {
       const started = yield* Deferred.make<void>()
       const agent = yield* Agent.make({ toolkit: Toolkit.make(Hold) }).pipe(
         Effect.provide(
-          Toolkit.make(Hold).toLayer({ hold: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never) })
+          Toolkit.make(Hold).toLayer({
+            hold: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+          })
         )
       )
       const events = yield* agent.watch
