@@ -74,9 +74,6 @@ describe("HumanInTheLoop.uiApprovals is checked against the agent's waits", () =
     const throughChildren = SubAgents.uiApprovals(HumanInTheLoop.uiApprovals)
     expect(throughChildren).type.toBeAssignableTo<UiMessageStream.Approvals<SubAgents.Waits>>()
     expect(throughChildren).type.toBeAssignableTo<UiMessageStream.Approvals<SubAgents.Waits | HumanInTheLoop.Waits>>()
-    expect(throughChildren).type.not.toBeAssignableTo<
-      UiMessageStream.Approvals<SubAgents.Waits | Confirm>
-    >()
     expect(UiMessageStream.toHttpApp).type.not.toBeCallableWith(withoutApprovals, {
       authorize: UiMessageStream.allowAll,
       approvals: SubAgents.uiApprovals(HumanInTheLoop.uiApprovals)
