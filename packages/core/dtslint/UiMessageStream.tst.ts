@@ -20,6 +20,7 @@ describe("UiMessageStream.toHttpApp", () => {
 type Confirm = Wait.Declared<"confirm", { readonly callId: string; readonly toolName: string }, boolean>
 type Pick = Wait.Declared<"pick", { readonly choices: ReadonlyArray<string> }, string>
 declare const confirming: Agent.Service<AgentState.AgentState, never, never, Confirm>
+declare const neverWaits: Agent.Service<AgentState.AgentState, never, never, never>
 declare const confirmingOrPicking: Agent.Service<AgentState.AgentState, never, never, Confirm | Pick>
 
 const yesNo: UiMessageStream.Approvals<Confirm> = {
@@ -57,8 +58,11 @@ describe("UiMessageStream.Approvals", () => {
       authorize: ownChats,
       approvals: picks
     })
-    // an agent typed loosely takes any adapter
+    // an agent typed loosely takes any adapter; one that never waits, options of any (it reads no adapter)
     expect(UiMessageStream.toHttpApp).type.toBeCallableWith(agent, { authorize: ownChats, approvals: picks })
+    const loose: UiMessageStream.Options = { authorize: ownChats, approvals: picks }
+    expect(UiMessageStream.toHttpApp).type.toBeCallableWith(neverWaits, loose)
+    expect(UiMessageStream.toHttpApp).type.not.toBeCallableWith(confirming, loose)
   })
 
   test("fromEvents reads a run's interrupts with an adapter of its agent's waits", () => {

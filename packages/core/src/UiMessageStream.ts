@@ -1162,11 +1162,20 @@ const checkAuthorized = (
  * @since 0.1.0
  * @category constructors
  */
-export const toHttpApp = <S, E, O, W extends Wait.Any = Wait.Any>(
+export function toHttpApp<S, E, O>(
+  agent: Agent.Service<S, E, O, never>,
+  options: Options
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+/** An agent that waits takes an adapter whose decisions its waits accept. */
+export function toHttpApp<S, E, O, W extends Wait.Any>(
   agent: Agent.Service<S, E, O, W>,
   options: Options<NoInfer<W>>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
-  Effect.gen(function*() {
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+export function toHttpApp<S, E, O, W extends Wait.Any>(
+  agent: Agent.Service<S, E, O, W>,
+  options: Options<W>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> {
+  return Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const maxBytes = options?.maxBodyBytes ?? defaultMaxBodyBytes
     if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
@@ -1193,6 +1202,7 @@ export const toHttpApp = <S, E, O, W extends Wait.Any = Wait.Any>(
     Effect.map((chunks) => HttpServerResponse.stream(toSse(chunks), { contentType: "text/event-stream", headers })),
     Effect.catchAll((error) => Effect.succeed(refusal(error)))
   )
+}
 
 /** The values of the query parameter `name` of `url`; `undefined` when the query is not URL-encoded. */
 const queryValues = (url: string, name: string): Array<string> | undefined => {
@@ -1257,11 +1267,20 @@ export interface MessagesOptions<W extends Wait.Any = Wait.Any> {
  * @since 0.1.0
  * @category constructors
  */
-export const messagesHttpApp = <S, E, O, W extends Wait.Any = Wait.Any>(
+export function messagesHttpApp<S, E, O>(
+  agent: Agent.Service<S, E, O, never>,
+  options: MessagesOptions
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+/** An agent that waits takes an adapter of its waits. */
+export function messagesHttpApp<S, E, O, W extends Wait.Any>(
   agent: Agent.Service<S, E, O, W>,
   options: MessagesOptions<NoInfer<W>>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
-  Effect.gen(function*() {
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+export function messagesHttpApp<S, E, O, W extends Wait.Any>(
+  agent: Agent.Service<S, E, O, W>,
+  options: MessagesOptions<W>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> {
+  return Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const ids = queryValues(request.url, "id")
     if (ids === undefined || ids.length !== 1 || ids[0] === "") {
@@ -1282,3 +1301,4 @@ export const messagesHttpApp = <S, E, O, W extends Wait.Any = Wait.Any>(
       Effect.orElse(() => Effect.fail(serverSide("The chat's messages could not be encoded as JSON")))
     )
   }).pipe(Effect.catchAll((error) => Effect.succeed(refusal(error))))
+}
