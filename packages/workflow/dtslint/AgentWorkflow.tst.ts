@@ -3,7 +3,7 @@ import type { AgentState, RunRecord, Wait } from "@stepwise-agent/core"
 import { Agent, AgentError } from "@stepwise-agent/core"
 import type { RecordStore, RunStore } from "@stepwise-agent/workflow"
 import { AgentWorkflow } from "@stepwise-agent/workflow"
-import type { Context, Effect, Option } from "effect"
+import type { Context, Effect, Option, Stream } from "effect"
 import { describe, expect, test } from "tstyche"
 
 type Support = Agent.Service<
@@ -52,6 +52,9 @@ describe("AgentWorkflow.make", () => {
     >()
     expect<Status["threadState"]>().type.toBe<Option.Option<Counted>>()
     expect<Effect.Effect.Success<ReturnType<typeof _Answers.await>>>().type.toBe<AgentWorkflow.RunStatus<Answering>>()
+    expect<Stream.Stream.Success<ReturnType<typeof _Answers.watch>>>().type.toBe<
+      Agent.RunEvent<Counted, { readonly answer: number }, never>
+    >()
     // a failure as its journal keeps it: the agent's own errors whole, any other by its tag
     expect<Status["failure"]>().type.toBe<Option.Option<AgentWorkflow.AgentRunFailed | AgentWorkflow.JournalCorrupt>>()
     expect<AgentWorkflow.AgentRunFailed["error"]>().type.toBeAssignableFrom(

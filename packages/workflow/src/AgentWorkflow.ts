@@ -768,7 +768,7 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
    * reports journaled steps again; `status` is the durable truth.
    */
   readonly watch: (runId: string) => Stream.Stream<
-    Agent.RunEvent,
+    Agent.RunEvent<StateOf<A>, OutputOf<A>, WaitsOf<A>>,
     RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | AgentError.CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
