@@ -40,6 +40,8 @@ const asking = <D, I>(decision: Schema.Schema<D, I>, seen: Array<unknown>) =>
       })
   })
 
+class NotGo extends Schema.TaggedError<NotGo>()("NotGo", { given: Schema.String }) {}
+
 const Answer = Schema.Struct({ answer: Schema.Number, at: Schema.DateFromString })
 
 describe("a durable run's outcome is typed like agent.run's result", () => {
@@ -143,6 +145,48 @@ describe("a durable wait is typed by the waiting middleware's decision schema", 
       assert.strictEqual(error._tag, "DecisionCorrupt")
       assert.include(error.message, "maybe")
       assert.deepStrictEqual(seen, [])
+    }))
+
+  it.scopedLive("a claimed decision the wait's check refuses is DecisionCorrupt, never delivered", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const Runs = AgentWorkflow.make({ name: "corrupt-checked", version: 1 })
+      const checked = Middleware.make({
+        name: "checked",
+        wait: {
+          request: Schema.Struct({ question: Schema.String }),
+          decision: Schema.String,
+          check: ({ decision }) => decision === "go" ? Effect.void : Effect.fail(new NotGo({ given: decision }))
+        },
+        beforeModel: (context) =>
+          Effect.sync(() => {
+            if (Option.isSome(context.resume)) {
+              seen.push(context.resume.value)
+              return undefined
+            }
+            return context.step === 0 ? { interrupt: { question: "go?" } } : undefined
+          })
+      })
+      const agent = Agent.layer({ middleware: [checked] }).pipe(
+        Layer.provide(ScriptedModel.layer([ScriptedModel.text("done")]))
+      )
+      const context = yield* Layer.build(durable(Runs, agent))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "hi" }))
+      const key = Option.getOrThrow((yield* run(Runs.await(runId, { untilWaiting: true }))).pending).key
+      const stored = JSON.stringify({ value: "stop", by: "mallory", decidedAt: 1 })
+      yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.claimDecision(runId, key, stored)))
+      const error = yield* run(Effect.flip(Runs.status(runId)))
+      assert.strictEqual(error._tag, "DecisionCorrupt")
+      assert.isTrue(yield* run(Runs.discardDecision(runId)))
+      // a decision the check accepts goes through
+      assert.strictEqual(
+        (yield* run(Effect.flip(Runs.resume(runId, "stop", { principal: "alice" }))))._tag,
+        "InvalidDecision"
+      )
+      yield* run(Runs.resume(runId, "go", { principal: "alice" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      assert.deepStrictEqual(seen, ["go"])
     }))
 
   it.scopedLive("a decision timeout's decision is encoded with the wait's schema: the hook gets it decoded", () =>
