@@ -13,7 +13,10 @@ import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
+import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Effect, Layer, Option, Schema } from "effect"
+import * as path from "node:path"
+import { tempDirectory } from "./support/databases.js"
 
 const durable = <A extends AgentWorkflow.AnyAgent, E>(
   runs: AgentWorkflow.AgentWorkflow<A>,
@@ -77,6 +80,35 @@ describe("a durable run's outcome is typed like agent.run's result", () => {
       )
       assert.isTrue(done.messages.length > 0)
     }))
+
+  it.scopedLive("on SQLite the output is stored as JSON and comes back decoded", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("stepwise-typed-outcome-")
+      const Runs = AgentWorkflow.make<Agent.AgentOf<readonly [], typeof Answer.Type>>({
+        name: "typed-outcome-sqlite",
+        version: 1
+      })
+      const agent = Agent.layer({ responseFormat: Answer }).pipe(
+        Layer.provide(ScriptedModel.layer([
+          ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: 7, at: "2026-12-08T00:00:00.000Z" } }])
+        ]))
+      )
+      const live = Runs.layer.pipe(
+        Layer.provideMerge(agent),
+        Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
+        Layer.provideMerge(Authorizer.layer(() => true)),
+        Layer.provideMerge(AgentEngine.layerSqlite({ filename: path.join(directory, "runs.db") }))
+      )
+      const context = yield* Layer.build(live)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "t", input: "when?" }))
+      const done = yield* run(Runs.await(runId))
+      assert.strictEqual(done.state, "Completed")
+      const output = Option.getOrThrow(Option.getOrThrow(done.outcome).output)
+      assert.strictEqual(output.answer, 7)
+      assert.isTrue(output.at instanceof Date)
+      assert.strictEqual(output.at.toISOString(), "2026-12-08T00:00:00.000Z")
+    }), { timeout: 60_000 })
 
   it.scopedLive("a run of an agent without a responseFormat gives no output", () =>
     Effect.gen(function*() {
