@@ -253,3 +253,22 @@ describe("a structured output as a store keeps it", () => {
       ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: 1, at: "2026-12-07T00:00:00.000Z" } }])
     ]))))
 })
+
+describe("a posted decision decodes to what resume would give the hook", () => {
+  it.effect.prop(
+    "validatePosted of validateResume's encodedDecision, as JSON keeps it, is decode(JSON(encode(value)))",
+    { value: Schema.Union(Answer, Schema.Struct({ approve: Schema.Unknown, until: Schema.Unknown })) },
+    ({ value }) =>
+      Effect.gen(function*() {
+        const agent = yield* Agent.make({ middleware: [confirm([])] })
+        yield* agent.run("hi", { threadId: "t" })
+        const validated = yield* Effect.either(agent.validateResume("t", value as never))
+        if (validated._tag === "Left") return
+        const posted = JSON.parse(JSON.stringify(validated.right.encodedDecision)) as unknown
+        const decided = yield* agent.validatePosted("t", posted)
+        const asJson = JSON.parse(JSON.stringify(Schema.encodeUnknownSync(Answer)(value))) as unknown
+        assert.deepStrictEqual(decided, Schema.decodeUnknownSync(Answer)(asJson))
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([ScriptedModel.text("done")]), Checkpointer.layerMemory))),
+    { fastCheck: { numRuns: 40 } }
+  )
+})
