@@ -884,6 +884,13 @@ export const make = <A extends AnyAgent = Agent.Service>(
 /**
  * Any agent type: what {@link make} and {@link AgentWorkflow} are typed by.
  *
+ * @example
+ * ```ts
+ * import type { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * const nameOf = <A extends AgentWorkflow.AnyAgent>(workflow: AgentWorkflow.AgentWorkflow<A>) => workflow.name
+ * ```
+ *
  * @since 0.1.0
  * @category utility types
  */
