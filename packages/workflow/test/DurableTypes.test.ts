@@ -247,4 +247,42 @@ describe("a durable wait is typed by the waiting middleware's decision schema", 
       assert.include(failure.description, "decisionTimeout")
       assert.deepStrictEqual(seen, [])
     }))
+
+  it.scopedLive(
+    "on SQLite a resumed and a timed-out decision go through JSON and reach the hook decoded",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-typed-wait-")
+        const seen: Array<unknown> = []
+        const Answered = AgentWorkflow.make({ name: "typed-wait-sqlite-answered", version: 1 })
+        const TimedOut = AgentWorkflow.make({
+          name: "typed-wait-sqlite-timed-out",
+          version: 1,
+          decisionTimeout: { after: "10 millis", decide: () => new Date("2026-12-09T00:00:00.000Z") }
+        })
+        const agent = Agent.layer({ middleware: [asking(Schema.DateFromString, seen)] }).pipe(
+          Layer.provide(ScriptedModel.layer([ScriptedModel.text("done"), ScriptedModel.text("done")]))
+        )
+        const live = Layer.merge(Answered.layer, TimedOut.layer).pipe(
+          Layer.provideMerge(agent),
+          Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
+          Layer.provideMerge(Authorizer.layer(() => true)),
+          Layer.provideMerge(AgentEngine.layerSqlite({ filename: path.join(directory, "runs.db") }))
+        )
+        const context = yield* Layer.build(live)
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        // one run answered by resume, one by its timeout
+        const answered = yield* run(Answered.start({ threadId: "answered", input: "hi" }))
+        yield* run(Answered.await(answered, { untilWaiting: true }))
+        yield* run(Answered.resume(answered, new Date("2026-12-08T00:00:00.000Z"), { principal: "alice" }))
+        assert.strictEqual((yield* run(Answered.await(answered))).state, "Completed")
+        const timedOut = yield* run(TimedOut.start({ threadId: "timed-out", input: "hi" }))
+        assert.strictEqual((yield* run(TimedOut.await(timedOut))).state, "Completed")
+        assert.deepStrictEqual(
+          seen.map((value) => value instanceof Date ? value.toISOString() : value),
+          ["2026-12-08T00:00:00.000Z", "2026-12-09T00:00:00.000Z"]
+        )
+      }),
+    { timeout: 60_000 }
+  )
 })
