@@ -364,10 +364,27 @@ export const replaceIn = (
   return { content: parts.join(newString), occurrences }
 }
 
-const accessOf = (options: AccessOptions, path: string): Access => {
-  for (const rule of options.rules ?? []) if (Paths.matchesRule(rule.pattern, path)) return rule.access
+/** The access of the first rule matching `path` (by `matches`), else the default. */
+const firstAccess = (
+  options: AccessOptions,
+  path: string,
+  matches: (pattern: string, path: string) => boolean
+): Access => {
+  for (const rule of options.rules ?? []) if (matches(rule.pattern, path)) return rule.access
   return options.defaultAccess ?? "read-write"
 }
+
+/**
+ * The access of a normalized path: read-only when its rules say so, or say
+ * so of its folded form (`/DOCS/a.md`, `/docs./a.md` for a read-only
+ * `/docs`): macOS and Windows take such twins for one file.
+ */
+const accessOf = (options: AccessOptions, path: string): Access =>
+  firstAccess(options, path, Paths.matchesRule) === "read-only" ||
+    firstAccess(options, Paths.fold(path), (pattern, folded) => Paths.matchesRule(Paths.fold(pattern), folded)) ===
+      "read-only"
+    ? "read-only"
+    : "read-write"
 
 const splitLines = (content: string): ReadonlyArray<string> => content.split(/\r?\n/)
 
