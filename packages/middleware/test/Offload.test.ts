@@ -326,10 +326,14 @@ describe("Offload.view", () => {
 
   it.prop(
     "a page asked from any offset, one inside a surrogate pair too, holds only whole characters",
-    [FastCheck.string({ unit: "grapheme", minLength: 1, maxLength: 200 }), FastCheck.nat(400), FastCheck.integer({
-      min: 1,
-      max: 50
-    })],
+    [
+      FastCheck.string({ unit: "grapheme", minLength: 1, maxLength: 200 }),
+      FastCheck.nat(400),
+      FastCheck.integer({
+        min: 1,
+        max: 50
+      })
+    ],
     ([content, offset, limit]) => {
       const shown = Offload.page("ofl_0123456789abcdef", content, offset, limit)
       assert.isFalse(/^[\uDC00-\uDFFF]/.test(shown.text), `a page starts with half a pair: ${JSON.stringify(shown)}`)
