@@ -243,6 +243,13 @@ describe("maxInputChars", () => {
         )
       }))
 
+    it.effect(`${entry}: an input of more than 10,000 messages is refused before they are decoded`, () =>
+      Effect.gen(function*() {
+        const many = Array.from({ length: 10_001 }, () => ({ role: "user", content: "a" }))
+        yield* refused(entry, many, "the input holds 10001 messages, over the limit of 10000")
+        yield* refused(entry, Prompt.make(many as any), "the input holds 10001 messages, over the limit of 10000")
+      }))
+
     it.effect(`${entry}: an input of exactly the limit is accepted`, () =>
       Effect.gen(function*() {
         const agent = yield* Agent.make({ maxInputChars: 100 })

@@ -35,9 +35,25 @@ export const checkThreadId = (threadId: unknown): Effect.Effect<string, InvalidI
       })
     )
 
+/**
+ * The most messages one input holds: more than any context window takes, and
+ * an array is refused at this length before its messages are decoded (which
+ * takes time for each, whatever its size).
+ */
+export const maxInputMessages = 10_000
+
+const tooManyMessages = (count: number) =>
+  new InvalidInput({ description: `the input holds ${count} messages, over the limit of ${maxInputMessages}` })
+
 /** The input of a run as a prompt: a string, an array of messages or a `Prompt`; anything else is `InvalidInput`. */
 export const promptOf = (input: Prompt.RawInput): Effect.Effect<Prompt.Prompt, InvalidInput> => {
-  if (typeof input === "string" || Prompt.isPrompt(input)) return Effect.succeed(Prompt.make(input))
+  if (typeof input === "string") return Effect.succeed(Prompt.make(input))
+  if (Prompt.isPrompt(input)) {
+    return input.content.length > maxInputMessages
+      ? Effect.fail(tooManyMessages(input.content.length))
+      : Effect.succeed(input)
+  }
+  if (Array.isArray(input) && input.length > maxInputMessages) return Effect.fail(tooManyMessages(input.length))
   if (!Array.isArray(input)) {
     return Effect.fail(
       new InvalidInput({
