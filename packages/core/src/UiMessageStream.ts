@@ -933,7 +933,7 @@ export const readChatRequest = (body: unknown): Effect.Effect<ChatTurn, InvalidC
     })
   })
 
-type Refusal = InvalidChatRequest | ChatConflict | ChatRequestTooLarge | ChatForbidden
+type Refusal = InvalidChatRequest | ChatConflict | ChatRequestTooLarge | ChatForbidden | NotJson
 
 const threadOf = <S, E, O, W extends Wait.Any>(agent: Agent.Service<S, E, O, W>, threadId: string) =>
   agent.thread(threadId).pipe(
@@ -1000,6 +1000,8 @@ const refusal = (error: Refusal | AgentError.CheckpointError | ServerSide) =>
     ? HttpServerResponse.text(error.message, { status: 413 })
     : error._tag === "ChatForbidden"
     ? HttpServerResponse.text(error.message, { status: 403 })
+    : error._tag === "NotJson"
+    ? HttpServerResponse.text(notJsonText, { status: 415 })
     : error._tag === "ServerSide"
     ? HttpServerResponse.text(error.text, { status: 500 })
     : HttpServerResponse.text("The chat's thread could not be loaded", { status: 500 })
@@ -1035,6 +1037,23 @@ const serverSide = (text: string): ServerSide => ({ _tag: "ServerSide", text })
  * @category constructors
  */
 export const allowAll: Authorize = () => Effect.succeed(true)
+
+/**
+ * A body not declared as JSON: refused with 415. A page of another site can
+ * post a form or `text/plain` to the chat without asking the browser first
+ * (with the user's cookies); declaring JSON takes a CORS preflight, which
+ * only the server's own pages pass. `useChat` sends JSON.
+ */
+interface NotJson {
+  readonly _tag: "NotJson"
+}
+const notJsonText = "The chat request must be JSON, sent with Content-Type: application/json"
+
+/** Whether a Content-Type header declares JSON (`application/json` or a `+json` type, with any parameters). */
+const isJson = (contentType: string | undefined): boolean => {
+  const type = contentType?.split(";", 1)[0]!.trim().toLowerCase()
+  return type !== undefined && (type === "application/json" || (/^[a-z0-9.+-]+\/[a-z0-9.+-]+\+json$/.test(type)))
+}
 
 /** The default `maxBodyBytes`: 4 MiB, the default `maxInputChars` of an agent. */
 const defaultMaxBodyBytes = 4 * 1024 * 1024
@@ -1135,8 +1154,10 @@ const checkAuthorized = (
  * asks it whether this request may use the chat before it touches the thread
  * ({@link allowAll} for demos).
  *
- * Refused before anything runs: a body over `maxBodyBytes` (413, before it
- * is read whole), a body that is not a chat request or nests too deep (400,
+ * Refused before anything runs: a body not sent as JSON (415: without
+ * `Content-Type: application/json` a page of another site could post to the
+ * chat with the user's cookies, unasked by CORS), a body over `maxBodyBytes`
+ * (413, before it is read whole), a body that is not a chat request or nests too deep (400,
  * see {@link readChatRequest}), a chat `authorize` does not allow (403), a
  * user message while the thread waits for approvals, answers to approvals
  * the thread does not wait for, or decisions the waiting middleware refuses
@@ -1181,6 +1202,7 @@ export function toHttpApp<S, E, O, W extends Wait.Any>(
     if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
       return yield* Effect.fail(serverSide("The chat handler's maxBodyBytes must be a whole number of at least 1"))
     }
+    if (!isJson(request.headers["content-type"])) return yield* Effect.fail<NotJson>({ _tag: "NotJson" })
     const body = yield* readBody(request, maxBytes)
     const turn = yield* readChatRequest(body)
     yield* checkAuthorized(options?.authorize, request, turn.threadId)
