@@ -30,7 +30,7 @@ import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
 import type * as Fork from "./Fork.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
-import { defaultMaxInputChars } from "./internal/input.js"
+import { defaultMaxInputChars, defaultMaxInputMessages } from "./internal/input.js"
 import { makeLoop } from "./internal/loop.js"
 import { unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
@@ -509,6 +509,12 @@ export interface Options<
    */
   readonly maxInputChars?: number | undefined
   /**
+   * The most messages one input of `run`, `stream` or `send` may hold
+   * (default 10,000); a longer input fails with `InvalidInput` before its
+   * messages are decoded, and nothing is stored.
+   */
+  readonly maxInputMessages?: number | undefined
+  /**
    * The longest a tool call may run (default: no limit). A call that takes
    * longer is interrupted (its finalizers run) and fails with `ToolTimeout`:
    * `wrapToolCall` hooks see that error, and the model gets a failed tool
@@ -542,6 +548,7 @@ const optionKeys = Object.keys(
     maxToolCallRepairs: true,
     toolConcurrency: true,
     maxInputChars: true,
+    maxInputMessages: true,
     toolTimeout: true,
     toolTimeouts: true,
     spans: true,
@@ -601,7 +608,7 @@ export type BuildError<Mws extends ReadonlyArray<Middleware.Any>, TE = never> =
  * Builds an agent. It needs a `LanguageModel`, the toolkit's handlers and
  * whatever the middleware need; a `Checkpointer` when one is provided (else
  * threads live in memory). Bad configuration — two middleware with one name,
- * clashing state keys, two tools with one name, `maxSteps` or `maxInputChars` < 1, a timeout
+ * clashing state keys, two tools with one name, `maxSteps`, `maxInputChars` or `maxInputMessages` < 1, a timeout
  * that is not a positive duration or names no tool — fails with an
  * `AgentConfigError`. An unknown option (a typo such as `middlewares`, or a
  * LangChain option such as `tools`) fails with `InvalidOptions` (`module:
@@ -729,6 +736,12 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
         reason: `maxInputChars must be a whole number of at least 1, got ${maxInputChars}`
       })
     }
+    const maxInputMessages = options.maxInputMessages ?? defaultMaxInputMessages
+    if (!Number.isInteger(maxInputMessages) || maxInputMessages < 1) {
+      return yield* new AgentError.AgentConfigError({
+        reason: `maxInputMessages must be a whole number of at least 1, got ${maxInputMessages}`
+      })
+    }
     const layout = yield* AgentState.layout(middleware)
     const context = yield* Effect.context<never>()
     const tools: Array<ToolEntry> = []
@@ -790,7 +803,7 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
       maxSteps,
       maxToolCallRepairs,
       toolConcurrency,
-      maxInputChars,
+      inputLimits: { maxChars: maxInputChars, maxMessages: maxInputMessages },
       toolTimeout: timeouts,
       spans: options.spans,
       model,

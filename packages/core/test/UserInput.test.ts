@@ -250,6 +250,21 @@ describe("maxInputChars", () => {
         yield* refused(entry, Prompt.make(many as any), "the input holds 10001 messages, over the limit of 10000")
       }))
 
+    it.effect(`${entry}: maxInputMessages sets that limit: more is refused naming it, as many is accepted`, () =>
+      Effect.gen(function*() {
+        const three = Array.from({ length: 3 }, () => ({ role: "user", content: "a" }) as const)
+        yield* refused(
+          entry,
+          three,
+          "the input holds 3 messages, over the limit of 2 (Agent.make's maxInputMessages)",
+          {
+            maxInputMessages: 2
+          }
+        )
+        const agent = yield* Agent.make({ maxInputMessages: 3 })
+        assert.isUndefined(yield* attempt(agent, entry, three))
+      }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")]))))
+
     it.effect(`${entry}: an input of exactly the limit is accepted`, () =>
       Effect.gen(function*() {
         const agent = yield* Agent.make({ maxInputChars: 100 })
@@ -257,12 +272,14 @@ describe("maxInputChars", () => {
       }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")]))))
   }
 
-  for (const bad of [0, -1, 1.5, Number.NaN, "100"]) {
-    it.effect(`Agent.make refuses maxInputChars ${String(bad)} with AgentConfigError`, () =>
-      Effect.gen(function*() {
-        const error = yield* Effect.flip(Agent.make({ maxInputChars: bad as number }))
-        assert.strictEqual(error._tag, "AgentConfigError")
-        assert.include(error.message, "maxInputChars must be a whole number of at least 1")
-      }).pipe(Effect.provide(ScriptedModel.layer([]))))
+  for (const option of ["maxInputChars", "maxInputMessages"] as const) {
+    for (const bad of [0, -1, 1.5, Number.NaN, "100"]) {
+      it.effect(`Agent.make refuses ${option} ${String(bad)} with AgentConfigError`, () =>
+        Effect.gen(function*() {
+          const error = yield* Effect.flip(Agent.make({ [option]: bad as number }))
+          assert.strictEqual(error._tag, "AgentConfigError")
+          assert.include(error.message, `${option} must be a whole number of at least 1`)
+        }).pipe(Effect.provide(ScriptedModel.layer([]))))
+    }
   }
 })

@@ -11,6 +11,7 @@ import type * as Duration from "effect/Duration"
 import type * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import type * as Middleware from "../Middleware.js"
+import type { InputLimits } from "./input.js"
 import type { HookNode } from "./machine.js"
 import type * as OutputTool from "./outputTool.js"
 import type { ToolChoice, ToolEntry } from "./tools.js"
@@ -26,8 +27,11 @@ export interface LoopConfig {
   /** How many model replies in a row may hold invalid tool calls, each answered for the model to repair. */
   readonly maxToolCallRepairs: number
   readonly toolConcurrency: number | "unbounded"
-  /** The most characters of text, file data, tool arguments and results one input of `run`, `stream` or `send` may hold. */
-  readonly maxInputChars: number
+  /**
+   * How much one input of `run`, `stream` or `send` may hold: characters of text, file data, tool arguments and
+   * results, and messages.
+   */
+  readonly inputLimits: InputLimits
   /** The timeout of each tool (the `toolTimeout` and `toolTimeouts` options), for hooks that run calls themselves. */
   readonly toolTimeout?: ((toolName: string) => Duration.Duration | undefined) | undefined
   readonly model: LanguageModel.Service

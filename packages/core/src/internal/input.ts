@@ -36,24 +36,38 @@ export const checkThreadId = (threadId: unknown): Effect.Effect<string, InvalidI
     )
 
 /**
- * The most messages one input holds: more than any context window takes, and
- * an array is refused at this length before its messages are decoded (which
- * takes time for each, whatever its size).
+ * `maxInputMessages` when `Agent.make` is given none: more messages than any
+ * context window takes. An array over the limit is refused before its
+ * messages are decoded (which takes time for each, whatever its size).
  */
-export const maxInputMessages = 10_000
+export const defaultMaxInputMessages = 10_000
 
-const tooManyMessages = (count: number) =>
-  new InvalidInput({ description: `the input holds ${count} messages, over the limit of ${maxInputMessages}` })
+/** How much one input may hold: `Agent.make`'s `maxInputChars` and `maxInputMessages`. */
+export interface InputLimits {
+  readonly maxChars: number
+  readonly maxMessages: number
+}
 
-/** The input of a run as a prompt: a string, an array of messages or a `Prompt`; anything else is `InvalidInput`. */
-export const promptOf = (input: Prompt.RawInput): Effect.Effect<Prompt.Prompt, InvalidInput> => {
+const tooManyMessages = (count: number, limits: InputLimits) =>
+  new InvalidInput({
+    description:
+      `the input holds ${count} messages, over the limit of ${limits.maxMessages} (Agent.make's maxInputMessages)`
+  })
+
+/**
+ * The input of a run as a prompt: a string, an array of messages or a
+ * `Prompt`, of at most `limits.maxMessages` messages; anything else is `InvalidInput`.
+ */
+const promptOf = (input: Prompt.RawInput, limits: InputLimits): Effect.Effect<Prompt.Prompt, InvalidInput> => {
   if (typeof input === "string") return Effect.succeed(Prompt.make(input))
   if (Prompt.isPrompt(input)) {
-    return input.content.length > maxInputMessages
-      ? Effect.fail(tooManyMessages(input.content.length))
+    return input.content.length > limits.maxMessages
+      ? Effect.fail(tooManyMessages(input.content.length, limits))
       : Effect.succeed(input)
   }
-  if (Array.isArray(input) && input.length > maxInputMessages) return Effect.fail(tooManyMessages(input.length))
+  if (Array.isArray(input) && input.length > limits.maxMessages) {
+    return Effect.fail(tooManyMessages(input.length, limits))
+  }
   if (!Array.isArray(input)) {
     return Effect.fail(
       new InvalidInput({
@@ -133,15 +147,16 @@ export type Author = "user" | "conversation"
  * is wrong: not a string, messages or a `Prompt` (see {@link promptOf}); no
  * message; for `"user"`, a message that is not the user's or a user part
  * other than text and file; a user message with no part; the middleware's
- * marker in provider options; more than `maxChars` characters of text, file
- * data, tool arguments and results, and provider options.
+ * marker in provider options; more than `limits.maxChars` characters of text, file
+ * data, tool arguments and results, and provider options, or more than
+ * `limits.maxMessages` messages.
  */
 export const checkInput = (
   input: Prompt.RawInput,
   author: Author,
-  maxChars: number
+  limits: InputLimits
 ): Effect.Effect<ReadonlyArray<Prompt.Message>, InvalidInput> =>
-  Effect.flatMap(promptOf(input), ({ content }) => {
+  Effect.flatMap(promptOf(input, limits), ({ content }) => {
     if (content.length === 0) return Effect.fail(new InvalidInput({ description: "the input holds no message" }))
     let size = 0
     for (const [i, message] of content.entries()) {
@@ -213,10 +228,11 @@ export const checkInput = (
         }
       }
     }
-    return size > maxChars
+    return size > limits.maxChars
       ? Effect.fail(
         new InvalidInput({
-          description: `the input holds ${size} characters of text and file data, over the limit of ${maxChars} ` +
+          description:
+            `the input holds ${size} characters of text and file data, over the limit of ${limits.maxChars} ` +
             `(Agent.make's maxInputChars)`
         })
       )

@@ -92,7 +92,7 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
         Forks.fork(
           {
             checkpointer,
-            checkMessage: (input) => checkInput(input, "conversation", config.maxInputChars),
+            checkMessage: (input) => checkInput(input, "conversation", config.inputLimits),
             replay: (record, live) => Replay.replay(record, replayRuns, live),
             load,
             start: (input, to) => threads.start(input, { threadId: to }, undefined),

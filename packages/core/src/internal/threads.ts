@@ -208,7 +208,7 @@ const session = (
     Effect.flatMap(
       Effect.zipRight(
         open,
-        Effect.zip(checkThreadId(options?.threadId), checkInput(input, "conversation", config.maxInputChars))
+        Effect.zip(checkThreadId(options?.threadId), checkInput(input, "conversation", config.inputLimits))
       ),
       ([threadId, messages]) =>
         withThreadLock(
@@ -322,7 +322,7 @@ const session = (
       yield* open
       const id = yield* checkThreadId(threadId)
       const mode = yield* modeOf(options)
-      const messages = yield* checkInput(message, "user", config.maxInputChars)
+      const messages = yield* checkInput(message, "user", config.inputLimits)
       const taken = yield* Deferred.make<AgentResult.AgentResult<any>, unknown>()
       const entry: Inbox.Entry = { mode, messages, taken }
       let delivery: Agent.Sent["delivery"] = mode === "steer" ? "steered" : "queued"
