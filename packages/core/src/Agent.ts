@@ -272,6 +272,20 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
     value: Wait.DecisionOf<W>
   ): Effect.Effect<Checkpointer.PendingInterrupt & { readonly encodedDecision: unknown }, RunError<E>>
   /**
+   * The decision `value` for the wait `interrupt` of this agent (the
+   * middleware that waits and its request) with each text a person typed in
+   * it replaced by `replace`, as that middleware's wait declares them (its
+   * `personTexts`); `value` as it is when the wait names none. A parent that
+   * forwards decisions to this agent (`SubAgents`) names their texts with
+   * it, so its own `validateResume` redacts them before a durable run stores
+   * them.
+   */
+  readonly personTexts: (
+    interrupt: { readonly middleware: string; readonly value: unknown },
+    value: unknown,
+    replace: (text: string) => string
+  ) => unknown
+  /**
    * Runs the agent again on a recorded run (`RunRecord.record`, or read with
    * `RunRecord.fromJsonl`) without calling the model or any tool: the
    * recorded replies and tool results are served in order, every hook runs

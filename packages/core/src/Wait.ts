@@ -55,9 +55,12 @@ export interface Wait<Request, Decision, E = never, R = never> {
    * (optional). A durable run's decision is stored before the run takes it:
    * these texts pass the agent's `transformInput` hooks (Pii, …), as the
    * user's input does, before it is stored (`validateResume`), so no store
-   * keeps what a redaction removes.
+   * keeps what a redaction removes. `request` is the request the decision
+   * answers (decoded; `undefined` when the stored one does not decode).
    */
-  readonly personTexts?: ((decision: Decision, replace: (text: string) => string) => Decision) | undefined
+  readonly personTexts?:
+    | ((decision: Decision, replace: (text: string) => string, request: Request | undefined) => Decision)
+    | undefined
 }
 
 /**

@@ -1002,6 +1002,32 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       )
     })
 
+  /**
+   * The texts a person typed in the decisions, as the child each goes to
+   * names them (its waiting middleware's own `personTexts`, a grandchild's
+   * through its child): the parent's `validateResume` passes them through
+   * the parent's input hooks, so a durable parent stores them redacted.
+   */
+  const personTexts = (
+    decisions: Decisions,
+    replace: (text: string) => string,
+    request: TaskInterrupt | undefined
+  ): Decisions => {
+    const out: Record<string, unknown> = { ...decisions }
+    for (const wait of request?.waits ?? []) {
+      const child = ownValue(agents, wait.agent)
+      if (child === undefined || !Object.hasOwn(decisions, wait.callId)) continue
+      // (defined, not assigned: a call id may be `__proto__`)
+      Object.defineProperty(out, wait.callId, {
+        value: child.agent.personTexts(wait.interrupt, decisions[wait.callId], replace),
+        enumerable: true,
+        writable: true,
+        configurable: true
+      })
+    }
+    return out
+  }
+
   /** Deletes the child threads a deleted thread started (theirs in turn, through their own middleware). */
   const onThreadDeleted = (_threadId: string, state: Option.Option<State>) =>
     Effect.forEach(
@@ -1046,7 +1072,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
     },
     tools: handled,
     wrapModelCall: shareLimits ? wrapModelCall : undefined,
-    wait: { request: TaskInterrupt, decision: Decisions, check },
+    wait: { request: TaskInterrupt, decision: Decisions, check, personTexts },
     afterModel,
     onThreadDeleted
   })

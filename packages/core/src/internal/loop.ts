@@ -75,6 +75,13 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
       validateResume: Effect.fn("Agent.validateResume")((threadId: string, value: unknown) =>
         threads.validateResume(threadId, value)
       ),
+      personTexts: (interrupt, value, replace) =>
+        Waits.personTextsOf(
+          config.middleware.find((m) => m.name === interrupt.middleware),
+          interrupt.value,
+          value,
+          replace
+        ),
       replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) => Replay.replay(record, replayRuns)),
       fork: Effect.fn("Agent.fork")((source: string | RunRecord.RunRecord, options: Fork.Options) =>
         Forks.fork(
