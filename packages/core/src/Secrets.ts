@@ -37,8 +37,8 @@
  *   URL-encoded as they may be.
  * - **By form.** Bearer tokens, `Basic` credentials, in a URL in any text its
  *   userinfo, its host's labels shaped like a key and its fragment's
- *   credentials (`#access_token=…`), and tokens whose shape announces them (`sk-…`, `AIza…`, `ghp_…`, JSON web
- *   tokens, PEM private keys).
+ *   credentials (`#access_token=…`), and tokens whose shape announces them
+ *   (`sk-…`, `AIza…`, `ghp_…`, JSON web tokens, PEM private keys).
  *
  * Values shorter than {@link minimumLength} characters are not replaced by
  * value (a short value would shred ordinary text where it happens to occur);
@@ -621,7 +621,6 @@ const decoded = (text: string): string => {
   }
 }
 
-
 // ---------------------------------------------------------------------------
 // URLs
 // ---------------------------------------------------------------------------
@@ -805,7 +804,8 @@ const scrubParameterText = (
   text.split("&").map((part) => {
     const equals = part.indexOf("=")
     if (equals > 0) {
-      return part.slice(equals + 1) !== redacted && secret(decoded(part.slice(0, equals)), decoded(part.slice(equals + 1)))
+      return part.slice(equals + 1) !== redacted &&
+          secret(decoded(part.slice(0, equals)), decoded(part.slice(equals + 1)))
         ? `${part.slice(0, equals)}=${redacted}`
         : part
     }

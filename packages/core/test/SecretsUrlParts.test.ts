@@ -88,7 +88,10 @@ describe("Secrets: a key in any part of a URL", () => {
     { key, named: FastCheck.boolean() },
     ({ key, named }) => {
       const fragment = named ? `access_token=${key}` : key
-      const platform = HttpClientRequest.setHash(HttpClientRequest.post("https://gw.example.com/v1/responses"), fragment)
+      const platform = HttpClientRequest.setHash(
+        HttpClientRequest.post("https://gw.example.com/v1/responses"),
+        fragment
+      )
       for (
         const error of [
           aiRequestError("https://gw.example.com/v1/responses", Option.some(fragment)),

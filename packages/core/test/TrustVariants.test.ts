@@ -20,7 +20,13 @@ const responseError = (headers: Record<string, string>, body: string) =>
     module: "OpenAiClient",
     method: "createResponse",
     reason: "StatusCode",
-    request: { method: "POST", url: "https://gw.example.com/v1/responses", urlParams: [], hash: Option.none(), headers },
+    request: {
+      method: "POST",
+      url: "https://gw.example.com/v1/responses",
+      urlParams: [],
+      hash: Option.none(),
+      headers
+    },
     response: { status: 401, headers: {} },
     body
   })

@@ -53,7 +53,10 @@ const banker = (
     })
     const agent = yield* Agent.make({ toolkit: Bank, middleware: middleware(hitl) }).pipe(
       Effect.provideService(LanguageModel.LanguageModel, model),
-      Effect.provide(Bank.toLayer({ wire_money: () => Effect.as(Ref.update(wired, (n) => n + 1), "wired") }))
+      Effect.provide(Bank.toLayer({
+        wire_money: () =>
+          Effect.as(Ref.update(wired, (n) => n + 1), "wired")
+      }))
     )
     return { agent, wired: Ref.get(wired) }
   })
@@ -87,7 +90,8 @@ describe("approvals: variants", () => {
         assert.strictEqual(answers.length, 2)
         assert.isTrue(answers[1]!.isFailure)
         assert.include(JSON.stringify(answers[1]!.result), "needs a person's decision")
-      }))
+      })
+  )
 
   it.effect("a decision for a call of the reply that the wait did not ask about (its when said no) is refused", () =>
     Effect.gen(function*() {
@@ -283,7 +287,8 @@ describe("SubAgents: variants", () => {
       }).pipe(Effect.provideService(LanguageModel.LanguageModel, middleModel))
       const model = yield* counted(
         modelCalls,
-        (n) => n === 0 ? ScriptedModel.toolCalls([task("middle", "x", "c1")]) : ScriptedModel.text("all done")
+        (n) =>
+          n === 0 ? ScriptedModel.toolCalls([task("middle", "x", "c1")]) : ScriptedModel.text("all done")
       )
       const agent = yield* Agent.make({
         middleware: [

@@ -38,7 +38,10 @@ const echo = (request: ScriptedModel.Request) => {
 
 /** The child: asks to pay (HumanInTheLoop gates it), then answers with the tool result it saw. */
 const child = Effect.gen(function*() {
-  const { model } = yield* ScriptedModel.make([ScriptedModel.toolCalls([{ name: "pay", params: { amount: 10 } }]), echo])
+  const { model } = yield* ScriptedModel.make([
+    ScriptedModel.toolCalls([{ name: "pay", params: { amount: 10 } }]),
+    echo
+  ])
   return yield* Agent.make({
     toolkit: Tools,
     middleware: [HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { pay: true } })]
@@ -63,9 +66,12 @@ const parentScript: ReadonlyArray<ScriptedModel.Turn> = [
 
 /** The person's answer to every waiting leaf: respond with the typed text. */
 const respond = (interrupt: { readonly middleware: string; readonly key: string; readonly value: unknown }) =>
-  SubAgents.decide(interrupt, (leaf) =>
-    Option.getOrThrow(Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(leaf.interrupt.value))
-      .actionRequests.map((action) => HumanInTheLoop.respond(action, typed)))
+  SubAgents.decide(
+    interrupt,
+    (leaf) =>
+      Option.getOrThrow(Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(leaf.interrupt.value))
+        .actionRequests.map((action) => HumanInTheLoop.respond(action, typed))
+  )
 
 const stack = (runs: AgentWorkflow.AgentWorkflow) =>
   runs.layer.pipe(
@@ -108,12 +114,14 @@ describe("a decision SubAgents forwards to a child is stored redacted", () => {
     Effect.gen(function*() {
       const directory = yield* tempDirectory("stepwise-subagents-decision-pii-")
       const Runs = AgentWorkflow.make({ name: "subagents-decision-pii", version: 1 })
-      const context = yield* Layer.build(stack(Runs).pipe(
-        Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
-        Layer.provideMerge(
-          AgentEngine.layerSqlite({ filename: path.join(directory, "runs.db"), pollInterval: "100 millis" })
+      const context = yield* Layer.build(
+        stack(Runs).pipe(
+          Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
+          Layer.provideMerge(
+            AgentEngine.layerSqlite({ filename: path.join(directory, "runs.db"), pollInterval: "100 millis" })
+          )
         )
-      ))
+      )
       yield* answeredRun(Runs, context)
       const bytes = fs.readdirSync(directory)
         .map((file) => fs.readFileSync(path.join(directory, file)).toString("latin1"))
@@ -121,20 +129,30 @@ describe("a decision SubAgents forwards to a child is stored redacted", () => {
       for (const raw of raws) assert.notInclude(bytes, raw)
     }), { timeout: 120_000 })
 
-  it.scopedLive("in memory: no thread the checkpointer stores (the parent's, the child's) holds them", () =>
-    Effect.gen(function*() {
-      const memory = yield* Checkpointer.makeMemory
-      const Runs = AgentWorkflow.make({ name: "subagents-decision-pii-memory", version: 1 })
-      const context = yield* Layer.build(stack(Runs).pipe(
-        Layer.provideMerge(
-          Layer.mergeAll(Layer.succeed(Checkpointer.Checkpointer, memory), AgentEngine.layerMemory, RunStore.layerMemory)
+  it.scopedLive(
+    "in memory: no thread the checkpointer stores (the parent's, the child's) holds them",
+    () =>
+      Effect.gen(function*() {
+        const memory = yield* Checkpointer.makeMemory
+        const Runs = AgentWorkflow.make({ name: "subagents-decision-pii-memory", version: 1 })
+        const context = yield* Layer.build(
+          stack(Runs).pipe(
+            Layer.provideMerge(
+              Layer.mergeAll(
+                Layer.succeed(Checkpointer.Checkpointer, memory),
+                AgentEngine.layerMemory,
+                RunStore.layerMemory
+              )
+            )
+          )
         )
-      ))
-      const { childThread } = yield* answeredRun(Runs, context)
-      for (const threadId of ["t", childThread]) {
-        const stored = JSON.stringify(Option.getOrThrow(yield* memory.load(threadId)))
-        assert.include(stored, "use my card", threadId)
-        for (const raw of raws) assert.notInclude(stored, raw, threadId)
-      }
-    }), { timeout: 120_000 })
+        const { childThread } = yield* answeredRun(Runs, context)
+        for (const threadId of ["t", childThread]) {
+          const stored = JSON.stringify(Option.getOrThrow(yield* memory.load(threadId)))
+          assert.include(stored, "use my card", threadId)
+          for (const raw of raws) assert.notInclude(stored, raw, threadId)
+        }
+      }),
+    { timeout: 120_000 }
+  )
 })

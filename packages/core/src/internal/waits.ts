@@ -170,7 +170,10 @@ export const decodeDecision = (
   stored: unknown,
   encoded: unknown
 ): Effect.Effect<unknown, unknown, any> =>
-  Effect.flatMap(waitOf(m, threadId), (wait) => Effect.map(checked(m, wait, threadId, stored, encoded), (c) => c.decision))
+  Effect.flatMap(
+    waitOf(m, threadId),
+    (wait) => Effect.map(checked(m, wait, threadId, stored, encoded), (c) => c.decision)
+  )
 
 const waitOf = (m: Middleware.Any, threadId: string) =>
   m.wait === undefined
