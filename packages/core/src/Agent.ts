@@ -248,7 +248,9 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * stopped at: `value` is checked against that wait's `decision` schema (a
    * value that does not fit fails with `InvalidResume`, naming what is
    * wrong) and its `check`, then the hook that interrupted runs again and
-   * receives it. A thread waiting in a durable run fails with
+   * receives it, with the texts a person typed in it (its wait's
+   * `personTexts`) as the agent's `transformInput` hooks (Pii, …) give them
+   * back. A thread waiting in a durable run fails with
    * `DurableThreadError` (answer it through the run) and is left as it was.
    */
   resume(threadId: string, value: Wait.DecisionOf<W>): Effect.Effect<AgentResult.AgentResult<S, O, W>, RunError<E>>

@@ -9,11 +9,12 @@
 import type { Prompt } from "@effect/ai"
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Middleware } from "@stepwise-agent/core"
+import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Fiber, Option, Ref, Schema, Stream, TestClock } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 import * as ModelCallLimit from "../src/ModelCallLimit.js"
+import * as Pii from "../src/Pii.js"
 import * as RiskApproval from "../src/RiskApproval.js"
 import * as SubAgents from "../src/SubAgents.js"
 import * as ToolCallLimit from "../src/ToolCallLimit.js"
@@ -323,5 +324,62 @@ describe("SubAgents: variants", () => {
       const answer = resultsOf(result.state.messages).find((part) => part.name === "task")!
       assert.isTrue(answer.isFailure)
       assert.include(JSON.stringify(answer.result), "SubAgentTimeout")
+    }))
+})
+
+// ---------------------------------------------------------------------------
+// a person's text forwarded to a child, in process
+// ---------------------------------------------------------------------------
+
+describe("SubAgents: a person's text for a child, in process", () => {
+  it.effect("agent.resume: the parent's Pii redacts it before the child stores it (the child has no Pii)", () =>
+    Effect.gen(function*() {
+      const card = "4111 1111 1111 1111"
+      const typed = `use my card ${card}`
+      const checkpointer = yield* Checkpointer.makeMemory
+      const Pay = Toolkit.make(Tool.make("pay", { parameters: { amount: Schema.Number }, success: Schema.String }))
+      const { model: childModel } = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([{ name: "pay", params: { amount: 10 } }]),
+        ScriptedModel.text("paid")
+      ])
+      const payer = yield* Agent.make({
+        toolkit: Pay,
+        middleware: [HumanInTheLoop.middleware({ toolkit: Pay, interruptOn: { pay: true } })]
+      }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, childModel),
+        Effect.provide(Pay.toLayer({ pay: () => Effect.succeed("paid") })),
+        Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+      )
+      const { model } = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([task("payer", "pay the bill", "c1")]),
+        ScriptedModel.text("done")
+      ])
+      const parent = yield* Agent.make({
+        middleware: [
+          Pii.middleware({ types: ["credit_card"], strategy: "redact" }),
+          SubAgents.middleware({ agents: { payer: { description: "Pays", agent: payer } } })
+        ]
+      }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model),
+        Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+      )
+      const waiting = yield* parent.run("pay it", { threadId: "p" })
+      assert.strictEqual(waiting._tag, "Interrupted")
+      if (waiting._tag !== "Interrupted") return
+      const decisions = SubAgents.decide(
+        waiting.interrupt,
+        (leaf) =>
+          Option.getOrThrow(approvalOf(leaf.interrupt)).actionRequests.map((action) =>
+            HumanInTheLoop.respond(action, typed)
+          )
+      )
+      const result = yield* parent.resume("p", decisions)
+      assert.strictEqual(result._tag, "Completed")
+      const [leaf] = SubAgents.leaves(waiting.interrupt)
+      for (const threadId of ["p", leaf!.path[0]!.threadId]) {
+        const stored = JSON.stringify(Option.getOrThrow(yield* checkpointer.load(threadId)))
+        assert.notInclude(stored, card, threadId)
+        assert.notInclude(stored, card.replace(/ /g, ""), threadId)
+      }
     }))
 })

@@ -128,6 +128,28 @@ export interface Checked {
   readonly request?: unknown
 }
 
+type Transform<E, R> = (messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<ReadonlyArray<Prompt.Message>, E, R>
+
+/**
+ * The checked decision (decoded) with the texts a person typed in it (its
+ * wait's `personTexts`) passed through `transform` (the agent's
+ * `transformInput` hooks); `None` when the wait names no text in it.
+ */
+const throughInput = <E, R>(
+  m: Middleware.Any,
+  checked: Checked,
+  transform: Transform<E, R>
+): Effect.Effect<Option.Option<unknown>, unknown, R> =>
+  Effect.gen(function*() {
+    const personTexts = m.wait?.personTexts
+    if (personTexts === undefined) return Option.none()
+    const typed: Array<string> = []
+    personTexts(checked.decision, (text) => (typed.push(text), text), checked.request)
+    if (typed.length === 0) return Option.none()
+    const texts = yield* PersonAnswer.throughInput(typed, m.name, "wait.personTexts", transform)
+    return Option.some(personTexts(checked.decision, () => texts.shift()!, checked.request))
+  })
+
 /**
  * A decision checked as posted (`checkDecision` with `asPosted`), with the
  * texts a person typed in it (its wait's `personTexts`) passed through
@@ -139,25 +161,38 @@ export const withPersonTexts = <E, R>(
   m: Middleware.Any,
   threadId: string,
   checked: Checked,
-  transform: (messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<ReadonlyArray<Prompt.Message>, E, R>
+  transform: Transform<E, R>
 ): Effect.Effect<unknown, unknown, R> =>
   Effect.gen(function*() {
-    const personTexts = m.wait?.personTexts
-    if (personTexts === undefined) return checked.encoded
-    const typed: Array<string> = []
-    personTexts(checked.decision, (text) => (typed.push(text), text), checked.request)
-    if (typed.length === 0) return checked.encoded
-    const texts = yield* PersonAnswer.throughInput(typed, m.name, "wait.personTexts", transform)
-    const decision = personTexts(checked.decision, () => texts.shift()!, checked.request)
+    const redacted = yield* throughInput(m, checked, transform)
+    if (Option.isNone(redacted)) return checked.encoded
     const refused = (reason: string) =>
       new InvalidResume({
         threadId,
         middleware: m.name,
         reason: `the decision with a person's texts checked ${reason}`
       })
-    const given = yield* parsed(m.wait!.decision, "encode", decision, (reason) => refused(`does not encode: ${reason}`))
+    const given = yield* parsed(
+      m.wait!.decision,
+      "encode",
+      redacted.value,
+      (reason) => refused(`does not encode: ${reason}`)
+    )
     return yield* asJson(given, (reason) => refused(`does not encode as JSON: ${reason}`))
   })
+
+/**
+ * The decision a resumed hook takes in process: the checked decision
+ * (decoded) with the texts a person typed in it passed through `transform`,
+ * as `validateResume` gives a durable run's (the hook writes them, or hands
+ * them to the agents it forwards the decision to, redacted).
+ */
+export const resumedDecision = <E, R>(
+  m: Middleware.Any,
+  checked: Checked,
+  transform: Transform<E, R>
+): Effect.Effect<unknown, unknown, R> =>
+  Effect.map(throughInput(m, checked, transform), Option.getOrElse(() => checked.decision))
 
 /**
  * The decision a durable journal delivers (`encoded`, as it was posted),
