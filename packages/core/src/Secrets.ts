@@ -36,8 +36,10 @@
  *   `<name>value</name>` form, the quotes escaped, HTML-escaped or
  *   URL-encoded as they may be.
  * - **By form.** Bearer tokens, `Basic` credentials, in a URL in any text its
- *   userinfo, its host's labels shaped like a key and its fragment's
- *   credentials (`#access_token=…`), and tokens whose shape announces them
+ *   userinfo, its host's labels shaped like a key and the values of its path,
+ *   query and fragment that look like a key (in an `http`/`ws` URL: long,
+ *   letters and digits, no endpoint's word) or are named like one, and
+ *   tokens whose shape announces them
  *   (`sk-…`, `AIza…`, `ghp_…`, JSON web tokens, PEM private keys).
  *
  * Values shorter than {@link minimumLength} characters are not replaced by
@@ -493,15 +495,24 @@ const textUrl = new RegExp(
 )
 
 /**
- * A URL in text with its userinfo, its host's credential-like labels and its
- * fragment's credentials (named like one, or looking like one) redacted.
+ * A URL in text with its userinfo, its host's credential-like labels, and
+ * the credentials of its path, query and fragment (named like one, or
+ * looking like one: a path segment no endpoint's word, long, letters and
+ * digits) redacted.
  */
-const scrubTextUrl = (_whole: string, scheme: string, authority: string, rest: string, fragment?: string): string =>
-  `${scheme}${scrubAuthority(authority)}${rest}${
-    fragment === undefined
-      ? ""
-      : `#${scrubParameterText(fragment, (name, value) => isCredentialName(name) || looksSecret(value), looksSecret)}`
-  }`
+const scrubTextUrl = (_whole: string, scheme: string, authority: string, rest: string, fragment?: string): string => {
+  const parts = partsOf(rest)
+  // a file's URL (a stack trace's) holds no key; a network URL's key is letters, digits, `-` and `_`
+  const network = /^(?:https?|wss?):/i.test(scheme)
+  const keyLike = (value: string) => network && /^[\w-]+$/.test(value) && looksSecret(value)
+  const secret = (name: string, value: string) => isCredentialName(name) || keyLike(value)
+  const path = parts.path.split("/").map((raw) =>
+    raw !== redacted && !isEndpointSegment(decoded(raw)) && keyLike(decoded(raw)) ? redacted : raw
+  ).join("/")
+  return `${scheme}${scrubAuthority(authority)}${path}${
+    parts.query === undefined ? "" : `?${scrubParameterText(parts.query, secret, keyLike)}`
+  }${fragment === undefined ? "" : `#${scrubParameterText(fragment, secret, keyLike)}`}`
+}
 
 // Credentials whose form announces them: provider keys, JSON web tokens, private keys.
 const announced = new RegExp(

@@ -120,8 +120,8 @@ describe("Secrets: a key in any part of a URL", () => {
   })
 
   it.prop(
-    "a URL in any text shows no key in its userinfo, host or fragment; scrubbing it again changes nothing",
-    { key, part: FastCheck.constantFrom(...names.filter((name) => name !== "the path")) },
+    "a URL in any text shows no key in any of its parts; scrubbing it again changes nothing",
+    { key, part },
     ({ key, part }) => {
       const scrubbed = Secrets.scrubText(`POST ${urlParts[part]!(key)} failed: 401`)
       assertNoKey(scrubbed, key, part)
@@ -155,6 +155,8 @@ describe("Secrets: a key in any part of a URL", () => {
     for (
       const text of [
         "see https://docs.example.com/guide#configuration",
+        "POST https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-3-5-sonnet-20241022-v2:0/converse",
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-1.5-pro-002:generateContent?alt=json",
         "clone ssh://git@github.com/acme/repo.git",
         "https://alice@example.com/inbox",
         "https://deploy:<redacted>@github.com/acme/repo"
