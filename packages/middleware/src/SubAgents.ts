@@ -115,8 +115,9 @@ export interface Options<Agents extends Record<string, SubAgent>> {
   /**
    * The longest a child may run (default: the agent's `toolTimeout` for the
    * tool, else 10 minutes). A child still running then is stopped (its
-   * finalizers run) and what happens is what `onFailure` says of a failure,
-   * with {@link SubAgentTimeout}.
+   * finalizers run; one that ignores interruption is left to stop on its
+   * own) and what happens is what `onFailure` says of a failure, with
+   * {@link SubAgentTimeout}.
    */
   readonly timeout?: Duration.DurationInput | undefined
   /**
@@ -836,6 +837,9 @@ const build = (options: Options<Record<string, SubAgent>>) => {
             Effect.locally(remainingDepth, remaining - 1),
             Effect.locally(Allowance.CurrentPools, limits.pools),
             Allowance.ownBoard,
+            // a child that does not stop when told to (a call that ignores interruption) is left to stop on its
+            // own: the parent goes on at the timeout
+            Effect.disconnect,
             Effect.timeoutFail({
               duration: limits.timeout,
               onTimeout: () => new SubAgentTimeout({ ...delegation, timeoutMillis })

@@ -302,14 +302,14 @@ describe("SubAgents: variants", () => {
       assert.isAtMost(yield* Ref.get(toolRuns), 1)
     }))
 
-  it.effect("a child whose tool never answers is stopped at the per-child timeout; the parent goes on", () =>
+  it.effect("a child whose model never answers and ignores interruption is left behind at the per-child timeout", () =>
     Effect.gen(function*() {
       const calls = yield* Ref.make(0)
-      const childModel = yield* counted(calls, () => ScriptedModel.toolCalls([{ name: "noop", params: { n: 1 } }]))
-      const stuck = yield* Agent.make({ toolkit: Tools }).pipe(
-        Effect.provideService(LanguageModel.LanguageModel, childModel),
-        Effect.provide(Tools.toLayer({ noop: () => Effect.never }))
-      )
+      const deaf = yield* LanguageModel.make({
+        generateText: () => Effect.uninterruptible(Effect.never),
+        streamText: () => Stream.fromEffect(Effect.uninterruptible(Effect.never))
+      })
+      const stuck = yield* Agent.make({}).pipe(Effect.provideService(LanguageModel.LanguageModel, deaf))
       const model = yield* counted(
         calls,
         (n) => n === 0 ? ScriptedModel.toolCalls([task("stuck", "x", "c1")]) : ScriptedModel.text("all done")
@@ -322,9 +322,44 @@ describe("SubAgents: variants", () => {
       const result = yield* runClock(yield* Effect.fork(agent.run("go", { threadId: "t1" })), 300)
       assert.strictEqual(result._tag, "Completed")
       const answer = resultsOf(result.state.messages).find((part) => part.name === "task")!
-      assert.isTrue(answer.isFailure)
       assert.include(JSON.stringify(answer.result), "SubAgentTimeout")
     }))
+
+  it.effect.each(["run", "stream"] as const)(
+    "%s: a child whose tool never answers is stopped at the per-child timeout; the parent goes on",
+    (mode) =>
+      Effect.gen(function*() {
+        const calls = yield* Ref.make(0)
+        const childModel = yield* counted(calls, () => ScriptedModel.toolCalls([{ name: "noop", params: { n: 1 } }]))
+        const stuck = yield* Agent.make({ toolkit: Tools }).pipe(
+          Effect.provideService(LanguageModel.LanguageModel, childModel),
+          Effect.provide(Tools.toLayer({ noop: () => Effect.never }))
+        )
+        const model = yield* counted(
+          calls,
+          (n) => n === 0 ? ScriptedModel.toolCalls([task("stuck", "x", "c1")]) : ScriptedModel.text("all done")
+        )
+        const agent = yield* Agent.make({
+          middleware: [
+            SubAgents.middleware({ agents: { stuck: { description: "Hangs", agent: stuck } }, timeout: "30 seconds" })
+          ]
+        }).pipe(Effect.provideService(LanguageModel.LanguageModel, model))
+        const ran = mode === "run"
+          ? agent.run("go", { threadId: "t1" })
+          : Effect.flatMap(
+            Stream.runLast(agent.stream("go", { threadId: "t1" })),
+            (last) => {
+              const event = Option.getOrThrow(last)
+              return event._tag === "RunEnded" ? Effect.succeed(event.result) : Effect.dieMessage("no RunEnded")
+            }
+          )
+        const result = yield* runClock(yield* Effect.fork(ran), 300)
+        assert.strictEqual(result._tag, "Completed")
+        const answer = resultsOf(result.state.messages).find((part) => part.name === "task")!
+        assert.isTrue(answer.isFailure)
+        assert.include(JSON.stringify(answer.result), "SubAgentTimeout")
+      })
+  )
 })
 
 // ---------------------------------------------------------------------------
