@@ -367,54 +367,73 @@ describe("SubAgents: variants", () => {
 // ---------------------------------------------------------------------------
 
 describe("SubAgents: a person's text for a child, in process", () => {
-  it.effect("agent.resume: the parent's Pii redacts it before the child stores it (the child has no Pii)", () =>
-    Effect.gen(function*() {
-      const card = "4111 1111 1111 1111"
-      const typed = `use my card ${card}`
-      const checkpointer = yield* Checkpointer.makeMemory
-      const Pay = Toolkit.make(Tool.make("pay", { parameters: { amount: Schema.Number }, success: Schema.String }))
-      const { model: childModel } = yield* ScriptedModel.make([
-        ScriptedModel.toolCalls([{ name: "pay", params: { amount: 10 } }]),
-        ScriptedModel.text("paid")
-      ])
-      const payer = yield* Agent.make({
-        toolkit: Pay,
-        middleware: [HumanInTheLoop.middleware({ toolkit: Pay, interruptOn: { pay: true } })]
-      }).pipe(
-        Effect.provideService(LanguageModel.LanguageModel, childModel),
+  const card = "4111 1111 1111 1111"
+  const typed = `use my card ${card}`
+  const Pay = Toolkit.make(Tool.make("pay", { parameters: { amount: Schema.Number }, success: Schema.String }))
+
+  /** An agent on `checkpointer` whose model answers `turns`, with `middleware`. */
+  const agentOf = (
+    checkpointer: Checkpointer.Service,
+    turns: ReadonlyArray<ScriptedModel.Turn>,
+    middleware: ReadonlyArray<Middleware.Any>
+  ) =>
+    Effect.flatMap(ScriptedModel.make(turns), ({ model }) =>
+      Agent.make({ toolkit: Pay, middleware }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model),
         Effect.provide(Pay.toLayer({ pay: () => Effect.succeed("paid") })),
         Effect.provideService(Checkpointer.Checkpointer, checkpointer)
-      )
-      const { model } = yield* ScriptedModel.make([
-        ScriptedModel.toolCalls([task("payer", "pay the bill", "c1")]),
-        ScriptedModel.text("done")
-      ])
-      const parent = yield* Agent.make({
-        middleware: [
-          Pii.middleware({ types: ["credit_card"], strategy: "redact" }),
+      ))
+
+  /** The payer: asks a person before it pays (no Pii of its own). */
+  const payerOf = (checkpointer: Checkpointer.Service) =>
+    agentOf(checkpointer, [
+      ScriptedModel.toolCalls([{ name: "pay", params: { amount: 10 } }]),
+      ScriptedModel.text("paid")
+    ], [
+      HumanInTheLoop.middleware({ toolkit: Pay, interruptOn: { pay: true } })
+    ])
+
+  const delegating = (agent: string, id: string) => [
+    ScriptedModel.toolCalls([task(agent, "pay the bill", id)]),
+    ScriptedModel.text("done")
+  ]
+
+  for (const depth of ["a child", "a grandchild"] as const) {
+    it.effect(`agent.resume: the parent's Pii redacts it before ${depth} stores it (no Pii below)`, () =>
+      Effect.gen(function*() {
+        const checkpointer = yield* Checkpointer.makeMemory
+        const payer = yield* payerOf(checkpointer)
+        const child = depth === "a child" ? payer : yield* agentOf(checkpointer, delegating("payer", "g1"), [
           SubAgents.middleware({ agents: { payer: { description: "Pays", agent: payer } } })
-        ]
-      }).pipe(
-        Effect.provideService(LanguageModel.LanguageModel, model),
-        Effect.provideService(Checkpointer.Checkpointer, checkpointer)
-      )
-      const waiting = yield* parent.run("pay it", { threadId: "p" })
-      assert.strictEqual(waiting._tag, "Interrupted")
-      if (waiting._tag !== "Interrupted") return
-      const decisions = SubAgents.decide(
-        waiting.interrupt,
-        (leaf) =>
-          Option.getOrThrow(approvalOf(leaf.interrupt)).actionRequests.map((action) =>
-            HumanInTheLoop.respond(action, typed)
-          )
-      )
-      const result = yield* parent.resume("p", decisions)
-      assert.strictEqual(result._tag, "Completed")
-      const [leaf] = SubAgents.leaves(waiting.interrupt)
-      for (const threadId of ["p", leaf!.path[0]!.threadId]) {
-        const stored = JSON.stringify(Option.getOrThrow(yield* checkpointer.load(threadId)))
-        assert.notInclude(stored, card, threadId)
-        assert.notInclude(stored, card.replace(/ /g, ""), threadId)
-      }
-    }))
+        ])
+        const parent = yield* agentOf(checkpointer, delegating("child", "c1"), [
+          Pii.middleware({ types: ["credit_card"], strategy: "redact" }),
+          SubAgents.middleware({ agents: { child: { description: "Pays, or has it paid", agent: child } } })
+        ])
+        const waiting = yield* parent.run("pay it", { threadId: "p" })
+        assert.strictEqual(waiting._tag, "Interrupted")
+        if (waiting._tag !== "Interrupted") return
+        const decisions = SubAgents.decide(
+          waiting.interrupt,
+          (leaf) =>
+            Option.getOrThrow(approvalOf(leaf.interrupt)).actionRequests.map((action) =>
+              HumanInTheLoop.respond(action, typed)
+            )
+        )
+        const checked = yield* parent.validateResume("p", decisions)
+        assert.include(JSON.stringify(checked.encodedDecision), "use my card")
+        assert.notInclude(JSON.stringify(checked.encodedDecision), card)
+        const result = yield* parent.resume("p", decisions)
+        assert.strictEqual(result._tag, "Completed")
+        const [leaf] = SubAgents.leaves(waiting.interrupt)
+        assert.strictEqual(leaf!.path.length, depth === "a child" ? 1 : 2)
+        for (const threadId of ["p", ...leaf!.path.map((step) => step.threadId)]) {
+          const stored = JSON.stringify(Option.getOrThrow(yield* checkpointer.load(threadId)))
+          // the payer's thread holds the answer, redacted
+          if (threadId === leaf!.path.at(-1)!.threadId) assert.include(stored, "use my card", threadId)
+          assert.notInclude(stored, card, threadId)
+          assert.notInclude(stored, card.replace(/ /g, ""), threadId)
+        }
+      }))
+  }
 })
