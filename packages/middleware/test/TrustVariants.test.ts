@@ -276,6 +276,49 @@ describe("SubAgents: variants", () => {
         assert.isAtMost(yield* Ref.get(modelCalls), 3)
       })))
 
+  it.effect("ToolCallLimit's threadLimit counts a child's tool calls, in either order", () =>
+    Effect.forEach(orders, (order) =>
+      Effect.gen(function*() {
+        const modelCalls = yield* Ref.make(0)
+        const toolRuns = yield* Ref.make(0)
+        const model = yield* counted(
+          modelCalls,
+          (n) => n === 0 ? ScriptedModel.toolCalls([task("busy", "work", "c1")]) : ScriptedModel.text("all done")
+        )
+        const agent = yield* Agent.make({
+          middleware: order(
+            ToolCallLimit.middleware({ threadLimit: 2 }),
+            SubAgents.middleware({
+              agents: { busy: { description: "Works", agent: yield* busyChild(modelCalls, toolRuns, 6) } }
+            })
+          )
+        }).pipe(Effect.provideService(LanguageModel.LanguageModel, model))
+        yield* Effect.either(agent.run("go", { threadId: "t1" }))
+        // the task call takes one of the two
+        assert.isAtMost(yield* Ref.get(toolRuns), 1)
+      })))
+
+  it.effect("ModelCallLimit's threadLimit holds across a second run whose child would go over", () =>
+    Effect.gen(function*() {
+      const modelCalls = yield* Ref.make(0)
+      const toolRuns = yield* Ref.make(0)
+      const model = yield* counted(
+        modelCalls,
+        (n) => n % 2 === 0 ? ScriptedModel.toolCalls([task("busy", "work", `c${n}`)]) : ScriptedModel.text("done")
+      )
+      const agent = yield* Agent.make({
+        middleware: [
+          ModelCallLimit.middleware({ threadLimit: 6 }),
+          SubAgents.middleware({
+            agents: { busy: { description: "Works", agent: yield* busyChild(modelCalls, toolRuns, 3) } }
+          })
+        ]
+      }).pipe(Effect.provideService(LanguageModel.LanguageModel, model))
+      yield* Effect.either(agent.run("go", { threadId: "t1" }))
+      yield* Effect.either(agent.run("again", { threadId: "t1" }))
+      assert.isAtMost(yield* Ref.get(modelCalls), 6)
+    }))
+
   it.effect("a grandchild's tool calls count against its grandparent's ToolCallLimit", () =>
     Effect.gen(function*() {
       const modelCalls = yield* Ref.make(0)
