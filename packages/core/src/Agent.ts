@@ -30,7 +30,6 @@ import * as Checkpointer from "./Checkpointer.js"
 import type * as Fork from "./Fork.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
 import { defaultMaxInputChars } from "./internal/input.js"
-import * as Lifetime from "./internal/lifetime.js"
 import { makeLoop } from "./internal/loop.js"
 import { unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
@@ -116,10 +115,12 @@ export interface SendOptions {
  * `result` waits for the run that takes the message in and gives its result,
  * or fails as that run failed (a run `send` started is reported through
  * `watch` and logged too). Runs `send` starts belong to the scope the agent
- * was built in (`Agent.layer`'s): closing it interrupts them (their `result`
- * fails with `ThreadStateError` rather than waiting), and once it is closed
- * `send` itself fails with `AgentClosed`, delivering nothing. A `send` that
- * fails delivered nothing: retrying it sends the message once.
+ * was built in (`Agent.layer`'s): closing it interrupts them, and the
+ * `result` of every message no run will answer now (taken in by an
+ * interrupted run, or held for a thread that waits for a decision) fails
+ * with `ThreadStateError` rather than waiting; once it is closed `send`
+ * itself fails with `AgentClosed`, delivering nothing. A `send` that fails
+ * delivered nothing: retrying it sends the message once.
  *
  * @example
  * ```ts
@@ -351,8 +352,8 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * now on, tagged with their run and thread: for inspectors and
    * dashboards. While anybody watches, runs stream their model calls (so
    * watchers see text as it is written); while nobody does, runs cost
-   * nothing extra. Closing the scope ends the stream once it has
-   * delivered the events published before the close.
+   * nothing extra. Closing the scope, or the agent's, ends the stream once
+   * it has delivered the events published before the close.
    */
   readonly watch: Effect.Effect<Stream.Stream<RunEvent<S, O, W>>, never, Scope.Scope>
   /**
@@ -774,8 +775,10 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
       Effect.flatMap(Option.match({ onNone: () => Checkpointer.makeMemory, onSome: Effect.succeed }))
     )
     const model = yield* LanguageModel.LanguageModel
-    const scope = yield* Effect.serviceOption(Scope.Scope)
-    const lifetime = yield* Lifetime.make(scope)
+    // the agent lives in the scope it is built in; built outside any, in one that never closes
+    const scope = yield* Effect.serviceOption(Scope.Scope).pipe(
+      Effect.flatMap(Option.match({ onNone: () => Scope.make(), onSome: Effect.succeed }))
+    )
     const service = yield* makeLoop({
       middleware,
       layout,
@@ -790,10 +793,8 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
       spans: options.spans,
       model,
       checkpointer,
-      scope,
-      lifetime,
       context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>
-    })
+    }).pipe(Scope.extend(scope))
     return service
   })
 
