@@ -56,6 +56,7 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import { globalValue } from "effect/GlobalValue"
 import * as Option from "effect/Option"
@@ -701,6 +702,31 @@ export const middleware = <const Agents extends Record<string, SubAgent>>(
 const ownValue = <A>(record: Readonly<Record<string, A>>, key: string): A | undefined =>
   Object.hasOwn(record, key) ? record[key] : undefined
 
+/**
+ * `effect` failing with `onTimeout()` once `duration` passed: then it is told
+ * to stop and left to do so, so work that ignores interruption (a call that
+ * never answers and never stops) does not hold the caller. An interruption
+ * from outside waits for it to stop, as usual.
+ */
+const leftAtTimeout = <A, E, R, E2>(
+  effect: Effect.Effect<A, E, R>,
+  duration: Duration.Duration,
+  onTimeout: () => E2
+): Effect.Effect<A, E | E2, R> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(
+      Effect.forkDaemon(restore(effect)),
+      (fiber) =>
+        restore(Effect.timeoutOption(Fiber.join(fiber), duration)).pipe(
+          Effect.onInterrupt(() => Fiber.interrupt(fiber)),
+          Effect.flatMap(Option.match({
+            onNone: () => Effect.zipRight(Fiber.interruptFork(fiber), Effect.fail(onTimeout())),
+            onSome: Effect.succeed
+          }))
+        )
+    )
+  )
+
 /** How long a child may run when neither `timeout` nor the agent's `toolTimeout` says. */
 const defaultTimeout = Duration.minutes(10)
 
@@ -837,13 +863,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
             Effect.locally(remainingDepth, remaining - 1),
             Effect.locally(Allowance.CurrentPools, limits.pools),
             Allowance.ownBoard,
-            // a child that does not stop when told to (a call that ignores interruption) is left to stop on its
-            // own: the parent goes on at the timeout
-            Effect.disconnect,
-            Effect.timeoutFail({
-              duration: limits.timeout,
-              onTimeout: () => new SubAgentTimeout({ ...delegation, timeoutMillis })
-            })
+            (child) => leftAtTimeout(child, limits.timeout, () => new SubAgentTimeout({ ...delegation, timeoutMillis }))
           )
       if (sink === undefined) return yield* outcomeOf(call, delegation, nested(start.run))
       sink(AgentEvent.ToolCallStarted({ call }))
