@@ -18,6 +18,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import type * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
@@ -288,6 +289,23 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
     value: unknown,
     replace: (text: string) => string
   ) => unknown
+  /**
+   * Checks a decision as a durable run posts it (`encoded`: the
+   * `encodedDecision` of `validateResume`, as JSON keeps it) against the
+   * wait `threadId` stops at, as the run will when it gets it: decoded with
+   * the wait's `decision` schema, then its `check`. Gives the decision
+   * decoded; nothing runs. A decision that no longer decodes (the wait
+   * changed since it was stored) fails with `InvalidResume`.
+   */
+  validatePosted(threadId: string, encoded: unknown): Effect.Effect<Wait.DecisionOf<W>, RunError<E>>
+  /**
+   * A structured output (a completed result's `output`) encoded by the
+   * agent's `responseFormat`, as JSON keeps it: what a durable run journals.
+   * Without a `responseFormat` the value as it is.
+   */
+  encodeOutput(output: O): Effect.Effect<unknown, ParseResult.ParseError>
+  /** An output as {@link Service.encodeOutput} gives it, decoded by the agent's `responseFormat`. */
+  decodeOutput(encoded: unknown): Effect.Effect<O, ParseResult.ParseError>
   /**
    * Runs the agent again on a recorded run (`RunRecord.record`, or read with
    * `RunRecord.fromJsonl`) without calling the model or any tool: the
@@ -616,7 +634,7 @@ export type BuildError<Mws extends ReadonlyArray<Middleware.Any>, TE = never> =
  * with `Agent.layer` and `Layer.provide`), not with `Effect.provide` around
  * `Agent.make` alone, which releases a scoped layer (a provider's HTTP
  * client) as soon as `make` ends. Built in a `Scope`, the agent closes with it: then `run`, `stream`,
- * `resume`, `resumeStream`, `validateResume` and `send` fail with
+ * `resume`, `resumeStream`, `validateResume`, `validatePosted` and `send` fail with
  * `AgentClosed`; so they do once a run fails because an HTTP client the agent
  * kept was released (undici's `ClientDestroyedError`), the error naming that
  * cause.

@@ -568,7 +568,15 @@ describe("RunJournal.nested", () => {
       const nested = RunJournal.nested(RunJournal.nested(outer, "task/c1/1"), "task/g1/1")
       assert.isFalse(nested.durable)
       assert.deepStrictEqual(
-        yield* nested.await({ key: "k", threadId: "t", step: 0, middleware: "m", node: "afterModel", value: 1 }),
+        yield* nested.await({
+          key: "k",
+          threadId: "t",
+          step: 0,
+          middleware: "m",
+          node: "afterModel",
+          value: 1,
+          decision: Schema.Number
+        }),
         Option.none()
       )
       yield* nested.step(RunJournal.StepKey.Checkpoint({ index: 0 }), Effect.void)

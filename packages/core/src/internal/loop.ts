@@ -87,6 +87,13 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
           value,
           replace
         ),
+      encodeOutput: (output: unknown) =>
+        config.output === undefined ? Effect.succeed(output) : config.output.encode(output),
+      decodeOutput: (encoded: unknown) =>
+        config.output === undefined ? Effect.succeed(encoded) : config.output.decode(encoded),
+      validatePosted: Effect.fn("Agent.validatePosted")((threadId: string, encoded: unknown) =>
+        threads.validatePosted(threadId, encoded)
+      ),
       replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) => Replay.replay(record, replayRuns)),
       fork: Effect.fn("Agent.fork")((source: string | RunRecord.RunRecord, options: Fork.Options) =>
         Forks.fork(

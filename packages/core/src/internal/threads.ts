@@ -308,6 +308,18 @@ const session = (
       return { ...waiting.pending, encodedDecision: encoded }
     }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
 
+  /**
+   * `validatePosted`: a decision as a durable journal posts it (encoded), decoded with the wait of the thread and
+   * checked, as the run will when it gets it. Its failures leave scrubbed, as `validateResume`'s do.
+   */
+  const validatePosted = (id: string, encoded: unknown) =>
+    Effect.gen(function*() {
+      yield* open
+      const threadId = yield* checkThreadId(id)
+      const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId))
+      return yield* Effect.provide(Waits.decodeDecision(middleware, threadId, pending.value, encoded), config.context)
+    }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
+
   const send = (threadId: string, message: Prompt.RawInput, options?: Agent.SendOptions) =>
     Effect.gen(function*() {
       // a closed agent would start no run: its senders learn it here, not from `result`
@@ -352,6 +364,7 @@ const session = (
     checkDecisionSchema,
     resume,
     validateResume,
+    validatePosted,
     send,
     watch: watchers.watch,
     withThreadLock,
