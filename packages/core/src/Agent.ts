@@ -250,7 +250,9 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * stopped at: `value` is checked against that wait's `decision` schema (a
    * value that does not fit fails with `InvalidResume`, naming what is
    * wrong) and its `check`, then the hook that interrupted runs again and
-   * receives it. A thread waiting in a durable run fails with
+   * receives it, with the texts a person typed in it (its wait's
+   * `personTexts`) as the agent's `transformInput` hooks (Pii, …) give them
+   * back. A thread waiting in a durable run fails with
    * `DurableThreadError` (answer it through the run) and is left as it was.
    */
   resume(threadId: string, value: Wait.DecisionOf<W>): Effect.Effect<AgentResult.AgentResult<S, O, W>, RunError<E>>
@@ -273,6 +275,20 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
     threadId: string,
     value: Wait.DecisionOf<W>
   ): Effect.Effect<Checkpointer.PendingInterrupt & { readonly encodedDecision: unknown }, RunError<E>>
+  /**
+   * The decision `value` for the wait `interrupt` of this agent (the
+   * middleware that waits and its request) with each text a person typed in
+   * it replaced by `replace`, as that middleware's wait declares them (its
+   * `personTexts`); `value` as it is when the wait names none. A parent that
+   * forwards decisions to this agent (`SubAgents`) names their texts with
+   * it, so its own `validateResume` redacts them before a durable run stores
+   * them.
+   */
+  readonly personTexts: (
+    interrupt: { readonly middleware: string; readonly value: unknown },
+    value: unknown,
+    replace: (text: string) => string
+  ) => unknown
   /**
    * Checks a decision as a durable run posts it (`encoded`: the
    * `encodedDecision` of `validateResume`, as JSON keeps it) against the

@@ -659,7 +659,9 @@ export const make = <
       readonly decision: Schema.Schema<D, any>
       readonly check?: WC | undefined
       /** The texts a person typed in a decision, replaced (see {@link Wait.Wait}). */
-      readonly personTexts?: ((decision: NoInfer<D>, replace: (text: string) => string) => NoInfer<D>) | undefined
+      readonly personTexts?:
+        | ((decision: NoInfer<D>, replace: (text: string) => string, request: NoInfer<Q> | undefined) => NoInfer<D>)
+        | undefined
     } | undefined
     readonly beforeAgent?: (BA & CheckUpdate<S, BA>) | undefined
     readonly beforeModel?: (BM & CheckUpdate<S, BM>) | undefined

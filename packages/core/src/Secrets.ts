@@ -16,8 +16,11 @@
  *   every URL parameter but those obviously safe (`api-version=2024-02-01`,
  *   `alt=json`), every segment of the URL's path but the words of providers'
  *   endpoints (`v1`, `chat`, `completions`, `deployments`, versions, dates,
- *   models' names: a gateway's `/v1/<key>/chat/completions`), and every
- *   `Redacted` value in the error. They are redacted
+ *   models' names: a gateway's `/v1/<key>/chat/completions`), the URL's
+ *   userinfo (`https://user:<password>@…`, `https://<token>@…`), its
+ *   fragment's parameters and pieces (`#access_token=…`, `#<key>`), its host's
+ *   labels shaped like a key (`https://<40 hex digits>.example.com`), and
+ *   every `Redacted` value in the error. They are redacted
  *   where they stand and replaced wherever else they occur in the error: its
  *   message, its cause chain, a gateway's body quoting the key. Values made
  *   known with {@link register} or {@link layer} (an API key read from
@@ -32,9 +35,12 @@
  *   `name=value`, `name => value`, `["name", "value"]`, `--name value` and
  *   `<name>value</name>` form, the quotes escaped, HTML-escaped or
  *   URL-encoded as they may be.
- * - **By form.** Bearer tokens, `Basic` credentials, a URL's userinfo and
- *   tokens whose shape announces them (`sk-…`, `AIza…`, `ghp_…`, JSON web
- *   tokens, PEM private keys).
+ * - **By form.** Bearer tokens, `Basic` credentials, in a URL in any text its
+ *   userinfo, its host's labels shaped like a key and the values of its path,
+ *   query and fragment that look like a key (in an `http`/`ws` URL: long,
+ *   letters and digits, no endpoint's word) or are named like one, and
+ *   tokens whose shape announces them
+ *   (`sk-…`, `AIza…`, `ghp_…`, JSON web tokens, PEM private keys).
  *
  * Values shorter than {@link minimumLength} characters are not replaced by
  * value (a short value would shred ordinary text where it happens to occur);
@@ -56,6 +62,7 @@ import * as Exit from "effect/Exit"
 import { globalValue } from "effect/GlobalValue"
 import * as Inspectable from "effect/Inspectable"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
@@ -378,7 +385,8 @@ const addCredential = (found: Set<string>, value: unknown) => {
  * replaced by value. Give it the credentials a client layer sets (an API key
  * read from config, a gateway's base URL with the key in its path: the
  * credentials a URL holds, its path segments that are no endpoint's words,
- * its query parameters and its userinfo, are known alone as well).
+ * its query's and fragment's parameters, its userinfo and its host's labels
+ * shaped like a key, are known alone as well).
  *
  * @example
  * ```ts
@@ -478,8 +486,33 @@ const basic = /\b(basic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])/gi
 const isBasicCredential = (encoded: string): boolean =>
   Either.match(Encoding.decodeBase64String(encoded), { onLeft: () => false, onRight: (text) => text.includes(":") })
 
-// `scheme://user:password@` and `scheme://token@`
-const textUserInfo = /\b([a-z][a-z0-9+.-]{0,31}:\/\/)([^\s/?#@"'`<>\\]*)@/gi
+// A URL in text: its scheme, its authority (`user:password@host:port`), its path and query, its fragment (a
+// character of each, or a `<redacted>` already there)
+const urlChar = (excluded: string) => `(?:[^\\s${excluded}"'\`<>\\\\]|${redacted})`
+const textUrl = new RegExp(
+  `\\b([a-z][a-z0-9+.-]{0,31}:\\/\\/)(${urlChar("/?#")}*)(${urlChar("#")}*)(?:#(${urlChar("")}*))?`,
+  "gi"
+)
+
+/**
+ * A URL in text with its userinfo, its host's credential-like labels, and
+ * the credentials of its path, query and fragment (named like one, or
+ * looking like one: a path segment no endpoint's word, long, letters and
+ * digits) redacted.
+ */
+const scrubTextUrl = (_whole: string, scheme: string, authority: string, rest: string, fragment?: string): string => {
+  const parts = partsOf(rest)
+  // a file's URL (a stack trace's) holds no key; a network URL's key is letters, digits, `-` and `_`
+  const network = /^(?:https?|wss?):/i.test(scheme)
+  const keyLike = (value: string) => network && /^[\w-]+$/.test(value) && looksSecret(value)
+  const secret = (name: string, value: string) => isCredentialName(name) || keyLike(value)
+  const path = parts.path.split("/").map((raw) =>
+    raw !== redacted && !isEndpointSegment(decoded(raw)) && keyLike(decoded(raw)) ? redacted : raw
+  ).join("/")
+  return `${scheme}${scrubAuthority(authority)}${path}${
+    parts.query === undefined ? "" : `?${scrubParameterText(parts.query, secret, keyLike)}`
+  }${fragment === undefined ? "" : `#${scrubParameterText(fragment, secret, keyLike)}`}`
+}
 
 // Credentials whose form announces them: provider keys, JSON web tokens, private keys.
 const announced = new RegExp(
@@ -541,12 +574,7 @@ const scrubTextWith = (text: string, values: RegExp | undefined): string =>
       basic,
       (whole, prefix: string, encoded: string) => isBasicCredential(encoded) ? `${prefix}${redacted}` : whole
     )
-    .replace(textUserInfo, (whole, scheme: string, info: string) =>
-      info.includes(":")
-        ? `${scheme}${info.slice(0, info.indexOf(":"))}:${redacted}@`
-        : info.length >= 16 && info !== redacted
-        ? `${scheme}${redacted}@`
-        : whole)
+    .replace(textUrl, scrubTextUrl)
     .replace(announced, redacted)
 
 /**
@@ -586,6 +614,8 @@ const isRecord = (u: object): boolean =>
 interface RequestLike {
   readonly url: string
   readonly urlParams?: unknown
+  /** The fragment (the platform's `Option` of it). */
+  readonly hash?: unknown
   readonly headers: object
 }
 
@@ -602,23 +632,8 @@ const decoded = (text: string): string => {
   }
 }
 
-/** The `name=value` parameters of a URL's query: the name, the value as written and decoded. */
-const queryOf = (url: string): Array<readonly [name: string, raw: string, value: string]> => {
-  const query = url.includes("?") ? url.slice(url.indexOf("?") + 1).split("#")[0]! : ""
-  const parameters: Array<readonly [name: string, raw: string, value: string]> = []
-  for (const part of query.split("&")) {
-    const equals = part.indexOf("=")
-    if (equals > 0) {
-      parameters.push([decoded(part.slice(0, equals)), part.slice(equals + 1), decoded(part.slice(equals + 1))])
-    }
-  }
-  return parameters
-}
-
-const userInfo = /^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*:)([^/?#@]*)@/i
-
 // ---------------------------------------------------------------------------
-// URL paths
+// URLs
 // ---------------------------------------------------------------------------
 
 // The words providers' endpoints are made of. A path segment made of them (or of a version, a date, a short number
@@ -713,43 +728,165 @@ const isEndpointPart = (part: string): boolean =>
 const isEndpointSegment = (segment: string): boolean =>
   isEndpointPart(segment) || segment.split(":").every(isEndpointPart)
 
-// a URL: its origin (scheme, userinfo, host and port), its path, its query and fragment
-const urlShape = /^([a-z][a-z0-9+.-]*:\/\/[^/?#]*)?([^?#]*)([\s\S]*)$/i
+// a URL: its scheme, authority (userinfo, host and port), path, query and fragment
+const urlParts = /^(?:([a-z][a-z0-9+.-]*:\/\/)([^/?#]*))?([^?#]*)(\?[^#]*)?(#[\s\S]*)?$/i
 
-/** The segments of a URL's path, as written and decoded, that may be credentials. */
-const pathSecrets = (url: string): Array<readonly [raw: string, value: string]> => {
-  const path = urlShape.exec(url)?.[2] ?? ""
-  return path.split("/").flatMap((raw) => {
-    const value = decoded(raw)
-    return isEndpointSegment(value) ? [] : [[raw, value] as const]
-  })
+interface UrlParts {
+  readonly scheme: string
+  readonly authority: string
+  readonly path: string
+  /** The query, without its `?`. */
+  readonly query: string | undefined
+  /** The fragment, without its `#`. */
+  readonly fragment: string | undefined
+}
+
+const partsOf = (url: string): UrlParts => {
+  const [, scheme = "", authority = "", path = "", query, fragment] = urlParts.exec(url)!
+  return { scheme, authority, path, query: query?.slice(1), fragment: fragment?.slice(1) }
+}
+
+const withParts = (parts: UrlParts): string =>
+  `${parts.scheme}${parts.authority}${parts.path}${parts.query === undefined ? "" : `?${parts.query}`}${
+    parts.fragment === undefined ? "" : `#${parts.fragment}`
+  }`
+
+/** Whether a value looks like a credential: long, letters and digits, no spaces. */
+const looksSecret = (value: string): boolean =>
+  value.length >= 16 && /[a-z]/i.test(value) && /\d/.test(value) && !/\s/.test(value)
+
+/** A user name of a URL's userinfo that is no credential: a word (`git`, `x-access-token`), no digits. */
+const isUserName = (user: string): boolean => user === redacted || /^[A-Za-z][A-Za-z._-]{0,31}$/.test(user)
+
+/**
+ * A URL's userinfo (`user:password`, `token`) with the password redacted, and
+ * the user too unless it is a plain user name.
+ */
+const scrubUserInfo = (info: string): string => {
+  const colon = info.indexOf(":")
+  const user = colon < 0 ? info : info.slice(0, colon)
+  const kept = isUserName(decoded(user)) ? user : redacted
+  return colon < 0 ? kept : `${kept}:${redacted}`
 }
 
 /**
+ * Whether a host's label may be a credential or a secret id (a gateway's
+ * `https://<key>.example.com`): 16 characters or more, and hexadecimal (maybe
+ * dashed: a UUID), or holding `_`, or upper and lower case, or 25 letters and
+ * more, or a run of more than 10 letters and digits mixed. Providers' labels
+ * (`us-central1-aiplatform`, `generativelanguage`, `bedrock-runtime`) are none.
+ */
+const isSecretLabel = (label: string): boolean =>
+  label.length >= 16 && label !== redacted &&
+  (/^[0-9a-f]+$/i.test(label.replace(/-/g, "")) || label.includes("_") ||
+    (/[a-z]/.test(label) && /[A-Z]/.test(label)) || /^[a-z]{25,}$/i.test(label) ||
+    label.split("-").some((part) => part.length > 10 && /\d/.test(part) && /[a-z]/i.test(part)))
+
+/** The labels of an authority's host (without the port) that may be credentials. */
+const hostSecrets = (authority: string): Array<string> => {
+  const host = authority.slice(authority.lastIndexOf("@") + 1).replace(/:\d*$/, "")
+  return host.startsWith("[") ? [] : host.split(".").filter(isSecretLabel)
+}
+
+/** An authority (`userinfo@host:port`) with its userinfo and the host's credential-like labels redacted. */
+const scrubAuthority = (authority: string): string => {
+  const at = authority.lastIndexOf("@")
+  const hostPort = authority.slice(at + 1)
+  const port = /:\d*$/.exec(hostPort)?.[0] ?? ""
+  const host = hostPort.slice(0, hostPort.length - port.length)
+  const labels = host.startsWith("[") ? host : host.split(".").map((label) => isSecretLabel(label) ? redacted : label)
+    .join(".")
+  return `${at < 0 ? "" : `${scrubUserInfo(authority.slice(0, at))}@`}${labels}${port}`
+}
+
+/** Whether a piece of a URL's query or fragment that is no `name=value` is provably no credential. */
+const isUrlWord = (piece: string): boolean => isEndpointSegment(piece) || /^[A-Za-z][A-Za-z_-]{0,31}$/.test(piece)
+
+/**
+ * A URL's query or fragment (`a=1&b=2`, `access_token=…`, `/route`): each
+ * `name=value` redacted as `secret(name, value)` says, each other piece
+ * (split at `/`) as `secretPiece` says.
+ */
+const scrubParameterText = (
+  text: string,
+  secret: (name: string, value: string) => boolean,
+  secretPiece: (piece: string) => boolean
+): string =>
+  text.split("&").map((part) => {
+    const equals = part.indexOf("=")
+    if (equals > 0) {
+      return part.slice(equals + 1) !== redacted &&
+          secret(decoded(part.slice(0, equals)), decoded(part.slice(equals + 1)))
+        ? `${part.slice(0, equals)}=${redacted}`
+        : part
+    }
+    return part.split("/").map((piece) => piece !== redacted && secretPiece(decoded(piece)) ? redacted : piece)
+      .join("/")
+  }).join("&")
+
+/** A request's query or fragment, scrubbed: every parameter but the obviously safe ones, every piece but words. */
+const scrubRequestParameters = (text: string): string =>
+  scrubParameterText(text, isSecretParameter, (piece) => !isUrlWord(piece))
+
+/** The `name=value` parameters and other pieces of a query or fragment: the name, the value as written and decoded. */
+type Parameter = readonly [name: string | undefined, raw: string, value: string]
+const parametersOf = (text: string | undefined): Array<Parameter> =>
+  text === undefined ? [] : text.split("&").flatMap((part): Array<Parameter> => {
+    const equals = part.indexOf("=")
+    return equals > 0
+      ? [[decoded(part.slice(0, equals)), part.slice(equals + 1), decoded(part.slice(equals + 1))]]
+      : part.split("/").map((piece) => [undefined, piece, decoded(piece)])
+  })
+
+/** The segments of a URL's path, as written and decoded, that may be credentials. */
+const pathSecrets = (path: string): Array<readonly [raw: string, value: string]> =>
+  path.split("/").flatMap((raw) => {
+    const value = decoded(raw)
+    return isEndpointSegment(value) ? [] : [[raw, value] as const]
+  })
+
+/**
  * The URL with every path segment that is not provably an endpoint's word
- * redacted: the origin, the words of the endpoint and the query (scrubbed on
- * its own) stay. A key is a path segment behind many gateways (`/v1/<key>/…`),
- * Azure names a deployment there, a proxy an account: none of these has a name
- * that says it is a credential, and the shape of a key (hex, base64, words
- * run together) is not one a rule can rule out, so only words known to
- * providers' endpoints, versions, dates, short numbers and models' names stay.
+ * redacted: the origin, the words of the endpoint, the query and the
+ * fragment (scrubbed on their own) stay. A key is a path segment behind many
+ * gateways (`/v1/<key>/…`), Azure names a deployment there, a proxy an
+ * account: none of these has a name that says it is a credential, and the
+ * shape of a key (hex, base64, words run together) is not one a rule can rule
+ * out, so only words known to providers' endpoints, versions, dates, short
+ * numbers and models' names stay.
  */
 const scrubPath = (url: string): string => {
-  const parts = urlShape.exec(url)
-  if (parts === null) return url
-  const [, origin = "", path = "", rest = ""] = parts
-  const scrubbed = path.split("/").map((raw) => isEndpointSegment(decoded(raw)) ? raw : redacted).join("/")
-  return scrubbed === path ? url : `${origin}${scrubbed}${rest}`
+  const parts = partsOf(url)
+  const path = parts.path.split("/").map((raw) => isEndpointSegment(decoded(raw)) ? raw : redacted).join("/")
+  return path === parts.path ? url : withParts({ ...parts, path })
+}
+
+/**
+ * A URL a request was sent to, every part of it scrubbed: the userinfo, the
+ * host's credential-like labels, the path's segments that are no endpoint's
+ * words, the query's and the fragment's parameters but the obviously safe
+ * ones, and the values the error shows it sent wherever they occur.
+ */
+const scrubUrl = (url: string, scrubbing: Scrubbing): string => {
+  const parts = partsOf(scrubPath(url))
+  return scrubTextWith(
+    withParts({
+      ...parts,
+      authority: parts.scheme === "" ? parts.authority : scrubAuthority(parts.authority),
+      query: parts.query === undefined ? undefined : scrubRequestParameters(parts.query),
+      fragment: parts.fragment === undefined ? undefined : scrubRequestParameters(parts.fragment)
+    }),
+    scrubbing.values
+  )
 }
 
 /**
  * The credentials a request sent. `all`: every header and parameter value
- * but the ordinary ones; else only those named like credentials or looking
- * like one (long, letters and digits, no spaces).
+ * but the ordinary ones, every part of its URL that may be one; else only
+ * those named like credentials or looking like one (long, letters and
+ * digits, no spaces).
  */
 const sentCredentials = (request: RequestLike, found: Set<string>, all: boolean) => {
-  const looksSecret = (value: string) =>
-    value.length >= 16 && /[a-z]/i.test(value) && /\d/.test(value) && !/\s/.test(value)
   for (const [name, value] of Object.entries(request.headers)) {
     if (isOrdinaryHeader(name)) continue
     if (
@@ -758,7 +895,7 @@ const sentCredentials = (request: RequestLike, found: Set<string>, all: boolean)
       addCredential(found, value)
     }
   }
-  const parameters: Array<readonly [string, string]> = []
+  const parameters: Array<readonly [string | undefined, string]> = []
   if (Array.isArray(request.urlParams)) {
     for (const entry of request.urlParams) {
       if (Array.isArray(entry) && typeof entry[0] === "string" && typeof entry[1] === "string") {
@@ -766,16 +903,36 @@ const sentCredentials = (request: RequestLike, found: Set<string>, all: boolean)
       }
     }
   }
-  for (const [name, raw, value] of queryOf(request.url)) parameters.push([name, value], [name, raw])
-  for (const [name, value] of parameters) {
-    if (isSecretParameter(name, value) && (all || isCredentialName(name) || looksSecret(value))) found.add(value)
+  const url = partsOf(request.url)
+  const hash = fragmentOf(request.hash)
+  for (const text of [url.query, url.fragment, hash]) {
+    for (const [name, raw, value] of parametersOf(text)) parameters.push([name, value], [name, raw])
   }
-  for (const [raw, value] of pathSecrets(request.url)) {
+  for (const [name, value] of parameters) {
+    const secret = name === undefined ? !isUrlWord(value) : isSecretParameter(name, value)
+    if (secret && (all || (name !== undefined && isCredentialName(name)) || looksSecret(value))) found.add(value)
+  }
+  for (const [raw, value] of pathSecrets(url.path)) {
     if (all || looksSecret(value)) found.add(value).add(raw)
   }
-  const password = userInfo.exec(request.url)?.[2]
-  if (password !== undefined && password.length > 0) found.add(password).add(decoded(password))
+  for (const label of hostSecrets(url.authority)) found.add(label).add(label.toLowerCase())
+  const at = url.authority.lastIndexOf("@")
+  if (at >= 0) {
+    const info = url.authority.slice(0, at)
+    const colon = info.indexOf(":")
+    const user = colon < 0 ? info : info.slice(0, colon)
+    if (!isUserName(decoded(user))) found.add(user).add(decoded(user))
+    if (colon >= 0 && colon < info.length - 1) found.add(info.slice(colon + 1)).add(decoded(info.slice(colon + 1)))
+  }
 }
+
+/** A request's `hash` (an `Option` of the fragment, as the platform keeps it, or the fragment itself). */
+const fragmentOf = (hash: unknown): string | undefined =>
+  typeof hash === "string"
+    ? hash.replace(/^#/, "")
+    : Option.isOption(hash) && Option.isSome(hash) && typeof hash.value === "string"
+    ? hash.value.replace(/^#/, "")
+    : undefined
 
 /** Every credential the value shows it sent: its requests' headers and parameters, its `Redacted` values. */
 const collect = (value: unknown, found: Set<string>, seen: Set<object>): void => {
@@ -896,15 +1053,6 @@ const scrubParameters = (parameters: unknown, scrubbing: Scrubbing): unknown => 
   return scrubbed.some((entry, index) => entry !== parameters[index]) ? scrubbed : parameters
 }
 
-const scrubUrl = (url: string, scrubbing: Scrubbing): string =>
-  scrubTextWith(
-    scrubPath(url)
-      .replace(userInfo, (_match, prefix: string) => `${prefix}${redacted}@`)
-      .replace(/([?&])([^=&#]*)=([^&#]*)/g, (whole, separator: string, name: string, value: string) =>
-        isSecretParameter(decoded(name), decoded(value)) ? `${separator}${name}=${redacted}` : whole),
-    scrubbing.values
-  )
-
 const scrubRequest = (request: object, scrubbing: Scrubbing): object =>
   scrubObject(request, scrubbing, (key, value) =>
     key === "headers" && Predicate.isObject(value)
@@ -913,7 +1061,20 @@ const scrubRequest = (request: object, scrubbing: Scrubbing): object =>
       ? scrubParameters(value, scrubbing)
       : key === "url" && typeof value === "string"
       ? scrubUrl(value, scrubbing)
+      : key === "hash" && fragmentOf(value) !== undefined
+      ? scrubHash(value, scrubbing)
       : scrubField(scrubbing)(key, value))
+
+/** A request's `hash` (a fragment, maybe in an `Option`) scrubbed as a URL's fragment is. */
+const scrubHash = (hash: unknown, scrubbing: Scrubbing): unknown => {
+  const fragment = fragmentOf(hash)!
+  const scrubbed = scrubTextWith(scrubRequestParameters(fragment), scrubbing.values)
+  return scrubbed === fragment
+    ? hash
+    : typeof hash === "string"
+    ? `${hash.startsWith("#") ? "#" : ""}${scrubbed}`
+    : Option.some(scrubbed)
+}
 
 /** A body read as JSON or text with the known values replaced in its strings (and nothing else changed). */
 const replaceKnown = (body: unknown, values: RegExp | undefined): unknown => {
@@ -1128,14 +1289,43 @@ export const scrubCause = <E>(cause: Cause.Cause<E>): Cause.Cause<E> =>
 
 const untracked: Scrubbing = { seen: new WeakMap(), values: undefined }
 
-/** A span attribute as the platform's `http.client` span records the request as sent, scrubbed. */
+const isAbsoluteUrl = (value: string): boolean => /^[a-z][a-z0-9+.-]*:\/\//i.test(value)
+
+/** A URL-valued attribute or header: scrubbed as a URL a request was sent to. */
+const scrubUrlText = (value: string): string => isAbsoluteUrl(value) ? scrubUrl(value, untracked) : scrubText(value)
+
+// the attributes and headers that hold the URL of a request or of where it leads
+const urlAttribute = /^(?:url\.full|url\.original|http\.url|http\.target)$|\.url$/
+const urlHeaders = new Set(["referer", "origin", "location", "content-location"])
+
+/**
+ * A span attribute as the platform's `http.client` span records the request
+ * as sent, scrubbed: a URL wherever it stands (`url.full`, `server.address`,
+ * a `Referer` or `Location` header) in every part, a host in its labels.
+ */
 const scrubAttribute = (key: string, value: unknown): unknown => {
   if (typeof value !== "string") return value
-  if (key.startsWith("http.request.header.")) return isOrdinaryHeader(key.slice(20)) ? value : redacted
-  if (key.startsWith("http.response.header.")) return isCredentialName(key.slice(21)) ? redacted : value
-  if (key === "url.full") return scrubUrl(value, untracked)
+  if (key.startsWith("http.request.header.")) {
+    const name = key.slice(20)
+    return !isOrdinaryHeader(name)
+      ? redacted
+      : name === "host"
+      ? scrubAuthority(value)
+      : urlHeaders.has(name)
+      ? scrubUrlText(value)
+      : scrubText(value)
+  }
+  if (key.startsWith("http.response.header.")) {
+    const name = key.slice(21)
+    return isCredentialName(name) ? redacted : urlHeaders.has(name) ? scrubUrlText(value) : scrubText(value)
+  }
   if (key === "url.path") return scrubTextWith(scrubPath(value), undefined)
   if (key === "url.query") return scrubUrl(`?${value}`, untracked).slice(1)
+  if (key === "url.fragment") return scrubUrl(`#${value}`, untracked).slice(1)
+  if (urlAttribute.test(key)) return scrubUrlText(value)
+  if (/(?:^|\.)(?:address|host|host\.name|peer\.name)$/.test(key)) {
+    return isAbsoluteUrl(value) ? scrubUrl(value, untracked) : scrubAuthority(value)
+  }
   return scrubText(value)
 }
 

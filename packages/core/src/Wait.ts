@@ -52,12 +52,15 @@ export interface Wait<Request, Decision, E = never, R = never> {
   /**
    * The decision with each text a person typed in it (a free-text answer, a
    * rejection's reason) replaced by `replace`, everything else as it is
-   * (optional). A durable run's decision is stored before the run takes it:
-   * these texts pass the agent's `transformInput` hooks (Pii, …), as the
-   * user's input does, before it is stored (`validateResume`), so no store
-   * keeps what a redaction removes.
+   * (optional). These texts pass the agent's `transformInput` hooks (Pii,
+   * …), as the user's input does, before the hook takes the decision
+   * (`resume`) and before a durable run stores it (`validateResume`), so no
+   * store keeps what a redaction removes. `request` is the request the decision
+   * answers (decoded; `undefined` when the stored one does not decode).
    */
-  readonly personTexts?: ((decision: Decision, replace: (text: string) => string) => Decision) | undefined
+  readonly personTexts?:
+    | ((decision: Decision, replace: (text: string) => string, request: Request | undefined) => Decision)
+    | undefined
 }
 
 /**

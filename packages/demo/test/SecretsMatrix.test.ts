@@ -4,7 +4,9 @@
  * `urlParams: [["key", "…"]]`) or in a header no fixed name list holds
  * (`Ocp-Apim-Subscription-Key`, `x-functions-key`, `x-key`) or in the URL's
  * path (a gateway's `/v1/<key>/…`, an Azure-style deployment, a key of 32 hex
- * digits with no name or shape that tells it is one), reaching the
+ * digits with no name or shape that tells it is one), its userinfo
+ * (`https://user:<key>@…`, `https://<key>@…`) or its fragment
+ * (`#access_token=<key>`, `#<key>`), reaching the
  * error as the request it describes (a gateway's HTML 502 labelled JSON puts
  * the whole request in the body), quoted in a gateway's 401 body, or inside a cause
  * chain (a tool that dies wrapping the platform's error of its own request).
@@ -44,6 +46,9 @@ const hexKey = "7f3a9c2e41b04d5e8a6f1c2b3d4e5f60"
 const inPath = (segment: string) => (request: HttpClientRequest.HttpClientRequest) =>
   HttpClientRequest.setUrl(request, request.url.replace("/v1/", `/v1/${segment}/`))
 
+/** The request's URL with a userinfo, as a base URL `https://<info>@host` gives it (undici does not send it). */
+const inUserInfo = (info: string) => HttpClientRequest.updateUrl((url) => url.replace("://", `://${info}@`))
+
 /** How the client layer sets the key on every request it sends. */
 const placements: ReadonlyArray<
   readonly [
@@ -58,7 +63,11 @@ const placements: ReadonlyArray<
   ["an x-key header", key, HttpClientRequest.setHeader("x-key", key)],
   ["a segment of the URL's path (/v1/<key>/responses)", key, inPath(key)],
   ["a segment of the URL's path with no name or shape (32 hex digits)", hexKey, inPath(hexKey)],
-  ["an Azure-style deployment path (/v1/deployments/<key>/responses)", hexKey, inPath(`deployments/${hexKey}`)]
+  ["an Azure-style deployment path (/v1/deployments/<key>/responses)", hexKey, inPath(`deployments/${hexKey}`)],
+  ["the URL's userinfo password (https://user:<key>@…)", key, inUserInfo(`user:${key}`)],
+  ["the URL's userinfo, a token alone (https://<key>@…)", hexKey, inUserInfo(hexKey)],
+  ["the URL's fragment (#access_token=<key>)", key, HttpClientRequest.setHash(`access_token=${key}`)],
+  ["the URL's fragment, bare (#<key>)", hexKey, HttpClientRequest.setHash(hexKey)]
 ]
 
 /** The tool of the cause-chain case: it calls the gateway with the key and dies wrapping the platform's error. */

@@ -24,10 +24,12 @@
  * (an old one re-sent, a double submit, a replay of another thread's) fails
  * with {@link StaleDecision}, one naming none with {@link UnboundDecision}.
  *
- * A decision holds for the call decided: a call of a gated tool is checked
- * again where the `wrapToolCall` chain ends, and one changed after it was
- * cleared (by a `wrapToolCall` or a later `afterModel`) is judged again by
- * its `when`, and does not run unasked.
+ * A decision holds for the call decided, in the reply it was made for: a
+ * call of a gated tool is checked again where the `wrapToolCall` chain ends,
+ * and one changed after it was cleared (by a `wrapToolCall` or a later
+ * `afterModel`), or one no decision of its own reply cleared (an identical
+ * later call whose `afterModel` a jump skipped), is judged again by its
+ * `when`, and does not run unasked.
  *
  * When an {@link Approvals} service is in the context the agent was built
  * with, the middleware asks it in-process (a CLI prompt, an auto-approve
@@ -1337,14 +1339,28 @@ const setup: <Tools extends Record<string, Tool.Any>>(
     })
 
   /**
-   * The calls cleared to run, by thread and call id: the fingerprint of each
-   * as it was judged by `when` or decided. The guard lets a gated call run
-   * only as it was cleared; the entry of a thread is replaced at each reply.
+   * The calls cleared to run, by thread: the reply they belong to (its index
+   * in the thread) and the fingerprint of each, by call id, as it was judged
+   * by `when` or decided. The guard lets a gated call run only as it was
+   * cleared, in the reply it was cleared in: an identical call of a later
+   * reply (`call_0` again) whose `afterModel` a jump skipped is not cleared
+   * by an earlier decision. The entry of a thread is replaced at each reply.
    */
-  const cleared = new Map<string, Map<string, string>>()
-  const clearCalls = (threadId: string, calls: ReadonlyArray<Prompt.ToolCallPart>) => {
+  const cleared = new Map<string, { readonly index: number; readonly calls: Map<string, string> }>()
+  const clearCalls = (threadId: string, index: number, calls: ReadonlyArray<Prompt.ToolCallPart>) => {
     if (calls.length === 0) cleared.delete(threadId)
-    else cleared.set(threadId, new Map(calls.map((call) => [call.id, fingerprintOf(call.name, call.params)])))
+    else {
+      cleared.set(threadId, {
+        index,
+        calls: new Map(calls.map((call) => [call.id, fingerprintOf(call.name, call.params)]))
+      })
+    }
+  }
+  const isCleared = (request: Middleware.ToolCallRequest, fingerprint: string): boolean => {
+    const entry = cleared.get(request.threadId)
+    const messages = (request.state as { readonly messages?: ReadonlyArray<Prompt.Message> }).messages
+    return entry !== undefined && entry.calls.get(request.call.id) === fingerprint &&
+      messages !== undefined && AgentState.pendingToolCalls(messages)?.index === entry.index
   }
 
   const apply = (
@@ -1386,7 +1402,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
           }
         }
       }
-      clearCalls(context.threadId, runs)
+      clearCalls(context.threadId, batch.index, runs)
       if (edits.size === 0 && answers.length === 0) return undefined
       const messages = [...context.messages]
       if (edits.size > 0) {
@@ -1411,7 +1427,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
     const gate = gates.get(call.name)
     if (gate === undefined) return Effect.succeedNone
     const fingerprint = fingerprintOf(call.name, call.params)
-    if (cleared.get(request.threadId)?.get(call.id) === fingerprint) return Effect.succeedNone
+    if (isCleared(request, fingerprint)) return Effect.succeedNone
     return Effect.gen(function*() {
       const context: DescriptionContext = {
         threadId: request.threadId,
@@ -1427,8 +1443,9 @@ const setup: <Tools extends Record<string, Tool.Any>>(
         Effect.as(
           Middleware.report(`${call.name} (${call.id}) did not run: ${why}`, { callId: call.id }),
           Option.some(Middleware.toolResult(call, {
-            error: `This call of "${call.name}" changed after it was cleared to run, and the call as changed ` +
-              `needs a person's decision: it did not run (${why}).`
+            error: `This call of "${call.name}" is not the call cleared to run (it changed after it was cleared to ` +
+              `run, or no decision of its reply cleared it), and it needs a person's decision: it did not run ` +
+              `(${why}).`
           }, { isFailure: true }))
         )
       if (Option.isNone(approvals)) return yield* refused("no Approvals service to ask")
@@ -1510,7 +1527,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
           })
         }
         if (gated.length === 0) {
-          clearCalls(context.threadId, free)
+          clearCalls(context.threadId, batch.index, free)
           return undefined
         }
         const seen = new Set<string>()

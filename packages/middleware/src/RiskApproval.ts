@@ -217,6 +217,8 @@ export const make = (
           Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: describe(call, context) })] })
         ])
       }).pipe(
+        // a classifier that does not stop when told to (an uninterruptible call) is left to stop on its own
+        Effect.disconnect,
         Effect.timeoutFail({
           duration: timeout,
           onTimeout: () => `the classifier gave no verdict within ${Duration.format(timeout)}`

@@ -56,6 +56,7 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import { globalValue } from "effect/GlobalValue"
 import * as Option from "effect/Option"
@@ -115,8 +116,9 @@ export interface Options<Agents extends Record<string, SubAgent>> {
   /**
    * The longest a child may run (default: the agent's `toolTimeout` for the
    * tool, else 10 minutes). A child still running then is stopped (its
-   * finalizers run) and what happens is what `onFailure` says of a failure,
-   * with {@link SubAgentTimeout}.
+   * finalizers run; one that ignores interruption is left to stop on its
+   * own) and what happens is what `onFailure` says of a failure, with
+   * {@link SubAgentTimeout}.
    */
   readonly timeout?: Duration.DurationInput | undefined
   /**
@@ -710,6 +712,31 @@ export const middleware = <const Agents extends Record<string, SubAgent>>(
 const ownValue = <A>(record: Readonly<Record<string, A>>, key: string): A | undefined =>
   Object.hasOwn(record, key) ? record[key] : undefined
 
+/**
+ * `effect` failing with `onTimeout()` once `duration` passed: then it is told
+ * to stop and left to do so, so work that ignores interruption (a call that
+ * never answers and never stops) does not hold the caller. An interruption
+ * from outside waits for it to stop, as usual.
+ */
+const leftAtTimeout = <A, E, R, E2>(
+  effect: Effect.Effect<A, E, R>,
+  duration: Duration.Duration,
+  onTimeout: () => E2
+): Effect.Effect<A, E | E2, R> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(
+      Effect.forkDaemon(restore(effect)),
+      (fiber) =>
+        restore(Effect.timeoutOption(Fiber.join(fiber), duration)).pipe(
+          Effect.onInterrupt(() => Fiber.interrupt(fiber)),
+          Effect.flatMap(Option.match({
+            onNone: () => Effect.zipRight(Fiber.interruptFork(fiber), Effect.fail(onTimeout())),
+            onSome: Effect.succeed
+          }))
+        )
+    )
+  )
+
 /** How long a child may run when neither `timeout` nor the agent's `toolTimeout` says. */
 const defaultTimeout = Duration.minutes(10)
 
@@ -846,10 +873,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
             Effect.locally(remainingDepth, remaining - 1),
             Effect.locally(Allowance.CurrentPools, limits.pools),
             Allowance.ownBoard,
-            Effect.timeoutFail({
-              duration: limits.timeout,
-              onTimeout: () => new SubAgentTimeout({ ...delegation, timeoutMillis })
-            })
+            (child) => leftAtTimeout(child, limits.timeout, () => new SubAgentTimeout({ ...delegation, timeoutMillis }))
           )
       if (sink === undefined) return yield* outcomeOf(call, delegation, nested(start.run))
       sink(AgentEvent.ToolCallStarted({ call }))
@@ -1012,6 +1036,32 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       )
     })
 
+  /**
+   * The texts a person typed in the decisions, as the child each goes to
+   * names them (its waiting middleware's own `personTexts`, a grandchild's
+   * through its child): the parent's `validateResume` passes them through
+   * the parent's input hooks, so a durable parent stores them redacted.
+   */
+  const personTexts = (
+    decisions: Decisions,
+    replace: (text: string) => string,
+    request: TaskInterrupt | undefined
+  ): Decisions => {
+    const out: Record<string, unknown> = { ...decisions }
+    for (const wait of request?.waits ?? []) {
+      const child = ownValue(agents, wait.agent)
+      if (child === undefined || !Object.hasOwn(decisions, wait.callId)) continue
+      // (defined, not assigned: a call id may be `__proto__`)
+      Object.defineProperty(out, wait.callId, {
+        value: child.agent.personTexts(wait.interrupt, decisions[wait.callId], replace),
+        enumerable: true,
+        writable: true,
+        configurable: true
+      })
+    }
+    return out
+  }
+
   /** Deletes the child threads a deleted thread started (theirs in turn, through their own middleware). */
   const onThreadDeleted = (_threadId: string, state: Option.Option<State>) =>
     Effect.forEach(
@@ -1056,7 +1106,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
     },
     tools: handled,
     wrapModelCall: shareLimits ? wrapModelCall : undefined,
-    wait: { request: TaskInterrupt, decision: Decisions, check },
+    wait: { request: TaskInterrupt, decision: Decisions, check, personTexts },
     afterModel,
     onThreadDeleted
   })

@@ -956,7 +956,8 @@ export const make = (
         } catch {
           body = { model: "", input: [], unparsedBody: text }
         }
-        const path = (req.url ?? "").split("?")[0]!
+        // (a client may send the URL's fragment too)
+        const path = (req.url ?? "").split(/[?#]/)[0]!
         // the Responses API under any base path (a gateway's `/v1/<key>/responses`)
         const routed = req.method === "POST" && (path === "/v1/responses" || path.endsWith("/responses"))
         const tokens = inputTokens(body)

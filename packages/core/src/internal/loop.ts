@@ -80,6 +80,13 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
       validateResume: Effect.fn("Agent.validateResume")((threadId: string, value: unknown) =>
         threads.validateResume(threadId, value)
       ),
+      personTexts: (interrupt, value, replace) =>
+        Waits.personTextsOf(
+          config.middleware.find((m) => m.name === interrupt.middleware),
+          interrupt.value,
+          value,
+          replace
+        ),
       encodeOutput: (output: unknown) =>
         config.output === undefined ? Effect.succeed(output) : config.output.encode(output),
       decodeOutput: (encoded: unknown) =>

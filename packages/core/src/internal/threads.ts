@@ -273,7 +273,11 @@ const session = (
               const waiting = yield* pendingOf(threadId, loaded)
               const { index, pending } = waiting
               yield* Pending.checkOwner(threadId, pending, journaled.journal.durable, "resume")
-              const { decision } = yield* checkValue(threadId, waiting, value)
+              const checked = yield* checkValue(threadId, waiting, value)
+              // what a person typed passes the input's hooks before the hook (or a child it forwards the decision
+              // to) takes it, as `validateResume` gives a durable run's decision
+              const decision = yield* Waits.resumedDecision(waiting.middleware, checked, (messages) =>
+                Effect.provide(Receive.hooksOf(config, threadId, messages), config.context))
               const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
               const state = RunState.withResume(
                 RunState.make(loaded.messages, loaded.slices, Option.getOrThrow(loaded.checkpoint).run),

@@ -6,6 +6,7 @@
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CheckpointError, InvalidHookResult, InvalidResume } from "../AgentError.js"
@@ -108,7 +109,7 @@ export const checkDecision = (
   stored: unknown,
   value: unknown,
   asPosted = false
-): Effect.Effect<{ readonly encoded: unknown; readonly decision: unknown }, unknown, any> =>
+): Effect.Effect<Checked, unknown, any> =>
   Effect.gen(function*() {
     const wait = yield* waitOf(m, threadId)
     const refused = (reason: string) => new InvalidResume({ threadId, middleware: m.name, reason })
@@ -116,7 +117,37 @@ export const checkDecision = (
     const encoded = asPosted
       ? yield* asJson(given, (reason) => refused(`the decision does not encode as JSON: ${reason}`))
       : given
-    return { encoded, decision: yield* checked(m, wait, threadId, stored, encoded) }
+    return { encoded, ...yield* checked(m, wait, threadId, stored, encoded) }
+  })
+
+/** A decision checked: encoded (what a durable journal stores), decoded (what the hook gets), and its request. */
+export interface Checked {
+  readonly encoded: unknown
+  readonly decision: unknown
+  /** The request the decision answers, decoded (when the wait has a check or names a person's texts). */
+  readonly request?: unknown
+}
+
+type Transform<E, R> = (messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<ReadonlyArray<Prompt.Message>, E, R>
+
+/**
+ * The checked decision (decoded) with the texts a person typed in it (its
+ * wait's `personTexts`) passed through `transform` (the agent's
+ * `transformInput` hooks); `None` when the wait names no text in it.
+ */
+const throughInput = <E, R>(
+  m: Middleware.Any,
+  checked: Checked,
+  transform: Transform<E, R>
+): Effect.Effect<Option.Option<unknown>, unknown, R> =>
+  Effect.gen(function*() {
+    const personTexts = m.wait?.personTexts
+    if (personTexts === undefined) return Option.none()
+    const typed: Array<string> = []
+    personTexts(checked.decision, (text) => (typed.push(text), text), checked.request)
+    if (typed.length === 0) return Option.none()
+    const texts = yield* PersonAnswer.throughInput(typed, m.name, "wait.personTexts", transform)
+    return Option.some(personTexts(checked.decision, () => texts.shift()!, checked.request))
   })
 
 /**
@@ -129,26 +160,39 @@ export const checkDecision = (
 export const withPersonTexts = <E, R>(
   m: Middleware.Any,
   threadId: string,
-  checked: { readonly encoded: unknown; readonly decision: unknown },
-  transform: (messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<ReadonlyArray<Prompt.Message>, E, R>
+  checked: Checked,
+  transform: Transform<E, R>
 ): Effect.Effect<unknown, unknown, R> =>
   Effect.gen(function*() {
-    const personTexts = m.wait?.personTexts
-    if (personTexts === undefined) return checked.encoded
-    const typed: Array<string> = []
-    personTexts(checked.decision, (text) => (typed.push(text), text))
-    if (typed.length === 0) return checked.encoded
-    const texts = yield* PersonAnswer.throughInput(typed, m.name, "wait.personTexts", transform)
-    const decision = personTexts(checked.decision, () => texts.shift()!)
+    const redacted = yield* throughInput(m, checked, transform)
+    if (Option.isNone(redacted)) return checked.encoded
     const refused = (reason: string) =>
       new InvalidResume({
         threadId,
         middleware: m.name,
         reason: `the decision with a person's texts checked ${reason}`
       })
-    const given = yield* parsed(m.wait!.decision, "encode", decision, (reason) => refused(`does not encode: ${reason}`))
+    const given = yield* parsed(
+      m.wait!.decision,
+      "encode",
+      redacted.value,
+      (reason) => refused(`does not encode: ${reason}`)
+    )
     return yield* asJson(given, (reason) => refused(`does not encode as JSON: ${reason}`))
   })
+
+/**
+ * The decision a resumed hook takes in process: the checked decision
+ * (decoded) with the texts a person typed in it passed through `transform`,
+ * as `validateResume` gives a durable run's (the hook writes them, or hands
+ * them to the agents it forwards the decision to, redacted).
+ */
+export const resumedDecision = <E, R>(
+  m: Middleware.Any,
+  checked: Checked,
+  transform: Transform<E, R>
+): Effect.Effect<unknown, unknown, R> =>
+  Effect.map(throughInput(m, checked, transform), Option.getOrElse(() => checked.decision))
 
 /**
  * The decision a durable journal delivers (`encoded`, as it was posted),
@@ -161,7 +205,10 @@ export const decodeDecision = (
   stored: unknown,
   encoded: unknown
 ): Effect.Effect<unknown, unknown, any> =>
-  Effect.flatMap(waitOf(m, threadId), (wait) => checked(m, wait, threadId, stored, encoded))
+  Effect.flatMap(
+    waitOf(m, threadId),
+    (wait) => Effect.map(checked(m, wait, threadId, stored, encoded), (c) => c.decision)
+  )
 
 const waitOf = (m: Middleware.Any, threadId: string) =>
   m.wait === undefined
@@ -180,17 +227,43 @@ const checked = (
   Effect.gen(function*() {
     const decision = yield* parsed(wait.decision, "decode", encoded, (reason) =>
       new InvalidResume({ threadId, middleware: m.name, reason }))
-    if (wait.check !== undefined) {
-      const request = yield* parsed(wait.request, "decode", stored, (reason) =>
-        new InvalidResume({
-          threadId,
-          middleware: m.name,
-          reason: `the request the thread waits on does not decode with the wait's request schema: ${reason}`
-        }))
-      yield* wait.check({ threadId, request, decision })
+    if (wait.check === undefined) {
+      // what a person typed is named by the request too (a wait that forwards decisions: SubAgents)
+      return { decision, request: wait.personTexts === undefined ? undefined : decodedRequest(wait, stored) }
     }
-    return decision
+    const request = yield* parsed(wait.request, "decode", stored, (reason) =>
+      new InvalidResume({
+        threadId,
+        middleware: m.name,
+        reason: `the request the thread waits on does not decode with the wait's request schema: ${reason}`
+      }))
+    yield* wait.check({ threadId, request, decision })
+    return { decision, request }
   })
+
+/** The stored request decoded with the wait's request schema, or `undefined` when it does not decode. */
+const decodedRequest = (wait: NonNullable<Middleware.Any["wait"]>, stored: unknown): unknown => {
+  try {
+    return Option.getOrUndefined(Schema.decodeUnknownOption(wait.request)(stored))
+  } catch {
+    return undefined // a schema whose reading throws
+  }
+}
+
+/**
+ * The decision `value` for the wait of `m` that asked `request` (as stored)
+ * with each text a person typed in it replaced by `replace` (the wait's
+ * `personTexts`); as it is when the wait names none (`Agent.personTexts`).
+ */
+export const personTextsOf = (
+  m: Middleware.Any | undefined,
+  request: unknown,
+  value: unknown,
+  replace: (text: string) => string
+): unknown => {
+  const wait = m?.wait
+  return wait?.personTexts === undefined ? value : wait.personTexts(value, replace, decodedRequest(wait, request))
+}
 
 /**
  * The request a thread waits on, as stored (`value`), decoded with the wait
