@@ -36,26 +36,37 @@ export const steps = (config: Compiled, save: Save): Steps => {
   }
 }
 
-/** Runs `run` from phase `start` until a phase ends it (its result, or a wait nobody answers at once). */
+/**
+ * Runs `run` from phase `start` until a phase ends it (its result, or a wait
+ * nobody answers at once). A phase that gives its outcome as it is leads to
+ * the next one in the same loop; one that runs an effect continues in that
+ * effect's continuation (no generator: one fiber operation per such phase).
+ */
 export const make = (config: Compiled, table: Steps) =>
 (
   run: RunContext,
   initial: RunState.RunState,
   start: Phase
-): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> =>
-  Effect.gen(function*() {
-    let state = initial
-    let phase = start
+): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
+  const from = (state: RunState.RunState, phase: Phase): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     while (true) {
       const ran = (table[phase.node] as Step<Phase>)(run, state, phase)
-      const stepped = Effect.isEffect(ran) ? yield* ran : ran
-      if (stepped.outcome._tag === "End") return stepped.outcome.result
-      state = stepped.state
-      phase = next(phase, stepped.outcome, RunState.factsOf(state))
+      if (Effect.isEffect(ran)) {
+        const at = phase
+        return Effect.flatMap(ran, (stepped) =>
+          stepped.outcome._tag === "End"
+            ? Effect.succeed(stepped.outcome.result)
+            : from(stepped.state, next(at, stepped.outcome, RunState.factsOf(stepped.state))))
+      }
+      if (ran.outcome._tag === "End") return Effect.succeed(ran.outcome.result)
+      state = ran.state
+      phase = next(phase, ran.outcome, RunState.factsOf(state))
     }
-  }).pipe(
+  }
+  return Effect.suspend(() => from(initial, start)).pipe(
     Effect.ensuring(Effect.sync(() => run.encoder.settle())),
     Effect.scoped,
     Effect.provide(config.context),
     Effect.annotateSpans({ threadId: run.threadId })
   )
+}

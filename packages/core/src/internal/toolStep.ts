@@ -8,7 +8,6 @@
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import { InvalidHookResult, MaxStepsExceeded, ToolTimeout } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
@@ -75,7 +74,8 @@ const runGuarded = <E, R>(
   request: Middleware.ToolCallRequest,
   run: Effect.Effect<Prompt.ToolResultPart, E, R>
 ): Effect.Effect<Prompt.ToolResultPart, E, R> =>
-  Effect.flatMap(FiberRef.get(CurrentToolCallGuards), (guards) => {
+  Effect.withFiberRuntime((fiber) => {
+    const guards = fiber.getFiberRef(CurrentToolCallGuards)
     if (guards.length === 0) return run
     const unguarded = Effect.locally(run, CurrentToolCallGuards, [])
     const check = (index: number): Effect.Effect<Prompt.ToolResultPart, E, R> =>
