@@ -8,8 +8,8 @@
  * Effect's own stream machinery, which drains the model's stream.)
  */
 import { LanguageModel, Response } from "@effect/ai"
-import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { describe, expect, it } from "@effect/vitest"
+import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { Chunk, Effect, Scheduler, Stream } from "effect"
 import { Calculator, CalculatorLive } from "./utils.js"
 
