@@ -2,7 +2,7 @@
  * What a step of the loop costs in Effect operations, counted (not timed):
  * a 10-step run with one tool on a model that returns decoded parts and
  * does nothing else (the bench's raw fake), generated and streamed, no
- * middleware. The bounds are the figures of `docs/benchmarks.md`'s
+ * middleware or ten that pass through. The bounds are the figures of `docs/benchmarks.md`'s
  * deterministic counts with a little room; a change that adds fiber
  * operations to every step fails here. (The streamed figure includes
  * Effect's own stream machinery, which drains the model's stream.)
@@ -11,7 +11,7 @@ import { LanguageModel, Response } from "@effect/ai"
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { Chunk, Effect, Scheduler, Stream } from "effect"
-import { Calculator, CalculatorLive } from "./utils.js"
+import { Calculator, CalculatorLive, passThrough } from "./utils.js"
 
 const toolSteps = 10
 const usage = new Response.Usage({ inputTokens: 10, outputTokens: 5, totalTokens: 15 })
@@ -40,11 +40,15 @@ const rawModel = (script: { call: number }): LanguageModel.Service =>
   }) as unknown as LanguageModel.Service
 
 /** Effect operations per step of a run of `mode` (median of a few counted runs, after warm-up runs). */
-const opsPerStep = (mode: "generate" | "stream") =>
+const opsPerStep = (mode: "generate" | "stream", middleware = 0) =>
   Effect.gen(function*() {
     const script = { call: 0 }
     const checkpointer = yield* Checkpointer.makeMemory
-    const agent = yield* Agent.make({ toolkit: Calculator, maxSteps: toolSteps + 1 }).pipe(
+    const agent = yield* Agent.make({
+      toolkit: Calculator,
+      maxSteps: toolSteps + 1,
+      middleware: Array.from({ length: middleware }, (_, i) => passThrough(`pass_${i}`))
+    }).pipe(
       Effect.provide(CalculatorLive),
       Effect.provideService(LanguageModel.LanguageModel, rawModel(script)),
       Effect.provideService(Checkpointer.Checkpointer, checkpointer)
@@ -77,6 +81,11 @@ describe("the Effect operations of a step", () => {
   it.effect("a generated step takes at most 70 (78 before the tool context was set in one operation)", () =>
     Effect.gen(function*() {
       expect(yield* opsPerStep("generate")).toBeLessThanOrEqual(70)
+    }))
+
+  it.effect("a generated step with 10 pass-through middleware takes at most 120 (127 when each hook node ran as a generator)", () =>
+    Effect.gen(function*() {
+      expect(yield* opsPerStep("generate", 10)).toBeLessThanOrEqual(120)
     }))
 
   it.effect("a streamed step takes at most 300 (316 before its reply was judged in one continuation)", () =>

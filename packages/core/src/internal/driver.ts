@@ -4,13 +4,14 @@
  * end, one phase after another, the state a value it passes along.
  */
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import type * as AgentResult from "../AgentResult.js"
 import type { Compiled } from "./config.js"
 import * as Finish from "./finish.js"
 import { next, type Phase, type PhaseName } from "./machine.js"
 import * as ModelStep from "./modelStep.js"
 import * as Nodes from "./nodes.js"
-import type { Save, Step } from "./phase.js"
+import type { Save, Step, Stepped } from "./phase.js"
 import * as Receive from "./receive.js"
 import type { RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
@@ -51,16 +52,22 @@ export const make = (config: Compiled, table: Steps) =>
   const from = (state: RunState.RunState, phase: Phase): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     while (true) {
       const ran = (table[phase.node] as Step<Phase>)(run, state, phase)
-      if (Effect.isEffect(ran)) {
+      let stepped: Stepped
+      if (!Effect.isEffect(ran)) stepped = ran
+      else if (Exit.isExit(ran)) {
+        // an effect that already ended is read at once, as a generator's `yield*` reads it
+        if (Exit.isFailure(ran)) return ran
+        stepped = ran.value
+      } else {
         const at = phase
         return Effect.flatMap(ran, (stepped) =>
           stepped.outcome._tag === "End"
             ? Effect.succeed(stepped.outcome.result)
             : from(stepped.state, next(at, stepped.outcome, RunState.factsOf(stepped.state))))
       }
-      if (ran.outcome._tag === "End") return Effect.succeed(ran.outcome.result)
-      state = ran.state
-      phase = next(phase, ran.outcome, RunState.factsOf(state))
+      if (stepped.outcome._tag === "End") return Effect.succeed(stepped.outcome.result)
+      state = stepped.state
+      phase = next(phase, stepped.outcome, RunState.factsOf(state))
     }
   }
   return Effect.suspend(() => from(initial, start)).pipe(
