@@ -47,7 +47,7 @@ export const make = (config: Compiled) => {
       const from = (index: number, state: RunState.RunState): Effect.Effect<Stepped, unknown, any> => {
         for (; index < hooks.length; index++) {
           const m = hooks[index]!
-          const ran = Observer.inHook(
+          const ran = Observer.inHookNow(
             run,
             m.name,
             node,
