@@ -56,8 +56,9 @@ export const make = (config: Compiled, table: Steps) =>
       if (!Effect.isEffect(ran)) stepped = ran
       else if (Exit.isExit(ran)) {
         // an effect that already ended is read at once, as a generator's `yield*` reads it
-        if (Exit.isFailure(ran)) return ran
-        stepped = ran.value
+        const ended = ran as Exit.Exit<Stepped, unknown>
+        if (Exit.isFailure(ended)) return Effect.failCause(ended.cause)
+        stepped = ended.value
       } else {
         const at = phase
         return Effect.flatMap(ran, (stepped) =>

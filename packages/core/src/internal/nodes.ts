@@ -74,8 +74,9 @@ export const make = (config: Compiled) => {
               (result) => result === undefined ? from(at + 1, state) : afterResult(m, at, state, result)
             )
           }
-          if (Exit.isFailure(ran)) return ran
-          if (ran.value !== undefined) return afterResult(m, index, state, ran.value)
+          const ended = ran as Exit.Exit<Middleware.HookResult<object, Middleware.Jump, unknown> | undefined, unknown>
+          if (Exit.isFailure(ended)) return Effect.failCause(ended.cause)
+          if (ended.value !== undefined) return afterResult(m, index, state, ended.value)
         }
         return Effect.succeed({ state, outcome: Continue })
       }
