@@ -2,12 +2,13 @@
  * Golden files: what this package stores, as a version of the code wrote it
  * (`test/golden/`, made by `test/golden/generate.ts` and never written
  * again): the `RunStore` tables and the SQL checkpointer's row in a SQLite
- * file (`runStore-v1.rows.json` lists its rows), and a journaled decision.
+ * file (`runStore-v1.rows.json` lists its rows), the effect ledger's table
+ * (`runStore-v2.sqlite`), and a journaled decision.
  * Each later version must still read them to the same values.
  */
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Checkpointer } from "@stepwise-agent/core"
+import { Checkpointer, Usage } from "@stepwise-agent/core"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
@@ -20,8 +21,8 @@ import { fileURLToPath } from "node:url"
 const here = path.join(path.dirname(fileURLToPath(import.meta.url)), "golden")
 const rows = JSON.parse(fs.readFileSync(path.join(here, "runStore-v1.rows.json"), "utf8"))
 
-/** A copy of the golden database (opening it may upgrade its tables), on a SQLite client. */
-const goldenDatabase = () =>
+/** A copy of a golden database (opening it may upgrade its tables), on a SQLite client. */
+const goldenDatabase = (name = "runStore-v1.sqlite") =>
   Layer.unwrapScoped(
     Effect.map(
       Effect.acquireRelease(
@@ -30,7 +31,7 @@ const goldenDatabase = () =>
       ),
       (directory) => {
         const filename = path.join(directory, "runStore.sqlite")
-        fs.copyFileSync(path.join(here, "runStore-v1.sqlite"), filename)
+        fs.copyFileSync(path.join(here, name), filename)
         return SqliteClient.layer({ filename })
       }
     )
@@ -100,6 +101,20 @@ describe("golden files: workflow", () => {
       assert.deepStrictEqual(Option.getOrThrow(yield* checkpointer.load("golden/thread 1")).pending?.key, "approvals/0")
     }).pipe(Effect.provide(goldenDatabase())))
 
+  it.effect("runStore-v1.sqlite gains the ledger table: a call of an old run is marked started once", () =>
+    Effect.gen(function*() {
+      const store = yield* RunStore.make()
+      assert.isTrue(yield* store.markStarted("run-2", "tool/call_1"))
+      assert.isFalse(yield* store.markStarted("run-2", "tool/call_1"))
+    }).pipe(Effect.provide(goldenDatabase())))
+
+  it.effect("runStore-v2.sqlite: a call the ledger marked started stays marked (a cut-off call is found)", () =>
+    Effect.gen(function*() {
+      const store = yield* RunStore.make()
+      assert.isFalse(yield* store.markStarted("run-1", "tool/call_1"))
+      assert.isTrue(yield* store.markStarted("run-1", "tool/call_2"))
+    }).pipe(Effect.provide(goldenDatabase("runStore-v2.sqlite"))))
+
   it.effect("decision-v1.json: a journaled decision decodes", () =>
     Effect.gen(function*() {
       const encoded = JSON.parse(fs.readFileSync(path.join(here, "decision-v1.json"), "utf8"))
@@ -107,6 +122,27 @@ describe("golden files: workflow", () => {
         value: { approved: false, reason: "no" },
         by: "timeout",
         decidedAt: 1_765_000_001_000
+      })
+      // as the run's wait reads it: its value decoded with the wait's decision schema
+      const Rejection = Schema.Struct({ approved: Schema.Boolean, reason: Schema.String })
+      assert.deepStrictEqual(yield* Schema.decodeUnknown(AgentWorkflow.DecisionOf(Rejection))(encoded), {
+        value: { approved: false, reason: "no" },
+        by: "timeout",
+        decidedAt: 1_765_000_001_000
+      })
+    }))
+
+  it.effect("outcome-v1.json, outcome-v2.json: a completed run's journaled outcome decodes, with or without an output", () =>
+    Effect.gen(function*() {
+      const read = (name: string) =>
+        Schema.decodeUnknown(AgentWorkflow.RunOutcome)(JSON.parse(fs.readFileSync(path.join(here, name), "utf8")))
+      const usage = new Usage.Usage({ inputTokens: 20, outputTokens: 10, totalTokens: 30 })
+      assert.deepStrictEqual(yield* read("outcome-v1.json"), { text: "done", steps: 1, usage })
+      assert.deepStrictEqual(yield* read("outcome-v2.json"), {
+        text: "",
+        steps: 2,
+        usage,
+        output: { answer: 42, at: "2026-12-07T00:00:00.000Z" }
       })
     }))
 })

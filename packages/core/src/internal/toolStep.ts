@@ -7,6 +7,7 @@
  * failed result the model can read; a call that timed out too.
  */
 import type * as Prompt from "@effect/ai/Prompt"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { InvalidHookResult, MaxStepsExceeded, ToolTimeout } from "../AgentError.js"
@@ -21,7 +22,7 @@ import * as Observer from "./observer.js"
 import type { Save, Stepped } from "./phase.js"
 import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
-import { toolCallGuards as CurrentToolCallGuards } from "./toolCallGuards.js"
+import { ToolCallGuards } from "./toolCallGuards.js"
 import { timedOutResult, unknownToolResult } from "./tools.js"
 import * as WrapUpdates from "./wrapUpdates.js"
 
@@ -75,9 +76,9 @@ const runGuarded = <E, R>(
   run: Effect.Effect<Prompt.ToolResultPart, E, R>
 ): Effect.Effect<Prompt.ToolResultPart, E, R> =>
   Effect.withFiberRuntime((fiber) => {
-    const guards = fiber.getFiberRef(CurrentToolCallGuards)
+    const guards = Context.get(fiber.currentContext, ToolCallGuards)
     if (guards.length === 0) return run
-    const unguarded = Effect.locally(run, CurrentToolCallGuards, [])
+    const unguarded = Effect.provideService(run, ToolCallGuards, [])
     const check = (index: number): Effect.Effect<Prompt.ToolResultPart, E, R> =>
       index === guards.length ? unguarded : Effect.flatMap(
         guards[index]!(request),

@@ -10,19 +10,22 @@ import * as DurableClock from "@effect/workflow/DurableClock"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Secrets from "@stepwise-agent/core/Secrets"
+import type * as Wait from "@stepwise-agent/core/Wait"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 // the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
 import {
   AgentRunFailed,
-  Decision,
+  DecisionOf,
   type Options,
   OtherError,
   RunCancelled,
@@ -92,6 +95,31 @@ const asLoopStep = <A, E, R>(
   >
 ): Effect.Effect<A, E, R> => activity as Effect.Effect<A, never, R>
 
+/**
+ * The decision a wait's `decisionTimeout` gives when its time is up, checked
+ * against the wait's decision schema before it is journaled: a value the
+ * schema cannot encode fails the run with `InvalidResume`.
+ */
+const timedOut = (
+  interrupt: RunJournal.Interrupt,
+  decide: (interrupt: Wait.Interrupt) => unknown
+) =>
+  Effect.gen(function*() {
+    const value = decide({ middleware: interrupt.middleware, value: interrupt.value, key: interrupt.key })
+    yield* Schema.encode(interrupt.decision)(value).pipe(
+      Effect.mapError((error) =>
+        new AgentError.InvalidResume({
+          threadId: interrupt.threadId,
+          middleware: interrupt.middleware,
+          reason: `the decisionTimeout's decision does not encode with the wait's decision schema: ${
+            Secrets.scrubText(ParseResult.TreeFormatter.formatErrorSync(error))
+          }`
+        })
+      )
+    )
+    return { value, by: "timeout", decidedAt: yield* Clock.currentTimeMillis }
+  })
+
 /*
  * `cancel` records its request in the `RunStore` (`requestCancel`, a record of
  * its own, apart from the decisions of waits) before it interrupts a run. The
@@ -101,6 +129,16 @@ const asLoopStep = <A, E, R>(
  * reads the request before each model call it makes, and fails with
  * {@link RunCancelled} instead; `status` reads that as `Cancelled`.
  */
+
+/** What the journal of a run reads and writes in the `RunStore`, for that run. */
+export interface RunStoreOfRun {
+  /** Whether the run was asked to stop. */
+  readonly cancelled: Effect.Effect<boolean>
+  /** The thread's stored steer messages the look `look` takes in. */
+  readonly claimSteered: (look: string) => Effect.Effect<ReadonlyArray<Prompt.Message>>
+  /** Marks a ledgered call started: `true` the first time (`RunStore.markStarted`). */
+  readonly markStarted: (step: string) => Effect.Effect<boolean>
+}
 
 /**
  * The journal of one run on the workflow engine, and `flush`, which writes
@@ -116,12 +154,8 @@ const asLoopStep = <A, E, R>(
  * no next activity: `flush` writes what is left as one activity, named
  * after the last of those checkpoints.
  */
-export const makeJournal = (
-  options: Options,
-  runId: string,
-  cancelled: Effect.Effect<boolean>,
-  claimSteered: (look: string) => Effect.Effect<ReadonlyArray<Prompt.Message>>
-) => {
+export const makeJournal = (options: Options, runId: string, store: RunStoreOfRun) => {
+  const { cancelled, claimSteered } = store
   // A look into the inbox takes in the messages sent in this process, then those stored for the thread.
   // The stored ones are claimed first: a store that fails ends the look before it took any message out of
   // the inbox, so none is lost.
@@ -162,16 +196,15 @@ export const makeJournal = (
       ? Effect.void
       : inActivity(last.name, Schema.Void, afterUnwritten(Effect.void))
   })
-  // a call of a tool that is not read-only: its ledger entry first, then its result (see ledger.ts)
+  // a call of a tool that is not read-only marks itself started before it runs (see ledger.ts)
   const ledgered = Ledger.make<
     AgentRunFailed | RunCancelled,
     WorkflowEngine.WorkflowEngine | WorkflowEngine.WorkflowInstance
   >(<A, E, R>(
     name: string,
     schema: RunJournal.StepKey.ResultSchema<A>,
-    call: Effect.Effect<A, E, R>,
-    flushFirst: boolean
-  ) => inActivity(name, schema as Schema.Schema<A, any, never>, flushFirst ? afterUnwritten(call) : call))
+    call: Effect.Effect<A, E, R>
+  ) => inActivity(name, schema as Schema.Schema<A, any, never>, afterUnwritten(call)), store.markStarted)
   const journal = RunJournal.RunJournal.of({
     durable: true,
     step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
@@ -204,29 +237,34 @@ export const makeJournal = (
       }
     },
     await: (interrupt) => {
-      const deferred = DurableDeferred.make(interrupt.key, { success: Decision })
+      // the wait is typed by the waiting middleware's decision schema: the stored decision (the value encoded by
+      // it, as `resume` posts it) is decoded with it
+      const decision = DecisionOf(interrupt.decision)
+      const deferred = DurableDeferred.make(interrupt.key, { success: decision })
       const timeout = options.decisionTimeout
       const decided = timeout === undefined
         ? DurableDeferred.await(deferred)
         : DurableDeferred.raceAll({
           name: interrupt.key,
-          success: Decision,
-          error: Schema.Never,
+          success: decision,
+          error: AgentError.InvalidResume,
           effects: [
             DurableDeferred.await(deferred),
             DurableClock.sleep({ name: `timeout/${interrupt.key}`, duration: timeout.after }).pipe(
-              Effect.zipRight(Effect.map(Clock.currentTimeMillis, (decidedAt): Decision => ({
-                value: timeout.decide(interrupt),
-                by: "timeout",
-                decidedAt
-              })))
+              Effect.zipRight(timedOut(interrupt, timeout.decide))
             )
           ]
         })
-      // the thread as it waits (the interrupt in its checkpoint) is stored before the run suspends
-      return asLoopStep<Option.Option<unknown>, never, never>(
-        Effect.zipRight(flush, Effect.map(decided, (decision) => Option.some(decision.value)))
-      )
+      // the agent takes the decision as it was posted (encoded), and decodes and checks it for the hook; the
+      // thread as it waits (the interrupt in its checkpoint) is stored before the run suspends
+      return asLoopStep<Option.Option<unknown>, never, never>(Effect.zipRight(
+        flush,
+        decided.pipe(
+          Effect.flatMap((taken) => Effect.orDie(Schema.encode(interrupt.decision)(taken.value))),
+          Effect.map(Option.some),
+          Effect.mapError(asRunFailure)
+        )
+      ))
     }
   })
   return { journal, flush }
