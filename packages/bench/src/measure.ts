@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import { Effect, Scheduler } from "effect"
 import { performance } from "node:perf_hooks"
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
@@ -237,4 +237,38 @@ export const allocated = async (effect: Effect.Effect<void, unknown>, runs: numb
     if (profiler.stop().statistics.length === 0) readings.push((after - before) / (runs * units))
   }
   return readings.length === 0 ? Number.NaN : readings.sort((a, b) => a - b)[readings.length >> 1]!
+}
+
+/**
+ * Effect operations per unit of `effect`: the runtime asks its scheduler
+ * `shouldYield` once per operation, so a scheduler that counts the questions
+ * (and answers as the default one) counts them, in every fiber the run forks
+ * too. Deterministic, whatever the machine's load: the median of `runs` runs
+ * after three warm-up runs.
+ *
+ * @since 0.1.0
+ * @category utility
+ */
+export const operations = async (
+  effect: Effect.Effect<void, unknown>,
+  runs: number,
+  units: number
+): Promise<number> => {
+  let count = 0
+  const counting: Scheduler.Scheduler = {
+    scheduleTask: (task, priority) => Scheduler.defaultScheduler.scheduleTask(task, priority),
+    shouldYield: (fiber) => {
+      count++
+      return Scheduler.defaultScheduler.shouldYield(fiber)
+    }
+  }
+  const counted = Effect.withScheduler(effect, counting)
+  for (let i = 0; i < 3; i++) await Effect.runPromise(counted)
+  const readings: Array<number> = []
+  for (let i = 0; i < runs; i++) {
+    count = 0
+    await Effect.runPromise(counted)
+    readings.push(count / units)
+  }
+  return readings.sort((a, b) => a - b)[readings.length >> 1]!
 }

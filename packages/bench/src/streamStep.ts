@@ -1,9 +1,12 @@
 /**
  * What a streamed step costs beside a generated one: CPU per step, timed
- * round-robin in one process (`sampleMany`), and bytes allocated per step,
- * for generate and stream, 0 and 10 middleware, the raw fake, the encoded
- * fake on the installed @effect/ai and on the other build (`effectAi.ts`).
- * Also a bare `generateText` / drained `streamText` per build.
+ * round-robin in one process (`sampleMany`), bytes allocated per step, and
+ * Effect operations per step (`operations`: counted, so the same on a loaded
+ * machine), for generate and stream, 0 and 10 middleware, the raw fake, the
+ * encoded fake on the installed @effect/ai and on the other build
+ * (`effectAi.ts`). Also the floor on the raw fake (`floor.ts`: the step's
+ * work with nothing of the loop around it, so ours minus the floor is the
+ * loop's own part), and a bare `generateText` / drained `streamText` per build.
  *
  * Run: `node --expose-gc --max-semi-space-size=128 --conditions=@stepwise-agent/source --import tsx
  * packages/bench/src/streamStep.ts [--quick]`.
@@ -21,7 +24,8 @@ import { fileURLToPath } from "node:url"
 import * as EffectAi from "./effectAi.js"
 import type { Mode, ModelKind } from "./fakes.js"
 import { makeBareCall, makeBench } from "./fixtures.js"
-import { allocated, sampleMany } from "./measure.js"
+import { makeFloor } from "./floor.js"
+import { allocated, operations, sampleMany } from "./measure.js"
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..")
 const quick = process.argv.includes("--quick")
@@ -53,6 +57,10 @@ const main = async () => {
       }
     }
   }
+  for (const mode of ["generate", "stream"] as const) {
+    const floor = await Effect.runPromise(makeFloor({ model: "raw", mode, steps }))
+    rows.push({ label: "floor (raw)", mode, middleware: 0, effect: floor.runOnce, units: steps })
+  }
   const bare: Array<Row> = []
   for (const [label, make] of [["installed", undefined], ["other", builds.other?.make]] as const) {
     if (label === "other" && make === undefined) continue
@@ -72,17 +80,25 @@ const main = async () => {
     : { warmupMs: 800, minSampleMs: 40, samples: 15 }
   const timed = await sampleMany(all.map((r) => ({ effect: r.effect, unitsPerRun: r.units })), sampling)
   const bytes: Array<number> = []
-  for (const row of all) bytes.push(await allocated(row.effect, row.units === 1 ? 100 : 10, row.units))
+  const ops: Array<number> = []
+  for (const row of all) {
+    bytes.push(await allocated(row.effect, row.units === 1 ? 100 : 10, row.units))
+    ops.push(await operations(row.effect, 5, row.units))
+  }
   console.log(`installed @effect/ai: ${builds.installed}; other build: ${builds.other?.label ?? builds.note}`)
-  console.log("| model | middleware | generate µs CPU | stream µs CPU | ratio | generate KiB | stream KiB | ratio |")
-  console.log("|---|---|---|---|---|---|---|---|")
+  console.log(
+    "| model | middleware | generate µs CPU | stream µs CPU | ratio | generate KiB | stream KiB | ratio | " +
+      "generate ops | stream ops |"
+  )
+  console.log("|---|---|---|---|---|---|---|---|---|---|")
   for (let i = 0; i < all.length; i += 2) {
     const g = all[i]!
     const [tg, ts] = [timed[i]!.cpuUs, timed[i + 1]!.cpuUs]
     const [bg, bs] = [bytes[i]! / 1024, bytes[i + 1]! / 1024]
     console.log(
       `| ${g.label} | ${g.middleware} | ${tg.toFixed(0)} | ${ts.toFixed(0)} | ${(ts / tg).toFixed(2)}× | ` +
-        `${bg.toFixed(1)} | ${bs.toFixed(1)} | ${(bs / bg).toFixed(2)}× |`
+        `${bg.toFixed(1)} | ${bs.toFixed(1)} | ${(bs / bg).toFixed(2)}× | ${ops[i]!.toFixed(1)} | ` +
+        `${ops[i + 1]!.toFixed(1)} |`
     )
   }
   builds.cleanup()

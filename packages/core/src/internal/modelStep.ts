@@ -131,7 +131,7 @@ export const make = (config: Compiled) => {
     step: number,
     streamed: boolean,
     offeredTools: ReadonlyArray<string>
-  ): Effect.Effect<Middleware.ModelResponse, ModelReplyError> => {
+  ): Either.Either<Middleware.ModelResponse, ModelReplyError> => {
     const parts = closeBlocks(received)
     let finish: Response.FinishPart | undefined
     let errorEvent: Response.ErrorPart | undefined
@@ -144,7 +144,7 @@ export const make = (config: Compiled) => {
       ? first
       : Prompt.makeMessage("assistant", { content: [] })
     if (finish === undefined || !answers(message)) {
-      return Effect.fail(
+      return Either.left(
         new ModelReplyError({
           reason: finish !== undefined || (!streamed && received.length === 0)
             ? "empty"
@@ -162,7 +162,7 @@ export const make = (config: Compiled) => {
     }
     const toolCalls: Array<Prompt.ToolCallPart> = []
     for (const part of message.content) if (part.type === "tool-call" && !part.providerExecuted) toolCalls.push(part)
-    return Effect.succeed({ message, toolCalls, usage: finish.usage, finishReason: finish.reason, offeredTools })
+    return Either.right({ message, toolCalls, usage: finish.usage, finishReason: finish.reason, offeredTools })
   }
 
   /**
@@ -267,25 +267,39 @@ export const make = (config: Compiled) => {
             })
             : transformed) as Stream.Stream<Response.AnyPart, AiError.AiError>
         }
-        return drain(parts, (chunk) => {
-          for (const part of chunk) {
-            collected.push(part)
-            if (part.type === "text-delta") emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta }))
+        /** The attempt's failure, reported (the text streamed so far is discarded) before the run sees it. */
+        const attemptFailed = (error: AiError.AiError | ModelReplyError) => {
+          emit(AgentEvent.ModelAttemptFailed({
+            step: request.step,
+            error: error._tag,
+            message: error.message,
+            discardedText: collected.some((part) => part.type === "text-delta")
+          }))
+          return Effect.fail(error)
+        }
+        /** The reply of the parts received, or its failure reported. */
+        const judged = (received: ReadonlyArray<Response.AnyPart>) => {
+          const judgement = toModelResponse(received, request.step, true, offeredTools)
+          return Either.isLeft(judgement) ? attemptFailed(judgement.left) : Effect.succeed(judgement.right)
+        }
+        // one handler for both outcomes, as for a generated reply: fewer fiber operations per step
+        return Effect.matchCauseEffect(
+          drain(parts, (chunk) => {
+            for (const part of chunk) {
+              collected.push(part)
+              if (part.type === "text-delta") emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta }))
+            }
+          }),
+          {
+            // credentials never leave in a failure
+            onFailure: (cause) => {
+              const failure = Cause.failureOrCause(Secrets.scrubCause(cause))
+              return Either.isLeft(failure)
+                ? Effect.matchEffect(recover(failure.left, collected), { onFailure: attemptFailed, onSuccess: judged })
+                : Effect.failCause(failure.right)
+            },
+            onSuccess: () => judged(collected)
           }
-        }).pipe(
-          Effect.mapErrorCause(Secrets.scrubCause),
-          Effect.as(collected),
-          Effect.catchAll((error) => recover(error, collected)),
-          Effect.flatMap((parts) => toModelResponse(parts, request.step, true, offeredTools)),
-          Effect.tapError((error) =>
-            Observer.report(run, () =>
-              AgentEvent.ModelAttemptFailed({
-                step: request.step,
-                error: error._tag,
-                message: error.message,
-                discardedText: collected.some((part) => part.type === "text-delta")
-              }))
-          )
         )
       })
     const witness = run.journal.witness

@@ -15,6 +15,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import type * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import { globalValue } from "effect/GlobalValue"
 import * as AgentEvent from "../AgentEvent.js"
@@ -135,6 +136,25 @@ export const inHook = <A, E, R>(
   return observer.traced
     ? Effect.withSpan(located, `Middleware.${hook}`, { attributes: { middleware: name }, captureStackTrace: false })
     : located
+}
+
+/**
+ * {@link inHook} for a hook effect its caller runs at once (a node's hooks):
+ * an effect that already ended (`Effect.void`, `Effect.succeed(…)`) runs no
+ * code of the hook's, so when the run is watched and not traced it is
+ * reported completed now (`HookCompleted`, no time spent) and given back as
+ * it is, without the fiber operations of {@link inHook}.
+ */
+export const inHookNow = <A, E, R>(
+  observer: Observer,
+  name: string,
+  hook: string,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => {
+  const emit = observer.emit
+  if (observer.traced || emit === undefined || !Exit.isExit(effect)) return inHook(observer, name, hook, effect)
+  if (Exit.isSuccess(effect)) emit(AgentEvent.HookCompleted({ middleware: name, hook, durationMillis: 0 }))
+  return effect
 }
 
 /**

@@ -7,6 +7,7 @@
  * failed result the model can read; a call that timed out too.
  */
 import type * as Prompt from "@effect/ai/Prompt"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { InvalidHookResult, MaxStepsExceeded, ToolTimeout } from "../AgentError.js"
@@ -74,7 +75,8 @@ const runGuarded = <E, R>(
   request: Middleware.ToolCallRequest,
   run: Effect.Effect<Prompt.ToolResultPart, E, R>
 ): Effect.Effect<Prompt.ToolResultPart, E, R> =>
-  Effect.flatMap(ToolCallGuards, (guards) => {
+  Effect.withFiberRuntime((fiber) => {
+    const guards = Context.get(fiber.currentContext, ToolCallGuards)
     if (guards.length === 0) return run
     const unguarded = Effect.provideService(run, ToolCallGuards, [])
     const check = (index: number): Effect.Effect<Prompt.ToolResultPart, E, R> =>

@@ -19,6 +19,7 @@ import * as ToolContext from "../ToolContext.js"
 import * as ToolEffect from "../ToolEffect.js"
 import * as AiSeams from "./aiSeams.js"
 import { identityMemo } from "./fast/identityMemo.js"
+import { withContext } from "./fast/withContext.js"
 
 /** A tool the agent can run: its definition and how to run it. */
 export interface ToolEntry {
@@ -167,15 +168,13 @@ const runWithHandler = (
   const encodeSuccess = Schema.encodeUnknown(tool.successSchema as Schema.Schema<unknown, unknown>)
   const encodeFailure = Schema.encodeUnknown(tool.failureSchema as Schema.Schema<unknown, unknown>)
   const contextOf = toolContextOf(tool)
+  // the handler's context under the run's, made once per run context (the same for every call of a run)
+  const withHandlerContext = identityMemo((input: Context.Context<never>) => Context.merge(handler.context, input))
   const runDecoded = (call: Prompt.ToolCallPart, threadId: string, params: unknown) =>
-    Effect.mapInputContext(
+    withContext(
       handler.handler(params) as Effect.Effect<unknown, unknown>,
-      (input: Context.Context<never>) =>
-        Context.add(
-          Context.merge(handler.context, input),
-          ToolContext.CurrentToolContext,
-          Option.some(contextOf(call, threadId))
-        )
+      (input) =>
+        Context.add(withHandlerContext(input), ToolContext.CurrentToolContext, Option.some(contextOf(call, threadId)))
     ).pipe(
       Effect.matchEffect({
         onSuccess: (value) =>

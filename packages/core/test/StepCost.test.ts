@@ -1,0 +1,100 @@
+/**
+ * What a step of the loop costs in Effect operations, counted (not timed):
+ * a 10-step run with one tool on a model that returns decoded parts and
+ * does nothing else (the bench's raw fake), generated and streamed, no
+ * middleware or ten that pass through. The bounds are the figures of `docs/benchmarks.md`'s
+ * deterministic counts with a little room; a change that adds fiber
+ * operations to every step fails here. (The streamed figure includes
+ * Effect's own stream machinery, which drains the model's stream.)
+ */
+import { LanguageModel, Response } from "@effect/ai"
+import { describe, expect, it } from "@effect/vitest"
+import { Agent, Checkpointer } from "@stepwise-agent/core"
+import { Chunk, Effect, Scheduler, Stream } from "effect"
+import { Calculator, CalculatorLive, passThrough } from "./utils.js"
+
+const toolSteps = 10
+const usage = new Response.Usage({ inputTokens: 10, outputTokens: 5, totalTokens: 15 })
+const toolCall: Array<Response.AnyPart> = [
+  Response.makePart("tool-call", { id: "call_1", name: "add", params: { a: 1, b: 2 }, providerExecuted: false }),
+  Response.makePart("finish", { reason: "tool-calls", usage })
+]
+const answer: Array<Response.AnyPart> = [
+  Response.makePart("text-start", { id: "t" }),
+  Response.makePart("text-delta", { id: "t", delta: "It is 3." }),
+  Response.makePart("text-end", { id: "t" }),
+  Response.makePart("finish", { reason: "stop", usage })
+]
+
+/** A model of decoded parts: `toolSteps` calls of `add`, then an answer. */
+const rawModel = (script: { call: number }): LanguageModel.Service =>
+  ({
+    generateText: () =>
+      Effect.sync(() =>
+        new LanguageModel.GenerateTextResponse(
+          (script.call++ < toolSteps ? toolCall : answer) as Array<Response.Part<any>>
+        )
+      ),
+    streamText: () =>
+      Stream.suspend(() => Stream.fromChunk(Chunk.unsafeFromArray(script.call++ < toolSteps ? toolCall : answer)))
+  }) as unknown as LanguageModel.Service
+
+/** Effect operations per step of a run of `mode` (median of a few counted runs, after warm-up runs). */
+const opsPerStep = (mode: "generate" | "stream", middleware = 0) =>
+  Effect.gen(function*() {
+    const script = { call: 0 }
+    const checkpointer = yield* Checkpointer.makeMemory
+    const agent = yield* Agent.make({
+      toolkit: Calculator,
+      maxSteps: toolSteps + 1,
+      middleware: Array.from({ length: middleware }, (_, i) => passThrough(`pass_${i}`))
+    }).pipe(
+      Effect.provide(CalculatorLive),
+      Effect.provideService(LanguageModel.LanguageModel, rawModel(script)),
+      Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+    )
+    let ops = 0
+    const counting: Scheduler.Scheduler = {
+      scheduleTask: (task, priority) => Scheduler.defaultScheduler.scheduleTask(task, priority),
+      shouldYield: (fiber) => {
+        ops++
+        return Scheduler.defaultScheduler.shouldYield(fiber)
+      }
+    }
+    const run = Effect.suspend(() => {
+      script.call = 0
+      return mode === "generate"
+        ? Effect.asVoid(agent.run("What is 1 + 2?", { threadId: "t" }))
+        : Stream.runDrain(agent.stream("What is 1 + 2?", { threadId: "t" }))
+    }).pipe(Effect.ensuring(Effect.orDie(checkpointer.delete("t"))), Effect.withScheduler(counting))
+    for (let i = 0; i < 3; i++) yield* Effect.promise(() => Effect.runPromise(run))
+    const counts: Array<number> = []
+    for (let i = 0; i < 5; i++) {
+      ops = 0
+      yield* Effect.promise(() => Effect.runPromise(run))
+      counts.push(ops / toolSteps)
+    }
+    return counts.sort((a, b) => a - b)[2]!
+  })
+
+describe("the Effect operations of a step", () => {
+  it.effect("a generated step takes at most 70 (78 before the tool context was set in one operation)", () =>
+    Effect.gen(function*() {
+      expect(yield* opsPerStep("generate")).toBeLessThanOrEqual(70)
+    }))
+
+  it.effect("a generated step with 10 pass-through middleware takes at most 117 (126.7 before; 118.3 while each hook node ran as a generator)", () =>
+    Effect.gen(function*() {
+      expect(yield* opsPerStep("generate", 10)).toBeLessThanOrEqual(117)
+    }))
+
+  it.effect("a streamed step takes at most 300 (316 before its reply was judged in one continuation)", () =>
+    Effect.gen(function*() {
+      expect(yield* opsPerStep("stream")).toBeLessThanOrEqual(300)
+    }))
+
+  it.effect("a streamed step with 10 pass-through middleware takes at most 420 (530 while a watched node hook that had already ended went through the hook cell)", () =>
+    Effect.gen(function*() {
+      expect(yield* opsPerStep("stream", 10)).toBeLessThanOrEqual(420)
+    }))
+})
