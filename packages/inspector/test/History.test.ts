@@ -6,8 +6,9 @@
 import { LanguageModel } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
+import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, FastCheck, Option } from "effect"
+import { Effect, FastCheck, Option, Schema } from "effect"
 import * as Inspector from "../src/Inspector.js"
 import { approvalScript, eventually, pendingOf, setup } from "./fixtures.js"
 
@@ -357,8 +358,24 @@ describe("Inspector fork", () => {
       assert.strictEqual(withoutDecision.status, 202)
       yield* eventually(Effect.map(pendingOf(agent, "t1-asks"), Option.isSome), "the fork waits on its own request")
       const badDecision = yield* post(url, { to: "t1-fork", at: 2, edit: { _tag: "Decision", decision: [{}] } })
-      assert.strictEqual(badDecision.status, 422)
+      assert.strictEqual(badDecision.status, 400)
       assert.notStrictEqual(badDecision.body.error, "ForkError")
+      assert.isTrue(Option.isNone(yield* agent.thread("t1-fork")), "a refused decision writes nothing")
+      assert.isTrue(Option.isSome(yield* pendingOf(agent, "t1")), "the source still waits")
+    }))
+
+  it.scopedLive("a decision the fork's own wait refuses (bound to the source's wait) answers 409 with the typed error, not 202, and writes nothing", () =>
+    Effect.gen(function*() {
+      const { agent, base, token } = yield* setup(approvalScript)
+      yield* agent.run("Read my notes", { threadId: "t1" })
+      const source = Option.getOrThrow(yield* pendingOf(agent, "t1"))
+      const request = Schema.decodeUnknownSync(HumanInTheLoop.ApprovalRequest)(source.value)
+      const url = `${base}/api/threads/t1/fork?token=${token}`
+      // its shape is right, so it passes the check before the fork starts; the fork's wait asks again and refuses it
+      const stale = yield* post(url, { to: "t1-fork", at: 2, edit: { _tag: "Decision", decision: HumanInTheLoop.approveAll(request) } })
+      assert.strictEqual(stale.status, 409, JSON.stringify(stale.body))
+      assert.strictEqual(stale.body.error, "StaleDecision")
+      assert.isString(stale.body.message)
       assert.isTrue(Option.isNone(yield* agent.thread("t1-fork")), "a refused decision writes nothing")
       assert.isTrue(Option.isSome(yield* pendingOf(agent, "t1")), "the source still waits")
     }))
