@@ -137,12 +137,16 @@ const sourceRun = (run: <A, E>(effect: Effect.Effect<A, E, any>) => Effect.Effec
     return runId
   })
 
-/** Replays `record` in process on an agent with `systemPrompt` and no model turns. */
-const replayOn = (record: RunRecord.RunRecord, systemPrompt = "You add.") =>
+/** Replays `record` in process on an agent with `systemPrompt`, `middleware` and no model turns. */
+const replayOn = (
+  record: RunRecord.RunRecord,
+  systemPrompt = "You add.",
+  middleware: ReadonlyArray<Middleware.Any> = [confirming(1)]
+) =>
   Effect.gen(function*() {
     const { calls, layer } = counted()
     return yield* Effect.gen(function*() {
-      const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt, middleware: [confirming(1)] })
+      const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt, middleware })
       const outcome = yield* Effect.either(agent.replay(record))
       return { outcome, modelCalls: (yield* ScriptedModel.requests).length, toolCalls: calls.count }
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), layer)))
@@ -257,7 +261,7 @@ describe.each(engines)("the record of a durable run (%s engine)", (engine) => {
       assert.include(end?._tag === "End" ? end.error?.message : undefined, "the model is down")
       // the JSONL reads back; the replay serves step 0 and its tool call, then stops where the run failed
       const read = yield* RunRecord.fromJsonl(RunRecord.toJsonl(record))
-      const replayed = yield* replayOn(read, "You add.")
+      const replayed = yield* replayOn(read, "You add.", [audit])
       const stopped = Option.getOrThrow(Either.getLeft(replayed.outcome))
       assert.instanceOf(stopped, RunRecord.ReplayStopped)
       assert.deepInclude(stopped, { step: 1, outcome: "Failed" })
