@@ -470,9 +470,10 @@ describe("Inspector in a browser", () => {
         // the waiting thread: a decision made for its own wait is refused by the fork's, typed, and nothing is written
         yield* on(() => page.click("[data-testid=stored-thread][data-thread=waits]"))
         yield* wait(page, "[data-testid=thread-id]:has-text('waits')")
-        yield* wait(page, "[data-testid=stored-fork] option[value=decision]", 10_000).pipe(
-          Effect.zipRight(on(() => page.selectOption("[data-testid=stored-fork-edit]", "decision")))
+        yield* on(() =>
+          page.waitForSelector("[data-testid=stored-fork] option[value=decision]", { state: "attached", timeout: 10_000 })
         )
+        yield* on(() => page.selectOption("[data-testid=stored-fork-edit]", "decision"))
         const request = Schema.decodeUnknownSync(HumanInTheLoop.ApprovalRequest)(
           Option.getOrThrow(Option.getOrThrow(before.waits).pending).value
         )
