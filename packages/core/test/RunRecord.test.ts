@@ -423,7 +423,10 @@ describe("Agent.replay", () => {
         header: record.header,
         entries: [
           ...record.entries.slice(0, cut),
-          RunRecord.stoppedEnd(record.entries.slice(0, cut), { outcome: "Failed", error: new Error("the model is down") }, 5)
+          RunRecord.stoppedEnd(record.entries.slice(0, cut), {
+            outcome: "Failed",
+            error: new Error("the model is down")
+          }, 5)
         ]
       }
       assert.deepInclude(failed.entries.at(-1), {
@@ -437,7 +440,11 @@ describe("Agent.replay", () => {
       assert.isTrue(Either.isLeft(outcome))
       const stopped = Either.getLeft(outcome).pipe(Option.getOrThrow)
       assert.instanceOf(stopped, RunRecord.ReplayStopped)
-      assert.deepInclude(stopped, { step: 1, outcome: "Failed", error: { tag: "Defect", message: "the model is down" } })
+      assert.deepInclude(stopped, {
+        step: 1,
+        outcome: "Failed",
+        error: { tag: "Defect", message: "the model is down" }
+      })
       assert.include((stopped as RunRecord.ReplayStopped).message, "where the recorded run failed")
       assert.deepStrictEqual([modelCalls, toolCalls], [0, 0])
       // a record that ends Failed but replays to completion diverges at its result

@@ -436,13 +436,17 @@ describe("Inspector in a browser", () => {
         const agent = yield* Agent.make({ toolkit: Tools, middleware: [approvals] }).pipe(
           Effect.provideService(LanguageModel.LanguageModel, model),
           Effect.provideService(Checkpointer.Checkpointer, checkpointer),
-          Effect.provide(Tools.toLayer({ echo: ({ text }) => Effect.succeed(text), read_file: ({ path }) => Effect.succeed(path) }))
+          Effect.provide(
+            Tools.toLayer({ echo: ({ text }) => Effect.succeed(text), read_file: ({ path }) => Effect.succeed(path) })
+          )
         )
         // stored before the inspector starts: one thread done, one waiting for an approval
         yield* agent.run("Echo hi", { threadId: "done" })
         yield* agent.run("Read old.txt", { threadId: "waits" })
         const before = { done: yield* agent.thread("done"), waits: yield* agent.thread("waits") }
-        const inspector = yield* Inspector.make(agent).pipe(Effect.provideService(Checkpointer.Checkpointer, checkpointer))
+        const inspector = yield* Inspector.make(agent).pipe(
+          Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+        )
         const page = yield* open(inspector.url)
 
         yield* wait(page, "[data-testid=stored-thread][data-thread=done]")
@@ -471,7 +475,10 @@ describe("Inspector in a browser", () => {
         yield* on(() => page.click("[data-testid=stored-thread][data-thread=waits]"))
         yield* wait(page, "[data-testid=thread-id]:has-text('waits')")
         yield* on(() =>
-          page.waitForSelector("[data-testid=stored-fork] option[value=decision]", { state: "attached", timeout: 10_000 })
+          page.waitForSelector("[data-testid=stored-fork] option[value=decision]", {
+            state: "attached",
+            timeout: 10_000
+          })
         )
         yield* on(() => page.selectOption("[data-testid=stored-fork-edit]", "decision"))
         const request = Schema.decodeUnknownSync(HumanInTheLoop.ApprovalRequest)(

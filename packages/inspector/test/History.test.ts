@@ -372,7 +372,11 @@ describe("Inspector fork", () => {
       const request = Schema.decodeUnknownSync(HumanInTheLoop.ApprovalRequest)(source.value)
       const url = `${base}/api/threads/t1/fork?token=${token}`
       // its shape is right, so it passes the check before the fork starts; the fork's wait asks again and refuses it
-      const stale = yield* post(url, { to: "t1-fork", at: 2, edit: { _tag: "Decision", decision: HumanInTheLoop.approveAll(request) } })
+      const stale = yield* post(url, {
+        to: "t1-fork",
+        at: 2,
+        edit: { _tag: "Decision", decision: HumanInTheLoop.approveAll(request) }
+      })
       assert.strictEqual(stale.status, 409, JSON.stringify(stale.body))
       assert.strictEqual(stale.body.error, "StaleDecision")
       assert.isString(stale.body.message)

@@ -114,8 +114,12 @@ export const recorder = (
     const slotOf = (slot: number, entry: RunRecord.Entry): number => {
       const given = slots.get(slot)
       if (given !== undefined) return given
-      if (entry._tag === "Decision") decisionsSince = Math.min(decisionsSince + 1, stride - 1)
-      else (entries++, decisionsSince = 0)
+      if (entry._tag === "Decision") {
+        decisionsSince = Math.min(decisionsSince + 1, stride - 1)
+      } else {
+        entries++
+        decisionsSince = 0
+      }
       const at = entries * stride + decisionsSince
       slots.set(slot, at)
       return at

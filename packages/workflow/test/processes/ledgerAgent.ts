@@ -22,8 +22,8 @@
  * `error <tag>` when a decision is refused, and `done <json>` at the end.
  */
 import { Tool, Toolkit } from "@effect/ai"
-import { NodeRuntime } from "@effect/platform-node"
 import { LanguageModel } from "@effect/ai"
+import { NodeRuntime } from "@effect/platform-node"
 import { Agent, ToolContext, ToolEffect } from "@stepwise-agent/core"
 import { SubAgents } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
