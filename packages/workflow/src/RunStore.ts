@@ -293,6 +293,14 @@ export declare namespace RunStore {
     ) => Effect.Effect<Option.Option<NextRun>, RunStoreError>
     /** The messages a run took in as its input (`claimNext`), in send order. */
     readonly inputOf: (runId: string) => Effect.Effect<ReadonlyArray<SentMessage>, RunStoreError>
+    /**
+     * Marks the ledgered tool call `step` of a run (its journal step, e.g.
+     * `tool/call_1`) as started, before its tool runs: `true` the first
+     * time, atomically across processes, and `false` every later time — the
+     * call started before and its result was never recorded (a crash cut it
+     * off). See `ToolEffect` and the effect ledger guide.
+     */
+    readonly markStarted: (runId: string, step: string) => Effect.Effect<boolean, RunStoreError>
   }
 }
 
@@ -338,6 +346,8 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
   const runs = new Map<string, RunRecord>()
   const decisions = new Map<string, Map<string, ClaimedDecision>>()
   const cancels = new Set<string>()
+  /** The ledgered calls marked started, by run. */
+  const started = new Map<string, Set<string>>()
   /** Sent messages in send order, each with the run (and the look, or `input`) that took it in. */
   const sent: Array<{ message: SentMessage; claimedBy?: string; claimedAs?: string; after?: string | undefined }> = []
   /** The sequence of the message stored with each idempotency key, by thread and key. */
@@ -429,6 +439,7 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
         runs.delete(runId)
         decisions.delete(runId)
         cancels.delete(runId)
+        started.delete(runId)
       }),
     postMessage: ({ claim, idempotencyKey, ...message }) =>
       Effect.map(Clock.currentTimeMillis, (sentAt) => {
@@ -460,7 +471,14 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
         return taken.map((entry) => entry.message)
       }),
     claimNext: (threadId, owner) => Effect.sync(() => claimNext(threadId, owner)),
-    inputOf: (runId) => Effect.sync(() => claimedBy(runId, "input"))
+    inputOf: (runId) => Effect.sync(() => claimedBy(runId, "input")),
+    markStarted: (runId, step) =>
+      Effect.sync(() => {
+        const steps = started.get(runId) ?? new Set<string>()
+        if (steps.has(step)) return false
+        started.set(runId, steps.add(step))
+        return true
+      })
   })
 })
 
@@ -547,6 +565,7 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
   const decisionsTable = sql(`${prefix}_decisions`)
   const messagesTable = sql(`${prefix}_messages`)
   const threadsTable = sql(`${prefix}_threads`)
+  const ledgerTable = sql(`${prefix}_ledger`)
   const sequence = sql.onDialectOrElse({
     pg: () => sql.literal("seq BIGSERIAL PRIMARY KEY"),
     orElse: () => sql.literal("seq INTEGER PRIMARY KEY AUTOINCREMENT")
@@ -587,7 +606,14 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
     sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_thread`)} ON ${messagesTable} (thread_id, claimed_by)`,
     sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_claim`)} ON ${messagesTable} (claimed_by, claimed_as)`,
     sql`CREATE INDEX IF NOT EXISTS ${sql(`${prefix}_messages_after`)} ON ${messagesTable} (thread_id, after_run)`,
-    sql`CREATE TABLE IF NOT EXISTS ${threadsTable} (thread_id TEXT PRIMARY KEY, running TEXT)`
+    sql`CREATE TABLE IF NOT EXISTS ${threadsTable} (thread_id TEXT PRIMARY KEY, running TEXT)`,
+    // the effect ledger: a row per ledgered tool call that started (`markStarted`)
+    sql`CREATE TABLE IF NOT EXISTS ${ledgerTable} (
+      run_id TEXT NOT NULL,
+      step TEXT NOT NULL,
+      started_at BIGINT NOT NULL,
+      PRIMARY KEY (run_id, step)
+    )`
   ], { discard: true })
   // Tables of 0.1.0 before stored decisions lack two columns of the decisions table, tables from
   // before cancel requests had a record of their own lack one of the runs table, and tables from
@@ -796,7 +822,10 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
     }),
     delete: Effect.fn("RunStore.delete")(function*(runId) {
       yield* sql.withTransaction(Effect.zipRight(
-        sql`DELETE FROM ${decisionsTable} WHERE run_id = ${runId}`,
+        Effect.all([
+          sql`DELETE FROM ${decisionsTable} WHERE run_id = ${runId}`,
+          sql`DELETE FROM ${ledgerTable} WHERE run_id = ${runId}`
+        ], { discard: true }),
         sql`DELETE FROM ${runsTable} WHERE run_id = ${runId}`
       )).pipe(Effect.mapError(storeFailure("delete")))
     }),
@@ -865,6 +894,15 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       return yield* lockedThread(threadId, claimNextLocked(threadId, owner)).pipe(
         Effect.mapError(storeFailure("claimNext"))
       )
+    }),
+    markStarted: Effect.fn("RunStore.markStarted")(function*(runId, step) {
+      const now = yield* Clock.currentTimeMillis
+      const marked = yield* sql`
+        INSERT INTO ${ledgerTable} (run_id, step, started_at) VALUES (${runId}, ${step}, ${now})
+        ON CONFLICT (run_id, step) DO NOTHING
+        RETURNING run_id
+      `.pipe(Effect.mapError(storeFailure("markStarted")))
+      return marked.length > 0
     }),
     inputOf: Effect.fn("RunStore.inputOf")(function*(runId) {
       return yield* claimedBy(runId, "input").pipe(Effect.mapError(storeFailure("inputOf")))

@@ -88,7 +88,7 @@ describe("the effect ledger across crashes (SQLite, SIGKILL)", () => {
   )
 
   it.scopedLive(
-    "a crash after the started entry, then markDone: the model gets the given result, the tool ran once",
+    "a crash after the call was marked started, then markDone: the model gets the given result, the tool ran once",
     () =>
       Effect.gen(function*() {
         const env = yield* crashed("afterStarted")
@@ -102,7 +102,7 @@ describe("the effect ledger across crashes (SQLite, SIGKILL)", () => {
   )
 
   it.scopedLive(
-    "a crash after the started entry, then retry: the call runs again once, with the same key",
+    "a crash after the call was marked started, then retry: the call runs again once, with the same key",
     () =>
       Effect.gen(function*() {
         const env = yield* crashed("afterStarted")
@@ -116,7 +116,7 @@ describe("the effect ledger across crashes (SQLite, SIGKILL)", () => {
   )
 
   it.scopedLive(
-    "a crash after the started entry of a compensatable tool, then compensate: its undo runs, not the tool",
+    "a crash after a compensatable tool's call was marked started, then compensate: its undo runs, not the tool",
     () =>
       Effect.gen(function*() {
         const env = yield* crashed("afterStarted", "compensatable")
@@ -147,7 +147,7 @@ describe("the effect ledger across crashes (SQLite, SIGKILL)", () => {
   )
 
   it.scopedLive(
-    "a crash before the started entry: the call had not begun, and runs once without a question",
+    "a crash before the call was marked started: it had not begun, and runs once without a question",
     () =>
       Effect.gen(function*() {
         const env = yield* crashed("beforeStarted")
@@ -216,7 +216,7 @@ describe("the effect ledger across crashes (SQLite, SIGKILL)", () => {
   )
 
   it.scopedLive(
-    "an idempotent tool cut off after its started entry runs again by itself, under the same key",
+    "an idempotent tool cut off after it ran runs again by itself, under the same key",
     () =>
       Effect.gen(function*() {
         const env = yield* crashed("afterStarted", "idempotent")

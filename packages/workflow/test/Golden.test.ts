@@ -2,7 +2,8 @@
  * Golden files: what this package stores, as a version of the code wrote it
  * (`test/golden/`, made by `test/golden/generate.ts` and never written
  * again): the `RunStore` tables and the SQL checkpointer's row in a SQLite
- * file (`runStore-v1.rows.json` lists its rows), and a journaled decision.
+ * file (`runStore-v1.rows.json` lists its rows), the effect ledger's table
+ * (`runStore-v2.sqlite`), and a journaled decision.
  * Each later version must still read them to the same values.
  */
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
@@ -20,8 +21,8 @@ import { fileURLToPath } from "node:url"
 const here = path.join(path.dirname(fileURLToPath(import.meta.url)), "golden")
 const rows = JSON.parse(fs.readFileSync(path.join(here, "runStore-v1.rows.json"), "utf8"))
 
-/** A copy of the golden database (opening it may upgrade its tables), on a SQLite client. */
-const goldenDatabase = () =>
+/** A copy of a golden database (opening it may upgrade its tables), on a SQLite client. */
+const goldenDatabase = (name = "runStore-v1.sqlite") =>
   Layer.unwrapScoped(
     Effect.map(
       Effect.acquireRelease(
@@ -30,7 +31,7 @@ const goldenDatabase = () =>
       ),
       (directory) => {
         const filename = path.join(directory, "runStore.sqlite")
-        fs.copyFileSync(path.join(here, "runStore-v1.sqlite"), filename)
+        fs.copyFileSync(path.join(here, name), filename)
         return SqliteClient.layer({ filename })
       }
     )
@@ -99,6 +100,20 @@ describe("golden files: workflow", () => {
       assert.deepStrictEqual(yield* checkpointer.load("golden/thread 1"), Option.some(expected))
       assert.deepStrictEqual(Option.getOrThrow(yield* checkpointer.load("golden/thread 1")).pending?.key, "approvals/0")
     }).pipe(Effect.provide(goldenDatabase())))
+
+  it.effect("runStore-v1.sqlite gains the ledger table: a call of an old run is marked started once", () =>
+    Effect.gen(function*() {
+      const store = yield* RunStore.make()
+      assert.isTrue(yield* store.markStarted("run-2", "tool/call_1"))
+      assert.isFalse(yield* store.markStarted("run-2", "tool/call_1"))
+    }).pipe(Effect.provide(goldenDatabase())))
+
+  it.effect("runStore-v2.sqlite: a call the ledger marked started stays marked (a cut-off call is found)", () =>
+    Effect.gen(function*() {
+      const store = yield* RunStore.make()
+      assert.isFalse(yield* store.markStarted("run-1", "tool/call_1"))
+      assert.isTrue(yield* store.markStarted("run-1", "tool/call_2"))
+    }).pipe(Effect.provide(goldenDatabase("runStore-v2.sqlite"))))
 
   it.effect("decision-v1.json: a journaled decision decodes", () =>
     Effect.gen(function*() {

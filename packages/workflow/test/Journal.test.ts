@@ -96,12 +96,13 @@ describe("the journal of a run on SQLite", () => {
         "load",
         "model/0",
         "checkpoint/0",
-        // the call's entry in the effect ledger, before the call (its tool is not read-only)
-        "tool/call_1/started",
+        // the call marks itself started in the RunStore's ledger inside its own activity: no activity more
         "tool/call_1",
         "model/1",
         "checkpoint/3"
       ])
+      const marks = yield* sql<{ readonly step: string }>`SELECT step FROM stepwise_ledger WHERE run_id = ${runId}`
+      assert.deepStrictEqual(marks.map((row) => row.step), ["tool/call_1"])
       assert.deepStrictEqual(done.messages.map((message) => message.role), [
         "user",
         "assistant",

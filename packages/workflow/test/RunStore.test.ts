@@ -235,6 +235,23 @@ const conformance = <R>(
         yield* store.claimDecision("r1", "call-1")
       }))
 
+    it.effect("a ledgered call is marked started once per run and step, also when marks race; delete forgets them", () =>
+      Effect.gen(function*() {
+        const store = yield* make()
+        yield* store.register(run("r1", "t1", 1_000))
+        const marks = yield* Effect.all(
+          Array.from({ length: 12 }, () => store.markStarted("r1", "tool/call_1")),
+          { concurrency: "unbounded" }
+        )
+        assert.deepStrictEqual(marks.filter(Boolean).length, 1)
+        assert.isFalse(yield* store.markStarted("r1", "tool/call_1"))
+        assert.isTrue(yield* store.markStarted("r1", "tool/call_1#2"))
+        assert.isTrue(yield* store.markStarted("r2", "tool/call_1"))
+        yield* store.delete("r1")
+        assert.isTrue(yield* store.markStarted("r1", "tool/call_1"))
+        assert.isFalse(yield* store.markStarted("r2", "tool/call_1"))
+      }))
+
     it.effect("a look claims the thread's steer messages once; asking again gives the same, nothing newer", () =>
       Effect.gen(function*() {
         const store = yield* make()

@@ -102,6 +102,16 @@ const asLoopStep = <A, E, R>(
  * {@link RunCancelled} instead; `status` reads that as `Cancelled`.
  */
 
+/** What the journal of a run reads and writes in the `RunStore`, for that run. */
+export interface RunStoreOfRun {
+  /** Whether the run was asked to stop. */
+  readonly cancelled: Effect.Effect<boolean>
+  /** The thread's stored steer messages the look `look` takes in. */
+  readonly claimSteered: (look: string) => Effect.Effect<ReadonlyArray<Prompt.Message>>
+  /** Marks a ledgered call started: `true` the first time (`RunStore.markStarted`). */
+  readonly markStarted: (step: string) => Effect.Effect<boolean>
+}
+
 /**
  * The journal of one run on the workflow engine, and `flush`, which writes
  * the checkpoints it still holds.
@@ -116,12 +126,8 @@ const asLoopStep = <A, E, R>(
  * no next activity: `flush` writes what is left as one activity, named
  * after the last of those checkpoints.
  */
-export const makeJournal = (
-  options: Options,
-  runId: string,
-  cancelled: Effect.Effect<boolean>,
-  claimSteered: (look: string) => Effect.Effect<ReadonlyArray<Prompt.Message>>
-) => {
+export const makeJournal = (options: Options, runId: string, store: RunStoreOfRun) => {
+  const { cancelled, claimSteered } = store
   // A look into the inbox takes in the messages sent in this process, then those stored for the thread.
   // The stored ones are claimed first: a store that fails ends the look before it took any message out of
   // the inbox, so none is lost.
@@ -176,16 +182,15 @@ export const makeJournal = (
       ? Effect.void
       : inActivity(last.name, Schema.Void, afterUnwritten(Effect.void))
   })
-  // a call of a tool that is not read-only: its ledger entry first, then its result (see ledger.ts)
+  // a call of a tool that is not read-only marks itself started before it runs (see ledger.ts)
   const ledgered = Ledger.make<
     AgentRunFailed | RunCancelled,
     WorkflowEngine.WorkflowEngine | WorkflowEngine.WorkflowInstance
   >(<A, E, R>(
     name: string,
     schema: RunJournal.StepKey.ResultSchema<A>,
-    call: Effect.Effect<A, E, R>,
-    flushFirst: boolean
-  ) => inActivity(name, schema as Schema.Schema<A, any, never>, flushFirst ? afterUnwritten(call) : call))
+    call: Effect.Effect<A, E, R>
+  ) => inActivity(name, schema as Schema.Schema<A, any, never>, afterUnwritten(call)), store.markStarted)
   const journal = RunJournal.RunJournal.of({
     durable: true,
     step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {

@@ -1,13 +1,13 @@
 /**
- * The effect ledger of a durable run: before a call of a tool that is neither
- * read-only nor idempotent runs, an activity `<step>/started` records its
- * ledger entry (one write more for such a call; an idempotent call runs again
- * after a crash, so it needs none); the
- * call's own activity `<step>` records its result after. A call whose
- * activity executes in a body execution that replayed its `started` entry
- * (rather than recording it) was cut off by a crash between the two: it runs
- * again only when its tool is idempotent, and is otherwise answered with
- * `ToolEffect.cutOffResult`, on which `ToolEffect.middleware` asks what to do.
+ * The effect ledger of a durable run. A call of a tool that is neither
+ * read-only nor idempotent runs inside its own activity `<step>`, as every
+ * call does, after marking itself started in the run store
+ * (`RunStore.markStarted`, one row; an idempotent call runs again after a
+ * crash, so it marks nothing). The activity records the call's result. An
+ * activity that executes again finds its mark (rather than setting it): a
+ * crash cut the call off between its start and its recorded result, so it is
+ * answered with `ToolEffect.cutOffResult`, on which `ToolEffect.middleware`
+ * asks what to do, and the tool does not run twice.
  */
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as ToolEffect from "@stepwise-agent/core/ToolEffect"
@@ -27,19 +27,18 @@ export class CrashSeam extends Context.Reference<CrashSeam>()("@stepwise-agent/w
 }) {}
 
 /**
- * The ledger of one execution of a run body. `record(name, schema, effect)`
- * runs `effect` as the activity `name`, journaled with `schema`.
+ * The ledger of a run. `record(name, schema, effect)` runs `effect` as the
+ * activity `name`, journaled with `schema`; `markStarted(name)` marks the
+ * call `name` started, `true` the first time.
  */
 export const make = <X, Y>(
   record: <A, E, R>(
     name: string,
     schema: RunJournal.StepKey.ResultSchema<A>,
-    effect: Effect.Effect<A, E, R>,
-    flush: boolean
-  ) => Effect.Effect<A, X, R | Y>
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, X, R | Y>,
+  markStarted: (name: string) => Effect.Effect<boolean>
 ) => {
-  /** The steps whose `started` entry this execution recorded (rather than replayed). */
-  const startedHere = new Set<string>()
   const crashAt = (point: CrashPoint, entry: ToolEffect.LedgerEntry) =>
     Effect.flatMap(CrashSeam, (crash) => crash === undefined ? Effect.void : crash(point, entry))
   return <A, E, R>(
@@ -49,25 +48,15 @@ export const make = <X, Y>(
   ): Effect.Effect<A, X, R | Y> => {
     const entry = step.ledger
     const name = RunJournal.stepName(key)
-    if (entry === undefined) return record(name, key.schema, effect, true)
-    // an idempotent call runs again after a crash whatever its entry says: it needs none written first
-    const started = entry.effect === "Idempotent" ? Effect.void : record(
-      `${name}/started`,
-      ToolEffect.LedgerEntry,
-      Effect.sync(() => {
-        startedHere.add(name)
-        return entry
-      }),
-      false
+    if (entry === undefined) return record(name, key.schema, effect)
+    const ran = Effect.zipLeft(effect, crashAt("afterStarted", entry))
+    // an idempotent call runs again after a crash whatever happened before: it needs no mark
+    const call = entry.effect === "Idempotent" ? ran : Effect.flatMap(
+      markStarted(name),
+      (first): Effect.Effect<A, E, R> =>
+        first ? ran : Effect.succeed(step.result.to(ToolEffect.cutOffResult(step.call, entry)))
     )
-    const call = Effect.suspend(() =>
-      startedHere.has(name) || entry.effect === "Idempotent"
-        ? effect
-        : Effect.succeed(step.result.to(ToolEffect.cutOffResult(step.call, entry)))
-    )
-    return crashAt("beforeStarted", entry).pipe(
-      Effect.zipRight(started),
-      Effect.zipRight(record(name, key.schema, Effect.zipLeft(call, crashAt("afterStarted", entry)), true)),
+    return record(name, key.schema, Effect.zipRight(crashAt("beforeStarted", entry), call)).pipe(
       Effect.tap(() => crashAt("afterResult", entry))
     )
   }

@@ -112,10 +112,12 @@ export const make = (options: Options): AgentWorkflow => {
     Effect.gen(function*() {
       const loop = yield* Agent.Agent
       const store = yield* RunStore.RunStore
-      const cancelled = Effect.orDie(store.isCancelRequested(payload.runId))
-      const claimSteered = (look: string) =>
-        Effect.flatMap(Effect.orDie(store.claimSteered(payload.threadId, payload.runId, look)), decodeStored)
-      const { flush, journal } = makeJournal(options, payload.runId, cancelled, claimSteered)
+      const { flush, journal } = makeJournal(options, payload.runId, {
+        cancelled: Effect.orDie(store.isCancelRequested(payload.runId)),
+        claimSteered: (look) =>
+          Effect.flatMap(Effect.orDie(store.claimSteered(payload.threadId, payload.runId, look)), decodeStored),
+        markStarted: (step) => Effect.orDie(store.markStarted(payload.runId, step))
+      })
       // a fork's record holds the steps it serves from its source's record, then its own
       const recorded = yield* recorder(payload.runId, payload.threadId, journal, forkedFrom(payload.fork))
       const run: Effect.Effect<AgentResult.AgentResult<any, any, any>, unknown> = payload.fork === undefined

@@ -59,6 +59,24 @@ if (!fs.existsSync(database)) {
   process.stdout.write("wrote runStore-v1.sqlite\n")
 }
 
+// v2: the effect ledger's table (`markStarted`), with one ledgered call marked started
+const ledgerDatabase = path.join(here, "runStore-v2.sqlite")
+if (!fs.existsSync(ledgerDatabase)) {
+  const marked = Effect.gen(function*() {
+    const store = yield* RunStore.make()
+    yield* store.register({
+      runId: "run-1",
+      threadId: "thread-1",
+      executionId: "exec-1",
+      workflow: "agent@1",
+      createdAt: DateTime.unsafeMake(1_765_000_000_000)
+    })
+    yield* store.markStarted("run-1", "tool/call_1")
+  })
+  await Effect.runPromise(marked.pipe(Effect.provide(SqliteClient.layer({ filename: ledgerDatabase }))))
+  process.stdout.write("wrote runStore-v2.sqlite\n")
+}
+
 const decision = path.join(here, "decision-v1.json")
 if (!fs.existsSync(decision)) {
   const encoded = Schema.encodeSync(AgentWorkflow.Decision)({

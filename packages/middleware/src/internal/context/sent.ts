@@ -141,7 +141,9 @@ export const pairsAsStored = (
   from: number,
   to: number = messages.length
 ): boolean => {
-  /** Ids of the calls of the last assistant message still waiting for their result (one array, reused). */
+  // (indexed loops, and no `splice`: a first call runs this over every message of a long thread, and an
+  // iterator or a removed-elements array per message was most of what that call allocated)
+  /** Ids of the calls of the last assistant message still waiting for their result, in no order (one array). */
   const open: Array<string> = []
   let inToolRun = false
   for (let i = from; i < to; i++) {
@@ -150,16 +152,20 @@ export const pairsAsStored = (
       if (open.length > 0) return false
       inToolRun = message.role === "assistant"
       if (message.role === "assistant") {
-        for (const part of message.content) {
+        const parts = message.content
+        for (let p = 0; p < parts.length; p++) {
+          const part = parts[p]!
           if (part.type === "tool-call" && !part.providerExecuted && !open.includes(part.id)) open.push(part.id)
         }
       }
       continue
     }
-    for (const part of message.content) {
-      const at = inToolRun ? open.indexOf(part.id) : -1
+    const results = message.content
+    for (let p = 0; p < results.length; p++) {
+      const at = inToolRun ? open.indexOf(results[p]!.id) : -1
       if (at < 0) return false
-      open.splice(at, 1)
+      const last = open.pop()!
+      if (at < open.length) open[at] = last
     }
   }
   return open.length === 0
