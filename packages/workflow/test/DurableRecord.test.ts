@@ -8,7 +8,7 @@ import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RecordStore from "@stepwise-agent/workflow/RecordStore"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Effect, Either, Layer, Option, Schema } from "effect"
+import { Deferred, Effect, Either, Fiber, Layer, Option, Schedule, Schema } from "effect"
 import * as path from "node:path"
 import { tempDirectory } from "./support/databases.js"
 
@@ -540,6 +540,49 @@ describe("the record of a cancelled durable run", () => {
         header: undefined,
         entries: []
       })
+    }))
+})
+
+describe("the record of a durable run cancelled while it works", () => {
+  it.scopedLive("ends Cancelled after the call in flight; its replay stops where the run stopped", () =>
+    Effect.gen(function*() {
+      const inTool = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      // the first add blocks until released: the run is working, not waiting, when cancelled
+      const slow = Calculator.toLayer({
+        add: ({ a, b }) =>
+          Effect.zipRight(
+            Effect.zipRight(Deferred.succeed(inTool, void 0), Deferred.await(release)),
+            Effect.succeed(a + b)
+          )
+      })
+      const context = yield* stack("memory", script, slow, [])
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+      yield* Deferred.await(inTool)
+      const cancelling = yield* Effect.fork(run(Runs.cancel(runId)))
+      // the cancel is requested before the call in flight finishes: the run stops before its next model call
+      yield* Effect.flatMap(RunStore.RunStore, (store) => store.isCancelRequested(runId)).pipe(
+        Effect.provide(context),
+        Effect.repeat({ until: (requested) => requested, schedule: Schedule.spaced("10 millis") })
+      )
+      yield* Deferred.succeed(release, void 0)
+      yield* Fiber.join(cancelling)
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Cancelled")
+      const record = yield* run(Runs.record(runId))
+      const names = record.entries.flatMap((entry) => entry._tag === "Step" ? [entry.name] : [])
+      assert.includeMembers(names, ["model/0", "tool/call_1"])
+      assert.notInclude(names, "model/1")
+      const ends = record.entries.filter((entry) => entry._tag === "End")
+      assert.strictEqual(ends.length, 1)
+      assert.deepInclude(ends[0], { outcome: "Cancelled", steps: 1 })
+      const replayed = yield* replayOn(record, "You add.", [])
+      assert.deepInclude(Option.getOrThrow(Either.getLeft(replayed.outcome)), {
+        _tag: "ReplayStopped",
+        step: 1,
+        outcome: "Cancelled"
+      })
+      assert.deepStrictEqual([replayed.modelCalls, replayed.toolCalls], [0, 0])
     }))
 })
 
