@@ -29,6 +29,7 @@ import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
@@ -443,6 +444,9 @@ export const recording = (
   const timings = new Map<string, { readonly startedAt: number; readonly durationMillis: number }>()
   let slots = 0
   const add = (entry: Entry) => Effect.suspend(() => sink.put(slots++, entry))
+  // the decisions reported inside a step that runs, kept to be put just before the step's own entry: in the order
+  // the steps end, whatever ran at once (parallel tool calls)
+  const inStep = FiberRef.unsafeMake<Array<Decision> | undefined>(undefined)
   /** The recording journal over `under`: every step, wait and witnessed value of `under` is kept. */
   const over = (under: RunJournal.Service) =>
     RunJournal.RunJournal.of({
@@ -467,28 +471,37 @@ export const recording = (
         }),
       step: (key, effect) => {
         const name = RunJournal.stepName(key)
+        const decisions: Array<Decision> = []
         // timed where it runs: a step the journal gives from its own record does not run
         const timed = Effect.flatMap(
           Clock.currentTimeMillis,
           (startedAt) =>
-            Effect.tap(effect, () =>
+            Effect.tap(Effect.locally(effect, inStep, decisions), () =>
               Effect.map(Clock.currentTimeMillis, (ended) => {
                 timings.set(name, { startedAt, durationMillis: ended - startedAt })
               }))
         )
-        return Effect.tap(under.step(key, timed), (value) =>
-          Effect.flatMap(Clock.currentTimeMillis, (now) => {
-            const model = key._tag === "Model" ? sent.get(key.step) : undefined
-            const timing = timings.get(name) ?? { startedAt: now, durationMillis: 0 }
-            timings.delete(name)
-            return add(Step.make({
-              name,
-              kind: key._tag,
-              result: kept(encodeResult(key, value)),
-              ...model,
-              ...timing
-            }))
-          }))
+        const decided = Effect.suspend(() => Effect.forEach(decisions.splice(0), add, { discard: true }))
+        return under.step(key, timed).pipe(
+          Effect.tap((value) =>
+            Effect.flatMap(Clock.currentTimeMillis, (now) => {
+              const model = key._tag === "Model" ? sent.get(key.step) : undefined
+              const timing = timings.get(name) ?? { startedAt: now, durationMillis: 0 }
+              timings.delete(name)
+              return Effect.zipRight(
+                decided,
+                add(Step.make({
+                  name,
+                  kind: key._tag,
+                  result: kept(encodeResult(key, value)),
+                  ...model,
+                  ...timing
+                }))
+              )
+            })
+          ),
+          Effect.tapErrorCause(() => decided)
+        )
       },
       // the journal's own witness (a replayer's) still sees and answers what this one records
       witness: {
@@ -510,17 +523,20 @@ export const recording = (
                 }) as Step["reply"] & {}
               })
             })),
-        // in the run's order, as reported (not as a stream reads its events)
+        // in the run's order, as reported (not as a stream reads its events); inside a step, just before it
         decision: (decision) =>
-          Effect.zipRight(
-            add(Decision.make({
+          Effect.flatMap(FiberRef.get(inStep), (step) => {
+            const entry = Decision.make({
               middleware: decision.middleware,
               hook: decision.hook,
               decision: decision.decision,
               data: kept(decision.data)
-            })),
-            under.witness?.decision?.(decision) ?? Effect.void
-          )
+            })
+            return Effect.zipRight(
+              step === undefined ? add(entry) : Effect.sync(() => void step.push(entry)),
+              under.witness?.decision?.(decision) ?? Effect.void
+            )
+          })
       }
     })
   return { journal: Layered.layer(over(journal), journal, over), add }

@@ -8,7 +8,7 @@ import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RecordStore from "@stepwise-agent/workflow/RecordStore"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Deferred, Effect, Either, Fiber, Layer, Option, Schedule, Schema } from "effect"
+import { Deferred, Effect, Either, FastCheck, Fiber, Layer, Option, Schedule, Schema } from "effect"
 import * as path from "node:path"
 import { tempDirectory } from "./support/databases.js"
 
@@ -267,6 +267,40 @@ describe.each(engines)("the record of a durable run (%s engine)", (engine) => {
       assert.deepInclude(stopped, { step: 1, outcome: "Failed" })
       assert.deepStrictEqual([replayed.modelCalls, replayed.toolCalls], [0, 0])
     }))
+})
+
+/** Scripts of 0–3 tool-call turns (1–3 parallel `add` calls each) and a final answer. */
+const scripts = FastCheck.array(
+  FastCheck.array(FastCheck.tuple(FastCheck.integer({ min: -9, max: 9 }), FastCheck.integer({ min: 0, max: 9 })), {
+    minLength: 1,
+    maxLength: 3
+  }),
+  { maxLength: 3 }
+).map((turns): ReadonlyArray<ScriptedModel.Turn> => [
+  ...turns.map((calls, turn) =>
+    ScriptedModel.toolCalls(calls.map(([a, b], i) => ({ name: "add", params: { a, b }, id: `c${turn}_${i}` })))
+  ),
+  ScriptedModel.text("done")
+])
+
+describe("a durable record and an in-process one", () => {
+  it.live.prop(
+    "agree entry by entry apart from timing, whatever the script: decisions of every hook, parallel calls and a wait included",
+    { turns: scripts },
+    ({ turns }) =>
+      Effect.scoped(Effect.gen(function*() {
+        const middleware = [audit, confirming(1)]
+        const context = yield* stack("memory", turns, counted().layer, middleware)
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+        const first = yield* run(Runs.await(runId, { untilWaiting: true }))
+        if (first.state === "Waiting") yield* run(Runs.resume(runId, { go: true }, { principal: "alice" }))
+        assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+        const durable = yield* run(Runs.record(runId))
+        assert.deepStrictEqual(timeless(durable), timeless(yield* inProcessRecord(turns, middleware)))
+      })) as Effect.Effect<void, unknown>,
+    { fastCheck: { numRuns: 12 } }
+  )
 })
 
 describe("a durable record's failure paths", () => {
