@@ -120,7 +120,9 @@ export const WaitEntry = Schema.TaggedStruct("Wait", {
 export type WaitEntry = typeof WaitEntry.Type
 
 /**
- * A decision a middleware reported (`Middleware.report`, a `MiddlewareDecision` event).
+ * A decision a middleware reported (`Middleware.report`, a `MiddlewareDecision` event),
+ * in the run's order; one reported inside a model or tool call (a `wrapModelCall` or
+ * `wrapToolCall` hook) just before that call's {@link Step}.
  *
  * @example
  * ```ts
