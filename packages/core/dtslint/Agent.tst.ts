@@ -3,7 +3,7 @@ import { LanguageModel } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import type { AgentError, AgentEvent, AgentResult, AgentState } from "@stepwise-agent/core"
 import { Agent, Middleware } from "@stepwise-agent/core"
-import type { Option, Scope, Stream } from "effect"
+import type { Option, ParseResult, Scope, Stream } from "effect"
 import { Context, Effect, Layer, Schema } from "effect"
 import { describe, expect, test } from "tstyche"
 
@@ -174,6 +174,16 @@ describe("Agent.Tag", () => {
     type Result = Effect.Effect.Success<typeof _answered>
     expect<Extract<Result, { readonly _tag: "Completed" }>["output"]>().type.toBe<
       Option.Option<{ readonly answer: string }>
+    >()
+  })
+
+  test("a posted decision and a stored output come back typed by the agent", () => {
+    const _posted = Effect.flatMap(Support, (agent) => agent.validatePosted("t", { approve: true }))
+    expect<Effect.Effect.Error<typeof _posted>>().type.toBe<Agent.RunError<OverQuota | Refused>>()
+    const _output = Effect.flatMap(Support, (agent) => agent.decodeOutput({ answer: "42" }))
+    expect<Effect.Effect.Success<typeof _output>>().type.toBe<{ readonly answer: string }>()
+    expect(Effect.flatMap(Support, (agent) => agent.encodeOutput({ answer: "42" }))).type.toBe<
+      Effect.Effect<unknown, ParseResult.ParseError, Support>
     >()
   })
 

@@ -18,6 +18,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import type * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
@@ -30,7 +31,6 @@ import * as Checkpointer from "./Checkpointer.js"
 import type * as Fork from "./Fork.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
 import { defaultMaxInputChars } from "./internal/input.js"
-import * as Lifetime from "./internal/lifetime.js"
 import { makeLoop } from "./internal/loop.js"
 import { unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
@@ -116,10 +116,12 @@ export interface SendOptions {
  * `result` waits for the run that takes the message in and gives its result,
  * or fails as that run failed (a run `send` started is reported through
  * `watch` and logged too). Runs `send` starts belong to the scope the agent
- * was built in (`Agent.layer`'s): closing it interrupts them (their `result`
- * fails with `ThreadStateError` rather than waiting), and once it is closed
- * `send` itself fails with `AgentClosed`, delivering nothing. A `send` that
- * fails delivered nothing: retrying it sends the message once.
+ * was built in (`Agent.layer`'s): closing it interrupts them, and the
+ * `result` of every message no run will answer now (taken in by an
+ * interrupted run, or held for a thread that waits for a decision) fails
+ * with `ThreadStateError` rather than waiting; once it is closed `send`
+ * itself fails with `AgentClosed`, delivering nothing. A `send` that fails
+ * delivered nothing: retrying it sends the message once.
  *
  * @example
  * ```ts
@@ -272,6 +274,23 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
     value: Wait.DecisionOf<W>
   ): Effect.Effect<Checkpointer.PendingInterrupt & { readonly encodedDecision: unknown }, RunError<E>>
   /**
+   * Checks a decision as a durable run posts it (`encoded`: the
+   * `encodedDecision` of `validateResume`, as JSON keeps it) against the
+   * wait `threadId` stops at, as the run will when it gets it: decoded with
+   * the wait's `decision` schema, then its `check`. Gives the decision
+   * decoded; nothing runs. A decision that no longer decodes (the wait
+   * changed since it was stored) fails with `InvalidResume`.
+   */
+  validatePosted(threadId: string, encoded: unknown): Effect.Effect<Wait.DecisionOf<W>, RunError<E>>
+  /**
+   * A structured output (a completed result's `output`) encoded by the
+   * agent's `responseFormat`, as JSON keeps it: what a durable run journals.
+   * Without a `responseFormat` the value as it is.
+   */
+  encodeOutput(output: O): Effect.Effect<unknown, ParseResult.ParseError>
+  /** An output as {@link Service.encodeOutput} gives it, decoded by the agent's `responseFormat`. */
+  decodeOutput(encoded: unknown): Effect.Effect<O, ParseResult.ParseError>
+  /**
    * Runs the agent again on a recorded run (`RunRecord.record`, or read with
    * `RunRecord.fromJsonl`) without calling the model or any tool: the
    * recorded replies and tool results are served in order, every hook runs
@@ -337,8 +356,8 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * now on, tagged with their run and thread: for inspectors and
    * dashboards. While anybody watches, runs stream their model calls (so
    * watchers see text as it is written); while nobody does, runs cost
-   * nothing extra. Closing the scope ends the stream once it has
-   * delivered the events published before the close.
+   * nothing extra. Closing the scope, or the agent's, ends the stream once
+   * it has delivered the events published before the close.
    */
   readonly watch: Effect.Effect<Stream.Stream<RunEvent<S, O, W>>, never, Scope.Scope>
   /**
@@ -601,7 +620,7 @@ export type BuildError<Mws extends ReadonlyArray<Middleware.Any>, TE = never> =
  * with `Agent.layer` and `Layer.provide`), not with `Effect.provide` around
  * `Agent.make` alone, which releases a scoped layer (a provider's HTTP
  * client) as soon as `make` ends. Built in a `Scope`, the agent closes with it: then `run`, `stream`,
- * `resume`, `resumeStream`, `validateResume` and `send` fail with
+ * `resume`, `resumeStream`, `validateResume`, `validatePosted` and `send` fail with
  * `AgentClosed`; so they do once a run fails because an HTTP client the agent
  * kept was released (undici's `ClientDestroyedError`), the error naming that
  * cause.
@@ -760,8 +779,10 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
       Effect.flatMap(Option.match({ onNone: () => Checkpointer.makeMemory, onSome: Effect.succeed }))
     )
     const model = yield* LanguageModel.LanguageModel
-    const scope = yield* Effect.serviceOption(Scope.Scope)
-    const lifetime = yield* Lifetime.make(scope)
+    // the agent lives in the scope it is built in; built outside any, in one that never closes
+    const scope = yield* Effect.serviceOption(Scope.Scope).pipe(
+      Effect.flatMap(Option.match({ onNone: () => Scope.make(), onSome: Effect.succeed }))
+    )
     const service = yield* makeLoop({
       middleware,
       layout,
@@ -776,10 +797,8 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
       spans: options.spans,
       model,
       checkpointer,
-      scope,
-      lifetime,
       context: Context.omit(LanguageModel.LanguageModel)(context) as Context.Context<never>
-    })
+    }).pipe(Scope.extend(scope))
     return service
   })
 

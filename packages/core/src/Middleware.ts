@@ -47,7 +47,7 @@ import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as observer from "./internal/observer.js"
 import * as PersonAnswer from "./internal/personAnswer.js"
-import { toolCallGuards } from "./internal/toolCallGuards.js"
+import { ToolCallGuards } from "./internal/toolCallGuards.js"
 import type * as Wait from "./Wait.js"
 
 /**
@@ -1036,7 +1036,7 @@ export const guardToolCall: {
 } = dual(
   2,
   <A, E, R>(self: Effect.Effect<A, E, R>, guard: ToolCallGuard): Effect.Effect<A, E, R> =>
-    Effect.locallyWith(self, toolCallGuards, (guards) => [...guards, guard])
+    Effect.flatMap(ToolCallGuards, (guards) => Effect.provideService(self, ToolCallGuards, [...guards, guard]))
 )
 
 /**

@@ -525,6 +525,12 @@ export interface Interrupt {
    * encoded).
    */
   readonly value: unknown
+  /**
+   * The waiting middleware's `wait.decision` schema: what answers the wait.
+   * A durable journal types its wait with it (a decision it stores decodes
+   * with it) and encodes a decision it makes itself (a timeout's) with it.
+   */
+  readonly decision: Schema.Schema.AnyNoContext
 }
 
 /**

@@ -41,6 +41,7 @@ import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
 import * as Secrets from "./Secrets.js"
+import type * as Wait from "./Wait.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -117,18 +118,23 @@ export interface ApprovalResponse {
 /**
  * Translates a middleware's interrupts to approval requests and the human's
  * answers back to its resume value. HumanInTheLoop's `uiApprovals` is one.
+ * Typed by the waits `W` it reads (see `Wait`: the interrupt's value is the
+ * waiting middleware's request) and the decision `D` it answers with (one of
+ * theirs by default): the chat handlers take only an adapter whose
+ * decisions the agent's waits accept.
  *
  * @example
  * ```ts
- * import type { UiMessageStream } from "@stepwise-agent/core"
+ * import type { UiMessageStream, Wait } from "@stepwise-agent/core"
  * import { Option } from "effect"
  *
- * // a middleware interrupting with { callId, toolName, args } and resumed with true or false
- * const yesNo: UiMessageStream.Approvals = {
- *   requests: (interrupt) => {
- *     const value = interrupt.value as { callId: string; toolName: string; args: unknown }
- *     return Option.some([{ approvalId: interrupt.key, toolCallId: value.callId, toolName: value.toolName, input: value.args }])
- *   },
+ * // a middleware "confirm" interrupting with one call and resumed with true or false
+ * type Call = { readonly callId: string; readonly toolName: string; readonly args: unknown }
+ * type Confirm = Wait.Declared<"confirm", Call, boolean>
+ *
+ * const yesNo: UiMessageStream.Approvals<Confirm> = {
+ *   requests: ({ key, value }) =>
+ *     Option.some([{ approvalId: key, toolCallId: value.callId, toolName: value.toolName, input: value.args }]),
  *   resumeValue: (_interrupt, responses) => responses.every((response) => response.approved)
  * }
  * ```
@@ -136,22 +142,22 @@ export interface ApprovalResponse {
  * @since 0.1.0
  * @category models
  */
-export interface Approvals {
+export interface Approvals<W extends Wait.Any = Wait.Any, D = Wait.DecisionOf<W>> {
   /** The tool calls `interrupt` waits on; `None` when it is not a tool approval. */
-  readonly requests: (interrupt: AgentResult.Interrupt) => Option.Option<ReadonlyArray<ApprovalRequest>>
+  readonly requests: (interrupt: Wait.Interrupt<W>) => Option.Option<ReadonlyArray<ApprovalRequest>>
   /** The value to resume `interrupt` with, given one response per request. */
-  readonly resumeValue: (interrupt: AgentResult.Interrupt, responses: ReadonlyArray<ApprovalResponse>) => unknown
+  readonly resumeValue: (interrupt: Wait.Interrupt<W>, responses: ReadonlyArray<ApprovalResponse>) => D
 }
 
 /**
- * Options of {@link fromEvents}.
+ * Options of {@link fromEvents}, for a run of an agent whose waits are `W`.
  *
  * @since 0.1.0
  * @category models
  */
-export interface EventsOptions {
+export interface EventsOptions<W extends Wait.Any = Wait.Any> {
   /** Reads interrupts as approval requests; without it (or for other interrupts) a `data-interrupt` chunk. */
-  readonly approvals?: Approvals | undefined
+  readonly approvals?: Approvals<W> | undefined
   /**
    * The `errorText` of a failed run's `error` chunk. The default gives the
    * error's tag and the first line of its message (at most 200 characters)
@@ -200,7 +206,7 @@ export type Authorize = (
  * @since 0.1.0
  * @category models
  */
-export interface Options extends Omit<EventsOptions, "messageId" | "answered"> {
+export interface Options<W extends Wait.Any = Wait.Any> extends Omit<EventsOptions<W>, "messageId" | "answered"> {
   /**
    * Who may use which chat: required, since any client can post any chat
    * id. {@link allowAll} lets everyone use every chat (demos only).
@@ -424,9 +430,9 @@ const toolResultText = (result: unknown): string => {
  * @since 0.1.0
  * @category constructors
  */
-export const fromEvents = <S, O, E, R>(
-  events: Stream.Stream<AgentEvent.AgentEvent<S, O>, E, R>,
-  options?: EventsOptions | undefined
+export const fromEvents = <S, O, E, R, W extends Wait.Any = Wait.Any>(
+  events: Stream.Stream<AgentEvent.AgentEvent<S, O, W>, E, R>,
+  options?: EventsOptions<NoInfer<W>> | undefined
 ): Stream.Stream<UiMessageChunk, never, R> =>
   Stream.suspend(() => {
     const errorText = options?.errorText ?? defaultErrorText
@@ -470,7 +476,7 @@ export const fromEvents = <S, O, E, R>(
         out.push({ type: "reasoning-start", id }, { type: "reasoning-delta", id, delta }, { type: "reasoning-end", id })
       }
     }
-    const ended = (out: Array<UiMessageChunk>, result: AgentResult.AgentResult<S, O>) => {
+    const ended = (out: Array<UiMessageChunk>, result: AgentResult.AgentResult<S, O, W>) => {
       closeText(out)
       if (result._tag === "Completed") {
         closeStep(out)
@@ -497,7 +503,7 @@ export const fromEvents = <S, O, E, R>(
       out.push({ type: "finish", finishReason: "tool-calls" })
     }
 
-    const chunksOf = (event: AgentEvent.AgentEvent<S, O>): Array<UiMessageChunk> => {
+    const chunksOf = (event: AgentEvent.AgentEvent<S, O, W>): Array<UiMessageChunk> => {
       const out: Array<UiMessageChunk> = []
       switch (event._tag) {
         case "ModelCallStarted": {
@@ -641,16 +647,16 @@ export interface UiMessage {
 }
 
 /**
- * Options of {@link toUiMessages}.
+ * Options of {@link toUiMessages}, for a thread of an agent whose waits are `W`.
  *
  * @since 0.1.0
  * @category models
  */
-export interface UiMessagesOptions {
+export interface UiMessagesOptions<W extends Wait.Any = Wait.Any> {
   /** What the thread waits for (`ThreadSnapshot.pending`): its approvals show as `approval-requested`. */
-  readonly pending?: Option.Option<AgentResult.Interrupt> | undefined
+  readonly pending?: Option.Option<Wait.Interrupt<W>> | undefined
   /** Reads the pending interrupt as approval requests; without it (or for another interrupt) a `data-interrupt` part. */
-  readonly approvals?: Approvals | undefined
+  readonly approvals?: Approvals<W> | undefined
 }
 
 const fileUrl = (part: Prompt.FilePart): string => {
@@ -705,9 +711,9 @@ const filePart = (part: Prompt.FilePart): UiMessagePart => ({
  * @since 0.1.0
  * @category constructors
  */
-export const toUiMessages = (
+export const toUiMessages = <W extends Wait.Any = Wait.Any>(
   messages: ReadonlyArray<Prompt.Message>,
-  options?: UiMessagesOptions | undefined
+  options?: UiMessagesOptions<W> | undefined
 ): Array<UiMessage> => {
   const out: Array<{ id: string; role: "user" | "assistant"; parts: Array<UiMessagePart> }> = []
   let reply: { id: string; role: "assistant"; parts: Array<UiMessagePart> } | undefined
@@ -927,19 +933,19 @@ export const readChatRequest = (body: unknown): Effect.Effect<ChatTurn, InvalidC
     })
   })
 
-type Refusal = InvalidChatRequest | ChatConflict | ChatRequestTooLarge | ChatForbidden
+type Refusal = InvalidChatRequest | ChatConflict | ChatRequestTooLarge | ChatForbidden | NotJson
 
-const threadOf = <S, E, O>(agent: Agent.Service<S, E, O>, threadId: string) =>
+const threadOf = <S, E, O, W extends Wait.Any>(agent: Agent.Service<S, E, O, W>, threadId: string) =>
   agent.thread(threadId).pipe(
     Effect.catchTags({
       InvalidInput: (error) => new InvalidChatRequest({ reason: `the chat id: ${error.description}` })
     })
   )
 
-const answer = <S, E, O>(
-  agent: Agent.Service<S, E, O>,
+const answer = <S, E, O, W extends Wait.Any>(
+  agent: Agent.Service<S, E, O, W>,
   turn: Extract<ChatTurn, { _tag: "Answer" }>,
-  approvals: Approvals | undefined
+  approvals: Approvals<W> | undefined
 ) =>
   Effect.gen(function*() {
     const { threadId } = turn
@@ -994,6 +1000,8 @@ const refusal = (error: Refusal | AgentError.CheckpointError | ServerSide) =>
     ? HttpServerResponse.text(error.message, { status: 413 })
     : error._tag === "ChatForbidden"
     ? HttpServerResponse.text(error.message, { status: 403 })
+    : error._tag === "NotJson"
+    ? HttpServerResponse.text(notJsonText, { status: 415 })
     : error._tag === "ServerSide"
     ? HttpServerResponse.text(error.text, { status: 500 })
     : HttpServerResponse.text("The chat's thread could not be loaded", { status: 500 })
@@ -1029,6 +1037,23 @@ const serverSide = (text: string): ServerSide => ({ _tag: "ServerSide", text })
  * @category constructors
  */
 export const allowAll: Authorize = () => Effect.succeed(true)
+
+/**
+ * A body not declared as JSON: refused with 415. A page of another site can
+ * post a form or `text/plain` to the chat without asking the browser first
+ * (with the user's cookies); declaring JSON takes a CORS preflight, which
+ * only the server's own pages pass. `useChat` sends JSON.
+ */
+interface NotJson {
+  readonly _tag: "NotJson"
+}
+const notJsonText = "The chat request must be JSON, sent with Content-Type: application/json"
+
+/** Whether a Content-Type header declares JSON (`application/json` or a `+json` type, with any parameters). */
+const isJson = (contentType: string | undefined): boolean => {
+  const type = contentType?.split(";", 1)[0]!.trim().toLowerCase()
+  return type !== undefined && (type === "application/json" || (/^[a-z0-9.+-]+\/[a-z0-9.+-]+\+json$/.test(type)))
+}
 
 /** The default `maxBodyBytes`: 4 MiB, the default `maxInputChars` of an agent. */
 const defaultMaxBodyBytes = 4 * 1024 * 1024
@@ -1129,8 +1154,10 @@ const checkAuthorized = (
  * asks it whether this request may use the chat before it touches the thread
  * ({@link allowAll} for demos).
  *
- * Refused before anything runs: a body over `maxBodyBytes` (413, before it
- * is read whole), a body that is not a chat request or nests too deep (400,
+ * Refused before anything runs: a body not sent as JSON (415: without
+ * `Content-Type: application/json` a page of another site could post to the
+ * chat with the user's cookies, unasked by CORS), a body over `maxBodyBytes`
+ * (413, before it is read whole), a body that is not a chat request or nests too deep (400,
  * see {@link readChatRequest}), a chat `authorize` does not allow (403), a
  * user message while the thread waits for approvals, answers to approvals
  * the thread does not wait for, or decisions the waiting middleware refuses
@@ -1156,16 +1183,26 @@ const checkAuthorized = (
  * @since 0.1.0
  * @category constructors
  */
-export const toHttpApp = <S, E, O>(
-  agent: Agent.Service<S, E, O>,
+export function toHttpApp<S, E, O>(
+  agent: Agent.Service<S, E, O, never>,
   options: Options
-): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
-  Effect.gen(function*() {
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+/** An agent that waits takes an adapter whose decisions its waits accept. */
+export function toHttpApp<S, E, O, W extends Wait.Any>(
+  agent: Agent.Service<S, E, O, W>,
+  options: Options<NoInfer<W>>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+export function toHttpApp<S, E, O, W extends Wait.Any>(
+  agent: Agent.Service<S, E, O, W>,
+  options: Options<W>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> {
+  return Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const maxBytes = options?.maxBodyBytes ?? defaultMaxBodyBytes
     if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
       return yield* Effect.fail(serverSide("The chat handler's maxBodyBytes must be a whole number of at least 1"))
     }
+    if (!isJson(request.headers["content-type"])) return yield* Effect.fail<NotJson>({ _tag: "NotJson" })
     const body = yield* readBody(request, maxBytes)
     const turn = yield* readChatRequest(body)
     yield* checkAuthorized(options?.authorize, request, turn.threadId)
@@ -1187,6 +1224,7 @@ export const toHttpApp = <S, E, O>(
     Effect.map((chunks) => HttpServerResponse.stream(toSse(chunks), { contentType: "text/event-stream", headers })),
     Effect.catchAll((error) => Effect.succeed(refusal(error)))
   )
+}
 
 /** The values of the query parameter `name` of `url`; `undefined` when the query is not URL-encoded. */
 const queryValues = (url: string, name: string): Array<string> | undefined => {
@@ -1214,11 +1252,11 @@ const queryValues = (url: string, name: string): Array<string> | undefined => {
  * @since 0.1.0
  * @category models
  */
-export interface MessagesOptions {
+export interface MessagesOptions<W extends Wait.Any = Wait.Any> {
   /** Who may read which chat: the same check as the chat endpoint's (see {@link toHttpApp}). */
   readonly authorize: Authorize
   /** Reads a pending interrupt as approval requests (HumanInTheLoop's `uiApprovals`), as the chat endpoint does. */
-  readonly approvals?: Approvals | undefined
+  readonly approvals?: Approvals<W> | undefined
 }
 
 /**
@@ -1251,11 +1289,20 @@ export interface MessagesOptions {
  * @since 0.1.0
  * @category constructors
  */
-export const messagesHttpApp = <S, E, O>(
-  agent: Agent.Service<S, E, O>,
+export function messagesHttpApp<S, E, O>(
+  agent: Agent.Service<S, E, O, never>,
   options: MessagesOptions
-): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
-  Effect.gen(function*() {
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+/** An agent that waits takes an adapter of its waits. */
+export function messagesHttpApp<S, E, O, W extends Wait.Any>(
+  agent: Agent.Service<S, E, O, W>,
+  options: MessagesOptions<NoInfer<W>>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+export function messagesHttpApp<S, E, O, W extends Wait.Any>(
+  agent: Agent.Service<S, E, O, W>,
+  options: MessagesOptions<W>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> {
+  return Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const ids = queryValues(request.url, "id")
     if (ids === undefined || ids.length !== 1 || ids[0] === "") {
@@ -1267,7 +1314,7 @@ export const messagesHttpApp = <S, E, O>(
     const messages = Option.match(snapshot, {
       onNone: () => [],
       onSome: (thread) =>
-        toUiMessages((thread.state as { readonly messages: ReadonlyArray<Prompt.Message> }).messages, {
+        toUiMessages<W>((thread.state as { readonly messages: ReadonlyArray<Prompt.Message> }).messages, {
           pending: thread.pending,
           approvals: options?.approvals
         })
@@ -1276,3 +1323,4 @@ export const messagesHttpApp = <S, E, O>(
       Effect.orElse(() => Effect.fail(serverSide("The chat's messages could not be encoded as JSON")))
     )
   }).pipe(Effect.catchAll((error) => Effect.succeed(refusal(error))))
+}

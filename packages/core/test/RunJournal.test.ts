@@ -2,7 +2,7 @@ import { IdGenerator, Prompt, Response, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware, RunJournal, ToolContext } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Chunk, Effect, Exit, Layer, Option, Schema, Scope, Stream } from "effect"
+import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope, Stream } from "effect"
 import { Calculator, CalculatorLive, encoded, recording } from "./utils.js"
 
 const script = (): ReadonlyArray<ScriptedModel.Turn> => [
@@ -374,6 +374,30 @@ describe("Agent.watch", () => {
       assert.strictEqual(tags.filter((tag) => tag === "RunStarted").length, 1)
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([...script(), ...script()]), CalculatorLive))))
 
+  it.scoped("a watched run whose fiber is interrupted reports RunFailed with error Interrupted", () =>
+    Effect.gen(function*() {
+      const Hold = Tool.make("hold", { success: Schema.String })
+      const started = yield* Deferred.make<void>()
+      const agent = yield* Agent.make({ toolkit: Toolkit.make(Hold) }).pipe(
+        Effect.provide(
+          Toolkit.make(Hold).toLayer({
+            hold: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+          })
+        )
+      )
+      const events = yield* agent.watch
+      const collecting = yield* events.pipe(
+        Stream.takeUntil((event) => event.event._tag === "RunFailed"),
+        Stream.runCollect,
+        Effect.fork
+      )
+      const running = yield* Effect.fork(agent.run("hold on", { threadId: "t" }))
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(running)
+      const last = Chunk.toReadonlyArray(yield* Fiber.join(collecting)).at(-1)!.event
+      assert.isTrue(last._tag === "RunFailed" && last.error === "Interrupted")
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.toolCalls([{ name: "hold", params: {} }])]))))
+
   it.effect("a run's own stream is unchanged by watchers being absent", () =>
     Effect.gen(function*() {
       const agent = yield* Agent.make({ toolkit: Calculator })
@@ -544,7 +568,15 @@ describe("RunJournal.nested", () => {
       const nested = RunJournal.nested(RunJournal.nested(outer, "task/c1/1"), "task/g1/1")
       assert.isFalse(nested.durable)
       assert.deepStrictEqual(
-        yield* nested.await({ key: "k", threadId: "t", step: 0, middleware: "m", node: "afterModel", value: 1 }),
+        yield* nested.await({
+          key: "k",
+          threadId: "t",
+          step: 0,
+          middleware: "m",
+          node: "afterModel",
+          value: 1,
+          decision: Schema.Number
+        }),
         Option.none()
       )
       yield* nested.step(RunJournal.StepKey.Checkpoint({ index: 0 }), Effect.void)

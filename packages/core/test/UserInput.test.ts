@@ -129,6 +129,59 @@ describe("what a user may send", () => {
         assert.isUndefined(yield* attempt(agent, entry, input))
       }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")]))))
 
+    const byHand = (content: ReadonlyArray<unknown>) => Prompt.fromMessages(content as ReadonlyArray<Prompt.Message>)
+    for (
+      const [label, input, says] of [
+        [
+          "a text part whose text is not a string",
+          byHand([Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: 42 as any })] })]),
+          "messages.0.content.0.text: expected a string, got number"
+        ],
+        [
+          "a text whose length is forged",
+          byHand([Prompt.makeMessage("user", {
+            content: [Prompt.makePart("text", { text: { length: -1e9 } as any })]
+          })]),
+          "messages.0.content.0.text: expected a string, got object"
+        ],
+        [
+          "a part that is null",
+          byHand([Prompt.makeMessage("user", { content: [null as any] })]),
+          "messages.0.content.0"
+        ],
+        ["a message that is null", byHand([null]), "messages.0: expected a message (an object), got null"],
+        [
+          "a file part whose data is a number",
+          byHand([Prompt.makeMessage("user", {
+            content: [Prompt.makePart("file", { mediaType: "text/plain", data: 7 as any })]
+          })]),
+          "messages.0.content.0.data: expected a string, bytes or a URL"
+        ],
+        [
+          "a user message whose content is not an array",
+          byHand([{ ...Prompt.makeMessage("user", { content: [] }), content: 5 }]),
+          "messages.0.content: expected a string or an array of parts"
+        ],
+        [
+          "a user message with no part",
+          [{ role: "user", content: [] }],
+          "messages.0: a user message holds no part"
+        ]
+      ] as const
+    ) {
+      it.effect(`${entry}: ${label} is refused with InvalidInput naming the field, not a defect`, () =>
+        refused(entry, input, says))
+    }
+
+    if (entry !== "send") {
+      it.effect(`${entry}: a message of a role no message has (built by hand) is refused naming it`, () =>
+        refused(
+          entry,
+          byHand([{ ...Messages.user("hi"), role: "developer" }]),
+          "messages.0.role: expected system, user, assistant or tool, got \"developer\""
+        ))
+    }
+
     for (const [label, input] of [["[]", []], ["an empty Prompt", Prompt.empty]] as const) {
       it.effect(`${entry}(${label}) is refused: the input holds no message`, () =>
         refused(entry, input, "the input holds no message"))
@@ -172,6 +225,30 @@ describe("maxInputChars", () => {
         "holds 101 characters",
         { maxInputChars: 100 }
       ))
+
+    it.effect(`${entry}: provider options count toward the limit: a small text cannot carry megabytes there`, () =>
+      Effect.gen(function*() {
+        const heavy = { anthropic: { note: "x".repeat(200) } }
+        yield* refused(
+          entry,
+          [Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "hi" })], options: heavy })],
+          "over the limit of 100",
+          { maxInputChars: 100 }
+        )
+        yield* refused(
+          entry,
+          [Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "hi", options: heavy })] })],
+          "over the limit of 100",
+          { maxInputChars: 100 }
+        )
+      }))
+
+    it.effect(`${entry}: an input of more than 10,000 messages is refused before they are decoded`, () =>
+      Effect.gen(function*() {
+        const many = Array.from({ length: 10_001 }, () => ({ role: "user", content: "a" }))
+        yield* refused(entry, many, "the input holds 10001 messages, over the limit of 10000")
+        yield* refused(entry, Prompt.make(many as any), "the input holds 10001 messages, over the limit of 10000")
+      }))
 
     it.effect(`${entry}: an input of exactly the limit is accepted`, () =>
       Effect.gen(function*() {

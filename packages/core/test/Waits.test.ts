@@ -195,3 +195,80 @@ describe("typed waits", () => {
     { fastCheck: { numRuns: 40 } }
   )
 })
+
+describe("a decision as a durable run posts it", () => {
+  it.effect("validatePosted decodes it with the wait's decision schema and checks it, without running anything", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const agent = yield* Agent.make({ middleware: [confirm(seen)] })
+      yield* agent.run("hi", { threadId: "t" })
+      const before = yield* agent.thread("t")
+      const decided = yield* agent.validatePosted("t", { approve: true, until: "2026-12-08T00:00:00.000Z" })
+      assert.isTrue(decided.until instanceof Date)
+      // what does not decode (a value posted decoded, an unknown shape) and what the check refuses
+      for (const bad of [{ approve: "yes" }, { approve: true, until: new Date("2026-12-08") }, 42]) {
+        const error = yield* Effect.flip(agent.validatePosted("t", bad))
+        assert.strictEqual(error._tag, "InvalidResume")
+      }
+      const early = yield* Effect.flip(agent.validatePosted("t", { approve: true, until: "2020-01-01T00:00:00.000Z" }))
+      assert.strictEqual(early._tag, "TooEarly")
+      assert.deepStrictEqual(seen, [])
+      assert.deepStrictEqual(yield* agent.thread("t"), before)
+      assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+    }).pipe(provide))
+
+  it.effect("a journal's interrupt carries the waiting middleware's decision schema", () =>
+    Effect.gen(function*() {
+      const decisions: Array<Schema.Schema.AnyNoContext> = []
+      const journal = RunJournal.RunJournal.of({
+        ...RunJournal.inProcess,
+        await: (interrupt) => Effect.sync(() => (decisions.push(interrupt.decision), Option.none()))
+      })
+      const agent = yield* Agent.make({ middleware: [confirm([])] })
+      yield* agent.run("hi", { threadId: "t" }).pipe(Effect.provideService(RunJournal.RunJournal, journal))
+      assert.strictEqual(decisions.length, 1)
+      assert.deepStrictEqual(
+        Schema.encodeSync(decisions[0]!)({ approve: true, until: new Date("2026-12-08T00:00:00.000Z") }),
+        { approve: true, until: "2026-12-08T00:00:00.000Z" }
+      )
+    }).pipe(provide))
+})
+
+describe("a structured output as a store keeps it", () => {
+  const Dated = Schema.Struct({ answer: Schema.Number, at: Schema.DateFromString })
+
+  it.effect("encodeOutput and decodeOutput go through the agent's responseFormat", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ responseFormat: Dated })
+      const result = yield* agent.run("when?", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag !== "Completed") return
+      const output = Option.getOrThrow(result.output)
+      const encoded = yield* agent.encodeOutput(output)
+      assert.deepStrictEqual(encoded, { answer: 1, at: "2026-12-07T00:00:00.000Z" })
+      const decoded: typeof Dated.Type = yield* agent.decodeOutput(encoded)
+      assert.deepStrictEqual(decoded, output)
+      assert.strictEqual((yield* Effect.flip(agent.decodeOutput({ answer: "one" })))._tag, "ParseError")
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: 1, at: "2026-12-07T00:00:00.000Z" } }])
+    ]))))
+})
+
+describe("a posted decision decodes to what resume would give the hook", () => {
+  it.effect.prop(
+    "validatePosted of validateResume's encodedDecision, as JSON keeps it, is decode(JSON(encode(value)))",
+    { value: Schema.Union(Answer, Schema.Struct({ approve: Schema.Unknown, until: Schema.Unknown })) },
+    ({ value }) =>
+      Effect.gen(function*() {
+        const agent = yield* Agent.make({ middleware: [confirm([])] })
+        yield* agent.run("hi", { threadId: "t" })
+        const validated = yield* Effect.either(agent.validateResume("t", value as never))
+        if (validated._tag === "Left") return
+        const posted = JSON.parse(JSON.stringify(validated.right.encodedDecision)) as unknown
+        const decided = yield* agent.validatePosted("t", posted)
+        const asJson = JSON.parse(JSON.stringify(Schema.encodeUnknownSync(Answer)(value))) as unknown
+        assert.deepStrictEqual(decided, Schema.decodeUnknownSync(Answer)(asJson))
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([ScriptedModel.text("done")]), Checkpointer.layerMemory))),
+    { fastCheck: { numRuns: 40 } }
+  )
+})

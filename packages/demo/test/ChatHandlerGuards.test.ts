@@ -41,16 +41,24 @@ const chat = (id: string, text: string) =>
  * Posts `body` (sent in 64 KiB chunks, without Content-Length when `chunked`) and gives the status and text of
  * the response; what the client could not write once the server answered is dropped.
  */
-const post = (url: string, body: string | Buffer, headers: Record<string, string> = {}, chunked = false) =>
+const post = (
+  url: string,
+  body: string | Buffer,
+  headers: Record<string, string | undefined> = {},
+  chunked = false
+) =>
   Effect.async<{ readonly status: number; readonly text: string }>((resume) => {
     const bytes = typeof body === "string" ? Buffer.from(body) : body
     const request = Http.request(url, {
       method: "POST",
-      headers: {
-        "content-type": "application/json",
-        ...(chunked ? { "transfer-encoding": "chunked" } : { "content-length": String(bytes.length) }),
-        ...headers
-      }
+      // a header given as undefined is not sent
+      headers: Object.fromEntries(
+        Object.entries({
+          "content-type": "application/json",
+          ...(chunked ? { "transfer-encoding": "chunked" } : { "content-length": String(bytes.length) }),
+          ...headers
+        }).filter((entry): entry is [string, string] => entry[1] !== undefined)
+      )
     }, (response) => {
       const chunks: Array<Buffer> = []
       let done = false
@@ -245,5 +253,51 @@ describe("toHttpApp: nesting", () => {
       assert.strictEqual((yield* post(url, "{ nope")).text, "Invalid chat request: the body is not valid JSON")
       const notUtf8 = yield* post(url, Buffer.from([0x7b, 0xff, 0x7d]))
       assert.strictEqual(notUtf8.status, 400)
+    }))
+})
+
+describe("toHttpApp: content type and slow bodies", () => {
+  it.scoped("a body not declared as JSON is refused with 415 before it is read: no page of another site posts unasked", () =>
+    Effect.gen(function*() {
+      const { requests, url } = yield* setup({ authorize: UiMessageStream.allowAll })
+      for (
+        const contentType of [
+          "text/plain",
+          "application/x-www-form-urlencoded",
+          "multipart/form-data; boundary=x",
+          "",
+          "application/jsonp",
+          undefined
+        ]
+      ) {
+        const response = yield* post(url, chat("t", "hi"), { "content-type": contentType })
+        assert.strictEqual(response.status, 415, String(contentType))
+        assert.strictEqual(response.text, "The chat request must be JSON, sent with Content-Type: application/json")
+      }
+      assert.deepStrictEqual(yield* requests, [])
+      for (
+        const contentType of [
+          "application/json",
+          "application/json; charset=utf-8",
+          "Application/JSON",
+          "application/vnd.chat+json"
+        ]
+      ) {
+        const response = yield* post(url, chat(`t-${contentType}`, "hi"), { "content-type": contentType })
+        assert.strictEqual(response.status, 200, contentType)
+      }
+    }))
+
+  it.scoped("a body that never ends holds up no other request", () =>
+    Effect.gen(function*() {
+      const { url } = yield* setup({ authorize: UiMessageStream.allowAll })
+      const stalled = Http.request(url, {
+        method: "POST",
+        headers: { "content-type": "application/json", "content-length": "100000" }
+      })
+      stalled.on("error", () => undefined)
+      stalled.write("{\"id\":\"slow\",")
+      yield* Effect.addFinalizer(() => Effect.sync(() => stalled.destroy()))
+      assert.strictEqual((yield* post(url, chat("other", "hi"))).status, 200)
     }))
 })

@@ -103,8 +103,9 @@ export interface Options {
   /**
    * How many calls of the server's tools that may change something run at
    * once (default 1: one at a time, as most servers keep state without
-   * locks). A tool the server marks read-only (`readOnlyHint: true`) is not
-   * counted: its calls run as the agent runs them, in parallel.
+   * locks). A tool the server marks read-only (`readOnlyHint: true`, and not
+   * `destructiveHint: true` as well) is not counted: its calls run as the
+   * agent runs them, in parallel.
    */
   readonly concurrency?: number | "unbounded" | undefined
 }
@@ -307,6 +308,14 @@ const jsonSchemaOf = (definition: McpToolDefinition): object => {
 const withOwnId = <T extends Tool.Any>(tool: T, id: string): T =>
   Object.assign(Object.create(Object.getPrototypeOf(tool)), tool, { id })
 
+/**
+ * Whether a tool is read-only: the server says so (`readOnlyHint: true`) and
+ * does not say too that it destroys (`destructiveHint: true`). Hints that
+ * contradict each other count as no promise.
+ */
+const isReadOnly = (definition: McpToolDefinition): boolean =>
+  definition.annotations?.readOnlyHint === true && definition.annotations.destructiveHint !== true
+
 const toolOf = (server: string, definition: McpToolDefinition): McpTool => {
   const hints = definition.annotations
   let tool = Tool.make(definition.name, {
@@ -316,7 +325,7 @@ const toolOf = (server: string, definition: McpToolDefinition): McpTool => {
   }).setParameters(Arguments.annotations({ jsonSchema: jsonSchemaOf(definition) }))
   const title = definition.title ?? hints?.title
   if (title !== undefined) tool = tool.annotate(Tool.Title, title)
-  if (hints?.readOnlyHint !== undefined) tool = tool.annotate(Tool.Readonly, hints.readOnlyHint)
+  if (hints?.readOnlyHint !== undefined) tool = tool.annotate(Tool.Readonly, isReadOnly(definition))
   if (hints?.destructiveHint !== undefined) tool = tool.annotate(Tool.Destructive, hints.destructiveHint)
   if (hints?.idempotentHint !== undefined) tool = tool.annotate(Tool.Idempotent, hints.idempotentHint)
   if (hints?.openWorldHint !== undefined) tool = tool.annotate(Tool.OpenWorld, hints.openWorldHint)
@@ -379,9 +388,11 @@ const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<
  * `{ error: … }` it can repair; a call that lost the server as the typed
  * failure {@link McpDisconnected}. The tool list is read once, at connection.
  *
- * Calls of the tools the server marks read-only (`readOnlyHint: true`) run
+ * Calls of the tools the server marks read-only (`readOnlyHint: true`, and
+ * not `destructiveHint: true` too: hints that contradict count as none) run
  * as the agent runs them, in parallel; the others wait for each other, up to
- * `concurrency` at once (default 1).
+ * `concurrency` at once (default 1). A server listing more than 10,000
+ * tools, or whose list does not end, fails with `McpConnectError`.
  *
  * Fails with `McpConnectError` when the server cannot be reached or the
  * handshake fails, with `McpInvalidTool` when it lists two tools of one name
@@ -439,9 +450,7 @@ export const make = (
         configurable: true
       })
     }
-    const readOnly = new Set(
-      session.tools.filter((definition) => definition.annotations?.readOnlyHint === true).map(({ name }) => name)
-    )
+    const readOnly = new Set(session.tools.filter(isReadOnly).map(({ name }) => name))
     // the calls that may change the server's state take a permit: one at a time by default
     const concurrency = options.concurrency ?? 1
     const serialized: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E> = concurrency === "unbounded"

@@ -1,5 +1,6 @@
-import type { AgentError } from "@stepwise-agent/core"
-import { HumanInTheLoop, RiskApproval } from "@stepwise-agent/middleware"
+import type { Agent, AgentError, AgentState, Wait } from "@stepwise-agent/core"
+import { UiMessageStream } from "@stepwise-agent/core"
+import { HumanInTheLoop, RiskApproval, SubAgents } from "@stepwise-agent/middleware"
 import type { Effect } from "effect"
 import { describe, expect, test } from "tstyche"
 
@@ -44,5 +45,38 @@ describe("RiskApproval", () => {
     expect(RiskApproval.make({ timeout: "10 seconds" })).type.toBe<
       Effect.Effect<HumanInTheLoop.When, AgentError.InvalidOptions, RiskApproval.Classifier>
     >()
+  })
+})
+
+type Confirm = Wait.Declared<"confirm", { readonly question: string }, boolean>
+declare const withApprovals: Agent.Service<AgentState.AgentState, never, never, HumanInTheLoop.Waits | Confirm>
+declare const withoutApprovals: Agent.Service<AgentState.AgentState, never, never, Confirm>
+
+describe("HumanInTheLoop.uiApprovals is checked against the agent's waits", () => {
+  test("a chat handler takes it for an agent with the middleware, and refuses it for one without", () => {
+    const options = { authorize: UiMessageStream.allowAll, approvals: HumanInTheLoop.uiApprovals }
+    expect(UiMessageStream.toHttpApp).type.toBeCallableWith(withApprovals, options)
+    expect(UiMessageStream.toHttpApp).type.not.toBeCallableWith(withoutApprovals, options)
+    expect(UiMessageStream.messagesHttpApp).type.toBeCallableWith(withApprovals, options)
+    expect(UiMessageStream.messagesHttpApp).type.not.toBeCallableWith(withoutApprovals, options)
+  })
+
+  test("its resume value is the middleware's decisions", () => {
+    expect(HumanInTheLoop.uiApprovals.resumeValue).type.toBe<
+      (
+        interrupt: Wait.Interrupt,
+        responses: ReadonlyArray<UiMessageStream.ApprovalResponse>
+      ) => HumanInTheLoop.DecisionsGiven
+    >()
+  })
+
+  test("seen through subagents, it answers with SubAgents' decisions or the middleware's", () => {
+    const throughChildren = SubAgents.uiApprovals(HumanInTheLoop.uiApprovals)
+    expect(throughChildren).type.toBeAssignableTo<UiMessageStream.Approvals<SubAgents.Waits>>()
+    expect(throughChildren).type.toBeAssignableTo<UiMessageStream.Approvals<SubAgents.Waits | HumanInTheLoop.Waits>>()
+    expect(UiMessageStream.toHttpApp).type.not.toBeCallableWith(withoutApprovals, {
+      authorize: UiMessageStream.allowAll,
+      approvals: SubAgents.uiApprovals(HumanInTheLoop.uiApprovals)
+    })
   })
 })

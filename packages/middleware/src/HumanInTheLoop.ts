@@ -739,25 +739,38 @@ export const rejectAll = (message: string) => (wait: { readonly value: unknown }
  * each action request is shown as a tool part awaiting approval, with an
  * approval id naming the call, its arguments and the wait (so an answer to an
  * older wait is refused); an approval becomes {@link approve}, a denial
- * {@link reject} with the human's reason.
+ * {@link reject} with the human's reason. It reads any middleware's
+ * interrupt (another's is not an approval: `None`) and answers with this
+ * middleware's decisions, so a chat handler takes it for an agent that has
+ * this middleware, and refuses it, as a type error, for one that has not.
  *
  * @example
  * ```ts
+ * import { Tool, Toolkit } from "@effect/ai"
  * import { Agent, UiMessageStream } from "@stepwise-agent/core"
  * import { HumanInTheLoop } from "@stepwise-agent/middleware"
- * import { Effect } from "effect"
+ * import { Effect, Schema } from "effect"
  *
- * const chat = Effect.map(Agent.make({}), (agent) =>
- *   UiMessageStream.toHttpApp(agent, {
+ * const DeleteFile = Tool.make("delete_file", { parameters: { path: Schema.String }, success: Schema.String })
+ * const Tools = Toolkit.make(DeleteFile)
+ *
+ * const chat = Effect.gen(function*() {
+ *   const hitl = HumanInTheLoop.middleware({
+ *     toolkit: Tools,
+ *     interruptOn: { delete_file: { allowedDecisions: ["approve", "reject"] } }
+ *   })
+ *   const agent = yield* Agent.make({ toolkit: Tools, middleware: [hitl] })
+ *   return UiMessageStream.toHttpApp(agent, {
  *     approvals: HumanInTheLoop.uiApprovals,
  *     authorize: UiMessageStream.allowAll // demos only: check the user in a real app
- *   }))
+ *   })
+ * })
  * ```
  *
  * @since 0.1.0
  * @category models
  */
-export const uiApprovals: UiMessageStream.Approvals = {
+export const uiApprovals: UiMessageStream.Approvals<Wait.Any, DecisionsGiven> = {
   requests: (interrupt) =>
     Option.map(requestOf(interrupt), (request) =>
       request.actionRequests.map((action) => ({

@@ -754,6 +754,7 @@ const OptionsSchema = Schema.Struct({
 })
 
 const isHighSurrogate = (code: number): boolean => code >= 0xd800 && code <= 0xdbff
+const isLowSurrogate = (code: number): boolean => code >= 0xdc00 && code <= 0xdfff
 
 /**
  * The page of an offloaded text that `read_offloaded` gives for `offset` and
@@ -772,7 +773,9 @@ const isHighSurrogate = (code: number): boolean => code >= 0xd800 && code <= 0xd
  * @category combinators
  */
 export const page = (ref: string, content: string, offset: number, limit: number): Page => {
-  const start = Math.min(offset, content.length)
+  let start = Math.min(offset, content.length)
+  // an offset inside a surrogate pair starts at the pair: a page never begins with half a character
+  if (start > 0 && isLowSurrogate(content.charCodeAt(start)) && isHighSurrogate(content.charCodeAt(start - 1))) start--
   let end = Math.min(content.length, start + limit)
   // never cut a surrogate pair in two: each page is well-formed text
   if (end < content.length && isHighSurrogate(content.charCodeAt(end - 1))) end += end - 1 > start ? -1 : 1

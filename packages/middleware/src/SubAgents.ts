@@ -50,7 +50,7 @@ import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as UiMessageStream from "@stepwise-agent/core/UiMessageStream"
 import * as Usage from "@stepwise-agent/core/Usage"
-import type { Answer as WaitAnswer, Declared } from "@stepwise-agent/core/Wait"
+import type { Answer as WaitAnswer, Any as AnyWait, Declared } from "@stepwise-agent/core/Wait"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -532,63 +532,73 @@ const uiCallId = (leaf: Leaf, toolCallId: string) =>
  * reads them (e.g. `HumanInTheLoop.uiApprovals`), shown as tool parts whose
  * ids are prefixed with the calls leading to them (`c1/call_7`); the
  * answers are routed back down each path ({@link decide}). `None` when a
- * leaf is not an approval `inner` reads.
+ * leaf is not an approval `inner` reads. It answers with this middleware's
+ * decisions, or `inner`'s for an interrupt of another middleware.
  *
  * @example
  * ```ts
- * import { Agent, UiMessageStream } from "@stepwise-agent/core"
+ * import type { Agent } from "@stepwise-agent/core"
+ * import { UiMessageStream } from "@stepwise-agent/core"
  * import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
- * import { Effect } from "effect"
  *
- * const chat = Effect.map(Agent.make({}), (agent) =>
- *   UiMessageStream.toHttpApp(agent, {
- *     approvals: SubAgents.uiApprovals(HumanInTheLoop.uiApprovals),
- *     authorize: UiMessageStream.allowAll // demos only: check the user in a real app
- *   }))
+ * declare const agent: Agent.Service<any, any>
+ * const chat = UiMessageStream.toHttpApp(agent, {
+ *   approvals: SubAgents.uiApprovals(HumanInTheLoop.uiApprovals),
+ *   authorize: UiMessageStream.allowAll // demos only: check the user in a real app
+ * })
  * ```
  *
  * @since 0.1.0
  * @category combinators
  */
-export const uiApprovals = (inner: UiMessageStream.Approvals): UiMessageStream.Approvals => ({
-  requests: (interrupt) => {
-    const all: Array<UiMessageStream.ApprovalRequest> = []
-    for (const leaf of leaves(interrupt)) {
-      const requests = inner.requests(leaf.interrupt)
-      if (Option.isNone(requests)) return Option.none()
-      for (const request of requests.value) {
-        all.push({
-          ...request,
-          approvalId: uiCallId(leaf, request.approvalId),
-          toolCallId: uiCallId(leaf, request.toolCallId)
-        })
+export const uiApprovals = <D>(
+  inner: UiMessageStream.Approvals<AnyWait, D>
+): UiMessageStream.Approvals<Waits, Decisions> & UiMessageStream.Approvals<AnyWait, Decisions | D> => {
+  const approvals: UiMessageStream.Approvals<AnyWait, Decisions | D> = {
+    requests: (interrupt) => {
+      const all: Array<UiMessageStream.ApprovalRequest> = []
+      for (const leaf of leaves(interrupt)) {
+        const requests = inner.requests(leaf.interrupt)
+        if (Option.isNone(requests)) return Option.none()
+        for (const request of requests.value) {
+          all.push({
+            ...request,
+            approvalId: uiCallId(leaf, request.approvalId),
+            toolCallId: uiCallId(leaf, request.toolCallId)
+          })
+        }
       }
-    }
-    return Option.some(all)
-  },
-  resumeValue: (interrupt, responses) =>
-    decide(interrupt, (leaf) => {
-      // the leaf's own requests, matched by the ids `requests` gave them (a provider's id may hold a "/")
-      const asked = Option.match(inner.requests(leaf.interrupt), {
-        onNone: () => new Set<string>(),
-        onSome: (requests) => new Set(requests.map((request) => uiCallId(leaf, request.toolCallId)))
+      return Option.some(all)
+    },
+    resumeValue: (interrupt, responses) => {
+      const decided = decide(interrupt, (leaf) => {
+        // the leaf's own requests, matched by the ids `requests` gave them (a provider's id may hold a "/")
+        const asked = Option.match(inner.requests(leaf.interrupt), {
+          onNone: () => new Set<string>(),
+          onSome: (requests) => new Set(requests.map((request) => uiCallId(leaf, request.toolCallId)))
+        })
+        const prefix = uiCallId(leaf, "")
+        const mine = responses.filter((response) => asked.has(response.request.toolCallId))
+        if (mine.length === 0) return undefined
+        return inner.resumeValue(
+          leaf.interrupt,
+          mine.map((response) => ({
+            ...response,
+            request: {
+              ...response.request,
+              approvalId: response.request.approvalId.slice(prefix.length),
+              toolCallId: response.request.toolCallId.slice(prefix.length)
+            }
+          }))
+        )
       })
-      const prefix = uiCallId(leaf, "")
-      const mine = responses.filter((response) => asked.has(response.request.toolCallId))
-      if (mine.length === 0) return undefined
-      return inner.resumeValue(
-        leaf.interrupt,
-        mine.map((response) => ({
-          ...response,
-          request: {
-            ...response.request,
-            approvalId: response.request.approvalId.slice(prefix.length),
-            toolCallId: response.request.toolCallId.slice(prefix.length)
-          }
-        }))
-      )
-    })
-})
+      // another middleware's interrupt none of the responses answers: `inner` says what that gives
+      return decided === undefined ? inner.resumeValue(interrupt, responses) : decided
+    }
+  }
+  // read for this middleware's waits alone, it answers with its decisions (`decide` on its interrupt)
+  return approvals as UiMessageStream.Approvals<Waits, Decisions> & UiMessageStream.Approvals<AnyWait, Decisions | D>
+}
 
 // -----------------------------------------------------------------------------
 // constructors

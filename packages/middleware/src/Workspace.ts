@@ -364,10 +364,27 @@ export const replaceIn = (
   return { content: parts.join(newString), occurrences }
 }
 
-const accessOf = (options: AccessOptions, path: string): Access => {
-  for (const rule of options.rules ?? []) if (Paths.matchesRule(rule.pattern, path)) return rule.access
+/** The access of the first rule matching `path` (by `matches`), else the default. */
+const firstAccess = (
+  options: AccessOptions,
+  path: string,
+  matches: (pattern: string, path: string) => boolean
+): Access => {
+  for (const rule of options.rules ?? []) if (matches(rule.pattern, path)) return rule.access
   return options.defaultAccess ?? "read-write"
 }
+
+/**
+ * The access of a normalized path: read-only when its rules say so, or say
+ * so of its folded form (`/DOCS/a.md`, `/docs./a.md` for a read-only
+ * `/docs`): macOS and Windows take such twins for one file.
+ */
+const accessOf = (options: AccessOptions, path: string): Access =>
+  firstAccess(options, path, Paths.matchesRule) === "read-only" ||
+    firstAccess(options, Paths.fold(path), (pattern, folded) => Paths.matchesRule(Paths.fold(pattern), folded)) ===
+      "read-only"
+    ? "read-only"
+    : "read-write"
 
 const splitLines = (content: string): ReadonlyArray<string> => content.split(/\r?\n/)
 
@@ -743,8 +760,9 @@ const byPath = <A extends { readonly path: string }>(a: A, b: A) => a.path < b.p
  * `..` above the root fails with `"OutsideRoot"`. A prefix matches
  * whole segments (`/mem` does not route `/memories`). `ls` of a directory
  * that holds a prefix lists it as a directory; `glob` and `grep` search
- * every workspace under the path asked, and leave out the fallback's files
- * that a route hides.
+ * every workspace under the path asked, and leave out the files a route
+ * hides (the fallback's, or those of a route another is mounted in, as
+ * `/a/b` in `/a`).
  *
  * `options` are access rules of the composite itself, over its own paths:
  * a write or edit must pass them, then the rules of the workspace it is
@@ -835,16 +853,21 @@ export const composite = (
     const path = route === undefined ? inner : route.outer(inner)
     return accessOf(options, path) !== "read-only" && (added === undefined || added(path))
   }
+  /** Whether `path` is one `owner` (a route, or the fallback: undefined) holds: no route nested in it hides it. */
+  const ownedBy = (owner: Route | undefined) => (path: string) => routeOf(path) === owner
   const glob = (pattern: string, path?: string | undefined) =>
     Effect.flatMap(Effect.zipRight(checkGlob(pattern, path ?? "/"), resolve(path ?? "/")), (base) => {
-      const route = routeOf(base)
-      if (route !== undefined) {
-        return Effect.map(globIn(route, pattern, base, route.inner(base)), (files) => files.sort())
-      }
+      // the workspace holding the base, then the routes mounted under it (nested in a route too)
+      const owner = routeOf(base)
       return Effect.map(
         Effect.all([
-          Effect.map(fallback.glob(pattern, base), (files) => files.filter((file) => routeOf(file) === undefined)),
-          ...under(base).map((route) => globIn(route, pattern, base, "/"))
+          Effect.map(
+            owner === undefined ? fallback.glob(pattern, base) : globIn(owner, pattern, base, owner.inner(base)),
+            (files) => files.filter(ownedBy(owner))
+          ),
+          ...under(base).map((route) =>
+            Effect.map(globIn(route, pattern, base, "/"), (files) => files.filter(ownedBy(route)))
+          )
         ]),
         (lists) => lists.flat().sort()
       )
@@ -852,27 +875,25 @@ export const composite = (
   return Either.right(Workspace.of({
     ls: (path) =>
       Effect.flatMap(resolve(path), (base) => {
-        const route = routeOf(base)
-        if (route !== undefined) {
-          return Effect.mapBoth(route.workspace.ls(route.inner(base)), {
-            onFailure: (error) => relocated(error, route.outer),
-            onSuccess: (entries) => entries.map((entry) => ({ ...entry, path: route.outer(entry.path) }))
-          })
-        }
-        // the directories on the way to each route under the path, one level down
+        const owner = routeOf(base)
+        const listed = owner === undefined ? fallback.ls(base) : Effect.mapBoth(owner.workspace.ls(owner.inner(base)), {
+          onFailure: (error) => relocated(error, owner.outer),
+          onSuccess: (entries) => entries.map((entry) => ({ ...entry, path: owner.outer(entry.path) }))
+        })
+        // the directories on the way to each route under the path (nested in a route too), one level down
         const mounts = new Map<string, Entry>()
         for (const { prefix } of under(base)) {
           const rest = prefix.slice(base === "/" ? 1 : base.length + 1)
           const child = `${base === "/" ? "" : base}/${rest.split("/")[0]}`
           mounts.set(child, { path: child, isDirectory: true, size: 0 })
         }
-        return Effect.flatMap(Effect.either(fallback.ls(base)), (listed) => {
+        return Effect.flatMap(Effect.either(listed), (listed) => {
           if (listed._tag === "Left") {
             return listed.left.reason === "NotFound" && mounts.size > 0
               ? Effect.succeed([...mounts.values()].sort(byPath))
               : Effect.fail(listed.left)
           }
-          const entries = listed.right.filter((entry) => routeOf(entry.path) === undefined && !mounts.has(entry.path))
+          const entries = listed.right.filter((entry) => ownedBy(owner)(entry.path) && !mounts.has(entry.path))
           return Effect.succeed([...entries, ...mounts.values()].sort(byPath))
         })
       }),
@@ -914,15 +935,18 @@ export const composite = (
                 )
               }
             )
-          const route = routeOf(base)
-          if (route !== undefined) return inRoute(route, route.inner(base))
+          const owner = routeOf(base)
+          const owned = (route: Route | undefined) => (matches: ReadonlyArray<GrepMatch>) =>
+            matches.filter((match) => ownedBy(route)(match.path))
           return Effect.map(
             Effect.all([
               Effect.map(
-                fallback.grep(text, { path: base, glob: grepOptions?.glob }),
-                (matches) => matches.filter((match) => routeOf(match.path) === undefined)
+                owner === undefined
+                  ? fallback.grep(text, { path: base, glob: grepOptions?.glob })
+                  : inRoute(owner, owner.inner(base)),
+                owned(owner)
               ),
-              ...under(base).map((route) => inRoute(route, "/"))
+              ...under(base).map((route) => Effect.map(inRoute(route, "/"), owned(route)))
             ]),
             (lists) => lists.flat().sort((a, b) => byPath(a, b) || a.line - b.line)
           )

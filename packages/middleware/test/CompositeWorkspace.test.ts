@@ -37,6 +37,27 @@ describe("Workspace.composite", () => {
       assert.deepStrictEqual(listing(yield* workspace.ls("/a/b")), ["/a/b/c.txt"])
     }))
 
+  it.effect("nested mounts: ls, glob and grep of an outer route show the inner route, never the outer's files it hides", () =>
+    Effect.gen(function*() {
+      const outer = yield* memory({ "/x.md": "needle outer", "/b/hidden.md": "needle hidden" })
+      const inner = yield* memory({ "/c.md": "needle inner" })
+      const workspace = yield* Workspace.composite(yield* memory({ "/top.md": "needle top" }), {
+        "/a": outer,
+        "/a/b/": inner
+      })
+      const paths = (matches: ReadonlyArray<Workspace.GrepMatch>) => matches.map((match) => match.path)
+      assert.deepStrictEqual(listing(yield* workspace.ls("/a")), ["/a/b/", "/a/x.md"])
+      assert.deepStrictEqual(listing(yield* workspace.ls("/a/")), ["/a/b/", "/a/x.md"])
+      assert.deepStrictEqual(listing(yield* workspace.ls("/a/b")), ["/a/b/c.md"])
+      assert.deepStrictEqual(yield* workspace.glob("**", "/a"), ["/a/b/c.md", "/a/x.md"])
+      assert.deepStrictEqual(yield* workspace.glob("**/*.md"), ["/a/b/c.md", "/a/x.md", "/top.md"])
+      assert.deepStrictEqual(yield* workspace.glob("/a/**"), ["/a/b/c.md", "/a/x.md"])
+      assert.deepStrictEqual(paths(yield* workspace.grep("needle", { path: "/a" })), ["/a/b/c.md", "/a/x.md"])
+      assert.deepStrictEqual(paths(yield* workspace.grep("needle")), ["/a/b/c.md", "/a/x.md", "/top.md"])
+      assert.deepStrictEqual(paths(yield* workspace.grep("needle", { path: "/a", glob: "**/c.md" })), ["/a/b/c.md"])
+      assert.strictEqual((yield* Effect.flip(workspace.read("/a/b/hidden.md"))).reason, "NotFound")
+    }))
+
   it.effect("ls, glob and grep merge every workspace, and hide the fallback's files a route covers", () =>
     Effect.gen(function*() {
       const fallback = yield* memory({ "/notes.md": "needle one", "/memories/hidden.md": "needle hidden" })

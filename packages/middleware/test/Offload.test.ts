@@ -324,6 +324,24 @@ describe("Offload.view", () => {
     }
   )
 
+  it.prop(
+    "a page asked from any offset, one inside a surrogate pair too, holds only whole characters",
+    [
+      FastCheck.string({ unit: "grapheme", minLength: 1, maxLength: 200 }),
+      FastCheck.nat(400),
+      FastCheck.integer({
+        min: 1,
+        max: 50
+      })
+    ],
+    ([content, offset, limit]) => {
+      const shown = Offload.page("ofl_0123456789abcdef", content, offset, limit)
+      assert.isFalse(/^[\uDC00-\uDFFF]/.test(shown.text), `a page starts with half a pair: ${JSON.stringify(shown)}`)
+      assert.isFalse(/[\uD800-\uDBFF]$/.test(shown.text), `a page ends with half a pair: ${JSON.stringify(shown)}`)
+      assert.strictEqual(shown.text, content.slice(shown.offset, shown.end))
+    }
+  )
+
   it.effect.prop(
     "a store gives back exactly what was put, and read on page by page of any size it comes back whole",
     [FastCheck.string({ unit: "binary", minLength: 2, maxLength: 2000 }), FastCheck.integer({ min: 1, max: 700 })],

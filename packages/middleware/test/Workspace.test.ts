@@ -3,6 +3,7 @@ import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, FastCheck, Fiber, Option, Schema } from "effect"
 import * as NodeFs from "node:fs"
+import * as HostJail from "../src/internal/hostJail.js"
 import * as Paths from "../src/internal/workspacePaths.js"
 import * as Workspace from "../src/Workspace.js"
 
@@ -188,85 +189,91 @@ describe("WorkspaceError: one class, the reason says what was wrong", () => {
     }))
 })
 
-describe("Workspace on a directory", () => {
-  const setup = Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const root = yield* fs.makeTempDirectoryScoped()
-    const outside = yield* fs.makeTempDirectoryScoped()
-    yield* fs.writeFileString(`${outside}/secret.txt`, "secret")
-    yield* fs.symlink(outside, `${root}/linkdir`)
-    yield* fs.symlink(`${outside}/secret.txt`, `${root}/linkfile`)
-    yield* fs.makeDirectory(`${root}/docs`)
-    yield* fs.writeFileString(`${root}/docs/guide.md`, "guide\nneedle")
-    yield* fs.symlink(`${root}/docs/guide.md`, `${root}/inner-link`)
-    const workspace = yield* Workspace.makeDirectory({ root, rules: [{ pattern: "/docs", access: "read-only" }] })
-    return { fs, root, outside, workspace }
-  })
+// each with the jail's two strategies: by descriptor (/proc/self/fd), and the portable one of macOS and Windows
+for (const useProcFd of [true, false]) {
+  describe(`Workspace on a directory${useProcFd ? "" : ", the portable jail"}`, () => {
+    const inStrategy = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      effect.pipe(Effect.provideService(HostJail.UseProcFd, useProcFd), Effect.provide(NodeContext.layer))
 
-  it.scoped("rejects .. above the root and symbolic links out of it, for reads and writes", () =>
-    Effect.gen(function*() {
-      const { fs, outside, root, workspace } = yield* setup
-      const reasonOf = <A>(effect: Effect.Effect<A, Workspace.WorkspaceError>) =>
-        Effect.map(Effect.flip(effect), (error) => error.reason)
-      assert.strictEqual(yield* reasonOf(workspace.read("/../secret.txt")), "OutsideRoot")
-      assert.strictEqual(yield* reasonOf(workspace.write("/docs/../../x.txt", "x")), "OutsideRoot")
-      assert.strictEqual(yield* reasonOf(workspace.read("/linkdir/secret.txt")), "OutsideRoot")
-      assert.strictEqual(yield* reasonOf(workspace.read("/linkfile")), "OutsideRoot")
-      assert.strictEqual(yield* reasonOf(workspace.write("/linkfile", "overwritten")), "OutsideRoot")
-      assert.strictEqual(yield* reasonOf(workspace.write("/linkdir/planted.txt", "x")), "OutsideRoot")
-      assert.strictEqual(yield* reasonOf(workspace.write("/linkdir/new/deep.txt", "x")), "OutsideRoot")
-      assert.strictEqual(yield* reasonOf(workspace.ls("/linkdir")), "OutsideRoot")
-      assert.strictEqual(yield* fs.readFileString(`${outside}/secret.txt`), "secret")
-      // a link to a file that does not exist yet, outside the root: writing through it would create that file
-      yield* fs.symlink(`${outside}/created.txt`, `${root}/dangling`)
-      assert.strictEqual(yield* reasonOf(workspace.write("/dangling", "planted")), "OutsideRoot")
-      assert.strictEqual(yield* reasonOf(workspace.edit("/dangling", "a", "b", false)), "OutsideRoot")
-      assert.deepStrictEqual(yield* fs.readDirectory(outside), ["secret.txt"])
-      // a link that stays inside the root is fine
-      assert.strictEqual(yield* workspace.read("/inner-link"), "guide\nneedle")
-    }).pipe(Effect.provide(NodeContext.layer)))
+    const setup = Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const root = yield* fs.makeTempDirectoryScoped()
+      const outside = yield* fs.makeTempDirectoryScoped()
+      yield* fs.writeFileString(`${outside}/secret.txt`, "secret")
+      yield* fs.symlink(outside, `${root}/linkdir`)
+      yield* fs.symlink(`${outside}/secret.txt`, `${root}/linkfile`)
+      yield* fs.makeDirectory(`${root}/docs`)
+      yield* fs.writeFileString(`${root}/docs/guide.md`, "guide\nneedle")
+      yield* fs.symlink(`${root}/docs/guide.md`, `${root}/inner-link`)
+      const workspace = yield* Workspace.makeDirectory({ root, rules: [{ pattern: "/docs", access: "read-only" }] })
+      return { fs, root, outside, workspace }
+    })
 
-  it.scoped("writes, edits and lists real files; a read-only rule refuses writes and edits", () =>
-    Effect.gen(function*() {
-      const { fs, root, workspace } = yield* setup
-      yield* workspace.write("/src/deep/a.ts", "const a = 1\n")
-      assert.strictEqual(yield* fs.readFileString(`${root}/src/deep/a.ts`), "const a = 1\n")
-      assert.strictEqual(yield* workspace.edit("/src/deep/a.ts", "1", "2", false), 1)
-      assert.strictEqual(yield* workspace.read("/src/deep/a.ts"), "const a = 2\n")
-      assert.strictEqual((yield* Effect.flip(workspace.write("/docs/new.md", "x"))).reason, "ReadOnly")
-      assert.strictEqual(
-        (yield* Effect.flip(workspace.edit("/docs/guide.md", "guide", "x", false))).reason,
-        "ReadOnly"
-      )
-      assert.strictEqual(yield* fs.readFileString(`${root}/docs/guide.md`), "guide\nneedle")
-      // the links out of the root are not listed: listing shows what reading accepts
-      assert.deepStrictEqual((yield* workspace.ls("/")).map((e) => `${e.path}${e.isDirectory ? "/" : ""}`), [
-        "/docs/",
-        "/inner-link",
-        "/src/"
-      ])
-      assert.deepStrictEqual(yield* workspace.glob("**/*.ts"), ["/src/deep/a.ts"])
-      // grep skips what it may not read (the links out of the root) instead of failing
-      assert.deepStrictEqual(yield* workspace.grep("needle"), [
-        { path: "/docs/guide.md", line: 2, text: "needle" },
-        { path: "/inner-link", line: 2, text: "needle" }
-      ])
-    }).pipe(Effect.provide(NodeContext.layer)))
-
-  it.effect.prop(
-    "a write reads back byte-exact from disk",
-    [FastCheck.string({ unit: "grapheme", maxLength: 200 })],
-    ([content]) =>
+    it.scoped("rejects .. above the root and symbolic links out of it, for reads and writes", () =>
       Effect.gen(function*() {
-        const fs = yield* FileSystem.FileSystem
-        const root = yield* fs.makeTempDirectoryScoped()
-        const workspace = yield* Workspace.makeDirectory({ root })
-        yield* workspace.write("/f.txt", content)
-        assert.strictEqual(yield* workspace.read("/f.txt"), content)
-      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
-    { fastCheck: { numRuns: 20 } }
-  )
-})
+        const { fs, outside, root, workspace } = yield* setup
+        const reasonOf = <A>(effect: Effect.Effect<A, Workspace.WorkspaceError>) =>
+          Effect.map(Effect.flip(effect), (error) => error.reason)
+        assert.strictEqual(yield* reasonOf(workspace.read("/../secret.txt")), "OutsideRoot")
+        assert.strictEqual(yield* reasonOf(workspace.write("/docs/../../x.txt", "x")), "OutsideRoot")
+        assert.strictEqual(yield* reasonOf(workspace.read("/linkdir/secret.txt")), "OutsideRoot")
+        assert.strictEqual(yield* reasonOf(workspace.read("/linkfile")), "OutsideRoot")
+        assert.strictEqual(yield* reasonOf(workspace.write("/linkfile", "overwritten")), "OutsideRoot")
+        assert.strictEqual(yield* reasonOf(workspace.write("/linkdir/planted.txt", "x")), "OutsideRoot")
+        assert.strictEqual(yield* reasonOf(workspace.write("/linkdir/new/deep.txt", "x")), "OutsideRoot")
+        assert.strictEqual(yield* reasonOf(workspace.ls("/linkdir")), "OutsideRoot")
+        assert.strictEqual(yield* fs.readFileString(`${outside}/secret.txt`), "secret")
+        // a link to a file that does not exist yet, outside the root: writing through it would create that file
+        yield* fs.symlink(`${outside}/created.txt`, `${root}/dangling`)
+        assert.strictEqual(yield* reasonOf(workspace.write("/dangling", "planted")), "OutsideRoot")
+        assert.strictEqual(yield* reasonOf(workspace.edit("/dangling", "a", "b", false)), "OutsideRoot")
+        assert.deepStrictEqual(yield* fs.readDirectory(outside), ["secret.txt"])
+        // a link that stays inside the root is fine
+        assert.strictEqual(yield* workspace.read("/inner-link"), "guide\nneedle")
+      }).pipe(inStrategy))
+
+    it.scoped("writes, edits and lists real files; a read-only rule refuses writes and edits", () =>
+      Effect.gen(function*() {
+        const { fs, root, workspace } = yield* setup
+        yield* workspace.write("/src/deep/a.ts", "const a = 1\n")
+        assert.strictEqual(yield* fs.readFileString(`${root}/src/deep/a.ts`), "const a = 1\n")
+        assert.strictEqual(yield* workspace.edit("/src/deep/a.ts", "1", "2", false), 1)
+        assert.strictEqual(yield* workspace.read("/src/deep/a.ts"), "const a = 2\n")
+        assert.strictEqual((yield* Effect.flip(workspace.write("/docs/new.md", "x"))).reason, "ReadOnly")
+        assert.strictEqual(
+          (yield* Effect.flip(workspace.edit("/docs/guide.md", "guide", "x", false))).reason,
+          "ReadOnly"
+        )
+        assert.strictEqual(yield* fs.readFileString(`${root}/docs/guide.md`), "guide\nneedle")
+        // the links out of the root are not listed: listing shows what reading accepts
+        assert.deepStrictEqual((yield* workspace.ls("/")).map((e) => `${e.path}${e.isDirectory ? "/" : ""}`), [
+          "/docs/",
+          "/inner-link",
+          "/src/"
+        ])
+        assert.deepStrictEqual(yield* workspace.glob("**/*.ts"), ["/src/deep/a.ts"])
+        // grep skips what it may not read (the links out of the root) instead of failing
+        assert.deepStrictEqual(yield* workspace.grep("needle"), [
+          { path: "/docs/guide.md", line: 2, text: "needle" },
+          { path: "/inner-link", line: 2, text: "needle" }
+        ])
+      }).pipe(inStrategy))
+
+    it.effect.prop(
+      "a write reads back byte-exact from disk",
+      [FastCheck.string({ unit: "grapheme", maxLength: 200 })],
+      ([content]) =>
+        Effect.gen(function*() {
+          const fs = yield* FileSystem.FileSystem
+          const root = yield* fs.makeTempDirectoryScoped()
+          const workspace = yield* Workspace.makeDirectory({ root })
+          yield* workspace.write("/f.txt", content)
+          assert.strictEqual(yield* workspace.read("/f.txt"), content)
+        }).pipe(Effect.scoped, inStrategy),
+      { fastCheck: { numRuns: 20 } }
+    )
+  })
+}
 
 describe("Workspace: the memory and directory stores answer alike", () => {
   it.scoped("a write over a directory, under a file or to the root, and text UTF-8 cannot encode, fail alike; sizes are UTF-8 bytes", () =>
@@ -344,6 +351,58 @@ describe("Workspace: the memory and directory stores answer alike", () => {
       }
       assert.deepStrictEqual(NodeFs.readdirSync(root), ["smile\u{1F600}.md"])
     }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("Workspace rules: the twins of a read-only path", () => {
+  // names macOS and Windows take for one file: case, Unicode normalisation, ignorable code points, trailing dots and
+  // spaces, an NTFS stream
+  const twins = [
+    "/docs/café/a.md",
+    "/DOCS/CAFÉ/a.md",
+    "/Docs/Cafe\u0301/a.md",
+    "/Docs/\u200CCafé/a.md",
+    "/Docs./Café/a.md",
+    "/Docs /Café/a.md",
+    "/Docs/Café::$DATA",
+    "/Docs/Café/a.md:stream",
+    "/keys/prod.ENV"
+  ]
+  const rules: ReadonlyArray<Workspace.Rule> = [
+    { pattern: "/Docs/Café", access: "read-only" },
+    { pattern: "**/*.env", access: "read-only" }
+  ]
+
+  it.scoped("a read-only rule covers every twin of its path, in memory, on a directory and in a composite", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const stores = {
+        memory: yield* Workspace.makeMemory({ rules }),
+        directory: yield* Workspace.makeDirectory({ root: yield* fs.makeTempDirectoryScoped(), rules }),
+        composite: yield* Workspace.composite(yield* Workspace.makeMemory(), {
+          "/Docs": yield* Workspace.makeMemory()
+        }, { rules })
+      }
+      for (const [name, workspace] of Object.entries(stores)) {
+        for (const path of twins) {
+          const refusal = yield* Effect.flip(workspace.write(path, "x"))
+          assert.strictEqual(refusal.reason, "ReadOnly", `${name}: ${JSON.stringify(path)}`)
+        }
+        // a different name is not a twin
+        yield* workspace.write("/docs/cafe/a.md", "x")
+        yield* workspace.write("/keys/prod.env.example", "x")
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("a glob written with backslashes matches as with slashes: a rule so written holds, glob finds", () =>
+    Effect.gen(function*() {
+      const workspace = yield* Workspace.makeMemory({
+        files: { "/docs/a.md": "a", "/src/b.ts": "b" },
+        rules: [{ pattern: "docs\\*.md", access: "read-only" }]
+      })
+      assert.strictEqual((yield* Effect.flip(workspace.write("/docs/a.md", "x"))).reason, "ReadOnly")
+      assert.deepStrictEqual(yield* workspace.glob("src\\*.ts"), ["/src/b.ts"])
+      assert.deepStrictEqual(yield* workspace.glob("**\\*.md"), ["/docs/a.md"])
+    }))
 })
 
 describe("Workspace glob: linear time, bounded, interruptible", () => {

@@ -1,8 +1,9 @@
 import type { WorkflowEngine } from "@effect/workflow"
-import type { Agent, AgentState, RunRecord, Wait } from "@stepwise-agent/core"
+import type { AgentState, RunRecord, Wait } from "@stepwise-agent/core"
+import { Agent, AgentError } from "@stepwise-agent/core"
 import type { RecordStore, RunStore } from "@stepwise-agent/workflow"
 import { AgentWorkflow } from "@stepwise-agent/workflow"
-import type { Effect, Option } from "effect"
+import type { Context, Effect, Option, Stream } from "effect"
 import { describe, expect, test } from "tstyche"
 
 type Support = Agent.Service<
@@ -11,6 +12,12 @@ type Support = Agent.Service<
   never,
   Wait.Declared<"confirm", { readonly question: string }, boolean>
 >
+
+interface Counted extends AgentState.AgentState {
+  readonly counted: number
+}
+
+type Answering = Agent.Service<Counted, never, { readonly answer: number }, never>
 
 describe("AgentWorkflow.make", () => {
   test("made for an agent type, its status and resume are typed by the agent's waits", () => {
@@ -35,9 +42,42 @@ describe("AgentWorkflow.make", () => {
     expect(Support.resume).type.not.toBeCallableWith("run-1", "yes", { principal: "staff:a" })
   })
 
+  test("its status and await keep the agent's state and structured output", () => {
+    const _Answers = AgentWorkflow.make<Answering>({ name: "answers", version: 1 })
+    type Status = Effect.Effect.Success<ReturnType<typeof _Answers.status>>
+    expect<Status>().type.toBe<AgentWorkflow.RunStatus<Answering>>()
+    expect<Status["outcome"]>().type.toBe<Option.Option<AgentWorkflow.Outcome<{ readonly answer: number }>>>()
+    expect<AgentWorkflow.Outcome<{ readonly answer: number }>["output"]>().type.toBe<
+      Option.Option<{ readonly answer: number }>
+    >()
+    expect<Status["threadState"]>().type.toBe<Option.Option<Counted>>()
+    expect<Effect.Effect.Success<ReturnType<typeof _Answers.await>>>().type.toBe<AgentWorkflow.RunStatus<Answering>>()
+    expect<Stream.Stream.Success<ReturnType<typeof _Answers.watch>>>().type.toBe<
+      Agent.RunEvent<Counted, { readonly answer: number }, never>
+    >()
+    // a failure as its journal keeps it: the agent's own errors whole, any other by its tag
+    expect<Status["failure"]>().type.toBe<Option.Option<AgentWorkflow.AgentRunFailed | AgentWorkflow.JournalCorrupt>>()
+    expect<AgentWorkflow.AgentRunFailed["error"]>().type.toBeAssignableFrom(
+      new AgentError.InvalidResume({ threadId: "t", middleware: "m", reason: "r" })
+    )
+  })
+
+  test("the agent type comes from an agent's own tag or Agent.AgentOf", () => {
+    class _SupportAgent extends Agent.Tag("app/SupportAgent")<_SupportAgent, Answering>() {}
+    const _Tagged = AgentWorkflow.make<Context.Tag.Service<typeof _SupportAgent>>({ name: "tagged", version: 1 })
+    expect<Effect.Effect.Success<ReturnType<typeof _Tagged.status>>>().type.toBe<AgentWorkflow.RunStatus<Answering>>()
+    expect<AgentWorkflow.OutputOf<Agent.AgentOf<readonly [], { readonly n: number }>>>().type.toBe<
+      { readonly n: number }
+    >()
+    expect<AgentWorkflow.StateOf<Answering>>().type.toBe<Counted>()
+  })
+
   test("without an agent type, any wait and any decision", () => {
     const Any = AgentWorkflow.make({ name: "any", version: 1 })
     expect(Any.resume).type.toBeCallableWith("run-1", "yes", { principal: "staff:a" })
+    type Status = Effect.Effect.Success<ReturnType<typeof Any.status>>
+    expect<Status["outcome"]>().type.toBe<Option.Option<AgentWorkflow.Outcome<unknown>>>()
+    expect<Status["threadState"]>().type.toBe<Option.Option<AgentState.AgentState>>()
   })
 })
 

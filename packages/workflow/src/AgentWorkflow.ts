@@ -87,8 +87,11 @@ export const Payload = Schema.Struct({
 })
 
 /**
- * What a finished run gives: the last assistant text, the number of model
- * calls and the token usage. The messages are in the thread's checkpoint.
+ * What a finished run gives, as its journal keeps it: the last assistant
+ * text, the number of model calls, the token usage and, for an agent with a
+ * `responseFormat`, the structured output encoded by it (`output`, absent in
+ * journals of earlier versions). The messages are in the thread's
+ * checkpoint. `status` gives it typed, as an {@link Outcome}.
  *
  * @since 0.1.0
  * @category models
@@ -96,7 +99,8 @@ export const Payload = Schema.Struct({
 export const RunOutcome = Schema.Struct({
   text: Schema.String,
   steps: Schema.Number,
-  usage: Usage.Usage
+  usage: Usage.Usage,
+  output: Schema.optional(Schema.Unknown)
 })
 
 /**
@@ -106,8 +110,34 @@ export const RunOutcome = Schema.Struct({
 export type RunOutcome = typeof RunOutcome.Type
 
 /**
- * A decision as journaled: the value handed to the interrupting hook, who
- * decided, and when.
+ * What a completed run gave, typed like the `Completed` result of
+ * `agent.run`: the last assistant text, the number of model calls, the
+ * token usage and the structured output `O` (decoded with the agent's
+ * `responseFormat`; `None` without one).
+ *
+ * @example
+ * ```ts
+ * import type { AgentWorkflow } from "@stepwise-agent/workflow"
+ * import { Option } from "effect"
+ *
+ * const summary = (outcome: AgentWorkflow.Outcome<{ readonly answer: string }>) =>
+ *   Option.match(outcome.output, { onNone: () => outcome.text, onSome: (output) => output.answer })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Outcome<O = unknown> {
+  readonly text: string
+  readonly steps: number
+  readonly usage: Usage.Usage
+  readonly output: Option.Option<O>
+}
+
+/**
+ * A decision as journaled: the value handed to the interrupting hook, as
+ * its wait's decision schema encodes it (JSON), who decided, and when.
+ * {@link DecisionOf} reads the same stored form with the value decoded.
  *
  * @since 0.1.0
  * @category models
@@ -125,6 +155,25 @@ export const Decision = Schema.Struct({
 export type Decision = typeof Decision.Type
 
 /**
+ * A decision as journaled ({@link Decision}), its value decoded with the
+ * wait's decision schema `value`: what a durable wait takes.
+ *
+ * @example
+ * ```ts
+ * import { AgentWorkflow } from "@stepwise-agent/workflow"
+ * import { Schema } from "effect"
+ *
+ * const decode = Schema.decodeUnknown(AgentWorkflow.DecisionOf(Schema.Boolean))
+ * // decode({ value: true, by: "ana", decidedAt: 1 }): { value: true, by: "ana", decidedAt: 1 }
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const DecisionOf = <A, I>(value: Schema.Schema<A, I>) =>
+  Schema.Struct({ value, by: Schema.String, decidedAt: Schema.Number })
+
+/**
  * Where a run is.
  *
  * - `Running`: working (or queued on a runner).
@@ -137,24 +186,29 @@ export type Decision = typeof Decision.Type
 export type RunState = "Running" | "Waiting" | "Completed" | "Failed" | "Cancelled"
 
 /**
- * A run as `status` reports it.
+ * A run as `status` reports it, typed by the agent `A` the workflow was
+ * made for (see {@link make}): its waits, its state and its structured
+ * output.
  *
  * @since 0.1.0
  * @category models
  */
-export interface RunStatus<W extends Wait.Any = Wait.Any> {
+export interface RunStatus<A extends AnyAgent = Agent.Service> {
   readonly runId: string
   readonly threadId: string
   readonly executionId: string
   readonly state: RunState
   /**
    * What the run waits for, while `Waiting`: the middleware and its request,
-   * decoded with its wait's schema (typed by the agent's waits `W`).
+   * decoded with its wait's schema (typed by the agent's waits).
    */
-  readonly pending: Option.Option<Wait.Interrupt<W>>
+  readonly pending: Option.Option<Wait.Interrupt<WaitsOf<A>>>
   /** The thread as last checkpointed (durable; live text is not). */
   readonly messages: ReadonlyArray<Prompt.Message>
-  readonly outcome: Option.Option<RunOutcome>
+  /** The thread's state as last checkpointed (its messages and its middleware's slices); `None` before the first. */
+  readonly threadState: Option.Option<StateOf<A>>
+  /** What the run gave, once `Completed`. */
+  readonly outcome: Option.Option<Outcome<OutputOf<A>>>
   /** Why it failed, when `Failed`: the run's error, or an unreadable journal entry. */
   readonly failure: Option.Option<AgentRunFailed | JournalCorrupt>
 }
@@ -226,8 +280,9 @@ export class OtherError extends Schema.TaggedError<OtherError>(
 
 /**
  * What a run failed with, as its journal keeps it: one of the agent's own
- * errors (`AgentError`), typed and whole, or any other as an
- * {@link OtherError}.
+ * errors (every `AgentError`, and `ToolTimeout`), typed and whole, or any
+ * other (a middleware's, the model provider's `AiError`) as an
+ * {@link OtherError} that keeps its tag.
  *
  * @example
  * ```ts
@@ -255,6 +310,7 @@ export const RunError = Schema.Union(
   AgentError.InvalidToolCalls,
   AgentError.AgentClosed,
   AgentError.InvalidHookResult,
+  AgentError.InvalidResume,
   OtherError
 )
 
@@ -581,7 +637,7 @@ export interface Options<W extends Wait.Any = Wait.Any> {
  * @since 0.1.0
  * @category models
  */
-export interface AgentWorkflow<W extends Wait.Any = Wait.Any> {
+export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
   readonly name: string
   readonly workflow: Workflow.Workflow<string, typeof Payload, typeof RunOutcome, typeof RunFailure>
   /**
@@ -596,9 +652,14 @@ export interface AgentWorkflow<W extends Wait.Any = Wait.Any> {
     readonly input: Prompt.RawInput
     readonly runId?: string | undefined
   }) => Effect.Effect<string, RunIdTaken | RunStore.RunStoreError, WorkflowEngine.WorkflowEngine | RunStore.RunStore>
-  /** Where a run is, with its stored messages and what it waits for. */
+  /**
+   * Where a run is, with its stored messages and state, what it waits for,
+   * and, once it completed, its outcome (its structured output decoded with
+   * the agent's `responseFormat`: one that no longer decodes is
+   * `JournalCorrupt`).
+   */
   readonly status: (runId: string) => Effect.Effect<
-    RunStatus<W>,
+    RunStatus<A>,
     RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | AgentError.CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
@@ -610,7 +671,7 @@ export interface AgentWorkflow<W extends Wait.Any = Wait.Any> {
    * wait. A decision claimed by a process that died before completing the
    * wait is completed by the next `resume` or `status` of the run.
    */
-  resume(runId: string, value: Wait.DecisionOf<W>, options: { readonly principal: string }): Effect.Effect<
+  resume(runId: string, value: Wait.DecisionOf<WaitsOf<A>>, options: { readonly principal: string }): Effect.Effect<
     void,
     ResumeError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent | Authorizer.Authorizer
@@ -704,7 +765,7 @@ export interface AgentWorkflow<W extends Wait.Any = Wait.Any> {
     readonly untilWaiting?: boolean | undefined
     readonly pollEvery?: Duration.DurationInput | undefined
   }) => Effect.Effect<
-    RunStatus<W>,
+    RunStatus<A>,
     RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | AgentError.CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
@@ -716,7 +777,7 @@ export interface AgentWorkflow<W extends Wait.Any = Wait.Any> {
    * reports journaled steps again; `status` is the durable truth.
    */
   readonly watch: (runId: string) => Stream.Stream<
-    Agent.RunEvent,
+    Agent.RunEvent<StateOf<A>, OutputOf<A>, WaitsOf<A>>,
     RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | AgentError.CheckpointError,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
@@ -793,7 +854,11 @@ export type ForkFailure =
   | AgentError.InvalidInput
 
 /**
- * Defines a durable agent.
+ * Defines a durable agent. Give the agent's type (`A`: the service of its
+ * `Agent.Tag`, `Agent.AgentOf<typeof middleware, Output>`, or the success
+ * type of its `Agent.make`) to type the workflow by it: `resume` takes its
+ * decisions, `status` gives its typed waits, state and structured output.
+ * Without it, any.
  *
  * @example
  * ```ts
@@ -821,9 +886,24 @@ export type ForkFailure =
  * @since 0.1.0
  * @category constructors
  */
-export const make = <A extends Agent.Service<any, any, any, any> = Agent.Service>(
+export const make = <A extends AnyAgent = Agent.Service>(
   options: Options<WaitsOf<A>>
-): AgentWorkflow<WaitsOf<A>> => internal.make(options as Options) as AgentWorkflow<any>
+): AgentWorkflow<A> => internal.make(options as Options) as AgentWorkflow<any>
+
+/**
+ * Any agent type: what {@link make} and {@link AgentWorkflow} are typed by.
+ *
+ * @example
+ * ```ts
+ * import type { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * const nameOf = <A extends AgentWorkflow.AnyAgent>(workflow: AgentWorkflow.AgentWorkflow<A>) => workflow.name
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type AnyAgent = Agent.Service<any, any, any, any>
 
 /**
  * The waits of the agent type `A` (see `Wait`): what an {@link AgentWorkflow}
@@ -842,3 +922,37 @@ export const make = <A extends Agent.Service<any, any, any, any> = Agent.Service
  * @category utility types
  */
 export type WaitsOf<A> = A extends Agent.Service<any, any, any, infer W> ? W : never
+
+/**
+ * The state of the agent type `A` (its messages and its middleware's
+ * slices): what {@link RunStatus.threadState} is typed by.
+ *
+ * @example
+ * ```ts
+ * import type { Agent, AgentState } from "@stepwise-agent/core"
+ * import type { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * type State = AgentWorkflow.StateOf<Agent.Service<AgentState.AgentState>> // AgentState
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type StateOf<A> = A extends Agent.Service<infer S, any, any, any> ? S : never
+
+/**
+ * The structured output of the agent type `A` (the type of its
+ * `responseFormat`): what a completed run's {@link Outcome} carries.
+ *
+ * @example
+ * ```ts
+ * import type { Agent, AgentState } from "@stepwise-agent/core"
+ * import type { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * type Output = AgentWorkflow.OutputOf<Agent.Service<AgentState.AgentState, never, { readonly answer: string }>>
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type OutputOf<A> = A extends Agent.Service<any, any, infer O, any> ? O : never

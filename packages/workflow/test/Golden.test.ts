@@ -8,7 +8,7 @@
  */
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Checkpointer } from "@stepwise-agent/core"
+import { Checkpointer, Usage } from "@stepwise-agent/core"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
@@ -122,6 +122,27 @@ describe("golden files: workflow", () => {
         value: { approved: false, reason: "no" },
         by: "timeout",
         decidedAt: 1_765_000_001_000
+      })
+      // as the run's wait reads it: its value decoded with the wait's decision schema
+      const Rejection = Schema.Struct({ approved: Schema.Boolean, reason: Schema.String })
+      assert.deepStrictEqual(yield* Schema.decodeUnknown(AgentWorkflow.DecisionOf(Rejection))(encoded), {
+        value: { approved: false, reason: "no" },
+        by: "timeout",
+        decidedAt: 1_765_000_001_000
+      })
+    }))
+
+  it.effect("outcome-v1.json, outcome-v2.json: a completed run's journaled outcome decodes, with or without an output", () =>
+    Effect.gen(function*() {
+      const read = (name: string) =>
+        Schema.decodeUnknown(AgentWorkflow.RunOutcome)(JSON.parse(fs.readFileSync(path.join(here, name), "utf8")))
+      const usage = new Usage.Usage({ inputTokens: 20, outputTokens: 10, totalTokens: 30 })
+      assert.deepStrictEqual(yield* read("outcome-v1.json"), { text: "done", steps: 1, usage })
+      assert.deepStrictEqual(yield* read("outcome-v2.json"), {
+        text: "",
+        steps: 2,
+        usage,
+        output: { answer: 42, at: "2026-12-07T00:00:00.000Z" }
       })
     }))
 })

@@ -8,12 +8,9 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Tool from "@effect/ai/Tool"
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
-import type * as Option from "effect/Option"
-import type * as Scope from "effect/Scope"
 import type * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import type * as Middleware from "../Middleware.js"
-import type { Lifetime } from "./lifetime.js"
 import type { HookNode } from "./machine.js"
 import type * as OutputTool from "./outputTool.js"
 import type { ToolChoice, ToolEntry } from "./tools.js"
@@ -43,10 +40,6 @@ export interface LoopConfig {
   readonly spans: boolean | undefined
   /** Services the middleware hooks need, captured when the agent was built. */
   readonly context: Context.Context<never>
-  /** The scope the agent was built in (`Agent.layer`'s): runs `send` starts live in it, else as daemons. */
-  readonly scope: Option.Option<Scope.Scope>
-  /** Whether the agent is still open (its scope, and the services it kept). */
-  readonly lifetime: Lifetime
 }
 
 /** The configuration with what the steps derive from it. */

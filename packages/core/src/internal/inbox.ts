@@ -3,12 +3,20 @@
  * taken in yet: per thread, the steer messages waiting for the next model
  * step of a run, the queued ones waiting for a run of their own, and how many
  * runs of the thread are going. A run holds a lease on its thread's inbox;
- * when it ends, every message it took in learns how.
+ * when it ends, every message it took in learns how. A thread's inbox lives
+ * while a run holds it or a message waits in it.
+ *
+ * The inboxes live in the agent's scope: when it closes, what waits with no
+ * run going (held for a thread that waits for a decision, or handed on by an
+ * interrupted run) fails, as does what a run interrupted later hands on, since
+ * no run of a closed agent would take it in.
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import type * as Scope from "effect/Scope"
+import { ThreadStateError } from "../AgentError.js"
 import type * as AgentResult from "../AgentResult.js"
 
 /** How a sent message joins its thread. */
@@ -64,8 +72,14 @@ export const takeSteered = (lease: Lease): ReadonlyArray<Prompt.Message> => {
   return entries.flatMap((entry) => entry.messages)
 }
 
-export const make = () => {
+/** Why a message fails that waits in the inbox of a closed agent. */
+const closedError = (threadId: string) =>
+  new ThreadStateError({ threadId, reason: "the agent closed before a run of the thread answered this message" })
+
+/** The inboxes of one agent, in its scope. */
+export const make: Effect.Effect<Inboxes, never, Scope.Scope> = Effect.suspend(() => {
   const boxes = new Map<string, ThreadInbox>()
+  let closed = false
 
   const open = (threadId: string): ThreadInbox => {
     let box = boxes.get(threadId)
@@ -85,8 +99,9 @@ export const make = () => {
   /**
    * `body` as a run of `threadId` holding a lease on its inbox. When it ends
    * each message it took in gets its exit (an interrupted run hands them on
-   * to the next run of the thread), then `ended` runs (to start the next run
-   * of what is left).
+   * to the next run of the thread; once the agent is closed, none will come,
+   * and they fail), then `ended` runs (to start the next run of what is
+   * left).
    */
   const leased = <A, E, R, R2>(
     threadId: string,
@@ -100,8 +115,10 @@ export const make = () => {
       return Effect.onExit(body(lease), (exit) =>
         Effect.suspend(() => {
           box.active--
-          if (Exit.isInterrupted(exit)) box.carried.push(...lease.taken)
-          else {
+          if (Exit.isInterrupted(exit) && !closed) box.carried.push(...lease.taken)
+          else if (Exit.isInterrupted(exit)) {
+            for (const entry of lease.taken) Deferred.unsafeDone(entry.taken, Exit.fail(closedError(threadId)))
+          } else {
             for (const entry of lease.taken) {
               Deferred.unsafeDone(entry.taken, exit as Exit.Exit<AgentResult.AgentResult<any>, unknown>)
             }
@@ -172,8 +189,36 @@ export const make = () => {
   /** Fails what waits for a run of the thread (none could start): each sender learns it with `error`. */
   const failWaiting = (threadId: string, error: unknown) => fail(threadId, error, false)
 
-  return { leased, post, withdraw, takeNext, hasWaiting, drop, failWaiting }
-}
+  /** When the agent closes: what waits in the inbox of a thread no run holds fails. */
+  const close = Effect.sync(() => {
+    closed = true
+    for (const [threadId, box] of boxes) if (box.active === 0) fail(threadId, closedError(threadId), true)
+  })
+
+  return Effect.as(Effect.addFinalizer(() => close), {
+    leased,
+    post,
+    withdraw,
+    takeNext,
+    hasWaiting,
+    drop,
+    failWaiting
+  })
+})
 
 /** The inboxes of one agent. */
-export type Inboxes = ReturnType<typeof make>
+export interface Inboxes {
+  readonly leased: <A, E, R, R2>(
+    threadId: string,
+    body: (lease: Lease) => Effect.Effect<A, E, R>,
+    ended: (lease: Lease, exit: Exit.Exit<A, E>) => Effect.Effect<void, never, R2>
+  ) => Effect.Effect<A, E, R | R2>
+  readonly post: (threadId: string, entry: Entry) => boolean
+  readonly withdraw: (threadId: string, entry: Entry) => boolean
+  readonly takeNext: (
+    lease: Lease
+  ) => { readonly mode: Mode; readonly messages: ReadonlyArray<Prompt.Message> } | undefined
+  readonly hasWaiting: (threadId: string) => boolean
+  readonly drop: (threadId: string, error: unknown) => Effect.Effect<void>
+  readonly failWaiting: (threadId: string, error: unknown) => void
+}

@@ -2,7 +2,7 @@
  * The checks of what a run is given: its thread id and its input. A `send`
  * takes what a user may send (user messages of text and file parts); `run`
  * and `stream` take a conversation of any role. Either holds at least one
- * message, within the agent's `maxInputChars`.
+ * message, within the agent's `maxInputChars` (provider options count).
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
@@ -35,9 +35,25 @@ export const checkThreadId = (threadId: unknown): Effect.Effect<string, InvalidI
       })
     )
 
+/**
+ * The most messages one input holds: more than any context window takes, and
+ * an array is refused at this length before its messages are decoded (which
+ * takes time for each, whatever its size).
+ */
+export const maxInputMessages = 10_000
+
+const tooManyMessages = (count: number) =>
+  new InvalidInput({ description: `the input holds ${count} messages, over the limit of ${maxInputMessages}` })
+
 /** The input of a run as a prompt: a string, an array of messages or a `Prompt`; anything else is `InvalidInput`. */
 export const promptOf = (input: Prompt.RawInput): Effect.Effect<Prompt.Prompt, InvalidInput> => {
-  if (typeof input === "string" || Prompt.isPrompt(input)) return Effect.succeed(Prompt.make(input))
+  if (typeof input === "string") return Effect.succeed(Prompt.make(input))
+  if (Prompt.isPrompt(input)) {
+    return input.content.length > maxInputMessages
+      ? Effect.fail(tooManyMessages(input.content.length))
+      : Effect.succeed(input)
+  }
+  if (Array.isArray(input) && input.length > maxInputMessages) return Effect.fail(tooManyMessages(input.length))
   if (!Array.isArray(input)) {
     return Effect.fail(
       new InvalidInput({
@@ -83,6 +99,21 @@ const jsonSize = (value: unknown): number => {
   }
 }
 
+/** The characters of provider options as JSON; none for no option (`{}`). */
+const optionsSize = (options: unknown): number =>
+  typeof options === "object" && options !== null && Object.keys(options).length > 0 ? jsonSize(options) : 0
+
+const roles: ReadonlySet<unknown> = new Set(["system", "user", "assistant", "tool"])
+
+/** A message or part of a shape no message has (a `Prompt` built by hand): the field at `at` is not `expected`. */
+const malformed = (at: string, expected: string, value: unknown) =>
+  new InvalidInput({ description: `${at}: expected ${expected}, got ${describeValue(value)}` })
+
+/** Whether a file part's data is of a kind a file part holds: a string, bytes, or a URL (an object with an `href`). */
+const isFileData = (data: unknown): data is Prompt.FilePart["data"] =>
+  typeof data === "string" || data instanceof Uint8Array ||
+  (typeof data === "object" && data !== null && typeof (data as { readonly href?: unknown }).href === "string")
+
 /** The size of a file part's data: its characters (base64 or a URL) or its bytes. */
 const fileSize = (data: Prompt.FilePart["data"]): number =>
   typeof data === "string" ? data.length : data instanceof Uint8Array ? data.byteLength : String(data).length
@@ -101,8 +132,9 @@ export type Author = "user" | "conversation"
  * The messages of the input of a run or a send, or `InvalidInput` naming what
  * is wrong: not a string, messages or a `Prompt` (see {@link promptOf}); no
  * message; for `"user"`, a message that is not the user's or a user part
- * other than text and file; the middleware's marker in provider options; more
- * than `maxChars` characters of text, file data, tool arguments and results.
+ * other than text and file; a user message with no part; the middleware's
+ * marker in provider options; more than `maxChars` characters of text, file
+ * data, tool arguments and results, and provider options.
  */
 export const checkInput = (
   input: Prompt.RawInput,
@@ -113,6 +145,9 @@ export const checkInput = (
     if (content.length === 0) return Effect.fail(new InvalidInput({ description: "the input holds no message" }))
     let size = 0
     for (const [i, message] of content.entries()) {
+      if (typeof message !== "object" || message === null) {
+        return Effect.fail(malformed(`messages.${i}`, "a message (an object)", message))
+      }
       if (author === "user" && message.role !== "user") {
         return Effect.fail(
           new InvalidInput({
@@ -124,20 +159,47 @@ export const checkInput = (
           })
         )
       }
+      // a Prompt passes unchecked by its schema, and one built by hand may hold anything
+      if (!roles.has(message.role)) {
+        return Effect.fail(malformed(`messages.${i}.role`, "system, user, assistant or tool", message.role))
+      }
       if (hasMarker(message.options)) return Effect.fail(reservedMarker(`messages.${i}`))
+      size += optionsSize(message.options)
       if (typeof message.content === "string") {
         size += message.content.length
         continue
       }
+      if (!Array.isArray(message.content)) {
+        return Effect.fail(malformed(`messages.${i}.content`, "a string or an array of parts", message.content))
+      }
+      if (message.role === "user" && message.content.length === 0) {
+        return Effect.fail(
+          new InvalidInput({ description: `messages.${i}: a user message holds no part; give it text or a file` })
+        )
+      }
       for (const [j, part] of message.content.entries()) {
+        if (typeof part !== "object" || part === null) {
+          return Effect.fail(malformed(`messages.${i}.content.${j}`, "a part (an object)", part))
+        }
         if (hasMarker((part as { readonly options?: unknown }).options)) {
           return Effect.fail(reservedMarker(`messages.${i}.content.${j}`))
         }
+        size += optionsSize((part as { readonly options?: unknown }).options)
         // the Prompt schema allows only text and file parts in a user message; a part built by hand may be anything
         const type: unknown = (part as { readonly type?: unknown }).type
-        if (type === "text" || type === "reasoning") size += (part as Prompt.TextPart).text.length
-        else if (type === "file") size += fileSize((part as Prompt.FilePart).data)
-        else if (message.role !== "user" && (type === "tool-call" || type === "tool-result")) {
+        if (type === "text" || type === "reasoning") {
+          const text: unknown = (part as { readonly text?: unknown }).text
+          if (typeof text !== "string") {
+            return Effect.fail(malformed(`messages.${i}.content.${j}.text`, "a string", text))
+          }
+          size += text.length
+        } else if (type === "file") {
+          const data: unknown = (part as { readonly data?: unknown }).data
+          if (!isFileData(data)) {
+            return Effect.fail(malformed(`messages.${i}.content.${j}.data`, "a string, bytes or a URL", data))
+          }
+          size += fileSize(data)
+        } else if (message.role !== "user" && (type === "tool-call" || type === "tool-result")) {
           const { params, result } = part as { readonly params?: unknown; readonly result?: unknown }
           size += jsonSize(type === "tool-call" ? params : result)
         } else {

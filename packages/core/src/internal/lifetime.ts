@@ -10,7 +10,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
-import * as Scope from "effect/Scope"
+import type * as Scope from "effect/Scope"
 import { AgentClosed } from "../AgentError.js"
 
 /** Whether an agent is open, and why not once it is closed. */
@@ -18,21 +18,23 @@ export interface Lifetime {
   closedBecause: string | undefined
 }
 
-/** The lifetime of an agent built in `scope` (none: it closes only on a released service). */
-export const make = (scope: Option.Option<Scope.Scope>): Effect.Effect<Lifetime> =>
-  Effect.suspend(() => {
-    const lifetime: Lifetime = { closedBecause: undefined }
-    return Option.isNone(scope) ? Effect.succeed(lifetime) : Effect.as(
-      Scope.addFinalizer(
-        scope.value,
-        Effect.sync(() => {
-          lifetime.closedBecause ??= "the scope it was built in (Agent.layer's, or the Scope of the effect " +
-            "that ran Agent.make) has closed"
-        })
-      ),
-      lifetime
-    )
-  })
+/**
+ * The lifetime of an agent, closed when the scope it is made in closes (an
+ * agent built outside any scope gets one that never closes: then only a
+ * released service closes it).
+ */
+export const make: Effect.Effect<Lifetime, never, Scope.Scope> = Effect.suspend(() => {
+  const lifetime: Lifetime = { closedBecause: undefined }
+  return Effect.as(
+    Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        lifetime.closedBecause ??= "the scope it was built in (Agent.layer's, or the Scope of the effect " +
+          "that ran Agent.make) has closed"
+      })
+    ),
+    lifetime
+  )
+})
 
 /** Succeeds while the agent is open; fails with `AgentClosed`, saying why, once it is closed. */
 export const ensureOpen = (lifetime: Lifetime): Effect.Effect<void, AgentClosed> =>

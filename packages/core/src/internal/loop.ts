@@ -7,6 +7,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import type * as Agent from "../Agent.js"
 import { ThreadStateError } from "../AgentError.js"
 import type * as AgentEvent from "../AgentEvent.js"
@@ -23,6 +24,7 @@ import * as Forks from "./fork.js"
 import { checkInput, checkThreadId, isThreadId } from "./input.js"
 import { interruptKey } from "./machine.js"
 import type { Emit } from "./observer.js"
+import * as Pending from "./pending.js"
 import * as Replay from "./replay.js"
 import * as Threads from "./threads.js"
 import * as Waits from "./waits.js"
@@ -40,15 +42,18 @@ const streamOf = (start: (emit: Emit) => Effect.Effect<AgentResult.AgentResult<a
     return Mailbox.toStream(mailbox)
   }))
 
-/** Builds the service of an agent. */
-export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<any, any>> =>
-  Effect.sync(() => {
+/**
+ * Builds the service of an agent: the driver of its runs and its threads, which live in the scope (the
+ * agent's) until it closes.
+ */
+export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<any, any>, never, Scope.Scope> =>
+  Effect.gen(function*() {
     const config = compile(loopConfig)
     const { checkpointer, layout } = config
     const checkpoints = Checkpoint.make(layout, checkpointer)
     const { load } = checkpoints
     const execute = Driver.make(config, Driver.steps(config, checkpoints.save))
-    const threads = Threads.make(config, checkpoints, execute)
+    const threads = yield* Threads.make(config, checkpoints, execute)
     const { withThreadLock } = threads
     const replayRuns: Replay.Runs = {
       start: (input, threadId) => threads.start(input, { threadId }, undefined),
@@ -74,6 +79,13 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
         ),
       validateResume: Effect.fn("Agent.validateResume")((threadId: string, value: unknown) =>
         threads.validateResume(threadId, value)
+      ),
+      encodeOutput: (output: unknown) =>
+        config.output === undefined ? Effect.succeed(output) : config.output.encode(output),
+      decodeOutput: (encoded: unknown) =>
+        config.output === undefined ? Effect.succeed(encoded) : config.output.decode(encoded),
+      validatePosted: Effect.fn("Agent.validatePosted")((threadId: string, encoded: unknown) =>
+        threads.validatePosted(threadId, encoded)
       ),
       replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) => Replay.replay(record, replayRuns)),
       fork: Effect.fn("Agent.fork")((source: string | RunRecord.RunRecord, options: Fork.Options) =>
@@ -105,7 +117,7 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
               const loaded = yield* load(threadId)
               if (Option.isNone(loaded.checkpoint) || loaded.checkpoint.value.pending === undefined) return false
               const owner = yield* Effect.serviceOption(RunJournal.DurableOwner)
-              yield* Threads.checkOwner(
+              yield* Pending.checkOwner(
                 threadId,
                 loaded.checkpoint.value.pending,
                 Option.isSome(owner),

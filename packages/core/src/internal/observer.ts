@@ -46,6 +46,7 @@ export class HookCell {
 }
 
 /** Where the running hook is: `Middleware.report` files decisions under it, `Middleware.reportingAs` sets it. */
+// stays a FiberRef: the cell is updated in place, and only a FiberRef gives each forked fiber a copy of its own
 export const currentHook: FiberRef.FiberRef<{ readonly middleware: string; readonly hook: string }> = globalValue(
   Symbol.for("@stepwise-agent/core/Middleware/CurrentHook"),
   () =>

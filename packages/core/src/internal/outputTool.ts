@@ -5,6 +5,7 @@
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
+import type * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
@@ -18,6 +19,10 @@ export interface OutputTool {
   readonly answer: (call: Prompt.ToolCallPart) => Prompt.ToolResultPart
   /** The structured output a call gives the run once it has its result (none if refused). */
   readonly value: (call: Prompt.ToolCallPart, result: Prompt.ToolResultPart) => Option.Option<unknown>
+  /** An output encoded by the response format (what JSON keeps), for a store. */
+  readonly encode: (output: unknown) => Effect.Effect<unknown, ParseResult.ParseError>
+  /** An output as `encode` gives it, decoded by the response format. */
+  readonly decode: (encoded: unknown) => Effect.Effect<unknown, ParseResult.ParseError>
 }
 
 /** The output tool named `name`, whose parameters are `schema`. */
@@ -53,6 +58,8 @@ export const make = (schema: Schema.Schema<any, any>, name: string): OutputTool 
     value: (call, answered) => {
       if (call.name !== name || answered.isFailure) return Option.none()
       return Either.getRight(decode(call))
-    }
+    },
+    encode: Schema.encodeUnknown(schema),
+    decode: Schema.decodeUnknown(schema)
   }
 }

@@ -1,39 +1,42 @@
 /**
- * An agent's threads: one run of a thread at a time (its lock), the inbox
- * where `send` leaves messages and the background runs that take them in,
- * the watchers of every run, and how a run of a thread begins (its journal,
- * who watches it, what stays fixed while it runs) — for a new input or for
- * the answer to a wait.
+ * An agent's threads, as a session that lives in the agent's scope: one run
+ * of a thread at a time (its lock), the inbox where `send` leaves messages,
+ * the background runs that take them in (a `FiberSet`: interrupted when the
+ * scope closes), the watchers of every run (ended when it closes) and the
+ * agent's lifetime (closed first, so nothing new starts while the rest is
+ * released). Every run of a thread, for a new input or for the answer to a
+ * wait, starts here.
  */
-import * as IdGenerator from "@effect/ai/IdGenerator"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import type * as Agent from "../Agent.js"
-import { DurableThreadError, InvalidOptions, ThreadStateError } from "../AgentError.js"
+import { InvalidOptions, ThreadStateError } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
 import type * as AgentResult from "../AgentResult.js"
 import type * as Checkpointer from "../Checkpointer.js"
-import type * as Middleware from "../Middleware.js"
 import * as RunJournal from "../RunJournal.js"
 import * as Secrets from "../Secrets.js"
-import * as Checkpoint from "./checkpoint.js"
+import type * as Checkpoint from "./checkpoint.js"
 import type { Compiled } from "./config.js"
 import * as Lineage from "./fast/lineage.js"
+import * as ThreadLocks from "./fast/threadLocks.js"
 import * as Inbox from "./inbox.js"
 import { checkInput, checkThreadId } from "./input.js"
-import { closeOnRelease, ensureOpen } from "./lifetime.js"
+import * as Lifetime from "./lifetime.js"
 import type { Phase } from "./machine.js"
 import * as Observer from "./observer.js"
 import type { Emit } from "./observer.js"
+import * as Pending from "./pending.js"
 import * as Receive from "./receive.js"
 import { type RunContext, witnessInput } from "./runContext.js"
+import * as RunStart from "./runStart.js"
 import * as RunState from "./runState.js"
-import { StepKeys } from "./stepKeys.js"
-import * as ThreadLocks from "./threadLocks.js"
 import * as Waits from "./waits.js"
 import * as Watchers from "./watchers.js"
 
@@ -43,45 +46,6 @@ export type Execute = (
   state: RunState.RunState,
   start: Phase
 ) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
-
-/** Where a run's steps go: the journal of the context, and the names it gives them. */
-interface Journaled {
-  readonly journal: RunJournal.Service
-  readonly keys: StepKeys
-}
-
-/**
- * The id of a watched run: from the context's `IdGenerator` when there is one
- * (a test can make ids predictable), else a random UUID.
- */
-const newRunId: Effect.Effect<string> = Effect.flatMap(
-  Effect.serviceOption(IdGenerator.IdGenerator),
-  Option.match({ onNone: () => Effect.sync(() => crypto.randomUUID()), onSome: (ids) => ids.generateId() })
-)
-
-/**
- * Effect's built-in tracer, which keeps spans in memory and exports nothing: what `Effect.tracer` gives
- * in a fiber with the default services (Effect exports no other handle on it).
- */
-const builtInTracer = Effect.runSync(Effect.tracer)
-
-/** The thread a wait is answered in: the wait, its middleware and the index of its hook. */
-export interface Pending {
-  readonly pending: Checkpointer.PendingInterrupt
-  readonly middleware: Middleware.Any
-  readonly index: number
-}
-
-/** A wait a durable journal made is answered only by a durable run, and given up only by its owner. */
-export const checkOwner = (
-  threadId: string,
-  pending: Checkpointer.PendingInterrupt,
-  durable: boolean,
-  operation: DurableThreadError["operation"]
-) =>
-  pending.durable === true && !durable
-    ? Effect.fail(new DurableThreadError({ threadId, operation }))
-    : Effect.void
 
 /** `send`'s check of its mode. */
 const modeOf = (options: Agent.SendOptions | undefined): Effect.Effect<Inbox.Mode, InvalidOptions> => {
@@ -99,110 +63,53 @@ export const make = (
   config: Compiled,
   checkpoints: ReturnType<typeof Checkpoint.make>,
   execute: Execute
+): Effect.Effect<Threads, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    // released in the reverse order: the lifetime closes first, then the background runs are interrupted,
+    // then what waits in the inboxes fails, then the watchers' streams end (after the runs' last events)
+    const watchers = yield* Watchers.make<Agent.RunEvent<any>>()
+    const inboxes = yield* Inbox.make
+    const runs = yield* FiberSet.make<void>()
+    const lifetime = yield* Lifetime.make
+    return session(config, checkpoints, execute, { watchers, inboxes, runs, lifetime })
+  })
+
+/** What the threads of an agent hold in its scope. */
+interface Resources {
+  readonly watchers: Watchers.Watchers<Agent.RunEvent<any>>
+  readonly inboxes: Inbox.Inboxes
+  /** The runs `send` starts in the background. */
+  readonly runs: FiberSet.FiberSet<void>
+  readonly lifetime: Lifetime.Lifetime
+}
+
+/** The operations on the threads of an agent. */
+export type Threads = ReturnType<typeof session>
+
+const session = (
+  config: Compiled,
+  checkpoints: ReturnType<typeof Checkpoint.make>,
+  execute: Execute,
+  { inboxes, lifetime, runs, watchers }: Resources
 ) => {
-  const { lifetime, nodes } = config
+  const { nodes } = config
   const { load } = checkpoints
   const transformInput = Receive.inputOf(config)
-  const isTraced: Effect.Effect<boolean> = config.spans === undefined
-    ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
-    : Effect.succeed(config.spans)
   const withThreadLock = ThreadLocks.make()
-  const inboxes = Inbox.make()
-  // Every run's events go to the watchers of `watch` while there are any.
-  const watchers = Watchers.make<Agent.RunEvent<any>>()
+  const { begin, contextOf } = RunStart.make(config, lifetime, watchers)
+  const { checkDecisionSchema, checkValue, pendingOf } = Pending.make(config)
 
   /**
    * Fails with `AgentClosed` once the agent is closed. Every operation that runs the agent (`run`, `stream`,
    * `resume`, `resumeStream`, `validateResume`, `send`) starts with it; reading and deleting threads do not.
    */
-  const open = ensureOpen(lifetime)
+  const open = Lifetime.ensureOpen(lifetime)
 
   /**
-   * Runs `body` as one run of `threadId`: picks the journal of the context,
-   * reports the run to its own stream (`own`) and to the watchers.
-   */
-  const begin = (
-    threadId: string,
-    resumed: boolean,
-    own: Emit | undefined,
-    body: (
-      emit: Emit | undefined,
-      journaled: Journaled
-    ) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
-  ) =>
-    Effect.gen(function*() {
-      const journal = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
-      const journaled = { journal, keys: new StepKeys() }
-      const runId = watchers.size() === 0 ? undefined : yield* newRunId
-      const publish: Emit | undefined = runId === undefined
-        ? undefined
-        : (event) => watchers.publish({ runId, threadId, event })
-      let ended = false
-      const both: Emit | undefined = publish === undefined
-        ? own
-        : own === undefined
-        ? publish
-        : (event) => {
-          own(event)
-          publish(event)
-        }
-      // every failure of a run, whoever raised it, leaves with its credentials scrubbed; one caused by a
-      // released service closes the agent
-      const run = (emit: Emit | undefined) =>
-        Effect.mapErrorCause(body(emit, journaled), (cause) => closeOnRelease(lifetime, Secrets.scrubCause(cause)))
-      if (both === undefined) return yield* run(undefined)
-      const emit: Emit = (event) => {
-        if (event._tag === "RunEnded") ended = true
-        both(event)
-      }
-      emit(AgentEvent.RunStarted({ threadId, resumed }))
-      const result = yield* run(emit).pipe(
-        Effect.tapErrorCause((cause) => {
-          if (publish === undefined || ended) return Effect.void
-          const error = Cause.squash(cause)
-          publish(AgentEvent.RunFailed({
-            error: Cause.isInterruptedOnly(cause)
-              ? "Interrupted"
-              : typeof error === "object" && error !== null && "_tag" in error
-              ? String(error._tag)
-              : "Defect",
-            message: error instanceof Error ? error.message : String(error)
-          }))
-          return Effect.void
-        })
-      )
-      if (!ended) emit(AgentEvent.RunEnded({ result }))
-      return result
-    })
-
-  /** What stays fixed during a run of `threadId`, loaded as `loaded`. */
-  const contextOf = (
-    threadId: string,
-    emit: Emit | undefined,
-    journaled: Journaled,
-    loaded: Checkpoint.Loaded,
-    inbox: Inbox.Lease
-  ): Effect.Effect<RunContext> =>
-    Effect.gen(function*() {
-      return {
-        threadId,
-        traced: yield* isTraced,
-        emit,
-        clock: yield* Effect.clock,
-        decisions: journaled.journal.witness?.decision,
-        journal: journaled.journal,
-        keys: journaled.keys,
-        interruptKeys: new Set(),
-        encoder: new Checkpoint.ThreadEncoder(loaded),
-        inbox
-      }
-    })
-
-  /**
-   * `startNext(threadId)` in the background of the agent's scope (daemon without one), logging a failure.
-   * Interrupted (the scope closed, even before it began), it fails what waits for a run of the thread:
-   * no run would take it in, so its senders learn it instead of waiting for good. The fiber's observer
-   * sees that exit even when the fiber never ran.
+   * `startNext(threadId)` in the background, among the agent's runs, logging a failure. Interrupted (the
+   * agent's scope closed, even before it began), it fails what waits for a run of the thread: no run would
+   * take it in, so its senders learn it instead of waiting for good. The fiber's observer sees that exit
+   * even when the fiber never ran.
    */
   const background = (threadId: string) =>
     startNext(threadId).pipe(
@@ -213,7 +120,7 @@ export const make = (
       ),
       Effect.provideService(RunJournal.RunJournal, RunJournal.inProcess),
       Effect.withSpan("Agent.sendRun", { root: true, captureStackTrace: false }),
-      (run) => Option.isSome(config.scope) ? Effect.forkIn(run, config.scope.value) : Effect.forkDaemon(run),
+      FiberSet.run(runs),
       Effect.map((fiber) =>
         fiber.addObserver((exit) => {
           if (Exit.isInterrupted(exit)) {
@@ -354,50 +261,6 @@ export const make = (
       )
     )
 
-  /**
-   * `value` checked against the decision schema of the wait `at` names, not against a request (a fork's
-   * decision, before the fork's hook asks again): what no wait of its kind takes.
-   */
-  const checkDecisionSchema = (threadId: string, at: Checkpointer.PendingInterrupt, value: unknown) =>
-    Effect.gen(function*() {
-      const middleware = nodes[at.node].find((m) => m.name === at.middleware)
-      const unchecked = middleware?.wait === undefined ? middleware : {
-        ...middleware,
-        wait: { ...middleware.wait, check: undefined }
-      }
-      if (unchecked === undefined) {
-        return yield* new ThreadStateError({
-          threadId,
-          reason: `waits for middleware "${at.middleware}", which this agent does not have`
-        })
-      }
-      yield* Effect.provide(Waits.checkDecision(unchecked, threadId, at.value, value, true), config.context)
-    }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
-
-  /** The interrupt a thread waits on, and the index of its hook. */
-  const pendingOf = (threadId: string, loaded: Checkpoint.Loaded): Effect.Effect<Pending, ThreadStateError> =>
-    Effect.gen(function*() {
-      const pending = Option.isSome(loaded.checkpoint) ? loaded.checkpoint.value.pending : undefined
-      if (pending === undefined) {
-        return yield* new ThreadStateError({
-          threadId,
-          reason: "is not waiting for a decision; there is nothing to resume"
-        })
-      }
-      const index = nodes[pending.node].findIndex((m) => m.name === pending.middleware)
-      if (index < 0) {
-        return yield* new ThreadStateError({
-          threadId,
-          reason: `waits for middleware "${pending.middleware}", which this agent does not have`
-        })
-      }
-      return { pending, middleware: nodes[pending.node][index]!, index }
-    })
-
-  /** A decision checked against the wait of the middleware that waits: encoded and decoded. */
-  const checkValue = (threadId: string, { middleware, pending }: Pending, value: unknown, asPosted = false) =>
-    Effect.provide(Waits.checkDecision(middleware, threadId, pending.value, value, asPosted), config.context)
-
   /** The run of a waiting thread that goes on with `value`, at the hook that waits (`resume`, `resumeStream`). */
   const resume = (id: string, value: unknown, own: Emit | undefined) =>
     Effect.flatMap(Effect.zipRight(open, checkThreadId(id)), (threadId) =>
@@ -409,7 +272,7 @@ export const make = (
               const loaded = yield* load(threadId, journaled)
               const waiting = yield* pendingOf(threadId, loaded)
               const { index, pending } = waiting
-              yield* checkOwner(threadId, pending, journaled.journal.durable, "resume")
+              yield* Pending.checkOwner(threadId, pending, journaled.journal.durable, "resume")
               const { decision } = yield* checkValue(threadId, waiting, value)
               const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
               const state = RunState.withResume(
@@ -439,6 +302,18 @@ export const make = (
       const encoded = yield* Waits.withPersonTexts(waiting.middleware, threadId, checked, (messages) =>
         Effect.provide(Receive.hooksOf(config, threadId, messages), config.context))
       return { ...waiting.pending, encodedDecision: encoded }
+    }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
+
+  /**
+   * `validatePosted`: a decision as a durable journal posts it (encoded), decoded with the wait of the thread and
+   * checked, as the run will when it gets it. Its failures leave scrubbed, as `validateResume`'s do.
+   */
+  const validatePosted = (id: string, encoded: unknown) =>
+    Effect.gen(function*() {
+      yield* open
+      const threadId = yield* checkThreadId(id)
+      const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId))
+      return yield* Effect.provide(Waits.decodeDecision(middleware, threadId, pending.value, encoded), config.context)
     }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
 
   const send = (threadId: string, message: Prompt.RawInput, options?: Agent.SendOptions) =>
@@ -485,6 +360,7 @@ export const make = (
     checkDecisionSchema,
     resume,
     validateResume,
+    validatePosted,
     send,
     watch: watchers.watch,
     withThreadLock,

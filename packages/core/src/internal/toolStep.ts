@@ -8,7 +8,6 @@
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import { InvalidHookResult, MaxStepsExceeded, ToolTimeout } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
@@ -22,7 +21,7 @@ import * as Observer from "./observer.js"
 import type { Save, Stepped } from "./phase.js"
 import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
-import { toolCallGuards as CurrentToolCallGuards } from "./toolCallGuards.js"
+import { ToolCallGuards } from "./toolCallGuards.js"
 import { timedOutResult, unknownToolResult } from "./tools.js"
 import * as WrapUpdates from "./wrapUpdates.js"
 
@@ -75,9 +74,9 @@ const runGuarded = <E, R>(
   request: Middleware.ToolCallRequest,
   run: Effect.Effect<Prompt.ToolResultPart, E, R>
 ): Effect.Effect<Prompt.ToolResultPart, E, R> =>
-  Effect.flatMap(FiberRef.get(CurrentToolCallGuards), (guards) => {
+  Effect.flatMap(ToolCallGuards, (guards) => {
     if (guards.length === 0) return run
-    const unguarded = Effect.locally(run, CurrentToolCallGuards, [])
+    const unguarded = Effect.provideService(run, ToolCallGuards, [])
     const check = (index: number): Effect.Effect<Prompt.ToolResultPart, E, R> =>
       index === guards.length ? unguarded : Effect.flatMap(
         guards[index]!(request),

@@ -8,6 +8,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as AgentEvent from "../AgentEvent.js"
 import * as AgentResult from "../AgentResult.js"
 import type * as AgentState from "../AgentState.js"
@@ -45,13 +46,23 @@ export const make = (config: Compiled, save: Save) =>
     const key = uniqueInterruptKey(run, phase.wait.key ?? interruptKey(node, middleware, state.step))
     yield* save(run, state, { node, middleware, value, key, ...(run.journal.durable ? { durable: true } : {}) })
     const result = interrupted(config.layout, run, state, { middleware, value: request, key })
-    const wait = run.journal.await({ key, threadId: run.threadId, step: state.step, middleware, node, value: request })
+    const waiting = config.nodes[node][index]!
+    const wait = run.journal.await({
+      key,
+      threadId: run.threadId,
+      step: state.step,
+      middleware,
+      node,
+      value: request,
+      // a middleware that interrupts has a wait (`Waits.encodeRequest` refused the interrupt otherwise)
+      decision: waiting.wait?.decision ?? Schema.Unknown
+    })
     const decided = yield* run.emit === undefined
       ? wait
       : Effect.onInterrupt(wait, () => Observer.report(run, () => AgentEvent.RunEnded({ result })))
     if (Option.isNone(decided)) return { state, outcome: { _tag: "End", result } }
     // a durable journal delivers the decision as it was posted: checked and decoded as `resume` does
-    const decision = yield* Waits.decodeDecision(config.nodes[node][index]!, run.threadId, value, decided.value)
+    const decision = yield* Waits.decodeDecision(waiting, run.threadId, value, decided.value)
     // the thread no longer waits: say so before the hook acts on the decision
     yield* save(run, state, undefined)
     return { state: RunState.withResume(state, Option.some(decision)), outcome: Resume }

@@ -8,7 +8,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { CallToolResult, Tool as McpToolDefinition } from "@modelcontextprotocol/sdk/types.js"
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import { CallToolResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -159,6 +159,32 @@ const isConnectionLost = (error: unknown) =>
 /** The SDK's error for a request made after the transport closed. */
 const isNotConnected = (error: unknown) => error instanceof Error && error.message === "Not connected"
 
+/** The content block types of this SDK's protocol version; a newer server may send others. */
+const knownBlocks: ReadonlySet<unknown> = new Set(["text", "image", "audio", "resource_link", "resource"])
+
+/**
+ * The SDK's tool result schema, save that a block of a type it does not
+ * know (a newer protocol's, or a server's own) is kept as sent instead of
+ * failing the whole result; the rest is checked as the SDK checks it. The
+ * SDK takes any schema with a `safeParse`.
+ */
+const resultSchema = {
+  safeParse: (data: unknown) => {
+    const strict = CallToolResultSchema.safeParse(data)
+    const content: unknown = typeof data === "object" && data !== null ? (data as { content?: unknown }).content : []
+    if (strict.success || !Array.isArray(content)) return strict
+    const isOther = (block: unknown) =>
+      typeof block === "object" && block !== null && typeof (block as { type?: unknown }).type === "string" &&
+      !knownBlocks.has((block as { type: string }).type)
+    if (!content.some(isOther)) return strict
+    const rest = CallToolResultSchema.safeParse({ ...(data as object), content: content.filter((b) => !isOther(b)) })
+    return rest.success ? { success: true as const, data: { ...rest.data, content } } : rest
+  }
+} as unknown as typeof CallToolResultSchema
+
+/** The most tools a server may list (and pages it may list them in): far more than a model can choose from. */
+export const maxTools = 10_000
+
 /**
  * Connects to a server and lists its tools; the session is closed when the
  * scope closes (for HTTP, a DELETE ends the server's session first).
@@ -237,6 +263,8 @@ export const connect = (
     const closed = target._tag === "Stdio" ? "the server process exited" : `the session with ${described} closed`
     client.onclose = () => breakCalls(closed)
     const tools: Array<McpToolDefinition> = []
+    // a list that never ends (a cursor given again, or pages without end) fails instead of growing forever
+    const cursors = new Set<string>()
     let cursor: string | undefined
     do {
       const page = yield* Effect.tryPromise({
@@ -245,6 +273,19 @@ export const connect = (
       })
       tools.push(...page.tools)
       cursor = page.nextCursor
+      if (cursor !== undefined && cursors.has(cursor)) {
+        return yield* Effect.fail<Failure>({
+          target: described,
+          reason: "the tool list does not end: a page cursor came twice"
+        })
+      }
+      if (tools.length > maxTools || cursors.size >= maxTools) {
+        return yield* Effect.fail<Failure>({
+          target: described,
+          reason: `the server lists more than ${maxTools} tools`
+        })
+      }
+      if (cursor !== undefined) cursors.add(cursor)
     } while (cursor !== undefined)
 
     const call: Session["call"] = (name, args) =>
@@ -255,7 +296,7 @@ export const connect = (
             try: (signal) =>
               client.callTool(
                 { name, arguments: args as Record<string, unknown> },
-                undefined,
+                resultSchema,
                 { ...requestOptions, signal }
               ) as Promise<CallToolResult>,
             catch: (error) => error

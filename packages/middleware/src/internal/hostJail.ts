@@ -7,9 +7,24 @@
  * operation runs is caught instead of followed out. Each step of a path is
  * opened relative to the directory descriptor already checked
  * (`/proc/self/fd/N/name`, as `openat` would), so a new file is created in
- * the checked directory and nowhere else. Where `/proc/self/fd` does not
- * exist (macOS, Windows) the same checks run on real paths and compare
- * device and inode numbers, which a concurrent swap can still race.
+ * the checked directory and nowhere else.
+ *
+ * Where `/proc/self/fd` does not exist (macOS, Windows) Node has no way to
+ * open a name relative to a descriptor, so the portable strategy opens real
+ * paths and makes them safe otherwise: it follows no link itself (each step
+ * is opened with `O_NOFOLLOW`, or checked by `lstat` and identity where that
+ * flag is missing; a link is resolved by its real path and walked again from
+ * the root), and it watches the directories a path goes through. A swap
+ * changes the directory holding the swapped name, so the operation records
+ * the status-change time (`ctime`) of each directory it looks a name up in,
+ * once that directory has been quiet for {@link quietMillis} (so a later
+ * change shows, whatever the clock's granularity), and checks them again
+ * before it answers or writes a byte: a change anywhere on the way fails it
+ * (tried again a few times, then an `Io` refusal) instead of answering from
+ * outside the root. What remains is a window the swap must hit exactly:
+ * after a quiet directory is watched and before the create is checked, a
+ * new empty file or directory may land where the swap led (the write then
+ * fails, nothing is written into it).
  *
  * Only regular files and directories are read, written or listed: a FIFO,
  * socket or device is refused without waiting on it (opened non-blocking,
@@ -22,6 +37,7 @@
  *
  * Node's `fs` is loaded on first use, so the package loads where there is none.
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 
@@ -34,6 +50,8 @@ interface Stats {
   readonly ino: number
   readonly nlink: number
   readonly size: number
+  /** The last change of the file's status or, for a directory, of its entries (a rename in or out). */
+  readonly ctimeMs: number
   isFile(): boolean
   isDirectory(): boolean
   isSymbolicLink(): boolean
@@ -78,6 +96,24 @@ const nodeFsSpecifier: string = "node:fs"
 let nodeFs: Promise<NodeFs> | undefined
 const loadNodeFs = () => nodeFs ??= import(nodeFsSpecifier) as Promise<NodeFs>
 
+/**
+ * A test seam, not public API: whether the jail may name descriptors
+ * through `/proc/self/fd` where it exists. Tests turn it off to run the
+ * portable strategy of macOS and Windows on Linux; nothing else provides it.
+ */
+export class UseProcFd extends Context.Reference<UseProcFd>()(
+  "@stepwise-agent/middleware/internal/hostJail/UseProcFd",
+  { defaultValue: () => true }
+) {}
+
+/**
+ * How long a directory's entries must have stayed unchanged before the
+ * portable strategy relies on its `ctime` to show a later change: more than
+ * the coarsest clock a file system stamps times with (a kernel tick, 15.6 ms
+ * on Windows), so a change after it cannot carry the same time.
+ */
+export const quietMillis = 50
+
 // -----------------------------------------------------------------------------
 // refusals
 // -----------------------------------------------------------------------------
@@ -107,6 +143,13 @@ const codeOf = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string"
     ? (error as { code: string }).code
     : undefined
+
+/**
+ * A directory on the way changed while an operation used it (portable
+ * strategy): the operation is run again, and answers this when it keeps
+ * changing.
+ */
+const changed = io("the directory changed while it was used; try again")
 
 /** A failed system call's refusal; the message names no host path. */
 const refusalOf = (error: unknown): Refusal => {
@@ -187,6 +230,22 @@ interface Opened {
   readonly stats: Stats
   /** Its real host path. */
   readonly real: string
+  /** The operation that opened it. */
+  readonly operation: Operation
+  /** The directories from the root down to the one holding it (portable strategy: its path goes through them). */
+  readonly above: ReadonlyArray<Opened>
+}
+
+/**
+ * One operation of the portable strategy: the directories its path
+ * lookups went through (by handle), each with the `ctime` it had when first
+ * relied on, the opened directories found again at their path since, and
+ * whether a watched directory closed before the end had changed.
+ */
+interface Operation {
+  readonly watched: Map<FileHandle, number>
+  readonly confirmed: Set<Opened>
+  changed: boolean
 }
 
 /** The jail over the directory `root` (which must exist); fails with its real path's error. */
@@ -197,7 +256,8 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
     const flag = (name: string) => fs.constants[name] ?? 0
     const readFlags = flag("O_RDONLY") | flag("O_NONBLOCK") | flag("O_NOCTTY")
     const writeFlags = flag("O_WRONLY") | flag("O_NONBLOCK") | flag("O_NOCTTY")
-    const createFlags = writeFlags | flag("O_CREAT") | flag("O_EXCL") | flag("O_NOFOLLOW")
+    const noFollow = flag("O_NOFOLLOW")
+    const createFlags = writeFlags | flag("O_CREAT") | flag("O_EXCL") | noFollow
     const directoryFlags = readFlags | flag("O_DIRECTORY")
     const close = (handle: FileHandle) => Effect.promise(() => handle.close().catch(() => undefined))
     const rootReal = yield* call(() => fs.promises.realpath(root))
@@ -209,52 +269,150 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
       real === rootReal ? [] : real.slice(prefix.length).split(separator)
 
     // whether the kernel names an open descriptor's file (Linux): open the root and ask
-    const viaProc = yield* Effect.scoped(Effect.flatMap(
+    const viaProc = (yield* UseProcFd) && (yield* Effect.scoped(Effect.flatMap(
       Effect.acquireRelease(call(() => fs.promises.open(rootReal, directoryFlags)), close),
       (handle) =>
         Effect.map(
           Effect.either(call(() => fs.promises.readlink(`/proc/self/fd/${handle.fd}`))),
           (named) => named._tag === "Right" && named.right === rootReal
         )
-    ))
-    /** The path that names `name` in the opened directory `parent`. */
-    const child = (parent: Opened | undefined, name: string) =>
-      parent === undefined
-        ? rootReal
-        : viaProc
-        ? `/proc/self/fd/${parent.handle.fd}/${name}`
-        : parent.real + separator + name
+    )))
 
-    /** The real path of what `handle` is, or a refusal when it is not inside the root. */
-    const check = (handle: FileHandle, stats: Stats, path: string) =>
+    // -------------------------------------------------------------------------
+    // the portable strategy's watch over the directories a path goes through
+    // -------------------------------------------------------------------------
+
+    const pause = (millis: number) =>
+      Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, Math.max(1, Math.ceil(millis)))))
+
+    /**
+     * Records `directory`'s `ctime` once it has been quiet for
+     * {@link quietMillis} (waiting a little for it), so any later change of
+     * its entries shows. The wall clock is the file system's, not the
+     * Effect `Clock`; a time far in the future is a clock of another
+     * machine (a network file system): used as it is.
+     */
+    const watch = (directory: Opened) =>
       Effect.gen(function*() {
-        if (viaProc) {
-          const real = yield* call(() => fs.promises.readlink(`/proc/self/fd/${handle.fd}`))
-          return inside(real) ? real : yield* Effect.fail(outside)
+        const { watched } = directory.operation
+        if (watched.has(directory.handle)) return
+        for (let attempt = 0; attempt < 2; attempt++) {
+          const { ctimeMs } = yield* call(() => directory.handle.stat())
+          const age = Date.now() - ctimeMs
+          if (age >= quietMillis || age < -1000) return void watched.set(directory.handle, ctimeMs)
+          yield* pause(quietMillis - age)
         }
-        const real = yield* call(() => fs.promises.realpath(path))
-        const now = yield* call(() => fs.promises.stat(real))
-        if (!inside(real)) return yield* Effect.fail(outside)
-        return now.dev === stats.dev && now.ino === stats.ino ? real : yield* Effect.fail(io("it changed while opened"))
+        return yield* Effect.fail(changed)
+      })
+
+    /** Finds `opened` again at its path, not a link: its name in the (watched) directory above still names it. */
+    const confirm = (opened: Opened) =>
+      Effect.gen(function*() {
+        const { confirmed } = opened.operation
+        if (opened.above.length === 0 || confirmed.has(opened)) return
+        const now = yield* Effect.mapError(
+          call(() => fs.promises.lstat(opened.real)),
+          (refusal) => refusal._tag === "NotFound" ? changed : refusal
+        )
+        if (now.isSymbolicLink() || now.dev !== opened.stats.dev || now.ino !== opened.stats.ino) {
+          return yield* Effect.fail(changed)
+        }
+        confirmed.add(opened)
       })
 
     /**
-     * Opens `name` in `parent` with `flags` (following a link, which the
-     * check after opening confines), and checks what was opened; closed with
-     * the scope. A special file is refused before opening when it can be
-     * seen as one, and after in any case.
+     * Makes the lookups of a name in `directory` by its real path sound:
+     * each directory from the root down to the one above it is watched, and
+     * each step found again at its path after the one above was.
+     */
+    const through = (directory: Opened) =>
+      Effect.gen(function*() {
+        const chain = [...directory.above, directory]
+        for (let i = 1; i < chain.length; i++) {
+          yield* watch(chain[i - 1]!)
+          yield* confirm(chain[i]!)
+        }
+      })
+
+    /** Whether the watched directory open as `handle` is unchanged since it was first relied on. */
+    const unchanged = (operation: Operation, handle: FileHandle) => {
+      const ctimeMs = operation.watched.get(handle)
+      return ctimeMs === undefined ? Effect.succeed(true) : Effect.match(call(() => handle.stat()), {
+        onFailure: () => false,
+        onSuccess: (now) => now.ctimeMs === ctimeMs
+      })
+    }
+
+    /** Fails with `changed` when a directory the operation went through changed since it was relied on. */
+    const settle = (operation: Operation) =>
+      Effect.gen(function*() {
+        for (const handle of operation.watched.keys()) {
+          if (!(yield* unchanged(operation, handle))) operation.changed = true
+        }
+        if (operation.changed) return yield* Effect.fail(changed)
+      })
+
+    /** Closes a handle of `operation`; a watched directory is checked first, as it is no longer there at the end. */
+    const release = (operation: Operation) => (handle: FileHandle) =>
+      Effect.flatMap(unchanged(operation, handle), (same) => {
+        if (!same) operation.changed = true
+        operation.watched.delete(handle)
+        return close(handle)
+      })
+
+    // -------------------------------------------------------------------------
+    // opening
+    // -------------------------------------------------------------------------
+
+    /** The path that names `name` in the opened directory `parent` (`""`: the directory itself). */
+    const pathIn = (parent: Opened, name: string): Effect.Effect<string, Refusal> =>
+      viaProc
+        ? Effect.succeed(`/proc/self/fd/${parent.handle.fd}/${name}`)
+        : Effect.as(through(parent), name === "" ? parent.real : parent.real + separator + name)
+
+    /** The root, opened for `operation`. */
+    const openRoot = (operation: Operation): Effect.Effect<Opened, Refusal, Scope.Scope> =>
+      Effect.gen(function*() {
+        const handle = yield* Effect.acquireRelease(
+          call(() => fs.promises.open(rootReal, directoryFlags)),
+          release(operation)
+        )
+        const stats = yield* call(() => handle.stat())
+        return { handle, stats, real: rootReal, operation, above: [] }
+      })
+
+    /** The real path of what `handle` is (through `/proc/self/fd`), or a refusal when it is not inside the root. */
+    const checkByDescriptor = (handle: FileHandle) =>
+      Effect.flatMap(
+        call(() => fs.promises.readlink(`/proc/self/fd/${handle.fd}`)),
+        (real) => inside(real) ? Effect.succeed(real) : Effect.fail(outside)
+      )
+
+    /**
+     * Opens `name` in `parent` with `flags`, following a link (`follow`)
+     * only when it stays inside the root, and checks what was opened; closed
+     * with the scope. A special file is refused before opening when it can
+     * be seen as one, and after in any case.
      */
     const open = (
-      parent: Opened | undefined,
+      parent: Opened,
       name: string,
       flags: number,
-      mode?: number
+      options?: { readonly mode?: number | undefined; readonly follow?: boolean | undefined }
+    ): Effect.Effect<Opened, Refusal, Scope.Scope> =>
+      viaProc ? openByDescriptor(parent, name, flags, options) : openPortable(parent, name, flags, options, 0)
+
+    const openByDescriptor = (
+      parent: Opened,
+      name: string,
+      flags: number,
+      options?: { readonly mode?: number | undefined; readonly follow?: boolean | undefined }
     ): Effect.Effect<Opened, Refusal, Scope.Scope> =>
       Effect.gen(function*() {
-        const path = child(parent, name)
+        const path = yield* pathIn(parent, name)
         const handle = yield* Effect.acquireRelease(
           Effect.catchAll(
-            call(() => fs.promises.open(path, flags, mode)),
+            call(() => fs.promises.open(path, flags | (options?.follow === false ? noFollow : 0), options?.mode)),
             (refusal): Effect.Effect<never, Refusal> =>
               // a link whose target is missing cannot be checked (and a write would create its target)
               refusal._tag === "NotFound"
@@ -267,35 +425,108 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
         const stats = yield* call(() =>
           handle.stat()
         )
-        const real = yield* check(handle, stats, path)
-        return { handle, stats, real }
+        const real = yield* checkByDescriptor(handle)
+        return { handle, stats, real, operation: parent.operation, above: [] }
+      })
+
+    /** The most links one lookup follows, as the kernel's limit (past it: ELOOP, a path outside). */
+    const maxLinks = 40
+
+    /**
+     * The portable open: the name is looked at first (`lstat`, no link
+     * followed), a link is resolved by its real path and walked again from
+     * the root, and the file is opened with `O_NOFOLLOW` and must be the one
+     * looked at.
+     */
+    const openPortable = (
+      parent: Opened,
+      name: string,
+      flags: number,
+      options: { readonly mode?: number | undefined; readonly follow?: boolean | undefined } | undefined,
+      links: number
+    ): Effect.Effect<Opened, Refusal, Scope.Scope> =>
+      Effect.gen(function*() {
+        const path = yield* pathIn(parent, name)
+        const seen = yield* Effect.either(call(() => fs.promises.lstat(path)))
+        const creating = (flags & flag("O_CREAT")) !== 0
+        if (seen._tag === "Left") {
+          if (seen.left._tag !== "NotFound" || !creating) return yield* Effect.fail(seen.left)
+        } else if (seen.right.isSymbolicLink()) {
+          if (options?.follow === false || links >= maxLinks) return yield* Effect.fail(outside)
+          return yield* followLink(parent, path, flags, options, links + 1)
+        } else if (creating && (flags & flag("O_EXCL")) !== 0) {
+          return yield* Effect.fail(io("EEXIST"))
+        } else {
+          const kind = specialKind(seen.right)
+          if (kind !== undefined) return yield* Effect.fail(unsupported(kind))
+        }
+        const handle = yield* Effect.acquireRelease(
+          Effect.tryPromise({
+            try: () => fs.promises.open(path, flags | noFollow, options?.mode),
+            // a link swapped in since it was looked at
+            catch: (error) => codeOf(error) === "ELOOP" || codeOf(error) === "EMLINK" ? changed : refusalOf(error)
+          }),
+          release(parent.operation)
+        )
+        const stats = yield* call(() => handle.stat())
+        if (seen._tag === "Right" && (seen.right.dev !== stats.dev || seen.right.ino !== stats.ino)) {
+          return yield* Effect.fail(changed)
+        }
+        return { handle, stats, real: path, operation: parent.operation, above: [...parent.above, parent] }
+      })
+
+    /** What the link at `path` leads to, opened by walking its real path from the root; outside it is refused. */
+    const followLink = (
+      parent: Opened,
+      path: string,
+      flags: number,
+      options: { readonly mode?: number | undefined } | undefined,
+      links: number
+    ): Effect.Effect<Opened, Refusal, Scope.Scope> =>
+      Effect.gen(function*() {
+        // a link whose target is missing cannot be checked (and a write would create its target)
+        const real = yield* Effect.mapError(
+          call(() => fs.promises.realpath(path)),
+          (refusal) => refusal._tag === "NotFound" ? outside : refusal
+        )
+        if (!inside(real)) return yield* Effect.fail(outside)
+        const segments = segmentsOf(real)
+        let at = parent.above[0] ?? parent
+        if (segments.length === 0) return at
+        for (const segment of segments.slice(0, -1)) {
+          at = yield* openPortable(at, segment, directoryFlags, undefined, links)
+        }
+        return yield* openPortable(at, segments[segments.length - 1]!, flags, options, links)
       })
 
     /**
      * Refuses, before opening it, a file that is already a FIFO, socket or
      * device (opening one may wait, or do something); through a link out of
-     * the root it is a path outside.
+     * the root it is a path outside. (The portable open looks before it
+     * opens anyway.)
      */
-    const refuseSpecial = (parent: Opened | undefined, name: string) =>
-      Effect.flatMap(Effect.either(call(() => fs.promises.stat(child(parent, name)))), (stats) => {
+    const refuseSpecial = (parent: Opened, name: string) =>
+      !viaProc ? Effect.void : Effect.gen(function*() {
+        const path = yield* pathIn(parent, name)
+        const stats = yield* Effect.either(call(() => fs.promises.stat(path)))
         const kind = stats._tag === "Left" ? undefined : specialKind(stats.right)
-        if (kind === undefined) return Effect.void
-        return Effect.flatMap(
-          Effect.either(call(() => fs.promises.realpath(child(parent, name)))),
-          (real) => Effect.fail(real._tag === "Right" && inside(real.right) ? unsupported(kind) : outside)
-        )
+        if (kind === undefined) return
+        const real = yield* Effect.either(call(() => fs.promises.realpath(path)))
+        return yield* Effect.fail(real._tag === "Right" && inside(real.right) ? unsupported(kind) : outside)
       })
 
     /**
-     * The directory at `segments`, each step opened in the one before; a
-     * missing step is made when `writable` is given and allows its real place.
+     * The directory at `segments` under the root, each step opened in the
+     * one before; a missing step is made when `writable` is given and allows
+     * its real place.
      */
     const directory = (
+      root: Opened,
       segments: ReadonlyArray<string>,
       writable?: (real: ReadonlyArray<string>) => boolean
     ): Effect.Effect<Opened, Refusal, Scope.Scope> =>
       Effect.gen(function*() {
-        let current = yield* open(undefined, "", directoryFlags)
+        let current = root
         for (const name of segments) {
           const parent: Opened = current
           const opened = yield* Effect.either(open(parent, name, directoryFlags))
@@ -305,8 +536,9 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
           }
           if (writable === undefined || opened.left._tag !== "NotFound") return yield* Effect.fail(opened.left)
           if (!writable([...segmentsOf(parent.real), name])) return yield* Effect.fail(readOnly)
+          const path = yield* pathIn(parent, name)
           yield* Effect.catchAll(
-            call(() => fs.promises.mkdir(child(parent, name))),
+            call(() => fs.promises.mkdir(path)),
             (refusal) => refusal._tag === "Io" && refusal.reason === "EEXIST" ? Effect.void : Effect.fail(refusal)
           )
           current = yield* open(parent, name, directoryFlags)
@@ -345,10 +577,10 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
     }
 
     /** `segments` opened for reading: a directory, or a regular file. */
-    const openPath = (segments: ReadonlyArray<string>) =>
+    const openPath = (root: Opened, segments: ReadonlyArray<string>) =>
       Effect.gen(function*() {
-        if (segments.length === 0) return yield* directory([])
-        const parent = yield* directory(segments.slice(0, -1))
+        if (segments.length === 0) return root
+        const parent = yield* directory(root, segments.slice(0, -1))
         const name = segments[segments.length - 1]!
         yield* refuseSpecial(parent, name)
         const opened = yield* open(parent, name, readFlags)
@@ -358,7 +590,8 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
     /** The entries of the directory `opened` that reading accepts; a link to a directory is listed, not walked. */
     const entries = (opened: Opened) =>
       Effect.gen(function*() {
-        const names = yield* call(() => fs.promises.readdir(child(opened, ""), { withFileTypes: true }))
+        const listed = yield* pathIn(opened, "")
+        const names = yield* call(() => fs.promises.readdir(listed, { withFileTypes: true }))
         names.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
         const out: Array<Listed & { readonly isLink: boolean }> = []
         for (const dirent of names) {
@@ -367,7 +600,8 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
             continue
           }
           // a file, link or special file: listed only when reading it would be accepted
-          const stats = yield* Effect.either(call(() => fs.promises.lstat(child(opened, dirent.name))))
+          const path = yield* pathIn(opened, dirent.name)
+          const stats = yield* Effect.either(call(() => fs.promises.lstat(path)))
           if (stats._tag === "Left") continue
           if (!stats.right.isSymbolicLink()) {
             // not a link: lstat, relative to the checked directory, sees the entry itself
@@ -382,6 +616,8 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
             const entry = yield* open(opened, dirent.name, readFlags)
             return entry.stats.isDirectory() ? entry.stats : (yield* regular(entry)).stats
           })))
+          // a directory on the way that changed is not a file to leave out: the whole listing is done again
+          if (target._tag === "Left" && target.left === changed) return yield* Effect.fail(changed)
           if (target._tag === "Left") continue
           const isDirectory = target.right.isDirectory()
           out.push({ name: dirent.name, isDirectory, size: isDirectory ? 0 : target.right.size, isLink: true })
@@ -389,71 +625,99 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
         return out
       })
 
+    /**
+     * Runs one operation from the root. The portable strategy checks, before
+     * the answer, that no directory it went through changed (`settle`), and
+     * runs it again a few times when one did.
+     */
+    const runOperation = <A>(
+      body: (root: Opened, settle: Effect.Effect<void, Refusal>) => Effect.Effect<A, Refusal, Scope.Scope>
+    ): Effect.Effect<A, Refusal> => {
+      const once = Effect.scoped(Effect.gen(function*() {
+        const started: Operation = { watched: new Map(), confirmed: new Set(), changed: false }
+        const checked = viaProc ? Effect.void : settle(started)
+        const result = yield* body(yield* openRoot(started), checked)
+        yield* checked
+        return result
+      }))
+      return viaProc ? once : Effect.retry(once, { while: (refusal) => refusal === changed, times: 2 })
+    }
+
     const jail: Jail = {
       list: (segments) =>
-        Effect.scoped(Effect.gen(function*() {
-          const opened = yield* openPath(segments)
-          if (!opened.stats.isDirectory()) return [{ name: "", isDirectory: false, size: opened.stats.size }]
-          return (yield* entries(opened)).map(({ isDirectory, name, size }) => ({ name, isDirectory, size }))
-        })),
+        runOperation((root) =>
+          Effect.gen(function*() {
+            const opened = yield* openPath(root, segments)
+            if (!opened.stats.isDirectory()) return [{ name: "", isDirectory: false, size: opened.stats.size }]
+            return (yield* entries(opened)).map(({ isDirectory, name, size }) => ({ name, isDirectory, size }))
+          })
+        ),
       read: (segments, maxBytes) =>
-        Effect.scoped(Effect.gen(function*() {
-          const opened = yield* openPath(segments)
-          if (opened.stats.isDirectory()) return yield* Effect.fail(notFound)
-          const bytes = yield* readBounded(opened, maxBytes)
-          return yield* Effect.try({ try: () => utf8.decode(bytes), catch: (): Refusal => ({ _tag: "NotUtf8" }) })
-        })),
+        runOperation((root) =>
+          Effect.gen(function*() {
+            const opened = yield* openPath(root, segments)
+            if (opened.stats.isDirectory()) return yield* Effect.fail(notFound)
+            const bytes = yield* readBounded(opened, maxBytes)
+            return yield* Effect.try({ try: () => utf8.decode(bytes), catch: (): Refusal => ({ _tag: "NotUtf8" }) })
+          })
+        ),
       write: (segments, content, writable) =>
-        Effect.scoped(Effect.gen(function*() {
-          if (segments.length === 0) return yield* Effect.fail(io("it is a directory"))
-          const parent = yield* directory(segments.slice(0, -1), writable).pipe(
-            Effect.catchAll((refusal) => Effect.fail(refusal._tag === "NotFound" ? parentIsFile : refusal))
-          )
-          const name = segments[segments.length - 1]!
-          if (!writable([...segmentsOf(parent.real), name])) return yield* Effect.fail(readOnly)
-          // a new file is made in the checked directory, never through a link (O_EXCL, O_NOFOLLOW)
-          const created = yield* Effect.either(open(parent, name, createFlags, 0o666))
-          let target: Opened
-          if (created._tag === "Right") target = created.right
-          else if (created.left._tag === "Io" && created.left.reason === "EEXIST") {
-            yield* refuseSpecial(parent, name)
-            target = yield* Effect.flatMap(open(parent, name, writeFlags), regular)
-            // a link inside the root: the rules of the place it leads to apply
-            if (!writable(segmentsOf(target.real))) return yield* Effect.fail(readOnly)
-          } else {
-            return yield* Effect.fail(created.left)
-          }
-          yield* call(() => target.handle.truncate(0))
-          yield* call(() => target.handle.writeFile(encoder.encode(content)))
-        })),
+        runOperation((root, settled) =>
+          Effect.gen(function*() {
+            if (segments.length === 0) return yield* Effect.fail(io("it is a directory"))
+            const parent = yield* directory(root, segments.slice(0, -1), writable).pipe(
+              Effect.catchAll((refusal) => Effect.fail(refusal._tag === "NotFound" ? parentIsFile : refusal))
+            )
+            const name = segments[segments.length - 1]!
+            if (!writable([...segmentsOf(parent.real), name])) return yield* Effect.fail(readOnly)
+            // a new file is made in the checked directory, never through a link (O_EXCL, O_NOFOLLOW)
+            const created = yield* Effect.either(open(parent, name, createFlags, { mode: 0o666 }))
+            let target: Opened
+            if (created._tag === "Right") target = created.right
+            else if (created.left._tag === "Io" && created.left.reason === "EEXIST") {
+              yield* refuseSpecial(parent, name)
+              target = yield* Effect.flatMap(open(parent, name, writeFlags), regular)
+              // a link inside the root: the rules of the place it leads to apply
+              if (!writable(segmentsOf(target.real))) return yield* Effect.fail(readOnly)
+            } else {
+              return yield* Effect.fail(created.left)
+            }
+            // nothing is written before every directory on the way is known unchanged
+            yield* settled
+            yield* call(() => target.handle.truncate(0))
+            yield* call(() => target.handle.writeFile(encoder.encode(content)))
+          })
+        ),
       files: (segments) =>
-        Effect.scoped(Effect.gen(function*() {
-          const opened = yield* openPath(segments)
-          if (!opened.stats.isDirectory()) return [segments]
-          const out: Array<ReadonlyArray<string>> = []
-          const walk = (directory: Opened, at: ReadonlyArray<string>): Effect.Effect<void, Refusal, Scope.Scope> =>
-            Effect.gen(function*() {
-              for (const entry of yield* entries(directory)) {
-                const path = [...at, entry.name]
-                if (!entry.isDirectory) out.push(path)
-                else if (!entry.isLink) {
-                  // a directory swapped for a link since it was listed is not entered (O_NOFOLLOW)
-                  const sub = yield* Effect.either(
-                    Effect.scoped(Effect.flatMap(
-                      open(directory, entry.name, directoryFlags | flag("O_NOFOLLOW")),
-                      (opened) => walk(opened, path)
-                    ))
-                  )
-                  // a directory nested too deep to be named is left out, as reading it would be refused
-                  if (sub._tag === "Left" && sub.left._tag === "Io" && sub.left !== nameTooLong) {
-                    return yield* Effect.fail(sub.left)
+        runOperation((root) =>
+          Effect.gen(function*() {
+            const opened = yield* openPath(root, segments)
+            if (!opened.stats.isDirectory()) return [segments]
+            const out: Array<ReadonlyArray<string>> = []
+            const walk = (directory: Opened, at: ReadonlyArray<string>): Effect.Effect<void, Refusal, Scope.Scope> =>
+              Effect.gen(function*() {
+                for (const entry of yield* entries(directory)) {
+                  const path = [...at, entry.name]
+                  if (!entry.isDirectory) out.push(path)
+                  else if (!entry.isLink) {
+                    // a directory swapped for a link since it was listed is not entered (O_NOFOLLOW)
+                    const sub = yield* Effect.either(
+                      Effect.scoped(Effect.flatMap(
+                        open(directory, entry.name, directoryFlags, { follow: false }),
+                        (opened) => walk(opened, path)
+                      ))
+                    )
+                    // a directory nested too deep to be named is left out, as reading it would be refused
+                    if (sub._tag === "Left" && sub.left._tag === "Io" && sub.left !== nameTooLong) {
+                      return yield* Effect.fail(sub.left)
+                    }
                   }
                 }
-              }
-            })
-          yield* walk(opened, segments)
-          return out
-        }))
+              })
+            yield* walk(opened, segments)
+            return out
+          })
+        )
     }
     return jail
   })

@@ -31,6 +31,22 @@ export const normalize = (path: string): string | undefined => {
   return `/${out.join("/")}`
 }
 
+/** Code points a file system may ignore in a name (macOS HFS+; git's check of ".git" drops them too). */
+const ignorable = /\p{Default_Ignorable_Code_Point}/gu
+
+/**
+ * The one name a file system that is insensitive to case or to Unicode
+ * normalisation (macOS, Windows) may take `path` (normalized) for: NFC,
+ * lower case, without the code points macOS ignores, and each segment
+ * without what Windows drops or reads as a stream (trailing dots and
+ * spaces, `:stream`). Two paths with the same folded form may be one file.
+ */
+export const fold = (path: string): string =>
+  path.normalize("NFC").toLowerCase().replace(ignorable, "").split("/").map((segment) => {
+    const stem = segment.split(":")[0]!.replace(/[. ]+$/, "")
+    return stem === "" ? segment : stem
+  }).join("/")
+
 /** Whether `path` is `directory` or inside it (both normalized). */
 export const isWithin = (path: string, directory: string): boolean =>
   directory === "/" || path === directory || path.startsWith(`${directory}/`)
@@ -40,12 +56,15 @@ const globCache = new Map<string, Glob.Glob>()
 const hasGlobSyntax = (pattern: string): boolean => /[*?[{]/.test(pattern)
 
 /**
- * A glob pattern with its path syntax tidied as paths are: `.` segments
- * dropped and runs of "/" made one, so `./docs/*.md` and `/docs//*.md`
- * match what `docs/*.md` and `/docs/*.md` do (paths never hold them).
+ * A glob pattern with its path syntax tidied as paths are: `\` made "/",
+ * `.` segments dropped and runs of "/" made one, so `docs\*.md`,
+ * `./docs/*.md` and `/docs//*.md` match what `docs/*.md` and `/docs/*.md`
+ * do (paths never hold them).
  */
 const tidy = (pattern: string): string =>
-  pattern.replace(/\/{2,}/g, "/").split("/").filter((segment, index, all) => segment !== "." || all.length === 1).join(
+  pattern.replace(/\\/g, "/").replace(/\/{2,}/g, "/").split("/").filter((segment, index, all) =>
+    segment !== "." || all.length === 1
+  ).join(
     "/"
   )
 

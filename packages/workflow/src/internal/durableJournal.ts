@@ -10,19 +10,22 @@ import * as DurableClock from "@effect/workflow/DurableClock"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Secrets from "@stepwise-agent/core/Secrets"
+import type * as Wait from "@stepwise-agent/core/Wait"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 // the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
 import {
   AgentRunFailed,
-  Decision,
+  DecisionOf,
   type Options,
   OtherError,
   RunCancelled,
@@ -91,6 +94,31 @@ const asLoopStep = <A, E, R>(
     R | WorkflowEngine.WorkflowEngine | WorkflowEngine.WorkflowInstance | Scope.Scope
   >
 ): Effect.Effect<A, E, R> => activity as Effect.Effect<A, never, R>
+
+/**
+ * The decision a wait's `decisionTimeout` gives when its time is up, checked
+ * against the wait's decision schema before it is journaled: a value the
+ * schema cannot encode fails the run with `InvalidResume`.
+ */
+const timedOut = (
+  interrupt: RunJournal.Interrupt,
+  decide: (interrupt: Wait.Interrupt) => unknown
+) =>
+  Effect.gen(function*() {
+    const value = decide({ middleware: interrupt.middleware, value: interrupt.value, key: interrupt.key })
+    yield* Schema.encode(interrupt.decision)(value).pipe(
+      Effect.mapError((error) =>
+        new AgentError.InvalidResume({
+          threadId: interrupt.threadId,
+          middleware: interrupt.middleware,
+          reason: `the decisionTimeout's decision does not encode with the wait's decision schema: ${
+            Secrets.scrubText(ParseResult.TreeFormatter.formatErrorSync(error))
+          }`
+        })
+      )
+    )
+    return { value, by: "timeout", decidedAt: yield* Clock.currentTimeMillis }
+  })
 
 /*
  * `cancel` records its request in the `RunStore` (`requestCancel`, a record of
@@ -223,29 +251,34 @@ export const makeJournal = (options: Options, runId: string, store: RunStoreOfRu
       }
     },
     await: (interrupt) => {
-      const deferred = DurableDeferred.make(interrupt.key, { success: Decision })
+      // the wait is typed by the waiting middleware's decision schema: the stored decision (the value encoded by
+      // it, as `resume` posts it) is decoded with it
+      const decision = DecisionOf(interrupt.decision)
+      const deferred = DurableDeferred.make(interrupt.key, { success: decision })
       const timeout = options.decisionTimeout
       const decided = timeout === undefined
         ? DurableDeferred.await(deferred)
         : DurableDeferred.raceAll({
           name: interrupt.key,
-          success: Decision,
-          error: Schema.Never,
+          success: decision,
+          error: AgentError.InvalidResume,
           effects: [
             DurableDeferred.await(deferred),
             DurableClock.sleep({ name: `timeout/${interrupt.key}`, duration: timeout.after }).pipe(
-              Effect.zipRight(Effect.map(Clock.currentTimeMillis, (decidedAt): Decision => ({
-                value: timeout.decide(interrupt),
-                by: "timeout",
-                decidedAt
-              })))
+              Effect.zipRight(timedOut(interrupt, timeout.decide))
             )
           ]
         })
-      // the thread as it waits (the interrupt in its checkpoint) is stored before the run suspends
-      return asLoopStep<Option.Option<unknown>, never, never>(
-        Effect.zipRight(flush, Effect.map(decided, (decision) => Option.some(decision.value)))
-      )
+      // the agent takes the decision as it was posted (encoded), and decodes and checks it for the hook; the
+      // thread as it waits (the interrupt in its checkpoint) is stored before the run suspends
+      return asLoopStep<Option.Option<unknown>, never, never>(Effect.zipRight(
+        flush,
+        decided.pipe(
+          Effect.flatMap((taken) => Effect.orDie(Schema.encode(interrupt.decision)(taken.value))),
+          Effect.map(Option.some),
+          Effect.mapError(asRunFailure)
+        )
+      ))
     }
   })
   return { journal, flush }

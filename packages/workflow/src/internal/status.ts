@@ -52,7 +52,7 @@ export const stateOf = (
   polled: Workflow.Result<RunOutcome, AgentRunFailed | RunCancelled> | undefined,
   pending: Option.Option<unknown>,
   claim: Option.Option<RunStore.ClaimedDecision>
-): Pick<RunStatus, "state" | "outcome" | "failure"> => {
+): Pick<RunStatus, "state" | "failure"> & { readonly outcome: Option.Option<RunOutcome> } => {
   const none = { outcome: Option.none(), failure: Option.none() }
   if (polled === undefined) return { state: "Running", ...none }
   if (polled._tag !== "Complete") {

@@ -36,6 +36,7 @@ import {
   NotWaiting,
   type Options,
   OtherError,
+  type Outcome,
   Payload,
   RunFailure,
   RunIdTaken,
@@ -148,7 +149,11 @@ export const make = (options: Options): AgentWorkflow => {
           description: "the run ended waiting in process"
         })
       }
-      return { text: result.text, steps: result.steps, usage: result.usage }
+      // the structured output is journaled as the agent's responseFormat encodes it (JSON), like its other steps
+      const outcome = { text: result.text, steps: result.steps, usage: result.usage }
+      return Option.isNone(result.output)
+        ? outcome
+        : { ...outcome, output: yield* Effect.mapError(loop.encodeOutput(result.output.value), asRunFailure) }
     })
   )
 
@@ -270,7 +275,7 @@ export const make = (options: Options): AgentWorkflow => {
       ? yield* store.decisionOf(runId, pending.value.key)
       : Option.none()
     if (Option.isSome(claim) && !claim.value.delivered) {
-      yield* undeliverable(runId, claim.value)
+      yield* undeliverable(record, claim.value)
       yield* deliverClaimed(record, claim.value)
     }
     const { failure, outcome, state } = stateOf(runId, polled, pending, claim)
@@ -281,10 +286,30 @@ export const make = (options: Options): AgentWorkflow => {
       state,
       pending: state === "Waiting" ? pending : Option.none(),
       messages: Option.match(snapshot, { onNone: () => [], onSome: (thread) => thread.state.messages }),
-      outcome,
+      threadState: Option.map(snapshot, (thread) => thread.state),
+      outcome: yield* Effect.transposeMapOption(outcome, (stored) => outcomeOf(loop, runId, stored)),
       failure
     }
   })
+
+  /** A completed run's outcome as journaled, its structured output decoded with the agent's `responseFormat`. */
+  const outcomeOf = (loop: Agent.Service<any, any>, runId: string, stored: RunOutcome) =>
+    Effect.map(
+      stored.output === undefined
+        ? Effect.succeedNone
+        : loop.decodeOutput(stored.output).pipe(
+          Effect.map(Option.some),
+          Effect.mapError((error) =>
+            new JournalCorrupt({
+              runId,
+              description: `the structured output no longer decodes with the agent's responseFormat: ${
+                ParseResult.TreeFormatter.formatErrorSync(error)
+              }`
+            })
+          )
+        ),
+      (output): Outcome => ({ text: stored.text, steps: stored.steps, usage: stored.usage, output })
+    )
 
   /** Completes the wait `key` of a run with `decision` (the engine keeps the first) and records the delivery. */
   const deliver = (record: RunStore.RunRecord, key: string, decision: Decision) =>
@@ -295,16 +320,31 @@ export const make = (options: Options): AgentWorkflow => {
       yield* (yield* RunStore.RunStore).markDelivered(record.runId, key)
     })
 
-  /** Fails with `DecisionCorrupt` when a claim that has not reached the run never can. */
-  const undeliverable = (runId: string, claim: RunStore.ClaimedDecision) =>
-    claim.delivered ? Effect.void : claim.decision === undefined
-      ? new DecisionCorrupt({ runId, key: claim.key, description: "it was stored without the decision" })
-      : decodeDecision(claim.decision).pipe(
+  /**
+   * Fails with `DecisionCorrupt` when a claim that has not reached the run never can: it was stored without its
+   * decision, or the decision does not decode, or its value does not decode with the wait's decision schema (or
+   * pass its check), as the run would decode it. A thread that no longer waits cannot tell: it is delivered (the
+   * engine keeps the first decision).
+   */
+  const undeliverable = (record: RunStore.RunRecord, claim: RunStore.ClaimedDecision) =>
+    Effect.gen(function*() {
+      if (claim.delivered) return
+      const corrupt = (description: string) => new DecisionCorrupt({ runId: record.runId, key: claim.key, description })
+      if (claim.decision === undefined) return yield* corrupt("it was stored without the decision")
+      const decision = yield* decodeDecision(claim.decision).pipe(
+        Effect.mapError((error) => corrupt(ParseResult.TreeFormatter.formatErrorSync(error)))
+      )
+      yield* (yield* Agent.Agent).validatePosted(record.threadId, decision.value).pipe(
         Effect.asVoid,
-        Effect.mapError((error) =>
-          new DecisionCorrupt({ runId, key: claim.key, description: ParseResult.TreeFormatter.formatErrorSync(error) })
+        Effect.catchAll((error: unknown): Effect.Effect<void, DecisionCorrupt | CheckpointError> =>
+          error instanceof CheckpointError
+            ? Effect.fail(error)
+            : error instanceof ThreadStateError
+            ? Effect.void
+            : Effect.fail(corrupt(`its value is refused by the wait: ${Secrets.messageOf(error)}`))
         )
       )
+    })
 
   /**
    * Delivers a decision whose claimer died before delivering it. Best effort:
@@ -366,17 +406,14 @@ export const make = (options: Options): AgentWorkflow => {
     yield* store.claimDecision(runId, key, encoded).pipe(
       // the claim that won may not have reached the run (its claimer died): deliver it, and still refuse this
       // one; a claim that can never reach it says so instead
-      Effect.tapError((error) =>
-        error._tag === "AlreadyDecided"
-          ? Effect.flatMap(
-            store.decisionOf(runId, key),
-            Option.match({
-              onNone: () => Effect.void,
-              onSome: (claim) => Effect.zipRight(undeliverable(runId, claim), deliverClaimed(record, claim))
-            })
-          )
-          : Effect.void
-      )
+      Effect.tapErrorTag("AlreadyDecided", () =>
+        Effect.flatMap(
+          store.decisionOf(runId, key),
+          Option.match({
+            onNone: () => Effect.void,
+            onSome: (claim) => Effect.zipRight(undeliverable(record, claim), deliverClaimed(record, claim))
+          })
+        ))
     )
     yield* deliver(record, key, decision)
   })
@@ -392,8 +429,11 @@ export const make = (options: Options): AgentWorkflow => {
       if (Option.isNone(waiting)) return false
       const claim = yield* store.decisionOf(runId, waiting.value.key)
       if (Option.isNone(claim) || claim.value.delivered) return false
-      const corrupt = yield* Effect.either(undeliverable(runId, claim.value))
-      if (corrupt._tag === "Left") return yield* store.releaseDecision(runId, waiting.value.key)
+      const corrupt = yield* undeliverable(record, claim.value).pipe(
+        Effect.as(false),
+        Effect.catchTag("DecisionCorrupt", () => Effect.succeed(true))
+      )
+      if (corrupt) return yield* store.releaseDecision(runId, waiting.value.key)
       yield* deliverClaimed(record, claim.value)
       return false
     }

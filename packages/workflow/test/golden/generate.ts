@@ -8,6 +8,7 @@
  */
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as Checkpointer from "@stepwise-agent/core/Checkpointer"
+import * as Usage from "@stepwise-agent/core/Usage"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
@@ -86,4 +87,21 @@ if (!fs.existsSync(decision)) {
   })
   fs.writeFileSync(decision, JSON.stringify(encoded, null, 2) + "\n")
   process.stdout.write("wrote decision-v1.json\n")
+}
+
+// a completed run's outcome as the workflow journals it (its reply): v1 without a structured output, v2 with one
+// encoded by the agent's responseFormat (`output` joined the format in v2)
+const outcomes = {
+  "outcome-v1.json": { text: "done", steps: 1 },
+  "outcome-v2.json": { text: "", steps: 2, output: { answer: 42, at: "2026-12-07T00:00:00.000Z" } }
+}
+for (const [name, fields] of Object.entries(outcomes)) {
+  const file = path.join(here, name)
+  if (fs.existsSync(file)) continue
+  const encoded = Schema.encodeSync(AgentWorkflow.RunOutcome)({
+    ...fields,
+    usage: new Usage.Usage({ inputTokens: 20, outputTokens: 10, totalTokens: 30 })
+  })
+  fs.writeFileSync(file, JSON.stringify(encoded, null, 2) + "\n")
+  process.stdout.write(`wrote ${name}\n`)
 }

@@ -2,6 +2,14 @@
  * One run at a time per thread in this process: a second run of a thread
  * waits, so it starts from the first one's final checkpoint instead of
  * overwriting it. A thread's lock lives while a run holds or waits for it.
+ *
+ * The speed trick: a `Map` of semaphores counted by hand, where the
+ * idiomatic version is an `RcMap` of semaphores keyed by thread id. An
+ * `RcMap.get` of a thread no run holds forks a fiber and opens a scope, on
+ * every run of an idle thread (see `README.md`); and an `RcMap` closes with
+ * the agent's scope, while reading, giving up a wait and deleting threads
+ * must still lock a closed agent's threads. A lock has nothing to release
+ * when the agent closes: only a running effect holds it.
  */
 import * as Effect from "effect/Effect"
 

@@ -1,0 +1,181 @@
+/**
+ * What servers list and answer that the toolkit must take calmly: hints
+ * that contradict, a tool list that never ends, a thousand tools, names
+ * another toolkit has, blocks of a type this client does not know, resource
+ * links and very large results.
+ */
+import { Tool } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
+import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js"
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import { Agent, Middleware } from "@stepwise-agent/core"
+import { McpToolkit } from "@stepwise-agent/mcp"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as z from "zod"
+
+/** A low-level server: `list` answers each tools/list request (by its cursor), `call` each call. */
+const lowLevel = (
+  list: (cursor: string | undefined) => { readonly tools: ReadonlyArray<unknown>; readonly nextCursor?: string },
+  call: (name: string) => unknown = (name) => ({ content: [{ type: "text", text: `called ${name}` }] })
+) => {
+  const server = new Server({ name: "shapes", version: "1.0.0" }, { capabilities: { tools: {} } })
+  server.setRequestHandler(ListToolsRequestSchema, (request) => list(request.params?.cursor) as any)
+  server.setRequestHandler(CallToolRequestSchema, (request) => call(request.params.name) as any)
+  return server
+}
+
+/**
+ * A server speaking JSON-RPC by hand, answering tools/call with `result` as it is: the SDK's server checks its
+ * answers against its own protocol version, and a newer server's blocks are what is tried here.
+ */
+const rawServer = (tools: ReadonlyArray<unknown>, result: unknown) => ({
+  connect: async (transport: McpTransport) => {
+    transport.onmessage = (message: any) => {
+      if (message.id === undefined) return
+      const answer = message.method === "initialize"
+        ? {
+          protocolVersion: message.params.protocolVersion,
+          capabilities: { tools: {} },
+          serverInfo: { name: "raw", version: "1.0.0" }
+        }
+        : message.method === "tools/list"
+        ? { tools }
+        : result
+      void transport.send({ jsonrpc: "2.0", id: message.id, result: answer } as any)
+    }
+    await transport.start()
+  }
+})
+
+const tool = (name: string, annotations?: Record<string, unknown>) => ({
+  name,
+  inputSchema: { type: "object" },
+  ...(annotations === undefined ? {} : { annotations })
+})
+
+const resultOf = (toolkit: McpToolkit.McpToolkit["Type"], name: string) =>
+  Effect.map(toolkit.handle(name as any, {}), (handled) => ({ isFailure: handled.isFailure, result: handled.result }))
+
+describe("McpToolkit: hints", () => {
+  it.scopedLive("a tool marked read-only and destructive at once is not taken as read-only: its calls wait for each other", () =>
+    Effect.gen(function*() {
+      const stats = { running: 0, overlaps: 0 }
+      const server = new McpServer({ name: "contradicting", version: "1.0.0" })
+      server.registerTool("wipe", {
+        description: "Says it only reads, and that it destroys",
+        inputSchema: { n: z.number() },
+        annotations: { readOnlyHint: true, destructiveHint: true }
+      }, async () => {
+        if (stats.running > 0) stats.overlaps++
+        stats.running++
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        stats.running--
+        return { content: [{ type: "text", text: "wiped" }] }
+      })
+      const toolkit = yield* McpToolkit.make({ name: "c", transport: { _tag: "InProcess", server } })
+      assert.isFalse(Context.get(toolkit.tools.wipe!.annotations, Tool.Readonly))
+      yield* Effect.all([1, 2, 3].map((n) => toolkit.handle("wipe" as any, { n })), { concurrency: "unbounded" })
+      assert.strictEqual(stats.overlaps, 0)
+    }))
+})
+
+describe("McpToolkit: the tool list", () => {
+  it.scopedLive("a list whose cursor comes again fails with McpConnectError instead of listing forever", () =>
+    Effect.gen(function*() {
+      const server = lowLevel(() => ({ tools: [tool("again")], nextCursor: "same" }))
+      const error = yield* Effect.flip(McpToolkit.make({ name: "loop", transport: { _tag: "InProcess", server } }))
+      assert.strictEqual(error._tag, "McpConnectError")
+      assert.include(error.message, "does not end")
+    }))
+
+  it.scopedLive(
+    "a list of new pages without end fails with McpConnectError past 10,000 tools",
+    () =>
+      Effect.gen(function*() {
+        const server = lowLevel((cursor) => {
+          const page = Number(cursor ?? "0")
+          return { tools: Array.from({ length: 100 }, (_, i) => tool(`t${page}_${i}`)), nextCursor: String(page + 1) }
+        })
+        const error = yield* Effect.flip(McpToolkit.make({ name: "endless", transport: { _tag: "InProcess", server } }))
+        assert.strictEqual(error._tag, "McpConnectError")
+        assert.include(error.message, "more than 10000 tools")
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.scopedLive(
+    "a server with 1,000 tools, listed in pages, gives all of them, each callable",
+    () =>
+      Effect.gen(function*() {
+        const server = lowLevel((cursor) => {
+          const page = Number(cursor ?? "0")
+          return {
+            tools: Array.from({ length: 100 }, (_, i) => tool(`t${page * 100 + i}`)),
+            ...(page < 9 ? { nextCursor: String(page + 1) } : {})
+          }
+        })
+        const toolkit = yield* McpToolkit.make({ name: "many", transport: { _tag: "InProcess", server } })
+        assert.strictEqual(Object.keys(toolkit.tools).length, 1000)
+        assert.deepStrictEqual(yield* resultOf(toolkit, "t999"), { isFailure: false, result: "called t999" })
+        const agent = yield* Agent.make({ toolkit: Effect.succeed(toolkit) })
+        assert.strictEqual((yield* agent.run("go", { threadId: "t" }))._tag, "Completed")
+      }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("done")]))),
+    { timeout: 60_000 }
+  )
+
+  it.scopedLive("a tool name another toolkit of the agent has fails Agent.make with AgentConfigError naming both", () =>
+    Effect.gen(function*() {
+      const server = (names: ReadonlyArray<string>) =>
+        McpToolkit.make({
+          name: names.join("-"),
+          transport: { _tag: "InProcess", server: lowLevel(() => ({ tools: names.map((n) => tool(n)) })) }
+        })
+      const twoServers = yield* Effect.flip(Agent.make({
+        toolkit: server(["search", "fetch"]),
+        middleware: [Middleware.make({ name: "other", tools: server(["fetch"]) })]
+      }))
+      assert.strictEqual(twoServers._tag, "AgentConfigError")
+      assert.include(twoServers.message, "\"fetch\"")
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("done")]))))
+})
+
+describe("McpToolkit: results", () => {
+  it.scopedLive("blocks of a type this client does not know, and resource links, reach the model as sent", () =>
+    Effect.gen(function*() {
+      const blocks = [
+        { type: "text", text: "see" },
+        { type: "resource_link", uri: "file:///a.txt", name: "a.txt", mimeType: "text/plain" },
+        { type: "resource", resource: { uri: "file:///b.txt", text: "bee", mimeType: "text/plain" } },
+        { type: "hologram", data: "zzz" }
+      ]
+      const toolkit = yield* McpToolkit.make({
+        name: "r",
+        transport: { _tag: "InProcess", server: rawServer([tool("mixed")], { content: blocks }) }
+      })
+      const answer = yield* resultOf(toolkit, "mixed")
+      assert.deepStrictEqual(answer, { isFailure: false, result: blocks })
+      // a known block that is malformed still fails the result, as the SDK checks it
+      const broken = rawServer([tool("broken")], {
+        content: [{ type: "image", mimeType: "image/png" }, { type: "hologram" }]
+      })
+      const brokenKit = yield* McpToolkit.make({ name: "r2", transport: { _tag: "InProcess", server: broken } })
+      assert.isTrue((yield* resultOf(brokenKit, "broken")).isFailure)
+    }))
+
+  it.scopedLive(
+    "a very large text result is given whole (the Offload middleware is what keeps it out of the context)",
+    () =>
+      Effect.gen(function*() {
+        const big = "x".repeat(20 * 1024 * 1024)
+        const server = lowLevel(() => ({ tools: [tool("big")] }), () => ({ content: [{ type: "text", text: big }] }))
+        const toolkit = yield* McpToolkit.make({ name: "b", transport: { _tag: "InProcess", server } })
+        const answer = yield* resultOf(toolkit, "big")
+        assert.strictEqual((answer.result as string).length, big.length)
+      }),
+    { timeout: 60_000 }
+  )
+})
