@@ -314,14 +314,16 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * recorded; the first difference (the input, the system prompt, a
    * message, a tool offered, the tool choice, or a step taken or left that
    * the record does not have) fails with `ReplayDiverged`, naming the step
-   * and the field. A record of another format version fails with
-   * `RunRecordError` (`UnsupportedVersion`). Gives the replayed result.
+   * and the field. A record of a run that failed or was cancelled (a
+   * durable run's) fails with `ReplayStopped` where the run stopped. A
+   * record of another format version fails with `RunRecordError`
+   * (`UnsupportedVersion`). Gives the replayed result.
    */
   readonly replay: (
     record: RunRecord.RunRecord
   ) => Effect.Effect<
     AgentResult.AgentResult<S, O, W>,
-    RunError<E> | RunRecord.ReplayDiverged | RunRecord.RunRecordError
+    RunError<E> | RunRecord.ReplayDiverged | RunRecord.ReplayStopped | RunRecord.RunRecordError
   >
   /**
    * Starts the new thread `options.to` from the conversation of a stored

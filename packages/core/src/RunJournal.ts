@@ -157,6 +157,12 @@ export declare namespace StepKey {
      * no tool of the agent: a journal may run such a call again freely.
      */
     readonly ledger?: ToolEffect.LedgerEntry | undefined
+    /**
+     * The undo of a compensatable tool (`ToolEffect.compensatable`): what
+     * takes the call back, given its arguments and ledger entry. A durable
+     * journal runs it as the call's compensation when the run fails.
+     */
+    readonly undo?: ToolEffect.Compensatable["undo"] | undefined
   }
 
   /**
@@ -233,15 +239,17 @@ export const StepKey = {
     schema: ModelCall,
     result: same
   }),
-  Tool: ({ call, ledger, occurrence }: {
+  Tool: ({ call, ledger, occurrence, undo }: {
     readonly call: Prompt.ToolCallPart
     readonly occurrence: number
     readonly ledger?: ToolEffect.LedgerEntry | undefined
+    readonly undo?: ToolEffect.Compensatable["undo"] | undefined
   }): StepKey.Tool => ({
     _tag: "Tool",
     call,
     occurrence,
     ...(ledger === undefined ? {} : { ledger }),
+    ...(undo === undefined ? {} : { undo }),
     schema: ToolCall,
     result: same
   }),
@@ -448,9 +456,11 @@ export type SentRequest = typeof SentRequest.Type
 
 /**
  * What a journal that records or replays a run sees besides its steps: the
- * run's input after the `transformInput` hooks, and each call of the model
+ * run's input after the `transformInput` hooks, each call of the model
  * at the end of the `wrapModelCall` chain, with the request as sent (`call`
- * is the real call: a recorder runs it, a replayer answers instead).
+ * is the real call: a recorder runs it, a replayer answers instead), and,
+ * when it has `decision`, each middleware decision (`Middleware.report`) as
+ * it is reported, in the run's order, whether or not anybody streams the run.
  *
  * @example
  * ```ts
@@ -475,6 +485,8 @@ export interface Witness {
     request: SentRequest,
     call: Effect.Effect<A, E, R>
   ) => Effect.Effect<A | ModelReply, unknown, R>
+  /** Optional: sees each middleware decision the run reports (a recorder keeps it). */
+  readonly decision?: ((decision: Middleware.Decision) => Effect.Effect<void>) | undefined
 }
 
 /**

@@ -8,12 +8,12 @@
  * result) is kept with its timing, each model call with the request as the
  * model got it (system prompt, messages, tools offered, tool choice, at the
  * end of the `wrapModelCall` chain, so after any redaction a middleware made)
- * and the reply at that point, each wait with what it asked, and the run's
- * middleware decisions (the `MiddlewareDecision` events of its stream) and
- * outcome. The journal is the record's source because every effect of a run
- * that a replay must serve goes through it, in the order the run takes them,
- * under names the replay gives again; the event stream adds what is no step
- * (decisions, the outcome). Everything is scrubbed of known credentials
+ * and the reply at that point, each wait with what it asked, the run's
+ * middleware decisions (`Middleware.report`, as its journal's witness sees
+ * them, in the run's order) and its outcome. The journal is the record's
+ * source because every effect of a run that a replay must serve goes through
+ * it, in the order the run takes them, under names the replay gives again;
+ * the run's result adds the outcome. Everything is scrubbed of known credentials
  * (`Secrets`) before it is kept, and the run's input is kept as the
  * `transformInput` hooks left it (a `Pii` middleware's redaction applied).
  *
@@ -29,6 +29,7 @@ import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
@@ -37,6 +38,7 @@ import * as Stream from "effect/Stream"
 import type * as Agent from "./Agent.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
+import * as Layered from "./internal/layeredJournal.js"
 import { kept, keptAs, requestKeeper } from "./internal/plainJson.js"
 import * as RunJournal from "./RunJournal.js"
 import * as Secrets from "./Secrets.js"
@@ -118,7 +120,9 @@ export const WaitEntry = Schema.TaggedStruct("Wait", {
 export type WaitEntry = typeof WaitEntry.Type
 
 /**
- * A decision a middleware reported (`Middleware.report`, a `MiddlewareDecision` event).
+ * A decision a middleware reported (`Middleware.report`, a `MiddlewareDecision` event),
+ * in the run's order; one reported inside a model or tool call (a `wrapModelCall` or
+ * `wrapToolCall` hook) just before that call's {@link Step}.
  *
  * @example
  * ```ts
@@ -145,7 +149,9 @@ export type Decision = typeof Decision.Type
 
 /**
  * How the run ended: completed (with its text) or interrupted, its model
- * steps, usage and duration.
+ * steps, usage and duration; for a durable run, also failed (with the
+ * error's tag and message, scrubbed) or cancelled, its model steps and usage
+ * then those of the model steps recorded.
  *
  * @example
  * ```ts
@@ -158,8 +164,9 @@ export type Decision = typeof Decision.Type
  * @category schemas
  */
 export const End = Schema.TaggedStruct("End", {
-  outcome: Schema.Literal("Completed", "Interrupted"),
+  outcome: Schema.Literal("Completed", "Interrupted", "Failed", "Cancelled"),
   text: Schema.optional(Schema.String),
+  error: Schema.optional(Schema.Struct({ tag: Schema.String, message: Schema.String })),
   steps: Schema.Number,
   usage: Schema.Struct({ inputTokens: Schema.Number, outputTokens: Schema.Number, totalTokens: Schema.Number }),
   durationMillis: Schema.Number
@@ -197,7 +204,10 @@ export type Entry = typeof Entry.Type
  * The header of a record (its first JSONL line): the format `version`, the
  * thread, when the run started and its input as the `transformInput` hooks
  * left it; for the record of a resumed run ({@link recordResume}), the
- * `decision` it resumed with (as JSON) and no input.
+ * `decision` it resumed with (as JSON) and no input; for the record of a
+ * durable fork, `forkedFrom`: the thread (and run, when forked by its id) of
+ * the record it forked and the model step `at` it forked before (its
+ * entries before that step were served from that record).
  *
  * @example
  * ```ts
@@ -214,7 +224,12 @@ export const Header = Schema.TaggedStruct("RunRecord", {
   threadId: Schema.String,
   startedAt: Schema.Number,
   input: Schema.Array(Schema.encodedSchema(Prompt.Message)),
-  resumed: Schema.optional(Schema.Struct({ decision: Schema.Unknown }))
+  resumed: Schema.optional(Schema.Struct({ decision: Schema.Unknown })),
+  forkedFrom: Schema.optional(Schema.Struct({
+    threadId: Schema.String,
+    runId: Schema.optional(Schema.String),
+    at: Schema.Number
+  }))
 })
 
 /**
@@ -321,6 +336,42 @@ export class ReplayDiverged extends Schema.TaggedError<ReplayDiverged>("@stepwis
   }
 }
 
+/**
+ * The replay of a record that ended `Failed` or `Cancelled` reached the
+ * point where the recorded run stopped: it asked for a step (model step
+ * `step`, or a tool call after it) the record does not have, because the
+ * run failed or was cancelled there. `error` is the recorded failure.
+ *
+ * @example
+ * ```ts
+ * import type { RunRecord } from "@stepwise-agent/core"
+ * import { Effect } from "effect"
+ *
+ * declare const replayed: Effect.Effect<unknown, RunRecord.ReplayStopped>
+ * const where = Effect.catchTag(replayed, "ReplayStopped", (stopped) =>
+ *   Effect.succeed(`${stopped.outcome} at step ${stopped.step}`))
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ReplayStopped extends Schema.TaggedError<ReplayStopped>("@stepwise-agent/core/ReplayStopped")(
+  "ReplayStopped",
+  {
+    step: Schema.Number,
+    outcome: Schema.Literal("Failed", "Cancelled"),
+    error: Schema.optional(Schema.Struct({ tag: Schema.String, message: Schema.String }))
+  }
+) {
+  get message(): string {
+    return this.outcome === "Cancelled"
+      ? `the replay reached step ${this.step}, where the recorded run was cancelled`
+      : `the replay reached step ${this.step}, where the recorded run failed${
+        this.error === undefined ? "" : ` (${this.error.tag}: ${this.error.message})`
+      }`
+  }
+}
+
 // -----------------------------------------------------------------------------
 // recording
 // -----------------------------------------------------------------------------
@@ -363,10 +414,13 @@ export interface Sink {
  * schema), its timing (when the step ran in this process; a step `journal`
  * gave from its own journal has no duration) and, for a model call, the
  * request as sent and the reply; each wait is put before `journal` waits,
- * and again with the decision it gave when it gave one (a durable journal).
- * `add` puts an entry that is no step (a middleware decision, the end).
- * Everything is scrubbed of known credentials. `record` records in process
- * with it; `@stepwise-agent/workflow` records durable runs with it.
+ * and again with the decision it gave when it gave one (a durable journal);
+ * each middleware decision is put as it is reported. `add` puts an entry
+ * that is no step (the end). A replay or fork run under it (`agent.replay`,
+ * `agent.fork` of a record) is recorded whole: each step it serves from its
+ * record as well as those it runs live. Everything is scrubbed of known
+ * credentials. `record` records in process with it;
+ * `@stepwise-agent/workflow` records durable runs with it.
  *
  * @example
  * ```ts
@@ -392,74 +446,102 @@ export const recording = (
   const timings = new Map<string, { readonly startedAt: number; readonly durationMillis: number }>()
   let slots = 0
   const add = (entry: Entry) => Effect.suspend(() => sink.put(slots++, entry))
-  const recorded = RunJournal.RunJournal.of({
-    durable: journal.durable,
-    await: (interrupt) =>
-      Effect.suspend(() => {
-        const slot = slots++
-        const wait = WaitEntry.make({
-          key: interrupt.key,
-          step: interrupt.step,
-          middleware: interrupt.middleware,
-          node: interrupt.node,
-          request: kept(interrupt.value)
-        })
-        return Effect.zipRight(
-          sink.put(slot, wait),
-          Effect.tap(journal.await(interrupt), (decision) =>
-            Option.isNone(decision)
-              ? Effect.void
-              : sink.put(slot, WaitEntry.make({ ...wait, decision: kept(decision.value) })))
+  // the decisions reported inside a step that runs, kept to be put just before the step's own entry: in the order
+  // the steps end, whatever ran at once (parallel tool calls)
+  const inStep = FiberRef.unsafeMake<Array<Decision> | undefined>(undefined)
+  /** The recording journal over `under`: every step, wait and witnessed value of `under` is kept. */
+  const over = (under: RunJournal.Service) =>
+    RunJournal.RunJournal.of({
+      durable: under.durable,
+      await: (interrupt) =>
+        Effect.suspend(() => {
+          const slot = slots++
+          const wait = WaitEntry.make({
+            key: interrupt.key,
+            step: interrupt.step,
+            middleware: interrupt.middleware,
+            node: interrupt.node,
+            request: kept(interrupt.value)
+          })
+          return Effect.zipRight(
+            sink.put(slot, wait),
+            Effect.tap(under.await(interrupt), (decision) =>
+              Option.isNone(decision)
+                ? Effect.void
+                : sink.put(slot, WaitEntry.make({ ...wait, decision: kept(decision.value) })))
+          )
+        }),
+      step: (key, effect) => {
+        const name = RunJournal.stepName(key)
+        const decisions: Array<Decision> = []
+        // timed where it runs: a step the journal gives from its own record does not run
+        const timed = Effect.flatMap(
+          Clock.currentTimeMillis,
+          (startedAt) =>
+            Effect.tap(Effect.locally(effect, inStep, decisions), () =>
+              Effect.map(Clock.currentTimeMillis, (ended) => {
+                timings.set(name, { startedAt, durationMillis: ended - startedAt })
+              }))
         )
-      }),
-    step: (key, effect) => {
-      const name = RunJournal.stepName(key)
-      // timed where it runs: a step the journal gives from its own record does not run
-      const timed = Effect.flatMap(
-        Clock.currentTimeMillis,
-        (startedAt) =>
-          Effect.tap(effect, () =>
-            Effect.map(Clock.currentTimeMillis, (ended) => {
-              timings.set(name, { startedAt, durationMillis: ended - startedAt })
-            }))
-      )
-      return Effect.tap(journal.step(key, timed), (value) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const model = key._tag === "Model" ? sent.get(key.step) : undefined
-          const timing = timings.get(name) ?? { startedAt: now, durationMillis: 0 }
-          timings.delete(name)
-          return add(Step.make({
-            name,
-            kind: key._tag,
-            result: kept(encodeResult(key, value)),
-            ...model,
-            ...timing
-          }))
-        }))
-    },
-    // the journal's own witness (a replayer's) still sees and answers what this one records
-    witness: {
-      input: (messages) =>
-        Effect.zipRight(
-          Effect.suspend(() => sink.input(keeper.messages(messages) as Header["input"])),
-          journal.witness?.input(messages) ?? Effect.void
-        ),
-      model: (request, call) =>
-        Effect.tap(journal.witness?.model(request, call) ?? call, (reply) =>
-          Effect.sync(() => {
-            sent.set(request.step, {
-              sent: keeper.request(request),
-              // plain JSON of the reply's encoded form, scrubbed: the shape `Step.reply` declares
-              reply: kept({
-                message: keptMessage(reply.message),
-                usage: reply.usage,
-                finishReason: reply.finishReason
-              }) as Step["reply"] & {}
+        const decided = Effect.suspend(() => Effect.forEach(decisions.splice(0), add, { discard: true }))
+        return under.step(key, timed).pipe(
+          Effect.tap((value) =>
+            Effect.flatMap(Clock.currentTimeMillis, (now) => {
+              const model = key._tag === "Model" ? sent.get(key.step) : undefined
+              const timing = timings.get(name) ?? { startedAt: now, durationMillis: 0 }
+              timings.delete(name)
+              return Effect.zipRight(
+                decided,
+                add(Step.make({
+                  name,
+                  kind: key._tag,
+                  result: kept(encodeResult(key, value)),
+                  ...model,
+                  ...timing
+                }))
+              )
             })
-          }))
-    }
-  })
-  return { journal: recorded, add }
+          ),
+          Effect.tapErrorCause(() => decided)
+        )
+      },
+      // the journal's own witness (a replayer's) still sees and answers what this one records
+      witness: {
+        input: (messages) =>
+          Effect.zipRight(
+            Effect.suspend(() => sink.input(keeper.messages(messages) as Header["input"])),
+            under.witness?.input(messages) ?? Effect.void
+          ),
+        model: (request, call) =>
+          Effect.tap(under.witness?.model(request, call) ?? call, (reply) =>
+            Effect.sync(() => {
+              sent.set(request.step, {
+                sent: keeper.request(request),
+                // plain JSON of the reply's encoded form, scrubbed: the shape `Step.reply` declares
+                reply: kept({
+                  message: keptMessage(reply.message),
+                  usage: reply.usage,
+                  finishReason: reply.finishReason
+                }) as Step["reply"] & {}
+              })
+            })),
+        // in the run's order, as reported (not as a stream reads its events); inside a step, just before it
+        decision: (decision) =>
+          Effect.flatMap(FiberRef.get(inStep), (step) => {
+            const entry = Decision.make({
+              middleware: decision.middleware,
+              hook: decision.hook,
+              decision: decision.decision,
+              data: kept(decision.data)
+            })
+            return Effect.zipRight(
+              step === undefined ? add(entry) : Effect.sync(() => void step.push(entry)),
+              under.witness?.decision?.(decision) ?? Effect.void
+            )
+          })
+      }
+    })
+  return { journal: Layered.layer(over(journal), journal, over), add }
 }
 
 /**
@@ -491,6 +573,55 @@ export const endOf = (outcome: AgentResult.AgentResult<unknown, unknown, any>, d
     durationMillis
   })
 
+/** A number of tokens an encoded usage holds, 0 when it holds none. */
+const tokens = (usage: unknown, key: string): number =>
+  Predicate.hasProperty(usage, key) && typeof usage[key] === "number" ? usage[key] : 0
+
+/**
+ * The {@link End} entry of a run that stopped before its end: `Failed`, with
+ * its error's tag and message (scrubbed), or `Cancelled`, after
+ * `durationMillis`. Its model steps and usage are those of the model steps
+ * in `entries` (the record so far): a run that stopped has no result to
+ * give them.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * declare const record: RunRecord.RunRecord
+ * const end = RunRecord.stoppedEnd(record.entries, { outcome: "Failed", error: new Error("model down") }, 900)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const stoppedEnd = (
+  entries: ReadonlyArray<Entry>,
+  stopped: { readonly outcome: "Failed"; readonly error: unknown } | { readonly outcome: "Cancelled" },
+  durationMillis: number
+): End => {
+  const usage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
+  let steps = 0
+  for (const entry of entries) {
+    if (entry._tag !== "Step" || entry.kind !== "Model") continue
+    steps++
+    const used = Predicate.hasProperty(entry.result, "usage") ? entry.result.usage : undefined
+    usage.inputTokens += tokens(used, "inputTokens")
+    usage.outputTokens += tokens(used, "outputTokens")
+    usage.totalTokens += tokens(used, "totalTokens")
+  }
+  if (stopped.outcome === "Cancelled") return End.make({ outcome: "Cancelled", steps, usage, durationMillis })
+  const error = Secrets.scrubError(stopped.error)
+  const tag = Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : "Defect"
+  return End.make({
+    outcome: "Failed",
+    error: { tag, message: Secrets.messageOf(error) },
+    steps,
+    usage,
+    durationMillis
+  })
+}
+
 /** Runs `events` (a run's stream) with a recording journal, and gives its result and record. */
 const recordStream = <S, E, O, W extends Wait.Any>(
   events: Stream.Stream<AgentEvent.AgentEvent<S, O, W>, Agent.RunError<E>>,
@@ -515,19 +646,13 @@ const recordStream = <S, E, O, W extends Wait.Any>(
     })
     const startedAt = yield* Clock.currentTimeMillis
     let result: AgentResult.AgentResult<S, O, W> | undefined
+    // the middleware decisions come through the journal's witness, in the run's order
     yield* events.pipe(
-      Stream.runForEach((event) => {
-        if (event._tag === "MiddlewareDecision") {
-          return add(Decision.make({
-            middleware: event.middleware,
-            hook: event.hook,
-            decision: event.decision,
-            data: kept(event.data)
-          }))
-        }
-        if (event._tag === "RunEnded") result = event.result
-        return Effect.void
-      }),
+      Stream.runForEach((event) =>
+        Effect.sync(() => {
+          if (event._tag === "RunEnded") result = event.result
+        })
+      ),
       Effect.provideService(RunJournal.RunJournal, journal)
     )
     const ended = yield* Clock.currentTimeMillis

@@ -381,6 +381,80 @@ describe("Agent.replay", () => {
       assert.deepStrictEqual([modelCalls, toolCalls], [0, 0])
     }))
 
+  it.effect("middleware decisions are recorded in their place among the steps, as reported", () =>
+    Effect.gen(function*() {
+      const audit = Middleware.make({
+        name: "audit",
+        beforeModel: ({ step }) => Effect.as(Middleware.report(`before model ${step}`), undefined),
+        wrapModelCall: (request, next) => Effect.zipRight(Middleware.report("calling the model"), next(request)),
+        wrapToolCall: (request, next) => Effect.zipRight(Middleware.report(`running ${request.call.id}`), next(request))
+      })
+      const { record } = yield* recordRun({ middleware: [audit] })
+      const order = record.entries.flatMap((entry) =>
+        entry._tag === "Decision"
+          ? [`${entry.hook}: ${entry.decision}`]
+          : entry._tag === "Step" && (entry.kind === "Model" || entry.kind === "Tool")
+          ? [entry.name]
+          : []
+      )
+      assert.deepStrictEqual(order, [
+        "beforeModel: before model 0",
+        "wrapModelCall: calling the model",
+        "model/0",
+        "wrapToolCall: running call_1",
+        "tool/call_1",
+        "beforeModel: before model 1",
+        "wrapModelCall: calling the model",
+        "model/1",
+        "wrapToolCall: running call_2",
+        "tool/call_2",
+        "beforeModel: before model 2",
+        "wrapModelCall: calling the model",
+        "model/2"
+      ])
+    }))
+
+  it.effect("the record of a run that failed replays to where it failed and stops there with ReplayStopped; one that ended otherwise diverges at its result", () =>
+    Effect.gen(function*() {
+      const { record } = yield* recordRun()
+      // the record as a durable run that failed at its model step 1 keeps it: up to tool/call_1, then a Failed end
+      const cut = record.entries.findIndex((entry) => entry._tag === "Step" && entry.name === "tool/call_1") + 1
+      const failed: RunRecord.RunRecord = {
+        header: record.header,
+        entries: [
+          ...record.entries.slice(0, cut),
+          RunRecord.stoppedEnd(record.entries.slice(0, cut), {
+            outcome: "Failed",
+            error: new Error("the model is down")
+          }, 5)
+        ]
+      }
+      assert.deepInclude(failed.entries.at(-1), {
+        _tag: "End",
+        outcome: "Failed",
+        steps: 1,
+        error: { tag: "Defect", message: "the model is down" }
+      })
+      const read = yield* RunRecord.fromJsonl(RunRecord.toJsonl(failed))
+      const { modelCalls, outcome, toolCalls } = yield* replayOn(read)
+      assert.isTrue(Either.isLeft(outcome))
+      const stopped = Either.getLeft(outcome).pipe(Option.getOrThrow)
+      assert.instanceOf(stopped, RunRecord.ReplayStopped)
+      assert.deepInclude(stopped, {
+        step: 1,
+        outcome: "Failed",
+        error: { tag: "Defect", message: "the model is down" }
+      })
+      assert.include((stopped as RunRecord.ReplayStopped).message, "where the recorded run failed")
+      assert.deepStrictEqual([modelCalls, toolCalls], [0, 0])
+      // a record that ends Failed but replays to completion diverges at its result
+      const whole: RunRecord.RunRecord = {
+        header: record.header,
+        entries: [...record.entries.slice(0, -1), RunRecord.stoppedEnd(record.entries, { outcome: "Cancelled" }, 5)]
+      }
+      assert.deepInclude(divergence((yield* replayOn(whole)).outcome), { field: "result" })
+    }))
+
   it.effect("a replay on the agent that recorded the run leaves the thread as it was", () =>
     Effect.gen(function*() {
       const { calls, layer } = counted()

@@ -519,6 +519,7 @@ function renderMain() {
     mainParts.todos = h("section", { class: "panel", "data-testid": "todo-panel" })
     mainParts.context = h("section", { class: "panel", "data-testid": "context-panel" })
     mainParts.transcript = h("section", { class: "panel", "data-testid": "transcript-panel" })
+    mainParts.storedFork = h("section", { class: "panel", "data-testid": "stored-fork-panel", hidden: true })
     mainParts.approvalsKey = null
     mainParts.timelineKey = null
     main.replaceChildren(
@@ -529,7 +530,7 @@ function renderMain() {
         "div",
         { class: "columns" },
         h("section", { class: "panel" }, h("h3", null, "Runs"), mainParts.runs, mainParts.timeline),
-        h("div", null, mainParts.todos, mainParts.context, mainParts.transcript)
+        h("div", null, mainParts.storedFork, mainParts.todos, mainParts.context, mainParts.transcript)
       )
     )
   }
@@ -546,6 +547,7 @@ function renderMain() {
   renderTodos(thread)
   renderContext(run)
   renderTranscript(thread)
+  renderStoredFork(thread)
 }
 
 // The message box: sends to the thread (`Agent.send`); a running run takes a steer message in
@@ -1241,6 +1243,184 @@ function renderFork(group, item, stateMessages, redraw) {
       h("div", { class: "meta", "data-testid": "fork-status" }, form.status)
     )
   )
+}
+
+// -- a fork of a stored thread ----------------------------------------------------
+
+/** The fork forms of threads the inspector saw no run of, by thread id: what was typed outlives redraws. */
+const storedForks = new Map()
+
+/**
+ * "Fork this thread", for a thread the inspector saw no run of (one stored before it started, opened from the
+ * list): a new thread from its conversation before its step `at` (the number of replies before it; the number
+ * of replies forks after the last one, where a waiting thread waits), with an edit: none (the model is called
+ * again), a message taken in first, a tool result replaced, or, where the thread waits, a decision for the
+ * fork's own wait. The server checks the step and the edit before anything runs; the page shows its typed
+ * error, or opens the new thread.
+ */
+function renderStoredFork(thread) {
+  const panel = mainParts.storedFork
+  const shown = transcript !== null && transcript.threadId === thread.id ? transcript : null
+  if (thread.runs.length > 0 || shown === null) {
+    panel.hidden = true
+    return
+  }
+  panel.hidden = false
+  const messages = shown.messages
+  // the loaded messages are the thread's last ones: their replies are its steps when none came before
+  const replies = shown.offset === 0 ? messages.filter((message) => message.role === "assistant").length : undefined
+  const waiting = thread.info?.pending != null
+  const form = storedForks.get(thread.id) ?? {
+    to: `${thread.id}-fork`,
+    at: replies ?? 0,
+    kind: "none",
+    message: "",
+    callId: "",
+    result: "",
+    isFailure: false,
+    decision: "",
+    status: ""
+  }
+  storedForks.set(thread.id, form)
+  // the tool results before step `at` (of the loaded messages), the ones an edit may replace
+  const results = toolResultsOf(shown.offset === 0 ? messages.slice(0, indexOfReply(messages, form.at)) : messages)
+  if (form.kind === "toolResult" && !results.some((part) => part.id === form.callId)) {
+    form.callId = results[0]?.id ?? ""
+    form.result = results.length === 0 ? "" : asJson(results[0].result)
+  }
+  const key = `${thread.id}:${shown.version}:${waiting}:${form.at}:${form.kind}:${form.callId}:${form.status}`
+  if (panel.dataset.key === key) return
+  panel.dataset.key = key
+  const redraw = () => schedule()
+  const to = h("input", { value: form.to, "data-testid": "stored-fork-to", title: "The new thread's id" })
+  to.addEventListener("input", () => (form.to = to.value))
+  const at = h("input", {
+    type: "number",
+    min: 0,
+    value: form.at,
+    "data-testid": "stored-fork-at",
+    title: "Fork before this step: the number of replies before it"
+  })
+  at.addEventListener("change", () => {
+    form.at = Math.max(0, Math.floor(Number(at.value) || 0))
+    redraw()
+  })
+  const kind = h(
+    "select",
+    {
+      "data-testid": "stored-fork-edit",
+      onchange: () => {
+        form.kind = kind.value
+        redraw()
+      }
+    },
+    h("option", { value: "none", selected: form.kind === "none" }, "no edit: call the model again"),
+    h("option", { value: "message", selected: form.kind === "message" }, "take a message in first"),
+    h("option", { value: "toolResult", selected: form.kind === "toolResult" }, "replace a tool result"),
+    waiting ? h("option", { value: "decision", selected: form.kind === "decision" }, "decide its wait") : null
+  )
+  const fields = []
+  if (form.kind === "message") {
+    const message = h("textarea", { rows: 2, placeholder: "Message…", "data-testid": "stored-fork-message" })
+    message.value = form.message
+    message.addEventListener("input", () => (form.message = message.value))
+    fields.push(message)
+  } else if (form.kind === "toolResult") {
+    const call = h(
+      "select",
+      {
+        "data-testid": "stored-fork-call",
+        onchange: () => {
+          form.callId = call.value
+          const chosen = results.find((part) => part.id === call.value)
+          form.result = chosen === undefined ? "" : asJson(chosen.result)
+          redraw()
+        }
+      },
+      results.map((part) =>
+        h("option", { value: part.id, selected: part.id === form.callId }, `${part.name} (${part.id})`)
+      )
+    )
+    const result = h("textarea", { rows: 4, "data-testid": "stored-fork-result", title: "The result, as JSON" })
+    result.value = form.result
+    result.addEventListener("input", () => (form.result = result.value))
+    const failure = h("input", { type: "checkbox", "data-testid": "stored-fork-failure", checked: form.isFailure })
+    failure.addEventListener("change", () => (form.isFailure = failure.checked))
+    fields.push(
+      results.length === 0 ? h("div", { class: "muted" }, "No tool result comes before this step.") : call,
+      result,
+      h("label", null, failure, " a failure")
+    )
+  } else if (form.kind === "decision") {
+    const decision = h("textarea", { rows: 6, "data-testid": "stored-fork-decision", title: "The decision, as JSON" })
+    decision.value = form.decision
+    decision.addEventListener("input", () => (form.decision = decision.value))
+    fields.push(
+      h("div", { class: "muted" }, "The fork asks again for itself: decide on its own request (as JSON)."),
+      decision
+    )
+  }
+  const show = (text) => {
+    form.status = text
+    redraw()
+  }
+  const submit = async () => {
+    let edit
+    if (form.kind === "message") {
+      if (form.message.trim() === "") return show("Write the message to take in.")
+      edit = { _tag: "Message", message: form.message }
+    } else if (form.kind === "toolResult" || form.kind === "decision") {
+      let value
+      try {
+        value = JSON.parse(form.kind === "decision" ? form.decision : form.result)
+      } catch (error) {
+        return show(`The ${form.kind === "decision" ? "decision" : "result"} is not JSON: ${error.message}`)
+      }
+      edit = form.kind === "decision"
+        ? { _tag: "Decision", decision: value }
+        : { _tag: "ToolResult", callId: form.callId, result: value, isFailure: form.isFailure }
+    }
+    show("Forking…")
+    try {
+      const response = await api(`/api/threads/${encodeURIComponent(thread.id)}/fork`, {
+        method: "POST",
+        body: JSON.stringify({ to: form.to.trim(), at: form.at, ...(edit === undefined ? {} : { edit }) })
+      })
+      const body = await response.json()
+      if (!response.ok) return show(`Not forked (${body.reason ?? body.error}): ${body.message}`)
+      show(`Forked to ${body.threadId}.`)
+      openThread(body.threadId)
+    } catch (error) {
+      show(`Not forked: ${error}`)
+    }
+  }
+  panel.replaceChildren(
+    h("h3", null, "Fork this thread"),
+    h(
+      "div",
+      { class: "fork", "data-testid": "stored-fork" },
+      h("label", null, "new thread ", to),
+      " ",
+      h("label", null, "before step ", at),
+      replies === undefined ? null : h("span", { class: "meta" }, ` (steps 0 to ${replies})`),
+      " ",
+      kind,
+      ...fields,
+      h("div", null, h("button", { class: "primary", "data-testid": "stored-fork-submit", onclick: submit }, "Fork")),
+      h("div", { class: "meta", "data-testid": "stored-fork-status" }, form.status)
+    )
+  )
+}
+
+/** The index of the `at`-th assistant message (0-based), or the number of messages when there are fewer. */
+function indexOfReply(messages, at) {
+  let seen = 0
+  for (let index = 0; index < messages.length; index++) {
+    if (messages[index].role !== "assistant") continue
+    if (seen === at) return index
+    seen++
+  }
+  return messages.length
 }
 
 // -- stored threads and new runs ---------------------------------------------------

@@ -231,6 +231,9 @@ const describeIssues = (error: ParseResult.ParseError): string =>
     .map((issue) => `${issue.path.length === 0 ? "the body" : issue.path.join(".")}: ${issue.message}`)
     .join("; ")
 
+/** The refusals of a decision made for another wait than the one it answers (`409` for a fork's decision). */
+const staleDecisions: ReadonlySet<string> = new Set(["StaleDecision"])
+
 /** The HTTP status of a fork that cannot start, by its reason. */
 const forkStatus: Record<Fork.ForkError["reason"], number> = {
   NoSuchThread: 404,
@@ -351,14 +354,22 @@ export const make: (
         Effect.catchAllCause((cause) => Effect.logWarning(`Inspector: cannot read thread "${threadId}"`, cause))
       )
 
-    /** The forks from the page waiting for their run to start, by target thread: none once started. */
-    const forking = new Map<string, Deferred.Deferred<Option.Option<Cause.Cause<unknown>>>>()
+    /**
+     * The forks from the page waiting for their run to start, by target thread: none once started. A fork
+     * with a decision has started once its resumed run starts, past the check of its decision.
+     */
+    const forking = new Map<
+      string,
+      { readonly outcome: Deferred.Deferred<Option.Option<Cause.Cause<unknown>>>; readonly decision: boolean }
+    >()
 
     const follow = ({ event, runId, threadId }: Agent.RunEvent<any>) =>
       Effect.gen(function*() {
         const at = yield* Clock.currentTimeMillis
         const fork = forking.get(threadId)
-        if (event._tag === "RunStarted" && fork !== undefined) yield* Deferred.succeed(fork, Option.none())
+        if (event._tag === "RunStarted" && fork !== undefined && (!fork.decision || event.resumed)) {
+          yield* Deferred.succeed(fork.outcome, Option.none())
+        }
         const page = Wire.event(event)
         if (event._tag === "ModelRequestSent" && maxRequests > 0) {
           const key = `${runId}/${event.step}`
@@ -569,7 +580,7 @@ export const make: (
           message: `cannot fork thread "${threadId}": a fork to the thread "${to}" is starting`
         })
       }
-      forking.set(to, outcome)
+      forking.set(to, { outcome, decision: edit?._tag === "Decision" })
       const failure = yield* agent.fork(threadId, { to, at, edit }).pipe(
         Effect.exit,
         Effect.flatMap((exit) =>
@@ -592,7 +603,10 @@ export const make: (
       // (before its start reached this page), which the page shows as that run's failure
       if (Option.isSome(yield* Effect.orElseSucceed(agent.thread(to), () => Option.none()))) return forked
       const refused = errorOf(failure.value)
-      return json(refused.error === "CheckpointError" || refused.error === "Defect" ? 500 : 422, refused)
+      if (refused.error === "CheckpointError" || refused.error === "Defect") return json(500, refused)
+      // a decision the fork's wait refused: one bound to another wait conflicts with it, any other is bad
+      if (edit?._tag === "Decision") return json(staleDecisions.has(refused.error) ? 409 : 400, refused)
+      return json(422, refused)
     }).pipe(
       Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause))))
     )

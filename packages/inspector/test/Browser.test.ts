@@ -420,6 +420,83 @@ describe("Inspector in a browser", () => {
         yield* shot(page, "history-1-stored-thread")
       }))
 
+    it.scoped("forks a stored thread opened from the list at a step with an edited tool result; a decision its fork refuses shows the typed error", () =>
+      Effect.gen(function*() {
+        const checkpointer = yield* Checkpointer.makeMemory
+        const Echo = Tool.make("echo", { parameters: { text: Schema.String }, success: Schema.String })
+        const ReadFile = Tool.make("read_file", { parameters: { path: Schema.String }, success: Schema.String })
+        const Tools = Toolkit.make(Echo, ReadFile)
+        const { model } = yield* ScriptedModel.make([
+          ScriptedModel.toolCalls([{ name: "echo", params: { text: "hi" }, id: "e1" }]),
+          ScriptedModel.text("Echoed."),
+          ScriptedModel.toolCalls([{ name: "read_file", params: { path: "old.txt" }, id: "c1" }]),
+          ScriptedModel.text("The echo gave 50.")
+        ])
+        const approvals = HumanInTheLoop.middleware({ toolkit: Tools, interruptOn: { read_file: true } })
+        const agent = yield* Agent.make({ toolkit: Tools, middleware: [approvals] }).pipe(
+          Effect.provideService(LanguageModel.LanguageModel, model),
+          Effect.provideService(Checkpointer.Checkpointer, checkpointer),
+          Effect.provide(
+            Tools.toLayer({ echo: ({ text }) => Effect.succeed(text), read_file: ({ path }) => Effect.succeed(path) })
+          )
+        )
+        // stored before the inspector starts: one thread done, one waiting for an approval
+        yield* agent.run("Echo hi", { threadId: "done" })
+        yield* agent.run("Read old.txt", { threadId: "waits" })
+        const before = { done: yield* agent.thread("done"), waits: yield* agent.thread("waits") }
+        const inspector = yield* Inspector.make(agent).pipe(
+          Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+        )
+        const page = yield* open(inspector.url)
+
+        yield* wait(page, "[data-testid=stored-thread][data-thread=done]")
+        yield* on(() => page.click("[data-testid=stored-thread][data-thread=done]"))
+        yield* wait(page, "[data-testid=stored-fork]")
+        // its steps are its replies: 0 to 2; before step 1 comes the echo's result
+        assert.strictEqual(yield* on(() => page.inputValue("[data-testid=stored-fork-at]")), "2")
+        yield* on(() => page.fill("[data-testid=stored-fork-at]", "1"))
+        yield* on(() => page.dispatchEvent("[data-testid=stored-fork-at]", "change"))
+        yield* on(() => page.selectOption("[data-testid=stored-fork-edit]", "toolResult"))
+        yield* wait(page, "[data-testid=stored-fork-result]")
+        assert.strictEqual(yield* on(() => page.inputValue("[data-testid=stored-fork-call]")), "e1")
+        assert.strictEqual(yield* on(() => page.inputValue("[data-testid=stored-fork-result]")), "\"hi\"")
+        yield* on(() => page.fill("[data-testid=stored-fork-result]", "50"))
+        yield* on(() => page.fill("[data-testid=stored-fork-to]", "done-fork"))
+        yield* shot(page, "stored-fork-1-form")
+        yield* on(() => page.click("[data-testid=stored-fork-submit]"))
+        yield* wait(page, "[data-testid=thread-id]:has-text('done-fork')")
+        yield* wait(page, "[data-testid=message]:has-text('The echo gave 50.')")
+        yield* shot(page, "stored-fork-2-forked")
+        const forked = Option.getOrThrow(yield* agent.thread("done-fork")).state.messages
+        assert.deepStrictEqual(forked.map((message: any) => message.role), ["user", "assistant", "tool", "assistant"])
+        assert.strictEqual((forked[2] as any).content[0].result, 50)
+
+        // the waiting thread: a decision made for its own wait is refused by the fork's, typed, and nothing is written
+        yield* on(() => page.click("[data-testid=stored-thread][data-thread=waits]"))
+        yield* wait(page, "[data-testid=thread-id]:has-text('waits')")
+        yield* on(() =>
+          page.waitForSelector("[data-testid=stored-fork] option[value=decision]", {
+            state: "attached",
+            timeout: 10_000
+          })
+        )
+        yield* on(() => page.selectOption("[data-testid=stored-fork-edit]", "decision"))
+        const request = Schema.decodeUnknownSync(HumanInTheLoop.ApprovalRequest)(
+          Option.getOrThrow(Option.getOrThrow(before.waits).pending).value
+        )
+        yield* wait(page, "[data-testid=stored-fork-decision]")
+        yield* on(() =>
+          page.fill("[data-testid=stored-fork-decision]", JSON.stringify(HumanInTheLoop.approveAll(request)))
+        )
+        yield* on(() => page.fill("[data-testid=stored-fork-to]", "waits-fork"))
+        yield* on(() => page.click("[data-testid=stored-fork-submit]"))
+        yield* wait(page, "[data-testid=stored-fork-status]:has-text('StaleDecision')")
+        yield* shot(page, "stored-fork-3-refused")
+        assert.isTrue(Option.isNone(yield* agent.thread("waits-fork")), "nothing written")
+        assert.deepStrictEqual(yield* agent.thread("done"), before.done, "the sources are untouched")
+        assert.deepStrictEqual(yield* agent.thread("waits"), before.waits)
+      }))
+
     it.scoped("starts a run from the page, then shows a model call's request and the state then", () =>
       Effect.gen(function*() {
         const { agent, inspector } = yield* setup([ScriptedModel.text("Hello from the page.")])

@@ -5,9 +5,10 @@
  */
 import { LanguageModel } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Checkpointer } from "@stepwise-agent/core"
-import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, FastCheck, Option } from "effect"
+import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
+import { HumanInTheLoop } from "@stepwise-agent/middleware"
+import { Fixtures, ScriptedModel } from "@stepwise-agent/testing"
+import { Effect, FastCheck, Option, Schema } from "effect"
 import * as Inspector from "../src/Inspector.js"
 import { approvalScript, eventually, pendingOf, setup } from "./fixtures.js"
 
@@ -357,10 +358,65 @@ describe("Inspector fork", () => {
       assert.strictEqual(withoutDecision.status, 202)
       yield* eventually(Effect.map(pendingOf(agent, "t1-asks"), Option.isSome), "the fork waits on its own request")
       const badDecision = yield* post(url, { to: "t1-fork", at: 2, edit: { _tag: "Decision", decision: [{}] } })
-      assert.strictEqual(badDecision.status, 422)
+      assert.strictEqual(badDecision.status, 400)
       assert.notStrictEqual(badDecision.body.error, "ForkError")
       assert.isTrue(Option.isNone(yield* agent.thread("t1-fork")), "a refused decision writes nothing")
       assert.isTrue(Option.isSome(yield* pendingOf(agent, "t1")), "the source still waits")
+    }))
+
+  it.scopedLive("a decision the fork's own wait refuses (bound to the source's wait) answers 409 with the typed error, not 202, and writes nothing", () =>
+    Effect.gen(function*() {
+      const { agent, base, token } = yield* setup(approvalScript)
+      yield* agent.run("Read my notes", { threadId: "t1" })
+      const source = Option.getOrThrow(yield* pendingOf(agent, "t1"))
+      const request = Schema.decodeUnknownSync(HumanInTheLoop.ApprovalRequest)(source.value)
+      const url = `${base}/api/threads/t1/fork?token=${token}`
+      // its shape is right, so it passes the check before the fork starts; the fork's wait asks again and refuses it
+      const stale = yield* post(url, {
+        to: "t1-fork",
+        at: 2,
+        edit: { _tag: "Decision", decision: HumanInTheLoop.approveAll(request) }
+      })
+      assert.strictEqual(stale.status, 409, JSON.stringify(stale.body))
+      assert.strictEqual(stale.body.error, "StaleDecision")
+      assert.isString(stale.body.message)
+      assert.isTrue(Option.isNone(yield* agent.thread("t1-fork")), "a refused decision writes nothing")
+      assert.isTrue(Option.isSome(yield* pendingOf(agent, "t1")), "the source still waits")
+    }))
+
+  it.scopedLive("a decision the fork's own wait takes answers 202 once taken, and the fork goes on with it; one of the wrong shape answers 400", () =>
+    Effect.gen(function*() {
+      // a wait of its own, bound to nothing: the source's decision fits the fork's wait too
+      const confirm = Middleware.make({
+        name: "confirm",
+        wait: { request: Schema.Struct({ question: Schema.String }), decision: Schema.Struct({ go: Schema.Boolean }) },
+        beforeModel: ({ resume, step }) =>
+          Effect.succeed(Option.isNone(resume) && step === 1 ? { interrupt: { question: "Go on?" } } : undefined)
+      })
+      const { model } = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([{ name: "echo", params: { text: "hi" }, id: "e1" }]),
+        ScriptedModel.text("Went on.")
+      ])
+      const agent = yield* Agent.make({ toolkit: Fixtures.toolkit, middleware: [confirm] }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model),
+        Effect.provide(Fixtures.layer)
+      )
+      yield* agent.run("Echo hi", { threadId: "src" })
+      const { base, token } = yield* open(agent)
+      const url = `${base}/api/threads/src/fork?token=${token}`
+      const wrongShape = yield* post(url, { to: "bad", at: 1, edit: { _tag: "Decision", decision: { go: "yes" } } })
+      assert.strictEqual(wrongShape.status, 400, JSON.stringify(wrongShape.body))
+      assert.isTrue(Option.isNone(yield* agent.thread("bad")), "nothing written")
+      const taken = yield* post(url, { to: "good", at: 1, edit: { _tag: "Decision", decision: { go: true } } })
+      assert.strictEqual(taken.status, 202, JSON.stringify(taken.body))
+      yield* eventually(
+        Effect.map(
+          agent.thread("good"),
+          Option.exists((thread) => Option.isNone(thread.pending) && thread.state.messages.length === 4)
+        ),
+        "the fork went on past its wait"
+      )
+      assert.isTrue(Option.isSome(yield* pendingOf(agent, "src")), "the source still waits")
     }))
 
   it.scopedLive("the fork route is behind the inspector's guards: no token or a foreign origin forks nothing", () =>

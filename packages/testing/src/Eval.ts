@@ -7,8 +7,10 @@
  * or as JSON ({@link toJson}, read back with {@link fromJson}).
  *
  * A case is an input (optionally after a thread history), run on a scripted
- * model ({@link Case.script}), on replies recorded in a `RunRecord`
- * ({@link fromRecord}), or on a real model (the suite's `model`). A run
+ * model ({@link Case.script}) or on a real model (the suite's `model`), or
+ * a recorded run (`RunRecord`, {@link fromRecord}) replayed on the agent
+ * under test with `agent.replay` (no model or tool call; a request that
+ * differs from the recorded one fails {@link replaysAsRecorded}). A run
  * that fails (a model error, a middleware error, a defect, a timeout) is a
  * failed trial with its reason, never a failed eval.
  *
@@ -21,7 +23,8 @@ import type * as Response from "@effect/ai/Response"
 import type * as Agent from "@stepwise-agent/core/Agent"
 import type * as AgentEvent from "@stepwise-agent/core/AgentEvent"
 import type * as AgentResult from "@stepwise-agent/core/AgentResult"
-import type * as RunRecord from "@stepwise-agent/core/RunRecord"
+import * as RunJournal from "@stepwise-agent/core/RunJournal"
+import * as RunRecord from "@stepwise-agent/core/RunRecord"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Usage from "@stepwise-agent/core/Usage"
 import * as Cause from "effect/Cause"
@@ -52,6 +55,9 @@ import * as ScriptedModel from "./ScriptedModel.js"
  * - `decide`: when the run stops at an interrupt (an approval), the decision
  *   to resume it with (or an `Effect` of it); without it an interrupted run
  *   ends there;
+ * - `record`: a recorded run to replay instead (`agent.replay`): no model
+ *   or tool is called, the run's tool calls and usage are the recorded
+ *   ones, and it has no events (see {@link fromRecord});
  * - `assertions`: checks of this case only, after the suite's.
  *
  * @since 0.1.0
@@ -65,6 +71,7 @@ export interface Case {
   readonly decide?: ((interrupt: AgentResult.Interrupt) => unknown | Effect.Effect<unknown, unknown>) | undefined
   /** How many times a run may be resumed with `decide` (default 10). */
   readonly maxResumes?: number | undefined
+  readonly record?: RunRecord.RunRecord | undefined
   readonly assertions?: ReadonlyArray<Assertion> | undefined
 }
 
@@ -102,6 +109,8 @@ export interface Run {
   readonly error: Option.Option<string>
   readonly toolCalls: ReadonlyArray<ToolCall>
   readonly usage: Usage.Usage
+  /** For a case replayed from a record: where the replay first differed from it (none when it did not). */
+  readonly divergence?: RunRecord.ReplayDiverged | undefined
 }
 
 /**
@@ -408,11 +417,13 @@ const replyParts = (reply: NonNullable<RunRecord.Step["reply"]>): ReadonlyArray<
 }
 
 /**
- * A case from a recorded run (`RunRecord.record`, or read with
- * `RunRecord.fromJsonl`): its input as recorded, and its recorded model
- * replies as the script ({@link scriptOf}). The tools run live, so the eval
- * checks how the agent as it is now handles the replies the model gave then.
- * The recorded input is the one the `transformInput` hooks left.
+ * A case from a recorded run (`RunRecord.record`, `AgentWorkflow.record`,
+ * or read with `RunRecord.fromJsonl`): each trial replays the record on the
+ * agent under test (`agent.replay`): no model or tool is called, and the
+ * first request that differs from the recorded one (the prompt, the
+ * messages, the tools offered) fails the case's {@link replaysAsRecorded}
+ * assertion with the step and the field. The other assertions check the
+ * replayed run: its result, and its tool calls and usage as recorded.
  *
  * @example
  * ```ts
@@ -428,13 +439,42 @@ const replyParts = (reply: NonNullable<RunRecord.Step["reply"]>): ReadonlyArray<
  */
 export const fromRecord = (
   record: RunRecord.RunRecord,
-  options?: Partial<Omit<Case, "input" | "script" | "history">> | undefined
+  options?: Partial<Omit<Case, "input" | "script" | "history" | "record">> | undefined
 ): Case => ({
   ...options,
   name: options?.name ?? record.header.threadId,
   input: record.header.input,
-  script: scriptOf(record)
+  record,
+  assertions: [replaysAsRecorded, ...(options?.assertions ?? [])]
 })
+
+/**
+ * Passes when the run is no replay, or its replay took every step as
+ * recorded; fails with where it first differed: the step, the field and the
+ * two values (`RunRecord.ReplayDiverged`). {@link fromRecord} puts it first
+ * in the assertions of its case.
+ *
+ * @example
+ * ```ts
+ * import type { RunRecord } from "@stepwise-agent/core"
+ * import { Eval } from "@stepwise-agent/testing"
+ *
+ * declare const record: RunRecord.RunRecord
+ * const recorded: Eval.Case = { name: "support-42", input: [], record, assertions: [Eval.replaysAsRecorded] }
+ * ```
+ *
+ * @since 0.1.0
+ * @category assertions
+ */
+export const replaysAsRecorded: Assertion = {
+  name: "replaysAsRecorded",
+  check: (run) =>
+    Effect.succeed(
+      run.divergence === undefined
+        ? pass("every request and the result as recorded")
+        : fail(shorten(run.divergence.message, 400))
+    )
+}
 
 // -----------------------------------------------------------------------------
 // assertions
@@ -988,6 +1028,37 @@ const toolCallsOf = (events: ReadonlyArray<AgentEvent.AgentEvent<unknown, unknow
   return calls
 }
 
+/** The tool calls and usage a record holds, as its replay serves them: the run's own (no subagent's). */
+const recordedCalls = (record: RunRecord.RunRecord): { toolCalls: ReadonlyArray<ToolCall>; usage: Usage.Usage } => {
+  const params = new Map<string, unknown>()
+  const toolCalls: Array<ToolCall> = []
+  let input = 0
+  let output = 0
+  let total = 0
+  for (const entry of record.entries) {
+    if (entry._tag !== "Step") continue
+    const model = entry.kind === "Model" ? decodeModelCall(entry.result) : Option.none()
+    if (Option.isSome(model)) {
+      const reported = Usage.read(model.value.usage)
+      const i = reported.inputTokens ?? 0
+      const o = reported.outputTokens ?? 0
+      input += i
+      output += o
+      total += reported.totalTokens ?? i + o
+      for (const part of model.value.message.content) if (part.type === "tool-call") params.set(part.id, part.params)
+    }
+    const tool = entry.kind === "Tool" ? decodeToolCall(entry.result) : Option.none()
+    if (Option.isSome(tool)) {
+      const { updates: _, ...result } = tool.value
+      toolCalls.push({ id: result.id, name: result.name, params: params.get(result.id), result: Option.some(result) })
+    }
+  }
+  return { toolCalls, usage: new Usage.Usage({ inputTokens: input, outputTokens: output, totalTokens: total }) }
+}
+
+const decodeModelCall = Schema.decodeUnknownOption(RunJournal.ModelCall)
+const decodeToolCall = Schema.decodeUnknownOption(RunJournal.ToolCall)
+
 interface Trial {
   readonly run: Run
   readonly verdicts: ReadonlyArray<Verdict>
@@ -1001,8 +1072,11 @@ const runTrial = <R>(
 ): Effect.Effect<Trial, never, R> =>
   Effect.gen(function*() {
     const events: Array<AgentEvent.AgentEvent<unknown, unknown>> = []
-    const threadId = `eval:${suite.name}:${testCase.name}:${trial}:${runId}`
+    const record = testCase.record
+    // a replay runs on its record's thread (it writes nothing there)
+    const threadId = record?.header.threadId ?? `eval:${suite.name}:${testCase.name}:${trial}:${runId}`
     let result: Option.Option<AgentResult.AgentResult<unknown, unknown>> = Option.none()
+    let divergence: RunRecord.ReplayDiverged | undefined
     const collect = (stream: Stream.Stream<AgentEvent.AgentEvent<unknown, unknown>, unknown>) =>
       Stream.runForEach(stream, (event) =>
         Effect.sync(() => {
@@ -1011,6 +1085,16 @@ const runTrial = <R>(
         }))
     const program = Effect.gen(function*() {
       const agent = yield* suite.agent
+      if (record !== undefined) {
+        const replayed = yield* agent.replay(record).pipe(
+          Effect.catchIf((error) => error instanceof RunRecord.ReplayDiverged, (diverged) =>
+            Effect.sync(() => {
+              divergence = diverged as RunRecord.ReplayDiverged
+            }))
+        )
+        if (replayed !== undefined) result = Option.some(replayed)
+        return
+      }
       yield* collect(agent.stream(input, { threadId }))
       const maxResumes = testCase.maxResumes ?? 10
       for (let resumes = 0; testCase.decide !== undefined && resumes < maxResumes; resumes++) {
@@ -1021,7 +1105,10 @@ const runTrial = <R>(
         yield* collect(agent.resumeStream(threadId, decision))
       }
     })
-    const model: Layer.Layer<LanguageModel.LanguageModel, unknown, any> = testCase.script === undefined
+    // a replay calls no model: an empty script fails any call
+    const model: Layer.Layer<LanguageModel.LanguageModel, unknown, any> = record !== undefined
+      ? ScriptedModel.layer([])
+      : testCase.script === undefined
       ? Option.getOrThrow(suite.model) // validate checked it is there
       : ScriptedModel.layer(testCase.script)
     const scripted = Effect.provide(program, model) as Effect.Effect<void, unknown, R>
@@ -1041,8 +1128,8 @@ const runTrial = <R>(
       events,
       result,
       error: Exit.isFailure(exit) ? Option.some(causeText(exit.cause)) : Option.none(),
-      toolCalls: toolCallsOf(events),
-      usage: usageOf(events)
+      ...(record === undefined ? { toolCalls: toolCallsOf(events), usage: usageOf(events) } : recordedCalls(record)),
+      ...(divergence === undefined ? {} : { divergence })
     }
     const assertions = [...suite.assertions, ...(testCase.assertions ?? [])]
     const verdicts = yield* Effect.forEach(assertions, (assertion) =>
@@ -1119,7 +1206,7 @@ const validate = <R>(
         return yield* invalid(`${at}.name`, "must be a non-empty string")
       }
       if (seen.has(testCase.name)) return yield* invalid(`${at}.name`, `two cases are named ${show(testCase.name)}`)
-      if (testCase.script === undefined && Option.isNone(suite.model)) {
+      if (testCase.script === undefined && testCase.record === undefined && Option.isNone(suite.model)) {
         return yield* invalid(`${at}.script`, "a case without a script needs the suite's model")
       }
       if (testCase.script !== undefined) {

@@ -462,6 +462,45 @@ describe("Eval.run", () => {
       assert.isTrue(report.passed, Eval.table(report))
     }))
 
+  it.effect("a recorded case replays its record on the agent under test: no model or tool call; a changed prompt fails replaysAsRecorded with the step and field", () =>
+    Effect.gen(function*() {
+      const { record } = yield* Effect.flatMap(
+        calculator,
+        (agent) => RunRecord.record(agent, "What is 1 + 2?", { threadId: "recorded" })
+      ).pipe(Effect.provide(ScriptedModel.layer([adds, ScriptedModel.text("It is 3.")])))
+      let toolRuns = 0
+      const counting = Fixtures.toolkit.toLayer({
+        echo: ({ text }) => Effect.sync(() => (toolRuns++, text)),
+        add: ({ a, b }) => Effect.sync(() => (toolRuns++, a + b)),
+        fail: ({ reason }) => Effect.zipRight(Effect.sync(() => toolRuns++), Effect.fail({ reason }))
+      })
+      const suite = (systemPrompt: string | undefined) =>
+        Eval.make({
+          name: "recorded",
+          agent: Agent.make({ toolkit: Fixtures.toolkit, ...(systemPrompt === undefined ? {} : { systemPrompt }) })
+            .pipe(Effect.provide(counting)),
+          cases: [Eval.fromRecord(record, { name: "support-42" })],
+          assertions: [Eval.completed, Eval.toolCalled("add", { a: 1, b: 2 })]
+        })
+      // as recorded: every assertion passes, no tool ran (and the model layer is an empty script: no call)
+      const same = yield* Eval.run(suite(undefined))
+      assert.isTrue(same.passed, Eval.table(same))
+      assert.deepStrictEqual(same.cases[0]!.assertions.map((entry) => entry.name), [
+        "completed",
+        "toolCalled(add, {\"a\":1,\"b\":2})",
+        "replaysAsRecorded"
+      ])
+      assert.strictEqual(toolRuns, 0)
+      // another system prompt: the replay diverges at step 0, and the case fails on that assertion
+      const changed = yield* Eval.run(suite("You add carefully."))
+      assert.isFalse(changed.passed)
+      const replayed = changed.cases[0]!.assertions.find((entry) => entry.name === "replaysAsRecorded")!
+      assert.strictEqual(replayed.passes, 0)
+      assert.include(replayed.failures[0]!.reason, "step 0, systemPrompt")
+      assert.deepStrictEqual(changed.cases[0]!.errors, [])
+      assert.strictEqual(toolRuns, 0)
+    }))
+
   it.effect("bad options fail with InvalidEval naming the option", () =>
     Effect.gen(function*() {
       const field = (suite: Eval.Suite, cases?: ReadonlyArray<string>) =>

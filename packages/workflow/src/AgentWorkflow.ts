@@ -45,8 +45,9 @@ import type * as RunStore from "./RunStore.js"
 
 /**
  * What a durable fork ({@link AgentWorkflow.fork}) runs: the source record
- * (JSONL), the model step it forks before and its edit (a message taken in,
- * or a tool result replaced).
+ * (JSONL), what it is the record of (`from`: its thread, and its run when
+ * forked by run id), the model step it forks before and its edit (a message
+ * taken in, or a tool result replaced).
  *
  * @example
  * ```ts
@@ -61,6 +62,8 @@ import type * as RunStore from "./RunStore.js"
  */
 export const ForkPayload = Schema.Struct({
   record: Schema.String,
+  /** The thread of the record forked, and its run when forked by its run id (for the fork's own record). */
+  from: Schema.optional(Schema.Struct({ threadId: Schema.String, runId: Schema.optional(Schema.String) })),
   at: Schema.Number,
   edit: Schema.optional(Schema.Union(
     Schema.TaggedStruct("Message", { messages: Schema.Array(Prompt.Message) }),
@@ -603,7 +606,10 @@ export interface Options<W extends Wait.Any = Wait.Any> {
    * Undo steps by tool name: when a run fails or is cancelled, each tool call
    * that succeeded gets its tool's undo, latest first (a saga's
    * compensation). Journaled results replay, so the undo sees the call and
-   * result the run stored.
+   * result the run stored. A tool declared `ToolEffect.compensatable` needs
+   * no entry: its own `undo` (with the call's arguments and ledger entry) is
+   * its compensation; an entry here takes its place. Use it for the tools
+   * that declare none.
    */
   readonly undo?: {
     readonly [toolName: string]: (call: Prompt.ToolCallPart, result: Prompt.ToolResultPart) => Effect.Effect<void>
@@ -714,9 +720,11 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
    * process), kept as the run went by the `RecordStore` of the workflow's
    * context: the run's input, each step with its result (a model call with
    * the request as sent and the reply), each wait with the decision it got,
-   * and, once it completed, its end. Of a finished run, or one that waits,
-   * was cancelled or failed (the record ends at its last step). Replay it
-   * in process with `agent.replay(record)`: no model or tool is called.
+   * each middleware decision, and its end: completed, or failed (with the
+   * error) or cancelled. Of a finished run, or one that waits. A fork's
+   * record (`forkedFrom` in its header) starts with the steps it served
+   * from the record it forked, so it replays and forks as any other. Replay
+   * it in process with `agent.replay(record)`: no model or tool is called.
    */
   readonly record: (runId: string) => Effect.Effect<
     RunRecord.RunRecord,
@@ -733,8 +741,9 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
    * result), into a new durable run on the new thread `options.to`: the
    * steps before `at` are served from the record (no model or tool call),
    * then the run goes on live on the engine, journaled like every other run (it
-   * survives a crash, waits durably). The source run, its thread and its
-   * journal are only read. A step the record does not have, an edit that
+   * survives a crash, waits durably) and recorded as any other (with the
+   * steps it served first). The source run, its thread and its journal are
+   * only read. A step the record does not have, an edit that
    * does not apply or a target thread that exists fail with `ForkError`,
    * and nothing is started; so do a `Message` edit that holds no message
    * (`InvalidInput`) and a run id of another thread (`RunIdTaken`). Gives

@@ -3,14 +3,16 @@
  * as a record made in process). With a `RecordStore` in the context of an
  * `AgentWorkflow`'s layer, each run of it is recorded as it goes: its header
  * (input, start), each step with its result (a model call with the request
- * as sent and the reply), each wait with the decision it got, and its end.
+ * as sent and the reply), each wait with the decision it got, each
+ * middleware decision, and its end (completed, failed or cancelled).
  * `AgentWorkflow.record(runId)` reads the record back, of a finished run or
  * of one that waits, was cancelled or failed.
  *
  * A run's body executes again after each wait and after a crash, and gives
  * the same steps in the same order: each entry has its place (`slot`) in
  * that order, written once; a wait's entry is written again once its
- * decision arrives. `layer` keeps the records in a SQL table through
+ * decision arrives. Slots are ordered, not dense: the decisions between two
+ * steps take the slots between theirs. `layer` keeps the records in a SQL table through
  * `@effect/sql`'s `SqlClient` (SQLite or PostgreSQL, e.g. the database of a
  * durable engine); `layerMemory` in the process.
  *

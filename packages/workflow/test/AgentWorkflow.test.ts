@@ -1,6 +1,6 @@
-import { IdGenerator, LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { AiError, IdGenerator, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentState, Checkpointer, Middleware, RunJournal } from "@stepwise-agent/core"
+import { Agent, AgentState, Checkpointer, Middleware, RunJournal, ToolEffect } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { HookRecorder, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -683,5 +683,55 @@ describe("AgentWorkflow on the memory engine", () => {
       assert.strictEqual(done.state, "Completed")
       assert.deepStrictEqual(Option.map(done.outcome, (outcome) => outcome.text), Option.some("3"))
       assert.deepStrictEqual(ran, ["add 1 2"])
+    }))
+})
+
+describe("a compensatable tool in a durable run", () => {
+  /** `book`, declared compensatable: its undo logs what it undoes; the calls log too. */
+  const booking = (log: Array<string>) => {
+    const Book = Tool.make("book", { parameters: { night: Schema.String }, success: Schema.String }).pipe(
+      ToolEffect.declare(ToolEffect.compensatable({
+        undo: (params, entry) =>
+          Effect.sync(() => void log.push(`undo ${(params as { night: string }).night} ${entry.idempotencyKey}`))
+      }))
+    )
+    const kit = Toolkit.make(Book)
+    const script: ReadonlyArray<ScriptedModel.Turn> = [
+      ScriptedModel.toolCalls([{ name: "book", params: { night: "mon" }, id: "call_1" }]),
+      ScriptedModel.toolCalls([{ name: "book", params: { night: "tue" }, id: "call_2" }]),
+      new AiError.UnknownError({ module: "Test", method: "generateText", description: "the model is down" })
+    ]
+    return Agent.layer({ toolkit: kit }).pipe(
+      Layer.provide(Layer.merge(
+        ScriptedModel.layer(script),
+        kit.toLayer({ book: ({ night }) => Effect.sync(() => (log.push(`book ${night}`), `booked ${night}`)) })
+      ))
+    )
+  }
+
+  it.scopedLive("its own undo is the run's compensation: a run that fails undoes its calls, latest first, with no undo option", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const Booking = AgentWorkflow.make({ name: "booking-agent", version: 1 })
+      const context = yield* Layer.build(durable(booking(log), Booking))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Booking.start({ threadId: "t", input: "book two nights" }))
+      assert.strictEqual((yield* run(Booking.await(runId))).state, "Failed")
+      assert.deepStrictEqual(log, ["book mon", "book tue", "undo tue t/call_2", "undo mon t/call_1"])
+    }))
+
+  it.scopedLive("the workflow's undo option for the tool takes the place of the tool's own", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const Booking = AgentWorkflow.make({
+        name: "booking-agent-undo",
+        version: 1,
+        undo: { book: (call) => Effect.sync(() => void log.push(`option undo ${call.id}`)) }
+      })
+      const context = yield* Layer.build(durable(booking(log), Booking))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Booking.start({ threadId: "t", input: "book two nights" }))
+      assert.strictEqual((yield* run(Booking.await(runId))).state, "Failed")
+      assert.deepStrictEqual(log, ["book mon", "book tue", "option undo call_2", "option undo call_1"])
     }))
 })

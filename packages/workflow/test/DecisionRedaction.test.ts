@@ -2,17 +2,18 @@
  * A person's free text in a durable run's decision (a `respond` answer, a
  * rejection's reason) is redacted by the agent's input hooks (Pii) before
  * anything stores the decision: the run store's claim, the engine's deferred
- * result, the journal and the checkpoints on SQLite never hold it raw, and
- * the run goes on with the redacted text.
+ * result, the journal, the checkpoints and the run's record on SQLite never
+ * hold it raw, and the run goes on with the redacted text.
  */
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent } from "@stepwise-agent/core"
+import { Agent, RunRecord } from "@stepwise-agent/core"
 import { HumanInTheLoop, Pii } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
+import * as RecordStore from "@stepwise-agent/workflow/RecordStore"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Effect, Layer, Option, Schema } from "effect"
@@ -49,7 +50,7 @@ const stack = (filename: string, runs: AgentWorkflow.AgentWorkflow) =>
       ScriptedModel.layer(script),
       Tools.toLayer({ pay: () => Effect.succeed("paid") })
     )),
-    Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
+    Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer(), RecordStore.layer())),
     Layer.provideMerge(Authorizer.layer(() => true)),
     Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis" }))
   )
@@ -66,7 +67,7 @@ const decisions = {
 describe("a durable decision's person text is stored redacted (SQLite)", () => {
   for (const [name, decide] of Object.entries(decisions)) {
     it.scopedLive(
-      `${name}: no store holds the card number or the email; the run goes on with the redacted text`,
+      `${name}: no store (nor the run's record, decisions included) holds the card number or the email; the run goes on with the redacted text`,
       () =>
         Effect.gen(function*() {
           const directory = yield* tempDirectory("stepwise-decision-pii-")
@@ -98,6 +99,15 @@ describe("a durable decision's person text is stored redacted (SQLite)", () => {
             )
           )
           assert.notInclude(JSON.stringify(claim), "1111")
+          // the record: the wait with the decision as stored, and the middleware's decision on it
+          const record = yield* run(Runs.record(runId))
+          const wait = record.entries.find((entry) => entry._tag === "Wait")
+          assert.include(JSON.stringify(wait?._tag === "Wait" ? wait.decision : undefined), "use my card")
+          const decided = record.entries.flatMap((entry) =>
+            entry._tag === "Decision" && entry.middleware === "humanInTheLoop" ? [entry.decision] : []
+          )
+          assert.include(decided, name.startsWith("respond") ? "respond pay" : "reject pay")
+          assert.notInclude(RunRecord.toJsonl(record), "1111")
           // the file and its WAL: the claim, the deferred's result, the journal, the checkpoints
           const bytes = stored(directory)
           for (const raw of [card, card.replace(/ /g, ""), email, JSON.stringify(email).slice(1, -1)]) {

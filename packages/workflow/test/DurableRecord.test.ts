@@ -1,6 +1,6 @@
-import { Tool, Toolkit } from "@effect/ai"
+import { AiError, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Fork, Middleware, RunRecord } from "@stepwise-agent/core"
+import { Agent, Fork, Middleware, RunJournal, RunRecord } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
@@ -8,7 +8,7 @@ import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RecordStore from "@stepwise-agent/workflow/RecordStore"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Effect, Either, Layer, Option, Schema } from "effect"
+import { Deferred, Effect, Either, FastCheck, Fiber, Layer, Option, Schedule, Schema } from "effect"
 import * as path from "node:path"
 import { tempDirectory } from "./support/databases.js"
 
@@ -43,6 +43,58 @@ const confirming = (at: number) =>
       Effect.succeed(Option.isNone(resume) && step === at ? { interrupt: { question: "Go on?" } } : undefined)
   })
 
+/** Reports a decision before each model call, and inside each model call and tool call (in the journaled step). */
+const audit = Middleware.make({
+  name: "audit",
+  beforeModel: ({ step }) => Effect.as(Middleware.report(`before model ${step}`, { step }), undefined),
+  wrapModelCall: (request, next) => Effect.zipRight(Middleware.report("calling the model"), next(request)),
+  wrapToolCall: (request, next) =>
+    Effect.zipRight(Middleware.report(`running ${request.call.name}`, { callId: request.call.id }), next(request))
+})
+
+/** A record without its timing: when the run and each step started, and how long each took. */
+const timeless = (record: RunRecord.RunRecord) => ({
+  header: { ...record.header, startedAt: 0 },
+  entries: record.entries.map((entry) =>
+    entry._tag === "Step"
+      ? { ...entry, startedAt: 0, durationMillis: 0 }
+      : entry._tag === "End"
+      ? { ...entry, durationMillis: 0 }
+      : entry
+  )
+})
+
+/**
+ * The record of an in-process run of `turns` on thread "src", with the recording journal of
+ * `RunRecord.record` over a journal that answers each wait with `{ go: true }` at once.
+ */
+const inProcessRecord = (turns: ReadonlyArray<ScriptedModel.Turn>, middleware: ReadonlyArray<Middleware.Any>) =>
+  Effect.gen(function*() {
+    const entries: Array<RunRecord.Entry> = []
+    let input: RunRecord.Header["input"] = []
+    const answering = RunJournal.RunJournal.of({
+      ...RunJournal.inProcess,
+      await: () => Effect.succeed(Option.some({ go: true }))
+    })
+    const { add, journal } = RunRecord.recording(answering, {
+      put: (slot, entry) =>
+        Effect.sync(() => {
+          entries[slot] = entry
+        }),
+      input: (messages) =>
+        Effect.sync(() => {
+          input = messages
+        })
+    })
+    const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware })
+    const result = yield* agent.run("What is 2 + 3 + 7?", { threadId: "src" }).pipe(
+      Effect.provideService(RunJournal.RunJournal, journal)
+    )
+    yield* add(RunRecord.endOf(result, 0))
+    const header = RunRecord.Header.make({ version: RunRecord.version, threadId: "src", startedAt: 0, input })
+    return { header, entries }
+  }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(turns), counted().layer)))
+
 type Engine = "memory" | "sqlite"
 
 /** The durable stack on `engine`, with a record store, the agent on `turns` and the calculator counted by `tools`. */
@@ -50,7 +102,7 @@ const stack = (
   engine: Engine,
   turns: ReadonlyArray<ScriptedModel.Turn>,
   tools: Layer.Layer<any>,
-  middleware = [confirming(1)]
+  middleware: ReadonlyArray<Middleware.Any> = [confirming(1)]
 ) =>
   Effect.gen(function*() {
     const agent = Agent.layer({ toolkit: Calculator, systemPrompt: "You add.", middleware }).pipe(
@@ -85,12 +137,16 @@ const sourceRun = (run: <A, E>(effect: Effect.Effect<A, E, any>) => Effect.Effec
     return runId
   })
 
-/** Replays `record` in process on an agent with `systemPrompt` and no model turns. */
-const replayOn = (record: RunRecord.RunRecord, systemPrompt = "You add.") =>
+/** Replays `record` in process on an agent with `systemPrompt`, `middleware` and no model turns. */
+const replayOn = (
+  record: RunRecord.RunRecord,
+  systemPrompt = "You add.",
+  middleware: ReadonlyArray<Middleware.Any> = [confirming(1)]
+) =>
   Effect.gen(function*() {
     const { calls, layer } = counted()
     return yield* Effect.gen(function*() {
-      const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt, middleware: [confirming(1)] })
+      const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt, middleware })
       const outcome = yield* Effect.either(agent.replay(record))
       return { outcome, modelCalls: (yield* ScriptedModel.requests).length, toolCalls: calls.count }
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), layer)))
@@ -146,6 +202,105 @@ describe.each(engines)("the record of a durable run (%s engine)", (engine) => {
       assert.strictEqual(Either.getOrThrow(outcome)._tag, "Interrupted")
       assert.strictEqual(modelCalls, 0)
     }))
+
+  it.scopedLive("a durable run's record agrees entry by entry with an in-process record of the same script, middleware decisions included, apart from timing", () =>
+    Effect.gen(function*() {
+      // no wait: the in-process record is RunRecord.record's own
+      const plain = yield* Effect.gen(function*() {
+        const context = yield* stack(engine, script, counted().layer, [audit])
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+        assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+        return yield* run(Runs.record(runId))
+      })
+      const recorded = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [audit] })
+        return (yield* RunRecord.record(agent, "What is 2 + 3 + 7?", { threadId: "src" })).record
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), counted().layer)))
+      assert.deepStrictEqual(timeless(plain), timeless(recorded))
+      const decisions = plain.entries.flatMap((entry) => entry._tag === "Decision" ? [entry.decision] : [])
+      assert.deepStrictEqual(decisions, [
+        "before model 0",
+        "calling the model",
+        "running add",
+        "before model 1",
+        "calling the model",
+        "running add",
+        "before model 2",
+        "calling the model"
+      ])
+
+      // a wait: the durable run executes again after it (its hooks report again, its steps replay), and still
+      // has each decision once, in its place, with the wait and its decision
+      const waited = yield* Effect.gen(function*() {
+        const context = yield* stack(engine, script, counted().layer, [audit, confirming(1)])
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        return yield* run(Runs.record(yield* sourceRun(run)))
+      })
+      assert.deepStrictEqual(timeless(waited), timeless(yield* inProcessRecord(script, [audit, confirming(1)])))
+      // and it replays through the wait, with no model or tool call
+      const { modelCalls, outcome, toolCalls } = yield* replayOn(waited)
+      assert.strictEqual(Either.getOrThrow(outcome)._tag, "Completed")
+      assert.deepStrictEqual([modelCalls, toolCalls], [0, 0])
+    }))
+
+  it.scopedLive("a durable run that failed has a Failed end with its error; its replay stops where it failed, with no model call", () =>
+    Effect.gen(function*() {
+      const failing: ReadonlyArray<ScriptedModel.Turn> = [
+        script[0]!,
+        new AiError.UnknownError({ module: "Test", method: "generateText", description: "the model is down" })
+      ]
+      const context = yield* stack(engine, failing, counted().layer, [audit])
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Failed")
+      const record = yield* run(Runs.record(runId))
+      const end = record.entries.at(-1)
+      assert.isTrue(end !== undefined && end._tag === "End" && end.outcome === "Failed", JSON.stringify(end))
+      assert.deepInclude(end, { steps: 1 })
+      assert.include(end?._tag === "End" ? end.error?.message : undefined, "the model is down")
+      // the JSONL reads back; the replay serves step 0 and its tool call, then stops where the run failed
+      const read = yield* RunRecord.fromJsonl(RunRecord.toJsonl(record))
+      const replayed = yield* replayOn(read, "You add.", [audit])
+      const stopped = Option.getOrThrow(Either.getLeft(replayed.outcome))
+      assert.instanceOf(stopped, RunRecord.ReplayStopped)
+      assert.deepInclude(stopped, { step: 1, outcome: "Failed" })
+      assert.deepStrictEqual([replayed.modelCalls, replayed.toolCalls], [0, 0])
+    }))
+})
+
+/** Scripts of 0–3 tool-call turns (1–3 parallel `add` calls each) and a final answer. */
+const scripts = FastCheck.array(
+  FastCheck.array(FastCheck.tuple(FastCheck.integer({ min: -9, max: 9 }), FastCheck.integer({ min: 0, max: 9 })), {
+    minLength: 1,
+    maxLength: 3
+  }),
+  { maxLength: 3 }
+).map((turns): ReadonlyArray<ScriptedModel.Turn> => [
+  ...turns.map((calls, turn) =>
+    ScriptedModel.toolCalls(calls.map(([a, b], i) => ({ name: "add", params: { a, b }, id: `c${turn}_${i}` })))
+  ),
+  ScriptedModel.text("done")
+])
+
+describe("a durable record and an in-process one", () => {
+  it.live.prop(
+    "agree entry by entry apart from timing, whatever the script: decisions of every hook, parallel calls and a wait included",
+    { turns: scripts },
+    ({ turns }) =>
+      Effect.scoped(Effect.gen(function*() {
+        const middleware = [audit, confirming(1)]
+        const context = yield* stack("memory", turns, counted().layer, middleware)
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+        const first = yield* run(Runs.await(runId, { untilWaiting: true }))
+        if (first.state === "Waiting") yield* run(Runs.resume(runId, { go: true }, { principal: "alice" }))
+        assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+        const durable = yield* run(Runs.record(runId))
+        assert.deepStrictEqual(timeless(durable), timeless(yield* inProcessRecord(turns, middleware)))
+      })) as Effect.Effect<void, unknown>,
+    { fastCheck: { numRuns: 12 } }
+  )
 })
 
 describe("a durable record's failure paths", () => {
@@ -276,6 +431,62 @@ describe.each(engines)("a durable fork (%s engine)", (engine) => {
       assert.deepStrictEqual(yield* agent.thread("src"), before.thread)
     }))
 
+  it.scopedLive("a durable fork is recorded: its record says what it forked and starts with the steps it served; it replays in process, and a fork of the fork goes on from it", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = counted()
+      const turns = [...script, ScriptedModel.text("stopped"), ScriptedModel.text("again")]
+      const context = yield* stack(engine, turns, layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const source = yield* sourceRun(run)
+      const forkId = yield* run(Runs.fork(source, {
+        to: "fork",
+        at: 1,
+        runId: "fork-run",
+        edit: { _tag: "Message", message: "Stop here." }
+      }))
+      assert.strictEqual((yield* run(Runs.await(forkId))).state, "Completed")
+      const record = yield* run(Runs.record(forkId))
+      assert.strictEqual(record.header.threadId, "fork")
+      assert.deepStrictEqual(record.header.forkedFrom, { threadId: "src", runId: "src-run", at: 1 })
+      const names = record.entries.flatMap((entry) => entry._tag === "Step" ? [entry.name] : [])
+      assert.includeMembers(names, ["load", "model/0", "tool/call_1", "model/1"])
+      assert.notInclude(names, "model/2")
+      assert.deepInclude(record.entries.find((entry) => entry._tag === "Wait"), { step: 1, decision: { go: true } })
+      assert.deepInclude(record.entries.at(-1), { _tag: "End", outcome: "Completed", text: "stopped", steps: 2 })
+      // the fork's own step has the request it sent, with the edit's message
+      const live = record.entries.find((entry) => entry._tag === "Step" && entry.name === "model/1")
+      assert.include(JSON.stringify(live?._tag === "Step" ? live.sent?.messages : undefined), "Stop here.")
+
+      // its record replays in process: no model or tool call
+      const replayed = yield* replayOn(yield* RunRecord.fromJsonl(RunRecord.toJsonl(record)))
+      const result = Either.getOrThrow(replayed.outcome)
+      assert.strictEqual(result._tag === "Completed" && result.text, "stopped")
+      assert.deepStrictEqual([replayed.modelCalls, replayed.toolCalls], [0, 0])
+
+      // a fork of the fork, by its run id: its steps before 1 served from the fork's record
+      calls.count = 0
+      const requestsBefore = (yield* run(ScriptedModel.requests)).length
+      const againId = yield* run(Runs.fork(forkId, {
+        to: "fork-2",
+        at: 1,
+        edit: { _tag: "Message", message: "Say it again." }
+      }))
+      const again = yield* run(Runs.await(againId))
+      assert.strictEqual(again.state, "Completed")
+      assert.strictEqual(Option.getOrThrow(again.outcome).text, "again")
+      assert.strictEqual((yield* run(ScriptedModel.requests)).length - requestsBefore, 1)
+      assert.strictEqual(calls.count, 0)
+      assert.deepStrictEqual(again.messages.map((message) => message.role), [
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant"
+      ])
+      const second = yield* run(Runs.record(againId))
+      assert.deepStrictEqual(second.header.forkedFrom, { threadId: "fork", runId: forkId, at: 1 })
+    }))
+
   it.scopedLive("a durable fork before the source's wait waits durably itself, and is resumed through the workflow", () =>
     Effect.gen(function*() {
       const { layer } = counted()
@@ -337,7 +548,7 @@ describe.each(engines)("a durable fork (%s engine)", (engine) => {
 })
 
 describe("the record of a cancelled durable run", () => {
-  it.scopedLive("ends at its wait, with no decision and no end; it replays to the wait", () =>
+  it.scopedLive("ends at its wait, with no decision, then a Cancelled end; it replays to the wait", () =>
     Effect.gen(function*() {
       const { layer } = counted()
       const context = yield* stack("memory", script, layer)
@@ -347,7 +558,12 @@ describe("the record of a cancelled durable run", () => {
       yield* run(Runs.cancel(runId))
       assert.strictEqual((yield* run(Runs.status(runId))).state, "Cancelled")
       const record = yield* run(Runs.record(runId))
-      assert.isUndefined(record.entries.find((entry) => entry._tag === "End"))
+      const wait = record.entries.at(-2)
+      assert.isTrue(wait !== undefined && wait._tag === "Wait" && wait.decision === undefined)
+      assert.deepInclude(record.entries.at(-1), { _tag: "End", outcome: "Cancelled", steps: 1 })
+      // a second cancel adds nothing
+      yield* run(Runs.cancel(runId))
+      assert.deepStrictEqual(yield* run(Runs.record(runId)), record)
       const { modelCalls, outcome } = yield* replayOn(record)
       assert.strictEqual(Either.getOrThrow(outcome)._tag, "Interrupted")
       assert.strictEqual(modelCalls, 0)
@@ -358,6 +574,49 @@ describe("the record of a cancelled durable run", () => {
         header: undefined,
         entries: []
       })
+    }))
+})
+
+describe("the record of a durable run cancelled while it works", () => {
+  it.scopedLive("ends Cancelled after the call in flight; its replay stops where the run stopped", () =>
+    Effect.gen(function*() {
+      const inTool = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      // the first add blocks until released: the run is working, not waiting, when cancelled
+      const slow = Calculator.toLayer({
+        add: ({ a, b }) =>
+          Effect.zipRight(
+            Effect.zipRight(Deferred.succeed(inTool, void 0), Deferred.await(release)),
+            Effect.succeed(a + b)
+          )
+      })
+      const context = yield* stack("memory", script, slow, [])
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+      yield* Deferred.await(inTool)
+      const cancelling = yield* Effect.fork(run(Runs.cancel(runId)))
+      // the cancel is requested before the call in flight finishes: the run stops before its next model call
+      yield* Effect.flatMap(RunStore.RunStore, (store) => store.isCancelRequested(runId)).pipe(
+        Effect.provide(context),
+        Effect.repeat({ until: (requested) => requested, schedule: Schedule.spaced("10 millis") })
+      )
+      yield* Deferred.succeed(release, void 0)
+      yield* Fiber.join(cancelling)
+      assert.strictEqual((yield* run(Runs.status(runId))).state, "Cancelled")
+      const record = yield* run(Runs.record(runId))
+      const names = record.entries.flatMap((entry) => entry._tag === "Step" ? [entry.name] : [])
+      assert.includeMembers(names, ["model/0", "tool/call_1"])
+      assert.notInclude(names, "model/1")
+      const ends = record.entries.filter((entry) => entry._tag === "End")
+      assert.strictEqual(ends.length, 1)
+      assert.deepInclude(ends[0], { outcome: "Cancelled", steps: 1 })
+      const replayed = yield* replayOn(record, "You add.", [])
+      assert.deepInclude(Option.getOrThrow(Either.getLeft(replayed.outcome)), {
+        _tag: "ReplayStopped",
+        step: 1,
+        outcome: "Cancelled"
+      })
+      assert.deepStrictEqual([replayed.modelCalls, replayed.toolCalls], [0, 0])
     }))
 })
 

@@ -37,11 +37,16 @@ const lineAfter = (child: Child, prefix: string) =>
 const firstOf = (child: Child, prefixes: ReadonlyArray<string>) =>
   promise(() => child.waitForLine((line) => prefixes.some((prefix) => line.startsWith(prefix)), 90_000))
 
-/** A run started in a process that dies at `crashAt`, in a directory of its own. */
-const crashed = (crashAt: string, effect = "uncertain") =>
+/** A run started in a process that dies at `crashAt`, in a directory of its own (`extra`: more of its environment). */
+const crashed = (crashAt: string, effect = "uncertain", extra: Record<string, string> = {}) =>
   Effect.gen(function*() {
     const directory = yield* tempDirectory("stepwise-ledger-")
-    const env = { DB: path.join(directory, "runs.db"), SIDE: path.join(directory, "side.log"), EFFECT: effect }
+    const env = {
+      DB: path.join(directory, "runs.db"),
+      SIDE: path.join(directory, "side.log"),
+      EFFECT: effect,
+      ...extra
+    }
     const first = yield* spawn({ ...env, START: "run-1", CRASH_AT: crashAt })
     const exit = yield* promise(() => first.exited)
     assert.strictEqual(exit.signal, "SIGKILL")
@@ -172,6 +177,40 @@ describe("the effect ledger across crashes (SQLite, SIGKILL)", () => {
         ) as Done | null
         assert.deepStrictEqual(done?.results, ["sent to ada@example.com"])
         assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
+
+  it.scopedLive(
+    "a subagent's call cut off by a crash: the durable parent waits on the child's typed Uncertain question, the tool not run again",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterStarted", "uncertain", { SUBAGENT: "1" })
+        const attempts = sideLines(env.SIDE)
+        assert.strictEqual(attempts.length, 1)
+        const second = yield* spawn({ ...env, RUN_ID: "run-1" })
+        const waiting = JSON.parse(yield* lineAfter(second, "waiting ")) as {
+          key: string
+          path: ReadonlyArray<{ callId: string; agent: string }>
+          entry: { step: string; effect: string; toolName: string }
+          allowedDecisions: ReadonlyArray<string>
+        }
+        // the question is the child's, under the task call that leads to it
+        assert.deepStrictEqual(waiting.path.map((step) => [step.callId, step.agent]), [["task_1", "mailer"]])
+        assert.strictEqual(waiting.key, "uncertain/tool/call_1")
+        assert.deepStrictEqual(
+          { step: waiting.entry.step, effect: waiting.entry.effect, tool: waiting.entry.toolName },
+          { step: "tool/call_1", effect: "Uncertain", tool: "send_email" }
+        )
+        assert.deepStrictEqual(waiting.allowedDecisions, ["retry", "markDone"])
+        yield* promise(() => second.exited)
+        assert.deepStrictEqual(sideLines(env.SIDE), attempts)
+        // answered through the parent, routed to the child: the child's model reads the given result
+        const third = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "markDone" })
+        const done = JSON.parse(yield* lineAfter(third, "done ")) as Done
+        assert.strictEqual(done.state, "Completed")
+        assert.strictEqual(done.text, "the mailer is done")
+        assert.deepStrictEqual(sideLines(env.SIDE), attempts)
       }),
     timeout
   )

@@ -37,6 +37,8 @@ export interface Observer {
   readonly emit: Emit | undefined
   /** The clock hook timings are read from. */
   readonly clock: Clock.Clock
+  /** Where the run's middleware decisions go besides its events: its journal's witness (a recorder), if any. */
+  readonly decisions: ((decision: Middleware.Decision) => Effect.Effect<void>) | undefined
 }
 
 /** The value of `currentHook` during an observed run, updated in place. */
@@ -67,12 +69,22 @@ export class EventSink extends Context.Reference<EventSink>()("@stepwise-agent/c
   defaultValue: (): Emit | undefined => undefined
 }) {}
 
-/** Files `decision` as a `MiddlewareDecision` event of the running run, when someone watches it. */
+/**
+ * Where the running run's middleware decisions go besides its events: the
+ * `decision` of its journal's witness (a recorder), set by the agent loop for
+ * the whole run (`undefined` when its journal has none).
+ */
+export class DecisionWitness extends Context.Reference<DecisionWitness>()(
+  "@stepwise-agent/core/Middleware/DecisionWitness",
+  { defaultValue: (): ((decision: Middleware.Decision) => Effect.Effect<void>) | undefined => undefined }
+) {}
+
+/** Files `decision` as a `MiddlewareDecision` event of the running run, when someone watches it, and with its witness. */
 export const decided = (decision: Middleware.Decision): Effect.Effect<void> =>
   Effect.flatMap(
-    EventSink,
-    (emit) =>
-      emit === undefined ? Effect.void : Effect.sync(() =>
+    Effect.zip(EventSink, DecisionWitness),
+    ([emit, witness]) => {
+      const emitted = emit === undefined ? Effect.void : Effect.sync(() =>
         emit(AgentEvent.MiddlewareDecision({
           middleware: decision.middleware,
           hook: decision.hook,
@@ -80,6 +92,8 @@ export const decided = (decision: Middleware.Decision): Effect.Effect<void> =>
           data: decision.data
         }))
       )
+      return witness === undefined ? emitted : Effect.zipRight(emitted, witness(decision))
+    }
   )
 
 /**
@@ -94,7 +108,7 @@ export const inHook = <A, E, R>(
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> => {
   const { clock, emit } = observer
-  if (!observer.traced && emit === undefined) return effect
+  if (!observer.traced && emit === undefined && observer.decisions === undefined) return effect
   const located: Effect.Effect<A, E, R> = Effect.withFiberRuntime((fiber) => {
     const current = fiber.getFiberRef(currentHook)
     const started = clock.unsafeCurrentTimeNanos()
@@ -213,14 +227,19 @@ export const traced = <A, E, R>(
 ): Effect.Effect<A, E, R> =>
   observer.traced ? Effect.withSpan(effect, name, { attributes, captureStackTrace: false }) : effect
 
-/** Runs a whole run with a hook cell and, when it has a sink, its events and decisions going to it. */
+/**
+ * Runs a whole run with a hook cell and, when it has a sink, its events and
+ * decisions going to it; its decisions go to its own witness, never to that
+ * of a run it runs inside (a subagent's run in a hook).
+ */
 export const observed = <A, E, R>(
   observer: Observer,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> => {
-  const emit = observer.emit
-  if (emit === undefined && !observer.traced) return effect
-  const located = Effect.locally(effect, currentHook, new HookCell("agent", "run"))
+  const { decisions, emit } = observer
+  const witnessed = Effect.provideService(effect, DecisionWitness, decisions)
+  if (emit === undefined && !observer.traced && decisions === undefined) return witnessed
+  const located = Effect.locally(witnessed, currentHook, new HookCell("agent", "run"))
   return emit === undefined ? located : Effect.provideService(located, EventSink, emit)
 }
 
@@ -231,7 +250,11 @@ export const observed = <A, E, R>(
  */
 export const carried = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<Effect.Effect<A, E, R>> =>
   Effect.withFiberRuntime((fiber) => {
-    const located = Effect.locally(effect, currentHook, fiber.getFiberRef(currentHook))
+    const located = Effect.provideService(
+      Effect.locally(effect, currentHook, fiber.getFiberRef(currentHook)),
+      DecisionWitness,
+      Context.get(fiber.currentContext, DecisionWitness)
+    )
     const emit = Context.get(fiber.currentContext, EventSink)
     return Effect.succeed(emit === undefined ? located : Effect.provideService(located, EventSink, emit))
   })

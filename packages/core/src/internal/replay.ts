@@ -19,6 +19,7 @@ import * as Fork from "../Fork.js"
 import * as RunJournal from "../RunJournal.js"
 import * as RunRecord from "../RunRecord.js"
 import * as Secrets from "../Secrets.js"
+import * as Layered from "./layeredJournal.js"
 import { requestKeeper, same } from "./plainJson.js"
 
 type Field = RunRecord.ReplayDiverged["field"]
@@ -65,7 +66,9 @@ export interface Runs {
  * the fork's own steps (its load, checkpoints, live calls, waits) go through
  * the journal of the caller's context (a durable one journals them), and its
  * load, under the thread's lock, fails with `ForkError` (`ThreadExists`) when
- * the thread is there already.
+ * the thread is there already. Under a recording journal, the recorder
+ * records the replay's own journal (every step, served or live) and the
+ * live steps go to the journal it records.
  */
 export const replay = (
   record: RunRecord.RunRecord,
@@ -80,10 +83,13 @@ export const replay = (
 const replayWith = (
   record: RunRecord.RunRecord,
   runs: Runs,
-  outer: RunJournal.Service,
+  context: RunJournal.Service,
   live: (Live & { readonly threadId: string }) | undefined
 ): Run =>
   Effect.suspend(() => {
+    // a recorder in the context records this replay's journal; the live steps go to the journal it records
+    const layers = Layered.layersOf(context)
+    const outer = layers?.under ?? context
     if ((record.header.version as number) !== RunRecord.version) {
       return Effect.fail(
         new RunRecord.RunRecordError({
@@ -116,12 +122,25 @@ const replayWith = (
     // what the replay compares: as it is first, then (where it differs) scrubbed as recorded
     const plain = requestKeeper(false)
     const scrubbed = requestKeeper(true)
-    let diverged: RunRecord.ReplayDiverged | undefined
+    let diverged: RunRecord.ReplayDiverged | RunRecord.ReplayStopped | undefined
     let currentStep = 0
     // the model steps taken so far; from `live.at` on, a fork runs live
     let taken = 0
     const isLive = () => live !== undefined && taken > live.at
+    // how the recorded run ended: one that failed or was cancelled has no steps past where it stopped
+    let end: RunRecord.End | undefined
+    for (const entry of record.entries) if (entry._tag === "End") end = entry
+    const stoppedAs = end?.outcome === "Failed" || end?.outcome === "Cancelled" ? end : undefined
     const diverge = (step: number, field: Field, recorded: unknown, actual: unknown, index?: number) => {
+      if (field === "steps" && recorded === undefined && stoppedAs !== undefined) {
+        // the replay asks for a step the record lacks: where the recorded run stopped
+        diverged ??= new RunRecord.ReplayStopped({
+          step,
+          outcome: stoppedAs.outcome as "Failed" | "Cancelled",
+          ...(stoppedAs.error === undefined ? {} : { error: stoppedAs.error })
+        })
+        return Effect.fail(diverged) as Effect.Effect<never, any>
+      }
       diverged ??= new RunRecord.ReplayDiverged({
         step,
         field,
@@ -150,7 +169,7 @@ const replayWith = (
 
     // a fork's own steps go through the journal of its context
     const own = <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>) => outer.step(key, effect)
-    const journal = RunJournal.RunJournal.of({
+    const replaying = RunJournal.RunJournal.of({
       durable: live === undefined ? false : outer.durable,
       // a recorded decision is given again; a fork waits in its own journal for one the record lacks
       await: (interrupt) =>
@@ -268,6 +287,7 @@ const replayWith = (
       }
     })
 
+    const journal = layers === undefined ? replaying : layers.over(replaying)
     const input = Effect.catchTag(
       Schema.decodeUnknown(Schema.Array(Prompt.Message))(record.header.input),
       "ParseError",
@@ -295,10 +315,9 @@ const replayWith = (
             return diverge(stepOf.get(name)!, "steps", name, undefined)
           }
         }
-        // the outcome: how the run ended, its model steps and its text (scrubbed as recorded)
-        let end: RunRecord.End | undefined
-        for (const entry of record.entries) if (entry._tag === "End") end = entry
-        if (end !== undefined) {
+        // the outcome: how the run ended, its model steps and its text (scrubbed as recorded); a run cancelled
+        // while it waited ends the replay at its wait
+        if (end !== undefined && !(end.outcome === "Cancelled" && exit.value._tag === "Interrupted")) {
           const result = exit.value
           const actual = {
             outcome: result._tag,

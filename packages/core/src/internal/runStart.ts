@@ -124,6 +124,7 @@ export const make = (
         traced: yield* isTraced,
         emit,
         clock: yield* Effect.clock,
+        decisions: journaled.journal.witness?.decision,
         journal: journaled.journal,
         keys: journaled.keys,
         interruptKeys: new Set(),

@@ -32,12 +32,17 @@ export class StepKeys {
     return Model({ step })
   }
 
-  /** The step of the next call with the id of `call`, with its ledger entry when `tool` is not read-only. */
+  /**
+   * The step of the next call with the id of `call`, with its ledger entry when `tool` is not read-only, and
+   * the tool's undo when it is compensatable.
+   */
   tool(call: Prompt.ToolCallPart, tool: AiTool.Any | undefined, threadId: string): StepKey.Tool {
     const occurrence = (this.calls.get(call.id) ?? 0) + 1
     this.calls.set(call.id, occurrence)
     const key = Tool({ call, occurrence })
     const ledger = ToolEffect.entry({ call, tool, threadId, step: stepName(key) })
-    return ledger === undefined ? key : Tool({ call, occurrence, ledger })
+    if (ledger === undefined) return key
+    const declared = tool === undefined ? undefined : ToolEffect.of(tool)
+    return Tool({ call, occurrence, ledger, undo: declared?._tag === "Compensatable" ? declared.undo : undefined })
   }
 }

@@ -34,6 +34,10 @@ export const forkOf = (fork: typeof ForkPayload.Type, to: string) =>
     } satisfies Fork.Options<never>
   }))
 
+/** What a fork's record says it forked (`RunRecord.Header.forkedFrom`); nothing for a run that is no fork. */
+export const forkedFrom = (fork: typeof ForkPayload.Type | undefined): RunRecord.Header["forkedFrom"] =>
+  fork?.from === undefined ? undefined : { ...fork.from, at: fork.at }
+
 /** The messages of a `Message` edit; none, or input that is no prompt, is `InvalidInput` (the run checks the rest). */
 const messagesOf = (input: Prompt.RawInput) =>
   Effect.try({
@@ -47,17 +51,21 @@ const messagesOf = (input: Prompt.RawInput) =>
   )
 
 /**
- * Checks the fork of `record` with `options` and starts its run (`runId`)
- * on the engine. A retried fork, whose run `runId` of the thread `to` is
- * registered and its thread written, gives the run's id again.
+ * Checks the fork of `record` (of the run `sourceRunId`, when forked by its
+ * id) with `options` and starts its run (`runId`) on the engine. A retried
+ * fork, whose run `runId` of the thread `to` is registered and its thread
+ * written, gives the run's id again.
  */
 export const startFork = (
   workflow: Workflow.Workflow<string, typeof Payload, any, any>,
   name: string,
   ownsThread: boolean,
-  record: RunRecord.RunRecord,
-  options: ForkOptions,
-  runId: string
+  { options, record, runId, sourceRunId }: {
+    readonly record: RunRecord.RunRecord
+    readonly options: ForkOptions
+    readonly runId: string
+    readonly sourceRunId: string | undefined
+  }
 ) =>
   Effect.gen(function*() {
     if ((record.header.version as number) !== RunRecord.version) {
@@ -96,6 +104,7 @@ export const startFork = (
       input: [],
       fork: {
         record: RunRecord.toJsonl(record),
+        from: { threadId: record.header.threadId, ...(sourceRunId === undefined ? {} : { runId: sourceRunId }) },
         at: options.at,
         edit: message !== undefined
           ? { _tag: "Message", messages: message }

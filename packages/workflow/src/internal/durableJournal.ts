@@ -175,9 +175,23 @@ export const makeJournal = (options: Options, runId: string, store: RunStoreOfRu
       cancelled,
       (yes): Effect.Effect<A, E | RunCancelled, R> => yes ? Effect.fail(new RunCancelled({ runId })) : call
     )
-  // a tool call whose tool has an undo gets it as its compensation: when the run fails, unless the call failed
+  // a tool call whose tool has an undo gets it as its compensation: when the run fails, unless the call failed.
+  // The workflow's `undo` for the tool, else the tool's own (`ToolEffect.compensatable`), whose failure is logged:
+  // a compensation runs as the run fails, and the other calls are still undone
+  const undoOf = <A>(step: RunJournal.StepKey.Tool<A>) => {
+    const declared = step.undo
+    const entry = step.ledger
+    return options.undo?.[step.call.name] ?? (declared === undefined || entry === undefined
+      ? undefined
+      : (call: Prompt.ToolCallPart) =>
+        declared(call.params, entry).pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.logError(`the undo of "${call.name}" (${entry.step}) failed`, Secrets.scrubCause(cause))
+          )
+        ))
+  }
   const compensated = <A, E, R>(step: RunJournal.StepKey.Tool<A>, activity: Effect.Effect<A, E, R>) => {
-    const undo = options.undo?.[step.call.name]
+    const undo = undoOf(step)
     return undo === undefined ? activity : Workflow.withCompensation(activity, (value) => {
       const result = step.result.from(value)
       return result.isFailure ? Effect.void : undo(step.call, result)

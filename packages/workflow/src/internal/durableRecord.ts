@@ -6,15 +6,36 @@
  * in the same order, so an entry already stored is not written again (it
  * keeps the request and timing of the execution that ran the step); a wait's
  * entry is written again once it has its decision.
+ *
+ * A middleware decision is reported again by each execution that runs its
+ * hook, but one reported inside a step (a `wrapModelCall` or `wrapToolCall`
+ * hook) only by the execution that ran the step, not by those that replay it
+ * from the journal. So the entries that are no decision (steps, waits, the
+ * end) take every `stride`-th slot, whatever the decisions before them, and
+ * the decisions after an entry the slots up to the next one: the decisions
+ * every execution reports come first there and keep their slots, and those of
+ * a step come last, before its entry.
  */
 import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import type * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as RunRecord from "@stepwise-agent/core/RunRecord"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+// the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
+import { AgentRunFailed, OtherError, RunCancelled } from "../AgentWorkflow.js"
 import * as RecordStore from "../RecordStore.js"
+
+/**
+ * The slots of the store from one entry that is no decision to the next: the
+ * decisions reported between them take the slots between (past
+ * `stride - 1` of them, the last slot keeps the first that took it). Small
+ * enough for a 32-bit slot column to hold two million entries.
+ */
+const stride = 1024
 
 /** Whether the stored line is a wait's entry that has its decision. */
 const decided = (line: string): boolean => {
@@ -38,17 +59,47 @@ const startOf = (header: string): number | undefined => {
   }
 }
 
+const decodeEntry = Schema.decodeUnknownOption(Schema.parseJson(RunRecord.Entry))
+
+/** The stored lines that read as entries, in slot order. */
+const entriesOf = (lines: Iterable<readonly [number, string]>): ReadonlyArray<RunRecord.Entry> =>
+  [...lines].sort(([a], [b]) => a - b).flatMap(([, line]) => Option.toArray(decodeEntry(line)))
+
+/** What a run failed with, for its record: the error a journaled failure (`AgentRunFailed`) keeps. */
+const failureOf = (error: unknown): unknown => {
+  if (!(error instanceof AgentRunFailed)) return error
+  const kept: unknown = error.error
+  const tag = kept instanceof OtherError
+    ? kept.tag
+    : Predicate.hasProperty(kept, "_tag") && typeof kept._tag === "string"
+    ? kept._tag
+    : error._tag
+  return { _tag: tag, message: error.description }
+}
+
 /**
  * The journal of the run `runId` of `threadId`, recording into the context's
- * `RecordStore` (`journal` itself when there is none, or when not `enabled`),
- * and `end`, which records how the run ended. A store that fails fails the
- * run (a defect): a record with a hole would replay wrong.
+ * `RecordStore` (`journal` itself when there is none), with `end`, which
+ * records how the run ended, and `stopped`, which records its failure (a
+ * cancel that stopped it working, as cancelled). A store that fails fails the
+ * run (a defect): a record with a hole would replay wrong. A durable fork's
+ * record says what it forked (`forkedFrom`): its first entries are the steps
+ * it served from that record.
  */
-export const recorder = (runId: string, threadId: string, journal: RunJournal.Service, enabled: boolean) =>
+export const recorder = (
+  runId: string,
+  threadId: string,
+  journal: RunJournal.Service,
+  forkedFrom: RunRecord.Header["forkedFrom"]
+) =>
   Effect.gen(function*() {
-    const found = enabled ? yield* Effect.serviceOption(RecordStore.RecordStore) : Option.none()
+    const found = yield* Effect.serviceOption(RecordStore.RecordStore)
     if (Option.isNone(found)) {
-      return { journal, end: (_: AgentResult.AgentResult<any>) => Effect.void }
+      return {
+        journal,
+        end: (_: AgentResult.AgentResult<any>) => Effect.void,
+        stopped: (_: Cause.Cause<unknown>) => Effect.void
+      }
     }
     const store = found.value
     const stored = yield* Effect.orDie(store.read(runId))
@@ -56,26 +107,82 @@ export const recorder = (runId: string, threadId: string, journal: RunJournal.Se
     const startedAt = (stored.header === undefined ? undefined : startOf(stored.header)) ??
       (yield* Clock.currentTimeMillis)
     let header = stored.header
+    // the store's slot of each of this execution's entries, by the recorder's slot
+    const slots = new Map<number, number>()
+    let entries = 0
+    let decisionsSince = 0
+    const slotOf = (slot: number, entry: RunRecord.Entry): number => {
+      const given = slots.get(slot)
+      if (given !== undefined) return given
+      if (entry._tag === "Decision") {
+        decisionsSince = Math.min(decisionsSince + 1, stride - 1)
+      } else {
+        entries++
+        decisionsSince = 0
+      }
+      const at = entries * stride + decisionsSince
+      slots.set(slot, at)
+      return at
+    }
     const { add, journal: recording } = RunRecord.recording(journal, {
       put: (slot, entry) =>
         Effect.suspend(() => {
-          const before = known.get(slot)
+          const at = slotOf(slot, entry)
+          const before = known.get(at)
           const newer = entry._tag === "Wait" && entry.decision !== undefined
           if (before !== undefined && !(newer && !decided(before))) return Effect.void
           const line = JSON.stringify(entry)
-          known.set(slot, line)
-          return Effect.orDie(store.put(runId, slot, line))
+          known.set(at, line)
+          return Effect.orDie(store.put(runId, at, line))
         }),
       input: (input) =>
         Effect.suspend(() => {
           if (header !== undefined) return Effect.void
-          header = JSON.stringify(RunRecord.Header.make({ version: RunRecord.version, threadId, startedAt, input }))
+          header = JSON.stringify(
+            RunRecord.Header.make({
+              version: RunRecord.version,
+              threadId,
+              startedAt,
+              input,
+              ...(forkedFrom === undefined ? {} : { forkedFrom })
+            })
+          )
           return Effect.orDie(store.put(runId, -1, header))
         })
     })
+    const duration = Effect.map(Clock.currentTimeMillis, (now) => now - startedAt)
     const end = (result: AgentResult.AgentResult<any>) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => add(RunRecord.endOf(result, now - startedAt)))
-    return { journal: recording, end }
+      Effect.flatMap(duration, (millis) => add(RunRecord.endOf(result, millis)))
+    const stopped = (cause: Cause.Cause<unknown>) => {
+      // a run that suspends to wait, or is interrupted (a cancel while it waits: `cancel` records that), goes on
+      if (Cause.isInterruptedOnly(cause)) return Effect.void
+      const error = Cause.squash(cause)
+      return Effect.flatMap(duration, (millis) =>
+        add(RunRecord.stoppedEnd(
+          entriesOf(known),
+          error instanceof RunCancelled ? { outcome: "Cancelled" } : { outcome: "Failed", error: failureOf(error) },
+          millis
+        )))
+    }
+    return { journal: recording, end, stopped }
+  })
+
+/**
+ * Records that the run `runId` was cancelled, once it has stopped: its
+ * record (when it has one, and no end yet) ends `Cancelled`.
+ */
+export const recordCancelled = (runId: string) =>
+  Effect.gen(function*() {
+    const found = yield* Effect.serviceOption(RecordStore.RecordStore)
+    if (Option.isNone(found)) return
+    const stored = yield* Effect.orDie(found.value.read(runId))
+    if (stored.header === undefined) return
+    const entries = entriesOf(stored.entries)
+    if (entries.some((entry) => entry._tag === "End")) return
+    const last = stored.entries.reduce((max, [slot]) => Math.max(max, slot), 0)
+    const now = yield* Clock.currentTimeMillis
+    const end = RunRecord.stoppedEnd(entries, { outcome: "Cancelled" }, now - (startOf(stored.header) ?? now))
+    yield* Effect.orDie(found.value.put(runId, (Math.floor(last / stride) + 1) * stride, JSON.stringify(end)))
   })
 
 /** The stored record of the run `runId`, read as a `RunRecord` (a line that does not read fails with `RunRecordError`). */

@@ -50,9 +50,9 @@ import * as Authorizer from "../Authorizer.js"
 import * as RecordStore from "../RecordStore.js"
 import * as RunStore from "../RunStore.js"
 import { clearJournal, executionExists } from "./clusterStorage.js"
-import { forkOf, startFork } from "./durableFork.js"
+import { forkedFrom, forkOf, startFork } from "./durableFork.js"
 import { asRunFailure, inActivity, makeJournal } from "./durableJournal.js"
-import { readRecord, recorder } from "./durableRecord.js"
+import { readRecord, recordCancelled, recorder } from "./durableRecord.js"
 import { checkSend, decodeStored } from "./send.js"
 import { isParseError, stateOf } from "./status.js"
 
@@ -119,13 +119,14 @@ export const make = (options: Options): AgentWorkflow => {
           Effect.flatMap(Effect.orDie(store.claimSteered(payload.threadId, payload.runId, look)), decodeStored),
         markStarted: (step) => Effect.orDie(store.markStarted(payload.runId, step))
       })
-      // a fork replays its source's record first: it is not recorded
-      const recorded = yield* recorder(payload.runId, payload.threadId, journal, payload.fork === undefined)
+      // a fork's record holds the steps it serves from its source's record, then its own
+      const recorded = yield* recorder(payload.runId, payload.threadId, journal, forkedFrom(payload.fork))
       const run: Effect.Effect<AgentResult.AgentResult<any, any, any>, unknown> = payload.fork === undefined
         ? loop.run(Prompt.fromMessages(payload.input), { threadId: payload.threadId })
         : Effect.flatMap(forkOf(payload.fork, payload.threadId), (fork) => loop.fork(fork.record, fork.options))
       const exit = yield* run.pipe(
         Effect.tap(recorded.end),
+        Effect.tapErrorCause(recorded.stopped),
         Effect.provideService(RunJournal.RunJournal, recorded.journal),
         // the checkpoints saved after the last activity are written before the run ends, failing or not
         Effect.zipLeft(flush),
@@ -455,6 +456,7 @@ export const make = (options: Options): AgentWorkflow => {
     yield* workflow.poll(record.executionId).pipe(
       Effect.repeat({ schedule: Schedule.spaced("50 millis"), until: (polled) => polled?._tag === "Complete" })
     )
+    yield* recordCancelled(runId)
     // the run that owned the wait has ended: give it up as its owner
     yield* (yield* Agent.Agent).discardPending(record.threadId, "the run was cancelled").pipe(
       Effect.provideService(RunJournal.DurableOwner, true),
@@ -544,7 +546,12 @@ export const make = (options: Options): AgentWorkflow => {
   const fork = Effect.fn("AgentWorkflow.fork")(
     function*(source: string | RunRecord.RunRecord, forkOptions: ForkOptions) {
       const from = typeof source === "string" ? yield* record(source) : source
-      return yield* startFork(workflow, name, steering, from, forkOptions, forkOptions.runId ?? (yield* newRunId))
+      return yield* startFork(workflow, name, steering, {
+        record: from,
+        options: forkOptions,
+        runId: forkOptions.runId ?? (yield* newRunId),
+        sourceRunId: typeof source === "string" ? source : undefined
+      })
     }
   ) as AgentWorkflow["fork"]
 

@@ -14,13 +14,18 @@
  * - HANG=1: the tool prints `tool running`, then blocks (the test SIGKILLs
  *   the process from outside).
  * - DECIDE=retry|markDone|compensate|wrongStep: answers the Uncertain question.
+ * - SUBAGENT=1: `send_email` is the tool of a child agent ("mailer", with
+ *   `ToolEffect.middleware()`) that the durable agent delegates to with
+ *   `SubAgents`: the question is the child's, and the parent waits on it.
  *
  * Prints `waiting <request json>` when the run waits on the question,
  * `error <tag>` when a decision is refused, and `done <json>` at the end.
  */
 import { Tool, Toolkit } from "@effect/ai"
+import { LanguageModel } from "@effect/ai"
 import { NodeRuntime } from "@effect/platform-node"
 import { Agent, ToolContext, ToolEffect } from "@stepwise-agent/core"
+import { SubAgents } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
@@ -72,9 +77,25 @@ const answer: ScriptedModel.Turn = (request) => {
 
 export const Runs = AgentWorkflow.make({ name: "ledger-agent", version: 1 })
 
-const AgentLive = Agent.layer({ toolkit: Tools, middleware: [ToolEffect.middleware()] }).pipe(
-  Layer.provide(Layer.mergeAll(ScriptedModel.layer(Array.from({ length: 10 }, () => answer)), ToolsLive))
-)
+/** Delegates the email to the mailer once, then answers with what it said. */
+const lead: ScriptedModel.Turn = (request) =>
+  request.prompt.content.some((message) => message.role === "tool")
+    ? ScriptedModel.text("the mailer is done")
+    : ScriptedModel.toolCalls([{ name: "task", params: { agent: "mailer", task: "Email Ada" }, id: "task_1" }])
+
+const AgentLive = env("SUBAGENT") !== "1"
+  ? Agent.layer({ toolkit: Tools, middleware: [ToolEffect.middleware()] }).pipe(
+    Layer.provide(Layer.mergeAll(ScriptedModel.layer(Array.from({ length: 10 }, () => answer)), ToolsLive))
+  )
+  : Layer.unwrapEffect(Effect.gen(function*() {
+    const { model } = yield* ScriptedModel.make(Array.from({ length: 10 }, () => answer))
+    const mailer = yield* Agent.make({ toolkit: Tools, middleware: [ToolEffect.middleware()] }).pipe(
+      Effect.provideService(LanguageModel.LanguageModel, model)
+    )
+    return Agent.layer({
+      middleware: [SubAgents.middleware({ agents: { mailer: { description: "Sends emails", agent: mailer } } })]
+    }).pipe(Layer.provide(ScriptedModel.layer(Array.from({ length: 10 }, () => lead))))
+  })).pipe(Layer.provide(ToolsLive))
 
 /** Kills this process at `CRASH_AT`, once the call gets there. */
 const CrashLive = Layer.succeed(
@@ -116,11 +137,14 @@ const runner = Effect.gen(function*() {
   while (true) {
     const status = yield* Runs.status(runId)
     if (status.state === "Waiting" && Option.isSome(status.pending) && !decided) {
-      const request = Schema.decodeUnknownSync(ToolEffect.UncertainRequest)(status.pending.value.value)
-      console.log(`waiting ${JSON.stringify({ key: status.pending.value.key, ...request })}`)
+      // the question itself, or the one a child waits on (SUBAGENT)
+      const [leaf] = SubAgents.leaves(status.pending.value)
+      const request = Schema.decodeUnknownSync(ToolEffect.UncertainRequest)(leaf!.interrupt.value)
+      console.log(`waiting ${JSON.stringify({ key: leaf!.interrupt.key, path: leaf!.path, ...request })}`)
       if (env("DECIDE") === "") return
       decided = true
-      const refused = yield* Runs.resume(runId, decisionOf(request), { principal: "tester" }).pipe(
+      const decision = SubAgents.decide(status.pending.value, () => decisionOf(request))
+      const refused = yield* Runs.resume(runId, decision as ToolEffect.UncertainDecision, { principal: "tester" }).pipe(
         Effect.as(undefined),
         Effect.catchAll((error) => Effect.succeed(error))
       )
