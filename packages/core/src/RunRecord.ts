@@ -27,9 +27,9 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
@@ -408,6 +408,9 @@ export interface Sink {
   readonly input: (messages: Header["input"]) => Effect.Effect<void>
 }
 
+/** How many recordings this process made: each names the service of its steps' decisions after its number. */
+let recordings = 0
+
 /**
  * A journal that records a run: each step goes through `journal` as it
  * would, and is put in `sink` with its result (encoded with its key's
@@ -447,8 +450,9 @@ export const recording = (
   let slots = 0
   const add = (entry: Entry) => Effect.suspend(() => sink.put(slots++, entry))
   // the decisions reported inside a step that runs, kept to be put just before the step's own entry: in the order
-  // the steps end, whatever ran at once (parallel tool calls)
-  const inStep = FiberRef.unsafeMake<Array<Decision> | undefined>(undefined)
+  // the steps end, whatever ran at once (parallel tool calls); a service of this recording's own (a recording
+  // nested in another one has its own)
+  const inStep = Context.GenericTag<Array<Decision>>(`@stepwise-agent/core/RunRecord/inStep/${recordings++}`)
   /** The recording journal over `under`: every step, wait and witnessed value of `under` is kept. */
   const over = (under: RunJournal.Service) =>
     RunJournal.RunJournal.of({
@@ -478,7 +482,7 @@ export const recording = (
         const timed = Effect.flatMap(
           Clock.currentTimeMillis,
           (startedAt) =>
-            Effect.tap(Effect.locally(effect, inStep, decisions), () =>
+            Effect.tap(Effect.provideService(effect, inStep, decisions), () =>
               Effect.map(Clock.currentTimeMillis, (ended) => {
                 timings.set(name, { startedAt, durationMillis: ended - startedAt })
               }))
@@ -527,7 +531,7 @@ export const recording = (
             })),
         // in the run's order, as reported (not as a stream reads its events); inside a step, just before it
         decision: (decision) =>
-          Effect.flatMap(FiberRef.get(inStep), (step) => {
+          Effect.flatMap(Effect.serviceOption(inStep), (step) => {
             const entry = Decision.make({
               middleware: decision.middleware,
               hook: decision.hook,
@@ -535,7 +539,7 @@ export const recording = (
               data: kept(decision.data)
             })
             return Effect.zipRight(
-              step === undefined ? add(entry) : Effect.sync(() => void step.push(entry)),
+              Option.isNone(step) ? add(entry) : Effect.sync(() => void step.value.push(entry)),
               under.witness?.decision?.(decision) ?? Effect.void
             )
           })
