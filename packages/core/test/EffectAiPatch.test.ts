@@ -366,6 +366,22 @@ describe("the patched part and message constructors", () => {
     }
   )
 
+  it("keep an own `__proto__` key an own key, as a spread does, and never take it for the prototype", () => {
+    // what a decoded JSON object may hold
+    const given = JSON.parse(`{"__proto__": {"polluted": true}, "text": "a"}`)
+    for (
+      const built of [
+        Prompt.makePart("text", given),
+        Prompt.makeMessage("user", given),
+        Response.makePart("text", given)
+      ] as ReadonlyArray<object>
+    ) {
+      assert.isTrue(Object.hasOwn(built, "__proto__"))
+      assert.strictEqual(Object.getPrototypeOf(built), Object.prototype)
+      assert.isUndefined((built as { readonly polluted?: unknown }).polluted)
+    }
+  })
+
   it("are patched (no object spread)", () => {
     for (const build of ["esm", "cjs"]) {
       for (const file of ["Prompt.js", "Response.js"]) {
