@@ -487,7 +487,9 @@ export const recording = (
                 timings.set(name, { startedAt, durationMillis: ended - startedAt })
               }))
         )
-        const decided = Effect.suspend(() => Effect.forEach(decisions.splice(0), add, { discard: true }))
+        const decided = Effect.suspend(() =>
+          Effect.forEach(decisions.splice(0), add, { discard: true })
+        )
         return under.step(key, timed).pipe(
           Effect.tap((value) =>
             Effect.flatMap(Clock.currentTimeMillis, (now) => {
