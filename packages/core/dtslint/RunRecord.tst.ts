@@ -14,11 +14,16 @@ declare const agent: Agent.Service<Slice, Oops, { readonly n: number }, Wait.Any
 declare const record: RunRecord.RunRecord
 
 describe("Agent.replay", () => {
-  test("gives the agent's result and fails with a divergence, a record error or a run error", () => {
+  test("gives the agent's result and fails with a divergence, a stop, a record error or a run error", () => {
     expect(agent.replay(record)).type.toBe<
       Effect.Effect<
         AgentResult.AgentResult<Slice, { readonly n: number }, Wait.Any>,
-        Oops | AgentError.AgentError | AiError.AiError | RunRecord.ReplayDiverged | RunRecord.RunRecordError
+        | Oops
+        | AgentError.AgentError
+        | AiError.AiError
+        | RunRecord.ReplayDiverged
+        | RunRecord.ReplayStopped
+        | RunRecord.RunRecordError
       >
     >()
   })
