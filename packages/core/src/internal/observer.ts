@@ -237,7 +237,13 @@ export const observed = <A, E, R>(
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> => {
   const { decisions, emit } = observer
-  const witnessed = Effect.provideService(effect, DecisionWitness, decisions)
+  // (a run without a witness provides none unless it runs inside one that has: a provide costs ~20 operations)
+  const witnessed = decisions !== undefined
+    ? Effect.provideService(effect, DecisionWitness, decisions)
+    : Effect.flatMap(
+      DecisionWitness,
+      (outer) => outer === undefined ? effect : Effect.provideService(effect, DecisionWitness, undefined)
+    )
   if (emit === undefined && !observer.traced && decisions === undefined) return witnessed
   const located = Effect.locally(witnessed, currentHook, new HookCell("agent", "run"))
   return emit === undefined ? located : Effect.provideService(located, EventSink, emit)
