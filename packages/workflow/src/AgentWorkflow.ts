@@ -723,7 +723,7 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
    * each middleware decision, and its end: completed, or failed (with the
    * error) or cancelled. Of a finished run, or one that waits. A fork's
    * record (`forkedFrom` in its header) starts with the steps it served
-   * from the record it forked, so it replays and forks as any other. Replay
+   * from the record it forked, so it replays and forks like every other record. Replay
    * it in process with `agent.replay(record)`: no model or tool is called.
    */
   readonly record: (runId: string) => Effect.Effect<
@@ -741,7 +741,7 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
    * result), into a new durable run on the new thread `options.to`: the
    * steps before `at` are served from the record (no model or tool call),
    * then the run goes on live on the engine, journaled like every other run (it
-   * survives a crash, waits durably) and recorded as any other (with the
+   * survives a crash, waits durably) and recorded like every other run (with the
    * steps it served first). The source run, its thread and its journal are
    * only read. A step the record does not have, an edit that
    * does not apply or a target thread that exists fail with `ForkError`,
