@@ -9,7 +9,9 @@ import * as RecordStore from "@stepwise-agent/workflow/RecordStore"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Deferred, Effect, Either, FastCheck, Fiber, Layer, Option, Schedule, Schema } from "effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import { tempDirectory } from "./support/databases.js"
 
 const Runs = AgentWorkflow.make({ name: "durable-record", version: 1 })
@@ -282,6 +284,49 @@ const scripts = FastCheck.array(
   ),
   ScriptedModel.text("done")
 ])
+
+/**
+ * `golden/record-v1.rows.json`: the stored rows (slot, line; the header at -1) of the run "src-run" of `script` with
+ * `audit` and `confirming(1)`, waiting at step 1, as the recorder of the previous version wrote them (slots 0, 1,
+ * 2, … in the run's order, no middleware decisions).
+ */
+const legacyRows: ReadonlyArray<readonly [number, string]> = JSON.parse(
+  fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), "golden", "record-v1.rows.json"), "utf8")
+)
+
+describe.each(engines)("a record stored in the previous slot numbering (%s engine)", (engine) => {
+  it.scopedLive("record-v1.rows.json reads as it was stored, and its run goes on in that numbering: each step once, in order, replayable", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = counted()
+      const context = yield* stack(engine, script, layer, [audit, confirming(1)])
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const store = yield* run(RecordStore.RecordStore)
+      yield* Effect.forEach(legacyRows, ([slot, line]) => store.put("src-run", slot, line), { discard: true })
+      const stored = yield* RunRecord.fromJsonl(legacyRows.map(([, line]) => line).join("\n"))
+      // the run was waiting when the upgrade came: it executes again up to its wait, and stores nothing new
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?", runId: "src-run" }))
+      assert.strictEqual((yield* run(Runs.await(runId, { untilWaiting: true }))).state, "Waiting")
+      assert.deepStrictEqual(yield* run(Runs.record(runId)), stored)
+      // then it goes on: each step once, in the run's order, the wait with its decision, the end
+      yield* run(Runs.resume(runId, { go: true }, { principal: "alice" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      const record = yield* run(Runs.record(runId))
+      const names = record.entries.flatMap((entry) => entry._tag === "Step" ? [entry.name] : [])
+      assert.deepStrictEqual(
+        names.filter((name) => name.startsWith("model/") || name.startsWith("tool/")),
+        ["model/0", "tool/call_1", "model/1", "tool/call_2", "model/2"]
+      )
+      assert.strictEqual(new Set(names).size, names.length, names.join(", "))
+      assert.deepStrictEqual(record.entries.slice(0, stored.entries.length - 1), stored.entries.slice(0, -1))
+      assert.deepInclude(record.entries.find((entry) => entry._tag === "Wait"), { step: 1, decision: { go: true } })
+      assert.deepInclude(record.entries.at(-1), { _tag: "End", outcome: "Completed", text: "12", steps: 3 })
+      assert.strictEqual(calls.count, 2)
+      // and it replays in process with no model or tool call
+      const { modelCalls, outcome, toolCalls } = yield* replayOn(record, "You add.", [audit, confirming(1)])
+      assert.strictEqual(Either.getOrThrow(outcome)._tag, "Completed")
+      assert.deepStrictEqual([modelCalls, toolCalls], [0, 0])
+    }))
+})
 
 describe("a durable record and an in-process one", () => {
   it.live.prop(
