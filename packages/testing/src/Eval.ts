@@ -54,9 +54,9 @@ import * as ScriptedModel from "./ScriptedModel.js"
  * - `decide`: when the run stops at an interrupt (an approval), the decision
  *   to resume it with (or an `Effect` of it); without it an interrupted run
  *   ends there;
- * - `record`: a recorded run to replay instead (`agent.replay`): no model
- *   or tool is called, the run's tool calls and usage are the recorded
- *   ones, and it has no events (see {@link fromRecord});
+ * - `record`: a recorded run to replay instead (`agent.replayStream`): no
+ *   model or tool is called, and the run has the events a live run of the
+ *   record emits (see {@link fromRecord}); `input` is then unused;
  * - `assertions`: checks of this case only, after the suite's.
  *
  * @since 0.1.0
@@ -422,7 +422,9 @@ const replyParts = (reply: NonNullable<RunRecord.Step["reply"]>): ReadonlyArray<
  * first request that differs from the recorded one (the prompt, the
  * messages, the tools offered) fails the case's {@link replaysAsRecorded}
  * assertion with the step and the field. The other assertions check the
- * replayed run: its result, and its tool calls and usage as recorded.
+ * replayed run as a live one: its events are those a live run of the
+ * record emits (the recorded replies, tool calls and results, middleware
+ * decisions), up to where a replay that diverged stopped.
  *
  * @example
  * ```ts

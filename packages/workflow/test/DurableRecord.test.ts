@@ -326,6 +326,21 @@ describe.each(engines)("a record stored in the previous slot numbering (%s engin
       assert.strictEqual(Either.getOrThrow(outcome)._tag, "Completed")
       assert.deepStrictEqual([modelCalls, toolCalls], [0, 0])
     }))
+
+  it.scopedLive("a run waiting in the previous numbering, cancelled, ends Cancelled after its wait, each entry once", () =>
+    Effect.gen(function*() {
+      const context = yield* stack(engine, script, counted().layer, [audit, confirming(1)])
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const store = yield* run(RecordStore.RecordStore)
+      yield* Effect.forEach(legacyRows, ([slot, line]) => store.put("src-run", slot, line), { discard: true })
+      const stored = yield* RunRecord.fromJsonl(legacyRows.map(([, line]) => line).join("\n"))
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?", runId: "src-run" }))
+      yield* run(Runs.await(runId, { untilWaiting: true }))
+      yield* run(Runs.cancel(runId))
+      const record = yield* run(Runs.record(runId))
+      assert.deepStrictEqual(record.entries.slice(0, -1), stored.entries)
+      assert.deepInclude(record.entries.at(-1), { _tag: "End", outcome: "Cancelled", steps: 1 })
+    }))
 })
 
 describe("a durable record and an in-process one", () => {
