@@ -489,8 +489,10 @@ export const recording = (
                 timings.set(name, { startedAt, durationMillis: ended - startedAt })
               }))
         )
+        const putInStep = (decision: Decision) =>
+          add({ ...decision, inStep: name })
         const decided = Effect.suspend(() =>
-          Effect.forEach(decisions.splice(0), (decision) => add({ ...decision, inStep: name }), { discard: true })
+          Effect.forEach(decisions.splice(0), putInStep, { discard: true })
         )
         return under.step(key, timed).pipe(
           Effect.tap((value) =>

@@ -154,7 +154,21 @@ describe("Eval: every assertion reads a recorded case as it reads a scripted one
       assert.deepStrictEqual(verdicts(replayed), verdicts(scripted))
       // the failing ones fail for the run's reasons, not vacuously
       assert.deepStrictEqual(verdicts(replayed).map((verdict) => verdict.passes), [
-        1, 0, 1, 1, 0, 1, 0, 1, 0, 0, 1, 0, 0, 1, 1
+        1,
+        0,
+        1,
+        1,
+        0,
+        1,
+        0,
+        1,
+        0,
+        0,
+        1,
+        0,
+        0,
+        1,
+        1
       ])
       assert.isTrue(
         replayed.cases[0]!.assertions.find((entry) => entry.name === "replaysAsRecorded")!.passes === 1
@@ -167,7 +181,11 @@ describe("Eval: every assertion reads a recorded case as it reads a scripted one
       FastCheck.array(
         FastCheck.array(
           FastCheck.oneof(
-            FastCheck.record({ name: FastCheck.constant("add" as const), a: FastCheck.integer(), b: FastCheck.integer() }),
+            FastCheck.record({
+              name: FastCheck.constant("add" as const),
+              a: FastCheck.integer(),
+              b: FastCheck.integer()
+            }),
             FastCheck.record({ name: FastCheck.constant("echo" as const), text: FastCheck.string({ maxLength: 8 }) })
           ),
           { minLength: 1, maxLength: 3 }

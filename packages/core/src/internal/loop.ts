@@ -95,9 +95,7 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
       validatePosted: Effect.fn("Agent.validatePosted")((threadId: string, encoded: unknown) =>
         threads.validatePosted(threadId, encoded)
       ),
-      replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) =>
-        Replay.replay(record, replayRuns(undefined))
-      ),
+      replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) => Replay.replay(record, replayRuns(undefined))),
       replayStream: (record) =>
         streamOf((emit) =>
           Replay.replay(record, replayRuns(emit)).pipe(
