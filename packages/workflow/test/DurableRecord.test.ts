@@ -1,7 +1,8 @@
 import { AiError, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Fork, Middleware, RunJournal, RunRecord } from "@stepwise-agent/core"
-import { ScriptedModel } from "@stepwise-agent/testing"
+import { HumanInTheLoop } from "@stepwise-agent/middleware"
+import { Eval, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
@@ -340,6 +341,61 @@ describe.each(engines)("a record stored in the previous slot numbering (%s engin
       const record = yield* run(Runs.record(runId))
       assert.deepStrictEqual(record.entries.slice(0, -1), stored.entries)
       assert.deepInclude(record.entries.at(-1), { _tag: "End", outcome: "Cancelled", steps: 1 })
+    }))
+})
+
+describe("an Eval case of a durable record", () => {
+  const gate = HumanInTheLoop.middleware({ toolkit: Calculator, interruptOn: { add: true } })
+  /** The record of a durable run of `script` with `middleware`; a wait is approved whole. */
+  const durableRecord = (middleware: ReadonlyArray<Middleware.Any>) =>
+    Effect.gen(function*() {
+      const context = yield* stack("memory", script, counted().layer, middleware)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+      for (let waits = 0; waits < 5; waits++) {
+        const status = yield* run(Runs.await(runId, { untilWaiting: true }))
+        if (status.state !== "Waiting") break
+        const request = Option.flatMap(
+          status.pending,
+          (wait) => Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value)
+        )
+        yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(Option.getOrThrow(request)), { principal: "ana" }))
+      }
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      return yield* run(Runs.record(runId))
+    })
+  /** The verdicts of noApprovalBypassed and replaysAsRecorded on the record, replayed on an agent with `middleware`. */
+  const verdicts = (record: RunRecord.RunRecord, middleware: ReadonlyArray<Middleware.Any>) =>
+    Effect.map(
+      Eval.run(Eval.make({
+        name: "durable",
+        agent: Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware }).pipe(
+          Effect.provide(counted().layer)
+        ),
+        cases: [Eval.fromRecord(record, { name: "prod" })],
+        assertions: [Eval.noApprovalBypassed(["add"]), Eval.toolCalled("add", undefined, { times: 2 })]
+      })),
+      (report) => report.cases[0]!.assertions.map((entry) => [entry.name, entry.passes, entry.failures[0]?.reason])
+    )
+
+  it.scopedLive("a durable run whose gated calls were approved through its waits passes noApprovalBypassed", () =>
+    Effect.gen(function*() {
+      const record = yield* durableRecord([gate])
+      assert.deepStrictEqual(yield* verdicts(record, [gate]), [
+        ["noApprovalBypassed(add)", 1, undefined],
+        ["toolCalled(add, 2×)", 1, undefined],
+        ["replaysAsRecorded", 1, undefined]
+      ])
+    }))
+
+  it.scopedLive("a durable run whose gated tool ran without an approval fails noApprovalBypassed, naming each call", () =>
+    Effect.gen(function*() {
+      const record = yield* durableRecord([])
+      assert.deepStrictEqual(yield* verdicts(record, []), [
+        ["noApprovalBypassed(add)", 0, "ran without an approval from humanInTheLoop: add (call_1), add (call_2)"],
+        ["toolCalled(add, 2×)", 1, undefined],
+        ["replaysAsRecorded", 1, undefined]
+      ])
     }))
 })
 
