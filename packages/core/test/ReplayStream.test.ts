@@ -63,11 +63,39 @@ describe("Agent.replayStream", () => {
           { threadId: "t" }
         )
       }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive)))
-      const replayed = yield* Effect.flatMap(make, (agent) => Stream.runCollect(agent.replayStream(record))).pipe(
-        Effect.provide(Layer.merge(ScriptedModel.layer([]), CalculatorLive))
+      const replay = (record: RunRecord.RunRecord) =>
+        Effect.flatMap(make, (agent) => Stream.runCollect(agent.replayStream(record))).pipe(
+          Effect.provide(Layer.merge(ScriptedModel.layer([]), CalculatorLive)),
+          Effect.map((events) => Chunk.toReadonlyArray(events).map(shape))
+        )
+      // a decision reported inside a call names it in the record; one reported outside names none
+      assert.deepStrictEqual(
+        record.entries.flatMap((entry) =>
+          entry._tag === "Decision" && entry.middleware === "audit" ? [[entry.decision, entry.inStep]] : []
+        ),
+        [
+          ["before model 0", undefined],
+          ["calling the model", "model/0"],
+          ["running add", "tool/call_1"],
+          ["before model 1", undefined],
+          ["calling the model", "model/1"],
+          ["running add", "tool/call_2"],
+          ["before model 2", undefined],
+          ["calling the model", "model/2"]
+        ]
       )
       const expected = live.filter((event) => !livesOnly(event)).map(shape)
-      assert.deepStrictEqual(Chunk.toReadonlyArray(replayed).map(shape), expected)
+      assert.deepStrictEqual(yield* replay(record), expected)
+      // a record made before its decisions named their step gives the `wrapToolCall` ones before a call again too
+      const unnamed = {
+        ...record,
+        entries: record.entries.map((entry) => {
+          if (entry._tag !== "Decision") return entry
+          const { inStep: _, ...rest } = entry
+          return rest as RunRecord.Decision
+        })
+      }
+      assert.deepStrictEqual(yield* replay(unnamed), expected)
       const tags = expected.map((entry) => (entry as Array<unknown>)[0])
       for (
         const tag of [
