@@ -175,6 +175,32 @@ describe("Eval: every assertion reads a recorded case as it reads a scripted one
       )
     }))
 
+  it.effect("outputMatches reads a recorded structured output as a scripted one (responseFormat)", () =>
+    Effect.gen(function*() {
+      const Total = Schema.Struct({ total: Schema.Number })
+      const structured = Agent.make({ toolkit: Fixtures.toolkit, responseFormat: Total }).pipe(
+        Effect.provide(Fixtures.layer)
+      )
+      const turns = [adds, ScriptedModel.toolCalls([{ name: "final_answer", params: { total: 3 } }])]
+      const record = yield* recorded(structured, turns)
+      const checks = [Eval.outputMatches(Total), Eval.outputMatches(Schema.Struct({ total: Schema.String }))]
+      const scripted = yield* Eval.run(Eval.make({
+        name: "same",
+        agent: structured,
+        cases: [{ name: "case", input: "What is 1 + 2?", script: turns }],
+        assertions: checks
+      }))
+      const replayed = yield* Eval.run(Eval.make({
+        name: "same",
+        agent: structured,
+        cases: [Eval.fromRecord(record, { name: "case" })],
+        assertions: checks
+      }))
+      assert.deepStrictEqual(verdicts(replayed), verdicts(scripted))
+      assert.deepStrictEqual(verdicts(replayed).map((verdict) => verdict.passes), [1, 0])
+      assert.include(verdicts(replayed)[1]!.reasons[0]!, "the structured output does not match")
+    }))
+
   it.effect.prop(
     "a record case and the scripted run it records give every assertion the same verdict (any tool calls)",
     [
