@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, type AgentEvent, Middleware, RunRecord } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Chunk, Effect, Layer, Stream } from "effect"
+import { Chunk, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
 import { Calculator, CalculatorLive } from "./utils.js"
 
 const script: ReadonlyArray<ScriptedModel.Turn> = [
@@ -135,5 +135,40 @@ describe("Agent.replayStream", () => {
       assert.deepInclude(outcome, { step: 0, field: "systemPrompt" })
       assert.strictEqual(events[0], "RunStarted")
       assert.notInclude(events, "ModelResponded")
+    }))
+
+  it.effect("the agent's watchers see a replay's events as a live run's", () =>
+    Effect.gen(function*() {
+      const { record } = yield* Effect.flatMap(
+        Agent.make({ toolkit: Calculator }),
+        (agent) => RunRecord.record(agent, "What is 2 + 3 + 7?", { threadId: "t" })
+      ).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive)))
+      const watched = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator })
+        const scope = yield* Scope.make()
+        const stream = yield* Scope.extend(agent.watch, scope)
+        const tags: Array<string> = []
+        const reading = yield* Effect.fork(
+          Stream.runForEach(stream, (event) => Effect.sync(() => tags.push(event.event._tag)))
+        )
+        yield* agent.replay(record)
+        yield* Scope.close(scope, Exit.void)
+        yield* Fiber.join(reading)
+        return tags
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), CalculatorLive)))
+      assert.deepStrictEqual(watched.filter((tag) => tag !== "HookCompleted"), [
+        "RunStarted",
+        "ModelCallStarted",
+        "ModelResponded",
+        "ToolCallStarted",
+        "ToolCallCompleted",
+        "ModelCallStarted",
+        "ModelResponded",
+        "ToolCallStarted",
+        "ToolCallCompleted",
+        "ModelCallStarted",
+        "ModelResponded",
+        "RunEnded"
+      ])
     }))
 })
