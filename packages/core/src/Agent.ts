@@ -326,6 +326,21 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
     RunError<E> | RunRecord.ReplayDiverged | RunRecord.ReplayStopped | RunRecord.RunRecordError
   >
   /**
+   * `replay` as a stream of events: the events a live run of the record
+   * emits (the served replies as `ModelResponded`, the served tool results
+   * as `ToolCallStarted` / `ToolCallCompleted` with their ledger entries,
+   * each middleware decision, each wait), ending in `RunEnded`; no
+   * `ModelRequestSent` (no request is sent). A replay that differs from its
+   * record fails the stream with `ReplayDiverged` after the events up to
+   * there.
+   */
+  readonly replayStream: (
+    record: RunRecord.RunRecord
+  ) => Stream.Stream<
+    AgentEvent.AgentEvent<S, O, W>,
+    RunError<E> | RunRecord.ReplayDiverged | RunRecord.ReplayStopped | RunRecord.RunRecordError
+  >
+  /**
    * Starts the new thread `options.to` from the conversation of a stored
    * thread (`source` a thread id) or a recorded run (`source` a
    * `RunRecord`) as it stood before its model step `options.at`, with an

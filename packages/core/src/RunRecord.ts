@@ -122,7 +122,8 @@ export type WaitEntry = typeof WaitEntry.Type
 /**
  * A decision a middleware reported (`Middleware.report`, a `MiddlewareDecision` event),
  * in the run's order; one reported inside a model or tool call (a `wrapModelCall` or
- * `wrapToolCall` hook) just before that call's {@link Step}.
+ * `wrapToolCall` hook) just before that call's {@link Step}, with `inStep` naming it (a
+ * replay that serves the call gives its decisions again).
  *
  * @example
  * ```ts
@@ -138,7 +139,8 @@ export const Decision = Schema.TaggedStruct("Decision", {
   middleware: Schema.String,
   hook: Schema.String,
   decision: Schema.String,
-  data: Schema.Unknown
+  data: Schema.Unknown,
+  inStep: Schema.optional(Schema.String)
 })
 
 /**
@@ -487,8 +489,10 @@ export const recording = (
                 timings.set(name, { startedAt, durationMillis: ended - startedAt })
               }))
         )
+        const putInStep = (decision: Decision) =>
+          add({ ...decision, inStep: name })
         const decided = Effect.suspend(() =>
-          Effect.forEach(decisions.splice(0), add, { discard: true })
+          Effect.forEach(decisions.splice(0), putInStep, { discard: true })
         )
         return under.step(key, timed).pipe(
           Effect.tap((value) =>
