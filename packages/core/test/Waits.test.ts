@@ -102,34 +102,86 @@ describe("typed waits", () => {
       assert.strictEqual((yield* agent.resume("t", { approve: false }))._tag, "Completed")
     }).pipe(provide))
 
-  it.effect("a durable journal's decision arrives encoded: it is decoded and checked before the hook gets it", () =>
+  it.effect("a journal's decision arrives decoded with the interrupt's decision schema, and is checked before the hook gets it", () =>
     Effect.gen(function*() {
       const seen: Array<unknown> = []
+      const checked: Array<unknown> = []
       const answers: Array<unknown> = [{ approve: true, until: "2026-12-08T00:00:00.000Z" }]
       const journal = RunJournal.RunJournal.of({
         ...RunJournal.inProcess,
-        await: () => Effect.sync(() => Option.fromNullable(answers.shift()))
+        await: (interrupt) =>
+          Effect.suspend(() => {
+            const posted = answers.shift()
+            return posted === undefined
+              ? Effect.succeedNone
+              : Effect.map(RunJournal.decodeDecision(interrupt, posted), Option.some)
+          })
       })
-      const agent = yield* Agent.make({ middleware: [confirm(seen)] })
+      const agent = yield* Agent.make({ middleware: [confirm(seen, checked)] })
       const result = yield* agent.run("hi", { threadId: "t" }).pipe(
         Effect.provideService(RunJournal.RunJournal, journal)
       )
       assert.strictEqual(result._tag, "Completed")
       assert.isTrue((seen[0] as typeof Answer.Type).until instanceof Date)
+      // the wait's check saw the decision and the request decoded
+      assert.strictEqual(checked.length, 1)
     }).pipe(provide))
 
-  it.effect("a durable journal's decision that does not fit fails the run with InvalidResume, not the hook", () =>
+  it.effect("a journal's decision the wait's check refuses fails the run with the check's error, not the hook", () =>
     Effect.gen(function*() {
       const seen: Array<unknown> = []
       const journal = RunJournal.RunJournal.of({
         ...RunJournal.inProcess,
-        await: () => Effect.succeed(Option.some<unknown>({ approve: "maybe" }))
+        await: (interrupt) =>
+          Effect.map(
+            RunJournal.decodeDecision(interrupt, { approve: true, until: "2020-01-01T00:00:00.000Z" }),
+            Option.some
+          )
       })
       const agent = yield* Agent.make({ middleware: [confirm(seen)] })
       const error = yield* Effect.flip(
         agent.run("hi", { threadId: "t" }).pipe(Effect.provideService(RunJournal.RunJournal, journal))
       )
-      assert.strictEqual((error as { _tag: string })._tag, "InvalidResume")
+      assert.strictEqual((error as { _tag: string })._tag, "TooEarly")
+      assert.deepStrictEqual(seen, [])
+    }).pipe(provide))
+
+  it.effect("a journal's decision that is not of the wait's decision type fails the run with InvalidResume, not the hook", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      // a journal that breaks its contract (a cast): what it gives is checked against the decision's type
+      const given = [{ approve: "maybe" }, { approve: true, until: "2026-12-08T00:00:00.000Z" }]
+      for (const [i, decision] of given.entries()) {
+        const journal = RunJournal.RunJournal.of({
+          ...RunJournal.inProcess,
+          await: () => Effect.succeed(Option.some(decision as never))
+        })
+        const agent = yield* Agent.make({ middleware: [confirm(seen)] })
+        const error = yield* Effect.flip(
+          agent.run("hi", { threadId: `t${i}` }).pipe(Effect.provideService(RunJournal.RunJournal, journal))
+        )
+        assert.strictEqual((error as { _tag: string })._tag, "InvalidResume")
+        assert.include((error as Error).message, "not of the wait's decision type")
+      }
+      assert.deepStrictEqual(seen, [])
+    }).pipe(provide))
+
+  it.effect("RunJournal.decodeDecision refuses a posted decision its wait's schema does not decode with InvalidResume", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const journal = RunJournal.RunJournal.of({
+        ...RunJournal.inProcess,
+        await: (interrupt) => Effect.map(RunJournal.decodeDecision(interrupt, { approve: "maybe" }), Option.some)
+      })
+      const agent = yield* Agent.make({ middleware: [confirm(seen)] })
+      const error = yield* Effect.flip(
+        agent.run("hi", { threadId: "t" }).pipe(Effect.provideService(RunJournal.RunJournal, journal))
+      )
+      assert.strictEqual(error._tag, "InvalidResume")
+      if (error._tag !== "InvalidResume") return
+      assert.strictEqual(error.middleware, "confirm")
+      assert.strictEqual(error.threadId, "t")
+      assert.include(error.message, "does not decode with the wait's decision schema")
       assert.deepStrictEqual(seen, [])
     }).pipe(provide))
 
