@@ -21,7 +21,9 @@ describe("Authorizer", () => {
     })
     expect(service).type.toBe<Context.Tag.Service<Authorizer.Authorizer>>()
     expect(
-      Authorizer.layer<Refunds>((request) => request.pending.middleware !== "refund" || request.pending.value.amount < 100)
+      Authorizer.layer<Refunds>((request) =>
+        request.pending.middleware !== "refund" || request.pending.value.amount < 100
+      )
     ).type.toBe<Layer.Layer<Authorizer.Authorizer>>()
   })
 
@@ -42,7 +44,9 @@ describe("Authorizer", () => {
 
   test("without an agent type, any wait and any decision", () => {
     Authorizer.layer((request) => {
-      expect(request.pending).type.toBe<{ readonly middleware: string; readonly value: unknown; readonly key: string }>()
+      expect(request.pending).type.toBe<
+        { readonly middleware: string; readonly value: unknown; readonly key: string }
+      >()
       expect(request.value).type.toBe<unknown>()
       return true
     })
