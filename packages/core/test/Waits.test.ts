@@ -166,6 +166,55 @@ describe("typed waits", () => {
       assert.deepStrictEqual(seen, [])
     }).pipe(provide))
 
+  it.effect("a journal's decision decoded by any decision schema (class, brand, filter, map, option) reaches the hook as decoded", () =>
+    Effect.gen(function*() {
+      class Approval
+        extends Schema.Class<Approval>("Approval")({ approve: Schema.Boolean, until: Schema.DateFromString })
+      {}
+      const cases: ReadonlyArray<readonly [Schema.Schema<any, any>, unknown]> = [
+        [Approval, new Approval({ approve: true, until: new Date("2026-12-07T00:00:00.000Z") })],
+        [Schema.String.pipe(Schema.brand("Reviewer")), "ana"],
+        [Schema.Number.pipe(Schema.positive()), 3],
+        [Schema.ReadonlyMapFromRecord({ key: Schema.String, value: Schema.NumberFromString }), new Map([["a", 1]])],
+        [Schema.OptionFromNullOr(Schema.DateFromNumber), Option.some(new Date(5))],
+        [Schema.Union(Schema.TaggedStruct("Yes", {}), Schema.TaggedStruct("No", { why: Schema.String })), {
+          _tag: "No",
+          why: "late"
+        }]
+      ]
+      for (const [i, [decision, value]] of cases.entries()) {
+        const seen: Array<unknown> = []
+        const asking = Middleware.make({
+          name: "asking",
+          wait: { request: Schema.Null, decision },
+          beforeModel: ({ resume, step }) =>
+            Effect.sync(() => {
+              if (Option.isSome(resume)) seen.push(resume.value)
+              return step === 0 && Option.isNone(resume) ? { interrupt: null } : undefined
+            })
+        })
+        const posted = JSON.parse(JSON.stringify(Schema.encodeSync(decision)(value)))
+        const journal = RunJournal.RunJournal.of({
+          ...RunJournal.inProcess,
+          await: (interrupt) => Effect.map(RunJournal.decodeDecision(interrupt, posted), Option.some)
+        })
+        const agent = yield* Agent.make({ middleware: [asking] })
+        const result = yield* agent.run("hi", { threadId: `t${i}` }).pipe(
+          Effect.provideService(RunJournal.RunJournal, journal)
+        )
+        assert.strictEqual(result._tag, "Completed")
+        assert.deepStrictEqual(seen, [Schema.decodeUnknownSync(decision)(posted)])
+        if (value instanceof Approval) assert.instanceOf(seen[0], Approval)
+      }
+    }).pipe(
+      Effect.provide(
+        Layer.merge(
+          ScriptedModel.layer(Array.from({ length: 6 }, () => ScriptedModel.text("done"))),
+          Checkpointer.layerMemory
+        )
+      )
+    ))
+
   it.effect("RunJournal.decodeDecision refuses a posted decision its wait's schema does not decode with InvalidResume", () =>
     Effect.gen(function*() {
       const seen: Array<unknown> = []
