@@ -299,8 +299,11 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * decoded; nothing runs. A decision that no longer decodes (the wait
    * changed since it was stored) fails with `InvalidResume`.
    */
-  // `unknown`: a decision as a store gives it back (JSON), decoded here with the wait's decision schema
-  validatePosted(threadId: string, encoded: unknown): Effect.Effect<Wait.DecisionOf<W>, RunError<E>>
+  validatePosted(
+    threadId: string,
+    // `unknown`: a decision as a store gives it back (JSON), decoded here with the wait's decision schema
+    encoded: unknown
+  ): Effect.Effect<Wait.DecisionOf<W>, RunError<E>>
   /**
    * A structured output (a completed result's `output`) encoded by the
    * agent's `responseFormat`, as JSON keeps it: what a durable run journals.
