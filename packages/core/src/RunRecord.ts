@@ -91,8 +91,10 @@ export type Step = typeof Step.Type
 
 /**
  * A wait the run made: the interrupt's key, step, middleware, node and what
- * it asked; with `decision`, the run went on past it with that decision (as
- * posted: encoded, JSON), as a durable run does, and a replay goes on with it.
+ * it asked (encoded by its wait's request schema, as the thread stores it);
+ * with `decision`, the run went on past it with that decision (as posted:
+ * encoded by its wait's decision schema, JSON), as a durable run does, and a
+ * replay goes on with it.
  *
  * @example
  * ```ts
@@ -467,14 +469,15 @@ export const recording = (
             step: interrupt.step,
             middleware: interrupt.middleware,
             node: interrupt.node,
-            request: kept(interrupt.value)
+            // kept as the thread and a durable journal keep them: encoded by the wait's schemas
+            request: keptAs(interrupt.request)(interrupt.value)
           })
           return Effect.zipRight(
             sink.put(slot, wait),
             Effect.tap(under.await(interrupt), (decision) =>
               Option.isNone(decision)
                 ? Effect.void
-                : sink.put(slot, WaitEntry.make({ ...wait, decision: kept(decision.value) })))
+                : sink.put(slot, WaitEntry.make({ ...wait, decision: keptAs(interrupt.decision)(decision.value) })))
           )
         }),
       step: (key, effect) => {

@@ -77,7 +77,7 @@ const inProcessRecord = (turns: ReadonlyArray<ScriptedModel.Turn>, middleware: R
     let input: RunRecord.Header["input"] = []
     const answering = RunJournal.RunJournal.of({
       ...RunJournal.inProcess,
-      await: () => Effect.succeed(Option.some({ go: true }))
+      await: (interrupt) => Effect.map(RunJournal.decodeDecision(interrupt, { go: true }), Option.some)
     })
     const { add, journal } = RunRecord.recording(answering, {
       put: (slot, entry) =>

@@ -210,10 +210,11 @@ const replayWith = (
     const own = <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>) => outer.step(key, effect)
     const replaying = RunJournal.RunJournal.of({
       durable: live === undefined ? false : outer.durable,
-      // a recorded decision is given again; a fork waits in its own journal for one the record lacks
+      // a recorded decision is given again (decoded, as posted); a fork waits in its own journal for one the
+      // record lacks
       await: (interrupt) =>
         decisions.has(interrupt.key) && !isLive()
-          ? Effect.succeed(Option.some(decisions.get(interrupt.key)))
+          ? Effect.map(RunJournal.decodeDecision(interrupt, decisions.get(interrupt.key)), Option.some)
           : live === undefined
           ? Effect.succeedNone
           : outer.await(interrupt),
