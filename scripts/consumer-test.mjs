@@ -15,7 +15,7 @@
 //     after the steps of core's patches/README.md (its postinstall script) it no longer does.
 // Needs the build (`tsc -b`, part of `npm run check`). Prints one line per check and a
 // closing "N passed, N failed". With --keep, the project is left in place to look into.
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -40,6 +40,33 @@ const run = (command, args, cwd) => {
   const result = spawnSync(command, args, { cwd, encoding: "utf8", maxBuffer: 1 << 26 })
   return { ok: result.status === 0, out: `${result.stdout ?? ""}${result.stderr ?? ""}`, stdout: result.stdout ?? "" }
 }
+/** `run`, without blocking: the type checks below run one per core at once. */
+const runAsync = (command, args, cwd) =>
+  new Promise((resolve) => {
+    const child = spawn(command, args, { cwd })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk) => void (stdout += chunk))
+    child.stderr.on("data", (chunk) => void (stderr += chunk))
+    child.on("close", (code) => resolve({ ok: code === 0, out: `${stdout}${stderr}`, stdout }))
+  })
+const slots = Math.max(1, os.availableParallelism())
+let busy = 0
+const waiting = []
+/** Runs `task` when fewer than one per core are running. */
+const limited = (task) =>
+  new Promise((resolve) => {
+    const go = () => {
+      busy++
+      task().then((result) => {
+        busy--
+        waiting.shift()?.()
+        resolve(result)
+      })
+    }
+    if (busy < slots) go()
+    else waiting.push(go)
+  })
 const manifest = (dir) => JSON.parse(fs.readFileSync(path.join(repo, "packages", dir, "package.json"), "utf8"))
 
 // The first ```ts block of a README and the `<!-- output: … -->` line after it.
@@ -166,8 +193,8 @@ try {
     { name: "strict, bundler", strict: true, module: "esnext", moduleResolution: "bundler" },
     { name: "strict: false, bundler", strict: false, module: "esnext", moduleResolution: "bundler" }
   ]
-  const compile = (variant, files, types) => {
-    const config = path.join(project, `tsconfig.${variants.indexOf(variant)}.${types.length}.json`)
+  const compile = (label, variant, files, types) => {
+    const config = path.join(project, `tsconfig.${label}.${variants.indexOf(variant)}.${types.length}.json`)
     fs.writeFileSync(
       config,
       JSON.stringify({
@@ -180,17 +207,15 @@ try {
           // Without @types/node, @effect/platform's msgpackr typings (Buffer, "stream") fail
           // upstream; our own typings are checked for Node references apart.
           skipLibCheck: types.length === 0,
-          ...(variant.emit ? { outDir: "out", rootDir: "src" } : { noEmit: true })
+          // the README compile emits what runs below; the others (at the same time) write nothing
+          ...(variant.emit && label === "readme" ? { outDir: "out", rootDir: "src" } : { noEmit: true })
         },
         files: files.map((example) => `src/${example.file}.ts`)
       })
     )
-    return run(process.execPath, [tsc, "-p", config, "--pretty", "false"], project)
+    return limited(() => runAsync(process.execPath, [tsc, "-p", config, "--pretty", "false"], project))
   }
-  for (const variant of variants) {
-    const result = compile(variant, examples, ["node"])
-    check(`the README examples typecheck (${variant.name}, skipLibCheck: false)`, result.ok, result.out)
-  }
+  const readmeCompiles = variants.map((variant) => compile("readme", variant, examples, ["node"]))
   // every public module of every package, imported together: an app that uses the whole surface with skipLibCheck
   // off typechecks too (the README examples reach only part of the typings)
   const everything = published.flatMap((dir) => {
@@ -202,10 +227,9 @@ try {
   // and the Node platform's root, as the guides import it
   everything.push(`export * as NodePlatform from "@effect/platform-node"`)
   fs.writeFileSync(path.join(project, "src", "everything.ts"), everything.join("\n") + "\n")
-  for (const variant of [variants[0], variants[2]]) {
-    const result = compile(variant, [{ file: "everything" }], ["node"])
-    check(`every public module typechecks together (${variant.name}, skipLibCheck: false)`, result.ok, result.out)
-  }
+  const everythingCompiles = [variants[0], variants[2]].map((variant) =>
+    compile("everything", variant, [{ file: "everything" }], ["node"])
+  )
   const neutral = examples.filter((example) => example.neutral)
   // Modules listed in `stepwise.subpathOnly` (see scripts/codegen.mjs) are imported only by
   // their subpath, which may need Node (the testing FakeOpenAi server): they are exempt.
@@ -218,7 +242,15 @@ try {
       .map((file) => `${manifest(dir).name}/dist/${file}`)
   })
   check("core, testing and middleware typings reference nothing of Node", nodeReferences.length === 0, nodeReferences.join("\n"))
-  const withoutNode = compile(variants[0], neutral, [])
+  const withoutNodeCompile = compile("neutral", variants[0], neutral, [])
+  for (const [i, result] of (await Promise.all(readmeCompiles)).entries()) {
+    check(`the README examples typecheck (${variants[i].name}, skipLibCheck: false)`, result.ok, result.out)
+  }
+  for (const [i, result] of (await Promise.all(everythingCompiles)).entries()) {
+    const variant = [variants[0], variants[2]][i]
+    check(`every public module typechecks together (${variant.name}, skipLibCheck: false)`, result.ok, result.out)
+  }
+  const withoutNode = await withoutNodeCompile
   check(
     `core, testing and middleware typecheck without @types/node (${neutral.map((e) => e.name).join(", ")})`,
     withoutNode.ok,
