@@ -105,3 +105,26 @@ for (const [name, fields] of Object.entries(outcomes)) {
   fs.writeFileSync(file, JSON.stringify(encoded, null, 2) + "\n")
   process.stdout.write(`wrote ${name}\n`)
 }
+
+// failed runs as the workflow journals them (`RunFailure`): the agent's own errors whole, with the free text each
+// kept in `description` until v2 named it `reason`, another package's error by its tag, and a cancellation
+const failures = path.join(here, "failure-v1.json")
+if (!fs.existsSync(failures)) {
+  const encoded = [
+    { error: { _tag: "ToolDefect", toolName: "search", callId: "call-1", description: "boom" }, description: "boom" },
+    { error: { _tag: "CheckpointError", threadId: "t-1", operation: "save", description: "disk full" }, description: "x" },
+    { error: { _tag: "StructuredOutputError", description: "no output" }, description: "no output" },
+    { error: { _tag: "InvalidInput", description: "empty prompt" }, description: "empty prompt" },
+    { error: { _tag: "OtherError", tag: "HttpResponseError" }, description: "the provider answered 503" }
+  ].map(({ description, error }) =>
+    Schema.encodeSync(AgentWorkflow.RunFailure)(
+      new AgentWorkflow.AgentRunFailed({
+        error: Schema.decodeUnknownSync(AgentWorkflow.RunError)(error),
+        description
+      })
+    )
+  )
+  encoded.push(Schema.encodeSync(AgentWorkflow.RunFailure)(new AgentWorkflow.RunCancelled({ runId: "run-1" })))
+  fs.writeFileSync(failures, JSON.stringify(encoded, null, 2) + "\n")
+  process.stdout.write("wrote failure-v1.json\n")
+}
