@@ -154,14 +154,14 @@ export class ToolDefect extends Schema.TaggedError<ToolDefect>(
 )("ToolDefect", {
   toolName: Schema.String,
   callId: Schema.String,
-  description: Schema.String,
+  reason: Schema.String,
   cause: Schema.optional(Schema.Defect)
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `Tool "${this.toolName}" (call ${this.callId}) crashed: ${this.description}`
+    return `Tool "${this.toolName}" (call ${this.callId}) crashed: ${this.reason}`
   }
 }
 
@@ -177,15 +177,15 @@ export class CheckpointError extends Schema.TaggedError<CheckpointError>(
   threadId: Schema.String,
   /** `"list"`: listing the stored threads (`Checkpointer.Service.list`; `threadId` is then `""`). */
   operation: Schema.Literal("load", "save", "list"),
-  description: Schema.String,
+  reason: Schema.String,
   cause: Schema.optional(Schema.Defect)
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    if (this.operation === "list") return `Could not list the stored threads: ${this.description}`
-    return `Could not ${this.operation} the checkpoint of thread "${this.threadId}": ${this.description}`
+    if (this.operation === "list") return `Could not list the stored threads: ${this.reason}`
+    return `Could not ${this.operation} the checkpoint of thread "${this.threadId}": ${this.reason}`
   }
 }
 
@@ -281,13 +281,13 @@ export class DurableThreadError extends Schema.TaggedError<DurableThreadError>(
 export class StructuredOutputError extends Schema.TaggedError<StructuredOutputError>(
   "@stepwise-agent/core/AgentError/StructuredOutputError"
 )("StructuredOutputError", {
-  description: Schema.String
+  reason: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return this.description
+    return this.reason
   }
 }
 
@@ -300,13 +300,13 @@ export class StructuredOutputError extends Schema.TaggedError<StructuredOutputEr
 export class InvalidInput extends Schema.TaggedError<InvalidInput>(
   "@stepwise-agent/core/AgentError/InvalidInput"
 )("InvalidInput", {
-  description: Schema.String
+  reason: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `Invalid agent input: ${this.description}`
+    return `Invalid agent input: ${this.reason}`
   }
 }
 
@@ -424,7 +424,7 @@ export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
  * does not decode. Up to the limit, each such call is answered with a failed
  * tool result saying what was wrong, and the model tries again; past it the
  * run fails with this error after `replies` such replies, naming the first
- * invalid call of the last one (`toolName`, `callId`) and its `problem`.
+ * invalid call of the last one (`toolName`, `callId`) and what was wrong with it (`reason`).
  * That reply is not stored; what the run stored before it stays.
  *
  * @example
@@ -435,7 +435,7 @@ export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
  *   threadId: "t1",
  *   toolName: "add",
  *   callId: "call_1",
- *   problem: "the arguments are not valid JSON (Unexpected end of JSON input); send a JSON object",
+ *   reason: "the arguments are not valid JSON (Unexpected end of JSON input); send a JSON object",
  *   replies: 4
  * })
  * error.message // 'Thread "t1": the model made invalid tool calls in 4 replies in a row; the last: tool "add" (call call_1): …'
@@ -450,7 +450,7 @@ export class InvalidToolCalls extends Schema.TaggedError<InvalidToolCalls>(
   threadId: Schema.String,
   toolName: Schema.String,
   callId: Schema.String,
-  problem: Schema.String,
+  reason: Schema.String,
   replies: Schema.JsonNumber
 }) {
   /**
@@ -458,7 +458,7 @@ export class InvalidToolCalls extends Schema.TaggedError<InvalidToolCalls>(
    */
   override get message(): string {
     return `Thread "${this.threadId}": the model made invalid tool calls in ${this.replies} replies in a row; ` +
-      `the last: tool "${this.toolName}" (call ${this.callId}): ${this.problem}`
+      `the last: tool "${this.toolName}" (call ${this.callId}): ${this.reason}`
   }
 }
 

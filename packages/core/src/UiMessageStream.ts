@@ -938,7 +938,7 @@ type Refusal = InvalidChatRequest | ChatConflict | ChatRequestTooLarge | ChatFor
 const threadOf = <S, E, O, W extends Wait.Any>(agent: Agent.Service<S, E, O, W>, threadId: string) =>
   agent.thread(threadId).pipe(
     Effect.catchTags({
-      InvalidInput: (error) => new InvalidChatRequest({ reason: `the chat id: ${error.description}` })
+      InvalidInput: (error) => new InvalidChatRequest({ reason: `the chat id: ${error.reason}` })
     })
   )
 

@@ -106,25 +106,27 @@ for (const [name, fields] of Object.entries(outcomes)) {
   process.stdout.write(`wrote ${name}\n`)
 }
 
-// failed runs as the workflow journals them (`RunFailure`): the agent's own errors whole, with the free text each
-// kept in `description` until v2 named it `reason`, another package's error by its tag, and a cancellation
-const failures = path.join(here, "failure-v1.json")
+// failed runs as the workflow journals them (`RunFailure`): the agent's own errors whole, another package's error by
+// its tag, and a cancellation. v1 (`failure-v1.json`) was written by the version whose errors kept their free text
+// in `description` (`problem` for InvalidToolCalls); v2 names it `reason`
+const failures = path.join(here, "failure-v2.json")
 if (!fs.existsSync(failures)) {
   const encoded = [
-    { error: { _tag: "ToolDefect", toolName: "search", callId: "call-1", description: "boom" }, description: "boom" },
-    { error: { _tag: "CheckpointError", threadId: "t-1", operation: "save", description: "disk full" }, description: "x" },
-    { error: { _tag: "StructuredOutputError", description: "no output" }, description: "no output" },
-    { error: { _tag: "InvalidInput", description: "empty prompt" }, description: "empty prompt" },
-    { error: { _tag: "OtherError", tag: "HttpResponseError" }, description: "the provider answered 503" }
-  ].map(({ description, error }) =>
+    { error: { _tag: "ToolDefect", toolName: "search", callId: "call-1", reason: "boom" }, reason: "boom" },
+    { error: { _tag: "CheckpointError", threadId: "t-1", operation: "save", reason: "disk full" }, reason: "x" },
+    { error: { _tag: "StructuredOutputError", reason: "no output" }, reason: "no output" },
+    { error: { _tag: "InvalidInput", reason: "empty prompt" }, reason: "empty prompt" },
+    {
+      error: { _tag: "InvalidToolCalls", threadId: "t-1", toolName: "add", callId: "call-2", reason: "bad", replies: 4 },
+      reason: "bad"
+    },
+    { error: { _tag: "OtherError", tag: "HttpResponseError" }, reason: "the provider answered 503" }
+  ].map(({ error, reason }) =>
     Schema.encodeSync(AgentWorkflow.RunFailure)(
-      new AgentWorkflow.AgentRunFailed({
-        error: Schema.decodeUnknownSync(AgentWorkflow.RunError)(error),
-        description
-      })
+      new AgentWorkflow.AgentRunFailed({ error: Schema.decodeUnknownSync(AgentWorkflow.RunError)(error), reason })
     )
   )
   encoded.push(Schema.encodeSync(AgentWorkflow.RunFailure)(new AgentWorkflow.RunCancelled({ runId: "run-1" })))
   fs.writeFileSync(failures, JSON.stringify(encoded, null, 2) + "\n")
-  process.stdout.write("wrote failure-v1.json\n")
+  process.stdout.write("wrote failure-v2.json\n")
 }
