@@ -315,11 +315,11 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>(
  * completing with it (generate and stream agree; `ModelRetry` retries it by
  * default):
  *
- * - `"truncated"`: the reply ended before its finish event (a stream the
+ * - `"Truncated"`: the reply ended before its finish event (a stream the
  *   provider closed early);
- * - `"not-a-stream"`: a streamed call received nothing at all (the response
+ * - `"NotAStream"`: a streamed call received nothing at all (the response
  *   was not an event stream, e.g. a JSON body answering a streaming request);
- * - `"empty"`: the reply finished with no answer in it: no text (blank text
+ * - `"Empty"`: the reply finished with no answer in it: no text (blank text
  *   counts as none), no file and no tool call for the agent to run — e.g. only
  *   reasoning, only a provider-executed tool call, or nothing after running
  *   out of output tokens (`finishReason` says which).
@@ -333,7 +333,7 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>(
 export class ModelReplyError extends Schema.TaggedError<ModelReplyError>(
   "@stepwise-agent/core/AgentError/ModelReplyError"
 )("ModelReplyError", {
-  reason: Schema.Literal("truncated", "not-a-stream", "empty"),
+  reason: Schema.Literal("Truncated", "NotAStream", "Empty"),
   /** The model call (from 0) whose reply this was. */
   step: Schema.JsonNumber,
   streamed: Schema.Boolean,
@@ -355,12 +355,12 @@ export class ModelReplyError extends Schema.TaggedError<ModelReplyError>(
       "" :
       `; the provider sent an error event: ${JSON.stringify(this.errorEvent)?.slice(0, 500)}`
     switch (this.reason) {
-      case "truncated":
+      case "Truncated":
         return `${call} ended before its finish event, after ${this.text.length} characters of text ` +
           `(received: ${received})${error}`
-      case "not-a-stream":
+      case "NotAStream":
         return `${call} ended without a single event: the response was not an event stream`
-      case "empty":
+      case "Empty":
         return `${call} has no text and no tool calls (finish reason "${this.finishReason ?? "unknown"}"; ` +
           `received: ${received})${error}`
     }

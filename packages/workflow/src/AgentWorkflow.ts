@@ -35,7 +35,7 @@ import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import type * as Authorizer from "./Authorizer.js"
-import { renamedReason } from "./internal/renamedReason.js"
+import { renamedKinds, renamedReason } from "./internal/renamedReason.js"
 import * as internal from "./internal/workflow.js"
 import type * as RecordStore from "./RecordStore.js"
 import type * as RunStore from "./RunStore.js"
@@ -323,14 +323,16 @@ export type RunError = typeof RunError.Type
 
 /**
  * The agent's errors as journals of an earlier version kept them, with their
- * free text under `description` or `problem` (now `reason`).
+ * free text under `description` or `problem` (now `reason`), or a reason
+ * kind spelled in lower case (`"not-a-stream"`, now `"NotAStream"`).
  */
 const RunErrorBefore = Schema.Union(
   renamedReason(AgentError.ToolDefect, "description"),
   renamedReason(AgentError.CheckpointError, "description"),
   renamedReason(AgentError.StructuredOutputError, "description"),
   renamedReason(AgentError.InvalidInput, "description"),
-  renamedReason(AgentError.InvalidToolCalls, "problem")
+  renamedReason(AgentError.InvalidToolCalls, "problem"),
+  renamedKinds(AgentError.ModelReplyError, { truncated: "Truncated", "not-a-stream": "NotAStream", empty: "Empty" })
 )
 
 /** A run's error as journals of an earlier version kept it, by its tag alone. */

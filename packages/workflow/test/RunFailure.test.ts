@@ -59,7 +59,10 @@ describe("a run's failure as its journal keeps it", () => {
     const encode = Schema.encodeSync(AgentWorkflow.RunFailure)
     const before = [
       [{ _tag: "ToolDefect", toolName: "t", callId: "c", description: "crashed" }, AgentError.ToolDefect],
-      [{ _tag: "CheckpointError", threadId: "t", operation: "load", description: "crashed" }, AgentError.CheckpointError],
+      [
+        { _tag: "CheckpointError", threadId: "t", operation: "load", description: "crashed" },
+        AgentError.CheckpointError
+      ],
       [{ _tag: "StructuredOutputError", description: "crashed" }, AgentError.StructuredOutputError],
       [{ _tag: "InvalidInput", description: "crashed" }, AgentError.InvalidInput],
       [
@@ -80,6 +83,18 @@ describe("a run's failure as its journal keeps it", () => {
       assert.deepInclude(again.error, { reason: "crashed" })
       assert.notProperty(again.error, "description")
       assert.notProperty(again.error, "problem")
+    }
+    // a reply error journaled with its reason spelled in lower case
+    for (
+      const [old, now] of [["truncated", "Truncated"], ["not-a-stream", "NotAStream"], ["empty", "Empty"]] as const
+    ) {
+      const error = { _tag: "ModelReplyError", reason: old, step: 0, streamed: true, text: "", received: [] }
+      const failed = decode({ _tag: "AgentRunFailed", error, reason: "the reply was bad" })
+      assert.instanceOf(failed, AgentWorkflow.AgentRunFailed)
+      if (failed._tag !== "AgentRunFailed") return
+      assert.instanceOf(failed.error, AgentError.ModelReplyError)
+      assert.strictEqual((failed.error as AgentError.ModelReplyError).reason, now)
+      assert.deepInclude((encode(failed) as { readonly error: object }).error, { reason: now })
     }
     // a current error missing its reason is refused, not read as an old one
     assert.throws(() => decode({ _tag: "AgentRunFailed", error: { _tag: "InvalidInput" }, reason: "x" }))
