@@ -196,7 +196,7 @@ const errorOf = (
 
 /** A domain error's `reason` when it is a kind (a literal such as `"Stale"`), not free text. */
 const kindOf = (reason: unknown): string | undefined =>
-  typeof reason === "string" && /^[A-Z][A-Za-z]*$/.test(Secrets.scrubText(reason)) ? reason : undefined
+  typeof reason === "string" && /^[A-Z][A-Za-z0-9]*$/.test(Secrets.scrubText(reason)) ? reason : undefined
 
 const ResumeBody = Schema.Struct({
   /** The key of the wait the decision is for, as the page got it. */
