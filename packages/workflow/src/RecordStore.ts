@@ -32,7 +32,7 @@ import * as Schema from "effect/Schema"
  * ```ts
  * import { RecordStore } from "@stepwise-agent/workflow"
  *
- * const error = new RecordStore.RecordStoreError({ operation: "read", description: "database is locked" })
+ * const error = new RecordStore.RecordStoreError({ operation: "read", reason: "database is locked" })
  * error.message // "Record store read failed: database is locked"
  * ```
  *
