@@ -152,7 +152,8 @@ describe("golden files: workflow", () => {
         Schema.decodeUnknown(Schema.Array(AgentWorkflow.RunFailure))(
           JSON.parse(fs.readFileSync(path.join(here, name), "utf8"))
         )
-      const failed = (error: AgentWorkflow.RunError, reason: string) => new AgentWorkflow.AgentRunFailed({ error, reason })
+      const failed = (error: AgentWorkflow.RunError, reason: string) =>
+        new AgentWorkflow.AgentRunFailed({ error, reason })
       const v1 = [
         failed(new AgentError.ToolDefect({ toolName: "search", callId: "call-1", reason: "boom" }), "boom"),
         failed(new AgentError.CheckpointError({ threadId: "t-1", operation: "save", reason: "disk full" }), "x"),
@@ -163,7 +164,13 @@ describe("golden files: workflow", () => {
       ]
       assert.deepStrictEqual(yield* read("failure-v1.json"), v1)
       const invalidCalls = failed(
-        new AgentError.InvalidToolCalls({ threadId: "t-1", toolName: "add", callId: "call-2", reason: "bad", replies: 4 }),
+        new AgentError.InvalidToolCalls({
+          threadId: "t-1",
+          toolName: "add",
+          callId: "call-2",
+          reason: "bad",
+          replies: 4
+        }),
         "bad"
       )
       assert.deepStrictEqual(yield* read("failure-v2.json"), [...v1.slice(0, 4), invalidCalls, ...v1.slice(4)])

@@ -50,8 +50,7 @@ export interface InputLimits {
 
 const tooManyMessages = (count: number, limits: InputLimits) =>
   new InvalidInput({
-    reason:
-      `the input holds ${count} messages, over the limit of ${limits.maxMessages} (Agent.make's maxInputMessages)`
+    reason: `the input holds ${count} messages, over the limit of ${limits.maxMessages} (Agent.make's maxInputMessages)`
   })
 
 /**
@@ -231,8 +230,7 @@ export const checkInput = (
     return size > limits.maxChars
       ? Effect.fail(
         new InvalidInput({
-          reason:
-            `the input holds ${size} characters of text and file data, over the limit of ${limits.maxChars} ` +
+          reason: `the input holds ${size} characters of text and file data, over the limit of ${limits.maxChars} ` +
             `(Agent.make's maxInputChars)`
         })
       )

@@ -117,7 +117,14 @@ if (!fs.existsSync(failures)) {
     { error: { _tag: "StructuredOutputError", reason: "no output" }, reason: "no output" },
     { error: { _tag: "InvalidInput", reason: "empty prompt" }, reason: "empty prompt" },
     {
-      error: { _tag: "InvalidToolCalls", threadId: "t-1", toolName: "add", callId: "call-2", reason: "bad", replies: 4 },
+      error: {
+        _tag: "InvalidToolCalls",
+        threadId: "t-1",
+        toolName: "add",
+        callId: "call-2",
+        reason: "bad",
+        replies: 4
+      },
       reason: "bad"
     },
     { error: { _tag: "OtherError", tag: "HttpResponseError" }, reason: "the provider answered 503" }
