@@ -7,6 +7,7 @@ import {
   AgentEvent,
   Checkpointer,
   RunJournal,
+  Secrets,
   UiMessageStream,
   type Wait
 } from "@stepwise-agent/core"
@@ -200,6 +201,27 @@ describe("SubAgents", () => {
       assert.strictEqual((error.error as AiError.HttpResponseError).response.status, 503)
       assert.include(error.message, "failed: HttpResponseError: ")
     }))
+
+  it.effect("SubAgentFailed keeps the child's error scrubbed: no credential in its value, message or JSON", () =>
+    Effect.gen(function*() {
+      const key = "sk-child-credential-0123456789"
+      const { model } = yield* ScriptedModel.make([
+        new AiError.UnknownError({ module: "Gateway", method: "generateText", description: `invalid key ${key}` })
+      ])
+      const broken = yield* Agent.make({}).pipe(Effect.provideService(LanguageModel.LanguageModel, model))
+      const { agent } = yield* parent(
+        [task("broken", "x", "c1")],
+        { broken: { description: "Fails", agent: broken } },
+        { onFailure: "fail" }
+      )
+      const failed = yield* Effect.flip(agent.run("hi", { threadId: "p" }))
+      assert.instanceOf(failed, SubAgents.SubAgentFailed)
+      const { error } = failed as SubAgents.SubAgentFailed
+      assert.instanceOf(error, AiError.UnknownError)
+      for (const text of [JSON.stringify(failed), JSON.stringify(error), String(failed), (failed as Error).message]) {
+        assert.notInclude(text, key)
+      }
+    }).pipe(Effect.provide(Secrets.layer("sk-child-credential-0123456789"))))
 
   it.effect("SubAgentFailed keeps a child's typed error whole: the parent matches it by class and fields", () =>
     Effect.gen(function*() {
