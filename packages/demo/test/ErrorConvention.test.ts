@@ -12,7 +12,7 @@ import * as Mcp from "@stepwise-agent/mcp"
 import * as MiddlewarePackage from "@stepwise-agent/middleware"
 import * as Testing from "@stepwise-agent/testing"
 import * as Workflow from "@stepwise-agent/workflow"
-import { SchemaAST } from "effect"
+import { Arbitrary, FastCheck, type Schema, SchemaAST } from "effect"
 
 const packages = {
   core: Core,
@@ -25,6 +25,7 @@ const packages = {
 
 interface ErrorClass {
   readonly name: string
+  readonly schema: Schema.Schema<Error>
   readonly fields: Readonly<Record<string, { readonly ast: SchemaAST.AST | { readonly type: SchemaAST.AST } }>>
 }
 
@@ -39,7 +40,8 @@ const errorClasses = (): ReadonlyArray<ErrorClass> => {
         if (!found.has(value)) {
           found.set(value, {
             name: `${packageName}/${moduleName}.${name}`,
-            fields: value.fields as ErrorClass["fields"]
+            fields: value.fields as ErrorClass["fields"],
+            schema: value as unknown as Schema.Schema<Error>
           })
         }
       }
@@ -87,6 +89,17 @@ describe("error classes of every package", () => {
       }
       if (detail !== undefined) {
         assert.isTrue(reason !== undefined && isKind(reason), `${error.name}.detail stands beside a literal reason`)
+      }
+    }
+  })
+
+  it("say what happened in a message for every value of their fields (every reason of a domain error)", () => {
+    for (const error of classes) {
+      for (const value of FastCheck.sample(Arbitrary.make(error.schema), 25)) {
+        assert.isString(value.message, error.name)
+        if (error.fields.reason !== undefined && isKind(error.fields.reason)) {
+          assert.isAbove(value.message.trim().length, 0, error.name)
+        }
       }
     }
   })
