@@ -1,8 +1,7 @@
 import type { Prompt } from "@effect/ai"
-import type { Checkpointer } from "@stepwise-agent/core"
+import type { AgentError, Checkpointer } from "@stepwise-agent/core"
 import { RunJournal } from "@stepwise-agent/core"
-import type { Option } from "effect"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { describe, expect, test } from "tstyche"
 
 declare const journal: RunJournal.Service
@@ -46,5 +45,33 @@ describe("RunJournal.StepKey", () => {
     expect(replaying).type.not.toBe<never>()
     // without the witness, a value of the kind's type is not the step's
     expect(<A>(_key: RunJournal.StepKey.Model<A>): A => modelCall).type.toRaiseError()
+  })
+})
+
+declare const confirm: RunJournal.Interrupt<{ readonly question: string }, boolean>
+
+describe("RunJournal.await", () => {
+  test("answers with the decision type of the interrupt's wait", () => {
+    expect(journal.await(confirm)).type.toBe<Effect.Effect<Option.Option<boolean>, AgentError.InvalidResume>>()
+    expect(confirm.value).type.toBe<{ readonly question: string }>()
+    expect(RunJournal.decodeDecision(confirm, "posted")).type.toBe<Effect.Effect<boolean, AgentError.InvalidResume>>()
+  })
+
+  test("a journal that answers with another type than the wait's decision is a type error", () => {
+    expect(RunJournal.RunJournal.of).type.not.toBeCallableWith({
+      ...RunJournal.inProcess,
+      await: () => Effect.succeed(Option.some("yes"))
+    })
+    expect(RunJournal.RunJournal.of).type.toBeCallableWith({
+      ...RunJournal.inProcess,
+      await: <Request, Decision>(interrupt: RunJournal.Interrupt<Request, Decision>) =>
+        Effect.map(RunJournal.decodeDecision(interrupt, "yes"), Option.some)
+    })
+  })
+
+  test("a list of interrupts of any waits holds Interrupt.Any", () => {
+    const seen: Array<RunJournal.Interrupt.Any> = []
+    const keeping = <Request, Decision>(interrupt: RunJournal.Interrupt<Request, Decision>) => seen.push(interrupt)
+    expect(keeping(confirm)).type.toBe<number>()
   })
 })

@@ -1,7 +1,7 @@
 import type { AiError } from "@effect/ai"
-import type { Agent, AgentError, AgentResult, AgentState, Fork, Wait } from "@stepwise-agent/core"
+import type { Agent, AgentError, AgentEvent, AgentResult, AgentState, Fork, Wait } from "@stepwise-agent/core"
 import { RunRecord } from "@stepwise-agent/core"
-import type { Effect } from "effect"
+import type { Effect, Stream } from "effect"
 import { describe, expect, test } from "tstyche"
 
 interface Slice extends AgentState.AgentState {
@@ -18,6 +18,20 @@ describe("Agent.replay", () => {
     expect(agent.replay(record)).type.toBe<
       Effect.Effect<
         AgentResult.AgentResult<Slice, { readonly n: number }, Wait.Any>,
+        | Oops
+        | AgentError.AgentError
+        | AiError.AiError
+        | RunRecord.ReplayDiverged
+        | RunRecord.ReplayStopped
+        | RunRecord.RunRecordError
+      >
+    >()
+  })
+
+  test("replayStream gives the agent's events and fails as replay does", () => {
+    expect(agent.replayStream(record)).type.toBe<
+      Stream.Stream<
+        AgentEvent.AgentEvent<Slice, { readonly n: number }, Wait.Any>,
         | Oops
         | AgentError.AgentError
         | AiError.AiError

@@ -274,6 +274,7 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
   validateResume(
     threadId: string,
     value: Wait.DecisionOf<W>
+    // `unknown`: the decision's encoded form, whose type the agent's waits do not carry (a store keeps it as JSON)
   ): Effect.Effect<Checkpointer.PendingInterrupt & { readonly encodedDecision: unknown }, RunError<E>>
   /**
    * The decision `value` for the wait `interrupt` of this agent (the
@@ -285,6 +286,7 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * them.
    */
   readonly personTexts: (
+    // `unknown`: a forwarded child's wait as its parent stored it (encoded), decoded here with the child's wait
     interrupt: { readonly middleware: string; readonly value: unknown },
     value: unknown,
     replace: (text: string) => string
@@ -297,7 +299,11 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * decoded; nothing runs. A decision that no longer decodes (the wait
    * changed since it was stored) fails with `InvalidResume`.
    */
-  validatePosted(threadId: string, encoded: unknown): Effect.Effect<Wait.DecisionOf<W>, RunError<E>>
+  validatePosted(
+    threadId: string,
+    // `unknown`: a decision as a store gives it back (JSON), decoded here with the wait's decision schema
+    encoded: unknown
+  ): Effect.Effect<Wait.DecisionOf<W>, RunError<E>>
   /**
    * A structured output (a completed result's `output`) encoded by the
    * agent's `responseFormat`, as JSON keeps it: what a durable run journals.
@@ -323,6 +329,21 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
     record: RunRecord.RunRecord
   ) => Effect.Effect<
     AgentResult.AgentResult<S, O, W>,
+    RunError<E> | RunRecord.ReplayDiverged | RunRecord.ReplayStopped | RunRecord.RunRecordError
+  >
+  /**
+   * `replay` as a stream of events: the events a live run of the record
+   * emits (the served replies as `ModelResponded`, the served tool results
+   * as `ToolCallStarted` / `ToolCallCompleted` with their ledger entries,
+   * each middleware decision, each wait), ending in `RunEnded`; no
+   * `ModelRequestSent` (no request is sent). A replay that differs from its
+   * record fails the stream with `ReplayDiverged` after the events up to
+   * there.
+   */
+  readonly replayStream: (
+    record: RunRecord.RunRecord
+  ) => Stream.Stream<
+    AgentEvent.AgentEvent<S, O, W>,
     RunError<E> | RunRecord.ReplayDiverged | RunRecord.ReplayStopped | RunRecord.RunRecordError
   >
   /**
@@ -954,8 +975,11 @@ export const run = (input: Prompt.RawInput, options: RunOptions) =>
  * @since 0.1.0
  * @category accessors
  */
-export const resume = (threadId: string, value: unknown) =>
-  Effect.flatMap(Agent, (agent) => agent.resume(threadId, value))
+export const resume = (
+  threadId: string,
+  // `unknown`: the `Agent` of the context is any agent (its waits unknown); `agent.resume` of a typed agent is typed
+  value: unknown
+) => Effect.flatMap(Agent, (agent) => agent.resume(threadId, value))
 
 /**
  * Sends a message to a thread of the `Agent` of the context (see

@@ -22,7 +22,9 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as AgentError from "./AgentError.js"
 import * as Checkpointer from "./Checkpointer.js"
+import * as Waits from "./internal/waits.js"
 import type * as Middleware from "./Middleware.js"
 import type * as ToolEffect from "./ToolEffect.js"
 
@@ -499,20 +501,23 @@ export interface Witness {
 export type ModelReply = Omit<Middleware.ModelResponse, "state">
 
 /**
- * A hook interrupted the run and waits for a value.
+ * A hook interrupted the run and waits for a decision: what it asked
+ * (`value`, a `Request`) and the schemas of its middleware's wait, which a
+ * journal types its wait with (`request`, `decision`). `await` answers with
+ * a `Decision`, decoded with `decision`.
  *
  * @example
  * ```ts
  * import type { RunJournal } from "@stepwise-agent/core"
  *
- * const describe = (interrupt: RunJournal.Interrupt) =>
- *   `${interrupt.middleware} waits (${interrupt.key}) at step ${interrupt.step}`
+ * const describe = (interrupt: RunJournal.Interrupt<{ readonly question: string }, boolean>) =>
+ *   `${interrupt.middleware} asks "${interrupt.value.question}" (${interrupt.key}) at step ${interrupt.step}`
  * ```
  *
  * @since 0.1.0
  * @category models
  */
-export interface Interrupt {
+export interface Interrupt<Request = unknown, Decision = unknown> {
   /** Unique within the run; a durable journal names its wait after it. */
   readonly key: string
   readonly threadId: string
@@ -521,16 +526,32 @@ export interface Interrupt {
   readonly node: Checkpointer.PendingInterrupt["node"]
   /**
    * What the hook asked (for example `HumanInTheLoop.ApprovalRequest`), as it
-   * gave it (its middleware's `wait.request` type; the thread stores it
-   * encoded).
+   * gave it (decoded; the thread stores it encoded with `request`).
    */
-  readonly value: unknown
+  readonly value: Request
+  /** The waiting middleware's `wait.request` schema: what the hook asks, and how a journal keeps it. */
+  readonly request: Schema.Schema<Request, any>
   /**
    * The waiting middleware's `wait.decision` schema: what answers the wait.
-   * A durable journal types its wait with it (a decision it stores decodes
-   * with it) and encodes a decision it makes itself (a timeout's) with it.
+   * A journal that stores decisions stores them encoded with it and gives
+   * them back decoded with it (`decodeDecision`).
    */
-  readonly decision: Schema.Schema.AnyNoContext
+  readonly decision: Schema.Schema<Decision, any>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export declare namespace Interrupt {
+  /**
+   * Any interrupt, whatever its request and decision (an interrupt's
+   * schemas make `Interrupt` invariant in both): what a list of them holds.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  export type Any = Interrupt<any, any>
 }
 
 /**
@@ -545,12 +566,16 @@ export interface Service {
   readonly step: <A, E, R>(key: StepKey<A>, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /**
    * Called after the loop saved the interrupted state. `None` ends the run
-   * as `Interrupted` (to be resumed with `Agent.resume`); `Some(value)`
-   * runs the interrupting hook again at once with `value`, a decision as it
-   * was posted (encoded, JSON): the agent decodes it with the waiting
-   * middleware's `wait.decision` schema and checks it first.
+   * as `Interrupted` (to be resumed with `Agent.resume`); `Some(decision)`
+   * runs the interrupting hook again at once with `decision`, decoded with
+   * the interrupt's `decision` schema (a journal that keeps decisions
+   * encoded decodes them with {@link decodeDecision}; one that does not
+   * decode fails the wait with `InvalidResume`). The agent checks it (its
+   * type, the wait's `check`) before the hook takes it.
    */
-  readonly await: (interrupt: Interrupt) => Effect.Effect<Option.Option<unknown>>
+  readonly await: <Request, Decision>(
+    interrupt: Interrupt<Request, Decision>
+  ) => Effect.Effect<Option.Option<Decision>, AgentError.InvalidResume>
   /**
    * Whether the journal waits for decisions durably itself (a workflow).
    * A thread such a journal interrupted is marked durable in its
@@ -562,6 +587,42 @@ export interface Service {
   /** Optional: a journal that records or replays a run sees its input and model requests ({@link Witness}). */
   readonly witness?: Witness | undefined
 }
+
+/**
+ * A decision as a journal stores it (`posted`: encoded with the interrupt's
+ * `decision` schema, as JSON keeps it), decoded with that schema: what
+ * `await` answers with. One the schema refuses (or whose reading throws)
+ * fails with `InvalidResume`, naming the middleware and what was wrong.
+ *
+ * @example
+ * ```ts
+ * import { RunJournal } from "@stepwise-agent/core"
+ * import { Effect, Option } from "effect"
+ *
+ * // answers every wait with the decision a person posted, as JSON
+ * const posted: Record<string, unknown> = { "beforeModel/confirm/0": true }
+ * const answering = RunJournal.RunJournal.of({
+ *   ...RunJournal.inProcess,
+ *   await: (interrupt) =>
+ *     interrupt.key in posted
+ *       ? Effect.map(RunJournal.decodeDecision(interrupt, posted[interrupt.key]), Option.some)
+ *       : Effect.succeedNone
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeDecision = <Request, Decision>(
+  interrupt: Interrupt<Request, Decision>,
+  posted: unknown
+): Effect.Effect<Decision, AgentError.InvalidResume> =>
+  Waits.decodePosted(interrupt.decision, posted, (reason) =>
+    new AgentError.InvalidResume({
+      threadId: interrupt.threadId,
+      middleware: interrupt.middleware,
+      reason: `the decision does not decode with the wait's decision schema: ${reason}`
+    }))
 
 /**
  * Where a run's steps are recorded. Provide one around `Agent.run` (or

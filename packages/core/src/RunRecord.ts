@@ -91,8 +91,10 @@ export type Step = typeof Step.Type
 
 /**
  * A wait the run made: the interrupt's key, step, middleware, node and what
- * it asked; with `decision`, the run went on past it with that decision (as
- * posted: encoded, JSON), as a durable run does, and a replay goes on with it.
+ * it asked (encoded by its wait's request schema, as the thread stores it);
+ * with `decision`, the run went on past it with that decision (as posted:
+ * encoded by its wait's decision schema, JSON), as a durable run does, and a
+ * replay goes on with it.
  *
  * @example
  * ```ts
@@ -122,7 +124,8 @@ export type WaitEntry = typeof WaitEntry.Type
 /**
  * A decision a middleware reported (`Middleware.report`, a `MiddlewareDecision` event),
  * in the run's order; one reported inside a model or tool call (a `wrapModelCall` or
- * `wrapToolCall` hook) just before that call's {@link Step}.
+ * `wrapToolCall` hook) just before that call's {@link Step}, with `inStep` naming it (a
+ * replay that serves the call gives its decisions again).
  *
  * @example
  * ```ts
@@ -138,7 +141,8 @@ export const Decision = Schema.TaggedStruct("Decision", {
   middleware: Schema.String,
   hook: Schema.String,
   decision: Schema.String,
-  data: Schema.Unknown
+  data: Schema.Unknown,
+  inStep: Schema.optional(Schema.String)
 })
 
 /**
@@ -465,14 +469,15 @@ export const recording = (
             step: interrupt.step,
             middleware: interrupt.middleware,
             node: interrupt.node,
-            request: kept(interrupt.value)
+            // kept as the thread and a durable journal keep them: encoded by the wait's schemas
+            request: keptAs(interrupt.request)(interrupt.value)
           })
           return Effect.zipRight(
             sink.put(slot, wait),
             Effect.tap(under.await(interrupt), (decision) =>
               Option.isNone(decision)
                 ? Effect.void
-                : sink.put(slot, WaitEntry.make({ ...wait, decision: kept(decision.value) })))
+                : sink.put(slot, WaitEntry.make({ ...wait, decision: keptAs(interrupt.decision)(decision.value) })))
           )
         }),
       step: (key, effect) => {
@@ -487,8 +492,10 @@ export const recording = (
                 timings.set(name, { startedAt, durationMillis: ended - startedAt })
               }))
         )
+        const putInStep = (decision: Decision) =>
+          add({ ...decision, inStep: name })
         const decided = Effect.suspend(() =>
-          Effect.forEach(decisions.splice(0), add, { discard: true })
+          Effect.forEach(decisions.splice(0), putInStep, { discard: true })
         )
         return under.step(key, timed).pipe(
           Effect.tap((value) =>

@@ -9,9 +9,10 @@ import { Prompt } from "@effect/ai"
 import { FileSystem, KeyValueStore } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentState, Checkpointer, RunJournal } from "@stepwise-agent/core"
+import { Agent, AgentState, Checkpointer, Middleware, RunJournal, RunRecord } from "@stepwise-agent/core"
+import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { Fixtures, ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Chunk, Effect, Layer, Option, Schema, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -165,5 +166,57 @@ describe("golden files: journal entries", () => {
       // every kind of step was read back
       const kinds = new Set(replayed.map((name) => name.split("/")[0]))
       assert.deepStrictEqual([...kinds].sort(), ["inbox", "load", "model", "tool"])
+    }))
+
+  it.effect("record-v1.jsonl: a run record as 0.1.0 wrote it (decisions without inStep) reads, replays with no model or tool call, and its replay reports the decision made inside the tool call again", () =>
+    Effect.gen(function*() {
+      const record = yield* RunRecord.fromJsonl(read("record-v1.jsonl"))
+      // the agent that recorded it (test/golden: written by the code of commit f21f2c0)
+      const audit = Middleware.make({
+        name: "audit",
+        wrapToolCall: (request, next) =>
+          Effect.zipRight(Middleware.report(`running ${request.call.name}`, { callId: request.call.id }), next(request))
+      })
+      const gate = HumanInTheLoop.middleware({
+        toolkit: Fixtures.toolkit,
+        interruptOn: { add: { allowedDecisions: ["approve"], when: () => false } }
+      })
+      let added = 0
+      const events = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          toolkit: Fixtures.toolkit,
+          systemPrompt: "You add.",
+          middleware: [gate, audit]
+        })
+        const result = yield* agent.replay(record)
+        assert.deepStrictEqual(result._tag === "Completed" && result.text, "5")
+        assert.strictEqual((yield* ScriptedModel.requests).length, 0)
+        return Chunk.toReadonlyArray(yield* Stream.runCollect(agent.replayStream(record)))
+      }).pipe(
+        Effect.provide(Layer.merge(
+          ScriptedModel.layer([]),
+          Fixtures.toolkit.toLayer({
+            echo: ({ text }) => Effect.succeed(text),
+            add: ({ a, b }) => Effect.sync(() => (added++, a + b)),
+            fail: ({ reason }) => Effect.fail({ reason })
+          })
+        ))
+      )
+      assert.strictEqual(added, 0)
+      assert.deepStrictEqual(
+        events.flatMap((event) =>
+          event._tag === "MiddlewareDecision"
+            ? [`${event.middleware}: ${event.decision}`]
+            : event._tag === "ToolCallStarted" || event._tag === "ToolCallCompleted"
+            ? [event._tag]
+            : []
+        ),
+        [
+          "humanInTheLoop: 1 call(s) need no decision (when)",
+          "ToolCallStarted",
+          "audit: running add",
+          "ToolCallCompleted"
+        ]
+      )
     }))
 })

@@ -203,7 +203,7 @@ describe("RunJournal", () => {
 
   it.effect("an executor that answers an interrupt continues the run at once, with the key of the wait", () =>
     Effect.gen(function*() {
-      const seen: Array<RunJournal.Interrupt> = []
+      const seen: Array<RunJournal.Interrupt.Any> = []
       const resumes: Array<unknown> = []
       const ask = Middleware.make({
         name: "ask",
@@ -217,10 +217,10 @@ describe("RunJournal", () => {
       const executor = RunJournal.RunJournal.of({
         ...RunJournal.inProcess,
         await: (interrupt) =>
-          Effect.sync(() => {
-            seen.push(interrupt)
-            return Option.some("yes")
-          })
+          Effect.zipRight(
+            Effect.sync(() => seen.push(interrupt)),
+            Effect.map(RunJournal.decodeDecision(interrupt, "yes"), Option.some)
+          )
       })
       const result = yield* Effect.gen(function*() {
         const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ask] })
@@ -255,7 +255,11 @@ describe("RunJournal", () => {
       })
       const executor = RunJournal.RunJournal.of({
         ...RunJournal.inProcess,
-        await: (interrupt) => Effect.sync(() => (keys.push(interrupt.key), Option.some("ok")))
+        await: (interrupt) =>
+          Effect.zipRight(
+            Effect.sync(() => keys.push(interrupt.key)),
+            Effect.map(RunJournal.decodeDecision(interrupt, "ok"), Option.some)
+          )
       })
       yield* Effect.gen(function*() {
         const agent = yield* Agent.make({ toolkit: Calculator, middleware: [ask] })
@@ -563,7 +567,7 @@ describe("RunJournal.nested", () => {
       const outer = RunJournal.RunJournal.of({
         durable: true,
         step: (key, effect) => Effect.zipRight(Effect.sync(() => names.push(RunJournal.stepName(key))), effect),
-        await: () => Effect.succeed(Option.some("decided by the outer journal"))
+        await: (interrupt) => Effect.map(RunJournal.decodeDecision(interrupt, 42), Option.some)
       })
       const nested = RunJournal.nested(RunJournal.nested(outer, "task/c1/1"), "task/g1/1")
       assert.isFalse(nested.durable)
@@ -575,6 +579,7 @@ describe("RunJournal.nested", () => {
           middleware: "m",
           node: "afterModel",
           value: 1,
+          request: Schema.Number,
           decision: Schema.Number
         }),
         Option.none()

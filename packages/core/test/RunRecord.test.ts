@@ -1,6 +1,6 @@
 import { Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Middleware, RunRecord, Secrets } from "@stepwise-agent/core"
+import { Agent, Middleware, RunJournal, RunRecord, Secrets } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import { Calculator, CalculatorLive } from "./utils.js"
@@ -379,6 +379,51 @@ describe("Agent.replay", () => {
       assert.strictEqual(replayed._tag, "Interrupted")
       assert.strictEqual(replayed.steps, 1)
       assert.deepStrictEqual([modelCalls, toolCalls], [0, 0])
+    }))
+
+  it.effect("a wait's request and decision are recorded encoded by its wait's schemas; the replay gives the hook the decision decoded", () =>
+    Effect.gen(function*() {
+      // schemas whose encoded form is not the decoded one as JSON
+      const Limit = Schema.Struct({ limit: Schema.NumberFromString })
+      const Until = Schema.Struct({ until: Schema.DateFromNumber })
+      const seen: Array<unknown> = []
+      const ask = Middleware.make({
+        name: "ask",
+        wait: { request: Limit, decision: Until },
+        beforeModel: ({ resume, step }) =>
+          Effect.sync(() => {
+            if (Option.isSome(resume)) seen.push(resume.value)
+            return step === 1 && Option.isNone(resume) ? { interrupt: { limit: 5 } } : undefined
+          })
+      })
+      const answering = RunJournal.RunJournal.of({
+        ...RunJournal.inProcess,
+        await: (interrupt) => Effect.map(RunJournal.decodeDecision(interrupt, { until: 1_000 }), Option.some)
+      })
+      const entries: Array<RunRecord.Entry> = []
+      let input: RunRecord.Header["input"] = []
+      const { add, journal } = RunRecord.recording(answering, {
+        put: (slot, entry) => Effect.sync(() => void (entries[slot] = entry)),
+        input: (messages) => Effect.sync(() => void (input = messages))
+      })
+      const result = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [ask] })
+        return yield* agent.run("What is 2 + 3 + 7?", { threadId: "prod-1" }).pipe(
+          Effect.provideService(RunJournal.RunJournal, journal)
+        )
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), counted().layer)))
+      assert.strictEqual(result._tag, "Completed")
+      yield* add(RunRecord.endOf(result, 0))
+      const wait = entries.find((entry) => entry._tag === "Wait")
+      assert.deepInclude(wait, { middleware: "ask", request: { limit: "5" }, decision: { until: 1_000 } })
+      assert.deepStrictEqual(seen, [{ until: new Date(1_000) }])
+      const record = RunRecord.RunRecord.make({
+        header: RunRecord.Header.make({ version: RunRecord.version, threadId: "prod-1", startedAt: 0, input }),
+        entries
+      })
+      const { outcome } = yield* replayOn(record, { middleware: [ask] })
+      assert.strictEqual(Either.getOrThrow(outcome)._tag, "Completed")
+      assert.deepStrictEqual(seen, [{ until: new Date(1_000) }, { until: new Date(1_000) }])
     }))
 
   it.effect("middleware decisions are recorded in their place among the steps, as reported", () =>

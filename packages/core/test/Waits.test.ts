@@ -102,34 +102,135 @@ describe("typed waits", () => {
       assert.strictEqual((yield* agent.resume("t", { approve: false }))._tag, "Completed")
     }).pipe(provide))
 
-  it.effect("a durable journal's decision arrives encoded: it is decoded and checked before the hook gets it", () =>
+  it.effect("a journal's decision arrives decoded with the interrupt's decision schema, and is checked before the hook gets it", () =>
     Effect.gen(function*() {
       const seen: Array<unknown> = []
+      const checked: Array<unknown> = []
       const answers: Array<unknown> = [{ approve: true, until: "2026-12-08T00:00:00.000Z" }]
       const journal = RunJournal.RunJournal.of({
         ...RunJournal.inProcess,
-        await: () => Effect.sync(() => Option.fromNullable(answers.shift()))
+        await: (interrupt) =>
+          Effect.suspend(() => {
+            const posted = answers.shift()
+            return posted === undefined
+              ? Effect.succeedNone
+              : Effect.map(RunJournal.decodeDecision(interrupt, posted), Option.some)
+          })
       })
-      const agent = yield* Agent.make({ middleware: [confirm(seen)] })
+      const agent = yield* Agent.make({ middleware: [confirm(seen, checked)] })
       const result = yield* agent.run("hi", { threadId: "t" }).pipe(
         Effect.provideService(RunJournal.RunJournal, journal)
       )
       assert.strictEqual(result._tag, "Completed")
       assert.isTrue((seen[0] as typeof Answer.Type).until instanceof Date)
+      // the wait's check saw the decision and the request decoded
+      assert.strictEqual(checked.length, 1)
     }).pipe(provide))
 
-  it.effect("a durable journal's decision that does not fit fails the run with InvalidResume, not the hook", () =>
+  it.effect("a journal's decision the wait's check refuses fails the run with the check's error, not the hook", () =>
     Effect.gen(function*() {
       const seen: Array<unknown> = []
       const journal = RunJournal.RunJournal.of({
         ...RunJournal.inProcess,
-        await: () => Effect.succeed(Option.some<unknown>({ approve: "maybe" }))
+        await: (interrupt) =>
+          Effect.map(
+            RunJournal.decodeDecision(interrupt, { approve: true, until: "2020-01-01T00:00:00.000Z" }),
+            Option.some
+          )
       })
       const agent = yield* Agent.make({ middleware: [confirm(seen)] })
       const error = yield* Effect.flip(
         agent.run("hi", { threadId: "t" }).pipe(Effect.provideService(RunJournal.RunJournal, journal))
       )
-      assert.strictEqual((error as { _tag: string })._tag, "InvalidResume")
+      assert.strictEqual((error as { _tag: string })._tag, "TooEarly")
+      assert.deepStrictEqual(seen, [])
+    }).pipe(provide))
+
+  it.effect("a journal's decision that is not of the wait's decision type fails the run with InvalidResume, not the hook", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      // a journal that breaks its contract (a cast): what it gives is checked against the decision's type
+      const given = [{ approve: "maybe" }, { approve: true, until: "2026-12-08T00:00:00.000Z" }]
+      for (const [i, decision] of given.entries()) {
+        const journal = RunJournal.RunJournal.of({
+          ...RunJournal.inProcess,
+          await: () => Effect.succeed(Option.some(decision as never))
+        })
+        const agent = yield* Agent.make({ middleware: [confirm(seen)] })
+        const error = yield* Effect.flip(
+          agent.run("hi", { threadId: `t${i}` }).pipe(Effect.provideService(RunJournal.RunJournal, journal))
+        )
+        assert.strictEqual((error as { _tag: string })._tag, "InvalidResume")
+        assert.include((error as Error).message, "not of the wait's decision type")
+      }
+      assert.deepStrictEqual(seen, [])
+    }).pipe(provide))
+
+  it.effect("a journal's decision decoded by any decision schema (class, brand, filter, map, option) reaches the hook as decoded", () =>
+    Effect.gen(function*() {
+      class Approval
+        extends Schema.Class<Approval>("Approval")({ approve: Schema.Boolean, until: Schema.DateFromString })
+      {}
+      const cases: ReadonlyArray<readonly [Schema.Schema<any, any>, unknown]> = [
+        [Approval, new Approval({ approve: true, until: new Date("2026-12-07T00:00:00.000Z") })],
+        [Schema.String.pipe(Schema.brand("Reviewer")), "ana"],
+        [Schema.Number.pipe(Schema.positive()), 3],
+        [Schema.ReadonlyMapFromRecord({ key: Schema.String, value: Schema.NumberFromString }), new Map([["a", 1]])],
+        [Schema.OptionFromNullOr(Schema.DateFromNumber), Option.some(new Date(5))],
+        [Schema.Union(Schema.TaggedStruct("Yes", {}), Schema.TaggedStruct("No", { why: Schema.String })), {
+          _tag: "No",
+          why: "late"
+        }]
+      ]
+      for (const [i, [decision, value]] of cases.entries()) {
+        const seen: Array<unknown> = []
+        const asking = Middleware.make({
+          name: "asking",
+          wait: { request: Schema.Null, decision },
+          beforeModel: ({ resume, step }) =>
+            Effect.sync(() => {
+              if (Option.isSome(resume)) seen.push(resume.value)
+              return step === 0 && Option.isNone(resume) ? { interrupt: null } : undefined
+            })
+        })
+        const posted = JSON.parse(JSON.stringify(Schema.encodeSync(decision)(value)))
+        const journal = RunJournal.RunJournal.of({
+          ...RunJournal.inProcess,
+          await: (interrupt) => Effect.map(RunJournal.decodeDecision(interrupt, posted), Option.some)
+        })
+        const agent = yield* Agent.make({ middleware: [asking] })
+        const result = yield* agent.run("hi", { threadId: `t${i}` }).pipe(
+          Effect.provideService(RunJournal.RunJournal, journal)
+        )
+        assert.strictEqual(result._tag, "Completed")
+        assert.deepStrictEqual(seen, [Schema.decodeUnknownSync(decision)(posted)])
+        if (value instanceof Approval) assert.instanceOf(seen[0], Approval)
+      }
+    }).pipe(
+      Effect.provide(
+        Layer.merge(
+          ScriptedModel.layer(Array.from({ length: 6 }, () => ScriptedModel.text("done"))),
+          Checkpointer.layerMemory
+        )
+      )
+    ))
+
+  it.effect("RunJournal.decodeDecision refuses a posted decision its wait's schema does not decode with InvalidResume", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const journal = RunJournal.RunJournal.of({
+        ...RunJournal.inProcess,
+        await: (interrupt) => Effect.map(RunJournal.decodeDecision(interrupt, { approve: "maybe" }), Option.some)
+      })
+      const agent = yield* Agent.make({ middleware: [confirm(seen)] })
+      const error = yield* Effect.flip(
+        agent.run("hi", { threadId: "t" }).pipe(Effect.provideService(RunJournal.RunJournal, journal))
+      )
+      assert.strictEqual(error._tag, "InvalidResume")
+      if (error._tag !== "InvalidResume") return
+      assert.strictEqual(error.middleware, "confirm")
+      assert.strictEqual(error.threadId, "t")
+      assert.include(error.message, "does not decode with the wait's decision schema")
       assert.deepStrictEqual(seen, [])
     }).pipe(provide))
 

@@ -35,7 +35,7 @@ const startDemo = (cwd: string, ...args: ReadonlyArray<string>) =>
         tsx,
         script,
         "--pace",
-        "300",
+        "150",
         ...args
       ], {
         cwd,

@@ -617,7 +617,11 @@ export const approveAll = (request: ApprovalRequest): ReadonlyArray<Decision> =>
  * @since 0.1.0
  * @category constructors
  */
-export const rejectAll = (message: string) => (wait: { readonly value: unknown }): ReadonlyArray<Decision> =>
+export const rejectAll = (message: string) =>
+(
+  // `unknown`: any wait of the agent (a timeout decides them all); its own is recognised by decoding the request
+  wait: { readonly value: unknown }
+): ReadonlyArray<Decision> =>
   Option.match(requestOf(wait), {
     onNone: () => [],
     onSome: (request) => request.actionRequests.map((action) => reject(action, message))

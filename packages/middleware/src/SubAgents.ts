@@ -493,7 +493,10 @@ const decodeTaskInterrupt = Schema.decodeUnknownOption(TaskInterrupt)
  * @since 0.1.0
  * @category combinators
  */
-export const leaves = (interrupt: { readonly middleware: string; readonly key: string; readonly value: unknown }) => {
+export const leaves = (
+  // `unknown`: any agent's interrupt; a `TaskInterrupt` is recognised by decoding, down any depth of children
+  interrupt: { readonly middleware: string; readonly key: string; readonly value: unknown }
+) => {
   const out: Array<Leaf> = []
   const walk = (path: ReadonlyArray<Delegation>, at: Wait["interrupt"]) =>
     Option.match(decodeTaskInterrupt(at.value), {

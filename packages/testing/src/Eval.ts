@@ -23,7 +23,6 @@ import type * as Response from "@effect/ai/Response"
 import type * as Agent from "@stepwise-agent/core/Agent"
 import type * as AgentEvent from "@stepwise-agent/core/AgentEvent"
 import type * as AgentResult from "@stepwise-agent/core/AgentResult"
-import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as RunRecord from "@stepwise-agent/core/RunRecord"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Usage from "@stepwise-agent/core/Usage"
@@ -55,9 +54,9 @@ import * as ScriptedModel from "./ScriptedModel.js"
  * - `decide`: when the run stops at an interrupt (an approval), the decision
  *   to resume it with (or an `Effect` of it); without it an interrupted run
  *   ends there;
- * - `record`: a recorded run to replay instead (`agent.replay`): no model
- *   or tool is called, the run's tool calls and usage are the recorded
- *   ones, and it has no events (see {@link fromRecord});
+ * - `record`: a recorded run to replay instead (`agent.replayStream`): no
+ *   model or tool is called, and the run has the events a live run of the
+ *   record emits (see {@link fromRecord}); `input` is then unused;
  * - `assertions`: checks of this case only, after the suite's.
  *
  * @since 0.1.0
@@ -423,7 +422,9 @@ const replyParts = (reply: NonNullable<RunRecord.Step["reply"]>): ReadonlyArray<
  * first request that differs from the recorded one (the prompt, the
  * messages, the tools offered) fails the case's {@link replaysAsRecorded}
  * assertion with the step and the field. The other assertions check the
- * replayed run: its result, and its tool calls and usage as recorded.
+ * replayed run as a live one: its events are those a live run of the
+ * record emits (the recorded replies, tool calls and results, middleware
+ * decisions), up to where a replay that diverged stopped.
  *
  * @example
  * ```ts
@@ -1028,37 +1029,6 @@ const toolCallsOf = (events: ReadonlyArray<AgentEvent.AgentEvent<unknown, unknow
   return calls
 }
 
-/** The tool calls and usage a record holds, as its replay serves them: the run's own (no subagent's). */
-const recordedCalls = (record: RunRecord.RunRecord): { toolCalls: ReadonlyArray<ToolCall>; usage: Usage.Usage } => {
-  const params = new Map<string, unknown>()
-  const toolCalls: Array<ToolCall> = []
-  let input = 0
-  let output = 0
-  let total = 0
-  for (const entry of record.entries) {
-    if (entry._tag !== "Step") continue
-    const model = entry.kind === "Model" ? decodeModelCall(entry.result) : Option.none()
-    if (Option.isSome(model)) {
-      const reported = Usage.read(model.value.usage)
-      const i = reported.inputTokens ?? 0
-      const o = reported.outputTokens ?? 0
-      input += i
-      output += o
-      total += reported.totalTokens ?? i + o
-      for (const part of model.value.message.content) if (part.type === "tool-call") params.set(part.id, part.params)
-    }
-    const tool = entry.kind === "Tool" ? decodeToolCall(entry.result) : Option.none()
-    if (Option.isSome(tool)) {
-      const { updates: _, ...result } = tool.value
-      toolCalls.push({ id: result.id, name: result.name, params: params.get(result.id), result: Option.some(result) })
-    }
-  }
-  return { toolCalls, usage: new Usage.Usage({ inputTokens: input, outputTokens: output, totalTokens: total }) }
-}
-
-const decodeModelCall = Schema.decodeUnknownOption(RunJournal.ModelCall)
-const decodeToolCall = Schema.decodeUnknownOption(RunJournal.ToolCall)
-
 interface Trial {
   readonly run: Run
   readonly verdicts: ReadonlyArray<Verdict>
@@ -1086,14 +1056,13 @@ const runTrial = <R>(
     const program = Effect.gen(function*() {
       const agent = yield* suite.agent
       if (record !== undefined) {
-        const replayed = yield* agent.replay(record).pipe(
+        // the replay's events are those of a live run of the record: every assertion reads them as it would
+        return yield* collect(agent.replayStream(record)).pipe(
           Effect.catchIf((error) => error instanceof RunRecord.ReplayDiverged, (diverged) =>
             Effect.sync(() => {
               divergence = diverged as RunRecord.ReplayDiverged
             }))
         )
-        if (replayed !== undefined) result = Option.some(replayed)
-        return
       }
       yield* collect(agent.stream(input, { threadId }))
       const maxResumes = testCase.maxResumes ?? 10
@@ -1128,7 +1097,8 @@ const runTrial = <R>(
       events,
       result,
       error: Exit.isFailure(exit) ? Option.some(causeText(exit.cause)) : Option.none(),
-      ...(record === undefined ? { toolCalls: toolCallsOf(events), usage: usageOf(events) } : recordedCalls(record)),
+      toolCalls: toolCallsOf(events),
+      usage: usageOf(events),
       ...(divergence === undefined ? {} : { divergence })
     }
     const assertions = [...suite.assertions, ...(testCase.assertions ?? [])]
@@ -1165,6 +1135,22 @@ const checkAssertions = (field: string, assertions: ReadonlyArray<Assertion>): E
     if (invalid !== undefined) return new InvalidEval({ field: `${field}[${index}]`, reason: String(invalid) })
   }
   return Effect.void
+}
+
+const isRunRecord = Schema.is(RunRecord.RunRecord)
+
+/** Fails with `InvalidEval` when `record` is not a run record this build replays, saying why. */
+const checkRecord = (field: string, record: unknown): Effect.Effect<void, InvalidEval> => {
+  const version = isRecord(record) && isRecord(record.header) ? record.header.version : undefined
+  if (version !== undefined && version !== RunRecord.version) {
+    return new InvalidEval({
+      field,
+      reason: `the record is of version ${show(version)}; this build replays version ${RunRecord.version}`
+    })
+  }
+  return isRunRecord(record)
+    ? Effect.void
+    : new InvalidEval({ field, reason: "not a run record (RunRecord.record, RunRecord.fromJsonl, …)" })
 }
 
 /** The suite's problem, if any: the first bad option, named. */
@@ -1233,7 +1219,12 @@ const validate = <R>(
         )
       const history = yield* conversation("history", testCase.history ?? [])
       const input = Prompt.merge(history, yield* conversation("input", testCase.input))
-      if (input.content.length === 0) return yield* invalid(`${at}.input`, "has no message")
+      if (testCase.record !== undefined) {
+        yield* checkRecord(`${at}.record`, testCase.record)
+      } else if (input.content.length === 0) {
+        // (a record's own input is replayed: the record of a resumed run has none)
+        return yield* invalid(`${at}.input`, "has no message")
+      }
       yield* checkAssertions(`${at}.assertions`, testCase.assertions ?? [])
       if (only === undefined || only.includes(testCase.name)) cases.push({ testCase, input, timeout })
     }

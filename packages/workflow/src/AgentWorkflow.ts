@@ -144,6 +144,7 @@ export interface Outcome<O = unknown> {
  * @category models
  */
 export const Decision = Schema.Struct({
+  // `Unknown`: the value encoded, read where the wait is not known (a claim in the RunStore); `DecisionOf` decodes it
   value: Schema.Unknown,
   by: Schema.String,
   decidedAt: Schema.Number

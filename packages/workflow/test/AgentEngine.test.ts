@@ -298,7 +298,7 @@ describe("AgentEngine.layerSqlite", () => {
       "--mount",
       "--propagation",
       "private",
-      ...(ownPidNamespace ? ["--pid", "--fork"] : []),
+      ...(ownPidNamespace ? ["--pid", "--kill-child"] : []),
       "sh",
       "-c",
       "mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\"",

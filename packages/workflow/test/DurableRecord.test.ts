@@ -1,7 +1,8 @@
 import { AiError, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Fork, Middleware, RunJournal, RunRecord } from "@stepwise-agent/core"
-import { ScriptedModel } from "@stepwise-agent/testing"
+import { HumanInTheLoop } from "@stepwise-agent/middleware"
+import { Eval, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
@@ -9,7 +10,9 @@ import * as RecordStore from "@stepwise-agent/workflow/RecordStore"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
 import { Deferred, Effect, Either, FastCheck, Fiber, Layer, Option, Schedule, Schema } from "effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import { tempDirectory } from "./support/databases.js"
 
 const Runs = AgentWorkflow.make({ name: "durable-record", version: 1 })
@@ -74,7 +77,7 @@ const inProcessRecord = (turns: ReadonlyArray<ScriptedModel.Turn>, middleware: R
     let input: RunRecord.Header["input"] = []
     const answering = RunJournal.RunJournal.of({
       ...RunJournal.inProcess,
-      await: () => Effect.succeed(Option.some({ go: true }))
+      await: (interrupt) => Effect.map(RunJournal.decodeDecision(interrupt, { go: true }), Option.some)
     })
     const { add, journal } = RunRecord.recording(answering, {
       put: (slot, entry) =>
@@ -282,6 +285,119 @@ const scripts = FastCheck.array(
   ),
   ScriptedModel.text("done")
 ])
+
+/**
+ * `golden/record-v1.rows.json`: the stored rows (slot, line; the header at -1) of the run "src-run" of `script` with
+ * `audit` and `confirming(1)`, waiting at step 1, as the recorder of the previous version wrote them (slots 0, 1,
+ * 2, … in the run's order, no middleware decisions).
+ */
+const legacyRows: ReadonlyArray<readonly [number, string]> = JSON.parse(
+  fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), "golden", "record-v1.rows.json"), "utf8")
+)
+
+describe.each(engines)("a record stored in the previous slot numbering (%s engine)", (engine) => {
+  it.scopedLive("record-v1.rows.json reads as it was stored, and its run goes on in that numbering: each step once, in order, replayable", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = counted()
+      const context = yield* stack(engine, script, layer, [audit, confirming(1)])
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const store = yield* run(RecordStore.RecordStore)
+      yield* Effect.forEach(legacyRows, ([slot, line]) => store.put("src-run", slot, line), { discard: true })
+      const stored = yield* RunRecord.fromJsonl(legacyRows.map(([, line]) => line).join("\n"))
+      // the run was waiting when the upgrade came: it executes again up to its wait, and stores nothing new
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?", runId: "src-run" }))
+      assert.strictEqual((yield* run(Runs.await(runId, { untilWaiting: true }))).state, "Waiting")
+      assert.deepStrictEqual(yield* run(Runs.record(runId)), stored)
+      // then it goes on: each step once, in the run's order, the wait with its decision, the end
+      yield* run(Runs.resume(runId, { go: true }, { principal: "alice" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      const record = yield* run(Runs.record(runId))
+      const names = record.entries.flatMap((entry) => entry._tag === "Step" ? [entry.name] : [])
+      assert.deepStrictEqual(
+        names.filter((name) => name.startsWith("model/") || name.startsWith("tool/")),
+        ["model/0", "tool/call_1", "model/1", "tool/call_2", "model/2"]
+      )
+      assert.strictEqual(new Set(names).size, names.length, names.join(", "))
+      assert.deepStrictEqual(record.entries.slice(0, stored.entries.length - 1), stored.entries.slice(0, -1))
+      assert.deepInclude(record.entries.find((entry) => entry._tag === "Wait"), { step: 1, decision: { go: true } })
+      assert.deepInclude(record.entries.at(-1), { _tag: "End", outcome: "Completed", text: "12", steps: 3 })
+      assert.strictEqual(calls.count, 2)
+      // and it replays in process with no model or tool call
+      const { modelCalls, outcome, toolCalls } = yield* replayOn(record, "You add.", [audit, confirming(1)])
+      assert.strictEqual(Either.getOrThrow(outcome)._tag, "Completed")
+      assert.deepStrictEqual([modelCalls, toolCalls], [0, 0])
+    }))
+
+  it.scopedLive("a run waiting in the previous numbering, cancelled, ends Cancelled after its wait, each entry once", () =>
+    Effect.gen(function*() {
+      const context = yield* stack(engine, script, counted().layer, [audit, confirming(1)])
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const store = yield* run(RecordStore.RecordStore)
+      yield* Effect.forEach(legacyRows, ([slot, line]) => store.put("src-run", slot, line), { discard: true })
+      const stored = yield* RunRecord.fromJsonl(legacyRows.map(([, line]) => line).join("\n"))
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?", runId: "src-run" }))
+      yield* run(Runs.await(runId, { untilWaiting: true }))
+      yield* run(Runs.cancel(runId))
+      const record = yield* run(Runs.record(runId))
+      assert.deepStrictEqual(record.entries.slice(0, -1), stored.entries)
+      assert.deepInclude(record.entries.at(-1), { _tag: "End", outcome: "Cancelled", steps: 1 })
+    }))
+})
+
+describe("an Eval case of a durable record", () => {
+  const gate = HumanInTheLoop.middleware({ toolkit: Calculator, interruptOn: { add: true } })
+  /** The record of a durable run of `script` with `middleware`; a wait is approved whole. */
+  const durableRecord = (middleware: ReadonlyArray<Middleware.Any>) =>
+    Effect.gen(function*() {
+      const context = yield* stack("memory", script, counted().layer, middleware)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+      for (let waits = 0; waits < 5; waits++) {
+        const status = yield* run(Runs.await(runId, { untilWaiting: true }))
+        if (status.state !== "Waiting") break
+        const request = Option.flatMap(
+          status.pending,
+          (wait) => Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value)
+        )
+        yield* run(Runs.resume(runId, HumanInTheLoop.approveAll(Option.getOrThrow(request)), { principal: "ana" }))
+      }
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      return yield* run(Runs.record(runId))
+    })
+  /** The verdicts of noApprovalBypassed and replaysAsRecorded on the record, replayed on an agent with `middleware`. */
+  const verdicts = (record: RunRecord.RunRecord, middleware: ReadonlyArray<Middleware.Any>) =>
+    Effect.map(
+      Eval.run(Eval.make({
+        name: "durable",
+        agent: Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware }).pipe(
+          Effect.provide(counted().layer)
+        ),
+        cases: [Eval.fromRecord(record, { name: "prod" })],
+        assertions: [Eval.noApprovalBypassed(["add"]), Eval.toolCalled("add", undefined, { times: 2 })]
+      })),
+      (report) => report.cases[0]!.assertions.map((entry) => [entry.name, entry.passes, entry.failures[0]?.reason])
+    )
+
+  it.scopedLive("a durable run whose gated calls were approved through its waits passes noApprovalBypassed", () =>
+    Effect.gen(function*() {
+      const record = yield* durableRecord([gate])
+      assert.deepStrictEqual(yield* verdicts(record, [gate]), [
+        ["noApprovalBypassed(add)", 1, undefined],
+        ["toolCalled(add, 2×)", 1, undefined],
+        ["replaysAsRecorded", 1, undefined]
+      ])
+    }))
+
+  it.scopedLive("a durable run whose gated tool ran without an approval fails noApprovalBypassed, naming each call", () =>
+    Effect.gen(function*() {
+      const record = yield* durableRecord([])
+      assert.deepStrictEqual(yield* verdicts(record, []), [
+        ["noApprovalBypassed(add)", 0, "ran without an approval from humanInTheLoop: add (call_1), add (call_2)"],
+        ["toolCalled(add, 2×)", 1, undefined],
+        ["replaysAsRecorded", 1, undefined]
+      ])
+    }))
+})
 
 describe("a durable record and an in-process one", () => {
   it.live.prop(

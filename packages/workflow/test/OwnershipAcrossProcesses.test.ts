@@ -69,7 +69,7 @@ const waitFor = (
   f: (line: string) => boolean
 ) => Effect.promise(() => child.waitForLine(f, 60_000))
 
-/** While run-1 works in this process, `connect` connects another process; a steer sent 3 s later joins run-1. */
+/** While run-1 works in this process, `connect` connects other processes; a steer sent 3 s later joins run-1. */
 const ownershipKept = (
   connect: (env: Record<string, string>) => Effect.Effect<void, never, Scope.Scope>
 ) =>
@@ -104,47 +104,33 @@ const ownershipKept = (
 
 describe("run ownership with the runner in this process (SQLite)", () => {
   it.scopedLive(
-    "a client-only process connecting while the run works changes nothing: a steer sent seconds later joins the run",
+    "other processes connecting while the run works change nothing: a client-only process, one that shuts down (SIGTERM: its layers' finalizers run) and a second runner (refused); a steer sent seconds later joins the run",
     () =>
       ownershipKept((env) =>
-        Effect.gen(function*() {
-          const client = yield* scopedChild(script, { ...env, ROLE: "client" })
-          yield* waitFor(client, (line) => line === "up")
-        })
-      ),
-    { timeout: 240_000 }
-  )
-
-  it.scopedLive(
-    "a client-only process that connects and shuts down (SIGTERM: its layers' finalizers run) while the run works changes nothing",
-    () =>
-      ownershipKept((env) =>
-        Effect.gen(function*() {
-          const client = yield* scopedChild(script, { ...env, ROLE: "client" })
-          yield* waitFor(client, (line) => line === "up")
-          process.kill(client.pid, "SIGTERM")
-          yield* Effect.promise(() => client.exited).pipe(
-            Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => "the client did not stop" }),
-            Effect.orDie
-          )
-        })
-      ),
-    { timeout: 240_000 }
-  )
-
-  it.scopedLive(
-    "a second runner process started while the run works is refused and changes nothing: a steer sent then joins the run",
-    () =>
-      ownershipKept((env) =>
-        Effect.gen(function*() {
-          const second = yield* scopedChild(script, { ...env, ROLE: "runner" })
-          const exit = yield* Effect.promise(() => second.exited).pipe(
-            Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => "the second runner did not stop" }),
-            Effect.orDie
-          )
-          assert.notStrictEqual(exit.code, 0)
-          assert.include([...second.lines, second.stderr()].join("\n"), "EngineLocked")
-        })
+        Effect.all([
+          Effect.gen(function*() {
+            const client = yield* scopedChild(script, { ...env, ROLE: "client" })
+            yield* waitFor(client, (line) => line === "up")
+          }),
+          Effect.gen(function*() {
+            const client = yield* scopedChild(script, { ...env, ROLE: "client" })
+            yield* waitFor(client, (line) => line === "up")
+            process.kill(client.pid, "SIGTERM")
+            yield* Effect.promise(() => client.exited).pipe(
+              Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => "the client did not stop" }),
+              Effect.orDie
+            )
+          }),
+          Effect.gen(function*() {
+            const second = yield* scopedChild(script, { ...env, ROLE: "runner" })
+            const exit = yield* Effect.promise(() => second.exited).pipe(
+              Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => "the second runner did not stop" }),
+              Effect.orDie
+            )
+            assert.notStrictEqual(exit.code, 0)
+            assert.include([...second.lines, second.stderr()].join("\n"), "EngineLocked")
+          })
+        ], { concurrency: "unbounded", discard: true })
       ),
     { timeout: 240_000 }
   )

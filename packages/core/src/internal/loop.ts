@@ -55,10 +55,11 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
     const execute = Driver.make(config, Driver.steps(config, checkpoints.save))
     const threads = yield* Threads.make(config, checkpoints, execute)
     const { withThreadLock } = threads
-    const replayRuns: Replay.Runs = {
-      start: (input, threadId) => threads.start(input, { threadId }, undefined),
-      resume: (threadId, decision) => threads.resume(threadId, decision, undefined)
-    }
+    /** How a replay runs the agent; its events go to `emit` (a replay stream's). */
+    const replayRuns = (emit: Emit | undefined): Replay.Runs => ({
+      start: (input, threadId) => threads.start(input, { threadId }, emit),
+      resume: (threadId, decision) => threads.resume(threadId, decision, emit)
+    })
     // (the effects below need the context the agent captured, which the driver provides: `any` until then)
     return {
       run: Effect.fn("Agent.run")((input: Prompt.RawInput, options: Agent.RunOptions) =>
@@ -94,13 +95,19 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
       validatePosted: Effect.fn("Agent.validatePosted")((threadId: string, encoded: unknown) =>
         threads.validatePosted(threadId, encoded)
       ),
-      replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) => Replay.replay(record, replayRuns)),
+      replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) => Replay.replay(record, replayRuns(undefined))),
+      replayStream: (record) =>
+        streamOf((emit) =>
+          Replay.replay(record, replayRuns(emit)).pipe(
+            Effect.withSpan("Agent.replayStream", { captureStackTrace: false })
+          )
+        ),
       fork: Effect.fn("Agent.fork")((source: string | RunRecord.RunRecord, options: Fork.Options) =>
         Forks.fork(
           {
             checkpointer,
             checkMessage: (input) => checkInput(input, "conversation", config.inputLimits),
-            replay: (record, live) => Replay.replay(record, replayRuns, live),
+            replay: (record, live) => Replay.replay(record, replayRuns(undefined), live),
             load,
             start: (input, to) => threads.start(input, { threadId: to }, undefined),
             resume: (to, decision) => threads.resume(to, decision, undefined),

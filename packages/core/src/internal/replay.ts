@@ -20,6 +20,7 @@ import * as RunJournal from "../RunJournal.js"
 import * as RunRecord from "../RunRecord.js"
 import * as Secrets from "../Secrets.js"
 import * as Layered from "./layeredJournal.js"
+import * as Observer from "./observer.js"
 import { requestKeeper, same } from "./plainJson.js"
 
 type Field = RunRecord.ReplayDiverged["field"]
@@ -35,6 +36,38 @@ const firstDifference = (
   }
   return undefined
 }
+
+/**
+ * The decisions of `since` (those recorded after the step before `step`) that were reported inside `step`: those
+ * it names (`inStep`), or, in a record made before decisions named their step, the `wrapToolCall` ones just
+ * before a tool call's entry.
+ */
+const decisionsIn = (
+  step: RunRecord.Step,
+  since: ReadonlyArray<RunRecord.Decision>
+): Array<RunRecord.Decision> => {
+  if (since.some((decision) => decision.inStep !== undefined)) {
+    return since.filter((decision) => decision.inStep === step.name)
+  }
+  if (step.kind !== "Tool" && step.kind !== "Nested") return []
+  let first = since.length
+  while (first > 0 && since[first - 1]!.hook === "wrapToolCall") first--
+  return since.slice(first)
+}
+
+/** Reports `decisions` again, as recorded, where a served step ran them: to the run's events and its witness. */
+const reportAgain = (decisions: ReadonlyArray<RunRecord.Decision>): Effect.Effect<void> =>
+  decisions.length === 0 ? Effect.void : Effect.forEach(
+    decisions,
+    (decision) =>
+      Observer.decided({
+        middleware: decision.middleware,
+        hook: decision.hook,
+        decision: decision.decision,
+        data: decision.data
+      }),
+    { discard: true }
+  )
 
 const decodeMessage = Schema.decodeUnknown(Prompt.AssistantMessage)
 const decodeUsage = Schema.decodeUnknown(Response.Usage)
@@ -109,9 +142,15 @@ const replayWith = (
     // the model step each recorded step came after (a tool call belongs to the reply before it)
     const stepOf = new Map<string, number>()
     let lastModel = 0
+    // the middleware decisions reported inside each recorded step: a served step reports them again
+    const inStep = new Map<string, Array<RunRecord.Decision>>()
+    let since: Array<RunRecord.Decision> = []
     record.entries.forEach((entry, i) => {
       if (entry._tag === "Wait" && entry.decision !== undefined) decisions.set(entry.key, entry.decision)
+      if (entry._tag === "Decision") since.push(entry)
       if (entry._tag !== "Step") return
+      inStep.set(entry.name, decisionsIn(entry, since))
+      since = []
       steps.set(entry.name, { step: entry, line: i + 2, taken: false })
       if (entry.kind === "Model") {
         lastModel = Number(entry.name.slice("model/".length))
@@ -171,10 +210,11 @@ const replayWith = (
     const own = <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>) => outer.step(key, effect)
     const replaying = RunJournal.RunJournal.of({
       durable: live === undefined ? false : outer.durable,
-      // a recorded decision is given again; a fork waits in its own journal for one the record lacks
+      // a recorded decision is given again (decoded, as posted); a fork waits in its own journal for one the
+      // record lacks
       await: (interrupt) =>
         decisions.has(interrupt.key) && !isLive()
-          ? Effect.succeed(Option.some(decisions.get(interrupt.key)))
+          ? Effect.map(RunJournal.decodeDecision(interrupt, decisions.get(interrupt.key)), Option.some)
           : live === undefined
           ? Effect.succeedNone
           : outer.await(interrupt),
@@ -230,7 +270,7 @@ const replayWith = (
                 isFailure: edit.isFailure,
                 providerExecuted: false
               })))
-              : served(key, at)
+              : Effect.zipRight(reportAgain(inStep.get(name) ?? []), served(key, at))
           }
         }
       },

@@ -3,8 +3,9 @@
  * wait, its key and the run's progress), then the run's journal is asked
  * for an answer: the in-process journal has none, so the run ends
  * `Interrupted`; a durable one suspends the run until a decision comes (an
- * interrupted wait is, to watchers, the end of the run), and with one the run
- * goes on at the hook that waits, which takes the answer.
+ * interrupted wait is, to watchers, the end of the run), and with one (decoded
+ * by the journal, checked here) the run goes on at the hook that waits, which
+ * takes the answer.
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -55,14 +56,15 @@ export const make = (config: Compiled, save: Save) =>
       node,
       value: request,
       // a middleware that interrupts has a wait (`Waits.encodeRequest` refused the interrupt otherwise)
+      request: waiting.wait?.request ?? Schema.Unknown,
       decision: waiting.wait?.decision ?? Schema.Unknown
     })
     const decided = yield* run.emit === undefined
       ? wait
       : Effect.onInterrupt(wait, () => Observer.report(run, () => AgentEvent.RunEnded({ result })))
     if (Option.isNone(decided)) return { state, outcome: { _tag: "End", result } }
-    // a durable journal delivers the decision as it was posted: checked and decoded as `resume` does
-    const decision = yield* Waits.decodeDecision(waiting, run.threadId, value, decided.value)
+    // the journal delivers the decision decoded with the wait's decision schema: checked as `resume` does
+    const decision = yield* Waits.checkDelivered(waiting, run.threadId, value, decided.value)
     // the thread no longer waits: say so before the hook acts on the decision
     yield* save(run, state, undefined)
     return { state: RunState.withResume(state, Option.some(decision)), outcome: Resume }

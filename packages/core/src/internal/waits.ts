@@ -47,7 +47,15 @@ const parsed = <E>(
   value: unknown,
   refused: (reason: string) => E
 ): Effect.Effect<unknown, E> =>
-  Effect.suspend(() => (direction === "encode" ? Schema.encodeUnknown : Schema.decodeUnknown)(schema)(value)).pipe(
+  guarded(schema, () => (direction === "encode" ? Schema.encodeUnknown : Schema.decodeUnknown)(schema)(value), refused)
+
+/** The parse `parse` of `schema`, refused as {@link parsed} describes. */
+const guarded = <A, E>(
+  schema: Schema.Schema<any, any>,
+  parse: () => Effect.Effect<A, ParseResult.ParseError>,
+  refused: (reason: string) => E
+): Effect.Effect<A, E> =>
+  Effect.suspend(parse).pipe(
     Effect.mapError((error) => refused(Secrets.scrubText(formatParseError(schema, error)))),
     Effect.catchAllDefect((thrown) =>
       Effect.fail(refused(Secrets.scrubText(bounded(`reading it threw: ${describe(thrown)}`))))
@@ -210,6 +218,39 @@ export const decodeDecision = (
     (wait) => Effect.map(checked(m, wait, threadId, stored, encoded), (c) => c.decision)
   )
 
+/**
+ * The decision a journal's `await` delivers (decoded with the wait's
+ * decision schema), checked like one given to `resume`: it must be of the
+ * schema's type (a journal that gives something else fails the run with
+ * `InvalidResume`, and the hook does not run), then pass the wait's check.
+ */
+export const checkDelivered = (
+  m: Middleware.Any,
+  threadId: string,
+  stored: unknown,
+  decision: unknown
+): Effect.Effect<unknown, unknown, any> =>
+  Effect.gen(function*() {
+    const wait = yield* waitOf(m, threadId)
+    const typed = yield* parsed(Schema.typeSchema(wait.decision), "decode", decision, (reason) =>
+      new InvalidResume({
+        threadId,
+        middleware: m.name,
+        reason: `the journal delivered a decision that is not of the wait's decision type: ${reason}`
+      }))
+    return (yield* checkedDecoded(m, wait, threadId, stored, typed)).decision
+  })
+
+/**
+ * A decision as a store keeps it (`posted`), decoded with `schema`; a refusal
+ * (or a value whose reading throws) described by `refused`, scrubbed.
+ */
+export const decodePosted = <A, E>(
+  schema: Schema.Schema<A, any>,
+  posted: unknown,
+  refused: (reason: string) => E
+): Effect.Effect<A, E> => guarded(schema, () => Schema.decodeUnknown(schema)(posted), refused)
+
 const waitOf = (m: Middleware.Any, threadId: string) =>
   m.wait === undefined
     ? Effect.fail(
@@ -224,9 +265,20 @@ const checked = (
   stored: unknown,
   encoded: unknown
 ) =>
+  Effect.flatMap(
+    parsed(wait.decision, "decode", encoded, (reason) => new InvalidResume({ threadId, middleware: m.name, reason })),
+    (decision) => checkedDecoded(m, wait, threadId, stored, decision)
+  )
+
+/** A decoded decision checked against the request it answers (the wait's `check`), with that request. */
+const checkedDecoded = (
+  m: Middleware.Any,
+  wait: NonNullable<Middleware.Any["wait"]>,
+  threadId: string,
+  stored: unknown,
+  decision: unknown
+) =>
   Effect.gen(function*() {
-    const decision = yield* parsed(wait.decision, "decode", encoded, (reason) =>
-      new InvalidResume({ threadId, middleware: m.name, reason }))
     if (wait.check === undefined) {
       // what a person typed is named by the request too (a wait that forwards decisions: SubAgents)
       return { decision, request: wait.personTexts === undefined ? undefined : decodedRequest(wait, stored) }

@@ -129,3 +129,7 @@ const program = Effect.gen(function*() {
 })
 
 await Effect.runPromise(program.pipe(Effect.provide(NodeContext.layer)))
+
+// record-v1.jsonl is not written here: it is a `RunRecord` JSONL as the code of commit f21f2c0 wrote it (a tool call
+// cleared by HumanInTheLoop's `when`, a decision reported inside the call, without the `inStep` its entry has now).
+// `test/Golden.test.ts` replays it on the agent that recorded it.

@@ -100,13 +100,15 @@ const asLoopStep = <A, E, R>(
  * against the wait's decision schema before it is journaled: a value the
  * schema cannot encode fails the run with `InvalidResume`.
  */
-const timedOut = (
-  interrupt: RunJournal.Interrupt,
+const timedOut = <Request, Decision>(
+  interrupt: RunJournal.Interrupt<Request, Decision>,
   decide: (interrupt: Wait.Interrupt) => unknown
 ) =>
   Effect.gen(function*() {
-    const value = decide({ middleware: interrupt.middleware, value: interrupt.value, key: interrupt.key })
-    yield* Schema.encode(interrupt.decision)(value).pipe(
+    const given = decide({ middleware: interrupt.middleware, value: interrupt.value, key: interrupt.key })
+    // `decide` is typed by the workflow's waits, not by this one's: the decision is the one it encodes to
+    const value = yield* Schema.encodeUnknown(interrupt.decision)(given).pipe(
+      Effect.flatMap(Schema.decodeUnknown(interrupt.decision)),
       Effect.mapError((error) =>
         new AgentError.InvalidResume({
           threadId: interrupt.threadId,
@@ -250,7 +252,7 @@ export const makeJournal = (options: Options, runId: string, store: RunStoreOfRu
           return Effect.suspend(() => asLoopStep(recorded(effect)))
       }
     },
-    await: (interrupt) => {
+    await: <Request, Decision>(interrupt: RunJournal.Interrupt<Request, Decision>) => {
       // the wait is typed by the waiting middleware's decision schema: the stored decision (the value encoded by
       // it, as `resume` posts it) is decoded with it
       const decision = DecisionOf(interrupt.decision)
@@ -269,13 +271,12 @@ export const makeJournal = (options: Options, runId: string, store: RunStoreOfRu
             )
           ]
         })
-      // the agent takes the decision as it was posted (encoded), and decodes and checks it for the hook; the
-      // thread as it waits (the interrupt in its checkpoint) is stored before the run suspends
-      return asLoopStep<Option.Option<unknown>, never, never>(Effect.zipRight(
+      // the agent takes the decision decoded, and checks it for the hook; the thread as it waits (the interrupt
+      // in its checkpoint) is stored before the run suspends
+      return asLoopStep<Option.Option<Decision>, AgentError.InvalidResume, never>(Effect.zipRight(
         flush,
         decided.pipe(
-          Effect.flatMap((taken) => Effect.orDie(Schema.encode(interrupt.decision)(taken.value))),
-          Effect.map(Option.some),
+          Effect.map((taken) => Option.some(taken.value)),
           Effect.mapError(asRunFailure)
         )
       ))

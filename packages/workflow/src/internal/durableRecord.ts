@@ -15,6 +15,11 @@
  * the decisions after an entry the slots up to the next one: the decisions
  * every execution reports come first there and keep their slots, and those of
  * a step come last, before its entry.
+ *
+ * A record stored by the previous version numbered its entries 0, 1, 2, … in
+ * the run's order and kept no decisions (slot 0, which this numbering never
+ * takes, tells it apart): a run of it that goes on after an upgrade goes on in
+ * that numbering, without decisions, so no step is stored twice.
  */
 import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import type * as RunJournal from "@stepwise-agent/core/RunJournal"
@@ -60,6 +65,9 @@ const startOf = (header: string): number | undefined => {
 }
 
 const decodeEntry = Schema.decodeUnknownOption(Schema.parseJson(RunRecord.Entry))
+
+/** Whether a stored record is in the previous numbering (0, 1, 2, …): it has slot 0, which this one never takes. */
+const isLegacy = (stored: RecordStore.Stored): boolean => stored.entries.some(([slot]) => slot === 0)
 
 /** The stored lines that read as entries, in slot order. */
 const entriesOf = (lines: Iterable<readonly [number, string]>): ReadonlyArray<RunRecord.Entry> =>
@@ -107,13 +115,20 @@ export const recorder = (
     const startedAt = (stored.header === undefined ? undefined : startOf(stored.header)) ??
       (yield* Clock.currentTimeMillis)
     let header = stored.header
+    const legacy = isLegacy(stored)
     // the store's slot of each of this execution's entries, by the recorder's slot
     const slots = new Map<number, number>()
     let entries = 0
     let decisionsSince = 0
-    const slotOf = (slot: number, entry: RunRecord.Entry): number => {
+    /** Where `entry` goes in the store; none for a decision of a record in the previous numbering. */
+    const slotOf = (slot: number, entry: RunRecord.Entry): number | undefined => {
       const given = slots.get(slot)
       if (given !== undefined) return given
+      if (legacy) {
+        if (entry._tag === "Decision") return undefined
+        slots.set(slot, entries)
+        return entries++
+      }
       if (entry._tag === "Decision") {
         decisionsSince = Math.min(decisionsSince + 1, stride - 1)
       } else {
@@ -128,6 +143,7 @@ export const recorder = (
       put: (slot, entry) =>
         Effect.suspend(() => {
           const at = slotOf(slot, entry)
+          if (at === undefined) return Effect.void
           const before = known.get(at)
           const newer = entry._tag === "Wait" && entry.decision !== undefined
           if (before !== undefined && !(newer && !decided(before))) return Effect.void
@@ -182,7 +198,8 @@ export const recordCancelled = (runId: string) =>
     const last = stored.entries.reduce((max, [slot]) => Math.max(max, slot), 0)
     const now = yield* Clock.currentTimeMillis
     const end = RunRecord.stoppedEnd(entries, { outcome: "Cancelled" }, now - (startOf(stored.header) ?? now))
-    yield* Effect.orDie(found.value.put(runId, (Math.floor(last / stride) + 1) * stride, JSON.stringify(end)))
+    const slot = isLegacy(stored) ? last + 1 : (Math.floor(last / stride) + 1) * stride
+    yield* Effect.orDie(found.value.put(runId, slot, JSON.stringify(end)))
   })
 
 /** The stored record of the run `runId`, read as a `RunRecord` (a line that does not read fails with `RunRecordError`). */

@@ -106,6 +106,10 @@ for (const [name, fields] of Object.entries(outcomes)) {
   process.stdout.write(`wrote ${name}\n`)
 }
 
+// record-v1.rows.json is not written here: it holds the RecordStore rows (slot, line; the header at -1) of a durable
+// run waiting at its step 1 as the recorder of the previous version wrote them (commit 07723ee: slots 0, 1, 2, … in
+// the run's order, no middleware decisions), which this code no longer writes. `test/DurableRecord.test.ts` reads it.
+
 // failed runs as the workflow journals them (`RunFailure`): the agent's own errors whole, another package's error by
 // its tag, and a cancellation. v1 (`failure-v1.json`) was written by the version whose errors kept their free text
 // in `description` (`problem` for InvalidToolCalls); v2 names it `reason`
