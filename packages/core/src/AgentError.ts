@@ -154,14 +154,14 @@ export class ToolDefect extends Schema.TaggedError<ToolDefect>(
 )("ToolDefect", {
   toolName: Schema.String,
   callId: Schema.String,
-  description: Schema.String,
+  reason: Schema.String,
   cause: Schema.optional(Schema.Defect)
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `Tool "${this.toolName}" (call ${this.callId}) crashed: ${this.description}`
+    return `Tool "${this.toolName}" (call ${this.callId}) crashed: ${this.reason}`
   }
 }
 
@@ -177,15 +177,15 @@ export class CheckpointError extends Schema.TaggedError<CheckpointError>(
   threadId: Schema.String,
   /** `"list"`: listing the stored threads (`Checkpointer.Service.list`; `threadId` is then `""`). */
   operation: Schema.Literal("load", "save", "list"),
-  description: Schema.String,
+  reason: Schema.String,
   cause: Schema.optional(Schema.Defect)
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    if (this.operation === "list") return `Could not list the stored threads: ${this.description}`
-    return `Could not ${this.operation} the checkpoint of thread "${this.threadId}": ${this.description}`
+    if (this.operation === "list") return `Could not list the stored threads: ${this.reason}`
+    return `Could not ${this.operation} the checkpoint of thread "${this.threadId}": ${this.reason}`
   }
 }
 
@@ -281,13 +281,13 @@ export class DurableThreadError extends Schema.TaggedError<DurableThreadError>(
 export class StructuredOutputError extends Schema.TaggedError<StructuredOutputError>(
   "@stepwise-agent/core/AgentError/StructuredOutputError"
 )("StructuredOutputError", {
-  description: Schema.String
+  reason: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return this.description
+    return this.reason
   }
 }
 
@@ -300,13 +300,13 @@ export class StructuredOutputError extends Schema.TaggedError<StructuredOutputEr
 export class InvalidInput extends Schema.TaggedError<InvalidInput>(
   "@stepwise-agent/core/AgentError/InvalidInput"
 )("InvalidInput", {
-  description: Schema.String
+  reason: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `Invalid agent input: ${this.description}`
+    return `Invalid agent input: ${this.reason}`
   }
 }
 
@@ -315,11 +315,11 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>(
  * completing with it (generate and stream agree; `ModelRetry` retries it by
  * default):
  *
- * - `"truncated"`: the reply ended before its finish event (a stream the
+ * - `"Truncated"`: the reply ended before its finish event (a stream the
  *   provider closed early);
- * - `"not-a-stream"`: a streamed call received nothing at all (the response
+ * - `"NotAStream"`: a streamed call received nothing at all (the response
  *   was not an event stream, e.g. a JSON body answering a streaming request);
- * - `"empty"`: the reply finished with no answer in it: no text (blank text
+ * - `"Empty"`: the reply finished with no answer in it: no text (blank text
  *   counts as none), no file and no tool call for the agent to run — e.g. only
  *   reasoning, only a provider-executed tool call, or nothing after running
  *   out of output tokens (`finishReason` says which).
@@ -333,7 +333,7 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>(
 export class ModelReplyError extends Schema.TaggedError<ModelReplyError>(
   "@stepwise-agent/core/AgentError/ModelReplyError"
 )("ModelReplyError", {
-  reason: Schema.Literal("truncated", "not-a-stream", "empty"),
+  reason: Schema.Literal("Truncated", "NotAStream", "Empty"),
   /** The model call (from 0) whose reply this was. */
   step: Schema.JsonNumber,
   streamed: Schema.Boolean,
@@ -355,12 +355,12 @@ export class ModelReplyError extends Schema.TaggedError<ModelReplyError>(
       "" :
       `; the provider sent an error event: ${JSON.stringify(this.errorEvent)?.slice(0, 500)}`
     switch (this.reason) {
-      case "truncated":
+      case "Truncated":
         return `${call} ended before its finish event, after ${this.text.length} characters of text ` +
           `(received: ${received})${error}`
-      case "not-a-stream":
+      case "NotAStream":
         return `${call} ended without a single event: the response was not an event stream`
-      case "empty":
+      case "Empty":
         return `${call} has no text and no tool calls (finish reason "${this.finishReason ?? "unknown"}"; ` +
           `received: ${received})${error}`
     }
@@ -424,7 +424,7 @@ export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
  * does not decode. Up to the limit, each such call is answered with a failed
  * tool result saying what was wrong, and the model tries again; past it the
  * run fails with this error after `replies` such replies, naming the first
- * invalid call of the last one (`toolName`, `callId`) and its `problem`.
+ * invalid call of the last one (`toolName`, `callId`) and what was wrong with it (`reason`).
  * That reply is not stored; what the run stored before it stays.
  *
  * @example
@@ -435,7 +435,7 @@ export class ToolTimeout extends Schema.TaggedError<ToolTimeout>(
  *   threadId: "t1",
  *   toolName: "add",
  *   callId: "call_1",
- *   problem: "the arguments are not valid JSON (Unexpected end of JSON input); send a JSON object",
+ *   reason: "the arguments are not valid JSON (Unexpected end of JSON input); send a JSON object",
  *   replies: 4
  * })
  * error.message // 'Thread "t1": the model made invalid tool calls in 4 replies in a row; the last: tool "add" (call call_1): …'
@@ -450,7 +450,7 @@ export class InvalidToolCalls extends Schema.TaggedError<InvalidToolCalls>(
   threadId: Schema.String,
   toolName: Schema.String,
   callId: Schema.String,
-  problem: Schema.String,
+  reason: Schema.String,
   replies: Schema.JsonNumber
 }) {
   /**
@@ -458,7 +458,7 @@ export class InvalidToolCalls extends Schema.TaggedError<InvalidToolCalls>(
    */
   override get message(): string {
     return `Thread "${this.threadId}": the model made invalid tool calls in ${this.replies} replies in a row; ` +
-      `the last: tool "${this.toolName}" (call ${this.callId}): ${this.problem}`
+      `the last: tool "${this.toolName}" (call ${this.callId}): ${this.reason}`
   }
 }
 

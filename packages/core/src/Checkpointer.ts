@@ -303,7 +303,7 @@ export const make = (
       new CheckpointError({
         threadId,
         operation: "save",
-        description: "the checkpointer was made with neither save nor append (Checkpointer.make)"
+        reason: "the checkpointer was made with neither save nor append (Checkpointer.make)"
       })
     ))
   return {
@@ -364,7 +364,7 @@ const parseFailure = (threadId: string, operation: "load" | "save") => (error: P
   new CheckpointError({
     threadId,
     operation,
-    description: `the stored checkpoint is not valid: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+    reason: `the stored checkpoint is not valid: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
   })
 
 /**
@@ -852,7 +852,7 @@ export const makeFileSystem = (
           )
         ),
         Effect.mapError((cause) =>
-          new CheckpointError({ threadId: "", operation: "list", description: `cannot read ${directory}`, cause })
+          new CheckpointError({ threadId: "", operation: "list", reason: `cannot read ${directory}`, cause })
         )
       )
     return make({

@@ -651,12 +651,12 @@ export class InvalidUncertainDecision extends Schema.TaggedError<InvalidUncertai
  */
 export class CompensationFailed extends Schema.TaggedError<CompensationFailed>(
   "@stepwise-agent/core/ToolEffect/CompensationFailed"
-)("CompensationFailed", { step: Schema.String, toolName: Schema.String, description: Schema.String }) {
+)("CompensationFailed", { step: Schema.String, toolName: Schema.String, reason: Schema.String }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `The undo of "${this.toolName}" (${this.step}) failed: ${this.description}`
+    return `The undo of "${this.toolName}" (${this.step}) failed: ${this.reason}`
   }
 }
 
@@ -844,7 +844,7 @@ export const middleware = () =>
           new CompensationFailed({
             step: undone.step,
             toolName: undone.toolName,
-            description: Predicate.hasProperty(error, "message") ? String(error.message) : String(error)
+            reason: Predicate.hasProperty(error, "message") ? String(error.message) : String(error)
           })
         ),
         Effect.as({

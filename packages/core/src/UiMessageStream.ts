@@ -280,85 +280,71 @@ export type ChatTurn =
 // -----------------------------------------------------------------------------
 
 /**
- * The request body is not a chat request this handler can serve (answered
- * with status 400 and the message).
+ * Why the chat handler refused a request ({@link ChatRequestError}), with the
+ * HTTP status it answers:
+ *
+ * - `"Invalid"` (400): the request is not a chat request this handler can
+ *   serve (`detail` says what is wrong);
+ * - `"TooLarge"` (413): the body is larger than the handler's `maxBodyBytes`
+ *   (`maxBytes`; what comes past the limit is not kept);
+ * - `"Forbidden"` (403): the handler's `authorize` did not allow the request
+ *   to use the chat (`threadId`; nothing is read from the thread or run);
+ * - `"Conflict"` (409): the request does not fit the thread's state: a new
+ *   message while the thread waits for approvals, answers to approvals it
+ *   does not wait for (`threadId`, `detail`; nothing changes).
  *
  * @since 0.1.0
  * @category errors
  */
-export class InvalidChatRequest extends Schema.TaggedError<InvalidChatRequest>(
-  "@stepwise-agent/core/UiMessageStream/InvalidChatRequest"
-)("InvalidChatRequest", {
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid chat request: ${this.reason}`
-  }
-}
+export const ChatRequestErrorReason = Schema.Literal("Invalid", "TooLarge", "Forbidden", "Conflict")
 
 /**
- * The request body is larger than the handler's `maxBodyBytes` (answered with
- * status 413 and the message; what comes past the limit is not kept).
- *
  * @since 0.1.0
  * @category errors
  */
-export class ChatRequestTooLarge extends Schema.TaggedError<ChatRequestTooLarge>(
-  "@stepwise-agent/core/UiMessageStream/ChatRequestTooLarge"
-)("ChatRequestTooLarge", {
-  maxBytes: Schema.Number
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `The chat request is larger than ${this.maxBytes} bytes`
-  }
-}
+export type ChatRequestErrorReason = typeof ChatRequestErrorReason.Type
 
 /**
- * The handler's `authorize` did not allow the request to use the chat
- * (answered with status 403 and the message; nothing is read from the thread
- * or run).
+ * A chat request the handler refused: `reason` says why
+ * ({@link ChatRequestErrorReason}); the handler answers with its status and
+ * the message.
+ *
+ * @example
+ * ```ts
+ * import { UiMessageStream } from "@stepwise-agent/core"
+ *
+ * const error = new UiMessageStream.ChatRequestError({ reason: "Invalid", detail: "the body is not valid JSON" })
+ * error.message // "Invalid chat request: the body is not valid JSON"
+ * ```
  *
  * @since 0.1.0
  * @category errors
  */
-export class ChatForbidden extends Schema.TaggedError<ChatForbidden>(
-  "@stepwise-agent/core/UiMessageStream/ChatForbidden"
-)("ChatForbidden", {
-  threadId: Schema.String
+export class ChatRequestError extends Schema.TaggedError<ChatRequestError>(
+  "@stepwise-agent/core/UiMessageStream/ChatRequestError"
+)("ChatRequestError", {
+  reason: ChatRequestErrorReason,
+  /** `"Forbidden"`, `"Conflict"`: the chat's thread. */
+  threadId: Schema.optional(Schema.String),
+  /** `"TooLarge"`: the handler's `maxBodyBytes`. */
+  maxBytes: Schema.optional(Schema.Number),
+  /** `"Invalid"`, `"Conflict"`: what is wrong, in words. */
+  detail: Schema.optional(Schema.String)
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `Chat "${this.threadId}": this client may not use it`
-  }
-}
-
-/**
- * The request does not fit the thread's state: a new message while the
- * thread waits for approvals, answers to approvals it does not wait for
- * (answered with status 409 and the message; nothing changes).
- *
- * @since 0.1.0
- * @category errors
- */
-export class ChatConflict extends Schema.TaggedError<ChatConflict>(
-  "@stepwise-agent/core/UiMessageStream/ChatConflict"
-)("ChatConflict", {
-  threadId: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Chat "${this.threadId}": ${this.reason}`
+    switch (this.reason) {
+      case "Invalid":
+        return `Invalid chat request: ${this.detail ?? ""}`
+      case "TooLarge":
+        return `The chat request is larger than ${this.maxBytes ?? 0} bytes`
+      case "Forbidden":
+        return `Chat "${this.threadId ?? ""}": this client may not use it`
+      case "Conflict":
+        return `Chat "${this.threadId ?? ""}": ${this.detail ?? ""}`
+    }
   }
 }
 
@@ -853,7 +839,7 @@ const isToolPart = (type: string) => type.startsWith("tool-") || type === "dynam
 
 /**
  * Reads a chat request body: the thread (the chat `id`) and what its last
- * message asks for. Fails with {@link InvalidChatRequest} naming what is
+ * message asks for. Fails with a {@link ChatRequestError} (`"Invalid"`) naming what is
  * wrong: not a chat request (with the path of the bad field), a regenerate
  * trigger (the thread is stored on the server: send a new message instead),
  * a user message without text or with parts other than text, an assistant
@@ -873,15 +859,20 @@ const isToolPart = (type: string) => type.startsWith("tool-") || type === "dynam
  * @since 0.1.0
  * @category constructors
  */
-export const readChatRequest = (body: unknown): Effect.Effect<ChatTurn, InvalidChatRequest> =>
+export const readChatRequest = (body: unknown): Effect.Effect<ChatTurn, ChatRequestError> =>
   Effect.gen(function*() {
     const request = yield* Effect.mapError(
       decodeChatRequest(body),
-      (error) => new InvalidChatRequest({ reason: `the body is not a chat request: ${formatParseError(error)}` })
+      (error) =>
+        new ChatRequestError({
+          reason: "Invalid",
+          detail: `the body is not a chat request: ${formatParseError(error)}`
+        })
     )
     if (request.trigger === "regenerate-message") {
-      return yield* new InvalidChatRequest({
-        reason: `trigger "regenerate-message" is not supported: the thread is stored on the server, so a reply ` +
+      return yield* new ChatRequestError({
+        reason: "Invalid",
+        detail: `trigger "regenerate-message" is not supported: the thread is stored on the server, so a reply ` +
           `cannot be regenerated; send a new message instead`
       })
     }
@@ -893,15 +884,16 @@ export const readChatRequest = (body: unknown): Effect.Effect<ChatTurn, InvalidC
       for (const [i, part] of last.parts.entries()) {
         const decoded = decodeText(part)
         if (Option.isNone(decoded)) {
-          return yield* new InvalidChatRequest({
-            reason: `${at}.parts.${i}: a part of type "${part.type}" is not supported in a user message (only ` +
+          return yield* new ChatRequestError({
+            reason: "Invalid",
+            detail: `${at}.parts.${i}: a part of type "${part.type}" is not supported in a user message (only ` +
               `"text" parts with a string "text")`
           })
         }
         text += text === "" ? decoded.value.text : `\n${decoded.value.text}`
       }
       if (text.trim() === "") {
-        return yield* new InvalidChatRequest({ reason: `${at}: the user message has no text` })
+        return yield* new ChatRequestError({ reason: "Invalid", detail: `${at}: the user message has no text` })
       }
       return { _tag: "Send", threadId: request.id, text } as const
     }
@@ -911,7 +903,7 @@ export const readChatRequest = (body: unknown): Effect.Effect<ChatTurn, InvalidC
         if (!isToolPart(part.type) || part.state !== "approval-responded") continue
         const decoded = yield* Effect.mapError(
           decodeResponded(part),
-          (error) => new InvalidChatRequest({ reason: `${at}.parts.${i}: ${formatParseError(error)}` })
+          (error) => new ChatRequestError({ reason: "Invalid", detail: `${at}.parts.${i}: ${formatParseError(error)}` })
         )
         answers.push({
           approvalId: decoded.approval.id,
@@ -921,24 +913,26 @@ export const readChatRequest = (body: unknown): Effect.Effect<ChatTurn, InvalidC
         })
       }
       if (answers.length === 0) {
-        return yield* new InvalidChatRequest({
-          reason: `${at}: the last message is the assistant's and answers no approval (no tool part in state ` +
+        return yield* new ChatRequestError({
+          reason: "Invalid",
+          detail: `${at}: the last message is the assistant's and answers no approval (no tool part in state ` +
             `"approval-responded"); send a user message or answer the approvals`
         })
       }
       return { _tag: "Answer", threadId: request.id, messageId: last.id, answers } as const
     }
-    return yield* new InvalidChatRequest({
-      reason: `${at}: the last message must be the user's or the assistant's, not "${last.role}"`
+    return yield* new ChatRequestError({
+      reason: "Invalid",
+      detail: `${at}: the last message must be the user's or the assistant's, not "${last.role}"`
     })
   })
 
-type Refusal = InvalidChatRequest | ChatConflict | ChatRequestTooLarge | ChatForbidden | NotJson
+type Refusal = ChatRequestError | NotJson
 
 const threadOf = <S, E, O, W extends Wait.Any>(agent: Agent.Service<S, E, O, W>, threadId: string) =>
   agent.thread(threadId).pipe(
     Effect.catchTags({
-      InvalidInput: (error) => new InvalidChatRequest({ reason: `the chat id: ${error.description}` })
+      InvalidInput: (error) => new ChatRequestError({ reason: "Invalid", detail: `the chat id: ${error.reason}` })
     })
   )
 
@@ -949,7 +943,7 @@ const answer = <S, E, O, W extends Wait.Any>(
 ) =>
   Effect.gen(function*() {
     const { threadId } = turn
-    const conflict = (reason: string) => new ChatConflict({ threadId, reason })
+    const conflict = (detail: string) => new ChatRequestError({ reason: "Conflict", threadId, detail })
     const snapshot = yield* threadOf(agent, threadId)
     const pending = Option.flatMap(snapshot, (thread) => thread.pending)
     if (Option.isNone(pending)) {
@@ -981,7 +975,7 @@ const answer = <S, E, O, W extends Wait.Any>(
         Predicate.isTagged(error, "CheckpointError")
           ? Effect.fail(error as AgentError.CheckpointError)
           : Predicate.isTagged(error, "InvalidInput")
-          ? new InvalidChatRequest({ reason: `the chat id: ${messageOf(error)}` })
+          ? new ChatRequestError({ reason: "Invalid", detail: `the chat id: ${messageOf(error)}` })
           : conflict(messageOf(error))
       )
     )
@@ -991,15 +985,17 @@ const answer = <S, E, O, W extends Wait.Any>(
     }
   })
 
+/** The HTTP status of a refused chat request, by its reason. */
+const refusalStatus: Record<ChatRequestErrorReason, number> = {
+  Invalid: 400,
+  TooLarge: 413,
+  Forbidden: 403,
+  Conflict: 409
+}
+
 const refusal = (error: Refusal | AgentError.CheckpointError | ServerSide) =>
-  error._tag === "InvalidChatRequest"
-    ? HttpServerResponse.text(error.message, { status: 400 })
-    : error._tag === "ChatConflict"
-    ? HttpServerResponse.text(error.message, { status: 409 })
-    : error._tag === "ChatRequestTooLarge"
-    ? HttpServerResponse.text(error.message, { status: 413 })
-    : error._tag === "ChatForbidden"
-    ? HttpServerResponse.text(error.message, { status: 403 })
+  error._tag === "ChatRequestError"
+    ? HttpServerResponse.text(error.message, { status: refusalStatus[error.reason] })
     : error._tag === "NotJson"
     ? HttpServerResponse.text(notJsonText, { status: 415 })
     : error._tag === "ServerSide"
@@ -1088,16 +1084,16 @@ const maxDrainedBytes = 16 * 1024 * 1024
 
 /**
  * The request's body as JSON, kept up to `maxBytes`: a declared length over
- * it is {@link ChatRequestTooLarge} before anything is read, and so is an
+ * it is refused as `"TooLarge"` before anything is read, and so is an
  * actual one (what comes past the limit is dropped, not kept); a body that is
  * not UTF-8 JSON, or nests deeper than {@link maxDepth} levels,
- * {@link InvalidChatRequest}.
+ * `"Invalid"` ({@link ChatRequestError}).
  */
 const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) =>
   Effect.gen(function*() {
     const declared = request.headers["content-length"]
     if (declared !== undefined && /^\d+$/.test(declared) && Number(declared) > maxBytes) {
-      return yield* new ChatRequestTooLarge({ maxBytes })
+      return yield* new ChatRequestError({ reason: "TooLarge", maxBytes })
     }
     const chunks: Array<Uint8Array> = []
     let size = 0
@@ -1105,12 +1101,15 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number
       size += chunk.byteLength
       if (size <= maxBytes) chunks.push(chunk)
       // too large: read on without keeping it, so the client gets the 413, up to a point
-      else if (size > maxBytes + maxDrainedBytes) return new ChatRequestTooLarge({ maxBytes })
+      else if (size > maxBytes + maxDrainedBytes) return new ChatRequestError({ reason: "TooLarge", maxBytes })
       return Effect.void
     }).pipe(
-      Effect.catchTag("RequestError", () => new InvalidChatRequest({ reason: "the body could not be read" }))
+      Effect.catchTag("RequestError", () =>
+        new ChatRequestError({ reason: "Invalid", detail: "the body could not be read" }))
     )
-    if (size > maxBytes) return yield* new ChatRequestTooLarge({ maxBytes })
+    if (size > maxBytes) {
+      return yield* new ChatRequestError({ reason: "TooLarge", maxBytes })
+    }
     const bytes = new Uint8Array(size)
     let at = 0
     for (const chunk of chunks) {
@@ -1118,15 +1117,16 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number
       at += chunk.byteLength
     }
     const text = yield* Effect.try({
-      try: () => new TextDecoder("utf-8", { fatal: true }).decode(bytes),
-      catch: () => new InvalidChatRequest({ reason: "the body is not valid UTF-8" })
+      try: () =>
+        new TextDecoder("utf-8", { fatal: true }).decode(bytes),
+      catch: () => new ChatRequestError({ reason: "Invalid", detail: "the body is not valid UTF-8" })
     })
     if (nestsDeeperThan(text, maxDepth)) {
-      return yield* new InvalidChatRequest({ reason: `the body nests deeper than ${maxDepth} levels` })
+      return yield* new ChatRequestError({ reason: "Invalid", detail: `the body nests deeper than ${maxDepth} levels` })
     }
     return yield* Effect.try({
       try: (): unknown => JSON.parse(text),
-      catch: () => new InvalidChatRequest({ reason: "the body is not valid JSON" })
+      catch: () => new ChatRequestError({ reason: "Invalid", detail: "the body is not valid JSON" })
     })
   })
 
@@ -1135,12 +1135,14 @@ const checkAuthorized = (
   authorize: Authorize | undefined,
   request: HttpServerRequest.HttpServerRequest,
   threadId: string
-): Effect.Effect<void, ChatForbidden | ServerSide> =>
+): Effect.Effect<void, ChatRequestError | ServerSide> =>
   typeof authorize !== "function"
     ? Effect.fail(serverSide("The chat handler has no authorize option: toHttpApp needs one"))
     : Effect.suspend(() => authorize(request, threadId)).pipe(
       Effect.catchAllCause(() => Effect.fail(serverSide("The chat request could not be authorized"))),
-      Effect.flatMap((allowed) => allowed === true ? Effect.void : Effect.fail(new ChatForbidden({ threadId })))
+      Effect.flatMap((allowed) =>
+        allowed === true ? Effect.void : Effect.fail(new ChatRequestError({ reason: "Forbidden", threadId }))
+      )
     )
 
 /**
@@ -1210,9 +1212,10 @@ export function toHttpApp<S, E, O, W extends Wait.Any>(
       const snapshot = yield* threadOf(agent, turn.threadId)
       const pending = Option.flatMap(snapshot, (thread) => thread.pending)
       if (Option.isSome(pending)) {
-        return yield* new ChatConflict({
+        return yield* new ChatRequestError({
+          reason: "Conflict",
           threadId: turn.threadId,
-          reason: `the thread waits for a decision (middleware "${pending.value.middleware}"); answer its ` +
+          detail: `the thread waits for a decision (middleware "${pending.value.middleware}"); answer its ` +
             `approval requests before sending a new message`
         })
       }
@@ -1306,7 +1309,7 @@ export function messagesHttpApp<S, E, O, W extends Wait.Any>(
     const request = yield* HttpServerRequest.HttpServerRequest
     const ids = queryValues(request.url, "id")
     if (ids === undefined || ids.length !== 1 || ids[0] === "") {
-      return yield* new InvalidChatRequest({ reason: "give the chat as one query parameter \"id\"" })
+      return yield* new ChatRequestError({ reason: "Invalid", detail: "give the chat as one query parameter \"id\"" })
     }
     const threadId = ids[0]!
     yield* checkAuthorized(options?.authorize, request, threadId)

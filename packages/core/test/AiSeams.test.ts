@@ -85,14 +85,14 @@ describe("AiFailure.classify", () => {
     [
       "a reply error",
       new AgentError.ModelReplyError({
-        reason: "empty",
+        reason: "Empty",
         step: 0,
         streamed: false,
         text: "",
         received: [],
         finishReason: "stop"
       }),
-      { kind: "reply", tag: "ModelReplyError", reason: "empty", module: undefined, status: undefined }
+      { kind: "reply", tag: "ModelReplyError", reason: "Empty", module: undefined, status: undefined }
     ]
   ]
   for (const [name, error, expected] of cases) {

@@ -386,14 +386,14 @@ describe("Checkpointer.layerFileSystem: a torn tail", () => {
       const error = yield* Effect.flip((yield* Checkpointer.makeFileSystem(directory)).load("t"))
       assert.strictEqual(error._tag, "CheckpointError")
       assert.strictEqual(error.operation, "load")
-      assert.include(error.description, `the log "${head.log.generation}" its head names is missing or holds fewer`)
+      assert.include(error.reason, `the log "${head.log.generation}" its head names is missing or holds fewer`)
       // a line that is not JSON inside the committed part
       yield* fs.writeFileString(
         path.join(directory, `t.${head.log.generation}.log`),
         "{not json}\n".padEnd(head.log.end - 1, " ") + "\n"
       )
       const corrupt = yield* Effect.flip((yield* Checkpointer.makeFileSystem(directory)).load("t"))
-      assert.include(corrupt.description, "the log's message 1 is not valid JSON")
+      assert.include(corrupt.reason, "the log's message 1 is not valid JSON")
     }).pipe(Effect.provide(NodeContext.layer)))
 
   it.scoped(

@@ -73,7 +73,7 @@ describe("Checkpointer.make", () => {
       const checkpointer = Checkpointer.make({ load: () => Effect.succeedNone, delete: () => Effect.void } as any)
       const saved = yield* Effect.flip(checkpointer.save("t", checkpoint([])))
       assert.strictEqual(saved._tag, "CheckpointError")
-      assert.include(saved.description, "neither save nor append")
+      assert.include(saved.reason, "neither save nor append")
       const appended = yield* Effect.flip(checkpointer.append("t", Checkpointer.deferred(checkpoint([]))))
       assert.strictEqual(appended._tag, "CheckpointError")
     }))

@@ -33,10 +33,10 @@ describe("model replies that cannot be an answer", () => {
       assert.strictEqual(streamed._tag, "ModelReplyError")
       assert.strictEqual(generated._tag, "ModelReplyError")
       if (streamed._tag !== "ModelReplyError" || generated._tag !== "ModelReplyError") return
-      assert.strictEqual(streamed.reason, "truncated")
+      assert.strictEqual(streamed.reason, "Truncated")
       assert.strictEqual(streamed.text, "It is ")
       assert.isTrue(streamed.streamed)
-      assert.strictEqual(generated.reason, "truncated")
+      assert.strictEqual(generated.reason, "Truncated")
       assert.strictEqual(generated.text, "It is sunny today.")
     }))
 
@@ -52,7 +52,7 @@ describe("model replies that cannot be an answer", () => {
         const [generated, streamed] = yield* bothModes(turn)
         for (const error of [generated, streamed]) {
           assert.strictEqual(error._tag, "ModelReplyError")
-          if (error._tag === "ModelReplyError") assert.strictEqual(error.reason, "empty")
+          if (error._tag === "ModelReplyError") assert.strictEqual(error.reason, "Empty")
         }
       }
     }))
@@ -62,7 +62,7 @@ describe("model replies that cannot be an answer", () => {
       const agent = yield* Agent.make({})
       const error = yield* Effect.flip(Stream.runDrain(agent.stream("hi", { threadId: "t" })))
       assert.strictEqual(error._tag, "ModelReplyError")
-      if (error._tag === "ModelReplyError") assert.strictEqual(error.reason, "not-a-stream")
+      if (error._tag === "ModelReplyError") assert.strictEqual(error.reason, "NotAStream")
       assert.isTrue(Option.isNone(yield* agent.thread("t")))
     }).pipe(provide([[]])))
 

@@ -327,7 +327,7 @@ const flakyStore = (failing: ReadonlyArray<number>) =>
       ...memory,
       load: (threadId) =>
         failing.includes(++loads)
-          ? Effect.fail(new AgentError.CheckpointError({ threadId, operation: "load", description: "store down" }))
+          ? Effect.fail(new AgentError.CheckpointError({ threadId, operation: "load", reason: "store down" }))
           : memory.load(threadId)
     })
   })

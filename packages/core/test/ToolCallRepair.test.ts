@@ -157,7 +157,7 @@ describe("maxToolCallRepairs", () => {
       assert.strictEqual(error.toolName, "add")
       assert.strictEqual(error.callId, "b4")
       assert.strictEqual(error.replies, 4)
-      assert.include(error.problem, "not valid JSON")
+      assert.include(error.reason, "not valid JSON")
       assert.include(error.message, `tool "add" (call b4)`)
       assert.strictEqual((yield* ScriptedModel.requests).length, 4)
       // the thread keeps the three answered rounds, well-formed
@@ -281,7 +281,7 @@ describe("through the OpenAI provider", () => {
       assert.strictEqual(error._tag, "InvalidToolCalls")
       if (error._tag !== "InvalidToolCalls") return
       assert.strictEqual(error.toolName, "add")
-      assert.include(error.problem, "not valid JSON")
+      assert.include(error.reason, "not valid JSON")
       assert.strictEqual((yield* server.requests).length, 4)
     }))
 })

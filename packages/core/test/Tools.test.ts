@@ -147,7 +147,7 @@ describe("tool calls", () => {
       if (error._tag !== "ToolDefect") return
       assert.strictEqual(error.toolName, "boom")
       assert.strictEqual(error.callId, "b1")
-      assert.include(error.description, "kaput")
+      assert.include(error.reason, "kaput")
       const thread = yield* agent.thread("t")
       assert.isTrue(Option.isSome(thread))
       const stored = Option.getOrThrow(thread).state.messages

@@ -301,3 +301,16 @@ describe("toHttpApp: content type and slow bodies", () => {
       assert.strictEqual((yield* post(url, chat("other", "hi"))).status, 200)
     }))
 })
+
+describe("readChatRequest: one error class for a refused request", () => {
+  it.effect("a body that is not a chat request fails with ChatRequestError, reason Invalid, naming what is wrong", () =>
+    Effect.gen(function*() {
+      for (const body of [{}, { id: "t1", messages: [] }, null]) {
+        const error = yield* Effect.flip(UiMessageStream.readChatRequest(body))
+        assert.instanceOf(error, UiMessageStream.ChatRequestError)
+        assert.strictEqual(error.reason, "Invalid")
+        assert.isString(error.detail)
+        assert.strictEqual(error.message, `Invalid chat request: ${error.detail}`)
+      }
+    }))
+})

@@ -101,7 +101,7 @@ describe("model replies cut short, over the real OpenAI client", () => {
       const { deltas, error } = yield* streamFailure(agent)
 
       const failure = asReplyError(error)
-      assert.strictEqual(failure.reason, "truncated")
+      assert.strictEqual(failure.reason, "Truncated")
       assert.isTrue(failure.streamed)
       assert.strictEqual(failure.step, 0)
       // what the consumer saw streamed is what the error holds
@@ -123,7 +123,7 @@ describe("model replies cut short, over the real OpenAI client", () => {
       const { deltas, error } = yield* streamFailure(agent)
 
       const failure = asReplyError(error)
-      assert.strictEqual(failure.reason, "not-a-stream")
+      assert.strictEqual(failure.reason, "NotAStream")
       assert.deepStrictEqual(failure.received, [])
       assert.deepStrictEqual(deltas, [])
       assert.deepStrictEqual(yield* messagesOf(agent, "t1"), before)
@@ -161,7 +161,7 @@ describe("model replies cut short, over the real OpenAI client", () => {
 
           const failure = asReplyError(yield* Effect.flip(send(question)))
 
-          assert.strictEqual(failure.reason, "empty", mode)
+          assert.strictEqual(failure.reason, "Empty", mode)
           assert.strictEqual(failure.finishReason, "stop", mode)
           assert.strictEqual(failure.streamed, mode === "stream")
           assert.strictEqual(failure.text.trim(), "")

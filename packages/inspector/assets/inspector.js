@@ -1894,7 +1894,9 @@ async function submit(thread, ui, value) {
       ui.errorKind = response.status === 409 ? "decided" : "invalid"
       ui.error = response.status === 409
         ? body.message ?? "Already decided."
-        : `${body.error ?? `HTTP ${response.status}`}: ${body.message ?? "the decision was refused"}`
+        : `${body.error ?? `HTTP ${response.status}`}${body.reason === undefined ? "" : ` (${body.reason})`}: ${
+          body.message ?? "the decision was refused"
+        }`
       if (response.status === 409) notices.set(thread.id, ui.error)
     }
   } catch (error) {

@@ -35,6 +35,7 @@ import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -183,12 +184,19 @@ const sameToken = (expected: Buffer, given: string | null | undefined): boolean 
   return buffer.length === expected.length && Crypto.timingSafeEqual(buffer, expected)
 }
 
-const errorOf = (cause: Cause.Cause<unknown>): { readonly error: string; readonly message: string } => {
+const errorOf = (
+  cause: Cause.Cause<unknown>
+): { readonly error: string; readonly reason?: string; readonly message: string } => {
   if (Cause.isInterruptedOnly(cause)) return { error: "Interrupted", message: "the run was interrupted" }
   const error = Cause.squash(cause)
   const tag = typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "Defect"
-  return { error: tag, message: Secrets.messageOf(error) }
+  const reason = Predicate.hasProperty(error, "reason") ? kindOf(error.reason) : undefined
+  return { error: tag, ...(reason === undefined ? {} : { reason }), message: Secrets.messageOf(error) }
 }
+
+/** A domain error's `reason` when it is a kind (a literal such as `"Stale"`), not free text. */
+const kindOf = (reason: unknown): string | undefined =>
+  typeof reason === "string" && /^[A-Z][A-Za-z0-9]*$/.test(Secrets.scrubText(reason)) ? reason : undefined
 
 const ResumeBody = Schema.Struct({
   /** The key of the wait the decision is for, as the page got it. */
@@ -231,8 +239,9 @@ const describeIssues = (error: ParseResult.ParseError): string =>
     .map((issue) => `${issue.path.length === 0 ? "the body" : issue.path.join(".")}: ${issue.message}`)
     .join("; ")
 
-/** The refusals of a decision made for another wait than the one it answers (`409` for a fork's decision). */
-const staleDecisions: ReadonlySet<string> = new Set(["StaleDecision"])
+/** A refusal of a decision made for another wait than the one it answers (`409` for a fork's decision). */
+const isStale = (refused: ReturnType<typeof errorOf>): boolean =>
+  refused.error === "DecisionError" && refused.reason === "Stale"
 
 /** The HTTP status of a fork that cannot start, by its reason. */
 const forkStatus: Record<Fork.ForkError["reason"], number> = {
@@ -249,7 +258,7 @@ type Outcome =
   | { readonly _tag: "NotFound"; readonly message: string }
   | { readonly _tag: "AlreadyDecided"; readonly message: string }
   | { readonly _tag: "Durable"; readonly message: string }
-  | { readonly _tag: "Rejected"; readonly error: string; readonly message: string }
+  | { readonly _tag: "Rejected"; readonly error: string; readonly reason?: string; readonly message: string }
 
 const resumed: Outcome = { _tag: "Resumed" }
 
@@ -431,9 +440,9 @@ export const make: (
           }
           const checked = yield* Effect.exit(agent.validateResume(threadId, value))
           if (Exit.isFailure(checked)) {
-            const { error, message } = errorOf(checked.cause)
+            const refused = errorOf(checked.cause)
             return Option.some<Outcome>(
-              error === "ThreadStateError" ? alreadyDecided(threadId) : { _tag: "Rejected", error, message }
+              refused.error === "ThreadStateError" ? alreadyDecided(threadId) : { _tag: "Rejected", ...refused }
             )
           }
           claimed.add(threadId)
@@ -450,7 +459,8 @@ export const make: (
             Effect.exit,
             Effect.flatMap((exit) => {
               if (Exit.isSuccess(exit)) return Deferred.succeed(outcome, resumed)
-              const { error, message } = errorOf(exit.cause)
+              const refused = errorOf(exit.cause)
+              const { error, message } = refused
               // a durable `resume` reports a decision made elsewhere as AlreadyDecided, and a run that
               // moved on (it ended, or waits for something else) as NotWaiting, which says which
               const failed: Outcome = error === "NotWaiting"
@@ -460,7 +470,7 @@ export const make: (
                 ? { _tag: "Durable", message: `${message}; give the inspector a \`resume\` option that does` }
                 : decidedElsewhere.has(error)
                 ? alreadyDecided(threadId)
-                : { _tag: "Rejected", error, message }
+                : { _tag: "Rejected", ...refused }
               return Deferred.succeed(outcome, failed)
             }),
             Effect.ensuring(Effect.sync(() => claimed.delete(threadId))),
@@ -525,7 +535,11 @@ export const make: (
         case "Durable":
           return json(409, { error: "DurableThreadError", message: outcome.message })
         case "Rejected":
-          return json(422, { error: outcome.error, message: outcome.message })
+          return json(422, {
+            error: outcome.error,
+            ...(outcome.reason === undefined ? {} : { reason: outcome.reason }),
+            message: outcome.message
+          })
       }
     })
 
@@ -605,7 +619,7 @@ export const make: (
       const refused = errorOf(failure.value)
       if (refused.error === "CheckpointError" || refused.error === "Defect") return json(500, refused)
       // a decision the fork's wait refused: one bound to another wait conflicts with it, any other is bad
-      if (edit?._tag === "Decision") return json(staleDecisions.has(refused.error) ? 409 : 400, refused)
+      if (edit?._tag === "Decision") return json(isStale(refused) ? 409 : 400, refused)
       return json(422, refused)
     }).pipe(
       Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause))))

@@ -490,7 +490,7 @@ describe("Inspector in a browser", () => {
         )
         yield* on(() => page.fill("[data-testid=stored-fork-to]", "waits-fork"))
         yield* on(() => page.click("[data-testid=stored-fork-submit]"))
-        yield* wait(page, "[data-testid=stored-fork-status]:has-text('StaleDecision')")
+        yield* wait(page, "[data-testid=stored-fork-status]:has-text('Stale')")
         yield* shot(page, "stored-fork-3-refused")
         assert.isTrue(Option.isNone(yield* agent.thread("waits-fork")), "nothing written")
         assert.deepStrictEqual(yield* agent.thread("done"), before.done, "the sources are untouched")

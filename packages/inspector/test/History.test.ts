@@ -378,7 +378,8 @@ describe("Inspector fork", () => {
         edit: { _tag: "Decision", decision: HumanInTheLoop.approveAll(request) }
       })
       assert.strictEqual(stale.status, 409, JSON.stringify(stale.body))
-      assert.strictEqual(stale.body.error, "StaleDecision")
+      assert.strictEqual(stale.body.error, "DecisionError")
+      assert.strictEqual(stale.body.reason, "Stale")
       assert.isString(stale.body.message)
       assert.isTrue(Option.isNone(yield* agent.thread("t1-fork")), "a refused decision writes nothing")
       assert.isTrue(Option.isSome(yield* pendingOf(agent, "t1")), "the source still waits")

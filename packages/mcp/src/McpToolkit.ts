@@ -125,82 +125,83 @@ export const Arguments = Schema.Struct({}, Schema.Record({ key: Schema.String, v
 // =============================================================================
 
 /**
- * The session could not start: the command could not be spawned or exited,
- * the URL refused the connection or answered with an error, the handshake or
- * the tool listing failed. `target` is the command (without its arguments,
- * which often carry credentials) or the URL (without its user info, query or
- * fragment); `reason` holds no credential.
+ * Why a session with an MCP server failed ({@link McpError}):
+ *
+ * - `"ConnectFailed"`: the session could not start: the command could not be
+ *   spawned or exited, the URL refused the connection or answered with an
+ *   error, the handshake or the tool listing failed (`target`: the command
+ *   without its arguments, which often carry credentials, or the URL without
+ *   its user info, query or fragment). The toolkit is not built;
+ * - `"InvalidTool"`: the server listed a tool the toolkit cannot offer: two
+ *   tools of one name, or a name that is not a non-empty string (`tool`).
+ *   Nothing is offered to the model: the toolkit is not built;
+ * - `"Disconnected"`: a tool call lost its session before the answer came:
+ *   the server process exited, the HTTP connection broke or was refused
+ *   (`tool`). It is the tool's typed failure, so in an agent the model reads
+ *   it as a failed tool result (and `wrapToolCall` middleware can act on
+ *   it); the session is not reopened.
  *
  * @since 0.1.0
  * @category errors
  */
-export class McpConnectError extends Schema.TaggedError<McpConnectError>(
-  "@stepwise-agent/mcp/McpToolkit/McpConnectError"
-)("McpConnectError", {
-  server: Schema.String,
-  target: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Could not connect to MCP server "${this.server}" (${this.target}): ${this.reason}`
-  }
-}
+export const McpErrorReason = Schema.Literal("ConnectFailed", "InvalidTool", "Disconnected")
 
 /**
- * A tool call lost its session before the answer came: the server process
- * exited, the HTTP connection broke or was refused. It is the tool's typed
- * failure, so in an agent the model reads it as a failed tool result (and
- * `wrapToolCall` middleware can act on it); the session is not reopened.
- *
  * @since 0.1.0
  * @category errors
  */
-export class McpDisconnected extends Schema.TaggedError<McpDisconnected>(
-  "@stepwise-agent/mcp/McpToolkit/McpDisconnected"
-)("McpDisconnected", {
-  server: Schema.String,
-  tool: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `MCP server "${this.server}" could not answer the call of "${this.tool}": ${this.reason}`
-  }
-}
+export type McpErrorReason = typeof McpErrorReason.Type
 
 /**
- * The server listed a tool the toolkit cannot offer: two tools of one name,
- * or a name that is not a non-empty string. Nothing is offered to the
- * model: the toolkit is not built.
+ * A failure of a session with an MCP server: `reason` says which
+ * ({@link McpErrorReason}), `server` names the server, `detail` says what
+ * happened (it holds no credential).
+ *
+ * @example
+ * ```ts
+ * import { McpToolkit } from "@stepwise-agent/mcp"
+ *
+ * const lost = new McpToolkit.McpError({
+ *   reason: "Disconnected",
+ *   server: "files",
+ *   tool: "read",
+ *   detail: "the server process exited"
+ * })
+ * lost.message // 'MCP server "files" could not answer the call of "read": the server process exited'
+ * ```
  *
  * @since 0.1.0
  * @category errors
  */
-export class McpInvalidTool extends Schema.TaggedError<McpInvalidTool>(
-  "@stepwise-agent/mcp/McpToolkit/McpInvalidTool"
-)("McpInvalidTool", {
+export class McpError extends Schema.TaggedError<McpError>("@stepwise-agent/mcp/McpToolkit/McpError")("McpError", {
+  reason: McpErrorReason,
   server: Schema.String,
-  tool: Schema.String,
-  reason: Schema.String
+  /** `"ConnectFailed"`: the command or URL connected to, without credentials. */
+  target: Schema.optional(Schema.String),
+  /** `"InvalidTool"`, `"Disconnected"`: the tool listed or called. */
+  tool: Schema.optional(Schema.String),
+  detail: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `MCP server "${this.server}" lists the tool ${
-      JSON.stringify(this.tool)
-    }, which cannot be used: ${this.reason}`
+    switch (this.reason) {
+      case "ConnectFailed":
+        return `Could not connect to MCP server "${this.server}" (${this.target ?? ""}): ${this.detail}`
+      case "InvalidTool":
+        return `MCP server "${this.server}" lists the tool ${
+          JSON.stringify(this.tool ?? "")
+        }, which cannot be used: ${this.detail}`
+      case "Disconnected":
+        return `MCP server "${this.server}" could not answer the call of "${this.tool ?? ""}": ${this.detail}`
+    }
   }
 }
 
 /**
  * A tool of an MCP server: {@link Arguments} in, any JSON result out,
- * {@link McpDisconnected} as its failure.
+ * {@link McpError} (reason `"Disconnected"`) as its failure.
  *
  * @since 0.1.0
  * @category models
@@ -208,7 +209,7 @@ export class McpInvalidTool extends Schema.TaggedError<McpInvalidTool>(
 export type McpTool = Tool.Tool<string, {
   readonly parameters: typeof Arguments
   readonly success: typeof Schema.Unknown
-  readonly failure: typeof McpDisconnected
+  readonly failure: typeof McpError
   readonly failureMode: "error"
 }>
 
@@ -321,7 +322,7 @@ const toolOf = (server: string, definition: McpToolDefinition): McpTool => {
   let tool = Tool.make(definition.name, {
     ...(definition.description === undefined ? {} : { description: definition.description }),
     success: Schema.Unknown,
-    failure: McpDisconnected
+    failure: McpError
   }).setParameters(Arguments.annotations({ jsonSchema: jsonSchemaOf(definition) }))
   const title = definition.title ?? hints?.title
   if (title !== undefined) tool = tool.annotate(Tool.Title, title)
@@ -386,16 +387,16 @@ const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<
  * blocks; a result with `isError: true`, and a JSON-RPC error the server
  * answered (unknown tool, invalid arguments), as a failed result
  * `{ error: … }` it can repair; a call that lost the server as the typed
- * failure {@link McpDisconnected}. The tool list is read once, at connection.
+ * failure {@link McpError} of reason `"Disconnected"`. The tool list is read once, at connection.
  *
  * Calls of the tools the server marks read-only (`readOnlyHint: true`, and
  * not `destructiveHint: true` too: hints that contradict count as none) run
  * as the agent runs them, in parallel; the others wait for each other, up to
  * `concurrency` at once (default 1). A server listing more than 10,000
- * tools, or whose list does not end, fails with `McpConnectError`.
+ * tools, or whose list does not end, fails with `McpError` (`"ConnectFailed"`).
  *
- * Fails with `McpConnectError` when the server cannot be reached or the
- * handshake fails, with `McpInvalidTool` when it lists two tools of one name
+ * Fails with `McpError` of reason `"ConnectFailed"` when the server cannot be reached or the
+ * handshake fails, of reason `"InvalidTool"` when it lists two tools of one name
  * (or a tool without a name), and with `InvalidOptions` (module
  * `"McpToolkit"`) for bad options.
  *
@@ -423,7 +424,7 @@ export const make = (
   options: Options
 ): Effect.Effect<
   Toolkit.WithHandler<Tools>,
-  McpConnectError | McpInvalidTool | AgentError.InvalidOptions,
+  McpError | AgentError.InvalidOptions,
   Scope.Scope
 > =>
   Effect.gen(function*() {
@@ -432,16 +433,28 @@ export const make = (
     const server = options.name
     const session = yield* Session.connect(options.transport, {
       timeoutMillis: timeout === undefined ? undefined : Duration.toMillis(timeout)
-    }).pipe(Effect.mapError((failure) => new McpConnectError({ server, ...failure })))
+    }).pipe(
+      Effect.mapError(({ reason, target }) => new McpError({ reason: "ConnectFailed", server, target, detail: reason }))
+    )
     // a tool name is data: `__proto__` or `constructor` is a name like any other
     const tools: Tools = Object.create(null)
     for (const definition of session.tools) {
       const name: unknown = definition.name
       if (typeof name !== "string" || name === "") {
-        return yield* new McpInvalidTool({ server, tool: String(name), reason: "its name is not a non-empty string" })
+        return yield* new McpError({
+          reason: "InvalidTool",
+          server,
+          tool: String(name),
+          detail: "its name is not a non-empty string"
+        })
       }
       if (Object.hasOwn(tools, name)) {
-        return yield* new McpInvalidTool({ server, tool: name, reason: "the server lists two tools of this name" })
+        return yield* new McpError({
+          reason: "InvalidTool",
+          server,
+          tool: name,
+          detail: "the server lists two tools of this name"
+        })
       }
       Object.defineProperty(tools, name, {
         value: toolOf(server, definition),
@@ -456,7 +469,7 @@ export const make = (
     const serialized: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E> = concurrency === "unbounded"
       ? (effect) => effect
       : (yield* Effect.makeSemaphore(concurrency)).withPermits(1)
-    const handle = (name: string, params: unknown): Effect.Effect<Tool.HandlerResult<McpTool>, McpDisconnected> =>
+    const handle = (name: string, params: unknown): Effect.Effect<Tool.HandlerResult<McpTool>, McpError> =>
       Object.hasOwn(tools, name)
         ? (readOnly.has(name) ? session.call(name, params) : serialized(session.call(name, params))).pipe(
           Effect.map((answer) =>
@@ -466,7 +479,7 @@ export const make = (
               ? handlerResult(true, { error: contentOf(answer.result) })
               : handlerResult(false, contentOf(answer.result))
           ),
-          Effect.mapError((reason) => new McpDisconnected({ server, tool: name, reason })),
+          Effect.mapError((detail) => new McpError({ reason: "Disconnected", server, tool: name, detail })),
           Effect.withSpan("McpToolkit.callTool", {
             attributes: { "mcp.server": server, "mcp.tool": name },
             captureStackTrace: false
@@ -483,7 +496,7 @@ export const make = (
 /**
  * The {@link McpToolkit} service: the session opens when the Layer is built
  * and closes when it is released (the child process exits; an HTTP session
- * is ended with a DELETE). Building fails with `McpConnectError` naming the
+ * is ended with a DELETE). Building fails with `McpError` (`"ConnectFailed"`) naming the
  * server and its command or URL.
  *
  * @example
@@ -509,5 +522,4 @@ export const make = (
  */
 export const layer = (
   options: Options
-): Layer.Layer<McpToolkit, McpConnectError | McpInvalidTool | AgentError.InvalidOptions> =>
-  Layer.scoped(McpToolkit, make(options))
+): Layer.Layer<McpToolkit, McpError | AgentError.InvalidOptions> => Layer.scoped(McpToolkit, make(options))

@@ -102,14 +102,14 @@ describe("McpToolkit: a failed result holds no credential", () => {
 
   for (const [placed, transport] of transports) {
     it.scopedLive(
-      `${placed}, quoted back in a gateway's 401 at connection: McpConnectError holds no key`,
+      `${placed}, quoted back in a gateway's 401 at connection: McpError (ConnectFailed) holds no key`,
       () =>
         Effect.gen(function*() {
           const url = yield* refusing
           const error = yield* Effect.flip(
             McpToolkit.make({ name: "gateway", transport: { _tag: "Http", ...transport(url) } })
           )
-          assert.strictEqual(error._tag, "McpConnectError")
+          assert.deepInclude(error, { _tag: "McpError", reason: "ConnectFailed" })
           assert.include(JSON.stringify(error), "invalid credentials")
           for (const text of [error.message, JSON.stringify(error), String(error)]) assert.notInclude(text, key)
         }),

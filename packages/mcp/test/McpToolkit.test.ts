@@ -123,7 +123,7 @@ describe("McpToolkit over stdio (a child process)", () => {
       assert.deepStrictEqual(results, [{ name: "fail", isFailure: true, result: { error: "failed: disk full" } }])
     }))
 
-  it.scopedLive("a server that dies mid-call gives McpDisconnected, which the model reads; later calls too", () =>
+  it.scopedLive("a server that dies mid-call gives McpError Disconnected, which the model reads; later calls too", () =>
     Effect.gen(function*() {
       const results = yield* runAgent(McpToolkit.make(stdio()), [
         [{ name: "crash", params: {} }],
@@ -133,21 +133,34 @@ describe("McpToolkit over stdio (a child process)", () => {
         {
           name: "crash",
           isFailure: true,
-          result: { _tag: "McpDisconnected", server: "fixture", tool: "crash", reason: "the server process exited" }
+          result: {
+            _tag: "McpError",
+            reason: "Disconnected",
+            server: "fixture",
+            tool: "crash",
+            detail: "the server process exited"
+          }
         },
         {
           name: "echo",
           isFailure: true,
-          result: { _tag: "McpDisconnected", server: "fixture", tool: "echo", reason: "the server process exited" }
+          result: {
+            _tag: "McpError",
+            reason: "Disconnected",
+            server: "fixture",
+            tool: "echo",
+            detail: "the server process exited"
+          }
         }
       ])
     }))
 
-  it.scopedLive("handle fails with the typed McpDisconnected", () =>
+  it.scopedLive("handle fails with the typed McpError of reason Disconnected", () =>
     Effect.gen(function*() {
       const toolkit = yield* McpToolkit.make(stdio())
       const error = yield* Effect.flip(toolkit.handle("crash", {}))
-      assert.instanceOf(error, McpToolkit.McpDisconnected)
+      assert.instanceOf(error, McpToolkit.McpError)
+      assert.strictEqual(error.reason, "Disconnected")
       assert.strictEqual(
         error.message,
         `MCP server "fixture" could not answer the call of "crash": the server process exited`
@@ -166,29 +179,33 @@ describe("McpToolkit over stdio (a child process)", () => {
       assert.isFalse(isAlive(pid))
     }))
 
-  it.scopedLive("a command that cannot start fails the build with McpConnectError naming it", () =>
+  it.scopedLive("a command that cannot start fails the build with McpError ConnectFailed naming it", () =>
     Effect.gen(function*() {
       const missing = yield* Effect.flip(McpToolkit.make({
         name: "nowhere",
         transport: { _tag: "Stdio", command: "/nonexistent/mcp-server", args: ["--dsn=postgresql://u:hunter2@db/x"] }
       }))
-      assert.instanceOf(missing, McpToolkit.McpConnectError)
+      assert.instanceOf(missing, McpToolkit.McpError)
+      if (!(missing instanceof McpToolkit.McpError)) return
       assert.notInclude(`${missing.message} ${JSON.stringify(missing)}`, "hunter2")
+      assert.strictEqual(missing.reason, "ConnectFailed")
       assert.strictEqual(missing.server, "nowhere")
       // the command without its arguments, which may hold credentials
       assert.strictEqual(missing.target, "/nonexistent/mcp-server")
-      assert.include(missing.reason, "ENOENT")
+      assert.include(missing.detail, "ENOENT")
 
       const exits = yield* Effect.flip(McpToolkit.make({
         name: "quitter",
         transport: { _tag: "Stdio", command: process.execPath, args: ["-e", "process.exit(3)"] }
       }))
-      assert.instanceOf(exits, McpToolkit.McpConnectError)
+      assert.instanceOf(exits, McpToolkit.McpError)
+      if (!(exits instanceof McpToolkit.McpError)) return
       assert.include(
         exits.message,
         `Could not connect to MCP server "quitter" (${process.execPath})`
       )
-      assert.include(exits.reason, "Connection closed")
+      assert.strictEqual(exits.reason, "ConnectFailed")
+      assert.include(exits.detail, "Connection closed")
     }))
 })
 
@@ -224,7 +241,7 @@ describe("McpToolkit over streamable HTTP (127.0.0.1)", () => {
     { afterOutput: false, reason: "failed (fetch failed: other side closed)" },
     { afterOutput: true, reason: "broke before the answer came" }
   ])(
-    "a server that dies mid-call (afterOutput: $afterOutput) gives McpDisconnected at once, not at the timeout",
+    "a server that dies mid-call (afterOutput: $afterOutput) gives McpError Disconnected at once, not at the timeout",
     ({ afterOutput, reason }) =>
       Effect.gen(function*() {
         const server = yield* HttpFixture.serve
@@ -232,28 +249,30 @@ describe("McpToolkit over streamable HTTP (127.0.0.1)", () => {
         const started = Date.now()
         const error = yield* Effect.flip(toolkit.handle("crash", { afterOutput }))
         assert.isBelow(Date.now() - started, 10_000)
-        assert.instanceOf(error, McpToolkit.McpDisconnected)
-        assert.include(error.reason, server.url)
-        assert.include(error.reason, reason, error.reason)
+        assert.instanceOf(error, McpToolkit.McpError)
+        assert.strictEqual(error.reason, "Disconnected")
+        assert.include(error.detail, server.url)
+        assert.include(error.detail, reason, error.detail)
         const later = yield* Effect.flip(toolkit.handle("echo", { text: "hi" }))
-        assert.instanceOf(later, McpToolkit.McpDisconnected)
-        assert.include(later.reason, "ECONNREFUSED")
+        assert.instanceOf(later, McpToolkit.McpError)
+        assert.include(later.detail, "ECONNREFUSED")
         assert.notInclude(JSON.stringify([error, later, error.message, later.message]), "sk-secret-123")
       })
   )
 
-  it.scopedLive("connection refused fails the Layer build with McpConnectError naming the URL, no secret", () =>
+  it.scopedLive("connection refused fails the Layer build with McpError ConnectFailed naming the URL, no secret", () =>
     Effect.gen(function*() {
       const port = yield* closedPort
       const error = yield* Layer.build(McpToolkit.layer(
         http(`http://127.0.0.1:${port}/mcp?token=abc#frag`)
       )).pipe(Effect.flip)
-      assert.instanceOf(error, McpToolkit.McpConnectError)
-      if (error._tag !== "McpConnectError") return
+      assert.instanceOf(error, McpToolkit.McpError)
+      if (error._tag !== "McpError") return
+      assert.strictEqual(error.reason, "ConnectFailed")
       assert.strictEqual(error.server, "fixture-http")
       assert.strictEqual(error.target, `http://127.0.0.1:${port}/mcp`)
-      assert.include(error.reason, "ECONNREFUSED")
-      const everything = JSON.stringify([error, error.message, Schema.encodeSync(McpToolkit.McpConnectError)(error)])
+      assert.include(error.detail, "ECONNREFUSED")
+      const everything = JSON.stringify([error, error.message, Schema.encodeSync(McpToolkit.McpError)(error)])
       for (const secret of ["sk-secret-123", "token=abc"]) assert.notInclude(everything, secret)
     }))
 })

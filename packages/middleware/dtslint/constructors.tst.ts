@@ -170,7 +170,7 @@ describe("constructors whose options need decoding: a middleware value, failing 
         {},
         HumanInTheLoop.DecisionError | HumanInTheLoop.DuplicateCallId,
         never,
-        HumanInTheLoop.InvalidInterruptPolicy | AgentError.InvalidOptions,
+        AgentError.InvalidOptions,
         HumanInTheLoop.Waits
       >
     >()

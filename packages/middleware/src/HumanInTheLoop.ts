@@ -22,7 +22,7 @@
  * action request. Decisions are built from the request's actions only
  * (`approve(action)`, `approveAll(request)`); a decision naming another wait
  * (an old one re-sent, a double submit, a replay of another thread's) fails
- * with {@link StaleDecision}, one naming none with {@link UnboundDecision}.
+ * with a {@link DecisionError} of reason `"Stale"`, one naming none with reason `"Unbound"`.
  *
  * A decision holds for the call decided, in the reply it was made for: a
  * call of a gated tool is checked again where the `wrapToolCall` chain ends,
@@ -39,7 +39,7 @@
  */
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Tool from "@effect/ai/Tool"
-import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as AgentState from "@stepwise-agent/core/AgentState"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
@@ -318,190 +318,117 @@ export interface Options<Tools extends Record<string, Tool.Any>> {
 // -----------------------------------------------------------------------------
 
 /**
- * An `interruptOn` policy is invalid: it names a tool the toolkit does not
- * have, allows no decision, or has an `argsSchema` with no JSON Schema.
+ * Why a resume's decisions were refused ({@link DecisionError}):
+ *
+ * - `"Malformed"`: the resume value is not a list of decisions, or decides
+ *   one call twice (`detail` says which);
+ * - `"UnknownCall"`: a decision names a call that does not wait for one
+ *   (`callId`; `waiting`: the calls that do);
+ * - `"Missing"`: some waiting calls got no decision (`callIds`);
+ * - `"NotAllowed"`: a decision of a kind the tool's policy does not allow (for
+ *   an edit to another tool: the policy of the tool it targets; `decision`,
+ *   `allowed`);
+ * - `"InvalidEdit"`: an edit targets a tool the agent does not have, or its
+ *   arguments do not match the target tool's parameter schema or the
+ *   policy's `argsSchema` (`toolName`: the target; `detail`: what is wrong);
+ * - `"Unbound"`: a decision names no `waitKey` or no `fingerprint` (built
+ *   from a bare call id, or JSON posting only `{ type, callId }`), so nothing
+ *   ties it to the one wait it answers (`field`). Build decisions from the
+ *   action request: `approve(action)`, `approveAll(request)`;
+ * - `"Stale"`: a decision answers another wait: its `waitKey` or
+ *   `fingerprint` (`field`) is not the one of the call waiting under its call
+ *   id (an old decision re-sent after the thread moved on; `expected`,
+ *   `given`).
  *
  * @since 0.1.0
  * @category errors
  */
-export class InvalidInterruptPolicy extends Schema.TaggedError<InvalidInterruptPolicy>(
-  "@stepwise-agent/middleware/HumanInTheLoop/InvalidInterruptPolicy"
-)("InvalidInterruptPolicy", {
-  toolName: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid interruptOn policy for tool "${this.toolName}": ${this.reason}`
-  }
-}
+export const DecisionErrorReason = Schema.Literal(
+  "Malformed",
+  "UnknownCall",
+  "Missing",
+  "NotAllowed",
+  "InvalidEdit",
+  "Unbound",
+  "Stale"
+)
 
 /**
- * The resume value is not a list of decisions, or decides one call twice.
- *
  * @since 0.1.0
  * @category errors
  */
-export class InvalidDecisions extends Schema.TaggedError<InvalidDecisions>(
-  "@stepwise-agent/middleware/HumanInTheLoop/InvalidDecisions"
-)("InvalidDecisions", {
-  threadId: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid decisions for thread "${this.threadId}": ${this.reason}`
-  }
-}
+export type DecisionErrorReason = typeof DecisionErrorReason.Type
 
 /**
- * A decision names a call that is not waiting for a decision.
+ * A resume with bad decisions: `reason` says what is wrong
+ * ({@link DecisionErrorReason}), the other fields where. It leaves the
+ * thread waiting for a decision, unchanged: a corrected decision may follow.
+ *
+ * @example
+ * ```ts
+ * import { HumanInTheLoop } from "@stepwise-agent/middleware"
+ *
+ * const error = new HumanInTheLoop.DecisionError({ reason: "Missing", threadId: "t1", callIds: ["call_2"] })
+ * error.message // 'Thread "t1": no decision for call(s) call_2; decide every waiting call'
+ * ```
  *
  * @since 0.1.0
  * @category errors
  */
-export class UnknownCallId extends Schema.TaggedError<UnknownCallId>(
-  "@stepwise-agent/middleware/HumanInTheLoop/UnknownCallId"
-)("UnknownCallId", {
+export class DecisionError extends Schema.TaggedError<DecisionError>(
+  "@stepwise-agent/middleware/HumanInTheLoop/DecisionError"
+)("DecisionError", {
+  reason: DecisionErrorReason,
   threadId: Schema.String,
-  callId: Schema.String,
-  waiting: Schema.Array(Schema.String)
+  /** The call the refused decision names (every reason but `"Malformed"` and `"Missing"`). */
+  callId: Schema.optional(Schema.String),
+  /** `"Missing"`: the waiting calls without a decision. */
+  callIds: Schema.optional(Schema.Array(Schema.String)),
+  /** `"UnknownCall"`: the calls that wait for a decision. */
+  waiting: Schema.optional(Schema.Array(Schema.String)),
+  /** `"NotAllowed"`, `"InvalidEdit"`: the tool whose policy refused it, or the edit's target. */
+  toolName: Schema.optional(Schema.String),
+  /** `"NotAllowed"`: the decision's kind, and the kinds the policy allows. */
+  decision: Schema.optional(DecisionType),
+  allowed: Schema.optional(Schema.Array(DecisionType)),
+  /** `"Unbound"`: what the decision lacks; `"Stale"`: what does not match. */
+  field: Schema.optional(Schema.Literal("waitKey", "fingerprint")),
+  /** `"Stale"`: the waiting call's `field`, and the decision's. */
+  expected: Schema.optional(Schema.String),
+  given: Schema.optional(Schema.String),
+  /** `"Malformed"`, `"InvalidEdit"`: what is wrong, in words. */
+  detail: Schema.optional(Schema.String)
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    const waiting = this.waiting.length === 0 ? "none" : this.waiting.join(", ")
-    return `Thread "${this.threadId}": no call "${this.callId}" waits for a decision (waiting: ${waiting})`
-  }
-}
-
-/**
- * Some calls waiting for a decision got none.
- *
- * @since 0.1.0
- * @category errors
- */
-export class MissingDecision extends Schema.TaggedError<MissingDecision>(
-  "@stepwise-agent/middleware/HumanInTheLoop/MissingDecision"
-)("MissingDecision", {
-  threadId: Schema.String,
-  callIds: Schema.Array(Schema.String)
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Thread "${this.threadId}": no decision for call(s) ${this.callIds.join(", ")}; decide every waiting call`
-  }
-}
-
-/**
- * A decision of a kind the tool's policy does not allow (for an edit to
- * another tool: the policy of the tool it targets).
- *
- * @since 0.1.0
- * @category errors
- */
-export class DecisionNotAllowed extends Schema.TaggedError<DecisionNotAllowed>(
-  "@stepwise-agent/middleware/HumanInTheLoop/DecisionNotAllowed"
-)("DecisionNotAllowed", {
-  threadId: Schema.String,
-  callId: Schema.String,
-  toolName: Schema.String,
-  decision: DecisionType,
-  allowed: Schema.Array(DecisionType)
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Thread "${this.threadId}": "${this.decision}" is not allowed for call "${this.callId}" of tool ` +
-      `"${this.toolName}" (allowed: ${this.allowed.join(", ")})`
-  }
-}
-
-/**
- * An edit targets a tool the agent does not have, or its arguments do not
- * match the target tool's parameter schema or the policy's `argsSchema`.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidEdit extends Schema.TaggedError<InvalidEdit>(
-  "@stepwise-agent/middleware/HumanInTheLoop/InvalidEdit"
-)("InvalidEdit", {
-  threadId: Schema.String,
-  callId: Schema.String,
-  toolName: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Thread "${this.threadId}": invalid edit of call "${this.callId}" (tool "${this.toolName}"): ` +
-      this.reason
-  }
-}
-
-/**
- * A decision names no `waitKey` or no `fingerprint` (a decision built from a
- * bare call id, or JSON posting only `{ type, callId }`), so nothing ties it
- * to the one wait it answers: call ids repeat across replies, and identical
- * calls repeat. It decides nothing. Build decisions from the action request:
- * `approve(action)`, `approveAll(request)`.
- *
- * @since 0.1.0
- * @category errors
- */
-export class UnboundDecision extends Schema.TaggedError<UnboundDecision>(
-  "@stepwise-agent/middleware/HumanInTheLoop/UnboundDecision"
-)("UnboundDecision", {
-  threadId: Schema.String,
-  callId: Schema.String,
-  /** What the decision lacks. */
-  field: Schema.Literal("waitKey", "fingerprint")
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Thread "${this.threadId}": the decision for call "${this.callId}" names no ${this.field}; build it from ` +
-      `the action request (HumanInTheLoop.approve(action), approveAll(request)), or copy the request's ` +
-      `"waitKey" and "fingerprint" into it`
-  }
-}
-
-/**
- * A decision answers another wait: its `waitKey` or `fingerprint` is not
- * the one of the call waiting under its call id (an old decision re-sent, or
- * submitted twice, after the thread moved on to a new wait, even one for an
- * identical call or a call reusing the id). It decides nothing.
- *
- * @since 0.1.0
- * @category errors
- */
-export class StaleDecision extends Schema.TaggedError<StaleDecision>(
-  "@stepwise-agent/middleware/HumanInTheLoop/StaleDecision"
-)("StaleDecision", {
-  threadId: Schema.String,
-  callId: Schema.String,
-  /** What does not match: `"waitKey"` or `"fingerprint"`. */
-  field: Schema.Literal("waitKey", "fingerprint"),
-  expected: Schema.String,
-  given: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Thread "${this.threadId}": the decision for call "${this.callId}" answers another wait (its ` +
-      `${this.field} is "${this.given}", the waiting call's is "${this.expected}"); decide the call that waits now`
+    const at = `Thread "${this.threadId}"`
+    const call = `call "${this.callId ?? ""}"`
+    switch (this.reason) {
+      case "Malformed":
+        return `Invalid decisions for thread "${this.threadId}": ${this.detail ?? ""}`
+      case "UnknownCall": {
+        const waiting = this.waiting === undefined || this.waiting.length === 0 ? "none" : this.waiting.join(", ")
+        return `${at}: no ${call} waits for a decision (waiting: ${waiting})`
+      }
+      case "Missing":
+        return `${at}: no decision for call(s) ${(this.callIds ?? []).join(", ")}; decide every waiting call`
+      case "NotAllowed":
+        return `${at}: "${this.decision ?? ""}" is not allowed for ${call} of tool "${this.toolName ?? ""}" ` +
+          `(allowed: ${(this.allowed ?? []).join(", ")})`
+      case "InvalidEdit":
+        return `${at}: invalid edit of ${call} (tool "${this.toolName ?? ""}"): ${this.detail ?? ""}`
+      case "Unbound":
+        return `${at}: the decision for ${call} names no ${this.field ?? "waitKey"}; build it from ` +
+          `the action request (HumanInTheLoop.approve(action), approveAll(request)), or copy the request's ` +
+          `"waitKey" and "fingerprint" into it`
+      case "Stale":
+        return `${at}: the decision for ${call} answers another wait (its ` +
+          `${this.field ?? "waitKey"} is "${this.given ?? ""}", the waiting call's is "${
+            this.expected ?? ""
+          }"); decide the call that waits now`
+    }
   }
 }
 
@@ -527,46 +454,6 @@ export class DuplicateCallId extends Schema.TaggedError<DuplicateCallId>(
       `a reply whose calls need a decision must give each call its own id`
   }
 }
-
-/**
- * The errors of a resume with bad decisions. Each leaves the thread waiting
- * for a decision, unchanged.
- *
- * @since 0.1.0
- * @category errors
- */
-export type DecisionError =
-  | InvalidDecisions
-  | UnknownCallId
-  | MissingDecision
-  | DecisionNotAllowed
-  | InvalidEdit
-  | UnboundDecision
-  | StaleDecision
-
-/**
- * The schema of {@link DecisionError}.
- *
- * @since 0.1.0
- * @category errors
- */
-export const DecisionError: Schema.Union<[
-  typeof InvalidDecisions,
-  typeof UnknownCallId,
-  typeof MissingDecision,
-  typeof DecisionNotAllowed,
-  typeof InvalidEdit,
-  typeof UnboundDecision,
-  typeof StaleDecision
-]> = Schema.Union(
-  InvalidDecisions,
-  UnknownCallId,
-  MissingDecision,
-  DecisionNotAllowed,
-  InvalidEdit,
-  UnboundDecision,
-  StaleDecision
-)
 
 // -----------------------------------------------------------------------------
 // tags
@@ -696,7 +583,7 @@ export const respond = (action: ActionRequest, message: string): Decision => ({
 /**
  * Approves every call of a request, each decision bound to its action. A
  * call whose `allowedDecisions` leave out `approve` makes `resume` refuse
- * the whole list (`DecisionNotAllowed`).
+ * the whole list (`DecisionError`, reason `"NotAllowed"`).
  *
  * @example
  * ```ts
@@ -959,7 +846,7 @@ const stringify = (value: unknown): string => {
   }
 }
 
-/** A decision as it may arrive: its binding may be missing (refused with `UnboundDecision`, not a parse error). */
+/** A decision as it may arrive: its binding may be missing (refused as `"Unbound"`, not a parse error). */
 const unbound = <Fields extends Schema.Struct.Fields>(decision: Schema.Struct<Fields>) =>
   Schema.Struct({
     ...decision.fields,
@@ -972,7 +859,7 @@ const ArrivingDecisions = Schema.Array(Schema.Union(unbound(Approve), unbound(Ed
 /**
  * The decisions `Agent.resume` takes for this middleware's wait: one per
  * action request, each bound to it (a decision without its `waitKey` and
- * `fingerprint` is refused with {@link UnboundDecision}).
+ * `fingerprint` is refused with a {@link DecisionError} of reason `"Unbound"`).
  *
  * @since 0.1.0
  * @category models
@@ -1043,7 +930,7 @@ type Plan =
  * arguments before any model call happens. With it, `interruptOn` is checked
  * when `Agent.make` builds the middleware — a name the toolkit does not have
  * (also a type error), a policy allowing no decision, or an `argsSchema` with
- * no JSON Schema fails it with `InvalidInterruptPolicy`, and a name the agent
+ * no JSON Schema fails it with `AgentError.InvalidOptions`, and a name the agent
  * has no tool for with `AgentError.UnknownTools`.
  *
  * The run interrupts with an {@link ApprovalRequest}; resume it with
@@ -1086,7 +973,7 @@ export const middleware = <Tools extends Record<string, Tool.Any>>(
   {},
   DecisionError | DuplicateCallId,
   never,
-  InvalidInterruptPolicy | AgentError.InvalidOptions,
+  AgentError.InvalidOptions,
   Waits
 > => Middleware.unwrap(setup(options), { name: Check.nameOf(options, "humanInTheLoop") })
 
@@ -1095,7 +982,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
   options: Options<Tools>
 ) => Effect.Effect<
   Middleware.Middleware<{}, DecisionError | DuplicateCallId, never, never, Waits>,
-  InvalidInterruptPolicy | AgentError.InvalidOptions
+  AgentError.InvalidOptions
 > = Effect.fn("HumanInTheLoop.middleware")(function*<Tools extends Record<string, Tool.Any>>(options: Options<Tools>) {
   // a missing or misspelled `allowedDecisions` is named as such, before its stray key
   for (const [toolName, policy] of Object.entries(Object(Object(options).interruptOn) as Record<string, unknown>)) {
@@ -1117,8 +1004,9 @@ const setup: <Tools extends Record<string, Tool.Any>>(
   for (const [toolName, policy] of Object.entries(options.interruptOn as Record<string, InterruptOn | undefined>)) {
     if (!Object.prototype.hasOwnProperty.call(tools, toolName)) {
       const known = Object.keys(tools)
-      return yield* new InvalidInterruptPolicy({
-        toolName,
+      return yield* new AgentError.InvalidOptions({
+        module: "HumanInTheLoop",
+        option: `interruptOn.${toolName}`,
         reason: `the toolkit has no such tool (tools: ${known.length === 0 ? "none" : known.join(", ")})`
       })
     }
@@ -1130,15 +1018,17 @@ const setup: <Tools extends Record<string, Tool.Any>>(
     const allowed = allDecisions.filter((kind) => policy.allowedDecisions.includes(kind))
     const unknown = policy.allowedDecisions.filter((kind) => !allDecisions.includes(kind))
     if (unknown.length > 0) {
-      return yield* new InvalidInterruptPolicy({
-        toolName,
+      return yield* new AgentError.InvalidOptions({
+        module: "HumanInTheLoop",
+        option: `interruptOn.${toolName}.allowedDecisions`,
         reason: `unknown decision kind(s) ${unknown.join(", ")} (kinds: ${allDecisions.join(", ")})`
       })
     }
     if (allowed.length === 0) {
-      return yield* new InvalidInterruptPolicy({
-        toolName,
-        reason: "allowedDecisions is empty, so a call could never be decided; use false to not gate the tool"
+      return yield* new AgentError.InvalidOptions({
+        module: "HumanInTheLoop",
+        option: `interruptOn.${toolName}.allowedDecisions`,
+        reason: "is empty, so a call could never be decided; use false to not gate the tool"
       })
     }
     let argsSchema: Gate["argsSchema"] = undefined
@@ -1147,9 +1037,10 @@ const setup: <Tools extends Record<string, Tool.Any>>(
       const json = yield* Effect.try({
         try: () => JSONSchema.make(schema) as unknown,
         catch: (error) =>
-          new InvalidInterruptPolicy({
-            toolName,
-            reason: `argsSchema has no JSON Schema: ${error instanceof Error ? error.message : String(error)}`
+          new AgentError.InvalidOptions({
+            module: "HumanInTheLoop",
+            option: `interruptOn.${toolName}.argsSchema`,
+            reason: `has no JSON Schema: ${error instanceof Error ? error.message : String(error)}`
           })
       })
       argsSchema = { schema, json }
@@ -1189,21 +1080,23 @@ const setup: <Tools extends Record<string, Tool.Any>>(
     threadId: string,
     call: Prompt.ToolCallPart,
     decision: typeof Edit.Type
-  ): Effect.Effect<Prompt.ToolCallPart, InvalidEdit | DecisionNotAllowed> =>
+  ): Effect.Effect<Prompt.ToolCallPart, DecisionError> =>
     Effect.gen(function*() {
       const target = decision.toolName ?? call.name
       const tool = Object.prototype.hasOwnProperty.call(tools, target) ? tools[target] : undefined
       if (tool === undefined) {
-        return yield* new InvalidEdit({
+        return yield* new DecisionError({
+          reason: "InvalidEdit",
           threadId,
           callId: call.id,
           toolName: target,
-          reason: `the agent has no tool "${target}"`
+          detail: `the agent has no tool "${target}"`
         })
       }
       const gate = gates.get(target)
       if (target !== call.name && gate !== undefined && !gate.allowed.includes("edit")) {
-        return yield* new DecisionNotAllowed({
+        return yield* new DecisionError({
+          reason: "NotAllowed",
           threadId,
           callId: call.id,
           toolName: target,
@@ -1212,7 +1105,13 @@ const setup: <Tools extends Record<string, Tool.Any>>(
         })
       }
       const invalid = (error: ParseResult.ParseError) =>
-        new InvalidEdit({ threadId, callId: call.id, toolName: target, reason: formatParseError(error) })
+        new DecisionError({
+          reason: "InvalidEdit",
+          threadId,
+          callId: call.id,
+          toolName: target,
+          detail: formatParseError(error)
+        })
       yield* Effect.mapError(
         Schema.decodeUnknown(tool.parametersSchema as Schema.Schema<unknown, unknown>)(decision.args),
         invalid
@@ -1243,9 +1142,10 @@ const setup: <Tools extends Record<string, Tool.Any>>(
       const decisions = yield* Effect.mapError(
         decodeDecisions(raw),
         (error) =>
-          new InvalidDecisions({
+          new DecisionError({
+            reason: "Malformed",
             threadId,
-            reason: `expected a list of decisions ({ type, callId, waitKey, fingerprint, ... }): ${
+            detail: `expected a list of decisions ({ type, callId, waitKey, fingerprint, ... }): ${
               formatParseError(error)
             }`
           })
@@ -1254,23 +1154,30 @@ const setup: <Tools extends Record<string, Tool.Any>>(
       const byId = new Map<string, Decision>()
       for (const decision of decisions) {
         if (byId.has(decision.callId)) {
-          return yield* new InvalidDecisions({
+          return yield* new DecisionError({
+            reason: "Malformed",
             threadId,
-            reason: `call "${decision.callId}" is decided twice`
+            detail: `call "${decision.callId}" is decided twice`
           })
         }
         const call = waiting.get(decision.callId)
         if (call === undefined) {
-          return yield* new UnknownCallId({ threadId, callId: decision.callId, waiting: [...waiting.keys()] })
+          return yield* new DecisionError({
+            reason: "UnknownCall",
+            threadId,
+            callId: decision.callId,
+            waiting: [...waiting.keys()]
+          })
         }
         if (decision.waitKey === undefined) {
-          return yield* new UnboundDecision({ threadId, callId: call.id, field: "waitKey" })
+          return yield* new DecisionError({ reason: "Unbound", threadId, callId: call.id, field: "waitKey" })
         }
         if (decision.fingerprint === undefined) {
-          return yield* new UnboundDecision({ threadId, callId: call.id, field: "fingerprint" })
+          return yield* new DecisionError({ reason: "Unbound", threadId, callId: call.id, field: "fingerprint" })
         }
         if (decision.waitKey !== waitKey) {
-          return yield* new StaleDecision({
+          return yield* new DecisionError({
+            reason: "Stale",
             threadId,
             callId: call.id,
             field: "waitKey",
@@ -1280,7 +1187,8 @@ const setup: <Tools extends Record<string, Tool.Any>>(
         }
         const expected = fingerprintOf(call.name, call.params)
         if (decision.fingerprint !== expected) {
-          return yield* new StaleDecision({
+          return yield* new DecisionError({
+            reason: "Stale",
             threadId,
             callId: call.id,
             field: "fingerprint",
@@ -1291,13 +1199,14 @@ const setup: <Tools extends Record<string, Tool.Any>>(
         byId.set(decision.callId, { ...decision, waitKey: decision.waitKey, fingerprint: decision.fingerprint })
       }
       const missing = gated.filter((call) => !byId.has(call.id)).map((call) => call.id)
-      if (missing.length > 0) return yield* new MissingDecision({ threadId, callIds: missing })
+      if (missing.length > 0) return yield* new DecisionError({ reason: "Missing", threadId, callIds: missing })
       const out: Array<Plan> = []
       for (const call of gated) {
         const decision = byId.get(call.id)!
         const gate = gates.get(call.name)!
         if (!gate.allowed.includes(decision.type)) {
-          return yield* new DecisionNotAllowed({
+          return yield* new DecisionError({
+            reason: "NotAllowed",
             threadId,
             callId: call.id,
             toolName: call.name,

@@ -120,7 +120,7 @@ export interface Options {
  */
 export const isRetryable = (error: Failure): boolean => {
   if (error._tag === "ModelReplyError") {
-    return error.reason !== "empty" || (error.finishReason !== "length" && error.finishReason !== "content-filter")
+    return error.reason !== "Empty" || (error.finishReason !== "length" && error.finishReason !== "content-filter")
   }
   const failure = AiFailure.classify(error)
   switch (failure.kind) {

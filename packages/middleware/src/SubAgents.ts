@@ -286,43 +286,79 @@ export type State = typeof State.Type
 // errors
 // -----------------------------------------------------------------------------
 
-/**
- * A resume value that is not decisions by call id, or a thread that waits
- * on something other than children.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidTaskDecisions extends Schema.TaggedError<InvalidTaskDecisions>(
-  "@stepwise-agent/middleware/SubAgents/InvalidTaskDecisions"
-)("InvalidTaskDecisions", { threadId: Schema.String, reason: Schema.String }) {
-  /**
-   * @since 0.1.0
-   */
-  get message(): string {
-    return `Thread "${this.threadId}": ${this.reason}`
-  }
-}
+/** An error's tag, for messages and events (`"Error"` for one without a tag). */
+const tagOf = (error: unknown): string =>
+  Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : "Error"
+
+/** An error as text, for events and logs: its tag, and its message with credentials scrubbed. */
+const errorParts = (error: unknown): { readonly error: string; readonly reason: string } => ({
+  error: tagOf(error),
+  reason: Secrets.messageOf(error)
+})
 
 /**
- * A resume value with a decision for a call whose child does not wait.
+ * Why a resume's decisions for the waiting children were refused
+ * ({@link TaskDecisionError}):
+ *
+ * - `"UnknownCall"`: a decision names a call whose child does not wait
+ *   (`callIds`; `waiting`: the calls whose children do);
+ * - `"NoDecision"`: the decisions name no waiting call;
+ * - `"UnknownAgent"`: a call waits on an agent this middleware does not
+ *   have (`callIds`: that call; `agent`).
  *
  * @since 0.1.0
  * @category errors
  */
-export class UnknownTaskCall extends Schema.TaggedError<UnknownTaskCall>(
-  "@stepwise-agent/middleware/SubAgents/UnknownTaskCall"
-)("UnknownTaskCall", {
+export const TaskDecisionErrorReason = Schema.Literal("UnknownCall", "NoDecision", "UnknownAgent")
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type TaskDecisionErrorReason = typeof TaskDecisionErrorReason.Type
+
+/**
+ * A resume with decisions the waiting children cannot take: `reason` says
+ * why ({@link TaskDecisionErrorReason}). Nothing ran; the thread still waits.
+ *
+ * @example
+ * ```ts
+ * import { SubAgents } from "@stepwise-agent/middleware"
+ *
+ * const error = new SubAgents.TaskDecisionError({ reason: "UnknownCall", threadId: "p", callIds: ["c9"], waiting: ["c1"] })
+ * error.message // 'Thread "p": no child waits for call(s) c9; waiting: c1'
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TaskDecisionError extends Schema.TaggedError<TaskDecisionError>(
+  "@stepwise-agent/middleware/SubAgents/TaskDecisionError"
+)("TaskDecisionError", {
+  reason: TaskDecisionErrorReason,
   threadId: Schema.String,
-  callIds: Schema.Array(Schema.String),
-  waiting: Schema.Array(Schema.String)
+  /** `"UnknownCall"`: the calls no child waits for; `"UnknownAgent"`: the call waiting on it. */
+  callIds: Schema.optional(Schema.Array(Schema.String)),
+  /** `"UnknownCall"`: the calls whose children wait. */
+  waiting: Schema.optional(Schema.Array(Schema.String)),
+  /** `"UnknownAgent"`: the agent the call waits on. */
+  agent: Schema.optional(Schema.String)
 }) {
   /**
    * @since 0.1.0
    */
   get message(): string {
-    return `Thread "${this.threadId}": no child waits for call(s) ${this.callIds.join(", ")}; ` +
-      `waiting: ${this.waiting.join(", ") || "none"}`
+    const callIds = (this.callIds ?? []).join(", ")
+    switch (this.reason) {
+      case "UnknownCall":
+        return `Thread "${this.threadId}": no child waits for call(s) ${callIds}; ` +
+          `waiting: ${(this.waiting ?? []).join(", ") || "none"}`
+      case "NoDecision":
+        return `Thread "${this.threadId}": the decisions name no waiting call`
+      case "UnknownAgent":
+        return `Thread "${this.threadId}": call ${callIds} waits on agent "${this.agent ?? ""}", ` +
+          `which this middleware does not have`
+    }
   }
 }
 
@@ -345,8 +381,16 @@ export class DepthExceeded extends Schema.TaggedError<DepthExceeded>(
 
 /**
  * A child's run failed (with `onFailure: "fail"`): which call, agent and
- * child thread, and the child's error (its tag and message, credentials
- * scrubbed).
+ * child thread, the child's error as it failed (credentials scrubbed: match
+ * it with the child's own error classes, e.g. `SubAgentTimeout`), and its
+ * message as `reason`.
+ *
+ * @example
+ * ```ts
+ * import { SubAgents } from "@stepwise-agent/middleware"
+ *
+ * const timedOut = (failed: SubAgents.SubAgentFailed) => failed.error instanceof SubAgents.SubAgentTimeout
+ * ```
  *
  * @since 0.1.0
  * @category errors
@@ -355,14 +399,17 @@ export class SubAgentFailed extends Schema.TaggedError<SubAgentFailed>(
   "@stepwise-agent/middleware/SubAgents/SubAgentFailed"
 )("SubAgentFailed", {
   ...Delegation.fields,
-  error: Schema.String,
+  /** The child's error, a value (not its tag as text). */
+  error: Schema.Unknown,
   reason: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   get message(): string {
-    return `Subagent "${this.agent}" (call ${this.callId}, thread "${this.threadId}") failed: ${this.error}: ${this.reason}`
+    return `Subagent "${this.agent}" (call ${this.callId}, thread "${this.threadId}") failed: ${
+      tagOf(this.error)
+    }: ${this.reason}`
   }
 }
 
@@ -411,15 +458,15 @@ export class ParentLimitReached extends Schema.TaggedError<ParentLimitReached>(
  * @since 0.1.0
  * @category errors
  */
-export type SubAgentsError = InvalidTaskDecisions | UnknownTaskCall | DepthExceeded | SubAgentFailed
+export type SubAgentsError = TaskDecisionError | DepthExceeded | SubAgentFailed
 
 /**
  * @since 0.1.0
  * @category errors
  */
 export const SubAgentsError: Schema.Union<
-  [typeof InvalidTaskDecisions, typeof UnknownTaskCall, typeof DepthExceeded, typeof SubAgentFailed]
-> = Schema.Union(InvalidTaskDecisions, UnknownTaskCall, DepthExceeded, SubAgentFailed)
+  [typeof TaskDecisionError, typeof DepthExceeded, typeof SubAgentFailed]
+> = Schema.Union(TaskDecisionError, DepthExceeded, SubAgentFailed)
 
 // -----------------------------------------------------------------------------
 // combinators
@@ -666,11 +713,6 @@ const refused = (call: Prompt.ToolCallPart, reason: string): Outcome => ({
   result: Middleware.toolResult(call, reason, { isFailure: true })
 })
 
-const errorParts = (error: unknown): { readonly error: string; readonly reason: string } => ({
-  error: Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : "Error",
-  reason: Secrets.messageOf(error)
-})
-
 /**
  * The middleware: the `task` tool, its calls run in `afterModel`, the
  * children's waits surfaced as the parent's and resumed through it. Put a
@@ -822,7 +864,7 @@ const build = (options: Options<Record<string, SubAgent>>) => {
         return Effect.zipRight(
           Middleware.report(`${delegation.agent} failed: ${parts.error}`, { ...delegation, ...parts }),
           onFailure === "fail"
-            ? Effect.fail(new SubAgentFailed({ ...delegation, ...parts }))
+            ? Effect.fail(new SubAgentFailed({ ...delegation, error: Secrets.scrubError(error), reason: parts.reason }))
             : Effect.succeed(
               refused(call, `The subagent "${delegation.agent}" failed: ${parts.error}: ${parts.reason}`)
             )
@@ -1019,20 +1061,17 @@ const build = (options: Options<Record<string, SubAgent>>) => {
     Effect.gen(function*() {
       const waiting = request.waits.map((wait) => wait.callId)
       const unknown = Object.keys(decision).filter((id) => !waiting.includes(id))
-      if (unknown.length > 0) return yield* new UnknownTaskCall({ threadId, callIds: unknown, waiting })
-      if (Object.keys(decision).length === 0) {
-        return yield* new InvalidTaskDecisions({ threadId, reason: "the decisions name no waiting call" })
+      if (unknown.length > 0) {
+        return yield* new TaskDecisionError({ reason: "UnknownCall", threadId, callIds: unknown, waiting })
       }
+      if (Object.keys(decision).length === 0) return yield* new TaskDecisionError({ reason: "NoDecision", threadId })
       // each decision is checked by the child it goes to, before any child runs
       yield* Effect.forEach(
         request.waits.filter((wait) => Object.hasOwn(decision, wait.callId)),
         (wait) => {
           const child = ownValue(agents, wait.agent)
           return child === undefined
-            ? new InvalidTaskDecisions({
-              threadId,
-              reason: `call ${wait.callId} waits on agent "${wait.agent}", which this middleware does not have`
-            })
+            ? new TaskDecisionError({ reason: "UnknownAgent", threadId, callIds: [wait.callId], agent: wait.agent })
             : child.agent.validateResume(wait.threadId, decision[wait.callId])
         },
         { discard: true }

@@ -186,8 +186,7 @@ describe("error classes", () => {
       }
     }
     assert.includeMembers(classes, [
-      "HumanInTheLoop.InvalidDecisions",
-      "HumanInTheLoop.InvalidEdit",
+      "HumanInTheLoop.DecisionError",
       "SubAgents.SubAgentFailed"
     ])
   })

@@ -75,7 +75,7 @@ describe("HumanInTheLoop and Agent.fork", () => {
           edit: { _tag: "Decision", decision: HumanInTheLoop.approveAll(source) }
         })
       )
-      assert.strictEqual((refused as { readonly _tag: string })._tag, "StaleDecision")
+      assert.deepInclude(refused, { _tag: "DecisionError", reason: "Stale" })
       assert.isTrue(Option.isNone(yield* agent.thread("fork")), "nothing written")
       assert.deepStrictEqual(yield* log, [])
       // forked again without the edit, the fork's own request approves it
@@ -96,7 +96,7 @@ describe("HumanInTheLoop and Agent.fork", () => {
         const source = yield* requestOf(agent, "src")
         assert.strictEqual((yield* agent.fork("src", { to, at: 1 }))._tag, "Interrupted")
         const stale = yield* Effect.flip(agent.validateResume(to, HumanInTheLoop.approveAll(source)))
-        assert.strictEqual((stale as { readonly _tag: string })._tag, "StaleDecision")
+        assert.deepInclude(stale, { _tag: "DecisionError", reason: "Stale" })
         const own = yield* requestOf(agent, to)
         assert.strictEqual((yield* agent.resume(to, HumanInTheLoop.approveAll(own)))._tag, "Completed")
         assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
@@ -117,8 +117,8 @@ describe("HumanInTheLoop and Agent.fork", () => {
       const decisions = HumanInTheLoop.approveAll(source)
       const byValidate = yield* Effect.flip(agent.validateResume("copy", decisions))
       const byResume = yield* Effect.flip(agent.resume("copy", decisions))
-      assert.strictEqual((byResume as { readonly _tag: string })._tag, "StaleDecision")
-      assert.strictEqual((byValidate as { readonly _tag: string })._tag, "StaleDecision")
+      assert.deepInclude(byResume, { _tag: "DecisionError", reason: "Stale" })
+      assert.deepInclude(byValidate, { _tag: "DecisionError", reason: "Stale" })
       assert.deepStrictEqual(yield* log, [])
     }).pipe(Effect.provide(Checkpointer.layerMemory)))
 })

@@ -193,7 +193,7 @@ describe("ModelFallback", () => {
         )
         assert.strictEqual(error._tag, "ModelReplyError")
         if (error._tag !== "ModelReplyError") return
-        assert.deepStrictEqual([error.reason, error.text], ["truncated", "It is "])
+        assert.deepStrictEqual([error.reason, error.text], ["Truncated", "It is "])
         assert.strictEqual(events.filter(AgentEvent.$is("TextDelta")).map((e) => e.delta).join(""), "It is ")
         assert.deepStrictEqual(
           events.filter(AgentEvent.$is("MiddlewareDecision")).map((e) => e.decision),
@@ -213,7 +213,7 @@ describe("ModelFallback", () => {
         if (error._tag !== "ModelFallbackExhausted") return
         assert.deepStrictEqual(
           error.attempts.map(({ error, model }) => [model, error._tag === "ModelReplyError" && error.reason]),
-          [["primary", "truncated"], ["fallback 1", "empty"]]
+          [["primary", "Truncated"], ["fallback 1", "Empty"]]
         )
         assert.strictEqual(
           error.message,

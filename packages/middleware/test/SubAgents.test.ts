@@ -1,7 +1,16 @@
 import type { Prompt } from "@effect/ai"
-import { LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { AiError, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, Checkpointer, RunJournal, UiMessageStream, type Wait } from "@stepwise-agent/core"
+import {
+  Agent,
+  AgentError,
+  AgentEvent,
+  Checkpointer,
+  RunJournal,
+  Secrets,
+  UiMessageStream,
+  type Wait
+} from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Option, Ref, Schema, Stream } from "effect"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
@@ -186,12 +195,51 @@ describe("SubAgents", () => {
       )
       const error = (yield* Effect.flip(agent.run("hi", { threadId: "p" }))) as SubAgents.SubAgentFailed
       assert.strictEqual(error._tag, "SubAgentFailed")
-      assert.deepInclude(error, {
-        callId: "c1",
-        agent: "broken",
-        threadId: "p/task/c1/1",
-        error: "HttpResponseError"
-      })
+      assert.deepInclude(error, { callId: "c1", agent: "broken", threadId: "p/task/c1/1" })
+      // the child's error is kept as the value it failed with, not its tag as text
+      assert.instanceOf(error.error, AiError.HttpResponseError)
+      assert.strictEqual((error.error as AiError.HttpResponseError).response.status, 503)
+      assert.include(error.message, "failed: HttpResponseError: ")
+    }))
+
+  it.effect("SubAgentFailed keeps the child's error scrubbed: no credential in its value, message or JSON", () =>
+    Effect.gen(function*() {
+      const key = "sk-child-credential-0123456789"
+      const { model } = yield* ScriptedModel.make([
+        new AiError.UnknownError({ module: "Gateway", method: "generateText", description: `invalid key ${key}` })
+      ])
+      const broken = yield* Agent.make({}).pipe(Effect.provideService(LanguageModel.LanguageModel, model))
+      const { agent } = yield* parent(
+        [task("broken", "x", "c1")],
+        { broken: { description: "Fails", agent: broken } },
+        { onFailure: "fail" }
+      )
+      const failed = yield* Effect.flip(agent.run("hi", { threadId: "p" }))
+      assert.instanceOf(failed, SubAgents.SubAgentFailed)
+      const { error } = failed as SubAgents.SubAgentFailed
+      assert.instanceOf(error, AiError.UnknownError)
+      for (const text of [JSON.stringify(failed), JSON.stringify(error), String(failed), (failed as Error).message]) {
+        assert.notInclude(text, key)
+      }
+    }).pipe(Effect.provide(Secrets.layer("sk-child-credential-0123456789"))))
+
+  it.effect("SubAgentFailed keeps a child's typed error whole: the parent matches it by class and fields", () =>
+    Effect.gen(function*() {
+      const model = yield* reactive(() => ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "a" } }]))
+      const looping = yield* Agent.make({ toolkit: Tools, maxSteps: 1 }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model),
+        Effect.provide(Tools.toLayer({ delete_file: () => Effect.succeed("again") }))
+      )
+      const { agent } = yield* parent(
+        [task("looping", "x", "c1")],
+        { looping: { description: "Loops", agent: looping } },
+        { onFailure: "fail" }
+      )
+      const failed = yield* Effect.flip(agent.run("hi", { threadId: "p" }))
+      assert.instanceOf(failed, SubAgents.SubAgentFailed)
+      const { error } = failed as SubAgents.SubAgentFailed
+      assert.instanceOf(error, AgentError.MaxStepsExceeded)
+      assert.deepInclude(error, { threadId: "p/task/c1/1", maxSteps: 1 })
     }))
 
   it.effect("a child's maxSteps is a typed error of the child: the call's result names MaxStepsExceeded", () =>
@@ -243,7 +291,7 @@ describe("SubAgents", () => {
       assertWellPaired(second.state.messages)
     }))
 
-  it.effect("a decision for a call that does not wait fails with UnknownTaskCall; the thread still waits, nothing ran", () =>
+  it.effect("a decision for a call that does not wait fails with TaskDecisionError UnknownCall; the thread still waits, nothing ran", () =>
     Effect.gen(function*() {
       const log = yield* Ref.make<ReadonlyArray<string>>([])
       const { agent } = yield* parent([task("cleaner", "old.log", "c1")], {
@@ -251,9 +299,11 @@ describe("SubAgents", () => {
       })
       const first = yield* agent.run("Free some space", { threadId: "p" })
       assert.strictEqual(first._tag, "Interrupted")
-      const error = (yield* Effect.flip(agent.resume("p", { c9: [] }))) as SubAgents.UnknownTaskCall
-      assert.strictEqual(error._tag, "UnknownTaskCall")
+      const error = (yield* Effect.flip(agent.resume("p", { c9: [] }))) as SubAgents.TaskDecisionError
+      assert.deepInclude(error, { _tag: "TaskDecisionError", reason: "UnknownCall" })
       assert.deepInclude(error, { callIds: ["c9"], waiting: ["c1"] })
+      const none = yield* Effect.flip(agent.resume("p", {}))
+      assert.deepInclude(none, { _tag: "TaskDecisionError", reason: "NoDecision", threadId: "p" })
       const notObject = (yield* Effect.flip(agent.resume("p", "approve" as never))) as { readonly _tag: string }
       // not decisions by call id: the wait's schema refuses it
       assert.strictEqual(notObject._tag, "InvalidResume")
@@ -286,8 +336,8 @@ describe("SubAgents", () => {
       assert.deepStrictEqual(SubAgents.leaves(second.interrupt).map((leaf) => leaf.path[0]!.callId), ["c2"])
       assert.deepStrictEqual(resultsOf(second.state.messages).map((r) => [r.id, r.result]), [["c1", "cleaned"]])
       // the first wait is over: a decision for c1 now names a call that does not wait
-      const stale = (yield* Effect.flip(agent.resume("p", onlyFirst))) as SubAgents.UnknownTaskCall
-      assert.strictEqual(stale._tag, "UnknownTaskCall")
+      const stale = (yield* Effect.flip(agent.resume("p", onlyFirst))) as SubAgents.TaskDecisionError
+      assert.deepInclude(stale, { _tag: "TaskDecisionError", reason: "UnknownCall" })
       const third = yield* agent.resume("p", approveAll(second.interrupt))
       assert.strictEqual(third._tag, "Completed")
       assert.deepStrictEqual(yield* Ref.get(log), ["a.txt", "b.txt"])

@@ -161,7 +161,7 @@ describe("SubAgents timeout", () => {
       yield* TestClock.adjust("1 minute")
       const error = yield* Fiber.join(fiber)
       assert.strictEqual(error._tag, "SubAgentFailed")
-      if (error._tag === "SubAgentFailed") assert.strictEqual(error.error, "SubAgentTimeout")
+      if (error._tag === "SubAgentFailed") assert.instanceOf(error.error, SubAgents.SubAgentTimeout)
     }))
 
   it.effect("a timeout that is not a finite duration above zero fails Agent.make with InvalidOptions", () =>

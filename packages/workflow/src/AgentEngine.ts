@@ -36,6 +36,7 @@ import type * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -157,23 +158,6 @@ export interface PostgresOptions {
 // -----------------------------------------------------------------------------
 
 /**
- * An engine option is not valid.
- *
- * @since 0.1.0
- * @category errors
- */
-export class EngineConfigError extends Schema.TaggedError<EngineConfigError>(
-  "@stepwise-agent/workflow/AgentEngine/EngineConfigError"
-)("EngineConfigError", { option: Schema.String, reason: Schema.String }) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid engine option "${this.option}": ${this.reason}`
-  }
-}
-
-/**
  * Another runner process already works on this SQLite file (it holds the
  * lease stored in the database). Two runners on one file would both execute
  * the same runs.
@@ -199,19 +183,21 @@ export class EngineLocked extends Schema.TaggedError<EngineLocked>(
 }
 
 /**
- * The errors of the engine layers.
+ * The errors of the engine layers: an invalid option (`AgentError.InvalidOptions`
+ * of module `"AgentEngine"`, `option` naming it), or a database another runner
+ * holds.
  *
  * @since 0.1.0
  * @category errors
  */
-export type EngineError = EngineConfigError | EngineLocked
+export type EngineError = AgentError.InvalidOptions | EngineLocked
 
 /**
  * @since 0.1.0
  * @category errors
  */
-export const EngineError: Schema.Union<[typeof EngineConfigError, typeof EngineLocked]> = Schema.Union(
-  EngineConfigError,
+export const EngineError: Schema.Union<[typeof AgentError.InvalidOptions, typeof EngineLocked]> = Schema.Union(
+  AgentError.InvalidOptions,
   EngineLocked
 )
 
@@ -253,7 +239,11 @@ const decodePositiveDuration = (
         Duration.isFinite(duration.value)
       ? Effect.succeed(duration.value)
       : Effect.fail(
-        new EngineConfigError({ option, reason: `expected a positive, finite duration, got ${String(input)}` })
+        new AgentError.InvalidOptions({
+          module: "AgentEngine",
+          option,
+          reason: `expected a positive, finite duration, got ${String(input)}`
+        })
       )
   })
 
@@ -298,12 +288,17 @@ const realFile = (filename: string) =>
       return { real, links: fs.statSync(real).nlink }
     },
     catch: (cause) =>
-      new EngineConfigError({ option: "filename", reason: `cannot open "${filename}": ${String(cause)}` })
+      new AgentError.InvalidOptions({
+        module: "AgentEngine",
+        option: "filename",
+        reason: `cannot open "${filename}": ${String(cause)}`
+      })
   }).pipe(
     Effect.filterOrFail(
       ({ links }) => links === 1,
       ({ links, real }) =>
-        new EngineConfigError({
+        new AgentError.InvalidOptions({
+          module: "AgentEngine",
           option: "filename",
           reason: `"${real}" has ${links} hard links; processes opening it by different names would not share ` +
             `SQLite's WAL file (and could corrupt the database). Keep one name (a symbolic link is fine).`
@@ -316,11 +311,16 @@ const realFile = (filename: string) =>
  * A SQL driver, loaded when an engine on it is built: the drivers are optional peers, so an app on one
  * database installs only that one's (and a missing one is a typed error naming the package to install).
  */
-const loadDriver = <M>(engine: string, name: string, load: () => Promise<M>): Effect.Effect<M, EngineConfigError> =>
+const loadDriver = <M>(
+  engine: string,
+  name: string,
+  load: () => Promise<M>
+): Effect.Effect<M, AgentError.InvalidOptions> =>
   Effect.tryPromise({
     try: load,
     catch: (error) =>
-      new EngineConfigError({
+      new AgentError.InvalidOptions({
+        module: "AgentEngine",
         option: "driver",
         reason: `${engine} needs the package ${name} (and its native driver) installed: ${
           error instanceof Error ? error.message : String(error)
@@ -481,7 +481,8 @@ const holdRunnerLease = (filename: string) =>
     yield* Effect.forkScoped(Effect.repeat(renew, Schedule.spaced(heartbeatEvery)).pipe(Effect.delay(heartbeatEvery)))
   }).pipe(
     Effect.catchTag("SqlError", (error) =>
-      new EngineConfigError({
+      new AgentError.InvalidOptions({
+        module: "AgentEngine",
         option: "filename",
         reason: `cannot take the runner lease of "${filename}": ${String(error.cause ?? error.message)}`
       }))
@@ -540,13 +541,13 @@ const rehomeMessages = (shardsPerGroup: number) =>
  * The durable engine for one machine: @effect/cluster's workflow engine with
  * a single runner, journal and messages in a SQLite file. Needs the optional
  * peer `@effect/sql-sqlite-node` (and its better-sqlite3 build) installed;
- * without it the layer fails with `EngineConfigError` (`option: "driver"`).
+ * without it the layer fails with `AgentError.InvalidOptions` (`option: "driver"`).
  *
  * Only one runner process may use a file: the runner holds a lease stored in
  * the database (table `stepwise_runner_lease`), and a second one fails with
  * `EngineLocked`, naming the first, whatever name it opens the file by (a
  * symbolic link, a rename, a hard link, a bind mount). A file with several
- * hard links is refused (`EngineConfigError`, to runners and clients alike).
+ * hard links is refused (`AgentError.InvalidOptions`, to runners and clients alike).
  * The lease of a crashed runner of this machine (host, boot and pid
  * namespace) is taken over at once; one held from elsewhere, 10 seconds
  * after its last renewal. Other processes can still start runs and
@@ -575,7 +576,11 @@ export const layerSqlite = (
     const SqliteClient = yield* sqliteDriver
     const given = options?.filename ?? defaultFilename
     if (given.trim().length === 0) {
-      return yield* new EngineConfigError({ option: "filename", reason: "expected a file name, got an empty string" })
+      return yield* new AgentError.InvalidOptions({
+        module: "AgentEngine",
+        option: "filename",
+        reason: "expected a file name, got an empty string"
+      })
     }
     const inMemory = given === ":memory:"
     const filename = inMemory ? given : yield* realFile(path.resolve(given))
@@ -588,7 +593,8 @@ export const layerSqlite = (
     }
     const synchronous = options?.synchronous ?? "normal"
     if (synchronous !== "normal" && synchronous !== "full") {
-      return yield* new EngineConfigError({
+      return yield* new AgentError.InvalidOptions({
+        module: "AgentEngine",
         option: "synchronous",
         reason: `expected "normal" or "full", got ${String(synchronous)}`
       })
@@ -601,7 +607,8 @@ export const layerSqlite = (
       ),
       Layer.catchAllCause((cause) =>
         Layer.fail(
-          new EngineConfigError({
+          new AgentError.InvalidOptions({
+            module: "AgentEngine",
             option: "filename",
             reason: `cannot open "${filename}" as a SQLite database: ${describeCause(cause)}`
           })
@@ -628,7 +635,7 @@ const schemaLockKey = "1701143653, 1"
 /**
  * The durable engine for several runner processes or machines sharing one
  * PostgreSQL database (through the optional peer `@effect/sql-pg`, which
- * must be installed: without it the layer fails with `EngineConfigError`,
+ * must be installed: without it the layer fails with `AgentError.InvalidOptions`,
  * `option: "driver"`). Each runner registers itself (no network listener:
  * runners exchange everything through the database), the shards of the runs
  * are spread over the live runners and held with advisory locks, and when a
@@ -660,21 +667,24 @@ export const layerPostgres = (options: PostgresOptions): Layer.Layer<Durable, En
     const PgClient = yield* pgDriver
     const takeoverAfter = yield* decodePositiveDuration("takeoverAfter", options.takeoverAfter, Duration.seconds(10))
     if (Duration.lessThan(takeoverAfter, Duration.seconds(3))) {
-      return yield* new EngineConfigError({
+      return yield* new AgentError.InvalidOptions({
+        module: "AgentEngine",
         option: "takeoverAfter",
         reason: "expected at least 3 seconds (heartbeats are sent every third of it)"
       })
     }
     const maxConnections = options.maxConnections ?? 10
     if (!Number.isInteger(maxConnections) || maxConnections < 3) {
-      return yield* new EngineConfigError({
+      return yield* new AgentError.InvalidOptions({
+        module: "AgentEngine",
         option: "maxConnections",
         reason: `expected an integer of at least 3 (one is held for shard locks), got ${maxConnections}`
       })
     }
     const given = options.runnerAddress ?? Option.some({ host: os.hostname(), port: process.pid })
     if (Option.isSome(given) && (given.value.host.length === 0 || !Number.isInteger(given.value.port))) {
-      return yield* new EngineConfigError({
+      return yield* new AgentError.InvalidOptions({
+        module: "AgentEngine",
         option: "runnerAddress",
         reason: `expected a non-empty host and an integer port, got ${JSON.stringify(given.value)}`
       })

@@ -35,6 +35,7 @@ import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import type * as Authorizer from "./Authorizer.js"
+import { renamedKinds, renamedReason } from "./internal/renamedReason.js"
 import * as internal from "./internal/workflow.js"
 import type * as RecordStore from "./RecordStore.js"
 import type * as RunStore from "./RunStore.js"
@@ -252,7 +253,7 @@ export interface SendReceipt {
  * middleware's, a tool's or the model provider's (`tag` is its `_tag`), or
  * a defect (`tag: "Defect"`). Only its tag is journaled: an error of another
  * package may hold what must not be stored. Its message, with credentials
- * scrubbed, is the failure's `description`.
+ * scrubbed, is the failure's `reason`.
  *
  * @example
  * ```ts
@@ -260,7 +261,7 @@ export interface SendReceipt {
  *
  * const failed = new AgentWorkflow.AgentRunFailed({
  *   error: new AgentWorkflow.OtherError({ tag: "HttpResponseError" }),
- *   description: "the provider answered 503"
+ *   reason: "the provider answered 503"
  * })
  * failed.message // "The agent run failed with HttpResponseError: the provider answered 503"
  * ```
@@ -321,6 +322,20 @@ export const RunError = Schema.Union(
  */
 export type RunError = typeof RunError.Type
 
+/**
+ * The agent's errors as journals of an earlier version kept them, with their
+ * free text under `description` or `problem` (now `reason`), or a reason
+ * kind spelled in lower case (`"not-a-stream"`, now `"NotAStream"`).
+ */
+const RunErrorBefore = Schema.Union(
+  renamedReason(AgentError.ToolDefect, "description"),
+  renamedReason(AgentError.CheckpointError, "description"),
+  renamedReason(AgentError.StructuredOutputError, "description"),
+  renamedReason(AgentError.InvalidInput, "description"),
+  renamedReason(AgentError.InvalidToolCalls, "problem"),
+  renamedKinds(AgentError.ModelReplyError, { truncated: "Truncated", "not-a-stream": "NotAStream", empty: "Empty" })
+)
+
 /** A run's error as journals of an earlier version kept it, by its tag alone. */
 const TagOnly = Schema.transform(Schema.String, Schema.typeSchema(OtherError), {
   strict: true,
@@ -339,9 +354,9 @@ export class AgentRunFailed extends Schema.TaggedError<AgentRunFailed>(
   "@stepwise-agent/workflow/AgentWorkflow/AgentRunFailed"
 )("AgentRunFailed", {
   /** What the run failed with (a journal of an earlier version kept only its tag: an `OtherError`). */
-  error: Schema.Union(RunError, TagOnly),
+  error: Schema.Union(RunError, RunErrorBefore, TagOnly),
   /** The error's message, with credentials scrubbed. */
-  description: Schema.String
+  reason: Schema.String
 }) {
   /**
    * @since 0.1.0
@@ -349,7 +364,7 @@ export class AgentRunFailed extends Schema.TaggedError<AgentRunFailed>(
   override get message(): string {
     return `The agent run failed with ${
       this.error._tag === "OtherError" ? this.error.tag : this.error._tag
-    }: ${this.description}`
+    }: ${this.reason}`
   }
 }
 
@@ -405,7 +420,12 @@ const CancelledBefore = Schema.transform(
  * @since 0.1.0
  * @category schemas
  */
-export const RunFailure = Schema.Union(RunCancelled, CancelledBefore, AgentRunFailed)
+export const RunFailure = Schema.Union(
+  RunCancelled,
+  CancelledBefore,
+  AgentRunFailed,
+  renamedReason(AgentRunFailed, "description")
+)
 
 /**
  * A decision arrived for a run that is not waiting for it (it runs, it
@@ -473,17 +493,17 @@ export class InvalidDecision extends Schema.TaggedError<InvalidDecision>(
   runId: Schema.String,
   /**
    * The waiting middleware's error as it failed (e.g. a
-   * `HumanInTheLoop.UnknownCallId`), or the `ParseError` of a decision that
+   * `HumanInTheLoop.DecisionError`), or the `ParseError` of a decision that
    * is not JSON: match it with the middleware's own error classes.
    */
   error: Schema.Unknown,
-  description: Schema.String
+  reason: Schema.String
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `The decision for run "${this.runId}" is invalid: ${this.description}`
+    return `The decision for run "${this.runId}" is invalid: ${this.reason}`
   }
 }
 
@@ -498,13 +518,13 @@ export class InvalidDecision extends Schema.TaggedError<InvalidDecision>(
  */
 export class DecisionCorrupt extends Schema.TaggedError<DecisionCorrupt>(
   "@stepwise-agent/workflow/AgentWorkflow/DecisionCorrupt"
-)("DecisionCorrupt", { runId: Schema.String, key: Schema.String, description: Schema.String }) {
+)("DecisionCorrupt", { runId: Schema.String, key: Schema.String, reason: Schema.String }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
     return `The decision stored for the wait "${this.key}" of run "${this.runId}" cannot be delivered ` +
-      `(${this.description}); remove it with discardDecision, then decide again`
+      `(${this.reason}); remove it with discardDecision, then decide again`
   }
 }
 
@@ -533,12 +553,12 @@ export type ResumeError =
  */
 export class JournalCorrupt extends Schema.TaggedError<JournalCorrupt>(
   "@stepwise-agent/workflow/AgentWorkflow/JournalCorrupt"
-)("JournalCorrupt", { runId: Schema.String, description: Schema.String }) {
+)("JournalCorrupt", { runId: Schema.String, reason: Schema.String }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `The stored state of run "${this.runId}" is unreadable: ${this.description}`
+    return `The stored state of run "${this.runId}" is unreadable: ${this.reason}`
   }
 }
 

@@ -32,7 +32,7 @@ import * as Schema from "effect/Schema"
  * ```ts
  * import { RecordStore } from "@stepwise-agent/workflow"
  *
- * const error = new RecordStore.RecordStoreError({ operation: "read", description: "database is locked" })
+ * const error = new RecordStore.RecordStoreError({ operation: "read", reason: "database is locked" })
  * error.message // "Record store read failed: database is locked"
  * ```
  *
@@ -43,14 +43,14 @@ export class RecordStoreError extends Schema.TaggedError<RecordStoreError>(
   "@stepwise-agent/workflow/RecordStore/RecordStoreError"
 )("RecordStoreError", {
   operation: Schema.String,
-  description: Schema.String,
+  reason: Schema.String,
   cause: Schema.optional(Schema.Defect)
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `Record store ${this.operation} failed: ${this.description}`
+    return `Record store ${this.operation} failed: ${this.reason}`
   }
 }
 
@@ -196,7 +196,7 @@ export interface Options {
 }
 
 const sqlFailure = (operation: string) => (error: SqlError) =>
-  new RecordStoreError({ operation, description: String(error.cause ?? error.message), cause: error })
+  new RecordStoreError({ operation, reason: String(error.cause ?? error.message), cause: error })
 
 /**
  * Builds the store on the `SqlClient` in context, creating its table if

@@ -162,14 +162,14 @@ export class RunStoreError extends Schema.TaggedError<RunStoreError>(
   "@stepwise-agent/workflow/RunStore/RunStoreError"
 )("RunStoreError", {
   operation: Schema.String,
-  description: Schema.String,
+  reason: Schema.String,
   cause: Schema.optional(Schema.Defect)
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `Run store ${this.operation} failed: ${this.description}`
+    return `Run store ${this.operation} failed: ${this.reason}`
   }
 }
 
@@ -535,7 +535,7 @@ const fromRow = (row: RunRow): RunRecord => ({
 })
 
 const storeFailure = (operation: string) => (error: SqlError) =>
-  new RunStoreError({ operation, description: String(error.cause ?? error.message), cause: error })
+  new RunStoreError({ operation, reason: String(error.cause ?? error.message), cause: error })
 
 /**
  * A store in SQL tables on the `SqlClient` in context (SQLite ≥ 3.35 or
@@ -742,7 +742,7 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
         )
         : insert).pipe(Effect.zipRight(find(run.runId)), Effect.mapError(storeFailure("register")))
       if (rows.length === 0) {
-        return yield* new RunStoreError({ operation: "register", description: `run "${run.runId}" vanished` })
+        return yield* new RunStoreError({ operation: "register", reason: `run "${run.runId}" vanished` })
       }
       return fromRow(rows[0])
     }),

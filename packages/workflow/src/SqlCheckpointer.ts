@@ -31,7 +31,7 @@ export interface Options {
 }
 
 const sqlFailure = (threadId: string, operation: "load" | "save") => (error: SqlError) =>
-  new CheckpointError({ threadId, operation, description: String(error.cause ?? error.message), cause: error })
+  new CheckpointError({ threadId, operation, reason: String(error.cause ?? error.message), cause: error })
 
 /**
  * Builds the checkpointer on the `SqlClient` in context, creating its table

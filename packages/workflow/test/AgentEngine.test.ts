@@ -175,7 +175,7 @@ describe("AgentEngine.layerSqlite", () => {
         const hardLink = path.join(directory, "elsewhere", "hard.db")
         fs.linkSync(filename, hardLink)
         const refused = yield* Effect.flip(withToy(AgentEngine.layerSqlite({ filename: hardLink }), directory, "third"))
-        assert.strictEqual(refused._tag, "EngineConfigError")
+        assert.strictEqual(refused._tag, "InvalidOptions")
         assert.include(refused.message, "has 2 hard links")
       })
   )
@@ -443,7 +443,7 @@ describe("AgentEngine.layerSqlite", () => {
       ])
     }))
 
-  it.scopedLive("rejects bad options with EngineConfigError", () =>
+  it.scopedLive("rejects bad options with InvalidOptions", () =>
     Effect.gen(function*() {
       const directory = yield* tempDirectory("stepwise-engine-")
       const file = path.join(directory, "a-file")
@@ -459,8 +459,9 @@ describe("AgentEngine.layerSqlite", () => {
       ]
       for (const [option, options] of cases) {
         const error = yield* Effect.flip(Layer.build(AgentEngine.layerSqlite(options)))
-        assert.strictEqual(error._tag, "EngineConfigError")
-        assert.strictEqual(error._tag === "EngineConfigError" ? error.option : undefined, option)
+        assert.strictEqual(error._tag, "InvalidOptions")
+        assert.strictEqual(error._tag === "InvalidOptions" ? error.option : undefined, option)
+        assert.strictEqual(error._tag === "InvalidOptions" ? error.module : undefined, "AgentEngine")
       }
     }))
 })
@@ -493,7 +494,7 @@ describePostgres("AgentEngine.layerPostgres", () => {
       assert.strictEqual((yield* Toy.poll(r1).pipe(Effect.provide(runnerContext)))?._tag, "Complete")
     }))
 
-  it.scopedLive("rejects bad options with EngineConfigError", () =>
+  it.scopedLive("rejects bad options with InvalidOptions", () =>
     Effect.gen(function*() {
       const url = Redacted.make("postgres://nobody@127.0.0.1:1/none")
       const cases: ReadonlyArray<[string, AgentEngine.PostgresOptions]> = [
@@ -504,8 +505,9 @@ describePostgres("AgentEngine.layerPostgres", () => {
       ]
       for (const [option, options] of cases) {
         const error = yield* Effect.flip(Layer.build(AgentEngine.layerPostgres(options)))
-        assert.strictEqual(error._tag, "EngineConfigError")
-        assert.strictEqual(error._tag === "EngineConfigError" ? error.option : undefined, option)
+        assert.strictEqual(error._tag, "InvalidOptions")
+        assert.strictEqual(error._tag === "InvalidOptions" ? error.option : undefined, option)
+        assert.strictEqual(error._tag === "InvalidOptions" ? error.module : undefined, "AgentEngine")
       }
     }))
 })

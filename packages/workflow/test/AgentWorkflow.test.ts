@@ -266,7 +266,11 @@ describe("AgentWorkflow on the memory engine", () => {
       )
       assert.strictEqual(wrongCall._tag, "InvalidDecision")
       // the middleware's error comes back as itself, to match with its own classes
-      assert.instanceOf((wrongCall as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.UnknownCallId)
+      assert.instanceOf((wrongCall as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.DecisionError)
+      assert.strictEqual(
+        ((wrongCall as AgentWorkflow.InvalidDecision).error as HumanInTheLoop.DecisionError).reason,
+        "UnknownCall"
+      )
       const notJson = yield* run(
         // (a field the decision schema does not know is dropped when it encodes the decision: only what it keeps is posted)
         Effect.flip(Runs.resume(runId, [{ ...approval[0]!, type: "edit", args: { path: 1n } }], { principal: "alice" }))
@@ -569,7 +573,11 @@ describe("AgentWorkflow on the memory engine", () => {
       // the approval of /a, sent again (a retried request, a stale page)
       const stale = yield* run(Effect.flip(Runs.resume(runId, first, { principal: "alice" })))
       assert.strictEqual(stale._tag, "InvalidDecision")
-      assert.instanceOf((stale as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.StaleDecision)
+      assert.instanceOf((stale as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.DecisionError)
+      assert.strictEqual(
+        ((stale as AgentWorkflow.InvalidDecision).error as HumanInTheLoop.DecisionError).reason,
+        "Stale"
+      )
       // bound to this wait, but for other arguments
       const [action] = approvalOf(second).actionRequests
       const otherCall = [{
@@ -577,7 +585,11 @@ describe("AgentWorkflow on the memory engine", () => {
         fingerprint: HumanInTheLoop.fingerprintOf("delete_file", { path: "/a" })
       }]
       const mismatch = yield* run(Effect.flip(Runs.resume(runId, otherCall, { principal: "alice" })))
-      assert.instanceOf((mismatch as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.StaleDecision)
+      assert.instanceOf((mismatch as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.DecisionError)
+      assert.strictEqual(
+        ((mismatch as AgentWorkflow.InvalidDecision).error as HumanInTheLoop.DecisionError).reason,
+        "Stale"
+      )
       const still = yield* run(Runs.status(runId))
       assert.strictEqual(still.state, "Waiting")
       assert.strictEqual(Option.getOrThrow(still.pending).key, Option.getOrThrow(second.pending).key)

@@ -455,7 +455,7 @@ describe("a send that fails leaves no message behind a retry would repeat", () =
             ...store,
             claimNext: (threadId: string, owner: string | undefined) =>
               failures-- > 0
-                ? Effect.fail(new RunStore.RunStoreError({ operation: "claimNext", description: "database is locked" }))
+                ? Effect.fail(new RunStore.RunStoreError({ operation: "claimNext", reason: "database is locked" }))
                 : store.claimNext(threadId, owner)
           }))
         )

@@ -244,7 +244,7 @@ describe("a durable wait is typed by the waiting middleware's decision schema", 
       assert.strictEqual(failure._tag, "AgentRunFailed")
       if (failure._tag !== "AgentRunFailed") return
       assert.isTrue(failure.error instanceof AgentError.InvalidResume)
-      assert.include(failure.description, "decisionTimeout")
+      assert.include(failure.reason, "decisionTimeout")
       assert.deepStrictEqual(seen, [])
     }))
 

@@ -3,12 +3,12 @@
  * (`test/golden/`, made by `test/golden/generate.ts` and never written
  * again): the `RunStore` tables and the SQL checkpointer's row in a SQLite
  * file (`runStore-v1.rows.json` lists its rows), the effect ledger's table
- * (`runStore-v2.sqlite`), and a journaled decision.
+ * (`runStore-v2.sqlite`), a journaled decision, outcomes and failed runs.
  * Each later version must still read them to the same values.
  */
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Checkpointer, Usage } from "@stepwise-agent/core"
+import { AgentError, Checkpointer, Usage } from "@stepwise-agent/core"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
@@ -144,5 +144,38 @@ describe("golden files: workflow", () => {
         usage,
         output: { answer: 42, at: "2026-12-07T00:00:00.000Z" }
       })
+    }))
+
+  it.effect("failure-v1.json, failure-v2.json: failed runs decode, v1's free text under description read as reason", () =>
+    Effect.gen(function*() {
+      const read = (name: string) =>
+        Schema.decodeUnknown(Schema.Array(AgentWorkflow.RunFailure))(
+          JSON.parse(fs.readFileSync(path.join(here, name), "utf8"))
+        )
+      const failed = (error: AgentWorkflow.RunError, reason: string) =>
+        new AgentWorkflow.AgentRunFailed({ error, reason })
+      const v1 = [
+        failed(new AgentError.ToolDefect({ toolName: "search", callId: "call-1", reason: "boom" }), "boom"),
+        failed(new AgentError.CheckpointError({ threadId: "t-1", operation: "save", reason: "disk full" }), "x"),
+        failed(new AgentError.StructuredOutputError({ reason: "no output" }), "no output"),
+        failed(new AgentError.InvalidInput({ reason: "empty prompt" }), "empty prompt"),
+        failed(new AgentWorkflow.OtherError({ tag: "HttpResponseError" }), "the provider answered 503"),
+        new AgentWorkflow.RunCancelled({ runId: "run-1" })
+      ]
+      assert.deepStrictEqual(yield* read("failure-v1.json"), v1)
+      const invalidCalls = failed(
+        new AgentError.InvalidToolCalls({
+          threadId: "t-1",
+          toolName: "add",
+          callId: "call-2",
+          reason: "bad",
+          replies: 4
+        }),
+        "bad"
+      )
+      assert.deepStrictEqual(yield* read("failure-v2.json"), [...v1.slice(0, 4), invalidCalls, ...v1.slice(4)])
+      // a v1 failure journaled again is written as v2
+      const v2 = JSON.parse(fs.readFileSync(path.join(here, "failure-v2.json"), "utf8"))
+      assert.deepStrictEqual(yield* Schema.encode(AgentWorkflow.RunFailure)(v1[0]), v2[0])
     }))
 })

@@ -54,12 +54,58 @@ describe("a run's failure as its journal keeps it", () => {
     assert.deepStrictEqual(cancelled, new AgentWorkflow.RunCancelled({ runId: "r1" }))
   })
 
+  it("an agent error journaled with its free text under description or problem decodes with it as reason", () => {
+    const decode = Schema.decodeUnknownSync(AgentWorkflow.RunFailure)
+    const encode = Schema.encodeSync(AgentWorkflow.RunFailure)
+    const before = [
+      [{ _tag: "ToolDefect", toolName: "t", callId: "c", description: "crashed" }, AgentError.ToolDefect],
+      [
+        { _tag: "CheckpointError", threadId: "t", operation: "load", description: "crashed" },
+        AgentError.CheckpointError
+      ],
+      [{ _tag: "StructuredOutputError", description: "crashed" }, AgentError.StructuredOutputError],
+      [{ _tag: "InvalidInput", description: "crashed" }, AgentError.InvalidInput],
+      [
+        { _tag: "InvalidToolCalls", threadId: "t", toolName: "t", callId: "c", problem: "crashed", replies: 4 },
+        AgentError.InvalidToolCalls
+      ]
+    ] as const
+    for (const [error, Class] of before) {
+      const failed = decode({ _tag: "AgentRunFailed", error, description: "the run failed" })
+      assert.instanceOf(failed, AgentWorkflow.AgentRunFailed)
+      if (failed._tag !== "AgentRunFailed") return
+      assert.strictEqual(failed.reason, "the run failed")
+      assert.strictEqual(failed.error.constructor, Class)
+      assert.strictEqual((failed.error as { readonly reason: string }).reason, "crashed")
+      // journaled again, it is written in this version's format
+      const again = encode(failed) as { readonly error: object; readonly reason: string }
+      assert.strictEqual(again.reason, "the run failed")
+      assert.deepInclude(again.error, { reason: "crashed" })
+      assert.notProperty(again.error, "description")
+      assert.notProperty(again.error, "problem")
+    }
+    // a reply error journaled with its reason spelled in lower case
+    for (
+      const [old, now] of [["truncated", "Truncated"], ["not-a-stream", "NotAStream"], ["empty", "Empty"]] as const
+    ) {
+      const error = { _tag: "ModelReplyError", reason: old, step: 0, streamed: true, text: "", received: [] }
+      const failed = decode({ _tag: "AgentRunFailed", error, reason: "the reply was bad" })
+      assert.instanceOf(failed, AgentWorkflow.AgentRunFailed)
+      if (failed._tag !== "AgentRunFailed") return
+      assert.instanceOf(failed.error, AgentError.ModelReplyError)
+      assert.strictEqual((failed.error as AgentError.ModelReplyError).reason, now)
+      assert.deepInclude((encode(failed) as { readonly error: object }).error, { reason: now })
+    }
+    // a current error missing its reason is refused, not read as an old one
+    assert.throws(() => decode({ _tag: "AgentRunFailed", error: { _tag: "InvalidInput" }, reason: "x" }))
+  })
+
   it("an error of the agent's own is journaled whole and comes back as itself; others by their tag", () => {
     const encode = Schema.encodeSync(AgentWorkflow.RunFailure)
     const decode = Schema.decodeUnknownSync(AgentWorkflow.RunFailure)
     const own = new AgentWorkflow.AgentRunFailed({
       error: new AgentError.MaxStepsExceeded({ threadId: "t", maxSteps: 3 }),
-      description: "the run took more than 3 steps"
+      reason: "the run took more than 3 steps"
     })
     const stored = JSON.parse(JSON.stringify(encode(own)))
     const back = decode(stored)
@@ -70,7 +116,7 @@ describe("a run's failure as its journal keeps it", () => {
 
     const other = new AgentWorkflow.AgentRunFailed({
       error: new AgentWorkflow.OtherError({ tag: "UnknownCallId" }),
-      description: "no such call"
+      reason: "no such call"
     })
     assert.deepStrictEqual(decode(JSON.parse(JSON.stringify(encode(other)))), other)
     // a cancellation is stored as this version's RunCancelled, never in the old form

@@ -86,7 +86,7 @@ const suite = (name: string, database: Layer.Layer<SqlClient.SqlClient | Databas
         assert.strictEqual(error._tag, "CheckpointError")
         assert.strictEqual(error.threadId, "t1")
         assert.strictEqual(error.operation, "load")
-        assert.include(error.description, "not valid")
+        assert.include(error.reason, "not valid")
         yield* sql`UPDATE ${sql(table)} SET checkpoint = ${"not json"} WHERE thread_id = ${"t1"}`
         assert.strictEqual((yield* Effect.flip(store.load("t1")))._tag, "CheckpointError")
       }))

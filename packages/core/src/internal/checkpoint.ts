@@ -215,7 +215,7 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
         new CheckpointError({
           threadId: run.threadId,
           operation: "save",
-          description: `a state slice does not encode: ${formatParseError(error)}`
+          reason: `a state slice does not encode: ${formatParseError(error)}`
         })
       ),
       Effect.flatMap((slices) => {
@@ -248,7 +248,7 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
                 new CheckpointError({
                   threadId,
                   operation: "load",
-                  description: `the stored state does not decode: ${formatParseError(error)}`
+                  reason: `the stored state does not decode: ${formatParseError(error)}`
                 })
               )
             )

@@ -22,7 +22,7 @@ export const make = (config: Compiled, save: Save) =>
       config.output !== undefined && Option.isNone(state.output)
         ? Effect.fail(
           new StructuredOutputError({
-            description: `The run ended without the model calling "${config.outputToolName}" with the structured output`
+            reason: `The run ended without the model calling "${config.outputToolName}" with the structured output`
           })
         )
         : Effect.succeed<Stepped>({

@@ -27,7 +27,7 @@ export const checkThreadId = (threadId: unknown): Effect.Effect<string, InvalidI
     ? Effect.succeed(threadId)
     : Effect.fail(
       new InvalidInput({
-        description: `the thread id must be a non-empty string without lone surrogates, got ${
+        reason: `the thread id must be a non-empty string without lone surrogates, got ${
           typeof threadId === "string" && threadId.length > 0
             ? "a string with a lone surrogate"
             : describeValue(threadId)
@@ -50,8 +50,7 @@ export interface InputLimits {
 
 const tooManyMessages = (count: number, limits: InputLimits) =>
   new InvalidInput({
-    description:
-      `the input holds ${count} messages, over the limit of ${limits.maxMessages} (Agent.make's maxInputMessages)`
+    reason: `the input holds ${count} messages, over the limit of ${limits.maxMessages} (Agent.make's maxInputMessages)`
   })
 
 /**
@@ -71,7 +70,7 @@ const promptOf = (input: Prompt.RawInput, limits: InputLimits): Effect.Effect<Pr
   if (!Array.isArray(input)) {
     return Effect.fail(
       new InvalidInput({
-        description: `the input must be a string, an array of messages or a Prompt, got ${describeValue(input)}`
+        reason: `the input must be a string, an array of messages or a Prompt, got ${describeValue(input)}`
       })
     )
   }
@@ -79,7 +78,7 @@ const promptOf = (input: Prompt.RawInput, limits: InputLimits): Effect.Effect<Pr
     try: () => Prompt.make(input),
     catch: (error) =>
       new InvalidInput({
-        description: `the input messages do not decode: ${
+        reason: `the input messages do not decode: ${
           ParseResult.isParseError(error) ? formatParseError(error) : String(error)
         }`
       })
@@ -88,7 +87,7 @@ const promptOf = (input: Prompt.RawInput, limits: InputLimits): Effect.Effect<Pr
 
 const reservedMarker = (at: string) =>
   new InvalidInput({
-    description: `${at}.options.${markerKey}: the agent's middleware mark their own messages there; an input ` +
+    reason: `${at}.options.${markerKey}: the agent's middleware mark their own messages there; an input ` +
       `cannot carry it`
   })
 
@@ -121,7 +120,7 @@ const roles: ReadonlySet<unknown> = new Set(["system", "user", "assistant", "too
 
 /** A message or part of a shape no message has (a `Prompt` built by hand): the field at `at` is not `expected`. */
 const malformed = (at: string, expected: string, value: unknown) =>
-  new InvalidInput({ description: `${at}: expected ${expected}, got ${describeValue(value)}` })
+  new InvalidInput({ reason: `${at}: expected ${expected}, got ${describeValue(value)}` })
 
 /** Whether a file part's data is of a kind a file part holds: a string, bytes, or a URL (an object with an `href`). */
 const isFileData = (data: unknown): data is Prompt.FilePart["data"] =>
@@ -157,7 +156,7 @@ export const checkInput = (
   limits: InputLimits
 ): Effect.Effect<ReadonlyArray<Prompt.Message>, InvalidInput> =>
   Effect.flatMap(promptOf(input, limits), ({ content }) => {
-    if (content.length === 0) return Effect.fail(new InvalidInput({ description: "the input holds no message" }))
+    if (content.length === 0) return Effect.fail(new InvalidInput({ reason: "the input holds no message" }))
     let size = 0
     for (const [i, message] of content.entries()) {
       if (typeof message !== "object" || message === null) {
@@ -166,7 +165,7 @@ export const checkInput = (
       if (author === "user" && message.role !== "user") {
         return Effect.fail(
           new InvalidInput({
-            description:
+            reason:
               `messages.${i}: ${
                 message.role === "assistant" ? "an" : "a"
               } ${message.role} message cannot be sent to a thread; send takes only ` +
@@ -189,7 +188,7 @@ export const checkInput = (
       }
       if (message.role === "user" && message.content.length === 0) {
         return Effect.fail(
-          new InvalidInput({ description: `messages.${i}: a user message holds no part; give it text or a file` })
+          new InvalidInput({ reason: `messages.${i}: a user message holds no part; give it text or a file` })
         )
       }
       for (const [j, part] of message.content.entries()) {
@@ -220,7 +219,7 @@ export const checkInput = (
         } else {
           return Effect.fail(
             new InvalidInput({
-              description: `messages.${i}.content.${j}: a part of type ${
+              reason: `messages.${i}.content.${j}: a part of type ${
                 typeof type === "string" ? JSON.stringify(type) : typeof type
               } cannot be sent; a user message holds text and file parts`
             })
@@ -231,8 +230,7 @@ export const checkInput = (
     return size > limits.maxChars
       ? Effect.fail(
         new InvalidInput({
-          description:
-            `the input holds ${size} characters of text and file data, over the limit of ${limits.maxChars} ` +
+          reason: `the input holds ${size} characters of text and file data, over the limit of ${limits.maxChars} ` +
             `(Agent.make's maxInputChars)`
         })
       )

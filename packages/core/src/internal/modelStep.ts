@@ -147,10 +147,10 @@ export const make = (config: Compiled) => {
       return Either.left(
         new ModelReplyError({
           reason: finish !== undefined || (!streamed && received.length === 0)
-            ? "empty"
+            ? "Empty"
             : received.length === 0
-            ? "not-a-stream"
-            : "truncated",
+            ? "NotAStream"
+            : "Truncated",
           step,
           streamed,
           text: AgentResult.lastText([message]),

@@ -44,6 +44,6 @@ export const repairsExhausted = (threadId: string, invalid: InvalidCall, replies
     threadId,
     toolName: invalid.call.name,
     callId: invalid.call.id,
-    problem: invalid.problem,
+    reason: invalid.problem,
     replies
   })

@@ -135,8 +135,8 @@ export const ioFailure = (threadId: string, operation: "load" | "save") => (caus
   cause instanceof CheckpointError
     ? cause
     : cause instanceof Corrupt
-    ? new CheckpointError({ threadId, operation, description: cause.description })
-    : new CheckpointError({ threadId, operation, description: String(cause), cause })
+    ? new CheckpointError({ threadId, operation, reason: cause.description })
+    : new CheckpointError({ threadId, operation, reason: String(cause), cause })
 
 const sameLog = (a: LogRef, b: LogRef) =>
   a.generation === b.generation && a.writer === b.writer && a.messages === b.messages && a.end === b.end
@@ -251,7 +251,7 @@ export const make = (options: Options): Checkpointer.MakeOptions => {
                 new CheckpointError({
                   threadId,
                   operation: "load",
-                  description:
+                  reason:
                     `the log "${head.log.generation}" its head names is missing or holds fewer than its ${head.log.messages} committed messages`
                 })
               ),

@@ -143,7 +143,7 @@ const defect = (call: Prompt.ToolCallPart, tool: Tool.Any, description: string, 
   new ToolDefect({
     toolName: tool.name,
     callId: call.id,
-    description,
+    reason: description,
     ...(cause === undefined ? {} : { cause })
   })
 

@@ -334,6 +334,6 @@ export const decodeStoredRequest = (
       new CheckpointError({
         threadId,
         operation: "load",
-        description:
+        reason:
           `the request of middleware "${m.name}" it waits on does not decode with its wait's request schema: ${reason}`
       }))

@@ -157,16 +157,22 @@ export const retrying = <A, F, E, R>(options: {
     }
   })
 
+/** What was wrong with a model's reply, by `ModelReplyError.reason`, in a short name. */
+const replyProblems: Record<ModelReplyError["reason"], string> = {
+  Truncated: "truncated reply",
+  NotAStream: "reply not a stream",
+  Empty: "empty reply"
+}
+
 /**
  * A short name for what went wrong in a model call: the status of a response
  * error (`429`), the reason of a request error (`Transport`), what was wrong
  * with a reply (`truncated reply`), else the tag.
  */
 export const describeAiError = (error: AiError.AiError | ModelReplyError): string => {
+  if (error._tag === "ModelReplyError") return replyProblems[error.reason]
   const failure = AiFailure.classify(error)
   switch (failure.kind) {
-    case "reply":
-      return failure.reason === "not-a-stream" ? "reply not a stream" : `${failure.reason} reply`
     case "status":
       return `${failure.status}`
     case "response":

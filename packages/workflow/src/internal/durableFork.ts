@@ -42,11 +42,11 @@ export const forkedFrom = (fork: typeof ForkPayload.Type | undefined): RunRecord
 const messagesOf = (input: Prompt.RawInput) =>
   Effect.try({
     try: () => Prompt.make(input).content,
-    catch: () => new AgentError.InvalidInput({ description: "the fork's message is not a prompt" })
+    catch: () => new AgentError.InvalidInput({ reason: "the fork's message is not a prompt" })
   }).pipe(
     Effect.filterOrFail(
       (messages) => messages.length > 0,
-      () => new AgentError.InvalidInput({ description: "the fork's message holds no message" })
+      () => new AgentError.InvalidInput({ reason: "the fork's message holds no message" })
     )
   )
 

@@ -49,7 +49,7 @@ export const asRunFailure = (error: unknown): AgentRunFailed | RunCancelled => {
   const scrubbed = Secrets.scrubError(error)
   return new AgentRunFailed({
     error: Schema.is(RunError)(scrubbed) ? scrubbed : otherErrorOf(scrubbed),
-    description: Secrets.messageOf(scrubbed)
+    reason: Secrets.messageOf(scrubbed)
   })
 }
 

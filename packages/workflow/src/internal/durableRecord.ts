@@ -82,7 +82,7 @@ const failureOf = (error: unknown): unknown => {
     : Predicate.hasProperty(kept, "_tag") && typeof kept._tag === "string"
     ? kept._tag
     : error._tag
-  return { _tag: tag, message: error.description }
+  return { _tag: tag, message: error.reason }
 }
 
 /**

@@ -34,11 +34,11 @@ const failureOf = (runId: string, cause: Cause.Cause<never>): AgentRunFailed | J
   // A stored result that no longer decodes surfaces as a ParseError defect (as
   // itself, or as its name once the engine has serialized it).
   if (ParseResult.isParseError(defect)) {
-    return new JournalCorrupt({ runId, description: ParseResult.TreeFormatter.formatErrorSync(defect) })
+    return new JournalCorrupt({ runId, reason: ParseResult.TreeFormatter.formatErrorSync(defect) })
   }
   return isParseError(defect)
-    ? new JournalCorrupt({ runId, description: Secrets.messageOf(defect) })
-    : new AgentRunFailed({ error: new OtherError({ tag: "Defect" }), description: Secrets.messageOf(defect) })
+    ? new JournalCorrupt({ runId, reason: Secrets.messageOf(defect) })
+    : new AgentRunFailed({ error: new OtherError({ tag: "Defect" }), reason: Secrets.messageOf(defect) })
 }
 
 /**

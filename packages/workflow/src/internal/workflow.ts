@@ -146,7 +146,7 @@ export const make = (options: Options): AgentWorkflow => {
       if (result._tag === "Interrupted") {
         return yield* new AgentRunFailed({
           error: new OtherError({ tag: "Interrupted" }),
-          description: "the run ended waiting in process"
+          reason: "the run ended waiting in process"
         })
       }
       // the structured output is journaled as the agent's responseFormat encodes it (JSON), like its other steps
@@ -267,7 +267,7 @@ export const make = (options: Options): AgentWorkflow => {
       workflow.poll(record.executionId),
       (defect) =>
         isParseError(defect)
-          ? new JournalCorrupt({ runId, description: Secrets.messageOf(defect) })
+          ? new JournalCorrupt({ runId, reason: Secrets.messageOf(defect) })
           : Effect.die(defect)
     )
     const pending = Option.flatMap(snapshot, (thread) => thread.pending)
@@ -302,7 +302,7 @@ export const make = (options: Options): AgentWorkflow => {
           Effect.mapError((error) =>
             new JournalCorrupt({
               runId,
-              description: `the structured output no longer decodes with the agent's responseFormat: ${
+              reason: `the structured output no longer decodes with the agent's responseFormat: ${
                 ParseResult.TreeFormatter.formatErrorSync(error)
               }`
             })
@@ -329,7 +329,7 @@ export const make = (options: Options): AgentWorkflow => {
   const undeliverable = (record: RunStore.RunRecord, claim: RunStore.ClaimedDecision) =>
     Effect.gen(function*() {
       if (claim.delivered) return
-      const corrupt = (description: string) => new DecisionCorrupt({ runId: record.runId, key: claim.key, description })
+      const corrupt = (reason: string) => new DecisionCorrupt({ runId: record.runId, key: claim.key, reason })
       if (claim.decision === undefined) return yield* corrupt("it was stored without the decision")
       const decision = yield* decodeDecision(claim.decision).pipe(
         Effect.mapError((error) => corrupt(ParseResult.TreeFormatter.formatErrorSync(error)))
@@ -389,7 +389,7 @@ export const make = (options: Options): AgentWorkflow => {
           ? new NotWaiting({ runId, reason: Secrets.messageOf(error) })
           : error instanceof CheckpointError
           ? error
-          : new InvalidDecision({ runId, error, description: Secrets.messageOf(error) })
+          : new InvalidDecision({ runId, error, reason: Secrets.messageOf(error) })
       )
     )
     if (pending.key !== undefined && pending.key !== key) {
@@ -401,7 +401,7 @@ export const make = (options: Options): AgentWorkflow => {
       value: pending.encodedDecision,
       by: principal,
       decidedAt: yield* Clock.currentTimeMillis
-    }).pipe(Effect.mapError((error) => new InvalidDecision({ runId, error, description: error.message })))
+    }).pipe(Effect.mapError((error) => new InvalidDecision({ runId, error, reason: error.message })))
     const decision = yield* Effect.orDie(decodeDecision(encoded))
     yield* store.claimDecision(runId, key, encoded).pipe(
       // the claim that won may not have reached the run (its claimer died): deliver it, and still refuse this

@@ -109,3 +109,35 @@ for (const [name, fields] of Object.entries(outcomes)) {
 // record-v1.rows.json is not written here: it holds the RecordStore rows (slot, line; the header at -1) of a durable
 // run waiting at its step 1 as the recorder of the previous version wrote them (commit 07723ee: slots 0, 1, 2, … in
 // the run's order, no middleware decisions), which this code no longer writes. `test/DurableRecord.test.ts` reads it.
+
+// failed runs as the workflow journals them (`RunFailure`): the agent's own errors whole, another package's error by
+// its tag, and a cancellation. v1 (`failure-v1.json`) was written by the version whose errors kept their free text
+// in `description` (`problem` for InvalidToolCalls); v2 names it `reason`
+const failures = path.join(here, "failure-v2.json")
+if (!fs.existsSync(failures)) {
+  const encoded = [
+    { error: { _tag: "ToolDefect", toolName: "search", callId: "call-1", reason: "boom" }, reason: "boom" },
+    { error: { _tag: "CheckpointError", threadId: "t-1", operation: "save", reason: "disk full" }, reason: "x" },
+    { error: { _tag: "StructuredOutputError", reason: "no output" }, reason: "no output" },
+    { error: { _tag: "InvalidInput", reason: "empty prompt" }, reason: "empty prompt" },
+    {
+      error: {
+        _tag: "InvalidToolCalls",
+        threadId: "t-1",
+        toolName: "add",
+        callId: "call-2",
+        reason: "bad",
+        replies: 4
+      },
+      reason: "bad"
+    },
+    { error: { _tag: "OtherError", tag: "HttpResponseError" }, reason: "the provider answered 503" }
+  ].map(({ error, reason }) =>
+    Schema.encodeSync(AgentWorkflow.RunFailure)(
+      new AgentWorkflow.AgentRunFailed({ error: Schema.decodeUnknownSync(AgentWorkflow.RunError)(error), reason })
+    )
+  )
+  encoded.push(Schema.encodeSync(AgentWorkflow.RunFailure)(new AgentWorkflow.RunCancelled({ runId: "run-1" })))
+  fs.writeFileSync(failures, JSON.stringify(encoded, null, 2) + "\n")
+  process.stdout.write("wrote failure-v2.json\n")
+}
