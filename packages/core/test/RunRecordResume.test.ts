@@ -164,14 +164,22 @@ const recordAndReplay = <A, I>(schema: Schema.Schema<A, I>, decision: A) =>
     const { layer } = counted()
     const seen: Array<unknown> = []
     const record = yield* Effect.gen(function*() {
-      const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [waitingFor(schema, seen)] })
+      const agent = yield* Agent.make({
+        toolkit: Calculator,
+        systemPrompt: "You add.",
+        middleware: [waitingFor(schema, seen)]
+      })
       yield* agent.run("What is 2 + 3 + 7?", { threadId: "t1" })
       return (yield* RunRecord.recordResume(agent, "t1", decision as never)).record
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
     const read = yield* RunRecord.fromJsonl(RunRecord.toJsonl(record))
     const again: Array<unknown> = []
     const replayed = yield* Effect.gen(function*() {
-      const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [waitingFor(schema, again)] })
+      const agent = yield* Agent.make({
+        toolkit: Calculator,
+        systemPrompt: "You add.",
+        middleware: [waitingFor(schema, again)]
+      })
       return yield* Effect.either(agent.replay(read))
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), layer)))
     return { record, seen, again, replayed }

@@ -1145,7 +1145,9 @@ const checkRecord = (field: string, record: unknown): Effect.Effect<void, Invali
   if (version !== undefined && !RunRecord.versions.some((known) => known === version)) {
     return new InvalidEval({
       field,
-      reason: `the record is of version ${show(version)}; this build replays versions ${RunRecord.versions.join(" and ")}`
+      reason: `the record is of version ${show(version)}; this build replays versions ${
+        RunRecord.versions.join(" and ")
+      }`
     })
   }
   return isRunRecord(record)
