@@ -799,7 +799,7 @@ export const recordResume = <S, E, O, W extends Wait.Any>(
  * import { RunRecord } from "@stepwise-agent/core"
  *
  * declare const record: RunRecord.RunRecord
- * const text = RunRecord.toJsonl(record) // '{"_tag":"RunRecord","version":1,…}\n{"_tag":"Step",…}\n…'
+ * const text = RunRecord.toJsonl(record) // '{"_tag":"RunRecord","version":2,…}\n{"_tag":"Step",…}\n…'
  * ```
  *
  * @since 0.1.0

@@ -61,7 +61,7 @@ describe("RunRecord", () => {
       const { calls, record, result } = yield* recordRun()
       assert.strictEqual(result._tag, "Completed")
       assert.strictEqual(calls.count, 2)
-      assert.strictEqual(record.header.version, 1)
+      assert.strictEqual(record.header.version, RunRecord.version)
       assert.strictEqual(record.header.threadId, "prod-1")
       const steps = record.entries.filter((entry) => entry._tag === "Step")
       const models = steps.filter((step) => step.kind === "Model")
