@@ -45,12 +45,44 @@ import * as Secrets from "./Secrets.js"
 import type * as Wait from "./Wait.js"
 
 /**
- * The version of the record format this build writes and reads.
+ * The version of the record format this build writes. Version 2 keeps a
+ * resumed run's decision encoded by its wait's decision schema (version 1
+ * kept the decoded value as JSON).
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * const current = (record: RunRecord.RunRecord) => record.header.version === RunRecord.version
+ * ```
  *
  * @since 0.1.0
  * @category constants
  */
-export const version = 1 as const
+export const version = 2 as const
+
+/**
+ * The versions of the record format this build reads and replays: this
+ * one ({@link version}) and the older ones, each by its own rules.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * const readable = (found: unknown) => RunRecord.versions.some((known) => known === found)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const versions = [1, version] as const
+
+/** Whether `found` is a version of the record format this build reads. */
+const isReadable = (found: unknown): found is Header["version"] => versions.some((known) => known === found)
+
+/** What a build says of a version of the record format it does not read. */
+const unsupported = (found: unknown): string =>
+  `the record is of version ${JSON.stringify(found)}; this build reads versions ${versions.join(" and ")}`
 
 /**
  * One step of the run as its journal saw it: its name (`RunJournal.stepName`),
@@ -224,7 +256,7 @@ export type Entry = typeof Entry.Type
  * @category schemas
  */
 export const Header = Schema.TaggedStruct("RunRecord", {
-  version: Schema.Literal(version),
+  version: Schema.Literal(...versions),
   threadId: Schema.String,
   startedAt: Schema.Number,
   input: Schema.Array(Schema.encodedSchema(Prompt.Message)),
@@ -715,10 +747,15 @@ export const record = <S, E, O, W extends Wait.Any>(
 /**
  * Resumes the thread `threadId`, waiting for a decision, with `decision` as
  * `agent.resumeStream` does, with a recording journal, and gives the resumed
- * run's result with its {@link RunRecord}: its header holds the decision (as
- * JSON) and no input, its entries the load of the waiting thread and every
- * step after the decision. `agent.replay` resumes the recorded thread with
- * the decision again, and `agent.fork` forks it, as for any record.
+ * run's result with its {@link RunRecord}: its header holds the decision
+ * encoded by the wait's decision schema, with the texts a person typed in it
+ * redacted as the agent's input is (as `agent.validateResume` gives it and
+ * the thread stores it), and no input; its entries the load of the waiting
+ * thread and every step after the decision. A decision the wait refuses, or
+ * whose encoded form JSON cannot keep, fails with `InvalidResume` before
+ * the run starts. `agent.replay` decodes the decision and resumes the
+ * recorded thread with it again, and `agent.fork` forks it, as for any
+ * record.
  *
  * @example
  * ```ts
@@ -742,7 +779,13 @@ export const recordResume = <S, E, O, W extends Wait.Any>(
 ): Effect.Effect<
   { readonly result: AgentResult.AgentResult<S, O, W>; readonly record: RunRecord },
   Agent.RunError<E>
-> => recordStream(agent.resumeStream(threadId, decision), threadId, { decision: kept(decision) })
+> =>
+  // the decision as the thread stores it: encoded, what a person typed redacted; a replay decodes it
+  Effect.flatMap(
+    agent.validateResume(threadId, decision),
+    ({ encodedDecision }) =>
+      recordStream(agent.resumeStream(threadId, decision), threadId, { decision: kept(encodedDecision) })
+  )
 
 // -----------------------------------------------------------------------------
 // JSONL
@@ -756,7 +799,7 @@ export const recordResume = <S, E, O, W extends Wait.Any>(
  * import { RunRecord } from "@stepwise-agent/core"
  *
  * declare const record: RunRecord.RunRecord
- * const text = RunRecord.toJsonl(record) // '{"_tag":"RunRecord","version":1,…}\n{"_tag":"Step",…}\n…'
+ * const text = RunRecord.toJsonl(record) // '{"_tag":"RunRecord","version":2,…}\n{"_tag":"Step",…}\n…'
  * ```
  *
  * @since 0.1.0
@@ -801,14 +844,8 @@ const parseLine = (text: string, line: number): Either.Either<unknown, RunRecord
 const readHeader = (json: unknown): Either.Either<Header, RunRecordError> => {
   if (Predicate.hasProperty(json, "_tag") && json._tag === "RunRecord") {
     const found = Predicate.hasProperty(json, "version") ? json.version : undefined
-    if (found !== version) {
-      return Either.left(
-        new RunRecordError({
-          reason: "UnsupportedVersion",
-          line: 1,
-          detail: `the record is of version ${JSON.stringify(found)}; this build reads version ${version}`
-        })
-      )
+    if (!isReadable(found)) {
+      return Either.left(new RunRecordError({ reason: "UnsupportedVersion", line: 1, detail: unsupported(found) }))
     }
   }
   return Either.mapLeft(decodeHeader(json), (error) =>

@@ -61,7 +61,7 @@ describe("RunRecord", () => {
       const { calls, record, result } = yield* recordRun()
       assert.strictEqual(result._tag, "Completed")
       assert.strictEqual(calls.count, 2)
-      assert.strictEqual(record.header.version, 1)
+      assert.strictEqual(record.header.version, RunRecord.version)
       assert.strictEqual(record.header.threadId, "prod-1")
       const steps = record.entries.filter((entry) => entry._tag === "Step")
       const models = steps.filter((step) => step.kind === "Model")
@@ -119,10 +119,10 @@ describe("RunRecord", () => {
     Effect.gen(function*() {
       const { record } = yield* recordRun()
       const lines = RunRecord.toJsonl(record).split("\n")
-      lines[0] = JSON.stringify({ ...record.header, version: 2 })
+      lines[0] = JSON.stringify({ ...record.header, version: 3 })
       const error = yield* Effect.flip(RunRecord.fromJsonl(lines.join("\n")))
       assert.deepInclude(error, { reason: "UnsupportedVersion", line: 1 })
-      assert.include(error.detail, "version 2")
+      assert.include(error.detail, "version 3")
       // a record value built by hand with another version is refused by replay
       const { outcome, modelCalls, toolCalls } = yield* replayOn({
         ...record,

@@ -1,7 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer, Fork, Middleware, RunRecord } from "@stepwise-agent/core"
-import { ScriptedModel } from "@stepwise-agent/testing"
+import { Fixtures, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Either, Layer, Option, Schema } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import { Calculator } from "./utils.js"
 
 const script: ReadonlyArray<ScriptedModel.Turn> = [
@@ -122,6 +125,132 @@ describe("RunRecord.recordResume", () => {
       assert.strictEqual(forked.result._tag === "Completed" && forked.result.text, "stopped")
       assert.deepStrictEqual([forked.requests, calls.count], [1, 0])
       assert.isTrue(Option.isNone(forked.source))
+    }))
+})
+
+/** Waits before model step 1 for a decision of `decision`'s schema; keeps each decision its hook gets. */
+const waitingFor = <A, I>(decision: Schema.Schema<A, I>, seen: Array<unknown>) =>
+  Middleware.make({
+    name: "confirm",
+    wait: { request: Schema.Struct({ question: Schema.String }), decision },
+    beforeModel: ({ resume, step }) =>
+      Effect.sync(() => {
+        if (Option.isSome(resume)) {
+          seen.push(resume.value)
+          return undefined
+        }
+        return step === 1 ? { interrupt: { question: "Go on?" } } : undefined
+      })
+  })
+
+class Booking extends Schema.Class<Booking>("Booking")({ when: Schema.Date, seats: Schema.NumberFromString }) {}
+
+/** Decision schemas whose encoded form is not their decoded value as JSON. */
+const transforming = {
+  Date: Schema.Date,
+  NumberFromString: Schema.NumberFromString,
+  Class: Booking,
+  Option: Schema.Option(Schema.Date),
+  union: Schema.Union(
+    Schema.TaggedStruct("At", { when: Schema.Date }),
+    Schema.TaggedStruct("Seats", { seats: Schema.NumberFromString })
+  ),
+  brand: Schema.NumberFromString.pipe(Schema.brand("Seats"))
+} satisfies Record<string, Schema.Schema<any, any>>
+
+/** Interrupts a run, records its resume with `decision`, and replays the record's JSONL on a new agent. */
+const recordAndReplay = <A, I>(schema: Schema.Schema<A, I>, decision: A) =>
+  Effect.gen(function*() {
+    const { layer } = counted()
+    const seen: Array<unknown> = []
+    const record = yield* Effect.gen(function*() {
+      const agent = yield* Agent.make({
+        toolkit: Calculator,
+        systemPrompt: "You add.",
+        middleware: [waitingFor(schema, seen)]
+      })
+      yield* agent.run("What is 2 + 3 + 7?", { threadId: "t1" })
+      return (yield* RunRecord.recordResume(agent, "t1", decision as never)).record
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
+    const read = yield* RunRecord.fromJsonl(RunRecord.toJsonl(record))
+    const again: Array<unknown> = []
+    const replayed = yield* Effect.gen(function*() {
+      const agent = yield* Agent.make({
+        toolkit: Calculator,
+        systemPrompt: "You add.",
+        middleware: [waitingFor(schema, again)]
+      })
+      return yield* Effect.either(agent.replay(read))
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), layer)))
+    return { record, seen, again, replayed }
+  })
+
+describe("RunRecord.recordResume of a decision whose schema transforms", () => {
+  for (const [name, schema] of Object.entries(transforming) as Array<[string, Schema.Schema<any, any>]>) {
+    it.effect.prop(
+      `${name}: the record keeps the decision encoded, its JSONL replays without divergence and the hook gets the same decoded value`,
+      { decision: Schema.typeSchema(schema) },
+      ({ decision }) =>
+        Effect.gen(function*() {
+          const { again, record, replayed, seen } = yield* recordAndReplay(schema, decision)
+          assert.deepStrictEqual(record.header.resumed, {
+            decision: JSON.parse(JSON.stringify(Schema.encodeSync(schema)(seen[0])))
+          })
+          if (Either.isLeft(replayed)) return assert.fail(`the replay failed: ${String(replayed.left)}`)
+          assert.strictEqual(replayed.right._tag === "Completed" && replayed.right.text, "12")
+          assert.strictEqual(seen.length, 1)
+          assert.deepStrictEqual(again, seen)
+        }),
+      { fastCheck: { numRuns: 15 } }
+    )
+  }
+
+  it.effect("a decision whose encoded form JSON cannot keep fails with InvalidResume before the run, naming it", () =>
+    Effect.gen(function*() {
+      const { layer } = counted()
+      const outcome = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          toolkit: Calculator,
+          systemPrompt: "You add.",
+          middleware: [waitingFor(Schema.BigIntFromSelf, [])]
+        })
+        yield* agent.run("What is 2 + 3 + 7?", { threadId: "t1" })
+        const recorded = yield* Effect.either(RunRecord.recordResume(agent, "t1", 5n as never))
+        return { recorded, requests: (yield* ScriptedModel.requests).length }
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), layer)))
+      if (Either.isRight(outcome.recorded)) return assert.fail("the decision was recorded")
+      assert.deepInclude(outcome.recorded.left, { _tag: "InvalidResume", middleware: "confirm" })
+      assert.include((outcome.recorded.left as { reason: string }).reason, "JSON")
+      // the run before the wait made one model call; the refused resume none
+      assert.strictEqual(outcome.requests, 1)
+    }))
+
+  it.effect("golden record-resumed-v1.jsonl: a version 1 record keeps the decoded decision as JSON, and replays with it as before", () =>
+    Effect.gen(function*() {
+      const here = path.join(path.dirname(fileURLToPath(import.meta.url)), "golden")
+      const record = yield* RunRecord.fromJsonl(fs.readFileSync(path.join(here, "record-resumed-v1.jsonl"), "utf8"))
+      assert.strictEqual(record.header.version, 1)
+      // written by the code of commit 75ccbb8: `times` is the decoded number, not NumberFromString's text
+      assert.deepStrictEqual(record.header.resumed, { decision: { go: true, times: 2 } })
+      const seen: Array<unknown> = []
+      const outcome = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          toolkit: Fixtures.toolkit,
+          systemPrompt: "You add.",
+          middleware: [waitingFor(Schema.Struct({ go: Schema.Boolean, times: Schema.NumberFromString }), seen)]
+        })
+        return { result: yield* agent.replay(record), requests: (yield* ScriptedModel.requests).length }
+      }).pipe(Effect.provide(Layer.merge(
+        ScriptedModel.layer([]),
+        Fixtures.toolkit.toLayer({
+          echo: ({ text }) => Effect.succeed(text),
+          add: ({ a, b }) => Effect.succeed(a + b),
+          fail: ({ reason }) => Effect.fail({ reason })
+        })
+      )))
+      assert.strictEqual(outcome.result._tag === "Completed" && outcome.result.text, "5")
+      assert.strictEqual(outcome.requests, 0)
+      assert.deepStrictEqual(seen, [{ go: true, times: 2 }])
     }))
 })
 

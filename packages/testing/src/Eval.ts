@@ -1142,10 +1142,12 @@ const isRunRecord = Schema.is(RunRecord.RunRecord)
 /** Fails with `InvalidEval` when `record` is not a run record this build replays, saying why. */
 const checkRecord = (field: string, record: unknown): Effect.Effect<void, InvalidEval> => {
   const version = isRecord(record) && isRecord(record.header) ? record.header.version : undefined
-  if (version !== undefined && version !== RunRecord.version) {
+  if (version !== undefined && !RunRecord.versions.some((known) => known === version)) {
     return new InvalidEval({
       field,
-      reason: `the record is of version ${show(version)}; this build replays version ${RunRecord.version}`
+      reason: `the record is of version ${show(version)}; this build replays versions ${
+        RunRecord.versions.join(" and ")
+      }`
     })
   }
   return isRunRecord(record)

@@ -268,9 +268,9 @@ describe("Eval: a record case's record", () => {
           agent: calculator,
           cases: [{ name: "case", input: [], record: record as RunRecord.RunRecord }]
         })).pipe(Effect.flip, Effect.map((error) => [error.field, error.reason]))
-      assert.deepStrictEqual(yield* field({ ...record, header: { ...record.header, version: 2 } }), [
+      assert.deepStrictEqual(yield* field({ ...record, header: { ...record.header, version: 3 } }), [
         "cases[0].record",
-        "the record is of version 2; this build replays version 1"
+        "the record is of version 3; this build replays versions 1 and 2"
       ])
       assert.deepStrictEqual(yield* field({ entries: [] }), [
         "cases[0].record",

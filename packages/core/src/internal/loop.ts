@@ -58,7 +58,7 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
     /** How a replay runs the agent; its events go to `emit` (a replay stream's). */
     const replayRuns = (emit: Emit | undefined): Replay.Runs => ({
       start: (input, threadId) => threads.start(input, { threadId }, emit),
-      resume: (threadId, decision) => threads.resume(threadId, decision, emit)
+      resume: (threadId, decision, encoded) => threads.resume(threadId, decision, emit, encoded)
     })
     // (the effects below need the context the agent captured, which the driver provides: `any` until then)
     return {

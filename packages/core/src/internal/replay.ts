@@ -87,10 +87,14 @@ export interface Live {
 
 type Run = Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
 
-/** How a replay runs the agent, with the journal of the context: a run of an input, or a resume of a thread. */
+/**
+ * How a replay runs the agent, with the journal of the context: a run of an input, or a resume of a thread with a
+ * decision, `encoded` by the wait's decision schema as a record of version 2 keeps it (the thread's wait decodes
+ * it), or else the decoded value as JSON (version 1).
+ */
 export interface Runs {
   readonly start: (input: Prompt.RawInput, threadId: string) => Run
-  readonly resume: (threadId: string, decision: unknown) => Run
+  readonly resume: (threadId: string, decision: unknown, encoded: boolean) => Run
 }
 
 /**
@@ -123,14 +127,14 @@ const replayWith = (
     // a recorder in the context records this replay's journal; the live steps go to the journal it records
     const layers = Layered.layersOf(context)
     const outer = layers?.under ?? context
-    if ((record.header.version as number) !== RunRecord.version) {
+    if (!RunRecord.versions.some((known) => known === record.header.version)) {
       return Effect.fail(
         new RunRecord.RunRecordError({
           reason: "UnsupportedVersion",
           line: 1,
-          detail: `the record is of version ${
-            JSON.stringify(record.header.version)
-          }; this build reads version ${RunRecord.version}`
+          detail: `the record is of version ${JSON.stringify(record.header.version)}; this build reads versions ${
+            RunRecord.versions.join(" and ")
+          }`
         })
       )
     }
@@ -341,7 +345,7 @@ const replayWith = (
             const resumed = record.header.resumed
             return resumed === undefined
               ? runs.start(Prompt.fromMessages(messages), threadId)
-              : runs.resume(threadId, resumed.decision)
+              : runs.resume(threadId, resumed.decision, record.header.version >= 2)
           }),
           RunJournal.RunJournal,
           journal

@@ -261,8 +261,12 @@ const session = (
       )
     )
 
-  /** The run of a waiting thread that goes on with `value`, at the hook that waits (`resume`, `resumeStream`). */
-  const resume = (id: string, value: unknown, own: Emit | undefined) =>
+  /**
+   * The run of a waiting thread that goes on with `value`, at the hook that waits (`resume`, `resumeStream`).
+   * `encoded`: `value` is the decision as the thread stores it (a record's: encoded by the wait's decision schema,
+   * what a person typed in it redacted already), decoded and checked as a durable run's is.
+   */
+  const resume = (id: string, value: unknown, own: Emit | undefined, encoded = false) =>
     Effect.flatMap(Effect.zipRight(open, checkThreadId(id)), (threadId) =>
       withThreadLock(
         threadId,
@@ -273,11 +277,18 @@ const session = (
               const waiting = yield* pendingOf(threadId, loaded)
               const { index, pending } = waiting
               yield* Pending.checkOwner(threadId, pending, journaled.journal.durable, "resume")
-              const checked = yield* checkValue(threadId, waiting, value)
               // what a person typed passes the input's hooks before the hook (or a child it forwards the decision
               // to) takes it, as `validateResume` gives a durable run's decision
-              const decision = yield* Waits.resumedDecision(waiting.middleware, checked, (messages) =>
-                Effect.provide(Receive.hooksOf(config, threadId, messages), config.context))
+              const decision = encoded
+                ? yield* Effect.provide(
+                  Waits.decodeDecision(waiting.middleware, threadId, pending.value, value),
+                  config.context
+                )
+                : yield* Waits.resumedDecision(
+                  waiting.middleware,
+                  yield* checkValue(threadId, waiting, value),
+                  (messages) => Effect.provide(Receive.hooksOf(config, threadId, messages), config.context)
+                )
               const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
               const state = RunState.withResume(
                 RunState.make(loaded.messages, loaded.slices, Option.getOrThrow(loaded.checkpoint).run),

@@ -133,3 +133,6 @@ await Effect.runPromise(program.pipe(Effect.provide(NodeContext.layer)))
 // record-v1.jsonl is not written here: it is a `RunRecord` JSONL as the code of commit f21f2c0 wrote it (a tool call
 // cleared by HumanInTheLoop's `when`, a decision reported inside the call, without the `inStep` its entry has now).
 // `test/Golden.test.ts` replays it on the agent that recorded it.
+// record-resumed-v1.jsonl is not written here either: the `RunRecord.recordResume` JSONL (format version 1) of a run
+// resumed with `{ go: true, times: 2 }` (`times` a `NumberFromString`), as the code of commit 75ccbb8 wrote it: the
+// decision kept decoded, as JSON. `test/RunRecordResume.test.ts` replays it on the agent that recorded it.

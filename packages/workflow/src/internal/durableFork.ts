@@ -68,13 +68,13 @@ export const startFork = (
   }
 ) =>
   Effect.gen(function*() {
-    if ((record.header.version as number) !== RunRecord.version) {
+    if (!RunRecord.versions.some((known) => known === record.header.version)) {
       return yield* new RunRecord.RunRecordError({
         reason: "UnsupportedVersion",
         line: 1,
-        detail: `the record is of version ${
-          JSON.stringify(record.header.version)
-        }; this build reads version ${RunRecord.version}`
+        detail: `the record is of version ${JSON.stringify(record.header.version)}; this build reads versions ${
+          RunRecord.versions.join(" and ")
+        }`
       })
     }
     yield* Fork.checkRecord(record, options)
