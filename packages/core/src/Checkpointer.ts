@@ -64,6 +64,15 @@ export const Checkpoint = Schema.Struct({
   messages: Schema.Array(Schema.Unknown),
   /** Encoded middleware state slices, by middleware name. */
   slices: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  /**
+   * The thread's incarnation: a random nonce made when the thread is first
+   * saved, kept by every later save, and new when the thread is deleted and
+   * made again (or forked). Waits bind their decisions to it, so a decision
+   * for an earlier thread of the same id answers no wait of this one. A
+   * checkpoint written before incarnations has none; it gets one at the
+   * next run that does not resume a wait. A store must keep it as given.
+   */
+  incarnation: Schema.optional(Schema.String),
   /** Set while the thread waits for `resume`. */
   pending: Schema.optional(PendingInterrupt),
   /** Progress of the run that is waiting, so a resumed run keeps counting. */

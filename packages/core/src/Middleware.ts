@@ -109,6 +109,14 @@ export interface HookContext<S, D = never> {
   /** The stored conversation, without the system prompt. */
   readonly messages: ReadonlyArray<Prompt.Message>
   readonly threadId: string
+  /**
+   * The thread's incarnation: a random nonce made with its first checkpoint,
+   * new when the thread is deleted and made again (or forked). A wait binds
+   * its decisions to it (in its key or request), so a decision given for an
+   * earlier thread of the same id answers no wait of this one. `undefined`
+   * while a thread stored before incarnations resumes its wait.
+   */
+  readonly incarnation?: string | undefined
   /** Model calls made so far in this run. */
   readonly step: number
   /**

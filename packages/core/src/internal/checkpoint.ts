@@ -7,6 +7,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import * as Random from "effect/Random"
 import { CheckpointError } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
@@ -159,7 +160,46 @@ export interface Loaded {
   readonly messages: ReadonlyArray<Prompt.Message>
   readonly slices: Record<string, object>
   readonly checkpoint: Option.Option<Checkpointer.Checkpoint>
+  /** The thread's incarnation (see `Checkpointer.Checkpoint`); `undefined` for a checkpoint stored without one. */
+  readonly incarnation: string | undefined
 }
+
+/** A new incarnation nonce: 64 bits from the context's `Random` (a test may seed it). */
+const newIncarnation: Effect.Effect<string> = Effect.map(
+  Effect.all(Array.from({ length: 4 }, () => Random.nextIntBetween(0, 0x10000))),
+  (parts) => parts.map((part) => part.toString(16).padStart(4, "0")).join("")
+)
+
+/** Whether `checkpoint` is the empty one the load of a new thread gives (`withIncarnation`): nothing is stored. */
+export const isUnsaved = (checkpoint: Checkpointer.Checkpoint): boolean =>
+  checkpoint.messages.length === 0 && Object.keys(checkpoint.slices).length === 0 &&
+  checkpoint.pending === undefined && checkpoint.run === undefined
+
+/** `checkpoint` without an incarnation. */
+export const withoutIncarnation = (checkpoint: Checkpointer.Checkpoint): Checkpointer.Checkpoint => {
+  const { incarnation: _incarnation, ...rest } = checkpoint
+  return rest
+}
+
+/**
+ * The checkpoint a run starts from, with the thread's incarnation: a new
+ * thread is given one (as an empty checkpoint), a checkpoint stored without
+ * one gets one, unless it waits (its wait was made, and its decisions built,
+ * without one: it resumes as it was). Made inside the run's load step, so a
+ * durable run replaying its journal gets the same incarnation again.
+ */
+const withIncarnation = (
+  threadId: string,
+  stored: Option.Option<Checkpointer.Checkpoint>
+): Effect.Effect<Option.Option<Checkpointer.Checkpoint>> =>
+  Option.isSome(stored) && (stored.value.incarnation !== undefined || stored.value.pending !== undefined)
+    ? Effect.succeed(stored)
+    : Effect.map(newIncarnation, (incarnation) =>
+      Option.some(
+        Option.isSome(stored)
+          ? { ...stored.value, incarnation }
+          : { version: 1, threadId, messages: [], slices: {}, incarnation }
+      ))
 
 const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
 
@@ -185,6 +225,7 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
     const write = (slices: Record<string, unknown>) => {
       const rest = {
         slices,
+        ...(run.incarnation === undefined ? {} : { incarnation: run.incarnation }),
         ...(pending === undefined ? {} : {
           pending,
           run: {
@@ -227,7 +268,8 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
 
   /**
    * The thread's last checkpoint, decoded; an empty thread when it has none.
-   * With `journaled`, a step of the run: replayed, it gives what it gave then.
+   * With `journaled`, a step of the run: replayed, it gives what it gave then;
+   * the run's thread has an incarnation (`withIncarnation`).
    */
   const load = (
     threadId: string,
@@ -235,15 +277,29 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
   ): Effect.Effect<Loaded, CheckpointError> =>
     (journaled === undefined
       ? checkpointer.load(threadId)
-      : journaled.journal.step(journaled.keys.load(), checkpointer.load(threadId))).pipe(
+      : journaled.journal.step(
+        journaled.keys.load(),
+        Effect.flatMap(checkpointer.load(threadId), (stored) => withIncarnation(threadId, stored))
+      )).pipe(
         Effect.flatMap(Option.match({
-          onNone: () => Effect.succeed<Loaded>({ messages: [], slices: layout.initial, checkpoint: Option.none() }),
+          onNone: () =>
+            Effect.succeed<Loaded>({
+              messages: [],
+              slices: layout.initial,
+              checkpoint: Option.none(),
+              incarnation: undefined
+            }),
           onSome: (checkpoint) =>
             Effect.all({
               messages: decodeThread(checkpoint.messages),
               slices: layout.decodeSlices(checkpoint.slices)
             }).pipe(
-              Effect.map(({ messages, slices }): Loaded => ({ messages, slices, checkpoint: Option.some(checkpoint) })),
+              Effect.map(({ messages, slices }): Loaded => ({
+                messages,
+                slices,
+                checkpoint: Option.some(checkpoint),
+                incarnation: checkpoint.incarnation
+              })),
               Effect.mapError((error) =>
                 new CheckpointError({
                   threadId,

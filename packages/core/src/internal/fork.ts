@@ -118,7 +118,8 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
     }
     // a fork at the step the thread waits at does not take the source's wait (a wait may be bound to its
     // thread): it enters the hook that waits again, which asks again for the fork, and a decision answers that
-    const { pending, run, ...stored } = loaded.checkpoint.value
+    // a fork is a thread of its own: its first run gives it an incarnation of its own
+    const { incarnation: _incarnation, pending, run, ...stored } = loaded.checkpoint.value
     const wait = at === replies.length ? pending : undefined
     if (wait !== undefined && edit?._tag === "Message") {
       return yield* fail("Waiting", `it waits for a decision at step ${at}: fork there without a message`)

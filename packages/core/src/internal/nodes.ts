@@ -58,6 +58,7 @@ export const make = (config: Compiled) => {
                 state: state.slices[m.name] ?? {},
                 messages: state.messages,
                 threadId: run.threadId,
+                incarnation: run.incarnation,
                 step: state.step,
                 usage: state.usage,
                 tools: config.toolList,

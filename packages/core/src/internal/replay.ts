@@ -19,6 +19,7 @@ import * as Fork from "../Fork.js"
 import * as RunJournal from "../RunJournal.js"
 import * as RunRecord from "../RunRecord.js"
 import * as Secrets from "../Secrets.js"
+import * as Checkpoint from "./checkpoint.js"
 import * as Layered from "./layeredJournal.js"
 import * as Observer from "./observer.js"
 import { requestKeeper, same } from "./plainJson.js"
@@ -231,16 +232,28 @@ const replayWith = (
             const recorded = at === undefined ? Effect.succeed(key.result.to(Option.none())) : served(key, at)
             if (live === undefined) return recorded
             // the fork's thread, read under its lock as the run starts: of two forks to it, the second finds it
-            return Effect.flatMap(own(key, effect), (existing) =>
-              Option.isSome(key.result.from(existing))
-                ? Effect.fail(
+            return Effect.flatMap(own(key, effect), (existing) => {
+              const target = key.result.from(existing)
+              if (Option.isSome(target) && !Checkpoint.isUnsaved(target.value)) {
+                return Effect.fail(
                   new Fork.ForkError({
                     reason: "ThreadExists",
                     threadId: record.header.threadId,
                     detail: `the thread "${live.threadId}" already exists`
                   })
                 ) as Effect.Effect<never, any>
-                : recorded)
+              }
+              // the fork is a thread of its own: the recorded thread, under the incarnation its load gave it
+              const incarnation = Option.isSome(target) ? target.value.incarnation : undefined
+              return Effect.map(recorded, (loaded) => {
+                const thread = key.result.from(loaded)
+                return Option.isNone(thread) ? existing : key.result.to(Option.some(
+                  incarnation === undefined
+                    ? Checkpoint.withoutIncarnation(thread.value)
+                    : { ...thread.value, incarnation }
+                ))
+              })
+            })
           }
           case "Checkpoint":
             return live === undefined ? Effect.succeed(key.result.to(undefined)) : own(key, effect)

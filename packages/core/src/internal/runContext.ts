@@ -13,6 +13,8 @@ import type { StepKeys } from "./stepKeys.js"
 
 export interface RunContext extends Observer.Observer {
   readonly threadId: string
+  /** The thread's incarnation (see `Checkpointer.Checkpoint`): stored by every save, shown to the hooks. */
+  readonly incarnation: string | undefined
   readonly journal: RunJournal.Service
   readonly keys: StepKeys
   /** The interrupt keys used so far in this run (a key names one wait). */

@@ -121,6 +121,7 @@ export const make = (
     Effect.gen(function*() {
       return {
         threadId,
+        incarnation: loaded.incarnation,
         traced: yield* isTraced,
         emit,
         clock: yield* Effect.clock,

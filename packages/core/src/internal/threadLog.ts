@@ -219,6 +219,7 @@ export const make = (options: Options): Checkpointer.MakeOptions => {
     threadId: head.threadId,
     messages,
     slices: head.slices,
+    ...(head.incarnation === undefined ? {} : { incarnation: head.incarnation }),
     ...(head.pending === undefined ? {} : { pending: head.pending }),
     ...(head.run === undefined ? {} : { run: head.run })
   })
@@ -310,6 +311,7 @@ export const make = (options: Options): Checkpointer.MakeOptions => {
         log,
         ...(retired.length === 0 ? {} : { retired }),
         slices: checkpoint.slices,
+        ...(checkpoint.incarnation === undefined ? {} : { incarnation: checkpoint.incarnation }),
         ...(checkpoint.pending === undefined ? {} : { pending: checkpoint.pending }),
         ...(checkpoint.run === undefined ? {} : { run: checkpoint.run })
       }
