@@ -891,15 +891,19 @@ const callOf = (action: ActionRequest): Prompt.ToolCallPart =>
  * them, the number of the wait in the thread (a count kept in the
  * middleware's state, never reused: a later identical call, a later reply
  * reusing the ids, a thread cut short and grown back all wait under new
- * keys) and a hash of the thread id (a decision made on one thread answers
- * no wait of another).
+ * keys), the thread's incarnation (a thread deleted and made again with the
+ * same id counts its waits from the start again, under another incarnation)
+ * and a hash of the thread id (a decision made on one thread answers no wait
+ * of another). A thread stored before incarnations waits without one.
  */
 const waitKeyOf = (
-  threadId: string,
+  context: { readonly threadId: string; readonly incarnation?: string | undefined },
   index: number,
   gated: ReadonlyArray<Prompt.ToolCallPart>,
   wait: number
-): string => `approval/${gated.map((call) => call.id).join(",")}@${index}/${wait}/${threadHash(threadId)}`
+): string =>
+  `approval/${gated.map((call) => call.id).join(",")}@${index}/${wait}/` +
+  `${context.incarnation === undefined ? "" : `${context.incarnation}/`}${threadHash(context.threadId)}`
 
 const threadHash = (threadId: string): string => hash53(threadId, 3).slice(0, 8)
 
@@ -1420,7 +1424,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
           const decided = new Set(context.resume.value.map((decision) => decision.callId))
           const gated = named.filter((call) => gates.get(call.name)!.when === undefined || decided.has(call.id))
           const free = named.filter((call) => !gated.includes(call))
-          const waitKey = waitKeyOf(context.threadId, batch?.index ?? -1, gated, waitsOf(context.state))
+          const waitKey = waitKeyOf(context, batch?.index ?? -1, gated, waitsOf(context.state))
           return yield* apply(context, batch ?? { index: -1, calls: [] }, gated, free, context.resume.value, waitKey)
         }
         cleared.delete(context.threadId)
@@ -1450,7 +1454,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
         }
         // each wait gets the next number of the thread: its key is never used again
         const wait = waitsOf(context.state) + 1
-        const waitKey = waitKeyOf(context.threadId, batch.index, gated, wait)
+        const waitKey = waitKeyOf(context, batch.index, gated, wait)
         const request: ApprovalRequest = {
           actionRequests: gated.map((call) => actionRequest(call, describeContext, waitKey))
         }
