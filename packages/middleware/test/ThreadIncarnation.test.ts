@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Cause, Effect, FastCheck, Option, Ref, Schema } from "effect"
+import * as fs from "node:fs"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 
 const DeleteFile = Tool.make("delete_file", {
@@ -144,6 +145,27 @@ describe("a decision binds to the thread's incarnation", () => {
       const own = HumanInTheLoop.approveAll(yield* requestOf(agent, "fork"))
       assert.strictEqual((yield* agent.resume("fork", own))._tag, "Completed")
     }))
+
+  it.effect("golden: a thread stored waiting before incarnations decodes, resumes with a decision built from its request, and gets an incarnation at its next run", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup
+      const checkpointer = yield* Checkpointer.Checkpointer
+      const text = fs.readFileSync(new URL("./golden/approval-wait-v1.json", import.meta.url), "utf8")
+      const legacy = yield* Checkpointer.fromJson("golden", text)
+      assert.isUndefined(legacy.incarnation)
+      yield* checkpointer.save("golden", legacy)
+      const request = yield* requestOf(agent, "golden")
+      assert.strictEqual((yield* agent.resume("golden", HumanInTheLoop.approveAll(request)))._tag, "Completed")
+      assert.deepStrictEqual(yield* log, ["/tmp/a"])
+      // the next run gives the thread an incarnation, and its waits carry it
+      assert.strictEqual((yield* agent.run("/tmp/b", { threadId: "golden" }))._tag, "Interrupted")
+      const incarnation = Option.getOrThrow(yield* checkpointer.load("golden")).incarnation
+      assert.isString(incarnation)
+      const next = yield* requestOf(agent, "golden")
+      assert.include(next.actionRequests[0]!.waitKey, `/${incarnation}/`)
+      assert.strictEqual((yield* agent.resume("golden", HumanInTheLoop.approveAll(next)))._tag, "Completed")
+      assert.deepStrictEqual(yield* log, ["/tmp/a", "/tmp/b"])
+    }).pipe(Effect.provide(Checkpointer.layerMemory)))
 
   /** What a step of the property does: run a path on a thread, delete a thread, or send a kept decision. */
   type Action =
