@@ -519,7 +519,13 @@ export const DecisionType = Schema.Literal("retry", "markDone", "compensate")
  */
 export const UncertainRequest = Schema.Struct({
   entry: LedgerEntry,
-  allowedDecisions: Schema.Array(DecisionType)
+  allowedDecisions: Schema.Array(DecisionType),
+  /**
+   * The incarnation of the thread that asks (`Middleware.HookContext`): a
+   * decision answers this thread only, not a thread deleted and made again
+   * with the same id. Absent in a request stored before incarnations.
+   */
+  incarnation: Schema.optional(Schema.String)
 })
 
 /**
@@ -532,7 +538,9 @@ const Binding = {
   /** The ledger step of the entry decided. */
   step: Schema.String,
   /** The fingerprint of the entry decided. */
-  fingerprint: Schema.String
+  fingerprint: Schema.String,
+  /** The incarnation of the thread whose request it answers (copied from the request). */
+  incarnation: Schema.optional(Schema.String)
 }
 
 /**
@@ -557,7 +565,11 @@ export const UncertainDecision = Schema.Union(
  */
 export type UncertainDecision = typeof UncertainDecision.Type
 
-const bindingOf = (request: UncertainRequest) => ({ step: request.entry.step, fingerprint: request.entry.fingerprint })
+const bindingOf = (request: UncertainRequest) => ({
+  step: request.entry.step,
+  fingerprint: request.entry.fingerprint,
+  ...(request.incarnation === undefined ? {} : { incarnation: request.incarnation })
+})
 
 /**
  * Run the cut-off call again (under the same idempotency key).
@@ -622,9 +634,9 @@ export const compensate = (request: UncertainRequest): UncertainDecision => ({
 
 /**
  * A decision that does not answer the question asked: it names another
- * entry (`field: "step"` or `"fingerprint"`), or compensates a call whose
- * tool has no undo (`field: "_tag"`). The resume fails; the run keeps
- * waiting.
+ * entry (`field: "step"` or `"fingerprint"`), answers an earlier thread of
+ * the same id (`field: "incarnation"`), or compensates a call whose tool has
+ * no undo (`field: "_tag"`). The resume fails; the run keeps waiting.
  *
  * @since 0.1.0
  * @category errors
@@ -632,7 +644,7 @@ export const compensate = (request: UncertainRequest): UncertainDecision => ({
 export class InvalidUncertainDecision extends Schema.TaggedError<InvalidUncertainDecision>(
   "@stepwise-agent/core/ToolEffect/InvalidUncertainDecision"
 )("InvalidUncertainDecision", {
-  field: Schema.Literal("step", "fingerprint", "_tag"),
+  field: Schema.Literal("step", "fingerprint", "incarnation", "_tag"),
   reason: Schema.String
 }) {
   /**
@@ -731,6 +743,12 @@ const decisionProblem = (request: UncertainRequest, decision: UncertainDecision)
       reason: "it answers another call (tool or arguments) than the one cut off"
     })
   }
+  if (decision.incarnation !== request.incarnation) {
+    return new InvalidUncertainDecision({
+      field: "incarnation",
+      reason: "it answers a wait of an earlier thread of this id (deleted since), not this thread's"
+    })
+  }
   if (decision._tag === "Compensate" && !request.allowedDecisions.includes("compensate")) {
     return new InvalidUncertainDecision({
       field: "_tag",
@@ -753,8 +771,10 @@ const decisionProblem = (request: UncertainRequest, decision: UncertainDecision)
  * - `Compensate`: the call's tool's undo runs (in the tools step, so it is
  *   journaled), and the call is answered as undone.
  *
- * A decision names the entry's `step` and `fingerprint`; one naming another
- * entry, or compensating a tool without an undo, fails the resume with
+ * A decision names the entry's `step` and `fingerprint`, and the thread's
+ * incarnation (build it from the request); one naming another entry or an
+ * earlier thread of the same id, or compensating a tool without an undo,
+ * fails the resume with
  * {@link InvalidUncertainDecision}. Add it to every durable agent with tools
  * that are not read-only: without it, the model reads the cut-off result (a
  * failed call) and the run goes on.
@@ -784,11 +804,15 @@ export const middleware = () =>
         return problem === undefined ? Effect.void : Effect.fail(problem)
       }
     },
-    beforeModel: ({ messages, resume, state }) => {
+    beforeModel: ({ incarnation, messages, resume, state }) => {
       const at = firstCutOff(messages)
       if (at === undefined) return Effect.succeed(undefined)
       const ask = (cutOff: CutOffAt) => ({
-        interrupt: { entry: cutOff.entry, allowedDecisions: allowedFor(cutOff.entry) },
+        interrupt: {
+          entry: cutOff.entry,
+          allowedDecisions: allowedFor(cutOff.entry),
+          ...(incarnation === undefined ? {} : { incarnation })
+        },
         interruptKey: `uncertain/${cutOff.entry.step}`
       })
       if (Option.isNone(resume)) return Effect.succeed(ask(at))

@@ -113,7 +113,7 @@ describe("ToolEffect in a run", () => {
       const uncertain = yield* agentWith(ToolEffect.uncertain, keys)
       yield* uncertain.run("go", { threadId: "t2" })
       assert.deepStrictEqual(keys, ["mail/ada@example.com", "t2/c1"])
-    }).pipe(Effect.provide(ScriptedModel.layer([...callBoth, ...callBoth]))))
+    }).pipe(Effect.provide(ScriptedModel.layer([callBoth[0]!, ...callBoth]))))
 
   it.effect("ToolCallStarted carries the ledger entry of a call of a tool that is not read-only, and none for a read", () =>
     Effect.gen(function*() {
@@ -249,6 +249,35 @@ describe("ToolEffect.middleware: the Uncertain question", () => {
       const done = yield* inCutOff(agent.resume("t1", ToolEffect.markDone(request, "ok")))
       assert.strictEqual(done._tag, "Completed")
     }).pipe(Effect.provide(ScriptedModel.layer(callBoth))))
+})
+
+describe("ToolEffect.middleware: a decision binds to the thread's incarnation", () => {
+  const cutOffRun = (agent: Agent.Service<any, any>, threadId: string) =>
+    Effect.provideService(agent.run("go", { threadId }), RunJournal.RunJournal, cuttingOff())
+  const requestOf = (result: { readonly _tag: string }) => {
+    if (result._tag !== "Interrupted") throw new Error(`not interrupted: ${result._tag}`)
+    return Schema.decodeUnknownSync(ToolEffect.UncertainRequest)((result as any).interrupt.value)
+  }
+
+  it.effect("after deleteThread and an identical cut-off call, the old thread's decision is refused; the new request's decides", () =>
+    Effect.gen(function*() {
+      const keys: Array<string> = []
+      const agent = yield* agentWith(ToolEffect.uncertain, keys, [ToolEffect.middleware()])
+      const before = requestOf(yield* cutOffRun(agent, "t1"))
+      yield* agent.deleteThread("t1")
+      const request = requestOf(yield* cutOffRun(agent, "t1"))
+      assert.deepStrictEqual(request.entry, before.entry, "the same entry: only the incarnation tells them apart")
+      assert.notStrictEqual(request.incarnation, before.incarnation)
+      for (const stale of [ToolEffect.retry(before), ToolEffect.markDone(before, "ok"), { ...ToolEffect.retry(request), incarnation: undefined }]) {
+        const error = yield* Effect.flip(agent.resume("t1", stale))
+        assert.strictEqual(error._tag, "InvalidUncertainDecision", JSON.stringify(stale))
+        assert.strictEqual((error as ToolEffect.InvalidUncertainDecision).field, "incarnation")
+      }
+      assert.deepStrictEqual(keys, [])
+      const done = yield* agent.resume("t1", ToolEffect.markDone(request, "ok"))
+      assert.strictEqual(done._tag, "Completed")
+      assert.deepStrictEqual(keys, [])
+    }).pipe(Effect.provide(ScriptedModel.layer([callBoth[0]!, ...callBoth]))))
 })
 
 describe("ToolEffect.middleware: several calls cut off", () => {
