@@ -268,7 +268,12 @@ describe("ToolEffect.middleware: a decision binds to the thread's incarnation", 
       const request = requestOf(yield* cutOffRun(agent, "t1"))
       assert.deepStrictEqual(request.entry, before.entry, "the same entry: only the incarnation tells them apart")
       assert.notStrictEqual(request.incarnation, before.incarnation)
-      for (const stale of [ToolEffect.retry(before), ToolEffect.markDone(before, "ok"), { ...ToolEffect.retry(request), incarnation: undefined }]) {
+      for (
+        const stale of [ToolEffect.retry(before), ToolEffect.markDone(before, "ok"), {
+          ...ToolEffect.retry(request),
+          incarnation: undefined
+        }]
+      ) {
         const error = yield* Effect.flip(agent.resume("t1", stale))
         assert.strictEqual(error._tag, "InvalidUncertainDecision", JSON.stringify(stale))
         assert.strictEqual((error as ToolEffect.InvalidUncertainDecision).field, "incarnation")

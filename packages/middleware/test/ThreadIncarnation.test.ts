@@ -118,7 +118,10 @@ describe("a decision binds to the thread's incarnation", () => {
       const ofA = HumanInTheLoop.approveAll(yield* requestOf(agent, "a"))
       assert.strictEqual(tagOf(yield* Effect.flip(agent.resume("b", ofA))), "StaleDecision")
       assert.deepStrictEqual(yield* log, [])
-      assert.strictEqual((yield* agent.resume("b", HumanInTheLoop.approveAll(yield* requestOf(agent, "b"))))._tag, "Completed")
+      assert.strictEqual(
+        (yield* agent.resume("b", HumanInTheLoop.approveAll(yield* requestOf(agent, "b"))))._tag,
+        "Completed"
+      )
     }))
 
   it.effect("a decision of run 1 is refused at run 2's wait for an identical call", () =>
@@ -193,7 +196,9 @@ describe("a decision binds to the thread's incarnation", () => {
       Effect.gen(function*() {
         const { agent, log } = yield* setup
         // every decision ever built, with the thread and the request it was built from
-        const kept: Array<{ readonly thread: string; readonly key: string; readonly decisions: HumanInTheLoop.DecisionsGiven }> = []
+        const kept: Array<
+          { readonly thread: string; readonly key: string; readonly decisions: HumanInTheLoop.DecisionsGiven }
+        > = []
         const waiting = new Map<string, string>() // thread -> key of the request it waits on
         let ran = 0
         for (const step of actions) {
