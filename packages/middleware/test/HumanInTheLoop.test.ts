@@ -162,8 +162,9 @@ describe("HumanInTheLoop interrupt", () => {
           fingerprint: HumanInTheLoop.fingerprintOf("delete_file", { path: "/tmp/a" })
         }]
       })
-      // the wait's key: the calls, the index of their reply, the number of the wait in the thread, the thread
-      assert.match(result.interrupt.key, /^approval\/c1@1\/1\/[0-9a-f]{8}$/)
+      // the wait's key: the calls, the index of their reply, the number of the wait in the thread, the thread's
+      // incarnation, the thread
+      assert.match(result.interrupt.key, /^approval\/c1@1\/1\/[0-9a-f]{16}\/[0-9a-f]{8}$/)
       // the interrupt value is plain JSON
       assert.deepStrictEqual(JSON.parse(JSON.stringify(result.interrupt.value)), result.interrupt.value)
       // the ungated read_file of the same batch waits too
@@ -503,7 +504,7 @@ describe("HumanInTheLoop resume", () => {
         (decisions) => agent.validateResume("t", decisions)
       )
       // the wait is named after the calls it decides and where their reply is in the thread
-      assert.match(pending.key ?? "", /^approval\/c1,c2@1\/1\/[0-9a-f]{8}$/)
+      assert.match(pending.key ?? "", /^approval\/c1,c2@1\/1\/[0-9a-f]{16}\/[0-9a-f]{8}$/)
       assert.deepStrictEqual(yield* log, [])
       const result = yield* resumeBound(agent, "t", good)
       assert.strictEqual(result._tag, "Completed")
