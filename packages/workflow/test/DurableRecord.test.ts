@@ -56,11 +56,17 @@ const audit = Middleware.make({
 })
 
 /** A record without its timing: when the run and each step started, and how long each took. */
+/** A step's result without the thread's incarnation (a random nonce of each new thread's load). */
+const withoutIncarnation = (entry: RunRecord.Entry & { readonly _tag: "Step" }) =>
+  entry.kind === "Load" && typeof entry.result === "object" && entry.result !== null
+    ? { ...entry, result: { ...entry.result, incarnation: "" } }
+    : entry
+
 const timeless = (record: RunRecord.RunRecord) => ({
   header: { ...record.header, startedAt: 0 },
   entries: record.entries.map((entry) =>
     entry._tag === "Step"
-      ? { ...entry, startedAt: 0, durationMillis: 0 }
+      ? { ...withoutIncarnation(entry), startedAt: 0, durationMillis: 0 }
       : entry._tag === "End"
       ? { ...entry, durationMillis: 0 }
       : entry
