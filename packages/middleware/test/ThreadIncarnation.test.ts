@@ -1,10 +1,11 @@
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Checkpointer } from "@stepwise-agent/core"
+import { Agent, Checkpointer, type Wait } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Cause, Effect, FastCheck, Option, Ref, Schema } from "effect"
 import * as fs from "node:fs"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
+import * as SubAgents from "../src/SubAgents.js"
 
 const DeleteFile = Tool.make("delete_file", {
   description: "Deletes a file",
@@ -169,6 +170,41 @@ describe("a decision binds to the thread's incarnation", () => {
       assert.strictEqual((yield* agent.resume("golden", HumanInTheLoop.approveAll(next)))._tag, "Completed")
       assert.deepStrictEqual(yield* log, ["/tmp/a", "/tmp/b"])
     }).pipe(Effect.provide(Checkpointer.layerMemory)))
+
+  it.effect("SubAgents: after deleteThread of the parent and an identical new run, the decision forwarded to the old child is refused; the new one approves", () =>
+    Effect.gen(function*() {
+      const { agent: cleaner, log } = yield* setup
+      const { model } = yield* ScriptedModel.make(
+        Array.from({ length: 40 }, () => (request: ScriptedModel.Request) => {
+          const path = lastUserText(request)
+          return path === undefined
+            ? ScriptedModel.text("all done")
+            : ScriptedModel.toolCalls([{ id: "p1", name: "task", params: { agent: "cleaner", task: path } }])
+        })
+      )
+      const parent = yield* Agent.make({
+        middleware: [SubAgents.middleware({ agents: { cleaner: { description: "Deletes", agent: cleaner } } })]
+      }).pipe(Effect.provideService(LanguageModel.LanguageModel, model))
+      const approve = (result: { readonly _tag: string }) => {
+        assert.strictEqual(result._tag, "Interrupted")
+        return SubAgents.decide(
+          (result as { readonly interrupt: Wait.Interrupt<SubAgents.Waits> }).interrupt,
+          (leaf) =>
+            Option.getOrUndefined(Option.map(
+              Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(leaf.interrupt.value),
+              HumanInTheLoop.approveAll
+            ))
+        )
+      }
+      const before = approve(yield* parent.run("/tmp/a", { threadId: "p" }))
+      yield* parent.deleteThread("p")
+      const decision = approve(yield* parent.run("/tmp/a", { threadId: "p" }))
+      const refused = yield* Effect.flip(parent.resume("p", before))
+      assert.include(String((refused as Error).message ?? refused), "answers another wait", String(refused))
+      assert.deepStrictEqual(yield* log, [], "nothing ran")
+      assert.strictEqual((yield* parent.resume("p", decision))._tag, "Completed")
+      assert.deepStrictEqual(yield* log, ["/tmp/a"])
+    }))
 
   /** What a step of the property does: run a path on a thread, delete a thread, or send a kept decision. */
   type Action =
