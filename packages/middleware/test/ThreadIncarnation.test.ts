@@ -1,6 +1,6 @@
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Checkpointer, type Wait } from "@stepwise-agent/core"
+import { Agent, type AgentResult, Checkpointer } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Cause, Effect, FastCheck, Option, Ref, Schema } from "effect"
 import * as fs from "node:fs"
@@ -185,10 +185,10 @@ describe("a decision binds to the thread's incarnation", () => {
       const parent = yield* Agent.make({
         middleware: [SubAgents.middleware({ agents: { cleaner: { description: "Deletes", agent: cleaner } } })]
       }).pipe(Effect.provideService(LanguageModel.LanguageModel, model))
-      const approve = (result: { readonly _tag: string }) => {
-        assert.strictEqual(result._tag, "Interrupted")
+      const approve = (result: AgentResult.AgentResult<any, unknown, SubAgents.Waits>) => {
+        if (result._tag !== "Interrupted") throw new Error(`not interrupted: ${result._tag}`)
         return SubAgents.decide(
-          (result as { readonly interrupt: Wait.Interrupt<SubAgents.Waits> }).interrupt,
+          result.interrupt,
           (leaf) =>
             Option.getOrUndefined(Option.map(
               Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(leaf.interrupt.value),
