@@ -1,9 +1,13 @@
 import { LanguageModel, Tool, Toolkit } from "@effect/ai"
+import { KeyValueStore } from "@effect/platform"
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, type AgentResult, Checkpointer } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Cause, Effect, FastCheck, Option, Ref, Schema } from "effect"
+import { Cause, Effect, FastCheck, Layer, Option, Ref, Schema } from "effect"
 import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import * as HumanInTheLoop from "../src/HumanInTheLoop.js"
 import * as SubAgents from "../src/SubAgents.js"
 
@@ -95,21 +99,34 @@ describe("a decision binds to the thread's incarnation", () => {
       assert.deepStrictEqual(yield* log, ["/tmp/a"], "the replayed decision ran nothing")
     }))
 
-  it.effect("the incarnation is stored in the checkpoint, kept by later saves, and new after deleteThread", () =>
-    Effect.gen(function*() {
-      const { agent } = yield* setup
-      const checkpointer = yield* Checkpointer.Checkpointer
-      const incarnation = Effect.map(checkpointer.load("t"), (c) => Option.getOrThrow(c).incarnation)
-      yield* agent.run("/tmp/a", { threadId: "t" })
-      const first = yield* incarnation
-      assert.isString(first)
-      yield* agent.resume("t", HumanInTheLoop.approveAll(yield* requestOf(agent, "t")))
-      yield* agent.run("/tmp/b", { threadId: "t" })
-      assert.strictEqual(yield* incarnation, first, "one thread keeps its incarnation across runs")
-      yield* agent.deleteThread("t")
-      yield* agent.run("/tmp/a", { threadId: "t" })
-      assert.notStrictEqual(yield* incarnation, first)
-    }).pipe(Effect.provide(Checkpointer.layerMemory)))
+  const stores = {
+    memory: Checkpointer.layerMemory,
+    keyValueStore: Checkpointer.layerKeyValueStore().pipe(Layer.provide(KeyValueStore.layerMemory)),
+    fileSystem: Layer.unwrapScoped(Effect.map(
+      Effect.acquireRelease(
+        Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-incarnation-"))),
+        (directory) => Effect.sync(() => fs.rmSync(directory, { recursive: true, force: true }))
+      ),
+      (directory) => Checkpointer.layerFileSystem(directory).pipe(Layer.provide(NodeContext.layer))
+    ))
+  }
+  for (const [name, store] of Object.entries(stores)) {
+    it.scoped(`${name}: the incarnation is stored in the checkpoint, kept by later saves, and new after deleteThread`, () =>
+      Effect.gen(function*() {
+        const { agent } = yield* setup
+        const checkpointer = yield* Checkpointer.Checkpointer
+        const incarnation = Effect.map(checkpointer.load("t"), (c) => Option.getOrThrow(c).incarnation)
+        yield* agent.run("/tmp/a", { threadId: "t" })
+        const first = yield* incarnation
+        assert.isString(first)
+        yield* agent.resume("t", HumanInTheLoop.approveAll(yield* requestOf(agent, "t")))
+        yield* agent.run("/tmp/b", { threadId: "t" })
+        assert.strictEqual(yield* incarnation, first, "one thread keeps its incarnation across runs")
+        yield* agent.deleteThread("t")
+        yield* agent.run("/tmp/a", { threadId: "t" })
+        assert.notStrictEqual(yield* incarnation, first)
+      }).pipe(Effect.provide(store)))
+  }
 
   it.effect("thread A's decision is refused on thread B with an identical conversation", () =>
     Effect.gen(function*() {
