@@ -113,7 +113,7 @@ describe("ToolEffect in a run", () => {
       const uncertain = yield* agentWith(ToolEffect.uncertain, keys)
       yield* uncertain.run("go", { threadId: "t2" })
       assert.deepStrictEqual(keys, ["mail/ada@example.com", "t2/c1"])
-    }).pipe(Effect.provide(ScriptedModel.layer([callBoth[0]!, ...callBoth]))))
+    }).pipe(Effect.provide(ScriptedModel.layer([...callBoth, ...callBoth]))))
 
   it.effect("ToolCallStarted carries the ledger entry of a call of a tool that is not read-only, and none for a read", () =>
     Effect.gen(function*() {

@@ -63,10 +63,14 @@ const requestOf = (agent: Agent.Service<any, any>, threadId: string) =>
       (wait) => Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value)
     )))
 
-const tagOf = (error: unknown) => (error as { readonly _tag?: string })._tag
+/** The error's tag, with the reason of a `DecisionError` (`DecisionError/Stale`). */
+const tagOf = (error: unknown) => {
+  const { _tag, reason } = error as { readonly _tag?: string; readonly reason?: string }
+  return _tag === "DecisionError" ? `${_tag}/${reason}` : _tag
+}
 
 describe("a decision binds to the thread's incarnation", () => {
-  it.effect("after deleteThread and an identical new thread, the old decision is refused (StaleDecision) and the new request's decision approves", () =>
+  it.effect("after deleteThread and an identical new thread, the old decision is refused (DecisionError, reason Stale) and the new request's decision approves", () =>
     Effect.gen(function*() {
       const { agent, log } = yield* setup
       assert.strictEqual((yield* agent.run("/tmp/a", { threadId: "t" }))._tag, "Interrupted")
@@ -76,10 +80,10 @@ describe("a decision binds to the thread's incarnation", () => {
       const request = yield* requestOf(agent, "t")
       assert.notStrictEqual(request.actionRequests[0]!.waitKey, before[0]!.waitKey)
       // every way in refuses it, typed, and leaves the thread waiting on the same request
-      assert.strictEqual(tagOf(yield* Effect.flip(agent.validateResume("t", before))), "StaleDecision")
+      assert.strictEqual(tagOf(yield* Effect.flip(agent.validateResume("t", before))), "DecisionError/Stale")
       const refused = yield* Effect.flip(agent.resume("t", before))
-      assert.strictEqual(tagOf(refused), "StaleDecision")
-      assert.strictEqual((refused as HumanInTheLoop.StaleDecision).field, "waitKey")
+      assert.strictEqual(tagOf(refused), "DecisionError/Stale")
+      assert.strictEqual((refused as HumanInTheLoop.DecisionError).field, "waitKey")
       assert.deepStrictEqual(yield* requestOf(agent, "t"), request)
       assert.deepStrictEqual(yield* log, [], "nothing ran")
       const done = yield* agent.resume("t", HumanInTheLoop.approveAll(request))
@@ -95,7 +99,7 @@ describe("a decision binds to the thread's incarnation", () => {
       assert.strictEqual((yield* agent.resume("t", used))._tag, "Completed")
       yield* agent.deleteThread("t")
       assert.strictEqual((yield* agent.run("/tmp/a", { threadId: "t" }))._tag, "Interrupted")
-      assert.strictEqual(tagOf(yield* Effect.flip(agent.resume("t", used))), "StaleDecision")
+      assert.strictEqual(tagOf(yield* Effect.flip(agent.resume("t", used))), "DecisionError/Stale")
       assert.deepStrictEqual(yield* log, ["/tmp/a"], "the replayed decision ran nothing")
     }))
 
@@ -134,7 +138,7 @@ describe("a decision binds to the thread's incarnation", () => {
       yield* agent.run("/tmp/a", { threadId: "a" })
       yield* agent.run("/tmp/a", { threadId: "b" })
       const ofA = HumanInTheLoop.approveAll(yield* requestOf(agent, "a"))
-      assert.strictEqual(tagOf(yield* Effect.flip(agent.resume("b", ofA))), "StaleDecision")
+      assert.strictEqual(tagOf(yield* Effect.flip(agent.resume("b", ofA))), "DecisionError/Stale")
       assert.deepStrictEqual(yield* log, [])
       assert.strictEqual(
         (yield* agent.resume("b", HumanInTheLoop.approveAll(yield* requestOf(agent, "b"))))._tag,
@@ -149,7 +153,7 @@ describe("a decision binds to the thread's incarnation", () => {
       const first = HumanInTheLoop.approveAll(yield* requestOf(agent, "t"))
       yield* agent.resume("t", first)
       yield* agent.run("/tmp/a", { threadId: "t" })
-      assert.strictEqual(tagOf(yield* Effect.flip(agent.resume("t", first))), "StaleDecision")
+      assert.strictEqual(tagOf(yield* Effect.flip(agent.resume("t", first))), "DecisionError/Stale")
       assert.deepStrictEqual(yield* log, ["/tmp/a"])
     }))
 
@@ -161,7 +165,7 @@ describe("a decision binds to the thread's incarnation", () => {
       const first = HumanInTheLoop.approveAll(yield* requestOf(agent, "fork"))
       yield* agent.deleteThread("fork")
       assert.strictEqual((yield* agent.fork("src", { to: "fork", at: 1 }))._tag, "Interrupted")
-      assert.strictEqual(tagOf(yield* Effect.flip(agent.resume("fork", first))), "StaleDecision")
+      assert.strictEqual(tagOf(yield* Effect.flip(agent.resume("fork", first))), "DecisionError/Stale")
       assert.deepStrictEqual(yield* log, [])
       const own = HumanInTheLoop.approveAll(yield* requestOf(agent, "fork"))
       assert.strictEqual((yield* agent.resume("fork", own))._tag, "Completed")
@@ -280,7 +284,7 @@ describe("a decision binds to the thread's incarnation", () => {
             } else {
               assert.strictEqual(exit._tag, "Failure", "another wait's decision is refused")
               const error = exit._tag === "Failure" ? Cause.failureOption(exit.cause) : Option.none()
-              assert.strictEqual(tagOf(Option.getOrUndefined(error)), "StaleDecision")
+              assert.strictEqual(tagOf(Option.getOrUndefined(error)), "DecisionError/Stale")
             }
           }
           assert.strictEqual((yield* log).length, ran, "a tool ran only for an approval of its own wait")

@@ -2,7 +2,7 @@
  * A durable run's decision binds to its thread's incarnation: a decision kept
  * from a run of a thread later deleted (`prune` with `deleteThread`) and made
  * again with the same id and an identical conversation is refused at the new
- * run's identical wait (`InvalidDecision` carrying `StaleDecision`), the run
+ * run's identical wait (`InvalidDecision` carrying a `DecisionError` of reason `"Stale"`), the run
  * still waits, and a decision built from the new run's request approves it.
  */
 import { Tool, Toolkit } from "@effect/ai"
@@ -75,11 +75,7 @@ describe("a durable decision binds to the thread's incarnation (SQLite)", () => 
         assert.notStrictEqual(request.actionRequests[0]!.waitKey, before[0]!.waitKey)
         const refused = yield* run(Effect.flip(Runs.resume(second, before, { principal: "alice" })))
         assert.strictEqual(refused._tag, "InvalidDecision")
-        assert.strictEqual(
-          (refused as AgentWorkflow.InvalidDecision).error instanceof HumanInTheLoop.StaleDecision,
-          true,
-          String(refused)
-        )
+        assert.deepInclude((refused as AgentWorkflow.InvalidDecision).error, { _tag: "DecisionError", reason: "Stale" })
         const still = yield* run(Runs.status(second))
         assert.strictEqual(still.state, "Waiting")
         assert.deepStrictEqual(requestOf(still), request)
