@@ -2,7 +2,7 @@ import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { KeyValueStore } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, type AgentResult, Checkpointer } from "@stepwise-agent/core"
+import { Agent, type AgentResult, Checkpointer, RunRecord } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Cause, Effect, FastCheck, Layer, Option, Ref, Schema } from "effect"
 import * as fs from "node:fs"
@@ -191,6 +191,26 @@ describe("a decision binds to the thread's incarnation", () => {
       assert.strictEqual((yield* agent.resume("golden", HumanInTheLoop.approveAll(next)))._tag, "Completed")
       assert.deepStrictEqual(yield* log, ["/tmp/a", "/tmp/b"])
     }).pipe(Effect.provide(Checkpointer.layerMemory)))
+
+  it.effect("a fork of a record, deleted and forked again to the same id, gets a new incarnation: the first fork's decision is refused", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup
+      const { record, result } = yield* RunRecord.record(agent, "/tmp/a", { threadId: "src" })
+      assert.strictEqual(result._tag, "Interrupted")
+      assert.strictEqual((yield* agent.fork(record, { to: "fork", at: 1 }))._tag, "Interrupted")
+      const first = yield* requestOf(agent, "fork")
+      yield* agent.deleteThread("fork")
+      assert.strictEqual((yield* agent.fork(record, { to: "fork", at: 1 }))._tag, "Interrupted")
+      const own = yield* requestOf(agent, "fork")
+      assert.notStrictEqual(own.actionRequests[0]!.waitKey, first.actionRequests[0]!.waitKey)
+      assert.strictEqual(
+        tagOf(yield* Effect.flip(agent.resume("fork", HumanInTheLoop.approveAll(first)))),
+        "DecisionError/Stale"
+      )
+      assert.deepStrictEqual(yield* log, [])
+      assert.strictEqual((yield* agent.resume("fork", HumanInTheLoop.approveAll(own)))._tag, "Completed")
+      assert.deepStrictEqual(yield* log, ["/tmp/a"])
+    }))
 
   it.effect("SubAgents: after deleteThread of the parent and an identical new run, the decision forwarded to the old child is refused; the new one approves", () =>
     Effect.gen(function*() {
