@@ -773,14 +773,18 @@ const scrubUserInfo = (info: string): string => {
  * Whether a host's label may be a credential or a secret id (a gateway's
  * `https://<key>.example.com`): 16 characters or more, and hexadecimal (maybe
  * dashed: a UUID), or holding `_`, or upper and lower case, or 25 letters and
- * more, or a run of more than 10 letters and digits mixed. Providers' labels
- * (`us-central1-aiplatform`, `generativelanguage`, `bedrock-runtime`) are none.
+ * more, or a run of more than 10 letters and digits mixed, or a run of 6 or
+ * more with a digit before a letter (`ac0aam-…`: a token, where a name ends
+ * in its digits). Providers' labels (`us-central1-aiplatform`,
+ * `generativelanguage`, `bedrock-runtime`, `my-resource-eastus2`) are none.
  */
 const isSecretLabel = (label: string): boolean =>
   label.length >= 16 && label !== redacted &&
   (/^[0-9a-f]+$/i.test(label.replace(/-/g, "")) || label.includes("_") ||
     (/[a-z]/.test(label) && /[A-Z]/.test(label)) || /^[a-z]{25,}$/i.test(label) ||
-    label.split("-").some((part) => part.length > 10 && /\d/.test(part) && /[a-z]/i.test(part)))
+    label.split("-").some((part) =>
+      /[a-z]/i.test(part) && /\d/.test(part) && (part.length > 10 || (part.length >= 6 && /\d[a-z0-9]*[a-z]/i.test(part)))
+    ))
 
 /** The labels of an authority's host (without the port) that may be credentials. */
 const hostSecrets = (authority: string): Array<string> => {
@@ -1291,8 +1295,9 @@ const untracked: Scrubbing = { seen: new WeakMap(), values: undefined }
 
 const isAbsoluteUrl = (value: string): boolean => /^[a-z][a-z0-9+.-]*:\/\//i.test(value)
 
-/** A URL-valued attribute or header: scrubbed as a URL a request was sent to. */
-const scrubUrlText = (value: string): string => isAbsoluteUrl(value) ? scrubUrl(value, untracked) : scrubText(value)
+/** A value that may be a URL: its parts scrubbed as a URL's, then what any text would hide (a token-shaped label). */
+const scrubUrlText = (value: string): string =>
+  isAbsoluteUrl(value) ? scrubText(scrubUrl(value, untracked)) : scrubText(value)
 
 // the attributes and headers that hold the URL of a request or of where it leads
 const urlAttribute = /^(?:url\.full|url\.original|http\.url|http\.target)$|\.url$/
