@@ -2,8 +2,8 @@
  * Round-3 adversarial variants (issue 33) of the middleware: streamed
  * redaction under other chunkings and stacks (item 3).
  */
-import type { Response } from "@effect/ai"
-import { AiError, LanguageModel } from "@effect/ai"
+import type { AiError, Response } from "@effect/ai"
+import { LanguageModel } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentEvent } from "@stepwise-agent/core"
 import { Chunk, Effect, Either, FastCheck, Layer, Stream } from "effect"
