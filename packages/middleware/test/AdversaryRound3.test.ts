@@ -7,6 +7,8 @@ import { LanguageModel } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentEvent } from "@stepwise-agent/core"
 import { Chunk, Effect, Either, FastCheck, Layer, Stream } from "effect"
+import * as Filesystem from "../src/Filesystem.js"
+import * as Offload from "../src/Offload.js"
 import * as Pii from "../src/Pii.js"
 
 const usage = { inputTokens: 1, outputTokens: 1, totalTokens: 2 }
@@ -139,4 +141,27 @@ describe("item 3: streamed redaction, other chunkings", () => {
     },
     { fastCheck: { numRuns: 15, endOnFailure: true } }
   )
+})
+
+/** Whether `text` holds half a surrogate pair anywhere (a provider may refuse such a text). */
+const hasLoneSurrogate = (text: string) =>
+  /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(text)
+
+describe("texts the middleware cut for the model never split a character", () => {
+  it("Offload's preview keeps every emoji whole, at either parity of the cut", () => {
+    for (const previewChars of [100, 101]) {
+      const shown = Offload.referenceText("😀".repeat(5000), "ofl_0123456789abcdef", previewChars)
+      assert.isFalse(hasLoneSurrogate(shown), `previewChars ${previewChars}`)
+    }
+    // text without pairs is cut exactly as before
+    assert.include(Offload.referenceText("ab".repeat(500), "ofl_0123456789abcdef", 3), "\naba\n")
+  })
+
+  it("read_file's cut of a long line keeps every emoji whole", () => {
+    for (const pad of ["", "a"]) {
+      const shown = Filesystem.numberedLines(pad + "😀".repeat(Filesystem.maxLineLength), 0, 10)
+      assert.isFalse(hasLoneSurrogate(shown), `pad "${pad}"`)
+      assert.include(shown, "... (line cut)")
+    }
+  })
 })
