@@ -476,8 +476,9 @@ const pair = new RegExp(`([[(]\\s*(${quote})([${nameChars}]+)\\2\\s*,\\s*(${quot
 // A name as an XML or HTML element: `<apiKey>v</apiKey>`.
 const element = /<([A-Za-z][\w.-]*)((?:\s[^<>]*)?>)([^<]*)(<\/\1>)/g
 
-// A command line's option and its value: `--api-key sk-…`.
-const option = /(?<![\w-])(--?[A-Za-z][\w.-]*)([ \t]+)(?!-)[^\s"'`]+/g
+// A command line's option and its value: `--api-key sk-…`. An option starts a run of name characters (not
+// after a `.` either), so each character is read by one try at most: a text of `-a.-a.-a.` is linear, not quadratic.
+const option = /(?<![\w.-])(--?[A-Za-z][\w.-]*)([ \t]+)(?!-)[^\s"'`]+/g
 
 const bearer = /\b(bearer\s+)[a-z0-9._~+/=-]+/gi
 
