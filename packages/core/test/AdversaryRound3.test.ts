@@ -7,7 +7,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Secrets } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Layer } from "effect"
+import { Effect, FastCheck, Layer } from "effect"
+import { getEncoding } from "js-tiktoken"
+import * as Encodings from "../src/internal/fast/encodings.js"
+import { Lru } from "../src/internal/fast/lru.js"
+import * as TokenCounter from "../src/TokenCounter.js"
 import { Calculator, CalculatorLive, toolResults } from "./utils.js"
 
 describe("Secrets.scrubText: no text makes it backtrack", () => {
@@ -88,4 +92,45 @@ describe("bad tool arguments the model sends: what it reads back", () => {
       ]),
       ScriptedModel.text("done")
     ])))
+})
+
+describe("TokenCounter: a long piece (one word, one run of spaces) is counted in O(n log n)", () => {
+  const reference = { o200k_base: getEncoding("o200k_base"), cl100k_base: getEncoding("cl100k_base") }
+
+  for (const encoding of ["o200k_base", "cl100k_base"] as const) {
+    it.effect.prop(
+      `${encoding}: long pieces are counted as tiktoken counts them (the heap merge picks the scan's pairs)`,
+      {
+        text: FastCheck.array(FastCheck.constantFrom("a", "é", "ab", "😀", "中", "ж", "x", "Q", "ü"), {
+          minLength: 100,
+          maxLength: 700
+        }).map((parts) => parts.join(""))
+      },
+      ({ text }) =>
+        Effect.gen(function*() {
+          const fast = Encodings.fastGptTokenizer(yield* Effect.promise(() => Encodings.sources.gptTokenizer(encoding)))
+          assert.isDefined(fast)
+          assert.strictEqual(fast!(new Lru(16))(text), reference[encoding].encode(text, [], []).length)
+        }),
+      { fastCheck: { numRuns: 25 } }
+    )
+  }
+
+  it.effect(
+    "80 KB of one letter, of emoji and of spaces are counted without keeping the process",
+    () =>
+      Effect.gen(function*() {
+        const counter = yield* TokenCounter.makeTiktoken({ encoding: "o200k_base" })
+        // before: 27 s, 70 s and 14 s, each in one synchronous piece of work
+        for (const unit of ["é", "😀", " "]) {
+          const text = `${unit.repeat(80_000)}a`
+          const started = performance.now()
+          const tokens = yield* counter.countText(text)
+          const took = performance.now() - started
+          assert.isAbove(tokens, 0)
+          assert.isBelow(took, 5000, `${JSON.stringify(unit)}: ${Math.round(took)} ms`)
+        }
+      }),
+    300_000
+  )
 })
