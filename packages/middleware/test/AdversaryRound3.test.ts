@@ -1,6 +1,8 @@
 /**
  * Round-3 adversarial variants (issue 33) of the middleware: streamed
- * redaction under other chunkings and stacks (item 3).
+ * redaction under other chunkings and stacks (item 3), and texts cut for
+ * the model (offload previews, long lines) that must keep characters whole
+ * (item 12's round trip).
  */
 import type { AiError, Response } from "@effect/ai"
 import { LanguageModel } from "@effect/ai"
