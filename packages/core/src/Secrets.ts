@@ -476,8 +476,9 @@ const pair = new RegExp(`([[(]\\s*(${quote})([${nameChars}]+)\\2\\s*,\\s*(${quot
 // A name as an XML or HTML element: `<apiKey>v</apiKey>`.
 const element = /<([A-Za-z][\w.-]*)((?:\s[^<>]*)?>)([^<]*)(<\/\1>)/g
 
-// A command line's option and its value: `--api-key sk-…`.
-const option = /(?<![\w-])(--?[A-Za-z][\w.-]*)([ \t]+)(?!-)[^\s"'`]+/g
+// A command line's option and its value: `--api-key sk-…`. An option starts a run of name characters (not
+// after a `.` either), so each character is read by one try at most: a text of `-a.-a.-a.` is linear, not quadratic.
+const option = /(?<![\w.-])(--?[A-Za-z][\w.-]*)([ \t]+)(?!-)[^\s"'`]+/g
 
 const bearer = /\b(bearer\s+)[a-z0-9._~+/=-]+/gi
 
@@ -525,7 +526,9 @@ const announced = new RegExp(
     /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/,
     /\bhf_[A-Za-z0-9]{20,}/,
     /\bbot\d{6,}:[A-Za-z0-9_-]{20,}/,
-    /\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*/,
+    // (a token starts a run of its characters, or follows its one leading `-`: a start deeper inside a run would
+    // read the rest of it again for each `eyJ` in it, quadratic on `eyJ-eyJ-…`)
+    /(?<![A-Za-z0-9_])(?<![A-Za-z0-9_-]-)eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*/,
     /-----BEGIN [A-Z ]*PRIVATE KEY-----[A-Za-z0-9+/=\s]*(?:-----END [A-Z ]*PRIVATE KEY-----)?/
   ].map((pattern) => pattern.source).join("|"),
   "g"

@@ -42,6 +42,7 @@ import * as Schema from "effect/Schema"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 import { appendWhenOffered } from "./internal/toolPrompt.js"
+import * as WholeCharacters from "./internal/wholeCharacters.js"
 import * as Workspace from "./Workspace.js"
 
 // -----------------------------------------------------------------------------
@@ -283,7 +284,7 @@ export const numberedLines = (content: string, offset: number, limit: number): s
   const out: Array<string> = []
   for (let i = offset; i < end; i++) {
     const line = lines[i]!
-    const shown = line.length > maxLineLength ? `${line.slice(0, maxLineLength)}... (line cut)` : line
+    const shown = line.length > maxLineLength ? `${WholeCharacters.head(line, maxLineLength)}... (line cut)` : line
     out.push(`${String(i + 1).padStart(6)}\t${shown}`)
   }
   const left = lines.length - end

@@ -41,6 +41,7 @@ import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 import { serviceOrOwn } from "./internal/serviceOrOwn.js"
 import { sha256Utf16 } from "./internal/sha256.js"
+import * as WholeCharacters from "./internal/wholeCharacters.js"
 import * as Workspace from "./Workspace.js"
 
 // -----------------------------------------------------------------------------
@@ -496,14 +497,14 @@ export const offloadedRef = (part: Prompt.ToolResultPart): Option.Option<string>
 export const referenceText = (content: string, ref: string, previewChars: number): string =>
   `[Tool result offloaded: ${content.length} characters, reference "${ref}". Only its start and end are shown; ` +
   `read it whole in pages with ${toolName}({ "ref": "${ref}", "offset": 0 }).]\n` +
-  `${content.slice(0, previewChars)}\n` +
+  `${WholeCharacters.head(content, previewChars)}\n` +
   `[... ${content.length - 2 * previewChars} characters omitted ...]\n` +
-  content.slice(content.length - previewChars)
+  WholeCharacters.tail(content, previewChars)
 
 /** Cuts every string in `value` longer than `max`; the value itself when nothing is cut. */
 const truncateStrings = (value: unknown, max: number): unknown => {
   if (typeof value === "string") {
-    return value.length <= max ? value : `${value.slice(0, max)}... [${value.length - max} characters cut]`
+    return value.length <= max ? value : `${WholeCharacters.head(value, max)}... [${value.length - max} characters cut]`
   }
   if (Array.isArray(value)) {
     let out: Array<unknown> | undefined

@@ -90,10 +90,13 @@ const formatCause = (cause: unknown): string =>
 /** The longest problem text the model reads for one call: enough to name what failed. */
 const maxProblemLength = 1000
 
-/** A problem as the model reads it: credentials scrubbed, cut to {@link maxProblemLength}. */
+/** A problem as the model reads it: credentials scrubbed, cut to {@link maxProblemLength} (never inside a character). */
 const shortProblem = (text: string): string => {
   const scrubbed = Secrets.scrubText(text)
-  return scrubbed.length <= maxProblemLength ? scrubbed : `${scrubbed.slice(0, maxProblemLength)}…`
+  if (scrubbed.length <= maxProblemLength) return scrubbed
+  // a cut after the first half of a surrogate pair would leave a lone surrogate, which providers may refuse
+  const last = scrubbed.charCodeAt(maxProblemLength - 1)
+  return `${scrubbed.slice(0, last >= 0xd800 && last <= 0xdbff ? maxProblemLength - 1 : maxProblemLength)}…`
 }
 
 /** What kind of JSON value `value` is, for a problem text. */

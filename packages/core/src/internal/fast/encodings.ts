@@ -145,6 +145,110 @@ const memoized = (pieces: Lru<string, number>, piece: string, count: (piece: str
 /** Rank of no pair: larger than every rank, and a small integer (so the rank arrays stay integer arrays). */
 const noRank = 0x3fffffff
 
+/** Pieces of more bytes than this are merged with a heap (`mergeLong`): the scan's O(n²) would keep the process. */
+const longPiece = 256
+
+/**
+ * The byte-pair merge of `n` bytes in O(n log n), where the scan of every
+ * pair at each step is O(n²): the parts are a linked list by byte offset and
+ * the pairs' ranks (`rankOf(start, end)`, {@link noRank} for none) a heap
+ * ordered by rank, then offset, so each step merges the pair the scan would
+ * (the lowest rank, the leftmost of equals). An entry whose pair has changed
+ * since it was pushed is skipped. Gives the offsets where the parts start.
+ */
+const mergeWithHeap = (n: number, rankOf: (start: number, end: number) => number): Array<number> => {
+  // part `s` (a byte offset) is bytes[s, next[s]); pairRank[s]: the rank of it merged with the part after
+  const next = new Int32Array(n)
+  const previous = new Int32Array(n)
+  const pairRank = new Int32Array(n)
+  const alive = new Uint8Array(n).fill(1)
+  const heap = new MinHeap(n)
+  for (let s = 0; s < n; s++) {
+    next[s] = s + 1
+    previous[s] = s - 1
+    pairRank[s] = s + 2 <= n ? rankOf(s, s + 2) : noRank
+    if (pairRank[s] !== noRank) heap.push(pairRank[s]!, s)
+  }
+  while (heap.size > 0) {
+    const rank = heap.topRank()
+    const s = heap.pop()
+    if (alive[s] === 0 || pairRank[s] !== rank) continue
+    // merge part `s` with the one after it
+    const after = next[s]!
+    alive[after] = 0
+    next[s] = next[after]!
+    if (next[s]! < n) previous[next[s]!] = s
+    pairRank[s] = next[s]! < n ? rankOf(s, next[next[s]!]!) : noRank
+    if (pairRank[s] !== noRank) heap.push(pairRank[s]!, s)
+    const before = previous[s]!
+    if (before >= 0) {
+      pairRank[before] = rankOf(before, next[s]!)
+      if (pairRank[before] !== noRank) heap.push(pairRank[before]!, before)
+    }
+  }
+  const starts: Array<number> = []
+  for (let s = 0; s < n; s = next[s]!) starts.push(s)
+  return starts
+}
+
+/** A binary min-heap of (rank, offset) pairs, ordered by rank, then offset. */
+class MinHeap {
+  private readonly ranks: Int32Array
+  private readonly offsets: Int32Array
+  size = 0
+  constructor(capacity: number) {
+    // every merge pushes at most two entries after the first n
+    this.ranks = new Int32Array(capacity * 3 + 1)
+    this.offsets = new Int32Array(capacity * 3 + 1)
+  }
+  private less(i: number, j: number): boolean {
+    return this.ranks[i]! < this.ranks[j]! || (this.ranks[i] === this.ranks[j] && this.offsets[i]! < this.offsets[j]!)
+  }
+  private swap(i: number, j: number): void {
+    const rank = this.ranks[i]!
+    const offset = this.offsets[i]!
+    this.ranks[i] = this.ranks[j]!
+    this.offsets[i] = this.offsets[j]!
+    this.ranks[j] = rank
+    this.offsets[j] = offset
+  }
+  push(rank: number, offset: number): void {
+    let i = this.size++
+    this.ranks[i] = rank
+    this.offsets[i] = offset
+    while (i > 0) {
+      const parent = (i - 1) >> 1
+      if (!this.less(i, parent)) break
+      this.swap(i, parent)
+      i = parent
+    }
+  }
+  topRank(): number {
+    return this.ranks[0]!
+  }
+  /** Removes the least entry; gives its offset. */
+  pop(): number {
+    const top = this.offsets[0]!
+    this.size--
+    if (this.size > 0) {
+      this.ranks[0] = this.ranks[this.size]!
+      this.offsets[0] = this.offsets[this.size]!
+      let i = 0
+      for (;;) {
+        const left = 2 * i + 1
+        const right = left + 1
+        let least = i
+        if (left < this.size && this.less(left, least)) least = left
+        if (right < this.size && this.less(right, least)) least = right
+        if (least === i) break
+        this.swap(i, least)
+        i = least
+      }
+    }
+    return top
+  }
+}
+
 interface WellFormed {
   readonly isWellFormed: () => boolean
   readonly toWellFormed: () => string
@@ -240,6 +344,7 @@ export const fastGptTokenizer = (
       bytes[n++] = 0x80 | (c & 0x3f)
     }
     charAt[n] = piece.length
+    if (n > longPiece) return mergeLong(piece, n)
     // Part i is bytes[starts[i], starts[i + 1]); ranks[i] is the rank of parts i and i + 1 merged.
     starts.length = 0
     ranks.length = 0
@@ -264,6 +369,10 @@ export const fastGptTokenizer = (
     }
     return starts.length - 1
   }
+
+  /** The merge of {@link merge} for a piece of more than {@link longPiece} bytes (see {@link mergeWithHeap}). */
+  const mergeLong = (piece: string, n: number): number =>
+    mergeWithHeap(n, (start, end) => rankOf(piece, start, end)).length
 
   const countPiece = (piece: string): number => textRank(piece) !== undefined ? 1 : merge(piece)
   const split = new RegExp(core.tokenSplitRegex.source, "gu")
@@ -331,6 +440,14 @@ export const fromJsTiktoken = (tiktoken: JsTiktoken.Tiktoken, capacity: number =
   const key = (bytes: Uint8Array, start: number, end: number) => bytes.subarray(start, end).join(",")
 
   const bytePairCount = (bytes: Uint8Array): number => {
+    if (bytes.length > longPiece) {
+      const starts = mergeWithHeap(bytes.length, (start, end) => ranks.get(key(bytes, start, end)) ?? noRank)
+      let count = 0
+      for (let i = 0; i < starts.length; i++) {
+        if (ranks.has(key(bytes, starts[i]!, starts[i + 1] ?? bytes.length))) count++
+      }
+      return count
+    }
     // Boundaries of the current parts: part i is bytes[bounds[i], bounds[i + 1]).
     const bounds: Array<number> = []
     for (let i = 0; i <= bytes.length; i++) bounds.push(i)
