@@ -786,7 +786,8 @@ const isSecretLabel = (label: string): boolean =>
   (/^[0-9a-f]+$/i.test(label.replace(/-/g, "")) || label.includes("_") ||
     (/[a-z]/.test(label) && /[A-Z]/.test(label)) || /^[a-z]{25,}$/i.test(label) ||
     label.split("-").some((part) =>
-      /[a-z]/i.test(part) && /\d/.test(part) && (part.length > 10 || (part.length >= 6 && /\d[a-z0-9]*[a-z]/i.test(part)))
+      /[a-z]/i.test(part) && /\d/.test(part) &&
+      (part.length > 10 || (part.length >= 6 && /\d[a-z0-9]*[a-z]/i.test(part)))
     ))
 
 /** The labels of an authority's host (without the port) that may be credentials. */
