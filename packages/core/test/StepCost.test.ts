@@ -83,9 +83,9 @@ describe("the Effect operations of a step", () => {
       expect(yield* opsPerStep("generate")).toBeLessThanOrEqual(70)
     }))
 
-  it.effect("a generated step with 10 pass-through middleware takes at most 117 (126.7 before; 118.4 while every run provided its decision witness, even none)", () =>
+  it.effect("a generated step with 10 pass-through middleware takes at most 118 (126.7 before; 118.4 while every run provided its decision witness, even none; 117.9 with the incarnation each new thread is given, made in its load step)", () =>
     Effect.gen(function*() {
-      expect(yield* opsPerStep("generate", 10)).toBeLessThanOrEqual(117)
+      expect(yield* opsPerStep("generate", 10)).toBeLessThanOrEqual(118)
     }))
 
   it.effect("a streamed step takes at most 300 (316 before its reply was judged in one continuation)", () =>

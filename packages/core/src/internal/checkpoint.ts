@@ -7,7 +7,6 @@ import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
-import * as Random from "effect/Random"
 import { CheckpointError } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
@@ -164,10 +163,13 @@ export interface Loaded {
   readonly incarnation: string | undefined
 }
 
-/** A new incarnation nonce: 64 bits from the context's `Random` (a test may seed it). */
-const newIncarnation: Effect.Effect<string> = Effect.map(
-  Effect.all(Array.from({ length: 4 }, () => Random.nextIntBetween(0, 0x10000))),
-  (parts) => parts.map((part) => part.toString(16).padStart(4, "0")).join("")
+/** A new incarnation nonce: 64 bits from the context's `Random` (a test may seed it), in one operation. */
+const newIncarnation: Effect.Effect<string> = Effect.randomWith((random) =>
+  Effect.zipWith(
+    random.nextIntBetween(0, 0x100000000),
+    random.nextIntBetween(0, 0x100000000),
+    (high, low) => high.toString(16).padStart(8, "0") + low.toString(16).padStart(8, "0")
+  )
 )
 
 /** Whether `checkpoint` is the empty one the load of a new thread gives (`withIncarnation`): nothing is stored. */
@@ -290,24 +292,32 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
               incarnation: undefined
             }),
           onSome: (checkpoint) =>
-            Effect.all({
-              messages: decodeThread(checkpoint.messages),
-              slices: layout.decodeSlices(checkpoint.slices)
-            }).pipe(
-              Effect.map(({ messages, slices }): Loaded => ({
-                messages,
-                slices,
-                checkpoint: Option.some(checkpoint),
+            // a new thread's load gives only its incarnation: nothing to decode
+            isUnsaved(checkpoint) ?
+              Effect.succeed<Loaded>({
+                messages: [],
+                slices: layout.initial,
+                checkpoint: Option.none(),
                 incarnation: checkpoint.incarnation
-              })),
-              Effect.mapError((error) =>
-                new CheckpointError({
-                  threadId,
-                  operation: "load",
-                  reason: `the stored state does not decode: ${formatParseError(error)}`
-                })
+              }) :
+              Effect.all({
+                messages: decodeThread(checkpoint.messages),
+                slices: layout.decodeSlices(checkpoint.slices)
+              }).pipe(
+                Effect.map(({ messages, slices }): Loaded => ({
+                  messages,
+                  slices,
+                  checkpoint: Option.some(checkpoint),
+                  incarnation: checkpoint.incarnation
+                })),
+                Effect.mapError((error) =>
+                  new CheckpointError({
+                    threadId,
+                    operation: "load",
+                    reason: `the stored state does not decode: ${formatParseError(error)}`
+                  })
+                )
               )
-            )
         }))
       )
 
