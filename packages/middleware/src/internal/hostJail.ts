@@ -23,8 +23,11 @@
  * (tried again a few times, then an `Io` refusal) instead of answering from
  * outside the root. What remains is a window the swap must hit exactly:
  * after a quiet directory is watched and before the create is checked, a
- * new empty file or directory may land where the swap led (the write then
- * fails, nothing is written into it).
+ * new empty file or directory may land where the swap led. The write then
+ * fails, writes nothing into it, and removes what it made: found by its
+ * identity wherever its path leads again within a short wait, renamed
+ * aside in that directory and removed there (`unmake`). Only a swap that
+ * keeps the path away for that whole wait can leave it behind.
  *
  * Only regular files and directories are read, written or listed: a FIFO,
  * socket or device is refused without waiting on it (opened non-blocking,
