@@ -385,7 +385,7 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
      * swap has its path lead elsewhere (the wall clock: it waits on the file
      * system, as {@link watch} does).
      */
-    const unmakeMillis = 10 * quietMillis
+    const unmakeMillis = 40 * quietMillis
 
     /** Whether `stats` are of what `made` made: the same identity, or a directory that had none. */
     const isMade = (made: Made, stats: Stats) =>
