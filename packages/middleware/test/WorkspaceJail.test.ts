@@ -184,6 +184,63 @@ for (const strategy of strategies) {
       { timeout: 240_000 }
     )
 
+    it.scoped(
+      "a write that meets a swap leaves nothing outside the root: no content, and no file or directory it made",
+      () =>
+        Effect.gen(function*() {
+          const fs = yield* FileSystem.FileSystem
+          const root = yield* fs.makeTempDirectoryScoped()
+          const outside = yield* fs.makeTempDirectoryScoped()
+          yield* fs.writeFileString(`${outside}/outside-only.txt`, "outside")
+          yield* fs.makeDirectory(`${root}/d`)
+          yield* fs.symlink(outside, `${root}/link`)
+          const workspace = yield* Workspace.makeDirectory({ root })
+          // leaves root/d quiet long enough to be relied on (50 ms), then swaps it for the link out for a while:
+          // the portable strategy's window between its last look and the create
+          const swapper = yield* Effect.acquireRelease(
+            Effect.sync(() =>
+              spawn(process.execPath, [
+                "-e",
+                `const fs = require("fs"); const r = ${JSON.stringify(root)}; process.stdout.write("swapping\\n");
+               const wait = (ms) => { const end = Date.now() + ms; while (Date.now() < end) {} };
+               for (let i = 0; i < 100000; i++) {
+                 wait(50 + Math.random() * 15);
+                 try { fs.renameSync(r + "/d", r + "/real"); fs.renameSync(r + "/link", r + "/d");
+                       wait(10 + Math.random() * 20);
+                       fs.renameSync(r + "/d", r + "/link"); fs.renameSync(r + "/real", r + "/d") } catch {}
+               }`
+              ], { stdio: ["ignore", "pipe", "ignore"] })
+            ),
+            (child) => Effect.sync(() => child.kill())
+          )
+          yield* Effect.async<void>((resume) => void swapper.stdout.once("data", () => resume(Effect.void)))
+          yield* Effect.forEach(
+            Array.from({ length: 200 }, (_, i) => i),
+            (i) =>
+              Effect.gen(function*() {
+                yield* Effect.either(workspace.write(`/d/f${i}.txt`, "x"))
+                yield* Effect.either(workspace.write(`/d/new${i}/deep/f.txt`, "x"))
+              }),
+            { concurrency: 8, discard: true }
+          )
+          assert.deepStrictEqual(NodeFs.readdirSync(outside, { recursive: true }), ["outside-only.txt"])
+          assert.strictEqual(NodeFs.readFileSync(`${outside}/outside-only.txt`, "utf8"), "outside")
+        }).pipe(inStrategy),
+      { timeout: 240_000 }
+    )
+
+    if (!strategy.useProcFd) {
+      it.scoped("a failed write removes the directories and file it made (portable strategy)", () =>
+        Effect.gen(function*() {
+          const fs = yield* FileSystem.FileSystem
+          const root = yield* fs.makeTempDirectoryScoped()
+          const workspace = yield* Workspace.makeDirectory({ root })
+          // the directories are made, then the file's name is too long for the file system
+          assert.strictEqual(yield* reasonOf(workspace.write(`/a/b/${"x".repeat(300)}`, "x")), "Io")
+          assert.deepStrictEqual(NodeFs.readdirSync(root), [])
+        }).pipe(inStrategy))
+    }
+
     it.scoped("a read-only rule holds through a link inside the root: no write, edit or new directory lands there", () =>
       Effect.gen(function*() {
         const fs = yield* FileSystem.FileSystem

@@ -23,8 +23,11 @@
  * (tried again a few times, then an `Io` refusal) instead of answering from
  * outside the root. What remains is a window the swap must hit exactly:
  * after a quiet directory is watched and before the create is checked, a
- * new empty file or directory may land where the swap led (the write then
- * fails, nothing is written into it).
+ * new empty file or directory may land where the swap led. The write then
+ * fails, writes nothing into it, and removes what it made: found by its
+ * identity wherever its path leads again within a short wait, renamed
+ * aside in that directory and removed there (`unmake`). Only a swap that
+ * keeps the path away for that whole wait can leave it behind.
  *
  * Only regular files and directories are read, written or listed: a FIFO,
  * socket or device is refused without waiting on it (opened non-blocking,
@@ -39,6 +42,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 
 // -----------------------------------------------------------------------------
@@ -85,6 +89,9 @@ interface NodeFs {
     readlink(path: string): Promise<string>
     realpath(path: string): Promise<string>
     mkdir(path: string): Promise<unknown>
+    rename(from: string, to: string): Promise<void>
+    unlink(path: string): Promise<void>
+    rmdir(path: string): Promise<void>
     readdir(path: string, options: { readonly withFileTypes: true }): Promise<Array<Dirent>>
   }
 }
@@ -239,13 +246,26 @@ interface Opened {
 /**
  * One operation of the portable strategy: the directories its path
  * lookups went through (by handle), each with the `ctime` it had when first
- * relied on, the opened directories found again at their path since, and
- * whether a watched directory closed before the end had changed.
+ * relied on, the opened directories found again at their path since,
+ * whether a watched directory closed before the end had changed, and the
+ * files and directories it made (removed again when it fails).
  */
 interface Operation {
   readonly watched: Map<FileHandle, number>
   readonly confirmed: Set<Opened>
   changed: boolean
+  readonly made: Array<Made>
+}
+
+/**
+ * A file or directory an operation made, by the path it was made at (a
+ * swap may have taken that path somewhere else) and the identity it got
+ * (`undefined`: a directory that could not be looked at once made).
+ */
+interface Made {
+  readonly path: string
+  readonly identity: { readonly dev: number; readonly ino: number } | undefined
+  readonly isDirectory: boolean
 }
 
 /** The jail over the directory `root` (which must exist); fails with its real path's error. */
@@ -360,6 +380,73 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
         return close(handle)
       })
 
+    /**
+     * How long removing what a failed operation made looks for it, while a
+     * swap has its path lead elsewhere (the wall clock: it waits on the file
+     * system, as {@link watch} does).
+     */
+    const unmakeMillis = 40 * quietMillis
+
+    /** Whether `stats` are of what `made` made: the same identity, or a directory that had none. */
+    const isMade = (made: Made, stats: Stats) =>
+      made.isDirectory === stats.isDirectory() && !stats.isSymbolicLink() &&
+      (made.identity === undefined || (made.identity.dev === stats.dev && made.identity.ino === stats.ino))
+
+    /**
+     * Removes what a failed operation of the portable strategy made, wherever
+     * a swap took its path (inside the root or out): only that file or
+     * directory, found by its identity, and a directory only while empty.
+     * The path is looked at until it leads there; it is then renamed aside to
+     * a new name in the same directory (one call: the directory cannot
+     * change in between), found again by that name, which nothing else has,
+     * and removed; anything else moved aside is put back. What the path does
+     * not lead to again within {@link unmakeMillis} is left where it is.
+     * Failures are not reported: the operation fails anyway.
+     */
+    const unmake = (made: Made) =>
+      Effect.gen(function*() {
+        let deadline = Date.now() + unmakeMillis
+        /** Runs `attempt` until it gives a value or the time is up (`undefined`). */
+        const until = <A>(attempt: Effect.Effect<A | undefined>) =>
+          Effect.gen(function*() {
+            while (true) {
+              const found = yield* attempt
+              if (found !== undefined || Date.now() > deadline) return found
+              yield* pause(1)
+            }
+          })
+        const lstat = (path: string) =>
+          Effect.map(Effect.option(call(() => fs.promises.lstat(path))), Option.getOrUndefined)
+        const aside = `${made.path.slice(0, made.path.lastIndexOf(separator) + 1)}.stepwise-unmade-${
+          Math.random().toString(36).slice(2)
+        }`
+        while (Date.now() <= deadline) {
+          const there = yield* until(
+            Effect.map(lstat(made.path), (stats) => stats && isMade(made, stats) ? true : undefined)
+          )
+          if (there === undefined) return
+          if (Option.isNone(yield* Effect.option(call(() => fs.promises.rename(made.path, aside))))) continue
+          // moved aside: it is worth the wait again, not to leave it under a name nobody chose
+          deadline = Date.now() + unmakeMillis
+          const moved = yield* until(lstat(aside))
+          if (moved === undefined) return
+          if (isMade(made, moved)) {
+            // not found by that name: the path leads elsewhere for now; a directory not empty is kept
+            const removed = yield* until(Effect.match(
+              call(() => made.isDirectory ? fs.promises.rmdir(aside) : fs.promises.unlink(aside)),
+              { onFailure: (refusal) => refusal === notFound ? undefined : false, onSuccess: () => true }
+            ))
+            if (removed !== false) return
+          }
+          // another file the swap led to, or a directory not empty: it gets its name back
+          yield* until(Effect.match(call(() => fs.promises.rename(aside, made.path)), {
+            onFailure: () => undefined,
+            onSuccess: () => true
+          }))
+          if (isMade(made, moved)) return
+        }
+      })
+
     // -------------------------------------------------------------------------
     // opening
     // -------------------------------------------------------------------------
@@ -469,6 +556,7 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
           release(parent.operation)
         )
         const stats = yield* call(() => handle.stat())
+        if (seen._tag === "Left") parent.operation.made.push({ path, identity: stats, isDirectory: false })
         if (seen._tag === "Right" && (seen.right.dev !== stats.dev || seen.right.ino !== stats.ino)) {
           return yield* Effect.fail(changed)
         }
@@ -537,10 +625,15 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
           if (writable === undefined || opened.left._tag !== "NotFound") return yield* Effect.fail(opened.left)
           if (!writable([...segmentsOf(parent.real), name])) return yield* Effect.fail(readOnly)
           const path = yield* pathIn(parent, name)
-          yield* Effect.catchAll(
-            call(() => fs.promises.mkdir(path)),
-            (refusal) => refusal._tag === "Io" && refusal.reason === "EEXIST" ? Effect.void : Effect.fail(refusal)
+          const made = yield* Effect.catchAll(
+            Effect.as(call(() => fs.promises.mkdir(path)), true),
+            (refusal) =>
+              refusal._tag === "Io" && refusal.reason === "EEXIST" ? Effect.succeed(false) : Effect.fail(refusal)
           )
+          if (made && !viaProc) {
+            const identity = yield* Effect.option(call(() => fs.promises.lstat(path)))
+            parent.operation.made.push({ path, identity: Option.getOrUndefined(identity), isDirectory: true })
+          }
           current = yield* open(parent, name, directoryFlags)
         }
         return current
@@ -633,13 +726,18 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
     const runOperation = <A>(
       body: (root: Opened, settle: Effect.Effect<void, Refusal>) => Effect.Effect<A, Refusal, Scope.Scope>
     ): Effect.Effect<A, Refusal> => {
-      const once = Effect.scoped(Effect.gen(function*() {
-        const started: Operation = { watched: new Map(), confirmed: new Set(), changed: false }
+      const once = Effect.suspend(() => {
+        const started: Operation = { watched: new Map(), confirmed: new Set(), changed: false, made: [] }
         const checked = viaProc ? Effect.void : settle(started)
-        const result = yield* body(yield* openRoot(started), checked)
-        yield* checked
-        return result
-      }))
+        return Effect.scoped(Effect.gen(function*() {
+          const result = yield* body(yield* openRoot(started), checked)
+          yield* checked
+          return result
+        })).pipe(
+          // a failed operation may have made a file or directory where a swap led: it is removed again
+          Effect.tapError(() => Effect.forEach([...started.made].reverse(), unmake, { discard: true }))
+        )
+      })
       return viaProc ? once : Effect.retry(once, { while: (refusal) => refusal === changed, times: 2 })
     }
 
