@@ -318,7 +318,7 @@ try {
   const withoutDriver = run(process.execPath, [driverless], project)
   check(
     `${workflow} loads without the SQL drivers (optional peers), and layerSqlite names the missing one`,
-    withoutDriver.ok && withoutDriver.stdout.trim() === "EngineConfigError driver true",
+    withoutDriver.ok && withoutDriver.stdout.trim() === "InvalidOptions driver true",
     withoutDriver.out
   )
 
