@@ -754,9 +754,6 @@ const OptionsSchema = Schema.Struct({
   excludeTools: Schema.optional(Schema.Array(Schema.String))
 })
 
-const isHighSurrogate = (code: number): boolean => code >= 0xd800 && code <= 0xdbff
-const isLowSurrogate = (code: number): boolean => code >= 0xdc00 && code <= 0xdfff
-
 /**
  * The page of an offloaded text that `read_offloaded` gives for `offset` and
  * `limit` (in UTF-16 characters, a page never splitting a surrogate pair):
@@ -776,10 +773,17 @@ const isLowSurrogate = (code: number): boolean => code >= 0xdc00 && code <= 0xdf
 export const page = (ref: string, content: string, offset: number, limit: number): Page => {
   let start = Math.min(offset, content.length)
   // an offset inside a surrogate pair starts at the pair: a page never begins with half a character
-  if (start > 0 && isLowSurrogate(content.charCodeAt(start)) && isHighSurrogate(content.charCodeAt(start - 1))) start--
+  if (
+    start > 0 && WholeCharacters.isLowSurrogate(content.charCodeAt(start)) &&
+    WholeCharacters.isHighSurrogate(content.charCodeAt(start - 1))
+  ) start--
   let end = Math.min(content.length, start + limit)
   // never cut a surrogate pair in two: each page is well-formed text
-  if (end < content.length && isHighSurrogate(content.charCodeAt(end - 1))) end += end - 1 > start ? -1 : 1
+  if (end < content.length && WholeCharacters.isHighSurrogate(content.charCodeAt(end - 1))) {
+    end += end - 1 > start
+      ? -1
+      : 1
+  }
   return { ref, offset: start, end, total: content.length, text: content.slice(start, end) }
 }
 

@@ -8,6 +8,7 @@ import * as Response from "@effect/ai/Response"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import type * as Pii from "../Pii.js"
+import * as WholeCharacters from "./wholeCharacters.js"
 
 const WHITESPACE = /\s/
 const isWhitespace = (char: string | undefined): boolean => char !== undefined && WHITESPACE.test(char)
@@ -29,12 +30,6 @@ export const MARGIN = 1024
 const isBreak = (text: string, at: number): boolean =>
   isWhitespace(text[at - 1]) && !isWhitespace(text[at]) &&
   !(text[at - 1] === " " && isDigit(text[at - 2]) && isDigit(text[at]))
-
-/** Whether `text[at]` is the first half of a surrogate pair (a cut right after it would split a character). */
-const isHighSurrogate = (text: string, at: number): boolean => {
-  const code = text.charCodeAt(at)
-  return code >= 0xd800 && code <= 0xdbff
-}
 
 /** What a run of pushes released, one after the other. */
 const joined = (a: Pii.StreamStep, b: Pii.StreamStep): Pii.StreamStep =>
@@ -121,10 +116,13 @@ export const make = (
     const matches = detectAfter(state.before, text)
     const latest = text.length - MARGIN
     let cut = latest
-    while (cut > latest - WINDOW / 4 && !(SEPARATOR.test(text[cut - 1]!) && !isHighSurrogate(text, cut - 1))) cut--
+    while (
+      cut > latest - WINDOW / 4 &&
+      !(SEPARATOR.test(text[cut - 1]!) && !WholeCharacters.isHighSurrogate(text.charCodeAt(cut - 1)))
+    ) cut--
     const separated = cut > latest - WINDOW / 4
     // never between the two halves of a character: each release is whole text
-    if (!separated) cut = isHighSurrogate(text, latest - 1) ? latest - 1 : latest
+    if (!separated) cut = WholeCharacters.isHighSurrogate(text.charCodeAt(latest - 1)) ? latest - 1 : latest
     const crossing = matches.find((match) => match.start < cut && cut < match.end)
     if (crossing === undefined) return release(state, text, cut, state.last, matches, separated)
     if (crossing.start >= text.length - WINDOW / 2) return release(state, text, crossing.start, state.last, matches)

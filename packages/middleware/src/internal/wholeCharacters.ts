@@ -6,12 +6,15 @@
  * text is, so a provider that refuses lone surrogates takes them.
  */
 
-const isHigh = (code: number) => code >= 0xd800 && code <= 0xdbff
-const isLow = (code: number) => code >= 0xdc00 && code <= 0xdfff
+/** Whether a UTF-16 code unit is the first half of a surrogate pair. */
+export const isHighSurrogate = (code: number): boolean => code >= 0xd800 && code <= 0xdbff
+
+/** Whether a UTF-16 code unit is the second half of a surrogate pair. */
+export const isLowSurrogate = (code: number): boolean => code >= 0xdc00 && code <= 0xdfff
 
 /** Whether a cut at `at` would separate the two halves of a surrogate pair. */
 const splitsPair = (text: string, at: number): boolean =>
-  at > 0 && at < text.length && isHigh(text.charCodeAt(at - 1)) && isLow(text.charCodeAt(at))
+  at > 0 && at < text.length && isHighSurrogate(text.charCodeAt(at - 1)) && isLowSurrogate(text.charCodeAt(at))
 
 /** The first `length` code units of `text`, one fewer when the last would be half a character. */
 export const head = (text: string, length: number): string =>
