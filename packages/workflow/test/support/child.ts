@@ -1,13 +1,15 @@
 /**
- * Child processes for crash tests: run a TypeScript script under tsx with
- * extra environment variables, read its stdout line by line, wait for a line
+ * Child processes for crash tests: run a TypeScript script (bundled by
+ * `bundleChild.mjs`, once per script and test process) with extra
+ * environment variables, read its stdout line by line, wait for a line
  * (with a deadline), kill it with SIGKILL and wait for it to exit (bounded).
  */
 import * as Effect from "effect/Effect"
-import { type ChildProcess, spawn } from "node:child_process"
-import { createRequire } from "node:module"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import * as readline from "node:readline"
-import { pathToFileURL } from "node:url"
+import { fileURLToPath } from "node:url"
 
 /** A running child process. */
 export interface Child {
@@ -24,11 +26,44 @@ export interface Child {
   readonly kill: (timeoutMs?: number) => Promise<void>
 }
 
-/** tsx's loader by absolute url, so a child can run in any working directory. */
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href
+const here = path.dirname(fileURLToPath(import.meta.url))
+/** Inside the repository, so that the packages a bundle leaves to Node are found from it. */
+const bundles = path.resolve(here, "../../../../node_modules/.cache/stepwise-test-children")
+const bundled = new Map<string, string>()
+
+/** Whether the process `pid` still runs. */
+const isRunning = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as { readonly code?: unknown }).code === "EPERM"
+  }
+}
+
+/** Removes the bundles of test processes that have ended (named `<script>-<pid>-<n>.mjs`). */
+const sweepBundles = () => {
+  for (const file of fs.readdirSync(bundles)) {
+    const pid = Number(/-(\d+)-\d+\.mjs$/.exec(file)?.[1])
+    if (Number.isInteger(pid) && !isRunning(pid)) fs.rmSync(path.join(bundles, file), { force: true })
+  }
+}
+
+/** `script` bundled into one module plain `node` runs, built on its first use in this process. */
+const bundleOf = (script: string): string => {
+  let outfile = bundled.get(script)
+  if (outfile === undefined) {
+    fs.mkdirSync(bundles, { recursive: true })
+    if (bundled.size === 0) sweepBundles()
+    outfile = path.join(bundles, `${path.basename(script, ".ts")}-${process.pid}-${bundled.size}.mjs`)
+    execFileSync(process.execPath, [path.join(here, "bundleChild.mjs"), script, outfile], { stdio: "inherit" })
+    bundled.set(script, outfile)
+  }
+  return outfile
+}
 
 /**
- * Spawns `node --import tsx <script>` with `env` added to this process's environment, in `cwd` if given,
+ * Spawns `node <script bundled>` with `env` added to this process's environment, in `cwd` if given,
  * through `wrapper` if given (a command line that ends by running the one it is given after it).
  */
 export const spawnChild = (
@@ -37,7 +72,7 @@ export const spawnChild = (
   cwd?: string,
   wrapper: ReadonlyArray<string> = []
 ): Child => {
-  const node = [process.execPath, "--conditions=@stepwise-agent/source", "--import", tsxLoader, script]
+  const node = [process.execPath, bundleOf(script)]
   const [command, ...args] = [...wrapper, ...node]
   const child: ChildProcess = spawn(command!, args, {
     env: { ...process.env, ...env },
