@@ -1137,6 +1137,42 @@ function toolResultsOf(stateMessages) {
  * `at`, the number of replies before it), with an edit: a message taken in, or a tool result replaced. The
  * source thread is only read; the fork runs live and the page opens it.
  */
+/** A fork form's field for the message its edit takes in (test ids `<prefix>-message`). */
+function forkMessageField(form, prefix) {
+  const message = h("textarea", { rows: 2, placeholder: "Message…", "data-testid": `${prefix}-message` })
+  message.value = form.message
+  message.addEventListener("input", () => (form.message = message.value))
+  return message
+}
+
+/**
+ * A fork form's fields for the tool result its edit replaces: which call (choosing one shows its result), the new
+ * result as JSON, and whether it is a failure (test ids `<prefix>-call`, `-result`, `-failure`).
+ */
+function forkToolResultFields(form, results, prefix, redraw) {
+  const call = h(
+    "select",
+    {
+      "data-testid": `${prefix}-call`,
+      onchange: () => {
+        form.callId = call.value
+        const chosen = results.find((part) => part.id === call.value)
+        form.result = chosen === undefined ? "" : asJson(chosen.result)
+        redraw()
+      }
+    },
+    results.map((part) =>
+      h("option", { value: part.id, selected: part.id === form.callId }, `${part.name} (${part.id})`)
+    )
+  )
+  const result = h("textarea", { rows: 4, "data-testid": `${prefix}-result`, title: "The result, as JSON" })
+  result.value = form.result
+  result.addEventListener("input", () => (form.result = result.value))
+  const checkbox = h("input", { type: "checkbox", "data-testid": `${prefix}-failure`, checked: form.isFailure })
+  checkbox.addEventListener("change", () => (form.isFailure = checkbox.checked))
+  return { call, result, failure: h("label", null, checkbox, " a failure") }
+}
+
 function renderFork(group, item, stateMessages, redraw) {
   const run = model.runs.get(item.runId)
   const threadId = run?.threadId ?? ""
@@ -1170,32 +1206,10 @@ function renderFork(group, item, stateMessages, redraw) {
   )
   const fields = []
   if (form.kind === "message") {
-    const message = h("textarea", { rows: 2, placeholder: "Message…", "data-testid": "fork-message" })
-    message.value = form.message
-    message.addEventListener("input", () => (form.message = message.value))
-    fields.push(message)
+    fields.push(forkMessageField(form, "fork"))
   } else if (form.kind === "toolResult") {
-    const call = h(
-      "select",
-      {
-        "data-testid": "fork-call",
-        onchange: () => {
-          form.callId = call.value
-          const chosen = results.find((part) => part.id === call.value)
-          form.result = chosen === undefined ? "" : asJson(chosen.result)
-          redraw()
-        }
-      },
-      results.map((part) =>
-        h("option", { value: part.id, selected: part.id === form.callId }, `${part.name} (${part.id})`)
-      )
-    )
-    const result = h("textarea", { rows: 4, "data-testid": "fork-result", title: "The result, as JSON" })
-    result.value = form.result
-    result.addEventListener("input", () => (form.result = result.value))
-    const failure = h("input", { type: "checkbox", "data-testid": "fork-failure", checked: form.isFailure })
-    failure.addEventListener("change", () => (form.isFailure = failure.checked))
-    fields.push(call, result, h("label", null, failure, " a failure"))
+    const { call, result, failure } = forkToolResultFields(form, results, "fork", redraw)
+    fields.push(call, result, failure)
   }
   const submit = async () => {
     let edit
@@ -1321,35 +1335,13 @@ function renderStoredFork(thread) {
   )
   const fields = []
   if (form.kind === "message") {
-    const message = h("textarea", { rows: 2, placeholder: "Message…", "data-testid": "stored-fork-message" })
-    message.value = form.message
-    message.addEventListener("input", () => (form.message = message.value))
-    fields.push(message)
+    fields.push(forkMessageField(form, "stored-fork"))
   } else if (form.kind === "toolResult") {
-    const call = h(
-      "select",
-      {
-        "data-testid": "stored-fork-call",
-        onchange: () => {
-          form.callId = call.value
-          const chosen = results.find((part) => part.id === call.value)
-          form.result = chosen === undefined ? "" : asJson(chosen.result)
-          redraw()
-        }
-      },
-      results.map((part) =>
-        h("option", { value: part.id, selected: part.id === form.callId }, `${part.name} (${part.id})`)
-      )
-    )
-    const result = h("textarea", { rows: 4, "data-testid": "stored-fork-result", title: "The result, as JSON" })
-    result.value = form.result
-    result.addEventListener("input", () => (form.result = result.value))
-    const failure = h("input", { type: "checkbox", "data-testid": "stored-fork-failure", checked: form.isFailure })
-    failure.addEventListener("change", () => (form.isFailure = failure.checked))
+    const { call, result, failure } = forkToolResultFields(form, results, "stored-fork", redraw)
     fields.push(
       results.length === 0 ? h("div", { class: "muted" }, "No tool result comes before this step.") : call,
       result,
-      h("label", null, failure, " a failure")
+      failure
     )
   } else if (form.kind === "decision") {
     const decision = h("textarea", { rows: 6, "data-testid": "stored-fork-decision", title: "The decision, as JSON" })
