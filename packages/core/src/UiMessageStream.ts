@@ -223,7 +223,8 @@ export interface Options<W extends Wait.Any = Wait.Any> extends Omit<EventsOptio
    * The longest the whole request body may take to arrive, counted from
    * when the handler starts reading it (default 30 seconds): a body still
    * coming then is refused with 408 and the connection is closed after the
-   * answer, however steadily it trickles in. A finite duration above zero.
+   * answer, however steadily it trickles in. A duration above zero, at most
+   * 24 days.
    *
    * @example
    * ```ts
@@ -361,9 +362,7 @@ export class ChatRequestError extends Schema.TaggedError<ChatRequestError>(
       case "TooLarge":
         return `The chat request is larger than ${this.maxBytes ?? 0} bytes`
       case "Timeout":
-        return `The chat request's body did not arrive within ${
-          Duration.format(Duration.millis(this.timeoutMillis ?? 0))
-        }`
+        return `The chat request's body did not arrive within ${formatMillis(this.timeoutMillis ?? 0)}`
       case "Forbidden":
         return `Chat "${this.threadId ?? ""}": this client may not use it`
       case "Conflict":
@@ -1086,14 +1085,23 @@ const defaultMaxBodyBytes = 4 * 1024 * 1024
 /** The default `bodyTimeout`: 30 seconds for the whole body. */
 const defaultBodyTimeout = Duration.seconds(30)
 
-/** The handler's `bodyTimeout` as a finite duration above zero, or `undefined` when it is not one. */
+/** The longest `bodyTimeout`: a timer set for longer never fires, so it would be no limit. */
+const maxBodyTimeout = Duration.days(24)
+
+/** The handler's `bodyTimeout` as a duration above zero and at most {@link maxBodyTimeout}, or `undefined`. */
 const bodyTimeoutOf = (input: unknown): Duration.Duration | undefined => {
   const duration = input === undefined ? Option.some(defaultBodyTimeout) : Duration.decodeUnknown(input)
-  return Option.isSome(duration) && Duration.isFinite(duration.value) &&
-      Duration.greaterThan(duration.value, Duration.zero)
+  return Option.isSome(duration) && Duration.greaterThan(duration.value, Duration.zero) &&
+      Duration.lessThanOrEqualTo(duration.value, maxBodyTimeout)
     ? duration.value
     : undefined
 }
+
+/** `millis` as a duration in words ("30s"); as a number of ms when it is no duration a handler could have. */
+const formatMillis = (millis: number): string =>
+  millis >= 0 && millis <= Duration.toMillis(maxBodyTimeout)
+    ? Duration.format(Duration.millis(millis))
+    : `${millis} ms`
 
 /** The deepest nesting of arrays and objects a body may have (a deeper one is refused before it is parsed). */
 const maxDepth = 256
@@ -1269,7 +1277,9 @@ export function toHttpApp<S, E, O, W extends Wait.Any>(
     }
     const bodyTimeout = bodyTimeoutOf(options?.bodyTimeout)
     if (bodyTimeout === undefined) {
-      return yield* Effect.fail(serverSide("The chat handler's bodyTimeout must be a finite duration above zero"))
+      return yield* Effect.fail(
+        serverSide("The chat handler's bodyTimeout must be a duration above zero, at most 24 days")
+      )
     }
     if (!isJson(request.headers["content-type"])) return yield* Effect.fail<NotJson>({ _tag: "NotJson" })
     const body = yield* readBody(request, maxBytes, bodyTimeout)

@@ -242,7 +242,9 @@ describe("toHttpApp: bodyTimeout", () => {
     60_000
   )
 
-  for (const bad of [0, -1, Number.NaN, Infinity, "forever", "0 seconds"]) {
+  for (
+    const bad of [0, -1, Number.NaN, Infinity, "forever", "0 seconds", -1n, "25 days", Number.MAX_VALUE, {}, null]
+  ) {
     it.live(`a bodyTimeout of ${String(bad)} is no limit: every request is refused with 500`, () =>
       Effect.scoped(Effect.gen(function*() {
         const { requests, url } = yield* setup({
@@ -251,7 +253,7 @@ describe("toHttpApp: bodyTimeout", () => {
         })
         const response = yield* post(url, chat("t", "hi"))
         assert.strictEqual(response.status, 500)
-        assert.include(response.text, "bodyTimeout must be a finite duration above zero")
+        assert.include(response.text, "bodyTimeout must be a duration above zero, at most 24 days")
         assert.deepStrictEqual(yield* requests, [])
       })))
   }
@@ -260,5 +262,12 @@ describe("toHttpApp: bodyTimeout", () => {
     Effect.sync(() => {
       const error = new UiMessageStream.ChatRequestError({ reason: "Timeout", timeoutMillis: 30_000 })
       assert.strictEqual(error.message, "The chat request's body did not arrive within 30s")
+      // a value no handler has still gives a message
+      for (const odd of [Number.MAX_VALUE, -1, Number.NaN]) {
+        assert.strictEqual(
+          new UiMessageStream.ChatRequestError({ reason: "Timeout", timeoutMillis: odd }).message,
+          `The chat request's body did not arrive within ${odd} ms`
+        )
+      }
     }))
 })
