@@ -188,6 +188,22 @@ describe("toHttpApp: bodyTimeout", () => {
   )
 
   it.live(
+    "a client that goes away in the middle of its body leaves no handler fiber behind",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const { connections, fibers, port } = yield* setup({
+          authorize: UiMessageStream.allowAll,
+          bodyTimeout: "20 seconds"
+        })
+        const seen = yield* trickle(port, { pieces: endless, everyMs: 100, declaredBytes: 100_000, giveUpMs: 500 })
+        assert.isUndefined(seen.status)
+        yield* eventually("every handler fiber ended", Effect.map(fibers.value, (running) => running.length === 0))
+        yield* eventually("no connection is left open", Effect.map(connections, (count) => count === 0))
+      })),
+    30_000
+  )
+
+  it.live(
     "served on a route of an HttpRouter, a trickling body gets 408 the same",
     () =>
       Effect.scoped(Effect.gen(function*() {
