@@ -123,7 +123,7 @@ const eventually = (label: string, check: Effect.Effect<boolean>) =>
   Effect.gen(function*() {
     for (let i = 0; i < 200; i++) {
       if (yield* check) return
-      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+      yield* Effect.sleep("50 millis")
     }
     assert.fail(label)
   })
