@@ -29,8 +29,10 @@ import type * as Prompt from "@effect/ai/Prompt"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Encoding from "effect/Encoding"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
@@ -217,6 +219,21 @@ export interface Options<W extends Wait.Any = Wait.Any> extends Omit<EventsOptio
    * larger one is refused with 413 before it is read whole.
    */
   readonly maxBodyBytes?: number | undefined
+  /**
+   * The longest the whole request body may take to arrive, counted from
+   * when the handler starts reading it (default 30 seconds): a body still
+   * coming then is refused with 408 and the connection is closed after the
+   * answer, however steadily it trickles in. A duration above zero, at most
+   * 24 days.
+   *
+   * @example
+   * ```ts
+   * import { UiMessageStream } from "@stepwise-agent/core"
+   *
+   * const options: UiMessageStream.Options = { authorize: UiMessageStream.allowAll, bodyTimeout: "10 seconds" }
+   * ```
+   */
+  readonly bodyTimeout?: Duration.DurationInput | undefined
 }
 
 /**
@@ -287,6 +304,8 @@ export type ChatTurn =
  *   serve (`detail` says what is wrong);
  * - `"TooLarge"` (413): the body is larger than the handler's `maxBodyBytes`
  *   (`maxBytes`; what comes past the limit is not kept);
+ * - `"Timeout"` (408): the body had not fully arrived within the handler's
+ *   `bodyTimeout` (`timeoutMillis`; the connection is closed after the answer);
  * - `"Forbidden"` (403): the handler's `authorize` did not allow the request
  *   to use the chat (`threadId`; nothing is read from the thread or run);
  * - `"Conflict"` (409): the request does not fit the thread's state: a new
@@ -296,7 +315,7 @@ export type ChatTurn =
  * @since 0.1.0
  * @category errors
  */
-export const ChatRequestErrorReason = Schema.Literal("Invalid", "TooLarge", "Forbidden", "Conflict")
+export const ChatRequestErrorReason = Schema.Literal("Invalid", "TooLarge", "Timeout", "Forbidden", "Conflict")
 
 /**
  * @since 0.1.0
@@ -328,6 +347,8 @@ export class ChatRequestError extends Schema.TaggedError<ChatRequestError>(
   threadId: Schema.optional(Schema.String),
   /** `"TooLarge"`: the handler's `maxBodyBytes`. */
   maxBytes: Schema.optional(Schema.Number),
+  /** `"Timeout"`: the handler's `bodyTimeout`, in milliseconds. */
+  timeoutMillis: Schema.optional(Schema.Number),
   /** `"Invalid"`, `"Conflict"`: what is wrong, in words. */
   detail: Schema.optional(Schema.String)
 }) {
@@ -340,6 +361,8 @@ export class ChatRequestError extends Schema.TaggedError<ChatRequestError>(
         return `Invalid chat request: ${this.detail ?? ""}`
       case "TooLarge":
         return `The chat request is larger than ${this.maxBytes ?? 0} bytes`
+      case "Timeout":
+        return `The chat request's body did not arrive within ${formatMillis(this.timeoutMillis ?? 0)}`
       case "Forbidden":
         return `Chat "${this.threadId ?? ""}": this client may not use it`
       case "Conflict":
@@ -989,13 +1012,18 @@ const answer = <S, E, O, W extends Wait.Any>(
 const refusalStatus: Record<ChatRequestErrorReason, number> = {
   Invalid: 400,
   TooLarge: 413,
+  Timeout: 408,
   Forbidden: 403,
   Conflict: 409
 }
 
 const refusal = (error: Refusal | AgentError.CheckpointError | ServerSide) =>
   error._tag === "ChatRequestError"
-    ? HttpServerResponse.text(error.message, { status: refusalStatus[error.reason] })
+    ? HttpServerResponse.text(error.message, {
+      status: refusalStatus[error.reason],
+      // the rest of a late body is not read: the connection cannot carry another request
+      headers: error.reason === "Timeout" ? { connection: "close" } : undefined
+    })
     : error._tag === "NotJson"
     ? HttpServerResponse.text(notJsonText, { status: 415 })
     : error._tag === "ServerSide"
@@ -1004,7 +1032,7 @@ const refusal = (error: Refusal | AgentError.CheckpointError | ServerSide) =>
 
 /**
  * A request refused for the server's sake: `authorize` failed, or the options are wrong (no `authorize`, from a
- * caller without types; a `maxBodyBytes` that is no limit). Every request is refused then, none let through.
+ * caller without types; a `maxBodyBytes` or `bodyTimeout` that is no limit). Every request is refused then, none let through.
  */
 interface ServerSide {
   readonly _tag: "ServerSide"
@@ -1054,6 +1082,27 @@ const isJson = (contentType: string | undefined): boolean => {
 /** The default `maxBodyBytes`: 4 MiB, the default `maxInputChars` of an agent. */
 const defaultMaxBodyBytes = 4 * 1024 * 1024
 
+/** The default `bodyTimeout`: 30 seconds for the whole body. */
+const defaultBodyTimeout = Duration.seconds(30)
+
+/** The longest `bodyTimeout`: a timer set for longer never fires, so it would be no limit. */
+const maxBodyTimeout = Duration.days(24)
+
+/** The handler's `bodyTimeout` as a duration above zero and at most {@link maxBodyTimeout}, or `undefined`. */
+const bodyTimeoutOf = (input: unknown): Duration.Duration | undefined => {
+  const duration = input === undefined ? Option.some(defaultBodyTimeout) : Duration.decodeUnknown(input)
+  return Option.isSome(duration) && Duration.greaterThan(duration.value, Duration.zero) &&
+      Duration.lessThanOrEqualTo(duration.value, maxBodyTimeout)
+    ? duration.value
+    : undefined
+}
+
+/** `millis` as a duration in words ("30s"); as a number of ms when it is no duration a handler could have. */
+const formatMillis = (millis: number): string =>
+  millis >= 0 && millis <= Duration.toMillis(maxBodyTimeout)
+    ? Duration.format(Duration.millis(millis))
+    : `${millis} ms`
+
 /** The deepest nesting of arrays and objects a body may have (a deeper one is refused before it is parsed). */
 const maxDepth = 256
 
@@ -1085,28 +1134,49 @@ const maxDrainedBytes = 16 * 1024 * 1024
 /**
  * The request's body as JSON, kept up to `maxBytes`: a declared length over
  * it is refused as `"TooLarge"` before anything is read, and so is an
- * actual one (what comes past the limit is dropped, not kept); a body that is
- * not UTF-8 JSON, or nests deeper than {@link maxDepth} levels,
- * `"Invalid"` ({@link ChatRequestError}).
+ * actual one (what comes past the limit is dropped, not kept); a body still
+ * coming after `timeout`, `"Timeout"`; a body that is not UTF-8 JSON, or
+ * nests deeper than {@link maxDepth} levels, `"Invalid"`
+ * ({@link ChatRequestError}).
+ *
+ * The body is read in a fiber of its own, which the deadline does not
+ * interrupt: interrupting a server's body stream may destroy the request
+ * and with it the connection (Node's `IncomingMessage.destroy()` before the
+ * body is complete destroys the socket), and the client would get no answer.
+ * Past the deadline that fiber reads on and drops what comes while the 408
+ * is written; it ends with the handler's fiber, once the answer is out.
  */
-const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) =>
+const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number, timeout: Duration.Duration) =>
   Effect.gen(function*() {
     const declared = request.headers["content-length"]
     if (declared !== undefined && /^\d+$/.test(declared) && Number(declared) > maxBytes) {
       return yield* new ChatRequestError({ reason: "TooLarge", maxBytes })
     }
-    const chunks: Array<Uint8Array> = []
+    let chunks: Array<Uint8Array> = []
     let size = 0
-    yield* Stream.runForEach(request.stream, (chunk) => {
+    let late = false
+    const reading = yield* Stream.runForEach(request.stream, (chunk) => {
       size += chunk.byteLength
+      // past the deadline: drained, not kept
+      if (late) return Effect.void
       if (size <= maxBytes) chunks.push(chunk)
       // too large: read on without keeping it, so the client gets the 413, up to a point
       else if (size > maxBytes + maxDrainedBytes) return new ChatRequestError({ reason: "TooLarge", maxBytes })
       return Effect.void
     }).pipe(
-      Effect.catchTag("RequestError", () =>
-        new ChatRequestError({ reason: "Invalid", detail: "the body could not be read" }))
+      Effect.catchTag(
+        "RequestError",
+        () => new ChatRequestError({ reason: "Invalid", detail: "the body could not be read" })
+      ),
+      Effect.interruptible,
+      Effect.fork
     )
+    const read = yield* Fiber.join(reading).pipe(Effect.interruptible, Effect.timeoutOption(timeout))
+    if (Option.isNone(read)) {
+      late = true
+      chunks = []
+      return yield* new ChatRequestError({ reason: "Timeout", timeoutMillis: Duration.toMillis(timeout) })
+    }
     if (size > maxBytes) {
       return yield* new ChatRequestError({ reason: "TooLarge", maxBytes })
     }
@@ -1117,8 +1187,7 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number
       at += chunk.byteLength
     }
     const text = yield* Effect.try({
-      try: () =>
-        new TextDecoder("utf-8", { fatal: true }).decode(bytes),
+      try: () => new TextDecoder("utf-8", { fatal: true }).decode(bytes),
       catch: () => new ChatRequestError({ reason: "Invalid", detail: "the body is not valid UTF-8" })
     })
     if (nestsDeeperThan(text, maxDepth)) {
@@ -1159,7 +1228,9 @@ const checkAuthorized = (
  * Refused before anything runs: a body not sent as JSON (415: without
  * `Content-Type: application/json` a page of another site could post to the
  * chat with the user's cookies, unasked by CORS), a body over `maxBodyBytes`
- * (413, before it is read whole), a body that is not a chat request or nests too deep (400,
+ * (413, before it is read whole), a body still coming after `bodyTimeout`
+ * (408, default 30 seconds for the whole body, then the connection is
+ * closed), a body that is not a chat request or nests too deep (400,
  * see {@link readChatRequest}), a chat `authorize` does not allow (403), a
  * user message while the thread waits for approvals, answers to approvals
  * the thread does not wait for, or decisions the waiting middleware refuses
@@ -1204,8 +1275,14 @@ export function toHttpApp<S, E, O, W extends Wait.Any>(
     if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
       return yield* Effect.fail(serverSide("The chat handler's maxBodyBytes must be a whole number of at least 1"))
     }
+    const bodyTimeout = bodyTimeoutOf(options?.bodyTimeout)
+    if (bodyTimeout === undefined) {
+      return yield* Effect.fail(
+        serverSide("The chat handler's bodyTimeout must be a duration above zero, at most 24 days")
+      )
+    }
     if (!isJson(request.headers["content-type"])) return yield* Effect.fail<NotJson>({ _tag: "NotJson" })
-    const body = yield* readBody(request, maxBytes)
+    const body = yield* readBody(request, maxBytes, bodyTimeout)
     const turn = yield* readChatRequest(body)
     yield* checkAuthorized(options?.authorize, request, turn.threadId)
     if (turn._tag === "Send") {
