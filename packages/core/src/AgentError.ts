@@ -10,6 +10,7 @@
  * @since 0.1.0
  */
 import * as Duration from "effect/Duration"
+import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 
 /**
@@ -593,3 +594,63 @@ export const AgentError: Schema.Union<[
   InvalidToolCalls,
   AgentClosed
 )
+
+// -----------------------------------------------------------------------------
+// utils
+// -----------------------------------------------------------------------------
+
+/** How many of a value's problems a description lists, and how long each side of one may be. */
+const describedProblems = 3
+const describedLength = 100
+
+/** `text` cut to `max` characters (never inside a surrogate pair), `…` marking the cut. */
+const cut = (text: string, max: number): string => {
+  if (text.length <= max) return text
+  const last = text.charCodeAt(max - 1)
+  return `${text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max)}…`
+}
+
+/** `[0].text` for the path `[0, "text"]`. */
+const pathText = (path: ReadonlyArray<PropertyKey>): string =>
+  path.map((key) =>
+    typeof key === "number" ? `[${key}]` : typeof key === "string" && /^[A-Za-z_$][\w$]*$/.test(key)
+      ? `.${key}`
+      : `[${cut(JSON.stringify(String(key)), describedLength)}]`
+  ).join("").replace(/^\./, "")
+
+/** One problem: "Expected <type>, actual <value>" with each side bounded (a long type named by its start). */
+const problemText = (message: string): string => {
+  const at = message.lastIndexOf(", actual ")
+  return message.startsWith("Expected ") && at > 0
+    ? `expected ${cut(message.slice(9, at), describedLength)}, got ${cut(message.slice(at + 9), describedLength)}`
+    : cut(message, 2 * describedLength)
+}
+
+/**
+ * What a schema refused, for a person reading an error: the first problems
+ * found, each at its place in the value (`at [0].text: expected string, got
+ * 3`), with long types and values cut, instead of the whole schema the
+ * default formatter prints. The errors of Stepwise describe refused input
+ * with it.
+ *
+ * @example
+ * ```ts
+ * import { AgentError } from "@stepwise-agent/core"
+ * import { Either, Schema } from "effect"
+ *
+ * const decoded = Schema.decodeUnknownEither(Schema.Array(Schema.Struct({ text: Schema.String })))([{ text: 3 }])
+ * if (Either.isLeft(decoded)) AgentError.describeParseError(decoded.left) // "at [0].text: expected string, got 3"
+ * ```
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const describeParseError = (error: ParseResult.ParseError): string => {
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const shown = issues.slice(0, describedProblems).map((issue) => {
+    const where = cut(pathText(issue.path), describedLength)
+    return `${where === "" ? "" : `at ${where}: `}${problemText(issue.message)}`
+  })
+  const more = issues.length - shown.length
+  return `${shown.join("; ")}${more > 0 ? `; and ${more} more` : ""}`
+}

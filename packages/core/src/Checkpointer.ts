@@ -23,7 +23,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { CheckpointError } from "./AgentError.js"
+import { CheckpointError, describeParseError } from "./AgentError.js"
 import * as DeferredSave from "./internal/deferredSave.js"
 import { Lru } from "./internal/fast/lru.js"
 import * as ThreadLog from "./internal/threadLog.js"
@@ -373,7 +373,7 @@ const parseFailure = (threadId: string, operation: "load" | "save") => (error: P
   new CheckpointError({
     threadId,
     operation,
-    reason: `the stored checkpoint is not valid: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+    reason: `the stored checkpoint is not valid: ${describeParseError(error)}`
   })
 
 /**

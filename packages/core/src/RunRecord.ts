@@ -31,11 +31,11 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type * as Agent from "./Agent.js"
+import { describeParseError } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
 import * as Layered from "./internal/layeredJournal.js"
@@ -852,7 +852,7 @@ const readHeader = (json: unknown): Either.Either<Header, RunRecordError> => {
     new RunRecordError({
       reason: "Malformed",
       line: 1,
-      detail: `not a run record header: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+      detail: `not a run record header: ${describeParseError(error)}`
     }))
 }
 
@@ -922,7 +922,7 @@ export const fromJsonl = <E = never, R = never>(
           new RunRecordError({
             reason: "Malformed",
             line,
-            detail: `not a run record entry: ${ParseResult.TreeFormatter.formatErrorSync(entry.left)}`
+            detail: `not a run record entry: ${describeParseError(entry.left)}`
           })
         )
       }

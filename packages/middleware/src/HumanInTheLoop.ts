@@ -52,7 +52,7 @@ import * as Effect from "effect/Effect"
 import * as JSONSchema from "effect/JSONSchema"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as Check from "./internal/options.js"
 
@@ -158,7 +158,9 @@ export const Respond = Schema.Struct({
  * @since 0.1.0
  * @category models
  */
-export const Decision = Schema.Union(Approve, Edit, Reject, Respond)
+export const Decision = Schema.Union(Approve, Edit, Reject, Respond).annotations({
+  title: "HumanInTheLoop.Decision"
+})
 
 /**
  * @since 0.1.0
@@ -172,7 +174,9 @@ export type Decision = typeof Decision.Type
  * @since 0.1.0
  * @category models
  */
-export const Decisions = Schema.Array(Decision)
+export const Decisions = Schema.Array(Decision).annotations({
+  title: "HumanInTheLoop.Decisions (an array: one decision per action request)"
+})
 
 /**
  * One gated tool call waiting for a decision. JSON-encodable: it is the
@@ -836,8 +840,6 @@ const asks = (gate: Gate, call: Prompt.ToolCallPart, context: DescriptionContext
   )
 }
 
-const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
-
 const stringify = (value: unknown): string => {
   try {
     return JSON.stringify(value, undefined, 2) ?? String(value)
@@ -855,6 +857,7 @@ const unbound = <Fields extends Schema.Struct.Fields>(decision: Schema.Struct<Fi
   })
 
 const ArrivingDecisions = Schema.Array(Schema.Union(unbound(Approve), unbound(Edit), unbound(Reject), unbound(Respond)))
+  .annotations({ title: "HumanInTheLoop.Decisions (an array: one decision per action request)" })
 
 /**
  * The decisions `Agent.resume` takes for this middleware's wait: one per
@@ -1114,7 +1117,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
           threadId,
           callId: call.id,
           toolName: target,
-          detail: formatParseError(error)
+          detail: AgentError.describeParseError(error)
         })
       yield* Effect.mapError(
         Schema.decodeUnknown(tool.parametersSchema as Schema.Schema<unknown, unknown>)(decision.args),
@@ -1150,7 +1153,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
             reason: "Malformed",
             threadId,
             detail: `expected a list of decisions ({ type, callId, waitKey, fingerprint, ... }): ${
-              formatParseError(error)
+              AgentError.describeParseError(error)
             }`
           })
       )

@@ -26,7 +26,7 @@
  */
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
-import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Context from "effect/Context"
@@ -226,7 +226,7 @@ export const make = (
         Effect.flatMap((response) => decodeVerdict(response.text)),
         Effect.mapError((error) =>
           ParseResult.isParseError(error)
-            ? `the classifier's answer is no verdict: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+            ? `the classifier's answer is no verdict: ${AgentError.describeParseError(error)}`
             : error
         ),
         Effect.tap((verdict) =>

@@ -21,6 +21,7 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import type * as Agent from "@stepwise-agent/core/Agent"
+import { describeParseError } from "@stepwise-agent/core/AgentError"
 import type * as AgentEvent from "@stepwise-agent/core/AgentEvent"
 import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import * as RunRecord from "@stepwise-agent/core/RunRecord"
@@ -34,7 +35,6 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -722,7 +722,7 @@ export const outputMatches = <A, I>(schema: Schema.Schema<A, I, never>): Asserti
         onLeft: (error) =>
           fail(
             `the ${Option.isSome(result.output) ? "structured output" : "final text"} does not match: ` +
-              Secrets.scrubText(ParseResult.TreeFormatter.formatErrorSync(error))
+              Secrets.scrubText(describeParseError(error))
           ),
         onRight: () => pass("the output matches the schema")
       })
@@ -1477,5 +1477,5 @@ export const toJson = (report: Report): string => JSON.stringify(Schema.encodeSy
  */
 export const fromJson = (json: string): Effect.Effect<Report, InvalidReport> =>
   Schema.decodeUnknown(Schema.parseJson(Report))(json).pipe(
-    Effect.mapError((error) => new InvalidReport({ reason: ParseResult.TreeFormatter.formatErrorSync(error) }))
+    Effect.mapError((error) => new InvalidReport({ reason: describeParseError(error) }))
   )

@@ -101,12 +101,18 @@ describe("Eval assertions", () => {
       })
       assert.deepStrictEqual(prose.assertions.map((a) => a.passes), [0, 1])
       assert.include(prose.assertions[0]!.failures[0]!.reason, "the final text does not match")
-      // the schema's error, over several lines, stays indented under its trial in the table
-      const nested = yield* check([Eval.outputMatches(Total)], { script: [ScriptedModel.text(`{"total":"3"}`)] })
-      assert.include(nested.assertions[0]!.failures[0]!.reason, "\n")
+      // the schema's error names the field and what it got
+      const wrong = yield* check([Eval.outputMatches(Total)], { script: [ScriptedModel.text(`{"total":"3"}`)] })
+      assert.strictEqual(
+        wrong.assertions[0]!.failures[0]!.reason,
+        `the final text does not match: at total: expected number, got "3"`
+      )
+      // a reason over several lines stays indented under its trial in the table
+      const lined = Eval.assertion("two lines", () => Effect.succeed({ passed: false, reason: "first\nsecond" }))
+      const nested = yield* check([lined], { script: [ScriptedModel.text("done")] })
       const table = Eval.table(new Eval.Report({ suite: "s", trials: 1, threshold: 1, passed: false, cases: [nested] }))
       const lines = table.split("\n")
-      const at = lines.findIndex((line) => line.startsWith("    trial 1: the final text does not match"))
+      const at = lines.findIndex((line) => line.startsWith("    trial 1: first"))
       assert.isAbove(at, 0)
       assert.isAbove(lines.length, at + 1)
       assert.isTrue(lines.slice(at + 1).every((line) => line.startsWith("      ")), table)

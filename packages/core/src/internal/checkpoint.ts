@@ -6,8 +6,8 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
-import { CheckpointError } from "../AgentError.js"
+import type * as ParseResult from "effect/ParseResult"
+import { CheckpointError, describeParseError } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import type * as RunJournal from "../RunJournal.js"
@@ -203,8 +203,6 @@ const withIncarnation = (
           : { version: 1, threadId, messages: [], slices: {}, incarnation }
       ))
 
-const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
-
 const decodeThread = (
   encoded: ReadonlyArray<unknown>
 ): Effect.Effect<ReadonlyArray<Prompt.Message>, ParseResult.ParseError> => {
@@ -258,7 +256,7 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
         new CheckpointError({
           threadId: run.threadId,
           operation: "save",
-          reason: `a state slice does not encode: ${formatParseError(error)}`
+          reason: `a state slice does not encode: ${describeParseError(error)}`
         })
       ),
       Effect.flatMap((slices) => {
@@ -314,7 +312,7 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
                   new CheckpointError({
                     threadId,
                     operation: "load",
-                    reason: `the stored state does not decode: ${formatParseError(error)}`
+                    reason: `the stored state does not decode: ${describeParseError(error)}`
                   })
                 )
               )

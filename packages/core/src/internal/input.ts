@@ -7,9 +7,7 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
-import { InvalidInput } from "../AgentError.js"
-
-const formatParseError = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
+import { describeParseError, InvalidInput } from "../AgentError.js"
 
 const describeValue = (u: unknown): string =>
   u === null ? "null" : Array.isArray(u) ? "an array" : typeof u === "string" ? JSON.stringify(u) : typeof u
@@ -79,7 +77,7 @@ const promptOf = (input: Prompt.RawInput, limits: InputLimits): Effect.Effect<Pr
     catch: (error) =>
       new InvalidInput({
         reason: `the input messages do not decode: ${
-          ParseResult.isParseError(error) ? formatParseError(error) : String(error)
+          ParseResult.isParseError(error) ? describeParseError(error) : String(error)
         }`
       })
   })

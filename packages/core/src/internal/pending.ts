@@ -38,7 +38,13 @@ export const make = (config: Compiled) => {
   /** The interrupt a thread waits on, and the index of its hook. */
   const pendingOf = (threadId: string, loaded: Checkpoint.Loaded): Effect.Effect<Pending, ThreadStateError> =>
     Effect.gen(function*() {
-      const pending = Option.isSome(loaded.checkpoint) ? loaded.checkpoint.value.pending : undefined
+      if (Option.isNone(loaded.checkpoint)) {
+        return yield* new ThreadStateError({
+          threadId,
+          reason: "does not exist (never run, or deleted); there is nothing to resume"
+        })
+      }
+      const pending = loaded.checkpoint.value.pending
       if (pending === undefined) {
         return yield* new ThreadStateError({
           threadId,

@@ -12,8 +12,9 @@ import * as Response from "@effect/ai/Response"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import { describeParseError } from "../AgentError.js"
 import type * as AgentResult from "../AgentResult.js"
 import * as Fork from "../Fork.js"
 import * as RunJournal from "../RunJournal.js"
@@ -199,7 +200,7 @@ const replayWith = (
         new RunRecord.RunRecordError({
           reason: "Malformed",
           line,
-          detail: `the recorded result does not decode: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+          detail: `the recorded result does not decode: ${describeParseError(error)}`
         })
       ) as Effect.Effect<never, any>
 

@@ -7,9 +7,9 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { CheckpointError, InvalidHookResult, InvalidResume } from "../AgentError.js"
+import { CheckpointError, describeParseError, InvalidHookResult, InvalidResume } from "../AgentError.js"
 import type * as Middleware from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
 import * as PersonAnswer from "./personAnswer.js"
@@ -22,7 +22,7 @@ const bounded = (text: string) => text.length <= maxReason ? text : `${text.slic
 /** What `schema` refused; a value too deep to describe (or whose reading throws) is named by the schema alone. */
 const formatParseError = (schema: Schema.Schema<any, any>, error: ParseResult.ParseError) => {
   try {
-    return bounded(ParseResult.TreeFormatter.formatErrorSync(error))
+    return bounded(describeParseError(error))
   } catch (thrown) {
     return bounded(`Expected ${String(schema.ast)}; the value given could not be described: ${describe(thrown)}`)
   }

@@ -18,7 +18,6 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
@@ -114,7 +113,7 @@ const timedOut = <Request, Decision>(
           threadId: interrupt.threadId,
           middleware: interrupt.middleware,
           reason: `the decisionTimeout's decision does not encode with the wait's decision schema: ${
-            Secrets.scrubText(ParseResult.TreeFormatter.formatErrorSync(error))
+            Secrets.scrubText(AgentError.describeParseError(error))
           }`
         })
       )

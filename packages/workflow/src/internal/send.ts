@@ -5,6 +5,7 @@
  * them in.
  */
 import * as Prompt from "@effect/ai/Prompt"
+import { describeParseError } from "@stepwise-agent/core/AgentError"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
@@ -32,8 +33,6 @@ const IdempotencyKey = Schema.String.pipe(
   Schema.minLength(1, { message: () => "must not be empty" }),
   Schema.maxLength(256, { message: () => "must be at most 256 characters" })
 )
-
-const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
 
 /** The most characters of text and file data one send stores (the agent's default `maxInputChars`). */
 const maxSendChars = 4 * 1024 * 1024
@@ -98,14 +97,14 @@ export const checkSend = (
     const refuse = (field: InvalidSend["field"]) => (reason: string) =>
       new InvalidSend({ threadId: shown, field, reason })
     const id = yield* Schema.decodeUnknown(ThreadId)(threadId).pipe(
-      Effect.mapError((error) => refuse("threadId")(formatIssue(error)))
+      Effect.mapError((error) => refuse("threadId")(describeParseError(error)))
     )
     const checkedMode = yield* Schema.decodeUnknown(SendMode)(mode ?? "steer").pipe(
-      Effect.mapError((error) => refuse("mode")(formatIssue(error)))
+      Effect.mapError((error) => refuse("mode")(describeParseError(error)))
     )
     const key = idempotencyKey === undefined ? undefined : yield* Schema.decodeUnknown(IdempotencyKey)(
       idempotencyKey
-    ).pipe(Effect.mapError((error) => refuse("idempotencyKey")(formatIssue(error))))
+    ).pipe(Effect.mapError((error) => refuse("idempotencyKey")(describeParseError(error))))
     if (typeof message !== "string" && !Prompt.isPrompt(message) && !Array.isArray(message)) {
       return yield* refuse("message")(
         `must be a string, an array of messages or a Prompt, got ${message === null ? "null" : typeof message}`
@@ -114,13 +113,15 @@ export const checkSend = (
     const prompt = yield* Effect.try({
       try: () => Prompt.make(message),
       catch: (error) =>
-        refuse("message")(`does not decode: ${ParseResult.isParseError(error) ? formatIssue(error) : String(error)}`)
+        refuse("message")(
+          `does not decode: ${ParseResult.isParseError(error) ? describeParseError(error) : String(error)}`
+        )
     })
     if (prompt.content.length === 0) return yield* refuse("message")("holds no message")
     const notTheUsers = userMessagesProblem(prompt.content)
     if (notTheUsers !== undefined) return yield* refuse("message")(notTheUsers)
     const messages = yield* encodeSent(prompt.content).pipe(
-      Effect.mapError((error) => refuse("message")(`cannot be stored: ${formatIssue(error)}`))
+      Effect.mapError((error) => refuse("message")(`cannot be stored: ${describeParseError(error)}`))
     )
     return { threadId: id, mode: checkedMode, messages, idempotencyKey: key }
   })

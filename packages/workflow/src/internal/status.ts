@@ -4,6 +4,7 @@
  * is read here.
  */
 import type * as Workflow from "@effect/workflow/Workflow"
+import { describeParseError } from "@stepwise-agent/core/AgentError"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Cause from "effect/Cause"
 import * as Either from "effect/Either"
@@ -34,7 +35,7 @@ const failureOf = (runId: string, cause: Cause.Cause<never>): AgentRunFailed | J
   // A stored result that no longer decodes surfaces as a ParseError defect (as
   // itself, or as its name once the engine has serialized it).
   if (ParseResult.isParseError(defect)) {
-    return new JournalCorrupt({ runId, reason: ParseResult.TreeFormatter.formatErrorSync(defect) })
+    return new JournalCorrupt({ runId, reason: describeParseError(defect) })
   }
   return isParseError(defect)
     ? new JournalCorrupt({ runId, reason: Secrets.messageOf(defect) })

@@ -8,7 +8,7 @@ import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import * as Agent from "@stepwise-agent/core/Agent"
-import { CheckpointError, ThreadStateError } from "@stepwise-agent/core/AgentError"
+import { CheckpointError, describeParseError, ThreadStateError } from "@stepwise-agent/core/AgentError"
 import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import type * as RunRecord from "@stepwise-agent/core/RunRecord"
@@ -19,7 +19,6 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -303,7 +302,7 @@ export const make = (options: Options): AgentWorkflow => {
             new JournalCorrupt({
               runId,
               reason: `the structured output no longer decodes with the agent's responseFormat: ${
-                ParseResult.TreeFormatter.formatErrorSync(error)
+                describeParseError(error)
               }`
             })
           )
@@ -332,7 +331,7 @@ export const make = (options: Options): AgentWorkflow => {
       const corrupt = (reason: string) => new DecisionCorrupt({ runId: record.runId, key: claim.key, reason })
       if (claim.decision === undefined) return yield* corrupt("it was stored without the decision")
       const decision = yield* decodeDecision(claim.decision).pipe(
-        Effect.mapError((error) => corrupt(ParseResult.TreeFormatter.formatErrorSync(error)))
+        Effect.mapError((error) => corrupt(describeParseError(error)))
       )
       yield* (yield* Agent.Agent).validatePosted(record.threadId, decision.value).pipe(
         Effect.asVoid,
