@@ -319,7 +319,9 @@ export class PiiDetected extends Schema.TaggedError<PiiDetected>(
 }
 
 /**
- * A custom detector threw, or returned a span outside the text.
+ * A custom detector threw, or returned a span outside the text; or a custom
+ * pattern's scan of one text overran its time budget (a second plus 20 µs
+ * per character: a pattern that rescans the text at every match).
  *
  * @since 0.1.0
  * @category errors

@@ -132,6 +132,8 @@ describe("patterns the linear-time engine cannot run", () => {
     [/\d+(?=px)/, "lookahead"],
     [/\d+(?!px)/, "lookahead"],
     [/a{1001}/, "repeat count"],
+    [new RegExp("[\\w--\\d]", "v"), "set operations"],
+    [new RegExp("[[a-z]&&[aeiou]]", "v"), "set operations"],
     ["(\\w)\\1", "backreference"],
     ["a(?=b)", "lookahead"]
   ]

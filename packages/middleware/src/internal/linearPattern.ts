@@ -259,6 +259,9 @@ const translateSource = (source: string, flags: string): { source: string; lookb
     }
     while (at < source.length && peek() !== "]") {
       const first = atom()
+      if (sets && (source.startsWith("--", at) || source.startsWith("&&", at))) {
+        return fail("the v flag's set operations and nested classes")
+      }
       if (peek() === "-" && source[at + 1] !== "]" && at + 1 < source.length) {
         at++
         const second = atom()
