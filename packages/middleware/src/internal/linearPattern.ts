@@ -393,7 +393,8 @@ export const translate = (pattern: RegExp): Translation => {
     if (error instanceof RE2JSException) {
       return { _tag: "Unsupported", reason: error.message.replace(/^error parsing regexp: /, "") }
     }
-    throw error
+    // the engine could not take it at all (a nesting deeper than its stack, say)
+    return { _tag: "Unsupported", reason: `a pattern of this shape (${String(error)})` }
   }
 }
 
