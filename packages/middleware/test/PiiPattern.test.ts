@@ -118,7 +118,7 @@ describe("custom patterns with catastrophic backtracking", () => {
     // `\d+-\d+` runs to the end of the digits before `\d` may match: each match rescans the rest of the text
     const compiled = Either.getOrThrow(Pii.redactor({ types: [{ name: "dashed", pattern: /\d+-\d+|\d/ }] }))
     const started = performance.now()
-    assert.throws(() => compiled.detect("1".repeat(100_000)), Pii.PiiDetectorFailed)
+    assert.throws(() => compiled.detect("1".repeat(100_000)), /dashed" failed: its pattern took more than/)
     assert.isBelow(performance.now() - started, 10_000)
     // a short text is still read in full
     assert.deepStrictEqual(compiled.detect("12-34 5").map((match) => match.value), ["12-34", "5"])

@@ -424,7 +424,7 @@ export const matcher = (translation: Linear) => {
       if (end > start) found.push({ start, end })
       if (Date.now() > deadline) {
         throw new Overran(
-          `it took more than ${Math.round(budgetMs(text.length))} ms on a text of ${text.length} characters`
+          `took more than ${Math.round(budgetMs(text.length))} ms on a text of ${text.length} characters`
         )
       }
     }
