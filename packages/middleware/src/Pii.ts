@@ -71,6 +71,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as LinearPattern from "./internal/linearPattern.js"
 import * as Check from "./internal/options.js"
 import * as Detectors from "./internal/piiDetectors.js"
 import * as PiiStream from "./internal/piiStream.js"
@@ -108,8 +109,18 @@ export interface Span {
 }
 
 /**
- * A kind of personal data to look for: a built-in one, a regular expression,
- * or a function returning the spans it found.
+ * A kind of personal data to look for: a built-in one, a regular expression
+ * (a `RegExp`, or its source as a string, as LangChain's `detector` takes
+ * it), or a function returning the spans it found.
+ *
+ * A pattern runs on a linear-time engine (RE2, through re2js), never on
+ * JavaScript's backtracking one, so no text can make it take exponential
+ * time: `/(a+)+b/` on 100 KB of `a`s ends at once. It keeps JavaScript's
+ * meaning (`\s`, `.`, `\b`, flags `i`, `m`, `s`, `u`; `g` and `y` do not
+ * matter), reads whole characters as the `u` flag does, and groups do not
+ * capture. A pattern RE2 cannot run (a backreference, a lookahead, a repeat
+ * count above 1,000) is refused when the middleware is built, with
+ * `AgentError.InvalidOptions` naming `types[i].pattern`; lookbehinds run.
  *
  * For streaming (see {@link streamRedactor}) a custom type must, like the
  * built-ins, never match across whitespace (except a single space between two
@@ -121,7 +132,7 @@ export interface Span {
  */
 export type PiiType =
   | BuiltinType
-  | { readonly name: string; readonly pattern: RegExp }
+  | { readonly name: string; readonly pattern: RegExp | string }
   | { readonly name: string; readonly detect: (text: string) => ReadonlyArray<Span> }
 
 /**
@@ -308,7 +319,9 @@ export class PiiDetected extends Schema.TaggedError<PiiDetected>(
 }
 
 /**
- * A custom detector threw, or returned a span outside the text.
+ * A custom detector threw, or returned a span outside the text; or a custom
+ * pattern's scan of one text overran its time budget (a second plus 20 µs
+ * per character: a pattern that rescans the text at every match).
  *
  * @since 0.1.0
  * @category errors
@@ -376,12 +389,54 @@ const customDetect = (name: string, detect: (text: string) => ReadonlyArray<Span
 const invalid = (fields: { readonly option: string; readonly reason: string }) =>
   Check.invalid("Pii", fields.option, fields.reason)
 
+/** A pattern's source as an error message shows it: at most 60 characters. */
+const shortSource = (source: string): string => source.length > 60 ? `${source.slice(0, 57)}...` : source
+
+/**
+ * A custom pattern (a `RegExp`, or a source compiled as `new RegExp` would)
+ * in the form the linear-time engine runs, or the `InvalidOptions` naming
+ * `option` and saying what the engine does not support.
+ */
+const linearPattern = (
+  pattern: RegExp | string,
+  option: string
+): Either.Either<LinearPattern.Linear, AgentError.InvalidOptions> => {
+  let regexp: RegExp
+  try {
+    regexp = typeof pattern === "string" ? new RegExp(pattern) : pattern
+  } catch (error) {
+    return Either.left(invalid({
+      option,
+      reason: `/${shortSource(String(pattern))}/ is not a regular expression: ${(error as Error).message}`
+    }))
+  }
+  const translation = LinearPattern.translate(regexp)
+  if (translation._tag === "Linear") return Either.right(translation)
+  return Either.left(invalid({
+    option,
+    reason: `/${shortSource(regexp.source)}/ cannot run on the linear-time engine (RE2): it does not support ` +
+      `${translation.reason}. Rewrite the pattern without it, or give a detect function`
+  }))
+}
+
+/** A pattern's detector whose scan overran its time budget fails as a {@link PiiDetectorFailed}. */
+const withinBudget = (name: string, detect: Detectors.Detector): Detectors.Detector => (text) => {
+  try {
+    return detect(text)
+  } catch (error) {
+    if (error instanceof LinearPattern.Overran) {
+      throw new PiiDetectorFailed({ piiType: name, reason: `its pattern ${error.message}` })
+    }
+    throw error
+  }
+}
+
 const RegExpSchema = Schema.declare((u: unknown): u is RegExp => u instanceof RegExp, { identifier: "a RegExp" })
 
 const redactorFields = {
   types: Schema.Array(Schema.Union(
     Schema.String,
-    Schema.Struct({ name: Schema.String, pattern: RegExpSchema }),
+    Schema.Struct({ name: Schema.String, pattern: Schema.Union(RegExpSchema, Schema.String) }),
     Schema.Struct({ name: Schema.String, detect: Check.AnyFunction })
   )),
   strategy: Schema.optional(Schema.Literal("redact", "mask", "hash", "block"))
@@ -419,15 +474,17 @@ const compileRules = (
           })
         )
       }
-      if ("pattern" in type && type.pattern instanceof RegExp) {
-        rule = { name: type.name, detect: Detectors.fromPattern(type.pattern) }
+      if ("pattern" in type && (type.pattern instanceof RegExp || typeof type.pattern === "string")) {
+        const linear = linearPattern(type.pattern, `${option}.pattern`)
+        if (Either.isLeft(linear)) return Either.left(linear.left)
+        rule = { name: type.name, detect: withinBudget(type.name, Detectors.fromPattern(linear.right)) }
       } else if ("detect" in type && typeof type.detect === "function") {
         rule = { name: type.name, detect: customDetect(type.name, type.detect) }
       } else {
         return Either.left(
           invalid({
             option,
-            reason: `custom type "${type.name}" needs a RegExp pattern or a detect function`
+            reason: `custom type "${type.name}" needs a pattern (a RegExp or its source) or a detect function`
           })
         )
       }

@@ -5,6 +5,7 @@
  * several types are settled into one list of non-overlapping matches.
  */
 import type * as Pii from "../Pii.js"
+import * as LinearPattern from "./linearPattern.js"
 
 // `\b` would not fire between an ASCII value and adjacent non-ASCII letters
 // ("联系alice@example.com"); these lookarounds treat any non-ASCII character
@@ -176,11 +177,11 @@ export const builtin: Record<Pii.BuiltinType, Detector> = {
   url: (text) => [...scan(schemeUrlPattern, text, acceptUrl(false)), ...scan(bareUrlPattern, text, acceptUrl(true))]
 }
 
-/** The detector of a custom pattern: every match, whatever the pattern's `g`/`y` flags. */
-export const fromPattern = (pattern: RegExp): Detector => {
-  const global = new RegExp(pattern.source, `${pattern.flags.replace(/[gy]/g, "")}g`)
-  return (text) => scan(global, text, () => true)
-}
+/**
+ * The detector of a custom pattern, translated for the linear-time engine:
+ * every non-empty match, whatever the pattern's `g`/`y` flags.
+ */
+export const fromPattern = (pattern: LinearPattern.Linear): Detector => LinearPattern.matcher(pattern)
 
 /** A type's name and its detector, as given in the options. */
 export interface Rule {
