@@ -6,8 +6,9 @@
  * - `layerSqlite`: one runner process on one machine, journal in a SQLite
  *   file. A lease stored in the database itself keeps a second runner
  *   process away, whatever name it opens the file by (two runners on one
- *   file would run the same activities twice); processes that only start or
- *   approve runs connect with `clientOnly: true`.
+ *   file would run the same activities twice), and a runner that loses it
+ *   stops executing; processes that only start or approve runs connect
+ *   with `clientOnly: true`.
  * - `layerPostgres`: several runner processes, on one machine or many, share
  *   a PostgreSQL database. Shards are spread over the live runners and held
  *   with advisory locks; when a runner dies the others take its runs over.
@@ -738,6 +739,19 @@ const rehomeMessages = (shardsPerGroup: number) =>
  * after its last renewal. Other processes can still start runs and
  * send approvals through the file with `clientOnly: true`; the runner sees
  * their messages within `pollInterval`.
+ *
+ * A runner that loses its lease stops executing: another runner took it
+ * over (after the runner's renewals stopped for 10 seconds: a paused
+ * process, a suspended machine), its row was deleted, or the database
+ * failed its renewals until the lease would soon expire. Its engine stops,
+ * as @effect/cluster stops a runner that lost its shard locks: every run
+ * it executes is interrupted at once and left in the journal for the new
+ * owner to resume (a tool call already running ends, as activities do;
+ * none starts after), and every later call through the engine dies with
+ * `EngineLocked` (`lost` says how). A runner whose process or event loop
+ * was paused renews its lease before it starts any step (model or tool
+ * call), so it finds a takeover before it goes on. Restart the process to
+ * run again.
  *
  * @example
  * ```ts

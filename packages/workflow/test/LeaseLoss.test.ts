@@ -10,6 +10,7 @@ import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import type { WorkflowEngine } from "@effect/workflow"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
+import type { Context } from "effect"
 import { Cause, Duration, Effect, Exit, Layer, Option } from "effect"
 import * as path from "node:path"
 import { LeaseTiming } from "../src/internal/leaseTiming.js"
@@ -51,10 +52,10 @@ const started = (directory: string, runner: string) =>
 /** The defect a call through an engine whose runner lost its lease dies with. */
 const lockedDefect = <A, E>(
   effect: Effect.Effect<A, E, WorkflowEngine.WorkflowEngine>,
-  context: Layer.Layer.Context<any>
+  context: Context.Context<WorkflowEngine.WorkflowEngine>
 ) =>
   Effect.gen(function*() {
-    const exit = yield* Effect.exit(Effect.timeout(Effect.provide(effect, context as never), "10 seconds"))
+    const exit = yield* Effect.exit(Effect.timeout(Effect.provide(effect, context), "10 seconds"))
     assert.isTrue(Exit.isFailure(exit), "the call succeeded")
     const defect = Exit.isFailure(exit) ? Cause.dieOption(exit.cause) : Option.none()
     assert.isTrue(Option.isSome(defect), `not a defect: ${Exit.isFailure(exit) ? Cause.pretty(exit.cause) : ""}`)
