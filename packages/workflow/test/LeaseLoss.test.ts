@@ -69,30 +69,46 @@ describe("a SQLite runner that loses its lease", () => {
       lose: (sql: SqlClient.SqlClient) =>
         sql`UPDATE stepwise_runner_lease SET owner = 'usurper', pid = 4242, host = 'elsewhere', machine = 'elsewhere',
           expires_at = ${Date.now() + 600_000}`,
+      handOver: (sql: SqlClient.SqlClient) => sql`UPDATE stepwise_runner_lease SET expires_at = 0`,
       lost: "TakenOver",
-      pid: 4242
+      pid: 4242,
+      step: "1500 millis"
     },
     {
       name: "deleted",
       lose: (sql: SqlClient.SqlClient) => sql`DELETE FROM stepwise_runner_lease`,
+      handOver: (_sql: SqlClient.SqlClient) => Effect.void as Effect.Effect<unknown>,
       lost: "Deleted",
-      pid: undefined
+      pid: undefined,
+      step: "1500 millis"
+    },
+    {
+      // the step outlasts the lease: the runner holds it until it would expire within a heartbeat
+      name: "not renewed (every renewal fails, the database refusing the write)",
+      lose: (sql: SqlClient.SqlClient) =>
+        sql`CREATE TRIGGER failing_renewal BEFORE UPDATE ON stepwise_runner_lease
+          BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END`,
+      handOver: (sql: SqlClient.SqlClient) =>
+        Effect.zipRight(sql`DROP TRIGGER failing_renewal`, sql`DELETE FROM stepwise_runner_lease`),
+      lost: "NotRenewed",
+      pid: undefined,
+      step: "2500 millis"
     }
   ] as const
-  for (const { lose, lost, name, pid } of cases) {
+  for (const { handOver, lose, lost, name, pid, step } of cases) {
     it.scopedLive(
       `${name}: stops its run at once (no activity starts after), later calls die with EngineLocked, the next runner resumes it`,
       () =>
         Effect.gen(function*() {
           const directory = yield* tempDirectory("stepwise-lease-")
           const filename = path.join(directory, "runs.db")
-          const first = yield* runnerOn(filename, directory, "first", "1500 millis")
+          const first = yield* runnerOn(filename, directory, "first", step)
           const executionId = yield* Toy.execute({ runId: "r1" }, { discard: true }).pipe(Effect.provide(first))
           yield* eventually(() => started(directory, "first").length === 1, "the first step started")
 
           yield* asClient(filename, lose)
           // past the step in flight (it ends: the cluster runs activities to their end) and several heartbeats
-          yield* Effect.sleep("3 seconds")
+          yield* Effect.sleep("4 seconds")
           assert.deepStrictEqual(started(directory, "first"), ["r1/first"])
 
           const locked = yield* lockedDefect(Toy.execute({ runId: "r2" }, { discard: true }), first)
@@ -102,7 +118,7 @@ describe("a SQLite runner that loses its lease", () => {
           assert.strictEqual((yield* lockedDefect(Toy.poll(executionId), first))._tag, "EngineLocked")
 
           // the run was not recorded as ended: a runner taking the file over resumes it
-          yield* asClient(filename, (sql) => sql`UPDATE stepwise_runner_lease SET expires_at = 0`)
+          yield* asClient(filename, handOver)
           const next = yield* runnerOn(filename, directory, "next", "10 millis")
           yield* eventually(() => started(directory, "next").includes("r1/second"), "the next runner ran the run")
           const result = yield* Effect.gen(function*() {
