@@ -20,10 +20,14 @@ const spawn = (env: Record<string, string>) =>
     Effect.sync(() => spawnChild(script, env)),
     (child) =>
       Effect.promise(() => {
-        // a stopped process is killed all the same; SIGCONT lets it exit at once
-        process.kill(child.pid, "SIGCONT")
+        try {
+          // a stopped process is killed all the same; SIGCONT lets it exit at once
+          process.kill(child.pid, "SIGCONT")
+        } catch {
+          // it has exited
+        }
         return child.kill()
-      }).pipe(Effect.ignore)
+      })
   )
 
 /** What the tool did, line by line (`attempt <key>`). */
