@@ -134,4 +134,28 @@ describe("a SQLite runner that loses its lease", () => {
       { timeout: 90_000 }
     )
   }
+
+  it.scopedLive(
+    "not lost by a pause alone: an event loop blocked past the lease, the lease untouched, the runner renews it and goes on",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-lease-")
+        const filename = path.join(directory, "runs.db")
+        const runner = yield* runnerOn(filename, directory, "only", "500 millis")
+        const executionId = yield* Toy.execute({ runId: "r1" }, { discard: true }).pipe(Effect.provide(runner))
+        yield* eventually(() => started(directory, "only").length === 1, "the first step started")
+        // longer than the 2 s lease: no renewal in between, but no other runner wrote the lease either
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3000)
+        const result = yield* Effect.gen(function*() {
+          while (true) {
+            const polled = yield* Toy.poll(executionId)
+            if (polled !== undefined) return polled
+            yield* Effect.sleep("50 millis")
+          }
+        }).pipe(Effect.provide(runner), Effect.timeout("30 seconds"))
+        assert.deepStrictEqual(result._tag === "Complete" ? result.exit : result, Exit.succeed("r1/first+r1/second"))
+        assert.deepStrictEqual(started(directory, "only"), ["r1/first", "r1/second"])
+      }),
+    { timeout: 60_000 }
+  )
 })
