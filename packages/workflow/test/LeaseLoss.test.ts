@@ -12,6 +12,7 @@ import type { WorkflowEngine } from "@effect/workflow"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import type { Context } from "effect"
 import { Cause, Duration, Effect, Exit, Layer, Option } from "effect"
+import * as childProcess from "node:child_process"
 import * as path from "node:path"
 import { LeaseTiming } from "../src/internal/leaseTiming.js"
 import { tempDirectory } from "./support/databases.js"
@@ -155,6 +156,36 @@ describe("a SQLite runner that loses its lease", () => {
         }).pipe(Effect.provide(runner), Effect.timeout("30 seconds"))
         assert.deepStrictEqual(result._tag === "Complete" ? result.exit : result, Exit.succeed("r1/first+r1/second"))
         assert.deepStrictEqual(started(directory, "only"), ["r1/first", "r1/second"])
+      }),
+    { timeout: 60_000 }
+  )
+
+  it.scopedLive(
+    "an event loop blocked past the lease while another runner took it over: once it runs again it starts no step",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-lease-")
+        const filename = path.join(directory, "runs.db")
+        const runner = yield* runnerOn(filename, directory, "first", "300 millis")
+        yield* Toy.execute({ runId: "r1" }, { discard: true }).pipe(Effect.provide(runner))
+        yield* eventually(() => started(directory, "first").length === 1, "the first step started")
+        // another process takes the lease over while this one is blocked (its timers, the step's and the
+        // renewal's, all fire together once it runs again)
+        const usurper = childProcess.spawn(process.execPath, [
+          "-e",
+          `setTimeout(() => { new (require("better-sqlite3"))(process.argv[1]).prepare(
+            "UPDATE stepwise_runner_lease SET owner = 'usurper', pid = 4242, host = 'elsewhere', machine = 'elsewhere', expires_at = ?"
+          ).run(Date.now() + 600000); console.log("taken") }, 300)`,
+          filename
+        ], { cwd: process.cwd(), stdio: ["ignore", "pipe", "inherit"] })
+        let taken = ""
+        usurper.stdout.on("data", (chunk: Buffer) => taken += chunk.toString())
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3000)
+        yield* eventually(() => taken.includes("taken"), "the usurper wrote the lease")
+        yield* Effect.sleep("1500 millis")
+        assert.deepStrictEqual(started(directory, "first"), ["r1/first"])
+        const locked = yield* lockedDefect(Toy.execute({ runId: "r2" }, { discard: true }), runner)
+        assert.strictEqual(locked.lost, "TakenOver")
       }),
     { timeout: 60_000 }
   )
