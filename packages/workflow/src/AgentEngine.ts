@@ -6,8 +6,9 @@
  * - `layerSqlite`: one runner process on one machine, journal in a SQLite
  *   file. A lease stored in the database itself keeps a second runner
  *   process away, whatever name it opens the file by (two runners on one
- *   file would run the same activities twice); processes that only start or
- *   approve runs connect with `clientOnly: true`.
+ *   file would run the same activities twice), and a runner that loses it
+ *   stops executing; processes that only start or approve runs connect
+ *   with `clientOnly: true`.
  * - `layerPostgres`: several runner processes, on one machine or many, share
  *   a PostgreSQL database. Shards are spread over the live runners and held
  *   with advisory locks; when a runner dies the others take its runs over.
@@ -20,6 +21,7 @@
  *
  * @since 0.1.0
  */
+import { PersistenceError } from "@effect/cluster/ClusterError"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as EntityId from "@effect/cluster/EntityId"
 import type * as MessageStorage from "@effect/cluster/MessageStorage"
@@ -27,6 +29,7 @@ import * as RunnerAddress from "@effect/cluster/RunnerAddress"
 import * as RunnerHealth from "@effect/cluster/RunnerHealth"
 import * as Runners from "@effect/cluster/Runners"
 import * as RunnerStorage from "@effect/cluster/RunnerStorage"
+import type * as ShardId from "@effect/cluster/ShardId"
 import * as Sharding from "@effect/cluster/Sharding"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
@@ -40,17 +43,23 @@ import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { LeaseTiming } from "./internal/leaseTiming.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -158,9 +167,22 @@ export interface PostgresOptions {
 // -----------------------------------------------------------------------------
 
 /**
- * Another runner process already works on this SQLite file (it holds the
- * lease stored in the database). Two runners on one file would both execute
- * the same runs.
+ * Another runner process works on this SQLite file: it holds the lease
+ * stored in the database. Two runners on one file would both execute the
+ * same runs.
+ *
+ * A runner that starts while another holds the lease fails with it. A
+ * runner that loses its lease while it runs (`lost` says how) stops its
+ * engine, and every later call through that engine (starting, polling,
+ * resuming a run) dies with it.
+ *
+ * @example
+ * ```ts
+ * import { AgentEngine } from "@stepwise-agent/workflow"
+ *
+ * const locked = new AgentEngine.EngineLocked({ filename: "runs.db", pid: 42, host: "db1", lost: "TakenOver" })
+ * locked.message // "This runner lost the run database \"runs.db\" to a runner (process 42 on db1) …"
+ * ```
  *
  * @since 0.1.0
  * @category errors
@@ -170,15 +192,32 @@ export class EngineLocked extends Schema.TaggedError<EngineLocked>(
 )("EngineLocked", {
   filename: Schema.String,
   pid: Schema.optional(Schema.Number),
-  host: Schema.optional(Schema.String)
+  host: Schema.optional(Schema.String),
+  /**
+   * Set when this runner held the lease and lost it: another runner took it
+   * over (`"TakenOver"`), its row was deleted (`"Deleted"`), or it could not
+   * be renewed before it would have expired (`"NotRenewed"`).
+   */
+  lost: Schema.optional(Schema.Literal("TakenOver", "Deleted", "NotRenewed"))
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
     const owner = this.pid === undefined ? "another process" : `process ${this.pid} on ${this.host ?? "this host"}`
-    return `The run database "${this.filename}" is in use by a runner (${owner}). ` +
-      `Stop it first, or connect with { clientOnly: true } to start and approve runs through it.`
+    const stopped = "This runner stopped executing runs (the new owner resumes them from their journal); " +
+      "restart the process to run again."
+    switch (this.lost) {
+      case "TakenOver":
+        return `This runner lost the run database "${this.filename}" to a runner (${owner}). ${stopped}`
+      case "Deleted":
+        return `The runner lease of "${this.filename}" was deleted. ${stopped}`
+      case "NotRenewed":
+        return `This runner could not renew its lease of "${this.filename}" before it would have expired. ${stopped}`
+      case undefined:
+        return `The run database "${this.filename}" is in use by a runner (${owner}). ` +
+          `Stop it first, or connect with { clientOnly: true } to start and approve runs through it.`
+    }
   }
 }
 
@@ -345,10 +384,6 @@ const describeCause = (cause: Cause.Cause<unknown>) => {
   return error instanceof Error ? error.message : String(error)
 }
 
-/** How long a runner's lease lasts without a heartbeat, and how often the runner renews it. */
-const leaseFor = Duration.seconds(10)
-const heartbeatEvery = Duration.seconds(2)
-
 /** A line of `/proc`, or `""` where there is none (not Linux, no access). */
 const procText = (file: string) => {
   try {
@@ -403,6 +438,19 @@ interface LeaseRow {
   readonly expires_at: number | bigint
 }
 
+/** The runner lease a runner holds: see {@link holdRunnerLease}. */
+interface RunnerLease {
+  /**
+   * Succeeds while this runner can show that it holds the lease: its last
+   * renewal is recent, or, when it is not (the process was paused, the
+   * event loop blocked), a renewal now succeeds. Fails with how the lease
+   * was lost otherwise, and from then on.
+   */
+  readonly check: Effect.Effect<void, EngineLocked>
+  /** Waits until the lease is lost. */
+  readonly lost: Effect.Effect<EngineLocked>
+}
+
 /**
  * Holds the runner lease of a SQLite database for the scope: a row inside
  * the database itself (so no other name of the file, no rename, link or
@@ -410,15 +458,23 @@ interface LeaseRow {
  * process that holds it. A runner finding another's live lease fails with
  * `EngineLocked`. A lease is live while its process runs, when that
  * process is of this machine (same host, boot and pid namespace), and
- * otherwise until it expires: its holder renews it every
- * {@link heartbeatEvery}, for {@link leaseFor}, and copies it into the
- * database file (a WAL checkpoint), where a process opening the file by
- * another name (which SQLite gives a WAL file of its own) finds it. The
- * lease is given up when the scope closes.
+ * otherwise until it expires: its holder renews it every `heartbeatEvery`,
+ * for `leaseFor`, and copies it into the database file (a WAL checkpoint),
+ * where a process opening the file by another name (which SQLite gives a
+ * WAL file of its own) finds it. The lease is given up when the scope
+ * closes.
+ *
+ * A renewal writes over the row exactly as this runner last wrote it, so a
+ * renewal that succeeds shows that no other runner wrote the lease since,
+ * however long ago the last one was. The lease is lost when a renewal finds
+ * the row taken over or deleted, or when renewals fail until less than a
+ * heartbeat is left before the lease would expire.
  */
 const holdRunnerLease = (filename: string) =>
   Effect.gen(function*() {
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+    const { heartbeatEvery, leaseFor } = yield* LeaseTiming
+    const leaseMillis = Duration.toMillis(leaseFor)
     const machine = machineOf()
     const me = {
       owner: crypto.randomUUID(),
@@ -433,7 +489,7 @@ const holdRunnerLease = (filename: string) =>
     /** The row of this runner's lease, as written at `now`. */
     const mine = (now: number) =>
       sql`(id, owner, pid, host, machine, started, expires_at) VALUES (1, ${me.owner}, ${me.pid}, ${me.host},
-        ${machine}, ${me.started}, ${now + Duration.toMillis(leaseFor)})`
+        ${machine}, ${me.started}, ${now + leaseMillis})`
     /** Writes this runner's lease: over none, or over `held` if it is still the one stored. */
     const write = (now: number, held: LeaseRow | undefined) =>
       held === undefined
@@ -453,32 +509,63 @@ const holdRunnerLease = (filename: string) =>
       expires_at INTEGER NOT NULL
     )`
     // a write over what was read, unless another process wrote in between: then read again
-    let taken = false
-    for (let attempt = 0; attempt < 3 && !taken; attempt++) {
+    let expiresAt: number | undefined
+    for (let attempt = 0; attempt < 3 && expiresAt === undefined; attempt++) {
       const now = yield* Clock.currentTimeMillis
       const [held] = yield* sql<LeaseRow>`SELECT owner, pid, host, machine, started, expires_at FROM ${lease}`
       if (held !== undefined && held.owner !== me.owner && live(held, now)) {
         return yield* new EngineLocked({ filename, pid: Number(held.pid), host: held.host })
       }
-      taken = (yield* write(now, held)).length > 0
+      if ((yield* write(now, held)).length > 0) expiresAt = now + leaseMillis
     }
-    if (!taken) return yield* new EngineLocked({ filename })
+    if (expiresAt === undefined) return yield* new EngineLocked({ filename })
     yield* checkpoint
     yield* Effect.addFinalizer(() =>
       Effect.ignore(sql`DELETE FROM ${lease} WHERE owner = ${me.owner}`).pipe(Effect.zipRight(checkpoint))
     )
-    // renews the lease (writing it again if someone deleted it); another runner holding it is an error to log
-    const renew = Effect.gen(function*() {
+
+    const lost = yield* Deferred.make<EngineLocked>()
+    const failLost = Effect.flatMap(Deferred.await(lost), Effect.fail)
+    /** Records the lease as lost (the first loss found stays), failing with it. */
+    const lose = (error: EngineLocked) => Effect.zipRight(Deferred.succeed(lost, error), failLost)
+    /** Until when a renewal is not needed to show the lease is held: a heartbeat before it would expire. */
+    const provenUntil = () => expiresAt! - Duration.toMillis(heartbeatEvery)
+    const renewals = yield* Effect.makeSemaphore(1)
+    /** Renews the lease over the row as last written, or finds it lost. */
+    const renew = renewals.withPermits(1)(Effect.gen(function*() {
+      if (yield* Deferred.isDone(lost)) return yield* failLost
       const now = yield* Clock.currentTimeMillis
-      const kept = yield* sql`INSERT INTO ${lease} ${mine(now)}
-        ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at WHERE ${lease}.owner = ${me.owner}
-        RETURNING owner`
-      if (kept.length === 0) {
-        yield* Effect.logError(`Another runner has taken the run database "${filename}" over: stop this process`)
+      const renewed = yield* Effect.either(sql`UPDATE ${lease} SET expires_at = ${now + leaseMillis}
+        WHERE owner = ${me.owner} AND expires_at = ${expiresAt!} RETURNING owner`)
+      if (Either.isLeft(renewed)) {
+        // the database failed: the lease is still this runner's until it would expire (less a heartbeat)
+        if (now < provenUntil()) return yield* Effect.logWarning("Could not renew the runner lease", renewed.left)
+        return yield* lose(new EngineLocked({ filename, lost: "NotRenewed" }))
       }
-      yield* checkpoint
-    }).pipe(Effect.catchAll((error) => Effect.logWarning("Could not renew the runner lease", error)))
-    yield* Effect.forkScoped(Effect.repeat(renew, Schedule.spaced(heartbeatEvery)).pipe(Effect.delay(heartbeatEvery)))
+      if (renewed.right.length > 0) {
+        expiresAt = now + leaseMillis
+        return yield* checkpoint
+      }
+      const [held] = yield* Effect.orElseSucceed(
+        sql<LeaseRow>`SELECT owner, pid, host, machine, started, expires_at FROM ${lease}`,
+        () => []
+      )
+      return yield* lose(
+        held === undefined
+          ? new EngineLocked({ filename, lost: "Deleted" })
+          : new EngineLocked({ filename, pid: Number(held.pid), host: held.host, lost: "TakenOver" })
+      )
+    }))
+    yield* Effect.forkScoped(
+      Effect.ignore(Effect.repeat(Effect.delay(renew, heartbeatEvery), Schedule.forever))
+    )
+    return {
+      check: Effect.gen(function*() {
+        if (yield* Deferred.isDone(lost)) return yield* failLost
+        if ((yield* Clock.currentTimeMillis) >= provenUntil()) return yield* renew
+      }),
+      lost: Deferred.await(lost)
+    } satisfies RunnerLease
   }).pipe(
     Effect.catchTag("SqlError", (error) =>
       new AgentError.InvalidOptions({
@@ -487,6 +574,105 @@ const holdRunnerLease = (filename: string) =>
         reason: `cannot take the runner lease of "${filename}": ${String(error.cause ?? error.message)}`
       }))
   )
+
+/**
+ * The runner storage of a leased SQLite engine: shards are held (acquired,
+ * refreshed) only while the lease is. Once it is lost, @effect/cluster's
+ * own handling of shard locks it can no longer refresh takes over: every
+ * entity of the runner, so every run it executes, is interrupted at once,
+ * and no shard is taken again. `held` collects the shards it gave out.
+ */
+const leasedRunnerStorage = (lease: RunnerLease, held: Set<ShardId.ShardId>) =>
+  Layer.effect(
+    RunnerStorage.RunnerStorage,
+    Effect.map(RunnerStorage.makeMemory, (memory) => {
+      const whileHeld = <A>(effect: Effect.Effect<A, PersistenceError>) =>
+        Effect.zipRight(Effect.mapError(lease.check, (cause) => new PersistenceError({ cause })), effect)
+      return RunnerStorage.RunnerStorage.of({
+        ...memory,
+        acquire: (address, shardIds) =>
+          whileHeld(memory.acquire(address, shardIds)).pipe(
+            Effect.tap((acquired) => acquired.forEach((shardId) => held.add(shardId)))
+          ),
+        refresh: (address, shardIds) => whileHeld(memory.refresh(address, shardIds))
+      })
+    })
+  )
+
+/**
+ * The workflow engine of a leased SQLite engine: each call first checks the
+ * lease (a recent renewal, or a renewal now: see {@link RunnerLease}), so a
+ * runner whose process was paused past its lease starts no activity before
+ * it has shown it still holds it. Once the lease is lost, a call from a run
+ * waits there until the engine stops the run (a run must not record
+ * anything: its new owner resumes it), and any other call dies with
+ * `EngineLocked`.
+ */
+const leasedWorkflowEngine = (
+  engine: WorkflowEngine.WorkflowEngine["Type"],
+  lease: RunnerLease
+): WorkflowEngine.WorkflowEngine["Type"] => {
+  const held = Effect.catchAll(lease.check, (locked) =>
+    Effect.flatMap(
+      Effect.serviceOption(WorkflowEngine.WorkflowInstance),
+      (instance) => Option.isSome(instance) ? Effect.never : Effect.die(locked)
+    ))
+  const guard =
+    <Args extends ReadonlyArray<any>, A, E, R>(call: (...args: Args) => Effect.Effect<A, E, R>) => (...args: Args) =>
+      Effect.zipRight(held, Effect.suspend(() => call(...args)))
+  return WorkflowEngine.WorkflowEngine.of({
+    register: guard(engine.register) as typeof engine.register,
+    execute: guard(engine.execute) as typeof engine.execute,
+    poll: guard(engine.poll) as typeof engine.poll,
+    interrupt: guard(engine.interrupt),
+    resume: guard(engine.resume),
+    activityExecute: guard(engine.activityExecute) as typeof engine.activityExecute,
+    deferredResult: guard(engine.deferredResult) as typeof engine.deferredResult,
+    deferredDone: guard(engine.deferredDone) as typeof engine.deferredDone,
+    scheduleClock: guard(engine.scheduleClock)
+  })
+}
+
+/**
+ * The engine of a runner holding `lease`, built in a scope of its own that
+ * is closed when the lease is lost: first @effect/cluster interrupts the
+ * runs (its shard locks fail, see {@link leasedRunnerStorage}), then the
+ * engine (sharding, storage polling, workflow engine) stops, and calls
+ * through it die with `EngineLocked` from then on.
+ */
+const leasedEngine = (
+  config: Partial<ShardingConfig.ShardingConfig["Type"]>,
+  lease: RunnerLease
+): Effect.Effect<
+  Context.Context<WorkflowEngine.WorkflowEngine | Sharding.Sharding | MessageStorage.MessageStorage>,
+  SqlError,
+  SqlClient.SqlClient | Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const engineScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+    const held = new Set<ShardId.ShardId>()
+    const context = yield* Layer.buildWithScope(clusterEngine(config, leasedRunnerStorage(lease, held)), engineScope)
+    const sharding = Context.get(context, Sharding.Sharding)
+    const runsStopped = Effect.gen(function*() {
+      while (
+        [...held].some((shardId) => sharding.hasShardId(shardId)) || (yield* sharding.activeEntityCount) > 0
+      ) {
+        yield* Effect.sleep(Duration.millis(50))
+      }
+    })
+    yield* Effect.forkScoped(Effect.gen(function*() {
+      const locked = yield* lease.lost
+      yield* Effect.logError(locked.message)
+      // bounded: the runs' fibers wait at the lease check anyway, until the scope of their registration closes
+      yield* Effect.ignore(Effect.timeout(runsStopped, Duration.seconds(30)))
+      yield* Scope.close(engineScope, Exit.fail(locked))
+    }))
+    return Context.add(
+      context,
+      WorkflowEngine.WorkflowEngine,
+      leasedWorkflowEngine(Context.get(context, WorkflowEngine.WorkflowEngine), lease)
+    )
+  })
 
 /**
  * Shards per shard group on SQLite. A single runner owns every shard, so
@@ -554,6 +740,19 @@ const rehomeMessages = (shardsPerGroup: number) =>
  * send approvals through the file with `clientOnly: true`; the runner sees
  * their messages within `pollInterval`.
  *
+ * A runner that loses its lease stops executing: another runner took it
+ * over (after the runner's renewals stopped for 10 seconds: a paused
+ * process, a suspended machine), its row was deleted, or the database
+ * failed its renewals until the lease would soon expire. Its engine stops,
+ * as @effect/cluster stops a runner that lost its shard locks: every run
+ * it executes is interrupted at once and left in the journal for the new
+ * owner to resume (a tool call already running ends, as activities do;
+ * none starts after), and every later call through the engine dies with
+ * `EngineLocked` (`lost` says how). A runner whose process or event loop
+ * was paused renews its lease before it starts any step (model or tool
+ * call), so it finds a takeover before it goes on. Restart the process to
+ * run again.
+ *
  * @example
  * ```ts
  * import { AgentEngine } from "@stepwise-agent/workflow"
@@ -615,13 +814,26 @@ export const layerSqlite = (
         )
       )
     )
-    const engine = clusterEngine(config, RunnerStorage.layerMemory)
-    if (clientOnly) return engine.pipe(Layer.provideMerge(sqlite))
-    // the lease is taken before the engine starts and given up after it has stopped
-    const lease = inMemory ? Layer.empty : Layer.scopedDiscard(holdRunnerLease(filename))
+    if (clientOnly || inMemory) {
+      const engine = clusterEngine(config, RunnerStorage.layerMemory)
+      return clientOnly
+        ? engine.pipe(Layer.provideMerge(sqlite))
+        : Layer.effectDiscard(rehomeMessages(config.shardsPerGroup)).pipe(
+          Layer.provideMerge(engine),
+          Layer.provideMerge(sqlite)
+        )
+    }
+    // the lease is taken before the engine starts, stops the engine when lost, and is given up after it stopped
+    const { heartbeatEvery } = yield* LeaseTiming
+    const leased = Layer.scopedContext(Effect.flatMap(holdRunnerLease(filename), (lease) =>
+      leasedEngine({
+        ...config,
+        // how soon a lost lease stops the runs: the cluster checks its (in-memory) shard locks this often
+        shardLockRefreshInterval: Duration.unsafeDivide(heartbeatEvery, 4),
+        ...options?.sharding
+      }, lease)))
     return Layer.effectDiscard(rehomeMessages(config.shardsPerGroup)).pipe(
-      Layer.provideMerge(engine),
-      Layer.provide(lease),
+      Layer.provideMerge(leased),
       Layer.provideMerge(sqlite)
     )
   }))

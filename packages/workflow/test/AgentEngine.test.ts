@@ -247,19 +247,6 @@ describe("AgentEngine.layerSqlite", () => {
       yield* assertRefused(hardLink, directory, first.pid)
     }))
 
-  it.scopedLive("a lease row deleted under a live runner is written again by its next renewal", () =>
-    Effect.gen(function*() {
-      const { directory, filename, first } = yield* firstRunner
-      yield* Effect.scoped(Effect.gen(function*() {
-        const client = yield* Layer.build(AgentEngine.layerSqlite({ filename, clientOnly: true }))
-        const sql = yield* Effect.provide(SqlClient.SqlClient, client)
-        yield* sql`DELETE FROM stepwise_runner_lease`
-      }))
-      // two renewals (every 2 s)
-      yield* Effect.sleep("5 seconds")
-      yield* assertRefused(filename, directory, first.pid)
-    }))
-
   /** Whether this process may bind-mount a file in a mount namespace of its own (root with CAP_SYS_ADMIN). */
   const canBindMount = (() => {
     const directory = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-mount-"))

@@ -17,9 +17,13 @@
  * - SUBAGENT=1: `send_email` is the tool of a child agent ("mailer", with
  *   `ToolEffect.middleware()`) that the durable agent delegates to with
  *   `SubAgents`: the question is the child's, and the parent waits on it.
+ * - CALLS=<n>: the model sends n emails, one call after another (`call_1`…),
+ *   before it answers (default 1); TOOL_MS=<ms>: each call takes that long.
+ * - LEASE_MS / HEARTBEAT_MS: the runner lease's length and renewal interval.
  *
  * Prints `waiting <request json>` when the run waits on the question,
- * `error <tag>` when a decision is refused, and `done <json>` at the end.
+ * `error <tag>` when a decision is refused, `done <json>` at the end, and
+ * `lost <EngineLocked json>` (then idles) when the runner lost its lease.
  */
 import { Tool, Toolkit } from "@effect/ai"
 import { LanguageModel } from "@effect/ai"
@@ -32,8 +36,9 @@ import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Duration, Effect, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
+import { LeaseTiming } from "../../src/internal/leaseTiming.js"
 import { CrashSeam } from "../../src/internal/ledger.js"
 
 const env = (name: string) => process.env[name] ?? ""
@@ -57,6 +62,7 @@ const ToolsLive = Tools.toLayer({
     Effect.gen(function*() {
       const { idempotencyKey } = yield* Effect.orDie(ToolContext.current)
       side(`attempt ${idempotencyKey}`)
+      if (env("TOOL_MS") !== "") yield* Effect.sleep(Number(env("TOOL_MS")))
       if (env("HANG") === "1") {
         console.log("tool running")
         return yield* Effect.never
@@ -65,14 +71,20 @@ const ToolsLive = Tools.toLayer({
     })
 })
 
-/** Sends one email, then answers with what the tool gave. */
+const calls = env("CALLS") === "" ? 1 : Number(env("CALLS"))
+
+/** Sends `calls` emails, one after another, then answers with what the tool gave last. */
 const answer: ScriptedModel.Turn = (request) => {
-  const result = request.prompt.content.flatMap((message) =>
+  const results = request.prompt.content.flatMap((message) =>
     message.role === "tool" ? message.content.flatMap((part) => part.type === "tool-result" ? [part] : []) : []
-  ).at(-1)
-  return result === undefined
-    ? ScriptedModel.toolCalls([{ name: "send_email", params: { to: "ada@example.com" }, id: "call_1" }])
-    : ScriptedModel.text(`answer after ${JSON.stringify(result.result)}`)
+  )
+  return results.length < calls
+    ? ScriptedModel.toolCalls([{
+      name: "send_email",
+      params: { to: "ada@example.com" },
+      id: `call_${results.length + 1}`
+    }])
+    : ScriptedModel.text(`answer after ${JSON.stringify(results.at(-1)!.result)}`)
 }
 
 export const Runs = AgentWorkflow.make({ name: "ledger-agent", version: 1 })
@@ -85,7 +97,7 @@ const lead: ScriptedModel.Turn = (request) =>
 
 const AgentLive = env("SUBAGENT") !== "1"
   ? Agent.layer({ toolkit: Tools, middleware: [ToolEffect.middleware()] }).pipe(
-    Layer.provide(Layer.mergeAll(ScriptedModel.layer(Array.from({ length: 10 }, () => answer)), ToolsLive))
+    Layer.provide(Layer.mergeAll(ScriptedModel.layer(Array.from({ length: calls + 10 }, () => answer)), ToolsLive))
   )
   : Layer.unwrapEffect(Effect.gen(function*() {
     const { model } = yield* ScriptedModel.make(Array.from({ length: 10 }, () => answer))
@@ -113,7 +125,13 @@ const Main = Runs.layer.pipe(
   Layer.provideMerge(AgentLive),
   Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer(), Authorizer.layer(() => true))),
   Layer.provideMerge(AgentEngine.layerSqlite({ filename: env("DB"), pollInterval: "200 millis" })),
-  Layer.provide(CrashLive)
+  Layer.provide(CrashLive),
+  Layer.provide(
+    env("LEASE_MS") === "" ? Layer.empty : Layer.succeed(LeaseTiming, {
+      leaseFor: Duration.millis(Number(env("LEASE_MS"))),
+      heartbeatEvery: Duration.millis(Number(env("HEARTBEAT_MS")))
+    })
+  )
 )
 
 const decisionOf = (request: ToolEffect.UncertainRequest): ToolEffect.UncertainDecision => {
@@ -166,6 +184,13 @@ const runner = Effect.gen(function*() {
     }
     yield* Effect.sleep("50 millis")
   }
-}).pipe(Effect.provide(Main))
+}).pipe(
+  Effect.catchAllDefect((defect) =>
+    defect instanceof AgentEngine.EngineLocked
+      ? Effect.zipRight(Effect.sync(() => console.log(`lost ${JSON.stringify(defect)}`)), Effect.never)
+      : Effect.die(defect)
+  ),
+  Effect.provide(Main)
+)
 
 NodeRuntime.runMain(runner, { disableErrorReporting: false })
