@@ -936,19 +936,22 @@ const ownRefs = (state: Readonly<Record<string, unknown>>, threadId: string): Re
 }
 
 /**
- * The state that records `refs` as offloaded by the thread `threadId`, and
- * those of them it did not have; `undefined` when it had them all. Only the
- * new ones are added (searched from the end, where the recent ones are).
+ * The state that records `refs` (distinct references) as offloaded by the
+ * thread `threadId`, and those of them it did not have; `undefined` when it
+ * had them all. Only the new ones are appended. A few references are looked
+ * for from the end, where the recent ones are; many (a new process's first
+ * view of a long thread), in a set.
  */
 const recording = (
   state: Readonly<Record<string, unknown>>,
   threadId: string,
-  refs: Iterable<string>
+  refs: ReadonlyArray<string>
 ): { readonly state: State; readonly fresh: ReadonlyArray<string> } | undefined => {
   const known = ownRefs(state, threadId)
+  const set = refs.length > 16 ? new Set(known) : undefined
   let fresh: Array<string> | undefined
   for (const ref of refs) {
-    if (known.lastIndexOf(ref) === -1 && !fresh?.includes(ref)) (fresh ??= []).push(ref)
+    if (set === undefined ? known.lastIndexOf(ref) === -1 : !set.has(ref)) (fresh ??= []).push(ref)
   }
   return fresh === undefined ? undefined : { state: { offloads: { threadId, refs: known.concat(fresh) } }, fresh }
 }
@@ -1021,17 +1024,22 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
    * failure is logged (reference and reason only) and the other texts are still removed.
    */
   const forget = (refs: ReadonlyArray<string>) =>
-    Effect.flatMap(store, (service) =>
-      service.remove === undefined ? Effect.void : Effect.forEach(refs, (ref) =>
-        Effect.suspend(() => service.remove!(ref)).pipe(
-          Effect.catchAllCause((cause) =>
-            Effect.logWarning(
-              `Offload: the text offloaded under "${ref}" was not removed from the store: ${
-                Secrets.scrubText(Secrets.messageOf(Cause.squash(cause)))
-              }`
-            )
-          )
-        ), { discard: true }))
+    Effect.flatMap(
+      store,
+      (service) =>
+        service.remove === undefined ?
+          Effect.void :
+          Effect.forEach(refs, (ref) =>
+            Effect.suspend(() => service.remove!(ref)).pipe(
+              Effect.catchAllCause((cause) =>
+                Effect.logWarning(
+                  `Offload: the text offloaded under "${ref}" was not removed from the store: ${
+                    Secrets.scrubText(Secrets.messageOf(Cause.squash(cause)))
+                  }`
+                )
+              )
+            ), { discard: true })
+    )
 
   /**
    * A page of the text offloaded under `ref` from `thread`, and whether it was put in the store again: what
@@ -1098,9 +1106,10 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
           service.put(ref, content).pipe(
             Effect.catchAll((error) => Middleware.report(`offload store failed: ${error.message}`, { ref }))
           ), { discard: true })
-        yield* Middleware.report(`offloaded ${offloaded.size} tool result(s)`, { refs: [...offloaded.keys()] })
+        const refs = [...offloaded.keys()]
+        yield* Middleware.report(`offloaded ${offloaded.size} tool result(s)`, { refs })
         // the thread's state records the new references once the call ends; when it fails, their texts go
-        const recorded = recording(request.state, request.threadId, offloaded.keys())
+        const recorded = recording(request.state, request.threadId, refs)
         if (recorded === undefined) return yield* next(sent)
         const response = yield* Effect.onError(next(sent), () => forget(recorded.fresh))
         return { ...response, state: recorded.state }

@@ -502,8 +502,9 @@ export const fromStorage = (storage: Storage, options: AccessOptions = {}): Serv
         }
         return matches
       }),
-    remove: storage.remove === undefined ? undefined : (path, guard) =>
-      Effect.flatMap(writable(path), (normalized) => storage.remove!(normalized, guardWith(guard)))
+    remove: storage.remove === undefined ?
+      undefined :
+      (path, guard) => Effect.flatMap(writable(path), (normalized) => storage.remove!(normalized, guardWith(guard)))
   })
 }
 

@@ -79,11 +79,14 @@ const fetchOnce = Effect.flatMap(
 
 /** The stored thread `threadId` (its id and incarnation), from the agent's checkpointer. */
 const storedThread = (threadId: string) =>
-  Effect.flatMap(Checkpointer.Checkpointer, (checkpointer) =>
-    Effect.map(checkpointer.load(threadId), (checkpoint): Offload.Thread => ({
-      threadId,
-      incarnation: Option.getOrThrow(checkpoint).incarnation
-    })))
+  Effect.flatMap(
+    Checkpointer.Checkpointer,
+    (checkpointer) =>
+      Effect.map(checkpointer.load(threadId), (checkpoint): Offload.Thread => ({
+        threadId,
+        incarnation: Option.getOrThrow(checkpoint).incarnation
+      }))
+  )
 
 const pagesOf = (messages: ReadonlyArray<Prompt.Message>) =>
   toolResults(messages).filter((part) => part.name === "read_offloaded").map((part) => part.result as Offload.Page)
@@ -161,7 +164,10 @@ describe("Offload", () => {
     Effect.gen(function*() {
       yield* fetchOnce
       const workspace = yield* Workspace.Workspace
-      assert.strictEqual(yield* workspace.read(`/offloaded/${Offload.referenceOf(yield* storedThread("t"), bigPage)}.txt`), bigPage)
+      assert.strictEqual(
+        yield* workspace.read(`/offloaded/${Offload.referenceOf(yield* storedThread("t"), bigPage)}.txt`),
+        bigPage
+      )
     }).pipe(
       Effect.provide(Offload.layerWorkspace().pipe(Layer.provideMerge(Workspace.layerMemory()))),
       Effect.provide(Checkpointer.layerMemory)

@@ -11,6 +11,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { Messages, ScriptedModel } from "@stepwise-agent/testing"
 import { Context, Effect, FastCheck, Layer, Logger, Option, Schema } from "effect"
+import * as NodeFs from "node:fs"
 import * as Offload from "../src/Offload.js"
 import * as SubAgents from "../src/SubAgents.js"
 import * as Workspace from "../src/Workspace.js"
@@ -331,6 +332,44 @@ describe("Offload: a reference belongs to one incarnation of its thread", () => 
         yield* agent.deleteThread("src")
         assert.deepStrictEqual(yield* contents, [])
       })))
+})
+
+describe("Offload: threads stored before incarnations", () => {
+  /** The reference the code before incarnations gave the golden thread's result (its `referenceOf`, run on main). */
+  const legacyRef = "ofl_60124932775468d9"
+
+  it.effect("golden: a thread offloaded before incarnations still reads its earlier reference; made again, it cannot", () =>
+    Effect.gen(function*() {
+      const checkpointer = yield* Checkpointer.Checkpointer
+      const text = NodeFs.readFileSync(new URL("./golden/offload-thread-v1.json", import.meta.url), "utf8")
+      const legacy = yield* Checkpointer.fromJson("golden-offload", text)
+      assert.isUndefined(legacy.incarnation)
+      yield* checkpointer.save("golden-offload", legacy)
+      assert.strictEqual(Offload.referenceOf({ threadId: "golden-offload" }, pageOf("legacy")), legacyRef)
+      // the store the earlier code wrote to holds the text under the earlier reference
+      const kv = yield* KeyValueStore.KeyValueStore
+      yield* kv.set(`offload/${legacyRef}`, JSON.stringify(pageOf("legacy")))
+      const { agent, fetch, read } = yield* makeAgent
+      const earlier = yield* read("golden-offload", legacyRef)
+      assert.isFalse(earlier.isFailure)
+      assert.strictEqual((earlier.result as Offload.Page).text, pageOf("legacy"))
+      // its run gave it an incarnation: the result is offloaded under a reference of that incarnation too
+      const incarnation = Option.getOrThrow(yield* checkpointer.load("golden-offload")).incarnation
+      assert.isString(incarnation)
+      const current = Offload.referenceOf({ threadId: "golden-offload", incarnation }, pageOf("legacy"))
+      assert.notStrictEqual(current, legacyRef)
+      assert.deepStrictEqual(yield* kv.get(`offload/${current}`), Option.some(JSON.stringify(pageOf("legacy"))))
+      // deleted and made again, the thread does not read the text the store still has under the earlier reference
+      yield* agent.deleteThread("golden-offload")
+      assert.isTrue(Option.isNone(yield* kv.get(`offload/${current}`)))
+      yield* fetch("golden-offload", "other")
+      const refused = yield* read("golden-offload", legacyRef)
+      assert.isTrue(refused.isFailure)
+      assert.notInclude(JSON.stringify(refused.result), "PAGE<legacy>")
+    }).pipe(
+      Effect.provide(Checkpointer.layerMemory),
+      Effect.provide(Offload.layerKeyValueStore().pipe(Layer.provideMerge(KeyValueStore.layerMemory)))
+    ))
 })
 
 // ---------------------------------------------------------------------------
