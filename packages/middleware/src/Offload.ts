@@ -262,6 +262,15 @@ export declare namespace OffloadStore {
  * when the thread is deleted and made again, or forked). `undefined`: a
  * thread stored before incarnations.
  *
+ * @example
+ * ```ts
+ * import type { Middleware } from "@stepwise-agent/core"
+ * import type { Offload } from "@stepwise-agent/middleware"
+ *
+ * // a hook's request is one
+ * const threadOf = (request: Middleware.ModelRequest): Offload.Thread => request
+ * ```
+ *
  * @since 0.1.0
  * @category models
  */
@@ -900,6 +909,14 @@ const namedBySummary = (
  * slice, which is not its own) and their references, in the order they
  * were offloaded.
  *
+ * @example
+ * ```ts
+ * import { Offload } from "@stepwise-agent/middleware"
+ * import { Schema } from "effect"
+ *
+ * const offloads = Schema.decodeUnknownSync(Offload.Offloads)({ threadId: "t1", refs: ["ofl_2cf24dba5fb0a30e"] })
+ * ```
+ *
  * @since 0.1.0
  * @category models
  */
@@ -917,6 +934,14 @@ export interface Offloads extends Schema.Schema.Type<typeof Offloads> {}
 /**
  * The state slice of {@link middleware}: the texts the thread offloaded
  * (`null` until it offloads one).
+ *
+ * @example
+ * ```ts
+ * import type { Offload } from "@stepwise-agent/middleware"
+ *
+ * // the references a thread's result state records, from the agent's state
+ * const refsOf = (state: Offload.State): ReadonlyArray<string> => state.offloads?.refs ?? []
+ * ```
  *
  * @since 0.1.0
  * @category models
