@@ -961,11 +961,30 @@ const ownRefs = (state: Readonly<Record<string, unknown>>, threadId: string): Re
 }
 
 /**
+ * Where each reference is in a recorded list of a thread's references, shared
+ * by the lists that extend it (each new list is the last one and the new
+ * references), so that looking one up does not scan the list; `length`: the
+ * longest list it indexes.
+ */
+interface RefIndex {
+  readonly at: Map<string, number>
+  length: number
+}
+const refIndexes = new WeakMap<ReadonlyArray<string>, RefIndex>()
+
+const refIndexOf = (refs: ReadonlyArray<string>): RefIndex => {
+  let index = refIndexes.get(refs)
+  if (index === undefined) {
+    index = { at: new Map(refs.map((ref, i) => [ref, i])), length: refs.length }
+    refIndexes.set(refs, index)
+  }
+  return index
+}
+
+/**
  * The state that records `refs` (distinct references) as offloaded by the
  * thread `threadId`, and those of them it did not have; `undefined` when it
- * had them all. Only the new ones are appended. A few references are looked
- * for from the end, where the recent ones are; many (a new process's first
- * view of a long thread), in a set.
+ * had them all. Only the new ones are appended.
  */
 const recording = (
   state: Readonly<Record<string, unknown>>,
@@ -973,12 +992,22 @@ const recording = (
   refs: ReadonlyArray<string>
 ): { readonly state: State; readonly fresh: ReadonlyArray<string> } | undefined => {
   const known = ownRefs(state, threadId)
-  const set = refs.length > 16 ? new Set(known) : undefined
-  let fresh: Array<string> | undefined
-  for (const ref of refs) {
-    if (set === undefined ? known.lastIndexOf(ref) === -1 : !set.has(ref)) (fresh ??= []).push(ref)
+  const index = refIndexOf(known)
+  const has = (ref: string) => {
+    const at = index.at.get(ref)
+    return at !== undefined && at < known.length && known[at] === ref
   }
-  return fresh === undefined ? undefined : { state: { offloads: { threadId, refs: known.concat(fresh) } }, fresh }
+  let fresh: Array<string> | undefined
+  for (const ref of refs) if (!has(ref)) (fresh ??= []).push(ref)
+  if (fresh === undefined) return undefined
+  const next = known.concat(fresh)
+  // the list this one extends is the longest the index knows: the index goes on with the new one
+  if (index.length === known.length) {
+    fresh.forEach((ref, i) => index.at.set(ref, known.length + i))
+    index.length = next.length
+    refIndexes.set(next, index)
+  }
+  return { state: { offloads: { threadId, refs: next } }, fresh }
 }
 
 /**
