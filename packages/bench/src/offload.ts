@@ -6,8 +6,9 @@
  * 3 KB argument) each answered by a tool message with a 2 KB result. The
  * middleware's `wrapModelCall` runs with `maxResultChars: 1000` (every result
  * is offloaded) and `maxArgChars: 500` (every call but the last 3 is cut),
- * and a `next` that returns a canned reply, so only the view and the store
- * writes are timed. The first call sees all N messages (nothing memoized);
+ * and a `next` that returns a canned reply, so only the view, the store
+ * writes and the state update recording the new references (carried into
+ * the next call's state, as the loop does) are timed. The first call sees all N messages (nothing memoized);
  * each further call sees the previous history plus 2 new messages (the same
  * message objects, as the loop passes them). CPU time of the process
  * (`process.cpuUsage`, user + system, so other processes on the machine
@@ -43,8 +44,10 @@ const setup = () => {
     get: store.get
   }
   const wrap = Offload.middleware({ maxResultChars: 1000, maxArgChars: 500 }).wrapModelCall!
-  const call = (messages: ReadonlyArray<Prompt.Message>) =>
-    Effect.runSync(
+  // the thread's state: each call's update (the references it offloaded) is applied, as the loop does
+  let state: Readonly<Record<string, unknown>> = {}
+  const call = (messages: ReadonlyArray<Prompt.Message>) => {
+    const response = Effect.runSync(
       wrap(
         {
           messages,
@@ -53,13 +56,18 @@ const setup = () => {
           toolChoice: "auto",
           model: undefined,
           context: undefined as any,
-          state: {},
+          state,
           threadId: "bench",
+          incarnation: "5f0c2a9e81d3b746",
           step: 0
         },
         () => Effect.succeed(reply)
-      ).pipe(Effect.provideService(Offload.OffloadStore, counting), Effect.scoped) as Effect.Effect<unknown>
+      ).pipe(Effect.provideService(Offload.OffloadStore, counting), Effect.scoped) as Effect.Effect<
+        Middleware.ModelResponse
+      >
     )
+    if (response.state !== undefined) state = { ...state, ...response.state }
+  }
   return { call, puts: () => puts }
 }
 

@@ -230,6 +230,8 @@ export interface ModelRequest {
   /** The whole agent state (read only). */
   readonly state: Readonly<Record<string, unknown>>
   readonly threadId: string
+  /** The thread's incarnation, as {@link HookContext} shows it (`undefined` for a thread stored before them). */
+  readonly incarnation?: string | undefined
   /** Index of this model call in the run, from 0. */
   readonly step: number
 }
@@ -276,6 +278,8 @@ export interface ToolCallRequest {
   readonly tool: Tool.Any | undefined
   readonly state: Readonly<Record<string, unknown>>
   readonly threadId: string
+  /** The thread's incarnation, as {@link HookContext} shows it (`undefined` for a thread stored before them). */
+  readonly incarnation?: string | undefined
   /** Index (from 0) of the model call that asked for this tool call. */
   readonly step: number
   /**

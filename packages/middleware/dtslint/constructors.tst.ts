@@ -1,7 +1,7 @@
 import type { LanguageModel } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import type { AgentError, Middleware, TokenCounter } from "@stepwise-agent/core"
-import type { ContextView, Offload } from "@stepwise-agent/middleware"
+import type { ContextView } from "@stepwise-agent/middleware"
 import {
   Budget,
   ContextEditing,
@@ -14,6 +14,7 @@ import {
   ModelCallLimit,
   ModelFallback,
   ModelRetry,
+  Offload,
   Pii,
   RateLimit,
   Summarization,
@@ -147,6 +148,13 @@ describe("constructors whose options need decoding: a middleware value, failing 
         Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
         Summarization.Summarizer | Offload.OffloadStore
       >
+    >()
+  })
+
+  test("Offload: the offloads slice; maxResultTokens: the TokenCounter", () => {
+    expect(Offload.middleware()).type.toBe<Middleware.Middleware<Offload.State>>()
+    expect(Offload.middleware({ maxResultTokens: 100 })).type.toBe<
+      Middleware.Middleware<Offload.State, never, TokenCounter.TokenCounter>
     >()
   })
 

@@ -10,15 +10,19 @@
  * arguments longer than `maxArgChars` in tool calls older than the last
  * `keepCalls`, in the view only.
  *
- * A reference is a function of the thread and the content (a SHA-256 prefix
- * over their exact UTF-16 code units), so the same input gives the same
- * reference in every process and on every replay of a durable run, and
- * threads sharing one store never share a reference: `read_offloaded` gives
- * a text only to the thread it was offloaded from (it checks the text it
- * reads against the reference and the thread). Since the stored thread holds
- * the whole result, a reference the store has lost (a new process with an
- * in-memory store) is found again in the thread when `read_offloaded` asks
- * for it.
+ * A reference is a function of the thread (its id and incarnation) and the
+ * content (a SHA-256 prefix over their exact UTF-16 code units), so the same
+ * input gives the same reference in every process and on every replay of a
+ * durable run, and threads sharing one store never share a reference: nor
+ * does a thread deleted and made again with the same id, or a fork.
+ * `read_offloaded` gives a text only to the thread it was offloaded from (it
+ * checks the text it reads against the reference and the thread). Since the
+ * stored thread holds the whole result, a reference the store has lost (a
+ * new process with an in-memory store) is found again in the thread when
+ * `read_offloaded` asks for it.
+ *
+ * The references a thread offloaded are kept in its state (the `offloads`
+ * slice), and `deleteThread` removes their texts from the store.
  *
  * Only the text of parts changes, never which messages or parts there are:
  * every tool call keeps its result.
@@ -30,8 +34,9 @@ import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import * as KeyValueStore from "@effect/platform/KeyValueStore"
 import * as Middleware from "@stepwise-agent/core/Middleware"
+import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
-import * as ToolContext from "@stepwise-agent/core/ToolContext"
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -213,7 +218,8 @@ export class OffloadError extends Schema.TaggedError<OffloadError>(
  * ({@link referenceOf}), and the middleware checks what it reads against the
  * reference and the reading thread. A store must give back exactly the
  * string it was given, lone surrogates included (the stores of this module
- * do).
+ * do). A store with `remove` (the stores of this module) loses a thread's
+ * texts when the agent deletes the thread; one without it keeps them.
  *
  * @since 0.1.0
  * @category tags
@@ -237,6 +243,12 @@ export declare namespace OffloadStore {
     readonly put: (ref: string, content: string) => Effect.Effect<void, OffloadError>
     /** The content kept under `ref`, exactly as it was put (a `"NotFound"` error when none is). */
     readonly get: (ref: string) => Effect.Effect<string, OffloadError>
+    /**
+     * Forgets the content kept under `ref` (nothing kept under it is not an
+     * error). The middleware calls it for each text of a thread the agent
+     * deletes; a store without it keeps those texts.
+     */
+    readonly remove?: ((ref: string) => Effect.Effect<void, OffloadError>) | undefined
   }
 }
 
@@ -245,24 +257,58 @@ export declare namespace OffloadStore {
 // -----------------------------------------------------------------------------
 
 /**
+ * The thread a text is offloaded from: its id and its incarnation (the nonce
+ * `Middleware.HookContext`, `ModelRequest` and `ToolCallRequest` carry; new
+ * when the thread is deleted and made again, or forked). `undefined`: a
+ * thread stored before incarnations.
+ *
+ * @example
+ * ```ts
+ * import type { Middleware } from "@stepwise-agent/core"
+ * import type { Offload } from "@stepwise-agent/middleware"
+ *
+ * // a hook's request is one
+ * const threadOf = (request: Middleware.ModelRequest): Offload.Thread => request
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Thread {
+  readonly threadId: string
+  readonly incarnation?: string | undefined
+}
+
+/**
  * The reference of a text offloaded from a thread: `ofl_` and the first 16
- * hex digits of the SHA-256 of the thread id and the text (their exact UTF-16
- * code units, so a lone surrogate and U+FFFD give different references). The
- * same in every process; different for the same text in another thread.
+ * hex digits of the SHA-256 of the thread's id and incarnation and the text
+ * (their exact UTF-16 code units, so a lone surrogate and U+FFFD give
+ * different references). The same in every process; different for the same
+ * text in another thread, and in the same thread once it is deleted and made
+ * again. A thread without an incarnation (stored before them) gets the
+ * references it had then.
  *
  * @example
  * ```ts
  * import { Offload } from "@stepwise-agent/middleware"
  *
- * const ref = Offload.referenceOf("thread-1", "hello") // "ofl_" and 16 hex digits
+ * const ref = Offload.referenceOf({ threadId: "thread-1", incarnation: "5f0c2a9e81d3b746" }, "hello")
+ * // "ofl_" and 16 hex digits
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const referenceOf = (threadId: string, content: string): string =>
-  // the thread id's length first: no other (thread, text) pair hashes the same string
-  `ofl_${sha256Utf16(`${threadId.length}:${threadId}:${content}`).slice(0, 16)}`
+export const referenceOf = (thread: Thread, content: string): string =>
+  // lengths before each part, and a first character no earlier reference hashed ("i", not a digit): no other
+  // (thread, incarnation, text) hashes the same string
+  `ofl_${
+    sha256Utf16(
+      thread.incarnation === undefined
+        ? `${thread.threadId.length}:${thread.threadId}:${content}`
+        : `i${thread.incarnation.length}:${thread.incarnation}:${thread.threadId.length}:${thread.threadId}:${content}`
+    ).slice(0, 16)
+  }`
 
 /** A lone surrogate (half of a UTF-16 pair): text with one does not survive a UTF-8 file. */
 const loneSurrogate = /\p{Cs}/u
@@ -308,7 +354,8 @@ export const makeMemory: Effect.Effect<OffloadStore.Service> = Effect.sync(() =>
         return content === undefined
           ? Effect.fail(new OffloadError({ reason: "NotFound", ref }))
           : Effect.succeed(content)
-      })
+      }),
+    remove: (ref) => Effect.sync(() => void texts.delete(ref))
   })
 })
 
@@ -377,6 +424,12 @@ export const layerKeyValueStore = (
                   : Effect.succeed(content)
               }
             }))
+          ),
+        remove: (ref) =>
+          kv.remove(prefix + ref).pipe(
+            // a file system store fails on a key it does not have: nothing to forget
+            Effect.catchIf((error) => error._tag === "SystemError" && error.reason === "NotFound", () => Effect.void),
+            Effect.mapError(failed(ref))
           )
       })
     })
@@ -387,7 +440,9 @@ export const layerKeyValueStore = (
  * `<directory>/<ref>.txt` (default directory `"/offloaded"`), so the model
  * can also reach it with the `Filesystem` tools. A text with a lone
  * surrogate, which a UTF-8 file cannot hold, is the file `<ref>.json` instead,
- * a JSON string, so every text reads back exactly.
+ * a JSON string, so every text reads back exactly. Its `remove` deletes the
+ * file, on a workspace that can (`Workspace.Service.remove`: the bundled
+ * ones); on one that cannot, the store has no `remove` and keeps the texts.
  *
  * @example
  * ```ts
@@ -433,6 +488,16 @@ export const layerWorkspace = (
                   )
                   : Effect.succeed(content)
               }))
+          ),
+        remove: workspace.remove === undefined ? undefined : (ref) =>
+          Effect.forEach(
+            [pathOf(ref, "txt"), pathOf(ref, "json")],
+            (path) =>
+              workspace.remove!(path).pipe(
+                Effect.catchIf((error) => error.reason === "NotFound", () => Effect.void),
+                Effect.mapError((error) => new OffloadError({ reason: "StoreFailed", ref, detail: error.message }))
+              ),
+            { discard: true }
           )
       })
     })
@@ -537,26 +602,29 @@ interface Config {
 /** A texts to offload, by reference, that a view put aside. */
 type Offloaded = Map<string, string>
 
+/** Whether `a` and `b` are one thread: the same id and incarnation. */
+const sameThread = (a: Thread, b: Thread): boolean => a.threadId === b.threadId && a.incarnation === b.incarnation
+
 /**
  * The view of `messages` of a thread: results over the size offloaded (added
  * to `offloaded`, under references of that thread), string arguments of
  * calls older than the last `keepCalls` cut. The input array itself when
  * nothing changes. Parts and messages are memoized by identity (and thread:
- * the same message objects in two threads get each thread's references), so
- * a model call only works on the new messages.
+ * the same message objects in two threads, or two incarnations of one, get
+ * each one's references), so a model call only works on the new messages.
  */
 const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => number = () => 0) => {
   /** The view of a result in a thread: its shown part, reference and content, or null when it stays whole. */
   interface ResultView {
-    readonly threadId: string
+    readonly thread: Thread
     readonly offloaded: readonly [Prompt.ToolResultPart, string, string] | null
   }
   const results = new WeakMap<Prompt.ToolResultPart, ResultView>()
   const calls = new WeakMap<Prompt.ToolCallPart, Prompt.ToolCallPart>()
 
-  const resultView = (threadId: string, part: Prompt.ToolResultPart, offloaded: Offloaded): Prompt.ToolResultPart => {
+  const resultView = (thread: Thread, part: Prompt.ToolResultPart, offloaded: Offloaded): Prompt.ToolResultPart => {
     let entry = results.get(part)
-    if (entry === undefined || entry.threadId !== threadId) {
+    if (entry === undefined || !sameThread(entry.thread, thread)) {
       let cached: ResultView["offloaded"] = null
       if (!config.excluded.has(part.name) && Option.isNone(offloadedRef(part))) {
         const content = textOf(part.result)
@@ -564,7 +632,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
           content.length > config.maxResultChars ||
           (config.maxResultTokens !== undefined && tokensOf(part) > config.maxResultTokens)
         ) {
-          const ref = referenceOf(threadId, content)
+          const ref = referenceOf(thread, content)
           const shown = Prompt.makePart("tool-result", {
             id: part.id,
             name: part.name,
@@ -577,7 +645,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
           cached = [shown, ref, content]
         }
       }
-      entry = { threadId, offloaded: cached }
+      entry = { thread, offloaded: cached }
       results.set(part, entry)
     }
     const cached = entry.offloaded
@@ -607,7 +675,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
 
   /** The view of one message; its first `keepAt` calls are cut, the rest stay whole. */
   const messageView = (
-    threadId: string,
+    thread: Thread,
     message: Prompt.Message,
     keepAt: number,
     offloaded: Offloaded
@@ -615,7 +683,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
     let content: Array<Prompt.Part> | undefined
     if (message.role === "tool") {
       message.content.forEach((part, j) => {
-        const shown = resultView(threadId, part, offloaded)
+        const shown = resultView(thread, part, offloaded)
         if (shown !== part) (content ??= [...message.content])[j] = shown
       })
     } else if (message.role === "assistant") {
@@ -634,7 +702,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
 
   // The views of the messages whose view does not depend on what follows them, by identity (and thread): a
   // message is viewed (and its texts offloaded) once, when first seen.
-  const views = new WeakMap<Prompt.Message, { readonly threadId: string; readonly shown: Prompt.Message }>()
+  const views = new WeakMap<Prompt.Message, { readonly thread: Thread; readonly shown: Prompt.Message }>()
 
   /**
    * The previous call's input and view, by first message (one per thread, in practice): a call whose
@@ -642,7 +710,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
    * message whose view depended on what followed it (an assistant message with calls kept whole).
    */
   interface Previous {
-    readonly threadId: string
+    readonly thread: Thread
     readonly input: ReadonlyArray<Prompt.Message>
     readonly output: ReadonlyArray<Prompt.Message>
     readonly firstMoving: number
@@ -658,7 +726,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
   }
 
   return (
-    threadId: string,
+    thread: Thread,
     messages: ReadonlyArray<Prompt.Message>,
     offloaded: Offloaded
   ): ReadonlyArray<Prompt.Message> => {
@@ -677,7 +745,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
       firstMoving = i
     }
     const before = previous.get(messages[0]!)
-    const start = before !== undefined && before.threadId === threadId && isPrefix(before.input, messages)
+    const start = before !== undefined && sameThread(before.thread, thread) && isPrefix(before.input, messages)
       ? before.firstMoving
       : 0
     const out = start === 0 ? new Array<Prompt.Message>(messages.length) : before!.output.slice(0, start)
@@ -688,23 +756,24 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
       const keepAt = message.role === "assistant" ? keepFrom.get(message) : undefined
       // a tool message, or an assistant message with no call kept whole, has one view whatever comes after it
       const known = keepAt === undefined ? views.get(message) : undefined
-      let shown = known !== undefined && known.threadId === threadId ? known.shown : undefined
+      let shown = known !== undefined && sameThread(known.thread, thread) ? known.shown : undefined
       if (shown === undefined) {
-        shown = messageView(threadId, message, keepAt ?? Infinity, offloaded)
-        if (keepAt === undefined) views.set(message, { threadId, shown })
+        shown = messageView(thread, message, keepAt ?? Infinity, offloaded)
+        if (keepAt === undefined) views.set(message, { thread, shown })
       }
       out[i] = shown
       if (shown !== message && i < firstChanged) firstChanged = i
     }
-    previous.set(messages[0]!, { threadId, input: messages, output: out, firstMoving, firstChanged })
+    previous.set(messages[0]!, { thread, input: messages, output: out, firstMoving, firstChanged })
     return firstChanged < messages.length ? out : messages
   }
 }
 
 /**
- * The view {@link middleware} gives the model of the thread `threadId`, as a
- * pure function: the messages with results over `maxResultChars` replaced by
- * references (of that thread) and long arguments of old calls cut, and the
+ * The view {@link middleware} gives the model of a thread (its id and
+ * incarnation), as a pure function: the messages with results over
+ * `maxResultChars` replaced by references (of that thread,
+ * {@link referenceOf}) and long arguments of old calls cut, and the
  * texts it offloaded by reference. For tests and tools that need to see what
  * the model sees. With `maxResultTokens`, `tokensOf` gives a result's tokens
  * (the middleware measures them with the agent's `TokenCounter`).
@@ -713,20 +782,21 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
  * ```ts
  * import { Offload } from "@stepwise-agent/middleware"
  *
- * const shown = Offload.view("thread-1", [], { maxResultChars: 1000 }) // { messages: [], offloaded: Map(0) }
+ * const shown = Offload.view({ threadId: "thread-1", incarnation: "5f0c2a9e81d3b746" }, [], { maxResultChars: 1000 })
+ * // { messages: [], offloaded: Map(0) }
  * ```
  *
  * @since 0.1.0
  * @category combinators
  */
 export const view = (
-  threadId: string,
+  thread: Thread,
   messages: ReadonlyArray<Prompt.Message>,
   options?: Options | undefined,
   tokensOf?: ((part: Prompt.ToolResultPart) => number) | undefined
 ): { readonly messages: ReadonlyArray<Prompt.Message>; readonly offloaded: ReadonlyMap<string, string> } => {
   const offloaded: Offloaded = new Map()
-  return { messages: makeView(configOf(options ?? {}), tokensOf)(threadId, messages, offloaded), offloaded }
+  return { messages: makeView(configOf(options ?? {}), tokensOf)(thread, messages, offloaded), offloaded }
 }
 
 const configOf = (options: Options): Config => {
@@ -787,20 +857,157 @@ export const page = (ref: string, content: string, offset: number, limit: number
   return { ref, offset: start, end, total: content.length, text: content.slice(start, end) }
 }
 
-/** The text offloaded under `ref` from the thread `threadId`, found again in the thread's messages. */
+/**
+ * The text offloaded under `ref` from `thread`, found again in its messages: a
+ * tool result whose reference it is (`legacy`: its reference from before
+ * incarnations, which the thread may still name).
+ */
 const findInThread = (
-  threadId: string,
+  thread: Thread,
   messages: ReadonlyArray<Prompt.Message>,
   ref: string
-): Option.Option<string> => {
+): Option.Option<{ readonly content: string; readonly legacy: boolean }> => {
+  const legacy: Thread = { threadId: thread.threadId }
   for (const message of messages) {
     if (message.role !== "tool") continue
     for (const part of message.content) {
       const content = textOf(part.result)
-      if (referenceOf(threadId, content) === ref) return Option.some(content)
+      if (referenceOf(thread, content) === ref) return Option.some({ content, legacy: false })
+      if (thread.incarnation !== undefined && referenceOf(legacy, content) === ref) {
+        return Option.some({ content, legacy: true })
+      }
     }
   }
   return Option.none()
+}
+
+/**
+ * Whether a summary of the thread names `ref` (`Summarization`'s `offload`
+ * puts the messages it evicts in the store, and names their reference in the
+ * summary message, kept in the messages or, in view mode, in the state).
+ */
+const namedBySummary = (
+  messages: ReadonlyArray<Prompt.Message>,
+  state: Readonly<Record<string, unknown>>,
+  ref: string
+): boolean => {
+  const view = state.summaryView as { readonly text?: unknown } | null | undefined
+  if (typeof view?.text === "string" && view.text.includes(ref)) return true
+  return messages.some((message) =>
+    message.role === "user" && message.options[Marker.markerKey]?.summarization === "summary" &&
+    message.content.some((part) => part.type === "text" && part.text.includes(ref))
+  )
+}
+
+// -----------------------------------------------------------------------------
+// the thread's offloaded texts
+// -----------------------------------------------------------------------------
+
+/**
+ * The texts a thread offloaded, as its state keeps them for `deleteThread`:
+ * the thread they belong to (a fork starts with a copy of its parent's
+ * slice, which is not its own) and their references, in the order they
+ * were offloaded.
+ *
+ * @example
+ * ```ts
+ * import { Offload } from "@stepwise-agent/middleware"
+ * import { Schema } from "effect"
+ *
+ * const offloads = Schema.decodeUnknownSync(Offload.Offloads)({ threadId: "t1", refs: ["ofl_2cf24dba5fb0a30e"] })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Offloads = Schema.Struct({
+  threadId: Schema.String,
+  refs: Schema.Array(Schema.String)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Offloads extends Schema.Schema.Type<typeof Offloads> {}
+
+/**
+ * The state slice of {@link middleware}: the texts the thread offloaded
+ * (`null` until it offloads one).
+ *
+ * @example
+ * ```ts
+ * import type { Offload } from "@stepwise-agent/middleware"
+ *
+ * // the references a thread's result state records, from the agent's state
+ * const refsOf = (state: Offload.State): ReadonlyArray<string> => state.offloads?.refs ?? []
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const State = Schema.Struct({ offloads: Schema.NullOr(Offloads) })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface State extends Schema.Schema.Type<typeof State> {}
+
+/** The references the thread `threadId` offloaded, by its state (none when the slice is its parent's). */
+const ownRefs = (state: Readonly<Record<string, unknown>>, threadId: string): ReadonlyArray<string> => {
+  const slice = (state as Partial<State>).offloads
+  return slice != null && slice.threadId === threadId ? slice.refs : []
+}
+
+/**
+ * Where each reference is in a recorded list of a thread's references, shared
+ * by the lists that extend it (each new list is the last one and the new
+ * references), so that looking one up does not scan the list; `length`: the
+ * longest list it indexes.
+ */
+interface RefIndex {
+  readonly at: Map<string, number>
+  length: number
+}
+const refIndexes = new WeakMap<ReadonlyArray<string>, RefIndex>()
+
+const refIndexOf = (refs: ReadonlyArray<string>): RefIndex => {
+  let index = refIndexes.get(refs)
+  if (index === undefined) {
+    index = { at: new Map(refs.map((ref, i) => [ref, i])), length: refs.length }
+    refIndexes.set(refs, index)
+  }
+  return index
+}
+
+/**
+ * The state that records `refs` (distinct references) as offloaded by the
+ * thread `threadId`, and those of them it did not have; `undefined` when it
+ * had them all. Only the new ones are appended.
+ */
+const recording = (
+  state: Readonly<Record<string, unknown>>,
+  threadId: string,
+  refs: ReadonlyArray<string>
+): { readonly state: State; readonly fresh: ReadonlyArray<string> } | undefined => {
+  const known = ownRefs(state, threadId)
+  const index = refIndexOf(known)
+  const has = (ref: string) => {
+    const at = index.at.get(ref)
+    return at !== undefined && at < known.length && known[at] === ref
+  }
+  let fresh: Array<string> | undefined
+  for (const ref of refs) if (!has(ref)) (fresh ??= []).push(ref)
+  if (fresh === undefined) return undefined
+  const next = known.concat(fresh)
+  // the list this one extends is the longest the index knows: the index goes on with the new one
+  if (index.length === known.length) {
+    fresh.forEach((ref, i) => index.at.set(ref, known.length + i))
+    index.length = next.length
+    refIndexes.set(next, index)
+  }
+  return { state: { offloads: { threadId, refs: next } }, fresh }
 }
 
 /**
@@ -831,11 +1038,19 @@ const findInThread = (
  * @category constructors
  */
 export const middleware: {
-  (options: Options & { readonly maxResultTokens: number }): Middleware.Middleware<{}, never, TokenCounter.TokenCounter>
-  (options?: Options | undefined): Middleware.Middleware
+  (
+    options: Options & { readonly maxResultTokens: number }
+  ): Middleware.Middleware<State, never, TokenCounter.TokenCounter>
+  (options?: Options | undefined): Middleware.Middleware<State>
 } = (options?: Options | undefined): any => Check.middlewareOf("Offload", OptionsSchema, options, build)
 
-const build = (options: Options): Middleware.Middleware<{}, never, TokenCounter.TokenCounter> => {
+/** The thread of a request, as a value of its own (a memoized view keeps it, not the request). */
+const threadOf = (request: Thread): Thread =>
+  request.incarnation === undefined
+    ? { threadId: request.threadId }
+    : { threadId: request.threadId, incarnation: request.incarnation }
+
+const build = (options: Options): Middleware.Middleware<State, never, TokenCounter.TokenCounter> => {
   const config = configOf(options)
   // Raw token counts of the tool results, measured before a view when maxResultTokens is set.
   const tokens = new WeakMap<Prompt.ToolResultPart, number>()
@@ -859,67 +1074,99 @@ const build = (options: Options): Middleware.Middleware<{}, never, TokenCounter.
   const store = serviceOrOwn(OffloadStore, makeMemory)
 
   /**
-   * A page of the text offloaded under `ref` from the thread `threadId`: what the store holds when it is that
-   * thread's text under that reference (a text another thread offloaded, or one the store did not keep exactly,
-   * is not), else the result in the thread's messages.
+   * Removes the texts under `refs` from the store (one without `remove` keeps them). It cannot fail: a
+   * failure is logged (reference and reason only) and the other texts are still removed.
+   */
+  const forget = (refs: ReadonlyArray<string>) =>
+    Effect.flatMap(
+      store,
+      (service) =>
+        service.remove === undefined ?
+          Effect.void :
+          Effect.forEach(refs, (ref) =>
+            Effect.suspend(() => service.remove!(ref)).pipe(
+              Effect.catchAllCause((cause) =>
+                Effect.logWarning(
+                  `Offload: the text offloaded under "${ref}" was not removed from the store: ${
+                    Secrets.scrubText(Secrets.messageOf(Cause.squash(cause)))
+                  }`
+                )
+              )
+            ), { discard: true })
+    )
+
+  /**
+   * A page of the text offloaded under `ref` from `thread`, and whether it was put in the store again: what
+   * the store holds when it is that thread's text under that reference (a text another thread, or an earlier
+   * incarnation of this one, offloaded, or one the store did not keep exactly, is not), else the result in the
+   * thread's messages. A reference from before incarnations is the thread's when its messages hold the text,
+   * or a summary of it names it.
    */
   const read = (
-    threadId: string,
+    thread: Thread,
     ref: string,
     offset: number,
     limit: number,
-    messages: ReadonlyArray<Prompt.Message>
+    messages: ReadonlyArray<Prompt.Message>,
+    state: Readonly<Record<string, unknown>>
   ) =>
     Effect.gen(function*() {
       const service = yield* store
       const stored = yield* Effect.either(service.get(ref))
-      if (stored._tag === "Right" && referenceOf(threadId, stored.right) === ref) {
-        return page(ref, stored.right, offset, limit)
+      if (
+        stored._tag === "Right" && (referenceOf(thread, stored.right) === ref || (
+          thread.incarnation !== undefined && referenceOf({ threadId: thread.threadId }, stored.right) === ref &&
+          namedBySummary(messages, state, ref)
+        ))
+      ) {
+        return { page: page(ref, stored.right, offset, limit), put: false }
       }
       if (stored._tag === "Left" && stored.left.reason === "StoreFailed") return yield* stored.left
-      // the store does not have it (a new process): the thread still holds the whole result
-      const found = findInThread(threadId, messages, ref)
+      // the store does not have it (a new process, or it was removed): the thread still holds the whole result
+      const found = findInThread(thread, messages, ref)
       if (Option.isNone(found)) return yield* new OffloadError({ reason: "NotFound", ref })
-      yield* service.put(ref, found.value)
-      return page(ref, found.value, offset, limit)
+      const { content, legacy } = found.value
+      // an earlier reference is read from the thread only: the store keeps texts under the current ones
+      if (!legacy) yield* service.put(ref, content)
+      return { page: page(ref, content, offset, limit), put: !legacy }
     })
 
   // The handler serves the calls the wrapToolCall below leaves to it: those with invalid arguments, which it
-  // answers with a failed result the model can repair.
+  // answers with a failed result the model can repair. A call that reaches it otherwise cannot tell the
+  // thread's incarnation, so it finds nothing.
   const tools = Effect.flatMap(
     toolkit.toContext({
-      read_offloaded: ({ limit, offset, ref }) =>
-        Effect.flatMap(ToolContext.CurrentToolContext, (call) =>
-          Option.isNone(call)
-            ? Effect.fail({ error: new OffloadError({ reason: "NotFound", ref }).message })
-            : Effect.mapError(
-              read(call.value.threadId, ref, offset ?? 0, limit ?? defaultPageChars, []),
-              (error) => ({ error: error.message })
-            ))
+      read_offloaded: ({ ref }) => Effect.fail({ error: new OffloadError({ reason: "NotFound", ref }).message })
     }),
     (context) => Effect.provide(toolkit, context)
   )
 
   return Middleware.make({
     name: "offload",
+    state: { schema: State, initial: { offloads: null } },
     tools,
     uses: { tools: options.excludeTools },
     wrapModelCall: (request, next) =>
       Effect.gen(function*() {
         if (config.maxResultTokens !== undefined) yield* measure(request.messages)
         const offloaded: Offloaded = new Map()
-        const messages = viewOf(request.threadId, request.messages, offloaded)
-        if (offloaded.size > 0) {
-          const service = yield* store
-          // A failed write loses nothing (the thread holds the whole result, where read_offloaded finds it):
-          // it is reported and the call goes on.
-          yield* Effect.forEach(offloaded, ([ref, content]) =>
-            service.put(ref, content).pipe(
-              Effect.catchAll((error) => Middleware.report(`offload store failed: ${error.message}`, { ref }))
-            ), { discard: true })
-          yield* Middleware.report(`offloaded ${offloaded.size} tool result(s)`, { refs: [...offloaded.keys()] })
-        }
-        return yield* next(messages === request.messages ? request : { ...request, messages })
+        const messages = viewOf(threadOf(request), request.messages, offloaded)
+        const sent = messages === request.messages ? request : { ...request, messages }
+        if (offloaded.size === 0) return yield* next(sent)
+        const service = yield* store
+        // A failed write loses nothing (the thread holds the whole result, where read_offloaded finds it):
+        // it is reported and the call goes on.
+        yield* Effect.forEach(offloaded, ([ref, content]) =>
+          service.put(ref, content).pipe(
+            Effect.catchAll((error) => Middleware.report(`offload store failed: ${error.message}`, { ref }))
+          ), { discard: true })
+        const refs = [...offloaded.keys()]
+        yield* Middleware.report(`offloaded ${offloaded.size} tool result(s)`, { refs })
+        // the thread's state records the new references once the call ends; when it fails, their texts go
+        const recorded = recording(request.state, request.threadId, refs)
+        if (recorded === undefined) return yield* next(sent)
+        const response = yield* Effect.onError(next(sent), () => forget(recorded.fresh))
+        return { ...response, state: recorded.state }
       }),
     // Answers read_offloaded here, where the thread's messages are at hand for a reference the store lost.
     wrapToolCall: (request, next) => {
@@ -928,12 +1175,23 @@ const build = (options: Options): Middleware.Middleware<{}, never, TokenCounter.
       if (Option.isNone(params)) return next(request)
       const { limit, offset, ref } = params.value
       const messages = (request.state as { readonly messages?: ReadonlyArray<Prompt.Message> }).messages ?? []
-      return read(request.threadId, ref, offset ?? 0, limit ?? defaultPageChars, messages).pipe(
+      return read(threadOf(request), ref, offset ?? 0, limit ?? defaultPageChars, messages, request.state).pipe(
         Effect.match({
-          onFailure: (error) => Middleware.toolResult(request.call, { error: error.message }, { isFailure: true }),
-          onSuccess: (page) => Middleware.toolResult(request.call, page)
+          onFailure: (error): Middleware.ToolCallResponse =>
+            Middleware.toolResult(request.call, { error: error.message }, { isFailure: true }),
+          onSuccess: ({ page, put }): Middleware.ToolCallResponse => {
+            const result = Middleware.toolResult(request.call, page)
+            // a text put in the store again is the thread's to remove with it
+            const recorded = put ? recording(request.state, request.threadId, [ref]) : undefined
+            return recorded === undefined ? result : { ...result, state: recorded.state }
+          }
         })
       )
-    }
+    },
+    onThreadDeleted: (threadId, state) =>
+      Option.match(state, {
+        onNone: () => Effect.void,
+        onSome: (slice) => slice.offloads?.threadId === threadId ? forget(slice.offloads.refs) : Effect.void
+      })
   })
 }

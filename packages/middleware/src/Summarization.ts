@@ -766,10 +766,10 @@ const make = (config: Config) => {
    * Writes the evicted messages to the offload store; their reference, or
    * undefined (reported) when the store failed.
    */
-  const offloadEvicted = (threadId: string, evicted: ReadonlyArray<Prompt.Message>) =>
+  const offloadEvicted = (thread: Offload.Thread, evicted: ReadonlyArray<Prompt.Message>) =>
     Effect.gen(function*() {
       const content = evictedContent(evicted)
-      const ref = Offload.referenceOf(threadId, content)
+      const ref = Offload.referenceOf(thread, content)
       const store = yield* Offload.OffloadStore
       return yield* store.put(ref, content).pipe(
         Effect.as(ref),
@@ -783,7 +783,7 @@ const make = (config: Config) => {
     })
 
   const summarize = (
-    threadId: string,
+    thread: Offload.Thread,
     counter: TokenCounter.Service,
     scale: number,
     toSummarize: ReadonlyArray<Prompt.Message>,
@@ -829,7 +829,7 @@ const make = (config: Config) => {
           reason: "the summarizer answered with no text"
         })
       }
-      const ref = config.offload ? yield* offloadEvicted(threadId, toSummarize) : undefined
+      const ref = config.offload ? yield* offloadEvicted(thread, toSummarize) : undefined
       const summary = summaryMessage(
         summaryPrefix,
         ref === undefined ? text : `${text}\n\n${evictedReference(ref, toSummarize.length)}`
@@ -843,7 +843,7 @@ const make = (config: Config) => {
    * messages, where the summary is in them (`start`) and where the kept
    * window starts in `messages` (`cut`). None when nothing is summarized.
    */
-  const summarizeHistory = (threadId: string, messages: ReadonlyArray<Prompt.Message>, forced: boolean) =>
+  const summarizeHistory = (thread: Offload.Thread, messages: ReadonlyArray<Prompt.Message>, forced: boolean) =>
     Effect.gen(function*() {
       const counter = yield* counterOf
       const scale = yield* counter.scale
@@ -872,7 +872,7 @@ const make = (config: Config) => {
           const toSummarize = messages.slice(start, cut)
           if (toSummarize.length === 0 || (toSummarize.length === 1 && isSummary(toSummarize[0]!))) return none
 
-          const outcome = yield* summarize(threadId, counter, scale, toSummarize, (i) => rawOf(start + i)).pipe(
+          const outcome = yield* summarize(thread, counter, scale, toSummarize, (i) => rawOf(start + i)).pipe(
             Effect.map(Option.some),
             Effect.catchAll((error) =>
               onFailure === "fail" ? Effect.fail(error) : Effect.as(
@@ -910,11 +910,11 @@ const make = (config: Config) => {
         }))
     })
 
-  const beforeModel = ({ messages, threadId }: Middleware.HookContext<{}>) =>
+  const beforeModel = ({ incarnation, messages, threadId }: Middleware.HookContext<{}>) =>
     Effect.gen(function*() {
       const forced = overflowed.delete(threadId)
       if (messages.length === 0 || (!forced && config.triggers.length === 0)) return undefined
-      const outcome = yield* summarizeHistory(threadId, messages, forced)
+      const outcome = yield* summarizeHistory({ threadId, incarnation }, messages, forced)
       return Option.isSome(outcome) ? { messages: outcome.value.result } : undefined
     })
 
@@ -932,7 +932,9 @@ const make = (config: Config) => {
   const viewOf = (messages: ReadonlyArray<Prompt.Message>, view: ContextView.SummaryView | null) =>
     view === null ? messages : ContextView.applySummary(messages, view, summaryOf(view.text))
 
-  const beforeModelView = ({ messages, state, threadId }: Middleware.HookContext<ContextView.SummarySlice>) =>
+  const beforeModelView = (
+    { incarnation, messages, state, threadId }: Middleware.HookContext<ContextView.SummarySlice>
+  ) =>
     Effect.gen(function*() {
       const forced = overflowed.delete(threadId)
       if (messages.length === 0 || (!forced && config.triggers.length === 0)) return undefined
@@ -940,7 +942,7 @@ const make = (config: Config) => {
       const previous = state.summaryView !== null && state.summaryView.end <= messages.length
         ? state.summaryView
         : null
-      const outcome = yield* summarizeHistory(threadId, viewOf(messages, previous), forced)
+      const outcome = yield* summarizeHistory({ threadId, incarnation }, viewOf(messages, previous), forced)
       if (Option.isNone(outcome)) {
         return previous === state.summaryView ? undefined : { state: { summaryView: null } }
       }
@@ -975,7 +977,7 @@ const make = (config: Config) => {
       if (toSummarize.length === 0 || (toSummarize.length === 1 && isSummary(toSummarize[0]!))) {
         return Option.none<Middleware.ModelRequest>()
       }
-      const outcome = yield* summarize(request.threadId, counter, scale, toSummarize, (i) => raw[start + i]!).pipe(
+      const outcome = yield* summarize(request, counter, scale, toSummarize, (i) => raw[start + i]!).pipe(
         Effect.map(Option.some),
         Effect.catchAll((error) =>
           onFailure === "fail" ? Effect.fail(error) : Effect.as(

@@ -288,6 +288,14 @@ export interface Service {
     text: string,
     options?: { readonly path?: string | undefined; readonly glob?: string | undefined }
   ) => Effect.Effect<ReadonlyArray<GrepMatch>, WorkspaceError>
+  /**
+   * Deletes a file (never a directory: `"Io"`), under the same rules as a
+   * write (`guard` as for `write`); a missing file fails with `"NotFound"`.
+   * A link is deleted itself, never where it leads. The bundled workspaces
+   * have it; one without it cannot delete (`Offload.layerWorkspace` then
+   * keeps its texts).
+   */
+  readonly remove?: ((path: string, guard?: WriteGuard | undefined) => Effect.Effect<void, WorkspaceError>) | undefined
 }
 
 // -----------------------------------------------------------------------------
@@ -332,6 +340,11 @@ export interface Storage {
   readonly write: (path: string, content: string, guard: WriteGuard) => Effect.Effect<void, WorkspaceError>
   /** Every file under a directory (recursively), as virtual paths. */
   readonly files: (path: string) => Effect.Effect<ReadonlyArray<string>, WorkspaceError>
+  /**
+   * Deletes a file (a link itself, not where it leads), asking `guard`
+   * about the place it changes; a storage without it cannot delete.
+   */
+  readonly remove?: ((path: string, guard: WriteGuard) => Effect.Effect<void, WorkspaceError>) | undefined
 }
 
 /**
@@ -488,7 +501,10 @@ export const fromStorage = (storage: Storage, options: AccessOptions = {}): Serv
           })
         }
         return matches
-      })
+      }),
+    remove: storage.remove === undefined ?
+      undefined :
+      (path, guard) => Effect.flatMap(writable(path), (normalized) => storage.remove!(normalized, guardWith(guard)))
   })
 }
 
@@ -563,7 +579,14 @@ export const memoryStorage = (
       onWrite?.(path, content)
       return Effect.void
     }),
-  files: (path) => Effect.sync(() => [...files.keys()].filter((name) => Paths.isWithin(name, path)))
+  files: (path) => Effect.sync(() => [...files.keys()].filter((name) => Paths.isWithin(name, path))),
+  remove: (path) =>
+    Effect.suspend(() => {
+      if (files.delete(path)) return Effect.void
+      return [...files.keys()].some((name) => Paths.isWithin(name, path))
+        ? Effect.fail(new WorkspaceError({ reason: "Io", path, detail: "it is a directory" }))
+        : Effect.fail(new WorkspaceError({ reason: "NotFound", path }))
+    })
 })
 
 /**
@@ -725,7 +748,9 @@ export const makeDirectory = (
         Effect.mapBoth(jail.files(segmentsOf(virtual)), {
           onFailure: refused(virtual),
           onSuccess: (files) => files.map(virtualOf)
-        }).pipe(Effect.catchIf((error) => error.reason === "NotFound", () => Effect.succeed([])))
+        }).pipe(Effect.catchIf((error) => error.reason === "NotFound", () => Effect.succeed([]))),
+      remove: (virtual, guard) =>
+        Effect.mapError(jail.remove(segmentsOf(virtual), (real) => guard(virtualOf(real))), refused(virtual))
     }
     return fromStorage(storage, options)
   })
@@ -910,6 +935,14 @@ export const composite = (
           workspace.edit(inner, oldString, newString, replaceAll, guardIn(route, guard)))
       ),
     glob,
+    remove: (path, guard) =>
+      Effect.zipRight(
+        writable(path),
+        routed(path, (workspace, inner, route) =>
+          workspace.remove === undefined
+            ? Effect.fail(new WorkspaceError({ reason: "Unsupported", path: inner, detail: "deleting a file" }))
+            : workspace.remove(inner, guardIn(route, guard)))
+      ),
     grep: (text, grepOptions) =>
       Effect.flatMap(
         Effect.zipRight(

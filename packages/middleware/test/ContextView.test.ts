@@ -471,7 +471,7 @@ describe("Summarization offload", () => {
         const ref = refIn(textOf(after[start]!))!
         assert.isDefined(ref)
         const content = yield* Effect.orDie(store.get(ref))
-        assert.strictEqual(Offload.referenceOf("t", content), ref)
+        assert.strictEqual(Offload.referenceOf({ threadId: "t" }, content), ref)
         // read back in pages, as read_offloaded gives them
         let read = ""
         for (let offset = 0;;) {

@@ -77,6 +77,17 @@ const fetchOnce = Effect.flatMap(
   ({ agent }) => agent.run("go", { threadId: "t" })
 )
 
+/** The stored thread `threadId` (its id and incarnation), from the agent's checkpointer. */
+const storedThread = (threadId: string) =>
+  Effect.flatMap(
+    Checkpointer.Checkpointer,
+    (checkpointer) =>
+      Effect.map(checkpointer.load(threadId), (checkpoint): Offload.Thread => ({
+        threadId,
+        incarnation: Option.getOrThrow(checkpoint).incarnation
+      }))
+  )
+
 const pagesOf = (messages: ReadonlyArray<Prompt.Message>) =>
   toolResults(messages).filter((part) => part.name === "read_offloaded").map((part) => part.result as Offload.Page)
 
@@ -94,7 +105,7 @@ describe("Offload", () => {
       assert.strictEqual(toolResults(result.state.messages).find((p) => p.id === "f")!.result, bigPage)
       // the model saw the reference with the head and the tail
       const seen = toolResults((yield* requests)[1]!.prompt.content).find((p) => p.id === "f")!
-      const ref = Offload.referenceOf("t", bigPage)
+      const ref = Offload.referenceOf(yield* storedThread("t"), bigPage)
       assert.deepStrictEqual(Offload.offloadedRef(seen), Option.some(ref))
       assert.strictEqual(seen.result, Offload.referenceText(bigPage, ref, 100))
       assert.isTrue((seen.result as string).startsWith(`[Tool result offloaded: ${bigPage.length} characters`))
@@ -108,7 +119,7 @@ describe("Offload", () => {
         [5000, 10000, 12000],
         [10000, 12000, 12000]
       ])
-    }))
+    }).pipe(Effect.provide(Checkpointer.layerMemory)))
 
   it.effect("a result under the size, and a result of an excluded tool, are shown whole", () =>
     Effect.gen(function*() {
@@ -133,7 +144,7 @@ describe("Offload", () => {
         ScriptedModel.text("fetched")
       ], { maxResultChars: 4000 })
       yield* first.agent.run("go", { threadId: "t" })
-      const ref = Offload.referenceOf("t", bigPage)
+      const ref = Offload.referenceOf(yield* storedThread("t"), bigPage)
       // another agent (another middleware, so another memory store) continues the thread from its checkpoint
       const second = yield* setup([
         ScriptedModel.toolCalls([{ name: "read_offloaded", params: { ref, limit: 20_000 }, id: "r" }]),
@@ -153,9 +164,13 @@ describe("Offload", () => {
     Effect.gen(function*() {
       yield* fetchOnce
       const workspace = yield* Workspace.Workspace
-      assert.strictEqual(yield* workspace.read(`/offloaded/${Offload.referenceOf("t", bigPage)}.txt`), bigPage)
+      assert.strictEqual(
+        yield* workspace.read(`/offloaded/${Offload.referenceOf(yield* storedThread("t"), bigPage)}.txt`),
+        bigPage
+      )
     }).pipe(
-      Effect.provide(Offload.layerWorkspace().pipe(Layer.provideMerge(Workspace.layerMemory())))
+      Effect.provide(Offload.layerWorkspace().pipe(Layer.provideMerge(Workspace.layerMemory()))),
+      Effect.provide(Checkpointer.layerMemory)
     ))
 
   it.effect("a reference that is not one the module makes (a path) is refused before the store is read", () =>
@@ -179,11 +194,12 @@ describe("Offload", () => {
       yield* fetchOnce
       const kv = yield* KeyValueStore.KeyValueStore
       assert.deepStrictEqual(
-        yield* kv.get(`offload/${Offload.referenceOf("t", bigPage)}`),
+        yield* kv.get(`offload/${Offload.referenceOf(yield* storedThread("t"), bigPage)}`),
         Option.some(JSON.stringify(bigPage))
       )
     }).pipe(
-      Effect.provide(Offload.layerKeyValueStore().pipe(Layer.provideMerge(KeyValueStore.layerMemory)))
+      Effect.provide(Offload.layerKeyValueStore().pipe(Layer.provideMerge(KeyValueStore.layerMemory))),
+      Effect.provide(Checkpointer.layerMemory)
     ))
 
   it.effect("long arguments of calls older than the last keepCalls are cut in the view, not in the thread", () =>
@@ -265,12 +281,12 @@ describe("Offload.view", () => {
     "keeps every message, part and call/result pairing, and is its own fixed point",
     [Arbitraries.conversation({ maxResultSize: 400 })],
     ([messages]) => {
-      const shown = Offload.view("t", messages, options).messages
+      const shown = Offload.view({ threadId: "t" }, messages, options).messages
       assert.strictEqual(shown.length, messages.length)
       assert.deepStrictEqual(shown.map((m) => m.role), messages.map((m) => m.role))
       assert.deepStrictEqual(idsOf(shown), idsOf(messages))
       assert.deepStrictEqual(Arbitraries.problems(shown), [])
-      assert.strictEqual(Offload.view("t", shown, options).messages, shown)
+      assert.strictEqual(Offload.view({ threadId: "t" }, shown, options).messages, shown)
     }
   )
 
@@ -297,7 +313,7 @@ describe("Offload.view", () => {
             },
             (request) => Effect.sync(() => (sent = request.messages, Middleware.modelResponse("ok")))
           ).pipe(Effect.scoped)
-          assert.deepStrictEqual(sent, Offload.view("t", history, options).messages)
+          assert.deepStrictEqual(sent, Offload.view({ threadId: "t" }, history, options).messages)
         }
       }),
     { fastCheck: { numRuns: 30 } }
@@ -307,7 +323,7 @@ describe("Offload.view", () => {
     "offload round-trips byte-exact: every offloaded text is the result, under its reference",
     [Arbitraries.conversation({ minResultSize: 100, maxResultSize: 400 })],
     ([messages]) => {
-      const { messages: shown, offloaded } = Offload.view("t", messages, options)
+      const { messages: shown, offloaded } = Offload.view({ threadId: "t" }, messages, options)
       const original = new Map(toolResults(messages).map((p) => [p.id, p]))
       for (const part of toolResults(shown)) {
         const ref = Offload.offloadedRef(part)
@@ -318,7 +334,7 @@ describe("Offload.view", () => {
           assert.strictEqual(part, before)
         } else {
           assert.strictEqual(offloaded.get(ref.value), text)
-          assert.strictEqual(ref.value, Offload.referenceOf("t", text))
+          assert.strictEqual(ref.value, Offload.referenceOf({ threadId: "t" }, text))
         }
       }
     }
@@ -352,8 +368,8 @@ describe("Offload.view", () => {
           Messages.call("c1", "fetch_page", { url: "u" }),
           Messages.result("c1", "fetch_page", content)
         ]
-        const { offloaded } = Offload.view("t", messages, { maxResultChars: 1, previewChars: 0 })
-        const ref = Offload.referenceOf("t", content)
+        const { offloaded } = Offload.view({ threadId: "t" }, messages, { maxResultChars: 1, previewChars: 0 })
+        const ref = Offload.referenceOf({ threadId: "t" }, content)
         assert.strictEqual(offloaded.get(ref), content)
         const store = yield* Offload.makeMemory
         yield* store.put(ref, content)

@@ -82,11 +82,17 @@ describe("Offload across threads", () => {
     [FastCheck.string(), FastCheck.string(), anyText],
     ([threadA, threadB, content]) => {
       if (threadA !== threadB) {
-        assert.notStrictEqual(Offload.referenceOf(threadA, content), Offload.referenceOf(threadB, content))
+        assert.notStrictEqual(
+          Offload.referenceOf({ threadId: threadA }, content),
+          Offload.referenceOf({ threadId: threadB }, content)
+        )
       }
       const replaced = content.replace(/\p{Cs}/gu, "\uFFFD")
       if (replaced !== content) {
-        assert.notStrictEqual(Offload.referenceOf(threadA, content), Offload.referenceOf(threadA, replaced))
+        assert.notStrictEqual(
+          Offload.referenceOf({ threadId: threadA }, content),
+          Offload.referenceOf({ threadId: threadA }, replaced)
+        )
       }
     }
   )
@@ -168,7 +174,7 @@ describe("Offload stores", () => {
           FastCheck.assert(
             FastCheck.asyncProperty(FastCheck.string(), anyText, (threadId, content) =>
               Effect.runPromise(Effect.gen(function*() {
-                const ref = Offload.referenceOf(threadId, content)
+                const ref = Offload.referenceOf({ threadId }, content)
                 yield* store.put(ref, content)
                 assert.strictEqual(yield* store.get(ref), content)
               }))),

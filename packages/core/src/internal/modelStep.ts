@@ -363,6 +363,7 @@ export const make = (config: Compiled) => {
       context: Context.empty(),
       state: config.layout.flatten(state),
       threadId: run.threadId,
+      incarnation: run.incarnation,
       step: state.step
     }
     // the state updates of this call's wrap hooks (none to collect when no hook can update state)

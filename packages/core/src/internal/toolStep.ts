@@ -149,6 +149,7 @@ export const make = (config: Compiled, save: Save) => {
         tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? output!.tool : undefined),
         state: flat,
         threadId: run.threadId,
+        incarnation: run.incarnation,
         step: state.step - 1,
         offeredTools: state.offered
       }

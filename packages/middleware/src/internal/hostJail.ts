@@ -229,6 +229,15 @@ export interface Jail {
    * accept, without following a link to a directory (in or out of the root).
    */
   readonly files: (segments: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<ReadonlyArray<string>>, Refusal>
+  /**
+   * Deletes a file, in its checked directory: a link is deleted itself, never
+   * where it leads; a directory is refused. `writable` is asked about its
+   * place (segments under the root).
+   */
+  readonly remove: (
+    segments: ReadonlyArray<string>,
+    writable: (real: ReadonlyArray<string>) => boolean
+  ) => Effect.Effect<void, Refusal>
 }
 
 /** An open file or directory, checked to be inside the root. */
@@ -814,6 +823,22 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
               })
             yield* walk(opened, segments)
             return out
+          })
+        ),
+      remove: (segments, writable) =>
+        runOperation((root, settled) =>
+          Effect.gen(function*() {
+            if (segments.length === 0) return yield* Effect.fail(io("it is a directory"))
+            const parent = yield* directory(root, segments.slice(0, -1))
+            const name = segments[segments.length - 1]!
+            if (!writable([...segmentsOf(parent.real), name])) return yield* Effect.fail(readOnly)
+            // the name in the checked directory, as it is: a link is not followed
+            const path = yield* pathIn(parent, name)
+            const stats = yield* call(() => fs.promises.lstat(path))
+            if (stats.isDirectory()) return yield* Effect.fail(io("it is a directory"))
+            // nothing is deleted before every directory on the way is known unchanged
+            yield* settled
+            yield* call(() => fs.promises.unlink(path))
           })
         )
     }
