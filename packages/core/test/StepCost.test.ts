@@ -83,9 +83,12 @@ describe("the Effect operations of a step", () => {
       expect(yield* opsPerStep("generate")).toBeLessThanOrEqual(70)
     }))
 
-  it.effect("a generated step with 10 pass-through middleware takes at most 118 (126.7 before; 118.4 while every run provided its decision witness, even none; 117.9 with the incarnation each new thread is given, made in its load step)", () =>
+  it.effect("10 pass-through middleware add no Effect operation to a generated step (117.9 with them before: each wrap hook's reply was checked again, each node ran its hooks in a suspend)", () =>
     Effect.gen(function*() {
-      expect(yield* opsPerStep("generate", 10)).toBeLessThanOrEqual(118)
+      const without = yield* opsPerStep("generate")
+      const with10 = yield* opsPerStep("generate", 10)
+      expect(with10).toBeLessThanOrEqual(70)
+      expect(with10 - without).toBeLessThanOrEqual(0.5)
     }))
 
   it.effect("a streamed step takes at most 300 (316 before its reply was judged in one continuation)", () =>
@@ -93,8 +96,8 @@ describe("the Effect operations of a step", () => {
       expect(yield* opsPerStep("stream")).toBeLessThanOrEqual(300)
     }))
 
-  it.effect("a streamed step with 10 pass-through middleware takes at most 420 (530 while a watched node hook that had already ended went through the hook cell)", () =>
+  it.effect("a streamed step with 10 pass-through middleware takes at most 365 (530 while a watched node hook that had already ended went through the hook cell; 411 while each wrap hook's reply was checked again)", () =>
     Effect.gen(function*() {
-      expect(yield* opsPerStep("stream", 10)).toBeLessThanOrEqual(420)
+      expect(yield* opsPerStep("stream", 10)).toBeLessThanOrEqual(365)
     }))
 })

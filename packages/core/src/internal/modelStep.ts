@@ -24,6 +24,7 @@ import * as Secrets from "../Secrets.js"
 import type { Compiled } from "./config.js"
 import { drain } from "./drain.js"
 import { identityMemo } from "./fast/identityMemo.js"
+import { PassedOn } from "./fast/passedOn.js"
 import { hookEffect, modelResponseProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
@@ -328,20 +329,18 @@ export const make = (config: Compiled) => {
    */
   const modelChain = (run: RunContext, updates: Array<WrapUpdates.Update> | undefined) =>
     wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
-      (next, m) => {
+      (next, m, index) => {
         const into = updates !== undefined && WrapUpdates.canUpdate(config, m.name) ? updates : undefined
-        return (request) =>
-          checkedResponse(
-            m,
-            request,
-            Observer.inHook(
-              run,
-              m.name,
-              "wrapModelCall",
-              hookEffect(m.name, "wrapModelCall", m.wrapModelCall!(request, next as Middleware.NextModelCall))
-            ),
-            into
-          )
+        const layer = new PassedOn(next as Middleware.NextModelCall)
+        // what the model call gives is a checked reply, unless a journal's witness answered it
+        const innerChecked = index < wrapModel.length - 1 || run.journal.witness === undefined
+        return (request) => {
+          const returned = layer.call(m.wrapModelCall!, request)
+          const passedOn = layer.passedOn(returned) !== undefined && innerChecked
+          const hooked = Observer.inHook(run, m.name, "wrapModelCall", hookEffect(m.name, "wrapModelCall", returned))
+          // a hook that returned what `next` gave passes on a reply already checked inside
+          return passedOn ? hooked : checkedResponse(m, request, hooked, into)
+        }
       },
       callModel(run)
     )

@@ -36,119 +36,117 @@ export const make = (config: Compiled) => {
     start: number
   ): Effect.Effect<Stepped, unknown, any> => {
     const hooks = config.nodes[node]
-    return Effect.suspend(() => {
-      const resume = initial.resume
-      /**
-       * The hooks from the `index`-th on. A hook whose effect is already an
-       * `Exit` (`Effect.void`, `Effect.succeed(…)`) is read at once, as a
-       * generator's `yield*` reads it: no fiber operation; any other leads on
-       * in its continuation.
-       */
-      const from = (index: number, state: RunState.RunState): Effect.Effect<Stepped, unknown, any> => {
-        for (; index < hooks.length; index++) {
-          const m = hooks[index]!
-          const ran = Observer.inHookNow(
-            run,
+    const resume = initial.resume
+    /**
+     * The hooks from the `index`-th on. A hook whose effect is already an
+     * `Exit` (`Effect.void`, `Effect.succeed(…)`) is read at once, as a
+     * generator's `yield*` reads it: no fiber operation; any other leads on
+     * in its continuation.
+     */
+    const from = (index: number, state: RunState.RunState): Effect.Effect<Stepped, unknown, any> => {
+      for (; index < hooks.length; index++) {
+        const m = hooks[index]!
+        const ran = Observer.inHookNow(
+          run,
+          m.name,
+          node,
+          hookEffect(
             m.name,
             node,
-            hookEffect(
-              m.name,
-              node,
-              m[node]!({
-                state: state.slices[m.name] ?? {},
-                messages: state.messages,
-                threadId: run.threadId,
-                incarnation: run.incarnation,
-                step: state.step,
-                usage: state.usage,
-                tools: config.toolList,
-                toolConcurrency: config.toolConcurrency,
-                toolTimeout: config.toolTimeout,
-                resume: index === start ? resume : Option.none()
-              })
-            )
+            m[node]!({
+              state: state.slices[m.name] ?? {},
+              messages: state.messages,
+              threadId: run.threadId,
+              incarnation: run.incarnation,
+              step: state.step,
+              usage: state.usage,
+              tools: config.toolList,
+              toolConcurrency: config.toolConcurrency,
+              toolTimeout: config.toolTimeout,
+              resume: index === start ? resume : Option.none()
+            })
           )
-          if (!Exit.isExit(ran)) {
-            const at = index
-            return Effect.flatMap(
-              ran,
-              (result) => result === undefined ? from(at + 1, state) : afterResult(m, at, state, result)
-            )
-          }
-          const ended = ran as Exit.Exit<Middleware.HookResult<object, Middleware.Jump, unknown> | undefined, unknown>
-          if (Exit.isFailure(ended)) return Effect.failCause(ended.cause)
-          if (ended.value !== undefined) return afterResult(m, index, state, ended.value)
+        )
+        if (!Exit.isExit(ran)) {
+          const at = index
+          return Effect.flatMap(
+            ran,
+            (result) => result === undefined ? from(at + 1, state) : afterResult(m, at, state, result)
+          )
         }
-        return Effect.succeed({ state, outcome: Continue })
+        const ended = ran as Exit.Exit<Middleware.HookResult<object, Middleware.Jump, unknown> | undefined, unknown>
+        if (Exit.isFailure(ended)) return Effect.failCause(ended.cause)
+        if (ended.value !== undefined) return afterResult(m, index, state, ended.value)
       }
-      /** The result of hook `m` checked and applied; then the hooks after it, unless it waits or jumps. */
-      const afterResult = (
-        m: Middleware.Any,
-        index: number,
-        before: RunState.RunState,
-        result: Middleware.HookResult<object, Middleware.Jump, unknown>
-      ): Effect.Effect<Stepped, unknown, any> =>
-        Effect.gen(function*() {
-          let state = before
-          const problem = nodeResultProblem(result, state.messages)
-          if (problem !== undefined) {
-            return yield* new InvalidHookResult({ middleware: m.name, hook: node, reason: problem })
-          }
-          const applied = RunState.applyHookResult(state, m.name, config.declaredKeys.get(m.name), result)
-          state = applied.state
-          if (result.messages !== undefined && config.inputHooks.length > 0) {
-            // what a person typed passes the input's hooks before any other hook sees it
-            state = RunState.withMessages(
-              state,
-              yield* PersonAnswer.check(state.messages, m.name, node, (messages) => transformInput(run, messages))
-            )
-          }
-          if (applied.keys.length > 0 || result.messages !== undefined) {
-            yield* Observer.report(run, () =>
-              AgentEvent.StateUpdated({
-                middleware: m.name,
-                hook: node,
-                keys: applied.keys,
-                messagesReplaced: result.messages !== undefined
-              }))
-          }
-          if (result.interrupt !== undefined) {
-            const value = yield* Waits.encodeRequest(m, node, result.interrupt)
-            return {
-              state,
-              outcome: {
-                _tag: "Interrupt",
-                wait: { node, index, middleware: m.name, request: result.interrupt, value, key: result.interruptKey }
-              }
+      return Effect.succeed({ state, outcome: Continue })
+    }
+    /** The result of hook `m` checked and applied; then the hooks after it, unless it waits or jumps. */
+    const afterResult = (
+      m: Middleware.Any,
+      index: number,
+      before: RunState.RunState,
+      result: Middleware.HookResult<object, Middleware.Jump, unknown>
+    ): Effect.Effect<Stepped, unknown, any> =>
+      Effect.gen(function*() {
+        let state = before
+        const problem = nodeResultProblem(result, state.messages)
+        if (problem !== undefined) {
+          return yield* new InvalidHookResult({ middleware: m.name, hook: node, reason: problem })
+        }
+        const applied = RunState.applyHookResult(state, m.name, config.declaredKeys.get(m.name), result)
+        state = applied.state
+        if (result.messages !== undefined && config.inputHooks.length > 0) {
+          // what a person typed passes the input's hooks before any other hook sees it
+          state = RunState.withMessages(
+            state,
+            yield* PersonAnswer.check(state.messages, m.name, node, (messages) => transformInput(run, messages))
+          )
+        }
+        if (applied.keys.length > 0 || result.messages !== undefined) {
+          yield* Observer.report(run, () =>
+            AgentEvent.StateUpdated({
+              middleware: m.name,
+              hook: node,
+              keys: applied.keys,
+              messagesReplaced: result.messages !== undefined
+            }))
+        }
+        if (result.interrupt !== undefined) {
+          const value = yield* Waits.encodeRequest(m, node, result.interrupt)
+          return {
+            state,
+            outcome: {
+              _tag: "Interrupt",
+              wait: { node, index, middleware: m.name, request: result.interrupt, value, key: result.interruptKey }
             }
           }
-          if (result.jumpTo !== undefined) {
-            if (!m.canJumpTo.includes(result.jumpTo)) {
-              return yield* new InvalidJump({
-                middleware: m.name,
-                hook: node,
-                jumpTo: result.jumpTo,
-                allowed: m.canJumpTo
-              })
-            }
-            yield* Observer.report(run, () =>
-              AgentEvent.MiddlewareDecision({
-                middleware: m.name,
-                hook: node,
-                decision: `jump to ${result.jumpTo}`,
-                data: undefined
-              }))
-            // never leave a tool call without its result: providers reject such a thread
-            if (result.jumpTo === "end") {
-              state = RunState.answerPending(state, "the agent ended the run before this call ran")
-            }
-            return { state, outcome: { _tag: "Jump", to: result.jumpTo } }
+        }
+        if (result.jumpTo !== undefined) {
+          if (!m.canJumpTo.includes(result.jumpTo)) {
+            return yield* new InvalidJump({
+              middleware: m.name,
+              hook: node,
+              jumpTo: result.jumpTo,
+              allowed: m.canJumpTo
+            })
           }
-          return yield* from(index + 1, state)
-        })
-      // a hook may hold the messages array from here on: nothing is appended to it in place
-      return from(start, RunState.resumeTaken(RunState.seen(initial)))
-    })
+          yield* Observer.report(run, () =>
+            AgentEvent.MiddlewareDecision({
+              middleware: m.name,
+              hook: node,
+              decision: `jump to ${result.jumpTo}`,
+              data: undefined
+            }))
+          // never leave a tool call without its result: providers reject such a thread
+          if (result.jumpTo === "end") {
+            state = RunState.answerPending(state, "the agent ended the run before this call ran")
+          }
+          return { state, outcome: { _tag: "Jump", to: result.jumpTo } }
+        }
+        return yield* from(index + 1, state)
+      })
+    // a hook may hold the messages array from here on: nothing is appended to it in place
+    return from(start, RunState.resumeTaken(RunState.seen(initial)))
   }
 
   /**
@@ -183,6 +181,13 @@ export const make = (config: Compiled) => {
       return { state: reports ? reportReplied(run, state) : state, outcome: Continue }
     }
     const ran = runHooks(run, state, phase.node, phase.index)
-    return reports ? Effect.map(ran, (stepped) => ({ ...stepped, state: reportReplied(run, stepped.state) })) : ran
+    if (!reports) return ran
+    const reported = (stepped: Stepped): Stepped => ({ ...stepped, state: reportReplied(run, stepped.state) })
+    // hooks that all ended at once: reported now, as the phase with no hook left is
+    if (Exit.isExit(ran)) {
+      const ended = ran as Exit.Exit<Stepped, unknown>
+      return Exit.isSuccess(ended) ? reported(ended.value) : ended
+    }
+    return Effect.map(ran, reported)
   }
 }

@@ -16,6 +16,7 @@ import type * as Middleware from "../Middleware.js"
 import * as RunJournal from "../RunJournal.js"
 import type { Compiled } from "./config.js"
 import { identityMemo } from "./fast/identityMemo.js"
+import { PassedOn } from "./fast/passedOn.js"
 import { hookEffect, toolResultProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
@@ -114,16 +115,14 @@ export const make = (config: Compiled, save: Save) => {
     wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
       (next, m) => {
         const into = updates !== undefined && WrapUpdates.canUpdate(config, m.name) ? updates : undefined
-        return (request) =>
-          Effect.flatMap(
-            Observer.inHook(
-              run,
-              m.name,
-              "wrapToolCall",
-              hookEffect(m.name, "wrapToolCall", m.wrapToolCall!(request, next as Middleware.NextToolCall))
-            ),
-            answered(m.name, request.call, into)
-          )
+        const layer = new PassedOn(next as Middleware.NextToolCall)
+        return (request) => {
+          const returned = layer.call(m.wrapToolCall!, request)
+          const passedOn = layer.passedOn(returned)?.call.id === request.call.id
+          const hooked = Observer.inHook(run, m.name, "wrapToolCall", hookEffect(m.name, "wrapToolCall", returned))
+          // a hook that returned what `next` gave for this call passes on a result already checked inside
+          return passedOn ? hooked : Effect.flatMap(hooked, answered(m.name, request.call, into))
+        }
       },
       (request) => callTool(run.threadId, request)
     )
