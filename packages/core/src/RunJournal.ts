@@ -489,6 +489,13 @@ export interface Witness {
   ) => Effect.Effect<A | ModelReply, unknown, R>
   /** Optional: sees each middleware decision the run reports (a recorder keeps it). */
   readonly decision?: ((decision: Middleware.Decision) => Effect.Effect<void>) | undefined
+  /**
+   * Optional: sees the decision a resumed run goes on with, before its hook
+   * takes it: encoded by its wait's decision schema as JSON keeps it, the
+   * texts a person typed in it redacted (as the thread stores it). A
+   * recorder keeps it; a replayer fails when it differs from the recorded one.
+   */
+  readonly resumed?: ((decision: unknown) => Effect.Effect<void, unknown>) | undefined
 }
 
 /**

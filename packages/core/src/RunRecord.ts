@@ -332,7 +332,9 @@ export class RunRecordError extends Schema.TaggedError<RunRecordError>("@stepwis
 
 /**
  * The field of a model request, or the part of a run, where a replay first
- * differed from its record: the input, a field of the request of model step
+ * differed from its record: the input, the decision a resumed run went on
+ * with (`decision`: one given to the replay instead of the recorded one, or
+ * given for a record of a run that was not resumed), a field of the request of model step
  * `step` (`systemPrompt`, `messages`, `tools`, `toolChoice`), or the steps
  * themselves (`steps`: the replay took a step the record lacks, or left
  * recorded steps untaken), or, when every request was the same, the result
@@ -358,7 +360,7 @@ export class ReplayDiverged extends Schema.TaggedError<ReplayDiverged>("@stepwis
   "ReplayDiverged",
   {
     step: Schema.Number,
-    field: Schema.Literal("input", "systemPrompt", "messages", "tools", "toolChoice", "steps", "result"),
+    field: Schema.Literal("input", "decision", "systemPrompt", "messages", "tools", "toolChoice", "steps", "result"),
     index: Schema.optional(Schema.Number),
     recorded: Schema.Unknown,
     actual: Schema.Unknown
@@ -442,6 +444,8 @@ const encodeResult = <A>(key: RunJournal.StepKey<A>, value: A): unknown =>
 export interface Sink {
   readonly put: (slot: number, entry: Entry) => Effect.Effect<void>
   readonly input: (messages: Header["input"]) => Effect.Effect<void>
+  /** Optional: the decision a resumed run goes on with, as the thread stores it (JSON): the header's `resumed`. */
+  readonly resumed?: ((decision: unknown) => Effect.Effect<void>) | undefined
 }
 
 /** How many recordings this process made: each names the service of its steps' decisions after its number. */
@@ -557,6 +561,11 @@ export const recording = (
             Effect.suspend(() => sink.input(keeper.messages(messages) as Header["input"])),
             under.witness?.input(messages) ?? Effect.void
           ),
+        resumed: (decision) =>
+          Effect.zipRight(
+            Effect.suspend(() => sink.resumed?.(kept(decision)) ?? Effect.void),
+            under.witness?.resumed?.(decision) ?? Effect.void
+          ),
         model: (request, call) =>
           Effect.tap(under.witness?.model(request, call) ?? call, (reply) =>
             Effect.sync(() => {
@@ -667,11 +676,13 @@ export const stoppedEnd = (
   })
 }
 
-/** Runs `events` (a run's stream) with a recording journal, and gives its result and record. */
+/**
+ * Runs `events` (a run's stream) with a recording journal, and gives its result and record (with the decision a
+ * resumed run went on with, as its journal's witness saw it).
+ */
 const recordStream = <S, E, O, W extends Wait.Any>(
   events: Stream.Stream<AgentEvent.AgentEvent<S, O, W>, Agent.RunError<E>>,
-  threadId: string,
-  resumed: Header["resumed"]
+  threadId: string
 ): Effect.Effect<
   { readonly result: AgentResult.AgentResult<S, O, W>; readonly record: RunRecord },
   Agent.RunError<E>
@@ -679,6 +690,7 @@ const recordStream = <S, E, O, W extends Wait.Any>(
   Effect.gen(function*() {
     const entries: Array<Entry> = []
     let input: Header["input"] = []
+    let resumed: Header["resumed"]
     const { add, journal } = recording(RunJournal.inProcess, {
       put: (slot, entry) =>
         Effect.sync(() => {
@@ -687,6 +699,10 @@ const recordStream = <S, E, O, W extends Wait.Any>(
       input: (messages) =>
         Effect.sync(() => {
           input = messages
+        }),
+      resumed: (decision) =>
+        Effect.sync(() => {
+          resumed = { decision }
         })
     })
     const startedAt = yield* Clock.currentTimeMillis
@@ -742,7 +758,7 @@ export const record = <S, E, O, W extends Wait.Any>(
 ): Effect.Effect<
   { readonly result: AgentResult.AgentResult<S, O, W>; readonly record: RunRecord },
   Agent.RunError<E>
-> => recordStream(agent.stream(input, options), options.threadId, undefined)
+> => recordStream(agent.stream(input, options), options.threadId)
 
 /**
  * Resumes the thread `threadId`, waiting for a decision, with `decision` as
@@ -780,12 +796,9 @@ export const recordResume = <S, E, O, W extends Wait.Any>(
   { readonly result: AgentResult.AgentResult<S, O, W>; readonly record: RunRecord },
   Agent.RunError<E>
 > =>
-  // the decision as the thread stores it: encoded, what a person typed redacted; a replay decodes it
-  Effect.flatMap(
-    agent.validateResume(threadId, decision),
-    ({ encodedDecision }) =>
-      recordStream(agent.resumeStream(threadId, decision), threadId, { decision: kept(encodedDecision) })
-  )
+  // the run checks the decision once, as posted, and shows it to the recorder as the thread stores it (encoded,
+  // what a person typed redacted); a replay decodes it
+  recordStream(agent.resumeStream(threadId, decision), threadId)
 
 // -----------------------------------------------------------------------------
 // JSONL

@@ -22,7 +22,7 @@ import * as Secrets from "../Secrets.js"
 import * as Checkpoint from "./checkpoint.js"
 import * as Layered from "./layeredJournal.js"
 import * as Observer from "./observer.js"
-import { requestKeeper, same } from "./plainJson.js"
+import { kept as plainJson, requestKeeper, same } from "./plainJson.js"
 
 type Field = RunRecord.ReplayDiverged["field"]
 
@@ -111,18 +111,21 @@ export interface Runs {
 export const replay = (
   record: RunRecord.RunRecord,
   runs: Runs,
-  live?: Live & { readonly threadId: string }
+  live?: Live & { readonly threadId: string },
+  decision?: unknown
 ): Run =>
   Effect.flatMap(
     Effect.serviceOption(RunJournal.RunJournal),
-    (outer) => replayWith(record, runs, Option.getOrElse(outer, () => RunJournal.inProcess), live)
+    (outer) => replayWith(record, runs, Option.getOrElse(outer, () => RunJournal.inProcess), live, decision)
   )
 
 const replayWith = (
   record: RunRecord.RunRecord,
   runs: Runs,
   context: RunJournal.Service,
-  live: (Live & { readonly threadId: string }) | undefined
+  live: (Live & { readonly threadId: string }) | undefined,
+  // a decision to resume the record of a resumed run with, instead of the recorded one
+  decision: unknown
 ): Run =>
   Effect.suspend(() => {
     // a recorder in the context records this replay's journal; the live steps go to the journal it records
@@ -292,6 +295,15 @@ const replayWith = (
         }
       },
       witness: {
+        // the decision given instead of the recorded one, as the thread stores it: one that differs diverges
+        resumed: (given) =>
+          Effect.suspend(() => {
+            if (decision === undefined || resumed === undefined || record.header.version < 2) return Effect.void
+            const actual = plainJson(given)
+            return same(resumed.decision, actual)
+              ? Effect.void
+              : diverge(resumedAt(), "decision", resumed.decision, actual)
+          }),
         input: (messages) => {
           if (live !== undefined) return Effect.void
           // compared as they are first, then (when they differ) scrubbed as recorded
@@ -345,6 +357,9 @@ const replayWith = (
     })
 
     const journal = layers === undefined ? replaying : layers.over(replaying)
+    const resumed = record.header.resumed
+    // the step the resumed run goes on at: where a decision that differs from the recorded one diverges
+    const resumedAt = () => modelSteps.size === 0 ? 0 : Math.min(...modelSteps.keys())
     const input = Effect.catchTag(
       Schema.decodeUnknown(Schema.Array(Prompt.Message))(record.header.input),
       "ParseError",
@@ -355,10 +370,17 @@ const replayWith = (
         Effect.provideService(
           Effect.flatMap(input, (messages) => {
             const threadId = live?.threadId ?? record.header.threadId
-            const resumed = record.header.resumed
-            return resumed === undefined
-              ? runs.start(Prompt.fromMessages(messages), threadId)
-              : runs.resume(threadId, resumed.decision, record.header.version >= 2)
+            if (decision === undefined) {
+              return resumed === undefined
+                ? runs.start(Prompt.fromMessages(messages), threadId)
+                : runs.resume(threadId, resumed.decision, record.header.version >= 2)
+            }
+            if (resumed === undefined) return diverge(0, "decision", undefined, plainJson(decision))
+            // a record of version 1 kept the decision decoded, as JSON: compared so before the run
+            if (record.header.version < 2 && !same(resumed.decision, plainJson(decision))) {
+              return diverge(resumedAt(), "decision", resumed.decision, plainJson(decision))
+            }
+            return runs.resume(threadId, decision, false)
           }),
           RunJournal.RunJournal,
           journal
