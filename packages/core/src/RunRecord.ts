@@ -47,7 +47,10 @@ import type * as Wait from "./Wait.js"
 /**
  * The version of the record format this build writes. Version 2 keeps a
  * resumed run's decision encoded by its wait's decision schema (version 1
- * kept the decoded value as JSON).
+ * kept the decoded value as JSON); version 3 keeps the hooks that completed
+ * inside a step a replay serves ({@link HookEntry}: a tool call's
+ * `wrapToolCall` hooks) and a subagent's decisions and hooks, named by
+ * the run they were made in (`run`).
  *
  * @example
  * ```ts
@@ -59,7 +62,7 @@ import type * as Wait from "./Wait.js"
  * @since 0.1.0
  * @category constants
  */
-export const version = 2 as const
+export const version = 3 as const
 
 /**
  * The versions of the record format this build reads and replays: this
@@ -75,7 +78,7 @@ export const version = 2 as const
  * @since 0.1.0
  * @category constants
  */
-export const versions = [1, version] as const
+export const versions = [1, 2, version] as const
 
 /** Whether `found` is a version of the record format this build reads. */
 const isReadable = (found: unknown): found is Header["version"] => versions.some((known) => known === found)
@@ -157,7 +160,9 @@ export type WaitEntry = typeof WaitEntry.Type
  * A decision a middleware reported (`Middleware.report`, a `MiddlewareDecision` event),
  * in the run's order; one reported inside a model or tool call (a `wrapModelCall` or
  * `wrapToolCall` hook) just before that call's {@link Step}, with `inStep` naming it (a
- * replay that serves the call gives its decisions again).
+ * replay that serves the call gives its decisions again). `run` names the subagent's run a
+ * decision was made in (its journal path, `task/<callId>/<n>`; version 3), none for the
+ * recorded run's own.
  *
  * @example
  * ```ts
@@ -174,7 +179,8 @@ export const Decision = Schema.TaggedStruct("Decision", {
   hook: Schema.String,
   decision: Schema.String,
   data: Schema.Unknown,
-  inStep: Schema.optional(Schema.String)
+  inStep: Schema.optional(Schema.String),
+  run: Schema.optional(Schema.String)
 })
 
 /**
@@ -182,6 +188,39 @@ export const Decision = Schema.TaggedStruct("Decision", {
  * @category models
  */
 export type Decision = typeof Decision.Type
+
+/**
+ * A middleware hook that completed inside a step a replay serves (a
+ * `HookCompleted` event: a tool call's `wrapToolCall` hooks), just before
+ * that step's {@link Step}, with `inStep` naming it, in the run's order
+ * among the step's decisions; `run` names the subagent's run it completed
+ * in (its journal path, `task/<callId>/<n>`), none for the recorded run's
+ * own. A replay that serves the step reports it again, with its recorded
+ * duration. Version 3.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * const wrapped = (entry: RunRecord.HookEntry) => entry.hook === "wrapToolCall"
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const HookEntry = Schema.TaggedStruct("Hook", {
+  middleware: Schema.String,
+  hook: Schema.String,
+  durationMillis: Schema.Number,
+  inStep: Schema.String,
+  run: Schema.optional(Schema.String)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type HookEntry = typeof HookEntry.Type
 
 /**
  * How the run ended: completed (with its text) or interrupted, its model
@@ -228,7 +267,7 @@ export type End = typeof End.Type
  * @since 0.1.0
  * @category schemas
  */
-export const Entry = Schema.Union(Step, WaitEntry, Decision, End)
+export const Entry = Schema.Union(Step, WaitEntry, Decision, HookEntry, End)
 
 /**
  * @since 0.1.0
@@ -452,6 +491,16 @@ export interface Sink {
 let recordings = 0
 
 /**
+ * What a recorder keeps of a step that runs, to put just before its entry: the decisions reported inside it and,
+ * where a replay serves the step instead of running it (all but the recorded run's own model calls, whose
+ * `wrapModelCall` hooks a replay runs again), the hooks that completed inside it, in the run's order.
+ */
+interface InStep {
+  readonly entries: Array<Decision | HookEntry>
+  readonly keepsHooks: boolean
+}
+
+/**
  * A journal that records a run: each step goes through `journal` as it
  * would, and is put in `sink` with its result (encoded with its key's
  * schema), its timing (when the step ran in this process; a step `journal`
@@ -492,7 +541,7 @@ export const recording = (
   // the decisions reported inside a step that runs, kept to be put just before the step's own entry: in the order
   // the steps end, whatever ran at once (parallel tool calls); a service of this recording's own (a recording
   // nested in another one has its own)
-  const inStep = Context.GenericTag<Array<Decision>>(`@stepwise-agent/core/RunRecord/inStep/${recordings++}`)
+  const inStep = Context.GenericTag<InStep>(`@stepwise-agent/core/RunRecord/inStep/${recordings++}`)
   /** The recording journal over `under`: every step, wait and witnessed value of `under` is kept. */
   const over = (under: RunJournal.Service) =>
     RunJournal.RunJournal.of({
@@ -518,22 +567,20 @@ export const recording = (
         }),
       step: (key, effect) => {
         const name = RunJournal.stepName(key)
-        const decisions: Array<Decision> = []
+        const step: InStep = { entries: [], keepsHooks: key._tag !== "Model" }
         // timed where it runs: a step the journal gives from its own record does not run
         const timed = Effect.flatMap(
           Clock.currentTimeMillis,
           (startedAt) =>
-            Effect.tap(Effect.provideService(effect, inStep, decisions), () =>
+            Effect.tap(Effect.provideService(effect, inStep, step), () =>
               Effect.map(Clock.currentTimeMillis, (ended) => {
                 timings.set(name, { startedAt, durationMillis: ended - startedAt })
               }))
         )
-        const putInStep = (decision: Decision) =>
-          add({ ...decision, inStep: name })
-        const decided = Effect.suspend(() =>
-          Effect.forEach(decisions.splice(0), putInStep, { discard: true })
-        )
-        return under.step(key, timed).pipe(
+        const putInStep = (entry: Decision | HookEntry) => add({ ...entry, inStep: name })
+        const decided = Effect.suspend(() => Effect.forEach(step.entries.splice(0), putInStep, { discard: true }))
+        // (also around the journal under: a replay serving the step reports its recorded decisions and hooks there)
+        return Effect.provideService(under.step(key, timed), inStep, step).pipe(
           Effect.tap((value) =>
             Effect.flatMap(Clock.currentTimeMillis, (now) => {
               const model = key._tag === "Model" ? sent.get(key.step) : undefined
@@ -580,18 +627,33 @@ export const recording = (
               })
             })),
         // in the run's order, as reported (not as a stream reads its events); inside a step, just before it
-        decision: (decision) =>
+        decision: (decision, run) =>
           Effect.flatMap(Effect.serviceOption(inStep), (step) => {
             const entry = Decision.make({
               middleware: decision.middleware,
               hook: decision.hook,
               decision: decision.decision,
-              data: kept(decision.data)
+              data: kept(decision.data),
+              ...(run === undefined ? {} : { run })
             })
             return Effect.zipRight(
-              Option.isNone(step) ? add(entry) : Effect.sync(() => void step.value.push(entry)),
-              under.witness?.decision?.(decision) ?? Effect.void
+              Option.isNone(step) ? add(entry) : Effect.sync(() => void step.value.entries.push(entry)),
+              under.witness?.decision?.(decision, run) ?? Effect.void
             )
+          }),
+        // only inside a step a replay serves: every other hook runs again in a replay, and reports itself
+        hookCompleted: (completed, run) =>
+          Effect.flatMap(Effect.serviceOption(inStep), (step) => {
+            if (Option.isSome(step) && step.value.keepsHooks) {
+              step.value.entries.push(HookEntry.make({
+                middleware: completed.middleware,
+                hook: completed.hook,
+                durationMillis: completed.durationMillis,
+                inStep: "",
+                ...(run === undefined ? {} : { run })
+              }))
+            }
+            return under.witness?.hookCompleted?.(completed, run) ?? Effect.void
           })
       }
     })

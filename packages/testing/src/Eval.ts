@@ -906,9 +906,12 @@ const callIdsOf = (data: unknown): ReadonlyArray<string> =>
  * `"humanInTheLoop"`): before it started, approved or edited (by a person
  * through `decide`, or by an `Approvals` service) or judged by its tool's
  * `when` to need no decision; or, while it ran, judged by the middleware's
- * guard where the tool runs. Read from the run's events. Each approval
+ * guard where the tool runs. Read from the run's events, a subagent's run
+ * judged on its own from its events (`SubAgentEvent`s: its calls cleared by
+ * its own middleware). Each approval
  * clears one start of its call (provider call ids repeat across replies). A
- * call that ran without one names the assertion's failure.
+ * call that ran without one names the assertion's failure (and the
+ * subagent's run it ran in).
  *
  * @example
  * ```ts
@@ -930,36 +933,52 @@ export const noApprovalBypassed = (
     `noApprovalBypassed(${[...gated].join(", ")})`,
     (run) =>
       Effect.sync(() => {
-        /** Call ids cleared and not yet started. */
-        const cleared = new Set<string>()
-        /** Gated calls started and not yet completed, by id: whether they were cleared. */
-        const running = new Map<string, { readonly label: string; cleared: boolean }>()
         const bypassed: Array<string> = []
         let ran = 0
-        for (const event of run.events) {
-          if (event._tag === "MiddlewareDecision" && event.middleware === middleware) {
-            const ids = callIdsOf(event.data)
-            if (clearing.test(event.decision) || freedByWhen.test(event.decision)) {
-              for (const id of ids) cleared.add(id)
-            } else if (judgedWhereItRuns.test(event.decision)) {
-              for (const id of ids) {
-                const call = running.get(id)
-                if (call !== undefined) call.cleared = true
+        /** Judges the events of one run (`within`: the subagent's run they are of, none for the run's own). */
+        const judge = (events: ReadonlyArray<AgentEvent.AgentEvent<unknown, unknown>>, within: string) => {
+          /** Call ids cleared and not yet started. */
+          const cleared = new Set<string>()
+          /** Gated calls started and not yet completed, by id: whether they were cleared. */
+          const running = new Map<string, { readonly label: string; cleared: boolean }>()
+          /** The events of each subagent's run, by its thread: each is judged on its own (its call ids are its own). */
+          const children = new Map<string, { readonly label: string; readonly events: Array<typeof events[number]> }>()
+          for (const event of events) {
+            if (event._tag === "SubAgentEvent") {
+              let child = children.get(event.threadId)
+              if (child === undefined) {
+                child = { label: `${within} in ${event.agent} (${event.threadId})`, events: [] }
+                children.set(event.threadId, child)
               }
+              child.events.push(event.event)
+              continue
             }
-          } else if (event._tag === "ToolCallStarted" && gated.has(event.call.name)) {
-            ran++
-            running.set(event.call.id, {
-              label: `${event.call.name} (${event.call.id})`,
-              cleared: cleared.delete(event.call.id)
-            })
-          } else if (event._tag === "ToolCallCompleted") {
-            const call = running.get(event.result.id)
-            if (call !== undefined && !call.cleared) bypassed.push(call.label)
-            running.delete(event.result.id)
+            if (event._tag === "MiddlewareDecision" && event.middleware === middleware) {
+              const ids = callIdsOf(event.data)
+              if (clearing.test(event.decision) || freedByWhen.test(event.decision)) {
+                for (const id of ids) cleared.add(id)
+              } else if (judgedWhereItRuns.test(event.decision)) {
+                for (const id of ids) {
+                  const call = running.get(id)
+                  if (call !== undefined) call.cleared = true
+                }
+              }
+            } else if (event._tag === "ToolCallStarted" && gated.has(event.call.name)) {
+              ran++
+              running.set(event.call.id, {
+                label: `${event.call.name} (${event.call.id})${within}`,
+                cleared: cleared.delete(event.call.id)
+              })
+            } else if (event._tag === "ToolCallCompleted") {
+              const call = running.get(event.result.id)
+              if (call !== undefined && !call.cleared) bypassed.push(call.label)
+              running.delete(event.result.id)
+            }
           }
+          for (const call of running.values()) if (!call.cleared) bypassed.push(call.label)
+          for (const child of children.values()) judge(child.events, child.label)
         }
-        for (const call of running.values()) if (!call.cleared) bypassed.push(call.label)
+        judge(run.events, "")
         return bypassed.length === 0
           ? pass(`${ran} gated call(s) ran, each cleared by ${middleware}`)
           : fail(`ran without an approval from ${middleware}: ${bypassed.join(", ")}`)

@@ -45,10 +45,11 @@ const firstDifference = (
  */
 const decisionsIn = (
   step: RunRecord.Step,
-  since: ReadonlyArray<RunRecord.Decision>
-): Array<RunRecord.Decision> => {
-  if (since.some((decision) => decision.inStep !== undefined)) {
-    return since.filter((decision) => decision.inStep === step.name)
+  since: ReadonlyArray<RunRecord.Decision | RunRecord.HookEntry>
+): Array<RunRecord.Decision | RunRecord.HookEntry> => {
+  // (a hook entry always names its step; a record with hook entries names every decision's)
+  if (since.every((entry) => entry._tag === "Hook") || since.some((entry) => entry.inStep !== undefined)) {
+    return since.filter((entry) => entry.inStep === step.name)
   }
   if (step.kind !== "Tool" && step.kind !== "Nested") return []
   let first = since.length
@@ -56,17 +57,31 @@ const decisionsIn = (
   return since.slice(first)
 }
 
-/** Reports `decisions` again, as recorded, where a served step ran them: to the run's events and its witness. */
-const reportAgain = (decisions: ReadonlyArray<RunRecord.Decision>): Effect.Effect<void> =>
-  decisions.length === 0 ? Effect.void : Effect.forEach(
-    decisions,
-    (decision) =>
-      Observer.decided({
-        middleware: decision.middleware,
-        hook: decision.hook,
-        decision: decision.decision,
-        data: decision.data
-      }),
+/**
+ * Reports the decisions and completed hooks of a served step again, as recorded, where the step ran them: to the
+ * run's events and its witness (`hookCompleted`: that of the replay's journal, a recorder's, named by the run the
+ * hook completed in; a decision goes to the witness of the run reporting it).
+ */
+const reportAgain = (
+  entries: ReadonlyArray<RunRecord.Decision | RunRecord.HookEntry>,
+  hookCompleted: RunJournal.Witness["hookCompleted"]
+): Effect.Effect<void> =>
+  entries.length === 0 ? Effect.void : Effect.forEach(
+    entries,
+    (entry) => {
+      if (entry._tag === "Decision") {
+        return Observer.decided({
+          middleware: entry.middleware,
+          hook: entry.hook,
+          decision: entry.decision,
+          data: entry.data
+        })
+      }
+      const completed = { middleware: entry.middleware, hook: entry.hook, durationMillis: entry.durationMillis }
+      return hookCompleted === undefined
+        ? Observer.hookReplayed(completed)
+        : Effect.zipRight(Observer.hookReplayed(completed), hookCompleted(completed, entry.run))
+    },
     { discard: true }
   )
 
@@ -151,11 +166,11 @@ const replayWith = (
     const stepOf = new Map<string, number>()
     let lastModel = 0
     // the middleware decisions reported inside each recorded step: a served step reports them again
-    const inStep = new Map<string, Array<RunRecord.Decision>>()
-    let since: Array<RunRecord.Decision> = []
+    const inStep = new Map<string, Array<RunRecord.Decision | RunRecord.HookEntry>>()
+    let since: Array<RunRecord.Decision | RunRecord.HookEntry> = []
     record.entries.forEach((entry, i) => {
       if (entry._tag === "Wait" && entry.decision !== undefined) decisions.set(entry.key, entry.decision)
-      if (entry._tag === "Decision") since.push(entry)
+      if (entry._tag === "Decision" || entry._tag === "Hook") since.push(entry)
       if (entry._tag !== "Step") return
       inStep.set(entry.name, decisionsIn(entry, since))
       since = []
@@ -290,7 +305,7 @@ const replayWith = (
                 isFailure: edit.isFailure,
                 providerExecuted: false
               })))
-              : Effect.zipRight(reportAgain(inStep.get(name) ?? []), served(key, at))
+              : Effect.zipRight(reportAgain(inStep.get(name) ?? [], journal.witness?.hookCompleted), served(key, at))
           }
         }
       },
