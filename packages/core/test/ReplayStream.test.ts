@@ -91,7 +91,7 @@ describe("Agent.replayStream", () => {
       // decisions before a call again too
       const unnamed = {
         ...record,
-        entries: record.entries.flatMap((entry) => {
+        entries: record.entries.flatMap((entry): Array<RunRecord.Entry> => {
           if (entry._tag === "Hook") return []
           if (entry._tag !== "Decision") return [entry]
           const { inStep: _, ...rest } = entry
