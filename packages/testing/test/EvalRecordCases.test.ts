@@ -268,9 +268,9 @@ describe("Eval: a record case's record", () => {
           agent: calculator,
           cases: [{ name: "case", input: [], record: record as RunRecord.RunRecord }]
         })).pipe(Effect.flip, Effect.map((error) => [error.field, error.reason]))
-      assert.deepStrictEqual(yield* field({ ...record, header: { ...record.header, version: 3 } }), [
+      assert.deepStrictEqual(yield* field({ ...record, header: { ...record.header, version: 4 } }), [
         "cases[0].record",
-        "the record is of version 3; this build replays versions 1 and 2"
+        "the record is of version 4; this build replays versions 1 and 2 and 3"
       ])
       assert.deepStrictEqual(yield* field({ entries: [] }), [
         "cases[0].record",
