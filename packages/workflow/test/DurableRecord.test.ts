@@ -67,7 +67,7 @@ const timeless = (record: RunRecord.RunRecord) => ({
   entries: record.entries.map((entry) =>
     entry._tag === "Step"
       ? { ...withoutIncarnation(entry), startedAt: 0, durationMillis: 0 }
-      : entry._tag === "End"
+      : entry._tag === "End" || entry._tag === "Hook"
       ? { ...entry, durationMillis: 0 }
       : entry
   )
