@@ -579,8 +579,7 @@ export const recording = (
         )
         const putInStep = (entry: Decision | HookEntry) => add({ ...entry, inStep: name })
         const decided = Effect.suspend(() => Effect.forEach(step.entries.splice(0), putInStep, { discard: true }))
-        // (also around the journal under: a replay serving the step reports its recorded decisions and hooks there)
-        return Effect.provideService(under.step(key, timed), inStep, step).pipe(
+        return under.step(key, timed).pipe(
           Effect.tap((value) =>
             Effect.flatMap(Clock.currentTimeMillis, (now) => {
               const model = key._tag === "Model" ? sent.get(key.step) : undefined
