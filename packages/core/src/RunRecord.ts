@@ -567,7 +567,9 @@ export const recording = (
         }),
       step: (key, effect) => {
         const name = RunJournal.stepName(key)
-        const step: InStep = { entries: [], keepsHooks: key._tag !== "Model" }
+        // (not under a durable journal: its record's slots must come out the same when a run executes again, and a
+        // step it replays runs no hook)
+        const step: InStep = { entries: [], keepsHooks: key._tag !== "Model" && !under.durable }
         // timed where it runs: a step the journal gives from its own record does not run
         const timed = Effect.flatMap(
           Clock.currentTimeMillis,
