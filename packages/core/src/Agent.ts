@@ -67,6 +67,30 @@ export interface RunOptions {
 }
 
 /**
+ * Options of `replay` and `replayStream`. `decision`: for the record of a
+ * resumed run (`RunRecord.recordResume`), the decision to resume with
+ * instead of the recorded one; checked by the wait as `resume` checks it,
+ * and compared, encoded as the thread stores it, with the recorded one: one
+ * that differs fails the replay with `ReplayDiverged` (field `decision`),
+ * since the record holds the run that went on with the recorded decision.
+ *
+ * @example
+ * ```ts
+ * import type { Agent, RunRecord } from "@stepwise-agent/core"
+ *
+ * declare const agent: Agent.Service<unknown, never, unknown, any>
+ * declare const resumed: RunRecord.RunRecord
+ * const again = agent.replay(resumed, { decision: { approvals: [] } })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReplayOptions<D = unknown> {
+  readonly decision?: D | undefined
+}
+
+/**
  * Options of `send`: how the message joins the thread while a run of it is
  * going.
  *
@@ -323,11 +347,15 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * and the field. A record of a run that failed or was cancelled (a
    * durable run's) fails with `ReplayStopped` where the run stopped. A
    * record of another format version fails with `RunRecordError`
-   * (`UnsupportedVersion`). Gives the replayed result.
+   * (`UnsupportedVersion`). Gives the replayed result. With
+   * `options.decision`, the record of a resumed run is resumed with that
+   * decision ({@link ReplayOptions}).
    */
-  readonly replay: (
-    record: RunRecord.RunRecord
-  ) => Effect.Effect<
+  // (a method: an agent without waits takes no decision, and is still an agent of any waits)
+  replay(
+    record: RunRecord.RunRecord,
+    options?: ReplayOptions<Wait.DecisionOf<W>> | undefined
+  ): Effect.Effect<
     AgentResult.AgentResult<S, O, W>,
     RunError<E> | RunRecord.ReplayDiverged | RunRecord.ReplayStopped | RunRecord.RunRecordError
   >
@@ -340,9 +368,10 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * record fails the stream with `ReplayDiverged` after the events up to
    * there.
    */
-  readonly replayStream: (
-    record: RunRecord.RunRecord
-  ) => Stream.Stream<
+  replayStream(
+    record: RunRecord.RunRecord,
+    options?: ReplayOptions<Wait.DecisionOf<W>> | undefined
+  ): Stream.Stream<
     AgentEvent.AgentEvent<S, O, W>,
     RunError<E> | RunRecord.ReplayDiverged | RunRecord.ReplayStopped | RunRecord.RunRecordError
   >

@@ -487,8 +487,39 @@ export interface Witness {
     request: SentRequest,
     call: Effect.Effect<A, E, R>
   ) => Effect.Effect<A | ModelReply, unknown, R>
-  /** Optional: sees each middleware decision the run reports (a recorder keeps it). */
-  readonly decision?: ((decision: Middleware.Decision) => Effect.Effect<void>) | undefined
+  /**
+   * Optional: sees each middleware decision the run reports (a recorder keeps
+   * it); `run` names the run started inside this one that made it (a
+   * subagent's: its {@link nested} path), none for the run's own.
+   */
+  readonly decision?: ((decision: Middleware.Decision, run?: string) => Effect.Effect<void>) | undefined
+  /**
+   * Optional: sees the decision a resumed run goes on with, before its hook
+   * takes it: encoded by its wait's decision schema as JSON keeps it, the
+   * texts a person typed in it redacted (as the thread stores it). A
+   * recorder keeps it; a replayer fails when it differs from the recorded one.
+   */
+  readonly resumed?: ((decision: unknown) => Effect.Effect<void, unknown>) | undefined
+  /**
+   * Optional: sees each middleware hook that completes (a `HookCompleted`
+   * event), whether or not anybody streams the run: a recorder keeps those
+   * of the steps a replay serves (a tool call's `wrapToolCall` hooks), whose
+   * hooks do not run again.
+   */
+  readonly hookCompleted?: ((completed: HookCompleted, run?: string) => Effect.Effect<void>) | undefined
+}
+
+/**
+ * A middleware hook that completed, after `durationMillis` (what a
+ * `HookCompleted` event reports).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HookCompleted {
+  readonly middleware: string
+  readonly hook: string
+  readonly durationMillis: number
 }
 
 /**
@@ -702,7 +733,9 @@ export const inProcess: Service = RunJournal.of({
  * `journal` named under `path` (`<path>/model/0`), so a durable parent
  * records the child's model calls, tool calls, checkpoints and inbox looks as its own
  * steps and replays them; the child's waits end it `Interrupted` (the
- * parent surfaces them and waits in its own journal). `path` must be the
+ * parent surfaces them and waits in its own journal); its middleware
+ * decisions and completed hooks reach the outer journal's witness (a
+ * recorder) named by `path`. `path` must be the
  * same on every replay and unique within the outer run. The in-process
  * journal nests as itself.
  *
@@ -723,9 +756,26 @@ export const inProcess: Service = RunJournal.of({
  * @since 0.1.0
  * @category constructors
  */
-export const nested = (journal: Service, path: string): Service =>
-  journal === inProcess ? inProcess : RunJournal.of({
+export const nested = (journal: Service, path: string): Service => {
+  if (journal === inProcess) return inProcess
+  const witness = journal.witness
+  const under = (run: string | undefined) => run === undefined ? path : `${path}/${run}`
+  // the inner run's decisions and completed hooks reach the outer journal's witness (a recorder), named by its path
+  const decision = witness?.decision
+  const hookCompleted = witness?.hookCompleted
+  return RunJournal.of({
     step: (key, effect) => journal.step(StepKey.Nested({ path, key }), effect),
     await: () => Effect.succeedNone,
-    durable: false
+    durable: false,
+    ...(decision === undefined && hookCompleted === undefined ? {} : {
+      witness: {
+        input: () => Effect.void,
+        model: (_request, call) => call,
+        ...(decision === undefined ? {} : { decision: (made, run) => decision(made, under(run)) }),
+        ...(hookCompleted === undefined ? {} : {
+          hookCompleted: (completed, run) => hookCompleted(completed, under(run))
+        })
+      }
+    })
   })
+}

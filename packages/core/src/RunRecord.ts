@@ -47,7 +47,10 @@ import type * as Wait from "./Wait.js"
 /**
  * The version of the record format this build writes. Version 2 keeps a
  * resumed run's decision encoded by its wait's decision schema (version 1
- * kept the decoded value as JSON).
+ * kept the decoded value as JSON); version 3 keeps the hooks that completed
+ * inside a step a replay serves ({@link HookEntry}: a tool call's
+ * `wrapToolCall` hooks) and a subagent's decisions and hooks, named by
+ * the run they were made in (`run`).
  *
  * @example
  * ```ts
@@ -59,7 +62,7 @@ import type * as Wait from "./Wait.js"
  * @since 0.1.0
  * @category constants
  */
-export const version = 2 as const
+export const version = 3 as const
 
 /**
  * The versions of the record format this build reads and replays: this
@@ -75,7 +78,7 @@ export const version = 2 as const
  * @since 0.1.0
  * @category constants
  */
-export const versions = [1, version] as const
+export const versions = [1, 2, version] as const
 
 /** Whether `found` is a version of the record format this build reads. */
 const isReadable = (found: unknown): found is Header["version"] => versions.some((known) => known === found)
@@ -157,7 +160,9 @@ export type WaitEntry = typeof WaitEntry.Type
  * A decision a middleware reported (`Middleware.report`, a `MiddlewareDecision` event),
  * in the run's order; one reported inside a model or tool call (a `wrapModelCall` or
  * `wrapToolCall` hook) just before that call's {@link Step}, with `inStep` naming it (a
- * replay that serves the call gives its decisions again).
+ * replay that serves the call gives its decisions again). `run` names the subagent's run a
+ * decision was made in (its journal path, `task/<callId>/<n>`; version 3), none for the
+ * recorded run's own.
  *
  * @example
  * ```ts
@@ -174,7 +179,8 @@ export const Decision = Schema.TaggedStruct("Decision", {
   hook: Schema.String,
   decision: Schema.String,
   data: Schema.Unknown,
-  inStep: Schema.optional(Schema.String)
+  inStep: Schema.optional(Schema.String),
+  run: Schema.optional(Schema.String)
 })
 
 /**
@@ -182,6 +188,39 @@ export const Decision = Schema.TaggedStruct("Decision", {
  * @category models
  */
 export type Decision = typeof Decision.Type
+
+/**
+ * A middleware hook that completed inside a step a replay serves (a
+ * `HookCompleted` event: a tool call's `wrapToolCall` hooks), just before
+ * that step's {@link Step}, with `inStep` naming it, in the run's order
+ * among the step's decisions; `run` names the subagent's run it completed
+ * in (its journal path, `task/<callId>/<n>`), none for the recorded run's
+ * own. A replay that serves the step reports it again, with its recorded
+ * duration. Version 3.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * const wrapped = (entry: RunRecord.HookEntry) => entry.hook === "wrapToolCall"
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const HookEntry = Schema.TaggedStruct("Hook", {
+  middleware: Schema.String,
+  hook: Schema.String,
+  durationMillis: Schema.Number,
+  inStep: Schema.String,
+  run: Schema.optional(Schema.String)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type HookEntry = typeof HookEntry.Type
 
 /**
  * How the run ended: completed (with its text) or interrupted, its model
@@ -228,7 +267,7 @@ export type End = typeof End.Type
  * @since 0.1.0
  * @category schemas
  */
-export const Entry = Schema.Union(Step, WaitEntry, Decision, End)
+export const Entry = Schema.Union(Step, WaitEntry, Decision, HookEntry, End)
 
 /**
  * @since 0.1.0
@@ -332,7 +371,9 @@ export class RunRecordError extends Schema.TaggedError<RunRecordError>("@stepwis
 
 /**
  * The field of a model request, or the part of a run, where a replay first
- * differed from its record: the input, a field of the request of model step
+ * differed from its record: the input, the decision a resumed run went on
+ * with (`decision`: one given to the replay instead of the recorded one, or
+ * given for a record of a run that was not resumed), a field of the request of model step
  * `step` (`systemPrompt`, `messages`, `tools`, `toolChoice`), or the steps
  * themselves (`steps`: the replay took a step the record lacks, or left
  * recorded steps untaken), or, when every request was the same, the result
@@ -358,7 +399,7 @@ export class ReplayDiverged extends Schema.TaggedError<ReplayDiverged>("@stepwis
   "ReplayDiverged",
   {
     step: Schema.Number,
-    field: Schema.Literal("input", "systemPrompt", "messages", "tools", "toolChoice", "steps", "result"),
+    field: Schema.Literal("input", "decision", "systemPrompt", "messages", "tools", "toolChoice", "steps", "result"),
     index: Schema.optional(Schema.Number),
     recorded: Schema.Unknown,
     actual: Schema.Unknown
@@ -442,10 +483,22 @@ const encodeResult = <A>(key: RunJournal.StepKey<A>, value: A): unknown =>
 export interface Sink {
   readonly put: (slot: number, entry: Entry) => Effect.Effect<void>
   readonly input: (messages: Header["input"]) => Effect.Effect<void>
+  /** Optional: the decision a resumed run goes on with, as the thread stores it (JSON): the header's `resumed`. */
+  readonly resumed?: ((decision: unknown) => Effect.Effect<void>) | undefined
 }
 
 /** How many recordings this process made: each names the service of its steps' decisions after its number. */
 let recordings = 0
+
+/**
+ * What a recorder keeps of a step that runs, to put just before its entry: the decisions reported inside it and,
+ * where a replay serves the step instead of running it (all but the recorded run's own model calls, whose
+ * `wrapModelCall` hooks a replay runs again), the hooks that completed inside it, in the run's order.
+ */
+interface InStep {
+  readonly entries: Array<Decision | HookEntry>
+  readonly keepsHooks: boolean
+}
 
 /**
  * A journal that records a run: each step goes through `journal` as it
@@ -488,7 +541,7 @@ export const recording = (
   // the decisions reported inside a step that runs, kept to be put just before the step's own entry: in the order
   // the steps end, whatever ran at once (parallel tool calls); a service of this recording's own (a recording
   // nested in another one has its own)
-  const inStep = Context.GenericTag<Array<Decision>>(`@stepwise-agent/core/RunRecord/inStep/${recordings++}`)
+  const inStep = Context.GenericTag<InStep>(`@stepwise-agent/core/RunRecord/inStep/${recordings++}`)
   /** The recording journal over `under`: every step, wait and witnessed value of `under` is kept. */
   const over = (under: RunJournal.Service) =>
     RunJournal.RunJournal.of({
@@ -514,21 +567,20 @@ export const recording = (
         }),
       step: (key, effect) => {
         const name = RunJournal.stepName(key)
-        const decisions: Array<Decision> = []
+        // (not under a durable journal: its record's slots must come out the same when a run executes again, and a
+        // step it replays runs no hook)
+        const step: InStep = { entries: [], keepsHooks: key._tag !== "Model" && !under.durable }
         // timed where it runs: a step the journal gives from its own record does not run
         const timed = Effect.flatMap(
           Clock.currentTimeMillis,
           (startedAt) =>
-            Effect.tap(Effect.provideService(effect, inStep, decisions), () =>
+            Effect.tap(Effect.provideService(effect, inStep, step), () =>
               Effect.map(Clock.currentTimeMillis, (ended) => {
                 timings.set(name, { startedAt, durationMillis: ended - startedAt })
               }))
         )
-        const putInStep = (decision: Decision) =>
-          add({ ...decision, inStep: name })
-        const decided = Effect.suspend(() =>
-          Effect.forEach(decisions.splice(0), putInStep, { discard: true })
-        )
+        const putInStep = (entry: Decision | HookEntry) => add({ ...entry, inStep: name })
+        const decided = Effect.suspend(() => Effect.forEach(step.entries.splice(0), putInStep, { discard: true }))
         return under.step(key, timed).pipe(
           Effect.tap((value) =>
             Effect.flatMap(Clock.currentTimeMillis, (now) => {
@@ -557,6 +609,11 @@ export const recording = (
             Effect.suspend(() => sink.input(keeper.messages(messages) as Header["input"])),
             under.witness?.input(messages) ?? Effect.void
           ),
+        resumed: (decision) =>
+          Effect.zipRight(
+            Effect.suspend(() => sink.resumed?.(kept(decision)) ?? Effect.void),
+            under.witness?.resumed?.(decision) ?? Effect.void
+          ),
         model: (request, call) =>
           Effect.tap(under.witness?.model(request, call) ?? call, (reply) =>
             Effect.sync(() => {
@@ -571,18 +628,33 @@ export const recording = (
               })
             })),
         // in the run's order, as reported (not as a stream reads its events); inside a step, just before it
-        decision: (decision) =>
+        decision: (decision, run) =>
           Effect.flatMap(Effect.serviceOption(inStep), (step) => {
             const entry = Decision.make({
               middleware: decision.middleware,
               hook: decision.hook,
               decision: decision.decision,
-              data: kept(decision.data)
+              data: kept(decision.data),
+              ...(run === undefined ? {} : { run })
             })
             return Effect.zipRight(
-              Option.isNone(step) ? add(entry) : Effect.sync(() => void step.value.push(entry)),
-              under.witness?.decision?.(decision) ?? Effect.void
+              Option.isNone(step) ? add(entry) : Effect.sync(() => void step.value.entries.push(entry)),
+              under.witness?.decision?.(decision, run) ?? Effect.void
             )
+          }),
+        // only inside a step a replay serves: every other hook runs again in a replay, and reports itself
+        hookCompleted: (completed, run) =>
+          Effect.flatMap(Effect.serviceOption(inStep), (step) => {
+            if (Option.isSome(step) && step.value.keepsHooks) {
+              step.value.entries.push(HookEntry.make({
+                middleware: completed.middleware,
+                hook: completed.hook,
+                durationMillis: completed.durationMillis,
+                inStep: "",
+                ...(run === undefined ? {} : { run })
+              }))
+            }
+            return under.witness?.hookCompleted?.(completed, run) ?? Effect.void
           })
       }
     })
@@ -667,11 +739,13 @@ export const stoppedEnd = (
   })
 }
 
-/** Runs `events` (a run's stream) with a recording journal, and gives its result and record. */
+/**
+ * Runs `events` (a run's stream) with a recording journal, and gives its result and record (with the decision a
+ * resumed run went on with, as its journal's witness saw it).
+ */
 const recordStream = <S, E, O, W extends Wait.Any>(
   events: Stream.Stream<AgentEvent.AgentEvent<S, O, W>, Agent.RunError<E>>,
-  threadId: string,
-  resumed: Header["resumed"]
+  threadId: string
 ): Effect.Effect<
   { readonly result: AgentResult.AgentResult<S, O, W>; readonly record: RunRecord },
   Agent.RunError<E>
@@ -679,6 +753,7 @@ const recordStream = <S, E, O, W extends Wait.Any>(
   Effect.gen(function*() {
     const entries: Array<Entry> = []
     let input: Header["input"] = []
+    let resumed: Header["resumed"]
     const { add, journal } = recording(RunJournal.inProcess, {
       put: (slot, entry) =>
         Effect.sync(() => {
@@ -687,6 +762,10 @@ const recordStream = <S, E, O, W extends Wait.Any>(
       input: (messages) =>
         Effect.sync(() => {
           input = messages
+        }),
+      resumed: (decision) =>
+        Effect.sync(() => {
+          resumed = { decision }
         })
     })
     const startedAt = yield* Clock.currentTimeMillis
@@ -742,7 +821,7 @@ export const record = <S, E, O, W extends Wait.Any>(
 ): Effect.Effect<
   { readonly result: AgentResult.AgentResult<S, O, W>; readonly record: RunRecord },
   Agent.RunError<E>
-> => recordStream(agent.stream(input, options), options.threadId, undefined)
+> => recordStream(agent.stream(input, options), options.threadId)
 
 /**
  * Resumes the thread `threadId`, waiting for a decision, with `decision` as
@@ -780,12 +859,9 @@ export const recordResume = <S, E, O, W extends Wait.Any>(
   { readonly result: AgentResult.AgentResult<S, O, W>; readonly record: RunRecord },
   Agent.RunError<E>
 > =>
-  // the decision as the thread stores it: encoded, what a person typed redacted; a replay decodes it
-  Effect.flatMap(
-    agent.validateResume(threadId, decision),
-    ({ encodedDecision }) =>
-      recordStream(agent.resumeStream(threadId, decision), threadId, { decision: kept(encodedDecision) })
-  )
+  // the run checks the decision once, as posted, and shows it to the recorder as the thread stores it (encoded,
+  // what a person typed redacted); a replay decodes it
+  recordStream(agent.resumeStream(threadId, decision), threadId)
 
 // -----------------------------------------------------------------------------
 // JSONL

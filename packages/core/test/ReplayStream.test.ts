@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, type AgentEvent, Middleware, RunRecord } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Chunk, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
+import { Chunk, Effect, Exit, FastCheck, Fiber, Layer, Scope, Stream } from "effect"
 import { Calculator, CalculatorLive } from "./utils.js"
 
 const script: ReadonlyArray<ScriptedModel.Turn> = [
@@ -24,15 +24,16 @@ const shape = (event: AgentEvent.AgentEvent<any, any, any>): unknown => {
       return [event._tag, event.middleware, event.hook, event.decision, event.data]
     case "RunEnded":
       return [event._tag, event.result._tag, event.result.steps]
+    case "HookCompleted":
+      return [event._tag, event.middleware, event.hook]
     default:
       return [event._tag]
   }
 }
 /** Events a replay does not emit: no request is sent and nothing is streamed. */
 const sentOnly = new Set(["ModelRequestSent", "TextDelta", "ReasoningDelta"])
-/** A served tool call does not run its `wrapToolCall` hooks: they report their decisions again, as recorded. */
-const livesOnly = (event: AgentEvent.AgentEvent<any, any, any>) =>
-  sentOnly.has(event._tag) || (event._tag === "HookCompleted" && event.hook === "wrapToolCall")
+/** A served tool call does not run its `wrapToolCall` hooks: they report their decisions and completions again. */
+const livesOnly = (event: AgentEvent.AgentEvent<any, any, any>) => sentOnly.has(event._tag)
 
 /** Reports a decision before each model call, and inside each model call and tool call. */
 const audit = Middleware.make({
@@ -86,16 +87,22 @@ describe("Agent.replayStream", () => {
       )
       const expected = live.filter((event) => !livesOnly(event)).map(shape)
       assert.deepStrictEqual(yield* replay(record), expected)
-      // a record made before its decisions named their step gives the `wrapToolCall` ones before a call again too
+      // a record made before its decisions named their step (and before it kept hooks) gives the `wrapToolCall`
+      // decisions before a call again too
       const unnamed = {
         ...record,
-        entries: record.entries.map((entry) => {
-          if (entry._tag !== "Decision") return entry
+        entries: record.entries.flatMap((entry): Array<RunRecord.Entry> => {
+          if (entry._tag === "Hook") return []
+          if (entry._tag !== "Decision") return [entry]
           const { inStep: _, ...rest } = entry
-          return rest as RunRecord.Decision
+          return [rest as RunRecord.Decision]
         })
       }
-      assert.deepStrictEqual(yield* replay(unnamed), expected)
+      assert.deepStrictEqual(
+        yield* replay(unnamed),
+        live.filter((event) => !livesOnly(event) && !(event._tag === "HookCompleted" && event.hook === "wrapToolCall"))
+          .map(shape)
+      )
       const tags = expected.map((entry) => (entry as Array<unknown>)[0])
       for (
         const tag of [
@@ -171,4 +178,66 @@ describe("Agent.replayStream", () => {
         "RunEnded"
       ])
     }))
+})
+
+/** Answers the calls it is told to itself, without the hooks inside it or the tool: they do not run. */
+const answering = (answered: ReadonlySet<string>) =>
+  Middleware.make({
+    name: "answering",
+    wrapToolCall: (request, next) =>
+      answered.has(request.call.id)
+        ? Effect.as(
+          Middleware.report("answered", { callId: request.call.id }),
+          Middleware.toolResult(request.call, 0)
+        )
+        : next(request)
+  })
+
+describe("Agent.replayStream over random runs", () => {
+  it.effect.prop(
+    "the events of a replay are the live run's minus ModelRequestSent and text deltas, HookCompleted of served calls included",
+    {
+      rounds: FastCheck.array(
+        FastCheck.array(FastCheck.record({ a: FastCheck.integer({ min: 0, max: 9 }), answered: FastCheck.boolean() }), {
+          minLength: 1,
+          maxLength: 3
+        }),
+        { maxLength: 3 }
+      )
+    },
+    ({ rounds }) =>
+      Effect.gen(function*() {
+        const answered = new Set<string>()
+        const turns: Array<ScriptedModel.Turn> = rounds.map((calls, round) =>
+          ScriptedModel.toolCalls(calls.map((call, index) => {
+            const id = `call_${round}_${index}`
+            if (call.answered) answered.add(id)
+            return { id, name: "add", params: { a: call.a, b: 1 } }
+          }))
+        )
+        turns.push(ScriptedModel.text("done"))
+        const make = Agent.make({ toolkit: Calculator, middleware: [answering(answered), audit] })
+        const live: Array<AgentEvent.AgentEvent<any, any, any>> = []
+        const { record } = yield* Effect.gen(function*() {
+          const agent = yield* make
+          return yield* RunRecord.record(
+            {
+              ...agent,
+              stream: (input, options) =>
+                Stream.tap(agent.stream(input, options), (e) => Effect.sync(() => live.push(e)))
+            },
+            "Add them up.",
+            { threadId: "t" }
+          )
+        }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(turns), CalculatorLive)))
+        const replayed = yield* Effect.flatMap(make, (agent) => Stream.runCollect(agent.replayStream(record))).pipe(
+          Effect.provide(Layer.merge(ScriptedModel.layer([]), CalculatorLive))
+        )
+        assert.deepStrictEqual(
+          Chunk.toReadonlyArray(replayed).map(shape),
+          live.filter((event) => !sentOnly.has(event._tag)).map(shape)
+        )
+      }),
+    { fastCheck: { numRuns: 12 } }
+  )
 })

@@ -119,10 +119,10 @@ describe("RunRecord", () => {
     Effect.gen(function*() {
       const { record } = yield* recordRun()
       const lines = RunRecord.toJsonl(record).split("\n")
-      lines[0] = JSON.stringify({ ...record.header, version: 3 })
+      lines[0] = JSON.stringify({ ...record.header, version: 4 })
       const error = yield* Effect.flip(RunRecord.fromJsonl(lines.join("\n")))
       assert.deepInclude(error, { reason: "UnsupportedVersion", line: 1 })
-      assert.include(error.detail, "version 3")
+      assert.include(error.detail, "version 4")
       // a record value built by hand with another version is refused by replay
       const { outcome, modelCalls, toolCalls } = yield* replayOn({
         ...record,

@@ -5,7 +5,7 @@ import { Effect, Either, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Calculator } from "./utils.js"
+import { Calculator, CalculatorLive } from "./utils.js"
 
 const script: ReadonlyArray<ScriptedModel.Turn> = [
   ScriptedModel.toolCalls([{ id: "call_1", name: "add", params: { a: 2, b: 3 } }]),
@@ -331,5 +331,101 @@ describe("Agent.fork of a record, two at once to one thread", () => {
       })
       const stored = Option.getOrThrow(outcome.stored)
       assert.deepStrictEqual(stored.state.messages.map((message) => message.role), ["user", "assistant"])
+    }))
+})
+
+/** Waits before model step 1 for `{ go, note }` (the note a person's text); counts its check and the input hooks. */
+const counting = () => {
+  const counts = { checks: 0, inputHooks: 0 }
+  const middleware = Middleware.make({
+    name: "gate",
+    wait: {
+      request: Schema.Struct({ question: Schema.String }),
+      decision: Schema.Struct({ go: Schema.Boolean, note: Schema.String }),
+      check: () => Effect.sync(() => void counts.checks++),
+      personTexts: (decision, replace) => ({ ...decision, note: replace(decision.note) })
+    },
+    transformInput: ({ messages }) => Effect.sync(() => (counts.inputHooks++, messages)),
+    beforeModel: ({ resume, step }) =>
+      Effect.succeed(Option.isNone(resume) && step === 1 ? { interrupt: { question: "Go on?" } } : undefined)
+  })
+  return { counts, middleware }
+}
+
+describe("RunRecord.recordResume checks once", () => {
+  it.effect("recordResume runs the wait's check and the input hooks on the person's texts once, as resume does", () =>
+    Effect.gen(function*() {
+      const counted = (resume: (agent: Agent.Service<any, any, any, any>) => Effect.Effect<unknown, unknown>) =>
+        Effect.gen(function*() {
+          const { counts, middleware } = counting()
+          const agent = yield* Agent.make({ toolkit: Calculator, middleware: [middleware] })
+          yield* agent.run("What is 2 + 3 + 7?", { threadId: "t1" })
+          const before = { ...counts }
+          yield* resume(agent)
+          return { checks: counts.checks - before.checks, inputHooks: counts.inputHooks - before.inputHooks }
+        }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive)))
+      const decision = { go: true, note: "fine by me" }
+      const plain = yield* counted((agent) => agent.resume("t1", decision))
+      const recorded = yield* counted((agent) => RunRecord.recordResume(agent, "t1", decision))
+      assert.deepStrictEqual(plain, { checks: 1, inputHooks: 1 })
+      assert.deepStrictEqual(recorded, plain)
+    }))
+
+  it.effect("recordResume still refuses a decision the wait refuses, and records none", () =>
+    Effect.gen(function*() {
+      const { middleware } = counting()
+      const refused = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator, middleware: [middleware] })
+        yield* agent.run("What is 2 + 3 + 7?", { threadId: "t1" })
+        return yield* Effect.flip(RunRecord.recordResume(agent, "t1", { go: "yes" } as any))
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive)))
+      assert.strictEqual((refused as { _tag?: string })._tag, "InvalidResume")
+    }))
+})
+
+describe("Agent.replay with a decision", () => {
+  const recordResumed = Effect.gen(function*() {
+    const seen: Array<unknown> = []
+    const agent = yield* Agent.make({ toolkit: Calculator, middleware: [confirming(seen)] })
+    yield* agent.run("What is 2 + 3 + 7?", { threadId: "t1" })
+    return (yield* RunRecord.recordResume(agent, "t1", { go: true })).record
+  }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive)))
+
+  const replayWith = (record: RunRecord.RunRecord, decision: { readonly go: boolean }) => {
+    const seen: Array<unknown> = []
+    return Effect.flatMap(
+      Agent.make({ toolkit: Calculator, middleware: [confirming(seen)] }),
+      (agent) => agent.replay(record, { decision })
+    ).pipe(
+      Effect.map((result) => ({ result, seen })),
+      Effect.provide(Layer.merge(ScriptedModel.layer([]), CalculatorLive))
+    )
+  }
+
+  it.effect("the record of a resumed run replays with the same decision given: the hook gets it, no model call", () =>
+    Effect.gen(function*() {
+      const record = yield* recordResumed
+      const { result, seen } = yield* replayWith(record, { go: true })
+      assert.strictEqual(result._tag === "Completed" && result.text, "12")
+      assert.deepStrictEqual(seen, [{ go: true }])
+    }))
+
+  it.effect("a decision that differs from the recorded one diverges at field decision, naming both", () =>
+    Effect.gen(function*() {
+      const record = yield* recordResumed
+      const diverged = yield* Effect.flip(replayWith(record, { go: false }))
+      assert.instanceOf(diverged, RunRecord.ReplayDiverged)
+      assert.deepInclude(diverged, { field: "decision", recorded: { go: true }, actual: { go: false } })
+    }))
+
+  it.effect("a decision given for the record of a run that was not resumed diverges at field decision", () =>
+    Effect.gen(function*() {
+      const { record } = yield* Effect.flatMap(
+        Agent.make({ toolkit: Calculator }),
+        (agent) => RunRecord.record(agent, "What is 2 + 3 + 7?", { threadId: "t" })
+      ).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), CalculatorLive)))
+      const diverged = yield* Effect.flip(replayWith(record, { go: true }))
+      assert.instanceOf(diverged, RunRecord.ReplayDiverged)
+      assert.deepInclude(diverged, { field: "decision", recorded: undefined, actual: { go: true } })
     }))
 })

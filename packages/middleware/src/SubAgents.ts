@@ -820,7 +820,9 @@ const guarded = (
       }
     },
     await: journal.await,
-    durable: journal.durable
+    durable: journal.durable,
+    // the child's decisions still reach the recorder of the run above
+    ...(journal.witness === undefined ? {} : { witness: journal.witness })
   })
 
 const build = (options: Options<Record<string, SubAgent>>) => {

@@ -57,6 +57,13 @@ import * as ScriptedModel from "./ScriptedModel.js"
  * - `record`: a recorded run to replay instead (`agent.replayStream`): no
  *   model or tool is called, and the run has the events a live run of the
  *   record emits (see {@link fromRecord}); `input` is then unused;
+ * - `resumes`: with `record`, the records of the resumes that followed it
+ *   (`RunRecord.recordResume`), in order: a replay that ends waiting goes on
+ *   with the next one, resumed with `decide`'s decision (one that differs
+ *   from the recorded decision is a divergence, see {@link replaysAsRecorded})
+ *   or, without `decide`, with the recorded one. A record case with `decide`
+ *   whose replay ends waiting with no recorded resume left fails its trial
+ *   with {@link RecordEndsWaiting} (resuming it would call the model);
  * - `assertions`: checks of this case only, after the suite's.
  *
  * @since 0.1.0
@@ -71,6 +78,7 @@ export interface Case {
   /** How many times a run may be resumed with `decide` (default 10). */
   readonly maxResumes?: number | undefined
   readonly record?: RunRecord.RunRecord | undefined
+  readonly resumes?: ReadonlyArray<RunRecord.RunRecord> | undefined
   readonly assertions?: ReadonlyArray<Assertion> | undefined
 }
 
@@ -252,6 +260,36 @@ export class InvalidEval extends Schema.TaggedError<InvalidEval>("@stepwise-agen
 ) {
   get message(): string {
     return `invalid eval, ${this.field}: ${this.reason}`
+  }
+}
+
+/**
+ * A trial of a record case with `decide` whose replay ended waiting (at
+ * `middleware`'s wait) after the `resumes` recorded resumes it had: going
+ * on would call the model live. Record the resume
+ * (`RunRecord.recordResume`) and give its record in the case's `resumes`.
+ *
+ * @example
+ * ```ts
+ * import { Eval } from "@stepwise-agent/testing"
+ *
+ * const error = new Eval.RecordEndsWaiting({ case: "refund", middleware: "humanInTheLoop", resumes: 0 })
+ * error.message // 'the record of case "refund" ends waiting …'
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RecordEndsWaiting
+  extends Schema.TaggedError<RecordEndsWaiting>("@stepwise-agent/testing/Eval/RecordEndsWaiting")(
+    "RecordEndsWaiting",
+    { case: Schema.String, middleware: Schema.String, resumes: Schema.NonNegativeInt }
+  )
+{
+  get message(): string {
+    return `the record of case ${JSON.stringify(this.case)} ends waiting (${this.middleware}) after ${this.resumes} ` +
+      "recorded resume(s), and the case has `decide`: a replay cannot resume it without calling the model. Record " +
+      "the resume with RunRecord.recordResume and give its record in the case's `resumes`"
   }
 }
 
@@ -868,9 +906,12 @@ const callIdsOf = (data: unknown): ReadonlyArray<string> =>
  * `"humanInTheLoop"`): before it started, approved or edited (by a person
  * through `decide`, or by an `Approvals` service) or judged by its tool's
  * `when` to need no decision; or, while it ran, judged by the middleware's
- * guard where the tool runs. Read from the run's events. Each approval
+ * guard where the tool runs. Read from the run's events, a subagent's run
+ * judged on its own from its events (`SubAgentEvent`s: its calls cleared by
+ * its own middleware). Each approval
  * clears one start of its call (provider call ids repeat across replies). A
- * call that ran without one names the assertion's failure.
+ * call that ran without one names the assertion's failure (and the
+ * subagent's run it ran in).
  *
  * @example
  * ```ts
@@ -892,36 +933,52 @@ export const noApprovalBypassed = (
     `noApprovalBypassed(${[...gated].join(", ")})`,
     (run) =>
       Effect.sync(() => {
-        /** Call ids cleared and not yet started. */
-        const cleared = new Set<string>()
-        /** Gated calls started and not yet completed, by id: whether they were cleared. */
-        const running = new Map<string, { readonly label: string; cleared: boolean }>()
         const bypassed: Array<string> = []
         let ran = 0
-        for (const event of run.events) {
-          if (event._tag === "MiddlewareDecision" && event.middleware === middleware) {
-            const ids = callIdsOf(event.data)
-            if (clearing.test(event.decision) || freedByWhen.test(event.decision)) {
-              for (const id of ids) cleared.add(id)
-            } else if (judgedWhereItRuns.test(event.decision)) {
-              for (const id of ids) {
-                const call = running.get(id)
-                if (call !== undefined) call.cleared = true
+        /** Judges the events of one run (`within`: the subagent's run they are of, none for the run's own). */
+        const judge = (events: ReadonlyArray<AgentEvent.AgentEvent<unknown, unknown>>, within: string) => {
+          /** Call ids cleared and not yet started. */
+          const cleared = new Set<string>()
+          /** Gated calls started and not yet completed, by id: whether they were cleared. */
+          const running = new Map<string, { readonly label: string; cleared: boolean }>()
+          /** The events of each subagent's run, by its thread: each is judged on its own (its call ids are its own). */
+          const children = new Map<string, { readonly label: string; readonly events: Array<typeof events[number]> }>()
+          for (const event of events) {
+            if (event._tag === "SubAgentEvent") {
+              let child = children.get(event.threadId)
+              if (child === undefined) {
+                child = { label: `${within} in ${event.agent} (${event.threadId})`, events: [] }
+                children.set(event.threadId, child)
               }
+              child.events.push(event.event)
+              continue
             }
-          } else if (event._tag === "ToolCallStarted" && gated.has(event.call.name)) {
-            ran++
-            running.set(event.call.id, {
-              label: `${event.call.name} (${event.call.id})`,
-              cleared: cleared.delete(event.call.id)
-            })
-          } else if (event._tag === "ToolCallCompleted") {
-            const call = running.get(event.result.id)
-            if (call !== undefined && !call.cleared) bypassed.push(call.label)
-            running.delete(event.result.id)
+            if (event._tag === "MiddlewareDecision" && event.middleware === middleware) {
+              const ids = callIdsOf(event.data)
+              if (clearing.test(event.decision) || freedByWhen.test(event.decision)) {
+                for (const id of ids) cleared.add(id)
+              } else if (judgedWhereItRuns.test(event.decision)) {
+                for (const id of ids) {
+                  const call = running.get(id)
+                  if (call !== undefined) call.cleared = true
+                }
+              }
+            } else if (event._tag === "ToolCallStarted" && gated.has(event.call.name)) {
+              ran++
+              running.set(event.call.id, {
+                label: `${event.call.name} (${event.call.id})${within}`,
+                cleared: cleared.delete(event.call.id)
+              })
+            } else if (event._tag === "ToolCallCompleted") {
+              const call = running.get(event.result.id)
+              if (call !== undefined && !call.cleared) bypassed.push(call.label)
+              running.delete(event.result.id)
+            }
           }
+          for (const call of running.values()) if (!call.cleared) bypassed.push(call.label)
+          for (const child of children.values()) judge(child.events, child.label)
         }
-        for (const call of running.values()) if (!call.cleared) bypassed.push(call.label)
+        judge(run.events, "")
         return bypassed.length === 0
           ? pass(`${ran} gated call(s) ran, each cleared by ${middleware}`)
           : fail(`ran without an approval from ${middleware}: ${bypassed.join(", ")}`)
@@ -1057,12 +1114,36 @@ const runTrial = <R>(
       const agent = yield* suite.agent
       if (record !== undefined) {
         // the replay's events are those of a live run of the record: every assertion reads them as it would
-        return yield* collect(agent.replayStream(record)).pipe(
-          Effect.catchIf((error) => error instanceof RunRecord.ReplayDiverged, (diverged) =>
-            Effect.sync(() => {
-              divergence = diverged as RunRecord.ReplayDiverged
-            }))
-        )
+        const replayed = (record: RunRecord.RunRecord, options?: Agent.ReplayOptions) =>
+          collect(agent.replayStream(record, options)).pipe(
+            Effect.catchIf((error) => error instanceof RunRecord.ReplayDiverged, (diverged) =>
+              Effect.sync(() => {
+                divergence = diverged as RunRecord.ReplayDiverged
+              }))
+          )
+        yield* replayed(record)
+        // a replay that ends waiting goes on with the recorded resume: with the case's decision, else the recorded
+        const resumes = testCase.resumes ?? []
+        const maxResumes = testCase.decide === undefined ? resumes.length : testCase.maxResumes ?? 10
+        for (let resumed = 0; divergence === undefined && resumed < maxResumes; resumed++) {
+          const last = Option.getOrUndefined(result)
+          if (last?._tag !== "Interrupted") break
+          const next = resumes[resumed]
+          if (next === undefined) {
+            return yield* new RecordEndsWaiting({
+              case: testCase.name,
+              middleware: last.interrupt.middleware,
+              resumes: resumed
+            })
+          }
+          if (testCase.decide === undefined) {
+            yield* replayed(next)
+            continue
+          }
+          const decided = yield* Effect.try({ try: () => testCase.decide!(last.interrupt), catch: (error) => error })
+          yield* replayed(next, { decision: Effect.isEffect(decided) ? yield* decided : decided })
+        }
+        return
       }
       yield* collect(agent.stream(input, { threadId }))
       const maxResumes = testCase.maxResumes ?? 10
@@ -1138,6 +1219,38 @@ const checkAssertions = (field: string, assertions: ReadonlyArray<Assertion>): E
 }
 
 const isRunRecord = Schema.is(RunRecord.RunRecord)
+
+/** Fails with `InvalidEval` unless `resumes` are records of resumes of `record`'s thread, after a `record`. */
+const checkResumes = (
+  field: string,
+  record: RunRecord.RunRecord | undefined,
+  resumes: ReadonlyArray<RunRecord.RunRecord>
+): Effect.Effect<void, InvalidEval> =>
+  Effect.gen(function*() {
+    if (record === undefined) {
+      return yield* new InvalidEval({
+        field,
+        reason: "recorded resumes need the case's `record` (the run they resume)"
+      })
+    }
+    if (!Array.isArray(resumes)) return yield* new InvalidEval({ field, reason: "must be a list of run records" })
+    for (const [index, resume] of (resumes as ReadonlyArray<unknown>).entries()) {
+      yield* checkRecord(`${field}[${index}]`, resume)
+      const header = (resume as RunRecord.RunRecord).header
+      if (header.resumed === undefined) {
+        return yield* new InvalidEval({
+          field: `${field}[${index}]`,
+          reason: "not the record of a resumed run (RunRecord.recordResume)"
+        })
+      }
+      if (header.threadId !== record.header.threadId) {
+        return yield* new InvalidEval({
+          field: `${field}[${index}]`,
+          reason: `resumes the thread ${show(header.threadId)}, not the record's ${show(record.header.threadId)}`
+        })
+      }
+    }
+  })
 
 /** Fails with `InvalidEval` when `record` is not a run record this build replays, saying why. */
 const checkRecord = (field: string, record: unknown): Effect.Effect<void, InvalidEval> => {
@@ -1221,6 +1334,9 @@ const validate = <R>(
         )
       const history = yield* conversation("history", testCase.history ?? [])
       const input = Prompt.merge(history, yield* conversation("input", testCase.input))
+      if (testCase.resumes !== undefined) {
+        yield* checkResumes(`${at}.resumes`, testCase.record, testCase.resumes)
+      }
       if (testCase.record !== undefined) {
         yield* checkRecord(`${at}.record`, testCase.record)
       } else if (input.content.length === 0) {

@@ -268,13 +268,96 @@ describe("Eval: a record case's record", () => {
           agent: calculator,
           cases: [{ name: "case", input: [], record: record as RunRecord.RunRecord }]
         })).pipe(Effect.flip, Effect.map((error) => [error.field, error.reason]))
-      assert.deepStrictEqual(yield* field({ ...record, header: { ...record.header, version: 3 } }), [
+      assert.deepStrictEqual(yield* field({ ...record, header: { ...record.header, version: 4 } }), [
         "cases[0].record",
-        "the record is of version 3; this build replays versions 1 and 2"
+        "the record is of version 4; this build replays versions 1 and 2 and 3"
       ])
       assert.deepStrictEqual(yield* field({ entries: [] }), [
         "cases[0].record",
         "not a run record (RunRecord.record, RunRecord.fromJsonl, …)"
       ])
+    }))
+})
+
+describe("Eval: a record case with decide", () => {
+  /** The record of a run that waits for an approval of `add`, and the record of its resume with `decision`. */
+  const recordedWithResume = (decide: (interrupt: AgentResult.Interrupt) => unknown) =>
+    Effect.gen(function*() {
+      const agent = yield* gatedAgent("add").pipe(Effect.provide(ScriptedModel.layer(script)))
+      const first = yield* RunRecord.record(agent, "What is 1 + 2?", { threadId: "gated" })
+      if (first.result._tag !== "Interrupted") return yield* Effect.dieMessage("the run did not wait")
+      const resumed = yield* RunRecord.recordResume(agent, "gated", decide(first.result.interrupt) as any)
+      return { first: first.record, resumed: resumed.record }
+    })
+  const reject = (interrupt: AgentResult.Interrupt) => HumanInTheLoop.rejectAll("no")(interrupt)
+
+  it.effect("a record that ends waiting and has no recorded resume fails the case with RecordEndsWaiting, saying how to record it", () =>
+    Effect.gen(function*() {
+      const { first } = yield* recordedWithResume(approve)
+      const report = yield* Eval.run(Eval.make({
+        name: "ends waiting",
+        agent: gatedAgent("add"),
+        cases: [Eval.fromRecord(first, { name: "asks", decide: approve })],
+        assertions: [Eval.noApprovalBypassed(["add"])]
+      }))
+      assert.isFalse(report.passed, Eval.table(report))
+      const reason = report.cases[0]!.errors[0]!.reason
+      assert.include(reason, "RecordEndsWaiting")
+      assert.include(reason, "ends waiting (humanInTheLoop)")
+      assert.include(reason, "RunRecord.recordResume")
+    }))
+
+  it.effect("the recorded resume is served with the case's decision: the same decision passes, and the run's events include the resume's", () =>
+    Effect.gen(function*() {
+      const { first, resumed } = yield* recordedWithResume(approve)
+      const report = yield* Eval.run(Eval.make({
+        name: "resumed",
+        agent: gatedAgent("add"),
+        cases: [Eval.fromRecord(first, { name: "approved", decide: approve, resumes: [resumed] })],
+        assertions: [
+          Eval.noApprovalBypassed(["add"]),
+          Eval.toolCalled("add", { a: 1, b: 2 }),
+          Eval.outputMatches(Schema.Struct({ total: Schema.Number })),
+          Eval.custom("ended completed", (run) => run.result._tag === "Some" && run.result.value._tag === "Completed")
+        ]
+      }))
+      assert.isTrue(report.passed, Eval.table(report))
+      // without `decide`, the recorded decision is taken
+      const recordedDecision = yield* Eval.run(Eval.make({
+        name: "resumed",
+        agent: gatedAgent("add"),
+        cases: [Eval.fromRecord(first, { name: "approved", resumes: [resumed] })],
+        assertions: [Eval.toolCalled("add", { a: 1, b: 2 })]
+      }))
+      assert.isTrue(recordedDecision.passed, Eval.table(recordedDecision))
+    }))
+
+  it.effect("a decision that differs from the recorded one is a divergence: replaysAsRecorded fails naming the decision", () =>
+    Effect.gen(function*() {
+      const { first, resumed } = yield* recordedWithResume(approve)
+      const report = yield* Eval.run(Eval.make({
+        name: "rejected instead",
+        agent: gatedAgent("add"),
+        cases: [Eval.fromRecord(first, { name: "rejected", decide: reject, resumes: [resumed] })]
+      }))
+      assert.isFalse(report.passed, Eval.table(report))
+      const replayed = report.cases[0]!.assertions.find((entry) => entry.name === "replaysAsRecorded")!
+      assert.strictEqual(replayed.passes, 0)
+      assert.include(replayed.failures[0]!.reason, "decision")
+    }))
+
+  it.effect("recorded resumes of another thread, or records of runs that were not resumed, are refused with InvalidEval", () =>
+    Effect.gen(function*() {
+      const { first, resumed } = yield* recordedWithResume(approve)
+      const invalid = (resumes: ReadonlyArray<RunRecord.RunRecord>) =>
+        Effect.flip(Eval.run(Eval.make({
+          name: "bad resumes",
+          agent: gatedAgent("add"),
+          cases: [Eval.fromRecord(first, { name: "x", decide: approve, resumes })]
+        })))
+      const notResumed = yield* invalid([first])
+      assert.deepInclude(notResumed, { _tag: "InvalidEval", field: "cases[0].resumes[0]" })
+      const otherThread = yield* invalid([{ ...resumed, header: { ...resumed.header, threadId: "other" } }])
+      assert.include(otherThread.reason, "other")
     }))
 })

@@ -64,10 +64,11 @@ const withoutIncarnation = (entry: RunRecord.Entry & { readonly _tag: "Step" }) 
 
 const timeless = (record: RunRecord.RunRecord) => ({
   header: { ...record.header, startedAt: 0 },
-  entries: record.entries.map((entry) =>
+  // (a durable record keeps no Hook entries: see RunRecord.HookEntry)
+  entries: record.entries.filter((entry) => entry._tag !== "Hook").map((entry) =>
     entry._tag === "Step"
       ? { ...withoutIncarnation(entry), startedAt: 0, durationMillis: 0 }
-      : entry._tag === "End"
+      : entry._tag === "End" || entry._tag === "Hook"
       ? { ...entry, durationMillis: 0 }
       : entry
   )
@@ -438,7 +439,7 @@ describe("a durable record's failure paths", () => {
       assert.deepInclude(Option.getOrThrow(Either.getLeft(changed.outcome)), { step: 0, field: "systemPrompt" })
       assert.strictEqual(changed.modelCalls, 0)
       // a record of another format version: refused by replay and by a durable fork, typed
-      const later = { ...record, header: { ...record.header, version: 3 } } as unknown as RunRecord.RunRecord
+      const later = { ...record, header: { ...record.header, version: 4 } } as unknown as RunRecord.RunRecord
       const replayed = yield* replayOn(later)
       assert.deepInclude(Option.getOrThrow(Either.getLeft(replayed.outcome)), {
         _tag: "RunRecordError",
@@ -447,7 +448,7 @@ describe("a durable record's failure paths", () => {
       const forked = yield* Effect.flip(run(Runs.fork(later, { to: "f", at: 1 })))
       assert.deepInclude(forked, { _tag: "RunRecordError", reason: "UnsupportedVersion" })
       // and read from JSONL, the header is refused at once
-      const text = RunRecord.toJsonl(record).replace(`"version":${RunRecord.version}`, "\"version\":3")
+      const text = RunRecord.toJsonl(record).replace(`"version":${RunRecord.version}`, "\"version\":4")
       assert.deepInclude(yield* Effect.flip(RunRecord.fromJsonl(text)), { reason: "UnsupportedVersion", line: 1 })
     }))
 

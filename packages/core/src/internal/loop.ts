@@ -95,10 +95,12 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
       validatePosted: Effect.fn("Agent.validatePosted")((threadId: string, encoded: unknown) =>
         threads.validatePosted(threadId, encoded)
       ),
-      replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord) => Replay.replay(record, replayRuns(undefined))),
-      replayStream: (record) =>
+      replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord, options?: Agent.ReplayOptions) =>
+        Replay.replay(record, replayRuns(undefined), undefined, options?.decision)
+      ),
+      replayStream: (record, options) =>
         streamOf((emit) =>
-          Replay.replay(record, replayRuns(emit)).pipe(
+          Replay.replay(record, replayRuns(emit), undefined, options?.decision).pipe(
             Effect.withSpan("Agent.replayStream", { captureStackTrace: false })
           )
         ),

@@ -20,6 +20,7 @@ import * as FiberRef from "effect/FiberRef"
 import { globalValue } from "effect/GlobalValue"
 import * as AgentEvent from "../AgentEvent.js"
 import type * as Middleware from "../Middleware.js"
+import type * as RunJournal from "../RunJournal.js"
 import type * as ToolEffect from "../ToolEffect.js"
 
 /**
@@ -39,6 +40,8 @@ export interface Observer {
   readonly clock: Clock.Clock
   /** Where the run's middleware decisions go besides its events: its journal's witness (a recorder), if any. */
   readonly decisions: ((decision: Middleware.Decision) => Effect.Effect<void>) | undefined
+  /** Where the run's completed hooks go besides its events: its journal's witness (a recorder), if any. */
+  readonly hooks: ((completed: RunJournal.HookCompleted) => Effect.Effect<void>) | undefined
 }
 
 /** The value of `currentHook` during an observed run, updated in place. */
@@ -96,6 +99,12 @@ export const decided = (decision: Middleware.Decision): Effect.Effect<void> =>
     }
   )
 
+/** Reports a hook completed where it did not run again (a replay serving a recorded step), to whoever watches. */
+export const hookReplayed = (completed: RunJournal.HookCompleted): Effect.Effect<void> =>
+  Effect.map(EventSink, (emit) => {
+    if (emit !== undefined) emit(AgentEvent.HookCompleted(completed))
+  })
+
 /**
  * Runs a hook's effect as hook `hook` of middleware `name`: decisions it
  * reports are filed under it, it gets a span when traced, and a
@@ -107,20 +116,16 @@ export const inHook = <A, E, R>(
   hook: string,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> => {
-  const { clock, emit } = observer
-  if (!observer.traced && emit === undefined && observer.decisions === undefined) return effect
+  const { clock, emit, hooks } = observer
+  if (!observer.traced && emit === undefined && observer.decisions === undefined && hooks === undefined) return effect
   const located: Effect.Effect<A, E, R> = Effect.withFiberRuntime((fiber) => {
     const current = fiber.getFiberRef(currentHook)
     const started = clock.unsafeCurrentTimeNanos()
-    const completed = (value: A) => {
-      if (emit !== undefined) {
-        emit(AgentEvent.HookCompleted({
-          middleware: name,
-          hook,
-          durationMillis: Number(clock.unsafeCurrentTimeNanos() - started) / 1e6
-        }))
-      }
-      return Effect.succeed(value)
+    const completed = (value: A): Effect.Effect<A> => {
+      if (emit === undefined && hooks === undefined) return Effect.succeed(value)
+      const done = { middleware: name, hook, durationMillis: Number(clock.unsafeCurrentTimeNanos() - started) / 1e6 }
+      if (emit !== undefined) emit(AgentEvent.HookCompleted(done))
+      return hooks === undefined ? Effect.succeed(value) : Effect.as(hooks(done), value)
     }
     // a fiber without a cell (a journal may run a step elsewhere) gets a value of its own
     if (!(current instanceof HookCell)) {

@@ -23,7 +23,7 @@ import * as Secrets from "../Secrets.js"
 import * as Checkpoint from "./checkpoint.js"
 import * as Layered from "./layeredJournal.js"
 import * as Observer from "./observer.js"
-import { requestKeeper, same } from "./plainJson.js"
+import { kept as plainJson, requestKeeper, same } from "./plainJson.js"
 
 type Field = RunRecord.ReplayDiverged["field"]
 
@@ -46,10 +46,11 @@ const firstDifference = (
  */
 const decisionsIn = (
   step: RunRecord.Step,
-  since: ReadonlyArray<RunRecord.Decision>
-): Array<RunRecord.Decision> => {
-  if (since.some((decision) => decision.inStep !== undefined)) {
-    return since.filter((decision) => decision.inStep === step.name)
+  since: ReadonlyArray<RunRecord.Decision | RunRecord.HookEntry>
+): Array<RunRecord.Decision | RunRecord.HookEntry> => {
+  // (a hook entry always names its step; a record with hook entries names every decision's)
+  if (since.every((entry) => entry._tag === "Hook") || since.some((entry) => entry.inStep !== undefined)) {
+    return since.filter((entry) => entry.inStep === step.name)
   }
   if (step.kind !== "Tool" && step.kind !== "Nested") return []
   let first = since.length
@@ -57,17 +58,31 @@ const decisionsIn = (
   return since.slice(first)
 }
 
-/** Reports `decisions` again, as recorded, where a served step ran them: to the run's events and its witness. */
-const reportAgain = (decisions: ReadonlyArray<RunRecord.Decision>): Effect.Effect<void> =>
-  decisions.length === 0 ? Effect.void : Effect.forEach(
-    decisions,
-    (decision) =>
-      Observer.decided({
-        middleware: decision.middleware,
-        hook: decision.hook,
-        decision: decision.decision,
-        data: decision.data
-      }),
+/**
+ * Reports the decisions and completed hooks of a served step again, as recorded, where the step ran them: to the
+ * run's events and its witness (`hookCompleted`: that of the replay's journal, a recorder's, named by the run the
+ * hook completed in; a decision goes to the witness of the run reporting it).
+ */
+const reportAgain = (
+  entries: ReadonlyArray<RunRecord.Decision | RunRecord.HookEntry>,
+  hookCompleted: RunJournal.Witness["hookCompleted"]
+): Effect.Effect<void> =>
+  entries.length === 0 ? Effect.void : Effect.forEach(
+    entries,
+    (entry) => {
+      if (entry._tag === "Decision") {
+        return Observer.decided({
+          middleware: entry.middleware,
+          hook: entry.hook,
+          decision: entry.decision,
+          data: entry.data
+        })
+      }
+      const completed = { middleware: entry.middleware, hook: entry.hook, durationMillis: entry.durationMillis }
+      return hookCompleted === undefined
+        ? Observer.hookReplayed(completed)
+        : Effect.zipRight(Observer.hookReplayed(completed), hookCompleted(completed, entry.run))
+    },
     { discard: true }
   )
 
@@ -112,18 +127,21 @@ export interface Runs {
 export const replay = (
   record: RunRecord.RunRecord,
   runs: Runs,
-  live?: Live & { readonly threadId: string }
+  live?: Live & { readonly threadId: string },
+  decision?: unknown
 ): Run =>
   Effect.flatMap(
     Effect.serviceOption(RunJournal.RunJournal),
-    (outer) => replayWith(record, runs, Option.getOrElse(outer, () => RunJournal.inProcess), live)
+    (outer) => replayWith(record, runs, Option.getOrElse(outer, () => RunJournal.inProcess), live, decision)
   )
 
 const replayWith = (
   record: RunRecord.RunRecord,
   runs: Runs,
   context: RunJournal.Service,
-  live: (Live & { readonly threadId: string }) | undefined
+  live: (Live & { readonly threadId: string }) | undefined,
+  // a decision to resume the record of a resumed run with, instead of the recorded one
+  decision: unknown
 ): Run =>
   Effect.suspend(() => {
     // a recorder in the context records this replay's journal; the live steps go to the journal it records
@@ -149,11 +167,11 @@ const replayWith = (
     const stepOf = new Map<string, number>()
     let lastModel = 0
     // the middleware decisions reported inside each recorded step: a served step reports them again
-    const inStep = new Map<string, Array<RunRecord.Decision>>()
-    let since: Array<RunRecord.Decision> = []
+    const inStep = new Map<string, Array<RunRecord.Decision | RunRecord.HookEntry>>()
+    let since: Array<RunRecord.Decision | RunRecord.HookEntry> = []
     record.entries.forEach((entry, i) => {
       if (entry._tag === "Wait" && entry.decision !== undefined) decisions.set(entry.key, entry.decision)
-      if (entry._tag === "Decision") since.push(entry)
+      if (entry._tag === "Decision" || entry._tag === "Hook") since.push(entry)
       if (entry._tag !== "Step") return
       inStep.set(entry.name, decisionsIn(entry, since))
       since = []
@@ -288,11 +306,20 @@ const replayWith = (
                 isFailure: edit.isFailure,
                 providerExecuted: false
               })))
-              : Effect.zipRight(reportAgain(inStep.get(name) ?? []), served(key, at))
+              : Effect.zipRight(reportAgain(inStep.get(name) ?? [], journal.witness?.hookCompleted), served(key, at))
           }
         }
       },
       witness: {
+        // the decision given instead of the recorded one, as the thread stores it: one that differs diverges
+        resumed: (given) =>
+          Effect.suspend(() => {
+            if (decision === undefined || resumed === undefined || record.header.version < 2) return Effect.void
+            const actual = plainJson(given)
+            return same(resumed.decision, actual)
+              ? Effect.void
+              : diverge(resumedAt(), "decision", resumed.decision, actual)
+          }),
         input: (messages) => {
           if (live !== undefined) return Effect.void
           // compared as they are first, then (when they differ) scrubbed as recorded
@@ -346,6 +373,9 @@ const replayWith = (
     })
 
     const journal = layers === undefined ? replaying : layers.over(replaying)
+    const resumed = record.header.resumed
+    // the step the resumed run goes on at: where a decision that differs from the recorded one diverges
+    const resumedAt = () => modelSteps.size === 0 ? 0 : Math.min(...modelSteps.keys())
     const input = Effect.catchTag(
       Schema.decodeUnknown(Schema.Array(Prompt.Message))(record.header.input),
       "ParseError",
@@ -356,10 +386,17 @@ const replayWith = (
         Effect.provideService(
           Effect.flatMap(input, (messages) => {
             const threadId = live?.threadId ?? record.header.threadId
-            const resumed = record.header.resumed
-            return resumed === undefined
-              ? runs.start(Prompt.fromMessages(messages), threadId)
-              : runs.resume(threadId, resumed.decision, record.header.version >= 2)
+            if (decision === undefined) {
+              return resumed === undefined
+                ? runs.start(Prompt.fromMessages(messages), threadId)
+                : runs.resume(threadId, resumed.decision, record.header.version >= 2)
+            }
+            if (resumed === undefined) return diverge(0, "decision", undefined, plainJson(decision))
+            // a record of version 1 kept the decision decoded, as JSON: compared so before the run
+            if (record.header.version < 2 && !same(resumed.decision, plainJson(decision))) {
+              return diverge(resumedAt(), "decision", resumed.decision, plainJson(decision))
+            }
+            return runs.resume(threadId, decision, false)
           }),
           RunJournal.RunJournal,
           journal

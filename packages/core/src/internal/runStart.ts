@@ -126,6 +126,7 @@ export const make = (
         emit,
         clock: yield* Effect.clock,
         decisions: journaled.journal.witness?.decision,
+        hooks: journaled.journal.witness?.hookCompleted,
         journal: journaled.journal,
         keys: journaled.keys,
         interruptKeys: new Set(),

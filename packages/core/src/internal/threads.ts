@@ -279,16 +279,34 @@ const session = (
               yield* Pending.checkOwner(threadId, pending, journaled.journal.durable, "resume")
               // what a person typed passes the input's hooks before the hook (or a child it forwards the decision
               // to) takes it, as `validateResume` gives a durable run's decision
-              const decision = encoded
-                ? yield* Effect.provide(
+              const inputHooks = (messages: ReadonlyArray<Prompt.Message>) =>
+                Effect.provide(Receive.hooksOf(config, threadId, messages), config.context)
+              // a journal that witnesses the decision (a recorder, a replayer) sees it as the thread stores it:
+              // checked as posted, its person's texts through the input hooks once
+              const witnessed = journaled.journal.witness?.resumed
+              let decision: unknown
+              if (encoded) {
+                decision = yield* Effect.provide(
                   Waits.decodeDecision(waiting.middleware, threadId, pending.value, value),
                   config.context
                 )
-                : yield* Waits.resumedDecision(
+                if (witnessed !== undefined) yield* witnessed(value)
+              } else if (witnessed === undefined) {
+                decision = yield* Waits.resumedDecision(
                   waiting.middleware,
                   yield* checkValue(threadId, waiting, value),
-                  (messages) => Effect.provide(Receive.hooksOf(config, threadId, messages), config.context)
+                  inputHooks
                 )
+              } else {
+                const posted = yield* Waits.postedWithPersonTexts(
+                  waiting.middleware,
+                  threadId,
+                  yield* checkValue(threadId, waiting, value, true),
+                  inputHooks
+                )
+                yield* witnessed(posted.encoded)
+                decision = posted.decision
+              }
               const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
               const state = RunState.withResume(
                 RunState.make(loaded.messages, loaded.slices, Option.getOrThrow(loaded.checkpoint).run),

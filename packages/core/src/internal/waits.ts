@@ -171,9 +171,22 @@ export const withPersonTexts = <E, R>(
   checked: Checked,
   transform: Transform<E, R>
 ): Effect.Effect<unknown, unknown, R> =>
+  Effect.map(postedWithPersonTexts(m, threadId, checked, transform), (d) => d.encoded)
+
+/**
+ * {@link withPersonTexts} with the decision the hook takes: the texts a
+ * person typed passed through `transform` once, given both encoded (what a
+ * journal stores) and decoded (what the hook gets).
+ */
+export const postedWithPersonTexts = <E, R>(
+  m: Middleware.Any,
+  threadId: string,
+  checked: Checked,
+  transform: Transform<E, R>
+): Effect.Effect<{ readonly encoded: unknown; readonly decision: unknown }, unknown, R> =>
   Effect.gen(function*() {
     const redacted = yield* throughInput(m, checked, transform)
-    if (Option.isNone(redacted)) return checked.encoded
+    if (Option.isNone(redacted)) return { encoded: checked.encoded, decision: checked.decision }
     const refused = (reason: string) =>
       new InvalidResume({
         threadId,
@@ -186,7 +199,8 @@ export const withPersonTexts = <E, R>(
       redacted.value,
       (reason) => refused(`does not encode: ${reason}`)
     )
-    return yield* asJson(given, (reason) => refused(`does not encode as JSON: ${reason}`))
+    const encoded = yield* asJson(given, (reason) => refused(`does not encode as JSON: ${reason}`))
+    return { encoded, decision: redacted.value }
   })
 
 /**
