@@ -85,7 +85,7 @@ const isReadable = (found: unknown): found is Header["version"] => versions.some
 
 /** What a build says of a version of the record format it does not read. */
 const unsupported = (found: unknown): string =>
-  `the record is of version ${JSON.stringify(found)}; this build reads versions ${versions.join(" and ")}`
+  `the record is of version ${JSON.stringify(found)}; this build reads versions ${versions.join(", ")}`
 
 /**
  * One step of the run as its journal saw it: its name (`RunJournal.stepName`),

@@ -1259,7 +1259,7 @@ const checkRecord = (field: string, record: unknown): Effect.Effect<void, Invali
     return new InvalidEval({
       field,
       reason: `the record is of version ${show(version)}; this build replays versions ${
-        RunRecord.versions.join(" and ")
+        RunRecord.versions.join(", ")
       }`
     })
   }

@@ -270,7 +270,7 @@ describe("Eval: a record case's record", () => {
         })).pipe(Effect.flip, Effect.map((error) => [error.field, error.reason]))
       assert.deepStrictEqual(yield* field({ ...record, header: { ...record.header, version: 4 } }), [
         "cases[0].record",
-        "the record is of version 4; this build replays versions 1 and 2 and 3"
+        "the record is of version 4; this build replays versions 1, 2, 3"
       ])
       assert.deepStrictEqual(yield* field({ entries: [] }), [
         "cases[0].record",

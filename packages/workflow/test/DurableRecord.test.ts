@@ -68,7 +68,7 @@ const timeless = (record: RunRecord.RunRecord) => ({
   entries: record.entries.filter((entry) => entry._tag !== "Hook").map((entry) =>
     entry._tag === "Step"
       ? { ...withoutIncarnation(entry), startedAt: 0, durationMillis: 0 }
-      : entry._tag === "End" || entry._tag === "Hook"
+      : entry._tag === "End"
       ? { ...entry, durationMillis: 0 }
       : entry
   )

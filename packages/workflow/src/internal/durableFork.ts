@@ -73,7 +73,7 @@ export const startFork = (
         reason: "UnsupportedVersion",
         line: 1,
         detail: `the record is of version ${JSON.stringify(record.header.version)}; this build reads versions ${
-          RunRecord.versions.join(" and ")
+          RunRecord.versions.join(", ")
         }`
       })
     }
