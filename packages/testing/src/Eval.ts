@@ -1258,9 +1258,7 @@ const checkRecord = (field: string, record: unknown): Effect.Effect<void, Invali
   if (version !== undefined && !RunRecord.versions.some((known) => known === version)) {
     return new InvalidEval({
       field,
-      reason: `the record is of version ${show(version)}; this build replays versions ${
-        RunRecord.versions.join(", ")
-      }`
+      reason: `the record is of version ${show(version)}; this build replays versions ${RunRecord.versions.join(", ")}`
     })
   }
   return isRunRecord(record)
