@@ -70,7 +70,7 @@ describe("Agent.replay", () => {
 
   test("a divergence names one of the fields", () => {
     expect<RunRecord.ReplayDiverged["field"]>().type.toBe<
-      "input" | "systemPrompt" | "messages" | "tools" | "toolChoice" | "steps" | "result"
+      "input" | "systemPrompt" | "messages" | "tools" | "toolChoice" | "steps" | "result" | "decision"
     >()
   })
 })
