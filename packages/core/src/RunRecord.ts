@@ -88,6 +88,30 @@ const unsupported = (found: unknown): string =>
   `the record is of version ${JSON.stringify(found)}; this build reads versions ${versions.join(", ")}`
 
 /**
+ * Fails with `RunRecordError` (`UnsupportedVersion`, naming it) when
+ * `record` is of a format version this build does not read: what a replay
+ * or a fork of a record built in memory (not read by {@link fromJsonl},
+ * which checks it) asks first.
+ *
+ * @example
+ * ```ts
+ * import { RunRecord } from "@stepwise-agent/core"
+ *
+ * declare const record: RunRecord.RunRecord
+ * const readable = RunRecord.checkVersion(record) // Right(undefined) for a record this build reads
+ * ```
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkVersion = (record: RunRecord): Either.Either<void, RunRecordError> =>
+  isReadable(record.header.version)
+    ? Either.void
+    : Either.left(
+      new RunRecordError({ reason: "UnsupportedVersion", line: 1, detail: unsupported(record.header.version) })
+    )
+
+/**
  * One step of the run as its journal saw it: its name (`RunJournal.stepName`),
  * its kind, its result encoded with its key's schema, when it started and how
  * long it took. A model step that reached the model also has the request as

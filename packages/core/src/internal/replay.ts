@@ -10,6 +10,7 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
@@ -147,17 +148,8 @@ const replayWith = (
     // a recorder in the context records this replay's journal; the live steps go to the journal it records
     const layers = Layered.layersOf(context)
     const outer = layers?.under ?? context
-    if (!RunRecord.versions.some((known) => known === record.header.version)) {
-      return Effect.fail(
-        new RunRecord.RunRecordError({
-          reason: "UnsupportedVersion",
-          line: 1,
-          detail: `the record is of version ${JSON.stringify(record.header.version)}; this build reads versions ${
-            RunRecord.versions.join(", ")
-          }`
-        })
-      )
-    }
+    const readable = RunRecord.checkVersion(record)
+    if (Either.isLeft(readable)) return Effect.fail(readable.left)
     // the recorded steps by name, with their line (the header is line 1) and whether the replay took them
     const steps = new Map<string, { readonly step: RunRecord.Step; readonly line: number; taken: boolean }>()
     // the decisions the run went on with past its waits (a durable run's, by the interrupt's key)

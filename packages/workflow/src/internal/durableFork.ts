@@ -68,15 +68,7 @@ export const startFork = (
   }
 ) =>
   Effect.gen(function*() {
-    if (!RunRecord.versions.some((known) => known === record.header.version)) {
-      return yield* new RunRecord.RunRecordError({
-        reason: "UnsupportedVersion",
-        line: 1,
-        detail: `the record is of version ${JSON.stringify(record.header.version)}; this build reads versions ${
-          RunRecord.versions.join(", ")
-        }`
-      })
-    }
+    yield* RunRecord.checkVersion(record)
     yield* Fork.checkRecord(record, options)
     const agent = yield* Agent.Agent
     const store = yield* RunStore.RunStore
