@@ -985,7 +985,9 @@ const make = (config: Config) => {
       const outcome = yield* summarizeHistory({ threadId, incarnation }, messages, forced)
       if (Option.isNone(outcome)) return undefined
       const record = recordEvicted(state, threadId, outcome.value.offloaded)
-      return record === undefined ? { messages: outcome.value.result } : { messages: outcome.value.result, state: record }
+      return record === undefined
+        ? { messages: outcome.value.result }
+        : { messages: outcome.value.result, state: record }
     })
 
   // View mode: the summary message of each view, one object per text, so that its count stays cached.
