@@ -1251,7 +1251,9 @@ const checkAuthorized = (
  * see {@link readChatRequest}), a chat `authorize` does not allow (403), a
  * user message while the thread waits for approvals, answers to approvals
  * the thread does not wait for, or decisions the waiting middleware refuses
- * (409). A run that fails after it started
+ * (409). An answer given before the body was read whole (415, 413, 408, a
+ * bad option's 500) closes the connection (`Connection: close`): its unread
+ * rest would keep it open. A run that fails after it started
  * ends the stream with an `error` chunk. When the client goes away the
  * server interrupts the handler, and with it the run: the thread keeps its
  * last checkpoint and can run again.
@@ -1370,6 +1372,8 @@ export interface MessagesOptions<W extends Wait.Any = Wait.Any> {
  * `authorize` is asked before the thread is read, as on the chat endpoint:
  * give both the same. Refused: no `id` or a bad one (400), a chat
  * `authorize` does not allow (403); a thread that cannot be loaded is 500.
+ * It reads no body: a request that sends one gets its answer with
+ * `Connection: close`.
  *
  * @example
  * ```ts
