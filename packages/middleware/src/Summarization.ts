@@ -216,7 +216,9 @@ export interface Options {
    * reference in the summary message, so the model can read them back with
    * `read_offloaded` (list `Offload.middleware()` for the tool). They are
    * stored as {@link evictedContent} (the encoded messages as JSON);
-   * {@link decodeEvicted} gives them back. Default `false`.
+   * {@link decodeEvicted} gives them back. Their references are kept in the
+   * thread's state ({@link OffloadSlice}), and `deleteThread` removes them
+   * from the store. Default `false`.
    */
   readonly offload?: boolean | undefined
   /**
