@@ -1019,16 +1019,33 @@ const refusalStatus: Record<ChatRequestErrorReason, number> = {
 
 const refusal = (error: Refusal | AgentError.CheckpointError | ServerSide) =>
   error._tag === "ChatRequestError"
-    ? HttpServerResponse.text(error.message, {
-      status: refusalStatus[error.reason],
-      // the rest of a late body is not read: the connection cannot carry another request
-      headers: error.reason === "Timeout" ? { connection: "close" } : undefined
-    })
+    ? HttpServerResponse.text(error.message, { status: refusalStatus[error.reason] })
     : error._tag === "NotJson"
     ? HttpServerResponse.text(notJsonText, { status: 415 })
     : error._tag === "ServerSide"
     ? HttpServerResponse.text(error.text, { status: 500 })
     : HttpServerResponse.text("The chat's thread could not be loaded", { status: 500 })
+
+/**
+ * Whether the request has no body to read: it declares none (no `Transfer-Encoding`, no `Content-Length`
+ * or a length of 0).
+ */
+const hasNoBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  const length = request.headers["content-length"]
+  return request.headers["transfer-encoding"] === undefined && (length === undefined || /^\s*0+\s*$/.test(length))
+}
+
+/**
+ * `response`, closing the connection after it unless the request's body was read whole (`bodyRead`). An answer
+ * given before the body is all read leaves the rest unread on the connection, which then cannot carry another
+ * request: Node would wait for that rest (a slow client holds the socket until the server's `requestTimeout`).
+ * With `Connection: close` the server closes it once the answer is out.
+ */
+const closeUnlessRead = (
+  response: HttpServerResponse.HttpServerResponse,
+  bodyRead: boolean
+): HttpServerResponse.HttpServerResponse =>
+  bodyRead ? response : HttpServerResponse.setHeader(response, "connection", "close")
 
 /**
  * A request refused for the server's sake: `authorize` failed, or the options are wrong (no `authorize`, from a
@@ -1234,7 +1251,9 @@ const checkAuthorized = (
  * see {@link readChatRequest}), a chat `authorize` does not allow (403), a
  * user message while the thread waits for approvals, answers to approvals
  * the thread does not wait for, or decisions the waiting middleware refuses
- * (409). A run that fails after it started
+ * (409). An answer given before the body was read whole (415, 413, 408, a
+ * bad option's 500) closes the connection (`Connection: close`): its unread
+ * rest would keep it open. A run that fails after it started
  * ends the stream with an `error` chunk. When the client goes away the
  * server interrupts the handler, and with it the run: the thread keeps its
  * last checkpoint and can run again.
@@ -1269,41 +1288,45 @@ export function toHttpApp<S, E, O, W extends Wait.Any>(
   agent: Agent.Service<S, E, O, W>,
   options: Options<W>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> {
-  return Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const maxBytes = options?.maxBodyBytes ?? defaultMaxBodyBytes
-    if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
-      return yield* Effect.fail(serverSide("The chat handler's maxBodyBytes must be a whole number of at least 1"))
-    }
-    const bodyTimeout = bodyTimeoutOf(options?.bodyTimeout)
-    if (bodyTimeout === undefined) {
-      return yield* Effect.fail(
-        serverSide("The chat handler's bodyTimeout must be a duration above zero, at most 24 days")
-      )
-    }
-    if (!isJson(request.headers["content-type"])) return yield* Effect.fail<NotJson>({ _tag: "NotJson" })
-    const body = yield* readBody(request, maxBytes, bodyTimeout)
-    const turn = yield* readChatRequest(body)
-    yield* checkAuthorized(options?.authorize, request, turn.threadId)
-    if (turn._tag === "Send") {
-      const snapshot = yield* threadOf(agent, turn.threadId)
-      const pending = Option.flatMap(snapshot, (thread) => thread.pending)
-      if (Option.isSome(pending)) {
-        return yield* new ChatRequestError({
-          reason: "Conflict",
-          threadId: turn.threadId,
-          detail: `the thread waits for a decision (middleware "${pending.value.middleware}"); answer its ` +
-            `approval requests before sending a new message`
-        })
+  return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    let bodyRead = hasNoBody(request)
+    return Effect.gen(function*() {
+      const maxBytes = options?.maxBodyBytes ?? defaultMaxBodyBytes
+      if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
+        return yield* Effect.fail(serverSide("The chat handler's maxBodyBytes must be a whole number of at least 1"))
       }
-      return fromEvents(agent.stream(turn.text, { threadId: turn.threadId }), options)
-    }
-    const { answered, value } = yield* answer(agent, turn, options?.approvals)
-    return fromEvents(agent.resumeStream(turn.threadId, value), { ...options, messageId: turn.messageId, answered })
-  }).pipe(
-    Effect.map((chunks) => HttpServerResponse.stream(toSse(chunks), { contentType: "text/event-stream", headers })),
-    Effect.catchAll((error) => Effect.succeed(refusal(error)))
-  )
+      const bodyTimeout = bodyTimeoutOf(options?.bodyTimeout)
+      if (bodyTimeout === undefined) {
+        return yield* Effect.fail(
+          serverSide("The chat handler's bodyTimeout must be a duration above zero, at most 24 days")
+        )
+      }
+      if (!isJson(request.headers["content-type"])) return yield* Effect.fail<NotJson>({ _tag: "NotJson" })
+      const body = yield* readBody(request, maxBytes, bodyTimeout)
+      bodyRead = true
+      const turn = yield* readChatRequest(body)
+      yield* checkAuthorized(options?.authorize, request, turn.threadId)
+      if (turn._tag === "Send") {
+        const snapshot = yield* threadOf(agent, turn.threadId)
+        const pending = Option.flatMap(snapshot, (thread) => thread.pending)
+        if (Option.isSome(pending)) {
+          return yield* new ChatRequestError({
+            reason: "Conflict",
+            threadId: turn.threadId,
+            detail: `the thread waits for a decision (middleware "${pending.value.middleware}"); answer its ` +
+              `approval requests before sending a new message`
+          })
+        }
+        return fromEvents(agent.stream(turn.text, { threadId: turn.threadId }), options)
+      }
+      const { answered, value } = yield* answer(agent, turn, options?.approvals)
+      return fromEvents(agent.resumeStream(turn.threadId, value), { ...options, messageId: turn.messageId, answered })
+    }).pipe(
+      Effect.map((chunks) => HttpServerResponse.stream(toSse(chunks), { contentType: "text/event-stream", headers })),
+      // every refusal before the body is read whole (a bad option, 415, 413, 408, a body that cannot be read)
+      Effect.catchAll((error) => Effect.succeed(closeUnlessRead(refusal(error), bodyRead)))
+    )
+  })
 }
 
 /** The values of the query parameter `name` of `url`; `undefined` when the query is not URL-encoded. */
@@ -1349,6 +1372,8 @@ export interface MessagesOptions<W extends Wait.Any = Wait.Any> {
  * `authorize` is asked before the thread is read, as on the chat endpoint:
  * give both the same. Refused: no `id` or a bad one (400), a chat
  * `authorize` does not allow (403); a thread that cannot be loaded is 500.
+ * It reads no body: a request that sends one gets its answer with
+ * `Connection: close`.
  *
  * @example
  * ```ts
@@ -1402,5 +1427,12 @@ export function messagesHttpApp<S, E, O, W extends Wait.Any>(
     return yield* HttpServerResponse.json(messages).pipe(
       Effect.orElse(() => Effect.fail(serverSide("The chat's messages could not be encoded as JSON")))
     )
-  }).pipe(Effect.catchAll((error) => Effect.succeed(refusal(error))))
+  }).pipe(
+    Effect.catchAll((error) => Effect.succeed(refusal(error))),
+    // a body sent with the request is never read
+    Effect.zipWith(
+      HttpServerRequest.HttpServerRequest,
+      (response, request) => closeUnlessRead(response, hasNoBody(request))
+    )
+  )
 }

@@ -26,6 +26,7 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
@@ -90,6 +91,12 @@ export interface Options {
    * one is refused (413) without being kept.
    */
   readonly maxBodyBytes?: number | undefined
+  /**
+   * The longest a request's whole body may take to arrive (default 30
+   * seconds, at most 24 days); a body still coming then is refused (408)
+   * and the connection closed.
+   */
+  readonly bodyTimeout?: Duration.DurationInput | undefined
   /**
    * The threads stored before the inspector started, a page at a time, for
    * its list of stored threads (default: the `list` of the `Checkpointer`
@@ -310,6 +317,19 @@ export const make: (
         reason: `maxBodyBytes must be a whole number of at least 1, got ${maxBodyBytes}`
       })
     }
+    const bodyTimeout = options?.bodyTimeout === undefined
+      ? Option.some(Duration.seconds(30))
+      : Duration.decodeUnknown(options.bodyTimeout)
+    // a timer set for longer than 24 days fires at once
+    if (
+      Option.isNone(bodyTimeout) || !Duration.greaterThan(bodyTimeout.value, Duration.zero) ||
+      Duration.greaterThan(bodyTimeout.value, Duration.days(24))
+    ) {
+      return yield* new InspectorError({
+        reason: `bodyTimeout must be a duration above zero, at most 24 days, got ${String(options?.bodyTimeout)}`
+      })
+    }
+    const bodyTimeoutMillis = Duration.toMillis(bodyTimeout.value)
     const allowedHosts = options?.allowedHosts ?? []
     const notName = allowedHosts.find((name) => !Guard.isHostName(name))
     if (notName !== undefined) {
@@ -695,44 +715,56 @@ export const make: (
     const refuse = (status: number, message: string) =>
       HttpServerResponse.text(message, { status, headers: { connection: "close" } })
 
-    const app = Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const hostHeader = request.headers["host"]
-      if (!Guard.hostAllowed(hostHeader, hostNames)) {
-        return refuse(
-          421,
-          `421 Misdirected Request: this inspector does not answer for host "${hostHeader ?? ""}"; open the ` +
-            `address it printed, or add the name to the allowedHosts option.`
+    // An answer given before the request's body was read whole closes the connection: the unread rest would
+    // keep it open (a slow client holding the socket until Node's requestTimeout).
+    const app = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      let bodyRead = Guard.hasNoBody(request)
+      return Effect.gen(function*() {
+        const hostHeader = request.headers["host"]
+        if (!Guard.hostAllowed(hostHeader, hostNames)) {
+          return refuse(
+            421,
+            `421 Misdirected Request: this inspector does not answer for host "${hostHeader ?? ""}"; open the ` +
+              `address it printed, or add the name to the allowedHosts option.`
+          )
+        }
+        if (!Guard.originAllowed(request.method, request.headers["origin"], hostHeader)) {
+          return refuse(
+            403,
+            `403 Forbidden: requests from origin "${request.headers["origin"]}" may not change anything.`
+          )
+        }
+        const url = new URL(request.url, "http://inspector")
+        const authorization = request.headers["authorization"]
+        const given = url.searchParams.get("token") ?? request.headers["x-inspector-token"] ??
+          (authorization?.startsWith("Bearer ") ? authorization.slice(7) : undefined)
+        if (!sameToken(expected, given)) {
+          return HttpServerResponse.text(
+            "401 Unauthorized: open the address the inspector printed; it carries the access token.",
+            { status: 401 }
+          )
+        }
+        const tooLarge = `413 Payload Too Large: the body may have at most ${maxBodyBytes} bytes.`
+        if (Guard.declaredTooLarge(request.headers["content-length"], maxBodyBytes)) return refuse(413, tooLarge)
+        const read = yield* Guard.bounded(request, maxBodyBytes, bodyTimeoutMillis)
+        if (read._tag === "TooLarge") return refuse(413, tooLarge)
+        if (read._tag === "Late") {
+          return refuse(
+            408,
+            `408 Request Timeout: the body did not arrive within ${Duration.format(bodyTimeout.value)}.`
+          )
+        }
+        if (read._tag === "Read") bodyRead = true
+        return yield* router.pipe(
+          Effect.catchTag("RouteNotFound", () => Effect.succeed(HttpServerResponse.text("Not found", { status: 404 }))),
+          Effect.provideService(HttpServerRequest.HttpServerRequest, read.request)
         )
-      }
-      if (!Guard.originAllowed(request.method, request.headers["origin"], hostHeader)) {
-        return refuse(
-          403,
-          `403 Forbidden: requests from origin "${request.headers["origin"]}" may not change anything.`
-        )
-      }
-      const url = new URL(request.url, "http://inspector")
-      const authorization = request.headers["authorization"]
-      const given = url.searchParams.get("token") ?? request.headers["x-inspector-token"] ??
-        (authorization?.startsWith("Bearer ") ? authorization.slice(7) : undefined)
-      if (!sameToken(expected, given)) {
-        return HttpServerResponse.text(
-          "401 Unauthorized: open the address the inspector printed; it carries the access token.",
-          { status: 401 }
-        )
-      }
-      const tooLarge = `413 Payload Too Large: the body may have at most ${maxBodyBytes} bytes.`
-      if (Guard.declaredTooLarge(request.headers["content-length"], maxBodyBytes)) return refuse(413, tooLarge)
-      const read = yield* Guard.bounded(request, maxBodyBytes)
-      if (Option.isNone(read)) return refuse(413, tooLarge)
-      return yield* router.pipe(
-        Effect.catchTag("RouteNotFound", () => Effect.succeed(HttpServerResponse.text("Not found", { status: 404 }))),
-        Effect.provideService(HttpServerRequest.HttpServerRequest, read.value)
+      }).pipe(
+        Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause)))),
+        Effect.map(HttpServerResponse.setHeaders(securityHeaders)),
+        Effect.map((response) => bodyRead ? response : HttpServerResponse.setHeader(response, "connection", "close"))
       )
-    }).pipe(
-      Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause)))),
-      Effect.map(HttpServerResponse.setHeaders(securityHeaders))
-    )
+    })
 
     // -- the server ---------------------------------------------------------------
 

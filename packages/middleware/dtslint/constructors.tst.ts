@@ -141,10 +141,17 @@ describe("constructors whose options need decoding: a middleware value, failing 
     >()
   })
 
-  test("Summarization view mode: the summaryView slice; offload: the OffloadStore", () => {
+  test("Summarization view mode: the summaryView slice; offload: the summaryOffloads slice and the OffloadStore", () => {
     expect(Summarization.middleware({ trigger: { tokens: 1000 }, mode: "view", offload: true })).type.toBe<
       Middleware.Middleware<
-        ContextView.SummarySlice,
+        ContextView.SummarySlice & Summarization.OffloadSlice,
+        Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
+        Summarization.Summarizer | Offload.OffloadStore
+      >
+    >()
+    expect(Summarization.middleware({ trigger: { tokens: 1000 }, offload: true })).type.toBe<
+      Middleware.Middleware<
+        Summarization.OffloadSlice,
         Summarization.SummarizationFailed | ContextOverflow.ContextOverflow,
         Summarization.Summarizer | Offload.OffloadStore
       >

@@ -34,9 +34,7 @@ import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import * as KeyValueStore from "@effect/platform/KeyValueStore"
 import * as Middleware from "@stepwise-agent/core/Middleware"
-import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
-import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -46,6 +44,7 @@ import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 import { serviceOrOwn } from "./internal/serviceOrOwn.js"
 import { sha256Utf16 } from "./internal/sha256.js"
+import * as ThreadTexts from "./internal/threadTexts.js"
 import * as WholeCharacters from "./internal/wholeCharacters.js"
 import * as Workspace from "./Workspace.js"
 
@@ -954,61 +953,8 @@ export const State = Schema.Struct({ offloads: Schema.NullOr(Offloads) })
  */
 export interface State extends Schema.Schema.Type<typeof State> {}
 
-/** The references the thread `threadId` offloaded, by its state (none when the slice is its parent's). */
-const ownRefs = (state: Readonly<Record<string, unknown>>, threadId: string): ReadonlyArray<string> => {
-  const slice = (state as Partial<State>).offloads
-  return slice != null && slice.threadId === threadId ? slice.refs : []
-}
-
-/**
- * Where each reference is in a recorded list of a thread's references, shared
- * by the lists that extend it (each new list is the last one and the new
- * references), so that looking one up does not scan the list; `length`: the
- * longest list it indexes.
- */
-interface RefIndex {
-  readonly at: Map<string, number>
-  length: number
-}
-const refIndexes = new WeakMap<ReadonlyArray<string>, RefIndex>()
-
-const refIndexOf = (refs: ReadonlyArray<string>): RefIndex => {
-  let index = refIndexes.get(refs)
-  if (index === undefined) {
-    index = { at: new Map(refs.map((ref, i) => [ref, i])), length: refs.length }
-    refIndexes.set(refs, index)
-  }
-  return index
-}
-
-/**
- * The state that records `refs` (distinct references) as offloaded by the
- * thread `threadId`, and those of them it did not have; `undefined` when it
- * had them all. Only the new ones are appended.
- */
-const recording = (
-  state: Readonly<Record<string, unknown>>,
-  threadId: string,
-  refs: ReadonlyArray<string>
-): { readonly state: State; readonly fresh: ReadonlyArray<string> } | undefined => {
-  const known = ownRefs(state, threadId)
-  const index = refIndexOf(known)
-  const has = (ref: string) => {
-    const at = index.at.get(ref)
-    return at !== undefined && at < known.length && known[at] === ref
-  }
-  let fresh: Array<string> | undefined
-  for (const ref of refs) if (!has(ref)) (fresh ??= []).push(ref)
-  if (fresh === undefined) return undefined
-  const next = known.concat(fresh)
-  // the list this one extends is the longest the index knows: the index goes on with the new one
-  if (index.length === known.length) {
-    fresh.forEach((ref, i) => index.at.set(ref, known.length + i))
-    index.length = next.length
-    refIndexes.set(next, index)
-  }
-  return { state: { offloads: { threadId, refs: next } }, fresh }
-}
+/** The key of the slice of {@link State}. */
+const sliceKey = "offloads" as const
 
 /**
  * Offloads tool results longer than `maxResultChars` from what the model
@@ -1073,27 +1019,9 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
   // The app's store when the agent runs with one, else this middleware's own.
   const store = serviceOrOwn(OffloadStore, makeMemory)
 
-  /**
-   * Removes the texts under `refs` from the store (one without `remove` keeps them). It cannot fail: a
-   * failure is logged (reference and reason only) and the other texts are still removed.
-   */
-  const forget = (refs: ReadonlyArray<string>) =>
-    Effect.flatMap(
-      store,
-      (service) =>
-        service.remove === undefined ?
-          Effect.void :
-          Effect.forEach(refs, (ref) =>
-            Effect.suspend(() => service.remove!(ref)).pipe(
-              Effect.catchAllCause((cause) =>
-                Effect.logWarning(
-                  `Offload: the text offloaded under "${ref}" was not removed from the store: ${
-                    Secrets.scrubText(Secrets.messageOf(Cause.squash(cause)))
-                  }`
-                )
-              )
-            ), { discard: true })
-    )
+  /** Removes the texts under `refs` from the store (it cannot fail; one without `remove` keeps them). */
+  const remove = ThreadTexts.remover("Offload")
+  const forget = (refs: ReadonlyArray<string>) => Effect.flatMap(store, (service) => remove(service, refs))
 
   /**
    * A page of the text offloaded under `ref` from `thread`, and whether it was put in the store again: what
@@ -1163,7 +1091,7 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
         const refs = [...offloaded.keys()]
         yield* Middleware.report(`offloaded ${offloaded.size} tool result(s)`, { refs })
         // the thread's state records the new references once the call ends; when it fails, their texts go
-        const recorded = recording(request.state, request.threadId, refs)
+        const recorded = ThreadTexts.recording(request.state, sliceKey, request.threadId, refs)
         if (recorded === undefined) return yield* next(sent)
         const response = yield* Effect.onError(next(sent), () => forget(recorded.fresh))
         return { ...response, state: recorded.state }
@@ -1182,7 +1110,7 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
           onSuccess: ({ page, put }): Middleware.ToolCallResponse => {
             const result = Middleware.toolResult(request.call, page)
             // a text put in the store again is the thread's to remove with it
-            const recorded = put ? recording(request.state, request.threadId, [ref]) : undefined
+            const recorded = put ? ThreadTexts.recording(request.state, sliceKey, request.threadId, [ref]) : undefined
             return recorded === undefined ? result : { ...result, state: recorded.state }
           }
         })
@@ -1191,7 +1119,7 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
     onThreadDeleted: (threadId, state) =>
       Option.match(state, {
         onNone: () => Effect.void,
-        onSome: (slice) => slice.offloads?.threadId === threadId ? forget(slice.offloads.refs) : Effect.void
+        onSome: (slice) => forget(ThreadTexts.ownRefs(slice, sliceKey, threadId))
       })
   })
 }

@@ -87,6 +87,7 @@ import * as HistoryCache from "./internal/context/historyCache.js"
 import * as Sent from "./internal/context/sent.js"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
+import * as ThreadTexts from "./internal/threadTexts.js"
 import * as Offload from "./Offload.js"
 
 // -----------------------------------------------------------------------------
@@ -153,15 +154,46 @@ export type OnOverflow = "summarize" | "fail"
 export type Mode = "rewrite" | "view"
 
 /**
- * The state slice of the middleware in a mode: `summaryView` in view mode (a
- * mode given as the literal `"view"`; a mode known only at run time types no
- * slice),
- * none in rewrite mode.
+ * The state slice the `offload` option adds: the texts the thread's
+ * summaries evicted to the `Offload.OffloadStore`, by reference (`null`
+ * until one is), so that `deleteThread` removes them. A fork starts with its
+ * source's slice, which names the source: deleting the fork removes none of
+ * them.
+ *
+ * @example
+ * ```ts
+ * import * as Summarization from "@stepwise-agent/middleware/Summarization"
+ *
+ * // the references of the evicted messages a thread's state records
+ * const refsOf = (state: Summarization.OffloadSlice): ReadonlyArray<string> => state.summaryOffloads?.refs ?? []
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const OffloadSlice = Schema.Struct({ summaryOffloads: Schema.NullOr(Offload.Offloads) })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface OffloadSlice extends Schema.Schema.Type<typeof OffloadSlice> {}
+
+/** The key of {@link OffloadSlice}. */
+const offloadKey = "summaryOffloads" as const
+
+/**
+ * The state slice of the middleware in a mode, with `offload` or without:
+ * `summaryView` in view mode (a mode given as the literal `"view"`; a mode
+ * known only at run time types no slice), none in rewrite mode; and
+ * {@link OffloadSlice} with `offload: true` (given as the literal `true`).
  *
  * @since 0.1.0
  * @category utility types
  */
-export type SliceOf<M extends Mode> = [M] extends ["view"] ? ContextView.SummarySlice : {}
+export type SliceOf<M extends Mode, O extends boolean = false> =
+  & ([M] extends ["view"] ? ContextView.SummarySlice : {})
+  & ([O] extends [true] ? OffloadSlice : {})
 
 /**
  * Options of {@link middleware}.
@@ -184,7 +216,9 @@ export interface Options {
    * reference in the summary message, so the model can read them back with
    * `read_offloaded` (list `Offload.middleware()` for the tool). They are
    * stored as {@link evictedContent} (the encoded messages as JSON);
-   * {@link decodeEvicted} gives them back. Default `false`.
+   * {@link decodeEvicted} gives them back. Their references are kept in the
+   * thread's state ({@link OffloadSlice}), and `deleteThread` removes them
+   * from the store. Default `false`.
    */
   readonly offload?: boolean | undefined
   /**
@@ -855,6 +889,7 @@ const make = (config: Config) => {
             readonly summary: Prompt.UserMessage
             readonly start: number
             readonly cut: number
+            readonly offloaded: string | undefined
           }>()
           const length = messages.length
           const tokensOf = (raw: number) => HistoryCache.scaled(raw, scale)
@@ -906,16 +941,55 @@ const make = (config: Config) => {
               ...(offloaded === undefined ? {} : { offloaded })
             }
           )
-          return Option.some({ result, summary, start, cut })
+          return Option.some({ result, summary, start, cut, offloaded })
         }))
     })
 
-  const beforeModel = ({ incarnation, messages, threadId }: Middleware.HookContext<{}>) =>
+  /** Removes evicted texts from the store (it cannot fail). */
+  const remove = ThreadTexts.remover("Summarization")
+  const forget = (refs: ReadonlyArray<string>) =>
+    refs.length === 0 ? Effect.void : Effect.flatMap(Offload.OffloadStore, (store) => remove(store, refs))
+
+  /**
+   * The texts a summary of the thread evicted in a step whose state is not saved yet: the step is saved once
+   * its model call answers. When the thread's next step starts (or the thread is deleted) and its state does
+   * not record them, that step was never saved, and they are removed.
+   */
+  const unsaved = new Map<string, ReadonlyArray<string>>()
+
+  /** Removes the texts an unsaved step of the thread evicted that its state does not record. */
+  const settle = (state: object, threadId: string) => {
+    const written = unsaved.get(threadId)
+    if (written === undefined) return Effect.void
+    unsaved.delete(threadId)
+    const own = new Set(ThreadTexts.ownRefs(state, offloadKey, threadId))
+    return forget(written.filter((ref) => !own.has(ref)))
+  }
+
+  /**
+   * The update of the thread's state recording the text a summary evicted under `ref` (none when there is
+   * none, or the state has it), unsaved until the model call answers.
+   */
+  const recordEvicted = (state: object, threadId: string, ref: string | undefined) => {
+    const recorded = ref === undefined ? undefined : ThreadTexts.recording(state, offloadKey, threadId, [ref])
+    if (recorded === undefined) return undefined
+    unsaved.set(threadId, recorded.fresh)
+    return recorded.state
+  }
+
+  const beforeModel = (
+    { incarnation, messages, state, threadId }: Middleware.HookContext<any>
+  ) =>
     Effect.gen(function*() {
+      if (config.offload) yield* settle(state, threadId)
       const forced = overflowed.delete(threadId)
       if (messages.length === 0 || (!forced && config.triggers.length === 0)) return undefined
       const outcome = yield* summarizeHistory({ threadId, incarnation }, messages, forced)
-      return Option.isSome(outcome) ? { messages: outcome.value.result } : undefined
+      if (Option.isNone(outcome)) return undefined
+      const record = recordEvicted(state, threadId, outcome.value.offloaded)
+      return record === undefined
+        ? { messages: outcome.value.result }
+        : { messages: outcome.value.result, state: record }
     })
 
   // View mode: the summary message of each view, one object per text, so that its count stays cached.
@@ -936,6 +1010,7 @@ const make = (config: Config) => {
     { incarnation, messages, state, threadId }: Middleware.HookContext<ContextView.SummarySlice>
   ) =>
     Effect.gen(function*() {
+      if (config.offload) yield* settle(state, threadId)
       const forced = overflowed.delete(threadId)
       if (messages.length === 0 || (!forced && config.triggers.length === 0)) return undefined
       // A view whose cut lies past the stored messages belongs to a history rewritten since: start afresh.
@@ -946,12 +1021,12 @@ const make = (config: Config) => {
       if (Option.isNone(outcome)) {
         return previous === state.summaryView ? undefined : { state: { summaryView: null } }
       }
-      const { cut, start, summary } = outcome.value
+      const { cut, offloaded, start, summary } = outcome.value
       // `cut` indexes the view: past a previous summary, view index i is stored index previous.end + i - start - 1.
       const end = previous === null ? cut : previous.end + cut - start - 1
       const text = (summary.content[0] as Prompt.TextPart).text
       summaries.set(text, summary)
-      return { state: { summaryView: { start, end, text } } }
+      return { state: { summaryView: { start, end, text }, ...recordEvicted(state, threadId, offloaded) } }
     })
 
   /** The request with the thread's summary view applied. */
@@ -989,6 +1064,7 @@ const make = (config: Config) => {
         )
       )
       if (Option.isNone(outcome)) return Option.none<Middleware.ModelRequest>()
+      if (outcome.value.offloaded !== undefined) compactedRefs.set(request, outcome.value.offloaded)
       overflowed.add(request.threadId)
       return Option.some<Middleware.ModelRequest>({
         ...request,
@@ -1015,19 +1091,63 @@ const make = (config: Config) => {
   const recover = config.onOverflow === "summarize"
     ? ContextOverflow.recover({ compact, model: config.agentModel })
     : undefined
+  // offload: the evicted text of a request compacted after an overflow, by request, until the call ends
+  const compactedRefs = new WeakMap<Middleware.ModelRequest, string>()
+  /**
+   * The response of a call whose request may be compacted, recording the text the compaction evicted in the
+   * thread's state; when the call fails, that text is removed (unless the thread already had it).
+   */
+  const recordingCompacted = (
+    request: Middleware.ModelRequest,
+    call: Effect.Effect<Middleware.ModelResponse, unknown, unknown>
+  ): Effect.Effect<Middleware.ModelResponse, unknown, unknown> =>
+    call.pipe(
+      Effect.map((response) => {
+        const ref = compactedRefs.get(request)
+        const record = ref === undefined
+          ? undefined
+          : ThreadTexts.recording(request.state, offloadKey, request.threadId, [ref])?.state
+        return record === undefined ? response : { ...response, state: record }
+      }),
+      Effect.onError(() => {
+        const ref = compactedRefs.get(request)
+        return ref === undefined
+          ? Effect.void
+          : forget(ThreadTexts.recording(request.state, offloadKey, request.threadId, [ref])?.fresh ?? [])
+      })
+    )
   const compacting: Middleware.WrapModelCall<any, any> = (request, next) => {
     const sent: Middleware.NextModelCall = config.calibrate
       ? (request) => Effect.tap(next(request), (response) => calibrate(request, response))
       : next
-    return recover === undefined ? sent(request) : recover(request, sent)
+    if (!config.offload) return recover === undefined ? sent(request) : recover(request, sent)
+    const call = recover === undefined ? sent(request) : recordingCompacted(request, recover(request, sent))
+    // the step's state, with the texts its summary evicted, is saved
+    return Effect.tap(call, () => Effect.sync(() => void unsaved.delete(request.threadId)))
   }
-  const onThreadDeleted = (threadId: string) => Effect.sync(() => void overflowed.delete(threadId))
+  const onThreadDeleted = (threadId: string, slice: Option.Option<object>) =>
+    Effect.suspend(() => {
+      overflowed.delete(threadId)
+      if (!config.offload) return Effect.void
+      const written = unsaved.get(threadId) ?? []
+      unsaved.delete(threadId)
+      const own = Option.match(slice, {
+        onNone: () => [],
+        onSome: (slice) => ThreadTexts.ownRefs(slice, offloadKey, threadId)
+      })
+      return forget(written.length === 0 ? own : [...new Set([...own, ...written])])
+    })
 
   // the provider's errors it lets through are already the agent's
   if (config.mode === "view") {
     return Middleware.make({
       name: config.name,
-      state: { schema: ContextView.SummarySlice, initial: { summaryView: null } },
+      state: (config.offload
+        ? {
+          schema: Schema.Struct({ ...ContextView.SummarySlice.fields, ...OffloadSlice.fields }),
+          initial: { summaryView: null, summaryOffloads: null }
+        }
+        : { schema: ContextView.SummarySlice, initial: { summaryView: null } }) as Middleware.StateSlice<any>,
       beforeModel: beforeModelView,
       // the view first, so that overflow recovery and calibration see what the model is sent
       wrapModelCall: (request, next) => compacting(viewed(request), next),
@@ -1036,8 +1156,11 @@ const make = (config: Config) => {
   }
   return Middleware.make({
     name: config.name,
+    state: config.offload
+      ? { schema: OffloadSlice, initial: { summaryOffloads: null } } as Middleware.StateSlice<any>
+      : undefined,
     beforeModel,
-    ...(recover !== undefined || config.calibrate ? { wrapModelCall: compacting } : {}),
+    ...(recover !== undefined || config.calibrate || config.offload ? { wrapModelCall: compacting } : {}),
     onThreadDeleted
   }) as Middleware.Middleware<any, SummarizationFailed | ContextOverflow.ContextOverflow, Summarizer>
 }
@@ -1073,7 +1196,7 @@ const make = (config: Config) => {
 export const middleware = <M extends Mode = "rewrite", O extends boolean = false>(
   options: Options & { readonly mode?: M | undefined; readonly offload?: O | undefined }
 ): Middleware.Middleware<
-  SliceOf<M>,
+  SliceOf<M, O>,
   SummarizationFailed | ContextOverflow.ContextOverflow,
   Summarizer | ([O] extends [true] ? Offload.OffloadStore : never)
 > => Middleware.unwrap(setup(options), { name: Check.nameOf(options, "summarization") })
@@ -1083,7 +1206,7 @@ const setup: <M extends Mode = "rewrite", O extends boolean = false>(
   options: Options & { readonly mode?: M | undefined; readonly offload?: O | undefined }
 ) => Effect.Effect<
   Middleware.Middleware<
-    SliceOf<M>,
+    SliceOf<M, O>,
     SummarizationFailed | ContextOverflow.ContextOverflow,
     Summarizer | ([O] extends [true] ? Offload.OffloadStore : never)
   >,

@@ -460,7 +460,7 @@ describe("Summarization offload", () => {
           Effect.provideService(Offload.OffloadStore, store),
           Effect.provide(Summarization.layer(summarizerModel.model))
         )
-        const result = yield* beforeModel(mw, messages, {}).pipe(
+        const result = yield* beforeModel(mw, messages, { summaryOffloads: null }).pipe(
           Effect.provideService(Offload.OffloadStore, store),
           Effect.provide(Summarization.layer(summarizerModel.model))
         )
@@ -603,7 +603,7 @@ describe("Summarization offload when the store fails", () => {
         Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: "answer" })] }),
         Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "second" })] })
       ]
-      const result = yield* beforeModel(mw, messages, {}).pipe(
+      const result = yield* beforeModel(mw, messages, { summaryOffloads: null }).pipe(
         Effect.provideService(Offload.OffloadStore, failing),
         Effect.provide(Summarization.layer(summary.model))
       )

@@ -3,11 +3,12 @@
  * the token: its `Host` must name this machine or an allowed name (against
  * DNS rebinding), a state-changing request's `Origin`, when sent, must be
  * the inspector's own (against cross-site requests), and its body is read
- * only up to a limit (a larger one is refused, never buffered).
+ * only up to a limit (a larger one is refused, never buffered) and a
+ * deadline (a body still coming then is refused). An answer given before
+ * the body was read whole closes the connection.
  */
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 import type * as Stream from "node:stream"
 
 /** An IPv6 address in brackets (`[::1]`), as a URL or `Host` header writes it; any other name as it is. */
@@ -53,39 +54,60 @@ export const originAllowed = (
   return given === `http://${own}` || given === `https://${own}`
 }
 
+/**
+ * Whether the request has no body to read: it declares none (no `Transfer-Encoding`, no `Content-Length`
+ * or a length of 0).
+ */
+export const hasNoBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  const length = request.headers["content-length"]
+  return request.headers["transfer-encoding"] === undefined && (length === undefined || /^\s*0+\s*$/.test(length))
+}
+
 /** Whether the declared `Content-Length` is over `maxBytes`. */
 export const declaredTooLarge = (contentLength: string | undefined, maxBytes: number): boolean =>
   contentLength !== undefined && Number(contentLength) > maxBytes
 
 /**
- * Reads the whole body of a Node request, up to `maxBytes`: `None` as soon as
- * more arrived, leaving the rest to be drained (not kept) so the refusal
- * can still be answered on the connection.
+ * Reads the whole body of a Node request, up to `maxBytes` and within
+ * `timeoutMillis`: `"TooLarge"` as soon as more arrived, `"Late"` when it
+ * had not all arrived by then. The rest is left to be drained (not kept):
+ * the stream is not destroyed, which would destroy the connection before
+ * the refusal is answered on it.
  */
-const readUpTo = (source: Stream.Readable, maxBytes: number): Effect.Effect<Option.Option<Buffer>, Error> =>
+const readUpTo = (
+  source: Stream.Readable,
+  maxBytes: number,
+  timeoutMillis: number
+): Effect.Effect<Buffer | "TooLarge" | "Late", Error> =>
   Effect.async((resume) => {
     const chunks: Array<Buffer> = []
     let size = 0
     const stop = () => {
+      clearTimeout(deadline)
       source.off("data", onData)
       source.off("end", onEnd)
       source.off("error", onError)
+      chunks.length = 0
     }
     function onData(chunk: Buffer) {
       size += chunk.length
       if (size <= maxBytes) return void chunks.push(chunk)
       stop()
-      chunks.length = 0
-      resume(Effect.succeed(Option.none()))
+      resume(Effect.succeed("TooLarge"))
     }
     function onEnd() {
+      const body = Buffer.concat(chunks)
       stop()
-      resume(Effect.succeed(Option.some(Buffer.concat(chunks))))
+      resume(Effect.succeed(body))
     }
     function onError(error: Error) {
       stop()
       resume(Effect.fail(error))
     }
+    const deadline = setTimeout(() => {
+      stop()
+      resume(Effect.succeed("Late"))
+    }, timeoutMillis)
     source.on("data", onData)
     source.once("end", onEnd)
     source.once("error", onError)
@@ -93,21 +115,36 @@ const readUpTo = (source: Stream.Readable, maxBytes: number): Effect.Effect<Opti
   })
 
 /**
- * The request with its body read, up to `maxBytes` (`None` when it was
- * larger). Requests that only read are passed on unread.
+ * A request's body as {@link bounded} read it: `"Read"`, whole, in the
+ * request given on; `"Unread"`, a request that only reads, given on as it
+ * came; `"TooLarge"`, over the limit; `"Late"`, not all there by the
+ * deadline.
+ */
+export type Bounded =
+  | { readonly _tag: "Read"; readonly request: HttpServerRequest.HttpServerRequest }
+  | { readonly _tag: "Unread"; readonly request: HttpServerRequest.HttpServerRequest }
+  | { readonly _tag: "TooLarge" }
+  | { readonly _tag: "Late" }
+
+/**
+ * The request with its body read, up to `maxBytes` and within
+ * `timeoutMillis`. Requests that only read are passed on unread.
  */
 export const bounded = (
   request: HttpServerRequest.HttpServerRequest,
-  maxBytes: number
-): Effect.Effect<Option.Option<HttpServerRequest.HttpServerRequest>, Error> =>
+  maxBytes: number,
+  timeoutMillis: number
+): Effect.Effect<Bounded, Error> =>
   reading.has(request.method)
-    ? Effect.succeed(Option.some(request))
-    : Effect.map(readUpTo(request.source as Stream.Readable, maxBytes), (body) =>
-      Option.map(body, (bytes) =>
-        HttpServerRequest.fromWeb(
+    ? Effect.succeed({ _tag: "Unread", request })
+    : Effect.map(readUpTo(request.source as Stream.Readable, maxBytes, timeoutMillis), (body): Bounded =>
+      typeof body === "string" ? { _tag: body } : {
+        _tag: "Read",
+        request: HttpServerRequest.fromWeb(
           new Request(new URL(request.url, "http://inspector"), {
             method: request.method,
             headers: request.headers,
-            body: bytes
+            body
           })
-        )))
+        )
+      })

@@ -1,0 +1,555 @@
+/**
+ * The messages a summary evicts to the offload store (`offload: true`) live
+ * as long as the thread incarnation that evicted them: `deleteThread`
+ * removes them, a thread deleted and made again never reads them, and
+ * deleting a fork keeps the texts its source still names.
+ */
+import type { Prompt } from "@effect/ai"
+import { AiError, LanguageModel } from "@effect/ai"
+import { FileSystem, KeyValueStore, Path } from "@effect/platform"
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Agent, Middleware } from "@stepwise-agent/core"
+import { Messages, ScriptedModel } from "@stepwise-agent/testing"
+import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
+import { Context, Effect, FastCheck, Layer, Logger, Option } from "effect"
+import type * as ContextView from "../src/ContextView.js"
+import * as Offload from "../src/Offload.js"
+import * as Summarization from "../src/Summarization.js"
+import * as Workspace from "../src/Workspace.js"
+
+// ---------------------------------------------------------------------------
+// fixtures
+// ---------------------------------------------------------------------------
+
+const summarizer = ScriptedModel.make(Array.from({ length: 400 }, () => ScriptedModel.text("a summary")))
+
+const down = new AiError.UnknownError({ module: "test", method: "generateText", description: "the provider is down" })
+
+/** The references named in a text. */
+const refsIn = (text: string): Array<string> => text.match(/ofl_[0-9a-f]{16}/g) ?? []
+
+/**
+ * A model that answers "read <ref>" by reading that reference whole with `read_offloaded`, and anything else
+ * (a tool result too) with "ok".
+ */
+const reactiveModel = ScriptedModel.make(Array.from({ length: 400 }, () => (request: ScriptedModel.Request) => {
+  const last = request.prompt.content.at(-1)!
+  const text = last.role === "user" && last.content[0]?.type === "text" ? last.content[0].text : ""
+  const [verb, ref] = text.split(" ")
+  return verb === "read"
+    ? ScriptedModel.toolCalls([{ name: Offload.toolName, params: { ref, limit: 1_000_000 } }])
+    : ScriptedModel.text("ok")
+}))
+
+/** Summarizes from 6 messages on, keeping the newest: the 4th run on a thread evicts the 3 before it and itself. */
+const makeAgent = (mode: Summarization.Mode) =>
+  Effect.gen(function*() {
+    const { model } = yield* reactiveModel
+    const summary = yield* summarizer
+    const agent = yield* Agent.make({
+      middleware: [
+        Summarization.middleware({ trigger: { messages: 6 }, keep: { messages: 1 }, offload: true, mode }),
+        Offload.middleware()
+      ]
+    }).pipe(
+      Effect.provideService(LanguageModel.LanguageModel, model),
+      Effect.provide(Summarization.layer(summary.model))
+    )
+    /** Four runs on the thread, each saying `<word>-<threadId>`: the last one summarizes the first three. */
+    const converse = (threadId: string) =>
+      Effect.forEach(
+        ["alpha", "beta", "gamma", "delta"],
+        (word) => agent.run(`say ${word}-${threadId}`, { threadId }),
+        {
+          discard: true
+        }
+      )
+    /** The references the thread's summaries name (in its messages, or its summary view). */
+    const namedRefs = (threadId: string) =>
+      Effect.map(agent.thread(threadId), (thread) => {
+        const state = Option.getOrThrow(thread).state as {
+          readonly messages: ReadonlyArray<Prompt.Message>
+          readonly summaryView?: ContextView.SummaryView | null
+        }
+        return [
+          ...new Set(
+            refsIn(JSON.stringify([state.messages.filter(Summarization.isSummary), state.summaryView ?? null]))
+          )
+        ]
+      })
+    /** Runs "read <ref>" on the thread: the read_offloaded result. */
+    const read = (threadId: string, ref: string) =>
+      Effect.map(
+        agent.run(`read ${ref}`, { threadId }),
+        (result) => result.state.messages.flatMap((message) => message.role === "tool" ? message.content : []).at(-1)!
+      )
+    return { agent, converse, namedRefs, read }
+  })
+
+// ---------------------------------------------------------------------------
+// the stores, with what each holds
+// ---------------------------------------------------------------------------
+
+interface Inspected {
+  readonly layer: Layer.Layer<Offload.OffloadStore>
+  readonly contents: Effect.Effect<ReadonlyArray<string>>
+}
+
+/** The files under `directory`, recursively: their contents. */
+const filesUnder = (directory: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const names = yield* fs.readDirectory(directory, { recursive: true })
+    const out: Array<string> = []
+    for (const name of names) {
+      const file = path.join(directory, name)
+      if ((yield* fs.stat(file)).type === "File") out.push(yield* fs.readFileString(file))
+    }
+    return out
+  }).pipe(Effect.orDie, Effect.provide(NodeContext.layer))
+
+/** `store` with the references put in it kept aside, so its contents can be asked for by reference. */
+const tracked = (store: Offload.OffloadStore.Service, refs: Set<string>): Offload.OffloadStore.Service => ({
+  ...store,
+  put: (ref, content) => Effect.zipRight(Effect.sync(() => void refs.add(ref)), store.put(ref, content))
+})
+
+const stores: ReadonlyArray<readonly [string, (directory: string) => Effect.Effect<Inspected>]> = [
+  ["memory", () =>
+    Effect.gen(function*() {
+      const store = yield* Offload.makeMemory
+      const refs = new Set<string>()
+      return {
+        layer: Layer.succeed(Offload.OffloadStore, tracked(store, refs)),
+        contents: Effect.map(
+          Effect.forEach(refs, (ref) => Effect.option(store.get(ref))),
+          (found) => found.flatMap(Option.toArray)
+        )
+      }
+    })],
+  ["a KeyValueStore in memory", () =>
+    Effect.gen(function*() {
+      const kv = yield* Effect.provide(KeyValueStore.KeyValueStore, KeyValueStore.layerMemory)
+      const store = yield* Effect.provide(
+        Offload.OffloadStore,
+        Offload.layerKeyValueStore().pipe(Layer.provide(Layer.succeed(KeyValueStore.KeyValueStore, kv)))
+      )
+      const refs = new Set<string>()
+      return {
+        layer: Layer.succeed(Offload.OffloadStore, tracked(store, refs)),
+        contents: Effect.gen(function*() {
+          const found = (yield* Effect.forEach(refs, (ref) => kv.get(`offload/${ref}`))).flatMap(Option.toArray)
+          assert.strictEqual(yield* kv.size, found.length)
+          return found
+        }).pipe(Effect.orDie)
+      }
+    })],
+  ["a KeyValueStore on a directory", (directory) =>
+    Effect.succeed({
+      layer: Offload.layerKeyValueStore().pipe(
+        Layer.provide(KeyValueStore.layerFileSystem(directory)),
+        Layer.provide(NodeContext.layer),
+        Layer.orDie
+      ),
+      contents: filesUnder(directory)
+    })],
+  ["the workspace in memory", () =>
+    Effect.gen(function*() {
+      const workspace = yield* Workspace.makeMemory()
+      return {
+        layer: Offload.layerWorkspace().pipe(Layer.provide(Layer.succeed(Workspace.Workspace, workspace))),
+        contents: Effect.orDie(
+          Effect.flatMap(workspace.glob("**"), (files) => Effect.forEach(files, (file) => workspace.read(file)))
+        )
+      }
+    })],
+  ["the workspace on a directory", (directory) =>
+    Effect.succeed({
+      layer: Offload.layerWorkspace().pipe(Layer.provide(Workspace.layerDirectory({ root: directory })), Layer.orDie),
+      contents: filesUnder(directory)
+    })]
+]
+
+/** How many of `contents` hold the message `word-threadId`. */
+const holding = (contents: ReadonlyArray<string>, word: string) =>
+  contents.filter((content) => content.includes(word)).length
+
+const withStore = <A, E, R>(
+  makeStore: (directory: string) => Effect.Effect<Inspected>,
+  body: (contents: Effect.Effect<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
+) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const directory = yield* fs.makeTempDirectoryScoped()
+    const { contents, layer } = yield* makeStore(directory)
+    return yield* Effect.provide(body(contents), layer)
+  }).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
+
+const modes: ReadonlyArray<Summarization.Mode> = ["rewrite", "view"]
+
+// ---------------------------------------------------------------------------
+// deleteThread
+// ---------------------------------------------------------------------------
+
+describe("Summarization offload: deleteThread removes the thread's evicted messages", () => {
+  for (const mode of modes) {
+    for (const [label, makeStore] of stores) {
+      it.effect(
+        `${mode} mode, ${label}: after deleteThread the store holds none of its evicted messages; a thread made ` +
+          `again cannot read them; other threads' stay`,
+        () =>
+          withStore(makeStore, (contents) =>
+            Effect.gen(function*() {
+              const { agent, converse, namedRefs, read } = yield* makeAgent(mode)
+              yield* converse("A")
+              yield* converse("B")
+              const [old] = yield* namedRefs("A")
+              assert.isString(old)
+              assert.strictEqual(holding(yield* contents, "alpha-A"), 1)
+              assert.strictEqual(holding(yield* contents, "alpha-B"), 1)
+              // A reads its evicted messages back while it lives
+              const own = yield* read("A", old!)
+              assert.isFalse(own.isFailure)
+              assert.include((own.result as Offload.Page).text, "alpha-A")
+
+              yield* agent.deleteThread("A")
+              const after = yield* contents
+              assert.strictEqual(holding(after, "alpha-A"), 0)
+              assert.strictEqual(holding(after, "alpha-B"), 1, "B's evicted messages stay")
+              // made again with the same id, A cannot read the reference its earlier incarnation named
+              const refused = yield* read("A", old!)
+              assert.isTrue(refused.isFailure)
+              assert.notInclude(JSON.stringify(refused.result), "alpha-A")
+
+              yield* agent.deleteThread("A")
+              yield* agent.deleteThread("B")
+              assert.deepStrictEqual(yield* contents, [])
+            })),
+        { timeout: 60_000 }
+      )
+    }
+  }
+
+  for (const mode of modes) {
+    it.effect(
+      `${mode} mode: deleting a fork keeps the texts its source names; deleting the source removes them`,
+      () =>
+        withStore(stores[0]![1], (contents) =>
+          Effect.gen(function*() {
+            const { agent, converse, namedRefs, read } = yield* makeAgent(mode)
+            yield* converse("src")
+            const [ref] = yield* namedRefs("src")
+            assert.isString(ref)
+            // after the last reply, with a message of its own: the fork's state starts with the source's slice
+            const stored = Option.getOrThrow(yield* agent.thread("src")).state.messages
+            const replies = stored.filter((message) => message.role === "assistant").length
+            yield* agent.fork("src", {
+              to: "fork",
+              at: replies,
+              edit: { _tag: "Message", message: "say epsilon-fork" }
+            })
+            assert.include(yield* namedRefs("fork"), ref)
+            yield* agent.deleteThread("fork")
+            assert.strictEqual(holding(yield* contents, "alpha-src"), 1, "the source's evicted messages stay")
+            const again = yield* read("src", ref!)
+            assert.isFalse(again.isFailure)
+            assert.include((again.result as Offload.Page).text, "alpha-src")
+            yield* agent.deleteThread("src")
+            assert.deepStrictEqual(yield* contents, [])
+          })),
+      { timeout: 60_000 }
+    )
+  }
+
+  it.effect("a store without remove keeps the texts: logged once, naming no text or reference", () =>
+    Effect.gen(function*() {
+      const memory = yield* Offload.makeMemory
+      const keeping: Offload.OffloadStore.Service = { get: memory.get, put: memory.put }
+      const logs: Array<string> = []
+      const logger = Logger.make(({ message }) => void logs.push(String(message)))
+      yield* Effect.gen(function*() {
+        const { agent, converse, namedRefs } = yield* makeAgent("rewrite")
+        yield* converse("A")
+        yield* converse("B")
+        const refs = [...yield* namedRefs("A"), ...yield* namedRefs("B")]
+        assert.lengthOf(refs, 2)
+        yield* Effect.forEach(["A", "B"], (threadId) => agent.deleteThread(threadId), { discard: true }).pipe(
+          Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+        )
+        const warnings = logs.filter((line) => line.includes("Summarization") && line.includes("no remove"))
+        assert.strictEqual(warnings.length, 1, JSON.stringify(logs))
+        for (const ref of refs) assert.notInclude(logs.join("\n"), ref)
+        assert.notInclude(logs.join("\n"), "alpha-")
+        assert.isTrue(Option.isSome(yield* Effect.option(memory.get(refs[0]!))), "the store kept the text")
+      }).pipe(Effect.provideService(Offload.OffloadStore, keeping))
+    }))
+
+  it.effect("a store that fails to remove cannot fail deleteThread: it is logged, without the store's secret", () =>
+    Effect.gen(function*() {
+      const memory = yield* Offload.makeMemory
+      const secret = "sk-proj-Zq8v3Lm2Rt6Yx1Wb9Kd4Hs7Nf0Pc5Ja"
+      const failing: Offload.OffloadStore.Service = {
+        ...memory,
+        remove: (ref) =>
+          Effect.fail(
+            new Offload.OffloadError({
+              reason: "StoreFailed",
+              ref,
+              detail: `denied for Authorization: Bearer ${secret}`
+            })
+          )
+      }
+      const logs: Array<string> = []
+      const logger = Logger.make(({ message }) => void logs.push(String(message)))
+      yield* Effect.gen(function*() {
+        const { agent, converse, namedRefs } = yield* makeAgent("rewrite")
+        yield* converse("t")
+        const [ref] = yield* namedRefs("t")
+        yield* agent.deleteThread("t").pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+        assert.isTrue(Option.isNone(yield* agent.thread("t")))
+        assert.isDefined(logs.find((line) => line.includes(ref!)), JSON.stringify(logs))
+        assert.notInclude(logs.join("\n"), secret)
+      }).pipe(Effect.provideService(Offload.OffloadStore, failing))
+    }))
+
+  /** An agent whose model answers from `turns`, summarizing with `options` and offload into `store`. */
+  const scriptedAgent = (turns: ReadonlyArray<ScriptedModel.Turn>, options: Summarization.Options) =>
+    Effect.gen(function*() {
+      const { model } = yield* ScriptedModel.make(turns)
+      const summary = yield* summarizer
+      return yield* Agent.make({ middleware: [Summarization.middleware({ ...options, offload: true })] }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model),
+        Effect.provide(Summarization.layer(summary.model))
+      )
+    })
+  const overflow = ScriptedModel.httpError(
+    400,
+    { "content-type": "application/json" },
+    JSON.stringify(FakeOpenAi.contextLengthExceededBody(128_000, 130_000))
+  )
+
+  it.effect("a request compacted after an overflow: its evicted messages are the thread's, removed with it", () =>
+    withStore(stores[0]![1], (contents) =>
+      Effect.gen(function*() {
+        const agent = yield* scriptedAgent(
+          [ScriptedModel.text("ok"), ScriptedModel.text("ok"), overflow, ScriptedModel.text("ok")],
+          { keep: { messages: 1 } }
+        )
+        for (const word of ["alpha", "beta", "gamma"]) yield* agent.run(`say ${word}-t`, { threadId: "t" })
+        assert.isAtLeast(holding(yield* contents, "alpha-t"), 1)
+        yield* agent.deleteThread("t")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a request compacted after an overflow whose retry fails leaves no text in the store", () =>
+    withStore(stores[0]![1], (contents) =>
+      Effect.gen(function*() {
+        const agent = yield* scriptedAgent(
+          [ScriptedModel.text("ok"), ScriptedModel.text("ok"), overflow, down],
+          { keep: { messages: 1 } }
+        )
+        for (const word of ["alpha", "beta"]) yield* agent.run(`say ${word}-t`, { threadId: "t" })
+        assert.strictEqual((yield* Effect.either(agent.run("say gamma-t", { threadId: "t" })))._tag, "Left")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a model call that fails after the thread was summarized: deleteThread still removes the text", () =>
+    withStore(stores[0]![1], (contents) =>
+      Effect.gen(function*() {
+        const agent = yield* scriptedAgent(
+          [ScriptedModel.text("ok"), ScriptedModel.text("ok"), down],
+          { trigger: { messages: 5 }, keep: { messages: 1 } }
+        )
+        for (const word of ["alpha", "beta"]) yield* agent.run(`say ${word}-t`, { threadId: "t" })
+        assert.strictEqual((yield* Effect.either(agent.run("say gamma-t", { threadId: "t" })))._tag, "Left")
+        yield* agent.deleteThread("t")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a step that was not saved: its evicted text is removed when the thread runs again", () =>
+    withStore(stores[0]![1], (contents) =>
+      Effect.gen(function*() {
+        const agent = yield* scriptedAgent(
+          [ScriptedModel.text("ok"), ScriptedModel.text("ok"), down, ScriptedModel.text("ok")],
+          { trigger: { messages: 5 }, keep: { messages: 1 } }
+        )
+        for (const word of ["alpha", "beta"]) yield* agent.run(`say ${word}-t`, { threadId: "t" })
+        assert.strictEqual((yield* Effect.either(agent.run("say gamma-t", { threadId: "t" })))._tag, "Left")
+        yield* agent.run("say delta-t", { threadId: "t" })
+        const state = Option.getOrThrow(yield* agent.thread("t")).state as Partial<Summarization.OffloadSlice>
+        const recorded = state.summaryOffloads?.refs ?? []
+        // the store holds exactly the texts the thread's state records
+        assert.strictEqual((yield* contents).length, recorded.length)
+        yield* agent.deleteThread("t")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+})
+
+// ---------------------------------------------------------------------------
+// property: runs, deletions and forks on threads sharing one store
+// ---------------------------------------------------------------------------
+
+/** One thread as the agent keeps it: its incarnation, its saved messages and the slices of both middleware. */
+interface Live {
+  readonly incarnation: string
+  messages: ReadonlyArray<Prompt.Message>
+  state: Readonly<Record<string, unknown>>
+}
+
+type Op =
+  | { readonly _tag: "turn"; readonly thread: number; readonly fails: boolean }
+  | { readonly _tag: "delete"; readonly thread: number }
+  | { readonly _tag: "fork"; readonly from: number; readonly to: number }
+
+const op: FastCheck.Arbitrary<Op> = FastCheck.oneof(
+  {
+    arbitrary: FastCheck.record({
+      _tag: FastCheck.constant("turn" as const),
+      thread: FastCheck.nat(2),
+      fails: FastCheck.boolean()
+    }),
+    weight: 3
+  },
+  { arbitrary: FastCheck.record({ _tag: FastCheck.constant("delete" as const), thread: FastCheck.nat(2) }), weight: 1 },
+  {
+    arbitrary: FastCheck.record({
+      _tag: FastCheck.constant("fork" as const),
+      from: FastCheck.nat(2),
+      to: FastCheck.nat(2)
+    }),
+    weight: 1
+  }
+)
+
+describe("Summarization offload: property over runs, deletions and forks", () => {
+  it.effect.prop(
+    "a thread reads the evicted texts its state records, never another incarnation's; deleting every thread empties the store",
+    [FastCheck.array(op, { maxLength: 16 }), FastCheck.constantFrom<Summarization.Mode>("rewrite", "view")],
+    ([ops, mode]) =>
+      Effect.flatMap(Effect.all([Offload.makeMemory, summarizer]), ([store, summary]) => {
+        const everPut = new Set<string>()
+        return Effect.gen(function*() {
+          const build = Middleware.build(
+            Summarization.middleware({ trigger: { messages: 4 }, keep: { messages: 1 }, offload: true, mode })
+          )
+          const [mw, reader] = yield* Effect.all([
+            Effect.orDie(build),
+            Effect.orDie(Middleware.build(Offload.middleware()))
+          ])
+          /** The incarnation that wrote each text. */
+          const writer = new Map<string, string>()
+          const threads = new Map<string, Live>()
+          let incarnations = 0
+          let n = 0
+          const threadIdOf = (i: number) => `thread-${i}`
+          const request = (
+            threadId: string,
+            live: Live,
+            messages: ReadonlyArray<Prompt.Message>,
+            state: Live["state"]
+          ) => ({
+            messages,
+            systemPrompt: undefined,
+            tools: [],
+            toolChoice: "auto" as const,
+            model: undefined,
+            context: Context.empty(),
+            state,
+            threadId,
+            incarnation: live.incarnation,
+            step: 0
+          })
+          const readAs = (threadId: string, live: Live, ref: string) =>
+            reader.wrapToolCall!({
+              call: Messages.toolCall(`r${n++}`, Offload.toolName, { ref, limit: 1_000_000 }),
+              tool: undefined,
+              state: { ...live.state, messages: live.messages },
+              threadId,
+              incarnation: live.incarnation,
+              step: 0
+            }, () => Effect.die("read_offloaded is answered by the middleware"))
+
+          for (const step of ops) {
+            if (step._tag === "turn") {
+              const threadId = threadIdOf(step.thread)
+              let live = threads.get(threadId)
+              if (live === undefined) {
+                live = {
+                  incarnation: `inc-${incarnations++}`,
+                  messages: [],
+                  state: { summaryView: null, summaryOffloads: null }
+                }
+                threads.set(threadId, live)
+              }
+              const before = new Set(everPut)
+              const messages = [...live.messages, Messages.user(`turn ${n++} of ${threadId}`)]
+              const update = yield* Effect.scoped(mw.beforeModel!({
+                state: live.state as any,
+                messages,
+                threadId,
+                incarnation: live.incarnation,
+                step: 0,
+                usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 },
+                tools: [],
+                resume: Option.none()
+              }))
+              for (const ref of everPut) if (!before.has(ref)) writer.set(ref, live.incarnation)
+              const after = {
+                messages: update?.messages ?? messages,
+                state: update?.state === undefined ? live.state : { ...live.state, ...update.state }
+              }
+              const call = mw.wrapModelCall!(
+                request(threadId, live, after.messages, after.state),
+                () => step.fails ? Effect.fail(down) : Effect.succeed(Middleware.modelResponse("ok"))
+              )
+              const answered = yield* Effect.either(call)
+              // a step is saved when its model call answers; a failed one leaves the thread as it was
+              if (answered._tag === "Right") {
+                live.messages = [...after.messages, Messages.assistant("ok")]
+                live.state = after.state
+              } else assert.isTrue(step.fails)
+            } else if (step._tag === "delete") {
+              const threadId = threadIdOf(step.thread)
+              const live = threads.get(threadId)
+              yield* mw.onThreadDeleted!(threadId, live === undefined ? Option.none() : Option.some(live.state as any))
+              threads.delete(threadId)
+            } else {
+              const from = threads.get(threadIdOf(step.from))
+              const to = threadIdOf(step.to)
+              if (from === undefined || threads.has(to)) continue
+              threads.set(to, { incarnation: `inc-${incarnations++}`, messages: from.messages, state: from.state })
+            }
+          }
+
+          for (const [threadId, live] of threads) {
+            const recorded = new Set(
+              (live.state as Partial<Summarization.OffloadSlice>).summaryOffloads?.threadId === threadId
+                ? (live.state as Summarization.OffloadSlice).summaryOffloads!.refs
+                : []
+            )
+            for (const ref of everPut) {
+              const response = yield* readAs(threadId, live, ref)
+              if (recorded.has(ref)) {
+                assert.isFalse(response.isFailure, `${threadId} cannot read ${ref}, which its state records`)
+                assert.strictEqual(writer.get(ref), live.incarnation)
+              } else if (writer.get(ref) !== live.incarnation) {
+                assert.isTrue(response.isFailure, `${threadId} read a text of another incarnation`)
+              }
+            }
+          }
+          // deleting every thread leaves the store empty
+          for (const [threadId, live] of threads) yield* mw.onThreadDeleted!(threadId, Option.some(live.state as any))
+          for (const ref of everPut) {
+            assert.isTrue(Option.isNone(yield* Effect.option(store.get(ref))), `${ref} outlived its thread`)
+          }
+        }).pipe(
+          Effect.provideService(Offload.OffloadStore, tracked(store, everPut)),
+          Effect.provide(Summarization.layer(summary.model)),
+          Effect.scoped
+        )
+      }),
+    { fastCheck: { numRuns: 60 } }
+  )
+})
