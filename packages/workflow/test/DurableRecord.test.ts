@@ -64,11 +64,10 @@ const withoutIncarnation = (entry: RunRecord.Entry & { readonly _tag: "Step" }) 
 
 const timeless = (record: RunRecord.RunRecord) => ({
   header: { ...record.header, startedAt: 0 },
-  // (a durable record keeps no Hook entries: see RunRecord.HookEntry)
-  entries: record.entries.filter((entry) => entry._tag !== "Hook").map((entry) =>
+  entries: record.entries.map((entry) =>
     entry._tag === "Step"
       ? { ...withoutIncarnation(entry), startedAt: 0, durationMillis: 0 }
-      : entry._tag === "End"
+      : entry._tag === "End" || entry._tag === "Hook"
       ? { ...entry, durationMillis: 0 }
       : entry
   )
