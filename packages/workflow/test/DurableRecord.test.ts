@@ -1,6 +1,6 @@
 import { AiError, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Fork, Middleware, RunJournal, RunRecord } from "@stepwise-agent/core"
+import { Agent, type AgentEvent, Fork, Middleware, RunJournal, RunRecord } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { Eval, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -9,7 +9,20 @@ import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RecordStore from "@stepwise-agent/workflow/RecordStore"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Deferred, Effect, Either, FastCheck, Fiber, Layer, Option, Schedule, Schema } from "effect"
+import {
+  Chunk,
+  Deferred,
+  Effect,
+  Either,
+  FastCheck,
+  Fiber,
+  Layer,
+  Option,
+  Predicate,
+  Schedule,
+  Schema,
+  Stream
+} from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -111,10 +124,11 @@ const stack = (
   engine: Engine,
   turns: ReadonlyArray<ScriptedModel.Turn>,
   tools: Layer.Layer<any>,
-  middleware: ReadonlyArray<Middleware.Any> = [confirming(1)]
+  middleware: ReadonlyArray<Middleware.Any> = [confirming(1)],
+  toolConcurrency?: number
 ) =>
   Effect.gen(function*() {
-    const agent = Agent.layer({ toolkit: Calculator, systemPrompt: "You add.", middleware }).pipe(
+    const agent = Agent.layer({ toolkit: Calculator, systemPrompt: "You add.", middleware, toolConcurrency }).pipe(
       Layer.provide(tools)
     )
     const base = engine === "memory"
@@ -422,6 +436,81 @@ describe("a durable record and an in-process one", () => {
         assert.deepStrictEqual(timeless(durable), timeless(yield* inProcessRecord(turns, middleware)))
       })) as Effect.Effect<void, unknown>,
     { fastCheck: { numRuns: 12 } }
+  )
+})
+
+/** What an event says, without timings and the parts only a call to a model has (its request, its deltas). */
+const shape = (event: AgentEvent.AgentEvent<any, any, any>): unknown => {
+  switch (event._tag) {
+    case "ModelResponded":
+      return [event._tag, event.step, event.message, event.usage]
+    case "ToolCallStarted":
+      return [event._tag, event.call, event.ledger]
+    case "ToolCallCompleted":
+      return [event._tag, event.result]
+    case "MiddlewareDecision":
+      return [event._tag, event.middleware, event.hook, event.decision, event.data]
+    case "RunEnded":
+      return [event._tag, event.result._tag, event.result.steps]
+    case "HookCompleted":
+      return [event._tag, event.middleware, event.hook]
+    default:
+      return [event._tag]
+  }
+}
+
+/** Events a replay does not emit: no request is sent and nothing is streamed. */
+const sentOnly = new Set(["ModelRequestSent", "TextDelta", "ReasoningDelta"])
+
+/** Answers the calls whose `b` is even itself, without the hooks inside it or the tool: they do not run. */
+const answering = Middleware.make({
+  name: "answering",
+  wrapToolCall: (request, next) => {
+    const b = Predicate.hasProperty(request.call.params, "b") ? request.call.params.b : undefined
+    return typeof b === "number" && b % 2 === 0
+      ? Effect.as(Middleware.report("answered", { callId: request.call.id }), Middleware.toolResult(request.call, 0))
+      : next(request)
+  }
+})
+
+describe("the replay of a durable record (sqlite engine)", () => {
+  it.live.prop(
+    "emits the durable run's live events minus ModelRequestSent and text deltas, HookCompleted of its tool calls included, whatever the script (its calls one at a time: the events of calls run at once interleave live)",
+    { turns: scripts },
+    ({ turns }) =>
+      Effect.scoped(Effect.gen(function*() {
+        const middleware = [answering, audit]
+        const context = yield* stack("sqlite", turns, counted().layer, middleware, 1)
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        // the run's events as the agent's watchers see them, from before it starts to its end
+        const watched = yield* (yield* run(Agent.Agent)).watch
+        const reading = yield* Effect.fork(Stream.runCollect(
+          Stream.takeUntil(watched, (event) => event.event._tag === "RunEnded")
+        ))
+        const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+        assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+        const live = Chunk.toReadonlyArray(yield* Fiber.join(reading)).map((event) => event.event)
+        const record = yield* run(Runs.record(runId))
+        const replayed = yield* Effect.flatMap(
+          Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware, toolConcurrency: 1 }),
+          (agent) => Stream.runCollect(agent.replayStream(record))
+        ).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), counted().layer)))
+        assert.deepStrictEqual(
+          Chunk.toReadonlyArray(replayed).map(shape),
+          live.filter((event) => !sentOnly.has(event._tag)).map(shape)
+        )
+        // each tool call's hooks are in the record, named by it
+        const calls = record.entries.flatMap((entry) => entry._tag === "Step" && entry.kind === "Tool" ? [entry] : [])
+        for (const call of calls) {
+          assert.isTrue(
+            record.entries.some((entry) =>
+              entry._tag === "Hook" && entry.inStep === call.name && entry.middleware === "answering"
+            ),
+            call.name
+          )
+        }
+      })) as Effect.Effect<void, unknown>,
+    { fastCheck: { numRuns: 8 } }
   )
 })
 
