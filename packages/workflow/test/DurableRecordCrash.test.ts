@@ -8,8 +8,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { RunRecord } from "@stepwise-agent/core"
 import { Effect } from "effect"
 import * as path from "node:path"
-import { tempDirectory } from "./support/databases.js"
 import { type Child, spawnChild } from "./support/child.js"
+import { tempDirectory } from "./support/databases.js"
 
 const script = path.join(import.meta.dirname, "processes", "recordedAgent.ts")
 
