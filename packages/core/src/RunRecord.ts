@@ -220,7 +220,8 @@ export type Decision = typeof Decision.Type
  * among the step's decisions; `run` names the subagent's run it completed
  * in (its journal path, `task/<callId>/<n>`), none for the recorded run's
  * own. A replay that serves the step reports it again, with its recorded
- * duration. Version 3.
+ * duration. Version 3; a durable run's record has them too (the durable
+ * journal keeps them with the step: `RunJournal.Witnessed`).
  *
  * @example
  * ```ts
@@ -531,7 +532,11 @@ interface InStep {
  * gave from its own journal has no duration) and, for a model call, the
  * request as sent and the reply; each wait is put before `journal` waits,
  * and again with the decision it gave when it gave one (a durable journal);
- * each middleware decision is put as it is reported. `add` puts an entry
+ * each middleware decision is put as it is reported, one reported inside a
+ * step (and each hook that completed inside a step a replay serves) just
+ * before the step's entry. A journal that replays steps without running
+ * them gives those of each step back with it (`stepWitnessed`); under one
+ * that replays steps and does not, a record keeps no hooks. `add` puts an entry
  * that is no step (the end). A replay or fork run under it (`agent.replay`,
  * `agent.fork` of a record) is recorded whole: each step it serves from its
  * record as well as those it runs live. Everything is scrubbed of known

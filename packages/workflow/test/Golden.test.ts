@@ -155,7 +155,7 @@ describe("golden files: workflow", () => {
       const v2 = read("steps-v2.json")
       const tool = withWitnessed(RunJournal.ToolCall)
       const model = withWitnessed(RunJournal.ModelCall)
-      const witnessed = [
+      const witnessed: RunJournal.Witnessed = [
         {
           _tag: "Decision",
           middleware: "audit",
