@@ -1,7 +1,7 @@
-import { AiError, Tool, Toolkit } from "@effect/ai"
+import { AiError, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, type AgentEvent, Fork, Middleware, RunJournal, RunRecord } from "@stepwise-agent/core"
-import { HumanInTheLoop } from "@stepwise-agent/middleware"
+import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
 import { Eval, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
@@ -71,7 +71,8 @@ const audit = Middleware.make({
 /** A record without its timing: when the run and each step started, and how long each took. */
 /** A step's result without the thread's incarnation (a random nonce of each new thread's load). */
 const withoutIncarnation = (entry: RunRecord.Entry & { readonly _tag: "Step" }) =>
-  entry.kind === "Load" && typeof entry.result === "object" && entry.result !== null
+  (entry.kind === "Load" || (entry.kind === "Nested" && entry.name.endsWith("/load"))) &&
+    typeof entry.result === "object" && entry.result !== null
     ? { ...entry, result: { ...entry.result, incarnation: "" } }
     : entry
 
@@ -512,6 +513,41 @@ describe("the replay of a durable record (sqlite engine)", () => {
       })) as Effect.Effect<void, unknown>,
     { fastCheck: { numRuns: 8 } }
   )
+})
+
+describe("the durable record of a run that delegates to a subagent", () => {
+  /** SubAgents with a child that adds (under `audit`) then answers: a child of its own for each run. */
+  const delegating = () =>
+    Middleware.unwrap(Effect.gen(function*() {
+      const { model } = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([{ id: "k1", name: "add", params: { a: 1, b: 2 } }]),
+        ScriptedModel.text("3")
+      ])
+      const adder = yield* Agent.make({ toolkit: Calculator, middleware: [audit] }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model),
+        Effect.provide(counted().layer)
+      )
+      return SubAgents.middleware({ agents: { adder: { description: "Adds", agent: adder } } })
+    }))
+  const parent: ReadonlyArray<ScriptedModel.Turn> = [
+    ScriptedModel.toolCalls([{ id: "t1", name: "task", params: { agent: "adder", task: "1 + 2" } }]),
+    ScriptedModel.text("it is 3")
+  ]
+
+  it.scopedLive("keeps the hooks that completed in the child's model and tool calls, named by the child's run, as an in-process record does", () =>
+    Effect.gen(function*() {
+      const context = yield* stack("memory", parent, counted().layer, [delegating()])
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      const durable = yield* run(Runs.record(runId))
+      const hooks = durable.entries.flatMap((entry) =>
+        entry._tag === "Hook" ? [[entry.middleware, entry.hook, entry.inStep, entry.run]] : []
+      )
+      assert.deepInclude(hooks, ["audit", "wrapToolCall", "task/t1/1/tool/k1", "task/t1/1"])
+      assert.deepInclude(hooks, ["audit", "wrapModelCall", "task/t1/1/model/0", "task/t1/1"])
+      assert.deepStrictEqual(timeless(durable), timeless(yield* inProcessRecord(parent, [delegating()])))
+    }))
 })
 
 describe("a durable record's failure paths", () => {
