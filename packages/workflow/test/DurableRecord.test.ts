@@ -550,6 +550,30 @@ describe("the durable record of a run that delegates to a subagent", () => {
     }))
 })
 
+describe("the record of a durable fork", () => {
+  it.scopedLive("keeps the decisions and hooks of each call, those it served from the source's record as those it ran, as the source's record has them", () =>
+    Effect.gen(function*() {
+      const context = yield* stack("memory", [...script, ...script.slice(1)], counted().layer, [audit])
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const source = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+      assert.strictEqual((yield* run(Runs.await(source))).state, "Completed")
+      // model step 0 and its tool call are served from the source's record; the fork runs the rest
+      const forkId = yield* run(Runs.fork(source, { to: "fork", at: 1 }))
+      assert.strictEqual((yield* run(Runs.await(forkId))).state, "Completed")
+      const inSteps = (record: RunRecord.RunRecord) =>
+        record.entries.flatMap((entry) =>
+          (entry._tag === "Hook" || entry._tag === "Decision") && entry.inStep !== undefined
+            ? [[entry._tag, entry.middleware, entry.hook, entry.inStep]]
+            : []
+        )
+      const forked = inSteps(yield* run(Runs.record(forkId)))
+      assert.deepInclude(forked, ["Hook", "audit", "wrapToolCall", "tool/call_1"])
+      assert.deepInclude(forked, ["Decision", "audit", "wrapToolCall", "tool/call_1"])
+      assert.deepInclude(forked, ["Hook", "audit", "wrapToolCall", "tool/call_2"])
+      assert.deepStrictEqual(forked, inSteps(yield* run(Runs.record(source))))
+    }))
+})
+
 describe("a durable record's failure paths", () => {
   it.scopedLive("a record replayed on another version of the agent fails typed: ReplayDiverged, or RunRecordError for another format version", () =>
     Effect.gen(function*() {
