@@ -409,6 +409,30 @@ describe("an Eval case of a durable record", () => {
       ])
     }))
 
+  it.scopedLive("an assertion over the hooks of a durable run's tool calls sees them in the case's events", () =>
+    Effect.gen(function*() {
+      const record = yield* durableRecord([audit])
+      const wrapped = Eval.custom(
+        "audit wrapped each add",
+        (run) =>
+          run.events.filter((event) =>
+            event._tag === "HookCompleted" && event.middleware === "audit" && event.hook === "wrapToolCall"
+          ).length === 2
+      )
+      const report = yield* Eval.run(Eval.make({
+        name: "durable hooks",
+        agent: Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [audit] }).pipe(
+          Effect.provide(counted().layer)
+        ),
+        cases: [Eval.fromRecord(record, { name: "prod" })],
+        assertions: [wrapped]
+      }))
+      assert.deepStrictEqual(
+        report.cases[0]!.assertions.map((entry) => [entry.name, entry.passes, entry.failures[0]?.reason]),
+        [["audit wrapped each add", 1, undefined], ["replaysAsRecorded", 1, undefined]]
+      )
+    }))
+
   it.scopedLive("a durable run whose gated tool ran without an approval fails noApprovalBypassed, naming each call", () =>
     Effect.gen(function*() {
       const record = yield* durableRecord([])
