@@ -539,6 +539,39 @@ describe("the replay of a durable record (sqlite engine)", () => {
   )
 })
 
+describe("the replay of a durable record with calls run at once (memory engine)", () => {
+  it.live.prop(
+    "emits as many of each event as the live run, ModelRequestSent and text deltas aside, HookCompleted included, whatever the script",
+    { turns: scripts },
+    ({ turns }) =>
+      Effect.scoped(Effect.gen(function*() {
+        const middleware = [answering, audit]
+        const context = yield* stack("memory", turns, counted().layer, middleware)
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        const watched = yield* (yield* run(Agent.Agent)).watch
+        const reading = yield* Effect.fork(Stream.runCollect(
+          Stream.takeUntil(watched, (event) => event.event._tag === "RunEnded")
+        ))
+        const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+        assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+        const live = Chunk.toReadonlyArray(yield* Fiber.join(reading)).map((event) => event.event)
+        const record = yield* run(Runs.record(runId))
+        const replayed = yield* Effect.flatMap(
+          Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware }),
+          (agent) => Stream.runCollect(agent.replayStream(record))
+        ).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), counted().layer)))
+        // the same events, as many of each: the calls of a turn interleave live, and are served one by one
+        const multiset = (events: ReadonlyArray<AgentEvent.AgentEvent<any, any, any>>) =>
+          events.map((event) => JSON.stringify(shape(event))).sort()
+        assert.deepStrictEqual(
+          multiset(Chunk.toReadonlyArray(replayed)),
+          multiset(live.filter((event) => !sentOnly.has(event._tag)))
+        )
+      })) as Effect.Effect<void, unknown>,
+    { fastCheck: { numRuns: 8 } }
+  )
+})
+
 describe("the durable record of a run that delegates to a subagent", () => {
   /** SubAgents with a child that adds (under `audit`) then answers: a child of its own for each run. */
   const delegating = () =>
