@@ -29,6 +29,21 @@ describe("RunJournal.StepKey", () => {
       .toRaiseError()
   })
 
+  test("stepWitnessed takes and gives what the key's step gives with what was witnessed inside it", () => {
+    const witnessed: RunJournal.Witnessed = [{
+      _tag: "Hook",
+      middleware: "audit",
+      hook: "wrapToolCall",
+      durationMillis: 1
+    }]
+    const stepWitnessed = journal.stepWitnessed!
+    expect(stepWitnessed(RunJournal.StepKey.Model({ step: 0 }), Effect.succeed([modelCall, witnessed] as const))).type
+      .toBe<Effect.Effect<readonly [RunJournal.ModelCall, RunJournal.Witnessed]>>()
+    expect(stepWitnessed(RunJournal.StepKey.Model({ step: 0 }), Effect.succeed(modelCall))).type.toRaiseError()
+    expect(stepWitnessed(RunJournal.StepKey.Model({ step: 0 }), Effect.succeed(["a reply", witnessed] as const))).type
+      .toRaiseError()
+  })
+
   test("a journal matching on _tag reads and gives the kind's values without a cast", () => {
     const replaying = <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
       const step = RunJournal.innermost(key)

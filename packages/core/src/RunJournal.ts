@@ -510,6 +510,50 @@ export interface Witness {
 }
 
 /**
+ * What a recorder saw inside one step, in the run's order: each middleware
+ * decision reported there (`Decision`, its data as JSON) and each hook
+ * that completed there (`Hook`); `run` names the run started inside this one
+ * that made it (a subagent's: its {@link nested} path), none for the run's
+ * own. A journal that replays steps without running them keeps it with the
+ * step ({@link Service}'s `stepWitnessed`), so a record holds it whether the
+ * step ran or was replayed.
+ *
+ * @example
+ * ```ts
+ * import { RunJournal } from "@stepwise-agent/core"
+ * import { Schema } from "effect"
+ *
+ * Schema.encodeSync(RunJournal.Witnessed)([
+ *   { _tag: "Hook", middleware: "audit", hook: "wrapToolCall", durationMillis: 2 }
+ * ])
+ * ```
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Witnessed = Schema.Array(Schema.Union(
+  Schema.TaggedStruct("Decision", {
+    middleware: Schema.String,
+    hook: Schema.String,
+    decision: Schema.String,
+    data: Schema.Unknown,
+    run: Schema.optional(Schema.String)
+  }),
+  Schema.TaggedStruct("Hook", {
+    middleware: Schema.String,
+    hook: Schema.String,
+    durationMillis: Schema.Number,
+    run: Schema.optional(Schema.String)
+  })
+))
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Witnessed = typeof Witnessed.Type
+
+/**
  * A middleware hook that completed, after `durationMillis` (what a
  * `HookCompleted` event reports).
  *
@@ -617,6 +661,20 @@ export interface Service {
   readonly durable: boolean
   /** Optional: a journal that records or replays a run sees its input and model requests ({@link Witness}). */
   readonly witness?: Witness | undefined
+  /**
+   * Optional: {@link Service.step} for a recorder, which keeps what it saw
+   * inside the step ({@link Witnessed}) beside the result: `effect` gives
+   * both. A journal that replays steps without running them (a durable one)
+   * journals the two together and gives both back when it replays the step
+   * (an empty `Witnessed` for a step journaled without it), so the record of
+   * a run comes out the same whether a step ran or was replayed.
+   */
+  readonly stepWitnessed?:
+    | (<A, E, R>(
+      key: StepKey<A>,
+      effect: Effect.Effect<readonly [A, Witnessed], E, R>
+    ) => Effect.Effect<readonly [A, Witnessed], E, R>)
+    | undefined
 }
 
 /**

@@ -220,7 +220,8 @@ export type Decision = typeof Decision.Type
  * among the step's decisions; `run` names the subagent's run it completed
  * in (its journal path, `task/<callId>/<n>`), none for the recorded run's
  * own. A replay that serves the step reports it again, with its recorded
- * duration. Version 3.
+ * duration. Version 3; a durable run's record has them too (the durable
+ * journal keeps them with the step: `RunJournal.Witnessed`).
  *
  * @example
  * ```ts
@@ -520,7 +521,7 @@ let recordings = 0
  * `wrapModelCall` hooks a replay runs again), the hooks that completed inside it, in the run's order.
  */
 interface InStep {
-  readonly entries: Array<Decision | HookEntry>
+  readonly entries: Array<RunJournal.Witnessed[number]>
   readonly keepsHooks: boolean
 }
 
@@ -531,7 +532,11 @@ interface InStep {
  * gave from its own journal has no duration) and, for a model call, the
  * request as sent and the reply; each wait is put before `journal` waits,
  * and again with the decision it gave when it gave one (a durable journal);
- * each middleware decision is put as it is reported. `add` puts an entry
+ * each middleware decision is put as it is reported, one reported inside a
+ * step (and each hook that completed inside a step a replay serves) just
+ * before the step's entry. A journal that replays steps without running
+ * them gives those of each step back with it (`stepWitnessed`); under one
+ * that replays steps and does not, a record keeps no hooks. `add` puts an entry
  * that is no step (the end). A replay or fork run under it (`agent.replay`,
  * `agent.fork` of a record) is recorded whole: each step it serves from its
  * record as well as those it runs live. Everything is scrubbed of known
@@ -591,9 +596,14 @@ export const recording = (
         }),
       step: (key, effect) => {
         const name = RunJournal.stepName(key)
-        // (not under a durable journal: its record's slots must come out the same when a run executes again, and a
-        // step it replays runs no hook)
-        const step: InStep = { entries: [], keepsHooks: key._tag !== "Model" && !under.durable }
+        // a journal that replays steps without running them gives back what was witnessed in them (`stepWitnessed`),
+        // or else keeps no hooks: its record's slots must come out the same when a run executes again, and a step
+        // it replays runs no hook
+        const witnessing = under.stepWitnessed
+        const step: InStep = {
+          entries: [],
+          keepsHooks: key._tag !== "Model" && (!under.durable || witnessing !== undefined)
+        }
         // timed where it runs: a step the journal gives from its own record does not run
         const timed = Effect.flatMap(
           Clock.currentTimeMillis,
@@ -603,16 +613,25 @@ export const recording = (
                 timings.set(name, { startedAt, durationMillis: ended - startedAt })
               }))
         )
-        const putInStep = (entry: Decision | HookEntry) => add({ ...entry, inStep: name })
-        const decided = Effect.suspend(() => Effect.forEach(step.entries.splice(0), putInStep, { discard: true }))
-        return under.step(key, timed).pipe(
-          Effect.tap((value) =>
+        const withWitnessed = <A>(value: A) => [value, step.entries.splice(0)] as const
+        const putInStep = (entry: RunJournal.Witnessed[number]) =>
+          add(
+            entry._tag === "Decision"
+              ? Decision.make({ ...entry, inStep: name })
+              : HookEntry.make({ ...entry, inStep: name })
+          )
+        const putAll = (entries: RunJournal.Witnessed) => Effect.forEach(entries, putInStep, { discard: true })
+        const taken = witnessing === undefined
+          ? Effect.map(under.step(key, timed), withWitnessed)
+          : witnessing(key, Effect.map(timed, withWitnessed))
+        return taken.pipe(
+          Effect.tap(([value, witnessed]) =>
             Effect.flatMap(Clock.currentTimeMillis, (now) => {
               const model = key._tag === "Model" ? sent.get(key.step) : undefined
               const timing = timings.get(name) ?? { startedAt: now, durationMillis: 0 }
               timings.delete(name)
               return Effect.zipRight(
-                decided,
+                putAll(witnessed),
                 add(Step.make({
                   name,
                   kind: key._tag,
@@ -623,7 +642,9 @@ export const recording = (
               )
             })
           ),
-          Effect.tapErrorCause(() => decided)
+          Effect.map(([value]) => value),
+          // what was witnessed before the step failed
+          Effect.tapErrorCause(() => Effect.suspend(() => putAll(step.entries.splice(0))))
         )
       },
       // the journal's own witness (a replayer's) still sees and answers what this one records
@@ -670,13 +691,13 @@ export const recording = (
         hookCompleted: (completed, run) =>
           Effect.flatMap(Effect.serviceOption(inStep), (step) => {
             if (Option.isSome(step) && step.value.keepsHooks) {
-              step.value.entries.push(HookEntry.make({
+              step.value.entries.push({
+                _tag: "Hook",
                 middleware: completed.middleware,
                 hook: completed.hook,
                 durationMillis: completed.durationMillis,
-                inStep: "",
                 ...(run === undefined ? {} : { run })
-              }))
+              })
             }
             return under.witness?.hookCompleted?.(completed, run) ?? Effect.void
           })

@@ -1,7 +1,7 @@
-import { AiError, Tool, Toolkit } from "@effect/ai"
+import { AiError, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Fork, Middleware, RunJournal, RunRecord } from "@stepwise-agent/core"
-import { HumanInTheLoop } from "@stepwise-agent/middleware"
+import { Agent, type AgentEvent, Fork, Middleware, RunJournal, RunRecord } from "@stepwise-agent/core"
+import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
 import { Eval, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
@@ -9,7 +9,20 @@ import * as Authorizer from "@stepwise-agent/workflow/Authorizer"
 import * as RecordStore from "@stepwise-agent/workflow/RecordStore"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Deferred, Effect, Either, FastCheck, Fiber, Layer, Option, Schedule, Schema } from "effect"
+import {
+  Chunk,
+  Deferred,
+  Effect,
+  Either,
+  FastCheck,
+  Fiber,
+  Layer,
+  Option,
+  Predicate,
+  Schedule,
+  Schema,
+  Stream
+} from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -58,17 +71,17 @@ const audit = Middleware.make({
 /** A record without its timing: when the run and each step started, and how long each took. */
 /** A step's result without the thread's incarnation (a random nonce of each new thread's load). */
 const withoutIncarnation = (entry: RunRecord.Entry & { readonly _tag: "Step" }) =>
-  entry.kind === "Load" && typeof entry.result === "object" && entry.result !== null
+  (entry.kind === "Load" || (entry.kind === "Nested" && entry.name.endsWith("/load"))) &&
+    typeof entry.result === "object" && entry.result !== null
     ? { ...entry, result: { ...entry.result, incarnation: "" } }
     : entry
 
 const timeless = (record: RunRecord.RunRecord) => ({
   header: { ...record.header, startedAt: 0 },
-  // (a durable record keeps no Hook entries: see RunRecord.HookEntry)
-  entries: record.entries.filter((entry) => entry._tag !== "Hook").map((entry) =>
+  entries: record.entries.map((entry) =>
     entry._tag === "Step"
       ? { ...withoutIncarnation(entry), startedAt: 0, durationMillis: 0 }
-      : entry._tag === "End"
+      : entry._tag === "End" || entry._tag === "Hook"
       ? { ...entry, durationMillis: 0 }
       : entry
   )
@@ -112,10 +125,11 @@ const stack = (
   engine: Engine,
   turns: ReadonlyArray<ScriptedModel.Turn>,
   tools: Layer.Layer<any>,
-  middleware: ReadonlyArray<Middleware.Any> = [confirming(1)]
+  middleware: ReadonlyArray<Middleware.Any> = [confirming(1)],
+  toolConcurrency?: number
 ) =>
   Effect.gen(function*() {
-    const agent = Agent.layer({ toolkit: Calculator, systemPrompt: "You add.", middleware }).pipe(
+    const agent = Agent.layer({ toolkit: Calculator, systemPrompt: "You add.", middleware, toolConcurrency }).pipe(
       Layer.provide(tools)
     )
     const base = engine === "memory"
@@ -395,6 +409,30 @@ describe("an Eval case of a durable record", () => {
       ])
     }))
 
+  it.scopedLive("an assertion over the hooks of a durable run's tool calls sees them in the case's events", () =>
+    Effect.gen(function*() {
+      const record = yield* durableRecord([audit])
+      const wrapped = Eval.custom(
+        "audit wrapped each add",
+        (run) =>
+          run.events.filter((event) =>
+            event._tag === "HookCompleted" && event.middleware === "audit" && event.hook === "wrapToolCall"
+          ).length === 2
+      )
+      const report = yield* Eval.run(Eval.make({
+        name: "durable hooks",
+        agent: Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware: [audit] }).pipe(
+          Effect.provide(counted().layer)
+        ),
+        cases: [Eval.fromRecord(record, { name: "prod" })],
+        assertions: [wrapped]
+      }))
+      assert.deepStrictEqual(
+        report.cases[0]!.assertions.map((entry) => [entry.name, entry.passes, entry.failures[0]?.reason]),
+        [["audit wrapped each add", 1, undefined], ["replaysAsRecorded", 1, undefined]]
+      )
+    }))
+
   it.scopedLive("a durable run whose gated tool ran without an approval fails noApprovalBypassed, naming each call", () =>
     Effect.gen(function*() {
       const record = yield* durableRecord([])
@@ -424,6 +462,173 @@ describe("a durable record and an in-process one", () => {
       })) as Effect.Effect<void, unknown>,
     { fastCheck: { numRuns: 12 } }
   )
+})
+
+/** What an event says, without timings and the parts only a call to a model has (its request, its deltas). */
+const shape = (event: AgentEvent.AgentEvent<any, any, any>): unknown => {
+  switch (event._tag) {
+    case "ModelResponded":
+      return [event._tag, event.step, event.message, event.usage]
+    case "ToolCallStarted":
+      return [event._tag, event.call, event.ledger]
+    case "ToolCallCompleted":
+      return [event._tag, event.result]
+    case "MiddlewareDecision":
+      return [event._tag, event.middleware, event.hook, event.decision, event.data]
+    case "RunEnded":
+      return [event._tag, event.result._tag, event.result.steps]
+    case "HookCompleted":
+      return [event._tag, event.middleware, event.hook]
+    default:
+      return [event._tag]
+  }
+}
+
+/** Events a replay does not emit: no request is sent and nothing is streamed. */
+const sentOnly = new Set(["ModelRequestSent", "TextDelta", "ReasoningDelta"])
+
+/** Answers the calls whose `b` is even itself, without the hooks inside it or the tool: they do not run. */
+const answering = Middleware.make({
+  name: "answering",
+  wrapToolCall: (request, next) => {
+    const b = Predicate.hasProperty(request.call.params, "b") ? request.call.params.b : undefined
+    return typeof b === "number" && b % 2 === 0
+      ? Effect.as(Middleware.report("answered", { callId: request.call.id }), Middleware.toolResult(request.call, 0))
+      : next(request)
+  }
+})
+
+describe("the replay of a durable record (sqlite engine)", () => {
+  it.live.prop(
+    "emits the durable run's live events minus ModelRequestSent and text deltas, HookCompleted of its tool calls included, whatever the script (its calls one at a time: the events of calls run at once interleave live)",
+    { turns: scripts },
+    ({ turns }) =>
+      Effect.scoped(Effect.gen(function*() {
+        const middleware = [answering, audit]
+        const context = yield* stack("sqlite", turns, counted().layer, middleware, 1)
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        // the run's events as the agent's watchers see them, from before it starts to its end
+        const watched = yield* (yield* run(Agent.Agent)).watch
+        const reading = yield* Effect.fork(Stream.runCollect(
+          Stream.takeUntil(watched, (event) => event.event._tag === "RunEnded")
+        ))
+        const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+        assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+        const live = Chunk.toReadonlyArray(yield* Fiber.join(reading)).map((event) => event.event)
+        const record = yield* run(Runs.record(runId))
+        const replayed = yield* Effect.flatMap(
+          Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware, toolConcurrency: 1 }),
+          (agent) => Stream.runCollect(agent.replayStream(record))
+        ).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), counted().layer)))
+        assert.deepStrictEqual(
+          Chunk.toReadonlyArray(replayed).map(shape),
+          live.filter((event) => !sentOnly.has(event._tag)).map(shape)
+        )
+        // each tool call's hooks are in the record, named by it
+        const calls = record.entries.flatMap((entry) => entry._tag === "Step" && entry.kind === "Tool" ? [entry] : [])
+        for (const call of calls) {
+          assert.isTrue(
+            record.entries.some((entry) =>
+              entry._tag === "Hook" && entry.inStep === call.name && entry.middleware === "answering"
+            ),
+            call.name
+          )
+        }
+      })) as Effect.Effect<void, unknown>,
+    { fastCheck: { numRuns: 8 } }
+  )
+})
+
+describe("the replay of a durable record with calls run at once (memory engine)", () => {
+  it.live.prop(
+    "emits as many of each event as the live run, ModelRequestSent and text deltas aside, HookCompleted included, whatever the script",
+    { turns: scripts },
+    ({ turns }) =>
+      Effect.scoped(Effect.gen(function*() {
+        const middleware = [answering, audit]
+        const context = yield* stack("memory", turns, counted().layer, middleware)
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+        const watched = yield* (yield* run(Agent.Agent)).watch
+        const reading = yield* Effect.fork(Stream.runCollect(
+          Stream.takeUntil(watched, (event) => event.event._tag === "RunEnded")
+        ))
+        const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+        assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+        const live = Chunk.toReadonlyArray(yield* Fiber.join(reading)).map((event) => event.event)
+        const record = yield* run(Runs.record(runId))
+        const replayed = yield* Effect.flatMap(
+          Agent.make({ toolkit: Calculator, systemPrompt: "You add.", middleware }),
+          (agent) => Stream.runCollect(agent.replayStream(record))
+        ).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), counted().layer)))
+        // the same events, as many of each: the calls of a turn interleave live, and are served one by one
+        const multiset = (events: ReadonlyArray<AgentEvent.AgentEvent<any, any, any>>) =>
+          events.map((event) => JSON.stringify(shape(event))).sort()
+        assert.deepStrictEqual(
+          multiset(Chunk.toReadonlyArray(replayed)),
+          multiset(live.filter((event) => !sentOnly.has(event._tag)))
+        )
+      })) as Effect.Effect<void, unknown>,
+    { fastCheck: { numRuns: 8 } }
+  )
+})
+
+describe("the durable record of a run that delegates to a subagent", () => {
+  /** SubAgents with a child that adds (under `audit`) then answers: a child of its own for each run. */
+  const delegating = () =>
+    Middleware.unwrap(Effect.gen(function*() {
+      const { model } = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([{ id: "k1", name: "add", params: { a: 1, b: 2 } }]),
+        ScriptedModel.text("3")
+      ])
+      const adder = yield* Agent.make({ toolkit: Calculator, middleware: [audit] }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model),
+        Effect.provide(counted().layer)
+      )
+      return SubAgents.middleware({ agents: { adder: { description: "Adds", agent: adder } } })
+    }))
+  const parent: ReadonlyArray<ScriptedModel.Turn> = [
+    ScriptedModel.toolCalls([{ id: "t1", name: "task", params: { agent: "adder", task: "1 + 2" } }]),
+    ScriptedModel.text("it is 3")
+  ]
+
+  it.scopedLive("keeps the hooks that completed in the child's model and tool calls, named by the child's run, as an in-process record does", () =>
+    Effect.gen(function*() {
+      const context = yield* stack("memory", parent, counted().layer, [delegating()])
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+      assert.strictEqual((yield* run(Runs.await(runId))).state, "Completed")
+      const durable = yield* run(Runs.record(runId))
+      const hooks = durable.entries.flatMap((entry) =>
+        entry._tag === "Hook" ? [[entry.middleware, entry.hook, entry.inStep, entry.run]] : []
+      )
+      assert.deepInclude(hooks, ["audit", "wrapToolCall", "task/t1/1/tool/k1", "task/t1/1"])
+      assert.deepInclude(hooks, ["audit", "wrapModelCall", "task/t1/1/model/0", "task/t1/1"])
+      assert.deepStrictEqual(timeless(durable), timeless(yield* inProcessRecord(parent, [delegating()])))
+    }))
+})
+
+describe("the record of a durable fork", () => {
+  it.scopedLive("keeps the decisions and hooks of each call, those it served from the source's record as those it ran, as the source's record has them", () =>
+    Effect.gen(function*() {
+      const context = yield* stack("memory", [...script, ...script.slice(1)], counted().layer, [audit])
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const source = yield* run(Runs.start({ threadId: "src", input: "What is 2 + 3 + 7?" }))
+      assert.strictEqual((yield* run(Runs.await(source))).state, "Completed")
+      // model step 0 and its tool call are served from the source's record; the fork runs the rest
+      const forkId = yield* run(Runs.fork(source, { to: "fork", at: 1 }))
+      assert.strictEqual((yield* run(Runs.await(forkId))).state, "Completed")
+      const inSteps = (record: RunRecord.RunRecord) =>
+        record.entries.flatMap((entry) =>
+          (entry._tag === "Hook" || entry._tag === "Decision") && entry.inStep !== undefined
+            ? [[entry._tag, entry.middleware, entry.hook, entry.inStep]]
+            : []
+        )
+      const forked = inSteps(yield* run(Runs.record(forkId)))
+      assert.deepInclude(forked, ["Hook", "audit", "wrapToolCall", "tool/call_1"])
+      assert.deepInclude(forked, ["Decision", "audit", "wrapToolCall", "tool/call_1"])
+      assert.deepInclude(forked, ["Hook", "audit", "wrapToolCall", "tool/call_2"])
+      assert.deepStrictEqual(forked, inSteps(yield* run(Runs.record(source))))
+    }))
 })
 
 describe("a durable record's failure paths", () => {

@@ -3,12 +3,13 @@
  * (`test/golden/`, made by `test/golden/generate.ts` and never written
  * again): the `RunStore` tables and the SQL checkpointer's row in a SQLite
  * file (`runStore-v1.rows.json` lists its rows), the effect ledger's table
- * (`runStore-v2.sqlite`), a journaled decision, outcomes and failed runs.
+ * (`runStore-v2.sqlite`), a journaled decision, outcomes, failed runs and
+ * model and tool calls (with and without what a recorder saw inside them).
  * Each later version must still read them to the same values.
  */
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { assert, describe, it } from "@effect/vitest"
-import { AgentError, Checkpointer, Usage } from "@stepwise-agent/core"
+import { AgentError, Checkpointer, RunJournal, Usage } from "@stepwise-agent/core"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
@@ -17,6 +18,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { withWitnessed } from "../src/internal/durableJournal.js"
 
 const here = path.join(path.dirname(fileURLToPath(import.meta.url)), "golden")
 const rows = JSON.parse(fs.readFileSync(path.join(here, "runStore-v1.rows.json"), "utf8"))
@@ -144,6 +146,49 @@ describe("golden files: workflow", () => {
         usage,
         output: { answer: 42, at: "2026-12-07T00:00:00.000Z" }
       })
+    }))
+
+  it.effect("steps-v1.json, steps-v2.json: a journaled model or tool call decodes with or without what a recorder saw inside it, and encodes back as it was", () =>
+    Effect.gen(function*() {
+      const read = (name: string) => JSON.parse(fs.readFileSync(path.join(here, name), "utf8"))
+      const v1 = read("steps-v1.json")
+      const v2 = read("steps-v2.json")
+      const tool = withWitnessed(RunJournal.ToolCall)
+      const model = withWitnessed(RunJournal.ModelCall)
+      const witnessed: RunJournal.Witnessed = [
+        {
+          _tag: "Decision",
+          middleware: "audit",
+          hook: "wrapToolCall",
+          decision: "running add",
+          data: { callId: "call_1" }
+        },
+        { _tag: "Hook", middleware: "audit", hook: "wrapToolCall", durationMillis: 2 },
+        { _tag: "Hook", middleware: "mailer", hook: "wrapModelCall", durationMillis: 1, run: "task/call_9/1" }
+      ]
+      // a step journaled before: its result alone, with nothing witnessed
+      const oldTool = yield* Schema.decodeUnknown(tool)(v1.tool)
+      assert.deepStrictEqual(oldTool, [yield* Schema.decodeUnknown(RunJournal.ToolCall)(v1.tool), []])
+      assert.deepInclude(oldTool[0], {
+        id: "call_1",
+        result: 5,
+        updates: [{ middleware: "counter", state: { calls: 1 } }]
+      })
+      const oldModel = yield* Schema.decodeUnknown(model)(v1.model)
+      assert.deepStrictEqual(oldModel, [yield* Schema.decodeUnknown(RunJournal.ModelCall)(v1.model), []])
+      // one journaled with it: the same result, and what was witnessed, in order
+      const newTool = yield* Schema.decodeUnknown(tool)(v2.tool)
+      assert.deepStrictEqual(newTool, [oldTool[0], witnessed])
+      const newModel = yield* Schema.decodeUnknown(model)(v2.model)
+      assert.deepStrictEqual(newModel, [oldModel[0], witnessed])
+      // each encodes back as it was: nothing witnessed, as the result alone
+      assert.deepStrictEqual(yield* Schema.encode(tool)(newTool), v2.tool)
+      assert.deepStrictEqual(yield* Schema.encode(tool)(oldTool), v1.tool)
+      assert.deepStrictEqual(yield* Schema.encode(model)(newModel), v2.model)
+      assert.deepStrictEqual(yield* Schema.encode(model)(oldModel), v1.model)
+      // what was witnessed but does not read fails, naming it
+      const wrong = { ...v2.tool, witnessed: [{ _tag: "Hook", middleware: "audit" }] }
+      assert.include(String(yield* Effect.flip(Schema.decodeUnknown(tool)(wrong))), "durationMillis")
     }))
 
   it.effect("failure-v1.json, failure-v2.json: failed runs decode, v1's free text under description read as reason", () =>

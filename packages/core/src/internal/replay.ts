@@ -61,23 +61,27 @@ const decisionsIn = (
 
 /**
  * Reports the decisions and completed hooks of a served step again, as recorded, where the step ran them: to the
- * run's events and its witness (`hookCompleted`: that of the replay's journal, a recorder's, named by the run the
- * hook completed in; a decision goes to the witness of the run reporting it).
+ * run's events and, unless `eventsOnly` (a recorder gets them with the step: `stepWitnessed`), its witness
+ * (`hookCompleted`: that of the replay's journal, a recorder's, named by the run the hook completed in; a decision
+ * goes to the witness of the run reporting it).
  */
 const reportAgain = (
   entries: ReadonlyArray<RunRecord.Decision | RunRecord.HookEntry>,
-  hookCompleted: RunJournal.Witness["hookCompleted"]
-): Effect.Effect<void> =>
-  entries.length === 0 ? Effect.void : Effect.forEach(
+  witnessHooks: RunJournal.Witness["hookCompleted"],
+  eventsOnly: boolean
+): Effect.Effect<void> => {
+  const hookCompleted = eventsOnly ? undefined : witnessHooks
+  return entries.length === 0 ? Effect.void : Effect.forEach(
     entries,
     (entry) => {
       if (entry._tag === "Decision") {
-        return Observer.decided({
+        const decided = Observer.decided({
           middleware: entry.middleware,
           hook: entry.hook,
           decision: entry.decision,
           data: entry.data
         })
+        return eventsOnly ? Effect.provideService(decided, Observer.DecisionWitness, undefined) : decided
       }
       const completed = { middleware: entry.middleware, hook: entry.hook, durationMillis: entry.durationMillis }
       return hookCompleted === undefined
@@ -86,6 +90,24 @@ const reportAgain = (
     },
     { discard: true }
   )
+}
+
+/** The decisions and hooks a record names in a step, as a recorder saw them there. */
+const witnessedOf = (entries: ReadonlyArray<RunRecord.Decision | RunRecord.HookEntry>): RunJournal.Witnessed =>
+  entries.map(({ inStep: _, ...entry }) => entry)
+
+/**
+ * How a replay gives a step: as its result alone (`step`), or with what a recorder saw inside it beside it
+ * (`stepWitnessed`): `of` gives a result the replay makes (served, edited) with what was witnessed, `value` and
+ * `witnessed` read a given one, `own` is a fork's own step in the journal of its context.
+ */
+interface GivenAs<A, J> {
+  readonly withWitnessed: boolean
+  readonly of: (value: A, witnessed: RunJournal.Witnessed) => J
+  readonly value: (given: J) => A
+  readonly witnessed: (given: J) => RunJournal.Witnessed
+  readonly own: <E, R>(effect: Effect.Effect<J, E, R>) => Effect.Effect<J, E, R>
+}
 
 const decodeMessage = Schema.decodeUnknown(Prompt.AssistantMessage)
 const decodeUsage = Schema.decodeUnknown(Response.Usage)
@@ -222,8 +244,114 @@ const replayWith = (
         (error) => unreadable(at.line, error)
       ) as Effect.Effect<A, any>
 
+    /** The step `key` names, given as `as`. */
+    const stepAs = <A, J, E, R>(
+      key: RunJournal.StepKey<A>,
+      as: GivenAs<A, J>,
+      effect: Effect.Effect<J, E, R>
+    ): Effect.Effect<J, E, R> => {
+      const name = RunJournal.stepName(key)
+      const at = steps.get(name)
+      if (at !== undefined) at.taken = true
+      const given = (value: Effect.Effect<A, E, R>, witnessed: RunJournal.Witnessed = []) =>
+        Effect.map(value, (result) => as.of(result, witnessed))
+      switch (key._tag) {
+        case "Load": {
+          const recorded = at === undefined ? Effect.succeed(key.result.to(Option.none())) : served(key, at)
+          if (live === undefined) return given(recorded)
+          // the fork's thread, read under its lock as the run starts: of two forks to it, the second finds it
+          return Effect.flatMap(as.own(effect), (existing) => {
+            const target = key.result.from(as.value(existing))
+            if (Option.isSome(target) && !Checkpoint.isUnsaved(target.value)) {
+              return Effect.fail(
+                new Fork.ForkError({
+                  reason: "ThreadExists",
+                  threadId: record.header.threadId,
+                  detail: `the thread "${live.threadId}" already exists`
+                })
+              ) as Effect.Effect<never, any>
+            }
+            // the fork is a thread of its own: the recorded thread, under the incarnation its load gave it
+            const incarnation = Option.isSome(target) ? target.value.incarnation : undefined
+            return Effect.map(recorded, (loaded) => {
+              const thread = key.result.from(loaded)
+              return Option.isNone(thread) ? existing : as.of(
+                key.result.to(Option.some(
+                  incarnation === undefined
+                    ? Checkpoint.withoutIncarnation(thread.value)
+                    : { ...thread.value, incarnation }
+                )),
+                []
+              )
+            })
+          })
+        }
+        case "Checkpoint":
+          return live === undefined ? Effect.succeed(as.of(key.result.to(undefined), [])) : as.own(effect)
+        case "Inbox": {
+          // the look before model step `taken`: a fork takes its message in before step `at`
+          const looked = live !== undefined && taken >= live.at
+            ? as.own(effect)
+            : at === undefined
+            ? Effect.succeed(as.of(key.result.to([]), []))
+            : given(served(key, at))
+          const message = live !== undefined && taken === live.at ? live.message : undefined
+          return message === undefined ? looked : Effect.map(looked, (messages) =>
+            as.of(
+              key.result.to([...key.result.from(as.value(messages)), ...message]),
+              as.witnessed(messages)
+            ))
+        }
+        case "Model": {
+          currentStep = key.step
+          taken++
+          if (isLive() || (live !== undefined && at === undefined)) return as.own(effect)
+          return at === undefined ? diverge(key.step, "steps", undefined, name) : effect
+        }
+        default: {
+          if (isLive() || (live !== undefined && at === undefined)) return as.own(effect)
+          if (at === undefined) return diverge(currentStep, "steps", undefined, name)
+          const edit = live?.toolResult
+          if (key._tag === "Tool" && edit !== undefined && key.call.id === edit.callId) {
+            return Effect.succeed(as.of(
+              key.result.to(Prompt.makePart("tool-result", {
+                id: key.call.id,
+                name: key.call.name,
+                result: edit.result,
+                isFailure: edit.isFailure,
+                providerExecuted: false
+              })),
+              []
+            ))
+          }
+          const entries = inStep.get(name) ?? []
+          return Effect.zipRight(
+            reportAgain(entries, journal.witness?.hookCompleted, as.withWitnessed),
+            given(served(key, at), as.withWitnessed ? witnessedOf(entries) : [])
+          )
+        }
+      }
+    }
     // a fork's own steps go through the journal of its context
-    const own = <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>) => outer.step(key, effect)
+    const alone = <A>(key: RunJournal.StepKey<A>): GivenAs<A, A> => ({
+      withWitnessed: false,
+      of: (value) => value,
+      value: (value) => value,
+      witnessed: () => [],
+      own: (effect) => outer.step(key, effect)
+    })
+    const withWitnessed = <A>(key: RunJournal.StepKey<A>): GivenAs<A, readonly [A, RunJournal.Witnessed]> => ({
+      withWitnessed: true,
+      of: (value, witnessed) => [value, witnessed],
+      value: ([value]) => value,
+      witnessed: ([, witnessed]) => witnessed,
+      own: (effect) => {
+        const witnessing = outer.stepWitnessed
+        return witnessing === undefined
+          ? Effect.map(outer.step(key, Effect.map(effect, ([value]) => value)), (value) => [value, []] as const)
+          : witnessing(key, effect)
+      }
+    })
     const replaying = RunJournal.RunJournal.of({
       durable: live === undefined ? false : outer.durable,
       // a recorded decision is given again (decoded, as posted); a fork waits in its own journal for one the
@@ -234,74 +362,10 @@ const replayWith = (
           : live === undefined
           ? Effect.succeedNone
           : outer.await(interrupt),
-      step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
-        const name = RunJournal.stepName(key)
-        const at = steps.get(name)
-        if (at !== undefined) at.taken = true
-        switch (key._tag) {
-          case "Load": {
-            const recorded = at === undefined ? Effect.succeed(key.result.to(Option.none())) : served(key, at)
-            if (live === undefined) return recorded
-            // the fork's thread, read under its lock as the run starts: of two forks to it, the second finds it
-            return Effect.flatMap(own(key, effect), (existing) => {
-              const target = key.result.from(existing)
-              if (Option.isSome(target) && !Checkpoint.isUnsaved(target.value)) {
-                return Effect.fail(
-                  new Fork.ForkError({
-                    reason: "ThreadExists",
-                    threadId: record.header.threadId,
-                    detail: `the thread "${live.threadId}" already exists`
-                  })
-                ) as Effect.Effect<never, any>
-              }
-              // the fork is a thread of its own: the recorded thread, under the incarnation its load gave it
-              const incarnation = Option.isSome(target) ? target.value.incarnation : undefined
-              return Effect.map(recorded, (loaded) => {
-                const thread = key.result.from(loaded)
-                return Option.isNone(thread) ? existing : key.result.to(Option.some(
-                  incarnation === undefined
-                    ? Checkpoint.withoutIncarnation(thread.value)
-                    : { ...thread.value, incarnation }
-                ))
-              })
-            })
-          }
-          case "Checkpoint":
-            return live === undefined ? Effect.succeed(key.result.to(undefined)) : own(key, effect)
-          case "Inbox": {
-            // the look before model step `taken`: a fork takes its message in before step `at`
-            const looked = live !== undefined && taken >= live.at
-              ? own(key, effect)
-              : at === undefined
-              ? Effect.succeed(key.result.to([]))
-              : served(key, at)
-            const message = live !== undefined && taken === live.at ? live.message : undefined
-            return message === undefined
-              ? looked
-              : Effect.map(looked, (messages) => key.result.to([...key.result.from(messages), ...message]))
-          }
-          case "Model": {
-            currentStep = key.step
-            taken++
-            if (isLive() || (live !== undefined && at === undefined)) return own(key, effect)
-            return at === undefined ? diverge(key.step, "steps", undefined, name) : effect
-          }
-          default: {
-            if (isLive() || (live !== undefined && at === undefined)) return own(key, effect)
-            if (at === undefined) return diverge(currentStep, "steps", undefined, name)
-            const edit = live?.toolResult
-            return key._tag === "Tool" && edit !== undefined && key.call.id === edit.callId
-              ? Effect.succeed(key.result.to(Prompt.makePart("tool-result", {
-                id: key.call.id,
-                name: key.call.name,
-                result: edit.result,
-                isFailure: edit.isFailure,
-                providerExecuted: false
-              })))
-              : Effect.zipRight(reportAgain(inStep.get(name) ?? [], journal.witness?.hookCompleted), served(key, at))
-          }
-        }
-      },
+      step: (key, effect) => stepAs(key, alone(key), effect),
+      // a recorder's step: a served step gives what was recorded inside it with it, a fork's own one what the
+      // journal of its context gives
+      stepWitnessed: (key, effect) => stepAs(key, withWitnessed(key), effect),
       witness: {
         // the decision given instead of the recorded one, as the thread stores it: one that differs diverges
         resumed: (given) =>

@@ -14,10 +14,13 @@ import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as Wait from "@stepwise-agent/core/Wait"
+import * as Arr from "effect/Array"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import { identity } from "effect/Function"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
@@ -51,6 +54,58 @@ export const asRunFailure = (error: unknown): AgentRunFailed | RunCancelled => {
     reason: Secrets.messageOf(scrubbed)
   })
 }
+
+/** A step's result journaled alone (encoded with its key's schema), as every step was before `stepWitnessed`. */
+const alone = <A>(key: RunJournal.StepKey<A>): Ledger.JournaledAs<A, A> => ({
+  schema: key.schema,
+  of: identity,
+  value: identity
+})
+
+/** The shape a result with something witnessed is journaled in. */
+const Beside = <A>(schema: RunJournal.StepKey.ResultSchema<A>) =>
+  Schema.Struct({ step: schema, witnessed: Schema.NonEmptyArray(RunJournal.Witnessed.value) })
+
+/** {@link withWitnessed} of each result schema, made once. */
+const witnessedSchemas = new WeakMap<Schema.Schema.Any, Schema.Schema.Any>()
+
+/**
+ * The schema a step's result is journaled with beside what a recorder saw
+ * inside it (`RunJournal.Witnessed`): as `{ step, witnessed }`; with nothing
+ * witnessed, as the result alone, which is how every step was journaled
+ * before and reads back with nothing witnessed. One per result schema, so
+ * the activities of one kind of step share their exit schema.
+ */
+export const withWitnessed = <A>(
+  schema: RunJournal.StepKey.ResultSchema<A>
+): RunJournal.StepKey.ResultSchema<readonly [A, RunJournal.Witnessed]> => {
+  const known = witnessedSchemas.get(schema)
+  if (known !== undefined) return known as RunJournal.StepKey.ResultSchema<readonly [A, RunJournal.Witnessed]>
+  const beside = Beside(schema)
+  const made = Schema.transformOrFail(Schema.Unknown, Schema.typeSchema(Schema.Tuple(schema, RunJournal.Witnessed)), {
+    strict: true,
+    decode: (stored) =>
+      Predicate.hasProperty(stored, "step") && Predicate.hasProperty(stored, "witnessed")
+        ? ParseResult.map(
+          ParseResult.decodeUnknown(beside)(stored),
+          ({ step, witnessed }) => [step, witnessed] as const
+        )
+        : ParseResult.map(ParseResult.decodeUnknown(schema)(stored), (step) => [step, []] as const),
+    encode: ([step, witnessed]) =>
+      Arr.isNonEmptyReadonlyArray(witnessed)
+        ? ParseResult.encodeUnknown(beside)({ step, witnessed })
+        : ParseResult.encodeUnknown(schema)(step)
+  })
+  witnessedSchemas.set(schema, made)
+  return made
+}
+
+/** A step's result journaled beside what a recorder saw inside it ({@link withWitnessed}). */
+const witnessedAs = <A>(key: RunJournal.StepKey<A>): Ledger.JournaledAs<A, readonly [A, RunJournal.Witnessed]> => ({
+  schema: withWitnessed(key.schema),
+  of: (value) => [value, []],
+  value: ([value]) => value
+})
 
 /**
  * Runs `effect` as an activity named `name`, with the services of its
@@ -191,10 +246,14 @@ export const makeJournal = (options: Options, runId: string, store: RunStoreOfRu
           )
         ))
   }
-  const compensated = <A, E, R>(step: RunJournal.StepKey.Tool<A>, activity: Effect.Effect<A, E, R>) => {
+  const compensated = <A, J, E, R>(
+    step: RunJournal.StepKey.Tool<A>,
+    journaled: Ledger.JournaledAs<A, J>,
+    activity: Effect.Effect<J, E, R>
+  ) => {
     const undo = undoOf(step)
     return undo === undefined ? activity : Workflow.withCompensation(activity, (value) => {
-      const result = step.result.from(value)
+      const result = step.result.from(journaled.value(value))
       return result.isFailure ? Effect.void : undo(step.call, result)
     })
   }
@@ -220,36 +279,59 @@ export const makeJournal = (options: Options, runId: string, store: RunStoreOfRu
     schema: RunJournal.StepKey.ResultSchema<A>,
     call: Effect.Effect<A, E, R>
   ) => inActivity(name, schema as Schema.Schema<A, any, never>, afterUnwritten(call)), store.markStarted)
+  /** The call of a model or a tool `key` names, journaled as `journaled`. */
+  const callStep = <A, J, E, R>(
+    key: RunJournal.StepKey<A>,
+    step: RunJournal.StepKey.Model<A> | RunJournal.StepKey.Tool<A>,
+    journaled: Ledger.JournaledAs<A, J>,
+    effect: Effect.Effect<J, E, R>
+  ): Effect.Effect<J, E, R> =>
+    step._tag === "Model"
+      ? Effect.suspend(() =>
+        asLoopStep(inActivity(RunJournal.stepName(key), journaled.schema, afterUnwritten(unlessCancelled(effect))))
+      )
+      : Effect.suspend(() => asLoopStep(compensated(step, journaled, ledgered(key, step, journaled, effect))))
+  const journaledStep = <A, E, R>(
+    key: RunJournal.StepKey<A>,
+    effect: Effect.Effect<A, E, R>
+  ): Effect.Effect<A, E, R> => {
+    // a subagent's step (`Nested`) is treated as the step it names: its checkpoints wait, its tool calls compensate
+    const step = RunJournal.innermost(key)
+    const recorded = (call: Effect.Effect<A, unknown, R>) =>
+      inActivity(RunJournal.stepName(key), key.schema, afterUnwritten(call))
+    switch (step._tag) {
+      case "Checkpoint":
+        // its save is written by the next activity, before it runs (with the services it was given)
+        return Effect.map(Effect.context<R>(), (context) => {
+          const save = Effect.provide(effect, context)
+          unwritten.push({ name: RunJournal.stepName(key), save })
+          return step.result.to(undefined)
+        })
+      case "Inbox":
+        return options.steering !== true
+          // without steering a run never takes messages in: nothing to journal
+          ? Effect.succeed(step.result.to([]))
+          // the run's own look also claims the thread's stored messages; a subagent's looks only its inbox
+          : Effect.suspend(() =>
+            asLoopStep(recorded(key === step ? withStored(effect, step.result, RunJournal.stepName(key)) : effect))
+          )
+      case "Model":
+      case "Tool":
+        return callStep(key, step, alone(key), effect)
+      case "Load":
+        return Effect.suspend(() => asLoopStep(recorded(effect)))
+    }
+  }
   const journal = RunJournal.RunJournal.of({
     durable: true,
-    step: <A, E, R>(key: RunJournal.StepKey<A>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
-      // a subagent's step (`Nested`) is treated as the step it names: its checkpoints wait, its tool calls compensate
-      const step = RunJournal.innermost(key)
-      const recorded = (call: Effect.Effect<A, unknown, R>) =>
-        inActivity(RunJournal.stepName(key), key.schema, afterUnwritten(call))
-      switch (step._tag) {
-        case "Checkpoint":
-          // its save is written by the next activity, before it runs (with the services it was given)
-          return Effect.map(Effect.context<R>(), (context) => {
-            const save = Effect.provide(effect, context)
-            unwritten.push({ name: RunJournal.stepName(key), save })
-            return step.result.to(undefined)
-          })
-        case "Inbox":
-          return options.steering !== true
-            // without steering a run never takes messages in: nothing to journal
-            ? Effect.succeed(step.result.to([]))
-            // the run's own look also claims the thread's stored messages; a subagent's looks only its inbox
-            : Effect.suspend(() =>
-              asLoopStep(recorded(key === step ? withStored(effect, step.result, RunJournal.stepName(key)) : effect))
-            )
-        case "Model":
-          return Effect.suspend(() => asLoopStep(recorded(unlessCancelled(effect))))
-        case "Tool":
-          return Effect.suspend(() => asLoopStep(compensated(step, ledgered(key, step, effect))))
-        case "Load":
-          return Effect.suspend(() => asLoopStep(recorded(effect)))
-      }
+    step: journaledStep,
+    // a recorder's step: a model or tool call is journaled with what the recorder saw inside it, and gives it
+    // back when it replays; no hook runs in a load, a checkpoint or a look into the inbox, journaled as before
+    stepWitnessed: (key, effect) => {
+      const leaf = RunJournal.innermost(key)
+      return leaf._tag === "Model" || leaf._tag === "Tool"
+        ? callStep(key, leaf, witnessedAs(key), effect)
+        : Effect.map(journaledStep(key, Effect.map(effect, ([value]) => value)), (value) => [value, []] as const)
     },
     await: <Request, Decision>(interrupt: RunJournal.Interrupt<Request, Decision>) => {
       // the wait is typed by the waiting middleware's decision schema: the stored decision (the value encoded by

@@ -8,18 +8,23 @@
  * entry is written again once it has its decision.
  *
  * A middleware decision is reported again by each execution that runs its
- * hook, but one reported inside a step (a `wrapModelCall` or `wrapToolCall`
- * hook) only by the execution that ran the step, not by those that replay it
- * from the journal. So the entries that are no decision (steps, waits, the
- * end) take every `stride`-th slot, whatever the decisions before them, and
- * the decisions after an entry the slots up to the next one: the decisions
- * every execution reports come first there and keep their slots, and those of
- * a step come last, before its entry.
+ * hook. One reported inside a model or tool call (a `wrapModelCall` or
+ * `wrapToolCall` hook), and a hook that completed there, only by the
+ * execution that ran the call: the durable journal keeps them with the
+ * call's result (`RunJournal.Witnessed`) and gives them back to the
+ * executions that replay it, so each execution has them, whether it ran the
+ * call or replayed it after a wait or a crash (a call journaled by an older
+ * version gives none back: those it had were stored by the execution that
+ * ran it). The entries that are no decision or hook (steps, waits, the end)
+ * take every `stride`-th slot, whatever the decisions before them, and the
+ * decisions and hooks after an entry the slots up to the next one: those of
+ * the hooks every execution runs come first there, and those of a step last,
+ * before its entry.
  *
  * A record stored by the previous version numbered its entries 0, 1, 2, … in
- * the run's order and kept no decisions (slot 0, which this numbering never
- * takes, tells it apart): a run of it that goes on after an upgrade goes on in
- * that numbering, without decisions, so no step is stored twice.
+ * the run's order and kept no decisions or hooks (slot 0, which this
+ * numbering never takes, tells it apart): a run of it that goes on after an
+ * upgrade goes on in that numbering, without them, so no step is stored twice.
  */
 import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import type * as RunJournal from "@stepwise-agent/core/RunJournal"
@@ -35,8 +40,8 @@ import { AgentRunFailed, OtherError, RunCancelled } from "../AgentWorkflow.js"
 import * as RecordStore from "../RecordStore.js"
 
 /**
- * The slots of the store from one entry that is no decision to the next: the
- * decisions reported between them take the slots between (past
+ * The slots of the store from one entry that is no decision or hook to the
+ * next: the decisions and hooks between them take the slots between (past
  * `stride - 1` of them, the last slot keeps the first that took it). Small
  * enough for a 32-bit slot column to hold two million entries.
  */
@@ -120,16 +125,17 @@ export const recorder = (
     const slots = new Map<number, number>()
     let entries = 0
     let decisionsSince = 0
-    /** Where `entry` goes in the store; none for a decision of a record in the previous numbering. */
+    /** Where `entry` goes in the store; none for a decision or hook of a record in the previous numbering. */
     const slotOf = (slot: number, entry: RunRecord.Entry): number | undefined => {
       const given = slots.get(slot)
       if (given !== undefined) return given
+      const between = entry._tag === "Decision" || entry._tag === "Hook"
       if (legacy) {
-        if (entry._tag === "Decision") return undefined
+        if (between) return undefined
         slots.set(slot, entries)
         return entries++
       }
-      if (entry._tag === "Decision") {
+      if (between) {
         decisionsSince = Math.min(decisionsSince + 1, stride - 1)
       } else {
         entries++

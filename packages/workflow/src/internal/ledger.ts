@@ -27,6 +27,17 @@ export class CrashSeam extends Context.Reference<CrashSeam>()("@stepwise-agent/w
 }) {}
 
 /**
+ * How a step is journaled (`J`): its result `A` alone, or with what a
+ * recorder saw inside it; `of` is what a result given without running the
+ * step (a cut-off call) is journaled as, `value` the result a journaled one holds.
+ */
+export interface JournaledAs<A, J> {
+  readonly schema: RunJournal.StepKey.ResultSchema<J>
+  readonly of: (value: A) => J
+  readonly value: (journaled: J) => A
+}
+
+/**
  * The ledger of a run. `record(name, schema, effect)` runs `effect` as the
  * activity `name`, journaled with `schema`; `markStarted(name)` marks the
  * call `name` started, `true` the first time.
@@ -41,22 +52,23 @@ export const make = <X, Y>(
 ) => {
   const crashAt = (point: CrashPoint, entry: ToolEffect.LedgerEntry) =>
     Effect.flatMap(CrashSeam, (crash) => crash === undefined ? Effect.void : crash(point, entry))
-  return <A, E, R>(
+  return <A, J, E, R>(
     key: RunJournal.StepKey<A>,
     step: RunJournal.StepKey.Tool<A>,
-    effect: Effect.Effect<A, E, R>
-  ): Effect.Effect<A, X, R | Y> => {
+    journaled: JournaledAs<A, J>,
+    effect: Effect.Effect<J, E, R>
+  ): Effect.Effect<J, X, R | Y> => {
     const entry = step.ledger
     const name = RunJournal.stepName(key)
-    if (entry === undefined) return record(name, key.schema, effect)
+    if (entry === undefined) return record(name, journaled.schema, effect)
     const ran = Effect.zipLeft(effect, crashAt("afterStarted", entry))
     // an idempotent call runs again after a crash whatever happened before: it needs no mark
     const call = entry.effect === "Idempotent" ? ran : Effect.flatMap(
       markStarted(name),
-      (first): Effect.Effect<A, E, R> =>
-        first ? ran : Effect.succeed(step.result.to(ToolEffect.cutOffResult(step.call, entry)))
+      (first): Effect.Effect<J, E, R> =>
+        first ? ran : Effect.succeed(journaled.of(step.result.to(ToolEffect.cutOffResult(step.call, entry))))
     )
-    return record(name, key.schema, Effect.zipRight(crashAt("beforeStarted", entry), call)).pipe(
+    return record(name, journaled.schema, Effect.zipRight(crashAt("beforeStarted", entry), call)).pipe(
       Effect.tap(() => crashAt("afterResult", entry))
     )
   }

@@ -6,8 +6,10 @@
  * (`test/Golden.test.ts`). This script writes only the files that are
  * missing; a new stored format gets a new file beside the old one.
  */
+import { Prompt, Response } from "@effect/ai"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as Checkpointer from "@stepwise-agent/core/Checkpointer"
+import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import * as Usage from "@stepwise-agent/core/Usage"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
@@ -16,6 +18,7 @@ import { DateTime, Effect, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { withWitnessed } from "../../src/internal/durableJournal.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const database = path.join(here, "runStore-v1.sqlite")
@@ -140,4 +143,49 @@ if (!fs.existsSync(failures)) {
   encoded.push(Schema.encodeSync(AgentWorkflow.RunFailure)(new AgentWorkflow.RunCancelled({ runId: "run-1" })))
   fs.writeFileSync(failures, JSON.stringify(encoded, null, 2) + "\n")
   process.stdout.write("wrote failure-v2.json\n")
+}
+
+// a model call's and a tool call's results as the workflow journals their steps: v1 alone (encoded with their key's
+// schema), as every step was journaled before a recorder's hooks and decisions were journaled with it; v2 with them
+// (`withWitnessed`: `{ step, witnessed }`)
+const stepValues = {
+  tool: {
+    ...Prompt.makePart("tool-result", {
+      id: "call_1",
+      name: "add",
+      result: 5,
+      isFailure: false,
+      providerExecuted: false
+    }),
+    updates: [{ middleware: "counter", state: { calls: 1 } }]
+  },
+  model: {
+    message: Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: "done" })] }),
+    usage: new Response.Usage({ inputTokens: 20, outputTokens: 10, totalTokens: 30 }),
+    finishReason: "stop" as const,
+    offered: ["add"]
+  }
+}
+const witnessed: RunJournal.Witnessed = [
+  { _tag: "Decision", middleware: "audit", hook: "wrapToolCall", decision: "running add", data: { callId: "call_1" } },
+  { _tag: "Hook", middleware: "audit", hook: "wrapToolCall", durationMillis: 2 },
+  { _tag: "Hook", middleware: "mailer", hook: "wrapModelCall", durationMillis: 1, run: "task/call_9/1" }
+]
+const stepsV1 = path.join(here, "steps-v1.json")
+if (!fs.existsSync(stepsV1)) {
+  const encoded = {
+    tool: Schema.encodeSync(RunJournal.ToolCall)(stepValues.tool),
+    model: Schema.encodeSync(RunJournal.ModelCall)(stepValues.model)
+  }
+  fs.writeFileSync(stepsV1, JSON.stringify(encoded, null, 2) + "\n")
+  process.stdout.write("wrote steps-v1.json\n")
+}
+const stepsV2 = path.join(here, "steps-v2.json")
+if (!fs.existsSync(stepsV2)) {
+  const encoded = {
+    tool: Schema.encodeSync(withWitnessed(RunJournal.ToolCall))([stepValues.tool, witnessed]),
+    model: Schema.encodeSync(withWitnessed(RunJournal.ModelCall))([stepValues.model, witnessed])
+  }
+  fs.writeFileSync(stepsV2, JSON.stringify(encoded, null, 2) + "\n")
+  process.stdout.write("wrote steps-v2.json\n")
 }
