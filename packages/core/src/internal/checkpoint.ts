@@ -154,6 +154,31 @@ class DeferredThread implements Checkpointer.DeferredCheckpoint {
   }
 }
 
+/**
+ * What a run's saves expect the store to hold (`Checkpointer.SaveOptions`): the thread its load found — none
+ * for a new thread, else the loaded incarnation — until its first save, then its own incarnation. A save is
+ * counted when its journal step returns, replayed or not, so a durable run replaying its journal expects what
+ * it expected when it first ran. A save finding another thread (deleted, or made again) writes nothing and
+ * fails the run.
+ */
+export class SaveExpectation {
+  private expected: Checkpointer.Expected
+
+  constructor(loaded: Loaded) {
+    this.expected = Option.isNone(loaded.checkpoint) ? "absent" : { incarnation: loaded.incarnation }
+  }
+
+  /** The options of the run's next save. */
+  options(incarnation: string | undefined): Checkpointer.SaveOptions {
+    return { expected: this.expected === "absent" ? "absent" : { incarnation } }
+  }
+
+  /** A save of the run took its place in the journal: the thread is now the run's own incarnation. */
+  saved(incarnation: string | undefined): void {
+    this.expected = { incarnation }
+  }
+}
+
 /** A thread as loaded: its messages and slices, and the checkpoint they came from. */
 export interface Loaded {
   readonly messages: ReadonlyArray<Prompt.Message>
@@ -236,18 +261,20 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
           }
         })
       }
+      const options = run.expected.options(run.incarnation)
       const stored = checkpointer.append === undefined
         ? checkpointer.save(run.threadId, {
           version: 1,
           threadId: run.threadId,
           messages: run.encoder.encode(state.messages),
           ...rest
-        })
+        }, options)
         : checkpointer.append(
           run.threadId,
-          run.encoder.deferred({ version: 1, threadId: run.threadId, ...rest }, state.messages)
+          run.encoder.deferred({ version: 1, threadId: run.threadId, ...rest }, state.messages),
+          options
         )
-      return run.journal.step(run.keys.checkpoint(), stored)
+      return Effect.tap(run.journal.step(run.keys.checkpoint(), stored), () => run.expected.saved(run.incarnation))
     }
     const known = run.encoder.slicesOf(state.slices)
     if (known !== undefined) return write(known)
