@@ -27,7 +27,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CheckpointError, describeParseError } from "./AgentError.js"
 import * as DeferredSave from "./internal/deferredSave.js"
@@ -398,7 +398,8 @@ export const make = (
       load: options.load,
       delete: options.delete,
       append,
-      save: save ?? ((threadId, checkpoint, saveOptions) => append(threadId, DeferredSave.whole(checkpoint), saveOptions))
+      save: save ??
+        ((threadId, checkpoint, saveOptions) => append(threadId, DeferredSave.whole(checkpoint), saveOptions))
     }
   }
   // the types rule this out; a call from JavaScript gets a typed error at the first save

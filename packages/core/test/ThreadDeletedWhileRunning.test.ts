@@ -42,7 +42,11 @@ const stores = [
  * An agent whose run asks for `wait` twice, then answers "done": the first call answers at once (the run saves
  * the thread after it), the second signals `started` and waits for `release`. On checkpointer `store`.
  */
-const waitingAgent = (store: Checkpointer.Service, started: Deferred.Deferred<void>, release: Deferred.Deferred<void>) => {
+const waitingAgent = (
+  store: Checkpointer.Service,
+  started: Deferred.Deferred<void>,
+  release: Deferred.Deferred<void>
+) => {
   let calls = 0
   return Agent.make({ toolkit: Waiting }).pipe(
     Effect.provide(Layer.merge(
@@ -74,9 +78,13 @@ const otherAgent = (store: Checkpointer.Service, reply: string) =>
 
 const failureOf = (exit: Exit.Exit<unknown, unknown>): AgentError.CheckpointError => {
   assert.isTrue(Exit.isFailure(exit), "the run fails")
-  const error = Exit.isFailure(exit) ? Option.getOrThrow(Exit.causeOption(exit).pipe(
-    Option.flatMap((cause) => Option.fromNullable(cause._tag === "Fail" ? cause.error : undefined))
-  )) : undefined
+  const error = Exit.isFailure(exit) ?
+    Option.getOrThrow(
+      Exit.causeOption(exit).pipe(
+        Option.flatMap((cause) => Option.fromNullable(cause._tag === "Fail" ? cause.error : undefined))
+      )
+    ) :
+    undefined
   assert.instanceOf(error, AgentError.CheckpointError)
   return error as AgentError.CheckpointError
 }

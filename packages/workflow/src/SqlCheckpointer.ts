@@ -122,15 +122,16 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
         SELECT ${storedIncarnation} AS incarnation FROM ${table} WHERE thread_id = ${threadId}
       `.pipe(Effect.mapError(sqlFailure(threadId, "save")))
       const saved = { checkpoint, length: checkpoint.messages.length }
-      const stored = found.length === 0 ? Option.none() : Option.some({ incarnation: found[0].incarnation ?? undefined })
+      const stored = found.length === 0
+        ? Option.none()
+        : Option.some({ incarnation: found[0].incarnation ?? undefined })
       yield* Checkpointer.checkExpected(threadId, saved, stored, saveOptions)
       return yield* new CheckpointError({
         threadId,
         operation: "save",
         conflict: "Superseded",
-        reason: `the stored thread changed while the run saved: nothing was written (this checkpoint of the run, ${
-          checkpoint.messages.length
-        } messages, was not saved)`
+        reason:
+          `the stored thread changed while the run saved: nothing was written (this checkpoint of the run, ${checkpoint.messages.length} messages, was not saved)`
       })
     }),
     delete: Effect.fn("SqlCheckpointer.delete")(function*(threadId) {

@@ -16,7 +16,11 @@ export const conflictOf = (
 ): CheckpointError | undefined => {
   const expected = options?.expected
   if (expected === undefined) return undefined
-  if (Option.isNone(stored)) return expected === "absent" ? undefined : conflict(threadId, saved, expected, Option.none())
+  if (Option.isNone(stored)) {
+    return expected === "absent"
+      ? undefined
+      : conflict(threadId, saved, expected, Option.none())
+  }
   const own = saved.checkpoint.incarnation
   const found = stored.value.incarnation
   const admitted = (own !== undefined && found === own) ||
