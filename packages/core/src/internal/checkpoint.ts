@@ -165,7 +165,7 @@ export class SaveExpectation {
   private expected: Checkpointer.Expected
 
   constructor(loaded: Loaded) {
-    this.expected = Option.isNone(loaded.checkpoint) ? "absent" : { incarnation: loaded.incarnation }
+    this.expected = loaded.stored ? { incarnation: loaded.incarnation } : "absent"
   }
 
   /** The options of the run's next save. */
@@ -186,6 +186,20 @@ export interface Loaded {
   readonly checkpoint: Option.Option<Checkpointer.Checkpoint>
   /** The thread's incarnation (see `Checkpointer.Checkpoint`); `undefined` for a checkpoint stored without one. */
   readonly incarnation: string | undefined
+  /** Whether the store holds the thread loaded (not for a new thread, nor for a replayed fork's: {@link notStored}). */
+  readonly stored: boolean
+}
+
+/**
+ * The checkpoints a run's load gives that the store does not hold: a replayed fork's recorded thread, given in
+ * place of the fork's new thread (`replay.ts`). The first save of such a run expects no thread stored.
+ */
+const notStoredCheckpoints = new WeakSet<Checkpointer.Checkpoint>()
+
+/** `checkpoint`, marked as one the store does not hold (see `notStoredCheckpoints`). */
+export const notStored = (checkpoint: Checkpointer.Checkpoint): Checkpointer.Checkpoint => {
+  notStoredCheckpoints.add(checkpoint)
+  return checkpoint
 }
 
 /** A new incarnation nonce: 64 bits from the context's `Random` (a test may seed it), in one operation. */
@@ -314,7 +328,8 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
               messages: [],
               slices: layout.initial,
               checkpoint: Option.none(),
-              incarnation: undefined
+              incarnation: undefined,
+              stored: false
             }),
           onSome: (checkpoint) =>
             // a new thread's load gives only its incarnation: nothing to decode
@@ -323,7 +338,8 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
                 messages: [],
                 slices: layout.initial,
                 checkpoint: Option.none(),
-                incarnation: checkpoint.incarnation
+                incarnation: checkpoint.incarnation,
+                stored: false
               }) :
               Effect.all({
                 messages: decodeThread(checkpoint.messages),
@@ -333,7 +349,8 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
                   messages,
                   slices,
                   checkpoint: Option.some(checkpoint),
-                  incarnation: checkpoint.incarnation
+                  incarnation: checkpoint.incarnation,
+                  stored: !notStoredCheckpoints.has(checkpoint)
                 })),
                 Effect.mapError((error) =>
                   new CheckpointError({
