@@ -114,7 +114,9 @@ export class Checkpointer extends Context.Tag("@stepwise-agent/core/Checkpointer
  *
  * A wrapper that spreads a service and replaces `save` keeps its `append`
  * (the run keeps using it): wrap `append` too, or set it to `undefined` to
- * get every checkpoint whole through your `save`.
+ * get every checkpoint whole through your `save`. A wrapper passes a save's
+ * {@link SaveOptions} on: they keep a run from writing back a thread deleted
+ * while it ran.
  *
  * @since 0.1.0
  * @category models

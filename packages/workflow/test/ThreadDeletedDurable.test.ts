@@ -71,122 +71,142 @@ const checkpointFailure = (status: AgentWorkflow.RunStatus): AgentError.Checkpoi
 
 /** What another process does to the thread: through its own client on the file, past this runner's agent. */
 const elsewhere = <A, E>(filename: string, body: (store: Checkpointer.Service) => Effect.Effect<A, E>) =>
-  Effect.scoped(Effect.flatMap(SqlCheckpointer.make(), body).pipe(
-    Effect.provide(Layer.orDie(SqliteClient.layer({ filename })))
-  ))
+  Effect.scoped(
+    Effect.flatMap(SqlCheckpointer.make(), body).pipe(
+      Effect.provide(Layer.orDie(SqliteClient.layer({ filename })))
+    )
+  )
 
 /** Another process's agent on the file, answering `reply`. */
 const otherAgentRun = (filename: string, input: string, reply: string) =>
-  Effect.scoped(Effect.flatMap(Agent.make({ toolkit: Tools }), (agent) => agent.run(input, { threadId: "t" })).pipe(
-    Effect.provide(Layer.mergeAll(
-      ScriptedModel.layer([ScriptedModel.text(reply)]),
-      Tools.toLayer({ wait: () => Effect.succeed("ok"), pay: () => Effect.succeed("paid") }),
-      SqlCheckpointer.layer().pipe(Layer.provide(Layer.orDie(SqliteClient.layer({ filename }))))
-    ))
-  ))
+  Effect.scoped(
+    Effect.flatMap(Agent.make({ toolkit: Tools }), (agent) => agent.run(input, { threadId: "t" })).pipe(
+      Effect.provide(Layer.mergeAll(
+        ScriptedModel.layer([ScriptedModel.text(reply)]),
+        Tools.toLayer({ wait: () => Effect.succeed("ok"), pay: () => Effect.succeed("paid") }),
+        SqlCheckpointer.layer().pipe(Layer.provide(Layer.orDie(SqliteClient.layer({ filename }))))
+      ))
+    )
+  )
 
 describe("a durable run whose thread is deleted while it runs (SQLite)", () => {
-  it.scopedLive("in a tool: the thread stays deleted, and the run ends Failed with CheckpointError (ThreadDeleted)", () =>
-    Effect.gen(function*() {
-      const directory = yield* tempDirectory("stepwise-deleted-")
-      const filename = path.join(directory, "runs.db")
-      const started = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const Runs = AgentWorkflow.make({ name: "deleted-in-tool", version: 1 })
-      const context = yield* Layer.build(
-        stack(filename, Runs, Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release)))
-      )
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
-
-      const runId = yield* run(Runs.start({ threadId: "t", input: "work" }))
-      yield* Deferred.await(started)
-      assert.isTrue(Option.isSome(yield* elsewhere(filename, (store) => store.load("t"))), "saved before the wait")
-      yield* elsewhere(filename, (store) => store.delete("t"))
-      yield* Deferred.succeed(release, undefined)
-
-      const error = checkpointFailure(yield* run(Runs.await(runId)))
-      assert.strictEqual(error.conflict, "ThreadDeleted")
-      assert.strictEqual(error.threadId, "t")
-      assert.include(error.reason, "was not saved")
-      assert.isTrue(Option.isNone(yield* elsewhere(filename, (store) => store.load("t"))), "the thread stays deleted")
-    }), { timeout: 120_000 })
-
-  it.scopedLive("in a tool, deleted and made again by another process: the new thread is kept, the run fails (Superseded)", () =>
-    Effect.gen(function*() {
-      const directory = yield* tempDirectory("stepwise-deleted-")
-      const filename = path.join(directory, "runs.db")
-      const started = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const Runs = AgentWorkflow.make({ name: "recreated-in-tool", version: 1 })
-      const context = yield* Layer.build(
-        stack(filename, Runs, Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release)))
-      )
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
-
-      const runId = yield* run(Runs.start({ threadId: "t", input: "work" }))
-      yield* Deferred.await(started)
-      yield* elsewhere(filename, (store) => store.delete("t"))
-      yield* otherAgentRun(filename, "a new conversation", "fresh")
-      const made = Option.getOrThrow(yield* elsewhere(filename, (store) => store.load("t")))
-      yield* Deferred.succeed(release, undefined)
-
-      const error = checkpointFailure(yield* run(Runs.await(runId)))
-      assert.strictEqual(error.conflict, "Superseded")
-      assert.deepStrictEqual(yield* elsewhere(filename, (store) => store.load("t")), Option.some(made))
-    }), { timeout: 120_000 })
-
-  it.scopedLive("waiting for a decision, deleteThread, then its decisionTimeout answers: the thread stays deleted", () =>
-    Effect.gen(function*() {
-      const directory = yield* tempDirectory("stepwise-deleted-")
-      const filename = path.join(directory, "runs.db")
-      const Runs = AgentWorkflow.make({
-        name: "deleted-waiting",
-        version: 1,
-        // generous (the engine may take seconds to start the run on a busy machine): the thread is deleted as
-        // soon as the run is seen waiting
-        decisionTimeout: { after: "5 seconds", decide: HumanInTheLoop.rejectAll("nobody answered") }
-      })
-      const context = yield* Layer.build(stack(filename, Runs, Effect.void))
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
-
-      const runId = yield* run(Runs.start({ threadId: "t", input: "pay bob 100" }))
-      // (a wait raced against its timeout reads as running: the stored thread tells that it waits)
-      yield* run(Effect.flatMap(Checkpointer.Checkpointer, (store) => store.load("t"))).pipe(
-        Effect.repeat({
-          schedule: Schedule.spaced("50 millis"),
-          until: (stored) => Option.isSome(stored) && stored.value.pending !== undefined
-        })
-      )
-      yield* run(Effect.flatMap(Agent.Agent, (agent) => agent.deleteThread("t")))
-
-      const error = checkpointFailure(yield* run(Runs.await(runId)))
-      assert.strictEqual(error.conflict, "ThreadDeleted")
-      assert.isTrue(Option.isNone(yield* run(Effect.flatMap(Checkpointer.Checkpointer, (store) => store.load("t")))))
-    }), { timeout: 120_000 })
-
-  it.scopedLive("after a runner restart, the run replaying its journal does not write the deleted thread back", () =>
-    Effect.gen(function*() {
-      const directory = yield* tempDirectory("stepwise-deleted-")
-      const filename = path.join(directory, "runs.db")
-      const Runs = AgentWorkflow.make({ name: "deleted-restart", version: 1 })
-      // the first runner stops while the run is in its tool
-      const runId = yield* Effect.scoped(Effect.gen(function*() {
+  it.scopedLive(
+    "in a tool: the thread stays deleted, and the run ends Failed with CheckpointError (ThreadDeleted)",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-deleted-")
+        const filename = path.join(directory, "runs.db")
         const started = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const Runs = AgentWorkflow.make({ name: "deleted-in-tool", version: 1 })
         const context = yield* Layer.build(
-          stack(filename, Runs, Effect.zipRight(Deferred.succeed(started, undefined), Effect.never))
+          stack(filename, Runs, Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release)))
         )
-        const runId = yield* Effect.provide(Runs.start({ threadId: "t", input: "work" }), context)
-        yield* Deferred.await(started)
-        return runId
-      }))
-      assert.isTrue(Option.isSome(yield* elsewhere(filename, (store) => store.load("t"))), "saved before the stop")
-      yield* elsewhere(filename, (store) => store.delete("t"))
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
 
-      // a new runner on the file takes the run up again, and replays its journal
-      const context = yield* Layer.build(stack(filename, Runs, Effect.void))
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
-      const error = checkpointFailure(yield* run(Runs.await(runId)))
-      assert.strictEqual(error.conflict, "ThreadDeleted")
-      assert.isTrue(Option.isNone(yield* elsewhere(filename, (store) => store.load("t"))), "the thread stays deleted")
-    }), { timeout: 120_000 })
+        const runId = yield* run(Runs.start({ threadId: "t", input: "work" }))
+        yield* Deferred.await(started)
+        assert.isTrue(Option.isSome(yield* elsewhere(filename, (store) => store.load("t"))), "saved before the wait")
+        yield* elsewhere(filename, (store) => store.delete("t"))
+        yield* Deferred.succeed(release, undefined)
+
+        const error = checkpointFailure(yield* run(Runs.await(runId)))
+        assert.strictEqual(error.conflict, "ThreadDeleted")
+        assert.strictEqual(error.threadId, "t")
+        assert.include(error.reason, "was not saved")
+        assert.isTrue(Option.isNone(yield* elsewhere(filename, (store) => store.load("t"))), "the thread stays deleted")
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.scopedLive(
+    "in a tool, deleted and made again by another process: the new thread is kept, the run fails (Superseded)",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-deleted-")
+        const filename = path.join(directory, "runs.db")
+        const started = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const Runs = AgentWorkflow.make({ name: "recreated-in-tool", version: 1 })
+        const context = yield* Layer.build(
+          stack(filename, Runs, Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release)))
+        )
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
+
+        const runId = yield* run(Runs.start({ threadId: "t", input: "work" }))
+        yield* Deferred.await(started)
+        yield* elsewhere(filename, (store) => store.delete("t"))
+        yield* otherAgentRun(filename, "a new conversation", "fresh")
+        const made = Option.getOrThrow(yield* elsewhere(filename, (store) => store.load("t")))
+        yield* Deferred.succeed(release, undefined)
+
+        const error = checkpointFailure(yield* run(Runs.await(runId)))
+        assert.strictEqual(error.conflict, "Superseded")
+        assert.deepStrictEqual(yield* elsewhere(filename, (store) => store.load("t")), Option.some(made))
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.scopedLive(
+    "waiting for a decision, deleteThread, then its decisionTimeout answers: the thread stays deleted",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-deleted-")
+        const filename = path.join(directory, "runs.db")
+        const Runs = AgentWorkflow.make({
+          name: "deleted-waiting",
+          version: 1,
+          // generous (the engine may take seconds to start the run on a busy machine): the thread is deleted as
+          // soon as the run is seen waiting
+          decisionTimeout: { after: "5 seconds", decide: HumanInTheLoop.rejectAll("nobody answered") }
+        })
+        const context = yield* Layer.build(stack(filename, Runs, Effect.void))
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
+
+        const runId = yield* run(Runs.start({ threadId: "t", input: "pay bob 100" }))
+        // (a wait raced against its timeout reads as running: the stored thread tells that it waits)
+        yield* run(Effect.flatMap(Checkpointer.Checkpointer, (store) => store.load("t"))).pipe(
+          Effect.repeat({
+            schedule: Schedule.spaced("50 millis"),
+            until: (stored) => Option.isSome(stored) && stored.value.pending !== undefined
+          })
+        )
+        yield* run(Effect.flatMap(Agent.Agent, (agent) => agent.deleteThread("t")))
+
+        const error = checkpointFailure(yield* run(Runs.await(runId)))
+        assert.strictEqual(error.conflict, "ThreadDeleted")
+        assert.isTrue(Option.isNone(yield* run(Effect.flatMap(Checkpointer.Checkpointer, (store) => store.load("t")))))
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.scopedLive(
+    "after a runner restart, the run replaying its journal does not write the deleted thread back",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-deleted-")
+        const filename = path.join(directory, "runs.db")
+        const Runs = AgentWorkflow.make({ name: "deleted-restart", version: 1 })
+        // the first runner stops while the run is in its tool
+        const runId = yield* Effect.scoped(Effect.gen(function*() {
+          const started = yield* Deferred.make<void>()
+          const context = yield* Layer.build(
+            stack(filename, Runs, Effect.zipRight(Deferred.succeed(started, undefined), Effect.never))
+          )
+          const runId = yield* Effect.provide(Runs.start({ threadId: "t", input: "work" }), context)
+          yield* Deferred.await(started)
+          return runId
+        }))
+        assert.isTrue(Option.isSome(yield* elsewhere(filename, (store) => store.load("t"))), "saved before the stop")
+        yield* elsewhere(filename, (store) => store.delete("t"))
+
+        // a new runner on the file takes the run up again, and replays its journal
+        const context = yield* Layer.build(stack(filename, Runs, Effect.void))
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
+        const error = checkpointFailure(yield* run(Runs.await(runId)))
+        assert.strictEqual(error.conflict, "ThreadDeleted")
+        assert.isTrue(Option.isNone(yield* elsewhere(filename, (store) => store.load("t"))), "the thread stays deleted")
+      }),
+    { timeout: 120_000 }
+  )
 })
