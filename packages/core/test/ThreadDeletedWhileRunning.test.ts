@@ -148,6 +148,27 @@ describe("a run whose thread is deleted while it runs", () => {
     )
   }
 
+  for (const [name, open] of stores) {
+    it.scoped(`${name}: an expectation of no known form (from JavaScript) fails the save, typed, and writes nothing`, () =>
+      Effect.gen(function*() {
+        const [store] = yield* open
+        const checkpoint: Checkpointer.Checkpoint = {
+          version: 1,
+          threadId: "t",
+          messages: [],
+          slices: {},
+          incarnation: "a"
+        }
+        for (const expected of ["gone", 7, null, ["absent"], { incarnation: 7 }]) {
+          const error = yield* Effect.flip(store.save("t", checkpoint, { expected } as any))
+          assert.strictEqual(error._tag, "CheckpointError")
+          assert.include(error.reason, "options.expected must be")
+          assert.isUndefined(error.conflict)
+        }
+        assert.isTrue(Option.isNone(yield* store.load("t")))
+      }).pipe(Effect.provide(NodeContext.layer)))
+  }
+
   it.scoped("in one agent, deleteThread waits for the thread's run, then deletes: the thread stays deleted", () =>
     Effect.gen(function*() {
       const store = yield* Checkpointer.makeMemory

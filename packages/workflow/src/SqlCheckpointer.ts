@@ -98,6 +98,15 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
           ON CONFLICT (thread_id) DO UPDATE SET checkpoint = excluded.checkpoint, updated_at = excluded.updated_at
         `.pipe(Effect.asVoid, Effect.mapError(sqlFailure(threadId, "save")))
       }
+      const saved = { checkpoint, length: checkpoint.messages.length }
+      if (
+        expected !== "absent" &&
+        (typeof expected !== "object" || expected === null || Array.isArray(expected) ||
+          (expected.incarnation !== undefined && typeof expected.incarnation !== "string"))
+      ) {
+        // an expectation of no known form (from JavaScript): `checkExpected` refuses it, typed
+        return yield* Checkpointer.checkExpected(threadId, saved, Option.none(), saveOptions)
+      }
       // the rule of `Checkpointer.checkExpected`, in the statement that writes: a thread of the save's own
       // incarnation, else no thread (`"absent"`), else one of the expected incarnation or of none
       const own = checkpoint.incarnation ?? null
@@ -121,7 +130,6 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       const found = yield* sql<{ readonly incarnation: string | null }>`
         SELECT ${storedIncarnation} AS incarnation FROM ${table} WHERE thread_id = ${threadId}
       `.pipe(Effect.mapError(sqlFailure(threadId, "save")))
-      const saved = { checkpoint, length: checkpoint.messages.length }
       const stored = found.length === 0
         ? Option.none()
         : Option.some({ incarnation: found[0].incarnation ?? undefined })

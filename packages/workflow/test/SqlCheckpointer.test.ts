@@ -208,6 +208,12 @@ const suite = (name: string, database: Layer.Layer<SqlClient.SqlClient | Databas
           "Superseded"
         )
         assert.deepStrictEqual(yield* mine.load("old"), Option.some({ ...of("c", "o", "p"), threadId: "old" }))
+        // an expectation of no known form (from JavaScript): a typed failure, nothing written
+        for (const expected of ["gone", 7, null, ["absent"], { incarnation: 7 }]) {
+          const error = yield* Effect.flip(mine.save("old", of("d"), { expected } as any))
+          assert.include(error.reason, "options.expected must be")
+        }
+        assert.deepStrictEqual(yield* mine.load("old"), Option.some({ ...of("c", "o", "p"), threadId: "old" }))
       }))
 
     it.scoped.prop(

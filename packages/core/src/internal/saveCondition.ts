@@ -16,6 +16,13 @@ export const conflictOf = (
 ): CheckpointError | undefined => {
   const expected = options?.expected
   if (expected === undefined) return undefined
+  if (!isExpected(expected)) {
+    return new CheckpointError({
+      threadId,
+      operation: "save",
+      reason: `options.expected must be "absent" or { incarnation: string | undefined }; got ${describe(expected)}`
+    })
+  }
   if (Option.isNone(stored)) {
     return expected === "absent"
       ? undefined
@@ -27,6 +34,21 @@ export const conflictOf = (
     (expected !== "absent" && (found === undefined || found === expected.incarnation))
   return admitted ? undefined : conflict(threadId, saved, expected, Option.some(found))
 }
+
+/** Whether `expected` (from JavaScript: of any type) is a `Checkpointer.Expected`. */
+const isExpected = (expected: unknown): expected is Checkpointer.Expected =>
+  expected === "absent" ||
+  (typeof expected === "object" && expected !== null && !Array.isArray(expected) &&
+    (typeof (expected as { readonly incarnation?: unknown }).incarnation === "string" ||
+      (expected as { readonly incarnation?: unknown }).incarnation === undefined))
+
+/** `value` in an error: its type, and a short text of a string (an expectation holds no secret, but may be long). */
+const describe = (value: unknown): string =>
+  typeof value === "string"
+    ? `the string ${JSON.stringify(value.slice(0, 40))}`
+    : Array.isArray(value)
+    ? "an array"
+    : typeof value
 
 /** The error of a conditional save that found `found` (none: no thread) where it expected `expected`. */
 const conflict = (
