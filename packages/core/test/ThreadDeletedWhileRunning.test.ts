@@ -169,6 +169,28 @@ describe("a run whose thread is deleted while it runs", () => {
       }).pipe(Effect.provide(NodeContext.layer)))
   }
 
+  it.scoped("a store of your own (Checkpointer.make) gets each save's expectation: none for a new thread, then its incarnation", () =>
+    Effect.gen(function*() {
+      const inner = yield* Checkpointer.makeMemory
+      const seen: Array<Checkpointer.Expected | undefined> = []
+      const store = Checkpointer.make({
+        load: inner.load,
+        delete: inner.delete,
+        save: (threadId, checkpoint, options) => {
+          seen.push(options?.expected)
+          return inner.save(threadId, checkpoint, options)
+        }
+      })
+      const started = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      yield* Deferred.succeed(release, undefined)
+      const agent = yield* waitingAgent(store, started, release)
+      yield* agent.run("first", { threadId: "t" })
+      const incarnation = Option.getOrThrow(yield* store.load("t")).incarnation
+      assert.isString(incarnation)
+      assert.deepStrictEqual(seen, ["absent", { incarnation }, { incarnation }])
+    }))
+
   it.scoped("in one agent, deleteThread waits for the thread's run, then deletes: the thread stays deleted", () =>
     Effect.gen(function*() {
       const store = yield* Checkpointer.makeMemory
