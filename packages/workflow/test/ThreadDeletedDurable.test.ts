@@ -171,7 +171,17 @@ describe("a durable run whose thread is deleted while it runs (SQLite)", () => {
             until: (stored) => Option.isSome(stored) && stored.value.pending !== undefined
           })
         )
+        const stored = yield* run(Effect.flatMap(Checkpointer.Checkpointer, (store) => store.load("t")))
+        const request = Schema.decodeUnknownSync(HumanInTheLoop.ApprovalRequest)(
+          Option.getOrThrow(stored).pending!.value
+        )
         yield* run(Effect.flatMap(Agent.Agent, (agent) => agent.deleteThread("t")))
+        // a person's decision finds no wait to answer: refused, and nothing is written
+        const refused = yield* run(
+          Effect.flip(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }))
+        )
+        assert.strictEqual(refused._tag, "NotWaiting")
+        assert.isTrue(Option.isNone(yield* run(Effect.flatMap(Checkpointer.Checkpointer, (store) => store.load("t")))))
 
         const error = checkpointFailure(yield* run(Runs.await(runId)))
         assert.strictEqual(error.conflict, "ThreadDeleted")
