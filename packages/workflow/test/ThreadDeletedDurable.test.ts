@@ -191,6 +191,26 @@ describe("a durable run whose thread is deleted while it runs (SQLite)", () => {
   )
 
   it.scopedLive(
+    "waiting for a decision, deleteThread, then cancel: the run ends Cancelled, the thread stays deleted",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-deleted-")
+        const filename = path.join(directory, "runs.db")
+        const Runs = AgentWorkflow.make({ name: "deleted-cancelled", version: 1 })
+        const context = yield* Layer.build(stack(filename, Runs, Effect.void))
+        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
+
+        const runId = yield* run(Runs.start({ threadId: "t", input: "pay bob 100" }))
+        assert.strictEqual((yield* run(Runs.await(runId, { untilWaiting: true }))).state, "Waiting")
+        yield* run(Effect.flatMap(Agent.Agent, (agent) => agent.deleteThread("t")))
+        yield* run(Runs.cancel(runId))
+        assert.strictEqual((yield* run(Runs.await(runId))).state, "Cancelled")
+        assert.isTrue(Option.isNone(yield* run(Effect.flatMap(Checkpointer.Checkpointer, (store) => store.load("t")))))
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.scopedLive(
     "after a runner restart, the run replaying its journal does not write the deleted thread back",
     () =>
       Effect.gen(function*() {
