@@ -444,6 +444,10 @@ export interface Service<S = AgentState.AgentState, E = never, O = unknown, W ex
    * then starts afresh. Then each middleware's `onThreadDeleted` runs with
    * its slice as stored, to free what it keeps for the thread outside the
    * checkpoint (`SubAgents` deletes the child threads the thread started).
+   * A run of the thread still going elsewhere (another process or agent on
+   * the store, a durable run waiting for a decision) writes nothing over the
+   * deleted thread: its next save fails it with `CheckpointError`
+   * (`conflict: "ThreadDeleted"`).
    */
   readonly deleteThread: (threadId: string) => Effect.Effect<void, AgentError.CheckpointError>
   /** The thread's last checkpoint. */

@@ -169,6 +169,15 @@ export class ToolDefect extends Schema.TaggedError<ToolDefect>(
 /**
  * A stored checkpoint could not be written, read or decoded.
  *
+ * `conflict` is set when a conditional save (`Checkpointer.SaveOptions`)
+ * found another thread than the one the run loaded, and wrote nothing:
+ * - `"ThreadDeleted"`: the thread was deleted while the run ran (no thread is
+ *   stored under its id);
+ * - `"Superseded"`: another incarnation of the thread is stored (deleted and
+ *   made again, or made by another run at once).
+ *
+ * `reason` then says what was not saved.
+ *
  * @since 0.1.0
  * @category errors
  */
@@ -179,6 +188,8 @@ export class CheckpointError extends Schema.TaggedError<CheckpointError>(
   /** `"list"`: listing the stored threads (`Checkpointer.Service.list`; `threadId` is then `""`). */
   operation: Schema.Literal("load", "save", "list"),
   reason: Schema.String,
+  /** Set when a conditional save wrote nothing because the stored thread is not the one loaded (see above). */
+  conflict: Schema.optional(Schema.Literal("ThreadDeleted", "Superseded")),
   cause: Schema.optional(Schema.Defect)
 }) {
   /**

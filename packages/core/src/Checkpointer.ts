@@ -12,6 +12,12 @@
  * (a whole checkpoint) or `append` (a `DeferredCheckpoint`, whose whole
  * encoded thread is built only when asked for), or both.
  *
+ * An agent's run saves conditionally ({@link SaveOptions}): a save lands only
+ * on the thread the run loaded, so a run still going when its thread is
+ * deleted (or deleted and made again) fails instead of writing the old thread
+ * back. Every bundled store checks it atomically; a store of your own checks
+ * it with {@link checkExpected}, or saves blindly.
+ *
  * @since 0.1.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -21,11 +27,12 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CheckpointError, describeParseError } from "./AgentError.js"
 import * as DeferredSave from "./internal/deferredSave.js"
 import { Lru } from "./internal/fast/lru.js"
+import * as SaveCondition from "./internal/saveCondition.js"
 import * as ThreadLog from "./internal/threadLog.js"
 
 /**
@@ -107,29 +114,116 @@ export class Checkpointer extends Context.Tag("@stepwise-agent/core/Checkpointer
  *
  * A wrapper that spreads a service and replaces `save` keeps its `append`
  * (the run keeps using it): wrap `append` too, or set it to `undefined` to
- * get every checkpoint whole through your `save`.
+ * get every checkpoint whole through your `save`. A wrapper passes a save's
+ * {@link SaveOptions} on: they keep a run from writing back a thread deleted
+ * while it ran.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Service {
   readonly load: (threadId: string) => Effect.Effect<Option.Option<Checkpoint>, CheckpointError>
-  readonly save: (threadId: string, checkpoint: Checkpoint) => Effect.Effect<void, CheckpointError>
+  /**
+   * Saves a checkpoint whole. With `options.expected`, only over the thread
+   * expected ({@link SaveOptions}); a store that ignores `options` saves
+   * blindly.
+   */
+  readonly save: (
+    threadId: string,
+    checkpoint: Checkpoint,
+    options?: SaveOptions | undefined
+  ) => Effect.Effect<void, CheckpointError>
   readonly delete: (threadId: string) => Effect.Effect<void, CheckpointError>
   /**
    * Saves a checkpoint given as a {@link DeferredCheckpoint}: the store
    * reads the messages it has not committed yet (`from(committed)`, when
    * the thread {@link DeferredCheckpoint.extends | extends} what it
    * committed), and builds the whole encoded thread only if it needs it.
+   * `options` as for `save`.
    */
   readonly append?:
-    | ((threadId: string, checkpoint: DeferredCheckpoint) => Effect.Effect<void, CheckpointError>)
+    | ((
+      threadId: string,
+      checkpoint: DeferredCheckpoint,
+      options?: SaveOptions | undefined
+    ) => Effect.Effect<void, CheckpointError>)
     | undefined
   /**
    * The ids of the stored threads, a page at a time, in the order of their
    * ids (optional: a store that cannot list leaves it out). Reads no thread.
    */
   readonly list?: ((options?: ListOptions | undefined) => Effect.Effect<ThreadPage, CheckpointError>) | undefined
+}
+
+/**
+ * What a conditional save expects the store to hold under the thread's id:
+ * no thread (`"absent"`: the run's thread is new), or a thread of
+ * `incarnation` (the one the run loaded; `undefined` for a thread stored
+ * before incarnations).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Expected = "absent" | { readonly incarnation: string | undefined }
+
+/**
+ * Options of a save ({@link Service.save}, {@link Service.append}).
+ *
+ * With `expected`, the save is conditional: it writes only when the stored
+ * thread is the one expected, and otherwise writes nothing and fails with
+ * `CheckpointError` whose `conflict` says why (`"ThreadDeleted"`: nothing is
+ * stored; `"Superseded"`: another incarnation is). Besides what `expected`
+ * names, a stored thread of the saved checkpoint's own incarnation is always
+ * replaced (a retried save finds its own first attempt), and a thread stored
+ * before incarnations (none) is replaced by a save expecting an incarnation.
+ * The rule is {@link checkExpected}; the check and the write are one atomic
+ * step in every bundled store (see each store for what that covers across
+ * processes). An agent's run saves so; without `expected` a save is blind.
+ *
+ * @example
+ * ```ts
+ * import { Checkpointer } from "@stepwise-agent/core"
+ *
+ * const options: Checkpointer.SaveOptions = { expected: { incarnation: "5f0c2a9e81d3b746" } }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SaveOptions {
+  readonly expected?: Expected | undefined
+}
+
+/**
+ * The check of a conditional save ({@link SaveOptions}) for a store of your
+ * own: succeeds when a save of `saved` may replace what the store holds under
+ * `threadId` (`stored`: the stored thread's incarnation, or none when no thread
+ * is stored), and otherwise fails with `CheckpointError` (`conflict` set; its
+ * `reason` says what was not saved). Without `options.expected` it always
+ * succeeds. Run it and the write as one atomic step (under the store's lock,
+ * or in one transaction).
+ *
+ * @example
+ * ```ts
+ * import { Checkpointer } from "@stepwise-agent/core"
+ * import { Option } from "effect"
+ *
+ * const saved = Checkpointer.deferred({ version: 1, threadId: "t1", messages: [], slices: {}, incarnation: "a1" })
+ * // fails: the thread was deleted (nothing is stored) since the run loaded it
+ * const check = Checkpointer.checkExpected("t1", saved, Option.none(), { expected: { incarnation: "a1" } })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const checkExpected = (
+  threadId: string,
+  saved: Pick<DeferredCheckpoint, "checkpoint" | "length">,
+  stored: Option.Option<{ readonly incarnation?: string | undefined }>,
+  options?: SaveOptions | undefined
+): Effect.Effect<void, CheckpointError> => {
+  const refused = SaveCondition.conflictOf(threadId, saved, stored, options)
+  return refused === undefined ? Effect.void : Effect.fail(refused)
 }
 
 /**
@@ -274,7 +368,10 @@ export type MakeOptions =
  * Builds a checkpointer from `load`, `delete` and one or both of `save` and
  * `append`, deriving the other: a derived `append` saves the checkpoint whole
  * through `save`; a derived `save` hands the whole checkpoint to `append`.
- * The result always has `append`, visibly.
+ * The result always has `append`, visibly. The derived one passes a save's
+ * {@link SaveOptions} on: a store whose `save`/`append` ignores them saves
+ * blindly, so a run still going when its thread is deleted writes it back
+ * (check them with {@link checkExpected} to prevent it).
  *
  * @example
  * ```ts
@@ -303,7 +400,8 @@ export const make = (
       load: options.load,
       delete: options.delete,
       append,
-      save: save ?? ((threadId, checkpoint) => append(threadId, DeferredSave.whole(checkpoint)))
+      save: save ??
+        ((threadId, checkpoint, saveOptions) => append(threadId, DeferredSave.whole(checkpoint), saveOptions))
     }
   }
   // the types rule this out; a call from JavaScript gets a typed error at the first save
@@ -320,7 +418,8 @@ export const make = (
     load: options.load,
     delete: options.delete,
     save: whole,
-    append: (threadId, checkpoint) => Effect.suspend(() => whole(threadId, DeferredSave.build(checkpoint)))
+    append: (threadId, checkpoint, saveOptions) =>
+      Effect.suspend(() => whole(threadId, DeferredSave.build(checkpoint), saveOptions))
   }
 }
 
@@ -330,7 +429,8 @@ export const make = (
  * An agent's run saves into it without building the array of the whole
  * encoded thread at every step: that array is built when the thread is
  * loaded, or when the run ends (through its `append`: see
- * {@link Service}).
+ * {@link Service}). A conditional save ({@link SaveOptions}) checks and
+ * writes in one synchronous step.
  *
  * @example
  * ```ts
@@ -355,7 +455,15 @@ export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
         store.set(threadId, DeferredSave.whole(checkpoint))
         return Option.some(checkpoint)
       }),
-    append: (threadId, checkpoint) => Effect.sync(() => void store.set(threadId, checkpoint)),
+    append: (threadId, checkpoint, saveOptions) =>
+      Effect.suspend(() => {
+        // the check and the write in one synchronous step: no other fiber runs between them
+        const stored = Option.map(Option.fromNullable(store.get(threadId)), (thread) => thread.checkpoint)
+        const refused = SaveCondition.conflictOf(threadId, checkpoint, stored, saveOptions)
+        if (refused !== undefined) return Effect.fail(refused)
+        store.set(threadId, checkpoint)
+        return Effect.void
+      }),
     delete: (threadId) => Effect.sync(() => void store.delete(threadId)),
     list: (options) => Effect.sync(() => pageOf(store.keys(), options))
   })

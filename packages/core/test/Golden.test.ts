@@ -144,12 +144,16 @@ describe("golden files: journal entries", () => {
           return Effect.orDie(Schema.decodeUnknown(key.schema)(entries[name]))
         }
       })
+      // the store holds the thread the journal's load gives (the run's saves land only on the thread it loaded)
+      const store = yield* Checkpointer.makeMemory
+      const loaded = Schema.decodeUnknownSync(Schema.NullOr(Checkpointer.Checkpoint))(entries.load)
+      if (loaded !== null) yield* store.save("golden", loaded)
       // a model with nothing to say: every model call must come from the journal
       const agent = yield* Agent.make({ toolkit: Fixtures.echoToolkit, middleware: [Golden.counter], maxSteps: 10 })
         .pipe(
           Effect.provide(Layer.mergeAll(
             Fixtures.echoLayer,
-            Layer.succeed(Checkpointer.Checkpointer, yield* Checkpointer.makeMemory),
+            Layer.succeed(Checkpointer.Checkpointer, store),
             ScriptedModel.layer([])
           ))
         )

@@ -8,6 +8,14 @@
  * `Checkpoint` schema. A save is a single upsert, so a crash during a save
  * leaves the previous checkpoint intact. The table is created if missing.
  *
+ * A conditional save (`Checkpointer.SaveOptions`, how an agent's run saves)
+ * is one statement too — an `UPDATE … WHERE` the stored incarnation is the one
+ * expected, or an `INSERT … ON CONFLICT DO UPDATE … WHERE` it is the save's
+ * own for a new thread — so the database checks and writes atomically, across
+ * every process on it: a run still going when its thread is deleted (or
+ * deleted and made again) writes nothing and fails with `CheckpointError`
+ * (`conflict` set).
+ *
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -66,6 +74,12 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
     orElse: () => create
   })
 
+  // the incarnation of the stored row (SQL NULL for none), in the statements of a conditional save
+  const storedIncarnation = sql.onDialectOrElse({
+    pg: () => sql`(${table}.checkpoint::jsonb ->> 'incarnation')`,
+    orElse: () => sql`json_extract(${table}.checkpoint, '$.incarnation')`
+  })
+
   return Checkpointer.make({
     load: Effect.fn("SqlCheckpointer.load")(function*(threadId) {
       const rows = yield* sql<{ readonly checkpoint: string }>`
@@ -74,13 +88,59 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       if (rows.length === 0) return Option.none()
       return Option.some(yield* Checkpointer.fromJson(threadId, rows[0].checkpoint))
     }),
-    save: Effect.fn("SqlCheckpointer.save")(function*(threadId, checkpoint) {
+    save: Effect.fn("SqlCheckpointer.save")(function*(threadId, checkpoint, saveOptions) {
       const json = yield* Checkpointer.toJson(threadId, checkpoint)
       const now = yield* Clock.currentTimeMillis
-      yield* sql`
-        INSERT INTO ${table} (thread_id, checkpoint, updated_at) VALUES (${threadId}, ${json}, ${now})
-        ON CONFLICT (thread_id) DO UPDATE SET checkpoint = excluded.checkpoint, updated_at = excluded.updated_at
+      const expected = saveOptions?.expected
+      if (expected === undefined) {
+        return yield* sql`
+          INSERT INTO ${table} (thread_id, checkpoint, updated_at) VALUES (${threadId}, ${json}, ${now})
+          ON CONFLICT (thread_id) DO UPDATE SET checkpoint = excluded.checkpoint, updated_at = excluded.updated_at
+        `.pipe(Effect.asVoid, Effect.mapError(sqlFailure(threadId, "save")))
+      }
+      const saved = { checkpoint, length: checkpoint.messages.length }
+      if (
+        expected !== "absent" &&
+        (typeof expected !== "object" || expected === null || Array.isArray(expected) ||
+          (expected.incarnation !== undefined && typeof expected.incarnation !== "string"))
+      ) {
+        // an expectation of no known form (from JavaScript): `checkExpected` refuses it, typed
+        return yield* Checkpointer.checkExpected(threadId, saved, Option.none(), saveOptions)
+      }
+      // the rule of `Checkpointer.checkExpected`, in the statement that writes: a thread of the save's own
+      // incarnation, else no thread (`"absent"`), else one of the expected incarnation or of none
+      const own = checkpoint.incarnation ?? null
+      const written = yield* (expected === "absent"
+        ? sql<{ readonly thread_id: string }>`
+          INSERT INTO ${table} (thread_id, checkpoint, updated_at) VALUES (${threadId}, ${json}, ${now})
+          ON CONFLICT (thread_id) DO UPDATE SET checkpoint = excluded.checkpoint, updated_at = excluded.updated_at
+          WHERE ${storedIncarnation} = ${own}
+          RETURNING thread_id
+        `
+        : sql<{ readonly thread_id: string }>`
+          UPDATE ${table} SET checkpoint = ${json}, updated_at = ${now}
+          WHERE thread_id = ${threadId} AND (
+            ${storedIncarnation} IS NULL OR ${storedIncarnation} = ${expected.incarnation ?? null} OR
+            ${storedIncarnation} = ${own}
+          )
+          RETURNING thread_id
+        `).pipe(Effect.mapError(sqlFailure(threadId, "save")))
+      if (written.length > 0) return
+      // nothing written: the error says what is stored instead
+      const found = yield* sql<{ readonly incarnation: string | null }>`
+        SELECT ${storedIncarnation} AS incarnation FROM ${table} WHERE thread_id = ${threadId}
       `.pipe(Effect.mapError(sqlFailure(threadId, "save")))
+      const stored = found.length === 0
+        ? Option.none()
+        : Option.some({ incarnation: found[0].incarnation ?? undefined })
+      yield* Checkpointer.checkExpected(threadId, saved, stored, saveOptions)
+      return yield* new CheckpointError({
+        threadId,
+        operation: "save",
+        conflict: "Superseded",
+        reason:
+          `the stored thread changed while the run saved: nothing was written (this checkpoint of the run, ${checkpoint.messages.length} messages, was not saved)`
+      })
     }),
     delete: Effect.fn("SqlCheckpointer.delete")(function*(threadId) {
       yield* sql`DELETE FROM ${table} WHERE thread_id = ${threadId}`.pipe(

@@ -154,6 +154,31 @@ class DeferredThread implements Checkpointer.DeferredCheckpoint {
   }
 }
 
+/**
+ * What a run's saves expect the store to hold (`Checkpointer.SaveOptions`): the thread its load found — none
+ * for a new thread, else the loaded incarnation — until its first save, then its own incarnation. A save is
+ * counted when its journal step returns, replayed or not, so a durable run replaying its journal expects what
+ * it expected when it first ran. A save finding another thread (deleted, or made again) writes nothing and
+ * fails the run.
+ */
+export class SaveExpectation {
+  private expected: Checkpointer.Expected
+
+  constructor(loaded: Loaded) {
+    this.expected = loaded.stored ? { incarnation: loaded.incarnation } : "absent"
+  }
+
+  /** The options of the run's next save. */
+  options(incarnation: string | undefined): Checkpointer.SaveOptions {
+    return { expected: this.expected === "absent" ? "absent" : { incarnation } }
+  }
+
+  /** A save of the run took its place in the journal: the thread is now the run's own incarnation. */
+  saved(incarnation: string | undefined): void {
+    this.expected = { incarnation }
+  }
+}
+
 /** A thread as loaded: its messages and slices, and the checkpoint they came from. */
 export interface Loaded {
   readonly messages: ReadonlyArray<Prompt.Message>
@@ -161,6 +186,20 @@ export interface Loaded {
   readonly checkpoint: Option.Option<Checkpointer.Checkpoint>
   /** The thread's incarnation (see `Checkpointer.Checkpoint`); `undefined` for a checkpoint stored without one. */
   readonly incarnation: string | undefined
+  /** Whether the store holds the thread loaded (not for a new thread, nor for a replayed fork's: {@link notStored}). */
+  readonly stored: boolean
+}
+
+/**
+ * The checkpoints a run's load gives that the store does not hold: a replayed fork's recorded thread, given in
+ * place of the fork's new thread (`replay.ts`). The first save of such a run expects no thread stored.
+ */
+const notStoredCheckpoints = new WeakSet<Checkpointer.Checkpoint>()
+
+/** `checkpoint`, marked as one the store does not hold (see `notStoredCheckpoints`). */
+export const notStored = (checkpoint: Checkpointer.Checkpoint): Checkpointer.Checkpoint => {
+  notStoredCheckpoints.add(checkpoint)
+  return checkpoint
 }
 
 /** A new incarnation nonce: 64 bits from the context's `Random` (a test may seed it), in one operation. */
@@ -236,18 +275,20 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
           }
         })
       }
+      const options = run.expected.options(run.incarnation)
       const stored = checkpointer.append === undefined
         ? checkpointer.save(run.threadId, {
           version: 1,
           threadId: run.threadId,
           messages: run.encoder.encode(state.messages),
           ...rest
-        })
+        }, options)
         : checkpointer.append(
           run.threadId,
-          run.encoder.deferred({ version: 1, threadId: run.threadId, ...rest }, state.messages)
+          run.encoder.deferred({ version: 1, threadId: run.threadId, ...rest }, state.messages),
+          options
         )
-      return run.journal.step(run.keys.checkpoint(), stored)
+      return Effect.tap(run.journal.step(run.keys.checkpoint(), stored), () => run.expected.saved(run.incarnation))
     }
     const known = run.encoder.slicesOf(state.slices)
     if (known !== undefined) return write(known)
@@ -287,7 +328,8 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
               messages: [],
               slices: layout.initial,
               checkpoint: Option.none(),
-              incarnation: undefined
+              incarnation: undefined,
+              stored: false
             }),
           onSome: (checkpoint) =>
             // a new thread's load gives only its incarnation: nothing to decode
@@ -296,7 +338,8 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
                 messages: [],
                 slices: layout.initial,
                 checkpoint: Option.none(),
-                incarnation: checkpoint.incarnation
+                incarnation: checkpoint.incarnation,
+                stored: false
               }) :
               Effect.all({
                 messages: decodeThread(checkpoint.messages),
@@ -306,7 +349,8 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
                   messages,
                   slices,
                   checkpoint: Option.some(checkpoint),
-                  incarnation: checkpoint.incarnation
+                  incarnation: checkpoint.incarnation,
+                  stored: !notStoredCheckpoints.has(checkpoint)
                 })),
                 Effect.mapError((error) =>
                   new CheckpointError({

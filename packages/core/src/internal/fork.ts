@@ -139,7 +139,12 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
         (existing): Effect.Effect<unknown, unknown, any> =>
           Option.isSome(existing)
             ? Effect.asVoid(fail("ThreadExists", `the thread "${to}" already exists`))
-            : deps.checkpointer.save(to, { ...stored, threadId: to, messages: AgentState.encodeMessages(messages) })
+            : deps.checkpointer.save(
+              to,
+              { ...stored, threadId: to, messages: AgentState.encodeMessages(messages) },
+              // another process may make the thread meanwhile: the fork does not write over it
+              { expected: "absent" }
+            )
       )
     )
     if (edit?._tag === "Message") return yield* deps.start(edit.message, to)

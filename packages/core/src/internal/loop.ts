@@ -141,7 +141,12 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
               )
               const messages = AgentState.answerPending(loaded.messages, reason)
               const { pending: _pending, run: _run, ...kept } = loaded.checkpoint.value
-              yield* checkpointer.save(threadId, { ...kept, messages: AgentState.encodeMessages(messages) })
+              // over the thread loaded only: one deleted (or made again) since by another process stays so
+              yield* checkpointer.save(
+                threadId,
+                { ...kept, messages: AgentState.encodeMessages(messages) },
+                { expected: { incarnation: loaded.incarnation } }
+              )
               return true
             })
           ).pipe(

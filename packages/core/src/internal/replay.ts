@@ -271,16 +271,17 @@ const replayWith = (
                 })
               ) as Effect.Effect<never, any>
             }
-            // the fork is a thread of its own: the recorded thread, under the incarnation its load gave it
+            // the fork is a thread of its own: the recorded thread, under the incarnation its load gave it, and
+            // not stored yet (its first save expects no thread)
             const incarnation = Option.isSome(target) ? target.value.incarnation : undefined
             return Effect.map(recorded, (loaded) => {
               const thread = key.result.from(loaded)
               return Option.isNone(thread) ? existing : as.of(
-                key.result.to(Option.some(
+                key.result.to(Option.some(Checkpoint.notStored(
                   incarnation === undefined
                     ? Checkpoint.withoutIncarnation(thread.value)
                     : { ...thread.value, incarnation }
-                )),
+                ))),
                 []
               )
             })

@@ -131,6 +131,7 @@ export const make = (
         keys: journaled.keys,
         interruptKeys: new Set(),
         encoder: new Checkpoint.ThreadEncoder(loaded),
+        expected: new Checkpoint.SaveExpectation(loaded),
         inbox
       }
     })

@@ -26,6 +26,7 @@ import * as Schema from "effect/Schema"
 import { CheckpointError } from "../AgentError.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import * as DeferredSave from "./deferredSave.js"
+import * as SaveCondition from "./saveCondition.js"
 
 /** Where a head's log is and how much of it is committed. */
 export const LogRef = Schema.Struct({
@@ -265,10 +266,25 @@ export const make = (options: Options): Checkpointer.MakeOptions => {
       )
     })
 
-  /** Saves `saved`, writing only the messages past the committed log when the thread extends it. */
-  const append = (threadId: string, saved: Checkpointer.DeferredCheckpoint) =>
+  /**
+   * Saves `saved`, writing only the messages past the committed log when the thread extends it. A conditional
+   * save checks the head it reads first, under the thread's lock: atomic within this instance; another instance
+   * (or process) that deletes the thread between this read and the head's write is not seen.
+   */
+  const append = (
+    threadId: string,
+    saved: Checkpointer.DeferredCheckpoint,
+    saveOptions: Checkpointer.SaveOptions | undefined
+  ) =>
     Effect.gen(function*() {
       const stored = yield* readStored(threadId, "save")
+      const refused = SaveCondition.conflictOf(
+        threadId,
+        saved,
+        Option.map(stored, (found) => found._tag === "Head" ? found.head : found.checkpoint),
+        saveOptions
+      )
+      if (refused !== undefined) return yield* refused
       const previous = Option.isSome(stored) && stored.value._tag === "Head" ? stored.value.head : undefined
       const known = lastSeen.get(threadId)
       const now = yield* Clock.currentTimeMillis
@@ -333,7 +349,7 @@ export const make = (options: Options): Checkpointer.MakeOptions => {
 
   return {
     load: (threadId) => locks.run(threadId, load(threadId, 0)),
-    append: (threadId, checkpoint) => locks.run(threadId, append(threadId, checkpoint)),
+    append: (threadId, checkpoint, saveOptions) => locks.run(threadId, append(threadId, checkpoint, saveOptions)),
     delete: (threadId) => locks.run(threadId, remove(threadId))
   }
 }
