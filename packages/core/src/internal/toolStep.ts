@@ -133,12 +133,23 @@ export const make = (config: Compiled, save: Save) => {
   /** The chain of a run whose `wrapToolCall` hooks cannot update state: one for all its calls. */
   const runChain = identityMemo((run: RunContext) => toolChain(run, undefined))
 
-  /** Runs `calls`, the pending calls of `state`. */
-  const runCalls = (
+  /**
+   * The journal's step of `call`, with its ledger entry when its tool is not
+   * read-only (ToolEffect); only a journal or a watcher reads the entry, so
+   * an unwatched run in process does not hash the arguments for it.
+   */
+  const keyOf = (run: RunContext, call: Prompt.ToolCallPart): RunJournal.StepKey.Tool => {
+    const ledgered = run.journal !== RunJournal.inProcess || run.emit !== undefined
+    return run.keys.tool(call, ledgered ? toolsByName.get(call.name)?.tool : undefined, run.threadId)
+  }
+
+  /** Runs `calls`, the pending calls of `state`, then `then` with what they gave. */
+  const runCalls = <A>(
     run: RunContext,
     state: RunState.RunState,
-    calls: ReadonlyArray<Prompt.ToolCallPart>
-  ): Effect.Effect<ToolStepResult, unknown, any> => {
+    calls: ReadonlyArray<Prompt.ToolCallPart>,
+    then: (ran: ToolStepResult) => Effect.Effect<A, unknown, any>
+  ): Effect.Effect<A, unknown, any> => {
     const flat = config.layout.flatten(state)
     /** The state updates of each call, by its place in the reply: applied in that order, whatever finished first. */
     const updatesOf: Array<ReadonlyArray<WrapUpdates.Update> | undefined> = []
@@ -159,14 +170,15 @@ export const make = (config: Compiled, save: Save) => {
           { tool: call.name, callId: call.id },
           Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
         )
-      // the call's step, with its ledger entry when its tool is not read-only (ToolEffect); only a journal or a
-      // watcher reads the entry, so an unwatched run in process does not hash the arguments for it
-      const ledgered = run.journal !== RunJournal.inProcess || run.emit !== undefined
-      const key = run.keys.tool(call, ledgered ? toolsByName.get(call.name)?.tool : undefined, run.threadId)
       if (!collects) {
-        const chain = wrapTool.length === 0 ? callTool(run.threadId, request) : runChain(run)(request)
-        return Observer.toolCall(run, call, journaled(run, key, executed(chain)), key.ledger)
+        const chain = executed(wrapTool.length === 0 ? callTool(run.threadId, request) : runChain(run)(request))
+        // only a journal or a watcher reads the call's step (its name, its ledger entry): an unwatched run in
+        // process names no step
+        if (run.journal === RunJournal.inProcess && run.emit === undefined) return chain
+        const key = keyOf(run, call)
+        return Observer.toolCall(run, call, journaled(run, key, chain), key.ledger)
       }
+      const key = keyOf(run, call)
       // journaled with its updates: a replayed call gives the ones the first execution returned
       const updates: Array<WrapUpdates.Update> = []
       const called = journaled(
@@ -202,8 +214,9 @@ export const make = (config: Compiled, save: Save) => {
       }
     }
     return calls.length === 1
-      ? Effect.map(one(calls[0]!, 0), (result) => ended([result]))
-      : Effect.map(Effect.forEach(calls, one, { concurrency: config.toolConcurrency }), ended)
+      ? Effect.flatMap(one(calls[0]!, 0), (result) => then(ended([result])))
+      : Effect.flatMap(Effect.forEach(calls, one, { concurrency: config.toolConcurrency }), (results) =>
+        then(ended(results)))
   }
 
   /** The results stored in `state`; a run that got its structured output ends, any other saves them first. */
@@ -235,7 +248,7 @@ export const make = (config: Compiled, save: Save) => {
     }
     // `wrapToolCall` hooks see the state, messages included: nothing is appended in place
     if (wrapTool.length > 0) state = RunState.seen(state)
-    return Effect.flatMap(runCalls(run, state, calls), (ran) =>
+    return runCalls(run, state, calls, (ran) =>
       ran.updates.length === 0
         ? store(run, ran, state)
         : Effect.flatMap(WrapUpdates.apply(config, run, "wrapToolCall", state, ran.updates), (updated) =>
