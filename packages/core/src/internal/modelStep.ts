@@ -166,6 +166,16 @@ export const make = (config: Compiled) => {
     return Either.right({ message, toolCalls, usage: finish.usage, finishReason: finish.reason, offeredTools })
   }
 
+  /** {@link toModelResponse} of a generated reply as an effect (run as one, an `Either` takes two fiber operations). */
+  const generatedReply = (
+    received: ReadonlyArray<Response.AnyPart>,
+    step: number,
+    offeredTools: ReadonlyArray<string>
+  ): Effect.Effect<Middleware.ModelResponse, ModelReplyError> => {
+    const judgement = toModelResponse(received, step, false, offeredTools)
+    return Either.isRight(judgement) ? Effect.succeed(judgement.right) : Effect.fail(judgement.left)
+  }
+
   /**
    * The response of middleware `m`, or `InvalidHookResult` when it is not a
    * `ModelResponse`, or `EmptyModelResponse` when its message is empty.
@@ -239,11 +249,11 @@ export const make = (config: Compiled) => {
             return Either.isLeft(failure)
               ? Effect.flatMap(
                 recover(failure.left, []),
-                (parts) => toModelResponse(parts, request.step, false, offeredTools)
+                (parts) => generatedReply(parts, request.step, offeredTools)
               )
               : Effect.failCause(failure.right)
           },
-          onSuccess: (response) => toModelResponse(response.content, request.step, false, offeredTools)
+          onSuccess: (response) => generatedReply(response.content, request.step, offeredTools)
         }
       )
       : Effect.suspend(() => {

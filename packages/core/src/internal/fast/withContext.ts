@@ -6,8 +6,9 @@
  * a third of the fiber operations. effect 3.22 builds the first on
  * `FiberRef.locally`, an `acquireUseRelease` (about 20 operations and a
  * dozen closures per call); here it is one masked read-and-set of the
- * context, the effect, and one success-or-failure continuation that sets it
- * back and goes on with the handler.
+ * context (on the fiber itself, see `SettableFiber`), the effect, and one
+ * success-or-failure continuation that sets it back and goes on with the
+ * handler.
  */
 import * as Cause from "effect/Cause"
 import type * as Context from "effect/Context"
@@ -31,18 +32,33 @@ export const withContext = <A, E, R, B, E2, R2>(
   }
 ): Effect.Effect<B, E2, R2> =>
   Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(
-      FiberRef.modify(FiberRef.currentContext, (input) => [input, f(input) as Context.Context<never>]),
-      (input) => {
-        const restored = FiberRef.set(FiberRef.currentContext, input)
-        return Effect.matchCauseEffect(restore(effect), {
-          onFailure: (cause) =>
-            Effect.flatMap(restored, () => {
-              const failure = Cause.failureOrCause(cause)
-              return Either.isLeft(failure) ? handlers.onFailure(failure.left) : Effect.failCause(failure.right)
-            }),
-          onSuccess: (value) => Effect.flatMap(restored, () => handlers.onSuccess(value))
-        })
-      }
-    )
+    Effect.withFiberRuntime((fiber) => {
+      const settable = fiber as unknown as SettableFiber
+      const input = fiber.currentContext
+      settable.setFiberRef(FiberRef.currentContext, f(input) as Context.Context<never>)
+      const putBack = () => settable.setFiberRef(FiberRef.currentContext, input)
+      return Effect.matchCauseEffect(restore(effect), {
+        onFailure: (cause) => {
+          putBack()
+          const failure = Cause.failureOrCause(cause)
+          return Either.isLeft(failure) ? handlers.onFailure(failure.left) : Effect.failCause(failure.right)
+        },
+        onSuccess: (value) => {
+          putBack()
+          return handlers.onSuccess(value)
+        }
+      })
+    })
   ) as Effect.Effect<B, E2, R2>
+
+/**
+ * The running fiber as effect 3 implements it (`FiberRuntime`): `FiberRef.set`
+ * is this method run as a fiber operation of its own. A continuation runs on
+ * the fiber that pushed it, so calling it there sets the same ref without one.
+ * Not in effect's public `RuntimeFiber` type: `test/WithContext.test.ts` fails
+ * if an effect release drops it.
+ */
+interface SettableFiber {
+  setFiberRef<A>(fiberRef: FiberRef.FiberRef<A>, value: A): void
+}
+
