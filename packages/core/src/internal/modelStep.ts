@@ -29,7 +29,7 @@ import { hookEffect, modelResponseProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
 import { paired } from "./pairing.js"
-import type { Stepped } from "./phase.js"
+import type { Then } from "./phase.js"
 import { invalidCallOf, repairsExhausted } from "./repairs.js"
 import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
@@ -430,7 +430,12 @@ export const make = (config: Compiled) => {
    * counted toward `maxToolCallRepairs` (the run fails past it) and appended
    * to the thread, and kept for `ModelResponded` while someone watches.
    */
-  return (run: RunContext, initial: RunState.RunState): Effect.Effect<Stepped, unknown, any> => {
+  return (
+    run: RunContext,
+    initial: RunState.RunState,
+    phase: { readonly node: "model" },
+    then: Then
+  ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     if (initial.step >= config.maxSteps) {
       return Effect.fail(new MaxStepsExceeded({ threadId: run.threadId, maxSteps: config.maxSteps }))
     }
@@ -453,10 +458,10 @@ export const make = (config: Compiled) => {
         })
       }
       return reply.updates === undefined
-        ? Effect.succeed({ state, outcome: Continue })
-        : Effect.map(
+        ? then(phase, { state, outcome: Continue })
+        : Effect.flatMap(
           WrapUpdates.apply(config, run, "wrapModelCall", state, reply.updates),
-          (updated) => ({ state: updated, outcome: Continue })
+          (updated) => then(phase, { state: updated, outcome: Continue })
         )
     })
   }

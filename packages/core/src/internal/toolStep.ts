@@ -11,6 +11,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { InvalidHookResult, MaxStepsExceeded, ToolTimeout } from "../AgentError.js"
+import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Middleware from "../Middleware.js"
 import * as RunJournal from "../RunJournal.js"
@@ -20,7 +21,7 @@ import { PassedOn } from "./fast/passedOn.js"
 import { hookEffect, toolResultProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
-import type { Save, Stepped } from "./phase.js"
+import type { Save, Stepped, Then } from "./phase.js"
 import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 import { ToolCallGuards } from "./toolCallGuards.js"
@@ -219,15 +220,19 @@ export const make = (config: Compiled, save: Save) => {
         then(ended(results)))
   }
 
-  /** The results stored in `state`; a run that got its structured output ends, any other saves them first. */
+  /**
+   * The results stored in `state`, then the rest of the run; a run that got
+   * its structured output ends, any other saves them first.
+   */
   const store = (
     run: RunContext,
     ran: ToolStepResult,
-    state: RunState.RunState
-  ): Effect.Effect<Stepped, unknown, any> => {
+    state: RunState.RunState,
+    then: (stepped: Stepped) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
+  ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     const stored = RunState.appendToolResults(state, ran.results, ran.output)
     const stepped: Stepped = { state: stored, outcome: Continue }
-    return Option.isNone(stored.output) ? Effect.as(save(run, stored, undefined), stepped) : Effect.succeed(stepped)
+    return Option.isNone(stored.output) ? Effect.flatMap(save(run, stored, undefined), () => then(stepped)) : then(stepped)
   }
 
   /**
@@ -237,7 +242,12 @@ export const make = (config: Compiled, save: Save) => {
    * saves its results first. A jump to the tools with nothing to run counts toward `maxSteps`
    * like a model call (a hook that keeps jumping there would loop without one).
    */
-  return (run: RunContext, initial: RunState.RunState): Effect.Effect<Stepped, unknown, any> => {
+  return (
+    run: RunContext,
+    initial: RunState.RunState,
+    phase: { readonly node: "tools" },
+    then: Then
+  ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     const calls = AgentState.pendingToolCalls(initial.messages)?.calls ?? []
     let state = initial
     if (calls.length === 0) {
@@ -248,10 +258,11 @@ export const make = (config: Compiled, save: Save) => {
     }
     // `wrapToolCall` hooks see the state, messages included: nothing is appended in place
     if (wrapTool.length > 0) state = RunState.seen(state)
+    const stepped = (next: Stepped) => then(phase, next)
     return runCalls(run, state, calls, (ran) =>
       ran.updates.length === 0
-        ? store(run, ran, state)
+        ? store(run, ran, state, stepped)
         : Effect.flatMap(WrapUpdates.apply(config, run, "wrapToolCall", state, ran.updates), (updated) =>
-          store(run, ran, updated)))
+          store(run, ran, updated, stepped)))
   }
 }
