@@ -3,9 +3,13 @@
  * each in its own module) and the loop that runs a run from a phase to its
  * end, one phase after another, the state a value it passes along.
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as HashMap from "effect/HashMap"
 import type * as AgentResult from "../AgentResult.js"
 import type { Compiled } from "./config.js"
+import { asIs, locally } from "./fast/withContext.js"
 import * as Finish from "./finish.js"
 import { next, type Phase, type PhaseName } from "./machine.js"
 import * as ModelStep from "./modelStep.js"
@@ -61,10 +65,17 @@ export const make = (config: Compiled, table: Steps) =>
     stepped.outcome._tag === "End"
       ? Effect.succeed(stepped.outcome.result)
       : from(stepped.state, next(at, stepped.outcome, RunState.factsOf(stepped.state)))
-  return Effect.suspend(() => from(initial, start)).pipe(
-    Effect.ensuring(Effect.sync(() => run.encoder.settle())),
-    Effect.scoped,
-    Effect.provide(config.context),
-    Effect.annotateSpans({ threadId: run.threadId })
+  // the agent's context provided and the thread annotated on spans, as `Effect.provide` and `Effect.annotateSpans`
+  // do, in one setting of the two refs (`internal/fast/withContext.ts`)
+  return locally(
+    Effect.suspend(() => from(initial, start)).pipe(
+      Effect.ensuring(Effect.sync(() => run.encoder.settle())),
+      Effect.scoped
+    ),
+    [
+      [FiberRef.currentContext, (input: Context.Context<never>) => Context.merge(input, config.context)],
+      [FiberRef.currentTracerSpanAnnotations, HashMap.set("threadId", run.threadId)]
+    ],
+    asIs
   )
 }

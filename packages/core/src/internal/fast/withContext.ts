@@ -1,14 +1,13 @@
 /**
- * An effect run with the fiber's context replaced, the context it had put
- * back when the effect ends, whatever ends it, and the effect's outcome
- * handed to one of two handlers: what `Effect.mapInputContext` (and
- * `Effect.provide` with a context) followed by `Effect.matchEffect` does, in
- * a third of the fiber operations. effect 3.22 builds the first on
- * `FiberRef.locally`, an `acquireUseRelease` (about 20 operations and a
- * dozen closures per call); here it is one masked read-and-set of the
- * context (on the fiber itself, see `SettableFiber`), the effect, and one
- * success-or-failure continuation that sets it back and goes on with the
- * handler.
+ * Fiber refs set for an effect and put back when it ends, whatever ends it,
+ * the effect's outcome handed to one of two handlers: what
+ * `Effect.mapInputContext` / `Effect.provide` / `Effect.annotateSpans`
+ * followed by `Effect.matchEffect` do, in a fraction of the fiber
+ * operations. effect 3.22 builds each of those on `FiberRef.locally`, an
+ * `acquireUseRelease` (about 12 operations and a dozen closures per call,
+ * per ref); here it is one masked set of every ref on the fiber itself (see
+ * `SettableFiber`), the effect, and one success-or-failure continuation that
+ * puts them back and goes on with the handler.
  */
 import * as Cause from "effect/Cause"
 import type * as Context from "effect/Context"
@@ -16,27 +15,39 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FiberRef from "effect/FiberRef"
 
+/** A fiber ref and how to make its value for the effect of the one the fiber has. */
+export type Local = readonly [FiberRef.FiberRef<any>, (current: any) => unknown]
+
+/** What becomes of the effect's outcome once the refs are put back. */
+export interface Handlers<A, E, B, E2, R2> {
+  readonly onSuccess: (value: A) => Effect.Effect<B, E2, R2>
+  readonly onFailure: (error: E) => Effect.Effect<B, E2, R2>
+}
+
 /**
- * `effect` with the context `f` makes of the fiber's current one, then
- * `onSuccess` with its value or `onFailure` with its error (a defect or an
- * interruption passes through). The current context is restored before
- * either handler runs, and when `effect` is interrupted. The handlers run
- * uninterruptibly: keep them short (an encoding, a result to build).
+ * `effect` with each ref of `locals` set to what its function makes of the
+ * fiber's value, then `onSuccess` with its value or `onFailure` with its
+ * error (a defect or an interruption passes through). The fiber's values are
+ * put back before either handler runs, and when `effect` is interrupted. The
+ * handlers run uninterruptibly: keep them short (an encoding, a result to
+ * build).
  */
-export const withContext = <A, E, R, B, E2, R2>(
+export const locally = <A, E, R, B, E2, R2>(
   effect: Effect.Effect<A, E, R>,
-  f: (input: Context.Context<never>) => Context.Context<R>,
-  handlers: {
-    readonly onSuccess: (value: A) => Effect.Effect<B, E2, R2>
-    readonly onFailure: (error: E) => Effect.Effect<B, E2, R2>
-  }
-): Effect.Effect<B, E2, R2> =>
+  locals: ReadonlyArray<Local>,
+  handlers: Handlers<A, E, B, E2, R2>
+): Effect.Effect<B, E2, R | R2> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiberRuntime((fiber) => {
       const settable = fiber as unknown as SettableFiber
-      const input = fiber.currentContext
-      settable.setFiberRef(FiberRef.currentContext, f(input) as Context.Context<never>)
-      const putBack = () => settable.setFiberRef(FiberRef.currentContext, input)
+      const before = locals.map(([ref, make]) => {
+        const current = fiber.getFiberRef(ref)
+        settable.setFiberRef(ref, make(current))
+        return current
+      })
+      const putBack = () => {
+        for (let i = 0; i < locals.length; i++) settable.setFiberRef(locals[i]![0], before[i])
+      }
       return Effect.matchCauseEffect(restore(effect), {
         onFailure: (cause) => {
           putBack()
@@ -49,7 +60,21 @@ export const withContext = <A, E, R, B, E2, R2>(
         }
       })
     })
-  ) as Effect.Effect<B, E2, R2>
+  )
+
+/** The handlers of an effect whose outcome goes on as it is. */
+export const asIs: Handlers<any, any, any, any, never> = { onSuccess: Effect.succeed, onFailure: Effect.fail }
+
+/**
+ * `effect` with the context `f` makes of the fiber's current one, then the
+ * handlers ({@link locally} with the context alone).
+ */
+export const withContext = <A, E, R, B, E2, R2>(
+  effect: Effect.Effect<A, E, R>,
+  f: (input: Context.Context<never>) => Context.Context<R>,
+  handlers: Handlers<A, E, B, E2, R2>
+): Effect.Effect<B, E2, R2> =>
+  locally(effect, [[FiberRef.currentContext, f]], handlers) as Effect.Effect<B, E2, R2>
 
 /**
  * The running fiber as effect 3 implements it (`FiberRuntime`): `FiberRef.set`
@@ -61,4 +86,3 @@ export const withContext = <A, E, R, B, E2, R2>(
 interface SettableFiber {
   setFiberRef<A>(fiberRef: FiberRef.FiberRef<A>, value: A): void
 }
-
