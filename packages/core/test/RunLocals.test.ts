@@ -42,7 +42,10 @@ const agentOf = (fail: boolean) =>
   Agent.make({ toolkit: Kit }).pipe(
     Effect.provide(Layer.mergeAll(
       KitLive(fail),
-      ScriptedModel.layer([ScriptedModel.toolCalls([{ name: "look", params: {}, id: "c1" }]), ScriptedModel.text("ok")]),
+      ScriptedModel.layer([
+        ScriptedModel.toolCalls([{ name: "look", params: {}, id: "c1" }]),
+        ScriptedModel.text("ok")
+      ]),
       Layer.succeed(Greeting, "hello"),
       Layer.effect(Checkpointer.Checkpointer, Checkpointer.makeMemory)
     ))

@@ -414,7 +414,11 @@ export const make = (config: Compiled) => {
       return run.journal === RunJournal.inProcess
         ? Effect.flatMap(responded, (response) => then(toModelCall(response, updates)))
         : Effect.flatMap(
-          journaled(run, run.keys.model(state.step), Effect.map(responded, (response) => toModelCall(response, updates))),
+          journaled(
+            run,
+            run.keys.model(state.step),
+            Effect.map(responded, (response) => toModelCall(response, updates))
+          ),
           then
         )
     }

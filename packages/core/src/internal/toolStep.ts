@@ -216,8 +216,10 @@ export const make = (config: Compiled, save: Save) => {
     }
     return calls.length === 1
       ? Effect.flatMap(one(calls[0]!, 0), (result) => then(ended([result])))
-      : Effect.flatMap(Effect.forEach(calls, one, { concurrency: config.toolConcurrency }), (results) =>
-        then(ended(results)))
+      : Effect.flatMap(
+        Effect.forEach(calls, one, { concurrency: config.toolConcurrency }),
+        (results) => then(ended(results))
+      )
   }
 
   /**
@@ -232,7 +234,9 @@ export const make = (config: Compiled, save: Save) => {
   ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     const stored = RunState.appendToolResults(state, ran.results, ran.output)
     const stepped: Stepped = { state: stored, outcome: Continue }
-    return Option.isNone(stored.output) ? Effect.flatMap(save(run, stored, undefined), () => then(stepped)) : then(stepped)
+    return Option.isNone(stored.output)
+      ? Effect.flatMap(save(run, stored, undefined), () => then(stepped))
+      : then(stepped)
   }
 
   /**

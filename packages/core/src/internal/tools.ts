@@ -193,7 +193,11 @@ const runWithHandler = (
       withContext(
         handler.handler(params) as Effect.Effect<unknown, unknown>,
         (input) =>
-          Context.add(withHandlerContext(input), ToolContext.CurrentToolContext, Option.some(contextOf(call, threadId))),
+          Context.add(
+            withHandlerContext(input),
+            ToolContext.CurrentToolContext,
+            Option.some(contextOf(call, threadId))
+          ),
         {
           onSuccess: (value) =>
             encodedResult(

@@ -73,8 +73,7 @@ export const withContext = <A, E, R, B, E2, R2>(
   effect: Effect.Effect<A, E, R>,
   f: (input: Context.Context<never>) => Context.Context<R>,
   handlers: Handlers<A, E, B, E2, R2>
-): Effect.Effect<B, E2, R2> =>
-  locally(effect, [[FiberRef.currentContext, f]], handlers) as Effect.Effect<B, E2, R2>
+): Effect.Effect<B, E2, R2> => locally(effect, [[FiberRef.currentContext, f]], handlers) as Effect.Effect<B, E2, R2>
 
 /**
  * The running fiber as effect 3 implements it (`FiberRuntime`): `FiberRef.set`
