@@ -1,7 +1,8 @@
 /**
  * `internal/fast/withContext.ts`: an effect run with its context replaced
- * must behave as `Effect.mapInputContext`: the effect sees the new context,
- * and the fiber gets its own back however the effect ends.
+ * must behave as `Effect.mapInputContext` followed by `Effect.matchEffect`:
+ * the effect sees the new context, the fiber gets its own back however the
+ * effect ends, and the handlers run with it back.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Exit, Fiber, Option } from "effect"
@@ -16,8 +17,11 @@ const seen = Effect.map(Effect.context<never>(), (context) => ({
   extra: Option.getOrUndefined(Context.getOption(context, Extra))
 }))
 
-const withExtra = <A, E>(effect: Effect.Effect<A, E, Name | Extra>) =>
-  withContext(effect, (input) => Context.add(input as Context.Context<Name>, Extra, 1))
+const withExtra = <A, E>(effect: Effect.Effect<A, E, Name | Extra>): Effect.Effect<A, E, Name> =>
+  withContext(effect, (input) => Context.add(input as Context.Context<Name>, Extra, 1), {
+    onSuccess: Effect.succeed,
+    onFailure: Effect.fail
+  }) as Effect.Effect<A, E, Name>
 
 describe("withContext", () => {
   it.effect("runs the effect with the context made of the fiber's own", () =>
@@ -54,5 +58,43 @@ describe("withContext", () => {
       yield* Deferred.await(started)
       yield* Fiber.interrupt(fiber)
       assert.deepStrictEqual(after, [undefined])
+    }).pipe(Effect.provideService(Name, "outer")))
+
+  it.effect("runs the handlers with the fiber's context back: onSuccess with the value, onFailure with the error", () =>
+    Effect.gen(function*() {
+      const handlers = {
+        onSuccess: (value: string) => Effect.map(seen, (context) => ({ outcome: `success ${value}`, context })),
+        onFailure: (error: string) => Effect.map(seen, (context) => ({ outcome: `failure ${error}`, context }))
+      }
+      const extra = (input: Context.Context<never>) => Context.add(input, Extra, 1)
+      const outer = { name: "outer", extra: undefined }
+      assert.deepStrictEqual(yield* withContext(Effect.succeed("a"), extra, handlers), {
+        outcome: "success a",
+        context: outer
+      })
+      assert.deepStrictEqual(yield* withContext(Effect.fail("b"), extra, handlers), {
+        outcome: "failure b",
+        context: outer
+      })
+    }).pipe(Effect.provideService(Name, "outer")))
+
+  it.effect("passes a defect through without the failure handler, and a handler that throws still leaves the context back", () =>
+    Effect.gen(function*() {
+      const extra = (input: Context.Context<never>) => Context.add(input, Extra, 1)
+      const failed: Array<unknown> = []
+      const died = yield* Effect.exit(withContext(Effect.die("defect"), extra, {
+        onSuccess: Effect.succeed,
+        onFailure: (error) => Effect.sync(() => failed.push(error))
+      }))
+      assert.isTrue(Exit.isFailure(died))
+      assert.deepStrictEqual(failed, [])
+      const threw = yield* Effect.exit(withContext(Effect.void, extra, {
+        onSuccess: () => {
+          throw new Error("handler")
+        },
+        onFailure: Effect.fail
+      }))
+      assert.isTrue(Exit.isFailure(threw))
+      assert.deepStrictEqual(yield* seen, { name: "outer", extra: undefined })
     }).pipe(Effect.provideService(Name, "outer")))
 })

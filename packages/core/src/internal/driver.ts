@@ -3,15 +3,18 @@
  * each in its own module) and the loop that runs a run from a phase to its
  * end, one phase after another, the state a value it passes along.
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
+import * as HashMap from "effect/HashMap"
 import type * as AgentResult from "../AgentResult.js"
 import type { Compiled } from "./config.js"
+import { asIs, locally } from "./fast/withContext.js"
 import * as Finish from "./finish.js"
 import { next, type Phase, type PhaseName } from "./machine.js"
 import * as ModelStep from "./modelStep.js"
 import * as Nodes from "./nodes.js"
-import type { Save, Step, Stepped } from "./phase.js"
+import type { Save, Step, Then } from "./phase.js"
 import * as Receive from "./receive.js"
 import type { RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
@@ -40,8 +43,8 @@ export const steps = (config: Compiled, save: Save): Steps => {
 /**
  * Runs `run` from phase `start` until a phase ends it (its result, or a wait
  * nobody answers at once). A phase that gives its outcome as it is leads to
- * the next one in the same loop; one that runs an effect continues in that
- * effect's continuation (no generator: one fiber operation per such phase).
+ * the next one in the same loop; one that runs an effect goes on in that
+ * effect's last continuation (no generator, no continuation of the driver's).
  */
 export const make = (config: Compiled, table: Steps) =>
 (
@@ -51,30 +54,28 @@ export const make = (config: Compiled, table: Steps) =>
 ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
   const from = (state: RunState.RunState, phase: Phase): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     while (true) {
-      const ran = (table[phase.node] as Step<Phase>)(run, state, phase)
-      let stepped: Stepped
-      if (!Effect.isEffect(ran)) stepped = ran
-      else if (Exit.isExit(ran)) {
-        // an effect that already ended is read at once, as a generator's `yield*` reads it
-        const ended = ran as Exit.Exit<Stepped, unknown>
-        if (Exit.isFailure(ended)) return Effect.failCause(ended.cause)
-        stepped = ended.value
-      } else {
-        const at = phase
-        return Effect.flatMap(ran, (stepped) =>
-          stepped.outcome._tag === "End"
-            ? Effect.succeed(stepped.outcome.result)
-            : from(stepped.state, next(at, stepped.outcome, RunState.factsOf(stepped.state))))
-      }
-      if (stepped.outcome._tag === "End") return Effect.succeed(stepped.outcome.result)
-      state = stepped.state
-      phase = next(phase, stepped.outcome, RunState.factsOf(state))
+      const ran = (table[phase.node] as Step<Phase>)(run, state, phase, then)
+      if (Effect.isEffect(ran)) return ran
+      if (ran.outcome._tag === "End") return Effect.succeed(ran.outcome.result)
+      state = ran.state
+      phase = next(phase, ran.outcome, RunState.factsOf(state))
     }
   }
-  return Effect.suspend(() => from(initial, start)).pipe(
-    Effect.ensuring(Effect.sync(() => run.encoder.settle())),
-    Effect.scoped,
-    Effect.provide(config.context),
-    Effect.annotateSpans({ threadId: run.threadId })
+  const then: Then = (at, stepped) =>
+    stepped.outcome._tag === "End"
+      ? Effect.succeed(stepped.outcome.result)
+      : from(stepped.state, next(at, stepped.outcome, RunState.factsOf(stepped.state)))
+  // the agent's context provided and the thread annotated on spans, as `Effect.provide` and `Effect.annotateSpans`
+  // do, in one setting of the two refs (`internal/fast/withContext.ts`)
+  return locally(
+    Effect.suspend(() => from(initial, start)).pipe(
+      Effect.ensuring(Effect.sync(() => run.encoder.settle())),
+      Effect.scoped
+    ),
+    [
+      [FiberRef.currentContext, (input: Context.Context<never>) => Context.merge(input, config.context)],
+      [FiberRef.currentTracerSpanAnnotations, HashMap.set("threadId", run.threadId)]
+    ],
+    asIs
   )
 }

@@ -7,25 +7,27 @@ import * as Option from "effect/Option"
 import { StructuredOutputError } from "../AgentError.js"
 import * as AgentResult from "../AgentResult.js"
 import type { Compiled } from "./config.js"
-import type { Save, Stepped } from "./phase.js"
+import type { Save, Then } from "./phase.js"
 import type { RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 
 export const make = (config: Compiled, save: Save) =>
 (
   run: RunContext,
-  state: RunState.RunState
-): Effect.Effect<Stepped, unknown, any> =>
-  Effect.zipRight(
+  state: RunState.RunState,
+  phase: { readonly node: "done" },
+  then: Then
+): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> =>
+  Effect.flatMap(
     save(run, state, undefined),
-    Effect.suspend(() =>
+    () =>
       config.output !== undefined && Option.isNone(state.output)
         ? Effect.fail(
           new StructuredOutputError({
             reason: `The run ended without the model calling "${config.outputToolName}" with the structured output`
           })
         )
-        : Effect.succeed<Stepped>({
+        : then(phase, {
           state,
           outcome: {
             _tag: "End",
@@ -39,5 +41,4 @@ export const make = (config: Compiled, save: Save) =>
             })
           }
         })
-    )
   )

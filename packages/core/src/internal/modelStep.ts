@@ -19,7 +19,7 @@ import { EmptyModelResponse, InvalidHookResult, MaxStepsExceeded, ModelReplyErro
 import * as AgentEvent from "../AgentEvent.js"
 import * as AgentResult from "../AgentResult.js"
 import type * as Middleware from "../Middleware.js"
-import type * as RunJournal from "../RunJournal.js"
+import * as RunJournal from "../RunJournal.js"
 import * as Secrets from "../Secrets.js"
 import type { Compiled } from "./config.js"
 import { drain } from "./drain.js"
@@ -29,7 +29,7 @@ import { hookEffect, modelResponseProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
 import { paired } from "./pairing.js"
-import type { Stepped } from "./phase.js"
+import type { Then } from "./phase.js"
 import { invalidCallOf, repairsExhausted } from "./repairs.js"
 import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
@@ -166,6 +166,16 @@ export const make = (config: Compiled) => {
     return Either.right({ message, toolCalls, usage: finish.usage, finishReason: finish.reason, offeredTools })
   }
 
+  /** {@link toModelResponse} of a generated reply as an effect (run as one, an `Either` takes two fiber operations). */
+  const generatedReply = (
+    received: ReadonlyArray<Response.AnyPart>,
+    step: number,
+    offeredTools: ReadonlyArray<string>
+  ): Effect.Effect<Middleware.ModelResponse, ModelReplyError> => {
+    const judgement = toModelResponse(received, step, false, offeredTools)
+    return Either.isRight(judgement) ? Effect.succeed(judgement.right) : Effect.fail(judgement.left)
+  }
+
   /**
    * The response of middleware `m`, or `InvalidHookResult` when it is not a
    * `ModelResponse`, or `EmptyModelResponse` when its message is empty.
@@ -239,11 +249,11 @@ export const make = (config: Compiled) => {
             return Either.isLeft(failure)
               ? Effect.flatMap(
                 recover(failure.left, []),
-                (parts) => toModelResponse(parts, request.step, false, offeredTools)
+                (parts) => generatedReply(parts, request.step, offeredTools)
               )
               : Effect.failCause(failure.right)
           },
-          onSuccess: (response) => toModelResponse(response.content, request.step, false, offeredTools)
+          onSuccess: (response) => generatedReply(response.content, request.step, offeredTools)
         }
       )
       : Effect.suspend(() => {
@@ -351,8 +361,38 @@ export const make = (config: Compiled) => {
   /** The chain of a run whose `wrapModelCall` hooks cannot update state: one for all its model calls. */
   const runChain = identityMemo((run: RunContext) => modelChain(run, undefined))
 
-  /** The model call of `state`: its request through the chain, journaled as the run's step. */
-  const modelCall = (run: RunContext, state: RunState.RunState): Effect.Effect<RunJournal.ModelCall, unknown, any> => {
+  /** The reply of a model call as the journal keeps it, with the state updates its wrap hooks returned. */
+  const toModelCall = (
+    response: Middleware.ModelResponse,
+    updates: ReadonlyArray<WrapUpdates.Update> | undefined
+  ): RunJournal.ModelCall =>
+    updates === undefined || updates.length === 0
+      ? {
+        message: response.message,
+        usage: response.usage,
+        finishReason: response.finishReason,
+        // a hook that answered without calling the model names no tools: all the agent's count as offered
+        offered: response.offeredTools ?? toolNames
+      }
+      : {
+        message: response.message,
+        usage: response.usage,
+        finishReason: response.finishReason,
+        offered: response.offeredTools ?? toolNames,
+        updates
+      }
+
+  /**
+   * The model call of `state` (its request through the chain, journaled as
+   * the run's step), and `then` with its reply. In a run journaled in
+   * process the reply is made in `then`'s continuation, and the step gets no
+   * name: nobody reads it.
+   */
+  const modelCall = <A>(
+    run: RunContext,
+    state: RunState.RunState,
+    then: (reply: RunJournal.ModelCall) => Effect.Effect<A, unknown, any>
+  ): Effect.Effect<A, unknown, any> => {
     const request: Middleware.ModelRequest = {
       messages: state.messages,
       systemPrompt: config.systemPrompt,
@@ -369,24 +409,19 @@ export const make = (config: Compiled) => {
     const updates = collects ? [] : undefined
     const chain = updates === undefined ? runChain(run) : modelChain(run, updates)
     // built once the step starts (after ModelCallStarted): building it calls the wrap hooks
-    const call = () =>
-      journaled(
-        run,
-        run.keys.model(state.step),
-        Observer.traced(
-          run,
-          "Agent.modelCall",
-          { step: state.step },
-          Effect.map(chain(request), (response): RunJournal.ModelCall => ({
-            message: response.message,
-            usage: response.usage,
-            finishReason: response.finishReason,
-            // a hook that answered without calling the model names no tools: all the agent's count as offered
-            offered: response.offeredTools ?? toolNames,
-            ...(updates === undefined || updates.length === 0 ? {} : { updates })
-          }))
+    const call = () => {
+      const responded = Observer.traced(run, "Agent.modelCall", { step: state.step }, chain(request))
+      return run.journal === RunJournal.inProcess
+        ? Effect.flatMap(responded, (response) => then(toModelCall(response, updates)))
+        : Effect.flatMap(
+          journaled(
+            run,
+            run.keys.model(state.step),
+            Effect.map(responded, (response) => toModelCall(response, updates))
+          ),
+          then
         )
-      )
+    }
     return Observer.modelCall(
       run,
       () => AgentEvent.ModelCallStarted({ step: state.step, messageCount: state.messages.length, toolNames }),
@@ -399,33 +434,39 @@ export const make = (config: Compiled) => {
    * counted toward `maxToolCallRepairs` (the run fails past it) and appended
    * to the thread, and kept for `ModelResponded` while someone watches.
    */
-  return (run: RunContext, initial: RunState.RunState): Effect.Effect<Stepped, unknown, any> =>
-    initial.step >= config.maxSteps
-      ? Effect.fail(new MaxStepsExceeded({ threadId: run.threadId, maxSteps: config.maxSteps }))
-      : Effect.suspend(() => {
-        const started = run.emit === undefined ? 0 : run.clock.unsafeCurrentTimeMillis()
-        return Effect.flatMap(modelCall(run, initial), (reply) => {
-          const invalid = invalidCall(reply)
-          let state = RunState.countRepair(initial, invalid !== undefined)
-          if (invalid !== undefined && state.repairRounds > config.maxToolCallRepairs) {
-            return Effect.fail(repairsExhausted(run.threadId, invalid, state.repairRounds))
-          }
-          state = RunState.appendReply(state, reply)
-          if (run.emit !== undefined) {
-            const durationMillis = run.clock.unsafeCurrentTimeMillis() - started
-            state = RunState.withReplied(state, {
-              index: state.messages.length - 1,
-              step: state.step - 1,
-              reply,
-              durationMillis
-            })
-          }
-          return reply.updates === undefined
-            ? Effect.succeed({ state, outcome: Continue })
-            : Effect.map(
-              WrapUpdates.apply(config, run, "wrapModelCall", state, reply.updates),
-              (updated) => ({ state: updated, outcome: Continue })
-            )
+  return (
+    run: RunContext,
+    initial: RunState.RunState,
+    phase: { readonly node: "model" },
+    then: Then
+  ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
+    if (initial.step >= config.maxSteps) {
+      return Effect.fail(new MaxStepsExceeded({ threadId: run.threadId, maxSteps: config.maxSteps }))
+    }
+    // (the driver runs a phase as the run reaches it: no suspend of its own)
+    const started = run.emit === undefined ? 0 : run.clock.unsafeCurrentTimeMillis()
+    return modelCall(run, initial, (reply) => {
+      const invalid = invalidCall(reply)
+      let state = RunState.countRepair(initial, invalid !== undefined)
+      if (invalid !== undefined && state.repairRounds > config.maxToolCallRepairs) {
+        return Effect.fail(repairsExhausted(run.threadId, invalid, state.repairRounds))
+      }
+      state = RunState.appendReply(state, reply)
+      if (run.emit !== undefined) {
+        const durationMillis = run.clock.unsafeCurrentTimeMillis() - started
+        state = RunState.withReplied(state, {
+          index: state.messages.length - 1,
+          step: state.step - 1,
+          reply,
+          durationMillis
         })
-      })
+      }
+      return reply.updates === undefined
+        ? then(phase, { state, outcome: Continue })
+        : Effect.flatMap(
+          WrapUpdates.apply(config, run, "wrapModelCall", state, reply.updates),
+          (updated) => then(phase, { state: updated, outcome: Continue })
+        )
+    })
+  }
 }

@@ -11,13 +11,14 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { InvalidHookResult, InvalidJump } from "../AgentError.js"
 import * as AgentEvent from "../AgentEvent.js"
+import type * as AgentResult from "../AgentResult.js"
 import type * as Middleware from "../Middleware.js"
 import type { Compiled } from "./config.js"
 import { hookEffect, nodeResultProblem } from "./hookResults.js"
 import { Continue, type HookNode } from "./machine.js"
 import * as Observer from "./observer.js"
 import * as PersonAnswer from "./personAnswer.js"
-import type { Stepped } from "./phase.js"
+import type { Stepped, Then } from "./phase.js"
 import { inputOf } from "./receive.js"
 import type { RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
@@ -173,21 +174,23 @@ export const make = (config: Compiled) => {
   return (
     run: RunContext,
     state: RunState.RunState,
-    phase: { readonly node: HookNode; readonly index: number }
-  ): Stepped | Effect.Effect<Stepped, unknown, any> => {
+    phase: { readonly node: HookNode; readonly index: number },
+    then: Then
+  ): Stepped | Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     // (a reply to report is kept only while someone watches)
     const reports = phase.node === "afterModel" && run.emit !== undefined
     if (phase.index >= config.nodes[phase.node].length) {
       return { state: reports ? reportReplied(run, state) : state, outcome: Continue }
     }
     const ran = runHooks(run, state, phase.node, phase.index)
-    if (!reports) return ran
-    const reported = (stepped: Stepped): Stepped => ({ ...stepped, state: reportReplied(run, stepped.state) })
-    // hooks that all ended at once: reported now, as the phase with no hook left is
+    const reported = (stepped: Stepped): Stepped =>
+      reports ? { ...stepped, state: reportReplied(run, stepped.state) } : stepped
+    // hooks that all ended at once (read as a generator's `yield*` reads them): reported now, as the phase
+    // with no hook left is
     if (Exit.isExit(ran)) {
       const ended = ran as Exit.Exit<Stepped, unknown>
-      return Exit.isSuccess(ended) ? reported(ended.value) : ended
+      return Exit.isSuccess(ended) ? reported(ended.value) : Effect.failCause(ended.cause)
     }
-    return Effect.map(ran, reported)
+    return Effect.flatMap(ran, (stepped) => then(phase, reported(stepped)))
   }
 }

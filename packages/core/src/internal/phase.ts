@@ -4,8 +4,9 @@
  * the thread take the agent's {@link Save}.
  */
 import type * as Effect from "effect/Effect"
+import type * as AgentResult from "../AgentResult.js"
 import type * as Checkpoint from "./checkpoint.js"
-import type { Outcome } from "./machine.js"
+import type { Outcome, Phase } from "./machine.js"
 import type { RunContext } from "./runContext.js"
 import type { RunState } from "./runState.js"
 
@@ -15,12 +16,26 @@ export interface Stepped {
   readonly outcome: Outcome
 }
 
+/** The rest of a run once phase `from` ended as `stepped` (given by the driver). */
+export type Then = (
+  from: Phase,
+  stepped: Stepped
+) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
+
 /**
  * A phase: it runs on the run's state and says where the run goes. A phase
  * with nothing to run (a hook node with no hook left, no steer message to
  * take in) gives its outcome as it is: no effect to run, no fiber operation.
+ * A phase that runs an effect goes on with the rest of the run, `then`, in
+ * that effect's last continuation: no continuation of the driver's, no
+ * success of its own to pass on.
  */
-export type Step<P> = (run: RunContext, state: RunState, phase: P) => Stepped | Effect.Effect<Stepped, unknown, any>
+export type Step<P extends Phase> = (
+  run: RunContext,
+  state: RunState,
+  phase: P,
+  then: Then
+) => Stepped | Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
 
 /** Saves the run's thread; with a pending wait, the wait and the run's progress so far. */
 export type Save = ReturnType<typeof Checkpoint.make>["save"]

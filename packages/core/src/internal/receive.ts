@@ -6,6 +6,7 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as AgentEvent from "../AgentEvent.js"
+import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import * as RunJournal from "../RunJournal.js"
 import type { Compiled } from "./config.js"
@@ -14,7 +15,7 @@ import { checked, hookEffect, inputProblem } from "./hookResults.js"
 import * as Inbox from "./inbox.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
-import type { Save, Stepped } from "./phase.js"
+import type { Save, Stepped, Then } from "./phase.js"
 import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 
@@ -60,11 +61,16 @@ export const hooksOf = (
  */
 export const make = (config: Compiled, save: Save) => {
   const transform = inputOf(config)
-  return (run: RunContext, state: RunState.RunState): Stepped | Effect.Effect<Stepped, unknown, any> => {
+  return (
+    run: RunContext,
+    state: RunState.RunState,
+    phase: { readonly node: "receive" },
+    then: Then
+  ): Stepped | Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     const unchanged: Stepped = { state, outcome: Continue }
     if (!Inbox.hasSteered(run.inbox) && run.journal === RunJournal.inProcess) return unchanged
     if ((AgentState.pendingToolCalls(state.messages)?.calls.length ?? 0) > 0) return unchanged
-    return Effect.gen(function*() {
+    const received = Effect.gen(function*() {
       const sent = yield* journaled(
         run,
         run.keys.inbox(),
@@ -80,5 +86,6 @@ export const make = (config: Compiled, save: Save) => {
       yield* save(run, received, undefined)
       return { state: received, outcome: Continue }
     })
+    return Effect.flatMap(received, (stepped) => then(phase, stepped))
   }
 }

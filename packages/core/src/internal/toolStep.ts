@@ -11,6 +11,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { InvalidHookResult, MaxStepsExceeded, ToolTimeout } from "../AgentError.js"
+import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Middleware from "../Middleware.js"
 import * as RunJournal from "../RunJournal.js"
@@ -20,7 +21,7 @@ import { PassedOn } from "./fast/passedOn.js"
 import { hookEffect, toolResultProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
-import type { Save, Stepped } from "./phase.js"
+import type { Save, Stepped, Then } from "./phase.js"
 import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 import { ToolCallGuards } from "./toolCallGuards.js"
@@ -133,12 +134,23 @@ export const make = (config: Compiled, save: Save) => {
   /** The chain of a run whose `wrapToolCall` hooks cannot update state: one for all its calls. */
   const runChain = identityMemo((run: RunContext) => toolChain(run, undefined))
 
-  /** Runs `calls`, the pending calls of `state`. */
-  const runCalls = (
+  /**
+   * The journal's step of `call`, with its ledger entry when its tool is not
+   * read-only (ToolEffect); only a journal or a watcher reads the entry, so
+   * an unwatched run in process does not hash the arguments for it.
+   */
+  const keyOf = (run: RunContext, call: Prompt.ToolCallPart): RunJournal.StepKey.Tool => {
+    const ledgered = run.journal !== RunJournal.inProcess || run.emit !== undefined
+    return run.keys.tool(call, ledgered ? toolsByName.get(call.name)?.tool : undefined, run.threadId)
+  }
+
+  /** Runs `calls`, the pending calls of `state`, then `then` with what they gave. */
+  const runCalls = <A>(
     run: RunContext,
     state: RunState.RunState,
-    calls: ReadonlyArray<Prompt.ToolCallPart>
-  ): Effect.Effect<ToolStepResult, unknown, any> => {
+    calls: ReadonlyArray<Prompt.ToolCallPart>,
+    then: (ran: ToolStepResult) => Effect.Effect<A, unknown, any>
+  ): Effect.Effect<A, unknown, any> => {
     const flat = config.layout.flatten(state)
     /** The state updates of each call, by its place in the reply: applied in that order, whatever finished first. */
     const updatesOf: Array<ReadonlyArray<WrapUpdates.Update> | undefined> = []
@@ -159,14 +171,15 @@ export const make = (config: Compiled, save: Save) => {
           { tool: call.name, callId: call.id },
           Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
         )
-      // the call's step, with its ledger entry when its tool is not read-only (ToolEffect); only a journal or a
-      // watcher reads the entry, so an unwatched run in process does not hash the arguments for it
-      const ledgered = run.journal !== RunJournal.inProcess || run.emit !== undefined
-      const key = run.keys.tool(call, ledgered ? toolsByName.get(call.name)?.tool : undefined, run.threadId)
       if (!collects) {
-        const chain = wrapTool.length === 0 ? callTool(run.threadId, request) : runChain(run)(request)
-        return Observer.toolCall(run, call, journaled(run, key, executed(chain)), key.ledger)
+        const chain = executed(wrapTool.length === 0 ? callTool(run.threadId, request) : runChain(run)(request))
+        // only a journal or a watcher reads the call's step (its name, its ledger entry): an unwatched run in
+        // process names no step
+        if (run.journal === RunJournal.inProcess && run.emit === undefined) return chain
+        const key = keyOf(run, call)
+        return Observer.toolCall(run, call, journaled(run, key, chain), key.ledger)
       }
+      const key = keyOf(run, call)
       // journaled with its updates: a replayed call gives the ones the first execution returned
       const updates: Array<WrapUpdates.Update> = []
       const called = journaled(
@@ -202,19 +215,28 @@ export const make = (config: Compiled, save: Save) => {
       }
     }
     return calls.length === 1
-      ? Effect.map(one(calls[0]!, 0), (result) => ended([result]))
-      : Effect.map(Effect.forEach(calls, one, { concurrency: config.toolConcurrency }), ended)
+      ? Effect.flatMap(one(calls[0]!, 0), (result) => then(ended([result])))
+      : Effect.flatMap(
+        Effect.forEach(calls, one, { concurrency: config.toolConcurrency }),
+        (results) => then(ended(results))
+      )
   }
 
-  /** The results stored in `state`; a run that got its structured output ends, any other saves them first. */
+  /**
+   * The results stored in `state`, then the rest of the run; a run that got
+   * its structured output ends, any other saves them first.
+   */
   const store = (
     run: RunContext,
     ran: ToolStepResult,
-    state: RunState.RunState
-  ): Effect.Effect<Stepped, unknown, any> => {
+    state: RunState.RunState,
+    then: (stepped: Stepped) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
+  ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     const stored = RunState.appendToolResults(state, ran.results, ran.output)
     const stepped: Stepped = { state: stored, outcome: Continue }
-    return Option.isNone(stored.output) ? Effect.as(save(run, stored, undefined), stepped) : Effect.succeed(stepped)
+    return Option.isNone(stored.output)
+      ? Effect.flatMap(save(run, stored, undefined), () => then(stepped))
+      : then(stepped)
   }
 
   /**
@@ -224,7 +246,12 @@ export const make = (config: Compiled, save: Save) => {
    * saves its results first. A jump to the tools with nothing to run counts toward `maxSteps`
    * like a model call (a hook that keeps jumping there would loop without one).
    */
-  return (run: RunContext, initial: RunState.RunState): Effect.Effect<Stepped, unknown, any> => {
+  return (
+    run: RunContext,
+    initial: RunState.RunState,
+    phase: { readonly node: "tools" },
+    then: Then
+  ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     const calls = AgentState.pendingToolCalls(initial.messages)?.calls ?? []
     let state = initial
     if (calls.length === 0) {
@@ -235,10 +262,11 @@ export const make = (config: Compiled, save: Save) => {
     }
     // `wrapToolCall` hooks see the state, messages included: nothing is appended in place
     if (wrapTool.length > 0) state = RunState.seen(state)
-    return Effect.flatMap(runCalls(run, state, calls), (ran) =>
+    const stepped = (next: Stepped) => then(phase, next)
+    return runCalls(run, state, calls, (ran) =>
       ran.updates.length === 0
-        ? store(run, ran, state)
+        ? store(run, ran, state, stepped)
         : Effect.flatMap(WrapUpdates.apply(config, run, "wrapToolCall", state, ran.updates), (updated) =>
-          store(run, ran, updated)))
+          store(run, ran, updated, stepped)))
   }
 }

@@ -150,6 +150,21 @@ const defect = (call: Prompt.ToolCallPart, tool: Tool.Any, description: string, 
     ...(cause === undefined ? {} : { cause })
   })
 
+/**
+ * The tool result of a value's encoding, or the defect of an encoding that
+ * failed. An encoding that ended at once (a synchronous schema gives an
+ * `Either`) is read at once, without the fiber operations of `Effect.mapBoth`.
+ */
+const encodedResult = (
+  encoding: Effect.Effect<unknown, ParseResult.ParseError>,
+  onSuccess: (encoded: unknown) => Prompt.ToolResultPart,
+  onFailure: (error: ParseResult.ParseError) => ToolDefect
+): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
+  if (!Either.isEither(encoding)) return Effect.mapBoth(encoding, { onFailure, onSuccess })
+  const ended = encoding as Either.Either<unknown, ParseResult.ParseError>
+  return Either.isRight(ended) ? Effect.succeed(onSuccess(ended.right)) : Effect.fail(onFailure(ended.left))
+}
+
 /** The context a handler of `tool` sees for a call: its idempotency key as the tool's `ToolEffect` derives it. */
 const toolContextOf = (tool: Tool.Any) => {
   const effect = ToolEffect.of(tool)
@@ -174,26 +189,31 @@ const runWithHandler = (
   // the handler's context under the run's, made once per run context (the same for every call of a run)
   const withHandlerContext = identityMemo((input: Context.Context<never>) => Context.merge(handler.context, input))
   const runDecoded = (call: Prompt.ToolCallPart, threadId: string, params: unknown) =>
-    withContext(
-      handler.handler(params) as Effect.Effect<unknown, unknown>,
-      (input) =>
-        Context.add(withHandlerContext(input), ToolContext.CurrentToolContext, Option.some(contextOf(call, threadId)))
-    ).pipe(
-      Effect.matchEffect({
-        onSuccess: (value) =>
-          Effect.mapBoth(encodeSuccess(value), {
-            onFailure: (error) =>
-              defect(call, tool, `its result does not match its success schema: ${formatCause(error)}`),
-            onSuccess: (encoded) => toolResult(call, encoded)
-          }),
-        onFailure: (failure) =>
-          Effect.mapBoth(encodeFailure(failure), {
-            onFailure: (error) =>
-              defect(call, tool, `its failure does not match its failure schema: ${formatCause(error)}`),
-            onSuccess: (encoded) => toolResult(call, encoded, { isFailure: true })
-          })
-      }),
-      Effect.catchAllDefect((cause) => Effect.fail(defect(call, tool, String(cause), cause)))
+    Effect.catchAllDefect(
+      withContext(
+        handler.handler(params) as Effect.Effect<unknown, unknown>,
+        (input) =>
+          Context.add(
+            withHandlerContext(input),
+            ToolContext.CurrentToolContext,
+            Option.some(contextOf(call, threadId))
+          ),
+        {
+          onSuccess: (value) =>
+            encodedResult(
+              encodeSuccess(value),
+              (encoded) => toolResult(call, encoded),
+              (error) => defect(call, tool, `its result does not match its success schema: ${formatCause(error)}`)
+            ),
+          onFailure: (failure) =>
+            encodedResult(
+              encodeFailure(failure),
+              (encoded) => toolResult(call, encoded, { isFailure: true }),
+              (error) => defect(call, tool, `its failure does not match its failure schema: ${formatCause(error)}`)
+            )
+        }
+      ),
+      (cause) => Effect.fail(defect(call, tool, String(cause), cause))
     )
   return (call: Prompt.ToolCallPart, threadId: string): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
     const checked = check(call)

@@ -16,7 +16,7 @@ import type * as AgentState from "../AgentState.js"
 import type { Compiled } from "./config.js"
 import { interruptKey, Resume, type Wait } from "./machine.js"
 import * as Observer from "./observer.js"
-import type { Save, Stepped } from "./phase.js"
+import type { Save, Stepped, Then } from "./phase.js"
 import { type RunContext, uniqueInterruptKey } from "./runContext.js"
 import * as RunState from "./runState.js"
 import * as Waits from "./waits.js"
@@ -40,15 +40,26 @@ export const make = (config: Compiled, save: Save) =>
 (
   run: RunContext,
   state: RunState.RunState,
-  phase: { readonly wait: Wait }
+  phase: { readonly node: "wait"; readonly wait: Wait },
+  then: Then
+): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> =>
+  Effect.flatMap(waited(config, save, run, state, phase.wait), (stepped) => then(phase, stepped))
+
+/** The wait `wait` saved and asked of the run's journal: the run ends, or goes on at the hook that waits. */
+const waited = (
+  config: Compiled,
+  save: Save,
+  run: RunContext,
+  state: RunState.RunState,
+  wait: Wait
 ): Effect.Effect<Stepped, unknown, any> =>
   Effect.gen(function*() {
-    const { index, middleware, node, request, value } = phase.wait
-    const key = uniqueInterruptKey(run, phase.wait.key ?? interruptKey(node, middleware, state.step))
+    const { index, middleware, node, request, value } = wait
+    const key = uniqueInterruptKey(run, wait.key ?? interruptKey(node, middleware, state.step))
     yield* save(run, state, { node, middleware, value, key, ...(run.journal.durable ? { durable: true } : {}) })
     const result = interrupted(config.layout, run, state, { middleware, value: request, key })
     const waiting = config.nodes[node][index]!
-    const wait = run.journal.await({
+    const answer = run.journal.await({
       key,
       threadId: run.threadId,
       step: state.step,
@@ -60,8 +71,8 @@ export const make = (config: Compiled, save: Save) =>
       decision: waiting.wait?.decision ?? Schema.Unknown
     })
     const decided = yield* run.emit === undefined
-      ? wait
-      : Effect.onInterrupt(wait, () => Observer.report(run, () => AgentEvent.RunEnded({ result })))
+      ? answer
+      : Effect.onInterrupt(answer, () => Observer.report(run, () => AgentEvent.RunEnded({ result })))
     if (Option.isNone(decided)) return { state, outcome: { _tag: "End", result } }
     // the journal delivers the decision decoded with the wait's decision schema: checked as `resume` does
     const decision = yield* Waits.checkDelivered(waiting, run.threadId, value, decided.value)

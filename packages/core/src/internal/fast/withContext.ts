@@ -1,31 +1,87 @@
 /**
- * An effect run with the fiber's context replaced, the context it had put
- * back when the effect ends, whatever ends it: what `Effect.mapInputContext`
- * (and `Effect.provide` with a context) does, in half the fiber operations.
- * effect 3.22 builds those on `FiberRef.locally`, an `acquireUseRelease`
- * (about 20 operations and a dozen closures per call); here it is one masked
- * read-and-set of the context, the effect, and one set back in a single
- * success-or-failure continuation.
+ * Fiber refs set for an effect and put back when it ends, whatever ends it,
+ * the effect's outcome handed to one of two handlers: what
+ * `Effect.mapInputContext` / `Effect.provide` / `Effect.annotateSpans`
+ * followed by `Effect.matchEffect` do, in a fraction of the fiber
+ * operations. effect 3.22 builds each of those on `FiberRef.locally`, an
+ * `acquireUseRelease` (about 12 operations and a dozen closures per call,
+ * per ref); here it is one masked set of every ref on the fiber itself (see
+ * `SettableFiber`), the effect, and one success-or-failure continuation that
+ * puts them back and goes on with the handler.
  */
+import * as Cause from "effect/Cause"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as FiberRef from "effect/FiberRef"
 
+/** A fiber ref and how to make its value for the effect of the one the fiber has. */
+export type Local = readonly [FiberRef.FiberRef<any>, (current: any) => unknown]
+
+/** What becomes of the effect's outcome once the refs are put back. */
+export interface Handlers<A, E, B, E2, R2> {
+  readonly onSuccess: (value: A) => Effect.Effect<B, E2, R2>
+  readonly onFailure: (error: E) => Effect.Effect<B, E2, R2>
+}
+
 /**
- * `effect` with the context `f` makes of the fiber's current one; the
- * current one is restored when `effect` succeeds, fails or is interrupted.
+ * `effect` with each ref of `locals` set to what its function makes of the
+ * fiber's value, then `onSuccess` with its value or `onFailure` with its
+ * error (a defect or an interruption passes through). The fiber's values are
+ * put back before either handler runs, and when `effect` is interrupted. The
+ * handlers run uninterruptibly: keep them short (an encoding, a result to
+ * build).
  */
-export const withContext = <A, E, R>(
+export const locally = <A, E, R, B, E2, R2>(
   effect: Effect.Effect<A, E, R>,
-  f: (input: Context.Context<never>) => Context.Context<R>
-): Effect.Effect<A, E> =>
+  locals: ReadonlyArray<Local>,
+  handlers: Handlers<A, E, B, E2, R2>
+): Effect.Effect<B, E2, R | R2> =>
   Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(
-      FiberRef.modify(FiberRef.currentContext, (input) => [input, f(input) as Context.Context<never>]),
-      (input) =>
-        Effect.matchCauseEffect(restore(effect), {
-          onFailure: (cause) => Effect.zipRight(FiberRef.set(FiberRef.currentContext, input), Effect.failCause(cause)),
-          onSuccess: (value) => Effect.as(FiberRef.set(FiberRef.currentContext, input), value)
-        })
-    )
-  ) as Effect.Effect<A, E>
+    Effect.withFiberRuntime((fiber) => {
+      const settable = fiber as unknown as SettableFiber
+      const before = locals.map(([ref, make]) => {
+        const current = fiber.getFiberRef(ref)
+        settable.setFiberRef(ref, make(current))
+        return current
+      })
+      const putBack = () => {
+        for (let i = 0; i < locals.length; i++) settable.setFiberRef(locals[i]![0], before[i])
+      }
+      return Effect.matchCauseEffect(restore(effect), {
+        onFailure: (cause) => {
+          putBack()
+          const failure = Cause.failureOrCause(cause)
+          return Either.isLeft(failure) ? handlers.onFailure(failure.left) : Effect.failCause(failure.right)
+        },
+        onSuccess: (value) => {
+          putBack()
+          return handlers.onSuccess(value)
+        }
+      })
+    })
+  )
+
+/** The handlers of an effect whose outcome goes on as it is. */
+export const asIs: Handlers<any, any, any, any, never> = { onSuccess: Effect.succeed, onFailure: Effect.fail }
+
+/**
+ * `effect` with the context `f` makes of the fiber's current one, then the
+ * handlers ({@link locally} with the context alone).
+ */
+export const withContext = <A, E, R, B, E2, R2>(
+  effect: Effect.Effect<A, E, R>,
+  f: (input: Context.Context<never>) => Context.Context<R>,
+  handlers: Handlers<A, E, B, E2, R2>
+): Effect.Effect<B, E2, R2> => locally(effect, [[FiberRef.currentContext, f]], handlers) as Effect.Effect<B, E2, R2>
+
+/**
+ * The running fiber as effect 3 implements it (`FiberRuntime`): `FiberRef.set`
+ * is this method run as a fiber operation of its own. A continuation runs on
+ * the fiber that pushed it, so calling it there sets the same ref without one.
+ * Not in effect's public `RuntimeFiber` type: `test/WithContext.test.ts` fails
+ * if an effect release drops it.
+ */
+interface SettableFiber {
+  setFiberRef<A>(fiberRef: FiberRef.FiberRef<A>, value: A): void
+}
