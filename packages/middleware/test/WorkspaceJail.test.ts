@@ -61,7 +61,7 @@ const spawnSwapper = (root: string, timing?: { readonly quiet: string; readonly 
              fs.renameSync(r + to, r + "/stray-" + strays++); fs.renameSync(r + from, r + to)
            }
          }
-         process.stdout.write("swapping\n")
+         process.stdout.write("swapping\\n")
          for (let i = 0; i < 5000000; i++) {
            ${timing === undefined ? "" : `wait(${timing.quiet})`}
            try { move("/d", "/real"); move("/link", "/d")
@@ -72,8 +72,13 @@ const spawnSwapper = (root: string, timing?: { readonly quiet: string; readonly 
     ),
     (child) => Effect.sync(() => child.kill())
   ).pipe(
-    // the operations start once it says it has begun
-    Effect.tap((swapper) => Effect.async<void>((resume) => void swapper.stdout.once("data", () => resume(Effect.void))))
+    // the operations start once it says it has begun (a swapper that ends first fails the test, never hangs it)
+    Effect.tap((swapper) =>
+      Effect.async<void>((resume) => {
+        swapper.stdout.once("data", () => resume(Effect.void))
+        swapper.once("exit", (code) => resume(Effect.dieMessage(`the swapper ended before it began (${code})`)))
+      })
+    )
   )
 
 /**

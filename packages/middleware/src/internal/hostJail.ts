@@ -21,13 +21,16 @@
  * change shows, whatever the clock's granularity), and checks them again
  * before it answers or writes a byte: a change anywhere on the way fails it
  * (tried again a few times, then an `Io` refusal) instead of answering from
- * outside the root. What remains is a window the swap must hit exactly:
- * after a quiet directory is watched and before the create is checked, a
- * new empty file or directory may land where the swap led. The write then
- * fails, writes nothing into it, and removes what it made: found by its
- * identity wherever its path leads again within a short wait, renamed
- * aside in that directory and removed there (`unmake`). Only a swap that
- * keeps the path away for that whole wait can leave it behind.
+ * outside the root. A file or directory is made between two such checks,
+ * right before and right after the call (`makeIn`). What remains is the
+ * instant between the first check and the call, which a swap must hit
+ * exactly (Node has no `mkdirat` to close it): a new empty file or
+ * directory may land where the swap led. The second check sees the swap;
+ * the write fails, writes nothing into it, and removes what it made (also
+ * when interrupted): found by its identity wherever its path leads again,
+ * for as long as the directories on the way keep changing, renamed aside in
+ * that directory and removed there (`unmake`). Only a swap that keeps the
+ * path away for good (its link moved or removed, then quiet) can leave it.
  *
  * Only regular files and directories are read, written or listed: a FIFO,
  * socket or device is refused without waiting on it (opened non-blocking,
@@ -561,7 +564,12 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
             return undefined
           }))
           if (there !== true) return
-          if (Option.isNone(yield* Effect.option(call(() => fs.promises.rename(made.path, aside))))) continue
+          if (Option.isNone(yield* Effect.option(call(() => fs.promises.rename(made.path, aside))))) {
+            // gone or swapped since the look, or not to be moved: looked for again while the search goes on
+            if (!(yield* changes.tick)) return
+            yield* pause(1)
+            continue
+          }
           const moved = yield* persist(lstat(aside))
           if (moved === undefined) return
           if (isMade(made, moved)) {
