@@ -311,6 +311,64 @@ for (const strategy of strategies) {
         )
       }
 
+      it.scoped(
+        "a remove that meets a swap deletes no file outside the root: what the swap led to is put back",
+        () =>
+          Effect.gen(function*() {
+            const fs = yield* FileSystem.FileSystem
+            const root = yield* fs.makeTempDirectoryScoped()
+            const outside = yield* fs.makeTempDirectoryScoped()
+            yield* fs.makeDirectory(`${root}/d`)
+            yield* fs.writeFileString(`${root}/d/x.txt`, "inside")
+            yield* fs.writeFileString(`${outside}/x.txt`, "outside")
+            yield* fs.symlink(outside, `${root}/link`)
+            // once: root/d is the link out exactly while the file is deleted (or moved aside to be), then the real
+            // directory again for a while (the root keeps changing), then the link for good
+            let away: Promise<void> | undefined
+            const around = async <A>(call: () => Promise<A>) => {
+              NodeFs.renameSync(`${root}/d`, `${root}/real`)
+              NodeFs.renameSync(`${root}/link`, `${root}/d`)
+              try {
+                return await call()
+              } finally {
+                NodeFs.renameSync(`${root}/d`, `${root}/link`)
+                NodeFs.renameSync(`${root}/real`, `${root}/d`)
+                away = (async () => {
+                  for (let i = 0; i < 5; i++) {
+                    await new Promise((resolve) => setTimeout(resolve, 100))
+                    NodeFs.writeFileSync(`${root}/tick-${i}`, "")
+                  }
+                  NodeFs.renameSync(`${root}/d`, `${root}/real`)
+                  NodeFs.renameSync(`${root}/link`, `${root}/d`)
+                })()
+              }
+            }
+            const wrap = (real: HostJail.NodeFs): HostJail.NodeFs => ({
+              ...real,
+              promises: {
+                ...real.promises,
+                unlink: (path) =>
+                  away === undefined && path.endsWith("/d/x.txt")
+                    ? around(() => real.promises.unlink(path))
+                    : real.promises.unlink(path),
+                rename: (from, to) =>
+                  away === undefined && from.endsWith("/d/x.txt")
+                    ? around(() => real.promises.rename(from, to))
+                    : real.promises.rename(from, to)
+              }
+            })
+            const workspace = yield* Workspace.makeDirectory({ root }).pipe(
+              Effect.provideService(HostJail.WrapNodeFs, wrap)
+            )
+            yield* Effect.either(workspace.remove!("/d/x.txt"))
+            assert.isDefined(away)
+            yield* Effect.promise(() => away!)
+            assert.deepStrictEqual(NodeFs.readdirSync(outside), ["x.txt"])
+            assert.strictEqual(NodeFs.readFileSync(`${outside}/x.txt`, "utf8"), "outside")
+          }).pipe(inStrategy),
+        { timeout: 60_000 }
+      )
+
       it.scoped("an interrupted write removes the directories it made (portable strategy)", () =>
         Effect.gen(function*() {
           const fs = yield* FileSystem.FileSystem

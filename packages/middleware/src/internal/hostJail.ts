@@ -45,6 +45,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 
@@ -513,6 +514,35 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
       })
 
     /**
+     * A search while the directories `through` keep changing: `persist`
+     * runs an attempt until it gives a value, or answers `undefined` when
+     * the search ends (see {@link changesOf}).
+     */
+    const searchThrough = (through: ReadonlyArray<FileHandle>) =>
+      Effect.map(changesOf(through), (changes) => ({
+        tick: changes.tick,
+        persist: <A>(attempt: Effect.Effect<A | undefined>) =>
+          Effect.gen(function*() {
+            while (true) {
+              const found = yield* attempt
+              if (found !== undefined || !(yield* changes.tick)) return found
+              yield* pause(1)
+            }
+          })
+      }))
+
+    const lstatOf = (path: string) =>
+      Effect.map(Effect.option(call(() => fs.promises.lstat(path))), Option.getOrUndefined)
+
+    /** A new name beside `path`, in the same directory, that nothing else has. */
+    const asideOf = (path: string, what: string) =>
+      `${path.slice(0, path.lastIndexOf(separator) + 1)}.stepwise-${what}-${Math.random().toString(36).slice(2)}`
+
+    /** Whether `stats` are of the file or directory `identity` names. */
+    const isSame = (identity: { readonly dev: number; readonly ino: number }, stats: Stats) =>
+      identity.dev === stats.dev && identity.ino === stats.ino
+
+    /**
      * Whether `stats` are of what `made` made: the same identity, or, for a
      * directory of unknown identity, a directory whose status changed since
      * it was made (a coarse file system clock may stamp a little earlier).
@@ -521,7 +551,7 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
       made.isDirectory === stats.isDirectory() && !stats.isSymbolicLink() &&
       (made.identity === undefined
         ? stats.ctimeMs >= made.since - quietMillis
-        : made.identity.dev === stats.dev && made.identity.ino === stats.ino)
+        : isSame(made.identity, stats))
 
     /**
      * Removes what a failed operation of the portable strategy made, wherever
@@ -540,24 +570,11 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
     const unmake = (made: Made) =>
       Effect.gen(function*() {
         yield* made.close
-        const changes = yield* changesOf(made.through)
-        /** Runs `attempt` until it gives a value or the search ends (`undefined`). */
-        const persist = <A>(attempt: Effect.Effect<A | undefined>) =>
-          Effect.gen(function*() {
-            while (true) {
-              const found = yield* attempt
-              if (found !== undefined || !(yield* changes.tick)) return found
-              yield* pause(1)
-            }
-          })
-        const lstat = (path: string) =>
-          Effect.map(Effect.option(call(() => fs.promises.lstat(path))), Option.getOrUndefined)
-        const aside = `${made.path.slice(0, made.path.lastIndexOf(separator) + 1)}.stepwise-unmade-${
-          Math.random().toString(36).slice(2)
-        }`
+        const { persist, tick } = yield* searchThrough(made.through)
+        const aside = asideOf(made.path, "unmade")
         while (true) {
           const there = yield* persist(Effect.gen(function*() {
-            const stats = yield* lstat(made.path)
+            const stats = yield* lstatOf(made.path)
             if (stats !== undefined && isMade(made, stats)) return true
             // made in its directory, which the path leads to, and not there: removed already
             if (made.inParent && (yield* made.leadsToParent)) return false
@@ -566,11 +583,11 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
           if (there !== true) return
           if (Option.isNone(yield* Effect.option(call(() => fs.promises.rename(made.path, aside))))) {
             // gone or swapped since the look, or not to be moved: looked for again while the search goes on
-            if (!(yield* changes.tick)) return
+            if (!(yield* tick)) return
             yield* pause(1)
             continue
           }
-          const moved = yield* persist(lstat(aside))
+          const moved = yield* persist(lstatOf(aside))
           if (moved === undefined) return
           if (isMade(made, moved)) {
             // not found by that name: the path leads elsewhere for now; a directory not empty is kept
@@ -588,6 +605,34 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
           if (isMade(made, moved)) return
         }
       })
+
+    /**
+     * Deletes the entry `looked` at `path` in `parent` (portable strategy):
+     * it is moved aside in its directory, under a name nothing else has,
+     * between two checks that no directory on the way changed, and deleted
+     * by that name only when it is that entry, moved within `parent`. A swap
+     * in the instant before the rename moves what the swap led to instead
+     * (Node has no `unlinkat`): that is put back, never deleted, found by its
+     * new name as {@link unmake} looks, and the removal fails as changed.
+     */
+    const removeAside = (parent: Opened, path: string, looked: Stats) =>
+      Effect.gen(function*() {
+        if (!(yield* holds(parent))) return yield* Effect.fail(changed)
+        const aside = asideOf(path, "removed")
+        const renamed = yield* Effect.either(call(() => fs.promises.rename(path, aside)))
+        if (Either.isLeft(renamed)) return yield* Effect.fail((yield* holds(parent)) ? renamed.left : changed)
+        const moved = yield* lstatOf(aside)
+        if (moved !== undefined && isSame(looked, moved) && (yield* holds(parent))) {
+          // in the checked directory under a name only this call knows: a swap now leads that name nowhere
+          if (Either.isRight(yield* Effect.either(call(() => fs.promises.unlink(aside))))) return
+        }
+        const { persist } = yield* searchThrough(parent.above.map((directory) => directory.handle))
+        yield* persist(Effect.match(call(() => fs.promises.rename(aside, path)), {
+          onFailure: () => undefined,
+          onSuccess: () => true
+        }))
+        return yield* Effect.fail(changed)
+      }).pipe(Effect.uninterruptible)
 
     // -------------------------------------------------------------------------
     // opening
@@ -983,7 +1028,7 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
             if (stats.isDirectory()) return yield* Effect.fail(io("it is a directory"))
             // nothing is deleted before every directory on the way is known unchanged
             yield* settled
-            yield* call(() => fs.promises.unlink(path))
+            yield* viaProc ? call(() => fs.promises.unlink(path)) : removeAside(parent, path, stats)
           })
         )
     }
