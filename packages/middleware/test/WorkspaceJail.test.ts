@@ -82,6 +82,42 @@ const spawnSwapper = (root: string, timing?: { readonly quiet: string; readonly 
   )
 
 /**
+ * For a test seam around one call of the jail's `fs`: `root/d` is the link `root/link` out of the root exactly
+ * while that call runs (the instant a swap must hit), then the real directory again for `ticks` × 100 ms while the
+ * root keeps changing, then the link for good (`settled` ends then).
+ */
+const swapAroundOnce = (root: string, ticks: number) => {
+  const swap = () => {
+    NodeFs.renameSync(`${root}/d`, `${root}/real`)
+    NodeFs.renameSync(`${root}/link`, `${root}/d`)
+  }
+  const swapBack = () => {
+    NodeFs.renameSync(`${root}/d`, `${root}/link`)
+    NodeFs.renameSync(`${root}/real`, `${root}/d`)
+  }
+  let settled: Promise<void> | undefined
+  return {
+    fired: () => settled !== undefined,
+    settled: () => settled,
+    around: async <A>(call: () => Promise<A>): Promise<A> => {
+      swap()
+      try {
+        return await call()
+      } finally {
+        swapBack()
+        settled = (async () => {
+          for (let i = 0; i < ticks; i++) {
+            await new Promise((resolve) => setTimeout(resolve, 100))
+            NodeFs.writeFileSync(`${root}/tick-${i}`, "")
+          }
+          swap()
+        })()
+      }
+    }
+  }
+}
+
+/**
  * The jail's two strategies: descriptors named through `/proc/self/fd` (Linux), and the portable one of macOS and
  * Windows, run here by the test seam that turns the first off. Every test runs with each.
  */
@@ -259,43 +295,20 @@ for (const strategy of strategies) {
               const outside = yield* fs.makeTempDirectoryScoped()
               yield* fs.makeDirectory(`${root}/d`)
               yield* fs.symlink(outside, `${root}/link`)
-              const swap = () => {
-                NodeFs.renameSync(`${root}/d`, `${root}/real`)
-                NodeFs.renameSync(`${root}/link`, `${root}/d`)
-              }
-              const swapBack = () => {
-                NodeFs.renameSync(`${root}/d`, `${root}/link`)
-                NodeFs.renameSync(`${root}/real`, `${root}/d`)
-              }
-              // once: root/d is the link out exactly while the new directory or file is made, then the real
-              // directory again for longer than any fixed wait (2.5 s; the root keeps changing), then the link
-              let away: Promise<void> | undefined
-              const around = async <A>(make: () => Promise<A>) => {
-                swap()
-                try {
-                  return await make()
-                } finally {
-                  swapBack()
-                  away = (async () => {
-                    for (let i = 0; i < 25; i++) {
-                      await new Promise((resolve) => setTimeout(resolve, 100))
-                      NodeFs.writeFileSync(`${root}/tick-${i}`, "")
-                    }
-                    swap()
-                  })()
-                }
-              }
+              // root/d leads out exactly while the new directory or file is made, then back in for longer than
+              // any fixed wait would look (2.5 s), then out again
+              const once = swapAroundOnce(root, 25)
               const wrap = (real: HostJail.NodeFs): HostJail.NodeFs => ({
                 ...real,
                 promises: {
                   ...real.promises,
                   mkdir: (path) =>
-                    made === "directory" && away === undefined && path.endsWith("/d/new")
-                      ? around(() => real.promises.mkdir(path))
+                    made === "directory" && !once.fired() && path.endsWith("/d/new")
+                      ? once.around(() => real.promises.mkdir(path))
                       : real.promises.mkdir(path),
                   open: (path, flags, mode) =>
-                    made === "file" && away === undefined && path.endsWith("/d/f.txt")
-                      ? around(() => real.promises.open(path, flags, mode))
+                    made === "file" && !once.fired() && path.endsWith("/d/f.txt")
+                      ? once.around(() => real.promises.open(path, flags, mode))
                       : real.promises.open(path, flags, mode)
                 }
               })
@@ -303,8 +316,8 @@ for (const strategy of strategies) {
                 Effect.provideService(HostJail.WrapNodeFs, wrap)
               )
               yield* Effect.either(workspace.write(made === "directory" ? "/d/new/f.txt" : "/d/f.txt", "x"))
-              assert.isDefined(away)
-              yield* Effect.promise(() => away!)
+              assert.isTrue(once.fired())
+              yield* Effect.promise(() => once.settled()!)
               assert.deepStrictEqual(NodeFs.readdirSync(outside), [])
             }).pipe(inStrategy),
           { timeout: 60_000 }
@@ -322,38 +335,19 @@ for (const strategy of strategies) {
             yield* fs.writeFileString(`${root}/d/x.txt`, "inside")
             yield* fs.writeFileString(`${outside}/x.txt`, "outside")
             yield* fs.symlink(outside, `${root}/link`)
-            // once: root/d is the link out exactly while the file is deleted (or moved aside to be), then the real
-            // directory again for a while (the root keeps changing), then the link for good
-            let away: Promise<void> | undefined
-            const around = async <A>(call: () => Promise<A>) => {
-              NodeFs.renameSync(`${root}/d`, `${root}/real`)
-              NodeFs.renameSync(`${root}/link`, `${root}/d`)
-              try {
-                return await call()
-              } finally {
-                NodeFs.renameSync(`${root}/d`, `${root}/link`)
-                NodeFs.renameSync(`${root}/real`, `${root}/d`)
-                away = (async () => {
-                  for (let i = 0; i < 5; i++) {
-                    await new Promise((resolve) => setTimeout(resolve, 100))
-                    NodeFs.writeFileSync(`${root}/tick-${i}`, "")
-                  }
-                  NodeFs.renameSync(`${root}/d`, `${root}/real`)
-                  NodeFs.renameSync(`${root}/link`, `${root}/d`)
-                })()
-              }
-            }
+            // root/d leads out exactly while the file is deleted (or moved aside to be), then back in a while, then out
+            const once = swapAroundOnce(root, 5)
             const wrap = (real: HostJail.NodeFs): HostJail.NodeFs => ({
               ...real,
               promises: {
                 ...real.promises,
                 unlink: (path) =>
-                  away === undefined && path.endsWith("/d/x.txt")
-                    ? around(() => real.promises.unlink(path))
+                  !once.fired() && path.endsWith("/d/x.txt")
+                    ? once.around(() => real.promises.unlink(path))
                     : real.promises.unlink(path),
                 rename: (from, to) =>
-                  away === undefined && from.endsWith("/d/x.txt")
-                    ? around(() => real.promises.rename(from, to))
+                  !once.fired() && from.endsWith("/d/x.txt")
+                    ? once.around(() => real.promises.rename(from, to))
                     : real.promises.rename(from, to)
               }
             })
@@ -361,8 +355,8 @@ for (const strategy of strategies) {
               Effect.provideService(HostJail.WrapNodeFs, wrap)
             )
             yield* Effect.either(workspace.remove!("/d/x.txt"))
-            assert.isDefined(away)
-            yield* Effect.promise(() => away!)
+            assert.isTrue(once.fired())
+            yield* Effect.promise(() => once.settled()!)
             assert.deepStrictEqual(NodeFs.readdirSync(outside), ["x.txt"])
             assert.strictEqual(NodeFs.readFileSync(`${outside}/x.txt`, "utf8"), "outside")
           }).pipe(inStrategy),
