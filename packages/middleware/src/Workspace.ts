@@ -662,7 +662,9 @@ export const defaultMaxFileBytes = 10 * 1024 * 1024
  *   that stays inside the root is followed. Each file is checked after it is
  *   opened (by the descriptor's real path, `/proc/self/fd` on Linux), so a
  *   link swapped in meanwhile is caught, and a new file is created only in a
- *   directory so checked.
+ *   directory so checked. (Where `/proc/self/fd` is missing, on macOS and
+ *   Windows, a swap can still hit the instant before a file or directory is
+ *   made; the write then fails and removes it: see the filesystem guide.)
  * - The access rules also hold where a link inside the root leads: with
  *   `/docs` read-only, a write through a link to it fails with
  *   `"ReadOnly"`.

@@ -1,7 +1,7 @@
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Deferred, Effect, Either, Exit, Fiber } from "effect"
 import { execFileSync, spawn } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as Net from "node:net"
@@ -41,6 +41,81 @@ const setup = Effect.gen(function*() {
   const workspace = yield* Workspace.makeDirectory({ root })
   return { fs, root, outside, workspace }
 })
+
+/**
+ * A process that swaps `root/d` for the link `root/link` out of the root and back, by renames, until killed
+ * (`quiet`/`away`: a JavaScript expression of the milliseconds it waits before a swap, and before the swap back).
+ * A directory the jail made at `d` in the instant it was missing (as a write does) is moved aside to `stray-N`
+ * inside the root, so the swapping goes on: the path keeps leading out of the root and back.
+ */
+const spawnSwapper = (root: string, timing?: { readonly quiet: string; readonly away: string }) =>
+  Effect.acquireRelease(
+    Effect.sync(() =>
+      spawn(process.execPath, [
+        "-e",
+        `const fs = require("fs"); const r = ${JSON.stringify(root)}; let strays = 0
+         const wait = (ms) => { const end = Date.now() + ms; while (Date.now() < end) {} }
+         const move = (from, to) => {
+           try { fs.renameSync(r + from, r + to) } catch (error) {
+             if (error.code === "ENOENT") throw error
+             fs.renameSync(r + to, r + "/stray-" + strays++); fs.renameSync(r + from, r + to)
+           }
+         }
+         process.stdout.write("swapping\\n")
+         for (let i = 0; i < 5000000; i++) {
+           ${timing === undefined ? "" : `wait(${timing.quiet})`}
+           try { move("/d", "/real"); move("/link", "/d")
+                 ${timing === undefined ? "" : `wait(${timing.away})`}
+                 move("/d", "/link"); move("/real", "/d") } catch {}
+         }`
+      ], { stdio: ["ignore", "pipe", "ignore"] })
+    ),
+    (child) => Effect.sync(() => child.kill())
+  ).pipe(
+    // the operations start once it says it has begun (a swapper that ends first fails the test, never hangs it)
+    Effect.tap((swapper) =>
+      Effect.async<void>((resume) => {
+        swapper.stdout.once("data", () => resume(Effect.void))
+        swapper.once("exit", (code) => resume(Effect.dieMessage(`the swapper ended before it began (${code})`)))
+      })
+    )
+  )
+
+/**
+ * For a test seam around one call of the jail's `fs`: `root/d` is the link `root/link` out of the root exactly
+ * while that call runs (the instant a swap must hit), then the real directory again for `ticks` × 100 ms while the
+ * root keeps changing, then the link for good (`settled` ends then).
+ */
+const swapAroundOnce = (root: string, ticks: number) => {
+  const swap = () => {
+    NodeFs.renameSync(`${root}/d`, `${root}/real`)
+    NodeFs.renameSync(`${root}/link`, `${root}/d`)
+  }
+  const swapBack = () => {
+    NodeFs.renameSync(`${root}/d`, `${root}/link`)
+    NodeFs.renameSync(`${root}/real`, `${root}/d`)
+  }
+  let settled: Promise<void> | undefined
+  return {
+    fired: () => settled !== undefined,
+    settled: () => settled,
+    around: async <A>(call: () => Promise<A>): Promise<A> => {
+      swap()
+      try {
+        return await call()
+      } finally {
+        swapBack()
+        settled = (async () => {
+          for (let i = 0; i < ticks; i++) {
+            await new Promise((resolve) => setTimeout(resolve, 100))
+            NodeFs.writeFileSync(`${root}/tick-${i}`, "")
+          }
+          swap()
+        })()
+      }
+    }
+  }
+}
 
 /**
  * The jail's two strategies: descriptors named through `/proc/self/fd` (Linux), and the portable one of macOS and
@@ -141,22 +216,8 @@ for (const strategy of strategies) {
           yield* fs.writeFileString(`${root}/d/inside.txt`, "inside")
           yield* fs.symlink(outside, `${root}/link`)
           const workspace = yield* Workspace.makeDirectory({ root })
-          // swaps root/d between the real directory and the link out, by renames, until killed (at most 5M times);
-          // the operations start once it says it has begun
-          const swapper = yield* Effect.acquireRelease(
-            Effect.sync(() =>
-              spawn(process.execPath, [
-                "-e",
-                `const fs = require("fs"); const r = ${JSON.stringify(root)}; process.stdout.write("swapping\\n");
-               for (let i = 0; i < 5000000; i++) {
-                 try { fs.renameSync(r + "/d", r + "/real"); fs.renameSync(r + "/link", r + "/d");
-                       fs.renameSync(r + "/d", r + "/link"); fs.renameSync(r + "/real", r + "/d") } catch {}
-               }`
-              ], { stdio: ["ignore", "pipe", "ignore"] })
-            ),
-            (child) => Effect.sync(() => child.kill())
-          )
-          yield* Effect.async<void>((resume) => void swapper.stdout.once("data", () => resume(Effect.void)))
+          // swaps root/d between the real directory and the link out as fast as it can
+          yield* spawnSwapper(root)
           const leaks: Array<string> = []
           yield* Effect.forEach(
             Array.from({ length: strategy.swaps }, (_, i) => i),
@@ -196,24 +257,8 @@ for (const strategy of strategies) {
           yield* fs.symlink(outside, `${root}/link`)
           const workspace = yield* Workspace.makeDirectory({ root })
           // leaves root/d quiet long enough to be relied on (50 ms), then swaps it for the link out for a while:
-          // the portable strategy's window between its last look and the create
-          const swapper = yield* Effect.acquireRelease(
-            Effect.sync(() =>
-              spawn(process.execPath, [
-                "-e",
-                `const fs = require("fs"); const r = ${JSON.stringify(root)}; process.stdout.write("swapping\\n");
-               const wait = (ms) => { const end = Date.now() + ms; while (Date.now() < end) {} };
-               for (let i = 0; i < 100000; i++) {
-                 wait(50 + Math.random() * 15);
-                 try { fs.renameSync(r + "/d", r + "/real"); fs.renameSync(r + "/link", r + "/d");
-                       wait(10 + Math.random() * 20);
-                       fs.renameSync(r + "/d", r + "/link"); fs.renameSync(r + "/real", r + "/d") } catch {}
-               }`
-              ], { stdio: ["ignore", "pipe", "ignore"] })
-            ),
-            (child) => Effect.sync(() => child.kill())
-          )
-          yield* Effect.async<void>((resume) => void swapper.stdout.once("data", () => resume(Effect.void)))
+          // the portable strategy's window between its checks and a create
+          yield* spawnSwapper(root, { quiet: "50 + Math.random() * 15", away: "10 + Math.random() * 20" })
           yield* Effect.forEach(
             Array.from({ length: 200 }, (_, i) => i),
             (i) =>
@@ -237,6 +282,111 @@ for (const strategy of strategies) {
           const workspace = yield* Workspace.makeDirectory({ root })
           // the directories are made, then the file's name is too long for the file system
           assert.strictEqual(yield* reasonOf(workspace.write(`/a/b/${"x".repeat(300)}`, "x")), "Io")
+          assert.deepStrictEqual(NodeFs.readdirSync(root), [])
+        }).pipe(inStrategy))
+
+      for (const made of ["directory", "file"] as const) {
+        it.scoped(
+          `a ${made} a swap put outside is removed however long the path leads elsewhere, while it keeps changing`,
+          () =>
+            Effect.gen(function*() {
+              const fs = yield* FileSystem.FileSystem
+              const root = yield* fs.makeTempDirectoryScoped()
+              const outside = yield* fs.makeTempDirectoryScoped()
+              yield* fs.makeDirectory(`${root}/d`)
+              yield* fs.symlink(outside, `${root}/link`)
+              // root/d leads out exactly while the new directory or file is made, then back in for longer than
+              // any fixed wait would look (2.5 s), then out again
+              const once = swapAroundOnce(root, 25)
+              const wrap = (real: HostJail.NodeFs): HostJail.NodeFs => ({
+                ...real,
+                promises: {
+                  ...real.promises,
+                  mkdir: (path) =>
+                    made === "directory" && !once.fired() && path.endsWith("/d/new")
+                      ? once.around(() => real.promises.mkdir(path))
+                      : real.promises.mkdir(path),
+                  open: (path, flags, mode) =>
+                    made === "file" && !once.fired() && path.endsWith("/d/f.txt")
+                      ? once.around(() => real.promises.open(path, flags, mode))
+                      : real.promises.open(path, flags, mode)
+                }
+              })
+              const workspace = yield* Workspace.makeDirectory({ root }).pipe(
+                Effect.provideService(HostJail.WrapNodeFs, wrap)
+              )
+              yield* Effect.either(workspace.write(made === "directory" ? "/d/new/f.txt" : "/d/f.txt", "x"))
+              assert.isTrue(once.fired())
+              yield* Effect.promise(() => once.settled()!)
+              assert.deepStrictEqual(NodeFs.readdirSync(outside), [])
+            }).pipe(inStrategy),
+          { timeout: 60_000 }
+        )
+      }
+
+      it.scoped(
+        "a remove that meets a swap deletes no file outside the root: what the swap led to is put back",
+        () =>
+          Effect.gen(function*() {
+            const fs = yield* FileSystem.FileSystem
+            const root = yield* fs.makeTempDirectoryScoped()
+            const outside = yield* fs.makeTempDirectoryScoped()
+            yield* fs.makeDirectory(`${root}/d`)
+            yield* fs.writeFileString(`${root}/d/x.txt`, "inside")
+            yield* fs.writeFileString(`${outside}/x.txt`, "outside")
+            yield* fs.symlink(outside, `${root}/link`)
+            // root/d leads out exactly while the file is deleted (or moved aside to be), then back in a while, then out
+            const once = swapAroundOnce(root, 5)
+            const wrap = (real: HostJail.NodeFs): HostJail.NodeFs => ({
+              ...real,
+              promises: {
+                ...real.promises,
+                unlink: (path) =>
+                  !once.fired() && path.endsWith("/d/x.txt")
+                    ? once.around(() => real.promises.unlink(path))
+                    : real.promises.unlink(path),
+                rename: (from, to) =>
+                  !once.fired() && from.endsWith("/d/x.txt")
+                    ? once.around(() => real.promises.rename(from, to))
+                    : real.promises.rename(from, to)
+              }
+            })
+            const workspace = yield* Workspace.makeDirectory({ root }).pipe(
+              Effect.provideService(HostJail.WrapNodeFs, wrap)
+            )
+            yield* Effect.either(workspace.remove!("/d/x.txt"))
+            assert.isTrue(once.fired())
+            yield* Effect.promise(() => once.settled()!)
+            assert.deepStrictEqual(NodeFs.readdirSync(outside), ["x.txt"])
+            assert.strictEqual(NodeFs.readFileSync(`${outside}/x.txt`, "utf8"), "outside")
+          }).pipe(inStrategy),
+        { timeout: 60_000 }
+      )
+
+      it.scoped("an interrupted write removes the directories it made (portable strategy)", () =>
+        Effect.gen(function*() {
+          const fs = yield* FileSystem.FileSystem
+          const root = yield* fs.makeTempDirectoryScoped()
+          // the look for /a/b never answers: the write is interrupted there, after it made /a
+          const held = yield* Deferred.make<void>()
+          const wrap = (real: HostJail.NodeFs): HostJail.NodeFs => ({
+            ...real,
+            promises: {
+              ...real.promises,
+              lstat: (path) => {
+                if (!path.endsWith("/a/b")) return real.promises.lstat(path)
+                Deferred.unsafeDone(held, Exit.void)
+                return new Promise(() => {})
+              }
+            }
+          })
+          const workspace = yield* Workspace.makeDirectory({ root }).pipe(
+            Effect.provideService(HostJail.WrapNodeFs, wrap)
+          )
+          const write = yield* Effect.fork(workspace.write("/a/b/f.txt", "x"))
+          yield* Deferred.await(held)
+          assert.deepStrictEqual(NodeFs.readdirSync(root), ["a"])
+          yield* Fiber.interrupt(write)
           assert.deepStrictEqual(NodeFs.readdirSync(root), [])
         }).pipe(inStrategy))
     }

@@ -21,13 +21,16 @@
  * change shows, whatever the clock's granularity), and checks them again
  * before it answers or writes a byte: a change anywhere on the way fails it
  * (tried again a few times, then an `Io` refusal) instead of answering from
- * outside the root. What remains is a window the swap must hit exactly:
- * after a quiet directory is watched and before the create is checked, a
- * new empty file or directory may land where the swap led. The write then
- * fails, writes nothing into it, and removes what it made: found by its
- * identity wherever its path leads again within a short wait, renamed
- * aside in that directory and removed there (`unmake`). Only a swap that
- * keeps the path away for that whole wait can leave it behind.
+ * outside the root. A file or directory is made between two such checks,
+ * right before and right after the call (`makeIn`). What remains is the
+ * instant between the first check and the call, which a swap must hit
+ * exactly (Node has no `mkdirat` to close it): a new empty file or
+ * directory may land where the swap led. The second check sees the swap;
+ * the write fails, writes nothing into it, and removes what it made (also
+ * when interrupted): found by its identity wherever its path leads again,
+ * for as long as the directories on the way keep changing, renamed aside in
+ * that directory and removed there (`unmake`). Only a swap that keeps the
+ * path away for good (its link moved or removed, then quiet) can leave it.
  *
  * Only regular files and directories are read, written or listed: a FIFO,
  * socket or device is refused without waiting on it (opened non-blocking,
@@ -42,6 +45,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 
@@ -80,7 +84,8 @@ interface FileHandle {
   close(): Promise<void>
 }
 
-interface NodeFs {
+/** The parts of `node:fs` the jail uses. */
+export interface NodeFs {
   readonly constants: Readonly<Record<string, number | undefined>>
   readonly promises: {
     open(path: string, flags: number, mode?: number): Promise<FileHandle>
@@ -111,6 +116,16 @@ const loadNodeFs = () => nodeFs ??= import(nodeFsSpecifier) as Promise<NodeFs>
 export class UseProcFd extends Context.Reference<UseProcFd>()(
   "@stepwise-agent/middleware/internal/hostJail/UseProcFd",
   { defaultValue: () => true }
+) {}
+
+/**
+ * A test seam, not public API: wraps the `node:fs` the jail uses, so a test
+ * can act in the middle of a call (swap a link in the instant before a
+ * `mkdir`, or hold a call). Nothing else provides it.
+ */
+export class WrapNodeFs extends Context.Reference<WrapNodeFs>()(
+  "@stepwise-agent/middleware/internal/hostJail/WrapNodeFs",
+  { defaultValue: (): (fs: NodeFs) => NodeFs => (fs) => fs }
 ) {}
 
 /**
@@ -268,19 +283,33 @@ interface Operation {
 
 /**
  * A file or directory an operation made, by the path it was made at (a
- * swap may have taken that path somewhere else) and the identity it got
- * (`undefined`: a directory that could not be looked at once made).
+ * swap may have taken that path somewhere else).
  */
 interface Made {
   readonly path: string
-  readonly identity: { readonly dev: number; readonly ino: number } | undefined
   readonly isDirectory: boolean
+  /**
+   * Its device and inode, when known for certain: a file's from its
+   * descriptor, a directory's from a look at its path while no directory on
+   * the way changed. `undefined`: a directory made while one changed.
+   */
+  readonly identity: { readonly dev: number; readonly ino: number } | undefined
+  /** The wall clock just before it was made: what it made has a status change no older. */
+  readonly since: number
+  /** Whether it was made in the checked directory for certain (no directory on the way changed around it). */
+  readonly inParent: boolean
+  /** The directories its path goes through, from the root (a change in one may have the path lead elsewhere). */
+  readonly through: ReadonlyArray<FileHandle>
+  /** Whether the path leads to the checked directory now, as it did when it was checked. */
+  readonly leadsToParent: Effect.Effect<boolean>
+  /** Closes what the operation holds open of it (a new file), before it is removed. */
+  readonly close: Effect.Effect<void>
 }
 
 /** The jail over the directory `root` (which must exist); fails with its real path's error. */
 export const make = (root: string): Effect.Effect<Jail, Refusal> =>
   Effect.gen(function*() {
-    const fs = yield* Effect.tryPromise({ try: loadNodeFs, catch: (error) => io(String(error)) })
+    const fs = (yield* WrapNodeFs)(yield* Effect.tryPromise({ try: loadNodeFs, catch: (error) => io(String(error)) }))
     const call = <A>(f: () => Promise<A>) => Effect.tryPromise({ try: f, catch: refusalOf })
     const flag = (name: string) => fs.constants[name] ?? 0
     const readFlags = flag("O_RDONLY") | flag("O_NONBLOCK") | flag("O_NOCTTY")
@@ -390,16 +419,139 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
       })
 
     /**
-     * How long removing what a failed operation made looks for it, while a
-     * swap has its path lead elsewhere (the wall clock: it waits on the file
-     * system, as {@link watch} does).
+     * Whether every directory from the root down to the one above `parent`
+     * is unchanged since it was watched, so `parent`'s path leads to it now.
+     * Checked right before and right after a file or directory is made.
      */
-    const unmakeMillis = 40 * quietMillis
+    const holds = (parent: Opened) =>
+      Effect.reduce(
+        parent.above,
+        true,
+        (all, directory) => all ? unchanged(parent.operation, directory.handle) : Effect.succeed(false)
+      )
 
-    /** Whether `stats` are of what `made` made: the same identity, or a directory that had none. */
+    /**
+     * Makes a file or directory in `parent` (portable strategy) by its path,
+     * between two checks that no directory on the way changed: `make` runs
+     * only when the first holds, and what it made is recorded (to be removed
+     * when the operation fails) as made in `parent` for certain only when the
+     * second holds too (`inParent`; when it does not, the caller fails the
+     * operation as changed). A swap can still land in the instant between
+     * the first check and `make` (Node has no `mkdirat`); then what was made
+     * is found and removed by {@link unmake}. Not interrupted once begun:
+     * what a call made is always recorded.
+     */
+    const makeIn = <A>(
+      parent: Opened,
+      path: string,
+      make: Effect.Effect<A, Refusal>,
+      options: {
+        readonly isDirectory: boolean
+        readonly identityOf: (made: A) => Effect.Effect<Made["identity"]>
+        readonly close: (made: A) => Effect.Effect<void>
+      }
+    ): Effect.Effect<{ readonly made: A; readonly inParent: boolean }, Refusal> =>
+      Effect.uninterruptible(Effect.gen(function*() {
+        const { isDirectory } = options
+        if (!(yield* holds(parent))) return yield* Effect.fail(changed)
+        const since = Date.now()
+        const made = yield* make
+        const identity = yield* options.identityOf(made)
+        const inParent = yield* holds(parent)
+        parent.operation.made.push({
+          path,
+          isDirectory,
+          // a directory looked at while a swap may have led the path elsewhere may be another one
+          identity: inParent || !isDirectory ? identity : undefined,
+          since,
+          inParent,
+          through: parent.above.map((directory) => directory.handle),
+          leadsToParent: holds(parent),
+          close: options.close(made)
+        })
+        return { made, inParent }
+      }))
+
+    /**
+     * How long the search for what a failed operation made goes on after
+     * the directories on its path last changed, and how many of their
+     * changes it looks through: the search follows the swaps, not a clock.
+     */
+    const searchQuietMillis = 40 * quietMillis
+    const searchChanges = 200
+
+    /**
+     * Watches the directories `through`: `tick` notes a change of any of
+     * them and answers whether a search should go on (fewer than
+     * {@link searchChanges} changes, the last less than
+     * {@link searchQuietMillis} ago).
+     */
+    const changesOf = (through: ReadonlyArray<FileHandle>) =>
+      Effect.gen(function*() {
+        const seen = new Map<FileHandle, number>()
+        let changes = 0
+        let lastChange = Date.now()
+        const look = Effect.gen(function*() {
+          let moved = false
+          for (const handle of through) {
+            const now = yield* Effect.option(call(() => handle.stat()))
+            if (Option.isNone(now)) continue
+            if (seen.has(handle) && seen.get(handle) !== now.value.ctimeMs) moved = true
+            seen.set(handle, now.value.ctimeMs)
+          }
+          if (moved) {
+            changes++
+            lastChange = Date.now()
+          }
+        })
+        yield* look
+        return {
+          tick: Effect.gen(function*() {
+            yield* look
+            return changes < searchChanges && Date.now() - lastChange <= searchQuietMillis
+          })
+        }
+      })
+
+    /**
+     * A search while the directories `through` keep changing: `persist`
+     * runs an attempt until it gives a value, or answers `undefined` when
+     * the search ends (see {@link changesOf}).
+     */
+    const searchThrough = (through: ReadonlyArray<FileHandle>) =>
+      Effect.map(changesOf(through), (changes) => ({
+        tick: changes.tick,
+        persist: <A>(attempt: Effect.Effect<A | undefined>) =>
+          Effect.gen(function*() {
+            while (true) {
+              const found = yield* attempt
+              if (found !== undefined || !(yield* changes.tick)) return found
+              yield* pause(1)
+            }
+          })
+      }))
+
+    const lstatOf = (path: string) =>
+      Effect.map(Effect.option(call(() => fs.promises.lstat(path))), Option.getOrUndefined)
+
+    /** A new name beside `path`, in the same directory, that nothing else has. */
+    const asideOf = (path: string, what: string) =>
+      `${path.slice(0, path.lastIndexOf(separator) + 1)}.stepwise-${what}-${Math.random().toString(36).slice(2)}`
+
+    /** Whether `stats` are of the file or directory `identity` names. */
+    const isSame = (identity: { readonly dev: number; readonly ino: number }, stats: Stats) =>
+      identity.dev === stats.dev && identity.ino === stats.ino
+
+    /**
+     * Whether `stats` are of what `made` made: the same identity, or, for a
+     * directory of unknown identity, a directory whose status changed since
+     * it was made (a coarse file system clock may stamp a little earlier).
+     */
     const isMade = (made: Made, stats: Stats) =>
       made.isDirectory === stats.isDirectory() && !stats.isSymbolicLink() &&
-      (made.identity === undefined || (made.identity.dev === stats.dev && made.identity.ino === stats.ino))
+      (made.identity === undefined
+        ? stats.ctimeMs >= made.since - quietMillis
+        : isSame(made.identity, stats))
 
     /**
      * Removes what a failed operation of the portable strategy made, wherever
@@ -408,53 +560,79 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
      * The path is looked at until it leads there; it is then renamed aside to
      * a new name in the same directory (one call: the directory cannot
      * change in between), found again by that name, which nothing else has,
-     * and removed; anything else moved aside is put back. What the path does
-     * not lead to again within {@link unmakeMillis} is left where it is.
-     * Failures are not reported: the operation fails anyway.
+     * and removed; anything else moved aside is put back. The looking goes
+     * on while the directories on the way keep changing (see
+     * {@link changesOf}): on a busy machine as long as on a quiet one. What
+     * was made in its directory for certain and is no longer there when the
+     * path leads there is gone already. Failures are not reported: the
+     * operation fails anyway.
      */
     const unmake = (made: Made) =>
       Effect.gen(function*() {
-        let deadline = Date.now() + unmakeMillis
-        /** Runs `attempt` until it gives a value or the time is up (`undefined`). */
-        const until = <A>(attempt: Effect.Effect<A | undefined>) =>
-          Effect.gen(function*() {
-            while (true) {
-              const found = yield* attempt
-              if (found !== undefined || Date.now() > deadline) return found
-              yield* pause(1)
-            }
-          })
-        const lstat = (path: string) =>
-          Effect.map(Effect.option(call(() => fs.promises.lstat(path))), Option.getOrUndefined)
-        const aside = `${made.path.slice(0, made.path.lastIndexOf(separator) + 1)}.stepwise-unmade-${
-          Math.random().toString(36).slice(2)
-        }`
-        while (Date.now() <= deadline) {
-          const there = yield* until(
-            Effect.map(lstat(made.path), (stats) => stats && isMade(made, stats) ? true : undefined)
-          )
-          if (there === undefined) return
-          if (Option.isNone(yield* Effect.option(call(() => fs.promises.rename(made.path, aside))))) continue
-          // moved aside: it is worth the wait again, not to leave it under a name nobody chose
-          deadline = Date.now() + unmakeMillis
-          const moved = yield* until(lstat(aside))
+        yield* made.close
+        const { persist, tick } = yield* searchThrough(made.through)
+        const aside = asideOf(made.path, "unmade")
+        while (true) {
+          const there = yield* persist(Effect.gen(function*() {
+            const stats = yield* lstatOf(made.path)
+            if (stats !== undefined && isMade(made, stats)) return true
+            // made in its directory, which the path leads to, and not there: removed already
+            if (made.inParent && (yield* made.leadsToParent)) return false
+            return undefined
+          }))
+          if (there !== true) return
+          if (Option.isNone(yield* Effect.option(call(() => fs.promises.rename(made.path, aside))))) {
+            // gone or swapped since the look, or not to be moved: looked for again while the search goes on
+            if (!(yield* tick)) return
+            yield* pause(1)
+            continue
+          }
+          const moved = yield* persist(lstatOf(aside))
           if (moved === undefined) return
           if (isMade(made, moved)) {
             // not found by that name: the path leads elsewhere for now; a directory not empty is kept
-            const removed = yield* until(Effect.match(
+            const removed = yield* persist(Effect.match(
               call(() => made.isDirectory ? fs.promises.rmdir(aside) : fs.promises.unlink(aside)),
               { onFailure: (refusal) => refusal === notFound ? undefined : false, onSuccess: () => true }
             ))
             if (removed !== false) return
           }
           // another file the swap led to, or a directory not empty: it gets its name back
-          yield* until(Effect.match(call(() => fs.promises.rename(aside, made.path)), {
+          yield* persist(Effect.match(call(() => fs.promises.rename(aside, made.path)), {
             onFailure: () => undefined,
             onSuccess: () => true
           }))
           if (isMade(made, moved)) return
         }
       })
+
+    /**
+     * Deletes the entry `looked` at `path` in `parent` (portable strategy):
+     * it is moved aside in its directory, under a name nothing else has,
+     * between two checks that no directory on the way changed, and deleted
+     * by that name only when it is that entry, moved within `parent`. A swap
+     * in the instant before the rename moves what the swap led to instead
+     * (Node has no `unlinkat`): that is put back, never deleted, found by its
+     * new name as {@link unmake} looks, and the removal fails as changed.
+     */
+    const removeAside = (parent: Opened, path: string, looked: Stats) =>
+      Effect.gen(function*() {
+        if (!(yield* holds(parent))) return yield* Effect.fail(changed)
+        const aside = asideOf(path, "removed")
+        const renamed = yield* Effect.either(call(() => fs.promises.rename(path, aside)))
+        if (Either.isLeft(renamed)) return yield* Effect.fail((yield* holds(parent)) ? renamed.left : changed)
+        const moved = yield* lstatOf(aside)
+        if (moved !== undefined && isSame(looked, moved) && (yield* holds(parent))) {
+          // in the checked directory under a name only this call knows: a swap now leads that name nowhere
+          if (Either.isRight(yield* Effect.either(call(() => fs.promises.unlink(aside))))) return
+        }
+        const { persist } = yield* searchThrough(parent.above.map((directory) => directory.handle))
+        yield* persist(Effect.match(call(() => fs.promises.rename(aside, path)), {
+          onFailure: () => undefined,
+          onSuccess: () => true
+        }))
+        return yield* Effect.fail(changed)
+      }).pipe(Effect.uninterruptible)
 
     // -------------------------------------------------------------------------
     // opening
@@ -556,16 +734,24 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
           const kind = specialKind(seen.right)
           if (kind !== undefined) return yield* Effect.fail(unsupported(kind))
         }
-        const handle = yield* Effect.acquireRelease(
-          Effect.tryPromise({
-            try: () => fs.promises.open(path, flags | noFollow, options?.mode),
-            // a link swapped in since it was looked at
-            catch: (error) => codeOf(error) === "ELOOP" || codeOf(error) === "EMLINK" ? changed : refusalOf(error)
-          }),
-          release(parent.operation)
+        const opening = Effect.tryPromise({
+          try: () => fs.promises.open(path, flags | noFollow, options?.mode),
+          // a link swapped in since it was looked at
+          catch: (error) => codeOf(error) === "ELOOP" || codeOf(error) === "EMLINK" ? changed : refusalOf(error)
+        })
+        // a new file is made between two checks of the directories on the way (known by its descriptor)
+        const { inParent, made: handle } = yield* Effect.acquireRelease(
+          seen._tag === "Left"
+            ? makeIn(parent, path, opening, {
+              isDirectory: false,
+              identityOf: (handle) => Effect.map(Effect.option(call(() => handle.stat())), Option.getOrUndefined),
+              close
+            })
+            : Effect.map(opening, (made) => ({ made, inParent: true })),
+          ({ made }) => release(parent.operation)(made)
         )
+        if (!inParent) return yield* Effect.fail(changed)
         const stats = yield* call(() => handle.stat())
-        if (seen._tag === "Left") parent.operation.made.push({ path, identity: stats, isDirectory: false })
         if (seen._tag === "Right" && (seen.right.dev !== stats.dev || seen.right.ino !== stats.ino)) {
           return yield* Effect.fail(changed)
         }
@@ -634,15 +820,18 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
           if (writable === undefined || opened.left._tag !== "NotFound") return yield* Effect.fail(opened.left)
           if (!writable([...segmentsOf(parent.real), name])) return yield* Effect.fail(readOnly)
           const path = yield* pathIn(parent, name)
-          const made = yield* Effect.catchAll(
-            Effect.as(call(() => fs.promises.mkdir(path)), true),
-            (refusal) =>
-              refusal._tag === "Io" && refusal.reason === "EEXIST" ? Effect.succeed(false) : Effect.fail(refusal)
+          const mkdir = call(() => fs.promises.mkdir(path))
+          const { inParent } = yield* Effect.catchIf(
+            viaProc ? Effect.as(mkdir, { inParent: true }) : makeIn(parent, path, mkdir, {
+              isDirectory: true,
+              identityOf: () => Effect.map(Effect.option(call(() => fs.promises.lstat(path))), Option.getOrUndefined),
+              close: () => Effect.void
+            }),
+            // made by another write since it was looked for
+            (refusal) => refusal._tag === "Io" && refusal.reason === "EEXIST",
+            () => Effect.succeed({ inParent: true })
           )
-          if (made && !viaProc) {
-            const identity = yield* Effect.option(call(() => fs.promises.lstat(path)))
-            parent.operation.made.push({ path, identity: Option.getOrUndefined(identity), isDirectory: true })
-          }
+          if (!inParent) return yield* Effect.fail(changed)
           current = yield* open(parent, name, directoryFlags)
         }
         return current
@@ -739,13 +928,14 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
         const started: Operation = { watched: new Map(), confirmed: new Set(), changed: false, made: [] }
         const checked = viaProc ? Effect.void : settle(started)
         return Effect.scoped(Effect.gen(function*() {
-          const result = yield* body(yield* openRoot(started), checked)
-          yield* checked
-          return result
-        })).pipe(
-          // a failed operation may have made a file or directory where a swap led: it is removed again
-          Effect.tapError(() => Effect.forEach([...started.made].reverse(), unmake, { discard: true }))
-        )
+          const root = yield* openRoot(started)
+          return yield* Effect.onError(
+            Effect.zipLeft(body(root, checked), checked),
+            // a failed or interrupted operation may have made a file or directory where a swap led: it is
+            // removed again, while the directories on the way are still open to be watched
+            () => Effect.forEach([...started.made].reverse(), unmake, { discard: true })
+          )
+        }))
       })
       return viaProc ? once : Effect.retry(once, { while: (refusal) => refusal === changed, times: 2 })
     }
@@ -838,7 +1028,7 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
             if (stats.isDirectory()) return yield* Effect.fail(io("it is a directory"))
             // nothing is deleted before every directory on the way is known unchanged
             yield* settled
-            yield* call(() => fs.promises.unlink(path))
+            yield* viaProc ? call(() => fs.promises.unlink(path)) : removeAside(parent, path, stats)
           })
         )
     }
