@@ -143,7 +143,8 @@ describe("UiMessageStream.toUiMessages", () => {
         })
         assert.deepStrictEqual(comparable(reloaded.map(conforms)), comparable(live))
       }),
-    { fastCheck: { numRuns: 30 } }
+    // about 2 s on a quiet machine; the timeout is for a loaded one
+    { fastCheck: { numRuns: 30 }, timeout: 120_000 }
   )
 
   it("a user's files come back as file parts (a URL as is, bytes as a data URL)", () => {
