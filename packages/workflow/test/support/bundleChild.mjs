@@ -1,32 +1,39 @@
 /**
  * Bundles a child process's TypeScript script into one ES module that plain
- * `node` runs: the script and the Stepwise sources it imports (by the
- * `@stepwise-agent/source` condition) go into the bundle; a package that
- * Node finds the same from the repository's root is left to Node, one found
- * elsewhere (a version nested in a package's own node_modules) is bundled.
- * Run as `node bundleChild.mjs <script> <outfile>`. Spawning the bundle
- * instead of `node --import tsx <script>` saves each child tsx's module
- * hooks: about 2.4 of the 6 CPU-seconds a crash-test child took to load and
- * run on this 2-core machine.
+ * `node` runs: the script, the Stepwise sources it imports (by the
+ * `@stepwise-agent/source` condition) and the packages they use (effect,
+ * `@effect/*`, …, tree-shaken) go into the bundle. Left to Node: a package
+ * with a native addon (a `binding.gyp`: better-sqlite3, msgpackr-extract),
+ * and a package that is not installed (an optional one such as pg-native,
+ * which fails only if it is used). Run as
+ * `node bundleChild.mjs <script> <outfile>`. Spawning the bundle instead of
+ * `node --import tsx <script>` saves each child tsx's module hooks (about
+ * 2.4 of the 6 CPU-seconds a crash-test child took on this 2-core machine),
+ * and bundling the packages too saves Node's loading of their hundreds of
+ * modules (a ledger-agent child: 2.1 -> 1.0 CPU-seconds).
  */
 import * as esbuild from "esbuild"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
 const [script, outfile] = process.argv.slice(2)
-const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), "../../../..")
-const rootModules = path.join(root, "node_modules")
 
 /** The package name of a bare specifier (`@scope/name` or `name`). */
 const packageOf = (specifier) => specifier.split("/").slice(0, specifier.startsWith("@") ? 2 : 1).join("/")
 
-/** The node_modules folder Node would find `name` in, looking up from `directory`. */
-const foundIn = (name, directory) => {
+/** The folder of the package `name` that Node would find, looking up from `directory`. */
+const packageFolder = (name, directory) => {
   for (let at = directory;; at = path.dirname(at)) {
-    const modules = path.join(at, "node_modules")
-    if (fs.existsSync(path.join(modules, name))) return modules
+    const folder = path.join(at, "node_modules", name)
+    if (fs.existsSync(folder)) return folder
     if (path.dirname(at) === at) return undefined
   }
+}
+
+/** Whether Node must load the package itself: it is not installed, or it builds a native addon. */
+const leftToNode = (name, directory) => {
+  const folder = packageFolder(name, directory)
+  return folder === undefined || fs.existsSync(path.join(folder, "binding.gyp"))
 }
 
 await esbuild.build({
@@ -37,13 +44,18 @@ await esbuild.build({
   format: "esm",
   target: "node20",
   conditions: ["@stepwise-agent/source"],
+  // the CommonJS packages in the bundle `require` Node's built-in modules
+  banner: {
+    js: `import { createRequire as __bundleCreateRequire } from "node:module"; ` +
+      `const require = __bundleCreateRequire(import.meta.url);`
+  },
   logLevel: "error",
   plugins: [{
-    name: "root-packages-external",
+    name: "native-packages-external",
     setup(build) {
       build.onResolve({ filter: /^[^./]/ }, (args) => {
         if (args.path.startsWith("node:") || args.path.startsWith("@stepwise-agent/")) return undefined
-        return foundIn(packageOf(args.path), args.resolveDir) === rootModules ? { external: true } : undefined
+        return leftToNode(packageOf(args.path), args.resolveDir) ? { external: true } : undefined
       })
     }
   }]
