@@ -181,6 +181,7 @@ describe("a durable run whose thread is deleted while it runs (SQLite)", () => {
           Effect.flip(Runs.resume(runId, HumanInTheLoop.approveAll(request), { principal: "alice" }))
         )
         assert.strictEqual(refused._tag, "NotWaiting")
+        assert.include(refused.message, `thread "t" is not stored (it was deleted)`)
         assert.isTrue(Option.isNone(yield* run(Effect.flatMap(Checkpointer.Checkpointer, (store) => store.load("t")))))
 
         const error = checkpointFailure(yield* run(Runs.await(runId)))

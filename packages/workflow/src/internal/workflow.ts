@@ -367,10 +367,14 @@ export const make = (options: Options): AgentWorkflow => {
     }
     const loop = yield* Agent.Agent
     // who may decide is asked first: the checks below tell what the run waits for
-    const waiting = Option.flatMap(
-      yield* Effect.catchTag(loop.thread(record.threadId), "InvalidInput", Effect.die),
-      (thread) => thread.pending
-    )
+    const thread = yield* Effect.catchTag(loop.thread(record.threadId), "InvalidInput", Effect.die)
+    if (Option.isNone(thread)) {
+      return yield* new NotWaiting({
+        runId,
+        reason: `its thread "${record.threadId}" is not stored (it was deleted): nothing waits for a decision`
+      })
+    }
+    const waiting = thread.value.pending
     if (Option.isNone(waiting)) {
       return yield* new NotWaiting({ runId, reason: "it waits for no decision (any it waited for was given)" })
     }
