@@ -160,6 +160,24 @@ describe("tool calls", () => {
       ScriptedModel.text("never reached")
     ])))
 
+  it.effect("a tool that fails and whose finalizer dies fails the run with ToolDefect, not a failed result", () =>
+    Effect.gen(function*() {
+      const Flaky = Tool.make("flaky", { parameters: {}, success: Schema.String, failure: Schema.String })
+      const agent = yield* Agent.make({ toolkit: Toolkit.make(Flaky) })
+      const error = yield* Effect.flip(agent.run("Try it", { threadId: "t" }))
+      assert.strictEqual(error._tag, "ToolDefect")
+      if (error._tag !== "ToolDefect") return
+      assert.strictEqual(error.toolName, "flaky")
+    }).pipe(Effect.provide(Layer.merge(
+      ScriptedModel.layer([
+        ScriptedModel.toolCalls([{ name: "flaky", params: {}, id: "f1" }]),
+        ScriptedModel.text("no")
+      ]),
+      Toolkit.make(Tool.make("flaky", { parameters: {}, success: Schema.String, failure: Schema.String })).toLayer({
+        flaky: () => Effect.fail("typed failure").pipe(Effect.ensuring(Effect.die(new Error("finalizer broke"))))
+      })
+    ))))
+
   it.effect("several calls of one response run and their results keep the call order", () =>
     Effect.gen(function*() {
       const agent = yield* Agent.make({ toolkit: Calculator, toolConcurrency: 2 })

@@ -5,8 +5,8 @@
  * effect ends, and the handlers run with it back.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Fiber, Option } from "effect"
-import { withContext } from "../src/internal/fast/withContext.js"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, Option } from "effect"
+import { asIs, locally, withContext } from "../src/internal/fast/withContext.js"
 
 class Name extends Context.Tag("test/Name")<Name, string>() {}
 class Extra extends Context.Tag("test/Extra")<Extra, number>() {}
@@ -97,4 +97,37 @@ describe("withContext", () => {
       assert.isTrue(Exit.isFailure(threw))
       assert.deepStrictEqual(yield* seen, { name: "outer", extra: undefined })
     }).pipe(Effect.provideService(Name, "outer")))
+
+  // a handler that fails and a finalizer that dies: one cause with a failure and a defect
+  const failedThenDied = Effect.fail("typed").pipe(Effect.ensuring(Effect.die("finalizer")))
+
+  it.effect("a cause with a failure and a defect passes on as Effect.matchEffect passes it: the defect kept, no handler", () =>
+    Effect.gen(function*() {
+      const extra = (input: Context.Context<never>) => Context.add(input, Extra, 1)
+      const handled: Array<unknown> = []
+      const handlers = {
+        onSuccess: Effect.succeed,
+        onFailure: (error: unknown) => Effect.sync(() => handled.push(error))
+      }
+      const ours = yield* Effect.exit(withContext(failedThenDied, extra, handlers))
+      const effects = yield* Effect.exit(Effect.matchEffect(failedThenDied, handlers))
+      assert.deepStrictEqual(handled, [])
+      assert.isTrue(Exit.isFailure(ours) && Exit.isFailure(effects))
+      if (Exit.isFailure(ours) && Exit.isFailure(effects)) {
+        assert.deepStrictEqual([...Cause.defects(ours.cause)], [...Cause.defects(effects.cause)])
+        assert.isTrue(Cause.isDie(ours.cause))
+      }
+    }))
+
+  it.effect("asIs passes the whole cause on, as Effect.provide does", () =>
+    Effect.gen(function*() {
+      const ours = yield* Effect.exit(
+        locally(failedThenDied, [], asIs)
+      )
+      assert.isTrue(Exit.isFailure(ours))
+      if (Exit.isFailure(ours)) {
+        assert.deepStrictEqual([...Cause.failures(ours.cause)], ["typed"])
+        assert.deepStrictEqual([...Cause.defects(ours.cause)], ["finalizer"])
+      }
+    }))
 })

@@ -10,18 +10,24 @@
  * puts them back and goes on with the handler.
  */
 import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as FiberRef from "effect/FiberRef"
 
 /** A fiber ref and how to make its value for the effect of the one the fiber has. */
 export type Local = readonly [FiberRef.FiberRef<any>, (current: any) => unknown]
 
-/** What becomes of the effect's outcome once the refs are put back. */
+/**
+ * What becomes of the effect's outcome once the refs are put back. Without
+ * `onFailure` a failure passes on with its whole cause, as `Effect.provide`
+ * passes it; with it, as `Effect.matchEffect` does: a cause with a defect
+ * passes on with its failures made defects too, else `onFailure` gets its
+ * first failure.
+ */
 export interface Handlers<A, E, B, E2, R2> {
   readonly onSuccess: (value: A) => Effect.Effect<B, E2, R2>
-  readonly onFailure: (error: E) => Effect.Effect<B, E2, R2>
+  readonly onFailure?: ((error: E) => Effect.Effect<B, E2, R2>) | undefined
 }
 
 /**
@@ -51,8 +57,13 @@ export const locally = <A, E, R, B, E2, R2>(
       return Effect.matchCauseEffect(restore(effect), {
         onFailure: (cause) => {
           putBack()
-          const failure = Cause.failureOrCause(cause)
-          return Either.isLeft(failure) ? handlers.onFailure(failure.left) : Effect.failCause(failure.right)
+          // (the effect's own error, typed as `asIs`, the one set of handlers without `onFailure`, types it)
+          if (handlers.onFailure === undefined) return Effect.failCause(cause as Cause.Cause<E2>)
+          if (!Chunk.isEmpty(Cause.defects(cause))) return Effect.failCause(Cause.flatMap(cause, Cause.die))
+          const failures = Cause.failures(cause)
+          return Chunk.isEmpty(failures)
+            ? Effect.failCause(cause as Cause.Cause<never>)
+            : handlers.onFailure(Chunk.unsafeHead(failures))
         },
         onSuccess: (value) => {
           putBack()
@@ -62,8 +73,8 @@ export const locally = <A, E, R, B, E2, R2>(
     })
   )
 
-/** The handlers of an effect whose outcome goes on as it is. */
-export const asIs: Handlers<any, any, any, any, never> = { onSuccess: Effect.succeed, onFailure: Effect.fail }
+/** The handlers of an effect whose outcome goes on as it is (a failure with its whole cause). */
+export const asIs: Handlers<any, any, any, any, never> = { onSuccess: Effect.succeed }
 
 /**
  * `effect` with the context `f` makes of the fiber's current one, then the
