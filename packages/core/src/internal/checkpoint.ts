@@ -203,7 +203,7 @@ export const notStored = (checkpoint: Checkpointer.Checkpoint): Checkpointer.Che
 }
 
 /** A new incarnation nonce: 64 bits from the context's `Random` (a test may seed it), in one operation. */
-const newIncarnation: Effect.Effect<string> = Effect.randomWith((random) =>
+export const newIncarnation: Effect.Effect<string> = Effect.randomWith((random) =>
   Effect.zipWith(
     random.nextIntBetween(0, 0x100000000),
     random.nextIntBetween(0, 0x100000000),

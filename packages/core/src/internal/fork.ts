@@ -12,7 +12,7 @@ import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import * as Fork from "../Fork.js"
 import type * as RunRecord from "../RunRecord.js"
-import type * as Checkpoint from "./checkpoint.js"
+import * as Checkpoint from "./checkpoint.js"
 import { checkThreadId } from "./input.js"
 import type * as Replay from "./replay.js"
 
@@ -118,7 +118,8 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
     }
     // a fork at the step the thread waits at does not take the source's wait (a wait may be bound to its
     // thread): it enters the hook that waits again, which asks again for the fork, and a decision answers that
-    // a fork is a thread of its own: its first run gives it an incarnation of its own
+    // a fork is a thread of its own, stored under an incarnation of its own: a run of a thread deleted before
+    // the fork took its id finds another incarnation and does not write over it
     const { incarnation: _incarnation, pending, run, ...stored } = loaded.checkpoint.value
     const wait = at === replies.length ? pending : undefined
     if (wait !== undefined && edit?._tag === "Message") {
@@ -139,12 +140,13 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
         (existing): Effect.Effect<unknown, unknown, any> =>
           Option.isSome(existing)
             ? Effect.asVoid(fail("ThreadExists", `the thread "${to}" already exists`))
-            : deps.checkpointer.save(
-              to,
-              { ...stored, threadId: to, messages: AgentState.encodeMessages(messages) },
-              // another process may make the thread meanwhile: the fork does not write over it
-              { expected: "absent" }
-            )
+            : Effect.flatMap(Checkpoint.newIncarnation, (incarnation) =>
+              deps.checkpointer.save(
+                to,
+                { ...stored, threadId: to, messages: AgentState.encodeMessages(messages), incarnation },
+                // another process may make the thread meanwhile: the fork does not write over it
+                { expected: "absent" }
+              ))
       )
     )
     if (edit?._tag === "Message") return yield* deps.start(edit.message, to)
