@@ -855,7 +855,13 @@ const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
  * once: a log is appended to only by the instance that created it, another
  * instance writes the thread whole to a new log, and the last rename wins;
  * every load reads one whole committed checkpoint. (Renames protect against
- * a crashed process, not a lost power supply: nothing is `fsync`ed.)
+ * a crashed process, not a lost power supply: nothing is `fsync`ed.) A
+ * conditional save ({@link SaveOptions}) checks and writes under the
+ * instance's own lock: a thread deleted by another instance between one
+ * save's check and its rename can be written back, or left as a head whose
+ * log is gone (its loads then fail with `CheckpointError` until the thread
+ * is deleted again). Delete and save a thread through one instance, or use a
+ * SQL checkpointer, whose conditional save is one statement.
  *
  * An agent's run saves into it without building the array of the whole
  * encoded thread at a step, through its `append`: the step encodes and
