@@ -42,6 +42,7 @@ import type * as Agent from "./Agent.js"
 import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
+import * as HttpConnection from "./HttpConnection.js"
 import * as Secrets from "./Secrets.js"
 import type * as Wait from "./Wait.js"
 
@@ -1027,27 +1028,6 @@ const refusal = (error: Refusal | AgentError.CheckpointError | ServerSide) =>
     : HttpServerResponse.text("The chat's thread could not be loaded", { status: 500 })
 
 /**
- * Whether the request has no body to read: it declares none (no `Transfer-Encoding`, no `Content-Length`
- * or a length of 0).
- */
-const hasNoBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
-  const length = request.headers["content-length"]
-  return request.headers["transfer-encoding"] === undefined && (length === undefined || /^\s*0+\s*$/.test(length))
-}
-
-/**
- * `response`, closing the connection after it unless the request's body was read whole (`bodyRead`). An answer
- * given before the body is all read leaves the rest unread on the connection, which then cannot carry another
- * request: Node would wait for that rest (a slow client holds the socket until the server's `requestTimeout`).
- * With `Connection: close` the server closes it once the answer is out.
- */
-const closeUnlessRead = (
-  response: HttpServerResponse.HttpServerResponse,
-  bodyRead: boolean
-): HttpServerResponse.HttpServerResponse =>
-  bodyRead ? response : HttpServerResponse.setHeader(response, "connection", "close")
-
-/**
  * A request refused for the server's sake: `authorize` failed, or the options are wrong (no `authorize`, from a
  * caller without types; a `maxBodyBytes` or `bodyTimeout` that is no limit). Every request is refused then, none let through.
  */
@@ -1288,8 +1268,8 @@ export function toHttpApp<S, E, O, W extends Wait.Any>(
   agent: Agent.Service<S, E, O, W>,
   options: Options<W>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> {
-  return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-    let bodyRead = hasNoBody(request)
+  return HttpConnection.guard(Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    let bodyRead = HttpConnection.hasNoBody(request)
     return Effect.gen(function*() {
       const maxBytes = options?.maxBodyBytes ?? defaultMaxBodyBytes
       if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
@@ -1324,9 +1304,9 @@ export function toHttpApp<S, E, O, W extends Wait.Any>(
     }).pipe(
       Effect.map((chunks) => HttpServerResponse.stream(toSse(chunks), { contentType: "text/event-stream", headers })),
       // every refusal before the body is read whole (a bad option, 415, 413, 408, a body that cannot be read)
-      Effect.catchAll((error) => Effect.succeed(closeUnlessRead(refusal(error), bodyRead)))
+      Effect.catchAll((error) => Effect.succeed(HttpConnection.closeUnlessRead(refusal(error), bodyRead)))
     )
-  })
+  }))
 }
 
 /** The values of the query parameter `name` of `url`; `undefined` when the query is not URL-encoded. */
@@ -1407,7 +1387,7 @@ export function messagesHttpApp<S, E, O, W extends Wait.Any>(
   agent: Agent.Service<S, E, O, W>,
   options: MessagesOptions<W>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> {
-  return Effect.gen(function*() {
+  return HttpConnection.guard(Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const ids = queryValues(request.url, "id")
     if (ids === undefined || ids.length !== 1 || ids[0] === "") {
@@ -1432,7 +1412,7 @@ export function messagesHttpApp<S, E, O, W extends Wait.Any>(
     // a body sent with the request is never read
     Effect.zipWith(
       HttpServerRequest.HttpServerRequest,
-      (response, request) => closeUnlessRead(response, hasNoBody(request))
+      (response, request) => HttpConnection.closeUnlessRead(response, HttpConnection.hasNoBody(request))
     )
-  )
+  ))
 }
