@@ -1233,7 +1233,9 @@ const checkAuthorized = (
  * the thread does not wait for, or decisions the waiting middleware refuses
  * (409). An answer given before the body was read whole (415, 413, 408, a
  * bad option's 500) closes the connection (`Connection: close`): its unread
- * rest would keep it open. A run that fails after it started
+ * rest would keep it open. No later request on that connection reaches the
+ * handler ({@link HttpConnection.guard}): one pipelined behind a refused
+ * request is dropped, not run. A run that fails after it started
  * ends the stream with an `error` chunk. When the client goes away the
  * server interrupts the handler, and with it the run: the thread keeps its
  * last checkpoint and can run again.
@@ -1353,7 +1355,8 @@ export interface MessagesOptions<W extends Wait.Any = Wait.Any> {
  * give both the same. Refused: no `id` or a bad one (400), a chat
  * `authorize` does not allow (403); a thread that cannot be loaded is 500.
  * It reads no body: a request that sends one gets its answer with
- * `Connection: close`.
+ * `Connection: close`, and no later request on that connection reaches
+ * either handler ({@link HttpConnection.guard}).
  *
  * @example
  * ```ts
@@ -1387,32 +1390,34 @@ export function messagesHttpApp<S, E, O, W extends Wait.Any>(
   agent: Agent.Service<S, E, O, W>,
   options: MessagesOptions<W>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> {
-  return HttpConnection.guard(Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const ids = queryValues(request.url, "id")
-    if (ids === undefined || ids.length !== 1 || ids[0] === "") {
-      return yield* new ChatRequestError({ reason: "Invalid", detail: "give the chat as one query parameter \"id\"" })
-    }
-    const threadId = ids[0]!
-    yield* checkAuthorized(options?.authorize, request, threadId)
-    const snapshot = yield* threadOf(agent, threadId)
-    const messages = Option.match(snapshot, {
-      onNone: () => [],
-      onSome: (thread) =>
-        toUiMessages<W>((thread.state as { readonly messages: ReadonlyArray<Prompt.Message> }).messages, {
-          pending: thread.pending,
-          approvals: options?.approvals
-        })
-    })
-    return yield* HttpServerResponse.json(messages).pipe(
-      Effect.orElse(() => Effect.fail(serverSide("The chat's messages could not be encoded as JSON")))
+  return HttpConnection.guard(
+    Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const ids = queryValues(request.url, "id")
+      if (ids === undefined || ids.length !== 1 || ids[0] === "") {
+        return yield* new ChatRequestError({ reason: "Invalid", detail: "give the chat as one query parameter \"id\"" })
+      }
+      const threadId = ids[0]!
+      yield* checkAuthorized(options?.authorize, request, threadId)
+      const snapshot = yield* threadOf(agent, threadId)
+      const messages = Option.match(snapshot, {
+        onNone: () => [],
+        onSome: (thread) =>
+          toUiMessages<W>((thread.state as { readonly messages: ReadonlyArray<Prompt.Message> }).messages, {
+            pending: thread.pending,
+            approvals: options?.approvals
+          })
+      })
+      return yield* HttpServerResponse.json(messages).pipe(
+        Effect.orElse(() => Effect.fail(serverSide("The chat's messages could not be encoded as JSON")))
+      )
+    }).pipe(
+      Effect.catchAll((error) => Effect.succeed(refusal(error))),
+      // a body sent with the request is never read
+      Effect.zipWith(
+        HttpServerRequest.HttpServerRequest,
+        (response, request) => HttpConnection.closeUnlessRead(response, HttpConnection.hasNoBody(request))
+      )
     )
-  }).pipe(
-    Effect.catchAll((error) => Effect.succeed(refusal(error))),
-    // a body sent with the request is never read
-    Effect.zipWith(
-      HttpServerRequest.HttpServerRequest,
-      (response, request) => HttpConnection.closeUnlessRead(response, HttpConnection.hasNoBody(request))
-    )
-  ))
+  )
 }

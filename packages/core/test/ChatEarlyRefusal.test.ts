@@ -14,7 +14,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, UiMessageStream } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Option } from "effect"
+import { Effect, FastCheck, Option } from "effect"
 import * as Http from "node:http"
 import { exchange, partialRequest, wholeRequest } from "./support/rawHttp.js"
 
@@ -213,25 +213,68 @@ describe("UiMessageStream: no request after an answer with Connection: close rea
   // (a client that sends the next request right after the body, while the refusal may still be decided)
   for (const [writes, label] of [[1, "in one write"], [2, "in two writes"]] as const) {
     for (const { label: refusal, options, refused, routed, status } of pipelined) {
-      it.scopedLive(`${refusal}, then a valid chat request on the same connection, ${label}`, () =>
-        Effect.gen(function*() {
-          const { agent, modelCalls, port } = yield* serve(options, routed ?? false)
-          const valid = wholeRequest(post(port, ["Content-Type: application/json"]), chat("c2", "second"))
-          const first = refused(port)
-          const seen = yield* exchange(
-            port,
-            writes === 1 ? [first + valid] : [first.slice(0, -4), first.slice(-4) + valid],
-            { gapMs: 100 }
-          )
-          assert.strictEqual(seen.status, status, seen.head)
-          assert.include(seen.head, "connection: close")
-          assert.strictEqual(seen.answers, 1, seen.text)
-          assert.isTrue(seen.closed, "the server kept the connection open")
-          // a run would have started at once: give it time to show
-          yield* Effect.sleep("200 millis")
-          assert.strictEqual(yield* modelCalls, 0, "the model was called")
-          assert.isTrue(Option.isNone(yield* agent.thread("c2")), "a thread was created")
-        }), { timeout: 60_000 })
+      it.scopedLive(
+        `${refusal}, then a valid chat request on the same connection, ${label}`,
+        () =>
+          Effect.gen(function*() {
+            const { agent, modelCalls, port } = yield* serve(options, routed ?? false)
+            const valid = wholeRequest(post(port, ["Content-Type: application/json"]), chat("c2", "second"))
+            const first = refused(port)
+            const seen = yield* exchange(
+              port,
+              writes === 1 ? [first + valid] : [first.slice(0, -4), first.slice(-4) + valid],
+              { gapMs: 100 }
+            )
+            assert.strictEqual(seen.status, status, seen.head)
+            assert.include(seen.head, "connection: close")
+            assert.strictEqual(seen.answers, 1, seen.text)
+            assert.isTrue(seen.closed, "the server kept the connection open")
+            // a run would have started at once: give it time to show
+            yield* Effect.sleep("200 millis")
+            assert.strictEqual(yield* modelCalls, 0, "the model was called")
+            assert.isTrue(Option.isNone(yield* agent.thread("c2")), "a thread was created")
+          }),
+        { timeout: 60_000 }
+      )
     }
   }
+})
+
+describe("UiMessageStream: requests pipelined on one connection", () => {
+  /** A valid chat request (runs the model), one `authorize` refuses after the body (403, kept), or a 415 (closes). */
+  const kind = FastCheck.constantFrom("valid", "forbidden", "refused")
+  it.live.prop(
+    "run, in order, up to the first answer that closes the connection, and no further",
+    { kinds: FastCheck.array(kind, { maxLength: 5 }) },
+    ({ kinds }) =>
+      Effect.scoped(Effect.gen(function*() {
+        // a 415 last, so that the server closes the connection whatever came before
+        const sequence = [...kinds, "refused" as const]
+        const { agent, modelCalls, port } = yield* serve({
+          authorize: (_, threadId) => Effect.succeed(!threadId.startsWith("no")),
+          bodyTimeout: "10 seconds"
+        }, false)
+        const requests = sequence.map((kind, i) =>
+          wholeRequest(
+            post(port, [kind === "refused" ? "Content-Type: text/plain" : "Content-Type: application/json"]),
+            chat(kind === "forbidden" ? `no${i}` : `c${i}`, "hello")
+          )
+        )
+        const seen = yield* exchange(port, [requests.join("")])
+        const closing = sequence.indexOf("refused")
+        const before = sequence.slice(0, closing)
+        assert.isTrue(seen.closed, "the server kept the connection open")
+        assert.strictEqual(seen.answers, closing + 1, seen.text)
+        assert.deepStrictEqual(
+          [...seen.text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((match) => Number(match[1])),
+          [...before.map((kind) => kind === "valid" ? 200 : 403), 415]
+        )
+        assert.strictEqual(yield* modelCalls, before.filter((kind) => kind === "valid").length)
+        for (const [i, kind] of sequence.entries()) {
+          const ran = i < closing && kind === "valid"
+          assert.strictEqual(Option.isSome(yield* agent.thread(`c${i}`)), ran, `request ${i} (${kind})`)
+        }
+      })),
+    { fastCheck: { numRuns: 12 }, timeout: 120_000 }
+  )
 })
