@@ -7,6 +7,9 @@
  * comes with `Connection: close` and the server closes the socket, instead
  * of keeping it open for the rest until Node's `requestTimeout`. A refusal
  * after the whole body was read keeps the connection for the next request.
+ * A request sent after a refused one on the same connection (pipelined in
+ * one write, or written right after the refused body) never reaches the
+ * handler: the model is not called and no thread is made.
  */
 import { LanguageModel } from "@effect/ai"
 import { HttpRouter } from "@effect/platform"

@@ -6,7 +6,9 @@
  * request that sends a body. A raw client sends the head and part of the
  * body, then a byte every 200 ms as a slow client does: the answer comes
  * with `Connection: close` and the server closes the socket, instead of
- * keeping it open until Node's `requestTimeout`.
+ * keeping it open until Node's `requestTimeout`. A request sent after such
+ * an answer on the same connection reaches no route: a refused request then
+ * a `send` starts no run.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
