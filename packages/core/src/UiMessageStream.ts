@@ -42,6 +42,7 @@ import type * as Agent from "./Agent.js"
 import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
+import * as HttpConnection from "./HttpConnection.js"
 import * as Secrets from "./Secrets.js"
 import type * as Wait from "./Wait.js"
 
@@ -1027,27 +1028,6 @@ const refusal = (error: Refusal | AgentError.CheckpointError | ServerSide) =>
     : HttpServerResponse.text("The chat's thread could not be loaded", { status: 500 })
 
 /**
- * Whether the request has no body to read: it declares none (no `Transfer-Encoding`, no `Content-Length`
- * or a length of 0).
- */
-const hasNoBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
-  const length = request.headers["content-length"]
-  return request.headers["transfer-encoding"] === undefined && (length === undefined || /^\s*0+\s*$/.test(length))
-}
-
-/**
- * `response`, closing the connection after it unless the request's body was read whole (`bodyRead`). An answer
- * given before the body is all read leaves the rest unread on the connection, which then cannot carry another
- * request: Node would wait for that rest (a slow client holds the socket until the server's `requestTimeout`).
- * With `Connection: close` the server closes it once the answer is out.
- */
-const closeUnlessRead = (
-  response: HttpServerResponse.HttpServerResponse,
-  bodyRead: boolean
-): HttpServerResponse.HttpServerResponse =>
-  bodyRead ? response : HttpServerResponse.setHeader(response, "connection", "close")
-
-/**
  * A request refused for the server's sake: `authorize` failed, or the options are wrong (no `authorize`, from a
  * caller without types; a `maxBodyBytes` or `bodyTimeout` that is no limit). Every request is refused then, none let through.
  */
@@ -1253,7 +1233,9 @@ const checkAuthorized = (
  * the thread does not wait for, or decisions the waiting middleware refuses
  * (409). An answer given before the body was read whole (415, 413, 408, a
  * bad option's 500) closes the connection (`Connection: close`): its unread
- * rest would keep it open. A run that fails after it started
+ * rest would keep it open. No later request on that connection reaches the
+ * handler ({@link HttpConnection.guard}): one pipelined behind a refused
+ * request is dropped, not run. A run that fails after it started
  * ends the stream with an `error` chunk. When the client goes away the
  * server interrupts the handler, and with it the run: the thread keeps its
  * last checkpoint and can run again.
@@ -1288,8 +1270,8 @@ export function toHttpApp<S, E, O, W extends Wait.Any>(
   agent: Agent.Service<S, E, O, W>,
   options: Options<W>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> {
-  return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-    let bodyRead = hasNoBody(request)
+  return HttpConnection.guard(Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    let bodyRead = HttpConnection.hasNoBody(request)
     return Effect.gen(function*() {
       const maxBytes = options?.maxBodyBytes ?? defaultMaxBodyBytes
       if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
@@ -1324,9 +1306,9 @@ export function toHttpApp<S, E, O, W extends Wait.Any>(
     }).pipe(
       Effect.map((chunks) => HttpServerResponse.stream(toSse(chunks), { contentType: "text/event-stream", headers })),
       // every refusal before the body is read whole (a bad option, 415, 413, 408, a body that cannot be read)
-      Effect.catchAll((error) => Effect.succeed(closeUnlessRead(refusal(error), bodyRead)))
+      Effect.catchAll((error) => Effect.succeed(HttpConnection.closeUnlessRead(refusal(error), bodyRead)))
     )
-  })
+  }))
 }
 
 /** The values of the query parameter `name` of `url`; `undefined` when the query is not URL-encoded. */
@@ -1373,7 +1355,8 @@ export interface MessagesOptions<W extends Wait.Any = Wait.Any> {
  * give both the same. Refused: no `id` or a bad one (400), a chat
  * `authorize` does not allow (403); a thread that cannot be loaded is 500.
  * It reads no body: a request that sends one gets its answer with
- * `Connection: close`.
+ * `Connection: close`, and no later request on that connection reaches
+ * either handler ({@link HttpConnection.guard}).
  *
  * @example
  * ```ts
@@ -1407,32 +1390,34 @@ export function messagesHttpApp<S, E, O, W extends Wait.Any>(
   agent: Agent.Service<S, E, O, W>,
   options: MessagesOptions<W>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> {
-  return Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const ids = queryValues(request.url, "id")
-    if (ids === undefined || ids.length !== 1 || ids[0] === "") {
-      return yield* new ChatRequestError({ reason: "Invalid", detail: "give the chat as one query parameter \"id\"" })
-    }
-    const threadId = ids[0]!
-    yield* checkAuthorized(options?.authorize, request, threadId)
-    const snapshot = yield* threadOf(agent, threadId)
-    const messages = Option.match(snapshot, {
-      onNone: () => [],
-      onSome: (thread) =>
-        toUiMessages<W>((thread.state as { readonly messages: ReadonlyArray<Prompt.Message> }).messages, {
-          pending: thread.pending,
-          approvals: options?.approvals
-        })
-    })
-    return yield* HttpServerResponse.json(messages).pipe(
-      Effect.orElse(() => Effect.fail(serverSide("The chat's messages could not be encoded as JSON")))
-    )
-  }).pipe(
-    Effect.catchAll((error) => Effect.succeed(refusal(error))),
-    // a body sent with the request is never read
-    Effect.zipWith(
-      HttpServerRequest.HttpServerRequest,
-      (response, request) => closeUnlessRead(response, hasNoBody(request))
+  return HttpConnection.guard(
+    Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const ids = queryValues(request.url, "id")
+      if (ids === undefined || ids.length !== 1 || ids[0] === "") {
+        return yield* new ChatRequestError({ reason: "Invalid", detail: "give the chat as one query parameter \"id\"" })
+      }
+      const threadId = ids[0]!
+      yield* checkAuthorized(options?.authorize, request, threadId)
+      const snapshot = yield* threadOf(agent, threadId)
+      const messages = Option.match(snapshot, {
+        onNone: () => [],
+        onSome: (thread) =>
+          toUiMessages<W>((thread.state as { readonly messages: ReadonlyArray<Prompt.Message> }).messages, {
+            pending: thread.pending,
+            approvals: options?.approvals
+          })
+      })
+      return yield* HttpServerResponse.json(messages).pipe(
+        Effect.orElse(() => Effect.fail(serverSide("The chat's messages could not be encoded as JSON")))
+      )
+    }).pipe(
+      Effect.catchAll((error) => Effect.succeed(refusal(error))),
+      // a body sent with the request is never read
+      Effect.zipWith(
+        HttpServerRequest.HttpServerRequest,
+        (response, request) => HttpConnection.closeUnlessRead(response, HttpConnection.hasNoBody(request))
+      )
     )
   )
 }

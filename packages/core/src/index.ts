@@ -41,6 +41,11 @@ export * as Fork from "./Fork.js"
 /**
  * @since 0.1.0
  */
+export * as HttpConnection from "./HttpConnection.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Middleware from "./Middleware.js"
 
 /**

@@ -12,7 +12,7 @@ import { Agent, UiMessageStream } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Supervisor } from "effect"
 import * as Http from "node:http"
-import * as Net from "node:net"
+import { exchange } from "./support/rawHttp.js"
 
 /**
  * The agent, on a model answering "reply N" to its N-th call, served with `options` on 127.0.0.1: as the app
@@ -43,15 +43,6 @@ const setup = (options: UiMessageStream.Options, routed = false) =>
 const chat = (id: string, text: string) =>
   JSON.stringify({ id, messages: [{ id: "m1", role: "user", parts: [{ type: "text", text }] }] })
 
-/** What a raw client saw: the status line's code (if an answer came) and whether the server closed the connection. */
-interface Seen {
-  readonly status: number | undefined
-  readonly closed: boolean
-  /** The answer's status line and headers. */
-  readonly head: string
-  readonly text: string
-}
-
 /**
  * A raw client posting a body in `pieces`, `everyMs` apart, with a Content-Length (or chunked when `chunked`); given
  * `declaredBytes`, the body is never finished. Gives what came once the server closes the connection or a whole
@@ -66,54 +57,23 @@ const trickle = (
     readonly chunked?: boolean | undefined
     readonly giveUpMs?: number | undefined
   }
-) =>
-  Effect.async<Seen>((resume) => {
-    const socket = Net.connect(port, "127.0.0.1")
-    let received = ""
-    let done = false
-    const finish = (closed: boolean) => {
-      if (done) return
-      done = true
-      clearInterval(timer)
-      clearTimeout(giveUp)
-      socket.destroy()
-      const status = /^HTTP\/1\.1 (\d{3})/.exec(received)?.[1]
-      resume(Effect.succeed({
-        status: status === undefined ? undefined : Number(status),
-        closed,
-        head: received.split("\r\n\r\n", 1)[0]!,
-        text: received.split("\r\n\r\n").slice(1).join("\r\n\r\n")
-      }))
-    }
-    socket.setEncoding("latin1")
-    socket.on("data", (data: string) => {
-      received += data
-      // a whole streamed answer (the connection is kept alive after it)
-      if (received.startsWith("HTTP/1.1 200") && received.endsWith("\r\n0\r\n\r\n")) finish(false)
-    })
-    socket.on("end", () => finish(true))
-    socket.on("close", () => finish(true))
-    // the server closes while this client still sends: a reset after the answer is a close
-    socket.on("error", () => finish(true))
-    const length = options.declaredBytes ?? options.pieces.reduce((sum, piece) => sum + Buffer.byteLength(piece), 0)
-    socket.write(
-      `POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
-        (options.chunked ? "Transfer-Encoding: chunked\r\n" : `Content-Length: ${length}\r\n`) +
-        "\r\n"
-    )
-    let next = 0
-    const timer = setInterval(() => {
-      if (next >= options.pieces.length) return
-      const piece = options.pieces[next++]!
-      if (socket.destroyed) return
-      socket.write(options.chunked ? `${Buffer.byteLength(piece).toString(16)}\r\n${piece}\r\n` : piece)
-      if (next === options.pieces.length && options.chunked && options.declaredBytes === undefined) {
-        socket.write("0\r\n\r\n")
-      }
-    }, options.everyMs)
-    const giveUp = setTimeout(() => finish(false), options.giveUpMs ?? 10_000)
-    return Effect.sync(() => finish(false))
+) => {
+  const length = options.declaredBytes ?? options.pieces.reduce((sum, piece) => sum + Buffer.byteLength(piece), 0)
+  const head = `POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+    (options.chunked ? "Transfer-Encoding: chunked\r\n" : `Content-Length: ${length}\r\n`) + "\r\n"
+  const pieces = options.pieces.map((piece, i) =>
+    options.chunked
+      ? `${Buffer.byteLength(piece).toString(16)}\r\n${piece}\r\n` +
+        (i === options.pieces.length - 1 && options.declaredBytes === undefined ? "0\r\n\r\n" : "")
+      : piece
+  )
+  return exchange(port, [head, ...pieces], {
+    gapMs: options.everyMs,
+    giveUpMs: options.giveUpMs,
+    // a whole streamed answer (the connection is kept alive after it)
+    until: (received) => received.startsWith("HTTP/1.1 200") && received.endsWith("\r\n0\r\n\r\n")
   })
+}
 
 /** One byte at a time of a body that never ends. */
 const endless = Array.from({ length: 1000 }, () => " ")

@@ -7,6 +7,9 @@
  * comes with `Connection: close` and the server closes the socket, instead
  * of keeping it open for the rest until Node's `requestTimeout`. A refusal
  * after the whole body was read keeps the connection for the next request.
+ * A request sent after a refused one on the same connection (pipelined in
+ * one write, or written right after the refused body) never reaches the
+ * handler: the model is not called and no thread is made.
  */
 import { LanguageModel } from "@effect/ai"
 import { HttpRouter } from "@effect/platform"
@@ -14,63 +17,20 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, UiMessageStream } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect } from "effect"
+import { Effect, FastCheck, Option } from "effect"
 import * as Http from "node:http"
-import * as Net from "node:net"
-
-/** What a raw client saw. */
-interface Seen {
-  readonly status: number | undefined
-  /** The answer's status line and headers, in lower case. */
-  readonly head: string
-  /** Whether the server closed the connection (before `giveUpMs`). */
-  readonly closed: boolean
-}
-
-/**
- * A raw client: sends `head` (the request line and headers, without the blank line), then `body` (part of the
- * body the head declares), then a byte every 200 ms, as a slow client does (so that no idle timeout of the
- * server closes the connection). Gives what came once the server closed the connection, or after 10 s.
- */
-const rawRequest = (port: number, head: string, body: string | Buffer) =>
-  Effect.async<Seen>((resume) => {
-    const socket = Net.connect(port, "127.0.0.1")
-    let received = ""
-    let done = false
-    const finish = (closed: boolean) => {
-      if (done) return
-      done = true
-      clearTimeout(giveUp)
-      clearInterval(trickle)
-      socket.destroy()
-      const status = /^HTTP\/1\.1 (\d{3})/.exec(received)?.[1]
-      resume(Effect.succeed({
-        status: status === undefined ? undefined : Number(status),
-        head: received.split("\r\n\r\n", 1)[0]!.toLowerCase(),
-        closed
-      }))
-    }
-    socket.setEncoding("latin1")
-    socket.on("data", (data: string) => void (received += data))
-    socket.on("end", () => finish(true))
-    socket.on("close", () => finish(true))
-    // the server closes while this client still sends: a reset after the answer is a close
-    socket.on("error", () => finish(true))
-    socket.write(`${head}\r\n\r\n`)
-    socket.write(body)
-    const trickle = setInterval(() => socket.destroyed || socket.write(" "), 200)
-    // generous: the server closes at once; without the fix it would wait minutes
-    const giveUp = setTimeout(() => finish(false), 10_000)
-    return Effect.sync(() => finish(false))
-  })
+import { exchange, partialRequest, wholeRequest } from "./support/rawHttp.js"
 
 const chat = (id: string, text: string) =>
   JSON.stringify({ id, messages: [{ id: "m1", role: "user", parts: [{ type: "text", text }] }] })
 
-/** The agent, served with `options` on 127.0.0.1: the chat handler as the app, or on routes when `routed`. */
+/**
+ * The agent, served with `options` on 127.0.0.1: the chat handler as the app, or on routes when `routed`. Gives
+ * the port, the agent, and how many calls its model received.
+ */
 const serve = (options: UiMessageStream.Options, routed: boolean) =>
   Effect.gen(function*() {
-    const { model } = yield* ScriptedModel.make(Array.from({ length: 5 }, () => ScriptedModel.text("hi")))
+    const { model, recorder } = yield* ScriptedModel.make(Array.from({ length: 5 }, () => ScriptedModel.text("hi")))
     const agent = yield* Agent.make({}).pipe(Effect.provideService(LanguageModel.LanguageModel, model))
     const nodeServer = Http.createServer()
     const server = yield* NodeHttpServer.make(() => nodeServer, { port: 0, host: "127.0.0.1" })
@@ -84,7 +44,8 @@ const serve = (options: UiMessageStream.Options, routed: boolean) =>
         : app
     )
     yield* Effect.addFinalizer(() => Effect.sync(() => nodeServer.closeAllConnections()))
-    return server.address._tag === "TcpAddress" ? server.address.port : 0
+    const port = server.address._tag === "TcpAddress" ? server.address.port : 0
+    return { port, agent, modelCalls: Effect.map(recorder.requests, (requests) => requests.length) }
   })
 
 const post = (port: number, headers: ReadonlyArray<string>) =>
@@ -145,8 +106,8 @@ describe("UiMessageStream.toHttpApp: an answer before the body is read whole clo
     for (const { body, headers, label, options, status } of early) {
       it.scopedLive(`${routed ? "behind HttpRouter" : "as the app"}, ${label}`, () =>
         Effect.gen(function*() {
-          const port = yield* serve(options, routed)
-          const seen = yield* rawRequest(port, post(port, headers), body)
+          const { port } = yield* serve(options, routed)
+          const seen = yield* partialRequest(port, post(port, headers), body)
           if (status !== undefined || seen.status !== undefined) {
             assert.strictEqual(seen.status, status ?? 413, seen.head)
             assert.include(seen.head, "connection: close")
@@ -160,27 +121,16 @@ describe("UiMessageStream.toHttpApp: an answer before the body is read whole clo
     "a refusal after the whole body was read keeps the connection: a second request is answered on it",
     () =>
       Effect.gen(function*() {
-        const port = yield* serve({ authorize: () => Effect.succeed(false) }, false)
+        const { port } = yield* serve({ authorize: () => Effect.succeed(false) }, false)
         const body = chat("c1", "hello")
         const request = `${
           post(port, ["Content-Type: application/json", `Content-Length: ${Buffer.byteLength(body)}`])
         }\r\n\r\n${body}`
         // two whole requests on one connection, then this client waits
-        const answers = yield* Effect.async<string>((resume) => {
-          const socket = Net.connect(port, "127.0.0.1")
-          let received = ""
-          socket.setEncoding("latin1")
-          socket.on("data", (data: string) => {
-            received += data
-            if ((received.match(/HTTP\/1\.1 403/g) ?? []).length === 2) {
-              socket.destroy()
-              resume(Effect.succeed(received))
-            }
-          })
-          socket.on("close", () => resume(Effect.succeed(received)))
-          socket.write(request + request)
-          return Effect.sync(() => socket.destroy())
+        const seen = yield* exchange(port, [request + request], {
+          until: (received) => (received.match(/HTTP\/1\.1 403/g) ?? []).length === 2
         })
+        const answers = seen.text
         assert.strictEqual((answers.match(/HTTP\/1\.1 403/g) ?? []).length, 2, answers)
         assert.notInclude(answers.toLowerCase(), "connection: close")
       }),
@@ -198,12 +148,136 @@ describe("UiMessageStream.messagesHttpApp: a request that sends a body gets its 
   ) {
     it.scopedLive(label, () =>
       Effect.gen(function*() {
-        const port = yield* serve({ authorize }, true)
+        const { port } = yield* serve({ authorize }, true)
         const head = [`GET ${path} HTTP/1.1`, `Host: 127.0.0.1:${port}`, "Content-Length: 1000"].join("\r\n")
-        const seen = yield* rawRequest(port, head, "{\"a\":")
+        const seen = yield* partialRequest(port, head, "{\"a\":")
         assert.strictEqual(seen.status, status, seen.head)
         assert.include(seen.head, "connection: close")
         assert.isTrue(seen.closed, "the server kept the connection open")
       }), { timeout: 60_000 })
   }
+})
+
+/** Two requests: a refused one, then `chat` as a valid chat request on the same connection. */
+const pipelined: ReadonlyArray<{
+  readonly label: string
+  readonly options: UiMessageStream.Options
+  /** The refused request, whole (its body too): the valid one is sent right after it. */
+  readonly refused: (port: number) => string
+  readonly status: number
+  /** Whether the refused request goes to the messages handler (then the chat handler is routed). */
+  readonly routed?: boolean
+}> = [
+  {
+    label: "415: a body not declared as JSON",
+    options: { authorize: UiMessageStream.allowAll },
+    refused: (port) => wholeRequest(post(port, ["Content-Type: text/plain"]), chat("c1", "first")),
+    status: 415
+  },
+  {
+    label: "415: a chunked body not declared as JSON",
+    options: { authorize: UiMessageStream.allowAll },
+    refused: (port) =>
+      `${post(port, ["Content-Type: text/plain", "Transfer-Encoding: chunked"])}\r\n\r\n5\r\nhello\r\n0\r\n\r\n`,
+    status: 415
+  },
+  {
+    label: "415 with Expect: 100-continue",
+    options: { authorize: UiMessageStream.allowAll },
+    refused: (port) => wholeRequest(post(port, ["Content-Type: text/plain", "Expect: 100-continue"]), "{}"),
+    status: 415
+  },
+  {
+    label: "413: a declared length over maxBodyBytes",
+    options: { authorize: UiMessageStream.allowAll, maxBodyBytes: 100 },
+    refused: (port) => wholeRequest(post(port, ["Content-Type: application/json"]), " ".repeat(200)),
+    status: 413
+  },
+  {
+    label: "413: a chunked body read past maxBodyBytes",
+    options: { authorize: UiMessageStream.allowAll, maxBodyBytes: 100 },
+    refused: (port) =>
+      `${post(port, ["Content-Type: application/json", "Transfer-Encoding: chunked"])}\r\n\r\n` +
+      `c8\r\n${" ".repeat(200)}\r\n0\r\n\r\n`,
+    status: 413
+  },
+  {
+    label: "the messages handler's answer to a request that sends a body",
+    options: { authorize: UiMessageStream.allowAll },
+    refused: (port) =>
+      wholeRequest([`GET /api/chat/messages?id=c1 HTTP/1.1`, `Host: 127.0.0.1:${port}`].join("\r\n"), "{}"),
+    status: 200,
+    routed: true
+  }
+]
+
+describe("UiMessageStream: no request after an answer with Connection: close reaches the handler", () => {
+  // in two writes: the refused request but the last bytes of its body, then those bytes and the valid request
+  // (a client that sends the next request right after the body, while the refusal may still be decided)
+  for (const [writes, label] of [[1, "in one write"], [2, "in two writes"]] as const) {
+    for (const { label: refusal, options, refused, routed, status } of pipelined) {
+      it.scopedLive(
+        `${refusal}, then a valid chat request on the same connection, ${label}`,
+        () =>
+          Effect.gen(function*() {
+            const { agent, modelCalls, port } = yield* serve(options, routed ?? false)
+            const valid = wholeRequest(post(port, ["Content-Type: application/json"]), chat("c2", "second"))
+            const first = refused(port)
+            const seen = yield* exchange(
+              port,
+              writes === 1 ? [first + valid] : [first.slice(0, -4), first.slice(-4) + valid],
+              { gapMs: 100 }
+            )
+            assert.strictEqual(seen.status, status, seen.head)
+            assert.include(seen.head, "connection: close")
+            assert.strictEqual(seen.answers, 1, seen.text)
+            assert.isTrue(seen.closed, "the server kept the connection open")
+            // a run would have started at once: give it time to show
+            yield* Effect.sleep("200 millis")
+            assert.strictEqual(yield* modelCalls, 0, "the model was called")
+            assert.isTrue(Option.isNone(yield* agent.thread("c2")), "a thread was created")
+          }),
+        { timeout: 60_000 }
+      )
+    }
+  }
+})
+
+describe("UiMessageStream: requests pipelined on one connection", () => {
+  /** A valid chat request (runs the model), one `authorize` refuses after the body (403, kept), or a 415 (closes). */
+  const kind = FastCheck.constantFrom("valid", "forbidden", "refused")
+  it.live.prop(
+    "run, in order, up to the first answer that closes the connection, and no further",
+    { kinds: FastCheck.array(kind, { maxLength: 5 }) },
+    ({ kinds }) =>
+      Effect.scoped(Effect.gen(function*() {
+        // a 415 last, so that the server closes the connection whatever came before
+        const sequence = [...kinds, "refused" as const]
+        const { agent, modelCalls, port } = yield* serve({
+          authorize: (_, threadId) => Effect.succeed(!threadId.startsWith("no")),
+          bodyTimeout: "10 seconds"
+        }, false)
+        const requests = sequence.map((kind, i) =>
+          wholeRequest(
+            post(port, [kind === "refused" ? "Content-Type: text/plain" : "Content-Type: application/json"]),
+            chat(kind === "forbidden" ? `no${i}` : `c${i}`, "hello")
+          )
+        )
+        const seen = yield* exchange(port, [requests.join("")])
+        const closing = sequence.indexOf("refused")
+        const before = sequence.slice(0, closing)
+        assert.isTrue(seen.closed, "the server kept the connection open")
+        assert.strictEqual(seen.answers, closing + 1, seen.text)
+        assert.deepStrictEqual(
+          [...seen.text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((match) => Number(match[1])),
+          [...before.map((kind) => kind === "valid" ? 200 : 403), 415]
+        )
+        assert.strictEqual(yield* modelCalls, before.filter((kind) => kind === "valid").length)
+        for (const [i, kind] of sequence.entries()) {
+          const ran = i < closing && kind === "valid"
+          assert.strictEqual(Option.isSome(yield* agent.thread(`c${i}`)), ran, `request ${i} (${kind})`)
+        }
+      })),
+    { fastCheck: { numRuns: 12 }, timeout: 120_000 }
+  )
 })

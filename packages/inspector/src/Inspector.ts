@@ -21,6 +21,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Agent from "@stepwise-agent/core/Agent"
 import * as Checkpointer from "@stepwise-agent/core/Checkpointer"
 import * as Fork from "@stepwise-agent/core/Fork"
+import * as HttpConnection from "@stepwise-agent/core/HttpConnection"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -716,9 +717,10 @@ export const make: (
       HttpServerResponse.text(message, { status, headers: { connection: "close" } })
 
     // An answer given before the request's body was read whole closes the connection: the unread rest would
-    // keep it open (a slow client holding the socket until Node's requestTimeout).
-    const app = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      let bodyRead = Guard.hasNoBody(request)
+    // keep it open (a slow client holding the socket until Node's requestTimeout). No later request on a
+    // connection so closed reaches the routes (HttpConnection.guard): it could not be answered.
+    const app = HttpConnection.guard(Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      let bodyRead = HttpConnection.hasNoBody(request)
       return Effect.gen(function*() {
         const hostHeader = request.headers["host"]
         if (!Guard.hostAllowed(hostHeader, hostNames)) {
@@ -762,9 +764,9 @@ export const make: (
       }).pipe(
         Effect.catchAllCause((cause) => Effect.succeed(json(500, errorOf(cause)))),
         Effect.map(HttpServerResponse.setHeaders(securityHeaders)),
-        Effect.map((response) => bodyRead ? response : HttpServerResponse.setHeader(response, "connection", "close"))
+        Effect.map((response) => HttpConnection.closeUnlessRead(response, bodyRead))
       )
-    })
+    }))
 
     // -- the server ---------------------------------------------------------------
 

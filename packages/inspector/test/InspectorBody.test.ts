@@ -6,58 +6,15 @@
  * request that sends a body. A raw client sends the head and part of the
  * body, then a byte every 200 ms as a slow client does: the answer comes
  * with `Connection: close` and the server closes the socket, instead of
- * keeping it open until Node's `requestTimeout`.
+ * keeping it open until Node's `requestTimeout`. A request sent after such
+ * an answer on the same connection reaches no route: a refused request then
+ * a `send` starts no run.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import * as Net from "node:net"
+import { exchange, partialRequest, wholeRequest } from "../../core/test/support/rawHttp.js"
 import * as Inspector from "../src/Inspector.js"
 import { approvalScript, pendingOf, setup } from "./fixtures.js"
-
-/** What a raw client saw. */
-interface Seen {
-  readonly status: number | undefined
-  /** The answer's status line and headers, in lower case. */
-  readonly head: string
-  /** Whether the server closed the connection (before 10 s). */
-  readonly closed: boolean
-}
-
-/**
- * A raw client: sends `head` (the request line and headers, without the blank line) and `body` (part of the
- * body the head declares), then a byte every 200 ms (so that no idle timeout of the server closes the
- * connection). Gives what came once the server closed the connection, or after 10 s.
- */
-const rawRequest = (port: number, head: string, body: string) =>
-  Effect.async<Seen>((resume) => {
-    const socket = Net.connect(port, "127.0.0.1")
-    let received = ""
-    let done = false
-    const finish = (closed: boolean) => {
-      if (done) return
-      done = true
-      clearTimeout(giveUp)
-      clearInterval(trickle)
-      socket.destroy()
-      const status = /^HTTP\/1\.1 (\d{3})/.exec(received)?.[1]
-      resume(Effect.succeed({
-        status: status === undefined ? undefined : Number(status),
-        head: received.split("\r\n\r\n", 1)[0]!.toLowerCase(),
-        closed
-      }))
-    }
-    socket.setEncoding("latin1")
-    socket.on("data", (data: string) => void (received += data))
-    socket.on("end", () => finish(true))
-    socket.on("close", () => finish(true))
-    // the server closes while this client still sends: a reset after the answer is a close
-    socket.on("error", () => finish(true))
-    socket.write(`${head}\r\n\r\n${body}`)
-    const trickle = setInterval(() => socket.destroyed || socket.write(" "), 200)
-    // generous: the server closes at once; without the fix it would wait minutes
-    const giveUp = setTimeout(() => finish(false), 10_000)
-    return Effect.sync(() => finish(false))
-  })
 
 const head = (method: string, path: string, headers: ReadonlyArray<string>) =>
   [`${method} ${path} HTTP/1.1`, ...headers].join("\r\n")
@@ -128,7 +85,7 @@ describe("Inspector: an answer before the body is read whole closes the connecti
         yield* agent.run("Read my notes", { threadId: "t1" })
         const text = request(inspector.port, token)
         const [requestHead, ...rest] = text.split("\r\n\r\n")
-        const seen = yield* rawRequest(inspector.port, requestHead!, rest.join("\r\n\r\n") || "{\"key\":")
+        const seen = yield* partialRequest(inspector.port, requestHead!, rest.join("\r\n\r\n") || "{\"key\":")
         assert.strictEqual(seen.status, status, seen.head)
         assert.include(seen.head, "connection: close")
         assert.isTrue(seen.closed, "the server kept the connection open")
@@ -140,32 +97,17 @@ describe("Inspector: an answer before the body is read whole closes the connecti
     Effect.gen(function*() {
       const { agent, inspector, token } = yield* setup(approvalScript, { inspector: { bodyTimeout: "500 millis" } })
       yield* agent.run("Read my notes", { threadId: "t1" })
-      const body = "{}"
-      const seen = yield* Effect.async<string>((resume) => {
-        const socket = Net.connect(inspector.port, "127.0.0.1")
-        let received = ""
-        socket.setEncoding("latin1")
-        socket.on("data", (data: string) => {
-          received += data
-          if (/\r\n\r\n/.test(received)) {
-            socket.destroy()
-            resume(Effect.succeed(received))
-          }
-        })
-        socket.on("close", () => resume(Effect.succeed(received)))
-        socket.write(
-          `${
-            head("POST", `/api/threads/t1/resume?token=${token}`, [
-              `Host: 127.0.0.1:${inspector.port}`,
-              "Content-Type: application/json",
-              `Content-Length: ${body.length}`
-            ])
-          }\r\n\r\n${body}`
+      const seen = yield* exchange(inspector.port, [
+        wholeRequest(
+          head("POST", `/api/threads/t1/resume?token=${token}`, [
+            `Host: 127.0.0.1:${inspector.port}`,
+            "Content-Type: application/json"
+          ]),
+          "{}"
         )
-        return Effect.sync(() => socket.destroy())
-      })
-      assert.match(seen, /^HTTP\/1\.1 400/)
-      assert.notInclude(seen.toLowerCase(), "connection: close")
+      ], { until: (received) => received.includes("\r\n\r\n") })
+      assert.strictEqual(seen.status, 400, seen.head)
+      assert.notInclude(seen.head, "connection: close")
     }))
 
   it.scopedLive("fails with InspectorError when bodyTimeout is not a duration above zero, at most 24 days", () =>
@@ -176,4 +118,121 @@ describe("Inspector: an answer before the body is read whole closes the connecti
         assert.include(error.message, "bodyTimeout")
       }
     }))
+})
+
+describe("Inspector: no request after an answer with Connection: close reaches a route", () => {
+  /** Requests answered with `Connection: close`, whole (their bodies too). */
+  const refused: ReadonlyArray<{
+    readonly label: string
+    readonly request: (port: number, token: string) => string
+    readonly status: number
+  }> = [
+    {
+      label: "421: a Host it does not serve",
+      request: (_, token) =>
+        wholeRequest(head("POST", `/api/threads/t1/send?token=${token}`, ["Host: evil.example"]), "{}"),
+      status: 421
+    },
+    {
+      label: "403: a foreign Origin",
+      request: (port, token) =>
+        wholeRequest(
+          head("POST", `/api/threads/t1/send?token=${token}`, [
+            `Host: 127.0.0.1:${port}`,
+            "Origin: http://evil.example"
+          ]),
+          "{}"
+        ),
+      status: 403
+    },
+    {
+      label: "401: no token, with a body",
+      request: (port) => wholeRequest(head("POST", "/api/threads/t1/send", [`Host: 127.0.0.1:${port}`]), "{}"),
+      status: 401
+    },
+    {
+      label: "413: a declared length over maxBodyBytes",
+      request: (port, token) =>
+        wholeRequest(
+          head("POST", `/api/threads/t1/send?token=${token}`, [`Host: 127.0.0.1:${port}`]),
+          " ".repeat(5000)
+        ),
+      status: 413
+    },
+    {
+      label: "413: a chunked body read past maxBodyBytes",
+      request: (port, token) =>
+        `${
+          head("POST", `/api/threads/t1/send?token=${token}`, [
+            `Host: 127.0.0.1:${port}`,
+            "Transfer-Encoding: chunked"
+          ])
+        }\r\n\r\n${(5000).toString(16)}\r\n${" ".repeat(5000)}\r\n0\r\n\r\n`,
+      status: 413
+    },
+    {
+      label: "a reading request that sends a body",
+      request: (port, token) => wholeRequest(head("GET", `/?token=${token}`, [`Host: 127.0.0.1:${port}`]), "{}"),
+      status: 200
+    },
+    {
+      label: "404: a reading request for no route, with a body",
+      request: (port, token) => wholeRequest(head("GET", `/nowhere?token=${token}`, [`Host: 127.0.0.1:${port}`]), "{}"),
+      status: 404
+    }
+  ]
+  /** A valid request that starts a run on thread `t2` (its model's first call). */
+  const send = (port: number, token: string) =>
+    wholeRequest(
+      head("POST", `/api/threads/t2/send?token=${token}`, [
+        `Host: 127.0.0.1:${port}`,
+        "Content-Type: application/json"
+      ]),
+      JSON.stringify({ message: "Read my notes" })
+    )
+
+  // in two writes: the refused request but the last bytes of its body, then those bytes and the valid request
+  for (const [writes, label] of [[1, "in one write"], [2, "in two writes"]] as const) {
+    for (const { label: refusal, request, status } of refused) {
+      it.scopedLive(`${refusal}, then a valid request on the same connection, ${label}`, () =>
+        Effect.gen(function*() {
+          const { agent, inspector, modelCalls, token } = yield* setup(approvalScript, {
+            inspector: { maxBodyBytes: 4096, bodyTimeout: "5 seconds" }
+          })
+          const first = request(inspector.port, token)
+          const valid = send(inspector.port, token)
+          const seen = yield* exchange(
+            inspector.port,
+            writes === 1 ? [first + valid] : [first.slice(0, -4), first.slice(-4) + valid],
+            { gapMs: 100 }
+          )
+          assert.strictEqual(seen.status, status, seen.head)
+          assert.include(seen.head, "connection: close")
+          assert.strictEqual(seen.answers, 1, seen.text)
+          assert.isTrue(seen.closed, "the server kept the connection open")
+          // a run would have started at once: give it time to show
+          yield* Effect.sleep("200 millis")
+          assert.strictEqual(yield* modelCalls, 0, "the model was called")
+          assert.isTrue(Option.isNone(yield* agent.thread("t2")), "a thread was created")
+        }), { timeout: 60_000 })
+    }
+  }
+
+  it.scopedLive(
+    "a 401 to a request without a body keeps the connection: the valid request after it runs",
+    () =>
+      Effect.gen(function*() {
+        const { inspector, modelCalls, token } = yield* setup(approvalScript)
+        const unauthorized = head("GET", "/api/threads/t1", [`Host: 127.0.0.1:${inspector.port}`])
+        const seen = yield* exchange(inspector.port, [`${unauthorized}\r\n\r\n${send(inspector.port, token)}`], {
+          until: (received) => /HTTP\/1\.1 202/.test(received)
+        })
+        assert.strictEqual(seen.status, 401, seen.head)
+        assert.notInclude(seen.head, "connection: close")
+        assert.strictEqual(seen.answers, 2, seen.text)
+        yield* Effect.sleep("200 millis")
+        assert.isAbove(yield* modelCalls, 0, "the valid request did not run")
+      }),
+    { timeout: 60_000 }
+  )
 })

@@ -81,7 +81,8 @@ export const setup = (
     const inspector = yield* Inspector.make(agent, options?.inspector)
     const token = new URL(inspector.url).searchParams.get("token")!
     const base = `http://127.0.0.1:${inspector.port}`
-    return { agent, inspector, token, base, reads: Ref.get(reads) }
+    const modelCalls = Effect.map(model.recorder.requests, (requests) => requests.length)
+    return { agent, inspector, token, base, reads: Ref.get(reads), modelCalls }
   })
 
 /** The key of the wait of `threadId` as the page gets it (from the thread's summary). */

@@ -5,7 +5,7 @@
  * the inspector's own (against cross-site requests), and its body is read
  * only up to a limit (a larger one is refused, never buffered) and a
  * deadline (a body still coming then is refused). An answer given before
- * the body was read whole closes the connection.
+ * the body was read whole closes the connection (core's `HttpConnection`).
  */
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Effect from "effect/Effect"
@@ -52,15 +52,6 @@ export const originAllowed = (
   const given = origin.toLowerCase()
   const own = (host ?? "").toLowerCase()
   return given === `http://${own}` || given === `https://${own}`
-}
-
-/**
- * Whether the request has no body to read: it declares none (no `Transfer-Encoding`, no `Content-Length`
- * or a length of 0).
- */
-export const hasNoBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
-  const length = request.headers["content-length"]
-  return request.headers["transfer-encoding"] === undefined && (length === undefined || /^\s*0+\s*$/.test(length))
 }
 
 /** Whether the declared `Content-Length` is over `maxBytes`. */
