@@ -17,6 +17,7 @@ import * as Nodes from "./nodes.js"
 import type { Save, Step, Then } from "./phase.js"
 import * as Receive from "./receive.js"
 import type { RunContext } from "./runContext.js"
+import * as RunSaves from "./runSaves.js"
 import * as RunState from "./runState.js"
 import * as ToolStep from "./toolStep.js"
 import * as Wait from "./wait.js"
@@ -74,7 +75,8 @@ export const make = (config: Compiled, table: Steps) =>
     ),
     [
       [FiberRef.currentContext, (input: Context.Context<never>) => Context.merge(input, config.context)],
-      [FiberRef.currentTracerSpanAnnotations, HashMap.set("threadId", run.threadId)]
+      [FiberRef.currentTracerSpanAnnotations, HashMap.set("threadId", run.threadId)],
+      [RunSaves.current, () => run.saves]
     ],
     asIs
   )
