@@ -5,8 +5,7 @@
  */
 import type { Prompt } from "@effect/ai"
 import { AiError, LanguageModel, Tool, Toolkit } from "@effect/ai"
-import { FileSystem, KeyValueStore, Path } from "@effect/platform"
-import { NodeContext } from "@effect/platform-node"
+import { KeyValueStore } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { Messages, ScriptedModel } from "@stepwise-agent/testing"
@@ -14,7 +13,7 @@ import { Context, Effect, FastCheck, Layer, Logger, Option, Schema } from "effec
 import * as NodeFs from "node:fs"
 import * as Offload from "../src/Offload.js"
 import * as SubAgents from "../src/SubAgents.js"
-import * as Workspace from "../src/Workspace.js"
+import { memory, stores, tracked, withStore } from "./support/offloadStores.js"
 
 // ---------------------------------------------------------------------------
 // fixtures
@@ -71,107 +70,9 @@ const makeAgent = Effect.gen(function*() {
   return { agent, fetch, read, lastRef }
 })
 
-// ---------------------------------------------------------------------------
-// the stores, with what each holds
-// ---------------------------------------------------------------------------
-
-/** A store with a way to see every text it holds (raw, as stored: a JSON string for some). */
-interface Inspected {
-  readonly layer: Layer.Layer<Offload.OffloadStore>
-  readonly contents: Effect.Effect<ReadonlyArray<string>>
-}
-
-/** The files under `directory`, recursively: their contents. */
-const filesUnder = (directory: string) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const names = yield* fs.readDirectory(directory, { recursive: true })
-    const out: Array<string> = []
-    for (const name of names) {
-      const file = path.join(directory, name)
-      if ((yield* fs.stat(file)).type === "File") out.push(yield* fs.readFileString(file))
-    }
-    return out
-  }).pipe(Effect.orDie, Effect.provide(NodeContext.layer))
-
-/** `store` with the references put in it kept aside, so its contents can be asked for by reference. */
-const tracked = (store: Offload.OffloadStore.Service, refs: Set<string>): Offload.OffloadStore.Service => ({
-  ...store,
-  put: (ref, content) => Effect.zipRight(Effect.sync(() => void refs.add(ref)), store.put(ref, content))
-})
-
-const stores: ReadonlyArray<readonly [string, (directory: string) => Effect.Effect<Inspected>]> = [
-  ["memory", () =>
-    Effect.gen(function*() {
-      const store = yield* Offload.makeMemory
-      const refs = new Set<string>()
-      return {
-        layer: Layer.succeed(Offload.OffloadStore, tracked(store, refs)),
-        contents: Effect.map(
-          Effect.forEach(refs, (ref) => Effect.option(store.get(ref))),
-          (found) => found.flatMap(Option.toArray)
-        )
-      }
-    })],
-  ["a KeyValueStore in memory", () =>
-    Effect.gen(function*() {
-      const kv = yield* Effect.provide(KeyValueStore.KeyValueStore, KeyValueStore.layerMemory)
-      const store = yield* Effect.provide(
-        Offload.OffloadStore,
-        Offload.layerKeyValueStore().pipe(Layer.provide(Layer.succeed(KeyValueStore.KeyValueStore, kv)))
-      )
-      const refs = new Set<string>()
-      return {
-        layer: Layer.succeed(Offload.OffloadStore, tracked(store, refs)),
-        contents: Effect.gen(function*() {
-          const found = (yield* Effect.forEach(refs, (ref) => kv.get(`offload/${ref}`))).flatMap(Option.toArray)
-          // nothing else is kept under another key
-          assert.strictEqual(yield* kv.size, found.length)
-          return found
-        }).pipe(Effect.orDie)
-      }
-    })],
-  ["a KeyValueStore on a directory", (directory) =>
-    Effect.succeed({
-      layer: Offload.layerKeyValueStore().pipe(
-        Layer.provide(KeyValueStore.layerFileSystem(directory)),
-        Layer.provide(NodeContext.layer),
-        Layer.orDie
-      ),
-      contents: filesUnder(directory)
-    })],
-  ["the workspace in memory", () =>
-    Effect.gen(function*() {
-      const workspace = yield* Workspace.makeMemory()
-      return {
-        layer: Offload.layerWorkspace().pipe(Layer.provide(Layer.succeed(Workspace.Workspace, workspace))),
-        contents: Effect.orDie(
-          Effect.flatMap(workspace.glob("**"), (files) => Effect.forEach(files, (file) => workspace.read(file)))
-        )
-      }
-    })],
-  ["the workspace on a directory", (directory) =>
-    Effect.succeed({
-      layer: Offload.layerWorkspace().pipe(Layer.provide(Workspace.layerDirectory({ root: directory })), Layer.orDie),
-      contents: filesUnder(directory)
-    })]
-]
-
 /** How many of `contents` hold the page of `url`. */
 const holding = (contents: ReadonlyArray<string>, url: string) =>
   contents.filter((content) => content.includes(`PAGE<${url}>`)).length
-
-const withStore = <A, E, R>(
-  makeStore: (directory: string) => Effect.Effect<Inspected>,
-  body: (contents: Effect.Effect<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
-) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const directory = yield* fs.makeTempDirectoryScoped()
-    const { contents, layer } = yield* makeStore(directory)
-    return yield* Effect.provide(body(contents), layer)
-  }).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
 
 // ---------------------------------------------------------------------------
 // deleteThread
@@ -206,7 +107,7 @@ describe("Offload: deleteThread removes the thread's offloaded texts", () => {
   }
 
   it.effect("a new process (a new memory store) gets the thread's texts again, and deleteThread removes them there", () =>
-    withStore(stores[0]![1], (contents) =>
+    withStore(memory, (contents) =>
       Effect.gen(function*() {
         const first = yield* makeAgent
         const ref = yield* first.fetch("t", "page")
@@ -222,7 +123,7 @@ describe("Offload: deleteThread removes the thread's offloaded texts", () => {
       })).pipe(Effect.provide(Checkpointer.layerMemory)))
 
   it.effect("a model call that fails after the view offloaded leaves no text in the store", () =>
-    withStore(stores[0]![1], (contents) =>
+    withStore(memory, (contents) =>
       Effect.gen(function*() {
         const { model } = yield* ScriptedModel.make([
           ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "page" } }]),
@@ -264,7 +165,7 @@ describe("Offload: deleteThread removes the thread's offloaded texts", () => {
     }))
 
   it.effect("SubAgents: deleting the parent removes the texts its child threads offloaded", () =>
-    withStore(stores[0]![1], (contents) =>
+    withStore(memory, (contents) =>
       Effect.gen(function*() {
         const child = yield* makeAgent
         const { model } = yield* ScriptedModel.make([
@@ -315,7 +216,7 @@ describe("Offload: a reference belongs to one incarnation of its thread", () => 
   }
 
   it.effect("a fork gets references of its own: it cannot read its source's, and deleting it keeps the source's texts", () =>
-    withStore(stores[0]![1], (contents) =>
+    withStore(memory, (contents) =>
       Effect.gen(function*() {
         const { agent, fetch, lastRef, read } = yield* makeAgent
         const source = yield* fetch("src", "page")
