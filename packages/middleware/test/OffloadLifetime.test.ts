@@ -7,9 +7,9 @@ import type { Prompt } from "@effect/ai"
 import { AiError, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { KeyValueStore } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentError, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { Messages, ScriptedModel } from "@stepwise-agent/testing"
-import { Context, Effect, FastCheck, Layer, Logger, Option, Schema } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, FastCheck, Fiber, Layer, Logger, Option, Schema } from "effect"
 import * as NodeFs from "node:fs"
 import * as Offload from "../src/Offload.js"
 import * as SubAgents from "../src/SubAgents.js"
@@ -178,6 +178,133 @@ describe("Offload: deleteThread removes the thread's offloaded texts", () => {
         yield* parent.run("go", { threadId: "parent" })
         assert.strictEqual(holding(yield* contents, "child-page"), 1)
         yield* parent.deleteThread("parent")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+})
+
+// ---------------------------------------------------------------------------
+// a run that ends before a save holds its references
+// ---------------------------------------------------------------------------
+
+const Act = Tool.make("act", { parameters: {}, success: Schema.String })
+const Acting = Toolkit.make(Fetch, Act)
+
+/**
+ * Two agents on one checkpointer and one offload store, as two processes sharing a thread have, both
+ * offloading: the other answers "fresh"; mine fetches "page", then answers from `turns` (the call that
+ * offloads the page first), made with the other (to delete the thread while mine runs); its tool `act` runs
+ * `act`.
+ */
+const twoProcesses = (
+  turns: (other: Agent.Service<any, any, any, any>) => ReadonlyArray<ScriptedModel.Turn>,
+  act: (other: Agent.Service<any, any, any, any>) => Effect.Effect<string> = () => Effect.succeed("done")
+) =>
+  Effect.gen(function*() {
+    const checkpointer = yield* Checkpointer.makeMemory
+    const build = (script: ReadonlyArray<ScriptedModel.Turn>, tool: Effect.Effect<string>) =>
+      Effect.flatMap(ScriptedModel.make(script), ({ model }) =>
+        Agent.make({ toolkit: Acting, middleware: [Offload.middleware({ maxResultChars: 4000 })] }).pipe(
+          Effect.provide(Acting.toLayer({ fetch_page: ({ url }) => Effect.succeed(pageOf(url)), act: () => tool })),
+          Effect.provideService(LanguageModel.LanguageModel, model),
+          Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+        ))
+    const other = yield* build([ScriptedModel.text("fresh")], Effect.succeed("unused"))
+    const mine = yield* build(
+      [ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "page" } }]), ...turns(other)],
+      Effect.suspend(() => act(other))
+    )
+    return { mine, other }
+  })
+
+const actCall = ScriptedModel.toolCalls([{ name: "act", params: {} }])
+
+/** The error the run failed with. */
+const errorOf = <A>(exit: Exit.Exit<A, unknown>): unknown =>
+  Exit.isFailure(exit) ? Cause.squash(exit.cause) : assert.fail("the run succeeded")
+
+/** The conflict of the run's `CheckpointError`. */
+const conflictOf = (exit: Exit.Exit<unknown, unknown>) => {
+  const error = errorOf(exit)
+  assert.instanceOf(error, AgentError.CheckpointError)
+  return (error as AgentError.CheckpointError).conflict
+}
+
+describe("Offload: a run that ends before a save holds its references removes their texts", () => {
+  it.effect("the thread deleted by another process while the model answers (ThreadDeleted)", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const { mine, other } = yield* twoProcesses((other) => [
+          () => Effect.as(Effect.orDie(other.deleteThread("t")), ScriptedModel.text("ok"))
+        ])
+        assert.strictEqual(conflictOf(yield* Effect.exit(mine.run("go", { threadId: "t" }))), "ThreadDeleted")
+        assert.isTrue(Option.isNone(yield* other.thread("t")))
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("the thread deleted and made again by another process while the model answers (Superseded)", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const { mine, other } = yield* twoProcesses((other) => [
+          () =>
+            Effect.as(
+              Effect.orDie(Effect.zipRight(other.deleteThread("t"), other.run("again", { threadId: "t" }))),
+              ScriptedModel.text("ok")
+            )
+        ])
+        assert.strictEqual(conflictOf(yield* Effect.exit(mine.run("go", { threadId: "t" }))), "Superseded")
+        assert.isTrue(Option.isSome(yield* other.thread("t")), "the thread made again stays")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("the thread deleted by another process inside a tool, after the offloading call answered", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const { mine } = yield* twoProcesses(
+          () => [actCall, ScriptedModel.text("ok")],
+          (other) => Effect.as(Effect.orDie(other.deleteThread("t")), "deleted")
+        )
+        assert.strictEqual(conflictOf(yield* Effect.exit(mine.run("go", { threadId: "t" }))), "ThreadDeleted")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a tool that dies after the offloading call answered: the store keeps no text the thread does not name", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const { mine } = yield* twoProcesses(() => [actCall], () => Effect.die("the tool broke"))
+        assert.instanceOf(errorOf(yield* Effect.exit(mine.run("go", { threadId: "t" }))), AgentError.ToolDefect)
+        assert.deepStrictEqual(yield* contents, [])
+        yield* mine.deleteThread("t")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a run interrupted in a tool after the offloading call answered leaves no text in the store", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const started = yield* Deferred.make<void>()
+        const { mine } = yield* twoProcesses(
+          () => [actCall],
+          () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+        )
+        const run = yield* Effect.fork(mine.run("go", { threadId: "t" }))
+        yield* Deferred.await(started)
+        assert.strictEqual(holding(yield* contents, "page"), 1, "the call offloaded the page")
+        yield* Fiber.interrupt(run)
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a run that saved its references and then failed keeps the texts its thread names", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        let calls = 0
+        const { mine } = yield* twoProcesses(
+          () => [actCall, actCall],
+          () => ++calls === 1 ? Effect.succeed("ok") : Effect.die("the tool broke")
+        )
+        assert.instanceOf(errorOf(yield* Effect.exit(mine.run("go", { threadId: "t" }))), AgentError.ToolDefect)
+        const stored = Option.getOrThrow(yield* mine.thread("t")).state as Partial<Offload.State>
+        assert.lengthOf(stored.offloads?.refs ?? [], 1)
+        assert.strictEqual(holding(yield* contents, "page"), 1)
+        yield* mine.deleteThread("t")
         assert.deepStrictEqual(yield* contents, [])
       })))
 })
