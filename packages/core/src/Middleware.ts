@@ -1019,10 +1019,7 @@ export interface RunSaves {
  * @since 0.1.0
  * @category accessors
  */
-export const runSaves: Effect.Effect<Option.Option<RunSaves>> = Effect.map(
-  FiberRef.get(RunSavesRef.current),
-  Option.fromNullable
-)
+export const runSaves: Effect.Effect<Option.Option<RunSaves>> = Effect.map(RunSavesRef.Current, Option.fromNullable)
 
 /**
  * Runs `self` with the decisions it reports ({@link report}) filed under

@@ -31,6 +31,11 @@ const counting = (seen: Array<string>) =>
           })
         )
         return { state: { count: state.count + 1 } }
+      }),
+    wrapToolCall: (request, next) =>
+      Effect.flatMap(Middleware.runSaves, (saves) => {
+        assert.isTrue(Option.isSome(saves), "a tool call's hook runs in the run too")
+        return next(request)
       })
   })
 

@@ -204,14 +204,20 @@ const twoProcesses = (
     const build = (script: ReadonlyArray<ScriptedModel.Turn>, tool: Effect.Effect<string>) =>
       Effect.flatMap(ScriptedModel.make(script), ({ model }) =>
         Agent.make({ toolkit: Acting, middleware: [Offload.middleware({ maxResultChars: 4000 })] }).pipe(
-          Effect.provide(Acting.toLayer({ fetch_page: ({ url }) => Effect.succeed(pageOf(url)), act: () => tool })),
+          Effect.provide(Acting.toLayer({
+            fetch_page: ({ url }) =>
+              Effect.succeed(pageOf(url)),
+            act: () => tool
+          })),
           Effect.provideService(LanguageModel.LanguageModel, model),
           Effect.provideService(Checkpointer.Checkpointer, checkpointer)
         ))
     const other = yield* build([ScriptedModel.text("fresh")], Effect.succeed("unused"))
     const mine = yield* build(
       [ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "page" } }]), ...turns(other)],
-      Effect.suspend(() => act(other))
+      Effect.suspend(() =>
+        act(other)
+      )
     )
     return { mine, other }
   })

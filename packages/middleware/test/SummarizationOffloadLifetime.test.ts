@@ -393,7 +393,10 @@ describe("Summarization offload: a run that ends before a save holds its evicted
           () => Effect.die("the tool broke")
         )
         for (const word of ["alpha", "beta"]) yield* mine.run(`say ${word}-t`, { threadId: "t" })
-        assert.instanceOf(errorOf(yield* Effect.exit(mine.run("say gamma-t", { threadId: "t" }))), AgentError.ToolDefect)
+        assert.instanceOf(
+          errorOf(yield* Effect.exit(mine.run("say gamma-t", { threadId: "t" }))),
+          AgentError.ToolDefect
+        )
         assert.deepStrictEqual(yield* contents, [], "the stored thread names no summary: its text is removed")
         yield* mine.deleteThread("t")
         assert.deepStrictEqual(yield* contents, [])
@@ -432,7 +435,10 @@ describe("Summarization offload: a run that ends before a save holds its evicted
           () => ++calls === 1 ? Effect.succeed("ok") : Effect.die("the tool broke")
         )
         for (const word of ["alpha", "beta"]) yield* mine.run(`say ${word}-t`, { threadId: "t" })
-        assert.instanceOf(errorOf(yield* Effect.exit(mine.run("say gamma-t", { threadId: "t" }))), AgentError.ToolDefect)
+        assert.instanceOf(
+          errorOf(yield* Effect.exit(mine.run("say gamma-t", { threadId: "t" }))),
+          AgentError.ToolDefect
+        )
         // the first tool step saved the summary; the second step's failure does not take its text
         const stored = Option.getOrThrow(yield* mine.thread("t")).state as Partial<Summarization.OffloadSlice>
         assert.lengthOf(stored.summaryOffloads?.refs ?? [], 1)

@@ -2,10 +2,9 @@
  * What a run's saves stored: the state of its last save that the store
  * accepted, for the finalizers its hooks add to the run's `Scope`
  * (`Middleware.runSaves`). The run's checkpoint step sets it when a save
- * succeeds; the driver gives the run's cell to its fiber.
+ * succeeds; the driver puts the run's cell in the run's context.
  */
-import * as FiberRef from "effect/FiberRef"
-import { globalValue } from "effect/GlobalValue"
+import * as Context from "effect/Context"
 import * as Option from "effect/Option"
 import type * as AgentState from "../AgentState.js"
 
@@ -24,8 +23,7 @@ export class RunSaves {
     this.last === undefined ? Option.none() : Option.some(this.flatten(this.last))
 }
 
-/** The saves of the run the fiber runs (`undefined` outside a run). */
-export const current: FiberRef.FiberRef<RunSaves | undefined> = globalValue(
-  Symbol.for("@stepwise-agent/core/Middleware/RunSaves"),
-  () => FiberRef.unsafeMake<RunSaves | undefined>(undefined)
-)
+/** The saves of the running run: a context reference the driver sets for the whole run (`undefined` outside one). */
+export class Current extends Context.Reference<Current>()("@stepwise-agent/core/Middleware/RunSaves", {
+  defaultValue: (): RunSaves | undefined => undefined
+}) {}

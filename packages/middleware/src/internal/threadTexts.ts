@@ -135,10 +135,12 @@ export const removeUnsavedAtRunEnd = <R>(
   refs: ReadonlyArray<string>,
   forget: (refs: ReadonlyArray<string>) => Effect.Effect<void, never, R>
 ): Effect.Effect<void, never, Scope.Scope | R> =>
-  refs.length === 0 ? Effect.void : Effect.flatMap(Middleware.runSaves, (saves) =>
-    Option.isNone(saves) ? Effect.void : Effect.addFinalizer((exit) => {
-      if (lostThread(exit, threadId)) return forget(refs)
-      const saved = saves.value.state()
-      const kept = new Set(Option.isSome(saved) ? ownRefs(saved.value, key, threadId) : [])
-      return forget(refs.filter((ref) => !kept.has(ref)))
-    }))
+  refs.length === 0 ?
+    Effect.void :
+    Effect.flatMap(Middleware.runSaves, (saves) =>
+      Option.isNone(saves) ? Effect.void : Effect.addFinalizer((exit) => {
+        if (lostThread(exit, threadId)) return forget(refs)
+        const saved = saves.value.state()
+        const kept = new Set(Option.isSome(saved) ? ownRefs(saved.value, key, threadId) : [])
+        return forget(refs.filter((ref) => !kept.has(ref)))
+      }))
