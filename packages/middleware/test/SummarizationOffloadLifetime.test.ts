@@ -449,6 +449,134 @@ describe("Summarization offload: a run that ends before a save holds its evicted
 })
 
 // ---------------------------------------------------------------------------
+// property: runs of two processes on shared threads, failing or conflicting at random
+// ---------------------------------------------------------------------------
+
+const Fetch = Tool.make("fetch_page", { parameters: { url: Schema.String }, success: Schema.String })
+const Fetching = Toolkit.make(Fetch, Act)
+
+/** A page over Offload's size, with a marker of its own. */
+const pageOf = (url: string) => `PAGE<${url}> ${"lorem ipsum ".repeat(500)}`
+
+/** A model's answer to a request, as a scripted turn gives it. */
+type Reply = Extract<ScriptedModel.Turn, (request: ScriptedModel.Request) => unknown>
+
+/** How a run of mine ends once its fetched page is offloaded. */
+type Plan = "ok" | "die" | "delete" | "supersede"
+
+type ProcessOp =
+  | { readonly _tag: "run"; readonly thread: number; readonly plan: Plan }
+  | { readonly _tag: "delete"; readonly thread: number }
+
+const processOp: FastCheck.Arbitrary<ProcessOp> = FastCheck.oneof(
+  {
+    arbitrary: FastCheck.record({
+      _tag: FastCheck.constant("run" as const),
+      thread: FastCheck.nat(1),
+      plan: FastCheck.constantFrom<Plan>("ok", "ok", "die", "delete", "supersede")
+    }),
+    weight: 4
+  },
+  { arbitrary: FastCheck.record({ _tag: FastCheck.constant("delete" as const), thread: FastCheck.nat(1) }), weight: 1 }
+)
+
+describe("Summarization and Offload: property over two processes' runs on shared threads", () => {
+  it.effect.prop(
+    "after every run, whether it completed, failed or found its thread deleted or made again, the store holds " +
+      "exactly the texts the stored threads record",
+    [
+      FastCheck.array(processOp, { minLength: 1, maxLength: 8 }),
+      FastCheck.constantFrom<Summarization.Mode>("rewrite", "view")
+    ],
+    ([ops, mode]) =>
+      Effect.flatMap(Offload.makeMemory, (store) => {
+        const everPut = new Set<string>()
+        return Effect.gen(function*() {
+          const checkpointer = yield* Checkpointer.makeMemory
+          const summary = yield* summarizer
+          let plan: Plan = "ok"
+          let pages = 0
+          const threadIdOf = (n: number) => `thread-${n}`
+          /** An agent of a process, its model answering each request with `reply`. */
+          const build = (reply: Reply) =>
+            Effect.flatMap(ScriptedModel.make(Array.from({ length: 200 }, () => reply)), ({ model }) =>
+              Agent.make({
+                toolkit: Fetching,
+                middleware: [
+                  Summarization.middleware({ trigger: { messages: 6 }, keep: { messages: 1 }, offload: true, mode }),
+                  Offload.middleware({ maxResultChars: 4000 })
+                ]
+              }).pipe(
+                Effect.provide(Fetching.toLayer({
+                  fetch_page: ({ url }) => Effect.succeed(pageOf(url)),
+                  act: () => Effect.die("the tool broke")
+                })),
+                Effect.provideService(LanguageModel.LanguageModel, model),
+                Effect.provide(Summarization.layer(summary.model)),
+                Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+              ))
+          const other = yield* build(() => ScriptedModel.text("fresh"))
+          let threadId = ""
+          const mine = yield* build((request) => {
+            const last = request.prompt.content.at(-1)!
+            if (last.role !== "tool") {
+              return ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: `page-${pages++}` } }])
+            }
+            switch (plan) {
+              case "ok":
+                return ScriptedModel.text("ok")
+              case "die":
+                return ScriptedModel.toolCalls([{ name: "act", params: {} }])
+              case "delete":
+                return Effect.as(Effect.orDie(other.deleteThread(threadId)), ScriptedModel.text("ok"))
+              case "supersede":
+                return Effect.as(
+                  Effect.orDie(Effect.zipRight(other.deleteThread(threadId), other.run("again", { threadId }))),
+                  ScriptedModel.text("ok")
+                )
+            }
+          })
+          /** The references the stored threads record (a slice counts for the thread it names). */
+          const recorded = Effect.gen(function*() {
+            const refs = new Set<string>()
+            for (const id of [threadIdOf(0), threadIdOf(1)]) {
+              const thread = yield* mine.thread(id)
+              if (Option.isNone(thread)) continue
+              const state = thread.value.state as Partial<Offload.State & Summarization.OffloadSlice>
+              for (const slice of [state.offloads, state.summaryOffloads]) {
+                if (slice != null && slice.threadId === id) slice.refs.forEach((ref) => refs.add(ref))
+              }
+            }
+            return refs
+          })
+          const held = Effect.map(
+            Effect.forEach(
+              everPut,
+              (ref) => Effect.map(Effect.option(store.get(ref)), (found) => [ref, found] as const)
+            ),
+            (found) => new Set(found.filter(([, text]) => Option.isSome(text)).map(([ref]) => ref))
+          )
+          for (const op of ops) {
+            threadId = threadIdOf(op.thread)
+            if (op._tag === "delete") {
+              yield* other.deleteThread(threadId)
+            } else {
+              plan = op.plan
+              const exit = yield* Effect.exit(mine.run("go", { threadId }))
+              assert.strictEqual(Exit.isSuccess(exit), plan === "ok", `a run planned ${plan}`)
+            }
+            assert.deepStrictEqual([...yield* held].sort(), [...yield* recorded].sort(), JSON.stringify(ops))
+          }
+          for (const id of [threadIdOf(0), threadIdOf(1)]) yield* mine.deleteThread(id)
+          assert.deepStrictEqual([...yield* held], [])
+        }).pipe(Effect.provideService(Offload.OffloadStore, tracked(store, everPut)), Effect.orDie)
+      }),
+    // a few seconds; the timeout is for a loaded machine
+    { fastCheck: { numRuns: 25 }, timeout: 120_000 }
+  )
+})
+
+// ---------------------------------------------------------------------------
 // property: runs, deletions and forks on threads sharing one store
 // ---------------------------------------------------------------------------
 
