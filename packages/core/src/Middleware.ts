@@ -981,6 +981,7 @@ export const eventSink: Effect.Effect<((event: AgentEvent.AgentEvent<any, any>) 
  * @category models
  */
 export interface RunSaves {
+  /** The state of the run's last accepted save, as `ModelRequest.state` shows one; `None` before its first. */
   readonly state: () => Option.Option<Readonly<Record<string, unknown>>>
 }
 

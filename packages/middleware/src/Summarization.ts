@@ -951,9 +951,10 @@ const make = (config: Config) => {
     refs.length === 0 ? Effect.void : Effect.flatMap(Offload.OffloadStore, (store) => remove(store, refs))
 
   /**
-   * The texts a summary of the thread evicted in a step whose state is not saved yet: the step is saved once
-   * its model call answers. When the thread's next step starts (or the thread is deleted) and its state does
-   * not record them, that step was never saved, and they are removed.
+   * The texts a summary of the thread evicted in a step whose model call has not answered yet. When the
+   * thread's next step starts (or the thread is deleted) and its state does not record them, that step was
+   * never saved, and they are removed. In an agent's run, its end removes them first (and those of a step that
+   * answered but was not saved: `ThreadTexts.removeUnsavedAtRunEnd`); this covers the hooks run on their own.
    */
   const unsaved = new Map<string, ReadonlyArray<string>>()
 
