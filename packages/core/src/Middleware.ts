@@ -37,7 +37,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
-import type * as Option from "effect/Option"
+import * as Option from "effect/Option"
 import { type Pipeable, pipeArguments } from "effect/Pipeable"
 import * as Predicate from "effect/Predicate"
 import type * as Schema from "effect/Schema"
@@ -47,6 +47,7 @@ import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as observer from "./internal/observer.js"
 import * as PersonAnswer from "./internal/personAnswer.js"
+import * as RunSavesRef from "./internal/runSaves.js"
 import { ToolCallGuards } from "./internal/toolCallGuards.js"
 import type * as Wait from "./Wait.js"
 
@@ -965,6 +966,61 @@ export interface Decision {
  */
 export const eventSink: Effect.Effect<((event: AgentEvent.AgentEvent<any, any>) => void) | undefined> =
   observer.EventSink
+
+/**
+ * What a run saved: the agent state (as the hooks see it) of its last save
+ * the store accepted, `None` before its first. A finalizer a hook adds to the
+ * run's `Scope` reads it when the run ends, to tell what of the run's work the
+ * stored thread holds: a text the hook wrote outside the thread whose
+ * reference that state does not record was never saved (the run failed, or
+ * was interrupted, before a save held it; a save that found the thread
+ * deleted or made again fails the run with a `CheckpointError` whose
+ * `conflict` is set, and then no save of the run stands).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunSaves {
+  /** The state of the run's last accepted save, as `ModelRequest.state` shows one; `None` before its first. */
+  readonly state: () => Option.Option<Readonly<Record<string, unknown>>>
+}
+
+/**
+ * The saves of the current run (`None` outside a run), for a hook that
+ * writes outside the thread (a file, a store) and keeps the reference in its
+ * state slice: a finalizer it adds to the run's `Scope` removes, when the run
+ * ends, what no save of the run recorded.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@stepwise-agent/core"
+ * import { Effect, Option } from "effect"
+ *
+ * const written = new Set<string>()
+ * const notes = Middleware.make({
+ *   name: "notes",
+ *   beforeModel: ({ step }) =>
+ *     Effect.gen(function*() {
+ *       const note = `note-${step}`
+ *       written.add(note)
+ *       const saves = yield* Middleware.runSaves
+ *       if (Option.isSome(saves)) {
+ *         // the run ended: a note its last save does not record is dropped
+ *         yield* Effect.addFinalizer(() =>
+ *           Effect.sync(() => {
+ *             const saved = Option.getOrUndefined(saves.value.state())
+ *             if (saved === undefined || !(saved.notes as ReadonlyArray<string>).includes(note)) written.delete(note)
+ *           })
+ *         )
+ *       }
+ *     })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const runSaves: Effect.Effect<Option.Option<RunSaves>> = Effect.map(RunSavesRef.Current, Option.fromNullable)
 
 /**
  * Runs `self` with the decisions it reports ({@link report}) filed under

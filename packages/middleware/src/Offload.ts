@@ -1090,10 +1090,12 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
           ), { discard: true })
         const refs = [...offloaded.keys()]
         yield* Middleware.report(`offloaded ${offloaded.size} tool result(s)`, { refs })
-        // the thread's state records the new references once the call ends; when it fails, their texts go
+        // the thread's state records the new references once the call ends; when it fails, their texts go,
+        // and so do they when the run ends before a save holds them
         const recorded = ThreadTexts.recording(request.state, sliceKey, request.threadId, refs)
         if (recorded === undefined) return yield* next(sent)
         const response = yield* Effect.onError(next(sent), () => forget(recorded.fresh))
+        yield* ThreadTexts.removeUnsavedAtRunEnd(sliceKey, request.threadId, recorded.fresh, forget)
         return { ...response, state: recorded.state }
       }),
     // Answers read_offloaded here, where the thread's messages are at hand for a reference the store lost.
@@ -1104,14 +1106,21 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
       const { limit, offset, ref } = params.value
       const messages = (request.state as { readonly messages?: ReadonlyArray<Prompt.Message> }).messages ?? []
       return read(threadOf(request), ref, offset ?? 0, limit ?? defaultPageChars, messages, request.state).pipe(
-        Effect.match({
-          onFailure: (error): Middleware.ToolCallResponse =>
-            Middleware.toolResult(request.call, { error: error.message }, { isFailure: true }),
-          onSuccess: ({ page, put }): Middleware.ToolCallResponse => {
+        Effect.matchEffect({
+          onFailure: (error) =>
+            Effect.succeed<Middleware.ToolCallResponse>(
+              Middleware.toolResult(request.call, { error: error.message }, { isFailure: true })
+            ),
+          onSuccess: ({ page, put }) => {
             const result = Middleware.toolResult(request.call, page)
-            // a text put in the store again is the thread's to remove with it
+            // a text put in the store again is the thread's to remove with it (or when the run ends unsaved)
             const recorded = put ? ThreadTexts.recording(request.state, sliceKey, request.threadId, [ref]) : undefined
-            return recorded === undefined ? result : { ...result, state: recorded.state }
+            return recorded === undefined
+              ? Effect.succeed<Middleware.ToolCallResponse>(result)
+              : Effect.as(
+                ThreadTexts.removeUnsavedAtRunEnd(sliceKey, request.threadId, recorded.fresh, forget),
+                { ...result, state: recorded.state }
+              )
           }
         })
       )

@@ -951,9 +951,10 @@ const make = (config: Config) => {
     refs.length === 0 ? Effect.void : Effect.flatMap(Offload.OffloadStore, (store) => remove(store, refs))
 
   /**
-   * The texts a summary of the thread evicted in a step whose state is not saved yet: the step is saved once
-   * its model call answers. When the thread's next step starts (or the thread is deleted) and its state does
-   * not record them, that step was never saved, and they are removed.
+   * The texts a summary of the thread evicted in a step whose model call has not answered yet. When the
+   * thread's next step starts (or the thread is deleted) and its state does not record them, that step was
+   * never saved, and they are removed. In an agent's run, its end removes them first (and those of a step that
+   * answered but was not saved: `ThreadTexts.removeUnsavedAtRunEnd`); this covers the hooks run on their own.
    */
   const unsaved = new Map<string, ReadonlyArray<string>>()
 
@@ -968,14 +969,19 @@ const make = (config: Config) => {
 
   /**
    * The update of the thread's state recording the text a summary evicted under `ref` (none when there is
-   * none, or the state has it), unsaved until the model call answers.
+   * none, or the state has it), unsaved until the model call answers; the text is removed when the run ends
+   * before a save holds it.
    */
-  const recordEvicted = (state: object, threadId: string, ref: string | undefined) => {
-    const recorded = ref === undefined ? undefined : ThreadTexts.recording(state, offloadKey, threadId, [ref])
-    if (recorded === undefined) return undefined
-    unsaved.set(threadId, recorded.fresh)
-    return recorded.state
-  }
+  const recordEvicted = (state: object, threadId: string, ref: string | undefined) =>
+    Effect.suspend(() => {
+      const recorded = ref === undefined ? undefined : ThreadTexts.recording(state, offloadKey, threadId, [ref])
+      if (recorded === undefined) return Effect.succeed(undefined)
+      unsaved.set(threadId, recorded.fresh)
+      return Effect.as(
+        ThreadTexts.removeUnsavedAtRunEnd(offloadKey, threadId, recorded.fresh, forget),
+        recorded.state
+      )
+    })
 
   const beforeModel = (
     { incarnation, messages, state, threadId }: Middleware.HookContext<any>
@@ -986,7 +992,7 @@ const make = (config: Config) => {
       if (messages.length === 0 || (!forced && config.triggers.length === 0)) return undefined
       const outcome = yield* summarizeHistory({ threadId, incarnation }, messages, forced)
       if (Option.isNone(outcome)) return undefined
-      const record = recordEvicted(state, threadId, outcome.value.offloaded)
+      const record = yield* recordEvicted(state, threadId, outcome.value.offloaded)
       return record === undefined
         ? { messages: outcome.value.result }
         : { messages: outcome.value.result, state: record }
@@ -1026,7 +1032,7 @@ const make = (config: Config) => {
       const end = previous === null ? cut : previous.end + cut - start - 1
       const text = (summary.content[0] as Prompt.TextPart).text
       summaries.set(text, summary)
-      return { state: { summaryView: { start, end, text }, ...recordEvicted(state, threadId, offloaded) } }
+      return { state: { summaryView: { start, end, text }, ...yield* recordEvicted(state, threadId, offloaded) } }
     })
 
   /** The request with the thread's summary view applied. */
@@ -1095,19 +1101,23 @@ const make = (config: Config) => {
   const compactedRefs = new WeakMap<Middleware.ModelRequest, string>()
   /**
    * The response of a call whose request may be compacted, recording the text the compaction evicted in the
-   * thread's state; when the call fails, that text is removed (unless the thread already had it).
+   * thread's state; when the call fails, that text is removed (unless the thread already had it), and so it is
+   * when the run ends before a save holds it.
    */
   const recordingCompacted = (
     request: Middleware.ModelRequest,
     call: Effect.Effect<Middleware.ModelResponse, unknown, unknown>
   ): Effect.Effect<Middleware.ModelResponse, unknown, unknown> =>
     call.pipe(
-      Effect.map((response) => {
+      Effect.flatMap((response) => {
         const ref = compactedRefs.get(request)
-        const record = ref === undefined
+        const recorded = ref === undefined
           ? undefined
-          : ThreadTexts.recording(request.state, offloadKey, request.threadId, [ref])?.state
-        return record === undefined ? response : { ...response, state: record }
+          : ThreadTexts.recording(request.state, offloadKey, request.threadId, [ref])
+        return recorded === undefined ? Effect.succeed(response) : Effect.as(
+          ThreadTexts.removeUnsavedAtRunEnd(offloadKey, request.threadId, recorded.fresh, forget),
+          { ...response, state: recorded.state }
+        )
       }),
       Effect.onError(() => {
         const ref = compactedRefs.get(request)

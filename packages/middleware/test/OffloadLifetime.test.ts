@@ -5,16 +5,15 @@
  */
 import type { Prompt } from "@effect/ai"
 import { AiError, LanguageModel, Tool, Toolkit } from "@effect/ai"
-import { FileSystem, KeyValueStore, Path } from "@effect/platform"
-import { NodeContext } from "@effect/platform-node"
+import { KeyValueStore } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Checkpointer, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentError, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { Messages, ScriptedModel } from "@stepwise-agent/testing"
-import { Context, Effect, FastCheck, Layer, Logger, Option, Schema } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, FastCheck, Fiber, Layer, Logger, Option, Schema } from "effect"
 import * as NodeFs from "node:fs"
 import * as Offload from "../src/Offload.js"
 import * as SubAgents from "../src/SubAgents.js"
-import * as Workspace from "../src/Workspace.js"
+import { memory, stores, tracked, withStore } from "./support/offloadStores.js"
 
 // ---------------------------------------------------------------------------
 // fixtures
@@ -71,107 +70,9 @@ const makeAgent = Effect.gen(function*() {
   return { agent, fetch, read, lastRef }
 })
 
-// ---------------------------------------------------------------------------
-// the stores, with what each holds
-// ---------------------------------------------------------------------------
-
-/** A store with a way to see every text it holds (raw, as stored: a JSON string for some). */
-interface Inspected {
-  readonly layer: Layer.Layer<Offload.OffloadStore>
-  readonly contents: Effect.Effect<ReadonlyArray<string>>
-}
-
-/** The files under `directory`, recursively: their contents. */
-const filesUnder = (directory: string) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const names = yield* fs.readDirectory(directory, { recursive: true })
-    const out: Array<string> = []
-    for (const name of names) {
-      const file = path.join(directory, name)
-      if ((yield* fs.stat(file)).type === "File") out.push(yield* fs.readFileString(file))
-    }
-    return out
-  }).pipe(Effect.orDie, Effect.provide(NodeContext.layer))
-
-/** `store` with the references put in it kept aside, so its contents can be asked for by reference. */
-const tracked = (store: Offload.OffloadStore.Service, refs: Set<string>): Offload.OffloadStore.Service => ({
-  ...store,
-  put: (ref, content) => Effect.zipRight(Effect.sync(() => void refs.add(ref)), store.put(ref, content))
-})
-
-const stores: ReadonlyArray<readonly [string, (directory: string) => Effect.Effect<Inspected>]> = [
-  ["memory", () =>
-    Effect.gen(function*() {
-      const store = yield* Offload.makeMemory
-      const refs = new Set<string>()
-      return {
-        layer: Layer.succeed(Offload.OffloadStore, tracked(store, refs)),
-        contents: Effect.map(
-          Effect.forEach(refs, (ref) => Effect.option(store.get(ref))),
-          (found) => found.flatMap(Option.toArray)
-        )
-      }
-    })],
-  ["a KeyValueStore in memory", () =>
-    Effect.gen(function*() {
-      const kv = yield* Effect.provide(KeyValueStore.KeyValueStore, KeyValueStore.layerMemory)
-      const store = yield* Effect.provide(
-        Offload.OffloadStore,
-        Offload.layerKeyValueStore().pipe(Layer.provide(Layer.succeed(KeyValueStore.KeyValueStore, kv)))
-      )
-      const refs = new Set<string>()
-      return {
-        layer: Layer.succeed(Offload.OffloadStore, tracked(store, refs)),
-        contents: Effect.gen(function*() {
-          const found = (yield* Effect.forEach(refs, (ref) => kv.get(`offload/${ref}`))).flatMap(Option.toArray)
-          // nothing else is kept under another key
-          assert.strictEqual(yield* kv.size, found.length)
-          return found
-        }).pipe(Effect.orDie)
-      }
-    })],
-  ["a KeyValueStore on a directory", (directory) =>
-    Effect.succeed({
-      layer: Offload.layerKeyValueStore().pipe(
-        Layer.provide(KeyValueStore.layerFileSystem(directory)),
-        Layer.provide(NodeContext.layer),
-        Layer.orDie
-      ),
-      contents: filesUnder(directory)
-    })],
-  ["the workspace in memory", () =>
-    Effect.gen(function*() {
-      const workspace = yield* Workspace.makeMemory()
-      return {
-        layer: Offload.layerWorkspace().pipe(Layer.provide(Layer.succeed(Workspace.Workspace, workspace))),
-        contents: Effect.orDie(
-          Effect.flatMap(workspace.glob("**"), (files) => Effect.forEach(files, (file) => workspace.read(file)))
-        )
-      }
-    })],
-  ["the workspace on a directory", (directory) =>
-    Effect.succeed({
-      layer: Offload.layerWorkspace().pipe(Layer.provide(Workspace.layerDirectory({ root: directory })), Layer.orDie),
-      contents: filesUnder(directory)
-    })]
-]
-
 /** How many of `contents` hold the page of `url`. */
 const holding = (contents: ReadonlyArray<string>, url: string) =>
   contents.filter((content) => content.includes(`PAGE<${url}>`)).length
-
-const withStore = <A, E, R>(
-  makeStore: (directory: string) => Effect.Effect<Inspected>,
-  body: (contents: Effect.Effect<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
-) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const directory = yield* fs.makeTempDirectoryScoped()
-    const { contents, layer } = yield* makeStore(directory)
-    return yield* Effect.provide(body(contents), layer)
-  }).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
 
 // ---------------------------------------------------------------------------
 // deleteThread
@@ -206,7 +107,7 @@ describe("Offload: deleteThread removes the thread's offloaded texts", () => {
   }
 
   it.effect("a new process (a new memory store) gets the thread's texts again, and deleteThread removes them there", () =>
-    withStore(stores[0]![1], (contents) =>
+    withStore(memory, (contents) =>
       Effect.gen(function*() {
         const first = yield* makeAgent
         const ref = yield* first.fetch("t", "page")
@@ -222,7 +123,7 @@ describe("Offload: deleteThread removes the thread's offloaded texts", () => {
       })).pipe(Effect.provide(Checkpointer.layerMemory)))
 
   it.effect("a model call that fails after the view offloaded leaves no text in the store", () =>
-    withStore(stores[0]![1], (contents) =>
+    withStore(memory, (contents) =>
       Effect.gen(function*() {
         const { model } = yield* ScriptedModel.make([
           ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "page" } }]),
@@ -264,7 +165,7 @@ describe("Offload: deleteThread removes the thread's offloaded texts", () => {
     }))
 
   it.effect("SubAgents: deleting the parent removes the texts its child threads offloaded", () =>
-    withStore(stores[0]![1], (contents) =>
+    withStore(memory, (contents) =>
       Effect.gen(function*() {
         const child = yield* makeAgent
         const { model } = yield* ScriptedModel.make([
@@ -277,6 +178,139 @@ describe("Offload: deleteThread removes the thread's offloaded texts", () => {
         yield* parent.run("go", { threadId: "parent" })
         assert.strictEqual(holding(yield* contents, "child-page"), 1)
         yield* parent.deleteThread("parent")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+})
+
+// ---------------------------------------------------------------------------
+// a run that ends before a save holds its references
+// ---------------------------------------------------------------------------
+
+const Act = Tool.make("act", { parameters: {}, success: Schema.String })
+const Acting = Toolkit.make(Fetch, Act)
+
+/**
+ * Two agents on one checkpointer and one offload store, as two processes sharing a thread have, both
+ * offloading: the other answers "fresh"; mine fetches "page", then answers from `turns` (the call that
+ * offloads the page first), made with the other (to delete the thread while mine runs); its tool `act` runs
+ * `act`.
+ */
+const twoProcesses = (
+  turns: (other: Agent.Service<any, any, any, any>) => ReadonlyArray<ScriptedModel.Turn>,
+  act: (other: Agent.Service<any, any, any, any>) => Effect.Effect<string> = () => Effect.succeed("done")
+) =>
+  Effect.gen(function*() {
+    const checkpointer = yield* Checkpointer.makeMemory
+    const build = (script: ReadonlyArray<ScriptedModel.Turn>, tool: Effect.Effect<string>) =>
+      Effect.flatMap(ScriptedModel.make(script), ({ model }) =>
+        Agent.make({ toolkit: Acting, middleware: [Offload.middleware({ maxResultChars: 4000 })] }).pipe(
+          Effect.provide(Acting.toLayer({
+            fetch_page: ({ url }) =>
+              Effect.succeed(pageOf(url)),
+            act: () => tool
+          })),
+          Effect.provideService(LanguageModel.LanguageModel, model),
+          Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+        ))
+    const other = yield* build([ScriptedModel.text("fresh")], Effect.succeed("unused"))
+    const mine = yield* build(
+      [ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "page" } }]), ...turns(other)],
+      Effect.suspend(() =>
+        act(other)
+      )
+    )
+    return { mine, other }
+  })
+
+const actCall = ScriptedModel.toolCalls([{ name: "act", params: {} }])
+
+/** The error the run failed with. */
+const errorOf = <A>(exit: Exit.Exit<A, unknown>): unknown =>
+  Exit.isFailure(exit) ? Cause.squash(exit.cause) : assert.fail("the run succeeded")
+
+/** The conflict of the run's `CheckpointError`. */
+const conflictOf = (exit: Exit.Exit<unknown, unknown>) => {
+  const error = errorOf(exit)
+  assert.instanceOf(error, AgentError.CheckpointError)
+  return (error as AgentError.CheckpointError).conflict
+}
+
+describe("Offload: a run that ends before a save holds its references removes their texts", () => {
+  it.effect("the thread deleted by another process while the model answers (ThreadDeleted)", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const { mine, other } = yield* twoProcesses((other) => [
+          () => Effect.as(Effect.orDie(other.deleteThread("t")), ScriptedModel.text("ok"))
+        ])
+        assert.strictEqual(conflictOf(yield* Effect.exit(mine.run("go", { threadId: "t" }))), "ThreadDeleted")
+        assert.isTrue(Option.isNone(yield* other.thread("t")))
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("the thread deleted and made again by another process while the model answers (Superseded)", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const { mine, other } = yield* twoProcesses((other) => [
+          () =>
+            Effect.as(
+              Effect.orDie(Effect.zipRight(other.deleteThread("t"), other.run("again", { threadId: "t" }))),
+              ScriptedModel.text("ok")
+            )
+        ])
+        assert.strictEqual(conflictOf(yield* Effect.exit(mine.run("go", { threadId: "t" }))), "Superseded")
+        assert.isTrue(Option.isSome(yield* other.thread("t")), "the thread made again stays")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("the thread deleted by another process inside a tool, after the offloading call answered", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const { mine } = yield* twoProcesses(
+          () => [actCall, ScriptedModel.text("ok")],
+          (other) => Effect.as(Effect.orDie(other.deleteThread("t")), "deleted")
+        )
+        assert.strictEqual(conflictOf(yield* Effect.exit(mine.run("go", { threadId: "t" }))), "ThreadDeleted")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a tool that dies after the offloading call answered: the store keeps no text the thread does not name", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const { mine } = yield* twoProcesses(() => [actCall], () => Effect.die("the tool broke"))
+        assert.instanceOf(errorOf(yield* Effect.exit(mine.run("go", { threadId: "t" }))), AgentError.ToolDefect)
+        assert.deepStrictEqual(yield* contents, [])
+        yield* mine.deleteThread("t")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a run interrupted in a tool after the offloading call answered leaves no text in the store", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const started = yield* Deferred.make<void>()
+        const { mine } = yield* twoProcesses(
+          () => [actCall],
+          () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+        )
+        const run = yield* Effect.fork(mine.run("go", { threadId: "t" }))
+        yield* Deferred.await(started)
+        assert.strictEqual(holding(yield* contents, "page"), 1, "the call offloaded the page")
+        yield* Fiber.interrupt(run)
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a run that saved its references and then failed keeps the texts its thread names", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        let calls = 0
+        const { mine } = yield* twoProcesses(
+          () => [actCall, actCall],
+          () => ++calls === 1 ? Effect.succeed("ok") : Effect.die("the tool broke")
+        )
+        assert.instanceOf(errorOf(yield* Effect.exit(mine.run("go", { threadId: "t" }))), AgentError.ToolDefect)
+        const stored = Option.getOrThrow(yield* mine.thread("t")).state as Partial<Offload.State>
+        assert.lengthOf(stored.offloads?.refs ?? [], 1)
+        assert.strictEqual(holding(yield* contents, "page"), 1)
+        yield* mine.deleteThread("t")
         assert.deepStrictEqual(yield* contents, [])
       })))
 })
@@ -315,7 +349,7 @@ describe("Offload: a reference belongs to one incarnation of its thread", () => 
   }
 
   it.effect("a fork gets references of its own: it cannot read its source's, and deleting it keeps the source's texts", () =>
-    withStore(stores[0]![1], (contents) =>
+    withStore(memory, (contents) =>
       Effect.gen(function*() {
         const { agent, fetch, lastRef, read } = yield* makeAgent
         const source = yield* fetch("src", "page")

@@ -5,18 +5,16 @@
  * deleting a fork keeps the texts its source still names.
  */
 import type { Prompt } from "@effect/ai"
-import { AiError, LanguageModel } from "@effect/ai"
-import { FileSystem, KeyValueStore, Path } from "@effect/platform"
-import { NodeContext } from "@effect/platform-node"
+import { AiError, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentError, Checkpointer, Middleware } from "@stepwise-agent/core"
 import { Messages, ScriptedModel } from "@stepwise-agent/testing"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
-import { Context, Effect, FastCheck, Layer, Logger, Option } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, FastCheck, Fiber, Logger, Option, Schema } from "effect"
 import type * as ContextView from "../src/ContextView.js"
 import * as Offload from "../src/Offload.js"
 import * as Summarization from "../src/Summarization.js"
-import * as Workspace from "../src/Workspace.js"
+import { memory, stores, tracked, withStore } from "./support/offloadStores.js"
 
 // ---------------------------------------------------------------------------
 // fixtures
@@ -87,105 +85,9 @@ const makeAgent = (mode: Summarization.Mode) =>
     return { agent, converse, namedRefs, read }
   })
 
-// ---------------------------------------------------------------------------
-// the stores, with what each holds
-// ---------------------------------------------------------------------------
-
-interface Inspected {
-  readonly layer: Layer.Layer<Offload.OffloadStore>
-  readonly contents: Effect.Effect<ReadonlyArray<string>>
-}
-
-/** The files under `directory`, recursively: their contents. */
-const filesUnder = (directory: string) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const names = yield* fs.readDirectory(directory, { recursive: true })
-    const out: Array<string> = []
-    for (const name of names) {
-      const file = path.join(directory, name)
-      if ((yield* fs.stat(file)).type === "File") out.push(yield* fs.readFileString(file))
-    }
-    return out
-  }).pipe(Effect.orDie, Effect.provide(NodeContext.layer))
-
-/** `store` with the references put in it kept aside, so its contents can be asked for by reference. */
-const tracked = (store: Offload.OffloadStore.Service, refs: Set<string>): Offload.OffloadStore.Service => ({
-  ...store,
-  put: (ref, content) => Effect.zipRight(Effect.sync(() => void refs.add(ref)), store.put(ref, content))
-})
-
-const stores: ReadonlyArray<readonly [string, (directory: string) => Effect.Effect<Inspected>]> = [
-  ["memory", () =>
-    Effect.gen(function*() {
-      const store = yield* Offload.makeMemory
-      const refs = new Set<string>()
-      return {
-        layer: Layer.succeed(Offload.OffloadStore, tracked(store, refs)),
-        contents: Effect.map(
-          Effect.forEach(refs, (ref) => Effect.option(store.get(ref))),
-          (found) => found.flatMap(Option.toArray)
-        )
-      }
-    })],
-  ["a KeyValueStore in memory", () =>
-    Effect.gen(function*() {
-      const kv = yield* Effect.provide(KeyValueStore.KeyValueStore, KeyValueStore.layerMemory)
-      const store = yield* Effect.provide(
-        Offload.OffloadStore,
-        Offload.layerKeyValueStore().pipe(Layer.provide(Layer.succeed(KeyValueStore.KeyValueStore, kv)))
-      )
-      const refs = new Set<string>()
-      return {
-        layer: Layer.succeed(Offload.OffloadStore, tracked(store, refs)),
-        contents: Effect.gen(function*() {
-          const found = (yield* Effect.forEach(refs, (ref) => kv.get(`offload/${ref}`))).flatMap(Option.toArray)
-          assert.strictEqual(yield* kv.size, found.length)
-          return found
-        }).pipe(Effect.orDie)
-      }
-    })],
-  ["a KeyValueStore on a directory", (directory) =>
-    Effect.succeed({
-      layer: Offload.layerKeyValueStore().pipe(
-        Layer.provide(KeyValueStore.layerFileSystem(directory)),
-        Layer.provide(NodeContext.layer),
-        Layer.orDie
-      ),
-      contents: filesUnder(directory)
-    })],
-  ["the workspace in memory", () =>
-    Effect.gen(function*() {
-      const workspace = yield* Workspace.makeMemory()
-      return {
-        layer: Offload.layerWorkspace().pipe(Layer.provide(Layer.succeed(Workspace.Workspace, workspace))),
-        contents: Effect.orDie(
-          Effect.flatMap(workspace.glob("**"), (files) => Effect.forEach(files, (file) => workspace.read(file)))
-        )
-      }
-    })],
-  ["the workspace on a directory", (directory) =>
-    Effect.succeed({
-      layer: Offload.layerWorkspace().pipe(Layer.provide(Workspace.layerDirectory({ root: directory })), Layer.orDie),
-      contents: filesUnder(directory)
-    })]
-]
-
 /** How many of `contents` hold the message `word-threadId`. */
 const holding = (contents: ReadonlyArray<string>, word: string) =>
   contents.filter((content) => content.includes(word)).length
-
-const withStore = <A, E, R>(
-  makeStore: (directory: string) => Effect.Effect<Inspected>,
-  body: (contents: Effect.Effect<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
-) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const directory = yield* fs.makeTempDirectoryScoped()
-    const { contents, layer } = yield* makeStore(directory)
-    return yield* Effect.provide(body(contents), layer)
-  }).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
 
 const modes: ReadonlyArray<Summarization.Mode> = ["rewrite", "view"]
 
@@ -236,7 +138,7 @@ describe("Summarization offload: deleteThread removes the thread's evicted messa
     it.effect(
       `${mode} mode: deleting a fork keeps the texts its source names; deleting the source removes them`,
       () =>
-        withStore(stores[0]![1], (contents) =>
+        withStore(memory, (contents) =>
           Effect.gen(function*() {
             const { agent, converse, namedRefs, read } = yield* makeAgent(mode)
             yield* converse("src")
@@ -331,7 +233,7 @@ describe("Summarization offload: deleteThread removes the thread's evicted messa
   )
 
   it.effect("a request compacted after an overflow: its evicted messages are the thread's, removed with it", () =>
-    withStore(stores[0]![1], (contents) =>
+    withStore(memory, (contents) =>
       Effect.gen(function*() {
         const agent = yield* scriptedAgent(
           [ScriptedModel.text("ok"), ScriptedModel.text("ok"), overflow, ScriptedModel.text("ok")],
@@ -344,7 +246,7 @@ describe("Summarization offload: deleteThread removes the thread's evicted messa
       })))
 
   it.effect("a request compacted after an overflow whose retry fails leaves no text in the store", () =>
-    withStore(stores[0]![1], (contents) =>
+    withStore(memory, (contents) =>
       Effect.gen(function*() {
         const agent = yield* scriptedAgent(
           [ScriptedModel.text("ok"), ScriptedModel.text("ok"), overflow, down],
@@ -356,7 +258,7 @@ describe("Summarization offload: deleteThread removes the thread's evicted messa
       })))
 
   it.effect("a model call that fails after the thread was summarized: deleteThread still removes the text", () =>
-    withStore(stores[0]![1], (contents) =>
+    withStore(memory, (contents) =>
       Effect.gen(function*() {
         const agent = yield* scriptedAgent(
           [ScriptedModel.text("ok"), ScriptedModel.text("ok"), down],
@@ -369,7 +271,7 @@ describe("Summarization offload: deleteThread removes the thread's evicted messa
       })))
 
   it.effect("a step that was not saved: its evicted text is removed when the thread runs again", () =>
-    withStore(stores[0]![1], (contents) =>
+    withStore(memory, (contents) =>
       Effect.gen(function*() {
         const agent = yield* scriptedAgent(
           [ScriptedModel.text("ok"), ScriptedModel.text("ok"), down, ScriptedModel.text("ok")],
@@ -385,6 +287,293 @@ describe("Summarization offload: deleteThread removes the thread's evicted messa
         yield* agent.deleteThread("t")
         assert.deepStrictEqual(yield* contents, [])
       })))
+})
+
+// ---------------------------------------------------------------------------
+// a run that ends before a save holds its evicted texts
+// ---------------------------------------------------------------------------
+
+const Act = Tool.make("act", { parameters: {}, success: Schema.String })
+const Acting = Toolkit.make(Act)
+
+/**
+ * Two agents on one checkpointer and one offload store, as two processes sharing a thread have, both
+ * summarizing from 5 messages with offload: the other answers "fresh"; mine answers from `turns`, made with
+ * the other (to delete the thread while mine runs), and its tool `act` runs `act`.
+ */
+const twoProcesses = (
+  mode: Summarization.Mode,
+  turns: (other: Agent.Service<any, any, any, any>) => ReadonlyArray<ScriptedModel.Turn>,
+  act: (other: Agent.Service<any, any, any, any>) => Effect.Effect<string> = () => Effect.succeed("done")
+) =>
+  Effect.gen(function*() {
+    const checkpointer = yield* Checkpointer.makeMemory
+    const summary = yield* summarizer
+    const build = (script: ReadonlyArray<ScriptedModel.Turn>, tool: Effect.Effect<string>) =>
+      Effect.flatMap(ScriptedModel.make(script), ({ model }) =>
+        Agent.make({
+          toolkit: Acting,
+          middleware: [
+            Summarization.middleware({ trigger: { messages: 5 }, keep: { messages: 1 }, offload: true, mode })
+          ]
+        }).pipe(
+          Effect.provide(Acting.toLayer({ act: () => tool })),
+          Effect.provideService(LanguageModel.LanguageModel, model),
+          Effect.provide(Summarization.layer(summary.model)),
+          Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+        ))
+    const other = yield* build([ScriptedModel.text("fresh")], Effect.succeed("unused"))
+    const mine = yield* build(turns(other), Effect.suspend(() => act(other)))
+    return { mine, other }
+  })
+
+/** Two runs on thread `t` that answer "ok" (4 messages: the third run's summarizes). */
+const twoOk = [ScriptedModel.text("ok"), ScriptedModel.text("ok")]
+
+/** The error the run failed with. */
+const errorOf = <A>(exit: Exit.Exit<A, unknown>): unknown =>
+  Exit.isFailure(exit) ? Cause.squash(exit.cause) : assert.fail("the run succeeded")
+
+describe("Summarization offload: a run that ends before a save holds its evicted texts removes them", () => {
+  for (const mode of modes) {
+    it.effect(`${mode} mode: the thread deleted by another process while the model answers (ThreadDeleted)`, () =>
+      withStore(memory, (contents) =>
+        Effect.gen(function*() {
+          const { mine, other } = yield* twoProcesses(mode, (other) => [
+            ...twoOk,
+            () => Effect.as(Effect.orDie(other.deleteThread("t")), ScriptedModel.text("ok"))
+          ])
+          for (const word of ["alpha", "beta"]) yield* mine.run(`say ${word}-t`, { threadId: "t" })
+          const error = errorOf(yield* Effect.exit(mine.run("say gamma-t", { threadId: "t" })))
+          assert.instanceOf(error, AgentError.CheckpointError)
+          assert.strictEqual((error as AgentError.CheckpointError).conflict, "ThreadDeleted")
+          assert.isTrue(Option.isNone(yield* other.thread("t")))
+          assert.deepStrictEqual(yield* contents, [], "the text the failed run evicted is removed")
+        })))
+
+    it.effect(`${mode} mode: the thread deleted and made again by another process while the model answers (Superseded)`, () =>
+      withStore(memory, (contents) =>
+        Effect.gen(function*() {
+          const { mine, other } = yield* twoProcesses(mode, (other) => [
+            ...twoOk,
+            () =>
+              Effect.as(
+                Effect.orDie(Effect.zipRight(other.deleteThread("t"), other.run("say fresh-t", { threadId: "t" }))),
+                ScriptedModel.text("ok")
+              )
+          ])
+          for (const word of ["alpha", "beta"]) yield* mine.run(`say ${word}-t`, { threadId: "t" })
+          const error = errorOf(yield* Effect.exit(mine.run("say gamma-t", { threadId: "t" })))
+          assert.strictEqual((error as AgentError.CheckpointError).conflict, "Superseded")
+          assert.isTrue(Option.isSome(yield* other.thread("t")), "the thread made again stays")
+          assert.deepStrictEqual(yield* contents, [], "the text the failed run evicted is removed")
+        })))
+  }
+
+  it.effect("the thread deleted by another process inside a tool, after the summarized step answered", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const { mine } = yield* twoProcesses(
+          "rewrite",
+          () => [...twoOk, ScriptedModel.toolCalls([{ name: "act", params: {} }]), ScriptedModel.text("ok")],
+          (other) => Effect.as(Effect.orDie(other.deleteThread("t")), "deleted")
+        )
+        for (const word of ["alpha", "beta"]) yield* mine.run(`say ${word}-t`, { threadId: "t" })
+        const error = errorOf(yield* Effect.exit(mine.run("say gamma-t", { threadId: "t" })))
+        assert.strictEqual((error as AgentError.CheckpointError).conflict, "ThreadDeleted")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a tool that dies after the summarized step answered: the thread keeps no text it does not name", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const { mine } = yield* twoProcesses(
+          "rewrite",
+          () => [...twoOk, ScriptedModel.toolCalls([{ name: "act", params: {} }]), ScriptedModel.text("ok")],
+          () => Effect.die("the tool broke")
+        )
+        for (const word of ["alpha", "beta"]) yield* mine.run(`say ${word}-t`, { threadId: "t" })
+        assert.instanceOf(
+          errorOf(yield* Effect.exit(mine.run("say gamma-t", { threadId: "t" }))),
+          AgentError.ToolDefect
+        )
+        assert.deepStrictEqual(yield* contents, [], "the stored thread names no summary: its text is removed")
+        yield* mine.deleteThread("t")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a run interrupted in a tool after the summarized step answered leaves no text in the store", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const started = yield* Deferred.make<void>()
+        const { mine } = yield* twoProcesses(
+          "view",
+          () => [...twoOk, ScriptedModel.toolCalls([{ name: "act", params: {} }])],
+          () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+        )
+        for (const word of ["alpha", "beta"]) yield* mine.run(`say ${word}-t`, { threadId: "t" })
+        const run = yield* Effect.fork(mine.run("say gamma-t", { threadId: "t" }))
+        yield* Deferred.await(started)
+        assert.strictEqual(holding(yield* contents, "alpha-t"), 1, "the summary evicted the first messages")
+        yield* Fiber.interrupt(run)
+        assert.deepStrictEqual(yield* contents, [])
+        yield* mine.deleteThread("t")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a run that saved its summary and then failed keeps the text its thread names", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        let calls = 0
+        const { mine } = yield* twoProcesses(
+          "rewrite",
+          () => [
+            ...twoOk,
+            ScriptedModel.toolCalls([{ name: "act", params: {} }]),
+            ScriptedModel.toolCalls([{ name: "act", params: {} }])
+          ],
+          () => ++calls === 1 ? Effect.succeed("ok") : Effect.die("the tool broke")
+        )
+        for (const word of ["alpha", "beta"]) yield* mine.run(`say ${word}-t`, { threadId: "t" })
+        assert.instanceOf(
+          errorOf(yield* Effect.exit(mine.run("say gamma-t", { threadId: "t" }))),
+          AgentError.ToolDefect
+        )
+        // the first tool step saved the summary; the second step's failure does not take its text
+        const stored = Option.getOrThrow(yield* mine.thread("t")).state as Partial<Summarization.OffloadSlice>
+        assert.lengthOf(stored.summaryOffloads?.refs ?? [], 1)
+        assert.strictEqual(holding(yield* contents, "alpha-t"), 1)
+        yield* mine.deleteThread("t")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+})
+
+// ---------------------------------------------------------------------------
+// property: runs of two processes on shared threads, failing or conflicting at random
+// ---------------------------------------------------------------------------
+
+const Fetch = Tool.make("fetch_page", { parameters: { url: Schema.String }, success: Schema.String })
+const Fetching = Toolkit.make(Fetch, Act)
+
+/** A page over Offload's size, with a marker of its own. */
+const pageOf = (url: string) => `PAGE<${url}> ${"lorem ipsum ".repeat(500)}`
+
+/** A model's answer to a request, as a scripted turn gives it. */
+type Reply = Extract<ScriptedModel.Turn, (request: ScriptedModel.Request) => unknown>
+
+/** How a run of mine ends once its fetched page is offloaded. */
+type Plan = "ok" | "die" | "delete" | "supersede"
+
+type ProcessOp =
+  | { readonly _tag: "run"; readonly thread: number; readonly plan: Plan }
+  | { readonly _tag: "delete"; readonly thread: number }
+
+const processOp: FastCheck.Arbitrary<ProcessOp> = FastCheck.oneof(
+  {
+    arbitrary: FastCheck.record({
+      _tag: FastCheck.constant("run" as const),
+      thread: FastCheck.nat(1),
+      plan: FastCheck.constantFrom<Plan>("ok", "ok", "die", "delete", "supersede")
+    }),
+    weight: 4
+  },
+  { arbitrary: FastCheck.record({ _tag: FastCheck.constant("delete" as const), thread: FastCheck.nat(1) }), weight: 1 }
+)
+
+describe("Summarization and Offload: property over two processes' runs on shared threads", () => {
+  it.effect.prop(
+    "after every run, whether it completed, failed or found its thread deleted or made again, the store holds " +
+      "exactly the texts the stored threads record",
+    [
+      FastCheck.array(processOp, { minLength: 1, maxLength: 8 }),
+      FastCheck.constantFrom<Summarization.Mode>("rewrite", "view")
+    ],
+    ([ops, mode]) =>
+      Effect.flatMap(Offload.makeMemory, (store) => {
+        const everPut = new Set<string>()
+        return Effect.gen(function*() {
+          const checkpointer = yield* Checkpointer.makeMemory
+          const summary = yield* summarizer
+          let plan: Plan = "ok"
+          let pages = 0
+          const threadIdOf = (n: number) => `thread-${n}`
+          /** An agent of a process, its model answering each request with `reply`. */
+          const build = (reply: Reply) =>
+            Effect.flatMap(ScriptedModel.make(Array.from({ length: 200 }, () => reply)), ({ model }) =>
+              Agent.make({
+                toolkit: Fetching,
+                middleware: [
+                  Summarization.middleware({ trigger: { messages: 6 }, keep: { messages: 1 }, offload: true, mode }),
+                  Offload.middleware({ maxResultChars: 4000 })
+                ]
+              }).pipe(
+                Effect.provide(Fetching.toLayer({
+                  fetch_page: ({ url }) => Effect.succeed(pageOf(url)),
+                  act: () => Effect.die("the tool broke")
+                })),
+                Effect.provideService(LanguageModel.LanguageModel, model),
+                Effect.provide(Summarization.layer(summary.model)),
+                Effect.provideService(Checkpointer.Checkpointer, checkpointer)
+              ))
+          const other = yield* build(() => ScriptedModel.text("fresh"))
+          let threadId = ""
+          const mine = yield* build((request) => {
+            const last = request.prompt.content.at(-1)!
+            if (last.role !== "tool") {
+              return ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: `page-${pages++}` } }])
+            }
+            switch (plan) {
+              case "ok":
+                return ScriptedModel.text("ok")
+              case "die":
+                return ScriptedModel.toolCalls([{ name: "act", params: {} }])
+              case "delete":
+                return Effect.as(Effect.orDie(other.deleteThread(threadId)), ScriptedModel.text("ok"))
+              case "supersede":
+                return Effect.as(
+                  Effect.orDie(Effect.zipRight(other.deleteThread(threadId), other.run("again", { threadId }))),
+                  ScriptedModel.text("ok")
+                )
+            }
+          })
+          /** The references the stored threads record (a slice counts for the thread it names). */
+          const recorded = Effect.gen(function*() {
+            const refs = new Set<string>()
+            for (const id of [threadIdOf(0), threadIdOf(1)]) {
+              const thread = yield* mine.thread(id)
+              if (Option.isNone(thread)) continue
+              const state = thread.value.state as Partial<Offload.State & Summarization.OffloadSlice>
+              for (const slice of [state.offloads, state.summaryOffloads]) {
+                if (slice != null && slice.threadId === id) slice.refs.forEach((ref) => refs.add(ref))
+              }
+            }
+            return refs
+          })
+          const held = Effect.map(
+            Effect.forEach(
+              everPut,
+              (ref) => Effect.map(Effect.option(store.get(ref)), (found) => [ref, found] as const)
+            ),
+            (found) => new Set(found.filter(([, text]) => Option.isSome(text)).map(([ref]) => ref))
+          )
+          for (const op of ops) {
+            threadId = threadIdOf(op.thread)
+            if (op._tag === "delete") {
+              yield* other.deleteThread(threadId)
+            } else {
+              plan = op.plan
+              const exit = yield* Effect.exit(mine.run("go", { threadId }))
+              assert.strictEqual(Exit.isSuccess(exit), plan === "ok", `a run planned ${plan}`)
+            }
+            assert.deepStrictEqual([...yield* held].sort(), [...yield* recorded].sort(), JSON.stringify(ops))
+          }
+          for (const id of [threadIdOf(0), threadIdOf(1)]) yield* mine.deleteThread(id)
+          assert.deepStrictEqual([...yield* held], [])
+        }).pipe(Effect.provideService(Offload.OffloadStore, tracked(store, everPut)), Effect.orDie)
+      }),
+    // a few seconds; the timeout is for a loaded machine
+    { fastCheck: { numRuns: 25 }, timeout: 120_000 }
+  )
 })
 
 // ---------------------------------------------------------------------------

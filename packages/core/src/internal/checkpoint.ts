@@ -288,7 +288,10 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
           run.encoder.deferred({ version: 1, threadId: run.threadId, ...rest }, state.messages),
           options
         )
-      return Effect.tap(run.journal.step(run.keys.checkpoint(), stored), () => run.expected.saved(run.incarnation))
+      return Effect.tap(run.journal.step(run.keys.checkpoint(), stored), () => {
+        run.expected.saved(run.incarnation)
+        run.saves.saved(state)
+      })
     }
     const known = run.encoder.slicesOf(state.slices)
     if (known !== undefined) return write(known)

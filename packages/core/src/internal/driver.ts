@@ -17,6 +17,7 @@ import * as Nodes from "./nodes.js"
 import type { Save, Step, Then } from "./phase.js"
 import * as Receive from "./receive.js"
 import type { RunContext } from "./runContext.js"
+import * as RunSaves from "./runSaves.js"
 import * as RunState from "./runState.js"
 import * as ToolStep from "./toolStep.js"
 import * as Wait from "./wait.js"
@@ -65,15 +66,19 @@ export const make = (config: Compiled, table: Steps) =>
     stepped.outcome._tag === "End"
       ? Effect.succeed(stepped.outcome.result)
       : from(stepped.state, next(at, stepped.outcome, RunState.factsOf(stepped.state)))
-  // the agent's context provided and the thread annotated on spans, as `Effect.provide` and `Effect.annotateSpans`
-  // do, in one setting of the two refs (`internal/fast/withContext.ts`)
+  // the agent's context (and the run's saves) provided and the thread annotated on spans, as `Effect.provide` and
+  // `Effect.annotateSpans` do, in one setting of the two refs (`internal/fast/withContext.ts`)
   return locally(
     Effect.suspend(() => from(initial, start)).pipe(
       Effect.ensuring(Effect.sync(() => run.encoder.settle())),
       Effect.scoped
     ),
     [
-      [FiberRef.currentContext, (input: Context.Context<never>) => Context.merge(input, config.context)],
+      [
+        FiberRef.currentContext,
+        (input: Context.Context<never>) =>
+          Context.add(Context.merge(input, config.context), RunSaves.Current, run.saves)
+      ],
       [FiberRef.currentTracerSpanAnnotations, HashMap.set("threadId", run.threadId)]
     ],
     asIs

@@ -9,6 +9,7 @@ import * as RunJournal from "../RunJournal.js"
 import type { SaveExpectation, ThreadEncoder } from "./checkpoint.js"
 import type { Lease } from "./inbox.js"
 import * as Observer from "./observer.js"
+import type { RunSaves } from "./runSaves.js"
 import type { StepKeys } from "./stepKeys.js"
 
 export interface RunContext extends Observer.Observer {
@@ -25,6 +26,8 @@ export interface RunContext extends Observer.Observer {
   readonly expected: SaveExpectation
   /** The run's hold on its thread's inbox: where steer messages wait for its next model step. */
   readonly inbox: Lease
+  /** What the run's saves stored, for the finalizers of its hooks (`Middleware.runSaves`). */
+  readonly saves: RunSaves
 }
 
 /** `effect` as the step `key` of the run's journal (carrying the hook reporting to a journal that runs it elsewhere). */

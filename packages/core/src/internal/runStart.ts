@@ -19,6 +19,7 @@ import type * as Inbox from "./inbox.js"
 import { closeOnRelease, type Lifetime } from "./lifetime.js"
 import type { Emit } from "./observer.js"
 import type { RunContext } from "./runContext.js"
+import { RunSaves } from "./runSaves.js"
 import { StepKeys } from "./stepKeys.js"
 import type { Watchers } from "./watchers.js"
 
@@ -132,7 +133,8 @@ export const make = (
         interruptKeys: new Set(),
         encoder: new Checkpoint.ThreadEncoder(loaded),
         expected: new Checkpoint.SaveExpectation(loaded),
-        inbox
+        inbox,
+        saves: new RunSaves(config.layout.flatten)
       }
     })
 

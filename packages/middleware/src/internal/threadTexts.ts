@@ -4,11 +4,17 @@
  * references in a state slice of its own (`Offload.Offloads` under `key`), so
  * that `deleteThread` removes them. A fork starts with a copy of its source's
  * slice, which names the source: only the thread a slice names owns its
- * references.
+ * references. What a run wrote whose reference no save of the run holds is
+ * removed when the run ends ({@link removeUnsavedAtRunEnd}).
  */
+import * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import type * as Offload from "../Offload.js"
 
 /** The references the thread `threadId` wrote, by the slice under `key` of its state (none when it is a source's). */
@@ -101,3 +107,40 @@ export const remover = (module: string) => {
       ), { discard: true })
   }
 }
+
+/** Whether `exit` is a run's failure at a save that found its thread `threadId` deleted, or made again. */
+const lostThread = (exit: Exit.Exit<unknown, unknown>, threadId: string): boolean => {
+  if (Exit.isSuccess(exit)) return false
+  for (const error of Cause.failures(exit.cause)) {
+    if (
+      error instanceof AgentError.CheckpointError && error.operation === "save" && error.conflict !== undefined &&
+      error.threadId === threadId
+    ) return true
+  }
+  return false
+}
+
+/**
+ * Removes with `forget`, when the current run ends, those of `refs` (texts
+ * this run wrote for the thread `threadId`, new to its state) that the run's
+ * last save does not record under `key`: the run failed or was interrupted
+ * after writing them and before a save held them, or it saved none. When a
+ * save found the thread deleted or made again (a `CheckpointError` with a
+ * `conflict`) none of them stays: the thread they were written for is gone.
+ * Outside a run (a hook called on its own) it does nothing.
+ */
+export const removeUnsavedAtRunEnd = <R>(
+  key: string,
+  threadId: string,
+  refs: ReadonlyArray<string>,
+  forget: (refs: ReadonlyArray<string>) => Effect.Effect<void, never, R>
+): Effect.Effect<void, never, Scope.Scope | R> =>
+  refs.length === 0 ?
+    Effect.void :
+    Effect.flatMap(Middleware.runSaves, (saves) =>
+      Option.isNone(saves) ? Effect.void : Effect.addFinalizer((exit) => {
+        if (lostThread(exit, threadId)) return forget(refs)
+        const saved = saves.value.state()
+        const kept = new Set(Option.isSome(saved) ? ownRefs(saved.value, key, threadId) : [])
+        return forget(refs.filter((ref) => !kept.has(ref)))
+      }))
