@@ -12,7 +12,9 @@
  * to the last such message stays true for a longer thread with the same
  * first messages, and a model call pairs and measures only the messages
  * from there. Where pairing changes nothing, the running sums of the stored
- * messages give the tokens without measuring them again.
+ * messages give the tokens without measuring them again. A thread seen for
+ * the first time is paired chunk by chunk as the history cache measures it
+ * ({@link scanned}), not in a pass of its own afterwards.
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import * as AgentState from "@stepwise-agent/core/AgentState"
