@@ -129,6 +129,15 @@ export interface FirstCallRow {
   readonly oursMs: number
   /** Median ms of LangChain's first call on the same thread. */
   readonly langchainMs: number
+  /**
+   * Median over the pairs of samples (ours, then LangChain's, taken one
+   * after the other) of LangChain's time over ours.
+   */
+  readonly ratio: number
+  /** The same three in CPU time (the process's, user and system). */
+  readonly oursCpuMs: number
+  readonly langchainCpuMs: number
+  readonly cpuRatio: number
 }
 
 /**
@@ -786,12 +795,6 @@ const langchainThread = (size: number): Array<BaseMessage> => {
   return out
 }
 
-const medianMs = async (samples: number, once: () => Promise<number>): Promise<number> => {
-  const times: Array<number> = []
-  for (let i = 0; i < samples; i++) times.push(await once())
-  return median(times)
-}
-
 /**
  * The first call of a context policy on a thread of `size` messages (the
  * threads of the growth measurements), nothing cached: a fresh counter or
@@ -808,55 +811,71 @@ const medianMs = async (samples: number, once: () => Promise<number>): Promise<n
  * @since 0.1.0
  * @category constructors
  */
+/** The wall-clock and CPU milliseconds of one sample. */
+interface Sample {
+  readonly wallMs: number
+  readonly cpuMs: number
+}
+
+/** Starts timing a sample; the returned function ends it. */
+const startSample = (): () => Sample => {
+  const wall = performance.now()
+  const cpu = process.cpuUsage()
+  return () => {
+    const used = process.cpuUsage(cpu)
+    return { wallMs: performance.now() - wall, cpuMs: (used.user + used.system) / 1000 }
+  }
+}
+
 export const measureFirstCalls = async (
   options: { readonly quick: boolean; readonly log: (line: string) => void; readonly size?: number | undefined }
 ): Promise<ReadonlyArray<FirstCallRow>> => {
   const size = options.size ?? 10_000
-  const samples = options.quick ? 3 : 9
+  const samples = options.quick ? 5 : 15
   const warmups = options.quick ? 1 : 3
   const systemPrompt = "You are a research assistant."
   const model = new ScriptedChatModel(0)
 
-  const oursEditing = async () => {
+  const oursEditing = async (): Promise<Sample> => {
     const messages = histories(size, 0, 0)[0]!
     const edit = ContextEditing.clearToolUses({ trigger: 1e9, keep: 3 })
     const counter = approximateCounter()
-    const t = performance.now()
+    const end = startSample()
     const result = Effect.runSync(
       ContextEditing.applyEdits([edit], messages, { systemPrompt }).pipe(
         Effect.provideService(TokenCounter.TokenCounter, counter)
       )
     )
-    const ms = performance.now() - t
+    const sample = end()
     if (result.cleared.length !== 0) throw new Error("ClearToolUses cleared under the trigger")
-    return ms
+    return sample
   }
-  const langchainEditing = async () => {
+  const langchainEditing = async (): Promise<Sample> => {
     const messages = langchainThread(size)
     const middleware = contextEditingMiddleware({
       edits: [new ClearToolUsesEdit({ trigger: { tokens: 1e9 }, keep: { messages: 3 } })]
     })
-    const t = performance.now()
+    const end = startSample()
     await (middleware.wrapModelCall as any)({ messages, systemPrompt, model }, async () => new AIMessage("ok"))
-    return performance.now() - t
+    return end()
   }
-  const oursSummarization = async () => {
+  const oursSummarization = async (): Promise<Sample> => {
     const messages = histories(size, 0, 0)[0]!
     const call = await untriggeredSummarization()
-    const t = performance.now()
+    const end = startSample()
     call(messages)
-    return performance.now() - t
+    return end()
   }
-  const langchainSummarization = async () => {
+  const langchainSummarization = async (): Promise<Sample> => {
     const messages = langchainThread(size)
     // (its options type resolves to `never` with this model class; the call is the documented one)
     const summarization = summarizationMiddleware as unknown as (options: unknown) => { readonly beforeModel?: unknown }
     const middleware = summarization({ model, trigger: { tokens: 1_000_000_000 }, keep: { messages: 20 } })
-    const t = performance.now()
+    const end = startSample()
     const result = await (middleware.beforeModel as any)({ messages }, { context: {} })
-    const ms = performance.now() - t
+    const sample = end()
     if (result !== undefined) throw new Error("LangChain's summarization triggered in the benchmark")
-    return ms
+    return sample
   }
 
   const rows: Array<FirstCallRow> = []
@@ -872,17 +891,33 @@ export const measureFirstCalls = async (
       await ours()
       await langchain()
     }
+    // interleaved, so that both sides of a pair see the same load (other processes, the heap's state)
+    const oursSamples: Array<Sample> = []
+    const langchainSamples: Array<Sample> = []
+    for (let i = 0; i < samples; i++) {
+      oursSamples.push(await ours())
+      langchainSamples.push(await langchain())
+    }
+    const of = (list: ReadonlyArray<Sample>, key: keyof Sample) => median(list.map((sample) => sample[key]))
+    const ratioOf = (key: keyof Sample) =>
+      median(oursSamples.map((sample, i) => langchainSamples[i]![key] / Math.max(sample[key], 0.001)))
     const row: FirstCallRow = {
       what,
       messages: size,
-      oursMs: await medianMs(samples, ours),
-      langchainMs: await medianMs(samples, langchain)
+      oursMs: of(oursSamples, "wallMs"),
+      langchainMs: of(langchainSamples, "wallMs"),
+      ratio: ratioOf("wallMs"),
+      oursCpuMs: of(oursSamples, "cpuMs"),
+      langchainCpuMs: of(langchainSamples, "cpuMs"),
+      cpuRatio: ratioOf("cpuMs")
     }
     rows.push(row)
     options.log(
       `  ${what.padEnd(34)} N=${size}  first call: ours ${row.oursMs.toFixed(2)} ms, LangChain ${
         row.langchainMs.toFixed(2)
-      } ms (${(row.langchainMs / row.oursMs).toFixed(1)}×)`
+      } ms (pairs: ${row.ratio.toFixed(1)}×); CPU: ours ${row.oursCpuMs.toFixed(2)} ms, LangChain ${
+        row.langchainCpuMs.toFixed(2)
+      } ms (pairs: ${row.cpuRatio.toFixed(1)}×)`
     )
   }
   return rows
@@ -1177,17 +1212,20 @@ export const render = (result: ContextResult): string => {
     "middleware, new message objects, built before the clock starts), under the trigger: the cost of deciding. " +
     "LangChain: `contextEditingMiddleware({ edits: [new ClearToolUsesEdit(…)] })`'s `wrapModelCall` and " +
     "`summarizationMiddleware`'s `beforeModel`, with their default approximate counter. Median of the samples " +
-    "(9; 3 in quick mode), taken after three unreported samples of each side (one in quick mode), each on a fresh " +
-    "thread: the code is warm, as in an app whose other threads ran, and the thread is not.",
+    "(15; 5 in quick mode), taken after three unreported samples of each side (one in quick mode), each on a fresh " +
+    "thread: the code is warm, as in an app whose other threads ran, and the thread is not. The samples are taken " +
+    "in pairs, ours then LangChain's, so that both sides of a pair run under the same load; the last column is the " +
+    "median over the pairs of LangChain's time over ours. Wall clock, and the process's CPU time (user and " +
+    "system), which a process waiting for a core on a loaded machine does not add to.",
     "",
     table(
-      ["workload", "history", "ours", "LangChain", "LangChain / ours"],
+      ["workload", "history", "ours: wall / CPU", "LangChain: wall / CPU", "LangChain / ours: wall / CPU"],
       result.firstCalls.map((r) => [
         r.what,
         r.messages.toLocaleString("en-US"),
-        `${r.oursMs.toFixed(2)} ms`,
-        `${r.langchainMs.toFixed(2)} ms`,
-        `${(r.langchainMs / r.oursMs).toFixed(1)}×`
+        `${r.oursMs.toFixed(2)} / ${r.oursCpuMs.toFixed(2)} ms`,
+        `${r.langchainMs.toFixed(2)} / ${r.langchainCpuMs.toFixed(2)} ms`,
+        `${r.ratio.toFixed(1)}× / ${r.cpuRatio.toFixed(1)}×`
       ])
     ),
     "",

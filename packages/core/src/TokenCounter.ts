@@ -37,7 +37,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { InvalidOptions } from "./AgentError.js"
 import * as Encodings from "./internal/fast/encodings.js"
-import { field } from "./internal/fast/fieldRead.js"
+import * as Field from "./internal/fast/fieldRead.js"
 import { jsonLength } from "./internal/fast/jsonLength.js"
 import * as PythonRepr from "./internal/fast/pythonRepr.js"
 import { unknownKey } from "./internal/options.js"
@@ -455,8 +455,8 @@ const roleChars = { system: 6, user: 4, assistant: 9, tool: 4 } as const
  * The approximate counter. Counting a part costs a few field reads (and a
  * walk of its payload), less than keeping its count by identity would, so it
  * keeps only the length of long payloads, per payload object. It reads each
- * field it needs once, as a keyed read ({@link field}: `@effect/ai`'s
- * messages each have a hidden class of their own), and a tool message's
+ * field it needs once, as a keyed read with a read site per field (`Field`:
+ * `@effect/ai`'s messages may each have a hidden class of their own), and a tool message's
  * parts without their type (a tool message holds only tool results).
  */
 const approximate = (charsPerToken: number, tokensPerMessage: number): Service => {
@@ -476,9 +476,9 @@ const approximate = (charsPerToken: number, tokensPerMessage: number): Service =
   const tokens = (chars: number) => Math.ceil(chars / charsPerToken)
   /** A tool result as a LangChain `ToolMessage`: content, id, role and name. */
   const countResult = (part: Prompt.ToolResultPart): number => {
-    const result = field(part, "result")
+    const result = Field.result(part)
     const content = typeof result === "string" ? result.length : jsonChars(result)
-    return tokens(content + field(part, "id").length + roleChars.tool + field(part, "name").length) +
+    return tokens(content + Field.id(part).length + roleChars.tool + Field.name(part).length) +
       tokensPerMessage
   }
   /**
@@ -489,10 +489,10 @@ const approximate = (charsPerToken: number, tokensPerMessage: number): Service =
     switch (type) {
       case "text":
       case "reasoning":
-        return field(part as Prompt.TextPart | Prompt.ReasoningPart, "text").length
+        return Field.text(part as Prompt.TextPart | Prompt.ReasoningPart).length
       case "tool-call": {
         const call = part as Prompt.ToolCallPart
-        return PythonRepr.toolCallReprLength(field(call, "name"), reprChars(field(call, "params")), field(call, "id")) +
+        return PythonRepr.toolCallReprLength(Field.name(call), reprChars(Field.params(call)), Field.id(call)) +
           2
       }
       case "file":
@@ -500,16 +500,16 @@ const approximate = (charsPerToken: number, tokensPerMessage: number): Service =
     }
   }
   const countPart = (part: Prompt.Part): number => {
-    const type = field(part, "type")
+    const type = Field.type(part)
     return type === "tool-result"
       ? countResult(part as Prompt.ToolResultPart)
       : tokens(charsOfPart(part, type)) + (type === "file" ? fixedTokensOf(part) : 0)
   }
   const countItem = (item: Countable): number => {
     // A message has a role and a part has none.
-    const role: Role | undefined = field(item as Partial<Prompt.Message>, "role")
+    const role: Role | undefined = Field.role(item as Partial<Prompt.Message>)
     if (role === undefined) return countPart(item as Prompt.Part)
-    const content = field(item as Prompt.Message, "content")
+    const content = Field.content(item as Prompt.Message)
     if (role === "system") return tokens((content as string).length + roleChars.system) + tokensPerMessage
     const parts = content as ReadonlyArray<Prompt.Part>
     if (role === "tool") {
@@ -522,7 +522,7 @@ const approximate = (charsPerToken: number, tokensPerMessage: number): Service =
     let extra = tokensPerMessage
     for (let i = 0; i < parts.length; i++) {
       const part = parts[i]!
-      const type = field(part, "type")
+      const type = Field.type(part)
       if (type === "tool-result") {
         extra += countResult(part as Prompt.ToolResultPart)
       } else {

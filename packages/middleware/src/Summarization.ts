@@ -779,7 +779,7 @@ const cutAt = (
 const make = (config: Config) => {
   const { onFailure, summaryPrefix, summaryPrompt, trim } = config
   // Running token sums per thread, and what the model call is sent of it, measured
-  const cache = HistoryCache.make({ init: Sent.unknown, truncate: Sent.truncate })
+  const cache = HistoryCache.make({ init: Sent.unknown, truncate: Sent.truncate, measured: Sent.scanned })
   const counterOf = HistoryCache.agentCounterOrApproximate()
   // Fractions are taken of the input limit, resolved at run time when no contextWindow was given.
   const limit = ContextLimit.make({ module: "Summarization", model: config.agentModel })

@@ -314,6 +314,73 @@ describe("incremental context policies", () => {
   )
 
   it.effect.prop(
+    "what is sent of a thread, paired chunk by chunk as it is measured, is what it is measured whole",
+    {
+      ...histories,
+      chunk: FastCheck.integer({ min: 1, max: 7 }),
+      stopAfter: FastCheck.option(FastCheck.nat(), { nil: undefined })
+    },
+    ({ changes, chunk, first, stopAfter }) =>
+      Effect.gen(function*() {
+        const counter = yield* TokenCounter.makeApproximate()
+        // as Summarization keeps it, with chunks small enough that a short thread is measured in many
+        const cache = HistoryCache.make({ init: Sent.unknown, truncate: Sent.truncate, measured: Sent.scanned, chunk })
+        const sentOf = (messages: ReadonlyArray<Prompt.Message>) =>
+          cache.use(counter, messages, ({ state, sums }) =>
+            Effect.suspend(() => {
+              const stored = Sent.ifStored(messages, sums, state)
+              return stored !== undefined ? Effect.succeed(stored) : Sent.measure(counter, messages, sums, state)
+            }))
+        let messages: ReadonlyArray<Prompt.Message> = [user("start"), ...first]
+        const before: Array<ReadonlyArray<Prompt.Message>> = [messages]
+        for (const [n, step] of changes.entries()) {
+          messages = next(messages, step, n, before)
+          before.push(messages)
+          const sent = AgentState.paired(messages)
+          assert.deepStrictEqual(yield* sentOf(messages), { raw: yield* counter.count(sent), length: sent.length })
+        }
+        // a thread paired only in part (a measure that stopped between chunks): what is sent of it is still
+        // what it is measured whole
+        const memo = Sent.unknown()
+        const sums = [0]
+        for (const raw of yield* counter.measure(messages)) sums.push(sums[sums.length - 1]! + raw)
+        const end = stopAfter === undefined ? messages.length : stopAfter % (messages.length + 1)
+        for (let from = 0; from < end; from += chunk) Sent.scanned(memo, messages, from, Math.min(end, from + chunk))
+        const sent = AgentState.paired(messages)
+        assert.deepStrictEqual(yield* Sent.measure(counter, messages, sums, memo), {
+          raw: yield* counter.count(sent),
+          length: sent.length
+        })
+      }),
+    propertyOptions
+  )
+
+  it.effect("a first call on a long thread, measured in chunks, fires the trigger exactly at what the model is sent", () =>
+    Effect.gen(function*() {
+      const counter = yield* TokenCounter.makeApproximate()
+      // more messages than a chunk, with a call left open and an orphan result past the first chunks
+      const thread: Array<Prompt.Message> = [user("look things up")]
+      for (let i = 0; i < 700; i++) thread.push(call(`s${i}`), result(`s${i}`, 20))
+      thread.splice(900, 0, call("open"))
+      thread.splice(1200, 0, result("ghost", 50))
+      thread.push(Messages.assistant("done"))
+      assert.isAbove(thread.length, 2 * HistoryCache.chunk)
+      const tokens = yield* counter.count(AgentState.paired(thread))
+      assert.notStrictEqual(tokens, yield* counter.count(thread))
+      for (const [trigger, fires] of [[tokens, true], [tokens + 1, false]] as const) {
+        const summarization = yield* (Middleware.build(
+          Summarization.middleware({ trigger: { tokens: trigger }, keep: { messages: 1 } })
+        ) as unknown as Effect.Effect<Middleware.Any>)
+        // a fresh copy of the thread each time (nothing remembered of it)
+        const update = yield* beforeModel(summarization, thread.map((message) => ({ ...message })), 0)
+        assert.strictEqual(update !== undefined, fires, `trigger ${trigger} (sent: ${tokens} tokens)`)
+      }
+    }).pipe(
+      Effect.provideService(TokenCounter.TokenCounter, Effect.runSync(TokenCounter.makeApproximate())),
+      Effect.provide(Summarization.layer(summarizer))
+    ))
+
+  it.effect.prop(
     "the summarization trigger fires exactly when what a remembered thread sends reaches it, through forks and edits",
     { ...histories, tokens: FastCheck.integer({ min: 50, max: 4000 }) },
     ({ changes, first, tokens }) =>

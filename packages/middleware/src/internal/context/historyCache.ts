@@ -55,6 +55,17 @@ export interface Options<S> {
     messages: ReadonlyArray<Prompt.Message>,
     sums: ReadonlyArray<number>
   ) => void
+  /**
+   * Called on `messages[from..to)` right after they are measured, in order:
+   * a history with many new messages is measured in chunks of
+   * {@link chunk}, so a pass its user makes over the new messages can be
+   * made here, while they are still in the processor's cache.
+   */
+  readonly measured?:
+    | ((state: S, messages: ReadonlyArray<Prompt.Message>, from: number, to: number) => void)
+    | undefined
+  /** The size of those chunks ({@link chunk} unless given; at least 1). */
+  readonly chunk?: number | undefined
 }
 
 /** The sessions of one middleware instance. */
@@ -94,9 +105,18 @@ export const shared = (
 export const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray<Prompt.Message>): boolean =>
   prefix.length <= messages.length && shared(prefix, prefix.length, messages) === prefix.length
 
+/**
+ * How many messages a history cache whose user passes over the new messages
+ * (`Options.measured`) measures at a time: a few hundred messages of a
+ * thread fit in a processor's cache, and each chunk costs a `measure` call
+ * and a copy of its part of the array.
+ */
+export const chunk = 512
+
 /** A history cache whose sessions carry the state of `options`. */
 export const make = <S>(options: Options<S>): HistoryCache<S> => {
-  const { init, truncate } = options
+  const { init, measured, truncate } = options
+  const size = Math.max(1, options.chunk ?? chunk)
   const sessions = new WeakMap<TokenCounter.Service, WeakMap<Prompt.Message, Session<S>>>()
 
   const makeSession = (busy: boolean): Session<S> => ({ busy, last: [], length: 0, sums: [0], state: init() })
@@ -110,7 +130,7 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
     return byFirst
   }
 
-  /** Adds `messages[session.length..]`, whose raw counts are `raw[0]`, `raw[1]`, …. */
+  /** Adds `messages[session.length..session.length + raw.length)`, whose raw counts are `raw[0]`, `raw[1]`, …. */
   const extend = (session: Session<S>, messages: ReadonlyArray<Prompt.Message>, raw: ReadonlyArray<number>) => {
     const { sums } = session
     let total = sums[session.length]!
@@ -119,7 +139,25 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
       sums.push(total)
     }
     session.last = messages
-    session.length = messages.length
+    session.length += raw.length
+  }
+
+  /** Measures `messages[session.length..]` into the session: at once, or in chunks with `measured` after each. */
+  const measureRest = (
+    counter: TokenCounter.Service,
+    session: Session<S>,
+    messages: ReadonlyArray<Prompt.Message>
+  ): Effect.Effect<void> => {
+    const from = session.length
+    const to = measured === undefined ? messages.length : Math.min(messages.length, from + size)
+    return Effect.flatMap(
+      counter.measure(from === 0 && to === messages.length ? messages : messages.slice(from, to)),
+      (counts) => {
+        extend(session, messages, counts)
+        measured?.(session.state, messages, from, to)
+        return to < messages.length ? measureRest(counter, session, messages) : Effect.void
+      }
+    )
   }
 
   /** The session for these messages, holding a prefix of them; marked busy. */
@@ -149,12 +187,8 @@ export const make = <S>(options: Options<S>): HistoryCache<S> => {
   const use: HistoryCache<S>["use"] = (counter, messages, f) =>
     Effect.suspend(() => {
       const session = acquire(counter, messages)
-      const from = session.length
-      const run = messages.length > from
-        ? Effect.flatMap(counter.measure(from === 0 ? messages : messages.slice(from)), (counts) => {
-          extend(session, messages, counts)
-          return f(session)
-        })
+      const run = messages.length > session.length
+        ? Effect.flatMap(measureRest(counter, session, messages), () => f(session))
         : f(session)
       return Effect.ensuring(
         run,

@@ -12,7 +12,9 @@
  * to the last such message stays true for a longer thread with the same
  * first messages, and a model call pairs and measures only the messages
  * from there. Where pairing changes nothing, the running sums of the stored
- * messages give the tokens without measuring them again.
+ * messages give the tokens without measuring them again. A thread seen for
+ * the first time is paired chunk by chunk as the history cache measures it
+ * ({@link scanned}), not in a pass of its own afterwards.
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import * as AgentState from "@stepwise-agent/core/AgentState"
@@ -35,6 +37,22 @@ export interface Memo {
   /** Once not clean: the `at` up to which the messages are sent as stored, and the memo at each `at` since. */
   cleanTo: number
   readonly marks: Array<Mark>
+  /** The pairing of a thread's messages from the first, made as they were measured (see {@link scanned}). */
+  scan: Scan | undefined
+}
+
+/** Stored messages being paired: the calls still waiting for their result, and whether a tool run is open. */
+interface Pairing {
+  readonly open: Array<string>
+  inToolRun: boolean
+}
+
+/** The pairing of `messages[0..to)`, or of the messages before `broken`, where they stopped pairing as stored. */
+interface Scan extends Pairing {
+  readonly messages: ReadonlyArray<Prompt.Message>
+  to: number
+  /** The index of the message at which the messages stopped pairing as stored, else -1. */
+  broken: number
 }
 
 /** What a memo was at one of its `at`s. */
@@ -45,7 +63,16 @@ interface Mark {
 }
 
 /** A thread of which nothing is measured yet. */
-export const unknown = (): Memo => ({ at: 0, raw: 0, length: 0, clean: true, changed: false, cleanTo: 0, marks: [] })
+export const unknown = (): Memo => ({
+  at: 0,
+  raw: 0,
+  length: 0,
+  clean: true,
+  changed: false,
+  cleanTo: 0,
+  marks: [],
+  scan: undefined
+})
 
 const reset = (memo: Memo): void => {
   Object.assign(memo, unknown())
@@ -69,6 +96,7 @@ export const truncate = (
   messages: ReadonlyArray<Prompt.Message>,
   sums: ReadonlyArray<number>
 ): void => {
+  memo.scan = undefined
   // The memo may stop at a message both histories share, which is not a tool message (pairing starts afresh
   // there): not at the first message they do not share, whose calls the last history may have answered after.
   if (memo.at < length) return
@@ -119,37 +147,44 @@ const none: Paired = { sent: [], same: true, length: 0 }
 /** `length` messages sent as they are stored. */
 const asStored = (length: number): Paired => length === 0 ? none : { sent: [], same: true, length }
 
-/** What a model call is sent of `messages[from..to)`, `from` being 0 or a message that is not a tool message. */
-const pairedSlice = (messages: ReadonlyArray<Prompt.Message>, from: number, to: number): Paired => {
+/**
+ * What a model call is sent of `messages[from..to)`, `from` being 0 or a message that is not a tool message
+ * (`scan`: a pairing of the messages made as they were measured, which may tell).
+ */
+const pairedSlice = (
+  messages: ReadonlyArray<Prompt.Message>,
+  from: number,
+  to: number,
+  scan?: Scan | undefined
+): Paired => {
   if (from === to) return none
-  if (pairsAsStored(messages, from, to)) return asStored(to - from)
+  if (fromScan(scan, messages, from, to) ?? pairsAsStored(messages, from, to)) return asStored(to - from)
   const slice = from === 0 && to === messages.length ? messages : messages.slice(from, to)
   const sent = AgentState.paired(slice)
   return { sent, same: sent === slice, length: sent.length }
 }
 
 /**
- * Whether `messages[from..to)` (`from` being a message that is not a tool
- * message) is sent as it is stored: `AgentState.paired` of the slice would
- * give the slice itself. Checked without building the slice (a step of the
- * loop asks it of its last messages): each tool result answers a call of the
- * assistant message before its tool messages, once, and every such call is
- * answered before the next message that is not a tool message.
+ * Pairs `messages[from..to)` on from `pairing` (a tool message's results each
+ * answer a call of the assistant message before its tool messages, once, and
+ * every such call is answered before the next message that is not a tool
+ * message): the index of the first message at which they stop being sent as
+ * they are stored, else -1 (the calls still open at `to` are in `pairing`).
  */
-export const pairsAsStored = (
-  messages: ReadonlyArray<Prompt.Message>,
-  from: number,
-  to: number = messages.length
-): boolean => {
+const pairOn = (pairing: Pairing, messages: ReadonlyArray<Prompt.Message>, from: number, to: number): number => {
   // (indexed loops, and no `splice`: a first call runs this over every message of a long thread, and an
   // iterator or a removed-elements array per message was most of what that call allocated)
   /** Ids of the calls of the last assistant message still waiting for their result, in no order (one array). */
-  const open: Array<string> = []
-  let inToolRun = false
-  for (let i = from; i < to; i++) {
+  const { open } = pairing
+  let inToolRun = pairing.inToolRun
+  let broken = -1
+  for (let i = from; i < to && broken < 0; i++) {
     const message = messages[i]!
     if (message.role !== "tool") {
-      if (open.length > 0) return false
+      if (open.length > 0) {
+        broken = i
+        break
+      }
       inToolRun = message.role === "assistant"
       if (message.role === "assistant") {
         const parts = message.content
@@ -163,12 +198,71 @@ export const pairsAsStored = (
     const results = message.content
     for (let p = 0; p < results.length; p++) {
       const at = inToolRun ? open.indexOf(results[p]!.id) : -1
-      if (at < 0) return false
+      if (at < 0) {
+        broken = i
+        break
+      }
       const last = open.pop()!
       if (at < open.length) open[at] = last
     }
   }
-  return open.length === 0
+  pairing.inToolRun = inToolRun
+  return broken
+}
+
+/**
+ * Whether `messages[from..to)` (`from` being a message that is not a tool
+ * message) is sent as it is stored: `AgentState.paired` of the slice would
+ * give the slice itself. Checked without building the slice (a step of the
+ * loop asks it of its last messages).
+ */
+export const pairsAsStored = (
+  messages: ReadonlyArray<Prompt.Message>,
+  from: number,
+  to: number = messages.length
+): boolean => {
+  const pairing: Pairing = { open: [], inToolRun: false }
+  return pairOn(pairing, messages, from, to) < 0 && pairing.open.length === 0
+}
+
+/**
+ * Pairs `messages[from..to)` as {@link pairsAsStored} would, right after the
+ * history cache measured them (`HistoryCache.Options.measured`): a first
+ * call on a long thread measures it in chunks, and pairing each chunk while
+ * its messages are still in the processor's cache, rather than in a pass of
+ * its own over the whole thread afterwards, roughly halves what pairing costs
+ * that call (a pass that reads every message of a thread just built costs
+ * about as much as the reading of the messages, not the work on them).
+ * Only a pairing from the first message is kept, until {@link measure} uses it.
+ */
+export const scanned = (memo: Memo, messages: ReadonlyArray<Prompt.Message>, from: number, to: number): void => {
+  if (from === 0) memo.scan = { messages, to: 0, open: [], inToolRun: false, broken: -1 }
+  const scan = memo.scan
+  if (scan === undefined || scan.messages !== messages || scan.to !== from || scan.broken >= 0) return
+  scan.broken = pairOn(scan, messages, from, to)
+  scan.to = to
+}
+
+/**
+ * What a scan tells of `pairsAsStored(messages, from, to)` (`from` being 0 or
+ * a message that is not a tool message), undefined when it does not: the
+ * messages paired from the first message without a break up to a message
+ * that is not a tool message (or to the end, with no call open) pair the same
+ * from any such message before it, and a break at or after `from` is in
+ * every range from `from` that reaches it.
+ */
+const fromScan = (
+  scan: Scan | undefined,
+  messages: ReadonlyArray<Prompt.Message>,
+  from: number,
+  to: number
+): boolean | undefined => {
+  if (scan === undefined || scan.messages !== messages) return undefined
+  // (the pairing at a tool message is not one a scan kept)
+  if (to < messages.length && messages[to]!.role === "tool") return undefined
+  if (scan.broken >= 0) return from <= scan.broken ? to < scan.broken : undefined
+  if (to < scan.to) return true
+  return to === scan.to && to === messages.length ? scan.open.length === 0 : undefined
 }
 
 /**
@@ -209,8 +303,10 @@ export const measure = (
   if (memo.at > messages.length) reset(memo)
   const { at } = memo
   const next = lastRunStart(messages, at)
-  const head = pairedSlice(messages, at, next)
-  const rest = pairedSlice(messages, next, messages.length)
+  const { scan } = memo
+  memo.scan = undefined
+  const head = pairedSlice(messages, at, next, scan)
+  const rest = pairedSlice(messages, next, messages.length, scan)
   const toMeasure = head.same ? (rest.same ? [] : rest.sent) : rest.same ? head.sent : head.sent.concat(rest.sent)
   return Effect.map(toMeasure.length === 0 ? Effect.succeed([]) : counter.measure(toMeasure), (counts) => {
     let i = 0
