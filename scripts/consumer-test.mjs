@@ -92,15 +92,20 @@ try {
   })
   check("install commands pin effect and @effect/* (no bare name)", unpinned.length === 0, `  ${unpinned.join("; ")}`)
 
-  // 1. pack: each package's prepack builds what it ships, so a pack from a clean checkout holds the JavaScript
-  // (proved on one package whose build output is removed first)
+  // 1. pack: each package's prepack builds what it ships from the sources as they are, so a pack from a clean
+  // checkout holds the JavaScript (proved on one package whose build output is removed while its build info, which
+  // says it is up to date, stays) and a file of a source deleted since does not ship (proved on another)
   for (const dir of published) {
     const prepack = manifest(dir).scripts?.prepack ?? ""
-    check(`@stepwise-agent/${dir}: prepack builds the package`, prepack === "tsc -b tsconfig.src.json", `  prepack: ${prepack}`)
+    check(
+      `@stepwise-agent/${dir}: prepack builds the package`,
+      prepack === "node ../../scripts/prepack.mjs",
+      `  prepack: ${prepack}`
+    )
   }
-  for (const output of ["dist", ".tsbuildinfo"]) {
-    fs.rmSync(path.join(repo, "packages", "testing", output), { recursive: true, force: true })
-  }
+  fs.rmSync(path.join(repo, "packages", "testing", "dist"), { recursive: true, force: true })
+  const staleOutput = path.join(repo, "packages", "mcp", "dist", "Removed.js")
+  fs.writeFileSync(staleOutput, "export const removed = true\n")
   const packed = run("npm", [
     "pack",
     "--json",
@@ -117,10 +122,13 @@ try {
     const missing = ["README.md", "LICENSE", "dist/index.js", "dist/index.d.ts"].filter((file) =>
       !tarball.files.some((entry) => entry.path === file)
     )
+    const stale = tarball.files.some((entry) => entry.path === "dist/Removed.js")
     check(
       `${tarball.name}: the tarball holds only dist, src, assets, README, LICENSE, package.json`,
-      stray.length === 0 && missing.length === 0,
-      `  unexpected: ${stray.join(", ") || "none"}; missing: ${missing.join(", ") || "none"}`
+      stray.length === 0 && missing.length === 0 && !stale,
+      `  unexpected: ${[...stray, ...(stale ? ["dist/Removed.js (no source)"] : [])].join(", ") || "none"}; missing: ${
+        missing.join(", ") || "none"
+      }`
     )
   }
 
