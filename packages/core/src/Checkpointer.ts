@@ -24,6 +24,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as KeyValueStore from "@effect/platform/KeyValueStore"
 import * as Path from "@effect/platform/Path"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -32,7 +33,9 @@ import * as Schema from "effect/Schema"
 import { CheckpointError, describeParseError } from "./AgentError.js"
 import * as DeferredSave from "./internal/deferredSave.js"
 import { Lru } from "./internal/fast/lru.js"
+import * as FileLock from "./internal/fileLock.js"
 import * as SaveCondition from "./internal/saveCondition.js"
+import * as StoreLocks from "./internal/storeLocks.js"
 import * as ThreadLog from "./internal/threadLog.js"
 
 /**
@@ -813,11 +816,13 @@ export const makeKeyValueStore = (
           Effect.forEach(known, (log) => removeLog(threadId, log), { discard: true })
         )
     }
+    const shared = StoreLocks.ofStore(store)
     return make(ThreadLog.make({
       backend,
       decode: decodeStored,
       encode: encodeHead,
-      cachedThreads: options?.cachedThreads ?? defaultCachedThreads
+      cachedThreads: options?.cachedThreads ?? defaultCachedThreads,
+      locks: (threadId, effect) => shared(head(threadId), effect)
     }))
   })
 
@@ -829,6 +834,34 @@ export const layerKeyValueStore = (
   options?: LogOptions & { readonly prefix?: string | undefined }
 ): Layer.Layer<Checkpointer, never, KeyValueStore.KeyValueStore> =>
   Layer.effect(Checkpointer, makeKeyValueStore(options))
+
+/**
+ * Options of {@link makeFileSystem}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FileSystemOptions extends LogOptions {
+  /**
+   * How old a thread's lock file (`<thread>.lock`) must be, by its mtime, to be
+   * taken as left by a crashed process and taken over (default 10 seconds; at
+   * least 1 second; what is not a finite duration counts as the default). Its holder touches it every half of this while it holds
+   * it, so only a process stalled this long (no event loop turn) loses a lock
+   * it holds.
+   */
+  readonly staleLockAfter?: Duration.DurationInput | undefined
+}
+
+const defaultStaleLockMillis = 10_000
+
+/** The stale limit of the lock files: at least a second, and finite (a crashed holder's lock is taken over). */
+const staleLockMillis = (input: Duration.DurationInput | undefined): number => {
+  const millis = Option.match(Duration.decodeUnknown(input ?? defaultStaleLockMillis), {
+    onNone: () => defaultStaleLockMillis,
+    onSome: Duration.toMillis
+  })
+  return Number.isFinite(millis) ? Math.max(1000, millis) : defaultStaleLockMillis
+}
 
 const isNotFound = (error: unknown) =>
   typeof error === "object" && error !== null && (error as { readonly reason?: unknown }).reason === "NotFound"
@@ -884,7 +917,7 @@ const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
  */
 export const makeFileSystem = (
   directory: string,
-  options?: LogOptions
+  options?: FileSystemOptions
 ): Effect.Effect<Service, CheckpointError, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
@@ -892,6 +925,7 @@ export const makeFileSystem = (
     yield* fs.makeDirectory(directory, { recursive: true }).pipe(
       Effect.mapError(ThreadLog.ioFailure(directory, "save"))
     )
+    const lock = FileLock.make(fs, { staleMillis: staleLockMillis(options?.staleLockAfter) })
     const name = (threadId: string) => encodeURIComponent(threadId)
     const headFile = (threadId: string) => path.join(directory, `${name(threadId)}.json`)
     const logFile = (threadId: string, generation: string) =>
@@ -946,6 +980,7 @@ export const makeFileSystem = (
           )
         })).pipe(Effect.catchIf(isNotFound, () => Effect.succeedNone)),
       removeLog,
+      exclusive: (threadId, effect) => lock(path.join(directory, `${name(threadId)}.lock`), effect),
       removeThread: (threadId) =>
         Effect.gen(function*() {
           yield* fs.remove(headFile(threadId), { force: true })
@@ -983,7 +1018,8 @@ export const makeFileSystem = (
         backend,
         decode: decodeStored,
         encode: encodeHead,
-        cachedThreads: options?.cachedThreads ?? defaultCachedThreads
+        cachedThreads: options?.cachedThreads ?? defaultCachedThreads,
+        locks: StoreLocks.ofDirectory(path.resolve(directory))
       }),
       list
     })
@@ -995,6 +1031,6 @@ export const makeFileSystem = (
  */
 export const layerFileSystem = (
   directory: string,
-  options?: LogOptions
+  options?: FileSystemOptions
 ): Layer.Layer<Checkpointer, CheckpointError, FileSystem.FileSystem | Path.Path> =>
   Layer.effect(Checkpointer, makeFileSystem(directory, options))

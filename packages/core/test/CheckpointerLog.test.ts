@@ -416,7 +416,8 @@ describe("Checkpointer.layerFileSystem: a torn tail", () => {
         const logSize = (yield* fs.stat(path.join(directory, `t.${head.log.generation}.log`))).size
         assert.isAbove(Number(logSize), head.log.end)
 
-        const checkpointer = yield* Checkpointer.makeFileSystem(directory)
+        // the killed writer still holds the thread's lock file: the next save takes it over once it is stale
+        const checkpointer = yield* Checkpointer.makeFileSystem(directory, { staleLockAfter: "1 second" })
         const loaded = Option.getOrThrow(yield* checkpointer.load("t"))
         assert.deepStrictEqual(loaded, {
           version: 1,
