@@ -293,12 +293,21 @@ describe("Checkpointer.makeFileSystem: the thread's lock file", () => {
       const critical = Effect.gen(function*() {
         inside++
         most = Math.max(most, inside)
-        yield* Effect.sleep("5 millis")
+        yield* Effect.sleep("30 millis")
         inside--
       })
+      // removing the lock file is slow: a taker that saw it stale has time to remove a rival's new lock
+      const slow: FileSystem.FileSystem = {
+        ...fs,
+        remove: (path, options) =>
+          path === file
+            ? Effect.zipRight(Effect.sleep("20 millis"), fs.remove(path, options))
+            : fs.remove(path, options)
+      }
       yield* Effect.forEach(
-        Array.from({ length: 8 }, () => FileLock.make(fs, { staleMillis: 1000 })),
-        (lock) => lock(file, critical),
+        Array.from({ length: 8 }, () => FileLock.make(slow, { staleMillis: 1000 })),
+        // one after another, so that some find the lock stale while another already took it over
+        (lock, k) => Effect.zipRight(Effect.sleep(`${k * 7} millis`), lock(file, critical)),
         { concurrency: "unbounded" }
       )
       assert.strictEqual(most, 1)
