@@ -628,6 +628,19 @@ const parseChunk = (text: string): unknown => {
  * leading whole chunks this instance read or wrote with the same messages,
  * and turns only the rest into JSON.
  *
+ * A save (its check of {@link SaveOptions} and its writes) and a delete of a
+ * thread run one at a time across every instance of this process made on the
+ * same `KeyValueStore` service object (as every instance built on one layer
+ * of it is), so a thread deleted while a save runs stays deleted. A generic
+ * `KeyValueStore` has no compare-and-set, so instances in two processes on
+ * one external store (or on two store objects over one storage, such as two
+ * layers of one file-system store) are not excluded: a delete landing
+ * between a save's read of the head and its write of it is not seen, and the
+ * thread is written back (or left as a head whose chunks are gone, whose
+ * loads fail with `CheckpointError` until it is deleted again). Across
+ * processes, delete a thread only where no run of it is going, or use the
+ * file-system or a SQL checkpointer.
+ *
  * A value of the previous format (the whole checkpoint as JSON under
  * `prefix + threadId`) still loads; the next save replaces it with a head.
  *
@@ -869,7 +882,10 @@ const isNotFound = (error: unknown) =>
 const textEncoder = new TextEncoder()
 const textDecoder = new TextDecoder("utf-8", { fatal: true })
 
-/** A log file of a thread: `<thread>.<generation>.log`; or a head being written: `<thread>.json.<uuid>.tmp`. */
+/**
+ * A log file of a thread: `<thread>.<generation>.log`; or a head being written: `<thread>.json.<uuid>.tmp`. Never
+ * the thread's lock file (`<thread>.lock`, `<thread>.lock.break`): the delete holds it, and its holder removes it.
+ */
 const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
 
 /**
@@ -888,13 +904,22 @@ const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
  * once: a log is appended to only by the instance that created it, another
  * instance writes the thread whole to a new log, and the last rename wins;
  * every load reads one whole committed checkpoint. (Renames protect against
- * a crashed process, not a lost power supply: nothing is `fsync`ed.) A
- * conditional save ({@link SaveOptions}) checks and writes under the
- * instance's own lock: a thread deleted by another instance between one
- * save's check and its rename can be written back, or left as a head whose
- * log is gone (its loads then fail with `CheckpointError` until the thread
- * is deleted again). Delete and save a thread through one instance, or use a
- * SQL checkpointer, whose conditional save is one statement.
+ * a crashed process, not a lost power supply: nothing is `fsync`ed.)
+ *
+ * A save (its check of {@link SaveOptions} and its writes) and a delete of a
+ * thread run one at a time across every instance on the folder, in this
+ * process or in another: instances of one process share a lock per folder
+ * path and thread (another path to the folder, such as a symlink, is
+ * excluded by the lock file alone), and each also holds the thread's lock file,
+ * `<thread>.lock`, created atomically and removed when done (also on failure
+ * and interruption). So a thread deleted while a save runs stays deleted: the
+ * delete waits for the save, and a conditional save after it fails with
+ * `CheckpointError` (`conflict: "ThreadDeleted"`). A waiter polls the lock
+ * file (from 2 to 100 ms apart) and can be interrupted. Its holder touches its
+ * mtime while it holds it; a lock file older than `staleLockAfter` (default
+ * 10 seconds), left by a crashed process, is taken over, so a thread whose
+ * writer crashed mid-save waits that long for its next save. A save costs
+ * the creation and removal of the lock file. Loads take no lock file.
  *
  * An agent's run saves into it without building the array of the whole
  * encoded thread at a step, through its `append`: the step encodes and

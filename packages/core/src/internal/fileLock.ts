@@ -1,22 +1,26 @@
 /**
- * A lock file that excludes every process on one file system, the algorithm
- * of npm's `proper-lockfile`: the lock is taken by creating `<file>`
- * atomically (`wx`: it fails when the file exists) with a random token in it;
- * its holder touches the file's mtime every half stale limit while it holds
- * it, and removes it when done (on failure and interruption too) if it still
- * holds its own token. A waiter polls, with a backoff from 2 to 100 ms, and
- * can be interrupted while it waits. Instances of one process on one directory
- * also share an in-process lock (`storeLocks.ts`) taken first, so only other
- * processes' locks are ever polled for.
+ * A lock that excludes every process on one file system, the algorithm of
+ * npm's `proper-lockfile`: the lock is taken by creating the directory
+ * `<lock>` (`mkdir` fails when it exists: one atomic step, on every file
+ * system); its holder touches its mtime every half stale limit while it holds
+ * it, and removes it when done (on failure and interruption too). A waiter
+ * polls, with a backoff from 2 to 100 ms, and can be interrupted while it
+ * waits.
  *
  * A lock whose mtime is older than the stale limit belongs to a crashed
  * holder (or one stalled that long) and is taken over. Two waiters that both
  * see it stale must not both take it: whoever breaks a lock first creates
- * `<file>.break` (also `wx`), looks at the lock again under it, and removes
- * it only if it is still stale. So a waiter that saw the old lock never
- * removes the new one its rival created since. A `.break` file is held for
+ * `<lock>.break` (also a `mkdir`), looks at the lock again under it, and
+ * removes it only if it is still stale. So a waiter that saw the old lock
+ * never removes the new one its rival created since. A `.break` is held for
  * one `stat` and one `remove`; one older than the stale limit (its breaker
  * crashed right then) is removed.
+ *
+ * A holder that held its lock less than half the stale limit removes it
+ * without looking: nobody could have taken it over. One that held it longer
+ * (it touched it) removes it, and touches it, only while its mtime is the one
+ * it last set: a lock taken over from it (it stalled past the stale limit) is
+ * its new holder's, whose mtime is at least a stale limit later.
  */
 import type * as PlatformError from "@effect/platform/Error"
 import type * as FileSystem from "@effect/platform/FileSystem"
@@ -27,7 +31,7 @@ import * as Option from "effect/Option"
 
 /** Options of {@link make}. */
 export interface Options {
-  /** A lock (or `.break` file) whose mtime is older than this is taken over (ms). */
+  /** A lock (or `.break`) whose mtime is older than this is taken over (ms). */
   readonly staleMillis: number
 }
 
@@ -36,6 +40,7 @@ export interface Options {
  * which a test clock neither shows nor moves.
  */
 const wallClock = Clock.make()
+const now = Effect.sync(() => wallClock.unsafeCurrentTimeMillis())
 
 const reasonIs = (reason: string) => (error: PlatformError.PlatformError) =>
   error._tag === "SystemError" && error.reason === reason
@@ -43,32 +48,28 @@ const reasonIs = (reason: string) => (error: PlatformError.PlatformError) =>
 const isAlreadyExists = reasonIs("AlreadyExists")
 const isNotFound = reasonIs("NotFound")
 
-/** Creates `file` holding `token`; whether it did (false: the file exists). */
-const create = (fs: FileSystem.FileSystem, file: string, token: string) =>
-  fs.writeFileString(file, token, { flag: "wx" }).pipe(
-    Effect.as(true),
-    Effect.catchIf(isAlreadyExists, () => Effect.succeed(false))
-  )
-
-/** Whether `file` exists and its mtime is older than the stale limit (a missing file is not stale). */
-const isStale = (fs: FileSystem.FileSystem, file: string, staleMillis: number) =>
-  Effect.zipWith(
-    fs.stat(file).pipe(
-      Effect.map((info) => Option.map(info.mtime, (mtime) => mtime.getTime())),
-      Effect.catchIf(isNotFound, () => Effect.succeedNone)
-    ),
-    Effect.sync(() => wallClock.unsafeCurrentTimeMillis()),
-    (mtime, now) => Option.isSome(mtime) && now - mtime.value > staleMillis
-  )
-
 const no = Effect.succeed(false)
 
-/** Removes `file` if it still holds `token` (a lock taken over by another holder is left alone). */
-const removeOwn = (fs: FileSystem.FileSystem, file: string, token: string) =>
-  fs.readFileString(file).pipe(
-    Effect.flatMap((text) => text === token ? fs.remove(file) : Effect.void),
-    Effect.ignore
+/** Creates the directory `lock`; whether it did (false: it exists). */
+const create = (fs: FileSystem.FileSystem, lock: string) =>
+  fs.makeDirectory(lock).pipe(
+    Effect.as(true),
+    Effect.catchIf(isAlreadyExists, () => no)
   )
+
+const remove = (fs: FileSystem.FileSystem, lock: string) =>
+  fs.remove(lock, { recursive: true }).pipe(Effect.catchIf(isNotFound, () => Effect.void))
+
+/** The mtime of `lock` (ms), or none when it is gone. */
+const mtimeOf = (fs: FileSystem.FileSystem, lock: string) =>
+  fs.stat(lock).pipe(
+    Effect.map((info) => Option.map(info.mtime, (mtime) => mtime.getTime())),
+    Effect.catchIf(isNotFound, () => Effect.succeedNone)
+  )
+
+/** Whether `lock` exists and its mtime is older than the stale limit. */
+const isStale = (fs: FileSystem.FileSystem, lock: string, staleMillis: number) =>
+  Effect.zipWith(mtimeOf(fs, lock), now, (mtime, at) => Option.isSome(mtime) && at - mtime.value > staleMillis)
 
 /**
  * Removes `lock` if it is still stale, holding `<lock>.break` (so that no rival removes the lock that replaces
@@ -76,19 +77,16 @@ const removeOwn = (fs: FileSystem.FileSystem, file: string, token: string) =>
  */
 const breakStale = (fs: FileSystem.FileSystem, lock: string, staleMillis: number) => {
   const breaker = `${lock}.break`
-  const token = crypto.randomUUID()
   return Effect.acquireUseRelease(
-    create(fs, breaker, token),
+    create(fs, breaker),
     (held) =>
       held
-        ? Effect.flatMap(isStale(fs, lock, staleMillis), (stale) => stale ? Effect.as(fs.remove(lock), true) : no).pipe(
-          Effect.catchIf(isNotFound, () => no)
-        )
-        : Effect.flatMap(isStale(fs, breaker, staleMillis), (stale) =>
-          stale
-            ? fs.remove(breaker).pipe(Effect.catchIf(isNotFound, () => Effect.void), Effect.zipRight(no))
-            : no),
-    (held) => held ? removeOwn(fs, breaker, token) : Effect.void
+        ? Effect.flatMap(isStale(fs, lock, staleMillis), (stale) => stale ? Effect.as(remove(fs, lock), true) : no)
+        : Effect.flatMap(
+          isStale(fs, breaker, staleMillis),
+          (stale) => stale ? Effect.zipRight(remove(fs, breaker), no) : no
+        ),
+    (held) => held ? Effect.ignore(remove(fs, breaker)) : Effect.void
   )
 }
 
@@ -96,36 +94,53 @@ const firstDelay = 2
 const maxDelay = 100
 
 /**
- * Makes the lock files of `fs`: `effect` run holding the lock `file`. Fails
- * with the file system's error when the lock cannot be made for another reason
- * than that it is held (an unwritable directory, a name too long).
+ * Makes the locks of `fs`: `effect` run holding the lock `lock` (a path).
+ * Fails with the file system's error when the lock cannot be made for another
+ * reason than that it is held (an unwritable directory, a name too long).
  */
 export const make = (fs: FileSystem.FileSystem, options: Options) => {
-  const refreshEvery = Duration.millis(Math.max(1, options.staleMillis / 2))
+  const { staleMillis } = options
+  const refreshEvery = Duration.millis(Math.max(1, staleMillis / 2))
   return <A, E, R>(
-    file: string,
+    lock: string,
     effect: Effect.Effect<A, E, R>
   ): Effect.Effect<A, E | PlatformError.PlatformError, R> =>
     Effect.suspend(() => {
-      const token = crypto.randomUUID()
-      const touch = Effect.suspend(() => {
-        const now = new Date()
-        return Effect.ignore(fs.utimes(file, now, now))
-      })
-      const held = Effect.scoped(
-        Effect.zipRight(Effect.forkScoped(Effect.forever(Effect.zipRight(wallClock.sleep(refreshEvery), touch))), effect)
+      /** When this holder created the lock, then the mtime it last gave it; undefined once it lost it. */
+      let mtime: number | undefined
+      /** Whether the lock's mtime is still the one this holder last gave it (a takeover's is a stale limit later). */
+      const isOwn = Effect.map(
+        mtimeOf(fs, lock),
+        (found) => mtime !== undefined && Option.isSome(found) && Math.abs(found.value - mtime) < staleMillis / 2
       )
+      const touch = Effect.flatMap(isOwn, (own) => {
+        if (!own) return Effect.sync(() => void (mtime = undefined))
+        const at = new Date(wallClock.unsafeCurrentTimeMillis())
+        return Effect.zipRight(fs.utimes(lock, at, at), Effect.sync(() => void (mtime = at.getTime())))
+      })
+      let acquired = 0
+      const refreshing = Effect.forever(Effect.zipRight(wallClock.sleep(refreshEvery), Effect.ignore(touch)))
+      const held = Effect.scoped(Effect.zipRight(Effect.forkScoped(refreshing), effect))
+      const release = Effect.flatMap(now, (at) =>
+        at - acquired < staleMillis / 2
+          ? Effect.ignore(remove(fs, lock))
+          : Effect.flatMap(isOwn, (own) => own ? remove(fs, lock) : Effect.void).pipe(Effect.ignore))
       const attempt = (delay: number): Effect.Effect<A, E | PlatformError.PlatformError, R> =>
         Effect.acquireUseRelease(
-          create(fs, file, token),
+          Effect.flatMap(now, (at) =>
+            Effect.map(create(fs, lock), (created) => {
+              acquired = at
+              mtime = created ? at : undefined
+              return created
+            })),
           (created) => created ? Effect.asSome(held) : Effect.succeedNone,
-          (created) => created ? removeOwn(fs, file, token) : Effect.void
+          (created) => created ? release : Effect.void
         ).pipe(
           Effect.flatMap(Option.match({
             onSome: Effect.succeed,
             onNone: () =>
-              isStale(fs, file, options.staleMillis).pipe(
-                Effect.flatMap((stale) => stale ? breakStale(fs, file, options.staleMillis) : no),
+              isStale(fs, lock, staleMillis).pipe(
+                Effect.flatMap((stale) => stale ? breakStale(fs, lock, staleMillis) : no),
                 Effect.flatMap((broken) =>
                   broken
                     ? attempt(firstDelay)

@@ -18,6 +18,13 @@
  * retired (listed in the head), and deleted by a save at least
  * `retiredGraceMillis` later, so that a save of that writer still under way
  * never commits a head naming a deleted log.
+ *
+ * Saves and deletes of a thread run under its locks: `Options.locks`, shared
+ * by the instances of this process on the store, and the backend's
+ * `exclusive` (the file system's lock file), which other processes take too.
+ * So a conditional save's check and its head write are one atomic step as far
+ * as those locks reach: no delete of the thread runs between them. Loads take
+ * only `Options.locks`.
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
