@@ -219,7 +219,7 @@ describe("Checkpointer.makeFileSystem: the thread's lock file", () => {
         const fs = yield* FileSystem.FileSystem
         const directory = yield* tempDirectory
         const lock = path.join(directory, "t.lock")
-        yield* fs.makeDirectory(lock)
+        yield* fs.writeFileString(lock, "")
         const old = new Date(Date.now() - 60_000)
         yield* fs.utimes(lock, old, old)
         const checkpointer = yield* onDisk(directory)
@@ -240,7 +240,7 @@ describe("Checkpointer.makeFileSystem: the thread's lock file", () => {
         const fs = yield* FileSystem.FileSystem
         const directory = yield* tempDirectory
         const lock = path.join(directory, "t.lock")
-        yield* fs.makeDirectory(lock)
+        yield* fs.writeFileString(lock, "")
         const checkpointer = yield* onDisk(directory)
         const save = yield* Effect.fork(checkpointer.save("t", checkpoint("i1", 1)))
         yield* settle(save)
@@ -249,7 +249,7 @@ describe("Checkpointer.makeFileSystem: the thread's lock file", () => {
         assert.isTrue(yield* fs.exists(lock))
         assert.isTrue(Option.isNone(yield* checkpointer.load("t")))
         // the holder lets go: the next save goes through
-        yield* fs.remove(lock, { recursive: true })
+        yield* fs.remove(lock)
         yield* checkpointer.save("t", checkpoint("i1", 1))
         assert.deepStrictEqual(yield* checkpointer.load("t"), Option.some(checkpoint("i1", 1)))
       }).pipe(Effect.provide(NodeContext.layer)),
@@ -265,7 +265,7 @@ describe("Checkpointer.makeFileSystem: the thread's lock file", () => {
         const ids = ["t", "t.lock", "t.lock.break", "a/b", "..", "%", "ü", "", "x.json"]
         const checkpointer = yield* onDisk(directory)
         // a stray lock of a thread that is not stored
-        yield* fs.makeDirectory(path.join(directory, "ghost.lock"))
+        yield* fs.writeFileString(path.join(directory, "ghost.lock"), "")
         yield* Effect.forEach(ids, (id) => checkpointer.save(id, { ...checkpoint("i1", 1), threadId: id }))
         assert.deepStrictEqual((yield* checkpointer.list!()).threadIds, [...ids].sort())
         yield* Effect.forEach(ids, (id) => checkpointer.delete(id))
@@ -284,7 +284,7 @@ describe("Checkpointer.makeFileSystem: the thread's lock file", () => {
       const fs = yield* FileSystem.FileSystem
       const directory = yield* tempDirectory
       const file = path.join(directory, "t.lock")
-      yield* fs.makeDirectory(file)
+      yield* fs.writeFileString(file, "")
       const old = new Date(Date.now() - 60_000)
       yield* fs.utimes(file, old, old)
       // each taker as another process would be: a lock of its own on the same file
@@ -313,6 +313,37 @@ describe("Checkpointer.makeFileSystem: the thread's lock file", () => {
       assert.strictEqual(most, 1)
       assert.isFalse(yield* fs.exists(file))
     }).pipe(Effect.provide(NodeContext.layer)), 30_000)
+})
+
+describe("the lock file of a holder that stalled past the stale limit", () => {
+  it.scopedLive(
+    "is taken over, and the stalled holder's release leaves its successor's lock alone",
+    () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const directory = yield* tempDirectory
+        const file = path.join(directory, "t.lock")
+        // the stalled holder's touches never reach the disk
+        const stalled = FileLock.make({ ...fs, utimes: () => Effect.void }, { staleMillis: 1000 })
+        const successor = FileLock.make(fs, { staleMillis: 1000 })
+        const entered = yield* Deferred.make<void>()
+        const leave = yield* Deferred.make<void>()
+        yield* stalled(
+          file,
+          Effect.gen(function*() {
+            yield* Effect.fork(
+              successor(file, Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(leave)))
+            )
+            yield* Deferred.await(entered)
+          })
+        )
+        assert.isTrue(yield* fs.exists(file))
+        yield* Deferred.succeed(leave, undefined)
+        yield* Effect.sleep("50 millis")
+        assert.isFalse(yield* fs.exists(file))
+      }).pipe(Effect.provide(NodeContext.layer)),
+    30_000
+  )
 })
 
 /** An operation of the property test, by instance 0 or 1, started after `delay` turns. */
