@@ -856,11 +856,11 @@ export const layerKeyValueStore = (
  */
 export interface FileSystemOptions extends LogOptions {
   /**
-   * How old a thread's lock file (`<thread>.lock`) must be, by its mtime, to be
-   * taken as left by a crashed process and taken over (default 10 seconds; at
-   * least 1 second; what is not a finite duration counts as the default). Its holder touches it every half of this while it holds
-   * it, so only a process stalled this long (no event loop turn) loses a lock
-   * it holds.
+   * How old a thread's lock file (`<thread>.lock`) must be, by its mtime, to
+   * be taken as left by a crashed process and taken over (default 10 seconds;
+   * at least 1 second; what is not a finite duration counts as the default).
+   * Its holder touches it every half of this while it holds it, so only a
+   * process stalled this long (no event-loop turn) loses a lock it holds.
    */
   readonly staleLockAfter?: Duration.DurationInput | undefined
 }
