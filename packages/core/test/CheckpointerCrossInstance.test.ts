@@ -315,6 +315,32 @@ describe("Checkpointer.makeFileSystem: the thread's lock file", () => {
     }).pipe(Effect.provide(NodeContext.layer)), 30_000)
 })
 
+describe("the lock file of a holder that holds it longer than the stale limit", () => {
+  it.scopedLive("is kept fresh: a rival waits until it is released, then takes it", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* tempDirectory
+      const file = path.join(directory, "t.lock")
+      const holder = FileLock.make(fs, { staleMillis: 1000 })
+      const rival = FileLock.make(fs, { staleMillis: 1000 })
+      const order: Array<string> = []
+      const entered = yield* Deferred.make<void>()
+      const holding = yield* Effect.fork(holder(
+        file,
+        Effect.gen(function*() {
+          yield* Deferred.succeed(entered, undefined)
+          yield* Effect.sleep("2500 millis")
+          order.push("holder done")
+        })
+      ))
+      yield* Deferred.await(entered)
+      yield* rival(file, Effect.sync(() => order.push("rival in")))
+      yield* Fiber.join(holding)
+      assert.deepStrictEqual(order, ["holder done", "rival in"])
+      assert.isFalse(yield* fs.exists(file))
+    }).pipe(Effect.provide(NodeContext.layer)), 30_000)
+})
+
 describe("the lock file of a holder that stalled past the stale limit", () => {
   it.scopedLive(
     "is taken over, and the stalled holder's release leaves its successor's lock alone",

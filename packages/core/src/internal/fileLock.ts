@@ -114,10 +114,14 @@ export const make = (fs: FileSystem.FileSystem, options: Options) => {
         mtimeOf(fs, lock),
         (found) => mtime !== undefined && Option.isSome(found) && Math.abs(found.value - mtime) < staleMillis / 2
       )
+      // the mtime read back, not the one asked for: a touch that did not land leaves the lock to go stale
       const touch = Effect.flatMap(isOwn, (own) => {
         if (!own) return Effect.sync(() => void (mtime = undefined))
         const at = new Date(wallClock.unsafeCurrentTimeMillis())
-        return Effect.zipRight(fs.utimes(lock, at, at), Effect.sync(() => void (mtime = at.getTime())))
+        return Effect.zipRight(
+          Effect.ignore(fs.utimes(lock, at, at)),
+          Effect.map(mtimeOf(fs, lock), (found) => void (mtime = Option.getOrUndefined(found)))
+        )
       })
       let acquired = 0
       const refreshing = Effect.forever(Effect.zipRight(wallClock.sleep(refreshEvery), Effect.ignore(touch)))
