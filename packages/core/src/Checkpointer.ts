@@ -24,6 +24,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as KeyValueStore from "@effect/platform/KeyValueStore"
 import * as Path from "@effect/platform/Path"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -32,7 +33,9 @@ import * as Schema from "effect/Schema"
 import { CheckpointError, describeParseError } from "./AgentError.js"
 import * as DeferredSave from "./internal/deferredSave.js"
 import { Lru } from "./internal/fast/lru.js"
+import * as FileLock from "./internal/fileLock.js"
 import * as SaveCondition from "./internal/saveCondition.js"
+import * as StoreLocks from "./internal/storeLocks.js"
 import * as ThreadLog from "./internal/threadLog.js"
 
 /**
@@ -625,6 +628,19 @@ const parseChunk = (text: string): unknown => {
  * leading whole chunks this instance read or wrote with the same messages,
  * and turns only the rest into JSON.
  *
+ * A save (its check of {@link SaveOptions} and its writes) and a delete of a
+ * thread run one at a time across every instance of this process made on the
+ * same `KeyValueStore` service object (as every instance built on one layer
+ * of it is), so a thread deleted while a save runs stays deleted. A generic
+ * `KeyValueStore` has no compare-and-set, so instances in two processes on
+ * one external store (or on two store objects over one storage, such as two
+ * layers of one file-system store) are not excluded: a delete landing
+ * between a save's read of the head and its write of it is not seen, and the
+ * thread is written back (or left as a head whose chunks are gone, whose
+ * loads fail with `CheckpointError` until it is deleted again). Across
+ * processes, delete a thread only where no run of it is going, or use the
+ * file-system or a SQL checkpointer.
+ *
  * A value of the previous format (the whole checkpoint as JSON under
  * `prefix + threadId`) still loads; the next save replaces it with a head.
  *
@@ -813,11 +829,13 @@ export const makeKeyValueStore = (
           Effect.forEach(known, (log) => removeLog(threadId, log), { discard: true })
         )
     }
+    const shared = StoreLocks.ofStore(store)
     return make(ThreadLog.make({
       backend,
       decode: decodeStored,
       encode: encodeHead,
-      cachedThreads: options?.cachedThreads ?? defaultCachedThreads
+      cachedThreads: options?.cachedThreads ?? defaultCachedThreads,
+      locks: (threadId, effect) => shared(head(threadId), effect)
     }))
   })
 
@@ -830,13 +848,44 @@ export const layerKeyValueStore = (
 ): Layer.Layer<Checkpointer, never, KeyValueStore.KeyValueStore> =>
   Layer.effect(Checkpointer, makeKeyValueStore(options))
 
+/**
+ * Options of {@link makeFileSystem}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FileSystemOptions extends LogOptions {
+  /**
+   * How old a thread's lock file (`<thread>.lock`) must be, by its mtime, to
+   * be taken as left by a crashed process and taken over (default 10 seconds;
+   * at least 1 second; what is not a finite duration counts as the default).
+   * Its holder touches it every half of this while it holds it, so only a
+   * process stalled this long (no event-loop turn) loses a lock it holds.
+   */
+  readonly staleLockAfter?: Duration.DurationInput | undefined
+}
+
+const defaultStaleLockMillis = 10_000
+
+/** The stale limit of the lock files: at least a second, and finite (a crashed holder's lock is taken over). */
+const staleLockMillis = (input: Duration.DurationInput | undefined): number => {
+  const millis = Option.match(Duration.decodeUnknown(input ?? defaultStaleLockMillis), {
+    onNone: () => defaultStaleLockMillis,
+    onSome: Duration.toMillis
+  })
+  return Number.isFinite(millis) ? Math.max(1000, millis) : defaultStaleLockMillis
+}
+
 const isNotFound = (error: unknown) =>
   typeof error === "object" && error !== null && (error as { readonly reason?: unknown }).reason === "NotFound"
 
 const textEncoder = new TextEncoder()
 const textDecoder = new TextDecoder("utf-8", { fatal: true })
 
-/** A log file of a thread: `<thread>.<generation>.log`; or a head being written: `<thread>.json.<uuid>.tmp`. */
+/**
+ * A log file of a thread: `<thread>.<generation>.log`; or a head being written: `<thread>.json.<uuid>.tmp`. Never
+ * the thread's lock file (`<thread>.lock`, `<thread>.lock.break`): the delete holds it, and its holder removes it.
+ */
 const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
 
 /**
@@ -855,13 +904,22 @@ const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
  * once: a log is appended to only by the instance that created it, another
  * instance writes the thread whole to a new log, and the last rename wins;
  * every load reads one whole committed checkpoint. (Renames protect against
- * a crashed process, not a lost power supply: nothing is `fsync`ed.) A
- * conditional save ({@link SaveOptions}) checks and writes under the
- * instance's own lock: a thread deleted by another instance between one
- * save's check and its rename can be written back, or left as a head whose
- * log is gone (its loads then fail with `CheckpointError` until the thread
- * is deleted again). Delete and save a thread through one instance, or use a
- * SQL checkpointer, whose conditional save is one statement.
+ * a crashed process, not a lost power supply: nothing is `fsync`ed.)
+ *
+ * A save (its check of {@link SaveOptions} and its writes) and a delete of a
+ * thread run one at a time across every instance on the folder, in this
+ * process or in another: instances of one process share a lock per folder
+ * path and thread (another path to the folder, such as a symlink, is
+ * excluded by the lock file alone), and each also holds the thread's lock file,
+ * `<thread>.lock`, created atomically and removed when done (also on failure
+ * and interruption). So a thread deleted while a save runs stays deleted: the
+ * delete waits for the save, and a conditional save after it fails with
+ * `CheckpointError` (`conflict: "ThreadDeleted"`). A waiter polls the lock
+ * file (from 2 to 100 ms apart) and can be interrupted. Its holder touches its
+ * mtime while it holds it; a lock file older than `staleLockAfter` (default
+ * 10 seconds), left by a crashed process, is taken over, so a thread whose
+ * writer crashed mid-save waits that long for its next save. A save costs
+ * the creation and removal of the lock file. Loads take no lock file.
  *
  * An agent's run saves into it without building the array of the whole
  * encoded thread at a step, through its `append`: the step encodes and
@@ -884,7 +942,7 @@ const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
  */
 export const makeFileSystem = (
   directory: string,
-  options?: LogOptions
+  options?: FileSystemOptions
 ): Effect.Effect<Service, CheckpointError, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
@@ -892,6 +950,7 @@ export const makeFileSystem = (
     yield* fs.makeDirectory(directory, { recursive: true }).pipe(
       Effect.mapError(ThreadLog.ioFailure(directory, "save"))
     )
+    const lock = FileLock.make(fs, { staleMillis: staleLockMillis(options?.staleLockAfter) })
     const name = (threadId: string) => encodeURIComponent(threadId)
     const headFile = (threadId: string) => path.join(directory, `${name(threadId)}.json`)
     const logFile = (threadId: string, generation: string) =>
@@ -946,6 +1005,7 @@ export const makeFileSystem = (
           )
         })).pipe(Effect.catchIf(isNotFound, () => Effect.succeedNone)),
       removeLog,
+      exclusive: (threadId, effect) => lock(path.join(directory, `${name(threadId)}.lock`), effect),
       removeThread: (threadId) =>
         Effect.gen(function*() {
           yield* fs.remove(headFile(threadId), { force: true })
@@ -983,7 +1043,8 @@ export const makeFileSystem = (
         backend,
         decode: decodeStored,
         encode: encodeHead,
-        cachedThreads: options?.cachedThreads ?? defaultCachedThreads
+        cachedThreads: options?.cachedThreads ?? defaultCachedThreads,
+        locks: StoreLocks.ofDirectory(path.resolve(directory))
       }),
       list
     })
@@ -995,6 +1056,6 @@ export const makeFileSystem = (
  */
 export const layerFileSystem = (
   directory: string,
-  options?: LogOptions
+  options?: FileSystemOptions
 ): Layer.Layer<Checkpointer, CheckpointError, FileSystem.FileSystem | Path.Path> =>
   Layer.effect(Checkpointer, makeFileSystem(directory, options))

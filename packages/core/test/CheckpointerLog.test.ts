@@ -5,12 +5,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentState, Checkpointer } from "@stepwise-agent/core"
 import { Arbitraries, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, FastCheck, Layer, Option, TestClock } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as readline from "node:readline"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import * as Child from "./processes/child.js"
 import { thread } from "./processes/logWriterMessages.js"
 import { Calculator, CalculatorLive } from "./utils.js"
 
@@ -416,7 +413,8 @@ describe("Checkpointer.layerFileSystem: a torn tail", () => {
         const logSize = (yield* fs.stat(path.join(directory, `t.${head.log.generation}.log`))).size
         assert.isAbove(Number(logSize), head.log.end)
 
-        const checkpointer = yield* Checkpointer.makeFileSystem(directory)
+        // the killed writer still holds the thread's lock file: the next save takes it over once it is stale
+        const checkpointer = yield* Checkpointer.makeFileSystem(directory, { staleLockAfter: "1 second" })
         const loaded = Option.getOrThrow(yield* checkpointer.load("t"))
         assert.deepStrictEqual(loaded, {
           version: 1,
@@ -435,55 +433,8 @@ describe("Checkpointer.layerFileSystem: a torn tail", () => {
   )
 })
 
-const writerScript = fileURLToPath(new URL("./processes/logWriter.ts", import.meta.url))
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href
-
 /** Runs `processes/logWriter.ts` on `directory` (killed with the scope). */
-const startWriter = (directory: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const child: ChildProcess = spawn(
-        process.execPath,
-        ["--conditions=@stepwise-agent/source", "--import", tsxLoader, writerScript],
-        { env: { ...process.env, DIRECTORY: directory }, stdio: ["ignore", "pipe", "pipe"] }
-      )
-      const lines: Array<string> = []
-      let stderr = ""
-      const wake = new Set<() => void>()
-      let exited = false
-      readline.createInterface({ input: child.stdout! }).on("line", (line) => {
-        lines.push(line)
-        wake.forEach((f) => f())
-      })
-      child.stderr!.on("data", (chunk: Buffer) => void (stderr += chunk.toString("utf8")))
-      const exit = new Promise<void>((resolve) =>
-        child.on("exit", () => {
-          exited = true
-          wake.forEach((f) => f())
-          resolve()
-        })
-      )
-      const waitFor = (match: (line: string) => boolean) =>
-        Effect.async<string, Error>((resume) => {
-          const check = () => {
-            const found = lines.find(match)
-            if (found !== undefined) resume(Effect.succeed(found))
-            else if (exited) resume(Effect.fail(new Error(`the writer exited: ${stderr}`)))
-            else return false
-            wake.delete(check)
-            return true
-          }
-          if (!check()) wake.add(check)
-          return Effect.sync(() => wake.delete(check))
-        }).pipe(Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error(`no line: ${stderr}`) }))
-      const kill = Effect.promise(() => {
-        if (!exited) child.kill("SIGKILL")
-        return exit
-      })
-      return { lines, waitFor, kill }
-    }),
-    (child) => child.kill
-  )
+const startWriter = (directory: string) => Child.start("./logWriter.ts", { DIRECTORY: directory })
 
 describe("Checkpointer: threads stored by the previous version", () => {
   const legacy: Checkpointer.Checkpoint = {

@@ -18,6 +18,13 @@
  * retired (listed in the head), and deleted by a save at least
  * `retiredGraceMillis` later, so that a save of that writer still under way
  * never commits a head naming a deleted log.
+ *
+ * Saves and deletes of a thread run under its locks: `Options.locks`, shared
+ * by the instances of this process on the store, and the backend's
+ * `exclusive` (the file system's lock file), which other processes take too.
+ * So a conditional save's check and its head write are one atomic step as far
+ * as those locks reach: no delete of the thread runs between them. Loads take
+ * only `Options.locks`.
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -27,6 +34,7 @@ import { CheckpointError } from "../AgentError.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import * as DeferredSave from "./deferredSave.js"
 import * as SaveCondition from "./saveCondition.js"
+import type * as StoreLocks from "./storeLocks.js"
 
 /** Where a head's log is and how much of it is committed. */
 export const LogRef = Schema.Struct({
@@ -123,6 +131,11 @@ export interface Backend {
     threadId: string,
     known: ReadonlyArray<{ readonly generation: string; readonly messages: number }>
   ) => Effect.Effect<void, unknown>
+  /**
+   * Runs a save or a delete of `threadId` holding a lock of the thread that other processes on the store take too
+   * (a store without one leaves it out: its saves and deletes exclude only the instances sharing `Options.locks`).
+   */
+  readonly exclusive?: <A, E, R>(threadId: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, unknown, R>
 }
 
 /** A failure to tell apart from the store's own: the stored thread is not what the head says. */
@@ -162,25 +175,6 @@ class LastSeen {
   }
 }
 
-/** One save, load or delete of a thread at a time in this instance (other instances: see the module doc). */
-class ThreadLocks {
-  private readonly locks = new Map<string, { readonly semaphore: Effect.Semaphore; users: number }>()
-  run<A, E, R>(threadId: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> {
-    return Effect.suspend(() => {
-      let lock = this.locks.get(threadId)
-      if (lock === undefined) {
-        lock = { semaphore: Effect.unsafeMakeSemaphore(1), users: 0 }
-        this.locks.set(threadId, lock)
-      }
-      const held = lock
-      held.users++
-      return held.semaphore.withPermits(1)(effect).pipe(Effect.ensuring(Effect.sync(() => {
-        if (--held.users === 0) this.locks.delete(threadId)
-      })))
-    })
-  }
-}
-
 /** Reads after a concurrent rewrite deleted the log the head named, before giving up. */
 const loadAttempts = 5
 
@@ -197,6 +191,11 @@ export interface Options {
   readonly encode: (threadId: string, head: Head) => Effect.Effect<string, CheckpointError>
   /** Threads whose last checkpoint stays in memory, so their next save appends and their next load reads the head only. */
   readonly cachedThreads: number
+  /**
+   * The per-thread locks of every instance of this process on the store (`storeLocks.ts`): one save, load or
+   * delete of a thread at a time among them, so a conditional save's check and write and a delete never interleave.
+   */
+  readonly locks: StoreLocks.Locks
 }
 
 /** A checkpointer on a thread-log backend, for `Checkpointer.make`. */
@@ -204,7 +203,14 @@ export const make = (options: Options): Checkpointer.MakeOptions => {
   const { backend } = options
   const writer = crypto.randomUUID()
   const lastSeen = new LastSeen(options.cachedThreads)
-  const locks = new ThreadLocks()
+  const { locks } = options
+  const exclusive = <A, R>(threadId: string, effect: Effect.Effect<A, CheckpointError, R>) =>
+    locks(
+      threadId,
+      backend.exclusive === undefined
+        ? effect
+        : Effect.mapError(backend.exclusive(threadId, effect), ioFailure(threadId, "save"))
+    )
 
   const readStored = (threadId: string, operation: "load" | "save") =>
     backend.readHead(threadId).pipe(
@@ -268,8 +274,8 @@ export const make = (options: Options): Checkpointer.MakeOptions => {
 
   /**
    * Saves `saved`, writing only the messages past the committed log when the thread extends it. A conditional
-   * save checks the head it reads first, under the thread's lock: atomic within this instance; another instance
-   * (or process) that deletes the thread between this read and the head's write is not seen.
+   * save checks the head it reads first; the check and the write are atomic as far as the thread's locks reach
+   * (`exclusive`): no delete of the thread runs between them.
    */
   const append = (
     threadId: string,
@@ -348,9 +354,9 @@ export const make = (options: Options): Checkpointer.MakeOptions => {
     }).pipe(Effect.mapError(ioFailure(threadId, "save")))
 
   return {
-    load: (threadId) => locks.run(threadId, load(threadId, 0)),
-    append: (threadId, checkpoint, saveOptions) => locks.run(threadId, append(threadId, checkpoint, saveOptions)),
-    delete: (threadId) => locks.run(threadId, remove(threadId))
+    load: (threadId) => locks(threadId, load(threadId, 0)),
+    append: (threadId, checkpoint, saveOptions) => exclusive(threadId, append(threadId, checkpoint, saveOptions)),
+    delete: (threadId) => exclusive(threadId, remove(threadId))
   }
 }
 
