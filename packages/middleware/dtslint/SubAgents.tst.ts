@@ -20,10 +20,10 @@ describe("SubAgentFailed", () => {
   })
 
   test("the middleware's error carries its children's errors in SubAgentFailed", () => {
-    const subAgents = SubAgents.middleware({
+    const _subAgents = SubAgents.middleware({
       agents: { plain: { description: "d", agent: plain }, quota: { description: "d", agent: quota } }
     })
-    type Failed = Extract<Middleware.Error<typeof subAgents>, { readonly _tag: "SubAgentFailed" }>
+    type Failed = Extract<Middleware.Error<typeof _subAgents>, { readonly _tag: "SubAgentFailed" }>
     expect<Failed>().type.toBe<SubAgents.SubAgentFailed<SubAgents.ChildFailure<OverQuota>>>()
     expect<Failed["error"]>().type.toBe<SubAgents.ChildFailure<OverQuota>>()
   })
@@ -31,7 +31,9 @@ describe("SubAgentFailed", () => {
   test("a caller narrows the child's error by _tag without a cast", () => {
     const limitOf = (failed: SubAgents.SubAgentFailed<SubAgents.ChildFailure<OverQuota>>) =>
       failed.error._tag === "OverQuota" ? failed.error.limit : undefined
-    expect(limitOf).type.toBe<(failed: SubAgents.SubAgentFailed<SubAgents.ChildFailure<OverQuota>>) => number | undefined>()
+    expect(limitOf).type.toBe<
+      (failed: SubAgents.SubAgentFailed<SubAgents.ChildFailure<OverQuota>>) => number | undefined
+    >()
   })
 
   test("its schema decodes to the class", () => {

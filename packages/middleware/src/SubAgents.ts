@@ -787,8 +787,7 @@ export const middleware = <const Agents extends Record<string, SubAgent>>(
   never,
   AgentError.InvalidOptions,
   Waits
-> =>
-  Check.middlewareOf("SubAgents", OptionsSchema, options, (checked) => build(checked as Options<Agents>)) as any
+> => Check.middlewareOf("SubAgents", OptionsSchema, options, (checked) => build(checked as Options<Agents>)) as any
 
 /** The value of `key` of `record` if it is the record's own (a name such as `constructor` is data). */
 const ownValue = <A>(record: Readonly<Record<string, A>>, key: string): A | undefined =>
