@@ -290,6 +290,15 @@ describe("SubAgents", () => {
     )
     const back = Schema.decodeUnknownSync(codec)(own) as SubAgents.SubAgentFailed<unknown>
     assert.deepInclude(back.error, { _tag: "OverQuota", limit: 5 })
+    // as an earlier version wrote it (the error as JSON keeps the value), it decodes too, the error to its class
+    const before = JSON.stringify({
+      _tag: "SubAgentFailed",
+      ...delegation,
+      error: { threadId: "p/task/c1/1", maxSteps: 3, _tag: "MaxStepsExceeded" },
+      reason: "r"
+    })
+    const decoded = Schema.decodeUnknownSync(codec)(before)
+    assert.isTrue(decoded._tag === "SubAgentFailed" && decoded.error instanceof AgentError.MaxStepsExceeded)
   })
 
   it.effect("a child's maxSteps is a typed error of the child: the call's result names MaxStepsExceeded", () =>
