@@ -37,11 +37,12 @@
  *
  * @since 0.1.0
  */
+import * as AiError from "@effect/ai/AiError"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import type * as Agent from "@stepwise-agent/core/Agent"
-import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as AgentEvent from "@stepwise-agent/core/AgentEvent"
 import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import * as AgentState from "@stepwise-agent/core/AgentState"
@@ -380,40 +381,6 @@ export class DepthExceeded extends Schema.TaggedError<DepthExceeded>(
 }
 
 /**
- * A child's run failed (with `onFailure: "fail"`): which call, agent and
- * child thread, the child's error as it failed (credentials scrubbed: match
- * it with the child's own error classes, e.g. `SubAgentTimeout`), and its
- * message as `reason`.
- *
- * @example
- * ```ts
- * import { SubAgents } from "@stepwise-agent/middleware"
- *
- * const timedOut = (failed: SubAgents.SubAgentFailed) => failed.error instanceof SubAgents.SubAgentTimeout
- * ```
- *
- * @since 0.1.0
- * @category errors
- */
-export class SubAgentFailed extends Schema.TaggedError<SubAgentFailed>(
-  "@stepwise-agent/middleware/SubAgents/SubAgentFailed"
-)("SubAgentFailed", {
-  ...Delegation.fields,
-  /** The child's error, a value (not its tag as text). */
-  error: Schema.Unknown,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  get message(): string {
-    return `Subagent "${this.agent}" (call ${this.callId}, thread "${this.threadId}") failed: ${
-      tagOf(this.error)
-    }: ${this.reason}`
-  }
-}
-
-/**
  * A child ran longer than its `timeout` and was stopped: which call, agent
  * and child thread, and the timeout.
  *
@@ -431,6 +398,70 @@ export class SubAgentTimeout extends Schema.TaggedError<SubAgentTimeout>(
    */
   get message(): string {
     return `Subagent "${this.agent}" (call ${this.callId}) ran longer than its timeout of ${this.timeoutMillis} ms`
+  }
+}
+
+/**
+ * What a child's run can fail with, as {@link SubAgentFailed} carries it:
+ * the child agent's errors (`Agent.RunError<E>`, `E` its middleware's), or
+ * {@link SubAgentTimeout}.
+ *
+ * @example
+ * ```ts
+ * import type { AgentError } from "@stepwise-agent/core"
+ * import type { SubAgents } from "@stepwise-agent/middleware"
+ *
+ * type Failures = SubAgents.ChildFailure // AgentError | AiError | SubAgentTimeout
+ * const steps = (error: SubAgents.ChildFailure) => error._tag === "MaxStepsExceeded" ? error.maxSteps : undefined
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ChildFailure<E = never> = Agent.RunError<E> | SubAgentTimeout
+
+/**
+ * The schema of {@link SubAgentFailed}'s `error`: the agent's own errors
+ * (`AgentError.AgentError`), the provider's (`AiError.AiError`) and
+ * {@link SubAgentTimeout} decode into their classes; an error of a child's
+ * middleware, which this module does not know, is kept as it is.
+ */
+const ChildFailureSchema = Schema.Union(AgentError.AgentError, AiError.AiError, SubAgentTimeout, Schema.Unknown)
+
+/**
+ * A child's run failed (with `onFailure: "fail"`): which call, agent and
+ * child thread, the child's error as it failed (credentials scrubbed), typed
+ * `E`, and its message as `reason`. The middleware's error type carries `E`
+ * as its children declare it ({@link ChildFailure} of their errors), so the
+ * error matches by `_tag` or class without a cast.
+ *
+ * @example
+ * ```ts
+ * import { SubAgents } from "@stepwise-agent/middleware"
+ *
+ * const timedOut = (failed: SubAgents.SubAgentFailed) =>
+ *   failed.error._tag === "SubAgentTimeout" ? failed.error.timeoutMillis : undefined
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SubAgentFailed<out E = ChildFailure> extends Schema.TaggedError<SubAgentFailed>(
+  "@stepwise-agent/middleware/SubAgents/SubAgentFailed"
+)("SubAgentFailed", {
+  ...Delegation.fields,
+  error: ChildFailureSchema,
+  reason: Schema.String
+}) {
+  /** The child's error, a value (not its tag as text). */
+  declare readonly error: E
+  /**
+   * @since 0.1.0
+   */
+  get message(): string {
+    return `Subagent "${this.agent}" (call ${this.callId}, thread "${this.threadId}") failed: ${
+      tagOf(this.error)
+    }: ${this.reason}`
   }
 }
 
@@ -750,8 +781,13 @@ const refused = (call: Prompt.ToolCallPart, reason: string): Outcome => ({
  */
 export const middleware = <const Agents extends Record<string, SubAgent>>(
   options: Options<Agents>
-): Middleware.Middleware<State, SubAgentsError | ChildError<Agents>, never, AgentError.InvalidOptions, Waits> =>
-  Check.middlewareOf("SubAgents", OptionsSchema, options, (checked) => build(checked as Options<Agents>)) as any
+): Middleware.Middleware<
+  State,
+  TaskDecisionError | DepthExceeded | SubAgentFailed<ChildError<Agents> | SubAgentTimeout> | ChildError<Agents>,
+  never,
+  AgentError.InvalidOptions,
+  Waits
+> => Check.middlewareOf("SubAgents", OptionsSchema, options, (checked) => build(checked as Options<Agents>)) as any
 
 /** The value of `key` of `record` if it is the record's own (a name such as `constructor` is data). */
 const ownValue = <A>(record: Readonly<Record<string, A>>, key: string): A | undefined =>

@@ -6,6 +6,7 @@ import {
   AgentError,
   AgentEvent,
   Checkpointer,
+  Middleware,
   RunJournal,
   Secrets,
   UiMessageStream,
@@ -70,6 +71,8 @@ const cleaner = (log: Ref.Ref<ReadonlyArray<string>>, callId?: string) =>
       }))
     )
   })
+
+class OverQuota extends Schema.TaggedError<OverQuota>()("OverQuota", { limit: Schema.Number }) {}
 
 const task = (agent: string, text: string, id: string) => ({ id, name: "task", params: { agent, task: text } })
 
@@ -241,6 +244,62 @@ describe("SubAgents", () => {
       assert.instanceOf(error, AgentError.MaxStepsExceeded)
       assert.deepInclude(error, { threadId: "p/task/c1/1", maxSteps: 1 })
     }))
+
+  it.effect("SubAgentFailed is typed by the children: the parent matches a child's own error by _tag, no cast", () =>
+    Effect.gen(function*() {
+      const { model: childModel } = yield* ScriptedModel.make([ScriptedModel.text("unused")])
+      const quota = Middleware.make({
+        name: "quota",
+        beforeModel: () => Effect.fail(new OverQuota({ limit: 5 }))
+      })
+      const limited = yield* Agent.make({ middleware: [quota] }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, childModel)
+      )
+      const { model } = yield* ScriptedModel.make([ScriptedModel.toolCalls([task("limited", "x", "c1")])])
+      const agent = yield* Agent.make({
+        middleware: [
+          SubAgents.middleware({ agents: { limited: { description: "Limited", agent: limited } }, onFailure: "fail" })
+        ]
+      }).pipe(Effect.provideService(LanguageModel.LanguageModel, model))
+      const failed = yield* Effect.flip(agent.run("hi", { threadId: "p" }))
+      const limit = failed._tag === "SubAgentFailed" && failed.error._tag === "OverQuota"
+        ? failed.error.limit
+        : undefined
+      assert.strictEqual(limit, 5)
+    }))
+
+  it("SubAgentFailed decodes as stored: the agent's, the provider's and the timeout's errors come back as classes", () => {
+    const delegation = { callId: "c1", agent: "child", threadId: "p/task/c1/1" }
+    const codec = Schema.parseJson(SubAgents.SubAgentsError)
+    const errors = [
+      new AgentError.MaxStepsExceeded({ threadId: "p/task/c1/1", maxSteps: 3 }),
+      new AiError.UnknownError({ module: "Gateway", method: "generateText", description: "down" }),
+      new SubAgents.SubAgentTimeout({ ...delegation, timeoutMillis: 1000 })
+    ]
+    for (const error of errors) {
+      const stored = Schema.encodeSync(codec)(new SubAgents.SubAgentFailed({ ...delegation, error, reason: "r" }))
+      const back = Schema.decodeUnknownSync(codec)(stored)
+      assert.instanceOf(back, SubAgents.SubAgentFailed)
+      if (back._tag !== "SubAgentFailed") continue
+      assert.instanceOf(back.error, error.constructor as new(...args: ReadonlyArray<never>) => unknown)
+      assert.deepStrictEqual(back.error, error)
+    }
+    // an error of a child's own middleware, which the module does not know, is kept as it was stored
+    const own = Schema.encodeSync(codec)(
+      new SubAgents.SubAgentFailed({ ...delegation, error: new OverQuota({ limit: 5 }), reason: "r" })
+    )
+    const back = Schema.decodeUnknownSync(codec)(own) as SubAgents.SubAgentFailed<unknown>
+    assert.deepInclude(back.error, { _tag: "OverQuota", limit: 5 })
+    // as an earlier version wrote it (the error as JSON keeps the value), it decodes too, the error to its class
+    const before = JSON.stringify({
+      _tag: "SubAgentFailed",
+      ...delegation,
+      error: { threadId: "p/task/c1/1", maxSteps: 3, _tag: "MaxStepsExceeded" },
+      reason: "r"
+    })
+    const decoded = Schema.decodeUnknownSync(codec)(before)
+    assert.isTrue(decoded._tag === "SubAgentFailed" && decoded.error instanceof AgentError.MaxStepsExceeded)
+  })
 
   it.effect("a child's maxSteps is a typed error of the child: the call's result names MaxStepsExceeded", () =>
     Effect.gen(function*() {

@@ -1,9 +1,11 @@
+import type { AiError } from "@effect/ai"
 import type { WorkflowEngine } from "@effect/workflow"
 import type { AgentState, RunRecord, Wait } from "@stepwise-agent/core"
 import { Agent, AgentError } from "@stepwise-agent/core"
 import type { RecordStore, RunStore } from "@stepwise-agent/workflow"
 import { AgentWorkflow } from "@stepwise-agent/workflow"
-import type { Context, Effect, Option, Stream } from "effect"
+import type { Context, Effect, Option, ParseResult, Stream } from "effect"
+import { Schema } from "effect"
 import { describe, expect, test } from "tstyche"
 
 type Support = Agent.Service<
@@ -107,5 +109,28 @@ describe("AgentWorkflow.record and fork", () => {
       at: 1,
       edit: { _tag: "Decision", decision: true }
     })
+  })
+})
+
+describe("InvalidDecision", () => {
+  class OverQuota extends Schema.TaggedError<OverQuota>()("OverQuota", { limit: Schema.Number }) {}
+  type Quota = Agent.Service<AgentState.AgentState, OverQuota, never, Wait.Declared<"confirm", string, boolean>>
+
+  test("its error is what a refused decision fails with, not unknown", () => {
+    expect<AgentWorkflow.InvalidDecision["error"]>().type.toBe<AgentWorkflow.DecisionFailure>()
+    expect<AgentWorkflow.DecisionFailure<OverQuota>>().type.toBe<
+      | OverQuota
+      | Exclude<AgentError.AgentError, AgentError.ThreadStateError | AgentError.CheckpointError>
+      | AiError.AiError
+      | ParseResult.ParseError
+    >()
+  })
+
+  test("resume of a workflow typed by its agent carries the agent's errors in InvalidDecision", () => {
+    const _Quotas = AgentWorkflow.make<Quota>({ name: "quotas", version: 1 })
+    type Refused = Extract<Effect.Effect.Error<ReturnType<typeof _Quotas.resume>>, { readonly _tag: "InvalidDecision" }>
+    expect<Refused>().type.toBe<AgentWorkflow.InvalidDecision<AgentWorkflow.DecisionFailure<OverQuota>>>()
+    const limitOf = (refused: Refused) => refused.error._tag === "OverQuota" ? refused.error.limit : undefined
+    expect(limitOf).type.toBe<(refused: Refused) => number | undefined>()
   })
 })

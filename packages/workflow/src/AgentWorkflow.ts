@@ -18,6 +18,7 @@
  *
  * @since 0.1.0
  */
+import * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
 import type { PersistenceError } from "@effect/cluster/ClusterError"
 import type * as Workflow from "@effect/workflow/Workflow"
@@ -32,6 +33,7 @@ import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import type * as Authorizer from "./Authorizer.js"
@@ -480,25 +482,66 @@ export class RunIdTaken extends Schema.TaggedError<RunIdTaken>(
 }
 
 /**
+ * What a refused decision can fail with, as {@link InvalidDecision} carries
+ * it: what `agent.validateResume` fails with when the thread waits (the
+ * waiting middleware's wait refused it: `AgentError.InvalidResume` for its
+ * schema, its `check`'s own error, e.g. a `HumanInTheLoop.DecisionError`;
+ * or an error of the agent's, `E` its middleware's), or the `ParseError` of
+ * a decision whose encoded form is not JSON.
+ *
+ * @example
+ * ```ts
+ * import type { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * const why = (error: AgentWorkflow.DecisionFailure) =>
+ *   error._tag === "InvalidResume" ? error.reason : error.message
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DecisionFailure<E = never> =
+  | Exclude<Agent.RunError<E>, AgentError.ThreadStateError | AgentError.CheckpointError>
+  | ParseResult.ParseError
+
+/**
+ * The schema of {@link InvalidDecision}'s `error`: the agent's own errors
+ * (`AgentError.AgentError`) and the provider's (`AiError.AiError`) decode
+ * into their classes; any other (a middleware's own, a `ParseError`) is
+ * kept as it is.
+ */
+const DecisionFailureSchema = Schema.Union(AgentError.AgentError, AiError.AiError, Schema.Unknown)
+
+/**
  * The waiting middleware refused a decision (its wait's schema or check), e.g. an
  * approval for a call that is not waiting; or the decision is not JSON.
- * Nothing was claimed: a corrected decision may follow.
+ * Nothing was claimed: a corrected decision may follow. `error` is typed by
+ * the agent's errors `E` ({@link DecisionFailure}): `resume` of a workflow
+ * typed by its agent narrows it by `_tag` without a cast.
+ *
+ * @example
+ * ```ts
+ * import type { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * const schemaRefused = (refused: AgentWorkflow.InvalidDecision) => refused.error._tag === "InvalidResume"
+ * ```
  *
  * @since 0.1.0
  * @category errors
  */
-export class InvalidDecision extends Schema.TaggedError<InvalidDecision>(
+export class InvalidDecision<out E = DecisionFailure> extends Schema.TaggedError<InvalidDecision>(
   "@stepwise-agent/workflow/AgentWorkflow/InvalidDecision"
 )("InvalidDecision", {
   runId: Schema.String,
+  error: DecisionFailureSchema,
+  reason: Schema.String
+}) {
   /**
    * The waiting middleware's error as it failed (e.g. a
    * `HumanInTheLoop.DecisionError`), or the `ParseError` of a decision that
-   * is not JSON: match it with the middleware's own error classes.
+   * is not JSON: match it by `_tag` or with the middleware's own error classes.
    */
-  error: Schema.Unknown,
-  reason: Schema.String
-}) {
+  declare readonly error: E
   /**
    * @since 0.1.0
    */
@@ -529,15 +572,16 @@ export class DecisionCorrupt extends Schema.TaggedError<DecisionCorrupt>(
 }
 
 /**
- * Why {@link AgentWorkflow.resume} refused a decision.
+ * Why {@link AgentWorkflow.resume} refused a decision (`E`: the agent's
+ * errors, which a refused decision's {@link InvalidDecision} may carry).
  *
  * @since 0.1.0
  * @category errors
  */
-export type ResumeError =
+export type ResumeError<E = never> =
   | NotWaiting
   | Authorizer.Unauthorized
-  | InvalidDecision
+  | InvalidDecision<DecisionFailure<E>>
   | JournalCorrupt
   | DecisionCorrupt
   | RunStore.AlreadyDecided
@@ -694,7 +738,7 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
    */
   resume(runId: string, value: Wait.DecisionOf<WaitsOf<A>>, options: { readonly principal: string }): Effect.Effect<
     void,
-    ResumeError,
+    ResumeError<ErrorOf<A>>,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent | Authorizer.Authorizer
   >
   /**
@@ -943,6 +987,24 @@ export type AnyAgent = Agent.Service<any, any, any, any>
  * @category utility types
  */
 export type WaitsOf<A> = A extends Agent.Service<any, any, any, infer W> ? W : never
+
+/**
+ * The errors the middleware of the agent type `A` add (its `E`): what a
+ * refused decision's {@link InvalidDecision} of its workflow may carry.
+ *
+ * @example
+ * ```ts
+ * import type { Agent } from "@stepwise-agent/core"
+ * import type { AgentWorkflow } from "@stepwise-agent/workflow"
+ *
+ * type OverQuota = { readonly _tag: "OverQuota" }
+ * type Errors = AgentWorkflow.ErrorOf<Agent.Service<any, OverQuota>> // OverQuota
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility types
+ */
+export type ErrorOf<A> = A extends Agent.Service<any, infer E, any, any> ? E : never
 
 /**
  * The state of the agent type `A` (its messages and its middleware's

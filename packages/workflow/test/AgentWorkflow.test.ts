@@ -1,6 +1,6 @@
 import { AiError, IdGenerator, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentState, Checkpointer, Middleware, RunJournal, ToolEffect } from "@stepwise-agent/core"
+import { Agent, AgentError, AgentState, Checkpointer, Middleware, RunJournal, ToolEffect } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { HookRecorder, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -30,8 +30,22 @@ const toolsLive = (ran: Array<string>) =>
 
 const Runs = AgentWorkflow.make({ name: "test-agent", version: 1 })
 
+/**
+ * The reason of the `HumanInTheLoop.DecisionError` a refused decision carries: an untyped workflow's
+ * `InvalidDecision` does not name the middleware's errors, so it is matched by class.
+ */
+const decisionErrorOf = (error: { readonly _tag: string }) =>
+  error instanceof AgentWorkflow.InvalidDecision && error.error instanceof HumanInTheLoop.DecisionError
+    ? error.error.reason
+    : undefined
+
+/** The same workflow typed by its agent (HumanInTheLoop's): its errors and waits. */
+const Approvals = AgentWorkflow.make<
+  Agent.Service<AgentState.AgentState, HumanInTheLoop.DecisionError, never, HumanInTheLoop.Waits>
+>({ name: "test-agent", version: 1 })
+
 /** Everything a durable run on the memory engine needs, around `agent`. */
-const durable = <E>(agent: Layer.Layer<Agent.Agent, E>, workflow = Runs) =>
+const durable = <E>(agent: Layer.Layer<Agent.Agent, E>, workflow: AgentWorkflow.AgentWorkflow<any> = Runs) =>
   workflow.layer.pipe(
     Layer.provideMerge(agent),
     Layer.provideMerge(Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory)),
@@ -41,7 +55,7 @@ const durable = <E>(agent: Layer.Layer<Agent.Agent, E>, workflow = Runs) =>
 const transcript = (messages: ReadonlyArray<unknown>) => JSON.stringify(AgentState.encodeMessages(messages as any))
 
 /** The approval request a waiting run shows (its decisions are built from it, bound to its calls). */
-const approvalOf = (status: AgentWorkflow.RunStatus): HumanInTheLoop.ApprovalRequest =>
+const approvalOf = (status: AgentWorkflow.RunStatus<any>): HumanInTheLoop.ApprovalRequest =>
   Option.getOrThrow(
     Option.flatMap(status.pending, (wait) => Schema.decodeUnknownOption(HumanInTheLoop.ApprovalRequest)(wait.value))
   )
@@ -248,6 +262,48 @@ describe("AgentWorkflow on the memory engine", () => {
       assert.include(text, "/safe")
     }))
 
+  it.scopedLive("a workflow typed by its agent gives InvalidDecision's error typed: matched by _tag, no cast", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const context = yield* Layer.build(durable(approvalAgent(ran), Approvals))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const runId = yield* run(Approvals.start({ threadId: "t", input: "delete /tmp/a" }))
+      const approval = HumanInTheLoop.approveAll(approvalOf(yield* run(Approvals.await(runId, { untilWaiting: true }))))
+      const refused = yield* run(
+        Effect.flip(Approvals.resume(runId, [{ ...approval[0]!, callId: "call_9" }], { principal: "alice" }))
+      )
+      const reason = refused._tag === "InvalidDecision" && refused.error._tag === "DecisionError"
+        ? refused.error.reason
+        : undefined
+      assert.strictEqual(reason, "UnknownCall")
+      const malformed = yield* run(Effect.flip(Approvals.resume(runId, "yes" as never, { principal: "alice" })))
+      const schema = malformed._tag === "InvalidDecision" && malformed.error._tag === "InvalidResume"
+        ? malformed.error.middleware
+        : undefined
+      assert.strictEqual(schema, "humanInTheLoop")
+      const notJson = yield* run(
+        Effect.flip(
+          Approvals.resume(runId, [{ ...approval[0]!, type: "edit", args: { path: 1n } }], { principal: "alice" })
+        )
+      )
+      // (core refuses a decision whose encoded form is not JSON before the workflow encodes it)
+      assert.include(
+        notJson._tag === "InvalidDecision" && notJson.error._tag === "InvalidResume" ? notJson.error.reason : "",
+        "does not encode as JSON"
+      )
+      assert.deepStrictEqual(ran, [])
+    }))
+
+  it("InvalidDecision decodes as encoded: the agent's own errors come back as their classes", () => {
+    const codec = Schema.parseJson(AgentWorkflow.InvalidDecision)
+    const error = new AgentError.InvalidResume({ threadId: "t", middleware: "confirm", reason: "Expected boolean" })
+    const back = Schema.decodeUnknownSync(codec)(
+      Schema.encodeSync(codec)(new AgentWorkflow.InvalidDecision({ runId: "run-1", error, reason: error.message }))
+    )
+    assert.instanceOf(back.error, AgentError.InvalidResume)
+    assert.deepStrictEqual(back.error, error)
+  })
+
   it.scopedLive("bad input: unknown run, a decision for a call not waiting, a second decision, no permission", () =>
     Effect.gen(function*() {
       const ran: Array<string> = []
@@ -266,11 +322,7 @@ describe("AgentWorkflow on the memory engine", () => {
       )
       assert.strictEqual(wrongCall._tag, "InvalidDecision")
       // the middleware's error comes back as itself, to match with its own classes
-      assert.instanceOf((wrongCall as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.DecisionError)
-      assert.strictEqual(
-        ((wrongCall as AgentWorkflow.InvalidDecision).error as HumanInTheLoop.DecisionError).reason,
-        "UnknownCall"
-      )
+      assert.strictEqual(decisionErrorOf(wrongCall), "UnknownCall")
       const notJson = yield* run(
         // (a field the decision schema does not know is dropped when it encodes the decision: only what it keeps is posted)
         Effect.flip(Runs.resume(runId, [{ ...approval[0]!, type: "edit", args: { path: 1n } }], { principal: "alice" }))
@@ -573,11 +625,7 @@ describe("AgentWorkflow on the memory engine", () => {
       // the approval of /a, sent again (a retried request, a stale page)
       const stale = yield* run(Effect.flip(Runs.resume(runId, first, { principal: "alice" })))
       assert.strictEqual(stale._tag, "InvalidDecision")
-      assert.instanceOf((stale as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.DecisionError)
-      assert.strictEqual(
-        ((stale as AgentWorkflow.InvalidDecision).error as HumanInTheLoop.DecisionError).reason,
-        "Stale"
-      )
+      assert.strictEqual(decisionErrorOf(stale), "Stale")
       // bound to this wait, but for other arguments
       const [action] = approvalOf(second).actionRequests
       const otherCall = [{
@@ -585,11 +633,7 @@ describe("AgentWorkflow on the memory engine", () => {
         fingerprint: HumanInTheLoop.fingerprintOf("delete_file", { path: "/a" })
       }]
       const mismatch = yield* run(Effect.flip(Runs.resume(runId, otherCall, { principal: "alice" })))
-      assert.instanceOf((mismatch as AgentWorkflow.InvalidDecision).error, HumanInTheLoop.DecisionError)
-      assert.strictEqual(
-        ((mismatch as AgentWorkflow.InvalidDecision).error as HumanInTheLoop.DecisionError).reason,
-        "Stale"
-      )
+      assert.strictEqual(decisionErrorOf(mismatch), "Stale")
       const still = yield* run(Runs.status(runId))
       assert.strictEqual(still.state, "Waiting")
       assert.strictEqual(Option.getOrThrow(still.pending).key, Option.getOrThrow(second.pending).key)

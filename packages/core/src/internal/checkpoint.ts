@@ -14,7 +14,7 @@ import type * as RunJournal from "../RunJournal.js"
 import * as DeferredSave from "./deferredSave.js"
 import * as Lineage from "./fast/lineage.js"
 import type { RunContext } from "./runContext.js"
-import type { RunState } from "./runState.js"
+import * as RunState from "./runState.js"
 import type { StepKeys } from "./stepKeys.js"
 
 /**
@@ -155,29 +155,11 @@ class DeferredThread implements Checkpointer.DeferredCheckpoint {
 }
 
 /**
- * What a run's saves expect the store to hold (`Checkpointer.SaveOptions`): the thread its load found — none
- * for a new thread, else the loaded incarnation — until its first save, then its own incarnation. A save is
- * counted when its journal step returns, replayed or not, so a durable run replaying its journal expects what
- * it expected when it first ran. A save finding another thread (deleted, or made again) writes nothing and
- * fails the run.
+ * What the first save of a run that loaded `loaded` expects the store to hold (`RunState.expected`): no thread
+ * for a new thread (or a replayed fork's), else the incarnation loaded.
  */
-export class SaveExpectation {
-  private expected: Checkpointer.Expected
-
-  constructor(loaded: Loaded) {
-    this.expected = loaded.stored ? { incarnation: loaded.incarnation } : "absent"
-  }
-
-  /** The options of the run's next save. */
-  options(incarnation: string | undefined): Checkpointer.SaveOptions {
-    return { expected: this.expected === "absent" ? "absent" : { incarnation } }
-  }
-
-  /** A save of the run took its place in the journal: the thread is now the run's own incarnation. */
-  saved(incarnation: string | undefined): void {
-    this.expected = { incarnation }
-  }
-}
+export const expectedOf = (loaded: Loaded): Checkpointer.Expected =>
+  loaded.stored ? { incarnation: loaded.incarnation } : "absent"
 
 /** A thread as loaded: its messages and slices, and the checkpoint they came from. */
 export interface Loaded {
@@ -255,12 +237,15 @@ const decodeThread = (
 
 /** Saving and loading a thread of an agent with this state layout, in this store. */
 export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Service) => {
-  /** Saves the run's thread; with `pending`, the wait it stops at and its progress so far. */
+  /**
+   * Saves the run's thread, over the thread `state` expects the store to hold; with `pending`, the wait it stops
+   * at and its progress so far. Gives the state once saved (`RunState.saved`: what the next save expects).
+   */
   const save = (
     run: RunContext,
-    state: RunState,
+    state: RunState.RunState,
     pending: Checkpointer.PendingInterrupt | undefined
-  ): Effect.Effect<void, CheckpointError> => {
+  ): Effect.Effect<RunState.RunState, CheckpointError> => {
     const write = (slices: Record<string, unknown>) => {
       const rest = {
         slices,
@@ -275,7 +260,7 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
           }
         })
       }
-      const options = run.expected.options(run.incarnation)
+      const options: Checkpointer.SaveOptions = { expected: state.expected }
       const stored = checkpointer.append === undefined
         ? checkpointer.save(run.threadId, {
           version: 1,
@@ -288,9 +273,9 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
           run.encoder.deferred({ version: 1, threadId: run.threadId, ...rest }, state.messages),
           options
         )
-      return Effect.tap(run.journal.step(run.keys.checkpoint(), stored), () => {
-        run.expected.saved(run.incarnation)
+      return Effect.map(run.journal.step(run.keys.checkpoint(), stored), () => {
         run.saves.saved(state)
+        return RunState.saved(state, run.incarnation)
       })
     }
     const known = run.encoder.slicesOf(state.slices)

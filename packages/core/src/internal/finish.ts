@@ -20,7 +20,7 @@ export const make = (config: Compiled, save: Save) =>
 ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> =>
   Effect.flatMap(
     save(run, state, undefined),
-    () =>
+    (state) =>
       config.output !== undefined && Option.isNone(state.output)
         ? Effect.fail(
           new StructuredOutputError({

@@ -83,8 +83,7 @@ export const make = (config: Compiled, save: Save) => {
         () => AgentEvent.MessageReceived({ mode: "steer", step: state.step, messages: input })
       )
       const received = RunState.seen(RunState.withMessages(state, Lineage.append(state.messages, input)))
-      yield* save(run, received, undefined)
-      return { state: received, outcome: Continue }
+      return { state: yield* save(run, received, undefined), outcome: Continue }
     })
     return Effect.flatMap(received, (stepped) => then(phase, stepped))
   }

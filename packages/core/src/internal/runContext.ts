@@ -6,7 +6,7 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as RunJournal from "../RunJournal.js"
-import type { SaveExpectation, ThreadEncoder } from "./checkpoint.js"
+import type { ThreadEncoder } from "./checkpoint.js"
 import type { Lease } from "./inbox.js"
 import * as Observer from "./observer.js"
 import type { RunSaves } from "./runSaves.js"
@@ -22,8 +22,6 @@ export interface RunContext extends Observer.Observer {
   readonly interruptKeys: Set<string>
   /** The thread as last encoded for a checkpoint, reused for its unchanged prefix. */
   readonly encoder: ThreadEncoder
-  /** What the run's saves expect the store to hold: the thread it loaded, never one deleted or made again since. */
-  readonly expected: SaveExpectation
   /** The run's hold on its thread's inbox: where steer messages wait for its next model step. */
   readonly inbox: Lease
   /** What the run's saves stored, for the finalizers of its hooks (`Middleware.runSaves`). */

@@ -132,7 +132,6 @@ export const make = (
         keys: journaled.keys,
         interruptKeys: new Set(),
         encoder: new Checkpoint.ThreadEncoder(loaded),
-        expected: new Checkpoint.SaveExpectation(loaded),
         inbox,
         saves: new RunSaves(config.layout.flatten)
       }

@@ -2,7 +2,8 @@
  * A run as data: the thread's messages, the middleware slices, the step
  * count, the token usage, the structured output, the tools the last model
  * call offered, the answer to a wait the next hook takes, the reply waiting to
- * be reported, and the counters that bound a run. Every change is a pure
+ * be reported, the counters that bound a run, and what its next save expects
+ * the store to hold. Every change is a pure
  * transition returning the next state; the driver (`driver.ts`) holds the one
  * current value.
  */
@@ -42,6 +43,12 @@ export interface RunState {
    * {@link appendToolResults}); `undefined` once anything else may hold it.
    */
   readonly unseen: ReadonlyArray<Prompt.Message> | undefined
+  /**
+   * What the run's next save expects the store to hold (`Checkpointer.SaveOptions`): the thread its load found
+   * (`"absent"` for a new thread, else the loaded incarnation) until its first save, then its own incarnation
+   * ({@link saved}). A save finding another thread (deleted, or made again) writes nothing and fails the run.
+   */
+  readonly expected: Checkpointer.Expected
 }
 
 /** A model reply as `ModelResponded` reports it: where it is stored, and the call's facts. */
@@ -53,11 +60,15 @@ export interface Replied {
   readonly durationMillis: number
 }
 
-/** The state a run starts from: a loaded thread, and the progress of the run it resumes. */
+/**
+ * The state a run starts from: a loaded thread, the progress of the run it
+ * resumes, and what its first save expects the store to hold.
+ */
 export const make = (
   messages: ReadonlyArray<Prompt.Message>,
   slices: Readonly<Record<string, object>>,
-  progress: Checkpointer.Checkpoint["run"]
+  progress: Checkpointer.Checkpoint["run"],
+  expected: Checkpointer.Expected
 ): RunState => ({
   messages,
   slices,
@@ -73,7 +84,8 @@ export const make = (
   idleToolRounds: 0,
   resume: Option.none(),
   replied: undefined,
-  unseen: undefined
+  unseen: undefined,
+  expected
 })
 
 /** The state with the answer to a wait, for the hook that waited. */
@@ -95,6 +107,16 @@ export const countIdleToolRound = (state: RunState): RunState => ({
   ...state,
   idleToolRounds: state.idleToolRounds + 1
 })
+
+/**
+ * The state once a save of the run took its place in the journal (run or
+ * replayed, so a durable run replaying its journal expects what it expected
+ * when it first ran): the store holds the run's own incarnation.
+ */
+export const saved = (state: RunState, incarnation: string | undefined): RunState =>
+  state.expected !== "absent" && state.expected.incarnation === incarnation
+    ? state
+    : { ...state, expected: { incarnation } }
 
 /** The state with the thread's messages replaced. */
 export const withMessages = (state: RunState, messages: ReadonlyArray<Prompt.Message>): RunState =>

@@ -22,7 +22,7 @@ import type * as AgentResult from "../AgentResult.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import * as RunJournal from "../RunJournal.js"
 import * as Secrets from "../Secrets.js"
-import type * as Checkpoint from "./checkpoint.js"
+import * as Checkpoint from "./checkpoint.js"
 import type { Compiled } from "./config.js"
 import * as Lineage from "./fast/lineage.js"
 import * as ThreadLocks from "./fast/threadLocks.js"
@@ -196,7 +196,12 @@ const session = (
                   AgentEvent.MessageReceived({ mode: received, step: 0, messages: transformed })),
               execute(
                 run,
-                RunState.make(Lineage.append(loaded.messages, transformed), loaded.slices, undefined),
+                RunState.make(
+                  Lineage.append(loaded.messages, transformed),
+                  loaded.slices,
+                  undefined,
+                  Checkpoint.expectedOf(loaded)
+                ),
                 { node: "beforeAgent", index: 0 }
               )
             ))
@@ -253,7 +258,7 @@ const session = (
                 const phase: Phase = at.node === "beforeModel" && index === 0
                   ? { node: "receive" }
                   : { node: at.node, index }
-                const state = RunState.make(loaded.messages, loaded.slices, progress)
+                const state = RunState.make(loaded.messages, loaded.slices, progress, Checkpoint.expectedOf(loaded))
                 return yield* Observer.observed(run, execute(run, state, phase))
               })),
           afterRun
@@ -309,7 +314,12 @@ const session = (
               }
               const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
               const state = RunState.withResume(
-                RunState.make(loaded.messages, loaded.slices, Option.getOrThrow(loaded.checkpoint).run),
+                RunState.make(
+                  loaded.messages,
+                  loaded.slices,
+                  Option.getOrThrow(loaded.checkpoint).run,
+                  Checkpoint.expectedOf(loaded)
+                ),
                 Option.some(decision)
               )
               // a run that waits at the first hook of beforeModel takes in steer messages before it, as it did

@@ -233,10 +233,9 @@ export const make = (config: Compiled, save: Save) => {
     then: (stepped: Stepped) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
   ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     const stored = RunState.appendToolResults(state, ran.results, ran.output)
-    const stepped: Stepped = { state: stored, outcome: Continue }
     return Option.isNone(stored.output)
-      ? Effect.flatMap(save(run, stored, undefined), () => then(stepped))
-      : then(stepped)
+      ? Effect.flatMap(save(run, stored, undefined), (saved) => then({ state: saved, outcome: Continue }))
+      : then({ state: stored, outcome: Continue })
   }
 
   /**

@@ -56,9 +56,13 @@ const waited = (
   Effect.gen(function*() {
     const { index, middleware, node, request, value } = wait
     const key = uniqueInterruptKey(run, wait.key ?? interruptKey(node, middleware, state.step))
-    yield* save(run, state, { node, middleware, value, key, ...(run.journal.durable ? { durable: true } : {}) })
-    const result = interrupted(config.layout, run, state, { middleware, value: request, key })
-    const waiting = config.nodes[node][index]!
+    const saved = yield* save(
+      run,
+      state,
+      { node, middleware, value, key, ...(run.journal.durable ? { durable: true } : {}) }
+    )
+    const result = interrupted(config.layout, run, saved, { middleware, value: request, key })
+    const hook = config.nodes[node][index]!
     const answer = run.journal.await({
       key,
       threadId: run.threadId,
@@ -67,16 +71,16 @@ const waited = (
       node,
       value: request,
       // a middleware that interrupts has a wait (`Waits.encodeRequest` refused the interrupt otherwise)
-      request: waiting.wait?.request ?? Schema.Unknown,
-      decision: waiting.wait?.decision ?? Schema.Unknown
+      request: hook.wait?.request ?? Schema.Unknown,
+      decision: hook.wait?.decision ?? Schema.Unknown
     })
     const decided = yield* run.emit === undefined
       ? answer
       : Effect.onInterrupt(answer, () => Observer.report(run, () => AgentEvent.RunEnded({ result })))
-    if (Option.isNone(decided)) return { state, outcome: { _tag: "End", result } }
+    if (Option.isNone(decided)) return { state: saved, outcome: { _tag: "End", result } }
     // the journal delivers the decision decoded with the wait's decision schema: checked as `resume` does
-    const decision = yield* Waits.checkDelivered(waiting, run.threadId, value, decided.value)
+    const decision = yield* Waits.checkDelivered(hook, run.threadId, value, decided.value)
     // the thread no longer waits: say so before the hook acts on the decision
-    yield* save(run, state, undefined)
-    return { state: RunState.withResume(state, Option.some(decision)), outcome: Resume }
+    const resumed = yield* save(run, saved, undefined)
+    return { state: RunState.withResume(resumed, Option.some(decision)), outcome: Resume }
   })
