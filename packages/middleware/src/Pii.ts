@@ -629,8 +629,44 @@ const detectorFailure = (error: unknown): PiiDetectorFailed =>
     ? error
     : new PiiDetectorFailed({ piiType: "custom", reason: `it threw: ${String(error)}` })
 
-const redactSafely = (compiled: Redactor, text: string): Effect.Effect<Redaction, PiiDetectorFailed> =>
-  Effect.try({ try: () => compiled.redact(text), catch: detectorFailure })
+/**
+ * The characters redacted since the last turn of the event loop, over the
+ * many small texts of one input or tool result.
+ */
+interface Pace {
+  chars: number
+}
+
+const newPace = (): Pace => ({ chars: 0 })
+
+/** The stream redactor's `push`, or `flush` when `chunk` is undefined, failing as {@link PiiDetectorFailed}. */
+const pushOnce = (compiled: Redactor): PiiStream.Step<PiiDetectorFailed> => (state, chunk) =>
+  Effect.try({
+    try: () => chunk === undefined ? compiled.stream.flush(state) : compiled.stream.push(state, chunk),
+    catch: detectorFailure
+  })
+
+/**
+ * Redacts `text`: at once when it is short, with a turn of the event loop
+ * first when the texts redacted since the last turn add up to a slice
+ * (`PiiStream.SLICE`); in slices when it is longer than one, so other runs
+ * go on and an interruption (a tool timeout, a run's interrupt) takes
+ * effect between slices.
+ */
+const redactSafely = (compiled: Redactor, text: string, pace: Pace): Effect.Effect<Redaction, PiiDetectorFailed> =>
+  Effect.suspend(() => {
+    if (text.length > PiiStream.SLICE) {
+      return PiiStream.redactSlices(pushOnce(compiled), compiled.stream.initial, text, {
+        size: PiiStream.SLICE,
+        apply: (whole, matches) => applyStrategy(compiled.strategy, whole, matches)
+      })
+    }
+    const once = Effect.try({ try: () => compiled.redact(text), catch: detectorFailure })
+    pace.chars += text.length
+    if (pace.chars < PiiStream.SLICE) return once
+    pace.chars = 0
+    return Effect.zipRight(PiiStream.eventLoopTurn, once)
+  })
 
 const detected = (
   matches: ReadonlyArray<PiiMatch>,
@@ -658,10 +694,9 @@ const streamStep = (
 ): PiiStream.Step<PiiDetected | PiiDetectorFailed> =>
 (state, chunk) =>
   Effect.flatMap(
-    Effect.try({
-      try: () => chunk === undefined ? compiled.stream.flush(state) : compiled.stream.push(state, chunk),
-      catch: detectorFailure
-    }),
+    chunk !== undefined && chunk.length > PiiStream.SLICE
+      ? PiiStream.pushSlices(pushOnce(compiled), state, chunk, PiiStream.SLICE)
+      : pushOnce(compiled)(state, chunk),
     (step) => {
       if (step.matches.length === 0) return Effect.succeed(step)
       if (compiled.strategy === "block") return Effect.fail(detected(step.matches, "stream"))
@@ -743,6 +778,7 @@ const redactPieces = (
 const redactParts = <P extends Prompt.Part>(
   compiled: Redactor,
   parts: ReadonlyArray<P>,
+  pace: Pace,
   skip: Array<string> = []
 ): Effect.Effect<{ readonly parts: ReadonlyArray<P>; readonly matches: ReadonlyArray<PiiMatch> }, PiiDetectorFailed> =>
   Effect.gen(function*() {
@@ -767,7 +803,7 @@ const redactParts = <P extends Prompt.Part>(
       const group: Array<P & Prompt.TextPart> = []
       for (; isText(parts[i], part.type); i++) group.push(parts[i] as P & Prompt.TextPart)
       const texts = group.map((member) => member.text)
-      const result = yield* redactSafely(compiled, texts.join(""))
+      const result = yield* redactSafely(compiled, texts.join(""), pace)
       matches.push(...result.matches)
       const pieces = redactPieces(compiled.strategy, texts, result.matches)
       group.forEach((member, k) => {
@@ -787,7 +823,7 @@ const redactAssistant = (
   { readonly message: Prompt.AssistantMessage; readonly matches: ReadonlyArray<PiiMatch> },
   PiiDetectorFailed
 > =>
-  Effect.map(redactParts(compiled, message.content, skip), ({ matches, parts }) => ({
+  Effect.map(redactParts(compiled, message.content, newPace(), skip), ({ matches, parts }) => ({
     matches,
     message: parts === message.content
       ? message
@@ -812,27 +848,29 @@ const describe = (matches: ReadonlyArray<PiiMatch>, strategy: Strategy, where: s
 const redactValue = (
   compiled: Redactor,
   value: unknown,
-  matches: Array<PiiMatch>
+  matches: Array<PiiMatch>,
+  pace: Pace
 ): Effect.Effect<unknown, PiiDetectorFailed> => {
   if (typeof value === "string") {
-    return Effect.map(redactSafely(compiled, value), (result) => {
+    return Effect.map(redactSafely(compiled, value, pace), (result) => {
       matches.push(...result.matches)
       return result.text
     })
   }
   if (typeof value === "number" || typeof value === "bigint") {
     // A number holding a match (a card as a JSON number) becomes the redacted string; others stay numbers.
-    return Effect.map(redactSafely(compiled, String(value)), (result) => {
+    return Effect.map(redactSafely(compiled, String(value), pace), (result) => {
       matches.push(...result.matches)
       return result.matches.length > 0 ? result.text : value
     })
   }
-  if (Array.isArray(value)) return Effect.forEach(value, (item) => redactValue(compiled, item, matches))
+  if (Array.isArray(value)) return Effect.forEach(value, (item) => redactValue(compiled, item, matches, pace))
   if (value !== null && typeof value === "object") {
     return Effect.map(
       Effect.forEach(
         Object.entries(value),
-        ([key, item]) => Effect.zip(redactValue(compiled, key, matches), redactValue(compiled, item, matches))
+        ([key, item]) =>
+          Effect.zip(redactValue(compiled, key, matches, pace), redactValue(compiled, item, matches, pace))
       ),
       Object.fromEntries
     )
@@ -913,12 +951,13 @@ const setup: (
     function*({ messages }: { readonly messages: ReadonlyArray<Prompt.Message> }) {
       const matches: Array<PiiMatch> = []
       const out: Array<Prompt.Message> = []
+      const pace = newPace()
       for (const message of messages) {
         if (message.role !== "user") {
           out.push(message)
           continue
         }
-        const result = yield* redactParts(compiled, message.content)
+        const result = yield* redactParts(compiled, message.content, pace)
         matches.push(...result.matches)
         out.push(
           result.parts === message.content
@@ -1004,7 +1043,7 @@ const setup: (
     Effect.gen(function*() {
       const part = yield* next(request)
       const matches: Array<PiiMatch> = []
-      const result = yield* redactValue(compiled, part.result, matches)
+      const result = yield* redactValue(compiled, part.result, matches, newPace())
       if (matches.length === 0) return part
       if (strategy === "block") return yield* detected(matches, "tool_result", part.name)
       yield* Middleware.report(
