@@ -197,7 +197,7 @@ export const eventLoopTurn: Effect.Effect<void> = Effect.async<void>((resume) =>
  * pushed through the redactor in slices of this size, with a turn of the
  * event loop between them.
  */
-export const SLICE = 65_536
+export const SLICE = 16_384
 
 /**
  * Pushes `chunk` through `step` in slices of at most `size` characters
