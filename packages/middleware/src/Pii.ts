@@ -639,6 +639,14 @@ interface Pace {
 
 const newPace = (): Pace => ({ chars: 0 })
 
+/** `effect`, which redacts `length` characters, after a turn of the event loop if `pace` adds up to a slice. */
+const paced = <A, E>(pace: Pace, length: number, effect: Effect.Effect<A, E>): Effect.Effect<A, E> => {
+  pace.chars += length
+  if (pace.chars < PiiStream.SLICE) return effect
+  pace.chars = 0
+  return Effect.zipRight(PiiStream.eventLoopTurn, effect)
+}
+
 /** The stream redactor's `push`, or `flush` when `chunk` is undefined, failing as {@link PiiDetectorFailed}. */
 const pushOnce = (compiled: Redactor): PiiStream.Step<PiiDetectorFailed> => (state, chunk) =>
   Effect.try({
@@ -649,23 +657,19 @@ const pushOnce = (compiled: Redactor): PiiStream.Step<PiiDetectorFailed> => (sta
 /**
  * Redacts `text`: at once when it is short, with a turn of the event loop
  * first when the texts redacted since the last turn add up to a slice
- * (`PiiStream.SLICE`); in slices when it is longer than one, so other runs
+ * (`PiiStream.SLICE`); in slices when it is longer than `PiiStream.AT_ONCE`, so other runs
  * go on and an interruption (a tool timeout, a run's interrupt) takes
  * effect between slices.
  */
 const redactSafely = (compiled: Redactor, text: string, pace: Pace): Effect.Effect<Redaction, PiiDetectorFailed> =>
   Effect.suspend(() => {
-    if (text.length > PiiStream.SLICE) {
+    if (text.length > PiiStream.AT_ONCE) {
       return PiiStream.redactSlices(pushOnce(compiled), compiled.stream.initial, text, {
         size: PiiStream.SLICE,
         apply: (whole, matches) => applyStrategy(compiled.strategy, whole, matches)
       })
     }
-    const once = Effect.try({ try: () => compiled.redact(text), catch: detectorFailure })
-    pace.chars += text.length
-    if (pace.chars < PiiStream.SLICE) return once
-    pace.chars = 0
-    return Effect.zipRight(PiiStream.eventLoopTurn, once)
+    return paced(pace, text.length, Effect.try({ try: () => compiled.redact(text), catch: detectorFailure }))
   })
 
 const detected = (
@@ -686,24 +690,28 @@ const detected = (
 
 /**
  * A step of the redactor's stream: with `"block"`, a match fails it with a
- * {@link PiiDetected}; otherwise the matches are added to `found`.
+ * {@link PiiDetected}; otherwise the matches are added to `found`. A chunk
+ * longer than `PiiStream.AT_ONCE` is pushed in slices, and the event loop
+ * gets a turn whenever the chunks pushed since the last add up to a slice.
  */
 const streamStep = (
   compiled: Redactor,
   found?: Array<PiiMatch> | undefined
-): PiiStream.Step<PiiDetected | PiiDetectorFailed> =>
-(state, chunk) =>
-  Effect.flatMap(
-    chunk !== undefined && chunk.length > PiiStream.SLICE
-      ? PiiStream.pushSlices(pushOnce(compiled), state, chunk, PiiStream.SLICE)
-      : pushOnce(compiled)(state, chunk),
-    (step) => {
-      if (step.matches.length === 0) return Effect.succeed(step)
-      if (compiled.strategy === "block") return Effect.fail(detected(step.matches, "stream"))
-      found?.push(...step.matches)
-      return Effect.succeed(step)
-    }
-  )
+): PiiStream.Step<PiiDetected | PiiDetectorFailed> => {
+  const pace = newPace()
+  return (state, chunk) =>
+    Effect.flatMap(
+      chunk !== undefined && chunk.length > PiiStream.AT_ONCE
+        ? PiiStream.pushSlices(pushOnce(compiled), state, chunk, PiiStream.SLICE)
+        : paced(pace, chunk?.length ?? state.pending.length, pushOnce(compiled)(state, chunk)),
+      (step) => {
+        if (step.matches.length === 0) return Effect.succeed(step)
+        if (compiled.strategy === "block") return Effect.fail(detected(step.matches, "stream"))
+        found?.push(...step.matches)
+        return Effect.succeed(step)
+      }
+    )
+}
 
 /**
  * Redacts a stream of text chunks as they come, holding back only what a

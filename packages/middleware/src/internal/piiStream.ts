@@ -193,10 +193,13 @@ export const eventLoopTurn: Effect.Effect<void> = Effect.async<void>((resume) =>
 })
 
 /**
- * The most text redacted in one go: a longer text (or stream chunk) is
- * pushed through the redactor in slices of this size, with a turn of the
+ * The longest text (or stream chunk) redacted at once: a longer one is
+ * pushed through the redactor in slices of {@link SLICE}, with a turn of the
  * event loop between them.
  */
+export const AT_ONCE = 65_536
+
+/** The size of the slices a text longer than {@link AT_ONCE} is redacted in. */
 export const SLICE = 16_384
 
 /**
