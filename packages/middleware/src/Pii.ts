@@ -36,6 +36,12 @@
  *   string inside a tool's result before it is stored and before the
  *   `ToolCallCompleted` event is emitted.
  *
+ * No text keeps the process: a text longer than 64 KB (and a streamed chunk
+ * that long) is redacted through the {@link StreamRedactor} in 16 KB slices,
+ * with a turn of the event loop between them, so an interruption takes
+ * effect between slices; the result is the whole-text redaction for every
+ * type that streaming accepts.
+ *
  * Strategies: `"redact"` replaces a match with `[REDACTED_EMAIL]`; `"mask"`
  * keeps the tail (`****-****-****-1111`, `*.*.*.42`, `john@****.com`,
  * `****abcd` for custom types); `"hash"` replaces it with a stable tag
@@ -119,8 +125,10 @@ export interface Span {
  * meaning (`\s`, `.`, `\b`, flags `i`, `m`, `s`, `u`; `g` and `y` do not
  * matter), reads whole characters as the `u` flag does, and groups do not
  * capture. A pattern RE2 cannot run (a backreference, a lookahead, a repeat
- * count above 1,000) is refused when the middleware is built, with
- * `AgentError.InvalidOptions` naming `types[i].pattern`; lookbehinds run.
+ * count above 1,000) or too large to scan fast (a source over 20,000
+ * characters, a program over 10,000 instructions) is refused when the
+ * middleware is built, with `AgentError.InvalidOptions` naming
+ * `types[i].pattern`; lookbehinds run.
  *
  * For streaming (see {@link streamRedactor}) a custom type must, like the
  * built-ins, never match across whitespace (except a single space between two
@@ -321,7 +329,8 @@ export class PiiDetected extends Schema.TaggedError<PiiDetected>(
 /**
  * A custom detector threw, or returned a span outside the text; or a custom
  * pattern's scan of one text overran its time budget (a second plus 20 µs
- * per character: a pattern that rescans the text at every match).
+ * per character: a pattern that rescans the text at every match), or could
+ * (its instructions × the text's length, checked before it runs).
  *
  * @since 0.1.0
  * @category errors

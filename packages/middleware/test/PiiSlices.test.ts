@@ -75,7 +75,11 @@ const stepOf = (redactor: Pii.Redactor): PiiStream.Step<never> => (state, chunk)
 describe("redaction in slices", () => {
   it.effect.prop(
     "redacting a text in slices of any size gives the whole-text redaction, for values of every type anywhere",
-    [texts, FastCheck.integer({ min: 16, max: 300 }), FastCheck.constantFrom<ReadonlyArray<Pii.Strategy>>("redact", "mask", "hash", "block")],
+    [
+      texts,
+      FastCheck.integer({ min: 16, max: 300 }),
+      FastCheck.constantFrom<Pii.Strategy>("redact", "mask", "hash", "block")
+    ],
     ([text, size, strategy]) =>
       Effect.gen(function*() {
         const redactor = Either.getOrThrow(Pii.redactor({ types: every, strategy }))
