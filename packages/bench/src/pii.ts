@@ -6,8 +6,9 @@
  * every ~150 characters, joined by `|`), and for comparison the same pieces
  * joined by spaces; then 512 KB of base64 (a model streaming a file) in
  * 4-character chunks; then the same with two custom patterns (they run on
- * the linear-time engine), and `/(a+)+b/` on 100 KB of `a`s. CPU time, best
- * of a few passes.
+ * the linear-time engine), and `/(a+)+b/` on 100 KB of `a`s; last, 4 MB of
+ * `1 1 1 …` in 16 KB chunks, the slices the middleware redacts a long text
+ * in. CPU time, best of a few passes.
  *
  * @since 0.1.0
  */
@@ -102,7 +103,9 @@ export const measure = (options: { readonly quick: boolean; readonly log: (line:
     { what: "base64", text: base64, chunk: 4, redactor },
     { what: "with spaces, custom patterns", text: withSsn, chunk, redactor: custom },
     { what: "base64, custom patterns", text: base64.slice(0, bytes / 4), chunk: 4, redactor: custom },
-    { what: "`a`s, custom pattern `/(a+)+b/`", text: "a".repeat(bytes / 10), chunk, redactor: backtracking }
+    { what: "`a`s, custom pattern `/(a+)+b/`", text: "a".repeat(bytes / 10), chunk, redactor: backtracking },
+    // a whole input or tool result this long goes through the middleware in 16 KB slices, a turn of the event loop between
+    { what: "4 MB of `1 1 1 …` in slices", text: "1 ".repeat(2 * 1024 * 1024), chunk: 16_384, redactor }
   ]
   const rows = texts.map(({ chunk, redactor, text, what }): PiiRow => {
     const chunks: Array<string> = []
@@ -153,7 +156,9 @@ export const render = (result: PiiResult): string =>
     "last rows redact with custom patterns instead (`/\\b\\d{3}-\\d{2}-\\d{4}\\b/` and a lookbehind " +
     "`/(?<![\\w-])[A-Z]{2,5}-\\d+/`, on the linear-time engine), on text with spaces holding a match of " +
     "each every ~150 characters, on base64, and `/(a+)+b/` on 100 KB of `a`s (which JavaScript's own engine " +
-    "never finishes): 1 MB/s is 1 ms per KB. CPU time, best of 3 passes; MB = 10^6 bytes.",
+    "never finishes). The last row is 4 MB of `1 1 1 …` (every digit may start a card) in 16 KB chunks: the " +
+    "middleware redacts an input, a tool result or a stream chunk longer than 64 KB in such slices, with a turn " +
+    "of the event loop between them. 1 MB/s is 1 ms per KB. CPU time, best of 3 passes; MB = 10^6 bytes.",
     "",
     "| text | size | chunks | streamed PII redaction | whole-text redaction | matches |",
     "|---|---|---|---|---|---|",

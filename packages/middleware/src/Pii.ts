@@ -36,6 +36,12 @@
  *   string inside a tool's result before it is stored and before the
  *   `ToolCallCompleted` event is emitted.
  *
+ * No text keeps the process: a text longer than 64 KB (and a streamed chunk
+ * that long) is redacted through the {@link StreamRedactor} in 16 KB slices,
+ * with a turn of the event loop between them, so an interruption takes
+ * effect between slices; the result is the whole-text redaction for every
+ * type that streaming accepts.
+ *
  * Strategies: `"redact"` replaces a match with `[REDACTED_EMAIL]`; `"mask"`
  * keeps the tail (`****-****-****-1111`, `*.*.*.42`, `john@****.com`,
  * `****abcd` for custom types); `"hash"` replaces it with a stable tag
@@ -119,8 +125,10 @@ export interface Span {
  * meaning (`\s`, `.`, `\b`, flags `i`, `m`, `s`, `u`; `g` and `y` do not
  * matter), reads whole characters as the `u` flag does, and groups do not
  * capture. A pattern RE2 cannot run (a backreference, a lookahead, a repeat
- * count above 1,000) is refused when the middleware is built, with
- * `AgentError.InvalidOptions` naming `types[i].pattern`; lookbehinds run.
+ * count above 1,000) or too large to scan fast (a source over 20,000
+ * characters, a program over 10,000 instructions) is refused when the
+ * middleware is built, with `AgentError.InvalidOptions` naming
+ * `types[i].pattern`; lookbehinds run.
  *
  * For streaming (see {@link streamRedactor}) a custom type must, like the
  * built-ins, never match across whitespace (except a single space between two
@@ -321,7 +329,8 @@ export class PiiDetected extends Schema.TaggedError<PiiDetected>(
 /**
  * A custom detector threw, or returned a span outside the text; or a custom
  * pattern's scan of one text overran its time budget (a second plus 20 µs
- * per character: a pattern that rescans the text at every match).
+ * per character: a pattern that rescans the text at every match), or could
+ * (its instructions × the text's length, checked before it runs).
  *
  * @since 0.1.0
  * @category errors
@@ -629,8 +638,48 @@ const detectorFailure = (error: unknown): PiiDetectorFailed =>
     ? error
     : new PiiDetectorFailed({ piiType: "custom", reason: `it threw: ${String(error)}` })
 
-const redactSafely = (compiled: Redactor, text: string): Effect.Effect<Redaction, PiiDetectorFailed> =>
-  Effect.try({ try: () => compiled.redact(text), catch: detectorFailure })
+/**
+ * The characters redacted since the last turn of the event loop, over the
+ * many small texts of one input or tool result.
+ */
+interface Pace {
+  chars: number
+}
+
+const newPace = (): Pace => ({ chars: 0 })
+
+/** `effect`, which redacts `length` characters, after a turn of the event loop if `pace` adds up to a slice. */
+const paced = <A, E>(pace: Pace, length: number, effect: Effect.Effect<A, E>): Effect.Effect<A, E> => {
+  pace.chars += length
+  if (pace.chars < PiiStream.SLICE) return effect
+  pace.chars = 0
+  return Effect.zipRight(PiiStream.eventLoopTurn, effect)
+}
+
+/** The stream redactor's `push`, or `flush` when `chunk` is undefined, failing as {@link PiiDetectorFailed}. */
+const pushOnce = (compiled: Redactor): PiiStream.Step<PiiDetectorFailed> => (state, chunk) =>
+  Effect.try({
+    try: () => chunk === undefined ? compiled.stream.flush(state) : compiled.stream.push(state, chunk),
+    catch: detectorFailure
+  })
+
+/**
+ * Redacts `text`: at once when it is short, with a turn of the event loop
+ * first when the texts redacted since the last turn add up to a slice
+ * (`PiiStream.SLICE`); in slices when it is longer than `PiiStream.AT_ONCE`, so other runs
+ * go on and an interruption (a tool timeout, a run's interrupt) takes
+ * effect between slices.
+ */
+const redactSafely = (compiled: Redactor, text: string, pace: Pace): Effect.Effect<Redaction, PiiDetectorFailed> =>
+  Effect.suspend(() => {
+    if (text.length > PiiStream.AT_ONCE) {
+      return PiiStream.redactSlices(pushOnce(compiled), compiled.stream.initial, text, {
+        size: PiiStream.SLICE,
+        apply: (whole, matches) => applyStrategy(compiled.strategy, whole, matches)
+      })
+    }
+    return paced(pace, text.length, Effect.try({ try: () => compiled.redact(text), catch: detectorFailure }))
+  })
 
 const detected = (
   matches: ReadonlyArray<PiiMatch>,
@@ -650,25 +699,28 @@ const detected = (
 
 /**
  * A step of the redactor's stream: with `"block"`, a match fails it with a
- * {@link PiiDetected}; otherwise the matches are added to `found`.
+ * {@link PiiDetected}; otherwise the matches are added to `found`. A chunk
+ * longer than `PiiStream.AT_ONCE` is pushed in slices, and the event loop
+ * gets a turn whenever the chunks pushed since the last add up to a slice.
  */
 const streamStep = (
   compiled: Redactor,
   found?: Array<PiiMatch> | undefined
-): PiiStream.Step<PiiDetected | PiiDetectorFailed> =>
-(state, chunk) =>
-  Effect.flatMap(
-    Effect.try({
-      try: () => chunk === undefined ? compiled.stream.flush(state) : compiled.stream.push(state, chunk),
-      catch: detectorFailure
-    }),
-    (step) => {
-      if (step.matches.length === 0) return Effect.succeed(step)
-      if (compiled.strategy === "block") return Effect.fail(detected(step.matches, "stream"))
-      found?.push(...step.matches)
-      return Effect.succeed(step)
-    }
-  )
+): PiiStream.Step<PiiDetected | PiiDetectorFailed> => {
+  const pace = newPace()
+  return (state, chunk) =>
+    Effect.flatMap(
+      chunk !== undefined && chunk.length > PiiStream.AT_ONCE
+        ? PiiStream.pushSlices(pushOnce(compiled), state, chunk, PiiStream.SLICE)
+        : paced(pace, chunk?.length ?? state.pending.length, pushOnce(compiled)(state, chunk)),
+      (step) => {
+        if (step.matches.length === 0) return Effect.succeed(step)
+        if (compiled.strategy === "block") return Effect.fail(detected(step.matches, "stream"))
+        found?.push(...step.matches)
+        return Effect.succeed(step)
+      }
+    )
+}
 
 /**
  * Redacts a stream of text chunks as they come, holding back only what a
@@ -743,6 +795,7 @@ const redactPieces = (
 const redactParts = <P extends Prompt.Part>(
   compiled: Redactor,
   parts: ReadonlyArray<P>,
+  pace: Pace,
   skip: Array<string> = []
 ): Effect.Effect<{ readonly parts: ReadonlyArray<P>; readonly matches: ReadonlyArray<PiiMatch> }, PiiDetectorFailed> =>
   Effect.gen(function*() {
@@ -767,7 +820,7 @@ const redactParts = <P extends Prompt.Part>(
       const group: Array<P & Prompt.TextPart> = []
       for (; isText(parts[i], part.type); i++) group.push(parts[i] as P & Prompt.TextPart)
       const texts = group.map((member) => member.text)
-      const result = yield* redactSafely(compiled, texts.join(""))
+      const result = yield* redactSafely(compiled, texts.join(""), pace)
       matches.push(...result.matches)
       const pieces = redactPieces(compiled.strategy, texts, result.matches)
       group.forEach((member, k) => {
@@ -787,7 +840,7 @@ const redactAssistant = (
   { readonly message: Prompt.AssistantMessage; readonly matches: ReadonlyArray<PiiMatch> },
   PiiDetectorFailed
 > =>
-  Effect.map(redactParts(compiled, message.content, skip), ({ matches, parts }) => ({
+  Effect.map(redactParts(compiled, message.content, newPace(), skip), ({ matches, parts }) => ({
     matches,
     message: parts === message.content
       ? message
@@ -812,27 +865,29 @@ const describe = (matches: ReadonlyArray<PiiMatch>, strategy: Strategy, where: s
 const redactValue = (
   compiled: Redactor,
   value: unknown,
-  matches: Array<PiiMatch>
+  matches: Array<PiiMatch>,
+  pace: Pace
 ): Effect.Effect<unknown, PiiDetectorFailed> => {
   if (typeof value === "string") {
-    return Effect.map(redactSafely(compiled, value), (result) => {
+    return Effect.map(redactSafely(compiled, value, pace), (result) => {
       matches.push(...result.matches)
       return result.text
     })
   }
   if (typeof value === "number" || typeof value === "bigint") {
     // A number holding a match (a card as a JSON number) becomes the redacted string; others stay numbers.
-    return Effect.map(redactSafely(compiled, String(value)), (result) => {
+    return Effect.map(redactSafely(compiled, String(value), pace), (result) => {
       matches.push(...result.matches)
       return result.matches.length > 0 ? result.text : value
     })
   }
-  if (Array.isArray(value)) return Effect.forEach(value, (item) => redactValue(compiled, item, matches))
+  if (Array.isArray(value)) return Effect.forEach(value, (item) => redactValue(compiled, item, matches, pace))
   if (value !== null && typeof value === "object") {
     return Effect.map(
       Effect.forEach(
         Object.entries(value),
-        ([key, item]) => Effect.zip(redactValue(compiled, key, matches), redactValue(compiled, item, matches))
+        ([key, item]) =>
+          Effect.zip(redactValue(compiled, key, matches, pace), redactValue(compiled, item, matches, pace))
       ),
       Object.fromEntries
     )
@@ -913,12 +968,13 @@ const setup: (
     function*({ messages }: { readonly messages: ReadonlyArray<Prompt.Message> }) {
       const matches: Array<PiiMatch> = []
       const out: Array<Prompt.Message> = []
+      const pace = newPace()
       for (const message of messages) {
         if (message.role !== "user") {
           out.push(message)
           continue
         }
-        const result = yield* redactParts(compiled, message.content)
+        const result = yield* redactParts(compiled, message.content, pace)
         matches.push(...result.matches)
         out.push(
           result.parts === message.content
@@ -1004,7 +1060,7 @@ const setup: (
     Effect.gen(function*() {
       const part = yield* next(request)
       const matches: Array<PiiMatch> = []
-      const result = yield* redactValue(compiled, part.result, matches)
+      const result = yield* redactValue(compiled, part.result, matches, newPace())
       if (matches.length === 0) return part
       if (strategy === "block") return yield* detected(matches, "tool_result", part.name)
       yield* Middleware.report(

@@ -382,11 +382,39 @@ const translateSource = (source: string, flags: string): { source: string; lookb
   return { source: out, lookbehinds }
 }
 
+/**
+ * The most characters a pattern's source may have: compiling is linear in
+ * it, and a longer one is refused before it is compiled.
+ */
+export const MAX_SOURCE = 20_000
+
+/**
+ * The most instructions a compiled pattern may have. A search costs up to
+ * its program size per character (the engine runs every instruction that is
+ * live at a character), so this bounds the work per character; a dictionary
+ * of 200 words compiles to about 900.
+ */
+export const MAX_PROGRAM = 10_000
+
 /** The RE2 form of `pattern` (its `g`, `y` and `d` flags do not matter: every match is read). */
 export const translate = (pattern: RegExp): Translation => {
+  if (pattern.source.length > MAX_SOURCE) {
+    return {
+      _tag: "Unsupported",
+      reason: `a pattern of ${pattern.source.length} characters (at most ${MAX_SOURCE.toLocaleString("en-US")})`
+    }
+  }
   try {
     const { lookbehinds, source } = translateSource(pattern.source, pattern.flags)
-    RE2JS.compile(source, lookbehinds ? RE2JS.LOOKBEHINDS : 0)
+    const size = RE2JS.compile(source, lookbehinds ? RE2JS.LOOKBEHINDS : 0).programSize()
+    if (size > MAX_PROGRAM) {
+      return {
+        _tag: "Unsupported",
+        reason: `a pattern that compiles to ${size} instructions (at most ${
+          MAX_PROGRAM.toLocaleString("en-US")
+        }: repeats and alternatives multiply them)`
+      }
+    }
     return { _tag: "Linear", source, lookbehinds }
   } catch (error) {
     if (error instanceof Unsupported) return { _tag: "Unsupported", reason: error.message }
@@ -401,31 +429,48 @@ export const translate = (pattern: RegExp): Translation => {
 /** The time one scan may take: generous for a linear scan, a stop for the rare quadratic one. */
 const budgetMs = (length: number) => 1_000 + length * 0.02
 
-/** Thrown when a scan overran its time budget (see {@link spans}). */
+/**
+ * The most a step of the engine (one instruction at one character) is
+ * taken to cost, in milliseconds: measured near 22 ns on the worst patterns,
+ * with margin for a loaded machine.
+ */
+const STEP_MS = 30e-6
+
+/** Thrown when a scan overran its time budget, or would be able to (see {@link matcher}). */
 export class Overran extends Error {}
 
 /**
  * The non-empty matches of a translated pattern in `text`, leftmost first,
- * as `[start, end)` in UTF-16 code units. Each search is linear in the
- * text, but a pattern whose preferred branch runs far past each match
- * (`\d+-\d+|\d` on a long run of digits) rescans the text at every match:
- * a scan that overruns its time budget (a second, plus 20 µs per
- * character) throws {@link Overran} rather than keep the process busy.
+ * as `[start, end)` in UTF-16 code units. A search costs at most the
+ * program size per character, so a scan whose worst case (program size ×
+ * text length × {@link STEP_MS}) exceeds its time budget (a second, plus
+ * 20 µs per character) throws {@link Overran} before it starts. A pattern
+ * whose preferred branch runs far past each match (`\d+-\d+|\d` on a long
+ * run of digits) rescans the text at every match: a scan that overruns the
+ * budget between two matches throws {@link Overran} too, rather than keep
+ * the process busy.
  */
 export const matcher = (translation: Linear) => {
   const compiled = RE2JS.compile(translation.source, translation.lookbehinds ? RE2JS.LOOKBEHINDS : 0)
+  const size = compiled.programSize()
   return (text: string): Array<{ readonly start: number; readonly end: number }> => {
     const found: Array<{ readonly start: number; readonly end: number }> = []
-    const deadline = Date.now() + budgetMs(text.length)
+    const budget = budgetMs(text.length)
+    const worst = size * text.length * STEP_MS
+    if (worst > budget) {
+      throw new Overran(
+        `could take ${Math.round(worst)} ms on a text of ${text.length} characters (${size} instructions × ` +
+          `${text.length} characters), more than its budget of ${Math.round(budget)} ms; it was not run`
+      )
+    }
+    const deadline = Date.now() + budget
     const search = compiled.matcher(text)
     while (search.find()) {
       const start = search.start()
       const end = search.end()
       if (end > start) found.push({ start, end })
       if (Date.now() > deadline) {
-        throw new Overran(
-          `took more than ${Math.round(budgetMs(text.length))} ms on a text of ${text.length} characters`
-        )
+        throw new Overran(`took more than ${Math.round(budget)} ms on a text of ${text.length} characters`)
       }
     }
     return found

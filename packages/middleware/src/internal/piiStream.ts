@@ -175,7 +175,7 @@ export const make = (
  * redactor holding text back) would otherwise keep the event loop for as
  * long as the whole stream takes.
  */
-const eventLoopTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
+export const eventLoopTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
   // (the runtimes' globals, declared here: this package compiles without `@types/node` or the DOM library)
   const timers = globalThis as unknown as {
     readonly setImmediate?: (run: () => void) => unknown
@@ -191,6 +191,85 @@ const eventLoopTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
   const handle = timers.setTimeout(() => resume(Effect.void), 0)
   return Effect.sync(() => timers.clearTimeout(handle))
 })
+
+/**
+ * The longest text (or stream chunk) redacted at once: a longer one is
+ * pushed through the redactor in slices of {@link SLICE}, with a turn of the
+ * event loop between them.
+ */
+export const AT_ONCE = 65_536
+
+/** The size of the slices a text longer than {@link AT_ONCE} is redacted in. */
+export const SLICE = 16_384
+
+/**
+ * Pushes `chunk` through `step` in slices of at most `size` characters
+ * (never between the two halves of a character), with a turn of the event
+ * loop before each slice after the first, so other fibers and timers run and
+ * an interruption takes effect between slices. The releases are those of
+ * pushing `chunk` at once. `long` gets each match too long to hold back,
+ * whose rest up to the next whitespace the redactor drops.
+ */
+export const pushSlices = <E>(
+  step: Step<E>,
+  state: Pii.StreamState,
+  chunk: string,
+  size: number,
+  long: Array<Pii.PiiMatch> = []
+): Effect.Effect<Pii.StreamStep, E> =>
+  Effect.gen(function*() {
+    let current = state
+    let text = ""
+    const matches: Array<Pii.PiiMatch> = []
+    for (let at = 0; at < chunk.length;) {
+      let end = Math.min(chunk.length, at + size)
+      if (end < chunk.length && end - at > 1 && WholeCharacters.isHighSurrogate(chunk.charCodeAt(end - 1))) end--
+      if (at > 0) yield* eventLoopTurn
+      const released = yield* step(current, chunk.slice(at, end))
+      const last = released.matches[released.matches.length - 1]
+      // a match up to the end of the released text, with its rest being dropped
+      if (released.state.dropping && last !== undefined && last.end === released.state.offset) long.push(last)
+      text += released.text
+      matches.push(...released.matches)
+      current = released.state
+      at = end
+    }
+    return { text, matches, state: current }
+  })
+
+const WHITESPACE_AFTER = /\s/g
+
+/**
+ * Redacts a whole text through `step` (a stream redactor) in slices of
+ * `size` (see {@link pushSlices}): the same as redacting it at once for every
+ * value up to {@link MARGIN} characters long. A longer value the redactor
+ * could not hold back is taken whole, up to the next whitespace, and the
+ * text is then rewritten by `apply` with the matches, so none of it is kept.
+ */
+export const redactSlices = <E>(
+  step: Step<E>,
+  initial: Pii.StreamState,
+  text: string,
+  options: {
+    readonly size: number
+    readonly apply: (text: string, matches: ReadonlyArray<Pii.PiiMatch>) => string
+  }
+): Effect.Effect<Pii.Redaction, E> =>
+  Effect.gen(function*() {
+    const long: Array<Pii.PiiMatch> = []
+    const pushed = yield* pushSlices(step, initial, text, options.size, long)
+    yield* eventLoopTurn
+    const flushed = yield* step(pushed.state, undefined)
+    const matches = [...pushed.matches, ...flushed.matches]
+    if (long.length === 0) return { text: pushed.text + flushed.text, matches }
+    const whole = matches.map((match) => {
+      if (!long.includes(match)) return match
+      WHITESPACE_AFTER.lastIndex = match.end
+      const end = WHITESPACE_AFTER.test(text) ? WHITESPACE_AFTER.lastIndex - 1 : text.length
+      return { ...match, end, value: text.slice(match.start, end) }
+    })
+    return { text: options.apply(text, whole), matches: whole }
+  })
 
 /** How many elements a redacting stage takes between turns of the event loop. */
 const ELEMENTS_PER_TURN = 256
