@@ -133,8 +133,10 @@ export const Arguments = Schema.Struct({}, Schema.Record({ key: Schema.String, v
  *   without its arguments, which often carry credentials, or the URL without
  *   its user info, query or fragment). The toolkit is not built;
  * - `"InvalidTool"`: the server listed a tool the toolkit cannot offer: two
- *   tools of one name, or a name that is not a non-empty string (`tool`).
- *   Nothing is offered to the model: the toolkit is not built;
+ *   tools of one name, or of names that read the same (they differ only in
+ *   case, Unicode form, width, invisible characters or spaces at either end:
+ *   the detail names both), or a name that is not a non-empty string
+ *   (`tool`). Nothing is offered to the model: the toolkit is not built;
  * - `"Disconnected"`: a tool call lost its session before the answer came:
  *   the server process exited, the HTTP connection broke or was refused
  *   (`tool`). It is the tool's typed failure, so in an agent the model reads
@@ -295,6 +297,19 @@ const validate = (options: Options): AgentError.InvalidOptions | Duration.Durati
   return timeout.value
 }
 
+/** The characters a name may hold that show nothing: zero-width spaces and joiners, soft hyphens, … */
+const invisible = /\p{Default_Ignorable_Code_Point}/gu
+
+/**
+ * A tool name as a reader takes it: without invisible characters, in NFKC
+ * form (a precomposed and a decomposed accent, full-width and ASCII letters
+ * alike), case folded, without spaces at either end. Two names of one server
+ * with the same folded form are refused: a gate on one (`HumanInTheLoop`'s
+ * `interruptOn`) would leave the other, which looks the same, ungated.
+ */
+const foldName = (name: string): string =>
+  name.replace(invisible, "").normalize("NFKC").toUpperCase().toLowerCase().normalize("NFKC").trim()
+
 const jsonSchemaOf = (definition: McpToolDefinition): object => {
   const { $schema: _, ...schema } = definition.inputSchema as Record<string, unknown>
   return schema
@@ -397,7 +412,8 @@ const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<
  *
  * Fails with `McpError` of reason `"ConnectFailed"` when the server cannot be reached or the
  * handshake fails, of reason `"InvalidTool"` when it lists two tools of one name
- * (or a tool without a name), and with `InvalidOptions` (module
+ * or of names that read the same (`"delete"` and `"Delete"`, `"ｄｅｌｅｔｅ"`,
+ * `"del\u200bete"` or `"delete "`), or a tool without a name, and with `InvalidOptions` (module
  * `"McpToolkit"`) for bad options.
  *
  * @example
@@ -438,24 +454,32 @@ export const make = (
     )
     // a tool name is data: `__proto__` or `constructor` is a name like any other
     const tools: Tools = Object.create(null)
+    // the names listed so far by their folded form: two names that read alike are refused
+    const folded = new Map<string, string>()
     for (const definition of session.tools) {
       const name: unknown = definition.name
-      if (typeof name !== "string" || name === "") {
+      if (typeof name !== "string" || foldName(name) === "") {
         return yield* new McpError({
           reason: "InvalidTool",
           server,
           tool: String(name),
-          detail: "its name is not a non-empty string"
+          detail: "its name is not a non-empty string (once invisible characters and spaces are left out)"
         })
       }
-      if (Object.hasOwn(tools, name)) {
+      const twin = folded.get(foldName(name))
+      if (twin !== undefined) {
         return yield* new McpError({
           reason: "InvalidTool",
           server,
           tool: name,
-          detail: "the server lists two tools of this name"
+          detail: twin === name
+            ? "the server lists two tools of this name"
+            : `the server also lists ${JSON.stringify(twin)}, a name that reads the same (${
+              JSON.stringify(name)
+            } differs from it only in case, Unicode form, width, invisible characters or spaces at either end)`
         })
       }
+      folded.set(foldName(name), name)
       Object.defineProperty(tools, name, {
         value: toolOf(server, definition),
         enumerable: true,
