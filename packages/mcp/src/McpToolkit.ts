@@ -17,6 +17,7 @@ import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared
 import type { CallToolResult, Tool as McpToolDefinition } from "@modelcontextprotocol/sdk/types.js"
 import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -105,7 +106,10 @@ export interface Options {
    * once (default 1: one at a time, as most servers keep state without
    * locks). A tool the server marks read-only (`readOnlyHint: true`, and not
    * `destructiveHint: true` as well) is not counted: its calls run as the
-   * agent runs them, in parallel.
+   * agent runs them, in parallel. A call cancelled (interrupted, e.g. by the
+   * agent's `toolTimeout`, or past `timeout`) keeps its place until the
+   * server answers it, the session ends, or `timeout` (default 60 seconds)
+   * has passed once more: a server may go on with a cancelled request.
    */
   readonly concurrency?: number | "unbounded" | undefined
 }
@@ -242,6 +246,9 @@ export class McpToolkit extends Context.Tag("@stepwise-agent/mcp/McpToolkit")<
 // =============================================================================
 // Constructors
 // =============================================================================
+
+/** The SDK's request timeout, used when `timeout` is not given. */
+const defaultTimeout = Duration.seconds(60)
 
 const invalid = (option: string, reason: string) =>
   new AgentError.InvalidOptions({ module: "McpToolkit", option, reason })
@@ -407,7 +414,8 @@ const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<
  * Calls of the tools the server marks read-only (`readOnlyHint: true`, and
  * not `destructiveHint: true` too: hints that contradict count as none) run
  * as the agent runs them, in parallel; the others wait for each other, up to
- * `concurrency` at once (default 1). A server listing more than 10,000
+ * `concurrency` at once (default 1), a cancelled call holding its place until
+ * the server answers it (or the session ends, or `timeout` passes again). A server listing more than 10,000
  * tools, or whose list does not end, fails with `McpError` (`"ConnectFailed"`).
  *
  * Fails with `McpError` of reason `"ConnectFailed"` when the server cannot be reached or the
@@ -490,12 +498,36 @@ export const make = (
     const readOnly = new Set(session.tools.filter(isReadOnly).map(({ name }) => name))
     // the calls that may change the server's state take a permit: one at a time by default
     const concurrency = options.concurrency ?? 1
-    const serialized: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E> = concurrency === "unbounded"
-      ? (effect) => effect
-      : (yield* Effect.makeSemaphore(concurrency)).withPermits(1)
+    const permits = concurrency === "unbounded" ? undefined : yield* Effect.makeSemaphore(concurrency)
+    const scope = yield* Effect.scope
+    const grace = timeout ?? defaultTimeout
+    // A call cancelled (interrupted, or past its timeout) may still run on the server, which need not stop:
+    // its permit is kept until the server answers, the session ends, or `grace` has passed.
+    const releaseWhen = (semaphore: Effect.Semaphore, done: Deferred.Deferred<void>) =>
+      Effect.flatMap(Deferred.isDone(done), (isDone) =>
+        isDone ? semaphore.release(1) : Deferred.await(done).pipe(
+          Effect.timeoutOption(grace),
+          Effect.ensuring(semaphore.release(1)),
+          // forked from a finalizer: interruptible, so that closing the toolkit's scope ends the wait
+          Effect.interruptible,
+          Effect.forkIn(scope),
+          Effect.asVoid
+        ))
+    const callOf = (name: string, params: unknown): Effect.Effect<Session.Answer, string> =>
+      permits === undefined || readOnly.has(name)
+        ? session.call(name, params)
+        : Effect.uninterruptibleMask((restore) =>
+          Effect.zipRight(
+            restore(permits.take(1)),
+            Effect.flatMap(
+              session.start(name, params),
+              ({ answer, done }) => restore(answer).pipe(Effect.ensuring(releaseWhen(permits, done)))
+            )
+          )
+        )
     const handle = (name: string, params: unknown): Effect.Effect<Tool.HandlerResult<McpTool>, McpError> =>
       Object.hasOwn(tools, name)
-        ? (readOnly.has(name) ? session.call(name, params) : serialized(session.call(name, params))).pipe(
+        ? callOf(name, params).pipe(
           Effect.map((answer) =>
             answer._tag === "Failed"
               ? handlerResult(true, { error: answer.reason })
