@@ -1027,7 +1027,7 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
    * A page of the text offloaded under `ref` from `thread`, and whether it was put in the store again: what
    * the store holds when it is that thread's text under that reference (a text another thread, or an earlier
    * incarnation of this one, offloaded, or one the store did not keep exactly, is not), else the result in the
-   * thread's messages. A reference from before incarnations is the thread's when its messages hold the text,
+   * thread's messages (also when the store fails to give the text back). A reference from before incarnations is the thread's when its messages hold the text,
    * or a summary of it names it.
    */
   const read = (
@@ -1049,14 +1049,17 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
       ) {
         return { page: page(ref, stored.right, offset, limit), put: false }
       }
-      if (stored._tag === "Left" && stored.left.reason === "StoreFailed") return yield* stored.left
-      // the store does not have it (a new process, or it was removed): the thread still holds the whole result
+      // the store does not have it (a new process, or it was removed), or cannot give it back (a file over the
+      // workspace's size limit, a store that fails): the thread still holds the whole result
       const found = findInThread(thread, messages, ref)
-      if (Option.isNone(found)) return yield* new OffloadError({ reason: "NotFound", ref })
+      const failed = stored._tag === "Left" && stored.left.reason === "StoreFailed" ? stored.left : undefined
+      if (Option.isNone(found)) return yield* (failed ?? new OffloadError({ reason: "NotFound", ref }))
       const { content, legacy } = found.value
-      // an earlier reference is read from the thread only: the store keeps texts under the current ones
-      if (!legacy) yield* service.put(ref, content)
-      return { page: page(ref, content, offset, limit), put: !legacy }
+      // an earlier reference is read from the thread only: the store keeps texts under the current ones;
+      // a store that failed to give the text back is not given it again
+      const put = !legacy && failed === undefined
+      if (put) yield* service.put(ref, content)
+      return { page: page(ref, content, offset, limit), put }
     })
 
   // The handler serves the calls the wrapToolCall below leaves to it: those with invalid arguments, which it

@@ -184,3 +184,47 @@ describe("Offload stores", () => {
       }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)))
   }
 })
+
+describe("Offload: a store that cannot give a text back", () => {
+  const big = `start ${"z".repeat(5000)} end`
+  /** Thread "t" offloads `big`, then reads it back whole with read_offloaded. */
+  const readBack = Effect.gen(function*() {
+    const model = yield* ScriptedModel.make([
+      ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "u" }, id: "f" }]),
+      (request) =>
+        ScriptedModel.toolCalls([{ name: "read_offloaded", params: { ref: refIn(request), limit: 20_000 }, id: "r" }]),
+      ScriptedModel.text("done")
+    ])
+    const agent = yield* Agent.make({ toolkit: Tools, middleware: [Offload.middleware({ maxResultChars: 100 })] }).pipe(
+      Effect.provide(Tools.toLayer({ fetch_page: () => Effect.succeed(big) })),
+      Effect.provideService(LanguageModel.LanguageModel, model.model)
+    )
+    const result = yield* agent.run("fetch", { threadId: "t" })
+    return toolResults(result.state.messages).find((part) => part.id === "r")!
+  })
+
+  it.effect("a text over the directory workspace's maxFileBytes is read back from the thread", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const root = yield* fs.makeTempDirectoryScoped()
+      const read = yield* readBack.pipe(
+        Effect.provide(Offload.layerWorkspace().pipe(Layer.provide(Workspace.layerDirectory({ root, maxFileBytes: 3000 }))))
+      )
+      assert.isFalse(read.isFailure, JSON.stringify(read.result))
+      assert.strictEqual((read.result as Offload.Page).text, big)
+    }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)))
+
+  it.effect("a store whose get fails: the thread reads its own text from its messages", () =>
+    Effect.gen(function*() {
+      const failing = Layer.succeed(
+        Offload.OffloadStore,
+        Offload.OffloadStore.of({
+          put: () => Effect.void,
+          get: (ref) => Effect.fail(new Offload.OffloadError({ reason: "StoreFailed", ref, detail: "disk gone" }))
+        })
+      )
+      const read = yield* Effect.provide(readBack, failing)
+      assert.isFalse(read.isFailure, JSON.stringify(read.result))
+      assert.strictEqual((read.result as Offload.Page).text, big)
+    }))
+})
