@@ -161,42 +161,51 @@ describe("McpToolkit: the tool list", () => {
       }
     }))
 
-  it.scopedLive("property: a name and any variant of it in case, width, invisible characters or spaces are refused", () =>
-    Effect.promise(() =>
-      FastCheck.assert(
-        FastCheck.asyncProperty(
-          FastCheck.stringMatching(/^[a-z][a-z0-9_]{0,11}$/),
-          FastCheck.array(FastCheck.constantFrom("upper", "wide", "zw", "space", "shy"), { minLength: 1, maxLength: 3 }),
-          FastCheck.nat(),
-          async (name, changes, at) => {
-            const variant = changes.reduce((text, change) => {
-              const i = at % (text.length + 1)
-              switch (change) {
-                case "upper":
-                  return text.toUpperCase()
-                case "wide":
-                  // U+FF01…U+FF5E: the full-width forms of "!" … "~"
-                  return [...text].map((c) => c > " " && c <= "~" ? String.fromCodePoint(c.codePointAt(0)! + 0xfee0) : c)
-                    .join("")
-                case "zw":
-                  return text.slice(0, i) + "\u200b" + text.slice(i)
-                case "shy":
-                  return text.slice(0, i) + "\u00ad" + text.slice(i)
-                case "space":
-                  return text + " "
-              }
-            }, name)
-            if (variant === name) return
-            const server = lowLevel(() => ({ tools: [tool(name), tool(variant)] }))
-            const exit = await Effect.runPromiseExit(Effect.scoped(
-              McpToolkit.make({ name: "variants", transport: { _tag: "InProcess", server } })
-            ))
-            assert.isTrue(exit._tag === "Failure" && JSON.stringify(exit.cause).includes("InvalidTool"))
-          }
-        ),
-        { numRuns: 40 }
-      )
-    ), { timeout: 60_000 })
+  it.scopedLive(
+    "property: a name and any variant of it in case, width, invisible characters or spaces are refused",
+    () =>
+      Effect.promise(() =>
+        FastCheck.assert(
+          FastCheck.asyncProperty(
+            FastCheck.stringMatching(/^[a-z][a-z0-9_]{0,11}$/),
+            FastCheck.array(FastCheck.constantFrom("upper", "wide", "zw", "space", "shy"), {
+              minLength: 1,
+              maxLength: 3
+            }),
+            FastCheck.nat(),
+            async (name, changes, at) => {
+              const variant = changes.reduce((text, change) => {
+                const i = at % (text.length + 1)
+                switch (change) {
+                  case "upper":
+                    return text.toUpperCase()
+                  case "wide":
+                    // U+FF01…U+FF5E: the full-width forms of "!" … "~"
+                    return [...text].map((c) =>
+                      c > " " && c <= "~" ? String.fromCodePoint(c.codePointAt(0)! + 0xfee0) : c
+                    )
+                      .join("")
+                  case "zw":
+                    return text.slice(0, i) + "\u200b" + text.slice(i)
+                  case "shy":
+                    return text.slice(0, i) + "\u00ad" + text.slice(i)
+                  default: // "space"
+                    return text + " "
+                }
+              }, name)
+              if (variant === name) return
+              const server = lowLevel(() => ({ tools: [tool(name), tool(variant)] }))
+              const exit = await Effect.runPromiseExit(Effect.scoped(
+                McpToolkit.make({ name: "variants", transport: { _tag: "InProcess", server } })
+              ))
+              assert.isTrue(exit._tag === "Failure" && JSON.stringify(exit.cause).includes("InvalidTool"))
+            }
+          ),
+          { numRuns: 40 }
+        )
+      ),
+    { timeout: 60_000 }
+  )
 
   it.scopedLive("a tool name another toolkit of the agent has fails Agent.make with AgentConfigError naming both", () =>
     Effect.gen(function*() {

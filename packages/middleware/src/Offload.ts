@@ -42,6 +42,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
+import * as Reserved from "./internal/reservedPaths.js"
 import { serviceOrOwn } from "./internal/serviceOrOwn.js"
 import { sha256Utf16 } from "./internal/sha256.js"
 import * as ThreadTexts from "./internal/threadTexts.js"
@@ -436,8 +437,10 @@ export const layerKeyValueStore = (
 
 /**
  * An {@link OffloadStore} on the `Workspace`: each text is the file
- * `<directory>/<ref>.txt` (default directory `"/offloaded"`), so the model
- * can also reach it with the `Filesystem` tools. A text with a lone
+ * `<directory>/<ref>.txt` (default directory `"/offloaded"`). The directory
+ * is reserved: the `Filesystem` tools, which every thread shares, neither
+ * list nor read nor write it, so a thread reads its texts with
+ * `read_offloaded` only, and never another thread's. A text with a lone
  * surrogate, which a UTF-8 file cannot hold, is the file `<ref>.json` instead,
  * a JSON string, so every text reads back exactly. Its `remove` deletes the
  * file, on a workspace that can (`Workspace.Service.remove`: the bundled
@@ -460,8 +463,10 @@ export const layerWorkspace = (
   Layer.effect(
     OffloadStore,
     Effect.map(Workspace.Workspace, (workspace) => {
-      const pathOf = (ref: string, extension: "txt" | "json") =>
-        `${options?.directory ?? "/offloaded"}/${ref}.${extension}`
+      const directory = options?.directory ?? "/offloaded"
+      // the texts belong to the threads they came from: the Filesystem tools (of every thread) do not see them
+      Reserved.reserve(workspace, directory)
+      const pathOf = (ref: string, extension: "txt" | "json") => `${directory}/${ref}.${extension}`
       const failed = (ref: string) => (error: Workspace.WorkspaceError) =>
         new OffloadError(
           error.reason === "NotFound"
