@@ -317,6 +317,10 @@ const invisible = /\p{Default_Ignorable_Code_Point}/gu
 const foldName = (name: string): string =>
   name.replace(invisible, "").normalize("NFKC").toUpperCase().toLowerCase().normalize("NFKC").trim()
 
+/** A name as a JSON string with every character outside printable ASCII escaped: twins look different. */
+const escaped = (name: string): string =>
+  JSON.stringify(name).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+
 const jsonSchemaOf = (definition: McpToolDefinition): object => {
   const { $schema: _, ...schema } = definition.inputSchema as Record<string, unknown>
   return schema
@@ -482,9 +486,9 @@ export const make = (
           tool: name,
           detail: twin === name
             ? "the server lists two tools of this name"
-            : `the server also lists ${JSON.stringify(twin)}, a name that reads the same (${
-              JSON.stringify(name)
-            } differs from it only in case, Unicode form, width, invisible characters or spaces at either end)`
+            : `the server also lists ${escaped(twin)}, a name that reads the same: ${
+              escaped(name)
+            } differs from it only in case, Unicode form, width, invisible characters or spaces at either end`
         })
       }
       folded.set(foldName(name), name)

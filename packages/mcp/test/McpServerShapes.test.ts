@@ -143,8 +143,11 @@ describe("McpToolkit: the tool list", () => {
         const server = lowLevel(() => ({ tools: [tool(first), tool("other"), tool(second)] }))
         const error = yield* Effect.flip(McpToolkit.make({ name: "twins", transport: { _tag: "InProcess", server } }))
         assert.deepInclude(error, { _tag: "McpError", reason: "InvalidTool", tool: second })
-        assert.include(error.message, JSON.stringify(first))
-        assert.include(error.message, JSON.stringify(second))
+        // both named, escaped where they are not printable ASCII, so that they look different
+        const escaped = (name: string) =>
+          JSON.stringify(name).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+        assert.include(error.message, escaped(first))
+        assert.include(error.message, escaped(second))
       }
       // names that only look alike to a folded eye but differ stay apart
       const server = lowLevel(() => ({ tools: ["delete", "delete_all", "delete.v2", "del-ete"].map((n) => tool(n)) }))
