@@ -17,6 +17,7 @@ import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared
 import type { CallToolResult, Tool as McpToolDefinition } from "@modelcontextprotocol/sdk/types.js"
 import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -105,7 +106,10 @@ export interface Options {
    * once (default 1: one at a time, as most servers keep state without
    * locks). A tool the server marks read-only (`readOnlyHint: true`, and not
    * `destructiveHint: true` as well) is not counted: its calls run as the
-   * agent runs them, in parallel.
+   * agent runs them, in parallel. A call cancelled (interrupted, e.g. by the
+   * agent's `toolTimeout`, or past `timeout`) keeps its place until the
+   * server answers it, the session ends, or `timeout` (default 60 seconds)
+   * has passed once more: a server may go on with a cancelled request.
    */
   readonly concurrency?: number | "unbounded" | undefined
 }
@@ -133,8 +137,10 @@ export const Arguments = Schema.Struct({}, Schema.Record({ key: Schema.String, v
  *   without its arguments, which often carry credentials, or the URL without
  *   its user info, query or fragment). The toolkit is not built;
  * - `"InvalidTool"`: the server listed a tool the toolkit cannot offer: two
- *   tools of one name, or a name that is not a non-empty string (`tool`).
- *   Nothing is offered to the model: the toolkit is not built;
+ *   tools of one name, or of names that read the same (they differ only in
+ *   case, Unicode form, width, invisible characters or spaces at either end:
+ *   the detail names both), or a name that is not a non-empty string
+ *   (`tool`). Nothing is offered to the model: the toolkit is not built;
  * - `"Disconnected"`: a tool call lost its session before the answer came:
  *   the server process exited, the HTTP connection broke or was refused
  *   (`tool`). It is the tool's typed failure, so in an agent the model reads
@@ -241,6 +247,9 @@ export class McpToolkit extends Context.Tag("@stepwise-agent/mcp/McpToolkit")<
 // Constructors
 // =============================================================================
 
+/** The SDK's request timeout, used when `timeout` is not given. */
+const defaultTimeout = Duration.seconds(60)
+
 const invalid = (option: string, reason: string) =>
   new AgentError.InvalidOptions({ module: "McpToolkit", option, reason })
 
@@ -294,6 +303,23 @@ const validate = (options: Options): AgentError.InvalidOptions | Duration.Durati
   }
   return timeout.value
 }
+
+/** The characters a name may hold that show nothing: zero-width spaces and joiners, soft hyphens, … */
+const invisible = /\p{Default_Ignorable_Code_Point}/gu
+
+/**
+ * A tool name as a reader takes it: without invisible characters, in NFKC
+ * form (a precomposed and a decomposed accent, full-width and ASCII letters
+ * alike), case folded, without spaces at either end. Two names of one server
+ * with the same folded form are refused: a gate on one (`HumanInTheLoop`'s
+ * `interruptOn`) would leave the other, which looks the same, ungated.
+ */
+const foldName = (name: string): string =>
+  name.replace(invisible, "").normalize("NFKC").toUpperCase().toLowerCase().normalize("NFKC").trim()
+
+/** A name as a JSON string with every character outside printable ASCII escaped: twins look different. */
+const escaped = (name: string): string =>
+  JSON.stringify(name).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
 
 const jsonSchemaOf = (definition: McpToolDefinition): object => {
   const { $schema: _, ...schema } = definition.inputSchema as Record<string, unknown>
@@ -392,12 +418,14 @@ const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<
  * Calls of the tools the server marks read-only (`readOnlyHint: true`, and
  * not `destructiveHint: true` too: hints that contradict count as none) run
  * as the agent runs them, in parallel; the others wait for each other, up to
- * `concurrency` at once (default 1). A server listing more than 10,000
+ * `concurrency` at once (default 1), a cancelled call holding its place until
+ * the server answers it (or the session ends, or `timeout` passes again). A server listing more than 10,000
  * tools, or whose list does not end, fails with `McpError` (`"ConnectFailed"`).
  *
  * Fails with `McpError` of reason `"ConnectFailed"` when the server cannot be reached or the
  * handshake fails, of reason `"InvalidTool"` when it lists two tools of one name
- * (or a tool without a name), and with `InvalidOptions` (module
+ * or of names that read the same (`"delete"` and `"Delete"`, `"ｄｅｌｅｔｅ"`,
+ * `"del\u200bete"` or `"delete "`), or a tool without a name, and with `InvalidOptions` (module
  * `"McpToolkit"`) for bad options.
  *
  * @example
@@ -438,24 +466,32 @@ export const make = (
     )
     // a tool name is data: `__proto__` or `constructor` is a name like any other
     const tools: Tools = Object.create(null)
+    // the names listed so far by their folded form: two names that read alike are refused
+    const folded = new Map<string, string>()
     for (const definition of session.tools) {
       const name: unknown = definition.name
-      if (typeof name !== "string" || name === "") {
+      if (typeof name !== "string" || foldName(name) === "") {
         return yield* new McpError({
           reason: "InvalidTool",
           server,
           tool: String(name),
-          detail: "its name is not a non-empty string"
+          detail: "its name is not a non-empty string (once invisible characters and spaces are left out)"
         })
       }
-      if (Object.hasOwn(tools, name)) {
+      const twin = folded.get(foldName(name))
+      if (twin !== undefined) {
         return yield* new McpError({
           reason: "InvalidTool",
           server,
           tool: name,
-          detail: "the server lists two tools of this name"
+          detail: twin === name
+            ? "the server lists two tools of this name"
+            : `the server also lists ${escaped(twin)}, a name that reads the same: ${
+              escaped(name)
+            } differs from it only in case, Unicode form, width, invisible characters or spaces at either end`
         })
       }
+      folded.set(foldName(name), name)
       Object.defineProperty(tools, name, {
         value: toolOf(server, definition),
         enumerable: true,
@@ -466,12 +502,36 @@ export const make = (
     const readOnly = new Set(session.tools.filter(isReadOnly).map(({ name }) => name))
     // the calls that may change the server's state take a permit: one at a time by default
     const concurrency = options.concurrency ?? 1
-    const serialized: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E> = concurrency === "unbounded"
-      ? (effect) => effect
-      : (yield* Effect.makeSemaphore(concurrency)).withPermits(1)
+    const permits = concurrency === "unbounded" ? undefined : yield* Effect.makeSemaphore(concurrency)
+    const scope = yield* Effect.scope
+    const grace = timeout ?? defaultTimeout
+    // A call cancelled (interrupted, or past its timeout) may still run on the server, which need not stop:
+    // its permit is kept until the server answers, the session ends, or `grace` has passed.
+    const releaseWhen = (semaphore: Effect.Semaphore, done: Deferred.Deferred<void>) =>
+      Effect.flatMap(Deferred.isDone(done), (isDone) =>
+        isDone ? semaphore.release(1) : Deferred.await(done).pipe(
+          Effect.timeoutOption(grace),
+          Effect.ensuring(semaphore.release(1)),
+          // forked from a finalizer: interruptible, so that closing the toolkit's scope ends the wait
+          Effect.interruptible,
+          Effect.forkIn(scope),
+          Effect.asVoid
+        ))
+    const callOf = (name: string, params: unknown): Effect.Effect<Session.Answer, string> =>
+      permits === undefined || readOnly.has(name)
+        ? session.call(name, params)
+        : Effect.uninterruptibleMask((restore) =>
+          Effect.zipRight(
+            restore(permits.take(1)),
+            Effect.flatMap(
+              session.start(name, params),
+              ({ answer, done }) => restore(answer).pipe(Effect.ensuring(releaseWhen(permits, done)))
+            )
+          )
+        )
     const handle = (name: string, params: unknown): Effect.Effect<Tool.HandlerResult<McpTool>, McpError> =>
       Object.hasOwn(tools, name)
-        ? (readOnly.has(name) ? session.call(name, params) : serialized(session.call(name, params))).pipe(
+        ? callOf(name, params).pipe(
           Effect.map((answer) =>
             answer._tag === "Failed"
               ? handlerResult(true, { error: answer.reason })

@@ -15,6 +15,7 @@ import { McpToolkit } from "@stepwise-agent/mcp"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as FastCheck from "effect/FastCheck"
 import * as z from "zod"
 
 /** A low-level server: `list` answers each tools/list request (by its cursor), `call` each call. */
@@ -124,6 +125,88 @@ describe("McpToolkit: the tool list", () => {
         const agent = yield* Agent.make({ toolkit: Effect.succeed(toolkit) })
         assert.strictEqual((yield* agent.run("go", { threadId: "t" }))._tag, "Completed")
       }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("done")]))),
+    { timeout: 60_000 }
+  )
+
+  it.scopedLive("two names that read the same fail with McpError InvalidTool naming both: nothing is offered", () =>
+    Effect.gen(function*() {
+      const twins: ReadonlyArray<readonly [string, string]> = [
+        ["delet\u00e9", "delete\u0301"], // precomposed and decomposed accent
+        ["delete", "\uff44\uff45\uff4c\uff45\uff54\uff45"], // full-width letters
+        ["Delete", "delete"],
+        ["delete", "del\u200bete"], // a zero-width space
+        ["delete", "del\u00adete"], // a soft hyphen
+        ["delete", "delete "],
+        ["delete", "\u00a0delete"]
+      ]
+      for (const [first, second] of twins) {
+        const server = lowLevel(() => ({ tools: [tool(first), tool("other"), tool(second)] }))
+        const error = yield* Effect.flip(McpToolkit.make({ name: "twins", transport: { _tag: "InProcess", server } }))
+        assert.deepInclude(error, { _tag: "McpError", reason: "InvalidTool", tool: second })
+        // both named, escaped where they are not printable ASCII, so that they look different
+        const escaped = (name: string) =>
+          JSON.stringify(name).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+        assert.include(error.message, escaped(first))
+        assert.include(error.message, escaped(second))
+      }
+      // names that only look alike to a folded eye but differ stay apart
+      const server = lowLevel(() => ({ tools: ["delete", "delete_all", "delete.v2", "del-ete"].map((n) => tool(n)) }))
+      const toolkit = yield* McpToolkit.make({ name: "plain", transport: { _tag: "InProcess", server } })
+      assert.deepStrictEqual(Object.keys(toolkit.tools), ["delete", "delete_all", "delete.v2", "del-ete"])
+    }))
+
+  it.scopedLive("a name of invisible characters and spaces only fails with McpError InvalidTool", () =>
+    Effect.gen(function*() {
+      for (const name of [" ", "\u200b", "\u200d\ufeff"]) {
+        const server = lowLevel(() => ({ tools: [tool(name)] }))
+        const error = yield* Effect.flip(McpToolkit.make({ name: "blank", transport: { _tag: "InProcess", server } }))
+        assert.deepInclude(error, { _tag: "McpError", reason: "InvalidTool", tool: name })
+      }
+    }))
+
+  it.scopedLive(
+    "property: a name and any variant of it in case, width, invisible characters or spaces are refused",
+    () =>
+      Effect.promise(() =>
+        FastCheck.assert(
+          FastCheck.asyncProperty(
+            FastCheck.stringMatching(/^[a-z][a-z0-9_]{0,11}$/),
+            FastCheck.array(FastCheck.constantFrom("upper", "wide", "zw", "space", "shy"), {
+              minLength: 1,
+              maxLength: 3
+            }),
+            FastCheck.nat(),
+            async (name, changes, at) => {
+              const variant = changes.reduce((text, change) => {
+                const i = at % (text.length + 1)
+                switch (change) {
+                  case "upper":
+                    return text.toUpperCase()
+                  case "wide":
+                    // U+FF01…U+FF5E: the full-width forms of "!" … "~"
+                    return [...text].map((c) =>
+                      c > " " && c <= "~" ? String.fromCodePoint(c.codePointAt(0)! + 0xfee0) : c
+                    )
+                      .join("")
+                  case "zw":
+                    return text.slice(0, i) + "\u200b" + text.slice(i)
+                  case "shy":
+                    return text.slice(0, i) + "\u00ad" + text.slice(i)
+                  default: // "space"
+                    return text + " "
+                }
+              }, name)
+              if (variant === name) return
+              const server = lowLevel(() => ({ tools: [tool(name), tool(variant)] }))
+              const exit = await Effect.runPromiseExit(Effect.scoped(
+                McpToolkit.make({ name: "variants", transport: { _tag: "InProcess", server } })
+              ))
+              assert.isTrue(exit._tag === "Failure" && JSON.stringify(exit.cause).includes("InvalidTool"))
+            }
+          ),
+          { numRuns: 40 }
+        )
+      ),
     { timeout: 60_000 }
   )
 

@@ -41,6 +41,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
+import * as Reserved from "./internal/reservedPaths.js"
 import { appendWhenOffered } from "./internal/toolPrompt.js"
 import * as WholeCharacters from "./internal/wholeCharacters.js"
 import * as Workspace from "./Workspace.js"
@@ -466,7 +467,13 @@ const withRoutes = (
   (routes === undefined || Object.keys(routes).length === 0) && access.rules === undefined &&
     access.defaultAccess === undefined
     ? (workspace) => workspace
-    : (workspace) => Either.getOrThrow(Workspace.composite(workspace, routes ?? {}, access))
+    : (workspace) =>
+      Either.getOrThrow(Workspace.composite(
+        workspace,
+        // a route may be the workspace an offload store keeps its texts in: they stay hidden there too
+        Object.fromEntries(Object.entries(routes ?? {}).map(([prefix, route]) => [prefix, Reserved.hiding(route)])),
+        access
+      ))
 
 /** The `InvalidOptions` of bad `routes`, named as options of this module. */
 const badRoutes = (routes: Options["routes"]): AgentError.InvalidOptions | undefined => {
@@ -528,7 +535,13 @@ const buildWorkspace = (options: WorkspaceOptions): Middleware.Middleware<{}, ne
   return Middleware.make({
     name: "filesystem",
     tools: Effect.flatMap(
-      toolkit.toContext(Effect.map(Workspace.Workspace, (service) => handlersOver(Effect.succeed(routed(service))))),
+      toolkit.toContext(
+        Effect.map(
+          Workspace.Workspace,
+          // without the directories a store of the agent reserves (`Offload.layerWorkspace`'s texts)
+          (service) => handlersOver(Effect.succeed(routed(Reserved.hiding(service))))
+        )
+      ),
       (context) => Effect.provide(toolkit, context)
     ),
     wrapModelCall: appendWhenOffered("read_file", options.systemPrompt ?? defaultSystemPrompt)

@@ -42,6 +42,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
+import * as Reserved from "./internal/reservedPaths.js"
 import { serviceOrOwn } from "./internal/serviceOrOwn.js"
 import { sha256Utf16 } from "./internal/sha256.js"
 import * as ThreadTexts from "./internal/threadTexts.js"
@@ -436,8 +437,10 @@ export const layerKeyValueStore = (
 
 /**
  * An {@link OffloadStore} on the `Workspace`: each text is the file
- * `<directory>/<ref>.txt` (default directory `"/offloaded"`), so the model
- * can also reach it with the `Filesystem` tools. A text with a lone
+ * `<directory>/<ref>.txt` (default directory `"/offloaded"`). The directory
+ * is reserved: the `Filesystem` tools, which every thread shares, neither
+ * list nor read nor write it, so a thread reads its texts with
+ * `read_offloaded` only, and never another thread's. A text with a lone
  * surrogate, which a UTF-8 file cannot hold, is the file `<ref>.json` instead,
  * a JSON string, so every text reads back exactly. Its `remove` deletes the
  * file, on a workspace that can (`Workspace.Service.remove`: the bundled
@@ -460,8 +463,10 @@ export const layerWorkspace = (
   Layer.effect(
     OffloadStore,
     Effect.map(Workspace.Workspace, (workspace) => {
-      const pathOf = (ref: string, extension: "txt" | "json") =>
-        `${options?.directory ?? "/offloaded"}/${ref}.${extension}`
+      const directory = options?.directory ?? "/offloaded"
+      // the texts belong to the threads they came from: the Filesystem tools (of every thread) do not see them
+      Reserved.reserve(workspace, directory)
+      const pathOf = (ref: string, extension: "txt" | "json") => `${directory}/${ref}.${extension}`
       const failed = (ref: string) => (error: Workspace.WorkspaceError) =>
         new OffloadError(
           error.reason === "NotFound"
@@ -1027,7 +1032,7 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
    * A page of the text offloaded under `ref` from `thread`, and whether it was put in the store again: what
    * the store holds when it is that thread's text under that reference (a text another thread, or an earlier
    * incarnation of this one, offloaded, or one the store did not keep exactly, is not), else the result in the
-   * thread's messages. A reference from before incarnations is the thread's when its messages hold the text,
+   * thread's messages (also when the store fails to give the text back). A reference from before incarnations is the thread's when its messages hold the text,
    * or a summary of it names it.
    */
   const read = (
@@ -1049,14 +1054,17 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
       ) {
         return { page: page(ref, stored.right, offset, limit), put: false }
       }
-      if (stored._tag === "Left" && stored.left.reason === "StoreFailed") return yield* stored.left
-      // the store does not have it (a new process, or it was removed): the thread still holds the whole result
+      // the store does not have it (a new process, or it was removed), or cannot give it back (a file over the
+      // workspace's size limit, a store that fails): the thread still holds the whole result
       const found = findInThread(thread, messages, ref)
-      if (Option.isNone(found)) return yield* new OffloadError({ reason: "NotFound", ref })
+      const failed = stored._tag === "Left" && stored.left.reason === "StoreFailed" ? stored.left : undefined
+      if (Option.isNone(found)) return yield* (failed ?? new OffloadError({ reason: "NotFound", ref }))
       const { content, legacy } = found.value
-      // an earlier reference is read from the thread only: the store keeps texts under the current ones
-      if (!legacy) yield* service.put(ref, content)
-      return { page: page(ref, content, offset, limit), put: !legacy }
+      // an earlier reference is read from the thread only: the store keeps texts under the current ones;
+      // a store that failed to give the text back is not given it again
+      const put = !legacy && failed === undefined
+      if (put) yield* service.put(ref, content)
+      return { page: page(ref, content, offset, limit), put }
     })
 
   // The handler serves the calls the wrapToolCall below leaves to it: those with invalid arguments, which it

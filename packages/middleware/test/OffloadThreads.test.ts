@@ -10,6 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware } from "@stepwise-agent/core"
 import { Messages, ScriptedModel } from "@stepwise-agent/testing"
 import { Context, Effect, FastCheck, Layer, Option, Schema } from "effect"
+import * as Filesystem from "../src/Filesystem.js"
 import * as Offload from "../src/Offload.js"
 import * as Workspace from "../src/Workspace.js"
 
@@ -148,6 +149,103 @@ describe("Offload across threads", () => {
   )
 })
 
+describe("Offload with Filesystem on one workspace", () => {
+  const secret = `ALICE-PRIVATE ${"x".repeat(5000)}`
+  it.effect("a thread's file tools neither list, read, search nor write any thread's offloaded texts", () =>
+    Effect.gen(function*() {
+      const workspace = yield* Workspace.makeMemory()
+      let ref = ""
+      const probes = (ref: string) => [
+        { name: "ls", params: { path: "/" } },
+        { name: "ls", params: { path: "/offloaded" } },
+        { name: "glob", params: { pattern: "**" } },
+        { name: "glob", params: { pattern: "*", path: "/offloaded" } },
+        { name: "grep", params: { pattern: "ALICE", output_mode: "content" } },
+        { name: "grep", params: { pattern: "ALICE", path: "/OFFLOADED", output_mode: "content" } },
+        { name: "read_file", params: { file_path: `/offloaded/${ref}.txt` } },
+        { name: "read_file", params: { file_path: `/./notes/../offloaded/${ref}.txt` } },
+        { name: "read_file", params: { file_path: `/Offloaded/${ref}.txt` } },
+        { name: "write_file", params: { file_path: `/offloaded/${ref}.txt`, content: "overwritten" } },
+        { name: "edit_file", params: { file_path: `/offloaded/${ref}.txt`, old_string: "ALICE", new_string: "BOB" } }
+      ]
+      const model = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "a" }, id: "fa" }]),
+        (request) => (ref = refIn(request), ScriptedModel.text("fetched")),
+        // another thread, then the thread itself, try every file tool on the offloaded text
+        () => ScriptedModel.toolCalls(probes(ref)),
+        ScriptedModel.text("bob done"),
+        () => ScriptedModel.toolCalls(probes(ref)),
+        ScriptedModel.text("alice done")
+      ])
+      const agent = yield* Agent.make({
+        toolkit: Tools,
+        middleware: [Offload.middleware({ maxResultChars: 100 }), Filesystem.middleware({ storage: "workspace" })]
+      }).pipe(
+        Effect.provide(Tools.toLayer({ fetch_page: () => Effect.succeed(secret) })),
+        Effect.provide(
+          Offload.layerWorkspace().pipe(Layer.provideMerge(Layer.succeed(Workspace.Workspace, workspace)))
+        ),
+        Effect.provideService(LanguageModel.LanguageModel, model.model)
+      )
+      yield* agent.run("fetch", { threadId: "alice" })
+      for (const threadId of ["bob", "alice"]) {
+        const result = yield* agent.run("look", { threadId })
+        const results = toolResults(result.state.messages).filter((part) => part.name !== "fetch_page")
+        assert.strictEqual(results.length, probes(ref).length)
+        assert.notInclude(JSON.stringify(results.map((part) => part.result)), "ALICE-PRIVATE", threadId)
+        for (const part of results) {
+          const listing = part.name === "ls" || part.name === "glob" || part.name === "grep"
+          // a listing names no offloaded file; a read or write of one fails (naming the path it was given)
+          if (listing) assert.notInclude(JSON.stringify(part.result), ref, `${threadId} ${part.name}`)
+          else assert.isTrue(part.isFailure, `${threadId} ${part.name}`)
+        }
+      }
+      // the store still holds the text, unchanged, for read_offloaded
+      assert.strictEqual(yield* workspace.read(`/offloaded/${ref}.txt`), secret)
+    }))
+})
+
+describe("Offload with Filesystem routing to its workspace", () => {
+  it.effect("the offloaded texts stay hidden under a route of the state storage", () =>
+    Effect.gen(function*() {
+      const workspace = yield* Workspace.makeMemory()
+      const secret = `ALICE-PRIVATE ${"x".repeat(5000)}`
+      let ref = ""
+      const model = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "a" }, id: "fa" }]),
+        (request) => (ref = refIn(request), ScriptedModel.text("fetched")),
+        () =>
+          ScriptedModel.toolCalls([
+            { name: "glob", params: { pattern: "**", path: "/mnt" } },
+            { name: "grep", params: { pattern: "ALICE", path: "/mnt", output_mode: "content" } },
+            { name: "read_file", params: { file_path: `/mnt/offloaded/${ref}.txt` } }
+          ]),
+        ScriptedModel.text("bob done")
+      ])
+      const agent = yield* Agent.make({
+        toolkit: Tools,
+        middleware: [
+          Offload.middleware({ maxResultChars: 100 }),
+          Filesystem.middleware({ routes: { "/mnt": workspace } })
+        ]
+      }).pipe(
+        Effect.provide(Tools.toLayer({ fetch_page: () => Effect.succeed(secret) })),
+        Effect.provide(Offload.layerWorkspace().pipe(Layer.provide(Layer.succeed(Workspace.Workspace, workspace)))),
+        Effect.provideService(LanguageModel.LanguageModel, model.model)
+      )
+      yield* agent.run("fetch", { threadId: "alice" })
+      const bob = yield* agent.run("look", { threadId: "bob" })
+      const results = toolResults(bob.state.messages)
+      assert.deepStrictEqual(results.map((part) => [part.name, part.isFailure]), [
+        ["glob", false],
+        ["grep", false],
+        ["read_file", true]
+      ])
+      assert.notInclude(JSON.stringify(results.slice(0, 2).map((part) => part.result)), ref)
+      assert.notInclude(JSON.stringify(results.map((part) => part.result)), "ALICE-PRIVATE")
+    }))
+})
+
 describe("Offload stores", () => {
   const stores: ReadonlyArray<
     readonly [string, (directory: string) => Layer.Layer<Offload.OffloadStore, unknown, NodeContext.NodeContext>]
@@ -183,4 +281,50 @@ describe("Offload stores", () => {
         )
       }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)))
   }
+})
+
+describe("Offload: a store that cannot give a text back", () => {
+  const big = `start ${"z".repeat(5000)} end`
+  /** Thread "t" offloads `big`, then reads it back whole with read_offloaded. */
+  const readBack = Effect.gen(function*() {
+    const model = yield* ScriptedModel.make([
+      ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "u" }, id: "f" }]),
+      (request) =>
+        ScriptedModel.toolCalls([{ name: "read_offloaded", params: { ref: refIn(request), limit: 20_000 }, id: "r" }]),
+      ScriptedModel.text("done")
+    ])
+    const agent = yield* Agent.make({ toolkit: Tools, middleware: [Offload.middleware({ maxResultChars: 100 })] }).pipe(
+      Effect.provide(Tools.toLayer({ fetch_page: () => Effect.succeed(big) })),
+      Effect.provideService(LanguageModel.LanguageModel, model.model)
+    )
+    const result = yield* agent.run("fetch", { threadId: "t" })
+    return toolResults(result.state.messages).find((part) => part.id === "r")!
+  })
+
+  it.effect("a text over the directory workspace's maxFileBytes is read back from the thread", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const root = yield* fs.makeTempDirectoryScoped()
+      const read = yield* readBack.pipe(
+        Effect.provide(
+          Offload.layerWorkspace().pipe(Layer.provide(Workspace.layerDirectory({ root, maxFileBytes: 3000 })))
+        )
+      )
+      assert.isFalse(read.isFailure, JSON.stringify(read.result))
+      assert.strictEqual((read.result as Offload.Page).text, big)
+    }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)))
+
+  it.effect("a store whose get fails: the thread reads its own text from its messages", () =>
+    Effect.gen(function*() {
+      const failing = Layer.succeed(
+        Offload.OffloadStore,
+        Offload.OffloadStore.of({
+          put: () => Effect.void,
+          get: (ref) => Effect.fail(new Offload.OffloadError({ reason: "StoreFailed", ref, detail: "disk gone" }))
+        })
+      )
+      const read = yield* Effect.provide(readBack, failing)
+      assert.isFalse(read.isFailure, JSON.stringify(read.result))
+      assert.strictEqual((read.result as Offload.Page).text, big)
+    }))
 })

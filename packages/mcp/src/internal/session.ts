@@ -8,7 +8,14 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { CallToolResult, Tool as McpToolDefinition } from "@modelcontextprotocol/sdk/types.js"
-import { CallToolResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CallToolResultSchema,
+  ErrorCode,
+  isJSONRPCErrorResponse,
+  isJSONRPCRequest,
+  isJSONRPCResultResponse,
+  McpError
+} from "@modelcontextprotocol/sdk/types.js"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -49,6 +56,17 @@ export type Answer =
   | { readonly _tag: "Result"; readonly result: CallToolResult }
   | { readonly _tag: "Failed"; readonly reason: string }
 
+/**
+ * A call sent: `answer` waits for what it got (interrupting it cancels the
+ * request), `done` completes once the server is done with the request (its
+ * answer came, even after the call was cancelled or timed out, or the
+ * session ended), or at once when the request was never sent.
+ */
+export interface Call {
+  readonly answer: Effect.Effect<Answer, string>
+  readonly done: Deferred.Deferred<void>
+}
+
 /** A live session. */
 export interface Session {
   readonly target: string
@@ -60,6 +78,8 @@ export interface Session {
    * reason when the session ended before the answer came.
    */
   readonly call: (name: string, args: unknown) => Effect.Effect<Answer, string>
+  /** Sends a call (as {@link Session.call} does) and tells when the server is done with it. */
+  readonly start: (name: string, args: unknown) => Effect.Effect<Call>
 }
 
 const reveal = (values: Readonly<Record<string, Secret>> | undefined): Record<string, string> => {
@@ -200,6 +220,7 @@ export const connect = (
     // The calls in flight wait on the current deferred; a transport that breaks fails it and starts another.
     let lost = yield* Deferred.make<never, string>()
     const breakCalls = (reason: string) => {
+      settleAll()
       const current = lost
       lost = Deferred.unsafeMake(FiberId.none)
       Deferred.unsafeDone(current, Effect.fail(reason))
@@ -260,8 +281,40 @@ export const connect = (
       }).pipe(Effect.onError(() => close)),
       () => close
     )
+    // The calls the server works on, by request id, until its answer comes: the SDK forgets a request it
+    // cancelled (on interruption or its timeout) and drops the answer, though the server may still run it.
+    const working = new Map<string | number, Deferred.Deferred<void>>()
+    const settle = (id: string | number) => {
+      const done = working.get(id)
+      if (done === undefined) return
+      working.delete(id)
+      Deferred.unsafeDone(done, Effect.void)
+    }
+    const settleAll = () => [...working.keys()].forEach(settle)
+    // the id of the call being sent: the SDK sends a request before callTool returns its promise
+    let onSent: ((id: string | number) => void) | undefined
+    const send = transport.send.bind(transport)
+    transport.send = (message, sendOptions) => {
+      const id = isJSONRPCRequest(message) && message.method === "tools/call" ? message.id : undefined
+      if (id === undefined) return send(message, sendOptions)
+      onSent?.(id)
+      return send(message, sendOptions).catch((error: unknown) => {
+        settle(id)
+        throw error
+      })
+    }
+    const receive = transport.onmessage
+    transport.onmessage = (message, extra) => {
+      if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
+        if (message.id !== undefined) settle(message.id)
+      }
+      receive?.call(transport, message, extra)
+    }
     const closed = target._tag === "Stdio" ? "the server process exited" : `the session with ${described} closed`
-    client.onclose = () => breakCalls(closed)
+    client.onclose = () => {
+      settleAll()
+      breakCalls(closed)
+    }
     const tools: Array<McpToolDefinition> = []
     // a list that never ends (a cursor given again, or pages without end) fails instead of growing forever
     const cursors = new Set<string>()
@@ -288,19 +341,33 @@ export const connect = (
       if (cursor !== undefined) cursors.add(cursor)
     } while (cursor !== undefined)
 
-    const call: Session["call"] = (name, args) =>
-      Effect.suspend(() =>
-        Effect.raceFirst(
+    const start: Session["start"] = (name, args) =>
+      Effect.sync(() => {
+        const controller = new AbortController()
+        const done = Deferred.unsafeMake<void>(FiberId.none)
+        let sent = false
+        onSent = (id) => {
+          sent = true
+          working.set(id, done)
+        }
+        let promise: Promise<CallToolResult>
+        try {
+          promise = client.callTool(
+            { name, arguments: args as Record<string, unknown> },
+            resultSchema,
+            { ...requestOptions, signal: controller.signal }
+          ) as Promise<CallToolResult>
+        } finally {
+          onSent = undefined
+        }
+        if (!sent) Deferred.unsafeDone(done, Effect.void)
+        // the answer of a call interrupted before it is awaited is nobody's
+        promise.catch(() => undefined)
+        const answer = Effect.raceFirst(
           Deferred.await(lost),
-          Effect.tryPromise({
-            try: (signal) =>
-              client.callTool(
-                { name, arguments: args as Record<string, unknown> },
-                resultSchema,
-                { ...requestOptions, signal }
-              ) as Promise<CallToolResult>,
-            catch: (error) => error
-          }).pipe(
+          Effect.tryPromise({ try: () => promise, catch: (error) => error }).pipe(
+            // interrupted: the SDK tells the server the request is cancelled
+            Effect.onInterrupt(() => Effect.sync(() => controller.abort())),
             Effect.map((result): Answer => ({ _tag: "Result", result: scrubFailed(result) })),
             Effect.catchAll((error) =>
               !isConnectionLost(error)
@@ -313,6 +380,8 @@ export const connect = (
             )
           )
         )
-      )
-    return { target: described, tools, call }
+        return { answer, done }
+      })
+    const call: Session["call"] = (name, args) => Effect.flatMap(start(name, args), ({ answer }) => answer)
+    return { target: described, tools, call, start }
   })
