@@ -214,6 +214,33 @@ for (const strategy of strategies) {
       { timeout: 60_000 }
     )
 
+    it.scoped("a directory above the root swapped for a link to a tree with a directory of the root's name", () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const base = yield* fs.makeTempDirectoryScoped()
+        const outside = yield* fs.makeTempDirectoryScoped()
+        yield* fs.makeDirectory(`${outside}/root`)
+        yield* fs.writeFileString(`${outside}/root/a.txt`, "OUTSIDE")
+        yield* fs.makeDirectory(`${base}/above/root`, { recursive: true })
+        yield* fs.writeFileString(`${base}/above/root/a.txt`, "inside")
+        const workspace = yield* Workspace.makeDirectory({ root: `${base}/above/root` })
+        yield* fs.rename(`${base}/above`, `${base}/moved`)
+        yield* fs.symlink(outside, `${base}/above`)
+        for (
+          const operation of [
+            workspace.read("/a.txt"),
+            workspace.write("/b.txt", "x"),
+            workspace.remove!("/a.txt"),
+            workspace.ls("/"),
+            workspace.glob("**")
+          ]
+        ) {
+          assert.strictEqual((yield* Effect.flip(operation)).reason, "Io")
+        }
+        assert.deepStrictEqual(NodeFs.readdirSync(`${outside}/root`), ["a.txt"])
+        assert.strictEqual(NodeFs.readFileSync(`${outside}/root/a.txt`, "utf8"), "OUTSIDE")
+      }).pipe(inStrategy))
+
     it.scoped(
       "a root swapped for a link out at any step of an operation: nothing outside is answered, made or deleted",
       () =>
