@@ -698,6 +698,11 @@ export const defaultMaxFileBytes = 10 * 1024 * 1024
  *   directory so checked. (Where `/proc/self/fd` is missing, on macOS and
  *   Windows, a swap can still hit the instant before a file or directory is
  *   made; the write then fails and removes it: see the filesystem guide.)
+ * - The root is the directory `root` names when the workspace is made (a
+ *   link resolved then). When its path no longer names that directory
+ *   (renamed away, replaced by a link or another directory, removed),
+ *   every operation fails with `"Io"`, and nothing is read, made or
+ *   deleted where the path leads now.
  * - The access rules also hold where a link inside the root leads: with
  *   `/docs` read-only, a write through a link to it fails with
  *   `"ReadOnly"`.

@@ -9,6 +9,10 @@
  * (`/proc/self/fd/N/name`, as `openat` would), so a new file is created in
  * the checked directory and nowhere else.
  *
+ * The root is the directory the jail was made on: held open for as long
+ * as the jail lives, and every operation begins by opening the root's real
+ * path (no link followed) and finding that directory there, or is refused.
+ *
  * Where `/proc/self/fd` does not exist (macOS, Windows) Node has no way to
  * open a name relative to a descriptor, so the portable strategy opens real
  * paths and makes them safe otherwise: it follows no link itself (each step
