@@ -475,10 +475,15 @@ const withRoutes = (
         access
       ))
 
-/** The `InvalidOptions` of bad `routes`, named as options of this module. */
-const badRoutes = (routes: Options["routes"]): AgentError.InvalidOptions | undefined => {
-  if (routes === undefined) return undefined
-  const checked = Workspace.composite(Workspace.fromStorage(Workspace.memoryStorage(new Map())), routes)
+/** The `InvalidOptions` of bad `routes` or `rules`, named as options of this module. */
+const badRoutes = (
+  routes: Options["routes"],
+  rules: ReadonlyArray<Workspace.Rule> | undefined
+): AgentError.InvalidOptions | undefined => {
+  if (routes === undefined && rules === undefined) return undefined
+  const checked = Workspace.composite(Workspace.fromStorage(Workspace.memoryStorage(new Map())), routes ?? {}, {
+    rules
+  })
   return Either.isLeft(checked)
     ? new AgentError.InvalidOptions({ module: "Filesystem", option: checked.left.option, reason: checked.left.reason })
     : undefined
@@ -524,7 +529,7 @@ export const middleware: {
     OptionsSchema,
     options,
     (checked) => {
-      const invalid = badRoutes(checked.routes)
+      const invalid = badRoutes(checked.routes, checked.rules)
       if (invalid !== undefined) return Check.failing(invalid)
       return checked.storage === "workspace" ? buildWorkspace(checked) : buildState(checked)
     }

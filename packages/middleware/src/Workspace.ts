@@ -78,6 +78,17 @@ export type Access = "read-only" | "read-write"
  * prefix (`/docs` covers `/docs` and everything under it). The first rule
  * that matches a path decides its access.
  *
+ * A glob is read as a path, each plain pattern its braces stand for alone:
+ * rooted at "/" (`docs/*` is `/docs/*`), runs of "/" one, `.` segments and
+ * a "/" at the end dropped, so `{/docs/**,/vendor/**}` and
+ * `{/docs,/vendor}/**` hold as written out one by one, and a glob ending in
+ * "/" as without it. A glob whose braces stand for more than 256 plain
+ * patterns, or with a `..` segment, is refused: `makeDirectory` and
+ * `composite` (and the `Filesystem` middleware) fail with
+ * `AgentError.InvalidOptions` naming it; `makeMemory` and `fromStorage`,
+ * which cannot fail, hold such a read-only rule over every path and such a
+ * read-write rule over none.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -377,14 +388,36 @@ export const replaceIn = (
   return { content: parts.join(newString), occurrences }
 }
 
-/** The access of the first rule matching `path` (by `matches`), else the default. */
+/**
+ * The access of the first rule matching `path` (by `matches`), else the
+ * default. A rule whose pattern is refused (the constructors that can fail
+ * refuse it) holds as safely as it can: read-only everywhere, or, read-write,
+ * nowhere.
+ */
 const firstAccess = (
   options: AccessOptions,
   path: string,
   matches: (pattern: string, path: string) => boolean
 ): Access => {
-  for (const rule of options.rules ?? []) if (matches(rule.pattern, path)) return rule.access
+  for (const rule of options.rules ?? []) {
+    const refused = Paths.ruleProblem(rule.pattern) !== undefined
+    if (refused ? rule.access === "read-only" : matches(rule.pattern, path)) return rule.access
+  }
   return options.defaultAccess ?? "read-write"
+}
+
+/** The `InvalidOptions` of the first rule whose pattern is refused (see {@link Rule}). */
+const badRules = (options: AccessOptions): AgentError.InvalidOptions | undefined => {
+  for (const [index, rule] of (options.rules ?? []).entries()) {
+    const problem = Paths.ruleProblem(rule.pattern)
+    if (problem === undefined) continue
+    return new AgentError.InvalidOptions({
+      module: "Workspace",
+      option: `rules[${index}].pattern`,
+      reason: `${JSON.stringify(rule.pattern)} is refused: ${problem}`
+    })
+  }
+  return undefined
 }
 
 /**
@@ -665,6 +698,11 @@ export const defaultMaxFileBytes = 10 * 1024 * 1024
  *   directory so checked. (Where `/proc/self/fd` is missing, on macOS and
  *   Windows, a swap can still hit the instant before a file or directory is
  *   made; the write then fails and removes it: see the filesystem guide.)
+ * - The root is the directory `root` names when the workspace is made (a
+ *   link resolved then). When its path no longer names that directory
+ *   (renamed away, replaced by a link or another directory, removed),
+ *   every operation fails with `"Io"`, and nothing is read, made or
+ *   deleted where the path leads now.
  * - The access rules also hold where a link inside the root leads: with
  *   `/docs` read-only, a write through a link to it fails with
  *   `"ReadOnly"`.
@@ -712,6 +750,8 @@ export const makeDirectory = (
         reason: `must be a whole number of bytes, 0 or more (got ${maxFileBytes})`
       })
     }
+    const invalidRules = badRules(options)
+    if (invalidRules !== undefined) return yield* invalidRules
     const jail = yield* Jail.make(options.root).pipe(
       Effect.mapError((refusal) => new WorkspaceError({ reason: "Io", path: options.root, detail: detailOf(refusal) }))
     )
@@ -830,6 +870,8 @@ export const composite = (
   routes: Readonly<Record<string, Service>>,
   options: AccessOptions = {}
 ): Either.Either<Service, AgentError.InvalidOptions> => {
+  const invalidRules = badRules(options)
+  if (invalidRules !== undefined) return Either.left(invalidRules)
   const mounted: Array<Route> = []
   for (const [given, workspace] of Object.entries(routes)) {
     const invalid = (reason: string) =>

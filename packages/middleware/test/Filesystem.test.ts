@@ -179,6 +179,12 @@ describe("Filesystem (files in the agent state)", () => {
       }).pipe(Effect.provideService(LanguageModel.LanguageModel, model.model), Effect.flip)
       assert.strictEqual(error._tag, "InvalidOptions")
       assert.include(error.message, "rules[0].access")
+      // a rule pattern refused by the workspaces is refused here too
+      const refused = yield* Agent.make({
+        middleware: [Filesystem.middleware({ rules: [{ pattern: "/docs/../x/*", access: "read-only" }] })]
+      }).pipe(Effect.provideService(LanguageModel.LanguageModel, model.model), Effect.flip)
+      assert.strictEqual(refused._tag, "InvalidOptions")
+      assert.include(refused.message, "rules[0].pattern")
     }))
 })
 

@@ -1,7 +1,7 @@
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, FastCheck, Fiber, Option, Schema } from "effect"
+import { Effect, Either, Exit, FastCheck, Fiber, Option, Schema } from "effect"
 import * as NodeFs from "node:fs"
 import * as HostJail from "../src/internal/hostJail.js"
 import * as Paths from "../src/internal/workspacePaths.js"
@@ -390,6 +390,64 @@ describe("Workspace rules: the twins of a read-only path", () => {
         // a different name is not a twin
         yield* workspace.write("/docs/cafe/a.md", "x")
         yield* workspace.write("/keys/prod.env.example", "x")
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("a rule's brace alternatives that begin or end with a slash hold in memory, on a directory and in a composite", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      for (
+        const pattern of [
+          "{/docs/**,/vendor/**}",
+          "{/docs,/vendor}/**",
+          "{/docs/,/vendor/}**/",
+          "{./docs,//vendor}/**",
+          "{/a,/{docs,vendor}/{**,x}}"
+        ]
+      ) {
+        const rules: ReadonlyArray<Workspace.Rule> = [{ pattern, access: "read-only" }]
+        const stores = {
+          memory: yield* Workspace.makeMemory({ rules }),
+          directory: yield* Workspace.makeDirectory({ root: yield* fs.makeTempDirectoryScoped(), rules }),
+          composite: yield* Workspace.composite(yield* Workspace.makeMemory(), {
+            "/vendor": yield* Workspace.makeMemory()
+          }, { rules })
+        }
+        for (const [name, workspace] of Object.entries(stores)) {
+          for (const path of ["/docs/a.md", "/docs/deep/b.md", "/vendor/x/y.js"]) {
+            const refusal = yield* Effect.flip(workspace.write(path, "x"))
+            assert.strictEqual(refusal.reason, "ReadOnly", `${name}: ${pattern} over ${path}`)
+          }
+          yield* workspace.write("/other/a.md", "x")
+        }
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("a rule refused (a .. segment, too many alternatives) fails the constructors that can fail, naming it", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      for (const pattern of ["/docs/../vendor/*", "{/a,/b/..}/*", "{a,b}".repeat(9)]) {
+        const rules: ReadonlyArray<Workspace.Rule> = [{ pattern: "/x", access: "read-write" }, {
+          pattern,
+          access: "read-only"
+        }]
+        const directory = yield* Effect.flip(
+          Workspace.makeDirectory({ root: yield* fs.makeTempDirectoryScoped(), rules })
+        )
+        assert.strictEqual(directory._tag, "InvalidOptions")
+        assert.include(directory.message, "rules[1].pattern")
+        assert.include(directory.message, JSON.stringify(pattern))
+        const composite = Workspace.composite(yield* Workspace.makeMemory(), {}, { rules })
+        assert.isTrue(Either.isLeft(composite) && composite.left.message.includes("rules[1].pattern"), pattern)
+        // the constructors that cannot fail hold it safely: read-only over every path, read-write over none
+        const memory = yield* Workspace.makeMemory({ rules })
+        yield* memory.write("/x/a.md", "x")
+        assert.strictEqual((yield* Effect.flip(memory.write("/other.md", "x"))).reason, "ReadOnly", pattern)
+        const writable = yield* Workspace.makeMemory({
+          rules: [{ pattern, access: "read-write" }],
+          defaultAccess: "read-only"
+        })
+        assert.strictEqual((yield* Effect.flip(writable.write("/vendor/a", "x"))).reason, "ReadOnly", pattern)
       }
     }).pipe(Effect.provide(NodeContext.layer)))
 

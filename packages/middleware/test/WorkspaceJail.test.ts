@@ -155,6 +155,174 @@ for (const strategy of strategies) {
         assert.strictEqual(yield* workspace.read("/inner-dir/guide.md"), "guide\nneedle")
       }).pipe(inStrategy))
 
+    it.scoped(
+      "a root renamed away and replaced (by a link out, another directory, or nothing) refuses every operation",
+      () =>
+        Effect.gen(function*() {
+          const fs = yield* FileSystem.FileSystem
+          const base = yield* fs.makeTempDirectoryScoped()
+          const outside = yield* fs.makeTempDirectoryScoped()
+          yield* fs.writeFileString(`${outside}/a.txt`, "OUTSIDE")
+          yield* fs.makeDirectory(`${outside}/sub`)
+          const replacements = [
+            { name: "a link to a directory outside", put: (root: string) => fs.symlink(outside, root) },
+            {
+              name: "another directory",
+              put: (root: string) =>
+                Effect.zipRight(fs.makeDirectory(root), fs.writeFileString(`${root}/a.txt`, "OUTSIDE"))
+            },
+            { name: "nothing", put: () => Effect.void }
+          ]
+          for (const [index, replacement] of replacements.entries()) {
+            const root = `${base}/root${index}`
+            yield* fs.makeDirectory(`${root}/sub`, { recursive: true })
+            yield* fs.writeFileString(`${root}/a.txt`, "inside")
+            const workspace = yield* Workspace.makeDirectory({ root })
+            assert.strictEqual(yield* workspace.read("/a.txt"), "inside")
+            yield* fs.rename(root, `${base}/moved${index}`)
+            yield* replacement.put(root)
+            const there = () =>
+              [outside, root].map((dir) => NodeFs.existsSync(dir) ? NodeFs.readdirSync(dir).sort() : [])
+            const before = there()
+            const operations: ReadonlyArray<readonly [string, Effect.Effect<unknown, Workspace.WorkspaceError>]> = [
+              ["read", workspace.read("/a.txt")],
+              ["write", workspace.write("/b.txt", "x")],
+              ["write in a new directory", workspace.write("/new/b.txt", "x")],
+              ["write over a file", workspace.write("/a.txt", "x")],
+              ["edit", workspace.edit("/a.txt", "OUTSIDE", "x", false)],
+              ["remove", workspace.remove!("/a.txt")],
+              ["ls", workspace.ls("/")],
+              ["ls of a directory", workspace.ls("/sub")],
+              ["glob", workspace.glob("**")],
+              ["grep", workspace.grep("OUTSIDE")]
+            ]
+            for (const [name, operation] of operations) {
+              const error = yield* Effect.flip(operation)
+              assert.strictEqual(error.reason, "Io", `${replacement.name}: ${name}`)
+              assert.include(
+                error.detail,
+                "root directory was moved, replaced or removed",
+                `${replacement.name}: ${name}`
+              )
+            }
+            // nothing made or deleted where the root's path leads now
+            assert.deepStrictEqual(there(), before, replacement.name)
+            assert.strictEqual(NodeFs.readFileSync(`${outside}/a.txt`, "utf8"), "OUTSIDE")
+            assert.deepStrictEqual(NodeFs.readdirSync(`${base}/moved${index}`).sort(), ["a.txt", "sub"])
+          }
+        }).pipe(inStrategy),
+      { timeout: 60_000 }
+    )
+
+    it.scoped("a directory above the root swapped for a link to a tree with a directory of the root's name", () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const base = yield* fs.makeTempDirectoryScoped()
+        const outside = yield* fs.makeTempDirectoryScoped()
+        yield* fs.makeDirectory(`${outside}/root`)
+        yield* fs.writeFileString(`${outside}/root/a.txt`, "OUTSIDE")
+        yield* fs.makeDirectory(`${base}/above/root`, { recursive: true })
+        yield* fs.writeFileString(`${base}/above/root/a.txt`, "inside")
+        const workspace = yield* Workspace.makeDirectory({ root: `${base}/above/root` })
+        yield* fs.rename(`${base}/above`, `${base}/moved`)
+        yield* fs.symlink(outside, `${base}/above`)
+        for (
+          const operation of [
+            workspace.read("/a.txt"),
+            workspace.write("/b.txt", "x"),
+            workspace.remove!("/a.txt"),
+            workspace.ls("/"),
+            workspace.glob("**")
+          ]
+        ) {
+          assert.strictEqual((yield* Effect.flip(operation)).reason, "Io")
+        }
+        assert.deepStrictEqual(NodeFs.readdirSync(`${outside}/root`), ["a.txt"])
+        assert.strictEqual(NodeFs.readFileSync(`${outside}/root/a.txt`, "utf8"), "OUTSIDE")
+      }).pipe(inStrategy))
+
+    it.scoped(
+      "a root swapped for a link out at any step of an operation: nothing outside is answered, made or deleted",
+      () =>
+        Effect.gen(function*() {
+          const fs = yield* FileSystem.FileSystem
+          const base = yield* fs.makeTempDirectoryScoped()
+          const outside = yield* fs.makeTempDirectoryScoped()
+          yield* fs.writeFileString(`${outside}/a.txt`, "OUTSIDE")
+          yield* fs.writeFileString(`${outside}/keep.txt`, "OUTSIDE")
+          const operations: ReadonlyArray<
+            readonly [string, (workspace: Workspace.Service) => Effect.Effect<unknown, Workspace.WorkspaceError>]
+          > = [
+            ["read", (workspace) => workspace.read("/a.txt")],
+            ["write", (workspace) => workspace.write("/b.txt", "x")],
+            ["write over a file", (workspace) => workspace.write("/a.txt", "x")],
+            // (the portable strategy looks for a directory it made for 2 s after each swap: too long to sweep)
+            ...(strategy.useProcFd
+              ? [
+                [
+                  "write in a new directory",
+                  (workspace: Workspace.Service) => workspace.write("/new/b.txt", "x")
+                ] as const
+              ]
+              : []),
+            ["edit", (workspace) => workspace.edit("/a.txt", "OUTSIDE", "x", false)],
+            ["remove", (workspace) => workspace.remove!("/a.txt")],
+            ["ls", (workspace) => workspace.ls("/")],
+            ["glob", (workspace) => workspace.glob("**")],
+            ["grep", (workspace) => workspace.grep("OUTSIDE")]
+          ]
+          let run = 0
+          for (const [name, operation] of operations) {
+            // the swap lands right before the k-th file system call of the operation, for every k it makes
+            for (let k = 1; k < 80; k++) {
+              const root = `${base}/root${++run}`
+              yield* fs.makeDirectory(`${root}/sub`, { recursive: true })
+              yield* fs.writeFileString(`${root}/a.txt`, "inside")
+              let calls: number | undefined
+              const before = () => {
+                if (calls === undefined || ++calls !== k) return
+                NodeFs.renameSync(root, `${base}/moved${run}`)
+                NodeFs.symlinkSync(outside, root)
+              }
+              const hooked = (real: HostJail.NodeFs): HostJail.NodeFs => {
+                const p = real.promises
+                const hook = <A extends ReadonlyArray<unknown>, B>(f: (...args: A) => Promise<B>) => (...args: A) => {
+                  before()
+                  return f(...args)
+                }
+                return {
+                  ...real,
+                  promises: {
+                    open: hook(p.open),
+                    stat: hook(p.stat),
+                    lstat: hook(p.lstat),
+                    readlink: hook(p.readlink),
+                    realpath: hook(p.realpath),
+                    mkdir: hook(p.mkdir),
+                    rename: hook(p.rename),
+                    unlink: hook(p.unlink),
+                    rmdir: hook(p.rmdir),
+                    readdir: hook(p.readdir)
+                  }
+                }
+              }
+              const workspace = yield* Workspace.makeDirectory({ root }).pipe(
+                Effect.provideService(HostJail.WrapNodeFs, hooked)
+              )
+              calls = 0
+              const result = yield* Effect.either(operation(workspace))
+              const at = `${name}, swapped before call ${k}`
+              assert.notInclude(JSON.stringify(Either.getOrUndefined(result)) ?? "", "OUTSIDE", at)
+              assert.notInclude(JSON.stringify(Either.getOrUndefined(result)) ?? "", "keep.txt", at)
+              assert.deepStrictEqual(NodeFs.readdirSync(outside, { recursive: true }).sort(), ["a.txt", "keep.txt"], at)
+              assert.strictEqual(NodeFs.readFileSync(`${outside}/a.txt`, "utf8"), "OUTSIDE", at)
+              if (calls < k) break
+            }
+          }
+        }).pipe(inStrategy),
+      { timeout: 120_000 }
+    )
+
     it.scoped("a hard link to a file outside is neither read nor written nor edited", () =>
       Effect.gen(function*() {
         const { fs, outside, workspace } = yield* setup

@@ -58,7 +58,13 @@ export interface Run {
   generation: number
 }
 
-type Token =
+/**
+ * A token of a pattern. Read from text, each `*` is a `star` of its own;
+ * runs of them are read as `**` (`anything`, or `segments` when a "/"
+ * follows) only once the braces are known ({@link compileTokens}), so a run
+ * that braces make (`*{*,}`) reads as the same run written out.
+ */
+export type Token =
   | { readonly kind: "char"; readonly code: number }
   | { readonly kind: "one" }
   | { readonly kind: "class"; readonly ranges: ReadonlyArray<readonly [number, number]>; readonly negated: boolean }
@@ -96,7 +102,7 @@ const classAt = (pattern: string, start: number): { readonly token: Token; reado
   return undefined
 }
 
-/** The tokens of a pattern; braces are marked as such only when they pair up. */
+/** The tokens of a pattern, a `star` for each `*`; braces are marked as such only when they pair up. */
 const tokenize = (pattern: string): Array<Token> => {
   const tokens: Array<Token> = []
   const literal = (text: string) => {
@@ -104,15 +110,8 @@ const tokenize = (pattern: string): Array<Token> => {
   }
   for (let i = 0; i < pattern.length; i++) {
     const c = pattern[i]!
-    if (c === "*") {
-      if (pattern[i + 1] === "*") {
-        const slashAfter = pattern[i + 2] === "/"
-        tokens.push({ kind: slashAfter ? "segments" : "anything" })
-        i += slashAfter ? 2 : 1
-      } else {
-        tokens.push({ kind: "star" })
-      }
-    } else if (c === "?") {
+    if (c === "*") tokens.push({ kind: "star" })
+    else if (c === "?") {
       tokens.push({ kind: "one" })
     } else if (c === "[") {
       const found = classAt(pattern, i)
@@ -158,11 +157,97 @@ const inRanges = (ranges: ReadonlyArray<readonly [number, number]>, code: number
 }
 
 /**
+ * `tokens` with each run of `star`s read as text reads it: two by two as
+ * `**` (`segments`, taking the "/" after it, when one follows at once), a
+ * last odd one as `*`.
+ */
+const joinStars = (tokens: ReadonlyArray<Token>): Array<Token> => {
+  const out: Array<Token> = []
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!
+    if (token.kind !== "star" || tokens[i + 1]?.kind !== "star") {
+      out.push(token)
+      continue
+    }
+    const after = tokens[i + 2]
+    const slashAfter = after?.kind === "char" && after.code === SLASH
+    out.push({ kind: slashAfter ? "segments" : "anything" })
+    i += slashAfter ? 2 : 1
+  }
+  return out
+}
+
+/** A pattern's tokens as a tree: a run of tokens and brace groups, each group its alternatives. */
+type Tree = ReadonlyArray<Token | ReadonlyArray<Tree>>
+
+/** The tree of tokens whose braces pair up: each group, its alternatives split at its commas. */
+const treeOf = (tokens: ReadonlyArray<Token>): Tree => {
+  const stack: Array<{ alternatives: Array<Array<Token | ReadonlyArray<Tree>>> }> = [{ alternatives: [[]] }]
+  for (const token of tokens) {
+    const top = stack[stack.length - 1]!
+    if (token.kind === "open") stack.push({ alternatives: [[]] })
+    else if (token.kind === "comma") top.alternatives.push([])
+    else if (token.kind === "close") {
+      stack.pop()
+      const parent = stack[stack.length - 1]!
+      parent.alternatives[parent.alternatives.length - 1]!.push(top.alternatives)
+    } else top.alternatives[top.alternatives.length - 1]!.push(token)
+  }
+  return stack[0]!.alternatives[0]!
+}
+
+/**
+ * The plain patterns (no braces) `pattern` stands for, as runs of tokens
+ * (a `star` for each `*`), in order; `undefined` when there are more than
+ * `max`. What matches one of them is what matches `pattern`.
+ */
+export const expand = (pattern: string, max: number): Array<Array<Token>> | undefined => {
+  const all = (tree: Tree): Array<Array<Token>> | undefined => {
+    let out: Array<Array<Token>> = [[]]
+    for (const item of tree) {
+      if (!Array.isArray(item)) {
+        for (const plain of out) plain.push(item as Token)
+        continue
+      }
+      const next: Array<Array<Token>> = []
+      for (const alternative of item as ReadonlyArray<Tree>) {
+        const tails = all(alternative)
+        if (tails === undefined) return undefined
+        for (const head of out) {
+          for (const tail of tails) next.push([...head, ...tail])
+          if (next.length > max) return undefined
+        }
+      }
+      out = next
+    }
+    return out
+  }
+  return all(treeOf(tokenize(pattern)))
+}
+
+/**
+ * The glob that matches what any of `plains` matches: plain patterns as
+ * {@link expand} gives them (changed as the caller needs, braces left out).
+ */
+export const compileAny = (plains: ReadonlyArray<ReadonlyArray<Token>>): Glob => {
+  const tokens: Array<Token> = [{ kind: "open" }]
+  plains.forEach((plain, index) => {
+    if (index > 0) tokens.push({ kind: "comma" })
+    for (const token of plain) tokens.push(token)
+  })
+  tokens.push({ kind: "close" })
+  return compileTokens(tokens)
+}
+
+/**
  * Compiles a glob. Work and memory are linear in the pattern's length;
  * braces are not expanded, so nesting costs nothing more.
  */
-export const compile = (pattern: string): Glob => {
-  const tokens = tokenize(pattern)
+export const compile = (pattern: string): Glob => compileTokens(tokenize(pattern))
+
+/** Compiles tokens whose braces pair up. */
+const compileTokens = (read: ReadonlyArray<Token>): Glob => {
+  const tokens = joinStars(read)
   const states: Array<State> = [{ kind: "accept" }]
   const add = (state: State): number => states.push(state) - 1
   /**

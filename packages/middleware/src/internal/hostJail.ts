@@ -9,6 +9,10 @@
  * (`/proc/self/fd/N/name`, as `openat` would), so a new file is created in
  * the checked directory and nowhere else.
  *
+ * The root is the directory the jail was made on: held open for as long
+ * as the jail lives, and every operation begins by opening the root's real
+ * path (no link followed) and finding that directory there, or is refused.
+ *
  * Where `/proc/self/fd` does not exist (macOS, Windows) Node has no way to
  * open a name relative to a descriptor, so the portable strategy opens real
  * paths and makes them safe otherwise: it follows no link itself (each step
@@ -167,6 +171,13 @@ const codeOf = (error: unknown): string | undefined =>
     : undefined
 
 /**
+ * The root is no longer the directory the jail was made on: its path was
+ * renamed away, replaced (by a link or another directory) or removed. Every
+ * operation is refused with it, and nothing is made or deleted anywhere.
+ */
+const rootChanged = io("the workspace's root directory was moved, replaced or removed since the workspace was made")
+
+/**
  * A directory on the way changed while an operation used it (portable
  * strategy): the operation is run again, and answers this when it keeps
  * changing.
@@ -306,7 +317,19 @@ interface Made {
   readonly close: Effect.Effect<void>
 }
 
-/** The jail over the directory `root` (which must exist); fails with its real path's error. */
+/**
+ * Closes the descriptor a jail holds on its root once the jail is gone (a
+ * workspace has no scope to close it in).
+ */
+const closeWhenCollected = new FinalizationRegistry<FileHandle>((handle) => void handle.close().catch(() => undefined))
+
+/**
+ * The jail over the directory `root` (which must exist); fails with its real
+ * path's error. The root is the directory `root` names now: a descriptor is
+ * held on it for as long as the jail lives (so its identity, device and
+ * inode, is never another's), and an operation begins only when the root's
+ * real path still names that directory and no link.
+ */
 export const make = (root: string): Effect.Effect<Jail, Refusal> =>
   Effect.gen(function*() {
     const fs = (yield* WrapNodeFs)(yield* Effect.tryPromise({ try: loadNodeFs, catch: (error) => io(String(error)) }))
@@ -326,15 +349,22 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
     const segmentsOf = (real: string): ReadonlyArray<string> =>
       real === rootReal ? [] : real.slice(prefix.length).split(separator)
 
-    // whether the kernel names an open descriptor's file (Linux): open the root and ask
-    const viaProc = (yield* UseProcFd) && (yield* Effect.scoped(Effect.flatMap(
-      Effect.acquireRelease(call(() => fs.promises.open(rootReal, directoryFlags)), close),
-      (handle) =>
-        Effect.map(
-          Effect.either(call(() => fs.promises.readlink(`/proc/self/fd/${handle.fd}`))),
-          (named) => named._tag === "Right" && named.right === rootReal
-        )
-    )))
+    const held = yield* call(() => fs.promises.open(rootReal, directoryFlags | noFollow))
+    const rootStats = yield* Effect.tapError(call(() => held.stat()), () => close(held))
+    /** Whether `stats` are the root's, the directory the jail was made on. */
+    const isRoot = (stats: Stats) => stats.dev === rootStats.dev && stats.ino === rootStats.ino
+
+    // whether the kernel names an open descriptor's file (Linux): ask about the root's
+    const viaProc = (yield* UseProcFd) && (yield* Effect.map(
+      Effect.either(call(() => fs.promises.readlink(`/proc/self/fd/${held.fd}`))),
+      (named) => named._tag === "Right" && named.right === rootReal
+    ))
+
+    /** Whether the root's real path names the root still: that directory, not a link (portable strategy). */
+    const rootHolds = Effect.match(call(() => fs.promises.lstat(rootReal)), {
+      onFailure: () => false,
+      onSuccess: (stats) => !stats.isSymbolicLink() && isRoot(stats)
+    })
 
     // -------------------------------------------------------------------------
     // the portable strategy's watch over the directories a path goes through
@@ -401,9 +431,14 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
       })
     }
 
-    /** Fails with `changed` when a directory the operation went through changed since it was relied on. */
+    /**
+     * Fails with `changed` when a directory the operation went through
+     * changed since it was relied on, and with `rootChanged` when the root's
+     * path no longer names the root.
+     */
     const settle = (operation: Operation) =>
       Effect.gen(function*() {
+        if (!(yield* rootHolds)) return yield* Effect.fail(rootChanged)
         for (const handle of operation.watched.keys()) {
           if (!(yield* unchanged(operation, handle))) operation.changed = true
         }
@@ -419,16 +454,17 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
       })
 
     /**
-     * Whether every directory from the root down to the one above `parent`
-     * is unchanged since it was watched, so `parent`'s path leads to it now.
-     * Checked right before and right after a file or directory is made.
+     * Whether the root's path names the root and every directory from the
+     * root down to the one above `parent` is unchanged since it was watched,
+     * so `parent`'s path leads to it now. Checked right before and right
+     * after a file or directory is made.
      */
     const holds = (parent: Opened) =>
       Effect.reduce(
         parent.above,
         true,
         (all, directory) => all ? unchanged(parent.operation, directory.handle) : Effect.succeed(false)
-      )
+      ).pipe(Effect.flatMap((all) => all ? rootHolds : Effect.succeed(false)))
 
     /**
      * Makes a file or directory in `parent` (portable strategy) by its path,
@@ -644,14 +680,25 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
         ? Effect.succeed(`/proc/self/fd/${parent.handle.fd}/${name}`)
         : Effect.as(through(parent), name === "" ? parent.real : parent.real + separator + name)
 
-    /** The root, opened for `operation`. */
+    /**
+     * The root, opened for `operation` by its real path (no link followed),
+     * and refused unless it is the directory the jail was made on: a root
+     * renamed away, replaced or removed is never used. By descriptor, every
+     * later step is opened in this one, so a swap of the root's path since
+     * cannot lead elsewhere; the portable strategy checks the path again
+     * before it answers or changes anything (`settle`, `holds`).
+     */
     const openRoot = (operation: Operation): Effect.Effect<Opened, Refusal, Scope.Scope> =>
       Effect.gen(function*() {
         const handle = yield* Effect.acquireRelease(
-          call(() => fs.promises.open(rootReal, directoryFlags)),
+          Effect.mapError(
+            call(() => fs.promises.open(rootReal, directoryFlags | noFollow)),
+            (refusal) => refusal._tag === "Io" && refusal.reason === "permission denied" ? refusal : rootChanged
+          ),
           release(operation)
         )
         const stats = yield* call(() => handle.stat())
+        if (!isRoot(stats)) return yield* Effect.fail(rootChanged)
         return { handle, stats, real: rootReal, operation, above: [] }
       })
 
@@ -1032,5 +1079,6 @@ export const make = (root: string): Effect.Effect<Jail, Refusal> =>
           })
         )
     }
+    closeWhenCollected.register(jail, held)
     return jail
   })

@@ -79,13 +79,89 @@ const compiled = (pattern: string): Glob.Glob => {
 }
 
 /**
+ * The most plain patterns a rule's braces may stand for
+ * (`{/docs,/vendor}/*.{md,txt}` stands for 4); a rule with more is refused.
+ */
+export const maxRuleAlternatives = 256
+
+const isChar = (token: Glob.Token | undefined, char: string): boolean =>
+  token?.kind === "char" && token.code === char.charCodeAt(0)
+
+/**
+ * A plain pattern written as the path it matches is: rooted at "/", each
+ * "/" one, without `.` segments or a "/" at the end, so `docs//a/./*.md/`
+ * matches what `/docs/a/*.md` does. `undefined` for a `..` segment, which
+ * no normalized path holds.
+ */
+const asPath = (plain: ReadonlyArray<Glob.Token>): Array<Glob.Token> | undefined => {
+  const out: Array<Glob.Token> = []
+  let segment: Array<Glob.Token> = []
+  const slash: Glob.Token = { kind: "char", code: 47 }
+  for (const token of [...plain, slash]) {
+    if (!isChar(token, "/")) {
+      segment.push(token)
+      continue
+    }
+    const dot = segment.length === 1 && isChar(segment[0], ".")
+    if (segment.length === 2 && isChar(segment[0], ".") && isChar(segment[1], ".")) return undefined
+    if (segment.length > 0 && !dot) out.push(slash, ...segment)
+    segment = []
+  }
+  return out.length === 0 ? [slash] : out
+}
+
+const ruleCache = new Map<string, Glob.Glob | string>()
+
+/** The glob of a rule pattern (see {@link compiledRule}), or why it is refused. */
+const ruleOf = (pattern: string): Glob.Glob | string => {
+  const plains = Glob.expand(pattern.replace(/\\/g, "/"), maxRuleAlternatives)
+  if (plains === undefined) return `its braces stand for more than ${maxRuleAlternatives} patterns`
+  const paths: Array<Array<Glob.Token>> = []
+  for (const plain of plains) {
+    const path = asPath(plain)
+    if (path === undefined) return "it has a \"..\" segment, which no path has"
+    paths.push(path)
+  }
+  return Glob.compileAny(paths)
+}
+
+/**
+ * The glob of a rule's pattern with glob syntax: every plain pattern its
+ * braces stand for, each written as a path ({@link asPath}), so an
+ * alternative that begins with "/" (`{/docs/**,/vendor/**}`), ends with one,
+ * or holds `./` matches as it would written out alone. A string: why the
+ * pattern is refused.
+ */
+const compiledRule = (pattern: string): Glob.Glob | string => {
+  let cached = ruleCache.get(pattern)
+  if (cached !== undefined) return cached
+  cached = ruleOf(pattern)
+  if (ruleCache.size > 200) ruleCache.clear()
+  ruleCache.set(pattern, cached)
+  return cached
+}
+
+/**
+ * Why a rule's pattern is refused (its braces stand for more than
+ * {@link maxRuleAlternatives} patterns, or a glob has a `..` segment), or
+ * `undefined` when it applies.
+ */
+export const ruleProblem = (pattern: string): string | undefined => {
+  if (!hasGlobSyntax(pattern)) return undefined
+  const rule = compiledRule(pattern)
+  return typeof rule === "string" ? rule : undefined
+}
+
+/**
  * Whether the normalized `path` matches a rule's pattern: a glob when it has
- * glob syntax (matched against the whole path), else a directory prefix.
+ * glob syntax (matched against the whole path, see {@link compiledRule}),
+ * else a directory prefix. A refused pattern ({@link ruleProblem}) matches
+ * nothing.
  */
 export const matchesRule = (pattern: string, path: string): boolean => {
   if (hasGlobSyntax(pattern)) {
-    const glob = tidy(pattern)
-    return Glob.matches(compiled(glob.startsWith("/") ? glob : `/${glob}`), path)
+    const rule = compiledRule(pattern)
+    return typeof rule !== "string" && Glob.matches(rule, path)
   }
   const prefix = normalize(pattern)
   return prefix !== undefined && isWithin(path, prefix)
