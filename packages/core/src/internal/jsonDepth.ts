@@ -30,6 +30,8 @@ export const exceeds = (value: unknown, limit: number = maxDepth): boolean => {
     if (depth > limit) return true
     if ((deepest.get(current) ?? 0) >= depth) continue
     deepest.set(current, depth)
+    // bytes (a file's data) hold no value to walk
+    if (ArrayBuffer.isView(current)) continue
     const children: ArrayLike<unknown> = Array.isArray(current) ? current : Object.values(current)
     for (let i = 0; i < children.length; i++) {
       const child = children[i]
