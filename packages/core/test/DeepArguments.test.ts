@@ -35,50 +35,58 @@ const runBy = (agent: Agent.Service, mode: "run" | "stream", input: string) =>
 
 describe("tool-call arguments nested too deep", () => {
   for (const mode of ["run", "stream"] as const) {
-    it.effect(`${mode}: arguments nested 100,000 deep get a failed result the model repairs; the thread is stored`, () =>
-      Effect.gen(function*() {
-        const agent = yield* Agent.make({ toolkit: Calculator })
-        const { events, result } = yield* runBy(agent, mode, "1 + 2?")
-        assert.strictEqual(result._tag, "Completed")
-        const [deep, repaired] = toolResults(result.state.messages)
-        assert.include(errorOf(deep), `Invalid arguments for tool "add": the arguments nest arrays and objects`)
-        assert.include(errorOf(deep), `more than ${JsonDepth.maxDepth} levels deep`)
-        assert.strictEqual(repaired!.result, 3)
-        // the stored call keeps its arguments cut just past the limit: still refused, writable by any encoder
-        const stored = result.state.messages.flatMap((message) => message.role === "assistant" ? message.content : [])
-          .find((part) => part.type === "tool-call" && part.id === "deep")
-        assert.isTrue(stored !== undefined && stored.type === "tool-call")
-        const params = (stored as Prompt.ToolCallPart).params
-        assert.isTrue(JsonDepth.exceeds(params) && !JsonDepth.exceeds(params, JsonDepth.maxDepth + 1))
-        assert.isTrue(JSON.stringify(params).length < 1000)
-        assert.isTrue(Option.isSome(yield* agent.thread("t")))
-        if (mode === "stream") assert.isTrue(events.some(AgentEvent.$is("ToolCallStarted")))
-      }).pipe(Effect.provide(Layer.merge(
-        ScriptedModel.layer([
-          ScriptedModel.toolCalls([{ name: "add", params: JSON.parse(deepText(100_000)), id: "deep" }]),
-          ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "good" }]),
-          ScriptedModel.text("3")
-        ]),
-        CalculatorLive
-      ))), { timeout: 30_000 })
+    it.effect(
+      `${mode}: arguments nested 100,000 deep get a failed result the model repairs; the thread is stored`,
+      () =>
+        Effect.gen(function*() {
+          const agent = yield* Agent.make({ toolkit: Calculator })
+          const { events, result } = yield* runBy(agent, mode, "1 + 2?")
+          assert.strictEqual(result._tag, "Completed")
+          const [deep, repaired] = toolResults(result.state.messages)
+          assert.include(errorOf(deep), `Invalid arguments for tool "add": the arguments nest arrays and objects`)
+          assert.include(errorOf(deep), `more than ${JsonDepth.maxDepth} levels deep`)
+          assert.strictEqual(repaired!.result, 3)
+          // the stored call keeps its arguments cut just past the limit: still refused, writable by any encoder
+          const stored = result.state.messages.flatMap((message) => message.role === "assistant" ? message.content : [])
+            .find((part) => part.type === "tool-call" && part.id === "deep")
+          assert.isTrue(stored !== undefined && stored.type === "tool-call")
+          const params = (stored as Prompt.ToolCallPart).params
+          assert.isTrue(JsonDepth.exceeds(params) && !JsonDepth.exceeds(params, JsonDepth.maxDepth + 1))
+          assert.isTrue(JSON.stringify(params).length < 1000)
+          assert.isTrue(Option.isSome(yield* agent.thread("t")))
+          if (mode === "stream") assert.isTrue(events.some(AgentEvent.$is("ToolCallStarted")))
+        }).pipe(Effect.provide(Layer.merge(
+          ScriptedModel.layer([
+            ScriptedModel.toolCalls([{ name: "add", params: JSON.parse(deepText(100_000)), id: "deep" }]),
+            ScriptedModel.toolCalls([{ name: "add", params: { a: 1, b: 2 }, id: "good" }]),
+            ScriptedModel.text("3")
+          ]),
+          CalculatorLive
+        ))),
+      { timeout: 30_000 }
+    )
 
-    it.scoped(`${mode}: through the OpenAI provider, deep arguments are answered and repaired`, () =>
-      Effect.gen(function*() {
-        const reply = mode === "run" ? FakeOpenAi.toolCalls : FakeOpenAi.streamToolCalls
-        const server = yield* FakeOpenAi.make([
-          reply([{ callId: "call_deep", name: "add", arguments: deepText(100_000) }]),
-          reply([{ callId: "call_good", name: "add", arguments: { a: 1, b: 2 } }]),
-          mode === "run" ? FakeOpenAi.text("3") : FakeOpenAi.streamText(["3"])
-        ])
-        const agent = yield* Agent.make({ toolkit: Calculator }).pipe(
-          Effect.provide(yield* Layer.build(Layer.merge(FakeOpenAi.languageModel(server), CalculatorLive)))
-        )
-        const { result } = yield* runBy(agent, mode, "1 + 2?")
-        assert.strictEqual(result._tag, "Completed")
-        const [deep, repaired] = toolResults(result.state.messages)
-        assert.include(errorOf(deep), "levels deep")
-        assert.strictEqual(repaired!.result, 3)
-      }), { timeout: 30_000 })
+    it.scoped(
+      `${mode}: through the OpenAI provider, deep arguments are answered and repaired`,
+      () =>
+        Effect.gen(function*() {
+          const reply = mode === "run" ? FakeOpenAi.toolCalls : FakeOpenAi.streamToolCalls
+          const server = yield* FakeOpenAi.make([
+            reply([{ callId: "call_deep", name: "add", arguments: deepText(100_000) }]),
+            reply([{ callId: "call_good", name: "add", arguments: { a: 1, b: 2 } }]),
+            mode === "run" ? FakeOpenAi.text("3") : FakeOpenAi.streamText(["3"])
+          ])
+          const agent = yield* Agent.make({ toolkit: Calculator }).pipe(
+            Effect.provide(yield* Layer.build(Layer.merge(FakeOpenAi.languageModel(server), CalculatorLive)))
+          )
+          const { result } = yield* runBy(agent, mode, "1 + 2?")
+          assert.strictEqual(result._tag, "Completed")
+          const [deep, repaired] = toolResults(result.state.messages)
+          assert.include(errorOf(deep), "levels deep")
+          assert.strictEqual(repaired!.result, 3)
+        }),
+      { timeout: 30_000 }
+    )
   }
 
   it.effect("arguments at the limit still reach the schema (its own error); one level more is refused", () =>
@@ -100,19 +108,23 @@ describe("tool-call arguments nested too deep", () => {
       CalculatorLive
     ))))
 
-  it.effect("a structured output nested 5,000 deep gets a failed result; the repaired one ends the run", () =>
-    Effect.gen(function*() {
-      const agent = yield* Agent.make({ responseFormat: Schema.Struct({ answer: Schema.Unknown }) })
-      const result = yield* agent.run("answer?", { threadId: "t" })
-      assert.strictEqual(result._tag, "Completed")
-      if (result._tag !== "Completed") return
-      assert.deepStrictEqual(result.output, Option.some({ answer: 42 }))
-      const [deep] = toolResults(result.state.messages)
-      assert.include(errorOf(deep), "Invalid structured output: the fields nest arrays and objects")
-    }).pipe(Effect.provide(ScriptedModel.layer([
-      ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: JSON.parse(deepText(5000)) }, id: "f1" }]),
-      ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: 42 }, id: "f2" }])
-    ]))), { timeout: 30_000 })
+  it.effect(
+    "a structured output nested 5,000 deep gets a failed result; the repaired one ends the run",
+    () =>
+      Effect.gen(function*() {
+        const agent = yield* Agent.make({ responseFormat: Schema.Struct({ answer: Schema.Unknown }) })
+        const result = yield* agent.run("answer?", { threadId: "t" })
+        assert.strictEqual(result._tag, "Completed")
+        if (result._tag !== "Completed") return
+        assert.deepStrictEqual(result.output, Option.some({ answer: 42 }))
+        const [deep] = toolResults(result.state.messages)
+        assert.include(errorOf(deep), "Invalid structured output: the fields nest arrays and objects")
+      }).pipe(Effect.provide(ScriptedModel.layer([
+        ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: JSON.parse(deepText(5000)) }, id: "f1" }]),
+        ScriptedModel.toolCalls([{ name: "final_answer", params: { answer: 42 }, id: "f2" }])
+      ]))),
+    { timeout: 30_000 }
+  )
 })
 
 describe("JsonDepth.exceeds", () => {
@@ -122,10 +134,14 @@ describe("JsonDepth.exceeds", () => {
       ? 0
       : 1 + Math.max(0, ...(Array.isArray(value) ? value : Object.values(value)).map(depthOf))
 
-  it.prop("agrees with the depth of any JSON value, at every limit", [FastCheck.jsonValue({ maxDepth: 6 })], ([json]) => {
-    const depth = depthOf(json)
-    for (let limit = 0; limit <= 7; limit++) assert.strictEqual(JsonDepth.exceeds(json, limit), depth > limit)
-  })
+  it.prop(
+    "agrees with the depth of any JSON value, at every limit",
+    [FastCheck.jsonValue({ maxDepth: 6 })],
+    ([json]) => {
+      const depth = depthOf(json)
+      for (let limit = 0; limit <= 7; limit++) assert.strictEqual(JsonDepth.exceeds(json, limit), depth > limit)
+    }
+  )
 
   it.prop("cut keeps a value within the limit, and cuts one past it to just past it", [
     FastCheck.jsonValue({ maxDepth: 6 }),

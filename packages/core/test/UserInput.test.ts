@@ -308,7 +308,10 @@ describe("what each role's message holds (issue 33, item 13)", () => {
     it.effect(`${entry}: file data that is no URL, only an object with an href, is refused naming the field`, () =>
       refused(
         entry,
-        withParts("user", [{ ...Prompt.makePart("file", { mediaType: "text/plain", data: "x" }), data: { href: "data:," } }]),
+        withParts("user", [{
+          ...Prompt.makePart("file", { mediaType: "text/plain", data: "x" }),
+          data: { href: "data:," }
+        }]),
         "messages.0.content.0.data: expected a string, bytes or a URL"
       ))
 
@@ -323,9 +326,21 @@ describe("what each role's message holds (issue 33, item 13)", () => {
   for (const entry of ["run", "stream"] as const) {
     for (
       const [label, input, says] of [
-        ["a text part in a tool message", withParts("tool", [Prompt.makePart("text", { text: "hi" })]), `"text" cannot be sent in a tool message`],
-        ["a reasoning part in a tool message", withParts("tool", [reasoning]), `"reasoning" cannot be sent in a tool message`],
-        ["a system message of parts", withParts("system", [Prompt.makePart("text", { text: "hi" })]), "messages.0.content: expected a string"],
+        [
+          "a text part in a tool message",
+          withParts("tool", [Prompt.makePart("text", { text: "hi" })]),
+          `"text" cannot be sent in a tool message`
+        ],
+        [
+          "a reasoning part in a tool message",
+          withParts("tool", [reasoning]),
+          `"reasoning" cannot be sent in a tool message`
+        ],
+        [
+          "a system message of parts",
+          withParts("system", [Prompt.makePart("text", { text: "hi" })]),
+          "messages.0.content: expected a string"
+        ],
         [
           "a tool call whose id is not a string",
           withParts("assistant", [{ ...Messages.toolCall("c1", "search", {}), id: 5 }]),
@@ -339,7 +354,11 @@ describe("what each role's message holds (issue 33, item 13)", () => {
     it.effect(`${entry}: an assistant message may hold reasoning: it is stored as given`, () =>
       Effect.gen(function*() {
         const agent = yield* Agent.make({})
-        const input = [Messages.user("hi"), Prompt.makeMessage("assistant", { content: [reasoning, Prompt.makePart("text", { text: "hello" })] }), Messages.user("again")]
+        const input = [
+          Messages.user("hi"),
+          Prompt.makeMessage("assistant", { content: [reasoning, Prompt.makePart("text", { text: "hello" })] }),
+          Messages.user("again")
+        ]
         assert.isUndefined(yield* attempt(agent, entry, input))
         assert.deepStrictEqual(Option.getOrThrow(yield* agent.thread("t")).state.messages.slice(0, 3), input)
       }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")]))))
@@ -347,7 +366,11 @@ describe("what each role's message holds (issue 33, item 13)", () => {
     it.effect(`${entry}: tool arguments nested 100,000 deep in a conversation are refused, not a defect`, () =>
       refused(
         entry,
-        [Messages.user("hi"), Messages.calls(Messages.toolCall("c1", "search", JSON.parse(`${"[".repeat(100_000)}${"]".repeat(100_000)}`))), Messages.result("c1", "search", "ok")],
+        [
+          Messages.user("hi"),
+          Messages.calls(Messages.toolCall("c1", "search", JSON.parse(`${"[".repeat(100_000)}${"]".repeat(100_000)}`))),
+          Messages.result("c1", "search", "ok")
+        ],
         "nest arrays and objects more than 128 levels deep"
       ), { timeout: 30_000 })
   }
@@ -367,21 +390,36 @@ describe("every string and every part counts (issue 33, item 14)", () => {
         ))
     }
 
-    it.effect(`${entry}: 200,000 empty text parts are refused at once by the default maxInputParts (100,000)`, () =>
-      Effect.gen(function*() {
-        const parts = Array.from({ length: 200_000 }, () => ({ type: "text", text: "" }))
-        const started = Date.now()
-        yield* refused(entry, [{ role: "user", content: parts }], "the input holds 200000 parts, over the limit of 100000 (Agent.make's maxInputParts)")
-        // counted before a part is decoded
-        assert.isBelow(Date.now() - started, 5_000)
-      }), { timeout: 30_000 })
+    it.effect(
+      `${entry}: 200,000 empty text parts are refused at once by the default maxInputParts (100,000)`,
+      () =>
+        Effect.gen(function*() {
+          const parts = Array.from({ length: 200_000 }, () => ({ type: "text", text: "" }))
+          const started = Date.now()
+          yield* refused(
+            entry,
+            [{ role: "user", content: parts }],
+            "the input holds 200000 parts, over the limit of 100000 (Agent.make's maxInputParts)"
+          )
+          // counted before a part is decoded
+          assert.isBelow(Date.now() - started, 5_000)
+        }),
+      { timeout: 30_000 }
+    )
 
     it.effect(`${entry}: maxInputParts sets that limit, over every message; as many is accepted`, () =>
       Effect.gen(function*() {
         const two = (n: number) => Array.from({ length: n }, () => ({ type: "text", text: "a" }))
-        yield* refused(entry, [{ role: "user", content: two(2) }, { role: "user", content: two(2) }], "the input holds 4 parts, over the limit of 3", { maxInputParts: 3 })
+        yield* refused(
+          entry,
+          [{ role: "user", content: two(2) }, { role: "user", content: two(2) }],
+          "the input holds 4 parts, over the limit of 3",
+          { maxInputParts: 3 }
+        )
         const agent = yield* Agent.make({ maxInputParts: 3 })
-        assert.isUndefined(yield* attempt(agent, entry, [{ role: "user", content: two(2) }, { role: "user", content: two(1) }]))
+        assert.isUndefined(
+          yield* attempt(agent, entry, [{ role: "user", content: two(2) }, { role: "user", content: two(1) }])
+        )
       }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")]))))
   }
 
@@ -389,7 +427,11 @@ describe("every string and every part counts (issue 33, item 14)", () => {
     it.effect(`${entry}: a tool call's id and name count toward maxInputChars`, () =>
       refused(
         entry,
-        [Messages.user("hi"), Messages.calls(Messages.toolCall("c".repeat(600), "n".repeat(600), {})), Messages.result("c".repeat(600), "n".repeat(600), 1)],
+        [
+          Messages.user("hi"),
+          Messages.calls(Messages.toolCall("c".repeat(600), "n".repeat(600), {})),
+          Messages.result("c".repeat(600), "n".repeat(600), 1)
+        ],
         "over the limit of 1000",
         { maxInputChars: 1000 }
       ))

@@ -202,7 +202,7 @@ const stringFields: Readonly<Record<string, ReadonlyArray<string>>> = {
 const optionalFields: ReadonlySet<string> = new Set(["fileName"])
 
 /**
- * What is wrong with part `j` of message `i` (of `role`), or its size in
+ * What is wrong with the part at `at` (of a message of `role`), or its size in
  * characters: its type not one `role` holds, a string field that is not a
  * string, file data of no kind a file holds, the middleware's marker.
  */
@@ -214,7 +214,9 @@ const partSize = (part: unknown, role: string, at: string): number | InvalidInpu
     return new InvalidInput({
       reason: `${at}: a part of type ${typeof type === "string" ? JSON.stringify(type) : typeof type} cannot be ` +
         `sent in ${role === "assistant" ? "an" : "a"} ${role} message; ${
-          role === "user" ? "a user message holds text and file parts" : `it holds ${[...partsByRole[role]!].join(", ")} parts`
+          role === "user"
+            ? "a user message holds text and file parts"
+            : `it holds ${[...partsByRole[role]!].join(", ")} parts`
         }`
     })
   }

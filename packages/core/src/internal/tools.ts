@@ -19,8 +19,8 @@ import * as ToolContext from "../ToolContext.js"
 import * as ToolEffect from "../ToolEffect.js"
 import * as AiSeams from "./aiSeams.js"
 import { identityMemo } from "./fast/identityMemo.js"
-import * as JsonDepth from "./jsonDepth.js"
 import { withContext } from "./fast/withContext.js"
+import * as JsonDepth from "./jsonDepth.js"
 
 /** A tool the agent can run: its definition and how to run it. */
 export interface ToolEntry {
