@@ -1017,11 +1017,12 @@ const setup: <Tools extends Record<string, Tool.Any>>(
   const decoders = new Map<string, (params: unknown) => boolean>()
   /**
    * Whether a call's arguments decode with its tool's parameters: one that
-   * cannot run (arguments of the wrong shape, or text that is not JSON) is
-   * answered by the agent with an error for the model to repair, so no one
-   * is asked about it.
+   * cannot run (arguments of the wrong shape, text that is not JSON, or
+   * nested too deep) is answered by the agent with an error for the model to
+   * repair, so no one is asked about it.
    */
   const callable = (call: Prompt.ToolCallPart): boolean => {
+    if (Middleware.argumentsTooDeep(call.params)) return false
     let decodes = decoders.get(call.name)
     if (decodes === undefined) {
       const decode = Schema.decodeUnknownEither(tools[call.name]!.parametersSchema as Schema.Schema<unknown, unknown>)

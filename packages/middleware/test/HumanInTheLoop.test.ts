@@ -1216,3 +1216,29 @@ describe("HumanInTheLoop asks only about calls that can run", () => {
       assert.isTrue(toolResults(result.state.messages)[0]!.isFailure)
     }))
 })
+
+describe("HumanInTheLoop and arguments nested too deep", () => {
+  it.effect("a call of a tool taking any value, its arguments nested 10,000 deep, is answered unasked", () =>
+    Effect.gen(function*() {
+      const Store = Tool.make("store", { parameters: { value: Schema.Unknown }, success: Schema.String })
+      const Stored = Toolkit.make(Store)
+      const hitl = HumanInTheLoop.middleware({ toolkit: Stored, interruptOn: { store: true } })
+      const model = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([{
+          name: "store",
+          params: { value: JSON.parse(`${"[".repeat(10_000)}${"]".repeat(10_000)}`) },
+          id: "deep"
+        }]),
+        ScriptedModel.text("done")
+      ])
+      const agent = yield* Agent.make({ toolkit: Stored, middleware: [hitl] }).pipe(
+        Effect.provide(Stored.toLayer({ store: () => Effect.succeed("stored") })),
+        Effect.provideService(LanguageModel.LanguageModel, model.model)
+      )
+      const result = yield* agent.run("store it", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      const [answer] = toolResults(result.state.messages)
+      assert.isTrue(answer!.isFailure)
+      assert.include((answer!.result as { error: string }).error, "levels deep")
+    }))
+})

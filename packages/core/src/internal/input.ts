@@ -7,6 +7,7 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import { describeParseError, InvalidInput } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import * as JsonDepth from "./jsonDepth.js"
@@ -160,9 +161,11 @@ const roles: ReadonlySet<unknown> = new Set(["system", "user", "assistant", "too
 const malformed = (at: string, expected: string, value: unknown) =>
   new InvalidInput({ reason: `${at}: expected ${expected}, got ${describeValue(value)}` })
 
+const isUrl = Schema.is(Schema.URLFromSelf)
+
 /** Whether a file part's data is of a kind a file part holds (and its schema stores): a string, bytes, or a `URL`. */
 const isFileData = (data: unknown): data is Prompt.FilePart["data"] =>
-  typeof data === "string" || data instanceof Uint8Array || data instanceof URL
+  typeof data === "string" || data instanceof Uint8Array || isUrl(data)
 
 /** The size of a file part's data: its characters (base64 or a URL) or its bytes. */
 const fileSize = (data: Prompt.FilePart["data"]): number =>
