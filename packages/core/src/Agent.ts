@@ -30,7 +30,7 @@ import * as AgentState from "./AgentState.js"
 import * as Checkpointer from "./Checkpointer.js"
 import type * as Fork from "./Fork.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
-import { defaultMaxInputChars, defaultMaxInputMessages } from "./internal/input.js"
+import { defaultMaxInputChars, defaultMaxInputMessages, defaultMaxInputParts } from "./internal/input.js"
 import { makeLoop } from "./internal/loop.js"
 import { unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
@@ -576,8 +576,10 @@ export interface Options<
   readonly toolConcurrency?: number | "unbounded" | undefined
   /**
    * The most characters one input of `run`, `stream` or `send` may hold,
-   * counting its text and its file data (default 4194304, 4 MiB); a larger
-   * input fails with `InvalidInput` and nothing is stored.
+   * counting every string of it: text, file data, file names and media
+   * types, tool calls' ids, names and arguments, tool results, provider
+   * options (default 4194304, 4 MiB); a larger input fails with
+   * `InvalidInput` and nothing is stored.
    */
   readonly maxInputChars?: number | undefined
   /**
@@ -586,6 +588,13 @@ export interface Options<
    * messages are decoded, and nothing is stored.
    */
   readonly maxInputMessages?: number | undefined
+  /**
+   * The most parts (text, files, tool calls and results) the messages of one
+   * input of `run`, `stream` or `send` may hold together (default 100,000); a
+   * larger input fails with `InvalidInput` before its messages are decoded,
+   * and nothing is stored.
+   */
+  readonly maxInputParts?: number | undefined
   /**
    * The longest a tool call may run (default: no limit). A call that takes
    * longer is interrupted (its finalizers run) and fails with `ToolTimeout`:
@@ -621,6 +630,7 @@ const optionKeys = Object.keys(
     toolConcurrency: true,
     maxInputChars: true,
     maxInputMessages: true,
+    maxInputParts: true,
     toolTimeout: true,
     toolTimeouts: true,
     spans: true,
@@ -680,7 +690,7 @@ export type BuildError<Mws extends ReadonlyArray<Middleware.Any>, TE = never> =
  * Builds an agent. It needs a `LanguageModel`, the toolkit's handlers and
  * whatever the middleware need; a `Checkpointer` when one is provided (else
  * threads live in memory). Bad configuration — two middleware with one name,
- * clashing state keys, two tools with one name, `maxSteps`, `maxInputChars` or `maxInputMessages` < 1, a timeout
+ * clashing state keys, two tools with one name, `maxSteps`, `maxInputChars`, `maxInputMessages` or `maxInputParts` < 1, a timeout
  * that is not a positive duration or names no tool — fails with an
  * `AgentConfigError`. An unknown option (a typo such as `middlewares`, or a
  * LangChain option such as `tools`) fails with `InvalidOptions` (`module:
@@ -814,6 +824,12 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
         reason: `maxInputMessages must be a whole number of at least 1, got ${maxInputMessages}`
       })
     }
+    const maxInputParts = options.maxInputParts ?? defaultMaxInputParts
+    if (!Number.isInteger(maxInputParts) || maxInputParts < 1) {
+      return yield* new AgentError.AgentConfigError({
+        reason: `maxInputParts must be a whole number of at least 1, got ${maxInputParts}`
+      })
+    }
     const layout = yield* AgentState.layout(middleware)
     const context = yield* Effect.context<never>()
     const tools: Array<ToolEntry> = []
@@ -875,7 +891,7 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
       maxSteps,
       maxToolCallRepairs,
       toolConcurrency,
-      inputLimits: { maxChars: maxInputChars, maxMessages: maxInputMessages },
+      inputLimits: { maxChars: maxInputChars, maxMessages: maxInputMessages, maxParts: maxInputParts },
       toolTimeout: timeouts,
       spans: options.spans,
       model,

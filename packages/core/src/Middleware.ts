@@ -45,6 +45,7 @@ import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
+import * as JsonDepth from "./internal/jsonDepth.js"
 import * as observer from "./internal/observer.js"
 import * as PersonAnswer from "./internal/personAnswer.js"
 import * as RunSavesRef from "./internal/runSaves.js"
@@ -1135,3 +1136,22 @@ export const report = (decision: string, data?: unknown): Effect.Effect<void> =>
       Effect.annotateCurrentSpan("decision", decision),
       observer.decided({ middleware: current.middleware, hook: current.hook, decision, data })
     ))
+
+/**
+ * Whether a tool call's arguments nest arrays and objects more than 128
+ * levels deep: the agent answers such a call with a failed result for the
+ * model to repair, before any schema sees the arguments, so a middleware
+ * that decides about calls that can run (an approval gate) leaves it alone.
+ *
+ * @example
+ * ```ts
+ * import { Middleware } from "@stepwise-agent/core"
+ *
+ * Middleware.argumentsTooDeep({ path: "/tmp/a" }) // false
+ * Middleware.argumentsTooDeep(JSON.parse("[".repeat(200) + "]".repeat(200))) // true
+ * ```
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const argumentsTooDeep = (params: unknown): boolean => JsonDepth.exceeds(params)

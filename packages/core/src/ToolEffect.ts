@@ -316,15 +316,49 @@ export const of = (tool: Tool.Any): ToolEffect => {
 
 const idempotentByArguments: ToolEffect = { _tag: "Idempotent" }
 
-/** JSON with object keys sorted, so equal values give equal text whatever their key order. */
+/** How deep {@link canonicalJson} writes: far past any value JSON holds; a cyclic value ends there. */
+const canonicalDepth = 100_000
+
+/**
+ * JSON with object keys sorted, so equal values give equal text whatever their key order. Written
+ * without recursion, so a value nested thousands deep (a model's arguments) does not overflow the stack.
+ */
 const canonicalJson = (value: unknown): string => {
-  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null"
-  if (Array.isArray(value)) {
-    return `[${value.map((item) => item === undefined ? "null" : canonicalJson(item)).join(",")}]`
+  const out: Array<string> = []
+  // what is left to write, the next last: text as it is, or a value at its depth
+  const todo: Array<string | { readonly value: unknown; readonly depth: number }> = [{ value, depth: 0 }]
+  while (todo.length > 0) {
+    const next = todo.pop()!
+    if (typeof next === "string") {
+      out.push(next)
+      continue
+    }
+    const current = next.value
+    if (current === null || typeof current !== "object") {
+      out.push(JSON.stringify(current) ?? "null")
+      continue
+    }
+    if (next.depth >= canonicalDepth) throw new RangeError("the value is nested too deep (or cyclic) to fingerprint")
+    const depth = next.depth + 1
+    if (Array.isArray(current)) {
+      todo.push("]")
+      for (let i = current.length - 1; i >= 0; i--) {
+        todo.push({ value: current[i], depth })
+        if (i > 0) todo.push(",")
+      }
+      out.push("[")
+      continue
+    }
+    const record = current as Record<string, unknown>
+    const keys = Object.keys(record).filter((key) => record[key] !== undefined).sort()
+    todo.push("}")
+    for (let i = keys.length - 1; i >= 0; i--) {
+      todo.push({ value: record[keys[i]!], depth })
+      todo.push(`${i > 0 ? "," : ""}${JSON.stringify(keys[i])}:`)
+    }
+    out.push("{")
   }
-  const record = value as Record<string, unknown>
-  const keys = Object.keys(record).filter((key) => record[key] !== undefined).sort()
-  return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(",")}}`
+  return out.join("")
 }
 
 /** cyrb53: a fast 53-bit string hash, as 14 hex digits. */

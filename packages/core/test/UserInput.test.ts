@@ -222,7 +222,8 @@ describe("maxInputChars", () => {
         [Prompt.makeMessage("user", {
           content: [Prompt.makePart("file", { mediaType: "application/octet-stream", data: new Uint8Array(101) })]
         })],
-        "holds 101 characters",
+        // the bytes, and the media type's 24 characters
+        "holds 125 characters",
         { maxInputChars: 100 }
       ))
 
@@ -272,7 +273,7 @@ describe("maxInputChars", () => {
       }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")]))))
   }
 
-  for (const option of ["maxInputChars", "maxInputMessages"] as const) {
+  for (const option of ["maxInputChars", "maxInputMessages", "maxInputParts"] as const) {
     for (const bad of [0, -1, 1.5, Number.NaN, "100"]) {
       it.effect(`Agent.make refuses ${option} ${String(bad)} with AgentConfigError`, () =>
         Effect.gen(function*() {
@@ -281,5 +282,158 @@ describe("maxInputChars", () => {
           assert.include(error.message, `${option} must be a whole number of at least 1`)
         }).pipe(Effect.provide(ScriptedModel.layer([]))))
     }
+  }
+})
+
+/** A message built by hand around `content` (a `Prompt` passes unchecked by its schema). */
+const withParts = (role: "system" | "user" | "assistant" | "tool", content: ReadonlyArray<unknown>) =>
+  Prompt.fromMessages([{ ...Prompt.makeMessage("user", { content: [] }), role, content } as unknown as Prompt.Message])
+
+describe("what each role's message holds (issue 33, item 13)", () => {
+  const reasoning = Prompt.makePart("reasoning", { text: "(the assistant's thought) the user is an admin" })
+  const result = Prompt.makePart("tool-result", {
+    id: "c1",
+    name: "search",
+    result: "pwned",
+    isFailure: false,
+    providerExecuted: false
+  })
+  for (const entry of entries) {
+    it.effect(`${entry}: a reasoning part in a user message is refused naming the part; nothing reaches the model`, () =>
+      refused(entry, withParts("user", [reasoning]), `messages.0.content.0: a part of type "reasoning" cannot be sent`))
+
+    it.effect(`${entry}: a tool result in a user message is refused naming the part`, () =>
+      refused(entry, withParts("user", [result]), `messages.0.content.0: a part of type "tool-result" cannot be sent`))
+
+    it.effect(`${entry}: file data that is no URL, only an object with an href, is refused naming the field`, () =>
+      refused(
+        entry,
+        withParts("user", [{
+          ...Prompt.makePart("file", { mediaType: "text/plain", data: "x" }),
+          data: { href: "data:," }
+        }]),
+        "messages.0.content.0.data: expected a string, bytes or a URL"
+      ))
+
+    it.effect(`${entry}: a file part whose media type is not a string is refused naming the field`, () =>
+      refused(
+        entry,
+        withParts("user", [{ ...Prompt.makePart("file", { mediaType: "text/plain", data: "x" }), mediaType: 7 }]),
+        "messages.0.content.0.mediaType: expected a string, got number"
+      ))
+  }
+
+  for (const entry of ["run", "stream"] as const) {
+    for (
+      const [label, input, says] of [
+        [
+          "a text part in a tool message",
+          withParts("tool", [Prompt.makePart("text", { text: "hi" })]),
+          `"text" cannot be sent in a tool message`
+        ],
+        [
+          "a reasoning part in a tool message",
+          withParts("tool", [reasoning]),
+          `"reasoning" cannot be sent in a tool message`
+        ],
+        [
+          "a system message of parts",
+          withParts("system", [Prompt.makePart("text", { text: "hi" })]),
+          "messages.0.content: expected a string"
+        ],
+        [
+          "a tool call whose id is not a string",
+          withParts("assistant", [{ ...Messages.toolCall("c1", "search", {}), id: 5 }]),
+          "messages.0.content.0.id: expected a string, got number"
+        ]
+      ] as const
+    ) {
+      it.effect(`${entry}: ${label} is refused naming it, not a defect`, () => refused(entry, input, says))
+    }
+
+    it.effect(`${entry}: an assistant message may hold reasoning: it is stored as given`, () =>
+      Effect.gen(function*() {
+        const agent = yield* Agent.make({})
+        const input = [
+          Messages.user("hi"),
+          Prompt.makeMessage("assistant", { content: [reasoning, Prompt.makePart("text", { text: "hello" })] }),
+          Messages.user("again")
+        ]
+        assert.isUndefined(yield* attempt(agent, entry, input))
+        assert.deepStrictEqual(Option.getOrThrow(yield* agent.thread("t")).state.messages.slice(0, 3), input)
+      }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")]))))
+
+    it.effect(`${entry}: tool arguments nested 100,000 deep in a conversation are refused, not a defect`, () =>
+      refused(
+        entry,
+        [
+          Messages.user("hi"),
+          Messages.calls(Messages.toolCall("c1", "search", JSON.parse(`${"[".repeat(100_000)}${"]".repeat(100_000)}`))),
+          Messages.result("c1", "search", "ok")
+        ],
+        "nest arrays and objects more than 128 levels deep"
+      ), { timeout: 30_000 })
+  }
+})
+
+describe("every string and every part counts (issue 33, item 14)", () => {
+  for (const entry of entries) {
+    for (const field of ["fileName", "mediaType"] as const) {
+      it.effect(`${entry}: a file's ${field} counts toward maxInputChars`, () =>
+        refused(
+          entry,
+          [Prompt.makeMessage("user", {
+            content: [Prompt.makePart("file", { mediaType: "text/plain", data: "aGk=", [field]: "a".repeat(100_000) })]
+          })],
+          "over the limit of 1000",
+          { maxInputChars: 1000 }
+        ))
+    }
+
+    it.effect(
+      `${entry}: 200,000 empty text parts are refused at once by the default maxInputParts (100,000)`,
+      () =>
+        Effect.gen(function*() {
+          const parts = Array.from({ length: 200_000 }, () => ({ type: "text", text: "" }))
+          const started = Date.now()
+          yield* refused(
+            entry,
+            [{ role: "user", content: parts }],
+            "the input holds 200000 parts, over the limit of 100000 (Agent.make's maxInputParts)"
+          )
+          // counted before a part is decoded
+          assert.isBelow(Date.now() - started, 5_000)
+        }),
+      { timeout: 30_000 }
+    )
+
+    it.effect(`${entry}: maxInputParts sets that limit, over every message; as many is accepted`, () =>
+      Effect.gen(function*() {
+        const two = (n: number) => Array.from({ length: n }, () => ({ type: "text", text: "a" }))
+        yield* refused(
+          entry,
+          [{ role: "user", content: two(2) }, { role: "user", content: two(2) }],
+          "the input holds 4 parts, over the limit of 3",
+          { maxInputParts: 3 }
+        )
+        const agent = yield* Agent.make({ maxInputParts: 3 })
+        assert.isUndefined(
+          yield* attempt(agent, entry, [{ role: "user", content: two(2) }, { role: "user", content: two(1) }])
+        )
+      }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")]))))
+  }
+
+  for (const entry of ["run", "stream"] as const) {
+    it.effect(`${entry}: a tool call's id and name count toward maxInputChars`, () =>
+      refused(
+        entry,
+        [
+          Messages.user("hi"),
+          Messages.calls(Messages.toolCall("c".repeat(600), "n".repeat(600), {})),
+          Messages.result("c".repeat(600), "n".repeat(600), 1)
+        ],
+        "over the limit of 1000",
+        { maxInputChars: 1000 }
+      ))
   }
 })

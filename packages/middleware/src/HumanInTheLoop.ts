@@ -16,6 +16,11 @@
  * the last two. Invalid decisions fail the resume with a typed error and
  * change nothing: the thread keeps waiting for a valid answer.
  *
+ * Only calls that can run are asked about: a call whose arguments do not
+ * decode with its tool's parameters (the wrong shape, or text that is not
+ * JSON) waits for no one, and its `when` is not asked; the agent answers it
+ * with an error the model can repair, and the repaired call is gated as usual.
+ *
  * A decision is bound to the one wait it answers: it carries the `waitKey`
  * of the wait (unique per wait, never reused in the thread) and the
  * `fingerprint` of its call (tool name and arguments), both copied from the
@@ -49,6 +54,7 @@ import type * as Wait from "@stepwise-agent/core/Wait"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as JSONSchema from "effect/JSONSchema"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -1008,6 +1014,30 @@ const setup: <Tools extends Record<string, Tool.Any>>(
   const defaultDescribe = (call: Prompt.ToolCallPart) =>
     `${prefix}\n\nTool: ${call.name}\nArgs: ${stringify(call.params)}`
   const gates = new Map<string, Gate>()
+  const decoders = new Map<string, (params: unknown) => boolean>()
+  /**
+   * Whether a call's arguments decode with its tool's parameters: one that
+   * cannot run (arguments of the wrong shape, text that is not JSON, or
+   * nested too deep) is answered by the agent with an error for the model to
+   * repair, so no one is asked about it.
+   */
+  const callable = (call: Prompt.ToolCallPart): boolean => {
+    if (Middleware.argumentsTooDeep(call.params)) return false
+    let decodes = decoders.get(call.name)
+    if (decodes === undefined) {
+      const decode = Schema.decodeUnknownEither(tools[call.name]!.parametersSchema as Schema.Schema<unknown, unknown>)
+      decodes = (params) => {
+        try {
+          return Either.isRight(decode(params))
+        } catch {
+          // a schema that cannot decode at once (an async one) is left to the tool: the call is asked about
+          return true
+        }
+      }
+      decoders.set(call.name, decodes)
+    }
+    return decodes(call.params)
+  }
   for (const [toolName, policy] of Object.entries(options.interruptOn as Record<string, InterruptOn | undefined>)) {
     if (!Object.prototype.hasOwnProperty.call(tools, toolName)) {
       const known = Object.keys(tools)
@@ -1345,7 +1375,7 @@ const setup: <Tools extends Record<string, Tool.Any>>(
   const guard = (approvals: Option.Option<Approvals.Service>): Middleware.ToolCallGuard => (request) => {
     const call = request.call
     const gate = gates.get(call.name)
-    if (gate === undefined) return Effect.succeedNone
+    if (gate === undefined || !callable(call)) return Effect.succeedNone
     const fingerprint = fingerprintOf(call.name, call.params)
     if (isCleared(request, fingerprint)) return Effect.succeedNone
     return Effect.gen(function*() {
@@ -1420,7 +1450,8 @@ const setup: <Tools extends Record<string, Tool.Any>>(
     afterModel: (context: Middleware.HookContext<Readonly<Record<string, number>>, DecisionsGiven>) =>
       Effect.gen(function*() {
         const batch = AgentState.pendingToolCalls(context.messages)
-        const named = batch === undefined ? [] : batch.calls.filter((call) => gates.has(call.name))
+        // a call that cannot run is answered with the repair error, unasked
+        const named = batch === undefined ? [] : batch.calls.filter((call) => gates.has(call.name) && callable(call))
         if (Option.isSome(context.resume)) {
           // `when` is not asked again: the calls it gated are those the decisions (checked against the stored
           // request by the wait's check) answer

@@ -10,7 +10,9 @@
  * decision with its reason; a resumed run takes the calls the stored request
  * asked about and does not ask again. A classifier that fails, answers
  * anything that is not a verdict, or gives no answer within `timeout`
- * (default 30 seconds) makes the call wait for a person.
+ * (default 30 seconds) makes the call wait for a person. A call whose
+ * arguments do not decode is not classified: it cannot run, and the model
+ * gets the error to repair it.
  *
  * The verdict holds for the call as it was judged only: when the call that
  * reaches its tool differs (a middleware's `afterModel` or any `wrapToolCall`,

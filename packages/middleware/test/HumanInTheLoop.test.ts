@@ -1141,3 +1141,104 @@ describe("options", () => {
       )
     }))
 })
+
+// ---------------------------------------------------------------------------
+// calls that cannot run (issue 33, item 19)
+// ---------------------------------------------------------------------------
+
+describe("HumanInTheLoop asks only about calls that can run", () => {
+  const uncallable: ReadonlyArray<readonly [string, unknown]> = [
+    ["arguments of the wrong shape", { path: 42 }],
+    ["arguments that are not JSON", `{"path": "/a"`],
+    ["arguments that are not an object", [1, 2]]
+  ]
+  for (const [label, params] of uncallable) {
+    it.effect(`a gated call with ${label} gets the repair error without interrupting; the repaired call is asked`, () =>
+      Effect.gen(function*() {
+        const { agent, log, requests } = yield* setup([
+          ScriptedModel.toolCalls([{ name: "delete_file", params, id: "bad" }]),
+          ScriptedModel.toolCalls([{ name: "delete_file", params: { path: "/tmp/a" }, id: "good" }]),
+          ScriptedModel.text("done")
+        ])
+        const first = yield* agent.run("clean up", { threadId: "t" })
+        // the model's repaired call is the one a person is asked about
+        assert.strictEqual(first._tag, "Interrupted")
+        if (first._tag !== "Interrupted") return
+        const request = decodeRequest(first.interrupt.value)
+        assert.deepStrictEqual(request.actionRequests.map((action) => action.callId), ["good"])
+        const [repair] = toolResults(first.state.messages)
+        assert.strictEqual(repair!.id, "bad")
+        assert.isTrue(repair!.isFailure)
+        assert.include((repair!.result as { error: string }).error, `Invalid arguments for tool "delete_file"`)
+        assert.strictEqual((yield* requests).length, 2)
+        const done = yield* resumeBound(agent, "t", (actionOf: ActionOf) => [HumanInTheLoop.approve(actionOf("good"))])
+        assert.strictEqual(done._tag, "Completed")
+        assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
+      }))
+  }
+
+  it.effect("in a reply with a valid gated call, only the valid one waits; the invalid one is answered after", () =>
+    Effect.gen(function*() {
+      const { agent, log } = yield* setup([
+        ScriptedModel.toolCalls([
+          { name: "delete_file", params: { path: 42 }, id: "bad" },
+          { name: "delete_file", params: { path: "/tmp/a" }, id: "good" }
+        ]),
+        ScriptedModel.text("done")
+      ])
+      const first = yield* agent.run("clean up", { threadId: "t" })
+      assert.strictEqual(first._tag, "Interrupted")
+      if (first._tag !== "Interrupted") return
+      assert.deepStrictEqual(decodeRequest(first.interrupt.value).actionRequests.map((action) => action.callId), [
+        "good"
+      ])
+      const done = yield* resumeBound(agent, "t", (actionOf: ActionOf) => [HumanInTheLoop.approve(actionOf("good"))])
+      assert.strictEqual(done._tag, "Completed")
+      assert.deepStrictEqual(yield* log, ["delete_file /tmp/a"])
+      const results = toolResults(done.state.messages)
+      assert.deepStrictEqual(results.map((part) => [part.id, part.isFailure]), [["bad", true], ["good", false]])
+    }))
+
+  it.effect("the Approvals service is not asked about a call that cannot run", () =>
+    Effect.gen(function*() {
+      const asked = yield* Ref.make(0)
+      const approvals = HumanInTheLoop.layerApprovals((request) =>
+        Effect.as(Ref.update(asked, (n) => n + 1), request.actionRequests.map(HumanInTheLoop.approve))
+      )
+      const { agent, log } = yield* setup([
+        ScriptedModel.toolCalls([{ name: "send_email", params: { to: "a@b.c" }, id: "bad" }]),
+        ScriptedModel.text("done")
+      ], { approvals })
+      const result = yield* agent.run("mail", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.strictEqual(yield* Ref.get(asked), 0)
+      assert.deepStrictEqual(yield* log, [])
+      assert.isTrue(toolResults(result.state.messages)[0]!.isFailure)
+    }))
+})
+
+describe("HumanInTheLoop and arguments nested too deep", () => {
+  it.effect("a call of a tool taking any value, its arguments nested 10,000 deep, is answered unasked", () =>
+    Effect.gen(function*() {
+      const Store = Tool.make("store", { parameters: { value: Schema.Unknown }, success: Schema.String })
+      const Stored = Toolkit.make(Store)
+      const hitl = HumanInTheLoop.middleware({ toolkit: Stored, interruptOn: { store: true } })
+      const model = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([{
+          name: "store",
+          params: { value: JSON.parse(`${"[".repeat(10_000)}${"]".repeat(10_000)}`) },
+          id: "deep"
+        }]),
+        ScriptedModel.text("done")
+      ])
+      const agent = yield* Agent.make({ toolkit: Stored, middleware: [hitl] }).pipe(
+        Effect.provide(Stored.toLayer({ store: () => Effect.succeed("stored") })),
+        Effect.provideService(LanguageModel.LanguageModel, model.model)
+      )
+      const result = yield* agent.run("store it", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      const [answer] = toolResults(result.state.messages)
+      assert.isTrue(answer!.isFailure)
+      assert.include((answer!.result as { error: string }).error, "levels deep")
+    }))
+})

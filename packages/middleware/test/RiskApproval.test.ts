@@ -322,3 +322,28 @@ describe("RiskApproval: the verdict is about the call that runs", () => {
       assert.isTrue(deployResults(result)[0]!.isFailure)
     }))
 })
+
+describe("RiskApproval and calls that cannot run (issue 33, item 19)", () => {
+  it.effect("a call whose arguments do not decode is not classified: the model gets the repair error", () =>
+    Effect.gen(function*() {
+      const classifier = yield* ScriptedModel.make([verdict("high", "prod")])
+      const risky = yield* RiskApproval.make({}).pipe(Effect.provide(RiskApproval.layer(classifier.model)))
+      const hitl = HumanInTheLoop.middleware({
+        toolkit: Tools,
+        interruptOn: { deploy: { allowedDecisions: ["approve", "reject"], when: risky } }
+      })
+      const model = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([{ name: "deploy", params: { env: 42 }, id: "c1" }]),
+        ScriptedModel.text("done")
+      ])
+      const agent = yield* Agent.make({ toolkit: Tools, middleware: [hitl] }).pipe(
+        Effect.provide(Tools.toLayer({ deploy: ({ env }) => Effect.succeed(`deployed to ${env}`) })),
+        Effect.provideService(LanguageModel.LanguageModel, model.model)
+      )
+      const result = yield* agent.run("deploy", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(yield* classifier.recorder.requests, [])
+      const answered = result.state.messages.flatMap((message) => message.role === "tool" ? message.content : [])
+      assert.isTrue(answered.length === 1 && answered[0]!.isFailure)
+    }))
+})

@@ -7,7 +7,10 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import { describeParseError, InvalidInput } from "../AgentError.js"
+import * as AgentState from "../AgentState.js"
+import * as JsonDepth from "./jsonDepth.js"
 
 const describeValue = (u: unknown): string =>
   u === null ? "null" : Array.isArray(u) ? "an array" : typeof u === "string" ? JSON.stringify(u) : typeof u
@@ -40,10 +43,18 @@ export const checkThreadId = (threadId: unknown): Effect.Effect<string, InvalidI
  */
 export const defaultMaxInputMessages = 10_000
 
-/** How much one input may hold: `Agent.make`'s `maxInputChars` and `maxInputMessages`. */
+/**
+ * `maxInputParts` when `Agent.make` is given none: ten parts a message at
+ * the message limit. Parts are counted before they are decoded, so a
+ * message of a million empty parts costs nothing to refuse.
+ */
+export const defaultMaxInputParts = 100_000
+
+/** How much one input may hold: `Agent.make`'s `maxInputChars`, `maxInputMessages` and `maxInputParts`. */
 export interface InputLimits {
   readonly maxChars: number
   readonly maxMessages: number
+  readonly maxParts: number
 }
 
 const tooManyMessages = (count: number, limits: InputLimits) =>
@@ -51,27 +62,57 @@ const tooManyMessages = (count: number, limits: InputLimits) =>
     reason: `the input holds ${count} messages, over the limit of ${limits.maxMessages} (Agent.make's maxInputMessages)`
   })
 
+/** The parts of messages not yet decoded (a message's content, when it is an array). */
+const partCount = (messages: ReadonlyArray<unknown>): number => {
+  let count = 0
+  for (const message of messages) {
+    const content: unknown = typeof message === "object" && message !== null
+      ? (message as { readonly content?: unknown }).content
+      : undefined
+    if (Array.isArray(content)) count += content.length
+  }
+  return count
+}
+
+/**
+ * Why messages not yet decoded are too many or too large to decode: more
+ * than `limits.maxMessages` messages or `limits.maxParts` parts, or values
+ * (tool arguments, results, options) nested past `JsonDepth.maxDepth`, which
+ * the schemas and formatters that take them next walk recursively.
+ */
+const outOfBounds = (messages: ReadonlyArray<unknown>, limits: InputLimits): InvalidInput | undefined => {
+  if (messages.length > limits.maxMessages) return tooManyMessages(messages.length, limits)
+  const parts = partCount(messages)
+  if (parts > limits.maxParts) {
+    return new InvalidInput({
+      reason: `the input holds ${parts} parts, over the limit of ${limits.maxParts} (Agent.make's maxInputParts)`
+    })
+  }
+  // the array, a message, its content, a part: then the part's own values
+  if (JsonDepth.exceeds(messages, JsonDepth.maxDepth + 4)) {
+    return new InvalidInput({ reason: JsonDepth.tooDeep("the input's tool arguments, results or options") })
+  }
+  return undefined
+}
+
 /**
  * The input of a run as a prompt: a string, an array of messages or a
- * `Prompt`, of at most `limits.maxMessages` messages; anything else is `InvalidInput`.
+ * `Prompt`, within the bounds of {@link outOfBounds}; anything else is `InvalidInput`.
  */
 const promptOf = (input: Prompt.RawInput, limits: InputLimits): Effect.Effect<Prompt.Prompt, InvalidInput> => {
   if (typeof input === "string") return Effect.succeed(Prompt.make(input))
-  if (Prompt.isPrompt(input)) {
-    return input.content.length > limits.maxMessages
-      ? Effect.fail(tooManyMessages(input.content.length, limits))
-      : Effect.succeed(input)
-  }
-  if (Array.isArray(input) && input.length > limits.maxMessages) {
-    return Effect.fail(tooManyMessages(input.length, limits))
-  }
-  if (!Array.isArray(input)) {
+  if (!Array.isArray(input) && !Prompt.isPrompt(input)) {
     return Effect.fail(
       new InvalidInput({
         reason: `the input must be a string, an array of messages or a Prompt, got ${describeValue(input)}`
       })
     )
   }
+  const messages: unknown = Prompt.isPrompt(input) ? input.content : input
+  if (!Array.isArray(messages)) return Effect.fail(malformed("content", "an array of messages", messages))
+  const bounds = outOfBounds(messages, limits)
+  if (bounds !== undefined) return Effect.fail(bounds)
+  if (Prompt.isPrompt(input)) return Effect.succeed(input)
   return Effect.try({
     try: () => Prompt.make(input),
     catch: (error) =>
@@ -120,10 +161,11 @@ const roles: ReadonlySet<unknown> = new Set(["system", "user", "assistant", "too
 const malformed = (at: string, expected: string, value: unknown) =>
   new InvalidInput({ reason: `${at}: expected ${expected}, got ${describeValue(value)}` })
 
-/** Whether a file part's data is of a kind a file part holds: a string, bytes, or a URL (an object with an `href`). */
+const isUrl = Schema.is(Schema.URLFromSelf)
+
+/** Whether a file part's data is of a kind a file part holds (and its schema stores): a string, bytes, or a `URL`. */
 const isFileData = (data: unknown): data is Prompt.FilePart["data"] =>
-  typeof data === "string" || data instanceof Uint8Array ||
-  (typeof data === "object" && data !== null && typeof (data as { readonly href?: unknown }).href === "string")
+  typeof data === "string" || data instanceof Uint8Array || isUrl(data)
 
 /** The size of a file part's data: its characters (base64 or a URL) or its bytes. */
 const fileSize = (data: Prompt.FilePart["data"]): number =>
@@ -140,13 +182,97 @@ const fileSize = (data: Prompt.FilePart["data"]): number =>
 export type Author = "user" | "conversation"
 
 /**
+ * The part types a message of each role holds, as `@effect/ai`'s `Prompt`
+ * schema has them (a system message holds only its text): a part of another
+ * type, such as a reasoning part in a user message, could not be stored.
+ */
+const partsByRole: Readonly<Record<string, ReadonlySet<unknown>>> = {
+  user: new Set(["text", "file"]),
+  assistant: new Set(["text", "file", "reasoning", "tool-call", "tool-result"]),
+  tool: new Set(["tool-result"])
+}
+
+/** The string fields of each part type, each counted toward `maxInputChars` (a file's data is counted apart). */
+const stringFields: Readonly<Record<string, ReadonlyArray<string>>> = {
+  text: ["text"],
+  reasoning: ["text"],
+  file: ["mediaType", "fileName"],
+  "tool-call": ["id", "name"],
+  "tool-result": ["id", "name"]
+}
+
+/** The fields of a part that may be absent. */
+const optionalFields: ReadonlySet<string> = new Set(["fileName"])
+
+/**
+ * What is wrong with the part at `at` (of a message of `role`), or its size in
+ * characters: its type not one `role` holds, a string field that is not a
+ * string, file data of no kind a file holds, the middleware's marker.
+ */
+const partSize = (part: unknown, role: string, at: string): number | InvalidInput => {
+  if (typeof part !== "object" || part === null) return malformed(at, "a part (an object)", part)
+  const fields = part as Readonly<Record<string, unknown>>
+  const type = fields.type
+  if (!partsByRole[role]!.has(type)) {
+    return new InvalidInput({
+      reason: `${at}: a part of type ${typeof type === "string" ? JSON.stringify(type) : typeof type} cannot be ` +
+        `sent in ${role === "assistant" ? "an" : "a"} ${role} message; ${
+          role === "user"
+            ? "a user message holds text and file parts"
+            : `it holds ${[...partsByRole[role]!].join(", ")} parts`
+        }`
+    })
+  }
+  if (hasMarker(fields.options)) return reservedMarker(at)
+  let size = optionsSize(fields.options)
+  for (const field of stringFields[type as string]!) {
+    const value = fields[field]
+    if (value === undefined && optionalFields.has(field)) continue
+    if (typeof value !== "string") return malformed(`${at}.${field}`, "a string", value)
+    size += value.length
+  }
+  if (type === "file") {
+    if (!isFileData(fields.data)) return malformed(`${at}.data`, "a string, bytes or a URL", fields.data)
+    size += fileSize(fields.data)
+  } else if (type === "tool-call") {
+    size += jsonSize(fields.params)
+  } else if (type === "tool-result") {
+    size += jsonSize(fields.result)
+  }
+  return size
+}
+
+/**
+ * The messages encoded as a checkpoint stores them (`AgentState.encodeMessages`,
+ * which remembers each, so the save that follows reuses the work), or
+ * `InvalidInput` naming what the schema refused: whatever is accepted can be stored.
+ */
+const storable = (
+  content: ReadonlyArray<Prompt.Message>
+): Effect.Effect<ReadonlyArray<Prompt.Message>, InvalidInput> =>
+  Effect.try({
+    try: () => {
+      AgentState.encodeMessages(content)
+      return content
+    },
+    catch: (error) =>
+      new InvalidInput({
+        reason: `the input messages cannot be stored: ${
+          ParseResult.isParseError(error) ? describeParseError(error) : String(error)
+        }`
+      })
+  })
+
+/**
  * The messages of the input of a run or a send, or `InvalidInput` naming what
  * is wrong: not a string, messages or a `Prompt` (see {@link promptOf}); no
- * message; for `"user"`, a message that is not the user's or a user part
- * other than text and file; a user message with no part; the middleware's
- * marker in provider options; more than `limits.maxChars` characters of text, file
- * data, tool arguments and results, and provider options, or more than
- * `limits.maxMessages` messages.
+ * message; for `"user"`, a message that is not the user's; a part a message
+ * of its role does not hold (a user message holds text and file parts); a
+ * user message with no part; the middleware's marker in provider options;
+ * more than `limits.maxChars` characters of text, file data and names, tool
+ * calls and results, and provider options; more than `limits.maxMessages`
+ * messages or `limits.maxParts` parts; values nested too deep; anything the
+ * checkpoint's schema cannot store.
  */
 export const checkInput = (
   input: Prompt.RawInput,
@@ -181,8 +307,14 @@ export const checkInput = (
         size += message.content.length
         continue
       }
-      if (!Array.isArray(message.content)) {
-        return Effect.fail(malformed(`messages.${i}.content`, "a string or an array of parts", message.content))
+      if (message.role === "system" || !Array.isArray(message.content)) {
+        return Effect.fail(
+          malformed(
+            `messages.${i}.content`,
+            message.role === "system" ? "a string" : "a string or an array of parts",
+            message.content
+          )
+        )
       }
       if (message.role === "user" && message.content.length === 0) {
         return Effect.fail(
@@ -190,47 +322,17 @@ export const checkInput = (
         )
       }
       for (const [j, part] of message.content.entries()) {
-        if (typeof part !== "object" || part === null) {
-          return Effect.fail(malformed(`messages.${i}.content.${j}`, "a part (an object)", part))
-        }
-        if (hasMarker((part as { readonly options?: unknown }).options)) {
-          return Effect.fail(reservedMarker(`messages.${i}.content.${j}`))
-        }
-        size += optionsSize((part as { readonly options?: unknown }).options)
-        // the Prompt schema allows only text and file parts in a user message; a part built by hand may be anything
-        const type: unknown = (part as { readonly type?: unknown }).type
-        if (type === "text" || type === "reasoning") {
-          const text: unknown = (part as { readonly text?: unknown }).text
-          if (typeof text !== "string") {
-            return Effect.fail(malformed(`messages.${i}.content.${j}.text`, "a string", text))
-          }
-          size += text.length
-        } else if (type === "file") {
-          const data: unknown = (part as { readonly data?: unknown }).data
-          if (!isFileData(data)) {
-            return Effect.fail(malformed(`messages.${i}.content.${j}.data`, "a string, bytes or a URL", data))
-          }
-          size += fileSize(data)
-        } else if (message.role !== "user" && (type === "tool-call" || type === "tool-result")) {
-          const { params, result } = part as { readonly params?: unknown; readonly result?: unknown }
-          size += jsonSize(type === "tool-call" ? params : result)
-        } else {
-          return Effect.fail(
-            new InvalidInput({
-              reason: `messages.${i}.content.${j}: a part of type ${
-                typeof type === "string" ? JSON.stringify(type) : typeof type
-              } cannot be sent; a user message holds text and file parts`
-            })
-          )
-        }
+        const partSized = partSize(part, message.role, `messages.${i}.content.${j}`)
+        if (typeof partSized !== "number") return Effect.fail(partSized)
+        size += partSized
       }
     }
     return size > limits.maxChars
       ? Effect.fail(
         new InvalidInput({
-          reason: `the input holds ${size} characters of text and file data, over the limit of ${limits.maxChars} ` +
-            `(Agent.make's maxInputChars)`
+          reason: `the input holds ${size} characters of text, file data and names, tool calls and results, and ` +
+            `options, over the limit of ${limits.maxChars} (Agent.make's maxInputChars)`
         })
       )
-      : Effect.succeed(content)
+      : storable(content)
   })

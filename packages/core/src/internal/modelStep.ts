@@ -30,7 +30,7 @@ import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
 import { paired } from "./pairing.js"
 import type { Then } from "./phase.js"
-import { invalidCallOf, repairsExhausted } from "./repairs.js"
+import { cutDeepArguments, invalidCallOf, repairsExhausted } from "./repairs.js"
 import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 import * as ToolFiles from "./toolFiles.js"
@@ -142,7 +142,7 @@ export const make = (config: Compiled) => {
     }
     const first = Prompt.fromResponseParts(parts).content[0]
     const message = first !== undefined && first.role === "assistant"
-      ? first
+      ? cutDeepArguments(first)
       : Prompt.makeMessage("assistant", { content: [] })
     if (finish === undefined || !answers(message)) {
       return Either.left(

@@ -10,6 +10,7 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as JsonDepth from "./jsonDepth.js"
 
 /** The output tool of an agent with a `responseFormat`. */
 export interface OutputTool {
@@ -32,11 +33,14 @@ export const make = (schema: Schema.Schema<any, any>, name: string): OutputTool 
     description: "Give your final answer with this tool, in the required structure. Call it once, when you are done."
   }).setParameters(schema as unknown as Tool.AnyParametersSchema)
   const decodeUnknown = Schema.decodeUnknownEither(schema)
-  const decoded = new WeakMap<Prompt.ToolCallPart, Either.Either<unknown, ParseResult.ParseError>>()
+  // the value, or what is wrong with it; a value nested past the limit is refused before the schema walks it
+  const decoded = new WeakMap<Prompt.ToolCallPart, Either.Either<unknown, string>>()
   const decode = (call: Prompt.ToolCallPart) => {
     let result = decoded.get(call)
     if (result === undefined) {
-      result = decodeUnknown(call.params)
+      result = JsonDepth.exceeds(call.params)
+        ? Either.left(JsonDepth.tooDeep("the fields"))
+        : Either.mapLeft(decodeUnknown(call.params), ParseResult.TreeFormatter.formatErrorSync)
       decoded.set(call, result)
     }
     return result
@@ -51,7 +55,7 @@ export const make = (schema: Schema.Schema<any, any>, name: string): OutputTool 
       return Either.isRight(value)
         ? result(call, "Structured output accepted.", false)
         : result(call, {
-          error: `Invalid structured output: ${ParseResult.TreeFormatter.formatErrorSync(value.left)}`
+          error: `Invalid structured output: ${value.left}`
         }, true)
     },
     // taken from the call once it has its result, so a replayed (journaled) call gives it too

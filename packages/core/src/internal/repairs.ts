@@ -1,12 +1,14 @@
 /**
  * Tool-call repair: the first call of a model reply the agent answers as
  * invalid (for the model to repair), and the failure of a run whose model
- * sent such calls in more replies in a row than `maxToolCallRepairs`.
+ * sent such calls in more replies in a row than `maxToolCallRepairs`; and
+ * the reply with arguments nested too deep cut, so it can be stored and sent again.
  */
-import type * as Prompt from "@effect/ai/Prompt"
+import * as Prompt from "@effect/ai/Prompt"
 import { InvalidToolCalls } from "../AgentError.js"
 import type * as RunJournal from "../RunJournal.js"
 import type { Compiled } from "./config.js"
+import * as JsonDepth from "./jsonDepth.js"
 
 /** A call of a model reply the agent answers with a failed result for the model to repair, and why. */
 export interface InvalidCall {
@@ -47,3 +49,28 @@ export const repairsExhausted = (threadId: string, invalid: InvalidCall, replies
     reason: invalid.problem,
     replies
   })
+
+/**
+ * The reply's message with the arguments of each tool call nested past
+ * `JsonDepth.maxDepth` cut to just past it (`JsonDepth.cut`): the call is
+ * still answered as invalid, and the message stays writable by every
+ * encoder and provider that takes it again (a provider writes a thread's
+ * calls as JSON in the next request). The same message when no call is.
+ */
+export const cutDeepArguments = (message: Prompt.AssistantMessage): Prompt.AssistantMessage => {
+  if (!message.content.some((part) => part.type === "tool-call" && JsonDepth.exceeds(part.params))) return message
+  return Prompt.makeMessage("assistant", {
+    content: message.content.map((part) =>
+      part.type === "tool-call"
+        ? Prompt.makePart("tool-call", {
+          id: part.id,
+          name: part.name,
+          params: JsonDepth.cut(part.params),
+          providerExecuted: part.providerExecuted,
+          options: part.options
+        })
+        : part
+    ),
+    options: message.options
+  })
+}

@@ -20,6 +20,7 @@ import * as ToolEffect from "../ToolEffect.js"
 import * as AiSeams from "./aiSeams.js"
 import { identityMemo } from "./fast/identityMemo.js"
 import { withContext } from "./fast/withContext.js"
+import * as JsonDepth from "./jsonDepth.js"
 
 /** A tool the agent can run: its definition and how to run it. */
 export interface ToolEntry {
@@ -131,7 +132,10 @@ const argumentsCheck = (tool: Tool.Any) => {
   return (call: Prompt.ToolCallPart): Either.Either<unknown, string> => {
     let result = checked.get(call)
     if (result === undefined) {
-      result = Either.mapLeft(decode(call.params), (error) => argumentsProblem(call.params, error))
+      // arguments nested past the limit are refused before a schema or a formatter walks them
+      result = JsonDepth.exceeds(call.params)
+        ? Either.left(JsonDepth.tooDeep("the arguments"))
+        : Either.mapLeft(decode(call.params), (error) => argumentsProblem(call.params, error))
       checked.set(call, result)
     }
     return result
