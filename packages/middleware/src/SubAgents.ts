@@ -66,6 +66,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Allowance from "./internal/allowance.js"
 import * as Check from "./internal/options.js"
+import { undoUnsavedAtRunEnd } from "./internal/unsavedAtRunEnd.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -1068,6 +1069,16 @@ const build = (options: Options<Record<string, SubAgent>>) => {
           }, limits))
         }
       }
+      // the child threads this reply starts are deleted when the run ends unless a save records them (the run
+      // failed or was interrupted first, or its thread was deleted or made again): a run from the last save would
+      // start the same child threads again, and a deleted thread's children would stay
+      const started = threads.slice(context.state.taskThreads.length)
+      yield* undoUnsavedAtRunEnd(
+        context.threadId,
+        started.map((child) => child.threadId),
+        (saved) => ((saved as Partial<State>).taskThreads ?? []).map((child) => child.threadId),
+        (unsaved) => deleteChildren(started.filter((child) => unsaved.includes(child.threadId)))
+      )
       // one child needs no fiber of its own (a concurrent `Effect.all` of one costs ~80 KiB)
       const outcomes = jobs.length === 1
         ? [yield* jobs[0]!]
@@ -1142,10 +1153,10 @@ const build = (options: Options<Record<string, SubAgent>>) => {
     return out
   }
 
-  /** Deletes the child threads a deleted thread started (theirs in turn, through their own middleware). */
-  const onThreadDeleted = (_threadId: string, state: Option.Option<State>) =>
+  /** Deletes child threads (theirs in turn, through their own middleware); a failure is logged. */
+  const deleteChildren = (children: ReadonlyArray<ChildThread>) =>
     Effect.forEach(
-      Option.match(state, { onNone: () => [], onSome: (slice) => slice.taskThreads }),
+      children,
       ({ agent, threadId }) => {
         const child = ownValue(agents, agent)
         return child === undefined ? Effect.void : child.agent.deleteThread(threadId).pipe(
@@ -1159,6 +1170,10 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       },
       { discard: true }
     )
+
+  /** Deletes the child threads a deleted thread started. */
+  const onThreadDeleted = (_threadId: string, state: Option.Option<State>) =>
+    deleteChildren(Option.match(state, { onNone: () => [], onSome: (slice) => slice.taskThreads }))
 
   /**
    * Keeps what the limits posted for this model call in the slice (see

@@ -689,6 +689,70 @@ describe("SubAgents", () => {
     { fastCheck: { numRuns: 20 } }
   )
 
+  describe("a run that ends before a save records the child threads it started deletes them", () => {
+    const Boom = Tool.make("boom", { parameters: {}, success: Schema.String })
+    const Wipe = Tool.make("wipe", { parameters: {}, success: Schema.String })
+    const ParentTools = Toolkit.make(Boom, Wipe)
+    /** A parent with a stored thread "p" whose next reply starts a researcher child (call c1) beside `other`. */
+    const setup = (other: "boom" | "wipe") =>
+      Effect.gen(function*() {
+        const checkpointer = yield* Checkpointer.makeMemory
+        const child = yield* researcher
+        // a first run stores the thread; the second starts the child beside `other`
+        const { model } = yield* ScriptedModel.make([
+          ScriptedModel.text("hello"),
+          ScriptedModel.toolCalls([task("researcher", "notes", "c1"), { id: "o1", name: other, params: {} }]),
+          ScriptedModel.text("all done")
+        ])
+        // another agent on the same store: it deletes the parent's thread while the parent's run goes on
+        const deleter = yield* Agent.make({}).pipe(
+          Effect.provideService(Checkpointer.Checkpointer, checkpointer),
+          Effect.provide(ScriptedModel.layer([]))
+        )
+        const agent = yield* Agent.make({
+          toolkit: ParentTools,
+          middleware: [SubAgents.middleware({ agents: { researcher: { description: "Researches", agent: child } } })]
+        }).pipe(
+          Effect.provideService(LanguageModel.LanguageModel, model),
+          Effect.provideService(Checkpointer.Checkpointer, checkpointer),
+          Effect.provide(ParentTools.toLayer({
+            boom: () => Effect.dieMessage("boom"),
+            wipe: () => Effect.as(deleter.deleteThread("p"), "wiped")
+          }))
+        )
+        assert.strictEqual((yield* agent.run("hi", { threadId: "p" }))._tag, "Completed")
+        return { agent, child }
+      })
+
+    it.effect("a tool dies in the step that started the child: the child's thread is deleted", () =>
+      Effect.gen(function*() {
+        const { agent, child } = yield* setup("boom")
+        const exit = yield* Effect.exit(agent.run("go", { threadId: "p" }))
+        assert.isTrue(exit._tag === "Failure")
+        assert.isTrue(Option.isNone(yield* child.thread("p/task/c1/1")), "the unsaved child's thread stays")
+        const stored = Option.getOrThrow(yield* agent.thread("p"))
+        assert.deepInclude(stored.state, { taskThreads: [] })
+      }))
+
+    it.effect("the parent's thread is deleted while its run goes on: the child's thread is deleted too", () =>
+      Effect.gen(function*() {
+        const { agent, child } = yield* setup("wipe")
+        const error = yield* Effect.flip(agent.run("go", { threadId: "p" }))
+        assert.strictEqual(error._tag, "CheckpointError")
+        assert.isTrue(Option.isNone(yield* child.thread("p/task/c1/1")), "a deleted thread's child stays")
+      }))
+
+    it.effect("a run that saves keeps its child threads", () =>
+      Effect.gen(function*() {
+        const child = yield* researcher
+        const { agent } = yield* parent([task("researcher", "notes", "c1")], {
+          researcher: { description: "Researches", agent: child }
+        })
+        assert.strictEqual((yield* agent.run("go", { threadId: "q" }))._tag, "Completed")
+        assert.isTrue(Option.isSome(yield* child.thread("q/task/c1/1")))
+      }))
+  })
+
   it.effect("a parent's slice stored before it listed its child threads still loads, with none", () =>
     Effect.gen(function*() {
       const checkpointer = yield* Checkpointer.makeMemory

@@ -7,15 +7,12 @@
  * references. What a run wrote whose reference no save of the run holds is
  * removed when the run ends ({@link removeUnsavedAtRunEnd}).
  */
-import * as AgentError from "@stepwise-agent/core/AgentError"
-import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type * as Offload from "../Offload.js"
+import { undoUnsavedAtRunEnd } from "./unsavedAtRunEnd.js"
 
 /** The references the thread `threadId` wrote, by the slice under `key` of its state (none when it is a source's). */
 export const ownRefs = (state: object, key: string, threadId: string): ReadonlyArray<string> => {
@@ -108,18 +105,6 @@ export const remover = (module: string) => {
   }
 }
 
-/** Whether `exit` is a run's failure at a save that found its thread `threadId` deleted, or made again. */
-const lostThread = (exit: Exit.Exit<unknown, unknown>, threadId: string): boolean => {
-  if (Exit.isSuccess(exit)) return false
-  for (const error of Cause.failures(exit.cause)) {
-    if (
-      error instanceof AgentError.CheckpointError && error.operation === "save" && error.conflict !== undefined &&
-      error.threadId === threadId
-    ) return true
-  }
-  return false
-}
-
 /**
  * Removes with `forget`, when the current run ends, those of `refs` (texts
  * this run wrote for the thread `threadId`, new to its state) that the run's
@@ -135,12 +120,4 @@ export const removeUnsavedAtRunEnd = <R>(
   refs: ReadonlyArray<string>,
   forget: (refs: ReadonlyArray<string>) => Effect.Effect<void, never, R>
 ): Effect.Effect<void, never, Scope.Scope | R> =>
-  refs.length === 0 ?
-    Effect.void :
-    Effect.flatMap(Middleware.runSaves, (saves) =>
-      Option.isNone(saves) ? Effect.void : Effect.addFinalizer((exit) => {
-        if (lostThread(exit, threadId)) return forget(refs)
-        const saved = saves.value.state()
-        const kept = new Set(Option.isSome(saved) ? ownRefs(saved.value, key, threadId) : [])
-        return forget(refs.filter((ref) => !kept.has(ref)))
-      }))
+  undoUnsavedAtRunEnd(threadId, refs, (saved) => ownRefs(saved, key, threadId), forget)
