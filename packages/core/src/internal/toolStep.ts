@@ -15,6 +15,7 @@ import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Middleware from "../Middleware.js"
 import * as RunJournal from "../RunJournal.js"
+import * as Secrets from "../Secrets.js"
 import type { Compiled } from "./config.js"
 import { identityMemo } from "./fast/identityMemo.js"
 import { PassedOn } from "./fast/passedOn.js"
@@ -103,8 +104,9 @@ export const make = (config: Compiled, save: Save) => {
     const entry = toolsByName.get(call.name)
     if (entry === undefined) return Effect.succeed(unknownToolResult(call, offered ?? toolNames))
     if (offered !== undefined && !offered.includes(call.name)) return Effect.succeed(unknownToolResult(call, offered))
-    // the guards the chain installed check the call as it runs (Middleware.guardToolCall)
-    return runGuarded(request, entry.run(call, threadId))
+    // the guards the chain installed check the call as it runs (Middleware.guardToolCall); the hooks around see
+    // the result scrubbed of credentials (Secrets.scrubToolResult)
+    return Effect.map(runGuarded(request, entry.run(call, threadId)), Secrets.scrubToolResult)
   }
 
   /**
@@ -169,7 +171,11 @@ export const make = (config: Compiled, save: Save) => {
           run,
           "Agent.toolCall",
           { tool: call.name, callId: call.id },
-          Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
+          // what the hooks answered too is scrubbed before the journal, the events and the thread hold it
+          Effect.map(
+            Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error))),
+            Secrets.scrubToolResult
+          )
         )
       if (!collects) {
         const chain = executed(wrapTool.length === 0 ? callTool(run.threadId, request) : runChain(run)(request))
