@@ -8,8 +8,9 @@
  * `urlParams: [["key", "…"]]`, `headers`) and, for a body that does not
  * decode, the whole request again in their `body` and so in their `message`.
  * The agent loop passes every model error through {@link scrubError} where it
- * leaves the model, so middleware, events, logs and stored failures see
- * `<redacted>` instead. A credential is found two ways:
+ * leaves the model, and every tool result through {@link scrubToolResult}
+ * where the tool step makes it, so middleware, events, logs, the thread and
+ * stored failures see `<redacted>` instead. A credential is found two ways:
  *
  * - **By value.** The credentials a request sent are known: every header but
  *   a few that never hold one (`content-type`, `accept`, `user-agent`, …),
@@ -19,10 +20,13 @@
  *   models' names: a gateway's `/v1/<key>/chat/completions`), the URL's
  *   userinfo (`https://user:<password>@…`, `https://<token>@…`), its
  *   fragment's parameters and pieces (`#access_token=…`, `#<key>`), its host's
- *   labels shaped like a key (`https://<40 hex digits>.example.com`), and
+ *   labels shaped like a key (`https://<40 hex digits>.example.com`), the
+ *   token of a `Bearer` value, the user and password of a `Basic` one, and
  *   every `Redacted` value in the error. They are redacted
  *   where they stand and replaced wherever else they occur in the error: its
- *   message, its cause chain, a gateway's body quoting the key. Values made
+ *   message, its cause chain, a gateway's body quoting the key, in any
+ *   encoding (JSON-escaped, percent- or form-encoded, form-decoded, HTML-escaped,
+ *   base64). Values made
  *   known with {@link register} or {@link layer} (an API key read from
  *   config), and those a client through {@link scrubHttpClient} sends, are
  *   replaced in every text this module scrubs.
