@@ -57,10 +57,11 @@ const answered = (
   if (problem !== undefined) {
     return Effect.fail(new InvalidHookResult({ middleware, hook: "wrapToolCall", reason: problem }))
   }
-  if (!("state" in response)) return Effect.succeed(response)
+  // a hook's own result (a failure quoting a defect) is scrubbed of credentials (Secrets.scrubToolResult)
+  if (!("state" in response)) return Effect.succeed(Secrets.scrubToolResult(response))
   const { state, ...result } = response
   if (state !== undefined && updates !== undefined) updates.push({ middleware, state })
-  return Effect.succeed(result)
+  return Effect.succeed(Secrets.scrubToolResult(result))
 }
 
 /** The result as the journal keeps it: with the call's state updates, if there are some. */
@@ -85,7 +86,10 @@ const runGuarded = <E, R>(
     const check = (index: number): Effect.Effect<Prompt.ToolResultPart, E, R> =>
       index === guards.length ? unguarded : Effect.flatMap(
         guards[index]!(request),
-        Option.match({ onNone: () => check(index + 1), onSome: Effect.succeed })
+        Option.match({
+          onNone: () => check(index + 1),
+          onSome: (answer) => Effect.succeed(Secrets.scrubToolResult(answer))
+        })
       )
     return check(0)
   })
@@ -104,9 +108,8 @@ export const make = (config: Compiled, save: Save) => {
     const entry = toolsByName.get(call.name)
     if (entry === undefined) return Effect.succeed(unknownToolResult(call, offered ?? toolNames))
     if (offered !== undefined && !offered.includes(call.name)) return Effect.succeed(unknownToolResult(call, offered))
-    // the guards the chain installed check the call as it runs (Middleware.guardToolCall); the hooks around see
-    // the result scrubbed of credentials (Secrets.scrubToolResult)
-    return Effect.map(runGuarded(request, entry.run(call, threadId)), Secrets.scrubToolResult)
+    // the guards the chain installed check the call as it runs (Middleware.guardToolCall)
+    return runGuarded(request, entry.run(call, threadId))
   }
 
   /**
@@ -171,11 +174,7 @@ export const make = (config: Compiled, save: Save) => {
           run,
           "Agent.toolCall",
           { tool: call.name, callId: call.id },
-          // what the hooks answered too is scrubbed before the journal, the events and the thread hold it
-          Effect.map(
-            Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error))),
-            Secrets.scrubToolResult
-          )
+          Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
         )
       if (!collects) {
         const chain = executed(wrapTool.length === 0 ? callTool(run.threadId, request) : runChain(run)(request))
