@@ -622,8 +622,21 @@ const scrubNamed = (text: string): string => {
   return out + text.slice(last)
 }
 
+/**
+ * The user and password of the `Basic` credentials a text quotes (`Authorization: Basic …`), or `undefined`: a
+ * gateway's error that shows the header may quote the key it decoded too.
+ */
+const quotedBasic = (text: string): RegExp | undefined => {
+  if (!/basic/i.test(text)) return undefined
+  const found = new Set<string>()
+  for (const match of text.matchAll(basic)) {
+    if (isBasicCredential(match[2]!)) basicCredentials(match[2]!).forEach((part) => found.add(part))
+  }
+  return found.size === 0 ? undefined : patternOf(found)
+}
+
 const scrubTextWith = (text: string, values: RegExp | undefined): string =>
-  scrubNamed(replaceValues(replaceValues(text, values), knownPattern()))
+  scrubNamed(replaceValues(replaceValues(replaceValues(text, values), knownPattern()), quotedBasic(text)))
     .replace(
       pair,
       (whole, prefix: string, _quote: string, name: string) => isCredentialName(name) ? `${prefix}${redacted}` : whole

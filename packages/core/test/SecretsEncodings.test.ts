@@ -106,6 +106,19 @@ describe("Secrets: every encoding of a known key", () => {
       }
     }))
 
+  it("a Basic credential a text quotes: the key it encodes is replaced wherever the text quotes it", () => {
+    const key = "Zx9qWv3LmN7pRt2YbK5sHj8dFg4"
+    for (const [user, password] of [["api", key], [key, ""]]) {
+      const text = `Authorization: Basic ${base64(`${user}:${password}`)}\n401: the server said ${key} is invalid`
+      const scrubbed = Secrets.scrubText(text)
+      assert.notInclude(scrubbed, key)
+      assert.include(scrubbed, "is invalid")
+    }
+    for (const text of ["the basic functionality works", "basic auth with Basic Zm9vYmFy is fine"]) {
+      assert.strictEqual(Secrets.scrubText(text), text)
+    }
+  })
+
   it("the user and password of a Basic credential are known by value (Latin-1 as btoa writes it, or UTF-8)", () => {
     for (
       const [user, password, known] of [
