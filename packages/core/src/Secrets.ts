@@ -8,8 +8,9 @@
  * `urlParams: [["key", "…"]]`, `headers`) and, for a body that does not
  * decode, the whole request again in their `body` and so in their `message`.
  * The agent loop passes every model error through {@link scrubError} where it
- * leaves the model, so middleware, events, logs and stored failures see
- * `<redacted>` instead. A credential is found two ways:
+ * leaves the model, and every tool result through {@link scrubToolResult}
+ * where the tool step makes it, so middleware, events, logs, the thread and
+ * stored failures see `<redacted>` instead. A credential is found two ways:
  *
  * - **By value.** The credentials a request sent are known: every header but
  *   a few that never hold one (`content-type`, `accept`, `user-agent`, …),
@@ -19,10 +20,13 @@
  *   models' names: a gateway's `/v1/<key>/chat/completions`), the URL's
  *   userinfo (`https://user:<password>@…`, `https://<token>@…`), its
  *   fragment's parameters and pieces (`#access_token=…`, `#<key>`), its host's
- *   labels shaped like a key (`https://<40 hex digits>.example.com`), and
+ *   labels shaped like a key (`https://<40 hex digits>.example.com`), the
+ *   token of a `Bearer` value, the user and password of a `Basic` one, and
  *   every `Redacted` value in the error. They are redacted
  *   where they stand and replaced wherever else they occur in the error: its
- *   message, its cause chain, a gateway's body quoting the key. Values made
+ *   message, its cause chain, a gateway's body quoting the key, in any
+ *   encoding (JSON-escaped, percent- or form-encoded, form-decoded, HTML-escaped,
+ *   base64). Values made
  *   known with {@link register} or {@link layer} (an API key read from
  *   config), and those a client through {@link scrubHttpClient} sends, are
  *   replaced in every text this module scrubs.
@@ -280,15 +284,39 @@ const base64Forms = (secret: string): Array<string> => {
   return forms
 }
 
-/** The ways a value is written in an error: as is, escaped in JSON (once or twice), URI- or form-encoded, in base64. */
+/** JSON's escapes of what is not ASCII (`\u00e9`), in lower or upper case hex digits, as many encoders write them. */
+const asciiJson = (json: string, hex: (digits: string) => string): string =>
+  json.replace(/[\u0080-\uffff]/g, (char) => `\\u${hex(char.charCodeAt(0).toString(16).padStart(4, "0"))}`)
+
+const htmlEntities: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" }
+
+/**
+ * The ways a value is written in an error or a result: as is; escaped in JSON
+ * (once or twice, with `\/` for `/`, with `\u…` for what is not ASCII);
+ * URI-encoded (as a component or a URI, in upper or lower case hex digits,
+ * once or twice); form-encoded (`+` for a space), or form-decoded (its `+`
+ * read as spaces); HTML-escaped; in base64 (standard or URL-safe, alone or
+ * after any prefix, with or without padding).
+ */
 const formsOf = (secret: string): ReadonlyArray<string | undefined> => {
   const json = JSON.stringify(secret).slice(1, -1)
+  const component = encoded(secret, encodeURIComponent)
   return [
     secret,
     json,
     JSON.stringify(json).slice(1, -1),
-    encoded(secret, encodeURIComponent),
-    encoded(secret, (text) => encodeURIComponent(text).replace(/%20/g, "+")),
+    json.replace(/\//g, "\\/"),
+    asciiJson(json, (digits) => digits),
+    asciiJson(json, (digits) => digits.toUpperCase()),
+    component,
+    component?.replace(/%[0-9A-F]{2}/g, (escape) => escape.toLowerCase()),
+    component === undefined ? undefined : encodeURIComponent(component),
+    component?.replace(/%20/g, "+"),
+    encoded(secret, encodeURI),
+    // as a form encodes it (URLSearchParams): `!'()~` escaped too
+    component?.replace(/[!'()~]/g, (char) => `%${char.charCodeAt(0).toString(16).toUpperCase()}`).replace(/%20/g, "+"),
+    secret.replace(/\+/g, " "),
+    secret.replace(/[&<>"']/g, (char) => htmlEntities[char]!),
     ...base64Forms(secret)
   ]
 }
@@ -298,7 +326,7 @@ const patternOf = (secrets: Iterable<string>): RegExp | undefined => {
   const forms = new Set<string>()
   for (const secret of secrets) {
     if (secret.length < minimumLength || redacted.includes(secret)) continue
-    for (const form of formsOf(secret)) if (form !== undefined) forms.add(form)
+    for (const form of formsOf(secret)) if (form !== undefined && !redacted.includes(form)) forms.add(form)
   }
   return forms.size === 0
     ? undefined
@@ -369,13 +397,50 @@ const reveal = (secret: string | Redacted.Redacted<string>): string | undefined 
   }
 }
 
-/** Adds a sent credential, and the token of a `Scheme token` value (`Bearer sk-…`). */
+/** Bytes read as Latin-1, one character each (`TextDecoder`'s "latin1" is windows-1252). */
+const latin1 = (bytes: Uint8Array): string => {
+  let text = ""
+  for (const byte of bytes) text += String.fromCharCode(byte)
+  return text
+}
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
+/**
+ * The user and the password a `Basic` credential holds (the base64 of
+ * `user:password`), read as UTF-8 and as Latin-1 (`btoa` writes that): the
+ * password, and the user when there is no password (a key sent as the user,
+ * Stripe's way) or when it is no plain user name.
+ */
+const basicCredentials = (token: string): Array<string> => {
+  const bytes = Either.orElse(Encoding.decodeBase64(token), () => Encoding.decodeBase64Url(token))
+  if (Either.isLeft(bytes)) return []
+  const texts = [latin1(bytes.right)]
+  try {
+    texts.push(utf8.decode(bytes.right))
+  } catch {
+    // not UTF-8: the Latin-1 reading is the one
+  }
+  return texts.flatMap((text) => {
+    const colon = text.indexOf(":")
+    if (colon < 0) return []
+    const user = text.slice(0, colon)
+    const password = text.slice(colon + 1)
+    return password === "" ? [user] : isUserName(user) ? [password] : [user, password]
+  })
+}
+
+/**
+ * Adds a sent credential, and the token of a `Scheme token` value
+ * (`Bearer sk-…`): of a `Basic` one, the user and password it encodes too.
+ */
 const addCredential = (found: Set<string>, value: unknown) => {
   const text = Redacted.isRedacted(value) ? reveal(value as Redacted.Redacted<string>) : value
   if (typeof text !== "string") return
   found.add(text)
-  const scheme = /^[A-Za-z][A-Za-z0-9-]*\s+(\S+)$/.exec(text)
-  if (scheme !== null) found.add(scheme[1]!)
+  const scheme = /^([A-Za-z][A-Za-z0-9-]*) +(\S.*)$/.exec(text)
+  if (scheme === null) return
+  found.add(scheme[2]!)
+  if (scheme[1]!.toLowerCase() === "basic") basicCredentials(scheme[2]!).forEach((part) => found.add(part))
 }
 
 /**
@@ -557,8 +622,21 @@ const scrubNamed = (text: string): string => {
   return out + text.slice(last)
 }
 
+/**
+ * The user and password of the `Basic` credentials a text quotes (`Authorization: Basic …`), or `undefined`: a
+ * gateway's error that shows the header may quote the key it decoded too.
+ */
+const quotedBasic = (text: string): RegExp | undefined => {
+  if (!/basic/i.test(text)) return undefined
+  const found = new Set<string>()
+  for (const match of text.matchAll(basic)) {
+    if (isBasicCredential(match[2]!)) basicCredentials(match[2]!).forEach((part) => found.add(part))
+  }
+  return found.size === 0 ? undefined : patternOf(found)
+}
+
 const scrubTextWith = (text: string, values: RegExp | undefined): string =>
-  scrubNamed(replaceValues(replaceValues(text, values), knownPattern()))
+  scrubNamed(replaceValues(replaceValues(replaceValues(text, values), knownPattern()), quotedBasic(text)))
     .replace(
       pair,
       (whole, prefix: string, _quote: string, name: string) => isCredentialName(name) ? `${prefix}${redacted}` : whole
@@ -1290,6 +1368,63 @@ const scrubCauseWith = <E>(cause: Cause.Cause<E>, scrubbing: Scrubbing): Cause.C
  */
 export const scrubCause = <E>(cause: Cause.Cause<E>): Cause.Cause<E> =>
   scrubCauseWith(cause, scrubbingOf([...Cause.failures(cause), ...Cause.defects(cause)]))
+
+/** A JSON value with the known credentials' values replaced in its strings and keys; the value itself when none is. */
+const replaceKnownIn = (value: unknown, pattern: RegExp, seen: Set<object>): unknown => {
+  if (typeof value === "string") return replaceValues(value, pattern)
+  if (typeof value !== "object" || value === null || seen.has(value)) return value
+  seen.add(value)
+  if (Array.isArray(value)) {
+    const items = value.map((item) => replaceKnownIn(item, pattern, seen))
+    return items.some((item, index) => item !== value[index]) ? items : value
+  }
+  if (!isPlain(value)) return value
+  let changed = false
+  const entries = Object.entries(value).map(([key, item]) => {
+    const entry = [replaceValues(key, pattern), replaceKnownIn(item, pattern, seen)] as const
+    changed ||= entry[0] !== key || entry[1] !== item
+    return entry
+  })
+  return changed ? Object.fromEntries(entries) : value
+}
+
+/**
+ * A tool's result as the model, the run's events and the stored thread read
+ * it. A failed result is an error's text: it is scrubbed as
+ * {@link scrubError} scrubs an error (known values, credential-named fields,
+ * credentials by their form). A successful one is data the model works on:
+ * only the values of known credentials (registered, or sent by a scrubbing
+ * client) are replaced in its strings, in any of their encodings, and
+ * nothing else changes (a search result's long ids and URLs stay). A result
+ * with nothing to scrub is returned as it is.
+ *
+ * @example
+ * ```ts
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
+ * import * as Effect from "effect/Effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   yield* Secrets.register("Zx9qWv3LmN7pRt2YbK5s")
+ *   const part = { result: "could not auth with Zx9qWv3LmN7pRt2YbK5s", isFailure: true }
+ *   return Secrets.scrubToolResult(part).result // "could not auth with <redacted>"
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const scrubToolResult = <Part extends { readonly result: unknown; readonly isFailure: boolean }>(
+  part: Part
+): Part => {
+  if (part.isFailure) {
+    const result = scrubError(part.result)
+    return result === part.result ? part : { ...part, result }
+  }
+  const pattern = knownPattern()
+  if (pattern === undefined) return part
+  const result = replaceKnownIn(part.result, pattern, new Set())
+  return result === part.result ? part : { ...part, result }
+}
 
 // ---------------------------------------------------------------------------
 // clients

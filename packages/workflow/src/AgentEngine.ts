@@ -120,6 +120,10 @@ export interface SqliteOptions {
   readonly synchronous?: "normal" | "full" | undefined
   /**
    * Advanced: overrides for @effect/cluster's `ShardingConfig`, applied last.
+   * Its `runnerAddress` cannot change the process's role: one given with
+   * `clientOnly: true` (a client would execute runs), or `Option.none()`
+   * without it (a runner would hold the lease and execute nothing), is
+   * refused with `AgentError.InvalidOptions` (`option: "sharding.runnerAddress"`).
    */
   readonly sharding?: Partial<ShardingConfig.ShardingConfig["Type"]> | undefined
 }
@@ -158,6 +162,9 @@ export interface PostgresOptions {
   readonly maxConnections?: number | undefined
   /**
    * Advanced: overrides for @effect/cluster's `ShardingConfig`, applied last.
+   * With `runnerAddress: Option.none()` (a client), a `runnerAddress` here
+   * that is some address is refused with `AgentError.InvalidOptions`
+   * (`option: "sharding.runnerAddress"`): a client never executes runs.
    */
   readonly sharding?: Partial<ShardingConfig.ShardingConfig["Type"]> | undefined
 }
@@ -784,6 +791,7 @@ export const layerSqlite = (
     const inMemory = given === ":memory:"
     const filename = inMemory ? given : yield* realFile(path.resolve(given))
     const clientOnly = options?.clientOnly === true
+    yield* checkRole(options?.sharding, clientOnly, clientOnly ? "clientOnly: true" : "a runner (no clientOnly)")
     const config = {
       runnerAddress: clientOnly ? Option.none() : ShardingConfig.defaults.runnerAddress,
       entityMessagePollInterval: pollInterval,
@@ -839,6 +847,33 @@ export const layerSqlite = (
   }))
 
 /**
+ * Refuses a `sharding.runnerAddress` that contradicts the role the layer's
+ * own option gives the process (`role` names that option): a client's would
+ * make it execute runs (without the SQLite lease, next to the runner), a
+ * SQLite runner's `Option.none()` would make it hold the lease and execute
+ * nothing.
+ */
+const checkRole = (
+  sharding: Partial<ShardingConfig.ShardingConfig["Type"]> | undefined,
+  client: boolean,
+  role: string
+): Effect.Effect<void, AgentError.InvalidOptions> => {
+  const address = sharding?.runnerAddress
+  if (address === undefined || Option.isSome(address) !== client) return Effect.void
+  return Effect.fail(
+    new AgentError.InvalidOptions({
+      module: "AgentEngine",
+      option: "sharding.runnerAddress",
+      reason: client
+        ? `${role} makes a client, which never executes runs; sharding.runnerAddress would make it a runner. ` +
+          `Leave sharding.runnerAddress out, or start a runner without ${role}`
+        : `Option.none() makes a process that executes no runs, yet ${role} holds the file's lease, so no ` +
+          `runner could execute them: connect with clientOnly: true instead`
+    })
+  )
+}
+
+/**
  * The advisory lock (two-key form, which never collides with the cluster's one-key shard locks) that
  * serializes schema creation between processes.
  */
@@ -892,6 +927,9 @@ export const layerPostgres = (options: PostgresOptions): Layer.Layer<Durable, En
         option: "maxConnections",
         reason: `expected an integer of at least 3 (one is held for shard locks), got ${maxConnections}`
       })
+    }
+    if (options.runnerAddress !== undefined && Option.isNone(options.runnerAddress)) {
+      yield* checkRole(options.sharding, true, "runnerAddress: Option.none()")
     }
     const given = options.runnerAddress ?? Option.some({ host: os.hostname(), port: process.pid })
     if (Option.isSome(given) && (given.value.host.length === 0 || !Number.isInteger(given.value.port))) {

@@ -1,3 +1,4 @@
+import { ShardingConfig } from "@effect/cluster"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import type { WorkflowEngine } from "@effect/workflow"
@@ -453,6 +454,37 @@ describe("AgentEngine.layerSqlite", () => {
     }))
 })
 
+describe("AgentEngine: a client never acts as a runner", () => {
+  it.scopedLive("sharding.runnerAddress that contradicts clientOnly is refused, naming both; one that agrees is not", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("stepwise-engine-")
+      const filename = path.join(directory, "runs.db")
+      const refused: ReadonlyArray<[AgentEngine.SqliteOptions, string]> = [
+        // a client with a runner's address would execute runs without the lease
+        [
+          { filename, clientOnly: true, sharding: { runnerAddress: ShardingConfig.defaults.runnerAddress } },
+          "clientOnly"
+        ],
+        // a runner with no address would hold the lease and execute nothing
+        [{ filename, sharding: { runnerAddress: Option.none() } }, "clientOnly"]
+      ]
+      for (const [options, named] of refused) {
+        const error = yield* Effect.flip(Layer.build(AgentEngine.layerSqlite(options)))
+        assert.strictEqual(error._tag, "InvalidOptions")
+        if (error._tag !== "InvalidOptions") continue
+        assert.strictEqual(error.option, "sharding.runnerAddress")
+        assert.include(error.reason, named)
+      }
+      // nothing was opened: no runner took the lease, so a runner starts on the file and runs a workflow
+      const context = yield* withToy(AgentEngine.layerSqlite({ filename }), directory)
+      assert.deepStrictEqual(yield* runToy("r1").pipe(Effect.provide(context)), Exit.succeed("r1/first+r1/second"))
+      // a client whose override agrees with its role connects
+      yield* Layer.build(
+        AgentEngine.layerSqlite({ filename, clientOnly: true, sharding: { runnerAddress: Option.none() } })
+      )
+    }))
+})
+
 describePostgres("AgentEngine.layerPostgres", () => {
   it.scopedLive("a runner executes runs that a client-only process starts", () =>
     Effect.gen(function*() {
@@ -488,7 +520,13 @@ describePostgres("AgentEngine.layerPostgres", () => {
         ["takeoverAfter", { url, takeoverAfter: "1 second" }],
         ["pollInterval", { url, pollInterval: "-5 millis" }],
         ["maxConnections", { url, maxConnections: 1 }],
-        ["runnerAddress", { url, runnerAddress: Option.some({ host: "", port: 1 }) }]
+        ["runnerAddress", { url, runnerAddress: Option.some({ host: "", port: 1 }) }],
+        // a client (no runner address) made a runner by an override
+        ["sharding.runnerAddress", {
+          url,
+          runnerAddress: Option.none(),
+          sharding: { runnerAddress: ShardingConfig.defaults.runnerAddress }
+        }]
       ]
       for (const [option, options] of cases) {
         const error = yield* Effect.flip(Layer.build(AgentEngine.layerPostgres(options)))

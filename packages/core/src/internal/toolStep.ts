@@ -15,6 +15,7 @@ import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Middleware from "../Middleware.js"
 import * as RunJournal from "../RunJournal.js"
+import * as Secrets from "../Secrets.js"
 import type { Compiled } from "./config.js"
 import { identityMemo } from "./fast/identityMemo.js"
 import { PassedOn } from "./fast/passedOn.js"
@@ -56,10 +57,11 @@ const answered = (
   if (problem !== undefined) {
     return Effect.fail(new InvalidHookResult({ middleware, hook: "wrapToolCall", reason: problem }))
   }
-  if (!("state" in response)) return Effect.succeed(response)
+  // a hook's own result (a failure quoting a defect) is scrubbed of credentials (Secrets.scrubToolResult)
+  if (!("state" in response)) return Effect.succeed(Secrets.scrubToolResult(response))
   const { state, ...result } = response
   if (state !== undefined && updates !== undefined) updates.push({ middleware, state })
-  return Effect.succeed(result)
+  return Effect.succeed(Secrets.scrubToolResult(result))
 }
 
 /** The result as the journal keeps it: with the call's state updates, if there are some. */
@@ -84,7 +86,10 @@ const runGuarded = <E, R>(
     const check = (index: number): Effect.Effect<Prompt.ToolResultPart, E, R> =>
       index === guards.length ? unguarded : Effect.flatMap(
         guards[index]!(request),
-        Option.match({ onNone: () => check(index + 1), onSome: Effect.succeed })
+        Option.match({
+          onNone: () => check(index + 1),
+          onSome: (answer) => Effect.succeed(Secrets.scrubToolResult(answer))
+        })
       )
     return check(0)
   })

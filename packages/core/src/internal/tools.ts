@@ -206,13 +206,13 @@ const runWithHandler = (
           onSuccess: (value) =>
             encodedResult(
               encodeSuccess(value),
-              (encoded) => toolResult(call, encoded),
+              (encoded) => Secrets.scrubToolResult(toolResult(call, encoded)),
               (error) => defect(call, tool, `its result does not match its success schema: ${formatCause(error)}`)
             ),
           onFailure: (failure) =>
             encodedResult(
               encodeFailure(failure),
-              (encoded) => toolResult(call, encoded, { isFailure: true }),
+              (encoded) => Secrets.scrubToolResult(toolResult(call, encoded, { isFailure: true })),
               (error) => defect(call, tool, `its failure does not match its failure schema: ${formatCause(error)}`)
             )
         }
@@ -241,7 +241,9 @@ const runWithToolkit = (
       tool.name,
       call.params
     ).pipe(
-      Effect.map((result) => toolResult(call, result.encodedResult, { isFailure: result.isFailure })),
+      Effect.map((result) =>
+        Secrets.scrubToolResult(toolResult(call, result.encodedResult, { isFailure: result.isFailure }))
+      ),
       Effect.catchAll((error): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
         const failure = AiSeams.isAiError(error) ? AiSeams.classifyAiError(error) : undefined
         if (failure?.module === "Toolkit") {
@@ -256,7 +258,7 @@ const runWithToolkit = (
         return Effect.mapBoth(encodeFailure(error), {
           onFailure: (parseError) =>
             defect(call, tool, `its failure does not match its failure schema: ${formatCause(parseError)}`),
-          onSuccess: (encoded) => toolResult(call, encoded, { isFailure: true })
+          onSuccess: (encoded) => Secrets.scrubToolResult(toolResult(call, encoded, { isFailure: true }))
         })
       }),
       Effect.catchAllDefect((cause) => Effect.fail(defect(call, tool, String(cause), cause))),
@@ -273,7 +275,8 @@ const runWithToolkit = (
  * Runs tool calls of a handled toolkit. Invalid arguments (checked first,
  * once per call) and the tool's
  * typed failures become failed tool results; a defect or a result that
- * breaks the tool's success schema is a `ToolDefect`.
+ * breaks the tool's success schema is a `ToolDefect`. Every result is
+ * scrubbed of credentials (`Secrets.scrubToolResult`) before anything reads it.
  */
 export const entriesOf = (
   toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>,
