@@ -717,7 +717,7 @@ describe("SubAgents", () => {
           Effect.provideService(Checkpointer.Checkpointer, checkpointer),
           Effect.provide(ParentTools.toLayer({
             boom: () => Effect.dieMessage("boom"),
-            wipe: () => Effect.as(deleter.deleteThread("p"), "wiped")
+            wipe: () => Effect.as(Effect.orDie(deleter.deleteThread("p")), "wiped")
           }))
         )
         assert.strictEqual((yield* agent.run("hi", { threadId: "p" }))._tag, "Completed")
