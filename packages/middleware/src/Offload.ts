@@ -1061,9 +1061,10 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
       if (Option.isNone(found)) return yield* (failed ?? new OffloadError({ reason: "NotFound", ref }))
       const { content, legacy } = found.value
       // an earlier reference is read from the thread only: the store keeps texts under the current ones;
-      // a store that failed to give the text back is not given it again
-      const put = !legacy && failed === undefined
-      if (put) yield* service.put(ref, content)
+      // a store that failed to give the text back is not given it again, and one that refuses it (a text over
+      // a directory workspace's size limit) fails nothing: the thread holds it
+      const put = !legacy && failed === undefined &&
+        (yield* Effect.match(service.put(ref, content), { onFailure: () => false, onSuccess: () => true }))
       return { page: page(ref, content, offset, limit), put }
     })
 

@@ -136,8 +136,10 @@ export interface AccessOptions {
  *   cannot encode, a lone surrogate): refused rather than re-encoded, so the
  *   file stays as it is;
  * - `"TooLarge"`: a file of `size` bytes, over the `max` a directory
- *   workspace reads (its `maxFileBytes`, {@link defaultMaxFileBytes} unless
- *   set): refused before it is read, so a huge file never fills the memory;
+ *   workspace reads or writes (its `maxFileBytes`, {@link defaultMaxFileBytes}
+ *   unless set): refused before it is read, so a huge file never fills the
+ *   memory, or before it is written, so no file is written that the
+ *   workspace would not read back;
  * - `"GlobTooLong"`: a glob pattern of `size` characters, over `max`
  *   ({@link maxGlobLength});
  * - `"Io"`: the storage failed (a directory workspace's file system error, or
@@ -662,9 +664,9 @@ export interface DirectoryOptions extends AccessOptions {
   /** The host directory that "/" stands for; it must exist. */
   readonly root: string
   /**
-   * The largest file read (and so edited or searched), in bytes (default
-   * {@link defaultMaxFileBytes}); a larger one fails with
-   * `"TooLarge"` and `grep` leaves it out.
+   * The largest file read (and so edited or searched) or written, in bytes
+   * (default {@link defaultMaxFileBytes}); a larger one fails with
+   * `"TooLarge"` (a write before anything is made) and `grep` leaves it out.
    */
   readonly maxFileBytes?: number | undefined
 }
@@ -707,7 +709,9 @@ export const defaultMaxFileBytes = 10 * 1024 * 1024
  *   `/docs` read-only, a write through a link to it fails with
  *   `"ReadOnly"`.
  * - A file over `maxFileBytes` (default {@link defaultMaxFileBytes}) fails
- *   with `"TooLarge"` before it is read; `grep` leaves it out. A
+ *   with `"TooLarge"` before it is read, and a write (or an edit) whose
+ *   content is over it fails before anything is made: a file the workspace
+ *   would not read back is not written. `grep` leaves such a file out. A
  *   `maxFileBytes` that is not a whole number of bytes fails with
  *   `AgentError.InvalidOptions`.
  * - Only regular files and directories are used: a FIFO, socket or device,
@@ -784,8 +788,16 @@ export const makeDirectory = (
         }),
       read: (virtual) => Effect.mapError(jail.read(segmentsOf(virtual), maxFileBytes), refused(virtual)),
       // the rules also hold where a link inside the root leads: "/link/x" is checked as "/docs/x" too
-      write: (virtual, content, guard) =>
-        Effect.mapError(jail.write(segmentsOf(virtual), content, (real) => guard(virtualOf(real))), refused(virtual)),
+      // a file the workspace would not read back is not written (checked before anything is made)
+      write: (virtual, content, guard) => {
+        const size = utf8Length(content)
+        return size > maxFileBytes
+          ? Effect.fail(new WorkspaceError({ reason: "TooLarge", path: virtual, size, max: maxFileBytes }))
+          : Effect.mapError(
+            jail.write(segmentsOf(virtual), content, (real) => guard(virtualOf(real))),
+            refused(virtual)
+          )
+      },
       files: (virtual) =>
         Effect.mapBoth(jail.files(segmentsOf(virtual)), {
           onFailure: refused(virtual),

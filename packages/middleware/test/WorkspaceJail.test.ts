@@ -585,7 +585,7 @@ for (const strategy of strategies) {
       }).pipe(inStrategy))
 
     it.scoped(
-      "a file larger than maxFileBytes is refused without being read whole: read, edit and grep",
+      "a file larger than maxFileBytes is refused without being read whole (read, edit, grep) and never written",
       () =>
         Effect.gen(function*() {
           const fs = yield* FileSystem.FileSystem
@@ -609,6 +609,15 @@ for (const strategy of strategies) {
           assert.strictEqual(yield* tight.read("/small.txt"), "needle")
           yield* fs.writeFileString(`${root}/small.txt`, "needles")
           assert.strictEqual(yield* reasonOf(tight.read("/small.txt")), "TooLarge")
+          // nor is a file written that the workspace would not read back: the limit counts UTF-8 bytes
+          const written = yield* Effect.flip(tight.write("/big.txt", "éééé"))
+          assert.isTrue(written.reason === "TooLarge" && written.size === 8 && written.max === 6, written.message)
+          assert.isFalse(yield* fs.exists(`${root}/big.txt`))
+          yield* fs.writeFileString(`${root}/six.txt`, "needle")
+          assert.strictEqual(yield* reasonOf(tight.edit("/six.txt", "needle", "needles", false)), "TooLarge")
+          assert.strictEqual(yield* fs.readFileString(`${root}/six.txt`), "needle")
+          yield* tight.write("/fits.txt", "ééé")
+          assert.strictEqual(yield* tight.read("/fits.txt"), "ééé")
           const invalid = yield* Effect.flip(Workspace.makeDirectory({ root, maxFileBytes: -1 }))
           assert.strictEqual(invalid._tag, "InvalidOptions")
         }).pipe(inStrategy),
