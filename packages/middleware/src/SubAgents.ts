@@ -1171,9 +1171,17 @@ const build = (options: Options<Record<string, SubAgent>>) => {
       { discard: true }
     )
 
-  /** Deletes the child threads a deleted thread started. */
-  const onThreadDeleted = (_threadId: string, state: Option.Option<State>) =>
-    deleteChildren(Option.match(state, { onNone: () => [], onSome: (slice) => slice.taskThreads }))
+  /**
+   * Deletes the child threads a deleted thread started: those under its own id (a fork starts with its source's
+   * list, whose children stay the source's).
+   */
+  const onThreadDeleted = (threadId: string, state: Option.Option<State>) =>
+    deleteChildren(
+      Option.match(state, {
+        onNone: () => [],
+        onSome: (slice) => slice.taskThreads.filter((child) => child.threadId.startsWith(`${threadId}/task/`))
+      })
+    )
 
   /**
    * Keeps what the limits posted for this model call in the slice (see

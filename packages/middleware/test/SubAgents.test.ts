@@ -753,6 +753,31 @@ describe("SubAgents", () => {
       }))
   })
 
+  it.effect("deleting a fork deletes the child threads the fork started, not its source's", () =>
+    Effect.gen(function*() {
+      const child = yield* researcher
+      const { model } = yield* ScriptedModel.make([
+        ScriptedModel.toolCalls([task("researcher", "notes", "c1")]),
+        ScriptedModel.text("all done"),
+        ScriptedModel.toolCalls([task("researcher", "more", "c2")]),
+        ScriptedModel.text("fork done")
+      ])
+      const agent = yield* Agent.make({
+        middleware: [SubAgents.middleware({ agents: { researcher: { description: "Researches", agent: child } } })]
+      }).pipe(Effect.provideService(LanguageModel.LanguageModel, model))
+      assert.strictEqual((yield* agent.run("go", { threadId: "s" }))._tag, "Completed")
+      // the fork starts with the source's list of child threads, then starts one of its own
+      const forked = yield* agent.fork("s", { to: "f", at: 2, edit: { _tag: "Message", message: "again" } })
+      assert.strictEqual(forked._tag, "Completed")
+      const exists = (threadId: string) => Effect.map(child.thread(threadId), Option.isSome)
+      assert.isTrue(yield* exists("f/task/c2/2"))
+      yield* agent.deleteThread("f")
+      assert.isTrue(yield* exists("s/task/c1/1"), "the source's child thread was deleted with the fork")
+      assert.isFalse(yield* exists("f/task/c2/2"))
+      yield* agent.deleteThread("s")
+      assert.isFalse(yield* exists("s/task/c1/1"))
+    }))
+
   it.effect("a parent's slice stored before it listed its child threads still loads, with none", () =>
     Effect.gen(function*() {
       const checkpointer = yield* Checkpointer.makeMemory
