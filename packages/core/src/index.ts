@@ -36,6 +36,11 @@ export * as Checkpointer from "./Checkpointer.js"
 /**
  * @since 0.1.0
  */
+export * as EventLoop from "./EventLoop.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Fork from "./Fork.js"
 
 /**

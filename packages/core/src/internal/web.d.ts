@@ -21,6 +21,9 @@ declare global {
   }
   function setTimeout(callback: () => void, delay?: number): unknown
   function clearTimeout(timer: unknown): void
+  // absent outside Node, Deno and Bun
+  var setImmediate: ((callback: () => void) => unknown) | undefined
+  var clearImmediate: ((handle: unknown) => void) | undefined
 }
 
 export {}
