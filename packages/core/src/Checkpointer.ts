@@ -861,7 +861,10 @@ export interface FileSystemOptions extends LogOptions {
    * be taken as left by a crashed process and taken over (default 10 seconds;
    * at least 1 second; what is not a finite duration counts as the default).
    * Its holder touches it every half of this while it holds it, so only a
-   * process stalled this long (no event-loop turn) loses a lock it holds.
+   * process stalled this long (no event-loop turn) loses a lock it holds. A
+   * lock file whose mtime is ahead of the clock (clock skew, a clock stepped
+   * back) is taken over once a waiter saw it unchanged for this long; the
+   * clocks of processes sharing the folder should agree within half of it.
    */
   readonly staleLockAfter?: Duration.DurationInput | undefined
 }
@@ -888,7 +891,9 @@ const textDecoder = new TextDecoder("utf-8", { fatal: true })
  * two files: a small head, `<thread>.json` (the slices, the pending wait, and
  * how many messages and bytes of the log are committed), and an append-only
  * log, `<thread>.<generation>.log`, of encoded messages, one JSON text per
- * line (`<thread>` is the thread id, URI-encoded).
+ * line (`<thread>` is the thread id, URI-encoded; an id too long for a file
+ * name, over 209 characters so encoded, gets `<its first 64>#<its SHA-256>`
+ * and its id in `<thread>.id`, so every id is saved, listed and deleted).
  *
  * A step appends its new messages to the log, then writes the head to a
  * temporary file of its own and renames it over the old one: the rename
@@ -913,7 +918,10 @@ const textDecoder = new TextDecoder("utf-8", { fatal: true })
  * file (from 2 to 100 ms apart) and can be interrupted. Its holder touches its
  * mtime while it holds it; a lock file older than `staleLockAfter` (default
  * 10 seconds), left by a crashed process, is taken over, so a thread whose
- * writer crashed mid-save waits that long for its next save. A save costs
+ * writer crashed mid-save waits that long for its next save. So is one whose
+ * mtime is ahead of the clock (clock skew, a clock stepped back) once a waiter
+ * saw it unchanged that long. A lock file that is a directory, or has no valid
+ * mtime, fails the save or delete with `CheckpointError` naming it. A save costs
  * the creation and removal of the lock file. Loads take no lock file.
  *
  * An agent's run saves into it without building the array of the whole
