@@ -18,10 +18,10 @@
  * limit (its clock stepped back too), keeps it. A lock (or `.break`) that is
  * not a regular file, or has no valid mtime, fails the wait with a
  * `SystemError` naming it (`BadResource`): nothing could ever release it.
- * Two waiters that both
- * see it stale must not both take it: whoever breaks a lock first creates
- * `<lock>.break` (also with `wx`), looks at the lock again under it, and
- * removes it only if it is still stale. So a waiter that saw the old lock
+ *
+ * Two waiters that both see it stale must not both take it: whoever breaks a
+ * lock first creates `<lock>.break` (also with `wx`), looks at the lock again
+ * under it, and removes it only if it is still stale. So a waiter that saw the old lock
  * never removes the new one its rival created since. A `.break` is held for
  * one `stat` and one `remove`; a stale one (its breaker crashed right then)
  * is removed.
