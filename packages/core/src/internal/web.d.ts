@@ -18,6 +18,9 @@ declare global {
   var crypto: {
     randomUUID(): string
     getRandomValues<T extends ArrayBufferView>(array: T): T
+    readonly subtle: {
+      digest(algorithm: "SHA-256", data: Uint8Array): Promise<ArrayBuffer>
+    }
   }
   function setTimeout(callback: () => void, delay?: number): unknown
   function clearTimeout(timer: unknown): void
