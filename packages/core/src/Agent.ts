@@ -11,7 +11,6 @@
 import type * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
-import type * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -858,7 +857,9 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
       : OutputTool.make(options.responseFormat, options.outputToolName ?? "final_answer")
     // the agent's tools by name: what `uses` and `toolTimeouts` may name (not the structured output tool)
     const owners = new Map(named)
-    const clash = toolNameClashOf(output === undefined ? named : [...named, [output.tool.name, "the agent's structured output (outputToolName)"]])
+    const clash = toolNameClashOf(
+      output === undefined ? named : [...named, [output.tool.name, "the agent's structured output (outputToolName)"]]
+    )
     if (clash !== undefined) return yield* clash
     const unknownTools = unknownToolsOf(middleware, owners)
     if (unknownTools !== undefined) return yield* unknownTools

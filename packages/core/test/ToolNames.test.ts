@@ -12,8 +12,10 @@ import { Cause, Effect, Exit, FastCheck, Option, Schema } from "effect"
 /** A handled toolkit of tools named `names`, each answering nothing. */
 const toolsNamed = (...names: ReadonlyArray<string>) => {
   const toolkit = Toolkit.make(...names.map((name) => Tool.make(name)))
-  const handlers = Object.fromEntries(names.map((name) => [name, () => Effect.void]))
-  return Effect.provide(toolkit, toolkit.toLayer(handlers as Parameters<typeof toolkit.toLayer>[0]))
+  const handlers: Toolkit.HandlersFrom<Toolkit.Tools<typeof toolkit>> = Object.fromEntries(
+    names.map((name) => [name, () => Effect.void])
+  )
+  return Effect.provide(toolkit, toolkit.toLayer(handlers))
 }
 
 /** A middleware contributing tools named `names`, as `TodoList` contributes `write_todos`. */

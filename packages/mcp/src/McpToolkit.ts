@@ -408,9 +408,10 @@ const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<
  *
  * Fails with `McpError` of reason `"ConnectFailed"` when the server cannot be reached or the
  * handshake fails, of reason `"InvalidTool"` when it lists two tools of one name
- * or of names that read the same (`"delete"` and `"Delete"`, `"ｄｅｌｅｔｅ"`,
+ * or of names that read the same (core's `ToolName.fold`: `"delete"` and `"Delete"`, `"ｄｅｌｅｔｅ"`,
  * `"del\u200bete"` or `"delete "`), or a tool without a name, and with `InvalidOptions` (module
- * `"McpToolkit"`) for bad options.
+ * `"McpToolkit"`) for bad options. `Agent.make` makes the same check across
+ * servers and the agent's other tools (`AgentError.ToolNameClash`).
  *
  * @example
  * ```ts

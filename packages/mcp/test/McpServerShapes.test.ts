@@ -222,7 +222,10 @@ describe("McpToolkit: the tool list", () => {
         middleware: [Middleware.make({ name: "other", tools: server(["fetch"]) })]
       }))
       assert.strictEqual(twoServers._tag, "ToolNameClash")
-      assert.include(twoServers.message, `Tool "fetch" of middleware "other" has the same name as a tool of the toolkit`)
+      assert.include(
+        twoServers.message,
+        `Tool "fetch" of middleware "other" has the same name as a tool of the toolkit`
+      )
     }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("done")]))))
 })
 
