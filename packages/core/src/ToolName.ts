@@ -32,7 +32,8 @@ const invisible = /\p{Default_Ignorable_Code_Point}/gu
  * @category utility
  */
 export const fold = (name: string): string =>
-  name.replace(invisible, "").normalize("NFKC").toUpperCase().toLowerCase().normalize("NFKC").trim()
+  // lower, upper, lower: "ẞ" lowers to "ß", which uppers to "SS": each case of a name folds alike
+  name.replace(invisible, "").normalize("NFKC").toLowerCase().toUpperCase().toLowerCase().normalize("NFKC").trim()
 
 /**
  * A name as a JSON string with every character outside printable ASCII

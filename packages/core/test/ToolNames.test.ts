@@ -44,6 +44,7 @@ const twins: ReadonlyArray<readonly [string, string, string]> = [
   ["a space at the end", "read_file", "read_file "],
   ["a no-break space at the start", "read_file", "\u00a0read_file"],
   ["a ligature", "find", "\ufb01nd"],
+  ["a capital sharp s", "stra\u00dfe", "STRA\u1e9eE"],
   ["the same name", "read_file", "read_file"]
 ]
 
@@ -163,6 +164,38 @@ describe("Agent.make: tool names that read the same", () => {
         if (!refused) assert.isTrue(Exit.isSuccess(exit), String(exit))
       }).pipe(model),
     { fastCheck: { numRuns: 150 } }
+  )
+
+  it.prop(
+    "the fold of a name folds to itself, and every case of a name folds alike",
+    {
+      text: FastCheck.array(
+        FastCheck.oneof(
+          FastCheck.fullUnicode(),
+          // letters whose case or compatibility forms change their length or meet other letters'
+          FastCheck.constantFrom(
+            "\u1e9e",
+            "\u00df",
+            "\u0130",
+            "\u0131",
+            "\u03c2",
+            "\ufb01",
+            "\uff21",
+            "\u200b",
+            "\u0301"
+          )
+        ),
+        { maxLength: 12 }
+      ).map((chars) => chars.join(""))
+    },
+    ({ text }) => {
+      const folded = ToolName.fold(text)
+      assert.strictEqual(ToolName.fold(folded), folded)
+      assert.strictEqual(ToolName.fold(text.toUpperCase()), folded)
+      assert.strictEqual(ToolName.fold(text.toLowerCase()), folded)
+      assert.strictEqual(ToolName.fold(text.normalize("NFD")), folded)
+    },
+    { fastCheck: { numRuns: 2000 } }
   )
 
   it.effect.prop(

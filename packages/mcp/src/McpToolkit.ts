@@ -455,7 +455,8 @@ export const make = (
     const folded = new Map<string, string>()
     for (const definition of session.tools) {
       const name: unknown = definition.name
-      if (typeof name !== "string" || ToolName.fold(name) === "") {
+      const key = typeof name === "string" ? ToolName.fold(name) : ""
+      if (typeof name !== "string" || key === "") {
         return yield* new McpError({
           reason: "InvalidTool",
           server,
@@ -463,7 +464,7 @@ export const make = (
           detail: "its name is not a non-empty string (once invisible characters and spaces are left out)"
         })
       }
-      const twin = folded.get(ToolName.fold(name))
+      const twin = folded.get(key)
       if (twin !== undefined) {
         return yield* new McpError({
           reason: "InvalidTool",
@@ -476,7 +477,7 @@ export const make = (
             } differs from it only in case, Unicode form, width, invisible characters or spaces at either end`
         })
       }
-      folded.set(ToolName.fold(name), name)
+      folded.set(key, name)
       Object.defineProperty(tools, name, {
         value: toolOf(server, definition),
         enumerable: true,
