@@ -40,6 +40,8 @@ const twins: ReadonlyArray<readonly [string, string, string]> = [
   ["a zero-width space", "read_file", "read_\u200bfile"],
   ["a soft hyphen", "read_file", "read\u00ad_file"],
   ["a byte order mark", "read_file", "\ufeffread_file"],
+  ["bidirectional isolates", "read_file", "\u2066read_file\u2069"],
+  ["a Hangul filler", "read_file", "read\u3164_file"],
   ["a combining accent", "r\u00e9sum\u00e9", "re\u0301sume\u0301"],
   ["a space at the end", "read_file", "read_file "],
   ["a no-break space at the start", "read_file", "\u00a0read_file"],
