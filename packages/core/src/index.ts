@@ -91,6 +91,11 @@ export * as ToolEffect from "./ToolEffect.js"
 /**
  * @since 0.1.0
  */
+export * as ToolName from "./ToolName.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Transcript from "./Transcript.js"
 
 /**
