@@ -897,20 +897,23 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
   })
 
 /**
- * The first tool, in list order, whose name folds (`ToolName.fold`) as an
- * earlier one's does: exact duplicates and names that read the same alike.
+ * The first tool, in list order, whose name reads as an earlier one's does
+ * (`ToolName.keys`: the same fold or the same skeleton): exact duplicates,
+ * and names that differ in case, form, width or look-alike letters.
  */
 const toolNameClashOf = (
   tools: ReadonlyArray<readonly [name: string, source: string]>
 ): AgentError.ToolNameClash | undefined => {
   const seen = new Map<string, readonly [name: string, source: string]>()
   for (const [name, source] of tools) {
-    const folded = ToolName.fold(name)
-    const twin = seen.get(folded)
-    if (twin !== undefined) {
-      return new AgentError.ToolNameClash({ tool: name, source, twin: twin[0], twinSource: twin[1] })
+    const keys = ToolName.keys(name)
+    for (const key of keys) {
+      const twin = seen.get(key)
+      if (twin !== undefined) {
+        return new AgentError.ToolNameClash({ tool: name, source, twin: twin[0], twinSource: twin[1] })
+      }
     }
-    seen.set(folded, [name, source])
+    for (const key of keys) seen.set(key, [name, source])
   }
   return undefined
 }

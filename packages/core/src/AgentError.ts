@@ -103,8 +103,8 @@ export class UnknownTools extends Schema.TaggedError<UnknownTools>(
 
 /**
  * Two tools of the agent have one name, or names that read the same
- * (`ToolName.fold`: `"read_file"` and `"Read_File"`, `"ｒｅａｄ_ｆｉｌｅ"`,
- * `"read\u200b_file"`): `Agent.make` fails with it, before any run. The
+ * (`ToolName.keys`: `"read_file"` and `"Read_File"`, `"ｒｅａｄ_ｆｉｌｅ"`,
+ * `"read\u200b_file"`, `"r\u0435ad_file"` with a Cyrillic `е`, `"read_fiIe"`): `Agent.make` fails with it, before any run. The
  * agent's tools are all checked together: the toolkit's, each middleware's
  * (an MCP server's among them) and the structured output tool. `tool` is the
  * name found second and `source` where it came from; `twin` and
@@ -146,8 +146,8 @@ export class ToolNameClash extends Schema.TaggedError<ToolNameClash>(
       ? `Tool ${ToolName.quote(this.tool)} of ${this.source} has the same name as a tool of ${this.twinSource}`
       : `Tool ${ToolName.quote(this.tool)} of ${this.source} reads the same as tool ${
         ToolName.quote(this.twin)
-      } of ${this.twinSource}: the names differ only in case, Unicode form, width, invisible characters ` +
-        "or spaces at either end"
+      } of ${this.twinSource}: the names differ only in case, Unicode form, width, look-alike letters, ` +
+        "invisible characters or spaces at either end"
   }
 }
 

@@ -1,7 +1,8 @@
 /**
  * Tool names that read the same: `Agent.make` checks every tool of the agent
  * together (its toolkit's, each middleware's, the structured output tool)
- * and refuses two whose names fold alike (`ToolName.fold`), before any run.
+ * and refuses two whose names fold alike (`ToolName.fold`) or look alike
+ * (`ToolName.skeleton`), before any run.
  */
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
@@ -47,7 +48,14 @@ const twins: ReadonlyArray<readonly [string, string, string]> = [
   ["a no-break space at the start", "read_file", "\u00a0read_file"],
   ["a ligature", "find", "\ufb01nd"],
   ["a capital sharp s", "stra\u00dfe", "STRA\u1e9eE"],
-  ["the same name", "read_file", "read_file"]
+  ["the same name", "read_file", "read_file"],
+  ["a Cyrillic e", "read_file", "r\u0435ad_file"],
+  ["a Greek omicron", "load", "l\u03bfad"],
+  ["a capital I for an l", "read_file", "read_fiIe"],
+  ["a digit one for an l", "read_file", "read_fi1e"],
+  ["rn for m", "make_item", "rnake_item"],
+  ["Cyrillic capitals", "COPY", "\u0421\u041e\u0420\u0423"],
+  ["a mathematical bold a", "save", "s\ud835\udc1ave"]
 ]
 
 describe("Agent.make: tool names that read the same", () => {
@@ -121,7 +129,7 @@ describe("Agent.make: tool names that read the same", () => {
       assert.strictEqual(named.twin, "search")
     }).pipe(model))
 
-  it.effect("accepts names that differ in more than case, form, width, invisible characters and end spaces", () =>
+  it.effect("accepts names that differ in more than case, form, width, look-alike letters, invisible characters and end spaces", () =>
     Effect.gen(function*() {
       const agent = yield* Agent.make({
         toolkit: toolsNamed("delete", "delete_all", "delete.v2", "del-ete", "d\u00e9lete"),
@@ -145,14 +153,18 @@ describe("Agent.make: tool names that read the same", () => {
       "\u00e9", // é precomposed
       "e\u0301", // é decomposed
       "e",
+      "\u0435", // Cyrillic е (looks as e)
       "\u00df", // ß (folds as "ss")
-      "s"
+      "s",
+      "l",
+      "I", // looks as l
+      "1" // looks as l
     ),
     { minLength: 1, maxLength: 5 }
   ).map((parts) => parts.join(""))
 
   it.effect.prop(
-    "any two names with the same fold are refused, names with different folds accepted",
+    "any two names with the same fold or skeleton are refused, other names accepted",
     { first: name, second: name },
     ({ first, second }) =>
       Effect.gen(function*() {
@@ -161,7 +173,8 @@ describe("Agent.make: tool names that read the same", () => {
         )
         const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
         const refused = Option.isSome(error) && error.value._tag === "ToolNameClash"
-        assert.strictEqual(refused, ToolName.fold(first) === ToolName.fold(second), JSON.stringify([first, second]))
+        const readAlike = ToolName.keys(first).some((key) => ToolName.keys(second).includes(key))
+        assert.strictEqual(refused, readAlike, JSON.stringify([first, second]))
         // accepted means built: no other error either
         if (!refused) assert.isTrue(Exit.isSuccess(exit), String(exit))
       }).pipe(model),
@@ -239,5 +252,23 @@ describe("Agent.make: tool names that read the same", () => {
         assert.strictEqual(error.tool, variant)
       }).pipe(model),
     { fastCheck: { numRuns: 100 } }
+  )
+})
+
+describe("ToolName.skeleton", () => {
+  it.prop(
+    "invisible characters and the NFD form leave a name's skeleton as it is",
+    {
+      text: FastCheck.array(
+        FastCheck.oneof(FastCheck.fullUnicode(), FastCheck.constantFrom("\u0435", "I", "1", "m", "\u200b", "\u0301")),
+        { maxLength: 12 }
+      ).map((chars) => chars.join(""))
+    },
+    ({ text }) => {
+      const skeleton = ToolName.skeleton(text)
+      assert.strictEqual(ToolName.skeleton(text.normalize("NFD")), skeleton)
+      assert.strictEqual(ToolName.skeleton(`\u200b${text}\u200d`), skeleton)
+    },
+    { fastCheck: { numRuns: 2000 } }
   )
 })

@@ -408,8 +408,8 @@ const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<
  *
  * Fails with `McpError` of reason `"ConnectFailed"` when the server cannot be reached or the
  * handshake fails, of reason `"InvalidTool"` when it lists two tools of one name
- * or of names that read the same (core's `ToolName.fold`: `"delete"` and `"Delete"`, `"ｄｅｌｅｔｅ"`,
- * `"del\u200bete"` or `"delete "`), or a tool without a name, and with `InvalidOptions` (module
+ * or of names that read the same (core's `ToolName.keys`: `"delete"` and `"Delete"`, `"ｄｅｌｅｔｅ"`,
+ * `"del\u200bete"`, `"delete "` or `"d\u0435lete"` with a Cyrillic `е`), or a tool without a name, and with `InvalidOptions` (module
  * `"McpToolkit"`) for bad options. `Agent.make` makes the same check across
  * servers and the agent's other tools (`AgentError.ToolNameClash`).
  *
@@ -451,12 +451,11 @@ export const make = (
     )
     // a tool name is data: `__proto__` or `constructor` is a name like any other
     const tools: Tools = Object.create(null)
-    // the names listed so far by their folded form: two names that read alike are refused
+    // the names listed so far under their keys (`ToolName.keys`): two names that read alike are refused
     const folded = new Map<string, string>()
     for (const definition of session.tools) {
       const name: unknown = definition.name
-      const key = typeof name === "string" ? ToolName.fold(name) : ""
-      if (typeof name !== "string" || key === "") {
+      if (typeof name !== "string" || ToolName.fold(name) === "") {
         return yield* new McpError({
           reason: "InvalidTool",
           server,
@@ -464,7 +463,8 @@ export const make = (
           detail: "its name is not a non-empty string (once invisible characters and spaces are left out)"
         })
       }
-      const twin = folded.get(key)
+      const keys = ToolName.keys(name)
+      const twin = keys.map((key) => folded.get(key)).find((found) => found !== undefined)
       if (twin !== undefined) {
         return yield* new McpError({
           reason: "InvalidTool",
@@ -474,10 +474,10 @@ export const make = (
             ? "the server lists two tools of this name"
             : `the server also lists ${ToolName.quote(twin)}, a name that reads the same: ${
               ToolName.quote(name)
-            } differs from it only in case, Unicode form, width, invisible characters or spaces at either end`
+            } differs from it only in case, Unicode form, width, look-alike letters, invisible characters or spaces at either end`
         })
       }
-      folded.set(key, name)
+      for (const key of keys) folded.set(key, name)
       Object.defineProperty(tools, name, {
         value: toolOf(server, definition),
         enumerable: true,

@@ -137,7 +137,9 @@ describe("McpToolkit: the tool list", () => {
         ["delete", "del\u200bete"], // a zero-width space
         ["delete", "del\u00adete"], // a soft hyphen
         ["delete", "delete "],
-        ["delete", "\u00a0delete"]
+        ["delete", "\u00a0delete"],
+        ["delete", "d\u0435lete"], // a Cyrillic е
+        ["list", "Iist"] // a capital I for an l
       ]
       for (const [first, second] of twins) {
         const server = lowLevel(() => ({ tools: [tool(first), tool("other"), tool(second)] }))

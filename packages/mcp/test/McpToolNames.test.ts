@@ -88,14 +88,16 @@ describe("McpToolkit: names that read the same across servers", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive("two servers listing full-width, zero-width, decomposed or padded twins are refused", () =>
+  it.scopedLive("two servers listing full-width, zero-width, decomposed, padded or look-alike twins are refused", () =>
     Effect.gen(function*() {
       const twins: ReadonlyArray<readonly [string, string]> = [
         ["delete_file", "\uff44\uff45\uff4c\uff45\uff54\uff45_\uff46\uff49\uff4c\uff45"], // full-width letters
         ["delete_file", "delete\u200d_file"], // a zero-width joiner
         ["delete_file", "DELETE_FILE\u200b"], // capitals and a zero-width space
         ["r\u00e9sum\u00e9", "re\u0301sume\u0301"], // precomposed and decomposed accents
-        ["delete_file", "delete_file "] // a space at the end
+        ["delete_file", "delete_file "], // a space at the end
+        ["delete_file", "d\u0435lete_file"], // a Cyrillic е
+        ["delete_file", "delete_fiIe"] // a capital I for an l
       ]
       for (const [first, second] of twins) {
         const error = yield* clashOf(Agent.make({
