@@ -73,7 +73,13 @@ export const problemOf = (value: unknown, options?: { readonly everyProperty?: b
     }
     if ((deepest.get(current) ?? 0) >= depth) continue
     deepest.set(current, depth)
-    if (ArrayBuffer.isView(current)) continue
+    if (ArrayBuffer.isView(current)) {
+      // bytes hold no value to walk; JSON writes a typed array's items, and cannot write a bigint one's
+      if ((current instanceof BigInt64Array || current instanceof BigUint64Array) && current.length > 0) {
+        found ??= "BigInt"
+      }
+      continue
+    }
     onPath.add(current)
     values.push(current)
     depths.push(leave)
