@@ -38,7 +38,11 @@ const unkeepable: ReadonlyArray<readonly [string, () => unknown, string]> = [
 ]
 
 const Give = Tool.make("give", { parameters: { which: Schema.Number }, success: Schema.Unknown })
-const Refuse = Tool.make("refuse", { parameters: { which: Schema.Number }, success: Schema.String, failure: Schema.Unknown })
+const Refuse = Tool.make("refuse", {
+  parameters: { which: Schema.Number },
+  success: Schema.String,
+  failure: Schema.Unknown
+})
 const Tools = Toolkit.make(Give, Refuse)
 const ToolsLive = Tools.toLayer({
   give: ({ which }) => Effect.succeed(unkeepable[which]![1]()),
@@ -135,12 +139,16 @@ describe("Tool results: a value no store can keep becomes a failed result the mo
 
   for (const [what, value, says] of unkeepable) {
     for (const isFailure of [false, true]) {
-      it.scoped(`a wrapToolCall hook's own ${isFailure ? "failed " : ""}result ${what}, saved to files`, () =>
-        Effect.gen(function*() {
-          yield* Secrets.register(key)
-          const store = yield* stores["file system"]
-          assertRefused(yield* runAndLoad(store, { name: "give", which: 0 }, [answering(value, isFailure)]), says)
-        }).pipe(Effect.provide(NodeContext.layer)), 30_000)
+      it.scoped(
+        `a wrapToolCall hook's own ${isFailure ? "failed " : ""}result ${what}, saved to files`,
+        () =>
+          Effect.gen(function*() {
+            yield* Secrets.register(key)
+            const store = yield* stores["file system"]
+            assertRefused(yield* runAndLoad(store, { name: "give", which: 0 }, [answering(value, isFailure)]), says)
+          }).pipe(Effect.provide(NodeContext.layer)),
+        30_000
+      )
     }
   }
 
@@ -226,7 +234,9 @@ describe("Fork: a ToolResult edit is checked and scrubbed as a tool's result", (
       const agent = yield* Agent.make({ toolkit: Calculator })
       yield* agent.run("What is 2 + 3?", { threadId: "src" })
       return yield* body(agent)
-    }).pipe(Effect.provide(Layer.mergeAll(ScriptedModel.layer([...script, ScriptedModel.text("ok")]), CalculatorLive, store)))
+    }).pipe(
+      Effect.provide(Layer.mergeAll(ScriptedModel.layer([...script, ScriptedModel.text("ok")]), CalculatorLive, store))
+    )
 
   const badEdits: ReadonlyArray<readonly [string, Fork.Edit, string]> = [
     ...unkeepable.map(([what, value, says]) =>
@@ -241,21 +251,25 @@ describe("Fork: a ToolResult edit is checked and scrubbed as a tool's result", (
 
   for (const [storeName, makeStore] of Object.entries(stores)) {
     for (const [what, edit, says] of badEdits) {
-      it.scoped(`an edit's result ${what} (${storeName}): ForkError InvalidToolResult, nothing written`, () =>
-        Effect.gen(function*() {
-          yield* Secrets.register(key)
-          const store = yield* makeStore
-          yield* withSource(store, (agent) =>
-            Effect.gen(function*() {
-              const forked = yield* Effect.either(agent.fork("src", { to: "f", at: 1, edit }))
-              if (Either.isRight(forked)) return assert.fail("the fork started")
-              const error = forked.left
-              assert.instanceOf(error, Fork.ForkError)
-              assert.strictEqual((error as Fork.ForkError).reason, "InvalidToolResult")
-              assert.include((error as Fork.ForkError).detail, says)
-              assert.isTrue(Option.isNone(yield* agent.thread("f")))
-            }))
-        }).pipe(Effect.provide(NodeContext.layer)), 30_000)
+      it.scoped(
+        `an edit's result ${what} (${storeName}): ForkError InvalidToolResult, nothing written`,
+        () =>
+          Effect.gen(function*() {
+            yield* Secrets.register(key)
+            const store = yield* makeStore
+            yield* withSource(store, (agent) =>
+              Effect.gen(function*() {
+                const forked = yield* Effect.either(agent.fork("src", { to: "f", at: 1, edit }))
+                if (Either.isRight(forked)) return assert.fail("the fork started")
+                const error = forked.left
+                assert.instanceOf(error, Fork.ForkError)
+                assert.strictEqual((error as Fork.ForkError).reason, "InvalidToolResult")
+                assert.include((error as Fork.ForkError).detail, says)
+                assert.isTrue(Option.isNone(yield* agent.thread("f")))
+              }))
+          }).pipe(Effect.provide(NodeContext.layer)),
+        30_000
+      )
     }
   }
 

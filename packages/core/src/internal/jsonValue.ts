@@ -41,19 +41,11 @@ const childrenOf = (value: object, everyProperty: boolean): ArrayLike<unknown> =
 const leave = -1
 
 /**
- * What keeps `value` from being kept as JSON, or `undefined`. The walk
- * follows arrays and the enumerable fields of objects (what `JSON.stringify`
- * writes); with `everyProperty`, also the other own fields and the entries
- * of maps and sets (what `Secrets.scrubError` copies). A `"TooDeep"` found
- * anywhere wins over the other problems (a caller that only bounds a
- * recursive walk asks for it); bytes are not walked. Without recursion, and
- * a value met again is walked again only when met deeper (a shared value
- * costs at most `JsonDepth.maxDepth` walks).
+ * The exact walk, without recursion: a cycle is told from a deep value by
+ * the objects on the path, and a value met again is walked again only when
+ * met deeper (a shared value costs at most `JsonDepth.maxDepth` walks).
  */
-export const problemOf = (value: unknown, options?: { readonly everyProperty?: boolean }): Problem | undefined => {
-  if (typeof value === "bigint") return "BigInt"
-  if (typeof value !== "object" || value === null) return undefined
-  const everyProperty = options?.everyProperty === true
+const exactProblemOf = (value: object, everyProperty: boolean): Problem | undefined => {
   let found: Problem | undefined
   const values: Array<object> = [value]
   const depths: Array<number> = [1]
@@ -74,10 +66,7 @@ export const problemOf = (value: unknown, options?: { readonly everyProperty?: b
     if ((deepest.get(current) ?? 0) >= depth) continue
     deepest.set(current, depth)
     if (ArrayBuffer.isView(current)) {
-      // bytes hold no value to walk; JSON writes a typed array's items, and cannot write a bigint one's
-      if ((current instanceof BigInt64Array || current instanceof BigUint64Array) && current.length > 0) {
-        found ??= "BigInt"
-      }
+      found ??= bytesProblem(current)
       continue
     }
     onPath.add(current)
@@ -95,4 +84,61 @@ export const problemOf = (value: unknown, options?: { readonly everyProperty?: b
     }
   }
   return found
+}
+
+/** Bytes hold no value to walk; JSON writes a typed array's items, and cannot write a bigint one's. */
+const bytesProblem = (bytes: ArrayBufferView): Problem | undefined =>
+  (bytes instanceof BigInt64Array || bytes instanceof BigUint64Array) && bytes.length > 0 ? "BigInt" : undefined
+
+/** How many objects the quick walk visits before it leaves the value to the exact one. */
+const quickVisits = 10_000
+
+/** The state of a quick walk: what it found, and how many objects it visited. */
+interface Quick {
+  readonly everyProperty: boolean
+  visits: number
+  found: Problem | undefined
+}
+
+/**
+ * The quick walk of a value that can be kept, as most are: recursive, with
+ * no table of the objects met. It stops (`false`) past `JsonDepth.maxDepth`
+ * levels (so the recursion stays far from the stack's end, and a cycle
+ * stops it too) or past {@link quickVisits} objects (a value shared many
+ * times over), and leaves the value to the exact walk.
+ */
+const quickWalk = (current: object, depth: number, quick: Quick): boolean => {
+  if (depth > JsonDepth.maxDepth || ++quick.visits > quickVisits) return false
+  if (ArrayBuffer.isView(current)) {
+    quick.found ??= bytesProblem(current)
+    return true
+  }
+  const children = childrenOf(current, quick.everyProperty)
+  for (let i = 0; i < children.length; i++) {
+    const child = children[i]
+    if (typeof child === "object" && child !== null) {
+      if (!quickWalk(child, depth + 1, quick)) return false
+    } else if (typeof child === "bigint") {
+      quick.found ??= "BigInt"
+    }
+  }
+  return true
+}
+
+/**
+ * What keeps `value` from being kept as JSON, or `undefined`. The walk
+ * follows arrays and the enumerable fields of objects (what `JSON.stringify`
+ * writes); with `everyProperty`, also the other own fields and the entries
+ * of maps and sets (what `Secrets.scrubError` copies). A `"TooDeep"` found
+ * anywhere wins over the other problems (a caller that only bounds a
+ * recursive walk asks for it); bytes are not walked. A value within the
+ * limit takes one quick walk; one past it, a cycle or a value shared many
+ * times over takes the exact walk too; neither recurses past the limit.
+ */
+export const problemOf = (value: unknown, options?: { readonly everyProperty?: boolean }): Problem | undefined => {
+  if (typeof value === "bigint") return "BigInt"
+  if (typeof value !== "object" || value === null) return undefined
+  const everyProperty = options?.everyProperty === true
+  const quick: Quick = { everyProperty, visits: 0, found: undefined }
+  return quickWalk(value, 1, quick) ? quick.found : exactProblemOf(value, everyProperty)
 }
