@@ -1409,12 +1409,11 @@ const replaceKnownInObject = (value: object, pattern: RegExp, seen: Map<object, 
   return changed ? Object.fromEntries(entries) : value
 }
 
-/** The part of a result that nests too deep to be scrubbed: a failure saying so, none of the result kept. */
-const tooDeepToScrub = <Part extends { readonly result: unknown; readonly isFailure: boolean }>(part: Part): Part => ({
-  ...part,
-  result: { error: JsonValue.describe("TooDeep", "the result") },
-  isFailure: true
-})
+/** The part of a result the scrub cannot walk (too deep, or throwing as it is read): a failure saying so, none of the result kept. */
+const unscrubbable = <Part extends { readonly result: unknown; readonly isFailure: boolean }>(
+  part: Part,
+  problem: JsonValue.Problem
+): Part => ({ ...part, result: { error: JsonValue.describe(problem, "the result") }, isFailure: true })
 
 /**
  * A tool's result as the model, the run's events and the stored thread read
@@ -1425,8 +1424,9 @@ const tooDeepToScrub = <Part extends { readonly result: unknown; readonly isFail
  * client) are replaced in its strings, in any of their encodings, and
  * nothing else changes (a search result's long ids and URLs stay). A result
  * with nothing to scrub is returned as it is. A result the scrub would walk
- * past 128 levels of nesting is not kept: the part becomes a failure saying
- * so (the scrub never walks far enough to overflow the stack).
+ * past 128 levels of nesting (or, failed, that throws as it is read) is not
+ * kept: the part becomes a failure saying so (the scrub never walks far
+ * enough to overflow the stack).
  *
  * @example
  * ```ts
@@ -1448,14 +1448,15 @@ export const scrubToolResult = <Part extends { readonly result: unknown; readonl
 ): Part => {
   if (part.isFailure) {
     // an error's scrub copies every field, map and set, recursively: within the limit, it stays far from the stack's end
-    if (JsonValue.problemOf(part.result, { everyProperty: true }) === "TooDeep") return tooDeepToScrub(part)
+    const problem = JsonValue.problemOf(part.result, { everyProperty: true })
+    if (problem === "TooDeep" || problem === "Unreadable") return unscrubbable(part, problem)
     const result = scrubError(part.result)
     return result === part.result ? part : { ...part, result }
   }
   const pattern = knownPattern()
   if (pattern === undefined) return part
   const result = replaceKnownIn(part.result, pattern, new Map(), 1)
-  return result === tooDeep ? tooDeepToScrub(part) : result === part.result ? part : { ...part, result }
+  return result === tooDeep ? unscrubbable(part, "TooDeep") : result === part.result ? part : { ...part, result }
 }
 
 // ---------------------------------------------------------------------------

@@ -29,12 +29,30 @@ const cyclic = (): unknown => {
   return value
 }
 
+/** An object whose toJSON gives an object holding it: JSON would call it again and again. */
+const nestingToJson = (): unknown => {
+  const value = { note: key, toJSON: (): unknown => ({ again: value }) }
+  return value
+}
+
+/** An object with an enumerable getter that throws (JSON reads it). */
+const throwingField = (): unknown =>
+  Object.defineProperty({ note: key }, "boom", {
+    enumerable: true,
+    get: () => {
+      throw new Error(`read ${key}`)
+    }
+  })
+
 /** The values a tool or a hook may give that no store can keep, and what the model reads of each. */
 const unkeepable: ReadonlyArray<readonly [string, () => unknown, string]> = [
   ["3,000 levels deep", () => nested(3_000), `more than ${JsonDepth.maxDepth} levels deep`],
   ["50,000 levels deep", () => nested(50_000), `more than ${JsonDepth.maxDepth} levels deep`],
   ["a cycle", cyclic, "contains itself (a cycle)"],
-  ["a bigint", () => ({ total: 10n, note: key }), "holds a bigint"]
+  ["a bigint", () => ({ total: 10n, note: key }), "holds a bigint"],
+  ["a toJSON giving a bigint", () => ({ toJSON: () => 10n }), "holds a bigint"],
+  ["a toJSON giving itself again, deeper", nestingToJson, "contains itself (a cycle)"],
+  ["a field that throws when read", throwingField, "could not be read"]
 ]
 
 const Give = Tool.make("give", { parameters: { which: Schema.Number }, success: Schema.Unknown })
@@ -71,7 +89,7 @@ const resultsOf = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.ToolRe
 
 /** Runs `tool` (which gives value `which`) on thread "t1" with `middleware`, then reads the stored thread back. */
 const runAndLoad = (
-  store: Layer.Layer<Checkpointer.Checkpointer>,
+  store: Layer.Layer<Checkpointer.Checkpointer, unknown>,
   call: { readonly name: string; readonly which: number },
   middleware: ReadonlyArray<Middleware.Any> = []
 ) =>
@@ -227,7 +245,7 @@ describe("Fork: a ToolResult edit is checked and scrubbed as a tool's result", (
 
   /** An agent that ran `script` on thread "src" (saved to `store`), then `body`. */
   const withSource = <A, E>(
-    store: Layer.Layer<Checkpointer.Checkpointer>,
+    store: Layer.Layer<Checkpointer.Checkpointer, unknown>,
     body: (agent: Agent.Service<any, any>) => Effect.Effect<A, E, ScriptedModel.ScriptedModel>
   ) =>
     Effect.gen(function*() {

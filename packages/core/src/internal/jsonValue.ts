@@ -1,15 +1,16 @@
 /**
  * Whether a value can be kept as JSON, as a tool result is kept (the stored
  * thread, the next request, the run's events): nested at most
- * `JsonDepth.maxDepth` levels, with no `bigint` and no cycle. The encoders,
- * scrubbers and providers that take a result next walk it recursively, and
- * `JSON.stringify` throws on a `bigint` or a cycle: such a value is found
- * here, in one walk without recursion, before any of them sees it.
+ * `JsonDepth.maxDepth` levels, with no `bigint`, no cycle, and readable (no
+ * field or `toJSON` that throws). The encoders, scrubbers and providers
+ * that take a result next walk it recursively, and `JSON.stringify` throws
+ * on the others: such a value is found here, by a walk that never recurses
+ * past the limit, before any of them sees it.
  */
 import * as JsonDepth from "./jsonDepth.js"
 
 /** What keeps a value from being kept as JSON. */
-export type Problem = "TooDeep" | "BigInt" | "Cycle"
+export type Problem = "TooDeep" | "BigInt" | "Cycle" | "Unreadable"
 
 /** The problem the model or a caller reads, of `what` (`"the result"`). */
 export const describe = (problem: Problem, what: string): string => {
@@ -20,19 +21,30 @@ export const describe = (problem: Problem, what: string): string => {
       return `${what} holds a bigint, which JSON cannot hold; send it as a string or a number`
     case "Cycle":
       return `${what} holds an object that contains itself (a cycle), which JSON cannot hold`
+    case "Unreadable":
+      return `${what} could not be read as JSON (a field or its toJSON threw)`
   }
 }
 
-/** The values an object holds: its enumerable fields, or with `everyProperty` every field a scrub copies. */
+/**
+ * The values an object holds: what JSON writes of it (the value of its
+ * `toJSON`, counted a level deeper, or its enumerable fields), and with
+ * `everyProperty` also the other fields a scrub copies and the entries of a
+ * map or a set.
+ */
 const childrenOf = (value: object, everyProperty: boolean): ArrayLike<unknown> => {
-  if (Array.isArray(value)) return value
-  if (!everyProperty) return Object.values(value)
-  if (value instanceof Map) return [...value.keys(), ...value.values()]
-  if (value instanceof Set) return [...value]
-  const children: Array<unknown> = []
+  const toJson = (value as { readonly toJSON?: unknown }).toJSON
+  const written: unknown = typeof toJson === "function" ? toJson.call(value, "") : value
+  const json = written === value ? undefined : [written]
+  if (!everyProperty) return json ?? (Array.isArray(value) ? value : Object.values(value))
+  const children: Array<unknown> = json ?? (Array.isArray(value) ? [...value] : Object.values(value))
+  if (value instanceof Map) children.push(...value.keys(), ...value.values())
+  else if (value instanceof Set) children.push(...value)
   for (const key of Reflect.ownKeys(value)) {
-    const descriptor = Object.getOwnPropertyDescriptor(value, key)
-    if (descriptor !== undefined && "value" in descriptor) children.push(descriptor.value)
+    const descriptor = Object.getOwnPropertyDescriptor(value, key)!
+    // the fields JSON writes are in already
+    const inJson = json === undefined && descriptor.enumerable === true && typeof key === "string"
+    if ("value" in descriptor && !inJson) children.push(descriptor.value)
   }
   return children
 }
@@ -129,7 +141,8 @@ const quickWalk = (current: object, depth: number, quick: Quick): boolean => {
  * What keeps `value` from being kept as JSON, or `undefined`. The walk
  * follows arrays and the enumerable fields of objects (what `JSON.stringify`
  * writes); with `everyProperty`, also the other own fields and the entries
- * of maps and sets (what `Secrets.scrubError` copies). A `"TooDeep"` found
+ * of maps and sets (what `Secrets.scrubError` copies). A value that throws
+ * as it is read is `"Unreadable"`. A `"TooDeep"` found
  * anywhere wins over the other problems (a caller that only bounds a
  * recursive walk asks for it); bytes are not walked. A value within the
  * limit takes one quick walk; one past it, a cycle or a value shared many
@@ -140,5 +153,10 @@ export const problemOf = (value: unknown, options?: { readonly everyProperty?: b
   if (typeof value !== "object" || value === null) return undefined
   const everyProperty = options?.everyProperty === true
   const quick: Quick = { everyProperty, visits: 0, found: undefined }
-  return quickWalk(value, 1, quick) ? quick.found : exactProblemOf(value, everyProperty)
+  // a getter, a proxy or a toJSON may throw: the value is unreadable, and nothing throws past here
+  try {
+    return quickWalk(value, 1, quick) ? quick.found : exactProblemOf(value, everyProperty)
+  } catch {
+    return "Unreadable"
+  }
 }
