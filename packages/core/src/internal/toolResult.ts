@@ -2,7 +2,7 @@
  * The one place a tool result the agent keeps is made: a tool's success or
  * failure, a hook's or a guard's own answer, a timeout, a fork's edit. The
  * result is checked (`JsonValue`: nested at most `JsonDepth.maxDepth`
- * levels, no `bigint`, no cycle) and scrubbed of credentials
+ * levels, no `bigint`, no cycle, readable as JSON) and scrubbed of credentials
  * (`Secrets.scrubToolResult`) before anything reads it: the hooks around,
  * the journal, the events, the stored thread, the next request. A result
  * that cannot be kept becomes a failed result naming the problem, which the
