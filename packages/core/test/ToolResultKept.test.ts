@@ -170,6 +170,34 @@ describe("Tool results: a value no store can keep becomes a failed result the mo
     }
   }
 
+  for (const [what, value, says] of unkeepable) {
+    it.scoped(
+      `a beforeModel hook's message holding a tool result ${what}: InvalidHookResult naming it, saved to files`,
+      () =>
+        Effect.gen(function*() {
+          const store = yield* stores["file system"]
+          const rewrites = Middleware.make({
+            name: "rewrites",
+            beforeModel: (state) => {
+              const last = state.messages.at(-1)
+              if (last?.role !== "tool") return Effect.void
+              const part = last.content[0]!
+              return Effect.succeed({
+                messages: [
+                  ...state.messages.slice(0, -1),
+                  { ...last, content: [{ ...part, result: value() }] }
+                ]
+              })
+            }
+          })
+          const failed = yield* Effect.flip(runAndLoad(store, { name: "give", which: 0 }, [rewrites]))
+          assert.strictEqual((failed as { readonly _tag?: string })._tag, "InvalidHookResult")
+          assert.include(String((failed as { readonly reason?: string }).reason), says)
+        }).pipe(Effect.provide(NodeContext.layer)),
+      30_000
+    )
+  }
+
   it.scoped("a guard's answer 50,000 levels deep, with a registered secret", () =>
     Effect.gen(function*() {
       yield* Secrets.register(key)
