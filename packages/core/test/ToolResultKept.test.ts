@@ -379,6 +379,19 @@ describe("ToolResult.make: properties", () => {
     }
   )
 
+  it("a value that shares each level twice (2^100 paths) is checked at once, and found too deep past the limit", () => {
+    const diamond = (depth: number): unknown => {
+      let value: unknown = { leaf: key }
+      for (let i = 0; i < depth; i++) value = { left: value, right: value }
+      return value
+    }
+    const started = Date.now()
+    assert.strictEqual(JsonValue.problemOf(diamond(100)), undefined)
+    assert.strictEqual(JsonValue.problemOf(diamond(100), { everyProperty: true }), undefined)
+    assert.strictEqual(JsonValue.problemOf(diamond(200)), "TooDeep")
+    assert.isBelow(Date.now() - started, 5_000)
+  })
+
   it.prop(
     "JsonValue finds a problem exactly when JSON.stringify throws or the value nests past the limit",
     [FastCheck.anything({ maxDepth: 4, withBigInt: true, withMap: true, withSet: true, withTypedArray: true })],

@@ -103,7 +103,7 @@ const bytesProblem = (bytes: ArrayBufferView): Problem | undefined =>
   (bytes instanceof BigInt64Array || bytes instanceof BigUint64Array) && bytes.length > 0 ? "BigInt" : undefined
 
 /** How many objects the quick walk visits before it leaves the value to the exact one. */
-const quickVisits = 10_000
+const quickVisits = 100_000
 
 /** The state of a quick walk: what it found, and how many objects it visited. */
 interface Quick {
