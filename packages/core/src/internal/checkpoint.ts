@@ -186,11 +186,12 @@ export const notStored = (checkpoint: Checkpointer.Checkpoint): Checkpointer.Che
 
 /** A new incarnation nonce: 64 bits from the context's `Random` (a test may seed it), in one operation. */
 export const newIncarnation: Effect.Effect<string> = Effect.randomWith((random) =>
-  Effect.zipWith(
-    random.nextIntBetween(0, 0x100000000),
-    random.nextIntBetween(0, 0x100000000),
-    (high, low) => high.toString(16).padStart(8, "0") + low.toString(16).padStart(8, "0")
-  )
+  // (not `Effect.zipWith`, which runs its two effects through `Effect.all`: a dozen operations more)
+  Effect.flatMap(random.nextIntBetween(0, 0x100000000), (high) =>
+    Effect.map(
+      random.nextIntBetween(0, 0x100000000),
+      (low) => high.toString(16).padStart(8, "0") + low.toString(16).padStart(8, "0")
+    ))
 )
 
 /** Whether `checkpoint` is the empty one the load of a new thread gives (`withIncarnation`): nothing is stored. */
@@ -329,25 +330,22 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
                 incarnation: checkpoint.incarnation,
                 stored: false
               }) :
-              Effect.all({
-                messages: decodeThread(checkpoint.messages),
-                slices: layout.decodeSlices(checkpoint.slices)
-              }).pipe(
-                Effect.map(({ messages, slices }): Loaded => ({
+              Effect.flatMap(decodeThread(checkpoint.messages), (messages) =>
+                Effect.map(layout.decodeSlices(checkpoint.slices), (slices): Loaded => ({
                   messages,
                   slices,
                   checkpoint: Option.some(checkpoint),
                   incarnation: checkpoint.incarnation,
                   stored: !notStoredCheckpoints.has(checkpoint)
-                })),
-                Effect.mapError((error) =>
-                  new CheckpointError({
-                    threadId,
-                    operation: "load",
-                    reason: `the stored state does not decode: ${describeParseError(error)}`
-                  })
+                }))).pipe(
+                  Effect.mapError((error) =>
+                    new CheckpointError({
+                      threadId,
+                      operation: "load",
+                      reason: `the stored state does not decode: ${describeParseError(error)}`
+                    })
+                  )
                 )
-              )
         }))
       )
 

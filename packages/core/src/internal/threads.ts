@@ -176,50 +176,52 @@ const session = (
     received: Inbox.Mode | undefined
   ) =>
     begin(threadId, false, own, (emit, journaled) =>
-      Effect.gen(function*() {
-        const loaded = yield* load(threadId, journaled)
+      Effect.flatMap(load(threadId, journaled), (loaded) => {
         if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
-          return yield* new ThreadStateError({
-            threadId,
-            reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
-              `call resume(threadId, value) instead of run`
-          })
+          return Effect.fail(
+            new ThreadStateError({
+              threadId,
+              reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
+                `call resume(threadId, value) instead of run`
+            })
+          )
         }
-        const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
-        return yield* Observer.observed(
+        const run = contextOf(threadId, emit, journaled, loaded, lease)
+        return Observer.observed(
           run,
-          Effect.flatMap(witnessInput(run, transformInput(run, input)), (transformed) =>
-            Effect.zipRight(
-              received === undefined ?
-                Effect.void :
-                Observer.report(run, () =>
-                  AgentEvent.MessageReceived({ mode: received, step: 0, messages: transformed })),
-              execute(
+          Effect.flatMap(witnessInput(run, transformInput(run, input)), (transformed) => {
+            const ran = execute(
+              run,
+              RunState.make(
+                Lineage.append(loaded.messages, transformed),
+                loaded.slices,
+                undefined,
+                Checkpoint.expectedOf(loaded)
+              ),
+              { node: "beforeAgent", index: 0 }
+            )
+            return received === undefined ? ran : Effect.zipRight(
+              Observer.report(
                 run,
-                RunState.make(
-                  Lineage.append(loaded.messages, transformed),
-                  loaded.slices,
-                  undefined,
-                  Checkpoint.expectedOf(loaded)
-                ),
-                { node: "beforeAgent", index: 0 }
-              )
-            ))
+                () => AgentEvent.MessageReceived({ mode: received, step: 0, messages: transformed })
+              ),
+              ran
+            )
+          })
         )
       }))
 
   /** A run of `input` (`run` and `stream`), once its thread is free. */
   const start = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) =>
-    Effect.flatMap(
-      Effect.zipRight(
-        open,
-        Effect.zip(checkThreadId(options?.threadId), checkInput(input, "conversation", config.inputLimits))
-      ),
-      ([threadId, messages]) =>
-        withThreadLock(
-          threadId,
-          inboxes.leased(threadId, (lease) => runThread(threadId, messages, own, lease, undefined), afterRun)
-        )
+    Effect.zipRight(
+      open,
+      Effect.flatMap(checkThreadId(options?.threadId), (threadId) =>
+        Effect.flatMap(checkInput(input, "conversation", config.inputLimits), (messages) =>
+          withThreadLock(
+            threadId,
+            inboxes.leased(threadId, (lease) =>
+              runThread(threadId, messages, own, lease, undefined), afterRun)
+          )))
     )
 
   /** A run of `threadId` with no new input (a fork goes on so), once its thread is free. */
@@ -254,7 +256,7 @@ const session = (
                     reason: `was forked at a wait of middleware "${at.middleware}", which this agent does not have`
                   })
                 }
-                const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
+                const run = contextOf(threadId, emit, journaled, loaded, lease)
                 const phase: Phase = at.node === "beforeModel" && index === 0
                   ? { node: "receive" }
                   : { node: at.node, index }
@@ -312,7 +314,7 @@ const session = (
                 yield* witnessed(posted.encoded)
                 decision = posted.decision
               }
-              const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
+              const run = contextOf(threadId, emit, journaled, loaded, lease)
               const state = RunState.withResume(
                 RunState.make(
                   loaded.messages,

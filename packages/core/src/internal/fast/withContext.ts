@@ -11,7 +11,7 @@
  */
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
-import type * as Context from "effect/Context"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 
@@ -28,6 +28,12 @@ export type Local = readonly [FiberRef.FiberRef<any>, (current: any) => unknown]
 export interface Handlers<A, E, B, E2, R2> {
   readonly onSuccess: (value: A) => Effect.Effect<B, E2, R2>
   readonly onFailure?: ((error: E) => Effect.Effect<B, E2, R2>) | undefined
+  /**
+   * Runs once the refs are put back, however the effect ended (interrupted
+   * too), before either handler: what `Effect.ensuring` of an `Effect.sync`
+   * does, without its operations. Keep it short and synchronous.
+   */
+  readonly onEnd?: (() => void) | undefined
 }
 
 /**
@@ -53,6 +59,7 @@ export const locally = <A, E, R, B, E2, R2>(
       })
       const putBack = () => {
         for (let i = 0; i < locals.length; i++) settable.setFiberRef(locals[i]![0], before[i])
+        handlers.onEnd?.()
       }
       return Effect.matchCauseEffect(restore(effect), {
         onFailure: (cause) => {
@@ -75,6 +82,23 @@ export const locally = <A, E, R, B, E2, R2>(
 
 /** The handlers of an effect whose outcome goes on as it is (a failure with its whole cause). */
 export const asIs: Handlers<any, any, any, any, never> = { onSuccess: Effect.succeed }
+
+/**
+ * `input` with every service of `context` and `service` under `tag`, in one
+ * copy of its map: what `Context.add(Context.merge(input, context), tag,
+ * service)` gives, which copies it twice.
+ */
+export const mergeAndAdd = <I, S>(
+  input: Context.Context<never>,
+  context: Context.Context<never>,
+  tag: Context.Tag<I, S>,
+  service: S
+): Context.Context<I> => {
+  const map = new Map(input.unsafeMap)
+  for (const [key, value] of context.unsafeMap) map.set(key, value)
+  map.set(tag.key, service)
+  return Context.unsafeMake(map)
+}
 
 /**
  * `effect` with the context `f` makes of the fiber's current one, then the
