@@ -9,7 +9,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as HashMap from "effect/HashMap"
 import type * as AgentResult from "../AgentResult.js"
 import type { Compiled } from "./config.js"
-import { locally, mergeAndAdd } from "./fast/withContext.js"
+import { locally, mergeAndAdd, scoped } from "./fast/withContext.js"
 import * as Finish from "./finish.js"
 import { next, type Phase, type PhaseName } from "./machine.js"
 import * as ModelStep from "./modelStep.js"
@@ -67,10 +67,10 @@ export const make = (config: Compiled, table: Steps) =>
       ? Effect.succeed(stepped.outcome.result)
       : from(stepped.state, next(at, stepped.outcome, RunState.factsOf(stepped.state)))
   // the agent's context (and the run's saves) provided and the thread annotated on spans, as `Effect.provide` and
-  // `Effect.annotateSpans` do, in one setting of the two refs, and the last save settled when the run ends
-  // (`internal/fast/withContext.ts`)
+  // `Effect.annotateSpans` do, in one setting of the two refs, and the last save settled when the run ends; the
+  // run's scope as `Effect.scoped` gives it (`internal/fast/withContext.ts`)
   return locally(
-    Effect.scoped(Effect.suspend(() => from(initial, start))),
+    scoped(Effect.suspend(() => from(initial, start))),
     [
       [
         FiberRef.currentContext,

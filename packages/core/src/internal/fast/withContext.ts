@@ -13,7 +13,9 @@ import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
+import * as Scope from "effect/Scope"
 
 /** A fiber ref and how to make its value for the effect of the one the fiber has. */
 export type Local = readonly [FiberRef.FiberRef<any>, (current: any) => unknown]
@@ -34,6 +36,12 @@ export interface Handlers<A, E, B, E2, R2> {
    * does, without its operations. Keep it short and synchronous.
    */
   readonly onEnd?: (() => void) | undefined
+  /**
+   * Runs with the effect's exit once the refs are put back (after `onEnd`),
+   * before either handler: what `Effect.onExit` does (its failure follows
+   * the effect's in the cause).
+   */
+  readonly release?: ((exit: Exit.Exit<A, E>) => Effect.Effect<void>) | undefined
 }
 
 /**
@@ -61,20 +69,30 @@ export const locally = <A, E, R, B, E2, R2>(
         for (let i = 0; i < locals.length; i++) settable.setFiberRef(locals[i]![0], before[i])
         handlers.onEnd?.()
       }
+      const failed = (cause: Cause.Cause<E>): Effect.Effect<B, E2, R2> => {
+        // (the effect's own error, typed as `asIs`, the one set of handlers without `onFailure`, types it)
+        if (handlers.onFailure === undefined) return Effect.failCause(cause as Cause.Cause<E2>)
+        if (!Chunk.isEmpty(Cause.defects(cause))) return Effect.failCause(Cause.flatMap(cause, Cause.die))
+        const failures = Cause.failures(cause)
+        return Chunk.isEmpty(failures)
+          ? Effect.failCause(cause as Cause.Cause<never>)
+          : handlers.onFailure(Chunk.unsafeHead(failures))
+      }
+      const { release } = handlers
       return Effect.matchCauseEffect(restore(effect), {
         onFailure: (cause) => {
           putBack()
-          // (the effect's own error, typed as `asIs`, the one set of handlers without `onFailure`, types it)
-          if (handlers.onFailure === undefined) return Effect.failCause(cause as Cause.Cause<E2>)
-          if (!Chunk.isEmpty(Cause.defects(cause))) return Effect.failCause(Cause.flatMap(cause, Cause.die))
-          const failures = Cause.failures(cause)
-          return Chunk.isEmpty(failures)
-            ? Effect.failCause(cause as Cause.Cause<never>)
-            : handlers.onFailure(Chunk.unsafeHead(failures))
+          return release === undefined ? failed(cause) : Effect.matchCauseEffect(release(Exit.failCause(cause)), {
+            // (typed as `failed` types a cause it passes on as it is)
+            onFailure: (second) => Effect.failCause(Cause.sequential(cause, second) as Cause.Cause<E2>),
+            onSuccess: () => failed(cause)
+          })
         },
         onSuccess: (value) => {
           putBack()
-          return handlers.onSuccess(value)
+          return release === undefined
+            ? handlers.onSuccess(value)
+            : Effect.flatMap(release(Exit.succeed(value)), () => handlers.onSuccess(value))
         }
       })
     })
@@ -82,6 +100,20 @@ export const locally = <A, E, R, B, E2, R2>(
 
 /** The handlers of an effect whose outcome goes on as it is (a failure with its whole cause). */
 export const asIs: Handlers<any, any, any, any, never> = { onSuccess: Effect.succeed }
+
+/**
+ * `effect` with a new scope in its context, closed with its exit once the
+ * context is put back: what `Effect.scoped` does, in a fraction of the
+ * operations (`Effect.scoped` provides the scope through
+ * `Effect.mapInputContext`, an `acquireUseRelease`).
+ */
+export const scoped = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, Scope.Scope>> =>
+  Effect.flatMap(Scope.make(), (scope) =>
+    locally(
+      effect,
+      [[FiberRef.currentContext, (input: Context.Context<never>) => Context.add(input, Scope.Scope, scope)]],
+      { onSuccess: Effect.succeed, release: (exit) => Scope.close(scope, exit) }
+    ) as Effect.Effect<A, E, Exclude<R, Scope.Scope>>)
 
 /**
  * `input` with every service of `context` and `service` under `tag`, in one
