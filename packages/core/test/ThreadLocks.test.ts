@@ -80,7 +80,7 @@ describe("thread locks", () => {
       const locked = ThreadLocks.make()
       const holding = yield* Deferred.make<void>()
       const go = yield* Deferred.make<void>()
-      let waiter: Fiber.RuntimeFiber<void> | undefined
+      const waiting: { fiber?: Fiber.RuntimeFiber<void> } = {}
       const holder = yield* Effect.fork(
         locked(
           "t",
@@ -88,12 +88,13 @@ describe("thread locks", () => {
             yield* Deferred.succeed(holding, undefined)
             yield* Deferred.await(go)
             // the interruption is sent as the holder gives the lock back, in the same step
-            waiter!.unsafeInterruptAsFork(waiter!.id())
+            waiting.fiber?.unsafeInterruptAsFork(waiting.fiber.id())
           })
         )
       )
       yield* Deferred.await(holding)
-      waiter = yield* Effect.fork(locked("t", Effect.void))
+      const waiter = yield* Effect.fork(locked("t", Effect.void))
+      waiting.fiber = waiter
       const next = yield* Effect.fork(locked("t", Effect.void))
       yield* Effect.yieldNow()
       yield* Deferred.succeed(go, undefined)
