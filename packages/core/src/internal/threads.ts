@@ -27,7 +27,7 @@ import type { Compiled } from "./config.js"
 import * as Lineage from "./fast/lineage.js"
 import * as ThreadLocks from "./fast/threadLocks.js"
 import * as Inbox from "./inbox.js"
-import { checkInput, checkThreadId } from "./input.js"
+import { checkInput, checkThreadId, invalidThreadId, isThreadId } from "./input.js"
 import * as Lifetime from "./lifetime.js"
 import type { Phase } from "./machine.js"
 import * as Observer from "./observer.js"
@@ -212,17 +212,19 @@ const session = (
       }))
 
   /** A run of `input` (`run` and `stream`), once its thread is free. */
-  const start = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) =>
-    Effect.zipRight(
+  const start = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) => {
+    const threadId: unknown = options?.threadId
+    return Effect.zipRight(
       open,
-      Effect.flatMap(checkThreadId(options?.threadId), (threadId) =>
-        Effect.flatMap(checkInput(input, "conversation", config.inputLimits), (messages) =>
+      isThreadId(threadId)
+        ? Effect.flatMap(checkInput(input, "conversation", config.inputLimits), (messages) =>
           withThreadLock(
             threadId,
-            inboxes.leased(threadId, (lease) =>
-              runThread(threadId, messages, own, lease, undefined), afterRun)
-          )))
+            inboxes.leased(threadId, (lease) => runThread(threadId, messages, own, lease, undefined), afterRun)
+          ))
+        : Effect.fail(invalidThreadId(threadId))
     )
+  }
 
   /** A run of `threadId` with no new input (a fork goes on so), once its thread is free. */
   const proceed = (threadId: string) =>

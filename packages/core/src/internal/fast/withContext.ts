@@ -127,7 +127,7 @@ export const mergeAndAdd = <I, S>(
   service: S
 ): Context.Context<I> => {
   const map = new Map(input.unsafeMap)
-  for (const [key, value] of context.unsafeMap) map.set(key, value)
+  context.unsafeMap.forEach((value, key) => map.set(key, value))
   map.set(tag.key, service)
   return Context.unsafeMake(map)
 }
