@@ -122,7 +122,7 @@ describe("thread locks", () => {
             (plan) =>
               Effect.runPromise(Effect.gen(function*() {
                 const locked = ThreadLocks.make()
-                const inside = { a: 0, b: 0 }
+                const inside: Record<string, number> = { a: 0, b: 0 }
                 let overlapped = false
                 const fibers = yield* Effect.forEach(plan, ({ holdMillis, startMillis, thread }) =>
                   Effect.fork(Effect.delay(

@@ -7,7 +7,9 @@
  * `acquireUseRelease` (about 12 operations and a dozen closures per call,
  * per ref); here it is one masked set of every ref on the fiber itself (see
  * `SettableFiber`), the effect, and one success-or-failure continuation that
- * puts them back and goes on with the handler.
+ * puts them back and goes on with the handler. A run's scope is set the same
+ * way (`scoped`, for `Effect.scoped`, which provides it through
+ * `Effect.mapInputContext`).
  */
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
