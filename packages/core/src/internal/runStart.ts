@@ -91,6 +91,7 @@ export const make = (
           ? undefined
           : (event) => watchers.publish({ runId, threadId, event })
         let ended = false
+        // (`own` is given when nobody watches: a run with neither returned above)
         const both: Emit = publish === undefined
           ? own!
           : own === undefined
