@@ -187,44 +187,46 @@ const session = (
           )
         }
         const run = contextOf(threadId, emit, journaled, loaded, lease)
+        const started = (transformed: ReadonlyArray<Prompt.Message>) => {
+          const ran = execute(
+            run,
+            RunState.make(
+              Lineage.append(loaded.messages, transformed),
+              loaded.slices,
+              undefined,
+              Checkpoint.expectedOf(loaded)
+            ),
+            { node: "beforeAgent", index: 0 }
+          )
+          return received === undefined ? ran : Effect.zipRight(
+            Observer.report(run, () => AgentEvent.MessageReceived({ mode: received, step: 0, messages: transformed })),
+            ran
+          )
+        }
+        // (with no transformInput hook and no witness the input goes on as it is, without a continuation)
         return Observer.observed(
           run,
-          Effect.flatMap(witnessInput(run, transformInput(run, input)), (transformed) => {
-            const ran = execute(
-              run,
-              RunState.make(
-                Lineage.append(loaded.messages, transformed),
-                loaded.slices,
-                undefined,
-                Checkpoint.expectedOf(loaded)
-              ),
-              { node: "beforeAgent", index: 0 }
-            )
-            return received === undefined ? ran : Effect.zipRight(
-              Observer.report(
-                run,
-                () => AgentEvent.MessageReceived({ mode: received, step: 0, messages: transformed })
-              ),
-              ran
-            )
-          })
+          config.inputHooks.length === 0 && run.journal.witness === undefined
+            ? started(input)
+            : Effect.flatMap(witnessInput(run, transformInput(run, input)), started)
         )
       }))
 
   /** A run of `input` (`run` and `stream`), once its thread is free. */
-  const start = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) => {
-    const threadId: unknown = options?.threadId
-    return Effect.zipRight(
-      open,
-      isThreadId(threadId)
+  const start = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) =>
+    // (the checks of `open` and of the thread id in the step that starts the run)
+    Effect.suspend(() => {
+      const closed = Lifetime.closedError(lifetime)
+      if (closed !== undefined) return Effect.fail(closed)
+      const threadId: unknown = options?.threadId
+      return isThreadId(threadId)
         ? Effect.flatMap(checkInput(input, "conversation", config.inputLimits), (messages) =>
           withThreadLock(
             threadId,
             inboxes.leased(threadId, (lease) => runThread(threadId, messages, own, lease, undefined), afterRun)
           ))
         : Effect.fail(invalidThreadId(threadId))
-    )
-  }
+    })
 
   /** A run of `threadId` with no new input (a fork goes on so), once its thread is free. */
   const proceed = (threadId: string) =>
