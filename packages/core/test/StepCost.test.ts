@@ -82,12 +82,12 @@ const opsPerStep = (mode: "generate" | "stream", middleware = 0, calls = toolSte
   })
 
 describe("the Effect operations of a step", () => {
-  it.effect("a run that only answers (a run's start and end, and one model call) takes at most 160 (151 with its harness; 250 while its start read its journal, tracer and clock in generators, its thread lock was a semaphore, its scope was provided by Effect.scoped and its load and input check went through Effect.all)", () =>
+  it.effect("a run that only answers (a run's start and end, and one model call) takes at most 155 (145 with its harness; 250 while its start read its journal, tracer and clock in generators, its thread lock was a semaphore, its scope was provided by Effect.scoped and its load and input check went through Effect.all)", () =>
     Effect.gen(function*() {
-      expect(yield* opsPerStep("generate", 0, 0)).toBeLessThanOrEqual(160)
+      expect(yield* opsPerStep("generate", 0, 0)).toBeLessThanOrEqual(155)
     }))
 
-  it.effect("a generated step takes at most 40 (37.1 with a run's start and end cut, 47.0 before; 43.6 on its own, 46.9 with saves checked against the thread they loaded; 68.7 / 72.0 while each phase ended in a continuation of the driver's, the tool context and a run's context were set through FiberRef operations, and a reply was an Either run as an effect; 78 before the tool context was set in one operation)", () =>
+  it.effect("a generated step takes at most 40 (36.5 with a run's start and end cut, 47.0 before; 43.6 on its own, 46.9 with saves checked against the thread they loaded; 68.7 / 72.0 while each phase ended in a continuation of the driver's, the tool context and a run's context were set through FiberRef operations, and a reply was an Either run as an effect; 78 before the tool context was set in one operation)", () =>
     Effect.gen(function*() {
       expect(yield* opsPerStep("generate")).toBeLessThanOrEqual(40)
     }))
@@ -100,12 +100,12 @@ describe("the Effect operations of a step", () => {
       expect(with10 - without).toBeLessThanOrEqual(0.5)
     }))
 
-  it.effect("a streamed step takes at most 270 (265.3 with a run's start and end cut; 271.6 on its own, 275.9 with saves checked against the thread they loaded; 296.6 before the phases went on in their own continuations; 316 before its reply was judged in one continuation)", () =>
+  it.effect("a streamed step takes at most 270 (264.7 with a run's start and end cut; 271.6 on its own, 275.9 with saves checked against the thread they loaded; 296.6 before the phases went on in their own continuations; 316 before its reply was judged in one continuation)", () =>
     Effect.gen(function*() {
       expect(yield* opsPerStep("stream")).toBeLessThanOrEqual(270)
     }))
 
-  it.effect("a streamed step with 10 pass-through middleware takes at most 334 (329.3 with a run's start and end cut; 335.6 on its own, 338.9 with saves checked against the thread they loaded; 359.6 before the phases went on in their own continuations; 530 while a watched node hook that had already ended went through the hook cell; 411 while each wrap hook's reply was checked again)", () =>
+  it.effect("a streamed step with 10 pass-through middleware takes at most 334 (328.7 with a run's start and end cut; 335.6 on its own, 338.9 with saves checked against the thread they loaded; 359.6 before the phases went on in their own continuations; 530 while a watched node hook that had already ended went through the hook cell; 411 while each wrap hook's reply was checked again)", () =>
     Effect.gen(function*() {
       expect(yield* opsPerStep("stream", 10)).toBeLessThanOrEqual(334)
     }))
