@@ -183,10 +183,15 @@ export const builtin: Record<Pii.BuiltinType, Detector> = {
  */
 export const fromPattern = (pattern: LinearPattern.Linear): Detector => LinearPattern.matcher(pattern)
 
-/** A type's name and its detector, as given in the options. */
+/**
+ * A type's name and its detector, as given in the options; `reach`, for a
+ * pattern whose matches can hold whitespace, is the most code units one can
+ * span.
+ */
 export interface Rule {
   readonly name: string
   readonly detect: Detector
+  readonly reach?: number | undefined
 }
 
 /** Non-overlapping matches of the rules, in text order (the leftmost wins, then the longest, then the first rule). */

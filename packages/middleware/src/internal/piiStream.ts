@@ -24,6 +24,24 @@ export const WINDOW = 8192
 export const MARGIN = 1024
 
 /**
+ * The most code units a match of a pattern that can hold whitespace may
+ * span (twice its characters, as a character may be two code units): the
+ * redactor holds back at least this much after a cut it makes at a break
+ * (see `make`). A longer one could cross a cut the window forces.
+ */
+export const MAX_REACH = MARGIN
+
+/**
+ * The rules whose matches can hold whitespace (so can cross a break): the
+ * most code units one of their matches spans, and every match each of them
+ * finds in a text, whatever the others find.
+ */
+export interface Crossing {
+  readonly reach: number
+  readonly spans: (text: string) => ReadonlyArray<Pii.Span>
+}
+
+/**
  * Whether no match can contain both `text[at - 1]` and `text[at]`: the first
  * is whitespace, the second is not, and they are not a space between digits.
  */
@@ -72,7 +90,8 @@ const SEPARATOR = /[^0-9A-Za-z._%+-]/
  */
 export const make = (
   detect: (text: string) => ReadonlyArray<Pii.PiiMatch>,
-  apply: (text: string, matches: ReadonlyArray<Pii.PiiMatch>) => string
+  apply: (text: string, matches: ReadonlyArray<Pii.PiiMatch>) => string,
+  crossing?: Crossing | undefined
 ): Pii.StreamRedactor => {
   /** The matches of `text` read after `before`, in the coordinates of `text`. */
   const detectAfter = (before: string, text: string): Array<Pii.PiiMatch> => {
@@ -144,8 +163,36 @@ export const make = (
     }
     return end < 0 ? { text: "", matches: [], state: next } : push(next, chunk.slice(end))
   }
+  /**
+   * `push` when some rules can match across a break (see `make`): the
+   * held-back text and the chunk are read whole, and released up to the
+   * last break that is at least `crossing.reach` before their end (so every
+   * match that starts before it is seen whole, and the character after it)
+   * and that none of those rules' matches crosses.
+   */
+  const pushCrossing = (state: Pii.StreamState, chunk: string, crossing: Crossing): Pii.StreamStep => {
+    const text = state.pending + chunk
+    const last = (state.last + chunk).slice(-2)
+    // `read` is `text` after the two characters before it; `at` counts in `read`
+    const read = state.before + text
+    const shift = state.before.length
+    let step: Pii.StreamStep | undefined
+    const latest = text.length - crossing.reach
+    if (latest >= 1 && WHITESPACE.test(text)) {
+      let spans: ReadonlyArray<Pii.Span> | undefined
+      for (let at = shift + latest; at > shift && step === undefined; at--) {
+        if (!isBreak(read, at)) continue
+        spans ??= crossing.spans(read).filter((span) => span.start >= shift)
+        if (spans.some((span) => span.start < at && at < span.end)) continue
+        step = release(state, text, at - shift, last, detectAfter(state.before, text))
+      }
+    }
+    step ??= { text: "", matches: [], state: { ...state, pending: text, last } }
+    return step.state.pending.length > WINDOW ? joined(step, cutWindow(step.state)) : step
+  }
   const push = (state: Pii.StreamState, chunk: string): Pii.StreamStep => {
     if (state.dropping) return drop(state, chunk)
+    if (crossing !== undefined) return pushCrossing(state, chunk, crossing)
     // `window` is the end of the held-back text followed by the chunk; its
     // index `at` is `shift + at` in the whole held-back text plus chunk.
     const window = state.last + chunk
