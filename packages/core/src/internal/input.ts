@@ -153,11 +153,23 @@ const jsonSize = (value: unknown): number => {
 
 /**
  * The characters of a decision `Agent.resume` takes (what a person typed:
- * an answer, a reason, edited arguments): every string in it and every key,
- * however deep, bytes by their length. Walks without recursion, each object
- * once, and stops counting past `limit`.
+ * an answer, a reason, edited arguments), as its wait's schema encodes it:
+ * every string in it and every key, however deep, bytes by their length.
+ * Walks without recursion, each object once, and stops counting past
+ * `limit`; a value whose reading throws counts 0 (its wait's schema took
+ * what it needs of it).
  */
 const decisionSize = (value: unknown, limit: number): number => {
+  let size = 0
+  try {
+    size = walkSize(value, limit)
+  } catch {
+    // (the schema that took it read what it needs; the rest is not the decision's)
+  }
+  return size
+}
+
+const walkSize = (value: unknown, limit: number): number => {
   let size = 0
   const values: Array<unknown> = [value]
   const seen = new WeakSet<object>()
@@ -186,7 +198,8 @@ const decisionSize = (value: unknown, limit: number): number => {
  * A decision for `Agent.resume` (or a durable run's, or a fork's) within
  * the agent's `maxInputChars`, counted as {@link decisionSize} does: what a
  * person types when answering a wait is bounded as what they type as input,
- * and refused with the same `InvalidInput` before it is decoded.
+ * and refused with the same `InvalidInput`, once its wait's schema took it
+ * and before any hook reads it.
  */
 export const checkDecisionSize = (value: unknown, limits: InputLimits): Effect.Effect<void, InvalidInput> => {
   const size = decisionSize(value, limits.maxChars)

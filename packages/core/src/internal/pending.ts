@@ -63,13 +63,14 @@ export const make = (config: Compiled) => {
     })
 
   /**
-   * A decision checked against the wait of the middleware that waits: encoded and decoded. It is first held to
-   * `maxInputChars`, as an input is (what a person types in it: an answer, a reason, edited arguments).
+   * A decision checked against the wait of the middleware that waits: encoded and decoded. Its encoded form is
+   * then held to `maxInputChars`, as an input is (what a person types in it: an answer, a reason, edited
+   * arguments).
    */
   const checkValue = (threadId: string, { middleware, pending }: Pending, value: unknown, asPosted = false) =>
-    Effect.zipRight(
-      Input.checkDecisionSize(value, config.inputLimits),
-      Effect.provide(Waits.checkDecision(middleware, threadId, pending.value, value, asPosted), config.context)
+    Effect.tap(
+      Effect.provide(Waits.checkDecision(middleware, threadId, pending.value, value, asPosted), config.context),
+      (checked) => Input.checkDecisionSize(checked.encoded, config.inputLimits)
     )
 
   /**
@@ -89,8 +90,11 @@ export const make = (config: Compiled) => {
           reason: `waits for middleware "${at.middleware}", which this agent does not have`
         })
       }
-      yield* Input.checkDecisionSize(value, config.inputLimits)
-      yield* Effect.provide(Waits.checkDecision(unchecked, threadId, at.value, value, true), config.context)
+      const checked = yield* Effect.provide(
+        Waits.checkDecision(unchecked, threadId, at.value, value, true),
+        config.context
+      )
+      yield* Input.checkDecisionSize(checked.encoded, config.inputLimits)
     }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
 
   return { pendingOf, checkValue, checkDecisionSchema } as const

@@ -356,8 +356,12 @@ const session = (
       yield* open
       const threadId = yield* checkThreadId(id)
       const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId))
+      const decision = yield* Effect.provide(
+        Waits.decodeDecision(middleware, threadId, pending.value, encoded),
+        config.context
+      )
       yield* checkDecisionSize(encoded, config.inputLimits)
-      return yield* Effect.provide(Waits.decodeDecision(middleware, threadId, pending.value, encoded), config.context)
+      return decision
     }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
 
   const send = (threadId: string, message: Prompt.RawInput, options?: Agent.SendOptions) =>

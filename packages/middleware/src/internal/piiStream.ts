@@ -87,6 +87,13 @@ const SEPARATOR = /[^0-9A-Za-z._%+-]/
  * Each release is read after the two characters before it (`before`), so a
  * detector's lookbehind sees what it sees in the whole input; a match
  * starting in them belongs to the text already released.
+ *
+ * With `crossing` rules (patterns whose matches can hold whitespace, so
+ * cross a break), each push reads the held-back text and the chunk whole,
+ * and a release ends at a break only when it is at least their longest
+ * match before the end and none of their matches crosses it: a value they
+ * match is never split. The held-back text is then read again at each
+ * release, at most a window of it.
  */
 export const make = (
   detect: (text: string) => ReadonlyArray<Pii.PiiMatch>,
@@ -168,7 +175,9 @@ export const make = (
    * held-back text and the chunk are read whole, and released up to the
    * last break that is at least `crossing.reach` before their end (so every
    * match that starts before it is seen whole, and the character after it)
-   * and that none of those rules' matches crosses.
+   * and that none of those rules' matches crosses. Each rule's matches are
+   * read from where the last release ended, where none of its matches in the
+   * whole text was in progress, so they are its matches in the whole text.
    */
   const pushCrossing = (state: Pii.StreamState, chunk: string, crossing: Crossing): Pii.StreamStep => {
     const text = state.pending + chunk
@@ -178,7 +187,9 @@ export const make = (
     const shift = state.before.length
     let step: Pii.StreamStep | undefined
     const latest = text.length - crossing.reach
-    if (latest >= 1 && WHITESPACE.test(text)) {
+    // released once at least `reach` more than the least it keeps is held, so the text read again at each
+    // release is paid for by as much released: small chunks cost in proportion to their length
+    if (latest >= crossing.reach && WHITESPACE.test(text)) {
       let spans: ReadonlyArray<Pii.Span> | undefined
       for (let at = shift + latest; at > shift && step === undefined; at--) {
         if (!isBreak(read, at)) continue
