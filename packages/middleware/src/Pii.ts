@@ -629,7 +629,7 @@ const compile = (options: RedactorOptions): Either.Either<Redactor, AgentError.I
       const matches = detect(text)
       return { text: apply(text, matches), matches }
     }
-    const crossing = rules.filter((rule) => rule.reach !== undefined)
+    const reaches = rules.flatMap((rule) => rule.reach === undefined ? [] : [rule.reach])
     return {
       types: rules.map((rule) => rule.name),
       strategy,
@@ -638,10 +638,7 @@ const compile = (options: RedactorOptions): Either.Either<Redactor, AgentError.I
       stream: PiiStream.make(
         detect,
         apply,
-        crossing.length === 0 ? undefined : {
-          reach: Math.max(...crossing.map((rule) => rule.reach!)),
-          spans: (text) => crossing.flatMap((rule) => rule.detect(text))
-        }
+        reaches.length === 0 ? undefined : { reach: Math.max(...reaches), scan: Detectors.scanWith(rules) }
       )
     }
   })

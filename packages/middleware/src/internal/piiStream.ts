@@ -32,13 +32,16 @@ export const MARGIN = 1024
 export const MAX_REACH = MARGIN
 
 /**
- * The rules whose matches can hold whitespace (so can cross a break): the
- * most code units one of their matches spans, and every match each of them
- * finds in a text, whatever the others find.
+ * For rules whose matches can hold whitespace (so can cross a break): the
+ * most code units one of their matches spans, and a scan giving a text's
+ * matches (as `detect` does) with every span those rules found in it,
+ * whatever the others found.
  */
 export interface Crossing {
   readonly reach: number
-  readonly spans: (text: string) => ReadonlyArray<Pii.Span>
+  readonly scan: (
+    text: string
+  ) => { readonly matches: ReadonlyArray<Pii.PiiMatch>; readonly crossing: ReadonlyArray<Pii.Span> }
 }
 
 /**
@@ -190,12 +193,17 @@ export const make = (
     // released once at least `reach` more than the least it keeps is held, so the text read again at each
     // release is paid for by as much released: small chunks cost in proportion to their length
     if (latest >= crossing.reach && WHITESPACE.test(text)) {
-      let spans: ReadonlyArray<Pii.Span> | undefined
+      let scanned: ReturnType<Crossing["scan"]> | undefined
       for (let at = shift + latest; at > shift && step === undefined; at--) {
         if (!isBreak(read, at)) continue
-        spans ??= crossing.spans(read).filter((span) => span.start >= shift)
-        if (spans.some((span) => span.start < at && at < span.end)) continue
-        step = release(state, text, at - shift, last, detectAfter(state.before, text))
+        scanned ??= crossing.scan(read)
+        if (scanned.crossing.some((span) => span.start >= shift && span.start < at && at < span.end)) continue
+        // the matches in the coordinates of `text` (one starting in `before` belongs to the text released)
+        const matches: Array<Pii.PiiMatch> = []
+        for (const match of scanned.matches) {
+          if (match.start >= shift) matches.push({ ...match, start: match.start - shift, end: match.end - shift })
+        }
+        step = release(state, text, at - shift, last, matches)
       }
     }
     step ??= { text: "", matches: [], state: { ...state, pending: text, last } }
