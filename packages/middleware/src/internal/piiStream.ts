@@ -194,10 +194,17 @@ export const make = (
     // release is paid for by as much released: small chunks cost in proportion to their length
     if (latest >= crossing.reach && WHITESPACE.test(text)) {
       let scanned: ReturnType<Crossing["scan"]> | undefined
+      // crossed[at]: a span of those rules holds both read[at - 1] and read[at] (their spans of one rule do
+      // not overlap, so marking them costs at most the text's length a rule)
+      let crossed: Uint8Array | undefined
       for (let at = shift + latest; at > shift && step === undefined; at--) {
         if (!isBreak(read, at)) continue
-        scanned ??= crossing.scan(read)
-        if (scanned.crossing.some((span) => span.start >= shift && span.start < at && at < span.end)) continue
+        if (scanned === undefined || crossed === undefined) {
+          scanned = crossing.scan(read)
+          crossed = new Uint8Array(read.length + 1)
+          for (const span of scanned.crossing) if (span.start >= shift) crossed.fill(1, span.start + 1, span.end)
+        }
+        if (crossed[at] === 1) continue
         // the matches in the coordinates of `text` (one starting in `before` belongs to the text released)
         const matches: Array<Pii.PiiMatch> = []
         for (const match of scanned.matches) {
