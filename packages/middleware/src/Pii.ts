@@ -130,10 +130,16 @@ export interface Span {
  * middleware is built, with `AgentError.InvalidOptions` naming
  * `types[i].pattern`; lookbehinds run.
  *
- * For streaming (see {@link streamRedactor}) a custom type must, like the
- * built-ins, never match across whitespace (except a single space between two
- * digits) and must not depend on `^`/`$` anchors or look more than one
- * character around a match.
+ * A pattern whose matches can hold whitespace (`\s`, a space, `.`, `[^,]`)
+ * must bound them: at most 512 characters (`\s{1,5}`, not `\s+`), else it is
+ * refused the same way. Long texts are redacted in slices and streams as
+ * they come, and the redactor holds back that much text after the point
+ * where it releases, so such a value is never split there.
+ *
+ * For streaming (see {@link streamRedactor}) a custom type must not depend
+ * on `^`/`$` anchors or look more than one character around a match, and a
+ * `detect` function must never match across whitespace (except a single
+ * space between two digits).
  *
  * @since 0.1.0
  * @category models
@@ -250,7 +256,9 @@ export interface StreamStep extends Redaction {
  * `flush`: whatever the chunking, the concatenated releases are exactly
  * `redactor.redact(wholeText).text`. It holds back the text after the last
  * break (whitespace followed by a non-whitespace character, not counting a
- * single space between two digits), since a match can never cross one.
+ * single space between two digits), since a built-in match can never cross
+ * one; with a pattern whose matches can hold whitespace, the last break at
+ * least its longest match before the end that none of its matches crosses.
  *
  * It never holds back more than 8,192 characters plus one chunk, so each
  * `push` costs time in proportion to its chunk plus at most that window,
@@ -428,6 +436,16 @@ const linearPattern = (
   }))
 }
 
+/** Why a pattern whose matches can hold whitespace and run longer than `PiiStream.MAX_REACH` is refused. */
+const unboundedAcrossWhitespace = (pattern: LinearPattern.Linear): string => {
+  const longest = pattern.reach._tag === "Whitespace" ? pattern.reach.longest : 0
+  return `/${shortSource(pattern.source)}/ can match whitespace, and its matches can be ${
+    longest === Infinity ? "of any length" : `${longest / 2} characters long`
+  }: a long text is redacted in slices and a stream as it comes, and such a match could cross their borders. ` +
+    `Bound the repeats that can take whitespace (\\s{1,5} for \\s+, .{0,100} for .*, [^,]{1,50} for [^,]+) ` +
+    `so that a match is at most ${PiiStream.MAX_REACH / 2} characters long, or keep whitespace out of the pattern`
+}
+
 /** A pattern's detector whose scan overran its time budget fails as a {@link PiiDetectorFailed}. */
 const withinBudget = (name: string, detect: Detectors.Detector): Detectors.Detector => (text) => {
   try {
@@ -486,7 +504,15 @@ const compileRules = (
       if ("pattern" in type && (type.pattern instanceof RegExp || typeof type.pattern === "string")) {
         const linear = linearPattern(type.pattern, `${option}.pattern`)
         if (Either.isLeft(linear)) return Either.left(linear.left)
-        rule = { name: type.name, detect: withinBudget(type.name, Detectors.fromPattern(linear.right)) }
+        const reach = linear.right.reach
+        if (reach._tag === "Whitespace" && reach.longest > PiiStream.MAX_REACH) {
+          return Either.left(invalid({ option: `${option}.pattern`, reason: unboundedAcrossWhitespace(linear.right) }))
+        }
+        rule = {
+          name: type.name,
+          detect: withinBudget(type.name, Detectors.fromPattern(linear.right)),
+          reach: reach._tag === "Whitespace" ? reach.longest : undefined
+        }
       } else if ("detect" in type && typeof type.detect === "function") {
         rule = { name: type.name, detect: customDetect(type.name, type.detect) }
       } else {
@@ -603,12 +629,17 @@ const compile = (options: RedactorOptions): Either.Either<Redactor, AgentError.I
       const matches = detect(text)
       return { text: apply(text, matches), matches }
     }
+    const reaches = rules.flatMap((rule) => rule.reach === undefined ? [] : [rule.reach])
     return {
       types: rules.map((rule) => rule.name),
       strategy,
       detect,
       redact,
-      stream: PiiStream.make(detect, apply)
+      stream: PiiStream.make(
+        detect,
+        apply,
+        reaches.length === 0 ? undefined : { reach: Math.max(...reaches), scan: Detectors.scanWith(rules) }
+      )
     }
   })
 }

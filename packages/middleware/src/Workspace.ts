@@ -83,7 +83,9 @@ export type Access = "read-only" | "read-write"
  * a "/" at the end dropped, so `{/docs/**,/vendor/**}` and
  * `{/docs,/vendor}/**` hold as written out one by one, and a glob ending in
  * "/" as without it. A glob whose braces stand for more than 256 plain
- * patterns, or with a `..` segment, is refused: `makeDirectory` and
+ * patterns, nest more than 32 deep, or stand for patterns that add up to
+ * more than 65,536 characters, or a glob with a `..` segment, is refused
+ * (the error names the limit and shows the pattern cut to 80 characters): `makeDirectory` and
  * `composite` (and the `Filesystem` middleware) fail with
  * `AgentError.InvalidOptions` naming it; `makeMemory` and `fromStorage`,
  * which cannot fail, hold such a read-only rule over every path and such a
@@ -416,7 +418,9 @@ const badRules = (options: AccessOptions): AgentError.InvalidOptions | undefined
     return new AgentError.InvalidOptions({
       module: "Workspace",
       option: `rules[${index}].pattern`,
-      reason: `${JSON.stringify(rule.pattern)} is refused: ${problem}`
+      reason: `${
+        JSON.stringify(rule.pattern.length > 80 ? `${rule.pattern.slice(0, 77)}...` : rule.pattern)
+      } is refused: ${problem}`
     })
   }
   return undefined

@@ -151,6 +151,68 @@ const jsonSize = (value: unknown): number => {
   }
 }
 
+/**
+ * The characters of a decision `Agent.resume` takes (what a person typed:
+ * an answer, a reason, edited arguments), as its wait's schema encodes it:
+ * every string in it and every key, however deep, bytes by their length.
+ * Walks without recursion, each object once, and stops counting past
+ * `limit`; a value whose reading throws counts 0 (its wait's schema took
+ * what it needs of it).
+ */
+const decisionSize = (value: unknown, limit: number): number => {
+  let size = 0
+  try {
+    size = walkSize(value, limit)
+  } catch {
+    // (the schema that took it read what it needs; the rest is not the decision's)
+  }
+  return size
+}
+
+const walkSize = (value: unknown, limit: number): number => {
+  let size = 0
+  const values: Array<unknown> = [value]
+  const seen = new WeakSet<object>()
+  while (values.length > 0 && size <= limit) {
+    const current = values.pop()
+    if (typeof current === "string") size += current.length
+    if (typeof current !== "object" || current === null || seen.has(current)) continue
+    seen.add(current)
+    if (ArrayBuffer.isView(current)) {
+      size += current.byteLength
+      continue
+    }
+    if (Array.isArray(current)) {
+      for (let i = current.length - 1; i >= 0; i--) values.push(current[i])
+      continue
+    }
+    for (const key of Object.keys(current)) {
+      size += key.length
+      values.push((current as Record<string, unknown>)[key])
+    }
+  }
+  return size
+}
+
+/**
+ * A decision for `Agent.resume` (or a durable run's, or a fork's) within
+ * the agent's `maxInputChars`, counted as {@link decisionSize} does: what a
+ * person types when answering a wait is bounded as what they type as input,
+ * and refused with the same `InvalidInput`, once its wait's schema took it
+ * and before any hook reads it.
+ */
+export const checkDecisionSize = (value: unknown, limits: InputLimits): Effect.Effect<void, InvalidInput> => {
+  const size = decisionSize(value, limits.maxChars)
+  return size > limits.maxChars
+    ? Effect.fail(
+      new InvalidInput({
+        reason: `the decision holds more than ${limits.maxChars} characters of text and names, over the limit ` +
+          `(Agent.make's maxInputChars)`
+      })
+    )
+    : Effect.void
+}
+
 /** The characters of provider options as JSON; none for no option (`{}`). */
 const optionsSize = (options: unknown): number =>
   typeof options === "object" && options !== null && Object.keys(options).length > 0 ? jsonSize(options) : 0

@@ -11,6 +11,7 @@ import type * as Middleware from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
 import type * as Checkpoint from "./checkpoint.js"
 import type { Compiled } from "./config.js"
+import * as Input from "./input.js"
 import * as Waits from "./waits.js"
 
 /** The thread a wait is answered in: the wait, its middleware and the index of its hook. */
@@ -61,9 +62,16 @@ export const make = (config: Compiled) => {
       return { pending, middleware: nodes[pending.node][index]!, index }
     })
 
-  /** A decision checked against the wait of the middleware that waits: encoded and decoded. */
+  /**
+   * A decision checked against the wait of the middleware that waits: encoded and decoded. Its encoded form is
+   * then held to `maxInputChars`, as an input is (what a person types in it: an answer, a reason, edited
+   * arguments).
+   */
   const checkValue = (threadId: string, { middleware, pending }: Pending, value: unknown, asPosted = false) =>
-    Effect.provide(Waits.checkDecision(middleware, threadId, pending.value, value, asPosted), config.context)
+    Effect.tap(
+      Effect.provide(Waits.checkDecision(middleware, threadId, pending.value, value, asPosted), config.context),
+      (checked) => Input.checkDecisionSize(checked.encoded, config.inputLimits)
+    )
 
   /**
    * `value` checked against the decision schema of the wait `at` names, not against a request (a fork's
@@ -82,7 +90,11 @@ export const make = (config: Compiled) => {
           reason: `waits for middleware "${at.middleware}", which this agent does not have`
         })
       }
-      yield* Effect.provide(Waits.checkDecision(unchecked, threadId, at.value, value, true), config.context)
+      const checked = yield* Effect.provide(
+        Waits.checkDecision(unchecked, threadId, at.value, value, true),
+        config.context
+      )
+      yield* Input.checkDecisionSize(checked.encoded, config.inputLimits)
     }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
 
   return { pendingOf, checkValue, checkDecisionSchema } as const

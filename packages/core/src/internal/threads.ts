@@ -27,7 +27,7 @@ import type { Compiled } from "./config.js"
 import * as Lineage from "./fast/lineage.js"
 import * as ThreadLocks from "./fast/threadLocks.js"
 import * as Inbox from "./inbox.js"
-import { checkInput, checkThreadId, invalidThreadId, isThreadId } from "./input.js"
+import { checkDecisionSize, checkInput, checkThreadId, invalidThreadId, isThreadId } from "./input.js"
 import * as Lifetime from "./lifetime.js"
 import type { Phase } from "./machine.js"
 import * as Observer from "./observer.js"
@@ -362,7 +362,12 @@ const session = (
       yield* open
       const threadId = yield* checkThreadId(id)
       const { middleware, pending } = yield* pendingOf(threadId, yield* load(threadId))
-      return yield* Effect.provide(Waits.decodeDecision(middleware, threadId, pending.value, encoded), config.context)
+      const decision = yield* Effect.provide(
+        Waits.decodeDecision(middleware, threadId, pending.value, encoded),
+        config.context
+      )
+      yield* checkDecisionSize(encoded, config.inputLimits)
+      return decision
     }).pipe(Effect.mapErrorCause(Secrets.scrubCause))
 
   const send = (threadId: string, message: Prompt.RawInput, options?: Agent.SendOptions) =>

@@ -196,33 +196,64 @@ const treeOf = (tokens: ReadonlyArray<Token>): Tree => {
   return stack[0]!.alternatives[0]!
 }
 
+/** What {@link expand} gives: the plain patterns, or which limit the pattern's braces go over. */
+export type Expansion =
+  | { readonly _tag: "Plains"; readonly plains: Array<Array<Token>> }
+  | { readonly _tag: "TooMany" | "TooDeep" | "TooLarge" }
+
 /**
  * The plain patterns (no braces) `pattern` stands for, as runs of tokens
- * (a `star` for each `*`), in order; `undefined` when there are more than
- * `max`. What matches one of them is what matches `pattern`.
+ * (a `star` for each `*`), in order. What matches one of them is what
+ * matches `pattern`. Refused past the limits, before the work or memory
+ * they bound is spent: more than `alternatives` plain patterns, braces
+ * nested deeper than `nesting` (the expansion recurses once per level), or
+ * plain patterns whose tokens add up to more than `size`.
  */
-export const expand = (pattern: string, max: number): Array<Array<Token>> | undefined => {
-  const all = (tree: Tree): Array<Array<Token>> | undefined => {
+export const expand = (
+  pattern: string,
+  limits: { readonly alternatives: number; readonly nesting: number; readonly size: number }
+): Expansion => {
+  if (pattern.length > limits.size) return { _tag: "TooLarge" }
+  const tokens = tokenize(pattern)
+  let depth = 0
+  for (const token of tokens) {
+    if (token.kind === "open" && ++depth > limits.nesting) return { _tag: "TooDeep" }
+    if (token.kind === "close") depth--
+  }
+  const tooMany = { _tag: "TooMany" } as const
+  const tooLarge = { _tag: "TooLarge" } as const
+  /** The plain patterns of `tree`, or the limit they go over. */
+  const all = (tree: Tree): Array<Array<Token>> | typeof tooMany | typeof tooLarge => {
     let out: Array<Array<Token>> = [[]]
+    let size = 0
     for (const item of tree) {
       if (!Array.isArray(item)) {
+        size += out.length
+        if (size > limits.size) return tooLarge
         for (const plain of out) plain.push(item as Token)
         continue
       }
       const next: Array<Array<Token>> = []
+      let nextSize = 0
       for (const alternative of item as ReadonlyArray<Tree>) {
         const tails = all(alternative)
-        if (tails === undefined) return undefined
+        if (!Array.isArray(tails)) return tails
         for (const head of out) {
-          for (const tail of tails) next.push([...head, ...tail])
-          if (next.length > max) return undefined
+          for (const tail of tails) {
+            nextSize += head.length + tail.length
+            if (nextSize > limits.size) return tooLarge
+            next.push([...head, ...tail])
+          }
+          if (next.length > limits.alternatives) return tooMany
         }
       }
       out = next
+      size = nextSize
     }
     return out
   }
-  return all(treeOf(tokenize(pattern)))
+  const plains = all(treeOf(tokens))
+  return Array.isArray(plains) ? { _tag: "Plains", plains } : plains
 }
 
 /**

@@ -18,12 +18,25 @@
  */
 import { RE2JS, RE2JSException } from "re2js"
 
-/** A pattern in RE2 syntax, and whether it needs re2js's lookbehinds. */
+/**
+ * A pattern in RE2 syntax, whether it needs re2js's lookbehinds, and its
+ * reach across whitespace (see {@link reachOf}).
+ */
 export interface Linear {
   readonly _tag: "Linear"
   readonly source: string
   readonly lookbehinds: boolean
+  readonly reach: Reach
 }
+
+/**
+ * Whether a match of a pattern can hold whitespace, and if so the most
+ * UTF-16 code units a match can span (`Infinity` when its matches are
+ * unbounded).
+ */
+export type Reach =
+  | { readonly _tag: "NoWhitespace" }
+  | { readonly _tag: "Whitespace"; readonly longest: number }
 
 /** A pattern RE2 can run, or why not. */
 export type Translation = Linear | { readonly _tag: "Unsupported"; readonly reason: string }
@@ -406,7 +419,8 @@ export const translate = (pattern: RegExp): Translation => {
   }
   try {
     const { lookbehinds, source } = translateSource(pattern.source, pattern.flags)
-    const size = RE2JS.compile(source, lookbehinds ? RE2JS.LOOKBEHINDS : 0).programSize()
+    const compiled = RE2JS.compile(source, lookbehinds ? RE2JS.LOOKBEHINDS : 0)
+    const size = compiled.programSize()
     if (size > MAX_PROGRAM) {
       return {
         _tag: "Unsupported",
@@ -415,7 +429,7 @@ export const translate = (pattern: RegExp): Translation => {
         }: repeats and alternatives multiply them)`
       }
     }
-    return { _tag: "Linear", source, lookbehinds }
+    return { _tag: "Linear", source, lookbehinds, reach: reachOf(compiled.re2Input.prog) }
   } catch (error) {
     if (error instanceof Unsupported) return { _tag: "Unsupported", reason: error.message }
     if (error instanceof RE2JSException) {
@@ -424,6 +438,81 @@ export const translate = (pattern: RegExp): Translation => {
     // the engine could not take it at all (a nesting deeper than its stack, say)
     return { _tag: "Unsupported", reason: `a pattern of this shape (${String(error)})` }
   }
+}
+
+/** An instruction of re2js's compiled program (the fields read here). */
+interface Instruction {
+  readonly op: number
+  readonly out: number
+  readonly arg: number
+  readonly matchRune: (rune: number) => boolean
+}
+
+// re2js's instruction codes (`Inst` in its source)
+const ALT = 1
+const ALT_MATCH = 2
+const FAIL = 5
+const MATCH = 6
+const RUNE = 8
+const RUNE_ANY_NOT_NL = 11
+
+/** Every character JavaScript's `\s` matches. */
+const whitespaceRunes: ReadonlyArray<number> = whitespace.flatMap(([lo, hi]) =>
+  Array.from({ length: hi - lo + 1 }, (_, i) => lo + i)
+)
+
+/**
+ * The reach of a compiled program (re2js's, from its `start`; a
+ * lookbehind's own program is apart and reads text before the match): the
+ * longest path to its match, counting each instruction that consumes a
+ * character as two code units (a character may be outside the BMP), and
+ * whether any of those can consume whitespace. A loop makes it unbounded
+ * (conservatively: a loop that consumes nothing too); a program of another shape than expected
+ * is taken as unbounded, holding whitespace.
+ */
+const reachOf = (program: { readonly inst?: unknown; readonly start?: unknown } | undefined): Reach => {
+  const inst = program?.inst
+  const start = program?.start
+  const unknown: Reach = { _tag: "Whitespace", longest: Infinity }
+  if (!Array.isArray(inst) || typeof start !== "number") return unknown
+  const instructions: ReadonlyArray<Instruction> = inst
+  const consumes = (op: number) => op >= RUNE && op <= RUNE_ANY_NOT_NL
+  const nextOf = (i: Instruction): ReadonlyArray<number> =>
+    i.op === ALT || i.op === ALT_MATCH ? [i.out, i.arg] : i.op === MATCH || i.op === FAIL ? [] : [i.out]
+  // longest[pc]: the most consuming instructions from pc to a match (-1: no match reachable); an iterative
+  // depth-first walk, so no program makes it recurse
+  const longest = new Float64Array(instructions.length).fill(Number.NaN)
+  const onPath = new Uint8Array(instructions.length)
+  let whitespace = false
+  let loops = false
+  const stack: Array<{ readonly pc: number; next: number }> = [{ pc: start, next: 0 }]
+  onPath[start] = 1
+  while (stack.length > 0) {
+    const frame = stack[stack.length - 1]!
+    const i = instructions[frame.pc]
+    if (i === undefined) return unknown
+    const outs = nextOf(i)
+    if (frame.next < outs.length) {
+      const pc = outs[frame.next++]!
+      if (onPath[pc] === 1) loops = true
+      else if (Number.isNaN(longest[pc]!)) {
+        onPath[pc] = 1
+        stack.push({ pc, next: 0 })
+      }
+      continue
+    }
+    stack.pop()
+    onPath[frame.pc] = 0
+    let best = i.op === MATCH ? 0 : -1
+    for (const pc of outs) if (!Number.isNaN(longest[pc]!)) best = Math.max(best, longest[pc]!)
+    if (consumes(i.op)) {
+      if (best >= 0) best += 1
+      if (!whitespace && (i.op > RUNE + 1 || whitespaceRunes.some((rune) => i.matchRune(rune)))) whitespace = true
+    }
+    longest[frame.pc] = best
+  }
+  if (!whitespace) return { _tag: "NoWhitespace" }
+  return { _tag: "Whitespace", longest: loops ? Infinity : 2 * Math.max(0, longest[start]!) }
 }
 
 /** The time one scan may take: generous for a linear scan, a stop for the rare quadratic one. */

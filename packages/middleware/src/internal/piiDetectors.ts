@@ -183,26 +183,53 @@ export const builtin: Record<Pii.BuiltinType, Detector> = {
  */
 export const fromPattern = (pattern: LinearPattern.Linear): Detector => LinearPattern.matcher(pattern)
 
-/** A type's name and its detector, as given in the options. */
+/**
+ * A type's name and its detector, as given in the options; `reach`, for a
+ * pattern whose matches can hold whitespace, is the most code units one can
+ * span.
+ */
 export interface Rule {
   readonly name: string
   readonly detect: Detector
+  readonly reach?: number | undefined
 }
 
+/**
+ * The matches of the rules in `text` (non-overlapping, in text order: the
+ * leftmost wins, then the longest, then the first rule), and every span the
+ * rules with a `reach` found, whatever the others found.
+ */
+export const scanWith =
+  (rules: ReadonlyArray<Rule>) =>
+  (text: string): { readonly matches: ReadonlyArray<Pii.PiiMatch>; readonly crossing: ReadonlyArray<Pii.Span> } => {
+    const candidates: Array<{ readonly span: Pii.Span; readonly rank: number }> = []
+    const crossing: Array<Pii.Span> = []
+    for (let rank = 0; rank < rules.length; rank++) {
+      const reaches = rules[rank]!.reach !== undefined
+      for (const span of rules[rank]!.detect(text)) {
+        candidates.push({ span, rank })
+        if (reaches) crossing.push(span)
+      }
+    }
+    if (candidates.length === 0) return { matches: [], crossing }
+    candidates.sort((a, b) => a.span.start - b.span.start || b.span.end - a.span.end || a.rank - b.rank)
+    const matches: Array<Pii.PiiMatch> = []
+    let covered = 0
+    for (const { rank, span } of candidates) {
+      if (span.start < covered) continue
+      matches.push({
+        type: rules[rank]!.name,
+        start: span.start,
+        end: span.end,
+        value: text.slice(span.start, span.end)
+      })
+      covered = span.end
+    }
+    return { matches, crossing }
+  }
+
 /** Non-overlapping matches of the rules, in text order (the leftmost wins, then the longest, then the first rule). */
-export const detectWith = (rules: ReadonlyArray<Rule>) => (text: string): ReadonlyArray<Pii.PiiMatch> => {
-  const candidates: Array<{ readonly span: Pii.Span; readonly rank: number }> = []
-  for (let rank = 0; rank < rules.length; rank++) {
-    for (const span of rules[rank]!.detect(text)) candidates.push({ span, rank })
-  }
-  if (candidates.length === 0) return []
-  candidates.sort((a, b) => a.span.start - b.span.start || b.span.end - a.span.end || a.rank - b.rank)
-  const matches: Array<Pii.PiiMatch> = []
-  let covered = 0
-  for (const { rank, span } of candidates) {
-    if (span.start < covered) continue
-    matches.push({ type: rules[rank]!.name, start: span.start, end: span.end, value: text.slice(span.start, span.end) })
-    covered = span.end
-  }
-  return matches
+export const detectWith = (rules: ReadonlyArray<Rule>) => {
+  const scan = scanWith(rules)
+  return (text: string): ReadonlyArray<Pii.PiiMatch> => scan(text).matches
 }

@@ -24,6 +24,27 @@ export const WINDOW = 8192
 export const MARGIN = 1024
 
 /**
+ * The most code units a match of a pattern that can hold whitespace may
+ * span (twice its characters, as a character may be two code units): the
+ * redactor holds back at least this much after a cut it makes at a break
+ * (see `make`). A longer one could cross a cut the window forces.
+ */
+export const MAX_REACH = MARGIN
+
+/**
+ * For rules whose matches can hold whitespace (so can cross a break): the
+ * most code units one of their matches spans, and a scan giving a text's
+ * matches (as `detect` does) with every span those rules found in it,
+ * whatever the others found.
+ */
+export interface Crossing {
+  readonly reach: number
+  readonly scan: (
+    text: string
+  ) => { readonly matches: ReadonlyArray<Pii.PiiMatch>; readonly crossing: ReadonlyArray<Pii.Span> }
+}
+
+/**
  * Whether no match can contain both `text[at - 1]` and `text[at]`: the first
  * is whitespace, the second is not, and they are not a space between digits.
  */
@@ -69,10 +90,18 @@ const SEPARATOR = /[^0-9A-Za-z._%+-]/
  * Each release is read after the two characters before it (`before`), so a
  * detector's lookbehind sees what it sees in the whole input; a match
  * starting in them belongs to the text already released.
+ *
+ * With `crossing` rules (patterns whose matches can hold whitespace, so
+ * cross a break), each push reads the held-back text and the chunk whole,
+ * and a release ends at a break only when it is at least their longest
+ * match before the end and none of their matches crosses it: a value they
+ * match is never split. The held-back text is then read again at each
+ * release, at most a window of it.
  */
 export const make = (
   detect: (text: string) => ReadonlyArray<Pii.PiiMatch>,
-  apply: (text: string, matches: ReadonlyArray<Pii.PiiMatch>) => string
+  apply: (text: string, matches: ReadonlyArray<Pii.PiiMatch>) => string,
+  crossing?: Crossing | undefined
 ): Pii.StreamRedactor => {
   /** The matches of `text` read after `before`, in the coordinates of `text`. */
   const detectAfter = (before: string, text: string): Array<Pii.PiiMatch> => {
@@ -144,8 +173,52 @@ export const make = (
     }
     return end < 0 ? { text: "", matches: [], state: next } : push(next, chunk.slice(end))
   }
+  /**
+   * `push` when some rules can match across a break (see `make`): the
+   * held-back text and the chunk are read whole, and released up to the
+   * last break that is at least `crossing.reach` before their end (so every
+   * match that starts before it is seen whole, and the character after it)
+   * and that none of those rules' matches crosses. Each rule's matches are
+   * read from where the last release ended, where none of its matches in the
+   * whole text was in progress, so they are its matches in the whole text.
+   */
+  const pushCrossing = (state: Pii.StreamState, chunk: string, crossing: Crossing): Pii.StreamStep => {
+    const text = state.pending + chunk
+    const last = (state.last + chunk).slice(-2)
+    // `read` is `text` after the two characters before it; `at` counts in `read`
+    const read = state.before + text
+    const shift = state.before.length
+    let step: Pii.StreamStep | undefined
+    const latest = text.length - crossing.reach
+    // released once at least `reach` more than the least it keeps is held, so the text read again at each
+    // release is paid for by as much released: small chunks cost in proportion to their length
+    if (latest >= crossing.reach && WHITESPACE.test(text)) {
+      let scanned: ReturnType<Crossing["scan"]> | undefined
+      // crossed[at]: a span of those rules holds both read[at - 1] and read[at] (their spans of one rule do
+      // not overlap, so marking them costs at most the text's length a rule)
+      let crossed: Uint8Array | undefined
+      for (let at = shift + latest; at > shift && step === undefined; at--) {
+        if (!isBreak(read, at)) continue
+        if (scanned === undefined || crossed === undefined) {
+          scanned = crossing.scan(read)
+          crossed = new Uint8Array(read.length + 1)
+          for (const span of scanned.crossing) if (span.start >= shift) crossed.fill(1, span.start + 1, span.end)
+        }
+        if (crossed[at] === 1) continue
+        // the matches in the coordinates of `text` (one starting in `before` belongs to the text released)
+        const matches: Array<Pii.PiiMatch> = []
+        for (const match of scanned.matches) {
+          if (match.start >= shift) matches.push({ ...match, start: match.start - shift, end: match.end - shift })
+        }
+        step = release(state, text, at - shift, last, matches)
+      }
+    }
+    step ??= { text: "", matches: [], state: { ...state, pending: text, last } }
+    return step.state.pending.length > WINDOW ? joined(step, cutWindow(step.state)) : step
+  }
   const push = (state: Pii.StreamState, chunk: string): Pii.StreamStep => {
     if (state.dropping) return drop(state, chunk)
+    if (crossing !== undefined) return pushCrossing(state, chunk, crossing)
     // `window` is the end of the held-back text followed by the chunk; its
     // index `at` is `shift + at` in the whole held-back text plus chunk.
     const window = state.last + chunk

@@ -84,6 +84,16 @@ const compiled = (pattern: string): Glob.Glob => {
  */
 export const maxRuleAlternatives = 256
 
+/** The deepest a rule's braces may nest (`{a,{b,{c,d}}}` nests 3 deep); a rule nesting deeper is refused. */
+export const maxRuleNesting = 32
+
+/**
+ * The most characters a rule's plain patterns may add up to (each as long
+ * as it is written out, so a pattern's length times the plain patterns its
+ * braces stand for, at most); a rule over it is refused.
+ */
+export const maxRuleSize = 65_536
+
 const isChar = (token: Glob.Token | undefined, char: string): boolean =>
   token?.kind === "char" && token.code === char.charCodeAt(0)
 
@@ -114,10 +124,23 @@ const ruleCache = new Map<string, Glob.Glob | string>()
 
 /** The glob of a rule pattern (see {@link compiledRule}), or why it is refused. */
 const ruleOf = (pattern: string): Glob.Glob | string => {
-  const plains = Glob.expand(pattern.replace(/\\/g, "/"), maxRuleAlternatives)
-  if (plains === undefined) return `its braces stand for more than ${maxRuleAlternatives} patterns`
+  const expansion = Glob.expand(pattern.replace(/\\/g, "/"), {
+    alternatives: maxRuleAlternatives,
+    nesting: maxRuleNesting,
+    size: maxRuleSize
+  })
+  switch (expansion._tag) {
+    case "TooMany":
+      return `its braces stand for more than ${maxRuleAlternatives} patterns (maxRuleAlternatives)`
+    case "TooDeep":
+      return `its braces nest more than ${maxRuleNesting} deep (maxRuleNesting)`
+    case "TooLarge":
+      return `it is longer than, or the patterns its braces stand for add up to more than, ${
+        maxRuleSize.toLocaleString("en-US")
+      } characters (maxRuleSize)`
+  }
   const paths: Array<Array<Glob.Token>> = []
-  for (const plain of plains) {
+  for (const plain of expansion.plains) {
     const path = asPath(plain)
     if (path === undefined) return "it has a \"..\" segment, which no path has"
     paths.push(path)
@@ -143,8 +166,9 @@ const compiledRule = (pattern: string): Glob.Glob | string => {
 
 /**
  * Why a rule's pattern is refused (its braces stand for more than
- * {@link maxRuleAlternatives} patterns, or a glob has a `..` segment), or
- * `undefined` when it applies.
+ * {@link maxRuleAlternatives} patterns, nest deeper than
+ * {@link maxRuleNesting} or stand for more than {@link maxRuleSize}
+ * characters, or a glob has a `..` segment), or `undefined` when it applies.
  */
 export const ruleProblem = (pattern: string): string | undefined => {
   if (!hasGlobSyntax(pattern)) return undefined
