@@ -72,6 +72,7 @@ import type * as AiError from "@effect/ai/AiError"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import type * as AgentError from "@stepwise-agent/core/AgentError"
+import * as EventLoop from "@stepwise-agent/core/EventLoop"
 import * as Middleware from "@stepwise-agent/core/Middleware"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -684,7 +685,7 @@ const paced = <A, E>(pace: Pace, length: number, effect: Effect.Effect<A, E>): E
   pace.chars += length
   if (pace.chars < PiiStream.SLICE) return effect
   pace.chars = 0
-  return Effect.zipRight(PiiStream.eventLoopTurn, effect)
+  return Effect.zipRight(EventLoop.turn, effect)
 }
 
 /** The stream redactor's `push`, or `flush` when `chunk` is undefined, failing as {@link PiiDetectorFailed}. */

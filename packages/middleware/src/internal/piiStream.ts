@@ -5,6 +5,7 @@
  * a model's response stream.
  */
 import * as Response from "@effect/ai/Response"
+import * as EventLoop from "@stepwise-agent/core/EventLoop"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import type * as Pii from "../Pii.js"
@@ -242,30 +243,6 @@ export const make = (
 }
 
 /**
- * A turn of the event loop (a macrotask). Effect yields to other fibers
- * with microtasks, which let timers and I/O run only every 2048th yield, so
- * a stream stage that takes many parts without handing anything on (a
- * redactor holding text back) would otherwise keep the event loop for as
- * long as the whole stream takes.
- */
-export const eventLoopTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
-  // (the runtimes' globals, declared here: this package compiles without `@types/node` or the DOM library)
-  const timers = globalThis as unknown as {
-    readonly setImmediate?: (run: () => void) => unknown
-    readonly clearImmediate?: (handle: unknown) => void
-    readonly setTimeout: (run: () => void, ms: number) => unknown
-    readonly clearTimeout: (handle: unknown) => void
-  }
-  const { clearImmediate, setImmediate } = timers
-  if (setImmediate !== undefined && clearImmediate !== undefined) {
-    const handle = setImmediate(() => resume(Effect.void))
-    return Effect.sync(() => clearImmediate(handle))
-  }
-  const handle = timers.setTimeout(() => resume(Effect.void), 0)
-  return Effect.sync(() => timers.clearTimeout(handle))
-})
-
-/**
  * The longest text (or stream chunk) redacted at once: a longer one is
  * pushed through the redactor in slices of {@link SLICE}, with a turn of the
  * event loop between them.
@@ -297,7 +274,7 @@ export const pushSlices = <E>(
     for (let at = 0; at < chunk.length;) {
       let end = Math.min(chunk.length, at + size)
       if (end < chunk.length && end - at > 1 && WholeCharacters.isHighSurrogate(chunk.charCodeAt(end - 1))) end--
-      if (at > 0) yield* eventLoopTurn
+      if (at > 0) yield* EventLoop.turn
       const released = yield* step(current, chunk.slice(at, end))
       const last = released.matches[released.matches.length - 1]
       // a match up to the end of the released text, with its rest being dropped
@@ -331,7 +308,7 @@ export const redactSlices = <E>(
   Effect.gen(function*() {
     const long: Array<Pii.PiiMatch> = []
     const pushed = yield* pushSlices(step, initial, text, options.size, long)
-    yield* eventLoopTurn
+    yield* EventLoop.turn
     const flushed = yield* step(pushed.state, undefined)
     const matches = [...pushed.matches, ...flushed.matches]
     if (long.length === 0) return { text: pushed.text + flushed.text, matches }
@@ -356,7 +333,7 @@ const mapWithTurns = <A, E, R, B, E2>(
     let count = 0
     return Stream.mapEffect(
       self,
-      (a) => ++count % ELEMENTS_PER_TURN === 0 ? Effect.zipRight(eventLoopTurn, f(a)) : f(a)
+      (a) => ++count % ELEMENTS_PER_TURN === 0 ? Effect.zipRight(EventLoop.turn, f(a)) : f(a)
     )
   })
 
