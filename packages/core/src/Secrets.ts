@@ -72,6 +72,7 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
+import { decodedTexts, encodedMatches } from "./internal/encodings.js"
 
 /**
  * What a scrubbed credential is replaced with.
@@ -316,28 +317,51 @@ const formsOf = (secret: string): ReadonlyArray<string | undefined> => {
     // as a form encodes it (URLSearchParams): `!'()~` escaped too
     component?.replace(/[!'()~]/g, (char) => `%${char.charCodeAt(0).toString(16).toUpperCase()}`).replace(/%20/g, "+"),
     secret.replace(/\+/g, " "),
+    // its spaces as a form writes them, the rest as it is (or as decoding gave it back: `a+b` of `a%20b`)
+    secret.includes(" ") ? secret.replace(/ /g, "+") : undefined,
     secret.replace(/[&<>"']/g, (char) => htmlEntities[char]!),
     ...base64Forms(secret)
   ]
 }
 
-/** One pattern for every form of every value long enough (longest first), or `undefined`. */
+/**
+ * One pattern for every form of every value long enough (longest first), or
+ * `undefined`. A value that holds escapes or base64 itself (`ab%41cd…`) has
+ * the forms of what it decodes to as well: decoding a text decodes them too.
+ */
 const patternOf = (secrets: Iterable<string>): RegExp | undefined => {
   const forms = new Set<string>()
   for (const secret of secrets) {
     if (secret.length < minimumLength || redacted.includes(secret)) continue
-    for (const form of formsOf(secret)) if (form !== undefined && !redacted.includes(form)) forms.add(form)
+    for (const value of [secret, ...decodedTexts(secret)]) {
+      if (value.length < minimumLength) continue
+      for (const form of formsOf(value)) if (form !== undefined && !redacted.includes(form)) forms.add(form)
+    }
   }
   return forms.size === 0
     ? undefined
     : new RegExp([...forms].sort((a, b) => b.length - a.length).map(escapeRegExp).join("|"), "g")
 }
 
-const replaceValues = (text: string, pattern: RegExp | undefined): string => {
-  if (pattern === undefined) return text
+/**
+ * The text with every match of the patterns replaced, as the text stands
+ * or under layers of encoding (see `internal/encodings.ts`): the whole
+ * encoded stretch that holds a match is replaced.
+ */
+const replaceValues = (text: string, ...patterns: ReadonlyArray<RegExp | undefined>): string => {
+  const defined = patterns.filter((pattern) => pattern !== undefined)
+  if (defined.length === 0) return text
   // a replacement can join the text around it into another occurrence
   for (let round = 0; round < 4; round++) {
-    const next = text.replace(pattern, redacted)
+    const ranges = encodedMatches(text, defined)
+    if (ranges.length === 0) return text
+    let next = ""
+    let last = 0
+    for (const [start, end] of ranges) {
+      next += text.slice(last, start) + redacted
+      last = end
+    }
+    next += text.slice(last)
     if (next === text) return text
     text = next
   }
@@ -636,7 +660,7 @@ const quotedBasic = (text: string): RegExp | undefined => {
 }
 
 const scrubTextWith = (text: string, values: RegExp | undefined): string =>
-  scrubNamed(replaceValues(replaceValues(replaceValues(text, values), knownPattern()), quotedBasic(text)))
+  scrubNamed(replaceValues(text, values, knownPattern(), quotedBasic(text)))
     .replace(
       pair,
       (whole, prefix: string, _quote: string, name: string) => isCredentialName(name) ? `${prefix}${redacted}` : whole
@@ -1164,7 +1188,7 @@ const scrubHash = (hash: unknown, scrubbing: Scrubbing): unknown => {
 
 /** A body read as JSON or text with the known values replaced in its strings (and nothing else changed). */
 const replaceKnown = (body: unknown, values: RegExp | undefined): unknown => {
-  if (typeof body === "string") return replaceValues(replaceValues(body, values), knownPattern())
+  if (typeof body === "string") return replaceValues(body, values, knownPattern())
   if (Array.isArray(body)) return body.map((item) => replaceKnown(item, values))
   if (Predicate.isObject(body) && isPlain(body)) {
     return Object.fromEntries(Object.entries(body).map(([key, value]) => [key, replaceKnown(value, values)]))
