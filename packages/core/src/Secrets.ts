@@ -1071,6 +1071,94 @@ interface Scrubbing {
   readonly seen: WeakMap<object, unknown>
   /** The values the error shows it sent. */
   readonly values: RegExp | undefined
+  /** How many more of its objects' own ways of writing themselves (`toJSON`, …) may be called. */
+  readonly calls: { left: number }
+}
+
+/**
+ * How sinks have an object write itself beyond its own data: `JSON.stringify`
+ * calls `toJSON`, `String()` and template literals `Symbol.toPrimitive` or
+ * `toString`, `util.inspect` (Node's loggers, `console`) its custom inspect.
+ */
+const serialisers: ReadonlyArray<PropertyKey> = [
+  "toJSON",
+  "toString",
+  Symbol.toPrimitive,
+  Inspectable.NodeInspectSymbol
+]
+
+/** The fields of an error sinks read that a class may compute (`Error.prototype.toString`, `Cause.pretty`, loggers). */
+const computedFields: ReadonlyArray<string> = ["message", "name", "cause", "_tag"]
+
+// the built-in ways, which read nothing but the object's own fields
+const builtIn = new Set<unknown>([
+  Object.prototype.toString,
+  Error.prototype.toString,
+  Array.prototype.toString,
+  Date.prototype.toJSON,
+  Date.prototype.toString,
+  RegExp.prototype.toString
+])
+
+/** A hook the object has (own or inherited) that is not built in, or `undefined`. */
+const hookOf = (self: object, key: PropertyKey): ((...args: Array<unknown>) => unknown) | undefined => {
+  try {
+    const method: unknown = Reflect.get(self, key)
+    return typeof method === "function" && !builtIn.has(method)
+      ? method as (...args: Array<unknown>) => unknown
+      : undefined
+  } catch {
+    return undefined // a getter that throws: the sink's read throws too
+  }
+}
+
+const scrub = (scrubbing: Scrubbing) => (value: unknown): unknown => scrubValue(value, scrubbing)
+
+/** Whether the object writes itself some way of its own (a `toJSON` of its class, …). */
+const writesItself = (self: object): boolean => serialisers.some((key) => hookOf(self, key) !== undefined)
+
+/** The getter of `key` on the prototypes of `self` (not `Object`'s or `Error`'s), or `undefined`. */
+const inheritedGetter = (self: object, key: string): (() => unknown) | undefined => {
+  for (
+    let proto = Object.getPrototypeOf(self);
+    proto !== null && proto !== Object.prototype && proto !== Error.prototype;
+    proto = Object.getPrototypeOf(proto)
+  ) {
+    const descriptor = Object.getOwnPropertyDescriptor(proto, key)
+    if (descriptor !== undefined) return descriptor.get
+  }
+  return undefined
+}
+
+/**
+ * Whether what `read` gives of `self` changes when scrubbed by `scrub` (a
+ * read that throws changes nothing: the sink's read throws too, and one that
+ * gives `self` back has the sink write `self`). Once the scrubbing's calls
+ * are spent (a `toJSON` that answers a new object with a `toJSON`, on and
+ * on), every read counts as changed: the copy reads through, scrubbed.
+ */
+const changesWhenScrubbed = (
+  self: object,
+  read: () => unknown,
+  scrub: (value: unknown) => unknown,
+  scrubbing: Scrubbing
+): boolean => {
+  if (scrubbing.calls.left-- <= 0) return true
+  try {
+    const raw = read()
+    return raw !== self && scrub(raw) !== raw
+  } catch {
+    return false
+  }
+}
+
+/**
+ * A read of the original for its copy (which the original's methods may not
+ * work on: a private field), scrubbed as the copy's fields were.
+ */
+const readThrough = (copy: object, self: object, scrub: (value: unknown) => unknown, read: (self: object) => unknown) => {
+  const raw = read(self)
+  return raw === self ? copy : scrub(raw)
 }
 
 /** A copy of `self` (same prototype) with its own properties scrubbed by `entry`, or `self` when none changed. */
@@ -1082,19 +1170,64 @@ const scrubObject = <A extends object>(
   const copy = Object.create(Object.getPrototypeOf(self)) as A
   scrubbing.seen.set(self, copy)
   let changed = false
+  // what a sink writes through the object's own ways of writing itself, read from the original (a method may read
+  // what no copy holds: a closure, a private field) and scrubbed; the copy answers the same way
+  const hooks: Array<readonly [PropertyKey, PropertyDescriptor]> = []
+  for (const key of serialisers) {
+    const method = hookOf(self, key)
+    if (method === undefined) continue
+    const argument = key === Symbol.toPrimitive ? "string" : ""
+    changed = changesWhenScrubbed(self, () => method.call(self, argument), scrub(scrubbing), scrubbing) || changed
+    const own = Object.getOwnPropertyDescriptor(self, key)
+    hooks.push([key, {
+      // each time a sink calls it, with calls of its own
+      value: (...args: Array<unknown>) =>
+        readThrough(copy, self, scrub({ ...scrubbing, calls: { left: maximumCalls } }), (self) => method.apply(self, args)),
+      enumerable: own?.enumerable ?? false,
+      writable: true,
+      configurable: true
+    }])
+  }
   for (const key of Reflect.ownKeys(self)) {
     const descriptor = Object.getOwnPropertyDescriptor(self, key)!
+    if (hooks.some(([hook]) => hook === key)) continue
+    const name = typeof key === "string" ? key : key.description ?? ""
     // symbol-keyed values too: a `Data.Error` keeps its constructor's arguments under a symbol, and its
     // `toJSON` (so `JSON.stringify` of the error) writes them
     if ("value" in descriptor) {
-      const value = entry(typeof key === "string" ? key : key.description ?? "", descriptor.value)
+      const value = entry(name, descriptor.value)
       if (value !== descriptor.value) {
         changed = true
         descriptor.value = value
       }
+    } else if (descriptor.get !== undefined) {
+      // an own getter computes what it reads: the copy reads it through, scrubbed
+      const get = descriptor.get
+      const field = (value: unknown) => entry(name, value)
+      changed = changesWhenScrubbed(self, () => get.call(self), field, scrubbing) || changed
+      Object.defineProperty(copy, key, {
+        get: () => readThrough(copy, self, field, (self) => get.call(self)),
+        enumerable: descriptor.enumerable ?? false,
+        configurable: true
+      })
+      continue
     }
     Object.defineProperty(copy, key, descriptor)
   }
+  // the fields an error's sinks read that its class computes (a `message` getter)
+  for (const key of computedFields) {
+    if (Object.prototype.hasOwnProperty.call(copy, key)) continue
+    const get = inheritedGetter(self, key)
+    if (get === undefined) continue
+    const field = (value: unknown) => entry(key, value)
+    changed = changesWhenScrubbed(self, () => get.call(self), field, scrubbing) || changed
+    hooks.push([key, {
+      get: () => readThrough(copy, self, field, (self) => get.call(self)),
+      enumerable: false,
+      configurable: true
+    }])
+  }
+  for (const [key, descriptor] of hooks) Object.defineProperty(copy, key, descriptor)
   // a getter a class defines under a credential's name reads what no copy can scrub: the copy hides it
   for (
     let proto = Object.getPrototypeOf(self);
@@ -1122,18 +1255,10 @@ const scrubObject = <A extends object>(
   return changed ? copy : self
 }
 
-/** An object's own `toJSON` or `toString`: what it answers is scrubbed (it may read what the copy does not hold). */
-const scrubbedMethod = (method: (...args: Array<unknown>) => unknown, scrubbing: Scrubbing) =>
-  function(this: unknown, ...args: Array<unknown>) {
-    return scrubValue(method.apply(this, args), { seen: new WeakMap(), values: scrubbing.values })
-  }
-
 /** A field of an object: redacted when named like a credential; `headers` are headers. */
 const scrubField = (scrubbing: Scrubbing) => (key: string, value: unknown): unknown =>
   typeof value === "string" && isCredentialField(key)
     ? redacted
-    : typeof value === "function" && (key === "toJSON" || key === "toString")
-    ? scrubbedMethod(value as (...args: Array<unknown>) => unknown, scrubbing)
     : key.toLowerCase().endsWith("headers") && Predicate.isObject(value) && !Array.isArray(value)
     ? scrubHeaders(value, scrubbing, false)
     : scrubValue(value, scrubbing)
@@ -1292,15 +1417,20 @@ const scrubValue = (value: unknown, scrubbing: Scrubbing): unknown => {
   if (value instanceof Map) return scrubMap(value, scrubbing)
   if (value instanceof Set) return scrubSet(value, scrubbing)
   if (Redacted.isRedacted(value)) return value
-  if (value instanceof Error || isRecord(value)) return scrubObject(value, scrubbing, scrubField(scrubbing))
+  if (value instanceof Error || isRecord(value) || (!ArrayBuffer.isView(value) && writesItself(value))) {
+    return scrubObject(value, scrubbing, scrubField(scrubbing))
+  }
   return value
 }
+
+// how many of its objects' own ways of writing themselves one scrubbing calls at most
+const maximumCalls = 256
 
 const scrubbingOf = (values: ReadonlyArray<unknown>): Scrubbing => {
   const found = new Set<string>()
   const seen = new Set<object>()
   for (const value of values) collect(value, found, seen)
-  return { seen: new WeakMap(), values: patternOf(found) }
+  return { seen: new WeakMap(), values: patternOf(found), calls: { left: maximumCalls } }
 }
 
 /**
@@ -1454,7 +1584,7 @@ export const scrubToolResult = <Part extends { readonly result: unknown; readonl
 // clients
 // ---------------------------------------------------------------------------
 
-const untracked: Scrubbing = { seen: new WeakMap(), values: undefined }
+const untracked: Scrubbing = { seen: new WeakMap(), values: undefined, calls: { left: 0 } }
 
 const isAbsoluteUrl = (value: string): boolean => /^[a-z][a-z0-9+.-]*:\/\//i.test(value)
 
@@ -1472,6 +1602,8 @@ const urlHeaders = new Set(["referer", "origin", "location", "content-location"]
  * a `Referer` or `Location` header) in every part, a host in its labels.
  */
 const scrubAttribute = (key: string, value: unknown): unknown => {
+  // an object an exporter writes as it writes it (its `toJSON`, its `toString`) is scrubbed as an error is
+  if (typeof value === "object" && value !== null) return scrubError(value)
   if (typeof value !== "string") return value
   if (key.startsWith("http.request.header.")) {
     const name = key.slice(20)

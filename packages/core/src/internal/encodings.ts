@@ -292,7 +292,7 @@ const unescapeLayer = (layer: Layer): Layer | undefined => {
 // base64
 // ---------------------------------------------------------------------------
 
-const base64Run = /[A-Za-z0-9+/_-]{11,}/g
+const base64Run = /[A-Za-z0-9+/_-]{11,}(={1,2})?/g
 const sextets = new Int8Array(128).fill(-1)
 for (let i = 0; i < 64; i++) {
   sextets["ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".charCodeAt(i)] = i
@@ -323,9 +323,14 @@ const base64Bytes = (source: string, start: number, end: number): Uint8Array => 
 /**
  * The stretches of text the base64 run `start`..`end` holds, read from each
  * of the four characters it may start at, each mapped to the characters that
- * encode it.
+ * encode it (and the padding after the run, up to `padded`, when it ends it).
  */
-const base64Texts = (source: string, start: number, end: number): Array<readonly [string, number, number]> => {
+const base64Texts = (
+  source: string,
+  start: number,
+  end: number,
+  padded: number
+): Array<readonly [string, number, number]> => {
   const found: Array<readonly [string, number, number]> = []
   for (let offset = 0; offset < 4 && end - start - offset >= 11; offset++) {
     const from = start + offset
@@ -341,7 +346,7 @@ const base64Texts = (source: string, start: number, end: number): Array<readonly
         found.push([
           utf8.decode(bytes.subarray(stretch, i)),
           from + Math.floor((stretch * 8) / 6),
-          Math.min(end, from + Math.floor(((i - 1) * 8 + 7) / 6) + 1)
+          i === bytes.length ? padded : Math.min(end, from + Math.floor(((i - 1) * 8 + 7) / 6) + 1)
         ])
       }
       stretch = i + 1
@@ -360,16 +365,17 @@ const base64Layer = (layer: Layer): Layer | undefined => {
   base64Run.lastIndex = 0
   for (let match = base64Run.exec(source); match !== null; match = base64Run.exec(source)) {
     const start = match.index
-    const end = start + match[0].length
-    const texts = base64Texts(source, start, end)
+    const padded = start + match[0].length
+    const end = padded - (match[1]?.length ?? 0)
+    const texts = base64Texts(source, start, end, padded)
     if (texts.length === 0) continue
     copy(b, source, last, start)
     for (const [text, from, to] of texts) {
       piece(b, text, from, to, false)
       // apart, so that no two stretches read as one
-      piece(b, "\n", start, end, false)
+      piece(b, "\n", start, padded, false)
     }
-    last = end
+    last = padded
   }
   if (last === 0) return undefined
   copy(b, source, last, source.length)
