@@ -72,7 +72,7 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
-import { decodedTexts, encodedMatches } from "./internal/encodings.js"
+import { decodedTexts, encodedMatches } from "./internal/decodings.js"
 
 /**
  * What a scrubbed credential is replaced with.
@@ -345,7 +345,7 @@ const patternOf = (secrets: Iterable<string>): RegExp | undefined => {
 
 /**
  * The text with every match of the patterns replaced, as the text stands
- * or under layers of encoding (see `internal/encodings.ts`): the whole
+ * or under layers of encoding (see `internal/decodings.ts`): the whole
  * encoded stretch that holds a match is replaced.
  */
 const replaceValues = (text: string, ...patterns: ReadonlyArray<RegExp | undefined>): string => {
@@ -1153,12 +1153,18 @@ const changesWhenScrubbed = (
 }
 
 /**
- * A read of the original for its copy (which the original's methods may not
- * work on: a private field), scrubbed as the copy's fields were.
+ * A read for the copy, scrubbed as its fields were: of the copy, whose fields
+ * are scrubbed, or of the original when the copy cannot answer it (a private
+ * field).
  */
 const readThrough = (copy: object, self: object, scrub: (value: unknown) => unknown, read: (self: object) => unknown) => {
-  const raw = read(self)
-  return raw === self ? copy : scrub(raw)
+  let raw: unknown
+  try {
+    raw = read(copy)
+  } catch {
+    raw = read(self)
+  }
+  return raw === self || raw === copy ? copy : scrub(raw)
 }
 
 /** A copy of `self` (same prototype) with its own properties scrubbed by `entry`, or `self` when none changed. */
@@ -1170,8 +1176,8 @@ const scrubObject = <A extends object>(
   const copy = Object.create(Object.getPrototypeOf(self)) as A
   scrubbing.seen.set(self, copy)
   let changed = false
-  // what a sink writes through the object's own ways of writing itself, read from the original (a method may read
-  // what no copy holds: a closure, a private field) and scrubbed; the copy answers the same way
+  // what a sink writes through the object's own ways of writing itself (a method may read what no field holds: a
+  // closure, a private field) is scrubbed: the copy answers the same way, scrubbed
   const hooks: Array<readonly [PropertyKey, PropertyDescriptor]> = []
   for (const key of serialisers) {
     const method = hookOf(self, key)
