@@ -326,14 +326,15 @@ const formsOf = (secret: string): ReadonlyArray<string | undefined> => {
 
 /**
  * One pattern for every form of every value long enough (longest first), or
- * `undefined`. A value that holds escapes or base64 itself (`ab%41cd…`) has
- * the forms of what it decodes to as well: decoding a text decodes them too.
+ * `undefined`. A value that holds escapes itself (`ab%41cd…`, `&amp;`, `\u0041`)
+ * has the forms of what it decodes to as well: decoding a text that quotes it
+ * (percent-encoded three times) decodes them too.
  */
 const patternOf = (secrets: Iterable<string>): RegExp | undefined => {
   const forms = new Set<string>()
   for (const secret of secrets) {
     if (secret.length < minimumLength || redacted.includes(secret)) continue
-    for (const value of [secret, ...decodedTexts(secret)]) {
+    for (const value of /[%&\\]/.test(secret) ? [secret, ...decodedTexts(secret)] : [secret]) {
       if (value.length < minimumLength) continue
       for (const form of formsOf(value)) if (form !== undefined && !redacted.includes(form)) forms.add(form)
     }
@@ -1073,6 +1074,8 @@ interface Scrubbing {
   readonly values: RegExp | undefined
   /** How many more of its objects' own ways of writing themselves (`toJSON`, …) may be called. */
   readonly calls: { left: number }
+  /** The texts scrubbed so far, and what they became (the ways an object writes itself repeat its fields). */
+  readonly texts?: Map<string, string> | undefined
 }
 
 /**
@@ -1390,7 +1393,13 @@ const scrubSet = (set: Set<unknown>, scrubbing: Scrubbing): unknown => {
 }
 
 const scrubValue = (value: unknown, scrubbing: Scrubbing): unknown => {
-  if (typeof value === "string") return scrubTextWith(value, scrubbing.values)
+  if (typeof value === "string") {
+    const known = scrubbing.texts?.get(value)
+    if (known !== undefined) return known
+    const scrubbed = scrubTextWith(value, scrubbing.values)
+    scrubbing.texts?.set(value, scrubbed)
+    return scrubbed
+  }
   if (typeof value !== "object" || value === null) return value
   if (scrubbing.seen.has(value)) return scrubbing.seen.get(value)
   if (Array.isArray(value)) {
@@ -1436,7 +1445,7 @@ const scrubbingOf = (values: ReadonlyArray<unknown>): Scrubbing => {
   const found = new Set<string>()
   const seen = new Set<object>()
   for (const value of values) collect(value, found, seen)
-  return { seen: new WeakMap(), values: patternOf(found), calls: { left: maximumCalls } }
+  return { seen: new WeakMap(), values: patternOf(found), calls: { left: maximumCalls }, texts: new Map() }
 }
 
 /**

@@ -121,7 +121,7 @@ const originalRange = (layer: Layer, start: number, end: number): readonly [numb
 // ---------------------------------------------------------------------------
 
 /** The length of the UTF-8 sequence of a character (printable, or a tab or line break) at `i`, or 0. */
-const characterAt = (bytes: ArrayLike<number>, i: number, end: number): number => {
+const characterAt = (bytes: Uint8Array, i: number, end: number): number => {
   const lead = bytes[i]!
   if (lead < 0x80) return (lead >= 0x20 && lead < 0x7f) || lead === 0x09 || lead === 0x0a || lead === 0x0d ? 1 : 0
   const length = lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0
@@ -137,7 +137,7 @@ const characterAt = (bytes: ArrayLike<number>, i: number, end: number): number =
 }
 
 /** The character of the UTF-8 sequence of `length` bytes at `i` (see `characterAt`). */
-const decodeCharacter = (bytes: ArrayLike<number>, i: number, length: number): string => {
+const decodeCharacter = (bytes: Uint8Array, i: number, length: number): string => {
   if (length === 1) return String.fromCharCode(bytes[i]!)
   let code = bytes[i]! & (0xff >> (length + 1))
   for (let k = 1; k < length; k++) code = (code << 6) | (bytes[i + k]! & 0x3f)
@@ -221,11 +221,12 @@ const percentRun = (b: Builder, source: string, start: number): number => {
     }
   }
   starts.push(i)
-  for (let k = 0; k < bytes.length;) {
-    const length = characterAt(bytes, k, bytes.length)
+  const array = Uint8Array.from(bytes)
+  for (let k = 0; k < array.length;) {
+    const length = characterAt(array, k, array.length)
     // a byte that starts no character stands for itself (as Latin-1 reads it)
     const taken = Math.max(length, 1)
-    piece(b, decodeCharacter(bytes, k, taken), starts[k]!, starts[k + taken]!, false)
+    piece(b, decodeCharacter(array, k, taken), starts[k]!, starts[k + taken]!, false)
     k += taken
   }
   return i
@@ -357,8 +358,16 @@ const base64Texts = (
   return found
 }
 
-/** The text with its base64 runs read as the text they hold, or `undefined` when none holds any. */
-const base64Layer = (layer: Layer): Layer | undefined => {
+/**
+ * The text with its base64 runs read as the text they hold, or `undefined`
+ * when none holds any. `read` keeps what each run (with its padding) held,
+ * from its start, for the other layers of the same text (most runs are the
+ * same in all of them).
+ */
+const base64Layer = (
+  layer: Layer,
+  read: Map<string, Array<readonly [string, number, number]>>
+): Layer | undefined => {
   const source = layer.text
   const b = builder()
   let last = 0
@@ -367,11 +376,15 @@ const base64Layer = (layer: Layer): Layer | undefined => {
     const start = match.index
     const padded = start + match[0].length
     const end = padded - (match[1]?.length ?? 0)
-    const texts = base64Texts(source, start, end, padded)
+    let texts = read.get(match[0])
+    if (texts === undefined) {
+      texts = base64Texts(source, start, end, padded).map(([text, from, to]) => [text, from - start, to - start])
+      read.set(match[0], texts)
+    }
     if (texts.length === 0) continue
     copy(b, source, last, start)
     for (const [text, from, to] of texts) {
-      piece(b, text, from, to, false)
+      piece(b, text, start + from, start + to, false)
       // apart, so that no two stretches read as one
       piece(b, "\n", start, padded, false)
     }
@@ -386,7 +399,6 @@ const base64Layer = (layer: Layer): Layer | undefined => {
 // layers
 // ---------------------------------------------------------------------------
 
-const decodings: ReadonlyArray<(layer: Layer) => Layer | undefined> = [unescapeLayer, base64Layer]
 
 /** Every text decoded from `text` (not `text` itself), each once, within the depth and the budget. */
 const layersOf = (text: string): Array<Layer> => {
@@ -394,6 +406,8 @@ const layersOf = (text: string): Array<Layer> => {
   const seen = new Set([text])
   const layers: Array<Layer> = []
   let left = budget(text.length)
+  const read = new Map<string, Array<readonly [string, number, number]>>()
+  const decodings = [unescapeLayer, (layer: Layer) => base64Layer(layer, read)]
   let current: Array<Layer> = [root]
   for (let level = 0; level < depth && current.length > 0; level++) {
     const next: Array<Layer> = []
