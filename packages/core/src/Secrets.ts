@@ -25,8 +25,7 @@
  *   every `Redacted` value in the error. They are redacted
  *   where they stand and replaced wherever else they occur in the error: its
  *   message, its cause chain, a gateway's body quoting the key, in any
- *   encoding (JSON-escaped, percent- or form-encoded, form-decoded, HTML-escaped,
- *   base64). Values made
+ *   encoding (see below). Values made
  *   known with {@link register} or {@link layer} (an API key read from
  *   config), and those a client through {@link scrubHttpClient} sends, are
  *   replaced in every text this module scrubs.
@@ -45,6 +44,39 @@
  *   letters and digits, no endpoint's word) or are named like one, and
  *   tokens whose shape announces them
  *   (`sk-…`, `AIza…`, `ghp_…`, JSON web tokens, PEM private keys).
+ *
+ * A value known by value is found under layers of encoding, in any order
+ * and mixed (a gateway that base64-encodes a percent-encoded query): the
+ * text is decoded again and again, and wherever a decoding shows the value,
+ * the whole encoded stretch that holds it is replaced. Each is matched:
+ *
+ * - percent-encoding to any depth (`%41`, `%2541`, `%252541`, …), upper or
+ *   lower case hex, UTF-8 sequences, every byte escaped or only some, and a
+ *   form's `+` for a space;
+ * - HTML entities to any depth: named (`&amp;`, `&quot;`, `&lt;`, …),
+ *   decimal (`&#115;`) and hex (`&#x73;`), `&amp;amp;…`;
+ * - string escapes, one level per decoding: `s` (either case), `s`,
+ *   `"`, `\`, `\/`, `
+`, as JSON in JSON writes them;
+ * - base64, standard or URL-safe, with or without padding, the value alone or
+ *   after any prefix (a `Basic` header's `user:key`), the run glued to other
+ *   letters or not, when the bytes hold text (8 characters or more of
+ *   printable ASCII or valid UTF-8).
+ *
+ * A text is decoded six times at most along any path (any number of
+ * percent or HTML layers count as one), and the decoded texts of one text
+ * cost at most a few times its length: a megabyte of `%25%25…` is scrubbed
+ * in a fraction of a second. A value that holds escapes itself (`ab%41…`)
+ * is matched as written and as decoded.
+ *
+ * What a sink writes of a scrubbed object is scrubbed too, not only its own
+ * fields: its class's `toJSON` (as `JSON.stringify` calls it, nested ones
+ * too), `toString`, `Symbol.toPrimitive` and custom inspect (`util.inspect`,
+ * Node's loggers), getters that compute `message`, `name`, `cause` or
+ * `_tag`, and own getters, read from the copy (or from the original, when a
+ * private field holds what they read) and scrubbed; its `cause` chain, the
+ * Effect `Cause`s it holds and its `Redacted` values (which write
+ * `<redacted>`) too.
  *
  * Values shorter than {@link minimumLength} characters are not replaced by
  * value (a short value would shred ordinary text where it happens to occur);
@@ -292,12 +324,14 @@ const asciiJson = (json: string, hex: (digits: string) => string): string =>
 const htmlEntities: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" }
 
 /**
- * The ways a value is written in an error or a result: as is; escaped in JSON
- * (once or twice, with `\/` for `/`, with `\u…` for what is not ASCII);
- * URI-encoded (as a component or a URI, in upper or lower case hex digits,
- * once or twice); form-encoded (`+` for a space), or form-decoded (its `+`
- * read as spaces); HTML-escaped; in base64 (standard or URL-safe, alone or
- * after any prefix, with or without padding).
+ * The ways a value is written in an error or a result, as the text stands:
+ * as is; escaped in JSON (once or twice, with `\/` for `/`, with `\u…` for
+ * what is not ASCII); URI-encoded (as a component or a URI, in upper or lower
+ * case hex digits, once or twice); form-encoded (`+` for a space), or
+ * form-decoded (its `+` read as spaces); HTML-escaped; in base64 (standard or
+ * URL-safe, alone or after any prefix, with or without padding). Deeper
+ * layers are decoded (`internal/decodings.ts`) and their texts matched
+ * against these forms.
  */
 const formsOf = (secret: string): ReadonlyArray<string | undefined> => {
   const json = JSON.stringify(secret).slice(1, -1)
@@ -1160,7 +1194,12 @@ const changesWhenScrubbed = (
  * are scrubbed, or of the original when the copy cannot answer it (a private
  * field).
  */
-const readThrough = (copy: object, self: object, scrub: (value: unknown) => unknown, read: (self: object) => unknown) => {
+const readThrough = (
+  copy: object,
+  self: object,
+  scrub: (value: unknown) => unknown,
+  read: (self: object) => unknown
+) => {
   let raw: unknown
   try {
     raw = read(copy)
@@ -1191,7 +1230,12 @@ const scrubObject = <A extends object>(
     hooks.push([key, {
       // each time a sink calls it, with calls of its own
       value: (...args: Array<unknown>) =>
-        readThrough(copy, self, scrub({ ...scrubbing, calls: { left: maximumCalls } }), (self) => method.apply(self, args)),
+        readThrough(
+          copy,
+          self,
+          scrub({ ...scrubbing, calls: { left: maximumCalls } }),
+          (self) => method.apply(self, args)
+        ),
       enumerable: own?.enumerable ?? false,
       writable: true,
       configurable: true

@@ -27,19 +27,21 @@ const encodings = {
   "base64url, no padding": (text: string) => Buffer.from(text).toString("base64url"),
   "JSON string": (text: string) => JSON.stringify(text).slice(1, -1),
   // (each UTF-16 unit: a surrogate pair is two escapes)
-  "JSON string, every character \\u": (text: string) => text.split("").map((unit) => `\\u${hex(unit.charCodeAt(0), 4)}`).join(""),
+  "JSON string, every character \\u": (text: string) =>
+    text.split("").map((unit) => `\\u${hex(unit.charCodeAt(0), 4)}`).join(""),
   "JSON string, \\u upper case": (text: string) =>
-    JSON.stringify(text).slice(1, -1).replace(/[^A-Za-z0-9]/g, (char) =>
-      char.length === 1 && char !== "\\" ? `\\u${hex(char.charCodeAt(0), 4).toUpperCase()}` : char
+    JSON.stringify(text).slice(1, -1).replace(
+      /[^A-Za-z0-9]/g,
+      (char) => char.length === 1 && char !== "\\" ? `\\u${hex(char.charCodeAt(0), 4).toUpperCase()}` : char
     ),
   "HTML entities": (text: string) =>
     text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(
       /'/g,
       "&#39;"
     ),
-  "HTML, every character numeric": (text: string) =>
-    [...text].map((char) => `&#${char.codePointAt(0)};`).join(""),
-  "HTML, every character hex": (text: string) => [...text].map((char) => `&#x${char.codePointAt(0)!.toString(16)};`).join("")
+  "HTML, every character numeric": (text: string) => [...text].map((char) => `&#${char.codePointAt(0)};`).join(""),
+  "HTML, every character hex": (text: string) =>
+    [...text].map((char) => `&#x${char.codePointAt(0)!.toString(16)};`).join("")
 } as const
 type Encoding = keyof typeof encodings
 const anyEncoding = FastCheck.constantFrom(...Object.keys(encodings) as Array<Encoding>)

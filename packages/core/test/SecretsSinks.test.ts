@@ -147,7 +147,9 @@ describe("Secrets: what a sink writes of a scrubbed value", () => {
         Effect.provide(Logger.replace(Logger.defaultLogger, capture(Logger.jsonLogger)))
       )
       yield* Effect.logError(Secrets.scrubError(holders["own toJSON answering the text"](key))).pipe(
-        Effect.provide(Logger.replace(Logger.defaultLogger, capture(Logger.structuredLogger.pipe(Logger.map(JSON.stringify)))))
+        Effect.provide(
+          Logger.replace(Logger.defaultLogger, capture(Logger.structuredLogger.pipe(Logger.map(JSON.stringify))))
+        )
       )
       assert.isAtLeast(lines.length, 2)
       for (const line of lines) assert.notInclude(line, key)

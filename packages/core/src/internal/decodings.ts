@@ -124,7 +124,13 @@ const originalRange = (layer: Layer, start: number, end: number): readonly [numb
 const characterAt = (bytes: Uint8Array, i: number, end: number): number => {
   const lead = bytes[i]!
   if (lead < 0x80) return (lead >= 0x20 && lead < 0x7f) || lead === 0x09 || lead === 0x0a || lead === 0x0d ? 1 : 0
-  const length = lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0
+  const length = lead >= 0xc2 && lead <= 0xdf
+    ? 2
+    : lead >= 0xe0 && lead <= 0xef
+    ? 3
+    : lead >= 0xf0 && lead <= 0xf4
+    ? 4
+    : 0
   if (length === 0 || i + length > end) return 0
   for (let k = 1; k < length; k++) if ((bytes[i + k]! & 0xc0) !== 0x80) return 0
   // no overlong forms, no surrogates, nothing past U+10FFFF
@@ -278,7 +284,11 @@ const unescapeLayer = (layer: Layer): Layer | undefined => {
     if (code !== 37 && code !== 38 && code !== 92) continue
     copy(b, source, last, i)
     last = i
-    const end = code === 37 ? percentRun(b, source, i) : code === 38 ? entityAt(b, source, i) : stringEscapeAt(b, source, i)
+    const end = code === 37
+      ? percentRun(b, source, i)
+      : code === 38
+      ? entityAt(b, source, i)
+      : stringEscapeAt(b, source, i)
     if (end === i) continue
     decoded = true
     last = end
@@ -398,7 +408,6 @@ const base64Layer = (
 // ---------------------------------------------------------------------------
 // layers
 // ---------------------------------------------------------------------------
-
 
 /** Every text decoded from `text` (not `text` itself), each once, within the depth and the budget. */
 const layersOf = (text: string): Array<Layer> => {
