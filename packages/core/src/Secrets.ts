@@ -55,9 +55,8 @@
  *   form's `+` for a space;
  * - HTML entities to any depth: named (`&amp;`, `&quot;`, `&lt;`, …),
  *   decimal (`&#115;`) and hex (`&#x73;`), `&amp;amp;…`;
- * - string escapes, one level per decoding: `s` (either case), `s`,
- *   `"`, `\`, `\/`, `
-`, as JSON in JSON writes them;
+ * - string escapes, one level per decoding: `\u0073` (either case),
+ *   `\u{73}`, `\x73`, `\"`, `\\`, `\/`, `\n`, as JSON in JSON writes them;
  * - base64, standard or URL-safe, with or without padding, the value alone or
  *   after any prefix (a `Basic` header's `user:key`), the run glued to other
  *   letters or not, when the bytes hold text (8 characters or more of

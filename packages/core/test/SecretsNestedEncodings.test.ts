@@ -34,6 +34,7 @@ const encodings = {
       /[^A-Za-z0-9]/g,
       (char) => char.length === 1 && char !== "\\" ? `\\u${hex(char.charCodeAt(0), 4).toUpperCase()}` : char
     ),
+  "JavaScript \\u{…}": (text: string) => [...text].map((char) => `\\u{${char.codePointAt(0)!.toString(16)}}`).join(""),
   "HTML entities": (text: string) =>
     text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(
       /'/g,

@@ -8,7 +8,7 @@
  * - **escapes**, in one pass: percent-escapes to any depth (`%41`, `%2541`,
  *   `%252541`, upper or lower case hex, UTF-8 sequences), HTML entities to
  *   any depth (`&lt;`, `&amp;lt;`, `&#60;`, `&#x3C;`), and one level of
- *   string escapes (`\u0073`, `\"`, `\\`, `\/`, `\x73`, `\n`);
+ *   string escapes (`\u0073`, `\u{73}`, `\"`, `\\`, `\/`, `\x73`, `\n`);
  * - **base64** (standard or URL-safe, with or without padding, at any of the
  *   four alignments): a run of 11 base64 characters or more whose bytes hold
  *   a stretch of at least 8 characters of text (printable ASCII or valid
@@ -158,6 +158,10 @@ const decodeCharacter = (bytes: Uint8Array, i: number, length: number): string =
 const entity = /&(?:amp;)*(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z]{2,6});/y
 
 const entities: Record<string, string> = {
+  AMP: "&",
+  LT: "<",
+  GT: ">",
+  QUOT: "\"",
   amp: "&",
   lt: "<",
   gt: ">",
@@ -259,7 +263,7 @@ const entityAt = (b: Builder, source: string, start: number): number => {
   return entity.lastIndex
 }
 
-/** The string escape at `start` (`\u0073`, `\x73`, `\"`, `\n`) decoded, one level; where it ends. */
+/** The string escape at `start` (`\u0073`, `\u{73}`, `\x73`, `\"`, `\n`) decoded, one level; where it ends. */
 const stringEscapeAt = (b: Builder, source: string, start: number): number => {
   if (start + 1 >= source.length) return start
   const kind = source[start + 1]!
@@ -267,6 +271,14 @@ const stringEscapeAt = (b: Builder, source: string, start: number): number => {
   if (unit !== undefined) {
     const end = start + (kind === "u" ? 6 : 4)
     piece(b, String.fromCharCode(unit), start, end, false)
+    return end
+  }
+  // a code point in braces, as JavaScript writes it: `\u{1F511}`
+  const braced = kind === "u" ? /^\{([0-9A-Fa-f]{1,6})\}/.exec(source.slice(start + 2, start + 10)) : null
+  const point = braced === null ? undefined : parseInt(braced[1]!, 16)
+  if (point !== undefined && point <= 0x10ffff && !(point >= 0xd800 && point <= 0xdfff)) {
+    const end = start + 2 + braced![0].length
+    piece(b, String.fromCodePoint(point), start, end, false)
     return end
   }
   piece(b, stringEscapes[kind] ?? kind, start, start + 2, false)
