@@ -31,7 +31,11 @@ const audit = Middleware.make({
 const Add = Tool.make("add", { parameters: { a: Schema.Number, b: Schema.Number }, success: Schema.Number })
 const Tools = Toolkit.make(Add)
 
-type Errors = AgentError.AgentConfigError | AgentError.InvalidOptions | AgentError.UnknownTools
+type Errors =
+  | AgentError.AgentConfigError
+  | AgentError.InvalidOptions
+  | AgentError.ToolNameClash
+  | AgentError.UnknownTools
 
 describe("Agent.make", () => {
   test("without options: messages only, no middleware errors, needs a LanguageModel", () => {

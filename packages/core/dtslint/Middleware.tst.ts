@@ -39,15 +39,27 @@ describe("Middleware.unwrap", () => {
     expect(agent).type.toBeAssignableTo<
       Effect.Effect<
         unknown,
-        AgentError.AgentConfigError | AgentError.InvalidOptions | AgentError.UnknownTools | Missing,
+        | AgentError.AgentConfigError
+        | AgentError.InvalidOptions
+        | AgentError.ToolNameClash
+        | AgentError.UnknownTools
+        | Missing,
         unknown
       >
     >()
     expect<Effect.Effect.Error<typeof agent>>().type.toBe<
-      AgentError.AgentConfigError | AgentError.InvalidOptions | AgentError.UnknownTools | Missing
+      | AgentError.AgentConfigError
+      | AgentError.InvalidOptions
+      | AgentError.ToolNameClash
+      | AgentError.UnknownTools
+      | Missing
     >()
     expect<Layer.Layer.Error<ReturnType<typeof Agent.layer<readonly [typeof built]>>>>().type.toBe<
-      AgentError.AgentConfigError | AgentError.InvalidOptions | AgentError.UnknownTools | Missing
+      | AgentError.AgentConfigError
+      | AgentError.InvalidOptions
+      | AgentError.ToolNameClash
+      | AgentError.UnknownTools
+      | Missing
     >()
     type RunErrors = Effect.Effect.Error<ReturnType<Effect.Effect.Success<typeof agent>["run"]>>
     expect<Extract<RunErrors, Missing>>().type.toBe<never>()

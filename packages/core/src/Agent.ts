@@ -11,7 +11,6 @@
 import type * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
-import type * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -37,6 +36,7 @@ import * as OutputTool from "./internal/outputTool.js"
 import { entriesOf, type ToolEntry, withTimeout } from "./internal/tools.js"
 import * as Middleware from "./Middleware.js"
 import type * as RunRecord from "./RunRecord.js"
+import * as ToolName from "./ToolName.js"
 import type * as Wait from "./Wait.js"
 
 // -----------------------------------------------------------------------------
@@ -557,6 +557,7 @@ export interface Options<
    * result the model can repair.
    */
   readonly responseFormat?: Schema.Schema<O, any> | undefined
+  /** The name of the structured output tool; one that reads as another tool's fails `make` with `ToolNameClash`. */
   readonly outputToolName?: string | undefined
   /** The most model calls one run may make (default 50); more is a `MaxStepsExceeded` error. */
   readonly maxSteps?: number | undefined
@@ -664,16 +665,16 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Serv
 
 /**
  * The errors building an agent with the middleware `Mws` and a toolkit that
- * fails with `TE` may fail with: bad configuration, an unknown option, a
- * middleware naming tools the agent does not have, and the errors of the
- * middleware's setup and tools.
+ * fails with `TE` may fail with: bad configuration, an unknown option, two
+ * tools whose names read the same, a middleware naming tools the agent does
+ * not have, and the errors of the middleware's setup and tools.
  *
  * @example
  * ```ts
  * import type { Agent, Middleware } from "@stepwise-agent/core"
  *
  * type Errors = Agent.BuildError<readonly [Middleware.Middleware]>
- * // AgentConfigError | InvalidOptions | UnknownTools
+ * // AgentConfigError | InvalidOptions | ToolNameClash | UnknownTools
  * ```
  *
  * @since 0.1.0
@@ -682,6 +683,7 @@ export type AgentOf<Mws extends ReadonlyArray<Middleware.Any>, O = never> = Serv
 export type BuildError<Mws extends ReadonlyArray<Middleware.Any>, TE = never> =
   | AgentError.AgentConfigError
   | AgentError.InvalidOptions
+  | AgentError.ToolNameClash
   | AgentError.UnknownTools
   | TE
   | Middleware.BuildError<Mws[number]>
@@ -690,9 +692,15 @@ export type BuildError<Mws extends ReadonlyArray<Middleware.Any>, TE = never> =
  * Builds an agent. It needs a `LanguageModel`, the toolkit's handlers and
  * whatever the middleware need; a `Checkpointer` when one is provided (else
  * threads live in memory). Bad configuration — two middleware with one name,
- * clashing state keys, two tools with one name, `maxSteps`, `maxInputChars`, `maxInputMessages` or `maxInputParts` < 1, a timeout
+ * clashing state keys, `maxSteps`, `maxInputChars`, `maxInputMessages` or `maxInputParts` < 1, a timeout
  * that is not a positive duration or names no tool — fails with an
- * `AgentConfigError`. An unknown option (a typo such as `middlewares`, or a
+ * `AgentConfigError`. Two tools with one name, or with names that read the
+ * same (`ToolName.fold`: `"read_file"` and `"Read_File"`, full-width
+ * letters, a zero-width character, a decomposed accent), fail it with
+ * `ToolNameClash`, naming both and where each came from: all of the agent's
+ * tools are checked together, its toolkit's, every middleware's (an MCP
+ * server's, `write_todos`, `read_offloaded`, …) and the structured output
+ * tool. An unknown option (a typo such as `middlewares`, or a
  * LangChain option such as `tools`) fails with `InvalidOptions` (`module:
  * "Agent"`, `option`: the key). First, in list order, it runs the setup of
  * each middleware that has one (`Middleware.unwrap`): a built-in given bad
@@ -833,28 +841,26 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
     const layout = yield* AgentState.layout(middleware)
     const context = yield* Effect.context<never>()
     const tools: Array<ToolEntry> = []
-    const owners = new Map<string, string>()
-    const addToolkit = (owner: string, toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>) => {
-      for (const entry of entriesOf(toolkit, context)) {
-        const previous = owners.get(entry.tool.name)
-        if (previous !== undefined) {
-          return new AgentError.AgentConfigError({
-            reason: `Tool "${entry.tool.name}" of ${owner} has the same name as a tool of ${previous}`
-          })
-        }
-        owners.set(entry.tool.name, owner)
-        tools.push(entry)
-      }
-      return undefined
-    }
+    // every tool name with where it came from, the structured output tool's too: checked together below
+    const named: Array<readonly [name: string, source: string]> = []
     const toolkits: Array<readonly [string, Effect.Effect<Toolkit.WithHandler<any>, any, any>]> = []
     if (options.toolkit !== undefined) toolkits.push(["the toolkit", options.toolkit])
     for (const m of middleware) if (m.tools !== undefined) toolkits.push([`middleware "${m.name}"`, m.tools])
     for (const [owner, toolkit] of toolkits) {
-      const handled = yield* toolkit
-      const clash = addToolkit(owner, handled)
-      if (clash !== undefined) return yield* clash
+      for (const entry of entriesOf(yield* toolkit, context)) {
+        named.push([entry.tool.name, owner])
+        tools.push(entry)
+      }
     }
+    const output = options.responseFormat === undefined
+      ? undefined
+      : OutputTool.make(options.responseFormat, options.outputToolName ?? "final_answer")
+    // the agent's tools by name: what `uses` and `toolTimeouts` may name (not the structured output tool)
+    const owners = new Map(named)
+    const clash = toolNameClashOf(
+      output === undefined ? named : [...named, [output.tool.name, "the agent's structured output (outputToolName)"]]
+    )
+    if (clash !== undefined) return yield* clash
     const unknownTools = unknownToolsOf(middleware, owners)
     if (unknownTools !== undefined) return yield* unknownTools
     const timeouts = yield* toolTimeoutsOf(options, owners)
@@ -863,17 +869,6 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
       if (timeout !== undefined) tools[i] = withTimeout(tools[i]!, timeout)
     }
     yield* EffectAiPatch.warnIfUnpatched(tools.length)
-    let output: OutputTool.OutputTool | undefined
-    if (options.responseFormat !== undefined) {
-      const name = options.outputToolName ?? "final_answer"
-      const previous = owners.get(name)
-      if (previous !== undefined) {
-        return yield* new AgentError.AgentConfigError({
-          reason: `The structured output tool "${name}" has the same name as a tool of ${previous}; set outputToolName`
-        })
-      }
-      output = OutputTool.make(options.responseFormat, name)
-    }
     const checkpointer = yield* Effect.serviceOption(Checkpointer.Checkpointer).pipe(
       Effect.flatMap(Option.match({ onNone: () => Checkpointer.makeMemory, onSome: Effect.succeed }))
     )
@@ -900,6 +895,28 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
     }).pipe(Scope.extend(scope))
     return service
   })
+
+/**
+ * The first tool, in list order, whose name reads as an earlier one's does
+ * (`ToolName.keys`: the same fold or the same skeleton): exact duplicates,
+ * and names that differ in case, form, width or look-alike letters.
+ */
+const toolNameClashOf = (
+  tools: ReadonlyArray<readonly [name: string, source: string]>
+): AgentError.ToolNameClash | undefined => {
+  const seen = new Map<string, readonly [name: string, source: string]>()
+  for (const [name, source] of tools) {
+    const keys = ToolName.keys(name)
+    for (const key of keys) {
+      const twin = seen.get(key)
+      if (twin !== undefined) {
+        return new AgentError.ToolNameClash({ tool: name, source, twin: twin[0], twinSource: twin[1] })
+      }
+    }
+    for (const key of keys) seen.set(key, [name, source])
+  }
+  return undefined
+}
 
 /** The first middleware that names tools the agent does not have, as an `UnknownTools`. */
 const unknownToolsOf = (

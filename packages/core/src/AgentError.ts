@@ -12,11 +12,12 @@
 import * as Duration from "effect/Duration"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as ToolName from "./ToolName.js"
 
 /**
  * The agent's configuration is invalid: a duplicate middleware name, two
- * middleware declaring the same state key, a tool name used twice, an option
- * out of range.
+ * middleware declaring the same state key, an option out of range. (Two tools
+ * whose names read the same are a {@link ToolNameClash}.)
  *
  * @since 0.1.0
  * @category errors
@@ -97,6 +98,56 @@ export class UnknownTools extends Schema.TaggedError<UnknownTools>(
   override get message(): string {
     return `Middleware "${this.middleware}" names tools the agent does not have: ${this.names.join(", ")}. ` +
       `Available tools: ${this.available.length === 0 ? "none" : this.available.join(", ")}`
+  }
+}
+
+/**
+ * Two tools of the agent have one name, or names that read the same
+ * (`ToolName.keys`: `"read_file"` and `"Read_File"`, `"ｒｅａｄ_ｆｉｌｅ"`,
+ * `"read\u200b_file"`, `"r\u0435ad_file"` with a Cyrillic `е`, `"read_fiIe"`): `Agent.make` fails with it, before any run. The
+ * agent's tools are all checked together: the toolkit's, each middleware's
+ * (an MCP server's among them) and the structured output tool. `tool` is the
+ * name found second and `source` where it came from; `twin` and
+ * `twinSource` are the name found first and where it came from. A source is
+ * `"the toolkit"`, `middleware "<name>"` or `"the agent's structured output
+ * (outputToolName)"`. The message quotes both names with `ToolName.quote`,
+ * so that they look different.
+ *
+ * @example
+ * ```ts
+ * import { AgentError } from "@stepwise-agent/core"
+ *
+ * const error = new AgentError.ToolNameClash({
+ *   tool: "Read_File",
+ *   source: `middleware "files"`,
+ *   twin: "read_file",
+ *   twinSource: "the toolkit"
+ * })
+ * error.message
+ * // 'Tool "Read_File" of middleware "files" reads the same as tool "read_file" of the toolkit: ...'
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ToolNameClash extends Schema.TaggedError<ToolNameClash>(
+  "@stepwise-agent/core/AgentError/ToolNameClash"
+)("ToolNameClash", {
+  tool: Schema.String,
+  source: Schema.String,
+  twin: Schema.String,
+  twinSource: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return this.tool === this.twin
+      ? `Tool ${ToolName.quote(this.tool)} of ${this.source} has the same name as a tool of ${this.twinSource}`
+      : `Tool ${ToolName.quote(this.tool)} of ${this.source} reads the same as tool ${
+        ToolName.quote(this.twin)
+      } of ${this.twinSource}: the names differ only in case, Unicode form, width, look-alike letters, ` +
+        "invisible characters or spaces at either end"
   }
 }
 

@@ -36,6 +36,7 @@ import { Lru } from "./internal/fast/lru.js"
 import * as FileLock from "./internal/fileLock.js"
 import * as SaveCondition from "./internal/saveCondition.js"
 import * as StoreLocks from "./internal/storeLocks.js"
+import * as ThreadFiles from "./internal/threadFiles.js"
 import * as ThreadLog from "./internal/threadLog.js"
 
 /**
@@ -860,7 +861,10 @@ export interface FileSystemOptions extends LogOptions {
    * be taken as left by a crashed process and taken over (default 10 seconds;
    * at least 1 second; what is not a finite duration counts as the default).
    * Its holder touches it every half of this while it holds it, so only a
-   * process stalled this long (no event-loop turn) loses a lock it holds.
+   * process stalled this long (no event-loop turn) loses a lock it holds. A
+   * lock file whose mtime is ahead of the clock (clock skew, a clock stepped
+   * back) is taken over once a waiter saw it unchanged for this long; the
+   * clocks of processes sharing the folder should agree within half of it.
    */
   readonly staleLockAfter?: Duration.DurationInput | undefined
 }
@@ -883,17 +887,13 @@ const textEncoder = new TextEncoder()
 const textDecoder = new TextDecoder("utf-8", { fatal: true })
 
 /**
- * A log file of a thread: `<thread>.<generation>.log`; or a head being written: `<thread>.json.<uuid>.tmp`. Never
- * the thread's lock file (`<thread>.lock`, `<thread>.lock.break`): the delete holds it, and its holder removes it.
- */
-const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
-
-/**
  * A checkpointer writing each thread in `directory` (created if missing) as
  * two files: a small head, `<thread>.json` (the slices, the pending wait, and
  * how many messages and bytes of the log are committed), and an append-only
  * log, `<thread>.<generation>.log`, of encoded messages, one JSON text per
- * line (`<thread>` is the thread id, URI-encoded).
+ * line (`<thread>` is the thread id, URI-encoded; an id too long for a file
+ * name, over 209 characters so encoded, gets `<its first 64>#<its SHA-256>`
+ * and its id in `<thread>.id`, so every id is saved, listed and deleted).
  *
  * A step appends its new messages to the log, then writes the head to a
  * temporary file of its own and renames it over the old one: the rename
@@ -918,7 +918,10 @@ const threadFile = /^(?:[0-9a-f-]{36}\.log|json\.[0-9a-f-]{36}\.tmp)$/
  * file (from 2 to 100 ms apart) and can be interrupted. Its holder touches its
  * mtime while it holds it; a lock file older than `staleLockAfter` (default
  * 10 seconds), left by a crashed process, is taken over, so a thread whose
- * writer crashed mid-save waits that long for its next save. A save costs
+ * writer crashed mid-save waits that long for its next save. So is one whose
+ * mtime is ahead of the clock (clock skew, a clock stepped back) once a waiter
+ * saw it unchanged that long. A lock file that is a directory, or has no valid
+ * mtime, fails the save or delete with `CheckpointError` naming it. A save costs
  * the creation and removal of the lock file. Loads take no lock file.
  *
  * An agent's run saves into it without building the array of the whole
@@ -951,89 +954,105 @@ export const makeFileSystem = (
       Effect.mapError(ThreadLog.ioFailure(directory, "save"))
     )
     const lock = FileLock.make(fs, { staleMillis: staleLockMillis(options?.staleLockAfter) })
-    const name = (threadId: string) => encodeURIComponent(threadId)
-    const headFile = (threadId: string) => path.join(directory, `${name(threadId)}.json`)
-    const logFile = (threadId: string, generation: string) =>
-      path.join(directory, `${name(threadId)}.${generation}.log`)
+    const file = (name: string, suffix: string) => path.join(directory, `${name}${suffix}`)
+    /** `use` run with the name of the files of `threadId` (see `internal/threadFiles.ts`). */
+    const named = <A, E, R>(threadId: string, use: (name: string) => Effect.Effect<A, E, R>) =>
+      Effect.flatMap(ThreadFiles.nameOf(threadId), ({ name }) => use(name))
+    /** Writes `text` to `target` through a temporary file of its own, renamed over it (atomic). */
+    const writeAtomically = (target: string, text: string) => {
+      // unique per write, so concurrent writes (from any instance or process) never share a file
+      const temporary = `${target}.${crypto.randomUUID()}.tmp`
+      return Effect.zipRight(fs.writeFileString(temporary, text), fs.rename(temporary, target))
+    }
     const removeLog = (threadId: string, log: { readonly generation: string }) =>
-      fs.remove(logFile(threadId, log.generation), { force: true })
+      named(threadId, (name) => fs.remove(file(name, `.${log.generation}.log`), { force: true }))
     const backend: ThreadLog.Backend = {
       readHead: (threadId) =>
-        fs.readFileString(headFile(threadId)).pipe(
+        named(threadId, (name) => fs.readFileString(file(name, ".json"))).pipe(
           Effect.asSome,
           Effect.catchIf(isNotFound, () => Effect.succeedNone)
         ),
-      writeHead: (threadId, text) => {
-        const target = headFile(threadId)
-        // unique per save, so concurrent saves (from any instance or process) never share a file
-        const temporary = `${target}.${crypto.randomUUID()}.tmp`
-        return Effect.zipRight(fs.writeFileString(temporary, text), fs.rename(temporary, target))
-      },
-      create: (threadId, generation, messages) => {
-        const bytes = textEncoder.encode(ThreadLog.encodeLines(messages.from(0)))
-        return Effect.as(fs.writeFile(logFile(threadId, generation), bytes, { flag: "wx" }), bytes.length)
-      },
+      writeHead: (threadId, text) => named(threadId, (name) => writeAtomically(file(name, ".json"), text)),
+      // every head is written after a `create` since the thread was last deleted: the `.id` of a hashed name is
+      // there before the head that lists it
+      create: (threadId, generation, messages) =>
+        Effect.flatMap(ThreadFiles.nameOf(threadId), ({ hashed, name }) => {
+          const bytes = textEncoder.encode(ThreadLog.encodeLines(messages.from(0)))
+          return Effect.zipRight(
+            hashed ? writeAtomically(file(name, ".id"), threadId) : Effect.void,
+            Effect.as(fs.writeFile(file(name, `.${generation}.log`), bytes, { flag: "wx" }), bytes.length)
+          )
+        }),
       append: (threadId, log, messages) => {
         const bytes = textEncoder.encode(ThreadLog.encodeLines(messages.from(log.messages)))
-        return Effect.scoped(Effect.gen(function*() {
-          const file = yield* fs.open(logFile(threadId, log.generation), { flag: "r+" })
-          yield* file.seek(log.end, "start")
-          yield* file.writeAll(bytes)
-          // a torn append of an earlier attempt may have left more
-          yield* file.truncate(log.end + bytes.length)
-          return Option.some(log.end + bytes.length)
-        })).pipe(Effect.catchIf(isNotFound, () => Effect.succeedNone))
+        return named(threadId, (name) =>
+          Effect.scoped(Effect.gen(function*() {
+            const handle = yield* fs.open(file(name, `.${log.generation}.log`), { flag: "r+" })
+            yield* handle.seek(log.end, "start")
+            yield* handle.writeAll(bytes)
+            // a torn append of an earlier attempt may have left more
+            yield* handle.truncate(log.end + bytes.length)
+            return Option.some(log.end + bytes.length)
+          }))).pipe(Effect.catchIf(isNotFound, () => Effect.succeedNone))
       },
       read: (threadId, log, from) =>
-        Effect.scoped(Effect.gen(function*() {
-          const file = yield* fs.open(logFile(threadId, log.generation), { flag: "r" })
-          const start = from?.end ?? 0
-          const buffer = new Uint8Array(log.end - start)
-          yield* file.seek(start, "start")
-          let filled = 0
-          while (filled < buffer.length) {
-            const read = Number(yield* file.read(buffer.subarray(filled)))
-            if (read === 0) return Option.none()
-            filled += read
-          }
-          return Option.some(
-            yield* Effect.try({
-              try: () => ThreadLog.decodeLines(textDecoder.decode(buffer), log.messages - (from?.messages ?? 0)),
-              catch: (error) =>
-                error instanceof ThreadLog.Corrupt ? error : new ThreadLog.Corrupt("the log is not valid UTF-8")
-            })
-          )
-        })).pipe(Effect.catchIf(isNotFound, () => Effect.succeedNone)),
+        named(threadId, (name) =>
+          Effect.scoped(Effect.gen(function*() {
+            const handle = yield* fs.open(file(name, `.${log.generation}.log`), { flag: "r" })
+            const start = from?.end ?? 0
+            const buffer = new Uint8Array(log.end - start)
+            yield* handle.seek(start, "start")
+            let filled = 0
+            while (filled < buffer.length) {
+              const read = Number(yield* handle.read(buffer.subarray(filled)))
+              if (read === 0) return Option.none()
+              filled += read
+            }
+            return Option.some(
+              yield* Effect.try({
+                try: () => ThreadLog.decodeLines(textDecoder.decode(buffer), log.messages - (from?.messages ?? 0)),
+                catch: (error) =>
+                  error instanceof ThreadLog.Corrupt ? error : new ThreadLog.Corrupt("the log is not valid UTF-8")
+              })
+            )
+          }))).pipe(Effect.catchIf(isNotFound, () => Effect.succeedNone)),
       removeLog,
-      exclusive: (threadId, effect) => lock(path.join(directory, `${name(threadId)}.lock`), effect),
+      exclusive: (threadId, effect) => named(threadId, (name) => lock(file(name, ".lock"), effect)),
       removeThread: (threadId) =>
-        Effect.gen(function*() {
-          yield* fs.remove(headFile(threadId), { force: true })
-          const prefix = `${name(threadId)}.`
-          const files = yield* fs.readDirectory(directory)
-          yield* Effect.forEach(
-            files.filter((file) => file.startsWith(prefix) && threadFile.test(file.slice(prefix.length))),
-            (file) => fs.remove(path.join(directory, file), { force: true }),
-            { discard: true }
-          )
-        })
+        named(threadId, (name) =>
+          Effect.gen(function*() {
+            yield* fs.remove(file(name, ".json"), { force: true })
+            const prefix = `${name}.`
+            const files = yield* fs.readDirectory(directory)
+            yield* Effect.forEach(
+              files.filter((found) =>
+                found.startsWith(prefix) && ThreadFiles.isRemovedAfterHead(found.slice(prefix.length))
+              ),
+              (found) => fs.remove(path.join(directory, found), { force: true }),
+              { discard: true }
+            )
+          }))
     }
+    /** The id in `<name>.id`, or none when it is gone. */
+    const readId = (name: string) =>
+      fs.readFileString(file(name, ".id")).pipe(
+        Effect.asSome,
+        Effect.catchIf(isNotFound, () => Effect.succeedNone)
+      )
     // a thread is its head, `<thread>.json` (a log or a temporary file ends otherwise)
     const list: NonNullable<Service["list"]> = (listOptions) =>
       fs.readDirectory(directory).pipe(
-        Effect.map((files) =>
-          pageOf(
-            files.flatMap((file) => {
-              if (!file.endsWith(".json")) return []
-              try {
-                return [decodeURIComponent(file.slice(0, -".json".length))]
-              } catch {
-                return [] // not a name this checkpointer wrote
-              }
-            }),
-            listOptions
+        Effect.flatMap((files) =>
+          Effect.forEach(
+            files.filter((found) => found.endsWith(".json")),
+            (found) => {
+              const name = found.slice(0, -".json".length)
+              return ThreadFiles.threadIdOf(name, readId(name))
+            },
+            { concurrency: 16 }
           )
         ),
+        Effect.map((ids) => pageOf(ids.flatMap(Option.toArray), listOptions)),
         Effect.mapError((cause) =>
           new CheckpointError({ threadId: "", operation: "list", reason: `cannot read ${directory}`, cause })
         )

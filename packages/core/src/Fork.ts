@@ -9,6 +9,7 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
+import * as ToolResult from "./internal/toolResult.js"
 import type * as RunRecord from "./RunRecord.js"
 
 /**
@@ -60,7 +61,9 @@ export interface Options<D = unknown> {
  * A fork that cannot start, and nothing was written: the source thread has no
  * checkpoint (`NoSuchThread`), step `at` is not one of its steps
  * (`NoSuchStep`), the edited tool call is not in the forked conversation
- * (`NoSuchToolCall`), the target thread already exists or is the source
+ * (`NoSuchToolCall`), the edit's result cannot be kept as a tool result
+ * (`InvalidToolResult`: nested past 128 levels, holding a `bigint` or a
+ * cycle, or an `isFailure` that is not a boolean), the target thread already exists or is the source
  * (`ThreadExists`), a `Message` edit was given where the thread waits for a
  * decision (`Waiting`), or a `Decision` edit where it does not wait
  * (`NotWaiting`).
@@ -78,7 +81,15 @@ export interface Options<D = unknown> {
  * @category errors
  */
 export class ForkError extends Schema.TaggedError<ForkError>("@stepwise-agent/core/ForkError")("ForkError", {
-  reason: Schema.Literal("NoSuchThread", "NoSuchStep", "NoSuchToolCall", "ThreadExists", "Waiting", "NotWaiting"),
+  reason: Schema.Literal(
+    "NoSuchThread",
+    "NoSuchStep",
+    "NoSuchToolCall",
+    "InvalidToolResult",
+    "ThreadExists",
+    "Waiting",
+    "NotWaiting"
+  ),
   threadId: Schema.String,
   detail: Schema.String
 }) {
@@ -90,7 +101,8 @@ export class ForkError extends Schema.TaggedError<ForkError>("@stepwise-agent/co
 /**
  * Whether a fork of `record` with `options` can start: `at` is one of its
  * model steps (0 to their number), a `ToolResult` edit names a call whose
- * result comes before step `at`, and no `Decision` edit is given (a record
+ * result comes before step `at` and gives a result that can be kept (see
+ * {@link ForkError}), and no `Decision` edit is given (a record
  * takes none: its recorded decisions are given again). The target thread is
  * not looked at: the fork checks it as it starts, under its lock.
  * `agent.fork(record, …)` and the durable fork of `@stepwise-agent/workflow`
@@ -126,6 +138,8 @@ export const checkRecord = (record: RunRecord.RunRecord, options: Options): Eith
   const edit = options.edit
   if (edit?._tag === "Decision") return fail("NotWaiting", "a fork of a recorded run takes no decision")
   if (edit?._tag === "ToolResult") {
+    const problem = ToolResult.editProblem(edit)
+    if (problem !== undefined) return fail("InvalidToolResult", problem)
     const step = toolStep.get(`tool/${edit.callId}`)
     if (step === undefined || step >= at) {
       return fail("NoSuchToolCall", `no result of the call "${edit.callId}" comes before step ${at}`)

@@ -38,6 +38,7 @@ import type * as Agent from "./Agent.js"
 import { describeParseError } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
+import * as EventLoop from "./EventLoop.js"
 import * as Layered from "./internal/layeredJournal.js"
 import { kept, keptAs, requestKeeper } from "./internal/plainJson.js"
 import * as RunJournal from "./RunJournal.js"
@@ -977,12 +978,6 @@ const readHeader = (json: unknown): Either.Either<Header, RunRecordError> => {
     }))
 }
 
-/** A turn of the event loop (timers and I/O run), whatever clock the context has. */
-const macrotask: Effect.Effect<void> = Effect.async((resume) => {
-  const timer = setTimeout(() => resume(Effect.void), 0)
-  return Effect.sync(() => clearTimeout(timer))
-})
-
 /** The text as chunks of at most 64 KiB, so a large string is read as a stream. */
 const chunked = (text: string): Stream.Stream<string> =>
   Stream.fromIterable({
@@ -1078,7 +1073,7 @@ export const fromJsonl = <E = never, R = never>(
           unyielded += text.length
           if (unyielded < 1024 * 1024) return Effect.void
           unyielded = 0
-          return macrotask
+          return EventLoop.turn
         })
       )
     return Stream.runForEachChunk(

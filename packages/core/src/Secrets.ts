@@ -104,6 +104,8 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 import { decodedTexts, encodedMatches } from "./internal/decodings.js"
+import * as JsonDepth from "./internal/jsonDepth.js"
+import * as JsonValue from "./internal/jsonValue.js"
 
 /**
  * What a scrubbed credential is replaced with.
@@ -1581,24 +1583,49 @@ const scrubCauseWith = <E>(cause: Cause.Cause<E>, scrubbing: Scrubbing): Cause.C
 export const scrubCause = <E>(cause: Cause.Cause<E>): Cause.Cause<E> =>
   scrubCauseWith(cause, scrubbingOf([...Cause.failures(cause), ...Cause.defects(cause)]))
 
-/** A JSON value with the known credentials' values replaced in its strings and keys; the value itself when none is. */
-const replaceKnownIn = (value: unknown, pattern: RegExp, seen: Set<object>): unknown => {
+/** What {@link replaceKnownIn} gives for a value nested past `JsonDepth.maxDepth` (it walks no deeper). */
+const tooDeep: unique symbol = Symbol("tooDeep")
+
+/**
+ * A JSON value with the known credentials' values replaced in its strings
+ * and keys; the value itself when none is; {@link tooDeep} when it nests
+ * past `JsonDepth.maxDepth` (the recursion stops there, far from the stack's end).
+ */
+const replaceKnownIn = (value: unknown, pattern: RegExp, seen: Map<object, unknown>, depth: number): unknown => {
   if (typeof value === "string") return replaceValues(value, pattern)
-  if (typeof value !== "object" || value === null || seen.has(value)) return value
-  seen.add(value)
+  if (typeof value !== "object" || value === null) return value
+  // a value met again is its scrubbed copy (met inside itself, the value as it is)
+  if (seen.has(value)) return seen.get(value)
+  if (depth > JsonDepth.maxDepth) return tooDeep
+  seen.set(value, value)
+  const scrubbed = replaceKnownInObject(value, pattern, seen, depth)
+  seen.set(value, scrubbed)
+  return scrubbed
+}
+
+const replaceKnownInObject = (value: object, pattern: RegExp, seen: Map<object, unknown>, depth: number): unknown => {
   if (Array.isArray(value)) {
-    const items = value.map((item) => replaceKnownIn(item, pattern, seen))
+    const items = value.map((item) => replaceKnownIn(item, pattern, seen, depth + 1))
+    if (items.includes(tooDeep)) return tooDeep
     return items.some((item, index) => item !== value[index]) ? items : value
   }
   if (!isPlain(value)) return value
   let changed = false
-  const entries = Object.entries(value).map(([key, item]) => {
-    const entry = [replaceValues(key, pattern), replaceKnownIn(item, pattern, seen)] as const
+  const entries: Array<readonly [string, unknown]> = []
+  for (const [key, item] of Object.entries(value)) {
+    const entry = [replaceValues(key, pattern), replaceKnownIn(item, pattern, seen, depth + 1)] as const
+    if (entry[1] === tooDeep) return tooDeep
     changed ||= entry[0] !== key || entry[1] !== item
-    return entry
-  })
+    entries.push(entry)
+  }
   return changed ? Object.fromEntries(entries) : value
 }
+
+/** The part of a result the scrub cannot walk (too deep, or throwing as it is read): a failure saying so, none of the result kept. */
+const unscrubbable = <Part extends { readonly result: unknown; readonly isFailure: boolean }>(
+  part: Part,
+  problem: JsonValue.Problem
+): Part => ({ ...part, result: { error: JsonValue.describe(problem, "the result") }, isFailure: true })
 
 /**
  * A tool's result as the model, the run's events and the stored thread read
@@ -1608,7 +1635,10 @@ const replaceKnownIn = (value: unknown, pattern: RegExp, seen: Set<object>): unk
  * only the values of known credentials (registered, or sent by a scrubbing
  * client) are replaced in its strings, in any of their encodings, and
  * nothing else changes (a search result's long ids and URLs stay). A result
- * with nothing to scrub is returned as it is.
+ * with nothing to scrub is returned as it is. A result the scrub would walk
+ * past 128 levels of nesting (or, failed, that throws as it is read) is not
+ * kept: the part becomes a failure saying so (the scrub never walks far
+ * enough to overflow the stack).
  *
  * @example
  * ```ts
@@ -1629,13 +1659,16 @@ export const scrubToolResult = <Part extends { readonly result: unknown; readonl
   part: Part
 ): Part => {
   if (part.isFailure) {
+    // an error's scrub copies every field, map and set, recursively: within the limit, it stays far from the stack's end
+    const problem = JsonValue.problemOf(part.result, { everyProperty: true })
+    if (problem === "TooDeep" || problem === "Unreadable") return unscrubbable(part, problem)
     const result = scrubError(part.result)
     return result === part.result ? part : { ...part, result }
   }
   const pattern = knownPattern()
   if (pattern === undefined) return part
-  const result = replaceKnownIn(part.result, pattern, new Set())
-  return result === part.result ? part : { ...part, result }
+  const result = replaceKnownIn(part.result, pattern, new Map(), 1)
+  return result === tooDeep ? unscrubbable(part, "TooDeep") : result === part.result ? part : { ...part, result }
 }
 
 // ---------------------------------------------------------------------------

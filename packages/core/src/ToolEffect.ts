@@ -25,6 +25,7 @@ import { dual } from "effect/Function"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as ToolResult from "./internal/toolResult.js"
 import * as Middleware from "./Middleware.js"
 
 // -----------------------------------------------------------------------------
@@ -669,8 +670,10 @@ export const compensate = (request: UncertainRequest): UncertainDecision => ({
 /**
  * A decision that does not answer the question asked: it names another
  * entry (`field: "step"` or `"fingerprint"`), answers an earlier thread of
- * the same id (`field: "incarnation"`), or compensates a call whose tool has
- * no undo (`field: "_tag"`). The resume fails; the run keeps waiting.
+ * the same id (`field: "incarnation"`), compensates a call whose tool has
+ * no undo (`field: "_tag"`), or marks it done with a result no store can
+ * keep (`field: "result"`: nested past 128 levels, a `bigint`, a cycle).
+ * The resume fails; the run keeps waiting.
  *
  * @since 0.1.0
  * @category errors
@@ -678,7 +681,7 @@ export const compensate = (request: UncertainRequest): UncertainDecision => ({
 export class InvalidUncertainDecision extends Schema.TaggedError<InvalidUncertainDecision>(
   "@stepwise-agent/core/ToolEffect/InvalidUncertainDecision"
 )("InvalidUncertainDecision", {
-  field: Schema.Literal("step", "fingerprint", "incarnation", "_tag"),
+  field: Schema.Literal("step", "fingerprint", "incarnation", "_tag", "result"),
   reason: Schema.String
 }) {
   /**
@@ -789,6 +792,10 @@ const decisionProblem = (request: UncertainRequest, decision: UncertainDecision)
       reason: `"${request.entry.toolName}" is not compensatable: retry it or mark it done`
     })
   }
+  if (decision._tag === "MarkDone") {
+    const problem = ToolResult.problem(decision.result, false, "its result")
+    if (problem !== undefined) return new InvalidUncertainDecision({ field: "result", reason: problem })
+  }
   return undefined
 }
 
@@ -860,13 +867,14 @@ export const middleware = () =>
           const answered = replaceResult(
             messages,
             at,
-            Prompt.makePart("tool-result", {
+            // checked (decisionProblem) and scrubbed as a tool's result is
+            ToolResult.keep(Prompt.makePart("tool-result", {
               id: at.part.id,
               name: at.part.name,
               result: decision.result,
               isFailure: false,
               providerExecuted: false
-            })
+            }))
           )
           // another call of the reply cut off too: asked about before the model reads the results
           const next = firstCutOff(answered)

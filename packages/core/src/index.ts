@@ -36,6 +36,11 @@ export * as Checkpointer from "./Checkpointer.js"
 /**
  * @since 0.1.0
  */
+export * as EventLoop from "./EventLoop.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Fork from "./Fork.js"
 
 /**
@@ -82,6 +87,11 @@ export * as ToolContext from "./ToolContext.js"
  * @since 0.1.0
  */
 export * as ToolEffect from "./ToolEffect.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as ToolName from "./ToolName.js"
 
 /**
  * @since 0.1.0

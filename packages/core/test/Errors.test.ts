@@ -79,7 +79,7 @@ describe("configuration errors at construction", () => {
       assert.strictEqual(result.state.y, 0)
     }).pipe(provide([ScriptedModel.text("hello")])))
 
-  it.effect("a middleware tool clashing with a toolkit tool fails with AgentConfigError", () =>
+  it.effect("a middleware tool clashing with a toolkit tool fails with ToolNameClash naming both sources", () =>
     Effect.gen(function*() {
       const AddKit = Toolkit.make(Add)
       const adds = Middleware.make({
@@ -87,8 +87,8 @@ describe("configuration errors at construction", () => {
         tools: Effect.provide(AddKit, AddKit.toLayer({ add: () => Effect.succeed(0) }))
       })
       const error = yield* Effect.flip(Agent.make({ toolkit: Calculator, middleware: [adds] }))
-      assert.strictEqual(error._tag, "AgentConfigError")
-      assert.include(error.message, `"add"`)
+      assert.strictEqual(error._tag, "ToolNameClash")
+      assert.include(error.message, `Tool "add" of middleware "adds" has the same name as a tool of the toolkit`)
     }).pipe(provide([])))
 
   it.effect("an unknown option (a typo) fails with InvalidOptions naming it", () =>

@@ -202,6 +202,21 @@ describe("ToolEffect.middleware: the Uncertain question", () => {
       assert.deepStrictEqual(keys, [])
     }).pipe(Effect.provide(ScriptedModel.layer(callBoth))))
 
+  it.effect("markDone with a result no store can keep (a bigint, 3,000 levels deep) is refused naming it; the run waits on", () =>
+    Effect.gen(function*() {
+      const { agent, inCutOff, request } = yield* interrupted(ToolEffect.uncertain, [], "t1")
+      let deep: unknown = "sent"
+      for (let i = 0; i < 3_000; i++) deep = [deep]
+      for (const [result, says] of [[{ id: 10n }, "holds a bigint"], [deep, "levels deep"]] as const) {
+        const refused = yield* Effect.flip(inCutOff(agent.resume("t1", ToolEffect.markDone(request, result))))
+        assert.instanceOf(refused, ToolEffect.InvalidUncertainDecision)
+        assert.strictEqual((refused as ToolEffect.InvalidUncertainDecision).field, "result")
+        assert.include((refused as ToolEffect.InvalidUncertainDecision).reason, says)
+      }
+      const done = yield* inCutOff(agent.resume("t1", ToolEffect.markDone(request, { id: "msg-1" })))
+      assert.strictEqual(done._tag, "Completed")
+    }).pipe(Effect.provide(ScriptedModel.layer(callBoth))))
+
   it.effect("retry runs the call again, once, under the same idempotency key", () =>
     Effect.gen(function*() {
       const keys: Array<string> = []

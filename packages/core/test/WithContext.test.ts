@@ -5,8 +5,8 @@
  * effect ends, and the handlers run with it back.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Context, Deferred, Effect, Exit, Fiber, Option } from "effect"
-import { asIs, locally, withContext } from "../src/internal/fast/withContext.js"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, Option, Scope } from "effect"
+import { asIs, locally, scoped, withContext } from "../src/internal/fast/withContext.js"
 
 class Name extends Context.Tag("test/Name")<Name, string>() {}
 class Extra extends Context.Tag("test/Extra")<Extra, number>() {}
@@ -128,6 +128,93 @@ describe("withContext", () => {
       if (Exit.isFailure(ours)) {
         assert.deepStrictEqual([...Cause.failures(ours.cause)], ["typed"])
         assert.deepStrictEqual([...Cause.defects(ours.cause)], ["finalizer"])
+      }
+    }))
+
+  it.effect("onEnd runs once the context is back, however the effect ends (interrupted too)", () =>
+    Effect.gen(function*() {
+      const ends: Array<string | undefined> = []
+      const onEnd = () => {
+        ends.push(Option.getOrUndefined(Context.getOption(Effect.runSync(Effect.context<never>()), Extra))?.toString())
+      }
+      const ended = (effect: Effect.Effect<unknown, unknown, Extra>) =>
+        Effect.exit(
+          withContext(effect, (input) => Context.add(input, Extra, 1), { onSuccess: Effect.succeed, onEnd })
+        )
+      yield* ended(Effect.void)
+      yield* ended(Effect.fail("failed"))
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(ended(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)))
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      assert.strictEqual(ends.length, 3)
+      assert.deepStrictEqual((yield* seen).extra, undefined)
+    }).pipe(Effect.provideService(Name, "outer")))
+})
+
+/** What a program's finalizers saw and the exit it ended with, run through `scope` (`scoped` or `Effect.scoped`). */
+const finalized = (
+  scope: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, Exclude<R, Scope.Scope>>,
+  body: Effect.Effect<unknown, unknown, never>
+) =>
+  Effect.gen(function*() {
+    const log: Array<string> = []
+    const started = yield* Deferred.make<void>()
+    const program = scope(Effect.gen(function*() {
+      const own = yield* Scope.Scope
+      // one finalizer added to the scope itself (it runs in the context the scope closes in), one through the
+      // fiber (it runs in the context it was added in)
+      yield* Scope.addFinalizerExit(own, (exit) =>
+        Effect.map(Effect.zip(seen, Effect.serviceOption(Scope.Scope)), ([{ name }, scope]) => {
+          const outcome = Exit.isSuccess(exit) ? "success" : Exit.isInterrupted(exit) ? "interrupted" : "failure"
+          log.push(`scope: ${outcome} ${name} ${Option.isSome(scope) ? "with" : "without"} the scope`)
+        }))
+      yield* Effect.addFinalizer(() =>
+        Effect.map(Effect.serviceOption(Scope.Scope), (scope) => {
+          log.push(`fiber: ${Option.isSome(scope) ? "with" : "without"} the scope`)
+        })
+      )
+      yield* Deferred.succeed(started, undefined)
+      return yield* body
+    }))
+    const fiber = yield* Effect.fork(Effect.provideService(program, Name, "outer"))
+    yield* Deferred.await(started)
+    if (body === Effect.never) {
+      yield* Fiber.interrupt(fiber)
+    }
+    const exit = yield* Fiber.await(fiber)
+    const after = yield* Effect.serviceOption(Scope.Scope)
+    return { log, exit: Exit.isSuccess(exit) ? exit.value : Cause.pretty(exit.cause), after: Option.isSome(after) }
+  })
+
+describe("scoped", () => {
+  for (
+    const [outcome, body] of [
+      ["succeeds", Effect.succeed("value")],
+      ["fails", Effect.fail("failed")],
+      ["dies", Effect.die("defect")],
+      ["is interrupted", Effect.never]
+    ] as const
+  ) {
+    it.effect(`closes the scope with the exit as Effect.scoped does, when the effect ${outcome}`, () =>
+      Effect.gen(function*() {
+        const ours = yield* finalized(scoped, body)
+        const effects = yield* finalized(Effect.scoped, body)
+        assert.deepStrictEqual(ours, effects)
+        assert.strictEqual(ours.log.length, 2)
+      }))
+  }
+
+  it.effect("a finalizer that fails fails the effect after its own outcome, as Effect.scoped's does", () =>
+    Effect.gen(function*() {
+      const program = (scope: typeof scoped) =>
+        Effect.exit(scope(Effect.zipRight(Effect.addFinalizer(() => Effect.die("finalizer")), Effect.fail("typed"))))
+      const ours = yield* program(scoped)
+      const effects = yield* program(Effect.scoped)
+      assert.isTrue(Exit.isFailure(ours) && Exit.isFailure(effects))
+      if (Exit.isFailure(ours) && Exit.isFailure(effects)) {
+        assert.deepStrictEqual([...Cause.failures(ours.cause)], [...Cause.failures(effects.cause)])
+        assert.deepStrictEqual([...Cause.defects(ours.cause)], [...Cause.defects(effects.cause)])
       }
     }))
 })

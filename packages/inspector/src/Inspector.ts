@@ -257,6 +257,7 @@ const forkStatus: Record<Fork.ForkError["reason"], number> = {
   ThreadExists: 409,
   NoSuchStep: 422,
   NoSuchToolCall: 422,
+  InvalidToolResult: 422,
   Waiting: 422,
   NotWaiting: 422
 }

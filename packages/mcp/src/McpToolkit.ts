@@ -16,6 +16,7 @@ import type * as Toolkit from "@effect/ai/Toolkit"
 import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { CallToolResult, Tool as McpToolDefinition } from "@modelcontextprotocol/sdk/types.js"
 import * as AgentError from "@stepwise-agent/core/AgentError"
+import * as ToolName from "@stepwise-agent/core/ToolName"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -304,23 +305,6 @@ const validate = (options: Options): AgentError.InvalidOptions | Duration.Durati
   return timeout.value
 }
 
-/** The characters a name may hold that show nothing: zero-width spaces and joiners, soft hyphens, … */
-const invisible = /\p{Default_Ignorable_Code_Point}/gu
-
-/**
- * A tool name as a reader takes it: without invisible characters, in NFKC
- * form (a precomposed and a decomposed accent, full-width and ASCII letters
- * alike), case folded, without spaces at either end. Two names of one server
- * with the same folded form are refused: a gate on one (`HumanInTheLoop`'s
- * `interruptOn`) would leave the other, which looks the same, ungated.
- */
-const foldName = (name: string): string =>
-  name.replace(invisible, "").normalize("NFKC").toUpperCase().toLowerCase().normalize("NFKC").trim()
-
-/** A name as a JSON string with every character outside printable ASCII escaped: twins look different. */
-const escaped = (name: string): string =>
-  JSON.stringify(name).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
-
 const jsonSchemaOf = (definition: McpToolDefinition): object => {
   const { $schema: _, ...schema } = definition.inputSchema as Record<string, unknown>
   return schema
@@ -424,9 +408,10 @@ const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<
  *
  * Fails with `McpError` of reason `"ConnectFailed"` when the server cannot be reached or the
  * handshake fails, of reason `"InvalidTool"` when it lists two tools of one name
- * or of names that read the same (`"delete"` and `"Delete"`, `"ｄｅｌｅｔｅ"`,
- * `"del\u200bete"` or `"delete "`), or a tool without a name, and with `InvalidOptions` (module
- * `"McpToolkit"`) for bad options.
+ * or of names that read the same (core's `ToolName.keys`: `"delete"` and `"Delete"`, `"ｄｅｌｅｔｅ"`,
+ * `"del\u200bete"`, `"delete "` or `"d\u0435lete"` with a Cyrillic `е`), or a tool without a name, and with `InvalidOptions` (module
+ * `"McpToolkit"`) for bad options. `Agent.make` makes the same check across
+ * servers and the agent's other tools (`AgentError.ToolNameClash`).
  *
  * @example
  * ```ts
@@ -466,11 +451,11 @@ export const make = (
     )
     // a tool name is data: `__proto__` or `constructor` is a name like any other
     const tools: Tools = Object.create(null)
-    // the names listed so far by their folded form: two names that read alike are refused
+    // the names listed so far under their keys (`ToolName.keys`): two names that read alike are refused
     const folded = new Map<string, string>()
     for (const definition of session.tools) {
       const name: unknown = definition.name
-      if (typeof name !== "string" || foldName(name) === "") {
+      if (typeof name !== "string" || ToolName.fold(name) === "") {
         return yield* new McpError({
           reason: "InvalidTool",
           server,
@@ -478,7 +463,8 @@ export const make = (
           detail: "its name is not a non-empty string (once invisible characters and spaces are left out)"
         })
       }
-      const twin = folded.get(foldName(name))
+      const keys = ToolName.keys(name)
+      const twin = keys.map((key) => folded.get(key)).find((found) => found !== undefined)
       if (twin !== undefined) {
         return yield* new McpError({
           reason: "InvalidTool",
@@ -486,12 +472,12 @@ export const make = (
           tool: name,
           detail: twin === name
             ? "the server lists two tools of this name"
-            : `the server also lists ${escaped(twin)}, a name that reads the same: ${
-              escaped(name)
-            } differs from it only in case, Unicode form, width, invisible characters or spaces at either end`
+            : `the server also lists ${ToolName.quote(twin)}, a name that reads the same: ${
+              ToolName.quote(name)
+            } differs from it only in case, Unicode form, width, look-alike letters, invisible characters or spaces at either end`
         })
       }
-      folded.set(foldName(name), name)
+      for (const key of keys) folded.set(key, name)
       Object.defineProperty(tools, name, {
         value: toolOf(server, definition),
         enumerable: true,

@@ -137,7 +137,9 @@ describe("McpToolkit: the tool list", () => {
         ["delete", "del\u200bete"], // a zero-width space
         ["delete", "del\u00adete"], // a soft hyphen
         ["delete", "delete "],
-        ["delete", "\u00a0delete"]
+        ["delete", "\u00a0delete"],
+        ["delete", "d\u0435lete"], // a Cyrillic е
+        ["list", "Iist"] // a capital I for an l
       ]
       for (const [first, second] of twins) {
         const server = lowLevel(() => ({ tools: [tool(first), tool("other"), tool(second)] }))
@@ -210,7 +212,7 @@ describe("McpToolkit: the tool list", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive("a tool name another toolkit of the agent has fails Agent.make with AgentConfigError naming both", () =>
+  it.scopedLive("a tool name another toolkit of the agent has fails Agent.make with ToolNameClash naming both", () =>
     Effect.gen(function*() {
       const server = (names: ReadonlyArray<string>) =>
         McpToolkit.make({
@@ -221,8 +223,11 @@ describe("McpToolkit: the tool list", () => {
         toolkit: server(["search", "fetch"]),
         middleware: [Middleware.make({ name: "other", tools: server(["fetch"]) })]
       }))
-      assert.strictEqual(twoServers._tag, "AgentConfigError")
-      assert.include(twoServers.message, "\"fetch\"")
+      assert.strictEqual(twoServers._tag, "ToolNameClash")
+      assert.include(
+        twoServers.message,
+        `Tool "fetch" of middleware "other" has the same name as a tool of the toolkit`
+      )
     }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("done")]))))
 })
 

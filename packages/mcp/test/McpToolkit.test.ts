@@ -287,7 +287,7 @@ describe("McpToolkit in process", () => {
       assert.deepStrictEqual(results, [{ name: "add", isFailure: false, result: { sum: 42 } }])
     }))
 
-  it.scopedLive("joins the agent's own toolkit through a middleware's tools; names clash with AgentConfigError", () => {
+  it.scopedLive("joins the agent's own toolkit through a middleware's tools; names clash with ToolNameClash", () => {
     const Local = Toolkit.make(Tool.make("shout", { parameters: { text: Schema.String }, success: Schema.String }))
     const Clash = Toolkit.make(Tool.make("echo"))
     const handlers = Layer.merge(
@@ -312,7 +312,7 @@ describe("McpToolkit in process", () => {
       ])
 
       const clash = yield* Effect.flip(Agent.make({ toolkit: Clash, middleware: [mcp] }))
-      assert.strictEqual(clash._tag, "AgentConfigError")
+      assert.strictEqual(clash._tag, "ToolNameClash")
       assert.include(clash.message, `Tool "echo" of middleware "mcp"`)
     }).pipe(
       Effect.provide(handlers),

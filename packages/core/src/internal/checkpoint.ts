@@ -10,7 +10,7 @@ import type * as ParseResult from "effect/ParseResult"
 import { CheckpointError, describeParseError } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
-import type * as RunJournal from "../RunJournal.js"
+import * as RunJournal from "../RunJournal.js"
 import * as DeferredSave from "./deferredSave.js"
 import * as Lineage from "./fast/lineage.js"
 import type { RunContext } from "./runContext.js"
@@ -186,11 +186,12 @@ export const notStored = (checkpoint: Checkpointer.Checkpoint): Checkpointer.Che
 
 /** A new incarnation nonce: 64 bits from the context's `Random` (a test may seed it), in one operation. */
 export const newIncarnation: Effect.Effect<string> = Effect.randomWith((random) =>
-  Effect.zipWith(
-    random.nextIntBetween(0, 0x100000000),
-    random.nextIntBetween(0, 0x100000000),
-    (high, low) => high.toString(16).padStart(8, "0") + low.toString(16).padStart(8, "0")
-  )
+  // (not `Effect.zipWith`, which runs its two effects through `Effect.all`: a dozen operations more)
+  Effect.flatMap(random.nextIntBetween(0, 0x100000000), (high) =>
+    Effect.map(
+      random.nextIntBetween(0, 0x100000000),
+      (low) => high.toString(16).padStart(8, "0") + low.toString(16).padStart(8, "0")
+    ))
 )
 
 /** Whether `checkpoint` is the empty one the load of a new thread gives (`withIncarnation`): nothing is stored. */
@@ -215,14 +216,25 @@ const withIncarnation = (
   threadId: string,
   stored: Option.Option<Checkpointer.Checkpoint>
 ): Effect.Effect<Option.Option<Checkpointer.Checkpoint>> =>
-  Option.isSome(stored) && (stored.value.incarnation !== undefined || stored.value.pending !== undefined)
+  hasIncarnation(stored)
     ? Effect.succeed(stored)
-    : Effect.map(newIncarnation, (incarnation) =>
-      Option.some(
-        Option.isSome(stored)
-          ? { ...stored.value, incarnation }
-          : { version: 1, threadId, messages: [], slices: {}, incarnation }
-      ))
+    : Effect.map(newIncarnation, (incarnation) => incarnated(threadId, stored, incarnation))
+
+/** Whether a run starts from `stored` as it is (`withIncarnation`): it has an incarnation, or it waits. */
+const hasIncarnation = (stored: Option.Option<Checkpointer.Checkpoint>): boolean =>
+  Option.isSome(stored) && (stored.value.incarnation !== undefined || stored.value.pending !== undefined)
+
+/** `stored` with `incarnation` (`withIncarnation`); a new thread as an empty checkpoint. */
+const incarnated = (
+  threadId: string,
+  stored: Option.Option<Checkpointer.Checkpoint>,
+  incarnation: string
+): Option.Option<Checkpointer.Checkpoint> =>
+  Option.some(
+    Option.isSome(stored)
+      ? { ...stored.value, incarnation }
+      : { version: 1, threadId, messages: [], slices: {}, incarnation }
+  )
 
 const decodeThread = (
   encoded: ReadonlyArray<unknown>
@@ -303,53 +315,68 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
   const load = (
     threadId: string,
     journaled?: { readonly journal: RunJournal.Service; readonly keys: StepKeys }
-  ): Effect.Effect<Loaded, CheckpointError> =>
-    (journaled === undefined
-      ? checkpointer.load(threadId)
-      : journaled.journal.step(
+  ): Effect.Effect<Loaded, CheckpointError> => {
+    const loaded = loadedOf(threadId)
+    if (journaled === undefined) return Effect.flatMap(checkpointer.load(threadId), loaded)
+    // in process the step runs as it is: the incarnation and the decode go on from the load itself
+    if (journaled.journal === RunJournal.inProcess) {
+      return Effect.flatMap(checkpointer.load(threadId), (stored) =>
+        hasIncarnation(stored)
+          ? loaded(stored)
+          : Effect.flatMap(newIncarnation, (incarnation) => loaded(incarnated(threadId, stored, incarnation))))
+    }
+    return Effect.flatMap(
+      journaled.journal.step(
         journaled.keys.load(),
         Effect.flatMap(checkpointer.load(threadId), (stored) => withIncarnation(threadId, stored))
-      )).pipe(
-        Effect.flatMap(Option.match({
-          onNone: () =>
-            Effect.succeed<Loaded>({
-              messages: [],
-              slices: layout.initial,
-              checkpoint: Option.none(),
-              incarnation: undefined,
-              stored: false
-            }),
-          onSome: (checkpoint) =>
-            // a new thread's load gives only its incarnation: nothing to decode
-            isUnsaved(checkpoint) ?
-              Effect.succeed<Loaded>({
-                messages: [],
-                slices: layout.initial,
-                checkpoint: Option.none(),
-                incarnation: checkpoint.incarnation,
-                stored: false
-              }) :
-              Effect.all({
-                messages: decodeThread(checkpoint.messages),
-                slices: layout.decodeSlices(checkpoint.slices)
-              }).pipe(
-                Effect.map(({ messages, slices }): Loaded => ({
-                  messages,
-                  slices,
-                  checkpoint: Option.some(checkpoint),
-                  incarnation: checkpoint.incarnation,
-                  stored: !notStoredCheckpoints.has(checkpoint)
-                })),
-                Effect.mapError((error) =>
-                  new CheckpointError({
-                    threadId,
-                    operation: "load",
-                    reason: `the stored state does not decode: ${describeParseError(error)}`
-                  })
-                )
-              )
-        }))
+      ),
+      loaded
+    )
+  }
+
+  /** The thread a load of `threadId` gives, decoded; an empty thread when it has none. */
+  const loadedOf =
+    (threadId: string) => (stored: Option.Option<Checkpointer.Checkpoint>): Effect.Effect<Loaded, CheckpointError> => {
+      if (Option.isNone(stored)) {
+        return Effect.succeed({
+          messages: [],
+          slices: layout.initial,
+          checkpoint: Option.none(),
+          incarnation: undefined,
+          stored: false
+        })
+      }
+      const checkpoint = stored.value
+      // a new thread's load gives only its incarnation: nothing to decode
+      if (isUnsaved(checkpoint)) {
+        return Effect.succeed({
+          messages: [],
+          slices: layout.initial,
+          checkpoint: Option.none(),
+          incarnation: checkpoint.incarnation,
+          stored: false
+        })
+      }
+      return Effect.flatMap(
+        decodeThread(checkpoint.messages),
+        (messages) =>
+          Effect.map(layout.decodeSlices(checkpoint.slices), (slices): Loaded => ({
+            messages,
+            slices,
+            checkpoint: stored,
+            incarnation: checkpoint.incarnation,
+            stored: !notStoredCheckpoints.has(checkpoint)
+          }))
+      ).pipe(
+        Effect.mapError((error) =>
+          new CheckpointError({
+            threadId,
+            operation: "load",
+            reason: `the stored state does not decode: ${describeParseError(error)}`
+          })
+        )
       )
+    }
 
   return { save, load } as const
 }

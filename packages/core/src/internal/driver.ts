@@ -3,13 +3,13 @@
  * each in its own module) and the loop that runs a run from a phase to its
  * end, one phase after another, the state a value it passes along.
  */
-import * as Context from "effect/Context"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as HashMap from "effect/HashMap"
 import type * as AgentResult from "../AgentResult.js"
 import type { Compiled } from "./config.js"
-import { asIs, locally } from "./fast/withContext.js"
+import { locally, mergeAndAdd, scoped } from "./fast/withContext.js"
 import * as Finish from "./finish.js"
 import { next, type Phase, type PhaseName } from "./machine.js"
 import * as ModelStep from "./modelStep.js"
@@ -67,20 +67,17 @@ export const make = (config: Compiled, table: Steps) =>
       ? Effect.succeed(stepped.outcome.result)
       : from(stepped.state, next(at, stepped.outcome, RunState.factsOf(stepped.state)))
   // the agent's context (and the run's saves) provided and the thread annotated on spans, as `Effect.provide` and
-  // `Effect.annotateSpans` do, in one setting of the two refs (`internal/fast/withContext.ts`)
+  // `Effect.annotateSpans` do, in one setting of the two refs, and the last save settled when the run ends; the
+  // run's scope as `Effect.scoped` gives it (`internal/fast/withContext.ts`)
   return locally(
-    Effect.suspend(() => from(initial, start)).pipe(
-      Effect.ensuring(Effect.sync(() => run.encoder.settle())),
-      Effect.scoped
-    ),
+    scoped(Effect.suspend(() => from(initial, start))),
     [
       [
         FiberRef.currentContext,
-        (input: Context.Context<never>) =>
-          Context.add(Context.merge(input, config.context), RunSaves.Current, run.saves)
+        (input: Context.Context<never>) => mergeAndAdd(input, config.context, RunSaves.Current, run.saves)
       ],
       [FiberRef.currentTracerSpanAnnotations, HashMap.set("threadId", run.threadId)]
     ],
-    asIs
+    { onSuccess: Effect.succeed, onEnd: () => run.encoder.settle() }
   )
 }

@@ -9,13 +9,22 @@
  * waits.
  *
  * A lock whose mtime is older than the stale limit belongs to a crashed
- * holder (or one stalled that long) and is taken over. Two waiters that both
- * see it stale must not both take it: whoever breaks a lock first creates
- * `<lock>.break` (also with `wx`), looks at the lock again under it, and
- * removes it only if it is still stale. So a waiter that saw the old lock
+ * holder (or one stalled that long) and is taken over. So is a lock a waiter
+ * saw unchanged (the same file, the same mtime) for longer than the stale
+ * limit of its own monotonic clock, whatever its mtime says: one whose mtime
+ * is ahead of the wall clock (clock skew on a shared file system, a clock
+ * stepped back) is taken over after that wait, not when the wall clock
+ * passes it, while a live holder, which touches its lock every half stale
+ * limit (its clock stepped back too), keeps it. A lock (or `.break`) that is
+ * not a regular file, or has no valid mtime, fails the wait with a
+ * `SystemError` naming it (`BadResource`): nothing could ever release it.
+ *
+ * Two waiters that both see it stale must not both take it: whoever breaks a
+ * lock first creates `<lock>.break` (also with `wx`), looks at the lock again
+ * under it, and removes it only if it is still stale. So a waiter that saw the old lock
  * never removes the new one its rival created since. A `.break` is held for
- * one `stat` and one `remove`; one older than the stale limit (its breaker
- * crashed right then) is removed.
+ * one `stat` and one `remove`; a stale one (its breaker crashed right then)
+ * is removed.
  *
  * A holder that held its lock less than half the stale limit removes it
  * without looking: nobody could have taken it over. One that held it longer
@@ -23,7 +32,7 @@
  * it last set: a lock taken over from it (it stalled past the stale limit) is
  * its new holder's, whose mtime is at least a stale limit later.
  */
-import type * as PlatformError from "@effect/platform/Error"
+import * as PlatformError from "@effect/platform/Error"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -41,7 +50,6 @@ export interface Options {
  * which a test clock neither shows nor moves.
  */
 const wallClock = Clock.make()
-const now = Effect.sync(() => wallClock.unsafeCurrentTimeMillis())
 
 const reasonIs = (reason: string) => (error: PlatformError.PlatformError) =>
   error._tag === "SystemError" && error.reason === reason
@@ -61,32 +69,86 @@ const create = (fs: FileSystem.FileSystem, lock: string) =>
 const remove = (fs: FileSystem.FileSystem, lock: string) =>
   fs.remove(lock).pipe(Effect.catchIf(isNotFound, () => Effect.void))
 
-/** The mtime of `lock` (ms), or none when it is gone. */
-const mtimeOf = (fs: FileSystem.FileSystem, lock: string) =>
-  fs.stat(lock).pipe(
-    Effect.map((info) => Option.map(info.mtime, (mtime) => mtime.getTime())),
-    Effect.catchIf(isNotFound, () => Effect.succeedNone)
+/** The monotonic clock (ms): how long a waiter watched a lock, or a holder held it, whatever the wall clock does. */
+const monotonic = () => Number(wallClock.unsafeCurrentTimeNanos()) / 1e6
+
+/** A lock file as `stat` shows it: its mtime (ms) and inode, which together tell one lock from the next. */
+interface Seen {
+  readonly mtime: number
+  readonly ino: number | undefined
+}
+
+const unusable = (file: string, description: string) =>
+  new PlatformError.SystemError({
+    reason: "BadResource",
+    module: "FileSystem",
+    method: "lock",
+    pathOrDescriptor: file,
+    description
+  })
+
+/**
+ * The lock file `file`, or none when it is gone. Fails when it is not a regular file or has no valid mtime: no
+ * holder would ever remove it, nor could its age be told.
+ */
+const statOf = (fs: FileSystem.FileSystem, file: string) =>
+  fs.stat(file).pipe(
+    Effect.flatMap((info): Effect.Effect<Option.Option<Seen>, PlatformError.SystemError> => {
+      if (info.type !== "File") {
+        return Effect.fail(unusable(file, `a ${info.type} where a lock file belongs; remove it`))
+      }
+      const mtime = Option.match(info.mtime, { onNone: () => Number.NaN, onSome: (date) => date.getTime() })
+      return Number.isFinite(mtime)
+        ? Effect.succeedSome({ mtime, ino: Option.getOrUndefined(info.ino) })
+        : Effect.fail(unusable(file, "the lock file has no valid mtime; remove it if no process holds it"))
+    }),
+    // (the failures above are `BadResource`)
+    Effect.catchIf(isNotFound, () => Effect.succeed(Option.none<Seen>()))
   )
 
-/** Whether `lock` exists and its mtime is older than the stale limit. */
-const isStale = (fs: FileSystem.FileSystem, lock: string, staleMillis: number) =>
-  Effect.zipWith(mtimeOf(fs, lock), now, (mtime, at) => Option.isSome(mtime) && at - mtime.value > staleMillis)
+/** The mtime of `lock` (ms), or none when it is gone. */
+const mtimeOf = (fs: FileSystem.FileSystem, lock: string) =>
+  Effect.map(statOf(fs, lock), Option.map((seen) => seen.mtime))
+
+/**
+ * A waiter's judge of staleness: whether a file it found held (a lock or a `.break`) exists and is stale, its
+ * mtime older than the stale limit or the same file with the same mtime watched by this waiter for longer than
+ * the stale limit (see the module's comment).
+ */
+const makeIsStale = (fs: FileSystem.FileSystem, staleMillis: number) => {
+  const watched = new Map<string, { readonly seen: Seen; readonly since: number }>()
+  return (file: string) =>
+    Effect.map(statOf(fs, file), (found) => {
+      if (Option.isNone(found)) {
+        watched.delete(file)
+        return false
+      }
+      const seen = found.value
+      if (wallClock.unsafeCurrentTimeMillis() - seen.mtime > staleMillis) return true
+      const at = monotonic()
+      const before = watched.get(file)
+      if (before === undefined || before.seen.mtime !== seen.mtime || before.seen.ino !== seen.ino) {
+        watched.set(file, { seen, since: at })
+        return false
+      }
+      return at - before.since > staleMillis
+    })
+}
+
+type IsStale = ReturnType<typeof makeIsStale>
 
 /**
  * Removes `lock` if it is still stale, holding `<lock>.break` (so that no rival removes the lock that replaces
  * it); whether it did.
  */
-const breakStale = (fs: FileSystem.FileSystem, lock: string, staleMillis: number) => {
+const breakStale = (fs: FileSystem.FileSystem, lock: string, isStale: IsStale) => {
   const breaker = `${lock}.break`
   return Effect.acquireUseRelease(
     create(fs, breaker),
     (held) =>
       held
-        ? Effect.flatMap(isStale(fs, lock, staleMillis), (stale) => stale ? Effect.as(remove(fs, lock), true) : no)
-        : Effect.flatMap(
-          isStale(fs, breaker, staleMillis),
-          (stale) => stale ? Effect.zipRight(remove(fs, breaker), no) : no
-        ),
+        ? Effect.flatMap(isStale(lock), (stale) => stale ? Effect.as(remove(fs, lock), true) : no)
+        : Effect.flatMap(isStale(breaker), (stale) => stale ? Effect.zipRight(remove(fs, breaker), no) : no),
     (held) => held ? Effect.ignore(remove(fs, breaker)) : Effect.void
   )
 }
@@ -123,29 +185,35 @@ export const make = (fs: FileSystem.FileSystem, options: Options) => {
           Effect.map(mtimeOf(fs, lock), (found) => void (mtime = Option.getOrUndefined(found)))
         )
       })
+      /** When (monotonic) this holder created the lock. */
       let acquired = 0
       const refreshing = Effect.forever(Effect.zipRight(wallClock.sleep(refreshEvery), Effect.ignore(touch)))
       const held = Effect.scoped(Effect.zipRight(Effect.forkScoped(refreshing), effect))
-      const release = Effect.flatMap(now, (at) =>
-        at - acquired < staleMillis / 2
+      const release = Effect.suspend(() =>
+        monotonic() - acquired < staleMillis / 2
           ? Effect.ignore(remove(fs, lock))
-          : Effect.flatMap(isOwn, (own) => own ? remove(fs, lock) : Effect.void).pipe(Effect.ignore))
+          : Effect.flatMap(isOwn, (own) => own ? remove(fs, lock) : Effect.void).pipe(Effect.ignore)
+      )
+      const isStale = makeIsStale(fs, staleMillis)
       const attempt = (delay: number): Effect.Effect<A, E | PlatformError.PlatformError, R> =>
         Effect.acquireUseRelease(
-          Effect.flatMap(now, (at) =>
-            Effect.map(create(fs, lock), (created) => {
-              acquired = at
+          Effect.suspend(() => {
+            const started = monotonic()
+            const at = wallClock.unsafeCurrentTimeMillis()
+            return Effect.map(create(fs, lock), (created) => {
+              acquired = started
               mtime = created ? at : undefined
               return created
-            })),
+            })
+          }),
           (created) => created ? Effect.asSome(held) : Effect.succeedNone,
           (created) => created ? release : Effect.void
         ).pipe(
           Effect.flatMap(Option.match({
             onSome: Effect.succeed,
             onNone: () =>
-              isStale(fs, lock, staleMillis).pipe(
-                Effect.flatMap((stale) => stale ? breakStale(fs, lock, staleMillis) : no),
+              isStale(lock).pipe(
+                Effect.flatMap((stale) => stale ? breakStale(fs, lock, isStale) : no),
                 Effect.flatMap((broken) =>
                   broken
                     ? attempt(firstDelay)

@@ -15,6 +15,7 @@ import type * as RunRecord from "../RunRecord.js"
 import * as Checkpoint from "./checkpoint.js"
 import { checkThreadId } from "./input.js"
 import type * as Replay from "./replay.js"
+import * as ToolResult from "./toolResult.js"
 
 type Run = Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
 
@@ -46,7 +47,11 @@ export interface Deps {
   readonly locked: <A, E, R>(threadId: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
-/** The messages with the result of call `callId` replaced; `undefined` when no message holds it. */
+/**
+ * The messages with the result of call `callId` replaced, kept as a tool's
+ * result is (checked first: `ToolResult.editProblem`, and scrubbed);
+ * `undefined` when no message holds it.
+ */
 const withToolResult = (
   messages: ReadonlyArray<Prompt.Message>,
   edit: Extract<Fork.Edit, { readonly _tag: "ToolResult" }>
@@ -57,13 +62,13 @@ const withToolResult = (
     found = true
     return Prompt.makeMessage("tool", {
       content: message.content.map((part) =>
-        part.id !== edit.callId ? part : Prompt.makePart("tool-result", {
+        part.id !== edit.callId ? part : ToolResult.keep(Prompt.makePart("tool-result", {
           id: part.id,
           name: part.name,
           result: edit.result,
           isFailure: edit.isFailure ?? false,
           providerExecuted: part.providerExecuted
-        })
+        }))
       )
     })
   })
@@ -110,6 +115,8 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
     let messages = at === replies.length ? loaded.messages : loaded.messages.slice(0, replies[at])
     const edit = options.edit
     if (edit?._tag === "ToolResult") {
+      const problem = ToolResult.editProblem(edit)
+      if (problem !== undefined) return yield* fail("InvalidToolResult", problem)
       const edited = withToolResult(messages, edit)
       if (edited === undefined) {
         return yield* fail("NoSuchToolCall", `no result of the call "${edit.callId}" comes before step ${at}`)

@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import { InvalidHookResult } from "../AgentError.js"
 import type * as Middleware from "../Middleware.js"
+import * as ToolResult from "./toolResult.js"
 
 /**
  * Cheap shape checks of what hooks return, so a wrong value fails the run
@@ -35,7 +36,9 @@ const isMessage = (u: unknown): boolean =>
 
 /**
  * What is wrong with a node hook's result, or `undefined`. Messages the hook
- * kept from `current` (same reference, same place) are not checked again.
+ * kept from `current` (same reference, same place) are not checked again;
+ * the tool results of the others are checked as a tool's result is (depth,
+ * `bigint`, cycles), so none reaches a store that cannot write it.
  */
 export const nodeResultProblem = (result: unknown, current: ReadonlyArray<unknown>): string | undefined => {
   if (result === undefined) return undefined
@@ -49,14 +52,27 @@ export const nodeResultProblem = (result: unknown, current: ReadonlyArray<unknow
   if (messages !== undefined) {
     if (!Array.isArray(messages)) return `its messages are ${describeValue(messages)}, not an array of messages`
     for (let i = 0; i < messages.length; i++) {
-      if (messages[i] !== current[i] && !isMessage(messages[i])) {
-        return `its message ${i} is ${describeValue(messages[i])}, not a Prompt message`
-      }
+      if (messages[i] === current[i]) continue
+      if (!isMessage(messages[i])) return `its message ${i} is ${describeValue(messages[i])}, not a Prompt message`
+      const stored = toolResultsProblem((messages[i] as { readonly content: unknown }).content)
+      if (stored !== undefined) return `its message ${i}: ${stored}`
     }
   }
   if (jumpTo !== undefined && typeof jumpTo !== "string") return `its jumpTo is ${describeValue(jumpTo)}`
   if (interruptKey !== undefined && typeof interruptKey !== "string") {
     return `its interruptKey is ${describeValue(interruptKey)}, not a string`
+  }
+  return undefined
+}
+
+/** What keeps a tool result among a message's parts from being kept (as a tool's would be), or `undefined`. */
+const toolResultsProblem = (content: unknown): string | undefined => {
+  if (!Array.isArray(content)) return undefined
+  for (const part of content) {
+    if (isObject(part) && part.type === "tool-result") {
+      const problem = ToolResult.problem(part.result, part.isFailure === true, "its tool result")
+      if (problem !== undefined) return problem
+    }
   }
   return undefined
 }

@@ -112,20 +112,20 @@ export const make: Effect.Effect<Inboxes, never, Scope.Scope> = Effect.suspend((
       const box = open(threadId)
       box.active++
       const lease: Lease = { threadId, box, taken: box.carried.splice(0) }
-      return Effect.onExit(body(lease), (exit) =>
-        Effect.suspend(() => {
-          box.active--
-          if (Exit.isInterrupted(exit) && !closed) box.carried.push(...lease.taken)
-          else if (Exit.isInterrupted(exit)) {
-            for (const entry of lease.taken) Deferred.unsafeDone(entry.taken, Exit.fail(closedError(threadId)))
-          } else {
-            for (const entry of lease.taken) {
-              Deferred.unsafeDone(entry.taken, exit as Exit.Exit<AgentResult.AgentResult<any>, unknown>)
-            }
+      // (the cleanup is called once the body's exit is known, uninterruptibly: its bookkeeping needs no effect)
+      return Effect.onExit(body(lease), (exit) => {
+        box.active--
+        if (Exit.isInterrupted(exit) && !closed) box.carried.push(...lease.taken)
+        else if (Exit.isInterrupted(exit)) {
+          for (const entry of lease.taken) Deferred.unsafeDone(entry.taken, Exit.fail(closedError(threadId)))
+        } else {
+          for (const entry of lease.taken) {
+            Deferred.unsafeDone(entry.taken, exit as Exit.Exit<AgentResult.AgentResult<any>, unknown>)
           }
-          forget(threadId, box)
-          return ended(lease, exit)
-        }))
+        }
+        forget(threadId, box)
+        return ended(lease, exit)
+      })
     })
 
   /** Adds a sent message to its thread's inbox; whether a run of the thread is going. */

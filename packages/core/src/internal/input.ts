@@ -22,19 +22,19 @@ const loneSurrogate = /\p{Cs}/u
 export const isThreadId = (threadId: unknown): threadId is string =>
   typeof threadId === "string" && threadId.length > 0 && !loneSurrogate.test(threadId)
 
+/** The `InvalidInput` of a thread id that is not a non-empty, well-formed string (`isThreadId`). */
+export const invalidThreadId = (threadId: unknown): InvalidInput =>
+  new InvalidInput({
+    reason: `the thread id must be a non-empty string without lone surrogates, got ${
+      typeof threadId === "string" && threadId.length > 0
+        ? "a string with a lone surrogate"
+        : describeValue(threadId)
+    }`
+  })
+
 /** The thread id, or `InvalidInput` when it is not a non-empty, well-formed string. */
 export const checkThreadId = (threadId: unknown): Effect.Effect<string, InvalidInput> =>
-  isThreadId(threadId)
-    ? Effect.succeed(threadId)
-    : Effect.fail(
-      new InvalidInput({
-        reason: `the thread id must be a non-empty string without lone surrogates, got ${
-          typeof threadId === "string" && threadId.length > 0
-            ? "a string with a lone surrogate"
-            : describeValue(threadId)
-        }`
-      })
-    )
+  isThreadId(threadId) ? Effect.succeed(threadId) : Effect.fail(invalidThreadId(threadId))
 
 /**
  * `maxInputMessages` when `Agent.make` is given none: more messages than any

@@ -36,13 +36,16 @@ export const make: Effect.Effect<Lifetime, never, Scope.Scope> = Effect.suspend(
   )
 })
 
+/** `AgentClosed`, saying why, once the agent is closed; `undefined` while it is open. */
+export const closedError = (lifetime: Lifetime): AgentClosed | undefined =>
+  lifetime.closedBecause === undefined ? undefined : new AgentClosed({ reason: lifetime.closedBecause })
+
 /** Succeeds while the agent is open; fails with `AgentClosed`, saying why, once it is closed. */
 export const ensureOpen = (lifetime: Lifetime): Effect.Effect<void, AgentClosed> =>
-  Effect.suspend(() =>
-    lifetime.closedBecause === undefined
-      ? Effect.void
-      : Effect.fail(new AgentClosed({ reason: lifetime.closedBecause }))
-  )
+  Effect.suspend(() => {
+    const closed = closedError(lifetime)
+    return closed === undefined ? Effect.void : Effect.fail(closed)
+  })
 
 /**
  * Whether `error`, or an error it was caused by, is an HTTP client's refusal

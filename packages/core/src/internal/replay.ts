@@ -25,6 +25,7 @@ import * as Checkpoint from "./checkpoint.js"
 import * as Layered from "./layeredJournal.js"
 import * as Observer from "./observer.js"
 import { kept as plainJson, requestKeeper, same } from "./plainJson.js"
+import * as ToolResult from "./toolResult.js"
 
 type Field = RunRecord.ReplayDiverged["field"]
 
@@ -315,13 +316,14 @@ const replayWith = (
           const edit = live?.toolResult
           if (key._tag === "Tool" && edit !== undefined && key.call.id === edit.callId) {
             return Effect.succeed(as.of(
-              key.result.to(Prompt.makePart("tool-result", {
+              // checked before the fork started (Fork.checkRecord), scrubbed as a tool's result is
+              key.result.to(ToolResult.keep(Prompt.makePart("tool-result", {
                 id: key.call.id,
                 name: key.call.name,
                 result: edit.result,
                 isFailure: edit.isFailure,
                 providerExecuted: false
-              })),
+              }))),
               []
             ))
           }

@@ -5,9 +5,12 @@
  */
 import * as IdGenerator from "@effect/ai/IdGenerator"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import * as Tracer from "effect/Tracer"
 import type * as Agent from "../Agent.js"
 import * as AgentEvent from "../AgentEvent.js"
 import type * as AgentResult from "../AgentResult.js"
@@ -23,10 +26,15 @@ import { RunSaves } from "./runSaves.js"
 import { StepKeys } from "./stepKeys.js"
 import type { Watchers } from "./watchers.js"
 
-/** Where a run's steps go: the journal of the context, and the names it gives them. */
+/**
+ * Where a run's steps go (the journal of the context, and the names it gives them), and what else the run takes
+ * from the fiber that starts it: whether it is traced, and its clock.
+ */
 export interface Journaled {
   readonly journal: RunJournal.Service
   readonly keys: StepKeys
+  readonly traced: boolean
+  readonly clock: Clock.Clock
 }
 
 /**
@@ -49,10 +57,6 @@ export const make = (
   lifetime: Lifetime,
   watchers: Watchers<Agent.RunEvent<any>>
 ) => {
-  const isTraced: Effect.Effect<boolean> = config.spans === undefined
-    ? Effect.map(Effect.tracer, (tracer) => tracer !== builtInTracer)
-    : Effect.succeed(config.spans)
-
   /**
    * Runs `body` as one run of `threadId`: picks the journal of the context,
    * reports the run to its own stream (`own`) and to the watchers.
@@ -65,50 +69,62 @@ export const make = (
       emit: Emit | undefined,
       journaled: Journaled
     ) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
-  ) =>
-    Effect.gen(function*() {
-      const journal = Option.getOrElse(yield* Effect.serviceOption(RunJournal.RunJournal), () => RunJournal.inProcess)
-      const journaled = { journal, keys: new StepKeys() }
-      const runId = watchers.size() === 0 ? undefined : yield* newRunId
-      const publish: Emit | undefined = runId === undefined
-        ? undefined
-        : (event) => watchers.publish({ runId, threadId, event })
-      let ended = false
-      const both: Emit | undefined = publish === undefined
-        ? own
-        : own === undefined
-        ? publish
-        : (event) => {
-          own(event)
-          publish(event)
-        }
+  ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> =>
+    // what the run reads from its fiber (its journal, tracer and clock), in one operation
+    Effect.withFiberRuntime((fiber) => {
+      const services = fiber.currentDefaultServices
+      const journaled: Journaled = {
+        journal: Option.getOrElse(Context.getOption(fiber.currentContext, RunJournal.RunJournal), () =>
+          RunJournal.inProcess),
+        keys: new StepKeys(),
+        traced: config.spans ?? Context.get(services, Tracer.Tracer) !== builtInTracer,
+        clock: Context.get(services, Clock.Clock)
+      }
       // every failure of a run, whoever raised it, leaves with its credentials scrubbed; one caused by a
       // released service closes the agent
       const run = (emit: Emit | undefined) =>
-        Effect.mapErrorCause(body(emit, journaled), (cause) => closeOnRelease(lifetime, Secrets.scrubCause(cause)))
-      if (both === undefined) return yield* run(undefined)
-      const emit: Emit = (event) => {
-        if (event._tag === "RunEnded") ended = true
-        both(event)
-      }
-      emit(AgentEvent.RunStarted({ threadId, resumed }))
-      // the watchers learn how a run failed, also when its fiber was interrupted (the agent's scope closed)
-      const result = yield* publish === undefined ? run(emit) : Effect.onExit(run(emit), (exit) => {
-        if (Exit.isSuccess(exit) || ended) return Effect.void
-        const cause = exit.cause
-        const error = Cause.squash(cause)
-        publish(AgentEvent.RunFailed({
-          error: Cause.isInterruptedOnly(cause)
-            ? "Interrupted"
-            : typeof error === "object" && error !== null && "_tag" in error
-            ? String(error._tag)
-            : "Defect",
-          message: error instanceof Error ? error.message : String(error)
-        }))
-        return Effect.void
+        Effect.mapErrorCause(body(emit, journaled), (cause) =>
+          closeOnRelease(lifetime, Secrets.scrubCause(cause)))
+      if (own === undefined && watchers.size() === 0) return run(undefined)
+      return Effect.flatMap(watchers.size() === 0 ? Effect.succeed(undefined) : newRunId, (runId) => {
+        const publish: Emit | undefined = runId === undefined
+          ? undefined
+          : (event) => watchers.publish({ runId, threadId, event })
+        let ended = false
+        // (`own` is given when nobody watches: a run with neither returned above)
+        const both: Emit = publish === undefined
+          ? own!
+          : own === undefined
+          ? publish
+          : (event) => {
+            own(event)
+            publish(event)
+          }
+        const emit: Emit = (event) => {
+          if (event._tag === "RunEnded") ended = true
+          both(event)
+        }
+        emit(AgentEvent.RunStarted({ threadId, resumed }))
+        // the watchers learn how a run failed, also when its fiber was interrupted (the agent's scope closed)
+        const ran = publish === undefined ? run(emit) : Effect.onExit(run(emit), (exit) => {
+          if (Exit.isSuccess(exit) || ended) return Effect.void
+          const cause = exit.cause
+          const error = Cause.squash(cause)
+          publish(AgentEvent.RunFailed({
+            error: Cause.isInterruptedOnly(cause)
+              ? "Interrupted"
+              : typeof error === "object" && error !== null && "_tag" in error
+              ? String(error._tag)
+              : "Defect",
+            message: error instanceof Error ? error.message : String(error)
+          }))
+          return Effect.void
+        })
+        return Effect.map(ran, (result) => {
+          if (!ended) emit(AgentEvent.RunEnded({ result }))
+          return result
+        })
       })
-      if (!ended) emit(AgentEvent.RunEnded({ result }))
-      return result
     })
 
   /** What stays fixed during a run of `threadId`, loaded as `loaded`. */
@@ -118,24 +134,21 @@ export const make = (
     journaled: Journaled,
     loaded: Checkpoint.Loaded,
     inbox: Inbox.Lease
-  ): Effect.Effect<RunContext> =>
-    Effect.gen(function*() {
-      return {
-        threadId,
-        incarnation: loaded.incarnation,
-        traced: yield* isTraced,
-        emit,
-        clock: yield* Effect.clock,
-        decisions: journaled.journal.witness?.decision,
-        hooks: journaled.journal.witness?.hookCompleted,
-        journal: journaled.journal,
-        keys: journaled.keys,
-        interruptKeys: new Set(),
-        encoder: new Checkpoint.ThreadEncoder(loaded),
-        inbox,
-        saves: new RunSaves(config.layout.flatten)
-      }
-    })
+  ): RunContext => ({
+    threadId,
+    incarnation: loaded.incarnation,
+    traced: journaled.traced,
+    emit,
+    clock: journaled.clock,
+    decisions: journaled.journal.witness?.decision,
+    hooks: journaled.journal.witness?.hookCompleted,
+    journal: journaled.journal,
+    keys: journaled.keys,
+    interruptKeys: new Set(),
+    encoder: new Checkpoint.ThreadEncoder(loaded),
+    inbox,
+    saves: new RunSaves(config.layout.flatten)
+  })
 
   return { begin, contextOf } as const
 }

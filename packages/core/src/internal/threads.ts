@@ -27,7 +27,7 @@ import type { Compiled } from "./config.js"
 import * as Lineage from "./fast/lineage.js"
 import * as ThreadLocks from "./fast/threadLocks.js"
 import * as Inbox from "./inbox.js"
-import { checkInput, checkThreadId } from "./input.js"
+import { checkInput, checkThreadId, invalidThreadId, isThreadId } from "./input.js"
 import * as Lifetime from "./lifetime.js"
 import type { Phase } from "./machine.js"
 import * as Observer from "./observer.js"
@@ -176,51 +176,57 @@ const session = (
     received: Inbox.Mode | undefined
   ) =>
     begin(threadId, false, own, (emit, journaled) =>
-      Effect.gen(function*() {
-        const loaded = yield* load(threadId, journaled)
+      Effect.flatMap(load(threadId, journaled), (loaded) => {
         if (Option.isSome(loaded.checkpoint) && loaded.checkpoint.value.pending !== undefined) {
-          return yield* new ThreadStateError({
-            threadId,
-            reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
-              `call resume(threadId, value) instead of run`
-          })
+          return Effect.fail(
+            new ThreadStateError({
+              threadId,
+              reason: `is waiting for a decision for middleware "${loaded.checkpoint.value.pending.middleware}"; ` +
+                `call resume(threadId, value) instead of run`
+            })
+          )
         }
-        const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
-        return yield* Observer.observed(
+        const run = contextOf(threadId, emit, journaled, loaded, lease)
+        const started = (transformed: ReadonlyArray<Prompt.Message>) => {
+          const ran = execute(
+            run,
+            RunState.make(
+              Lineage.append(loaded.messages, transformed),
+              loaded.slices,
+              undefined,
+              Checkpoint.expectedOf(loaded)
+            ),
+            { node: "beforeAgent", index: 0 }
+          )
+          return received === undefined ? ran : Effect.zipRight(
+            Observer.report(run, () => AgentEvent.MessageReceived({ mode: received, step: 0, messages: transformed })),
+            ran
+          )
+        }
+        // (with no transformInput hook and no witness the input goes on as it is, without a continuation)
+        return Observer.observed(
           run,
-          Effect.flatMap(witnessInput(run, transformInput(run, input)), (transformed) =>
-            Effect.zipRight(
-              received === undefined ?
-                Effect.void :
-                Observer.report(run, () =>
-                  AgentEvent.MessageReceived({ mode: received, step: 0, messages: transformed })),
-              execute(
-                run,
-                RunState.make(
-                  Lineage.append(loaded.messages, transformed),
-                  loaded.slices,
-                  undefined,
-                  Checkpoint.expectedOf(loaded)
-                ),
-                { node: "beforeAgent", index: 0 }
-              )
-            ))
+          config.inputHooks.length === 0 && run.journal.witness === undefined
+            ? started(input)
+            : Effect.flatMap(witnessInput(run, transformInput(run, input)), started)
         )
       }))
 
   /** A run of `input` (`run` and `stream`), once its thread is free. */
   const start = (input: Prompt.RawInput, options: Agent.RunOptions, own: Emit | undefined) =>
-    Effect.flatMap(
-      Effect.zipRight(
-        open,
-        Effect.zip(checkThreadId(options?.threadId), checkInput(input, "conversation", config.inputLimits))
-      ),
-      ([threadId, messages]) =>
-        withThreadLock(
-          threadId,
-          inboxes.leased(threadId, (lease) => runThread(threadId, messages, own, lease, undefined), afterRun)
-        )
-    )
+    // (the checks of `open` and of the thread id in the step that starts the run)
+    Effect.suspend(() => {
+      const closed = Lifetime.closedError(lifetime)
+      if (closed !== undefined) return Effect.fail(closed)
+      const threadId: unknown = options?.threadId
+      return isThreadId(threadId)
+        ? Effect.flatMap(checkInput(input, "conversation", config.inputLimits), (messages) =>
+          withThreadLock(
+            threadId,
+            inboxes.leased(threadId, (lease) => runThread(threadId, messages, own, lease, undefined), afterRun)
+          ))
+        : Effect.fail(invalidThreadId(threadId))
+    })
 
   /** A run of `threadId` with no new input (a fork goes on so), once its thread is free. */
   const proceed = (threadId: string) =>
@@ -254,7 +260,7 @@ const session = (
                     reason: `was forked at a wait of middleware "${at.middleware}", which this agent does not have`
                   })
                 }
-                const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
+                const run = contextOf(threadId, emit, journaled, loaded, lease)
                 const phase: Phase = at.node === "beforeModel" && index === 0
                   ? { node: "receive" }
                   : { node: at.node, index }
@@ -312,7 +318,7 @@ const session = (
                 yield* witnessed(posted.encoded)
                 decision = posted.decision
               }
-              const run = yield* contextOf(threadId, emit, journaled, loaded, lease)
+              const run = contextOf(threadId, emit, journaled, loaded, lease)
               const state = RunState.withResume(
                 RunState.make(
                   loaded.messages,

@@ -15,7 +15,6 @@ import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Middleware from "../Middleware.js"
 import * as RunJournal from "../RunJournal.js"
-import * as Secrets from "../Secrets.js"
 import type { Compiled } from "./config.js"
 import { identityMemo } from "./fast/identityMemo.js"
 import { PassedOn } from "./fast/passedOn.js"
@@ -26,6 +25,7 @@ import type { Save, Stepped, Then } from "./phase.js"
 import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 import { ToolCallGuards } from "./toolCallGuards.js"
+import * as ToolResult from "./toolResult.js"
 import { timedOutResult, unknownToolResult } from "./tools.js"
 import * as WrapUpdates from "./wrapUpdates.js"
 
@@ -57,11 +57,11 @@ const answered = (
   if (problem !== undefined) {
     return Effect.fail(new InvalidHookResult({ middleware, hook: "wrapToolCall", reason: problem }))
   }
-  // a hook's own result (a failure quoting a defect) is scrubbed of credentials (Secrets.scrubToolResult)
-  if (!("state" in response)) return Effect.succeed(Secrets.scrubToolResult(response))
+  // a hook's own result (a failure quoting a defect, a value too deep to store) is kept as a tool's is
+  if (!("state" in response)) return Effect.succeed(ToolResult.keep(response))
   const { state, ...result } = response
   if (state !== undefined && updates !== undefined) updates.push({ middleware, state })
-  return Effect.succeed(Secrets.scrubToolResult(result))
+  return Effect.succeed(ToolResult.keep(result))
 }
 
 /** The result as the journal keeps it: with the call's state updates, if there are some. */
@@ -88,7 +88,7 @@ const runGuarded = <E, R>(
         guards[index]!(request),
         Option.match({
           onNone: () => check(index + 1),
-          onSome: (answer) => Effect.succeed(Secrets.scrubToolResult(answer))
+          onSome: (answer) => Effect.succeed(ToolResult.keep(answer))
         })
       )
     return check(0)

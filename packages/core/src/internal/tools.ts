@@ -13,7 +13,6 @@ import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import { ToolDefect, ToolTimeout } from "../AgentError.js"
-import { toolResult } from "../Middleware.js"
 import * as Secrets from "../Secrets.js"
 import * as ToolContext from "../ToolContext.js"
 import * as ToolEffect from "../ToolEffect.js"
@@ -21,6 +20,7 @@ import * as AiSeams from "./aiSeams.js"
 import { identityMemo } from "./fast/identityMemo.js"
 import { withContext } from "./fast/withContext.js"
 import * as JsonDepth from "./jsonDepth.js"
+import * as ToolResult from "./toolResult.js"
 
 /** A tool the agent can run: its definition and how to run it. */
 export interface ToolEntry {
@@ -53,7 +53,7 @@ export const withTimeout = (entry: ToolEntry, timeout: Duration.Duration): ToolE
 
 /** The failed result the model reads for a call that timed out. */
 export const timedOutResult = (call: Prompt.ToolCallPart, error: ToolTimeout): Prompt.ToolResultPart =>
-  toolResult(call, { error: `${error.message}; it was stopped` }, { isFailure: true })
+  ToolResult.make(call, { error: `${error.message}; it was stopped` }, { isFailure: true })
 
 /**
  * The copy of a tool sent to the model: the same name, description and JSON
@@ -144,7 +144,7 @@ const argumentsCheck = (tool: Tool.Any) => {
 
 /** The failed result the model reads for a call whose arguments have `problem`. */
 const invalidArguments = (call: Prompt.ToolCallPart, tool: Tool.Any, problem: string) =>
-  toolResult(call, { error: `Invalid arguments for tool "${tool.name}": ${problem}` }, { isFailure: true })
+  ToolResult.make(call, { error: `Invalid arguments for tool "${tool.name}": ${problem}` }, { isFailure: true })
 
 const defect = (call: Prompt.ToolCallPart, tool: Tool.Any, description: string, cause?: unknown) =>
   new ToolDefect({
@@ -206,13 +206,13 @@ const runWithHandler = (
           onSuccess: (value) =>
             encodedResult(
               encodeSuccess(value),
-              (encoded) => Secrets.scrubToolResult(toolResult(call, encoded)),
+              (encoded) => ToolResult.make(call, encoded),
               (error) => defect(call, tool, `its result does not match its success schema: ${formatCause(error)}`)
             ),
           onFailure: (failure) =>
             encodedResult(
               encodeFailure(failure),
-              (encoded) => Secrets.scrubToolResult(toolResult(call, encoded, { isFailure: true })),
+              (encoded) => ToolResult.make(call, encoded, { isFailure: true }),
               (error) => defect(call, tool, `its failure does not match its failure schema: ${formatCause(error)}`)
             )
         }
@@ -241,9 +241,7 @@ const runWithToolkit = (
       tool.name,
       call.params
     ).pipe(
-      Effect.map((result) =>
-        Secrets.scrubToolResult(toolResult(call, result.encodedResult, { isFailure: result.isFailure }))
-      ),
+      Effect.map((result) => ToolResult.make(call, result.encodedResult, { isFailure: result.isFailure })),
       Effect.catchAll((error): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
         const failure = AiSeams.isAiError(error) ? AiSeams.classifyAiError(error) : undefined
         if (failure?.module === "Toolkit") {
@@ -258,7 +256,7 @@ const runWithToolkit = (
         return Effect.mapBoth(encodeFailure(error), {
           onFailure: (parseError) =>
             defect(call, tool, `its failure does not match its failure schema: ${formatCause(parseError)}`),
-          onSuccess: (encoded) => Secrets.scrubToolResult(toolResult(call, encoded, { isFailure: true }))
+          onSuccess: (encoded) => ToolResult.make(call, encoded, { isFailure: true })
         })
       }),
       Effect.catchAllDefect((cause) => Effect.fail(defect(call, tool, String(cause), cause))),
@@ -275,8 +273,10 @@ const runWithToolkit = (
  * Runs tool calls of a handled toolkit. Invalid arguments (checked first,
  * once per call) and the tool's
  * typed failures become failed tool results; a defect or a result that
- * breaks the tool's success schema is a `ToolDefect`. Every result is
- * scrubbed of credentials (`Secrets.scrubToolResult`) before anything reads it.
+ * breaks the tool's success schema is a `ToolDefect`. Every result is made
+ * by `ToolResult.make`: checked (a result too deep, or that JSON cannot hold,
+ * becomes a failed result saying so) and scrubbed of credentials before
+ * anything reads it.
  */
 export const entriesOf = (
   toolkit: Toolkit.WithHandler<Record<string, Tool.Any>>,
@@ -294,7 +294,7 @@ export const entriesOf = (
 
 /** The answer to a call of a tool the agent does not have. */
 export const unknownToolResult = (call: Prompt.ToolCallPart, available: ReadonlyArray<string>) =>
-  toolResult(call, {
+  ToolResult.make(call, {
     error: `Unknown tool "${call.name}". Available tools: ${available.length === 0 ? "none" : available.join(", ")}`
   }, { isFailure: true })
 

@@ -18,9 +18,15 @@ declare global {
   var crypto: {
     randomUUID(): string
     getRandomValues<T extends ArrayBufferView>(array: T): T
+    readonly subtle: {
+      digest(algorithm: "SHA-256", data: Uint8Array): Promise<ArrayBuffer>
+    }
   }
   function setTimeout(callback: () => void, delay?: number): unknown
   function clearTimeout(timer: unknown): void
+  // absent outside Node, Deno and Bun
+  var setImmediate: ((callback: () => void) => unknown) | undefined
+  var clearImmediate: ((handle: unknown) => void) | undefined
 }
 
 export {}

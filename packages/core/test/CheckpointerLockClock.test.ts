@@ -1,0 +1,276 @@
+/**
+ * The file-system checkpointer's lock files against clocks that disagree (a lock file whose mtime is ahead of the
+ * wall clock: skew on a shared file system, a clock stepped back) and against lock files no holder can release
+ * (a directory, a file without a valid mtime, one that cannot be read). Each case ends: the lock is taken over, the
+ * waiter goes on waiting for a live holder, or the save fails with an error naming the file; none hangs.
+ */
+import { FileSystem } from "@effect/platform"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as PlatformError from "@effect/platform/Error"
+import { assert, describe, it } from "@effect/vitest"
+import { AgentError, Checkpointer } from "@stepwise-agent/core"
+import { Cause, Deferred, Effect, Fiber, Layer, Option } from "effect"
+import * as os from "node:os"
+import * as path from "node:path"
+import { vi } from "vitest"
+import * as FileLock from "../src/internal/fileLock.js"
+
+const checkpoint: Checkpointer.Checkpoint = {
+  version: 1,
+  threadId: "t",
+  messages: [{ role: "user", content: "hello" }],
+  slices: {},
+  incarnation: "i1"
+}
+
+const tempDirectory = Effect.flatMap(
+  FileSystem.FileSystem,
+  (fs) => fs.makeTempDirectoryScoped({ directory: os.tmpdir(), prefix: "stepwise-lock-clock-" })
+).pipe(Effect.provide(NodeContext.layer))
+
+const hour = 3_600_000
+
+/** A checkpointer on `directory` whose locks go stale after a second, on the node file system or `fs`. */
+const onDisk = (directory: string, fs?: FileSystem.FileSystem) =>
+  Checkpointer.makeFileSystem(directory, { staleLockAfter: "1 second" }).pipe(
+    Effect.provide(
+      fs === undefined
+        ? NodeContext.layer
+        : Layer.merge(NodeContext.layer, Layer.succeed(FileSystem.FileSystem, fs))
+    )
+  )
+
+/** Sets the mtime of `file` to `offset` ms from now. */
+const age = (file: string, offset: number) =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) => {
+    const at = new Date(Date.now() + offset)
+    return fs.utimes(file, at, at)
+  })
+
+/** `effect`, or a failure of the test when it has not ended within `millis` (a hang). */
+const within = <A, E, R>(millis: number, effect: Effect.Effect<A, E, R>) =>
+  Effect.timeoutFailCause(effect, {
+    duration: millis,
+    onTimeout: () => Cause.die(new Error(`still waiting after ${millis} ms`))
+  })
+
+describe("Checkpointer.makeFileSystem: a lock file whose mtime is ahead of the wall clock", () => {
+  for (const [variant, offset] of [["an hour ahead", hour], ["ahead by less than the stale limit", 500]] as const) {
+    it.scopedLive(
+      `left by a crashed holder, ${variant}: taken over after the stale limit, then removed`,
+      () =>
+        Effect.gen(function*() {
+          const fs = yield* FileSystem.FileSystem
+          const directory = yield* tempDirectory
+          const lock = path.join(directory, "t.lock")
+          yield* fs.writeFileString(lock, "")
+          yield* age(lock, offset)
+          const checkpointer = yield* onDisk(directory)
+          yield* within(8_000, checkpointer.save("t", checkpoint, { expected: "absent" }))
+          assert.isFalse(yield* fs.exists(lock))
+          assert.deepStrictEqual(yield* checkpointer.load("t"), Option.some(checkpoint))
+        }).pipe(Effect.provide(NodeContext.layer)),
+      30_000
+    )
+  }
+
+  it.scopedLive(
+    "held by a live holder whose clock is an hour ahead: a rival waits until it is released",
+    () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const directory = yield* tempDirectory
+        const file = path.join(directory, "t.lock")
+        // the holder's touches write its clock's time: an hour ahead of the rival's
+        const ahead: FileSystem.FileSystem = {
+          ...fs,
+          utimes: (target, atime, mtime) => fs.utimes(target, atime, new Date(new Date(mtime).getTime() + hour))
+        }
+        const holder = FileLock.make(ahead, { staleMillis: 1000 })
+        const rival = FileLock.make(fs, { staleMillis: 1000 })
+        const order: Array<string> = []
+        const entered = yield* Deferred.make<void>()
+        const holding = yield* Effect.fork(holder(
+          file,
+          Effect.gen(function*() {
+            yield* Deferred.succeed(entered, undefined)
+            yield* Effect.sleep("3 seconds")
+            order.push("holder done")
+          })
+        ))
+        yield* Deferred.await(entered)
+        yield* rival(file, Effect.sync(() => order.push("rival in")))
+        yield* Fiber.join(holding)
+        assert.deepStrictEqual(order, ["holder done", "rival in"])
+        assert.isFalse(yield* fs.exists(file))
+      }).pipe(Effect.provide(NodeContext.layer)),
+    30_000
+  )
+
+  it.scopedLive(
+    "several takers of one lock an hour ahead: exactly one holds it at a time",
+    () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const directory = yield* tempDirectory
+        const file = path.join(directory, "t.lock")
+        yield* fs.writeFileString(file, "")
+        yield* age(file, hour)
+        let inside = 0
+        let most = 0
+        const critical = Effect.gen(function*() {
+          inside++
+          most = Math.max(most, inside)
+          yield* Effect.sleep("30 millis")
+          inside--
+        })
+        // removing the lock file is slow: a taker that saw it stale has time to remove a rival's new lock
+        const slow: FileSystem.FileSystem = {
+          ...fs,
+          remove: (target, options) =>
+            target === file
+              ? Effect.zipRight(Effect.sleep("20 millis"), fs.remove(target, options))
+              : fs.remove(target, options)
+        }
+        yield* within(
+          15_000,
+          Effect.forEach(
+            Array.from({ length: 8 }, () => FileLock.make(slow, { staleMillis: 1000 })),
+            (lock, k) => Effect.zipRight(Effect.sleep(`${k * 7} millis`), lock(file, critical)),
+            { concurrency: "unbounded" }
+          )
+        )
+        assert.strictEqual(most, 1)
+        assert.isFalse(yield* fs.exists(file))
+      }).pipe(Effect.provide(NodeContext.layer)),
+    30_000
+  )
+
+  it.scopedLive(
+    "a `.break` an hour ahead, left by a crashed breaker, is removed: the stale lock is taken over",
+    () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const directory = yield* tempDirectory
+        const lock = path.join(directory, "t.lock")
+        yield* fs.writeFileString(lock, "")
+        yield* age(lock, -60_000)
+        yield* fs.writeFileString(`${lock}.break`, "")
+        yield* age(`${lock}.break`, hour)
+        const checkpointer = yield* onDisk(directory)
+        yield* within(8_000, checkpointer.save("t", checkpoint, { expected: "absent" }))
+        assert.deepStrictEqual((yield* fs.readDirectory(directory)).filter((file) => !/\.(json|log)$/.test(file)), [])
+        assert.deepStrictEqual(yield* checkpointer.load("t"), Option.some(checkpoint))
+      }).pipe(Effect.provide(NodeContext.layer)),
+    30_000
+  )
+})
+
+/** A save's failure: a `CheckpointError` whose reason names `file` and says `says`. */
+const assertNames = (failure: AgentError.CheckpointError, file: string, says: string) => {
+  assert.instanceOf(failure, AgentError.CheckpointError)
+  assert.include(failure.reason, file)
+  assert.include(failure.reason, says)
+}
+
+describe("Checkpointer.makeFileSystem: a lock file no holder can release fails the save, naming it", () => {
+  it.scopedLive("a directory where the lock file belongs", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* tempDirectory
+      const lock = path.join(directory, "t.lock")
+      yield* fs.makeDirectory(lock)
+      const checkpointer = yield* onDisk(directory)
+      assertNames(yield* within(5_000, Effect.flip(checkpointer.save("t", checkpoint))), lock, "Directory")
+      assert.isTrue(Option.isNone(yield* checkpointer.load("t")))
+    }).pipe(Effect.provide(NodeContext.layer)), 30_000)
+
+  it.scopedLive("a directory where the `.break` of a stale lock belongs", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* tempDirectory
+      const lock = path.join(directory, "t.lock")
+      yield* fs.writeFileString(lock, "")
+      yield* age(lock, -60_000)
+      yield* fs.makeDirectory(`${lock}.break`)
+      const checkpointer = yield* onDisk(directory)
+      assertNames(yield* within(5_000, Effect.flip(checkpointer.save("t", checkpoint))), `${lock}.break`, "Directory")
+    }).pipe(Effect.provide(NodeContext.layer)), 30_000)
+
+  for (
+    const [variant, mtime] of [
+      ["no mtime", Option.none<Date>()],
+      ["an invalid mtime", Option.some(new Date(Number.NaN))]
+    ] as const
+  ) {
+    it.scopedLive(`a lock file with ${variant}`, () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const directory = yield* tempDirectory
+        const lock = path.join(directory, "t.lock")
+        yield* fs.writeFileString(lock, "")
+        const checkpointer = yield* onDisk(directory, {
+          ...fs,
+          stat: (file) => file === lock ? Effect.map(fs.stat(file), (info) => ({ ...info, mtime })) : fs.stat(file)
+        })
+        assertNames(yield* within(3_000, Effect.flip(checkpointer.save("t", checkpoint))), lock, "mtime")
+      }).pipe(Effect.provide(NodeContext.layer)), 30_000)
+  }
+
+  it.scopedLive("a lock file that cannot be read", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* tempDirectory
+      const lock = path.join(directory, "t.lock")
+      yield* fs.writeFileString(lock, "")
+      const checkpointer = yield* onDisk(directory, {
+        ...fs,
+        stat: (file) =>
+          file === lock
+            ? Effect.fail(
+              new PlatformError.SystemError({
+                reason: "PermissionDenied",
+                module: "FileSystem",
+                method: "stat",
+                pathOrDescriptor: file
+              })
+            )
+            : fs.stat(file)
+      })
+      assertNames(yield* within(3_000, Effect.flip(checkpointer.save("t", checkpoint))), lock, "PermissionDenied")
+    }).pipe(Effect.provide(NodeContext.layer)), 30_000)
+})
+
+describe("the lock file of a holder whose wall clock is stepped back while it holds it", () => {
+  it.scopedLive(
+    "past the stale limit, taken over: its release leaves its successor's lock alone",
+    () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const directory = yield* tempDirectory
+        const file = path.join(directory, "t.lock")
+        // the stalled holder's touches never reach the disk
+        const stalled = FileLock.make({ ...fs, utimes: () => Effect.void }, { staleMillis: 1000 })
+        const successor = FileLock.make(fs, { staleMillis: 1000 })
+        const entered = yield* Deferred.make<void>()
+        const leave = yield* Deferred.make<void>()
+        const wallTime = Date.now
+        yield* stalled(
+          file,
+          Effect.gen(function*() {
+            yield* Effect.fork(
+              successor(file, Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(leave)))
+            )
+            yield* Deferred.await(entered)
+            // the wall clock goes back an hour before the stalled holder lets go (and comes back once it did)
+            yield* Effect.sync(() => vi.spyOn(Date, "now").mockImplementation(() => wallTime() - hour))
+          })
+        ).pipe(Effect.ensuring(Effect.sync(() => vi.restoreAllMocks())))
+        assert.isTrue(yield* fs.exists(file))
+        yield* Deferred.succeed(leave, undefined)
+        yield* Effect.sleep("50 millis")
+        assert.isFalse(yield* fs.exists(file))
+      }).pipe(Effect.provide(NodeContext.layer)),
+    30_000
+  )
+})
