@@ -25,8 +25,7 @@
  *   every `Redacted` value in the error. They are redacted
  *   where they stand and replaced wherever else they occur in the error: its
  *   message, its cause chain, a gateway's body quoting the key, in any
- *   encoding (JSON-escaped, percent- or form-encoded, form-decoded, HTML-escaped,
- *   base64). Values made
+ *   encoding (see below). Values made
  *   known with {@link register} or {@link layer} (an API key read from
  *   config), and those a client through {@link scrubHttpClient} sends, are
  *   replaced in every text this module scrubs.
@@ -45,6 +44,38 @@
  *   letters and digits, no endpoint's word) or are named like one, and
  *   tokens whose shape announces them
  *   (`sk-…`, `AIza…`, `ghp_…`, JSON web tokens, PEM private keys).
+ *
+ * A value known by value is found under layers of encoding, in any order
+ * and mixed (a gateway that base64-encodes a percent-encoded query): the
+ * text is decoded again and again, and wherever a decoding shows the value,
+ * the whole encoded stretch that holds it is replaced. Each is matched:
+ *
+ * - percent-encoding to any depth (`%41`, `%2541`, `%252541`, …), upper or
+ *   lower case hex, UTF-8 sequences, every byte escaped or only some, and a
+ *   form's `+` for a space;
+ * - HTML entities to any depth: named (`&amp;`, `&quot;`, `&lt;`, …),
+ *   decimal (`&#115;`) and hex (`&#x73;`), `&amp;amp;…`;
+ * - string escapes, one level per decoding: `\u0073` (either case),
+ *   `\u{73}`, `\x73`, `\"`, `\\`, `\/`, `\n`, as JSON in JSON writes them;
+ * - base64, standard or URL-safe, with or without padding, the value alone or
+ *   after any prefix (a `Basic` header's `user:key`), the run glued to other
+ *   letters or not, when the bytes hold text (8 characters or more of
+ *   printable ASCII or valid UTF-8).
+ *
+ * A text is decoded six times at most along any path (any number of
+ * percent or HTML layers count as one), and the decoded texts of one text
+ * cost at most a few times its length: a megabyte of `%25%25…` is scrubbed
+ * in a fraction of a second. A value that holds escapes itself (`ab%41…`)
+ * is matched as written and as decoded.
+ *
+ * What a sink writes of a scrubbed object is scrubbed too, not only its own
+ * fields: its class's `toJSON` (as `JSON.stringify` calls it, nested ones
+ * too), `toString`, `Symbol.toPrimitive` and custom inspect (`util.inspect`,
+ * Node's loggers), getters that compute `message`, `name`, `cause` or
+ * `_tag`, and own getters, read from the copy (or from the original, when a
+ * private field holds what they read) and scrubbed; its `cause` chain, the
+ * Effect `Cause`s it holds and its `Redacted` values (which write
+ * `<redacted>`) too.
  *
  * Values shorter than {@link minimumLength} characters are not replaced by
  * value (a short value would shred ordinary text where it happens to occur);
@@ -72,6 +103,7 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
+import { decodedTexts, encodedMatches } from "./internal/decodings.js"
 import * as JsonDepth from "./internal/jsonDepth.js"
 import * as JsonValue from "./internal/jsonValue.js"
 
@@ -293,12 +325,14 @@ const asciiJson = (json: string, hex: (digits: string) => string): string =>
 const htmlEntities: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" }
 
 /**
- * The ways a value is written in an error or a result: as is; escaped in JSON
- * (once or twice, with `\/` for `/`, with `\u…` for what is not ASCII);
- * URI-encoded (as a component or a URI, in upper or lower case hex digits,
- * once or twice); form-encoded (`+` for a space), or form-decoded (its `+`
- * read as spaces); HTML-escaped; in base64 (standard or URL-safe, alone or
- * after any prefix, with or without padding).
+ * The ways a value is written in an error or a result, as the text stands:
+ * as is; escaped in JSON (once or twice, with `\/` for `/`, with `\u…` for
+ * what is not ASCII); URI-encoded (as a component or a URI, in upper or lower
+ * case hex digits, once or twice); form-encoded (`+` for a space), or
+ * form-decoded (its `+` read as spaces); HTML-escaped; in base64 (standard or
+ * URL-safe, alone or after any prefix, with or without padding). Deeper
+ * layers are decoded (`internal/decodings.ts`) and their texts matched
+ * against these forms.
  */
 const formsOf = (secret: string): ReadonlyArray<string | undefined> => {
   const json = JSON.stringify(secret).slice(1, -1)
@@ -318,28 +352,52 @@ const formsOf = (secret: string): ReadonlyArray<string | undefined> => {
     // as a form encodes it (URLSearchParams): `!'()~` escaped too
     component?.replace(/[!'()~]/g, (char) => `%${char.charCodeAt(0).toString(16).toUpperCase()}`).replace(/%20/g, "+"),
     secret.replace(/\+/g, " "),
+    // its spaces as a form writes them, the rest as it is (or as decoding gave it back: `a+b` of `a%20b`)
+    secret.includes(" ") ? secret.replace(/ /g, "+") : undefined,
     secret.replace(/[&<>"']/g, (char) => htmlEntities[char]!),
     ...base64Forms(secret)
   ]
 }
 
-/** One pattern for every form of every value long enough (longest first), or `undefined`. */
+/**
+ * One pattern for every form of every value long enough (longest first), or
+ * `undefined`. A value that holds escapes itself (`ab%41cd…`, `&amp;`, `\u0041`)
+ * has the forms of what it decodes to as well: decoding a text that quotes it
+ * (percent-encoded three times) decodes them too.
+ */
 const patternOf = (secrets: Iterable<string>): RegExp | undefined => {
   const forms = new Set<string>()
   for (const secret of secrets) {
     if (secret.length < minimumLength || redacted.includes(secret)) continue
-    for (const form of formsOf(secret)) if (form !== undefined && !redacted.includes(form)) forms.add(form)
+    for (const value of /[%&\\]/.test(secret) ? [secret, ...decodedTexts(secret)] : [secret]) {
+      if (value.length < minimumLength) continue
+      for (const form of formsOf(value)) if (form !== undefined && !redacted.includes(form)) forms.add(form)
+    }
   }
   return forms.size === 0
     ? undefined
     : new RegExp([...forms].sort((a, b) => b.length - a.length).map(escapeRegExp).join("|"), "g")
 }
 
-const replaceValues = (text: string, pattern: RegExp | undefined): string => {
-  if (pattern === undefined) return text
+/**
+ * The text with every match of the patterns replaced, as the text stands
+ * or under layers of encoding (see `internal/decodings.ts`): the whole
+ * encoded stretch that holds a match is replaced.
+ */
+const replaceValues = (text: string, ...patterns: ReadonlyArray<RegExp | undefined>): string => {
+  const defined = patterns.filter((pattern) => pattern !== undefined)
+  if (defined.length === 0) return text
   // a replacement can join the text around it into another occurrence
   for (let round = 0; round < 4; round++) {
-    const next = text.replace(pattern, redacted)
+    const ranges = encodedMatches(text, defined)
+    if (ranges.length === 0) return text
+    let next = ""
+    let last = 0
+    for (const [start, end] of ranges) {
+      next += text.slice(last, start) + redacted
+      last = end
+    }
+    next += text.slice(last)
     if (next === text) return text
     text = next
   }
@@ -638,7 +696,7 @@ const quotedBasic = (text: string): RegExp | undefined => {
 }
 
 const scrubTextWith = (text: string, values: RegExp | undefined): string =>
-  scrubNamed(replaceValues(replaceValues(replaceValues(text, values), knownPattern()), quotedBasic(text)))
+  scrubNamed(replaceValues(text, values, knownPattern(), quotedBasic(text)))
     .replace(
       pair,
       (whole, prefix: string, _quote: string, name: string) => isCredentialName(name) ? `${prefix}${redacted}` : whole
@@ -1049,6 +1107,107 @@ interface Scrubbing {
   readonly seen: WeakMap<object, unknown>
   /** The values the error shows it sent. */
   readonly values: RegExp | undefined
+  /** How many more of its objects' own ways of writing themselves (`toJSON`, …) may be called. */
+  readonly calls: { left: number }
+  /** The texts scrubbed so far, and what they became (the ways an object writes itself repeat its fields). */
+  readonly texts?: Map<string, string> | undefined
+}
+
+/**
+ * How sinks have an object write itself beyond its own data: `JSON.stringify`
+ * calls `toJSON`, `String()` and template literals `Symbol.toPrimitive` or
+ * `toString`, `util.inspect` (Node's loggers, `console`) its custom inspect.
+ */
+const serialisers: ReadonlyArray<PropertyKey> = [
+  "toJSON",
+  "toString",
+  Symbol.toPrimitive,
+  Inspectable.NodeInspectSymbol
+]
+
+/** The fields of an error sinks read that a class may compute (`Error.prototype.toString`, `Cause.pretty`, loggers). */
+const computedFields: ReadonlyArray<string> = ["message", "name", "cause", "_tag"]
+
+// the built-in ways, which read nothing but the object's own fields
+const builtIn = new Set<unknown>([
+  Object.prototype.toString,
+  Error.prototype.toString,
+  Array.prototype.toString,
+  Date.prototype.toJSON,
+  Date.prototype.toString,
+  RegExp.prototype.toString
+])
+
+/** A hook the object has (own or inherited) that is not built in, or `undefined`. */
+const hookOf = (self: object, key: PropertyKey): ((...args: Array<unknown>) => unknown) | undefined => {
+  try {
+    const method: unknown = Reflect.get(self, key)
+    return typeof method === "function" && !builtIn.has(method)
+      ? method as (...args: Array<unknown>) => unknown
+      : undefined
+  } catch {
+    return undefined // a getter that throws: the sink's read throws too
+  }
+}
+
+const scrub = (scrubbing: Scrubbing) => (value: unknown): unknown => scrubValue(value, scrubbing)
+
+/** Whether the object writes itself some way of its own (a `toJSON` of its class, …). */
+const writesItself = (self: object): boolean => serialisers.some((key) => hookOf(self, key) !== undefined)
+
+/** The getter of `key` on the prototypes of `self` (not `Object`'s or `Error`'s), or `undefined`. */
+const inheritedGetter = (self: object, key: string): (() => unknown) | undefined => {
+  for (
+    let proto = Object.getPrototypeOf(self);
+    proto !== null && proto !== Object.prototype && proto !== Error.prototype;
+    proto = Object.getPrototypeOf(proto)
+  ) {
+    const descriptor = Object.getOwnPropertyDescriptor(proto, key)
+    if (descriptor !== undefined) return descriptor.get
+  }
+  return undefined
+}
+
+/**
+ * Whether what `read` gives of `self` changes when scrubbed by `scrub` (a
+ * read that throws changes nothing: the sink's read throws too, and one that
+ * gives `self` back has the sink write `self`). Once the scrubbing's calls
+ * are spent (a `toJSON` that answers a new object with a `toJSON`, on and
+ * on), every read counts as changed: the copy reads through, scrubbed.
+ */
+const changesWhenScrubbed = (
+  self: object,
+  read: () => unknown,
+  scrub: (value: unknown) => unknown,
+  scrubbing: Scrubbing
+): boolean => {
+  if (scrubbing.calls.left-- <= 0) return true
+  try {
+    const raw = read()
+    return raw !== self && scrub(raw) !== raw
+  } catch {
+    return false
+  }
+}
+
+/**
+ * A read for the copy, scrubbed as its fields were: of the copy, whose fields
+ * are scrubbed, or of the original when the copy cannot answer it (a private
+ * field).
+ */
+const readThrough = (
+  copy: object,
+  self: object,
+  scrub: (value: unknown) => unknown,
+  read: (self: object) => unknown
+) => {
+  let raw: unknown
+  try {
+    raw = read(copy)
+  } catch {
+    raw = read(self)
+  }
+  return raw === self || raw === copy ? copy : scrub(raw)
 }
 
 /** A copy of `self` (same prototype) with its own properties scrubbed by `entry`, or `self` when none changed. */
@@ -1060,19 +1219,69 @@ const scrubObject = <A extends object>(
   const copy = Object.create(Object.getPrototypeOf(self)) as A
   scrubbing.seen.set(self, copy)
   let changed = false
+  // what a sink writes through the object's own ways of writing itself (a method may read what no field holds: a
+  // closure, a private field) is scrubbed: the copy answers the same way, scrubbed
+  const hooks: Array<readonly [PropertyKey, PropertyDescriptor]> = []
+  for (const key of serialisers) {
+    const method = hookOf(self, key)
+    if (method === undefined) continue
+    const argument = key === Symbol.toPrimitive ? "string" : ""
+    changed = changesWhenScrubbed(self, () => method.call(self, argument), scrub(scrubbing), scrubbing) || changed
+    const own = Object.getOwnPropertyDescriptor(self, key)
+    hooks.push([key, {
+      // each time a sink calls it, with calls of its own
+      value: (...args: Array<unknown>) =>
+        readThrough(
+          copy,
+          self,
+          scrub({ ...scrubbing, calls: { left: maximumCalls } }),
+          (self) => method.apply(self, args)
+        ),
+      enumerable: own?.enumerable ?? false,
+      writable: true,
+      configurable: true
+    }])
+  }
   for (const key of Reflect.ownKeys(self)) {
     const descriptor = Object.getOwnPropertyDescriptor(self, key)!
+    if (hooks.some(([hook]) => hook === key)) continue
+    const name = typeof key === "string" ? key : key.description ?? ""
     // symbol-keyed values too: a `Data.Error` keeps its constructor's arguments under a symbol, and its
     // `toJSON` (so `JSON.stringify` of the error) writes them
     if ("value" in descriptor) {
-      const value = entry(typeof key === "string" ? key : key.description ?? "", descriptor.value)
+      const value = entry(name, descriptor.value)
       if (value !== descriptor.value) {
         changed = true
         descriptor.value = value
       }
+    } else if (descriptor.get !== undefined) {
+      // an own getter computes what it reads: the copy reads it through, scrubbed
+      const get = descriptor.get
+      const field = (value: unknown) => entry(name, value)
+      changed = changesWhenScrubbed(self, () => get.call(self), field, scrubbing) || changed
+      Object.defineProperty(copy, key, {
+        get: () => readThrough(copy, self, field, (self) => get.call(self)),
+        enumerable: descriptor.enumerable ?? false,
+        configurable: true
+      })
+      continue
     }
     Object.defineProperty(copy, key, descriptor)
   }
+  // the fields an error's sinks read that its class computes (a `message` getter)
+  for (const key of computedFields) {
+    if (Object.prototype.hasOwnProperty.call(copy, key)) continue
+    const get = inheritedGetter(self, key)
+    if (get === undefined) continue
+    const field = (value: unknown) => entry(key, value)
+    changed = changesWhenScrubbed(self, () => get.call(self), field, scrubbing) || changed
+    hooks.push([key, {
+      get: () => readThrough(copy, self, field, (self) => get.call(self)),
+      enumerable: false,
+      configurable: true
+    }])
+  }
+  for (const [key, descriptor] of hooks) Object.defineProperty(copy, key, descriptor)
   // a getter a class defines under a credential's name reads what no copy can scrub: the copy hides it
   for (
     let proto = Object.getPrototypeOf(self);
@@ -1100,18 +1309,10 @@ const scrubObject = <A extends object>(
   return changed ? copy : self
 }
 
-/** An object's own `toJSON` or `toString`: what it answers is scrubbed (it may read what the copy does not hold). */
-const scrubbedMethod = (method: (...args: Array<unknown>) => unknown, scrubbing: Scrubbing) =>
-  function(this: unknown, ...args: Array<unknown>) {
-    return scrubValue(method.apply(this, args), { seen: new WeakMap(), values: scrubbing.values })
-  }
-
 /** A field of an object: redacted when named like a credential; `headers` are headers. */
 const scrubField = (scrubbing: Scrubbing) => (key: string, value: unknown): unknown =>
   typeof value === "string" && isCredentialField(key)
     ? redacted
-    : typeof value === "function" && (key === "toJSON" || key === "toString")
-    ? scrubbedMethod(value as (...args: Array<unknown>) => unknown, scrubbing)
     : key.toLowerCase().endsWith("headers") && Predicate.isObject(value) && !Array.isArray(value)
     ? scrubHeaders(value, scrubbing, false)
     : scrubValue(value, scrubbing)
@@ -1166,7 +1367,7 @@ const scrubHash = (hash: unknown, scrubbing: Scrubbing): unknown => {
 
 /** A body read as JSON or text with the known values replaced in its strings (and nothing else changed). */
 const replaceKnown = (body: unknown, values: RegExp | undefined): unknown => {
-  if (typeof body === "string") return replaceValues(replaceValues(body, values), knownPattern())
+  if (typeof body === "string") return replaceValues(body, values, knownPattern())
   if (Array.isArray(body)) return body.map((item) => replaceKnown(item, values))
   if (Predicate.isObject(body) && isPlain(body)) {
     return Object.fromEntries(Object.entries(body).map(([key, value]) => [key, replaceKnown(value, values)]))
@@ -1237,7 +1438,13 @@ const scrubSet = (set: Set<unknown>, scrubbing: Scrubbing): unknown => {
 }
 
 const scrubValue = (value: unknown, scrubbing: Scrubbing): unknown => {
-  if (typeof value === "string") return scrubTextWith(value, scrubbing.values)
+  if (typeof value === "string") {
+    const known = scrubbing.texts?.get(value)
+    if (known !== undefined) return known
+    const scrubbed = scrubTextWith(value, scrubbing.values)
+    scrubbing.texts?.set(value, scrubbed)
+    return scrubbed
+  }
   if (typeof value !== "object" || value === null) return value
   if (scrubbing.seen.has(value)) return scrubbing.seen.get(value)
   if (Array.isArray(value)) {
@@ -1270,15 +1477,20 @@ const scrubValue = (value: unknown, scrubbing: Scrubbing): unknown => {
   if (value instanceof Map) return scrubMap(value, scrubbing)
   if (value instanceof Set) return scrubSet(value, scrubbing)
   if (Redacted.isRedacted(value)) return value
-  if (value instanceof Error || isRecord(value)) return scrubObject(value, scrubbing, scrubField(scrubbing))
+  if (value instanceof Error || isRecord(value) || (!ArrayBuffer.isView(value) && writesItself(value))) {
+    return scrubObject(value, scrubbing, scrubField(scrubbing))
+  }
   return value
 }
+
+// how many of its objects' own ways of writing themselves one scrubbing calls at most
+const maximumCalls = 256
 
 const scrubbingOf = (values: ReadonlyArray<unknown>): Scrubbing => {
   const found = new Set<string>()
   const seen = new Set<object>()
   for (const value of values) collect(value, found, seen)
-  return { seen: new WeakMap(), values: patternOf(found) }
+  return { seen: new WeakMap(), values: patternOf(found), calls: { left: maximumCalls }, texts: new Map() }
 }
 
 /**
@@ -1463,7 +1675,7 @@ export const scrubToolResult = <Part extends { readonly result: unknown; readonl
 // clients
 // ---------------------------------------------------------------------------
 
-const untracked: Scrubbing = { seen: new WeakMap(), values: undefined }
+const untracked: Scrubbing = { seen: new WeakMap(), values: undefined, calls: { left: 0 } }
 
 const isAbsoluteUrl = (value: string): boolean => /^[a-z][a-z0-9+.-]*:\/\//i.test(value)
 
@@ -1481,6 +1693,8 @@ const urlHeaders = new Set(["referer", "origin", "location", "content-location"]
  * a `Referer` or `Location` header) in every part, a host in its labels.
  */
 const scrubAttribute = (key: string, value: unknown): unknown => {
+  // an object an exporter writes as it writes it (its `toJSON`, its `toString`) is scrubbed as an error is
+  if (typeof value === "object" && value !== null) return scrubError(value)
   if (typeof value !== "string") return value
   if (key.startsWith("http.request.header.")) {
     const name = key.slice(20)

@@ -1,0 +1,491 @@
+/**
+ * The texts a text holds under layers of encoding, each mapped back to where
+ * it stands: a credential percent-encoded three times, or base64 of its
+ * percent-encoding, is found by decoding, not by listing every composition.
+ *
+ * Two decodings, applied in any order to a bounded depth:
+ *
+ * - **escapes**, in one pass: percent-escapes to any depth (`%41`, `%2541`,
+ *   `%252541`, upper or lower case hex, UTF-8 sequences), HTML entities to
+ *   any depth (`&lt;`, `&amp;lt;`, `&#60;`, `&#x3C;`), and one level of
+ *   string escapes (`\u0073`, `\u{73}`, `\"`, `\\`, `\/`, `\x73`, `\n`);
+ * - **base64** (standard or URL-safe, with or without padding, at any of the
+ *   four alignments): a run of 11 base64 characters or more whose bytes hold
+ *   a stretch of at least 8 characters of text (printable ASCII or valid
+ *   UTF-8) is read as that text.
+ *
+ * A text is decoded again only while a decoding changes it, at most
+ * {@link depth} times along a path, and the texts made in all cost at most
+ * {@link budget} characters: no input (a megabyte of `%25%25…`) takes long.
+ */
+
+/** How many decodings a path applies at most. */
+const depth = 6
+
+/** The characters the decoded texts of one text may hold in all: a multiple of its length, and a floor. */
+const budget = (length: number): number => 8 * length + 65_536
+
+/** A text decoded from its source: each piece of it comes from a range of its source's characters. */
+interface Layer {
+  readonly text: string
+  readonly source: Layer | undefined
+  /** Where each piece starts in `text`, ascending. */
+  readonly at: ReadonlyArray<number>
+  /** The range of the source's characters each piece comes from. */
+  readonly from: ReadonlyArray<number>
+  readonly to: ReadonlyArray<number>
+  /** Whether the piece is copied (its characters one for one) or decoded (every character from the whole range). */
+  readonly copied: ReadonlyArray<boolean>
+}
+
+interface Builder {
+  readonly parts: Array<string>
+  length: number
+  readonly at: Array<number>
+  readonly from: Array<number>
+  readonly to: Array<number>
+  readonly copied: Array<boolean>
+}
+
+const builder = (): Builder => ({ parts: [], length: 0, at: [], from: [], to: [], copied: [] })
+
+const piece = (b: Builder, text: string, from: number, to: number, copied: boolean) => {
+  if (text.length === 0) return
+  b.parts.push(text)
+  const last = b.at.length - 1
+  if (last >= 0 && b.copied[last] === copied && b.to[last] === from) {
+    // copied next to copied, or decoded next to decoded (`%e6%97%a5%e6%9c%ac`, `\\\\`: one piece from the
+    // escapes of both)
+    b.to[last] = to
+    b.length += text.length
+    return
+  }
+  b.at.push(b.length)
+  b.from.push(from)
+  b.to.push(to)
+  b.copied.push(copied)
+  b.length += text.length
+}
+
+const copy = (b: Builder, source: string, from: number, to: number) => {
+  if (to > from) piece(b, source.slice(from, to), from, to, true)
+}
+
+const layerOf = (b: Builder, source: Layer): Layer => ({
+  text: b.parts.join(""),
+  source,
+  at: b.at,
+  from: b.from,
+  to: b.to,
+  copied: b.copied
+})
+
+/** The piece of `layer` that holds its character `index`. */
+const pieceAt = (layer: Layer, index: number): number => {
+  let low = 0
+  let high = layer.at.length - 1
+  while (low < high) {
+    const middle = (low + high + 1) >> 1
+    if (layer.at[middle]! <= index) low = middle
+    else high = middle - 1
+  }
+  return low
+}
+
+/** The range of the original text that the characters `start` to `end` of `layer` come from. */
+const originalRange = (layer: Layer, start: number, end: number): readonly [number, number] => {
+  let from = start
+  let to = end
+  for (let current = layer; current.source !== undefined; current = current.source) {
+    const first = pieceAt(current, from)
+    const last = pieceAt(current, to - 1)
+    let low = Infinity
+    let high = -Infinity
+    for (let k = first; k <= last; k++) {
+      const at = current.at[k]!
+      const pieceStart = current.copied[k] ? current.from[k]! + Math.max(from, at) - at : current.from[k]!
+      const pieceEnd = current.copied[k]
+        ? current.from[k]! + Math.min(to, current.at[k + 1] ?? Infinity) - at
+        : current.to[k]!
+      low = Math.min(low, pieceStart)
+      high = Math.max(high, pieceEnd)
+    }
+    from = low
+    to = high
+  }
+  return [from, to]
+}
+
+// ---------------------------------------------------------------------------
+// bytes as text
+// ---------------------------------------------------------------------------
+
+/** The length of the UTF-8 sequence of a character (printable, or a tab or line break) at `i`, or 0. */
+const characterAt = (bytes: Uint8Array, i: number, end: number): number => {
+  const lead = bytes[i]!
+  if (lead < 0x80) return (lead >= 0x20 && lead < 0x7f) || lead === 0x09 || lead === 0x0a || lead === 0x0d ? 1 : 0
+  const length = lead >= 0xc2 && lead <= 0xdf
+    ? 2
+    : lead >= 0xe0 && lead <= 0xef
+    ? 3
+    : lead >= 0xf0 && lead <= 0xf4
+    ? 4
+    : 0
+  if (length === 0 || i + length > end) return 0
+  for (let k = 1; k < length; k++) if ((bytes[i + k]! & 0xc0) !== 0x80) return 0
+  // no overlong forms, no surrogates, nothing past U+10FFFF
+  const second = bytes[i + 1]!
+  if (lead === 0xe0 && second < 0xa0) return 0
+  if (lead === 0xed && second >= 0xa0) return 0
+  if (lead === 0xf0 && second < 0x90) return 0
+  if (lead === 0xf4 && second >= 0x90) return 0
+  return length
+}
+
+/** The character of the UTF-8 sequence of `length` bytes at `i` (see `characterAt`). */
+const decodeCharacter = (bytes: Uint8Array, i: number, length: number): string => {
+  if (length === 1) return String.fromCharCode(bytes[i]!)
+  let code = bytes[i]! & (0xff >> (length + 1))
+  for (let k = 1; k < length; k++) code = (code << 6) | (bytes[i + k]! & 0x3f)
+  return String.fromCodePoint(code)
+}
+
+// ---------------------------------------------------------------------------
+// escapes
+// ---------------------------------------------------------------------------
+
+// an HTML entity, its `&` escaped any number of times (`&amp;amp;lt;`)
+const entity = /&(?:amp;)*(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z]{2,6});/y
+
+const entities: Record<string, string> = {
+  AMP: "&",
+  LT: "<",
+  GT: ">",
+  QUOT: "\"",
+  amp: "&",
+  lt: "<",
+  gt: ">",
+  quot: "\"",
+  apos: "'",
+  nbsp: "\u00a0",
+  sol: "/",
+  colon: ":",
+  equals: "=",
+  plus: "+",
+  percnt: "%",
+  num: "#",
+  excl: "!",
+  quest: "?",
+  lowbar: "_",
+  period: ".",
+  comma: ",",
+  semi: ";",
+  bsol: "\\",
+  grave: "`",
+  lpar: "(",
+  rpar: ")",
+  ast: "*",
+  tilde: "~",
+  commat: "@",
+  dollar: "$",
+  Tab: "\t",
+  NewLine: "\n"
+}
+
+const stringEscapes: Record<string, string> = { n: "\n", t: "\t", r: "\r", b: "\b", f: "\f", v: "\v", "0": "\0" }
+
+const utf8 = new TextDecoder("utf-8")
+
+const isHex = (code: number): boolean =>
+  (code >= 48 && code <= 57) || (code >= 65 && code <= 70) || (code >= 97 && code <= 102)
+
+const hexAt = (source: string, at: number, digits: number): number | undefined => {
+  for (let k = 0; k < digits; k++) if (!isHex(source.charCodeAt(at + k))) return undefined
+  return parseInt(source.slice(at, at + digits), 16)
+}
+
+/**
+ * The run of percent-escapes at `start` decoded (`%`, any number of `25`,
+ * then a byte: the last `25` is the byte when no other follows), each
+ * character (a UTF-8 sequence, or a byte alone) from its escapes; where the
+ * run ends (`start` when there is none).
+ */
+const percentRun = (b: Builder, source: string, start: number): number => {
+  const bytes: Array<number> = []
+  const starts: Array<number> = []
+  let i = start
+  while (source.charCodeAt(i) === 37) {
+    let j = i + 1
+    while (source.charCodeAt(j) === 50 && source.charCodeAt(j + 1) === 53) j += 2
+    const byte = hexAt(source, j, 2)
+    if (byte !== undefined) {
+      bytes.push(byte)
+      starts.push(i)
+      i = j + 2
+    } else if (j > i + 1) {
+      bytes.push(0x25)
+      starts.push(i)
+      i = j
+    } else {
+      break
+    }
+  }
+  starts.push(i)
+  const array = Uint8Array.from(bytes)
+  for (let k = 0; k < array.length;) {
+    const length = characterAt(array, k, array.length)
+    // a byte that starts no character stands for itself (as Latin-1 reads it)
+    const taken = Math.max(length, 1)
+    piece(b, decodeCharacter(array, k, taken), starts[k]!, starts[k + taken]!, false)
+    k += taken
+  }
+  return i
+}
+
+/** The entity at `start` decoded; where it ends (`start` when there is none, or it names nothing known). */
+const entityAt = (b: Builder, source: string, start: number): number => {
+  entity.lastIndex = start
+  const match = entity.exec(source)
+  if (match === null) return start
+  // the name after the last of the escaped `&`s
+  const cut = match[0].lastIndexOf(";", match[0].length - 2)
+  const name = match[0].slice(cut < 0 ? 1 : cut + 1, -1)
+  const code = name.startsWith("#")
+    ? name[1] === "x" || name[1] === "X" ? parseInt(name.slice(2), 16) : parseInt(name.slice(1), 10)
+    : undefined
+  const text = code === undefined
+    ? entities[name]
+    : code <= 0x10ffff && !(code >= 0xd800 && code <= 0xdfff)
+    ? String.fromCodePoint(code)
+    : undefined
+  if (text === undefined) return start
+  piece(b, text, start, entity.lastIndex, false)
+  return entity.lastIndex
+}
+
+/** The string escape at `start` (`\u0073`, `\u{73}`, `\x73`, `\"`, `\n`) decoded, one level; where it ends. */
+const stringEscapeAt = (b: Builder, source: string, start: number): number => {
+  if (start + 1 >= source.length) return start
+  const kind = source[start + 1]!
+  const unit = kind === "u" ? hexAt(source, start + 2, 4) : kind === "x" ? hexAt(source, start + 2, 2) : undefined
+  if (unit !== undefined) {
+    const end = start + (kind === "u" ? 6 : 4)
+    piece(b, String.fromCharCode(unit), start, end, false)
+    return end
+  }
+  // a code point in braces, as JavaScript writes it: `\u{1F511}`
+  const braced = kind === "u" ? /^\{([0-9A-Fa-f]{1,6})\}/.exec(source.slice(start + 2, start + 10)) : null
+  const point = braced === null ? undefined : parseInt(braced[1]!, 16)
+  if (point !== undefined && point <= 0x10ffff && !(point >= 0xd800 && point <= 0xdfff)) {
+    const end = start + 2 + braced![0].length
+    piece(b, String.fromCodePoint(point), start, end, false)
+    return end
+  }
+  piece(b, stringEscapes[kind] ?? kind, start, start + 2, false)
+  return start + 2
+}
+
+/** The text with its escapes decoded, or `undefined` when it holds none. */
+const unescapeLayer = (layer: Layer): Layer | undefined => {
+  const source = layer.text
+  const b = builder()
+  let last = 0
+  let decoded = false
+  for (let i = 0; i < source.length; i++) {
+    const code = source.charCodeAt(i)
+    if (code !== 37 && code !== 38 && code !== 92) continue
+    copy(b, source, last, i)
+    last = i
+    const end = code === 37
+      ? percentRun(b, source, i)
+      : code === 38
+      ? entityAt(b, source, i)
+      : stringEscapeAt(b, source, i)
+    if (end === i) continue
+    decoded = true
+    last = end
+    i = end - 1
+  }
+  if (!decoded) return undefined
+  copy(b, source, last, source.length)
+  return layerOf(b, layer)
+}
+
+// ---------------------------------------------------------------------------
+// base64
+// ---------------------------------------------------------------------------
+
+const base64Run = /[A-Za-z0-9+/_-]{11,}(={1,2})?/g
+const sextets = new Int8Array(128).fill(-1)
+for (let i = 0; i < 64; i++) {
+  sextets["ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".charCodeAt(i)] = i
+}
+sextets["-".charCodeAt(0)] = 62
+sextets["_".charCodeAt(0)] = 63
+
+/** The shortest stretch of text a decoded run must hold to be read as text. */
+const shortestText = 8
+
+/** The base64 of `source`'s characters `start` to `end`, decoded. */
+const base64Bytes = (source: string, start: number, end: number): Uint8Array => {
+  const bytes = new Uint8Array(Math.floor(((end - start) * 6) / 8))
+  let bits = 0
+  let count = 0
+  let n = 0
+  for (let i = start; i < end; i++) {
+    bits = ((bits << 6) | sextets[source.charCodeAt(i)]!) & 0xffffff
+    count += 6
+    if (count >= 8) {
+      count -= 8
+      bytes[n++] = (bits >> count) & 0xff
+    }
+  }
+  return bytes
+}
+
+/**
+ * The stretches of text the base64 run `start`..`end` holds, read from each
+ * of the four characters it may start at, each mapped to the characters that
+ * encode it (and the padding after the run, up to `padded`, when it ends it).
+ */
+const base64Texts = (
+  source: string,
+  start: number,
+  end: number,
+  padded: number
+): Array<readonly [string, number, number]> => {
+  const found: Array<readonly [string, number, number]> = []
+  for (let offset = 0; offset < 4 && end - start - offset >= 11; offset++) {
+    const from = start + offset
+    const bytes = base64Bytes(source, from, end)
+    let stretch = 0
+    for (let i = 0; i <= bytes.length; i++) {
+      const length = i < bytes.length ? characterAt(bytes, i, bytes.length) : 0
+      if (length > 0) {
+        i += length - 1
+        continue
+      }
+      if (i - stretch >= shortestText) {
+        found.push([
+          utf8.decode(bytes.subarray(stretch, i)),
+          from + Math.floor((stretch * 8) / 6),
+          i === bytes.length ? padded : Math.min(end, from + Math.floor(((i - 1) * 8 + 7) / 6) + 1)
+        ])
+      }
+      stretch = i + 1
+    }
+    // the whole run is text from its first character: it starts nowhere else
+    if (offset === 0 && found.length === 1 && found[0]![1] === start && bytes.length - found[0]![0].length < 3) break
+  }
+  return found
+}
+
+/**
+ * The text with its base64 runs read as the text they hold, or `undefined`
+ * when none holds any. `read` keeps what each run (with its padding) held,
+ * from its start, for the other layers of the same text (most runs are the
+ * same in all of them).
+ */
+const base64Layer = (
+  layer: Layer,
+  read: Map<string, Array<readonly [string, number, number]>>
+): Layer | undefined => {
+  const source = layer.text
+  const b = builder()
+  let last = 0
+  base64Run.lastIndex = 0
+  for (let match = base64Run.exec(source); match !== null; match = base64Run.exec(source)) {
+    const start = match.index
+    const padded = start + match[0].length
+    const end = padded - (match[1]?.length ?? 0)
+    let texts = read.get(match[0])
+    if (texts === undefined) {
+      texts = base64Texts(source, start, end, padded).map(([text, from, to]) => [text, from - start, to - start])
+      read.set(match[0], texts)
+    }
+    if (texts.length === 0) continue
+    copy(b, source, last, start)
+    for (const [text, from, to] of texts) {
+      piece(b, text, start + from, start + to, false)
+      // apart, so that no two stretches read as one
+      piece(b, "\n", start, padded, false)
+    }
+    last = padded
+  }
+  if (last === 0) return undefined
+  copy(b, source, last, source.length)
+  return layerOf(b, layer)
+}
+
+// ---------------------------------------------------------------------------
+// layers
+// ---------------------------------------------------------------------------
+
+/** Every text decoded from `text` (not `text` itself), each once, within the depth and the budget. */
+const layersOf = (text: string): Array<Layer> => {
+  const root: Layer = { text, source: undefined, at: [0], from: [0], to: [text.length], copied: [true] }
+  const seen = new Set([text])
+  const layers: Array<Layer> = []
+  let left = budget(text.length)
+  const read = new Map<string, Array<readonly [string, number, number]>>()
+  const decodings = [unescapeLayer, (layer: Layer) => base64Layer(layer, read)]
+  let current: Array<Layer> = [root]
+  for (let level = 0; level < depth && current.length > 0; level++) {
+    const next: Array<Layer> = []
+    for (const layer of current) {
+      for (const decode of decodings) {
+        if (left <= 0) return layers
+        const decoded = decode(layer)
+        if (decoded === undefined || seen.has(decoded.text)) continue
+        left -= decoded.text.length + layer.text.length
+        seen.add(decoded.text)
+        layers.push(decoded)
+        next.push(decoded)
+      }
+    }
+    current = next
+  }
+  return layers
+}
+
+/**
+ * The texts `text` decodes to (see the module's comment), not `text` itself.
+ *
+ * @internal
+ */
+export const decodedTexts = (text: string): Array<string> => layersOf(text).map((layer) => layer.text)
+
+/**
+ * The ranges of `text` (start, end) that hold a match of one of `patterns`
+ * (global), as it stands or once decoded, merged, in order.
+ *
+ * @internal
+ */
+export const encodedMatches = (
+  text: string,
+  patterns: ReadonlyArray<RegExp>
+): Array<readonly [number, number]> => {
+  const ranges: Array<readonly [number, number]> = []
+  for (const pattern of patterns) {
+    pattern.lastIndex = 0
+    for (const match of text.matchAll(pattern)) {
+      if (match[0].length > 0) ranges.push([match.index, match.index + match[0].length])
+    }
+  }
+  for (const layer of layersOf(text)) {
+    for (const pattern of patterns) {
+      pattern.lastIndex = 0
+      for (const match of layer.text.matchAll(pattern)) {
+        if (match[0].length > 0) ranges.push(originalRange(layer, match.index, match.index + match[0].length))
+      }
+    }
+  }
+  ranges.sort((a, b) => a[0] - b[0])
+  const merged: Array<readonly [number, number]> = []
+  for (const range of ranges) {
+    const last = merged[merged.length - 1]
+    if (last !== undefined && range[0] <= last[1]) merged[merged.length - 1] = [last[0], Math.max(last[1], range[1])]
+    else merged.push(range)
+  }
+  return merged
+}
