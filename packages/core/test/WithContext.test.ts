@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Context, Deferred, Effect, Exit, Fiber, FiberRef, Option, Scope } from "effect"
-import { asIs, locally, scoped, withContext } from "../src/internal/fast/withContext.js"
+import { addService, asIs, locally, scoped, withContext } from "../src/internal/fast/withContext.js"
 
 class Name extends Context.Tag("test/Name")<Name, string>() {}
 class Extra extends Context.Tag("test/Extra")<Extra, number>() {}
@@ -181,6 +181,15 @@ describe("withContext", () => {
       assert.strictEqual(yield* FiberRef.get(other), "outer")
       assert.deepStrictEqual(yield* seen, { name: "outer", extra: undefined })
     }).pipe(Effect.provideService(Name, "outer")))
+
+  it("addService gives what Context.add gives: every service of the context, the new one last", () => {
+    const input = Context.make(Name, "outer").pipe(Context.add(Extra, 1)) as Context.Context<never>
+    const ours = addService(input, Extra, 2)
+    const effects = Context.add(input, Extra, 2)
+    assert.deepStrictEqual([...ours.unsafeMap], [...effects.unsafeMap])
+    assert.deepStrictEqual([...addService(input, Name, "inner").unsafeMap], [...Context.add(input, Name, "inner").unsafeMap])
+    assert.strictEqual(input.unsafeMap.get(Extra.key), 1)
+  })
 
   it.effect("relies on the fiber's table of refs and its setter of a whole table, which effect 3's FiberRuntime has", () =>
     Effect.withFiberRuntime((fiber) => {

@@ -134,8 +134,25 @@ export const mergeAndAdd = <I, S>(
   tag: Context.Tag<I, S>,
   service: S
 ): Context.Context<I> => {
-  const map = new Map(input.unsafeMap)
+  const map = new Map<string, any>()
+  input.unsafeMap.forEach((value, key) => map.set(key, value))
   context.unsafeMap.forEach((value, key) => map.set(key, value))
+  map.set(tag.key, service)
+  return Context.unsafeMake(map)
+}
+
+/**
+ * `input` with `service` under `tag`: what `Context.add` gives, its map copied
+ * entry by entry (`new Map(map)`, which `Context.add` runs, goes through the
+ * map's iterator: an array per entry).
+ */
+export const addService = <I, S>(
+  input: Context.Context<never>,
+  tag: Context.Tag<I, S>,
+  service: S
+): Context.Context<I> => {
+  const map = new Map<string, any>()
+  input.unsafeMap.forEach((value, key) => map.set(key, value))
   map.set(tag.key, service)
   return Context.unsafeMake(map)
 }
