@@ -7,7 +7,7 @@
  */
 import { Prompt, Response } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { FastCheck } from "effect"
+import { FastCheck, Option } from "effect"
 import * as ReplyMessage from "../src/internal/fast/replyMessage.js"
 
 const usage = new Response.Usage({ inputTokens: 1, outputTokens: 1, totalTokens: 2 })
@@ -22,21 +22,24 @@ const part: FastCheck.Arbitrary<Response.AnyPart> = FastCheck.oneof(
     providerName: FastCheck.option(FastCheck.string(), { nil: undefined }),
     params: FastCheck.jsonValue(),
     providerExecuted: FastCheck.option(FastCheck.boolean(), { nil: undefined })
-  }).map(({ id, name, params, providerExecuted, providerName }) =>
-    Response.makePart("tool-call", {
+  }).map(({ id, name, params, providerExecuted, providerName }) => {
+    const call = Response.makePart("tool-call", {
       id,
       name,
       params,
       ...(providerName === undefined ? {} : { providerName }),
-      ...(providerExecuted === undefined ? {} : { providerExecuted })
-    } as any)
-  ),
+      providerExecuted: providerExecuted ?? false
+    })
+    // a part decoded without the field (what `?? false` reads as false)
+    if (providerExecuted === undefined) delete (call as { providerExecuted?: boolean }).providerExecuted
+    return call
+  }),
   FastCheck.constant(Response.makePart("finish", { reason: "stop", usage })),
   FastCheck.constant(Response.makePart("response-metadata", {
-    id: "r",
-    modelId: "m",
-    timestamp: new Date(0)
-  } as any)),
+    id: Option.some("r"),
+    modelId: Option.some("m"),
+    timestamp: Option.none()
+  })),
   FastCheck.constantFrom("a", "b").map((id) => Response.makePart("text-start", { id })),
   FastCheck.constantFrom("a", "b").map((id) => Response.makePart("text-delta", { id, delta: "x" })),
   FastCheck.constantFrom("a", "b").map((id) => Response.makePart("text-end", { id })),
@@ -49,7 +52,7 @@ const part: FastCheck.Arbitrary<Response.AnyPart> = FastCheck.oneof(
       result: 1,
       encodedResult: 1,
       providerExecuted: true
-    } as any)
+    })
   )
 )
 
@@ -88,8 +91,14 @@ describe("the assistant message of a generated reply", () => {
 
   it("keeps a provider's own tool name and says whether the provider ran the call", () => {
     const message = ReplyMessage.assistantMessage([
-      Response.makePart("tool-call", { id: "1", name: "search", providerName: "web_search", params: {}, providerExecuted: true } as any),
-      Response.makePart("tool-call", { id: "2", name: "add", params: { a: 1 } } as any)
+      Response.makePart("tool-call", {
+        id: "1",
+        name: "search",
+        providerName: "web_search",
+        params: {},
+        providerExecuted: true
+      }),
+      Response.makePart("tool-call", { id: "2", name: "add", params: { a: 1 }, providerExecuted: false })
     ])!
     assert.deepStrictEqual(message.content.map((p) => p.type === "tool-call" ? [p.name, p.providerExecuted] : []), [
       ["web_search", true],

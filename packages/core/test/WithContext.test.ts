@@ -187,7 +187,9 @@ describe("withContext", () => {
     const ours = addService(input, Extra, 2)
     const effects = Context.add(input, Extra, 2)
     assert.deepStrictEqual([...ours.unsafeMap], [...effects.unsafeMap])
-    assert.deepStrictEqual([...addService(input, Name, "inner").unsafeMap], [...Context.add(input, Name, "inner").unsafeMap])
+    assert.deepStrictEqual([...addService(input, Name, "inner").unsafeMap], [
+      ...Context.add(input, Name, "inner").unsafeMap
+    ])
     assert.strictEqual(input.unsafeMap.get(Extra.key), 1)
   })
 
