@@ -381,16 +381,17 @@ export const pendingToolCalls = (
   let index = messages.length - 1
   while (index >= 0 && messages[index]!.role !== "assistant") index--
   if (index < 0) return undefined
-  const answered = new Set<string>()
+  // (made at the first result: a reply just received has none)
+  let answered: Set<string> | undefined
   for (let i = index; i < messages.length; i++) {
     const message = messages[i]!
     if (message.role === "tool" || message.role === "assistant") {
-      for (const part of message.content) if (part.type === "tool-result") answered.add(part.id)
+      for (const part of message.content) if (part.type === "tool-result") (answered ??= new Set()).add(part.id)
     }
   }
   const calls: Array<Prompt.ToolCallPart> = []
   for (const part of (messages[index] as Prompt.AssistantMessage).content) {
-    if (part.type === "tool-call" && !part.providerExecuted && !answered.has(part.id)) calls.push(part)
+    if (part.type === "tool-call" && !part.providerExecuted && answered?.has(part.id) !== true) calls.push(part)
   }
   return { index, calls }
 }

@@ -5,8 +5,8 @@
  * effect ends, and the handlers run with it back.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Context, Deferred, Effect, Exit, Fiber, Option, Scope } from "effect"
-import { asIs, locally, scoped, withContext } from "../src/internal/fast/withContext.js"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, FiberRef, Option, Scope } from "effect"
+import { addService, asIs, locally, scoped, withContext } from "../src/internal/fast/withContext.js"
 
 class Name extends Context.Tag("test/Name")<Name, string>() {}
 class Extra extends Context.Tag("test/Extra")<Extra, number>() {}
@@ -150,6 +150,56 @@ describe("withContext", () => {
       assert.strictEqual(ends.length, 3)
       assert.deepStrictEqual((yield* seen).extra, undefined)
     }).pipe(Effect.provideService(Name, "outer")))
+
+  it.effect("keeps what the effect set in another fiber ref, as Effect.mapInputContext does, and puts the context back", () =>
+    Effect.gen(function*() {
+      const other = FiberRef.unsafeMake(0)
+      // set, and set then put back through a locally of its own (the fiber's table of refs changes either way)
+      yield* withExtra(FiberRef.set(other, 1))
+      assert.strictEqual(yield* FiberRef.get(other), 1)
+      assert.deepStrictEqual(yield* seen, { name: "outer", extra: undefined })
+      yield* withExtra(Effect.locally(FiberRef.set(other, 2), other, 3))
+      assert.strictEqual(yield* FiberRef.get(other), 1)
+      assert.deepStrictEqual(yield* seen, { name: "outer", extra: undefined })
+      const ours = yield* Effect.exit(withExtra(Effect.zipRight(FiberRef.set(other, 4), Effect.fail("failed"))))
+      assert.isTrue(Exit.isFailure(ours))
+      assert.strictEqual(yield* FiberRef.get(other), 4)
+      assert.deepStrictEqual(yield* seen, { name: "outer", extra: undefined })
+    }).pipe(Effect.provideService(Name, "outer")))
+
+  it.effect("leaves every other ref as it was when the effect set none (the fiber's own table of refs put back)", () =>
+    Effect.gen(function*() {
+      const other = FiberRef.unsafeMake("initial")
+      yield* FiberRef.set(other, "outer")
+      const before = yield* Effect.withFiberRuntime((fiber) => Effect.succeed(fiber.getFiberRef(other)))
+      yield* withExtra(Effect.void)
+      assert.strictEqual(yield* FiberRef.get(other), before)
+      assert.deepStrictEqual(yield* seen, { name: "outer", extra: undefined })
+      // a fiber forked and joined after it gives nothing back that was not its own
+      const fiber = yield* Effect.fork(withExtra(Effect.void))
+      yield* Fiber.join(fiber)
+      assert.strictEqual(yield* FiberRef.get(other), "outer")
+      assert.deepStrictEqual(yield* seen, { name: "outer", extra: undefined })
+    }).pipe(Effect.provideService(Name, "outer")))
+
+  it("addService gives what Context.add gives: every service of the context, the new one last", () => {
+    const input = Context.make(Name, "outer").pipe(Context.add(Extra, 1)) as Context.Context<never>
+    const ours = addService(input, Extra, 2)
+    const effects = Context.add(input, Extra, 2)
+    assert.deepStrictEqual([...ours.unsafeMap], [...effects.unsafeMap])
+    assert.deepStrictEqual([...addService(input, Name, "inner").unsafeMap], [
+      ...Context.add(input, Name, "inner").unsafeMap
+    ])
+    assert.strictEqual(input.unsafeMap.get(Extra.key), 1)
+  })
+
+  it.effect("relies on the fiber's table of refs and its setter of a whole table, which effect 3's FiberRuntime has", () =>
+    Effect.withFiberRuntime((fiber) => {
+      const settable = fiber as unknown as { readonly _fiberRefs: unknown; readonly setFiberRefs: unknown }
+      assert.isDefined(settable._fiberRefs)
+      assert.strictEqual(typeof settable.setFiberRefs, "function")
+      return Effect.void
+    }))
 })
 
 /** What a program's finalizers saw and the exit it ended with, run through `scope` (`scoped` or `Effect.scoped`). */

@@ -7,6 +7,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
+import type * as Types from "effect/Types"
 import { CheckpointError, describeParseError } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
@@ -247,6 +248,30 @@ const decodeThread = (
   })
 }
 
+/**
+ * `checkpoint` (a save's version, thread id, slices, and messages unless it
+ * is deferred) with the run's incarnation, and with `pending` the wait it
+ * stops at and the run's progress: the fields in the order a store writes them.
+ */
+const completed = <C extends Omit<Checkpointer.Checkpoint, "messages">>(
+  checkpoint: Types.Mutable<C>,
+  run: RunContext,
+  state: RunState.RunState,
+  pending: Checkpointer.PendingInterrupt | undefined
+): C => {
+  if (run.incarnation !== undefined) checkpoint.incarnation = run.incarnation
+  if (pending !== undefined) {
+    checkpoint.pending = pending
+    checkpoint.run = {
+      step: state.step,
+      inputTokens: state.usage.inputTokens,
+      outputTokens: state.usage.outputTokens,
+      totalTokens: state.usage.totalTokens
+    }
+  }
+  return checkpoint
+}
+
 /** Saving and loading a thread of an agent with this state layout, in this store. */
 export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Service) => {
   /**
@@ -259,30 +284,29 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
     pending: Checkpointer.PendingInterrupt | undefined
   ): Effect.Effect<RunState.RunState, CheckpointError> => {
     const write = (slices: Record<string, unknown>) => {
-      const rest = {
-        slices,
-        ...(run.incarnation === undefined ? {} : { incarnation: run.incarnation }),
-        ...(pending === undefined ? {} : {
-          pending,
-          run: {
-            step: state.step,
-            inputTokens: state.usage.inputTokens,
-            outputTokens: state.usage.outputTokens,
-            totalTokens: state.usage.totalTokens
-          }
-        })
-      }
       const options: Checkpointer.SaveOptions = { expected: state.expected }
       const stored = checkpointer.append === undefined
-        ? checkpointer.save(run.threadId, {
-          version: 1,
-          threadId: run.threadId,
-          messages: run.encoder.encode(state.messages),
-          ...rest
-        }, options)
+        ? checkpointer.save(
+          run.threadId,
+          completed<Checkpointer.Checkpoint>(
+            { version: 1, threadId: run.threadId, messages: run.encoder.encode(state.messages), slices },
+            run,
+            state,
+            pending
+          ),
+          options
+        )
         : checkpointer.append(
           run.threadId,
-          run.encoder.deferred({ version: 1, threadId: run.threadId, ...rest }, state.messages),
+          run.encoder.deferred(
+            completed<Omit<Checkpointer.Checkpoint, "messages">>(
+              { version: 1, threadId: run.threadId, slices },
+              run,
+              state,
+              pending
+            ),
+            state.messages
+          ),
           options
         )
       return Effect.map(run.journal.step(run.keys.checkpoint(), stored), () => {

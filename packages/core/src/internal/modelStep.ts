@@ -25,6 +25,7 @@ import type { Compiled } from "./config.js"
 import { drain } from "./drain.js"
 import { identityMemo } from "./fast/identityMemo.js"
 import { PassedOn } from "./fast/passedOn.js"
+import { assistantMessage } from "./fast/replyMessage.js"
 import { hookEffect, modelResponseProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
@@ -122,6 +123,12 @@ export const make = (config: Compiled) => {
     return lastSystem.message
   }
 
+  /** The assistant message of a reply's parts (`Prompt.fromResponseParts`); an empty one for a reply without. */
+  const streamedMessage = (parts: ReadonlyArray<Response.AnyPart>): Prompt.AssistantMessage => {
+    const first = Prompt.fromResponseParts(parts).content[0]
+    return first !== undefined && first.role === "assistant" ? first : Prompt.makeMessage("assistant", { content: [] })
+  }
+
   /**
    * The reply as the agent stores it, or why it cannot be one (see
    * `ModelReplyError`): without a finish part it was cut short; with no
@@ -140,10 +147,7 @@ export const make = (config: Compiled) => {
       if (part.type === "finish") finish = part
       else if (part.type === "error") errorEvent = part
     }
-    const first = Prompt.fromResponseParts(parts).content[0]
-    const message = first !== undefined && first.role === "assistant"
-      ? cutDeepArguments(first)
-      : Prompt.makeMessage("assistant", { content: [] })
+    const message = cutDeepArguments(assistantMessage(parts) ?? streamedMessage(parts))
     if (finish === undefined || !answers(message)) {
       return Either.left(
         new ModelReplyError({

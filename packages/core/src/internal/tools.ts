@@ -18,7 +18,7 @@ import * as ToolContext from "../ToolContext.js"
 import * as ToolEffect from "../ToolEffect.js"
 import * as AiSeams from "./aiSeams.js"
 import { identityMemo } from "./fast/identityMemo.js"
-import { withContext } from "./fast/withContext.js"
+import { addService, withContext } from "./fast/withContext.js"
 import * as JsonDepth from "./jsonDepth.js"
 import * as ToolResult from "./toolResult.js"
 
@@ -197,11 +197,7 @@ const runWithHandler = (
       withContext(
         handler.handler(params) as Effect.Effect<unknown, unknown>,
         (input) =>
-          Context.add(
-            withHandlerContext(input),
-            ToolContext.CurrentToolContext,
-            Option.some(contextOf(call, threadId))
-          ),
+          addService(withHandlerContext(input), ToolContext.CurrentToolContext, Option.some(contextOf(call, threadId))),
         {
           onSuccess: (value) =>
             encodedResult(
@@ -287,7 +283,10 @@ export const entriesOf = (
     const check = argumentsCheck(tool)
     return {
       tool,
-      problem: (call) => Either.getLeft(check(call)).pipe(Option.getOrUndefined),
+      problem: (call) => {
+        const checked = check(call)
+        return Either.isLeft(checked) ? checked.left : undefined
+      },
       run: handler === undefined ? runWithToolkit(toolkit, tool, context, check) : runWithHandler(tool, handler, check)
     }
   })

@@ -17,6 +17,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
+import type * as FiberRefs from "effect/FiberRefs"
 import * as Scope from "effect/Scope"
 
 /** A fiber ref and how to make its value for the effect of the one the fiber has. */
@@ -62,13 +63,18 @@ export const locally = <A, E, R, B, E2, R2>(
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiberRuntime((fiber) => {
       const settable = fiber as unknown as SettableFiber
+      const saved = settable._fiberRefs
       const before = locals.map(([ref, make]) => {
         const current = fiber.getFiberRef(ref)
         settable.setFiberRef(ref, make(current))
         return current
       })
+      const set = settable._fiberRefs
       const putBack = () => {
-        for (let i = 0; i < locals.length; i++) settable.setFiberRef(locals[i]![0], before[i])
+        // refs nothing changed since they were set: the fiber's own refs back as they were, without a copy of
+        // its refs per ref put back (each `setFiberRef` copies the map of every ref the fiber has)
+        if (settable._fiberRefs === set) settable.setFiberRefs(saved)
+        else for (let i = 0; i < locals.length; i++) settable.setFiberRef(locals[i]![0], before[i])
         handlers.onEnd?.()
       }
       const failed = (cause: Cause.Cause<E>): Effect.Effect<B, E2, R2> => {
@@ -128,8 +134,25 @@ export const mergeAndAdd = <I, S>(
   tag: Context.Tag<I, S>,
   service: S
 ): Context.Context<I> => {
-  const map = new Map(input.unsafeMap)
+  const map = new Map<string, any>()
+  input.unsafeMap.forEach((value, key) => map.set(key, value))
   context.unsafeMap.forEach((value, key) => map.set(key, value))
+  map.set(tag.key, service)
+  return Context.unsafeMake(map)
+}
+
+/**
+ * `input` with `service` under `tag`: what `Context.add` gives, its map copied
+ * entry by entry (`new Map(map)`, which `Context.add` runs, goes through the
+ * map's iterator: an array per entry).
+ */
+export const addService = <I, S>(
+  input: Context.Context<never>,
+  tag: Context.Tag<I, S>,
+  service: S
+): Context.Context<I> => {
+  const map = new Map<string, any>()
+  input.unsafeMap.forEach((value, key) => map.set(key, value))
   map.set(tag.key, service)
   return Context.unsafeMake(map)
 }
@@ -146,11 +169,15 @@ export const withContext = <A, E, R, B, E2, R2>(
 
 /**
  * The running fiber as effect 3 implements it (`FiberRuntime`): `FiberRef.set`
- * is this method run as a fiber operation of its own. A continuation runs on
+ * is `setFiberRef` run as a fiber operation of its own. A continuation runs on
  * the fiber that pushed it, so calling it there sets the same ref without one.
- * Not in effect's public `RuntimeFiber` type: `test/WithContext.test.ts` fails
- * if an effect release drops it.
+ * `_fiberRefs` is the fiber's immutable table of refs (each `setFiberRef`
+ * makes a new one), `setFiberRefs` puts a whole table back (what
+ * `Effect.setFiberRefs` runs). Not in effect's public `RuntimeFiber` type:
+ * `test/WithContext.test.ts` fails if an effect release drops them.
  */
 interface SettableFiber {
+  readonly _fiberRefs: FiberRefs.FiberRefs
   setFiberRef<A>(fiberRef: FiberRef.FiberRef<A>, value: A): void
+  setFiberRefs(fiberRefs: FiberRefs.FiberRefs): void
 }
