@@ -897,15 +897,24 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
   })
 
 /**
- * The first tool, in list order, whose name reads as an earlier one's does
- * (`ToolName.keys`: the same fold or the same skeleton): exact duplicates,
- * and names that differ in case, form, width or look-alike letters.
+ * The first tool, in list order, whose name cannot be a tool's
+ * (`ToolName.problemOf`, an `AgentConfigError`) or reads as an earlier one's
+ * does (`ToolName.keys`: the same fold or a folded skeleton): exact
+ * duplicates, and names that differ in case, form, width or look-alike
+ * letters.
  */
 const toolNameClashOf = (
   tools: ReadonlyArray<readonly [name: string, source: string]>
-): AgentError.ToolNameClash | undefined => {
+): AgentError.ToolNameClash | AgentError.AgentConfigError | undefined => {
   const seen = new Map<string, readonly [name: string, source: string]>()
   for (const [name, source] of tools) {
+    const problem = ToolName.problemOf(name)
+    if (problem !== undefined) {
+      return new AgentError.AgentConfigError({
+        reason: `Tool ${ToolName.quote(name.slice(0, 80))}${name.length > 80 ? "…" : ""} of ${source} cannot be ` +
+          `a tool's name: ${problem}`
+      })
+    }
     const keys = ToolName.keys(name)
     for (const key of keys) {
       const twin = seen.get(key)

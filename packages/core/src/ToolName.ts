@@ -10,8 +10,46 @@
  */
 import confusables from "unhomoglyph/data.json" with { type: "json" }
 
-/** The characters a name may hold that show nothing: zero-width spaces and joiners, soft hyphens, … */
-const invisible = /\p{Default_Ignorable_Code_Point}/gu
+/** The characters a name may hold that show nothing: zero-width spaces and joiners, soft hyphens, the braille blank, … */
+const invisible = /[\p{Default_Ignorable_Code_Point}\u2800]/gu
+
+/**
+ * The longest tool name, in UTF-16 code units, that a check reads: far past
+ * what providers take (64 to 128 characters), short enough that normalizing
+ * it (quadratic in runs of combining marks) stays instant.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const maxLength = 1024
+
+/** Controls: C0 and C1, and the bidirectional marks, embeddings, overrides and isolates that reorder what is shown. */
+const controls = /[\p{Cc}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u
+
+/**
+ * Why `name` cannot be a tool's name, or `undefined` when it can: longer than
+ * {@link maxLength}, empty once invisible characters and spaces at either end
+ * are left out, or holding a control character — among them the
+ * bidirectional controls that show a name reordered (`"\u202eelif_daer"`
+ * shows as `read_file`). Check a name with it before {@link keys}.
+ *
+ * @example
+ * ```ts
+ * import { ToolName } from "@stepwise-agent/core"
+ *
+ * ToolName.problemOf("read_file") // undefined
+ * ToolName.problemOf("\u200b") // "it is empty once invisible characters and spaces are left out"
+ * ```
+ *
+ * @since 0.1.0
+ * @category utility
+ */
+export const problemOf = (name: string): string | undefined => {
+  if (name.length > maxLength) return `it is longer than ${maxLength} characters`
+  if (controls.test(name)) return "it holds a control character (a bidirectional control reorders what is shown)"
+  if (fold(name) === "") return "it is empty once invisible characters and spaces are left out"
+  return undefined
+}
 
 /**
  * A tool name as a reader takes it: without invisible characters (Unicode's
@@ -88,8 +126,11 @@ export const skeleton = (name: string): string => {
 
 /**
  * The keys under which a name is compared with others: two names read alike
- * when they share one, their {@link fold} or their {@link skeleton}. A
- * check of many names keeps one map of every key seen.
+ * when they share one: their {@link fold}, or the folded {@link skeleton} of
+ * the name, of its capitals or of its small letters (so `"R\u0435ad_file"`,
+ * a capital and a Cyrillic `е`, meets `"read_file"`). A check of many names
+ * keeps one map of every key seen; check a name with {@link problemOf}
+ * first (keys of a very long name are slow to compute).
  *
  * @example
  * ```ts
@@ -109,7 +150,11 @@ export const skeleton = (name: string): string => {
  * @since 0.1.0
  * @category utility
  */
-export const keys = (name: string): readonly [fold: string, skeleton: string] => [
-  `fold:${fold(name)}`,
-  `skeleton:${skeleton(name)}`
-]
+export const keys = (name: string): ReadonlyArray<string> => {
+  // the skeletons of the name as it is and of its capitals and small letters, folded: a name that changes case and
+  // swaps a look-alike letter at once ("R\u0435ad_file", "DELETE_FlLE") meets the other's in one of them
+  const looks = new Set(
+    [skeleton(name), skeleton(name.toUpperCase()), skeleton(name.toLowerCase())].map((look) => `look:${fold(look)}`)
+  )
+  return [`fold:${fold(name)}`, ...looks]
+}

@@ -41,7 +41,6 @@ const twins: ReadonlyArray<readonly [string, string, string]> = [
   ["a zero-width space", "read_file", "read_\u200bfile"],
   ["a soft hyphen", "read_file", "read\u00ad_file"],
   ["a byte order mark", "read_file", "\ufeffread_file"],
-  ["bidirectional isolates", "read_file", "\u2066read_file\u2069"],
   ["a Hangul filler", "read_file", "read\u3164_file"],
   ["a combining accent", "r\u00e9sum\u00e9", "re\u0301sume\u0301"],
   ["a space at the end", "read_file", "read_file "],
@@ -55,7 +54,13 @@ const twins: ReadonlyArray<readonly [string, string, string]> = [
   ["a digit one for an l", "read_file", "read_fi1e"],
   ["rn for m", "make_item", "rnake_item"],
   ["Cyrillic capitals", "COPY", "\u0421\u041e\u0420\u0423"],
-  ["a mathematical bold a", "save", "s\ud835\udc1ave"]
+  ["a mathematical bold a", "save", "s\ud835\udc1ave"],
+  ["a capital and a Cyrillic e", "read_file", "R\u0435ad_file"],
+  ["Cyrillic capital Es", "delete", "D\u0415L\u0415T\u0415"],
+  ["capitals with an l for an I", "delete_file", "DELETE_FlLE"],
+  ["a lunate capital sigma for C", "cat", "\u03f9AT"],
+  ["a Cyrillic capital A", "a", "\u0410"],
+  ["a braille blank at the end", "read_file", "read_file\u2800"]
 ]
 
 describe("Agent.make: tool names that read the same", () => {
@@ -172,6 +177,10 @@ describe("Agent.make: tool names that read the same", () => {
           Agent.make({ toolkit: toolsNamed(first), middleware: [contributing("other", second)] })
         )
         const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
+        if (ToolName.problemOf(first) !== undefined || ToolName.problemOf(second) !== undefined) {
+          assert.isTrue(Option.isSome(error) && error.value._tag === "AgentConfigError", String(exit))
+          return
+        }
         const refused = Option.isSome(error) && error.value._tag === "ToolNameClash"
         const readAlike = ToolName.keys(first).some((key) => ToolName.keys(second).includes(key))
         assert.strictEqual(refused, readAlike, JSON.stringify([first, second]))
@@ -271,4 +280,48 @@ describe("ToolName.skeleton", () => {
     },
     { fastCheck: { numRuns: 2000 } }
   )
+})
+
+describe("Agent.make: names that cannot be a tool's", () => {
+  const refusals: ReadonlyArray<readonly [string, string]> = [
+    ["a right-to-left override (shows as read_file)", "\u202eelif_daer"],
+    ["a left-to-right isolate", "read\u2066_file"],
+    ["only a zero-width space", "\u200b"],
+    ["only a braille blank", "\u2800"],
+    ["a NUL", "read\u0000file"],
+    ["a line feed", "read\nfile"],
+    ["more than maxLength characters", "a".repeat(ToolName.maxLength + 1)]
+  ]
+  for (const [what, name] of refusals) {
+    it.effect(`refuses a name with ${what}, naming the tool and where it came from`, () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(Agent.make({ middleware: [contributing("files", name)] }))
+        assert.strictEqual(error._tag, "AgentConfigError")
+        assert.include(error.message, `of middleware "files" cannot be a tool's name`)
+        assert.isDefined(ToolName.problemOf(name))
+      }).pipe(model))
+  }
+
+  it.effect("refuses a structured output tool of an invisible name", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(
+        Agent.make({ responseFormat: Schema.Struct({ a: Schema.String }), outputToolName: "\u2800" })
+      )
+      assert.strictEqual(error._tag, "AgentConfigError")
+    }).pipe(model))
+
+  it("checks a megabyte of stacked combining marks at once: refused by its length before any normalizing", () => {
+    const name = "a" + "\u0301\u0316\u0300\u0317".repeat(262_144)
+    const started = performance.now()
+    assert.isDefined(ToolName.problemOf(name))
+    assert.isBelow(performance.now() - started, 1_000)
+  })
+
+  it("keys of the longest name allowed, of stacked combining marks, are quick", () => {
+    const name = "a" + "\u0301\u0316\u0300\u0317".repeat((ToolName.maxLength - 1) / 4 | 0)
+    assert.isUndefined(ToolName.problemOf(name))
+    const started = performance.now()
+    ToolName.keys(name)
+    assert.isBelow(performance.now() - started, 1_000)
+  })
 })

@@ -455,12 +455,13 @@ export const make = (
     const folded = new Map<string, string>()
     for (const definition of session.tools) {
       const name: unknown = definition.name
-      if (typeof name !== "string" || ToolName.fold(name) === "") {
+      const problem = typeof name === "string" ? ToolName.problemOf(name) : "it is not a string"
+      if (typeof name !== "string" || problem !== undefined) {
         return yield* new McpError({
           reason: "InvalidTool",
           server,
-          tool: String(name),
-          detail: "its name is not a non-empty string (once invisible characters and spaces are left out)"
+          tool: String(name).slice(0, ToolName.maxLength),
+          detail: `its name cannot be a tool's name: ${problem}`
         })
       }
       const keys = ToolName.keys(name)

@@ -159,12 +159,31 @@ describe("McpToolkit: the tool list", () => {
 
   it.scopedLive("a name of invisible characters and spaces only fails with McpError InvalidTool", () =>
     Effect.gen(function*() {
-      for (const name of [" ", "\u200b", "\u200d\ufeff"]) {
+      for (const name of [" ", "\u200b", "\u200d\ufeff", "\u2800"]) {
         const server = lowLevel(() => ({ tools: [tool(name)] }))
         const error = yield* Effect.flip(McpToolkit.make({ name: "blank", transport: { _tag: "InProcess", server } }))
         assert.deepInclude(error, { _tag: "McpError", reason: "InvalidTool", tool: name })
       }
     }))
+
+  it.scopedLive(
+    "a name with a bidirectional override or a control, or over ToolName.maxLength, fails with InvalidTool",
+    () =>
+      Effect.gen(function*() {
+        // the override shows "\u202eelif_daer" as read_file; a quarter megabyte of stacked accents would take minutes to
+        // normalize: refused by its length first
+        const names = ["\u202eelif_daer", "read\u0000file", "a" + "\u0301\u0316\u0300\u0317".repeat(65_536)]
+        for (const name of names) {
+          const server = lowLevel(() => ({ tools: [tool("list"), tool(name)] }))
+          const started = performance.now()
+          const error = yield* Effect.flip(McpToolkit.make({ name: "odd", transport: { _tag: "InProcess", server } }))
+          assert.isBelow(performance.now() - started, 10_000)
+          assert.deepInclude(error, { _tag: "McpError", reason: "InvalidTool" })
+          assert.include(error.message, "cannot be a tool's name")
+        }
+      }),
+    { timeout: 60_000 }
+  )
 
   it.scopedLive(
     "property: a name and any variant of it in case, width, invisible characters or spaces are refused",
