@@ -197,6 +197,31 @@ describe("Checkpointer.makeFileSystem: a lock file no holder can release fails t
       assertNames(yield* within(5_000, Effect.flip(checkpointer.save("t", checkpoint))), `${lock}.break`, "Directory")
     }).pipe(Effect.provide(NodeContext.layer)), 30_000)
 
+  it.scopedLive(
+    "a link to nothing where the lock file, or the `.break` of a stale lock, belongs",
+    () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const directory = yield* tempDirectory
+        const lock = path.join(directory, "t.lock")
+        yield* fs.symlink(path.join(directory, "nowhere"), lock)
+        const checkpointer = yield* onDisk(directory)
+        assertNames(yield* within(5_000, Effect.flip(checkpointer.save("t", checkpoint))), lock, "link to nothing")
+        assertNames(yield* within(5_000, Effect.flip(checkpointer.delete("t"))), lock, "link to nothing")
+        // a stale lock, and a link to nothing where its breaker's file belongs
+        yield* fs.remove(lock)
+        yield* fs.writeFileString(lock, "")
+        yield* age(lock, -60_000)
+        yield* fs.symlink(path.join(directory, "nowhere"), `${lock}.break`)
+        assertNames(
+          yield* within(5_000, Effect.flip(checkpointer.save("t", checkpoint))),
+          `${lock}.break`,
+          "link to nothing"
+        )
+      }).pipe(Effect.provide(NodeContext.layer)),
+    30_000
+  )
+
   for (
     const [variant, mtime] of [
       ["no mtime", Option.none<Date>()],

@@ -16,7 +16,7 @@
  * stepped back) is taken over after that wait, not when the wall clock
  * passes it, while a live holder, which touches its lock every half stale
  * limit (its clock stepped back too), keeps it. A lock (or `.break`) that is
- * not a regular file, or has no valid mtime, fails the wait with a
+ * not a regular file (a directory, a link to nothing), or has no valid mtime, fails the wait with a
  * `SystemError` naming it (`BadResource`): nothing could ever release it.
  *
  * Two waiters that both see it stale must not both take it: whoever breaks a
@@ -103,7 +103,15 @@ const statOf = (fs: FileSystem.FileSystem, file: string) =>
         : Effect.fail(unusable(file, "the lock file has no valid mtime; remove it if no process holds it"))
     }),
     // (the failures above are `BadResource`)
-    Effect.catchIf(isNotFound, () => Effect.succeed(Option.none<Seen>()))
+    Effect.catchIf(isNotFound, () =>
+      // gone, or a link to nothing (`stat` follows links): `create` fails on such a link forever
+      fs.readLink(file).pipe(
+        Effect.matchEffect({
+          onFailure: () => Effect.succeed(Option.none<Seen>()),
+          onSuccess: () =>
+            Effect.fail(unusable(file, "a symbolic link to nothing where a lock file belongs; remove it"))
+        })
+      ))
   )
 
 /** The mtime of `lock` (ms), or none when it is gone. */
