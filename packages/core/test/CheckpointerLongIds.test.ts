@@ -218,3 +218,44 @@ describe("Checkpointer.makeFileSystem: thread ids of any length", () => {
     { timeout: 120_000, fastCheck: { numRuns: 40 } }
   )
 })
+
+describe("Checkpointer.makeFileSystem on a case-insensitive file system", () => {
+  /** The file system with every name under `directory` taken in small letters, as macOS and Windows take names. */
+  const caseInsensitive = (directory: string) =>
+    Effect.map(FileSystem.FileSystem, (fs) => {
+      const fold = (value: unknown) =>
+        typeof value === "string" && value.startsWith(`${directory}/`)
+          ? `${directory}/${value.slice(directory.length + 1).toLowerCase()}`
+          : value
+      return new Proxy(fs, {
+        get: (target, key) => {
+          const member: unknown = Reflect.get(target, key)
+          return typeof member === "function"
+            ? (...args: Array<unknown>) => Reflect.apply(member, target, args.map(fold))
+            : member
+        }
+      })
+    })
+
+  it.scopedLive(
+    "a thread whose id differs from a stored one only in case fails to load or save: nothing is read",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory
+        const fs = yield* caseInsensitive(directory)
+        const checkpointer = yield* Checkpointer.makeFileSystem(directory).pipe(
+          Effect.provide(Layer.merge(NodeContext.layer, Layer.succeed(FileSystem.FileSystem, fs)))
+        )
+        yield* checkpointer.save("Alice", checkpoint("Alice"))
+        const load = yield* Effect.flip(checkpointer.load("alice"))
+        assert.instanceOf(load, AgentError.CheckpointError)
+        assert.include(load.reason, "differ only in case")
+        const save = yield* Effect.flip(checkpointer.save("alice", checkpoint("alice")))
+        assert.instanceOf(save, AgentError.CheckpointError)
+        // Alice's thread is as it was
+        const alice = yield* checkpointer.load("Alice")
+        assert.deepStrictEqual(Option.map(alice, (found) => found.messages), Option.some(checkpoint("Alice").messages))
+      }).pipe(Effect.provide(NodeContext.layer)),
+    30_000
+  )
+})

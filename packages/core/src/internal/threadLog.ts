@@ -178,6 +178,13 @@ class LastSeen {
 /** Reads after a concurrent rewrite deleted the log the head named, before giving up. */
 const loadAttempts = 5
 
+/**
+ * Whether thread `stored`, found in the files of thread `threadId`, is another thread whose id differs only in case:
+ * on a case-insensitive file system (macOS, Windows) their files are one.
+ */
+const sharesFilesByCase = (stored: string, threadId: string) =>
+  stored !== threadId && stored.toLowerCase() === threadId.toLowerCase()
+
 /** Options of {@link make}. */
 export interface Options {
   readonly backend: Backend
@@ -217,7 +224,19 @@ export const make = (options: Options): Checkpointer.MakeOptions => {
       Effect.mapError(ioFailure(threadId, operation)),
       Effect.flatMap(Option.match({
         onNone: () => Effect.succeedNone,
-        onSome: (text) => Effect.asSome(options.decode(threadId, text, operation))
+        onSome: (text) =>
+          Effect.flatMap(options.decode(threadId, text, operation), (found) => {
+            const holds = found._tag === "Legacy" ? found.checkpoint.threadId : found.head.threadId
+            // (a checkpoint may name another thread than the one it is saved as: only a name shared by case is refused)
+            return !sharesFilesByCase(holds, threadId) ? Effect.succeedSome(found) : Effect.fail(
+              new CheckpointError({
+                threadId,
+                operation,
+                reason: `the thread's files hold thread ${JSON.stringify(holds)}: ids that differ only in case share ` +
+                  "files on a case-insensitive file system (macOS, Windows); use ids that differ otherwise"
+              })
+            )
+          })
       }))
     )
 
