@@ -161,6 +161,7 @@ export const WorkspaceErrorReason = Schema.Literal(
   "NotUtf8",
   "TooLarge",
   "GlobTooLong",
+  "PathTooLong",
   "Io"
 )
 
@@ -200,9 +201,9 @@ export class WorkspaceError extends Schema.TaggedError<WorkspaceError>(
   detail: Schema.optional(Schema.String),
   /** `"EditNotUnique"`: how many times the string to replace occurs. */
   occurrences: Schema.optional(Schema.Number),
-  /** `"TooLarge"`: the file's bytes; `"GlobTooLong"`: the pattern's characters. */
+  /** `"TooLarge"`: the file's bytes; `"GlobTooLong"`, `"PathTooLong"`: the pattern's or path's characters. */
   size: Schema.optional(Schema.Number),
-  /** The limit `size` exceeds (`"TooLarge"`, `"GlobTooLong"`). */
+  /** The limit `size` exceeds (`"TooLarge"`, `"GlobTooLong"`, `"PathTooLong"`). */
   max: Schema.optional(Schema.Number)
 }) {
   /**
@@ -232,6 +233,8 @@ export class WorkspaceError extends Schema.TaggedError<WorkspaceError>(
         return `"${path}" is ${this.size} bytes; the workspace reads files of at most ${this.max} bytes`
       case "GlobTooLong":
         return `The glob pattern is ${this.size} characters long; give one of at most ${this.max}`
+      case "PathTooLong":
+        return `The path "${path}…" is ${this.size} characters long; give one of at most ${this.max}`
       case "Io":
         return `Could not access "${path}": ${this.detail}`
     }
@@ -468,8 +471,31 @@ const checkWritable = (options: AccessOptions, path: string): Effect.Effect<stri
     ? Effect.fail(new WorkspaceError({ reason: "ReadOnly", path }))
     : Effect.succeed(path)
 
-/** The normalized `path`, or an `"OutsideRoot"` error. */
+/**
+ * The longest path a workspace takes, in characters: a file system's own
+ * limit (`PATH_MAX`, 4,096 bytes on Linux). A longer one fails with
+ * `"PathTooLong"` before it is read (normalizing a long run of combining marks
+ * takes time that grows with the square of its length).
+ *
+ * @example
+ * ```ts
+ * import { Workspace } from "@stepwise-agent/middleware"
+ *
+ * Workspace.maxPathLength // 4096
+ * ```
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const maxPathLength = 4096
+
+/** The normalized `path`, or an `"OutsideRoot"` (or `"PathTooLong"`) error. */
 const resolve = (path: string): Effect.Effect<string, WorkspaceError> => {
+  if (path.length > maxPathLength) {
+    return Effect.fail(
+      new WorkspaceError({ reason: "PathTooLong", path: path.slice(0, 80), size: path.length, max: maxPathLength })
+    )
+  }
   const normal = Paths.normalize(path)
   return normal === undefined
     ? Effect.fail(new WorkspaceError({ reason: "OutsideRoot", path }))

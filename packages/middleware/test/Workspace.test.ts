@@ -565,3 +565,34 @@ describe("Workspace glob: linear time, bounded, interruptible", () => {
     { timeout: 60_000 }
   )
 })
+
+describe("Workspace: a path longer than maxPathLength", () => {
+  it.effect("fails every operation with PathTooLong at once, also a quarter megabyte of stacked combining marks", () =>
+    Effect.gen(function*() {
+      const workspace = yield* Workspace.makeMemory({ files: { "/a.txt": "a" } })
+      // normalizing such a path takes time that grows with the square of its length: minutes at this size
+      const long = "/a" + "\u0301\u0316\u0300\u0317".repeat(65_536)
+      const started = Date.now()
+      const refusals = [
+        workspace.read(long),
+        workspace.write(long, "x"),
+        workspace.edit(long, "a", "b", false),
+        workspace.ls(long),
+        workspace.glob("*", long),
+        workspace.grep("a", { path: long }),
+        ...(workspace.remove === undefined ? [] : [workspace.remove(long)])
+      ]
+      for (const refused of refusals) {
+        const error = yield* Effect.flip(refused)
+        assert.strictEqual(error.reason, "PathTooLong", error.message)
+        assert.strictEqual(error.size, long.length)
+        assert.strictEqual(error.max, Workspace.maxPathLength)
+        assert.isBelow(error.message.length, 300)
+      }
+      assert.isBelow(Date.now() - started, 5_000)
+      // at the limit, a path is read as any other
+      const atLimit = "/" + "b".repeat(Workspace.maxPathLength - 1)
+      yield* workspace.write(atLimit, "ok")
+      assert.strictEqual(yield* workspace.read(atLimit), "ok")
+    }))
+})
