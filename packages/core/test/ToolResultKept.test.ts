@@ -445,7 +445,10 @@ const notPlain: ReadonlyArray<readonly [string, () => unknown]> = [
   ["a class instance", () => new Env()],
   ["a toJSON giving an object", () => ({ toJSON: () => ({ stdout: `KEY=${key}` }) })],
   ["a boxed string in an array", () => [new String(`KEY=${key}`)]],
-  ["a boxed string with a plain object's prototype", () => ({ out: Object.setPrototypeOf(new String(key), Object.prototype) })],
+  [
+    "a boxed string with a plain object's prototype",
+    () => ({ out: Object.setPrototypeOf(new String(key), Object.prototype) })
+  ],
   ["a Date whose toJSON gives the key", () => ({ at: Object.assign(new Date(0), { toJSON: () => `at ${key}` }) })],
   ["a URL holding the key", () => ({ link: new URL(`https://example.com/?token=${key}`) })],
   ["a getter that answers the key on later reads", () => {
@@ -461,7 +464,11 @@ const notPlain: ReadonlyArray<readonly [string, () => unknown]> = [
 
 describe("Tool results: what is kept is what JSON writes, scrubbed", () => {
   const Env_ = Tool.make("env", { parameters: { which: Schema.Number }, success: Schema.Unknown })
-  const Fail = Tool.make("envFail", { parameters: { which: Schema.Number }, success: Schema.String, failure: Schema.Unknown })
+  const Fail = Tool.make("envFail", {
+    parameters: { which: Schema.Number },
+    success: Schema.String,
+    failure: Schema.Unknown
+  })
   const EnvTools = Toolkit.make(Env_, Fail)
   const EnvToolsLive = EnvTools.toLayer({
     env: ({ which }) => Effect.succeed(notPlain[which]![1]()),
@@ -470,29 +477,41 @@ describe("Tool results: what is kept is what JSON writes, scrubbed", () => {
 
   for (const [index, [what, value]] of notPlain.entries()) {
     for (const name of ["env", "envFail"]) {
-      it.effect(`${name === "env" ? "a result" : "a typed failure"} of ${what}: the key reaches no event, thread or request`, () =>
-        Effect.gen(function*() {
-          yield* Secrets.register(key)
-          const agent = yield* Agent.make({ toolkit: EnvTools })
-          const events = yield* Stream.runCollect(agent.stream("go", { threadId: "t1" }))
-          const stored = yield* Effect.flatMap(Checkpointer.Checkpointer, (checkpointer) => checkpointer.load("t1"))
-          const requests = yield* ScriptedModel.requests
-          const [part] = resultsOf(Option.getOrThrow(stored).messages)
-          assert.deepStrictEqual(part!.result, JSON.parse(JSON.stringify(Secrets.scrubToolResult({ result: JSON.parse(JSON.stringify(value())), isFailure: name === "envFail" }).result)))
-          for (const text of [JSON.stringify([...events]), JSON.stringify(Option.getOrThrow(stored)), JSON.stringify(requests[1]!.prompt)]) {
-            assert.notInclude(text, key)
-          }
-        }).pipe(
-          Effect.scoped,
-          Effect.provide(Layer.mergeAll(
-            ScriptedModel.layer([
-              ScriptedModel.toolCalls([{ name, params: { which: index }, id: "c1" }]),
-              ScriptedModel.text("done")
-            ]),
-            EnvToolsLive,
-            Checkpointer.layerMemory
-          ))
-        ), 30_000)
+      it.effect(
+        `${name === "env" ? "a result" : "a typed failure"} of ${what}: the key reaches no event, thread or request`,
+        () =>
+          Effect.gen(function*() {
+            yield* Secrets.register(key)
+            const agent = yield* Agent.make({ toolkit: EnvTools })
+            const events = yield* Stream.runCollect(agent.stream("go", { threadId: "t1" }))
+            const stored = yield* Effect.flatMap(Checkpointer.Checkpointer, (checkpointer) => checkpointer.load("t1"))
+            const requests = yield* ScriptedModel.requests
+            // the stored messages are encoded: a tool result's is its JSON
+            const [part] = resultsOf(Option.getOrThrow(stored).messages as ReadonlyArray<Prompt.Message>)
+            const written = { result: JSON.parse(JSON.stringify(value())), isFailure: name === "envFail" }
+            assert.deepStrictEqual(part!.result, Secrets.scrubToolResult(written).result)
+            for (
+              const text of [
+                JSON.stringify([...events]),
+                JSON.stringify(Option.getOrThrow(stored)),
+                JSON.stringify(requests[1]!.prompt)
+              ]
+            ) {
+              assert.notInclude(text, key)
+            }
+          }).pipe(
+            Effect.scoped,
+            Effect.provide(Layer.mergeAll(
+              ScriptedModel.layer([
+                ScriptedModel.toolCalls([{ name, params: { which: index }, id: "c1" }]),
+                ScriptedModel.text("done")
+              ]),
+              EnvToolsLive,
+              Checkpointer.layerMemory
+            ))
+          ),
+        30_000
+      )
     }
   }
 
@@ -558,26 +577,31 @@ describe("Tool results: what is kept is what JSON writes, scrubbed", () => {
       for (let i = 0; i < 1_000_000; i++) fields[`k${i}`] = key
       return fields
     }],
-    ["1,000,000 functions (left out, but read)", () => Array.from({ length: 1_000 }, () => {
-      const fields: Record<string, unknown> = {}
-      for (let i = 0; i < 1_000; i++) fields[`f${i}`] = () => key
-      return fields
-    })]
+    ["1,000,000 functions (left out, but read)", () =>
+      Array.from({ length: 1_000 }, () => {
+        const fields: Record<string, unknown> = {}
+        for (let i = 0; i < 1_000; i++) fields[`f${i}`] = () => key
+        return fields
+      })]
   ]
 
   for (const [what, value] of tooLarge) {
     for (const isFailure of [false, true]) {
-      it.effect(`${isFailure ? "a failed" : "a"} result of ${what}: refused as too large, quickly`, () =>
-        Effect.gen(function*() {
-          yield* Secrets.register(key)
-          const made = value()
-          const started = Date.now()
-          const kept = ToolResult.make({ id: "c", name: "t" } as Prompt.ToolCallPart, made, { isFailure })
-          assert.isBelow(Date.now() - started, 3_000)
-          assert.isTrue(kept.isFailure)
-          assert.include(JSON.stringify(kept.result), "too large")
-          assert.notInclude(JSON.stringify(kept.result), key)
-        }).pipe(Effect.scoped), 30_000)
+      it.effect(
+        `${isFailure ? "a failed" : "a"} result of ${what}: refused as too large, quickly`,
+        () =>
+          Effect.gen(function*() {
+            yield* Secrets.register(key)
+            const made = value()
+            const started = Date.now()
+            const kept = ToolResult.make({ id: "c", name: "t" } as Prompt.ToolCallPart, made, { isFailure })
+            assert.isBelow(Date.now() - started, 3_000)
+            assert.isTrue(kept.isFailure)
+            assert.include(JSON.stringify(kept.result), "too large")
+            assert.notInclude(JSON.stringify(kept.result), key)
+          }).pipe(Effect.scoped),
+        30_000
+      )
     }
   }
 

@@ -268,8 +268,9 @@ const snapshotOf = (value: unknown, key: string | number, depth: number, walk: W
 
 /** Sets `key` of a fresh object as `JSON.parse` does (`__proto__` an own field, not the prototype). */
 const define = (target: Record<string, unknown>, key: string, value: unknown): void => {
-  if (key === "__proto__") Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true })
-  else target[key] = value
+  if (key === "__proto__") {
+    Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true })
+  } else target[key] = value
 }
 
 /** What JSON writes of an object or an array (the value its holder's toJSON gave, if any) at `depth`. */
