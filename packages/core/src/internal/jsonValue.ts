@@ -5,7 +5,9 @@
  * field or `toJSON` that throws). The encoders, scrubbers and providers
  * that take a result next walk it recursively, and `JSON.stringify` throws
  * on the others: such a value is found here, by a walk that never recurses
- * past the limit, before any of them sees it.
+ * past the limit, before any of them sees it. A tool result is kept as its
+ * {@link snapshot}: what JSON writes of it, read once, as plain data, with
+ * at most {@link maxValues} values.
  */
 import * as JsonDepth from "./jsonDepth.js"
 
