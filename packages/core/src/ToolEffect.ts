@@ -793,7 +793,7 @@ const decisionProblem = (request: UncertainRequest, decision: UncertainDecision)
     })
   }
   if (decision._tag === "MarkDone") {
-    const problem = ToolResult.problem(decision.result, false, "its result")
+    const problem = ToolResult.problem(decision.result, "its result")
     if (problem !== undefined) return new InvalidUncertainDecision({ field: "result", reason: problem })
   }
   return undefined

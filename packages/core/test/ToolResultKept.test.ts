@@ -5,8 +5,9 @@ import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer, Fork, Middleware, RunRecord, Secrets } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Either, FastCheck, Layer, Option, Schema } from "effect"
+import { Effect, Either, FastCheck, Layer, Option, Schema, Stream } from "effect"
 import * as os from "node:os"
+import { isDeepStrictEqual } from "node:util"
 import * as JsonDepth from "../src/internal/jsonDepth.js"
 import * as JsonValue from "../src/internal/jsonValue.js"
 import * as ToolResult from "../src/internal/toolResult.js"
@@ -19,6 +20,13 @@ const key = "Zx9qWv3LmN7pRt2YbK5sHj8dFg4"
 const nested = (depth: number, leaf: unknown = `holding ${key}`): unknown => {
   let value: unknown = leaf
   for (let i = 0; i < depth; i++) value = [value]
+  return value
+}
+
+/** `{ leaf }` shared twice at each of `depth` levels (`{ left: d, right: d }`): JSON writes 2^depth copies. */
+const diamond = (depth: number): unknown => {
+  let value: unknown = { leaf: key }
+  for (let i = 0; i < depth; i++) value = { left: value, right: value }
   return value
 }
 
@@ -357,12 +365,39 @@ describe("Fork: a ToolResult edit is checked and scrubbed as a tool's result", (
 
 describe("ToolResult.make: properties", () => {
   it.prop(
-    "a JSON value within the limit is kept as it is (nothing registered)",
+    "a JSON value within the limit is kept equal, a primitive as the same part (nothing registered)",
     [FastCheck.jsonValue({ maxDepth: 8 }), FastCheck.boolean()],
     ([value, isFailure]) => {
       const part = Middleware.toolResult({ id: "c", name: "t" } as Prompt.ToolCallPart, value, { isFailure })
       const kept = ToolResult.keep(part)
-      return isFailure ? kept.isFailure && JsonValue.problemOf(value) === undefined : kept === part
+      return kept.isFailure === isFailure && isDeepStrictEqual(kept.result, JSON.parse(JSON.stringify(value))) &&
+        (typeof value === "object" && value !== null || kept === part)
+    }
+  )
+
+  it.prop(
+    "any value is kept as JSON.parse(JSON.stringify(value)) when JSON writes it, else as a failed result",
+    [
+      FastCheck.anything({
+        maxDepth: 4,
+        withBigInt: true,
+        withBoxedValues: true,
+        withTypedArray: true,
+        withDate: true,
+        withMap: true,
+        withSet: true,
+        withSparseArray: true,
+        withNullPrototype: true,
+        withObjectString: true
+      }),
+      FastCheck.boolean()
+    ],
+    ([value, isFailure]) => {
+      const kept = ToolResult.make({ id: "c", name: "t" } as Prompt.ToolCallPart, value, { isFailure })
+      const written = Either.try(() => JSON.stringify(value))
+      if (Either.isLeft(written)) return kept.isFailure && JSON.stringify(kept.result).includes("was not kept")
+      const expected = written.right === undefined ? undefined : JSON.parse(written.right)
+      return kept.isFailure === isFailure && isDeepStrictEqual(kept.result, expected)
     }
   )
 
@@ -379,16 +414,14 @@ describe("ToolResult.make: properties", () => {
     }
   )
 
-  it("a value that shares each level twice (2^100 paths) is checked at once, and found too deep past the limit", () => {
-    const diamond = (depth: number): unknown => {
-      let value: unknown = { leaf: key }
-      for (let i = 0; i < depth; i++) value = { left: value, right: value }
-      return value
-    }
+  it("a value that shares each level twice (2^100 paths) is refused at once: too large as JSON writes it", () => {
     const started = Date.now()
+    // the scrub's check (`problemOf`) still walks a shared part once per depth
     assert.strictEqual(JsonValue.problemOf(diamond(100)), undefined)
     assert.strictEqual(JsonValue.problemOf(diamond(100), { everyProperty: true }), undefined)
     assert.strictEqual(JsonValue.problemOf(diamond(200)), "TooDeep")
+    // JSON writes every copy: 2^100 leaves are far past the values a kept result may hold
+    assert.deepStrictEqual(JsonValue.snapshot(diamond(100)), { _tag: "Refused", problem: "TooLarge" })
     assert.isBelow(Date.now() - started, 5_000)
   })
 
@@ -400,4 +433,181 @@ describe("ToolResult.make: properties", () => {
       return (JsonValue.problemOf(value) !== undefined) === throws
     }
   )
+})
+
+/** A class whose instances JSON writes as their fields (the result of a tool that returns one). */
+class Env {
+  readonly stdout = `OPENAI_API_KEY=${key}`
+}
+
+/** Results that are not plain data, each of whose JSON holds the key: what is kept must be what JSON writes, scrubbed. */
+const notPlain: ReadonlyArray<readonly [string, () => unknown]> = [
+  ["a class instance", () => new Env()],
+  ["a toJSON giving an object", () => ({ toJSON: () => ({ stdout: `KEY=${key}` }) })],
+  ["a boxed string in an array", () => [new String(`KEY=${key}`)]],
+  [
+    "a boxed string with a plain object's prototype",
+    () => ({ out: Object.setPrototypeOf(new String(key), Object.prototype) })
+  ],
+  ["a Date whose toJSON gives the key", () => ({ at: Object.assign(new Date(0), { toJSON: () => `at ${key}` }) })],
+  ["a URL holding the key", () => ({ link: new URL(`https://example.com/?token=${key}`) })],
+  ["a getter that answers the key on later reads", () => {
+    let reads = 0
+    return {
+      get stdout() {
+        return ++reads > 1 ? `KEY=${key}` : "ok"
+      }
+    }
+  }],
+  ["a map, whose JSON is {}, next to the key", () => ({ env: new Map([["KEY", key]]), note: `KEY=${key}` })]
+]
+
+describe("Tool results: what is kept is what JSON writes, scrubbed", () => {
+  const Env_ = Tool.make("env", { parameters: { which: Schema.Number }, success: Schema.Unknown })
+  const Fail = Tool.make("envFail", {
+    parameters: { which: Schema.Number },
+    success: Schema.String,
+    failure: Schema.Unknown
+  })
+  const EnvTools = Toolkit.make(Env_, Fail)
+  const EnvToolsLive = EnvTools.toLayer({
+    env: ({ which }) => Effect.succeed(notPlain[which]![1]()),
+    envFail: ({ which }) => Effect.fail(notPlain[which]![1]())
+  })
+
+  for (const [index, [what, value]] of notPlain.entries()) {
+    for (const name of ["env", "envFail"]) {
+      it.effect(
+        `${name === "env" ? "a result" : "a typed failure"} of ${what}: the key reaches no event, thread or request`,
+        () =>
+          Effect.gen(function*() {
+            yield* Secrets.register(key)
+            const agent = yield* Agent.make({ toolkit: EnvTools })
+            const events = yield* Stream.runCollect(agent.stream("go", { threadId: "t1" }))
+            const stored = yield* Effect.flatMap(Checkpointer.Checkpointer, (checkpointer) => checkpointer.load("t1"))
+            const requests = yield* ScriptedModel.requests
+            // the stored messages are encoded: a tool result's is its JSON
+            const [part] = resultsOf(Option.getOrThrow(stored).messages as ReadonlyArray<Prompt.Message>)
+            const written = { result: JSON.parse(JSON.stringify(value())), isFailure: name === "envFail" }
+            assert.deepStrictEqual(part!.result, Secrets.scrubToolResult(written).result)
+            for (
+              const text of [
+                JSON.stringify([...events]),
+                JSON.stringify(Option.getOrThrow(stored)),
+                JSON.stringify(requests[1]!.prompt)
+              ]
+            ) {
+              assert.notInclude(text, key)
+            }
+          }).pipe(
+            Effect.scoped,
+            Effect.provide(Layer.mergeAll(
+              ScriptedModel.layer([
+                ScriptedModel.toolCalls([{ name, params: { which: index }, id: "c1" }]),
+                ScriptedModel.text("done")
+              ]),
+              EnvToolsLive,
+              Checkpointer.layerMemory
+            ))
+          ),
+        30_000
+      )
+    }
+  }
+
+  it("each field and toJSON is read once, and the kept result is plain data", () => {
+    let reads = 0
+    let calls = 0
+    const value = {
+      get count() {
+        return ++reads
+      },
+      inner: { toJSON: (key: string) => ({ called: ++calls, key }) }
+    }
+    const kept = ToolResult.make({ id: "c", name: "t" } as Prompt.ToolCallPart, value)
+    assert.deepStrictEqual(kept.result, { count: 1, inner: { called: 1, key: "inner" } })
+    assert.strictEqual(reads, 1)
+    assert.strictEqual(calls, 1)
+    assert.strictEqual(Object.getPrototypeOf(kept.result), Object.prototype)
+    assert.isUndefined(Object.getOwnPropertyDescriptor(kept.result, "count")!.get)
+  })
+
+  it("JSON's rules: holes and non-finite numbers null, functions, symbols and undefined left out, -0 written 0", () => {
+    const sparse: Array<unknown> = [1]
+    sparse[3] = () => 1
+    const value = {
+      sparse,
+      numbers: [NaN, Infinity, -0, new Number(2)],
+      gone: undefined,
+      fn: () => 1,
+      sym: Symbol("s"),
+      [Symbol("k")]: key,
+      flag: new Boolean(false),
+      ["__proto__"]: 1
+    }
+    Object.defineProperty(value, "hidden", { value: key, enumerable: false })
+    const kept = ToolResult.make({ id: "c", name: "t" } as Prompt.ToolCallPart, value)
+    assert.deepStrictEqual(kept.result, JSON.parse(JSON.stringify(value)))
+    assert.notInclude(JSON.stringify(kept.result), key)
+  })
+
+  it("a toJSON's value that has its own toJSON: JSON calls only the outer, so its bigint field is refused", () => {
+    const kept = ToolResult.make(
+      { id: "c", name: "t" } as Prompt.ToolCallPart,
+      { toJSON: () => ({ toJSON: () => "fine", big: 10n }) }
+    )
+    assert.isTrue(kept.isFailure)
+    assert.include(JSON.stringify(kept.result), "holds a bigint")
+  })
+
+  const tooLarge: ReadonlyArray<readonly [string, () => unknown]> = [
+    ["an object shared twice at each of 28 levels", () => diamond(28)],
+    ["a sparse array of 2^26 items", () => {
+      const items: Array<number> = []
+      items[2 ** 26] = 1
+      return items
+    }],
+    ["a sparse array of 2^32 - 1 items", () => {
+      const items: Array<number> = []
+      items[2 ** 32 - 2] = 1
+      return { items }
+    }],
+    ["an object of 1,000,000 fields", () => {
+      const fields: Record<string, string> = {}
+      for (let i = 0; i < 1_000_000; i++) fields[`k${i}`] = key
+      return fields
+    }],
+    ["1,000,000 functions (left out, but read)", () =>
+      Array.from({ length: 1_000 }, () => {
+        const fields: Record<string, unknown> = {}
+        for (let i = 0; i < 1_000; i++) fields[`f${i}`] = () => key
+        return fields
+      })]
+  ]
+
+  for (const [what, value] of tooLarge) {
+    for (const isFailure of [false, true]) {
+      it.effect(
+        `${isFailure ? "a failed" : "a"} result of ${what}: refused as too large, quickly`,
+        () =>
+          Effect.gen(function*() {
+            yield* Secrets.register(key)
+            const made = value()
+            const started = Date.now()
+            const kept = ToolResult.make({ id: "c", name: "t" } as Prompt.ToolCallPart, made, { isFailure })
+            assert.isBelow(Date.now() - started, 3_000)
+            assert.isTrue(kept.isFailure)
+            assert.include(JSON.stringify(kept.result), "too large")
+            assert.notInclude(JSON.stringify(kept.result), key)
+          }).pipe(Effect.scoped),
+        30_000
+      )
+    }
+  }
+
+  it("a result of exactly the budget's values is kept; one more is refused", () => {
+    const at = Array.from({ length: JsonValue.maxValues - 1 }, () => 0)
+    assert.isFalse(ToolResult.make({ id: "c", name: "t" } as Prompt.ToolCallPart, at).isFailure)
+    assert.isTrue(ToolResult.make({ id: "c", name: "t" } as Prompt.ToolCallPart, [...at, 0]).isFailure)
+  })
 })

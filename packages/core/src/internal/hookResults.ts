@@ -70,7 +70,7 @@ const toolResultsProblem = (content: unknown): string | undefined => {
   if (!Array.isArray(content)) return undefined
   for (const part of content) {
     if (isObject(part) && part.type === "tool-result") {
-      const problem = ToolResult.problem(part.result, part.isFailure === true, "its tool result")
+      const problem = ToolResult.problem(part.result, "its tool result")
       if (problem !== undefined) return problem
     }
   }

@@ -5,12 +5,14 @@
  * field or `toJSON` that throws). The encoders, scrubbers and providers
  * that take a result next walk it recursively, and `JSON.stringify` throws
  * on the others: such a value is found here, by a walk that never recurses
- * past the limit, before any of them sees it.
+ * past the limit, before any of them sees it. A tool result is kept as its
+ * {@link snapshot}: what JSON writes of it, read once, as plain data, with
+ * at most {@link maxValues} values.
  */
 import * as JsonDepth from "./jsonDepth.js"
 
 /** What keeps a value from being kept as JSON. */
-export type Problem = "TooDeep" | "BigInt" | "Cycle" | "Unreadable"
+export type Problem = "TooDeep" | "BigInt" | "Cycle" | "Unreadable" | "TooLarge"
 
 /** The problem the model or a caller reads, of `what` (`"the result"`). */
 export const describe = (problem: Problem, what: string): string => {
@@ -23,6 +25,8 @@ export const describe = (problem: Problem, what: string): string => {
       return `${what} holds an object that contains itself (a cycle), which JSON cannot hold`
     case "Unreadable":
       return `${what} could not be read as JSON (a field or its toJSON threw)`
+    case "TooLarge":
+      return `${what} is too large: its JSON writes more than ${maxValues} values; send a smaller value`
   }
 }
 
@@ -158,5 +162,166 @@ export const problemOf = (value: unknown, options?: { readonly everyProperty?: b
     return quickWalk(value, 1, quick) ? quick.found : exactProblemOf(value, everyProperty)
   } catch {
     return "Unreadable"
+  }
+}
+
+/**
+ * How many values a {@link snapshot} writes at most: every value JSON
+ * writes (an object or an array, each of its items, an object met twice
+ * counted twice, an array's length counted before its items are read),
+ * and every field it reads and leaves out. Far past a result a model can
+ * read, and far below what blocks the process to copy and scrub.
+ */
+export const maxValues = 100_000
+
+/** A value's {@link snapshot}: what JSON writes of it, or the problem that keeps it from being kept. */
+export type Snapshot =
+  | { readonly _tag: "Kept"; readonly value: unknown }
+  | { readonly _tag: "Refused"; readonly problem: Problem }
+
+/** Stops a snapshot's walk with its problem. */
+class Refusal {
+  constructor(readonly problem: Problem) {}
+}
+
+/** The state of a snapshot's walk: the values it wrote, and the objects on its path (at most the depth limit's). */
+interface Walk {
+  written: number
+  readonly path: Array<object>
+}
+
+/** Counts `count` more values written, past {@link maxValues}: too large. */
+const write = (walk: Walk, count: number): void => {
+  walk.written += count
+  if (walk.written > maxValues) throw new Refusal("TooLarge")
+}
+
+/** Whether `value` carries the internal slot `valueOf` reads (a boxed primitive of that type). */
+const holds = (valueOf: (this: unknown) => unknown, value: object): boolean => {
+  try {
+    valueOf.call(value)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The primitive JSON writes of a boxed `String`, `Number`, `Boolean` or
+ * `BigInt` (read as JSON reads it), or the object itself. Only an object
+ * that names its own type (`Symbol.toStringTag`) or whose type is not a
+ * plain object's is tried against each box, so a plain object costs no
+ * exception.
+ */
+const unboxed = (value: object): unknown => {
+  if (Symbol.toStringTag in value) {
+    if (holds(Number.prototype.valueOf, value)) return +value
+    if (holds(String.prototype.valueOf, value)) return String(value)
+    if (holds(Boolean.prototype.valueOf, value)) return Boolean.prototype.valueOf.call(value)
+    if (holds(BigInt.prototype.valueOf, value)) return BigInt.prototype.valueOf.call(value)
+    return value
+  }
+  switch (Object.prototype.toString.call(value)) {
+    case "[object Number]":
+      return +value
+    case "[object String]":
+      return String(value)
+    case "[object Boolean]":
+      return Boolean.prototype.valueOf.call(value)
+    default:
+      return value
+  }
+}
+
+/**
+ * What JSON writes of `value`, read from its holder under `key` at
+ * `depth`: a primitive, a fresh plain array or object, or `undefined`
+ * when JSON leaves it out (a function, a symbol, `undefined`).
+ */
+const snapshotOf = (value: unknown, key: string | number, depth: number, walk: Walk): unknown => {
+  write(walk, 1)
+  let current = value
+  const isObject = (typeof value === "object" && value !== null) || typeof value === "function"
+  if (isObject || typeof value === "bigint") {
+    const toJson = (value as { readonly toJSON?: unknown }).toJSON
+    if (typeof toJson === "function") {
+      // an object whose toJSON gives it again, deeper, is a cycle (JSON would call it forever)
+      if (isObject && walk.path.includes(value as object)) throw new Refusal("Cycle")
+      current = toJson.call(value, String(key))
+    }
+  }
+  if (typeof current === "object" && current !== null) current = unboxed(current)
+  switch (typeof current) {
+    case "string":
+    case "boolean":
+      return current
+    case "number":
+      // -0 is written 0
+      return Number.isFinite(current) ? current + 0 : null
+    case "bigint":
+      throw new Refusal("BigInt")
+    case "object":
+      if (current === null) return null
+      return snapshotObject(current, isObject && current !== value ? value as object : undefined, depth, walk)
+    default:
+      return undefined
+  }
+}
+
+/** Sets `key` of a fresh object as `JSON.parse` does (`__proto__` an own field, not the prototype). */
+const define = (target: Record<string, unknown>, key: string, value: unknown): void => {
+  if (key === "__proto__") {
+    Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true })
+  } else target[key] = value
+}
+
+/** What JSON writes of an object or an array (the value its holder's toJSON gave, if any) at `depth`. */
+const snapshotObject = (value: object, holder: object | undefined, depth: number, walk: Walk): unknown => {
+  if (depth > JsonDepth.maxDepth) throw new Refusal("TooDeep")
+  if (walk.path.includes(value)) throw new Refusal("Cycle")
+  walk.path.push(value)
+  if (holder !== undefined) walk.path.push(holder)
+  let copy: unknown
+  if (Array.isArray(value)) {
+    const length = Math.min(Math.max(Math.trunc(Number(value.length)) || 0, 0), Number.MAX_SAFE_INTEGER)
+    // a sparse array's holes are written too: counted before any is read
+    if (walk.written + length > maxValues) throw new Refusal("TooLarge")
+    const items: Array<unknown> = []
+    for (let i = 0; i < length; i++) {
+      const item = snapshotOf(value[i], i, depth + 1, walk)
+      items.push(item === undefined ? null : item)
+    }
+    copy = items
+  } else {
+    const keys = Object.keys(value)
+    if (walk.written + keys.length > maxValues) throw new Refusal("TooLarge")
+    const fields: Record<string, unknown> = {}
+    for (const key of keys) {
+      const field = snapshotOf((value as Record<string, unknown>)[key], key, depth + 1, walk)
+      if (field !== undefined) define(fields, key, field)
+    }
+    copy = fields
+  }
+  walk.path.length -= holder === undefined ? 1 : 2
+  return copy
+}
+
+/**
+ * What `JSON.stringify(value)` writes, as plain data (`JSON.parse` of it),
+ * read once: each field and `toJSON` read once, as JSON reads them (a
+ * value's `toJSON` called with its key, boxed primitives unboxed, only own
+ * enumerable string-keyed fields, holes and non-finite numbers `null`,
+ * functions, symbols and `undefined` left out of objects and `null` in
+ * arrays). A value JSON cannot write (a `bigint`, a cycle, a read that
+ * throws), nested past `JsonDepth.maxDepth`, or writing more than
+ * {@link maxValues} values is refused, naming the problem; a value JSON
+ * writes nothing of is kept as `undefined`. The walk recurses no deeper
+ * than the limit, and its work is bounded by {@link maxValues}.
+ */
+export const snapshot = (value: unknown): Snapshot => {
+  try {
+    return { _tag: "Kept", value: snapshotOf(value, "", 1, { written: 0, path: [] }) }
+  } catch (error) {
+    return { _tag: "Refused", problem: error instanceof Refusal ? error.problem : "Unreadable" }
   }
 }

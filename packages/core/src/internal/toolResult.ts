@@ -1,9 +1,11 @@
 /**
  * The one place a tool result the agent keeps is made: a tool's success or
  * failure, a hook's or a guard's own answer, a timeout, a fork's edit. The
- * result is checked (`JsonValue`: nested at most `JsonDepth.maxDepth`
- * levels, no `bigint`, no cycle, readable as JSON) and scrubbed of credentials
- * (`Secrets.scrubToolResult`) before anything reads it: the hooks around,
+ * result kept is a snapshot of what JSON writes of it (`JsonValue.snapshot`:
+ * plain data, read once, nested at most `JsonDepth.maxDepth` levels, at most
+ * `JsonValue.maxValues` values, no `bigint`, no cycle, readable as JSON), and
+ * that snapshot is scrubbed of credentials (`Secrets.scrubToolResult`, whose
+ * walk of plain data reaches every string) before anything reads it: the hooks around,
  * the journal, the events, the stored thread, the next request. A result
  * that cannot be kept becomes a failed result naming the problem, which the
  * model reads like any other failure, so nothing downstream throws on it.
@@ -14,13 +16,13 @@ import * as Secrets from "../Secrets.js"
 import * as JsonValue from "./jsonValue.js"
 
 /**
- * What keeps `result` from being kept as a tool result (its failure if
- * `isFailure`), as a text naming it (`what` it is: `"the result"`), or
- * `undefined`. A failure is checked through every field its scrub copies.
+ * What keeps `result` from being kept as a tool result (its snapshot is
+ * refused), as a text naming it (`what` it is: `"the result"`), or
+ * `undefined`.
  */
-export const problem = (result: unknown, isFailure: boolean, what = "the result"): string | undefined => {
-  const found = JsonValue.problemOf(result, { everyProperty: isFailure })
-  return found === undefined ? undefined : JsonValue.describe(found, what)
+export const problem = (result: unknown, what = "the result"): string | undefined => {
+  const taken = JsonValue.snapshot(result)
+  return taken._tag === "Kept" ? undefined : JsonValue.describe(taken.problem, what)
 }
 
 /**
@@ -32,17 +34,22 @@ export const editProblem = (
 ): string | undefined =>
   edit.isFailure !== undefined && typeof edit.isFailure !== "boolean"
     ? "the edit's isFailure is not a boolean"
-    : problem(edit.result, edit.isFailure === true, "the edit's result")
+    : problem(edit.result, "the edit's result")
 
 /**
- * The part as the agent keeps it: its result checked and scrubbed, or,
- * when it cannot be kept, a failed result of the same call naming the
- * problem (none of the result kept).
+ * The part as the agent keeps it: its result's snapshot (what JSON writes
+ * of it), scrubbed, or, when it cannot be kept, a failed result of the
+ * same call naming the problem (none of the result kept). A result that is
+ * a primitive is its own snapshot, and a part with nothing to change is
+ * returned as it is.
  */
 export const keep = (part: Prompt.ToolResultPart): Prompt.ToolResultPart => {
-  const found = problem(part.result, part.isFailure)
-  if (found === undefined) return Secrets.scrubToolResult(part)
-  return { ...part, result: { error: `The result of "${part.name}" was not kept: ${found}` }, isFailure: true }
+  const taken = JsonValue.snapshot(part.result)
+  if (taken._tag === "Refused") {
+    const found = JsonValue.describe(taken.problem, "the result")
+    return { ...part, result: { error: `The result of "${part.name}" was not kept: ${found}` }, isFailure: true }
+  }
+  return Secrets.scrubToolResult(taken.value === part.result ? part : { ...part, result: taken.value })
 }
 
 /** The result of `call` as the agent keeps it ({@link keep}). */
