@@ -11,10 +11,9 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { AgentError, Checkpointer } from "@stepwise-agent/core"
 import { Deferred, Effect, Exit, FastCheck, Fiber, Layer, Option } from "effect"
-import * as os from "node:os"
 import * as path from "node:path"
-import * as FileLock from "../src/internal/fileLock.js"
 import * as Child from "./processes/child.js"
+import * as LockScenarios from "./support/lockScenarios.js"
 
 const checkpoint = (incarnation: string, messages: number): Checkpointer.Checkpoint => ({
   version: 1,
@@ -24,10 +23,7 @@ const checkpoint = (incarnation: string, messages: number): Checkpointer.Checkpo
   incarnation
 })
 
-const tempDirectory = Effect.flatMap(
-  FileSystem.FileSystem,
-  (fs) => fs.makeTempDirectoryScoped({ directory: os.tmpdir(), prefix: "stepwise-cross-" })
-).pipe(Effect.provide(NodeContext.layer))
+const tempDirectory = LockScenarios.tempDirectory("stepwise-cross-")
 
 /**
  * A pause point: once armed, the first operation that passes it signals `paused` and waits for `resume`.
@@ -290,29 +286,7 @@ describe("Checkpointer.makeFileSystem: the thread's lock file", () => {
       const old = new Date(Date.now() - 60_000)
       yield* fs.utimes(file, old, old)
       // each taker as another process would be: a lock of its own on the same file
-      let inside = 0
-      let most = 0
-      const critical = Effect.gen(function*() {
-        inside++
-        most = Math.max(most, inside)
-        yield* Effect.sleep("30 millis")
-        inside--
-      })
-      // removing the lock file is slow: a taker that saw it stale has time to remove a rival's new lock
-      const slow: FileSystem.FileSystem = {
-        ...fs,
-        remove: (path, options) =>
-          path === file
-            ? Effect.zipRight(Effect.sleep("20 millis"), fs.remove(path, options))
-            : fs.remove(path, options)
-      }
-      yield* Effect.forEach(
-        Array.from({ length: 8 }, () => FileLock.make(slow, { staleMillis: 1000 })),
-        // one after another, so that some find the lock stale while another already took it over
-        (lock, k) => Effect.zipRight(Effect.sleep(`${k * 7} millis`), lock(file, critical)),
-        { concurrency: "unbounded" }
-      )
-      assert.strictEqual(most, 1)
+      assert.strictEqual(yield* LockScenarios.mostHoldersAtOnce(file), 1)
       assert.isFalse(yield* fs.exists(file))
     }).pipe(Effect.provide(NodeContext.layer)), 30_000)
 })
@@ -323,22 +297,7 @@ describe("the lock file of a holder that holds it longer than the stale limit", 
       const fs = yield* FileSystem.FileSystem
       const directory = yield* tempDirectory
       const file = path.join(directory, "t.lock")
-      const holder = FileLock.make(fs, { staleMillis: 1000 })
-      const rival = FileLock.make(fs, { staleMillis: 1000 })
-      const order: Array<string> = []
-      const entered = yield* Deferred.make<void>()
-      const holding = yield* Effect.fork(holder(
-        file,
-        Effect.gen(function*() {
-          yield* Deferred.succeed(entered, undefined)
-          yield* Effect.sleep("2500 millis")
-          order.push("holder done")
-        })
-      ))
-      yield* Deferred.await(entered)
-      yield* rival(file, Effect.sync(() => order.push("rival in")))
-      yield* Fiber.join(holding)
-      assert.deepStrictEqual(order, ["holder done", "rival in"])
+      assert.deepStrictEqual(yield* LockScenarios.holderThenRival(file, fs, "2500 millis"), ["holder done", "rival in"])
       assert.isFalse(yield* fs.exists(file))
     }).pipe(Effect.provide(NodeContext.layer)), 30_000)
 })
@@ -351,23 +310,7 @@ describe("the lock file of a holder that stalled past the stale limit", () => {
         const fs = yield* FileSystem.FileSystem
         const directory = yield* tempDirectory
         const file = path.join(directory, "t.lock")
-        // the stalled holder's touches never reach the disk
-        const stalled = FileLock.make({ ...fs, utimes: () => Effect.void }, { staleMillis: 1000 })
-        const successor = FileLock.make(fs, { staleMillis: 1000 })
-        const entered = yield* Deferred.make<void>()
-        const leave = yield* Deferred.make<void>()
-        yield* stalled(
-          file,
-          Effect.gen(function*() {
-            yield* Effect.fork(
-              successor(file, Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(leave)))
-            )
-            yield* Deferred.await(entered)
-          })
-        )
-        assert.isTrue(yield* fs.exists(file))
-        yield* Deferred.succeed(leave, undefined)
-        yield* Effect.sleep("50 millis")
+        assert.isTrue(yield* LockScenarios.stalledThenSuccessor(file), "the successor's lock is left alone")
         assert.isFalse(yield* fs.exists(file))
       }).pipe(Effect.provide(NodeContext.layer)),
     30_000

@@ -9,11 +9,10 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as PlatformError from "@effect/platform/Error"
 import { assert, describe, it } from "@effect/vitest"
 import { AgentError, Checkpointer } from "@stepwise-agent/core"
-import { Cause, Deferred, Effect, Fiber, Layer, Option } from "effect"
-import * as os from "node:os"
+import { Cause, Effect, Layer, Option } from "effect"
 import * as path from "node:path"
 import { vi } from "vitest"
-import * as FileLock from "../src/internal/fileLock.js"
+import * as LockScenarios from "./support/lockScenarios.js"
 
 const checkpoint: Checkpointer.Checkpoint = {
   version: 1,
@@ -23,10 +22,7 @@ const checkpoint: Checkpointer.Checkpoint = {
   incarnation: "i1"
 }
 
-const tempDirectory = Effect.flatMap(
-  FileSystem.FileSystem,
-  (fs) => fs.makeTempDirectoryScoped({ directory: os.tmpdir(), prefix: "stepwise-lock-clock-" })
-).pipe(Effect.provide(NodeContext.layer))
+const tempDirectory = LockScenarios.tempDirectory("stepwise-lock-clock-")
 
 const hour = 3_600_000
 
@@ -86,22 +82,10 @@ describe("Checkpointer.makeFileSystem: a lock file whose mtime is ahead of the w
           ...fs,
           utimes: (target, atime, mtime) => fs.utimes(target, atime, new Date(new Date(mtime).getTime() + hour))
         }
-        const holder = FileLock.make(ahead, { staleMillis: 1000 })
-        const rival = FileLock.make(fs, { staleMillis: 1000 })
-        const order: Array<string> = []
-        const entered = yield* Deferred.make<void>()
-        const holding = yield* Effect.fork(holder(
-          file,
-          Effect.gen(function*() {
-            yield* Deferred.succeed(entered, undefined)
-            yield* Effect.sleep("3 seconds")
-            order.push("holder done")
-          })
-        ))
-        yield* Deferred.await(entered)
-        yield* rival(file, Effect.sync(() => order.push("rival in")))
-        yield* Fiber.join(holding)
-        assert.deepStrictEqual(order, ["holder done", "rival in"])
+        assert.deepStrictEqual(yield* LockScenarios.holderThenRival(file, ahead, "3 seconds"), [
+          "holder done",
+          "rival in"
+        ])
         assert.isFalse(yield* fs.exists(file))
       }).pipe(Effect.provide(NodeContext.layer)),
     30_000
@@ -116,31 +100,7 @@ describe("Checkpointer.makeFileSystem: a lock file whose mtime is ahead of the w
         const file = path.join(directory, "t.lock")
         yield* fs.writeFileString(file, "")
         yield* age(file, hour)
-        let inside = 0
-        let most = 0
-        const critical = Effect.gen(function*() {
-          inside++
-          most = Math.max(most, inside)
-          yield* Effect.sleep("30 millis")
-          inside--
-        })
-        // removing the lock file is slow: a taker that saw it stale has time to remove a rival's new lock
-        const slow: FileSystem.FileSystem = {
-          ...fs,
-          remove: (target, options) =>
-            target === file
-              ? Effect.zipRight(Effect.sleep("20 millis"), fs.remove(target, options))
-              : fs.remove(target, options)
-        }
-        yield* within(
-          15_000,
-          Effect.forEach(
-            Array.from({ length: 8 }, () => FileLock.make(slow, { staleMillis: 1000 })),
-            (lock, k) => Effect.zipRight(Effect.sleep(`${k * 7} millis`), lock(file, critical)),
-            { concurrency: "unbounded" }
-          )
-        )
-        assert.strictEqual(most, 1)
+        assert.strictEqual(yield* within(15_000, LockScenarios.mostHoldersAtOnce(file)), 1)
         assert.isFalse(yield* fs.exists(file))
       }).pipe(Effect.provide(NodeContext.layer)),
     30_000
@@ -274,26 +234,13 @@ describe("the lock file of a holder whose wall clock is stepped back while it ho
         const fs = yield* FileSystem.FileSystem
         const directory = yield* tempDirectory
         const file = path.join(directory, "t.lock")
-        // the stalled holder's touches never reach the disk
-        const stalled = FileLock.make({ ...fs, utimes: () => Effect.void }, { staleMillis: 1000 })
-        const successor = FileLock.make(fs, { staleMillis: 1000 })
-        const entered = yield* Deferred.make<void>()
-        const leave = yield* Deferred.make<void>()
         const wallTime = Date.now
-        yield* stalled(
+        // the wall clock goes back an hour before the stalled holder lets go (and comes back once it did)
+        const kept = yield* LockScenarios.stalledThenSuccessor(
           file,
-          Effect.gen(function*() {
-            yield* Effect.fork(
-              successor(file, Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(leave)))
-            )
-            yield* Deferred.await(entered)
-            // the wall clock goes back an hour before the stalled holder lets go (and comes back once it did)
-            yield* Effect.sync(() => vi.spyOn(Date, "now").mockImplementation(() => wallTime() - hour))
-          })
+          Effect.sync(() => void vi.spyOn(Date, "now").mockImplementation(() => wallTime() - hour))
         ).pipe(Effect.ensuring(Effect.sync(() => vi.restoreAllMocks())))
-        assert.isTrue(yield* fs.exists(file))
-        yield* Deferred.succeed(leave, undefined)
-        yield* Effect.sleep("50 millis")
+        assert.isTrue(kept, "the successor's lock is left alone")
         assert.isFalse(yield* fs.exists(file))
       }).pipe(Effect.provide(NodeContext.layer)),
     30_000
