@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Context, Deferred, Effect, Exit, Fiber, FiberRef, Option, Scope } from "effect"
-import { addService, asIs, locally, scoped, withContext } from "../src/internal/fast/withContext.js"
+import { addService, locally, scoped, withContext } from "../src/internal/fast/withContext.js"
 
 class Name extends Context.Tag("test/Name")<Name, string>() {}
 class Extra extends Context.Tag("test/Extra")<Extra, number>() {}
@@ -119,10 +119,10 @@ describe("withContext", () => {
       }
     }))
 
-  it.effect("asIs passes the whole cause on, as Effect.provide does", () =>
+  it.effect("handlers without onFailure pass the whole cause on, as Effect.provide does", () =>
     Effect.gen(function*() {
       const ours = yield* Effect.exit(
-        locally(failedThenDied, [], asIs)
+        locally(failedThenDied, [], { onSuccess: Effect.succeed })
       )
       assert.isTrue(Exit.isFailure(ours))
       if (Exit.isFailure(ours)) {

@@ -20,7 +20,7 @@ import * as Option from "effect/Option"
 const longestSuffix = ".json.".length + 36 + ".tmp".length
 
 /** The longest URI-encoded id kept as the name: 255 bytes less the longest suffix. */
-export const maxEncodedName = 255 - longestSuffix
+const maxEncodedName = 255 - longestSuffix
 
 /** The characters of a URI-encoded id that start a hashed name. */
 const keptOfLong = 64

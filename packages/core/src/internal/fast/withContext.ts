@@ -78,7 +78,7 @@ export const locally = <A, E, R, B, E2, R2>(
         handlers.onEnd?.()
       }
       const failed = (cause: Cause.Cause<E>): Effect.Effect<B, E2, R2> => {
-        // (the effect's own error, typed as `asIs`, the one set of handlers without `onFailure`, types it)
+        // without `onFailure` the outcome goes on as it is, the whole cause (typed as handlers without it type it)
         if (handlers.onFailure === undefined) return Effect.failCause(cause as Cause.Cause<E2>)
         if (!Chunk.isEmpty(Cause.defects(cause))) return Effect.failCause(Cause.flatMap(cause, Cause.die))
         const failures = Cause.failures(cause)
@@ -105,9 +105,6 @@ export const locally = <A, E, R, B, E2, R2>(
       })
     })
   )
-
-/** The handlers of an effect whose outcome goes on as it is (a failure with its whole cause). */
-export const asIs: Handlers<any, any, any, any, never> = { onSuccess: Effect.succeed }
 
 /**
  * `effect` with a new scope in its context, closed with its exit once the
