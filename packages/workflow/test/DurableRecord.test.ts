@@ -1,6 +1,6 @@
 import { AiError, LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, type AgentEvent, Fork, Middleware, RunJournal, RunRecord } from "@stepwise-agent/core"
+import { Agent, type AgentEvent, Fork, Middleware, RunJournal, RunRecord, Secrets } from "@stepwise-agent/core"
 import { HumanInTheLoop, SubAgents } from "@stepwise-agent/middleware"
 import { Eval, ScriptedModel } from "@stepwise-agent/testing"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
@@ -118,7 +118,8 @@ const inProcessRecord = (turns: ReadonlyArray<ScriptedModel.Turn>, middleware: R
     return { header, entries }
   }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(turns), counted().layer)))
 
-type Engine = "memory" | "sqlite"
+/** The engine: in memory, or SQLite in a new directory (or in `directory`, to read its files afterwards). */
+type Engine = "memory" | "sqlite" | { readonly sqlite: string }
 
 /** The durable stack on `engine`, with a record store, the agent on `turns` and the calculator counted by `tools`. */
 const stack = (
@@ -136,7 +137,12 @@ const stack = (
       ? Layer.mergeAll(AgentEngine.layerMemory, RunStore.layerMemory, RecordStore.layerMemory)
       : Layer.mergeAll(RunStore.layer(), RecordStore.layer(), SqlCheckpointer.layer()).pipe(
         Layer.provideMerge(
-          AgentEngine.layerSqlite({ filename: path.join(yield* tempDirectory("stepwise-record-"), "runs.db") })
+          AgentEngine.layerSqlite({
+            filename: path.join(
+              typeof engine === "object" ? engine.sqlite : yield* tempDirectory("stepwise-record-"),
+              "runs.db"
+            )
+          })
         )
       )
     return yield* Layer.build(
@@ -1055,5 +1061,38 @@ describe("a durable fork with an edited tool result", () => {
       assert.isTrue(
         tool.role === "tool" && tool.content.some((part) => part.type === "tool-result" && part.result === 50)
       )
+    }))
+
+  it.scopedLive("a known secret in the edited result reaches neither the engine's files nor the fork's thread", () =>
+    Effect.gen(function*() {
+      const secret = "sk-fork-Zx9qWv3LmN7pRt2YbK5s"
+      yield* Secrets.register(secret)
+      const directory = yield* tempDirectory("stepwise-fork-secret-")
+      const context = yield* stack({ sqlite: directory }, [
+        ...script,
+        ...[1, 2, 3].map(() => ScriptedModel.text("done"))
+      ], counted().layer)
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context)
+      const source = yield* sourceRun(run)
+      const forkIds: Array<string> = []
+      for (const result of [{ token: secret }, `auth with ${secret}`, [{ deep: { note: `Bearer ${secret}` } }]]) {
+        const forkId = yield* run(Runs.fork(source, {
+          to: `fork-${forkIds.length}`,
+          at: 1,
+          edit: {
+            _tag: "ToolResult",
+            callId: "call_1",
+            result
+          }
+        }))
+        forkIds.push(forkId)
+        const done = yield* run(Runs.await(forkId))
+        assert.strictEqual(done.state, "Completed")
+        assert.notInclude(JSON.stringify(done.messages), secret)
+      }
+      // every file of the engine's store (the database, its journal and WAL)
+      for (const name of fs.readdirSync(directory)) {
+        assert.notInclude(fs.readFileSync(path.join(directory, name)).toString("latin1"), secret, name)
+      }
     }))
 })

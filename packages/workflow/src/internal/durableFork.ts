@@ -13,6 +13,7 @@ import * as Agent from "@stepwise-agent/core/Agent"
 import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Fork from "@stepwise-agent/core/Fork"
 import * as RunRecord from "@stepwise-agent/core/RunRecord"
+import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 // the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
@@ -49,6 +50,13 @@ const messagesOf = (input: Prompt.RawInput) =>
       () => new AgentError.InvalidInput({ reason: "the fork's message holds no message" })
     )
   )
+
+/**
+ * An edited tool result as the payload stores it: scrubbed as the fork's
+ * thread will keep it (`Fork.checkRecord` has refused a result that is not
+ * JSON data), so the engine's storage holds no credential the thread would not.
+ */
+const keptResult = (result: unknown, isFailure: boolean) => Secrets.scrubToolResult({ result, isFailure })
 
 /**
  * Checks the fork of `record` (of the run `sourceRunId`, when forked by its
@@ -101,7 +109,7 @@ export const startFork = (
         edit: message !== undefined
           ? { _tag: "Message", messages: message }
           : edit?._tag === "ToolResult"
-          ? { _tag: "ToolResult", callId: edit.callId, result: edit.result, isFailure: edit.isFailure ?? false }
+          ? { _tag: "ToolResult", callId: edit.callId, ...keptResult(edit.result, edit.isFailure ?? false) }
           : undefined
       }
     }
