@@ -13,7 +13,7 @@ import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, FastCheck, Option } from "effect"
 import * as ContextEditing from "../src/ContextEditing.js"
-import * as HistoryCache from "../src/internal/context/historyCache.js"
+import * as HistoryCache from "../src/internal/fast/historyCache.js"
 import * as Sent from "../src/internal/context/sent.js"
 import * as Summarization from "../src/Summarization.js"
 

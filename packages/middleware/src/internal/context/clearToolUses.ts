@@ -19,7 +19,7 @@ import * as Look from "./clearLook.js"
 import type { ClearToolUsesConfig } from "./clearOptions.js"
 import * as Selection from "./clearSelection.js"
 import * as Trigger from "./clearTrigger.js"
-import * as HistoryCache from "./historyCache.js"
+import * as HistoryCache from "../fast/historyCache.js"
 import * as Sent from "./sent.js"
 
 /** The edit of a checked configuration. */
