@@ -40,9 +40,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as Marker from "./internal/marker.js"
 import { identityMemo } from "./internal/fast/identityMemo.js"
 import * as IdentityTable from "./internal/fast/identityTable.js"
+import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 import * as Reserved from "./internal/reservedPaths.js"
 import { serviceOrOwn } from "./internal/serviceOrOwn.js"
@@ -1020,7 +1020,9 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
    * The raw tokens of the tool results of `messages`: those the table knows, and the others measured now
    * (the counter caches by identity too).
    */
-  const measure = (messages: ReadonlyArray<Prompt.Message>): Effect.Effect<TokensOf, never, TokenCounter.TokenCounter> =>
+  const measure = (
+    messages: ReadonlyArray<Prompt.Message>
+  ): Effect.Effect<TokensOf, never, TokenCounter.TokenCounter> =>
     Effect.gen(function*() {
       const parts: Array<Prompt.ToolResultPart> = []
       for (const message of messages) {

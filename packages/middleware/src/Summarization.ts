@@ -83,8 +83,8 @@ import * as Schema from "effect/Schema"
 import * as ContextOverflow from "./ContextOverflow.js"
 import * as ContextView from "./ContextView.js"
 import * as ContextLimit from "./internal/context/contextLimit.js"
-import * as HistoryCache from "./internal/fast/historyCache.js"
 import * as Sent from "./internal/context/sent.js"
+import * as HistoryCache from "./internal/fast/historyCache.js"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 import * as ThreadTexts from "./internal/threadTexts.js"
@@ -1111,28 +1111,28 @@ const make = (config: Config) => {
     next: Middleware.NextModelCall
   ): Effect.Effect<Middleware.ModelResponse, unknown, unknown> =>
     Effect.suspend(() => {
-    // the reference of the text a compaction of this run of the call evicted
-    let evicted: string | undefined
-    return recoverWith((ref) => {
-      evicted = ref
-    })(request, next).pipe(
-      Effect.flatMap((response) => {
-        const ref = evicted
-        const recorded = ref === undefined
-          ? undefined
-          : ThreadTexts.recording(request.state, offloadKey, request.threadId, [ref])
-        return recorded === undefined ? Effect.succeed(response) : Effect.as(
-          ThreadTexts.removeUnsavedAtRunEnd(offloadKey, request.threadId, recorded.fresh, forget),
-          { ...response, state: recorded.state }
-        )
-      }),
-      Effect.onError(() => {
-        const ref = evicted
-        return ref === undefined
-          ? Effect.void
-          : forget(ThreadTexts.recording(request.state, offloadKey, request.threadId, [ref])?.fresh ?? [])
-      })
-    )
+      // the reference of the text a compaction of this run of the call evicted
+      let evicted: string | undefined
+      return recoverWith((ref) => {
+        evicted = ref
+      })(request, next).pipe(
+        Effect.flatMap((response) => {
+          const ref = evicted
+          const recorded = ref === undefined
+            ? undefined
+            : ThreadTexts.recording(request.state, offloadKey, request.threadId, [ref])
+          return recorded === undefined ? Effect.succeed(response) : Effect.as(
+            ThreadTexts.removeUnsavedAtRunEnd(offloadKey, request.threadId, recorded.fresh, forget),
+            { ...response, state: recorded.state }
+          )
+        }),
+        Effect.onError(() => {
+          const ref = evicted
+          return ref === undefined
+            ? Effect.void
+            : forget(ThreadTexts.recording(request.state, offloadKey, request.threadId, [ref])?.fresh ?? [])
+        })
+      )
     })
   const compacting: Middleware.WrapModelCall<any, any> = (request, next) => {
     const sent: Middleware.NextModelCall = config.calibrate

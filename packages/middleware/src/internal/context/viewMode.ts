@@ -10,9 +10,9 @@ import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
 import type { ContextEdit, EditResult } from "../../ContextEditing.js"
 import * as ContextView from "../../ContextView.js"
-import { isCleared } from "../marker.js"
 import * as HistoryCache from "../fast/historyCache.js"
 import * as IdentityTable from "../fast/identityTable.js"
+import { isCleared } from "../marker.js"
 
 /** The messages a thread's view was last applied to, and the output, so that the next call only appends. */
 interface ViewMemo {
