@@ -13,7 +13,7 @@ describe("withWitnessed", () => {
       const Count = Schema.Struct({ count: Schema.Number })
       const Name = Schema.Struct({ name: Schema.String })
       assert.strictEqual(withWitnessed(Count), withWitnessed(Count))
-      assert.notStrictEqual(withWitnessed(Count), withWitnessed(Name))
+      assert.notStrictEqual<unknown>(withWitnessed(Count), withWitnessed(Name))
       // a schema made again from the same fields is another schema: it is not served the first one's
       const CountAgain = Schema.Struct({ count: Schema.NumberFromString })
       assert.deepStrictEqual(yield* Schema.decodeUnknown(withWitnessed(CountAgain))({ count: "3" }), [{ count: 3 }, []])
