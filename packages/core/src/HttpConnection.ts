@@ -104,7 +104,10 @@ interface Turns {
   last: Deferred.Deferred<void> | undefined
 }
 
-/** The turns of each connection a guarded handler saw, by socket (forgotten with it). */
+/**
+ * The turns of each connection a guarded handler saw, by socket (forgotten with it). Not a speed trick: the
+ * socket is Node's, and the only value the requests of one connection share.
+ */
 const connections = new WeakMap<Socket, Turns>()
 
 /** Whether `response` closes its connection (`Connection: close`). */

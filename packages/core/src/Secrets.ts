@@ -1104,6 +1104,7 @@ const collect = (value: unknown, found: Set<string>, seen: Set<object>): void =>
 }
 
 interface Scrubbing {
+  /** The copy made of each object met (a visited map of this one scrubbing, for shared and cyclic objects). */
   readonly seen: WeakMap<object, unknown>
   /** The values the error shows it sent. */
   readonly values: RegExp | undefined
@@ -1675,6 +1676,7 @@ export const scrubToolResult = <Part extends { readonly result: unknown; readonl
 // clients
 // ---------------------------------------------------------------------------
 
+// the scrubbing of a URL alone (a string: its `seen` stays empty)
 const untracked: Scrubbing = { seen: new WeakMap(), values: undefined, calls: { left: 0 } }
 
 const isAbsoluteUrl = (value: string): boolean => /^[a-z][a-z0-9+.-]*:\/\//i.test(value)

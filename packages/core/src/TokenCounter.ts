@@ -38,6 +38,7 @@ import * as Layer from "effect/Layer"
 import { InvalidOptions } from "./AgentError.js"
 import * as Encodings from "./internal/fast/encodings.js"
 import * as Field from "./internal/fast/fieldRead.js"
+import * as IdentityTable from "./internal/fast/identityTable.js"
 import { jsonLength } from "./internal/fast/jsonLength.js"
 import * as PythonRepr from "./internal/fast/pythonRepr.js"
 import { unknownKey } from "./internal/options.js"
@@ -282,9 +283,12 @@ const fromMeasure = (
   })
 }
 
-/** A counter that keeps the count of every part and message object it counted with `engine`. */
+/**
+ * A counter that keeps the count of every part and message object it counted with `engine`
+ * (`fast/identityTable.ts`).
+ */
 const fromEngine = (engine: Engine): Service => {
-  const cache = new WeakMap<object, number>()
+  const cache = IdentityTable.make<object, number>()
 
   const measure = (items: ReadonlyArray<Countable>): Effect.Effect<ReadonlyArray<number>> =>
     Effect.suspend(() => {
@@ -308,7 +312,7 @@ const fromEngine = (engine: Engine): Service => {
             todo.push(item.content)
           } else {
             for (const part of item.content) {
-              if (!cache.has(part) && !seen.has(part)) {
+              if (cache.get(part) === undefined && !seen.has(part)) {
                 seen.add(part)
                 todo.push(part)
               }
@@ -321,10 +325,16 @@ const fromEngine = (engine: Engine): Service => {
       }
       const counted = todo.length === 0 ? Effect.succeed<ReadonlyArray<number>>([]) : engine.count(todo)
       return Effect.zipWith(counted, engine.overhead, (counts, overhead) => {
+        // the parts counted now (the cache may not keep them)
+        const fresh = new Map<object, number>()
         for (let j = 0; j < todo.length; j++) {
           const item = todo[j]!
-          if (typeof item !== "string") cache.set(item, counts[j]!)
+          if (typeof item !== "string") {
+            fresh.set(item, counts[j]!)
+            cache.set(item, counts[j]!)
+          }
         }
+        const countOf = (item: object) => fresh.get(item) ?? cache.get(item)!
         for (const i of missing) {
           const item = items[i]!
           let raw: number
@@ -333,10 +343,10 @@ const fromEngine = (engine: Engine): Service => {
               raw = overhead("system") + counts[systemAt.get(i)!]!
             } else {
               raw = overhead(item.role)
-              for (const part of item.content) raw += cache.get(part)!
+              for (const part of item.content) raw += countOf(part)
             }
           } else {
-            raw = cache.get(item)!
+            raw = countOf(item)
           }
           cache.set(item, raw)
           out[i] = raw
@@ -454,14 +464,15 @@ const roleChars = { system: 6, user: 4, assistant: 9, tool: 4 } as const
 /**
  * The approximate counter. Counting a part costs a few field reads (and a
  * walk of its payload), less than keeping its count by identity would, so it
- * keeps only the length of long payloads, per payload object. It reads each
+ * keeps only the length of long payloads, per payload object
+ * (`fast/identityTable.ts`). It reads each
  * field it needs once, as a keyed read with a read site per field (`Field`:
  * `@effect/ai`'s messages may each have a hidden class of their own), and a tool message's
  * parts without their type (a tool message holds only tool results).
  */
 const approximate = (charsPerToken: number, tokensPerMessage: number): Service => {
   const remember = (measure: (value: unknown) => number) => {
-    const lengths = new WeakMap<object, number>()
+    const lengths = IdentityTable.make<object, number>()
     return (value: unknown): number => {
       if (typeof value !== "object" || value === null) return measure(value)
       const known = lengths.get(value)

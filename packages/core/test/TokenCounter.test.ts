@@ -786,3 +786,46 @@ describe("reprLength", () => {
     assert.strictEqual(reprLength(cyclic), "[1, [...]]".length)
   })
 })
+
+describe("TokenCounter: what a counter keeps per object is never stale", () => {
+  // a long payload (the approximate counter remembers the length of those), or a short text
+  const payload = FastCheck.oneof(
+    FastCheck.string({ maxLength: 20 }),
+    FastCheck.tuple(FastCheck.string({ minLength: 1, maxLength: 4 }), FastCheck.integer({ min: 300, max: 600 }))
+      .map(([unit, times]) => unit.repeat(times))
+  )
+  const messageOf = (kind: number, value: string, id: string): Prompt.Message =>
+    kind === 0
+      ? user(value)
+      : kind === 1
+      ? Prompt.makeMessage("assistant", { content: [call(id, "tool", { value: { nested: value } })] })
+      : Prompt.makeMessage("tool", { content: [result(id, "tool", { value })] })
+  const counters = [
+    { name: "approximate", make: TokenCounter.makeApproximate() },
+    { name: "tiktoken", make: TokenCounter.makeTiktoken({ encoding: "cl100k_base" }) }
+  ] as const
+
+  for (const { make, name } of counters) {
+    it.effect.prop(
+      `${name}: a thread whose messages are replaced by edited copies counts as a fresh counter counts it`,
+      {
+        thread: FastCheck.array(FastCheck.tuple(FastCheck.nat({ max: 2 }), payload), { minLength: 1, maxLength: 6 }),
+        edits: FastCheck.array(FastCheck.tuple(FastCheck.nat(), payload), { minLength: 1, maxLength: 6 })
+      },
+      ({ edits, thread }) =>
+        Effect.gen(function*() {
+          const kept = yield* make
+          let messages = thread.map(([kind, value], i) => messageOf(kind, value, `call_${i}`))
+          yield* kept.measure(messages)
+          for (const [at, value] of edits) {
+            // an edit makes a new message (and new parts, a new payload), as every edit of a thread does
+            const i = at % messages.length
+            messages = messages.map((message, j) => j === i ? messageOf(thread[i]![0], value, `call_${i}`) : message)
+            const fresh = yield* make
+            assert.deepStrictEqual(yield* kept.measure(messages), yield* fresh.measure(messages))
+          }
+        }),
+      { fastCheck: { numRuns: 40 } }
+    )
+  }
+})

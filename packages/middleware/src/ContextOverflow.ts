@@ -44,8 +44,8 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as ContextEditing from "./ContextEditing.js"
-import * as HistoryCache from "./internal/context/historyCache.js"
 import * as FailedEdits from "./internal/failedEdits.js"
+import * as HistoryCache from "./internal/fast/historyCache.js"
 import * as Check from "./internal/options.js"
 
 // -----------------------------------------------------------------------------

@@ -564,7 +564,8 @@ const isFileTool = (name: string): boolean => (toolNames as ReadonlyArray<string
 const buildState = (options: StateOptions): Middleware.Middleware<State> => {
   const access: Workspace.AccessOptions = { rules: options.rules, defaultAccess: options.defaultAccess }
   const routed = withRoutes(options.routes, access)
-  // The calls of one tool step share a copy of the slice (keyed by the step's state object).
+  // The calls of one tool step share a copy of the slice (keyed by the step's state object, the only value
+  // the calls of a step share; not a speed trick: a call sees what the step's earlier calls wrote).
   const copies = new WeakMap<object, Map<string, string>>()
   const sessions = new Map<string, Session>()
   const workspace = Effect.flatMap(

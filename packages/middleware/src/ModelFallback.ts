@@ -197,7 +197,9 @@ const setup: <const Models extends ReadonlyArray<ModelSource>>(
     }
     resolvers.push(toResolve(source as ModelSource))
   }
-  // built models, per run: a run's scope lives as long as the run
+  // built models, per run: a run's scope lives as long as the run (not a speed trick: a model built from a Layer
+  // or an Effect holds its resources in that scope, so a run builds each once; the scope is the only value of
+  // the run a model call sees)
   const built = new WeakMap<Scope.Scope, Array<LanguageModel.Service | undefined>>()
   const resolve = (index: number): Effect.Effect<LanguageModel.Service, unknown, Scope.Scope> => {
     const resolver = resolvers[index]!

@@ -40,6 +40,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import { identityMemo } from "./internal/fast/identityMemo.js"
+import * as IdentityTable from "./internal/fast/identityTable.js"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 import * as Reserved from "./internal/reservedPaths.js"
@@ -606,6 +608,11 @@ interface Config {
 /** A texts to offload, by reference, that a view put aside. */
 type Offloaded = Map<string, string>
 
+/** A tool result's raw tokens, as the middleware measured them (none without `maxResultTokens`). */
+type TokensOf = (part: Prompt.ToolResultPart) => number
+
+const noTokens: TokensOf = () => 0
+
 /** Whether `a` and `b` are one thread: the same id and incarnation. */
 const sameThread = (a: Thread, b: Thread): boolean => a.threadId === b.threadId && a.incarnation === b.incarnation
 
@@ -615,18 +622,23 @@ const sameThread = (a: Thread, b: Thread): boolean => a.threadId === b.threadId 
  * calls older than the last `keepCalls` cut. The input array itself when
  * nothing changes. Parts and messages are memoized by identity (and thread:
  * the same message objects in two threads, or two incarnations of one, get
- * each one's references), so a model call only works on the new messages.
+ * each one's references), so a model call only works on the new messages
+ * (`fast/identityMemo.ts`, `fast/identityTable.ts`).
  */
-const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => number = () => 0) => {
+const makeView = (config: Config) => {
   /** The view of a result in a thread: its shown part, reference and content, or null when it stays whole. */
   interface ResultView {
     readonly thread: Thread
     readonly offloaded: readonly [Prompt.ToolResultPart, string, string] | null
   }
-  const results = new WeakMap<Prompt.ToolResultPart, ResultView>()
-  const calls = new WeakMap<Prompt.ToolCallPart, Prompt.ToolCallPart>()
+  const results = IdentityTable.make<Prompt.ToolResultPart, ResultView>()
 
-  const resultView = (thread: Thread, part: Prompt.ToolResultPart, offloaded: Offloaded): Prompt.ToolResultPart => {
+  const resultView = (
+    thread: Thread,
+    part: Prompt.ToolResultPart,
+    offloaded: Offloaded,
+    tokensOf: TokensOf
+  ): Prompt.ToolResultPart => {
     let entry = results.get(part)
     if (entry === undefined || !sameThread(entry.thread, thread)) {
       let cached: ResultView["offloaded"] = null
@@ -658,36 +670,32 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
     return cached[0]
   }
 
-  const callView = (part: Prompt.ToolCallPart): Prompt.ToolCallPart => {
-    let cached = calls.get(part)
-    if (cached === undefined) {
-      // a call this view already cut stays as it is, so the view of a view is itself
-      const params = part.options[Marker.markerKey]?.truncated === true
-        ? part.params
-        : truncateStrings(part.params, config.maxArgChars)
-      cached = params === part.params ? part : Prompt.makePart("tool-call", {
-        id: part.id,
-        name: part.name,
-        params,
-        providerExecuted: part.providerExecuted,
-        options: { ...part.options, [Marker.markerKey]: { ...part.options[Marker.markerKey], truncated: true } }
-      })
-      calls.set(part, cached)
-    }
-    return cached
-  }
+  const callView = identityMemo((part: Prompt.ToolCallPart): Prompt.ToolCallPart => {
+    // a call this view already cut stays as it is, so the view of a view is itself
+    const params = part.options[Marker.markerKey]?.truncated === true
+      ? part.params
+      : truncateStrings(part.params, config.maxArgChars)
+    return params === part.params ? part : Prompt.makePart("tool-call", {
+      id: part.id,
+      name: part.name,
+      params,
+      providerExecuted: part.providerExecuted,
+      options: { ...part.options, [Marker.markerKey]: { ...part.options[Marker.markerKey], truncated: true } }
+    })
+  })
 
   /** The view of one message; its first `keepAt` calls are cut, the rest stay whole. */
   const messageView = (
     thread: Thread,
     message: Prompt.Message,
     keepAt: number,
-    offloaded: Offloaded
+    offloaded: Offloaded,
+    tokensOf: TokensOf
   ): Prompt.Message => {
     let content: Array<Prompt.Part> | undefined
     if (message.role === "tool") {
       message.content.forEach((part, j) => {
-        const shown = resultView(thread, part, offloaded)
+        const shown = resultView(thread, part, offloaded, tokensOf)
         if (shown !== part) (content ??= [...message.content])[j] = shown
       })
     } else if (message.role === "assistant") {
@@ -706,7 +714,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
 
   // The views of the messages whose view does not depend on what follows them, by identity (and thread): a
   // message is viewed (and its texts offloaded) once, when first seen.
-  const views = new WeakMap<Prompt.Message, { readonly thread: Thread; readonly shown: Prompt.Message }>()
+  const views = IdentityTable.make<Prompt.Message, { readonly thread: Thread; readonly shown: Prompt.Message }>()
 
   /**
    * The previous call's input and view, by first message (one per thread, in practice): a call whose
@@ -721,7 +729,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
     /** The first message whose view is not the message itself (`Infinity`: none). */
     readonly firstChanged: number
   }
-  const previous = new WeakMap<Prompt.Message, Previous>()
+  const previous = IdentityTable.make<Prompt.Message, Previous>()
 
   const isPrefix = (prefix: ReadonlyArray<Prompt.Message>, messages: ReadonlyArray<Prompt.Message>): boolean => {
     if (prefix.length > messages.length) return false
@@ -732,7 +740,8 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
   return (
     thread: Thread,
     messages: ReadonlyArray<Prompt.Message>,
-    offloaded: Offloaded
+    offloaded: Offloaded,
+    tokensOf: TokensOf = noTokens
   ): ReadonlyArray<Prompt.Message> => {
     if (messages.length === 0) return messages
     // the calls whose arguments stay whole: the last keepCalls
@@ -762,7 +771,7 @@ const makeView = (config: Config, tokensOf: (part: Prompt.ToolResultPart) => num
       const known = keepAt === undefined ? views.get(message) : undefined
       let shown = known !== undefined && sameThread(known.thread, thread) ? known.shown : undefined
       if (shown === undefined) {
-        shown = messageView(thread, message, keepAt ?? Infinity, offloaded)
+        shown = messageView(thread, message, keepAt ?? Infinity, offloaded, tokensOf)
         if (keepAt === undefined) views.set(message, { thread, shown })
       }
       out[i] = shown
@@ -800,7 +809,7 @@ export const view = (
   tokensOf?: ((part: Prompt.ToolResultPart) => number) | undefined
 ): { readonly messages: ReadonlyArray<Prompt.Message>; readonly offloaded: ReadonlyMap<string, string> } => {
   const offloaded: Offloaded = new Map()
-  return { messages: makeView(configOf(options ?? {}), tokensOf)(thread, messages, offloaded), offloaded }
+  return { messages: makeView(configOf(options ?? {}))(thread, messages, offloaded, tokensOf), offloaded }
 }
 
 const configOf = (options: Options): Config => {
@@ -1004,22 +1013,32 @@ const threadOf = (request: Thread): Thread =>
 const build = (options: Options): Middleware.Middleware<State, never, TokenCounter.TokenCounter> => {
   const config = configOf(options)
   // Raw token counts of the tool results, measured before a view when maxResultTokens is set.
-  const tokens = new WeakMap<Prompt.ToolResultPart, number>()
-  const viewOf = makeView(config, (part) => tokens.get(part) ?? 0)
+  const tokens = IdentityTable.make<Prompt.ToolResultPart, number>()
+  const viewOf = makeView(config)
 
-  /** Measures the tool results of `messages` not measured yet (the counter caches by identity too). */
-  const measure = (messages: ReadonlyArray<Prompt.Message>) =>
+  /**
+   * The raw tokens of the tool results of `messages`: those the table knows, and the others measured now
+   * (the counter caches by identity too).
+   */
+  const measure = (
+    messages: ReadonlyArray<Prompt.Message>
+  ): Effect.Effect<TokensOf, never, TokenCounter.TokenCounter> =>
     Effect.gen(function*() {
       const parts: Array<Prompt.ToolResultPart> = []
       for (const message of messages) {
         if (message.role !== "tool") continue
         for (const part of message.content) {
-          if (!tokens.has(part) && !config.excluded.has(part.name)) parts.push(part)
+          if (tokens.get(part) === undefined && !config.excluded.has(part.name)) parts.push(part)
         }
       }
-      if (parts.length === 0) return
+      if (parts.length === 0) return (part: Prompt.ToolResultPart) => tokens.get(part) ?? 0
       const counts = yield* Effect.flatMap(TokenCounter.TokenCounter, (counter) => counter.measure(parts))
-      parts.forEach((part, i) => tokens.set(part, counts[i]!))
+      const measured = new Map<Prompt.ToolResultPart, number>()
+      parts.forEach((part, i) => {
+        tokens.set(part, counts[i]!)
+        measured.set(part, counts[i]!)
+      })
+      return (part: Prompt.ToolResultPart) => measured.get(part) ?? tokens.get(part) ?? 0
     })
   // The app's store when the agent runs with one, else this middleware's own.
   const store = serviceOrOwn(OffloadStore, makeMemory)
@@ -1085,9 +1104,9 @@ const build = (options: Options): Middleware.Middleware<State, never, TokenCount
     uses: { tools: options.excludeTools },
     wrapModelCall: (request, next) =>
       Effect.gen(function*() {
-        if (config.maxResultTokens !== undefined) yield* measure(request.messages)
+        const tokensOf = config.maxResultTokens === undefined ? noTokens : yield* measure(request.messages)
         const offloaded: Offloaded = new Map()
-        const messages = viewOf(threadOf(request), request.messages, offloaded)
+        const messages = viewOf(threadOf(request), request.messages, offloaded, tokensOf)
         const sent = messages === request.messages ? request : { ...request, messages }
         if (offloaded.size === 0) return yield* next(sent)
         const service = yield* store

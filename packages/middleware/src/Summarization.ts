@@ -83,8 +83,8 @@ import * as Schema from "effect/Schema"
 import * as ContextOverflow from "./ContextOverflow.js"
 import * as ContextView from "./ContextView.js"
 import * as ContextLimit from "./internal/context/contextLimit.js"
-import * as HistoryCache from "./internal/context/historyCache.js"
 import * as Sent from "./internal/context/sent.js"
+import * as HistoryCache from "./internal/fast/historyCache.js"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
 import * as ThreadTexts from "./internal/threadTexts.js"
@@ -1042,8 +1042,11 @@ const make = (config: Config) => {
     return messages === request.messages ? request : { ...request, messages }
   }
 
-  /** The request with its older messages summarized, whatever the trigger; None when there is nothing to summarize. */
-  const compact = (request: Middleware.ModelRequest) =>
+  /**
+   * The request with its older messages summarized, whatever the trigger; None when there is nothing to summarize.
+   * `onEvicted` is given the reference of the text the summary evicted (`offload`).
+   */
+  const compact = (request: Middleware.ModelRequest, onEvicted: (ref: string) => void) =>
     Effect.gen(function*() {
       const { messages } = request
       const counter = yield* counterOf
@@ -1070,7 +1073,7 @@ const make = (config: Config) => {
         )
       )
       if (Option.isNone(outcome)) return Option.none<Middleware.ModelRequest>()
-      if (outcome.value.offloaded !== undefined) compactedRefs.set(request, outcome.value.offloaded)
+      if (outcome.value.offloaded !== undefined) onEvicted(outcome.value.offloaded)
       overflowed.add(request.threadId)
       return Option.some<Middleware.ModelRequest>({
         ...request,
@@ -1094,11 +1097,10 @@ const make = (config: Config) => {
       }
       yield* counter.calibrate(reported, Array.of<Prompt.Message>(system).concat(messages))
     })
-  const recover = config.onOverflow === "summarize"
-    ? ContextOverflow.recover({ compact, model: config.agentModel })
-    : undefined
-  // offload: the evicted text of a request compacted after an overflow, by request, until the call ends
-  const compactedRefs = new WeakMap<Middleware.ModelRequest, string>()
+  /** The recovery from an overflow that compacts the request, giving `onEvicted` what the compaction evicted. */
+  const recoverWith = (onEvicted: (ref: string) => void) =>
+    ContextOverflow.recover({ compact: (request) => compact(request, onEvicted), model: config.agentModel })
+  const recover = config.onOverflow === "summarize" ? recoverWith(() => {}) : undefined
   /**
    * The response of a call whose request may be compacted, recording the text the compaction evicted in the
    * thread's state; when the call fails, that text is removed (unless the thread already had it), and so it is
@@ -1106,32 +1108,38 @@ const make = (config: Config) => {
    */
   const recordingCompacted = (
     request: Middleware.ModelRequest,
-    call: Effect.Effect<Middleware.ModelResponse, unknown, unknown>
+    next: Middleware.NextModelCall
   ): Effect.Effect<Middleware.ModelResponse, unknown, unknown> =>
-    call.pipe(
-      Effect.flatMap((response) => {
-        const ref = compactedRefs.get(request)
-        const recorded = ref === undefined
-          ? undefined
-          : ThreadTexts.recording(request.state, offloadKey, request.threadId, [ref])
-        return recorded === undefined ? Effect.succeed(response) : Effect.as(
-          ThreadTexts.removeUnsavedAtRunEnd(offloadKey, request.threadId, recorded.fresh, forget),
-          { ...response, state: recorded.state }
-        )
-      }),
-      Effect.onError(() => {
-        const ref = compactedRefs.get(request)
-        return ref === undefined
-          ? Effect.void
-          : forget(ThreadTexts.recording(request.state, offloadKey, request.threadId, [ref])?.fresh ?? [])
-      })
-    )
+    Effect.suspend(() => {
+      // the reference of the text a compaction of this run of the call evicted
+      let evicted: string | undefined
+      return recoverWith((ref) => {
+        evicted = ref
+      })(request, next).pipe(
+        Effect.flatMap((response) => {
+          const ref = evicted
+          const recorded = ref === undefined
+            ? undefined
+            : ThreadTexts.recording(request.state, offloadKey, request.threadId, [ref])
+          return recorded === undefined ? Effect.succeed(response) : Effect.as(
+            ThreadTexts.removeUnsavedAtRunEnd(offloadKey, request.threadId, recorded.fresh, forget),
+            { ...response, state: recorded.state }
+          )
+        }),
+        Effect.onError(() => {
+          const ref = evicted
+          return ref === undefined
+            ? Effect.void
+            : forget(ThreadTexts.recording(request.state, offloadKey, request.threadId, [ref])?.fresh ?? [])
+        })
+      )
+    })
   const compacting: Middleware.WrapModelCall<any, any> = (request, next) => {
     const sent: Middleware.NextModelCall = config.calibrate
       ? (request) => Effect.tap(next(request), (response) => calibrate(request, response))
       : next
     if (!config.offload) return recover === undefined ? sent(request) : recover(request, sent)
-    const call = recover === undefined ? sent(request) : recordingCompacted(request, recover(request, sent))
+    const call = recover === undefined ? sent(request) : recordingCompacted(request, sent)
     // the step's state, with the texts its summary evicted, is saved
     return Effect.tap(call, () => Effect.sync(() => void unsaved.delete(request.threadId)))
   }

@@ -11,10 +11,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentState, Checkpointer, Middleware } from "@stepwise-agent/core"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, FastCheck, Option } from "effect"
+import { Context, Effect, FastCheck, Option } from "effect"
 import * as ContextEditing from "../src/ContextEditing.js"
-import * as HistoryCache from "../src/internal/context/historyCache.js"
 import * as Sent from "../src/internal/context/sent.js"
+import * as HistoryCache from "../src/internal/fast/historyCache.js"
+import * as Offload from "../src/Offload.js"
 import * as Summarization from "../src/Summarization.js"
 
 const systemPrompt = "You look things up."
@@ -281,6 +282,66 @@ describe("incremental context policies", () => {
           const remembered = yield* remembering.apply(messages, { systemPrompt })
           const fresh = yield* ContextEditing.clearToolUses(options).apply(messages, { systemPrompt })
           assert.deepStrictEqual(remembered, fresh)
+        }
+      }).pipe(Effect.provide(TokenCounter.layerApproximate())),
+    propertyOptions
+  )
+
+  it.effect.prop(
+    "Offload remembering a thread through appended steps, forks, edits and replacements sends what a fresh one sends",
+    {
+      ...histories,
+      maxResultChars: FastCheck.integer({ min: 20, max: 300 }),
+      maxResultTokens: FastCheck.option(FastCheck.integer({ min: 5, max: 80 }), { nil: undefined }),
+      keepCalls: FastCheck.nat({ max: 2 })
+    },
+    ({ changes, first, keepCalls, maxResultChars, maxResultTokens }) =>
+      Effect.gen(function*() {
+        const options = { maxResultChars, maxResultTokens, maxArgChars: 8, keepCalls }
+        const reply = Middleware.modelResponse("ok")
+        /** What `wrap` sends the model for `messages`, with the texts it put in `store`. */
+        const send = (
+          wrap: NonNullable<ReturnType<typeof Offload.middleware>["wrapModelCall"]>,
+          store: Offload.OffloadStore.Service,
+          messages: ReadonlyArray<Prompt.Message>,
+          step: number
+        ) =>
+          Effect.gen(function*() {
+            let sent: ReadonlyArray<Prompt.Message> = []
+            const request: Middleware.ModelRequest = {
+              messages,
+              systemPrompt,
+              tools: [],
+              toolChoice: "auto",
+              model: undefined,
+              context: Context.empty(),
+              state: {},
+              threadId: "t",
+              incarnation: "5f0c2a9e81d3b746",
+              step
+            }
+            yield* wrap(request, (request) =>
+              Effect.sync(() => {
+                sent = request.messages
+                return reply
+              })).pipe(Effect.provideService(Offload.OffloadStore, store), Effect.scoped)
+            return sent
+          })
+        const remembering = Offload.middleware(options).wrapModelCall!
+        const kept = yield* Offload.makeMemory
+        let messages: ReadonlyArray<Prompt.Message> = [user("start"), ...first]
+        const before: Array<ReadonlyArray<Prompt.Message>> = [messages]
+        for (const [n, step] of changes.entries()) {
+          messages = next(messages, step, n, before)
+          before.push(messages)
+          const sent = yield* send(remembering, kept, messages, n)
+          const freshStore = yield* Offload.makeMemory
+          const fresh = yield* send(Offload.middleware(options).wrapModelCall!, freshStore, messages, n)
+          assert.deepStrictEqual(sent, fresh)
+          // every text the fresh view offloads, the remembering one has put in its store (at this call or before)
+          for (const ref of new Set(JSON.stringify(fresh).match(/ofl_[0-9a-f]{16}/g) ?? [])) {
+            assert.deepStrictEqual(yield* kept.get(ref), yield* freshStore.get(ref))
+          }
         }
       }).pipe(Effect.provide(TokenCounter.layerApproximate())),
     propertyOptions

@@ -2,7 +2,7 @@ import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import { Effect, FastCheck } from "effect"
-import * as HistoryCache from "../src/internal/context/historyCache.js"
+import * as HistoryCache from "../src/internal/fast/historyCache.js"
 
 // ---------------------------------------------------------------------------
 // helpers

@@ -12,6 +12,7 @@ import { Messages, ScriptedModel } from "@stepwise-agent/testing"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import { Cause, Context, Deferred, Effect, Exit, FastCheck, Fiber, Logger, Option, Schema } from "effect"
 import type * as ContextView from "../src/ContextView.js"
+import * as ModelRetry from "../src/ModelRetry.js"
 import * as Offload from "../src/Offload.js"
 import * as Summarization from "../src/Summarization.js"
 import { memory, stores, tracked, withStore } from "./support/offloadStores.js"
@@ -254,6 +255,36 @@ describe("Summarization offload: deleteThread removes the thread's evicted messa
         )
         for (const word of ["alpha", "beta"]) yield* agent.run(`say ${word}-t`, { threadId: "t" })
         assert.strictEqual((yield* Effect.either(agent.run("say gamma-t", { threadId: "t" })))._tag, "Left")
+        assert.deepStrictEqual(yield* contents, [])
+      })))
+
+  it.effect("a call retried after its compacted retry failed, and not compacted again, names no evicted text", () =>
+    withStore(memory, (contents) =>
+      Effect.gen(function*() {
+        const unavailable = ScriptedModel.httpError(503)
+        const { model } = yield* ScriptedModel.make([
+          ScriptedModel.text("ok"),
+          ScriptedModel.text("ok"),
+          // the third run: the provider overflows, the compacted retry fails (its text is removed), then the
+          // call is retried by ModelRetry and answered without compacting
+          overflow,
+          unavailable,
+          ScriptedModel.text("ok")
+        ])
+        const summary = yield* summarizer
+        const agent = yield* Agent.make({
+          middleware: [
+            ModelRetry.middleware({ maxRetries: 1, initialDelay: 0, jitter: false }),
+            Summarization.middleware({ keep: { messages: 1 }, offload: true })
+          ]
+        }).pipe(
+          Effect.provideService(LanguageModel.LanguageModel, model),
+          Effect.provide(Summarization.layer(summary.model))
+        )
+        for (const word of ["alpha", "beta", "gamma"]) yield* agent.run(`say ${word}-t`, { threadId: "t" })
+        const state = Option.getOrThrow(yield* agent.thread("t")).state as Partial<Summarization.OffloadSlice>
+        // the answered request was not compacted: the thread names no evicted text, and the store holds none
+        assert.deepStrictEqual(state.summaryOffloads?.refs ?? [], [])
         assert.deepStrictEqual(yield* contents, [])
       })))
 

@@ -172,6 +172,7 @@ const decisionSize = (value: unknown, limit: number): number => {
 const walkSize = (value: unknown, limit: number): number => {
   let size = 0
   const values: Array<unknown> = [value]
+  // the objects walked (a visited set of this walk: a shared or cyclic object counts once)
   const seen = new WeakSet<object>()
   while (values.length > 0 && size <= limit) {
     const current = values.pop()

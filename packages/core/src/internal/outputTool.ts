@@ -1,7 +1,8 @@
 /**
  * The structured-output tool: the tool the model calls to give the run's
  * final answer in the required structure, its answer to the call, and the
- * value a call gives the run. A call's arguments are decoded once.
+ * value a call gives the run. A call's arguments are decoded where each is
+ * needed (for the answer, then for the value): nothing is kept per call.
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
@@ -34,17 +35,10 @@ export const make = (schema: Schema.Schema<any, any>, name: string): OutputTool 
   }).setParameters(schema as unknown as Tool.AnyParametersSchema)
   const decodeUnknown = Schema.decodeUnknownEither(schema)
   // the value, or what is wrong with it; a value nested past the limit is refused before the schema walks it
-  const decoded = new WeakMap<Prompt.ToolCallPart, Either.Either<unknown, string>>()
-  const decode = (call: Prompt.ToolCallPart) => {
-    let result = decoded.get(call)
-    if (result === undefined) {
-      result = JsonDepth.exceeds(call.params)
-        ? Either.left(JsonDepth.tooDeep("the fields"))
-        : Either.mapLeft(decodeUnknown(call.params), ParseResult.TreeFormatter.formatErrorSync)
-      decoded.set(call, result)
-    }
-    return result
-  }
+  const decode = (call: Prompt.ToolCallPart): Either.Either<unknown, string> =>
+    JsonDepth.exceeds(call.params)
+      ? Either.left(JsonDepth.tooDeep("the fields"))
+      : Either.mapLeft(decodeUnknown(call.params), ParseResult.TreeFormatter.formatErrorSync)
   const result = (call: Prompt.ToolCallPart, value: unknown, isFailure: boolean) =>
     Prompt.makePart("tool-result", { id: call.id, name: call.name, result: value, isFailure, providerExecuted: false })
   return {

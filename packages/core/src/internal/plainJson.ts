@@ -9,6 +9,7 @@ import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import type * as RunJournal from "../RunJournal.js"
 import * as Secrets from "../Secrets.js"
+import { identityMemo } from "./fast/identityMemo.js"
 
 /** The field names seen and whether each names a credential (the same few names recur: `role`, `type`, `text`). */
 const credentialKeys = new Map<string, boolean>()
@@ -63,20 +64,11 @@ const plainMessage = keptAs(Prompt.Message, false)
 
 /**
  * Keeps model requests as JSON, scrubbed or not, each message encoded once
- * (by identity) for the life of the keeper.
+ * (by identity, `fast/identityMemo.ts`) for the life of the keeper.
  */
 export const requestKeeper = (scrubbed: boolean) => {
-  const messages = new WeakMap<object, unknown>()
   const json = scrubbed ? kept : plain
-  const message = scrubbed ? keptMessage : plainMessage
-  const keepMessage = (m: Prompt.Message): unknown => {
-    let encoded = messages.get(m)
-    if (encoded === undefined) {
-      encoded = message(m)
-      messages.set(m, encoded)
-    }
-    return encoded
-  }
+  const keepMessage = identityMemo(scrubbed ? keptMessage : plainMessage)
   return {
     messages: (list: ReadonlyArray<Prompt.Message>): ReadonlyArray<unknown> => list.map(keepMessage),
     request: (request: RunJournal.SentRequest): typeof RunJournal.SentRequest.Encoded =>

@@ -11,7 +11,10 @@ import type * as Workspace from "../Workspace.js"
 import { WorkspaceError } from "../Workspace.js"
 import * as Paths from "./workspacePaths.js"
 
-/** The reserved directories of each workspace, normalized. */
+/**
+ * The reserved directories of each workspace, normalized. Not a speed trick: the stores and the file tools
+ * are built separately and share only the workspace service (the app's), so the table is keyed by it.
+ */
 const reserved = new WeakMap<Workspace.Service, Array<string>>()
 
 /** Reserves `directory` of `workspace` (for as long as the workspace lives). */

@@ -12,6 +12,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type * as Offload from "../Offload.js"
+import * as IdentityTable from "./fast/identityTable.js"
 import { undoUnsavedAtRunEnd } from "./unsavedAtRunEnd.js"
 
 /** The references the thread `threadId` wrote, by the slice under `key` of its state (none when it is a source's). */
@@ -24,13 +25,13 @@ export const ownRefs = (state: object, key: string, threadId: string): ReadonlyA
  * Where each reference is in a recorded list of a thread's references, shared
  * by the lists that extend it (each new list is the last one and the new
  * references), so that looking one up does not scan the list; `length`: the
- * longest list it indexes.
+ * longest list it indexes (`fast/identityTable.ts`).
  */
 interface RefIndex {
   readonly at: Map<string, number>
   length: number
 }
-const refIndexes = new WeakMap<ReadonlyArray<string>, RefIndex>()
+const refIndexes = IdentityTable.make<ReadonlyArray<string>, RefIndex>()
 
 const refIndexOf = (refs: ReadonlyArray<string>): RefIndex => {
   let index = refIndexes.get(refs)

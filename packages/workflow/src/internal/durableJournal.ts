@@ -35,6 +35,7 @@ import {
   RunFailure
 } from "../AgentWorkflow.js"
 import { withSharedExitSchema } from "./clusterStorage.js"
+import { identityMemo } from "./fast/identityMemo.js"
 import * as Ledger from "./ledger.js"
 
 /** An error of another package as journaled: by its `_tag` (`Error` when it has none). */
@@ -66,23 +67,30 @@ const alone = <A>(key: RunJournal.StepKey<A>): Ledger.JournaledAs<A, A> => ({
 const Beside = <A>(schema: RunJournal.StepKey.ResultSchema<A>) =>
   Schema.Struct({ step: schema, witnessed: Schema.NonEmptyArray(RunJournal.Witnessed.value) })
 
-/** {@link withWitnessed} of each result schema, made once. */
-const witnessedSchemas = new WeakMap<Schema.Schema.Any, Schema.Schema.Any>()
+/** {@link makeWitnessed} of each result schema, made once. */
+const witnessedSchemas = identityMemo((schema: Schema.Schema.Any): Schema.Schema.Any =>
+  makeWitnessed(schema as RunJournal.StepKey.ResultSchema<unknown>)
+)
 
 /**
  * The schema a step's result is journaled with beside what a recorder saw
  * inside it (`RunJournal.Witnessed`): as `{ step, witnessed }`; with nothing
  * witnessed, as the result alone, which is how every step was journaled
- * before and reads back with nothing witnessed. One per result schema, so
- * the activities of one kind of step share their exit schema.
+ * before and reads back with nothing witnessed. One per result schema
+ * (`fast/identityMemo.ts`), so the activities of one kind of step share
+ * their exit schema.
  */
 export const withWitnessed = <A>(
   schema: RunJournal.StepKey.ResultSchema<A>
+): RunJournal.StepKey.ResultSchema<readonly [A, RunJournal.Witnessed]> =>
+  witnessedSchemas(schema) as RunJournal.StepKey.ResultSchema<readonly [A, RunJournal.Witnessed]>
+
+/** The schema {@link withWitnessed} gives for `schema`. */
+const makeWitnessed = <A>(
+  schema: RunJournal.StepKey.ResultSchema<A>
 ): RunJournal.StepKey.ResultSchema<readonly [A, RunJournal.Witnessed]> => {
-  const known = witnessedSchemas.get(schema)
-  if (known !== undefined) return known as RunJournal.StepKey.ResultSchema<readonly [A, RunJournal.Witnessed]>
   const beside = Beside(schema)
-  const made = Schema.transformOrFail(Schema.Unknown, Schema.typeSchema(Schema.Tuple(schema, RunJournal.Witnessed)), {
+  return Schema.transformOrFail(Schema.Unknown, Schema.typeSchema(Schema.Tuple(schema, RunJournal.Witnessed)), {
     strict: true,
     decode: (stored) =>
       Predicate.hasProperty(stored, "step") && Predicate.hasProperty(stored, "witnessed")
@@ -96,8 +104,6 @@ export const withWitnessed = <A>(
         ? ParseResult.encodeUnknown(beside)({ step, witnessed })
         : ParseResult.encodeUnknown(schema)(step)
   })
-  witnessedSchemas.set(schema, made)
-  return made
 }
 
 /** A step's result journaled beside what a recorder saw inside it ({@link withWitnessed}). */

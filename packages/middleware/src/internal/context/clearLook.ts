@@ -4,10 +4,11 @@
  * arguments by `{}` (both marked, see `ContextView.clearedResult`), and the
  * messages holding them. Each edited object is made once per original
  * object, so the same input gives the same objects and a counter that caches
- * counts by identity counts them once.
+ * counts by identity counts them once (`fast/identityMemo.ts`).
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as ContextView from "../../ContextView.js"
+import { identityMemo } from "../fast/identityMemo.js"
 
 /** Where a tool part is stored: the message, and the part in it. */
 export interface Position {
@@ -53,46 +54,16 @@ export interface Look {
 
 /** The look of an edit whose cleared results say `placeholder`. */
 export const make = (placeholder: string): Look => {
-  const clearedResults = new WeakMap<Prompt.ToolResultPart, Prompt.ToolResultPart>()
-  const clearedCalls = new WeakMap<Prompt.ToolCallPart, Prompt.ToolCallPart>()
-  const variants = new WeakMap<Prompt.Message, Map<string, Prompt.Message>>()
-  const alone = new WeakMap<Prompt.ToolResultPart, Prompt.ToolMessage>()
-
-  const clearResult = (part: Prompt.ToolResultPart): Prompt.ToolResultPart => {
-    let cleared = clearedResults.get(part)
-    if (cleared === undefined) {
-      cleared = ContextView.clearedResult(part, placeholder)
-      clearedResults.set(part, cleared)
-    }
-    return cleared
-  }
-
-  const clearCall = (part: Prompt.ToolCallPart): Prompt.ToolCallPart => {
-    let cleared = clearedCalls.get(part)
-    if (cleared === undefined) {
-      cleared = ContextView.clearedCall(part)
-      clearedCalls.set(part, cleared)
-    }
-    return cleared
-  }
-
-  const toolMessageOf = (part: Prompt.ToolResultPart): Prompt.ToolMessage => {
-    let message = alone.get(part)
-    if (message === undefined) {
-      message = Prompt.makeMessage("tool", { content: [part] })
-      alone.set(part, message)
-    }
-    return message
-  }
+  const clearResult = identityMemo((part: Prompt.ToolResultPart) => ContextView.clearedResult(part, placeholder))
+  const clearCall = identityMemo(ContextView.clearedCall)
+  const toolMessageOf = identityMemo((part: Prompt.ToolResultPart) => Prompt.makeMessage("tool", { content: [part] }))
+  // a message's cleared variants, by the indices of the parts cleared
+  const variantsOf = identityMemo((_: Prompt.Message) => new Map<string, Prompt.Message>())
 
   const variant = (message: Prompt.Message, indices: ReadonlyArray<number>): Prompt.Message => {
     if (indices.length === 0 || (message.role !== "assistant" && message.role !== "tool")) return message
     const key = indices.join(",")
-    let byKey = variants.get(message)
-    if (byKey === undefined) {
-      byKey = new Map()
-      variants.set(message, byKey)
-    }
+    const byKey = variantsOf(message)
     let edited = byKey.get(key)
     if (edited === undefined) {
       const content = message.content.map((part: Prompt.Part, index) => {

@@ -13,10 +13,10 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import type * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
+import * as HistoryCache from "../fast/historyCache.js"
 import * as Marker from "../marker.js"
 import type * as Look from "./clearLook.js"
 import type { ResolvedKeep } from "./clearTrigger.js"
-import * as HistoryCache from "./historyCache.js"
 import * as Sent from "./sent.js"
 
 interface Located<P> extends Look.Position {

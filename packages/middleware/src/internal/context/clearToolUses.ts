@@ -15,11 +15,11 @@ import * as Prompt from "@effect/ai/Prompt"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
 import type { ContextEdit, EditContext, EditResult } from "../../ContextEditing.js"
+import * as HistoryCache from "../fast/historyCache.js"
 import * as Look from "./clearLook.js"
 import type { ClearToolUsesConfig } from "./clearOptions.js"
 import * as Selection from "./clearSelection.js"
 import * as Trigger from "./clearTrigger.js"
-import * as HistoryCache from "./historyCache.js"
 import * as Sent from "./sent.js"
 
 /** The edit of a checked configuration. */

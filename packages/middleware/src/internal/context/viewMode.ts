@@ -10,8 +10,9 @@ import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
 import type { ContextEdit, EditResult } from "../../ContextEditing.js"
 import * as ContextView from "../../ContextView.js"
+import * as HistoryCache from "../fast/historyCache.js"
+import * as IdentityTable from "../fast/identityTable.js"
 import { isCleared } from "../marker.js"
-import * as HistoryCache from "./historyCache.js"
 
 /** The messages a thread's view was last applied to, and the output, so that the next call only appends. */
 interface ViewMemo {
@@ -134,8 +135,8 @@ export const make = (
   edits: ReadonlyArray<ContextEdit.Any>,
   counter: Effect.Effect<TokenCounter.Service, never, TokenCounter.TokenCounter>
 ) => {
-  // per first message (one per thread, in practice), as the history caches
-  const memos = new WeakMap<Prompt.Message, ViewMemo>()
+  // per first message (one per thread, in practice), as the history caches (`fast/identityTable.ts`)
+  const memos = IdentityTable.make<Prompt.Message, ViewMemo>()
   /** The stored messages with the view applied; only the messages added since the last call are new work. */
   const viewOf = (
     messages: ReadonlyArray<Prompt.Message>,
