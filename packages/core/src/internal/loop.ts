@@ -5,7 +5,6 @@
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
-import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type * as Agent from "../Agent.js"
@@ -18,7 +17,7 @@ import * as RunJournal from "../RunJournal.js"
 import type * as RunRecord from "../RunRecord.js"
 import * as Checkpoint from "./checkpoint.js"
 import { compile, type LoopConfig } from "./config.js"
-import { unwrapScoped } from "./drain.js"
+import { forkedStream } from "./drain.js"
 import * as Driver from "./driver.js"
 import * as Forks from "./fork.js"
 import { checkInput, checkThreadId, isThreadId } from "./input.js"
@@ -33,14 +32,7 @@ export type { LoopConfig } from "./config.js"
 
 /** A run's events as a stream, while `start` runs it. */
 const streamOf = (start: (emit: Emit) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>) =>
-  unwrapScoped(Effect.gen(function*() {
-    const mailbox = yield* Mailbox.make<AgentEvent.AgentEvent<any>, unknown>()
-    const emit: Emit = (event) => {
-      mailbox.unsafeOffer(event)
-    }
-    yield* start(emit).pipe(Effect.asVoid, Mailbox.into(mailbox), Effect.forkScoped)
-    return Mailbox.toStream(mailbox)
-  }))
+  forkedStream<AgentEvent.AgentEvent<any>, any>(start)
 
 /**
  * Builds the service of an agent: the driver of its runs and its threads, which live in the scope (the

@@ -336,13 +336,27 @@ export const make = (config: Compiled) => {
       : witnessed
   }
 
+  /** The names of the `wrapModelCall` middleware from index `from` to `to`, made once per pair. */
+  const wrapNames: Array<Array<ReadonlyArray<string>>> = []
+  const namesOf = (from: number, to: number): ReadonlyArray<string> =>
+    (wrapNames[from] ??= [])[to] ??= wrapModel.slice(from, to + 1).map((m) => m.name)
+
   /**
    * The `wrapModelCall` chain of a model call; the state updates its hooks
    * return go to `updates` (without: nothing is collected, and the chain
-   * serves every model call of the run).
+   * serves every model call of the run). In a watched, untraced run a layer
+   * that passes on the effect of layers inside that passed theirs on is
+   * observed with them (`Observer.inHooks`): one observation for the run
+   * of pass-through layers instead of one each.
    */
-  const modelChain = (run: RunContext, updates: Array<WrapUpdates.Update> | undefined) =>
-    wrapModel.reduceRight<(request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>>(
+  const modelChain = (run: RunContext, updates: Array<WrapUpdates.Update> | undefined) => {
+    const merges = !run.traced && run.hooks === undefined && (run.emit !== undefined || run.decisions !== undefined)
+    // the effect the layer last built gave when it passed on (`to`: the innermost layer it observes; `inner`:
+    // the effect they pass on); built inside out in one synchronous call, so the layer outside reads it next
+    let observed: { effect: unknown; readonly to: number; readonly inner: Effect.Effect<any, any, any> } | undefined
+    return wrapModel.reduceRight<
+      (request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>
+    >(
       (next, m, index) => {
         const into = updates !== undefined && WrapUpdates.canUpdate(config, m.name) ? updates : undefined
         const layer = new PassedOn(next as Middleware.NextModelCall)
@@ -351,13 +365,26 @@ export const make = (config: Compiled) => {
         return (request) => {
           const returned = layer.call(m.wrapModelCall!, request)
           const passedOn = layer.passedOn(returned) !== undefined && innerChecked
-          const hooked = Observer.inHook(run, m.name, "wrapModelCall", hookEffect(m.name, "wrapModelCall", returned))
-          // a hook that returned what `next` gave passes on a reply already checked inside
+          if (!merges) {
+            const hooked = Observer.inHook(run, m.name, "wrapModelCall", hookEffect(m.name, "wrapModelCall", returned))
+            // a hook that returned what `next` gave passes on a reply already checked inside
+            return passedOn ? hooked : checkedResponse(m, request, hooked, into)
+          }
+          if (passedOn && observed !== undefined && observed.effect === returned) {
+            const { inner, to } = observed
+            const hooked = Observer.inHooks(run, namesOf(index, to), "wrapModelCall", inner)
+            observed = { effect: hooked, to, inner }
+            return hooked
+          }
+          const effect = hookEffect(m.name, "wrapModelCall", returned)
+          const hooked = Observer.inHook(run, m.name, "wrapModelCall", effect)
+          observed = passedOn ? { effect: hooked, to: index, inner: effect } : undefined
           return passedOn ? hooked : checkedResponse(m, request, hooked, into)
         }
       },
       callModel(run)
     )
+  }
 
   /** Whether a `wrapModelCall` hook can update state: then each model call collects its own updates. */
   const collects = wrapModel.some((m) => WrapUpdates.canUpdate(config, m.name))

@@ -116,23 +116,77 @@ export const inHook = <A, E, R>(
   hook: string,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> => {
+  if (
+    !observer.traced && observer.emit === undefined && observer.decisions === undefined && observer.hooks === undefined
+  ) {
+    return effect
+  }
+  const located = locatedIn(observer, name, hook, effect)
+  return observer.traced
+    ? Effect.withSpan(located, `Middleware.${hook}`, { attributes: { middleware: name }, captureStackTrace: false })
+    : located
+}
+
+/**
+ * {@link inHook} of hook `hook` of each middleware of `names` (outermost
+ * first) around the same `effect`, as layers that each passed on what the
+ * one inside gave (`fast/passedOn.ts`): the same as nesting `inHook`s, where
+ * nothing runs between the layers, in one fiber operation of each kind
+ * instead of one per layer. While `effect` runs, decisions are filed under
+ * the innermost; when it succeeds the `HookCompleted` events come innermost
+ * first. A traced run, or one whose journal witnesses its hooks, nests an
+ * `inHook` per name.
+ */
+export const inHooks = <A, E, R>(
+  observer: Observer,
+  names: ReadonlyArray<string>,
+  hook: string,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => {
+  // traced: a span per hook; with a witness: each hook witnessed before the next one's event, as nested
+  if (observer.traced || observer.hooks !== undefined || names.length === 1) {
+    let nested = effect
+    for (let i = names.length - 1; i >= 0; i--) nested = inHook(observer, names[i]!, hook, nested)
+    return nested
+  }
+  if (observer.emit === undefined && observer.decisions === undefined) return effect
+  return locatedIn(observer, names, hook, effect)
+}
+
+/** `effect` run as hook `hook` of `names` (one name, or several: see {@link inHooks}), without spans. */
+const locatedIn = <A, E, R>(
+  observer: Observer,
+  names: string | ReadonlyArray<string>,
+  hook: string,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => {
   const { clock, emit, hooks } = observer
-  if (!observer.traced && emit === undefined && observer.decisions === undefined && hooks === undefined) return effect
-  const located: Effect.Effect<A, E, R> = Effect.withFiberRuntime((fiber) => {
+  const innermost = typeof names === "string" ? names : names[names.length - 1]!
+  return Effect.withFiberRuntime((fiber) => {
     const current = fiber.getFiberRef(currentHook)
     const started = clock.unsafeCurrentTimeNanos()
     const completed = (value: A): Effect.Effect<A> => {
       if (emit === undefined && hooks === undefined) return Effect.succeed(value)
-      const done = { middleware: name, hook, durationMillis: Number(clock.unsafeCurrentTimeNanos() - started) / 1e6 }
-      if (emit !== undefined) emit(AgentEvent.HookCompleted(done))
-      return hooks === undefined ? Effect.succeed(value) : Effect.as(hooks(done), value)
+      const durationMillis = Number(clock.unsafeCurrentTimeNanos() - started) / 1e6
+      if (emit !== undefined) {
+        if (typeof names === "string") emit(AgentEvent.HookCompleted({ middleware: names, hook, durationMillis }))
+        else {
+          for (let i = names.length - 1; i >= 0; i--) {
+            emit(AgentEvent.HookCompleted({ middleware: names[i]!, hook, durationMillis }))
+          }
+        }
+      }
+      // (one name when the run has a witness: see `inHooks`)
+      return hooks === undefined
+        ? Effect.succeed(value)
+        : Effect.as(hooks({ middleware: innermost, hook, durationMillis }), value)
     }
     // a fiber without a cell (a journal may run a step elsewhere) gets a value of its own
     if (!(current instanceof HookCell)) {
-      return Effect.flatMap(Effect.locally(effect, currentHook, { middleware: name, hook }), completed)
+      return Effect.flatMap(Effect.locally(effect, currentHook, { middleware: innermost, hook }), completed)
     }
     const outer = { middleware: current.middleware, hook: current.hook }
-    current.middleware = name
+    current.middleware = innermost
     current.hook = hook
     const restore = () => {
       current.middleware = outer.middleware
@@ -152,9 +206,6 @@ export const inHook = <A, E, R>(
       }
     })
   })
-  return observer.traced
-    ? Effect.withSpan(located, `Middleware.${hook}`, { attributes: { middleware: name }, captureStackTrace: false })
-    : located
 }
 
 /**

@@ -1,0 +1,154 @@
+/**
+ * In a watched, untraced run, `wrapModelCall` layers that pass on what the
+ * layers inside gave are observed together (`Observer.inHooks`, one
+ * observation for the run of them): what a watcher sees must be what it sees
+ * of the same run traced, where every layer is observed on its own (a span
+ * each): the same `HookCompleted` events in the same order, and the same
+ * hook named by a decision reported inside them.
+ */
+import { AiError, LanguageModel, Response } from "@effect/ai"
+import { assert, describe, it } from "@effect/vitest"
+import { Agent, type AgentEvent, Middleware } from "@stepwise-agent/core"
+import { Chunk, Effect, Schema, Stream } from "effect"
+import { Calculator, CalculatorLive } from "./utils.js"
+
+const usage = new Response.Usage({ inputTokens: 10, outputTokens: 5, totalTokens: 15 })
+const toolCall: Array<Response.AnyPart> = [
+  Response.makePart("tool-call", { id: "call_1", name: "add", params: { a: 1, b: 2 }, providerExecuted: false }),
+  Response.makePart("finish", { reason: "tool-calls", usage })
+]
+const answer: Array<Response.AnyPart> = [
+  Response.makePart("text-start", { id: "t" }),
+  Response.makePart("text-delta", { id: "t", delta: "It is 3." }),
+  Response.makePart("text-end", { id: "t" }),
+  Response.makePart("finish", { reason: "stop", usage })
+]
+
+/**
+ * A model that reports a decision as it streams (filed under the wrap hook it
+ * runs in), then a call, then an answer; with `failFirst`, its first stream
+ * fails after the decision.
+ */
+const reportingModel = (failFirst: boolean): LanguageModel.Service => {
+  let call = 0
+  const down = new AiError.UnknownError({ module: "test", method: "streamText", description: "down" })
+  return {
+    generateText: () => Effect.dieMessage("streamed only"),
+    streamText: () =>
+      Stream.suspend(() => {
+        const n = call++
+        return Stream.concat(
+          Stream.execute(Middleware.report("streaming")),
+          failFirst && n === 0
+            ? Stream.fail(down)
+            : Stream.fromChunk(Chunk.unsafeFromArray(n === (failFirst ? 1 : 0) ? toolCall : answer))
+        )
+      })
+  } as unknown as LanguageModel.Service
+}
+
+/**
+ * What a wrap hook does: pass on (as is, or with another request), map,
+ * build the call twice, report first, or call again (and report) when the
+ * call fails.
+ */
+const Kind = Schema.Literal("pass", "passChanged", "mapped", "twice", "reporting", "retrying")
+type Kind = typeof Kind.Type
+
+const wrapping = (name: string, kind: Kind) =>
+  Middleware.make({
+    name,
+    wrapModelCall: (request, next) => {
+      switch (kind) {
+        case "pass":
+          return next(request)
+        case "passChanged":
+          return next({ ...request, systemPrompt: "Be brief." })
+        case "mapped":
+          return Effect.map(next(request), (response) => response)
+        case "twice": {
+          const first = next(request)
+          next(request)
+          return first
+        }
+        case "reporting":
+          return Effect.zipRight(Middleware.report("wrapping"), next(request))
+        case "retrying":
+          return Effect.catchAll(next(request), () => Effect.zipRight(Middleware.report("retrying"), next(request)))
+      }
+    }
+  })
+
+/** The events of a streamed run of `kinds`' middleware (outermost first), without times, and how it ended. */
+const events = (kinds: ReadonlyArray<Kind>, spans: boolean, failFirst = false) =>
+  Effect.gen(function*() {
+    const agent = yield* Agent.make({
+      toolkit: Calculator,
+      middleware: kinds.map((kind, i) => wrapping(`m${i}_${kind}`, kind)),
+      spans
+    }).pipe(
+      Effect.provide(CalculatorLive),
+      Effect.provideService(LanguageModel.LanguageModel, reportingModel(failFirst))
+    )
+    const all: Array<AgentEvent.AgentEvent<any>> = []
+    const exit = yield* Effect.exit(
+      Stream.runForEach(
+        agent.stream("What is 1 + 2?", { threadId: "t" }),
+        (event) => Effect.sync(() => all.push(event))
+      )
+    )
+    return all.flatMap((event): Array<string> =>
+      event._tag === "HookCompleted"
+        ? [`completed ${event.middleware}.${event.hook}`]
+        : event._tag === "MiddlewareDecision"
+        ? [`decision ${event.decision} in ${event.middleware}.${event.hook}`]
+        : event._tag === "ModelCallStarted" || event._tag === "ModelResponded" || event._tag === "ToolCallCompleted"
+        ? [event._tag]
+        : []
+    ).concat(exit._tag)
+  })
+
+describe("pass-through wrapModelCall layers observed together", () => {
+  it.effect.prop(
+    "a watcher sees the events of the run traced, where each layer is observed on its own",
+    { kinds: Schema.Array(Kind).pipe(Schema.maxItems(6)), failFirst: Schema.Boolean },
+    ({ failFirst, kinds }) =>
+      Effect.gen(function*() {
+        const untraced = yield* events(kinds, false, failFirst)
+        const traced = yield* events(kinds, true, failFirst)
+        assert.deepStrictEqual(untraced, traced)
+      }),
+    { fastCheck: { numRuns: 40 }, timeout: 60_000 }
+  )
+
+  it.effect("a decision reported inside pass-through layers is filed under the innermost, and they complete innermost first", () =>
+    Effect.gen(function*() {
+      const seen = yield* events(["pass", "passChanged", "reporting", "pass", "pass"], false)
+      assert.deepStrictEqual(seen.slice(0, 9), [
+        "ModelCallStarted",
+        "decision wrapping in m2_reporting.wrapModelCall",
+        "decision streaming in m4_pass.wrapModelCall",
+        "completed m4_pass.wrapModelCall",
+        "completed m3_pass.wrapModelCall",
+        "completed m2_reporting.wrapModelCall",
+        "completed m1_passChanged.wrapModelCall",
+        "completed m0_pass.wrapModelCall",
+        "ModelResponded"
+      ])
+    }))
+
+  it.effect("a hook around failing pass-through layers that calls again reports under its own name", () =>
+    Effect.gen(function*() {
+      const seen = yield* events(["retrying", "pass", "pass"], false, true)
+      assert.deepStrictEqual(seen.slice(0, 8), [
+        "ModelCallStarted",
+        "decision streaming in m2_pass.wrapModelCall",
+        "decision retrying in m0_retrying.wrapModelCall",
+        "decision streaming in m2_pass.wrapModelCall",
+        "completed m2_pass.wrapModelCall",
+        "completed m1_pass.wrapModelCall",
+        "completed m0_retrying.wrapModelCall",
+        "ModelResponded"
+      ])
+    }))
+})
