@@ -216,7 +216,8 @@ export interface StepResult {
     readonly saveUs: number
     /**
      * Bytes allocated by one more step, measured the same way (the two runs'
-     * allocations, see `allocated`), when asked for (`allocation`).
+     * allocations, see `allocated`; on a grown thread, each run continuing the
+     * thread a run saved, after a reset), when asked for (`allocation`).
      */
     readonly stepBytes?: number | undefined
   }>
@@ -347,10 +348,14 @@ export const measureSteps = async (options: {
       const grownSteps = start === "grown" ? await sampleGrown(grownRuns, options.steps, options.sampling) : undefined
       const bytes: Array<number | undefined> = []
       for (let i = 0; i < options.sizes.length; i++) {
+        // a grown thread's runs each continue a thread the last run saved (reset first, so it stays near its size)
+        const grown = grownRuns[i]
+        const [short, long] = grown === undefined
+          ? [workloads[4 * i]!.effect, workloads[4 * i + 1]!.effect]
+          : [Effect.zipRight(grown.reset, grown.run(0)), Effect.zipRight(grown.reset, grown.run(options.steps))]
         bytes.push(
           options.allocation === true
-            ? ((await allocated(workloads[4 * i + 1]!.effect, 2, 1)) -
-              (await allocated(workloads[4 * i]!.effect, 2, 1))) /
+            ? ((await allocated(Effect.asVoid(long), 2, 1)) - (await allocated(Effect.asVoid(short), 2, 1))) /
               options.steps
             : undefined
         )

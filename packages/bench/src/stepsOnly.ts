@@ -3,8 +3,9 @@
  * every checkpointer, at 10, 1,000 and 10,000 messages (a few minutes, where
  * `npm run bench` takes 16):
  * `npx tsx --conditions=@stepwise-agent/source packages/bench/src/stepsOnly.ts [--quick] [--backend=…]
- * [--size=tiny|realistic] [--start=stored|grown] [--system-prompt] [--alloc]`. `--size` and `--start` may be
- * given more than once (every combination is measured; `tiny` and `stored` unless given). `--system-prompt` gives
+ * [--size=tiny|realistic] [--start=stored|grown] [--messages=N] [--system-prompt] [--alloc]`. `--size`, `--start`
+ * and `--messages` (the thread lengths: 10, 1,000 and 10,000 unless given) may be given more than once (every
+ * combination is measured; `tiny` and `stored` unless given). `--system-prompt` gives
  * the agent a system prompt; `--alloc` also reports the bytes a step allocates, which needs a young generation
  * that holds a run:
  * `node --max-semi-space-size=128 --import tsx --conditions=@stepwise-agent/source packages/bench/src/stepsOnly.ts --alloc`.
@@ -18,6 +19,7 @@ const values = (flag: string) => process.argv.filter((a) => a.startsWith(flag)).
 const backends = values("--backend=")
 const sizes = values("--size=") as Array<MessageSize>
 const starts = values("--start=") as Array<ThreadStart>
+const messages = values("--messages=").map(Number)
 
 for (const messageSize of sizes.length > 0 ? sizes : ["tiny" as const]) {
   for (const start of starts.length > 0 ? starts : ["stored" as const]) {
@@ -25,7 +27,7 @@ for (const messageSize of sizes.length > 0 ? sizes : ["tiny" as const]) {
       backends: backends.length > 0
         ? backends as Array<"memory">
         : ["memory", "file system", "KeyValueStore (memory)", "KeyValueStore (file system)"],
-      sizes: [10, 1000, 10000],
+      sizes: messages.length > 0 ? messages : [10, 1000, 10000],
       steps: quick ? 20 : 100,
       sampling: quick
         ? { warmupMs: 100, minSampleMs: 30, samples: 3, maxSampleMs: 300 }
