@@ -182,6 +182,46 @@ describe("withContext", () => {
       assert.deepStrictEqual(yield* seen, { name: "outer", extra: undefined })
     }).pipe(Effect.provideService(Name, "outer")))
 
+  it.effect("sets the refs as FiberRef.locallyWith does, in a fiber whose values are its parent's or its own", () =>
+    Effect.gen(function*() {
+      const inherited = FiberRef.unsafeMake("initial")
+      const own = FiberRef.unsafeMake(0)
+      const unset = FiberRef.unsafeMake<string | undefined>(undefined)
+      yield* FiberRef.set(inherited, "parent")
+      const stacksOf = Effect.map(Effect.getFiberRefs, (refs) =>
+        [inherited, own, unset].map((ref) => {
+          const stack = refs.locals.get(ref)
+          return stack === undefined ? undefined : stack.map(([id, value]) => [id.id, value])
+        }))
+      const child = Effect.gen(function*() {
+        // `inherited` holds the parent's value only, `own` the child's over the parent's, `unset` nothing
+        yield* FiberRef.set(own, 1)
+        const ours = yield* locally(
+          stacksOf,
+          [[inherited, (value: string) => `${value}, local`], [own, (value: number) => value + 1], [unset, () => "set"]],
+          { onSuccess: Effect.succeed }
+        )
+        const effects = yield* stacksOf.pipe(
+          Effect.locallyWith(unset, () => "set"),
+          Effect.locallyWith(own, (value) => value + 1),
+          Effect.locallyWith(inherited, (value) => `${value}, local`)
+        )
+        assert.deepStrictEqual(ours, effects)
+        assert.deepStrictEqual(
+          [yield* FiberRef.get(inherited), yield* FiberRef.get(own), yield* FiberRef.get(unset)],
+          ["parent", 1, undefined]
+        )
+        // a value the fiber already has is kept as it is
+        yield* FiberRef.set(unset, "kept")
+        const kept = yield* locally(Effect.getFiberRefs, [[unset, (value: string) => value]], {
+          onSuccess: Effect.succeed
+        })
+        assert.strictEqual(kept.locals.get(unset)!.length, 1)
+      })
+      yield* Fiber.join(yield* Effect.fork(child))
+      assert.deepStrictEqual([yield* FiberRef.get(inherited), yield* FiberRef.get(own)], ["parent", 1])
+    }))
+
   it("addService gives what Context.add gives: every service of the context, the new one last", () => {
     const input = Context.make(Name, "outer").pipe(Context.add(Extra, 1)) as Context.Context<never>
     const ours = addService(input, Extra, 2)

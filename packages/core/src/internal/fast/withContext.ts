@@ -11,13 +11,16 @@
  * way (`scoped`, for `Effect.scoped`, which provides it through
  * `Effect.mapInputContext`).
  */
+import type * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Equal from "effect/Equal"
+import type * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
-import type * as FiberRefs from "effect/FiberRefs"
+import * as FiberRefs from "effect/FiberRefs"
 import * as Scope from "effect/Scope"
 
 /** A fiber ref and how to make its value for the effect of the one the fiber has. */
@@ -64,11 +67,8 @@ export const locally = <A, E, R, B, E2, R2>(
     Effect.withFiberRuntime((fiber) => {
       const settable = fiber as unknown as SettableFiber
       const saved = settable._fiberRefs
-      const before = locals.map(([ref, make]) => {
-        const current = fiber.getFiberRef(ref)
-        settable.setFiberRef(ref, make(current))
-        return current
-      })
+      const before = locals.map(([ref]) => fiber.getFiberRef(ref))
+      settable.setFiberRefs(withValues(saved, fiber.id(), locals, before))
       const set = settable._fiberRefs
       const putBack = () => {
         // refs nothing changed since they were set: the fiber's own refs back as they were, without a copy of
@@ -105,6 +105,42 @@ export const locally = <A, E, R, B, E2, R2>(
       })
     })
   )
+
+/**
+ * `table` with each ref of `locals` set by fiber `id` to what its function
+ * makes of its value in `current`, in one copy of the table's map: what a
+ * `setFiberRef` per ref gives (`FiberRefs.updateAs`), which copies the map
+ * once per ref through its iterator (an array per entry), and compares each
+ * new value with the old one by `Equal` (a context's hash is cached in a
+ * `WeakMap`). A value identical to the fiber's own is kept as it is; an equal
+ * one is set.
+ */
+const withValues = (
+  table: FiberRefs.FiberRefs,
+  id: FiberId.Single,
+  locals: ReadonlyArray<Local>,
+  current: ReadonlyArray<unknown>
+): FiberRefs.FiberRefs => {
+  const map: Map<FiberRef.FiberRef<any>, Arr.NonEmptyReadonlyArray<readonly [FiberId.Single, any]>> = new Map()
+  table.locals.forEach((stack, ref) => map.set(ref, stack))
+  for (let i = 0; i < locals.length; i++) {
+    const [ref, make] = locals[i]!
+    const value = make(current[i])
+    const stack = map.get(ref)
+    if (stack === undefined) {
+      map.set(ref, [[id, value]])
+      continue
+    }
+    const [[ownerId, owned]] = stack
+    // the fiber's own value replaced, another fiber's (inherited) kept under it, as `updateAs` does
+    const mine = ownerId === id || ownerId[Equal.symbol](id)
+    if (mine && owned === value) continue
+    const next: [readonly [FiberId.Single, any], ...Array<readonly [FiberId.Single, any]>] = [[id, value]]
+    for (let j = mine ? 1 : 0; j < stack.length; j++) next.push(stack[j]!)
+    map.set(ref, next)
+  }
+  return FiberRefs.unsafeMake(map)
+}
 
 /**
  * `effect` with a new scope in its context, closed with its exit once the
