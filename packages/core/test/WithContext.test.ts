@@ -198,7 +198,10 @@ describe("withContext", () => {
         yield* FiberRef.set(own, 1)
         const ours = yield* locally(
           stacksOf,
-          [[inherited, (value: string) => `${value}, local`], [own, (value: number) => value + 1], [unset, () => "set"]],
+          [[inherited, (value: string) => `${value}, local`], [own, (value: number) => value + 1], [
+            unset,
+            () => "set"
+          ]],
           { onSuccess: Effect.succeed }
         )
         const effects = yield* stacksOf.pipe(
