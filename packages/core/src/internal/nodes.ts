@@ -25,6 +25,13 @@ import * as RunState from "./runState.js"
 import * as Waits from "./waits.js"
 
 /**
+ * The state slice a hook of a middleware without state sees: one empty
+ * object for all (frozen, so no hook can write into another's), not a new
+ * one per hook call.
+ */
+const emptySlice: object = Object.freeze({})
+
+/**
  * Runs the hooks of a node from the `start`-th on; the first gets the answer
  * the state carries. A node with no hook left just continues.
  */
@@ -45,29 +52,27 @@ export const make = (config: Compiled) => {
      * in its continuation.
      */
     const from = (index: number, state: RunState.RunState): Effect.Effect<Stepped, unknown, any> => {
+      // the request of the hook before, which the next hook gets too when it would get the same fields
+      let request: Middleware.HookContext<object, unknown> | undefined
       for (; index < hooks.length; index++) {
         const m = hooks[index]!
-        const ran = Observer.inHookNow(
-          run,
-          m.name,
-          node,
-          hookEffect(
-            m.name,
-            node,
-            m[node]!({
-              state: state.slices[m.name] ?? {},
-              messages: state.messages,
-              threadId: run.threadId,
-              incarnation: run.incarnation,
-              step: state.step,
-              usage: state.usage,
-              tools: config.toolList,
-              toolConcurrency: config.toolConcurrency,
-              toolTimeout: config.toolTimeout,
-              resume: index === start ? resume : Option.none()
-            })
-          )
-        )
+        const slice = state.slices[m.name] ?? emptySlice
+        const resumed = index === start ? resume : Option.none()
+        if (request === undefined || request.state !== slice || request.resume !== resumed) {
+          request = {
+            state: slice,
+            messages: state.messages,
+            threadId: run.threadId,
+            incarnation: run.incarnation,
+            step: state.step,
+            usage: state.usage,
+            tools: config.toolList,
+            toolConcurrency: config.toolConcurrency,
+            toolTimeout: config.toolTimeout,
+            resume: resumed
+          }
+        }
+        const ran = Observer.inHookNow(run, m.name, node, hookEffect(m.name, node, m[node]!(request)))
         if (!Exit.isExit(ran)) {
           const at = index
           return Effect.flatMap(
