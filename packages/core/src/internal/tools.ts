@@ -32,6 +32,8 @@ export interface ToolEntry {
     call: Prompt.ToolCallPart,
     threadId: string
   ) => Effect.Effect<Prompt.ToolResultPart, ToolDefect | ToolTimeout>
+  /** Whether a call can fail with `ToolTimeout` (the tool has a timeout, {@link withTimeout}). */
+  readonly timesOut?: boolean | undefined
 }
 
 /**
@@ -47,7 +49,8 @@ export const withTimeout = (entry: ToolEntry, timeout: Duration.Duration): ToolE
       Effect.timeoutFail(entry.run(call, threadId), {
         duration: timeout,
         onTimeout: () => new ToolTimeout({ toolName: entry.tool.name, callId: call.id, timeoutMillis })
-      })
+      }),
+    timesOut: true
   }
 }
 
