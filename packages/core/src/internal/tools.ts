@@ -158,19 +158,41 @@ const defect = (call: Prompt.ToolCallPart, tool: Tool.Any, description: string, 
   })
 
 /**
- * The tool result of a value's encoding, or the defect of an encoding that
+ * The tool result of `call` of `tool` from the encoding of its handler's
+ * success or (`isFailure`) typed failure, or the defect of an encoding that
  * failed. An encoding that ended at once (a synchronous schema gives an
- * `Either`) is read at once, without the fiber operations of `Effect.mapBoth`.
+ * `Either`) is read at once, without the fiber operations of `Effect.mapBoth`
+ * (and without its two functions).
  */
 const encodedResult = (
   encoding: Effect.Effect<unknown, ParseResult.ParseError>,
-  onSuccess: (encoded: unknown) => Prompt.ToolResultPart,
-  onFailure: (error: ParseResult.ParseError) => ToolDefect
+  call: Prompt.ToolCallPart,
+  tool: Tool.Any,
+  isFailure: boolean
 ): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
-  if (!Either.isEither(encoding)) return Effect.mapBoth(encoding, { onFailure, onSuccess })
+  if (!Either.isEither(encoding)) {
+    return Effect.mapBoth(encoding, {
+      onFailure: (error) => encodingDefect(call, tool, error, isFailure),
+      onSuccess: (encoded) => encodedPart(call, encoded, isFailure)
+    })
+  }
   const ended = encoding as Either.Either<unknown, ParseResult.ParseError>
-  return Either.isRight(ended) ? Effect.succeed(onSuccess(ended.right)) : Effect.fail(onFailure(ended.left))
+  return Either.isRight(ended)
+    ? Effect.succeed(encodedPart(call, ended.right, isFailure))
+    : Effect.fail(encodingDefect(call, tool, ended.left, isFailure))
 }
+
+const encodedPart = (call: Prompt.ToolCallPart, encoded: unknown, isFailure: boolean): Prompt.ToolResultPart =>
+  isFailure ? ToolResult.make(call, encoded, { isFailure: true }) : ToolResult.make(call, encoded)
+
+const encodingDefect = (call: Prompt.ToolCallPart, tool: Tool.Any, error: ParseResult.ParseError, isFailure: boolean) =>
+  defect(
+    call,
+    tool,
+    `its ${isFailure ? "failure" : "result"} does not match its ${isFailure ? "failure" : "success"} schema: ${
+      formatCause(error)
+    }`
+  )
 
 /** The context a handler of `tool` sees for a call: its idempotency key as the tool's `ToolEffect` derives it. */
 const toolContextOf = (tool: Tool.Any) => {
@@ -202,18 +224,8 @@ const runWithHandler = (
         (input) =>
           addService(withHandlerContext(input), ToolContext.CurrentToolContext, Option.some(contextOf(call, threadId))),
         {
-          onSuccess: (value) =>
-            encodedResult(
-              encodeSuccess(value),
-              (encoded) => ToolResult.make(call, encoded),
-              (error) => defect(call, tool, `its result does not match its success schema: ${formatCause(error)}`)
-            ),
-          onFailure: (failure) =>
-            encodedResult(
-              encodeFailure(failure),
-              (encoded) => ToolResult.make(call, encoded, { isFailure: true }),
-              (error) => defect(call, tool, `its failure does not match its failure schema: ${formatCause(error)}`)
-            )
+          onSuccess: (value) => encodedResult(encodeSuccess(value), call, tool, false),
+          onFailure: (failure) => encodedResult(encodeFailure(failure), call, tool, true)
         }
       ),
       (cause) => Effect.fail(defect(call, tool, String(cause), cause))
