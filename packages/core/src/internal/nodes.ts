@@ -73,19 +73,25 @@ export const make = (config: Compiled) => {
           }
         }
         const ran = Observer.inHookNow(run, m.name, node, hookEffect(m.name, node, m[node]!(request)))
-        if (!Exit.isExit(ran)) {
-          const at = index
-          return Effect.flatMap(
-            ran,
-            (result) => result === undefined ? from(at + 1, state) : afterResult(m, at, state, result)
-          )
-        }
+        // (in a function of its own: a function made in the loop would cost each turn a scope of its own)
+        if (!Exit.isExit(ran)) return later(ran, m, index, state)
         const ended = ran as Exit.Exit<Middleware.HookResult<object, Middleware.Jump, unknown> | undefined, unknown>
         if (Exit.isFailure(ended)) return Effect.failCause(ended.cause)
         if (ended.value !== undefined) return afterResult(m, index, state, ended.value)
       }
       return Effect.succeed({ state, outcome: Continue })
     }
+    /** The hooks after hook `m` (the `index`-th) once its effect `ran` ended, or its result applied first. */
+    const later = (
+      ran: Effect.Effect<void | Middleware.HookResult<any, Middleware.Jump, unknown>, unknown, any>,
+      m: Middleware.Any,
+      index: number,
+      state: RunState.RunState
+    ): Effect.Effect<Stepped, unknown, any> =>
+      Effect.flatMap(
+        ran,
+        (result) => result === undefined ? from(index + 1, state) : afterResult(m, index, state, result)
+      )
     /** The result of hook `m` checked and applied; then the hooks after it, unless it waits or jumps. */
     const afterResult = (
       m: Middleware.Any,
