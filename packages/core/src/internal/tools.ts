@@ -136,9 +136,14 @@ const argumentsCheck = (tool: Tool.Any) => {
     let result = checked.get(call)
     if (result === undefined) {
       // arguments nested past the limit are refused before a schema or a formatter walks them
-      result = JsonDepth.exceeds(call.params)
-        ? Either.left(JsonDepth.tooDeep("the arguments"))
-        : Either.mapLeft(decode(call.params), (error) => argumentsProblem(call.params, error))
+      if (JsonDepth.exceeds(call.params)) result = Either.left(JsonDepth.tooDeep("the arguments"))
+      else {
+        const decoded = decode(call.params)
+        // (the decoded arguments as they came: `Either.mapLeft` would make a new `Right`)
+        result = Either.isRight(decoded)
+          ? decoded as Either.Either<unknown, never>
+          : Either.left(argumentsProblem(call.params, decoded.left))
+      }
       checked.set(call, result)
     }
     return result
