@@ -11,6 +11,7 @@ import { Agent, AgentEvent } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import { Chunk, Effect, FastCheck, Layer, Option, Schema, Stream } from "effect"
+import { quickDepth } from "../src/internal/fast/quickDepth.js"
 import * as JsonDepth from "../src/internal/jsonDepth.js"
 import { Calculator, CalculatorLive, toolResults } from "./utils.js"
 
@@ -177,6 +178,18 @@ describe("JsonDepth.exceeds", () => {
       }
     }
   )
+
+  it("the quick walk answers for a small value or a cycle, and leaves a value shared many times over", () => {
+    let shared: unknown = 1
+    for (let i = 0; i < 20; i++) shared = [shared, shared]
+    assert.strictEqual(quickDepth(shared as object, 60), "Unsure")
+    assert.strictEqual(quickDepth(shared as object, 10), "Past")
+    const cycle: Array<unknown> = []
+    cycle.push({ cycle })
+    assert.strictEqual(quickDepth(cycle, JsonDepth.maxDepth), "Past")
+    assert.strictEqual(quickDepth({ query: "x", limit: [1, { a: 2 }] }, 3), "Within")
+    assert.strictEqual(quickDepth({ query: "x", limit: [1, { a: 2 }] }, 2), "Past")
+  })
 
   it("reads the own enumerable values only, as Object.values does, and skips bytes", () => {
     const inherited = Object.create({ deep: [[[[1]]]] }) as Record<string, unknown>

@@ -3,9 +3,10 @@
  * call's arguments, a tool result, provider options). Schemas, formatters
  * and encoders walk such values recursively: a value nested thousands deep
  * (a few kilobytes of `[[[…]]]`) overflows the stack in them. It is measured
- * here without recursion, and refused above {@link maxDepth} before any of
- * them sees it.
+ * here by a recursion that stops just past the limit, or without one, and
+ * refused above {@link maxDepth} before any of them sees it.
  */
+import { quickDepth } from "./fast/quickDepth.js"
 
 /**
  * How deep a value the agent takes: 128 levels of arrays and objects, far
@@ -13,65 +14,18 @@
  */
 export const maxDepth = 128
 
-/** How many objects the quick walk visits before it leaves a value to the exact walk. */
-const quickVisits = 10_000
-
-/** What the quick walk found: within the limit, past it, or too many objects to say (the exact walk says). */
-const Within = 0
-const Past = 1
-const Unsure = 2
-
-/** The state of a quick walk: how many objects it visited. */
-interface Quick {
-  visits: number
-}
-
-/**
- * The quick walk of a value, as most are (a tool call's arguments, a few
- * objects): recursive (at most `limit + 1` frames deep), with no table of the
- * objects met and no array of their values, so it allocates nothing. A cycle
- * ends it past the limit; a value shared many times over ends it past
- * {@link quickVisits} objects, and goes to the exact walk.
- */
-const quickWalk = (current: object, depth: number, limit: number, quick: Quick): number => {
-  if (depth > limit) return Past
-  if (++quick.visits > quickVisits) return Unsure
-  // bytes (a file's data) hold no value to walk
-  if (ArrayBuffer.isView(current)) return Within
-  if (Array.isArray(current)) {
-    for (let i = 0; i < current.length; i++) {
-      const child: unknown = current[i]
-      if (typeof child === "object" && child !== null) {
-        const found = quickWalk(child, depth + 1, limit, quick)
-        if (found !== Within) return found
-      }
-    }
-    return Within
-  }
-  // the own enumerable values, as `Object.values` reads them, without its array
-  for (const key in current) {
-    if (!Object.hasOwn(current, key)) continue
-    const child: unknown = (current as Record<string, unknown>)[key]
-    if (typeof child === "object" && child !== null) {
-      const found = quickWalk(child, depth + 1, limit, quick)
-      if (found !== Within) return found
-    }
-  }
-  return Within
-}
-
 /**
  * Whether `value` nests arrays and objects deeper than `limit` (a scalar has
- * depth 0, `[]` and `{}` depth 1). A quick recursive walk answers for most
- * values; one that shares objects many times over is walked iteratively,
- * stopping at the first path past the limit, an object met again walked
- * again only when met deeper (a shared value costs at most `limit` walks, a
- * cycle ends past it).
+ * depth 0, `[]` and `{}` depth 1). A quick walk answers for most values
+ * (`fast/quickDepth.ts`); one that shares objects many times over is walked
+ * iteratively, stopping at the first path past the limit, an object met
+ * again walked again only when met deeper (a shared value costs at most
+ * `limit` walks, a cycle ends past it).
  */
 export const exceeds = (value: unknown, limit: number = maxDepth): boolean => {
   if (typeof value !== "object" || value === null) return false
-  const quick = quickWalk(value, 1, limit, { visits: 0 })
-  return quick === Unsure ? exactlyExceeds(value, limit) : quick === Past
+  const quick = quickDepth(value, limit)
+  return quick === "Unsure" ? exactlyExceeds(value, limit) : quick === "Past"
 }
 
 /** {@link exceeds} by the exact walk, for a value the quick walk left. */
