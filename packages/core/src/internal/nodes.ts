@@ -14,6 +14,7 @@ import * as AgentEvent from "../AgentEvent.js"
 import type * as AgentResult from "../AgentResult.js"
 import type * as Middleware from "../Middleware.js"
 import type { Compiled } from "./config.js"
+import { emptySlice, reusable } from "./fast/hookRequests.js"
 import { hookEffect, nodeResultProblem } from "./hookResults.js"
 import { Continue, type HookNode } from "./machine.js"
 import * as Observer from "./observer.js"
@@ -23,13 +24,6 @@ import { inputOf } from "./receive.js"
 import type { RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 import * as Waits from "./waits.js"
-
-/**
- * The state slice a hook of a middleware without state sees: one empty
- * object for all (frozen, so no hook can write into another's), not a new
- * one per hook call.
- */
-const emptySlice: object = Object.freeze({})
 
 /**
  * Runs the hooks of a node from the `start`-th on; the first gets the answer
@@ -58,7 +52,7 @@ export const make = (config: Compiled) => {
         const m = hooks[index]!
         const slice = state.slices[m.name] ?? emptySlice
         const resumed = index === start ? resume : Option.none()
-        if (request === undefined || request.state !== slice || request.resume !== resumed) {
+        if (!reusable(request, slice, resumed)) {
           request = {
             state: slice,
             messages: state.messages,
