@@ -23,6 +23,20 @@ const withExtra = <A, E>(effect: Effect.Effect<A, E, Name | Extra>): Effect.Effe
     onFailure: Effect.fail
   }) as Effect.Effect<A, E, Name>
 
+const withExtraHandled = <A, E, B>(
+  effect: Effect.Effect<A, E, Name | Extra>,
+  handlers: {
+    readonly onSuccess: (value: A) => Effect.Effect<B>
+    readonly onFailure: (error: E) => Effect.Effect<B>
+    readonly onDefect?: (defect: unknown) => Effect.Effect<B>
+  }
+): Effect.Effect<B, never, Name> =>
+  withContext(effect, (input) => Context.add(input as Context.Context<Name>, Extra, 1), handlers) as Effect.Effect<
+    B,
+    never,
+    Name
+  >
+
 describe("withContext", () => {
   it.effect("runs the effect with the context made of the fiber's own", () =>
     Effect.gen(function*() {
@@ -224,6 +238,35 @@ describe("withContext", () => {
       yield* Fiber.join(yield* Effect.fork(child))
       assert.deepStrictEqual([yield* FiberRef.get(inherited), yield* FiberRef.get(own)], ["parent", 1])
     }))
+
+  it.effect("onDefect gets the defect Effect.catchAllDefect around the whole would get; other outcomes go on as before", () =>
+    Effect.gen(function*() {
+      const outcomes: ReadonlyArray<Effect.Effect<string, string>> = [
+        Effect.die("defect"),
+        Effect.fail("failed").pipe(Effect.ensuring(Effect.die("finalizer"))),
+        Effect.die("first").pipe(Effect.ensuring(Effect.die("second"))),
+        Effect.fail("failed"),
+        Effect.succeed("done")
+      ]
+      const handlers = {
+        onSuccess: (value: string) => Effect.succeed(`ok ${value}`),
+        onFailure: (error: string) => Effect.succeed(`failed ${error}`)
+      }
+      for (const effect of outcomes) {
+        const ours = yield* Effect.exit(
+          withExtraHandled(effect, { ...handlers, onDefect: (defect) => Effect.succeed(`died ${defect}`) })
+        )
+        const effects = yield* Effect.exit(
+          Effect.catchAllDefect(withExtraHandled(effect, handlers), (defect) => Effect.succeed(`died ${defect}`))
+        )
+        assert.deepStrictEqual(ours, effects)
+      }
+      // an interruption passes on
+      const interrupted = yield* Effect.exit(
+        withExtraHandled(Effect.interrupt, { ...handlers, onDefect: () => Effect.succeed("died") })
+      )
+      assert.isTrue(Exit.isInterrupted(interrupted))
+    }).pipe(Effect.provideService(Name, "outer")))
 
   it("addService gives what Context.add gives: every service of the context, the new one last", () => {
     const input = Context.make(Name, "outer").pipe(Context.add(Extra, 1)) as Context.Context<never>

@@ -8,6 +8,7 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
@@ -199,6 +200,24 @@ const encodingDefect = (call: Prompt.ToolCallPart, tool: Tool.Any, error: ParseR
     }`
   )
 
+/**
+ * The effect `make` makes, its defects (a throw of `make` too) given to
+ * `onDefect`, as `Effect.catchAllDefect` around it gives them; an effect that
+ * already succeeded needs no catch.
+ */
+const defectsCaught = <A, E, E2>(
+  make: () => Effect.Effect<A, E>,
+  onDefect: (defect: unknown) => Effect.Effect<A, E2>
+): Effect.Effect<A, E | E2> => {
+  let effect: Effect.Effect<A, E>
+  try {
+    effect = make()
+  } catch (defect) {
+    return onDefect(defect)
+  }
+  return Exit.isExit(effect) && Exit.isSuccess(effect) ? effect : Effect.catchAllDefect(effect, onDefect)
+}
+
 /** The context a handler of `tool` sees for a call: its idempotency key as the tool's `ToolEffect` derives it. */
 const toolContextOf = (tool: Tool.Any) => {
   const effect = ToolEffect.of(tool)
@@ -222,19 +241,32 @@ const runWithHandler = (
   const contextOf = toolContextOf(tool)
   // the handler's context under the run's, made once per run context (the same for every call of a run)
   const withHandlerContext = identityMemo((input: Context.Context<never>) => Context.merge(handler.context, input))
-  const runDecoded = (call: Prompt.ToolCallPart, threadId: string, params: unknown) =>
-    Effect.catchAllDefect(
-      withContext(
-        handler.handler(params) as Effect.Effect<unknown, unknown>,
-        (input) =>
-          addService(withHandlerContext(input), ToolContext.CurrentToolContext, Option.some(contextOf(call, threadId))),
-        {
-          onSuccess: (value) => encodedResult(encodeSuccess(value), call, tool, false),
-          onFailure: (failure) => encodedResult(encodeFailure(failure), call, tool, true)
-        }
-      ),
-      (cause) => Effect.fail(defect(call, tool, String(cause), cause))
+  const runDecoded = (
+    call: Prompt.ToolCallPart,
+    threadId: string,
+    params: unknown
+  ): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
+    const died = (cause: unknown) => Effect.fail(defect(call, tool, String(cause), cause))
+    const handled = handler.handler(params) as Effect.Effect<unknown, unknown>
+    // (a tool's idempotency key is the user's function: a throw is the call's defect)
+    let toolContext: Option.Option<ToolContext.ToolContext>
+    try {
+      toolContext = Option.some(contextOf(call, threadId))
+    } catch (cause) {
+      return died(cause)
+    }
+    // a defect of the handler, of its encoding, or thrown, is the call's defect, as `Effect.catchAllDefect`
+    // around the whole would make it, without its operation
+    return withContext(
+      handled,
+      (input) => addService(withHandlerContext(input), ToolContext.CurrentToolContext, toolContext),
+      {
+        onSuccess: (value) => defectsCaught(() => encodedResult(encodeSuccess(value), call, tool, false), died),
+        onFailure: (failure) => defectsCaught(() => encodedResult(encodeFailure(failure), call, tool, true), died),
+        onDefect: died
+      }
     )
+  }
   return (call: Prompt.ToolCallPart, threadId: string): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
     const checked = check(call)
     return Either.isLeft(checked)

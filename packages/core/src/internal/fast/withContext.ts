@@ -21,6 +21,7 @@ import * as Exit from "effect/Exit"
 import type * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
 import * as FiberRefs from "effect/FiberRefs"
+import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 
 /** A fiber ref and how to make its value for the effect of the one the fiber has. */
@@ -36,6 +37,14 @@ export type Local = readonly [FiberRef.FiberRef<any>, (current: any) => unknown]
 export interface Handlers<A, E, B, E2, R2> {
   readonly onSuccess: (value: A) => Effect.Effect<B, E2, R2>
   readonly onFailure?: ((error: E) => Effect.Effect<B, E2, R2>) | undefined
+  /**
+   * With `onFailure`: gets the first defect of an effect that died (its
+   * failures made defects too, as `Effect.matchEffect` passes them on) where
+   * its cause would pass on: what `Effect.catchAllDefect` around the whole
+   * does with the effect's defects, without its operation (a handler's own
+   * defects are the handler's to catch).
+   */
+  readonly onDefect?: ((defect: unknown) => Effect.Effect<B, E2, R2>) | undefined
   /**
    * Runs once the refs are put back, however the effect ended (interrupted
    * too), before either handler: what `Effect.ensuring` of an `Effect.sync`
@@ -80,7 +89,12 @@ export const locally = <A, E, R, B, E2, R2>(
       const failed = (cause: Cause.Cause<E>): Effect.Effect<B, E2, R2> => {
         // without `onFailure` the outcome goes on as it is, the whole cause (typed as handlers without it type it)
         if (handlers.onFailure === undefined) return Effect.failCause(cause as Cause.Cause<E2>)
-        if (!Chunk.isEmpty(Cause.defects(cause))) return Effect.failCause(Cause.flatMap(cause, Cause.die))
+        if (!Chunk.isEmpty(Cause.defects(cause))) {
+          const died = Cause.flatMap(cause, Cause.die)
+          if (handlers.onDefect === undefined) return Effect.failCause(died)
+          // the defect `Effect.catchAllDefect` gives: the first one found
+          return handlers.onDefect(Option.getOrThrow(Cause.find(died, dieDefect)))
+        }
         const failures = Cause.failures(cause)
         return Chunk.isEmpty(failures)
           ? Effect.failCause(cause as Cause.Cause<never>)
@@ -141,6 +155,10 @@ const withValues = (
   }
   return FiberRefs.unsafeMake(map)
 }
+
+/** The defect of a `Die` cause (what `Effect.catchAllDefect` looks for). */
+const dieDefect = (cause: Cause.Cause<unknown>): Option.Option<unknown> =>
+  Cause.isDieType(cause) ? Option.some(cause.defect) : Option.none()
 
 /**
  * `effect` with a new scope in its context, closed with its exit once the
