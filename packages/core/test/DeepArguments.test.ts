@@ -11,6 +11,7 @@ import { Agent, AgentEvent } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import { Chunk, Effect, FastCheck, Layer, Option, Schema, Stream } from "effect"
+import { quickDepth } from "../src/internal/fast/quickDepth.js"
 import * as JsonDepth from "../src/internal/jsonDepth.js"
 import { Calculator, CalculatorLive, toolResults } from "./utils.js"
 
@@ -161,5 +162,41 @@ describe("JsonDepth.exceeds", () => {
     const cycle: Array<unknown> = []
     cycle.push(cycle)
     assert.isTrue(JsonDepth.exceeds(cycle))
+  })
+
+  it.prop(
+    "agrees with the depth of a value whose shared part outgrows the quick walk, wherever its deepest path is",
+    [FastCheck.jsonValue({ maxDepth: 6 }), FastCheck.integer({ min: 10, max: 16 }), FastCheck.boolean()],
+    ([json, levels, sharedFirst]) => {
+      // `levels` levels of an object holding one value twice: 2^levels paths, more than the quick walk visits
+      let shared: unknown = 1
+      for (let i = 0; i < levels; i++) shared = { left: shared, right: shared }
+      const value = sharedFirst ? { shared, json } : [json, shared]
+      const depth = 1 + Math.max(levels, depthOf(json))
+      for (const limit of [0, 3, levels - 1, levels, levels + 1, depth - 1, depth]) {
+        assert.strictEqual(JsonDepth.exceeds(value, limit), depth > limit)
+      }
+    }
+  )
+
+  it("the quick walk answers for a small value or a cycle, and leaves a value shared many times over", () => {
+    let shared: unknown = 1
+    for (let i = 0; i < 20; i++) shared = [shared, shared]
+    assert.strictEqual(quickDepth(shared as object, 60), "Unsure")
+    assert.strictEqual(quickDepth(shared as object, 10), "Past")
+    const cycle: Array<unknown> = []
+    cycle.push({ cycle })
+    assert.strictEqual(quickDepth(cycle, JsonDepth.maxDepth), "Past")
+    assert.strictEqual(quickDepth({ query: "x", limit: [1, { a: 2 }] }, 3), "Within")
+    assert.strictEqual(quickDepth({ query: "x", limit: [1, { a: 2 }] }, 2), "Past")
+  })
+
+  it("reads the own enumerable values only, as Object.values does, and skips bytes", () => {
+    const inherited = Object.create({ deep: [[[[1]]]] }) as Record<string, unknown>
+    inherited.flat = 1
+    Object.defineProperty(inherited, "hidden", { value: [[[[1]]]], enumerable: false })
+    assert.isFalse(JsonDepth.exceeds(inherited, 1))
+    assert.isFalse(JsonDepth.exceeds({ bytes: new Uint8Array(8) }, 2))
+    assert.isTrue(JsonDepth.exceeds({ bytes: new Uint8Array(8) }, 1))
   })
 })

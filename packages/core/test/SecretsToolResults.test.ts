@@ -1,8 +1,9 @@
-import { Tool, Toolkit } from "@effect/ai"
+import { Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer, Middleware, RunJournal, RunRecord, Secrets } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Layer, Option, Schema, Stream } from "effect"
+import * as ToolResult from "../src/internal/toolResult.js"
 
 // no provider's shape: only the registry knows it is a key
 const key = "Zx9qWv3LmN7pRt2YbK5sHj8dFg4"
@@ -134,5 +135,19 @@ describe("Secrets: a tool's result never carries a registered credential", () =>
         42,
         null
       ])
+    }))
+
+  it.scoped("ToolResult.keep: a result that is a string, a boolean or null is kept as it is, scrubbed", () =>
+    Effect.gen(function*() {
+      yield* Secrets.register(key)
+      const call = Prompt.makePart("tool-call", { id: "c1", name: "t", params: {}, providerExecuted: false })
+      const secret = ToolResult.keep(Middleware.toolResult(call, `KEY=${key}`))
+      assert.strictEqual(secret.result, `KEY=${Secrets.redacted}`)
+      for (const result of ["plain", "\ud800 lone", true, false, null]) {
+        const part = Middleware.toolResult(call, result)
+        assert.strictEqual(ToolResult.keep(part), part)
+      }
+      // a number is taken as JSON writes it
+      assert.isNull(ToolResult.keep(Middleware.toolResult(call, Number.NaN)).result)
     }))
 })

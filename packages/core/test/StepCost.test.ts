@@ -87,17 +87,17 @@ describe("the Effect operations of a step", () => {
       expect(yield* opsPerStep("generate", 0, 0)).toBeLessThanOrEqual(150)
     }))
 
-  it.effect("a generated step takes at most 38 (36.5 with a run's start and end cut, 47.0 before; 43.6 on its own, 46.9 with saves checked against the thread they loaded; 68.7 / 72.0 while each phase ended in a continuation of the driver's, the tool context and a run's context were set through FiberRef operations, and a reply was an Either run as an effect; 78 before the tool context was set in one operation)", () =>
+  it.effect("a generated step takes at most 36 (34.5 with a tool's defects caught where its context is put back; 35.5 with no catch of a timeout around a call that cannot time out; 36.5 with a run's start and end cut, 47.0 before; 43.6 on its own, 46.9 with saves checked against the thread they loaded; 68.7 / 72.0 while each phase ended in a continuation of the driver's, the tool context and a run's context were set through FiberRef operations, and a reply was an Either run as an effect; 78 before the tool context was set in one operation)", () =>
     Effect.gen(function*() {
-      expect(yield* opsPerStep("generate")).toBeLessThanOrEqual(38)
+      expect(yield* opsPerStep("generate")).toBeLessThanOrEqual(36)
     }))
 
-  it.effect("10 pass-through middleware add no Effect operation to a generated step (117.9 with them before: each wrap hook's reply was checked again, each node ran its hooks in a suspend)", () =>
+  it.effect("10 pass-through middleware add one Effect operation to a generated step, the catch of a timeout around their hooks (a hook may fail with ToolTimeout; a call with no hook and no timeout has no catch) (117.9 with them before: each wrap hook's reply was checked again, each node ran its hooks in a suspend)", () =>
     Effect.gen(function*() {
       const without = yield* opsPerStep("generate")
       const with10 = yield* opsPerStep("generate", 10)
-      expect(with10).toBeLessThanOrEqual(38)
-      expect(with10 - without).toBeLessThanOrEqual(0.5)
+      expect(with10).toBeLessThanOrEqual(37)
+      expect(with10 - without).toBeLessThanOrEqual(1)
     }))
 
   it.effect("a streamed step takes at most 247 (242.1 with a run's events streamed by forkedStream; 244.9 with the model's stream pulled in a PullScope; 264.7 with a run's start and end cut; 271.6 on its own, 275.9 with saves checked against the thread they loaded; 296.6 before the phases went on in their own continuations; 316 before its reply was judged in one continuation)", () =>

@@ -1,6 +1,6 @@
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentError, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Duration, Effect, Fiber, Layer, Option, Ref, Schema, TestClock } from "effect"
 import { toolResults } from "./utils.js"
@@ -70,6 +70,43 @@ describe("tool timeouts", () => {
         const result = yield* Fiber.join(fiber)
         assert.strictEqual(result._tag, "Completed")
         assert.deepStrictEqual(seen, ["ToolTimeout 5000"])
+      })
+    ))
+
+  it.effect("with no hook, a tool with a timeout of its own is answered as timed out and one without runs as usual", () =>
+    withTools((cleaned) =>
+      Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Tools, toolTimeouts: { slow: "5 seconds" } })
+        const fiber = yield* Effect.fork(agent.run("go", { threadId: "t" }))
+        yield* TestClock.adjust("5 seconds")
+        const result = yield* Fiber.join(fiber)
+        assert.strictEqual(result._tag, "Completed")
+        assert.strictEqual(yield* Ref.get(cleaned), 1)
+        const [slow, quick] = toolResults(result.state.messages)
+        assert.deepStrictEqual(slow!.result, { error: `Tool "slow" timed out after 5s; it was stopped` })
+        assert.deepStrictEqual([quick!.result, quick!.isFailure], ["done", false])
+      })
+    ))
+
+  it.effect("a ToolTimeout a wrapToolCall hook fails with, for a tool without a timeout, is answered as timed out", () =>
+    withTools(() =>
+      Effect.gen(function*() {
+        // a hook that gives up on calls of its own (without the agent's toolTimeout)
+        const impatient = Middleware.make({
+          name: "impatient",
+          wrapToolCall: (request, next) =>
+            request.call.name === "slow"
+              ? Effect.fail(new AgentError.ToolTimeout({ toolName: "slow", callId: request.call.id, timeoutMillis: 1 }))
+              : next(request)
+        })
+        const agent = yield* Agent.make({ toolkit: Tools, middleware: [impatient] })
+        const result = yield* agent.run("go", { threadId: "t" })
+        assert.strictEqual(result._tag, "Completed")
+        const [slow, quick] = toolResults(result.state.messages)
+        assert.deepStrictEqual([slow!.result, slow!.isFailure], [{
+          error: `Tool "slow" timed out after 1ms; it was stopped`
+        }, true])
+        assert.strictEqual(quick!.result, "done")
       })
     ))
 

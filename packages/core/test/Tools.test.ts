@@ -1,6 +1,6 @@
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent } from "@stepwise-agent/core"
+import { Agent, ToolEffect } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Effect, Layer, Option, Schema, Stream } from "effect"
 import { Add, Calculator, CalculatorLive, roles, toolResults } from "./utils.js"
@@ -177,6 +177,62 @@ describe("tool calls", () => {
         flaky: () => Effect.fail("typed failure").pipe(Effect.ensuring(Effect.die(new Error("finalizer broke"))))
       })
     ))))
+
+  it.effect("a tool whose idempotency key throws fails the run with ToolDefect naming the call, its handler not run", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const Keyed = Tool.make("keyed", { parameters: {}, success: Schema.String }).pipe(
+        ToolEffect.declare(ToolEffect.idempotent({
+          key: () => {
+            throw new Error("no key")
+          }
+        }))
+      )
+      const agent = yield* Agent.make({ toolkit: Toolkit.make(Keyed) }).pipe(
+        Effect.provide(
+          Toolkit.make(Keyed).toLayer({ keyed: () => Effect.sync(() => void ran.push("ran")).pipe(Effect.as("ok")) })
+        )
+      )
+      const error = yield* Effect.flip(agent.run("Try it", { threadId: "t" }))
+      assert.strictEqual(error._tag, "ToolDefect")
+      if (error._tag !== "ToolDefect") return
+      assert.deepStrictEqual([error.toolName, error.callId], ["keyed", "k1"])
+      assert.include(error.reason, "no key")
+      assert.deepStrictEqual(ran, [])
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      ScriptedModel.toolCalls([{ name: "keyed", params: {}, id: "k1" }]),
+      ScriptedModel.text("no")
+    ]))))
+
+  it.effect("a tool that fails with a typed failure its schema refuses, or succeeds with what its schema refuses, fails the run with ToolDefect", () =>
+    Effect.gen(function*() {
+      const Strict = Tool.make("strict", {
+        parameters: { fail: Schema.Boolean },
+        success: Schema.String,
+        failure: Schema.String
+      })
+      for (const fail of [false, true]) {
+        const agent = yield* Agent.make({ toolkit: Toolkit.make(Strict) }).pipe(
+          Effect.provide(
+            Toolkit.make(Strict).toLayer({
+              strict: ({ fail }) =>
+                fail ? Effect.fail(42 as unknown as string) : Effect.succeed(42 as unknown as string)
+            })
+          ),
+          Effect.provide(ScriptedModel.layer([
+            ScriptedModel.toolCalls([{ name: "strict", params: { fail }, id: "s1" }]),
+            ScriptedModel.text("no")
+          ]))
+        )
+        const error = yield* Effect.flip(agent.run("Try it", { threadId: "t" }))
+        assert.strictEqual(error._tag, "ToolDefect")
+        if (error._tag !== "ToolDefect") return
+        assert.include(
+          error.reason,
+          fail ? "its failure does not match its failure schema" : "its result does not match its success schema"
+        )
+      }
+    }))
 
   it.effect("several calls of one response run and their results keep the call order", () =>
     Effect.gen(function*() {

@@ -23,6 +23,20 @@ const withExtra = <A, E>(effect: Effect.Effect<A, E, Name | Extra>): Effect.Effe
     onFailure: Effect.fail
   }) as Effect.Effect<A, E, Name>
 
+const withExtraHandled = <A, E, B>(
+  effect: Effect.Effect<A, E, Name | Extra>,
+  handlers: {
+    readonly onSuccess: (value: A) => Effect.Effect<B>
+    readonly onFailure: (error: E) => Effect.Effect<B>
+    readonly onDefect?: (defect: unknown) => Effect.Effect<B>
+  }
+): Effect.Effect<B, never, Name> =>
+  withContext(effect, (input) => Context.add(input as Context.Context<Name>, Extra, 1), handlers) as Effect.Effect<
+    B,
+    never,
+    Name
+  >
+
 describe("withContext", () => {
   it.effect("runs the effect with the context made of the fiber's own", () =>
     Effect.gen(function*() {
@@ -180,6 +194,78 @@ describe("withContext", () => {
       yield* Fiber.join(fiber)
       assert.strictEqual(yield* FiberRef.get(other), "outer")
       assert.deepStrictEqual(yield* seen, { name: "outer", extra: undefined })
+    }).pipe(Effect.provideService(Name, "outer")))
+
+  it.effect("sets the refs as FiberRef.locallyWith does, in a fiber whose values are its parent's or its own", () =>
+    Effect.gen(function*() {
+      const inherited = FiberRef.unsafeMake("initial")
+      const own = FiberRef.unsafeMake(0)
+      const unset = FiberRef.unsafeMake<string | undefined>(undefined)
+      yield* FiberRef.set(inherited, "parent")
+      const stacksOf = Effect.map(Effect.getFiberRefs, (refs) =>
+        [inherited, own, unset].map((ref) => {
+          const stack = refs.locals.get(ref)
+          return stack === undefined ? undefined : stack.map(([id, value]) => [id.id, value])
+        }))
+      const child = Effect.gen(function*() {
+        // `inherited` holds the parent's value only, `own` the child's over the parent's, `unset` nothing
+        yield* FiberRef.set(own, 1)
+        const ours = yield* locally(
+          stacksOf,
+          [[inherited, (value: string) => `${value}, local`], [own, (value: number) => value + 1], [
+            unset,
+            () => "set"
+          ]],
+          { onSuccess: Effect.succeed }
+        )
+        const effects = yield* stacksOf.pipe(
+          Effect.locallyWith(unset, () => "set"),
+          Effect.locallyWith(own, (value) => value + 1),
+          Effect.locallyWith(inherited, (value) => `${value}, local`)
+        )
+        assert.deepStrictEqual(ours, effects)
+        assert.deepStrictEqual(
+          [yield* FiberRef.get(inherited), yield* FiberRef.get(own), yield* FiberRef.get(unset)],
+          ["parent", 1, undefined]
+        )
+        // a value the fiber already has is kept as it is
+        yield* FiberRef.set(unset, "kept")
+        const kept = yield* locally(Effect.getFiberRefs, [[unset, (value: string) => value]], {
+          onSuccess: Effect.succeed
+        })
+        assert.strictEqual(kept.locals.get(unset)!.length, 1)
+      })
+      yield* Fiber.join(yield* Effect.fork(child))
+      assert.deepStrictEqual([yield* FiberRef.get(inherited), yield* FiberRef.get(own)], ["parent", 1])
+    }))
+
+  it.effect("onDefect gets the defect Effect.catchAllDefect around the whole would get; other outcomes go on as before", () =>
+    Effect.gen(function*() {
+      const outcomes: ReadonlyArray<Effect.Effect<string, string>> = [
+        Effect.die("defect"),
+        Effect.fail("failed").pipe(Effect.ensuring(Effect.die("finalizer"))),
+        Effect.die("first").pipe(Effect.ensuring(Effect.die("second"))),
+        Effect.fail("failed"),
+        Effect.succeed("done")
+      ]
+      const handlers = {
+        onSuccess: (value: string) => Effect.succeed(`ok ${value}`),
+        onFailure: (error: string) => Effect.succeed(`failed ${error}`)
+      }
+      for (const effect of outcomes) {
+        const ours = yield* Effect.exit(
+          withExtraHandled(effect, { ...handlers, onDefect: (defect) => Effect.succeed(`died ${defect}`) })
+        )
+        const effects = yield* Effect.exit(
+          Effect.catchAllDefect(withExtraHandled(effect, handlers), (defect) => Effect.succeed(`died ${defect}`))
+        )
+        assert.deepStrictEqual(ours, effects)
+      }
+      // an interruption passes on
+      const interrupted = yield* Effect.exit(
+        withExtraHandled(Effect.interrupt, { ...handlers, onDefect: () => Effect.succeed("died") })
+      )
+      assert.isTrue(Exit.isInterrupted(interrupted))
     }).pipe(Effect.provideService(Name, "outer")))
 
   it("addService gives what Context.add gives: every service of the context, the new one last", () => {

@@ -3,9 +3,10 @@
  * call's arguments, a tool result, provider options). Schemas, formatters
  * and encoders walk such values recursively: a value nested thousands deep
  * (a few kilobytes of `[[[…]]]`) overflows the stack in them. It is measured
- * here without recursion, and refused above {@link maxDepth} before any of
- * them sees it.
+ * here by a recursion that stops just past the limit, or without one, and
+ * refused above {@link maxDepth} before any of them sees it.
  */
+import { quickDepth } from "./fast/quickDepth.js"
 
 /**
  * How deep a value the agent takes: 128 levels of arrays and objects, far
@@ -15,12 +16,20 @@ export const maxDepth = 128
 
 /**
  * Whether `value` nests arrays and objects deeper than `limit` (a scalar has
- * depth 0, `[]` and `{}` depth 1). Walks iteratively and stops at the first
- * path past the limit; an object met again is walked again only when met
- * deeper (a shared value costs at most `limit` walks, a cycle ends past it).
+ * depth 0, `[]` and `{}` depth 1). A quick walk answers for most values
+ * (`fast/quickDepth.ts`); one that shares objects many times over is walked
+ * iteratively, stopping at the first path past the limit, an object met
+ * again walked again only when met deeper (a shared value costs at most
+ * `limit` walks, a cycle ends past it).
  */
 export const exceeds = (value: unknown, limit: number = maxDepth): boolean => {
   if (typeof value !== "object" || value === null) return false
+  const quick = quickDepth(value, limit)
+  return quick === "Unsure" ? exactlyExceeds(value, limit) : quick === "Past"
+}
+
+/** {@link exceeds} by the exact walk, for a value the quick walk left. */
+const exactlyExceeds = (value: object, limit: number): boolean => {
   const values: Array<object> = [value]
   const depths: Array<number> = [1]
   const deepest = new WeakMap<object, number>()

@@ -14,6 +14,7 @@ import * as AgentEvent from "../AgentEvent.js"
 import type * as AgentResult from "../AgentResult.js"
 import type * as Middleware from "../Middleware.js"
 import type { Compiled } from "./config.js"
+import { emptySlice, reusable } from "./fast/hookRequests.js"
 import { hookEffect, nodeResultProblem } from "./hookResults.js"
 import { Continue, type HookNode } from "./machine.js"
 import * as Observer from "./observer.js"
@@ -45,42 +46,46 @@ export const make = (config: Compiled) => {
      * in its continuation.
      */
     const from = (index: number, state: RunState.RunState): Effect.Effect<Stepped, unknown, any> => {
+      // the request of the hook before, which the next hook gets too when it would get the same fields
+      let request: Middleware.HookContext<object, unknown> | undefined
       for (; index < hooks.length; index++) {
         const m = hooks[index]!
-        const ran = Observer.inHookNow(
-          run,
-          m.name,
-          node,
-          hookEffect(
-            m.name,
-            node,
-            m[node]!({
-              state: state.slices[m.name] ?? {},
-              messages: state.messages,
-              threadId: run.threadId,
-              incarnation: run.incarnation,
-              step: state.step,
-              usage: state.usage,
-              tools: config.toolList,
-              toolConcurrency: config.toolConcurrency,
-              toolTimeout: config.toolTimeout,
-              resume: index === start ? resume : Option.none()
-            })
-          )
-        )
-        if (!Exit.isExit(ran)) {
-          const at = index
-          return Effect.flatMap(
-            ran,
-            (result) => result === undefined ? from(at + 1, state) : afterResult(m, at, state, result)
-          )
+        const slice = state.slices[m.name] ?? emptySlice
+        const resumed = index === start ? resume : Option.none()
+        if (!reusable(request, slice, resumed)) {
+          request = {
+            state: slice,
+            messages: state.messages,
+            threadId: run.threadId,
+            incarnation: run.incarnation,
+            step: state.step,
+            usage: state.usage,
+            tools: config.toolList,
+            toolConcurrency: config.toolConcurrency,
+            toolTimeout: config.toolTimeout,
+            resume: resumed
+          }
         }
+        const ran = Observer.inHookNow(run, m.name, node, hookEffect(m.name, node, m[node]!(request)))
+        // (in a function of its own: a function made in the loop would cost each turn a scope of its own)
+        if (!Exit.isExit(ran)) return later(ran, m, index, state)
         const ended = ran as Exit.Exit<Middleware.HookResult<object, Middleware.Jump, unknown> | undefined, unknown>
         if (Exit.isFailure(ended)) return Effect.failCause(ended.cause)
         if (ended.value !== undefined) return afterResult(m, index, state, ended.value)
       }
       return Effect.succeed({ state, outcome: Continue })
     }
+    /** The hooks after hook `m` (the `index`-th) once its effect `ran` ended, or its result applied first. */
+    const later = (
+      ran: Effect.Effect<void | Middleware.HookResult<any, Middleware.Jump, unknown>, unknown, any>,
+      m: Middleware.Any,
+      index: number,
+      state: RunState.RunState
+    ): Effect.Effect<Stepped, unknown, any> =>
+      Effect.flatMap(
+        ran,
+        (result) => result === undefined ? from(index + 1, state) : afterResult(m, index, state, result)
+      )
     /** The result of hook `m` checked and applied; then the hooks after it, unless it waits or jumps. */
     const afterResult = (
       m: Middleware.Any,

@@ -44,12 +44,17 @@ export const editProblem = (
  * returned as it is.
  */
 export const keep = (part: Prompt.ToolResultPart): Prompt.ToolResultPart => {
-  const taken = JsonValue.snapshot(part.result)
+  const result = part.result
+  // a string, a boolean and null are their own snapshot (a number may not be: -0 is written 0)
+  if (typeof result === "string" || typeof result === "boolean" || result === null) {
+    return Secrets.scrubToolResult(part)
+  }
+  const taken = JsonValue.snapshot(result)
   if (taken._tag === "Refused") {
     const found = JsonValue.describe(taken.problem, "the result")
     return { ...part, result: { error: `The result of "${part.name}" was not kept: ${found}` }, isFailure: true }
   }
-  return Secrets.scrubToolResult(taken.value === part.result ? part : { ...part, result: taken.value })
+  return Secrets.scrubToolResult(taken.value === result ? part : { ...part, result: taken.value })
 }
 
 /** The result of `call` as the agent keeps it ({@link keep}). */

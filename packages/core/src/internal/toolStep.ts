@@ -76,12 +76,13 @@ const withUpdates = (
  * `run` runs, with no guard left for the tool calls made inside it.
  */
 const runGuarded = <E, R>(
-  request: Middleware.ToolCallRequest,
+  requestOf: () => Middleware.ToolCallRequest,
   run: Effect.Effect<Prompt.ToolResultPart, E, R>
 ): Effect.Effect<Prompt.ToolResultPart, E, R> =>
   Effect.withFiberRuntime((fiber) => {
     const guards = Context.get(fiber.currentContext, ToolCallGuards)
     if (guards.length === 0) return run
+    const request = requestOf()
     const unguarded = Effect.provideService(run, ToolCallGuards, [])
     const check = (index: number): Effect.Effect<Prompt.ToolResultPart, E, R> =>
       index === guards.length ? unguarded : Effect.flatMap(
@@ -97,19 +98,22 @@ const runGuarded = <E, R>(
 export const make = (config: Compiled, save: Save) => {
   const { output, outputToolName, toolNames, toolsByName, wrapTool } = config
 
-  /** The tool call at the end of the `wrapToolCall` chain. */
+  /**
+   * The tool call at the end of the `wrapToolCall` chain: `call`, offered
+   * `offered`, of the request `requestOf` makes (made only for guards to read).
+   */
   const callTool = (
     threadId: string,
-    request: Middleware.ToolCallRequest
+    call: Prompt.ToolCallPart,
+    offered: ReadonlyArray<string> | undefined,
+    requestOf: () => Middleware.ToolCallRequest
   ): Effect.Effect<Prompt.ToolResultPart, any> => {
-    const call = request.call
-    const offered = request.offeredTools
     if (call.name === outputToolName) return Effect.succeed(output!.answer(call))
     const entry = toolsByName.get(call.name)
     if (entry === undefined) return Effect.succeed(unknownToolResult(call, offered ?? toolNames))
     if (offered !== undefined && !offered.includes(call.name)) return Effect.succeed(unknownToolResult(call, offered))
     // the guards the chain installed check the call as it runs (Middleware.guardToolCall)
-    return runGuarded(request, entry.run(call, threadId))
+    return runGuarded(requestOf, entry.run(call, threadId))
   }
 
   /**
@@ -130,7 +134,7 @@ export const make = (config: Compiled, save: Save) => {
           return passedOn ? hooked : Effect.flatMap(hooked, answered(m.name, request.call, into))
         }
       },
-      (request) => callTool(run.threadId, request)
+      (request) => callTool(run.threadId, request.call, request.offeredTools, () => request)
     )
 
   /** Whether a `wrapToolCall` hook can update state: then each call collects its own updates. */
@@ -156,28 +160,38 @@ export const make = (config: Compiled, save: Save) => {
     calls: ReadonlyArray<Prompt.ToolCallPart>,
     then: (ran: ToolStepResult) => Effect.Effect<A, unknown, any>
   ): Effect.Effect<A, unknown, any> => {
-    const flat = config.layout.flatten(state)
     /** The state updates of each call, by its place in the reply: applied in that order, whatever finished first. */
     const updatesOf: Array<ReadonlyArray<WrapUpdates.Update> | undefined> = []
+    let flat: (AgentState.AgentState & Readonly<Record<string, unknown>>) | undefined
+    const requestOf = (call: Prompt.ToolCallPart): Middleware.ToolCallRequest => ({
+      call,
+      tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? output!.tool : undefined),
+      state: flat ??= config.layout.flatten(state),
+      threadId: run.threadId,
+      incarnation: run.incarnation,
+      step: state.step - 1,
+      offeredTools: state.offered
+    })
     const one = (call: Prompt.ToolCallPart, index: number) => {
-      const request: Middleware.ToolCallRequest = {
-        call,
-        tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? output!.tool : undefined),
-        state: flat,
-        threadId: run.threadId,
-        incarnation: run.incarnation,
-        step: state.step - 1,
-        offeredTools: state.offered
+      /**
+       * `chain` traced as the call, a timeout answered with a failed result; a call that cannot time out (no
+       * hook around it, a tool without a timeout: nothing else fails with `ToolTimeout`) has no catch.
+       */
+      const executed = (chain: Effect.Effect<Prompt.ToolResultPart, any, any>) => {
+        const caught = wrapTool.length > 0 || toolsByName.get(call.name)?.timesOut === true
+          ? Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
+          : chain
+        return run.traced
+          ? Observer.traced(run, "Agent.toolCall", { tool: call.name, callId: call.id }, caught)
+          : caught
       }
-      const executed = (chain: Effect.Effect<Prompt.ToolResultPart, any, any>) =>
-        Observer.traced(
-          run,
-          "Agent.toolCall",
-          { tool: call.name, callId: call.id },
-          Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
-        )
       if (!collects) {
-        const chain = executed(wrapTool.length === 0 ? callTool(run.threadId, request) : runChain(run)(request))
+        // with no hook, the request is made only if a guard reads it
+        const chain = executed(
+          wrapTool.length === 0
+            ? callTool(run.threadId, call, state.offered, () => requestOf(call))
+            : runChain(run)(requestOf(call))
+        )
         // only a journal or a watcher reads the call's step (its name, its ledger entry): an unwatched run in
         // process names no step
         if (run.journal === RunJournal.inProcess && run.emit === undefined) return chain
@@ -190,7 +204,7 @@ export const make = (config: Compiled, save: Save) => {
       const called = journaled(
         run,
         key,
-        Effect.map(executed(toolChain(run, updates)(request)), (result) => withUpdates(result, updates))
+        Effect.map(executed(toolChain(run, updates)(requestOf(call))), (result) => withUpdates(result, updates))
       )
       return Observer.toolCall(
         run,

@@ -8,6 +8,7 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
@@ -32,6 +33,8 @@ export interface ToolEntry {
     call: Prompt.ToolCallPart,
     threadId: string
   ) => Effect.Effect<Prompt.ToolResultPart, ToolDefect | ToolTimeout>
+  /** Whether a call can fail with `ToolTimeout` (the tool has a timeout, {@link withTimeout}). */
+  readonly timesOut?: boolean | undefined
 }
 
 /**
@@ -47,7 +50,8 @@ export const withTimeout = (entry: ToolEntry, timeout: Duration.Duration): ToolE
       Effect.timeoutFail(entry.run(call, threadId), {
         duration: timeout,
         onTimeout: () => new ToolTimeout({ toolName: entry.tool.name, callId: call.id, timeoutMillis })
-      })
+      }),
+    timesOut: true
   }
 }
 
@@ -133,9 +137,14 @@ const argumentsCheck = (tool: Tool.Any) => {
     let result = checked.get(call)
     if (result === undefined) {
       // arguments nested past the limit are refused before a schema or a formatter walks them
-      result = JsonDepth.exceeds(call.params)
-        ? Either.left(JsonDepth.tooDeep("the arguments"))
-        : Either.mapLeft(decode(call.params), (error) => argumentsProblem(call.params, error))
+      if (JsonDepth.exceeds(call.params)) result = Either.left(JsonDepth.tooDeep("the arguments"))
+      else {
+        const decoded = decode(call.params)
+        // (the decoded arguments as they came: `Either.mapLeft` would make a new `Right`)
+        result = Either.isRight(decoded)
+          ? decoded as Either.Either<unknown, never>
+          : Either.left(argumentsProblem(call.params, decoded.left))
+      }
       checked.set(call, result)
     }
     return result
@@ -155,18 +164,58 @@ const defect = (call: Prompt.ToolCallPart, tool: Tool.Any, description: string, 
   })
 
 /**
- * The tool result of a value's encoding, or the defect of an encoding that
+ * The tool result of `call` of `tool` from the encoding of its handler's
+ * success or (`isFailure`) typed failure, or the defect of an encoding that
  * failed. An encoding that ended at once (a synchronous schema gives an
- * `Either`) is read at once, without the fiber operations of `Effect.mapBoth`.
+ * `Either`) is read at once, without the fiber operations of `Effect.mapBoth`
+ * (and without its two functions).
  */
 const encodedResult = (
   encoding: Effect.Effect<unknown, ParseResult.ParseError>,
-  onSuccess: (encoded: unknown) => Prompt.ToolResultPart,
-  onFailure: (error: ParseResult.ParseError) => ToolDefect
+  call: Prompt.ToolCallPart,
+  tool: Tool.Any,
+  isFailure: boolean
 ): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
-  if (!Either.isEither(encoding)) return Effect.mapBoth(encoding, { onFailure, onSuccess })
+  if (!Either.isEither(encoding)) {
+    return Effect.mapBoth(encoding, {
+      onFailure: (error) => encodingDefect(call, tool, error, isFailure),
+      onSuccess: (encoded) => encodedPart(call, encoded, isFailure)
+    })
+  }
   const ended = encoding as Either.Either<unknown, ParseResult.ParseError>
-  return Either.isRight(ended) ? Effect.succeed(onSuccess(ended.right)) : Effect.fail(onFailure(ended.left))
+  return Either.isRight(ended)
+    ? Effect.succeed(encodedPart(call, ended.right, isFailure))
+    : Effect.fail(encodingDefect(call, tool, ended.left, isFailure))
+}
+
+const encodedPart = (call: Prompt.ToolCallPart, encoded: unknown, isFailure: boolean): Prompt.ToolResultPart =>
+  isFailure ? ToolResult.make(call, encoded, { isFailure: true }) : ToolResult.make(call, encoded)
+
+const encodingDefect = (call: Prompt.ToolCallPart, tool: Tool.Any, error: ParseResult.ParseError, isFailure: boolean) =>
+  defect(
+    call,
+    tool,
+    `its ${isFailure ? "failure" : "result"} does not match its ${isFailure ? "failure" : "success"} schema: ${
+      formatCause(error)
+    }`
+  )
+
+/**
+ * The effect `make` makes, its defects (a throw of `make` too) given to
+ * `onDefect`, as `Effect.catchAllDefect` around it gives them; an effect that
+ * already succeeded needs no catch.
+ */
+const defectsCaught = <A, E, E2>(
+  make: () => Effect.Effect<A, E>,
+  onDefect: (defect: unknown) => Effect.Effect<A, E2>
+): Effect.Effect<A, E | E2> => {
+  let effect: Effect.Effect<A, E>
+  try {
+    effect = make()
+  } catch (defect) {
+    return onDefect(defect)
+  }
+  return Exit.isExit(effect) && Exit.isSuccess(effect) ? effect : Effect.catchAllDefect(effect, onDefect)
 }
 
 /** The context a handler of `tool` sees for a call: its idempotency key as the tool's `ToolEffect` derives it. */
@@ -192,29 +241,32 @@ const runWithHandler = (
   const contextOf = toolContextOf(tool)
   // the handler's context under the run's, made once per run context (the same for every call of a run)
   const withHandlerContext = identityMemo((input: Context.Context<never>) => Context.merge(handler.context, input))
-  const runDecoded = (call: Prompt.ToolCallPart, threadId: string, params: unknown) =>
-    Effect.catchAllDefect(
-      withContext(
-        handler.handler(params) as Effect.Effect<unknown, unknown>,
-        (input) =>
-          addService(withHandlerContext(input), ToolContext.CurrentToolContext, Option.some(contextOf(call, threadId))),
-        {
-          onSuccess: (value) =>
-            encodedResult(
-              encodeSuccess(value),
-              (encoded) => ToolResult.make(call, encoded),
-              (error) => defect(call, tool, `its result does not match its success schema: ${formatCause(error)}`)
-            ),
-          onFailure: (failure) =>
-            encodedResult(
-              encodeFailure(failure),
-              (encoded) => ToolResult.make(call, encoded, { isFailure: true }),
-              (error) => defect(call, tool, `its failure does not match its failure schema: ${formatCause(error)}`)
-            )
-        }
-      ),
-      (cause) => Effect.fail(defect(call, tool, String(cause), cause))
+  const runDecoded = (
+    call: Prompt.ToolCallPart,
+    threadId: string,
+    params: unknown
+  ): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
+    const died = (cause: unknown) => Effect.fail(defect(call, tool, String(cause), cause))
+    const handled = handler.handler(params) as Effect.Effect<unknown, unknown>
+    // (a tool's idempotency key is the user's function: a throw is the call's defect)
+    let toolContext: Option.Option<ToolContext.ToolContext>
+    try {
+      toolContext = Option.some(contextOf(call, threadId))
+    } catch (cause) {
+      return died(cause)
+    }
+    // a defect of the handler, of its encoding, or thrown, is the call's defect, as `Effect.catchAllDefect`
+    // around the whole would make it, without its operation
+    return withContext(
+      handled,
+      (input) => addService(withHandlerContext(input), ToolContext.CurrentToolContext, toolContext),
+      {
+        onSuccess: (value) => defectsCaught(() => encodedResult(encodeSuccess(value), call, tool, false), died),
+        onFailure: (failure) => defectsCaught(() => encodedResult(encodeFailure(failure), call, tool, true), died),
+        onDefect: died
+      }
     )
+  }
   return (call: Prompt.ToolCallPart, threadId: string): Effect.Effect<Prompt.ToolResultPart, ToolDefect> => {
     const checked = check(call)
     return Either.isLeft(checked)

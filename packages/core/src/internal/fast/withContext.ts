@@ -11,13 +11,17 @@
  * way (`scoped`, for `Effect.scoped`, which provides it through
  * `Effect.mapInputContext`).
  */
+import type * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Equal from "effect/Equal"
 import * as Exit from "effect/Exit"
+import type * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
-import type * as FiberRefs from "effect/FiberRefs"
+import * as FiberRefs from "effect/FiberRefs"
+import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 
 /** A fiber ref and how to make its value for the effect of the one the fiber has. */
@@ -33,6 +37,14 @@ export type Local = readonly [FiberRef.FiberRef<any>, (current: any) => unknown]
 export interface Handlers<A, E, B, E2, R2> {
   readonly onSuccess: (value: A) => Effect.Effect<B, E2, R2>
   readonly onFailure?: ((error: E) => Effect.Effect<B, E2, R2>) | undefined
+  /**
+   * With `onFailure`: gets the first defect of an effect that died (its
+   * failures made defects too, as `Effect.matchEffect` passes them on) where
+   * its cause would pass on: what `Effect.catchAllDefect` around the whole
+   * does with the effect's defects, without its operation (a handler's own
+   * defects are the handler's to catch).
+   */
+  readonly onDefect?: ((defect: unknown) => Effect.Effect<B, E2, R2>) | undefined
   /**
    * Runs once the refs are put back, however the effect ended (interrupted
    * too), before either handler: what `Effect.ensuring` of an `Effect.sync`
@@ -64,11 +76,8 @@ export const locally = <A, E, R, B, E2, R2>(
     Effect.withFiberRuntime((fiber) => {
       const settable = fiber as unknown as SettableFiber
       const saved = settable._fiberRefs
-      const before = locals.map(([ref, make]) => {
-        const current = fiber.getFiberRef(ref)
-        settable.setFiberRef(ref, make(current))
-        return current
-      })
+      const before = locals.map(([ref]) => fiber.getFiberRef(ref))
+      settable.setFiberRefs(withValues(saved, fiber.id(), locals, before))
       const set = settable._fiberRefs
       const putBack = () => {
         // refs nothing changed since they were set: the fiber's own refs back as they were, without a copy of
@@ -80,7 +89,12 @@ export const locally = <A, E, R, B, E2, R2>(
       const failed = (cause: Cause.Cause<E>): Effect.Effect<B, E2, R2> => {
         // without `onFailure` the outcome goes on as it is, the whole cause (typed as handlers without it type it)
         if (handlers.onFailure === undefined) return Effect.failCause(cause as Cause.Cause<E2>)
-        if (!Chunk.isEmpty(Cause.defects(cause))) return Effect.failCause(Cause.flatMap(cause, Cause.die))
+        if (!Chunk.isEmpty(Cause.defects(cause))) {
+          const died = Cause.flatMap(cause, Cause.die)
+          if (handlers.onDefect === undefined) return Effect.failCause(died)
+          // the defect `Effect.catchAllDefect` gives: the first one found
+          return handlers.onDefect(Option.getOrThrow(Cause.find(died, dieDefect)))
+        }
         const failures = Cause.failures(cause)
         return Chunk.isEmpty(failures)
           ? Effect.failCause(cause as Cause.Cause<never>)
@@ -105,6 +119,46 @@ export const locally = <A, E, R, B, E2, R2>(
       })
     })
   )
+
+/**
+ * `table` with each ref of `locals` set by fiber `id` to what its function
+ * makes of its value in `current`, in one copy of the table's map: what a
+ * `setFiberRef` per ref gives (`FiberRefs.updateAs`), which copies the map
+ * once per ref through its iterator (an array per entry), and compares each
+ * new value with the old one by `Equal` (a context's hash is cached in a
+ * `WeakMap`). A value identical to the fiber's own is kept as it is; an equal
+ * one is set.
+ */
+const withValues = (
+  table: FiberRefs.FiberRefs,
+  id: FiberId.Single,
+  locals: ReadonlyArray<Local>,
+  current: ReadonlyArray<unknown>
+): FiberRefs.FiberRefs => {
+  const map: Map<FiberRef.FiberRef<any>, Arr.NonEmptyReadonlyArray<readonly [FiberId.Single, any]>> = new Map()
+  table.locals.forEach((stack, ref) => map.set(ref, stack))
+  for (let i = 0; i < locals.length; i++) {
+    const [ref, make] = locals[i]!
+    const value = make(current[i])
+    const stack = map.get(ref)
+    if (stack === undefined) {
+      map.set(ref, [[id, value]])
+      continue
+    }
+    const [[ownerId, owned]] = stack
+    // the fiber's own value replaced, another fiber's (inherited) kept under it, as `updateAs` does
+    const mine = ownerId === id || ownerId[Equal.symbol](id)
+    if (mine && owned === value) continue
+    const next: [readonly [FiberId.Single, any], ...Array<readonly [FiberId.Single, any]>] = [[id, value]]
+    for (let j = mine ? 1 : 0; j < stack.length; j++) next.push(stack[j]!)
+    map.set(ref, next)
+  }
+  return FiberRefs.unsafeMake(map)
+}
+
+/** The defect of a `Die` cause (what `Effect.catchAllDefect` looks for). */
+const dieDefect = (cause: Cause.Cause<unknown>): Option.Option<unknown> =>
+  Cause.isDieType(cause) ? Option.some(cause.defect) : Option.none()
 
 /**
  * `effect` with a new scope in its context, closed with its exit once the
