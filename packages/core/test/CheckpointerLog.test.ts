@@ -399,7 +399,8 @@ describe("Checkpointer.layerFileSystem: a torn tail", () => {
       Effect.gen(function*() {
         const fs = yield* FileSystem.FileSystem
         const directory = yield* tempDirectory
-        const child = yield* startWriter(directory)
+        // it holds the append that reaches 256 messages after its first 64 KiB: the kill lands there on any machine
+        const child = yield* startWriter(directory, 256)
         // two appends committed, the third under way (its first 64 KiB written)
         const line = yield* child.waitFor((line) => /^appending (\d+)$/.test(line) && Number(line.slice(10)) >= 256)
         yield* child.kill
@@ -433,8 +434,9 @@ describe("Checkpointer.layerFileSystem: a torn tail", () => {
   )
 })
 
-/** Runs `processes/logWriter.ts` on `directory` (killed with the scope). */
-const startWriter = (directory: string) => Child.start("./logWriter.ts", { DIRECTORY: directory })
+/** Runs `processes/logWriter.ts` on `directory`, holding the append that reaches `holdAt` messages (killed with the scope). */
+const startWriter = (directory: string, holdAt: number) =>
+  Child.start("./logWriter.ts", { DIRECTORY: directory, HOLD_AT: String(holdAt) })
 
 describe("Checkpointer: threads stored by the previous version", () => {
   const legacy: Checkpointer.Checkpoint = {

@@ -3,8 +3,9 @@
  * batches of large messages to one thread in `DIRECTORY`, printing
  * `committed <messages>` after each save. Its file system writes a log
  * append in 64 KiB pieces, 20 ms apart, and prints `appending <messages>`
- * once the first piece of the save that would reach `<messages>` is on disk,
- * so a SIGKILL sent then lands mid-append.
+ * once the first piece of the save that would reach `<messages>` is on disk.
+ * A save that would reach `HOLD_AT` messages or more stops there, for good,
+ * so a SIGKILL sent then lands mid-append however long it takes to arrive.
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -14,6 +15,7 @@ import { batch, batchSize } from "./logWriterMessages.js"
 
 const directory = process.env["DIRECTORY"]!
 const piece = 64 * 1024
+const holdAt = Number(process.env["HOLD_AT"] ?? Infinity)
 let saving = 0
 
 /** A file system whose files write in slow pieces (and say when the first one is written). */
@@ -29,7 +31,10 @@ const SlowFileSystem = Layer.effect(
             Effect.gen(function*() {
               for (let at = 0; at < buffer.length; at += piece) {
                 yield* file.writeAll.call(slow, buffer.subarray(at, at + piece))
-                if (at === 0) yield* Effect.sync(() => console.log(`appending ${saving}`))
+                if (at === 0) {
+                  yield* Effect.sync(() => console.log(`appending ${saving}`))
+                  if (saving >= holdAt) yield* Effect.never
+                }
                 yield* Effect.sleep("20 millis")
               }
             })
