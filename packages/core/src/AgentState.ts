@@ -12,6 +12,7 @@ import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type * as Types from "effect/Types"
 import { AgentConfigError } from "./AgentError.js"
+import * as IdentityTable from "./internal/fast/identityTable.js"
 import * as Lineage from "./internal/fast/lineage.js"
 import * as MessageDecode from "./internal/fast/messageDecode.js"
 import * as Pairing from "./internal/pairing.js"
@@ -178,7 +179,7 @@ export const layout = (middleware: ReadonlyArray<Middleware.Any>): Effect.Effect
     }
     const encoders = owners.map((owner) => Schema.encodeUnknownEither(owner.schema))
     // A slice object is replaced, never changed, when a hook updates it: its encoding is kept with it.
-    const encodedSlices = new WeakMap<object, unknown>()
+    const encodedSlices = IdentityTable.make<object, unknown>()
     const encodeSlices = (slices: Readonly<Record<string, object>>) =>
       Effect.suspend(() => {
         const out: Record<string, unknown> = {}
@@ -281,10 +282,10 @@ const encodeMessage = (message: Prompt.Message): Prompt.MessageEncoded => {
   return { role: message.role, content, options: message.options } as Prompt.MessageEncoded
 }
 const decodeMessage = Schema.decodeUnknownEither(Prompt.Message)
-const encodedMessages = new WeakMap<Prompt.Message, Prompt.MessageEncoded>()
+const encodedMessages = IdentityTable.make<Prompt.Message, Prompt.MessageEncoded>()
 // The reverse: a stored (encoded) message object to its decoded message, so
 // reading back a checkpoint this process wrote costs one lookup per message.
-const decodedMessages = new WeakMap<object, Prompt.Message>()
+const decodedMessages = IdentityTable.make<object, Prompt.Message>()
 
 /**
  * Encodes messages for a checkpoint. Each message is encoded once and

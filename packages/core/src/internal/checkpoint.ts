@@ -13,6 +13,7 @@ import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
 import * as RunJournal from "../RunJournal.js"
 import * as DeferredSave from "./deferredSave.js"
+import * as IdentityTable from "./fast/identityTable.js"
 import * as Lineage from "./fast/lineage.js"
 import type { RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
@@ -26,7 +27,7 @@ import type { StepKeys } from "./stepKeys.js"
  * alive whether or not their keys are, so an entry per step would carry every
  * step's thread through a collection.
  */
-const decodedThreads = new WeakMap<ReadonlyArray<unknown>, ReadonlyArray<Prompt.Message>>()
+const decodedThreads = IdentityTable.make<ReadonlyArray<unknown>, ReadonlyArray<Prompt.Message>>()
 
 /**
  * The thread in its stored form, reusing what the last save of this run (or

@@ -12,6 +12,7 @@ import * as Prompt from "@effect/ai/Prompt"
 import * as Either from "effect/Either"
 import * as Encoding from "effect/Encoding"
 import * as Predicate from "effect/Predicate"
+import { identityMemo } from "./fast/identityMemo.js"
 import * as Lineage from "./fast/lineage.js"
 
 interface FileItem {
@@ -58,7 +59,8 @@ const liftMessage = (message: Prompt.ToolMessage): ReadonlyArray<Prompt.Message>
   return files.length === 0 ? [tool] : [tool, Prompt.makeMessage("user", { content: files })]
 }
 
-const lifted = new WeakMap<Prompt.Message, ReadonlyArray<Prompt.Message> | null>()
+/** Each tool message lifted once (`null`: it holds no file). */
+const lifted = identityMemo((message: Prompt.ToolMessage) => liftMessage(message) ?? null)
 
 /**
  * How far each line of threads (see `fast/lineage.ts`) was lifted: for its
@@ -86,11 +88,7 @@ export const lift = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<Pro
     const message = messages[i]!
     let replaced: ReadonlyArray<Prompt.Message> | null | undefined
     if (message.role === "tool") {
-      replaced = lifted.get(message)
-      if (replaced === undefined) {
-        replaced = liftMessage(message) ?? null
-        lifted.set(message, replaced)
-      }
+      replaced = lifted(message)
     }
     if (replaced !== undefined && replaced !== null) {
       out ??= messages.slice(0, i)

@@ -132,23 +132,15 @@ const argumentsProblem = (params: unknown, error: ParseResult.ParseError): strin
  */
 const argumentsCheck = (tool: Tool.Any) => {
   const decode = Schema.decodeUnknownEither(tool.parametersSchema as Schema.Schema<unknown, unknown>)
-  const checked = new WeakMap<Prompt.ToolCallPart, Either.Either<unknown, string>>()
-  return (call: Prompt.ToolCallPart): Either.Either<unknown, string> => {
-    let result = checked.get(call)
-    if (result === undefined) {
-      // arguments nested past the limit are refused before a schema or a formatter walks them
-      if (JsonDepth.exceeds(call.params)) result = Either.left(JsonDepth.tooDeep("the arguments"))
-      else {
-        const decoded = decode(call.params)
-        // (the decoded arguments as they came: `Either.mapLeft` would make a new `Right`)
-        result = Either.isRight(decoded)
-          ? decoded as Either.Either<unknown, never>
-          : Either.left(argumentsProblem(call.params, decoded.left))
-      }
-      checked.set(call, result)
-    }
-    return result
-  }
+  return identityMemo((call: Prompt.ToolCallPart): Either.Either<unknown, string> => {
+    // arguments nested past the limit are refused before a schema or a formatter walks them
+    if (JsonDepth.exceeds(call.params)) return Either.left(JsonDepth.tooDeep("the arguments"))
+    const decoded = decode(call.params)
+    // (the decoded arguments as they came: `Either.mapLeft` would make a new `Right`)
+    return Either.isRight(decoded)
+      ? decoded as Either.Either<unknown, never>
+      : Either.left(argumentsProblem(call.params, decoded.left))
+  })
 }
 
 /** The failed result the model reads for a call whose arguments have `problem`. */

@@ -9,6 +9,7 @@
 export interface IdentityTable<K extends object, V> {
   readonly get: (key: K) => V | undefined
   readonly set: (key: K, value: V) => void
+  readonly delete: (key: K) => void
 }
 
 /** An empty table. */
