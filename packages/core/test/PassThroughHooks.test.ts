@@ -8,8 +8,8 @@
  */
 import { AiError, LanguageModel, Prompt, Response, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, type AgentEvent, Middleware } from "@stepwise-agent/core"
-import { Chunk, Effect, Schema, Stream } from "effect"
+import { Agent, type AgentEvent, Middleware, RunRecord } from "@stepwise-agent/core"
+import { Chunk, Effect, Schema, Stream, Tracer } from "effect"
 import { Add, Calculator, CalculatorLive } from "./utils.js"
 
 const usage = new Response.Usage({ inputTokens: 10, outputTokens: 5, totalTokens: 15 })
@@ -171,27 +171,26 @@ const ToolsLive = Tools.toLayer({
 })
 type ToolName = "add" | "refused" | "crash" | "slow"
 
-/** A model that calls `tool` (with the `add` arguments), then answers. */
+/** A model that calls `tool`, then answers; `add` it calls twice, a step each, with other arguments. */
 const callingModel = (tool: ToolName): LanguageModel.Service => {
   let call = 0
+  const calling = (id: string, params: object) => [
+    Response.makePart("tool-call", { id, name: tool, params, providerExecuted: false }),
+    Response.makePart("finish", { reason: "tool-calls", usage })
+  ]
   return {
     generateText: () => Effect.dieMessage("streamed only"),
     streamText: () =>
-      Stream.suspend(() =>
-        Stream.fromChunk(Chunk.unsafeFromArray(
-          call++ === 0
-            ? [
-              Response.makePart("tool-call", {
-                id: "call_1",
-                name: tool,
-                params: tool === "add" ? { a: 1, b: 2 } : {},
-                providerExecuted: false
-              }),
-              Response.makePart("finish", { reason: "tool-calls", usage })
-            ]
+      Stream.suspend(() => {
+        const n = call++
+        return Stream.fromChunk(Chunk.unsafeFromArray(
+          tool !== "add"
+            ? n === 0 ? calling("call_1", {}) : answer
+            : n < 2
+            ? calling(`call_${n + 1}`, { a: n * 2 + 1, b: n * 2 + 2 })
             : answer
         ))
-      )
+      })
   } as unknown as LanguageModel.Service
 }
 
@@ -234,18 +233,22 @@ const wrappingTools = (name: string, kind: ToolKind) =>
     }
   })
 
+/** The agent of `kinds`' `wrapToolCall` middleware (outermost first), whose model calls `tool`. */
+const toolAgent = (kinds: ReadonlyArray<ToolKind>, tool: ToolName, spans: boolean) =>
+  Agent.make({
+    toolkit: Tools,
+    middleware: kinds.map((kind, i) => wrappingTools(`m${i}_${kind}`, kind)),
+    toolTimeout: "5 millis",
+    spans
+  }).pipe(
+    Effect.provide(ToolsLive),
+    Effect.provideService(LanguageModel.LanguageModel, callingModel(tool))
+  )
+
 /** The events of a streamed run of `kinds`' `wrapToolCall` middleware (outermost first) around a call of `tool`. */
 const toolEvents = (kinds: ReadonlyArray<ToolKind>, tool: ToolName, spans: boolean) =>
   Effect.gen(function*() {
-    const agent = yield* Agent.make({
-      toolkit: Tools,
-      middleware: kinds.map((kind, i) => wrappingTools(`m${i}_${kind}`, kind)),
-      toolTimeout: "5 millis",
-      spans
-    }).pipe(
-      Effect.provide(ToolsLive),
-      Effect.provideService(LanguageModel.LanguageModel, callingModel(tool))
-    )
+    const agent = yield* toolAgent(kinds, tool, spans)
     const all: Array<AgentEvent.AgentEvent<any>> = []
     const exit = yield* Effect.exit(
       Stream.runForEach(
@@ -298,6 +301,15 @@ describe("pass-through wrapToolCall layers observed together", () => {
       ])
     }))
 
+  it.effect("each call through a run's pass-through layers gets its own result", () =>
+    Effect.gen(function*() {
+      const seen = yield* toolEvents(["pass", "pass", "pass"], "add", false)
+      assert.deepStrictEqual(seen.filter((event) => event.startsWith("ToolCallCompleted")), [
+        "ToolCallCompleted 3 false",
+        "ToolCallCompleted 7 false"
+      ])
+    }))
+
   it.effect("a hook around failing pass-through layers that calls again reports under its own name", () =>
     Effect.gen(function*() {
       const seen = yield* toolEvents(["retrying", "pass", "pass"], "crash", false)
@@ -331,5 +343,73 @@ describe("pass-through wrapToolCall layers observed together", () => {
         "completed m0_pass.wrapToolCall",
         `ToolCallCompleted "answered" false`
       ])
+    }))
+
+  it.effect("a traced run gives each pass-through layer a span of its own", () =>
+    Effect.gen(function*() {
+      const spans: Array<string> = []
+      const tracer = Tracer.make({
+        span: (name, parent, context, links, startTime, kind) => ({
+          _tag: "Span",
+          name,
+          spanId: `span-${spans.length}`,
+          traceId: "trace",
+          parent,
+          context,
+          links,
+          kind,
+          sampled: true,
+          status: { _tag: "Started", startTime },
+          attributes: new Map(),
+          end: () => {
+            spans.push(name)
+          },
+          attribute: () => {},
+          event: () => {},
+          addLinks: () => {}
+        }),
+        context: (f) => f()
+      })
+      const agent = yield* toolAgent(["pass", "pass", "pass"], "add", true)
+      yield* Stream.runDrain(agent.stream("What is 1 + 2?", { threadId: "t" })).pipe(Effect.withTracer(tracer))
+      // two calls of three layers
+      assert.strictEqual(spans.filter((name) => name === "Middleware.wrapToolCall").length, 6)
+    }))
+
+  it.effect("a recorded run keeps each pass-through layer's completion, and its replay reports them as the run did", () =>
+    Effect.gen(function*() {
+      const agent = yield* toolAgent(["pass", "reporting", "pass", "pass"], "add", false)
+      const live: Array<string> = []
+      const { record } = yield* RunRecord.record(
+        {
+          ...agent,
+          stream: (input, options) =>
+            Stream.tap(agent.stream(input, options), (event) =>
+              Effect.sync(() => {
+                if (event._tag === "HookCompleted") live.push(`${event.middleware}.${event.hook}`)
+              }))
+        },
+        "What is 1 + 2?",
+        { threadId: "t" }
+      )
+      // each of the two calls: innermost first
+      const completed = [
+        "m3_pass.wrapToolCall",
+        "m2_pass.wrapToolCall",
+        "m1_reporting.wrapToolCall",
+        "m0_pass.wrapToolCall"
+      ]
+      assert.deepStrictEqual(
+        record.entries.flatMap((entry) => entry._tag === "Hook" ? [`${entry.middleware}.${entry.hook}`] : []),
+        [...completed, ...completed]
+      )
+      assert.deepStrictEqual(live, [...completed, ...completed])
+      const replayed = yield* Stream.runCollect(agent.replayStream(record))
+      assert.deepStrictEqual(
+        Chunk.toReadonlyArray(replayed).flatMap((event) =>
+          event._tag === "HookCompleted" ? [`${event.middleware}.${event.hook}`] : []
+        ),
+        live
+      )
     }))
 })
