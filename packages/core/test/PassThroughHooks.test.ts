@@ -310,6 +310,27 @@ describe("pass-through wrapToolCall layers observed together", () => {
       ])
     }))
 
+  it.effect("layers built while a call runs (a hook that called next later) are not taken for those of the next call", () =>
+    Effect.gen(function*() {
+      // calls `next` when its effect runs on the first call, at once (passing on) on the second
+      const later = Middleware.make({
+        name: "later",
+        wrapToolCall: (request, next) =>
+          request.call.id === "call_1" ? Effect.suspend(() => next(request)) : next(request)
+      })
+      const agent = yield* Agent.make({
+        toolkit: Tools,
+        middleware: [wrappingTools("outer", "pass"), later, wrappingTools("a", "pass"), wrappingTools("b", "pass")]
+      }).pipe(Effect.provide(ToolsLive), Effect.provideService(LanguageModel.LanguageModel, callingModel("add")))
+      const events = yield* Stream.runCollect(agent.stream("What is 1 + 2?", { threadId: "t" }))
+      assert.deepStrictEqual(
+        Chunk.toReadonlyArray(events).flatMap((event) =>
+          event._tag === "ToolCallCompleted" ? [event.result.result] : []
+        ),
+        [3, 7]
+      )
+    }))
+
   it.effect("a hook around failing pass-through layers that calls again reports under its own name", () =>
     Effect.gen(function*() {
       const seen = yield* toolEvents(["retrying", "pass", "pass"], "crash", false)

@@ -133,9 +133,11 @@ export const make = (config: Compiled, save: Save) => {
     const merges = !run.traced && run.hooks === undefined && (run.emit !== undefined || run.decisions !== undefined)
     // the effect the layer last built gave when it passed on (`to`: the innermost layer it observes; `inner`:
     // the effect they pass on); built inside out in one synchronous call, so the layer outside reads it next
-    // (a hook that calls `next` later, or calls of the run built meanwhile, only leave a layer observed alone)
+    // (a hook that calls `next` later only leaves a layer observed alone); the outermost keeps nothing of a call
     let observed: { effect: unknown; readonly to: number; readonly inner: Effect.Effect<any, any, any> } | undefined
-    return wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
+    return wrapTool.reduceRight<
+      (request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>
+    >(
       (next, m, index) => {
         const into = updates !== undefined && WrapUpdates.canUpdate(config, m.name) ? updates : undefined
         const layer = new PassedOn(next as Middleware.NextToolCall)
@@ -150,12 +152,12 @@ export const make = (config: Compiled, save: Save) => {
           if (passedOn && observed !== undefined && observed.effect === returned) {
             const { inner, to } = observed
             const hooked = Observer.inHooks(run, namesOf(index, to), "wrapToolCall", inner)
-            observed = { effect: hooked, to, inner }
+            observed = index === 0 ? undefined : { effect: hooked, to, inner }
             return hooked
           }
           const effect = hookEffect(m.name, "wrapToolCall", returned)
           const hooked = Observer.inHook(run, m.name, "wrapToolCall", effect)
-          observed = passedOn ? { effect: hooked, to: index, inner: effect } : undefined
+          observed = passedOn && index > 0 ? { effect: hooked, to: index, inner: effect } : undefined
           return passedOn ? hooked : Effect.flatMap(hooked, answered(m.name, request.call, into))
         }
       },
