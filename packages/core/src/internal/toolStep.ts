@@ -116,26 +116,54 @@ export const make = (config: Compiled, save: Save) => {
     return runGuarded(requestOf, entry.run(call, threadId))
   }
 
+  /** The names of the `wrapToolCall` middleware from index `from` to `to`, made once per pair. */
+  const wrapNames: Array<Array<ReadonlyArray<string>>> = []
+  const namesOf = (from: number, to: number): ReadonlyArray<string> =>
+    (wrapNames[from] ??= [])[to] ??= wrapTool.slice(from, to + 1).map((m) => m.name)
+
   /**
    * The `wrapToolCall` chain of a tool call; the state updates its hooks
    * return go to `updates` (without: nothing is collected, and the chain
-   * serves every call of the run).
+   * serves every call of the run). In a watched, untraced run a layer that
+   * passes on the effect of layers inside that passed theirs on is observed
+   * with them (`Observer.inHooks`): one observation for the run of
+   * pass-through layers instead of one each.
    */
-  const toolChain = (run: RunContext, updates: Array<WrapUpdates.Update> | undefined) =>
-    wrapTool.reduceRight<(request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>>(
-      (next, m) => {
+  const toolChain = (run: RunContext, updates: Array<WrapUpdates.Update> | undefined) => {
+    const merges = !run.traced && run.hooks === undefined && (run.emit !== undefined || run.decisions !== undefined)
+    // the effect the layer last built gave when it passed on (`to`: the innermost layer it observes; `inner`:
+    // the effect they pass on); built inside out in one synchronous call, so the layer outside reads it next
+    // (a hook that calls `next` later only leaves a layer observed alone); the outermost keeps nothing of a call
+    let observed: { effect: unknown; readonly to: number; readonly inner: Effect.Effect<any, any, any> } | undefined
+    return wrapTool.reduceRight<
+      (request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>
+    >(
+      (next, m, index) => {
         const into = updates !== undefined && WrapUpdates.canUpdate(config, m.name) ? updates : undefined
         const layer = new PassedOn(next as Middleware.NextToolCall)
         return (request) => {
           const returned = layer.call(m.wrapToolCall!, request)
           const passedOn = layer.passedOn(returned)?.call.id === request.call.id
-          const hooked = Observer.inHook(run, m.name, "wrapToolCall", hookEffect(m.name, "wrapToolCall", returned))
-          // a hook that returned what `next` gave for this call passes on a result already checked inside
+          if (!merges) {
+            const hooked = Observer.inHook(run, m.name, "wrapToolCall", hookEffect(m.name, "wrapToolCall", returned))
+            // a hook that returned what `next` gave for this call passes on a result already checked inside
+            return passedOn ? hooked : Effect.flatMap(hooked, answered(m.name, request.call, into))
+          }
+          if (passedOn && observed !== undefined && observed.effect === returned) {
+            const { inner, to } = observed
+            const hooked = Observer.inHooks(run, namesOf(index, to), "wrapToolCall", inner)
+            observed = index === 0 ? undefined : { effect: hooked, to, inner }
+            return hooked
+          }
+          const effect = hookEffect(m.name, "wrapToolCall", returned)
+          const hooked = Observer.inHook(run, m.name, "wrapToolCall", effect)
+          observed = passedOn && index > 0 ? { effect: hooked, to: index, inner: effect } : undefined
           return passedOn ? hooked : Effect.flatMap(hooked, answered(m.name, request.call, into))
         }
       },
       (request) => callTool(run.threadId, request.call, request.offeredTools, () => request)
     )
+  }
 
   /** Whether a `wrapToolCall` hook can update state: then each call collects its own updates. */
   const collects = wrapTool.some((m) => WrapUpdates.canUpdate(config, m.name))
