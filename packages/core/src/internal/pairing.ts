@@ -1,5 +1,6 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Middleware from "../Middleware.js"
+import { answersAll } from "./fast/answersAll.js"
 import * as Lineage from "./fast/lineage.js"
 
 /**
@@ -23,7 +24,7 @@ export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<P
   let out: Array<Prompt.Message> | undefined = start?.value.out?.slice()
   /**
    * The last assistant message while its calls still wait for their results and were not yet put in `open`
-   * (most are answered all at once by the tool message that follows: see {@link answersAll}).
+   * (most are answered all at once by the tool message that follows: `answersAll`).
    */
   let waiting: Prompt.AssistantMessage | undefined
   /** Calls of the last assistant message still waiting for their result. */
@@ -135,31 +136,6 @@ const closeCalls = (out: Array<Prompt.Message>, open: Map<string, Prompt.ToolCal
   } else {
     out.push(Prompt.makeMessage("tool", { content: results }))
   }
-}
-
-/** The most calls {@link answersAll} compares without a table (it checks their ids distinct pair by pair). */
-const fewCalls = 8
-
-/**
- * Whether `results` answers every call of `assistant` and nothing else: a
- * result per call, in the calls' order, their ids distinct; then the tool
- * message is kept as it is and no call is left waiting, what the table of
- * open calls would find, without making it. Past {@link fewCalls} calls (or
- * any other tool message) the table decides.
- */
-const answersAll = (assistant: Prompt.AssistantMessage, results: Prompt.ToolMessage): boolean => {
-  const content = results.content
-  if (content.length > fewCalls) return false
-  const calls = assistant.content
-  let n = 0
-  for (let i = 0; i < calls.length; i++) {
-    const part = calls[i]!
-    if (part.type !== "tool-call" || part.providerExecuted) continue
-    if (n >= content.length || content[n]!.id !== part.id) return false
-    for (let k = 0; k < n; k++) if (content[k]!.id === part.id) return false
-    n++
-  }
-  return n === content.length
 }
 
 /** The paired copy of each thread that was not paired as it was. */
