@@ -1,6 +1,6 @@
 import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent } from "@stepwise-agent/core"
+import { Agent, Middleware } from "@stepwise-agent/core"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, FastCheck } from "effect"
 import * as Lineage from "../src/internal/fast/lineage.js"
@@ -106,4 +106,93 @@ describe("every request the model receives pairs tool calls and results", () => 
     },
     { fastCheck: { numRuns: 200 } }
   )
+
+  it.prop(
+    "any thread pairs as the plain rule says: duplicate ids, results out of order or missing, calls the provider ran, many calls",
+    {
+      turns: FastCheck.array(
+        FastCheck.record({
+          // ids from a small pool, so that a message may call the same id twice and results may answer either
+          calls: FastCheck.array(
+            FastCheck.record({ id: FastCheck.constantFrom("a", "b", "c", "d"), byProvider: FastCheck.boolean() }),
+            { maxLength: 12 }
+          ),
+          results: FastCheck.array(
+            FastCheck.array(FastCheck.constantFrom("a", "b", "c", "d", "x"), { maxLength: 12 }),
+            { maxLength: 2 }
+          ),
+          // answer the calls in order first (what a run appends), then what `results` says
+          inOrder: FastCheck.boolean(),
+          userAfter: FastCheck.boolean()
+        }),
+        { maxLength: 4 }
+      )
+    },
+    ({ turns }) => {
+      const thread: Array<Prompt.Message> = [user("hi")]
+      let n = 0
+      for (const turn of turns) {
+        thread.push(Prompt.makeMessage("assistant", {
+          content: turn.calls.map(({ byProvider, id }) =>
+            Prompt.makePart("tool-call", { id, name: `t${n++}`, params: {}, providerExecuted: byProvider })
+          )
+        }))
+        const ids = turn.calls.filter((c) => !c.byProvider).map((c) => c.id)
+        if (turn.inOrder && ids.length > 0) thread.push(tool(...ids))
+        for (const results of turn.results) if (results.length > 0) thread.push(tool(...results))
+        if (turn.userAfter) thread.push(user("more"))
+      }
+      assert.deepStrictEqual(paired(thread), pairedPlainly(thread))
+      // and grown message by message, as a run grows it (each array continuing the one before)
+      let grown: ReadonlyArray<Prompt.Message> = []
+      for (const message of thread) {
+        grown = Lineage.append(grown, [message])
+        assert.deepStrictEqual(paired(grown), pairedPlainly(grown))
+      }
+    },
+    { fastCheck: { numRuns: 300 } }
+  )
 })
+
+/** The pairing rule, applied from scratch with a table of the open calls (what `paired` must agree with). */
+const pairedPlainly = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<Prompt.Message> => {
+  const out: Array<Prompt.Message> = []
+  let open = new Map<string, Prompt.ToolCallPart>()
+  let inToolRun = false
+  const close = () => {
+    if (open.size === 0) return
+    const results = Array.from(
+      open.values(),
+      (call) =>
+        Middleware.toolResult(call, { error: "Not run: the call has no result in the conversation" }, {
+          isFailure: true
+        })
+    )
+    const last = out[out.length - 1]
+    if (last !== undefined && last.role === "tool") {
+      out[out.length - 1] = Prompt.makeMessage("tool", {
+        content: [...last.content, ...results],
+        options: last.options
+      })
+    } else out.push(Prompt.makeMessage("tool", { content: results }))
+    open = new Map()
+  }
+  for (const message of messages) {
+    if (message.role !== "tool") {
+      close()
+      inToolRun = message.role === "assistant"
+      if (message.role === "assistant") {
+        for (const part of message.content) {
+          if (part.type === "tool-call" && !part.providerExecuted) open.set(part.id, part)
+        }
+      }
+      out.push(message)
+      continue
+    }
+    const kept = message.content.filter((part) => inToolRun && open.delete(part.id))
+    if (kept.length === message.content.length) out.push(message)
+    else if (kept.length > 0) out.push(Prompt.makeMessage("tool", { content: kept, options: message.options }))
+  }
+  close()
+  return out
+}

@@ -105,4 +105,25 @@ describe("the assistant message of a generated reply", () => {
       ["add", false]
     ])
   })
+
+  it("is made at its size with no hole, and its tool calls are the calls the agent runs, in order", () => {
+    FastCheck.assert(
+      FastCheck.property(FastCheck.array(part, { maxLength: 6 }), (parts) => {
+        const direct = ReplyMessage.assistantMessage(parts)
+        if (direct === undefined) return
+        // every index holds a part (an array filled by index must not keep a hole a reader would see)
+        assert.strictEqual(Object.keys(direct.content).length, direct.content.length)
+        assert.isTrue(direct.content.every((p) => p !== undefined))
+        const calls = ReplyMessage.toolCallsOf(direct)
+        assert.strictEqual(Object.keys(calls).length, calls.length)
+        assert.deepStrictEqual(
+          calls,
+          direct.content.filter((p): p is Prompt.ToolCallPart => p.type === "tool-call" && !p.providerExecuted)
+        )
+        // the arrays stay ordinary arrays: a hook may copy or extend what it gets
+        assert.deepStrictEqual([...calls, ...calls].length, calls.length * 2)
+      }),
+      { numRuns: 300 }
+    )
+  })
 })

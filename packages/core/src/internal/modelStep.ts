@@ -25,7 +25,7 @@ import type { Compiled } from "./config.js"
 import { drain } from "./drain.js"
 import { identityMemo } from "./fast/identityMemo.js"
 import { PassedOn } from "./fast/passedOn.js"
-import { assistantMessage } from "./fast/replyMessage.js"
+import { assistantMessage, toolCallsOf } from "./fast/replyMessage.js"
 import { hookEffect, modelResponseProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
@@ -134,12 +134,12 @@ export const make = (config: Compiled) => {
    * `ModelReplyError`): without a finish part it was cut short; with no
    * answer in it, it is empty. Generated and streamed replies are judged alike.
    */
-  const toModelResponse = (
+  const judge = (
     received: ReadonlyArray<Response.AnyPart>,
     step: number,
     streamed: boolean,
     offeredTools: ReadonlyArray<string>
-  ): Either.Either<Middleware.ModelResponse, ModelReplyError> => {
+  ): Middleware.ModelResponse | ModelReplyError => {
     const parts = closeBlocks(received)
     let finish: Response.FinishPart | undefined
     let errorEvent: Response.ErrorPart | undefined
@@ -149,35 +149,42 @@ export const make = (config: Compiled) => {
     }
     const message = cutDeepArguments(assistantMessage(parts) ?? streamedMessage(parts))
     if (finish === undefined || !answers(message)) {
-      return Either.left(
-        new ModelReplyError({
-          reason: finish !== undefined || (!streamed && received.length === 0)
-            ? "Empty"
-            : received.length === 0
-            ? "NotAStream"
-            : "Truncated",
-          step,
-          streamed,
-          text: AgentResult.lastText([message]),
-          finishReason: finish?.reason,
-          received: Array.from(new Set(received.map((part) => part.type))),
-          errorEvent: errorEvent?.error
-        })
-      )
+      return new ModelReplyError({
+        reason: finish !== undefined || (!streamed && received.length === 0)
+          ? "Empty"
+          : received.length === 0
+          ? "NotAStream"
+          : "Truncated",
+        step,
+        streamed,
+        text: AgentResult.lastText([message]),
+        finishReason: finish?.reason,
+        received: Array.from(new Set(received.map((part) => part.type))),
+        errorEvent: errorEvent?.error
+      })
     }
-    const toolCalls: Array<Prompt.ToolCallPart> = []
-    for (const part of message.content) if (part.type === "tool-call" && !part.providerExecuted) toolCalls.push(part)
-    return Either.right({ message, toolCalls, usage: finish.usage, finishReason: finish.reason, offeredTools })
+    return { message, toolCalls: toolCallsOf(message), usage: finish.usage, finishReason: finish.reason, offeredTools }
   }
 
-  /** {@link toModelResponse} of a generated reply as an effect (run as one, an `Either` takes two fiber operations). */
+  /** {@link judge} as an `Either`. */
+  const toModelResponse = (
+    received: ReadonlyArray<Response.AnyPart>,
+    step: number,
+    streamed: boolean,
+    offeredTools: ReadonlyArray<string>
+  ): Either.Either<Middleware.ModelResponse, ModelReplyError> => {
+    const judgement = judge(received, step, streamed, offeredTools)
+    return judgement instanceof ModelReplyError ? Either.left(judgement) : Either.right(judgement)
+  }
+
+  /** {@link judge} of a generated reply as an effect (run as one, an `Either` takes two fiber operations). */
   const generatedReply = (
     received: ReadonlyArray<Response.AnyPart>,
     step: number,
     offeredTools: ReadonlyArray<string>
   ): Effect.Effect<Middleware.ModelResponse, ModelReplyError> => {
-    const judgement = toModelResponse(received, step, false, offeredTools)
-    return Either.isRight(judgement) ? Effect.succeed(judgement.right) : Effect.fail(judgement.left)
+    const judgement = judge(received, step, false, offeredTools)
+    return judgement instanceof ModelReplyError ? Effect.fail(judgement) : Effect.succeed(judgement)
   }
 
   /**

@@ -17,22 +17,15 @@ import type * as Response from "@effect/ai/Response"
  * out, as `fromResponseParts` leaves them; no part gives an empty message.
  */
 export const assistantMessage = (parts: ReadonlyArray<Response.AnyPart>): Prompt.AssistantMessage | undefined => {
-  const content: Array<Prompt.AssistantMessagePart> = []
+  // counted first, so that the content array is made at its size: an array grown by `push` from `[]` gets room
+  // for 16 elements at the first push
+  let kept = 0
   for (let i = 0; i < parts.length; i++) {
-    const part = parts[i]!
-    switch (part.type) {
+    switch (parts[i]!.type) {
       case "text":
-      case "reasoning": {
-        content.push(Prompt.makePart(part.type, { text: part.text }))
-        break
-      }
+      case "reasoning":
       case "tool-call": {
-        content.push(Prompt.makePart("tool-call", {
-          id: part.id,
-          name: part.providerName ?? part.name,
-          params: part.params,
-          providerExecuted: part.providerExecuted ?? false
-        }))
+        kept++
         break
       }
       case "text-start":
@@ -45,5 +38,52 @@ export const assistantMessage = (parts: ReadonlyArray<Response.AnyPart>): Prompt
         return undefined
     }
   }
+  const content = sized<Prompt.AssistantMessagePart>(kept)
+  let at = 0
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!
+    switch (part.type) {
+      case "text":
+      case "reasoning": {
+        content[at++] = Prompt.makePart(part.type, { text: part.text })
+        break
+      }
+      case "tool-call": {
+        content[at++] = Prompt.makePart("tool-call", {
+          id: part.id,
+          name: part.providerName ?? part.name,
+          params: part.params,
+          providerExecuted: part.providerExecuted ?? false
+        })
+        break
+      }
+    }
+  }
   return Prompt.makeMessage("assistant", { content })
 }
+
+/**
+ * The tool calls of `message` the agent runs (those the provider did not
+ * execute), in their order, in an array made at its size.
+ */
+export const toolCallsOf = (message: Prompt.AssistantMessage): Array<Prompt.ToolCallPart> => {
+  const content = message.content
+  let count = 0
+  for (let i = 0; i < content.length; i++) {
+    const part = content[i]!
+    if (part.type === "tool-call" && !part.providerExecuted) count++
+  }
+  const calls = sized<Prompt.ToolCallPart>(count)
+  let at = 0
+  for (let i = 0; i < content.length; i++) {
+    const part = content[i]!
+    if (part.type === "tool-call" && !part.providerExecuted) calls[at++] = part
+  }
+  return calls
+}
+
+/**
+ * An array of `length` elements, to be filled at once by index (`new Array(length)`: its store holds exactly
+ * `length`); an empty one is a literal, as `[]` would be.
+ */
+const sized = <A>(length: number): Array<A> => length === 0 ? [] : new Array<A>(length)
