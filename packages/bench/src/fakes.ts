@@ -170,18 +170,23 @@ export const rawModel = (script: Script): LanguageModel.Service => ({
 
 /**
  * `count` tools named `tool_0` … with two parameters, a description and a
- * string result; the model always calls `tool_0`.
+ * string result; the model always calls `tool_0`. Undeclared (a durable run
+ * records a ledger entry before each call), or read-only with
+ * `STEPWISE_BENCH_READONLY_TOOLS=1` (no entry), for the ablation's durable
+ * rows against a core from before the ledger.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const makeTools = (count: number): Array<Tool.Any> =>
-  Array.from({ length: count }, (_, i) =>
-    Tool.make(`tool_${i}`, {
+  Array.from({ length: count }, (_, i) => {
+    const tool = Tool.make(`tool_${i}`, {
       description: toolDescription(i),
       parameters: { query: Schema.String, limit: Schema.Number },
       success: Schema.String
-    }))
+    })
+    return process.env["STEPWISE_BENCH_READONLY_TOOLS"] === "1" ? tool.annotate(Tool.Readonly, true) : tool
+  })
 
 /**
  * A toolkit of `count` tools and the layer of its handlers (every handler

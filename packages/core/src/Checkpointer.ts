@@ -950,8 +950,30 @@ export const makeFileSystem = (
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
+    if (typeof directory !== "string" || directory.length === 0) {
+      return yield* new CheckpointError({
+        threadId: "",
+        operation: "save",
+        reason: `the checkpoint directory must be a non-empty path, not ${
+          typeof directory === "string"
+            ? "an empty string"
+            : directory === null || directory === undefined
+            ? String(directory)
+            : typeof directory === "object"
+            ? "an object"
+            : `a ${typeof directory}`
+        }`
+      })
+    }
     yield* fs.makeDirectory(directory, { recursive: true }).pipe(
-      Effect.mapError(ThreadLog.ioFailure(directory, "save"))
+      Effect.mapError((cause) =>
+        new CheckpointError({
+          threadId: "",
+          operation: "save",
+          reason: `cannot create the checkpoint directory "${directory}": ${String(cause)}`,
+          cause
+        })
+      )
     )
     const lock = FileLock.make(fs, { staleMillis: staleLockMillis(options?.staleLockAfter) })
     const file = (name: string, suffix: string) => path.join(directory, `${name}${suffix}`)

@@ -10,6 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Checkpointer } from "@stepwise-agent/core"
 import { Effect, FastCheck, Option } from "effect"
 import * as os from "node:os"
+import * as path from "node:path"
 
 const checkpoint = (messages: ReadonlyArray<unknown>): Checkpointer.Checkpoint => ({
   version: 1,
@@ -122,4 +123,35 @@ describe("the checkpointers of this package", () => {
         assert.isTrue(Option.isNone(yield* checkpointer.load("t")))
       }).pipe(Effect.provide(NodeContext.layer)))
   }
+})
+
+describe("Checkpointer.makeFileSystem: the directory", () => {
+  // what a JavaScript caller (or a config read without its schema) may pass: the types refuse these
+  const notPaths: ReadonlyArray<readonly [string, unknown]> = [
+    ["an object", { directory: "/tmp" }],
+    ["a number", 42],
+    ["null", null],
+    ["undefined", undefined],
+    ["an empty string", ""]
+  ]
+  for (const [what, directory] of notPaths) {
+    it.effect(`${what} fails with a CheckpointError saying so, not a defect`, () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(Checkpointer.makeFileSystem(directory as string))
+        assert.strictEqual(error._tag, "CheckpointError")
+        assert.include(error.reason, "the checkpoint directory must be a non-empty path")
+        assert.include(error.reason, what)
+      }).pipe(Effect.provide(NodeContext.layer)))
+  }
+
+  it.scoped("a directory that cannot be made (under a file) fails with a CheckpointError naming it", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const file = path.join(yield* fs.makeTempDirectoryScoped(), "a-file")
+      yield* fs.writeFileString(file, "")
+      const error = yield* Effect.flip(Checkpointer.makeFileSystem(path.join(file, "threads")))
+      assert.strictEqual(error._tag, "CheckpointError")
+      assert.strictEqual(error.threadId, "")
+      assert.include(error.reason, `cannot create the checkpoint directory "${path.join(file, "threads")}"`)
+    }).pipe(Effect.provide(NodeContext.layer)))
 })

@@ -380,12 +380,13 @@ export const make = (config: Compiled) => {
           if (passedOn && observed !== undefined && observed.effect === returned) {
             const { inner, to } = observed
             const hooked = Observer.inHooks(run, namesOf(index, to), "wrapModelCall", inner)
-            observed = { effect: hooked, to, inner }
+            // (the outermost layer keeps nothing: no call's request stays alive with the run's chain)
+            observed = index === 0 ? undefined : { effect: hooked, to, inner }
             return hooked
           }
           const effect = hookEffect(m.name, "wrapModelCall", returned)
           const hooked = Observer.inHook(run, m.name, "wrapModelCall", effect)
-          observed = passedOn ? { effect: hooked, to: index, inner: effect } : undefined
+          observed = passedOn && index > 0 ? { effect: hooked, to: index, inner: effect } : undefined
           return passedOn ? hooked : checkedResponse(m, request, hooked, into)
         }
       },
