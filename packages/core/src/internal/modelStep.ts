@@ -24,9 +24,10 @@ import * as Secrets from "../Secrets.js"
 import type { Compiled } from "./config.js"
 import { drain } from "./drain.js"
 import { identityMemo } from "./fast/identityMemo.js"
+import * as LayerGroups from "./fast/layerGroups.js"
 import { PassedOn } from "./fast/passedOn.js"
 import { assistantMessage, toolCallsOf } from "./fast/replyMessage.js"
-import { hookEffect, modelResponseProblem } from "./hookResults.js"
+import { modelResponseProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
 import { paired } from "./pairing.js"
@@ -343,24 +344,18 @@ export const make = (config: Compiled) => {
       : witnessed
   }
 
-  /** The names of the `wrapModelCall` middleware from index `from` to `to`, made once per pair. */
-  const wrapNames: Array<Array<ReadonlyArray<string>>> = []
-  const namesOf = (from: number, to: number): ReadonlyArray<string> =>
-    (wrapNames[from] ??= [])[to] ??= wrapModel.slice(from, to + 1).map((m) => m.name)
+  /** The names of the `wrapModelCall` middleware, and of each run of them (made once per pair). */
+  const wrapNames = new LayerGroups.LayerNames(wrapModel.map((m) => m.name))
 
   /**
    * The `wrapModelCall` chain of a model call; the state updates its hooks
    * return go to `updates` (without: nothing is collected, and the chain
    * serves every model call of the run). In a watched, untraced run a layer
    * that passes on the effect of layers inside that passed theirs on is
-   * observed with them (`Observer.inHooks`): one observation for the run
-   * of pass-through layers instead of one each.
+   * observed with them (`fast/layerGroups.ts`).
    */
   const modelChain = (run: RunContext, updates: Array<WrapUpdates.Update> | undefined) => {
-    const merges = !run.traced && run.hooks === undefined && (run.emit !== undefined || run.decisions !== undefined)
-    // the effect the layer last built gave when it passed on (`to`: the innermost layer it observes; `inner`:
-    // the effect they pass on); built inside out in one synchronous call, so the layer outside reads it next
-    let observed: { effect: unknown; readonly to: number; readonly inner: Effect.Effect<any, any, any> } | undefined
+    const observe = LayerGroups.make(run, "wrapModelCall", wrapNames)
     return wrapModel.reduceRight<
       (request: Middleware.ModelRequest) => Effect.Effect<Middleware.ModelResponse, any, any>
     >(
@@ -372,21 +367,8 @@ export const make = (config: Compiled) => {
         return (request) => {
           const returned = layer.call(m.wrapModelCall!, request)
           const passedOn = layer.passedOn(returned) !== undefined && innerChecked
-          if (!merges) {
-            const hooked = Observer.inHook(run, m.name, "wrapModelCall", hookEffect(m.name, "wrapModelCall", returned))
-            // a hook that returned what `next` gave passes on a reply already checked inside
-            return passedOn ? hooked : checkedResponse(m, request, hooked, into)
-          }
-          if (passedOn && observed !== undefined && observed.effect === returned) {
-            const { inner, to } = observed
-            const hooked = Observer.inHooks(run, namesOf(index, to), "wrapModelCall", inner)
-            // (the outermost layer keeps nothing: no call's request stays alive with the run's chain)
-            observed = index === 0 ? undefined : { effect: hooked, to, inner }
-            return hooked
-          }
-          const effect = hookEffect(m.name, "wrapModelCall", returned)
-          const hooked = Observer.inHook(run, m.name, "wrapModelCall", effect)
-          observed = passedOn && index > 0 ? { effect: hooked, to: index, inner: effect } : undefined
+          const hooked = observe(index, passedOn, returned)
+          // a hook that returned what `next` gave passes on a reply already checked inside
           return passedOn ? hooked : checkedResponse(m, request, hooked, into)
         }
       },

@@ -17,8 +17,9 @@ import type * as Middleware from "../Middleware.js"
 import * as RunJournal from "../RunJournal.js"
 import type { Compiled } from "./config.js"
 import { identityMemo } from "./fast/identityMemo.js"
+import * as LayerGroups from "./fast/layerGroups.js"
 import { PassedOn } from "./fast/passedOn.js"
-import { hookEffect, toolResultProblem } from "./hookResults.js"
+import { toolResultProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
 import type { Save, Stepped, Then } from "./phase.js"
@@ -116,25 +117,18 @@ export const make = (config: Compiled, save: Save) => {
     return runGuarded(requestOf, entry.run(call, threadId))
   }
 
-  /** The names of the `wrapToolCall` middleware from index `from` to `to`, made once per pair. */
-  const wrapNames: Array<Array<ReadonlyArray<string>>> = []
-  const namesOf = (from: number, to: number): ReadonlyArray<string> =>
-    (wrapNames[from] ??= [])[to] ??= wrapTool.slice(from, to + 1).map((m) => m.name)
+  /** The names of the `wrapToolCall` middleware, and of each run of them (made once per pair). */
+  const wrapNames = new LayerGroups.LayerNames(wrapTool.map((m) => m.name))
 
   /**
    * The `wrapToolCall` chain of a tool call; the state updates its hooks
    * return go to `updates` (without: nothing is collected, and the chain
    * serves every call of the run). In a watched, untraced run a layer that
    * passes on the effect of layers inside that passed theirs on is observed
-   * with them (`Observer.inHooks`): one observation for the run of
-   * pass-through layers instead of one each.
+   * with them (`fast/layerGroups.ts`).
    */
   const toolChain = (run: RunContext, updates: Array<WrapUpdates.Update> | undefined) => {
-    const merges = !run.traced && run.hooks === undefined && (run.emit !== undefined || run.decisions !== undefined)
-    // the effect the layer last built gave when it passed on (`to`: the innermost layer it observes; `inner`:
-    // the effect they pass on); built inside out in one synchronous call, so the layer outside reads it next
-    // (a hook that calls `next` later only leaves a layer observed alone); the outermost keeps nothing of a call
-    let observed: { effect: unknown; readonly to: number; readonly inner: Effect.Effect<any, any, any> } | undefined
+    const observe = LayerGroups.make(run, "wrapToolCall", wrapNames)
     return wrapTool.reduceRight<
       (request: Middleware.ToolCallRequest) => Effect.Effect<Prompt.ToolResultPart, any, any>
     >(
@@ -144,20 +138,8 @@ export const make = (config: Compiled, save: Save) => {
         return (request) => {
           const returned = layer.call(m.wrapToolCall!, request)
           const passedOn = layer.passedOn(returned)?.call.id === request.call.id
-          if (!merges) {
-            const hooked = Observer.inHook(run, m.name, "wrapToolCall", hookEffect(m.name, "wrapToolCall", returned))
-            // a hook that returned what `next` gave for this call passes on a result already checked inside
-            return passedOn ? hooked : Effect.flatMap(hooked, answered(m.name, request.call, into))
-          }
-          if (passedOn && observed !== undefined && observed.effect === returned) {
-            const { inner, to } = observed
-            const hooked = Observer.inHooks(run, namesOf(index, to), "wrapToolCall", inner)
-            observed = index === 0 ? undefined : { effect: hooked, to, inner }
-            return hooked
-          }
-          const effect = hookEffect(m.name, "wrapToolCall", returned)
-          const hooked = Observer.inHook(run, m.name, "wrapToolCall", effect)
-          observed = passedOn && index > 0 ? { effect: hooked, to: index, inner: effect } : undefined
+          const hooked = observe(index, passedOn, returned)
+          // a hook that returned what `next` gave for this call passes on a result already checked inside
           return passedOn ? hooked : Effect.flatMap(hooked, answered(m.name, request.call, into))
         }
       },
