@@ -104,6 +104,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 import { decodedTexts, encodedMatches } from "./internal/decodings.js"
+import { denseLength } from "./internal/fast/quickDepth.js"
 import * as JsonDepth from "./internal/jsonDepth.js"
 import * as JsonValue from "./internal/jsonValue.js"
 
@@ -1089,7 +1090,7 @@ const collect = (value: unknown, found: Set<string>, seen: Set<object>): void =>
   if (Predicate.hasProperty(value, HttpClientResponse.TypeId)) {
     return collect((value as unknown as HttpClientResponse.HttpClientResponse).request, found, seen)
   }
-  if (Array.isArray(value)) return value.forEach((item) => collect(item, found, seen))
+  if (Array.isArray(value)) return forEachItem(value, (item) => collect(item, found, seen))
   const request = isRequest(value)
   if (request) sentCredentials(value, found, true)
   if (value instanceof Map || value instanceof Set) {
@@ -1366,10 +1367,56 @@ const scrubHash = (hash: unknown, scrubbing: Scrubbing): unknown => {
     : Option.some(scrubbed)
 }
 
+/**
+ * The indices of a long array's items (over {@link denseLength}): its own
+ * index keys, so a sparse array (`a[2 ** 32 - 2] = 1`) costs its items, not
+ * its length. A shorter array is walked index by index.
+ */
+const itemIndices = (array: ReadonlyArray<unknown>): Array<number> => {
+  const indices: Array<number> = []
+  for (const key of Object.keys(array)) {
+    const index = Number(key)
+    if (String(index) === key && index < array.length) indices.push(index)
+  }
+  return indices
+}
+
+/** `f` of each item of `array` (a long one's by {@link itemIndices}). */
+const forEachItem = <A>(array: ReadonlyArray<A>, f: (item: A) => void): void => {
+  if (array.length <= denseLength) { for (let i = 0; i < array.length; i++) f(array[i]!) }
+  else for (const index of itemIndices(array)) f(array[index]!)
+}
+
+/** `array.map(f)` (a long array's by {@link itemIndices}, its holes kept), or `array` itself when no item changed. */
+const mapItems = <A>(array: ReadonlyArray<A>, f: (item: A) => unknown): ReadonlyArray<unknown> => {
+  if (array.length <= denseLength) {
+    let out: Array<unknown> | undefined
+    for (let i = 0; i < array.length; i++) {
+      const item = array[i]!
+      const mapped = f(item)
+      if (mapped !== item) out ??= array.slice()
+      if (out !== undefined) out[i] = mapped
+    }
+    return out ?? array
+  }
+  const indices = itemIndices(array)
+  let out: Array<unknown> | undefined
+  for (let k = 0; k < indices.length; k++) {
+    const item = array[indices[k]!]!
+    const mapped = f(item)
+    if (mapped !== item && out === undefined) {
+      out = new Array(array.length)
+      for (let j = 0; j < k; j++) out[indices[j]!] = array[indices[j]!]
+    }
+    if (out !== undefined) out[indices[k]!] = mapped
+  }
+  return out ?? array
+}
+
 /** A body read as JSON or text with the known values replaced in its strings (and nothing else changed). */
 const replaceKnown = (body: unknown, values: RegExp | undefined): unknown => {
   if (typeof body === "string") return replaceValues(body, values, knownPattern())
-  if (Array.isArray(body)) return body.map((item) => replaceKnown(item, values))
+  if (Array.isArray(body)) return mapItems(body, (item) => replaceKnown(item, values))
   if (Predicate.isObject(body) && isPlain(body)) {
     return Object.fromEntries(Object.entries(body).map(([key, value]) => [key, replaceKnown(value, values)]))
   }
@@ -1450,13 +1497,14 @@ const scrubValue = (value: unknown, scrubbing: Scrubbing): unknown => {
   if (scrubbing.seen.has(value)) return scrubbing.seen.get(value)
   if (Array.isArray(value)) {
     scrubbing.seen.set(value, value)
-    const items = value.length === 2 && typeof value[0] === "string"
+    const pair = value.length === 2 && typeof value[0] === "string"
+    const items = pair
       ? [
         value[0],
         typeof value[1] === "string" && isCredentialName(value[0]) ? redacted : scrubValue(value[1], scrubbing)
       ]
-      : value.map((item) => scrubValue(item, scrubbing))
-    const changed = items.some((item, index) => item !== value[index])
+      : mapItems(value, (item) => scrubValue(item, scrubbing))
+    const changed = pair ? items[1] !== value[1] : items !== value
     scrubbing.seen.set(value, changed ? items : value)
     return changed ? items : value
   }
@@ -1606,9 +1654,13 @@ const replaceKnownIn = (value: unknown, pattern: RegExp, seen: Map<object, unkno
 
 const replaceKnownInObject = (value: object, pattern: RegExp, seen: Map<object, unknown>, depth: number): unknown => {
   if (Array.isArray(value)) {
-    const items = value.map((item) => replaceKnownIn(item, pattern, seen, depth + 1))
-    if (items.includes(tooDeep)) return tooDeep
-    return items.some((item, index) => item !== value[index]) ? items : value
+    let deep = false
+    const items = mapItems(value, (item) => {
+      const replaced = deep ? item : replaceKnownIn(item, pattern, seen, depth + 1)
+      if (replaced === tooDeep) deep = true
+      return replaced
+    })
+    return deep ? tooDeep : items
   }
   if (!isPlain(value)) return value
   let changed = false

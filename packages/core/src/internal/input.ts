@@ -11,6 +11,7 @@ import * as Schema from "effect/Schema"
 import { describeParseError, InvalidInput } from "../AgentError.js"
 import * as AgentState from "../AgentState.js"
 import * as JsonDepth from "./jsonDepth.js"
+import * as JsonValue from "./jsonValue.js"
 
 const describeValue = (u: unknown): string =>
   u === null ? "null" : Array.isArray(u) ? "an array" : typeof u === "string" ? JSON.stringify(u) : typeof u
@@ -91,6 +92,41 @@ const outOfBounds = (messages: ReadonlyArray<unknown>, limits: InputLimits): Inv
   // the array, a message, its content, a part: then the part's own values
   if (JsonDepth.exceeds(messages, JsonDepth.maxDepth + 4)) {
     return new InvalidInput({ reason: JsonDepth.tooDeep("the input's tool arguments, results or options") })
+  }
+  const problem = toolValueProblem(messages)
+  return problem === undefined ? undefined : new InvalidInput({ reason: problem })
+}
+
+/**
+ * Why a tool call's arguments or a tool result in `messages` cannot be kept
+ * as JSON (`JsonValue.snapshot`: too large — a sparse array counts its
+ * length —, a cycle, a bigint, unreadable), or `undefined`: what the thread
+ * would store, the checkpointer write and the provider send, checked before
+ * any of them walks it.
+ */
+const toolValueProblem = (messages: ReadonlyArray<unknown>): string | undefined => {
+  for (const message of messages) {
+    const content: unknown = typeof message === "object" && message !== null
+      ? (message as { readonly content?: unknown }).content
+      : undefined
+    if (!Array.isArray(content)) continue
+    for (const part of content) {
+      if (typeof part !== "object" || part === null) continue
+      const { params, result, type } = part as {
+        readonly type?: unknown
+        readonly params?: unknown
+        readonly result?: unknown
+      }
+      const value = type === "tool-call" ? params : type === "tool-result" ? result : undefined
+      if (typeof value !== "object" || value === null) continue
+      const kept = JsonValue.snapshot(value)
+      if (kept._tag === "Refused") {
+        return JsonValue.describe(
+          kept.problem,
+          type === "tool-call" ? "a tool call's arguments in the input" : "a tool result in the input"
+        )
+      }
+    }
   }
   return undefined
 }

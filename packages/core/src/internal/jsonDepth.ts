@@ -6,7 +6,7 @@
  * here by a recursion that stops just past the limit, or without one, and
  * refused above {@link maxDepth} before any of them sees it.
  */
-import { quickDepth } from "./fast/quickDepth.js"
+import { denseLength, quickDepth } from "./fast/quickDepth.js"
 
 /**
  * How deep a value the agent takes: 128 levels of arrays and objects, far
@@ -41,7 +41,10 @@ const exactlyExceeds = (value: object, limit: number): boolean => {
     deepest.set(current, depth)
     // bytes (a file's data) hold no value to walk
     if (ArrayBuffer.isView(current)) continue
-    const children: ArrayLike<unknown> = Array.isArray(current) ? current : Object.values(current)
+    // (a long array by its values, so a sparse one costs its items, not its length)
+    const children: ArrayLike<unknown> = Array.isArray(current) && current.length <= denseLength
+      ? current
+      : Object.values(current)
     for (let i = 0; i < children.length; i++) {
       const child = children[i]
       if (typeof child === "object" && child !== null) {

@@ -9,6 +9,7 @@
  * {@link snapshot}: what JSON writes of it, read once, as plain data, with
  * at most {@link maxValues} values.
  */
+import { denseLength } from "./fast/quickDepth.js"
 import * as JsonDepth from "./jsonDepth.js"
 
 /** What keeps a value from being kept as JSON. */
@@ -40,8 +41,11 @@ const childrenOf = (value: object, everyProperty: boolean): ArrayLike<unknown> =
   const toJson = (value as { readonly toJSON?: unknown }).toJSON
   const written: unknown = typeof toJson === "function" ? toJson.call(value, "") : value
   const json = written === value ? undefined : [written]
-  if (!everyProperty) return json ?? (Array.isArray(value) ? value : Object.values(value))
-  const children: Array<unknown> = json ?? (Array.isArray(value) ? [...value] : Object.values(value))
+  // (a long array by its values, so a sparse one, `a[2 ** 32 - 2] = 1`, costs its items, not its length: a hole is
+  // written as `null`, which holds no problem)
+  const dense = Array.isArray(value) && value.length <= denseLength
+  if (!everyProperty) return json ?? (dense ? value as Array<unknown> : Object.values(value))
+  const children: Array<unknown> = json ?? (dense ? [...value as Array<unknown>] : Object.values(value))
   if (value instanceof Map) children.push(...value.keys(), ...value.values())
   else if (value instanceof Set) children.push(...value)
   for (const key of Reflect.ownKeys(value)) {

@@ -10,6 +10,9 @@
 /** How many objects the quick walk visits before it leaves a value to the exact walk. */
 export const quickVisits = 10_000
 
+/** The length past which an array is walked by its keys (its items), not index by index. */
+export const denseLength = 65_536
+
 /** What the quick walk found: within the limit, past it, or too many objects to say. */
 export type QuickDepth = "Within" | "Past" | "Unsure"
 
@@ -29,7 +32,7 @@ const walk = (current: object, depth: number, limit: number, state: Walk): Quick
   if (depth > limit) return "Past"
   if (++state.visits > quickVisits) return "Unsure"
   if (ArrayBuffer.isView(current)) return "Within"
-  if (Array.isArray(current)) {
+  if (Array.isArray(current) && current.length <= denseLength) {
     for (let i = 0; i < current.length; i++) {
       const child: unknown = current[i]
       if (typeof child === "object" && child !== null) {
@@ -39,7 +42,8 @@ const walk = (current: object, depth: number, limit: number, state: Walk): Quick
     }
     return "Within"
   }
-  // the own enumerable values, as `Object.values` reads them, without its array
+  // the own enumerable values, as `Object.values` reads them, without its array (a long array's too: by its
+  // keys, so a sparse one, `a[2 ** 32 - 2] = 1`, costs its items, not its length)
   for (const key in current) {
     if (!Object.hasOwn(current, key)) continue
     const child: unknown = (current as Record<string, unknown>)[key]

@@ -1,0 +1,90 @@
+/**
+ * Values whose arrays are long but hold few items (`a[2 ** 32 - 2] = 1`):
+ * every walk over them costs their items, not their length, and what JSON
+ * would write of them in full is refused where the agent takes them.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Agent, Middleware, Secrets } from "@stepwise-agent/core"
+import { ScriptedModel } from "@stepwise-agent/testing"
+import { Effect } from "effect"
+
+/** An array of length `2 ** 32 - 1` whose one item is `item`, at its end. */
+const sparse = (item: unknown): Array<unknown> => {
+  const items: Array<unknown> = []
+  items[2 ** 32 - 2] = item
+  return items
+}
+
+/** `[[[…]]]`, `depth` levels. */
+const nested = (depth: number): unknown => {
+  let value: unknown = []
+  for (let i = 1; i < depth; i++) value = [value]
+  return value
+}
+
+/** The input of a run holding a tool call with `params` and its result `result`. */
+const inputWith = (params: unknown, result: unknown) => [
+  { role: "user", content: "hi" },
+  { role: "assistant", content: [{ type: "tool-call", id: "c1", name: "t", params, providerExecuted: false }] },
+  {
+    role: "tool",
+    content: [{ type: "tool-result", id: "c1", name: "t", result, isFailure: false, providerExecuted: false }]
+  },
+  { role: "user", content: "go on" }
+]
+
+describe("sparse arrays", () => {
+  it.effect(
+    "Middleware.argumentsTooDeep walks a sparse array by its items: deep at its end is found, quickly",
+    () =>
+      Effect.sync(() => {
+        assert.isFalse(Middleware.argumentsTooDeep({ items: sparse(1) }))
+        assert.isTrue(Middleware.argumentsTooDeep({ items: sparse(nested(200)) }))
+        assert.isFalse(Middleware.argumentsTooDeep({ items: sparse(nested(100)) }))
+      }),
+    20_000
+  )
+
+  it.effect(
+    "Secrets.scrubToolResult scrubs a sparse result's item (failed or not), quickly, its length kept",
+    () =>
+      Effect.gen(function*() {
+        const key = "sk-sparse-Zx9qWv3LmN7pRt2YbK5s"
+        yield* Secrets.register(key)
+        for (const isFailure of [true, false]) {
+          const part = Secrets.scrubToolResult({ result: { items: sparse(`key ${key}`) }, isFailure })
+          const items = (part.result as { readonly items: ReadonlyArray<string> }).items
+          assert.strictEqual(items.length, 2 ** 32 - 1)
+          assert.include(items[2 ** 32 - 2], "key ")
+          assert.notInclude(items[2 ** 32 - 2], key)
+        }
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  const refused: ReadonlyArray<readonly [string, () => readonly [unknown, unknown], string]> = [
+    ["a call's arguments holding a sparse array", () => [{ items: sparse(1) }, "ok"], "too large"],
+    ["a result that is a sparse array", () => [{}, sparse("x")], "too large"],
+    ["a result holding a cycle", () => {
+      const result: Record<string, unknown> = {}
+      result["self"] = result
+      return [{}, result]
+    }, "levels deep"],
+    ["arguments holding a bigint", () => [{ n: 1n }, "ok"], "bigint"]
+  ]
+  for (const [what, values, reason] of refused) {
+    it.effect(
+      `the input of a run with ${what} is refused as InvalidInput, quickly, and nothing is stored`,
+      () =>
+        Effect.gen(function*() {
+          const agent = yield* Agent.make({})
+          const [params, result] = values()
+          const error = yield* Effect.flip(agent.run(inputWith(params, result) as any, { threadId: "t" }))
+          assert.strictEqual(error._tag, "InvalidInput")
+          assert.include(error.message, reason)
+          assert.isTrue((yield* agent.thread("t"))._tag === "None")
+        }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("done")]))),
+      20_000
+    )
+  }
+})
