@@ -62,6 +62,26 @@ describe("sparse arrays", () => {
     20_000
   )
 
+  it.effect(
+    "a model's tool call whose arguments hold a sparse array nested too deep at its end: answered as a failure, quickly (nothing walks its length)",
+    () =>
+      Effect.gen(function*() {
+        const agent = yield* Agent.make({})
+        const result = yield* agent.run("go", { threadId: "deep" })
+        const tool = result.state.messages.find((message) => message.role === "tool")
+        assert.isDefined(tool)
+        // answered as a failure (the call names no tool of this agent, and its arguments are cut past the limit)
+        assert.isTrue(tool!.role === "tool" && tool!.content.every((part) => part.isFailure))
+        assert.strictEqual(result.state.messages.at(-1)?.role, "assistant")
+      }).pipe(
+        Effect.provide(ScriptedModel.layer([
+          ScriptedModel.toolCalls([{ id: "c1", name: "t", params: { items: sparse(nested(200)) } }]),
+          ScriptedModel.text("done")
+        ]))
+      ),
+    20_000
+  )
+
   const refused: ReadonlyArray<readonly [string, () => readonly [unknown, unknown], string]> = [
     ["a call's arguments holding a sparse array", () => [{ items: sparse(1) }, "ok"], "too large"],
     ["a result that is a sparse array", () => [{}, sparse("x")], "too large"],

@@ -76,7 +76,16 @@ export const cut = (value: unknown, limit: number = maxDepth): unknown => {
   const copy = (current: unknown, depth: number): unknown => {
     if (typeof current !== "object" || current === null) return current
     if (depth > limit + 1) return cutMark
-    if (Array.isArray(current)) return current.map((item) => copy(item, depth + 1))
+    if (Array.isArray(current)) {
+      if (current.length <= denseLength) return current.map((item) => copy(item, depth + 1))
+      // a long array by its keys (a sparse one costs its items), its holes kept
+      const items = new Array<unknown>(current.length)
+      for (const key of Object.keys(current)) {
+        const index = Number(key)
+        if (String(index) === key) items[index] = copy(current[index], depth + 1)
+      }
+      return items
+    }
     // (fromEntries defines a `__proto__` key as a field, as JSON.parse does)
     return Object.fromEntries(Object.entries(current).map(([key, item]) => [key, copy(item, depth + 1)]))
   }
