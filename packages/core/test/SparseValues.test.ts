@@ -3,10 +3,12 @@
  * every walk over them costs their items, not their length, and what JSON
  * would write of them in full is refused where the agent takes them.
  */
+import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Middleware, Secrets } from "@stepwise-agent/core"
+import { Agent, Middleware, Secrets, TokenCounter } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect } from "effect"
+import { Effect, FastCheck } from "effect"
+import { jsonLength } from "../src/internal/fast/jsonLength.js"
 
 /** An array of length `2 ** 32 - 1` whose one item is `item`, at its end. */
 const sparse = (item: unknown): Array<unknown> => {
@@ -81,6 +83,50 @@ describe("sparse arrays", () => {
       ),
     20_000
   )
+
+  it.effect(
+    "the approximate token counter measures a tool call holding a sparse array without walking its length",
+    () =>
+      Effect.gen(function*() {
+        const counter = yield* TokenCounter.makeApproximate()
+        const calling = Prompt.makeMessage("assistant", {
+          content: [
+            Prompt.makePart("tool-call", { id: "c1", name: "t", params: { items: sparse(1) }, providerExecuted: false })
+          ]
+        })
+        assert.isAbove(yield* counter.countMessage(calling), 2 ** 30)
+      }),
+    20_000
+  )
+
+  it("a long sparse array's JSON length, measured by its items, is what JSON.stringify writes", () =>
+    FastCheck.assert(
+      FastCheck.property(
+        FastCheck.integer({ min: 65_537, max: 200_000 }),
+        // (values whose strings need no escaping: the measure counts no escapes, by design)
+        FastCheck.array(
+          FastCheck.tuple(
+            FastCheck.nat(),
+            FastCheck.oneof(
+              FastCheck.integer(),
+              FastCheck.boolean(),
+              FastCheck.constant(null),
+              FastCheck.constant(undefined),
+              FastCheck.stringMatching(/^[a-z ]{0,8}$/),
+              FastCheck.dictionary(FastCheck.stringMatching(/^[a-z]{1,4}$/), FastCheck.integer(), { maxKeys: 3 })
+            )
+          ),
+          { maxLength: 20 }
+        ),
+        (length, items) => {
+          const array: Array<unknown> = []
+          array[length - 1] = null
+          for (const [at, item] of items) array[at % length] = item
+          assert.strictEqual(jsonLength({ array }), JSON.stringify({ array }).length)
+        }
+      ),
+      { numRuns: 30 }
+    ))
 
   const refused: ReadonlyArray<readonly [string, () => readonly [unknown, unknown], string]> = [
     ["a call's arguments holding a sparse array", () => [{ items: sparse(1) }, "ok"], "too large"],

@@ -1,3 +1,5 @@
+import { denseLength } from "./quickDepth.js"
+
 /**
  * The characters of a JSON value, measured without serialising it: the
  * length `JSON.stringify(value)` would have if no character of a string
@@ -83,7 +85,19 @@ const walk = (value: unknown, ancestors: Ancestors | undefined, style: Style): n
   // this object as an ancestor of its items, made when the first item that is an object comes
   let here: Ancestors | undefined
   let length = 2
-  if (Array.isArray(value)) {
+  if (Array.isArray(value) && value.length > denseLength) {
+    // a long array by its keys, so a sparse one costs its items, not its length: each hole spelled as `null`
+    let items = 0
+    for (const key of Object.keys(value)) {
+      const index = Number(key)
+      if (String(index) !== key) continue
+      const item: unknown = value[index]
+      if (typeof item === "object" && item !== null) here ??= { value, up: ancestors }
+      items++
+      length += omitted(item) ? 4 : walk(item, here, style)
+    }
+    length += (value.length - items) * 4 + (value.length - 1) * style.separator
+  } else if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i]
       if (typeof item === "object" && item !== null) here ??= { value, up: ancestors }
