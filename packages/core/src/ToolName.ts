@@ -72,8 +72,10 @@ export const problemOf = (name: string): string | undefined => {
  * @category utility
  */
 export const fold = (name: string): string =>
-  // lower, upper, lower: "ẞ" lowers to "ß", which uppers to "SS": each case of a name folds alike
-  name.replace(invisible, "").normalize("NFKC").toLowerCase().toUpperCase().toLowerCase().normalize("NFKC").trim()
+  // cased in its decomposed form (as Unicode's caseless matching does: an iota subscript that upper-cases to a
+  // letter comes after the accents it carries, in any form of the name), lower, upper, lower ("ẞ" lowers to "ß",
+  // which uppers to "SS": each case of a name folds alike), then composed
+  name.replace(invisible, "").normalize("NFKD").toLowerCase().toUpperCase().toLowerCase().normalize("NFKC").trim()
 
 /**
  * A name as a JSON string with every character outside printable ASCII

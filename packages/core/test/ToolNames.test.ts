@@ -198,6 +198,7 @@ describe("Agent.make: tool names that read the same", () => {
           FastCheck.fullUnicode(),
           // letters whose case or compatibility forms change their length or meet other letters'
           FastCheck.constantFrom(
+            "\u1f80\u0301",
             "\u1e9e",
             "\u00df",
             "\u0130",
@@ -215,8 +216,13 @@ describe("Agent.make: tool names that read the same", () => {
     ({ text }) => {
       const folded = ToolName.fold(text)
       assert.strictEqual(ToolName.fold(folded), folded)
-      assert.strictEqual(ToolName.fold(text.toUpperCase()), folded)
-      assert.strictEqual(ToolName.fold(text.toLowerCase()), folded)
+      // a case of a name is its canonical form's (Unicode's caseless match maps the NFD form), as a reader sees it
+      // (without invisible characters): upper-casing a raw "\u1f80\u0301" turns its iota subscript into a letter
+      // before the acute ("\u1f08\u0399\u0301"), and in "\u1f84\u200b\u0301" the acute after the invisible space
+      // follows that letter: another name
+      const seen = text.replace(/[\p{Default_Ignorable_Code_Point}\u2800]/gu, "").normalize("NFD")
+      assert.strictEqual(ToolName.fold(seen.toUpperCase()), folded)
+      assert.strictEqual(ToolName.fold(seen.toLowerCase()), folded)
       assert.strictEqual(ToolName.fold(text.normalize("NFD")), folded)
     },
     { fastCheck: { numRuns: 2000 } }
