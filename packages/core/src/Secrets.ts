@@ -104,7 +104,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 import { decodedTexts, encodedMatches } from "./internal/decodings.js"
-import { denseLength } from "./internal/fast/quickDepth.js"
+import { denseLength, itemIndices } from "./internal/fast/quickDepth.js"
 import * as JsonDepth from "./internal/jsonDepth.js"
 import * as JsonValue from "./internal/jsonValue.js"
 
@@ -1367,27 +1367,13 @@ const scrubHash = (hash: unknown, scrubbing: Scrubbing): unknown => {
     : Option.some(scrubbed)
 }
 
-/**
- * The indices of a long array's items (over {@link denseLength}): its own
- * index keys, so a sparse array (`a[2 ** 32 - 2] = 1`) costs its items, not
- * its length. A shorter array is walked index by index.
- */
-const itemIndices = (array: ReadonlyArray<unknown>): Array<number> => {
-  const indices: Array<number> = []
-  for (const key of Object.keys(array)) {
-    const index = Number(key)
-    if (String(index) === key && index < array.length) indices.push(index)
-  }
-  return indices
-}
-
-/** `f` of each item of `array` (a long one's by {@link itemIndices}). */
+/** `f` of each item of `array` (a long one's by `itemIndices`). */
 const forEachItem = <A>(array: ReadonlyArray<A>, f: (item: A) => void): void => {
   if (array.length <= denseLength) { for (let i = 0; i < array.length; i++) f(array[i]!) }
   else for (const index of itemIndices(array)) f(array[index]!)
 }
 
-/** `array.map(f)` (a long array's by {@link itemIndices}, its holes kept), or `array` itself when no item changed. */
+/** `array.map(f)` (a long array's by `itemIndices`, its holes kept), or `array` itself when no item changed. */
 const mapItems = <A>(array: ReadonlyArray<A>, f: (item: A) => unknown): ReadonlyArray<unknown> => {
   if (array.length <= denseLength) {
     let out: Array<unknown> | undefined

@@ -6,7 +6,7 @@
  * here by a recursion that stops just past the limit, or without one, and
  * refused above {@link maxDepth} before any of them sees it.
  */
-import { denseLength, quickDepth } from "./fast/quickDepth.js"
+import { denseLength, itemIndices, quickDepth } from "./fast/quickDepth.js"
 
 /**
  * How deep a value the agent takes: 128 levels of arrays and objects, far
@@ -80,10 +80,7 @@ export const cut = (value: unknown, limit: number = maxDepth): unknown => {
       if (current.length <= denseLength) return current.map((item) => copy(item, depth + 1))
       // a long array by its keys (a sparse one costs its items), its holes kept
       const items = new Array<unknown>(current.length)
-      for (const key of Object.keys(current)) {
-        const index = Number(key)
-        if (String(index) === key) items[index] = copy(current[index], depth + 1)
-      }
+      for (const index of itemIndices(current)) items[index] = copy(current[index], depth + 1)
       return items
     }
     // (fromEntries defines a `__proto__` key as a field, as JSON.parse does)

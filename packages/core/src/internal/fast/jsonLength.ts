@@ -1,4 +1,4 @@
-import { denseLength } from "./quickDepth.js"
+import { denseLength, itemIndices } from "./quickDepth.js"
 
 /**
  * The characters of a JSON value, measured without serialising it: the
@@ -87,16 +87,13 @@ const walk = (value: unknown, ancestors: Ancestors | undefined, style: Style): n
   let length = 2
   if (Array.isArray(value) && value.length > denseLength) {
     // a long array by its keys, so a sparse one costs its items, not its length: each hole spelled as `null`
-    let items = 0
-    for (const key of Object.keys(value)) {
-      const index = Number(key)
-      if (String(index) !== key) continue
+    const indices = itemIndices(value)
+    for (const index of indices) {
       const item: unknown = value[index]
       if (typeof item === "object" && item !== null) here ??= { value, up: ancestors }
-      items++
       length += omitted(item) ? 4 : walk(item, here, style)
     }
-    length += (value.length - items) * 4 + (value.length - 1) * style.separator
+    length += (value.length - indices.length) * 4 + (value.length - 1) * style.separator
   } else if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i]

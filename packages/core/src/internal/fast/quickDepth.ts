@@ -13,6 +13,20 @@ export const quickVisits = 10_000
 /** The length past which an array is walked by its keys (its items), not index by index. */
 export const denseLength = 65_536
 
+/**
+ * The indices of an array's items, from its own keys: a long array's walk
+ * (over {@link denseLength}), so a sparse one (`a[2 ** 32 - 2] = 1`) costs
+ * its items, not its length.
+ */
+export const itemIndices = (array: ReadonlyArray<unknown>): Array<number> => {
+  const indices: Array<number> = []
+  for (const key of Object.keys(array)) {
+    const index = Number(key)
+    if (String(index) === key) indices.push(index)
+  }
+  return indices
+}
+
 /** What the quick walk found: within the limit, past it, or too many objects to say. */
 export type QuickDepth = "Within" | "Past" | "Unsure"
 
