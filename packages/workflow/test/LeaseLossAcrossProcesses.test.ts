@@ -49,7 +49,34 @@ const asClient = <A>(filename: string, f: (sql: SqlClient.SqlClient) => Effect.E
   Effect.scoped(Effect.gen(function*() {
     const client = yield* Layer.build(AgentEngine.layerSqlite({ filename, clientOnly: true }))
     return yield* f(yield* Effect.provide(SqlClient.SqlClient, client))
-  })).pipe(Effect.orDie)
+  }))
+
+/** Whether `error` is SQLite's "database is locked" (another connection holds the write lock). */
+const isBusy = (error: unknown): boolean =>
+  typeof error === "object" && error !== null &&
+  ((error as { readonly code?: unknown }).code === "SQLITE_BUSY" ||
+    isBusy((error as { readonly cause?: unknown }).cause))
+
+/**
+ * Stops `pid` past its lease, then takes the database over as a runner of
+ * another machine would (`takeOver`). A process stopped inside a write holds
+ * SQLite's write lock, so no other process can write until it runs again:
+ * then it is let run a moment and stopped again. The side effects logged
+ * when it was last stopped are returned.
+ */
+const stopPastLeaseAndTakeOver = (pid: number, side: string, takeOver: Effect.Effect<unknown, unknown>) =>
+  Effect.gen(function*() {
+    for (let attempt = 1;; attempt++) {
+      process.kill(pid, "SIGSTOP")
+      const before = sideLines(side)
+      yield* Effect.sleep("2 seconds")
+      const taken = yield* Effect.either(takeOver)
+      if (taken._tag === "Right") return before
+      if (!isBusy(taken.left) || attempt === 5) return yield* Effect.die(taken.left)
+      process.kill(pid, "SIGCONT")
+      yield* Effect.sleep("100 millis")
+    }
+  })
 
 describe("a SQLite runner process that loses its lease", () => {
   it.scopedLive(
@@ -68,13 +95,14 @@ describe("a SQLite runner process that loses its lease", () => {
         }
         const first = yield* spawn({ ...env, START: "run-1" })
         yield* eventually(() => sideLines(env.SIDE).length >= 2, "two calls ran")
-        process.kill(first.pid, "SIGSTOP")
-        const before = sideLines(env.SIDE)
         // past the lease, a runner of another machine takes the database over, as its takeover writes it
-        yield* Effect.sleep("2 seconds")
-        yield* asClient(env.DB, (sql) =>
-          sql`UPDATE stepwise_runner_lease SET owner = 'usurper', pid = 4242, host = 'elsewhere',
-            machine = 'elsewhere', started = '', expires_at = ${Date.now() + 600_000}`)
+        const before = yield* stopPastLeaseAndTakeOver(
+          first.pid,
+          env.SIDE,
+          asClient(env.DB, (sql) =>
+            sql`UPDATE stepwise_runner_lease SET owner = 'usurper', pid = 4242, host = 'elsewhere',
+              machine = 'elsewhere', started = '', expires_at = ${Date.now() + 600_000}`)
+        )
         process.kill(first.pid, "SIGCONT")
         const lost = yield* Effect.promise(() =>
           first.waitForLine((line) =>
@@ -87,7 +115,7 @@ describe("a SQLite runner process that loses its lease", () => {
         assert.deepStrictEqual(sideLines(env.SIDE), before)
 
         // the new owner (the usurper gone) resumes the run where the journal has it
-        yield* asClient(env.DB, (sql) => sql`UPDATE stepwise_runner_lease SET expires_at = 0`)
+        yield* Effect.orDie(asClient(env.DB, (sql) => sql`UPDATE stepwise_runner_lease SET expires_at = 0`))
         const next = yield* spawn({ ...env, RUN_ID: "run-1" })
         const done = JSON.parse(
           (yield* Effect.promise(() => next.waitForLine((line) => line.startsWith("done "), 90_000))).slice(5)
