@@ -15,7 +15,7 @@ import { AgentConfigError } from "./AgentError.js"
 import * as IdentityTable from "./internal/fast/identityTable.js"
 import * as Lineage from "./internal/fast/lineage.js"
 import * as MessageDecode from "./internal/fast/messageDecode.js"
-import * as Pairing from "./internal/pairing.js"
+import * as Pairing from "./internal/fast/pairing.js"
 import type * as Middleware from "./Middleware.js"
 
 /**

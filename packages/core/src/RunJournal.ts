@@ -675,6 +675,12 @@ export interface Service {
       effect: Effect.Effect<readonly [A, Witnessed], E, R>
     ) => Effect.Effect<readonly [A, Witnessed], E, R>)
     | undefined
+  /**
+   * Optional: `true` for a journal whose load step gives a thread the store
+   * does not hold — a replayed fork's, which starts a new thread from a
+   * recorded one. The run's first save then expects no thread stored.
+   */
+  readonly forksThread?: boolean | undefined
 }
 
 /**

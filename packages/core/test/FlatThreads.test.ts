@@ -13,9 +13,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Checkpointer } from "@stepwise-agent/core"
 import { Effect, FastCheck, Option } from "effect"
 import { vi } from "vitest"
+import * as LiftedThreads from "../src/internal/fast/liftedThreads.js"
 import * as Lineage from "../src/internal/fast/lineage.js"
-import { paired } from "../src/internal/pairing.js"
-import * as ToolFiles from "../src/internal/toolFiles.js"
+import { paired } from "../src/internal/fast/pairing.js"
 
 const png = "iVBORw0KGgo="
 
@@ -47,13 +47,13 @@ const counted = (message: Prompt.Message, reads: { n: number }): Prompt.Message 
   })
 
 /** The lift of a copy of `messages` that no lineage record relates to any thread: every message read. */
-const liftedAfresh = (messages: ReadonlyArray<Prompt.Message>) => ToolFiles.lift([...messages])
+const liftedAfresh = (messages: ReadonlyArray<Prompt.Message>) => LiftedThreads.lift([...messages])
 
 /** What the model call sends of a thread: paired, then its files lifted. */
-const sent = (messages: ReadonlyArray<Prompt.Message>) => ToolFiles.lift(paired(messages))
+const sent = (messages: ReadonlyArray<Prompt.Message>) => LiftedThreads.lift(paired(messages))
 
 /** The same for a copy of `messages` that no lineage record relates to any thread. */
-const sentAfresh = (messages: ReadonlyArray<Prompt.Message>) => ToolFiles.lift(paired([...messages]))
+const sentAfresh = (messages: ReadonlyArray<Prompt.Message>) => LiftedThreads.lift(paired([...messages]))
 
 /** A tool message whose result answers no call (as input history may hold). */
 const orphan = (i: number) => toolMessage(1_000_000 + i, false)
@@ -66,12 +66,12 @@ describe("flat threads: what a model call does to the thread", () => {
     ]
     for (let i = 0; i < 200; i++) base.push(counted(callMessage(i), reads), counted(toolMessage(i, false), reads))
     let thread: ReadonlyArray<Prompt.Message> = base
-    ToolFiles.lift(thread)
+    LiftedThreads.lift(thread)
     for (let step = 200; step < 210; step++) {
       thread = Lineage.appendWithRoom(thread, [callMessage(step)])
       thread = Lineage.extendUnseen(thread, [toolMessage(step, false)])
       reads.n = 0
-      assert.strictEqual(ToolFiles.lift(thread), thread)
+      assert.strictEqual(LiftedThreads.lift(thread), thread)
       assert.strictEqual(reads.n, 0, `step ${step} read the thread's earlier messages again`)
     }
   })
@@ -86,7 +86,7 @@ describe("flat threads: what a model call does to the thread", () => {
         Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: `run ${run}` })] })
       ])
       reads.n = 0
-      const lifted = ToolFiles.lift(thread)
+      const lifted = LiftedThreads.lift(thread)
       if (run === 1) assert.strictEqual(reads.n, 0, "the second run read the loaded thread again")
       assert.deepStrictEqual(lifted, liftedAfresh(thread))
     }
@@ -144,8 +144,8 @@ describe("flat threads: what a model call does to the thread", () => {
         threads.push(next)
         // lifted in an order unrelated to how they were made
         const probe = threads[(from * 7 + keep) % threads.length]!
-        assert.deepStrictEqual(ToolFiles.lift(probe), liftedAfresh(probe))
-        assert.deepStrictEqual(ToolFiles.lift(next), liftedAfresh(next))
+        assert.deepStrictEqual(LiftedThreads.lift(probe), liftedAfresh(probe))
+        assert.deepStrictEqual(LiftedThreads.lift(next), liftedAfresh(next))
         assert.deepStrictEqual(sent(probe), sentAfresh(probe))
         assert.deepStrictEqual(sent(next), sentAfresh(next))
       }

@@ -4,7 +4,7 @@ import { Agent, Middleware } from "@stepwise-agent/core"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, FastCheck } from "effect"
 import * as Lineage from "../src/internal/fast/lineage.js"
-import { paired } from "../src/internal/pairing.js"
+import { paired } from "../src/internal/fast/pairing.js"
 
 const result = (id: string) => Messages.toolResult(id, "search", `found ${id}`)
 const user = Messages.user

@@ -170,20 +170,8 @@ export interface Loaded {
   readonly checkpoint: Option.Option<Checkpointer.Checkpoint>
   /** The thread's incarnation (see `Checkpointer.Checkpoint`); `undefined` for a checkpoint stored without one. */
   readonly incarnation: string | undefined
-  /** Whether the store holds the thread loaded (not for a new thread, nor for a replayed fork's: {@link notStored}). */
+  /** Whether the store holds the thread loaded (not for a new thread, nor for a replayed fork's: `RunJournal.Service.forksThread`). */
   readonly stored: boolean
-}
-
-/**
- * The checkpoints a run's load gives that the store does not hold: a replayed fork's recorded thread, given in
- * place of the fork's new thread (`replay.ts`). The first save of such a run expects no thread stored.
- */
-const notStoredCheckpoints = new WeakSet<Checkpointer.Checkpoint>()
-
-/** `checkpoint`, marked as one the store does not hold (see `notStoredCheckpoints`). */
-export const notStored = (checkpoint: Checkpointer.Checkpoint): Checkpointer.Checkpoint => {
-  notStoredCheckpoints.add(checkpoint)
-  return checkpoint
 }
 
 /** A new incarnation nonce: 64 bits from the context's `Random` (a test may seed it), in one operation. */
@@ -341,7 +329,7 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
     threadId: string,
     journaled?: { readonly journal: RunJournal.Service; readonly keys: StepKeys }
   ): Effect.Effect<Loaded, CheckpointError> => {
-    const loaded = loadedOf(threadId)
+    const loaded = loadedOf(threadId, journaled?.journal.forksThread !== true)
     if (journaled === undefined) return Effect.flatMap(checkpointer.load(threadId), loaded)
     // in process the step runs as it is: the incarnation and the decode go on from the load itself
     if (journaled.journal === RunJournal.inProcess) {
@@ -359,49 +347,54 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
     )
   }
 
-  /** The thread a load of `threadId` gives, decoded; an empty thread when it has none. */
-  const loadedOf =
-    (threadId: string) => (stored: Option.Option<Checkpointer.Checkpoint>): Effect.Effect<Loaded, CheckpointError> => {
-      if (Option.isNone(stored)) {
-        return Effect.succeed({
-          messages: [],
-          slices: layout.initial,
-          checkpoint: Option.none(),
-          incarnation: undefined,
-          stored: false
-        })
-      }
-      const checkpoint = stored.value
-      // a new thread's load gives only its incarnation: nothing to decode
-      if (isUnsaved(checkpoint)) {
-        return Effect.succeed({
-          messages: [],
-          slices: layout.initial,
-          checkpoint: Option.none(),
-          incarnation: checkpoint.incarnation,
-          stored: false
-        })
-      }
-      return Effect.flatMap(
-        decodeThread(checkpoint.messages),
-        (messages) =>
-          Effect.map(layout.decodeSlices(checkpoint.slices), (slices): Loaded => ({
-            messages,
-            slices,
-            checkpoint: stored,
-            incarnation: checkpoint.incarnation,
-            stored: !notStoredCheckpoints.has(checkpoint)
-          }))
-      ).pipe(
-        Effect.mapError((error) =>
-          new CheckpointError({
-            threadId,
-            operation: "load",
-            reason: `the stored state does not decode: ${describeParseError(error)}`
-          })
-        )
-      )
+  /**
+   * The thread a load of `threadId` gives, decoded; an empty thread when it has none. `inStore`: whether a
+   * thread the load gives is the store's (not a replayed fork's).
+   */
+  const loadedOf = (threadId: string, inStore: boolean) =>
+  (
+    stored: Option.Option<Checkpointer.Checkpoint>
+  ): Effect.Effect<Loaded, CheckpointError> => {
+    if (Option.isNone(stored)) {
+      return Effect.succeed({
+        messages: [],
+        slices: layout.initial,
+        checkpoint: Option.none(),
+        incarnation: undefined,
+        stored: false
+      })
     }
+    const checkpoint = stored.value
+    // a new thread's load gives only its incarnation: nothing to decode
+    if (isUnsaved(checkpoint)) {
+      return Effect.succeed({
+        messages: [],
+        slices: layout.initial,
+        checkpoint: Option.none(),
+        incarnation: checkpoint.incarnation,
+        stored: false
+      })
+    }
+    return Effect.flatMap(
+      decodeThread(checkpoint.messages),
+      (messages) =>
+        Effect.map(layout.decodeSlices(checkpoint.slices), (slices): Loaded => ({
+          messages,
+          slices,
+          checkpoint: stored,
+          incarnation: checkpoint.incarnation,
+          stored: inStore
+        }))
+    ).pipe(
+      Effect.mapError((error) =>
+        new CheckpointError({
+          threadId,
+          operation: "load",
+          reason: `the stored state does not decode: ${describeParseError(error)}`
+        })
+      )
+    )
+  }
 
   return { save, load } as const
 }

@@ -25,17 +25,17 @@ import type { Compiled } from "./config.js"
 import { drain } from "./drain.js"
 import { identityMemo } from "./fast/identityMemo.js"
 import * as LayerGroups from "./fast/layerGroups.js"
+import * as LiftedThreads from "./fast/liftedThreads.js"
+import { paired } from "./fast/pairing.js"
 import { PassedOn } from "./fast/passedOn.js"
 import { assistantMessage, toolCallsOf } from "./fast/replyMessage.js"
 import { modelResponseProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
-import { paired } from "./pairing.js"
 import type { Then } from "./phase.js"
 import { cutDeepArguments, invalidCallOf, repairsExhausted } from "./repairs.js"
 import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
-import * as ToolFiles from "./toolFiles.js"
 import { recoverUnknownToolCalls, recoverUnparsedArguments, wireToolkit } from "./tools.js"
 import * as WrapUpdates from "./wrapUpdates.js"
 
@@ -223,7 +223,7 @@ export const make = (config: Compiled) => {
     const offeredTools = request.tools === config.toolList ? toolNames : request.tools.map((tool) => tool.name)
     // the model never sees a tool result without its call, or a call without its result; files of tool
     // results go as file parts
-    const messages = ToolFiles.lift(paired(request.messages))
+    const messages = LiftedThreads.lift(paired(request.messages))
     // (`concat`, not a spread: V8 copies an array into a literal element by element, ~14 times slower)
     const prompt = Prompt.fromMessages(
       request.systemPrompt === undefined ? messages : [systemMessageOf(request.systemPrompt)].concat(messages)

@@ -278,11 +278,11 @@ const replayWith = (
             return Effect.map(recorded, (loaded) => {
               const thread = key.result.from(loaded)
               return Option.isNone(thread) ? existing : as.of(
-                key.result.to(Option.some(Checkpoint.notStored(
+                key.result.to(Option.some(
                   incarnation === undefined
                     ? Checkpoint.withoutIncarnation(thread.value)
                     : { ...thread.value, incarnation }
-                ))),
+                )),
                 []
               )
             })
@@ -357,6 +357,7 @@ const replayWith = (
     })
     const replaying = RunJournal.RunJournal.of({
       durable: live === undefined ? false : outer.durable,
+      forksThread: live !== undefined,
       // a recorded decision is given again (decoded, as posted); a fork waits in its own journal for one the
       // record lacks
       await: (interrupt) =>

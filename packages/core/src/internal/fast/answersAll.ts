@@ -1,6 +1,6 @@
 /**
  * Whether a tool message answers every call of the assistant message before
- * it, exactly and in order: the common case of `internal/pairing.ts`, checked
+ * it, exactly and in order: the common case of `pairing.ts`, checked
  * without the table of open calls the general rule keeps (a `Map` made per
  * model call otherwise). See the README's row.
  */

@@ -1,7 +1,7 @@
 import * as Prompt from "@effect/ai/Prompt"
-import * as Middleware from "../Middleware.js"
-import { answersAll } from "./fast/answersAll.js"
-import * as Lineage from "./fast/lineage.js"
+import * as Middleware from "../../Middleware.js"
+import { answersAll } from "./answersAll.js"
+import * as Lineage from "./lineage.js"
 
 /**
  * The messages as the model may see them: every tool result answers a call
