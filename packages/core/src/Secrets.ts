@@ -94,7 +94,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Encoding from "effect/Encoding"
 import * as Exit from "effect/Exit"
-import { globalValue } from "effect/GlobalValue"
 import * as Inspectable from "effect/Inspectable"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -107,6 +106,7 @@ import { decodedTexts, encodedMatches } from "./internal/decodings.js"
 import { denseLength, itemIndices } from "./internal/fast/quickDepth.js"
 import * as JsonDepth from "./internal/jsonDepth.js"
 import * as JsonValue from "./internal/jsonValue.js"
+import { registry } from "./internal/knownCredentials.js"
 
 /**
  * What a scrubbed credential is replaced with.
@@ -405,18 +405,6 @@ const replaceValues = (text: string, ...patterns: ReadonlyArray<RegExp | undefin
   return text
 }
 
-/**
- * The values known as credentials in this process: those registered (see
- * `register`), each with how many hold it, and the most recent ones a
- * scrubbing client sent (see `scrubHttpClient`).
- */
-const registry = globalValue(Symbol.for("@stepwise-agent/core/Secrets/registry"), () => ({
-  holders: new Map<string, number>(),
-  sent: new Set<string>(),
-  pattern: undefined as RegExp | undefined,
-  stale: false
-}))
-
 // how many credentials clients sent are kept known (a client that rotates its token forgets the oldest)
 const sentKept = 256
 
@@ -432,12 +420,15 @@ const remember = (secret: string) => {
   if (secret.length < minimumLength) return
   if (registry.sent.delete(secret)) return void registry.sent.add(secret) // the most recent last
   registry.sent.add(secret)
+  registry.generation++
   if (registry.sent.size > sentKept) registry.sent.delete(registry.sent.values().next().value!)
   registry.stale = true
 }
 
 const hold = (secret: string) => {
-  registry.holders.set(secret, (registry.holders.get(secret) ?? 0) + 1)
+  const holders = registry.holders.get(secret) ?? 0
+  if (holders === 0) registry.generation++
+  registry.holders.set(secret, holders + 1)
   registry.stale = true
 }
 

@@ -2,7 +2,7 @@ import { Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware, RunJournal, RunRecord, Secrets } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import { Effect, Either, Exit, Layer, Option, Schema, Scope, Stream } from "effect"
 import { Calculator, CalculatorLive } from "./utils.js"
 
 /** A calculator whose `add` counts its calls. */
@@ -176,6 +176,37 @@ describe("RunRecord", () => {
       const text = RunRecord.toJsonl(record)
       assert.notInclude(text, secret)
       assert.include(text, Secrets.redacted)
+    }))
+
+  it.effect("a credential that becomes known during the run is scrubbed from every request recorded after", () =>
+    Effect.gen(function*() {
+      // not shaped like a key: scrubbed only once known
+      const secret = "opensesame-tulip-orchard"
+      const turns: ReadonlyArray<ScriptedModel.Turn> = [
+        ScriptedModel.toolCalls([{ id: "call_1", name: "add", params: { a: 1, b: 2 } }]),
+        ScriptedModel.toolCalls([{ id: "call_2", name: "add", params: { a: 3, b: 4 } }]),
+        ScriptedModel.text("done")
+      ]
+      // the first call of the tool makes the credential known (as a client's first request does), until the end
+      const outer = yield* Scope.make()
+      const registering = Calculator.toLayer({
+        add: ({ a, b }) => Effect.as(Scope.extend(Secrets.register(secret), outer), a + b)
+      })
+      const { record } = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({ toolkit: Calculator })
+        return yield* RunRecord.record(agent, `my key is ${secret}`, { threadId: "t" })
+      }).pipe(
+        Effect.provide(Layer.merge(ScriptedModel.layer(turns), registering)),
+        Effect.ensuring(Scope.close(outer, Exit.void))
+      )
+      const steps = record.entries.filter((entry) => entry._tag === "Step" && entry.sent !== undefined)
+      assert.strictEqual(steps.length, 3)
+      // sent before the tool ran: kept as it was; every request after: scrubbed, the user's message included
+      assert.include(JSON.stringify(steps[0]), secret)
+      for (const step of steps.slice(1)) {
+        assert.notInclude(JSON.stringify(step), secret)
+        assert.include(JSON.stringify(step), Secrets.redacted)
+      }
     }))
 
   it.effect("credential-named fields and credentials in text are scrubbed from tool arguments and results", () =>

@@ -10,6 +10,8 @@ import * as Schema from "effect/Schema"
 import type * as RunJournal from "../RunJournal.js"
 import * as Secrets from "../Secrets.js"
 import { identityMemo } from "./fast/identityMemo.js"
+import * as IdentityTable from "./fast/identityTable.js"
+import { registry } from "./knownCredentials.js"
 
 /** The field names seen and whether each names a credential (the same few names recur: `role`, `type`, `text`). */
 const credentialKeys = new Map<string, boolean>()
@@ -64,11 +66,13 @@ const plainMessage = keptAs(Prompt.Message, false)
 
 /**
  * Keeps model requests as JSON, scrubbed or not, each message encoded once
- * (by identity, `fast/identityMemo.ts`) for the life of the keeper.
+ * (by identity, `fast/identityTable.ts`) for the life of the keeper; scrubbed,
+ * a message kept before a credential became known (the first model call sends
+ * the API key) is kept again, scrubbed of it.
  */
 export const requestKeeper = (scrubbed: boolean) => {
   const json = scrubbed ? kept : plain
-  const keepMessage = identityMemo(scrubbed ? keptMessage : plainMessage)
+  const keepMessage = scrubbed ? keptWhileKnown(keptMessage) : identityMemo(plainMessage)
   return {
     messages: (list: ReadonlyArray<Prompt.Message>): ReadonlyArray<unknown> => list.map(keepMessage),
     request: (request: RunJournal.SentRequest): typeof RunJournal.SentRequest.Encoded =>
@@ -79,6 +83,22 @@ export const requestKeeper = (scrubbed: boolean) => {
         tools: json(request.tools),
         toolChoice: json(request.toolChoice)
       }) as typeof RunJournal.SentRequest.Encoded
+  }
+}
+
+/**
+ * `keep` remembered per message until a credential becomes known (`generation`
+ * of the known credentials): a message kept before is kept again.
+ */
+const keptWhileKnown = <A extends object>(keep: (message: A) => unknown) => {
+  const table = IdentityTable.make<A, { readonly generation: number; readonly kept: unknown }>()
+  return (message: A): unknown => {
+    const known = table.get(message)
+    if (known !== undefined && known.generation === registry.generation) return known.kept
+    const generation = registry.generation
+    const value = keep(message)
+    table.set(message, { generation, kept: value })
+    return value
   }
 }
 
