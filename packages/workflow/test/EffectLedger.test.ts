@@ -147,6 +147,26 @@ describe("the effect ledger across crashes (SQLite, SIGKILL)", () => {
   )
 
   it.scopedLive(
+    "a crash right after the call was marked started, before its tool began: the next runner asks, the tool never ran unasked",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterMarked")
+        assert.deepStrictEqual(sideLines(env.SIDE), [])
+        const second = yield* spawn({ ...env, RUN_ID: "run-1" })
+        const waiting = JSON.parse(yield* lineAfter(second, "waiting ")) as { key: string }
+        assert.strictEqual(waiting.key, "uncertain/tool/call_1")
+        yield* promise(() => second.exited)
+        assert.deepStrictEqual(sideLines(env.SIDE), [])
+        // asked, the run retries the call: it runs once
+        const third = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "retry" })
+        const done = JSON.parse(yield* lineAfter(third, "done ")) as Done
+        assert.strictEqual(done.state, "Completed")
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
+
+  it.scopedLive(
     "a crash before the call was marked started: it had not begun, and runs once without a question",
     () =>
       Effect.gen(function*() {
