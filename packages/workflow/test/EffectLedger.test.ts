@@ -202,6 +202,24 @@ describe("the effect ledger across crashes (SQLite, SIGKILL)", () => {
   )
 
   it.scopedLive(
+    "a run journaled with the ledger's first form (an activity <step>/started per call) replays: the call with a recorded result is not run again, the next one is marked and runs once",
+    () =>
+      Effect.gen(function*() {
+        // golden/ledgerStarted-v1.sqlite: ledgerAgent at cb4a83b (CALLS=2, CRASH_AT=afterResult) killed after
+        // call_1's result was journaled, its WAL folded in; the file has no ledger table yet
+        const directory = yield* tempDirectory("stepwise-ledger-")
+        const env = { DB: path.join(directory, "runs.db"), SIDE: path.join(directory, "side.log"), CALLS: "2" }
+        fs.copyFileSync(path.join(import.meta.dirname, "golden", "ledgerStarted-v1.sqlite"), env.DB)
+        const runner = yield* spawn({ ...env, RUN_ID: "run-1" })
+        const done = JSON.parse(yield* lineAfter(runner, "done ")) as Done
+        assert.strictEqual(done.state, "Completed")
+        assert.deepStrictEqual(done.results, ["sent to ada@example.com", "sent to ada@example.com"])
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_2"])
+      }),
+    timeout
+  )
+
+  it.scopedLive(
     "a subagent's call cut off by a crash: the durable parent waits on the child's typed Uncertain question, the tool not run again",
     () =>
       Effect.gen(function*() {
