@@ -44,6 +44,7 @@ import { performance } from "node:perf_hooks"
 import * as readline from "node:readline"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { answerDeltas, callParams, makeTools, usage, userInput } from "./fakes.js"
+import * as FiberOps from "./fiberOps.js"
 import { type Sample, sampleMany, type SampleOptions } from "./measure.js"
 import * as SqliteStatements from "./sqliteStatements.js"
 
@@ -360,6 +361,8 @@ export interface DurableResult {
   readonly journal: JournalGrowth
   /** What SQLite is asked to do per activity and per step. */
   readonly sqliteWork: SqliteWorkRow
+  /** Fiber operations per durable step on the memory engine (counted, `fiberOps.ts`; the least of 3 runs). */
+  readonly memoryFiberOps: number
   /** The build of @effect/cluster that ran. */
   readonly clusterBuild: "patched" | "as published"
   readonly resume: ReadonlyArray<ResumeSample>
@@ -720,6 +723,13 @@ export const measure = async (options: {
           sqliteWork.perStep.statements.toFixed(1)
         } statements (@effect/cluster ${clusterBuild})`
     )
+    // the least of 3 runs, one after another (the counter is the process's)
+    const memoryRun = rows.find((row) => row.key === "memory")!.bench.runOnce
+    let memoryFiberOps = Infinity
+    for (let i = 0; i < 3; i++) {
+      memoryFiberOps = Math.min(memoryFiberOps, (await FiberOps.count(memoryRun)).operations / steps)
+    }
+    log(`  memory engine: ${memoryFiberOps.toFixed(1)} fiber operations per step`)
     const results = await sampleMany(rows.map((row) => ({ effect: row.bench.runOnce, unitsPerRun: steps })), sampling)
     const perStep = rows.map((row, i): StepRow => {
       const result = results[i]!
@@ -775,6 +785,7 @@ export const measure = async (options: {
       activities,
       journal,
       sqliteWork,
+      memoryFiberOps,
       clusterBuild,
       resume,
       filesystem: fileSystemOf(directory),

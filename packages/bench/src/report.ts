@@ -795,6 +795,9 @@ export const durableSection = (d: DurableResult): string => {
       ]
     ]),
     "",
+    `On the memory engine a durable step runs ${d.memoryFiberOps.toFixed(1)} fiber operations (counted: every step ` +
+    "of the run loop of the run's fibers, `fiberOps.ts`).",
+    "",
     `**One activity round trip.** A bare workflow runs ${d.activityCount} activities that return a number, or ` +
     "none; the difference per activity is the round trip. The last column gives every activity the same exit " +
     "schema: @effect/workflow 0.19 builds a new `Schema.ExitFromSelf` in each `Activity.make`, and the engine " +

@@ -147,6 +147,26 @@ describe("the effect ledger across crashes (SQLite, SIGKILL)", () => {
   )
 
   it.scopedLive(
+    "a crash right after the call was marked started, before its tool began: the next runner asks, the tool never ran unasked",
+    () =>
+      Effect.gen(function*() {
+        const env = yield* crashed("afterMarked")
+        assert.deepStrictEqual(sideLines(env.SIDE), [])
+        const second = yield* spawn({ ...env, RUN_ID: "run-1" })
+        const waiting = JSON.parse(yield* lineAfter(second, "waiting ")) as { key: string }
+        assert.strictEqual(waiting.key, "uncertain/tool/call_1")
+        yield* promise(() => second.exited)
+        assert.deepStrictEqual(sideLines(env.SIDE), [])
+        // asked, the run retries the call: it runs once
+        const third = yield* spawn({ ...env, RUN_ID: "run-1", DECIDE: "retry" })
+        const done = JSON.parse(yield* lineAfter(third, "done ")) as Done
+        assert.strictEqual(done.state, "Completed")
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
+
+  it.scopedLive(
     "a crash before the call was marked started: it had not begun, and runs once without a question",
     () =>
       Effect.gen(function*() {
@@ -177,6 +197,24 @@ describe("the effect ledger across crashes (SQLite, SIGKILL)", () => {
         ) as Done | null
         assert.deepStrictEqual(done?.results, ["sent to ada@example.com"])
         assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_1"])
+      }),
+    timeout
+  )
+
+  it.scopedLive(
+    "a run journaled with the ledger's first form (an activity <step>/started per call) replays: the call with a recorded result is not run again, the next one is marked and runs once",
+    () =>
+      Effect.gen(function*() {
+        // golden/ledgerStarted-v1.sqlite: ledgerAgent at cb4a83b (CALLS=2, CRASH_AT=afterResult) killed after
+        // call_1's result was journaled, its WAL folded in; the file has no ledger table yet
+        const directory = yield* tempDirectory("stepwise-ledger-")
+        const env = { DB: path.join(directory, "runs.db"), SIDE: path.join(directory, "side.log"), CALLS: "2" }
+        fs.copyFileSync(path.join(import.meta.dirname, "golden", "ledgerStarted-v1.sqlite"), env.DB)
+        const runner = yield* spawn({ ...env, RUN_ID: "run-1" })
+        const done = JSON.parse(yield* lineAfter(runner, "done ")) as Done
+        assert.strictEqual(done.state, "Completed")
+        assert.deepStrictEqual(done.results, ["sent to ada@example.com", "sent to ada@example.com"])
+        assert.deepStrictEqual(sideLines(env.SIDE), ["attempt thread-1/call_2"])
       }),
     timeout
   )

@@ -14,8 +14,12 @@ import * as ToolEffect from "@stepwise-agent/core/ToolEffect"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 
-/** The points of a ledgered call a crash may cut it at. */
-export type CrashPoint = "beforeStarted" | "afterStarted" | "afterResult"
+/**
+ * The points of a ledgered call a crash may cut it at: before its mark,
+ * after its mark (the tool not begun), after its tool ran (its result not
+ * recorded), after its recorded result.
+ */
+export type CrashPoint = "beforeStarted" | "afterMarked" | "afterStarted" | "afterResult"
 
 /**
  * A fault-injection seam for tests: called at each point of each ledgered
@@ -49,27 +53,31 @@ export const make = <X, Y>(
     effect: Effect.Effect<A, E, R>
   ) => Effect.Effect<A, X, R | Y>,
   markStarted: (name: string) => Effect.Effect<boolean>
-) => {
-  const crashAt = (point: CrashPoint, entry: ToolEffect.LedgerEntry) =>
-    Effect.flatMap(CrashSeam, (crash) => crash === undefined ? Effect.void : crash(point, entry))
-  return <A, J, E, R>(
-    key: RunJournal.StepKey<A>,
-    step: RunJournal.StepKey.Tool<A>,
-    journaled: JournaledAs<A, J>,
-    effect: Effect.Effect<J, E, R>
-  ): Effect.Effect<J, X, R | Y> => {
-    const entry = step.ledger
-    const name = RunJournal.stepName(key)
-    if (entry === undefined) return record(name, journaled.schema, effect)
-    const ran = Effect.zipLeft(effect, crashAt("afterStarted", entry))
+) =>
+<A, J, E, R>(
+  key: RunJournal.StepKey<A>,
+  step: RunJournal.StepKey.Tool<A>,
+  journaled: JournaledAs<A, J>,
+  effect: Effect.Effect<J, E, R>
+): Effect.Effect<J, X, R | Y> => {
+  const entry = step.ledger
+  const name = RunJournal.stepName(key)
+  if (entry === undefined) return record(name, journaled.schema, effect)
+  // the seam is read once per call; without one (outside tests) nothing runs between the call's parts
+  return Effect.flatMap(CrashSeam, (crash) => {
+    const before = <B, E1, R1>(point: CrashPoint, next: Effect.Effect<B, E1, R1>) =>
+      crash === undefined ? next : Effect.zipRight(crash(point, entry), next)
+    const after = <B, E1, R1>(point: CrashPoint, self: Effect.Effect<B, E1, R1>) =>
+      crash === undefined ? self : Effect.zipLeft(self, crash(point, entry))
+    const ran = after("afterStarted", effect)
     // an idempotent call runs again after a crash whatever happened before: it needs no mark
     const call = entry.effect === "Idempotent" ? ran : Effect.flatMap(
       markStarted(name),
       (first): Effect.Effect<J, E, R> =>
-        first ? ran : Effect.succeed(journaled.of(step.result.to(ToolEffect.cutOffResult(step.call, entry))))
+        first
+          ? before("afterMarked", ran)
+          : Effect.succeed(journaled.of(step.result.to(ToolEffect.cutOffResult(step.call, entry))))
     )
-    return record(name, journaled.schema, Effect.zipRight(crashAt("beforeStarted", entry), call)).pipe(
-      Effect.tap(() => crashAt("afterResult", entry))
-    )
-  }
+    return after("afterResult", record(name, journaled.schema, before("beforeStarted", call)))
+  })
 }

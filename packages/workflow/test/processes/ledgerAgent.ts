@@ -9,8 +9,8 @@
  *   or `compensatable`.
  * - START=<runId> starts that run; RUN_ID=<runId> only follows it.
  * - CRASH_AT=<point>: the process SIGKILLs itself at that point of the call
- *   (`beforeStarted`, `afterStarted`: the tool ran, its result not recorded,
- *   `afterResult`).
+ *   (`beforeStarted`, `afterMarked`: marked started, the tool not begun,
+ *   `afterStarted`: the tool ran, its result not recorded, `afterResult`).
  * - HANG=1: the tool prints `tool running`, then blocks (the test SIGKILLs
  *   the process from outside).
  * - DECIDE=retry|markDone|compensate|wrongStep: answers the Uncertain question.
