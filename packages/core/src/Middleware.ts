@@ -32,10 +32,9 @@ import type * as Response from "@effect/ai/Response"
 import { Usage as ResponseUsage } from "@effect/ai/Response"
 import type * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
-import type * as Context from "effect/Context"
+import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
 import * as Option from "effect/Option"
 import { type Pipeable, pipeArguments } from "effect/Pipeable"
@@ -43,6 +42,7 @@ import * as Predicate from "effect/Predicate"
 import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
 import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as JsonDepth from "./internal/jsonDepth.js"
@@ -1131,11 +1131,15 @@ export const guardToolCall: {
  * @category combinators
  */
 export const report = (decision: string, data?: unknown): Effect.Effect<void> =>
-  Effect.flatMap(FiberRef.get(observer.currentHook), (current) =>
-    Effect.zipRight(
-      Effect.annotateCurrentSpan("decision", decision),
-      observer.decided({ middleware: current.middleware, hook: current.hook, decision, data })
-    ))
+  Effect.withFiberRuntime((fiber) => {
+    const current = fiber.getFiberRef(observer.currentHook)
+    const filed = { middleware: current.middleware, hook: current.hook, decision, data }
+    const context = fiber.currentContext
+    // (with no span at all, `annotateCurrentSpan` fails with an error, stack trace and all, that it then ignores)
+    return Context.getOption(context, Tracer.ParentSpan)._tag === "None"
+      ? observer.decideIn(context, filed)
+      : Effect.zipRight(Effect.annotateCurrentSpan("decision", decision), observer.decided(filed))
+  })
 
 /**
  * Whether a tool call's arguments nest arrays and objects more than 128

@@ -55,8 +55,8 @@ import type * as ContextView from "./ContextView.js"
 import * as Options from "./internal/context/clearOptions.js"
 import * as ClearToolUsesEdit from "./internal/context/clearToolUses.js"
 import * as ViewMode from "./internal/context/viewMode.js"
-import * as CounterEdits from "./internal/fast/counterEdits.js"
 import * as FailedEdits from "./internal/failedEdits.js"
+import * as CounterEdits from "./internal/fast/counterEdits.js"
 import * as HistoryCache from "./internal/fast/historyCache.js"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
@@ -407,8 +407,7 @@ export const applyEdits = <Edits extends ReadonlyArray<ContextEdit.Any>>(
   EditResult,
   ContextEdit.Error<Edits[number]>,
   ContextEdit.Context<Edits[number]> | TokenCounter.TokenCounter
-> =>
-  foldEdits(edits, messages, context, (edit, current) => edit.apply(current, context), TokenCounter.TokenCounter)
+> => foldEdits(edits, messages, context, (edit, current) => edit.apply(current, context), TokenCounter.TokenCounter)
 
 /**
  * {@link applyEdits}, each edit applied by `apply` and the counter (needed
