@@ -1110,10 +1110,15 @@ export const guardToolCall: {
     Effect.flatMap(ToolCallGuards, (guards) => Effect.provideService(self, ToolCallGuards, [...guards, guard]))
 )
 
+/** Effect's built-in tracer, whose spans are exported nowhere. */
+const builtInTracer = Effect.runSync(Effect.tracer)
+
 /**
  * Reports what the running middleware decided ("cleared 12 tool results",
- * "retry 2 of 3 after 429"). The decision is recorded on the current span and
- * streamed as a `MiddlewareDecision` event.
+ * "retry 2 of 3 after 429"). The decision is recorded on the current span
+ * (as its `decision` attribute, when a tracer other than Effect's built-in
+ * one is installed: the built-in one exports nothing) and streamed as a
+ * `MiddlewareDecision` event.
  *
  * @example
  * ```ts
@@ -1135,8 +1140,9 @@ export const report = (decision: string, data?: unknown): Effect.Effect<void> =>
     const current = fiber.getFiberRef(observer.currentHook)
     const filed = { middleware: current.middleware, hook: current.hook, decision, data }
     const context = fiber.currentContext
-    // (with no span at all, `annotateCurrentSpan` fails with an error, stack trace and all, that it then ignores)
-    return Context.getOption(context, Tracer.ParentSpan)._tag === "None"
+    // (with no span at all, `annotateCurrentSpan` fails with an error, stack trace and all, that it then ignores;
+    // the built-in tracer's spans are exported nowhere, as the agent's hooks get none of them by default)
+    return fiber.currentTracer === builtInTracer || Context.getOption(context, Tracer.ParentSpan)._tag === "None"
       ? observer.decideIn(context, filed)
       : Effect.zipRight(Effect.annotateCurrentSpan("decision", decision), observer.decided(filed))
   })
