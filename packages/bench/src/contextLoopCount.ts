@@ -93,7 +93,7 @@ const metered = (mw: Middleware.Any, calls: Array<Counted>): Middleware.Any => {
         Effect.suspend(() => {
           const call = callOf(request.messages)
           start()
-          const passOn = (r: any) =>
+          const passOn = (r: any): Effect.Effect<any, any> =>
             Effect.suspend(() => {
               stop(call)
               return Effect.map(next(r), (response: unknown) => {
