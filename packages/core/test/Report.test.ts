@@ -51,6 +51,15 @@ describe("Middleware.report", () => {
     assert.strictEqual(spans.find((span) => span.name === "policy")?.attributes.get("decision"), "ok")
   })
 
+  it("leaves a span of the built-in tracer, which exports nothing, unannotated", () => {
+    const attributes = Effect.runSync(
+      Effect.zipRight(Middleware.report("ok"), Effect.map(Effect.currentSpan, (span) => span.attributes)).pipe(
+        Effect.withSpan("policy")
+      )
+    )
+    assert.isFalse(attributes.has("decision"))
+  })
+
   it("with no span and no run, is one operation: it makes no error to ignore", () => {
     const bare = operations(Effect.void)
     // (`Effect.annotateCurrentSpan` with no span fails with a `NoSuchElementException`, stack trace and all,
