@@ -1233,7 +1233,8 @@ export const render = (result: ContextResult): string => {
     "",
     "The same two policies inside the agent loop (`contextLoop.ts`): an agent (raw fake model, one tool, memory " +
     "checkpointer) runs on a stored thread of 10,000 messages (the growth history, answered), each run starting " +
-    "from the stored thread, as an app resuming a conversation does. The policy's middleware is wrapped so that " +
+    "from the stored thread, as an app resuming a conversation does (a third row, a middleware that only passes " +
+    "the call on, is the timing's own cost). The policy's middleware is wrapped so that " +
     "only its own time is taken (its `beforeModel`, and its `wrapModelCall` without the model call it passes " +
     "on). **Cold**: the run's first call on a thread read fresh from JSON (new objects, nothing cached). " +
     "**Stored thread**: the run's first call on the one stored copy the runs before started from too (its " +

@@ -63,12 +63,30 @@ const answer: Middleware.ModelResponse = {
   finishReason: "stop"
 }
 
-interface Policy {
+/**
+ * A policy of the rows: its name and how to make its middleware.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Policy {
   readonly what: string
   readonly make: () => Middleware.Any
 }
 
-const policies: ReadonlyArray<Policy> = [
+/**
+ * The policies measured, the timing's own cost first.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const policies: ReadonlyArray<Policy> = [
+  {
+    // what the timing itself takes: in the loop, the wrapper's own operations; alone, a `runSync`
+    what: "pass-through (the timing's own cost)",
+    make: () =>
+      Middleware.make({ name: "passThrough", wrapModelCall: (request, next) => next(request) }) as Middleware.Any
+  },
   {
     what: "ClearToolUses, under the trigger",
     make: () =>
@@ -81,9 +99,21 @@ const policies: ReadonlyArray<Policy> = [
   }
 ]
 
-const services = Context.make(Summarization.Summarizer, noSummarizer)
+/**
+ * The services the policies' agents need (a summarizer never called).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const services = Context.make(Summarization.Summarizer, noSummarizer)
 
-const build = (policy: Policy): Promise<Middleware.Any> =>
+/**
+ * A policy's middleware, built.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const build = (policy: Policy): Promise<Middleware.Any> =>
   Effect.runPromise(Middleware.build(policy.make()) as Effect.Effect<Middleware.Any>)
 
 /**
@@ -111,14 +141,14 @@ const timed = (
         Effect.suspend(() => {
           const call = callOf(context.messages)
           const started = performance.now()
-          return Effect.ensuring(
-            before(context),
-            Effect.sync(() => {
-              call.ms += performance.now() - started
-              // (a middleware without `wrapModelCall` is done with this model call)
-              if (wrap === undefined) current = undefined
-            })
-          )
+          // (`map`, not `ensuring`: a hook that fails fails the run, and `ensuring`'s own ~9 operations would be
+          // taken as the policy's)
+          return Effect.map(before(context), (update) => {
+            call.ms += performance.now() - started
+            // (a middleware without `wrapModelCall` is done with this model call)
+            if (wrap === undefined) current = undefined
+            return update
+          })
         })
     }),
     ...(wrap === undefined ? {} : {
@@ -129,20 +159,16 @@ const timed = (
           const passOn = (r: any): Effect.Effect<any, any> =>
             Effect.suspend(() => {
               call.ms += performance.now() - started
-              return Effect.ensuring(
-                next(r),
-                Effect.sync(() => {
-                  started = performance.now()
-                })
-              )
+              return Effect.map(next(r), (response) => {
+                started = performance.now()
+                return response
+              })
             })
-          return Effect.ensuring(
-            wrap(request, passOn),
-            Effect.sync(() => {
-              call.ms += performance.now() - started
-              current = undefined
-            })
-          )
+          return Effect.map(wrap(request, passOn), (response) => {
+            call.ms += performance.now() - started
+            current = undefined
+            return response
+          })
         })
     })
   } as Middleware.Any
@@ -152,8 +178,11 @@ const timed = (
  * Calls `mw`'s hooks on `messages` as the loop would; returns their ms.
  * (They need no service: the summarizer is never called, and no hook of
  * these policies opens a scope.)
+ *
+ * @since 0.1.0
+ * @category utility
  */
-const callAlone = (mw: Middleware.Any, messages: ReadonlyArray<Prompt.Message>, step: number): number => {
+export const callAlone = (mw: Middleware.Any, messages: ReadonlyArray<Prompt.Message>, step: number): number => {
   const started = performance.now()
   let stored = messages
   if (mw.beforeModel !== undefined) {

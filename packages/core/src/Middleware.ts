@@ -32,10 +32,9 @@ import type * as Response from "@effect/ai/Response"
 import { Usage as ResponseUsage } from "@effect/ai/Response"
 import type * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
-import type * as Context from "effect/Context"
+import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
 import * as Option from "effect/Option"
 import { type Pipeable, pipeArguments } from "effect/Pipeable"
@@ -43,6 +42,7 @@ import * as Predicate from "effect/Predicate"
 import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
 import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as JsonDepth from "./internal/jsonDepth.js"
@@ -1110,10 +1110,15 @@ export const guardToolCall: {
     Effect.flatMap(ToolCallGuards, (guards) => Effect.provideService(self, ToolCallGuards, [...guards, guard]))
 )
 
+/** Effect's built-in tracer, whose spans are exported nowhere. */
+const builtInTracer = Effect.runSync(Effect.tracer)
+
 /**
  * Reports what the running middleware decided ("cleared 12 tool results",
- * "retry 2 of 3 after 429"). The decision is recorded on the current span and
- * streamed as a `MiddlewareDecision` event.
+ * "retry 2 of 3 after 429"). The decision is recorded on the current span
+ * (as its `decision` attribute, when a tracer other than Effect's built-in
+ * one is installed: the built-in one exports nothing) and streamed as a
+ * `MiddlewareDecision` event.
  *
  * @example
  * ```ts
@@ -1131,11 +1136,16 @@ export const guardToolCall: {
  * @category combinators
  */
 export const report = (decision: string, data?: unknown): Effect.Effect<void> =>
-  Effect.flatMap(FiberRef.get(observer.currentHook), (current) =>
-    Effect.zipRight(
-      Effect.annotateCurrentSpan("decision", decision),
-      observer.decided({ middleware: current.middleware, hook: current.hook, decision, data })
-    ))
+  Effect.withFiberRuntime((fiber) => {
+    const current = fiber.getFiberRef(observer.currentHook)
+    const filed = { middleware: current.middleware, hook: current.hook, decision, data }
+    const context = fiber.currentContext
+    // (with no span at all, `annotateCurrentSpan` fails with an error, stack trace and all, that it then ignores;
+    // the built-in tracer's spans are exported nowhere, as the agent's hooks get none of them by default)
+    return fiber.currentTracer === builtInTracer || Context.getOption(context, Tracer.ParentSpan)._tag === "None"
+      ? observer.decideIn(context, filed)
+      : Effect.zipRight(Effect.annotateCurrentSpan("decision", decision), observer.decided(filed))
+  })
 
 /**
  * Whether a tool call's arguments nest arrays and objects more than 128

@@ -56,6 +56,7 @@ import * as Options from "./internal/context/clearOptions.js"
 import * as ClearToolUsesEdit from "./internal/context/clearToolUses.js"
 import * as ViewMode from "./internal/context/viewMode.js"
 import * as FailedEdits from "./internal/failedEdits.js"
+import * as CounterEdits from "./internal/fast/counterEdits.js"
 import * as HistoryCache from "./internal/fast/historyCache.js"
 import * as Marker from "./internal/marker.js"
 import * as Check from "./internal/options.js"
@@ -406,7 +407,19 @@ export const applyEdits = <Edits extends ReadonlyArray<ContextEdit.Any>>(
   EditResult,
   ContextEdit.Error<Edits[number]>,
   ContextEdit.Context<Edits[number]> | TokenCounter.TokenCounter
-> =>
+> => foldEdits(edits, messages, context, (edit, current) => edit.apply(current, context), TokenCounter.TokenCounter)
+
+/**
+ * {@link applyEdits}, each edit applied by `apply` and the counter (needed
+ * when there is no edit) read from `counter`.
+ */
+const foldEdits = <E, R>(
+  edits: ReadonlyArray<ContextEdit.Any>,
+  messages: ReadonlyArray<Prompt.Message>,
+  context: EditContext | undefined,
+  apply: (edit: ContextEdit.Any, messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<EditResult, E, R>,
+  counter: Effect.Effect<TokenCounter.Service, never, R>
+): Effect.Effect<EditResult, E, R> =>
   Effect.gen(function*() {
     let current = messages
     let triggered = false
@@ -415,7 +428,7 @@ export const applyEdits = <Edits extends ReadonlyArray<ContextEdit.Any>>(
     let trigger: number | undefined
     const cleared: Array<string> = []
     for (const edit of edits) {
-      const result: EditResult = yield* edit.apply(current, context)
+      const result: EditResult = yield* apply(edit, current)
       current = result.messages
       triggered ||= result.triggered
       if (result.trigger !== undefined) trigger = Math.min(trigger ?? result.trigger, result.trigger)
@@ -424,10 +437,10 @@ export const applyEdits = <Edits extends ReadonlyArray<ContextEdit.Any>>(
       for (const id of result.cleared) cleared.push(id)
     }
     if (tokensBefore === undefined || tokensAfter === undefined) {
-      const counter = yield* TokenCounter.TokenCounter
+      const service = yield* counter
       // what the model call is sent of the messages
       const sent = AgentState.paired(messages)
-      tokensBefore = tokensAfter = yield* counter.count(
+      tokensBefore = tokensAfter = yield* service.count(
         context?.systemPrompt === undefined
           ? sent
           : Array.of<Prompt.Message>(Prompt.makeMessage("system", { content: context.systemPrompt })).concat(sent)
@@ -579,8 +592,13 @@ const make = (options: typeof MiddlewareOptionsSchema.Type): any => {
     wrapModelCall: (request, next) =>
       Effect.gen(function*() {
         const service = yield* counter
-        const result = yield* (applyEdits(edits, request.messages, { systemPrompt: request.systemPrompt }).pipe(
-          Effect.provideService(TokenCounter.TokenCounter, service)
+        const context: EditContext = { systemPrompt: request.systemPrompt }
+        const result = yield* (foldEdits(
+          edits,
+          request.messages,
+          context,
+          (edit, messages) => CounterEdits.applyWith(edit, service, messages, context),
+          Effect.succeed(service)
         ) as Effect.Effect<EditResult, unknown, unknown>)
         if (result.cleared.length > 0) {
           yield* Middleware.report(

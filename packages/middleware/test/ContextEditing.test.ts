@@ -2,7 +2,7 @@ import { Prompt, Tokenizer, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentEvent, Middleware, ModelProfile } from "@stepwise-agent/core"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
-import { ScriptedModel } from "@stepwise-agent/testing"
+import { ScriptedModel, SpanRecorder } from "@stepwise-agent/testing"
 import * as Arbitraries from "@stepwise-agent/testing/Arbitraries"
 import { Chunk, Effect, FastCheck, Layer, Option, Schema, Stream } from "effect"
 import * as ContextEditing from "../src/ContextEditing.js"
@@ -975,6 +975,21 @@ describe("ContextEditing.middleware", () => {
       const requests = yield* ScriptedModel.requests
       assert.deepStrictEqual(resultTexts(requests[1]!.prompt.content), [["a", "[cleared]"]])
     }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(threeLookups), ToolsLive))))
+
+  it.effect("with a tracer installed, each model call's ClearToolUses gets its span, in request and view mode", () =>
+    Effect.gen(function*() {
+      for (const mode of ["request", "view"] as const) {
+        const { spans, tracer } = SpanRecorder.make()
+        const agent = yield* Agent.make({
+          toolkit: Tools,
+          middleware: [ContextEditing.middleware({ mode, edits: [edit({ trigger: 1000, keep: 0 })] })]
+        })
+        yield* agent.run("find a, b and c", { threadId: `t-${mode}` }).pipe(Effect.withTracer(tracer))
+        const edits = spans.filter((span) => span.name === "ContextEditing.ClearToolUses")
+        assert.strictEqual(edits.length, 4, mode)
+        for (const span of edits) assert.strictEqual(span.status._tag, "Ended")
+      }
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([...threeLookups, ...threeLookups]), ToolsLive))))
 
   it.effect("runs custom edits, whose typed errors fail the run", () =>
     Effect.gen(function*() {

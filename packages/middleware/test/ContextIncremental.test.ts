@@ -6,12 +6,12 @@
  * compute incrementally is what they compute on the whole thread.
  */
 import type { LanguageModel } from "@effect/ai"
-import { Prompt } from "@effect/ai"
+import { Prompt, Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentState, Checkpointer, Middleware } from "@stepwise-agent/core"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import { Arbitraries, Messages, ScriptedModel } from "@stepwise-agent/testing"
-import { Context, Effect, FastCheck, Option } from "effect"
+import { Context, Effect, FastCheck, Option, Schema } from "effect"
 import * as ContextEditing from "../src/ContextEditing.js"
 import * as Sent from "../src/internal/context/sent.js"
 import * as HistoryCache from "../src/internal/fast/historyCache.js"
@@ -142,6 +142,74 @@ describe("a run that continues a stored thread with its own input", () => {
       for (const items of perRun.slice(1)) assert.isAtMost(items, 6, `measured ${perRun.join(", ")} items`)
     }).pipe(
       Effect.provide(ScriptedModel.layer([ScriptedModel.text("a"), ScriptedModel.text("b"), ScriptedModel.text("c")]))
+    ))
+})
+
+describe("the policies' work at each step of the agent loop", () => {
+  const Search = Tool.make("search", { parameters: { q: Schema.String }, success: Schema.String })
+  const Tools = Toolkit.make(Search)
+  const toolsLive = Tools.toLayer({ search: ({ q }) => Effect.succeed(`${q}:` + "x".repeat(300)) })
+
+  it.effect("each model call of a run measures only the messages added since the one before, not the thread", () =>
+    Effect.gen(function*() {
+      const { counter, measured } = yield* recordingCounter
+      const checkpointer = yield* Checkpointer.makeMemory
+      const stored = storedThread(100)
+      const checkpoint = { version: 1, threadId: "t", messages: AgentState.encodeMessages(stored), slices: {} }
+      /** At each model call, after both policies looked at it: the items measured so far and the messages sent. */
+      const calls: Array<{ readonly measured: number; readonly messages: number }> = []
+      const spy = Middleware.make({
+        name: "spy",
+        wrapModelCall: (request, next) =>
+          Effect.suspend(() => {
+            calls.push({ measured: measured.reduce((a, b) => a + b, 0), messages: request.messages.length })
+            return next(request)
+          })
+      })
+      const steps = 6
+      const agent = yield* Agent.make({
+        toolkit: Tools,
+        middleware: [
+          ContextEditing.middleware({
+            edits: [ContextEditing.clearToolUses({ trigger: 1_000_000 })],
+            tokenCountMethod: "model"
+          }),
+          Summarization.middleware({ trigger: { tokens: 1_000_000 }, keep: { messages: 2 } }),
+          spy
+        ]
+      }).pipe(
+        Effect.provideService(Checkpointer.Checkpointer, checkpointer),
+        Effect.provideService(TokenCounter.TokenCounter, counter),
+        Effect.provide(Summarization.layer(summarizer))
+      )
+      for (const question of ["first", "second"]) {
+        yield* checkpointer.save("t", checkpoint as any)
+        measured.length = 0
+        calls.length = 0
+        const result = yield* agent.run(question, { threadId: "t" }).pipe(
+          Effect.provideService(TokenCounter.TokenCounter, counter)
+        )
+        assert.strictEqual(result._tag, "Completed")
+        assert.strictEqual(calls.length, steps + 1)
+        // the first run measures the stored thread once per policy; each later call, only what it added
+        if (question === "first") assert.isAbove(calls[0]!.measured, stored.length)
+        for (let k = 1; k < calls.length; k++) {
+          const added = calls[k]!.messages - calls[k - 1]!.messages
+          const items = calls[k]!.measured - calls[k - 1]!.measured
+          assert.strictEqual(added, 2)
+          // two policies, each measuring the messages added (never the thread)
+          assert.isAtMost(items, 2 * added, `call ${k} of the ${question} run measured ${items} items`)
+        }
+      }
+    }).pipe(
+      Effect.provide(toolsLive),
+      Effect.provide(ScriptedModel.layer(["first", "second"].flatMap((question) => [
+        ...Array.from(
+          { length: 6 },
+          (_, i) => ScriptedModel.toolCalls([{ name: "search", params: { q: `${question}${i}` }, id: `c${i}` }])
+        ),
+        ScriptedModel.text("done")
+      ])))
     ))
 })
 

@@ -82,22 +82,29 @@ export class DecisionWitness extends Context.Reference<DecisionWitness>()(
   { defaultValue: (): ((decision: Middleware.Decision) => Effect.Effect<void>) | undefined => undefined }
 ) {}
 
+/**
+ * Files `decision` as a `MiddlewareDecision` event of the run whose context
+ * is `context`, at once, when someone watches it; returns what its witness
+ * makes of it. For a fiber that is running (`Effect.withFiberRuntime`): one
+ * fiber operation, where reading the two references as effects took ~15.
+ */
+export const decideIn = (context: Context.Context<never>, decision: Middleware.Decision): Effect.Effect<void> => {
+  const emit = Context.get(context, EventSink)
+  const witness = Context.get(context, DecisionWitness)
+  if (emit !== undefined) {
+    emit(AgentEvent.MiddlewareDecision({
+      middleware: decision.middleware,
+      hook: decision.hook,
+      decision: decision.decision,
+      data: decision.data
+    }))
+  }
+  return witness === undefined ? Effect.void : witness(decision)
+}
+
 /** Files `decision` as a `MiddlewareDecision` event of the running run, when someone watches it, and with its witness. */
 export const decided = (decision: Middleware.Decision): Effect.Effect<void> =>
-  Effect.flatMap(
-    Effect.zip(EventSink, DecisionWitness),
-    ([emit, witness]) => {
-      const emitted = emit === undefined ? Effect.void : Effect.sync(() =>
-        emit(AgentEvent.MiddlewareDecision({
-          middleware: decision.middleware,
-          hook: decision.hook,
-          decision: decision.decision,
-          data: decision.data
-        }))
-      )
-      return witness === undefined ? emitted : Effect.zipRight(emitted, witness(decision))
-    }
-  )
+  Effect.withFiberRuntime((fiber) => decideIn(fiber.currentContext, decision))
 
 /** Reports a hook completed where it did not run again (a replay serving a recorded step), to whoever watches. */
 export const hookReplayed = (completed: RunJournal.HookCompleted): Effect.Effect<void> =>

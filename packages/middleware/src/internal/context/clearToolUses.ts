@@ -15,7 +15,9 @@ import * as Prompt from "@effect/ai/Prompt"
 import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
 import type { ContextEdit, EditContext, EditResult } from "../../ContextEditing.js"
+import * as CounterEdits from "../fast/counterEdits.js"
 import * as HistoryCache from "../fast/historyCache.js"
+import { withSpanWhenTraced } from "../fast/tracedSpan.js"
 import * as Look from "./clearLook.js"
 import type { ClearToolUsesConfig } from "./clearOptions.js"
 import * as Selection from "./clearSelection.js"
@@ -85,12 +87,8 @@ export const make = (config: ClearToolUsesConfig): ContextEdit => {
       }
     })
 
-  const apply = (
-    messages: ReadonlyArray<Prompt.Message>,
-    context?: EditContext | undefined
-  ): Effect.Effect<EditResult, never, TokenCounter.TokenCounter> =>
+  const applyWith: CounterEdits.ApplyWith = (counter, messages, context) =>
     Effect.gen(function*() {
-      const counter = yield* TokenCounter.TokenCounter
       const scale = yield* counter.scale
       const systemRaw = context?.systemPrompt === undefined
         ? 0
@@ -117,7 +115,13 @@ export const make = (config: ClearToolUsesConfig): ContextEdit => {
             (sent) => run(counter, clearing, messages, sent, systemRaw, scale, resolved)
           )
       })
-    }).pipe(Effect.withSpan("ContextEditing.ClearToolUses", { captureStackTrace: false }))
+    }).pipe(withSpanWhenTraced("ContextEditing.ClearToolUses"))
 
-  return { name: "ClearToolUses", apply }
+  const apply = (
+    messages: ReadonlyArray<Prompt.Message>,
+    context?: EditContext | undefined
+  ): Effect.Effect<EditResult, never, TokenCounter.TokenCounter> =>
+    Effect.flatMap(TokenCounter.TokenCounter, (counter) => applyWith(counter, messages, context))
+
+  return CounterEdits.register({ name: "ClearToolUses", apply }, applyWith)
 }

@@ -6,10 +6,11 @@
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Middleware from "@stepwise-agent/core/Middleware"
-import * as TokenCounter from "@stepwise-agent/core/TokenCounter"
+import type * as TokenCounter from "@stepwise-agent/core/TokenCounter"
 import * as Effect from "effect/Effect"
 import type { ContextEdit, EditResult } from "../../ContextEditing.js"
 import * as ContextView from "../../ContextView.js"
+import * as CounterEdits from "../fast/counterEdits.js"
 import * as HistoryCache from "../fast/historyCache.js"
 import * as IdentityTable from "../fast/identityTable.js"
 import { isCleared } from "../marker.js"
@@ -172,9 +173,11 @@ export const make = (
       let trigger: number | undefined
       const cleared: Array<string> = []
       for (const edit of edits) {
-        const result: EditResult = yield* (edit.apply(current).pipe(
-          Effect.provideService(TokenCounter.TokenCounter, service)
-        ) as Effect.Effect<EditResult, unknown, unknown>)
+        const result: EditResult = yield* (CounterEdits.applyWith(edit, service, current) as Effect.Effect<
+          EditResult,
+          unknown,
+          unknown
+        >)
         tokensBefore ??= result.tokensBefore
         tokensAfter = result.tokensAfter
         if (result.trigger !== undefined) trigger = Math.min(trigger ?? result.trigger, result.trigger)
