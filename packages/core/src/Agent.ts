@@ -19,7 +19,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
-import type * as Schema from "effect/Schema"
+import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import * as AgentError from "./AgentError.js"
@@ -31,7 +31,7 @@ import type * as Fork from "./Fork.js"
 import * as EffectAiPatch from "./internal/effectAiPatch.js"
 import { defaultMaxInputChars, defaultMaxInputMessages, defaultMaxInputParts } from "./internal/input.js"
 import { makeLoop } from "./internal/loop.js"
-import { unknownKey } from "./internal/options.js"
+import { describeValue, unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
 import { entriesOf, type ToolEntry, withTimeout } from "./internal/tools.js"
 import * as Middleware from "./Middleware.js"
@@ -702,7 +702,9 @@ export type BuildError<Mws extends ReadonlyArray<Middleware.Any>, TE = never> =
  * server's, `write_todos`, `read_offloaded`, …) and the structured output
  * tool. An unknown option (a typo such as `middlewares`, or a
  * LangChain option such as `tools`) fails with `InvalidOptions` (`module:
- * "Agent"`, `option`: the key). First, in list order, it runs the setup of
+ * "Agent"`, `option`: the key), and so does an option of another kind (from
+ * JavaScript: a `toolkit` that is not one, a `middleware` element that is
+ * not a middleware, …). First, in list order, it runs the setup of
  * each middleware that has one (`Middleware.unwrap`): a built-in given bad
  * options fails here with its `InvalidOptions`. A middleware that names
  * tools the agent does not have (e.g. `RateLimit`'s `tools`) fails it with
@@ -761,9 +763,12 @@ export const make = <
   BuildError<Mws, TE> | LE,
   Requirements<Mws, TR, LA, LR>
 > => {
-  // (options that are not an object fail in build with InvalidOptions)
+  // (options that are not an object, or a `provide` that is not a layer, fail in build with InvalidOptions;
+  // no options, from JavaScript, stand for `{}`)
   const provided = Predicate.isObject(options) ? options.provide : undefined
-  if (provided === undefined) return build(options) as Effect.Effect<AgentOf<Mws, O>, BuildError<Mws, TE>, any>
+  if (provided === undefined || !Layer.isLayer(provided)) {
+    return build(options === undefined ? {} : options) as Effect.Effect<AgentOf<Mws, O>, BuildError<Mws, TE>, any>
+  }
   // built in the agent's scope: released when the agent closes, never under a live one
   return Effect.flatMap(
     Effect.flatMap(Effect.scope, (scope) => Layer.buildWithScope(provided, scope)),
@@ -796,7 +801,7 @@ export type Requirements<Mws extends ReadonlyArray<Middleware.Any>, TR, LA = nev
 /** The agent of `options`, built in the context `make` runs in (with its `provide` layer's services). */
 const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, any, any, any>) =>
   Effect.gen(function*() {
-    const unknown = unknownKey("Agent", options, optionKeys)
+    const unknown = unknownKey("Agent", options, optionKeys) ?? wrongKind(options)
     if (unknown !== undefined) return yield* unknown
     const middleware: ReadonlyArray<Middleware.Any> = yield* Effect.forEach(
       options.middleware ?? [],
@@ -805,37 +810,39 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
     const maxSteps = options.maxSteps ?? 50
     if (!Number.isInteger(maxSteps) || maxSteps < 1) {
       return yield* new AgentError.AgentConfigError({
-        reason: `maxSteps must be a whole number of at least 1, got ${maxSteps}`
+        reason: `maxSteps must be a whole number of at least 1, got ${describeValue(maxSteps)}`
       })
     }
     const maxToolCallRepairs = options.maxToolCallRepairs ?? 3
     if (!Number.isInteger(maxToolCallRepairs) || maxToolCallRepairs < 0) {
       return yield* new AgentError.AgentConfigError({
-        reason: `maxToolCallRepairs must be a whole number of at least 0, got ${maxToolCallRepairs}`
+        reason: `maxToolCallRepairs must be a whole number of at least 0, got ${describeValue(maxToolCallRepairs)}`
       })
     }
     const toolConcurrency = options.toolConcurrency ?? 8
     if (toolConcurrency !== "unbounded" && (!Number.isInteger(toolConcurrency) || toolConcurrency < 1)) {
       return yield* new AgentError.AgentConfigError({
-        reason: `toolConcurrency must be "unbounded" or a whole number of at least 1, got ${toolConcurrency}`
+        reason: `toolConcurrency must be "unbounded" or a whole number of at least 1, got ${
+          describeValue(toolConcurrency)
+        }`
       })
     }
     const maxInputChars = options.maxInputChars ?? defaultMaxInputChars
     if (!Number.isInteger(maxInputChars) || maxInputChars < 1) {
       return yield* new AgentError.AgentConfigError({
-        reason: `maxInputChars must be a whole number of at least 1, got ${maxInputChars}`
+        reason: `maxInputChars must be a whole number of at least 1, got ${describeValue(maxInputChars)}`
       })
     }
     const maxInputMessages = options.maxInputMessages ?? defaultMaxInputMessages
     if (!Number.isInteger(maxInputMessages) || maxInputMessages < 1) {
       return yield* new AgentError.AgentConfigError({
-        reason: `maxInputMessages must be a whole number of at least 1, got ${maxInputMessages}`
+        reason: `maxInputMessages must be a whole number of at least 1, got ${describeValue(maxInputMessages)}`
       })
     }
     const maxInputParts = options.maxInputParts ?? defaultMaxInputParts
     if (!Number.isInteger(maxInputParts) || maxInputParts < 1) {
       return yield* new AgentError.AgentConfigError({
-        reason: `maxInputParts must be a whole number of at least 1, got ${maxInputParts}`
+        reason: `maxInputParts must be a whole number of at least 1, got ${describeValue(maxInputParts)}`
       })
     }
     const layout = yield* AgentState.layout(middleware)
@@ -881,7 +888,7 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
       middleware,
       layout,
       tools,
-      systemPrompt: options.systemPrompt,
+      systemPrompt: options.systemPrompt ?? undefined,
       output,
       maxSteps,
       maxToolCallRepairs,
@@ -895,6 +902,39 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
     }).pipe(Scope.extend(scope))
     return service
   })
+
+/** What each option that is not a number must be, when given (`null` stands for not given where it always has). */
+const optionKinds: ReadonlyArray<readonly [option: string, kind: string, is: (value: unknown) => boolean]> = [
+  ["provide", "a Layer", Layer.isLayer],
+  ["toolkit", "a Toolkit (an Effect of a toolkit with its handlers)", Effect.isEffect],
+  ["responseFormat", "a Schema", Schema.isSchema],
+  ["middleware", "an array of middleware", (u) => u === null || Array.isArray(u)],
+  ["systemPrompt", "a string", (u) => u === null || Predicate.isString(u)],
+  ["outputToolName", "a string", (u) => u === null || Predicate.isString(u)],
+  ["spans", "a boolean", (u) => u === null || Predicate.isBoolean(u)]
+]
+
+/** The `InvalidOptions` of the first option (or middleware) of a wrong kind, from JavaScript. */
+const wrongKind = (options: object): AgentError.InvalidOptions | undefined => {
+  const given = options as Readonly<Record<string, unknown>>
+  for (const [option, kind, is] of optionKinds) {
+    const value = given[option]
+    if (value !== undefined && !is(value)) {
+      return new AgentError.InvalidOptions({
+        module: "Agent",
+        option,
+        reason: `must be ${kind}, got ${describeValue(value)}`
+      })
+    }
+  }
+  const middleware = (given.middleware ?? []) as ReadonlyArray<unknown>
+  const at = middleware.findIndex((m) => !Middleware.isMiddleware(m))
+  return at === -1 ? undefined : new AgentError.InvalidOptions({
+    module: "Agent",
+    option: `middleware[${at}]`,
+    reason: `must be a middleware (Middleware.make or a built-in), got ${describeValue(middleware[at])}`
+  })
+}
 
 /**
  * The first tool, in list order, whose name cannot be a tool's
@@ -946,7 +986,11 @@ const durationOf = (option: string, input: unknown): Duration.Duration | undefin
   if (input === undefined) return undefined
   const duration = Duration.decodeUnknown(input)
   if (Option.isNone(duration) || !Duration.greaterThan(duration.value, Duration.zero)) {
-    return new AgentError.AgentConfigError({ reason: `${option} must be a duration above zero, got ${String(input)}` })
+    return new AgentError.AgentConfigError({
+      reason: `${option} must be a duration above zero, got ${
+        Predicate.isString(input) ? input.slice(0, 80) : describeValue(input)
+      }`
+    })
   }
   return Duration.isFinite(duration.value) ? duration.value : undefined
 }

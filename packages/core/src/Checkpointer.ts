@@ -29,11 +29,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import { CheckpointError, describeParseError } from "./AgentError.js"
 import * as DeferredSave from "./internal/deferredSave.js"
 import { Lru } from "./internal/fast/lru.js"
 import * as FileLock from "./internal/fileLock.js"
+import { describeValue } from "./internal/options.js"
 import * as SaveCondition from "./internal/saveCondition.js"
 import * as StoreLocks from "./internal/storeLocks.js"
 import * as ThreadFiles from "./internal/threadFiles.js"
@@ -396,31 +398,36 @@ export type MakeOptions =
 export const make = (
   options: MakeOptions
 ): Service & { readonly append: NonNullable<Service["append"]> } => {
-  const { append, list, save } = options
+  // the types rule out what follows `??`; from JavaScript, what is missing fails with a typed error when used
+  const { append, delete: remove, list, load, save } = (Predicate.isObject(options) ? options : {}) as Partial<
+    MakeOptions
+  >
   const listing = list === undefined ? {} : { list }
+  const missing = (what: string, operation: "load" | "save") => (threadId: unknown) =>
+    Effect.fail(
+      new CheckpointError({
+        threadId: typeof threadId === "string" ? threadId : "",
+        operation,
+        reason: `the checkpointer was made with ${what} (Checkpointer.make)`
+      })
+    )
+  const loading: Service["load"] = load ?? missing("no load", "load")
+  const deleting: Service["delete"] = remove ?? missing("no delete", "save")
   if (append !== undefined) {
     return {
       ...listing,
-      load: options.load,
-      delete: options.delete,
+      load: loading,
+      delete: deleting,
       append,
       save: save ??
         ((threadId, checkpoint, saveOptions) => append(threadId, DeferredSave.whole(checkpoint), saveOptions))
     }
   }
-  // the types rule this out; a call from JavaScript gets a typed error at the first save
-  const whole: Service["save"] = save ?? ((threadId) =>
-    Effect.fail(
-      new CheckpointError({
-        threadId,
-        operation: "save",
-        reason: "the checkpointer was made with neither save nor append (Checkpointer.make)"
-      })
-    ))
+  const whole: Service["save"] = save ?? missing("neither save nor append", "save")
   return {
     ...listing,
-    load: options.load,
-    delete: options.delete,
+    load: loading,
+    delete: deleting,
     save: whole,
     append: (threadId, checkpoint, saveOptions) =>
       Effect.suspend(() => whole(threadId, DeferredSave.build(checkpoint), saveOptions))
@@ -450,7 +457,7 @@ export const make = (
 export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
   // a run's checkpoint is kept deferred: its messages are built when the thread is loaded
   const store = new Map<string, DeferredCheckpoint>()
-  return make({
+  return checked({
     load: (threadId) =>
       Effect.sync(() => {
         const stored = store.get(threadId)
@@ -472,6 +479,50 @@ export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
     list: (options) => Effect.sync(() => pageOf(store.keys(), options))
   })
 })
+
+/**
+ * The `CheckpointError` of a thread id that is not a string (from
+ * JavaScript): reported, as the error's `threadId` cannot hold it, by its
+ * kind under the empty id.
+ */
+const notAThreadId = (threadId: unknown, operation: "load" | "save"): CheckpointError | undefined =>
+  typeof threadId === "string" ? undefined : new CheckpointError({
+    threadId: "",
+    operation,
+    reason: `the thread id must be a string, got ${describeValue(threadId)}`
+  })
+
+/**
+ * A built-in store made by {@link make}, its methods checking what a caller
+ * from JavaScript gives first: a thread id that is not a string, or a
+ * checkpoint to save that is not an object with a messages array, fails with
+ * a `CheckpointError` saying so instead of breaking the store's own code.
+ */
+const checked = (options: MakeOptions): Service & { readonly append: NonNullable<Service["append"]> } => {
+  const service = make(options)
+  const refusedCheckpoint = (checkpoint: unknown): CheckpointError | undefined => {
+    if (Predicate.hasProperty(checkpoint, "messages") && Array.isArray(checkpoint.messages)) return undefined
+    return new CheckpointError({
+      threadId: "",
+      operation: "save",
+      reason: `the checkpoint must be an object with a messages array, got ${describeValue(checkpoint)}`
+    })
+  }
+  const refusing = <A>(refused: CheckpointError | undefined, effect: () => Effect.Effect<A, CheckpointError>) =>
+    refused === undefined ? effect() : Effect.fail(refused)
+  return {
+    ...service,
+    load: (threadId) => refusing(notAThreadId(threadId, "load"), () => service.load(threadId)),
+    save: (threadId, checkpoint, saveOptions) =>
+      refusing(
+        notAThreadId(threadId, "save") ?? refusedCheckpoint(checkpoint),
+        () => service.save(threadId, checkpoint, saveOptions)
+      ),
+    append: (threadId, checkpoint, saveOptions) =>
+      refusing(notAThreadId(threadId, "save"), () => service.append(threadId, checkpoint, saveOptions)),
+    delete: (threadId) => refusing(notAThreadId(threadId, "save"), () => service.delete(threadId))
+  }
+}
 
 /**
  * @since 0.1.0
@@ -503,7 +554,12 @@ const parseFailure = (threadId: string, operation: "load" | "save") => (error: P
  * @category encoding
  */
 export const toJson = (threadId: string, checkpoint: Checkpoint): Effect.Effect<string, CheckpointError> =>
-  Effect.mapError(Schema.encode(CheckpointJson)(checkpoint), parseFailure(threadId, "save"))
+  Effect.suspend(() => {
+    const refused = notAThreadId(threadId, "save")
+    return refused !== undefined
+      ? Effect.fail(refused)
+      : Effect.mapError(Schema.encode(CheckpointJson)(checkpoint), parseFailure(threadId, "save"))
+  })
 
 /**
  * Reads a checkpoint from JSON text written by {@link toJson}; text that is
@@ -520,7 +576,12 @@ export const toJson = (threadId: string, checkpoint: Checkpoint): Effect.Effect<
  * @category encoding
  */
 export const fromJson = (threadId: string, text: string): Effect.Effect<Checkpoint, CheckpointError> =>
-  Effect.mapError(Schema.decode(CheckpointJson)(text), parseFailure(threadId, "load"))
+  Effect.suspend(() => {
+    const refused = notAThreadId(threadId, "load")
+    return refused !== undefined
+      ? Effect.fail(refused)
+      : Effect.mapError(Schema.decode(CheckpointJson)(text), parseFailure(threadId, "load"))
+  })
 
 /** A thread's head: its checkpoint without the messages, and where its log of messages ends. */
 const Head = Schema.Struct({
@@ -606,6 +667,36 @@ const parseChunk = (text: string): unknown => {
 }
 
 /**
+ * What is wrong with a store's options, from JavaScript, if anything: an
+ * option of another kind would break the store at its first use.
+ */
+const logOptionsProblem = (options: unknown): string | undefined => {
+  if (options === undefined) return undefined
+  if (!Predicate.isObject(options)) return `the store's options must be an object, got ${describeValue(options)}`
+  const { cachedThreads, prefix } = options as { readonly cachedThreads?: unknown; readonly prefix?: unknown }
+  // (null stands for the default, as it always has)
+  if (cachedThreads !== undefined && cachedThreads !== null && typeof cachedThreads !== "number") {
+    return `cachedThreads must be a number, got ${describeValue(cachedThreads)}`
+  }
+  if (prefix !== undefined && prefix !== null && typeof prefix !== "string") {
+    return `prefix must be a string, got ${describeValue(prefix)}`
+  }
+  return undefined
+}
+
+/** A store that refuses every operation with `reason` (its options were of no kind it takes). */
+const refusingAll = (reason: string): Service => {
+  const refuse = (operation: "load" | "save" | "list") =>
+    Effect.fail(new CheckpointError({ threadId: "", operation, reason }))
+  return make({
+    load: () => refuse("load"),
+    save: () => refuse("save"),
+    delete: () => refuse("save"),
+    list: () => refuse("list")
+  })
+}
+
+/**
  * A checkpointer on a `KeyValueStore`, storing each thread as a small head
  * under `prefix + threadId` and its messages in chunks of 64 under
  * `prefix + threadId + "#log/" + generation + "/" + n` (the last, partial
@@ -661,6 +752,8 @@ export const makeKeyValueStore = (
   options?: LogOptions & { readonly prefix?: string | undefined }
 ): Effect.Effect<Service, never, KeyValueStore.KeyValueStore> =>
   Effect.map(KeyValueStore.KeyValueStore, (store) => {
+    const refused = logOptionsProblem(options)
+    if (refused !== undefined) return refusingAll(refused)
     const prefix = options?.prefix ?? "thread:"
     const head = (threadId: string) => `${prefix}${threadId}`
     const chunk = (threadId: string, generation: string, name: string) =>
@@ -831,7 +924,7 @@ export const makeKeyValueStore = (
         )
     }
     const shared = StoreLocks.ofStore(store)
-    return make(ThreadLog.make({
+    return checked(ThreadLog.make({
       backend,
       decode: decodeStored,
       encode: encodeHead,
@@ -950,6 +1043,8 @@ export const makeFileSystem = (
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
+    const refused = logOptionsProblem(options)
+    if (refused !== undefined) return yield* new CheckpointError({ threadId: "", operation: "save", reason: refused })
     if (typeof directory !== "string" || directory.length === 0) {
       return yield* new CheckpointError({
         threadId: "",
@@ -1079,7 +1174,7 @@ export const makeFileSystem = (
           new CheckpointError({ threadId: "", operation: "list", reason: `cannot read ${directory}`, cause })
         )
       )
-    return make({
+    return checked({
       ...ThreadLog.make({
         backend,
         decode: decodeStored,

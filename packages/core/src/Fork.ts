@@ -8,7 +8,9 @@
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Either from "effect/Either"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import { describeValue } from "./internal/options.js"
 import * as ToolResult from "./internal/toolResult.js"
 import type * as RunRecord from "./RunRecord.js"
 
@@ -121,6 +123,13 @@ export class ForkError extends Schema.TaggedError<ForkError>("@stepwise-agent/co
  * @category validation
  */
 export const checkRecord = (record: RunRecord.RunRecord, options: Options): Either.Either<void, ForkError> => {
+  // from JavaScript, a value that is not a record has no steps to fork at
+  if (
+    !Predicate.hasProperty(record, "header") || !Predicate.hasProperty(record.header, "threadId") ||
+    typeof record.header.threadId !== "string" || !Array.isArray(record.entries)
+  ) {
+    return Either.left(new ForkError({ reason: "NoSuchStep", threadId: "", detail: "the source is not a run record" }))
+  }
   const fail = (reason: ForkError["reason"], detail: string) =>
     Either.left(new ForkError({ reason, threadId: record.header.threadId, detail }))
   // the recorded model steps, and the model step each tool call came after
@@ -133,7 +142,7 @@ export const checkRecord = (record: RunRecord.RunRecord, options: Options): Eith
   }
   const at = options.at
   if (!Number.isInteger(at) || at < 0 || at > models) {
-    return fail("NoSuchStep", `the record has no step ${at}: its steps are 0 to ${models}`)
+    return fail("NoSuchStep", `the record has no step ${describeValue(at)}: its steps are 0 to ${models}`)
   }
   const edit = options.edit
   if (edit?._tag === "Decision") return fail("NotWaiting", "a fork of a recorded run takes no decision")

@@ -26,7 +26,9 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import { InvalidOptions } from "./AgentError.js"
+import { describeValue } from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -192,19 +194,39 @@ const isPositive = (n: unknown): n is number => typeof n === "number" && Number.
 const check = (table: Table): Effect.Effect<ReadonlyMap<string, Profile>, InvalidOptions> =>
   Effect.suspend(() => {
     const profiles = new Map<string, Profile>()
+    if (!Predicate.isObject(table)) {
+      return Effect.fail(
+        new InvalidOptions({
+          module: "ModelProfile",
+          option: "table",
+          reason: `must be an object of profiles by model name, got ${describeValue(table)}`
+        })
+      )
+    }
     for (const [name, entry] of Object.entries(table)) {
       const invalid = (field: string, reason: string) =>
         Effect.fail(new InvalidOptions({ module: "ModelProfile", option: `${JSON.stringify(name)}.${field}`, reason }))
+      if (!Predicate.isObject(entry)) {
+        return Effect.fail(
+          new InvalidOptions({
+            module: "ModelProfile",
+            option: JSON.stringify(name),
+            reason: `must be a profile (contextWindow, maxOutputTokens), got ${describeValue(entry)}`
+          })
+        )
+      }
       for (const field of ["contextWindow", "maxOutputTokens"] as const) {
         if (!isPositive(entry[field])) {
-          return invalid(field, `must be a whole number of at least 1, got ${entry[field]}`)
+          return invalid(field, `must be a whole number of at least 1, got ${describeValue(entry[field])}`)
         }
       }
       const maxInputTokens = entry.maxInputTokens ?? entry.contextWindow
       if (!isPositive(maxInputTokens) || maxInputTokens > entry.contextWindow) {
         return invalid(
           "maxInputTokens",
-          `must be a whole number from 1 to contextWindow (${entry.contextWindow}), got ${maxInputTokens}`
+          `must be a whole number from 1 to contextWindow (${entry.contextWindow}), got ${
+            describeValue(maxInputTokens)
+          }`
         )
       }
       profiles.set(normalize(name), {

@@ -40,6 +40,7 @@ import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
 import * as EventLoop from "./EventLoop.js"
 import * as Layered from "./internal/layeredJournal.js"
+import { describeValue } from "./internal/options.js"
 import { kept, keptAs, requestKeeper } from "./internal/plainJson.js"
 import * as RunJournal from "./RunJournal.js"
 import * as Secrets from "./Secrets.js"
@@ -86,7 +87,9 @@ const isReadable = (found: unknown): found is Header["version"] => versions.some
 
 /** What a build says of a version of the record format it does not read. */
 const unsupported = (found: unknown): string =>
-  `the record is of version ${JSON.stringify(found)}; this build reads versions ${versions.join(", ")}`
+  `the record is of version ${
+    typeof found === "string" ? JSON.stringify(found.slice(0, 80)) : describeValue(found)
+  }; this build reads versions ${versions.join(", ")}`
 
 /**
  * Fails with `RunRecordError` (`UnsupportedVersion`, naming it) when
@@ -106,7 +109,10 @@ const unsupported = (found: unknown): string =>
  * @category validation
  */
 export const checkVersion = (record: RunRecord): Either.Either<void, RunRecordError> =>
-  isReadable(record.header.version)
+  // (from JavaScript, a value that is not a record has no header: it is malformed)
+  !Predicate.hasProperty(record, "header") || !Predicate.isObject(record.header)
+    ? Either.left(new RunRecordError({ reason: "Malformed", line: 1, detail: "the record has no header" }))
+    : isReadable(record.header.version)
     ? Either.void
     : Either.left(
       new RunRecordError({ reason: "UnsupportedVersion", line: 1, detail: unsupported(record.header.version) })

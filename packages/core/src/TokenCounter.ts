@@ -41,7 +41,7 @@ import * as Field from "./internal/fast/fieldRead.js"
 import * as IdentityTable from "./internal/fast/identityTable.js"
 import { jsonLength } from "./internal/fast/jsonLength.js"
 import * as PythonRepr from "./internal/fast/pythonRepr.js"
-import { unknownKey } from "./internal/options.js"
+import { describeValue, unknownKey } from "./internal/options.js"
 
 /**
  * How a counter counts.
@@ -366,7 +366,9 @@ const validateCount = (
 ): Effect.Effect<void, InvalidOptions> =>
   check(value)
     ? Effect.void
-    : Effect.fail(new InvalidOptions({ module: "TokenCounter", option, reason: `must be ${expected}, got ${value}` }))
+    : Effect.fail(
+      new InvalidOptions({ module: "TokenCounter", option, reason: `must be ${expected}, got ${describeValue(value)}` })
+    )
 
 // ---------------------------------------------------------------------------
 // approximate
@@ -600,7 +602,9 @@ const oneOf = (option: string, supported: ReadonlyArray<string>, value: unknown)
   supported.includes(value as string) ? undefined : new InvalidOptions({
     module: "TokenCounter",
     option,
-    reason: `must be one of ${supported.join(", ")}, got ${String(value)}`
+    reason: `must be one of ${supported.join(", ")}, got ${
+      typeof value === "string" ? value.slice(0, 80) : describeValue(value)
+    }`
   })
 
 /**
@@ -636,7 +640,7 @@ export const makeTiktoken = (
   Effect.suspend(() => {
     const invalid = unknownKey("TokenCounter", options, ["encoding", "engine"]) ??
       oneOf("encoding", supportedEncodings, options?.encoding) ??
-      oneOf("engine", supportedEngines, options.engine ?? "gpt-tokenizer")
+      oneOf("engine", supportedEngines, options?.engine ?? "gpt-tokenizer")
     if (invalid !== undefined) return Effect.fail(invalid)
     const encoding = Encodings.get(options.encoding, options.engine ?? "gpt-tokenizer")
     const overhead = Effect.succeed((_: Role) => 3)

@@ -281,6 +281,27 @@ const alreadyDecided = (threadId: string): Outcome => ({
 const decidedElsewhere = new Set(["ThreadStateError", "AlreadyDecided"])
 
 /**
+ * An option's value as an error shows it, from JavaScript: without
+ * converting it (a symbol or an object without a prototype throws when made a
+ * string) or showing a text: a number, a boolean or a bigint as written,
+ * anything else by its kind.
+ */
+const describeValue = (value: unknown): string =>
+  typeof value === "number" || typeof value === "boolean"
+    ? String(value)
+    : typeof value === "bigint"
+    ? `${value}n`
+    : value === null
+    ? "null"
+    : Array.isArray(value)
+    ? "an array"
+    : typeof value === "object"
+    ? "an object"
+    : typeof value === "undefined"
+    ? "undefined"
+    : `a ${typeof value}`
+
+/**
  * Starts an inspector for `agent`: follows its runs (from now on) through
  * `agent.watch`, and serves the page until the scope closes. Closing the
  * scope ends the pages' event streams (after they received every event)
@@ -308,15 +329,29 @@ export const make: (
   options?: Options | undefined
 ) => Effect.Effect<Inspector.Service, InspectorError, Scope.Scope> = Effect.fn("Inspector.make")(
   function*(agent: Agent.Service<any, any>, options?: Options | undefined) {
-    const host = options?.host ?? "127.0.0.1"
+    if (options !== undefined && !Predicate.isObject(options)) {
+      return yield* new InspectorError({ reason: `the options must be an object, got ${describeValue(options)}` })
+    }
+    const host: unknown = options?.host ?? "127.0.0.1"
+    if (typeof host !== "string" || host.length === 0) {
+      return yield* new InspectorError({ reason: `host must be a non-empty string, got ${describeValue(host)}` })
+    }
+    const listenOn: unknown = options?.port ?? 0
+    if (typeof listenOn !== "number" || !Number.isInteger(listenOn) || listenOn < 0 || listenOn > 65535) {
+      return yield* new InspectorError({
+        reason: `port must be a whole number from 0 to 65535, got ${describeValue(listenOn)}`
+      })
+    }
     const maxEvents = options?.maxEvents ?? 100_000
     if (!Number.isInteger(maxEvents) || maxEvents < 1) {
-      return yield* new InspectorError({ reason: `maxEvents must be a whole number of at least 1, got ${maxEvents}` })
+      return yield* new InspectorError({
+        reason: `maxEvents must be a whole number of at least 1, got ${describeValue(maxEvents)}`
+      })
     }
     const maxBodyBytes = options?.maxBodyBytes ?? 1024 * 1024
     if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) {
       return yield* new InspectorError({
-        reason: `maxBodyBytes must be a whole number of at least 1, got ${maxBodyBytes}`
+        reason: `maxBodyBytes must be a whole number of at least 1, got ${describeValue(maxBodyBytes)}`
       })
     }
     const bodyTimeout = options?.bodyTimeout === undefined
@@ -328,15 +363,26 @@ export const make: (
       Duration.greaterThan(bodyTimeout.value, Duration.days(24))
     ) {
       return yield* new InspectorError({
-        reason: `bodyTimeout must be a duration above zero, at most 24 days, got ${String(options?.bodyTimeout)}`
+        reason: `bodyTimeout must be a duration above zero, at most 24 days, got ${
+          typeof options?.bodyTimeout === "string"
+            ? options.bodyTimeout.slice(0, 80)
+            : describeValue(options?.bodyTimeout)
+        }`
       })
     }
     const bodyTimeoutMillis = Duration.toMillis(bodyTimeout.value)
-    const allowedHosts = options?.allowedHosts ?? []
-    const notName = allowedHosts.find((name) => !Guard.isHostName(name))
+    const allowedHosts: unknown = options?.allowedHosts ?? []
+    if (!Array.isArray(allowedHosts)) {
+      return yield* new InspectorError({
+        reason: `allowedHosts must be an array of host names, got ${describeValue(allowedHosts)}`
+      })
+    }
+    const notName: unknown = allowedHosts.find((name) => typeof name !== "string" || !Guard.isHostName(name))
     if (notName !== undefined) {
       return yield* new InspectorError({
-        reason: `allowedHosts holds "${notName}", which is not a host name or address without a port`
+        reason: `allowedHosts holds ${
+          typeof notName === "string" ? JSON.stringify(notName.slice(0, 200)) : describeValue(notName)
+        }, which is not a host name or address without a port`
       })
     }
     const hostNames = Guard.hostNames(host, allowedHosts)
@@ -348,7 +394,7 @@ export const make: (
     const maxRequests = options?.maxRequests ?? 500
     if (!Number.isInteger(maxRequests) || maxRequests < 0) {
       return yield* new InspectorError({
-        reason: `maxRequests must be a whole number of at least 0, got ${maxRequests}`
+        reason: `maxRequests must be a whole number of at least 0, got ${describeValue(maxRequests)}`
       })
     }
     const storedThreads = options?.storedThreads ?? Option.getOrUndefined(Option.flatMap(
@@ -772,10 +818,10 @@ export const make: (
     // -- the server ---------------------------------------------------------------
 
     const nodeServer = Http.createServer()
-    const server = yield* NodeHttpServer.make(() => nodeServer, { port: options?.port ?? 0, host }).pipe(
+    const server = yield* NodeHttpServer.make(() => nodeServer, { port: listenOn, host }).pipe(
       Effect.mapError((error) =>
         new InspectorError({
-          reason: `cannot listen on ${host}:${options?.port ?? 0}: ${
+          reason: `cannot listen on ${host}:${listenOn}: ${
             error.cause instanceof Error ? error.cause.message : String(error.cause)
           }`
         })

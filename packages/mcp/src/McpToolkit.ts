@@ -23,7 +23,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type * as Redacted from "effect/Redacted"
+import * as Predicate from "effect/Predicate"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Session from "./internal/session.js"
@@ -254,53 +255,121 @@ const defaultTimeout = Duration.seconds(60)
 const invalid = (option: string, reason: string) =>
   new AgentError.InvalidOptions({ module: "McpToolkit", option, reason })
 
+/**
+ * A caller's value as an error shows it, from JavaScript: by its kind, never
+ * its text (an option of a transport may hold a credential), a number or a
+ * boolean as written.
+ */
+const kindOf = (value: unknown): string =>
+  typeof value === "number" || typeof value === "boolean"
+    ? String(value)
+    : value === null
+    ? "null"
+    : Array.isArray(value)
+    ? "an array"
+    : typeof value === "object"
+    ? "an object"
+    : typeof value === "undefined"
+    ? "undefined"
+    : `a ${typeof value}`
+
+/** The first entry of `record` (`env`, `headers`) that is not a string or a `Redacted`, as an `InvalidOptions`. */
+const secretsProblem = (option: string, record: unknown): AgentError.InvalidOptions | undefined => {
+  if (record === undefined) return undefined
+  if (typeof record !== "object" || record === null || Array.isArray(record)) {
+    return invalid(option, `must be an object of strings or Redacted strings, got ${kindOf(record)}`)
+  }
+  for (const [key, value] of Object.entries(record)) {
+    if (typeof value !== "string" && !Redacted.isRedacted(value)) {
+      // a credential's value is not shown, whatever it is: only its type
+      return invalid(
+        `${option}[${JSON.stringify(key.slice(0, 80))}]`,
+        `must be a string or a Redacted string, got a value of type ${value === null ? "null" : typeof value}`
+      )
+    }
+  }
+  return undefined
+}
+
 const validate = (options: Options): AgentError.InvalidOptions | Duration.Duration | undefined => {
+  if (!Predicate.isObject(options)) return invalid("options", `must be an object, got ${kindOf(options)}`)
   if (typeof options.name !== "string" || options.name.trim() === "") {
     return invalid("name", "must be a non-empty string")
   }
-  const transport = options.transport as Transport | undefined
-  switch (transport?._tag) {
-    case "Stdio":
-      if (typeof transport.command !== "string" || transport.command === "") {
+  const transport: unknown = options.transport
+  switch (Predicate.hasProperty(transport, "_tag") ? transport._tag : undefined) {
+    case "Stdio": {
+      const { args, command, cwd, env } = transport as StdioTransport
+      if (typeof command !== "string" || command === "") {
         return invalid("transport.command", "must be a non-empty string")
       }
+      if (args !== undefined && !(Array.isArray(args) && args.every((arg) => typeof arg === "string"))) {
+        return invalid("transport.args", `must be an array of strings, got ${kindOf(args)}`)
+      }
+      if (cwd !== undefined && typeof cwd !== "string") {
+        return invalid("transport.cwd", `must be a string, got ${kindOf(cwd)}`)
+      }
+      const badEnv = secretsProblem("transport.env", env)
+      if (badEnv !== undefined) return badEnv
       break
+    }
     case "Http": {
-      const url = URL.canParse(String(transport.url)) ? new URL(String(transport.url)) : undefined
+      const { headers, url: given } = transport as HttpTransport
+      const text = typeof given === "string" ? given : given instanceof URL ? given.href : undefined
+      const url = text !== undefined && URL.canParse(text) ? new URL(text) : undefined
       if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
-        return invalid("transport.url", `must be an http or https URL, got ${Session.describeUrl(transport.url)}`)
+        return invalid(
+          "transport.url",
+          `must be an http or https URL, got ${text === undefined ? kindOf(given) : Session.describeUrl(text)}`
+        )
       }
       if (url.username !== "" || url.password !== "") {
         return invalid("transport.url", "must not hold user info; send credentials in headers")
       }
+      const badHeaders = secretsProblem("transport.headers", headers)
+      if (badHeaders !== undefined) return badHeaders
       break
     }
-    case "InProcess":
-      if (typeof transport.server?.connect !== "function") {
+    case "InProcess": {
+      const { server } = transport as InProcessTransport
+      if (!Predicate.hasProperty(server, "connect") || typeof server.connect !== "function") {
         return invalid("transport.server", "must be a server with a connect method, such as an McpServer")
       }
       break
-    default:
+    }
+    default: {
+      const tag = Predicate.hasProperty(transport, "_tag") ? transport._tag : undefined
       return invalid(
         "transport",
         `_tag must be "Stdio", "Http" or "InProcess", got ${
-          String((transport as { _tag?: unknown } | undefined)?._tag)
+          typeof tag === "string" ? JSON.stringify(tag.slice(0, 80)) : kindOf(tag)
         }`
       )
+    }
   }
-  const concurrency = options.concurrency
+  const concurrency: unknown = options.concurrency
   if (
     concurrency !== undefined && concurrency !== "unbounded" &&
     !(typeof concurrency === "number" && Number.isInteger(concurrency) && concurrency >= 1)
   ) {
-    return invalid("concurrency", `must be a whole number of at least 1 or "unbounded", got ${String(concurrency)}`)
+    return invalid(
+      "concurrency",
+      `must be a whole number of at least 1 or "unbounded", got ${
+        typeof concurrency === "string" ? JSON.stringify(concurrency.slice(0, 80)) : kindOf(concurrency)
+      }`
+    )
   }
   if (options.timeout === undefined) return undefined
   const timeout = Duration.decodeUnknown(options.timeout)
   if (
     Option.isNone(timeout) || !Duration.greaterThan(timeout.value, Duration.zero) || !Duration.isFinite(timeout.value)
   ) {
-    return invalid("timeout", `must be a finite duration above zero, got ${String(options.timeout)}`)
+    return invalid(
+      "timeout",
+      `must be a finite duration above zero, got ${
+        typeof options.timeout === "string" ? options.timeout.slice(0, 80) : kindOf(options.timeout)
+      }`
+    )
   }
   return timeout.value
 }
@@ -534,7 +603,13 @@ export const make = (
         )
         : Effect.dieMessage(`MCP server "${server}" has no tool "${name}"`)
     return { tools, handle: handle as Toolkit.WithHandler<Tools>["handle"] }
-  }).pipe(Effect.withSpan("McpToolkit.make", { attributes: { "mcp.server": options.name }, captureStackTrace: false }))
+  }).pipe(
+    Effect.withSpan("McpToolkit.make", {
+      // (options that are not an object, from JavaScript, fail in the check above)
+      attributes: { "mcp.server": Predicate.hasProperty(options, "name") ? options.name : undefined },
+      captureStackTrace: false
+    })
+  )
 
 // =============================================================================
 // Layers

@@ -406,6 +406,8 @@ const setup: (
 ) => Effect.Effect<Middleware.Middleware<State, BudgetError>, AgentError.InvalidOptions> = Effect.fn(
   "Budget.middleware"
 )(function*(options: Options) {
+  // (no options, from JavaScript, stand for `{}` here as in the check)
+  options ??= {}
   yield* Check.validate("Budget", OptionsSchema, options)
   for (const budget of ["tokens", "cost"] as const) {
     const limits = options[budget]

@@ -293,6 +293,8 @@ const setup = <EI = never, RI = never, EO = never, RO = never>(
   AgentError.InvalidOptions
 > =>
   Effect.gen(function*() {
+    // (no options, from JavaScript, stand for `{}` here as in the check)
+    options ??= {}
     yield* Check.validate("Guardrail", OptionsSchema, options)
     if (options.input === undefined && options.output === undefined) {
       return yield* Check.invalid("Guardrail", "input", "give an input check, an output check or both")

@@ -192,6 +192,8 @@ const setup: (
 ) => Effect.Effect<Middleware.Middleware<State, ModelCallLimitExceeded>, AgentError.InvalidOptions> = Effect.fn(
   "ModelCallLimit.middleware"
 )(function*(options: Options) {
+  // (no options, from JavaScript, stand for `{}` here as in the check)
+  options ??= {}
   yield* Check.validate("ModelCallLimit", OptionsSchema, options)
   if (options.threadLimit === undefined && options.runLimit === undefined) {
     return yield* Check.invalid("ModelCallLimit", "threadLimit", "give at least one of threadLimit and runLimit")

@@ -384,6 +384,23 @@ export const makeMemory: Effect.Effect<OffloadStore.Service> = Effect.sync(() =>
 export const layerMemory: Layer.Layer<OffloadStore> = Layer.effect(OffloadStore, makeMemory)
 
 /**
+ * A store given an option of another kind (from JavaScript): every use
+ * fails with `"StoreFailed"` saying what the option got, as the store's
+ * layer has no failure of its own.
+ */
+const refusingStore = (option: string, value: unknown): OffloadStore.Service => {
+  const refuse = (ref: string) =>
+    Effect.fail(
+      new OffloadError({
+        reason: "StoreFailed",
+        ref,
+        detail: `the store's ${option} option must be a string, got ${Check.describeValue(value)}`
+      })
+    )
+  return OffloadStore.of({ put: refuse, get: refuse, remove: refuse })
+}
+
+/**
  * An {@link OffloadStore} on a `KeyValueStore` (e.g. `layerFileSystem` of
  * `@effect/platform-node`), under keys `<prefix><ref>` (default prefix
  * `"offload/"`). Each text is kept as a JSON string, so it reads back
@@ -407,7 +424,8 @@ export const layerKeyValueStore = (
   Layer.effect(
     OffloadStore,
     Effect.map(KeyValueStore.KeyValueStore, (kv) => {
-      const prefix = options?.prefix ?? "offload/"
+      const prefix: unknown = options?.prefix ?? "offload/"
+      if (typeof prefix !== "string") return refusingStore("prefix", prefix)
       const failed = (ref: string) => (error: { readonly message: string }) =>
         new OffloadError({ reason: "StoreFailed", ref, detail: error.message })
       return OffloadStore.of({
@@ -465,7 +483,8 @@ export const layerWorkspace = (
   Layer.effect(
     OffloadStore,
     Effect.map(Workspace.Workspace, (workspace) => {
-      const directory = options?.directory ?? "/offloaded"
+      const directory: unknown = options?.directory ?? "/offloaded"
+      if (typeof directory !== "string") return refusingStore("directory", directory)
       // the texts belong to the threads they came from: the Filesystem tools (of every thread) do not see them
       Reserved.reserve(workspace, directory)
       const pathOf = (ref: string, extension: "txt" | "json") => `${directory}/${ref}.${extension}`

@@ -232,6 +232,8 @@ const setup: (
   .fn(
     "RateLimit.middleware"
   )(function*(options: Options) {
+    // (no options, from JavaScript, stand for `{}` here as in the check)
+    options ??= {}
     yield* Check.validate("RateLimit", OptionsSchema, options)
     const name = options.name ?? "rateLimit"
     const model = options.model === undefined ? undefined : resolve(options.model)

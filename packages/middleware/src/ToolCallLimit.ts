@@ -204,6 +204,8 @@ const setup: <const Name extends string | undefined = undefined>(
   options: Options<Name>
 ) => Effect.Effect<Middleware.Middleware<State<Name>, ToolCallLimitExceeded>, AgentError.InvalidOptions> = Effect
   .fn("ToolCallLimit.middleware")(function*(options: Options<string | undefined>) {
+    // (no options, from JavaScript, stand for `{}` here as in the check)
+    options ??= {}
     yield* Check.validate("ToolCallLimit", OptionsSchema, options)
     const { runLimit, threadLimit, toolName } = options
     if (threadLimit === undefined && runLimit === undefined) {

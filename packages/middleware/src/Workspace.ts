@@ -29,8 +29,10 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Jail from "./internal/hostJail.js"
+import * as Check from "./internal/options.js"
 import * as Paths from "./internal/workspacePaths.js"
 
 // -----------------------------------------------------------------------------
@@ -455,15 +457,23 @@ const splitLines = (content: string): ReadonlyArray<string> => content.split(/\r
 export const maxGlobLength = 256
 
 const checkGlob = (pattern: string, path: string): Effect.Effect<void, WorkspaceError> =>
-  pattern.length > maxGlobLength
+  typeof pattern !== "string"
+    ? Effect.fail(notText(typeof path === "string" ? path : "", "the glob pattern", pattern))
+    : pattern.length > maxGlobLength
     ? Effect.fail(new WorkspaceError({ reason: "GlobTooLong", path, size: pattern.length, max: maxGlobLength }))
     : Effect.void
 
 /** `content` for a write to `path`, or a `"NotUtf8"` error when UTF-8 cannot encode it: every storage stores text alike. */
 const encodable = (path: string, content: string): Effect.Effect<string, WorkspaceError> =>
-  Paths.hasLoneSurrogate(content)
+  typeof content !== "string"
+    ? Effect.fail(notText(path, "the content", content))
+    : Paths.hasLoneSurrogate(content)
     ? Effect.fail(new WorkspaceError({ reason: "NotUtf8", path }))
     : Effect.succeed(content)
+
+/** From JavaScript, a path or a content that is not a string: an `"Io"` error saying what it got. */
+const notText = (path: string, what: string, value: unknown): WorkspaceError =>
+  new WorkspaceError({ reason: "Io", path, detail: `${what} must be a string, got ${Check.describeValue(value)}` })
 
 /** The access `options` give a normalized path, checked for a write: a `"ReadOnly"` error when read-only. */
 const checkWritable = (options: AccessOptions, path: string): Effect.Effect<string, WorkspaceError> =>
@@ -491,6 +501,7 @@ export const maxPathLength = 4096
 
 /** The normalized `path`, or an `"OutsideRoot"` (or `"PathTooLong"`) error. */
 const resolve = (path: string): Effect.Effect<string, WorkspaceError> => {
+  if (typeof path !== "string") return Effect.fail(notText("", "the path", path))
   if (path.length > maxPathLength) {
     return Effect.fail(
       new WorkspaceError({ reason: "PathTooLong", path: path.slice(0, 80), size: path.length, max: maxPathLength })
@@ -552,6 +563,7 @@ export const fromStorage = (storage: Storage, options: AccessOptions = {}): Serv
     glob,
     grep: (text, grepOptions) =>
       Effect.gen(function*() {
+        if (typeof text !== "string") return yield* notText("", "the text to find", text)
         const base = yield* resolve(grepOptions?.path ?? "/")
         const files = grepOptions?.glob === undefined ?
           [...(yield* storage.files(base))].sort() :
@@ -776,12 +788,25 @@ export const makeDirectory = (
   options: DirectoryOptions
 ): Effect.Effect<Service, WorkspaceError | AgentError.InvalidOptions> =>
   Effect.gen(function*() {
+    // from JavaScript: options, or a root, of another kind (the root cannot be named by a WorkspaceError's path)
+    if (!Predicate.isObject(options)) {
+      return yield* Check.invalid("Workspace", "options", `must be an object, got ${Check.describeValue(options)}`)
+    }
+    if (typeof options.root !== "string" || options.root.length === 0) {
+      return yield* Check.invalid(
+        "Workspace",
+        "root",
+        `must be a non-empty path, got ${
+          typeof options.root === "string" ? "an empty string" : Check.describeValue(options.root)
+        }`
+      )
+    }
     const maxFileBytes = options.maxFileBytes ?? defaultMaxFileBytes
     if (!Number.isSafeInteger(maxFileBytes) || maxFileBytes < 0) {
       return yield* new AgentError.InvalidOptions({
         module: "Workspace",
         option: "maxFileBytes",
-        reason: `must be a whole number of bytes, 0 or more (got ${maxFileBytes})`
+        reason: `must be a whole number of bytes, 0 or more (got ${Check.describeValue(maxFileBytes)})`
       })
     }
     const invalidRules = badRules(options)
@@ -1032,7 +1057,9 @@ export const composite = (
     grep: (text, grepOptions) =>
       Effect.flatMap(
         Effect.zipRight(
-          checkGlob(grepOptions?.glob ?? "", grepOptions?.path ?? "/"),
+          typeof text !== "string"
+            ? Effect.fail(notText("", "the text to find", text))
+            : checkGlob(grepOptions?.glob ?? "", grepOptions?.path ?? "/"),
           resolve(grepOptions?.path ?? "/")
         ),
         (base) => {

@@ -286,6 +286,18 @@ const toStreamParts = (parts: ReadonlyArray<Response.PartEncoded>): Array<Respon
   return out
 }
 
+/** A value of the script as its failure names it: by its kind (a number or a boolean as written). */
+const kindOf = (value: unknown): string =>
+  typeof value === "number" || typeof value === "boolean"
+    ? String(value)
+    : value === null
+    ? "null"
+    : typeof value === "object"
+    ? "an object"
+    : typeof value === "undefined"
+    ? "undefined"
+    : `a ${typeof value}`
+
 /**
  * Builds the scripted model and its recorder.
  *
@@ -318,6 +330,23 @@ export const make = (
           streamed
         }
         requests.push(request)
+        // from JavaScript, a script or a turn of another kind is the model's failure, saying so
+        const malformed = (description: string) =>
+          Effect.fail(
+            new AiError.UnknownError({
+              module: "ScriptedModel",
+              method: streamed ? "streamText" : "generateText",
+              description
+            })
+          )
+        if (!Array.isArray(script)) return malformed(`The script must be an array of turns, got ${kindOf(script)}`)
+        const checked = (index: number) => (turn: unknown) =>
+          Array.isArray(turn) || isTruncated(turn)
+            ? Effect.succeed(turn as ReadonlyArray<Response.PartEncoded> | Truncated)
+            : malformed(
+              `Turn ${index} of the script must be an array of response parts, a truncated reply, an AiError ` +
+                `or a function of the request, got ${kindOf(turn)}`
+            )
         if (next >= script.length) {
           return Effect.fail(
             new AiError.UnknownError({
@@ -328,14 +357,16 @@ export const make = (
             })
           )
         }
-        const turn = script[next++]!
+        const index = next++
+        const turn: unknown = script[index]
         if (AiError.isAiError(turn)) return Effect.fail(turn)
-        if (isTruncated(turn)) return Effect.succeed(turn)
         if (typeof turn === "function") {
-          const out = turn(request)
-          return Effect.isEffect(out) ? out : Effect.succeed(out)
+          const out: unknown = turn(request)
+          return Effect.isEffect(out)
+            ? Effect.flatMap(out as Effect.Effect<unknown, AiError.AiError>, checked(index))
+            : checked(index)(out)
         }
-        return Effect.succeed(turn as ReadonlyArray<Response.PartEncoded>)
+        return checked(index)(turn)
       })
     const model = yield* LanguageModel.make({
       generateText: (options) =>

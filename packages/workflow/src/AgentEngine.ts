@@ -51,7 +51,8 @@ import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type * as Redacted from "effect/Redacted"
+import * as Predicate from "effect/Predicate"
+import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
@@ -59,6 +60,7 @@ import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { describeValue } from "./internal/callerValue.js"
 import { LeaseTiming } from "./internal/leaseTiming.js"
 
 // -----------------------------------------------------------------------------
@@ -288,10 +290,13 @@ const decodePositiveDuration = (
         new AgentError.InvalidOptions({
           module: "AgentEngine",
           option,
-          reason: `expected a positive, finite duration, got ${String(input)}`
+          reason: `expected a positive, finite duration, got ${shown(input)}`
         })
       )
   })
+
+/** An option's value as an error shows it: a text as given (cut), anything else by `describeValue`. */
+const shown = (value: unknown): string => typeof value === "string" ? value.slice(0, 200) : describeValue(value)
 
 const clusterEngine = (
   config: Partial<ShardingConfig.ShardingConfig["Type"]>,
@@ -780,12 +785,12 @@ export const layerSqlite = (
   Layer.unwrapScoped(Effect.gen(function*() {
     const pollInterval = yield* decodePositiveDuration("pollInterval", options?.pollInterval, Duration.millis(500))
     const SqliteClient = yield* sqliteDriver
-    const given = options?.filename ?? defaultFilename
-    if (given.trim().length === 0) {
+    const given: unknown = options?.filename ?? defaultFilename
+    if (typeof given !== "string" || given.trim().length === 0) {
       return yield* new AgentError.InvalidOptions({
         module: "AgentEngine",
         option: "filename",
-        reason: "expected a file name, got an empty string"
+        reason: `expected a file name, got ${typeof given === "string" ? "an empty string" : describeValue(given)}`
       })
     }
     const inMemory = given === ":memory:"
@@ -803,7 +808,7 @@ export const layerSqlite = (
       return yield* new AgentError.InvalidOptions({
         module: "AgentEngine",
         option: "synchronous",
-        reason: `expected "normal" or "full", got ${String(synchronous)}`
+        reason: `expected "normal" or "full", got ${shown(synchronous)}`
       })
     }
     // `SqliteClient.make` raises no `ConfigError`; a file that is not a database throws while it opens it
@@ -910,6 +915,21 @@ const schemaLockKey = "1701143653, 1"
  */
 export const layerPostgres = (options: PostgresOptions): Layer.Layer<Durable, EngineError | SqlError> =>
   Layer.unwrapEffect(Effect.gen(function*() {
+    // from JavaScript: the URL (which holds the password) is never shown, only its kind
+    if (!Predicate.isObject(options)) {
+      return yield* new AgentError.InvalidOptions({
+        module: "AgentEngine",
+        option: "options",
+        reason: `expected an object with a url, got ${describeValue(options)}`
+      })
+    }
+    if (!Redacted.isRedacted(options.url)) {
+      return yield* new AgentError.InvalidOptions({
+        module: "AgentEngine",
+        option: "url",
+        reason: `expected a Redacted connection URL (Redacted.make(url)), got ${describeValue(options.url)}`
+      })
+    }
     const pollInterval = yield* decodePositiveDuration("pollInterval", options.pollInterval, Duration.millis(500))
     const PgClient = yield* pgDriver
     const takeoverAfter = yield* decodePositiveDuration("takeoverAfter", options.takeoverAfter, Duration.seconds(10))
@@ -925,18 +945,33 @@ export const layerPostgres = (options: PostgresOptions): Layer.Layer<Durable, En
       return yield* new AgentError.InvalidOptions({
         module: "AgentEngine",
         option: "maxConnections",
-        reason: `expected an integer of at least 3 (one is held for shard locks), got ${maxConnections}`
+        reason: `expected an integer of at least 3 (one is held for shard locks), got ${describeValue(maxConnections)}`
       })
     }
     if (options.runnerAddress !== undefined && Option.isNone(options.runnerAddress)) {
       yield* checkRole(options.sharding, true, "runnerAddress: Option.none()")
     }
     const given = options.runnerAddress ?? Option.some({ host: os.hostname(), port: process.pid })
-    if (Option.isSome(given) && (given.value.host.length === 0 || !Number.isInteger(given.value.port))) {
+    if (!Option.isOption(given)) {
       return yield* new AgentError.InvalidOptions({
         module: "AgentEngine",
         option: "runnerAddress",
-        reason: `expected a non-empty host and an integer port, got ${JSON.stringify(given.value)}`
+        reason: `expected an Option of a host and a port, got ${describeValue(given)}`
+      })
+    }
+    if (
+      Option.isSome(given) &&
+      (typeof given.value?.host !== "string" || given.value.host.length === 0 || !Number.isInteger(given.value.port))
+    ) {
+      const { host, port } = Predicate.isObject(given.value) ? given.value : { host: undefined, port: undefined }
+      return yield* new AgentError.InvalidOptions({
+        module: "AgentEngine",
+        option: "runnerAddress",
+        reason: `expected a non-empty host and an integer port, got ${
+          typeof host === "string" && typeof port === "number"
+            ? JSON.stringify({ host: host.slice(0, 200), port })
+            : `host ${shown(host)}, port ${shown(port)}`
+        }`
       })
     }
     const engine = clusterEngine({

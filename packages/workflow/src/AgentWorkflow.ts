@@ -716,7 +716,11 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
     readonly threadId: string
     readonly input: Prompt.RawInput
     readonly runId?: string | undefined
-  }) => Effect.Effect<string, RunIdTaken | RunStore.RunStoreError, WorkflowEngine.WorkflowEngine | RunStore.RunStore>
+  }) => Effect.Effect<
+    string,
+    RunIdTaken | RunStore.RunStoreError | AgentError.InvalidInput,
+    WorkflowEngine.WorkflowEngine | RunStore.RunStore
+  >
   /**
    * Where a run is, with its stored messages and state, what it waits for,
    * and, once it completed, its outcome (its structured output decoded with
@@ -947,6 +951,10 @@ export type ForkFailure =
  * })
  * // program.pipe(Effect.provide(Live), Effect.provide(SomeLanguageModelLayer))
  * ```
+ *
+ * Options the types rule out (from JavaScript: a name that is not a
+ * non-empty string, a version that is not a number) throw an
+ * `AgentError.InvalidOptions` naming the option.
  *
  * @since 0.1.0
  * @category constructors

@@ -118,20 +118,24 @@ export interface NextRun {
 // -----------------------------------------------------------------------------
 
 /**
- * No run is registered under this id.
+ * No run is registered under this id. A run id that is not a string (from
+ * JavaScript) names no run either: `runId` is then `""` and `reason` says
+ * what was given.
  *
  * @since 0.1.0
  * @category errors
  */
 export class RunNotFound extends Schema.TaggedError<RunNotFound>("@stepwise-agent/workflow/RunStore/RunNotFound")(
   "RunNotFound",
-  { runId: Schema.String }
+  { runId: Schema.String, reason: Schema.optional(Schema.String) }
 ) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return `No run is registered under the id "${this.runId}"`
+    return this.reason === undefined
+      ? `No run is registered under the id "${this.runId}"`
+      : `No run is registered under the id given: ${this.reason}`
   }
 }
 

@@ -20,12 +20,13 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { CheckpointError } from "@stepwise-agent/core/AgentError"
+import { CheckpointError, InvalidOptions } from "@stepwise-agent/core/AgentError"
 import * as Checkpointer from "@stepwise-agent/core/Checkpointer"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import { describeValue } from "./internal/callerValue.js"
 
 /**
  * Options of {@link make}.
@@ -40,6 +41,16 @@ export interface Options {
 
 const sqlFailure = (threadId: string, operation: "load" | "save") => (error: SqlError) =>
   new CheckpointError({ threadId, operation, reason: String(error.cause ?? error.message), cause: error })
+
+/** From JavaScript, a thread id that is not a string: refused by its kind under the empty id (as core's stores do). */
+const notAThreadId = (threadId: unknown, operation: "load" | "save"): Effect.Effect<void, CheckpointError> =>
+  typeof threadId === "string" ? Effect.void : Effect.fail(
+    new CheckpointError({
+      threadId: "",
+      operation,
+      reason: `the thread id must be a string, got ${describeValue(threadId)}`
+    })
+  )
 
 /**
  * Builds the checkpointer on the `SqlClient` in context, creating its table
@@ -62,7 +73,15 @@ const sqlFailure = (threadId: string, operation: "load" | "save") => (error: Sql
  */
 export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
-  const table = sql(options?.table ?? "stepwise_checkpoints")
+  const name: unknown = options?.table ?? "stepwise_checkpoints"
+  if (typeof name !== "string" || name.length === 0) {
+    return yield* new InvalidOptions({
+      module: "SqlCheckpointer",
+      option: "table",
+      reason: `must be a non-empty string, got ${typeof name === "string" ? "an empty string" : describeValue(name)}`
+    })
+  }
+  const table = sql(name)
   const create = sql`CREATE TABLE IF NOT EXISTS ${table} (
     thread_id TEXT PRIMARY KEY,
     checkpoint TEXT NOT NULL,
@@ -82,6 +101,7 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
 
   return Checkpointer.make({
     load: Effect.fn("SqlCheckpointer.load")(function*(threadId) {
+      yield* notAThreadId(threadId, "load")
       const rows = yield* sql<{ readonly checkpoint: string }>`
         SELECT checkpoint FROM ${table} WHERE thread_id = ${threadId}
       `.pipe(Effect.mapError(sqlFailure(threadId, "load")))
@@ -89,6 +109,7 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       return Option.some(yield* Checkpointer.fromJson(threadId, rows[0].checkpoint))
     }),
     save: Effect.fn("SqlCheckpointer.save")(function*(threadId, checkpoint, saveOptions) {
+      yield* notAThreadId(threadId, "save")
       const json = yield* Checkpointer.toJson(threadId, checkpoint)
       const now = yield* Clock.currentTimeMillis
       const expected = saveOptions?.expected
@@ -143,6 +164,7 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       })
     }),
     delete: Effect.fn("SqlCheckpointer.delete")(function*(threadId) {
+      yield* notAThreadId(threadId, "save")
       yield* sql`DELETE FROM ${table} WHERE thread_id = ${threadId}`.pipe(
         Effect.mapError(sqlFailure(threadId, "save"))
       )
@@ -167,5 +189,5 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
  */
 export const layer = (
   options?: Options | undefined
-): Layer.Layer<Checkpointer.Checkpointer, SqlError, SqlClient.SqlClient> =>
+): Layer.Layer<Checkpointer.Checkpointer, SqlError | InvalidOptions, SqlClient.SqlClient> =>
   Layer.effect(Checkpointer.Checkpointer, make(options))

@@ -7,6 +7,8 @@
 import * as Prompt from "@effect/ai/Prompt"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import { InvalidInput } from "../AgentError.js"
 import type * as AgentResult from "../AgentResult.js"
 import * as AgentState from "../AgentState.js"
 import type * as Checkpointer from "../Checkpointer.js"
@@ -14,6 +16,7 @@ import * as Fork from "../Fork.js"
 import type * as RunRecord from "../RunRecord.js"
 import * as Checkpoint from "./checkpoint.js"
 import { checkThreadId } from "./input.js"
+import { describeValue } from "./options.js"
 import type * as Replay from "./replay.js"
 import * as ToolResult from "./toolResult.js"
 
@@ -97,6 +100,18 @@ const fromRecord = (deps: Deps, record: RunRecord.RunRecord, options: Fork.Optio
   })
 
 export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: Fork.Options): Run =>
+  // from JavaScript: options that are not an object, or a source that is neither a thread id nor a record
+  !Predicate.isObject(options)
+    ? Effect.fail(new InvalidInput({ reason: `the fork's options must be an object, got ${describeValue(options)}` }))
+    : typeof source !== "string" && !Predicate.isObject(source)
+    ? Effect.fail(
+      new InvalidInput({
+        reason: `the fork's source must be a thread id or a run record, got ${describeValue(source)}`
+      })
+    )
+    : forkOf(deps, source, options)
+
+const forkOf = (deps: Deps, source: string | RunRecord.RunRecord, options: Fork.Options): Run =>
   typeof source !== "string" ? fromRecord(deps, source, options) : Effect.gen(function*() {
     const from = yield* checkThreadId(source)
     const to = yield* checkThreadId(options.to)
@@ -110,7 +125,7 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
     loaded.messages.forEach((message, index) => message.role === "assistant" && replies.push(index))
     const at = options.at
     if (!Number.isInteger(at) || at < 0 || at > replies.length) {
-      return yield* fail("NoSuchStep", `it has no step ${at}: its steps are 0 to ${replies.length}`)
+      return yield* fail("NoSuchStep", `it has no step ${describeValue(at)}: its steps are 0 to ${replies.length}`)
     }
     let messages = at === replies.length ? loaded.messages : loaded.messages.slice(0, replies[at])
     const edit = options.edit

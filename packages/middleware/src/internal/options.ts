@@ -15,6 +15,27 @@ import * as Predicate from "effect/Predicate"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 
+/**
+ * An option's value as an error shows it, from JavaScript: without
+ * converting it (a symbol or an object without a prototype throws when made a
+ * string) or showing a text: a number, a boolean or a bigint as written,
+ * anything else by its kind.
+ */
+export const describeValue = (value: unknown): string =>
+  typeof value === "number" || typeof value === "boolean"
+    ? String(value)
+    : typeof value === "bigint"
+    ? `${value}n`
+    : value === null
+    ? "null"
+    : Array.isArray(value)
+    ? "an array"
+    : typeof value === "object"
+    ? "an object"
+    : typeof value === "undefined"
+    ? "undefined"
+    : `a ${typeof value}`
+
 /** An `InvalidOptions` of `module`. */
 export const invalid = (module: string, option: string, reason: string): AgentError.InvalidOptions =>
   new AgentError.InvalidOptions({ module, option, reason })
@@ -74,11 +95,47 @@ export const validateEither = <A, I>(
   module: string,
   schema: Schema.Schema<A, I, never>,
   options: unknown
-): Either.Either<A, AgentError.InvalidOptions> =>
-  Either.mapLeft(decode(schema)(options === undefined ? {} : options), (error) => {
+): Either.Either<A, AgentError.InvalidOptions> => {
+  const given = options === undefined ? {} : options
+  let decoded: Either.Either<A, ParseResult.ParseError>
+  try {
+    decoded = decode(schema)(given)
+  } catch {
+    // a union told apart by a literal field makes that field's value a string to look it up, which throws for a
+    // symbol or an object without a prototype: such a value is of no kind an option takes
+    return Either.left(
+      invalid(
+        module,
+        unreadableAt(given, []) ?? "options",
+        "holds a value no option takes (a symbol, or an object that cannot be read as a text)"
+      )
+    )
+  }
+  return Either.mapLeft(decoded, (error) => {
     const { option, reason } = describe(error)
     return invalid(module, option, reason)
   })
+}
+
+/** The path of the first value in `value` (a few levels deep) that `String` cannot convert, if any. */
+const unreadableAt = (value: unknown, path: ReadonlyArray<PropertyKey>): string | undefined => {
+  if (typeof value === "symbol") return pathOf(path)
+  if (typeof value !== "object" || value === null) return undefined
+  try {
+    String(value)
+  } catch {
+    if (path.length > 0) return pathOf(path)
+  }
+  if (path.length >= 4) return undefined
+  for (const key of Object.keys(value).slice(0, 100)) {
+    const found = unreadableAt((value as Record<string, unknown>)[key], [
+      ...path,
+      Array.isArray(value) ? Number(key) : key
+    ])
+    if (found !== undefined) return found
+  }
+  return undefined
+}
 
 /** {@link validateEither} as an `Effect`. */
 export const validate = <A, I>(

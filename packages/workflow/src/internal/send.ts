@@ -12,6 +12,7 @@ import * as Schema from "effect/Schema"
 // the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
 import { InvalidSend } from "../AgentWorkflow.js"
 import type * as RunStore from "../RunStore.js"
+import { describeValue } from "./callerValue.js"
 
 /** The messages of one `send`, as the `RunStore` keeps them: JSON, decoded again by the run that takes them in. */
 const SentJson = Schema.parseJson(Schema.Array(Prompt.Message))
@@ -93,7 +94,7 @@ export const checkSend = (
   InvalidSend
 > =>
   Effect.gen(function*() {
-    const shown = typeof threadId === "string" ? threadId : String(threadId)
+    const shown = typeof threadId === "string" ? threadId : describeValue(threadId)
     const refuse = (field: InvalidSend["field"]) => (reason: string) =>
       new InvalidSend({ threadId: shown, field, reason })
     const id = yield* Schema.decodeUnknown(ThreadId)(threadId).pipe(

@@ -8,7 +8,8 @@ import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import * as Agent from "@stepwise-agent/core/Agent"
-import { CheckpointError, describeParseError, ThreadStateError } from "@stepwise-agent/core/AgentError"
+import * as AgentError from "@stepwise-agent/core/AgentError"
+import { CheckpointError, describeParseError, InvalidInput, ThreadStateError } from "@stepwise-agent/core/AgentError"
 import type * as AgentResult from "@stepwise-agent/core/AgentResult"
 import * as RunJournal from "@stepwise-agent/core/RunJournal"
 import type * as RunRecord from "@stepwise-agent/core/RunRecord"
@@ -17,8 +18,11 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -48,6 +52,7 @@ import {
 import * as Authorizer from "../Authorizer.js"
 import * as RecordStore from "../RecordStore.js"
 import * as RunStore from "../RunStore.js"
+import { describeValue } from "./callerValue.js"
 import { clearJournal, executionExists } from "./clusterStorage.js"
 import { forkedFrom, forkOf, startFork } from "./durableFork.js"
 import { asRunFailure, inActivity, makeJournal } from "./durableJournal.js"
@@ -65,6 +70,9 @@ const newRunId: Effect.Effect<string> = Effect.flatMap(
 )
 
 export const make = (options: Options): AgentWorkflow => {
+  const refused = optionsProblem(options)
+  // a constructor of a value, not of an effect: bad options (from JavaScript) are thrown, as the typed error
+  if (refused !== undefined) throw refused
   /** A decision as stored with its claim. */
   const DecisionJson = Schema.parseJson(Decision)
   const encodeDecision = Schema.encode(DecisionJson)
@@ -158,9 +166,23 @@ export const make = (options: Options): AgentWorkflow => {
 
   const start: AgentWorkflow["start"] = Effect.fn("AgentWorkflow.start")(function*(request) {
     const store = yield* RunStore.RunStore
+    const refused = startRequestProblem(request)
+    if (refused !== undefined) return yield* new InvalidInput({ reason: refused })
     const runId = request.runId ?? (yield* newRunId)
-    const input = Prompt.make(request.input).content
+    const input = yield* Effect.try({
+      try: () => Prompt.make(request.input).content,
+      catch: (error) =>
+        new InvalidInput({
+          reason: `the input does not decode: ${
+            ParseResult.isParseError(error) ? describeParseError(error) : "it is not a conversation"
+          }`
+        })
+    })
     const payload = { runId, threadId: request.threadId, input }
+    const unstorable = Either.getLeft(Schema.encodeEither(Payload)(payload))
+    if (Option.isSome(unstorable)) {
+      return yield* new InvalidInput({ reason: `the input cannot be stored: ${describeParseError(unstorable.value)}` })
+    }
     const executionId = yield* workflow.executionId(payload)
     // the thread's messages are this run's to take in, and to hand on when it ends; a retried start of a run
     // registered before (perhaps ended) takes nothing back
@@ -358,7 +380,16 @@ export const make = (options: Options): AgentWorkflow => {
       )
     )
 
-  const resume: AgentWorkflow["resume"] = Effect.fn("AgentWorkflow.resume")(function*(runId, value, { principal }) {
+  const resume: AgentWorkflow["resume"] = Effect.fn("AgentWorkflow.resume")(function*(runId, value, options) {
+    // from JavaScript, options that name no principal as a string: no one is authorized to decide
+    const principal: unknown = Predicate.hasProperty(options, "principal") ? options.principal : undefined
+    if (typeof principal !== "string") {
+      return yield* new Authorizer.Unauthorized({
+        runId,
+        principal: "",
+        reason: `the principal must be a string, got ${describeValue(principal)}`
+      })
+    }
     const store = yield* RunStore.RunStore
     const record = yield* store.get(runId)
     const polled = yield* workflow.poll(record.executionId)
@@ -548,11 +579,12 @@ export const make = (options: Options): AgentWorkflow => {
 
   const fork = Effect.fn("AgentWorkflow.fork")(
     function*(source: string | RunRecord.RunRecord, forkOptions: ForkOptions) {
+      if (typeof source !== "string" && !Predicate.isObject(source)) return yield* notARunId(source)
       const from = typeof source === "string" ? yield* record(source) : source
       return yield* startFork(workflow, name, steering, {
         record: from,
         options: forkOptions,
-        runId: forkOptions.runId ?? (yield* newRunId),
+        runId: (Predicate.isObject(forkOptions) ? forkOptions.runId : undefined) ?? (yield* newRunId),
         sourceRunId: typeof source === "string" ? source : undefined
       })
     }
@@ -563,15 +595,61 @@ export const make = (options: Options): AgentWorkflow => {
     workflow,
     layer,
     start,
-    status,
-    resume,
-    discardDecision,
-    cancel,
-    prune,
-    await: await_,
-    watch,
+    status: ofRunId(status),
+    resume: ofRunId(resume),
+    discardDecision: ofRunId(discardDecision),
+    cancel: ofRunId(cancel),
+    prune: ofRunId(prune),
+    await: ofRunId(await_),
+    watch: (runId) => typeof runId === "string" ? watch(runId) : Stream.fail(notARunId(runId)),
     send,
-    record,
+    record: ofRunId(record),
     fork
   }
+}
+
+/** The `InvalidOptions` of `make`'s options from JavaScript: a name that is not a non-empty string, a version not a number. */
+const optionsProblem = (options: unknown): AgentError.InvalidOptions | undefined => {
+  const invalid = (option: string, reason: string) =>
+    new AgentError.InvalidOptions({ module: "AgentWorkflow", option, reason })
+  if (!Predicate.isObject(options)) return invalid("options", `must be an object, got ${describeValue(options)}`)
+  const { name, version } = options as { readonly name?: unknown; readonly version?: unknown }
+  if (typeof name !== "string" || name.length === 0) {
+    return invalid(
+      "name",
+      `must be a non-empty string, got ${typeof name === "string" ? "an empty string" : describeValue(name)}`
+    )
+  }
+  if (typeof version !== "number" || !Number.isFinite(version)) {
+    return invalid("version", `must be a number, got ${describeValue(version)}`)
+  }
+  return undefined
+}
+
+/** The `RunNotFound` of a run id that is not a string (from JavaScript): no run is registered under it. */
+const notARunId = (runId: unknown): RunStore.RunNotFound =>
+  new RunStore.RunNotFound({ runId: "", reason: `a run id is a string, got ${describeValue(runId)}` })
+
+/** `f`, failing with {@link notARunId} when its run id is not a string (from JavaScript). */
+const ofRunId = <Rest extends ReadonlyArray<unknown>, A, E, R>(
+  f: (runId: string, ...rest: Rest) => Effect.Effect<A, E, R>
+) =>
+(runId: string, ...rest: Rest): Effect.Effect<A, E | RunStore.RunNotFound, R> =>
+  typeof runId === "string" ? f(runId, ...rest) : Effect.fail(notARunId(runId))
+
+/** What is wrong with a `start` request from JavaScript, if anything (its input is checked when it is made a prompt). */
+const startRequestProblem = (request: unknown): string | undefined => {
+  if (!Predicate.isObject(request)) return `the start request must be an object, got ${describeValue(request)}`
+  const { runId, threadId } = request as { readonly runId?: unknown; readonly threadId?: unknown }
+  if (typeof threadId !== "string" || threadId.length === 0) {
+    return `the thread id must be a non-empty string, got ${
+      typeof threadId === "string" ? "an empty string" : describeValue(threadId)
+    }`
+  }
+  if (runId !== undefined && (typeof runId !== "string" || runId.length === 0)) {
+    return `the run id must be a non-empty string, got ${
+      typeof runId === "string" ? "an empty string" : describeValue(runId)
+    }`
+  }
+  return undefined
 }
