@@ -40,6 +40,18 @@ const longestBlock = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 /** The bound on one block of the event loop: a slice takes tens of milliseconds; a whole 4 MB text, seconds. */
 const MAX_BLOCK_MS = 500
 
+/**
+ * Whether the longest block of a run that took `total` ms is one slice's, not the whole work's: below
+ * `MAX_BLOCK_MS`, or a quarter of the run (a machine loaded enough to stretch a slice and its pauses past
+ * `MAX_BLOCK_MS` stretches the run too; a whole text redacted at once is nearly all of it, on any machine).
+ */
+const assertSliced = (longest: number, total: number) =>
+  assert.isBelow(
+    longest,
+    Math.max(MAX_BLOCK_MS, total / 4),
+    `the event loop was kept for ${Math.round(longest)} ms of ${Math.round(total)}`
+  )
+
 const custom: ReadonlyArray<Pii.PiiType> = [
   { name: "ssn", pattern: /\b\d{3}-\d{2}-\d{4}\b/ },
   { name: "employee", pattern: "\\bEMP-\\d{6}\\b" }
@@ -114,7 +126,7 @@ describe("redaction in slices", () => {
         const input = pieces.join("")
         const agent = yield* Agent.make({ middleware: [Pii.middleware({ types: every })] })
         const { longest, total } = yield* longestBlock(agent.run(input, { threadId: "t" }))
-        assert.isBelow(longest, MAX_BLOCK_MS, `the event loop was kept for ${Math.round(longest)} ms of ${total}`)
+        assertSliced(longest, total)
         const stored = textOf(Option.getOrThrow(yield* agent.thread("t")).state.messages[0])
         const expected = Either.getOrThrow(Pii.redactor({ types: every })).redact(input).text
         assert.isTrue(stored === expected, "the stored input is the whole-text redaction")
@@ -143,7 +155,7 @@ describe("redaction in slices", () => {
         const pii = Pii.middleware({ types: every, applyToInput: false, applyToToolResults: true })
         const agent = yield* Agent.make({ toolkit: BigTools, middleware: [pii] })
         const { longest, total, value: result } = yield* longestBlock(agent.run("go", { threadId: "t" }))
-        assert.isBelow(longest, MAX_BLOCK_MS, `the event loop was kept for ${Math.round(longest)} ms of ${total}`)
+        assertSliced(longest, total)
         assert.strictEqual(result._tag, "Completed")
         assert.notInclude(JSON.stringify(Option.getOrThrow(yield* agent.thread("t")).state.messages), "ada@")
       }).pipe(withBigTool(name)), 120_000)
@@ -191,7 +203,7 @@ describe("redaction in slices", () => {
           const { longest, total, value: events } = yield* longestBlock(
             Effect.map(Stream.runCollect(agent.stream("hi", { threadId: "t" })), Chunk.toArray)
           )
-          assert.isBelow(longest, MAX_BLOCK_MS, `the event loop was kept for ${Math.round(longest)} ms of ${total}`)
+          assertSliced(longest, total)
           const shown = events.filter(AgentEvent.$is("TextDelta")).map((event) => event.delta).join("")
           assert.isTrue(shown === `${bigDigits}mail [REDACTED_EMAIL]`, "the whole reply is shown, redacted")
         }).pipe(Effect.provide(model))
@@ -265,7 +277,7 @@ describe("the work of a custom pattern is bounded before it runs", () => {
         const input = line.repeat(Math.ceil(1024 * 1024 / line.length))
         const agent = yield* Agent.make({ middleware: [Pii.middleware({ types })] })
         const { longest, total } = yield* longestBlock(agent.run(input, { threadId: "t" }))
-        assert.isBelow(longest, MAX_BLOCK_MS, `the event loop was kept for ${Math.round(longest)} ms of ${total}`)
+        assertSliced(longest, total)
         const stored = textOf(Option.getOrThrow(yield* agent.thread("t")).state.messages[0])
         assert.isTrue(
           stored === `call [REDACTED_PHONE], pay [REDACTED_IBAN], ticket [REDACTED_TICKET], [REDACTED_WORD] ok\n`
