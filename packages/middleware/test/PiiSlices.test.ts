@@ -228,7 +228,8 @@ describe("the work of a custom pattern is bounded before it runs", () => {
     it(`a pattern of ${what} is refused at construction with InvalidOptions naming the limit`, () => {
       const started = performance.now()
       const result = Pii.redactor({ types: [{ name: "x", pattern }] })
-      assert.isBelow(performance.now() - started, 2_000)
+      // tens of milliseconds alone, 0.9 s seen at load 18 on 2 cores: room for a loaded machine
+      assert.isBelow(performance.now() - started, 5_000)
       assert.isTrue(Either.isLeft(result))
       const error = Either.getLeft(result).pipe(Option.getOrThrow)
       assert.strictEqual(error._tag, "InvalidOptions")
@@ -260,7 +261,8 @@ describe("the work of a custom pattern is bounded before it runs", () => {
       const agent = yield* Agent.make({ middleware: [Pii.middleware({ types: [{ name: "x", pattern }] })] })
       const started = performance.now()
       const error = yield* Effect.flip(agent.run("a".repeat(60_000), { threadId: "t" }))
-      assert.isBelow(performance.now() - started, 2_000)
+      // 0.7 s seen at load 14 on 2 cores; the scan it stops would take over 6 s on a quiet one
+      assert.isBelow(performance.now() - started, 4_000)
       assert.strictEqual(error._tag, "PiiDetectorFailed")
     }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")]))), 30_000)
 
