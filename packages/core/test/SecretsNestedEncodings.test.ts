@@ -29,10 +29,13 @@ const encodings = {
   // (each UTF-16 unit: a surrogate pair is two escapes)
   "JSON string, every character \\u": (text: string) =>
     text.split("").map((unit) => `\\u${hex(unit.charCodeAt(0), 4)}`).join(""),
+  // (JSON's escapes kept, but `\"` as `\u0022`: escaping the quote alone left its backslash, a text that is no
+  // JSON string of the key, `"` → `\\u0022`)
   "JSON string, \\u upper case": (text: string) =>
     JSON.stringify(text).slice(1, -1).replace(
-      /[^A-Za-z0-9]/g,
-      (char) => char.length === 1 && char !== "\\" ? `\\u${hex(char.charCodeAt(0), 4).toUpperCase()}` : char
+      /\\.|[^A-Za-z0-9]/g,
+      (match) =>
+        match === "\\\"" ? "\\u0022" : match.length === 2 ? match : `\\u${hex(match.charCodeAt(0), 4).toUpperCase()}`
     ),
   "JavaScript \\u{…}": (text: string) => [...text].map((char) => `\\u{${char.codePointAt(0)!.toString(16)}}`).join(""),
   "HTML entities": (text: string) =>
@@ -125,6 +128,17 @@ describe("Secrets: a known key under layers of encoding", () => {
         assert.strictEqual(scrubbed, `the proxy logged [${Secrets.redacted}] here`, chain.join(" → "))
         assert.strictEqual(Secrets.scrubText(scrubbed), scrubbed, chain.join(" → "))
       }
+    }))
+
+  it.scoped("a key with a quote, as a JSON string of \\u escapes, percent-encoded (a random CI-like run's case)", () =>
+    Effect.gen(function*() {
+      const key = "aaaaa\"\\a"
+      // the encoding gives a JSON string of the key (it gave `aaaaa\\u0022\\a`: a backslash too many)
+      assert.strictEqual(JSON.parse(`"${encodings["JSON string, \\u upper case"](key)}"`), key)
+      yield* Secrets.register(key)
+      const stages = layered(key, ["JSON string, \\u upper case", "percent"])
+      const scrubbed = Secrets.scrubText(`upstream said: ${stages[stages.length - 1]} is not valid`)
+      assert.strictEqual(scrubbed, `upstream said: ${Secrets.redacted} is not valid`)
     }))
 
   it.scoped("a key that holds escapes itself (%41, &amp;, \\u0041) is found however many times it is encoded", () =>

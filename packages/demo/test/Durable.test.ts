@@ -71,7 +71,8 @@ const startDemo = (cwd: string, ...args: ReadonlyArray<string>) =>
         })
       return {
         lines,
-        waitForLine: (match, timeoutMs = 60_000) =>
+        // (each start compiles the sources through tsx: ~25 s a process seen at load 13 on 2 cores)
+        waitForLine: (match, timeoutMs = 120_000) =>
           bounded(
             new Promise<string>((resolve, reject) => {
               const check = () => {
@@ -86,7 +87,7 @@ const startDemo = (cwd: string, ...args: ReadonlyArray<string>) =>
             timeoutMs,
             "no expected line"
           ),
-        exited: (timeoutMs = 60_000) => bounded(exit, timeoutMs, "did not exit"),
+        exited: (timeoutMs = 120_000) => bounded(exit, timeoutMs, "did not exit"),
         kill: Effect.suspend(() => {
           if (code === undefined) child.kill("SIGKILL")
           return Effect.asVoid(bounded(exit, 10_000, "did not die"))
@@ -183,7 +184,7 @@ describe("npm run demo -- --durable", () => {
         assert.strictEqual(toolCalls(fourth.lines).ran.length, 8)
         assert.strictEqual(notesOf(cwd).length, 1)
       }),
-    { timeout: 180_000 }
+    { timeout: 360_000 }
   )
 
   it.scopedLive(
@@ -205,6 +206,6 @@ describe("npm run demo -- --durable", () => {
         assert.isTrue(second.lines.some((line) => line.includes("already hold the line of demo/call_note")))
         assert.deepStrictEqual(notesOf(cwd), ["- Weekend shopping: 25.30 in total <!-- demo/call_note -->"])
       }),
-    { timeout: 180_000 }
+    { timeout: 360_000 }
   )
 })

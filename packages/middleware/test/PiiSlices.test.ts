@@ -40,6 +40,18 @@ const longestBlock = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 /** The bound on one block of the event loop: a slice takes tens of milliseconds; a whole 4 MB text, seconds. */
 const MAX_BLOCK_MS = 500
 
+/**
+ * Whether the longest block of a run that took `total` ms is one slice's, not the whole work's: below
+ * `MAX_BLOCK_MS`, or a quarter of the run (a machine loaded enough to stretch a slice and its pauses past
+ * `MAX_BLOCK_MS` stretches the run too; a whole text redacted at once is nearly all of it, on any machine).
+ */
+const assertSliced = (longest: number, total: number) =>
+  assert.isBelow(
+    longest,
+    Math.max(MAX_BLOCK_MS, total / 4),
+    `the event loop was kept for ${Math.round(longest)} ms of ${Math.round(total)}`
+  )
+
 const custom: ReadonlyArray<Pii.PiiType> = [
   { name: "ssn", pattern: /\b\d{3}-\d{2}-\d{4}\b/ },
   { name: "employee", pattern: "\\bEMP-\\d{6}\\b" }
@@ -114,7 +126,7 @@ describe("redaction in slices", () => {
         const input = pieces.join("")
         const agent = yield* Agent.make({ middleware: [Pii.middleware({ types: every })] })
         const { longest, total } = yield* longestBlock(agent.run(input, { threadId: "t" }))
-        assert.isBelow(longest, MAX_BLOCK_MS, `the event loop was kept for ${Math.round(longest)} ms of ${total}`)
+        assertSliced(longest, total)
         const stored = textOf(Option.getOrThrow(yield* agent.thread("t")).state.messages[0])
         const expected = Either.getOrThrow(Pii.redactor({ types: every })).redact(input).text
         assert.isTrue(stored === expected, "the stored input is the whole-text redaction")
@@ -143,7 +155,7 @@ describe("redaction in slices", () => {
         const pii = Pii.middleware({ types: every, applyToInput: false, applyToToolResults: true })
         const agent = yield* Agent.make({ toolkit: BigTools, middleware: [pii] })
         const { longest, total, value: result } = yield* longestBlock(agent.run("go", { threadId: "t" }))
-        assert.isBelow(longest, MAX_BLOCK_MS, `the event loop was kept for ${Math.round(longest)} ms of ${total}`)
+        assertSliced(longest, total)
         assert.strictEqual(result._tag, "Completed")
         assert.notInclude(JSON.stringify(Option.getOrThrow(yield* agent.thread("t")).state.messages), "ada@")
       }).pipe(withBigTool(name)), 120_000)
@@ -191,7 +203,7 @@ describe("redaction in slices", () => {
           const { longest, total, value: events } = yield* longestBlock(
             Effect.map(Stream.runCollect(agent.stream("hi", { threadId: "t" })), Chunk.toArray)
           )
-          assert.isBelow(longest, MAX_BLOCK_MS, `the event loop was kept for ${Math.round(longest)} ms of ${total}`)
+          assertSliced(longest, total)
           const shown = events.filter(AgentEvent.$is("TextDelta")).map((event) => event.delta).join("")
           assert.isTrue(shown === `${bigDigits}mail [REDACTED_EMAIL]`, "the whole reply is shown, redacted")
         }).pipe(Effect.provide(model))
@@ -216,7 +228,8 @@ describe("the work of a custom pattern is bounded before it runs", () => {
     it(`a pattern of ${what} is refused at construction with InvalidOptions naming the limit`, () => {
       const started = performance.now()
       const result = Pii.redactor({ types: [{ name: "x", pattern }] })
-      assert.isBelow(performance.now() - started, 2_000)
+      // tens of milliseconds alone, 0.9 s seen at load 18 on 2 cores: room for a loaded machine
+      assert.isBelow(performance.now() - started, 5_000)
       assert.isTrue(Either.isLeft(result))
       const error = Either.getLeft(result).pipe(Option.getOrThrow)
       assert.strictEqual(error._tag, "InvalidOptions")
@@ -226,9 +239,11 @@ describe("the work of a custom pattern is bounded before it runs", () => {
   }
 
   it("a scan whose worst case overruns its budget fails at once with PiiDetectorFailed, without running", () => {
-    // 4,502 instructions: each character of a 64 KB text may cost all of them (seconds before)
+    // 1,502 instructions: each character of a 64 KB text may cost all of them (seconds before); few enough that the
+    // short text's scan below (~0.8 M steps) stays far within its budget on a loaded machine (with 4,502, its
+    // ~7 M steps overran the budget's second under load: 'took more than 1030 ms')
     const compiled = Either.getOrThrow(
-      Pii.redactor({ types: [{ name: "x", pattern: "a?".repeat(1_500) + "a".repeat(1_500) }] })
+      Pii.redactor({ types: [{ name: "x", pattern: "a?".repeat(500) + "a".repeat(500) }] })
     )
     const started = performance.now()
     assert.throws(
@@ -237,7 +252,7 @@ describe("the work of a custom pattern is bounded before it runs", () => {
     )
     assert.isBelow(performance.now() - started, 2_000)
     // a short text is still read
-    assert.strictEqual(compiled.redact(`b ${"a".repeat(1_500)} b`).matches.length, 1)
+    assert.strictEqual(compiled.redact(`b ${"a".repeat(500)} b`).matches.length, 1)
   }, 30_000)
 
   it.effect("the middleware fails such a scan as PiiDetectorFailed", () =>
@@ -246,7 +261,8 @@ describe("the work of a custom pattern is bounded before it runs", () => {
       const agent = yield* Agent.make({ middleware: [Pii.middleware({ types: [{ name: "x", pattern }] })] })
       const started = performance.now()
       const error = yield* Effect.flip(agent.run("a".repeat(60_000), { threadId: "t" }))
-      assert.isBelow(performance.now() - started, 2_000)
+      // 0.7 s seen at load 14 on 2 cores; the scan it stops would take over 6 s on a quiet one
+      assert.isBelow(performance.now() - started, 4_000)
       assert.strictEqual(error._tag, "PiiDetectorFailed")
     }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("ok")]))), 30_000)
 
@@ -265,7 +281,7 @@ describe("the work of a custom pattern is bounded before it runs", () => {
         const input = line.repeat(Math.ceil(1024 * 1024 / line.length))
         const agent = yield* Agent.make({ middleware: [Pii.middleware({ types })] })
         const { longest, total } = yield* longestBlock(agent.run(input, { threadId: "t" }))
-        assert.isBelow(longest, MAX_BLOCK_MS, `the event loop was kept for ${Math.round(longest)} ms of ${total}`)
+        assertSliced(longest, total)
         const stored = textOf(Option.getOrThrow(yield* agent.thread("t")).state.messages[0])
         assert.isTrue(
           stored === `call [REDACTED_PHONE], pay [REDACTED_IBAN], ticket [REDACTED_TICKET], [REDACTED_WORD] ok\n`

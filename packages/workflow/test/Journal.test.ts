@@ -8,7 +8,7 @@ import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Schedule, Schema, Scope } from "effect"
 import * as path from "node:path"
 import { approvalStack, Tools } from "./support/approvalStack.js"
 import { tempDirectory } from "./support/databases.js"
@@ -230,7 +230,10 @@ describe("cancel on the SQLite engine", () => {
       const runId = yield* run(Stoppable.start({ threadId: "t", input: "delete /a and /b" }))
       yield* Deferred.await(inTool)
       const cancelled = yield* Effect.fork(run(Stoppable.cancel(runId)))
-      yield* Effect.sleep("300 millis")
+      // the call in flight finishes once the cancel is requested (a fixed wait let it finish first under load)
+      yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.isCancelRequested(runId))).pipe(
+        Effect.repeat({ schedule: Schedule.spaced("10 millis"), until: (requested) => requested })
+      )
       yield* Deferred.succeed(release, void 0)
       yield* Fiber.join(cancelled)
       assert.strictEqual((yield* run(Stoppable.status(runId))).state, "Cancelled")

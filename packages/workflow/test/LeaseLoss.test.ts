@@ -11,8 +11,9 @@ import { assert, describe, it } from "@effect/vitest"
 import type { WorkflowEngine } from "@effect/workflow"
 import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import type { Context } from "effect"
-import { Cause, Duration, Effect, Exit, Layer, Option } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Layer, Option } from "effect"
 import * as childProcess from "node:child_process"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { LeaseTiming } from "../src/internal/leaseTiming.js"
 import { tempDirectory } from "./support/databases.js"
@@ -20,10 +21,19 @@ import { readAttempts, Toy, toyLayer } from "./support/toyWorkflow.js"
 
 const timing = Layer.succeed(LeaseTiming, { leaseFor: Duration.seconds(2), heartbeatEvery: Duration.millis(200) })
 
-/** A runner in this process: the toy workflow (each step taking `stepDelay`) on a leased engine. */
-const runnerOn = (filename: string, directory: string, runner: string, stepDelay: Duration.DurationInput) =>
+/**
+ * A runner in this process: the toy workflow (each step taking `stepDelay`, after `hold` with its key) on a leased
+ * engine.
+ */
+const runnerOn = (
+  filename: string,
+  directory: string,
+  runner: string,
+  stepDelay: Duration.DurationInput,
+  hold?: (key: string) => Effect.Effect<void>
+) =>
   Layer.build(
-    toyLayer({ directory, runner, stepDelay }).pipe(
+    toyLayer({ directory, runner, stepDelay, hold }).pipe(
       Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis" })),
       Layer.provide(timing)
     )
@@ -103,11 +113,20 @@ describe("a SQLite runner that loses its lease", () => {
         Effect.gen(function*() {
           const directory = yield* tempDirectory("stepwise-lease-")
           const filename = path.join(directory, "runs.db")
-          const first = yield* runnerOn(filename, directory, "first", step)
+          // the first step, once started, waits for the loss: the loss lands with the step in flight and its whole
+          // delay to run, however long this process takes to write it on a loaded machine
+          const inStep = yield* Deferred.make<void>()
+          const lostIt = yield* Deferred.make<void>()
+          const first = yield* runnerOn(filename, directory, "first", step, (key) =>
+            key === "r1/first"
+              ? Effect.zipRight(Deferred.succeed(inStep, undefined), Deferred.await(lostIt))
+              : Effect.void)
           const executionId = yield* Toy.execute({ runId: "r1" }, { discard: true }).pipe(Effect.provide(first))
-          yield* eventually(() => started(directory, "first").length === 1, "the first step started")
+          yield* Deferred.await(inStep)
+          assert.deepStrictEqual(started(directory, "first"), ["r1/first"])
 
           yield* asClient(filename, lose)
+          yield* Deferred.succeed(lostIt, undefined)
           // past the step in flight (it ends: the cluster runs activities to their end) and several heartbeats
           yield* Effect.sleep("4 seconds")
           assert.deepStrictEqual(started(directory, "first"), ["r1/first"])
@@ -171,16 +190,23 @@ describe("a SQLite runner that loses its lease", () => {
         yield* eventually(() => started(directory, "first").length === 1, "the first step started")
         // another process takes the lease over while this one is blocked (its timers, the step's and the
         // renewal's, all fire together once it runs again)
+        const marker = path.join(directory, "taken")
         const usurper = childProcess.spawn(process.execPath, [
           "-e",
           `setTimeout(() => { new (require("better-sqlite3"))(process.argv[1]).prepare(
             "UPDATE stepwise_runner_lease SET owner = 'usurper', pid = 4242, host = 'elsewhere', machine = 'elsewhere', expires_at = ?"
-          ).run(Date.now() + 600000); console.log("taken") }, 300)`,
-          filename
+          ).run(Date.now() + 600000); require("fs").writeFileSync(process.argv[2], ""); console.log("taken") }, 300)`,
+          filename,
+          marker
         ], { cwd: process.cwd(), stdio: ["ignore", "pipe", "inherit"] })
         let taken = ""
         usurper.stdout.on("data", (chunk: Buffer) => taken += chunk.toString())
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3000)
+        // blocked past the lease, and until the usurper wrote it (its process may be slow to start on a loaded
+        // machine: a write after this process ran again would race the step's timer), at most 30 s
+        const blocked = Date.now()
+        while (Date.now() - blocked < 3000 || (!fs.existsSync(marker) && Date.now() - blocked < 30_000)) {
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20)
+        }
         yield* eventually(() => taken.includes("taken"), "the usurper wrote the lease")
         yield* Effect.sleep("1500 millis")
         assert.deepStrictEqual(started(directory, "first"), ["r1/first"])

@@ -50,29 +50,42 @@ const applyOnce = (directory: string, key: string, runner: string): "applied" | 
   }
 }
 
-const step = (directory: string, runner: string, delay: Duration.DurationInput, runId: string, name: string) =>
+const step = (
+  directory: string,
+  runner: string,
+  delay: Duration.DurationInput,
+  hold: (key: string) => Effect.Effect<void>,
+  runId: string,
+  name: string
+) =>
   Activity.make({
     name,
     success: Schema.String,
     execute: Effect.gen(function*() {
       const key = `${runId}/${name}`
       log(directory, { event: "start", key, runner })
+      yield* hold(key)
       yield* Effect.sleep(delay)
       log(directory, { event: applyOnce(directory, key, runner), key, runner })
       return key
     })
   })
 
-/** The workflow body, run by `runner`, logging into `directory`. */
+/**
+ * The workflow body, run by `runner`, logging into `directory`. Each step runs `hold` with its key once it has
+ * logged its start (a point where a test acts while the step is in flight), then takes `stepDelay`.
+ */
 export const toyLayer = (options: {
   readonly directory: string
   readonly runner: string
   readonly stepDelay?: Duration.DurationInput | undefined
+  readonly hold?: ((key: string) => Effect.Effect<void>) | undefined
 }) =>
   Toy.toLayer(Effect.fnUntraced(function*({ runId }) {
     const delay = options.stepDelay ?? Duration.millis(10)
-    const first = yield* step(options.directory, options.runner, delay, runId, "first")
-    const second = yield* step(options.directory, options.runner, delay, runId, "second")
+    const hold = options.hold ?? (() => Effect.void)
+    const first = yield* step(options.directory, options.runner, delay, hold, runId, "first")
+    const second = yield* step(options.directory, options.runner, delay, hold, runId, "second")
     return `${first}+${second}`
   }))
 
