@@ -126,6 +126,40 @@ export const redacted = "<redacted>"
  */
 export const minimumLength = 8
 
+/**
+ * A caller's value as an error message may show it: a number, a boolean or a
+ * bigint as written, anything else by its kind. Never a string's text (a
+ * string given where another value belongs may be a credential), and never
+ * converted (a symbol or an object without a prototype throws when made a
+ * string). For checks of options that come from JavaScript.
+ *
+ * @example
+ * ```ts
+ * import * as Secrets from "@stepwise-agent/core/Secrets"
+ *
+ * Secrets.describeValue(42) // "42"
+ * Secrets.describeValue("sk-live-0123456789") // "a string"
+ * Secrets.describeValue(Object.create(null)) // "an object"
+ * ```
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const describeValue = (value: unknown): string =>
+  typeof value === "number" || typeof value === "boolean"
+    ? String(value)
+    : typeof value === "bigint"
+    ? `${value}n`
+    : value === null
+    ? "null"
+    : Array.isArray(value)
+    ? "an array"
+    : typeof value === "object"
+    ? "an object"
+    : typeof value === "undefined"
+    ? "undefined"
+    : `a ${typeof value}`
+
 // ---------------------------------------------------------------------------
 // names
 // ---------------------------------------------------------------------------

@@ -281,27 +281,6 @@ const alreadyDecided = (threadId: string): Outcome => ({
 const decidedElsewhere = new Set(["ThreadStateError", "AlreadyDecided"])
 
 /**
- * An option's value as an error shows it, from JavaScript: without
- * converting it (a symbol or an object without a prototype throws when made a
- * string) or showing a text: a number, a boolean or a bigint as written,
- * anything else by its kind.
- */
-const describeValue = (value: unknown): string =>
-  typeof value === "number" || typeof value === "boolean"
-    ? String(value)
-    : typeof value === "bigint"
-    ? `${value}n`
-    : value === null
-    ? "null"
-    : Array.isArray(value)
-    ? "an array"
-    : typeof value === "object"
-    ? "an object"
-    : typeof value === "undefined"
-    ? "undefined"
-    : `a ${typeof value}`
-
-/**
  * Starts an inspector for `agent`: follows its runs (from now on) through
  * `agent.watch`, and serves the page until the scope closes. Closing the
  * scope ends the pages' event streams (after they received every event)
@@ -330,28 +309,32 @@ export const make: (
 ) => Effect.Effect<Inspector.Service, InspectorError, Scope.Scope> = Effect.fn("Inspector.make")(
   function*(agent: Agent.Service<any, any>, options?: Options | undefined) {
     if (options !== undefined && !Predicate.isObject(options)) {
-      return yield* new InspectorError({ reason: `the options must be an object, got ${describeValue(options)}` })
+      return yield* new InspectorError({
+        reason: `the options must be an object, got ${Secrets.describeValue(options)}`
+      })
     }
     const host: unknown = options?.host ?? "127.0.0.1"
     if (typeof host !== "string" || host.length === 0) {
-      return yield* new InspectorError({ reason: `host must be a non-empty string, got ${describeValue(host)}` })
+      return yield* new InspectorError({
+        reason: `host must be a non-empty string, got ${Secrets.describeValue(host)}`
+      })
     }
     const listenOn: unknown = options?.port ?? 0
     if (typeof listenOn !== "number" || !Number.isInteger(listenOn) || listenOn < 0 || listenOn > 65535) {
       return yield* new InspectorError({
-        reason: `port must be a whole number from 0 to 65535, got ${describeValue(listenOn)}`
+        reason: `port must be a whole number from 0 to 65535, got ${Secrets.describeValue(listenOn)}`
       })
     }
     const maxEvents = options?.maxEvents ?? 100_000
     if (!Number.isInteger(maxEvents) || maxEvents < 1) {
       return yield* new InspectorError({
-        reason: `maxEvents must be a whole number of at least 1, got ${describeValue(maxEvents)}`
+        reason: `maxEvents must be a whole number of at least 1, got ${Secrets.describeValue(maxEvents)}`
       })
     }
     const maxBodyBytes = options?.maxBodyBytes ?? 1024 * 1024
     if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) {
       return yield* new InspectorError({
-        reason: `maxBodyBytes must be a whole number of at least 1, got ${describeValue(maxBodyBytes)}`
+        reason: `maxBodyBytes must be a whole number of at least 1, got ${Secrets.describeValue(maxBodyBytes)}`
       })
     }
     const bodyTimeout = options?.bodyTimeout === undefined
@@ -366,7 +349,7 @@ export const make: (
         reason: `bodyTimeout must be a duration above zero, at most 24 days, got ${
           typeof options?.bodyTimeout === "string"
             ? options.bodyTimeout.slice(0, 80)
-            : describeValue(options?.bodyTimeout)
+            : Secrets.describeValue(options?.bodyTimeout)
         }`
       })
     }
@@ -374,14 +357,14 @@ export const make: (
     const allowedHosts: unknown = options?.allowedHosts ?? []
     if (!Array.isArray(allowedHosts)) {
       return yield* new InspectorError({
-        reason: `allowedHosts must be an array of host names, got ${describeValue(allowedHosts)}`
+        reason: `allowedHosts must be an array of host names, got ${Secrets.describeValue(allowedHosts)}`
       })
     }
     const notName: unknown = allowedHosts.find((name) => typeof name !== "string" || !Guard.isHostName(name))
     if (notName !== undefined) {
       return yield* new InspectorError({
         reason: `allowedHosts holds ${
-          typeof notName === "string" ? JSON.stringify(notName.slice(0, 200)) : describeValue(notName)
+          typeof notName === "string" ? JSON.stringify(notName.slice(0, 200)) : Secrets.describeValue(notName)
         }, which is not a host name or address without a port`
       })
     }
@@ -394,7 +377,7 @@ export const make: (
     const maxRequests = options?.maxRequests ?? 500
     if (!Number.isInteger(maxRequests) || maxRequests < 0) {
       return yield* new InspectorError({
-        reason: `maxRequests must be a whole number of at least 0, got ${describeValue(maxRequests)}`
+        reason: `maxRequests must be a whole number of at least 0, got ${Secrets.describeValue(maxRequests)}`
       })
     }
     const storedThreads = options?.storedThreads ?? Option.getOrUndefined(Option.flatMap(

@@ -16,6 +16,7 @@ import type * as Toolkit from "@effect/ai/Toolkit"
 import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { CallToolResult, Tool as McpToolDefinition } from "@modelcontextprotocol/sdk/types.js"
 import * as AgentError from "@stepwise-agent/core/AgentError"
+import * as Secrets from "@stepwise-agent/core/Secrets"
 import * as ToolName from "@stepwise-agent/core/ToolName"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -255,29 +256,11 @@ const defaultTimeout = Duration.seconds(60)
 const invalid = (option: string, reason: string) =>
   new AgentError.InvalidOptions({ module: "McpToolkit", option, reason })
 
-/**
- * A caller's value as an error shows it, from JavaScript: by its kind, never
- * its text (an option of a transport may hold a credential), a number or a
- * boolean as written.
- */
-const kindOf = (value: unknown): string =>
-  typeof value === "number" || typeof value === "boolean"
-    ? String(value)
-    : value === null
-    ? "null"
-    : Array.isArray(value)
-    ? "an array"
-    : typeof value === "object"
-    ? "an object"
-    : typeof value === "undefined"
-    ? "undefined"
-    : `a ${typeof value}`
-
 /** The first entry of `record` (`env`, `headers`) that is not a string or a `Redacted`, as an `InvalidOptions`. */
 const secretsProblem = (option: string, record: unknown): AgentError.InvalidOptions | undefined => {
   if (record === undefined) return undefined
   if (typeof record !== "object" || record === null || Array.isArray(record)) {
-    return invalid(option, `must be an object of strings or Redacted strings, got ${kindOf(record)}`)
+    return invalid(option, `must be an object of strings or Redacted strings, got ${Secrets.describeValue(record)}`)
   }
   for (const [key, value] of Object.entries(record)) {
     if (typeof value !== "string" && !Redacted.isRedacted(value)) {
@@ -292,7 +275,9 @@ const secretsProblem = (option: string, record: unknown): AgentError.InvalidOpti
 }
 
 const validate = (options: Options): AgentError.InvalidOptions | Duration.Duration | undefined => {
-  if (!Predicate.isObject(options)) return invalid("options", `must be an object, got ${kindOf(options)}`)
+  if (!Predicate.isObject(options)) {
+    return invalid("options", `must be an object, got ${Secrets.describeValue(options)}`)
+  }
   if (typeof options.name !== "string" || options.name.trim() === "") {
     return invalid("name", "must be a non-empty string")
   }
@@ -304,10 +289,10 @@ const validate = (options: Options): AgentError.InvalidOptions | Duration.Durati
         return invalid("transport.command", "must be a non-empty string")
       }
       if (args !== undefined && !(Array.isArray(args) && args.every((arg) => typeof arg === "string"))) {
-        return invalid("transport.args", `must be an array of strings, got ${kindOf(args)}`)
+        return invalid("transport.args", `must be an array of strings, got ${Secrets.describeValue(args)}`)
       }
       if (cwd !== undefined && typeof cwd !== "string") {
-        return invalid("transport.cwd", `must be a string, got ${kindOf(cwd)}`)
+        return invalid("transport.cwd", `must be a string, got ${Secrets.describeValue(cwd)}`)
       }
       const badEnv = secretsProblem("transport.env", env)
       if (badEnv !== undefined) return badEnv
@@ -320,7 +305,9 @@ const validate = (options: Options): AgentError.InvalidOptions | Duration.Durati
       if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
         return invalid(
           "transport.url",
-          `must be an http or https URL, got ${text === undefined ? kindOf(given) : Session.describeUrl(text)}`
+          `must be an http or https URL, got ${
+            text === undefined ? Secrets.describeValue(given) : Session.describeUrl(text)
+          }`
         )
       }
       if (url.username !== "" || url.password !== "") {
@@ -342,7 +329,7 @@ const validate = (options: Options): AgentError.InvalidOptions | Duration.Durati
       return invalid(
         "transport",
         `_tag must be "Stdio", "Http" or "InProcess", got ${
-          typeof tag === "string" ? JSON.stringify(tag.slice(0, 80)) : kindOf(tag)
+          typeof tag === "string" ? JSON.stringify(tag.slice(0, 80)) : Secrets.describeValue(tag)
         }`
       )
     }
@@ -355,7 +342,7 @@ const validate = (options: Options): AgentError.InvalidOptions | Duration.Durati
     return invalid(
       "concurrency",
       `must be a whole number of at least 1 or "unbounded", got ${
-        typeof concurrency === "string" ? JSON.stringify(concurrency.slice(0, 80)) : kindOf(concurrency)
+        typeof concurrency === "string" ? JSON.stringify(concurrency.slice(0, 80)) : Secrets.describeValue(concurrency)
       }`
     )
   }
@@ -367,7 +354,7 @@ const validate = (options: Options): AgentError.InvalidOptions | Duration.Durati
     return invalid(
       "timeout",
       `must be a finite duration above zero, got ${
-        typeof options.timeout === "string" ? options.timeout.slice(0, 80) : kindOf(options.timeout)
+        typeof options.timeout === "string" ? options.timeout.slice(0, 80) : Secrets.describeValue(options.timeout)
       }`
     )
   }

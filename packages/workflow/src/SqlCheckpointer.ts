@@ -22,11 +22,11 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { CheckpointError, InvalidOptions } from "@stepwise-agent/core/AgentError"
 import * as Checkpointer from "@stepwise-agent/core/Checkpointer"
+import { describeValue } from "@stepwise-agent/core/Secrets"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { describeValue } from "./internal/callerValue.js"
 
 /**
  * Options of {@link make}.

@@ -15,26 +15,8 @@ import * as Predicate from "effect/Predicate"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 
-/**
- * An option's value as an error shows it, from JavaScript: without
- * converting it (a symbol or an object without a prototype throws when made a
- * string) or showing a text: a number, a boolean or a bigint as written,
- * anything else by its kind.
- */
-export const describeValue = (value: unknown): string =>
-  typeof value === "number" || typeof value === "boolean"
-    ? String(value)
-    : typeof value === "bigint"
-    ? `${value}n`
-    : value === null
-    ? "null"
-    : Array.isArray(value)
-    ? "an array"
-    : typeof value === "object"
-    ? "an object"
-    : typeof value === "undefined"
-    ? "undefined"
-    : `a ${typeof value}`
+/** An option's value as an error shows it (`Secrets.describeValue`). */
+export { describeValue } from "@stepwise-agent/core/Secrets"
 
 /** An `InvalidOptions` of `module`. */
 export const invalid = (module: string, option: string, reason: string): AgentError.InvalidOptions =>

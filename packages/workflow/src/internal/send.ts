@@ -10,9 +10,9 @@ import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 // the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
+import { describeValue } from "@stepwise-agent/core/Secrets"
 import { InvalidSend } from "../AgentWorkflow.js"
 import type * as RunStore from "../RunStore.js"
-import { describeValue } from "./callerValue.js"
 
 /** The messages of one `send`, as the `RunStore` keeps them: JSON, decoded again by the run that takes them in. */
 const SentJson = Schema.parseJson(Schema.Array(Prompt.Message))

@@ -27,6 +27,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 // the values of AgentWorkflow.ts are read only inside functions: it imports this module (a cycle)
+import { describeValue } from "@stepwise-agent/core/Secrets"
 import {
   AgentRunFailed,
   type AgentWorkflow,
@@ -52,7 +53,6 @@ import {
 import * as Authorizer from "../Authorizer.js"
 import * as RecordStore from "../RecordStore.js"
 import * as RunStore from "../RunStore.js"
-import { describeValue } from "./callerValue.js"
 import { clearJournal, executionExists } from "./clusterStorage.js"
 import { forkedFrom, forkOf, startFork } from "./durableFork.js"
 import { asRunFailure, inActivity, makeJournal } from "./durableJournal.js"
