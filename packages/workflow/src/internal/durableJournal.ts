@@ -36,6 +36,7 @@ import {
 } from "../AgentWorkflow.js"
 import { withSharedExitSchema } from "./clusterStorage.js"
 import { identityMemo } from "./fast/identityMemo.js"
+import * as NamedSchemas from "./fast/namedSchemas.js"
 import * as Ledger from "./ledger.js"
 
 /** An error of another package as journaled: by its `_tag` (`Error` when it has none). */
@@ -126,8 +127,8 @@ export const inActivity = <S extends Schema.Schema.AnyNoContext, E, R>(
     const context = Context.omit(WorkflowEngine.WorkflowInstance)(yield* Effect.context<R>())
     const activity = Activity.make({
       name,
-      success,
-      error: RunFailure,
+      success: NamedSchemas.stepResult(success),
+      error: NamedSchemas.runFailure(RunFailure),
       execute: effect.pipe(
         // defects are journaled as they are: scrubbed first, as failures are by `asRunFailure`
         Effect.mapErrorCause(Secrets.scrubCause),
