@@ -20,6 +20,7 @@ import { Effect, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { tempDirectory } from "./support/databases.js"
+import { timeless } from "./support/timeless.js"
 
 const Pay = Tool.make("pay", { parameters: { amount: Schema.Number }, success: Schema.String })
 const Tools = Toolkit.make(Pay)
@@ -98,7 +99,7 @@ describe("a durable decision's person text is stored redacted (SQLite)", () => {
               (store) => store.decisionOf(runId, Option.getOrThrow(waiting.pending).key)
             )
           )
-          assert.notInclude(JSON.stringify(claim), "1111")
+          assert.notInclude(timeless(JSON.stringify(claim)), "1111")
           // the record: the wait with the decision as stored, and the middleware's decision on it
           const record = yield* run(Runs.record(runId))
           const wait = record.entries.find((entry) => entry._tag === "Wait")
@@ -107,7 +108,7 @@ describe("a durable decision's person text is stored redacted (SQLite)", () => {
             entry._tag === "Decision" && entry.middleware === "humanInTheLoop" ? [entry.decision] : []
           )
           assert.include(decided, name.startsWith("respond") ? "respond pay" : "reject pay")
-          assert.notInclude(RunRecord.toJsonl(record), "1111")
+          assert.notInclude(timeless(RunRecord.toJsonl(record)), "1111")
           // the file and its WAL: the claim, the deferred's result, the journal, the checkpoints
           const bytes = stored(directory)
           for (const raw of [card, card.replace(/ /g, ""), email, JSON.stringify(email).slice(1, -1)]) {

@@ -21,6 +21,7 @@ import { Effect, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { tempDirectory } from "./support/databases.js"
+import { timeless } from "./support/timeless.js"
 
 const Pay = Tool.make("pay", { parameters: { amount: Schema.Number }, success: Schema.String })
 const Tools = Toolkit.make(Pay)
@@ -104,7 +105,7 @@ const answeredRun = (runs: AgentWorkflow.AgentWorkflow, context: any) =>
     assert.include(text, "use my card", "the child went on with the person's text")
     for (const raw of raws) assert.notInclude(text, raw)
     const claim = yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.decisionOf(runId, wait.key)))
-    assert.notInclude(JSON.stringify(claim), "1111")
+    assert.notInclude(timeless(JSON.stringify(claim)), "1111")
     const [leaf] = SubAgents.leaves(wait)
     return { childThread: leaf!.path[0]!.threadId }
   })
