@@ -508,19 +508,21 @@ const checked = (options: MakeOptions): Service & { readonly append: NonNullable
       reason: `the checkpoint must be an object with a messages array, got ${describeValue(checkpoint)}`
     })
   }
-  const refusing = <A>(refused: CheckpointError | undefined, effect: () => Effect.Effect<A, CheckpointError>) =>
-    refused === undefined ? effect() : Effect.fail(refused)
+  // (a thread id is checked with `typeof` before anything is built: `append` runs at every step)
   return {
     ...service,
-    load: (threadId) => refusing(notAThreadId(threadId, "load"), () => service.load(threadId)),
-    save: (threadId, checkpoint, saveOptions) =>
-      refusing(
-        notAThreadId(threadId, "save") ?? refusedCheckpoint(checkpoint),
-        () => service.save(threadId, checkpoint, saveOptions)
-      ),
+    load: (threadId) =>
+      typeof threadId === "string" ? service.load(threadId) : Effect.fail(notAThreadId(threadId, "load")!),
+    save: (threadId, checkpoint, saveOptions) => {
+      const refused = notAThreadId(threadId, "save") ?? refusedCheckpoint(checkpoint)
+      return refused === undefined ? service.save(threadId, checkpoint, saveOptions) : Effect.fail(refused)
+    },
     append: (threadId, checkpoint, saveOptions) =>
-      refusing(notAThreadId(threadId, "save"), () => service.append(threadId, checkpoint, saveOptions)),
-    delete: (threadId) => refusing(notAThreadId(threadId, "save"), () => service.delete(threadId))
+      typeof threadId === "string"
+        ? service.append(threadId, checkpoint, saveOptions)
+        : Effect.fail(notAThreadId(threadId, "save")!),
+    delete: (threadId) =>
+      typeof threadId === "string" ? service.delete(threadId) : Effect.fail(notAThreadId(threadId, "save")!)
   }
 }
 
