@@ -9,12 +9,11 @@
 import type * as Schema from "effect/Schema"
 import { identityMemo } from "./identityMemo.js"
 
-const stepResults = identityMemo((schema: Schema.Schema.Any): Schema.Schema.Any =>
-  schema.annotations({ identifier: "StepResult" })
-)
-const runFailures = identityMemo((schema: Schema.Schema.Any): Schema.Schema.Any =>
-  schema.annotations({ identifier: "RunFailure" })
-)
+/** The named copy of each schema, one per schema, for `identifier`. */
+const namedAs = (identifier: string) =>
+  identityMemo((schema: Schema.Schema.Any): Schema.Schema.Any => schema.annotations({ identifier }))
+const stepResults = namedAs("StepResult")
+const runFailures = namedAs("RunFailure")
 
 /** `schema` (a step's result schema) named `StepResult`: the same decoding and encoding. */
 export const stepResult = <S extends Schema.Schema.Any>(schema: S): S => stepResults(schema) as S
