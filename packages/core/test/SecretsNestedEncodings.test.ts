@@ -153,6 +153,45 @@ describe("Secrets: a known key under layers of encoding", () => {
       }
     }))
 
+  it.scoped("a key with a backslash and a quote, HTML-escaped twice, then percent-encoded (a CI run's case)", () =>
+    Effect.gen(function*() {
+      // the one pass that reads every kind of escape read the key's own `\\a` as an escape of `a`
+      const key = "aa\\aaa\"a"
+      yield* Secrets.register(key)
+      const stages = layered(key, ["HTML entities", "HTML entities", "percent"])
+      const scrubbed = Secrets.scrubText(`upstream said: ${stages[stages.length - 1]} is not valid`)
+      assert.strictEqual(scrubbed, `upstream said: ${Secrets.redacted} is not valid`)
+    }))
+
+  it.effect.prop(
+    "a key that holds escape-like text itself (\\a, %41, &quot;, \\u0041), under up to four encodings, comes out of no sink",
+    {
+      key: FastCheck.tuple(
+        plain,
+        FastCheck.array(
+          FastCheck.oneof(
+            plain,
+            FastCheck.constantFrom("\\", "\\a", "\\n", "\\u0041", "%41", "%2541", "%zz", "&quot;", "&amp;", "&#65;", "\"", "&")
+          ),
+          { minLength: 3, maxLength: 12 }
+        ),
+        plain
+      ).map(([first, middle, last]) => `${first}${middle.join("")}${last}`).filter((key) => key.length >= 8),
+      chain: FastCheck.array(anyEncoding, { minLength: 1, maxLength: 4 }),
+      context: contexts
+    },
+    ({ chain, context, key }) =>
+      Effect.gen(function*() {
+        yield* Secrets.register(key)
+        const stages = layered(key, chain)
+        const text = context(stages[stages.length - 1]!)
+        for (const output of [Secrets.scrubText(text), ...sinks(new Error(text))]) {
+          for (const stage of stages) assert.notInclude(output, stage, `${JSON.stringify(key)}: ${chain.join(" → ")}`)
+        }
+      }).pipe(Effect.scoped),
+    { fastCheck: { numRuns: 200 }, timeout: 120_000 }
+  )
+
   it.scoped("text without a known key is left as it is, escapes and base64 included", () =>
     Effect.gen(function*() {
       yield* Secrets.register("Zx9qWv3LmN7pRt2YbK5s")

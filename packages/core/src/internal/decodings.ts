@@ -8,7 +8,11 @@
  * - **escapes**, in one pass: percent-escapes to any depth (`%41`, `%2541`,
  *   `%252541`, upper or lower case hex, UTF-8 sequences), HTML entities to
  *   any depth (`&lt;`, `&amp;lt;`, `&#60;`, `&#x3C;`), and one level of
- *   string escapes (`\u0073`, `\u{73}`, `\"`, `\\`, `\/`, `\x73`, `\n`);
+ *   string escapes (`\u0073`, `\u{73}`, `\"`, `\\`, `\/`, `\x73`, `\n`).
+ *   That pass reads every escape-like stretch as an escape, so where it mixed
+ *   kinds or went deeper than one level, each kind alone, and each kind one
+ *   level, are decoded as well: a text that holds `\`, `%41` or `&quot;` as
+ *   itself, encoded in layers, comes back as it was along one of the paths;
  * - **base64** (standard or URL-safe, with or without padding, at any of the
  *   four alignments): a run of 11 base64 characters or more whose bytes hold
  *   a stretch of at least 8 characters of text (printable ASCII or valid
@@ -154,8 +158,24 @@ const decodeCharacter = (bytes: Uint8Array, i: number, length: number): string =
 // escapes
 // ---------------------------------------------------------------------------
 
-// an HTML entity, its `&` escaped any number of times (`&amp;amp;lt;`)
+// an HTML entity, its `&` escaped any number of times (`&amp;amp;lt;`), or once
 const entity = /&(?:amp;)*(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z]{2,6});/y
+const entityOnce = /&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z]{2,6});/y
+
+/** The kinds of escapes (bits), and the pass that reads them. */
+const percent = 1
+const htmlEntity = 2
+const stringEscape = 4
+const everyKind = percent | htmlEntity | stringEscape
+
+/** What one escape pass reads: which kinds, each to any depth or one level; what it found. */
+interface Pass {
+  readonly kinds: number
+  readonly oneLevel: boolean
+  /** The kinds it decoded, and whether it went deeper than one level (`%2541`, `&amp;lt;`). */
+  found: number
+  deep: boolean
+}
 
 const entities: Record<string, string> = {
   AMP: "&",
@@ -206,18 +226,20 @@ const hexAt = (source: string, at: number, digits: number): number | undefined =
 
 /**
  * The run of percent-escapes at `start` decoded (`%`, any number of `25`,
- * then a byte: the last `25` is the byte when no other follows), each
+ * then a byte: the last `25` is the byte when no other follows; one `%`
+ * and a byte in a one-level pass), each
  * character (a UTF-8 sequence, or a byte alone) from its escapes; where the
  * run ends (`start` when there is none).
  */
-const percentRun = (b: Builder, source: string, start: number): number => {
+const percentRun = (b: Builder, source: string, start: number, pass: Pass): number => {
   const bytes: Array<number> = []
   const starts: Array<number> = []
   let i = start
   while (source.charCodeAt(i) === 37) {
     let j = i + 1
-    while (source.charCodeAt(j) === 50 && source.charCodeAt(j + 1) === 53) j += 2
+    if (!pass.oneLevel) while (source.charCodeAt(j) === 50 && source.charCodeAt(j + 1) === 53) j += 2
     const byte = hexAt(source, j, 2)
+    if (j > i + 1) pass.deep = true
     if (byte !== undefined) {
       bytes.push(byte)
       starts.push(i)
@@ -243,9 +265,10 @@ const percentRun = (b: Builder, source: string, start: number): number => {
 }
 
 /** The entity at `start` decoded; where it ends (`start` when there is none, or it names nothing known). */
-const entityAt = (b: Builder, source: string, start: number): number => {
-  entity.lastIndex = start
-  const match = entity.exec(source)
+const entityAt = (b: Builder, source: string, start: number, pass: Pass): number => {
+  const pattern = pass.oneLevel ? entityOnce : entity
+  pattern.lastIndex = start
+  const match = pattern.exec(source)
   if (match === null) return start
   // the name after the last of the escaped `&`s
   const cut = match[0].lastIndexOf(";", match[0].length - 2)
@@ -259,8 +282,9 @@ const entityAt = (b: Builder, source: string, start: number): number => {
     ? String.fromCodePoint(code)
     : undefined
   if (text === undefined) return start
-  piece(b, text, start, entity.lastIndex, false)
-  return entity.lastIndex
+  if (cut >= 0) pass.deep = true
+  piece(b, text, start, pattern.lastIndex, false)
+  return pattern.lastIndex
 }
 
 /** The string escape at `start` (`\u0073`, `\u{73}`, `\x73`, `\"`, `\n`) decoded, one level; where it ends. */
@@ -285,30 +309,55 @@ const stringEscapeAt = (b: Builder, source: string, start: number): number => {
   return start + 2
 }
 
-/** The text with its escapes decoded, or `undefined` when it holds none. */
-const unescapeLayer = (layer: Layer): Layer | undefined => {
+/** The text with the escapes `pass` reads decoded, or `undefined` when it holds none. */
+const unescapeLayer = (layer: Layer, pass: Pass): Layer | undefined => {
   const source = layer.text
   const b = builder()
   let last = 0
-  let decoded = false
   for (let i = 0; i < source.length; i++) {
     const code = source.charCodeAt(i)
-    if (code !== 37 && code !== 38 && code !== 92) continue
+    const kind = code === 37 ? percent : code === 38 ? htmlEntity : code === 92 ? stringEscape : 0
+    if ((kind & pass.kinds) === 0) continue
     copy(b, source, last, i)
     last = i
-    const end = code === 37
-      ? percentRun(b, source, i)
-      : code === 38
-      ? entityAt(b, source, i)
+    const end = kind === percent
+      ? percentRun(b, source, i, pass)
+      : kind === htmlEntity
+      ? entityAt(b, source, i, pass)
       : stringEscapeAt(b, source, i)
     if (end === i) continue
-    decoded = true
+    pass.found |= kind
     last = end
     i = end - 1
   }
-  if (!decoded) return undefined
+  if (pass.found === 0) return undefined
   copy(b, source, last, source.length)
   return layerOf(b, layer)
+}
+
+/**
+ * The layer with every escape decoded, and, where that pass mixed kinds or
+ * went deeper than one level, each kind alone and each kind one level.
+ */
+const unescapedLayers = (layer: Layer): Array<Layer> => {
+  const all: Pass = { kinds: everyKind, oneLevel: false, found: 0, deep: false }
+  const decoded = unescapeLayer(layer, all)
+  if (decoded === undefined) return []
+  const layers = [decoded]
+  const mixed = all.found !== percent && all.found !== htmlEntity && all.found !== stringEscape
+  if (!mixed && !all.deep) return layers
+  for (const kind of [percent, htmlEntity, stringEscape]) {
+    if ((all.found & kind) === 0) continue
+    if (mixed) {
+      const alone = unescapeLayer(layer, { kinds: kind, oneLevel: false, found: 0, deep: false })
+      if (alone !== undefined) layers.push(alone)
+    }
+    if (all.deep && kind !== stringEscape) {
+      const once = unescapeLayer(layer, { kinds: kind, oneLevel: true, found: 0, deep: false })
+      if (once !== undefined) layers.push(once)
+    }
+  }
+  return layers
 }
 
 // ---------------------------------------------------------------------------
@@ -428,16 +477,16 @@ const layersOf = (text: string): Array<Layer> => {
   const layers: Array<Layer> = []
   let left = budget(text.length)
   const read = new Map<string, Array<readonly [string, number, number]>>()
-  const decodings = [unescapeLayer, (layer: Layer) => base64Layer(layer, read)]
   let current: Array<Layer> = [root]
   for (let level = 0; level < depth && current.length > 0; level++) {
     const next: Array<Layer> = []
     for (const layer of current) {
-      for (const decode of decodings) {
-        if (left <= 0) return layers
-        const decoded = decode(layer)
-        if (decoded === undefined || seen.has(decoded.text)) continue
-        left -= decoded.text.length + layer.text.length
+      if (left <= 0) return layers
+      const base64 = base64Layer(layer, read)
+      for (const decoded of base64 === undefined ? unescapedLayers(layer) : [...unescapedLayers(layer), base64]) {
+        left -= layer.text.length
+        if (seen.has(decoded.text)) continue
+        left -= decoded.text.length
         seen.add(decoded.text)
         layers.push(decoded)
         next.push(decoded)
