@@ -463,6 +463,18 @@ interface RunnerLease {
   readonly lost: Effect.Effect<EngineLocked>
 }
 
+/** Whether a database error is another connection holding the file locked (`SQLITE_BUSY…`, `SQLITE_LOCKED…`). */
+const isBusy = (error: SqlError): boolean => {
+  const code = Predicate.hasProperty(error.cause, "code") ? error.cause.code : undefined
+  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"))
+}
+
+/** How a runner taking the lease waits for a file another process holds locked: about 10 s in all. */
+const busyRetries = Schedule.exponential("20 millis", 1.5).pipe(
+  Schedule.union(Schedule.spaced("1 second")),
+  Schedule.upTo("10 seconds")
+)
+
 /**
  * Holds the runner lease of a SQLite database for the scope: a row inside
  * the database itself (so no other name of the file, no rename, link or
@@ -511,26 +523,33 @@ const holdRunnerLease = (filename: string) =>
               started = excluded.started, expires_at = excluded.expires_at
             WHERE ${lease}.owner = ${held.owner} AND ${lease}.expires_at = ${held.expires_at}
             RETURNING owner`
-    yield* sql`CREATE TABLE IF NOT EXISTS ${lease} (
-      id INTEGER PRIMARY KEY CHECK (id = 1),
-      owner TEXT NOT NULL,
-      pid INTEGER NOT NULL,
-      host TEXT NOT NULL,
-      machine TEXT NOT NULL,
-      started TEXT NOT NULL,
-      expires_at INTEGER NOT NULL
-    )`
-    // a write over what was read, unless another process wrote in between: then read again
-    let expiresAt: number | undefined
-    for (let attempt = 0; attempt < 3 && expiresAt === undefined; attempt++) {
-      const now = yield* Clock.currentTimeMillis
-      const [held] = yield* sql<LeaseRow>`SELECT owner, pid, host, machine, started, expires_at FROM ${lease}`
-      if (held !== undefined && held.owner !== me.owner && live(held, now)) {
-        return yield* new EngineLocked({ filename, pid: Number(held.pid), host: held.host })
+    /** Takes the lease, or finds another's live one: until when it is held. */
+    const take = Effect.gen(function*() {
+      yield* sql`CREATE TABLE IF NOT EXISTS ${lease} (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        owner TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        host TEXT NOT NULL,
+        machine TEXT NOT NULL,
+        started TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+      )`
+      // a write over what was read, unless another process wrote in between: then read again
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const now = yield* Clock.currentTimeMillis
+        const [held] = yield* sql<LeaseRow>`SELECT owner, pid, host, machine, started, expires_at FROM ${lease}`
+        if (held !== undefined && held.owner !== me.owner && live(held, now)) {
+          return yield* new EngineLocked({ filename, pid: Number(held.pid), host: held.host })
+        }
+        if ((yield* write(now, held)).length > 0) return now + leaseMillis
       }
-      if ((yield* write(now, held)).length > 0) expiresAt = now + leaseMillis
-    }
-    if (expiresAt === undefined) return yield* new EngineLocked({ filename })
+      return yield* new EngineLocked({ filename })
+    })
+    // another process opening the same file at once (creating it, its tables, its lease) holds it locked for a moment
+    let expiresAt: number = yield* take.pipe(
+      Effect.retry({ while: (error) => error._tag === "SqlError" && isBusy(error), schedule: busyRetries }),
+      Effect.catchIf((error) => error._tag === "SqlError" && isBusy(error), () => new EngineLocked({ filename }))
+    )
     yield* checkpoint
     yield* Effect.addFinalizer(() =>
       Effect.ignore(sql`DELETE FROM ${lease} WHERE owner = ${me.owner}`).pipe(Effect.zipRight(checkpoint))
@@ -744,7 +763,9 @@ const rehomeMessages = (shardsPerGroup: number) =>
  * Only one runner process may use a file: the runner holds a lease stored in
  * the database (table `stepwise_runner_lease`), and a second one fails with
  * `EngineLocked`, naming the first, whatever name it opens the file by (a
- * symbolic link, a rename, a hard link, a bind mount). A file with several
+ * symbolic link, a rename, a hard link, a bind mount); one that finds the
+ * file locked by another connection waits up to about 10 seconds, then
+ * fails with `EngineLocked` too. A file with several
  * hard links is refused (`AgentError.InvalidOptions`, to runners and clients alike).
  * The lease of a crashed runner of this machine (host, boot and pid
  * namespace) is taken over at once; one held from elsewhere, 10 seconds
