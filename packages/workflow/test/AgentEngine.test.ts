@@ -221,19 +221,23 @@ describe("AgentEngine.layerSqlite", () => {
       assert.include(refused[0], `process ${ready[0]!.pid}`)
     }))
 
-  it.scopedLive("a runner waits for a file another connection holds locked longer than SQLite's busy timeout", () =>
-    Effect.gen(function*() {
-      // (the class of two processes creating one file at once: the loser found the file locked, and was refused
-      // with InvalidOptions, not waiting, nor told it was locked)
-      const directory = yield* tempDirectory("stepwise-engine-")
-      const filename = path.join(directory, "runs.db")
-      const holder = yield* Effect.provide(SqlClient.SqlClient, yield* Layer.build(SqliteClient.layer({ filename })))
-      yield* holder.unsafe("BEGIN IMMEDIATE")
-      // released a moment after the runner first finds the file locked (better-sqlite3 waits 5 s, blocking)
-      yield* Effect.forkScoped(Effect.delay(holder.unsafe("COMMIT"), "100 millis"))
-      const context = yield* withToy(AgentEngine.layerSqlite({ filename }), directory)
-      assert.deepStrictEqual(yield* runToy("r1").pipe(Effect.provide(context)), Exit.succeed("r1/first+r1/second"))
-    }), 60_000)
+  it.scopedLive(
+    "a runner waits for a file another connection holds locked longer than SQLite's busy timeout",
+    () =>
+      Effect.gen(function*() {
+        // (the class of two processes creating one file at once: the loser found the file locked, and was refused
+        // with InvalidOptions, not waiting, nor told it was locked)
+        const directory = yield* tempDirectory("stepwise-engine-")
+        const filename = path.join(directory, "runs.db")
+        const holder = yield* Effect.provide(SqlClient.SqlClient, yield* Layer.build(SqliteClient.layer({ filename })))
+        yield* holder.unsafe("BEGIN IMMEDIATE")
+        // released a moment after the runner first finds the file locked (better-sqlite3 waits 5 s, blocking)
+        yield* Effect.forkScoped(Effect.delay(holder.unsafe("COMMIT"), "100 millis"))
+        const context = yield* withToy(AgentEngine.layerSqlite({ filename }), directory)
+        assert.deepStrictEqual(yield* runToy("r1").pipe(Effect.provide(context)), Exit.succeed("r1/first+r1/second"))
+      }),
+    60_000
+  )
 
   it.scopedLive("a second runner is refused when the database was renamed under the first", () =>
     Effect.gen(function*() {

@@ -237,7 +237,7 @@ const percentRun = (b: Builder, source: string, start: number, pass: Pass): numb
   let i = start
   while (source.charCodeAt(i) === 37) {
     let j = i + 1
-    if (!pass.oneLevel) while (source.charCodeAt(j) === 50 && source.charCodeAt(j + 1) === 53) j += 2
+    if (!pass.oneLevel) { while (source.charCodeAt(j) === 50 && source.charCodeAt(j + 1) === 53) j += 2 }
     const byte = hexAt(source, j, 2)
     if (j > i + 1) pass.deep = true
     if (byte !== undefined) {
