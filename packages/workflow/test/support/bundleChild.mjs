@@ -73,11 +73,12 @@ await esbuild.build({
   }, {
     name: "source-import-meta",
     setup(build) {
-      build.onLoad({ filter: /\.ts$/ }, async (args) =>
-        args.path.includes(`${path.sep}node_modules${path.sep}`) ? undefined : {
-          contents: keepImportMeta(await fs.promises.readFile(args.path, "utf8"), args.path),
-          loader: "ts"
-        })
+      // only a repository file that reads its `import.meta`: esbuild loads every other file itself
+      build.onLoad({ filter: /\.ts$/ }, async (args) => {
+        if (args.path.includes(`${path.sep}node_modules${path.sep}`)) return undefined
+        const source = await fs.promises.readFile(args.path, "utf8")
+        return source.includes("import.meta") ? { contents: keepImportMeta(source, args.path), loader: "ts" } : undefined
+      })
     }
   }]
 })
