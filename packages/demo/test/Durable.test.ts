@@ -7,14 +7,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as readline from "node:readline"
-import { pathToFileURL } from "node:url"
+import { bundleOf } from "../../workflow/test/support/child.js"
 
-const script = path.join(import.meta.dirname, "..", "src", "durable.ts")
-const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href
+/** The demo's durable script, bundled once for this file: each start runs it under plain `node` (no tsx). */
+const script = path.join(import.meta.dirname, "durableScript.ts")
 
 interface Demo {
   readonly lines: ReadonlyArray<string>
@@ -30,10 +29,7 @@ const startDemo = (cwd: string, ...args: ReadonlyArray<string>) =>
   Effect.acquireRelease(
     Effect.sync((): Demo => {
       const child: ChildProcess = spawn(process.execPath, [
-        "--conditions=@stepwise-agent/source",
-        "--import",
-        tsx,
-        script,
+        bundleOf(script),
         "--pace",
         "150",
         ...args
@@ -71,7 +67,7 @@ const startDemo = (cwd: string, ...args: ReadonlyArray<string>) =>
         })
       return {
         lines,
-        // (each start compiles the sources through tsx: ~25 s a process seen at load 13 on 2 cores)
+        // (a start under tsx took ~25 s a process at load 13 on 2 cores; the bundle takes a fraction of that)
         waitForLine: (match, timeoutMs = 120_000) =>
           bounded(
             new Promise<string>((resolve, reject) => {

@@ -182,15 +182,24 @@ describe("AgentEngine.layerSqlite", () => {
       })
   )
 
+  /** A runner process on a fresh `runs.db`, ready (`env`: more of its environment). */
+  const firstRunnerWith = (env: Record<string, string>) =>
+    Effect.gen(function*() {
+      const directory = yield* tempDirectory("stepwise-engine-")
+      const filename = path.join(directory, "runs.db")
+      const first = spawnChild(runner, {
+        ENGINE: "sqlite",
+        DATABASE: filename,
+        DIRECTORY: directory,
+        RUNNER: "first",
+        ...env
+      })
+      yield* Effect.addFinalizer(() => Effect.promise(() => first.kill()))
+      yield* Effect.promise(() => first.waitForLine((line) => line.startsWith("ready"), 60_000))
+      return { directory, filename, first }
+    })
   /** A runner process on a fresh `runs.db`, ready. */
-  const firstRunner = Effect.gen(function*() {
-    const directory = yield* tempDirectory("stepwise-engine-")
-    const filename = path.join(directory, "runs.db")
-    const first = spawnChild(runner, { ENGINE: "sqlite", DATABASE: filename, DIRECTORY: directory, RUNNER: "first" })
-    yield* Effect.addFinalizer(() => Effect.promise(() => first.kill()))
-    yield* Effect.promise(() => first.waitForLine((line) => line.startsWith("ready"), 60_000))
-    return { directory, filename, first }
-  })
+  const firstRunner = firstRunnerWith({})
 
   /** Building a runner on `filename` in this process fails with EngineLocked naming `pid`. */
   const assertRefused = (filename: string, directory: string, pid: number) =>
@@ -340,9 +349,10 @@ describe("AgentEngine.layerSqlite", () => {
     `a runner of another pid namespace is refused while the first renews its lease, past the lease's length${mountNote}`,
     () =>
       Effect.gen(function*() {
-        const { directory, filename, first } = yield* firstRunner
-        // longer than a lease lasts unrenewed (10 s): only renewals written into the file itself keep it
-        yield* Effect.sleep("12 seconds")
+        // a lease of 5 s (10 s by default), renewed every 500 ms (2 s): as many renewals fit in a lease, and more
+        const { directory, filename, first } = yield* firstRunnerWith({ LEASE_MS: "5000", HEARTBEAT_MS: "500" })
+        // longer than a lease lasts unrenewed: only renewals written into the file itself keep it
+        yield* Effect.sleep("6 seconds")
         const second = mountedRunner(filename, directory, path.join(directory, "mounted", "runs.db"), true)
         yield* Effect.addFinalizer(() => Effect.promise(() => second.kill()))
         const refusal = yield* Effect.promise(() =>

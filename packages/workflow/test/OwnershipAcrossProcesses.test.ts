@@ -17,8 +17,9 @@ import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Effect, Layer, Option, Schema, type Scope } from "effect"
+import { Duration, Effect, Layer, Option, Schema, type Scope } from "effect"
 import * as path from "node:path"
+import { LeaseTiming } from "../src/internal/leaseTiming.js"
 import { scopedChild } from "./support/child.js"
 import { tempDirectory } from "./support/databases.js"
 
@@ -61,7 +62,12 @@ const runnerLayer = (filename: string) =>
       Tools.toLayer({ tick: ({ n }) => Effect.as(Effect.sleep("100 millis"), `tick ${n}`) })
     )),
     Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
-    Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis" }))
+    Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis" })),
+    // its lease renewed every 500 ms (2 s by default), lasting its default 10 s: three renewals in a wait of 1.5 s
+    Layer.provide(Layer.succeed(LeaseTiming, {
+      leaseFor: LeaseTiming.defaultValue().leaseFor,
+      heartbeatEvery: Duration.millis(500)
+    }))
   )
 
 const waitFor = (
@@ -69,7 +75,7 @@ const waitFor = (
   f: (line: string) => boolean
 ) => Effect.promise(() => child.waitForLine(f, 60_000))
 
-/** While run-1 works in this process, `connect` connects other processes; a steer sent 3 s later joins run-1. */
+/** While run-1 works in this process, `connect` connects other processes; a steer sent 1.5 s later joins run-1. */
 const ownershipKept = (
   connect: (env: Record<string, string>) => Effect.Effect<void, never, Scope.Scope>
 ) =>
@@ -84,7 +90,7 @@ const ownershipKept = (
 
     yield* connect(env)
     // longer than the pollInterval, lease renewals and storage reads of everyone connected
-    yield* Effect.sleep("3 seconds")
+    yield* Effect.sleep("1500 millis")
     assert.deepStrictEqual(
       yield* run(Effect.flatMap(RunStore.RunStore, (store) => store.running("thread-1"))),
       Option.some("run-1"),

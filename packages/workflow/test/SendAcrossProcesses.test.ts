@@ -115,10 +115,11 @@ describe("run ownership across processes (SQLite)", () => {
   /** A steer sent after `connect` has connected to the file (and `wait` has passed) joins run-1, which takes it in. */
   const ownershipKept = (connect: (env: Record<string, string>) => Effect.Effect<void, never, Scope.Scope>) =>
     Effect.gen(function*() {
-      const { env, runner } = yield* searchingRunner("stepwise-owner-", {})
+      // the runner renews its lease every 500 ms (2 s by default): three renewals in the wait below
+      const { env, runner } = yield* searchingRunner("stepwise-owner-", { HEARTBEAT_MS: "500" })
       yield* connect(env)
       // longer than the pollInterval, lease renewals and storage reads of everyone connected
-      yield* Effect.sleep("3 seconds")
+      yield* Effect.sleep("1500 millis")
       const receipt = yield* send(env, "only direct ones", "steer")
       assert.deepStrictEqual([receipt.delivery, receipt.runId], ["stored", "run-1"])
       fs.writeFileSync(env.GO, "")

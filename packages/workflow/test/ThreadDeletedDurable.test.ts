@@ -44,7 +44,12 @@ const waitTool = (second: Effect.Effect<void>) => {
   return () => Effect.as(++calls % 2 === 1 ? Effect.void : second, "ok")
 }
 
-const stack = (filename: string, runs: AgentWorkflow.AgentWorkflow, second: Effect.Effect<void>) =>
+const stack = (
+  filename: string,
+  runs: AgentWorkflow.AgentWorkflow,
+  second: Effect.Effect<void>,
+  sharding?: AgentEngine.SqliteOptions["sharding"]
+) =>
   runs.layer.pipe(
     Layer.provideMerge(Agent.layer({
       toolkit: Tools,
@@ -56,7 +61,7 @@ const stack = (filename: string, runs: AgentWorkflow.AgentWorkflow, second: Effe
     )),
     Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), RunStore.layer())),
     Layer.provideMerge(Authorizer.layer(() => true)),
-    Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis" }))
+    Layer.provideMerge(AgentEngine.layerSqlite({ filename, pollInterval: "100 millis", sharding }))
   )
 
 /** The run's stored failure: the agent's `CheckpointError`. */
@@ -222,7 +227,10 @@ describe("a durable run whose thread is deleted while it runs (SQLite)", () => {
         const runId = yield* Effect.scoped(Effect.gen(function*() {
           const started = yield* Deferred.make<void>()
           const context = yield* Layer.build(
-            stack(filename, Runs, Effect.zipRight(Deferred.succeed(started, undefined), Effect.never))
+            // stopped at once (the cluster's default gives the run in its tool 15 s to end)
+            stack(filename, Runs, Effect.zipRight(Deferred.succeed(started, undefined), Effect.never), {
+              entityTerminationTimeout: "500 millis"
+            })
           )
           const runId = yield* Effect.provide(Runs.start({ threadId: "t", input: "work" }), context)
           yield* Deferred.await(started)

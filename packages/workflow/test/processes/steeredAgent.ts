@@ -15,6 +15,8 @@
  *   REGISTER_GO=<file>, its start prints `registered` once the run is registered and waits for that file
  *   before executing it.
  *
+ * - HEARTBEAT_MS: how often a runner renews its lease (default 2 s; the lease still lasts its default 10 s).
+ *
  * The model answers from the prompt: a search after the first user message, then the user messages it
  * saw, joined by " | ".
  */
@@ -26,8 +28,9 @@ import * as AgentEngine from "@stepwise-agent/workflow/AgentEngine"
 import * as AgentWorkflow from "@stepwise-agent/workflow/AgentWorkflow"
 import * as RunStore from "@stepwise-agent/workflow/RunStore"
 import * as SqlCheckpointer from "@stepwise-agent/workflow/SqlCheckpointer"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Duration, Effect, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
+import { LeaseTiming } from "../../src/internal/leaseTiming.js"
 
 const env = (name: string) => process.env[name] ?? ""
 
@@ -104,7 +107,12 @@ const Engine = AgentEngine.layerSqlite({
   filename: env("DB"),
   pollInterval: "100 millis",
   clientOnly: role !== "runner"
-})
+}).pipe(Layer.provide(
+  env("HEARTBEAT_MS") === "" ? Layer.empty : Layer.succeed(LeaseTiming, {
+    leaseFor: LeaseTiming.defaultValue().leaseFor,
+    heartbeatEvery: Duration.millis(Number(env("HEARTBEAT_MS")))
+  })
+))
 const Main = Runs.layer.pipe(
   Layer.provideMerge(AgentLive),
   Layer.provideMerge(Layer.mergeAll(SqlCheckpointer.layer(), StoreLive)),

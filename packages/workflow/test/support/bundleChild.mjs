@@ -10,13 +10,25 @@
  * `node --import tsx <script>` saves each child tsx's module hooks (about
  * 2.4 of the 6 CPU-seconds a crash-test child took on this 2-core machine),
  * and bundling the packages too saves Node's loading of their hundreds of
- * modules (a ledger-agent child: 2.1 -> 1.0 CPU-seconds).
+ * modules (a ledger-agent child: 2.1 -> 1.0 CPU-seconds). A TypeScript
+ * file of the repository keeps its own `import.meta.url`, `dirname` and
+ * `filename` in the bundle (those of its source, not of the bundle), so
+ * that paths it resolves from its own place (the demo's `data` folder, the
+ * inspector's assets) are found.
  */
 import * as esbuild from "esbuild"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { pathToFileURL } from "node:url"
 
 const [script, outfile] = process.argv.slice(2)
+
+/** `source` with its `import.meta.url`, `dirname` and `filename` written out as those of `file`. */
+const keepImportMeta = (source, file) =>
+  source.replace(/\bimport\.meta\.(url|dirname|filename)\b/g, (_, key) =>
+    JSON.stringify(
+      key === "url" ? pathToFileURL(file).href : key === "dirname" ? path.dirname(file) : file
+    ))
 
 /** The package name of a bare specifier (`@scope/name` or `name`). */
 const packageOf = (specifier) => specifier.split("/").slice(0, specifier.startsWith("@") ? 2 : 1).join("/")
@@ -56,6 +68,16 @@ await esbuild.build({
       build.onResolve({ filter: /^[^./]/ }, (args) => {
         if (args.path.startsWith("node:") || args.path.startsWith("@stepwise-agent/")) return undefined
         return leftToNode(packageOf(args.path), args.resolveDir) ? { external: true } : undefined
+      })
+    }
+  }, {
+    name: "source-import-meta",
+    setup(build) {
+      // only a repository file that reads its `import.meta`: esbuild loads every other file itself
+      build.onLoad({ filter: /\.ts$/ }, async (args) => {
+        if (args.path.includes(`${path.sep}node_modules${path.sep}`)) return undefined
+        const source = await fs.promises.readFile(args.path, "utf8")
+        return source.includes("import.meta") ? { contents: keepImportMeta(source, args.path), loader: "ts" } : undefined
       })
     }
   }]

@@ -50,7 +50,7 @@ const sweepBundles = () => {
 }
 
 /** `script` bundled into one module plain `node` runs, built on its first use in this process. */
-const bundleOf = (script: string): string => {
+export const bundleOf = (script: string): string => {
   let outfile = bundled.get(script)
   if (outfile === undefined) {
     fs.mkdirSync(bundles, { recursive: true })
