@@ -33,6 +33,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import { CheckpointError, describeParseError } from "./AgentError.js"
 import * as DeferredSave from "./internal/deferredSave.js"
+import { makeDirectories } from "./internal/directories.js"
 import { Lru } from "./internal/fast/lru.js"
 import * as FileLock from "./internal/fileLock.js"
 import { describeValue } from "./internal/options.js"
@@ -1062,7 +1063,7 @@ export const makeFileSystem = (
         }`
       })
     }
-    yield* fs.makeDirectory(directory, { recursive: true }).pipe(
+    yield* makeDirectories(fs, path, directory).pipe(
       Effect.mapError((cause) =>
         new CheckpointError({
           threadId: "",

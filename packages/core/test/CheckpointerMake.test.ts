@@ -9,6 +9,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Checkpointer } from "@stepwise-agent/core"
 import { Effect, FastCheck, Option } from "effect"
+import * as nodeFs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 
@@ -154,4 +155,20 @@ describe("Checkpointer.makeFileSystem: the directory", () => {
       assert.strictEqual(error.threadId, "")
       assert.include(error.reason, `cannot create the checkpoint directory "${path.join(file, "threads")}"`)
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  // (a recursive mkdir there never ended: it makes /proc, finds it, tries /proc/x again; the folder is
+  // made one level at a time now)
+  it.scoped.skipIf(!nodeFs.existsSync("/proc/self"))(
+    "a directory whose folder answers ENOENT though it exists (under /proc) fails at once, naming it",
+    () =>
+      Effect.gen(function*() {
+        for (const directory of ["/proc/stepwise-x/threads", "/proc/stepwise-x"]) {
+          const error = yield* Effect.flip(Checkpointer.makeFileSystem(directory)).pipe(
+            Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error(`${directory}: no answer`) })
+          )
+          assert.strictEqual(error._tag, "CheckpointError")
+          assert.include(error.reason, `cannot create the checkpoint directory "${directory}"`)
+        }
+      }).pipe(Effect.provide(NodeContext.layer))
+  )
 })

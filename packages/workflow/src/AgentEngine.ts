@@ -320,6 +320,28 @@ const clusterEngine = (
  * opened here: closing a descriptor drops every lock the process holds on
  * the file, SQLite's included.
  */
+/**
+ * A folder and its missing parents, made one at a time: a recursive `mkdir` never ends where `mkdir` answers
+ * ENOENT under a folder that exists (`/proc/x`): it makes the parent, finds it there, and tries again, forever.
+ */
+const makeDirectories = (directory: string): void => {
+  const missing: Array<string> = []
+  for (let current = directory; !fs.existsSync(current);) {
+    missing.push(current)
+    const parent = path.dirname(current)
+    if (parent === current) break
+    current = parent
+  }
+  for (const folder of missing.reverse()) {
+    try {
+      fs.mkdirSync(folder)
+    } catch (error) {
+      // (made at the same moment by another process: there it is)
+      if (!(Predicate.hasProperty(error, "code") && error.code === "EEXIST")) throw error
+    }
+  }
+}
+
 const createIfMissing = (filename: string) => {
   if (!fs.existsSync(filename)) fs.closeSync(fs.openSync(filename, "a"))
 }
@@ -333,7 +355,7 @@ const createIfMissing = (filename: string) => {
 const realFile = (filename: string) =>
   Effect.try({
     try: () => {
-      fs.mkdirSync(path.dirname(filename), { recursive: true })
+      makeDirectories(path.dirname(filename))
       createIfMissing(filename)
       const real = fs.realpathSync(filename)
       return { real, links: fs.statSync(real).nlink }

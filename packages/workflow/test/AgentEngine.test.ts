@@ -434,6 +434,23 @@ describe("AgentEngine.layerSqlite", () => {
       assert.strictEqual(locked._tag, "EngineLocked")
     }))
 
+  // (a recursive mkdir under /proc never ended, blocking the process: it makes /proc, finds it, tries again)
+  it.scopedLive.skipIf(!fs.existsSync("/proc/self"))(
+    "a file whose folder answers ENOENT though it exists (under /proc) is refused at once, naming it",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-engine-")
+        const filename = "/proc/stepwise-x/runs.db"
+        const child = spawnChild(runner, { ENGINE: "sqlite", DATABASE: filename, DIRECTORY: directory, RUNNER: "proc" })
+        yield* Effect.addFinalizer(() => Effect.promise(() => child.kill()))
+        const line = yield* Effect.promise(() =>
+          child.waitForLine((line) => line.startsWith("ready") || line.startsWith("failed"), 60_000)
+        )
+        assert.include(line, "failed InvalidOptions")
+        assert.include(line, `cannot open "${filename}"`)
+      })
+  )
+
   it.scopedLive("defaults to .stepwise/runs.db under the working directory", () =>
     Effect.gen(function*() {
       const directory = yield* tempDirectory("stepwise-engine-")
