@@ -66,7 +66,7 @@ describe("Secrets: adversarial keys", () => {
           assert.include(output, "is not valid")
         }
       }).pipe(Effect.scoped),
-    { fastCheck: { numRuns: 60 }, timeout: 60_000 }
+    { fastCheck: { numRuns: 40 }, timeout: 60_000 }
   )
 
   it.effect.prop(
@@ -94,8 +94,17 @@ describe("Secrets: adversarial keys", () => {
           assert.notInclude(output, other, encoding)
           assert.include(output, "] here")
         }
+        // nothing of either is left (before, the second's rest past the first was: `<redacted>zyxw`); base64 glued to
+        // letters takes some of them along
+        if (!encoding.includes("glued")) {
+          assert.strictEqual(
+            Secrets.scrubText(text).replace(/\\*"/g, ""),
+            `a proxy logged [${Secrets.redacted}] here`,
+            encoding
+          )
+        }
       }).pipe(Effect.scoped),
-    { fastCheck: { numRuns: 60 }, timeout: 60_000 }
+    { fastCheck: { numRuns: 40 }, timeout: 60_000 }
   )
 
   it.scoped("a key registered decomposed (8 characters) is found composed (7 characters)", () =>
