@@ -53,14 +53,19 @@
  * - percent-encoding to any depth (`%41`, `%2541`, `%252541`, …), upper or
  *   lower case hex, UTF-8 sequences, every byte escaped or only some, and a
  *   form's `+` for a space;
- * - HTML entities to any depth: named (`&amp;`, `&quot;`, `&lt;`, …),
- *   decimal (`&#115;`) and hex (`&#x73;`), `&amp;amp;…`;
+ * - HTML entities to any depth: named (`&amp;`, `&quot;`, `&lt;`, `&lsqb;`,
+ *   …: every ASCII punctuation mark's), decimal (`&#115;`) and hex
+ *   (`&#x73;`), with leading zeros or not, `&amp;amp;…`;
  * - string escapes, one level per decoding: `\u0073` (either case),
- *   `\u{73}`, `\x73`, `\"`, `\\`, `\/`, `\n`, as JSON in JSON writes them;
+ *   `\u{73}`, `\x73`, `\"`, `\\`, `\/`, `\n`, as JSON in JSON writes them, and
+ *   bytes as Python writes them (`\xc3\xa9`);
  * - base64, standard or URL-safe, with or without padding, the value alone or
  *   after any prefix (a `Basic` header's `user:key`), the run glued to other
  *   letters or not, when the bytes hold text (8 characters or more of
- *   printable ASCII or valid UTF-8).
+ *   printable ASCII or valid UTF-8), and a Latin-1 value's Latin-1 bytes.
+ *
+ * A value with accented letters is found composed or decomposed (NFC, NFD);
+ * known values that overlap are both found where a text holds them joined.
  *
  * A text is decoded six times at most along any path (any number of
  * percent or HTML layers count as one), and the decoded texts of one text
@@ -400,7 +405,8 @@ const formsOf = (secret: string): ReadonlyArray<string | undefined> => {
 /**
  * One pattern for every form of every value long enough (longest first), or
  * `undefined`. A value with accented letters has the forms of its composed
- * and decomposed writings (NFC, NFD) as well. A value that holds escapes
+ * and decomposed writings (NFC, NFD) as well, a value with spaces or line
+ * breaks around it those of the value without them. A value that holds escapes
  * itself (`ab%41cd…`, `&amp;`, `\u0041`) has the forms of what it decodes to
  * as well: decoding a text that quotes it (percent-encoded three times)
  * decodes them too.
@@ -410,8 +416,12 @@ const patternOf = (secrets: Iterable<string>): Literals | undefined => {
   for (const secret of secrets) {
     if (secret.length < minimumLength || redacted.includes(secret)) continue
     // its letters composed and decomposed (`é` as one character or as `e` and an accent), as a gateway may normalise
-    // them, however long that makes it
+    // them, however long that makes it; without the spaces or line break around it (a key read from a file)
     const values = new Set([secret, secret.normalize("NFC"), secret.normalize("NFD")])
+    const trimmed = secret.trim()
+    if (trimmed.length >= minimumLength) {
+      ;[trimmed, trimmed.normalize("NFC"), trimmed.normalize("NFD")].forEach((value) => values.add(value))
+    }
     if (/[%&\\]/.test(secret)) decodedTexts(secret).forEach((text) => text.length >= minimumLength && values.add(text))
     for (const value of values) {
       for (const form of formsOf(value)) if (form !== undefined && !redacted.includes(form)) forms.add(form)

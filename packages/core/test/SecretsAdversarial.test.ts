@@ -207,6 +207,38 @@ describe("Secrets: more escapes a key is written in", () => {
       assert.strictEqual(Secrets.scrubText("x p\\xe4ssw\\xf6rd-0123 y"), `x ${Secrets.redacted} y`)
     }))
 
+  it.scoped("an astral key written as entities or escapes of its UTF-16 units (&#55357;&#56593;, \\u{d83d}) is found", () =>
+    Effect.gen(function*() {
+      const key = "🔑key🔑secret🔑"
+      yield* Secrets.register(key)
+      const units = (write: (unit: number) => string) =>
+        [...key].map((char) => char.length === 2 ? write(char.charCodeAt(0)) + write(char.charCodeAt(1)) : char)
+          .join("")
+      for (
+        const text of [
+          units((unit) => `&#${unit};`),
+          units((unit) => `&#x${unit.toString(16).toUpperCase()};`),
+          units((unit) => `\\u{${unit.toString(16)}}`),
+          encodeURIComponent(units((unit) => `&#${unit};`))
+        ]
+      ) {
+        assert.strictEqual(Secrets.scrubText(`<p>${text}</p>`), `<p>${Secrets.redacted}</p>`, text)
+      }
+    }))
+
+  it.scoped("a key registered with a line break or spaces around it (read from a file) is found without them", () =>
+    Effect.gen(function*() {
+      yield* Secrets.register("Zq81mN0pLk3Jh7Gf5Dx\n", "  Wv3LmN7pRt2YbK5s9Q\r\n")
+      assert.strictEqual(
+        Secrets.scrubText("401 for Zq81mN0pLk3Jh7Gf5Dx and Wv3LmN7pRt2YbK5s9Q."),
+        `401 for ${Secrets.redacted} and ${Secrets.redacted}.`
+      )
+      assert.strictEqual(
+        Secrets.scrubText(`{"key":"${encodeURIComponent("Zq81mN0pLk3Jh7Gf5Dx")}"}`).includes("Zq81"),
+        false
+      )
+    }))
+
   it.scoped("a Latin-1 key in base64 of its Latin-1 bytes (as btoa writes it) is found", () =>
     Effect.gen(function*() {
       const key = "pässwörd-ÿþ-0123"

@@ -8,7 +8,8 @@
  * - **escapes**, in one pass: percent-escapes to any depth (`%41`, `%2541`,
  *   `%252541`, upper or lower case hex, UTF-8 sequences), HTML entities to
  *   any depth (`&lt;`, `&amp;lt;`, `&#60;`, `&#x3C;`), and one level of
- *   string escapes (`\u0073`, `\u{73}`, `\"`, `\\`, `\/`, `\x73`, `\n`).
+ *   string escapes (`\u0073`, `\u{73}`, `\"`, `\\`, `\/`, `\x73`, `\n`; a run
+ *   of `\x` bytes that make UTF-8, `\xc3\xa9`, as its characters).
  *   That pass reads every escape-like stretch as an escape, so where it mixed
  *   kinds or went deeper than one level, each kind alone, and each kind one
  *   level, are decoded as well: a text that holds `\`, `%41` or `&quot;` as
@@ -21,6 +22,11 @@
  * A text is decoded again only while a decoding changes it, at most
  * {@link depth} times along a path, and the texts made in all cost at most
  * {@link budget} characters: no input (a megabyte of `%25%25…`) takes long.
+ *
+ * The texts to find in them (`Literals`) are found at every position, so
+ * that two that overlap are both found: by one pattern when they are few, by
+ * a tree of their 8-character pieces when they are many (a pattern of
+ * thousands takes seconds to compile).
  */
 
 /** How many decodings a path applies at most. */
@@ -303,7 +309,8 @@ const entityAt = (b: Builder, source: string, start: number, pass: Pass): number
     : undefined
   const text = code === undefined
     ? entities[name]
-    : code <= 0x10ffff && !(code >= 0xd800 && code <= 0xdfff)
+    // (a surrogate too: an encoder that writes each UTF-16 unit, `&#55357;&#56593;`, writes an astral character so)
+    : code <= 0x10ffff
     ? String.fromCodePoint(code)
     : undefined
   if (text === undefined) return start
@@ -350,7 +357,7 @@ const stringEscapeAt = (b: Builder, source: string, start: number): number => {
   braces.lastIndex = start + 2
   const braced = kind === "u" ? braces.exec(source) : null
   const point = braced === null ? undefined : parseInt(braced[1]!, 16)
-  if (point !== undefined && point <= 0x10ffff && !(point >= 0xd800 && point <= 0xdfff)) {
+  if (point !== undefined && point <= 0x10ffff) {
     piece(b, String.fromCodePoint(point), start, braces.lastIndex, false)
     return braces.lastIndex
   }
@@ -555,36 +562,35 @@ export const decodedTexts = (text: string): Array<string> => layersOf(text).map(
 
 /**
  * Texts to find (known credentials in all their forms): one pattern of them,
- * or, for many, a tree of them by pieces of {@link piece} characters (a
- * pattern of thousands of alternatives takes seconds to compile, longer the
- * more it has).
+ * or, for many, a tree of them by pieces of 8 characters (a pattern of
+ * thousands of alternatives takes seconds to compile, longer the more it
+ * has).
  *
  * @internal
  */
 export type Literals = RegExp | Tree
 
 /**
- * The texts that share their first characters (a multiple of a piece):
- * those ending within the next piece, and the others by that piece.
+ * The texts that share their first `depth` characters: a few, compared
+ * whole, and, where they are many, the longer ones by their next piece.
  *
  * @internal
  */
 export interface Tree {
-  /** The root's: its texts as patterns of {@link patternSize} each, made when a text first needs them. */
-  patterns?: ReadonlyArray<RegExp>
-  /** What all the texts here hold after the piece that leads here, where they do not branch (whole pieces). */
-  label?: string
-  /** The rests (shorter than a piece) of the texts that end here, by their length. */
-  ends?: Map<number, Set<string>>
-  /** The texts longer by a piece at least, by that piece. */
+  readonly depth: number
+  readonly texts: Array<string>
   next?: Map<string, Tree>
+  /** The root's: every text, and as patterns of {@link patternSize} each (made when a text first needs them). */
+  readonly all?: ReadonlyArray<string>
+  patterns?: ReadonlyArray<RegExp>
 }
 
 /** How many texts one pattern holds at most. */
 const patternSize = 1024
 
-/** How many characters a tree's level reads. */
+/** How many characters a tree's level reads, and how many texts a node compares whole at most before it splits. */
 const pieceLength = 8
+const leafSize = 16
 
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 
@@ -592,17 +598,21 @@ const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&
 const patternOf = (texts: Array<string>): RegExp =>
   new RegExp(texts.sort((a, b) => b.length - a.length).map(escapeRegExp).join("|"), "g")
 
-/** The texts of a tree, from its root. */
-const textsOf = (root: Tree): Array<string> => {
-  const texts: Array<string> = []
-  const nodes: Array<readonly [Tree, string]> = [[root, ""]]
-  for (let entry = nodes.pop(); entry !== undefined; entry = nodes.pop()) {
-    const [node, prefix] = entry
-    const path = prefix + (node.label ?? "")
-    for (const rests of node.ends?.values() ?? []) for (const rest of rests) texts.push(path + rest)
-    for (const [piece, child] of node.next ?? []) nodes.push([child, path + piece])
+const insert = (root: Tree, text: string): void => {
+  let node = root
+  while (node.next !== undefined && text.length >= node.depth + pieceLength) {
+    const piece = text.slice(node.depth, node.depth + pieceLength)
+    let next = node.next.get(piece)
+    if (next === undefined) node.next.set(piece, next = { depth: node.depth + pieceLength, texts: [] })
+    node = next
   }
-  return texts
+  node.texts.push(text)
+  if (node.texts.length > leafSize && node.next === undefined) {
+    // too many to compare whole: the longer ones go a level down
+    const texts = node.texts.splice(0)
+    node.next = new Map()
+    for (const each of texts) insert(node, each)
+  }
 }
 
 /**
@@ -614,36 +624,8 @@ export const literalsOf = (texts: Iterable<string>): Literals | undefined => {
   const all = [...new Set(texts)].filter((text) => text.length > 0)
   if (all.length === 0) return undefined
   if (all.length <= patternSize) return patternOf(all)
-  const root: Tree = {}
-  for (const text of all) {
-    let node = root
-    let depth = 0
-    for (; text.length - depth >= pieceLength; depth += pieceLength) {
-      const key = text.slice(depth, depth + pieceLength)
-      node.next ??= new Map()
-      let next = node.next.get(key)
-      if (next === undefined) node.next.set(key, next = {})
-      node = next
-    }
-    const rest = text.slice(depth)
-    node.ends ??= new Map()
-    const same = node.ends.get(rest.length)
-    if (same === undefined) node.ends.set(rest.length, new Set([rest]))
-    else same.add(rest)
-  }
-  // a chain of pieces that do not branch is one label, compared at once (a long key is not read piece by piece)
-  const nodes = [root]
-  for (let node = nodes.pop(); node !== undefined; node = nodes.pop()) {
-    for (const child of node.next?.values() ?? []) {
-      while (child.ends === undefined && child.next?.size === 1) {
-        const [piece, only] = child.next.entries().next().value!
-        child.label = (child.label ?? "") + piece + (only.label ?? "")
-        child.ends = only.ends
-        child.next = only.next
-      }
-      nodes.push(child)
-    }
-  }
+  const root: Tree = { depth: 0, texts: [], next: new Map(), all }
+  for (const text of all) insert(root, text)
   return root
 }
 
@@ -653,24 +635,16 @@ export const literalsOf = (texts: Iterable<string>): Literals | undefined => {
  */
 const longestAt = (text: string, start: number, root: Tree, work: { left: number }): number => {
   let longest = 0
-  let node: Tree | undefined = root
-  for (let depth = 0; node !== undefined;) {
-    const at = start + depth
-    for (const [length, rests] of node.ends ?? []) {
-      if (depth + length > longest && at + length <= text.length && rests.has(text.slice(at, at + length))) {
-        longest = depth + length
-      }
+  for (let node: Tree | undefined = root; node !== undefined;) {
+    for (const candidate of node.texts) {
+      work.left -= candidate.length - node.depth
+      if (candidate.length > longest && text.startsWith(candidate, start)) longest = candidate.length
     }
+    const at = start + node.depth
+    work.left -= pieceLength
     node = node.next !== undefined && at + pieceLength <= text.length
       ? node.next.get(text.slice(at, at + pieceLength))
       : undefined
-    depth += pieceLength
-    work.left -= pieceLength
-    if (node?.label !== undefined) {
-      work.left -= node.label.length
-      if (!text.startsWith(node.label, start + depth)) break
-      depth += node.label.length
-    }
   }
   return longest
 }
@@ -690,7 +664,7 @@ const matchesIn = (text: string, literals: Literals, found: (start: number, end:
   const work = { left: 8 * text.length + 65_536 }
   for (let i = 0; i < text.length; i++) {
     if (work.left < 0) {
-      const texts = textsOf(literals)
+      const texts = literals.all ?? []
       literals.patterns ??= Array.from(
         { length: Math.ceil(texts.length / patternSize) },
         (_, k) => patternOf(texts.slice(k * patternSize, (k + 1) * patternSize))
