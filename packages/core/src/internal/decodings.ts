@@ -640,7 +640,7 @@ const longestAt = (text: string, start: number, root: Tree, work: { left: number
       work.left -= candidate.length - node.depth
       if (candidate.length > longest && text.startsWith(candidate, start)) longest = candidate.length
     }
-    const at = start + node.depth
+    const at: number = start + node.depth
     work.left -= pieceLength
     node = node.next !== undefined && at + pieceLength <= text.length
       ? node.next.get(text.slice(at, at + pieceLength))
