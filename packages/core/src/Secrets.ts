@@ -53,14 +53,19 @@
  * - percent-encoding to any depth (`%41`, `%2541`, `%252541`, …), upper or
  *   lower case hex, UTF-8 sequences, every byte escaped or only some, and a
  *   form's `+` for a space;
- * - HTML entities to any depth: named (`&amp;`, `&quot;`, `&lt;`, …),
- *   decimal (`&#115;`) and hex (`&#x73;`), `&amp;amp;…`;
+ * - HTML entities to any depth: named (`&amp;`, `&quot;`, `&lt;`, `&lsqb;`,
+ *   …: every ASCII punctuation mark's), decimal (`&#115;`) and hex
+ *   (`&#x73;`), with leading zeros or not, `&amp;amp;…`;
  * - string escapes, one level per decoding: `\u0073` (either case),
- *   `\u{73}`, `\x73`, `\"`, `\\`, `\/`, `\n`, as JSON in JSON writes them;
+ *   `\u{73}`, `\x73`, `\"`, `\\`, `\/`, `\n`, as JSON in JSON writes them, and
+ *   bytes as Python writes them (`\xc3\xa9`);
  * - base64, standard or URL-safe, with or without padding, the value alone or
  *   after any prefix (a `Basic` header's `user:key`), the run glued to other
  *   letters or not, when the bytes hold text (8 characters or more of
- *   printable ASCII or valid UTF-8).
+ *   printable ASCII or valid UTF-8), and a Latin-1 value's Latin-1 bytes.
+ *
+ * A value with accented letters is found composed or decomposed (NFC, NFD);
+ * known values that overlap are both found where a text holds them joined.
  *
  * A text is decoded six times at most along any path (any number of
  * percent or HTML layers count as one), and the decoded texts of one text
@@ -102,7 +107,7 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
-import { decodedTexts, encodedMatches } from "./internal/decodings.js"
+import { decodedTexts, encodedMatches, type Literals, literalsOf } from "./internal/decodings.js"
 import { denseLength, itemIndices } from "./internal/fast/quickDepth.js"
 import * as JsonDepth from "./internal/jsonDepth.js"
 import * as JsonValue from "./internal/jsonValue.js"
@@ -325,8 +330,6 @@ const isSecretParameter = (name: string, value: string): boolean =>
 // by value
 // ---------------------------------------------------------------------------
 
-const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-
 const encoded = (text: string, encode: (text: string) => string): string | undefined => {
   try {
     return encode(text)
@@ -341,14 +344,19 @@ const encoded = (text: string, encode: (text: string) => string): string | undef
  * each of the three places it can start in a group of three bytes.
  */
 const base64Forms = (secret: string): Array<string> => {
-  const bytes = new TextEncoder().encode(secret)
   const forms: Array<string> = []
-  for (const offset of [0, 1, 2]) {
-    const padded = new Uint8Array(offset + bytes.length)
-    padded.set(bytes, offset)
-    const base64 = Encoding.encodeBase64(padded)
-    const form = base64.slice(Math.ceil((offset * 8) / 6), Math.floor((padded.length * 8) / 6))
-    forms.push(form, form.replace(/\+/g, "-").replace(/\//g, "_"))
+  // its UTF-8 bytes, and, when every character is one byte of Latin-1 (`é`), those (as `btoa` writes them)
+  const latin1Only = /[\u0080-\u00ff]/.test(secret) && !/[^\x20-\xff]/.test(secret)
+  const encodings = [new TextEncoder().encode(secret)]
+  if (latin1Only) encodings.push(Uint8Array.from(secret, (char) => char.charCodeAt(0)))
+  for (const bytes of encodings) {
+    for (const offset of [0, 1, 2]) {
+      const padded = new Uint8Array(offset + bytes.length)
+      padded.set(bytes, offset)
+      const base64 = Encoding.encodeBase64(padded)
+      const form = base64.slice(Math.ceil((offset * 8) / 6), Math.floor((padded.length * 8) / 6))
+      forms.push(form, form.replace(/\+/g, "-").replace(/\//g, "_"))
+    }
   }
   return forms
 }
@@ -396,22 +404,30 @@ const formsOf = (secret: string): ReadonlyArray<string | undefined> => {
 
 /**
  * One pattern for every form of every value long enough (longest first), or
- * `undefined`. A value that holds escapes itself (`ab%41cd…`, `&amp;`, `\u0041`)
- * has the forms of what it decodes to as well: decoding a text that quotes it
- * (percent-encoded three times) decodes them too.
+ * `undefined`. A value with accented letters has the forms of its composed
+ * and decomposed writings (NFC, NFD) as well, a value with spaces or line
+ * breaks around it those of the value without them. A value that holds escapes
+ * itself (`ab%41cd…`, `&amp;`, `\u0041`) has the forms of what it decodes to
+ * as well: decoding a text that quotes it (percent-encoded three times)
+ * decodes them too.
  */
-const patternOf = (secrets: Iterable<string>): RegExp | undefined => {
+const patternOf = (secrets: Iterable<string>): Literals | undefined => {
   const forms = new Set<string>()
   for (const secret of secrets) {
     if (secret.length < minimumLength || redacted.includes(secret)) continue
-    for (const value of /[%&\\]/.test(secret) ? [secret, ...decodedTexts(secret)] : [secret]) {
-      if (value.length < minimumLength) continue
+    // its letters composed and decomposed (`é` as one character or as `e` and an accent), as a gateway may normalise
+    // them, however long that makes it; without the spaces or line break around it (a key read from a file)
+    const values = new Set([secret, secret.normalize("NFC"), secret.normalize("NFD")])
+    const trimmed = secret.trim()
+    if (trimmed.length >= minimumLength) {
+      ;[trimmed, trimmed.normalize("NFC"), trimmed.normalize("NFD")].forEach((value) => values.add(value))
+    }
+    if (/[%&\\]/.test(secret)) decodedTexts(secret).forEach((text) => text.length >= minimumLength && values.add(text))
+    for (const value of values) {
       for (const form of formsOf(value)) if (form !== undefined && !redacted.includes(form)) forms.add(form)
     }
   }
-  return forms.size === 0
-    ? undefined
-    : new RegExp([...forms].sort((a, b) => b.length - a.length).map(escapeRegExp).join("|"), "g")
+  return literalsOf(forms)
 }
 
 /**
@@ -419,7 +435,7 @@ const patternOf = (secrets: Iterable<string>): RegExp | undefined => {
  * or under layers of encoding (see `internal/decodings.ts`): the whole
  * encoded stretch that holds a match is replaced.
  */
-const replaceValues = (text: string, ...patterns: ReadonlyArray<RegExp | undefined>): string => {
+const replaceValues = (text: string, ...patterns: ReadonlyArray<Literals | undefined>): string => {
   const defined = patterns.filter((pattern) => pattern !== undefined)
   if (defined.length === 0) return text
   // a replacement can join the text around it into another occurrence
@@ -442,7 +458,7 @@ const replaceValues = (text: string, ...patterns: ReadonlyArray<RegExp | undefin
 // how many credentials clients sent are kept known (a client that rotates its token forgets the oldest)
 const sentKept = 256
 
-const knownPattern = (): RegExp | undefined => {
+const knownPattern = (): Literals | undefined => {
   if (registry.stale) {
     registry.pattern = patternOf([...registry.holders.keys(), ...registry.sent])
     registry.stale = false
@@ -712,7 +728,7 @@ const scrubNamed = (text: string): string => {
  * The user and password of the `Basic` credentials a text quotes (`Authorization: Basic …`), or `undefined`: a
  * gateway's error that shows the header may quote the key it decoded too.
  */
-const quotedBasic = (text: string): RegExp | undefined => {
+const quotedBasic = (text: string): Literals | undefined => {
   if (!/basic/i.test(text)) return undefined
   const found = new Set<string>()
   for (const match of text.matchAll(basic)) {
@@ -721,7 +737,7 @@ const quotedBasic = (text: string): RegExp | undefined => {
   return found.size === 0 ? undefined : patternOf(found)
 }
 
-const scrubTextWith = (text: string, values: RegExp | undefined): string =>
+const scrubTextWith = (text: string, values: Literals | undefined): string =>
   scrubNamed(replaceValues(text, values, knownPattern(), quotedBasic(text)))
     .replace(
       pair,
@@ -1136,7 +1152,7 @@ interface Scrubbing {
   /** The copy made of each object met (a visited map of this one scrubbing, for shared and cyclic objects). */
   readonly seen: WeakMap<object, unknown>
   /** The values the error shows it sent. */
-  readonly values: RegExp | undefined
+  readonly values: Literals | undefined
   /** How many more of its objects' own ways of writing themselves (`toJSON`, …) may be called. */
   readonly calls: { left: number }
   /** The texts scrubbed so far, and what they became (the ways an object writes itself repeat its fields). */
@@ -1428,7 +1444,7 @@ const mapItems = <A>(array: ReadonlyArray<A>, f: (item: A) => unknown): Readonly
 }
 
 /** A body read as JSON or text with the known values replaced in its strings (and nothing else changed). */
-const replaceKnown = (body: unknown, values: RegExp | undefined): unknown => {
+const replaceKnown = (body: unknown, values: Literals | undefined): unknown => {
   if (typeof body === "string") return replaceValues(body, values, knownPattern())
   if (Array.isArray(body)) return mapItems(body, (item) => replaceKnown(item, values))
   if (Predicate.isObject(body) && isPlain(body)) {
@@ -1445,7 +1461,7 @@ const replaceKnown = (body: unknown, values: RegExp | undefined): unknown => {
 const scrubResponse = (
   response: HttpClientResponse.HttpClientResponse,
   request: HttpClientRequest.HttpClientRequest,
-  values: RegExp | undefined
+  values: Literals | undefined
 ): HttpClientResponse.HttpClientResponse => {
   const body = <A>(read: () => Effect.Effect<A, HttpClientError.ResponseError>) => ({
     get: () => Effect.mapError(read(), scrubError)
@@ -1654,7 +1670,7 @@ const tooDeep: unique symbol = Symbol("tooDeep")
  * and keys; the value itself when none is; {@link tooDeep} when it nests
  * past `JsonDepth.maxDepth` (the recursion stops there, far from the stack's end).
  */
-const replaceKnownIn = (value: unknown, pattern: RegExp, seen: Map<object, unknown>, depth: number): unknown => {
+const replaceKnownIn = (value: unknown, pattern: Literals, seen: Map<object, unknown>, depth: number): unknown => {
   if (typeof value === "string") return replaceValues(value, pattern)
   if (typeof value !== "object" || value === null) return value
   // a value met again is its scrubbed copy (met inside itself, the value as it is)
@@ -1666,7 +1682,7 @@ const replaceKnownIn = (value: unknown, pattern: RegExp, seen: Map<object, unkno
   return scrubbed
 }
 
-const replaceKnownInObject = (value: object, pattern: RegExp, seen: Map<object, unknown>, depth: number): unknown => {
+const replaceKnownInObject = (value: object, pattern: Literals, seen: Map<object, unknown>, depth: number): unknown => {
   if (Array.isArray(value)) {
     let deep = false
     const items = mapItems(value, (item) => {

@@ -8,7 +8,8 @@
  * - **escapes**, in one pass: percent-escapes to any depth (`%41`, `%2541`,
  *   `%252541`, upper or lower case hex, UTF-8 sequences), HTML entities to
  *   any depth (`&lt;`, `&amp;lt;`, `&#60;`, `&#x3C;`), and one level of
- *   string escapes (`\u0073`, `\u{73}`, `\"`, `\\`, `\/`, `\x73`, `\n`).
+ *   string escapes (`\u0073`, `\u{73}`, `\"`, `\\`, `\/`, `\x73`, `\n`; a run
+ *   of `\x` bytes that make UTF-8, `\xc3\xa9`, as its characters).
  *   That pass reads every escape-like stretch as an escape, so where it mixed
  *   kinds or went deeper than one level, each kind alone, and each kind one
  *   level, are decoded as well: a text that holds `\`, `%41` or `&quot;` as
@@ -21,6 +22,11 @@
  * A text is decoded again only while a decoding changes it, at most
  * {@link depth} times along a path, and the texts made in all cost at most
  * {@link budget} characters: no input (a megabyte of `%25%25…`) takes long.
+ *
+ * The texts to find in them (`Literals`) are found at every position, so
+ * that two that overlap are both found: by one pattern when they are few, by
+ * a tree of their 8-character pieces when they are many (a pattern of
+ * thousands takes seconds to compile).
  */
 
 /** How many decodings a path applies at most. */
@@ -159,8 +165,9 @@ const decodeCharacter = (bytes: Uint8Array, i: number, length: number): string =
 // ---------------------------------------------------------------------------
 
 // an HTML entity, its `&` escaped any number of times (`&amp;amp;lt;`), or once
-const entity = /&(?:amp;)*(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z]{2,6});/y
-const entityOnce = /&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z]{2,6});/y
+// (a number may have any number of leading zeros: `&#0000115;`)
+const entity = /&(?:amp;)*(?:#0*[0-9]{1,7}|#[xX]0*[0-9A-Fa-f]{1,6}|[A-Za-z]{2,16});/y
+const entityOnce = /&(?:#0*[0-9]{1,7}|#[xX]0*[0-9A-Fa-f]{1,6}|[A-Za-z]{2,16});/y
 
 /** The kinds of escapes (bits), and the pass that reads them. */
 const percent = 1
@@ -209,7 +216,24 @@ const entities: Record<string, string> = {
   commat: "@",
   dollar: "$",
   Tab: "\t",
-  NewLine: "\n"
+  NewLine: "\n",
+  // the other names HTML gives printable ASCII characters
+  midast: "*",
+  lsqb: "[",
+  lbrack: "[",
+  rsqb: "]",
+  rbrack: "]",
+  lcub: "{",
+  lbrace: "{",
+  rcub: "}",
+  rbrace: "}",
+  verbar: "|",
+  vert: "|",
+  VerticalLine: "|",
+  Hat: "^",
+  UnderBar: "_",
+  DiacriticalGrave: "`",
+  NonBreakingSpace: "\u00a0"
 }
 
 const stringEscapes: Record<string, string> = { n: "\n", t: "\t", r: "\r", b: "\b", f: "\f", v: "\v", "0": "\0" }
@@ -253,15 +277,22 @@ const percentRun = (b: Builder, source: string, start: number, pass: Pass): numb
     }
   }
   starts.push(i)
+  bytePieces(b, bytes, starts)
+  return i
+}
+
+/**
+ * The escaped bytes decoded, each character (a UTF-8 sequence, or a byte
+ * alone, as Latin-1 reads it) from the escapes of its bytes (`starts`: where
+ * each escape starts, then where the last ends).
+ */
+const bytePieces = (b: Builder, bytes: ReadonlyArray<number>, starts: ReadonlyArray<number>): void => {
   const array = Uint8Array.from(bytes)
   for (let k = 0; k < array.length;) {
-    const length = characterAt(array, k, array.length)
-    // a byte that starts no character stands for itself (as Latin-1 reads it)
-    const taken = Math.max(length, 1)
+    const taken = Math.max(characterAt(array, k, array.length), 1)
     piece(b, decodeCharacter(array, k, taken), starts[k]!, starts[k + taken]!, false)
     k += taken
   }
-  return i
 }
 
 /** The entity at `start` decoded; where it ends (`start` when there is none, or it names nothing known). */
@@ -278,7 +309,8 @@ const entityAt = (b: Builder, source: string, start: number, pass: Pass): number
     : undefined
   const text = code === undefined
     ? entities[name]
-    : code <= 0x10ffff && !(code >= 0xd800 && code <= 0xdfff)
+    // (a surrogate too: an encoder that writes each UTF-16 unit, `&#55357;&#56593;`, writes an astral character so)
+    : code <= 0x10ffff
     ? String.fromCodePoint(code)
     : undefined
   if (text === undefined) return start
@@ -287,23 +319,47 @@ const entityAt = (b: Builder, source: string, start: number, pass: Pass): number
   return pattern.lastIndex
 }
 
+const braces = /\{0*([0-9A-Fa-f]{1,6})\}/y
+
+/**
+ * The run of `\x` escapes at `start` decoded: bytes that make a UTF-8
+ * sequence as the character (`\xc3\xa9`, as Python writes bytes), any other
+ * as the character of its code (`\xe9`, as JavaScript reads it); where the
+ * run ends (`start` when there is none).
+ */
+const hexRun = (b: Builder, source: string, start: number): number => {
+  const bytes: Array<number> = []
+  const starts: Array<number> = []
+  let i = start
+  while (source.charCodeAt(i) === 92 && source.charCodeAt(i + 1) === 120) {
+    const byte = hexAt(source, i + 2, 2)
+    if (byte === undefined) break
+    bytes.push(byte)
+    starts.push(i)
+    i += 4
+  }
+  starts.push(i)
+  bytePieces(b, bytes, starts)
+  return i
+}
+
 /** The string escape at `start` (`\u0073`, `\u{73}`, `\x73`, `\"`, `\n`) decoded, one level; where it ends. */
 const stringEscapeAt = (b: Builder, source: string, start: number): number => {
   if (start + 1 >= source.length) return start
   const kind = source[start + 1]!
-  const unit = kind === "u" ? hexAt(source, start + 2, 4) : kind === "x" ? hexAt(source, start + 2, 2) : undefined
+  if (kind === "x" && hexAt(source, start + 2, 2) !== undefined) return hexRun(b, source, start)
+  const unit = kind === "u" ? hexAt(source, start + 2, 4) : undefined
   if (unit !== undefined) {
-    const end = start + (kind === "u" ? 6 : 4)
-    piece(b, String.fromCharCode(unit), start, end, false)
-    return end
+    piece(b, String.fromCharCode(unit), start, start + 6, false)
+    return start + 6
   }
-  // a code point in braces, as JavaScript writes it: `\u{1F511}`
-  const braced = kind === "u" ? /^\{([0-9A-Fa-f]{1,6})\}/.exec(source.slice(start + 2, start + 10)) : null
+  // a code point in braces, as JavaScript writes it: `\u{1F511}`, `\u{0000073}`
+  braces.lastIndex = start + 2
+  const braced = kind === "u" ? braces.exec(source) : null
   const point = braced === null ? undefined : parseInt(braced[1]!, 16)
-  if (point !== undefined && point <= 0x10ffff && !(point >= 0xd800 && point <= 0xdfff)) {
-    const end = start + 2 + braced![0].length
-    piece(b, String.fromCodePoint(point), start, end, false)
-    return end
+  if (point !== undefined && point <= 0x10ffff) {
+    piece(b, String.fromCodePoint(point), start, braces.lastIndex, false)
+    return braces.lastIndex
   }
   piece(b, stringEscapes[kind] ?? kind, start, start + 2, false)
   return start + 2
@@ -505,28 +561,158 @@ const layersOf = (text: string): Array<Layer> => {
 export const decodedTexts = (text: string): Array<string> => layersOf(text).map((layer) => layer.text)
 
 /**
- * The ranges of `text` (start, end) that hold a match of one of `patterns`
- * (global), as it stands or once decoded, merged, in order.
+ * Texts to find (known credentials in all their forms): one pattern of them,
+ * or, for many, a tree of them by pieces of 8 characters (a pattern of
+ * thousands of alternatives takes seconds to compile, longer the more it
+ * has).
+ *
+ * @internal
+ */
+export type Literals = RegExp | Tree
+
+/**
+ * The texts that share their first `depth` characters: a few, compared
+ * whole, and, where they are many, the longer ones by their next piece.
+ *
+ * @internal
+ */
+export interface Tree {
+  readonly depth: number
+  readonly texts: Array<string>
+  next?: Map<string, Tree>
+  /** The root's: every text, and as patterns of {@link patternSize} each (made when a text first needs them). */
+  readonly all?: ReadonlyArray<string>
+  patterns?: ReadonlyArray<RegExp>
+}
+
+/** How many texts one pattern holds at most. */
+const patternSize = 1024
+
+/** How many characters a tree's level reads, and how many texts a node compares whole at most before it splits. */
+const pieceLength = 8
+const leafSize = 16
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+/** One pattern of the texts, its alternatives longest first. */
+const patternOf = (texts: Array<string>): RegExp =>
+  new RegExp(texts.sort((a, b) => b.length - a.length).map(escapeRegExp).join("|"), "g")
+
+const insert = (root: Tree, text: string): void => {
+  let node = root
+  while (node.next !== undefined && text.length >= node.depth + pieceLength) {
+    const piece = text.slice(node.depth, node.depth + pieceLength)
+    let next = node.next.get(piece)
+    if (next === undefined) node.next.set(piece, next = { depth: node.depth + pieceLength, texts: [] })
+    node = next
+  }
+  node.texts.push(text)
+  if (node.texts.length > leafSize && node.next === undefined) {
+    // too many to compare whole: the longer ones go a level down
+    const texts = node.texts.splice(0)
+    node.next = new Map()
+    for (const each of texts) insert(node, each)
+  }
+}
+
+/**
+ * The texts to find, or `undefined` when there are none.
+ *
+ * @internal
+ */
+export const literalsOf = (texts: Iterable<string>): Literals | undefined => {
+  const all = [...new Set(texts)].filter((text) => text.length > 0)
+  if (all.length === 0) return undefined
+  if (all.length <= patternSize) return patternOf(all)
+  const root: Tree = { depth: 0, texts: [], next: new Map(), all }
+  for (const text of all) insert(root, text)
+  return root
+}
+
+/**
+ * The length of the longest text of `root` that starts at `start` in `text`,
+ * or 0; `work` loses the characters compared.
+ */
+const longestAt = (text: string, start: number, root: Tree, work: { left: number }): number => {
+  let longest = 0
+  for (let node: Tree | undefined = root; node !== undefined;) {
+    for (const candidate of node.texts) {
+      work.left -= candidate.length - node.depth
+      if (candidate.length > longest && text.startsWith(candidate, start)) longest = candidate.length
+    }
+    const at: number = start + node.depth
+    work.left -= pieceLength
+    node = node.next !== undefined && at + pieceLength <= text.length
+      ? node.next.get(text.slice(at, at + pieceLength))
+      : undefined
+  }
+  return longest
+}
+
+/**
+ * Calls `found` with the range of the longest of the texts that starts at
+ * each position of `text` where one does: two texts that overlap
+ * (`…5678` and `5678…`) are both found where `text` holds them joined: a
+ * pattern (its alternatives longest first) looks again from the character
+ * after each match's first; a tree looks each position up a level at a time,
+ * as far as the text follows one of its texts.
+ */
+const matchesIn = (text: string, literals: Literals, found: (start: number, end: number) => void): void => {
+  if (literals instanceof RegExp) return patternMatches(text, 0, literals, found)
+  // a text that follows long texts of the tree at many places (`aaaa…` and a known `aaaa…b`) costs more than
+  // reading it with the tree's patterns
+  const work = { left: 8 * text.length + 65_536 }
+  for (let i = 0; i < text.length; i++) {
+    if (work.left < 0) {
+      const texts = literals.all ?? []
+      literals.patterns ??= Array.from(
+        { length: Math.ceil(texts.length / patternSize) },
+        (_, k) => patternOf(texts.slice(k * patternSize, (k + 1) * patternSize))
+      )
+      for (const pattern of literals.patterns) patternMatches(text, i, pattern, found)
+      return
+    }
+    const length = longestAt(text, i, literals, work)
+    if (length > 0) found(i, i + length)
+  }
+}
+
+/**
+ * The matches of `pattern` in `text` from `start`, looking again from the
+ * character after each match's first (from its end once the matches read
+ * many times the text's length: a text that repeats a known `abab…`).
+ */
+const patternMatches = (
+  text: string,
+  start: number,
+  pattern: RegExp,
+  found: (start: number, end: number) => void
+): void => {
+  let left = 8 * text.length + 65_536
+  pattern.lastIndex = start
+  for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
+    const end = match.index + match[0].length
+    if (end > match.index) found(match.index, end)
+    left -= match[0].length
+    pattern.lastIndex = left > 0 ? match.index + 1 : Math.max(end, match.index + 1)
+  }
+}
+
+/**
+ * The ranges of `text` (start, end) that hold one of the texts to find, as
+ * it stands or once decoded, those that overlap included, merged, in order.
  *
  * @internal
  */
 export const encodedMatches = (
   text: string,
-  patterns: ReadonlyArray<RegExp>
+  literals: ReadonlyArray<Literals>
 ): Array<readonly [number, number]> => {
   const ranges: Array<readonly [number, number]> = []
-  for (const pattern of patterns) {
-    pattern.lastIndex = 0
-    for (const match of text.matchAll(pattern)) {
-      if (match[0].length > 0) ranges.push([match.index, match.index + match[0].length])
-    }
-  }
+  for (const each of literals) matchesIn(text, each, (start, end) => ranges.push([start, end]))
   for (const layer of layersOf(text)) {
-    for (const pattern of patterns) {
-      pattern.lastIndex = 0
-      for (const match of layer.text.matchAll(pattern)) {
-        if (match[0].length > 0) ranges.push(originalRange(layer, match.index, match.index + match[0].length))
-      }
+    for (const each of literals) {
+      matchesIn(layer.text, each, (start, end) => ranges.push(originalRange(layer, start, end)))
     }
   }
   ranges.sort((a, b) => a[0] - b[0])

@@ -6,12 +6,13 @@
  * reads `generation` to know whether a credential became known since.
  */
 import { globalValue } from "effect/GlobalValue"
+import type { Literals } from "./decodings.js"
 
 /** The known credentials, the pattern made of them, and how often a value became known. */
 export const registry = globalValue(Symbol.for("@stepwise-agent/core/Secrets/registry"), () => ({
   holders: new Map<string, number>(),
   sent: new Set<string>(),
-  pattern: undefined as RegExp | undefined,
+  pattern: undefined as Literals | undefined,
   stale: false,
   /** Grows each time a value becomes known: a value scrubbed at an earlier generation may hold one. */
   generation: 0
