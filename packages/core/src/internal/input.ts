@@ -97,35 +97,43 @@ const outOfBounds = (messages: ReadonlyArray<unknown>, limits: InputLimits): Inv
   return problem === undefined ? undefined : new InvalidInput({ reason: problem })
 }
 
+/** Why `value` cannot be kept as JSON, described as `what`, or `undefined` (also for a value that is no object). */
+const jsonProblem = (value: unknown, what: string): string | undefined => {
+  if (typeof value !== "object" || value === null) return undefined
+  const kept = JsonValue.snapshot(value)
+  return kept._tag === "Refused" ? JsonValue.describe(kept.problem, what) : undefined
+}
+
 /**
- * Why a tool call's arguments or a tool result in `messages` cannot be kept
- * as JSON (`JsonValue.snapshot`: too large — a sparse array counts its
- * length —, a cycle, a bigint, unreadable), or `undefined`: what the thread
- * would store, the checkpointer write and the provider send, checked before
- * any of them walks it.
+ * Why a tool call's arguments, a tool result or the provider options of a
+ * message or a part in `messages` cannot be kept as JSON
+ * (`JsonValue.snapshot`: too large — a sparse array counts its length —, a
+ * cycle, a bigint, unreadable), or `undefined`: what the thread would store,
+ * the checkpointer write and the provider send, checked before any of them
+ * walks it.
  */
 const toolValueProblem = (messages: ReadonlyArray<unknown>): string | undefined => {
-  for (const message of messages) {
-    const content: unknown = typeof message === "object" && message !== null
-      ? (message as { readonly content?: unknown }).content
-      : undefined
+  for (const [i, message] of messages.entries()) {
+    if (typeof message !== "object" || message === null) continue
+    const { content, options } = message as { readonly content?: unknown; readonly options?: unknown }
+    const inOptions = jsonProblem(options, `the provider options of messages.${i}`)
+    if (inOptions !== undefined) return inOptions
     if (!Array.isArray(content)) continue
-    for (const part of content) {
+    for (const [j, part] of content.entries()) {
       if (typeof part !== "object" || part === null) continue
-      const { params, result, type } = part as {
+      const { options, params, result, type } = part as {
         readonly type?: unknown
         readonly params?: unknown
         readonly result?: unknown
+        readonly options?: unknown
       }
-      const value = type === "tool-call" ? params : type === "tool-result" ? result : undefined
-      if (typeof value !== "object" || value === null) continue
-      const kept = JsonValue.snapshot(value)
-      if (kept._tag === "Refused") {
-        return JsonValue.describe(
-          kept.problem,
-          type === "tool-call" ? "a tool call's arguments in the input" : "a tool result in the input"
-        )
-      }
+      const problem = jsonProblem(options, `the provider options of messages.${i}.content.${j}`) ??
+        (type === "tool-call"
+          ? jsonProblem(params, "a tool call's arguments in the input")
+          : type === "tool-result"
+          ? jsonProblem(result, "a tool result in the input")
+          : undefined)
+      if (problem !== undefined) return problem
     }
   }
   return undefined
