@@ -7,7 +7,7 @@ import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware, Secrets, TokenCounter } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, FastCheck } from "effect"
+import { Effect, FastCheck, Option, Schema } from "effect"
 import { jsonLength } from "../src/internal/fast/jsonLength.js"
 
 /** An array of length `2 ** 32 - 1` whose one item is `item`, at its end. */
@@ -153,6 +153,26 @@ describe("sparse arrays", () => {
       20_000
     )
   }
+
+  it.effect(
+    "a decision holding a sparse array is held to maxInputChars by its items, quickly: a long text at its end is refused",
+    () =>
+      Effect.gen(function*() {
+        const ask = Middleware.make({
+          name: "ask",
+          wait: { request: Schema.String, decision: Schema.Unknown },
+          beforeModel: ({ resume }) =>
+            Effect.succeed(Option.isNone(resume) ? { interrupt: "anything?" } : undefined)
+        })
+        const agent = yield* Agent.make({ middleware: [ask], maxInputChars: 100 })
+        assert.strictEqual((yield* agent.run("hi", { threadId: "t" }))._tag, "Interrupted")
+        const error = yield* Effect.flip(agent.resume("t", { items: sparse("x".repeat(101)) }))
+        assert.strictEqual(error._tag, "InvalidInput")
+        assert.include(error.message, "maxInputChars")
+        assert.strictEqual((yield* agent.resume("t", { items: sparse("ok") }))._tag, "Completed")
+      }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("done")]))),
+    20_000
+  )
 
   // provider options reach the stored thread and the provider as tool values do
   const inOptions: ReadonlyArray<readonly [string, () => unknown, string]> = [

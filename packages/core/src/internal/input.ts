@@ -199,8 +199,8 @@ const jsonSize = (value: unknown): number => {
  * The characters of a decision `Agent.resume` takes (what a person typed:
  * an answer, a reason, edited arguments), as its wait's schema encodes it:
  * every string in it and every key, however deep, bytes by their length.
- * Walks without recursion, each object once, and stops counting past
- * `limit`; a value whose reading throws counts 0 (its wait's schema took
+ * Walks without recursion, each object once, an array longer than `limit`
+ * by its items (not its length), and stops counting past `limit`; a value whose reading throws counts 0 (its wait's schema took
  * what it needs of it).
  */
 const decisionSize = (value: unknown, limit: number): number => {
@@ -228,7 +228,9 @@ const walkSize = (value: unknown, limit: number): number => {
       continue
     }
     if (Array.isArray(current)) {
-      for (let i = current.length - 1; i >= 0; i--) values.push(current[i])
+      // a long array by its items (a sparse one, `a[2 ** 32 - 2] = 1`, holds few): holes hold no text
+      if (current.length > limit) for (const index of Object.keys(current)) values.push(current[Number(index)])
+      else for (let i = current.length - 1; i >= 0; i--) values.push(current[i])
       continue
     }
     for (const key of Object.keys(current)) {
