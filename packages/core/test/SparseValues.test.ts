@@ -161,8 +161,7 @@ describe("sparse arrays", () => {
         const ask = Middleware.make({
           name: "ask",
           wait: { request: Schema.String, decision: Schema.Unknown },
-          beforeModel: ({ resume }) =>
-            Effect.succeed(Option.isNone(resume) ? { interrupt: "anything?" } : undefined)
+          beforeModel: ({ resume }) => Effect.succeed(Option.isNone(resume) ? { interrupt: "anything?" } : undefined)
         })
         const agent = yield* Agent.make({ middleware: [ask], maxInputChars: 100 })
         assert.strictEqual((yield* agent.run("hi", { threadId: "t" }))._tag, "Interrupted")

@@ -402,8 +402,8 @@ describe("Workspace rules: the twins of a read-only path", () => {
 
   // letters with more than one small or capital form, as the file systems that ignore case compare them
   const letter = FastCheck.constantFrom(
-    "s", "S", "\u017f", "i", "I", "\u0131", "\u0130", "k", "K", "\u212a", "\u00df", "\u1e9e", "\u03c3", "\u03a3",
-    "\u03c2", "\u00e9", "e\u0301", "\u00c9", "\u01c5", "\u01c4", "\u0345", "\u03b9", "\u13f8", "\u13f0", "/"
+    ..."s S \u017f i I \u0131 \u0130 k K \u212a \u00df \u1e9e \u03c3 \u03a3 \u03c2 \u00e9 e\u0301 \u00c9".split(" "),
+    ..."\u01c5 \u01c4 \u0345 \u03b9 \u13f8 \u13f0 /".split(" ")
   )
   const eachLetter = (text: string, to: (letter: string) => string) => Array.from(text, to).join("")
 

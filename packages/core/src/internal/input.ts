@@ -200,8 +200,8 @@ const jsonSize = (value: unknown): number => {
  * an answer, a reason, edited arguments), as its wait's schema encodes it:
  * every string in it and every key, however deep, bytes by their length.
  * Walks without recursion, each object once, an array longer than `limit`
- * by its items (not its length), and stops counting past `limit`; a value whose reading throws counts 0 (its wait's schema took
- * what it needs of it).
+ * by its items (not its length), and stops counting past `limit`; a value
+ * whose reading throws counts 0 (its wait's schema took what it needs of it).
  */
 const decisionSize = (value: unknown, limit: number): number => {
   let size = 0
@@ -229,8 +229,8 @@ const walkSize = (value: unknown, limit: number): number => {
     }
     if (Array.isArray(current)) {
       // a long array by its items (a sparse one, `a[2 ** 32 - 2] = 1`, holds few): holes hold no text
-      if (current.length > limit) for (const index of Object.keys(current)) values.push(current[Number(index)])
-      else for (let i = current.length - 1; i >= 0; i--) values.push(current[i])
+      const indexes = current.length > limit ? Object.keys(current).map(Number) : undefined
+      for (let i = indexes?.length ?? current.length; i-- > 0;) values.push(current[indexes?.[i] ?? i])
       continue
     }
     for (const key of Object.keys(current)) {
