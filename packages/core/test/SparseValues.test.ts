@@ -7,7 +7,7 @@ import { Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Middleware, Secrets, TokenCounter } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, FastCheck } from "effect"
+import { Effect, FastCheck, Option, Schema } from "effect"
 import { jsonLength } from "../src/internal/fast/jsonLength.js"
 
 /** An array of length `2 ** 32 - 1` whose one item is `item`, at its end. */
@@ -149,6 +149,58 @@ describe("sparse arrays", () => {
           assert.strictEqual(error._tag, "InvalidInput")
           assert.include(error.message, reason)
           assert.isTrue((yield* agent.thread("t"))._tag === "None")
+        }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("done")]))),
+      20_000
+    )
+  }
+
+  it.effect(
+    "a decision holding a sparse array is held to maxInputChars by its items, quickly: a long text at its end is refused",
+    () =>
+      Effect.gen(function*() {
+        const ask = Middleware.make({
+          name: "ask",
+          wait: { request: Schema.String, decision: Schema.Unknown },
+          beforeModel: ({ resume }) => Effect.succeed(Option.isNone(resume) ? { interrupt: "anything?" } : undefined)
+        })
+        const agent = yield* Agent.make({ middleware: [ask], maxInputChars: 100 })
+        assert.strictEqual((yield* agent.run("hi", { threadId: "t" }))._tag, "Interrupted")
+        const error = yield* Effect.flip(agent.resume("t", { items: sparse("x".repeat(101)) }))
+        assert.strictEqual(error._tag, "InvalidInput")
+        assert.include(error.message, "maxInputChars")
+        assert.strictEqual((yield* agent.resume("t", { items: sparse("ok") }))._tag, "Completed")
+      }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("done")]))),
+    20_000
+  )
+
+  // provider options reach the stored thread and the provider as tool values do
+  const inOptions: ReadonlyArray<readonly [string, () => unknown, string]> = [
+    ["a sparse array", () => sparse(1), "too large"],
+    ["a bigint", () => 1n, "bigint"],
+    ["more values than a tool result may hold", () => Array.from({ length: 100_001 }, () => 0), "too large"]
+  ]
+  for (const [what, value, reason] of inOptions) {
+    it.effect(
+      `the input of a run whose message's or part's provider options hold ${what} is refused as InvalidInput, naming where, and nothing is stored`,
+      () =>
+        Effect.gen(function*() {
+          const agent = yield* Agent.make({})
+          const inputs = [
+            [{ role: "user", content: "hi", options: { openai: { x: value() } } }],
+            [{ role: "user", content: [{ type: "text", text: "hi", options: { openai: { x: value() } } }] }]
+          ]
+          for (const [index, input] of inputs.entries()) {
+            const error = yield* Effect.flip(agent.run(input as any, { threadId: "t" }))
+            assert.strictEqual(error._tag, "InvalidInput")
+            assert.include(error.message, reason)
+            assert.include(error.message, index === 0 ? "provider options of messages.0" : "messages.0.content.0")
+            assert.isTrue((yield* agent.thread("t"))._tag === "None")
+          }
+          // options JSON keeps are taken
+          const done = yield* agent.run([{ role: "user", content: "hi", options: { openai: { store: false } } }], {
+            threadId: "t"
+          })
+          assert.strictEqual(done._tag, "Completed")
         }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.text("done")]))),
       20_000
     )

@@ -365,11 +365,17 @@ describe("Workspace rules: the twins of a read-only path", () => {
     "/Docs /Café/a.md",
     "/Docs/Café::$DATA",
     "/Docs/Café/a.md:stream",
-    "/keys/prod.ENV"
+    "/keys/prod.ENV",
+    // letters whose capital is another's: a long s is an S, a dotless i an I (NTFS's capitals, Unicode's folding)
+    "/Doc\u017f/Café/a.md",
+    "/DOC\u017f/CAFÉ/a.md",
+    "/l\u0131b/x.js",
+    "/L\u0131B/x.js"
   ]
   const rules: ReadonlyArray<Workspace.Rule> = [
     { pattern: "/Docs/Café", access: "read-only" },
-    { pattern: "**/*.env", access: "read-only" }
+    { pattern: "**/*.env", access: "read-only" },
+    { pattern: "/lib", access: "read-only" }
   ]
 
   it.scoped("a read-only rule covers every twin of its path, in memory, on a directory and in a composite", () =>
@@ -390,8 +396,28 @@ describe("Workspace rules: the twins of a read-only path", () => {
         // a different name is not a twin
         yield* workspace.write("/docs/cafe/a.md", "x")
         yield* workspace.write("/keys/prod.env.example", "x")
+        yield* workspace.write("/li/b.js", "x")
       }
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  // letters with more than one small or capital form, as the file systems that ignore case compare them
+  const letter = FastCheck.constantFrom(
+    ..."s S \u017f i I \u0131 \u0130 k K \u212a \u00df \u1e9e \u03c3 \u03a3 \u03c2 \u00e9 e\u0301 \u00c9".split(" "),
+    ..."\u01c5 \u01c4 \u0345 \u03b9 \u13f8 \u13f0 /".split(" ")
+  )
+  const eachLetter = (text: string, to: (letter: string) => string) => Array.from(text, to).join("")
+
+  it.prop(
+    "a path folds as its letters' capitals and small letters, each taken alone, do",
+    [FastCheck.array(letter, { maxLength: 12 }).map((letters) => `/${letters.join("")}`)],
+    ([path]) => {
+      const folded = Paths.fold(path)
+      const upper = eachLetter(path, (c) => [...c.toUpperCase()].length === 1 ? c.toUpperCase() : c)
+      const lower = eachLetter(path, (c) => [...c.toLowerCase()].length === 1 ? c.toLowerCase() : c)
+      assert.strictEqual(Paths.fold(upper), folded, JSON.stringify(upper))
+      assert.strictEqual(Paths.fold(lower), folded, JSON.stringify(lower))
+    }
+  )
 
   it.scoped("a rule's brace alternatives that begin or end with a slash hold in memory, on a directory and in a composite", () =>
     Effect.gen(function*() {

@@ -97,35 +97,43 @@ const outOfBounds = (messages: ReadonlyArray<unknown>, limits: InputLimits): Inv
   return problem === undefined ? undefined : new InvalidInput({ reason: problem })
 }
 
+/** Why `value` cannot be kept as JSON, described as `what`, or `undefined` (also for a value that is no object). */
+const jsonProblem = (value: unknown, what: string): string | undefined => {
+  if (typeof value !== "object" || value === null) return undefined
+  const kept = JsonValue.snapshot(value)
+  return kept._tag === "Refused" ? JsonValue.describe(kept.problem, what) : undefined
+}
+
 /**
- * Why a tool call's arguments or a tool result in `messages` cannot be kept
- * as JSON (`JsonValue.snapshot`: too large — a sparse array counts its
- * length —, a cycle, a bigint, unreadable), or `undefined`: what the thread
- * would store, the checkpointer write and the provider send, checked before
- * any of them walks it.
+ * Why a tool call's arguments, a tool result or the provider options of a
+ * message or a part in `messages` cannot be kept as JSON
+ * (`JsonValue.snapshot`: too large — a sparse array counts its length —, a
+ * cycle, a bigint, unreadable), or `undefined`: what the thread would store,
+ * the checkpointer write and the provider send, checked before any of them
+ * walks it.
  */
 const toolValueProblem = (messages: ReadonlyArray<unknown>): string | undefined => {
-  for (const message of messages) {
-    const content: unknown = typeof message === "object" && message !== null
-      ? (message as { readonly content?: unknown }).content
-      : undefined
+  for (const [i, message] of messages.entries()) {
+    if (typeof message !== "object" || message === null) continue
+    const { content, options } = message as { readonly content?: unknown; readonly options?: unknown }
+    const inOptions = jsonProblem(options, `the provider options of messages.${i}`)
+    if (inOptions !== undefined) return inOptions
     if (!Array.isArray(content)) continue
-    for (const part of content) {
+    for (const [j, part] of content.entries()) {
       if (typeof part !== "object" || part === null) continue
-      const { params, result, type } = part as {
+      const { options, params, result, type } = part as {
         readonly type?: unknown
         readonly params?: unknown
         readonly result?: unknown
+        readonly options?: unknown
       }
-      const value = type === "tool-call" ? params : type === "tool-result" ? result : undefined
-      if (typeof value !== "object" || value === null) continue
-      const kept = JsonValue.snapshot(value)
-      if (kept._tag === "Refused") {
-        return JsonValue.describe(
-          kept.problem,
-          type === "tool-call" ? "a tool call's arguments in the input" : "a tool result in the input"
-        )
-      }
+      const problem = jsonProblem(options, `the provider options of messages.${i}.content.${j}`) ??
+        (type === "tool-call"
+          ? jsonProblem(params, "a tool call's arguments in the input")
+          : type === "tool-result"
+          ? jsonProblem(result, "a tool result in the input")
+          : undefined)
+      if (problem !== undefined) return problem
     }
   }
   return undefined
@@ -191,9 +199,9 @@ const jsonSize = (value: unknown): number => {
  * The characters of a decision `Agent.resume` takes (what a person typed:
  * an answer, a reason, edited arguments), as its wait's schema encodes it:
  * every string in it and every key, however deep, bytes by their length.
- * Walks without recursion, each object once, and stops counting past
- * `limit`; a value whose reading throws counts 0 (its wait's schema took
- * what it needs of it).
+ * Walks without recursion, each object once, an array longer than `limit`
+ * by its items (not its length), and stops counting past `limit`; a value
+ * whose reading throws counts 0 (its wait's schema took what it needs of it).
  */
 const decisionSize = (value: unknown, limit: number): number => {
   let size = 0
@@ -220,7 +228,9 @@ const walkSize = (value: unknown, limit: number): number => {
       continue
     }
     if (Array.isArray(current)) {
-      for (let i = current.length - 1; i >= 0; i--) values.push(current[i])
+      // a long array by its items (a sparse one, `a[2 ** 32 - 2] = 1`, holds few): holes hold no text
+      const indexes = current.length > limit ? Object.keys(current).map(Number) : undefined
+      for (let i = indexes?.length ?? current.length; i-- > 0;) values.push(current[indexes?.[i] ?? i])
       continue
     }
     for (const key of Object.keys(current)) {

@@ -35,14 +35,32 @@ export const normalize = (path: string): string | undefined => {
 const ignorable = /\p{Default_Ignorable_Code_Point}/gu
 
 /**
+ * `text` in capitals where a character has one capital (its simple upper
+ * case): `ſ` (long s) is `S`, `ı` (dotless i) is `I`, as NTFS's table of
+ * capitals and Unicode's case folding (APFS) take them, though neither lower
+ * cases to `s` or `i`; `ß` stays (its capital is two letters).
+ */
+const simpleUpper = (text: string): string => {
+  let out = ""
+  for (const character of text) {
+    const upper = character.toUpperCase()
+    // one code point: one code unit, or a surrogate pair
+    out += upper.length === 1 || (upper.length === 2 && upper.codePointAt(0)! > 0xffff) ? upper : character
+  }
+  return out
+}
+
+/**
  * The one name a file system that is insensitive to case or to Unicode
  * normalisation (macOS, Windows) may take `path` (normalized) for: NFC,
- * lower case, without the code points macOS ignores, and each segment
- * without what Windows drops or reads as a stream (trailing dots and
- * spaces, `:stream`). Two paths with the same folded form may be one file.
+ * each character's capital in lower case (`ſ` and `ı` are `s` and `i`, as
+ * those systems compare them), without the code points macOS ignores, and
+ * each segment without what Windows drops or reads as a stream (trailing
+ * dots and spaces, `:stream`). Two paths with the same folded form may be
+ * one file.
  */
 export const fold = (path: string): string =>
-  path.normalize("NFC").toLowerCase().replace(ignorable, "").split("/").map((segment) => {
+  simpleUpper(path.normalize("NFC")).toLowerCase().normalize("NFC").replace(ignorable, "").split("/").map((segment) => {
     const stem = segment.split(":")[0]!.replace(/[. ]+$/, "")
     return stem === "" ? segment : stem
   }).join("/")
