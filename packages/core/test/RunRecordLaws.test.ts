@@ -45,7 +45,7 @@ describe("RunRecord laws", () => {
         ).pipe(Effect.provide(ScriptedModel.layer(toTurns(script))))
         assert.deepStrictEqual(yield* RunRecord.fromJsonl(RunRecord.toJsonl(record)), record)
       }),
-    { fastCheck: { numRuns: 25 } }
+    { fastCheck: { numRuns: 25 }, timeout: 120_000 }
   )
 
   it.effect.prop(
@@ -68,6 +68,6 @@ describe("RunRecord laws", () => {
         assert.deepStrictEqual(observed(replayed.right), observed(result))
         assert.deepStrictEqual([requests, replayedCalls.count], [0, 0])
       }),
-    { fastCheck: { numRuns: 25 } }
+    { fastCheck: { numRuns: 25 }, timeout: 120_000 }
   )
 })

@@ -274,7 +274,8 @@ describe("TokenCounter.approximate", () => {
           ...messages.flatMap((message) => typeof message.content === "string" ? [] : message.content)
         ]
         assert.deepStrictEqual(yield* counter.measure(items), items.map(oracle))
-      })
+      }),
+    { timeout: 120_000 }
   )
 
   it.effect.prop(

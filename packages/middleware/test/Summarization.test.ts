@@ -234,7 +234,7 @@ describe("properties", () => {
           }
         }
       }).pipe(Effect.provide(TokenCounter.layerApproximate())),
-    { fastCheck: { numRuns: 150 } }
+    { fastCheck: { numRuns: 150 }, timeout: 120_000 }
   )
 
   it.effect.prop(
