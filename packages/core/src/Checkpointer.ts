@@ -486,8 +486,8 @@ export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
  * JavaScript): reported, as the error's `threadId` cannot hold it, by its
  * kind under the empty id.
  */
-const notAThreadId = (threadId: unknown, operation: "load" | "save"): CheckpointError | undefined =>
-  typeof threadId === "string" ? undefined : new CheckpointError({
+const notAThreadId = (threadId: unknown, operation: "load" | "save"): CheckpointError =>
+  new CheckpointError({
     threadId: "",
     operation,
     reason: `the thread id must be a string, got ${describeValue(threadId)}`
@@ -513,17 +513,17 @@ const checked = (options: MakeOptions): Service & { readonly append: NonNullable
   return {
     ...service,
     load: (threadId) =>
-      typeof threadId === "string" ? service.load(threadId) : Effect.fail(notAThreadId(threadId, "load")!),
+      typeof threadId === "string" ? service.load(threadId) : Effect.fail(notAThreadId(threadId, "load")),
     save: (threadId, checkpoint, saveOptions) => {
-      const refused = notAThreadId(threadId, "save") ?? refusedCheckpoint(checkpoint)
+      const refused = typeof threadId === "string" ? refusedCheckpoint(checkpoint) : notAThreadId(threadId, "save")
       return refused === undefined ? service.save(threadId, checkpoint, saveOptions) : Effect.fail(refused)
     },
     append: (threadId, checkpoint, saveOptions) =>
       typeof threadId === "string"
         ? service.append(threadId, checkpoint, saveOptions)
-        : Effect.fail(notAThreadId(threadId, "save")!),
+        : Effect.fail(notAThreadId(threadId, "save")),
     delete: (threadId) =>
-      typeof threadId === "string" ? service.delete(threadId) : Effect.fail(notAThreadId(threadId, "save")!)
+      typeof threadId === "string" ? service.delete(threadId) : Effect.fail(notAThreadId(threadId, "save"))
   }
 }
 
@@ -558,10 +558,9 @@ const parseFailure = (threadId: string, operation: "load" | "save") => (error: P
  */
 export const toJson = (threadId: string, checkpoint: Checkpoint): Effect.Effect<string, CheckpointError> =>
   Effect.suspend(() => {
-    const refused = notAThreadId(threadId, "save")
-    return refused !== undefined
-      ? Effect.fail(refused)
-      : Effect.mapError(Schema.encode(CheckpointJson)(checkpoint), parseFailure(threadId, "save"))
+    return typeof threadId === "string"
+      ? Effect.mapError(Schema.encode(CheckpointJson)(checkpoint), parseFailure(threadId, "save"))
+      : Effect.fail(notAThreadId(threadId, "save"))
   })
 
 /**
@@ -580,10 +579,9 @@ export const toJson = (threadId: string, checkpoint: Checkpoint): Effect.Effect<
  */
 export const fromJson = (threadId: string, text: string): Effect.Effect<Checkpoint, CheckpointError> =>
   Effect.suspend(() => {
-    const refused = notAThreadId(threadId, "load")
-    return refused !== undefined
-      ? Effect.fail(refused)
-      : Effect.mapError(Schema.decode(CheckpointJson)(text), parseFailure(threadId, "load"))
+    return typeof threadId === "string"
+      ? Effect.mapError(Schema.decode(CheckpointJson)(text), parseFailure(threadId, "load"))
+      : Effect.fail(notAThreadId(threadId, "load"))
   })
 
 /** A thread's head: its checkpoint without the messages, and where its log of messages ends. */

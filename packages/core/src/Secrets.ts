@@ -417,12 +417,12 @@ const patternOf = (secrets: Iterable<string>): Literals | undefined => {
     if (secret.length < minimumLength || redacted.includes(secret)) continue
     // its letters composed and decomposed (`é` as one character or as `e` and an accent), as a gateway may normalise
     // them, however long that makes it; without the spaces or line break around it (a key read from a file)
-    const values = new Set([secret, secret.normalize("NFC"), secret.normalize("NFD")])
     const trimmed = secret.trim()
-    if (trimmed.length >= minimumLength) {
-      ;[trimmed, trimmed.normalize("NFC"), trimmed.normalize("NFD")].forEach((value) => values.add(value))
+    const written = trimmed.length >= minimumLength && trimmed !== secret ? [secret, trimmed] : [secret]
+    const values = new Set(written.flatMap((value) => [value, value.normalize("NFC"), value.normalize("NFD")]))
+    if (/[%&\\]/.test(secret)) {
+      for (const text of decodedTexts(secret)) if (text.length >= minimumLength) values.add(text)
     }
-    if (/[%&\\]/.test(secret)) decodedTexts(secret).forEach((text) => text.length >= minimumLength && values.add(text))
     for (const value of values) {
       for (const form of formsOf(value)) if (form !== undefined && !redacted.includes(form)) forms.add(form)
     }

@@ -315,12 +315,6 @@ const clusterEngine = (
   )
 
 /**
- * Creates an empty file (an empty SQLite database) unless one exists, also
- * through a symbolic link to a missing file. An existing file is never
- * opened here: closing a descriptor drops every lock the process holds on
- * the file, SQLite's included.
- */
-/**
  * A folder and its missing parents, made one at a time: a recursive `mkdir` never ends where `mkdir` answers
  * ENOENT under a folder that exists (`/proc/x`): it makes the parent, finds it there, and tries again, forever.
  */
@@ -342,6 +336,12 @@ const makeDirectories = (directory: string): void => {
   }
 }
 
+/**
+ * Creates an empty file (an empty SQLite database) unless one exists, also
+ * through a symbolic link to a missing file. An existing file is never
+ * opened here: closing a descriptor drops every lock the process holds on
+ * the file, SQLite's included.
+ */
 const createIfMissing = (filename: string) => {
   if (!fs.existsSync(filename)) fs.closeSync(fs.openSync(filename, "a"))
 }
@@ -485,8 +485,9 @@ interface RunnerLease {
   readonly lost: Effect.Effect<EngineLocked>
 }
 
-/** Whether a database error is another connection holding the file locked (`SQLITE_BUSY…`, `SQLITE_LOCKED…`). */
-const isBusy = (error: SqlError): boolean => {
+/** Whether an error is another connection holding the file locked (`SQLITE_BUSY…`, `SQLITE_LOCKED…`). */
+const isBusy = (error: SqlError | EngineLocked): boolean => {
+  if (error._tag !== "SqlError") return false
   const code = Predicate.hasProperty(error.cause, "code") ? error.cause.code : undefined
   return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"))
 }
@@ -569,8 +570,8 @@ const holdRunnerLease = (filename: string) =>
     })
     // another process opening the same file at once (creating it, its tables, its lease) holds it locked for a moment
     let expiresAt: number = yield* take.pipe(
-      Effect.retry({ while: (error) => error._tag === "SqlError" && isBusy(error), schedule: busyRetries }),
-      Effect.catchIf((error) => error._tag === "SqlError" && isBusy(error), () => new EngineLocked({ filename }))
+      Effect.retry({ while: isBusy, schedule: busyRetries }),
+      Effect.catchIf(isBusy, () => new EngineLocked({ filename }))
     )
     yield* checkpoint
     yield* Effect.addFinalizer(() =>

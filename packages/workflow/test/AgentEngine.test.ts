@@ -152,36 +152,6 @@ describe("AgentEngine.layerSqlite", () => {
       assert.deepStrictEqual(shards.map((row) => row.shard_id), ["default:1"])
     }))
 
-  it.scopedLive(
-    "a second runner opening the file through a symbolic link is refused, naming the first; through a hard link too",
-    () =>
-      Effect.gen(function*() {
-        const directory = yield* tempDirectory("stepwise-engine-")
-        const filename = path.join(directory, "runs.db")
-        const first = spawnChild(runner, {
-          ENGINE: "sqlite",
-          DATABASE: filename,
-          DIRECTORY: directory,
-          RUNNER: "first"
-        })
-        yield* Effect.addFinalizer(() => Effect.promise(() => first.kill()))
-        yield* Effect.promise(() => first.waitForLine((line) => line.startsWith("ready"), 60_000))
-
-        const symlink = path.join(directory, "elsewhere", "link.db")
-        fs.mkdirSync(path.dirname(symlink))
-        fs.symlinkSync(filename, symlink)
-        const locked = yield* Effect.flip(withToy(AgentEngine.layerSqlite({ filename: symlink }), directory, "second"))
-        assert.strictEqual(locked._tag, "EngineLocked")
-        assert.strictEqual(locked._tag === "EngineLocked" ? locked.pid : undefined, first.pid)
-
-        const hardLink = path.join(directory, "elsewhere", "hard.db")
-        fs.linkSync(filename, hardLink)
-        const refused = yield* Effect.flip(withToy(AgentEngine.layerSqlite({ filename: hardLink }), directory, "third"))
-        assert.strictEqual(refused._tag, "InvalidOptions")
-        assert.include(refused.message, "has 2 hard links")
-      })
-  )
-
   /** A runner process on a fresh `runs.db`, ready (`env`: more of its environment). */
   const firstRunnerWith = (env: Record<string, string>) =>
     Effect.gen(function*() {
@@ -200,6 +170,26 @@ describe("AgentEngine.layerSqlite", () => {
     })
   /** A runner process on a fresh `runs.db`, ready. */
   const firstRunner = firstRunnerWith({})
+
+  it.scopedLive(
+    "a second runner opening the file through a symbolic link is refused, naming the first; through a hard link too",
+    () =>
+      Effect.gen(function*() {
+        const { directory, filename, first } = yield* firstRunner
+        const symlink = path.join(directory, "elsewhere", "link.db")
+        fs.mkdirSync(path.dirname(symlink))
+        fs.symlinkSync(filename, symlink)
+        const locked = yield* Effect.flip(withToy(AgentEngine.layerSqlite({ filename: symlink }), directory, "second"))
+        assert.strictEqual(locked._tag, "EngineLocked")
+        assert.strictEqual(locked._tag === "EngineLocked" ? locked.pid : undefined, first.pid)
+
+        const hardLink = path.join(directory, "elsewhere", "hard.db")
+        fs.linkSync(filename, hardLink)
+        const refused = yield* Effect.flip(withToy(AgentEngine.layerSqlite({ filename: hardLink }), directory, "third"))
+        assert.strictEqual(refused._tag, "InvalidOptions")
+        assert.include(refused.message, "has 2 hard links")
+      })
+  )
 
   /** Building a runner on `filename` in this process fails with EngineLocked naming `pid`. */
   const assertRefused = (filename: string, directory: string, pid: number) =>
