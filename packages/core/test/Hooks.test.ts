@@ -325,6 +325,25 @@ describe("transformInput", () => {
       assert.deepStrictEqual(userTexts(result.state.messages), ["ONE!!", "TWO!!"])
     }).pipe(provide([ScriptedModel.text("ok"), ScriptedModel.text("ok")])))
 
+  it.effect("a person's answer with a key named __proto__ keeps the key, its text checked like any other", () =>
+    Effect.gen(function*() {
+      // what a JSON body gives: `__proto__` an own key
+      const answer = JSON.parse(`{"note":"kept","__proto__":"also kept","constructor":{"why":"and this"}}`)
+      const answering = Middleware.make({
+        name: "answering",
+        wrapToolCall: (request) => Effect.succeed(Middleware.toolResult(request.call, answer, { fromPerson: true }))
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [upper("upper"), answering] })
+      const result = yield* agent.run("add", { threadId: "t" })
+      const part = result.state.messages.flatMap((m) => m.role === "tool" ? m.content : [])[0] as Prompt.ToolResultPart
+      const value = part.result as Record<string, unknown>
+      assert.deepStrictEqual(Object.keys(value), ["note", "__proto__", "constructor"])
+      assert.strictEqual(value.note, "KEPT!")
+      assert.strictEqual(Object.getPrototypeOf(value), Object.prototype)
+      assert.strictEqual(Object.getOwnPropertyDescriptor(value, "__proto__")?.value, "ALSO KEPT!")
+      assert.deepStrictEqual(value["constructor"], { why: "AND THIS!" })
+    }).pipe(provide(oneToolCall)))
+
   it.effect("a failing hook fails the run before anything is stored", () =>
     Effect.gen(function*() {
       const refuse = Middleware.make({

@@ -204,7 +204,12 @@ export type TaskInterrupt = typeof TaskInterrupt.Type
  * @since 0.1.0
  * @category models
  */
-export const Decisions = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+export const Decisions: Schema.Schema<{ readonly [callId: string]: unknown }> = Schema.declare(
+  // kept as given, not rebuilt key by key: effect's `Schema.Record` drops an own `__proto__` key (a call id the
+  // model may write) when it copies the object
+  (input): input is { readonly [callId: string]: unknown } => Predicate.isRecord(input),
+  { identifier: "Decisions", description: "the decision for each waiting child, by call id" }
+)
 
 /**
  * @since 0.1.0
@@ -591,16 +596,17 @@ export const decide: {
     Option.match(decodeTaskInterrupt(at.value), {
       onNone: () => f({ path, interrupt: at }),
       onSome: (request) => {
-        const decisions: Record<string, unknown> = {}
+        const decided: Array<readonly [string, unknown]> = []
         for (const wait of request.waits) {
           const decision = route(
             [...path, { callId: wait.callId, agent: wait.agent, threadId: wait.threadId }],
             wait.interrupt
           )
-          if (decision !== undefined) decisions[wait.callId] = decision
+          if (decision !== undefined) decided.push([wait.callId, decision])
         }
-        // a child none of whose waits is answered is left out (it goes on waiting); the top gives what it has
-        return Object.keys(decisions).length === 0 && path.length > 0 ? undefined : decisions
+        // a child none of whose waits is answered is left out (it goes on waiting); the top gives what it has.
+        // (`fromEntries` defines each call id as an own key, `__proto__` included, as an assignment would not.)
+        return decided.length === 0 && path.length > 0 ? undefined : Object.fromEntries(decided)
       }
     })
   return route([], { middleware: interrupt.middleware, key: interrupt.key, value: interrupt.value }) as Decisions | A

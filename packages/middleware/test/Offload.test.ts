@@ -224,6 +224,30 @@ describe("Offload", () => {
       assert.deepStrictEqual(callsIn(result.state.messages), [["c1", long], ["c2", long], ["c3", long]])
     }))
 
+  it.effect("a long argument under a key named __proto__ or constructor is cut like any other, and stays a key", () =>
+    Effect.gen(function*() {
+      const long = "q".repeat(50)
+      // what a provider's JSON.parse gives: `__proto__` an own key
+      const params = JSON.parse(
+        JSON.stringify({ url: "u", nested: { constructor: long } }).replace("}}", `},"__proto__":"${long}"}`)
+      )
+      const { agent, requests } = yield* setup([
+        ScriptedModel.toolCalls([{ name: "fetch_page", params, id: "c1" }]),
+        ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "u" }, id: "c2" }]),
+        ScriptedModel.toolCalls([{ name: "fetch_page", params: { url: "u" }, id: "c3" }]),
+        ScriptedModel.text("done")
+      ], { maxArgChars: 10, keepCalls: 2 })
+      yield* agent.run("go", { threadId: "t" })
+      const last = (yield* requests).at(-1)!
+      const call = last.prompt.content.flatMap((m) => m.role === "assistant" ? m.content : [])
+        .find((p) => p.type === "tool-call" && p.id === "c1") as Prompt.ToolCallPart
+      const cut = "qqqqqqqqqq... [40 characters cut]"
+      assert.deepStrictEqual(Object.keys(call.params as object), ["url", "nested", "__proto__"])
+      assert.strictEqual(Object.getPrototypeOf(call.params), Object.prototype)
+      assert.strictEqual(Object.getOwnPropertyDescriptor(call.params, "__proto__")?.value, cut)
+      assert.deepStrictEqual((call.params as { nested: object }).nested, { constructor: cut })
+    }))
+
   it.effect("with maxResultTokens, a result over that many tokens by the agent's TokenCounter is offloaded", () =>
     Effect.gen(function*() {
       const small = "s".repeat(2000) // 500 tokens at 4 characters a token

@@ -16,7 +16,8 @@ import { InvalidHookResult } from "../AgentError.js"
 export const unchecked = { stepwise: { fromPerson: "unchecked" } } as const
 const checked = { stepwise: { fromPerson: "checked" } } as const
 
-const isUnchecked = (part: Prompt.ToolMessagePart): part is Prompt.ToolResultPart =>
+/** Whether `part` is a person's answer whose texts have not passed the `transformInput` hooks yet. */
+export const isUnchecked = (part: Prompt.ToolMessagePart): part is Prompt.ToolResultPart =>
   part.type === "tool-result" &&
   (part.options as { readonly stepwise?: { readonly fromPerson?: unknown } }).stepwise?.fromPerson === "unchecked"
 
@@ -36,9 +37,8 @@ const withTexts = (value: unknown, texts: Array<string>): unknown => {
   if (typeof value === "string") return texts.shift()!
   if (Array.isArray(value)) return value.map((item) => withTexts(item, texts))
   if (typeof value === "object" && value !== null) {
-    const out: Record<string, unknown> = {}
-    for (const [key, item] of Object.entries(value)) out[key] = withTexts(item, texts)
-    return out
+    // (`fromEntries` defines each key as an own one, `__proto__` included, as an assignment would not)
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, withTexts(item, texts)]))
   }
   return value
 }

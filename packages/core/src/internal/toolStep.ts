@@ -22,7 +22,9 @@ import { PassedOn } from "./fast/passedOn.js"
 import { toolResultProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
+import * as PersonAnswer from "./personAnswer.js"
 import type { Save, Stepped, Then } from "./phase.js"
+import { inputOf } from "./receive.js"
 import { journaled, type RunContext } from "./runContext.js"
 import * as RunState from "./runState.js"
 import { ToolCallGuards } from "./toolCallGuards.js"
@@ -98,6 +100,7 @@ const runGuarded = <E, R>(
 
 export const make = (config: Compiled, save: Save) => {
   const { output, outputToolName, toolNames, toolsByName, wrapTool } = config
+  const transformInput = inputOf(config)
 
   /**
    * The tool call at the end of the `wrapToolCall` chain: `call`, offered
@@ -262,9 +265,23 @@ export const make = (config: Compiled, save: Save) => {
     then: (stepped: Stepped) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
   ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     const stored = RunState.appendToolResults(state, ran.results, ran.output)
-    return Option.isNone(stored.output)
-      ? Effect.flatMap(save(run, stored, undefined), (saved) => then({ state: saved, outcome: Continue }))
-      : then({ state: stored, outcome: Continue })
+    const next = (stored: RunState.RunState) =>
+      Option.isNone(stored.output)
+        ? Effect.flatMap(save(run, stored, undefined), (saved) => then({ state: saved, outcome: Continue }))
+        : then({ state: stored, outcome: Continue })
+    // what a person typed, given as a `wrapToolCall` hook's result, passes the input's hooks before any other
+    // hook sees it (the outermost hook gave the result)
+    return config.inputHooks.length > 0 && wrapTool.length > 0 && ran.results.some(PersonAnswer.isUnchecked)
+      ? Effect.flatMap(
+        PersonAnswer.check(
+          stored.messages,
+          wrapTool[0]!.name,
+          "wrapToolCall",
+          (messages) => transformInput(run, messages)
+        ),
+        (messages) => next(RunState.withMessages(stored, messages))
+      )
+      : next(stored)
   }
 
   /**
