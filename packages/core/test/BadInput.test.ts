@@ -9,7 +9,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer, ModelProfile, RunRecord, TokenCounter } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Cause, Effect, Either, Exit, Layer, Option } from "effect"
+import { Cause, Effect, Either, Exit, Layer, Option, Stream } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Calculator, CalculatorLive } from "./utils.js"
@@ -285,5 +285,41 @@ describe("agent.fork given values of the wrong type", () => {
           yield* expectFailure(`at ${label}`, () => agent.fork("t", { to: "u", at: value as number }), "ForkError")
         }
       }
+    }).pipe(Effect.provide(Layer.merge(env, ScriptedModel.layer([ScriptedModel.text("ok")])))))
+})
+
+describe("a call's options with a key the call does not know", () => {
+  it.effect("run, stream, send, replay, replayStream and fork fail naming the key, and nothing runs or is stored", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({})
+      const recorded = yield* RunRecord.record(agent, "hi", { threadId: "r" })
+      const calls: ReadonlyArray<readonly [string, () => Effect.Effect<unknown, unknown, any>, string, string]> = [
+        ["run", () => agent.run("hi", { threadId: "t", threadid: "u" } as any), "InvalidOptions", "run.threadid"],
+        [
+          "stream",
+          () => Stream.runDrain(agent.stream("hi", { thread: "t" } as any)),
+          "InvalidOptions",
+          "stream.thread"
+        ],
+        // a typo of `mode` would steer what was meant to queue
+        ["send", () => agent.send("t", "hi", { mod: "queue" } as any), "InvalidOptions", "send.mod"],
+        ["send given a mode alone", () => agent.send("t", "hi", "queue" as any), "InvalidOptions", "send"],
+        ["replay", () => agent.replay(recorded.record, { decisions: 1 } as any), "InvalidOptions", "replay.decisions"],
+        [
+          "replayStream",
+          () => Stream.runDrain(agent.replayStream(recorded.record, { desicion: 1 } as any)),
+          "InvalidOptions",
+          "replayStream.desicion"
+        ],
+        // a typo of `edit` would fork without the edit
+        [
+          "fork",
+          () => agent.fork("r", { to: "f", at: 0, edits: { _tag: "Message", message: "x" } } as any),
+          "InvalidInput",
+          "\"edits\""
+        ]
+      ]
+      for (const [label, call, tag, says] of calls) yield* expectFailure(label, call, tag, says)
+      for (const threadId of ["t", "u", "f"]) assert.isTrue(Option.isNone(yield* agent.thread(threadId)), threadId)
     }).pipe(Effect.provide(Layer.merge(env, ScriptedModel.layer([ScriptedModel.text("ok")])))))
 })

@@ -109,7 +109,17 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
         reason: `the fork's source must be a thread id or a run record, got ${describeValue(source)}`
       })
     )
+    : Object.keys(options).some((key) => !forkOptionKeys.includes(key))
+    ? Effect.fail(
+      new InvalidInput({
+        reason: `the fork's options have the unknown key ${
+          JSON.stringify(Object.keys(options).find((key) => !forkOptionKeys.includes(key)))
+        }; expected "to" | "at" | "edit"`
+      })
+    )
     : forkOf(deps, source, options)
+
+const forkOptionKeys: ReadonlyArray<string> = ["to", "at", "edit"]
 
 const forkOf = (deps: Deps, source: string | RunRecord.RunRecord, options: Fork.Options): Run =>
   typeof source !== "string" ? fromRecord(deps, source, options) : Effect.gen(function*() {

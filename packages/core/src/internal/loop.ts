@@ -23,6 +23,7 @@ import * as Forks from "./fork.js"
 import { checkInput, checkThreadId, isThreadId } from "./input.js"
 import { interruptKey } from "./machine.js"
 import type { Emit } from "./observer.js"
+import { unknownKey } from "./options.js"
 import * as Pending from "./pending.js"
 import * as Replay from "./replay.js"
 import * as Threads from "./threads.js"
@@ -33,6 +34,16 @@ export type { LoopConfig } from "./config.js"
 /** A run's events as a stream, while `start` runs it. */
 const streamOf = (start: (emit: Emit) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>) =>
   forkedStream<AgentEvent.AgentEvent<any>, any>(start)
+
+/** `use` with the decision of `replay`'s options, once they are checked: an object of known keys, if given. */
+const withReplayOptions = <A>(
+  method: string,
+  options: Agent.ReplayOptions | undefined,
+  use: (decision: unknown) => Effect.Effect<A, unknown, any>
+): Effect.Effect<A, unknown, any> => {
+  const unknown = unknownKey("Agent", options, ["decision"], method)
+  return unknown === undefined ? use(options?.decision) : Effect.fail(unknown)
+}
 
 /**
  * Builds the service of an agent: the driver of its runs and its threads, which live in the scope (the
@@ -88,11 +99,19 @@ export const makeLoop = (loopConfig: LoopConfig): Effect.Effect<Agent.Service<an
         threads.validatePosted(threadId, encoded)
       ),
       replay: Effect.fn("Agent.replay")((record: RunRecord.RunRecord, options?: Agent.ReplayOptions) =>
-        Replay.replay(record, replayRuns(undefined), undefined, options?.decision)
+        withReplayOptions(
+          "replay",
+          options,
+          (decision) => Replay.replay(record, replayRuns(undefined), undefined, decision)
+        )
       ),
       replayStream: (record, options) =>
         streamOf((emit) =>
-          Replay.replay(record, replayRuns(emit), undefined, options?.decision).pipe(
+          withReplayOptions(
+            "replayStream",
+            options,
+            (decision) => Replay.replay(record, replayRuns(emit), undefined, decision)
+          ).pipe(
             Effect.withSpan("Agent.replayStream", { captureStackTrace: false })
           )
         ),

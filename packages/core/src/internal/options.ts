@@ -6,21 +6,29 @@
  */
 import { InvalidOptions } from "../AgentError.js"
 
-/** The `InvalidOptions` for the first unknown key of `options`, if any; `undefined` stands for `{}`. */
+/**
+ * The `InvalidOptions` for the first unknown key of `options`, if any; `undefined` stands for `{}`. The options
+ * of a method (`send`, `run`) are named after it: `send.mode`.
+ */
 export const unknownKey = (
   module: string,
   options: unknown,
-  known: ReadonlyArray<string>
+  known: ReadonlyArray<string>,
+  method?: string
 ): InvalidOptions | undefined => {
   if (options === undefined) return undefined
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    return new InvalidOptions({ module, option: "options", reason: "must be an object" })
+    return new InvalidOptions({
+      module,
+      option: method === undefined ? "options" : method,
+      reason: "must be an object"
+    })
   }
   for (const key of Object.keys(options)) {
     if (!known.includes(key)) {
       return new InvalidOptions({
         module,
-        option: key,
+        option: method === undefined ? key : `${method}.${key}`,
         reason: `is unknown; expected ${known.map((name) => JSON.stringify(name)).join(" | ")}`
       })
     }

@@ -14,6 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import type * as Scope from "effect/Scope"
 import type * as Agent from "../Agent.js"
 import { InvalidOptions, ThreadStateError } from "../AgentError.js"
@@ -32,6 +33,7 @@ import * as Lifetime from "./lifetime.js"
 import type { Phase } from "./machine.js"
 import * as Observer from "./observer.js"
 import type { Emit } from "./observer.js"
+import { unknownKey } from "./options.js"
 import * as Pending from "./pending.js"
 import * as Receive from "./receive.js"
 import { type RunContext, witnessInput } from "./runContext.js"
@@ -47,8 +49,10 @@ export type Execute = (
   start: Phase
 ) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
 
-/** `send`'s check of its mode. */
+/** `send`'s check of its options (an object of known keys, if given) and its mode. */
 const modeOf = (options: Agent.SendOptions | undefined): Effect.Effect<Inbox.Mode, InvalidOptions> => {
+  const unknown = unknownKey("Agent", options, ["mode"], "send")
+  if (unknown !== undefined) return Effect.fail(unknown)
   const mode: unknown = options?.mode ?? "steer"
   return mode === "steer" || mode === "queue" ? Effect.succeed(mode) : Effect.fail(
     new InvalidOptions({
@@ -218,6 +222,11 @@ const session = (
     Effect.suspend(() => {
       const closed = Lifetime.closedError(lifetime)
       if (closed !== undefined) return Effect.fail(closed)
+      // (options that are not an object are answered below, as a missing thread id)
+      const unknown = Predicate.isObject(options)
+        ? unknownKey("Agent", options, ["threadId"], own === undefined ? "run" : "stream")
+        : undefined
+      if (unknown !== undefined) return Effect.fail(unknown)
       const threadId: unknown = options?.threadId
       return isThreadId(threadId)
         ? Effect.flatMap(checkInput(input, "conversation", config.inputLimits), (messages) =>
