@@ -36,7 +36,7 @@ import * as DeferredSave from "./internal/deferredSave.js"
 import { makeDirectories } from "./internal/directories.js"
 import { Lru } from "./internal/fast/lru.js"
 import * as FileLock from "./internal/fileLock.js"
-import { describeValue } from "./internal/options.js"
+import { describeValue, unknownKey } from "./internal/options.js"
 import * as SaveCondition from "./internal/saveCondition.js"
 import * as StoreLocks from "./internal/storeLocks.js"
 import * as ThreadFiles from "./internal/threadFiles.js"
@@ -671,9 +671,11 @@ const parseChunk = (text: string): unknown => {
  * What is wrong with a store's options, from JavaScript, if anything: an
  * option of another kind would break the store at its first use.
  */
-const logOptionsProblem = (options: unknown): string | undefined => {
+const logOptionsProblem = (options: unknown, known: ReadonlyArray<string>): string | undefined => {
   if (options === undefined) return undefined
   if (!Predicate.isObject(options)) return `the store's options must be an object, got ${describeValue(options)}`
+  const unknown = unknownKey("Checkpointer", options, known)
+  if (unknown !== undefined) return unknown.message
   const { cachedThreads, prefix } = options as { readonly cachedThreads?: unknown; readonly prefix?: unknown }
   // (null stands for the default, as it always has)
   if (cachedThreads !== undefined && cachedThreads !== null && typeof cachedThreads !== "number") {
@@ -753,7 +755,7 @@ export const makeKeyValueStore = (
   options?: LogOptions & { readonly prefix?: string | undefined }
 ): Effect.Effect<Service, never, KeyValueStore.KeyValueStore> =>
   Effect.map(KeyValueStore.KeyValueStore, (store) => {
-    const refused = logOptionsProblem(options)
+    const refused = logOptionsProblem(options, ["cachedThreads", "prefix"])
     if (refused !== undefined) return refusingAll(refused)
     const prefix = options?.prefix ?? "thread:"
     const head = (threadId: string) => `${prefix}${threadId}`
@@ -1044,7 +1046,7 @@ export const makeFileSystem = (
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
-    const refused = logOptionsProblem(options)
+    const refused = logOptionsProblem(options, ["cachedThreads", "staleLockAfter"])
     if (refused !== undefined) return yield* new CheckpointError({ threadId: "", operation: "save", reason: refused })
     if (typeof directory !== "string" || directory.length === 0) {
       return yield* new CheckpointError({

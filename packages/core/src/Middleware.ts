@@ -44,9 +44,11 @@ import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 import type * as AgentError from "./AgentError.js"
+import { InvalidOptions } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as JsonDepth from "./internal/jsonDepth.js"
 import * as observer from "./internal/observer.js"
+import { describeValue, unknownKey } from "./internal/options.js"
 import * as PersonAnswer from "./internal/personAnswer.js"
 import * as RunSavesRef from "./internal/runSaves.js"
 import { ToolCallGuards } from "./internal/toolCallGuards.js"
@@ -698,8 +700,17 @@ export const make = <
   TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | TI | WC | TD> | StreamContextOf<WS>, Scope.Scope>,
   TE,
   [Q] extends [never] ? never : Wait.Declared<N, Q, D>
-> =>
-  Object.assign(Object.create(Proto), {
+> => {
+  const invalid = unknownKey("Middleware", options, makeKeys) ?? hookNotAFunction(options)
+  if (invalid !== undefined) {
+    // refused when the agent is built, as a built-in's bad options are
+    return unwrap(Effect.fail(invalid), {
+      name: Predicate.hasProperty(options, "name") && typeof options.name === "string" && options.name.length > 0
+        ? options.name
+        : undefined
+    }) as Middleware<any, any, any, any, any>
+  }
+  return Object.assign(Object.create(Proto), {
     [TypeId]: TypeId,
     name: options.name,
     state: options.state,
@@ -718,6 +729,37 @@ export const make = <
     transformInput: options.transformInput,
     onThreadDeleted: options.onThreadDeleted
   })
+}
+
+/** The hooks {@link make} takes; each, when given, is a function. */
+const hookKeys = [
+  "beforeAgent",
+  "beforeModel",
+  "afterModel",
+  "afterAgent",
+  "wrapModelCall",
+  "wrapToolCall",
+  "wrapModelStream",
+  "transformInput",
+  "onThreadDeleted"
+] as const
+
+/** Every key {@link make}'s options may have: a typo (`wrapModelcall`) is refused, never a hook quietly unset. */
+const makeKeys: ReadonlyArray<string> = ["name", "state", "canJumpTo", "tools", "uses", "wait", ...hookKeys]
+
+const hookNotAFunction = (options: object): AgentError.InvalidOptions | undefined => {
+  for (const key of hookKeys) {
+    const hook: unknown = (options as Record<string, unknown>)[key]
+    if (hook !== undefined && typeof hook !== "function") {
+      return new InvalidOptions({
+        module: "Middleware",
+        option: key,
+        reason: `must be a function, got ${describeValue(hook)}`
+      })
+    }
+  }
+  return undefined
+}
 
 /** The check of a wait's decision against its request (see {@link Wait.Wait}). */
 type WaitCheck<Q, D, E, R> = (answer: Wait.Answer<Q, D>) => Effect.Effect<void, E, R>

@@ -43,6 +43,7 @@ import type * as AgentError from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
 import * as HttpConnection from "./HttpConnection.js"
+import { unknownKey } from "./internal/options.js"
 import * as Secrets from "./Secrets.js"
 import type * as Wait from "./Wait.js"
 
@@ -1037,6 +1038,9 @@ interface ServerSide {
 }
 const serverSide = (text: string): ServerSide => ({ _tag: "ServerSide", text })
 
+/** The keys {@link toHttpApp}'s options may have. */
+const chatOptionKeys: ReadonlyArray<string> = ["authorize", "approvals", "errorText", "maxBodyBytes", "bodyTimeout"]
+
 /**
  * Lets every client use every chat: for demos and tests on a trusted
  * machine only. A server others can reach needs an {@link Authorize} that
@@ -1273,6 +1277,11 @@ export function toHttpApp<S, E, O, W extends Wait.Any>(
   return HttpConnection.guard(Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
     let bodyRead = HttpConnection.hasNoBody(request)
     return Effect.gen(function*() {
+      // a typo is refused, never a setting quietly unset
+      const unknown = Predicate.isObject(options)
+        ? unknownKey("UiMessageStream", options, chatOptionKeys, "toHttpApp")
+        : undefined
+      if (unknown !== undefined) return yield* Effect.fail(serverSide(unknown.message))
       const maxBytes = options?.maxBodyBytes ?? defaultMaxBodyBytes
       if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
         return yield* Effect.fail(serverSide("The chat handler's maxBodyBytes must be a whole number of at least 1"))
@@ -1392,6 +1401,10 @@ export function messagesHttpApp<S, E, O, W extends Wait.Any>(
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> {
   return HttpConnection.guard(
     Effect.gen(function*() {
+      const unknown = Predicate.isObject(options)
+        ? unknownKey("UiMessageStream", options, ["authorize", "approvals"], "messagesHttpApp")
+        : undefined
+      if (unknown !== undefined) return yield* Effect.fail(serverSide(unknown.message))
       const request = yield* HttpServerRequest.HttpServerRequest
       const ids = queryValues(request.url, "id")
       if (ids === undefined || ids.length !== 1 || ids[0] === "") {

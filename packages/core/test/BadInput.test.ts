@@ -7,7 +7,7 @@
 import { KeyValueStore } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Checkpointer, ModelProfile, RunRecord, TokenCounter } from "@stepwise-agent/core"
+import { Agent, Checkpointer, Middleware, ModelProfile, RunRecord, TokenCounter } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Cause, Effect, Either, Exit, Layer, Option, Stream } from "effect"
 import * as os from "node:os"
@@ -322,4 +322,32 @@ describe("a call's options with a key the call does not know", () => {
       for (const [label, call, tag, says] of calls) yield* expectFailure(label, call, tag, says)
       for (const threadId of ["t", "u", "f"]) assert.isTrue(Option.isNone(yield* agent.thread(threadId)), threadId)
     }).pipe(Effect.provide(Layer.merge(env, ScriptedModel.layer([ScriptedModel.text("ok")])))))
+})
+
+describe("constructors given an option key they do not know", () => {
+  it.effect("Middleware.make: a typo of a hook, or a hook that is no function, fails Agent.make naming it", () =>
+    Effect.gen(function*() {
+      const typo = Middleware.make({ name: "m", wrapModelcall: () => Effect.die("never") } as any)
+      yield* expectFailure("typo", () => Agent.make({ middleware: [typo] }), "InvalidOptions", "\"wrapModelcall\"")
+      const notHook = Middleware.make({ name: "m", beforeModel: "log" } as any)
+      yield* expectFailure(
+        "not a function",
+        () => Agent.make({ middleware: [notHook] }),
+        "InvalidOptions",
+        "beforeModel"
+      )
+    }).pipe(Effect.provide(env)))
+
+  it.effect("the log checkpointers: every use fails with CheckpointError naming the key", () =>
+    Effect.gen(function*() {
+      const kv = yield* Checkpointer.makeKeyValueStore({ cachedThread: 8 } as any)
+      yield* expectFailure("KeyValueStore", () => kv.load("t"), "CheckpointError", "\"cachedThread\"")
+      const directory = path.join(os.tmpdir(), `stepwise-badinput-${process.pid}`)
+      yield* expectFailure(
+        "FileSystem",
+        () => Checkpointer.makeFileSystem(directory, { staleLock: "1 second" } as any),
+        "CheckpointError",
+        "\"staleLock\""
+      )
+    }).pipe(Effect.provide(env)))
 })

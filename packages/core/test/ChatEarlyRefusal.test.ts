@@ -98,6 +98,14 @@ const early: ReadonlyArray<{
     headers: ["Content-Type: application/json", "Content-Length: 1000"],
     body: "{\"id\":",
     status: 500
+  },
+  {
+    // a typo of `bodyTimeout` would leave the default of 5 minutes in place
+    label: "500: an option the handler does not know",
+    options: { authorize: UiMessageStream.allowAll, bodyTimout: "1 second" } as UiMessageStream.Options,
+    headers: ["Content-Type: application/json", "Content-Length: 1000"],
+    body: "{\"id\":",
+    status: 500
   }
 ]
 
