@@ -1,6 +1,6 @@
 import { AiError, Prompt } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, type AgentEvent, Middleware } from "@stepwise-agent/core"
+import { Agent, type AgentEvent, Middleware, RunRecord } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Deferred, Effect, FastCheck, Layer, Option, Schema, Stream } from "effect"
 import { assistantText, Calculator, CalculatorLive, recording, roles, toolResults } from "./utils.js"
@@ -342,6 +342,20 @@ describe("transformInput", () => {
       assert.strictEqual(Object.getPrototypeOf(value), Object.prototype)
       assert.strictEqual(Object.getOwnPropertyDescriptor(value, "__proto__")?.value, "ALSO KEPT!")
       assert.deepStrictEqual(value["constructor"], { why: "AND THIS!" })
+    }).pipe(provide(oneToolCall)))
+
+  it.effect("a person's answer from wrapToolCall is journaled as the input's hooks left it", () =>
+    Effect.gen(function*() {
+      const answering = Middleware.make({
+        name: "answering",
+        wrapToolCall: (request) =>
+          Effect.succeed(Middleware.toolResult(request.call, { note: "typed by a person" }, { fromPerson: true }))
+      })
+      const agent = yield* Agent.make({ toolkit: Calculator, middleware: [upper("upper"), answering] })
+      const { record } = yield* RunRecord.record(agent, "add", { threadId: "t" })
+      const tool = record.entries.find((entry) => entry._tag === "Step" && entry.kind === "Tool")
+      assert.include(JSON.stringify(tool), "TYPED BY A PERSON!")
+      assert.notInclude(JSON.stringify(record.entries), "typed by a person")
     }).pipe(provide(oneToolCall)))
 
   it.effect("a failing hook fails the run before anything is stored", () =>

@@ -17,7 +17,7 @@ export const unchecked = { stepwise: { fromPerson: "unchecked" } } as const
 const checked = { stepwise: { fromPerson: "checked" } } as const
 
 /** Whether `part` is a person's answer whose texts have not passed the `transformInput` hooks yet. */
-export const isUnchecked = (part: Prompt.ToolMessagePart): part is Prompt.ToolResultPart =>
+const isUnchecked = (part: Prompt.ToolMessagePart): part is Prompt.ToolResultPart =>
   part.type === "tool-result" &&
   (part.options as { readonly stepwise?: { readonly fromPerson?: unknown } }).stepwise?.fromPerson === "unchecked"
 
@@ -74,19 +74,41 @@ export const check = <E, R>(
       const message = out[answer.message] as Prompt.ToolMessage
       const content = message.content.slice()
       const part = content[answer.part] as Prompt.ToolResultPart
-      content[answer.part] = Prompt.makePart("tool-result", {
-        id: part.id,
-        name: part.name,
-        result: withTexts(part.result, texts.splice(0, answer.texts.length)),
-        isFailure: part.isFailure,
-        providerExecuted: part.providerExecuted,
-        options: checked
-      })
+      content[answer.part] = checkedPart(part, texts.splice(0, answer.texts.length))
       out[answer.message] = Prompt.makeMessage("tool", { content, options: message.options })
     }
     return out
   })
 }
+
+/**
+ * One tool result, {@link check}ed when it is a person's answer not checked
+ * yet (a `wrapToolCall` hook's result): its texts through `transform`, before
+ * the result is journaled or stored.
+ */
+export const checkResult = <E, R>(
+  part: Prompt.ToolResultPart,
+  middleware: string,
+  hook: string,
+  transform: (messages: ReadonlyArray<Prompt.Message>) => Effect.Effect<ReadonlyArray<Prompt.Message>, E, R>
+): Effect.Effect<Prompt.ToolResultPart, E | InvalidHookResult, R> =>
+  isUnchecked(part)
+    ? Effect.map(
+      throughInput(textsOf(part.result, []), middleware, hook, transform),
+      (texts) => checkedPart(part, texts)
+    )
+    : Effect.succeed(part)
+
+/** `part` with `texts` in place of its own, in {@link textsOf}'s order, marked checked. */
+const checkedPart = (part: Prompt.ToolResultPart, texts: Array<string>): Prompt.ToolResultPart =>
+  Prompt.makePart("tool-result", {
+    id: part.id,
+    name: part.name,
+    result: withTexts(part.result, texts),
+    isFailure: part.isFailure,
+    providerExecuted: part.providerExecuted,
+    options: checked
+  })
 
 /**
  * Texts a person typed passed through `transform` (the `transformInput`

@@ -150,6 +150,24 @@ export const make = (config: Compiled, save: Save) => {
     )
   }
 
+  /**
+   * `chain`, whose result, when a `wrapToolCall` hook gave a person's answer, has its texts through the
+   * `transformInput` hooks before anything journals, stores or sees it (the outermost hook gave the result).
+   */
+  const personAnswerChecked = (run: RunContext, chain: Effect.Effect<Prompt.ToolResultPart, any, any>) =>
+    config.inputHooks.length === 0 || wrapTool.length === 0
+      ? chain
+      : Effect.flatMap(
+        chain,
+        (result) =>
+          PersonAnswer.checkResult(
+            result,
+            wrapTool[0]!.name,
+            "wrapToolCall",
+            (messages) => transformInput(run, messages)
+          )
+      )
+
   /** Whether a `wrapToolCall` hook can update state: then each call collects its own updates. */
   const collects = wrapTool.some((m) => WrapUpdates.canUpdate(config, m.name))
 
@@ -192,7 +210,11 @@ export const make = (config: Compiled, save: Save) => {
        */
       const executed = (chain: Effect.Effect<Prompt.ToolResultPart, any, any>) => {
         const caught = wrapTool.length > 0 || toolsByName.get(call.name)?.timesOut === true
-          ? Effect.catchIf(chain, isToolTimeout, (error) => Effect.succeed(timedOutResult(call, error)))
+          ? Effect.catchIf(
+            personAnswerChecked(run, chain),
+            isToolTimeout,
+            (error) => Effect.succeed(timedOutResult(call, error))
+          )
           : chain
         return run.traced
           ? Observer.traced(run, "Agent.toolCall", { tool: call.name, callId: call.id }, caught)
@@ -265,23 +287,9 @@ export const make = (config: Compiled, save: Save) => {
     then: (stepped: Stepped) => Effect.Effect<AgentResult.AgentResult<any>, unknown, any>
   ): Effect.Effect<AgentResult.AgentResult<any>, unknown, any> => {
     const stored = RunState.appendToolResults(state, ran.results, ran.output)
-    const next = (stored: RunState.RunState) =>
-      Option.isNone(stored.output)
-        ? Effect.flatMap(save(run, stored, undefined), (saved) => then({ state: saved, outcome: Continue }))
-        : then({ state: stored, outcome: Continue })
-    // what a person typed, given as a `wrapToolCall` hook's result, passes the input's hooks before any other
-    // hook sees it (the outermost hook gave the result)
-    return config.inputHooks.length > 0 && wrapTool.length > 0 && ran.results.some(PersonAnswer.isUnchecked)
-      ? Effect.flatMap(
-        PersonAnswer.check(
-          stored.messages,
-          wrapTool[0]!.name,
-          "wrapToolCall",
-          (messages) => transformInput(run, messages)
-        ),
-        (messages) => next(RunState.withMessages(stored, messages))
-      )
-      : next(stored)
+    return Option.isNone(stored.output)
+      ? Effect.flatMap(save(run, stored, undefined), (saved) => then({ state: saved, outcome: Continue }))
+      : then({ state: stored, outcome: Continue })
   }
 
   /**
