@@ -109,15 +109,15 @@ export const fork = (deps: Deps, source: string | RunRecord.RunRecord, options: 
         reason: `the fork's source must be a thread id or a run record, got ${describeValue(source)}`
       })
     )
-    : Object.keys(options).some((key) => !forkOptionKeys.includes(key))
-    ? Effect.fail(
-      new InvalidInput({
-        reason: `the fork's options have the unknown key ${
-          JSON.stringify(Object.keys(options).find((key) => !forkOptionKeys.includes(key)))
-        }; expected "to" | "at" | "edit"`
-      })
-    )
-    : forkOf(deps, source, options)
+    : Effect.suspend(() => {
+      // a typo (`edits`) would fork without the edit
+      const unknown = Object.keys(options).find((key) => !forkOptionKeys.includes(key))
+      return unknown === undefined ? forkOf(deps, source, options) : Effect.fail(
+        new InvalidInput({
+          reason: `the fork's options have the unknown key ${JSON.stringify(unknown)}; expected "to" | "at" | "edit"`
+        })
+      )
+    })
 
 const forkOptionKeys: ReadonlyArray<string> = ["to", "at", "edit"]
 
