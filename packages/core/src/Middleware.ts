@@ -701,7 +701,13 @@ export const make = <
   TE,
   [Q] extends [never] ? never : Wait.Declared<N, Q, D>
 > => {
-  const invalid = unknownKey("Middleware", options, makeKeys) ?? hookNotAFunction(options)
+  const invalid = !Predicate.isObject(options)
+    ? new InvalidOptions({
+      module: "Middleware",
+      option: "options",
+      reason: `must be an object, got ${describeValue(options)}`
+    })
+    : unknownKey("Middleware", options, makeKeys) ?? nameProblem(options) ?? hookNotAFunction(options)
   if (invalid !== undefined) {
     // refused when the agent is built, as a built-in's bad options are
     return unwrap(Effect.fail(invalid), {
@@ -746,6 +752,15 @@ const hookKeys = [
 
 /** Every key {@link make}'s options may have: a typo (`wrapModelcall`) is refused, never a hook quietly unset. */
 const makeKeys: ReadonlyArray<string> = ["name", "state", "canJumpTo", "tools", "uses", "wait", ...hookKeys]
+
+const nameProblem = (options: object): AgentError.InvalidOptions | undefined => {
+  const name: unknown = (options as { readonly name?: unknown }).name
+  return typeof name === "string" && name.length > 0 ? undefined : new InvalidOptions({
+    module: "Middleware",
+    option: "name",
+    reason: `must be a non-empty string, got ${describeValue(name)}`
+  })
+}
 
 const hookNotAFunction = (options: object): AgentError.InvalidOptions | undefined => {
   for (const key of hookKeys) {

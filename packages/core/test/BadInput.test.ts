@@ -329,6 +329,18 @@ describe("constructors given an option key they do not know", () => {
     Effect.gen(function*() {
       const typo = Middleware.make({ name: "m", wrapModelcall: () => Effect.die("never") } as any)
       yield* expectFailure("typo", () => Agent.make({ middleware: [typo] }), "InvalidOptions", "\"wrapModelcall\"")
+      for (const [label, value] of wrong) {
+        yield* expectFailure(
+          `options ${label}`,
+          () => Agent.make({ middleware: [Middleware.make(value as any)] }),
+          "InvalidOptions"
+        )
+      }
+      yield* expectFailure(
+        "no options",
+        () => Agent.make({ middleware: [Middleware.make(undefined as any)] }),
+        "InvalidOptions"
+      )
       const notHook = Middleware.make({ name: "m", beforeModel: "log" } as any)
       yield* expectFailure(
         "not a function",
