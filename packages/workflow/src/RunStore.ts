@@ -15,6 +15,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as DateTime from "effect/DateTime"
@@ -22,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import { unknownKey } from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -545,7 +547,8 @@ const storeFailure = (operation: string) => (error: SqlError) =>
  * A store in SQL tables on the `SqlClient` in context (SQLite ≥ 3.35 or
  * PostgreSQL), created if missing. `claimDecision` is a single
  * `INSERT … ON CONFLICT DO NOTHING RETURNING`, so concurrent claims from
- * several processes succeed exactly once.
+ * several processes succeed exactly once. Options with a key it does not
+ * know fail with `AgentError.InvalidOptions` naming it.
  *
  * @example
  * ```ts
@@ -563,6 +566,8 @@ const storeFailure = (operation: string) => (error: SqlError) =>
  * @category constructors
  */
 export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
+  const unknown = unknownKey("RunStore", options, ["prefix"])
+  if (unknown !== undefined) return yield* unknown
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
   const prefix = options?.prefix ?? "stepwise"
   const runsTable = sql(`${prefix}_runs`)
@@ -940,5 +945,7 @@ export const layerMemory: Layer.Layer<RunStore> = Layer.effect(RunStore, makeMem
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options?: Options | undefined): Layer.Layer<RunStore, SqlError, SqlClient.SqlClient> =>
+export const layer = (
+  options?: Options | undefined
+): Layer.Layer<RunStore, SqlError | AgentError.InvalidOptions, SqlClient.SqlClient> =>
   Layer.effect(RunStore, make(options))
