@@ -397,6 +397,12 @@ export const make = <E, R, RM = never>(
   }
 }
 
+/** An assertion's options with a key it does not know, as its `invalid` reason. */
+const unknownOption = (options: unknown, known: ReadonlyArray<string>): string | undefined => {
+  const problem = problemOf(options, known)
+  return problem === undefined ? undefined : `${problem.option} ${problem.reason}`
+}
+
 const optionKeys = keysOf<Options<unknown, unknown, unknown>>({
   name: true,
   cases: true,
@@ -848,9 +854,9 @@ export const tokensAtMost = (
       }),
     !(Number.isFinite(max) && max >= 0)
       ? `the bound must be a finite number of at least 0, got ${max}`
-      : !["total", "input", "output"].includes(kind)
-      ? `kind must be "total", "input" or "output", got ${show(kind)}`
-      : undefined
+      : unknownOption(options, ["kind"]) ?? (!["total", "input", "output"].includes(kind)
+        ? `kind must be "total", "input" or "output", got ${show(kind)}`
+        : undefined)
   )
 }
 
@@ -1023,7 +1029,7 @@ export const noApprovalBypassed = (
       }),
     !Array.isArray(tools) || gated.size === 0
       ? "name at least one gated tool"
-      : tools.map(invalidToolName).find((reason) => reason !== undefined)
+      : unknownOption(options, ["middleware"]) ?? tools.map(invalidToolName).find((reason) => reason !== undefined)
   )
 }
 

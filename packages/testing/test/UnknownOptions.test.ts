@@ -76,7 +76,7 @@ describe("testing helpers given an option key they do not know", () => {
       assert.include(layer.message, "\"apiKey\"")
     }))
 
-  it.effect("Eval: a key of make's options, of a case or of run's options fails the run with InvalidEval", () =>
+  it.effect("Eval: a key of make's options, a case, run's options or an assertion's fails the run with InvalidEval", () =>
     Effect.gen(function*() {
       const valid = {
         name: "suite",
@@ -93,7 +93,21 @@ describe("testing helpers given an option key they do not know", () => {
           "cases[0].expected",
           "\"script\""
         ],
-        ["run", Eval.make(valid), { cases: ["hi"], trials: 3 }, "run.trials", "\"cases\""]
+        ["run", Eval.make(valid), { cases: ["hi"], trials: 3 }, "run.trials", "\"cases\""],
+        [
+          "tokensAtMost",
+          Eval.make({ ...valid, assertions: [Eval.tokensAtMost(10, { type: "input" } as any)] }),
+          undefined,
+          "assertions[0]",
+          "type is unknown; expected \"kind\""
+        ],
+        [
+          "noApprovalBypassed",
+          Eval.make({ ...valid, assertions: [Eval.noApprovalBypassed(["a"], { middlewareName: "x" } as any)] }),
+          undefined,
+          "assertions[0]",
+          "middlewareName is unknown; expected \"middleware\""
+        ]
       ]
       for (const [label, suite, options, field, knows] of cases) {
         const error = yield* failureOf(label, Eval.run(suite, options as any))

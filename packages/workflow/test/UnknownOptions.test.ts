@@ -104,6 +104,23 @@ const entryPoints = (key: string): ReadonlyArray<{
       knows: "\"prefix\""
     },
     {
+      label: "RunStore.list (memory)",
+      run: () => Effect.flatMap(RunStore.RunStore, (store) => store.list({ threadId: "t", ...bogus } as any)),
+      tag: "RunStoreError",
+      names: `list.${key}`,
+      knows: "\"limit\""
+    },
+    {
+      label: "RunStore.list (SQL)",
+      run: () =>
+        Effect.flatMap(RunStore.make(), (store) => store.list({ limit: 1, ...bogus } as any)).pipe(
+          Effect.provide(sqlite)
+        ),
+      tag: "RunStoreError",
+      names: `list.${key}`,
+      knows: "\"threadId\""
+    },
+    {
       label: "RecordStore.layer",
       run: () => build(RecordStore.layer({ table: "records", ...bogus } as any).pipe(Layer.provide(sqlite))),
       tag: "InvalidOptions",
