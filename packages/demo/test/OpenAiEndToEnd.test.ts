@@ -57,10 +57,10 @@ const setup = (script: ReadonlyArray<FakeOpenAi.Reply>, options?: SetupOptions) 
   Effect.gen(function*() {
     const server = yield* FakeOpenAi.make(script)
     const handled = yield* Ref.make<ReadonlyArray<CalculateParams>>([])
-    const model = yield* Layer.build(FakeOpenAi.languageModel(server, options))
-    const middleware = typeof options?.middleware === "function"
-      ? yield* options.middleware(server)
-      : options?.middleware ?? []
+    // the model's options only: the language model refuses keys it does not know
+    const { middleware: given, ...modelOptions } = options ?? {}
+    const model = yield* Layer.build(FakeOpenAi.languageModel(server, modelOptions))
+    const middleware = typeof given === "function" ? yield* given(server) : given ?? []
     const agent = yield* Agent.make({ toolkit: Calculator, systemPrompt, middleware }).pipe(
       Effect.provide(model),
       Effect.provide(Calculator.toLayer({

@@ -124,7 +124,7 @@ const serve = (app: ReturnType<typeof UiMessageStream.toHttpApp>) =>
   })
 
 /** An agent with the tools and HumanInTheLoop (delete_file gated) on `model`, served; `log` lists tool runs. */
-const setup = (model: Layer.Layer<LanguageModel.LanguageModel>) =>
+const setup = <E>(model: Layer.Layer<LanguageModel.LanguageModel, E>) =>
   Effect.gen(function*() {
     const log = yield* Ref.make<ReadonlyArray<string>>([])
     const waiting = yield* Deferred.make<void>()

@@ -46,6 +46,7 @@ import * as Http from "node:http"
 import * as Assets from "./internal/assets.js"
 import * as EventLog from "./internal/eventLog.js"
 import * as Guard from "./internal/guard.js"
+import { keysOf, unknownKey } from "./internal/options.js"
 import * as Wire from "./internal/wire.js"
 
 // -----------------------------------------------------------------------------
@@ -115,13 +116,26 @@ export interface Options {
   readonly maxRequests?: number | undefined
 }
 
+const optionKeys = keysOf<Options>({
+  port: true,
+  host: true,
+  maxEvents: true,
+  resume: true,
+  allowedHosts: true,
+  maxBodyBytes: true,
+  bodyTimeout: true,
+  storedThreads: true,
+  maxRequests: true
+})
+
 // -----------------------------------------------------------------------------
 // errors
 // -----------------------------------------------------------------------------
 
 /**
  * The inspector could not start: the port is taken, the address cannot be
- * bound, or the page's files are missing.
+ * bound, the page's files are missing, or an option is wrong (a key it does
+ * not know included, named in `reason`).
  *
  * @since 0.1.0
  * @category errors
@@ -312,6 +326,10 @@ export const make: (
       return yield* new InspectorError({
         reason: `the options must be an object, got ${Secrets.describeValue(options)}`
       })
+    }
+    const unknown = unknownKey(options, optionKeys)
+    if (unknown !== undefined) {
+      return yield* new InspectorError({ reason: `the option ${JSON.stringify(unknown.option)} ${unknown.reason}` })
     }
     const host: unknown = options?.host ?? "127.0.0.1"
     if (typeof host !== "string" || host.length === 0) {

@@ -19,10 +19,12 @@ import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
 import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
 import type * as Headers from "@effect/platform/Headers"
 import type * as HttpClient from "@effect/platform/HttpClient"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { keysOf, unknownKey } from "./internal/options.js"
 
 /**
  * Options of {@link layer}.
@@ -44,10 +46,19 @@ export interface Options {
 
 const defaultUrl = "http://127.0.0.1:4318/v1/traces"
 
+const optionKeys = keysOf<Options>({
+  url: true,
+  serviceName: true,
+  serviceVersion: true,
+  headers: true,
+  exportInterval: true
+})
+
 /**
  * Exports every span of the effect it is provided to. Needs an
  * `HttpClient` (`NodeHttpClient.layerUndici`, `FetchHttpClient.layer`); the
- * export requests themselves are not traced.
+ * export requests themselves are not traced. Options with a key it does not
+ * know fail with `AgentError.InvalidOptions` naming it.
  *
  * @example
  * ```ts
@@ -69,19 +80,21 @@ const defaultUrl = "http://127.0.0.1:4318/v1/traces"
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options?: Options | undefined): Layer.Layer<never, never, HttpClient.HttpClient> =>
-  Layer.unwrapScoped(
+export const layer = (
+  options?: Options | undefined
+): Layer.Layer<never, AgentError.InvalidOptions, HttpClient.HttpClient> =>
+  Layer.unwrapScoped(Effect.gen(function*() {
+    const unknown = unknownKey(options, optionKeys)
+    if (unknown !== undefined) return yield* new AgentError.InvalidOptions({ module: "TraceExport", ...unknown })
+    const tracer = yield* OtlpTracer.make({
+      url: options?.url ?? defaultUrl,
+      resource: {
+        serviceName: options?.serviceName ?? "stepwise",
+        serviceVersion: options?.serviceVersion
+      },
+      headers: options?.headers,
+      exportInterval: options?.exportInterval
+    })
     // what a span records (a failure, a log line) is scrubbed of credentials before it is exported
-    Effect.map(
-      OtlpTracer.make({
-        url: options?.url ?? defaultUrl,
-        resource: {
-          serviceName: options?.serviceName ?? "stepwise",
-          serviceVersion: options?.serviceVersion
-        },
-        headers: options?.headers,
-        exportInterval: options?.exportInterval
-      }),
-      (tracer) => Layer.setTracer(Secrets.scrubTracer(tracer))
-    )
-  ).pipe(Layer.provide(OtlpSerialization.layerJson))
+    return Layer.setTracer(Secrets.scrubTracer(tracer))
+  })).pipe(Layer.provide(OtlpSerialization.layerJson))

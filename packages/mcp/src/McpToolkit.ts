@@ -28,6 +28,7 @@ import * as Predicate from "effect/Predicate"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import { keysOf, unknownKey } from "./internal/options.js"
 import * as Session from "./internal/session.js"
 
 // =============================================================================
@@ -253,6 +254,15 @@ export class McpToolkit extends Context.Tag("@stepwise-agent/mcp/McpToolkit")<
 /** The SDK's request timeout, used when `timeout` is not given. */
 const defaultTimeout = Duration.seconds(60)
 
+const optionKeys = keysOf<Options>({ name: true, transport: true, timeout: true, concurrency: true })
+
+/** The keys of each transport. */
+const transportKeys: { readonly [Tag in Transport["_tag"]]: ReadonlyArray<string> } = {
+  Stdio: keysOf<StdioTransport>({ _tag: true, command: true, args: true, env: true, cwd: true }),
+  Http: keysOf<HttpTransport>({ _tag: true, url: true, headers: true }),
+  InProcess: keysOf<InProcessTransport>({ _tag: true, server: true })
+}
+
 const invalid = (option: string, reason: string) =>
   new AgentError.InvalidOptions({ module: "McpToolkit", option, reason })
 
@@ -278,11 +288,18 @@ const validate = (options: Options): AgentError.InvalidOptions | Duration.Durati
   if (!Predicate.isObject(options)) {
     return invalid("options", `must be an object, got ${Secrets.describeValue(options)}`)
   }
+  const unknown = unknownKey("McpToolkit", options, optionKeys)
+  if (unknown !== undefined) return unknown
   if (typeof options.name !== "string" || options.name.trim() === "") {
     return invalid("name", "must be a non-empty string")
   }
   const transport: unknown = options.transport
-  switch (Predicate.hasProperty(transport, "_tag") ? transport._tag : undefined) {
+  const tag = Predicate.hasProperty(transport, "_tag") ? transport._tag : undefined
+  const unknownInTransport = typeof tag === "string" && Object.hasOwn(transportKeys, tag)
+    ? unknownKey("McpToolkit", transport, transportKeys[tag as Transport["_tag"]], "transport")
+    : undefined
+  if (unknownInTransport !== undefined) return unknownInTransport
+  switch (tag) {
     case "Stdio": {
       const { args, command, cwd, env } = transport as StdioTransport
       if (typeof command !== "string" || command === "") {
@@ -325,7 +342,6 @@ const validate = (options: Options): AgentError.InvalidOptions | Duration.Durati
       break
     }
     default: {
-      const tag = Predicate.hasProperty(transport, "_tag") ? transport._tag : undefined
       return invalid(
         "transport",
         `_tag must be "Stdio", "Http" or "InProcess", got ${
@@ -466,7 +482,8 @@ const handlerResult = (isFailure: boolean, result: unknown): Tool.HandlerResult<
  * handshake fails, of reason `"InvalidTool"` when it lists two tools of one name
  * or of names that read the same (core's `ToolName.keys`: `"delete"` and `"Delete"`, `"ｄｅｌｅｔｅ"`,
  * `"del\u200bete"`, `"delete "` or `"d\u0435lete"` with a Cyrillic `е`), or a tool without a name, and with `InvalidOptions` (module
- * `"McpToolkit"`) for bad options. `Agent.make` makes the same check across
+ * `"McpToolkit"`) for bad options, a key it does not know in the options or their transport included (before it
+ * connects). `Agent.make` makes the same check across
  * servers and the agent's other tools (`AgentError.ToolNameClash`).
  *
  * @example

@@ -14,6 +14,7 @@
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as FastCheck from "effect/FastCheck"
+import { keysOf, problemOf } from "./internal/options.js"
 
 /**
  * The tool names used when none are given.
@@ -25,7 +26,7 @@ export const defaultToolNames: ReadonlyArray<string> = ["search", "read_file", "
 
 /**
  * Options of {@link conversation}. Invalid options (an empty tool list, a
- * minimum above its maximum) throw when the arbitrary is built, as
+ * minimum above its maximum, a key it does not know) throw when the arbitrary is built, as
  * fast-check's own constructors do.
  *
  * @since 0.1.0
@@ -156,6 +157,17 @@ interface TurnSpec {
   readonly answer: string | undefined
 }
 
+const conversationKeys = keysOf<ConversationOptions>({
+  toolNames: true,
+  system: true,
+  minTurns: true,
+  maxTurns: true,
+  maxSteps: true,
+  maxCallsPerStep: true,
+  minResultSize: true,
+  maxResultSize: true
+})
+
 const checkRange = (label: string, min: number, max: number, floor: number) => {
   if (!(Number.isInteger(min) && Number.isInteger(max) && floor <= min && min <= max)) {
     throw new Error(
@@ -185,6 +197,8 @@ const checkRange = (label: string, min: number, max: number, floor: number) => {
 export const conversation = (
   options?: ConversationOptions
 ): FastCheck.Arbitrary<ReadonlyArray<Prompt.Message>> => {
+  const unknown = problemOf(options, conversationKeys)
+  if (unknown !== undefined) throw new Error(`Arbitraries.conversation: ${unknown.option} ${unknown.reason}`)
   const minTurns = options?.minTurns ?? 1
   const maxTurns = options?.maxTurns ?? 5
   const maxSteps = options?.maxSteps ?? 3

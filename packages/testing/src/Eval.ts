@@ -38,6 +38,7 @@ import * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import { keysOf, problemOf } from "./internal/options.js"
 import * as ScriptedModel from "./ScriptedModel.js"
 
 // -----------------------------------------------------------------------------
@@ -165,6 +166,8 @@ export interface Suite<R = never> {
   readonly concurrency: number
   readonly passRate: number
   readonly timeout: Option.Option<Duration.DurationInput>
+  /** Set when {@link make} was given an option it does not know: {@link run} fails with `InvalidEval` naming it. */
+  readonly invalid?: { readonly field: string; readonly reason: string } | undefined
 }
 
 /**
@@ -359,7 +362,8 @@ export interface Options<E, R, RM> {
 
 /**
  * An eval suite. Nothing runs until {@link run}, which also checks the
- * options (and fails with {@link InvalidEval} naming a bad one).
+ * options (and fails with {@link InvalidEval} naming a bad one, or a key it
+ * does not know, in the options or in a case).
  *
  * @example
  * ```ts
@@ -384,6 +388,46 @@ export interface Options<E, R, RM> {
  * @category constructors
  */
 export const make = <E, R, RM = never>(
+  options: Options<E, R, RM>
+): Suite<Exclude<R, LanguageModel.LanguageModel | ScriptedModel.ScriptedModel> | RM> => {
+  const unknown = problemOf(options, optionKeys)
+  return {
+    ...suiteOf(options),
+    ...(unknown === undefined ? {} : { invalid: { field: unknown.option, reason: unknown.reason } })
+  }
+}
+
+/** An assertion's options with a key it does not know, as its `invalid` reason. */
+const unknownOption = (options: unknown, known: ReadonlyArray<string>): string | undefined => {
+  const problem = problemOf(options, known)
+  return problem === undefined ? undefined : `${problem.option} ${problem.reason}`
+}
+
+const optionKeys = keysOf<Options<unknown, unknown, unknown>>({
+  name: true,
+  cases: true,
+  agent: true,
+  model: true,
+  assertions: true,
+  trials: true,
+  concurrency: true,
+  passRate: true,
+  timeout: true
+})
+
+const caseKeys = keysOf<Case>({
+  name: true,
+  input: true,
+  history: true,
+  script: true,
+  decide: true,
+  maxResumes: true,
+  record: true,
+  resumes: true,
+  assertions: true
+})
+
+const suiteOf = <E, R, RM>(
   options: Options<E, R, RM>
 ): Suite<Exclude<R, LanguageModel.LanguageModel | ScriptedModel.ScriptedModel> | RM> => ({
   name: options.name,
@@ -810,9 +854,9 @@ export const tokensAtMost = (
       }),
     !(Number.isFinite(max) && max >= 0)
       ? `the bound must be a finite number of at least 0, got ${max}`
-      : !["total", "input", "output"].includes(kind)
-      ? `kind must be "total", "input" or "output", got ${show(kind)}`
-      : undefined
+      : unknownOption(options, ["kind"]) ?? (!["total", "input", "output"].includes(kind)
+        ? `kind must be "total", "input" or "output", got ${show(kind)}`
+        : undefined)
   )
 }
 
@@ -985,7 +1029,7 @@ export const noApprovalBypassed = (
       }),
     !Array.isArray(tools) || gated.size === 0
       ? "name at least one gated tool"
-      : tools.map(invalidToolName).find((reason) => reason !== undefined)
+      : unknownOption(options, ["middleware"]) ?? tools.map(invalidToolName).find((reason) => reason !== undefined)
   )
 }
 
@@ -1273,6 +1317,7 @@ const validate = <R>(
 ): Effect.Effect<ReadonlyArray<Planned>, InvalidEval> =>
   Effect.gen(function*() {
     const invalid = (field: string, reason: string) => Effect.fail(new InvalidEval({ field, reason }))
+    if (suite.invalid !== undefined) return yield* invalid(suite.invalid.field, suite.invalid.reason)
     if (typeof suite.name !== "string" || suite.name.length === 0) {
       return yield* invalid("name", "must be a non-empty string")
     }
@@ -1301,6 +1346,9 @@ const validate = <R>(
     const cases: Array<Planned> = []
     for (const [index, testCase] of suite.cases.entries()) {
       const at = `cases[${index}]`
+      // (a case that is not an object is named by its missing name, below)
+      const unknown = typeof testCase === "object" && testCase !== null ? problemOf(testCase, caseKeys, at) : undefined
+      if (unknown !== undefined) return yield* invalid(unknown.option, unknown.reason)
       if (typeof testCase?.name !== "string" || testCase.name.length === 0) {
         return yield* invalid(`${at}.name`, "must be a non-empty string")
       }
@@ -1402,7 +1450,8 @@ const caseReport = (name: string, threshold: number, trials: ReadonlyArray<Trial
  * A trial passes when its run did not fail and every assertion passed; a
  * case passes when its pass rate reaches the suite's `passRate`. A run that
  * fails, times out or dies is a failed trial with its reason. Bad options
- * fail with {@link InvalidEval} before anything runs.
+ * (a key it does not know included: `field` `"run.<key>"`) fail with
+ * {@link InvalidEval} before anything runs.
  *
  * @example
  * ```ts
@@ -1426,6 +1475,8 @@ export const run = <R>(
   options?: { readonly cases?: ReadonlyArray<string> | undefined } | undefined
 ): Effect.Effect<Report, InvalidEval, R> =>
   Effect.gen(function*() {
+    const unknown = problemOf(options, ["cases"], "run")
+    if (unknown !== undefined) return yield* new InvalidEval({ field: unknown.option, reason: unknown.reason })
     const cases = yield* validate(suite, options?.cases)
     // in the thread ids: a second run of the eval on a lasting checkpointer starts fresh threads
     const runId = `${(yield* Clock.currentTimeMillis).toString(36)}${(yield* Random.nextInt).toString(36)}`

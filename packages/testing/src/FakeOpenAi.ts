@@ -9,6 +9,10 @@
  * malformed bodies, dropped connections — and records every request body so a
  * test can assert what the client sent.
  *
+ * Options with a key a function does not know are `AgentError.InvalidOptions`
+ * (module `"FakeOpenAi"`) naming it: `make` and `languageModel` fail with it,
+ * the reply builders throw it.
+ *
  * @since 0.1.0
  */
 import * as Http from "node:http"
@@ -21,10 +25,12 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import type * as HttpClient from "@effect/platform/HttpClient"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
+import { checkKeys, keysOf, unknownKey } from "./internal/options.js"
 
 // ---------------------------------------------------------------------------
 // models
@@ -216,6 +222,14 @@ export interface ResponseOptions {
   readonly usage?: readonly [number, number] | undefined
 }
 
+const responseKeys = keysOf<ResponseOptions>({ id: true, usage: true })
+
+/** `options`, checked to be response options (a builder's, which takes no `status`). */
+const responseOptions = (options: ResponseOptions | undefined): ResponseOptions | undefined => {
+  checkKeys("FakeOpenAi", options, responseKeys)
+  return options
+}
+
 let counter = 0
 const nextId = (prefix: string) => `${prefix}_${(++counter).toString(16).padStart(8, "0")}`
 
@@ -237,6 +251,14 @@ const nextId = (prefix: string) => `${prefix}_${(++counter).toString(16).padStar
 export const envelope = (
   output: ReadonlyArray<unknown>,
   options?: ResponseOptions & { readonly status?: string | undefined }
+) => {
+  checkKeys("FakeOpenAi", options, [...responseKeys, "status"])
+  return envelopeOf(output, options)
+}
+
+const envelopeOf = (
+  output: ReadonlyArray<unknown>,
+  options: (ResponseOptions & { readonly status?: string | undefined }) | undefined
 ) => ({
   id: options?.id ?? nextId("resp"),
   object: "response",
@@ -346,7 +368,10 @@ export const functionCallItem = (call: FunctionCall, id: string = nextId("fc")) 
 export const json = (
   body: unknown,
   options?: { readonly status?: number | undefined; readonly headers?: Record<string, string> | undefined }
-): Reply => ({ _tag: "Json", status: options?.status ?? 200, headers: options?.headers ?? {}, body })
+): Reply => {
+  checkKeys("FakeOpenAi", options, ["status", "headers"])
+  return { _tag: "Json", status: options?.status ?? 200, headers: options?.headers ?? {}, body }
+}
 
 /**
  * A non-streaming reply with a text answer.
@@ -361,7 +386,8 @@ export const json = (
  * @since 0.1.0
  * @category constructors
  */
-export const text = (answer: string, options?: ResponseOptions): Reply => json(envelope([messageItem(answer)], options))
+export const text = (answer: string, options?: ResponseOptions): Reply =>
+  json(envelope([messageItem(answer)], responseOptions(options)))
 
 /**
  * A non-streaming reply that calls tools.
@@ -377,7 +403,7 @@ export const text = (answer: string, options?: ResponseOptions): Reply => json(e
  * @category constructors
  */
 export const toolCalls = (calls: ReadonlyArray<FunctionCall>, options?: ResponseOptions): Reply =>
-  json(envelope(calls.map((call) => functionCallItem(call)), options))
+  json(envelope(calls.map((call) => functionCallItem(call)), responseOptions(options)))
 
 /**
  * An error status with an OpenAI-style error body and headers.
@@ -396,10 +422,12 @@ export const error = (
   status: number,
   message: string,
   options?: { readonly type?: string | undefined; readonly headers?: Record<string, string> | undefined }
-): Reply =>
-  json({
+): Reply => {
+  checkKeys("FakeOpenAi", options, ["type", "headers"])
+  return json({
     error: { message, type: options?.type ?? "server_error", param: null, code: null }
   }, { status, headers: options?.headers })
+}
 
 /**
  * The error body OpenAI answers a request over the model's context window
@@ -477,12 +505,15 @@ export const inputTokens = (body: RequestBody): number =>
 export const raw = (
   body: string,
   options?: { readonly status?: number | undefined; readonly headers?: Record<string, string> | undefined }
-): Reply => ({
-  _tag: "Raw",
-  status: options?.status ?? 200,
-  headers: options?.headers ?? { "content-type": "application/json" },
-  body
-})
+): Reply => {
+  checkKeys("FakeOpenAi", options, ["status", "headers"])
+  return {
+    _tag: "Raw",
+    status: options?.status ?? 200,
+    headers: options?.headers ?? { "content-type": "application/json" },
+    body
+  }
+}
 
 /**
  * A 200 whose body, labelled JSON, does not parse.
@@ -550,10 +581,13 @@ export const drop: Reply = { _tag: "Drop" }
 export const sse = (
   events: ReadonlyArray<ServerEvent>,
   options?: { readonly stallAfter?: number | undefined }
-): Reply => ({ _tag: "Sse", events, stallAfter: options?.stallAfter })
+): Reply => {
+  checkKeys("FakeOpenAi", options, ["stallAfter"])
+  return { _tag: "Sse", events, stallAfter: options?.stallAfter }
+}
 
 const streamStart = (id: string): Array<ServerEvent> => {
-  const pending = envelope([], { id, status: "in_progress" })
+  const pending = envelopeOf([], { id, status: "in_progress" })
   return [
     { type: "response.created", response: pending },
     { type: "response.in_progress", response: pending }
@@ -581,6 +615,7 @@ const streamEnd = (id: string, output: ReadonlyArray<unknown>, options?: Respons
  * @category constructors
  */
 export const textEvents = (chunks: ReadonlyArray<string>, options?: ResponseOptions): Array<ServerEvent> => {
+  checkKeys("FakeOpenAi", options, responseKeys)
   const id = options?.id ?? nextId("resp")
   const itemId = nextId("msg")
   const whole = chunks.join("")
@@ -638,7 +673,11 @@ export const textEvents = (chunks: ReadonlyArray<string>, options?: ResponseOpti
 export const streamTextCut = (
   chunks: ReadonlyArray<string>,
   options: ResponseOptions & { readonly deltas: number }
-): Reply => sse(textEvents(chunks, options).slice(0, 4 + options.deltas))
+): Reply => {
+  checkKeys("FakeOpenAi", options, [...responseKeys, "deltas"])
+  const { deltas, ...response } = options
+  return sse(textEvents(chunks, response).slice(0, 4 + deltas))
+}
 
 /**
  * A 200 `application/json` response with a text answer, sent as is whether
@@ -655,7 +694,7 @@ export const streamTextCut = (
  * @category constructors
  */
 export const textNotStreamed = (answer: string, options?: ResponseOptions): Reply =>
-  raw(JSON.stringify(envelope([messageItem(answer)], options)))
+  raw(JSON.stringify(envelope([messageItem(answer)], responseOptions(options))))
 
 /**
  * One reply for a plain request, another for a streaming one.
@@ -694,6 +733,7 @@ export const toolCallEvents = (
   calls: ReadonlyArray<FunctionCall>,
   options?: ResponseOptions
 ): Array<ServerEvent> => {
+  checkKeys("FakeOpenAi", options, responseKeys)
   const id = options?.id ?? nextId("resp")
   const items = calls.map((call) => functionCallItem(call))
   return [
@@ -939,8 +979,10 @@ export interface MakeOptions {
 export const make = (
   script: ReadonlyArray<Reply> = [],
   options?: MakeOptions
-): Effect.Effect<FakeOpenAi, never, Scope.Scope> =>
+): Effect.Effect<FakeOpenAi, AgentError.InvalidOptions, Scope.Scope> =>
   Effect.gen(function*() {
+    const unknown = unknownKey("FakeOpenAi", options, ["contextWindow"])
+    if (unknown !== undefined) return yield* unknown
     const queue: Array<Reply> = [...script]
     const received: Array<RecordedRequest> = []
     const sockets = new Set<Net.Socket>()
@@ -1056,8 +1098,14 @@ export interface LanguageModelOptions {
 export const languageModel = (
   server: Pick<FakeOpenAi, "url">,
   options?: LanguageModelOptions
-): Layer.Layer<LanguageModel.LanguageModel> =>
-  OpenAiLanguageModel.layer({ model: options?.model ?? "gpt-4o-mini", config: { strict: false } }).pipe(
+): Layer.Layer<LanguageModel.LanguageModel, AgentError.InvalidOptions> => {
+  const unknown = unknownKey(
+    "FakeOpenAi",
+    options,
+    keysOf<LanguageModelOptions>({ model: true, httpClient: true, apiKey: true, transformClient: true })
+  )
+  if (unknown !== undefined) return Layer.fail(unknown)
+  return OpenAiLanguageModel.layer({ model: options?.model ?? "gpt-4o-mini", config: { strict: false } }).pipe(
     Layer.provide(OpenAiClient.layer({
       apiKey: Redacted.make(options?.apiKey ?? "sk-test"),
       apiUrl: `${server.url}/v1`,
@@ -1065,3 +1113,4 @@ export const languageModel = (
     })),
     Layer.provide(options?.httpClient === "fetch" ? FetchHttpClient.layer : NodeHttpClient.layerUndici)
   )
+}

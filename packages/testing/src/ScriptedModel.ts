@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import { checkKeys } from "./internal/options.js"
 
 /**
  * One scripted reply: encoded response parts, a function of the request
@@ -120,7 +121,8 @@ export const text = (
 
 /**
  * A reply that calls tools (ids default to `call_<name>_<index>`), with
- * optional text before the calls.
+ * optional text before the calls. Options with a key it does not know throw
+ * `AgentError.InvalidOptions` naming it.
  *
  * @example
  * ```ts
@@ -138,16 +140,19 @@ export const toolCalls = (
     readonly text?: string | undefined
     readonly usage?: { readonly inputTokens: number; readonly outputTokens: number; readonly totalTokens: number }
   }
-): ReadonlyArray<Response.PartEncoded> => [
-  ...(options?.text === undefined ? [] : [{ type: "text" as const, text: options.text }]),
-  ...calls.map((call, index) => ({
-    type: "tool-call" as const,
-    id: call.id ?? `call_${call.name}_${index}`,
-    name: call.name,
-    params: call.params
-  })),
-  { type: "finish", reason: "tool-calls", usage: options?.usage ?? defaultUsage }
-]
+): ReadonlyArray<Response.PartEncoded> => {
+  checkKeys("ScriptedModel", options, ["text", "usage"])
+  return [
+    ...(options?.text === undefined ? [] : [{ type: "text" as const, text: options.text }]),
+    ...calls.map((call, index) => ({
+      type: "tool-call" as const,
+      id: call.id ?? `call_${call.name}_${index}`,
+      name: call.name,
+      params: call.params
+    })),
+    { type: "finish", reason: "tool-calls", usage: options?.usage ?? defaultUsage }
+  ]
+}
 
 /**
  * A provider's HTTP error as a turn: the model call fails with an
@@ -195,6 +200,7 @@ export const httpError = (
  * ends — or fails with `error`, e.g. {@link decodeError} for a connection
  * dropped mid-stream. Generated, it answers `parts` without the finish part,
  * or fails with `error`.
+ * Options with a key it does not know throw `AgentError.InvalidOptions`.
  *
  * @example
  * ```ts
@@ -213,12 +219,15 @@ export const httpError = (
 export const truncated = (
   parts: ReadonlyArray<Response.PartEncoded>,
   options?: { readonly deltas?: number | undefined; readonly error?: AiError.AiError | undefined }
-): Truncated => ({
-  _tag: "Truncated",
-  parts: parts.filter((part) => part.type !== "finish"),
-  deltas: options?.deltas,
-  error: options?.error
-})
+): Truncated => {
+  checkKeys("ScriptedModel", options, ["deltas", "error"])
+  return {
+    _tag: "Truncated",
+    parts: parts.filter((part) => part.type !== "finish"),
+    deltas: options?.deltas,
+    error: options?.error
+  }
+}
 
 /**
  * The error a provider client fails with when the body of a 200 response

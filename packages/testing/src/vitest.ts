@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as vitest from "vitest"
 import * as Eval from "./Eval.js"
+import { problemOf } from "./internal/options.js"
 
 /**
  * Options of {@link describe} and {@link it}.
@@ -29,7 +30,12 @@ export interface Options {
   readonly fails?: boolean | undefined
 }
 
-const register = (options: Options | undefined) => options?.fails === true ? vitest.it.fails : vitest.it
+/** The test function of `options`; options with a key it does not know throw `Eval.InvalidEval` naming it. */
+const register = (method: string, options: Options | undefined) => {
+  const unknown = problemOf(options, ["timeout", "fails"], method)
+  if (unknown !== undefined) throw new Eval.InvalidEval({ field: unknown.option, reason: unknown.reason })
+  return options?.fails === true ? vitest.it.fails : vitest.it
+}
 
 /**
  * Runs the cases named `cases` of `suite` and throws, with the table of the
@@ -74,9 +80,10 @@ const check = async (suite: Eval.Suite, cases?: ReadonlyArray<string>): Promise<
  * @category constructors
  */
 export const describe = (suite: Eval.Suite, options?: Options | undefined): void => {
+  const test = register("describe", options)
   vitest.describe(suite.name, () => {
     for (const testCase of suite.cases) {
-      register(options)(testCase.name, () => check(suite, [testCase.name]), options?.timeout)
+      test(testCase.name, () => check(suite, [testCase.name]), options?.timeout)
     }
   })
 }
@@ -99,5 +106,5 @@ export const describe = (suite: Eval.Suite, options?: Options | undefined): void
  * @category constructors
  */
 export const it = (suite: Eval.Suite, options?: Options | undefined): void => {
-  register(options)(suite.name, () => check(suite), options?.timeout)
+  register("it", options)(suite.name, () => check(suite), options?.timeout)
 }

@@ -62,6 +62,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { LeaseTiming } from "./internal/leaseTiming.js"
+import { keysOf, unknownKey } from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -294,6 +295,32 @@ const decodePositiveDuration = (
         })
       )
   })
+
+const sqliteKeys = keysOf<SqliteOptions>({
+  filename: true,
+  pollInterval: true,
+  clientOnly: true,
+  synchronous: true,
+  sharding: true
+})
+
+const postgresKeys = keysOf<PostgresOptions>({
+  url: true,
+  runnerAddress: true,
+  pollInterval: true,
+  takeoverAfter: true,
+  maxConnections: true,
+  sharding: true
+})
+
+const shardingKeys = Object.keys(ShardingConfig.defaults)
+
+/** The `InvalidOptions` of an engine's options that are not an object, or of their (or their `sharding`'s) unknown key. */
+const unknownEngineKey = (options: unknown, known: ReadonlyArray<string>): AgentError.InvalidOptions | undefined =>
+  unknownKey("AgentEngine", options, known) ??
+    (Predicate.hasProperty(options, "sharding")
+      ? unknownKey("AgentEngine", options.sharding, shardingKeys, "sharding")
+      : undefined)
 
 /** An option's value as an error shows it: a text as given (cut), anything else by `describeValue`. */
 const shown = (value: unknown): string => typeof value === "string" ? value.slice(0, 200) : describeValue(value)
@@ -827,6 +854,8 @@ export const layerSqlite = (
   options?: SqliteOptions | undefined
 ): Layer.Layer<Durable, EngineError | SqlError> =>
   Layer.unwrapScoped(Effect.gen(function*() {
+    const unknown = unknownEngineKey(options, sqliteKeys)
+    if (unknown !== undefined) return yield* unknown
     const pollInterval = yield* decodePositiveDuration("pollInterval", options?.pollInterval, Duration.millis(500))
     const SqliteClient = yield* sqliteDriver
     const given: unknown = options?.filename ?? defaultFilename
@@ -967,6 +996,8 @@ export const layerPostgres = (options: PostgresOptions): Layer.Layer<Durable, En
         reason: `expected an object with a url, got ${describeValue(options)}`
       })
     }
+    const unknown = unknownEngineKey(options, postgresKeys)
+    if (unknown !== undefined) return yield* unknown
     if (!Redacted.isRedacted(options.url)) {
       return yield* new AgentError.InvalidOptions({
         module: "AgentEngine",
@@ -1003,6 +1034,10 @@ export const layerPostgres = (options: PostgresOptions): Layer.Layer<Durable, En
         reason: `expected an Option of a host and a port, got ${describeValue(given)}`
       })
     }
+    const unknownAddressKey = Option.isSome(given) && Predicate.isObject(given.value)
+      ? unknownKey("AgentEngine", given.value, ["host", "port"], "runnerAddress")
+      : undefined
+    if (unknownAddressKey !== undefined) return yield* unknownAddressKey
     if (
       Option.isSome(given) &&
       (typeof given.value?.host !== "string" || given.value.host.length === 0 || !Number.isInteger(given.value.port))

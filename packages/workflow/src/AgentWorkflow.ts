@@ -626,7 +626,7 @@ export class InvalidSend extends Schema.TaggedError<InvalidSend>(
   "@stepwise-agent/workflow/AgentWorkflow/InvalidSend"
 )("InvalidSend", {
   threadId: Schema.String,
-  field: Schema.Literal("threadId", "message", "mode", "idempotencyKey", "workflow"),
+  field: Schema.Literal("threadId", "message", "mode", "idempotencyKey", "options", "workflow"),
   reason: Schema.String
 }) {
   /**
@@ -711,7 +711,10 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
    * checkpointer every runner shares, e.g. `SqlCheckpointer.layer`).
    */
   readonly layer: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | Agent.Agent | RunStore.RunStore>
-  /** Starts a run on the thread and returns its id at once (a given `runId` makes starting idempotent). */
+  /**
+   * Starts a run on the thread and returns its id at once (a given `runId` makes starting idempotent). A request
+   * with a key it does not know is `InvalidInput`, naming the key.
+   */
   readonly start: (options: {
     readonly threadId: string
     readonly input: Prompt.RawInput
@@ -738,7 +741,8 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
    * (its wait's schema and check, as `agent.validateResume` does), claims the decision once (a second one fails with
    * `AlreadyDecided`), stores it with the claim and completes the durable
    * wait. A decision claimed by a process that died before completing the
-   * wait is completed by the next `resume` or `status` of the run.
+   * wait is completed by the next `resume` or `status` of the run. Options
+   * with a key other than `principal` are `Unauthorized`, naming the key.
    */
   resume(runId: string, value: Wait.DecisionOf<WaitsOf<A>>, options: { readonly principal: string }): Effect.Effect<
     void,
@@ -777,11 +781,17 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
    * record and claimed decisions, its run record (with a `RecordStore` in
    * the context), and, with `deleteThread`, its thread's
    * checkpoint (only when no later run of the thread is to come). Give new
-   * runs new ids: a pruned id would start over.
+   * runs new ids: a pruned id would start over. Options with a key it does
+   * not know fail with `AgentError.InvalidOptions` (`option: "prune.<key>"`).
    */
   readonly prune: (runId: string, options?: { readonly deleteThread?: boolean | undefined }) => Effect.Effect<
     void,
-    RunNotEnded | RunStore.RunNotFound | RunStore.RunStoreError | AgentError.CheckpointError | PersistenceError,
+    | RunNotEnded
+    | RunStore.RunNotFound
+    | RunStore.RunStoreError
+    | AgentError.CheckpointError
+    | PersistenceError
+    | AgentError.InvalidOptions,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /**
@@ -815,7 +825,8 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
    * only read. A step the record does not have, an edit that
    * does not apply or a target thread that exists fail with `ForkError`,
    * and nothing is started; so do a `Message` edit that holds no message
-   * (`InvalidInput`) and a run id of another thread (`RunIdTaken`). Gives
+   * (`InvalidInput`), options or an edit with a key they do not know
+   * (`InvalidInput`, naming it) and a run id of another thread (`RunIdTaken`). Gives
    * the new run's id (`options.runId`, or a new one); a retried fork with
    * the same `runId` and `to`, whose run started, gives it again.
    */
@@ -829,13 +840,21 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
     ForkFailure,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
-  /** Waits until the run is done (or waiting, with `untilWaiting`) and gives its status. */
+  /**
+   * Waits until the run is done (or waiting, with `untilWaiting`) and gives its status. Options with a key it
+   * does not know fail with `AgentError.InvalidOptions` (`option: "await.<key>"`).
+   */
   readonly await: (runId: string, options?: {
     readonly untilWaiting?: boolean | undefined
     readonly pollEvery?: Duration.DurationInput | undefined
   }) => Effect.Effect<
     RunStatus<A>,
-    RunStore.RunNotFound | RunStore.RunStoreError | JournalCorrupt | DecisionCorrupt | AgentError.CheckpointError,
+    | RunStore.RunNotFound
+    | RunStore.RunStoreError
+    | JournalCorrupt
+    | DecisionCorrupt
+    | AgentError.CheckpointError
+    | AgentError.InvalidOptions,
     WorkflowEngine.WorkflowEngine | RunStore.RunStore | Agent.Agent
   >
   /**
@@ -863,7 +882,8 @@ export interface AgentWorkflow<A extends AnyAgent = Agent.Service> {
    * a lost connection) gives the message an `idempotencyKey`: a second send
    * to the thread with the same key and the same message stores nothing and
    * answers for the first one (`duplicate: true`); the same key with another
-   * message fails with `InvalidSend` (`field: "idempotencyKey"`).
+   * message fails with `InvalidSend` (`field: "idempotencyKey"`). Options
+   * with a key it does not know fail with `InvalidSend` (`field: "options"`).
    */
   readonly send: (
     threadId: string,
@@ -953,7 +973,8 @@ export type ForkFailure =
  * ```
  *
  * Options the types rule out (from JavaScript: a name that is not a
- * non-empty string, a version that is not a number) throw an
+ * non-empty string, a version that is not a number, a key it does not know,
+ * in the options or in `decisionTimeout`) throw an
  * `AgentError.InvalidOptions` naming the option.
  *
  * @since 0.1.0

@@ -20,10 +20,12 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
+import { unknownKey } from "./internal/options.js"
 
 /**
  * The store could not be read or written.
@@ -200,7 +202,8 @@ const sqlFailure = (operation: string) => (error: SqlError) =>
 
 /**
  * Builds the store on the `SqlClient` in context, creating its table if
- * missing: one row per entry, keyed by run and slot.
+ * missing: one row per entry, keyed by run and slot. Options with a key it
+ * does not know fail with `AgentError.InvalidOptions` naming it.
  *
  * @example
  * ```ts
@@ -218,6 +221,8 @@ const sqlFailure = (operation: string) => (error: SqlError) =>
  * @category constructors
  */
 export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
+  const unknown = unknownKey("RecordStore", options, ["table"])
+  if (unknown !== undefined) return yield* unknown
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
   const table = sql(options?.table ?? "stepwise_run_records")
   const create = sql`CREATE TABLE IF NOT EXISTS ${table} (
@@ -285,5 +290,7 @@ export const layerMemory: Layer.Layer<RecordStore> = Layer.effect(RecordStore, m
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options?: Options | undefined): Layer.Layer<RecordStore, SqlError, SqlClient.SqlClient> =>
+export const layer = (
+  options?: Options | undefined
+): Layer.Layer<RecordStore, SqlError | AgentError.InvalidOptions, SqlClient.SqlClient> =>
   Layer.effect(RecordStore, make(options))

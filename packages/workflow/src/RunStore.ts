@@ -15,6 +15,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as DateTime from "effect/DateTime"
@@ -22,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import { problemOf, sentence, unknownKey } from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -204,7 +206,10 @@ export declare namespace RunStore {
     readonly register: (run: NewRun) => Effect.Effect<RunRecord, RunStoreError>
     /** The run registered under `runId`. */
     readonly get: (runId: string) => Effect.Effect<RunRecord, RunNotFound | RunStoreError>
-    /** Registered runs, newest first; only the thread's when `threadId` is given. */
+    /**
+     * Registered runs, newest first; only the thread's when `threadId` is given. Options with a key it does not
+     * know (a `thread` meant as `threadId`, which would list every run) fail with `RunStoreError`.
+     */
     readonly list: (options?: {
       readonly threadId?: string | undefined
       readonly limit?: number | undefined
@@ -327,6 +332,14 @@ const nextInput = <M extends { readonly mode: "steer" | "queue" }>(unclaimed: Re
 const createdAtOf = (run: NewRun) =>
   run.createdAt === undefined ? Effect.map(Clock.currentTimeMillis, DateTime.unsafeMake) : Effect.succeed(run.createdAt)
 
+/** `list`'s options: an object of known keys, if given (as both stores check them). */
+const listOptions = (options: unknown): Effect.Effect<void, RunStoreError> => {
+  const problem = problemOf(options, ["threadId", "limit"], "list")
+  return problem === undefined
+    ? Effect.void
+    : Effect.fail(new RunStoreError({ operation: "list", reason: `the option ${sentence(problem)}` }))
+}
+
 /**
  * A store in the process.
  *
@@ -407,12 +420,15 @@ export const makeMemory: Effect.Effect<RunStore.Service> = Effect.sync(() => {
       return record
     }),
     list: (options) =>
-      Effect.sync(() =>
-        Array.from(runs.values())
-          .reverse()
-          .filter((run) => options?.threadId === undefined || run.threadId === options.threadId)
-          .sort(byNewest)
-          .slice(0, options?.limit)
+      Effect.zipRight(
+        listOptions(options),
+        Effect.sync(() =>
+          Array.from(runs.values())
+            .reverse()
+            .filter((run) => options?.threadId === undefined || run.threadId === options.threadId)
+            .sort(byNewest)
+            .slice(0, options?.limit)
+        )
       ),
     claimDecision: Effect.fn("RunStore.claimDecision")(function*(runId, key, decision) {
       if (!runs.has(runId)) return yield* new RunNotFound({ runId })
@@ -545,7 +561,8 @@ const storeFailure = (operation: string) => (error: SqlError) =>
  * A store in SQL tables on the `SqlClient` in context (SQLite ≥ 3.35 or
  * PostgreSQL), created if missing. `claimDecision` is a single
  * `INSERT … ON CONFLICT DO NOTHING RETURNING`, so concurrent claims from
- * several processes succeed exactly once.
+ * several processes succeed exactly once. Options with a key it does not
+ * know fail with `AgentError.InvalidOptions` naming it.
  *
  * @example
  * ```ts
@@ -563,6 +580,8 @@ const storeFailure = (operation: string) => (error: SqlError) =>
  * @category constructors
  */
 export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
+  const unknown = unknownKey("RunStore", options, ["prefix"])
+  if (unknown !== undefined) return yield* unknown
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
   const prefix = options?.prefix ?? "stepwise"
   const runsTable = sql(`${prefix}_runs`)
@@ -756,6 +775,7 @@ export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
       return fromRow(rows[0])
     }),
     list: Effect.fn("RunStore.list")(function*(options) {
+      yield* listOptions(options)
       const where = options?.threadId === undefined ? sql.literal("") : sql`WHERE thread_id = ${options.threadId}`
       const limit = options?.limit === undefined ? sql.literal("") : sql`LIMIT ${options.limit}`
       const rows = yield* sql<RunRow>`
@@ -940,5 +960,7 @@ export const layerMemory: Layer.Layer<RunStore> = Layer.effect(RunStore, makeMem
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options?: Options | undefined): Layer.Layer<RunStore, SqlError, SqlClient.SqlClient> =>
+export const layer = (
+  options?: Options | undefined
+): Layer.Layer<RunStore, SqlError | AgentError.InvalidOptions, SqlClient.SqlClient> =>
   Layer.effect(RunStore, make(options))

@@ -27,6 +27,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import { unknownKey } from "./internal/options.js"
 
 /**
  * Options of {@link make}.
@@ -54,7 +55,8 @@ const notAThreadId = (threadId: unknown, operation: "load" | "save"): Effect.Eff
 
 /**
  * Builds the checkpointer on the `SqlClient` in context, creating its table
- * if missing.
+ * if missing. Options with a key it does not know fail with `InvalidOptions`
+ * naming it.
  *
  * @example
  * ```ts
@@ -72,6 +74,8 @@ const notAThreadId = (threadId: unknown, operation: "load" | "save"): Effect.Eff
  * @category constructors
  */
 export const make = Effect.fnUntraced(function*(options?: Options | undefined) {
+  const unknown = unknownKey("SqlCheckpointer", options, ["table"])
+  if (unknown !== undefined) return yield* unknown
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
   const name: unknown = options?.table ?? "stepwise_checkpoints"
   if (typeof name !== "string" || name.length === 0) {

@@ -57,6 +57,7 @@ import { clearJournal, executionExists } from "./clusterStorage.js"
 import { forkedFrom, forkOf, startFork } from "./durableFork.js"
 import { asRunFailure, inActivity, makeJournal } from "./durableJournal.js"
 import { readRecord, recordCancelled, recorder } from "./durableRecord.js"
+import { keysOf, problemOf, sentence, unknownKey } from "./options.js"
 import { checkSend, decodeStored } from "./send.js"
 import { isParseError, stateOf } from "./status.js"
 
@@ -199,6 +200,16 @@ export const make = (options: Options): AgentWorkflow => {
   })
 
   const send: AgentWorkflow["send"] = Effect.fn("AgentWorkflow.send")(function*(threadId, message, sendOptions) {
+    const unknown = problemOf(sendOptions, ["mode", "idempotencyKey"])
+    if (unknown !== undefined) {
+      return yield* new InvalidSend({
+        threadId: typeof threadId === "string" ? threadId : describeValue(threadId),
+        field: "options",
+        reason: unknown.option === "options"
+          ? unknown.reason
+          : `key ${JSON.stringify(unknown.option)} ${unknown.reason}`
+      })
+    }
     const checked = yield* checkSend(threadId, message, sendOptions?.mode, sendOptions?.idempotencyKey)
     if (!steering) {
       return yield* new InvalidSend({
@@ -381,7 +392,11 @@ export const make = (options: Options): AgentWorkflow => {
     )
 
   const resume: AgentWorkflow["resume"] = Effect.fn("AgentWorkflow.resume")(function*(runId, value, options) {
-    // from JavaScript, options that name no principal as a string: no one is authorized to decide
+    // from JavaScript, options that name no principal as a string, or more: no one is authorized to decide
+    const unknown = Predicate.isObject(options) ? problemOf(options, ["principal"], "resume") : undefined
+    if (unknown !== undefined) {
+      return yield* new Authorizer.Unauthorized({ runId, principal: "", reason: `the option ${sentence(unknown)}` })
+    }
     const principal: unknown = Predicate.hasProperty(options, "principal") ? options.principal : undefined
     if (typeof principal !== "string") {
       return yield* new Authorizer.Unauthorized({
@@ -519,6 +534,8 @@ export const make = (options: Options): AgentWorkflow => {
     )
 
   const prune: AgentWorkflow["prune"] = Effect.fn("AgentWorkflow.prune")(function*(runId, pruneOptions) {
+    const unknown = unknownKey("AgentWorkflow", pruneOptions, ["deleteThread"], "prune")
+    if (unknown !== undefined) return yield* unknown
     const store = yield* RunStore.RunStore
     const record = yield* store.get(runId)
     const state = yield* settledState(record)
@@ -546,6 +563,8 @@ export const make = (options: Options): AgentWorkflow => {
   })
 
   const await_: AgentWorkflow["await"] = Effect.fn("AgentWorkflow.await")(function*(runId, awaitOptions) {
+    const unknown = unknownKey("AgentWorkflow", awaitOptions, ["untilWaiting", "pollEvery"], "await")
+    if (unknown !== undefined) return yield* unknown
     const untilWaiting = awaitOptions?.untilWaiting === true
     return yield* status(runId).pipe(Effect.repeat({
       // the passthrough makes the last status the result
@@ -580,6 +599,8 @@ export const make = (options: Options): AgentWorkflow => {
   const fork = Effect.fn("AgentWorkflow.fork")(
     function*(source: string | RunRecord.RunRecord, forkOptions: ForkOptions) {
       if (typeof source !== "string" && !Predicate.isObject(source)) return yield* notARunId(source)
+      const unknown = forkOptionsProblem(forkOptions)
+      if (unknown !== undefined) return yield* new InvalidInput({ reason: `the fork's option ${sentence(unknown)}` })
       const from = typeof source === "string" ? yield* record(source) : source
       return yield* startFork(workflow, name, steering, {
         record: from,
@@ -608,11 +629,38 @@ export const make = (options: Options): AgentWorkflow => {
   }
 }
 
+const optionKeys = keysOf<Options>({ name: true, version: true, decisionTimeout: true, undo: true, steering: true })
+
+/** The keys of each kind of fork edit. */
+const editKeys: Record<string, ReadonlyArray<string>> = {
+  Message: ["_tag", "message"],
+  ToolResult: ["_tag", "callId", "result", "isFailure"],
+  Decision: ["_tag", "decision"]
+}
+
+/** The options of `fork` (those of `agent.fork` and `runId`) and their edit: an object of known keys. */
+const forkOptionsProblem = (options: unknown) => {
+  if (!Predicate.isObject(options)) return undefined
+  const unknown = problemOf(options, keysOf<ForkOptions>({ to: true, at: true, edit: true, runId: true }), "fork")
+  if (unknown !== undefined) return unknown
+  const edit: unknown = Predicate.hasProperty(options, "edit") ? options.edit : undefined
+  const known =
+    Predicate.hasProperty(edit, "_tag") && typeof edit._tag === "string" && Object.hasOwn(editKeys, edit._tag)
+      ? editKeys[edit._tag]
+      : undefined
+  return known === undefined ? undefined : problemOf(edit, known, "fork.edit")
+}
+
 /** The `InvalidOptions` of `make`'s options from JavaScript: a name that is not a non-empty string, a version not a number. */
 const optionsProblem = (options: unknown): AgentError.InvalidOptions | undefined => {
   const invalid = (option: string, reason: string) =>
     new AgentError.InvalidOptions({ module: "AgentWorkflow", option, reason })
   if (!Predicate.isObject(options)) return invalid("options", `must be an object, got ${describeValue(options)}`)
+  const unknown = unknownKey("AgentWorkflow", options, optionKeys) ??
+    (Predicate.hasProperty(options, "decisionTimeout")
+      ? unknownKey("AgentWorkflow", options.decisionTimeout, ["after", "decide"], "decisionTimeout")
+      : undefined)
+  if (unknown !== undefined) return unknown
   const { name, version } = options as { readonly name?: unknown; readonly version?: unknown }
   if (typeof name !== "string" || name.length === 0) {
     return invalid(
@@ -640,6 +688,8 @@ const ofRunId = <Rest extends ReadonlyArray<unknown>, A, E, R>(
 /** What is wrong with a `start` request from JavaScript, if anything (its input is checked when it is made a prompt). */
 const startRequestProblem = (request: unknown): string | undefined => {
   if (!Predicate.isObject(request)) return `the start request must be an object, got ${describeValue(request)}`
+  const unknown = problemOf(request, ["threadId", "input", "runId"], "start")
+  if (unknown !== undefined) return `the start request's option ${sentence(unknown)}`
   const { runId, threadId } = request as { readonly runId?: unknown; readonly threadId?: unknown }
   if (typeof threadId !== "string" || threadId.length === 0) {
     return `the thread id must be a non-empty string, got ${
