@@ -95,6 +95,26 @@ describe("Agent.make", () => {
     >()
   })
 
+  test("a handled toolkit needs no handlers, as the agent's toolkit and as a middleware's tools", () => {
+    const handled = {} as Toolkit.WithHandler<typeof Tools.tools>
+    const _agent = Agent.make({ toolkit: handled })
+    expect<Effect.Effect.Context<typeof _agent>>().type.toBe<LanguageModel.LanguageModel>()
+    const more = Middleware.make({ name: "more", tools: handled })
+    expect(more).type.toBe<Middleware.Middleware<{}, never, never, never>>()
+    const _both = Agent.make({ toolkit: handled, middleware: [more] })
+    expect<Effect.Effect.Context<typeof _both>>().type.toBe<LanguageModel.LanguageModel>()
+  })
+
+  test("a middleware made inside the list keeps its tools' services (no any)", () => {
+    const handled = {} as Toolkit.WithHandler<typeof Tools.tools>
+    const _value = Agent.make({ middleware: [Middleware.make({ name: "more", tools: handled })] })
+    expect<Effect.Effect.Context<typeof _value>>().type.toBe<LanguageModel.LanguageModel>()
+    const _effect = Agent.make({ middleware: [Middleware.make({ name: "more", tools: Effect.succeed(handled) })] })
+    expect<Effect.Effect.Context<typeof _effect>>().type.toBe<LanguageModel.LanguageModel>()
+    const _toolkit = Agent.make({ middleware: [Middleware.make({ name: "more", tools: Tools })] })
+    expect<Effect.Effect.Context<typeof _toolkit>>().type.toBe<LanguageModel.LanguageModel | Tool.Handler<"add">>()
+  })
+
   test("responseFormat types the output", () => {
     const Answer = Schema.Struct({ total: Schema.Number })
     const agent = Agent.make({ responseFormat: Answer })

@@ -33,7 +33,7 @@ import { defaultMaxInputChars, defaultMaxInputMessages, defaultMaxInputParts } f
 import { makeLoop } from "./internal/loop.js"
 import { describeValue, unknownKey } from "./internal/options.js"
 import * as OutputTool from "./internal/outputTool.js"
-import { entriesOf, type ToolEntry, withTimeout } from "./internal/tools.js"
+import { entriesOf, isHandledToolkit, type ToolEntry, toolkitEffect, withTimeout } from "./internal/tools.js"
 import * as Middleware from "./Middleware.js"
 import type * as RunRecord from "./RunRecord.js"
 import * as ToolName from "./ToolName.js"
@@ -544,8 +544,12 @@ export interface Options<
    * requirements; `Agent.make` then needs a `Scope` (`Agent.layer` gives one).
    */
   readonly provide?: Layer.Layer<LA, LE, LR> | undefined
-  /** The agent's tools: a `Toolkit` (which needs its handler layer) or a handled toolkit. */
-  readonly toolkit?: Effect.Effect<Toolkit.WithHandler<any>, TE, TR> | undefined
+  /**
+   * The agent's tools: a `Toolkit` (which needs its handler layer), an Effect
+   * of a handled toolkit (`McpToolkit.make`), or a handled toolkit itself
+   * (what such an Effect yields).
+   */
+  readonly toolkit?: Effect.Effect<Toolkit.WithHandler<any>, TE, TR> | Toolkit.WithHandler<any> | undefined
   /** Middleware, outermost first. */
   readonly middleware?: Mws | undefined
   readonly systemPrompt?: string | undefined
@@ -851,7 +855,7 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
     // every tool name with where it came from, the structured output tool's too: checked together below
     const named: Array<readonly [name: string, source: string]> = []
     const toolkits: Array<readonly [string, Effect.Effect<Toolkit.WithHandler<any>, any, any>]> = []
-    if (options.toolkit !== undefined) toolkits.push(["the toolkit", options.toolkit])
+    if (options.toolkit !== undefined) toolkits.push(["the toolkit", toolkitEffect(options.toolkit)])
     for (const m of middleware) if (m.tools !== undefined) toolkits.push([`middleware "${m.name}"`, m.tools])
     for (const [owner, toolkit] of toolkits) {
       for (const entry of entriesOf(yield* toolkit, context)) {
@@ -906,7 +910,11 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
 /** What each option that is not a number must be, when given (`null` stands for not given where it always has). */
 const optionKinds: ReadonlyArray<readonly [option: string, kind: string, is: (value: unknown) => boolean]> = [
   ["provide", "a Layer", Layer.isLayer],
-  ["toolkit", "a Toolkit (an Effect of a toolkit with its handlers)", Effect.isEffect],
+  [
+    "toolkit",
+    "a Toolkit (an Effect of a toolkit with its handlers) or a handled toolkit",
+    (u) => Effect.isEffect(u) || isHandledToolkit(u)
+  ],
   ["responseFormat", "a Schema", Schema.isSchema],
   ["middleware", "an array of middleware", (u) => u === null || Array.isArray(u)],
   ["systemPrompt", "a string", (u) => u === null || Predicate.isString(u)],

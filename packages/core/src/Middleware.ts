@@ -52,6 +52,7 @@ import { describeValue, unknownKey } from "./internal/options.js"
 import * as PersonAnswer from "./internal/personAnswer.js"
 import * as RunSavesRef from "./internal/runSaves.js"
 import { ToolCallGuards } from "./internal/toolCallGuards.js"
+import { toolkitEffect } from "./internal/tools.js"
 import type * as Wait from "./Wait.js"
 
 /**
@@ -607,10 +608,10 @@ export interface MakeOptions<S, J extends Jump, TE, TR, N extends string = strin
   readonly canJumpTo?: ReadonlyArray<J> | undefined
   /**
    * Tools this middleware adds to the agent (a `Toolkit`, which needs its
-   * handlers, or a handled one). `Agent.make` builds them; a failure fails
-   * it.
+   * handlers, an Effect of a handled toolkit such as `McpToolkit.make`, or a
+   * handled toolkit itself). `Agent.make` builds them; a failure fails it.
    */
-  readonly tools?: Effect.Effect<Toolkit.WithHandler<any>, TE, TR> | undefined
+  readonly tools?: Effect.Effect<Toolkit.WithHandler<any>, TE, TR> | Toolkit.WithHandler<any> | undefined
   /** The names of the agent's tools this middleware refers to, checked by `Agent.make` (see {@link Uses}). */
   readonly uses?: Uses | undefined
 }
@@ -697,8 +698,10 @@ export const make = <
     ErrorOf<BA | BM | AM | AA | WM | WT | TI | WC> | StreamErrorOf<WS>,
     AiError.AiError | AgentError.ToolDefect | AgentError.ToolTimeout | AgentError.ModelReplyError
   >,
-  TR | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | TI | WC | TD> | StreamContextOf<WS>, Scope.Scope>,
-  TE,
+  // NoInfer: inside `Agent.make({ middleware: [Middleware.make({ tools })] })` the list's `Middleware.Any` would
+  // otherwise give the toolkit's `TE` and `TR` as `any` (tools of no error and no service give no candidate)
+  NoInfer<TR> | Exclude<ContextOf<BA | BM | AM | AA | WM | WT | TI | WC | TD> | StreamContextOf<WS>, Scope.Scope>,
+  NoInfer<TE>,
   [Q] extends [never] ? never : Wait.Declared<N, Q, D>
 > => {
   const invalid = !Predicate.isObject(options)
@@ -721,7 +724,7 @@ export const make = <
     name: options.name,
     state: options.state,
     canJumpTo: options.canJumpTo ?? [],
-    tools: options.tools,
+    tools: options.tools === undefined ? undefined : toolkitEffect(options.tools),
     uses: { tools: options.uses?.tools ?? [] },
     setup: undefined,
     wait: options.wait,

@@ -23,6 +23,16 @@ import { addService, withContext } from "./fast/withContext.js"
 import * as JsonDepth from "./jsonDepth.js"
 import * as ToolResult from "./toolResult.js"
 
+/** Whether `u` is a handled toolkit (`Toolkit.WithHandler`: tools and a `handle`), as `McpToolkit.make` yields. */
+export const isHandledToolkit = (u: unknown): u is Toolkit.WithHandler<any> =>
+  Predicate.isObject(u) && !Effect.isEffect(u) && Predicate.isObject((u as { tools?: unknown }).tools) &&
+  Predicate.isFunction((u as { handle?: unknown }).handle)
+
+/** An agent's or middleware's tools as the Effect `Agent.make` builds: a handled toolkit is wrapped as is. */
+export const toolkitEffect = <TE, TR>(
+  toolkit: Effect.Effect<Toolkit.WithHandler<any>, TE, TR> | Toolkit.WithHandler<any>
+): Effect.Effect<Toolkit.WithHandler<any>, TE, TR> => Effect.isEffect(toolkit) ? toolkit : Effect.succeed(toolkit)
+
 /** A tool the agent can run: its definition and how to run it. */
 export interface ToolEntry {
   readonly tool: Tool.Any
