@@ -122,6 +122,14 @@ export interface Layout {
 }
 
 /**
+ * Why `__proto__` cannot name a stored slice or key: effect's `Schema` decodes it as the decoded object's
+ * prototype, so a stored thread would not load back (see `docs/upstream/effect-schema-proto-key.md`).
+ */
+const notStorable = (what: string) =>
+  `"__proto__" cannot be a ${what} with state: a checkpoint would not load back (effect's Schema takes the key ` +
+  `for the object's prototype)`
+
+/**
  * Builds the state layout of a middleware list. Two middleware with one
  * name, or two slices declaring the same key (or the reserved `messages`),
  * fail with an `AgentConfigError`. The middleware are taken as built: one
@@ -157,8 +165,12 @@ export const layout = (middleware: ReadonlyArray<Middleware.Any>): Effect.Effect
       }
       names.add(m.name)
       if (m.state === undefined) continue
+      if (m.name === "__proto__") return Effect.fail(new AgentConfigError({ reason: notStorable(`middleware name`) }))
       const keys = Object.keys(m.state.initial)
       for (const key of keys) {
+        if (key === "__proto__") {
+          return Effect.fail(new AgentConfigError({ reason: notStorable(`state key of middleware "${m.name}"`) }))
+        }
         const owner = keyOwner.get(key)
         if (owner !== undefined) {
           return Effect.fail(

@@ -9,7 +9,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer, Middleware, ModelProfile, RunRecord, TokenCounter } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Cause, Effect, Either, Exit, Layer, Option, Stream } from "effect"
+import { Cause, Effect, Either, Exit, Layer, Option, Schema, Stream } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Calculator, CalculatorLive } from "./utils.js"
@@ -362,4 +362,40 @@ describe("constructors given an option key they do not know", () => {
         "\"staleLock\""
       )
     }).pipe(Effect.provide(env)))
+})
+
+describe("names a checkpoint cannot hold", () => {
+  it.effect("a middleware with state named __proto__, or a state key __proto__, fails Agent.make; constructor is kept", () =>
+    Effect.gen(function*() {
+      // (a key of no literal type: the check of the state's keys is the run-time one)
+      const counter = (name: string, key: string): Middleware.Any =>
+        Middleware.make({
+          name,
+          state: { schema: Schema.Struct({ [key]: Schema.Number }), initial: { [key]: 0 } },
+          beforeModel: () => Effect.succeed(undefined)
+        })
+      yield* expectFailure(
+        "name",
+        () => Agent.make({ middleware: [counter("__proto__", "count")] }),
+        "AgentConfigError",
+        "__proto__"
+      )
+      yield* expectFailure(
+        "key",
+        () => Agent.make({ middleware: [counter("m", "__proto__")] }),
+        "AgentConfigError",
+        "__proto__"
+      )
+      // a name that is only a property of Object.prototype goes through a stored checkpoint and back
+      const kv = yield* Checkpointer.makeKeyValueStore({ cachedThreads: 1 })
+      const agent = yield* Agent.make({ middleware: [counter("constructor", "toString")] }).pipe(
+        Effect.provideService(Checkpointer.Checkpointer, kv)
+      )
+      yield* agent.run("a", { threadId: "t" })
+      yield* agent.run("b", { threadId: "u" })
+      const again = yield* agent.run("c", { threadId: "t" })
+      assert.strictEqual((again.state as unknown as Record<string, unknown>)["toString"], 0)
+    }).pipe(
+      Effect.provide(Layer.merge(env, ScriptedModel.layer(Array.from({ length: 5 }, () => ScriptedModel.text("ok")))))
+    ))
 })
