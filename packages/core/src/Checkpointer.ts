@@ -37,6 +37,7 @@ import { makeDirectories } from "./internal/directories.js"
 import { Lru } from "./internal/fast/lru.js"
 import * as FileLock from "./internal/fileLock.js"
 import { describeValue } from "./internal/options.js"
+import * as RegularFiles from "./internal/regularFiles.js"
 import * as SaveCondition from "./internal/saveCondition.js"
 import * as StoreLocks from "./internal/storeLocks.js"
 import * as ThreadFiles from "./internal/threadFiles.js"
@@ -1018,6 +1019,13 @@ const textDecoder = new TextDecoder("utf-8", { fatal: true })
  * mtime, fails the save or delete with `CheckpointError` naming it. A save costs
  * the creation and removal of the lock file. Loads take no lock file.
  *
+ * A thread's file is opened only when it is a regular file: a FIFO (which
+ * would wait for a writer), a socket, a directory or a device (a link to
+ * `/dev/zero`) where a head, a log or an id belongs fails the load, save or
+ * list with `CheckpointError` naming the file and what it is. So does a head
+ * committing more of its log than one text holds (536,870,888 bytes), or
+ * more than the log file holds, before anything of it is read.
+ *
  * An agent's run saves into it without building the array of the whole
  * encoded thread at a step, through its `append`: the step encodes and
  * writes only its new messages.
@@ -1086,7 +1094,7 @@ export const makeFileSystem = (
       named(threadId, (name) => fs.remove(file(name, `.${log.generation}.log`), { force: true }))
     const backend: ThreadLog.Backend = {
       readHead: (threadId) =>
-        named(threadId, (name) => fs.readFileString(file(name, ".json"))).pipe(
+        named(threadId, (name) => RegularFiles.readText(fs, file(name, ".json"))).pipe(
           Effect.asSome,
           Effect.catchIf(isNotFound, () => Effect.succeedNone)
         ),
@@ -1105,7 +1113,7 @@ export const makeFileSystem = (
         const bytes = textEncoder.encode(ThreadLog.encodeLines(messages.from(log.messages)))
         return named(threadId, (name) =>
           Effect.scoped(Effect.gen(function*() {
-            const handle = yield* fs.open(file(name, `.${log.generation}.log`), { flag: "r+" })
+            const { handle } = yield* RegularFiles.open(fs, file(name, `.${log.generation}.log`), "r+")
             yield* handle.seek(log.end, "start")
             yield* handle.writeAll(bytes)
             // a torn append of an earlier attempt may have left more
@@ -1116,9 +1124,19 @@ export const makeFileSystem = (
       read: (threadId, log, from) =>
         named(threadId, (name) =>
           Effect.scoped(Effect.gen(function*() {
-            const handle = yield* fs.open(file(name, `.${log.generation}.log`), { flag: "r" })
+            const { handle, size } = yield* RegularFiles.open(fs, file(name, `.${log.generation}.log`), "r")
             const start = from?.end ?? 0
-            const buffer = new Uint8Array(log.end - start)
+            // (a log shorter than its head commits is as one that is gone)
+            if (size < log.end) return Option.none()
+            const length = log.end - start
+            if (length > RegularFiles.maxTextBytes) {
+              return yield* Effect.fail(
+                new ThreadLog.Corrupt(
+                  `the log's committed part is ${length} bytes, over the ${RegularFiles.maxTextBytes} read at once`
+                )
+              )
+            }
+            const buffer = new Uint8Array(length)
             yield* handle.seek(start, "start")
             let filled = 0
             while (filled < buffer.length) {
@@ -1153,7 +1171,7 @@ export const makeFileSystem = (
     }
     /** The id in `<name>.id`, or none when it is gone. */
     const readId = (name: string) =>
-      fs.readFileString(file(name, ".id")).pipe(
+      RegularFiles.readText(fs, file(name, ".id")).pipe(
         Effect.asSome,
         Effect.catchIf(isNotFound, () => Effect.succeedNone)
       )
