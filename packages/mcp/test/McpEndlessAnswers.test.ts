@@ -7,8 +7,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { McpToolkit } from "@stepwise-agent/mcp"
 import * as Effect from "effect/Effect"
+import * as FastCheck from "effect/FastCheck"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
+import { messageCounter } from "../src/internal/session.js"
 
 type Endless = "event" | "event of short lines" | "json"
 
@@ -122,4 +124,49 @@ describe("McpToolkit over HTTP, an answer that never ends", () => {
       const answered = yield* bounded(toolkit.handle("t" as never, {} as never))
       assert.isFalse(answered.isFailure)
     }), 30_000)
+})
+
+describe("the bound of one server-sent event", () => {
+  it("counts an event's characters, not its line ends; a blank line after LF, CRLF or a lone CR ends it", () => {
+    const bytes = (text: string) => new TextEncoder().encode(text)
+    assert.isUndefined(messageCounter(true, 2)(bytes("a\nb\n\naa\r\rb\r\n\r\nab\r\n")))
+    assert.include(messageCounter(true, 2)(bytes("a\nb\r\nc")) ?? "", "an event of over 2 bytes")
+    assert.include(messageCounter(false, 2)(bytes("\n\n\n")) ?? "", "an answer of over 2 bytes")
+  })
+
+  // (a lone CR ends a line too; left out here, where a CR then the blank line's LF would read as one CRLF)
+  const lineEnd = FastCheck.constantFrom("\n", "\r\n")
+  const line = FastCheck.string({ unit: FastCheck.constantFrom("a", "b", ":", " "), minLength: 1, maxLength: 12 })
+  /** An event: lines (none blank), each with its end, then a blank line. */
+  const event = FastCheck.array(FastCheck.tuple(line, lineEnd), { minLength: 1, maxLength: 4 })
+
+  it.prop(
+    "cuts a stream exactly when one event's lines hold more than the bound, however it is split into chunks",
+    [
+      FastCheck.array(FastCheck.tuple(event, lineEnd), { maxLength: 6 }),
+      FastCheck.nat({ max: 30 }),
+      FastCheck.array(
+        FastCheck.nat({ max: 200 }),
+        { maxLength: 8 }
+      )
+    ],
+    ([events, max, cuts]) => {
+      const text = events.map(([lines, end]) => lines.map(([l, e]) => l + e).join("") + end).join("")
+      const largest = Math.max(
+        0,
+        ...events.map(([lines]) => lines.reduce((sum, [l]) => sum + l.length, 0))
+      )
+      const bytes = new TextEncoder().encode(text)
+      const at = [...new Set(cuts.map((cut) => Math.min(cut, bytes.length)))].sort((a, b) => a - b)
+      const count = messageCounter(true, max)
+      let cut = false
+      let from = 0
+      for (const to of [...at, bytes.length]) {
+        if (count(bytes.subarray(from, to)) !== undefined) cut = true
+        from = to
+      }
+      assert.strictEqual(cut, largest > max)
+    },
+    { fastCheck: { numRuns: 300 } }
+  )
 })

@@ -145,32 +145,33 @@ export const maxMessageBytes = 10 * 1024 * 1024
 
 /**
  * Counts the bytes of the message being received: of the whole body, or (`streamed`) of the current
- * server-sent event, which ends at a blank line. Gives the problem once a message passes `maxMessageBytes`.
+ * server-sent event (its line ends not counted), which ends at a blank line. Gives the problem once a message
+ * passes `max`.
  */
-const messageCounter = (streamed: boolean) => {
+export const messageCounter = (streamed: boolean, max = maxMessageBytes) => {
   let bytes = 0
   let line = 0
   let afterCarriageReturn = false
+  const problem = `the server sent ${streamed ? "an event" : "an answer"} of over ${max} bytes`
   return (chunk: Uint8Array): string | undefined => {
-    if (!streamed) bytes += chunk.length
-    else {
-      for (const byte of chunk) {
-        if (byte === 10 && afterCarriageReturn) afterCarriageReturn = false
-        else if (byte === 10 || byte === 13) {
-          afterCarriageReturn = byte === 13
-          // a blank line ends the event
-          if (line === 0) bytes = 0
-          line = 0
-        } else {
-          afterCarriageReturn = false
-          line++
-          bytes++
-        }
+    if (!streamed) {
+      bytes += chunk.length
+      return bytes > max ? problem : undefined
+    }
+    for (const byte of chunk) {
+      if (byte === 10 && afterCarriageReturn) afterCarriageReturn = false
+      else if (byte === 10 || byte === 13) {
+        afterCarriageReturn = byte === 13
+        // a blank line ends the event
+        if (line === 0) bytes = 0
+        line = 0
+      } else {
+        afterCarriageReturn = false
+        line++
+        if (++bytes > max) return problem
       }
     }
-    return bytes > maxMessageBytes
-      ? `the server sent ${streamed ? "an event" : "an answer"} of over ${maxMessageBytes} bytes`
-      : undefined
+    return undefined
   }
 }
 
