@@ -824,8 +824,8 @@ export const makeKeyValueStore = (
         const at = reused ? from : offset
         const objects = messages.from(at)
         for (let i = 0; i < objects.length; i++) {
-          // (an array's JSON writes `null` for what has no JSON text of its own, such as `undefined`)
-          const text = JSON.stringify(objects[i]) ?? "null"
+          const text = ThreadLog.messageText(objects[i], at + i)
+          if (text instanceof ThreadLog.Corrupt) return yield* Effect.fail(text)
           if (joined !== undefined) joined = texts.length === 0 ? text : `${joined},${text}`
           texts.push(text)
         }
@@ -1102,15 +1102,19 @@ export const makeFileSystem = (
       // every head is written after a `create` since the thread was last deleted: the `.id` of a hashed name is
       // there before the head that lists it
       create: (threadId, generation, messages) =>
-        Effect.flatMap(ThreadFiles.nameOf(threadId), ({ hashed, name }) => {
-          const bytes = textEncoder.encode(ThreadLog.encodeLines(messages.from(0)))
+        Effect.flatMap(ThreadFiles.nameOf(threadId), ({ hashed, name }): Effect.Effect<number, unknown> => {
+          const lines = ThreadLog.encodeLines(messages.from(0), 0)
+          if (lines instanceof ThreadLog.Corrupt) return Effect.fail(lines)
+          const bytes = textEncoder.encode(lines)
           return Effect.zipRight(
             hashed ? writeAtomically(file(name, ".id"), threadId) : Effect.void,
             Effect.as(fs.writeFile(file(name, `.${generation}.log`), bytes, { flag: "wx" }), bytes.length)
           )
         }),
       append: (threadId, log, messages) => {
-        const bytes = textEncoder.encode(ThreadLog.encodeLines(messages.from(log.messages)))
+        const lines = ThreadLog.encodeLines(messages.from(log.messages), log.messages)
+        if (lines instanceof ThreadLog.Corrupt) return Effect.fail(lines)
+        const bytes = textEncoder.encode(lines)
         return named(threadId, (name) =>
           Effect.scoped(Effect.gen(function*() {
             const { handle } = yield* RegularFiles.open(fs, file(name, `.${log.generation}.log`), "r+")
