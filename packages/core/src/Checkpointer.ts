@@ -544,6 +544,23 @@ const parseFailure = (threadId: string, operation: "load" | "save") => (error: P
   })
 
 /**
+ * A checkpoint (or head) `value` that failed to encode: when JSON cannot write it, why (never the text of the
+ * error a getter or Proxy threw); else what the schema found.
+ */
+const saveFailure = (threadId: string, value: unknown) => (error: ParseResult.ParseError) => {
+  try {
+    JSON.stringify(value)
+  } catch (thrown) {
+    return new CheckpointError({
+      threadId,
+      operation: "save",
+      reason: `the checkpoint cannot be written as JSON: ${ThreadLog.unwritable(thrown)}`
+    })
+  }
+  return parseFailure(threadId, "save")(error)
+}
+
+/**
  * A checkpoint as JSON text, for stores of your own; a checkpoint that does
  * not encode fails with `CheckpointError` (`operation: "save"`).
  *
@@ -560,7 +577,7 @@ const parseFailure = (threadId: string, operation: "load" | "save") => (error: P
 export const toJson = (threadId: string, checkpoint: Checkpoint): Effect.Effect<string, CheckpointError> =>
   Effect.suspend(() => {
     return typeof threadId === "string"
-      ? Effect.mapError(Schema.encode(CheckpointJson)(checkpoint), parseFailure(threadId, "save"))
+      ? Effect.mapError(Schema.encode(CheckpointJson)(checkpoint), saveFailure(threadId, checkpoint))
       : Effect.fail(notAThreadId(threadId, "save"))
   })
 
@@ -607,7 +624,7 @@ const decodeStored = (threadId: string, text: string, operation: "load" | "save"
   )
 
 const encodeHead = (threadId: string, head: ThreadLog.Head) =>
-  Effect.mapError(Schema.encode(HeadJson)(head), parseFailure(threadId, "save"))
+  Effect.mapError(Schema.encode(HeadJson)(head), saveFailure(threadId, head))
 
 /**
  * Options of the log-structured checkpointers ({@link makeKeyValueStore},

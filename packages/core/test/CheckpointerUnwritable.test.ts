@@ -77,3 +77,21 @@ describe("Checkpointer: messages JSON cannot write", () => {
     }
   }
 })
+
+describe("Checkpointer: state slices JSON cannot write", () => {
+  for (const [name, value, why] of unwritable) {
+    it.effect(`${name} in a slice fails the save and toJson with CheckpointError saying why, never its error`, () =>
+      Effect.gen(function*() {
+        const saving: Checkpointer.Checkpoint = { ...checkpoint([]), slices: { state: value } }
+        for (const [, make] of stores) {
+          const checkpointer = yield* make
+          const failed = yield* Effect.flip(checkpointer.save("t", saving))
+          assert.include(failed.message, `the checkpoint cannot be written as JSON: ${why}`)
+          assert.notInclude(failed.message, "sk-secret")
+        }
+        const failed = yield* Effect.flip(Checkpointer.toJson("t", saving))
+        assert.include(failed.message, `the checkpoint cannot be written as JSON: ${why}`)
+        assert.notInclude(failed.message, "sk-secret")
+      }))
+  }
+})

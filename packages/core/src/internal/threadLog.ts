@@ -388,16 +388,19 @@ export const messageText = (message: unknown, n: number): string | Corrupt => {
   try {
     return JSON.stringify(message) ?? "null"
   } catch (error) {
-    const why = error instanceof RangeError
-      ? "it is nested too deep"
-      : error instanceof TypeError && /circular/i.test(error.message)
-      ? "it holds a cycle"
-      : error instanceof TypeError && /bigint/i.test(error.message)
-      ? "it holds a bigint"
-      : "reading it threw"
-    return new Corrupt(`message ${n + 1} of the thread cannot be written as JSON: ${why}`)
+    return new Corrupt(`message ${n + 1} of the thread cannot be written as JSON: ${unwritable(error)}`)
   }
 }
+
+/** Why `JSON.stringify` threw `error`, without its text (a getter's or Proxy's error may hold anything). */
+export const unwritable = (error: unknown): string =>
+  error instanceof RangeError
+    ? "it is nested too deep"
+    : error instanceof TypeError && /circular/i.test(error.message)
+    ? "it holds a cycle"
+    : error instanceof TypeError && /bigint/i.test(error.message)
+    ? "it holds a bigint"
+    : "reading it threw"
 
 /** The lines of `messages` (message `from` on): one JSON text per message, each ending in a newline. */
 export const encodeLines = (messages: ReadonlyArray<unknown>, from: number): string | Corrupt => {
